@@ -1,0 +1,48 @@
+/* kiln reference executor: runs a prepared graph node by node on the CPU
+ * reference kernels. It is the oracle every target is compared against.
+ *
+ * Shapes are re-inferred at run time from the actual inputs, so symbolic dims
+ * (dim_param) take the sizes of the arrays passed in. Intermediates are freed
+ * as soon as their last consumer ran.
+ *
+ * Thread-compatible: concurrent runs of one graph are fine (the graph is only
+ * read); a single run uses one thread.
+ */
+#ifndef KILN_RUNTIME_REF_EXEC_H_
+#define KILN_RUNTIME_REF_EXEC_H_
+
+#include "ir/op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_ref_node_stat_s {
+  int32_t node;    /* node index */
+  double seconds;  /* wall time of the reference kernel */
+} kiln_ref_node_stat_t;
+
+typedef struct kiln_ref_options_s {
+  kiln_allocator_t allocator;
+  /* Optional: called after each node with its time. */
+  void (*on_node)(void* user, const kiln_graph_t* g, int32_t node,
+                  double seconds);
+  void* user;
+} kiln_ref_options_t;
+
+void kiln_ref_options_default(kiln_ref_options_t* o);
+
+/* Runs |g| on |inputs| (g->n_inputs arrays, in graph input order). Checks
+ * each input's dtype and shape against the declaration (symbolic dims bind
+ * to the first size seen and must agree everywhere after). On success
+ * |outputs| (g->n_outputs entries) receive newly allocated arrays the caller
+ * frees with kiln_array_free(options->allocator, ...). On failure nothing is
+ * allocated and the error names the node and tensor. */
+kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
+                           const kiln_ref_options_t* options,
+                           kiln_array_t* outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_REF_EXEC_H_ */

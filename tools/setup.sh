@@ -1,0 +1,30 @@
+#!/bin/sh
+# One-step set-up on Debian 12: installs the Debian packages kiln needs (apt),
+# makes the pinned Python test environment (.venv, see tests/python_env.sh),
+# then configures and builds kiln into build/ (the CLI is build/kiln).
+# Safe to run again. Uses sudo for apt when not run as root.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+
+# Build: compiler, CMake, protobuf-c + the onnx.proto from libonnx-dev.
+# Tests: Python with Debian's CPU-only torch/torchvision (model export) and numpy.
+PACKAGES="build-essential cmake pkg-config git
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy"
+
+echo "setup: installing Debian packages"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PACKAGES
+
+echo "setup: Python test environment"
+sh tests/python_env.sh
+
+echo "setup: building kiln"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$(nproc)"
+echo "setup: done; the CLI is build/kiln"
