@@ -526,7 +526,6 @@ kiln_status_t kiln_graph_verify(const kiln_graph_t* g) {
 kiln_status_t kiln_graph_prepare(kiln_graph_t* g) {
   KILN_RETURN_IF_ERROR(kiln_graph_resolve_ops(g));
   KILN_RETURN_IF_ERROR(kiln_graph_toposort(g));
-  KILN_RETURN_IF_ERROR(kiln_graph_verify(g));
   KILN_RETURN_IF_ERROR(kiln_graph_infer(g));
   return kiln_graph_verify(g);
 }

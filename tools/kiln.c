@@ -38,6 +38,7 @@ typedef struct {
   const char* model;
   const char* dims[MAX_ARGS]; /* SYM=VALUE */
   int n_dims;
+  bool bind_rest_to_one;      /* symbols without --dim become 1 (kiln info) */
 } load_opts_t;
 
 /* Parses the model, binds --dim symbols in the input shapes, prepares. */
@@ -68,6 +69,21 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
         if (kiln_dim_symbol(t->shape.dims[d]) == sym) t->shape.dims[d] = v;
     }
   }
+  if (lo->bind_rest_to_one) {
+    bool any = false;
+    for (int32_t k = 0; k < g->n_inputs; ++k) {
+      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+      for (int32_t d = 0; d < t->shape.rank; ++d) {
+        int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
+        if (!sym) continue;
+        if (!any) printf("note: symbolic dims bound to 1 for costs (set with --dim):");
+        printf(" %s", g->symbols[sym]);
+        t->shape.dims[d] = 1;
+        any = true;
+      }
+    }
+    if (any) printf("\n");
+  }
   kiln_status_t s = kiln_graph_prepare(g);
   if (s) {
     kiln_graph_destroy(g);
@@ -86,9 +102,9 @@ static const char* info_help =
     "\n"
     "Prints the model's inputs and outputs, an op histogram, and one line per\n"
     "node with its output shape, parameter count, FLOPs and bytes moved (inputs\n"
-    "read + outputs written), then totals. Symbolic dims (dim_param) are left\n"
-    "symbolic unless bound with --dim, e.g. --dim N=1; costs that depend on an\n"
-    "unbound dim print as '?'.\n";
+    "read + outputs written), then totals. Symbolic dims (dim_param) are bound\n"
+    "to 1 for the costs unless set with --dim, e.g. --dim N=8; --symbolic keeps\n"
+    "them symbolic (costs that depend on them print as '?').\n";
 
 static void human(double v, char* buf, size_t n) {
   const char* u[] = {"", "K", "M", "G", "T"};
@@ -107,10 +123,13 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 
 static int cmd_info(int argc, char** argv) {
   load_opts_t lo = {0};
+  lo.bind_rest_to_one = true;
   for (int i = 0; i < argc; ++i) {
     if (is_help(argv[i])) {
       fputs(info_help, stdout);
       return 0;
+    } else if (!strcmp(argv[i], "--symbolic")) {
+      lo.bind_rest_to_one = false;
     } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
     } else if (argv[i][0] == '-') {

@@ -56,9 +56,12 @@ kiln_status_t kiln_graph_resolve_ops(kiln_graph_t* g) {
   size_t cap = 1024, len = 0;
   char* msg = NULL;
   int n_bad = 0, n_bad_nodes = 0;
+  bool any_bad_opset = false;
   for (int32_t i = 0; i < g->n_nodes; ++i) {
     kiln_node_t* n = &g->nodes[i];
-    const kiln_op_schema_t* s = opset_ok ? kiln_op_lookup(n->domain, n->op_type) : NULL;
+    bool onnx = is_onnx_domain(n->domain);
+    const kiln_op_schema_t* s = (opset_ok || !onnx) ? kiln_op_lookup(n->domain, n->op_type) : NULL;
+    if (onnx && !opset_ok) any_bad_opset = true;
     n->schema = s;
     if (s) continue;
     ++n_bad_nodes;
@@ -89,7 +92,11 @@ kiln_status_t kiln_graph_resolve_ops(kiln_graph_t* g) {
     return NULL;
   }
   kiln_status_t st;
-  if (!opset_ok)
+  if (any_bad_opset && g->opset == 0)
+    st = kiln_make_status(KILN_UNSUPPORTED,
+                          "%s: the model imports no ai.onnx opset; unsupported op%s: %s", src,
+                          n_bad > 1 ? "s" : "", msg ? msg : "");
+  else if (any_bad_opset)
     st = kiln_make_status(KILN_UNSUPPORTED,
                           "%s: ai.onnx opset %lld is not supported (kiln supports 1..%d); "
                           "unsupported op%s: %s",
