@@ -1,0 +1,486 @@
+/* One-input elementwise ops: activations and math maps (Relu .. Abs, Not),
+ * Clip, and the data-moving Identity and Dropout (inference only).
+ *
+ * Each map is a kernel over a flat run of elements, generated per dtype by
+ * the *_CASES macros so the f32 loop is a plain loop the compiler can
+ * vectorise; f16 is widened to f32, computed and rounded once. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "ir/ops/elementwise_impl.h"
+
+typedef struct uparams_s {
+  float alpha, beta;
+} uparams_t;
+
+/* Returns false when the kernel has no case for |t|. */
+typedef bool (*ukernel_t)(kiln_dtype_t t, const void* x, void* y, int64_t n,
+                          const uparams_t* p);
+
+#define F_CASES(expr)                                         \
+  case KILN_DTYPE_F32: {                                      \
+    const float* xs = x;                                      \
+    float* ys = y;                                            \
+    for (int64_t i = 0; i < n; ++i) {                         \
+      const float v = xs[i];                                  \
+      ys[i] = (expr);                                         \
+    }                                                         \
+    return true;                                              \
+  }                                                           \
+  case KILN_DTYPE_F16: {                                      \
+    const uint16_t* xs = x;                                   \
+    uint16_t* ys = y;                                         \
+    for (int64_t i = 0; i < n; ++i) {                         \
+      const float v = kiln_f16_to_f32(xs[i]);                 \
+      ys[i] = kiln_f32_to_f16(expr);                          \
+    }                                                         \
+    return true;                                              \
+  }
+
+#define I_CASE(KT, T, expr)                                   \
+  case KT: {                                                  \
+    const T* xs = x;                                          \
+    T* ys = y;                                                \
+    for (int64_t i = 0; i < n; ++i) {                         \
+      const T v = xs[i];                                      \
+      ys[i] = (T)(expr);                                      \
+    }                                                         \
+    return true;                                              \
+  }
+/* Signed integers; |expr| may compute in uint64 to wrap like C. */
+#define SI_CASES(expr)                                        \
+  I_CASE(KILN_DTYPE_I8, int8_t, expr)                         \
+  I_CASE(KILN_DTYPE_I32, int32_t, expr)                       \
+  I_CASE(KILN_DTYPE_I64, int64_t, expr)
+#define U_CASES(expr) I_CASE(KILN_DTYPE_U8, uint8_t, expr)
+
+#define KERNEL(name, cases)                                                  \
+  static bool k_##name(kiln_dtype_t t, const void* x, void* y, int64_t n,    \
+                       const uparams_t* p) {                                 \
+    (void)p;                                                                 \
+    switch (t) {                                                             \
+      cases                                                                  \
+      default:                                                               \
+        return false;                                                        \
+    }                                                                        \
+  }
+
+/* exp of a non-positive number only, so large |v| never overflows. */
+static inline float sigm(float v) {
+  if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
+  float e = expf(v);
+  return e / (1.0f + e);
+}
+/* Comparisons rather than fminf/fmaxf so NaN stays NaN (numpy clip). */
+static inline float clamp01(float v) {
+  return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+}
+static inline float gelu_erf(float v) {
+  return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+static inline float gelu_tanh(float v) {
+  const float k = 0.79788456080286536f; /* sqrt(2/pi) */
+  return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+KERNEL(relu, F_CASES(v < 0.0f ? 0.0f : v) SI_CASES(v < 0 ? 0 : v))
+KERNEL(leakyrelu, F_CASES(v < 0.0f ? v * p->alpha : v))
+KERNEL(sigmoid, F_CASES(sigm(v)))
+KERNEL(tanh, F_CASES(tanhf(v)))
+KERNEL(hardsigmoid, F_CASES(clamp01(p->alpha * v + p->beta)))
+KERNEL(hardswish, F_CASES(v * clamp01(v * (1.0f / 6.0f) + 0.5f)))
+KERNEL(erf, F_CASES(erff(v)))
+KERNEL(gelu, F_CASES(gelu_erf(v)))
+KERNEL(gelu_tanh, F_CASES(gelu_tanh(v)))
+KERNEL(sqrt, F_CASES(sqrtf(v)))
+KERNEL(reciprocal, F_CASES(1.0f / v))
+KERNEL(exp, F_CASES(expf(v)))
+KERNEL(log, F_CASES(logf(v)))
+KERNEL(neg, F_CASES(-v) SI_CASES(0 - (uint64_t)v))
+KERNEL(abs, F_CASES(fabsf(v))
+            SI_CASES(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) U_CASES(v))
+KERNEL(not, I_CASE(KILN_DTYPE_BOOL, uint8_t, !v))
+
+/* ---- shared infer/run ------------------------------------------------ */
+
+static const char* opn(const kiln_node_t* n) {
+  return n && n->op_type ? n->op_type : "elementwise";
+}
+
+/* Output 0 takes input 0's dtype and shape. */
+static kiln_status_t infer_map(kiln_infer_t* ctx, const char* in_name,
+                               uint32_t mask,
+                               kiln_status_t (*run)(const kiln_ref_ctx_t*)) {
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, in_name, mask));
+  const kiln_tensor_t* x = ctx->in[0];
+  kiln_infer_set(ctx, 0, x->dtype, &x->shape);
+  return kiln_ew_fold(ctx, run);
+}
+
+static kiln_status_t run_map(const kiln_ref_ctx_t* ctx, ukernel_t k,
+                             const uparams_t* p) {
+  const char* op = opn(ctx->node);
+  const kiln_array_t* x = kiln_ew_arr(ctx, 0);
+  kiln_array_t* y = kiln_ew_out(ctx, 0);
+  if (!x) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: missing input", op);
+  int64_t n = kiln_array_numel(x);
+  KILN_RETURN_IF_ERROR(kiln_ew_check_out(op, y, x->dtype, n));
+  if (n > 0 && !k(x->dtype, x->data, y->data, n, p)) {
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "%s: input dtype %s is not supported", op,
+                            kiln_dtype_name(x->dtype));
+  }
+  return NULL;
+}
+
+#define SIMPLE_MAP(name, in_name, mask)                                  \
+  kiln_status_t kiln_ew_run_##name(const kiln_ref_ctx_t* ctx) {          \
+    return run_map(ctx, k_##name, NULL);                                 \
+  }                                                                      \
+  kiln_status_t kiln_ew_infer_##name(kiln_infer_t* ctx) {                \
+    return infer_map(ctx, in_name, mask, kiln_ew_run_##name);            \
+  }
+
+SIMPLE_MAP(relu, "X", KILN_EW_FLOAT | KILN_EW_SINT)
+SIMPLE_MAP(sigmoid, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(tanh, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(hardswish, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(erf, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(sqrt, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(reciprocal, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(exp, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(log, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(neg, "X", KILN_EW_FLOAT | KILN_EW_SINT)
+SIMPLE_MAP(abs, "X", KILN_EW_NUM)
+SIMPLE_MAP(not, "X", KILN_EW_BOOL)
+
+/* ---- maps with attributes -------------------------------------------- */
+
+static kiln_status_t leaky_params(const kiln_node_t* n, uparams_t* p) {
+  p->beta = 0.0f;
+  return kiln_attr_float(n, "alpha", 0.01f, &p->alpha);
+}
+
+kiln_status_t kiln_ew_run_leakyrelu(const kiln_ref_ctx_t* ctx) {
+  uparams_t p;
+  KILN_RETURN_IF_ERROR(leaky_params(ctx->node, &p));
+  return run_map(ctx, k_leakyrelu, &p);
+}
+
+kiln_status_t kiln_ew_infer_leakyrelu(kiln_infer_t* ctx) {
+  uparams_t p;
+  KILN_RETURN_IF_ERROR(leaky_params(ctx->node, &p));
+  return infer_map(ctx, "X", KILN_EW_FLOAT, kiln_ew_run_leakyrelu);
+}
+
+static kiln_status_t hardsigmoid_params(const kiln_node_t* n, uparams_t* p) {
+  KILN_RETURN_IF_ERROR(kiln_attr_float(n, "alpha", 0.2f, &p->alpha));
+  return kiln_attr_float(n, "beta", 0.5f, &p->beta);
+}
+
+kiln_status_t kiln_ew_run_hardsigmoid(const kiln_ref_ctx_t* ctx) {
+  uparams_t p;
+  KILN_RETURN_IF_ERROR(hardsigmoid_params(ctx->node, &p));
+  return run_map(ctx, k_hardsigmoid, &p);
+}
+
+kiln_status_t kiln_ew_infer_hardsigmoid(kiln_infer_t* ctx) {
+  uparams_t p;
+  KILN_RETURN_IF_ERROR(hardsigmoid_params(ctx->node, &p));
+  return infer_map(ctx, "X", KILN_EW_FLOAT, kiln_ew_run_hardsigmoid);
+}
+
+/* Gelu's 'approximate' picks the kernel: "none" (erf) or "tanh". */
+static kiln_status_t gelu_kernel(const kiln_node_t* n, ukernel_t* out) {
+  const char* a = NULL;
+  KILN_RETURN_IF_ERROR(kiln_attr_string(n, "approximate", "none", &a));
+  if (strcmp(a, "none") == 0) {
+    *out = k_gelu;
+  } else if (strcmp(a, "tanh") == 0) {
+    *out = k_gelu_tanh;
+  } else {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "Gelu: attribute 'approximate' is '%s', must be "
+                            "'none' or 'tanh'",
+                            a);
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_ew_run_gelu(const kiln_ref_ctx_t* ctx) {
+  ukernel_t k;
+  KILN_RETURN_IF_ERROR(gelu_kernel(ctx->node, &k));
+  return run_map(ctx, k, NULL);
+}
+
+kiln_status_t kiln_ew_infer_gelu(kiln_infer_t* ctx) {
+  ukernel_t k;
+  KILN_RETURN_IF_ERROR(gelu_kernel(ctx->node, &k));
+  return infer_map(ctx, "X", KILN_EW_FLOAT, kiln_ew_run_gelu);
+}
+
+/* ---- Clip ------------------------------------------------------------ */
+
+/* Before opset 11 the bounds are float attributes (default: the float
+ * range); from 11 they are optional scalar inputs of the input's dtype
+ * (default: no bound). */
+typedef struct clip_bounds_s {
+  float flo, fhi;
+  int64_t ilo, ihi;
+} clip_bounds_t;
+
+static void int_range(kiln_dtype_t t, int64_t* lo, int64_t* hi) {
+  switch (t) {
+    case KILN_DTYPE_I8: *lo = INT8_MIN; *hi = INT8_MAX; break;
+    case KILN_DTYPE_U8: *lo = 0; *hi = UINT8_MAX; break;
+    case KILN_DTYPE_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    default: *lo = INT64_MIN; *hi = INT64_MAX; break;
+  }
+}
+
+/* Reads the optional bound |b| (input |name|) of a Clip on |dtype|. */
+static kiln_status_t clip_read(const kiln_array_t* b, const char* name,
+                               kiln_dtype_t dtype, float* f, int64_t* i) {
+  if (!b) return NULL;
+  if (b->dtype != dtype) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "Clip: inputs 'input' and '%s' must have the same "
+                            "dtype, got %s and %s",
+                            name, kiln_dtype_name(dtype),
+                            kiln_dtype_name(b->dtype));
+  }
+  if (kiln_array_numel(b) != 1) {
+    char buf[96];
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "Clip: input '%s' must be a scalar, got shape %s",
+                            name, kiln_shape_format(&b->shape, buf, sizeof buf));
+  }
+  if (kiln_dtype_is_float(dtype))
+    *f = (float)kiln_ew_ld_f(b->dtype, b->data, 0);
+  else
+    *i = kiln_ew_ld_i(b->dtype, b->data, 0);
+  return NULL;
+}
+
+static kiln_status_t clip_bounds(const kiln_ref_ctx_t* ctx, kiln_dtype_t dtype,
+                                 clip_bounds_t* cb) {
+  int_range(dtype, &cb->ilo, &cb->ihi);
+  if (ctx->opset < 11) {
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "min", -FLT_MAX, &cb->flo));
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "max", FLT_MAX, &cb->fhi));
+    return NULL;
+  }
+  cb->flo = -INFINITY;
+  cb->fhi = INFINITY;
+  KILN_RETURN_IF_ERROR(
+      clip_read(kiln_ew_arr(ctx, 1), "min", dtype, &cb->flo, &cb->ilo));
+  return clip_read(kiln_ew_arr(ctx, 2), "max", dtype, &cb->fhi, &cb->ihi);
+}
+
+/* min(max(x, lo), hi): with lo > hi every element becomes hi, as ONNX
+ * specifies; NaN passes through. */
+
+static bool k_clip(kiln_dtype_t t, const void* x, void* y, int64_t n,
+                   const clip_bounds_t* b) {
+  const float flo = b->flo, fhi = b->fhi;
+  const int64_t ilo = b->ilo, ihi = b->ihi;
+#define CLIP_I(KT, T)                                          \
+  case KT: {                                                   \
+    const T* xs = x;                                           \
+    T* ys = y;                                                 \
+    for (int64_t i = 0; i < n; ++i) {                          \
+      int64_t v = xs[i];                                       \
+      v = v < ilo ? ilo : v;                                   \
+      ys[i] = (T)(v > ihi ? ihi : v);                          \
+    }                                                          \
+    return true;                                               \
+  }
+  switch (t) {
+    case KILN_DTYPE_F32: {
+      const float* xs = x;
+      float* ys = y;
+      for (int64_t i = 0; i < n; ++i) {
+        float v = xs[i];
+        v = v < flo ? flo : v;
+        ys[i] = v > fhi ? fhi : v;
+      }
+      return true;
+    }
+    case KILN_DTYPE_F16: {
+      const uint16_t* xs = x;
+      uint16_t* ys = y;
+      for (int64_t i = 0; i < n; ++i) {
+        float v = kiln_f16_to_f32(xs[i]);
+        v = v < flo ? flo : v;
+        ys[i] = kiln_f32_to_f16(v > fhi ? fhi : v);
+      }
+      return true;
+    }
+    CLIP_I(KILN_DTYPE_I8, int8_t)
+    CLIP_I(KILN_DTYPE_U8, uint8_t)
+    CLIP_I(KILN_DTYPE_I32, int32_t)
+    CLIP_I(KILN_DTYPE_I64, int64_t)
+    default:
+      return false;
+  }
+#undef CLIP_I
+}
+
+kiln_status_t kiln_ew_run_clip(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* x = kiln_ew_arr(ctx, 0);
+  kiln_array_t* y = kiln_ew_out(ctx, 0);
+  if (!x) return kiln_make_status(KILN_INVALID_ARGUMENT, "Clip: missing input");
+  int64_t n = kiln_array_numel(x);
+  KILN_RETURN_IF_ERROR(kiln_ew_check_out("Clip", y, x->dtype, n));
+  clip_bounds_t cb;
+  KILN_RETURN_IF_ERROR(clip_bounds(ctx, x->dtype, &cb));
+  if (n > 0 && !k_clip(x->dtype, x->data, y->data, n, &cb)) {
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "Clip: input dtype %s is not supported",
+                            kiln_dtype_name(x->dtype));
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_ew_infer_clip(kiln_infer_t* ctx) {
+  if (ctx->opset < 11) {
+    float f;
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "min", -FLT_MAX, &f));
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "max", FLT_MAX, &f));
+    return infer_map(ctx, "input", KILN_EW_FLOAT, kiln_ew_run_clip);
+  }
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "input", KILN_EW_NUM));
+  static const char* const names[3] = {"input", "min", "max"};
+  for (int32_t i = 1; i < 3; ++i) {
+    const kiln_tensor_t* b = kiln_ew_in(ctx, i);
+    if (!b) continue;
+    KILN_RETURN_IF_ERROR(kiln_ew_same_dtype(ctx, 0, "input", i, names[i]));
+    int64_t numel = 0;
+    bool known = kiln_shape_is_static(&b->shape);
+    if (known) {
+      kiln_status_t s = kiln_shape_numel(&b->shape, &numel);
+      if (s) {
+        kiln_status_free(s);
+        known = false;
+      }
+    }
+    if (known && numel != 1) {
+      char buf[96];
+      return kiln_make_status(
+          KILN_INVALID_ARGUMENT, "Clip: input '%s' must be a scalar, got shape %s",
+          names[i], kiln_ew_shape_str(ctx, &b->shape, buf, sizeof buf));
+    }
+  }
+  const kiln_tensor_t* x = ctx->in[0];
+  kiln_infer_set(ctx, 0, x->dtype, &x->shape);
+  return kiln_ew_fold(ctx, kiln_ew_run_clip);
+}
+
+/* ---- Identity / Dropout ---------------------------------------------- */
+
+static kiln_status_t copy_input(const char* op, const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* x = kiln_ew_arr(ctx, 0);
+  kiln_array_t* y = kiln_ew_out(ctx, 0);
+  if (!x) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: missing input", op);
+  int64_t n = kiln_array_numel(x);
+  KILN_RETURN_IF_ERROR(kiln_ew_check_out(op, y, x->dtype, n));
+  if (n > 0 && y->data != x->data)
+    memcpy(y->data, x->data, (size_t)n * kiln_dtype_size(x->dtype));
+  return NULL;
+}
+
+kiln_status_t kiln_ew_run_identity(const kiln_ref_ctx_t* ctx) {
+  return copy_input("Identity", ctx);
+}
+
+kiln_status_t kiln_ew_infer_identity(kiln_infer_t* ctx) {
+  return infer_map(ctx, "input", KILN_EW_ALL, kiln_ew_run_identity);
+}
+
+/* kiln runs Dropout in inference mode only: Y = X and the mask is all true.
+ * Training mode (opset >= 12 input 'training_mode' true) is accepted only
+ * with ratio 0, where it is the same thing; a training_mode that is not a
+ * load-time constant is rejected at load so results never depend on it. */
+static kiln_status_t dropout_training(bool training,
+                                      const kiln_array_t* ratio) {
+  if (!training) return NULL;
+  double r = 0.5;
+  if (ratio) {
+    if (kiln_array_numel(ratio) != 1 || !kiln_dtype_is_float(ratio->dtype)) {
+      char buf[96];
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "Dropout: input 'ratio' must be a float scalar, "
+                              "got %s %s",
+                              kiln_dtype_name(ratio->dtype),
+                              kiln_shape_format(&ratio->shape, buf, sizeof buf));
+    }
+    r = kiln_ew_ld_f(ratio->dtype, ratio->data, 0);
+  }
+  if (r != 0.0) {
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "Dropout: training mode (training_mode = true, "
+                            "ratio = %g) is not supported",
+                            r);
+  }
+  return NULL;
+}
+
+static bool array_true(const kiln_array_t* a) {
+  return a && kiln_array_numel(a) >= 1 && kiln_ew_ld_i(a->dtype, a->data, 0) != 0;
+}
+
+static kiln_dtype_t mask_dtype(int64_t opset, kiln_dtype_t x) {
+  return opset >= 10 ? KILN_DTYPE_BOOL : x;
+}
+
+kiln_status_t kiln_ew_run_dropout(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* x = kiln_ew_arr(ctx, 0);
+  if (ctx->opset >= 12) {
+    KILN_RETURN_IF_ERROR(dropout_training(
+        array_true(kiln_ew_arr(ctx, 2)), kiln_ew_arr(ctx, 1)));
+  }
+  KILN_RETURN_IF_ERROR(copy_input("Dropout", ctx));
+  kiln_array_t* mask = kiln_ew_out(ctx, 1);
+  if (mask) {
+    int64_t n = kiln_array_numel(x);
+    KILN_RETURN_IF_ERROR(kiln_ew_check_out(
+        "Dropout", mask, mask_dtype(ctx->opset, x->dtype), n));
+    for (int64_t i = 0; i < n; ++i) kiln_ew_st_i(mask->dtype, mask->data, i, 1);
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_ew_infer_dropout(kiln_infer_t* ctx) {
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "data", KILN_EW_FLOAT));
+  if (ctx->opset >= 12) {
+    const kiln_tensor_t* ratio = kiln_ew_in(ctx, 1);
+    const kiln_tensor_t* tm = kiln_ew_in(ctx, 2);
+    if (ratio) KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 1, "ratio", KILN_EW_FLOAT));
+    if (tm) {
+      KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 2, "training_mode", KILN_EW_BOOL));
+      if (!kiln_infer_has_value(ctx, 2)) {
+        return kiln_make_status(KILN_UNSUPPORTED,
+                                "Dropout: input 'training_mode' that is not a "
+                                "constant is not supported (kiln runs Dropout "
+                                "in inference mode only)");
+      }
+      bool training = array_true(&tm->value);
+      if (training && ratio && !kiln_infer_has_value(ctx, 1)) {
+        return kiln_make_status(KILN_UNSUPPORTED,
+                                "Dropout: training mode with a non-constant "
+                                "ratio is not supported");
+      }
+      KILN_RETURN_IF_ERROR(dropout_training(
+          training, ratio ? &ratio->value : NULL));
+    }
+  } else {
+    float r;
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "ratio", 0.5f, &r));
+  }
+  const kiln_tensor_t* x = ctx->in[0];
+  kiln_infer_set(ctx, 0, x->dtype, &x->shape);
+  if (ctx->n_out > 1 && ctx->out[1])
+    kiln_infer_set(ctx, 1, mask_dtype(ctx->opset, x->dtype), &x->shape);
+  return kiln_ew_fold(ctx, kiln_ew_run_dropout);
+}
