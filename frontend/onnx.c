@@ -116,7 +116,7 @@ static kiln_status_t walk(const char* path, const uint8_t* p, size_t n,
       return kiln_make_status(KILN_PARSE_ERROR,
                               "%s: not a valid ONNX protobuf (field number 0 at byte %zu)", path,
                               base + at);
-    uint64_t v;
+    uint64_t v = 0;
     switch (wt) {
       case 0:
         if (!read_varint(p, n, &pos, &v))

@@ -236,10 +236,10 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
       return NULL;
   }
   if (all_known) return NULL;
-  kiln_array_t outs[16];
-  kiln_array_t* outp[16];
-  const kiln_array_t* inp[64];
-  if (n->n_outputs > 16 || n->n_inputs > 64) return NULL;
+  kiln_array_t outs[KILN_MAX_NODE_OUTPUTS];
+  kiln_array_t* outp[KILN_MAX_NODE_OUTPUTS];
+  const kiln_array_t* inp[KILN_MAX_NODE_INPUTS];
+  if (n->n_outputs > KILN_MAX_NODE_OUTPUTS || n->n_inputs > KILN_MAX_NODE_INPUTS) return NULL;
   memset(outs, 0, sizeof outs);
   kiln_status_t s = NULL;
   for (int32_t j = 0; j < n->n_outputs && !s; ++j) {
@@ -268,8 +268,8 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
 }
 
 kiln_status_t kiln_graph_infer(kiln_graph_t* g) {
-  kiln_tensor_t* in[64];
-  kiln_tensor_t* out[16];
+  kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
+  kiln_tensor_t* out[KILN_MAX_NODE_OUTPUTS];
   for (int32_t i = 0; i < g->n_nodes; ++i) {
     kiln_node_t* n = &g->nodes[i];
     const kiln_op_schema_t* s = n->schema;
@@ -288,9 +288,10 @@ kiln_status_t kiln_graph_infer(kiln_graph_t* g) {
       return kiln_make_status(KILN_INVALID_ARGUMENT,
                               "%s: node '%s' (%s) has %d outputs, expects %d..%d", src_of(g),
                               n->name, n->op_type, n->n_outputs, s->min_outputs, s->max_outputs);
-    if (n->n_inputs > 64 || n->n_outputs > 16)
-      return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has too many inputs/outputs",
-                              src_of(g), n->name, n->op_type);
+    if (n->n_inputs > KILN_MAX_NODE_INPUTS || n->n_outputs > KILN_MAX_NODE_OUTPUTS)
+      return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has %d inputs and %d outputs; kiln allows %d and %d",
+                              src_of(g), n->name, n->op_type, n->n_inputs, n->n_outputs,
+                              KILN_MAX_NODE_INPUTS, KILN_MAX_NODE_OUTPUTS);
     for (int32_t j = 0; j < s->min_inputs && j < n->n_inputs; ++j)
       if (n->inputs[j] < 0)
         return kiln_make_status(KILN_INVALID_ARGUMENT,

@@ -30,6 +30,10 @@
 extern "C" {
 #endif
 
+/* Most inputs/outputs one node may have (Concat/Split/Max fan-in/out). */
+#define KILN_MAX_NODE_INPUTS 256
+#define KILN_MAX_NODE_OUTPUTS 256
+
 typedef struct kiln_infer_s {
   kiln_graph_t* graph;       /* for symbols and value storage; may be NULL at run time */
   const kiln_node_t* node;

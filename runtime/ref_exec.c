@@ -9,6 +9,7 @@
 void kiln_ref_options_default(kiln_ref_options_t* o) {
   memset(o, 0, sizeof(*o));
   o->allocator = kiln_allocator_system();
+  o->max_tensor_bytes = (int64_t)16 << 30;
 }
 
 static double now_s(void) {
@@ -95,11 +96,11 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
       if (n->outputs[j] >= 0 && !(g->tensors[n->outputs[j]].flags & KILN_TENSOR_CONST))
         all_const = false;
     if (all_const) continue; /* folded at load time */
-    kiln_tensor_t tin[64], tout[16];
-    kiln_tensor_t* pin[64];
-    kiln_tensor_t* pout[16];
-    const kiln_array_t* ain[64];
-    kiln_array_t* aout[16];
+    kiln_tensor_t tin[KILN_MAX_NODE_INPUTS], tout[KILN_MAX_NODE_OUTPUTS];
+    kiln_tensor_t* pin[KILN_MAX_NODE_INPUTS];
+    kiln_tensor_t* pout[KILN_MAX_NODE_OUTPUTS];
+    const kiln_array_t* ain[KILN_MAX_NODE_INPUTS];
+    kiln_array_t* aout[KILN_MAX_NODE_OUTPUTS];
     for (int32_t j = 0; j < n->n_inputs; ++j) {
       int32_t t = n->inputs[j];
       pin[j] = NULL;
@@ -138,7 +139,14 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
                              src_of(g), n->name, n->op_type, tout[j].name);
         goto done;
       }
-      if ((s = kiln_array_alloc(a, tout[j].dtype, &tout[j].shape, &vals[t]))) {
+      int64_t numel = 0;
+      if ((s = kiln_shape_numel(&tout[j].shape, &numel)) ||
+          (numel > options->max_tensor_bytes / (int64_t)kiln_dtype_size(tout[j].dtype) &&
+           (s = kiln_make_status(KILN_LIMIT_EXCEEDED,
+                                 "%lld elements of %s exceed the %lld-byte tensor limit",
+                                 (long long)numel, kiln_dtype_name(tout[j].dtype),
+                                 (long long)options->max_tensor_bytes))) ||
+          (s = kiln_array_alloc(a, tout[j].dtype, &tout[j].shape, &vals[t]))) {
         s = kiln_status_annotate(s, "%s: node '%s' (%s) output '%s'", src_of(g), n->name,
                                  n->op_type, tout[j].name);
         goto done;

@@ -24,6 +24,9 @@ typedef struct kiln_ref_node_stat_s {
 
 typedef struct kiln_ref_options_s {
   kiln_allocator_t allocator;
+  /* Largest tensor one node may produce (default 16 GiB); bigger is a
+   * LIMIT_EXCEEDED error before anything is allocated. */
+  int64_t max_tensor_bytes;
   /* Optional: called after each node with its time. */
   void (*on_node)(void* user, const kiln_graph_t* g, int32_t node,
                   double seconds);

@@ -108,7 +108,7 @@ typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } outcome_t;
 static outcome_t run_case(const char* dir, const char* name, report_t* rep, char* op, size_t opn,
                           char* why, size_t whyn) {
   kiln_allocator_t al = kiln_allocator_system();
-  char path[4096];
+  char path[8192];
   snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
   kiln_graph_t* g = NULL;
   kiln_status_t s = kiln_onnx_parse_model(path, NULL, al, &g);

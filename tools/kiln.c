@@ -177,9 +177,9 @@ static int cmd_info(int argc, char** argv) {
     const kiln_node_t* n = &g->nodes[i];
     int64_t params = 0, bytes = 0;
     bool bknown = true, static_out = true;
-    kiln_tensor_t* in[64];
-    kiln_tensor_t* out[16];
-    for (int32_t j = 0; j < n->n_inputs && j < 64; ++j) {
+    kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
+    kiln_tensor_t* out[KILN_MAX_NODE_OUTPUTS];
+    for (int32_t j = 0; j < n->n_inputs; ++j) {
       int32_t t = n->inputs[j];
       in[j] = t >= 0 ? &g->tensors[t] : NULL;
       if (t < 0) continue;
@@ -189,7 +189,7 @@ static int cmd_info(int argc, char** argv) {
       if (tb < 0) bknown = false;
       else bytes += tb;
     }
-    for (int32_t j = 0; j < n->n_outputs && j < 16; ++j) {
+    for (int32_t j = 0; j < n->n_outputs; ++j) {
       int32_t t = n->outputs[j];
       out[j] = t >= 0 ? &g->tensors[t] : NULL;
       if (t < 0) continue;

@@ -26,7 +26,7 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null 
   cmake --build build-asan -j"$jobs" || exit 1
 
 step "tests under ASan + UBSan: unit, badinput, onnx"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'unit|badinput|onnx' || status=1
 
 if [ "$status" -ne 0 ]; then

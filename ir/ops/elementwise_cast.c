@@ -67,7 +67,7 @@ static void cast_generic(kiln_dtype_t from, const void* x, kiln_dtype_t to,
 }
 
 kiln_status_t kiln_ew_run_cast(const kiln_ref_ctx_t* ctx) {
-  kiln_dtype_t to;
+  kiln_dtype_t to = KILN_DTYPE_UNDEFINED;
   KILN_RETURN_IF_ERROR(cast_target(ctx->node, &to));
   const kiln_array_t* x = kiln_ew_arr(ctx, 0);
   kiln_array_t* y = kiln_ew_out(ctx, 0);
@@ -92,7 +92,7 @@ kiln_status_t kiln_ew_run_cast(const kiln_ref_ctx_t* ctx) {
 }
 
 kiln_status_t kiln_ew_infer_cast(kiln_infer_t* ctx) {
-  kiln_dtype_t to;
+  kiln_dtype_t to = KILN_DTYPE_UNDEFINED;
   KILN_RETURN_IF_ERROR(cast_target(ctx->node, &to));
   KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "input", KILN_EW_ALL));
   kiln_infer_set(ctx, 0, to, &ctx->in[0]->shape);

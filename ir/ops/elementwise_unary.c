@@ -209,13 +209,13 @@ static kiln_status_t gelu_kernel(const kiln_node_t* n, ukernel_t* out) {
 }
 
 kiln_status_t kiln_ew_run_gelu(const kiln_ref_ctx_t* ctx) {
-  ukernel_t k;
+  ukernel_t k = NULL;
   KILN_RETURN_IF_ERROR(gelu_kernel(ctx->node, &k));
   return run_map(ctx, k, NULL);
 }
 
 kiln_status_t kiln_ew_infer_gelu(kiln_infer_t* ctx) {
-  ukernel_t k;
+  ukernel_t k = NULL;
   KILN_RETURN_IF_ERROR(gelu_kernel(ctx->node, &k));
   return infer_map(ctx, "X", KILN_EW_FLOAT, kiln_ew_run_gelu);
 }

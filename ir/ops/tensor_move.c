@@ -652,7 +652,7 @@ kiln_status_t kiln_tensor_gather_run(const kiln_ref_ctx_t* ctx) {
   const char* src = (const char*)x->data;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < cnt; ++k) {
-      int64_t i;
+      int64_t i = 0;
       KILN_TRY(gather_index(ind, k, n, axis, &i));
       memcpy(dst, src + (size_t)(o * n + i) * block, block);
       dst += block;

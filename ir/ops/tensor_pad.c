@@ -220,7 +220,7 @@ kiln_status_t kiln_tensor_pad_run(const kiln_ref_ctx_t* ctx) {
   /* One index map per axis, laid end to end. */
   int64_t total = 0, at[KILN_MAX_RANK];
   for (int32_t k = 0; k < r; ++k) {
-    int64_t o;
+    int64_t o = 0;
     KILN_TRY(pad_dim(&p, k, x->shape.dims[k], &o));
     if (o != y->shape.dims[k]) {
       return kiln_make_status(KILN_INTERNAL, "Pad: output shape mismatch");
