@@ -534,6 +534,7 @@ kiln_status_t kiln_graph_prepare(kiln_graph_t* g) {
 
 char* kiln_graph_format_shape(const kiln_graph_t* g, const kiln_shape_t* s,
                               char* buf, size_t n) {
+  if (!n) return buf;
   if (s->rank < 0) {
     snprintf(buf, n, "[?]");
     return buf;
@@ -585,7 +586,16 @@ static void dump_attr(FILE* f, const kiln_attr_t* a) {
               kiln_shape_format(&a->tensor->shape, b, sizeof b));
       break;
     }
-    default: fprintf(f, "<%d>", (int)a->type); break;
+    case KILN_ATTR_STRINGS:
+      fputc('[', f);
+      for (int64_t i = 0; i < a->count && i < 16; ++i)
+        fprintf(f, "%s\"%s\"", i ? "," : "", a->strings[i]);
+      fprintf(f, "%s]", a->count > 16 ? ",..." : "");
+      break;
+    case KILN_ATTR_TENSORS: fprintf(f, "tensors<%lld>", (long long)a->count); break;
+    case KILN_ATTR_GRAPH: fputs("<graph>", f); break;
+    case KILN_ATTR_GRAPHS: fputs("<graphs>", f); break;
+    default: fputs("<undefined>", f); break;
   }
 }
 

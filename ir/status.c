@@ -60,6 +60,10 @@ kiln_status_t kiln_status_annotate(kiln_status_t status, const char* fmt, ...) {
   char* ctx = vformat(fmt, ap);
   va_end(ap);
   if (!ctx) return status; /* keep the original message rather than lose it */
+  if (!ctx[0]) {
+    free(ctx);
+    return status;
+  }
   size_t a = strlen(ctx), b = strlen(status->message);
   char* joined = malloc(a + 2 + b + 1);
   if (joined) {

@@ -68,11 +68,16 @@ kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_a
     s = bad(path, "header lacks descr/fortran_order/shape");
     goto done;
   }
-  if (strncmp(strchr(fo, ':') + 1 + strspn(strchr(fo, ':') + 1, " "), "False", 5) != 0) {
+  const char* fo_colon = strchr(fo, ':');
+  if (!fo_colon) {
+    s = bad(path, "fortran_order has no value");
+    goto done;
+  }
+  if (strncmp(fo_colon + 1 + strspn(fo_colon + 1, " "), "False", 5) != 0) {
     s = kiln_make_status(KILN_UNSUPPORTED, "%s: Fortran-order arrays are not supported", path);
     goto done;
   }
-  const char* q = strchr(d + 7, '\'');
+  const char* q = strchr(d + 7, ':') ? strchr(strchr(d + 7, ':'), '\'') : NULL;
   if (!q) {
     s = bad(path, "bad descr");
     goto done;
@@ -84,12 +89,22 @@ kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_a
     goto done;
   }
   memcpy(descr, q + 1, (size_t)(qe - q - 1));
+  if (descr[0] == '>' && strcmp(descr + 1, "i1") != 0 && strcmp(descr + 1, "u1") != 0 &&
+      strcmp(descr + 1, "b1") != 0) {
+    s = kiln_make_status(KILN_UNSUPPORTED, "%s: big-endian dtype '%s' is not supported", path,
+                         descr);
+    goto done;
+  }
+  /* '<' little, '|' not applicable, '=' native (little on every kiln host). */
+  if (descr[0] != '<' && descr[0] != '|' && descr[0] != '=' && descr[0] != '>') {
+    s = kiln_make_status(KILN_UNSUPPORTED, "%s: dtype '%s' is not supported", path, descr);
+    goto done;
+  }
   kiln_dtype_t dt = KILN_DTYPE_UNDEFINED;
   for (int t = 1; t < KILN_DTYPE_COUNT_; ++t)
-    if (descr_of((kiln_dtype_t)t) && (strcmp(descr, descr_of((kiln_dtype_t)t)) == 0 ||
-                                      strcmp(descr + 1, descr_of((kiln_dtype_t)t) + 1) == 0))
+    if (descr_of((kiln_dtype_t)t) && strcmp(descr + 1, descr_of((kiln_dtype_t)t) + 1) == 0)
       dt = (kiln_dtype_t)t;
-  if (strcmp(descr, "<f8") == 0) {
+  if (strcmp(descr + 1, "f8") == 0) {
     dt = KILN_DTYPE_F32;
     f64 = true;
   }
@@ -121,7 +136,10 @@ kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_a
     p = end;
     while (*p == 'L') ++p;
   }
-  if ((s = kiln_array_alloc(allocator, dt, &shape, out))) goto done;
+  if ((s = kiln_array_alloc(allocator, dt, &shape, out))) {
+    s = kiln_status_annotate(s, "%s", path);
+    goto done;
+  }
   size_t n = (size_t)kiln_shape_count(&shape);
   if (f64) {
     double* tmp = malloc(n ? n * 8 : 1);

@@ -95,6 +95,25 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
 
 static bool is_help(const char* a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
+/* Strict number parsing for options: the whole string must be a number. */
+static bool parse_double(const char* s, double* out) {
+  char* end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!s[0] || *end || errno || !isfinite(v) || v < 0) return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_int(const char* s, long long lo, long long hi, long long* out) {
+  char* end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!s[0] || *end || errno || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
 /* ---- kiln info ------------------------------------------------------- */
 
 static const char* info_help =
@@ -362,13 +381,21 @@ static int cmd_run(int argc, char** argv) {
     } else if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && has) {
       target = argv[++i];
     } else if (!strcmp(a, "--rtol") && has) {
-      rtol = atof(argv[++i]);
+      if (!parse_double(argv[++i], &rtol))
+        return usage_error("run", "--rtol '%s': expected a non-negative number", argv[i]);
     } else if (!strcmp(a, "--atol") && has) {
-      atol = atof(argv[++i]);
+      if (!parse_double(argv[++i], &atol))
+        return usage_error("run", "--atol '%s': expected a non-negative number", argv[i]);
     } else if (!strcmp(a, "--seed") && has) {
-      seed = strtoull(argv[++i], NULL, 10);
+      long long v;
+      if (!parse_int(argv[++i], 0, INT64_MAX, &v))
+        return usage_error("run", "--seed '%s': expected a non-negative integer", argv[i]);
+      seed = (uint64_t)v;
     } else if (!strcmp(a, "--repeat") && has) {
-      repeat = atoi(argv[++i]);
+      long long v;
+      if (!parse_int(argv[++i], 0, 1000000, &v))
+        return usage_error("run", "--repeat '%s': expected an integer in 0..1000000", argv[i]);
+      repeat = (int)v;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
     } else if (a[0] == '-') {
@@ -590,6 +617,7 @@ static int cmd_ops(int argc, char** argv) {
     printf("usage: kiln ops\n\nLists the ONNX ops (domain ai.onnx) kiln supports.\n");
     return 0;
   }
+  if (argc) return usage_error("ops", "unexpected argument '%s'", argv[0]);
   for (size_t i = 0; i < kiln_op_count(); ++i) printf("%s\n", kiln_op_at(i)->op_type);
   return 0;
 }

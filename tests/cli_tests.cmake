@@ -1,0 +1,242 @@
+# Behaviour tests of the `kiln` command line (label "unit"), included from
+# tests/CMakeLists.txt. Each test runs tests/cli_check.cmake, which runs the
+# CLI once and checks its exit status and output:
+#
+#   kiln_cli_test(NAME [RC n] [CLEAN path] [FILE path] [FIXTURE f] [REQUIRES f...]
+#                 [CHECK "STDOUT_HAS=text" "STDERR_MATCHES=regex" ...]
+#                 ARGS args...)
+#
+# CHECK keys are those of cli_check.cmake (STDOUT_HAS, STDERR_HAS, *_LACKS,
+# *_MATCHES, STDERR_EMPTY); a key may repeat. Tests that need files another
+# test writes (an --output folder, an input .npy) use ctest fixtures.
+
+set(KILN_CLI_CHECK ${CMAKE_CURRENT_LIST_DIR}/cli_check.cmake)
+set(KILN_CLI_MODEL ${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx)
+set(KILN_CLI_WORK ${CMAKE_CURRENT_BINARY_DIR}/cli)
+file(MAKE_DIRECTORY ${KILN_CLI_WORK})
+
+function(kiln_cli_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "RC;CLEAN;FILE;FIXTURE" "CHECK;REQUIRES;ARGS")
+  if(NOT DEFINED T_RC)
+    set(T_RC 0)
+  endif()
+  set(defs -DEXPECT_RC=${T_RC})
+  foreach(c IN LISTS T_CHECK)
+    string(FIND "${c}" "=" eq)
+    if(eq EQUAL -1)
+      message(FATAL_ERROR "kiln_cli_test(${name}): CHECK '${c}' lacks '='")
+    endif()
+    string(SUBSTRING "${c}" 0 ${eq} key)
+    math(EXPR vstart "${eq} + 1")
+    string(SUBSTRING "${c}" ${vstart} -1 val)
+    if(key STREQUAL "STDERR_EMPTY")
+      list(APPEND defs "-DSTDERR_EMPTY=${val}")
+      continue()
+    endif()
+    if(NOT DEFINED n_${key})
+      set(n_${key} 0)
+    endif()
+    math(EXPR n_${key} "${n_${key}} + 1")
+    list(APPEND defs "-D${key}_${n_${key}}=${val}")
+  endforeach()
+  if(DEFINED T_CLEAN)
+    list(APPEND defs "-DCLEAN=${T_CLEAN}")
+  endif()
+  if(DEFINED T_FILE)
+    list(APPEND defs "-DEXPECT_FILE=${T_FILE}")
+  endif()
+  add_test(NAME cli_${name}
+           COMMAND ${CMAKE_COMMAND} ${defs} -P ${KILN_CLI_CHECK} -- $<TARGET_FILE:kiln_cli> ${T_ARGS}
+           WORKING_DIRECTORY ${KILN_CLI_WORK})
+  set_tests_properties(cli_${name} PROPERTIES LABELS unit TIMEOUT 120)
+  if(DEFINED T_FIXTURE)
+    set_tests_properties(cli_${name} PROPERTIES FIXTURES_SETUP ${T_FIXTURE})
+  endif()
+  if(DEFINED T_REQUIRES)
+    set_tests_properties(cli_${name} PROPERTIES FIXTURES_REQUIRED "${T_REQUIRES}")
+  endif()
+endfunction()
+
+set(M ${KILN_CLI_MODEL})
+set(W ${KILN_CLI_WORK})
+
+# ---- help and usage ---------------------------------------------------------
+kiln_cli_test(help
+  CHECK "STDOUT_HAS=usage: kiln COMMAND" "STDOUT_HAS=  info " "STDOUT_HAS=  run "
+        "STDOUT_HAS=  dot " "STDOUT_HAS=  dump " "STDOUT_HAS=  ops " "STDERR_EMPTY=1"
+  ARGS --help)
+kiln_cli_test(help_short CHECK "STDOUT_HAS=usage: kiln COMMAND" ARGS -h)
+kiln_cli_test(no_arguments RC 2 CHECK "STDERR_HAS=usage: kiln COMMAND")
+kiln_cli_test(unknown_command RC 2 CHECK "STDERR_HAS=unknown command 'frobnicate'" ARGS frobnicate)
+foreach(sub info run dot dump ops)
+  kiln_cli_test(${sub}_help CHECK "STDOUT_HAS=usage: kiln ${sub}" "STDERR_EMPTY=1"
+                ARGS ${sub} --help)
+endforeach()
+kiln_cli_test(run_help_options
+  CHECK "STDOUT_HAS=--input NAME=FILE.npy" "STDOUT_HAS=--output DIR" "STDOUT_HAS=--compare"
+        "STDOUT_HAS=--seed" "STDOUT_HAS=--rtol"
+  ARGS run -h)
+
+# Usage errors exit 2 and point at --help, for every subcommand.
+kiln_cli_test(run_unknown_option RC 2
+  CHECK "STDERR_HAS=--bogus" "STDERR_HAS=kiln run --help" "STDOUT_LACKS=ran "
+  ARGS run ${M} --bogus)
+foreach(sub info dot dump ops)
+  kiln_cli_test(${sub}_unknown_option RC 2 CHECK "STDERR_HAS=--bogus" "STDERR_HAS=--help"
+                ARGS ${sub} --bogus)
+endforeach()
+kiln_cli_test(run_no_model RC 2 CHECK "STDERR_HAS=no model given" ARGS run)
+kiln_cli_test(run_option_missing_value RC 2 CHECK "STDERR_HAS=--seed" ARGS run ${M} --seed)
+kiln_cli_test(run_two_models RC 2 CHECK "STDERR_HAS=unexpected argument" ARGS run ${M} ${M})
+# A value that is not a number is a usage error, not silently 0.
+kiln_cli_test(run_bad_number RC 2 CHECK "STDERR_HAS=--rtol" ARGS run ${M} --rtol abc)
+
+# ---- kiln info ------------------------------------------------------------------
+kiln_cli_test(info
+  CHECK "STDOUT_HAS=graph 'tinycnn'" "STDOUT_HAS=ai.onnx opset 13" "STDOUT_HAS=inputs:"
+        "STDOUT_HAS=image" "STDOUT_HAS=outputs:" "STDOUT_HAS=probs" "STDOUT_HAS=ops:"
+        "STDOUT_MATCHES=\n  Conv +2\n" "STDOUT_MATCHES=\n  Relu +2\n"
+        "STDOUT_MATCHES=\n  MaxPool +2\n" "STDOUT_MATCHES=\n  Gemm +1\n"
+        "STDOUT_MATCHES=\ntotal: [^\n]* parameters [^\n]*[1-9][0-9.]*[KMG]? FLOPs"
+        "STDOUT_HAS=(9098," "STDOUT_HAS=bound to 1" "STDERR_EMPTY=1"
+  ARGS info ${M})
+kiln_cli_test(info_dim
+  CHECK "STDOUT_HAS=[4,1,28,28]" "STDOUT_HAS=[4,10]" "STDOUT_LACKS=bound to 1"
+        "STDOUT_MATCHES=\ntotal: [^\n]* FLOPs"
+  ARGS info ${M} --dim N=4)
+kiln_cli_test(info_symbolic
+  CHECK "STDOUT_HAS=[N,1,28,28]" "STDOUT_HAS=+? FLOPs"
+  ARGS info ${M} --symbolic)
+kiln_cli_test(info_dim_unknown_symbol RC 1
+  CHECK "STDERR_HAS=kiln: error:" "STDERR_HAS=no dimension named 'Q'"
+  ARGS info ${M} --dim Q=3)
+kiln_cli_test(info_missing_model RC 1
+  CHECK "STDERR_HAS=${W}/no-such-model.onnx"
+  ARGS info ${W}/no-such-model.onnx)
+
+# ---- kiln run ---------------------------------------------------------------------
+kiln_cli_test(run_random
+  CHECK "STDOUT_HAS=ran ${M} on target ref" "STDOUT_HAS=output probs: f32[1,10]"
+        "STDOUT_HAS=argmax" "STDERR_EMPTY=1"
+  ARGS run ${M})
+kiln_cli_test(run_dim
+  CHECK "STDOUT_HAS=output probs: f32[3,10]"
+  ARGS run ${M} --dim N=3)
+kiln_cli_test(run_repeat_profile
+  CHECK "STDOUT_HAS=latency: median" "STDOUT_HAS=over 3 runs" "STDOUT_HAS=profile"
+        "STDOUT_HAS=conv1"
+  ARGS run ${M} --repeat 3 --profile)
+kiln_cli_test(run_other_target RC 1
+  CHECK "STDERR_HAS=--target 'nope'"
+  ARGS run ${M} --target nope)
+kiln_cli_test(run_missing_model RC 1
+  CHECK "STDERR_HAS=kiln: error:" "STDERR_HAS=${W}/no-such-dir/missing.onnx" "STDOUT_LACKS=ran "
+  ARGS run ${W}/no-such-dir/missing.onnx)
+
+# --output writes one .npy per output; two seeds give two different files.
+kiln_cli_test(run_output_seed0 FIXTURE cli_out_seed0
+  CLEAN ${W}/seed0 FILE ${W}/seed0/probs.npy
+  CHECK "STDOUT_HAS=wrote ${W}/seed0/probs.npy"
+  ARGS run ${M} --output ${W}/seed0)
+kiln_cli_test(run_output_seed1 FIXTURE cli_out_seed1
+  CLEAN ${W}/seed1 FILE ${W}/seed1/probs.npy
+  CHECK "STDOUT_HAS=wrote ${W}/seed1/probs.npy"
+  ARGS run ${M} --seed 1 --output ${W}/seed1)
+
+# --compare against the run's own output matches (exit 0)...
+kiln_cli_test(run_compare_same REQUIRES cli_out_seed0
+  CHECK "STDOUT_HAS=compare probs vs ${W}/seed0/probs.npy: match" "STDOUT_HAS=0 of 10"
+  ARGS run ${M} --compare ${W}/seed0/probs.npy)
+kiln_cli_test(run_compare_same_named REQUIRES cli_out_seed0
+  CHECK "STDOUT_HAS=: match"
+  ARGS run ${M} --compare probs=${W}/seed0/probs.npy)
+# ... against another seed's output it does not (exit 3, worst index named) ...
+kiln_cli_test(run_compare_different RC 3 REQUIRES cli_out_seed1
+  CHECK "STDOUT_HAS=MISMATCH" "STDOUT_HAS=of 10 elements outside rtol"
+        "STDOUT_MATCHES=worst at index [0-9]+ \\[0,[0-9]+\\]: got [-0-9.e]+, expected [-0-9.e]+"
+        "STDOUT_HAS=max abs err"
+  ARGS run ${M} --compare ${W}/seed1/probs.npy)
+# ... unless the tolerance is loose enough.
+kiln_cli_test(run_compare_loose REQUIRES cli_out_seed1
+  CHECK "STDOUT_HAS=: match"
+  ARGS run ${M} --compare ${W}/seed1/probs.npy --atol 1 --rtol 0)
+kiln_cli_test(run_compare_missing_file RC 1
+  CHECK "STDERR_HAS=${W}/no-such-expected.npy"
+  ARGS run ${M} --compare ${W}/no-such-expected.npy)
+kiln_cli_test(run_compare_unknown_output RC 1 REQUIRES cli_out_seed0
+  CHECK "STDERR_HAS=no output named 'logits'"
+  ARGS run ${M} --compare logits=${W}/seed0/probs.npy)
+
+# --input: a .npy of the wrong shape names the input and both shapes.
+kiln_cli_test(run_input_wrong_shape RC 1 REQUIRES cli_out_seed0
+  CHECK "STDERR_HAS=input 'image'" "STDERR_HAS=[N,1,28,28]" "STDERR_HAS=[1,10]"
+        "STDOUT_LACKS=output probs"
+  ARGS run ${M} --input image=${W}/seed0/probs.npy)
+kiln_cli_test(run_input_unknown_name RC 1 REQUIRES cli_out_seed0
+  CHECK "STDERR_HAS=no input named 'pixels'"
+  ARGS run ${M} --input pixels=${W}/seed0/probs.npy)
+kiln_cli_test(run_input_missing_file RC 1
+  CHECK "STDERR_HAS=${W}/no-such-input.npy"
+  ARGS run ${M} --input image=${W}/no-such-input.npy)
+kiln_cli_test(run_input_no_equals RC 1
+  CHECK "STDERR_HAS=NAME=FILE.npy"
+  ARGS run ${M} --input image)
+
+# --input with a real image: zero-filled f32 .npy files of shape [B,1,28,28]
+# (written with printf: CMake cannot write NUL bytes). The batch of 2 binds
+# the symbolic N.
+find_program(KILN_SH sh)
+if(KILN_SH)
+  foreach(batch 1 2)
+    set(dict "{'descr': '<f4', 'fortran_order': False, 'shape': (${batch}, 1, 28, 28), }")
+    string(LENGTH "${dict}" dlen)
+    math(EXPR pad "(64 - (10 + ${dlen} + 1) % 64) % 64")
+    math(EXPR hlen "${dlen} + ${pad} + 1")
+    string(REPEAT " " ${pad} spaces)
+    math(EXPR nbytes "${batch} * 28 * 28 * 4")
+    math(EXPR o1 "${hlen} / 64")
+    math(EXPR o2 "(${hlen} / 8) % 8")
+    math(EXPR o3 "${hlen} % 8")
+    set(npy ${W}/zeros${batch}.npy)
+    set(script "printf '\\223NUMPY\\001\\000\\${o1}${o2}${o3}\\000' > '${npy}' && printf '%s\\n' \"${dict}${spaces}\" >> '${npy}' && head -c ${nbytes} /dev/zero >> '${npy}'")
+    add_test(NAME cli_make_zeros${batch}_npy COMMAND ${KILN_SH} -c "${script}")
+    set_tests_properties(cli_make_zeros${batch}_npy PROPERTIES LABELS unit
+                         FIXTURES_SETUP cli_zeros${batch})
+  endforeach()
+  kiln_cli_test(run_input_npy REQUIRES cli_zeros1
+    CHECK "STDOUT_HAS=output probs: f32[1,10]" "STDERR_EMPTY=1"
+    ARGS run ${M} --input image=${W}/zeros1.npy)
+  kiln_cli_test(run_input_npy_batch2 REQUIRES cli_zeros2
+    CHECK "STDOUT_HAS=output probs: f32[2,10]"
+    ARGS run ${M} --input image=${W}/zeros2.npy)
+  # The same input twice gives the same output, whatever the seed.
+  kiln_cli_test(run_input_npy_output FIXTURE cli_out_zeros REQUIRES cli_zeros1
+    CLEAN ${W}/zeros_out FILE ${W}/zeros_out/probs.npy
+    ARGS run ${M} --input image=${W}/zeros1.npy --output ${W}/zeros_out)
+  kiln_cli_test(run_input_npy_compare REQUIRES cli_zeros1 cli_out_zeros
+    CHECK "STDOUT_HAS=: match"
+    ARGS run ${M} --seed 7 --input image=${W}/zeros1.npy --compare ${W}/zeros_out/probs.npy)
+endif()
+
+# ---- kiln dot / dump / ops --------------------------------------------------------
+kiln_cli_test(dot
+  CHECK "STDOUT_HAS=digraph" "STDOUT_HAS=Conv\\nconv1" "STDOUT_HAS=image"
+        "STDOUT_MATCHES=n[0-9]+ -> n[0-9]+" "STDOUT_MATCHES=}\n$"
+  ARGS dot ${M})
+kiln_cli_test(dot_to_file
+  CLEAN ${W}/graph.dot FILE ${W}/graph.dot
+  ARGS dot ${M} -o ${W}/graph.dot)
+kiln_cli_test(dot_unwritable RC 1
+  CHECK "STDERR_HAS=${W}/no-such-dir/graph.dot"
+  ARGS dot ${M} -o ${W}/no-such-dir/graph.dot)
+kiln_cli_test(dump
+  CHECK "STDOUT_HAS=graph tinycnn (opset 13, 9 nodes" "STDOUT_HAS=input  image: f32[N,1,28,28]"
+        "STDOUT_HAS=const  conv1.w: f32[8,1,3,3]" "STDOUT_HAS=conv1 = Conv(image, conv1.w, conv1.b)"
+        "STDOUT_HAS=kernel_shape=[3,3]" "STDOUT_HAS=output probs: f32[N,10]"
+  ARGS dump ${M})
+kiln_cli_test(dump_dim CHECK "STDOUT_HAS=output probs: f32[5,10]" ARGS dump ${M} --dim N=5)
+kiln_cli_test(dump_missing_model RC 1 CHECK "STDERR_HAS=${W}/absent.onnx" ARGS dump ${W}/absent.onnx)
+kiln_cli_test(ops
+  CHECK "STDOUT_MATCHES=(^|\n)Conv\n" "STDOUT_MATCHES=(^|\n)Gemm\n" "STDOUT_MATCHES=(^|\n)Relu\n"
+        "STDOUT_MATCHES=(^|\n)Reshape\n" "STDERR_EMPTY=1"
+  ARGS ops)
