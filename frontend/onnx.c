@@ -34,7 +34,8 @@ void kiln_onnx_options_default(kiln_onnx_options_t* o) {
 
 static kiln_status_t read_file(const char* path, int64_t cap, kiln_allocator_t a,
                                uint8_t** out_data, size_t* out_size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not block; regular files ignore it. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return kiln_make_status(errno == ENOENT ? KILN_NOT_FOUND : KILN_IO_ERROR,
                             "%s: cannot open: %s", path, strerror(errno));
@@ -43,6 +44,7 @@ static kiln_status_t read_file(const char* path, int64_t cap, kiln_allocator_t a
     close(fd);
     return kiln_make_status(KILN_IO_ERROR, "%s: not a regular file", path);
   }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (st.st_size == 0) {
     close(fd);
     return kiln_make_status(KILN_PARSE_ERROR, "%s: empty file (0 bytes), not an ONNX protobuf",
@@ -170,7 +172,8 @@ static kiln_status_t walk(const char* path, const uint8_t* p, size_t n,
 typedef struct {
   kiln_allocator_t a;
   size_t used, budget;
-  bool over;
+  bool over;     /* the budget refused an allocation */
+  bool oom;      /* the allocator itself failed */
 } pb_budget_t;
 
 static void* pb_alloc(void* ud, size_t size) {
@@ -180,7 +183,10 @@ static void* pb_alloc(void* ud, size_t size) {
     return NULL;
   }
   size_t* p = b->a.alloc(b->a.self, size + sizeof(size_t) * 2);
-  if (!p) return NULL;
+  if (!p) {
+    b->oom = true;
+    return NULL;
+  }
   b->used += size;
   p[0] = size;
   return p + 2;
@@ -208,6 +214,9 @@ static kiln_status_t unpack(const char* path, const kiln_onnx_options_t* o,
   if (n < ((size_t)1 << 40) / 32) budget->budget += n * 32;
   ProtobufCMessage* m = protobuf_c_message_unpack(d, pa, n, data);
   if (!m) {
+    if (budget->oom)
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory while decoding the protobuf",
+                              path);
     if (budget->over)
       return kiln_make_status(KILN_LIMIT_EXCEEDED,
                               "%s: decoding needs more than %zu bytes of memory", path,
@@ -304,7 +313,7 @@ static kiln_status_t read_external(const loader_t* L, const Onnx__TensorProto* t
   }
   char* full = NULL;
   KILN_RETURN_IF_ERROR(check_external_path(L, tname, loc, &full));
-  int fd = open(full, O_RDONLY | O_CLOEXEC);
+  int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   kiln_status_t s = NULL;
   struct stat st;
   if (fd < 0) {
@@ -357,8 +366,8 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
   kiln_dtype_t dt = kiln_dtype_from_onnx(ot);
   if (dt == KILN_DTYPE_UNDEFINED)
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: tensor '%s' has element type %s, which kiln does not support",
-                            L->path, tname, kiln_onnx_dtype_name(ot));
+                            "%s: tensor '%s' has element type %s (%d), which kiln does not support",
+                            L->path, tname, kiln_onnx_dtype_name(ot), ot);
   if (t->n_dims > KILN_MAX_RANK)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: tensor '%s' has rank %zu, kiln supports <= %d",
                             L->path, tname, t->n_dims, KILN_MAX_RANK);
@@ -464,8 +473,8 @@ static kiln_status_t convert_value_info(loader_t* L, kiln_graph_t* g, const Onnx
   *out_dtype = kiln_dtype_from_onnx(et);
   if (*out_dtype == KILN_DTYPE_UNDEFINED)
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: graph %s '%s' has element type %s, which kiln does not support",
-                            L->path, role, name, kiln_onnx_dtype_name(et));
+                            "%s: graph %s '%s' has element type %s (%d), which kiln does not support",
+                            L->path, role, name, kiln_onnx_dtype_name(et), et);
   if (!tt->shape) return NULL;
   if (tt->shape->n_dim > KILN_MAX_RANK)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: graph %s '%s' has rank %zu, kiln supports <= %d",
@@ -482,7 +491,8 @@ static kiln_status_t convert_value_info(loader_t* L, kiln_graph_t* g, const Onnx
     } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
                d->dim_param && d->dim_param[0]) {
       int32_t sym;
-      KILN_RETURN_IF_ERROR(kiln_graph_symbol(g, d->dim_param, &sym));
+      KILN_RETURN_IF_ERROR(kiln_graph_symbol(g, d->dim_param, &sym), "%s: graph %s '%s'", L->path,
+                           role, name);
       dim = kiln_dim_from_symbol(sym);
     }
     out_shape->dims[i] = dim;
@@ -582,6 +592,10 @@ static kiln_status_t convert_node(loader_t* L, kiln_graph_t* g, const Onnx__Node
   for (size_t i = 0; i < n->n_attribute && !s; ++i)
     s = convert_attr(L, g, nname, n->attribute[i], &attrs[i], scratch, &n_scratch);
   if (s) goto done;
+  if (!n->op_type || !n->op_type[0]) {
+    s = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: node '%s' has no op_type", L->path, nname);
+    goto done;
+  }
   for (size_t i = 0; i < n->n_input; ++i) ins[i] = S(n->input[i]);
   for (size_t i = 0; i < n->n_output; ++i) outs[i] = S(n->output[i]);
   int32_t ni;
@@ -672,7 +686,7 @@ kiln_status_t kiln_onnx_parse_model(const char* path, const kiln_onnx_options_t*
   uint8_t* data = NULL;
   size_t size = 0;
   KILN_RETURN_IF_ERROR(read_file(path, options->max_file_bytes, allocator, &data, &size));
-  pb_budget_t budget = {allocator, 0, 0, false};
+  pb_budget_t budget = {allocator, 0, 0, false, false};
   ProtobufCAllocator pa;
   ProtobufCMessage* msg = NULL;
   kiln_status_t s =
@@ -728,7 +742,7 @@ kiln_status_t kiln_onnx_load_tensor(const char* path, const kiln_onnx_options_t*
   uint8_t* data = NULL;
   size_t size = 0;
   KILN_RETURN_IF_ERROR(read_file(path, options->max_file_bytes, allocator, &data, &size));
-  pb_budget_t budget = {allocator, 0, 0, false};
+  pb_budget_t budget = {allocator, 0, 0, false, false};
   ProtobufCAllocator pa;
   ProtobufCMessage* msg = NULL;
   kiln_status_t s =

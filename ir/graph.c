@@ -33,6 +33,7 @@ void kiln_graph_destroy(kiln_graph_t* g) {
   kiln_allocator_free(a, g->inputs);
   kiln_allocator_free(a, g->outputs);
   kiln_allocator_free(a, g->symbols);
+  kiln_allocator_free(a, g->opsets);
   kiln_allocator_free(a, g->name_table);
   kiln_arena_deinit(&g->arena);
   kiln_allocator_free(a, g);
@@ -130,6 +131,10 @@ kiln_status_t kiln_graph_get_or_add_tensor(kiln_graph_t* g, const char* name,
   return NULL;
 }
 
+/* Distinct dim_param names a graph may use; real models have a handful, and
+ * the lookup below is linear. */
+#define KILN_MAX_SYMBOLS 4096
+
 kiln_status_t kiln_graph_symbol(kiln_graph_t* g, const char* name,
                                 int32_t* out_sym) {
   for (int32_t i = 1; i <= g->n_symbols; ++i)
@@ -137,6 +142,10 @@ kiln_status_t kiln_graph_symbol(kiln_graph_t* g, const char* name,
       *out_sym = i;
       return NULL;
     }
+  if (g->n_symbols >= KILN_MAX_SYMBOLS)
+    return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                            "more than %d distinct symbolic dimension names (dim_param '%s')",
+                            KILN_MAX_SYMBOLS, name);
   KILN_RETURN_IF_ERROR(grow(g, (void**)&g->symbols, &g->cap_symbols, g->n_symbols + 2,
                             sizeof(char*), "symbols"));
   const char* s = kiln_graph_strdup(g, name);
@@ -200,9 +209,8 @@ kiln_status_t kiln_graph_add_output(kiln_graph_t* g, const char* name) {
     return kiln_make_status(KILN_INVALID_ARGUMENT, "graph output with an empty name");
   int32_t idx;
   KILN_RETURN_IF_ERROR(kiln_graph_get_or_add_tensor(g, name, &idx));
-  for (int32_t i = 0; i < g->n_outputs; ++i)
-    if (g->outputs[i] == idx)
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "graph output '%s' listed twice", name);
+  if (g->tensors[idx].flags & KILN_TENSOR_OUTPUT)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "graph output '%s' listed twice", name);
   KILN_RETURN_IF_ERROR(grow(g, (void**)&g->outputs, &g->cap_outputs, g->n_outputs + 1,
                             sizeof(int32_t), "graph outputs"));
   g->tensors[idx].flags |= KILN_TENSOR_OUTPUT;
@@ -317,6 +325,11 @@ kiln_status_t kiln_graph_add_node(kiln_graph_t* g, const char* op_type,
     }
     int32_t t;
     KILN_RETURN_IF_ERROR(kiln_graph_get_or_add_tensor(g, outputs[i], &t));
+    for (int32_t j = 0; j < i; ++j)
+      if (n->outputs[j] == t)
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "duplicate tensor name: node '%s' (%s) lists output '%s' twice",
+                                n->name, n->op_type, outputs[i]);
     kiln_tensor_t* tt = &g->tensors[t];
     if (tt->producer >= 0 || (tt->flags & (KILN_TENSOR_INPUT | KILN_TENSOR_INITIALIZER)))
       return kiln_make_status(
@@ -325,11 +338,6 @@ kiln_status_t kiln_graph_add_node(kiln_graph_t* g, const char* op_type,
           n->op_type, outputs[i],
           tt->producer >= 0 ? "produced by another node"
           : (tt->flags & KILN_TENSOR_INPUT) ? "a graph input" : "an initializer");
-    for (int32_t j = 0; j < i; ++j)
-      if (n->outputs[j] == t)
-        return kiln_make_status(KILN_INVALID_ARGUMENT,
-                                "duplicate tensor name: node '%s' (%s) lists output '%s' twice",
-                                n->name, n->op_type, outputs[i]);
     tt->producer = ni;
     n->outputs[i] = t;
   }
@@ -348,12 +356,12 @@ kiln_status_t kiln_graph_set_opset(kiln_graph_t* g, const char* domain, int64_t 
       if (onnx) g->opset = version;
       return NULL;
     }
-  kiln_opset_t* o = kiln_arena_alloc(&g->arena, sizeof(kiln_opset_t) * (size_t)(g->n_opsets + 1));
-  if (!o) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory recording opsets");
-  if (g->n_opsets) memcpy(o, g->opsets, sizeof(kiln_opset_t) * (size_t)g->n_opsets);
-  o[g->n_opsets].domain = kiln_graph_strdup(g, domain);
-  o[g->n_opsets].version = version;
-  g->opsets = o;
+  KILN_RETURN_IF_ERROR(grow(g, (void**)&g->opsets, &g->cap_opsets, g->n_opsets + 1,
+                            sizeof(kiln_opset_t), "opset imports"));
+  g->opsets[g->n_opsets].domain = kiln_graph_strdup(g, domain);
+  if (!g->opsets[g->n_opsets].domain)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory recording opsets");
+  g->opsets[g->n_opsets].version = version;
   g->n_opsets++;
   if (onnx) g->opset = version;
   return NULL;
@@ -454,6 +462,19 @@ kiln_status_t kiln_graph_toposort(kiln_graph_t* g) {
       int32_t bad = -1;
       for (int32_t i = 0; i < nn && bad < 0; ++i)
         if (deg[i] > 0) bad = i;
+      /* |bad| may only sit behind a cycle: walk producers of unfinished
+       * inputs; after nn steps the walk is on the cycle itself. */
+      for (int32_t step = 0; step < nn; ++step) {
+        const kiln_node_t* bn = &g->nodes[bad];
+        int32_t next = -1;
+        for (int32_t j = 0; j < bn->n_inputs && next < 0; ++j) {
+          int32_t t = bn->inputs[j];
+          if (t >= 0 && g->tensors[t].producer >= 0 && deg[g->tensors[t].producer] > 0)
+            next = g->tensors[t].producer;
+        }
+        if (next < 0) break;
+        bad = next;
+      }
       s = kiln_make_status(KILN_INVALID_ARGUMENT,
                            "%s: graph has a cycle: node '%s' (%s) depends on its own output "
                            "(%d nodes are on or behind cycles)",

@@ -111,7 +111,7 @@ typedef struct kiln_graph_s {
   int32_t n_symbols, cap_symbols;
 
   kiln_opset_t* opsets;
-  int32_t n_opsets;
+  int32_t n_opsets, cap_opsets;
   int64_t opset; /* ai.onnx version in force (0 if not imported) */
 
   /* name -> tensor index hash table (open addressing). */
