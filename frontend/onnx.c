@@ -208,10 +208,11 @@ static kiln_status_t unpack(const char* path, const kiln_onnx_options_t* o,
   pa->alloc = pb_alloc;
   pa->free = pb_free;
   pa->allocator_data = budget;
-  /* Budget: the decoded form of a message is at most ~25x its wire size for
-   * pathological inputs (empty sub-messages); cap it all the same. */
+  /* Budget: real models decode to about their wire size (weights dominate);
+   * pathological ones (millions of empty sub-messages) expand ~50x, so the
+   * budget stops those early. */
   budget->budget = (size_t)64 << 20;
-  if (n < ((size_t)1 << 40) / 32) budget->budget += n * 32;
+  if (n < ((size_t)1 << 40) / 16) budget->budget += n * 16;
   ProtobufCMessage* m = protobuf_c_message_unpack(d, pa, n, data);
   if (!m) {
     if (budget->oom)
@@ -277,12 +278,14 @@ static kiln_status_t check_external_path(const loader_t* L, const char* tname,
                          L->path, tname, loc, rfile);
   }
   free(rdir);
-  free(rfile);
+  free(full);
   if (s) {
-    free(full);
+    free(rfile);
     return s;
   }
-  *out_full = full;
+  /* Open the resolved path, not the one given, so a symlink swapped in after
+   * the check cannot redirect the read. */
+  *out_full = rfile;
   return NULL;
 }
 

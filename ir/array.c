@@ -273,8 +273,13 @@ kiln_status_t kiln_shape_numel(const kiln_shape_t* s, int64_t* out) {
 }
 
 int64_t kiln_shape_count(const kiln_shape_t* s) {
+  /* Saturates instead of overflowing: callers that need exactness on huge
+   * shapes use kiln_shape_numel, which reports the overflow. */
   int64_t n = 1;
-  for (int32_t i = 0; i < s->rank; ++i) n *= s->dims[i] < 0 ? 0 : s->dims[i];
+  for (int32_t i = 0; i < s->rank; ++i) {
+    int64_t d = s->dims[i] < 0 ? 0 : s->dims[i];
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+  }
   return n;
 }
 

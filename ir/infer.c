@@ -231,9 +231,14 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
     if (t < 0) continue;
     kiln_tensor_t* tt = &g->tensors[t];
     if (!(tt->flags & KILN_TENSOR_CONST)) all_known = false;
-    if (!kiln_shape_is_static(&tt->shape) || kiln_shape_count(&tt->shape) > FOLD_MAX_ELEMENTS ||
-        !kiln_dtype_size(tt->dtype))
+    int64_t numel = 0;
+    if (!kiln_shape_is_static(&tt->shape) || !kiln_dtype_size(tt->dtype)) return NULL;
+    kiln_status_t ns = kiln_shape_numel(&tt->shape, &numel);
+    if (ns) {
+      kiln_status_free(ns); /* too big to fold; run time reports the size */
       return NULL;
+    }
+    if (numel > FOLD_MAX_ELEMENTS) return NULL;
   }
   if (all_known) return NULL;
   kiln_array_t outs[KILN_MAX_NODE_OUTPUTS];
@@ -308,10 +313,29 @@ kiln_status_t kiln_graph_infer(kiln_graph_t* g) {
       out[j] = n->outputs[j] >= 0 ? &g->tensors[n->outputs[j]] : NULL;
     kiln_infer_t ctx = {g, n, g->opset, n->n_inputs, in, n->n_outputs, out, g->allocator, false};
     KILN_RETURN_IF_ERROR(s->infer(&ctx), "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
-    for (int32_t j = 0; j < n->n_outputs; ++j)
-      if (out[j] && out[j]->dtype == KILN_DTYPE_UNDEFINED)
+    for (int32_t j = 0; j < n->n_outputs; ++j) {
+      if (!out[j]) continue;
+      if (out[j]->dtype == KILN_DTYPE_UNDEFINED)
         return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): output '%s' not inferred",
                                 src_of(g), n->name, n->op_type, out[j]->name);
+      /* A shape whose size overflows can never be allocated: say so now. */
+      int64_t numel = 0;
+      bool too_big = false;
+      if (kiln_shape_is_static(&out[j]->shape)) {
+        kiln_status_t ns = kiln_shape_numel(&out[j]->shape, &numel);
+        too_big = ns != NULL ||
+                  (uint64_t)numel > (uint64_t)INT64_MAX / kiln_dtype_size(out[j]->dtype);
+        kiln_status_free(ns);
+      }
+      if (too_big) {
+        char b[256];
+        return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                                "%s: node '%s' (%s): output '%s' of shape %s is too large (its "
+                                "byte size overflows int64)",
+                                src_of(g), n->name, n->op_type, out[j]->name,
+                                kiln_graph_format_shape(g, &out[j]->shape, b, sizeof b));
+      }
+    }
     KILN_RETURN_IF_ERROR(try_fold(g, i), "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
   }
   return NULL;

@@ -561,7 +561,9 @@ kiln_status_t kiln_tensor_slice_run(const kiln_ref_ctx_t* ctx) {
       return kiln_make_status(KILN_INTERNAL, "Slice: output shape mismatch");
     }
     off += start[k] * xs[k];
-    ss[k] = step[k] * xs[k];
+    /* With at most one element on an axis the step is never taken; a zero
+     * stride keeps huge steps (INT64_MAX) from overflowing. */
+    ss[k] = count[k] <= 1 ? 0 : step[k] * xs[k];
   }
   kiln_tensor_strided_copy(y->data, x->data, kiln_dtype_size(x->dtype), r,
                            y->shape.dims, ss, off);
