@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-MODELS = ("resnet18", "mobilenet_v2")
+MODELS = ("resnet18", "mobilenet_v2", "resnet50")
 OPSET = 13
 # Logits smaller than this would make the atol of the kiln comparison meaningless.
 MIN_LOGIT_SCALE = 0.1
