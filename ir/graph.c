@@ -204,6 +204,35 @@ kiln_status_t kiln_graph_add_initializer(kiln_graph_t* g, const char* name,
   return NULL;
 }
 
+kiln_status_t kiln_graph_bind_input_value(kiln_graph_t* g, int32_t input_index,
+                                          const kiln_array_t* value) {
+  if (input_index < 0 || input_index >= g->n_inputs)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "no graph input #%d", input_index);
+  kiln_tensor_t* t = &g->tensors[g->inputs[input_index]];
+  if (value->dtype != t->dtype)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "input '%s': value is %s, input is %s", t->name,
+                            kiln_dtype_name(value->dtype), kiln_dtype_name(t->dtype));
+  kiln_array_t copy;
+  KILN_RETURN_IF_ERROR(kiln_array_clone(g->allocator, value, &copy), "input '%s'", t->name);
+  if (t->flags & OWNED_VALUE) kiln_allocator_free(g->allocator, t->value.data);
+  t->value = copy;
+  t->shape = copy.shape;
+  t->flags |= KILN_TENSOR_CONST | OWNED_VALUE;
+  return NULL;
+}
+
+bool kiln_graph_all_static(const kiln_graph_t* g) {
+  for (int32_t i = 0; i < g->n_nodes; ++i) {
+    const kiln_node_t* n = &g->nodes[i];
+    for (int32_t j = 0; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[n->inputs[j]].shape)) return false;
+    for (int32_t j = 0; j < n->n_outputs; ++j)
+      if (n->outputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[n->outputs[j]].shape))
+        return false;
+  }
+  return true;
+}
+
 kiln_status_t kiln_graph_add_output(kiln_graph_t* g, const char* name) {
   if (!name || !name[0])
     return kiln_make_status(KILN_INVALID_ARGUMENT, "graph output with an empty name");

@@ -145,6 +145,15 @@ kiln_status_t kiln_graph_add_input(kiln_graph_t* g, const char* name,
 kiln_status_t kiln_graph_add_initializer(kiln_graph_t* g, const char* name,
                                          kiln_array_t* value,
                                          int32_t* out_index);
+/* Specializes graph input |input_index| to |value| (copied): the tensor
+ * becomes a known constant for inference and lowering while staying a graph
+ * input. Used when an input determines tensor shapes (a Reshape target fed at
+ * run time) and a target needs static shapes; callers must then check that
+ * the arrays they run with equal the bound value. Call before prepare. */
+kiln_status_t kiln_graph_bind_input_value(kiln_graph_t* g, int32_t input_index,
+                                          const kiln_array_t* value);
+/* True when every tensor some node reads or writes has a static shape. */
+bool kiln_graph_all_static(const kiln_graph_t* g);
 /* Marks an existing-or-future tensor as a graph output. */
 kiln_status_t kiln_graph_add_output(kiln_graph_t* g, const char* name);
 /* Adds a node; input/output names are resolved or created. "" names an

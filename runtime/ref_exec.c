@@ -22,9 +22,9 @@ static const char* src_of(const kiln_graph_t* g) {
   return g->source && g->source[0] ? g->source : "graph";
 }
 
-/* Checks |arr| against input |t|'s declaration, binding symbolic dims. */
-static kiln_status_t check_input(const kiln_graph_t* g, const kiln_tensor_t* t,
-                                 const kiln_array_t* arr, int64_t* sym_val) {
+kiln_status_t kiln_check_input(const kiln_graph_t* g, int32_t input, const kiln_array_t* arr,
+                               int64_t* sym_val) {
+  const kiln_tensor_t* t = &g->tensors[g->inputs[input]];
   char want[256], got[256];
   if (!arr->data && arr->nbytes)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "input '%s' has no data", t->name);
@@ -85,7 +85,7 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
 
   for (int32_t i = 0; i < g->n_inputs; ++i) {
     const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
-    if ((s = check_input(g, t, &inputs[i], sym_val))) goto done;
+    if ((s = kiln_check_input(g, i, &inputs[i], sym_val))) goto done;
     vals[g->inputs[i]] = inputs[i];
   }
 

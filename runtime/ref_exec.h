@@ -35,6 +35,14 @@ typedef struct kiln_ref_options_s {
 
 void kiln_ref_options_default(kiln_ref_options_t* o);
 
+/* Checks array |arr| against graph input |input|'s declared dtype and shape
+ * (before any binding). |sym_val| (g->n_symbols + 1 entries, -1 = unbound)
+ * binds symbolic dims to the first size seen; later inputs must agree. The
+ * error names the input and both shapes, e.g. "input 'x': expected
+ * f32[N,3,224,224], got f32[1,10]". */
+kiln_status_t kiln_check_input(const kiln_graph_t* g, int32_t input, const kiln_array_t* arr,
+                               int64_t* sym_val);
+
 /* Runs |g| on |inputs| (g->n_inputs arrays, in graph input order). Checks
  * each input's dtype and shape against the declaration (symbolic dims bind
  * to the first size seen and must agree everywhere after). On success

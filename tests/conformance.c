@@ -1,7 +1,9 @@
 /* ONNX backend node-test conformance runner.
  *
- *   kiln_conformance [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
+ *   kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
  *
+ * --target cpu compiles each case with the CPU backend and compares its
+ * outputs with the ONNX expected outputs and with the reference executor.
  * NODE_TEST_DIR is onnx/backend/test/data/node from the onnx wheel: one
  * folder per case with model.onnx and test_data_set_N/{input,output}_K.pb.
  * A case runs when kiln supports everything in it; it is skipped, with the
@@ -19,6 +21,7 @@
 #include "ir/op.h"
 #include "runtime/compare.h"
 #include "runtime/ref_exec.h"
+#include "targets/cpu/cpu_backend.h"
 
 #define RTOL 1e-4
 #define ATOL 1e-5
@@ -105,77 +108,192 @@ typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } outcome_t;
 
 /* Runs every test_data_set of one case. |why| gets the reason for a fail or
  * skip. */
+static bool g_cpu = false;
+
+/* Binds unknown/symbolic input dims to the arrays' dims and the inputs
+ * flagged in |spec| to their values, then prepares. */
+static kiln_status_t bind_and_prepare(kiln_graph_t* g, const kiln_array_t* in, const bool* spec) {
+  for (int32_t i = 0; i < g->n_inputs; ++i) {
+    kiln_tensor_t* t = &g->tensors[g->inputs[i]];
+    if (t->shape.rank < 0) t->shape = in[i].shape;
+    for (int32_t d = 0; d < t->shape.rank && d < in[i].shape.rank; ++d)
+      if (t->shape.dims[d] < 0) t->shape.dims[d] = in[i].shape.dims[d];
+    if (spec && spec[i]) KILN_RETURN_IF_ERROR(kiln_graph_bind_input_value(g, i, &in[i]));
+  }
+  return kiln_graph_prepare(g);
+}
+
+/* Flags the small graph inputs that tensor |t| is computed from. */
+static bool flag_small_ancestors(const kiln_graph_t* g, const kiln_array_t* in, int32_t t,
+                                 bool* spec, int depth) {
+  if (depth > 64) return false;
+  const kiln_tensor_t* tt = &g->tensors[t];
+  if (tt->flags & KILN_TENSOR_CONST) return false;
+  if (tt->producer < 0) {
+    for (int32_t k = 0; k < g->n_inputs; ++k)
+      if (g->inputs[k] == t && !spec[k] && kiln_shape_count(&in[k].shape) <= 64) {
+        spec[k] = true;
+        return true;
+      }
+    return false;
+  }
+  bool added = false;
+  const kiln_node_t* n = &g->nodes[tt->producer];
+  for (int32_t j = 0; j < n->n_inputs; ++j)
+    if (n->inputs[j] >= 0) added |= flag_small_ancestors(g, in, n->inputs[j], spec, depth + 1);
+  return added;
+}
+
+/* Graph inputs that decide shapes: small non-data inputs of nodes whose
+ * outputs stay non-static although their inputs' shapes are static (a
+ * Reshape target, Resize scales, Expand shape fed at run time). Returns
+ * whether it flagged a new one. */
+static bool find_shape_inputs(const kiln_graph_t* g, const kiln_array_t* in, bool* spec) {
+  bool added = false;
+  for (int32_t ni = 0; ni < g->n_nodes; ++ni) {
+    const kiln_node_t* n = &g->nodes[ni];
+    bool out_static = true, in_static = true;
+    for (int32_t j = 0; j < n->n_outputs; ++j)
+      if (n->outputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[n->outputs[j]].shape))
+        out_static = false;
+    for (int32_t j = 0; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[n->inputs[j]].shape))
+        in_static = false;
+    if (out_static || !in_static) continue;
+    int32_t first = strcmp(n->op_type, "ConstantOfShape") == 0 ? 0 : 1;
+    for (int32_t j = first; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0) added |= flag_small_ancestors(g, in, n->inputs[j], spec, 0);
+  }
+  return added;
+}
+
+static outcome_t classify(kiln_status_t s) {
+  return kiln_status_code(s) == KILN_UNSUPPORTED ? CASE_SKIP : CASE_FAIL;
+}
+
+/* Runs every test_data_set of one case. |why| gets the reason for a fail or
+ * skip. Input shapes are bound from the first data set before the graph is
+ * prepared, so the CPU target sees static shapes. */
 static outcome_t run_case(const char* dir, const char* name, report_t* rep, char* op, size_t opn,
                           char* why, size_t whyn) {
   kiln_allocator_t al = kiln_allocator_system();
   char path[8192];
   snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
   kiln_graph_t* g = NULL;
-  kiln_status_t s = kiln_onnx_parse_model(path, NULL, al, &g);
-  if (!s) {
-    primary_op(name, g, op, opn);
-    s = kiln_graph_prepare(g);
-  } else {
-    primary_op(name, NULL, op, opn);
-  }
-  if (s) {
-    outcome_t o = kiln_status_code(s) == KILN_UNSUPPORTED ? CASE_SKIP : CASE_FAIL;
-    snprintf(why, whyn, "%s", kiln_status_message(s));
-    kiln_status_free(s);
-    kiln_graph_destroy(g);
-    return o;
-  }
+  kiln_plan_t* plan = NULL;
+  kiln_cpu_exec_t* ex = NULL;
+  kiln_array_t* in = NULL;
+  kiln_array_t* out = NULL;
+  kiln_array_t* ref = NULL;
+  int32_t nin = 0, nout = 0;
   outcome_t result = CASE_PASS;
+  kiln_status_t s = kiln_onnx_parse_model(path, NULL, al, &g);
+  primary_op(name, s ? NULL : g, op, opn);
+  if (s) goto fail_status;
+  nin = g->n_inputs;
+  nout = g->n_outputs;
+  in = calloc((size_t)nin + 1, sizeof(kiln_array_t));
+  out = calloc((size_t)nout + 1, sizeof(kiln_array_t));
+  ref = calloc((size_t)nout + 1, sizeof(kiln_array_t));
+  if (!in || !out || !ref) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+    goto fail_status;
+  }
   int sets = 0;
   for (int set = 0; set < 64 && result == CASE_PASS; ++set) {
-    char sdir[4096];
+    char sdir[8192];
     struct stat st;
     snprintf(sdir, sizeof sdir, "%s/%s/test_data_set_%d", dir, name, set);
     if (stat(sdir, &st) != 0) break;
-    ++sets;
-    kiln_array_t* in = calloc((size_t)g->n_inputs + 1, sizeof(kiln_array_t));
-    kiln_array_t* out = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
-    for (int32_t i = 0; i < g->n_inputs && !s; ++i) {
+    for (int32_t i = 0; i < nin && !s; ++i) {
       snprintf(path, sizeof path, "%s/input_%d.pb", sdir, i);
       s = kiln_onnx_load_tensor(path, NULL, al, &in[i], NULL);
     }
-    if (!s) s = kiln_ref_run(g, in, NULL, out);
-    if (s) {
-      result = kiln_status_code(s) == KILN_UNSUPPORTED ? CASE_SKIP : CASE_FAIL;
-      snprintf(why, whyn, "test_data_set_%d: %s", set, kiln_status_message(s));
-      kiln_status_free(s);
-      s = NULL;
-    } else {
-      for (int32_t k = 0; k < g->n_outputs && result == CASE_PASS; ++k) {
-        kiln_array_t want;
-        snprintf(path, sizeof path, "%s/output_%d.pb", sdir, k);
-        s = kiln_onnx_load_tensor(path, NULL, al, &want, NULL);
-        if (s) {
-          result = kiln_status_code(s) == KILN_UNSUPPORTED ? CASE_SKIP : CASE_FAIL;
-          snprintf(why, whyn, "output_%d.pb: %s", k, kiln_status_message(s));
-          kiln_status_free(s);
-          s = NULL;
-          break;
+    if (s) goto fail_status;
+    if (set == 0) {
+      if ((s = bind_and_prepare(g, in, NULL))) goto fail_status;
+      /* Shapes that depend on input values (a Reshape target fed at run
+       * time): specialize those inputs and compile for their values. */
+      bool spec[KILN_MAX_NODE_INPUTS] = {false};
+      for (int round = 0; g_cpu && round < 8 && nin <= KILN_MAX_NODE_INPUTS &&
+                          !kiln_graph_all_static(g) && find_shape_inputs(g, in, spec);
+           ++round) {
+        kiln_graph_destroy(g);
+        g = NULL;
+        snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+        if ((s = kiln_onnx_parse_model(path, NULL, al, &g))) goto fail_status;
+        if ((s = bind_and_prepare(g, in, spec))) goto fail_status;
+      }
+      if (g_cpu) {
+        kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
+        kiln_cpu_options_t co;
+        kiln_cpu_options_default(&co);
+        if ((s = kiln_plan_build(g, &po, al, &plan))) goto fail_status;
+        if ((s = kiln_cpu_compile(plan, &co, &ex, NULL))) goto fail_status;
+      }
+    } else if (g_cpu) {
+      for (int32_t i = 0; i < nin; ++i) { /* specialized inputs must not change */
+        const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
+        if ((t->flags & KILN_TENSOR_CONST) &&
+            (t->value.nbytes != in[i].nbytes || memcmp(t->value.data, in[i].data, in[i].nbytes))) {
+          s = kiln_make_status(KILN_UNSUPPORTED,
+                               "input '%s' was specialized at compile time and changes in "
+                               "test_data_set_%d", t->name, set);
+          goto fail_status;
         }
-        kiln_compare_result_t cr;
-        kiln_compare(&out[k], &want, RTOL, ATOL, &cr);
-        if (!cr.ok) {
-          result = CASE_FAIL;
-          snprintf(why, whyn, "test_data_set_%d output '%s': %s", set, g->tensors[g->outputs[k]].name,
-                   cr.message);
-        }
-        kiln_array_free(al, &want);
       }
     }
-    for (int32_t i = 0; i < g->n_inputs; ++i) kiln_array_free(al, &in[i]);
-    for (int32_t k = 0; k < g->n_outputs; ++k) kiln_array_free(al, &out[k]);
-    free(in);
-    free(out);
+    ++sets;
+    if ((s = kiln_ref_run(g, in, NULL, ref))) goto fail_status;
+    if (g_cpu && (s = kiln_cpu_run(ex, in, out, NULL, NULL))) goto fail_status;
+    for (int32_t k = 0; k < nout && result == CASE_PASS; ++k) {
+      kiln_array_t want;
+      snprintf(path, sizeof path, "%s/output_%d.pb", sdir, k);
+      if ((s = kiln_onnx_load_tensor(path, NULL, al, &want, NULL))) {
+        s = kiln_status_annotate(s, "output_%d.pb", k);
+        goto fail_status;
+      }
+      const kiln_array_t* got = g_cpu ? &out[k] : &ref[k];
+      kiln_compare_result_t cr;
+      kiln_compare(got, &want, RTOL, ATOL, &cr);
+      if (!cr.ok) {
+        result = CASE_FAIL;
+        snprintf(why, whyn, "test_data_set_%d output '%s' vs expected: %s", set,
+                 g->tensors[g->outputs[k]].name, cr.message);
+      } else if (g_cpu) {
+        kiln_compare(&out[k], &ref[k], RTOL, ATOL, &cr);
+        if (!cr.ok) {
+          result = CASE_FAIL;
+          snprintf(why, whyn, "test_data_set_%d output '%s' vs reference executor: %s", set,
+                   g->tensors[g->outputs[k]].name, cr.message);
+        }
+      }
+      kiln_array_free(al, &want);
+    }
+    for (int32_t i = 0; i < nin; ++i) kiln_array_free(al, &in[i]);
+    for (int32_t k = 0; k < nout; ++k) {
+      kiln_array_free(al, &out[k]);
+      kiln_array_free(al, &ref[k]);
+    }
   }
   if (result == CASE_PASS && sets == 0) {
     result = CASE_FAIL;
     snprintf(why, whyn, "no test_data_set_* folders");
   }
+  goto done;
+fail_status:
+  result = classify(s);
+  snprintf(why, whyn, "%s", kiln_status_message(s));
+  kiln_status_free(s);
+done:
+  for (int32_t i = 0; in && i < nin; ++i) kiln_array_free(al, &in[i]);
+  for (int32_t k = 0; out && k < nout; ++k) kiln_array_free(al, &out[k]);
+  for (int32_t k = 0; ref && k < nout; ++k) kiln_array_free(al, &ref[k]);
+  free(in);
+  free(out);
+  free(ref);
+  kiln_cpu_exec_destroy(ex);
+  kiln_plan_destroy(plan);
   kiln_graph_destroy(g);
   (void)rep;
   return result;
@@ -189,17 +307,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
       if (n_filters < 64) filters[n_filters++] = argv[++i];
+    } else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
+      ++i;
+      if (!strcmp(argv[i], "cpu")) g_cpu = true;
+      else if (strcmp(argv[i], "ref") != 0) {
+        fprintf(stderr, "kiln_conformance: --target must be 'ref' or 'cpu'\n");
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
     return 2;
   }
   DIR* d = opendir(dir);
@@ -240,7 +365,8 @@ int main(int argc, char** argv) {
     }
   }
   /* Per-op table: ops with any run first, then skipped-only ones. */
-  printf("\nONNX node conformance (rtol %g, atol %g) over %s\n", RTOL, ATOL, dir);
+  printf("\nONNX node conformance, target %s (rtol %g, atol %g) over %s\n", g_cpu ? "cpu" : "ref",
+         RTOL, ATOL, dir);
   printf("%-28s %7s %7s %8s\n", "op", "passed", "failed", "skipped");
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < rep.n; ++i) {

@@ -16,6 +16,7 @@
 #include "runtime/compare.h"
 #include "runtime/npy.h"
 #include "runtime/ref_exec.h"
+#include "targets/cpu/cpu_backend.h"
 
 #define MAX_ARGS 64
 
@@ -39,6 +40,7 @@ typedef struct {
   const char* dims[MAX_ARGS]; /* SYM=VALUE */
   int n_dims;
   bool bind_rest_to_one;      /* symbols without --dim become 1 (kiln info) */
+  bool no_prepare;            /* parse and bind --dim only (kiln run binds the rest) */
 } load_opts_t;
 
 /* Parses the model, binds --dim symbols in the input shapes, prepares. */
@@ -83,6 +85,10 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
       }
     }
     if (any) printf("\n");
+  }
+  if (lo->no_prepare) {
+    *out = g;
+    return NULL;
   }
   kiln_status_t s = kiln_graph_prepare(g);
   if (s) {
@@ -262,7 +268,10 @@ static const char* run_help =
     "usage: kiln run MODEL.onnx [options]\n"
     "\n"
     "Runs the model and prints a summary of each output.\n"
-    "  --target ref            executor: 'ref' (the CPU reference kernels; default)\n"
+    "  --target cpu|ref        'cpu': compile to C, build with the system compiler and\n"
+    "                          run (default); 'ref': the reference interpreter\n"
+    "  --threads N             CPU threads (default: all cores)\n"
+    "  --dump DIR              write the generated source and the plan to DIR\n"
     "  --input NAME=FILE.npy   input array (repeatable); inputs not given get seeded\n"
     "                          random values (floats ~ N(0,1), ints in [0,4))\n"
     "  --seed N                seed for random inputs (default 0)\n"
@@ -273,7 +282,10 @@ static const char* run_help =
     "  --rtol R --atol A       tolerance for --compare (default 1e-4 / 1e-5)\n"
     "  --repeat N              run N more times after one warm-up and print\n"
     "                          'latency: median X ms, min Y ms over N runs'\n"
-    "  --profile               print per-node reference-kernel times (slowest first)\n";
+    "  --profile               print per-kernel times (slowest first; GFLOP/s for cpu)\n"
+    "  --check-ref             also run the reference interpreter on the same inputs and\n"
+    "                          compare every output with it (--rtol/--atol); exit 3 on a\n"
+    "                          mismatch\n";
 
 typedef struct {
   double* t;
@@ -354,16 +366,110 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* One executor behind `kiln run`: the reference interpreter or the compiled
+ * CPU plan. */
+typedef struct {
+  kiln_graph_t* g;
+  bool cpu;
+  kiln_ref_options_t* ro;
+  kiln_plan_t* plan;
+  kiln_cpu_exec_t* exec;
+  int threads;
+  const char* dump_dir;
+  double* kernel_times; /* per plan kernel, accumulated when profiling */
+} runner_t;
+
+static void on_kernel(void* user, int32_t k, double seconds) {
+  runner_t* r = user;
+  if (r->kernel_times) r->kernel_times[k] += seconds;
+}
+
+static kiln_status_t runner_compile(runner_t* r) {
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, r->threads};
+  double t0 = now_s();
+  KILN_RETURN_IF_ERROR(kiln_plan_build(r->g, &po, kiln_allocator_system(), &r->plan));
+  double t1 = now_s();
+  kiln_cpu_options_t co;
+  kiln_cpu_options_default(&co);
+  co.threads = r->threads;
+  co.dump_dir = r->dump_dir;
+  kiln_cpu_compile_stats_t st;
+  memset(&st, 0, sizeof st);
+  KILN_RETURN_IF_ERROR(kiln_cpu_compile(r->plan, &co, &r->exec, &st));
+  printf("compiled %d kernels: lowering %.1f ms, codegen %.1f ms, %s %.1f ms, load %.1f ms\n",
+         r->plan->n_kernels, (t1 - t0) * 1e3, st.codegen_s * 1e3,
+         st.cache_hit ? "cache hit" : "cc", st.compile_s * 1e3, st.load_s * 1e3);
+  if (r->dump_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/plan.txt", r->dump_dir);
+    FILE* f = fopen(path, "w");
+    if (f) {
+      kiln_plan_dump(r->plan, f, true);
+      fclose(f);
+      printf("wrote %s\n", path);
+    }
+  }
+  r->kernel_times = calloc((size_t)r->plan->n_kernels + 1, sizeof(double));
+  if (!r->kernel_times) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  return NULL;
+}
+
+static kiln_status_t runner_run(runner_t* r, const kiln_array_t* in, kiln_array_t* out) {
+  if (!r->cpu) return kiln_ref_run(r->g, in, r->ro, out);
+  return kiln_cpu_run(r->exec, in, out, r->ro->on_node ? on_kernel : NULL, r);
+}
+
+static void runner_destroy(runner_t* r) {
+  kiln_cpu_exec_destroy(r->exec);
+  kiln_plan_destroy(r->plan);
+  free(r->kernel_times);
+  memset(r, 0, sizeof(*r));
+}
+
+static void print_cpu_profile(const runner_t* r, int runs) {
+  const kiln_plan_t* p = r->plan;
+  int32_t n = p->n_kernels;
+  int32_t* order = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!order) return;
+  double total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    order[k] = k;
+    total += r->kernel_times[k];
+  }
+  for (int32_t a = 1; a < n; ++a)
+    for (int32_t b = a; b > 0 && r->kernel_times[order[b]] > r->kernel_times[order[b - 1]]; --b) {
+      int32_t t = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = t;
+    }
+  printf("profile (cpu kernels, %d runs, total %.3f ms/run):\n  %-36s %-18s %10s %7s %9s\n", runs,
+         total * 1e3 / runs, "kernel", "op", "ms/run", "share", "GFLOP/s");
+  for (int32_t i = 0; i < n && i < 40; ++i) {
+    const kiln_plan_kernel_t* k = &p->kernels[order[i]];
+    double t = r->kernel_times[order[i]] / runs;
+    printf("  %-36.36s %-18.18s %10.3f %6.1f%% %9.2f\n", k->func->name,
+           p->graph->nodes[k->node].op_type, t * 1e3,
+           total > 0 ? 100 * r->kernel_times[order[i]] / total : 0,
+           t > 0 ? (double)k->flops / t * 1e-9 : 0.0);
+  }
+  free(order);
+}
+
 static int cmd_run(int argc, char** argv) {
   load_opts_t lo = {0};
   const char* inputs[MAX_ARGS];
   const char* compares[MAX_ARGS];
   int n_inputs = 0, n_compares = 0, repeat = 0;
   const char* outdir = NULL;
-  const char* target = "ref";
+  const char* target = "cpu";
+  const char* dump_dir = NULL;
+  int threads = 0;
+  runner_t R;
+  memset(&R, 0, sizeof R);
   double rtol = 1e-4, atol = 1e-5;
   uint64_t seed = 0;
   bool profile = false;
+  bool check_ref = false;
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
     bool has = i + 1 < argc;
@@ -398,6 +504,15 @@ static int cmd_run(int argc, char** argv) {
       repeat = (int)v;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
+    } else if (!strcmp(a, "--check-ref")) {
+      check_ref = true;
+    } else if (!strcmp(a, "--threads") && has) {
+      long long v;
+      if (!parse_int(argv[++i], 0, 1024, &v))
+        return usage_error("run", "--threads '%s': expected an integer in 0..1024", argv[i]);
+      threads = (int)v;
+    } else if (!strcmp(a, "--dump") && has) {
+      dump_dir = argv[++i];
     } else if (a[0] == '-') {
       return usage_error("run", "unknown option or missing value: '%s'", a);
     } else if (!lo.model) {
@@ -407,11 +522,12 @@ static int cmd_run(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("run", "%sno model given", "");
-  if (strcmp(target, "ref") != 0)
-    return fail(kiln_make_status(KILN_UNSUPPORTED,
-                                 "--target '%s': this build has only the 'ref' target", target));
+  bool use_cpu = !strcmp(target, "cpu");
+  if (!use_cpu && strcmp(target, "ref") != 0)
+    return usage_error("run", "--target '%s': expected 'cpu' or 'ref'", target);
   kiln_allocator_t al = kiln_allocator_system();
   kiln_graph_t* g = NULL;
+  lo.no_prepare = true;
   kiln_status_t s = load(&lo, &g);
   if (s) return fail(s);
   int rc = 0;
@@ -444,15 +560,20 @@ static int cmd_run(int argc, char** argv) {
     kiln_array_free(al, &in[found]);
     if ((s = kiln_npy_read(eq + 1, al, &in[found]))) goto done;
   }
-  /* Bind symbols from the given inputs, then --dim, for the random ones. */
-  for (int32_t k = 0; k < g->n_inputs; ++k) {
-    const kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-    if (!in[k].data) continue;
-    for (int32_t d = 0; d < t->shape.rank && d < in[k].shape.rank; ++d)
-      if (kiln_dim_symbol(t->shape.dims[d])) sym_val[kiln_dim_symbol(t->shape.dims[d])] = in[k].shape.dims[d];
-  }
+  /* Check the given inputs against the declarations (binding symbols from
+   * them); the other symbols (for random inputs) are 1 unless --dim set
+   * them. Then shapes are static and the graph is prepared. */
+  for (int32_t k = 0; k < g->n_inputs; ++k)
+    if (in[k].data && (s = kiln_check_input(g, k, &in[k], sym_val))) goto done;
   for (int32_t k = 0; k < g->n_inputs; ++k)
     if (!in[k].data && (s = random_input(g, &g->tensors[g->inputs[k]], seed, sym_val, &in[k]))) goto done;
+  for (int32_t k = 0; k < g->n_inputs; ++k) {
+    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+    if (t->shape.rank < 0 && in[k].data) t->shape = in[k].shape;
+    for (int32_t d = 0; d < t->shape.rank && d < in[k].shape.rank; ++d)
+      if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
+  }
+  if ((s = kiln_graph_prepare(g))) goto done;
 
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
@@ -461,8 +582,15 @@ static int cmd_run(int argc, char** argv) {
     ro.on_node = on_node;
     ro.user = &prof;
   }
+  R.g = g;
+  R.cpu = use_cpu;
+  R.ro = &ro;
+  R.threads = threads;
+  R.dump_dir = dump_dir;
+  R.kernel_times = NULL;
+  if (use_cpu && (s = runner_compile(&R))) goto done;
   double t0 = now_s();
-  if ((s = kiln_ref_run(g, in, &ro, out))) goto done;
+  if ((s = runner_run(&R, in, out))) goto done;
   double first = now_s() - t0;
   printf("ran %s on target %s in %.2f ms\n", lo.model, target, first * 1e3);
   if (repeat > 0) {
@@ -474,7 +602,7 @@ static int cmd_run(int argc, char** argv) {
     for (int r = 0; r < repeat && !s; ++r) {
       kiln_array_t* tmp = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
       double a0 = now_s();
-      s = tmp ? kiln_ref_run(g, in, &ro, tmp) : kiln_make_status(KILN_OUT_OF_MEMORY, "oom");
+      s = tmp ? runner_run(&R, in, tmp) : kiln_make_status(KILN_OUT_OF_MEMORY, "oom");
       ts[r] = now_s() - a0;
       for (int32_t k = 0; tmp && !s && k < g->n_outputs; ++k) kiln_array_free(al, &tmp[k]);
       free(tmp);
@@ -487,7 +615,8 @@ static int cmd_run(int argc, char** argv) {
     free(ts);
     if (s) goto done;
   }
-  if (profile) {
+  if (profile && R.cpu) print_cpu_profile(&R, 1 + repeat);
+  if (profile && !R.cpu) {
     int32_t* order = malloc(sizeof(int32_t) * (size_t)(g->n_nodes + 1));
     double total = 0;
     for (int32_t k = 0; k < g->n_nodes; ++k) total += ptimes[k];
@@ -523,6 +652,25 @@ static int cmd_run(int argc, char** argv) {
       if ((s = kiln_npy_write(path, &out[k]))) goto done;
       printf("wrote %s\n", path);
     }
+  }
+  if (check_ref && R.cpu) {
+    kiln_array_t* ref = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
+    if (!ref) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+      goto done;
+    }
+    if ((s = kiln_ref_run(g, in, NULL, ref))) {
+      free(ref);
+      goto done;
+    }
+    for (int32_t k = 0; k < g->n_outputs; ++k) {
+      kiln_compare_result_t cr;
+      kiln_compare(&out[k], &ref[k], rtol, atol, &cr);
+      printf("check %s vs reference interpreter: %s\n", g->tensors[g->outputs[k]].name, cr.message);
+      if (!cr.ok) rc = 3;
+      kiln_array_free(al, &ref[k]);
+    }
+    free(ref);
   }
   for (int i = 0; i < n_compares; ++i) {
     const char* spec = compares[i];
@@ -562,6 +710,7 @@ done:
   free(out);
   free(sym_val);
   free(ptimes);
+  runner_destroy(&R);
   kiln_graph_destroy(g);
   return rc;
 }

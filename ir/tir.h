@@ -1,0 +1,288 @@
+/* kiln tensor IR (TIR): loop nests over buffers.
+ *
+ * The tensor IR is what every target prints. A kernel (tir_func_t) is a
+ * statement tree: loops (serial, parallel, vectorized, unrolled, or bound to
+ * GPU work-group / work-item ids), stores into n-d buffers, sequences,
+ * conditionals, scoped allocations of local (work-group shared) or private
+ * buffers, and barriers. Expressions are trees: immediates, loop variables,
+ * arithmetic and comparisons, selects, n-d loads, casts and math intrinsics.
+ * Shapes are static: kiln compiles for concrete input shapes (symbolic dims
+ * are bound before lowering) and caches per shape.
+ *
+ * All nodes live in a tir_ctx_t arena and are freed together; nodes are
+ * immutable once built, so passes (simplify, schedule primitives) build new
+ * trees and may share unchanged subtrees.
+ *
+ * Index arithmetic is int64 (KILN_DTYPE_I64); comparisons and logic produce
+ * KILN_DTYPE_BOOL; values carry their element type. Integer division and
+ * modulo in index expressions are floor division / floor modulo
+ * (TIR_FLOORDIV / TIR_FLOORMOD); TIR_DIV is true division for floats and
+ * C (truncating) division for integer values.
+ *
+ * Thread-compatible: one ctx per compile.
+ */
+#ifndef KILN_IR_TIR_H_
+#define KILN_IR_TIR_H_
+
+#include <stdio.h>
+
+#include "ir/arena.h"
+#include "kiln/array.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tir_ctx_s {
+  kiln_arena_t arena;
+  int32_t next_var_id;
+  int32_t next_buffer_id;
+  bool oom; /* set when an allocation failed; builders then return NULL */
+} tir_ctx_t;
+
+void tir_ctx_init(tir_ctx_t* ctx, kiln_allocator_t allocator);
+void tir_ctx_deinit(tir_ctx_t* ctx);
+/* OUT_OF_MEMORY status if any builder ran out of memory since init. */
+kiln_status_t tir_ctx_status(const tir_ctx_t* ctx);
+
+/* ---- buffers and variables ------------------------------------------- */
+
+typedef enum tir_scope_e {
+  TIR_SCOPE_GLOBAL = 0, /* device/global memory: kernel parameters */
+  TIR_SCOPE_LOCAL,      /* work-group shared memory (GPU) / stack (CPU) */
+  TIR_SCOPE_PRIVATE,    /* per work-item registers / locals */
+} tir_scope_t;
+
+typedef struct tir_buffer_s {
+  int32_t id;
+  const char* name;
+  kiln_dtype_t dtype;
+  int32_t rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t strides[KILN_MAX_RANK]; /* in elements; row-major by default */
+  tir_scope_t scope;
+} tir_buffer_t;
+
+/* Row-major buffer. |name| is copied. */
+tir_buffer_t* tir_buffer(tir_ctx_t* c, const char* name, kiln_dtype_t dtype, int32_t rank,
+                         const int64_t* shape, tir_scope_t scope);
+int64_t tir_buffer_numel(const tir_buffer_t* b);
+
+typedef struct tir_var_s {
+  int32_t id;
+  const char* name; /* unique within a kernel once printed (name + id) */
+} tir_var_t;
+
+tir_var_t* tir_var(tir_ctx_t* c, const char* name);
+
+/* ---- expressions ----------------------------------------------------- */
+
+typedef enum tir_expr_kind_e {
+  TIR_INT,    /* integer immediate (dtype any int type or bool) */
+  TIR_FLOAT,  /* float immediate (f32/f16) */
+  TIR_VARREF, /* loop/let variable, dtype I64 */
+  TIR_BINARY,
+  TIR_SELECT, /* cond ? a : b (both evaluated is allowed) */
+  TIR_LOAD,
+  TIR_CAST,
+  TIR_CALL,   /* math intrinsic */
+} tir_expr_kind_t;
+
+typedef enum tir_binop_e {
+  TIR_ADD, TIR_SUB, TIR_MUL,
+  TIR_DIV,                     /* float division; C division for int values */
+  TIR_FLOORDIV, TIR_FLOORMOD,  /* index arithmetic */
+  TIR_MIN, TIR_MAX,
+  TIR_EQ, TIR_NE, TIR_LT, TIR_LE, TIR_GT, TIR_GE, /* -> BOOL */
+  TIR_AND, TIR_OR,             /* BOOL x BOOL -> BOOL */
+  TIR_BINOP_COUNT_
+} tir_binop_t;
+
+typedef enum tir_intrin_e {
+  TIR_EXP, TIR_LOG, TIR_SQRT, TIR_RSQRT, TIR_TANH, TIR_ERF, TIR_FABS, TIR_FLOOR, TIR_CEIL,
+  TIR_ROUND_EVEN, /* nearbyint */
+  TIR_POW,        /* 2 args */
+  TIR_NEG, TIR_NOT, /* NOT: bool */
+  TIR_SIGMOID,    /* 1 / (1 + exp(-x)) */
+  TIR_FMA,        /* 3 args: a * b + c */
+  TIR_INTRIN_COUNT_
+} tir_intrin_t;
+
+typedef struct tir_expr_s tir_expr_t;
+struct tir_expr_s {
+  tir_expr_kind_t kind;
+  kiln_dtype_t dtype;
+  union {
+    int64_t i;                /* TIR_INT */
+    double f;                 /* TIR_FLOAT */
+    const tir_var_t* var;     /* TIR_VARREF */
+    struct {
+      tir_binop_t op;
+      const tir_expr_t* a;
+      const tir_expr_t* b;
+    } bin;
+    struct {
+      const tir_expr_t* cond;
+      const tir_expr_t* t;
+      const tir_expr_t* f;
+    } sel;
+    struct {
+      const tir_buffer_t* buf;
+      const tir_expr_t* const* idx; /* buf->rank entries, I64 */
+    } load;
+    struct {
+      const tir_expr_t* value; /* converted to ->dtype */
+    } cast;
+    struct {
+      tir_intrin_t fn;
+      int32_t n;
+      const tir_expr_t* args[3];
+    } call;
+  } u;
+};
+
+/* Builders return NULL only when out of memory (and set ctx->oom); passing
+ * NULL operands propagates NULL. Result dtypes: arithmetic takes the dtype of
+ * |a| (operands must agree: use tir_cast); comparisons give BOOL. */
+const tir_expr_t* tir_int(tir_ctx_t* c, int64_t v);                 /* I64 */
+const tir_expr_t* tir_const(tir_ctx_t* c, kiln_dtype_t t, double v); /* typed */
+const tir_expr_t* tir_ref(tir_ctx_t* c, const tir_var_t* v);
+const tir_expr_t* tir_bin(tir_ctx_t* c, tir_binop_t op, const tir_expr_t* a,
+                          const tir_expr_t* b);
+const tir_expr_t* tir_add(tir_ctx_t* c, const tir_expr_t* a, const tir_expr_t* b);
+const tir_expr_t* tir_sub(tir_ctx_t* c, const tir_expr_t* a, const tir_expr_t* b);
+const tir_expr_t* tir_mul(tir_ctx_t* c, const tir_expr_t* a, const tir_expr_t* b);
+const tir_expr_t* tir_select(tir_ctx_t* c, const tir_expr_t* cond, const tir_expr_t* t,
+                             const tir_expr_t* f);
+/* |idx| has buf->rank entries (copied). */
+const tir_expr_t* tir_load(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx);
+const tir_expr_t* tir_cast(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v);
+const tir_expr_t* tir_call(tir_ctx_t* c, tir_intrin_t fn, int32_t n, const tir_expr_t* a0,
+                           const tir_expr_t* a1, const tir_expr_t* a2);
+
+/* ---- statements ------------------------------------------------------ */
+
+typedef enum tir_stmt_kind_e {
+  TIR_FOR,
+  TIR_STORE,
+  TIR_SEQ,
+  TIR_IF,
+  TIR_ALLOC,   /* scoped LOCAL/PRIVATE buffer */
+  TIR_BARRIER, /* work-group barrier on local memory */
+} tir_stmt_kind_t;
+
+typedef enum tir_loop_kind_e {
+  TIR_LOOP_SERIAL = 0,
+  TIR_LOOP_PARALLEL,   /* CPU threads */
+  TIR_LOOP_VECTORIZED, /* SIMD lanes */
+  TIR_LOOP_UNROLLED,
+  TIR_LOOP_BOUND,      /* bound to a GPU id (see tir_thread_tag_t) */
+} tir_loop_kind_t;
+
+typedef enum tir_thread_tag_e {
+  TIR_TAG_NONE = 0,
+  TIR_BLOCK_X, TIR_BLOCK_Y, TIR_BLOCK_Z,    /* work-group id */
+  TIR_THREAD_X, TIR_THREAD_Y, TIR_THREAD_Z, /* local work-item id */
+} tir_thread_tag_t;
+
+typedef struct tir_stmt_s tir_stmt_t;
+struct tir_stmt_s {
+  tir_stmt_kind_t kind;
+  union {
+    struct {
+      const tir_var_t* var; /* runs 0 .. extent-1 */
+      int64_t extent;
+      tir_loop_kind_t kind;
+      tir_thread_tag_t tag;
+      const tir_stmt_t* body;
+    } loop;
+    struct {
+      const tir_buffer_t* buf;
+      const tir_expr_t* const* idx; /* buf->rank entries */
+      const tir_expr_t* value;      /* dtype == buf->dtype */
+    } store;
+    struct {
+      int32_t n;
+      const tir_stmt_t* const* items;
+    } seq;
+    struct {
+      const tir_expr_t* cond;
+      const tir_stmt_t* then_s;
+      const tir_stmt_t* else_s; /* may be NULL */
+    } cond;
+    struct {
+      const tir_buffer_t* buf; /* scope LOCAL or PRIVATE */
+      const tir_stmt_t* body;
+    } alloc;
+  } u;
+};
+
+const tir_stmt_t* tir_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, tir_loop_kind_t k,
+                          const tir_stmt_t* body);
+const tir_stmt_t* tir_for_bound(tir_ctx_t* c, const tir_var_t* v, int64_t extent,
+                                tir_thread_tag_t tag, const tir_stmt_t* body);
+const tir_stmt_t* tir_store(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx,
+                            const tir_expr_t* value);
+/* Copies |items|; NULL items are skipped. */
+const tir_stmt_t* tir_seq(tir_ctx_t* c, int32_t n, const tir_stmt_t* const* items);
+const tir_stmt_t* tir_seq2(tir_ctx_t* c, const tir_stmt_t* a, const tir_stmt_t* b);
+const tir_stmt_t* tir_if(tir_ctx_t* c, const tir_expr_t* cond, const tir_stmt_t* then_s,
+                         const tir_stmt_t* else_s);
+const tir_stmt_t* tir_alloc(tir_ctx_t* c, const tir_buffer_t* buf, const tir_stmt_t* body);
+const tir_stmt_t* tir_barrier(tir_ctx_t* c);
+
+/* ---- kernels --------------------------------------------------------- */
+
+typedef struct tir_func_s {
+  const char* name;         /* C identifier */
+  int32_t n_params;
+  const tir_buffer_t** params; /* GLOBAL buffers, in call order */
+  const tir_stmt_t* body;
+} tir_func_t;
+
+tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
+                     const tir_buffer_t* const* params, const tir_stmt_t* body);
+
+/* ---- analysis and passes (ir/tir_*.c) --------------------------------- */
+
+/* Prints the kernel as readable pseudo-code (one statement per line). */
+void tir_print_func(const tir_func_t* f, FILE* out);
+void tir_print_stmt(const tir_stmt_t* s, FILE* out, int indent);
+void tir_print_expr(const tir_expr_t* e, FILE* out);
+
+/* Checks: every variable used is bound by an enclosing loop; load/store ranks
+ * match their buffers and dtypes agree; every access is in bounds for all loop
+ * values (interval analysis; a store guarded by an enclosing tir_if counts
+ * the guard); LOCAL/PRIVATE buffers are only used inside their tir_alloc;
+ * GLOBAL buffers are parameters; barriers are not inside divergent control
+ * flow; a LOCAL buffer written and then read by different work-items has a
+ * barrier in between (race check). The status names the kernel, buffer and
+ * the offending access. */
+kiln_status_t tir_verify(const tir_func_t* f);
+
+/* Constant folding, algebraic identities on index arithmetic (x*1, x+0,
+ * (a*k+b)/k with 0<=b<k, (a*k+b)%k, nested floordiv/mod), dead loops
+ * (extent 0), extent-1 loops replaced by their body with the var set to 0,
+ * if-statements with constant conditions. Returns a new tree (shares
+ * unchanged subtrees); NULL only on OOM. */
+const tir_stmt_t* tir_simplify_stmt(tir_ctx_t* c, const tir_stmt_t* s);
+const tir_expr_t* tir_simplify_expr(tir_ctx_t* c, const tir_expr_t* e);
+tir_func_t* tir_simplify_func(tir_ctx_t* c, const tir_func_t* f);
+
+/* Substitutes variables (vars[i] -> values[i]) in an expression / stmt. */
+const tir_expr_t* tir_substitute_expr(tir_ctx_t* c, const tir_expr_t* e, int32_t n,
+                                      const tir_var_t* const* vars,
+                                      const tir_expr_t* const* values);
+const tir_stmt_t* tir_substitute_stmt(tir_ctx_t* c, const tir_stmt_t* s, int32_t n,
+                                      const tir_var_t* const* vars,
+                                      const tir_expr_t* const* values);
+
+/* Interval [lo, hi] of an integer expression given var ranges
+ * (vars[i] in [lo[i], hi[i]]). Returns false when it cannot bound it. */
+bool tir_expr_bounds(const tir_expr_t* e, int32_t n, const tir_var_t* const* vars,
+                     const int64_t* lo, const int64_t* hi, int64_t* out_lo, int64_t* out_hi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_IR_TIR_H_ */

@@ -1,0 +1,95 @@
+/* kiln lowering: graph nodes -> tensor-IR kernels with default schedules.
+ *
+ * Each supported op has a lowering function. It receives the node, static
+ * tir buffers for its inputs and outputs, and the graph tensors (for constant
+ * values such as weights, axes or shapes), and emits one or more kernels.
+ * A kernel is emitted as its naive loop nest plus the default schedule for
+ * the target class; the plan keeps both so a tuner can try others.
+ *
+ * Ops whose output is the input's bytes reinterpreted (Reshape, Flatten,
+ * Squeeze, Unsqueeze, Identity, Dropout) emit no kernel: they declare an
+ * alias with kiln_lower_alias.
+ *
+ * Workspaces (im2col matrices, packed panels) are requested with
+ * kiln_lower_temp; data computed at compile time from constants (pre-packed
+ * or transposed weights, folded BatchNorm scales) with kiln_lower_const.
+ *
+ * Kernel naming: "<node name sanitized>_<k>", unique within a plan (the ctx
+ * helpers make it so). Loop variable names must be unique within a kernel.
+ */
+#ifndef KILN_LOWERING_LOWER_H_
+#define KILN_LOWERING_LOWER_H_
+
+#include "ir/graph.h"
+#include "ir/tir.h"
+#include "ir/tir_schedule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kiln_target_class_e {
+  KILN_TARGET_CLASS_CPU = 0,
+  KILN_TARGET_CLASS_GPU = 1,
+} kiln_target_class_t;
+
+struct kiln_plan_s;
+
+typedef struct kiln_lower_ctx_s {
+  tir_ctx_t* tir;
+  const kiln_graph_t* graph;
+  const kiln_node_t* node;
+  int32_t node_index;
+  int64_t opset;
+  kiln_target_class_t target;
+  int32_t threads;                      /* CPU: worker threads the kernels will get */
+  int32_t n_in;
+  const tir_buffer_t* const* in;        /* NULL for omitted optional inputs */
+  const kiln_tensor_t* const* in_tensor;/* graph tensors; ->value set for constants */
+  int32_t n_out;
+  const tir_buffer_t* const* out;       /* NULL for omitted optional outputs */
+  const kiln_tensor_t* const* out_tensor;
+  struct kiln_plan_s* plan;             /* where emitted things go */
+} kiln_lower_ctx_t;
+
+/* Emits a kernel: |naive| is the plain loop nest, |schedule| (may be NULL or
+ * empty) the default schedule for ctx->target; the plan stores both and the
+ * scheduled result. Its params must be node inputs/outputs or buffers from
+ * kiln_lower_temp / kiln_lower_const. */
+kiln_status_t kiln_lower_emit(kiln_lower_ctx_t* ctx, tir_func_t* naive,
+                              const tir_schedule_t* schedule);
+/* A fresh unique kernel name for this node: "<node>_<k>" sanitized. */
+const char* kiln_lower_kernel_name(kiln_lower_ctx_t* ctx);
+/* A workspace used only by this node's kernels (GLOBAL scope, planned like an
+ * intermediate whose lifetime is this node). */
+kiln_status_t kiln_lower_temp(kiln_lower_ctx_t* ctx, const char* name, kiln_dtype_t dtype,
+                              int32_t rank, const int64_t* shape, const tir_buffer_t** out);
+/* A constant computed at compile time; the plan takes ownership of
+ * |value|->data (allocated with kiln_allocator_system()) and zeroes *value. */
+kiln_status_t kiln_lower_const(kiln_lower_ctx_t* ctx, const char* name, kiln_array_t* value,
+                               const tir_buffer_t** out);
+/* Output |out_index| shares the memory of input |in_index| (same byte size). */
+kiln_status_t kiln_lower_alias(kiln_lower_ctx_t* ctx, int32_t out_index, int32_t in_index);
+
+typedef kiln_status_t (*kiln_lower_fn)(kiln_lower_ctx_t* ctx);
+
+typedef struct kiln_lower_entry_s {
+  const char* op_type;
+  kiln_lower_fn fn;
+} kiln_lower_entry_t;
+
+/* Tables per family (lowering/lower_<family>.c). */
+extern const kiln_lower_entry_t kiln_lower_elementwise[];
+extern const size_t kiln_lower_elementwise_count;
+extern const kiln_lower_entry_t kiln_lower_tensor[];
+extern const size_t kiln_lower_tensor_count;
+extern const kiln_lower_entry_t kiln_lower_nn[];
+extern const size_t kiln_lower_nn_count;
+
+/* NULL when the op has no lowering (the plan then reports it). */
+kiln_lower_fn kiln_lower_lookup(const char* op_type);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,697 @@
+/* Conv and ConvTranspose lowerings.
+ *
+ * Conv is always a GEMM per (image, group): Y[m][q] = sum_{c, tap} W[m][c,tap]
+ * * Xs[c][off(tap) + q], with the weights as the packed left operand (packed
+ * at compile time when constant, by a pack kernel otherwise) and the right
+ * operand read straight from a flat copy of the input. Which input and which
+ * output layout is chosen per shape (the heuristic):
+ *
+ *  1. "plain GEMM": 1x1-like windows that read the input as is (every
+ *     stride 1, no padding, the window covers the input exactly: 1x1 convs
+ *     and unpadded stride-1 convs whose output grid matches): the GEMM reads X
+ *     and writes Y through flat views [N][C][spatial]; no copies.
+ *  2. "implicit GEMM" (everything else, any stride/dilation/padding/group):
+ *     one pass splits the zero-padded input into stride phases (s^nsp phase
+ *     images, only the phases some tap uses), each laid out with the pitch of
+ *     the output grid. Every tap is then a constant shift of that flat plane,
+ *     so the GEMM's R operand is contiguous along the output grid and the taps
+ *     are unrolled at generation time (K = Cg * taps, k loop over channels).
+ *     The grid carries (k-1)*d/s garbage columns per row (2 of 58 for a 3x3
+ *     on 56x56); when it has any, the GEMM writes a flat temp and a crop
+ *     kernel copies the valid part into Y, else it writes Y directly.
+ *  3. "depthwise" (one input channel per group, Cg == 1): the same implicit
+ *     GEMM batched over (image, channel) with mr = the channel multiplier, so
+ *     each register tile is 1 x 32 outputs accumulating the taps in registers
+ *     and the (image, channel) batch is what runs in parallel.
+ * An explicit im2col is never materialised: the phase-split copy costs one
+ * pass over the input where im2col writes taps times as much.
+ *
+ * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
+ * into a temp, then a col2im kernel adding each tap's columns into the
+ * output (per output channel, so it runs in parallel without races).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering/lower_nn_impl.h"
+
+#define NN_MAX_TAPS 4096
+#define NN_MAX_GROUPS 64
+
+typedef struct cv_s {
+  const tir_buffer_t *x, *w, *bias, *y;
+  const tir_buffer_t* src; /* [N][C][plane]: X view or the phase-split temp */
+  const tir_buffer_t* dst; /* Y view [N][M][Q] or flat temp [N*G][Mg][Q] */
+  bool crop;
+  bool trans;      /* spatial positions as the GEMM's M: dst is [N*G][Qd][Mg] */
+  int32_t nsp;
+  nn_axis_t a3[3]; /* spatial axes padded to 3 (leading 1s) */
+  int64_t N, C, M, G, Cg, Mg, T, Q, Qd;
+  int64_t q3[3];   /* phase image dims (Dq, Hq, Wq) */
+  /* tap groups (stride residue classes): input offset of the group's tap
+   * at loop indices kv = obase + sum kv[i] * ostr[i] */
+  int32_t ng;
+  nn_tap_group_t tg[NN_MAX_GROUPS];
+  int64_t obase[NN_MAX_GROUPS], ostr[3];
+  const float* wval;
+} cv_t;
+
+/* Index list of a rank nsp+2 tensor from n, c and three spatial indices. */
+static void sp_idx(int32_t nsp, const tir_expr_t* n, const tir_expr_t* c,
+                   const tir_expr_t* const* s3, const tir_expr_t** idx) {
+  idx[0] = n;
+  idx[1] = c;
+  for (int32_t i = 0; i < nsp; ++i) idx[2 + i] = s3[3 - nsp + i];
+}
+
+/* ---- GEMM callbacks -------------------------------------------------------- */
+
+static const tir_expr_t* cv_n(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* b) {
+  return nn_divc(kb, b, cv->G);
+}
+static const tir_expr_t* cv_g(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* b) {
+  return nn_modc(kb, b, cv->G);
+}
+
+static const tir_expr_t* cv_bmap(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b) {
+  return cv_g(kb, g->user, b);
+}
+
+static const tir_expr_t* cv_rload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* c, int32_t grp, const tir_expr_t* const* kv,
+                                  const tir_expr_t* q) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Cg), c);
+  const tir_expr_t* off = nn_i(kb, cv->obase[grp]);
+  for (int d = 0; d < 3; ++d) off = nn_add(kb, off, nn_mulc(kb, kv[d], cv->ostr[d]));
+  return nn_ldf(kb, cv->src, NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, q, off)));
+}
+
+/* Output index of element (m, q) of GEMM batch b: the flat temp or Y. */
+static void cv_dst_idx(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* b, const tir_expr_t* m,
+                       const tir_expr_t* q, const tir_expr_t** idx) {
+  if (cv->crop) {
+    idx[0] = b, idx[1] = m, idx[2] = q;
+  } else {
+    idx[0] = cv_n(kb, cv, b);
+    idx[1] = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), m);
+    idx[2] = q;
+  }
+}
+
+static const tir_stmt_t* cv_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* m, const tir_expr_t* q,
+                                  const tir_expr_t* v) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* idx[3];
+  cv_dst_idx(kb, cv, b, m, q, idx);
+  return nn_stf(kb, cv->dst, idx, v);
+}
+
+static const tir_expr_t* cv_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* m, const tir_expr_t* q) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* idx[3];
+  cv_dst_idx(kb, cv, b, m, q, idx);
+  return nn_ldf(kb, cv->dst, idx);
+}
+
+static const tir_expr_t* cv_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                 const tir_expr_t* m, const tir_expr_t* q) {
+  const cv_t* cv = g->user;
+  (void)q;
+  return nn_ldf(kb, cv->bias, NN_IDX(nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), m)));
+}
+
+/* Transposed mode: GEMM rows are the dense output positions q (read from
+ * the phase grid at their grid position), columns the output channels. */
+static const tir_expr_t* cvt_qpos(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* q) {
+  const nn_axis_t* a3 = cv->a3;
+  const tir_expr_t* w = nn_modc(kb, q, a3[2].out);
+  const tir_expr_t* h = nn_modc(kb, nn_divc(kb, q, a3[2].out), a3[1].out);
+  const tir_expr_t* d = nn_divc(kb, q, a3[1].out * a3[2].out);
+  return nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, d, cv->q3[1]), h), cv->q3[2]), w);
+}
+
+static const tir_expr_t* cvt_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* c, int32_t grp, const tir_expr_t* const* kv,
+                                   const tir_expr_t* q) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Cg), c);
+  const tir_expr_t* off = nn_i(kb, cv->obase[grp]);
+  for (int d = 0; d < 3; ++d) off = nn_add(kb, off, nn_mulc(kb, kv[d], cv->ostr[d]));
+  return nn_ldf(kb, cv->src, NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, cvt_qpos(kb, cv, q), off)));
+}
+
+static const tir_stmt_t* cvt_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* q, const tir_expr_t* m,
+                                   const tir_expr_t* v) {
+  const cv_t* cv = g->user;
+  return tir_store(kb->t, cv->dst, NN_IDX(b, q, m), v);
+}
+
+static const tir_expr_t* cvt_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* q, const tir_expr_t* m) {
+  const cv_t* cv = g->user;
+  return tir_load(kb->t, cv->dst, NN_IDX(b, q, m));
+}
+
+static const tir_expr_t* cvt_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* q, const tir_expr_t* m) {
+  (void)q;
+  return cv_init(kb, g, b, m, q);
+}
+
+/* Packed weights: batch g, row m, col kk = c * T + tap. */
+static float cv_get_w(const void* user, int64_t g, int64_t m, int64_t kk) {
+  const cv_t* cv = user;
+  return cv->wval[((g * cv->Mg + m) * cv->Cg) * cv->T + kk];
+}
+
+static const tir_expr_t* cv_load_w(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* grp,
+                                   const tir_expr_t* m, const tir_expr_t* kk) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  idx[0] = nn_add(kb, nn_mulc(kb, grp, cv->Mg), m);
+  /* kk = ((c * KD + kd) * KH + kh) * KW + kw over the weight's own dims. */
+  const tir_expr_t* rest = kk;
+  for (int32_t d = cv->w->rank - 1; d >= 1; --d) {
+    idx[d] = d == 1 ? rest : nn_modc(kb, rest, cv->w->shape[d]);
+    rest = nn_divc(kb, rest, cv->w->shape[d]);
+  }
+  return nn_ldf(kb, cv->w, idx);
+}
+
+/* ---- phase split ---------------------------------------------------------- */
+
+/* Zero-fill of src[n][c][base + e] for e in [0, len). */
+static const tir_stmt_t* zero_run(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* n,
+                                  const tir_expr_t* c, const tir_expr_t* base, int64_t len) {
+  if (len <= 0) return NULL;
+  tir_var_t* ve = nn_var(kb, "z");
+  const tir_stmt_t* s = tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, base, nn_v(kb, ve))),
+                                  nn_f(kb, 0.0));
+  nn_vectorize(kb, ve);
+  return nn_for(kb, ve, len, s);
+}
+
+/* Valid phase-image indices [lo, hi) along one axis: l*s + a - p in [0, in). */
+static void phase_range(const nn_axis_t* ax, int64_t a, int64_t len, int64_t* lo, int64_t* hi) {
+  int64_t off = a - ax->p;
+  kiln_nn_valid_range(off, ax->s, ax->in, len, lo, hi);
+}
+
+/* The phase-split kernel: for every used phase (ad, ah, aw) and phase image
+ * position (i, j, l): src[n][c][ph*PS + (i*Hq + j)*Wq + l] =
+ * X[n][c][i*sd + ad - pd][j*sh + ah - ph][l*sw + aw - pw] (0 outside X),
+ * then zeros up to the plane end. */
+static kiln_status_t phase_split(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64_t (*ph)[3],
+                                 int64_t plane) {
+  tir_var_t* vnc = nn_var(kb, "nc");
+  const tir_expr_t* nc = nn_v(kb, vnc);
+  const tir_expr_t* n = nn_divc(kb, nc, cv->C);
+  const tir_expr_t* c = nn_modc(kb, nc, cv->C);
+  const int64_t Dq = cv->q3[0], Hq = cv->q3[1], Wq = cv->q3[2], PS = Dq * Hq * Wq;
+  const tir_stmt_t* body = NULL;
+  for (int32_t p = 0; p < nph; ++p) {
+    int64_t lo[3], hi[3];
+    for (int32_t d = 0; d < 3; ++d) phase_range(&cv->a3[d], ph[p][d], cv->q3[d], &lo[d], &hi[d]);
+    const int64_t base = p * PS;
+    if (lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2]) {
+      body = tir_seq2(kb->t, body, zero_run(kb, cv, n, c, nn_i(kb, base), PS));
+      continue;
+    }
+    /* depth slabs outside the input */
+    body = tir_seq2(kb->t, body, zero_run(kb, cv, n, c, nn_i(kb, base), lo[0] * Hq * Wq));
+    body = tir_seq2(kb->t, body, zero_run(kb, cv, n, c, nn_i(kb, base + hi[0] * Hq * Wq),
+                                          (Dq - hi[0]) * Hq * Wq));
+    /* valid slabs: rows above/below the input, then data rows */
+    tir_var_t* vi = nn_var(kb, "pd");
+    tir_var_t* vj = nn_var(kb, "ph");
+    tir_var_t* vl = nn_var(kb, "pw");
+    const tir_expr_t* i = nn_addc(kb, nn_v(kb, vi), lo[0]);
+    const tir_expr_t* j = nn_addc(kb, nn_v(kb, vj), lo[1]);
+    const tir_expr_t* l = nn_addc(kb, nn_v(kb, vl), lo[2]);
+    const tir_expr_t* slab = nn_addc(kb, nn_mulc(kb, i, Hq * Wq), base);
+    const tir_expr_t* row = nn_add(kb, slab, nn_mulc(kb, j, Wq));
+    const tir_expr_t* s3[3] = {
+        nn_addc(kb, nn_mulc(kb, i, cv->a3[0].s), ph[p][0] - cv->a3[0].p),
+        nn_addc(kb, nn_mulc(kb, j, cv->a3[1].s), ph[p][1] - cv->a3[1].p),
+        nn_addc(kb, nn_mulc(kb, l, cv->a3[2].s), ph[p][2] - cv->a3[2].p)};
+    const tir_expr_t* xi[KILN_MAX_RANK];
+    sp_idx(cv->nsp, n, c, s3, xi);
+    const tir_stmt_t* copy =
+        tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, row, l)), nn_ldf(kb, cv->x, xi));
+    copy = nn_for(kb, vl, hi[2] - lo[2], copy);
+    if (cv->a3[2].s == 1) nn_vectorize(kb, vl);
+    const tir_stmt_t* rowb[3] = {zero_run(kb, cv, n, c, row, lo[2]), copy,
+                                 zero_run(kb, cv, n, c, nn_addc(kb, row, hi[2]), Wq - hi[2])};
+    const tir_stmt_t* rows = nn_for(kb, vj, hi[1] - lo[1], tir_seq(kb->t, 3, rowb));
+    const tir_stmt_t* slabb[3] = {
+        zero_run(kb, cv, n, c, slab, lo[1] * Wq), rows,
+        zero_run(kb, cv, n, c, nn_addc(kb, slab, hi[1] * Wq), (Hq - hi[1]) * Wq)};
+    body = tir_seq2(kb->t, body, nn_for(kb, vi, hi[0] - lo[0], tir_seq(kb->t, 3, slabb)));
+  }
+  body = tir_seq2(kb->t, body, zero_run(kb, cv, n, c, nn_i(kb, nph * PS), plane - nph * PS));
+  body = nn_for(kb, vnc, cv->N * cv->C, body);
+  if (cv->N * cv->C > 1) nn_parallel(kb, vnc);
+  return nn_emit(kb, body);
+}
+
+/* Y[n][g*Mg + m][od][oh][ow] = flat[n*G + g][m][(od*Hq + oh)*Wq + ow]
+ * (transposed mode: flat[n*G + g][(od*Ho + oh)*Wo + ow][m]). */
+static kiln_status_t crop(nn_kb_t* kb, const cv_t* cv) {
+  tir_var_t* vnm = nn_var(kb, "nm");
+  tir_var_t* vd = nn_var(kb, "od");
+  tir_var_t* vh = nn_var(kb, "oh");
+  tir_var_t* vw = nn_var(kb, "ow");
+  const tir_expr_t* nm = nn_v(kb, vnm);
+  const tir_expr_t* n = nn_divc(kb, nm, cv->M);
+  const tir_expr_t* m = nn_modc(kb, nm, cv->M);
+  const tir_expr_t* b = nn_add(kb, nn_mulc(kb, n, cv->G), nn_divc(kb, m, cv->Mg));
+  const tir_expr_t* s3[3] = {nn_v(kb, vd), nn_v(kb, vh), nn_v(kb, vw)};
+  const tir_expr_t* q = nn_add(
+      kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, s3[0], cv->q3[1]), s3[1]), cv->q3[2]), s3[2]);
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, n, m, s3, yi);
+  const tir_expr_t* mg = nn_modc(kb, m, cv->Mg);
+  if (cv->trans) {
+    q = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, s3[0], cv->a3[1].out), s3[1]), cv->a3[2].out),
+               s3[2]);
+  }
+  const tir_stmt_t* s = nn_stf(
+      kb, cv->y, yi, tir_load(kb->t, cv->dst, cv->trans ? NN_IDX(b, q, mg) : NN_IDX(b, mg, q)));
+  s = nn_for(kb, vw, cv->a3[2].out, s);
+  s = nn_for(kb, vh, cv->a3[1].out, s);
+  s = nn_for(kb, vd, cv->a3[0].out, s);
+  s = nn_for(kb, vnm, cv->N * cv->M, s);
+  nn_vectorize(kb, vw);
+  if (cv->N * cv->M > 1) nn_parallel(kb, vnm);
+  return nn_emit(kb, s);
+}
+
+/* ---- Conv ------------------------------------------------------------------ */
+
+/* Spatial axes padded to 3 with size-1 leading axes. */
+static void pad3(int32_t nsp, const nn_axis_t* ax, nn_axis_t* a3) {
+  for (int32_t d = 0; d < 3; ++d) {
+    int32_t i = d - (3 - nsp);
+    if (i < 0) {
+      a3[d] = (nn_axis_t){.in = 1, .out = 1, .k = 1, .s = 1, .d = 1, .p = 0};
+    } else {
+      a3[d] = ax[i];
+    }
+  }
+}
+
+static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  const nn_axis_t* a3 = cv->a3;
+  /* Phase images: (k-1)*d/s extra positions past the output per axis. */
+  for (int32_t d = 0; d < 3; ++d) cv->q3[d] = a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
+  /* Tap groups: per axis the taps k with the same k % s (k = k1*s + a)
+   * read phase (a*d) % s at shift k1*d + (a*d) / s, affine in k1. */
+  int64_t ph[64][3];
+  int32_t nph = 0;
+  const int64_t PS = cv->q3[0] * cv->q3[1] * cv->q3[2];
+  const int64_t KH = a3[1].k, KW = a3[2].k;
+  cv->ostr[0] = a3[0].d * cv->q3[1] * cv->q3[2];
+  cv->ostr[1] = a3[1].d * cv->q3[2];
+  cv->ostr[2] = a3[2].d;
+  int64_t max_off = 0;
+  cv->ng = 0;
+  for (int64_t ad = 0; ad < a3[0].s && ad < a3[0].k; ++ad)
+    for (int64_t ah = 0; ah < a3[1].s && ah < a3[1].k; ++ah)
+      for (int64_t aw = 0; aw < a3[2].s && aw < a3[2].k; ++aw) {
+        const int64_t a[3] = {ad, ah, aw};
+        int64_t phase[3], shift[3];
+        nn_tap_group_t* tg = &cv->tg[cv->ng];
+        for (int32_t d = 0; d < 3; ++d) {
+          phase[d] = a[d] * a3[d].d % a3[d].s;
+          shift[d] = a[d] * a3[d].d / a3[d].s;
+          tg->ext[d] = (a3[d].k - a[d] + a3[d].s - 1) / a3[d].s;
+        }
+        int32_t p = 0;
+        while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+        if (cv->ng == NN_MAX_GROUPS || (p == nph && nph == 64)) {
+          return kiln_make_status(KILN_UNSUPPORTED, "Conv: too many stride phases (strides %lld,%lld,%lld)",
+                                  (long long)a3[0].s, (long long)a3[1].s, (long long)a3[2].s);
+        }
+        if (p == nph) memcpy(ph[nph++], phase, sizeof phase);
+        tg->tbase = (ad * KH + ah) * KW + aw;
+        tg->tstr[0] = a3[0].s * KH * KW;
+        tg->tstr[1] = a3[1].s * KW;
+        tg->tstr[2] = a3[2].s;
+        cv->obase[cv->ng] = p * PS + (shift[0] * cv->q3[1] + shift[1]) * cv->q3[2] + shift[2];
+        int64_t last = cv->obase[cv->ng];
+        for (int32_t d = 0; d < 3; ++d) last += (tg->ext[d] - 1) * cv->ostr[d];
+        if (last > max_off) max_off = last;
+        cv->ng++;
+      }
+  cv->Q = ((a3[0].out - 1) * cv->q3[1] + a3[1].out - 1) * cv->q3[2] + a3[2].out;
+  /* The output grid is Y itself when it has no garbage columns/rows. */
+  cv->crop = cv->q3[2] != a3[2].out || (a3[0].out > 1 && cv->q3[1] != a3[1].out);
+  /* The input as is when the single phase image is exactly X. */
+  bool plain = nph == 1;
+  for (int32_t d = 0; d < 3; ++d)
+    if (a3[d].s != 1 || a3[d].p != 0 || cv->q3[d] != a3[d].in) plain = false;
+  /* A last N tile whose width is not a multiple of 4 would have a scalar
+   * column, which keeps the whole accumulator out of registers: then
+   * compute on a grid padded to whole tiles (its extra columns are garbage
+   * that the crop drops; the input plane gets the slack they read). */
+  const int64_t nr = cv->Q >= 32 ? 32 : 16;
+  const int64_t qround = (cv->Q + nr - 1) / nr * nr;
+  /* Small outputs waste much of the grid (a 7x7 output on a 7x9 pitch is
+   * 64 columns for 49 outputs): then let the GEMM's rows be the dense
+   * output positions and vectorize over output channels instead. */
+  cv->Qd = a3[0].out * a3[1].out * a3[2].out;
+  const int64_t qeff = cv->crop || cv->Q % nr % 4 != 0 ? qround : cv->Q;
+  cv->trans = cv->Mg >= 32 && qeff * 100 > cv->Qd * 108;
+  if (cv->trans) {
+    cv->crop = true;
+  } else {
+    if (!cv->crop && cv->Q % nr % 4 != 0) cv->crop = true, plain = false;
+    if (cv->crop) cv->Q = qround;
+    if (plain && max_off + cv->Q > PS) plain = false; /* needs slack: copy */
+  }
+  int64_t plane = nph * PS;
+  if (max_off + cv->Q > plane) plane = max_off + cv->Q;
+  if (plain) {
+    int64_t shape[3] = {cv->N, cv->C, PS};
+    KILN_RETURN_IF_ERROR(nn_view(ctx, cv->x, "xflat", 3, shape, &cv->src));
+  } else {
+    int64_t shape[3] = {cv->N, cv->C, plane};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xphase", KILN_DTYPE_F32, 3, shape, &cv->src));
+    KILN_RETURN_IF_ERROR(phase_split(kb, cv, nph, (const int64_t(*)[3])ph, plane));
+  }
+  if (cv->trans) {
+    int64_t shape[3] = {cv->N * cv->G, cv->Qd, cv->Mg};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yt", KILN_DTYPE_F32, 3, shape, &cv->dst));
+  } else if (cv->crop) {
+    int64_t shape[3] = {cv->N * cv->G, cv->Mg, cv->Q};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yflat", KILN_DTYPE_F32, 3, shape, &cv->dst));
+  } else {
+    int64_t shape[3] = {cv->N, cv->M, cv->Q};
+    KILN_RETURN_IF_ERROR(nn_view(ctx, cv->y, "yflat", 3, shape, &cv->dst));
+  }
+
+  nn_gemm_t g;
+  memset(&g, 0, sizeof g);
+  g.batch = cv->N * cv->G;
+  g.K = cv->Cg * cv->T, g.taps = cv->T;
+  g.n_groups = cv->ng;
+  g.groups = cv->tg;
+  g.user = cv;
+  g.init = cv->bias ? (cv->trans ? cvt_init : cv_init) : NULL;
+  if (cv->trans) {
+    g.M = cv->Qd, g.N = cv->Mg;
+    g.L.lload = cvt_lload;
+    g.store = cvt_store;
+    g.reload = cvt_reload;
+  } else {
+    g.M = cv->Mg, g.N = cv->Q;
+    g.R.rload = cv_rload;
+    g.store = cv_store;
+    g.reload = cv->dst->dtype == KILN_DTYPE_F32 ? cv_reload : NULL;
+  }
+  nn_gemm_tiles(ctx, &g);
+  /* Weights packed as the L operand [G][ceil(Mg/mr)][Cg*T][mr], or in
+   * transposed mode as R [G][ceil(Mg/nr)][Cg*T][nr]. */
+  nn_operand_t* wop = cv->trans ? &g.R : &g.L;
+  const int64_t wt = cv->trans ? g.nr : g.mr;
+  float* wval = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
+  if (wval) {
+    cv->wval = wval;
+    kiln_status_t st =
+        nn_pack_const(ctx, "wpack", cv->G, cv->Mg, g.K, wt, cv_get_w, cv, &wop->packed);
+    free(wval);
+    cv->wval = NULL;
+    KILN_RETURN_IF_ERROR(st);
+  } else {
+    nn_gemm_t pg = g;
+    KILN_RETURN_IF_ERROR(
+        nn_pack_runtime(kb, &pg, "wpack", cv->G, cv->Mg, g.K, wt, cv_load_w, &wop->packed));
+  }
+  wop->bmap = cv_bmap;
+  KILN_RETURN_IF_ERROR(nn_gemm_emit(kb, &g));
+  if (cv->crop) KILN_RETURN_IF_ERROR(crop(kb, cv));
+  return NULL;
+}
+
+kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  cv_t cv;
+  memset(&cv, 0, sizeof cv);
+  cv.x = ctx->in[0], cv.w = ctx->in[1], cv.y = ctx->out[0];
+  cv.bias = ctx->n_in > 2 ? ctx->in[2] : NULL;
+  if (!cv.x || !cv.w || !cv.y) return kiln_make_status(KILN_INTERNAL, "Conv: missing operand");
+  const int32_t r = cv.x->rank;
+  cv.nsp = r - 2;
+  if (cv.nsp < 1 || cv.nsp > 3 || cv.w->rank != r || cv.y->rank != r) {
+    return kiln_make_status(KILN_UNSUPPORTED, "Conv: rank %d is not supported (1 to 3 spatial dims)",
+                            (int)r);
+  }
+  if (!kiln_dtype_is_float(cv.x->dtype)) {
+    return kiln_make_status(KILN_UNSUPPORTED, "Conv: dtype %s", kiln_dtype_name(cv.x->dtype));
+  }
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "group", 1, &cv.G));
+  cv.N = cv.x->shape[0], cv.C = cv.x->shape[1], cv.M = cv.w->shape[0], cv.Cg = cv.w->shape[1];
+  if (cv.G < 1 || cv.C % cv.G || cv.M % cv.G || cv.Cg * cv.G != cv.C) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "Conv: group %lld does not fit %lld channels",
+                            (long long)cv.G, (long long)cv.C);
+  }
+  cv.Mg = cv.M / cv.G;
+  nn_axis_t ax[3];
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, "Conv", cv.nsp, cv.x->shape + 2, cv.y->shape + 2,
+                                 cv.w->shape + 2, false, ax));
+  pad3(cv.nsp, ax, cv.a3);
+  cv.T = 1;
+  for (int32_t d = 0; d < 3; ++d) cv.T *= cv.a3[d].k;
+  if (cv.T > NN_MAX_TAPS) {
+    return kiln_make_status(KILN_UNSUPPORTED, "Conv: a kernel of %lld taps is too large (at most %d)",
+                            (long long)cv.T, NN_MAX_TAPS);
+  }
+  if (tir_buffer_numel(cv.y) == 0) return NULL;
+  return conv_float(&kb, &cv);
+}
+
+/* ---- ConvTranspose ---------------------------------------------------------- */
+
+typedef struct ct_s {
+  const tir_buffer_t *x, *w, *bias, *y, *xv, *col;
+  int32_t nsp;
+  nn_axis_t a3[3]; /* in: ConvTranspose input, out: its output; p = pad_begin */
+  int64_t N, C, M, G, Cg, Mg, T, P;
+  const float* wval;
+} ct_t;
+
+static int64_t floor_half(int64_t a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
+
+/* Pads as the reference resolves them (ir/ops/nn_conv.c convt_setup). */
+static kiln_status_t ct_window(const kiln_lower_ctx_t* ctx, ct_t* ct, nn_axis_t* ax) {
+  kiln_nn_window_t w;
+  KILN_RETURN_IF_ERROR(kiln_nn_window_parse(ctx->node, "ConvTranspose", ct->nsp, false, &w));
+  const int64_t* opad = NULL;
+  int64_t nop = -1, non = -1;
+  const int64_t* oshape = NULL;
+  KILN_RETURN_IF_ERROR(kiln_attr_ints(ctx->node, "output_padding", &opad, &nop));
+  KILN_RETURN_IF_ERROR(kiln_attr_ints(ctx->node, "output_shape", &oshape, &non));
+  if (non == ct->nsp + 2) oshape += 2, non = ct->nsp;
+  bool same = w.auto_pad == KILN_NN_PAD_SAME_UPPER || w.auto_pad == KILN_NN_PAD_SAME_LOWER;
+  for (int32_t i = 0; i < ct->nsp; ++i) {
+    int64_t in = ct->x->shape[2 + i], k = ct->w->shape[2 + i], s = w.stride[i],
+            d = w.dilation[i];
+    int64_t op = nop == ct->nsp ? opad[i] : 0;
+    int64_t full = s * (in - 1) + op + (k - 1) * d + 1;
+    int64_t pb = w.pad_begin[i];
+    if (non == ct->nsp || same) {
+      int64_t o = non == ct->nsp ? oshape[i] : in * s;
+      if (non == ct->nsp || !w.has_pads) {
+        int64_t total = full - o;
+        if (!same && total < 0) total = 0;
+        int64_t half = floor_half(total);
+        pb = w.auto_pad == KILN_NN_PAD_SAME_UPPER ? half : total - half;
+      }
+    } else if (w.auto_pad == KILN_NN_PAD_VALID) {
+      pb = 0;
+    }
+    ax[i] = (nn_axis_t){.in = in, .out = ct->y->shape[2 + i], .k = k, .s = s, .d = d, .p = pb};
+  }
+  return NULL;
+}
+
+/* col[b][m*T + tap][i] = sum_c W[g*Cg + c][m][tap] * Xv[n][g*Cg + c][i] */
+static const tir_expr_t* ct_rload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* c, int32_t grp, const tir_expr_t* const* kv,
+                                  const tir_expr_t* i) {
+  const ct_t* ct = g->user;
+  (void)grp;
+  (void)kv;
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, nn_modc(kb, b, ct->G), ct->Cg), c);
+  return nn_ldf(kb, ct->xv, NN_IDX(nn_divc(kb, b, ct->G), ch, i));
+}
+
+static const tir_stmt_t* ct_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* r, const tir_expr_t* i,
+                                  const tir_expr_t* v) {
+  const ct_t* ct = g->user;
+  return tir_store(kb->t, ct->col, NN_IDX(b, r, i), v);
+}
+
+static const tir_expr_t* ct_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* r, const tir_expr_t* i) {
+  const ct_t* ct = g->user;
+  return tir_load(kb->t, ct->col, NN_IDX(b, r, i));
+}
+
+static const tir_expr_t* ct_bmap(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b) {
+  return nn_modc(kb, b, ((const ct_t*)g->user)->G);
+}
+
+/* L row r = m*T + tap, col c of group g: W[g*Cg + c][m][tap]. */
+static float ct_get_w(const void* user, int64_t g, int64_t r, int64_t c) {
+  const ct_t* ct = user;
+  return ct->wval[((g * ct->Cg + c) * ct->Mg) * ct->T + r];
+}
+
+static const tir_expr_t* ct_load_w(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* grp,
+                                   const tir_expr_t* r, const tir_expr_t* c) {
+  const ct_t* ct = g->user;
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  idx[0] = nn_add(kb, nn_mulc(kb, grp, ct->Cg), c);
+  const tir_expr_t* rest = r;
+  for (int32_t d = ct->w->rank - 1; d >= 1; --d) {
+    idx[d] = d == 1 ? rest : nn_modc(kb, rest, ct->w->shape[d]);
+    rest = nn_divc(kb, rest, ct->w->shape[d]);
+  }
+  return nn_ldf(kb, ct->w, idx);
+}
+
+/* Y[n][g*Mg + m][o] = bias + sum_tap col[b][m*T + tap][i] with
+ * o = i*s + k*d - p per axis; each tap adds over the input positions whose
+ * output lies inside Y (ranges computed here, so no guards run). */
+static kiln_status_t col2im(nn_kb_t* kb, const ct_t* ct) {
+  tir_var_t* vnm = nn_var(kb, "nm");
+  const tir_expr_t* nm = nn_v(kb, vnm);
+  const tir_expr_t* n = nn_divc(kb, nm, ct->M);
+  const tir_expr_t* m = nn_modc(kb, nm, ct->M);
+  const tir_expr_t* b = nn_add(kb, nn_mulc(kb, n, ct->G), nn_divc(kb, m, ct->Mg));
+  const tir_expr_t* mg = nn_modc(kb, m, ct->Mg);
+  const nn_axis_t* a3 = ct->a3;
+  /* bias fill */
+  tir_var_t* vo[3];
+  const tir_expr_t* o3[3];
+  for (int32_t d = 0; d < 3; ++d) {
+    vo[d] = nn_var(kb, d == 0 ? "od" : d == 1 ? "oh" : "ow");
+    o3[d] = nn_v(kb, vo[d]);
+  }
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(ct->nsp, n, m, o3, yi);
+  const tir_stmt_t* fill =
+      nn_stf(kb, ct->y, yi, ct->bias ? nn_ldf(kb, ct->bias, NN_IDX(m)) : nn_f(kb, 0.0));
+  for (int32_t d = 2; d >= 0; --d) fill = nn_for(kb, vo[d], a3[d].out, fill);
+  nn_vectorize(kb, vo[2]);
+  const tir_stmt_t* body = fill;
+  int64_t tap = 0;
+  for (int64_t kd = 0; kd < a3[0].k; ++kd)
+    for (int64_t kh = 0; kh < a3[1].k; ++kh)
+      for (int64_t kw = 0; kw < a3[2].k; ++kw, ++tap) {
+        const int64_t kk[3] = {kd, kh, kw};
+        int64_t lo[3], hi[3];
+        bool any = true;
+        for (int32_t d = 0; d < 3; ++d) {
+          kiln_nn_valid_range(kk[d] * a3[d].d - a3[d].p, a3[d].s, a3[d].out, a3[d].in, &lo[d],
+                              &hi[d]);
+          if (lo[d] >= hi[d]) any = false;
+        }
+        if (!any || ct->Cg == 0) continue;
+        tir_var_t* vi[3];
+        const tir_expr_t *i3[3], *os[3];
+        for (int32_t d = 0; d < 3; ++d) {
+          vi[d] = nn_var(kb, d == 0 ? "id" : d == 1 ? "ih" : "iw");
+          i3[d] = nn_addc(kb, nn_v(kb, vi[d]), lo[d]);
+          os[d] = nn_addc(kb, nn_mulc(kb, i3[d], a3[d].s), kk[d] * a3[d].d - a3[d].p);
+        }
+        const tir_expr_t* ip = nn_add(
+            kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, i3[0], a3[1].in), i3[1]), a3[2].in), i3[2]);
+        const tir_expr_t* oi[KILN_MAX_RANK];
+        sp_idx(ct->nsp, n, m, os, oi);
+        const tir_expr_t* cv =
+            tir_load(kb->t, ct->col, NN_IDX(b, nn_addc(kb, nn_mulc(kb, mg, ct->T), tap), ip));
+        const tir_stmt_t* s = nn_stf(kb, ct->y, oi, tir_add(kb->t, nn_ldf(kb, ct->y, oi), cv));
+        for (int32_t d = 2; d >= 0; --d) s = nn_for(kb, vi[d], hi[d] - lo[d], s);
+        if (a3[2].s == 1) nn_vectorize(kb, vi[2]);
+        body = tir_seq2(kb->t, body, s);
+      }
+  body = nn_for(kb, vnm, ct->N * ct->M, body);
+  if (ct->N * ct->M > 1) nn_parallel(kb, vnm);
+  return nn_emit(kb, body);
+}
+
+kiln_status_t kiln_lower_nn_conv_transpose(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  ct_t ct;
+  memset(&ct, 0, sizeof ct);
+  ct.x = ctx->in[0], ct.w = ctx->in[1], ct.y = ctx->out[0];
+  ct.bias = ctx->n_in > 2 ? ctx->in[2] : NULL;
+  if (!ct.x || !ct.w || !ct.y) return kiln_make_status(KILN_INTERNAL, "ConvTranspose: missing operand");
+  const int32_t r = ct.x->rank;
+  ct.nsp = r - 2;
+  if (ct.nsp < 1 || ct.nsp > 3 || ct.w->rank != r || ct.y->rank != r) {
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "ConvTranspose: rank %d is not supported (1 to 3 spatial dims)", (int)r);
+  }
+  if (!kiln_dtype_is_float(ct.x->dtype)) {
+    return kiln_make_status(KILN_UNSUPPORTED, "ConvTranspose: dtype %s",
+                            kiln_dtype_name(ct.x->dtype));
+  }
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "group", 1, &ct.G));
+  ct.N = ct.x->shape[0], ct.C = ct.x->shape[1], ct.Mg = ct.w->shape[1];
+  if (ct.G < 1 || ct.C % ct.G) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "ConvTranspose: group %lld does not divide %lld channels",
+                            (long long)ct.G, (long long)ct.C);
+  }
+  ct.Cg = ct.C / ct.G, ct.M = ct.Mg * ct.G;
+  nn_axis_t ax[3];
+  KILN_RETURN_IF_ERROR(ct_window(ctx, &ct, ax));
+  pad3(ct.nsp, ax, ct.a3);
+  ct.T = 1;
+  ct.P = 1;
+  for (int32_t d = 0; d < 3; ++d) ct.T *= ct.a3[d].k, ct.P *= ct.a3[d].in;
+  if (tir_buffer_numel(ct.y) == 0) return NULL;
+  int64_t xs[3] = {ct.N, ct.C, ct.P};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, ct.x, "xflat", 3, xs, &ct.xv));
+  int64_t cs[3] = {ct.N * ct.G, ct.Mg * ct.T, ct.P};
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "col", KILN_DTYPE_F32, 3, cs, &ct.col));
+  if (ct.P > 0 && ct.Cg > 0 && ct.Mg > 0) {
+    nn_gemm_t g;
+    memset(&g, 0, sizeof g);
+    g.batch = ct.N * ct.G;
+    g.M = ct.Mg * ct.T, g.N = ct.P, g.K = ct.Cg;
+    g.user = &ct;
+    g.R.rload = ct_rload;
+    g.store = ct_store;
+    g.reload = ct_reload;
+    nn_gemm_tiles(ctx, &g);
+    float* wval = NULL;
+    KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
+    if (wval) {
+      ct.wval = wval;
+      kiln_status_t st =
+          nn_pack_const(ctx, "wpack", ct.G, g.M, g.K, g.mr, ct_get_w, &ct, &g.L.packed);
+      free(wval);
+      ct.wval = NULL;
+      KILN_RETURN_IF_ERROR(st);
+    } else {
+      nn_gemm_t pg = g;
+      KILN_RETURN_IF_ERROR(
+          nn_pack_runtime(&kb, &pg, "wpack", ct.G, g.M, g.K, g.mr, ct_load_w, &g.L.packed));
+    }
+    g.L.bmap = ct_bmap;
+    KILN_RETURN_IF_ERROR(nn_gemm_emit(&kb, &g));
+  }
+  return col2im(&kb, &ct);
+}

@@ -1,0 +1,830 @@
+/* The GEMM generator (shared by MatMul, Gemm and Conv) and the MatMul and
+ * Gemm lowerings.
+ *
+ * Kernel shape (one kernel per GEMM; a PARALLEL chunk loop outermost):
+ *
+ *   for chunk (PARALLEL over threads: M tiles, N tiles or batches)
+ *    for b in batch
+ *     for jc (N blocks of nc_tiles tiles: the R block kc x nc stays in L2)
+ *      for pc (K blocks of kc)
+ *       for mt (M tiles of the chunk)
+ *        [pack the mr x kc micro-panel of L into a per-chunk slot]
+ *        for nt (N tiles of the block)
+ *         alloc acc[mr][nr] PRIVATE
+ *          acc = pc == 0 ? init : C                 (i UNROLLED, j VECTORIZED)
+ *          for k in kc: for i: for j: acc[i][j] += L[i][k] * R[k][j]
+ *          C = pc == last ? epi(acc) : acc
+ *
+ * The L micro-panel (mr x kc floats, ~14 KiB) stays in L1 while the loop
+ * over N tiles streams the R panels (kc x nr, contiguous when packed) from
+ * L2; the inner loop is mr*nr/16 independent FMA chains on zmm registers
+ * with one broadcast per row and nr/16 vector loads per k. Tiles at the M
+ * and N edges are generated as separate, exactly sized tiles, so no guard
+ * ever runs inside a tile. Chunks get equal numbers of full tiles; leftover
+ * tiles go to single chunks under an `if (chunk == c)` (conditions on the
+ * chunk only, so every access index stays provably in bounds).
+ *
+ * Heuristics (nn_gemm_tiles): nr = 32 (two zmm) when N >= 32, 16 when
+ * N >= 16, else N; mr = the balanced split of M into tiles of at most
+ * 28/(nr/16) rows (capped at 14); kc = K up to 512, else K split into equal
+ * blocks of about 320; nc = as many N tiles as keep kc*nc floats under 1 MiB.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering/lower_nn_impl.h"
+
+#define NN_L2_BUDGET (1 << 20)
+
+void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g) {
+  (void)ctx;
+  int64_t N = g->N, M = g->M, K = g->K;
+  g->nr = N >= 32 ? 32 : N >= 16 ? 16 : (N > 0 ? N : 1);
+  int64_t vecs = (g->nr + 15) / 16;
+  int64_t mr_max = 28 / vecs;
+  if (mr_max > 14) mr_max = 14;
+  if (M <= 0) {
+    g->mr = 1;
+  } else {
+    int64_t tiles = (M + mr_max - 1) / mr_max;
+    g->mr = (M + tiles - 1) / tiles;
+  }
+  int64_t T = g->taps > 0 ? g->taps : 1, KO = K / T;
+  if (!g->reload || K <= 512) {
+    g->kc = KO > 0 ? KO : 1;
+  } else {
+    int64_t nk = (K + 319) / 320;
+    g->kc = (KO + nk - 1) / nk;
+  }
+  int64_t nct = NN_L2_BUDGET / (int64_t)sizeof(float) / (g->kc * T * g->nr);
+  g->nc_tiles = nct < 1 ? 1 : nct;
+}
+
+/* ---- generator ------------------------------------------------------------ */
+
+typedef struct gen_s {
+  nn_kb_t* kb;
+  nn_gemm_t* g;
+  const tir_expr_t* b;      /* batch index */
+  const tir_expr_t* chunk;  /* slot index for the L pack */
+  const tir_buffer_t* slot; /* [chunks][kc][mr] or NULL */
+  int64_t mt_full, mrem, nt_full, nrem;
+  int64_t nkb_full, ktail;
+} gen_t;
+
+/* K block position: first/last are 1 (always), 0 (never) or -1 (the
+ * condition expression decides). */
+typedef struct kpos_s {
+  int first, last;
+  const tir_expr_t* fcond;
+  const tir_expr_t* lcond;
+} kpos_t;
+
+static const tir_expr_t* pbatch(gen_t* e, const nn_operand_t* op) {
+  if (op->bmap) return op->bmap(e->kb, e->g, e->b);
+  return op->packed->shape[0] == 1 ? nn_i(e->kb, 0) : e->b;
+}
+
+static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t* i,
+                                const tir_expr_t* kabs, const tir_expr_t* krel,
+                                const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, krel, i));
+  if (g->L.packed) return tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i));
+  const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
+  if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
+  return g->L.load(kb, g, e->b, m, kabs);
+}
+
+static const tir_expr_t* r_elem(gen_t* e, const tir_expr_t* nt, const tir_expr_t* j,
+                                const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv,
+                                const tir_expr_t* kabs) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  if (g->R.packed) return tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j));
+  return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, g->nr), j));
+}
+
+/* for i (UNROLLED) for j (VECTORIZED when the width allows) */
+typedef const tir_stmt_t* (*ij_body_fn)(gen_t* e, void* u, const tir_expr_t* i,
+                                        const tir_expr_t* j);
+
+/* The j range is cut into pieces of 16k, 8 and 4 lanes (the printer gives
+ * each VECTORIZED loop the widest vector dividing its extent, so a 24-wide
+ * tile becomes one zmm and one ymm instead of six xmm), and a scalar rest. */
+static const tir_stmt_t* ij_nest(gen_t* e, int64_t mr, int64_t nr, ij_body_fn fn, void* u) {
+  nn_kb_t* kb = e->kb;
+  tir_var_t* vi = nn_var(kb, "i");
+  const tir_expr_t* i = nn_v(kb, vi);
+  const tir_stmt_t* parts[4] = {NULL, NULL, NULL, NULL};
+  int64_t j0 = 0;
+  for (int p = 0; p < 4 && j0 < nr; ++p) {
+    int64_t w = p == 0 ? (nr / 16) * 16 : p == 1 ? ((nr - j0) / 8) * 8
+                : p == 2 ? ((nr - j0) / 4) * 4 : nr - j0;
+    if (w <= 0) continue;
+    tir_var_t* vj = nn_var(kb, "j");
+    parts[p] = nn_for(kb, vj, w, fn(e, u, i, nn_addc(kb, nn_v(kb, vj), j0)));
+    if (p < 3) nn_vectorize(kb, vj);
+    j0 += w;
+  }
+  const tir_stmt_t* s = nn_for(kb, vi, mr, tir_seq(kb->t, 4, parts));
+  if (mr > 1 && mr <= 16) nn_unroll(kb, vi);
+  return s;
+}
+
+typedef struct tile_s {
+  const tir_buffer_t* acc;
+  const tir_expr_t *mt, *nt, *k0, *kv; /* k0, kv in k-loop (K / taps) units */
+  int32_t grp;                         /* tap group */
+  const tir_expr_t* tv[3];             /* its loop indices */
+  const tir_expr_t* tap;               /* tap index */
+  int mode; /* init: 0 init, 1 reload; store: 0 raw, 1 epilogue */
+} tile_t;
+
+static const tir_expr_t* tile_m(gen_t* e, tile_t* t, const tir_expr_t* i) {
+  return nn_add(e->kb, nn_mulc(e->kb, t->mt, e->g->mr), i);
+}
+static const tir_expr_t* tile_n(gen_t* e, tile_t* t, const tir_expr_t* j) {
+  return nn_add(e->kb, nn_mulc(e->kb, t->nt, e->g->nr), j);
+}
+
+static const tir_stmt_t* init_body(gen_t* e, void* u, const tir_expr_t* i, const tir_expr_t* j) {
+  tile_t* t = u;
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  const tir_expr_t* v;
+  if (t->mode == 1) {
+    v = g->reload(kb, g, e->b, tile_m(e, t, i), tile_n(e, t, j));
+  } else if (g->init) {
+    v = g->init(kb, g, e->b, tile_m(e, t, i), tile_n(e, t, j));
+  } else {
+    v = nn_f(kb, 0.0);
+  }
+  return tir_store(kb->t, t->acc, NN_IDX(i, j), v);
+}
+
+static const tir_expr_t* kflat(gen_t* e, const tir_expr_t* k, const tir_expr_t* tap) {
+  int64_t T = e->g->taps > 0 ? e->g->taps : 1;
+  return nn_add(e->kb, nn_mulc(e->kb, k, T), tap);
+}
+
+static const tir_stmt_t* fma_body(gen_t* e, void* u, const tir_expr_t* i, const tir_expr_t* j) {
+  tile_t* t = u;
+  nn_kb_t* kb = e->kb;
+  const tir_expr_t* kout = nn_add(kb, t->k0, t->kv);
+  const tir_expr_t* kabs = kflat(e, kout, t->tap);
+  const tir_expr_t* a = tir_load(kb->t, t->acc, NN_IDX(i, j));
+  const tir_expr_t* l =
+      l_elem(e, t->mt, i, kabs, kflat(e, t->kv, t->tap), kout, t->grp, t->tv);
+  const tir_expr_t* r = r_elem(e, t->nt, j, kout, t->grp, t->tv, kabs);
+  return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_add(kb->t, a, tir_mul(kb->t, l, r)));
+}
+
+static const tir_stmt_t* store_body(gen_t* e, void* u, const tir_expr_t* i, const tir_expr_t* j) {
+  tile_t* t = u;
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  const tir_expr_t* m = tile_m(e, t, i);
+  const tir_expr_t* n = tile_n(e, t, j);
+  const tir_expr_t* v = tir_load(kb->t, t->acc, NN_IDX(i, j));
+  if (t->mode == 1 && g->epi) v = g->epi(kb, g, e->b, m, n, v);
+  return g->store(kb, g, e->b, m, n, v);
+}
+
+/* One mr x nr register tile over K range [k0, k0 + kl). */
+static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const tir_expr_t* nt,
+                              int64_t nr, const tir_expr_t* k0, int64_t kl, const kpos_t* kp) {
+  nn_kb_t* kb = e->kb;
+  int64_t shape[2] = {mr, nr};
+  tile_t t = {.acc = tir_buffer(kb->t, "acc", KILN_DTYPE_F32, 2, shape, TIR_SCOPE_PRIVATE),
+              .mt = mt,
+              .nt = nt,
+              .k0 = k0};
+  /* init */
+  const tir_stmt_t* init;
+  t.mode = 0;
+  const tir_stmt_t* s0 = kp->first != 0 ? ij_nest(e, mr, nr, init_body, &t) : NULL;
+  t.mode = 1;
+  const tir_stmt_t* s1 = kp->first != 1 ? ij_nest(e, mr, nr, init_body, &t) : NULL;
+  init = kp->first == 1 ? s0 : kp->first == 0 ? s1 : tir_if(kb->t, kp->fcond, s0, s1);
+  /* k loop */
+  tir_var_t* vk = nn_var(kb, "k");
+  t.kv = nn_v(kb, vk);
+  const tir_stmt_t* taps = NULL;
+  static const nn_tap_group_t one = {{1, 1, 1}, 0, {0, 0, 0}};
+  const int32_t ng = e->g->n_groups > 0 ? e->g->n_groups : 1;
+  for (t.grp = 0; t.grp < ng; ++t.grp) {
+    const nn_tap_group_t* tg = e->g->n_groups > 0 ? &e->g->groups[t.grp] : &one;
+    tir_var_t* tv[3] = {NULL, NULL, NULL};
+    t.tap = nn_i(kb, tg->tbase);
+    for (int d = 0; d < 3; ++d) {
+      if (tg->ext[d] > 1) {
+        tv[d] = nn_var(kb, d == 0 ? "td" : d == 1 ? "th" : "tw");
+        t.tv[d] = nn_v(kb, tv[d]);
+        t.tap = nn_add(kb, t.tap, nn_mulc(kb, t.tv[d], tg->tstr[d]));
+      } else {
+        t.tv[d] = nn_i(kb, 0);
+      }
+    }
+    const tir_stmt_t* s = ij_nest(e, mr, nr, fma_body, &t);
+    for (int d = 2; d >= 0; --d)
+      if (tv[d]) s = nn_for(kb, tv[d], tg->ext[d], s);
+    taps = tir_seq2(kb->t, taps, s);
+  }
+  const tir_stmt_t* body = nn_for(kb, vk, kl, taps);
+  /* store */
+  t.mode = 1;
+  const tir_stmt_t* w1 = kp->last != 0 ? ij_nest(e, mr, nr, store_body, &t) : NULL;
+  t.mode = 0;
+  const tir_stmt_t* w0 = kp->last != 1 ? ij_nest(e, mr, nr, store_body, &t) : NULL;
+  const tir_stmt_t* store =
+      kp->last == 1 ? w1 : kp->last == 0 ? w0 : tir_if(kb->t, kp->lcond, w1, w0);
+  const tir_stmt_t* items[3] = {init, body, store};
+  return tir_alloc(kb->t, t.acc, tir_seq(kb->t, 3, items));
+}
+
+/* Packs rows [mt*MR, mt*MR + mr) x K range [k0, k0+kl) (k-loop units) of L
+ * into the slot. */
+static const tir_stmt_t* pack_slot(gen_t* e, const tir_expr_t* mt, int64_t mr,
+                                   const tir_expr_t* k0u, int64_t klu) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  int64_t T = g->taps > 0 ? g->taps : 1;
+  if (g->L.lload) {
+    /* Implicit GEMM: gather the taps of every row into the panel (an
+     * im2col of one micro-panel, reused by all N tiles of the chunk). */
+    static const nn_tap_group_t one = {{1, 1, 1}, 0, {0, 0, 0}};
+    tir_var_t* vk = nn_var(kb, "pk");
+    const tir_expr_t* k = nn_v(kb, vk);
+    const tir_expr_t* kout = nn_add(kb, k0u, k);
+    const tir_stmt_t* body = NULL;
+    const int32_t ng = g->n_groups > 0 ? g->n_groups : 1;
+    for (int32_t grp = 0; grp < ng; ++grp) {
+      const nn_tap_group_t* tg = g->n_groups > 0 ? &g->groups[grp] : &one;
+      tir_var_t* tv[3] = {NULL, NULL, NULL};
+      const tir_expr_t* kv[3];
+      const tir_expr_t* tap = nn_i(kb, tg->tbase);
+      for (int d = 0; d < 3; ++d) {
+        if (tg->ext[d] > 1) {
+          tv[d] = nn_var(kb, d == 0 ? "pd" : d == 1 ? "ph" : "pw");
+          kv[d] = nn_v(kb, tv[d]);
+          tap = nn_add(kb, tap, nn_mulc(kb, kv[d], tg->tstr[d]));
+        } else {
+          kv[d] = nn_i(kb, 0);
+        }
+      }
+      tir_var_t* vi = nn_var(kb, "pi");
+      const tir_expr_t* i = nn_v(kb, vi);
+      const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
+      const tir_stmt_t* s =
+          tir_store(kb->t, e->slot, NN_IDX(e->chunk, nn_add(kb, nn_mulc(kb, k, T), tap), i),
+                    g->L.lload(kb, g, e->b, kout, grp, kv, m));
+      s = nn_for(kb, vi, mr, s);
+      for (int d = 2; d >= 0; --d)
+        if (tv[d]) s = nn_for(kb, tv[d], tg->ext[d], s);
+      body = tir_seq2(kb->t, body, s);
+    }
+    return nn_for(kb, vk, klu, body);
+  }
+  const tir_expr_t* k0 = nn_mulc(kb, k0u, T);
+  int64_t kl = klu * T;
+  tir_var_t* vi = nn_var(kb, "pi");
+  tir_var_t* vk = nn_var(kb, "pk");
+  const tir_expr_t* i = nn_v(kb, vi);
+  const tir_expr_t* k = nn_v(kb, vk);
+  const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
+  const tir_stmt_t* s = tir_store(kb->t, e->slot, NN_IDX(e->chunk, k, i),
+                                  g->L.load(kb, g, e->b, m, nn_add(kb, k0, k)));
+  return nn_for(kb, vi, mr, nn_for(kb, vk, kl, s));
+}
+
+/* The tiles of one K block: M tiles [mfirst, mfirst+mcnt) (+ the partial
+ * M tile when mpart) x N tiles [nfirst, nfirst+ncnt) (+ partial when npart). */
+static const tir_stmt_t* kbody(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
+                               const tir_expr_t* nfirst, int64_t ncnt, bool npart,
+                               const tir_expr_t* k0, int64_t kl, const kpos_t* kp) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  const tir_stmt_t* out[2] = {NULL, NULL};
+  for (int part = 0; part < 2; ++part) {
+    int64_t mr = part ? e->mrem : g->mr;
+    if (part ? !mpart : mcnt <= 0) continue;
+    tir_var_t* vm = part ? NULL : nn_var(kb, "mt");
+    const tir_expr_t* mt = part ? nn_i(kb, e->mt_full) : nn_add(kb, mfirst, nn_v(kb, vm));
+    const tir_stmt_t* items[3] = {NULL, NULL, NULL};
+    if (e->slot) items[0] = pack_slot(e, mt, mr, k0, kl);
+    if (ncnt > 0) {
+      tir_var_t* vn = nn_var(kb, "nt");
+      items[1] = nn_for(kb, vn, ncnt,
+                        tile(e, mt, mr, nn_add(kb, nfirst, nn_v(kb, vn)), g->nr, k0, kl, kp));
+    }
+    if (npart) items[2] = tile(e, mt, mr, nn_i(kb, e->nt_full), e->nrem, k0, kl, kp);
+    const tir_stmt_t* s = tir_seq(kb->t, 3, items);
+    out[part] = part ? s : nn_for(kb, vm, mcnt, s);
+  }
+  return tir_seq(kb->t, 2, out);
+}
+
+/* All K blocks for the given M/N tile ranges. */
+static const tir_stmt_t* kloop(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
+                               const tir_expr_t* nfirst, int64_t ncnt, bool npart) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  if ((mcnt <= 0 && !mpart) || (ncnt <= 0 && !npart)) return NULL;
+  const tir_stmt_t* items[2] = {NULL, NULL};
+  if (e->nkb_full > 0) {
+    kpos_t kp = {0};
+    if (e->nkb_full == 1) {
+      kp.first = 1;
+      kp.last = e->ktail == 0 ? 1 : 0;
+      items[0] = kbody(e, mfirst, mcnt, mpart, nfirst, ncnt, npart, nn_i(kb, 0), g->kc, &kp);
+    } else {
+      tir_var_t* vp = nn_var(kb, "pc");
+      const tir_expr_t* pc = nn_v(kb, vp);
+      kp.first = -1;
+      kp.fcond = tir_bin(kb->t, TIR_EQ, pc, nn_i(kb, 0));
+      kp.last = e->ktail == 0 ? -1 : 0;
+      kp.lcond = tir_bin(kb->t, TIR_EQ, pc, nn_i(kb, e->nkb_full - 1));
+      items[0] = nn_for(kb, vp, e->nkb_full,
+                        kbody(e, mfirst, mcnt, mpart, nfirst, ncnt, npart, nn_mulc(kb, pc, g->kc),
+                              g->kc, &kp));
+    }
+  }
+  if (e->ktail > 0) {
+    kpos_t kp = {.first = e->nkb_full == 0 ? 1 : 0, .last = 1};
+    items[1] = kbody(e, mfirst, mcnt, mpart, nfirst, ncnt, npart,
+                     nn_i(kb, e->nkb_full * g->kc), e->ktail, &kp);
+  }
+  return tir_seq(kb->t, 2, items);
+}
+
+/* N blocking (jc) around kloop. */
+static const tir_stmt_t* blk(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
+                             const tir_expr_t* nfirst, int64_t ncnt, bool npart) {
+  nn_kb_t* kb = e->kb;
+  int64_t nct = e->g->nc_tiles;
+  int64_t njc = ncnt / nct, nrest = ncnt % nct;
+  const tir_stmt_t* items[3] = {NULL, NULL, NULL};
+  if (njc > 1) {
+    tir_var_t* vj = nn_var(kb, "jc");
+    const tir_expr_t* ns = nn_add(kb, nfirst, nn_mulc(kb, nn_v(kb, vj), nct));
+    items[0] = nn_for(kb, vj, njc, kloop(e, mfirst, mcnt, mpart, ns, nct, false));
+  } else if (njc == 1) {
+    items[0] = kloop(e, mfirst, mcnt, mpart, nfirst, nct, false);
+  }
+  /* The last N block takes the rest and the partial tile. */
+  if (nrest > 0 || npart) {
+    items[1] = kloop(e, mfirst, mcnt, mpart, nn_add(kb, nfirst, nn_i(kb, njc * nct)), nrest,
+                     npart);
+  }
+  return tir_seq(kb->t, 3, items);
+}
+
+enum { PAR_NONE, PAR_BATCH, PAR_M, PAR_N };
+
+kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return NULL; /* empty output */
+  gen_t e = {.kb = kb, .g = g};
+  e.mt_full = g->M / g->mr;
+  e.mrem = g->M % g->mr;
+  e.nt_full = g->N / g->nr;
+  e.nrem = g->N % g->nr;
+  if (g->K > 0) {
+    int64_t T = g->taps > 0 ? g->taps : 1;
+    e.nkb_full = g->K / T / g->kc;
+    e.ktail = g->K / T % g->kc;
+  }
+  const int64_t mt_all = e.mt_full + (e.mrem > 0), nt_all = e.nt_full + (e.nrem > 0);
+  const int64_t T = ctx->threads > 0 ? ctx->threads : 1;
+
+  /* Parallel split: batches when they divide evenly (or are many), else
+   * the dimension with more tiles; nothing for tiny products where the
+   * fork/join would cost more than the work. */
+  double flops = 2.0 * (double)g->batch * (double)g->M * (double)g->N * (double)(g->K + 1);
+  int mode = PAR_NONE;
+  if (T > 1 && flops >= 2e5) {
+    if (g->batch % T == 0 || g->batch >= 4 * T) {
+      mode = PAR_BATCH;
+    } else if (mt_all >= nt_all && mt_all >= 2) {
+      mode = PAR_M;
+    } else if (nt_all >= 2) {
+      mode = PAR_N;
+    } else if (g->batch >= 2) {
+      mode = PAR_BATCH;
+    }
+  }
+  int64_t P = mode == PAR_BATCH ? g->batch : mode == PAR_NONE ? 1 : T;
+
+  g->pack_l = !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
+  if (g->pack_l) {
+    int64_t T = g->taps > 0 ? g->taps : 1;
+    int64_t kcs = g->kc * T < g->K ? g->kc * T : g->K;
+    int64_t shape[3] = {P, kcs, g->mr};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lpack", KILN_DTYPE_F32, 3, shape, &e.slot));
+  }
+
+  const tir_stmt_t* body = NULL;
+  if (mode == PAR_BATCH) {
+    tir_var_t* vb = nn_var(kb, "b");
+    e.b = e.chunk = nn_v(kb, vb);
+    body = blk(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, nn_i(kb, 0), e.nt_full, e.nrem > 0);
+    body = nn_for(kb, vb, g->batch, body);
+    nn_parallel(kb, vb);
+  } else {
+    tir_var_t* vc = mode == PAR_NONE ? NULL : nn_var(kb, "chunk");
+    const tir_expr_t* c = vc ? nn_v(kb, vc) : nn_i(kb, 0);
+    tir_var_t* vb = nn_var(kb, "b");
+    e.b = g->batch == 1 ? nn_i(kb, 0) : nn_v(kb, vb);
+    e.chunk = c;
+    bool split_m = mode == PAR_M;
+    int64_t full = split_m ? e.mt_full : e.nt_full;
+    bool part = split_m ? e.mrem > 0 : e.nrem > 0;
+    int64_t q = full / P, extra = full % P;
+    if (mode == PAR_NONE) {
+      body = blk(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, nn_i(kb, 0), e.nt_full, e.nrem > 0);
+    } else {
+      /* Equal shares of full tiles... */
+      const tir_expr_t* first = nn_mulc(kb, c, q);
+      body = split_m ? blk(&e, first, q, false, nn_i(kb, 0), e.nt_full, e.nrem > 0)
+                     : blk(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, first, q, false);
+      /* ...then the leftover full tiles and the partial one, all on the
+       * last chunk (extra < P <= threads, so at most a tile or two more). */
+      if (extra > 0 || part) {
+        const tir_expr_t* tfirst = nn_i(kb, P * q);
+        const tir_stmt_t* s =
+            split_m ? blk(&e, tfirst, extra, part, nn_i(kb, 0), e.nt_full, e.nrem > 0)
+                    : blk(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, tfirst, extra, part);
+        body = tir_seq2(kb->t, body,
+                        tir_if(kb->t, tir_bin(kb->t, TIR_EQ, c, nn_i(kb, P - 1)), s, NULL));
+      }
+    }
+    if (g->batch > 1) body = nn_for(kb, vb, g->batch, body);
+    if (vc) {
+      body = nn_for(kb, vc, P, body);
+      nn_parallel(kb, vc);
+    }
+  }
+  return nn_emit(kb, body);
+}
+
+/* ---- packing -------------------------------------------------------------- */
+
+kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const char* name, int64_t nb, int64_t rows,
+                            int64_t K, int64_t t, nn_get_fn get, const void* user,
+                            const tir_buffer_t** out) {
+  int64_t tiles = (rows + t - 1) / t;
+  int64_t total = nb * tiles * K * t;
+  float* p;
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(total, "packed constant", &p));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      float* dst = p + (b * tiles + tt) * K * t;
+      for (int64_t i = 0; i < t; ++i) {
+        int64_t r = tt * t + i;
+        if (r >= rows) continue; /* zero padding (calloc'd) */
+        for (int64_t k = 0; k < K; ++k) dst[k * t + i] = get(user, b, r, k);
+      }
+    }
+  int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};
+  return nn_const_f32(ctx, name, 4, shape, p, out);
+}
+
+kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,
+                              int64_t rows, int64_t K, int64_t t, nn_elem_fn load,
+                              const tir_buffer_t** out) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  int64_t tiles = (rows + t - 1) / t;
+  int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, name, KILN_DTYPE_F32, 4, shape, out));
+  tir_var_t* vb = nn_var(kb, "b");
+  tir_var_t* vt = nn_var(kb, "tile");
+  tir_var_t* vk = nn_var(kb, "k");
+  tir_var_t* vi = nn_var(kb, "i");
+  const tir_expr_t* b = nn_v(kb, vb);
+  const tir_expr_t* tt = nn_v(kb, vt);
+  const tir_expr_t* k = nn_v(kb, vk);
+  const tir_expr_t* i = nn_v(kb, vi);
+  const tir_expr_t* idx[4] = {b, tt, k, i};
+  const tir_stmt_t* s;
+  if (rows % t == 0) {
+    s = tir_store(kb->t, *out, idx, load(kb, g, b, nn_add(kb, nn_mulc(kb, tt, t), i), k));
+  } else {
+    /* Clamp the row so the (discarded) load stays in bounds; the tail rows
+     * of the last tile are zero. */
+    const tir_expr_t* r = nn_add(kb, nn_mulc(kb, tt, t), i);
+    const tir_expr_t* ok = tir_bin(kb->t, TIR_LT, r, nn_i(kb, rows));
+    const tir_expr_t* v = load(kb, g, b, nn_clamp(kb, r, 0, rows - 1), k);
+    s = tir_store(kb->t, *out, idx, tir_select(kb->t, ok, v, nn_f(kb, 0.0)));
+  }
+  s = nn_for(kb, vi, t, s);
+  s = nn_for(kb, vk, K, s);
+  s = nn_for(kb, vt, tiles, s);
+  s = nn_for(kb, vb, nb, s);
+  if (t % 8 == 0) nn_vectorize(kb, vi);
+  /* Parallel on the outermost loop that has more than one iteration. */
+  if (nb * tiles * K * t >= 4096) {
+    if (nb >= 2) nn_parallel(kb, vb);
+    else if (tiles >= 2) nn_parallel(kb, vt);
+  }
+  return nn_emit(kb, s);
+}
+
+/* ---- MatMul and Gemm ------------------------------------------------------ */
+
+typedef struct mm_s {
+  const tir_buffer_t *a, *b, *c, *y;
+  int32_t a_brank, b_brank;  /* batch dims of A and B */
+  bool a1d, b1d;             /* 1-D operands (numpy promotion) */
+  int32_t nob;               /* output batch rank */
+  int64_t ob[KILN_MAX_RANK]; /* output batch dims */
+  bool trans_a, trans_b;
+  float alpha, beta;
+  int64_t cstr[2];           /* Gemm C broadcast strides over [M, N] (0 = broadcast) */
+  /* compile-time B for packing */
+  const float* bval;
+  int64_t M, N, K;
+} mm_t;
+
+/* Batch index of a buffer with |brank| leading batch dims, broadcast
+ * against the output batch shape. */
+static void batch_idx(nn_kb_t* kb, const mm_t* mm, const tir_buffer_t* buf, int32_t brank,
+                      const tir_expr_t* b, const tir_expr_t** idx) {
+  for (int32_t i = 0; i < brank; ++i) {
+    int32_t o = i + mm->nob - brank;
+    int64_t stride = 1;
+    for (int32_t d = o + 1; d < mm->nob; ++d) stride *= mm->ob[d];
+    idx[i] = buf->shape[i] == 1 ? nn_i(kb, 0) : nn_modc(kb, nn_divc(kb, b, stride), mm->ob[o]);
+  }
+}
+
+static const tir_expr_t* mm_load_a(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* m, const tir_expr_t* k) {
+  const mm_t* mm = g->user;
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  batch_idx(kb, mm, mm->a, mm->a_brank, b, idx);
+  int32_t r = mm->a_brank;
+  if (mm->a1d) {
+    idx[r] = k;
+  } else if (mm->trans_a) {
+    idx[r] = k, idx[r + 1] = m;
+  } else {
+    idx[r] = m, idx[r + 1] = k;
+  }
+  return nn_ldf(kb, mm->a, idx);
+}
+
+static const tir_expr_t* mm_load_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* k, const tir_expr_t* n);
+static const tir_expr_t* mm_rload_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* k, int32_t grp, const tir_expr_t* const* kv,
+                                    const tir_expr_t* n) {
+  (void)grp;
+  (void)kv;
+  return mm_load_b(kb, g, b, k, n);
+}
+
+static const tir_expr_t* mm_load_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* k, const tir_expr_t* n) {
+  const mm_t* mm = g->user;
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  batch_idx(kb, mm, mm->b, mm->b_brank, b, idx);
+  int32_t r = mm->b_brank;
+  if (mm->b1d) {
+    idx[r] = k;
+  } else if (mm->trans_b) {
+    idx[r] = n, idx[r + 1] = k;
+  } else {
+    idx[r] = k, idx[r + 1] = n;
+  }
+  return nn_ldf(kb, mm->b, idx);
+}
+
+/* For the runtime pack of R: element (row = n, col = k). */
+static const tir_expr_t* mm_load_bt(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* n, const tir_expr_t* k) {
+  return mm_load_b(kb, g, b, k, n);
+}
+
+static void y_idx(nn_kb_t* kb, const mm_t* mm, const tir_expr_t* b, const tir_expr_t* m,
+                  const tir_expr_t* n, const tir_expr_t** idx) {
+  batch_idx(kb, mm, mm->y, mm->nob, b, idx);
+  int32_t r = mm->nob;
+  if (!mm->a1d) idx[r++] = m;
+  if (!mm->b1d) idx[r++] = n;
+}
+
+static const tir_stmt_t* mm_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* m, const tir_expr_t* n,
+                                  const tir_expr_t* v) {
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  y_idx(kb, g->user, b, m, n, idx);
+  return nn_stf(kb, ((const mm_t*)g->user)->y, idx, v);
+}
+
+static const tir_expr_t* mm_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* m, const tir_expr_t* n) {
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  y_idx(kb, g->user, b, m, n, idx);
+  return nn_ldf(kb, ((const mm_t*)g->user)->y, idx);
+}
+
+static const tir_expr_t* gemm_epi(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                  const tir_expr_t* m, const tir_expr_t* n,
+                                  const tir_expr_t* acc) {
+  const mm_t* mm = g->user;
+  (void)b;
+  const tir_expr_t* v = acc;
+  if (mm->alpha != 1.0f) v = tir_mul(kb->t, v, nn_f(kb, mm->alpha));
+  if (mm->c && mm->beta != 0.0f) {
+    const tir_expr_t* idx[2];
+    int32_t r = mm->c->rank;
+    const tir_expr_t* mn[2] = {nn_mulc(kb, m, mm->cstr[0] ? 1 : 0),
+                               nn_mulc(kb, n, mm->cstr[1] ? 1 : 0)};
+    for (int32_t i = 0; i < r; ++i) idx[i] = mn[2 - r + i];
+    const tir_expr_t* cv = r == 0 ? nn_ldf(kb, mm->c, NULL) : nn_ldf(kb, mm->c, idx);
+    if (mm->beta != 1.0f) cv = tir_mul(kb->t, cv, nn_f(kb, mm->beta));
+    v = tir_add(kb->t, v, cv);
+  }
+  return v;
+}
+
+/* B'(k, n) of batch b from the compile-time value, as get(row = n, col = k). */
+static float mm_get_b(const void* user, int64_t b, int64_t n, int64_t k) {
+  const mm_t* mm = user;
+  const float* base = mm->bval + b * mm->K * mm->N;
+  if (mm->b1d) return base[k];
+  return mm->trans_b ? base[n * mm->K + k] : base[k * mm->N + n];
+}
+
+/* R batch index for a packed B: B's own batch index of output batch b. */
+static const tir_expr_t* mm_bmap_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b) {
+  const mm_t* mm = g->user;
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  batch_idx(kb, mm, mm->b, mm->b_brank, b, idx);
+  /* Linearise over B's batch dims. */
+  const tir_expr_t* lin = nn_i(kb, 0);
+  for (int32_t i = 0; i < mm->b_brank; ++i)
+    lin = nn_add(kb, nn_mulc(kb, lin, mm->b->shape[i]), idx[i]);
+  return lin;
+}
+
+/* Integer products: a plain loop nest accumulating in i64 (wrapping like
+ * the reference's uint64 arithmetic), then + C for Gemm. */
+static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
+  tir_ctx_t* t = kb->t;
+  tir_var_t* vb = nn_var(kb, "b");
+  tir_var_t* vm = nn_var(kb, "m");
+  tir_var_t* vn = nn_var(kb, "n");
+  tir_var_t* vk = nn_var(kb, "k");
+  const tir_expr_t *b = nn_v(kb, vb), *m = nn_v(kb, vm), *n = nn_v(kb, vn), *k = nn_v(kb, vk);
+  int64_t one = 1;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I64, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_expr_t* z[1] = {nn_i(kb, 0)};
+  const tir_expr_t *ai[KILN_MAX_RANK], *bi[KILN_MAX_RANK], *yi[KILN_MAX_RANK];
+  batch_idx(kb, mm, mm->a, mm->a_brank, b, ai);
+  batch_idx(kb, mm, mm->b, mm->b_brank, b, bi);
+  int32_t ra = mm->a_brank, rb = mm->b_brank;
+  if (mm->a1d) ai[ra] = k;
+  else if (mm->trans_a) ai[ra] = k, ai[ra + 1] = m;
+  else ai[ra] = m, ai[ra + 1] = k;
+  if (mm->b1d) bi[rb] = k;
+  else if (mm->trans_b) bi[rb] = n, bi[rb + 1] = k;
+  else bi[rb] = k, bi[rb + 1] = n;
+  y_idx(kb, mm, b, m, n, yi);
+  const tir_expr_t* prod = tir_mul(t, tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->a, ai)),
+                                   tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->b, bi)));
+  const tir_stmt_t* upd = tir_store(t, acc, z, tir_add(t, tir_load(t, acc, z), prod));
+  const tir_expr_t* v = tir_load(t, acc, z);
+  if (mm->c) {
+    const tir_expr_t* ci[2];
+    int32_t r = mm->c->rank;
+    const tir_expr_t* mn[2] = {mm->cstr[0] ? m : nn_i(kb, 0), mm->cstr[1] ? n : nn_i(kb, 0)};
+    for (int32_t i = 0; i < r; ++i) ci[i] = mn[2 - r + i];
+    v = tir_add(t, v, tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->c, ci)));
+  }
+  const tir_stmt_t* items[3] = {tir_store(t, acc, z, nn_i(kb, 0)), nn_for(kb, vk, mm->K, upd),
+                                tir_store(t, mm->y, yi, tir_cast(t, mm->y->dtype, v))};
+  const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
+  s = nn_for(kb, vn, mm->N, s);
+  s = nn_for(kb, vm, mm->M, s);
+  s = nn_for(kb, vb, batch, s);
+  return nn_emit(kb, s);
+}
+
+static kiln_status_t mm_run(nn_kb_t* kb, mm_t* mm, int64_t batch) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  if (batch * mm->M * mm->N == 0) return NULL;
+  if (!kiln_dtype_is_float(mm->y->dtype)) {
+    if (mm->c && (mm->alpha != 1.0f || mm->beta != 1.0f)) {
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "Gemm: integer inputs with alpha/beta other than 1 are not "
+                              "supported");
+    }
+    if (!mm->c && mm->alpha != 1.0f) {
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "Gemm: integer inputs with alpha other than 1 are not supported");
+    }
+    return int_matmul(kb, mm, batch);
+  }
+  nn_gemm_t g;
+  memset(&g, 0, sizeof g);
+  g.batch = batch;
+  g.M = mm->M, g.N = mm->N, g.K = mm->K;
+  g.user = mm;
+  g.store = mm_store;
+  g.reload = mm->y->dtype == KILN_DTYPE_F32 ? mm_reload : NULL;
+  g.epi = (mm->alpha != 1.0f || (mm->c && mm->beta != 0.0f)) ? gemm_epi : NULL;
+  g.L.load = mm_load_a;
+  g.R.rload = mm_rload_b;
+  nn_gemm_tiles(ctx, &g);
+  /* B: packed at compile time when constant, else by a pack kernel at run
+   * time (or read in place when A has few rows). */
+  float* bval = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &bval));
+  int64_t nbb = 1;
+  for (int32_t i = 0; i < mm->b_brank; ++i) nbb *= mm->b->shape[i];
+  if (bval) {
+    mm->bval = bval;
+    kiln_status_t st = nn_pack_const(ctx, "bpack", nbb, mm->N, mm->K, g.nr, mm_get_b, mm,
+                                     &g.R.packed);
+    free(bval);
+    mm->bval = NULL;
+    KILN_RETURN_IF_ERROR(st);
+    g.R.bmap = mm_bmap_b;
+  } else if (mm->trans_b || (mm->M >= 16 && mm->N >= g.nr && mm->K * mm->N >= 16384)) {
+    /* Run-time B is packed too when transposed (strided rows otherwise) or
+     * when enough rows of A reuse it: its rows N floats apart would map
+     * the kc x nr panel onto a few L1 sets (4 KiB aliasing for N = 1024). */
+    nn_gemm_t pg = g;
+    pg.batch = nbb;
+    /* The pack kernel's batch is B's own batch: map it 1:1. */
+    mm_t pm = *mm;
+    pm.nob = mm->b_brank;
+    for (int32_t i = 0; i < pm.nob; ++i) pm.ob[i] = mm->b->shape[i];
+    pg.user = &pm;
+    KILN_RETURN_IF_ERROR(
+        nn_pack_runtime(kb, &pg, "bpack", nbb, mm->N, mm->K, g.nr, mm_load_bt, &g.R.packed));
+    g.R.bmap = mm_bmap_b;
+  }
+  return nn_gemm_emit(kb, &g);
+}
+
+kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  mm_t mm;
+  memset(&mm, 0, sizeof mm);
+  mm.a = ctx->in[0], mm.b = ctx->in[1], mm.y = ctx->out[0];
+  mm.alpha = 1.0f;
+  const tir_buffer_t *a = mm.a, *b = mm.b, *y = mm.y;
+  if (!a || !b || !y) return kiln_make_status(KILN_INTERNAL, "MatMul: missing input/output");
+  if (a->rank < 1 || b->rank < 1) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "MatMul: scalar operand");
+  }
+  mm.a1d = a->rank == 1, mm.b1d = b->rank == 1;
+  mm.a_brank = a->rank > 2 ? a->rank - 2 : 0;
+  mm.b_brank = b->rank > 2 ? b->rank - 2 : 0;
+  mm.K = a->shape[a->rank - 1];
+  mm.M = mm.a1d ? 1 : a->shape[a->rank - 2];
+  mm.N = mm.b1d ? 1 : b->shape[b->rank - 1];
+  mm.nob = y->rank - (mm.a1d ? 0 : 1) - (mm.b1d ? 0 : 1);
+  if (mm.nob < 0 || mm.nob < mm.a_brank || mm.nob < mm.b_brank) {
+    return kiln_make_status(KILN_INTERNAL, "MatMul: output rank %d does not fit the operands",
+                            (int)y->rank);
+  }
+  int64_t batch = 1;
+  for (int32_t i = 0; i < mm.nob; ++i) batch *= (mm.ob[i] = y->shape[i]);
+  return mm_run(&kb, &mm, batch);
+}
+
+kiln_status_t kiln_lower_nn_gemm(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  mm_t mm;
+  memset(&mm, 0, sizeof mm);
+  mm.a = ctx->in[0], mm.b = ctx->in[1], mm.y = ctx->out[0];
+  mm.c = ctx->n_in > 2 ? ctx->in[2] : NULL;
+  if (!mm.a || !mm.b || !mm.y) return kiln_make_status(KILN_INTERNAL, "Gemm: missing input/output");
+  int64_t ta, tb;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "transA", 0, &ta));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "transB", 0, &tb));
+  KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "alpha", 1.0f, &mm.alpha));
+  KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "beta", 1.0f, &mm.beta));
+  mm.trans_a = ta != 0, mm.trans_b = tb != 0;
+  if (mm.a->rank != 2 || mm.b->rank != 2 || mm.y->rank != 2) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "Gemm: operands must have rank 2");
+  }
+  mm.M = mm.y->shape[0], mm.N = mm.y->shape[1];
+  mm.K = mm.a->shape[mm.trans_a ? 0 : 1];
+  if (mm.c) {
+    if (mm.c->rank > 2) return kiln_make_status(KILN_INVALID_ARGUMENT, "Gemm: C has rank > 2");
+    const int64_t mn[2] = {mm.M, mm.N};
+    for (int32_t i = 0; i < 2; ++i) {
+      int32_t ci = i - (2 - mm.c->rank);
+      mm.cstr[i] = ci >= 0 && mm.c->shape[ci] == mn[i] && mn[i] != 1 ? 1 : 0;
+    }
+  }
+  return mm_run(&kb, &mm, 1);
+}

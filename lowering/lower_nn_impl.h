@@ -1,0 +1,227 @@
+/* Private to the nn lowerings (lowering/lower_nn*.c): a small kernel builder
+ * over the tensor IR (unique loop names, schedule steps recorded next to the
+ * loops they name, automatic parameter lists), f32 load/store helpers,
+ * compile-time constants, the window segmentation shared by convolutions
+ * and pools, and the packed, register-tiled GEMM generator used by MatMul,
+ * Gemm and Conv.
+ *
+ * Everything here builds TIR only; nothing runs. Builders return NULL on
+ * out-of-memory (the tir ctx remembers it) and nn_emit reports it.
+ */
+#ifndef KILN_LOWERING_LOWER_NN_IMPL_H_
+#define KILN_LOWERING_LOWER_NN_IMPL_H_
+
+#include "ir/op.h"
+#include "ir/ops/nn_internal.h"
+#include "lowering/lower.h"
+
+/* ---- kernel builder ---------------------------------------------------- */
+
+#define NN_MAX_NAMES 256
+
+typedef struct nn_kb_s {
+  kiln_lower_ctx_t* ctx;
+  tir_ctx_t* t;
+  tir_schedule_t* sched; /* steps for the kernel being built */
+  int32_t n_names;
+  const char* names[NN_MAX_NAMES]; /* loop names used in this kernel */
+  int32_t counts[NN_MAX_NAMES];
+  int32_t extra; /* numbering once the name table is full */
+} nn_kb_t;
+
+void nn_kb_init(nn_kb_t* kb, kiln_lower_ctx_t* ctx);
+/* A loop variable whose name is unique within the current kernel
+ * ("k", "k_1", ...). */
+tir_var_t* nn_var(nn_kb_t* kb, const char* base);
+/* Records a schedule step for loop |v| (its kind in the default schedule). */
+void nn_vectorize(nn_kb_t* kb, const tir_var_t* v);
+void nn_unroll(nn_kb_t* kb, const tir_var_t* v);
+void nn_parallel(nn_kb_t* kb, const tir_var_t* v);
+/* Wraps |body| in a serial loop (the naive kernel has serial loops only; the
+ * schedule sets their kinds). Extent 1 loops are kept (the simplifier
+ * removes them). */
+const tir_stmt_t* nn_for(nn_kb_t* kb, const tir_var_t* v, int64_t extent,
+                         const tir_stmt_t* body);
+/* Emits the kernel |body| with the recorded schedule, then starts a fresh
+ * kernel. Parameters are collected from the GLOBAL buffers the body loads
+ * and stores: node inputs (in input order), node outputs, then the rest in
+ * first-use order. */
+kiln_status_t nn_emit(nn_kb_t* kb, const tir_stmt_t* body);
+
+/* ---- expressions ------------------------------------------------------- */
+
+const tir_expr_t* nn_i(nn_kb_t* kb, int64_t v);
+const tir_expr_t* nn_v(nn_kb_t* kb, const tir_var_t* v);
+/* a + b, a * b, a + c, a * c with constant folding (I64). */
+const tir_expr_t* nn_add(nn_kb_t* kb, const tir_expr_t* a, const tir_expr_t* b);
+const tir_expr_t* nn_mul(nn_kb_t* kb, const tir_expr_t* a, const tir_expr_t* b);
+const tir_expr_t* nn_addc(nn_kb_t* kb, const tir_expr_t* a, int64_t c);
+const tir_expr_t* nn_mulc(nn_kb_t* kb, const tir_expr_t* a, int64_t c);
+/* floordiv / floormod by a positive constant, folded for constants and 1. */
+const tir_expr_t* nn_divc(nn_kb_t* kb, const tir_expr_t* a, int64_t c);
+const tir_expr_t* nn_modc(nn_kb_t* kb, const tir_expr_t* a, int64_t c);
+/* min(max(a, lo), hi) */
+const tir_expr_t* nn_clamp(nn_kb_t* kb, const tir_expr_t* a, int64_t lo, int64_t hi);
+/* f32 immediate. */
+const tir_expr_t* nn_f(nn_kb_t* kb, double v);
+/* Load converted to f32 (a no-op cast for f32 buffers). */
+const tir_expr_t* nn_ldf(nn_kb_t* kb, const tir_buffer_t* b, const tir_expr_t* const* idx);
+/* Store of an f32 value converted to the buffer dtype. */
+const tir_stmt_t* nn_stf(nn_kb_t* kb, const tir_buffer_t* b, const tir_expr_t* const* idx,
+                         const tir_expr_t* v);
+/* Index list for a rank-r buffer from |n| expressions. */
+#define NN_IDX(...) ((const tir_expr_t* const[]){__VA_ARGS__})
+
+/* ---- constants --------------------------------------------------------- */
+
+/* Value of input |i| as a new f32 array (malloc'd, caller frees), or NULL
+ * with *out NULL when the input is not a compile-time constant. */
+kiln_status_t nn_const_input_f32(kiln_lower_ctx_t* ctx, int32_t i, float** out);
+/* Registers |data| (malloc'd with the system allocator; ownership passes to
+ * the plan, also on error) as a compile-time f32 constant of |shape|. */
+kiln_status_t nn_const_f32(kiln_lower_ctx_t* ctx, const char* name, int32_t rank,
+                           const int64_t* shape, float* data, const tir_buffer_t** out);
+/* Allocates |n| floats (zeroed) or fails naming |what|. */
+kiln_status_t nn_alloc_f32(int64_t n, const char* what, float** out);
+/* True when input |i| is present and a compile-time constant. */
+bool nn_is_const(const kiln_lower_ctx_t* ctx, int32_t i);
+/* A buffer of another (row-major) shape over the memory of |base| (a node
+ * input or output), so a kernel can index e.g. [N][C][H*W] linearly where
+ * the graph tensor is [N][C][H][W]: a plan TEMP whose alias_of is |base|.
+ * (lower.h has kiln_lower_alias for node outputs only; this is the same
+ * mechanism for a kernel-private view.) */
+kiln_status_t nn_view(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name,
+                      int32_t rank, const int64_t* shape, const tir_buffer_t** out);
+
+/* ---- windows (conv/pool) ------------------------------------------------ */
+
+/* The window of a conv/pool along one spatial axis: output o reads input
+ * o*s + k*d - p for taps k in [0, kn). */
+typedef struct nn_axis_s {
+  int64_t in, out, k, s, d, p;
+} nn_axis_t;
+
+/* Outputs [lo, hi) whose taps are all inside the input (lo == hi when
+ * none are). */
+void nn_axis_interior(const nn_axis_t* a, int64_t* lo, int64_t* hi);
+
+/* Parses kernel/strides/dilations/pads/auto_pad of a conv or pool node with
+ * static input spatial dims |in| and output dims |out| (nsp each), resolving
+ * SAME pads; |kernel| overrides kernel_shape when non-NULL (conv weights). */
+kiln_status_t nn_window(const kiln_node_t* node, const char* op, int32_t nsp,
+                        const int64_t* in, const int64_t* out, const int64_t* kernel,
+                        bool ceil_mode, nn_axis_t* axes);
+
+/* ---- reductions ------------------------------------------------------- */
+
+typedef const tir_expr_t* (*nn_val_fn)(nn_kb_t* kb, const void* user, const tir_expr_t* i);
+
+/* dst[0] = ident op f(0) op ... op f(n-1) for op TIR_ADD / TIR_MAX in dst's
+ * dtype. f32 rows of 64 and more run 16 lanes at a time in a PRIVATE vector
+ * (so the row loop vectorizes) and then across the lanes. */
+const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
+                                 const tir_expr_t* ident, int64_t n, nn_val_fn f,
+                                 const void* user);
+
+/* ---- GEMM -------------------------------------------------------------- */
+
+/* C[b][m][n] = epi(init(b,m,n) + sum_k L[b][m][k] * R[b][k][n]) for b in
+ * [0, batch). Operands are read through callbacks or from packed buffers:
+ * a packed L is [lbatch][ceil(M/mr)][K][mr] (rows of a tile contiguous per
+ * k), a packed R is [rbatch][ceil(N/nr)][K][nr]; tail tiles are zero padded.
+ * The generator tiles C into mr x nr register tiles accumulated in a
+ * PRIVATE buffer (mr loop unrolled, nr loop vectorized), blocks K by kc and
+ * N by nc (see lower_nn_gemm.c for the heuristics) and runs chunks of M or
+ * N tiles (or batches) on the worker threads. */
+typedef struct nn_gemm_s nn_gemm_t;
+
+/* Element callbacks return f32 expressions; b, r, c are I64 expressions. */
+typedef const tir_expr_t* (*nn_elem_fn)(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                        const tir_expr_t* r, const tir_expr_t* c);
+typedef const tir_expr_t* (*nn_epi_fn)(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                       const tir_expr_t* m, const tir_expr_t* n,
+                                       const tir_expr_t* acc);
+typedef const tir_stmt_t* (*nn_store_fn)(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                         const tir_expr_t* m, const tir_expr_t* n,
+                                         const tir_expr_t* v);
+/* Index into a packed operand's batch dim for GEMM batch b. */
+typedef const tir_expr_t* (*nn_bmap_fn)(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b);
+/* Taps of an implicit-GEMM convolution come in groups (one per stride
+ * residue class); within a group the tap index and the input offset are
+ * affine in up to three loop variables kv[i] in [0, ext[i]):
+ * tap = tbase + sum kv[i] * tstr[i]. */
+typedef struct nn_tap_group_s {
+  int64_t ext[3];
+  int64_t tbase, tstr[3];
+} nn_tap_group_t;
+
+/* Direct R access: element (k, n) with k = kout * taps + tap, the tap being
+ * the one of group |grp| at loop indices kv[0..2] (I64 expressions). */
+typedef const tir_expr_t* (*nn_rload_fn)(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                         const tir_expr_t* kout, int32_t grp,
+                                         const tir_expr_t* const* kv, const tir_expr_t* n);
+
+typedef struct nn_operand_s {
+  const tir_buffer_t* packed; /* packed layout (see above) or NULL */
+  nn_bmap_fn bmap;            /* packed batch index; NULL: b itself (or 0 if dim is 1) */
+  nn_elem_fn load;            /* direct L access (b, m, k) */
+  nn_rload_fn rload;          /* direct R access (b, kout, tap, n) */
+  nn_rload_fn lload;          /* direct L access by tap (b, kout, tap, m): the
+                               * implicit GEMM with the input as L */
+} nn_operand_t;
+
+struct nn_gemm_s {
+  int64_t batch, M, N, K;
+  /* K = (K / taps) * taps: the k loop runs over K / taps ("kout"), and
+   * inside it the tap groups (implicit-GEMM convolution: each tap is a
+   * shift of the input). taps 0 means 1 with no groups. */
+  int64_t taps;
+  int32_t n_groups;
+  const nn_tap_group_t* groups;
+  nn_operand_t L, R;
+  nn_elem_fn init;    /* initial accumulator (b, m, n); NULL = 0 */
+  nn_epi_fn epi;      /* applied once to the final sum; NULL = identity */
+  nn_elem_fn reload;  /* f32 value of C as stored (K blocking); NULL = no K blocking */
+  nn_store_fn store;
+  const void* user;   /* the op's data for the callbacks */
+  /* Tiling, filled by nn_gemm_tiles (the caller may override before packing). */
+  int64_t mr, nr, kc, nc_tiles; /* kc counts k-loop iterations (K / taps units) */
+  bool pack_l;        /* pack L micro-panels at run time (L not packed) */
+};
+
+/* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
+void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g);
+/* Builds and emits the GEMM kernel. */
+kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g);
+
+/* Packs a compile-time matrix into the L/R layout: |get(user, b, row, col)|
+ * is element (row, col) of batch b where rows are the tiled dim (M for L, N
+ * for R) and cols run over K. Result is [nb][ceil(rows/t)][K][t], malloc'd. */
+typedef float (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
+kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const char* name, int64_t nb, int64_t rows,
+                            int64_t K, int64_t t, nn_get_fn get, const void* user,
+                            const tir_buffer_t** out);
+/* Emits a kernel packing a run-time operand into a new temp of the same
+ * layout; |load(kb, g, b, row, col)| gives element (row, col) of batch b. */
+kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,
+                              int64_t rows, int64_t K, int64_t t, nn_elem_fn load,
+                              const tir_buffer_t** out);
+
+/* ---- op entry points (lower_nn_*.c) ------------------------------------ */
+
+kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_conv_transpose(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_gemm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_batchnorm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_layernorm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_softmax(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_log_softmax(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx);
+
+#endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

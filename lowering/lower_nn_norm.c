@@ -1,0 +1,428 @@
+/* Normalisations: BatchNormalization (inference), LayerNormalization and
+ * Softmax / LogSoftmax.
+ *
+ * BatchNormalization with constant statistics folds into y = x * a[c] + b[c]
+ * with a = scale / sqrt(var + eps) and b = B - mean * a computed at compile
+ * time in double (exactly as the reference does) and stored as constants;
+ * with run-time statistics the kernel computes a and b itself.
+ *
+ * Row reductions (LayerNormalization statistics, the Softmax max and sum)
+ * over a contiguous row run 16 lanes at a time in a PRIVATE vector and then
+ * across the lanes (nn_lane_reduce), so the row loop vectorizes; reductions
+ * over a strided axis (Softmax with inner > 1) instead keep a PRIVATE row of
+ * the inner extent and vectorize along it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering/lower_nn_impl.h"
+
+/* ---- row reduction --------------------------------------------------------- */
+
+const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
+                                 const tir_expr_t* ident, int64_t n, nn_val_fn f,
+                                 const void* user) {
+  tir_ctx_t* t = kb->t;
+  const bool lanes_ok = dst->dtype == KILN_DTYPE_F32 && n >= 64;
+  const int64_t L = lanes_ok ? 16 : 1;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_stmt_t* items[5] = {NULL, NULL, NULL, NULL, NULL};
+  if (L == 1) {
+    tir_var_t* vi = nn_var(kb, "ri");
+    items[0] = tir_store(t, dst, NN_IDX(z), ident);
+    items[1] = nn_for(kb, vi, n,
+                      tir_store(t, dst, NN_IDX(z),
+                                tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), f(kb, user, nn_v(kb, vi)))));
+    return tir_seq(t, 2, items);
+  }
+  const tir_buffer_t* lanes = tir_buffer(t, "lanes", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
+  {
+    tir_var_t* vl = nn_var(kb, "rl");
+    items[0] = nn_for(kb, vl, L, tir_store(t, lanes, NN_IDX(nn_v(kb, vl)), ident));
+    nn_vectorize(kb, vl);
+  }
+  const int64_t full = n / L;
+  {
+    tir_var_t* vi = nn_var(kb, "ri");
+    tir_var_t* vl = nn_var(kb, "rl");
+    const tir_expr_t* l = nn_v(kb, vl);
+    const tir_expr_t* e = nn_add(kb, nn_mulc(kb, nn_v(kb, vi), L), l);
+    const tir_stmt_t* s = tir_store(t, lanes, NN_IDX(l),
+                                    tir_bin(t, op, tir_load(t, lanes, NN_IDX(l)), f(kb, user, e)));
+    items[1] = nn_for(kb, vi, full, nn_for(kb, vl, L, s));
+    nn_vectorize(kb, vl);
+  }
+  items[2] = tir_store(t, dst, NN_IDX(z), tir_load(t, lanes, NN_IDX(z)));
+  {
+    tir_var_t* vl = nn_var(kb, "rl");
+    const tir_expr_t* l = nn_addc(kb, nn_v(kb, vl), 1);
+    items[3] = nn_for(kb, vl, L - 1,
+                      tir_store(t, dst, NN_IDX(z),
+                                tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), tir_load(t, lanes, NN_IDX(l)))));
+  }
+  if (n % L) {
+    tir_var_t* vr = nn_var(kb, "rr");
+    const tir_expr_t* e = nn_addc(kb, nn_v(kb, vr), full * L);
+    items[4] = nn_for(kb, vr, n % L,
+                      tir_store(t, dst, NN_IDX(z),
+                                tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), f(kb, user, e))));
+  }
+  return tir_alloc(t, lanes, tir_seq(t, 5, items));
+}
+
+static const tir_stmt_t* lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
+                                     double ident, int64_t n, nn_val_fn f, const void* user) {
+  return nn_lane_reduce(kb, dst, op, nn_f(kb, ident), n, f, user);
+}
+
+/* ---- BatchNormalization ------------------------------------------------------ */
+
+kiln_status_t kiln_lower_nn_batchnorm(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  int64_t training = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "training_mode", 0, &training));
+  if (training || (ctx->n_out > 1 && ctx->out[1])) {
+    return kiln_make_status(KILN_UNSUPPORTED, "BatchNormalization: training mode is not supported");
+  }
+  for (int32_t i = 0; i < 5; ++i)
+    if (i >= ctx->n_in || !ctx->in[i])
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "BatchNormalization: input %d is missing", (int)i);
+  if (!x || !y || x->rank < 2) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "BatchNormalization: input must have rank >= 2");
+  }
+  float eps = 1e-5f;
+  KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "epsilon", 1e-5f, &eps));
+  const int64_t N = x->shape[0], C = x->shape[1];
+  int64_t plane = 1;
+  for (int32_t i = 2; i < x->rank; ++i) plane *= x->shape[i];
+  if (N * C * plane == 0) return NULL;
+  for (int32_t i = 1; i < 5; ++i) {
+    if (tir_buffer_numel(ctx->in[i]) != C) {
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "BatchNormalization: input %d has %lld elements, expected %lld",
+                              (int)i, (long long)tir_buffer_numel(ctx->in[i]), (long long)C);
+    }
+  }
+  const tir_buffer_t *xv, *yv;
+  int64_t vs[2] = {N * C, plane};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, vs, &xv));
+  KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 2, vs, &yv));
+  tir_var_t* vp = nn_var(&kb, "nc");
+  tir_var_t* vi = nn_var(&kb, "i");
+  const tir_expr_t* p = nn_v(&kb, vp);
+  const tir_expr_t* c = nn_modc(&kb, p, C);
+  const tir_expr_t *a, *b;
+  bool all_const = true;
+  for (int32_t i = 1; i < 5; ++i) all_const = all_const && nn_is_const(ctx, i);
+  if (all_const) {
+    float* prm[5] = {NULL};
+    kiln_status_t st = NULL;
+    for (int32_t i = 1; i < 5 && !st; ++i) st = nn_const_input_f32(ctx, i, &prm[i]);
+    float *av = NULL, *bv = NULL;
+    if (!st) st = nn_alloc_f32(C, "BatchNormalization scale", &av);
+    if (!st) st = nn_alloc_f32(C, "BatchNormalization shift", &bv);
+    if (!st) {
+      for (int64_t k = 0; k < C; ++k) {
+        double s = (double)prm[1][k] / sqrt((double)prm[4][k] + (double)eps);
+        av[k] = (float)s;
+        bv[k] = (float)((double)prm[2][k] - (double)prm[3][k] * s);
+      }
+    }
+    for (int32_t i = 1; i < 5; ++i) free(prm[i]);
+    const tir_buffer_t *ab = NULL, *bb = NULL;
+    if (!st) st = nn_const_f32(ctx, "scale", 1, &C, av, &ab), av = NULL;
+    if (!st) st = nn_const_f32(ctx, "shift", 1, &C, bv, &bb), bv = NULL;
+    free(av);
+    free(bv);
+    KILN_RETURN_IF_ERROR(st);
+    a = tir_load(t, ab, NN_IDX(c));
+    b = tir_load(t, bb, NN_IDX(c));
+  } else {
+    const tir_expr_t* sc = nn_ldf(&kb, ctx->in[1], NN_IDX(c));
+    const tir_expr_t* var = nn_ldf(&kb, ctx->in[4], NN_IDX(c));
+    a = tir_bin(t, TIR_DIV, sc, tir_call(t, TIR_SQRT, 1, tir_add(t, var, nn_f(&kb, eps)), NULL, NULL));
+    b = tir_sub(t, nn_ldf(&kb, ctx->in[2], NN_IDX(c)), tir_mul(t, nn_ldf(&kb, ctx->in[3], NN_IDX(c)), a));
+  }
+  const tir_expr_t* i = nn_v(&kb, vi);
+  const tir_stmt_t* s =
+      nn_stf(&kb, yv, NN_IDX(p, i), tir_add(t, tir_mul(t, nn_ldf(&kb, xv, NN_IDX(p, i)), a), b));
+  s = nn_for(&kb, vp, N * C, nn_for(&kb, vi, plane, s));
+  nn_vectorize(&kb, vi);
+  if (N * C > 1 && N * C * plane >= 4096) nn_parallel(&kb, vp);
+  return nn_emit(&kb, s);
+}
+
+/* ---- LayerNormalization -------------------------------------------------------- */
+
+typedef struct ln_s {
+  const tir_buffer_t *xv, *yv, *sv, *bv; /* x, y [outer][inner]; scale, bias [inner] */
+  const tir_buffer_t *sraw, *braw;        /* run-time scale/bias needing a broadcast */
+  const tir_expr_t* row;
+  const tir_buffer_t* mean;
+  int32_t nrank;                          /* normalised dims */
+  int64_t ndims[KILN_MAX_RANK];
+} ln_t;
+
+static const tir_expr_t* ln_x(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const ln_t* l = u;
+  return nn_ldf(kb, l->xv, NN_IDX(l->row, i));
+}
+
+static const tir_expr_t* ln_dev2(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const ln_t* l = u;
+  const tir_expr_t* d =
+      tir_sub(kb->t, nn_ldf(kb, l->xv, NN_IDX(l->row, i)), tir_load(kb->t, l->mean, NN_IDX(nn_i(kb, 0))));
+  return tir_mul(kb->t, d, d);
+}
+
+/* Element i of the normalised block of a run-time Scale/B that broadcasts
+ * (numpy rules, right-aligned) to the normalised dims. */
+static const tir_expr_t* ln_param(nn_kb_t* kb, const ln_t* l, const tir_buffer_t* p,
+                                  const tir_expr_t* i) {
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  int64_t stride = 1;
+  for (int32_t d = l->nrank - 1; d >= 0; --d) {
+    int32_t pd = p->rank - (l->nrank - d);
+    if (pd >= 0) idx[pd] = p->shape[pd] == 1 ? nn_i(kb, 0) : nn_modc(kb, nn_divc(kb, i, stride), l->ndims[d]);
+    stride *= l->ndims[d];
+  }
+  for (int32_t pd = 0; pd < p->rank - l->nrank; ++pd) idx[pd] = nn_i(kb, 0);
+  return nn_ldf(kb, p, idx);
+}
+
+/* Scale/B: a compile-time constant expanded to [inner], a view when it has
+ * exactly the normalised shape, or |raw| read through the broadcast. */
+static kiln_status_t ln_input(kiln_lower_ctx_t* ctx, ln_t* l, int32_t in, int64_t inner,
+                              const tir_buffer_t** flat, const tir_buffer_t** raw) {
+  *flat = *raw = NULL;
+  const tir_buffer_t* p = ctx->in[in];
+  if (!p) return NULL;
+  if (nn_is_const(ctx, in)) {
+    float* v;
+    KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, in, &v));
+    float* e;
+    kiln_status_t st = nn_alloc_f32(inner, "LayerNormalization parameter", &e);
+    if (!st) {
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t off = 0, rest = i, stride = 1;
+        for (int32_t d = l->nrank - 1; d >= 0; --d) {
+          int64_t k = rest % l->ndims[d];
+          rest /= l->ndims[d];
+          int32_t pd = p->rank - (l->nrank - d);
+          if (pd >= 0 && p->shape[pd] != 1) off += k * stride;
+          if (pd >= 0) stride *= p->shape[pd];
+        }
+        e[i] = v[off];
+      }
+    }
+    free(v);
+    if (!st) st = nn_const_f32(ctx, in == 1 ? "scale" : "bias", 1, &inner, e, flat);
+    return st;
+  }
+  if (tir_buffer_numel(p) == inner) {
+    return nn_view(ctx, p, in == 1 ? "scaleflat" : "biasflat", 1, &inner, flat);
+  }
+  *raw = p;
+  return NULL;
+}
+
+kiln_status_t kiln_lower_nn_layernorm(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  if (!x || !y || ctx->n_in < 2 || !ctx->in[1]) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "LayerNormalization: missing operand");
+  }
+  int64_t axis = -1, stash = 1;
+  float eps = 1e-5f;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "axis", -1, &axis));
+  KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "epsilon", 1e-5f, &eps));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "stash_type", 1, &stash));
+  if (stash != 1) {
+    return kiln_make_status(KILN_UNSUPPORTED, "LayerNormalization: stash_type %lld is not supported",
+                            (long long)stash);
+  }
+  if (axis < 0) axis += x->rank;
+  if (axis < 0 || axis >= x->rank) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "LayerNormalization: axis out of range");
+  }
+  ln_t l;
+  memset(&l, 0, sizeof l);
+  int64_t outer = 1, inner = 1;
+  for (int32_t d = 0; d < x->rank; ++d) {
+    if (d < axis) {
+      outer *= x->shape[d];
+    } else {
+      inner *= x->shape[d];
+      l.ndims[l.nrank++] = x->shape[d];
+    }
+  }
+  if (outer * inner == 0) return NULL;
+  int64_t vs[2] = {outer, inner};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, vs, &l.xv));
+  KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 2, vs, &l.yv));
+  KILN_RETURN_IF_ERROR(ln_input(ctx, &l, 1, inner, &l.sv, &l.sraw));
+  if (ctx->n_in > 2) KILN_RETURN_IF_ERROR(ln_input(ctx, &l, 2, inner, &l.bv, &l.braw));
+  const tir_buffer_t *mo = NULL, *io = NULL;
+  if (ctx->n_out > 1 && ctx->out[1]) KILN_RETURN_IF_ERROR(nn_view(ctx, ctx->out[1], "meanflat", 1, &outer, &mo));
+  if (ctx->n_out > 2 && ctx->out[2]) KILN_RETURN_IF_ERROR(nn_view(ctx, ctx->out[2], "invflat", 1, &outer, &io));
+
+  int64_t one = 1;
+  l.mean = tir_buffer(t, "mean", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* inv = tir_buffer(t, "inv", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  tir_var_t* vo = nn_var(&kb, "o");
+  l.row = nn_v(&kb, vo);
+  const tir_expr_t* z = nn_i(&kb, 0);
+  const tir_stmt_t* items[7] = {NULL};
+  items[0] = lane_reduce(&kb, l.mean, TIR_ADD, 0.0, inner, ln_x, &l);
+  items[1] = tir_store(t, l.mean, NN_IDX(z), tir_bin(t, TIR_DIV, tir_load(t, l.mean, NN_IDX(z)),
+                                                    nn_f(&kb, (double)inner)));
+  items[2] = lane_reduce(&kb, inv, TIR_ADD, 0.0, inner, ln_dev2, &l);
+  items[3] = tir_store(
+      t, inv, NN_IDX(z),
+      tir_bin(t, TIR_DIV, nn_f(&kb, 1.0),
+              tir_call(t, TIR_SQRT, 1,
+                       tir_add(t, tir_bin(t, TIR_DIV, tir_load(t, inv, NN_IDX(z)), nn_f(&kb, (double)inner)),
+                               nn_f(&kb, eps)),
+                       NULL, NULL)));
+  {
+    tir_var_t* vi = nn_var(&kb, "i");
+    const tir_expr_t* i = nn_v(&kb, vi);
+    const tir_expr_t* v = tir_mul(
+        t, tir_sub(t, nn_ldf(&kb, l.xv, NN_IDX(l.row, i)), tir_load(t, l.mean, NN_IDX(z))),
+        tir_load(t, inv, NN_IDX(z)));
+    v = tir_mul(t, v, l.sv ? tir_load(t, l.sv, NN_IDX(i)) : ln_param(&kb, &l, l.sraw, i));
+    if (l.bv || l.braw) v = tir_add(t, v, l.bv ? tir_load(t, l.bv, NN_IDX(i)) : ln_param(&kb, &l, l.braw, i));
+    items[4] = nn_for(&kb, vi, inner, nn_stf(&kb, l.yv, NN_IDX(l.row, i), v));
+    nn_vectorize(&kb, vi);
+  }
+  if (mo) items[5] = nn_stf(&kb, mo, NN_IDX(l.row), tir_load(t, l.mean, NN_IDX(z)));
+  if (io) items[6] = nn_stf(&kb, io, NN_IDX(l.row), tir_load(t, inv, NN_IDX(z)));
+  const tir_stmt_t* s = tir_alloc(t, l.mean, tir_alloc(t, inv, tir_seq(t, 7, items)));
+  s = nn_for(&kb, vo, outer, s);
+  if (outer > 1 && outer * inner >= 4096) nn_parallel(&kb, vo);
+  return nn_emit(&kb, s);
+}
+
+/* ---- Softmax / LogSoftmax -------------------------------------------------------- */
+
+typedef struct sm_s {
+  const tir_buffer_t *xv, *mx;
+  const tir_expr_t* row;
+} sm_t;
+
+static const tir_expr_t* sm_x(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const sm_t* s = u;
+  return nn_ldf(kb, s->xv, NN_IDX(s->row, i));
+}
+
+static const tir_expr_t* sm_exp(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const sm_t* s = u;
+  return tir_call(kb->t, TIR_EXP, 1,
+                  tir_sub(kb->t, nn_ldf(kb, s->xv, NN_IDX(s->row, i)),
+                          tir_load(kb->t, s->mx, NN_IDX(nn_i(kb, 0)))),
+                  NULL, NULL);
+}
+
+static kiln_status_t softmax(kiln_lower_ctx_t* ctx, bool log_form) {
+  const char* op = log_form ? "LogSoftmax" : "Softmax";
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  if (!x || !y) return kiln_make_status(KILN_INTERNAL, "%s: missing operand", op);
+  const bool legacy = ctx->opset > 0 && ctx->opset < 13;
+  int64_t axis;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "axis", legacy ? 1 : -1, &axis));
+  const int64_t r = x->rank, top = legacy ? r : r - 1;
+  if (axis < -r || axis > top) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: axis %lld is out of range for rank %d", op,
+                            (long long)axis, (int)r);
+  }
+  if (axis < 0) axis += r;
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int32_t d = 0; d < r; ++d) {
+    if (d < axis) outer *= x->shape[d];
+    else if (d == axis || legacy) n *= x->shape[d];
+    else inner *= x->shape[d];
+  }
+  if (outer * n * inner == 0) return NULL;
+  tir_var_t* vo = nn_var(&kb, "o");
+  const tir_expr_t* o = nn_v(&kb, vo);
+  const tir_expr_t* z = nn_i(&kb, 0);
+  const tir_stmt_t* body;
+  if (inner == 1) {
+    /* contiguous rows: lane reductions */
+    const tir_buffer_t *xr, *yr;
+    int64_t rs[2] = {outer, n};
+    KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xrows", 2, rs, &xr));
+    KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yrows", 2, rs, &yr));
+    int64_t one = 1;
+    sm_t s = {.xv = xr, .row = o};
+    s.mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+    const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+    tir_var_t* vi = nn_var(&kb, "i");
+    const tir_expr_t* i = nn_v(&kb, vi);
+    const tir_expr_t* d = tir_sub(t, nn_ldf(&kb, xr, NN_IDX(o, i)), tir_load(t, s.mx, NN_IDX(z)));
+    const tir_expr_t* v =
+        log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(z)), NULL, NULL))
+                 : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, sum, NN_IDX(z)));
+    const tir_stmt_t* items[3] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s),
+                                  lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s),
+                                  nn_for(&kb, vi, n, nn_stf(&kb, yr, NN_IDX(o, i), v))};
+    nn_vectorize(&kb, vi);
+    body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 3, items)));
+  } else {
+    const tir_buffer_t *xv, *yv;
+    int64_t vs[3] = {outer, n, inner};
+    KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 3, vs, &xv));
+    KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 3, vs, &yv));
+    /* strided axis: PRIVATE rows over the inner extent */
+    const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);
+    const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);
+    const tir_stmt_t* items[5];
+    tir_var_t *va, *vi;
+    const tir_expr_t *a, *i;
+#define SM_LOOP(stmt_expr)                                          \
+  (va = nn_var(&kb, "a"), vi = nn_var(&kb, "i"), a = nn_v(&kb, va), \
+   i = nn_v(&kb, vi), nn_vectorize(&kb, vi), nn_for(&kb, va, n, nn_for(&kb, vi, inner, (stmt_expr))))
+    {
+      tir_var_t* vj = nn_var(&kb, "i");
+      const tir_expr_t* j = nn_v(&kb, vj);
+      const tir_stmt_t* two[2] = {tir_store(t, mx, NN_IDX(j), nn_f(&kb, -INFINITY)),
+                                  tir_store(t, sum, NN_IDX(j), nn_f(&kb, 0.0))};
+      items[0] = nn_for(&kb, vj, inner, tir_seq(t, 2, two));
+      nn_vectorize(&kb, vj);
+    }
+    items[1] = SM_LOOP(tir_store(t, mx, NN_IDX(i),
+                                 tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(i)),
+                                         nn_ldf(&kb, xv, NN_IDX(o, a, i)))));
+    items[2] = SM_LOOP(tir_store(
+        t, sum, NN_IDX(i),
+        tir_add(t, tir_load(t, sum, NN_IDX(i)),
+                tir_call(t, TIR_EXP, 1,
+                         tir_sub(t, nn_ldf(&kb, xv, NN_IDX(o, a, i)), tir_load(t, mx, NN_IDX(i))),
+                         NULL, NULL))));
+    const tir_expr_t* d;
+    items[3] = SM_LOOP(nn_stf(
+        &kb, yv, NN_IDX(o, a, i),
+        (d = tir_sub(t, nn_ldf(&kb, xv, NN_IDX(o, a, i)), tir_load(t, mx, NN_IDX(i))),
+         log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(i)), NULL, NULL))
+                  : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL),
+                            tir_load(t, sum, NN_IDX(i))))));
+#undef SM_LOOP
+    items[4] = NULL;
+    body = tir_alloc(t, mx, tir_alloc(t, sum, tir_seq(t, 5, items)));
+  }
+  const tir_stmt_t* s = nn_for(&kb, vo, outer, body);
+  if (outer > 1 && outer * n * inner >= 4096) nn_parallel(&kb, vo);
+  return nn_emit(&kb, s);
+}
+
+kiln_status_t kiln_lower_nn_softmax(kiln_lower_ctx_t* ctx) { return softmax(ctx, false); }
+kiln_status_t kiln_lower_nn_log_softmax(kiln_lower_ctx_t* ctx) { return softmax(ctx, true); }

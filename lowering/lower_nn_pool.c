@@ -1,0 +1,293 @@
+/* MaxPool (with the optional Indices output), AveragePool and
+ * GlobalAveragePool.
+ *
+ * Window pools run one output row at a time (PARALLEL over the N*C planes):
+ * a PRIVATE accumulator row is updated tap by tap, each tap as a loop over
+ * the output row split into the interior, where every tap lies inside the
+ * input (no guard, a plain vector loop for stride 1), and the two borders,
+ * where the input column is clamped and the tap masked with a select.
+ * Taps whose input row or depth is outside the input are skipped by an if
+ * on the row (the load index stays clamped, so it is in bounds regardless).
+ *
+ * MaxPool keeps the reference's tie and NaN rules exactly: the first valid
+ * tap of a window is always taken, later ones when strictly greater (a
+ * per-element "seen" flag makes that a select, so it still vectorizes).
+ * AveragePool divides by the full kernel size with count_include_pad (as the
+ * reference and the ONNX tests do, even for taps past the end padding) and
+ * by the number of valid taps otherwise (0/0 = NaN for an all-padding
+ * window, as in the reference).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lowering/lower_nn_impl.h"
+
+typedef enum { POOL_MAX, POOL_AVG } pool_kind_t;
+
+typedef struct pl_s {
+  pool_kind_t kind;
+  const tir_buffer_t *x, *y, *ind;
+  int32_t nsp;
+  nn_axis_t a3[3];
+  int64_t planes;
+  bool include_pad;
+  int64_t storage_order;
+  /* PRIVATE rows of one output row */
+  const tir_buffer_t *acc, *aux, *at; /* aux: seen flag (max) or count (avg) */
+} pl_t;
+
+static void pad3(int32_t nsp, const nn_axis_t* ax, nn_axis_t* a3) {
+  for (int32_t d = 0; d < 3; ++d) {
+    int32_t i = d - (3 - nsp);
+    a3[d] = i < 0 ? (nn_axis_t){.in = 1, .out = 1, .k = 1, .s = 1, .d = 1, .p = 0} : ax[i];
+  }
+}
+
+static void sp_idx(int32_t nsp, const tir_expr_t* n, const tir_expr_t* c,
+                   const tir_expr_t* const* s3, const tir_expr_t** idx) {
+  idx[0] = n;
+  idx[1] = c;
+  for (int32_t i = 0; i < nsp; ++i) idx[2 + i] = s3[3 - nsp + i];
+}
+
+/* Tap update of element ow (I64 expr, position in the row) for input
+ * coordinates (id, ih, iw); |valid| NULL when the tap is known valid. */
+static const tir_stmt_t* tap_update(nn_kb_t* kb, const pl_t* pl, const tir_expr_t* n,
+                                    const tir_expr_t* c, const tir_expr_t* ow,
+                                    const tir_expr_t* const* i3, const tir_expr_t* valid) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* xi[KILN_MAX_RANK];
+  sp_idx(pl->nsp, n, c, i3, xi);
+  const tir_expr_t* v = nn_ldf(kb, pl->x, xi);
+  const tir_expr_t* a = tir_load(t, pl->acc, NN_IDX(ow));
+  const tir_expr_t* x = tir_load(t, pl->aux, NN_IDX(ow));
+  const tir_expr_t* one = nn_f(kb, 1.0);
+  if (pl->kind == POOL_AVG) {
+    const tir_expr_t* add = valid ? tir_select(t, valid, v, nn_f(kb, 0.0)) : v;
+    const tir_expr_t* inc = valid ? tir_select(t, valid, one, nn_f(kb, 0.0)) : one;
+    const tir_stmt_t* s0 = tir_store(t, pl->acc, NN_IDX(ow), tir_add(t, a, add));
+    const tir_stmt_t* s1 =
+        pl->include_pad ? NULL : tir_store(t, pl->aux, NN_IDX(ow), tir_add(t, x, inc));
+    return tir_seq2(t, s0, s1);
+  }
+  /* max: take = valid && (!seen || v > acc) */
+  const tir_expr_t* take =
+      tir_bin(t, TIR_OR, tir_bin(t, TIR_EQ, x, nn_f(kb, 0.0)), tir_bin(t, TIR_GT, v, a));
+  if (valid) take = tir_bin(t, TIR_AND, valid, take);
+  /* The index first: |take| reads acc and seen, which the others update. */
+  const tir_stmt_t* items[3];
+  items[0] = NULL;
+  items[1] = tir_store(t, pl->acc, NN_IDX(ow), tir_select(t, take, v, a));
+  items[2] = tir_store(t, pl->aux, NN_IDX(ow), valid ? tir_select(t, valid, one, x) : one);
+  if (pl->at) {
+    /* index of the tap in the input plane (storage_order 1: column major) */
+    const nn_axis_t* a3 = pl->a3;
+    const tir_expr_t* pos;
+    if (pl->storage_order) {
+      pos = nn_add(kb, i3[0], nn_mulc(kb, nn_add(kb, i3[1], nn_mulc(kb, i3[2], a3[1].in)), a3[0].in));
+    } else {
+      pos = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, i3[0], a3[1].in), i3[1]), a3[2].in), i3[2]);
+    }
+    const tir_expr_t* plane = nn_add(kb, nn_mulc(kb, n, pl->x->shape[1]), c);
+    pos = nn_add(kb, pos, nn_mulc(kb, plane, a3[0].in * a3[1].in * a3[2].in));
+    items[0] = tir_store(t, pl->at, NN_IDX(ow),
+                         tir_select(t, take, pos, tir_load(t, pl->at, NN_IDX(ow))));
+  }
+  return tir_seq(t, 3, items);
+}
+
+/* One output row (n, c, od, oh): init, taps, finalize. */
+static const tir_stmt_t* pool_row(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
+                                  const tir_expr_t* c, const tir_expr_t* od,
+                                  const tir_expr_t* oh) {
+  tir_ctx_t* t = kb->t;
+  const nn_axis_t* a3 = pl->a3;
+  const int64_t Wo = a3[2].out;
+  int64_t lo, hi;
+  nn_axis_interior(&a3[2], &lo, &hi);
+  const tir_stmt_t* body = NULL;
+  /* init */
+  {
+    tir_var_t* v = nn_var(kb, "ow");
+    const tir_expr_t* ow = nn_v(kb, v);
+    const tir_stmt_t* items[3] = {
+        tir_store(t, pl->acc, NN_IDX(ow), nn_f(kb, pl->kind == POOL_MAX ? -INFINITY : 0.0)),
+        tir_store(t, pl->aux, NN_IDX(ow), nn_f(kb, 0.0)),
+        pl->at ? tir_store(t, pl->at, NN_IDX(ow), nn_i(kb, -1)) : NULL};
+    body = nn_for(kb, v, Wo, tir_seq(t, 3, items));
+    if (!pl->at) nn_vectorize(kb, v);
+  }
+  /* taps */
+  for (int64_t kd = 0; kd < a3[0].k; ++kd)
+    for (int64_t kh = 0; kh < a3[1].k; ++kh) {
+      const tir_expr_t* id = nn_addc(kb, nn_mulc(kb, od, a3[0].s), kd * a3[0].d - a3[0].p);
+      const tir_expr_t* ih = nn_addc(kb, nn_mulc(kb, oh, a3[1].s), kh * a3[1].d - a3[1].p);
+      const tir_stmt_t* rows = NULL;
+      for (int64_t kw = 0; kw < a3[2].k; ++kw) {
+        /* segments [0, lo) [lo, hi) [hi, Wo) */
+        const int64_t seg[4] = {0, lo, hi, Wo};
+        for (int sgi = 0; sgi < 3; ++sgi) {
+          int64_t s0 = seg[sgi], len = seg[sgi + 1] - seg[sgi];
+          if (len <= 0) continue;
+          tir_var_t* v = nn_var(kb, "ow");
+          const tir_expr_t* ow = nn_addc(kb, nn_v(kb, v), s0);
+          const tir_expr_t* iw = nn_addc(kb, nn_mulc(kb, ow, a3[2].s), kw * a3[2].d - a3[2].p);
+          const tir_expr_t* valid = NULL;
+          if (sgi != 1) {
+            valid = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, iw, nn_i(kb, 0)),
+                            tir_bin(t, TIR_LT, iw, nn_i(kb, a3[2].in)));
+            iw = nn_clamp(kb, iw, 0, a3[2].in - 1);
+          }
+          const tir_expr_t* i3[3] = {nn_clamp(kb, id, 0, a3[0].in - 1),
+                                     nn_clamp(kb, ih, 0, a3[1].in - 1), iw};
+          const tir_stmt_t* s = nn_for(kb, v, len, tap_update(kb, pl, n, c, ow, i3, valid));
+          if (!pl->at) nn_vectorize(kb, v);
+          rows = tir_seq2(t, rows, s);
+        }
+      }
+      /* skip taps whose row/depth is outside the input */
+      const tir_expr_t* rv = tir_bin(
+          t, TIR_AND,
+          tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, id, nn_i(kb, 0)),
+                  tir_bin(t, TIR_LT, id, nn_i(kb, a3[0].in))),
+          tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)),
+                  tir_bin(t, TIR_LT, ih, nn_i(kb, a3[1].in))));
+      body = tir_seq2(t, body, tir_if(t, rv, rows, NULL));
+    }
+  /* finalize */
+  {
+    tir_var_t* v = nn_var(kb, "ow");
+    const tir_expr_t* ow = nn_v(kb, v);
+    const tir_expr_t* o3[3] = {od, oh, ow};
+    const tir_expr_t* yi[KILN_MAX_RANK];
+    sp_idx(pl->nsp, n, c, o3, yi);
+    const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
+    if (pl->kind == POOL_AVG) {
+      double taps = (double)a3[0].k * (double)a3[1].k * (double)a3[2].k;
+      r = tir_bin(t, TIR_DIV, r,
+                  pl->include_pad ? nn_f(kb, taps) : tir_load(t, pl->aux, NN_IDX(ow)));
+    }
+    const tir_stmt_t* items[2] = {nn_stf(kb, pl->y, yi, r), NULL};
+    if (pl->ind) {
+      items[1] = tir_store(t, pl->ind, yi,
+                           tir_cast(t, pl->ind->dtype, tir_load(t, pl->at, NN_IDX(ow))));
+    }
+    body = tir_seq2(t, body, nn_for(kb, v, Wo, tir_seq(t, 2, items)));
+    if (!pl->at) nn_vectorize(kb, v);
+  }
+  const tir_stmt_t* s = body;
+  if (pl->at) s = tir_alloc(t, pl->at, s);
+  s = tir_alloc(t, pl->aux, s);
+  return tir_alloc(t, pl->acc, s);
+}
+
+static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
+  const char* op = kind == POOL_MAX ? "MaxPool" : "AveragePool";
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  pl_t pl;
+  memset(&pl, 0, sizeof pl);
+  pl.kind = kind;
+  pl.x = ctx->in[0], pl.y = ctx->out[0];
+  pl.ind = kind == POOL_MAX && ctx->n_out > 1 ? ctx->out[1] : NULL;
+  if (!pl.x || !pl.y) return kiln_make_status(KILN_INTERNAL, "%s: missing operand", op);
+  pl.nsp = pl.x->rank - 2;
+  if (pl.nsp < 1 || pl.nsp > 3) {
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: rank %d is not supported (1 to 3 spatial dims)",
+                            op, (int)pl.x->rank);
+  }
+  int64_t ceil_mode = 0, cip = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "ceil_mode", 0, &ceil_mode));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "count_include_pad", 0, &cip));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "storage_order", 0, &pl.storage_order));
+  pl.include_pad = cip != 0;
+  nn_axis_t ax[3];
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, op, pl.nsp, pl.x->shape + 2, pl.y->shape + 2, NULL,
+                                 ceil_mode != 0, ax));
+  pad3(pl.nsp, ax, pl.a3);
+  pl.planes = pl.x->shape[0] * pl.x->shape[1];
+  if (tir_buffer_numel(pl.y) == 0) return NULL;
+  const int64_t Wo = pl.a3[2].out;
+  pl.acc = tir_buffer(kb.t, "acc", KILN_DTYPE_F32, 1, &Wo, TIR_SCOPE_PRIVATE);
+  pl.aux = tir_buffer(kb.t, pl.kind == POOL_MAX ? "seen" : "cnt", KILN_DTYPE_F32, 1, &Wo,
+                      TIR_SCOPE_PRIVATE);
+  if (pl.ind) pl.at = tir_buffer(kb.t, "at", KILN_DTYPE_I64, 1, &Wo, TIR_SCOPE_PRIVATE);
+  tir_var_t* vnc = nn_var(&kb, "nc");
+  tir_var_t* vd = nn_var(&kb, "od");
+  tir_var_t* vh = nn_var(&kb, "oh");
+  const tir_expr_t* nc = nn_v(&kb, vnc);
+  const int64_t C = pl.x->shape[1];
+  const tir_stmt_t* s =
+      pool_row(&kb, &pl, nn_divc(&kb, nc, C), nn_modc(&kb, nc, C), nn_v(&kb, vd), nn_v(&kb, vh));
+  s = nn_for(&kb, vh, pl.a3[1].out, s);
+  s = nn_for(&kb, vd, pl.a3[0].out, s);
+  s = nn_for(&kb, vnc, pl.planes, s);
+  if (pl.planes > 1) nn_parallel(&kb, vnc);
+  return nn_emit(&kb, s);
+}
+
+kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
+kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
+
+/* ---- GlobalAveragePool ---------------------------------------------------- */
+
+/* y[p] = sum(x[p][:]) / plane over a flat view; planes of 64 and more sum
+ * 16 lanes at a time into a PRIVATE vector, then across the lanes. */
+kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  if (!x || !y || x->rank < 3) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "GlobalAveragePool: input must have rank >= 3");
+  }
+  tir_ctx_t* t = kb.t;
+  const int64_t P = x->shape[0] * x->shape[1];
+  int64_t plane = 1;
+  for (int32_t i = 2; i < x->rank; ++i) plane *= x->shape[i];
+  if (P == 0) return NULL;
+  const tir_buffer_t *xv, *yv;
+  int64_t xs[2] = {P, plane}, ys[1] = {P};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, xs, &xv));
+  KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 1, ys, &yv));
+  const int64_t L = plane >= 64 ? 16 : 1;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
+  tir_var_t* vp = nn_var(&kb, "p");
+  const tir_expr_t* p = nn_v(&kb, vp);
+  const tir_stmt_t* items[5] = {NULL, NULL, NULL, NULL, NULL};
+  {
+    tir_var_t* vl = nn_var(&kb, "l");
+    items[0] = nn_for(&kb, vl, L, tir_store(t, acc, NN_IDX(nn_v(&kb, vl)), nn_f(&kb, 0.0)));
+    if (L > 1) nn_vectorize(&kb, vl);
+  }
+  int64_t full = plane / L;
+  if (full > 0) {
+    tir_var_t* vi = nn_var(&kb, "i");
+    tir_var_t* vl = nn_var(&kb, "l");
+    const tir_expr_t* l = nn_v(&kb, vl);
+    const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vi), L), l);
+    const tir_stmt_t* s = tir_store(t, acc, NN_IDX(l),
+                                    tir_add(t, tir_load(t, acc, NN_IDX(l)), nn_ldf(&kb, xv, NN_IDX(p, e))));
+    items[1] = nn_for(&kb, vi, full, nn_for(&kb, vl, L, s));
+    if (L > 1) nn_vectorize(&kb, vl);
+  }
+  const tir_expr_t* z = nn_i(&kb, 0);
+  if (plane % L) {
+    tir_var_t* vr = nn_var(&kb, "r");
+    const tir_expr_t* e = nn_addc(&kb, nn_v(&kb, vr), full * L);
+    items[2] = nn_for(&kb, vr, plane % L,
+                      tir_store(t, acc, NN_IDX(z),
+                                tir_add(t, tir_load(t, acc, NN_IDX(z)), nn_ldf(&kb, xv, NN_IDX(p, e)))));
+  }
+  if (L > 1) {
+    tir_var_t* vl = nn_var(&kb, "lr");
+    const tir_expr_t* l = nn_addc(&kb, nn_v(&kb, vl), 1);
+    items[3] = nn_for(&kb, vl, L - 1,
+                      tir_store(t, acc, NN_IDX(z),
+                                tir_add(t, tir_load(t, acc, NN_IDX(z)), tir_load(t, acc, NN_IDX(l)))));
+  }
+  items[4] = nn_stf(&kb, yv, NN_IDX(p),
+                    tir_bin(t, TIR_DIV, tir_load(t, acc, NN_IDX(z)), nn_f(&kb, (double)plane)));
+  const tir_stmt_t* s = nn_for(&kb, vp, P, tir_alloc(t, acc, tir_seq(t, 5, items)));
+  if (P > 1 && P * plane >= 4096) nn_parallel(&kb, vp);
+  return nn_emit(&kb, s);
+}

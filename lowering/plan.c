@@ -1,0 +1,291 @@
+/* Whole-graph lowering into a plan: one plan buffer per graph tensor that
+ * lives at run time (plus workspaces and compile-time constants), and the
+ * kernels of every node in execution order. */
+#include "lowering/plan.h"
+
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ir/op.h"
+
+static kiln_status_t grow(kiln_plan_t* p, void** arr, int32_t* cap, int32_t need, size_t elem,
+                          const char* what) {
+  if (need <= *cap) return NULL;
+  int32_t nc = *cap ? *cap * 2 : 32;
+  while (nc < need) nc *= 2;
+  void* q = *arr;
+  if (!q) {
+    KILN_RETURN_IF_ERROR(kiln_allocator_malloc(p->allocator, (size_t)nc * elem, what, &q));
+  } else {
+    KILN_RETURN_IF_ERROR(kiln_allocator_realloc(p->allocator, (size_t)nc * elem, what, &q));
+    memset((char*)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+  }
+  *arr = q;
+  *cap = nc;
+  return NULL;
+}
+
+kiln_status_t kiln_plan_add_buffer(kiln_plan_t* p, const tir_buffer_t* b,
+                                   kiln_plan_buffer_kind_t kind, int32_t tensor,
+                                   int32_t* out_index) {
+  KILN_RETURN_IF_ERROR(grow(p, (void**)&p->buffers, &p->cap_buffers, p->n_buffers + 1,
+                            sizeof(kiln_plan_buffer_t), "plan buffers"));
+  kiln_plan_buffer_t* pb = &p->buffers[p->n_buffers];
+  memset(pb, 0, sizeof(*pb));
+  pb->buf = b;
+  pb->kind = kind;
+  pb->tensor = tensor;
+  pb->alias_of = -1;
+  pb->first_use = pb->last_use = -1;
+  if (out_index) *out_index = p->n_buffers;
+  p->n_buffers++;
+  return NULL;
+}
+
+int32_t kiln_plan_find_buffer(const kiln_plan_t* p, const tir_buffer_t* b) {
+  for (int32_t i = p->n_buffers - 1; i >= 0; --i)
+    if (p->buffers[i].buf == b) return i;
+  return -1;
+}
+
+kiln_status_t kiln_plan_add_kernel(kiln_plan_t* p, int32_t node, tir_func_t* func,
+                                   const tir_func_t* naive, const tir_schedule_t* sched) {
+  KILN_RETURN_IF_ERROR(grow(p, (void**)&p->kernels, &p->cap_kernels, p->n_kernels + 1,
+                            sizeof(kiln_plan_kernel_t), "plan kernels"));
+  int32_t* args = kiln_arena_alloc(&p->tir.arena, sizeof(int32_t) * (size_t)(func->n_params + 1));
+  if (!args) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory recording kernel args");
+  for (int32_t i = 0; i < func->n_params; ++i) {
+    args[i] = kiln_plan_find_buffer(p, func->params[i]);
+    if (args[i] < 0)
+      return kiln_make_status(KILN_INTERNAL, "kernel %s: parameter '%s' is not a plan buffer",
+                              func->name, func->params[i]->name);
+  }
+  kiln_plan_kernel_t* k = &p->kernels[p->n_kernels++];
+  memset(k, 0, sizeof(*k));
+  k->func = func;
+  k->naive = naive;
+  k->schedule = sched;
+  k->node = node;
+  k->args = args;
+  return NULL;
+}
+
+int32_t kiln_plan_root(const kiln_plan_t* p, int32_t b) {
+  for (int32_t guard = 0; b >= 0 && p->buffers[b].alias_of >= 0 && guard < p->n_buffers; ++guard)
+    b = p->buffers[b].alias_of;
+  return b;
+}
+
+static const char* src_of(const kiln_graph_t* g) {
+  return g->source && g->source[0] ? g->source : "graph";
+}
+
+/* Plan buffer for graph tensor |t|, created on first use. */
+static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
+  if (p->tensor_buffer[t] >= 0) {
+    *out = p->tensor_buffer[t];
+    return NULL;
+  }
+  const kiln_graph_t* g = p->graph;
+  const kiln_tensor_t* tt = &g->tensors[t];
+  if (!kiln_shape_is_static(&tt->shape)) {
+    char b[256];
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: tensor '%s' has shape %s, not static; bind the symbolic dims of "
+                            "the inputs (kiln run binds them from the input arrays, --dim N=...)",
+                            src_of(g), tt->name, kiln_graph_format_shape(g, &tt->shape, b, sizeof b));
+  }
+  char name[96];
+  size_t o = 0;
+  for (const char* c = tt->name; *c && o < sizeof name - 1; ++c)
+    name[o++] = isalnum((unsigned char)*c) ? *c : '_';
+  name[o] = 0;
+  const tir_buffer_t* b =
+      tir_buffer(&p->tir, name, tt->dtype, tt->shape.rank, tt->shape.dims, TIR_SCOPE_GLOBAL);
+  if (!b) return tir_ctx_status(&p->tir);
+  kiln_plan_buffer_kind_t kind = KILN_PLAN_INTERMEDIATE;
+  if (tt->flags & KILN_TENSOR_CONST) kind = KILN_PLAN_CONST;
+  else if (tt->flags & KILN_TENSOR_INPUT) kind = KILN_PLAN_INPUT;
+  else if (tt->flags & KILN_TENSOR_OUTPUT) kind = KILN_PLAN_OUTPUT;
+  int32_t idx;
+  KILN_RETURN_IF_ERROR(kiln_plan_add_buffer(p, b, kind, t, &idx));
+  if (kind == KILN_PLAN_CONST) p->buffers[idx].value = tt->value; /* not owned */
+  p->tensor_buffer[t] = idx;
+  *out = idx;
+  return NULL;
+}
+
+void kiln_plan_destroy(kiln_plan_t* p) {
+  if (!p) return;
+  kiln_allocator_t a = p->allocator;
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (p->buffers[i].owned) kiln_array_free(kiln_allocator_system(), &p->buffers[i].value);
+  kiln_allocator_free(a, p->buffers);
+  kiln_allocator_free(a, p->kernels);
+  kiln_allocator_free(a, p->inputs);
+  kiln_allocator_free(a, p->outputs);
+  kiln_allocator_free(a, p->tensor_buffer);
+  tir_ctx_deinit(&p->tir);
+  kiln_allocator_free(a, p);
+}
+
+static int32_t default_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int32_t)n : 1;
+}
+
+static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_options_t* o) {
+  const kiln_graph_t* g = p->graph;
+  const kiln_node_t* n = &g->nodes[ni];
+  const tir_buffer_t* in[KILN_MAX_NODE_INPUTS];
+  const kiln_tensor_t* in_t[KILN_MAX_NODE_INPUTS];
+  const tir_buffer_t* out[KILN_MAX_NODE_OUTPUTS];
+  const kiln_tensor_t* out_t[KILN_MAX_NODE_OUTPUTS];
+  for (int32_t j = 0; j < n->n_inputs; ++j) {
+    in[j] = NULL;
+    in_t[j] = NULL;
+    if (n->inputs[j] < 0) continue;
+    int32_t b;
+    KILN_RETURN_IF_ERROR(tensor_buffer(p, n->inputs[j], &b));
+    in[j] = p->buffers[b].buf;
+    in_t[j] = &g->tensors[n->inputs[j]];
+  }
+  for (int32_t j = 0; j < n->n_outputs; ++j) {
+    out[j] = NULL;
+    out_t[j] = NULL;
+    if (n->outputs[j] < 0) continue;
+    int32_t b;
+    KILN_RETURN_IF_ERROR(tensor_buffer(p, n->outputs[j], &b));
+    out[j] = p->buffers[b].buf;
+    out_t[j] = &g->tensors[n->outputs[j]];
+  }
+  kiln_lower_fn fn = kiln_lower_lookup(n->op_type);
+  if (!fn)
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s': op %s has no lowering for this target",
+                            src_of(g), n->name, n->op_type);
+  kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, o->target,
+                          o->threads > 0 ? o->threads : default_threads(),
+                          n->n_inputs, in, in_t, n->n_outputs, out, out_t, p};
+  KILN_RETURN_IF_ERROR(fn(&ctx), "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+  return NULL;
+}
+
+kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                              kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0};
+  if (!options) options = &defaults;
+  kiln_plan_t* p = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(*p), "plan", (void**)&p));
+  p->allocator = allocator;
+  p->graph = g;
+  p->target = options->target;
+  tir_ctx_init(&p->tir, allocator);
+  kiln_status_t s = NULL;
+  if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",
+                                 (void**)&p->tensor_buffer)) ||
+      (s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_inputs + 1), "plan",
+                                 (void**)&p->inputs)) ||
+      (s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_outputs + 1), "plan",
+                                 (void**)&p->outputs)))
+    goto fail;
+  for (int32_t t = 0; t < g->n_tensors; ++t) p->tensor_buffer[t] = -1;
+  for (int32_t i = 0; i < g->n_inputs; ++i)
+    if ((s = tensor_buffer(p, g->inputs[i], &p->inputs[i]))) goto fail;
+
+  /* Lower every node; collect the ops without a lowering into one error. */
+  char missing[1024] = "";
+  int n_missing = 0;
+  for (int32_t ni = 0; ni < g->n_nodes; ++ni) {
+    const kiln_node_t* n = &g->nodes[ni];
+    bool folded = n->n_outputs > 0;
+    for (int32_t j = 0; j < n->n_outputs; ++j)
+      if (n->outputs[j] >= 0 && !(g->tensors[n->outputs[j]].flags & KILN_TENSOR_CONST)) folded = false;
+    if (folded) continue; /* computed at load time */
+    if (!kiln_lower_lookup(n->op_type)) {
+      if (!strstr(missing, n->op_type)) {
+        size_t l = strlen(missing);
+        snprintf(missing + l, sizeof missing - l, "%s%s (node '%s')", n_missing ? ", " : "",
+                 n->op_type, n->name);
+      }
+      ++n_missing;
+      continue;
+    }
+    if ((s = lower_node(p, ni, options))) goto fail;
+  }
+  if (n_missing) {
+    s = kiln_make_status(KILN_UNSUPPORTED, "%s: no lowering for: %s", src_of(g), missing);
+    goto fail;
+  }
+  for (int32_t i = 0; i < g->n_outputs; ++i)
+    if ((s = tensor_buffer(p, g->outputs[i], &p->outputs[i]))) goto fail;
+
+  /* Lifetimes, per memory root, in kernel indices. */
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a) {
+      int32_t b = kiln_plan_root(p, p->kernels[k].args[a]);
+      if (p->buffers[b].first_use < 0) p->buffers[b].first_use = k;
+      p->buffers[b].last_use = k;
+    }
+  /* Kernel FLOPs: the node's count split over its kernels. */
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_node_t* n = &g->nodes[p->kernels[k].node];
+    int32_t same = 0;
+    for (int32_t j = 0; j < p->n_kernels; ++j) same += p->kernels[j].node == p->kernels[k].node;
+    kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
+    kiln_tensor_t* outp[KILN_MAX_NODE_OUTPUTS];
+    for (int32_t j = 0; j < n->n_inputs; ++j)
+      in[j] = n->inputs[j] >= 0 ? (kiln_tensor_t*)&g->tensors[n->inputs[j]] : NULL;
+    for (int32_t j = 0; j < n->n_outputs; ++j)
+      outp[j] = n->outputs[j] >= 0 ? (kiln_tensor_t*)&g->tensors[n->outputs[j]] : NULL;
+    kiln_infer_t ic = {(kiln_graph_t*)g, n, g->opset, n->n_inputs, in, n->n_outputs, outp,
+                       allocator, false};
+    int64_t fl = n->schema && n->schema->flops ? n->schema->flops(&ic)
+                 : (outp[0] ? kiln_shape_count(&outp[0]->shape) : 0);
+    p->kernels[k].flops = same ? fl / same : fl;
+  }
+  *out_plan = p;
+  return NULL;
+fail:
+  kiln_plan_destroy(p);
+  return s;
+}
+
+static const char* kind_name(kiln_plan_buffer_kind_t k) {
+  switch (k) {
+    case KILN_PLAN_INPUT: return "input";
+    case KILN_PLAN_OUTPUT: return "output";
+    case KILN_PLAN_INTERMEDIATE: return "intermediate";
+    case KILN_PLAN_CONST: return "const";
+    case KILN_PLAN_TEMP: return "temp";
+  }
+  return "?";
+}
+
+void kiln_plan_dump(const kiln_plan_t* p, FILE* out, bool verbose) {
+  fprintf(out, "plan: %d buffers, %d kernels\n", p->n_buffers, p->n_kernels);
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_plan_buffer_t* b = &p->buffers[i];
+    char sh[160];
+    kiln_shape_t s = kiln_shape_make(b->buf->rank, b->buf->shape);
+    fprintf(out, "  buffer %-3d %-12s %-32s %s%s", i, kind_name(b->kind), b->buf->name,
+            kiln_dtype_name(b->buf->dtype), kiln_shape_format(&s, sh, sizeof sh));
+    if (b->alias_of >= 0) fprintf(out, "  alias of %d", b->alias_of);
+    if (b->first_use >= 0) fprintf(out, "  live %d..%d", b->first_use, b->last_use);
+    fputc('\n', out);
+  }
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_plan_kernel_t* kk = &p->kernels[k];
+    fprintf(out, "  kernel %-3d %-32s node '%s' (%s)\n", k, kk->func->name,
+            p->graph->nodes[kk->node].name, p->graph->nodes[kk->node].op_type);
+    if (verbose) {
+      if (kk->schedule && kk->schedule->n) {
+        fputs("    schedule: ", out);
+        tir_schedule_print(kk->schedule, out);
+      }
+      tir_print_func(kk->func, out);
+    }
+  }
+}

@@ -1,0 +1,79 @@
+/* kiln plan: a whole graph lowered to kernels over named buffers.
+ *
+ * Built from a prepared graph whose input shapes are static (bind symbolic
+ * dims first). Buffers are graph inputs, outputs, intermediates, constants
+ * (weights and compile-time transformed weights) and per-node workspaces;
+ * aliases (Reshape & co.) point at the buffer whose memory they share.
+ * Kernels are in execution order. Targets compile the kernels; runtimes
+ * allocate the buffers (issue: memory planner) and dispatch the kernels.
+ */
+#ifndef KILN_LOWERING_PLAN_H_
+#define KILN_LOWERING_PLAN_H_
+
+#include "lowering/lower.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kiln_plan_buffer_kind_e {
+  KILN_PLAN_INPUT,
+  KILN_PLAN_OUTPUT,
+  KILN_PLAN_INTERMEDIATE,
+  KILN_PLAN_CONST,
+  KILN_PLAN_TEMP,
+} kiln_plan_buffer_kind_t;
+
+typedef struct kiln_plan_buffer_s {
+  const tir_buffer_t* buf;
+  kiln_plan_buffer_kind_t kind;
+  int32_t tensor;      /* graph tensor index, -1 for temps/derived consts */
+  int32_t alias_of;    /* plan buffer index whose memory this shares, or -1 */
+  kiln_array_t value;  /* CONST: the data (owned by the plan when owned=1) */
+  bool owned;
+  int32_t first_use, last_use; /* kernel indices (lifetime), -1 if unused */
+} kiln_plan_buffer_t;
+
+typedef struct kiln_plan_kernel_s {
+  tir_func_t* func;          /* scheduled + simplified: what targets print */
+  const tir_func_t* naive;   /* before scheduling */
+  const tir_schedule_t* schedule;
+  int32_t node;              /* graph node it came from */
+  int32_t* args;             /* plan buffer index per func param */
+  int64_t flops;             /* for profiles: the node's FLOPs split evenly */
+} kiln_plan_kernel_t;
+
+typedef struct kiln_plan_s {
+  kiln_allocator_t allocator;
+  tir_ctx_t tir;
+  const kiln_graph_t* graph;
+  kiln_target_class_t target;
+  kiln_plan_buffer_t* buffers;
+  int32_t n_buffers, cap_buffers;
+  kiln_plan_kernel_t* kernels;
+  int32_t n_kernels, cap_kernels;
+  int32_t* inputs;  /* plan buffer per graph input */
+  int32_t* outputs; /* plan buffer per graph output */
+  int32_t* tensor_buffer; /* graph tensor -> plan buffer (or -1) */
+  int32_t name_counter;
+} kiln_plan_t;
+
+typedef struct kiln_plan_options_s {
+  kiln_target_class_t target;
+  int32_t threads; /* 0 = number of cores */
+} kiln_plan_options_t;
+
+/* Lowers every node of |g| (inputs must have static shapes). Unlowerable
+ * ops are listed in one UNSUPPORTED error. */
+kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                              kiln_allocator_t allocator, kiln_plan_t** out_plan);
+void kiln_plan_destroy(kiln_plan_t* p);
+/* Follows aliases to the buffer that owns the memory. */
+int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);
+/* Text: buffers and kernels (with their schedules and TIR when verbose). */
+void kiln_plan_dump(const kiln_plan_t* p, FILE* out, bool verbose);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,264 @@
+/* kiln C-family printer: tensor IR -> C, OpenCL C or GLSL source text.
+ *
+ * ONE printer drives every C-like target; what differs between languages is
+ * data in a dialect table (kiln_cf_dialect_t), in the manner of tinygrad's
+ * cstyle renderer: how a kernel and its buffer parameters are declared,
+ * qualifiers, the barrier, the work-group / work-item id expressions, the
+ * index type, element type names, how f16 is loaded and stored, math function
+ * spellings, vector types, and how parallel / vectorized / unrolled loops are
+ * rendered. A GPU target adds nothing but its table (and its host code).
+ *
+ * Usage (C target):
+ *   kiln_cf_out_t out; kiln_cf_out_init(&out);
+ *   kiln_status_t s = kiln_cf_print_unit(&kiln_cf_dialect_c, funcs, n, NULL, &out);
+ *   ... use out.data (NUL-terminated, out.len bytes) ...; kiln_cf_out_free(&out);
+ *
+ * What the printer emits per dialect
+ *   C       one translation unit: prelude (stdint, math, omp.h when _OPENMP,
+ *           f16 helpers, floor div/mod and NaN-propagating min/max helpers,
+ *           GCC vector-extension types), then per kernel
+ *             void NAME(void* const* args) { T* restrict b = (T*)args[i]; ... }
+ *           then `void kiln_set_threads(int)` (omp_set_num_threads).
+ *   OpenCL  one program: prelude, then per kernel
+ *             __kernel [reqd_work_group_size] void NAME(__global T* restrict b, ...)
+ *           LOCAL buffers are declared at kernel scope (__local).
+ *   GLSL    one compute shader per kernel (kiln_cf_print_unit takes n == 1):
+ *           #version 450 + extensions, layout(local_size_*), one std430 buffer
+ *           block per parameter (binding = parameter index, set 0), LOCAL
+ *           buffers as `shared` globals, then void main().
+ *
+ * Types. Index arithmetic (loop variables, I64 index expressions) uses the
+ * dialect's index type (C int64_t, OpenCL/GLSL int). Bool buffers are bytes
+ * holding 0/1. f16 decision for C: f16 buffers are 2-byte IEEE halves of
+ * type kiln_f16 (a prelude typedef: the compiler's _Float16 when it has one,
+ * so conversions are hardware F16C / AVX512-FP16 instructions and loops
+ * vectorize; else uint16_t bits). A load converts with kiln_h2f, a store
+ * with kiln_f2h (prelude helpers; the software fallback is bit-identical to
+ * kiln_f16_to_f32 / kiln_f32_to_f16: round to nearest even, NaN kept quiet). An F16-typed expression is computed in float and rounded to
+ * half after every operation, so it matches f16 arithmetic (up to the compiler
+ * contracting a*b+c into one FMA under -ffp-contract=fast, which GCC does
+ * even for these round trips: 1 f16 ulp); lowering normally casts to F32
+ * and computes there (the kiln convention).
+ * OpenCL uses vload_half / vstore_half_rte (no cl_khr_fp16 needed); GLSL
+ * uses float16_t storage (GL_EXT_shader_16bit_storage).
+ *
+ * Semantics the printed code keeps (so targets match the reference executor):
+ *   FLOORDIV/FLOORMOD are floor division/modulo: plain / and % only when the
+ *   operands are proven non-negative (interval analysis over the enclosing
+ *   loop ranges) and the divisor is a positive constant; a power-of-two
+ *   divisor becomes >> and &; otherwise inline helpers. Integer DIV is C
+ *   division with x/0 = 0 and x/-1 wrapping (like the reference). Integer
+ *   add/sub/mul of value dtypes wrap (two's complement) instead of being UB.
+ *   float MIN/MAX propagate NaN (numpy). float -> int casts truncate toward
+ *   zero, saturate to int64 (NaN -> 0) and wrap to the target width;
+ *   anything -> bool is x != 0.
+ *
+ * Loops (C dialect):
+ *   PARALLEL    `#pragma omp parallel for schedule(static)` on the outermost
+ *               parallel loop of a nest; directly nested PARALLEL loops are
+ *               collapsed into it (collapse(n)); deeper ones print serial.
+ *   VECTORIZED  when the loop body is a tree of stores, ifs and inner loops
+ *               whose stores are contiguous in the loop variable (flattened
+ *               index coefficient 1), whose loads are contiguous or invariant
+ *               in it, and whose varying values are f32 arithmetic,
+ *               comparisons, selects, min/max, abs, neg and fma, and the
+ *               extent is a multiple of 4: GCC vector-extension code (16, 8
+ *               or 4 lanes) with unaligned vector loads/stores. Otherwise a
+ *               scalar loop under `#pragma omp simd`.
+ *   UNROLLED    `#pragma GCC unroll N` (N = extent up to 32, else 8).
+ *   BOUND       an error for C (no work-item ids); GPU dialects read the id
+ *               (and guard it when the launch size is larger than the extent).
+ *   PRIVATE and LOCAL buffers are local arrays aligned to 64 bytes (over
+ *   128 KiB: a _Thread_local static array, so thread stacks stay small).
+ *   For register tiling write the accumulator as a PRIVATE f32 buffer whose
+ *   every access sits in a VECTORIZED loop over its contiguous last dim,
+ *   with UNROLLED loops around: it prints as vector code the compiler keeps
+ *   in registers (FMA with -ffp-contract=fast, the GCC default).
+ *
+ * Names: a variable prints as <name>_<id>, a buffer as <name>_b<id>, with
+ * characters outside [A-Za-z0-9_] replaced by '_', so they never collide with
+ * each other, with C keywords or with the kiln_ helpers. Kernel names are
+ * printed as given and must be C identifiers (not keywords, not kiln_*).
+ *
+ * Errors (INVALID_ARGUMENT / UNSUPPORTED) name the kernel and what is wrong:
+ * a loop kind the dialect cannot print (BOUND in C, barrier in C), a buffer
+ * used outside its allocation or not a parameter, an intrinsic on a dtype it
+ * does not apply to, a kernel name that is not an identifier.
+ *
+ * Thread-safe: the printer has no global state; the dialect tables are const.
+ */
+#ifndef KILN_TARGETS_CFAMILY_PRINTER_H_
+#define KILN_TARGETS_CFAMILY_PRINTER_H_
+
+#include "ir/tir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- output buffer ---------------------------------------------------- */
+
+/* Growable NUL-terminated text. An allocation failure sets |oom| and later
+ * appends are dropped; the printer then returns OUT_OF_MEMORY. */
+typedef struct kiln_cf_out_s {
+  char* data;
+  size_t len, cap;
+  bool oom;
+} kiln_cf_out_t;
+
+void kiln_cf_out_init(kiln_cf_out_t* o);
+void kiln_cf_out_free(kiln_cf_out_t* o);
+void kiln_cf_out_puts(kiln_cf_out_t* o, const char* s);
+void kiln_cf_out_printf(kiln_cf_out_t* o, const char* fmt, ...) KILN_PRINTF(2, 3);
+
+/* ---- dialect table ---------------------------------------------------- */
+
+typedef enum kiln_cf_lang_e {
+  KILN_CF_LANG_C = 0,
+  KILN_CF_LANG_OPENCL,
+  KILN_CF_LANG_GLSL,
+} kiln_cf_lang_t;
+
+/* How kernel parameters (GLOBAL buffers) reach the kernel. */
+typedef enum kiln_cf_params_e {
+  KILN_CF_PARAMS_ARGV,     /* void NAME(void* const* args); typed locals from args[i] */
+  KILN_CF_PARAMS_LIST,     /* one pointer parameter per buffer */
+  KILN_CF_PARAMS_BINDINGS, /* one buffer block per buffer at global scope (binding = index) */
+} kiln_cf_params_t;
+
+/* Where LOCAL (work-group shared) buffers are declared. */
+typedef enum kiln_cf_local_decl_e {
+  KILN_CF_LOCAL_INLINE,     /* at the tir_alloc, like private arrays (C: stack) */
+  KILN_CF_LOCAL_KERNEL_TOP, /* at the top of the kernel body (OpenCL __local) */
+  KILN_CF_LOCAL_GLOBAL,     /* at global scope before the kernel (GLSL shared) */
+} kiln_cf_local_decl_t;
+
+/* Templates: text with placeholders the printer fills in.
+ *   $1 $2 $3  operands (printed as full expressions; templates must be
+ *             primary expressions: a call or fully parenthesised)
+ *   $B $I $V  buffer name, flattened element index, value (loads/stores)
+ *   $T $U     a type name, its unsigned twin (casts, wrapping arithmetic)
+ *   $W        vector lane count
+ *   $N        unroll count */
+typedef struct kiln_cf_dialect_s {
+  const char* name; /* "c", "opencl", "glsl" */
+  kiln_cf_lang_t lang;
+  const char* prelude;  /* after the header, before the first kernel */
+  const char* epilogue; /* after the last kernel (C: the exported thread setter) */
+
+  /* kernels and parameters */
+  kiln_cf_params_t params;
+  const char* kernel_prefix;      /* "void " | "__kernel void " | (GLSL: "void main") */
+  const char* buffer_qualifier;   /* before the element type: "" | "__global " */
+  const char* readonly_qualifier; /* for params never stored to: "const " | "readonly " */
+  const char* restrict_qualifier; /* "restrict " (applied to params that cannot alias) */
+  const char* workgroup_size_attr;/* OpenCL: reqd_work_group_size template ($1 $2 $3) */
+
+  /* scoped buffers */
+  const char* local_qualifier;   /* LOCAL allocs: "" | "__local " | "shared " */
+  kiln_cf_local_decl_t local_decl;
+  const char* private_qualifier; /* PRIVATE allocs: "" */
+  const char* align_attr;        /* after a local array declarator: C aligned(64) */
+
+  /* GPU ids and sync; NULL = unavailable (printing one is an error) */
+  const char* barrier;  /* statement text */
+  const char* ids[7];   /* expression per tir_thread_tag_t (index type), [0] unused */
+
+  /* types */
+  const char* index_type;                     /* loop vars, I64 index math */
+  const char* types[KILN_DTYPE_COUNT_];       /* storage element type per dtype */
+  const char* value_types[KILN_DTYPE_COUNT_]; /* type of a value of that dtype */
+  const char* unsigned_types[KILN_DTYPE_COUNT_]; /* for wrapping int math; NULL: wraps natively */
+  bool bool_is_native;      /* comparisons yield a real bool type (GLSL) vs int 0/1 */
+  bool constructor_casts;   /* T(x) (GLSL) instead of (T)x */
+  const char* int64_suffix; /* literal suffix for I64 values outside int32 */
+  const char* float_suffix; /* "f" | "" */
+  const char* inf_literal;  /* +infinity */
+  const char* nan_literal;  /* a quiet NaN */
+
+  /* f16 storage: load ($B $I -> float), store ($B $I $V -> statement) */
+  const char* half_load;
+  const char* half_store;
+  /* float <-> f16 rounding of an F16-typed value ($1) */
+  const char* half_round;
+  bool half_copy_direct; /* f16 -> f16 copies may assign storage elements */
+
+  /* helper calls (templates); all are defined by the prelude or builtins */
+  const char* math[TIR_INTRIN_COUNT_]; /* f32 intrinsics; NEG/NOT/FMA printed inline */
+  const char* fmin_f;       /* NaN-propagating float min ($1 $2) */
+  const char* fmax_f;
+  const char* ffloordiv;    /* float floor(a / b) ($1 $2) */
+  const char* ffloormod;    /* float a - floor(a / b) * b, sign of b */
+  const char* imin;         /* integer min/max in the index type or value type */
+  const char* imax;
+  const char* floordiv;     /* index type, any signs, divisor 0 -> 0 */
+  const char* floormod;
+  const char* idiv32;       /* C division on 32-bit ints, x/0 = 0, x/-1 wraps */
+  const char* idiv64;
+  const char* iabs;         /* integer abs */
+  const char* f2i64;        /* float -> int64: truncate, saturate, NaN -> 0 */
+
+  /* loops */
+  const char* parallel_pragma; /* NULL: PARALLEL prints serial */
+  const char* collapse_clause; /* appended with the count ($N), NULL: no collapse */
+  const char* simd_pragma;     /* for VECTORIZED loops printed scalar */
+  const char* unroll_pragma;   /* $N */
+
+  /* explicit vectors for VECTORIZED loops; vec_type NULL disables the path */
+  int32_t vector_widths;       /* bit set of lane counts: 4 | 8 | 16 */
+  const char* vec_type;        /* f32 vector of $W lanes */
+  const char* vload;           /* $B $I $W -> vector expression */
+  const char* vstore;          /* $B $I $V $W -> statement */
+  const char* vsplat;          /* scalar $1 -> vector */
+  const char* vsel;            /* mask $1 ? $2 : $3 per lane */
+  const char* vmask;           /* scalar bool $1 -> all-lanes mask */
+  const char* vmin;            /* NaN-propagating */
+  const char* vmax;
+  const char* vabs;
+} kiln_cf_dialect_t;
+
+extern const kiln_cf_dialect_t kiln_cf_dialect_c;
+extern const kiln_cf_dialect_t kiln_cf_dialect_opencl;
+extern const kiln_cf_dialect_t kiln_cf_dialect_glsl;
+
+/* ---- printing --------------------------------------------------------- */
+
+/* Per-kernel facts the caller knows and the IR does not. */
+typedef struct kiln_cf_kernel_info_s {
+  /* Per parameter: may be declared restrict (no other parameter of this
+   * kernel shares its memory). NULL: every parameter is restrict. */
+  const bool* param_noalias;
+  /* Canonical form: the kernel is named KILN_KERNEL and buffers/variables
+   * are numbered in order of appearance (p0.., v0..), so two kernels that
+   * differ only in names print the same text. Targets use it as a dedup key
+   * (same text = same machine code: compile once, alias the other names). */
+  bool canonical;
+} kiln_cf_kernel_info_t;
+
+/* Prints the dialect prelude (C: includes and helpers). */
+kiln_status_t kiln_cf_print_prelude(const kiln_cf_dialect_t* d, kiln_cf_out_t* out);
+
+/* Prints one kernel. For GLSL this is a whole shader (prelude included).
+ * |info| may be NULL. */
+kiln_status_t kiln_cf_print_kernel(const kiln_cf_dialect_t* d, const tir_func_t* f,
+                                   const kiln_cf_kernel_info_t* info, kiln_cf_out_t* out);
+
+/* Prelude + every kernel + epilogue: one translation unit. |infos| may be
+ * NULL (else one per kernel). Fails on duplicate kernel names; GLSL needs
+ * n == 1. */
+kiln_status_t kiln_cf_print_unit(const kiln_cf_dialect_t* d, const tir_func_t* const* funcs,
+                                 int32_t n, const kiln_cf_kernel_info_t* infos,
+                                 kiln_cf_out_t* out);
+
+/* GPU launch geometry of a kernel from its BOUND loops: local[d] is the
+ * largest extent bound to THREAD_X+d, groups[d] the largest bound to
+ * BLOCK_X+d (1 where nothing is bound). */
+void kiln_cf_launch_dims(const tir_func_t* f, int64_t groups[3], int64_t local[3]);
+
+/* True when |s| is a C identifier the printer accepts as a kernel name. */
+bool kiln_cf_valid_kernel_name(const char* s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TARGETS_CFAMILY_PRINTER_H_ */

@@ -1,0 +1,68 @@
+/* kiln CPU backend: tensor IR -> C -> shared object -> run.
+ *
+ * Kernels of a plan are printed as one C translation unit through the shared
+ * C-family printer (targets/cfamily/printer.h, C dialect), compiled with the
+ * system compiler (default "cc", flags "-O3 -march=native -fopenmp
+ * -ffp-contract=fast"... configurable) into a shared object, which is cached
+ * on disk under $KILN_CACHE_DIR (default $XDG_CACHE_HOME/kiln or
+ * ~/.cache/kiln) by a hash of the source, compiler and flags, and loaded
+ * with dlopen. Each kernel is `void name(void* const* args)` with args in
+ * tir_func param order. PARALLEL loops run on OpenMP threads (thread count
+ * from the options; default = cores).
+ *
+ * Thread-compatible: one executable per thread at a time (runs are
+ * sequential on one executable).
+ */
+#ifndef KILN_TARGETS_CPU_BACKEND_H_
+#define KILN_TARGETS_CPU_BACKEND_H_
+
+#include "lowering/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_cpu_options_s {
+  const char* compiler;   /* default: $KILN_CC or "cc" */
+  const char* flags;      /* default: "-O3 -march=native -fopenmp" */
+  const char* cache_dir;  /* default: see above; "" disables the cache */
+  int32_t threads;        /* 0 = number of cores */
+  bool keep_source;       /* also write <hash>.c next to the .so */
+  const char* dump_dir;   /* when set, write the generated C there too */
+} kiln_cpu_options_t;
+
+void kiln_cpu_options_default(kiln_cpu_options_t* o);
+
+typedef struct kiln_cpu_exec_s kiln_cpu_exec_t;
+
+typedef struct kiln_cpu_compile_stats_s {
+  double codegen_s, compile_s, load_s;
+  bool cache_hit;
+  size_t source_bytes;
+  char so_path[1024];
+} kiln_cpu_compile_stats_t;
+
+/* Prints, compiles (or finds in the cache) and loads the plan's kernels, and
+ * allocates the buffers. A compiler failure returns an error with the
+ * compiler's output and the kernel source path. |plan| must outlive the
+ * executable. */
+kiln_status_t kiln_cpu_compile(const kiln_plan_t* plan, const kiln_cpu_options_t* options,
+                               kiln_cpu_exec_t** out_exec, kiln_cpu_compile_stats_t* out_stats);
+void kiln_cpu_exec_destroy(kiln_cpu_exec_t* e);
+
+typedef void (*kiln_cpu_kernel_cb)(void* user, int32_t kernel, double seconds);
+
+/* Runs the plan on |inputs| (one per graph input, static shapes as planned;
+ * a different shape is an error naming the input and both shapes) and
+ * returns newly allocated outputs (caller frees with the system allocator). */
+kiln_status_t kiln_cpu_run(kiln_cpu_exec_t* e, const kiln_array_t* inputs, kiln_array_t* outputs,
+                           kiln_cpu_kernel_cb on_kernel, void* user);
+
+/* The generated C source of the plan (malloc'd), for --dump and tests. */
+kiln_status_t kiln_cpu_generate_source(const kiln_plan_t* plan, char** out_source,
+                                       size_t* out_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/* Plan -> C source. The kernels are printed in plan order through the shared
+ * C-family printer; the only plan knowledge the printer needs is which
+ * parameters may be declared restrict: two parameters whose plan buffers
+ * share memory (an alias such as Reshape, or the same buffer passed twice)
+ * must not both be restrict, or the compiler may reorder their accesses. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "targets/cpu/cpu_internal.h"
+
+double kiln_cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int32_t kiln_cpu_root(const kiln_plan_t* p, int32_t b) {
+  for (int32_t guard = 0; guard <= p->n_buffers; ++guard) {
+    if (b < 0 || b >= p->n_buffers) return -1;
+    if (p->buffers[b].alias_of < 0) return b;
+    b = p->buffers[b].alias_of;
+  }
+  return -1; /* alias cycle */
+}
+
+/* Structural checks the printer cannot do (it only sees one kernel). */
+static kiln_status_t check_kernel(const kiln_plan_t* plan, int32_t k) {
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  if (!kk->func)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: plan kernel %d has no function", (int)k);
+  if (kk->func->n_params > 0 && !kk->args)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: kernel '%s' has no argument list",
+                            kk->func->name);
+  for (int32_t j = 0; j < kk->func->n_params; ++j) {
+    int32_t b = kk->args[j];
+    if (b < 0 || b >= plan->n_buffers)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "cpu: kernel '%s': parameter %d refers to plan buffer %d of %d",
+                              kk->func->name, (int)j, (int)b, (int)plan->n_buffers);
+    if (kiln_cpu_root(plan, b) < 0)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "cpu: kernel '%s': buffer '%s' has a broken alias chain",
+                              kk->func->name, plan->buffers[b].buf->name);
+  }
+  return NULL;
+}
+
+/* Per-kernel restrict flags: a parameter is restrict when no other
+ * parameter of the kernel resolves to the same memory. */
+static bool* noalias_flags(const kiln_plan_t* plan, int32_t k) {
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  int32_t np = kk->func->n_params;
+  bool* na = calloc((size_t)(np ? np : 1), sizeof(bool));
+  if (!na) return NULL;
+  for (int32_t i = 0; i < np; ++i) {
+    int32_t ri = kiln_cpu_root(plan, kk->args[i]);
+    na[i] = true;
+    for (int32_t j = 0; j < np; ++j)
+      if (j != i && kiln_cpu_root(plan, kk->args[j]) == ri) na[i] = false;
+  }
+  return na;
+}
+
+static uint64_t fnv64(const char* s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void kiln_cpu_source_free(kiln_cpu_source_t* s) {
+  if (!s) return;
+  kiln_cf_out_free(&s->text);
+  free(s->unit_off);
+  free(s->unit_len);
+  memset(s, 0, sizeof(*s));
+}
+
+typedef struct canon_s {
+  char* text;   /* canonical print (malloc'd) */
+  size_t len;
+  uint64_t hash;
+  int32_t kernel; /* the kernel printed for it */
+} canon_t;
+
+kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) {
+  memset(out, 0, sizeof(*out));
+  int32_t n = plan->n_kernels;
+  kiln_status_t s = NULL;
+  canon_t* canon = calloc((size_t)(n ? n : 1), sizeof(*canon));
+  int32_t* target = calloc((size_t)(n ? n : 1), sizeof(int32_t)); /* kernel -> unique kernel */
+  out->unit_off = calloc((size_t)(n ? n : 1), sizeof(size_t));
+  out->unit_len = calloc((size_t)(n ? n : 1), sizeof(size_t));
+  if (!canon || !target || !out->unit_off || !out->unit_len) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
+    goto done;
+  }
+  /* Names must be unique: they become symbols. */
+  for (int32_t k = 0; k < n && !s; ++k) {
+    s = check_kernel(plan, k);
+    for (int32_t j = 0; j < k && !s; ++j)
+      if (strcmp(plan->kernels[k].func->name, plan->kernels[j].func->name) == 0)
+        s = kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: two kernels are named '%s'",
+                             plan->kernels[k].func->name);
+  }
+  if (s) goto done;
+  /* Canonical texts find the kernels that compile to the same code. */
+  int32_t n_canon = 0;
+  for (int32_t k = 0; k < n && !s; ++k) {
+    bool* na = noalias_flags(plan, k);
+    if (!na) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
+      break;
+    }
+    kiln_cf_kernel_info_t info = {na, true};
+    kiln_cf_out_t ct;
+    kiln_cf_out_init(&ct);
+    s = kiln_cf_print_kernel(&kiln_cf_dialect_c, plan->kernels[k].func, &info, &ct);
+    free(na);
+    if (s) {
+      kiln_cf_out_free(&ct);
+      break;
+    }
+    uint64_t h = fnv64(ct.data ? ct.data : "", ct.len);
+    target[k] = k;
+    for (int32_t j = 0; j < n_canon; ++j)
+      if (canon[j].hash == h && canon[j].len == ct.len && memcmp(canon[j].text, ct.data, ct.len) == 0) {
+        target[k] = canon[j].kernel;
+        break;
+      }
+    if (target[k] == k) {
+      canon[n_canon++] = (canon_t){ct.data, ct.len, h, k};
+    } else {
+      kiln_cf_out_free(&ct);
+    }
+  }
+  if (s) goto done;
+  /* The unit: prelude, each distinct kernel with its aliases, epilogue. */
+  kiln_cf_out_t* o = &out->text;
+  kiln_cf_out_puts(o, "/* generated by kiln: CPU target (C dialect) */\n");
+  kiln_cf_out_puts(o, kiln_cf_dialect_c.prelude);
+  kiln_cf_out_puts(o, "\n");
+  out->prelude_len = o->len;
+  for (int32_t k = 0; k < n && !s; ++k) {
+    if (target[k] != k) continue;
+    size_t off = o->len;
+    bool* na = noalias_flags(plan, k);
+    if (!na) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
+      break;
+    }
+    kiln_cf_kernel_info_t info = {na, false};
+    s = kiln_cf_print_kernel(&kiln_cf_dialect_c, plan->kernels[k].func, &info, o);
+    free(na);
+    for (int32_t j = k + 1; j < n && !s; ++j)
+      if (target[j] == k) {
+        kiln_cf_out_printf(o, "void %s(void* const* args) __attribute__((alias(\"%s\")));\n",
+                           plan->kernels[j].func->name, plan->kernels[k].func->name);
+        out->n_aliases++;
+      }
+    if (o->len > off && o->data[o->len - 1] != '\n') kiln_cf_out_puts(o, "\n");
+    out->unit_off[out->n_units] = off;
+    out->unit_len[out->n_units] = o->len - off;
+    out->n_units++;
+  }
+  out->epilogue_off = o->len;
+  kiln_cf_out_puts(o, "\n");
+  kiln_cf_out_puts(o, kiln_cf_dialect_c.epilogue);
+  if (!s && o->oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
+done:
+  if (canon)
+    for (int32_t j = 0; j < n; ++j) free(canon[j].text);
+  free(canon);
+  free(target);
+  if (s) kiln_cpu_source_free(out);
+  return s;
+}
+
+kiln_status_t kiln_cpu_generate_source(const kiln_plan_t* plan, char** out_source,
+                                       size_t* out_len) {
+  if (!plan || !out_source)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: NULL plan or output");
+  kiln_cpu_source_t src;
+  KILN_RETURN_IF_ERROR(kiln_cpu_codegen(plan, &src));
+  *out_source = src.text.data;
+  if (out_len) *out_len = src.text.len;
+  src.text.data = NULL;
+  kiln_cpu_source_free(&src);
+  return NULL;
+}

@@ -1,0 +1,710 @@
+/* C source -> shared object -> loaded kernels, with an on-disk cache.
+ *
+ * The cache key is a 128-bit hash (two FNV-1a-64 lanes) of the source, the
+ * compiler command, the flags, the compiler's `--version` output (run once
+ * per process per compiler) and the CPU's identity (model and feature flags,
+ * because -march=native code from one machine may not run on another).
+ * <cache>/<key>.so existing and loadable is a hit: no compiler runs. A cached
+ * object that fails to load (truncated, corrupt) is deleted and rebuilt.
+ *
+ * The compiler runs through posix_spawnp (no shell: flags are split on
+ * whitespace), with stdout+stderr to a log file and LC_ALL=C so messages are
+ * ASCII. Sources and objects are written under temporary names in the cache
+ * directory and renamed into place, so concurrent compiles of the same key
+ * (threads or processes) never see a half-written file. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "targets/cpu/cpu_internal.h"
+
+extern char** environ;
+
+/* -fno-math-errno changes no result (only errno): it lets the compiler
+ * inline sqrt, CSE and hoist math calls, and vectorize more loops. */
+#define DEFAULT_FLAGS "-O3 -march=native -fopenmp -fno-math-errno"
+#define ABI_TAG "kiln-cpu-abi-1"
+#define MAX_LOG_SHOWN 3000
+
+/* Environment overrides of the defaults (for experiments and debugging):
+ * KILN_CC compiler, KILN_CPU_FLAGS flags, KILN_CPU_DUMP dump directory. */
+void kiln_cpu_options_default(kiln_cpu_options_t* o) {
+  memset(o, 0, sizeof(*o));
+  const char* cc = getenv("KILN_CC");
+  o->compiler = cc && *cc ? cc : "cc";
+  const char* fl = getenv("KILN_CPU_FLAGS");
+  o->flags = fl && *fl ? fl : DEFAULT_FLAGS;
+  const char* dump = getenv("KILN_CPU_DUMP");
+  o->dump_dir = dump && *dump ? dump : NULL;
+  o->cache_dir = NULL; /* resolved at compile time, see resolve_cache_dir */
+  o->threads = 0;
+}
+
+/* ---- hashing ---------------------------------------------------------- */
+
+typedef struct hash_s {
+  uint64_t a, b;
+} hash_t;
+
+static void hash_init(hash_t* h) {
+  h->a = 0xcbf29ce484222325ull;
+  h->b = 0x84222325cbf29ce4ull;
+}
+
+static void hash_feed(hash_t* h, const void* data, size_t n) {
+  const unsigned char* p = data;
+  uint64_t a = h->a, b = h->b;
+  for (size_t i = 0; i < n; ++i) {
+    a = (a ^ p[i]) * 0x100000001b3ull;
+    b = (b ^ (unsigned char)(p[i] ^ 0xa5)) * 0x100000001b3ull;
+  }
+  h->a = a;
+  h->b = b;
+}
+
+static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? strlen(s) : 0) + 1); }
+
+/* ---- files ------------------------------------------------------------ */
+
+static kiln_status_t mkdirs(const char* path) {
+  char buf[1024];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: bad cache directory '%s'", path);
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; ++i) {
+    if (buf[i] != '/' && buf[i] != 0) continue;
+    char c = buf[i];
+    buf[i] = 0;
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+      return kiln_make_status(KILN_IO_ERROR, "cpu: cannot create directory '%s': %s", buf,
+                              strerror(errno));
+    buf[i] = c;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return kiln_make_status(KILN_IO_ERROR, "cpu: '%s' is not a directory", path);
+  return NULL;
+}
+
+static kiln_status_t write_file(const char* path, const char* data, size_t len) {
+  FILE* f = fopen(path, "wb");
+  if (!f) return kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", path, strerror(errno));
+  size_t w = fwrite(data, 1, len, f);
+  int e = ferror(f);
+  if (fclose(f) != 0 || w != len || e)
+    return kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", path);
+  return NULL;
+}
+
+/* Whole file (at most |cap| bytes), NUL-terminated; "" when unreadable. */
+static char* read_file(const char* path, size_t cap) {
+  FILE* f = fopen(path, "rb");
+  char* buf = malloc(cap + 1);
+  size_t n = 0;
+  if (buf && f) n = fread(buf, 1, cap, f);
+  if (f) fclose(f);
+  if (buf) buf[n] = 0;
+  return buf;
+}
+
+/* ---- running the compiler -------------------------------------------- */
+
+/* environ with LC_ALL=C (ASCII quotes in diagnostics); malloc'd array. */
+static char** child_env(void) {
+  size_t n = 0;
+  while (environ && environ[n]) ++n;
+  char** env = malloc((n + 2) * sizeof(char*));
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (strncmp(environ[i], "LC_ALL=", 7) && strncmp(environ[i], "LC_MESSAGES=", 12) &&
+        strncmp(environ[i], "LANG=", 5))
+      env[k++] = environ[i];
+  env[k++] = (char*)"LC_ALL=C";
+  env[k] = NULL;
+  return env;
+}
+
+/* Starts argv (PATH lookup) with stdout+stderr to |log_path|. */
+static kiln_status_t spawn_tool(char* const* argv, const char* log_path, pid_t* out_pid) {
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa) != 0)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: posix_spawn setup failed");
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  char** env = child_env();
+  int e = env ? posix_spawnp(out_pid, argv[0], &fa, NULL, argv, env) : ENOMEM;
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  if (e != 0)
+    return kiln_make_status(e == ENOENT ? KILN_NOT_FOUND : KILN_IO_ERROR,
+                            "cpu: cannot run compiler '%s': %s (set KILN_CC or the compiler "
+                            "option)",
+                            argv[0], strerror(e));
+  return NULL;
+}
+
+/* Waits for |pid|; *out_rc is its exit status (128+signal when killed). */
+static kiln_status_t wait_tool(pid_t pid, const char* what, int* out_rc) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno != EINTR)
+      return kiln_make_status(KILN_IO_ERROR, "cpu: waiting for '%s' failed: %s", what,
+                              strerror(errno));
+  }
+  *out_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return NULL;
+}
+
+static kiln_status_t run_tool(char* const* argv, const char* log_path, int* out_rc) {
+  pid_t pid = 0;
+  KILN_RETURN_IF_ERROR(spawn_tool(argv, log_path, &pid));
+  return wait_tool(pid, argv[0], out_rc);
+}
+
+/* Trimmed compiler output for an error message (malloc'd). */
+static char* trim_log(const char* log) {
+  size_t n = strlen(log);
+  while (n && (log[n - 1] == '\n' || log[n - 1] == ' ' || log[n - 1] == '\r')) --n;
+  size_t shown = n > MAX_LOG_SHOWN ? MAX_LOG_SHOWN : n;
+  char* out = malloc(shown + 64);
+  if (!out) return NULL;
+  memcpy(out, log, shown);
+  out[shown] = 0;
+  if (shown < n) snprintf(out + shown, 64, "\n... (%zu more bytes)", n - shown);
+  return out;
+}
+
+static atomic_uint tmp_counter;
+
+static void tmp_path(char* out, size_t n, const char* dir, const char* tag, const char* ext) {
+  snprintf(out, n, "%s/tmp-%s-%ld-%u%s", dir, tag, (long)getpid(),
+           atomic_fetch_add(&tmp_counter, 1u), ext);
+}
+
+/* ---- per-process facts ------------------------------------------------ */
+
+typedef struct version_entry_s {
+  char* compiler;
+  char* text;
+} version_entry_t;
+
+static pthread_mutex_t version_mu = PTHREAD_MUTEX_INITIALIZER;
+static version_entry_t versions[8];
+
+/* `<compiler> --version` output, run once per process per compiler. */
+static kiln_status_t compiler_version(const char* cc, const char* workdir, hash_t* h) {
+  pthread_mutex_lock(&version_mu);
+  for (int i = 0; i < 8; ++i)
+    if (versions[i].compiler && strcmp(versions[i].compiler, cc) == 0) {
+      hash_str(h, versions[i].text);
+      pthread_mutex_unlock(&version_mu);
+      return NULL;
+    }
+  pthread_mutex_unlock(&version_mu);
+  char log[1200];
+  tmp_path(log, sizeof log, workdir, "version", ".log");
+  char* argv[] = {(char*)cc, (char*)"--version", NULL};
+  int rc = 0;
+  kiln_status_t s = run_tool(argv, log, &rc);
+  char* text = read_file(log, 1 << 16);
+  unlink(log);
+  if (!s && rc != 0) {
+    char* t = trim_log(text ? text : "");
+    s = kiln_make_status(KILN_NOT_FOUND, "cpu: '%s --version' failed (exit %d): %s", cc, rc,
+                         t ? t : "");
+    free(t);
+  }
+  if (s || !text) {
+    free(text);
+    return s ? s : kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+  }
+  hash_str(h, text);
+  pthread_mutex_lock(&version_mu);
+  bool kept = false;
+  for (int i = 0; i < 8 && !kept; ++i)
+    if (!versions[i].compiler) {
+      versions[i].compiler = strdup(cc);
+      versions[i].text = text;
+      kept = versions[i].compiler != NULL;
+      if (!kept) versions[i].text = NULL;
+    }
+  pthread_mutex_unlock(&version_mu);
+  if (!kept) free(text);
+  return NULL;
+}
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static char cpu_identity[4096];
+
+static void read_cpu_identity(void) {
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[4096];
+  size_t used = 0;
+  bool model = false, flags = false;
+  while ((!model || !flags) && fgets(line, sizeof line, f)) {
+    bool is_model = !model && strncmp(line, "model name", 10) == 0;
+    bool is_flags = !flags && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0);
+    if (!is_model && !is_flags) continue;
+    model |= is_model;
+    flags |= is_flags;
+    size_t l = strlen(line);
+    if (used + l < sizeof cpu_identity) {
+      memcpy(cpu_identity + used, line, l);
+      used += l;
+    }
+  }
+  cpu_identity[used] = 0;
+  fclose(f);
+}
+
+/* ---- cache directory -------------------------------------------------- */
+
+static void resolve_cache_dir(const kiln_cpu_options_t* o, char* out, size_t n, bool* enabled) {
+  *enabled = true;
+  if (o->cache_dir) {
+    if (!*o->cache_dir) *enabled = false;
+    snprintf(out, n, "%s", o->cache_dir);
+    return;
+  }
+  const char* e = getenv("KILN_CACHE_DIR");
+  if (e && *e) {
+    snprintf(out, n, "%s", e);
+    return;
+  }
+  e = getenv("XDG_CACHE_HOME");
+  if (e && *e) {
+    snprintf(out, n, "%s/kiln", e);
+    return;
+  }
+  e = getenv("HOME");
+  if (e && *e) {
+    snprintf(out, n, "%s/.cache/kiln", e);
+    return;
+  }
+  snprintf(out, n, "/tmp/kiln-cache-%ld", (long)getuid());
+}
+
+/* ---- loading ---------------------------------------------------------- */
+
+/* The OpenMP runtime a kernel object pulls in must outlive the object: its
+ * worker threads stay parked in the runtime after a parallel region, and
+ * unloading it under them (dlclose of the last kernel object when the host
+ * does not link OpenMP itself) crashes them. So every loaded OpenMP runtime
+ * is promoted to RTLD_NODELETE. */
+static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  (void)data;
+  const char* name = info->dlpi_name;
+  if (!name || !*name) return 0;
+  const char* base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (strncmp(base, "libgomp", 7) && strncmp(base, "libomp", 6) && strncmp(base, "libiomp", 7))
+    return 0;
+  void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+  if (h) dlclose(h); /* drops our reference; NODELETE keeps it mapped */
+  return 0;
+}
+
+static kiln_status_t load_so(const char* path, const char* const* names, int32_t n,
+                             kiln_cpu_module_t* m) {
+  dlerror();
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* why = dlerror();
+    return kiln_make_status(KILN_IO_ERROR, "cpu: cannot load '%s': %s", path, why ? why : "?");
+  }
+  kiln_cpu_kernel_fn* fns = calloc((size_t)(n ? n : 1), sizeof(*fns));
+  if (!fns) {
+    dlclose(h);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory loading kernels");
+  }
+  const char* missing = NULL;
+  for (int32_t i = 0; i < n && !missing; ++i) {
+    void* sym = dlsym(h, names[i]);
+    if (!sym) missing = names[i];
+    memcpy(&fns[i], &sym, sizeof sym);
+  }
+  void* st = dlsym(h, "kiln_set_threads");
+  void* abi = dlsym(h, "kiln_abi_version");
+  int (*abi_fn)(void) = NULL;
+  memcpy(&abi_fn, &abi, sizeof abi);
+  if (!missing && !st) missing = "kiln_set_threads";
+  if (!missing && (!abi_fn || abi_fn() != 1)) missing = "kiln_abi_version (== 1)";
+  if (missing) {
+    free(fns);
+    dlclose(h);
+    return kiln_make_status(KILN_NOT_FOUND, "cpu: symbol '%s' missing from '%s'", missing, path);
+  }
+  dl_iterate_phdr(pin_openmp, NULL);
+  m->handle = h;
+  m->fns = fns;
+  memcpy(&m->set_threads, &st, sizeof st);
+  return NULL;
+}
+
+void kiln_cpu_module_unload(kiln_cpu_module_t* m) {
+  if (!m) return;
+  free(m->fns);
+  if (m->handle) dlclose(m->handle);
+  memset(m, 0, sizeof(*m));
+}
+
+/* The kernel a compiler error is in: GCC says "In function 'NAME'"; for any
+ * compiler, the first "FILE:LINE:COL: error" line is mapped back to the
+ * kernel definition enclosing LINE in the compiled file. */
+static void failing_kernel(const char* log, const char* compiled, char* out, size_t n) {
+  out[0] = 0;
+  const char* s = strstr(log, "In function '");
+  if (s) {
+    s += 13;
+    size_t k = 0;
+    while (s[k] && s[k] != '\'' && k + 1 < n) {
+      out[k] = s[k];
+      ++k;
+    }
+    out[k] = 0;
+    return;
+  }
+  size_t plen = strlen(compiled);
+  long line = 0;
+  for (const char* p = strstr(log, compiled); p && !line; p = strstr(p + 1, compiled)) {
+    const char* q = p + plen;
+    if (*q != ':') continue;
+    char* end = NULL;
+    long l = strtol(q + 1, &end, 10);
+    if (end && *end == ':' && strstr(end, ": error") == strchr(end + 1, ':')) line = l;
+  }
+  if (line <= 0) return;
+  char* text = read_file(compiled, 64u << 20);
+  if (!text) return;
+  long cur = 1;
+  const char* ln = text;
+  for (const char* c = text; *c && cur <= line; ++c) {
+    if (cur <= line && strncmp(ln, "void ", 5) == 0 && c == ln) {
+      const char* open = strchr(ln + 5, '(');
+      const char* eol = strchr(ln, '\n');
+      if (open && (!eol || open < eol) && strncmp(open, "(void* const* args) {", 21) == 0) {
+        size_t k = (size_t)(open - (ln + 5));
+        if (k >= n) k = n - 1;
+        memcpy(out, ln + 5, k);
+        out[k] = 0;
+      }
+    }
+    if (*c == '\n') {
+      ++cur;
+      ln = c + 1;
+    }
+  }
+  free(text);
+}
+
+/* argv = compiler, the flags split on whitespace, then |extra| (NULL-ended).
+ * Strings point into |flagbuf|/|extra|; argv has room for 128 entries. */
+static kiln_status_t make_argv(const char* cc, const char* flags, char* flagbuf, size_t fbsize,
+                               const char* const* extra, int32_t n_extra, char** argv) {
+  if (strlen(flags) >= fbsize)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: compiler flags longer than %zu bytes",
+                            fbsize - 1);
+  snprintf(flagbuf, fbsize, "%s", flags);
+  int argc = 0;
+  argv[argc++] = (char*)cc;
+  char* save = NULL;
+  for (char* t = strtok_r(flagbuf, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+    if (argc >= 60) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: more than 58 compiler flags");
+    argv[argc++] = t;
+  }
+  if (argc + n_extra >= 127)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: too many compiler arguments");
+  for (int32_t i = 0; i < n_extra; ++i) argv[argc++] = (char*)extra[i];
+  argv[argc] = NULL;
+  return NULL;
+}
+
+static kiln_status_t build_failure(const char* cc, const char* flags, int rc, const char* log,
+                                   const char* compiled, const char* kept, const char* part) {
+  char* text = read_file(log, 1 << 20);
+  char* t = trim_log(text ? text : "");
+  char kname[256];
+  failing_kernel(text ? text : "", compiled, kname, sizeof kname);
+  kiln_status_t s = kiln_make_status(
+      KILN_DEVICE_ERROR,
+      "cpu: compiling the kernels failed (%s %s, exit %d)%s%s%s:\n%s\nsource kept at %s%s%s%s",
+      cc, flags, rc, kname[0] ? " in kernel '" : "", kname, kname[0] ? "'" : "", t ? t : "", kept,
+      part ? " (failing part: " : "", part ? part : "", part ? ")" : "");
+  free(text);
+  free(t);
+  return s;
+}
+
+/* How many compiler processes to run at once. */
+static int32_t compile_jobs(void) {
+  const char* e = getenv("KILN_CPU_JOBS");
+  if (e && *e) {
+    int v = atoi(e);
+    if (v >= 1) return v > 64 ? 64 : v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int32_t)n;
+}
+
+/* Splits the units over |nparts| parts, balancing their text sizes
+ * (largest first onto the lightest part); part[i] of unit i. */
+static void assign_parts(const kiln_cpu_source_t* src, int32_t nparts, int32_t* part) {
+  size_t load[64] = {0};
+  bool* done = calloc((size_t)src->n_units + 1, 1);
+  for (int32_t step = 0; step < src->n_units; ++step) {
+    int32_t big = -1;
+    for (int32_t u = 0; u < src->n_units; ++u)
+      if (!(done && done[u]) && (big < 0 || src->unit_len[u] > src->unit_len[big])) big = u;
+    if (big < 0) break;
+    int32_t light = 0;
+    for (int32_t q = 1; q < nparts; ++q)
+      if (load[q] < load[light]) light = q;
+    part[big] = light;
+    load[light] += src->unit_len[big];
+    if (done) done[big] = 1;
+    else part[step] = step % nparts; /* no memory: round robin, still correct */
+  }
+  free(done);
+}
+
+/* Compiles |src| into |so|. Small units (or one job) compile as one file;
+ * otherwise parts are compiled to objects concurrently and linked. */
+static kiln_status_t build_so(const char* cc, const char* flags, const kiln_cpu_source_t* src,
+                              const char* dir, const char* key, const char* src_path,
+                              const char* so, const char* kept) {
+  char flagbuf[2048], log[1024];
+  char* argv[128];
+  int32_t jobs = compile_jobs();
+  int32_t nparts = src->n_units / 4;
+  if (nparts > jobs) nparts = jobs;
+  if (nparts < 2) {
+    const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
+    KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv));
+    tmp_path(log, sizeof log, dir, key, ".log");
+    int rc = 0;
+    kiln_status_t s = run_tool(argv, log, &rc);
+    if (!s && rc != 0) s = build_failure(cc, flags, rc, log, src_path, kept, NULL);
+    unlink(log);
+    return s;
+  }
+  int32_t* part = calloc((size_t)src->n_units, sizeof(int32_t));
+  char (*cpath)[1024] = calloc((size_t)nparts, sizeof *cpath);
+  char (*opath)[1024] = calloc((size_t)nparts, sizeof *opath);
+  char (*lpath)[1024] = calloc((size_t)nparts, sizeof *lpath);
+  pid_t* pids = calloc((size_t)nparts, sizeof(pid_t));
+  kiln_status_t s = NULL;
+  int32_t failed = -1; /* the first part whose compile failed */
+  int failed_rc = 0;
+  if (!part || !cpath || !opath || !lpath || !pids) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+    goto done;
+  }
+  assign_parts(src, nparts, part);
+  const char* text = src->text.data;
+  for (int32_t q = 0; q < nparts && !s; ++q) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s-part%d", key, (int)q);
+    tmp_path(cpath[q], sizeof cpath[q], dir, tag, ".c");
+    tmp_path(opath[q], sizeof opath[q], dir, tag, ".o");
+    tmp_path(lpath[q], sizeof lpath[q], dir, tag, ".log");
+    FILE* f = fopen(cpath[q], "wb");
+    if (!f) {
+      s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", cpath[q], strerror(errno));
+      break;
+    }
+    fwrite(text, 1, src->prelude_len, f);
+    for (int32_t u = 0; u < src->n_units; ++u)
+      if (part[u] == q) fwrite(text + src->unit_off[u], 1, src->unit_len[u], f);
+    if (q == 0) fwrite(text + src->epilogue_off, 1, src->text.len - src->epilogue_off, f);
+    if (fclose(f) != 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", cpath[q]);
+  }
+  int32_t started = 0;
+  for (int32_t q = 0; q < nparts && !s; ++q) {
+    const char* extra[] = {"-fPIC", "-c", "-o", opath[q], cpath[q]};
+    s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 5, argv);
+    if (!s) s = spawn_tool(argv, lpath[q], &pids[q]);
+    if (!s) started++;
+  }
+  for (int32_t q = 0; q < started; ++q) {
+    int rc = 0;
+    kiln_status_t w = wait_tool(pids[q], cc, &rc);
+    if (w && !s) s = w;
+    else kiln_status_free(w);
+    if (!w && rc != 0 && failed < 0) {
+      failed = q;
+      failed_rc = rc;
+    }
+  }
+  if (!s && failed >= 0)
+    s = build_failure(cc, flags, failed_rc, lpath[failed], cpath[failed], kept, cpath[failed]);
+  if (!s) {
+    const char* extra[70];
+    int32_t ne = 0;
+    extra[ne++] = "-shared";
+    extra[ne++] = "-fPIC";
+    extra[ne++] = "-o";
+    extra[ne++] = so;
+    for (int32_t q = 0; q < nparts; ++q) extra[ne++] = opath[q];
+    extra[ne++] = "-lm";
+    tmp_path(log, sizeof log, dir, key, ".log");
+    s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, ne, argv);
+    int rc = 0;
+    if (!s) s = run_tool(argv, log, &rc);
+    if (!s && rc != 0) s = build_failure(cc, flags, rc, log, "", kept, NULL);
+    unlink(log);
+  }
+done:
+  for (int32_t q = 0; q < nparts && cpath && opath && lpath; ++q) {
+    if (!(s && q == failed)) unlink(cpath[q]); /* the failing part is kept for the message */
+    unlink(opath[q]);
+    unlink(lpath[q]);
+  }
+  free(part);
+  free(cpath);
+  free(opath);
+  free(lpath);
+  free(pids);
+  return s;
+}
+
+kiln_status_t kiln_cpu_module_load(const kiln_cpu_source_t* src,
+                                   const kiln_cpu_options_t* options, const char* const* names,
+                                   int32_t n, kiln_cpu_module_t* out,
+                                   kiln_cpu_compile_stats_t* stats) {
+  kiln_cpu_options_t defaults;
+  kiln_cpu_options_default(&defaults);
+  const kiln_cpu_options_t* o = options ? options : &defaults;
+  const char* cc = o->compiler && *o->compiler ? o->compiler : defaults.compiler;
+  const char* flags = o->flags ? o->flags : DEFAULT_FLAGS;
+  const char* source = src->text.data ? src->text.data : "";
+  size_t len = src->text.len;
+  memset(out, 0, sizeof(*out));
+
+  char dir[900];
+  bool cached;
+  resolve_cache_dir(o, dir, sizeof dir, &cached);
+  if (cached) {
+    KILN_RETURN_IF_ERROR(mkdirs(dir), "cpu cache");
+    /* Loading a .so runs its code: never trust a cache directory another
+     * user owns or can write (e.g. a pre-created /tmp fallback). */
+    struct stat st;
+    if (stat(dir, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+      cached = false;
+  }
+  if (!cached) {
+    const char* tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/kiln-cpu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+      return kiln_make_status(KILN_IO_ERROR, "cpu: cannot create a temporary directory '%s': %s",
+                              dir, strerror(errno));
+  }
+
+  double t0 = kiln_cpu_now();
+  hash_t h;
+  hash_init(&h);
+  hash_str(&h, ABI_TAG);
+  hash_feed(&h, source, len);
+  hash_str(&h, cc);
+  hash_str(&h, flags);
+  pthread_once(&cpu_once, read_cpu_identity);
+  hash_str(&h, cpu_identity);
+  kiln_status_t s = compiler_version(cc, dir, &h);
+  if (s) {
+    if (!cached) rmdir(dir);
+    return s;
+  }
+  char key[40];
+  snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+  char so_path[1024], src_final[1024];
+  snprintf(so_path, sizeof so_path, "%s/%s.so", dir, key);
+  snprintf(src_final, sizeof src_final, "%s/%s.c", dir, key);
+
+  if (o->dump_dir && *o->dump_dir) {
+    char dump[1024];
+    KILN_RETURN_IF_ERROR(mkdirs(o->dump_dir), "cpu dump");
+    snprintf(dump, sizeof dump, "%s/kiln_cpu_%s.c", o->dump_dir, key);
+    KILN_RETURN_IF_ERROR(write_file(dump, source, len));
+  }
+
+  if (stats) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_path);
+  if (cached && access(so_path, R_OK) == 0) {
+    double tl = kiln_cpu_now();
+    kiln_status_t ls = load_so(so_path, names, n, out);
+    if (!ls) {
+      if (stats) {
+        stats->cache_hit = true;
+        stats->compile_s = tl - t0;
+        stats->load_s = kiln_cpu_now() - tl;
+      }
+      return NULL;
+    }
+    /* A cached object that does not load is stale or corrupt: rebuild. */
+    kiln_status_free(ls);
+    unlink(so_path);
+  }
+
+  char src_tmp[1024], so_tmp[1024];
+  tmp_path(src_tmp, sizeof src_tmp, dir, key, ".c");
+  tmp_path(so_tmp, sizeof so_tmp, dir, key, ".so");
+  s = write_file(src_tmp, source, len);
+  if (!s) {
+    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp);
+    if (s) {
+      unlink(so_tmp);
+      if (cached) rename(src_tmp, src_final); /* kept for the error message */
+      return s;
+    }
+  }
+  if (s) {
+    unlink(src_tmp);
+    if (!cached) rmdir(dir);
+    return s;
+  }
+  double t1 = kiln_cpu_now();
+  const char* load_path = so_tmp;
+  if (cached) {
+    if (rename(so_tmp, so_path) != 0) {
+      s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot move '%s' to '%s': %s", so_tmp, so_path,
+                           strerror(errno));
+      unlink(so_tmp);
+      unlink(src_tmp);
+      return s;
+    }
+    load_path = so_path;
+    if (o->keep_source) rename(src_tmp, src_final);
+    else unlink(src_tmp);
+  }
+  s = load_so(load_path, names, n, out);
+  if (!cached) {
+    /* the mapping stays valid after the files are gone */
+    unlink(so_tmp);
+    if (!o->keep_source) {
+      unlink(src_tmp);
+      rmdir(dir);
+    }
+  }
+  if (s) return kiln_status_annotate(s, "cpu: freshly compiled kernels do not load");
+  if (stats) {
+    stats->cache_hit = false;
+    stats->compile_s = t1 - t0;
+    stats->load_s = kiln_cpu_now() - t1;
+    if (!cached) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_tmp);
+  }
+  return NULL;
+}

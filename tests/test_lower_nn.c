@@ -1,0 +1,918 @@
+/* Tests for the nn lowerings (lowering/lower_nn*.c): single-node graphs
+ * are lowered into a plan (every kernel passes tir_verify there), run on a
+ * small tensor-IR interpreter that bounds-checks every access, and -- when
+ * the CPU backend is built -- compiled and run natively; both are compared
+ * with the reference executor. Shapes cover odd sizes that are not
+ * multiples of the register tiles, groups, dilations, strides, padding,
+ * auto_pad, batch > 1, f16 and the attribute variants of every op. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op.h"
+#include "lowering/plan.h"
+#include "runtime/ref_exec.h"
+#include "targets/cpu/cpu_backend.h"
+#include "testing.h"
+
+/* The case tables below list fields positionally and leave trailing ones
+ * at their zero defaults. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+/* ---- tensor-IR interpreter --------------------------------------------- */
+typedef struct ti_val_s {
+  double f;
+  int64_t i;
+} ti_val_t;
+
+typedef struct ti_mem_s {
+  const tir_buffer_t* buf;
+  void* data;
+} ti_mem_t;
+
+typedef struct ti_s {
+  ti_mem_t mem[256];
+  int32_t n_mem;
+  int64_t* vars; /* by var id */
+  int32_t n_vars;
+  char err[512];
+} ti_t;
+
+static void* ti_data(ti_t* I, const tir_buffer_t* b) {
+  for (int32_t i = 0; i < I->n_mem; ++i)
+    if (I->mem[i].buf == b) return I->mem[i].data;
+  return NULL;
+}
+
+static void ti_bind(ti_t* I, const tir_buffer_t* b, void* data) {
+  for (int32_t i = 0; i < I->n_mem; ++i)
+    if (I->mem[i].buf == b) {
+      I->mem[i].data = data;
+      return;
+    }
+  I->mem[I->n_mem].buf = b;
+  I->mem[I->n_mem++].data = data;
+}
+
+static bool ti_isf(kiln_dtype_t t) { return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16; }
+
+static ti_val_t ti_eval(ti_t* I, const tir_expr_t* e);
+
+static int64_t ti_offset(ti_t* I, const tir_buffer_t* b, const tir_expr_t* const* idx) {
+  int64_t off = 0;
+  for (int32_t d = 0; d < b->rank; ++d) {
+    int64_t v = ti_eval(I, idx[d]).i;
+    if (v < 0 || v >= b->shape[d]) {
+      if (!I->err[0])
+        snprintf(I->err, sizeof I->err, "buffer %s dim %d index %lld out of [0,%lld)", b->name,
+                 (int)d, (long long)v, (long long)b->shape[d]);
+      return -1;
+    }
+    off += v * b->strides[d];
+  }
+  return off;
+}
+
+static ti_val_t ti_read(const tir_buffer_t* b, void* data, int64_t off) {
+  ti_val_t v = {0, 0};
+  switch (b->dtype) {
+    case KILN_DTYPE_F32: v.f = ((float*)data)[off]; break;
+    case KILN_DTYPE_F16: v.f = kiln_f16_to_f32(((uint16_t*)data)[off]); break;
+    case KILN_DTYPE_I64: v.i = ((int64_t*)data)[off]; break;
+    case KILN_DTYPE_I32: v.i = ((int32_t*)data)[off]; break;
+    case KILN_DTYPE_I8: v.i = ((int8_t*)data)[off]; break;
+    case KILN_DTYPE_U8: case KILN_DTYPE_BOOL: v.i = ((uint8_t*)data)[off]; break;
+    default: break;
+  }
+  return v;
+}
+
+static void ti_write(const tir_buffer_t* b, void* data, int64_t off, ti_val_t v) {
+  switch (b->dtype) {
+    case KILN_DTYPE_F32: ((float*)data)[off] = (float)v.f; break;
+    case KILN_DTYPE_F16: ((uint16_t*)data)[off] = kiln_f32_to_f16((float)v.f); break;
+    case KILN_DTYPE_I64: ((int64_t*)data)[off] = v.i; break;
+    case KILN_DTYPE_I32: ((int32_t*)data)[off] = (int32_t)v.i; break;
+    case KILN_DTYPE_I8: ((int8_t*)data)[off] = (int8_t)v.i; break;
+    case KILN_DTYPE_U8: ((uint8_t*)data)[off] = (uint8_t)v.i; break;
+    case KILN_DTYPE_BOOL: ((uint8_t*)data)[off] = v.i != 0; break;
+    default: break;
+  }
+}
+
+static double ti_round_t(kiln_dtype_t t, double f) {
+  if (t == KILN_DTYPE_F32) return (float)f;
+  if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(kiln_f32_to_f16((float)f));
+  return f;
+}
+
+static int64_t ti_fdiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+static ti_val_t ti_eval(ti_t* I, const tir_expr_t* e) {
+  ti_val_t r = {0, 0};
+  if (I->err[0]) return r;
+  switch (e->kind) {
+    case TIR_INT: r.i = e->u.i; r.f = (double)e->u.i; return r;
+    case TIR_FLOAT: r.f = ti_round_t(e->dtype, e->u.f); return r;
+    case TIR_VARREF: r.i = I->vars[e->u.var->id]; return r;
+    case TIR_BINARY: {
+      ti_val_t a = ti_eval(I, e->u.bin.a), b = ti_eval(I, e->u.bin.b);
+      bool fa = ti_isf(e->u.bin.a->dtype);
+      switch (e->u.bin.op) {
+        case TIR_ADD: if (fa) r.f = a.f + b.f; else r.i = (int64_t)((uint64_t)a.i + (uint64_t)b.i); break;
+        case TIR_SUB: if (fa) r.f = a.f - b.f; else r.i = (int64_t)((uint64_t)a.i - (uint64_t)b.i); break;
+        case TIR_MUL: if (fa) r.f = a.f * b.f; else r.i = (int64_t)((uint64_t)a.i * (uint64_t)b.i); break;
+        case TIR_DIV: if (fa) r.f = a.f / b.f; else r.i = b.i ? a.i / b.i : 0; break;
+        case TIR_FLOORDIV: r.i = ti_fdiv(a.i, b.i); break;
+        case TIR_FLOORMOD: r.i = b.i ? a.i - ti_fdiv(a.i, b.i) * b.i : 0; break;
+        case TIR_MIN: if (fa) r.f = isnan(a.f) || isnan(b.f) ? NAN : fmin(a.f, b.f); else r.i = a.i < b.i ? a.i : b.i; break;
+        case TIR_MAX: if (fa) r.f = isnan(a.f) || isnan(b.f) ? NAN : fmax(a.f, b.f); else r.i = a.i > b.i ? a.i : b.i; break;
+        case TIR_EQ: r.i = fa ? a.f == b.f : a.i == b.i; break;
+        case TIR_NE: r.i = fa ? a.f != b.f : a.i != b.i; break;
+        case TIR_LT: r.i = fa ? a.f < b.f : a.i < b.i; break;
+        case TIR_LE: r.i = fa ? a.f <= b.f : a.i <= b.i; break;
+        case TIR_GT: r.i = fa ? a.f > b.f : a.i > b.i; break;
+        case TIR_GE: r.i = fa ? a.f >= b.f : a.i >= b.i; break;
+        case TIR_AND: r.i = a.i && b.i; break;
+        case TIR_OR: r.i = a.i || b.i; break;
+        default: break;
+      }
+      if (ti_isf(e->dtype)) r.f = ti_round_t(e->dtype, r.f);
+      return r;
+    }
+    case TIR_SELECT: {
+      ti_val_t c = ti_eval(I, e->u.sel.cond);
+      return c.i ? ti_eval(I, e->u.sel.t) : ti_eval(I, e->u.sel.f);
+    }
+    case TIR_LOAD: {
+      void* d = ti_data(I, e->u.load.buf);
+      if (!d) {
+        snprintf(I->err, sizeof I->err, "load from unbound buffer %s", e->u.load.buf->name);
+        return r;
+      }
+      int64_t off = ti_offset(I, e->u.load.buf, e->u.load.idx);
+      if (off < 0) return r;
+      return ti_read(e->u.load.buf, d, off);
+    }
+    case TIR_CAST: {
+      ti_val_t v = ti_eval(I, e->u.cast.value);
+      bool from_f = ti_isf(e->u.cast.value->dtype), to_f = ti_isf(e->dtype);
+      if (to_f) r.f = ti_round_t(e->dtype, from_f ? v.f : (double)v.i);
+      else if (from_f) r.i = e->dtype == KILN_DTYPE_BOOL ? v.f != 0 : (int64_t)v.f;
+      else r.i = v.i;
+      if (!to_f) {
+        switch (e->dtype) {
+          case KILN_DTYPE_I32: r.i = (int32_t)r.i; break;
+          case KILN_DTYPE_I8: r.i = (int8_t)r.i; break;
+          case KILN_DTYPE_U8: r.i = (uint8_t)r.i; break;
+          case KILN_DTYPE_BOOL: r.i = r.i != 0; break;
+          default: break;
+        }
+      }
+      return r;
+    }
+    case TIR_CALL: {
+      ti_val_t a = ti_eval(I, e->u.call.args[0]);
+      ti_val_t b = e->u.call.n > 1 ? ti_eval(I, e->u.call.args[1]) : r;
+      ti_val_t c = e->u.call.n > 2 ? ti_eval(I, e->u.call.args[2]) : r;
+      bool f = ti_isf(e->dtype);
+      switch (e->u.call.fn) {
+        case TIR_EXP: r.f = expf((float)a.f); break;
+        case TIR_LOG: r.f = logf((float)a.f); break;
+        case TIR_SQRT: r.f = sqrtf((float)a.f); break;
+        case TIR_RSQRT: r.f = 1.0f / sqrtf((float)a.f); break;
+        case TIR_TANH: r.f = tanhf((float)a.f); break;
+        case TIR_ERF: r.f = erff((float)a.f); break;
+        case TIR_FABS: if (f) r.f = fabs(a.f); else r.i = a.i < 0 ? -a.i : a.i; break;
+        case TIR_FLOOR: r.f = floor(a.f); break;
+        case TIR_CEIL: r.f = ceil(a.f); break;
+        case TIR_ROUND_EVEN: r.f = nearbyint(a.f); break;
+        case TIR_POW: r.f = powf((float)a.f, (float)b.f); break;
+        case TIR_NEG: if (f) r.f = -a.f; else r.i = -a.i; break;
+        case TIR_NOT: r.i = !a.i; break;
+        case TIR_SIGMOID: r.f = 1.0f / (1.0f + expf(-(float)a.f)); break;
+        case TIR_FMA: r.f = fmaf((float)a.f, (float)b.f, (float)c.f); break;
+        default: break;
+      }
+      if (f) r.f = ti_round_t(e->dtype, r.f);
+      return r;
+    }
+  }
+  return r;
+}
+
+static void ti_exec(ti_t* I, const tir_stmt_t* s) {
+  if (I->err[0] || !s) return;
+  switch (s->kind) {
+    case TIR_FOR: {
+      int32_t id = s->u.loop.var->id;
+      for (int64_t v = 0; v < s->u.loop.extent && !I->err[0]; ++v) {
+        I->vars[id] = v;
+        ti_exec(I, s->u.loop.body);
+      }
+      return;
+    }
+    case TIR_STORE: {
+      void* d = ti_data(I, s->u.store.buf);
+      if (!d) {
+        snprintf(I->err, sizeof I->err, "store to unbound buffer %s", s->u.store.buf->name);
+        return;
+      }
+      if (s->u.store.value->dtype != s->u.store.buf->dtype) {
+        snprintf(I->err, sizeof I->err, "store dtype mismatch on %s", s->u.store.buf->name);
+        return;
+      }
+      ti_val_t v = ti_eval(I, s->u.store.value);
+      int64_t off = ti_offset(I, s->u.store.buf, s->u.store.idx);
+      if (off < 0) return;
+      ti_write(s->u.store.buf, d, off, v);
+      return;
+    }
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i) ti_exec(I, s->u.seq.items[i]);
+      return;
+    case TIR_IF:
+      if (ti_eval(I, s->u.cond.cond).i) ti_exec(I, s->u.cond.then_s);
+      else if (s->u.cond.else_s) ti_exec(I, s->u.cond.else_s);
+      return;
+    case TIR_ALLOC: {
+      const tir_buffer_t* b = s->u.alloc.buf;
+      size_t n = (size_t)tir_buffer_numel(b) * kiln_dtype_size(b->dtype);
+      void* d = calloc(1, n ? n : 1);
+      /* Poison f32 scratch so reads before writes show up. */
+      if (b->dtype == KILN_DTYPE_F32)
+        for (int64_t i = 0; i < tir_buffer_numel(b); ++i) ((float*)d)[i] = NAN;
+      void* old = ti_data(I, b);
+      ti_bind(I, b, d);
+      ti_exec(I, s->u.alloc.body);
+      ti_bind(I, b, old);
+      free(d);
+      return;
+    }
+    case TIR_BARRIER:
+      return;
+  }
+}
+
+/* Runs |f| with args[i] bound to params[i]. Returns false with I->err set
+ * on an out-of-bounds access. */
+static bool ti_run(ti_t* I, const tir_func_t* f, void* const* args, int32_t n_vars) {
+  I->err[0] = 0;
+  I->vars = calloc((size_t)n_vars + 1, sizeof(int64_t));
+  I->n_vars = n_vars;
+  for (int32_t i = 0; i < f->n_params; ++i) ti_bind(I, f->params[i], args[i]);
+  ti_exec(I, f->body);
+  free(I->vars);
+  I->vars = NULL;
+  return I->err[0] == 0;
+}
+
+/* ---- graphs ---------------------------------------------------------------- */
+
+#define F32 KILN_DTYPE_F32
+#define F16 KILN_DTYPE_F16
+#define I32 KILN_DTYPE_I32
+#define I64 KILN_DTYPE_I64
+#define NONE KILN_DTYPE_UNDEFINED
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+
+static kiln_attr_t attr_f(const char* name, float v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_FLOAT, .f = v};
+  return a;
+}
+static kiln_attr_t attr_i(const char* name, int64_t v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
+  return a;
+}
+static kiln_attr_t attr_s(const char* name, const char* v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_STRING, .s = v, .s_len = strlen(v)};
+  return a;
+}
+static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
+  return a;
+}
+#define INTS(name, ...) attr_ints(name, NELEM(((int64_t[]){__VA_ARGS__})), (int64_t[]){__VA_ARGS__})
+
+/* Deterministic pseudo-random values in [-1, 1). */
+static uint64_t rng_state = 88172645463325252ull;
+static double rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+/* A random array (owned: free with kiln_array_free). Integer dtypes get
+ * small values. */
+static kiln_array_t rand_array(kiln_dtype_t t, int rank, const int64_t* dims) {
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  kiln_status_t st = kiln_array_alloc(A(), t, &s, &a);
+  KILN_ASSERT(!st);
+  int64_t n = kiln_array_numel(&a);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = rnd();
+    if (kiln_dtype_is_float(t)) kiln_store_f64(t, a.data, (size_t)i, v);
+    else kiln_store_i64(t, a.data, (size_t)i, (int64_t)floor(v * 8));
+  }
+  return a;
+}
+
+#define MAX_IO 6
+typedef struct spec_s {
+  const char* op;
+  int64_t opset;
+  int n_in;
+  kiln_array_t in[MAX_IO];    /* dtype NONE: omitted optional input */
+  uint32_t const_mask;        /* bit i: input i is an initializer */
+  int n_attrs;
+  kiln_attr_t attrs[12];
+  int n_out;
+  bool skip_out[MAX_IO];      /* optional outputs left out */
+  double tol;                 /* relative to max |ref|; 0 = default */
+} spec_t;
+
+static const char* const in_names[] = {"x0", "x1", "x2", "x3", "x4", "x5"};
+static const char* const out_names[] = {"y0", "y1", "y2", "y3", "y4", "y5"};
+
+static kiln_status_t build(const spec_t* sp, kiln_graph_t** out_g) {
+  kiln_graph_t* g = NULL;
+  KILN_RETURN_IF_ERROR(kiln_graph_create(A(), &g));
+  kiln_status_t s = kiln_graph_set_opset(g, "", sp->opset ? sp->opset : 17);
+  const char* names[MAX_IO];
+  const char* onames[MAX_IO];
+  for (int i = 0; i < sp->n_in && !s; ++i) {
+    names[i] = sp->in[i].dtype == NONE ? "" : in_names[i];
+    if (sp->in[i].dtype == NONE) continue;
+    if (sp->const_mask & (1u << i)) {
+      kiln_array_t c;
+      s = kiln_array_clone(A(), &sp->in[i], &c);
+      if (!s) s = kiln_graph_add_initializer(g, in_names[i], &c, NULL);
+    } else {
+      s = kiln_graph_add_input(g, in_names[i], sp->in[i].dtype, &sp->in[i].shape, NULL);
+    }
+  }
+  for (int o = 0; o < sp->n_out; ++o) onames[o] = sp->skip_out[o] ? "" : out_names[o];
+  if (!s)
+    s = kiln_graph_add_node(g, sp->op, "n0", sp->n_in, names, sp->n_out, onames, sp->n_attrs,
+                            sp->attrs, NULL);
+  for (int o = 0; o < sp->n_out && !s; ++o)
+    if (!sp->skip_out[o]) s = kiln_graph_add_output(g, out_names[o]);
+  if (!s) s = kiln_graph_prepare(g);
+  if (s) {
+    kiln_graph_destroy(g);
+    return s;
+  }
+  *out_g = g;
+  return NULL;
+}
+
+/* Runs every kernel of |p| on the interpreter; |outs| receive copies of the
+ * plan outputs (f32/other dtypes as planned). */
+static kiln_status_t interp_plan(const kiln_plan_t* p, const kiln_array_t* feeds,
+                                 kiln_array_t* outs) {
+  void** mem = calloc((size_t)p->n_buffers + 1, sizeof(void*));
+  kiln_status_t st = NULL;
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_plan_buffer_t* b = &p->buffers[i];
+    if (kiln_plan_root(p, i) != i) continue;
+    if (b->kind == KILN_PLAN_CONST) {
+      mem[i] = b->value.data;
+      continue;
+    }
+    size_t n = (size_t)tir_buffer_numel(b->buf) * kiln_dtype_size(b->buf->dtype);
+    mem[i] = malloc(n ? n : 1);
+    /* Garbage, so kernels that read before writing show up. */
+    memset(mem[i], 0x7f, n);
+  }
+  for (int32_t i = 0; i < p->n_buffers; ++i) mem[i] = mem[kiln_plan_root(p, i)];
+  for (int32_t i = 0; i < p->graph->n_inputs; ++i) {
+    int32_t b = p->inputs[i];
+    memcpy(mem[b], feeds[i].data, feeds[i].nbytes);
+  }
+  ti_t I;
+  memset(&I, 0, sizeof I);
+  for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
+    const kiln_plan_kernel_t* kk = &p->kernels[k];
+    void* args[64];
+    for (int32_t a = 0; a < kk->func->n_params; ++a) args[a] = mem[kk->args[a]];
+    I.n_mem = 0;
+    if (!ti_run(&I, kk->func, args, p->tir.next_var_id))
+      st = kiln_make_status(KILN_INTERNAL, "kernel %s: %s", kk->func->name, I.err);
+  }
+  for (int32_t o = 0; o < p->graph->n_outputs && !st; ++o) {
+    const tir_buffer_t* b = p->buffers[p->outputs[o]].buf;
+    kiln_shape_t s = kiln_shape_make(b->rank, b->shape);
+    st = kiln_array_alloc(A(), b->dtype, &s, &outs[o]);
+    if (!st) memcpy(outs[o].data, mem[p->outputs[o]], outs[o].nbytes);
+  }
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (kiln_plan_root(p, i) == i && p->buffers[i].kind != KILN_PLAN_CONST) free(mem[i]);
+  free(mem);
+  return st;
+}
+
+/* Max |got - want| / max(1, max |want|) over the array; NaNs must match. */
+static double rel_err(const kiln_array_t* got, const kiln_array_t* want) {
+  if (got->dtype != want->dtype || !kiln_shape_equal(&got->shape, &want->shape)) return INFINITY;
+  int64_t n = kiln_array_numel(want);
+  double scale = 1.0, err = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
+    if (isfinite(w) && fabs(w) > scale) scale = fabs(w);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double g = kiln_load_f64(got->dtype, got->data, (size_t)i);
+    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
+    if (isnan(w) || isnan(g)) {
+      if (isnan(w) != isnan(g)) return INFINITY;
+      continue;
+    }
+    if (isinf(w) || isinf(g)) {
+      if (g != w) return INFINITY;
+      continue;
+    }
+    double e = fabs(g - w) / scale;
+    if (e > err) err = e;
+  }
+  return err;
+}
+
+static int n_cases = 0;
+static bool use_cpu = true;   /* KILN_TEST_NO_CPU=1 skips the native runs */
+
+/* Compiles |p| with the CPU backend and runs it on |feeds|. */
+static kiln_status_t cpu_plan(const kiln_plan_t* p, const kiln_array_t* feeds, kiln_array_t* outs) {
+  kiln_cpu_options_t o;
+  kiln_cpu_options_default(&o);
+  o.threads = 2;
+  kiln_cpu_exec_t* e = NULL;
+  KILN_RETURN_IF_ERROR(kiln_cpu_compile(p, &o, &e, NULL));
+  kiln_status_t st = kiln_cpu_run(e, feeds, outs, NULL, NULL);
+  kiln_cpu_exec_destroy(e);
+  return st;
+}
+
+/* Lowers, interprets and compares one case with the reference; frees the
+ * spec's arrays. */
+static void check_case(spec_t* sp, const char* what) {
+  ++n_cases;
+  kiln_graph_t* g = NULL;
+  kiln_status_t st = build(sp, &g);
+  if (!CHECK_OK(st)) {
+    fprintf(stderr, "  case: %s\n", what);
+    goto done;
+  }
+  kiln_array_t feeds[MAX_IO];
+  int nf = 0;
+  for (int i = 0; i < sp->n_in; ++i)
+    if (sp->in[i].dtype != NONE && !(sp->const_mask & (1u << i))) feeds[nf++] = sp->in[i];
+  kiln_array_t want[MAX_IO], got[MAX_IO];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  st = kiln_ref_run(g, feeds, &ro, want);
+  if (!CHECK_OK(st)) {
+    fprintf(stderr, "  case: %s (reference)\n", what);
+    kiln_graph_destroy(g);
+    goto done;
+  }
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2};
+  kiln_plan_t* p = NULL;
+  st = kiln_plan_build(g, &po, A(), &p);
+  if (!CHECK_OK(st)) fprintf(stderr, "  case: %s (plan)\n", what);
+  for (int pass = 0; p && pass < (use_cpu ? 2 : 1); ++pass) {
+    for (int o = 0; o < g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
+    memset(got, 0, sizeof got);
+    st = pass == 0 ? interp_plan(p, feeds, got) : cpu_plan(p, feeds, got);
+    if (CHECK_OK(st)) {
+      /* Native code contracts a*b+c into FMAs: allow reassociation error. */
+      double tol = sp->tol > 0 ? sp->tol : 1e-5;
+      if (pass == 1 && tol < 1e-5) tol = 1e-5;
+      for (int o = 0; o < g->n_outputs; ++o) {
+        double e = rel_err(&got[o], &want[o]);
+        if (getenv("NN_VERBOSE")) fprintf(stderr, "%-70s out %d err %.3g\n", what, o, e);
+        if (e > tol && getenv("NN_DEBUG")) {
+          for (int64_t q = 0; q < kiln_array_numel(&want[o]) && q < 40; ++q)
+            fprintf(stderr, "  [%lld] got %g want %g\n", (long long)q,
+                    kiln_load_f64(got[o].dtype, got[o].data, (size_t)q),
+                    kiln_load_f64(want[o].dtype, want[o].data, (size_t)q));
+        }
+        CHECK_MSG(e <= tol, "%s (%s): output %d differs from the reference: rel err %g > %g", what,
+                  pass ? "cpu" : "interpreter", o, e, tol);
+      }
+    } else {
+      fprintf(stderr, "  case: %s (%s)\n", what, pass ? "cpu" : "interpreter");
+    }
+  }
+  kiln_plan_destroy(p);
+  for (int o = 0; o < g->n_outputs; ++o) {
+    kiln_array_free(A(), &want[o]);
+    kiln_array_free(A(), &got[o]);
+  }
+  kiln_graph_destroy(g);
+done:
+  for (int i = 0; i < sp->n_in; ++i)
+    if (sp->in[i].dtype != NONE) kiln_array_free(A(), &sp->in[i]);
+}
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}
+#define RAND(t, ...) rand_array((t), NELEM(DIMS(__VA_ARGS__)), DIMS(__VA_ARGS__))
+
+/* ---- MatMul / Gemm ---------------------------------------------------------- */
+
+static void matmul_case(kiln_dtype_t t, int ra, const int64_t* da, int rb, const int64_t* db,
+                        bool b_const) {
+  spec_t sp = {.op = "MatMul", .n_in = 2, .n_out = 1, .tol = t == F16 ? 2e-3 : 1e-5};
+  sp.in[0] = rand_array(t, ra, da);
+  sp.in[1] = rand_array(t, rb, db);
+  sp.const_mask = b_const ? 2u : 0u;
+  char what[160];
+  kiln_shape_t sa = kiln_shape_make(ra, da), sb = kiln_shape_make(rb, db);
+  char a1[64], b1[64];
+  snprintf(what, sizeof what, "MatMul %s %s x %s%s", kiln_dtype_name(t),
+           kiln_shape_format(&sa, a1, sizeof a1), kiln_shape_format(&sb, b1, sizeof b1),
+           b_const ? " (B const)" : "");
+  check_case(&sp, what);
+}
+
+static void test_matmul(void) {
+  static const int64_t sizes[][3] = {{1, 1, 1},   {5, 7, 3},    {12, 32, 16}, {13, 33, 17},
+                                     {29, 70, 45}, {64, 64, 64}, {1, 100, 37}, {40, 5, 600},
+                                     {27, 48, 520}};
+  for (int i = 0; i < NELEM(sizes); ++i) {
+    int64_t M = sizes[i][0], N = sizes[i][1], K = sizes[i][2];
+    for (int c = 0; c < 2; ++c)
+      matmul_case(F32, 2, DIMS(M, K), 2, DIMS(K, N), c);
+  }
+  /* batched with broadcast, 1-D operands */
+  matmul_case(F32, 3, DIMS(3, 7, 9), 2, DIMS(9, 18), true);
+  matmul_case(F32, 3, DIMS(3, 7, 9), 3, DIMS(3, 9, 18), false);
+  matmul_case(F32, 3, DIMS(3, 7, 9), 3, DIMS(3, 9, 18), true);
+  matmul_case(F32, 4, DIMS(2, 1, 5, 6), 3, DIMS(3, 6, 33), true);
+  matmul_case(F32, 4, DIMS(2, 1, 5, 6), 3, DIMS(3, 6, 33), false);
+  matmul_case(F32, 1, DIMS(6), 2, DIMS(6, 40), true);
+  matmul_case(F32, 2, DIMS(17, 6), 1, DIMS(6), false);
+  matmul_case(F32, 1, DIMS(6), 3, DIMS(2, 6, 3), false);
+  matmul_case(F16, 2, DIMS(13, 21), 2, DIMS(21, 35), true);
+  matmul_case(F16, 2, DIMS(13, 21), 2, DIMS(21, 35), false);
+  matmul_case(I32, 2, DIMS(4, 5), 2, DIMS(5, 3), false);
+  matmul_case(I64, 3, DIMS(2, 4, 5), 2, DIMS(5, 3), true);
+}
+
+static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, float alpha, float beta,
+                      int crank, const int64_t* cdims, uint32_t const_mask) {
+  spec_t sp = {.op = "Gemm", .n_in = crank >= 0 ? 3 : 2, .n_out = 1, .const_mask = const_mask};
+  sp.in[0] = ta ? RAND(F32, K, M) : RAND(F32, M, K);
+  sp.in[1] = tb ? RAND(F32, N, K) : RAND(F32, K, N);
+  if (crank >= 0) sp.in[2] = rand_array(F32, crank, cdims);
+  sp.attrs[sp.n_attrs++] = attr_i("transA", ta);
+  sp.attrs[sp.n_attrs++] = attr_i("transB", tb);
+  sp.attrs[sp.n_attrs++] = attr_f("alpha", alpha);
+  sp.attrs[sp.n_attrs++] = attr_f("beta", beta);
+  char what[160];
+  snprintf(what, sizeof what, "Gemm M=%lld N=%lld K=%lld tA=%d tB=%d alpha=%g beta=%g C rank %d mask %u",
+           (long long)M, (long long)N, (long long)K, ta, tb, alpha, beta, crank, const_mask);
+  check_case(&sp, what);
+}
+
+static void test_gemm(void) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (uint32_t mask = 0; mask < 4; mask += 2) {
+        gemm_case(7, 19, 11, ta, tb, 1.0f, 1.0f, 2, DIMS(7, 19), mask | 4u);
+        gemm_case(30, 45, 700, ta, tb, 0.5f, 2.0f, 1, DIMS(45), mask);
+      }
+  gemm_case(3, 40, 8, 0, 0, 1.0f, 1.0f, -1, NULL, 2u);
+  gemm_case(3, 40, 8, 0, 1, 1.5f, 0.0f, 0, NULL, 2u);
+  gemm_case(3, 40, 8, 0, 1, 1.0f, -1.0f, 2, DIMS(3, 1), 2u);
+  gemm_case(3, 40, 8, 1, 1, 1.0f, 0.5f, 2, DIMS(1, 40), 0u);
+  gemm_case(1, 1000, 512, 0, 1, 1.0f, 1.0f, 1, DIMS(1000), 6u);
+}
+
+/* ---- Conv / ConvTranspose -------------------------------------------------------- */
+
+typedef struct cvc_s {
+  int nsp;
+  int64_t n, c, m, group;
+  int64_t in[3], k[3], s[3], d[3], pb[3], pe[3];
+  const char* auto_pad;
+  bool bias, w_const, f16;
+} cvc_t;
+
+static void conv_case(const char* op, const cvc_t* c) {
+  int r = c->nsp + 2;
+  int64_t xd[5] = {c->n, c->c}, wd[5];
+  bool tr = !strcmp(op, "ConvTranspose");
+  if (tr) wd[0] = c->c, wd[1] = c->m / c->group;
+  else wd[0] = c->m, wd[1] = c->c / c->group;
+  for (int i = 0; i < c->nsp; ++i) xd[2 + i] = c->in[i], wd[2 + i] = c->k[i];
+  kiln_dtype_t t = c->f16 ? F16 : F32;
+  spec_t sp = {.op = op, .n_in = c->bias ? 3 : 2, .n_out = 1, .tol = c->f16 ? 3e-3 : 1e-5};
+  sp.in[0] = rand_array(t, r, xd);
+  sp.in[1] = rand_array(t, r, wd);
+  if (c->bias) sp.in[2] = rand_array(t, 1, DIMS(c->m));
+  sp.const_mask = c->w_const ? 6u : 0u;
+  static int64_t st[3][3], dl[3][3], pd[3][6];
+  int slot = n_cases % 3;
+  for (int i = 0; i < c->nsp; ++i) {
+    st[slot][i] = c->s[i] ? c->s[i] : 1;
+    dl[slot][i] = c->d[i] ? c->d[i] : 1;
+    pd[slot][i] = c->pb[i];
+    pd[slot][c->nsp + i] = c->pe[i];
+  }
+  sp.attrs[sp.n_attrs++] = attr_i("group", c->group);
+  sp.attrs[sp.n_attrs++] = attr_ints("strides", c->nsp, st[slot]);
+  sp.attrs[sp.n_attrs++] = attr_ints("dilations", c->nsp, dl[slot]);
+  if (c->auto_pad) sp.attrs[sp.n_attrs++] = attr_s("auto_pad", c->auto_pad);
+  else sp.attrs[sp.n_attrs++] = attr_ints("pads", 2 * c->nsp, pd[slot]);
+  char what[256];
+  snprintf(what, sizeof what,
+           "%s nsp=%d n=%lld c=%lld m=%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld s=%lld,%lld "
+           "d=%lld,%lld p=%lld,%lld/%lld,%lld %s%s%s%s",
+           op, c->nsp, (long long)c->n, (long long)c->c, (long long)c->m, (long long)c->group,
+           (long long)c->in[0], (long long)c->in[1], (long long)c->in[2], (long long)c->k[0],
+           (long long)c->k[1], (long long)c->k[2], (long long)c->s[0], (long long)c->s[1],
+           (long long)c->d[0], (long long)c->d[1], (long long)c->pb[0], (long long)c->pb[1],
+           (long long)c->pe[0], (long long)c->pe[1], c->auto_pad ? c->auto_pad : "",
+           c->bias ? " bias" : "", c->w_const ? " wconst" : "", c->f16 ? " f16" : "");
+  check_case(&sp, what);
+}
+
+static void test_conv(void) {
+  static const cvc_t cases[] = {
+      /* 1x1 plain GEMM */
+      {2, 1, 16, 24, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, true, true},
+      {2, 2, 5, 33, 1, {6, 5}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, false, true},
+      {2, 1, 8, 8, 1, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, true, false},
+      /* 3x3 padded stride 1 */
+      {2, 1, 8, 16, 1, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 3, 13, 1, {10, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 1, 64, 64, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      /* strides, dilations, asymmetric pads */
+      {2, 1, 3, 16, 1, {23, 21}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, NULL, true, true},
+      {2, 1, 6, 20, 1, {12, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, NULL, false, true},
+      {2, 1, 6, 20, 1, {12, 14}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, NULL, true, true},
+      {2, 2, 5, 7, 1, {13, 12}, {3, 2}, {3, 2}, {2, 3}, {2, 0}, {1, 3}, NULL, true, true},
+      {2, 1, 4, 9, 1, {10, 10}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, NULL, true, false},
+      {2, 1, 4, 9, 1, {11, 8}, {3, 3}, {2, 1}, {1, 1}, {0}, {0}, "SAME_UPPER", true, true},
+      {2, 1, 4, 9, 1, {11, 8}, {4, 2}, {3, 2}, {1, 1}, {0}, {0}, "SAME_LOWER", false, true},
+      {2, 1, 4, 9, 1, {11, 8}, {3, 3}, {2, 2}, {1, 1}, {0}, {0}, "VALID", true, true},
+      {2, 1, 4, 9, 1, {11, 8}, {3, 3}, {1, 1}, {1, 1}, {0}, {0}, "VALID", true, true},
+      {2, 1, 4, 9, 1, {6, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {1, 2}, NULL, true, true},
+      /* groups, depthwise (multiplier 1 and 2) */
+      {2, 1, 8, 12, 4, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 6, 6, 6, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 1, 7, 7, 7, {12, 13}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 1, 5, 10, 5, {8, 8}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, NULL, false, true},
+      {2, 1, 6, 6, 6, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, false},
+      /* 1-D and 3-D */
+      {1, 2, 5, 11, 1, {17}, {3}, {2}, {1}, {1}, {2}, NULL, true, true},
+      {1, 1, 4, 40, 2, {30}, {5}, {1}, {3}, {0}, {0}, NULL, false, true},
+      {3, 1, 3, 5, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 0, 1}, NULL, true, true},
+      {3, 1, 4, 4, 4, {4, 5, 6}, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, NULL, true, true},
+      /* small outputs: spatial positions as the GEMM's rows */
+      {2, 1, 16, 64, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 12, 40, 1, {14, 13}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 1, 70, 96, 2, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, false},
+      {2, 1, 24, 48, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, false, true},
+      {2, 1, 24, 48, 1, {14, 14}, {1, 1}, {2, 2}, {1, 1}, {0}, {0}, NULL, true, true},
+      {2, 1, 600, 33, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      /* f16, large K (K blocking), N tail tiles */
+      {2, 1, 8, 10, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true, true},
+      {2, 1, 80, 6, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) conv_case("Conv", &cases[i]);
+}
+
+static void test_conv_transpose(void) {
+  static const cvc_t cases[] = {
+      {2, 1, 3, 5, 1, {4, 5}, {3, 3}, {1, 1}, {1, 1}, {0}, {0}, NULL, true, true},
+      {2, 2, 4, 6, 2, {5, 4}, {3, 2}, {2, 3}, {1, 1}, {1, 0}, {0, 1}, NULL, true, true},
+      {2, 1, 2, 3, 1, {3, 3}, {3, 3}, {2, 2}, {2, 1}, {0}, {0}, "SAME_UPPER", false, true},
+      {1, 1, 3, 4, 1, {7}, {4}, {3}, {1}, {1}, {1}, NULL, true, false},
+      {3, 1, 2, 2, 1, {3, 3, 2}, {2, 2, 2}, {2, 1, 2}, {1, 1, 1}, {0}, {0}, NULL, true, true},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) conv_case("ConvTranspose", &cases[i]);
+}
+
+/* ---- pools ------------------------------------------------------------------ */
+
+typedef struct plc_s {
+  const char* op;
+  int nsp;
+  int64_t n, c, in[3], k[3], s[3], d[3], pb[3], pe[3];
+  const char* auto_pad;
+  int ceil_mode, cip, storage_order, indices;
+  bool f16;
+} plc_t;
+
+static void pool_case(const plc_t* c) {
+  int r = c->nsp + 2;
+  int64_t xd[5] = {c->n, c->c};
+  for (int i = 0; i < c->nsp; ++i) xd[2 + i] = c->in[i];
+  spec_t sp = {.op = c->op, .n_in = 1, .n_out = c->indices ? 2 : 1, .tol = c->f16 ? 2e-3 : 1e-5};
+  sp.in[0] = rand_array(c->f16 ? F16 : F32, r, xd);
+  static int64_t ks[8][3], st[8][3], dl[8][3], pd[8][6];
+  int slot = n_cases % 8;
+  for (int i = 0; i < c->nsp; ++i) {
+    ks[slot][i] = c->k[i];
+    st[slot][i] = c->s[i] ? c->s[i] : 1;
+    dl[slot][i] = c->d[i] ? c->d[i] : 1;
+    pd[slot][i] = c->pb[i];
+    pd[slot][c->nsp + i] = c->pe[i];
+  }
+  sp.attrs[sp.n_attrs++] = attr_ints("kernel_shape", c->nsp, ks[slot]);
+  sp.attrs[sp.n_attrs++] = attr_ints("strides", c->nsp, st[slot]);
+  if (c->d[0]) sp.attrs[sp.n_attrs++] = attr_ints("dilations", c->nsp, dl[slot]);
+  if (c->auto_pad) sp.attrs[sp.n_attrs++] = attr_s("auto_pad", c->auto_pad);
+  else sp.attrs[sp.n_attrs++] = attr_ints("pads", 2 * c->nsp, pd[slot]);
+  sp.attrs[sp.n_attrs++] = attr_i("ceil_mode", c->ceil_mode);
+  if (!strcmp(c->op, "AveragePool")) sp.attrs[sp.n_attrs++] = attr_i("count_include_pad", c->cip);
+  if (c->storage_order) sp.attrs[sp.n_attrs++] = attr_i("storage_order", c->storage_order);
+  char what[256];
+  snprintf(what, sizeof what, "%s nsp=%d c=%lld in=%lldx%lld k=%lldx%lld s=%lld d=%lld p=%lld/%lld %s ceil=%d cip=%d so=%d ind=%d%s",
+           c->op, c->nsp, (long long)c->c, (long long)c->in[0], (long long)c->in[1],
+           (long long)c->k[0], (long long)c->k[1], (long long)c->s[0], (long long)c->d[0],
+           (long long)c->pb[0], (long long)c->pe[0], c->auto_pad ? c->auto_pad : "", c->ceil_mode,
+           c->cip, c->storage_order, c->indices, c->f16 ? " f16" : "");
+  check_case(&sp, what);
+}
+
+static void test_pools(void) {
+  static const plc_t cases[] = {
+      {"MaxPool", 2, 1, 4, {16, 16}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}},
+      {"MaxPool", 2, 2, 3, {9, 11}, {2, 3}, {1, 2}, {0}, {0, 1}, {1, 0}},
+      {"MaxPool", 2, 1, 3, {9, 11}, {3, 3}, {2, 2}, {0}, {0}, {0}, NULL, 1},
+      {"MaxPool", 2, 1, 3, {10, 7}, {3, 2}, {2, 1}, {2, 2}, {1, 0}, {1, 1}, NULL, 0, 0, 0, 1},
+      {"MaxPool", 2, 1, 2, {7, 8}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}, NULL, 1, 0, 1, 1},
+      {"MaxPool", 1, 2, 3, {13}, {4}, {3}, {0}, {2}, {1}, NULL, 0, 0, 0, 1},
+      {"MaxPool", 3, 1, 2, {5, 6, 7}, {2, 3, 2}, {1, 2, 2}, {0}, {1, 1, 0}, {0, 1, 1}, NULL, 0, 0, 0, 1},
+      {"MaxPool", 2, 1, 2, {8, 9}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER"},
+      {"MaxPool", 2, 1, 2, {8, 9}, {2, 2}, {2, 2}, {0}, {0}, {0}, "SAME_LOWER", 0, 0, 0, 0, true},
+      {"AveragePool", 2, 1, 4, {16, 15}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}},
+      {"AveragePool", 2, 1, 4, {16, 15}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}, NULL, 0, 1},
+      {"AveragePool", 2, 2, 3, {7, 9}, {3, 2}, {2, 2}, {0}, {1, 0}, {1, 1}, NULL, 1, 1},
+      {"AveragePool", 2, 2, 3, {7, 9}, {3, 2}, {2, 2}, {0}, {1, 0}, {1, 1}, NULL, 1, 0},
+      {"AveragePool", 1, 1, 3, {12}, {5}, {1}, {0}, {2}, {2}, NULL, 0, 0},
+      {"AveragePool", 3, 1, 2, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {0}, {0, 1, 1}, {1, 0, 1}, NULL, 1, 0},
+      {"AveragePool", 2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER", 0, 0},
+      {"AveragePool", 2, 1, 2, {6, 6}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, NULL, 0, 0},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) pool_case(&cases[i]);
+  for (int f = 0; f < 2; ++f) {
+    spec_t sp = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1, .tol = f ? 2e-3 : 1e-5};
+    sp.in[0] = f ? RAND(F16, 2, 3, 9, 10) : RAND(F32, 2, 5, 7, 7);
+    check_case(&sp, f ? "GlobalAveragePool f16 [2,3,9,10]" : "GlobalAveragePool [2,5,7,7]");
+  }
+  spec_t sp = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
+  sp.in[0] = RAND(F32, 1, 3, 5);
+  check_case(&sp, "GlobalAveragePool [1,3,5]");
+  spec_t sp3 = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
+  sp3.in[0] = RAND(F32, 1, 2, 3, 4, 5);
+  check_case(&sp3, "GlobalAveragePool [1,2,3,4,5]");
+}
+
+/* ---- norms, softmax, reductions ------------------------------------------------ */
+
+static void test_batchnorm(void) {
+  for (int c = 0; c < 3; ++c) {
+    spec_t sp = {.op = "BatchNormalization", .n_in = 5, .n_out = 1, .tol = c == 2 ? 2e-3 : 1e-5};
+    kiln_dtype_t t = c == 2 ? F16 : F32;
+    sp.in[0] = c == 1 ? RAND(t, 2, 3, 5) : RAND(t, 2, 4, 5, 7);
+    int64_t C = c == 1 ? 3 : 4;
+    for (int i = 1; i < 5; ++i) sp.in[i] = rand_array(t, 1, DIMS(C));
+    /* variances must be positive */
+    for (int64_t k = 0; k < C; ++k)
+      kiln_store_f64(t, sp.in[4].data, (size_t)k, fabs(kiln_load_f64(t, sp.in[4].data, (size_t)k)) + 0.1);
+    sp.const_mask = c == 1 ? 0u : 30u;
+    sp.attrs[sp.n_attrs++] = attr_f("epsilon", 1e-3f);
+    check_case(&sp, c == 0 ? "BatchNormalization const" : c == 1 ? "BatchNormalization runtime" : "BatchNormalization f16");
+  }
+}
+
+static void test_layernorm(void) {
+  static const struct {
+    int rank;
+    int64_t d[4];
+    int axis, srank, brank, nout;
+    uint32_t mask;
+  } cases[] = {
+      {2, {5, 40}, -1, 1, 1, 1, 6u},   {3, {2, 3, 70}, -1, 1, 1, 3, 0u},
+      {3, {2, 3, 8}, 1, 2, 1, 3, 6u},  {3, {2, 3, 8}, 1, 2, 2, 1, 0u},
+      {4, {2, 2, 3, 4}, 2, 1, 0, 2, 0u}, {2, {3, 100}, 0, 2, 2, 3, 2u},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) {
+    spec_t sp = {.op = "LayerNormalization", .opset = 17, .n_in = cases[i].brank ? 3 : 2,
+                 .n_out = cases[i].nout, .tol = 2e-5};
+    sp.in[0] = rand_array(F32, cases[i].rank, cases[i].d);
+    int ax = cases[i].axis < 0 ? cases[i].axis + cases[i].rank : cases[i].axis;
+    int64_t sd[4];
+    int sr = cases[i].srank;
+    for (int k = 0; k < sr; ++k) sd[k] = cases[i].d[cases[i].rank - sr + k];
+    if (sr > 1 && i == 3) sd[0] = 1; /* broadcast along the first normalised dim */
+    sp.in[1] = rand_array(F32, sr, sd);
+    if (cases[i].brank) {
+      int64_t bd[4];
+      for (int k = 0; k < cases[i].brank; ++k) bd[k] = cases[i].d[cases[i].rank - cases[i].brank + k];
+      sp.in[2] = rand_array(F32, cases[i].brank, bd);
+    }
+    sp.const_mask = cases[i].mask;
+    sp.attrs[sp.n_attrs++] = attr_i("axis", cases[i].axis);
+    sp.attrs[sp.n_attrs++] = attr_f("epsilon", 1e-4f);
+    char what[96];
+    snprintf(what, sizeof what, "LayerNormalization case %d (axis %d)", i, ax);
+    check_case(&sp, what);
+  }
+}
+
+static void test_softmax(void) {
+  static const struct {
+    const char* op;
+    int64_t opset;
+    int rank;
+    int64_t d[4];
+    int axis; /* 99: default */
+  } cases[] = {
+      {"Softmax", 13, 2, {3, 1000}, 99},   {"Softmax", 13, 3, {2, 7, 5}, 1},
+      {"Softmax", 13, 3, {2, 7, 5}, 0},    {"Softmax", 11, 3, {2, 7, 5}, 99},
+      {"Softmax", 11, 3, {2, 7, 5}, 2},    {"Softmax", 11, 3, {2, 7, 5}, 0},
+      {"LogSoftmax", 13, 2, {4, 70}, 99},  {"LogSoftmax", 13, 4, {2, 3, 4, 5}, 1},
+      {"LogSoftmax", 11, 3, {2, 7, 5}, 1}, {"Softmax", 13, 1, {17}, 0},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) {
+    spec_t sp = {.op = cases[i].op, .opset = cases[i].opset, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = rand_array(F32, cases[i].rank, cases[i].d);
+    if (cases[i].axis != 99) sp.attrs[sp.n_attrs++] = attr_i("axis", cases[i].axis);
+    char what[96];
+    snprintf(what, sizeof what, "%s opset %lld case %d", cases[i].op, (long long)cases[i].opset, i);
+    check_case(&sp, what);
+  }
+}
+
+static void reduce_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                        int naxes, const int64_t* axes, int keep, int noop, bool axes_input) {
+  spec_t sp = {.op = op, .opset = opset, .n_in = axes_input ? 2 : 1, .n_out = 1, .tol = 1e-5};
+  sp.in[0] = rand_array(t, rank, d);
+  if (axes_input) {
+    kiln_shape_t s = kiln_shape_make(1, DIMS(naxes));
+    kiln_status_t st = kiln_array_alloc(A(), I64, &s, &sp.in[1]);
+    KILN_ASSERT(!st);
+    for (int i = 0; i < naxes; ++i) ((int64_t*)sp.in[1].data)[i] = axes[i];
+    sp.const_mask = 2u;
+  } else if (naxes > 0) {
+    sp.attrs[sp.n_attrs++] = attr_ints("axes", naxes, axes);
+  }
+  sp.attrs[sp.n_attrs++] = attr_i("keepdims", keep);
+  if (noop) sp.attrs[sp.n_attrs++] = attr_i("noop_with_empty_axes", 1);
+  char what[128];
+  snprintf(what, sizeof what, "%s opset %lld %s rank %d naxes %d keep %d noop %d", op,
+           (long long)opset, kiln_dtype_name(t), rank, naxes, keep, noop);
+  check_case(&sp, what);
+}
+
+static void test_reduce(void) {
+  const char* ops[3] = {"ReduceMean", "ReduceSum", "ReduceMax"};
+  for (int o = 0; o < 3; ++o) {
+    int64_t newset = o == 1 ? 13 : 18;
+    for (int in = 0; in < 2; ++in) {
+      int64_t opset = in ? newset : 11;
+      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(2, 3), 1, 0, in);
+      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 1, DIMS(1), 0, 0, in);
+      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(0, -2), 1, 0, in);
+      reduce_case(ops[o], opset, F32, 3, DIMS(3, 1, 100), 1, DIMS(-1), 0, 0, in);
+      reduce_case(ops[o], opset, F32, 3, DIMS(3, 50, 4), 0, NULL, 0, 0, in);
+      reduce_case(ops[o], opset, I32, 3, DIMS(3, 5, 4), 1, DIMS(1), 1, 0, in);
+      reduce_case(ops[o], opset, I64, 3, DIMS(3, 5, 4), 1, DIMS(2), 0, 0, in);
+      reduce_case(ops[o], opset, F16, 3, DIMS(3, 5, 4), 2, DIMS(0, 2), 1, 0, in);
+    }
+    reduce_case(ops[o], newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
+    reduce_case(ops[o], 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
+  }
+}
+
+int main(void) {
+  const char* nc = getenv("KILN_TEST_NO_CPU");
+  use_cpu = !(nc && *nc && strcmp(nc, "0"));
+  RUN(test_matmul);
+  RUN(test_gemm);
+  RUN(test_conv);
+  RUN(test_conv_transpose);
+  RUN(test_pools);
+  RUN(test_batchnorm);
+  RUN(test_layernorm);
+  RUN(test_softmax);
+  RUN(test_reduce);
+  printf("%d cases\n", n_cases);
+  return kiln_test_finish();
+}
