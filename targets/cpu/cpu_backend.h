@@ -2,11 +2,13 @@
  *
  * Kernels of a plan are printed as one C translation unit through the shared
  * C-family printer (targets/cfamily/printer.h, C dialect), compiled with the
- * system compiler (default "cc", flags "-O3 -march=native -fopenmp
- * -ffp-contract=fast"... configurable) into a shared object, which is cached
- * on disk under $KILN_CACHE_DIR (default $XDG_CACHE_HOME/kiln or
- * ~/.cache/kiln) by a hash of the source, compiler and flags, and loaded
- * with dlopen. Each kernel is `void name(void* const* args)` with args in
+ * system compiler ($KILN_CC or "cc"; flags $KILN_CPU_FLAGS or "-O3
+ * -march=native -fopenmp -fno-math-errno") into a shared object -- large
+ * units are split into parts compiled in parallel ($KILN_CPU_JOBS) and
+ * kernels that print identically share one body -- which is cached on disk
+ * under $KILN_CACHE_DIR (default $XDG_CACHE_HOME/kiln or ~/.cache/kiln) by a
+ * hash of the source, compiler, flags, compiler version and CPU, and loaded
+ * with dlopen. $KILN_CPU_DUMP names a folder that receives the source. Each kernel is `void name(void* const* args)` with args in
  * tir_func param order. PARALLEL loops run on OpenMP threads (thread count
  * from the options; default = cores).
  *
@@ -24,7 +26,7 @@ extern "C" {
 
 typedef struct kiln_cpu_options_s {
   const char* compiler;   /* default: $KILN_CC or "cc" */
-  const char* flags;      /* default: "-O3 -march=native -fopenmp" */
+  const char* flags;      /* default: $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno" */
   const char* cache_dir;  /* default: see above; "" disables the cache */
   int32_t threads;        /* 0 = number of cores */
   bool keep_source;       /* also write <hash>.c next to the .so */
