@@ -1,30 +1,33 @@
 /* Conv and ConvTranspose lowerings.
  *
- * Conv is always a GEMM per (image, group): Y[m][q] = sum_{c, tap} W[m][c,tap]
- * * Xs[c][off(tap) + q], with the weights as the packed left operand (packed
- * at compile time when constant, by a pack kernel otherwise) and the right
- * operand read straight from a flat copy of the input. Which input and which
- * output layout is chosen per shape (the heuristic):
+ * Conv is a GEMM per (image, group): Y[m][q] = sum_{c, tap} W[m][c,tap] *
+ * Xs[c][off(tap) + q], with the weights packed at compile time (by a pack
+ * kernel when not constant). The algorithm is chosen per shape (the
+ * heuristic, in kiln_lower_nn_conv / conv_float):
  *
- *  1. "plain GEMM": 1x1-like windows that read the input as is (every
- *     stride 1, no padding, the window covers the input exactly: 1x1 convs
- *     and unpadded stride-1 convs whose output grid matches): the GEMM reads X
- *     and writes Y through flat views [N][C][spatial]; no copies.
- *  2. "implicit GEMM" (everything else, any stride/dilation/padding/group):
+ *  1. "depthwise" (one input channel per group, up to 7x7 taps): a direct
+ *     kernel, X to Y in one pass (conv_depthwise). It is memory bound; the
+ *     GEMM path would copy the input and the output once more each.
+ *  2. "plain GEMM" (1x1 convs and other stride-1 unpadded windows that read
+ *     the input as is): the GEMM reads X and writes Y through flat views
+ *     [N][C][spatial], weights as L, vectorized along the output positions;
+ *     no copies.
+ *  3. "implicit GEMM" (everything else, any stride/dilation/padding/group):
  *     one pass splits the zero-padded input into stride phases (s^nsp phase
- *     images, only the phases some tap uses), each laid out with the pitch of
- *     the output grid. Every tap is then a constant shift of that flat plane,
- *     so the GEMM's R operand is contiguous along the output grid and the taps
- *     are unrolled at generation time (K = Cg * taps, k loop over channels).
- *     The grid carries (k-1)*d/s garbage columns per row (2 of 58 for a 3x3
- *     on 56x56); when it has any, the GEMM writes a flat temp and a crop
- *     kernel copies the valid part into Y, else it writes Y directly.
- *  3. "depthwise" (one input channel per group, Cg == 1): the same implicit
- *     GEMM batched over (image, channel) with mr = the channel multiplier, so
- *     each register tile is 1 x 32 outputs accumulating the taps in registers
- *     and the (image, channel) batch is what runs in parallel.
- * An explicit im2col is never materialised: the phase-split copy costs one
- * pass over the input where im2col writes taps times as much.
+ *     images, only those some tap uses), laid out with the pitch of the
+ *     output grid. Every tap is then a shift of that flat plane, affine in
+ *     the tap indices within a stride residue class, so the GEMM's R operand
+ *     is contiguous along the grid, and its k loop runs over channels with
+ *     the taps as inner loops (no im2col is ever materialised: the copy is
+ *     one pass over the input where im2col writes taps times as much). The
+ *     grid carries (k-1)*d/s garbage columns per row (2 of 58 for a 3x3 on
+ *     56x56) and is padded to whole register tiles; the GEMM writes a flat
+ *     temp and a crop kernel copies the valid part into Y.
+ *  4. "transposed implicit GEMM" (tiny outputs, where the grid would be at
+ *     least 1.5x the output, e.g. 16 columns for a 3x3 or 1x1 output): the
+ *     GEMM's rows are the dense output positions (their taps gathered into
+ *     packed panels) and it vectorizes over output channels instead, then a
+ *     transpose copies into Y.
  *
  * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
  * into a temp, then a col2im kernel adding each tap's columns into the
@@ -290,6 +293,121 @@ static kiln_status_t crop(nn_kb_t* kb, const cv_t* cv) {
   return nn_emit(kb, s);
 }
 
+/* ---- direct depthwise ------------------------------------------------------- */
+
+/* Loops over [start, start + len) cut into pieces of 16k, 8 and 4 lanes
+ * (VECTORIZED: the printer takes the widest vector dividing the extent)
+ * and a scalar rest; |fn| builds the body for position expression o. */
+typedef const tir_stmt_t* (*seg_fn)(nn_kb_t* kb, void* u, const tir_expr_t* o);
+
+static const tir_stmt_t* vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, seg_fn fn,
+                                 void* u) {
+  const tir_stmt_t* out = NULL;
+  int64_t o0 = start, left = len;
+  for (int p = 0; p < 4 && left > 0; ++p) {
+    int64_t w = !vec ? (p == 3 ? left : 0)
+                : p == 0 ? left / 16 * 16 : p == 1 ? left / 8 * 8 : p == 2 ? left / 4 * 4 : left;
+    if (w <= 0) continue;
+    tir_var_t* v = nn_var(kb, "ow");
+    out = tir_seq2(kb->t, out, nn_for(kb, v, w, fn(kb, u, nn_addc(kb, nn_v(kb, v), o0))));
+    if (p < 3) nn_vectorize(kb, v);
+    o0 += w, left -= w;
+  }
+  return out;
+}
+
+typedef struct dw_s {
+  const cv_t* cv;
+  const tir_expr_t *n, *m, *ci, *od, *oh;
+  bool rows_guarded; /* some tap row may be outside the input */
+  bool cols_guarded; /* some tap column may be outside the input */
+} dw_t;
+
+/* y[n][m][od][oh][o] = bias[m] + sum over taps of w[m][0][tap] * x[n][ci][...]
+ * with taps outside the input contributing 0 (the reference's zero
+ * padding, in the same tap order). */
+static const tir_stmt_t* dw_body(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
+  const dw_t* d = u;
+  const cv_t* cv = d->cv;
+  const nn_axis_t* a3 = cv->a3;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* acc = cv->bias ? nn_ldf(kb, cv->bias, NN_IDX(d->m)) : nn_f(kb, 0.0);
+  const tir_expr_t* o3[3] = {d->od, d->oh, ow};
+  for (int64_t kd = 0; kd < a3[0].k; ++kd)
+    for (int64_t kh = 0; kh < a3[1].k; ++kh)
+      for (int64_t kw = 0; kw < a3[2].k; ++kw) {
+        const int64_t kk[3] = {kd, kh, kw};
+        const tir_expr_t* i3[3];
+        const tir_expr_t* valid = NULL;
+        for (int32_t a = 0; a < 3; ++a) {
+          const tir_expr_t* e = nn_addc(kb, nn_mulc(kb, o3[a], a3[a].s), kk[a] * a3[a].d - a3[a].p);
+          bool guard = a < 2 ? d->rows_guarded : d->cols_guarded;
+          if (guard && a3[a].in > 0) {
+            const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, e, nn_i(kb, 0)),
+                                           tir_bin(t, TIR_LT, e, nn_i(kb, a3[a].in)));
+            valid = valid ? tir_bin(t, TIR_AND, valid, ok) : ok;
+            e = nn_clamp(kb, e, 0, a3[a].in - 1);
+          }
+          i3[a] = e;
+        }
+        const tir_expr_t* xi[KILN_MAX_RANK];
+        sp_idx(cv->nsp, d->n, d->ci, i3, xi);
+        const tir_expr_t* x = nn_ldf(kb, cv->x, xi);
+        if (valid) x = tir_select(t, valid, x, nn_f(kb, 0.0));
+        const tir_expr_t* k3[3] = {nn_i(kb, kd), nn_i(kb, kh), nn_i(kb, kw)};
+        const tir_expr_t* wi[KILN_MAX_RANK];
+        sp_idx(cv->nsp, d->m, nn_i(kb, 0), k3, wi);
+        acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, cv->w, wi)));
+      }
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, d->n, d->m, o3, yi);
+  return nn_stf(kb, cv->y, yi, acc);
+}
+
+/* Depthwise convolution (one input channel per group) straight from X to
+ * Y: it is memory bound, so it reads the input once and writes the output
+ * once. Rows and columns are split into the interior, where every tap is
+ * inside the input and the row runs as plain vector code (stride 1), and
+ * the borders, where taps are masked. */
+static kiln_status_t conv_depthwise(nn_kb_t* kb, cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  tir_var_t* vnm = nn_var(kb, "nm");
+  const tir_expr_t* nm = nn_v(kb, vnm);
+  dw_t d = {.cv = cv};
+  d.n = nn_divc(kb, nm, cv->M);
+  d.m = nn_modc(kb, nm, cv->M);
+  d.ci = nn_divc(kb, d.m, cv->Mg);
+  int64_t lo[3], hi[3];
+  for (int32_t a = 0; a < 3; ++a) nn_axis_interior(&a3[a], &lo[a], &hi[a]);
+  const tir_stmt_t* body = NULL;
+  /* output rows (od, oh) in three row segments per axis: interior rows
+   * need no row guard */
+  const int64_t segd[4] = {0, lo[0], hi[0], a3[0].out}, segh[4] = {0, lo[1], hi[1], a3[1].out};
+  for (int sd = 0; sd < 3; ++sd)
+    for (int sh = 0; sh < 3; ++sh) {
+      int64_t nd = segd[sd + 1] - segd[sd], nh = segh[sh + 1] - segh[sh];
+      if (nd <= 0 || nh <= 0) continue;
+      tir_var_t* vd = nn_var(kb, "od");
+      tir_var_t* vh = nn_var(kb, "oh");
+      d.od = nn_addc(kb, nn_v(kb, vd), segd[sd]);
+      d.oh = nn_addc(kb, nn_v(kb, vh), segh[sh]);
+      d.rows_guarded = sd != 1 || sh != 1;
+      const int64_t segw[4] = {0, lo[2], hi[2], a3[2].out};
+      const tir_stmt_t* row = NULL;
+      for (int sw = 0; sw < 3; ++sw) {
+        int64_t nw = segw[sw + 1] - segw[sw];
+        if (nw <= 0) continue;
+        d.cols_guarded = sw != 1;
+        row = tir_seq2(kb->t, row,
+                       vec_run(kb, segw[sw], nw, sw == 1 && a3[2].s == 1, dw_body, &d));
+      }
+      body = tir_seq2(kb->t, body, nn_for(kb, vd, nd, nn_for(kb, vh, nh, row)));
+    }
+  body = nn_for(kb, vnm, cv->N * cv->M, body);
+  if (cv->N * cv->M > 1) nn_parallel(kb, vnm);
+  return nn_emit(kb, body);
+}
+
 /* ---- Conv ------------------------------------------------------------------ */
 
 /* Spatial axes padded to 3 with size-1 leading axes. */
@@ -361,12 +479,14 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
    * that the crop drops; the input plane gets the slack they read). */
   const int64_t nr = cv->Q >= 32 ? 32 : 16;
   const int64_t qround = (cv->Q + nr - 1) / nr * nr;
-  /* Small outputs waste much of the grid (a 7x7 output on a 7x9 pitch is
-   * 64 columns for 49 outputs): then let the GEMM's rows be the dense
-   * output positions and vectorize over output channels instead. */
+  /* Tiny outputs waste most of the grid (a 3x3 output is 16 columns for 9
+   * outputs, a 1x1 one 16 for 1): then let the GEMM's rows be the dense
+   * output positions and vectorize over output channels instead. (Measured
+   * on ResNet shapes: at 1.3x waste, 7x7 outputs, the normal orientation
+   * is still as fast, its L panels being the packed weights.) */
   cv->Qd = a3[0].out * a3[1].out * a3[2].out;
   const int64_t qeff = cv->crop || cv->Q % nr % 4 != 0 ? qround : cv->Q;
-  cv->trans = cv->Mg >= 32 && qeff * 100 > cv->Qd * 108;
+  cv->trans = cv->Mg >= 32 && qeff * 2 >= cv->Qd * 3;
   if (cv->trans) {
     cv->crop = true;
   } else {
@@ -405,6 +525,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   g.init = cv->bias ? (cv->trans ? cvt_init : cv_init) : NULL;
   if (cv->trans) {
     g.M = cv->Qd, g.N = cv->Mg;
+    g.n_outer = true; /* the weights (R) are the big operand */
     g.L.lload = cvt_lload;
     g.store = cvt_store;
     g.reload = cvt_reload;
@@ -424,7 +545,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   if (wval) {
     cv->wval = wval;
     kiln_status_t st =
-        nn_pack_const(ctx, "wpack", cv->G, cv->Mg, g.K, wt, cv_get_w, cv, &wop->packed);
+        nn_pack_const(ctx, &g, "wpack", cv->G, cv->Mg, g.K, wt, cv_get_w, cv, &wop->packed);
     free(wval);
     cv->wval = NULL;
     KILN_RETURN_IF_ERROR(st);
@@ -474,6 +595,8 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
                             (long long)cv.T, NN_MAX_TAPS);
   }
   if (tir_buffer_numel(cv.y) == 0) return NULL;
+  /* Depthwise with a small kernel: direct (see conv_depthwise). */
+  if (cv.Cg == 1 && cv.T <= 49) return conv_depthwise(&kb, &cv);
   return conv_float(&kb, &cv);
 }
 
@@ -681,7 +804,7 @@ kiln_status_t kiln_lower_nn_conv_transpose(kiln_lower_ctx_t* ctx) {
     if (wval) {
       ct.wval = wval;
       kiln_status_t st =
-          nn_pack_const(ctx, "wpack", ct.G, g.M, g.K, g.mr, ct_get_w, &ct, &g.L.packed);
+          nn_pack_const(ctx, &g, "wpack", ct.G, g.M, g.K, g.mr, ct_get_w, &ct, &g.L.packed);
       free(wval);
       ct.wval = NULL;
       KILN_RETURN_IF_ERROR(st);

@@ -187,6 +187,8 @@ struct nn_gemm_s {
   /* Tiling, filled by nn_gemm_tiles (the caller may override before packing). */
   int64_t mr, nr, kc, nc_tiles; /* kc counts k-loop iterations (K / taps units) */
   bool pack_l;        /* pack L micro-panels at run time (L not packed) */
+  bool n_outer;       /* with pack_l: pack all M tiles of a K block, then
+                       * loop N outside M (R streamed once: R = weights) */
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
@@ -196,11 +198,14 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g);
 
 /* Packs a compile-time matrix into the L/R layout: |get(user, b, row, col)|
  * is element (row, col) of batch b where rows are the tiled dim (M for L, N
- * for R) and cols run over K. Result is [nb][ceil(rows/t)][K][t], malloc'd. */
+ * for R) and cols run over K. Result is [nb][ceil(rows/t)][K][t]; or, when
+ * |g| blocks K (kc * taps < K), K-block major [nb][nkb][ceil(rows/t)][kc *
+ * taps][t], so the panels one K block reads lie one after another and the
+ * weights stream from memory sequentially (the generator indexes either). */
 typedef float (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
-kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const char* name, int64_t nb, int64_t rows,
-                            int64_t K, int64_t t, nn_get_fn get, const void* user,
-                            const tir_buffer_t** out);
+kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const char* name,
+                            int64_t nb, int64_t rows, int64_t K, int64_t t, nn_get_fn get,
+                            const void* user, const tir_buffer_t** out);
 /* Emits a kernel packing a run-time operand into a new temp of the same
  * layout; |load(kb, g, b, row, col)| gives element (row, col) of batch b. */
 kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,

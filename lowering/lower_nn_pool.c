@@ -96,89 +96,110 @@ static const tir_stmt_t* tap_update(nn_kb_t* kb, const pl_t* pl, const tir_expr_
   return tir_seq(t, 3, items);
 }
 
-/* One output row (n, c, od, oh): init, taps, finalize. */
-static const tir_stmt_t* pool_row(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
-                                  const tir_expr_t* c, const tir_expr_t* od,
-                                  const tir_expr_t* oh) {
+/* Everything for output element ow of row (n, c, od, oh): init, every tap
+ * in order (masked when |guarded|), finalize. The running values live in
+ * PRIVATE rows indexed by ow, so a vector loop over ow keeps them in
+ * registers across the taps. */
+typedef struct pe_s {
+  pl_t* pl;
+  const tir_expr_t *n, *c, *od, *oh;
+  bool rows_guarded, cols_guarded;
+} pe_t;
+
+static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
+  const pe_t* e = u;
+  const pl_t* pl = e->pl;
   tir_ctx_t* t = kb->t;
   const nn_axis_t* a3 = pl->a3;
-  const int64_t Wo = a3[2].out;
-  int64_t lo, hi;
-  nn_axis_interior(&a3[2], &lo, &hi);
   const tir_stmt_t* body = NULL;
-  /* init */
-  {
-    tir_var_t* v = nn_var(kb, "ow");
-    const tir_expr_t* ow = nn_v(kb, v);
-    const tir_stmt_t* items[3] = {
-        tir_store(t, pl->acc, NN_IDX(ow), nn_f(kb, pl->kind == POOL_MAX ? -INFINITY : 0.0)),
-        tir_store(t, pl->aux, NN_IDX(ow), nn_f(kb, 0.0)),
-        pl->at ? tir_store(t, pl->at, NN_IDX(ow), nn_i(kb, -1)) : NULL};
-    body = nn_for(kb, v, Wo, tir_seq(t, 3, items));
-    if (!pl->at) nn_vectorize(kb, v);
-  }
-  /* taps */
+  body = tir_seq2(t, body, tir_store(t, pl->acc, NN_IDX(ow),
+                                     nn_f(kb, pl->kind == POOL_MAX ? -INFINITY : 0.0)));
+  body = tir_seq2(t, body, tir_store(t, pl->aux, NN_IDX(ow), nn_f(kb, 0.0)));
+  if (pl->at) body = tir_seq2(t, body, tir_store(t, pl->at, NN_IDX(ow), nn_i(kb, -1)));
+  const tir_expr_t* o3[3] = {e->od, e->oh, ow};
   for (int64_t kd = 0; kd < a3[0].k; ++kd)
-    for (int64_t kh = 0; kh < a3[1].k; ++kh) {
-      const tir_expr_t* id = nn_addc(kb, nn_mulc(kb, od, a3[0].s), kd * a3[0].d - a3[0].p);
-      const tir_expr_t* ih = nn_addc(kb, nn_mulc(kb, oh, a3[1].s), kh * a3[1].d - a3[1].p);
-      const tir_stmt_t* rows = NULL;
+    for (int64_t kh = 0; kh < a3[1].k; ++kh)
       for (int64_t kw = 0; kw < a3[2].k; ++kw) {
-        /* segments [0, lo) [lo, hi) [hi, Wo) */
-        const int64_t seg[4] = {0, lo, hi, Wo};
-        for (int sgi = 0; sgi < 3; ++sgi) {
-          int64_t s0 = seg[sgi], len = seg[sgi + 1] - seg[sgi];
-          if (len <= 0) continue;
-          tir_var_t* v = nn_var(kb, "ow");
-          const tir_expr_t* ow = nn_addc(kb, nn_v(kb, v), s0);
-          const tir_expr_t* iw = nn_addc(kb, nn_mulc(kb, ow, a3[2].s), kw * a3[2].d - a3[2].p);
-          const tir_expr_t* valid = NULL;
-          if (sgi != 1) {
-            valid = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, iw, nn_i(kb, 0)),
-                            tir_bin(t, TIR_LT, iw, nn_i(kb, a3[2].in)));
-            iw = nn_clamp(kb, iw, 0, a3[2].in - 1);
+        const int64_t kk[3] = {kd, kh, kw};
+        const tir_expr_t* i3[3];
+        const tir_expr_t* valid = NULL;
+        for (int32_t a = 0; a < 3; ++a) {
+          const tir_expr_t* x = nn_addc(kb, nn_mulc(kb, o3[a], a3[a].s), kk[a] * a3[a].d - a3[a].p);
+          if (a < 2 ? e->rows_guarded : e->cols_guarded) {
+            const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, x, nn_i(kb, 0)),
+                                           tir_bin(t, TIR_LT, x, nn_i(kb, a3[a].in)));
+            valid = valid ? tir_bin(t, TIR_AND, valid, ok) : ok;
+            x = nn_clamp(kb, x, 0, a3[a].in - 1);
           }
-          const tir_expr_t* i3[3] = {nn_clamp(kb, id, 0, a3[0].in - 1),
-                                     nn_clamp(kb, ih, 0, a3[1].in - 1), iw};
-          const tir_stmt_t* s = nn_for(kb, v, len, tap_update(kb, pl, n, c, ow, i3, valid));
-          if (!pl->at) nn_vectorize(kb, v);
-          rows = tir_seq2(t, rows, s);
+          i3[a] = x;
         }
+        body = tir_seq2(t, body, tap_update(kb, pl, e->n, e->c, ow, i3, valid));
       }
-      /* skip taps whose row/depth is outside the input */
-      const tir_expr_t* rv = tir_bin(
-          t, TIR_AND,
-          tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, id, nn_i(kb, 0)),
-                  tir_bin(t, TIR_LT, id, nn_i(kb, a3[0].in))),
-          tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)),
-                  tir_bin(t, TIR_LT, ih, nn_i(kb, a3[1].in))));
-      body = tir_seq2(t, body, tir_if(t, rv, rows, NULL));
-    }
-  /* finalize */
-  {
-    tir_var_t* v = nn_var(kb, "ow");
-    const tir_expr_t* ow = nn_v(kb, v);
-    const tir_expr_t* o3[3] = {od, oh, ow};
-    const tir_expr_t* yi[KILN_MAX_RANK];
-    sp_idx(pl->nsp, n, c, o3, yi);
-    const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
-    if (pl->kind == POOL_AVG) {
-      double taps = (double)a3[0].k * (double)a3[1].k * (double)a3[2].k;
-      r = tir_bin(t, TIR_DIV, r,
-                  pl->include_pad ? nn_f(kb, taps) : tir_load(t, pl->aux, NN_IDX(ow)));
-    }
-    const tir_stmt_t* items[2] = {nn_stf(kb, pl->y, yi, r), NULL};
-    if (pl->ind) {
-      items[1] = tir_store(t, pl->ind, yi,
-                           tir_cast(t, pl->ind->dtype, tir_load(t, pl->at, NN_IDX(ow))));
-    }
-    body = tir_seq2(t, body, nn_for(kb, v, Wo, tir_seq(t, 2, items)));
-    if (!pl->at) nn_vectorize(kb, v);
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(pl->nsp, e->n, e->c, o3, yi);
+  const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
+  if (pl->kind == POOL_AVG) {
+    double taps = (double)a3[0].k * (double)a3[1].k * (double)a3[2].k;
+    r = tir_bin(t, TIR_DIV, r, pl->include_pad ? nn_f(kb, taps) : tir_load(t, pl->aux, NN_IDX(ow)));
   }
+  body = tir_seq2(t, body, nn_stf(kb, pl->y, yi, r));
+  if (pl->ind) {
+    body = tir_seq2(t, body, tir_store(t, pl->ind, yi,
+                                       tir_cast(t, pl->ind->dtype, tir_load(t, pl->at, NN_IDX(ow)))));
+  }
+  return body;
+}
+
+/* Loops over [start, start + len) in pieces of 16k, 8 and 4 lanes
+ * (VECTORIZED) and a scalar rest, like the depthwise convolution. */
+static const tir_stmt_t* vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, void* u) {
+  const tir_stmt_t* out = NULL;
+  int64_t o0 = start, left = len;
+  for (int p = 0; p < 4 && left > 0; ++p) {
+    int64_t w = !vec ? (p == 3 ? left : 0)
+                : p == 0 ? left / 16 * 16 : p == 1 ? left / 8 * 8 : p == 2 ? left / 4 * 4 : left;
+    if (w <= 0) continue;
+    tir_var_t* v = nn_var(kb, "ow");
+    out = tir_seq2(kb->t, out, nn_for(kb, v, w, pool_elem(kb, u, nn_addc(kb, nn_v(kb, v), o0))));
+    if (p < 3) nn_vectorize(kb, v);
+    o0 += w, left -= w;
+  }
+  return out;
+}
+
+/* All output rows of plane (n, c): row segments (interior rows need no
+ * row mask) times column segments (the interior runs as vector code). */
+static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
+                                    const tir_expr_t* c) {
+  const nn_axis_t* a3 = pl->a3;
+  int64_t lo[3], hi[3];
+  for (int32_t a = 0; a < 3; ++a) nn_axis_interior(&a3[a], &lo[a], &hi[a]);
+  pe_t e = {.pl = pl, .n = n, .c = c};
+  const int64_t segd[4] = {0, lo[0], hi[0], a3[0].out}, segh[4] = {0, lo[1], hi[1], a3[1].out};
+  const int64_t segw[4] = {0, lo[2], hi[2], a3[2].out};
+  const tir_stmt_t* body = NULL;
+  for (int sd = 0; sd < 3; ++sd)
+    for (int sh = 0; sh < 3; ++sh) {
+      int64_t nd = segd[sd + 1] - segd[sd], nh = segh[sh + 1] - segh[sh];
+      if (nd <= 0 || nh <= 0) continue;
+      tir_var_t* vd = nn_var(kb, "od");
+      tir_var_t* vh = nn_var(kb, "oh");
+      e.od = nn_addc(kb, nn_v(kb, vd), segd[sd]);
+      e.oh = nn_addc(kb, nn_v(kb, vh), segh[sh]);
+      e.rows_guarded = sd != 1 || sh != 1;
+      const tir_stmt_t* row = NULL;
+      for (int sw = 0; sw < 3; ++sw) {
+        int64_t nw = segw[sw + 1] - segw[sw];
+        if (nw <= 0) continue;
+        e.cols_guarded = sw != 1;
+        row = tir_seq2(kb->t, row, vec_run(kb, segw[sw], nw, sw == 1 && !pl->at, &e));
+      }
+      body = tir_seq2(kb->t, body, nn_for(kb, vd, nd, nn_for(kb, vh, nh, row)));
+    }
   const tir_stmt_t* s = body;
-  if (pl->at) s = tir_alloc(t, pl->at, s);
-  s = tir_alloc(t, pl->aux, s);
-  return tir_alloc(t, pl->acc, s);
+  if (pl->at) s = tir_alloc(kb->t, pl->at, s);
+  s = tir_alloc(kb->t, pl->aux, s);
+  return tir_alloc(kb->t, pl->acc, s);
 }
 
 static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
@@ -213,14 +234,9 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
                       TIR_SCOPE_PRIVATE);
   if (pl.ind) pl.at = tir_buffer(kb.t, "at", KILN_DTYPE_I64, 1, &Wo, TIR_SCOPE_PRIVATE);
   tir_var_t* vnc = nn_var(&kb, "nc");
-  tir_var_t* vd = nn_var(&kb, "od");
-  tir_var_t* vh = nn_var(&kb, "oh");
   const tir_expr_t* nc = nn_v(&kb, vnc);
   const int64_t C = pl.x->shape[1];
-  const tir_stmt_t* s =
-      pool_row(&kb, &pl, nn_divc(&kb, nc, C), nn_modc(&kb, nc, C), nn_v(&kb, vd), nn_v(&kb, vh));
-  s = nn_for(&kb, vh, pl.a3[1].out, s);
-  s = nn_for(&kb, vd, pl.a3[0].out, s);
+  const tir_stmt_t* s = pool_plane(&kb, &pl, nn_divc(&kb, nc, C), nn_modc(&kb, nc, C));
   s = nn_for(&kb, vnc, pl.planes, s);
   if (pl.planes > 1) nn_parallel(&kb, vnc);
   return nn_emit(&kb, s);

@@ -7,7 +7,9 @@
  * aliases and constants, the cache (hit, corrupt entry), compiler failures,
  * shape/dtype mismatches, and printer errors. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -567,6 +569,58 @@ static void test_cache_hit_and_corrupt(void) {
   tp_free(&t);
 }
 
+static int count_files(const char* dir, const char* suffix) {
+  DIR* d = opendir(dir);
+  int n = 0;
+  struct dirent* ent;
+  while (d && (ent = readdir(d))) {
+    size_t l = strlen(ent->d_name), s = strlen(suffix);
+    n += l > s && strcmp(ent->d_name + l - s, suffix) == 0;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* A cache over its entry bound drops its oldest objects, never the new one. */
+static void test_cache_trim(void) {
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/trim", cache_dir);
+  CHECK(mkdir(dir, 0700) == 0);
+  char path[600];
+  for (int i = 0; i < 2100; ++i) {
+    snprintf(path, sizeof path, "%s/old%04d.so", dir, i);
+    FILE* f = fopen(path, "wb");
+    if (f) fclose(f);
+    struct timespec ts[2] = {{1000000 + i, 0}, {1000000 + i, 0}};
+    utimensat(AT_FDCWD, path, ts, 0);
+  }
+  tp_t t;
+  tp_init(&t);
+  build_add(&t, 2, 16);
+  kiln_cpu_options_t o = opts();
+  o.cache_dir = dir;
+  kiln_cpu_exec_t* e = NULL;
+  kiln_cpu_compile_stats_t st;
+  CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, &st));
+  kiln_cpu_exec_destroy(e);
+  int left = count_files(dir, ".so");
+  CHECK_MSG(left <= 2048 * 3 / 4 + 1 && left > 1000, "%d objects left after trimming", left);
+  CHECK(access(st.so_path, F_OK) == 0);
+  snprintf(path, sizeof path, "%s/old0000.so", dir); /* the oldest went */
+  CHECK(access(path, F_OK) != 0);
+  tp_free(&t);
+  /* remove the rest */
+  DIR* d = opendir(dir);
+  struct dirent* ent;
+  while (d && (ent = readdir(d))) {
+    if (ent->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
 /* ---- failures ---------------------------------------------------------- */
 
 static void test_compile_failures(void) {
@@ -838,6 +892,7 @@ int main(void) {
   RUN(test_value_semantics);
   RUN(test_alias_and_const);
   RUN(test_cache_hit_and_corrupt);
+  RUN(test_cache_trim);
   RUN(test_compile_failures);
   RUN(test_shape_mismatch);
   RUN(test_printer);

@@ -1,10 +1,11 @@
 /* Tests for the nn lowerings (lowering/lower_nn*.c): single-node graphs
  * are lowered into a plan (every kernel passes tir_verify there), run on a
- * small tensor-IR interpreter that bounds-checks every access, and -- when
- * the CPU backend is built -- compiled and run natively; both are compared
- * with the reference executor. Shapes cover odd sizes that are not
- * multiples of the register tiles, groups, dilations, strides, padding,
- * auto_pad, batch > 1, f16 and the attribute variants of every op. */
+ * small tensor-IR interpreter that bounds-checks every access, and then
+ * compiled and run natively by the CPU backend (KILN_TEST_NO_CPU=1 skips
+ * that); both are compared with the reference executor. Shapes cover odd
+ * sizes that are not multiples of the register tiles, groups, dilations,
+ * strides, padding, auto_pad, batch > 1, f16, every conv algorithm of the
+ * heuristic and the attribute variants of every op. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -649,6 +650,14 @@ static void conv_case(const char* op, const cvc_t* c) {
   check_case(&sp, what);
 }
 
+static void test_conv_const_input(void) {
+  /* Every operand a constant: the flat views alias constant buffers. */
+  spec_t sp = {.op = "Conv", .n_in = 2, .n_out = 1, .const_mask = 3u};
+  sp.in[0] = RAND(F32, 1, 8, 6, 6);
+  sp.in[1] = RAND(F32, 16, 8, 1, 1);
+  check_case(&sp, "Conv 1x1 of constants");
+}
+
 static void test_conv(void) {
   static const cvc_t cases[] = {
       /* 1x1 plain GEMM */
@@ -688,6 +697,8 @@ static void test_conv(void) {
       {2, 1, 24, 48, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, false, true},
       {2, 1, 24, 48, 1, {14, 14}, {1, 1}, {2, 2}, {1, 1}, {0}, {0}, NULL, true, true},
       {2, 1, 600, 33, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 20, 40, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, {0}, NULL, true, true},
+      {2, 1, 64, 72, 1, {3, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, false, true},
       /* f16, large K (K blocking), N tail tiles */
       {2, 1, 8, 10, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true, true},
       {2, 1, 80, 6, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
@@ -778,6 +789,9 @@ static void test_pools(void) {
   spec_t sp = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
   sp.in[0] = RAND(F32, 1, 3, 5);
   check_case(&sp, "GlobalAveragePool [1,3,5]");
+  spec_t spc = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1, .const_mask = 1u};
+  spc.in[0] = RAND(F32, 1, 4, 9, 9);
+  check_case(&spc, "GlobalAveragePool of a constant (views of a constant buffer)");
   spec_t sp3 = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
   sp3.in[0] = RAND(F32, 1, 2, 3, 4, 5);
   check_case(&sp3, "GlobalAveragePool [1,2,3,4,5]");
@@ -901,6 +915,47 @@ static void test_reduce(void) {
   }
 }
 
+/* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
+
+static kiln_status_t plan_only(spec_t* sp) {
+  kiln_graph_t* g = NULL;
+  kiln_status_t st = build(sp, &g);
+  if (!st) {
+    kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2};
+    kiln_plan_t* p = NULL;
+    st = kiln_plan_build(g, &po, A(), &p);
+    kiln_plan_destroy(p);
+    kiln_graph_destroy(g);
+  }
+  for (int i = 0; i < sp->n_in; ++i)
+    if (sp->in[i].dtype != NONE) kiln_array_free(A(), &sp->in[i]);
+  return st;
+}
+
+static void test_errors(void) {
+  {
+    spec_t sp = {.op = "Gemm", .n_in = 2, .n_out = 1};
+    sp.in[0] = RAND(I32, 3, 4);
+    sp.in[1] = RAND(I32, 4, 5);
+    sp.attrs[sp.n_attrs++] = attr_f("alpha", 2.0f);
+    CHECK_ERR(plan_only(&sp), KILN_UNSUPPORTED, "alpha");
+  }
+  {
+    spec_t sp = {.op = "Conv", .n_in = 2, .n_out = 1, .const_mask = 2u};
+    sp.in[0] = RAND(F32, 1, 1, 70, 70);
+    sp.in[1] = RAND(F32, 1, 1, 70, 70);
+    CHECK_ERR(plan_only(&sp), KILN_UNSUPPORTED, "taps");
+  }
+  {
+    spec_t sp = {.op = "ReduceSum", .opset = 13, .n_in = 2, .n_out = 1};
+    sp.in[0] = RAND(F32, 2, 3);
+    sp.in[1] = RAND(I64, 1);
+    sp.attrs[sp.n_attrs++] = attr_i("keepdims", 1);
+    /* run-time axes: no static output shape, refused before lowering */
+    CHECK_ERR(plan_only(&sp), -1, "static");
+  }
+}
+
 int main(void) {
   const char* nc = getenv("KILN_TEST_NO_CPU");
   use_cpu = !(nc && *nc && strcmp(nc, "0"));
@@ -908,11 +963,13 @@ int main(void) {
   RUN(test_gemm);
   RUN(test_conv);
   RUN(test_conv_transpose);
+  RUN(test_conv_const_input);
   RUN(test_pools);
   RUN(test_batchnorm);
   RUN(test_layernorm);
   RUN(test_softmax);
   RUN(test_reduce);
+  RUN(test_errors);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();
 }

@@ -13,6 +13,7 @@
  * directory and renamed into place, so concurrent compiles of the same key
  * (threads or processes) never see a half-written file. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "targets/cpu/cpu_internal.h"
@@ -297,6 +299,75 @@ static void resolve_cache_dir(const kiln_cpu_options_t* o, char* out, size_t n, 
     return;
   }
   snprintf(out, n, "/tmp/kiln-cache-%ld", (long)getuid());
+}
+
+/* Keeps the cache bounded: after a miss adds an entry, when the directory
+ * holds more than CACHE_MAX_ENTRIES objects or CACHE_MAX_BYTES, the least
+ * recently used (oldest mtime; hits touch their object) objects and kept
+ * sources go until it is under 3/4 of both. Temporary files of crashed
+ * compiles older than an hour go too. Best effort: errors are ignored, and
+ * unlinking an object another process has loaded is harmless. */
+#define CACHE_MAX_ENTRIES 2048
+#define CACHE_MAX_BYTES (1024ll << 20)
+
+typedef struct centry_s {
+  time_t mtime;
+  long long size;
+  char name[96];
+} centry_t;
+
+static int centry_cmp(const void* a, const void* b) {
+  const centry_t* x = a;
+  const centry_t* y = b;
+  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+static void trim_cache(const char* dir) {
+  DIR* d = opendir(dir);
+  if (!d) return;
+  size_t n = 0, cap = 0;
+  centry_t* v = NULL;
+  long long total = 0;
+  time_t now = time(NULL);
+  char path[1200];
+  struct dirent* ent;
+  while ((ent = readdir(d))) {
+    const char* nm = ent->d_name;
+    size_t l = strlen(nm);
+    if (l >= sizeof v->name || nm[0] == '.') continue;
+    bool tmp = strncmp(nm, "tmp-", 4) == 0;
+    bool obj = l > 3 && (strcmp(nm + l - 3, ".so") == 0 || strcmp(nm + l - 2, ".c") == 0);
+    if (!tmp && !obj) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, nm);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (tmp) {
+      if (now - st.st_mtime > 3600) unlink(path);
+      continue;
+    }
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 256;
+      centry_t* q = realloc(v, nc * sizeof(*v));
+      if (!q) break;
+      v = q;
+      cap = nc;
+    }
+    v[n].mtime = st.st_mtime;
+    v[n].size = (long long)st.st_size;
+    memcpy(v[n].name, nm, l + 1);
+    total += v[n].size;
+    ++n;
+  }
+  closedir(d);
+  if (n > CACHE_MAX_ENTRIES || total > CACHE_MAX_BYTES) {
+    qsort(v, n, sizeof(*v), centry_cmp);
+    for (size_t i = 0; i < n && (n - i > CACHE_MAX_ENTRIES * 3 / 4 || total > CACHE_MAX_BYTES * 3 / 4);
+         ++i) {
+      snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
+      if (unlink(path) == 0) total -= v[i].size;
+    }
+  }
+  free(v);
 }
 
 /* ---- loading ---------------------------------------------------------- */
@@ -647,6 +718,7 @@ kiln_status_t kiln_cpu_module_load(const kiln_cpu_source_t* src,
     double tl = kiln_cpu_now();
     kiln_status_t ls = load_so(so_path, names, n, out);
     if (!ls) {
+      utimensat(AT_FDCWD, so_path, NULL, 0); /* recently used: trimmed last */
       if (stats) {
         stats->cache_hit = true;
         stats->compile_s = tl - t0;
@@ -689,6 +761,7 @@ kiln_status_t kiln_cpu_module_load(const kiln_cpu_source_t* src,
     load_path = so_path;
     if (o->keep_source) rename(src_tmp, src_final);
     else unlink(src_tmp);
+    trim_cache(dir);
   }
   s = load_so(load_path, names, n, out);
   if (!cached) {
