@@ -41,6 +41,8 @@ typedef struct kiln_plan_kernel_s {
   int32_t node;              /* graph node it came from */
   int32_t* args;             /* plan buffer index per func param */
   int64_t flops;             /* for profiles: the node's FLOPs split evenly */
+  int32_t* fused_nodes;      /* other graph nodes fused into this kernel (fuse.h) */
+  int32_t n_fused_nodes;
 } kiln_plan_kernel_t;
 
 typedef struct kiln_plan_s {

@@ -1,0 +1,67 @@
+/* kiln graph passes: named, separately testable rewrites of a prepared graph.
+ *
+ * Each pass takes a prepared graph (toposorted, inferred) and leaves it
+ * prepared: passes that change structure call kiln_graph_prepare() again (or
+ * the pass manager does). A pass never changes what the graph computes (up to
+ * float reassociation for folds such as BatchNorm into Conv weights).
+ *
+ * Passes (in default order):
+ *   "remove-noops"      Identity, Dropout (inference), Cast to the same type,
+ *                       Reshape/Flatten/Squeeze/Unsqueeze to the same shape,
+ *                       Transpose with the identity permutation, Expand to the
+ *                       same shape
+ *   "fold-constants"    every node whose inputs are all constants becomes an
+ *                       initializer (Shape-driven subgraphs included), within
+ *                       a size cap
+ *   "fold-batchnorm"    BatchNormalization after Conv / Gemm / MatMul with
+ *                       constant weights is folded into those weights and bias
+ *   "fold-reshape-chains" Reshape/Flatten/Squeeze/Unsqueeze chains -> one
+ *                       Reshape; Transpose chains -> one Transpose (or none)
+ *   "recognize-patterns" decomposed Gelu (x*0.5*(1+erf(x/sqrt2)) and the tanh
+ *                       form), LayerNormalization (ReduceMean/Sub/Pow/
+ *                       ReduceMean/Add/Sqrt/Div/Mul/Add) and HardSwish
+ *                       (x*HardSigmoid(x) or x*Relu6(x+3)/6) become one node
+ *   "cse"               common subexpressions (same op, inputs, attributes)
+ *   "dce"               nodes whose outputs nothing uses
+ * Graph outputs keep their names; graph inputs are never removed.
+ */
+#ifndef KILN_IR_PASSES_H_
+#define KILN_IR_PASSES_H_
+
+#include "ir/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_pass_stats_s {
+  int32_t nodes_before, nodes_after;
+  int32_t rewrites; /* pass-specific count of changes */
+} kiln_pass_stats_t;
+
+typedef kiln_status_t (*kiln_graph_pass_fn)(kiln_graph_t* g, kiln_pass_stats_t* stats);
+
+typedef struct kiln_graph_pass_s {
+  const char* name;
+  kiln_graph_pass_fn fn;
+} kiln_graph_pass_t;
+
+/* The default pipeline, in order. */
+extern const kiln_graph_pass_t kiln_graph_passes[];
+extern const size_t kiln_graph_pass_count;
+
+/* Finds a pass by name (NULL if unknown). */
+const kiln_graph_pass_t* kiln_graph_pass_find(const char* name);
+
+/* Runs the default pipeline when |level| >= 1 (level 0: nothing). |log|
+ * (may be NULL) gets one line per pass: name, rewrites, nodes before/after. */
+kiln_status_t kiln_graph_optimize(kiln_graph_t* g, int level, FILE* log);
+
+/* Removes nodes flagged in |dead| (n_nodes entries), compacts the node
+ * array, and re-prepares the graph. Used by passes. */
+kiln_status_t kiln_graph_remove_nodes(kiln_graph_t* g, const bool* dead);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
