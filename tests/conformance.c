@@ -3,7 +3,9 @@
  *   kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
  *
  * --target cpu compiles each case with the CPU backend and compares its
- * outputs with the ONNX expected outputs and with the reference executor.
+ * outputs with the ONNX expected outputs and with the reference executor
+ * (run on the graph as loaded); -O1 compiles after the graph passes and with
+ * kernel fusion.
  * NODE_TEST_DIR is onnx/backend/test/data/node from the onnx wheel: one
  * folder per case with model.onnx and test_data_set_N/{input,output}_K.pb.
  * A case runs when kiln supports everything in it; it is skipped, with the
@@ -19,6 +21,8 @@
 
 #include "frontend/onnx.h"
 #include "ir/op.h"
+#include "ir/passes.h"
+#include "lowering/fuse.h"
 #include "runtime/compare.h"
 #include "runtime/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
@@ -109,6 +113,7 @@ typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } outcome_t;
 /* Runs every test_data_set of one case. |why| gets the reason for a fail or
  * skip. */
 static bool g_cpu = false;
+static int g_opt = 0; /* -O level for the CPU target: graph passes + fusion */
 
 /* Binds unknown/symbolic input dims to the arrays' dims and the inputs
  * flagged in |spec| to their values, then prepares. */
@@ -177,9 +182,10 @@ static outcome_t classify(kiln_status_t s) {
 static outcome_t run_case(const char* dir, const char* name, report_t* rep, char* op, size_t opn,
                           char* why, size_t whyn) {
   kiln_allocator_t al = kiln_allocator_system();
-  char path[8192];
+  char path[8192 + 64];
   snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
   kiln_graph_t* g = NULL;
+  kiln_graph_t* go = NULL; /* optimised copy compiled for the CPU (-O1) */
   kiln_plan_t* plan = NULL;
   kiln_cpu_exec_t* ex = NULL;
   kiln_array_t* in = NULL;
@@ -225,10 +231,22 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         if ((s = bind_and_prepare(g, in, spec))) goto fail_status;
       }
       if (g_cpu) {
+        /* The reference runs the graph as loaded; the CPU target compiles it
+         * after the graph passes and with kernel fusion when -O1. */
+        const kiln_graph_t* gc = g;
+        if (g_opt >= 1) {
+          snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+          if ((s = kiln_onnx_parse_model(path, NULL, al, &go))) goto fail_status;
+          if ((s = bind_and_prepare(go, in, spec))) goto fail_status;
+          if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
+          gc = go;
+        }
         kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
         kiln_cpu_options_t co;
         kiln_cpu_options_default(&co);
-        if ((s = kiln_plan_build(g, &po, al, &plan))) goto fail_status;
+        if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
+        kiln_fusion_report_t fr;
+        if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;
         if ((s = kiln_cpu_compile(plan, &co, &ex, NULL))) goto fail_status;
       }
     } else if (g_cpu) {
@@ -294,6 +312,7 @@ done:
   free(ref);
   kiln_cpu_exec_destroy(ex);
   kiln_plan_destroy(plan);
+  kiln_graph_destroy(go);
   kiln_graph_destroy(g);
   (void)rep;
   return result;
@@ -314,17 +333,19 @@ int main(int argc, char** argv) {
         fprintf(stderr, "kiln_conformance: --target must be 'ref' or 'cpu'\n");
         return 2;
       }
+    } else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1")) {
+      g_opt = argv[i][2] - '0';
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
     return 2;
   }
   DIR* d = opendir(dir);
@@ -365,8 +386,8 @@ int main(int argc, char** argv) {
     }
   }
   /* Per-op table: ops with any run first, then skipped-only ones. */
-  printf("\nONNX node conformance, target %s (rtol %g, atol %g) over %s\n", g_cpu ? "cpu" : "ref",
-         RTOL, ATOL, dir);
+  printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? "cpu" : "ref",
+         g_cpu ? (g_opt ? " -O1 (graph passes + fusion)" : " -O0") : "", RTOL, ATOL, dir);
   printf("%-28s %7s %7s %8s\n", "op", "passed", "failed", "skipped");
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < rep.n; ++i) {

@@ -13,6 +13,8 @@
 
 #include "frontend/onnx.h"
 #include "ir/op.h"
+#include "ir/passes.h"
+#include "lowering/fuse.h"
 #include "runtime/compare.h"
 #include "runtime/npy.h"
 #include "runtime/ref_exec.h"
@@ -123,13 +125,16 @@ static bool parse_int(const char* s, long long lo, long long hi, long long* out)
 /* ---- kiln info ------------------------------------------------------- */
 
 static const char* info_help =
-    "usage: kiln info MODEL.onnx [--dim SYMBOL=SIZE ...]\n"
+    "usage: kiln info MODEL.onnx [--dim SYMBOL=SIZE ...] [--symbolic] [--fused]\n"
     "\n"
     "Prints the model's inputs and outputs, an op histogram, and one line per\n"
     "node with its output shape, parameter count, FLOPs and bytes moved (inputs\n"
     "read + outputs written), then totals. Symbolic dims (dim_param) are bound\n"
     "to 1 for the costs unless set with --dim, e.g. --dim N=8; --symbolic keeps\n"
-    "them symbolic (costs that depend on them print as '?').\n";
+    "them symbolic (costs that depend on them print as '?').\n"
+    "--fused also runs the graph passes, lowering and kernel fusion and prints the\n"
+    "fusion report: kernels before/after, the ops each kernel computes, and the\n"
+    "intermediate bytes no longer written to and read from memory.\n";
 
 static void human(double v, char* buf, size_t n) {
   const char* u[] = {"", "K", "M", "G", "T"};
@@ -146,15 +151,54 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
   return kiln_shape_count(&t->shape) * (int64_t)kiln_dtype_size(t->dtype);
 }
 
+/* kiln info --fused: runs the passes, lowers and fuses, and prints which
+ * graph nodes each kernel computes and the memory traffic fusion saved. */
+static kiln_status_t print_fusion(kiln_graph_t* g) {
+  int32_t before = g->n_nodes;
+  KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
+  kiln_plan_t* p = NULL;
+  KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
+  kiln_fusion_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  kiln_status_t s = kiln_plan_fuse(p, &rep, NULL);
+  if (s) {
+    kiln_plan_destroy(p);
+    return s;
+  }
+  printf("fusion (graph passes: %d -> %d nodes):\n", before, g->n_nodes);
+  printf("  kernels: %d before fusion, %d after (%d epilogues fused, %d producers inlined)\n",
+         rep.kernels_before, rep.kernels_after, rep.epilogues_fused, rep.producers_inlined);
+  printf("  intermediate traffic: %.2f MB without fusion, %.2f MB no longer written/read "
+         "(%.1f%% less)\n",
+         (double)rep.bytes_before / 1e6, (double)rep.bytes_saved / 1e6,
+         rep.bytes_before ? 100.0 * (double)rep.bytes_saved / (double)rep.bytes_before : 0.0);
+  printf("  %-4s %-36s %s\n", "#", "kernel", "ops (anchor first)");
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_plan_kernel_t* kk = &p->kernels[k];
+    printf("  %-4d %-36.36s %s", k, kk->func->name, g->nodes[kk->node].op_type);
+    int32_t nodes[64];
+    int32_t n = kiln_plan_kernel_nodes(p, k, nodes, 64);
+    for (int32_t j = 0; j < n && j < 64; ++j)
+      if (nodes[j] != kk->node) printf(" + %s", g->nodes[nodes[j]].op_type);
+    printf("\n");
+  }
+  kiln_plan_destroy(p);
+  return NULL;
+}
+
 static int cmd_info(int argc, char** argv) {
   load_opts_t lo = {0};
   lo.bind_rest_to_one = true;
+  bool fused = false;
   for (int i = 0; i < argc; ++i) {
     if (is_help(argv[i])) {
       fputs(info_help, stdout);
       return 0;
     } else if (!strcmp(argv[i], "--symbolic")) {
       lo.bind_rest_to_one = false;
+    } else if (!strcmp(argv[i], "--fused")) {
+      fused = true;
     } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
     } else if (argv[i][0] == '-') {
@@ -258,6 +302,13 @@ static int cmd_info(int argc, char** argv) {
   printf("total: %s parameters (%lld, %.2f MB of weights), %s%s FLOPs, %s%s bytes moved\n", b2,
          (long long)all_params, (double)weight_bytes / 1e6, b3, flops_unknown ? "+?" : "", b4,
          bytes_unknown ? "+?" : "");
+  if (fused) {
+    kiln_status_t fs = print_fusion(g);
+    if (fs) {
+      kiln_graph_destroy(g);
+      return fail(fs);
+    }
+  }
   kiln_graph_destroy(g);
   return 0;
 }
@@ -283,6 +334,7 @@ static const char* run_help =
     "  --repeat N              run N more times after one warm-up and print\n"
     "                          'latency: median X ms, min Y ms over N runs'\n"
     "  --profile               print per-kernel times (slowest first; GFLOP/s for cpu)\n"
+    "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol); exit 3 on a\n"
     "                          mismatch\n";
@@ -377,6 +429,8 @@ typedef struct {
   int threads;
   const char* dump_dir;
   double* kernel_times; /* per plan kernel, accumulated when profiling */
+  int opt;              /* -O level: >= 1 fuses kernels */
+  kiln_fusion_report_t fusion;
 } runner_t;
 
 static void on_kernel(void* user, int32_t k, double seconds) {
@@ -388,6 +442,7 @@ static kiln_status_t runner_compile(runner_t* r) {
   kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, r->threads};
   double t0 = now_s();
   KILN_RETURN_IF_ERROR(kiln_plan_build(r->g, &po, kiln_allocator_system(), &r->plan));
+  if (r->opt >= 1) KILN_RETURN_IF_ERROR(kiln_plan_fuse(r->plan, &r->fusion, NULL));
   double t1 = now_s();
   kiln_cpu_options_t co;
   kiln_cpu_options_default(&co);
@@ -396,6 +451,11 @@ static kiln_status_t runner_compile(runner_t* r) {
   kiln_cpu_compile_stats_t st;
   memset(&st, 0, sizeof st);
   KILN_RETURN_IF_ERROR(kiln_cpu_compile(r->plan, &co, &r->exec, &st));
+  if (r->opt >= 1)
+    printf("fused %d kernels into %d (%d epilogues, %d producers inlined), %.1f MB less "
+           "intermediate traffic\n",
+           r->fusion.kernels_before, r->fusion.kernels_after, r->fusion.epilogues_fused,
+           r->fusion.producers_inlined, (double)r->fusion.bytes_saved / 1e6);
   printf("compiled %d kernels: lowering %.1f ms, codegen %.1f ms, %s %.1f ms, load %.1f ms\n",
          r->plan->n_kernels, (t1 - t0) * 1e3, st.codegen_s * 1e3,
          st.cache_hit ? "cache hit" : "cc", st.compile_s * 1e3, st.load_s * 1e3);
@@ -470,6 +530,7 @@ static int cmd_run(int argc, char** argv) {
   uint64_t seed = 0;
   bool profile = false;
   bool check_ref = false;
+  int opt = 1;
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
     bool has = i + 1 < argc;
@@ -506,6 +567,8 @@ static int cmd_run(int argc, char** argv) {
       profile = true;
     } else if (!strcmp(a, "--check-ref")) {
       check_ref = true;
+    } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
+      opt = a[2] - '0';
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -574,6 +637,7 @@ static int cmd_run(int argc, char** argv) {
       if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
   }
   if ((s = kiln_graph_prepare(g))) goto done;
+  if ((s = kiln_graph_optimize(g, opt, NULL))) goto done;
 
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
@@ -587,6 +651,7 @@ static int cmd_run(int argc, char** argv) {
   R.ro = &ro;
   R.threads = threads;
   R.dump_dir = dump_dir;
+  R.opt = opt;
   R.kernel_times = NULL;
   if (use_cpu && (s = runner_compile(&R))) goto done;
   double t0 = now_s();
@@ -715,6 +780,99 @@ done:
   return rc;
 }
 
+/* ---- kiln compile ---------------------------------------------------- */
+
+static const char* compile_help =
+    "usage: kiln compile MODEL.onnx [-O0|-O1] [--dim SYMBOL=SIZE ...] [--threads N]\n"
+    "                    [--dump-graph DIR] [--dump DIR]\n"
+    "\n"
+    "Runs the graph passes, lowers every node to the tensor IR, fuses kernels and\n"
+    "compiles them for the CPU (filling the compile cache), printing what each step\n"
+    "did. Symbolic dims are bound to 1 unless set with --dim.\n"
+    "  --dump-graph DIR   write the graph before and after the passes:\n"
+    "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
+    "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the C source\n";
+
+static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
+  char path[4096];
+  mkdir(dir, 0777);
+  for (int k = 0; k < 2; ++k) {
+    snprintf(path, sizeof path, "%s/graph.%s.%s", dir, tag, k ? "dot" : "txt");
+    FILE* f = fopen(path, "w");
+    if (!f) return kiln_make_status(KILN_IO_ERROR, "%s: cannot create: %s", path, strerror(errno));
+    if (k) kiln_graph_write_dot(g, f);
+    else kiln_graph_dump(g, f);
+    if (fclose(f) != 0) return kiln_make_status(KILN_IO_ERROR, "%s: write failed", path);
+    printf("wrote %s\n", path);
+  }
+  return NULL;
+}
+
+static int cmd_compile(int argc, char** argv) {
+  load_opts_t lo = {0};
+  lo.bind_rest_to_one = true;
+  lo.no_prepare = true;
+  const char* graph_dir = NULL;
+  const char* dump_dir = NULL;
+  int opt = 1, threads = 0;
+  for (int i = 0; i < argc; ++i) {
+    const char* a = argv[i];
+    bool has = i + 1 < argc;
+    if (is_help(a)) {
+      fputs(compile_help, stdout);
+      return 0;
+    } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
+      opt = a[2] - '0';
+    } else if (!strcmp(a, "--dim") && has) {
+      if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
+    } else if (!strcmp(a, "--dump-graph") && has) {
+      graph_dir = argv[++i];
+    } else if (!strcmp(a, "--dump") && has) {
+      dump_dir = argv[++i];
+    } else if (!strcmp(a, "--threads") && has) {
+      long long v;
+      if (!parse_int(argv[++i], 0, 1024, &v))
+        return usage_error("compile", "--threads '%s': expected an integer in 0..1024", argv[i]);
+      threads = (int)v;
+    } else if (a[0] == '-') {
+      return usage_error("compile", "unknown option or missing value: '%s'", a);
+    } else if (!lo.model) {
+      lo.model = a;
+    } else {
+      return usage_error("compile", "unexpected argument '%s'", a);
+    }
+  }
+  if (!lo.model) return usage_error("compile", "%sno model given", "");
+  kiln_graph_t* g = NULL;
+  kiln_status_t s = load(&lo, &g);
+  if (s) return fail(s);
+  runner_t R;
+  memset(&R, 0, sizeof R);
+  if ((s = kiln_graph_prepare(g))) goto done;
+  if (graph_dir && (s = write_graph_files(g, graph_dir, "before"))) goto done;
+  {
+    int32_t before = g->n_nodes;
+    double t0 = now_s();
+    if ((s = kiln_graph_optimize(g, opt, stdout))) goto done;
+    printf("graph passes (-O%d): %d -> %d nodes in %.1f ms\n", opt, before, g->n_nodes,
+           (now_s() - t0) * 1e3);
+  }
+  if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  R.g = g;
+  R.cpu = true;
+  R.ro = &ro;
+  R.threads = threads;
+  R.dump_dir = dump_dir;
+  R.opt = opt;
+  s = runner_compile(&R);
+done:
+  runner_destroy(&R);
+  kiln_graph_destroy(g);
+  return s ? fail(s) : 0;
+}
+
 /* ---- kiln dot / dump / ops ------------------------------------------- */
 
 static int cmd_graph_print(const char* cmd, int argc, char** argv) {
@@ -778,7 +936,8 @@ static const char* main_help =
     "\n"
     "commands:\n"
     "  info MODEL.onnx   inputs/outputs, op histogram, per-layer shapes, params, FLOPs, bytes\n"
-    "  run MODEL.onnx    run the model (random or .npy inputs), compare against .npy\n"
+    "  run MODEL.onnx    compile and run the model (random or .npy inputs), compare\n"
+    "  compile MODEL.onnx  graph passes, lowering, fusion and CPU compile, with dumps\n"
     "  dot MODEL.onnx    Graphviz dot of the graph\n"
     "  dump MODEL.onnx   text dump of the graph IR after shape inference\n"
     "  ops               list supported ONNX ops\n"
@@ -795,6 +954,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(cmd, "dot") || !strcmp(cmd, "dump")) return cmd_graph_print(cmd, argc - 2, argv + 2);
   if (!strcmp(cmd, "ops")) return cmd_ops(argc - 2, argv + 2);
+  if (!strcmp(cmd, "compile")) return cmd_compile(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

@@ -63,6 +63,16 @@ static kiln_status_t alloc_buffers(kiln_cpu_exec_t* e) {
   for (int32_t i = 0; i < n; ++i) {
     const kiln_plan_buffer_t* pb = &p->buffers[i];
     if (pb->alias_of >= 0) continue;
+    /* Intermediates that fusion made dead (no kernel touches them, and no
+     * graph input or output lives in them) get no memory. */
+    if ((pb->kind == KILN_PLAN_INTERMEDIATE || pb->kind == KILN_PLAN_TEMP) && pb->first_use < 0) {
+      bool needed = false;
+      for (int32_t k = 0; k < p->graph->n_outputs && !needed; ++k)
+        needed = kiln_cpu_root(p, p->outputs[k]) == i;
+      for (int32_t k = 0; k < p->graph->n_inputs && !needed; ++k)
+        needed = kiln_cpu_root(p, p->inputs[k]) == i;
+      if (!needed) continue;
+    }
     size_t sz = (e->bytes[i] + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
     void* m = NULL;

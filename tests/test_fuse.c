@@ -1,0 +1,532 @@
+/* Tests for kernel fusion (lowering/fuse.c): small graphs are lowered,
+ * fused and run on the CPU backend, and compared with the reference
+ * executor and with the unfused plan; structure checks cover kernel counts,
+ * the fusion report, fused node lists, buffer lifetimes and the cases that
+ * must not fuse. KILN_TEST_NO_CPU=1 skips the native runs. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "runtime/ref_exec.h"
+#include "targets/cpu/cpu_backend.h"
+#include "testing.h"
+
+#define F32 KILN_DTYPE_F32
+#define F16 KILN_DTYPE_F16
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define DIMS(...) (int64_t[]){__VA_ARGS__}
+#define NAMES(...) (const char*[]){__VA_ARGS__}
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+static bool use_cpu = true;
+
+static uint64_t rng_state = 88172645463325252ull;
+static double rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+static kiln_array_t rand_array(kiln_dtype_t t, int rank, const int64_t* dims) {
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  kiln_status_t st = kiln_array_alloc(A(), t, &s, &a);
+  KILN_ASSERT(!st);
+  int64_t n = kiln_array_numel(&a);
+  for (int64_t i = 0; i < n; ++i) kiln_store_f64(t, a.data, (size_t)i, rnd());
+  return a;
+}
+
+/* ---- graph building -------------------------------------------------------- */
+
+#define MAX_FEEDS 4
+typedef struct tg_s {
+  kiln_graph_t* g;
+  kiln_array_t feeds[MAX_FEEDS];
+  int n_feeds;
+  bool ok;
+} tg_t;
+
+static void tg_init(tg_t* t) {
+  memset(t, 0, sizeof(*t));
+  t->ok = CHECK_OK(kiln_graph_create(A(), &t->g));
+  if (t->ok) t->ok = CHECK_OK(kiln_graph_set_opset(t->g, "", 17));
+}
+
+static void tg_input(tg_t* t, const char* name, kiln_dtype_t dt, int rank, const int64_t* d) {
+  if (!t->ok) return;
+  KILN_ASSERT(t->n_feeds < MAX_FEEDS);
+  t->feeds[t->n_feeds] = rand_array(dt, rank, d);
+  t->ok = CHECK_OK(kiln_graph_add_input(t->g, name, dt, &t->feeds[t->n_feeds].shape, NULL));
+  t->n_feeds++;
+}
+
+static void tg_const(tg_t* t, const char* name, kiln_dtype_t dt, int rank, const int64_t* d) {
+  if (!t->ok) return;
+  kiln_array_t a = rand_array(dt, rank, d);
+  t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, name, &a, NULL));
+}
+
+static void tg_scalar(tg_t* t, const char* name, kiln_dtype_t dt, double v) {
+  if (!t->ok) return;
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(0, NULL);
+  KILN_ASSERT(!kiln_array_alloc(A(), dt, &s, &a));
+  kiln_store_f64(dt, a.data, 0, v);
+  t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, name, &a, NULL));
+}
+
+static void tg_node(tg_t* t, const char* op, const char* name, int n_in, const char* const* in,
+                    const char* out, int n_attrs, const kiln_attr_t* attrs) {
+  if (!t->ok) return;
+  t->ok = CHECK_OK(kiln_graph_add_node(t->g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs,
+                                       attrs, NULL));
+}
+
+static void tg_output(tg_t* t, const char* name) {
+  if (t->ok) t->ok = CHECK_OK(kiln_graph_add_output(t->g, name));
+}
+
+static void tg_free(tg_t* t) {
+  for (int i = 0; i < t->n_feeds; ++i) kiln_array_free(A(), &t->feeds[i]);
+  kiln_graph_destroy(t->g);
+}
+
+static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
+  return a;
+}
+static kiln_attr_t attr_i(const char* name, int64_t v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
+  return a;
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+static double rel_err(const kiln_array_t* got, const kiln_array_t* want) {
+  if (got->dtype != want->dtype || !kiln_shape_equal(&got->shape, &want->shape)) return INFINITY;
+  int64_t n = kiln_array_numel(want);
+  double scale = 1.0, err = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
+    if (isfinite(w) && fabs(w) > scale) scale = fabs(w);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double g = kiln_load_f64(got->dtype, got->data, (size_t)i);
+    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
+    if (isnan(w) != isnan(g)) return INFINITY;
+    if (isnan(w)) continue;
+    double e = fabs(g - w) / scale;
+    if (e > err) err = e;
+  }
+  return err;
+}
+
+static kiln_status_t cpu_plan(const kiln_plan_t* p, const kiln_array_t* feeds, kiln_array_t* outs) {
+  kiln_cpu_options_t o;
+  kiln_cpu_options_default(&o);
+  o.threads = 2;
+  kiln_cpu_exec_t* e = NULL;
+  KILN_RETURN_IF_ERROR(kiln_cpu_compile(p, &o, &e, NULL));
+  kiln_status_t st = kiln_cpu_run(e, feeds, outs, NULL, NULL);
+  kiln_cpu_exec_destroy(e);
+  return st;
+}
+
+typedef struct result_s {
+  int32_t before, after; /* kernels */
+  kiln_fusion_report_t rep;
+  kiln_plan_t* plan;     /* fused plan (caller destroys) */
+} result_t;
+
+/* Prepares |t|'s graph, fuses its plan, runs both plans on the CPU and
+ * compares every output with the reference (tolerance |tol| relative). */
+static result_t run_case(tg_t* t, const char* what, double tol) {
+  result_t r;
+  memset(&r, 0, sizeof r);
+  if (!t->ok || !CHECK_OK(kiln_graph_prepare(t->g))) return r;
+  kiln_graph_t* g = t->g;
+  kiln_array_t want[4], got[4];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  if (!CHECK_OK(kiln_ref_run(g, t->feeds, &ro, want))) return r;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2};
+  kiln_plan_t* unfused = NULL;
+  kiln_plan_t* p = NULL;
+  CHECK_OK(kiln_plan_build(g, &po, A(), &unfused));
+  CHECK_OK(kiln_plan_build(g, &po, A(), &p));
+  if (p && unfused) {
+    FILE* log = getenv("FUSE_VERBOSE") ? stderr : NULL;
+    if (CHECK_OK(kiln_plan_fuse(p, &r.rep, log))) {
+      r.before = r.rep.kernels_before;
+      r.after = r.rep.kernels_after;
+      CHECK(r.before == unfused->n_kernels);
+      CHECK(r.after == p->n_kernels);
+      if (getenv("FUSE_DUMP")) kiln_plan_dump(p, stderr, true);
+      for (int32_t k = 0; k < p->n_kernels; ++k)
+        CHECK_MSG(!tir_verify(p->kernels[k].func), "%s: kernel %d fails verify", what, k);
+      for (int pass = 0; use_cpu && pass < 2; ++pass) {
+        const kiln_plan_t* pp = pass ? p : unfused;
+        if (!CHECK_OK(cpu_plan(pp, t->feeds, got))) {
+          fprintf(stderr, "  case %s (%s)\n", what, pass ? "fused" : "unfused");
+          continue;
+        }
+        for (int o = 0; o < g->n_outputs; ++o) {
+          double e = rel_err(&got[o], &want[o]);
+          CHECK_MSG(e <= tol, "%s (%s): output %d differs from the reference: rel err %g > %g",
+                    what, pass ? "fused" : "unfused", o, e, tol);
+          kiln_array_free(A(), &got[o]);
+        }
+      }
+    }
+  }
+  for (int o = 0; o < g->n_outputs; ++o) kiln_array_free(A(), &want[o]);
+  kiln_plan_destroy(unfused);
+  r.plan = p;
+  return r;
+}
+
+static int32_t buffer_of(const kiln_plan_t* p, const char* tensor) {
+  int32_t t = kiln_graph_find_tensor(p->graph, tensor);
+  return t >= 0 ? p->tensor_buffer[t] : -1;
+}
+
+/* Number of kernels that take plan buffer |b| (or an alias of it). */
+static int kernels_using(const kiln_plan_t* p, int32_t b) {
+  int n = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a)
+      if (kiln_plan_root(p, p->kernels[k].args[a]) == b) {
+        ++n;
+        break;
+      }
+  return n;
+}
+
+/* The kernel that computes graph node |name| (anchor or fused), or -1. */
+static int32_t kernel_of_node(const kiln_plan_t* p, const char* name) {
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    int32_t nodes[64];
+    int32_t n = kiln_plan_kernel_nodes(p, k, nodes, 64);
+    for (int32_t i = 0; i < n && i < 64; ++i)
+      if (strcmp(p->graph->nodes[nodes[i]].name, name) == 0) return k;
+  }
+  return -1;
+}
+
+/* ---- cases -------------------------------------------------------------------- */
+
+static void test_patterns(void) {
+  CHECK(kiln_op_pattern("Relu") == KILN_PATTERN_ELEMWISE);
+  CHECK(kiln_op_pattern("Add") == KILN_PATTERN_BROADCAST);
+  CHECK(kiln_op_pattern("Transpose") == KILN_PATTERN_INJECTIVE);
+  CHECK(kiln_op_pattern("Pad") == KILN_PATTERN_INJECTIVE);
+  CHECK(kiln_op_pattern("Softmax") == KILN_PATTERN_REDUCTION);
+  CHECK(kiln_op_pattern("MaxPool") == KILN_PATTERN_REDUCTION);
+  CHECK(kiln_op_pattern("Conv") == KILN_PATTERN_OUT_ELEMWISE_FUSABLE);
+  CHECK(kiln_op_pattern("MatMul") == KILN_PATTERN_OUT_ELEMWISE_FUSABLE);
+  CHECK(kiln_op_pattern("Shape") == KILN_PATTERN_OPAQUE);
+  CHECK(kiln_op_pattern("NoSuchOp") == KILN_PATTERN_OPAQUE);
+  CHECK(kiln_op_pattern(NULL) == KILN_PATTERN_OPAQUE);
+  CHECK(strcmp(kiln_op_pattern_name(KILN_PATTERN_INJECTIVE), "injective") == 0);
+  /* Every op kiln has gets a pattern other than opaque, except Shape. */
+  for (size_t i = 0; i < kiln_op_count(); ++i) {
+    const char* op = kiln_op_at(i)->op_type;
+    if (strcmp(op, "Shape") != 0)
+      CHECK_MSG(kiln_op_pattern(op) != KILN_PATTERN_OPAQUE, "op %s has no pattern", op);
+  }
+}
+
+/* Conv -> Add(bias, broadcast) -> Relu: both fold into the conv's last kernel. */
+static void test_conv_bias_relu(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 16, 14, 14));
+  tg_const(&t, "w", F32, 4, DIMS(32, 16, 3, 3));
+  tg_const(&t, "b", F32, 3, DIMS(32, 1, 1));
+  kiln_attr_t pads = attr_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
+  tg_node(&t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
+  tg_node(&t, "Relu", "relu", 1, NAMES("cb"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "conv+bias+relu", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused == 2);
+    CHECK(r.after == r.before - 2);
+    /* c and cb: written once and read once each, 1*32*14*14*4 bytes. */
+    int64_t sz = 32 * 14 * 14 * 4;
+    CHECK(r.rep.bytes_saved == 4 * sz);
+    CHECK(r.rep.bytes_before >= r.rep.bytes_saved);
+    int32_t c = buffer_of(r.plan, "c"), cb = buffer_of(r.plan, "cb");
+    CHECK(c >= 0 && cb >= 0 && kernels_using(r.plan, c) == 0 && kernels_using(r.plan, cb) == 0);
+    CHECK(c >= 0 && r.plan->buffers[c].first_use == -1);
+    int32_t k = kernel_of_node(r.plan, "relu");
+    CHECK(k >= 0 && k == kernel_of_node(r.plan, "addb"));
+    CHECK(k >= 0 && strcmp(r.plan->graph->nodes[r.plan->kernels[k].node].name, "conv") == 0);
+    CHECK(k >= 0 && r.plan->kernels[k].n_fused_nodes == 2);
+    int32_t nodes[1];
+    CHECK(kiln_plan_kernel_nodes(r.plan, k, nodes, 1) == 3); /* count beyond cap */
+    int32_t y = buffer_of(r.plan, "y");
+    CHECK(y >= 0 && r.plan->buffers[y].first_use >= 0);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Conv -> Add(bias) -> Add(residual from a conv computed AFTER it) -> Relu:
+ * the fused kernel has to move to the consumer's position. */
+static void test_conv_residual(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 8, 12, 12));
+  tg_const(&t, "w", F32, 4, DIMS(16, 8, 3, 3));
+  tg_const(&t, "w2", F32, 4, DIMS(16, 8, 1, 1));
+  tg_const(&t, "b", F32, 3, DIMS(16, 1, 1));
+  kiln_attr_t pads = attr_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
+  tg_node(&t, "Conv", "down", 2, NAMES("x", "w2"), "r", 0, NULL);
+  tg_node(&t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
+  tg_node(&t, "Add", "addr", 2, NAMES("cb", "r"), "s", 0, NULL);
+  tg_node(&t, "Relu", "relu", 1, NAMES("s"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "conv+bias+residual+relu", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused >= 3);
+    int32_t k = kernel_of_node(r.plan, "relu");
+    CHECK(k >= 0 && k == kernel_of_node(r.plan, "addr") && k == kernel_of_node(r.plan, "addb"));
+    /* the residual add went into one of the convs, which must run after r */
+    int32_t s = buffer_of(r.plan, "s");
+    CHECK(s >= 0 && kernels_using(r.plan, s) == 0);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* MatMul -> Add(bias) -> x*sigmoid(1.702x) (t has two consumers). */
+static void test_matmul_gelu_chain(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "a", F32, 2, DIMS(64, 48));
+  tg_const(&t, "w", F32, 2, DIMS(48, 40));
+  tg_const(&t, "bias", F32, 1, DIMS(40));
+  tg_scalar(&t, "k", F32, 1.702);
+  tg_node(&t, "MatMul", "mm", 2, NAMES("a", "w"), "m", 0, NULL);
+  tg_node(&t, "Add", "addb", 2, NAMES("m", "bias"), "tt", 0, NULL);
+  tg_node(&t, "Mul", "scale", 2, NAMES("tt", "k"), "u", 0, NULL);
+  tg_node(&t, "Sigmoid", "sig", 1, NAMES("u"), "s", 0, NULL);
+  tg_node(&t, "Mul", "gate", 2, NAMES("tt", "s"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "matmul+bias+sigmoid-gelu", 1e-5);
+  if (r.plan) {
+    CHECK(kernel_of_node(r.plan, "addb") == kernel_of_node(r.plan, "mm"));
+    /* tt has two readers, scale and gate; once scale, sig and gate are one
+     * kernel it has one reader (loaded twice at the identity index) and
+     * that kernel folds into the matmul too. */
+    int32_t tt = buffer_of(r.plan, "tt");
+    CHECK(tt >= 0 && kernels_using(r.plan, tt) == 0);
+    int32_t k = kernel_of_node(r.plan, "gate");
+    CHECK(k >= 0 && k == kernel_of_node(r.plan, "sig") && k == kernel_of_node(r.plan, "scale"));
+    CHECK(k == kernel_of_node(r.plan, "mm"));
+    CHECK(r.rep.epilogues_fused == 4);
+    CHECK(r.after == r.before - 4);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Gemm with transB + Gelu op. */
+static void test_gemm_gelu(void) {
+  tg_t t;
+  tg_init(&t);
+  kiln_graph_set_opset(t.g, "", 20);
+  tg_input(&t, "a", F32, 2, DIMS(33, 70));
+  tg_const(&t, "w", F32, 2, DIMS(50, 70));
+  tg_const(&t, "c", F32, 1, DIMS(50));
+  kiln_attr_t tb = attr_i("transB", 1);
+  tg_node(&t, "Gemm", "gemm", 3, NAMES("a", "w", "c"), "g", 1, &tb);
+  tg_node(&t, "Gelu", "gelu", 1, NAMES("g"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "gemm+gelu", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused == 1);
+    CHECK(kernel_of_node(r.plan, "gelu") == kernel_of_node(r.plan, "gemm"));
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Depthwise conv -> Clip(0, 6) (min/max as inputs). */
+static void test_depthwise_clip(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 24, 15, 15));
+  tg_const(&t, "w", F32, 4, DIMS(24, 1, 3, 3));
+  tg_scalar(&t, "lo", F32, 0.0);
+  tg_scalar(&t, "hi", F32, 0.5);
+  kiln_attr_t at[3] = {attr_ints("pads", 4, DIMS(1, 1, 1, 1)), attr_i("group", 24),
+                       attr_ints("strides", 2, DIMS(2, 2))};
+  tg_node(&t, "Conv", "dw", 2, NAMES("x", "w"), "c", 3, at);
+  tg_node(&t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "depthwise+clip", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused == 1);
+    CHECK(r.after == r.before - 1);
+    CHECK(kernel_of_node(r.plan, "clip") == kernel_of_node(r.plan, "dw"));
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Five element-wise ops with broadcasts become one kernel. */
+static void test_elementwise_chain(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(2, 3, 4, 16));
+  tg_input(&t, "z", F32, 4, DIMS(2, 3, 4, 16));
+  tg_const(&t, "b", F32, 3, DIMS(3, 1, 1));
+  tg_const(&t, "s", F32, 1, DIMS(16));
+  tg_const(&t, "d", F32, 4, DIMS(1, 1, 4, 1));
+  tg_node(&t, "Add", "e1", 2, NAMES("x", "b"), "t1", 0, NULL);
+  tg_node(&t, "Mul", "e2", 2, NAMES("t1", "s"), "t2", 0, NULL);
+  tg_node(&t, "Sub", "e3", 2, NAMES("t2", "z"), "t3", 0, NULL);
+  tg_node(&t, "Tanh", "e4", 1, NAMES("t3"), "t4", 0, NULL);
+  tg_node(&t, "Add", "e5", 2, NAMES("d", "t4"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "elementwise chain", 1e-5);
+  if (r.plan) {
+    CHECK(r.before == 5);
+    CHECK(r.after == 1);
+    CHECK(r.rep.epilogues_fused == 4);
+    CHECK(r.plan->kernels[0].n_fused_nodes == 4);
+    int64_t sz = 2 * 3 * 4 * 16 * 4;
+    CHECK(r.rep.bytes_before == 8 * sz && r.rep.bytes_saved == 8 * sz);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* f16: Add -> Relu -> Mul chain with casts in the value expressions. */
+static void test_f16_chain(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F16, 3, DIMS(4, 8, 16));
+  tg_const(&t, "b", F16, 1, DIMS(16));
+  tg_node(&t, "Add", "e1", 2, NAMES("x", "b"), "t1", 0, NULL);
+  tg_node(&t, "Relu", "e2", 1, NAMES("t1"), "t2", 0, NULL);
+  tg_node(&t, "Mul", "e3", 2, NAMES("t2", "x"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "f16 chain", 1e-3);
+  if (r.plan) CHECK(r.after == 1);
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Cases that must not fuse: an intermediate that is also a graph output,
+ * and one with two consumers. */
+static void test_no_fuse(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 8, 10, 10));
+  tg_const(&t, "w", F32, 4, DIMS(8, 8, 1, 1));
+  tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 0, NULL);
+  tg_node(&t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(&t, "y");
+  tg_output(&t, "c"); /* c is visible: must stay */
+  result_t r = run_case(&t, "output not fused", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused == 0);
+    CHECK(r.after == r.before);
+    CHECK(r.rep.bytes_saved == 0);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+
+  tg_init(&t);
+  tg_input(&t, "x", F32, 2, DIMS(16, 32));
+  tg_node(&t, "Exp", "exp", 1, NAMES("x"), "e", 0, NULL);
+  tg_node(&t, "Relu", "relu", 1, NAMES("e"), "y1", 0, NULL);
+  tg_node(&t, "Neg", "neg", 1, NAMES("e"), "y2", 0, NULL);
+  tg_output(&t, "y1");
+  tg_output(&t, "y2");
+  r = run_case(&t, "two consumers", 1e-5);
+  if (r.plan) {
+    CHECK(r.rep.epilogues_fused == 0);
+    CHECK(r.after == 3);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+
+  /* Broadcasting consumer: X is read at non-identity indices. */
+  tg_init(&t);
+  tg_input(&t, "x", F32, 2, DIMS(1, 32));
+  tg_input(&t, "z", F32, 2, DIMS(16, 32));
+  tg_node(&t, "Exp", "exp", 1, NAMES("x"), "e", 0, NULL);
+  tg_node(&t, "Add", "add", 2, NAMES("e", "z"), "y", 0, NULL);
+  tg_output(&t, "y");
+  r = run_case(&t, "broadcast consumer", 1e-5);
+  if (r.plan) CHECK(r.rep.epilogues_fused == 0);
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+/* Injective producers inlined: Transpose -> Add, Pad -> Relu. */
+static void test_inline_injective(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 3, DIMS(8, 16, 5));
+  tg_input(&t, "z", F32, 3, DIMS(5, 8, 16));
+  kiln_attr_t perm = attr_ints("perm", 3, DIMS(2, 0, 1));
+  tg_node(&t, "Transpose", "tr", 1, NAMES("x"), "xt", 1, &perm);
+  tg_node(&t, "Add", "add", 2, NAMES("xt", "z"), "y", 0, NULL);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "transpose+add", 1e-6);
+  if (r.plan) {
+    CHECK(r.after == 1);
+    CHECK(r.rep.producers_inlined + r.rep.epilogues_fused == 1);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 3, 6, 7));
+  tg_const(&t, "pads", KILN_DTYPE_I64, 1, DIMS(8));
+  /* overwrite the random pads with real ones */
+  if (t.ok) {
+    const kiln_tensor_t* pt = &t.g->tensors[kiln_graph_find_tensor(t.g, "pads")];
+    int64_t* pv = (int64_t*)pt->value.data;
+    const int64_t v[8] = {0, 0, 1, 2, 0, 0, 2, 1};
+    memcpy(pv, v, sizeof v);
+  }
+  tg_node(&t, "Pad", "pad", 2, NAMES("x", "pads"), "xp", 0, NULL);
+  tg_node(&t, "Relu", "relu", 1, NAMES("xp"), "r", 0, NULL);
+  kiln_attr_t perm4 = attr_ints("perm", 4, DIMS(0, 2, 3, 1));
+  tg_node(&t, "Transpose", "tr", 1, NAMES("r"), "y", 1, &perm4);
+  tg_output(&t, "y");
+  r = run_case(&t, "pad+relu+transpose", 1e-6);
+  if (r.plan) CHECK(r.after == 1);
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
+int main(void) {
+  use_cpu = !getenv("KILN_TEST_NO_CPU");
+  RUN(test_patterns);
+  RUN(test_conv_bias_relu);
+  RUN(test_conv_residual);
+  RUN(test_matmul_gelu_chain);
+  RUN(test_gemm_gelu);
+  RUN(test_depthwise_clip);
+  RUN(test_elementwise_chain);
+  RUN(test_f16_chain);
+  RUN(test_no_fuse);
+  RUN(test_inline_injective);
+  return kiln_test_finish();
+}
