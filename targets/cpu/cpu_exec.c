@@ -241,27 +241,83 @@ kiln_status_t kiln_cpu_run(kiln_cpu_exec_t* e, const kiln_array_t* inputs, kiln_
   if (n_out > 0 && !outputs)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: no room for %d outputs", (int)n_out);
   for (int32_t i = 0; i < n_in; ++i) KILN_RETURN_IF_ERROR(check_input(e, i, &inputs[i]));
+  /* Zero copy where possible: kernels read 64-byte-aligned inputs in place
+   * and write straight into freshly allocated (aligned) output arrays; other
+   * inputs are copied into the plan's buffers and other outputs copied out.
+   * Every kernel argument is re-pointed each run from |over| (root buffer ->
+   * memory for this run). */
+  void** over = calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof(void*));
+  bool* direct_out = calloc((size_t)(n_out ? n_out : 1), sizeof(bool));
+  if (!over || !direct_out) {
+    free(over);
+    free(direct_out);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+  }
   for (int32_t i = 0; i < n_in; ++i) {
-    int32_t b = p->inputs[i];
-    size_t need = (size_t)tir_buffer_numel(p->buffers[b].buf) * kiln_dtype_size(inputs[i].dtype);
-    if (need) memcpy(e->mem[b], inputs[i].data, need);
+    int32_t r = kiln_cpu_root(p, p->inputs[i]);
+    size_t need = (size_t)tir_buffer_numel(p->buffers[r].buf) * kiln_dtype_size(inputs[i].dtype);
+    if (p->buffers[r].kind == KILN_PLAN_CONST) continue; /* specialised input */
+    if (((uintptr_t)inputs[i].data & 63) == 0 && inputs[i].data) {
+      over[r] = inputs[i].data;
+    } else {
+      if (need) memcpy(e->mem[r], inputs[i].data, need);
+      over[r] = e->mem[r];
+    }
   }
-  if (e->module.set_threads) e->module.set_threads(e->threads);
-  for (int32_t k = 0; k < p->n_kernels; ++k) {
-    double t = on_kernel ? kiln_cpu_now() : 0.0;
-    e->module.fns[k]((void* const*)e->args[k]);
-    if (on_kernel) on_kernel(user, k, kiln_cpu_now() - t);
-  }
+  kiln_status_t s = NULL;
   for (int32_t i = 0; i < n_out; ++i) {
     int32_t b = p->outputs[i];
+    int32_t r = kiln_cpu_root(p, b);
+    const tir_buffer_t* tb = p->buffers[b].buf;
+    bool exclusive = p->buffers[r].kind == KILN_PLAN_OUTPUT && !over[r];
+    for (int32_t j = 0; j < n_out && exclusive; ++j)
+      if (j != i && kiln_cpu_root(p, p->outputs[j]) == r) exclusive = false;
+    memset(&outputs[i], 0, sizeof(outputs[i]));
+    if (!exclusive) continue;
+    size_t bytes = (size_t)tir_buffer_numel(tb) * kiln_dtype_size(tb->dtype);
+    void* m = NULL;
+    if (posix_memalign(&m, 64, bytes ? (bytes + 63) & ~(size_t)63 : 64) != 0 || !m) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes for output %d",
+                           bytes, (int)i);
+      break;
+    }
+    memset(m, 0, bytes);
+    outputs[i].dtype = tb->dtype;
+    outputs[i].shape = kiln_shape_make(tb->rank, tb->shape);
+    outputs[i].data = m;
+    outputs[i].nbytes = bytes;
+    over[r] = m;
+    direct_out[i] = true;
+  }
+  if (!s) {
+    for (int32_t k = 0; k < p->n_kernels; ++k)
+      for (int32_t j = 0; j < p->kernels[k].func->n_params; ++j) {
+        int32_t r = kiln_cpu_root(p, p->kernels[k].args[j]);
+        e->args[k][j] = over[r] ? over[r] : e->mem[r];
+      }
+    if (e->module.set_threads) e->module.set_threads(e->threads);
+    for (int32_t k = 0; k < p->n_kernels; ++k) {
+      double t = on_kernel ? kiln_cpu_now() : 0.0;
+      e->module.fns[k]((void* const*)e->args[k]);
+      if (on_kernel) on_kernel(user, k, kiln_cpu_now() - t);
+    }
+  }
+  for (int32_t i = 0; i < n_out && !s; ++i) {
+    if (direct_out[i]) continue;
+    int32_t b = p->outputs[i];
+    int32_t r = kiln_cpu_root(p, b);
     const tir_buffer_t* tb = p->buffers[b].buf;
     kiln_shape_t sh = kiln_shape_make(tb->rank, tb->shape);
-    kiln_status_t s = kiln_array_alloc(kiln_allocator_system(), tb->dtype, &sh, &outputs[i]);
+    s = kiln_array_alloc(kiln_allocator_system(), tb->dtype, &sh, &outputs[i]);
     if (s) {
-      for (int32_t j = 0; j < i; ++j) kiln_array_free(kiln_allocator_system(), &outputs[j]);
-      return kiln_status_annotate(s, "cpu: output %d", (int)i);
+      s = kiln_status_annotate(s, "cpu: output %d", (int)i);
+      break;
     }
-    if (outputs[i].nbytes) memcpy(outputs[i].data, e->mem[b], outputs[i].nbytes);
+    if (outputs[i].nbytes) memcpy(outputs[i].data, over[r] ? over[r] : e->mem[r], outputs[i].nbytes);
   }
-  return NULL;
+  if (s)
+    for (int32_t j = 0; j < n_out; ++j) kiln_array_free(kiln_allocator_system(), &outputs[j]);
+  free(over);
+  free(direct_out);
+  return s;
 }
