@@ -115,7 +115,34 @@ kiln_cli_test(info_missing_model RC 1
   CHECK "STDERR_HAS=${W}/no-such-model.onnx"
   ARGS info ${W}/no-such-model.onnx)
 
+kiln_cli_test(info_fused
+  CHECK "STDOUT_HAS=fusion (graph passes" "STDOUT_MATCHES=kernels: [0-9]+ before fusion, [0-9]+ after"
+        "STDOUT_HAS=intermediate traffic" "STDOUT_MATCHES=Conv \\+ Relu" "STDERR_EMPTY=1"
+  ARGS info ${M} --fused)
+
+# ---- kiln compile -----------------------------------------------------------------
+kiln_cli_test(compile_dump_graph
+  CHECK "STDOUT_HAS=pass fold-constants" "STDOUT_HAS=graph passes (-O1)"
+        "STDOUT_HAS=graph.before.dot" "STDOUT_HAS=graph.after.txt" "STDOUT_MATCHES=compiled [0-9]+ kernels"
+        "STDERR_EMPTY=1"
+  ARGS compile ${M} --dump-graph ${W}/graphdump)
+kiln_cli_test(compile_O0
+  CHECK "STDOUT_HAS=graph passes (-O0)" "STDOUT_LACKS=fused "
+  ARGS compile ${M} -O0)
+kiln_cli_test(compile_help
+  CHECK "STDOUT_HAS=usage: kiln compile" "STDOUT_HAS=--dump-graph"
+  ARGS compile --help)
+kiln_cli_test(compile_missing_model RC 1
+  CHECK "STDERR_HAS=${W}/no-such-model.onnx"
+  ARGS compile ${W}/no-such-model.onnx)
+
 # ---- kiln run ---------------------------------------------------------------------
+kiln_cli_test(run_O0_ref_check
+  CHECK "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_LACKS=fused "
+  ARGS run ${M} -O0 --check-ref)
+kiln_cli_test(run_O1_ref_check
+  CHECK "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_MATCHES=fused [0-9]+ kernels into"
+  ARGS run ${M} --check-ref)
 kiln_cli_test(run_random
   CHECK "STDOUT_HAS=ran ${M} on target cpu" "STDOUT_HAS=output probs: f32[1,10]"
         "STDOUT_HAS=argmax" "STDERR_EMPTY=1"

@@ -10,10 +10,11 @@ cd "$root"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
-# Build: compiler, CMake, protobuf-c + the onnx.proto from libonnx-dev.
+# Build: compiler, CMake, protobuf-c + the onnx.proto from libonnx-dev;
+# OpenBLAS is the peer of the sgemm benchmark (bench/).
 # Tests: Python with Debian's CPU-only torch/torchvision (model export) and numpy.
 PACKAGES="build-essential cmake pkg-config git
-  libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy"
 
 echo "setup: installing Debian packages"
