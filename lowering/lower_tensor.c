@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/ops/resize.h"
 #include "lowering/lower_ew_impl.h"
 
 #define TRY(expr)                  \
@@ -599,219 +600,9 @@ static kiln_status_t lower_pad(kiln_lower_ctx_t* ctx) {
 
 /* ---- Resize ------------------------------------------------------------------ */
 
-/* Attribute and plan logic mirrors ir/ops/tensor_resize.c (whose helpers
- * are private there); the coordinates are computed here, once, in double. */
-
-enum { RS_NEAREST, RS_LINEAR };
-enum {
-  CT_HALF_PIXEL,
-  CT_HALF_PIXEL_SYMMETRIC,
-  CT_PYTORCH_HALF_PIXEL,
-  CT_ALIGN_CORNERS,
-  CT_ASYMMETRIC,
-  CT_TF_HALF_PIXEL_FOR_NN,
-  CT_TF_CROP_AND_RESIZE,
-};
-enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
-enum { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER };
-
-typedef struct {
-  int mode, coord, nearest, keep;
-  float extrapolation;
-  int64_t axes[KILN_MAX_RANK];
-  int64_t n_axes;
-  int32_t i_roi, i_scales, i_sizes;
-} rs_attrs_t;
-
-static int lookup(const char* s, const char* const* names, int n) {
-  for (int k = 0; k < n; ++k)
-    if (strcmp(s, names[k]) == 0) return k;
-  return -1;
-}
-
-static kiln_status_t rs_attrs(const kiln_node_t* node, int64_t opset, rs_attrs_t* a) {
-  memset(a, 0, sizeof *a);
-  const char* s;
-  TRY(kiln_attr_string(node, "mode", "nearest", &s));
-  static const char* const modes[] = {"nearest", "linear"};
-  if ((a->mode = lookup(s, modes, 2)) < 0)
-    return kiln_make_status(KILN_UNSUPPORTED, "Resize: mode '%s' is not supported", s);
-  int64_t antialias = 0;
-  TRY(kiln_attr_int(node, "antialias", 0, &antialias));
-  if (antialias != 0)
-    return kiln_make_status(KILN_UNSUPPORTED, "Resize: antialias=%lld is not supported",
-                            (long long)antialias);
-  TRY(kiln_attr_float(node, "extrapolation_value", 0.0f, &a->extrapolation));
-  if (opset < 11) {
-    a->coord = CT_ASYMMETRIC;
-    a->nearest = NM_SIMPLE;
-    a->i_roi = a->i_sizes = -1;
-    a->i_scales = 1;
-    a->n_axes = -1;
-    return NULL;
-  }
-  a->i_roi = 1;
-  a->i_scales = 2;
-  a->i_sizes = 3;
-  static const char* const coords[] = {"half_pixel",         "half_pixel_symmetric",
-                                       "pytorch_half_pixel", "align_corners",
-                                       "asymmetric",         "tf_half_pixel_for_nn",
-                                       "tf_crop_and_resize"};
-  TRY(kiln_attr_string(node, "coordinate_transformation_mode", "half_pixel", &s));
-  if ((a->coord = lookup(s, coords, 7)) < 0)
-    return kiln_make_status(KILN_UNSUPPORTED,
-                            "Resize: coordinate_transformation_mode '%s' is not supported", s);
-  static const char* const nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
-  TRY(kiln_attr_string(node, "nearest_mode", "round_prefer_floor", &s));
-  if ((a->nearest = lookup(s, nearest, 4)) < 0)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: nearest_mode '%s' is not supported", s);
-  static const char* const keeps[] = {"stretch", "not_larger", "not_smaller"};
-  TRY(kiln_attr_string(node, "keep_aspect_ratio_policy", "stretch", &s));
-  if ((a->keep = lookup(s, keeps, 3)) < 0)
-    return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "Resize: keep_aspect_ratio_policy '%s' is not supported", s);
-  const int64_t* axes = NULL;
-  TRY(kiln_attr_ints(node, "axes", &axes, &a->n_axes));
-  if (a->n_axes > KILN_MAX_RANK)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: %lld axes", (long long)a->n_axes);
-  if (a->n_axes > 0) memcpy(a->axes, axes, (size_t)a->n_axes * sizeof(int64_t));
-  return NULL;
-}
-
-static kiln_status_t rs_axes(const rs_attrs_t* a, int32_t rank, int32_t* axes, int32_t* n) {
-  if (a->n_axes < 0) {
-    for (int32_t k = 0; k < rank; ++k) axes[k] = k;
-    *n = rank;
-    return NULL;
-  }
-  *n = (int32_t)a->n_axes;
-  bool seen[KILN_MAX_RANK] = {false};
-  for (int32_t i = 0; i < *n; ++i) {
-    TRY(norm_axis("Resize", a->axes[i], rank, &axes[i]));
-    if (seen[axes[i]]) return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: axis repeated");
-    seen[axes[i]] = true;
-  }
-  return NULL;
-}
-
-typedef struct {
-  int64_t out[KILN_MAX_RANK];
-  double scale[KILN_MAX_RANK];
-  double out_f[KILN_MAX_RANK];
-} rs_plan_t;
-
-/* The reference's resize_plan for static input dims. */
-static kiln_status_t rs_plan(const rs_attrs_t* a, int32_t r, const int64_t* dims,
-                             const kiln_array_t* scales, const kiln_array_t* sizes, rs_plan_t* p) {
-  int32_t axes[KILN_MAX_RANK], n;
-  TRY(rs_axes(a, r, axes, &n));
-  for (int32_t k = 0; k < r; ++k) {
-    p->out[k] = dims[k];
-    p->scale[k] = 1.0;
-    p->out_f[k] = (double)dims[k];
-  }
-  const kiln_array_t* v = scales ? scales : sizes;
-  if (kiln_array_numel(v) != n)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: '%s' has %lld values, expected %d",
-                            scales ? "scales" : "sizes", (long long)kiln_array_numel(v), (int)n);
-  if (scales) {
-    if (!kiln_dtype_is_float(scales->dtype))
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: scales have dtype %s",
-                              kiln_dtype_name(scales->dtype));
-    for (int32_t i = 0; i < n; ++i) {
-      int32_t k = axes[i];
-      double s = kiln_load_f64(scales->dtype, scales->data, (size_t)i);
-      if (!(s > 0.0) || isinf(s))
-        return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: scales[%d] is %g, must be > 0",
-                                (int)i, s);
-      double o = s * (double)dims[k];
-      if (!(o < 1e15)) return kiln_make_status(KILN_LIMIT_EXCEEDED, "Resize: scale %g too large", s);
-      p->scale[k] = s;
-      p->out[k] = (int64_t)o;
-      p->out_f[k] = o;
-    }
-    return NULL;
-  }
-  if (sizes->dtype != KILN_DTYPE_I64 && sizes->dtype != KILN_DTYPE_I32)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: sizes have dtype %s",
-                            kiln_dtype_name(sizes->dtype));
-  int64_t want[KILN_MAX_RANK];
-  for (int32_t i = 0; i < n; ++i) {
-    want[i] = kiln_load_i64(sizes->dtype, sizes->data, (size_t)i);
-    if (want[i] < 0 || (dims[axes[i]] == 0 && want[i] != 0))
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "Resize: sizes[%d] = %lld is invalid", (int)i,
-                              (long long)want[i]);
-  }
-  if (a->keep == KEEP_STRETCH) {
-    for (int32_t i = 0; i < n; ++i) {
-      int32_t k = axes[i];
-      p->out[k] = want[i];
-      p->out_f[k] = (double)want[i];
-      p->scale[k] = dims[k] > 0 ? (double)want[i] / (double)dims[k] : 1.0;
-    }
-    return NULL;
-  }
-  double scale = 0.0;
-  for (int32_t i = 0; i < n; ++i) {
-    int64_t d = dims[axes[i]];
-    double s = d > 0 ? (double)want[i] / (double)d : 1.0;
-    if (i == 0 || (a->keep == KEEP_NOT_LARGER ? s < scale : s > scale)) scale = s;
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    int32_t k = axes[i];
-    double o = scale * (double)dims[k];
-    if (!(o < 1e15)) return kiln_make_status(KILN_LIMIT_EXCEEDED, "Resize: scale %g too large", scale);
-    p->scale[k] = scale;
-    p->out_f[k] = o;
-    p->out[k] = (int64_t)(o + 0.5);
-  }
-  return NULL;
-}
-
-static double rs_coord(int coord, double o, int64_t d, double scale, int64_t out, double out_f,
-                       double roi_lo, double roi_hi) {
-  switch (coord) {
-    case CT_ALIGN_CORNERS:
-      return out_f == 1.0 ? 0.0 : o * (double)(d - 1) / (out_f - 1.0);
-    case CT_ASYMMETRIC:
-      return o / scale;
-    case CT_TF_HALF_PIXEL_FOR_NN:
-      return (o + 0.5) / scale;
-    case CT_TF_CROP_AND_RESIZE: {
-      double x = out_f == 1.0 ? (roi_hi - roi_lo) * (double)(d - 1) / 2.0
-                              : o * (roi_hi - roi_lo) * (double)(d - 1) / (out_f - 1.0);
-      return x + roi_lo * (double)(d - 1);
-    }
-    case CT_PYTORCH_HALF_PIXEL:
-      return out_f == 1.0 ? -0.5 : (o + 0.5) / scale - 0.5;
-    case CT_HALF_PIXEL_SYMMETRIC: {
-      double adjustment = (double)out / out_f;
-      double center = (double)d / 2.0;
-      return center * (1.0 - adjustment) + (o + 0.5) / scale - 0.5;
-    }
-    default:
-      return (o + 0.5) / scale - 0.5;
-  }
-}
-
-static int64_t rs_round(int mode, double x, double scale) {
-  double f = floor(x);
-  if (x == f) return (int64_t)f;
-  double frac = x - f;
-  switch (mode) {
-    case NM_ROUND_PREFER_FLOOR: return (int64_t)(frac <= 0.5 ? f : f + 1.0);
-    case NM_ROUND_PREFER_CEIL: return (int64_t)(frac < 0.5 ? f : f + 1.0);
-    case NM_FLOOR: return (int64_t)f;
-    case NM_CEIL: return (int64_t)(f + 1.0);
-    default: return (int64_t)(scale < 1.0 ? f + 1.0 : f);
-  }
-}
-
-static int64_t rs_clamp_index(double x, int64_t d) {
-  if (!(x > 0.0)) return 0;
-  if (x >= (double)(d - 1)) return d - 1;
-  return (int64_t)x;
-}
+/* Attributes, output sizes and source coordinates come from the same code as
+ * the reference kernel (ir/ops/resize.h); the coordinates are computed here,
+ * once per output index, in double, and baked into index/weight tables. */
 
 /* Kernel under construction: the constant tables it reads (at most five
  * per axis: i0, i1, w0, w1, oob). */
@@ -874,9 +665,9 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
   const tir_buffer_t* x = ctx->in[0];
   const tir_buffer_t* y = ctx->out[0];
   const int32_t r = x->rank;
-  rs_attrs_t a;
-  TRY(rs_attrs(ctx->node, ctx->opset, &a));
-  const bool linear = a.mode == RS_LINEAR;
+  resize_attrs_t a;
+  TRY(kiln_resize_parse_attrs(ctx->node, ctx->opset, &a));
+  const bool linear = a.mode == MODE_LINEAR;
   if (linear && !kiln_dtype_is_float(x->dtype))
     return kiln_make_status(KILN_UNSUPPORTED, "Resize: mode 'linear' on %s data is not supported",
                             kiln_dtype_name(x->dtype));
@@ -897,8 +688,9 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
   if (!sv == !zv)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "Resize: exactly one of scales and sizes must be given");
-  rs_plan_t p;
-  TRY(rs_plan(&a, r, x->shape, sv, zv, &p));
+  resize_plan_t p;
+  kiln_shape_t xshape = kiln_shape_make(r, x->shape);
+  TRY(kiln_resize_plan(&a, &xshape, sv, zv, &p));
   if (y->dtype != x->dtype || y->rank != r)
     return kiln_make_status(KILN_INTERNAL, "Resize: output does not match input");
   for (int32_t k = 0; k < r; ++k)
@@ -913,7 +705,7 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
   }
   if (a.coord == CT_TF_CROP_AND_RESIZE) {
     int32_t axes[KILN_MAX_RANK], n;
-    TRY(rs_axes(&a, r, axes, &n));
+    TRY(kiln_resize_axes(&a, r, axes, &n));
     const kiln_array_t* roi = kiln_lew_const_in(ctx, a.i_roi);
     if (kiln_lew_in(ctx, a.i_roi) && !roi)
       return kiln_make_status(KILN_UNSUPPORTED, "Resize: input 'roi' computed at run time is not supported");
@@ -947,7 +739,7 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
     if (!t0 || !t1 || !f0 || !f1 || !ob) return kiln_make_status(KILN_OUT_OF_MEMORY, "Resize: tables");
     bool mixes = false, any_oob = false;
     for (int64_t o = 0; o < out; ++o) {
-      double cc = rs_coord(a.coord, (double)o, d, p.scale[k], p.out[k], p.out_f[k], roi_lo[k],
+      double cc = kiln_resize_source_coord(a.coord, (double)o, d, p.scale[k], p.out[k], p.out_f[k], roi_lo[k],
                            roi_hi[k]);
       ob[o] = a.coord == CT_TF_CROP_AND_RESIZE && (cc < 0.0 || cc > (double)(d - 1));
       any_oob |= ob[o] != 0;
@@ -955,14 +747,14 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
       if (cc > (double)d) cc = (double)d;
       if (cc < -1.0) cc = -1.0;
       if (!linear) {
-        int64_t i = rs_round(a.nearest, cc, p.scale[k]);
+        int64_t i = kiln_resize_round_nearest(a.nearest, cc, p.scale[k]);
         t0[o] = t1[o] = i < 0 ? 0 : (i >= d ? d - 1 : i);
         f0[o] = 1.0f;
         f1[o] = 0.0f;
         continue;
       }
       double f = floor(cc), w = cc - f;
-      int64_t a0 = rs_clamp_index(f, d), a1 = rs_clamp_index(f + 1.0, d);
+      int64_t a0 = kiln_resize_clamp_index(f, d), a1 = kiln_resize_clamp_index(f + 1.0, d);
       if (w == 0.0 || a0 == a1) {
         a1 = a0;
         w = 0.0;

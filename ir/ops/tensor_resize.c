@@ -17,26 +17,8 @@
 
 #include "ir/ops/tensor_impl.h"
 
-enum { MODE_NEAREST, MODE_LINEAR };
-enum {
-  CT_HALF_PIXEL,
-  CT_HALF_PIXEL_SYMMETRIC,
-  CT_PYTORCH_HALF_PIXEL,
-  CT_ALIGN_CORNERS,
-  CT_ASYMMETRIC,
-  CT_TF_HALF_PIXEL_FOR_NN,
-  CT_TF_CROP_AND_RESIZE,
-};
-enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
-enum { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER };
+#include "ir/ops/resize.h"
 
-typedef struct {
-  int mode, coord, nearest, keep;
-  float extrapolation;
-  int64_t axes[KILN_MAX_RANK];
-  int64_t n_axes; /* -1: all axes */
-  int32_t i_roi, i_scales, i_sizes; /* input slots, -1 when the opset lacks one */
-} resize_attrs_t;
 
 /* Finds |s| in |names| (|n| of them); -1 when absent. */
 static int lookup(const char* s, const char* const* names, int n) {
@@ -46,8 +28,8 @@ static int lookup(const char* s, const char* const* names, int n) {
   return -1;
 }
 
-static kiln_status_t resize_attrs(const kiln_node_t* node, int64_t opset,
-                                  resize_attrs_t* a) {
+kiln_status_t kiln_resize_parse_attrs(const kiln_node_t* node, int64_t opset,
+                                      resize_attrs_t* a) {
   memset(a, 0, sizeof *a);
   const char* s;
   KILN_TRY(kiln_attr_string(node, "mode", "nearest", &s));
@@ -116,8 +98,8 @@ static kiln_status_t resize_attrs(const kiln_node_t* node, int64_t opset,
 }
 
 /* The resized axes normalised against |rank| (all axes by default). */
-static kiln_status_t resize_axes(const resize_attrs_t* a, int32_t rank,
-                                 int32_t* axes, int32_t* n) {
+kiln_status_t kiln_resize_axes(const resize_attrs_t* a, int32_t rank, int32_t* axes,
+                               int32_t* n) {
   if (a->n_axes < 0) {
     for (int32_t k = 0; k < rank; ++k) axes[k] = k;
     *n = rank;
@@ -127,13 +109,6 @@ static kiln_status_t resize_axes(const resize_attrs_t* a, int32_t rank,
   return kiln_tensor_axes("Resize", a->axes, a->n_axes, rank, axes);
 }
 
-/* Per axis of the input: output size, scale and the unrounded output length
- * the coordinate formulas use. */
-typedef struct {
-  int64_t out[KILN_MAX_RANK];
-  double scale[KILN_MAX_RANK];
-  double out_f[KILN_MAX_RANK];
-} resize_plan_t;
 
 static kiln_status_t out_from_scale(double scale, int64_t d, int64_t* out) {
   double o = scale * (double)d;
@@ -149,11 +124,11 @@ static kiln_status_t out_from_scale(double scale, int64_t d, int64_t* out) {
 /* Computes the plan from the known |scales| or |sizes| array (exactly one is
  * non-NULL). Dims of |xs| may be unknown at load time: they stay unknown
  * unless the scale is 1 or a size pins them. */
-static kiln_status_t resize_plan(const resize_attrs_t* a, const kiln_shape_t* xs,
-                                 const kiln_array_t* scales,
-                                 const kiln_array_t* sizes, resize_plan_t* p) {
+kiln_status_t kiln_resize_plan(const resize_attrs_t* a, const kiln_shape_t* xs,
+                               const kiln_array_t* scales, const kiln_array_t* sizes,
+                               resize_plan_t* p) {
   int32_t r = xs->rank, axes[KILN_MAX_RANK], n;
-  KILN_TRY(resize_axes(a, r, axes, &n));
+  KILN_TRY(kiln_resize_axes(a, r, axes, &n));
   for (int32_t k = 0; k < r; ++k) {
     p->out[k] = xs->dims[k];
     p->scale[k] = 1.0;
@@ -259,7 +234,7 @@ static bool arr_given(const kiln_array_t* a) {
 kiln_status_t kiln_tensor_resize_infer(kiln_infer_t* ctx) {
   const kiln_tensor_t* x = ctx->in[0];
   resize_attrs_t a;
-  KILN_TRY(resize_attrs(ctx->node, ctx->opset, &a));
+  KILN_TRY(kiln_resize_parse_attrs(ctx->node, ctx->opset, &a));
   if (a.mode == MODE_LINEAR && x->dtype != KILN_DTYPE_UNDEFINED &&
       !kiln_dtype_is_float(x->dtype)) {
     return kiln_make_status(KILN_UNSUPPORTED,
@@ -284,12 +259,12 @@ kiln_status_t kiln_tensor_resize_infer(kiln_infer_t* ctx) {
   kiln_shape_t out = kiln_tensor_unknown_rank(r);
   if (r >= 0 && (sv || zv)) {
     resize_plan_t p;
-    KILN_TRY(resize_plan(&a, &x->shape, sv, zv, &p));
+    KILN_TRY(kiln_resize_plan(&a, &x->shape, sv, zv, &p));
     for (int32_t k = 0; k < r; ++k) out.dims[k] = p.out[k];
   } else if (r >= 0 && a.n_axes >= 0) {
     /* Unknown scales/sizes: only the resized axes become unknown. */
     int32_t axes[KILN_MAX_RANK], n;
-    KILN_TRY(resize_axes(&a, r, axes, &n));
+    KILN_TRY(kiln_resize_axes(&a, r, axes, &n));
     out = x->shape;
     for (int32_t i = 0; i < n; ++i) out.dims[axes[i]] = KILN_DIM_UNKNOWN;
   }
@@ -320,7 +295,7 @@ int64_t kiln_tensor_resize_flops(const kiln_infer_t* ctx) {
 /* ---- kernel ------------------------------------------------------------ */
 
 /* Source coordinate of output index |o| on an axis of input size |d|. */
-static double source_coord(int coord, double o, int64_t d, double scale,
+double kiln_resize_source_coord(int coord, double o, int64_t d, double scale,
                            int64_t out, double out_f, double roi_lo,
                            double roi_hi) {
   switch (coord) {
@@ -347,7 +322,7 @@ static double source_coord(int coord, double o, int64_t d, double scale,
   }
 }
 
-static int64_t round_nearest(int mode, double x, double scale) {
+int64_t kiln_resize_round_nearest(int mode, double x, double scale) {
   double f = floor(x);
   if (x == f) return (int64_t)f;
   double frac = x - f;
@@ -360,7 +335,7 @@ static int64_t round_nearest(int mode, double x, double scale) {
   }
 }
 
-static int64_t clamp_index(double x, int64_t d) {
+int64_t kiln_resize_clamp_index(double x, int64_t d) {
   if (!(x > 0.0)) return 0; /* also NaN */
   if (x >= (double)(d - 1)) return d - 1;
   return (int64_t)x;
@@ -383,7 +358,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* x = ctx->in[0];
   kiln_array_t* y = ctx->out[0];
   resize_attrs_t a;
-  KILN_TRY(resize_attrs(ctx->node, ctx->opset, &a));
+  KILN_TRY(kiln_resize_parse_attrs(ctx->node, ctx->opset, &a));
   const kiln_array_t* sv = a.i_scales >= 0 ? kiln_tensor_arr(ctx, a.i_scales) : NULL;
   const kiln_array_t* zv = a.i_sizes >= 0 ? kiln_tensor_arr(ctx, a.i_sizes) : NULL;
   if (!arr_given(sv)) sv = NULL;
@@ -394,7 +369,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
   }
   int32_t r = x->shape.rank;
   resize_plan_t p;
-  KILN_TRY(resize_plan(&a, &x->shape, sv, zv, &p));
+  KILN_TRY(kiln_resize_plan(&a, &x->shape, sv, zv, &p));
   if (y->dtype != x->dtype || y->shape.rank != r) {
     return kiln_make_status(KILN_INTERNAL, "Resize: output does not match input");
   }
@@ -424,7 +399,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
   if (a.coord == CT_TF_CROP_AND_RESIZE) {
     const kiln_array_t* roi = kiln_tensor_arr(ctx, a.i_roi);
     int32_t axes[KILN_MAX_RANK], n;
-    KILN_TRY(resize_axes(&a, r, axes, &n));
+    KILN_TRY(kiln_resize_axes(&a, r, axes, &n));
     if (!roi || !kiln_dtype_is_float(roi->dtype) || kiln_array_numel(roi) != 2 * n) {
       return kiln_make_status(KILN_INVALID_ARGUMENT,
                               "Resize: tf_crop_and_resize needs a float roi of "
@@ -461,7 +436,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
     bool mixes = false;
     for (int64_t o = 0; o < y->shape.dims[k]; ++o) {
       int64_t j = at[k] + o;
-      double c = source_coord(a.coord, (double)o, d, p.scale[k], p.out[k],
+      double c = kiln_resize_source_coord(a.coord, (double)o, d, p.scale[k], p.out[k],
                               p.out_f[k], roi_lo[k], roi_hi[k]);
       t.oob[j] = (a.coord == CT_TF_CROP_AND_RESIZE && (c < 0.0 || c > (double)(d - 1)));
       any_oob |= t.oob[j];
@@ -471,7 +446,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
       if (c > (double)d) c = (double)d;
       if (c < -1.0) c = -1.0;
       if (!linear) {
-        int64_t i = round_nearest(a.nearest, c, p.scale[k]);
+        int64_t i = kiln_resize_round_nearest(a.nearest, c, p.scale[k]);
         i = i < 0 ? 0 : (i >= d ? d - 1 : i);
         t.off0[j] = t.off1[j] = i * xs[k];
         t.w1[j] = 0.0;
@@ -479,7 +454,7 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
       }
       double f = floor(c);
       double w = c - f;
-      int64_t i0 = clamp_index(f, d), i1 = clamp_index(f + 1.0, d);
+      int64_t i0 = kiln_resize_clamp_index(f, d), i1 = kiln_resize_clamp_index(f + 1.0, d);
       if (w == 0.0 || i0 == i1) {
         i1 = i0;
         w = 0.0;
