@@ -29,6 +29,7 @@
 
 #include "ir/op.h"
 #include "ir/ops/resize.h"
+#include "ir/ops/slice.h"
 #include "lowering/lower_ew_impl.h"
 
 #define TRY(expr)                  \
@@ -329,44 +330,22 @@ static kiln_status_t lower_split(kiln_lower_ctx_t* ctx) {
 
 /* ---- Slice ------------------------------------------------------------------ */
 
-typedef struct {
-  int64_t starts[KILN_MAX_RANK], ends[KILN_MAX_RANK], axes[KILN_MAX_RANK], steps[KILN_MAX_RANK];
-  int64_t n;
-} slice_args_t;
-
+/* Arguments: attributes before opset 10, else the constant inputs (their
+ * values decide the kernel); parsing and the plan are the reference's. */
 static kiln_status_t slice_args(const kiln_lower_ctx_t* ctx, slice_args_t* a) {
-  if (ctx->opset < 10) {
-    const int64_t *s = NULL, *e = NULL, *ax = NULL;
-    int64_t ns = -1, ne = -1, na = -1;
-    TRY(kiln_attr_ints(ctx->node, "starts", &s, &ns));
-    TRY(kiln_attr_ints(ctx->node, "ends", &e, &ne));
-    TRY(kiln_attr_ints(ctx->node, "axes", &ax, &na));
-    if (ns < 0 || ne != ns || (na >= 0 && na != ns) || ns > KILN_MAX_RANK)
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "Slice: bad starts/ends/axes attributes");
-    a->n = ns;
-    for (int64_t k = 0; k < ns; ++k) {
-      a->starts[k] = s[k];
-      a->ends[k] = e[k];
-      a->axes[k] = na >= 0 ? ax[k] : k;
-      a->steps[k] = 1;
-    }
-    return NULL;
-  }
+  if (ctx->opset < 10) return kiln_slice_args_attr(ctx->node, a);
   static const char* const names[] = {"starts", "ends", "axes", "steps"};
-  int64_t* dst[] = {a->starts, a->ends, a->axes, a->steps};
-  int64_t n[4] = {-1, -1, -1, -1};
+  const kiln_array_t* v[4] = {NULL, NULL, NULL, NULL};
   for (int32_t k = 0; k < 4; ++k) {
     if (!kiln_lew_in(ctx, k + 1)) continue;
-    TRY(kiln_lew_read_ints(ctx, k + 1, "Slice", names[k], dst[k], KILN_MAX_RANK, &n[k]));
+    v[k] = kiln_lew_const_in(ctx, k + 1);
+    if (!v[k])
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "Slice: input '%s' is computed at run time; kiln compiles only a "
+                              "constant '%s' (its values decide the kernel)",
+                              names[k], names[k]);
   }
-  if (n[0] < 0 || n[1] != n[0] || (n[2] >= 0 && n[2] != n[0]) || (n[3] >= 0 && n[3] != n[0]))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "Slice: starts, ends, axes, steps disagree");
-  a->n = n[0];
-  for (int64_t k = 0; k < a->n; ++k) {
-    if (n[2] < 0) a->axes[k] = k;
-    if (n[3] < 0) a->steps[k] = 1;
-  }
-  return NULL;
+  return kiln_slice_args_arrays(v, a);
 }
 
 static kiln_status_t lower_slice(kiln_lower_ctx_t* ctx) {
@@ -378,36 +357,8 @@ static kiln_status_t lower_slice(kiln_lower_ctx_t* ctx) {
   slice_args_t a;
   TRY(slice_args(ctx, &a));
   int64_t start[KILN_MAX_RANK], step[KILN_MAX_RANK], count[KILN_MAX_RANK];
-  for (int32_t k = 0; k < r; ++k) {
-    start[k] = 0;
-    step[k] = 1;
-    count[k] = x->shape[k];
-  }
-  bool seen[KILN_MAX_RANK] = {false};
-  for (int64_t i = 0; i < a.n; ++i) {
-    int32_t k = 0;
-    TRY(norm_axis("Slice", a.axes[i], r, &k));
-    if (seen[k]) return kiln_make_status(KILN_INVALID_ARGUMENT, "Slice: axis %d repeated", (int)k);
-    seen[k] = true;
-    int64_t d = x->shape[k], s = a.starts[i], e = a.ends[i], st = a.steps[i];
-    if (st == 0) return kiln_make_status(KILN_INVALID_ARGUMENT, "Slice: steps[%lld] is 0", (long long)i);
-    step[k] = st;
-    if (s < 0) s += d;
-    if (e < 0) e += d;
-    if (d == 0) {
-      count[k] = 0;
-    } else if (st > 0) {
-      s = s < 0 ? 0 : (s > d ? d : s);
-      e = e < 0 ? 0 : (e > d ? d : e);
-      count[k] = e > s ? (e - s - 1) / st + 1 : 0;
-    } else {
-      int64_t ast = (st == INT64_MIN) ? INT64_MAX : -st;
-      s = s < 0 ? 0 : (s > d - 1 ? d - 1 : s);
-      e = e < -1 ? -1 : (e > d - 1 ? d - 1 : e);
-      count[k] = s > e ? (s - e - 1) / ast + 1 : 0;
-    }
-    start[k] = count[k] ? s : 0;
-  }
+  kiln_shape_t xshape = kiln_shape_make(r, x->shape);
+  TRY(kiln_slice_plan(&a, &xshape, start, step, count));
   if (y->rank != r || y->dtype != x->dtype)
     return kiln_make_status(KILN_INTERNAL, "Slice: output does not match input");
   for (int32_t k = 0; k < r; ++k)

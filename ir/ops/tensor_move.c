@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/ops/tensor_impl.h"
+#include "ir/ops/slice.h"
 
 static int64_t prod(const int64_t* dims, int32_t from, int32_t to) {
   int64_t p = 1;
@@ -369,14 +370,9 @@ kiln_status_t kiln_tensor_split_run(const kiln_ref_ctx_t* ctx) {
 
 /* ---- Slice ------------------------------------------------------------ */
 
-typedef struct {
-  int64_t starts[KILN_MAX_RANK], ends[KILN_MAX_RANK];
-  int64_t axes[KILN_MAX_RANK], steps[KILN_MAX_RANK];
-  int64_t n;
-} slice_args_t;
 
 /* Slice-1 carries starts/ends/axes as attributes. */
-static kiln_status_t slice_args_attr(const kiln_node_t* node, slice_args_t* a) {
+kiln_status_t kiln_slice_args_attr(const kiln_node_t* node, slice_args_t* a) {
   const int64_t *s = NULL, *e = NULL, *ax = NULL;
   int64_t ns = -1, ne = -1, na = -1;
   KILN_TRY(kiln_attr_ints(node, "starts", &s, &ns));
@@ -408,8 +404,7 @@ static kiln_status_t slice_args_attr(const kiln_node_t* node, slice_args_t* a) {
 }
 
 /* Slice-10+ reads starts, ends and the optional axes and steps inputs. */
-static kiln_status_t slice_args_arrays(const kiln_array_t* const* in,
-                                       slice_args_t* a) {
+kiln_status_t kiln_slice_args_arrays(const kiln_array_t* const* in, slice_args_t* a) {
   static const char* const names[] = {"starts", "ends", "axes", "steps"};
   int64_t* dst[] = {a->starts, a->ends, a->axes, a->steps};
   int64_t n[4] = {-1, -1, -1, -1};
@@ -439,8 +434,8 @@ static kiln_status_t slice_args_arrays(const kiln_array_t* const* in,
 /* Per input axis: first index, step and element count of the slice. Axes
  * not named keep start 0, step 1 and their full size. Unknown dims get an
  * unknown count unless the slice obviously keeps the whole axis. */
-static kiln_status_t slice_plan(const slice_args_t* a, const kiln_shape_t* xs,
-                                int64_t* start, int64_t* step, int64_t* count) {
+kiln_status_t kiln_slice_plan(const slice_args_t* a, const kiln_shape_t* xs, int64_t* start,
+                              int64_t* step, int64_t* count) {
   int32_t r = xs->rank;
   int32_t axes[KILN_MAX_RANK];
   KILN_TRY(kiln_tensor_axes("Slice", a->axes, a->n, r, axes));
@@ -488,7 +483,7 @@ kiln_status_t kiln_tensor_slice_infer(kiln_infer_t* ctx) {
   slice_args_t a;
   bool known = true;
   if (ctx->opset < 10) {
-    KILN_TRY(slice_args_attr(ctx->node, &a));
+    KILN_TRY(kiln_slice_args_attr(ctx->node, &a));
   } else {
     const kiln_array_t* v[4] = {NULL, NULL, NULL, NULL};
     static const char* const names[] = {"starts", "ends", "axes", "steps"};
@@ -503,7 +498,7 @@ kiln_status_t kiln_tensor_slice_infer(kiln_infer_t* ctx) {
                               "Slice: missing required input '%s'",
                               kiln_tensor_in(ctx, 1) ? "ends" : "starts");
     }
-    if (known) KILN_TRY(slice_args_arrays(v, &a));
+    if (known) KILN_TRY(kiln_slice_args_arrays(v, &a));
   }
   if (r < 0 || !known) {
     kiln_shape_t s = kiln_tensor_unknown_rank(r);
@@ -532,7 +527,7 @@ kiln_status_t kiln_tensor_slice_infer(kiln_infer_t* ctx) {
   }
   int64_t start[KILN_MAX_RANK], step[KILN_MAX_RANK];
   kiln_shape_t out = kiln_tensor_unknown_rank(r);
-  KILN_TRY(slice_plan(&a, &x->shape, start, step, out.dims));
+  KILN_TRY(kiln_slice_plan(&a, &x->shape, start, step, out.dims));
   kiln_infer_set(ctx, 0, x->dtype, &out);
   return NULL;
 }
@@ -543,14 +538,14 @@ kiln_status_t kiln_tensor_slice_run(const kiln_ref_ctx_t* ctx) {
   int32_t r = x->shape.rank;
   slice_args_t a;
   if (ctx->opset < 10) {
-    KILN_TRY(slice_args_attr(ctx->node, &a));
+    KILN_TRY(kiln_slice_args_attr(ctx->node, &a));
   } else {
     const kiln_array_t* v[4];
     for (int32_t k = 0; k < 4; ++k) v[k] = kiln_tensor_arr(ctx, k + 1);
-    KILN_TRY(slice_args_arrays(v, &a));
+    KILN_TRY(kiln_slice_args_arrays(v, &a));
   }
   int64_t start[KILN_MAX_RANK], step[KILN_MAX_RANK], count[KILN_MAX_RANK];
-  KILN_TRY(slice_plan(&a, &x->shape, start, step, count));
+  KILN_TRY(kiln_slice_plan(&a, &x->shape, start, step, count));
   if (y->shape.rank != r || y->dtype != x->dtype) {
     return kiln_make_status(KILN_INTERNAL, "Slice: output does not match input");
   }
