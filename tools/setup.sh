@@ -15,7 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # Tests: Python with Debian's CPU-only torch/torchvision (model export) and numpy.
 PACKAGES="build-essential cmake pkg-config git
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev
-  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy"
+  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy
+  python3-matplotlib"
 
 echo "setup: installing Debian packages"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
