@@ -19,6 +19,7 @@
 #include "runtime/npy.h"
 #include "runtime/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
+#include "tools/bench_cmd.h"
 
 #define MAX_ARGS 64
 
@@ -938,6 +939,7 @@ static const char* main_help =
     "  info MODEL.onnx   inputs/outputs, op histogram, per-layer shapes, params, FLOPs, bytes\n"
     "  run MODEL.onnx    compile and run the model (random or .npy inputs), compare\n"
     "  compile MODEL.onnx  graph passes, lowering, fusion and CPU compile, with dumps\n"
+    "  bench             kernel microbenchmarks (GFLOP/s, GB/s, % of measured peak)\n"
     "  dot MODEL.onnx    Graphviz dot of the graph\n"
     "  dump MODEL.onnx   text dump of the graph IR after shape inference\n"
     "  ops               list supported ONNX ops\n"
@@ -955,6 +957,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "dot") || !strcmp(cmd, "dump")) return cmd_graph_print(cmd, argc - 2, argv + 2);
   if (!strcmp(cmd, "ops")) return cmd_ops(argc - 2, argv + 2);
   if (!strcmp(cmd, "compile")) return cmd_compile(argc - 2, argv + 2);
+  if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Whole-model batch-1 latency: kiln CPU backend vs onnxruntime vs PyTorch, one run.
+
+  models_peers.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2,resnet50]
+                  [--threads N] [--repeat N] [--json FILE] [--no-torch]
+
+DIR holds what tests/models/export_models.py writes (<name>.onnx, <name>_input.npy);
+missing torchvision models are exported first. For each model, with the same input,
+the same thread count and the median of --repeat runs after warm-up:
+  - kiln: `kiln run --target cpu --threads N --input input=<npy> --repeat N` with a
+    fresh KILN_CACHE_DIR, parsing `latency: median X ms` and the cold compile time
+    (the parsing is bench/models_cpu.py's);
+  - onnxruntime: CPUExecutionProvider, intra_op_num_threads=N, all optimisations;
+  - PyTorch (optional; skipped with a note when torch/torchvision are not importable,
+    or with --no-torch): eager, torch.set_num_threads(N), no_grad, eval. The model is
+    built by export_models.build_model, i.e. the same seeded weights as the ONNX
+    file (its output is checked against <name>_ort.npy when present), but BatchNorm
+    is not folded and nothing is fused: this is PyTorch as users run it.
+Prints a line per model as it finishes (with an ETA), then a table; --json writes
+{"threads", "repeat", "machine", "versions", "notes", "models": [{"name",
+"latency_ms": {"kiln cpu", "onnxruntime", "pytorch"}, "compile_s", "kernels",
+"errors"}]}, which bench/plot.py --models-json draws. Exit status 1 when any
+runtime failed on any model (the others still run), 2 on a bad command line.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "tests", "models"))
+import models_cpu  # noqa: E402  (LATENCY_RE, COMPILE_RE, run, ort_latency)
+
+KILN, ORT, TORCH = "kiln cpu", "onnxruntime", "pytorch"
+WARMUP = 3
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def kiln_latency(kiln, model, inp, threads, repeat):
+    """(median ms, cold compile s or None, kernel count or None)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, KILN_CACHE_DIR=cache)
+        out = models_cpu.run([kiln, "run", model, "--target", "cpu", "--threads", str(threads),
+                              "--input", f"input={inp}", "--repeat", str(repeat)], env=env)
+    m = models_cpu.LATENCY_RE.search(out)
+    if not m:
+        raise RuntimeError(f"no 'latency: median' line in kiln's output:\n{out}")
+    c = models_cpu.COMPILE_RE.search(out)
+    compile_s = sum(float(c.group(i)) for i in (2, 3, 5, 6)) / 1e3 if c else None
+    return float(m.group(1)), compile_s, int(c.group(1)) if c else None
+
+
+def torch_available():
+    """None when PyTorch can run, else why not."""
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install raising something else
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def torch_latency(name, x, threads, repeat, ref_path):
+    """(median ms, max |torch - onnxruntime reference| or None)."""
+    import torch
+    import torchvision
+    from export_models import build_model
+
+    if not hasattr(torchvision.models, name):
+        raise RuntimeError(f"torchvision has no model '{name}'")
+    torch.set_num_threads(threads)
+    model = build_model(name)
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        y = model(xt)
+        for _ in range(WARMUP - 1):
+            model(xt)
+        ts = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            model(xt)
+            ts.append((time.perf_counter() - t0) * 1e3)
+    diff = None
+    if os.path.exists(ref_path):
+        ref = np.load(ref_path)
+        if ref.shape == tuple(y.shape):
+            diff = float(np.max(np.abs(ref - y.numpy())))
+    return statistics.median(ts), diff
+
+
+def export_missing(models_dir, names):
+    missing = [n for n in names if not os.path.exists(os.path.join(models_dir, n + ".onnx"))]
+    if not missing:
+        return
+    import export_models
+    known = [n for n in missing if n in export_models.MODELS]
+    if known:
+        print(f"exporting {', '.join(known)} into {models_dir} ...", flush=True)
+        models_cpu.run([sys.executable, os.path.join(HERE, "..", "tests", "models", "export_models.py"),
+                        "--out", models_dir, "--models", ",".join(known)])
+
+
+def fmt(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--kiln", required=True, help="the kiln CLI (build/kiln)")
+    ap.add_argument("--models", required=True, help="folder of <name>.onnx + <name>_input.npy")
+    ap.add_argument("--names", default="resnet18,mobilenet_v2,resnet50")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch")
+    args = ap.parse_args(argv)
+    if args.threads < 1 or args.repeat < 1:
+        ap.error("--threads and --repeat must be >= 1")
+    names = [n for n in args.names.split(",") if n]
+    if not names:
+        ap.error("--names is empty")
+
+    notes = []
+    try:
+        export_missing(args.models, names)
+    except Exception as e:  # each missing model then fails on its own below
+        print(f"export failed: {e}", file=sys.stderr)
+
+    import onnxruntime
+    versions = {"onnxruntime": onnxruntime.__version__, "numpy": np.__version__}
+    why_no_torch = "--no-torch given" if args.no_torch else torch_available()
+    if why_no_torch:
+        notes.append(f"PyTorch skipped: {why_no_torch}.")
+    else:
+        import torch
+        import torchvision
+        versions.update(torch=torch.__version__, torchvision=torchvision.__version__)
+        notes.append("PyTorch: eager torchvision model with the same seeded weights as the ONNX "
+                     "file (BatchNorm not folded, nothing fused), torch.set_num_threads = threads.")
+    runtimes = [KILN, ORT] + ([] if why_no_torch else [TORCH])
+
+    print(f"batch 1, {args.threads} threads, median of {args.repeat} runs after {WARMUP} warm-up "
+          f"runs; runtimes: {', '.join(runtimes)}", flush=True)
+    rows = []
+    failed = False
+    t_start = time.perf_counter()
+    for k, name in enumerate(names):
+        model = os.path.join(args.models, name + ".onnx")
+        inp = os.path.join(args.models, name + "_input.npy")
+        row = {"name": name, "latency_ms": {}, "compile_s": None, "kernels": None, "errors": {}}
+        if not os.path.exists(model) or not os.path.exists(inp):
+            row["errors"]["all"] = f"{model} or {inp} missing"
+        else:
+            x = np.load(inp)
+            try:
+                ms, row["compile_s"], row["kernels"] = kiln_latency(args.kiln, model, inp,
+                                                                    args.threads, args.repeat)
+                row["latency_ms"][KILN] = ms
+            except Exception as e:
+                row["errors"][KILN] = str(e)
+            try:
+                row["latency_ms"][ORT] = models_cpu.ort_latency(model, x, args.threads, args.repeat)
+            except Exception as e:
+                row["errors"][ORT] = str(e)
+            if TORCH in runtimes:
+                try:
+                    ms, diff = torch_latency(name, x, args.threads, args.repeat,
+                                             os.path.join(args.models, name + "_ort.npy"))
+                    row["latency_ms"][TORCH] = ms
+                    row["torch_vs_ort_max_abs"] = diff
+                except Exception as e:
+                    row["errors"][TORCH] = str(e)
+        rows.append(row)
+        failed |= bool(row["errors"])
+        elapsed = time.perf_counter() - t_start
+        eta = elapsed / (k + 1) * (len(names) - k - 1)
+        got = ", ".join(f"{r} {row['latency_ms'][r]:.2f} ms" for r in runtimes if r in row["latency_ms"])
+        bad = ", ".join(f"{r} FAILED" for r in row["errors"])
+        print(f"[{k + 1}/{len(names)}] {name}: {', '.join(s for s in (got, bad) if s)}  "
+              f"(elapsed {elapsed:.0f} s, ETA {eta:.0f} s)", flush=True)
+        for r, e in row["errors"].items():
+            print(f"  {name} {r}: {e}", file=sys.stderr)
+
+    diffs = [r["torch_vs_ort_max_abs"] for r in rows if r.get("torch_vs_ort_max_abs") is not None]
+    if diffs:
+        notes.append(f"PyTorch outputs match the onnxruntime reference outputs (<name>_ort.npy) "
+                     f"to max |diff| {max(diffs):.1e}: same weights, same computation.")
+    print()
+    head = f"{'model':<14}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
+    head += f"{'kiln/ORT':>10}" + (f"{'kiln/torch':>12}" if TORCH in runtimes else "")
+    head += f"{'compile s':>11}"
+    print(head)
+    for row in rows:
+        lat = row["latency_ms"]
+        line = f"{row['name']:<14}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
+        line += f"{fmt(ratio(lat.get(KILN), lat.get(ORT))) + 'x':>10}"
+        if TORCH in runtimes:
+            line += f"{fmt(ratio(lat.get(KILN), lat.get(TORCH))) + 'x':>12}"
+        line += f"{fmt(row['compile_s']):>11}"
+        print(line)
+    print("ratios < 1 mean kiln is faster; compile = cold cache (lowering + codegen + cc + load)")
+    for n in notes:
+        print(f"note: {n}")
+
+    if args.json:
+        res = {"threads": args.threads, "repeat": args.repeat,
+               "machine": {"cpu": cpu_name(), "threads": os.cpu_count()},
+               "versions": versions, "notes": notes, "models": rows}
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+        print(f"wrote {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

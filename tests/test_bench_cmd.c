@@ -1,0 +1,263 @@
+/* Tests of `kiln bench` (tools/bench_cmd.c, tools/bench_cases.c) and the
+ * peak probe (runtime/peak.c). The CLI sources are not in libkiln, so they
+ * are compiled into this test directly. The smoke run is kept small with the
+ * hidden --cases / --peak-mb options (a few seconds with a warm kernel cache). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testing.h"
+#include "../tools/bench_cases.c"
+#include "../tools/bench_cmd.c"
+
+/* ---- a minimal JSON syntax checker ---------------------------------------- */
+
+typedef struct js_s {
+  const char* p;
+  int depth;
+} js_t;
+
+static void ws(js_t* j) {
+  while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r') ++j->p;
+}
+
+static bool value(js_t* j);
+
+static bool string(js_t* j) {
+  if (*j->p != '"') return false;
+  for (++j->p; *j->p && *j->p != '"'; ++j->p) {
+    if ((unsigned char)*j->p < 0x20) return false;
+    if (*j->p == '\\' && !*++j->p) return false;
+  }
+  if (*j->p != '"') return false;
+  ++j->p;
+  return true;
+}
+
+static bool value(js_t* j) {
+  ws(j);
+  if (++j->depth > 64) return false;
+  bool ok = true;
+  if (*j->p == '{' || *j->p == '[') {
+    char close = *j->p == '{' ? '}' : ']';
+    bool obj = close == '}';
+    ++j->p;
+    ws(j);
+    if (*j->p == close) {
+      ++j->p;
+    } else {
+      for (;;) {
+        if (obj) {
+          ws(j);
+          if (!string(j)) return false;
+          ws(j);
+          if (*j->p++ != ':') return false;
+        }
+        if (!value(j)) return false;
+        ws(j);
+        if (*j->p == ',') {
+          ++j->p;
+          continue;
+        }
+        if (*j->p++ != close) return false;
+        break;
+      }
+    }
+  } else if (*j->p == '"') {
+    ok = string(j);
+  } else if (!strncmp(j->p, "null", 4) || !strncmp(j->p, "true", 4)) {
+    j->p += 4;
+  } else if (!strncmp(j->p, "false", 5)) {
+    j->p += 5;
+  } else {
+    char* end = NULL;
+    strtod(j->p, &end);
+    ok = end != j->p;
+    j->p = end;
+  }
+  --j->depth;
+  return ok;
+}
+
+static bool json_valid(const char* text) {
+  js_t j = {text, 0};
+  if (!value(&j)) return false;
+  ws(&j);
+  return *j.p == '\0';
+}
+
+static char* slurp(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char* s = malloc((size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  if (s) s[n] = '\0';
+  fclose(f);
+  return s;
+}
+
+static int count(const char* s, const char* needle) {
+  int n = 0;
+  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}
+
+/* Every value of "key": in |s| is a number > 0; returns how many. */
+static int positive(const char* s, const char* key) {
+  int n = 0;
+  for (const char* p = strstr(s, key); p; p = strstr(p + 1, key)) {
+    char* end = NULL;
+    double v = strtod(p + strlen(key), &end);
+    CHECK_MSG(end != p + strlen(key) && v > 0, "%s is not a positive number: %.40s", key, p);
+    ++n;
+  }
+  return n;
+}
+
+static int bench(int argc, const char** argv) { return kiln_cmd_bench(argc, (char**)argv); }
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_usage_errors(void) {
+  const char* a1[] = {"bench", "--bogus"};
+  CHECK(bench(2, a1) == 2);
+  const char* a2[] = {"bench", "--suite", "gemm,nope"};
+  CHECK(bench(3, a2) == 2);
+  const char* a3[] = {"bench", "--threads", "0"};
+  CHECK(bench(3, a3) == 2);
+  const char* a4[] = {"bench", "--repeat", "x"};
+  CHECK(bench(3, a4) == 2);
+  const char* a5[] = {"bench", "--target", "opencl"};
+  CHECK(bench(3, a5) == 2);
+  const char* a6[] = {"bench", "--json"};
+  CHECK(bench(2, a6) == 2);
+  const char* a7[] = {"bench", "--help"};
+  CHECK(bench(2, a7) == 0);
+}
+
+/* The case tables: unique names, depthwise marked, every graph builds and
+ * has the output shape the conv arithmetic predicts. */
+static void test_cases(void) {
+  int32_t n = 0;
+  bench_case_t* c = bench_cases(BENCH_SUITE_ALL, false, &n);
+  CHECK(c != NULL);
+  if (!c) return;
+  int32_t convs = 0, dw = 0, gemms = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t k = 0; k < i; ++k)
+      CHECK_MSG(strcmp(c[i].name, c[k].name) != 0, "duplicate case name %s", c[i].name);
+    if (c[i].kind == BENCH_GEMM) ++gemms;
+    if (c[i].kind != BENCH_CONV) continue;
+    ++convs;
+    bool is_dw = !strcmp(c[i].suite, "dwconv");
+    dw += is_dw;
+    CHECK_MSG(is_dw == (c[i].p[7] == c[i].p[0] && c[i].p[7] > 1), "%s: dw marking", c[i].name);
+    kiln_graph_t* g = NULL;
+    if (!CHECK_OK(bench_build_graph(&c[i], &g))) continue;
+    const kiln_tensor_t* y = &g->tensors[g->outputs[0]];
+    int64_t oh = (c[i].p[1] + 2 * c[i].p[6] - c[i].p[4]) / c[i].p[5] + 1;
+    CHECK(y->shape.rank == 4 && y->shape.dims[1] == c[i].p[3] && y->shape.dims[2] == oh &&
+          y->shape.dims[3] == oh);
+    kiln_graph_destroy(g);
+  }
+  CHECK(gemms == 11);  /* 7 square + 4 model shapes */
+  CHECK(convs == 41);  /* 11 resnet18 + 30 mobilenetv2 */
+  CHECK(dw == 10);  /* mobilenetv2's distinct depthwise shapes */
+  free(c);
+  c = bench_cases(BENCH_SUITE_GEMM, true, &n);
+  CHECK(c && n == 9); /* --quick: square up to 1024 */
+  free(c);
+  c = bench_cases(BENCH_SUITE_DWCONV, false, &n);
+  CHECK(c && n == 10);
+  free(c);
+  /* Non-conv graphs build too (small ones only: gemm.4096 would allocate 64 MiB). */
+  c = bench_cases(BENCH_SUITE_REDUCE | BENCH_SUITE_LAYERNORM | BENCH_SUITE_SOFTMAX, false, &n);
+  for (int32_t i = 0; c && i < n; ++i) {
+    kiln_graph_t* g = NULL;
+    if (CHECK_OK(bench_build_graph(&c[i], &g))) kiln_graph_destroy(g);
+  }
+  free(c);
+}
+
+static void test_peak(void) {
+  kiln_peak_options_t o;
+  kiln_peak_options_default(&o);
+  o.threads = 1;
+  o.bandwidth_bytes = 8 << 20;
+  o.repeat = 2;
+  kiln_peak_t pk;
+  if (!CHECK_OK(kiln_peak_measure(&o, &pk))) return;
+  CHECK(pk.gflops > 0.5 && pk.gbs > 0.1 && pk.threads == 1);
+  char m[128];
+  kiln_peak_cpu_model(m, sizeof m);
+  CHECK(m[0] != '\0');
+}
+
+static void test_smoke_json_csv(void) {
+  const char* json = "bench_smoke.json";
+  const char* csv = "bench_smoke.csv";
+  remove(json);
+  remove(csv);
+  const char* a[] = {"bench",   "--quick", "--suite",     "elementwise,gemm,layernorm",
+                     "--repeat", "2",      "--warmup",    "1",
+                     "--cases", "4",       "--peak-mb",   "16",
+                     "--json",  json,      "--csv",       csv};
+  CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
+  char* s = slurp(json);
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK_MSG(json_valid(s), "invalid JSON:\n%s", s);
+  CHECK(!strncmp(s, "{\"machine\": {", 13));
+  CHECK(strstr(s, "\"cases\": [") != NULL);
+  CHECK(strstr(s, "\"cpu\": \"") != NULL);
+  CHECK(positive(s, "\"peak_gflops\": ") == 1);
+  CHECK(positive(s, "\"peak_gbs\": ") == 1);
+  CHECK(positive(s, "\"threads\": ") == 1);
+  int kiln_rows = count(s, "\"peer\": null");
+  int peer_rows = count(s, "\"peer\": \"openblas\"");
+  CHECK(kiln_rows == 4);
+  CHECK(peer_rows == 0 || peer_rows == 4); /* OpenBLAS peers when installed */
+  int rows = kiln_rows + peer_rows;
+  CHECK(positive(s, "\"ms\": ") == rows);
+  CHECK(positive(s, "\"gflops\": ") == rows);
+  CHECK(positive(s, "\"gbs\": ") == rows);
+  CHECK(positive(s, "\"pct_peak\": ") == rows);
+  CHECK(positive(s, "\"intensity\": ") == rows);
+  CHECK(count(s, "\"bound\": \"compute\"") + count(s, "\"bound\": \"memory\"") == rows);
+  CHECK(count(s, "\"error\"") == 0);
+  free(s);
+  s = slurp(csv);
+  CHECK(s != NULL);
+  if (s) {
+    const char* head = "suite,name,peer,shape,ms,gflops,gbs,pct_peak,bound,intensity,";
+    CHECK(!strncmp(s, head, strlen(head)));
+    CHECK(count(s, "\n") == 1 + rows);
+    free(s);
+  }
+}
+
+/* A filter that matches nothing still writes a valid, empty report. */
+static void test_empty_selection(void) {
+  const char* json = "bench_empty.json";
+  const char* a[] = {"bench", "--suite", "layernorm", "--filter", "no-such-case",
+                     "--peak-mb", "8", "--json", json};
+  CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
+  char* s = slurp(json);
+  CHECK(s && json_valid(s) && strstr(s, "\"cases\": [\n]}"));
+  free(s);
+}
+
+int main(void) {
+  RUN(test_usage_errors);
+  RUN(test_cases);
+  RUN(test_peak);
+  RUN(test_smoke_json_csv);
+  RUN(test_empty_selection);
+  return kiln_test_finish();
+}
