@@ -18,6 +18,7 @@
 #define KILN_IR_GRAPH_H_
 
 #include <stdio.h>
+#include <string.h>
 
 #include "ir/arena.h"
 #include "kiln/array.h"
@@ -168,6 +169,29 @@ kiln_status_t kiln_graph_add_node(kiln_graph_t* g, const char* op_type,
 /* Sets the opset for |domain| ("" = ai.onnx). */
 kiln_status_t kiln_graph_set_opset(kiln_graph_t* g, const char* domain,
                                    int64_t version);
+
+/* Attribute values for kiln_graph_add_node (which deep-copies them). The
+ * returned structs borrow |name| and the pointed-to data. */
+static inline kiln_attr_t kiln_attr_make_int(const char* name, int64_t v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
+  return a;
+}
+static inline kiln_attr_t kiln_attr_make_float(const char* name, float v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_FLOAT, .f = v};
+  return a;
+}
+static inline kiln_attr_t kiln_attr_make_string(const char* name, const char* v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_STRING, .s = v, .s_len = strlen(v)};
+  return a;
+}
+static inline kiln_attr_t kiln_attr_make_ints(const char* name, int64_t n, const int64_t* v) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
+  return a;
+}
+static inline kiln_attr_t kiln_attr_make_tensor(const char* name, kiln_array_t* t) {
+  kiln_attr_t a = {.name = name, .type = KILN_ATTR_TENSOR, .tensor = t};
+  return a;
+}
 
 /* Attribute lookup; NULL if absent. */
 const kiln_attr_t* kiln_node_attr(const kiln_node_t* n, const char* name);

@@ -84,7 +84,6 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
   for (int32_t i = 0; i < g->n_outputs; ++i) last_use[g->outputs[i]] = INT32_MAX;
 
   for (int32_t i = 0; i < g->n_inputs; ++i) {
-    const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
     if ((s = kiln_check_input(g, i, &inputs[i], sym_val))) goto done;
     vals[g->inputs[i]] = inputs[i];
   }

@@ -97,15 +97,6 @@ static void tg_free(tg_t* t) {
   kiln_graph_destroy(t->g);
 }
 
-static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
-  return a;
-}
-static kiln_attr_t attr_i(const char* name, int64_t v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
-  return a;
-}
-
 /* ---- running ---------------------------------------------------------------- */
 
 static double rel_err(const kiln_array_t* got, const kiln_array_t* want) {
@@ -251,7 +242,7 @@ static void test_conv_bias_relu(void) {
   tg_input(&t, "x", F32, 4, DIMS(1, 16, 14, 14));
   tg_const(&t, "w", F32, 4, DIMS(32, 16, 3, 3));
   tg_const(&t, "b", F32, 3, DIMS(32, 1, 1));
-  kiln_attr_t pads = attr_ints("pads", 4, DIMS(1, 1, 1, 1));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
   tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
   tg_node(&t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
   tg_node(&t, "Relu", "relu", 1, NAMES("cb"), "y", 0, NULL);
@@ -289,7 +280,7 @@ static void test_conv_residual(void) {
   tg_const(&t, "w", F32, 4, DIMS(16, 8, 3, 3));
   tg_const(&t, "w2", F32, 4, DIMS(16, 8, 1, 1));
   tg_const(&t, "b", F32, 3, DIMS(16, 1, 1));
-  kiln_attr_t pads = attr_ints("pads", 4, DIMS(1, 1, 1, 1));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
   tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
   tg_node(&t, "Conv", "down", 2, NAMES("x", "w2"), "r", 0, NULL);
   tg_node(&t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
@@ -349,7 +340,7 @@ static void test_gemm_gelu(void) {
   tg_input(&t, "a", F32, 2, DIMS(33, 70));
   tg_const(&t, "w", F32, 2, DIMS(50, 70));
   tg_const(&t, "c", F32, 1, DIMS(50));
-  kiln_attr_t tb = attr_i("transB", 1);
+  kiln_attr_t tb = kiln_attr_make_int("transB", 1);
   tg_node(&t, "Gemm", "gemm", 3, NAMES("a", "w", "c"), "g", 1, &tb);
   tg_node(&t, "Gelu", "gelu", 1, NAMES("g"), "y", 0, NULL);
   tg_output(&t, "y");
@@ -370,8 +361,8 @@ static void test_depthwise_clip(void) {
   tg_const(&t, "w", F32, 4, DIMS(24, 1, 3, 3));
   tg_scalar(&t, "lo", F32, 0.0);
   tg_scalar(&t, "hi", F32, 0.5);
-  kiln_attr_t at[3] = {attr_ints("pads", 4, DIMS(1, 1, 1, 1)), attr_i("group", 24),
-                       attr_ints("strides", 2, DIMS(2, 2))};
+  kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 24),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
   tg_node(&t, "Conv", "dw", 2, NAMES("x", "w"), "c", 3, at);
   tg_node(&t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "y", 0, NULL);
   tg_output(&t, "y");
@@ -483,7 +474,7 @@ static void test_inline_injective(void) {
   tg_init(&t);
   tg_input(&t, "x", F32, 3, DIMS(8, 16, 5));
   tg_input(&t, "z", F32, 3, DIMS(5, 8, 16));
-  kiln_attr_t perm = attr_ints("perm", 3, DIMS(2, 0, 1));
+  kiln_attr_t perm = kiln_attr_make_ints("perm", 3, DIMS(2, 0, 1));
   tg_node(&t, "Transpose", "tr", 1, NAMES("x"), "xt", 1, &perm);
   tg_node(&t, "Add", "add", 2, NAMES("xt", "z"), "y", 0, NULL);
   tg_output(&t, "y");
@@ -507,7 +498,7 @@ static void test_inline_injective(void) {
   }
   tg_node(&t, "Pad", "pad", 2, NAMES("x", "pads"), "xp", 0, NULL);
   tg_node(&t, "Relu", "relu", 1, NAMES("xp"), "r", 0, NULL);
-  kiln_attr_t perm4 = attr_ints("perm", 4, DIMS(0, 2, 3, 1));
+  kiln_attr_t perm4 = kiln_attr_make_ints("perm", 4, DIMS(0, 2, 3, 1));
   tg_node(&t, "Transpose", "tr", 1, NAMES("r"), "y", 1, &perm4);
   tg_output(&t, "y");
   r = run_case(&t, "pad+relu+transpose", 1e-6);

@@ -68,44 +68,6 @@ static const char* shape_of(const kiln_graph_t* g, const char* name) {
   CHECK_MSG(strcmp(shape_of(g, name), want) == 0, "tensor '%s' has shape %s, expected %s", \
             name, shape_of(g, name), want)
 
-static kiln_attr_t attr_ints(const char* name, int32_t n, const int64_t* v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INTS;
-  a.count = n;
-  a.ints = v;
-  return a;
-}
-
-static kiln_attr_t attr_int(const char* name, int64_t v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INT;
-  a.i = v;
-  return a;
-}
-
-static kiln_attr_t attr_float(const char* name, float v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_FLOAT;
-  a.f = v;
-  return a;
-}
-
-static kiln_attr_t attr_string(const char* name, const char* s) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_STRING;
-  a.s = s;
-  a.s_len = strlen(s);
-  return a;
-}
-
 /* ---- building and lookup ------------------------------------------------ */
 
 static void test_build_by_hand(void) {
@@ -117,8 +79,8 @@ static void test_build_by_hand(void) {
   CHECK_OK(kiln_graph_add_input(g, "x", KILN_DTYPE_F32, &xs, &xi));
   kiln_array_t w = array(sys(), KILN_DTYPE_F32, SHAPE(3), (float[]){1, 2, 3});
   CHECK_OK(kiln_graph_add_initializer(g, "w", &w, &wi));
-  kiln_attr_t attrs[] = {attr_float("alpha", 0.25f), attr_ints("perm", 2, (int64_t[]){1, 0}),
-                         attr_string("mode", "constant")};
+  kiln_attr_t attrs[] = {kiln_attr_make_float("alpha", 0.25f), kiln_attr_make_ints("perm", 2, (int64_t[]){1, 0}),
+                         kiln_attr_make_string("mode", "constant")};
   CHECK_OK(kiln_graph_add_node(g, "Add", "add0", NAMES("x", "w"), NAMES("y"), 3, attrs, &ni));
   CHECK_OK(kiln_graph_add_node(g, "Relu", "", NAMES("y"), NAMES("z"), NO_ATTRS, NULL));
   CHECK_OK(kiln_graph_add_output(g, "z"));
@@ -405,16 +367,16 @@ static kiln_graph_t* reshape_chain(int64_t opset) {
   add_init(g, "minus1", KILN_DTYPE_I64, SHAPE(1), (int64_t[]){-1});
   add_node(g, "Shape", "shape", NAMES("x"), NAMES("s"), NO_ATTRS);
   add_node(g, "Gather", "gather", NAMES("s", "zero"), NAMES("n"), 1,
-           (kiln_attr_t[]){attr_int("axis", 0)});
+           (kiln_attr_t[]){kiln_attr_make_int("axis", 0)});
   if (opset >= 13) {
     add_init(g, "axes0", KILN_DTYPE_I64, SHAPE(1), (int64_t[]){0});
     add_node(g, "Unsqueeze", "unsq", NAMES("n", "axes0"), NAMES("n1"), NO_ATTRS);
   } else {
     add_node(g, "Unsqueeze", "unsq", NAMES("n"), NAMES("n1"), 1,
-             (kiln_attr_t[]){attr_ints("axes", 1, (int64_t[]){0})});
+             (kiln_attr_t[]){kiln_attr_make_ints("axes", 1, (int64_t[]){0})});
   }
   add_node(g, "Concat", "concat", NAMES("n1", "minus1"), NAMES("target"), 1,
-           (kiln_attr_t[]){attr_int("axis", 0)});
+           (kiln_attr_t[]){kiln_attr_make_int("axis", 0)});
   add_node(g, "Reshape", "reshape", NAMES("x", "target"), NAMES("y"), NO_ATTRS);
   CHECK_OK(kiln_graph_add_output(g, "y"));
   return g;
@@ -515,12 +477,12 @@ static void test_dump_and_dot(void) {
   scales.count = 2;
   scales.floats = (float[]){0.25f, 4};
   add_node(g, "LeakyRelu", "act \"1\"", NAMES("h"), NAMES("a"), 4,
-           (kiln_attr_t[]){attr_float("alpha", 0.5f), names, scales,
-                           attr_string("note", "hi")});
+           (kiln_attr_t[]){kiln_attr_make_float("alpha", 0.5f), names, scales,
+                           kiln_attr_make_string("note", "hi")});
   add_node(g, "Transpose", "tr", NAMES("a"), NAMES("t"), 1,
-           (kiln_attr_t[]){attr_ints("perm", 2, (int64_t[]){1, 0})});
+           (kiln_attr_t[]){kiln_attr_make_ints("perm", 2, (int64_t[]){1, 0})});
   add_node(g, "Softmax", "sm", NAMES("t"), NAMES("y"), 1,
-           (kiln_attr_t[]){attr_int("axis", -1)});
+           (kiln_attr_t[]){kiln_attr_make_int("axis", -1)});
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_prepare(g));
 
@@ -744,7 +706,7 @@ static void test_ref_run_failure_cleans_up(void) {
   add_node(g, "Neg", "neg", NAMES("x"), NAMES("nx"), NO_ATTRS);
   add_node(g, "Abs", "abs", NAMES("x"), NAMES("ax"), NO_ATTRS);
   add_node(g, "Gather", "pick", NAMES("nx", "idx"), NAMES("g"), 1,
-           (kiln_attr_t[]){attr_int("axis", 0)});
+           (kiln_attr_t[]){kiln_attr_make_int("axis", 0)});
   add_node(g, "Add", "sum", NAMES("g", "g"), NAMES("y"), NO_ATTRS);
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_add_output(g, "ax"));

@@ -69,53 +69,6 @@ static void node(kiln_graph_t* g, const char* op, int32_t n_in, const char* cons
     if (out[i][0]) CHECK_OK(kiln_graph_add_output(g, out[i]));
 }
 
-static kiln_attr_t a_int(const char* name, int64_t v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INT;
-  a.i = v;
-  return a;
-}
-
-static kiln_attr_t a_ints(const char* name, int32_t n, const int64_t* v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INTS;
-  a.count = n;
-  a.ints = v;
-  return a;
-}
-
-static kiln_attr_t a_float(const char* name, float v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_FLOAT;
-  a.f = v;
-  return a;
-}
-
-static kiln_attr_t a_str(const char* name, const char* s) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_STRING;
-  a.s = s;
-  a.s_len = strlen(s);
-  return a;
-}
-
-static kiln_attr_t a_tensor(const char* name, kiln_array_t* t) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_TENSOR;
-  a.tensor = t;
-  return a;
-}
-
 /* ---- random inputs ------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -666,14 +619,14 @@ static void test_unary_float(void) {
 static void test_unary_attrs(void) {
   gen_default();
   unary("LeakyRelu", KILN_DTYPE_F32, SHAPE(4, 33), NO_ATTRS, 17);
-  unary("LeakyRelu", KILN_DTYPE_F32, SHAPE(4, 33), ATTRS(a_float("alpha", 0.3f)), 17);
-  unary("LeakyRelu", KILN_DTYPE_F16, SHAPE(9), ATTRS(a_float("alpha", 0.3f)), 17);
+  unary("LeakyRelu", KILN_DTYPE_F32, SHAPE(4, 33), ATTRS(kiln_attr_make_float("alpha", 0.3f)), 17);
+  unary("LeakyRelu", KILN_DTYPE_F16, SHAPE(9), ATTRS(kiln_attr_make_float("alpha", 0.3f)), 17);
   unary("HardSigmoid", KILN_DTYPE_F32, SHAPE(3, 20), NO_ATTRS, 17);
   unary("HardSigmoid", KILN_DTYPE_F32, SHAPE(3, 20),
-        ATTRS(a_float("alpha", 0.5f), a_float("beta", 0.25f)), 17);
+        ATTRS(kiln_attr_make_float("alpha", 0.5f), kiln_attr_make_float("beta", 0.25f)), 17);
   unary("Gelu", KILN_DTYPE_F32, SHAPE(2, 50), NO_ATTRS, 20);
-  unary("Gelu", KILN_DTYPE_F32, SHAPE(2, 50), ATTRS(a_str("approximate", "tanh")), 20);
-  unary("Gelu", KILN_DTYPE_F16, SHAPE(17), ATTRS(a_str("approximate", "tanh")), 20);
+  unary("Gelu", KILN_DTYPE_F32, SHAPE(2, 50), ATTRS(kiln_attr_make_string("approximate", "tanh")), 20);
+  unary("Gelu", KILN_DTYPE_F16, SHAPE(17), ATTRS(kiln_attr_make_string("approximate", "tanh")), 20);
 }
 
 static void test_unary_int(void) {
@@ -704,7 +657,7 @@ static void test_identity_dropout(void) {
   unary("Identity", KILN_DTYPE_F32, SHAPE(3, 4), NO_ATTRS, 17);
   unary("Identity", KILN_DTYPE_I64, SHAPE(5), NO_ATTRS, 17);
   unary("Dropout", KILN_DTYPE_F32, SHAPE(3, 4), NO_ATTRS, 13);
-  unary("Dropout", KILN_DTYPE_F32, SHAPE(3, 4), ATTRS(a_float("ratio", 0.3f)), 7);
+  unary("Dropout", KILN_DTYPE_F32, SHAPE(3, 4), ATTRS(kiln_attr_make_float("ratio", 0.3f)), 7);
   /* Mask output: bool from opset 10, the data dtype before. */
   for (int o = 0; o < 2; ++o) {
     kiln_graph_t* g = graph(o ? 13 : 7);
@@ -777,9 +730,9 @@ static void test_clip(void) {
   clip_case(KILN_DTYPE_I64, &ilo, NULL, true, "Clip i64 run-time min");
   /* Opset 6: attributes. */
   gen.specials = true;
-  unary("Clip", KILN_DTYPE_F32, SHAPE(40), ATTRS(a_float("min", -0.5f), a_float("max", 0.5f)), 6);
+  unary("Clip", KILN_DTYPE_F32, SHAPE(40), ATTRS(kiln_attr_make_float("min", -0.5f), kiln_attr_make_float("max", 0.5f)), 6);
   unary("Clip", KILN_DTYPE_F32, SHAPE(40), NO_ATTRS, 6);
-  unary("Clip", KILN_DTYPE_F16, SHAPE(40), ATTRS(a_float("max", 1.5f)), 6);
+  unary("Clip", KILN_DTYPE_F16, SHAPE(40), ATTRS(kiln_attr_make_float("max", 1.5f)), 6);
 }
 
 static void test_binary_float(void) {
@@ -974,7 +927,7 @@ static void test_cast(void) {
       for (int b = 0; b < 7; ++b) {
         kiln_graph_t* g = graph(13);
         input(g, "x", dts[a], SHAPE(5, 13));
-        node(g, "Cast", NAMES("x"), NAMES("y"), ATTRS(a_int("to", kiln_dtype_to_onnx(dts[b]))));
+        node(g, "Cast", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_int("to", kiln_dtype_to_onnx(dts[b]))));
         char label[64];
         snprintf(label, sizeof label, "Cast %s -> %s%s", kiln_dtype_name(dts[a]),
                  kiln_dtype_name(dts[b]), special ? " (specials)" : "");
@@ -997,7 +950,7 @@ static void test_aliases(void) {
   node(g, "Reshape", NAMES("x", "shape"), NAMES("r"), NO_ATTRS);
   node(g, "Unsqueeze", NAMES("r", "axes"), NAMES("u"), NO_ATTRS);
   node(g, "Squeeze", NAMES("u", "axes"), NAMES("s"), NO_ATTRS);
-  node(g, "Flatten", NAMES("s"), NAMES("f"), ATTRS(a_int("axis", 0)));
+  node(g, "Flatten", NAMES("s"), NAMES("f"), ATTRS(kiln_attr_make_int("axis", 0)));
   node(g, "Relu", NAMES("f"), NAMES("y"), NO_ATTRS);
   check(g, "alias chain");
   /* Aliases and copies of constants (weights reshaped / transposed). */
@@ -1038,7 +991,7 @@ static void test_expand_shape_fill(void) {
    * graph input (Shape of it is still folded: the plan skips it). */
   g = graph(15);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3, 4));
-  node(g, "Shape", NAMES("x"), NAMES("s"), ATTRS(a_int("start", 1)));
+  node(g, "Shape", NAMES("x"), NAMES("s"), ATTRS(kiln_attr_make_int("start", 1)));
   check(g, "Shape (folded)");
 
   float v = 2.5f;
@@ -1046,7 +999,7 @@ static void test_expand_shape_fill(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   init_i64(g, "shape", 2, (int64_t[]){2, 3});
-  node(g, "ConstantOfShape", NAMES("shape"), NAMES("c"), ATTRS(a_tensor("value", &t)));
+  node(g, "ConstantOfShape", NAMES("shape"), NAMES("c"), ATTRS(kiln_attr_make_tensor("value", &t)));
   node(g, "Add", NAMES("x", "c"), NAMES("y"), NO_ATTRS);
   check(g, "ConstantOfShape + Add");
 }
@@ -1057,7 +1010,7 @@ static void test_transpose(void) {
   for (int k = 0; k < 4; ++k) {
     kiln_graph_t* g = graph(13);
     input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3, 5, 17));
-    node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(a_ints("perm", 4, perms[k])));
+    node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_ints("perm", 4, perms[k])));
     check(g, "Transpose");
   }
   kiln_graph_t* g = graph(13);
@@ -1066,7 +1019,7 @@ static void test_transpose(void) {
   check(g, "Transpose f16 default perm");
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(64, 40, 30));
-  node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(a_ints("perm", 3, (int64_t[]){2, 0, 1})));
+  node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_ints("perm", 3, (int64_t[]){2, 0, 1})));
   check(g, "Transpose big (parallel)");
 }
 
@@ -1081,20 +1034,20 @@ static void test_concat_split(void) {
     input(g, "a", KILN_DTYPE_F32, kiln_shape_make(3, sa));
     input(g, "b", KILN_DTYPE_F32, kiln_shape_make(3, sb));
     input(g, "c", KILN_DTYPE_F32, kiln_shape_make(3, sc));
-    node(g, "Concat", NAMES("a", "b", "c"), NAMES("y"), ATTRS(a_int("axis", axis)));
+    node(g, "Concat", NAMES("a", "b", "c"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", axis)));
     check(g, "Concat");
   }
   kiln_graph_t* g = graph(13);
   input(g, "a", KILN_DTYPE_I64, SHAPE(2));
   input(g, "b", KILN_DTYPE_I64, SHAPE(0));
   input(g, "c", KILN_DTYPE_I64, SHAPE(1));
-  node(g, "Concat", NAMES("a", "b", "c", "a"), NAMES("y"), ATTRS(a_int("axis", 0)));
+  node(g, "Concat", NAMES("a", "b", "c", "a"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", 0)));
   check(g, "Concat with empty and repeated input");
 
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 7, 3));
   init_i64(g, "split", 3, (int64_t[]){2, 4, 1});
-  node(g, "Split", NAMES("x", "split"), NAMES("p", "q", "r"), ATTRS(a_int("axis", 1)));
+  node(g, "Split", NAMES("x", "split"), NAMES("p", "q", "r"), ATTRS(kiln_attr_make_int("axis", 1)));
   check(g, "Split sizes input");
   g = graph(11);
   input(g, "x", KILN_DTYPE_F32, SHAPE(6, 2));
@@ -1102,11 +1055,11 @@ static void test_concat_split(void) {
   check(g, "Split-11 equal");
   g = graph(11);
   input(g, "x", KILN_DTYPE_F32, SHAPE(6, 5));
-  node(g, "Split", NAMES("x"), NAMES("p", "q"), ATTRS(a_int("axis", -1), a_ints("split", 2, (int64_t[]){1, 4})));
+  node(g, "Split", NAMES("x"), NAMES("p", "q"), ATTRS(kiln_attr_make_int("axis", -1), kiln_attr_make_ints("split", 2, (int64_t[]){1, 4})));
   check(g, "Split-11 attribute");
   g = graph(18);
   input(g, "x", KILN_DTYPE_U8, SHAPE(7, 2));
-  node(g, "Split", NAMES("x"), NAMES("p", "q", "r"), ATTRS(a_int("num_outputs", 3)));
+  node(g, "Split", NAMES("x"), NAMES("p", "q", "r"), ATTRS(kiln_attr_make_int("num_outputs", 3)));
   check(g, "Split-18 uneven");
 }
 
@@ -1154,8 +1107,8 @@ static void test_slice(void) {
   kiln_graph_t* g = graph(9);
   input(g, "x", KILN_DTYPE_I32, SHAPE(4, 9));
   node(g, "Slice", NAMES("x"), NAMES("y"),
-       ATTRS(a_ints("starts", 1, (int64_t[]){1}), a_ints("ends", 1, (int64_t[]){-1}),
-             a_ints("axes", 1, (int64_t[]){1})));
+       ATTRS(kiln_attr_make_ints("starts", 1, (int64_t[]){1}), kiln_attr_make_ints("ends", 1, (int64_t[]){-1}),
+             kiln_attr_make_ints("axes", 1, (int64_t[]){1})));
   check(g, "Slice-9 attributes");
 }
 
@@ -1168,7 +1121,7 @@ static void test_gather(void) {
     int64_t n = ax == 0 ? 4 : ax == 1 ? 5 : 6;
     int64_t idx[6] = {0, n - 1, -1, -n, 1, 2};
     init(g, "i", KILN_DTYPE_I64, SHAPE(2, 3), idx);
-    node(g, "Gather", NAMES("x", "i"), NAMES("y"), ATTRS(a_int("axis", axis)));
+    node(g, "Gather", NAMES("x", "i"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", axis)));
     check(g, "Gather const indices");
   }
   /* Run-time indices (in range, both signs), i32 and i64, scalar index. */
@@ -1187,7 +1140,7 @@ static void test_gather(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F16, SHAPE(3, 5));
   input(g, "i", KILN_DTYPE_I64, SHAPE(2, 2));
-  node(g, "Gather", NAMES("x", "i"), NAMES("y"), ATTRS(a_int("axis", 1)));
+  node(g, "Gather", NAMES("x", "i"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", 1)));
   check(g, "Gather f16 axis 1");
 }
 
@@ -1248,7 +1201,7 @@ static void pad_case(const char* mode, kiln_dtype_t dt, kiln_shape_t xs, int32_t
     in[3] = "axes";
     n_in = 4;
   }
-  node(g, "Pad", n_in, in, NAMES("y"), ATTRS(a_str("mode", mode)));
+  node(g, "Pad", n_in, in, NAMES("y"), ATTRS(kiln_attr_make_string("mode", mode)));
   check(g, label);
 }
 
@@ -1279,12 +1232,12 @@ static void test_pad(void) {
   kiln_graph_t* g = graph(2);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   node(g, "Pad", NAMES("x"), NAMES("y"),
-       ATTRS(a_ints("pads", 4, (int64_t[]){1, 0, 0, 2}), a_float("value", -2.0f)));
+       ATTRS(kiln_attr_make_ints("pads", 4, (int64_t[]){1, 0, 0, 2}), kiln_attr_make_float("value", -2.0f)));
   check(g, "Pad-2 attributes");
   g = graph(10);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   node(g, "Pad", NAMES("x"), NAMES("y"),
-       ATTRS(a_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), a_str("mode", "reflect")));
+       ATTRS(kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), kiln_attr_make_string("mode", "reflect")));
   check(g, "Pad-10 reflect");
 }
 
@@ -1325,54 +1278,54 @@ static void test_resize(void) {
       char label[128];
       snprintf(label, sizeof label, "Resize nearest %s %s", coords[c], nearest[m]);
       resize_case(13, SHAPE(1, 2, 4, 5), 4, up2, NULL, NULL,
-                  ATTRS(a_str("coordinate_transformation_mode", coords[c]),
-                        a_str("nearest_mode", nearest[m])),
+                  ATTRS(kiln_attr_make_string("coordinate_transformation_mode", coords[c]),
+                        kiln_attr_make_string("nearest_mode", nearest[m])),
                   label);
       resize_case(13, SHAPE(1, 2, 4, 5), 4, odd, NULL, NULL,
-                  ATTRS(a_str("coordinate_transformation_mode", coords[c]),
-                        a_str("nearest_mode", nearest[m])),
+                  ATTRS(kiln_attr_make_string("coordinate_transformation_mode", coords[c]),
+                        kiln_attr_make_string("nearest_mode", nearest[m])),
                   label);
     }
     if (c == 5) continue; /* tf_half_pixel_for_nn is for nearest only */
     char label[128];
     snprintf(label, sizeof label, "Resize linear %s", coords[c]);
     resize_case(13, SHAPE(1, 2, 4, 5), 4, up2, NULL, NULL,
-                ATTRS(a_str("mode", "linear"), a_str("coordinate_transformation_mode", coords[c])),
+                ATTRS(kiln_attr_make_string("mode", "linear"), kiln_attr_make_string("coordinate_transformation_mode", coords[c])),
                 label);
     resize_case(13, SHAPE(2, 3, 5), 3, (const float[]){1, 0.5f, 2.6f}, NULL, NULL,
-                ATTRS(a_str("mode", "linear"), a_str("coordinate_transformation_mode", coords[c])),
+                ATTRS(kiln_attr_make_string("mode", "linear"), kiln_attr_make_string("coordinate_transformation_mode", coords[c])),
                 label);
     resize_case(13, SHAPE(1, 1, 3, 4), 4, NULL, (int64_t[]){1, 1, 7, 1}, NULL,
-                ATTRS(a_str("mode", "linear"), a_str("coordinate_transformation_mode", coords[c])),
+                ATTRS(kiln_attr_make_string("mode", "linear"), kiln_attr_make_string("coordinate_transformation_mode", coords[c])),
                 label);
   }
   resize_case(13, SHAPE(1, 3, 8, 8), 4, up3, NULL, NULL, NO_ATTRS, "Resize nearest x3 default");
   resize_case(10, SHAPE(1, 1, 3, 3), 4, up2, NULL, NULL, NO_ATTRS, "Resize-10 nearest");
   resize_case(10, SHAPE(1, 1, 3, 3), 4, (const float[]){1, 1, 0.6f, 2.5f}, NULL, NULL, NO_ATTRS,
               "Resize-10 nearest odd");
-  resize_case(10, SHAPE(1, 1, 3, 3), 4, up2, NULL, NULL, ATTRS(a_str("mode", "linear")),
+  resize_case(10, SHAPE(1, 1, 3, 3), 4, up2, NULL, NULL, ATTRS(kiln_attr_make_string("mode", "linear")),
               "Resize-10 linear");
   const float roi[8] = {0, 0, 0.2f, 0.1f, 1, 1, 0.9f, 1.3f};
   resize_case(13, SHAPE(1, 1, 4, 5), 4, NULL, (int64_t[]){1, 1, 3, 6}, roi,
-              ATTRS(a_str("coordinate_transformation_mode", "tf_crop_and_resize"),
-                    a_float("extrapolation_value", -7.0f)),
+              ATTRS(kiln_attr_make_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                    kiln_attr_make_float("extrapolation_value", -7.0f)),
               "Resize crop nearest");
   resize_case(13, SHAPE(1, 1, 4, 5), 4, NULL, (int64_t[]){1, 1, 3, 6}, roi,
-              ATTRS(a_str("mode", "linear"),
-                    a_str("coordinate_transformation_mode", "tf_crop_and_resize")),
+              ATTRS(kiln_attr_make_string("mode", "linear"),
+                    kiln_attr_make_string("coordinate_transformation_mode", "tf_crop_and_resize")),
               "Resize crop linear");
   resize_case(18, SHAPE(1, 1, 4, 6), 2, NULL, (int64_t[]){8, 9}, NULL,
-              ATTRS(a_ints("axes", 2, (int64_t[]){2, 3}),
-                    a_str("keep_aspect_ratio_policy", "not_larger")),
+              ATTRS(kiln_attr_make_ints("axes", 2, (int64_t[]){2, 3}),
+                    kiln_attr_make_string("keep_aspect_ratio_policy", "not_larger")),
               "Resize-18 axes not_larger");
   resize_case(18, SHAPE(1, 1, 4, 6), 2, NULL, (int64_t[]){8, 9}, NULL,
-              ATTRS(a_ints("axes", 2, (int64_t[]){2, 3}), a_str("mode", "linear"),
-                    a_str("keep_aspect_ratio_policy", "not_smaller")),
+              ATTRS(kiln_attr_make_ints("axes", 2, (int64_t[]){2, 3}), kiln_attr_make_string("mode", "linear"),
+                    kiln_attr_make_string("keep_aspect_ratio_policy", "not_smaller")),
               "Resize-18 axes not_smaller linear");
   /* Rank 5, every axis interpolating (32 corners per element). */
   resize_case(13, kiln_shape_make(5, (int64_t[]){2, 3, 2, 3, 2}), 5,
               (const float[]){1.5f, 1.5f, 1.5f, 1.5f, 1.5f}, NULL, NULL,
-              ATTRS(a_str("mode", "linear")), "Resize rank-5 linear");
+              ATTRS(kiln_attr_make_string("mode", "linear")), "Resize rank-5 linear");
   /* Integer data, nearest, and f16 linear. */
   kiln_graph_t* g = graph(13);
   input(g, "x", KILN_DTYPE_U8, SHAPE(1, 2, 3, 3));
@@ -1382,7 +1335,7 @@ static void test_resize(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F16, SHAPE(1, 2, 3, 3));
   init_f32(g, "scales", SHAPE(4), up2);
-  node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"), ATTRS(a_str("mode", "linear")));
+  node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"), ATTRS(kiln_attr_make_string("mode", "linear")));
   check_tol(g, "Resize f16 linear", 1e-3);
 }
 
@@ -1401,7 +1354,7 @@ static void test_errors(void) {
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 1, 2, 2));
   init_f32(g, "scales", SHAPE(4), (const float[]){1, 1, 2, 2});
   CHECK_OK(kiln_graph_add_node(g, "Resize", "r", NAMES("x", "", "scales"), NAMES("y"),
-                               ATTRS(a_str("mode", "cubic")), NULL));
+                               ATTRS(kiln_attr_make_string("mode", "cubic")), NULL));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "cubic");
   kiln_graph_destroy(g);

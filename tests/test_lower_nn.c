@@ -285,23 +285,7 @@ static bool ti_run(ti_t* I, const tir_func_t* f, void* const* args, int32_t n_va
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
-static kiln_attr_t attr_f(const char* name, float v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_FLOAT, .f = v};
-  return a;
-}
-static kiln_attr_t attr_i(const char* name, int64_t v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
-  return a;
-}
-static kiln_attr_t attr_s(const char* name, const char* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_STRING, .s = v, .s_len = strlen(v)};
-  return a;
-}
-static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
-  return a;
-}
-#define INTS(name, ...) attr_ints(name, NELEM(((int64_t[]){__VA_ARGS__})), (int64_t[]){__VA_ARGS__})
+#define INTS(name, ...) kiln_attr_make_ints(name, NELEM(((int64_t[]){__VA_ARGS__})), (int64_t[]){__VA_ARGS__})
 
 /* Deterministic pseudo-random values in [-1, 1). */
 static uint64_t rng_state = 88172645463325252ull;
@@ -577,10 +561,10 @@ static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, float alp
   sp.in[0] = ta ? RAND(F32, K, M) : RAND(F32, M, K);
   sp.in[1] = tb ? RAND(F32, N, K) : RAND(F32, K, N);
   if (crank >= 0) sp.in[2] = rand_array(F32, crank, cdims);
-  sp.attrs[sp.n_attrs++] = attr_i("transA", ta);
-  sp.attrs[sp.n_attrs++] = attr_i("transB", tb);
-  sp.attrs[sp.n_attrs++] = attr_f("alpha", alpha);
-  sp.attrs[sp.n_attrs++] = attr_f("beta", beta);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_int("transA", ta);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_int("transB", tb);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_float("alpha", alpha);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_float("beta", beta);
   char what[160];
   snprintf(what, sizeof what, "Gemm M=%lld N=%lld K=%lld tA=%d tB=%d alpha=%g beta=%g C rank %d mask %u",
            (long long)M, (long long)N, (long long)K, ta, tb, alpha, beta, crank, const_mask);
@@ -632,11 +616,11 @@ static void conv_case(const char* op, const cvc_t* c) {
     pd[slot][i] = c->pb[i];
     pd[slot][c->nsp + i] = c->pe[i];
   }
-  sp.attrs[sp.n_attrs++] = attr_i("group", c->group);
-  sp.attrs[sp.n_attrs++] = attr_ints("strides", c->nsp, st[slot]);
-  sp.attrs[sp.n_attrs++] = attr_ints("dilations", c->nsp, dl[slot]);
-  if (c->auto_pad) sp.attrs[sp.n_attrs++] = attr_s("auto_pad", c->auto_pad);
-  else sp.attrs[sp.n_attrs++] = attr_ints("pads", 2 * c->nsp, pd[slot]);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_int("group", c->group);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("strides", c->nsp, st[slot]);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("dilations", c->nsp, dl[slot]);
+  if (c->auto_pad) sp.attrs[sp.n_attrs++] = kiln_attr_make_string("auto_pad", c->auto_pad);
+  else sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("pads", 2 * c->nsp, pd[slot]);
   char what[256];
   snprintf(what, sizeof what,
            "%s nsp=%d n=%lld c=%lld m=%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld s=%lld,%lld "
@@ -743,14 +727,14 @@ static void pool_case(const plc_t* c) {
     pd[slot][i] = c->pb[i];
     pd[slot][c->nsp + i] = c->pe[i];
   }
-  sp.attrs[sp.n_attrs++] = attr_ints("kernel_shape", c->nsp, ks[slot]);
-  sp.attrs[sp.n_attrs++] = attr_ints("strides", c->nsp, st[slot]);
-  if (c->d[0]) sp.attrs[sp.n_attrs++] = attr_ints("dilations", c->nsp, dl[slot]);
-  if (c->auto_pad) sp.attrs[sp.n_attrs++] = attr_s("auto_pad", c->auto_pad);
-  else sp.attrs[sp.n_attrs++] = attr_ints("pads", 2 * c->nsp, pd[slot]);
-  sp.attrs[sp.n_attrs++] = attr_i("ceil_mode", c->ceil_mode);
-  if (!strcmp(c->op, "AveragePool")) sp.attrs[sp.n_attrs++] = attr_i("count_include_pad", c->cip);
-  if (c->storage_order) sp.attrs[sp.n_attrs++] = attr_i("storage_order", c->storage_order);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("kernel_shape", c->nsp, ks[slot]);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("strides", c->nsp, st[slot]);
+  if (c->d[0]) sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("dilations", c->nsp, dl[slot]);
+  if (c->auto_pad) sp.attrs[sp.n_attrs++] = kiln_attr_make_string("auto_pad", c->auto_pad);
+  else sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("pads", 2 * c->nsp, pd[slot]);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_int("ceil_mode", c->ceil_mode);
+  if (!strcmp(c->op, "AveragePool")) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("count_include_pad", c->cip);
+  if (c->storage_order) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("storage_order", c->storage_order);
   char what[256];
   snprintf(what, sizeof what, "%s nsp=%d c=%lld in=%lldx%lld k=%lldx%lld s=%lld d=%lld p=%lld/%lld %s ceil=%d cip=%d so=%d ind=%d%s",
            c->op, c->nsp, (long long)c->c, (long long)c->in[0], (long long)c->in[1],
@@ -810,7 +794,7 @@ static void test_batchnorm(void) {
     for (int64_t k = 0; k < C; ++k)
       kiln_store_f64(t, sp.in[4].data, (size_t)k, fabs(kiln_load_f64(t, sp.in[4].data, (size_t)k)) + 0.1);
     sp.const_mask = c == 1 ? 0u : 30u;
-    sp.attrs[sp.n_attrs++] = attr_f("epsilon", 1e-3f);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_float("epsilon", 1e-3f);
     check_case(&sp, c == 0 ? "BatchNormalization const" : c == 1 ? "BatchNormalization runtime" : "BatchNormalization f16");
   }
 }
@@ -842,8 +826,8 @@ static void test_layernorm(void) {
       sp.in[2] = rand_array(F32, cases[i].brank, bd);
     }
     sp.const_mask = cases[i].mask;
-    sp.attrs[sp.n_attrs++] = attr_i("axis", cases[i].axis);
-    sp.attrs[sp.n_attrs++] = attr_f("epsilon", 1e-4f);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", cases[i].axis);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_float("epsilon", 1e-4f);
     char what[96];
     snprintf(what, sizeof what, "LayerNormalization case %d (axis %d)", i, ax);
     check_case(&sp, what);
@@ -867,7 +851,7 @@ static void test_softmax(void) {
   for (int i = 0; i < NELEM(cases); ++i) {
     spec_t sp = {.op = cases[i].op, .opset = cases[i].opset, .n_in = 1, .n_out = 1, .tol = 2e-6};
     sp.in[0] = rand_array(F32, cases[i].rank, cases[i].d);
-    if (cases[i].axis != 99) sp.attrs[sp.n_attrs++] = attr_i("axis", cases[i].axis);
+    if (cases[i].axis != 99) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", cases[i].axis);
     char what[96];
     snprintf(what, sizeof what, "%s opset %lld case %d", cases[i].op, (long long)cases[i].opset, i);
     check_case(&sp, what);
@@ -885,10 +869,10 @@ static void reduce_case(const char* op, int64_t opset, kiln_dtype_t t, int rank,
     for (int i = 0; i < naxes; ++i) ((int64_t*)sp.in[1].data)[i] = axes[i];
     sp.const_mask = 2u;
   } else if (naxes > 0) {
-    sp.attrs[sp.n_attrs++] = attr_ints("axes", naxes, axes);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("axes", naxes, axes);
   }
-  sp.attrs[sp.n_attrs++] = attr_i("keepdims", keep);
-  if (noop) sp.attrs[sp.n_attrs++] = attr_i("noop_with_empty_axes", 1);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_int("keepdims", keep);
+  if (noop) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("noop_with_empty_axes", 1);
   char what[128];
   snprintf(what, sizeof what, "%s opset %lld %s rank %d naxes %d keep %d noop %d", op,
            (long long)opset, kiln_dtype_name(t), rank, naxes, keep, noop);
@@ -937,7 +921,7 @@ static void test_errors(void) {
     spec_t sp = {.op = "Gemm", .n_in = 2, .n_out = 1};
     sp.in[0] = RAND(I32, 3, 4);
     sp.in[1] = RAND(I32, 4, 5);
-    sp.attrs[sp.n_attrs++] = attr_f("alpha", 2.0f);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_float("alpha", 2.0f);
     CHECK_ERR(plan_only(&sp), KILN_UNSUPPORTED, "alpha");
   }
   {
@@ -950,7 +934,7 @@ static void test_errors(void) {
     spec_t sp = {.op = "ReduceSum", .opset = 13, .n_in = 2, .n_out = 1};
     sp.in[0] = RAND(F32, 2, 3);
     sp.in[1] = RAND(I64, 1);
-    sp.attrs[sp.n_attrs++] = attr_i("keepdims", 1);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("keepdims", 1);
     /* run-time axes: no static output shape, refused before lowering */
     CHECK_ERR(plan_only(&sp), -1, "static");
   }

@@ -39,19 +39,6 @@ static kiln_array_t mk(kiln_dtype_t t, int rank, const int64_t* dims,
 static const kiln_array_t omitted = {.dtype = NONE};
 
 /* Attribute builders. */
-static kiln_attr_t attr_f(const char* name, float v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_FLOAT, .f = v};
-  return a;
-}
-static kiln_attr_t attr_i(const char* name, int64_t v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
-  return a;
-}
-static kiln_attr_t attr_s(const char* name, const char* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_STRING, .s = v, .s_len = strlen(v)};
-  return a;
-}
-
 typedef struct spec_s {
   const char* op;
   int64_t opset;
@@ -458,7 +445,7 @@ static void test_cast_f32_f16_f32(void) {
   kiln_graph_t* g = NULL;
   if (!CHECK_OK(kiln_graph_create(A(), &g))) return;
   kiln_shape_t s = kiln_shape_make(1, DIMS(8));
-  kiln_attr_t to16 = attr_i("to", 10), to32 = attr_i("to", 1);
+  kiln_attr_t to16 = kiln_attr_make_int("to", 10), to32 = kiln_attr_make_int("to", 1);
   CHECK_OK(kiln_graph_set_opset(g, "", 21));
   CHECK_OK(kiln_graph_add_input(g, "x", F32, &s, NULL));
   CHECK_OK(kiln_graph_add_node(g, "Cast", "c16", 1, (const char*[]){"x"}, 1,
@@ -487,8 +474,8 @@ static void test_cast_ints_and_bool(void) {
   kiln_array_t y = {0};
   float f[5] = {2.7f, -2.7f, NAN, 0.0f, -0.0f};
   kiln_array_t fx = ARR(F32, 1, DIMS(5), f);
-  kiln_attr_t to_i32 = attr_i("to", 6), to_bool = attr_i("to", 9), to_f32 = attr_i("to", 1),
-              to_u8 = attr_i("to", 2), to_i64 = attr_i("to", 7);
+  kiln_attr_t to_i32 = kiln_attr_make_int("to", 6), to_bool = kiln_attr_make_int("to", 9), to_f32 = kiln_attr_make_int("to", 1),
+              to_u8 = kiln_attr_make_int("to", 2), to_i64 = kiln_attr_make_int("to", 7);
   if (CHECK_OK(run_op("Cast", 21, 1, &fx, 1, &to_i32, &y))) {
     check_i64s(&y, I32, 5, DIMS(2, -2, 0, 0, 0));
     kiln_array_free(A(), &y);
@@ -524,8 +511,8 @@ static void test_cast_errors(void) {
   float f[1] = {1};
   kiln_array_t fx = ARR(F32, 1, DIMS(1), f);
   kiln_array_t y = {0};
-  kiln_attr_t to_double = attr_i("to", 11), to_string = attr_i("to", 8),
-              to_bad = attr_i("to", 999), to_float = attr_f("to", 1.0f);
+  kiln_attr_t to_double = kiln_attr_make_int("to", 11), to_string = kiln_attr_make_int("to", 8),
+              to_bad = kiln_attr_make_int("to", 999), to_float = kiln_attr_make_float("to", 1.0f);
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_double, &y), KILN_UNSUPPORTED,
             "Cast: to DOUBLE is not supported");
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_string, &y), KILN_UNSUPPORTED,
@@ -541,7 +528,7 @@ static void test_clip_opsets(void) {
   float x[5] = {-3, -0.5f, 0, 0.5f, 3};
   kiln_array_t y = {0};
   /* Opset 6: bounds are attributes. */
-  kiln_attr_t attrs[2] = {attr_f("min", -1.0f), attr_f("max", 1.0f)};
+  kiln_attr_t attrs[2] = {kiln_attr_make_float("min", -1.0f), kiln_attr_make_float("max", 1.0f)};
   kiln_array_t in = ARR(F32, 1, DIMS(5), x);
   if (CHECK_OK(run_op("Clip", 6, 1, &in, 2, attrs, &y))) {
     check_f32(&y, 5, FV(-1, -0.5f, 0, 0.5f, 1), 0);
@@ -704,7 +691,7 @@ static void test_activations(void) {
     check_f32(&y, 6, FV(0, 0, 0, 0, 0.5f, 100), 0);
     kiln_array_free(A(), &y);
   }
-  kiln_attr_t alpha = attr_f("alpha", 0.1f);
+  kiln_attr_t alpha = kiln_attr_make_float("alpha", 0.1f);
   if (CHECK_OK(run_op("LeakyRelu", 16, 1, &in, 1, &alpha, &y))) {
     check_f32(&y, 6, FV(-10, -0.2f, -0.05f, 0, 0.5f, 100), 1e-6);
     kiln_array_free(A(), &y);
@@ -742,14 +729,14 @@ static void test_activations(void) {
     double v = x[i];
     want[i] = (float)(0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
   }
-  kiln_attr_t approx = attr_s("approximate", "tanh");
+  kiln_attr_t approx = kiln_attr_make_string("approximate", "tanh");
   if (CHECK_OK(run_op("Gelu", 20, 1, &in, 1, &approx, &y))) {
     check_f32(&y, 6, want, 1e-5);
     kiln_array_free(A(), &y);
   }
-  kiln_attr_t bad = attr_s("approximate", "fast");
+  kiln_attr_t bad = kiln_attr_make_string("approximate", "fast");
   CHECK_ERR(run_op("Gelu", 20, 1, &in, 1, &bad, &y), KILN_INVALID_ARGUMENT, "fast");
-  kiln_attr_t wrong_type = attr_s("alpha", "big");
+  kiln_attr_t wrong_type = kiln_attr_make_string("alpha", "big");
   CHECK_ERR(run_op("LeakyRelu", 16, 1, &in, 1, &wrong_type, &y), -1, "alpha");
 }
 
@@ -835,7 +822,7 @@ static void test_identity_dropout(void) {
     kiln_array_free(A(), &outs[1]);
   }
   /* Opset 7: ratio attribute, mask of the input's dtype. */
-  kiln_attr_t r = attr_f("ratio", 0.2f);
+  kiln_attr_t r = kiln_attr_make_float("ratio", 0.2f);
   spec_t sp7 = {"Dropout", 7, 1, &xin, NULL, 1, &r, 2};
   if (CHECK_OK(run_spec(&sp7, outs))) {
     check_f32(&outs[0], 3, x, 0);

@@ -40,24 +40,8 @@ static kiln_array_t mk(kiln_dtype_t t, int rank, const int64_t* dims,
 }
 static const kiln_array_t omitted = {.dtype = NONE};
 
-static kiln_attr_t attr_f(const char* name, float v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_FLOAT, .f = v};
-  return a;
-}
-static kiln_attr_t attr_i(const char* name, int64_t v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INT, .i = v};
-  return a;
-}
-static kiln_attr_t attr_s(const char* name, const char* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_STRING, .s = v, .s_len = strlen(v)};
-  return a;
-}
-static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
-  kiln_attr_t a = {.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
-  return a;
-}
 #define INTS(name, ...) \
-  attr_ints(name, NELEM(((int64_t[]){__VA_ARGS__})), (int64_t[]){__VA_ARGS__})
+  kiln_attr_make_ints(name, NELEM(((int64_t[]){__VA_ARGS__})), (int64_t[]){__VA_ARGS__})
 
 typedef struct spec_s {
   const char* op;
@@ -197,12 +181,12 @@ static void test_conv_asymmetric_pads_and_auto_pad(void) {
   expect_f32("Conv", 13, 2, in, 2, 1, at, 4, DIMS(1, 1, 4, 3),
              FV(1, 3, 5, 10, 14, 18, 26, 30, 34, 42, 46, 50), 1e-5);
   /* SAME_UPPER, stride 1: output 4x4, the extra pad goes at the end. */
-  kiln_attr_t su[1] = {attr_s("auto_pad", "SAME_UPPER")};
+  kiln_attr_t su[1] = {kiln_attr_make_string("auto_pad", "SAME_UPPER")};
   expect_f32("Conv", 13, 2, in, 2, 1, su, 4, DIMS(1, 1, 4, 4),
              FV(10, 14, 18, 10, 26, 30, 34, 18, 42, 46, 50, 26, 25, 27, 29, 15),
              1e-5);
   /* SAME_LOWER puts it at the start. */
-  kiln_attr_t sl[1] = {attr_s("auto_pad", "SAME_LOWER")};
+  kiln_attr_t sl[1] = {kiln_attr_make_string("auto_pad", "SAME_LOWER")};
   expect_f32("Conv", 13, 2, in, 2, 1, sl, 4, DIMS(1, 1, 4, 4),
              FV(0, 1, 3, 5, 4, 10, 14, 18, 12, 26, 30, 34, 20, 42, 46, 50),
              1e-5);
@@ -215,7 +199,7 @@ static void test_conv_group2(void) {
   float w[4] = {1, 2, 3, 4};  /* 1x1 kernels */
   kiln_array_t in[2] = {ARR(F32, 4, DIMS(1, 2, 1, 2), x),
                         ARR(F32, 4, DIMS(4, 1, 1, 1), w)};
-  kiln_attr_t at[1] = {attr_i("group", 2)};
+  kiln_attr_t at[1] = {kiln_attr_make_int("group", 2)};
   expect_f32("Conv", 13, 2, in, 2, 1, at, 4, DIMS(1, 4, 1, 2),
              FV(1, 2, 2, 4, 9, 12, 12, 16), 1e-6);
   /* 2x2 kernels over constant channels (1 and 2) with weights 1 and 10. */
@@ -249,7 +233,7 @@ static void test_conv_depthwise(void) {
   }
   kiln_array_t in[2] = {ARR(F32, 4, DIMS(1, 3, 3, 3), x),
                         ARR(F32, 4, DIMS(3, 1, 3, 3), w)};
-  kiln_attr_t at[2] = {attr_i("group", 3), INTS("pads", 1, 1, 1, 1)};
+  kiln_attr_t at[2] = {kiln_attr_make_int("group", 3), INTS("pads", 1, 1, 1, 1)};
   float want[27];
   const float taps[9] = {4, 6, 4, 6, 9, 6, 4, 6, 4};
   for (int i = 0; i < 27; ++i) want[i] = taps[i % 9] * (float)(i / 9 + 1);
@@ -325,7 +309,7 @@ static void test_conv_errors(void) {
   kiln_attr_t zd[1] = {INTS("dilations", 0, 1)};
   CHECK_ERR(load_only("Conv", 13, 2, in, 2, 1, zd), KILN_INVALID_ARGUMENT,
             "Conv: dilations[0] is 0, must be >= 1");
-  kiln_attr_t zg[1] = {attr_i("group", 0)};
+  kiln_attr_t zg[1] = {kiln_attr_make_int("group", 0)};
   CHECK_ERR(load_only("Conv", 13, 2, in, 2, 1, zg), KILN_INVALID_ARGUMENT,
             "Conv: group is 0, must be >= 1");
   kiln_attr_t np[1] = {INTS("pads", 0, -1, 0, 0)};
@@ -344,18 +328,18 @@ static void test_conv_errors(void) {
                         ARR(F32, 4, DIMS(2, 3, 3, 3), w)};
   CHECK_ERR(load_only("Conv", 13, 2, cm, 2, 0, NULL), KILN_INVALID_ARGUMENT,
             "weight 'x1' has 3 input channels (dim 1), expected 4");
-  kiln_attr_t g3[1] = {attr_i("group", 3)};
+  kiln_attr_t g3[1] = {kiln_attr_make_int("group", 3)};
   CHECK_ERR(load_only("Conv", 13, 2, cm, 2, 1, g3), KILN_INVALID_ARGUMENT,
             "Conv: group 3 does not divide the 4 input channels of 'x0'");
   /* group beyond the channel count (0 channels, 0 filters). */
   kiln_array_t z0[2] = {ARR(F32, 4, DIMS(1, 0, 5, 5), x),
                         ARR(F32, 4, DIMS(0, 0, 3, 3), w)};
-  kiln_attr_t gh[1] = {attr_i("group", (int64_t)1 << 40)};
+  kiln_attr_t gh[1] = {kiln_attr_make_int("group", (int64_t)1 << 40)};
   CHECK_ERR(load_only("Conv", 13, 2, z0, 2, 1, gh), KILN_INVALID_ARGUMENT,
             "exceeds the 0 input channels");
   kiln_array_t mo[2] = {ARR(F32, 4, DIMS(1, 4, 5, 5), x),
                         ARR(F32, 4, DIMS(3, 2, 3, 3), w)};
-  kiln_attr_t g2[1] = {attr_i("group", 2)};
+  kiln_attr_t g2[1] = {kiln_attr_make_int("group", 2)};
   CHECK_ERR(load_only("Conv", 13, 2, mo, 2, 1, g2), KILN_INVALID_ARGUMENT,
             "group 2 does not divide the 3 output channels");
   /* Output spatial size <= 0: 3x3 kernel on a 2x2 input. */
@@ -371,7 +355,7 @@ static void test_conv_errors(void) {
                         ARR(F32, 3, DIMS(1, 1, 5), w)};
   CHECK_ERR(load_only("Conv", 13, 2, rk, 2, 0, NULL), KILN_INVALID_ARGUMENT,
             "weight 'x1' has rank 3 but input 'x0' has rank 4");
-  kiln_attr_t ap[1] = {attr_s("auto_pad", "SAME")};
+  kiln_attr_t ap[1] = {kiln_attr_make_string("auto_pad", "SAME")};
   CHECK_ERR(load_only("Conv", 13, 2, in, 2, 1, ap), KILN_INVALID_ARGUMENT,
             "auto_pad 'SAME'");
   /* Integer inputs are not claimed. */
@@ -403,17 +387,17 @@ static void test_conv_transpose(void) {
              FV(1, 1, 3, 2, 5, 3, 3, 0), 1e-6);
   /* SAME_*: output = input * stride, the 7-long full result trimmed by
    * one at the end (UPPER) or the start (LOWER). */
-  kiln_attr_t su[2] = {INTS("strides", 2), attr_s("auto_pad", "SAME_UPPER")};
+  kiln_attr_t su[2] = {INTS("strides", 2), kiln_attr_make_string("auto_pad", "SAME_UPPER")};
   expect_f32("ConvTranspose", 13, 2, in, 2, 2, su, 3, DIMS(1, 1, 6),
              FV(1, 1, 3, 2, 5, 3), 1e-6);
-  kiln_attr_t sl[2] = {INTS("strides", 2), attr_s("auto_pad", "SAME_LOWER")};
+  kiln_attr_t sl[2] = {INTS("strides", 2), kiln_attr_make_string("auto_pad", "SAME_LOWER")};
   expect_f32("ConvTranspose", 13, 2, in, 2, 2, sl, 3, DIMS(1, 1, 6),
              FV(1, 3, 2, 5, 3, 3), 1e-6);
   /* group 2 with two output channels per group plus bias. */
   kiln_array_t g[3] = {ARR(F32, 3, DIMS(1, 2, 1), FV(1, 10)),
                        ARR(F32, 3, DIMS(2, 2, 1), FV(1, 2, 3, 4)),
                        ARR(F32, 1, DIMS(4), FV(0, 0, 0, 0.5f))};
-  kiln_attr_t gr[1] = {attr_i("group", 2)};
+  kiln_attr_t gr[1] = {kiln_attr_make_int("group", 2)};
   expect_f32("ConvTranspose", 13, 3, g, 6, 1, gr, 3, DIMS(1, 4, 1),
              FV(1, 2, 30, 40.5f), 1e-6);
   /* Channel mismatch. */
@@ -435,15 +419,15 @@ static void test_gemm(void) {
   kiln_array_t in[3] = {ARR(F32, 2, DIMS(2, 3), FV(1, 2, 3, 4, 5, 6)),
                         ARR(F32, 2, DIMS(2, 3), FV(1, 0, 1, 0, 1, 0)),
                         ARR(F32, 1, DIMS(2), FV(10, 20))};
-  kiln_attr_t at[3] = {attr_i("transB", 1), attr_f("alpha", 2.0f),
-                       attr_f("beta", 0.5f)};
+  kiln_attr_t at[3] = {kiln_attr_make_int("transB", 1), kiln_attr_make_float("alpha", 2.0f),
+                       kiln_attr_make_float("beta", 0.5f)};
   expect_f32("Gemm", 13, 3, in, 0, 3, at, 2, DIMS(2, 2), FV(13, 14, 25, 20),
              1e-5);
   /* C [2,1] broadcast along columns, transA, no alpha/beta. */
   kiln_array_t ta[3] = {ARR(F32, 2, DIMS(3, 2), FV(1, 4, 2, 5, 3, 6)),
                         ARR(F32, 2, DIMS(3, 2), FV(1, 0, 0, 1, 1, 0)),
                         ARR(F32, 2, DIMS(2, 1), FV(100, 200))};
-  kiln_attr_t tt[1] = {attr_i("transA", 1)};
+  kiln_attr_t tt[1] = {kiln_attr_make_int("transA", 1)};
   expect_f32("Gemm", 13, 3, ta, 0, 1, tt, 2, DIMS(2, 2), FV(104, 102, 210, 205),
              1e-5);
   /* No C (opset 11+). */
@@ -454,7 +438,7 @@ static void test_gemm(void) {
   CHECK_ERR(load_only("Gemm", 13, 3, in, 0, 0, NULL), KILN_INVALID_ARGUMENT,
             "Gemm: inner dimensions disagree");
   kiln_array_t bc[3] = {in[0], in[1], ARR(F32, 1, DIMS(3), FV(1, 2, 3))};
-  kiln_attr_t tb[1] = {attr_i("transB", 1)};
+  kiln_attr_t tb[1] = {kiln_attr_make_int("transB", 1)};
   CHECK_ERR(load_only("Gemm", 13, 3, bc, 0, 1, tb), KILN_INVALID_ARGUMENT,
             "does not broadcast to [2,2]");
 }
@@ -501,7 +485,7 @@ static void test_maxpool(void) {
   for (int i = 0; i < 16; ++i) x[i] = (float)(i + 1);
   kiln_array_t in[1] = {ARR(F32, 4, DIMS(1, 1, 4, 4), x)};
   kiln_attr_t at[3] = {INTS("kernel_shape", 3, 3), INTS("strides", 2, 2),
-                       attr_i("ceil_mode", 1)};
+                       kiln_attr_make_int("ceil_mode", 1)};
   expect_f32("MaxPool", 13, 1, in, 0, 3, at, 4, DIMS(1, 1, 2, 2),
              FV(11, 12, 15, 16), 0);
   /* Without ceil_mode only one window fits. */
@@ -509,12 +493,12 @@ static void test_maxpool(void) {
   /* ceil_mode never starts a window in the end padding: 2x2, k1, s2 -> 1x1. */
   kiln_array_t two[1] = {ARR(F32, 4, DIMS(1, 1, 2, 2), FV(1, 2, 3, 4))};
   kiln_attr_t k1[3] = {INTS("kernel_shape", 1, 1), INTS("strides", 2, 2),
-                       attr_i("ceil_mode", 1)};
+                       kiln_attr_make_int("ceil_mode", 1)};
   expect_f32("MaxPool", 13, 1, two, 0, 3, k1, 4, DIMS(1, 1, 1, 1), FV(1), 0);
   /* Indices, row- and column-major. */
   kiln_array_t ix[1] = {ARR(F32, 4, DIMS(1, 1, 2, 3), FV(1, 5, 2, 4, 3, 6))};
   for (int order = 0; order < 2; ++order) {
-    kiln_attr_t ka[2] = {INTS("kernel_shape", 2, 2), attr_i("storage_order", order)};
+    kiln_attr_t ka[2] = {INTS("kernel_shape", 2, 2), kiln_attr_make_int("storage_order", order)};
     spec_t sp = {"MaxPool", 12, 1, ix, 0, 2, ka, 2};
     kiln_array_t out[2] = {{0}, {0}};
     if (!CHECK_OK(run_spec(&sp, out))) continue;
@@ -558,13 +542,13 @@ static void test_averagepool(void) {
   kiln_array_t in[1] = {ARR(F32, 4, DIMS(1, 1, 3, 3), x)};
   /* k2, s2, pads 1: windows rows {-1,0},{1,2} x cols {-1,0},{1,2}. */
   kiln_attr_t at[4] = {INTS("kernel_shape", 2, 2), INTS("strides", 2, 2),
-                       INTS("pads", 1, 1, 1, 1), attr_i("count_include_pad", 1)};
+                       INTS("pads", 1, 1, 1, 1), kiln_attr_make_int("count_include_pad", 1)};
   expect_f32("AveragePool", 13, 1, in, 0, 4, at, 4, DIMS(1, 1, 2, 2),
              FV(0.25f, 1.25f, 2.75f, 7), 1e-6);
   expect_f32("AveragePool", 13, 1, in, 0, 3, at, 4, DIMS(1, 1, 2, 2),
              FV(1, 2.5f, 5.5f, 7), 1e-6);
   /* SAME_UPPER, k2 s1 on 3x3: pads go at the end. */
-  kiln_attr_t su[2] = {INTS("kernel_shape", 2, 2), attr_s("auto_pad", "SAME_UPPER")};
+  kiln_attr_t su[2] = {INTS("kernel_shape", 2, 2), kiln_attr_make_string("auto_pad", "SAME_UPPER")};
   expect_f32("AveragePool", 13, 1, in, 0, 2, su, 4, DIMS(1, 1, 3, 3),
              FV(3, 4, 4.5f, 6, 7, 7.5f, 7.5f, 8.5f, 9), 1e-6);
   /* GlobalAveragePool. */
@@ -576,7 +560,7 @@ static void test_averagepool(void) {
 
 static void test_softmax(void) {
   kiln_array_t in[1] = {ARR(F32, 2, DIMS(2, 3), FV(1, 2, 3, 1, 1, 1))};
-  kiln_attr_t a0[1] = {attr_i("axis", 0)};
+  kiln_attr_t a0[1] = {kiln_attr_make_int("axis", 0)};
   expect_f32("Softmax", 13, 1, in, 0, 1, a0, 2, DIMS(2, 3),
              FV(0.5f, 0.7310586f, 0.8807971f, 0.5f, 0.2689414f, 0.1192029f),
              1e-6);
@@ -596,7 +580,7 @@ static void test_softmax(void) {
   /* Opset 13 normalises only the last axis. */
   float third[6] = {1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 1 / 3.0f, 1 / 3.0f};
   expect_f32("Softmax", 13, 1, in3, 0, 0, NULL, 3, DIMS(1, 2, 3), third, 1e-6);
-  kiln_attr_t bad[1] = {attr_i("axis", 2)};
+  kiln_attr_t bad[1] = {kiln_attr_make_int("axis", 2)};
   CHECK_ERR(load_only("Softmax", 13, 1, in, 0, 1, bad), KILN_INVALID_ARGUMENT,
             "Softmax: axis 2 is out of range for rank 2");
 }
@@ -608,10 +592,10 @@ static void test_batchnorm(void) {
                         ARR(F32, 1, DIMS(2), FV(0, 1)),
                         ARR(F32, 1, DIMS(2), FV(1, 3)),
                         ARR(F32, 1, DIMS(2), FV(4, 1))};
-  kiln_attr_t at[1] = {attr_f("epsilon", 0.0f)};
+  kiln_attr_t at[1] = {kiln_attr_make_float("epsilon", 0.0f)};
   expect_f32("BatchNormalization", 15, 5, in, 30, 1, at, 4, DIMS(1, 2, 1, 2),
              FV(0, 0.5f, 1, 3), 1e-6);
-  kiln_attr_t tm[1] = {attr_i("training_mode", 1)};
+  kiln_attr_t tm[1] = {kiln_attr_make_int("training_mode", 1)};
   CHECK_ERR(load_only("BatchNormalization", 15, 5, in, 30, 1, tm), KILN_UNSUPPORTED,
             "training_mode=1 is not supported");
   kiln_array_t bad[5] = {in[0], ARR(F32, 1, DIMS(3), FV(1, 2, 3)), in[2], in[3], in[4]};
@@ -624,7 +608,7 @@ static void test_layernorm(void) {
   kiln_array_t in[3] = {ARR(F32, 2, DIMS(2, 3), FV(1, 2, 3, 2, 2, 2)),
                         ARR(F32, 1, DIMS(3), FV(1, 1, 2)),
                         ARR(F32, 1, DIMS(3), FV(0, 0, 1))};
-  kiln_attr_t at[1] = {attr_f("epsilon", 0.0f)};
+  kiln_attr_t at[1] = {kiln_attr_make_float("epsilon", 0.0f)};
   const float r = 1.22474487f; /* 1 / sqrt(2/3) */
   spec_t sp = {"LayerNormalization", 17, 3, in, 6, 1, at, 3};
   kiln_array_t out[3] = {{0}, {0}, {0}};
@@ -650,18 +634,18 @@ static void test_layernorm(void) {
 static void test_reduce(void) {
   kiln_array_t x[1] = {ARR(F32, 2, DIMS(2, 3), FV(1, 2, 3, 4, 5, 6))};
   /* Opset 13: axes is an attribute of ReduceMean. */
-  kiln_attr_t a13[2] = {INTS("axes", 1), attr_i("keepdims", 0)};
+  kiln_attr_t a13[2] = {INTS("axes", 1), kiln_attr_make_int("keepdims", 0)};
   expect_f32("ReduceMean", 13, 1, x, 0, 2, a13, 1, DIMS(2), FV(2, 5), 1e-6);
   /* Opset 18: axes is an input. */
   kiln_array_t x18[2] = {x[0], ARR(I64, 1, DIMS(1), IV(-2))};
-  kiln_attr_t k0[1] = {attr_i("keepdims", 0)};
+  kiln_attr_t k0[1] = {kiln_attr_make_int("keepdims", 0)};
   expect_f32("ReduceMean", 18, 2, x18, 2, 1, k0, 1, DIMS(3), FV(2.5f, 3.5f, 4.5f),
              1e-6);
   /* Everything, keepdims (default). */
   expect_f32("ReduceSum", 13, 1, x, 0, 0, NULL, 2, DIMS(1, 1), FV(21), 1e-6);
   expect_f32("ReduceMax", 13, 1, x, 0, 0, NULL, 2, DIMS(1, 1), FV(6), 0);
   /* noop_with_empty_axes: identity. */
-  kiln_attr_t noop[1] = {attr_i("noop_with_empty_axes", 1)};
+  kiln_attr_t noop[1] = {kiln_attr_make_int("noop_with_empty_axes", 1)};
   expect_f32("ReduceSum", 13, 1, x, 0, 1, noop, 2, DIMS(2, 3), FV(1, 2, 3, 4, 5, 6),
              0);
   /* ReduceMax on int32 and bool. */

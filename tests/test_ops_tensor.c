@@ -56,53 +56,6 @@ static void node(kiln_graph_t* g, const char* op, int32_t n_in, const char* cons
   CHECK_OK(kiln_graph_add_node(g, op, op, n_in, in, n_out, out, n_attr, attrs, NULL));
 }
 
-static kiln_attr_t a_int(const char* name, int64_t v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INT;
-  a.i = v;
-  return a;
-}
-
-static kiln_attr_t a_ints(const char* name, int32_t n, const int64_t* v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INTS;
-  a.count = n;
-  a.ints = v;
-  return a;
-}
-
-static kiln_attr_t a_float(const char* name, float v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_FLOAT;
-  a.f = v;
-  return a;
-}
-
-static kiln_attr_t a_str(const char* name, const char* s) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_STRING;
-  a.s = s;
-  a.s_len = strlen(s);
-  return a;
-}
-
-static kiln_attr_t a_tensor(const char* name, kiln_array_t* t) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_TENSOR;
-  a.tensor = t;
-  return a;
-}
-
 static const kiln_tensor_t* tensor(const kiln_graph_t* g, const char* name) {
   int32_t i = kiln_graph_find_tensor(g, name);
   KILN_ASSERT(i >= 0);
@@ -185,7 +138,7 @@ static void test_reshape_zero_and_minus_one(void) {
   g = graph(17);
   input(g, "x", KILN_DTYPE_F32, SHAPE(0, 3, 4));
   init_i64(g, "shape", I64S(3, 4, 0));
-  node(g, "Reshape", NAMES("x", "shape"), NAMES("y"), ATTRS(a_int("allowzero", 1)));
+  node(g, "Reshape", NAMES("x", "shape"), NAMES("y"), ATTRS(kiln_attr_make_int("allowzero", 1)));
   CHECK_OK(run_unary(g, SHAPE(0, 3, 4), &y));
   CHECK(shape_is(&y.shape, SHAPE(3, 4, 0)));
   free_arrays(&y, 1);
@@ -258,9 +211,9 @@ static void test_reshape_errors(void) {
 static void test_shape_start_end(void) {
   kiln_graph_t* g = graph(15);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3, 4, 5));
-  node(g, "Shape", NAMES("x"), NAMES("y"), ATTRS(a_int("start", 1), a_int("end", -1)));
-  node(g, "Shape", NAMES("x"), NAMES("z"), ATTRS(a_int("start", -10), a_int("end", 10)));
-  node(g, "Shape", NAMES("x"), NAMES("w"), ATTRS(a_int("start", 3), a_int("end", 1)));
+  node(g, "Shape", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_int("start", 1), kiln_attr_make_int("end", -1)));
+  node(g, "Shape", NAMES("x"), NAMES("z"), ATTRS(kiln_attr_make_int("start", -10), kiln_attr_make_int("end", 10)));
+  node(g, "Shape", NAMES("x"), NAMES("w"), ATTRS(kiln_attr_make_int("start", 3), kiln_attr_make_int("end", 1)));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_add_output(g, "z"));
   CHECK_OK(kiln_graph_add_output(g, "w"));
@@ -294,9 +247,9 @@ static kiln_graph_t* chain_graph(kiln_shape_t xs, int64_t* sym_out) {
   init_i64(g, "axes0", I64S(0));
   init_i64(g, "twelve", I64S(12));
   node(g, "Shape", NAMES("x"), NAMES("shp"), NO_ATTRS);
-  node(g, "Gather", NAMES("shp", "zero"), NAMES("batch"), ATTRS(a_int("axis", 0)));
+  node(g, "Gather", NAMES("shp", "zero"), NAMES("batch"), ATTRS(kiln_attr_make_int("axis", 0)));
   node(g, "Unsqueeze", NAMES("batch", "axes0"), NAMES("batch1"), NO_ATTRS);
-  node(g, "Concat", NAMES("batch1", "twelve"), NAMES("target"), ATTRS(a_int("axis", 0)));
+  node(g, "Concat", NAMES("batch1", "twelve"), NAMES("target"), ATTRS(kiln_attr_make_int("axis", 0)));
   node(g, "Reshape", NAMES("x", "target"), NAMES("y"), NO_ATTRS);
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_prepare(g));
@@ -348,7 +301,7 @@ static void test_gather_negative_index(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   init(g, "idx", KILN_DTYPE_I32, SHAPE(1, 2), (int32_t[]){2, -3});
-  node(g, "Gather", NAMES("x", "idx"), NAMES("y"), ATTRS(a_int("axis", -1)));
+  node(g, "Gather", NAMES("x", "idx"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", -1)));
   CHECK_OK(run_unary(g, SHAPE(2, 3), &y));
   expect(&y, SHAPE(2, 1, 2), (double[]){2, 0, 5, 3});
   free_arrays(&y, 1);
@@ -426,7 +379,7 @@ static void test_slice_negative_steps(void) {
   g = graph(9);
   input(g, "x", KILN_DTYPE_F32, SHAPE(3, 4));
   node(g, "Slice", NAMES("x"), NAMES("y"),
-       ATTRS(a_ints("starts", I64S(1)), a_ints("ends", I64S(-1)), a_ints("axes", I64S(1))));
+       ATTRS(kiln_attr_make_ints("starts", I64S(1)), kiln_attr_make_ints("ends", I64S(-1)), kiln_attr_make_ints("axes", I64S(1))));
   CHECK_OK(run_unary(g, SHAPE(3, 4), &y));
   expect(&y, SHAPE(3, 2), (double[]){1, 2, 5, 6, 9, 10});
   free_arrays(&y, 1);
@@ -483,7 +436,7 @@ static void pad_case(int64_t opset, const char* mode, int32_t n_pads, const int6
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   init_i64(g, "pads", n_pads, pads);
   init(g, "cv", KILN_DTYPE_F32, SCALAR, (float[]){-1.0f});
-  node(g, "Pad", NAMES("x", "pads", "cv"), NAMES("y"), ATTRS(a_str("mode", mode)));
+  node(g, "Pad", NAMES("x", "pads", "cv"), NAMES("y"), ATTRS(kiln_attr_make_string("mode", mode)));
   kiln_array_t y;
   if (CHECK_OK(run_unary(g, SHAPE(2, 3), &y))) {
     expect(&y, want_shape, want);
@@ -521,7 +474,7 @@ static void test_pad_modes(void) {
   g = graph(7);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
   node(g, "Pad", NAMES("x"), NAMES("y"),
-       ATTRS(a_ints("pads", I64S(0, 0, 1, 0)), a_float("value", 7.0f)));
+       ATTRS(kiln_attr_make_ints("pads", I64S(0, 0, 1, 0)), kiln_attr_make_float("value", 7.0f)));
   CHECK_OK(run_unary(g, SHAPE(2, 3), &y));
   expect(&y, SHAPE(3, 3), (double[]){0, 1, 2, 3, 4, 5, 7, 7, 7});
   free_arrays(&y, 1);
@@ -555,7 +508,7 @@ static kiln_graph_t* resize_graph(const char* mode, const char* coord, kiln_shap
   for (int32_t k = 0; k < r; ++k) sc[k] = k >= r - 2 ? 2.0f : 1.0f;
   init(g, "scales", KILN_DTYPE_F32, kiln_shape_make(1, (int64_t[]){r}), sc);
   node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"),
-       ATTRS(a_str("mode", mode), a_str("coordinate_transformation_mode", coord)));
+       ATTRS(kiln_attr_make_string("mode", mode), kiln_attr_make_string("coordinate_transformation_mode", coord)));
   return g;
 }
 
@@ -594,8 +547,8 @@ static void test_resize_2x(void) {
   input(g, "x", KILN_DTYPE_I32, SHAPE(2, 2));
   init_i64(g, "sizes", I64S(3));
   node(g, "Resize", NAMES("x", "", "", "sizes"), NAMES("y"),
-       ATTRS(a_ints("axes", I64S(0)), a_str("nearest_mode", "floor"),
-             a_str("coordinate_transformation_mode", "asymmetric")));
+       ATTRS(kiln_attr_make_ints("axes", I64S(0)), kiln_attr_make_string("nearest_mode", "floor"),
+             kiln_attr_make_string("coordinate_transformation_mode", "asymmetric")));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_prepare(g));
   CHECK(shape_is(&tensor(g, "y")->shape, SHAPE(3, 2)));
@@ -616,7 +569,7 @@ static void test_resize_2x(void) {
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 4));
   init(g, "scales", KILN_DTYPE_F32, SHAPE(2), (float[]){1.0f, 0.5f});
   node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"),
-       ATTRS(a_str("mode", "linear"), a_int("antialias", 1)));
+       ATTRS(kiln_attr_make_string("mode", "linear"), kiln_attr_make_int("antialias", 1)));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "antialias");
   kiln_graph_destroy(g);
@@ -636,7 +589,7 @@ static void test_split_uneven(void) {
   kiln_graph_t* g = graph(18);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 7));
   node(g, "Split", NAMES("x"), NAMES("a", "b", "c", "d"),
-       ATTRS(a_int("axis", 1), a_int("num_outputs", 4)));
+       ATTRS(kiln_attr_make_int("axis", 1), kiln_attr_make_int("num_outputs", 4)));
   const char* outs[] = {"a", "b", "c", "d"};
   for (int i = 0; i < 4; ++i) CHECK_OK(kiln_graph_add_output(g, outs[i]));
   CHECK_OK(kiln_graph_prepare(g));
@@ -669,7 +622,7 @@ static void test_split_uneven(void) {
   /* Split-11: the attribute; Split-13 equal parts must divide evenly. */
   g = graph(11);
   input(g, "x", KILN_DTYPE_F32, SHAPE(5));
-  node(g, "Split", NAMES("x"), NAMES("a", "b"), ATTRS(a_ints("split", I64S(1, 4))));
+  node(g, "Split", NAMES("x"), NAMES("a", "b"), ATTRS(kiln_attr_make_ints("split", I64S(1, 4))));
   for (int i = 0; i < 2; ++i) CHECK_OK(kiln_graph_add_output(g, outs[i]));
   CHECK_OK(kiln_graph_prepare(g));
   CHECK(shape_is(&tensor(g, "b")->shape, SHAPE(4)));
@@ -707,14 +660,14 @@ static void test_layout_ops(void) {
 
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3));
-  node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(a_ints("perm", I64S(0, 0))));
+  node(g, "Transpose", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_ints("perm", I64S(0, 0))));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "perm[1]");
   kiln_graph_destroy(g);
 
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 3, 4));
-  node(g, "Flatten", NAMES("x"), NAMES("y"), ATTRS(a_int("axis", -1)));
+  node(g, "Flatten", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", -1)));
   CHECK_OK(run_unary(g, SHAPE(2, 3, 4), &y));
   CHECK(shape_is(&y.shape, SHAPE(6, 4)));
   free_arrays(&y, 1);
@@ -723,7 +676,7 @@ static void test_layout_ops(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 2));
   init(g, "c", KILN_DTYPE_F32, SHAPE(2, 1), (float[]){9, 8});
-  node(g, "Concat", NAMES("x", "c", "x"), NAMES("y"), ATTRS(a_int("axis", 1)));
+  node(g, "Concat", NAMES("x", "c", "x"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", 1)));
   CHECK_OK(run_unary(g, SHAPE(2, 2), &y));
   expect(&y, SHAPE(2, 5), (double[]){0, 1, 9, 0, 1, 2, 3, 8, 2, 3});
   free_arrays(&y, 1);
@@ -732,7 +685,7 @@ static void test_layout_ops(void) {
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(2, 2));
   init(g, "c", KILN_DTYPE_F32, SHAPE(3, 1), (float[]){9, 8, 7});
-  node(g, "Concat", NAMES("x", "c"), NAMES("y"), ATTRS(a_int("axis", 1)));
+  node(g, "Concat", NAMES("x", "c"), NAMES("y"), ATTRS(kiln_attr_make_int("axis", 1)));
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "Concat: input 1");
   kiln_graph_destroy(g);
@@ -740,8 +693,8 @@ static void test_layout_ops(void) {
   /* Squeeze/Unsqueeze: axes as attribute (opset 11) and input (13). */
   g = graph(11);
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 3, 1));
-  node(g, "Squeeze", NAMES("x"), NAMES("s"), ATTRS(a_ints("axes", I64S(-1))));
-  node(g, "Unsqueeze", NAMES("s"), NAMES("y"), ATTRS(a_ints("axes", I64S(3, 0))));
+  node(g, "Squeeze", NAMES("x"), NAMES("s"), ATTRS(kiln_attr_make_ints("axes", I64S(-1))));
+  node(g, "Unsqueeze", NAMES("s"), NAMES("y"), ATTRS(kiln_attr_make_ints("axes", I64S(3, 0))));
   CHECK_OK(run_unary(g, SHAPE(1, 3, 1), &y));
   CHECK(shape_is(&y.shape, SHAPE(1, 1, 3, 1)));
   free_arrays(&y, 1);
@@ -784,10 +737,10 @@ static void test_layout_ops(void) {
 
 static void test_constants(void) {
   kiln_graph_t* g = graph(13);
-  node(g, "Constant", 0, NULL, NAMES("c"), ATTRS(a_ints("value_ints", I64S(2, 3))));
+  node(g, "Constant", 0, NULL, NAMES("c"), ATTRS(kiln_attr_make_ints("value_ints", I64S(2, 3))));
   kiln_array_t seven = array(KILN_DTYPE_I32, SHAPE(1), (int32_t[]){7});
-  node(g, "ConstantOfShape", NAMES("c"), NAMES("y"), ATTRS(a_tensor("value", &seven)));
-  node(g, "Constant", 0, NULL, NAMES("f"), ATTRS(a_float("value_float", 1.5f)));
+  node(g, "ConstantOfShape", NAMES("c"), NAMES("y"), ATTRS(kiln_attr_make_tensor("value", &seven)));
+  node(g, "Constant", 0, NULL, NAMES("f"), ATTRS(kiln_attr_make_float("value_float", 1.5f)));
   node(g, "ConstantOfShape", NAMES("c"), NAMES("z"), NO_ATTRS);
   CHECK_OK(kiln_graph_add_output(g, "y"));
   CHECK_OK(kiln_graph_add_output(g, "f"));
@@ -809,7 +762,7 @@ static void test_constants(void) {
   kiln_graph_destroy(g);
 
   g = graph(13);
-  node(g, "Constant", 0, NULL, NAMES("c"), ATTRS(a_str("value_string", "hi")));
+  node(g, "Constant", 0, NULL, NAMES("c"), ATTRS(kiln_attr_make_string("value_string", "hi")));
   CHECK_OK(kiln_graph_add_output(g, "c"));
   CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "value_string");
   kiln_graph_destroy(g);
@@ -833,7 +786,7 @@ static void test_dtypes(void) {
     input(g, "x", dt, SHAPE(2, 3));
     init_i64(g, "pads", I64S(0, 1, 0, 0));
     node(g, "Transpose", NAMES("x"), NAMES("t"), NO_ATTRS);
-    node(g, "Pad", NAMES("t", "pads"), NAMES("y"), ATTRS(a_str("mode", "edge")));
+    node(g, "Pad", NAMES("t", "pads"), NAMES("y"), ATTRS(kiln_attr_make_string("mode", "edge")));
     CHECK_OK(kiln_graph_add_output(g, "y"));
     CHECK_OK(kiln_graph_prepare(g));
     kiln_array_t x = array(dt, SHAPE(2, 3), NULL), y;
@@ -892,7 +845,7 @@ static void test_hostile_values(void) {
   hostile_case("ConstantOfShape", 13, SHAPE(1), I64S(1, 2, 3, 4, 5, 6, 7, 8, 9), NO_ATTRS);
   hostile_case("Pad", 13, SHAPE(2, 3), I64S(INT64_MAX, 0, INT64_MAX, 0), NO_ATTRS);
   hostile_case("Pad", 13, SHAPE(2, 3), I64S(INT64_MIN, 0, 0, 0), NO_ATTRS);
-  hostile_case("Pad", 13, SHAPE(2, 3), I64S(0, -3, 0, 1), ATTRS(a_str("mode", "reflect")));
+  hostile_case("Pad", 13, SHAPE(2, 3), I64S(0, -3, 0, 1), ATTRS(kiln_attr_make_string("mode", "reflect")));
   hostile_case("Unsqueeze", 13, SHAPE(2, 3), I64S(0, 0), NO_ATTRS);
   hostile_case("Unsqueeze", 13, SHAPE(2, 3), I64S(INT64_MIN), NO_ATTRS);
   hostile_case("Squeeze", 13, SHAPE(2, 3), I64S(0), NO_ATTRS);

@@ -65,16 +65,6 @@ static void node(kiln_graph_t* g, const char* op, int32_t n_in, const char* cons
 #define NODE(g, op, out, ...) \
   node(g, op, sizeof((const char*[]){__VA_ARGS__}) / sizeof(char*), (const char*[]){__VA_ARGS__}, out, 0, NULL)
 
-static kiln_attr_t attr_i(const char* n, int64_t v) {
-  return (kiln_attr_t){.name = n, .type = KILN_ATTR_INT, .i = v};
-}
-static kiln_attr_t attr_f(const char* n, float v) {
-  return (kiln_attr_t){.name = n, .type = KILN_ATTR_FLOAT, .f = v};
-}
-static kiln_attr_t attr_ints(const char* n, int64_t c, const int64_t* v) {
-  return (kiln_attr_t){.name = n, .type = KILN_ATTR_INTS, .count = c, .ints = v};
-}
-
 static int count_op(const kiln_graph_t* g, const char* op) {
   int k = 0;
   for (int32_t i = 0; i < g->n_nodes; ++i) k += strcmp(g->nodes[i].op_type, op) == 0;
@@ -211,16 +201,16 @@ static void b_noops(kiln_graph_t* g) {
   NODE(g, "Identity", "a", "x");
   NODE(g, "Relu", "b", "a");
   NODE(g, "Dropout", "c", "b");
-  kiln_attr_t to = attr_i("to", 1); /* FLOAT */
+  kiln_attr_t to = kiln_attr_make_int("to", 1); /* FLOAT */
   node(g, "Cast", 1, (const char*[]){"c"}, "d", 1, &to);
   NODE(g, "Reshape", "e", "d", "shape");
-  kiln_attr_t perm = attr_ints("perm", 2, (int64_t[]){0, 1});
+  kiln_attr_t perm = kiln_attr_make_ints("perm", 2, (int64_t[]){0, 1});
   node(g, "Transpose", 1, (const char*[]){"e"}, "f", 1, &perm);
   NODE(g, "Expand", "h", "f", "shape");
   NODE(g, "Identity", "y", "h"); /* graph output produced by a no-op */
   CHECK_OK(kiln_graph_add_output(g, "y"));
   /* Not no-ops: a real transpose and a reshape that changes the shape. */
-  kiln_attr_t perm2 = attr_ints("perm", 2, (int64_t[]){1, 0});
+  kiln_attr_t perm2 = kiln_attr_make_ints("perm", 2, (int64_t[]){1, 0});
   node(g, "Transpose", 1, (const char*[]){"x"}, "z", 1, &perm2);
   consti(g, "shape2", 2, (int64_t[]){4, 6});
   NODE(g, "Reshape", "z2", "z", "shape2");
@@ -267,7 +257,7 @@ static void b_consts(kiln_graph_t* g) {
   /* Shape-driven: Reshape target from Shape -> Gather -> Concat. */
   NODE(g, "Shape", "s", "x");
   consti(g, "i1", 1, (int64_t[]){1});
-  kiln_attr_t ax = attr_i("axis", 0);
+  kiln_attr_t ax = kiln_attr_make_int("axis", 0);
   node(g, "Gather", 2, (const char*[]){"s", "i1"}, "s1", 1, &ax);
   consti(g, "i0", 1, (int64_t[]){0});
   node(g, "Gather", 2, (const char*[]){"s", "i0"}, "s0", 1, &ax);
@@ -296,7 +286,7 @@ static void bn(kiln_graph_t* g, const char* x, const char* y, int64_t c, const c
     snprintf(n[k], sizeof n[k], "%s_%s", tag, parts[k]);
     constf(g, n[k], 1, (int64_t[]){c}, NULL, k == 3 ? 0.2f : -0.5f);
   }
-  kiln_attr_t eps = attr_f("epsilon", 1e-3f);
+  kiln_attr_t eps = kiln_attr_make_float("epsilon", 1e-3f);
   node(g, "BatchNormalization", 5, (const char*[]){x, n[0], n[1], n[2], n[3]}, y, 1, &eps);
 }
 
@@ -306,18 +296,18 @@ static void b_bn(kiln_graph_t* g) {
   /* Conv with bias, Conv without bias (grouped). */
   constf(g, "w1", 4, (int64_t[]){4, 3, 3, 3}, NULL, -0.5f);
   constf(g, "b1", 1, (int64_t[]){4}, NULL, -0.5f);
-  kiln_attr_t pads = attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1});
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1});
   node(g, "Conv", 3, (const char*[]){"x", "w1", "b1"}, "c1", 1, &pads);
   bn(g, "c1", "y1", 4, "bn1");
   constf(g, "w2", 4, (int64_t[]){4, 2, 1, 1}, NULL, -0.5f);
-  kiln_attr_t grp = attr_i("group", 2);
+  kiln_attr_t grp = kiln_attr_make_int("group", 2);
   node(g, "Conv", 2, (const char*[]){"y1", "w2"}, "c2", 1, &grp);
   bn(g, "c2", "y2", 4, "bn2");
   CHECK_OK(kiln_graph_add_output(g, "y2"));
   /* Gemm transB=1 with beta and a [1,C] bias; Gemm transB=0 without bias. */
   constf(g, "gw", 2, (int64_t[]){7, 6}, NULL, -0.5f);
   constf(g, "gb", 2, (int64_t[]){1, 7}, NULL, -0.5f);
-  kiln_attr_t ga[2] = {attr_i("transB", 1), attr_f("beta", 0.5f)};
+  kiln_attr_t ga[2] = {kiln_attr_make_int("transB", 1), kiln_attr_make_float("beta", 0.5f)};
   node(g, "Gemm", 3, (const char*[]){"v", "gw", "gb"}, "g1", 2, ga);
   bn(g, "g1", "y3", 7, "bn3");
   CHECK_OK(kiln_graph_add_output(g, "y3"));
@@ -358,7 +348,7 @@ static void b_chains(kiln_graph_t* g) {
   input(g, "x", 4, (int64_t[]){2, 3, 4, 5});
   consti(g, "s1", 3, (int64_t[]){6, 4, 5});
   NODE(g, "Reshape", "a", "x", "s1");
-  kiln_attr_t ax = attr_i("axis", 1);
+  kiln_attr_t ax = kiln_attr_make_int("axis", 1);
   node(g, "Flatten", 1, (const char*[]){"a"}, "b", 1, &ax);
   consti(g, "ax0", 1, (int64_t[]){0});
   NODE(g, "Unsqueeze", "c", "b", "ax0");
@@ -366,8 +356,8 @@ static void b_chains(kiln_graph_t* g) {
   NODE(g, "Relu", "y", "d");
   CHECK_OK(kiln_graph_add_output(g, "y"));
   /* Transposes that cancel, and two that compose. */
-  kiln_attr_t p1 = attr_ints("perm", 4, (int64_t[]){0, 2, 3, 1});
-  kiln_attr_t p2 = attr_ints("perm", 4, (int64_t[]){0, 3, 1, 2});
+  kiln_attr_t p1 = kiln_attr_make_ints("perm", 4, (int64_t[]){0, 2, 3, 1});
+  kiln_attr_t p2 = kiln_attr_make_ints("perm", 4, (int64_t[]){0, 3, 1, 2});
   node(g, "Transpose", 1, (const char*[]){"x"}, "t1", 1, &p1);
   node(g, "Transpose", 1, (const char*[]){"t1"}, "t2", 1, &p2);
   NODE(g, "Sigmoid", "z", "t2");
@@ -458,7 +448,7 @@ static void test_patterns_gelu(void) {
 
 static void b_hardswish(kiln_graph_t* g) {
   input(g, "x", 2, (int64_t[]){4, 16});
-  kiln_attr_t al = attr_f("alpha", 1.f / 6);
+  kiln_attr_t al = kiln_attr_make_float("alpha", 1.f / 6);
   node(g, "HardSigmoid", 1, (const char*[]){"x"}, "h", 1, &al);
   NODE(g, "Mul", "y", "h", "x");
   CHECK_OK(kiln_graph_add_output(g, "y"));
@@ -497,7 +487,7 @@ static void layernorm(kiln_graph_t* g, const char* x, const char* y, const char*
                       const char* beta, bool swap, const char* t) {
   char n[8][32];
   for (int k = 0; k < 8; ++k) snprintf(n[k], sizeof n[k], "%s_%d", t, k);
-  kiln_attr_t ra[2] = {attr_ints("axes", 1, (int64_t[]){-1}), attr_i("keepdims", 1)};
+  kiln_attr_t ra[2] = {kiln_attr_make_ints("axes", 1, (int64_t[]){-1}), kiln_attr_make_int("keepdims", 1)};
   node(g, "ReduceMean", 1, (const char*[]){x}, n[0], 2, ra);
   NODE(g, "Sub", n[1], x, n[0]);
   NODE(g, "Pow", n[2], n[1], "two");
@@ -564,7 +554,7 @@ static void b_cse(kiln_graph_t* g) {
   CHECK_OK(kiln_graph_add_output(g, "z"));
   CHECK_OK(kiln_graph_add_output(g, "t"));
   /* Differing attributes are different nodes. */
-  kiln_attr_t a1 = attr_f("alpha", 0.1f), a2 = attr_f("alpha", 0.2f);
+  kiln_attr_t a1 = kiln_attr_make_float("alpha", 0.1f), a2 = kiln_attr_make_float("alpha", 0.2f);
   node(g, "LeakyRelu", 1, (const char*[]){"x"}, "l1", 1, &a1);
   node(g, "LeakyRelu", 1, (const char*[]){"x"}, "l2", 1, &a2);
   NODE(g, "Add", "w", "l1", "l2");
@@ -643,7 +633,7 @@ static void b_random(kiln_graph_t* g) {
         int32_t j = (int32_t)(rnd() % (uint32_t)(i + 1));
         int64_t t = p[i]; p[i] = p[j]; p[j] = t;
       }
-      kiln_attr_t pa = attr_ints("perm", s.rank, p);
+      kiln_attr_t pa = kiln_attr_make_ints("perm", s.rank, p);
       node(g, "Transpose", 1, (const char*[]){cur}, rg_name(b1), 1, &pa);
       kiln_shape_t o = s;
       for (int32_t i = 0; i < s.rank; ++i) o.dims[i] = s.dims[p[i]];
@@ -677,7 +667,7 @@ static void b_random(kiln_graph_t* g) {
       char w[32], bb[32];
       constf(g, rg_name(w), 4, (int64_t[]){C, C, 3, 3}, NULL, -0.5f);
       constf(g, rg_name(bb), 1, (int64_t[]){C}, NULL, -0.5f);
-      kiln_attr_t pads = attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1});
+      kiln_attr_t pads = kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1});
       node(g, "Conv", 3, (const char*[]){b1, w, bb}, rg_name(b2), 1, &pads);
       strcpy(cur, b2);
       if (rnd() % 2) {
@@ -711,7 +701,7 @@ static void b_random(kiln_graph_t* g) {
       NODE(g, "Mul", rg_name(b2), b1, cur);
       strcpy(cur, b2);
     } else { /* Cast to the same type */
-      kiln_attr_t to = attr_i("to", 1);
+      kiln_attr_t to = kiln_attr_make_int("to", 1);
       node(g, "Cast", 1, (const char*[]){cur}, rg_name(b1), 1, &to);
       strcpy(cur, b1);
     }

@@ -268,25 +268,6 @@ static kiln_status_t axes_const(kiln_graph_t* g, const char* name, int64_t axis)
   return s;
 }
 
-static kiln_attr_t attr_ints(const char* name, int64_t n, const int64_t* v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INTS;
-  a.count = n;
-  a.ints = v;
-  return a;
-}
-
-static kiln_attr_t attr_int(const char* name, int64_t v) {
-  kiln_attr_t a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = KILN_ATTR_INT;
-  a.i = v;
-  return a;
-}
-
 static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
   KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, "", 17));
   const int64_t* p = c->p;
@@ -305,8 +286,8 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
       KILN_RETURN_IF_ERROR(input(g, "X", 4, x));
       KILN_RETURN_IF_ERROR(weight(g, "W", 4, w, 3));
       int64_t ks[2] = {p[4], p[4]}, st[2] = {p[5], p[5]}, pads[4] = {p[6], p[6], p[6], p[6]};
-      kiln_attr_t at[4] = {attr_ints("kernel_shape", 2, ks), attr_ints("strides", 2, st),
-                           attr_ints("pads", 4, pads), attr_int("group", p[7])};
+      kiln_attr_t at[4] = {kiln_attr_make_ints("kernel_shape", 2, ks), kiln_attr_make_ints("strides", 2, st),
+                           kiln_attr_make_ints("pads", 4, pads), kiln_attr_make_int("group", p[7])};
       const char* in[2] = {"X", "W"};
       KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "Conv", "conv", 2, in, 1, y, 4, at, NULL));
       break;
@@ -336,7 +317,7 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
             kiln_graph_add_node(g, "ReduceSum", "reduce", 2, in, 1, y, 0, NULL, NULL));
       } else {
         /* opset < 18: axes is an attribute */
-        kiln_attr_t at[1] = {attr_ints("axes", 1, &p[3])};
+        kiln_attr_t at[1] = {kiln_attr_make_ints("axes", 1, &p[3])};
         const char* in[1] = {"X"};
         KILN_RETURN_IF_ERROR(
             kiln_graph_add_node(g, "ReduceMean", "reduce", 1, in, 1, y, 1, at, NULL));
@@ -356,7 +337,7 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
       KILN_RETURN_IF_ERROR(weight(g, "scale", 1, w, 4));
       KILN_RETURN_IF_ERROR(weight(g, "bias", 1, w, 5));
       const char* in[3] = {"X", "scale", "bias"};
-      kiln_attr_t at[1] = {attr_int("axis", -1)};
+      kiln_attr_t at[1] = {kiln_attr_make_int("axis", -1)};
       KILN_RETURN_IF_ERROR(
           kiln_graph_add_node(g, "LayerNormalization", "layernorm", 3, in, 1, y, 1, at, NULL));
       break;
