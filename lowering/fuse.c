@@ -648,6 +648,54 @@ static const char* node_op(const kiln_plan_t* p, int32_t n) {
 }
 
 /* Tries to fold the consumer of intermediate |x| into its producer. */
+/* Final step shared by both fusions: simplify and verify the merged kernel
+ * |nf| (a verifier failure skips the fusion, logged), keep the merged naive
+ * form |nn| only if it verifies too, then replace producer |P| and consumer
+ * |C| by the merged kernel at position |at|. An epilogue keeps the producer's
+ * kernel record as its base; an inline keeps the consumer's. */
+static kiln_status_t commit_fusion(fz_t* z, bool epilogue, int32_t P, int32_t C, int32_t at,
+                                   const tir_buffer_t* X, tir_func_t* nf, tir_func_t* nn,
+                                   int32_t* args, bool* done) {
+  kiln_plan_t* p = z->p;
+  const kiln_plan_kernel_t* kp = &p->kernels[P];
+  const kiln_plan_kernel_t* kc = &p->kernels[C];
+  const kiln_plan_kernel_t* base = epilogue ? kp : kc;
+  const kiln_plan_kernel_t* other = epilogue ? kc : kp;
+  tir_func_t* sf = tir_simplify_func(&p->tir, nf);
+  KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
+  kiln_status_t vs = tir_verify(sf);
+  if (vs) {
+    logf_(z, "fuse: not %s %s into %s: %s", epilogue ? "fusing" : "inlining",
+          epilogue ? kc->func->name : kp->func->name, epilogue ? kp->func->name : kc->func->name,
+          kiln_status_message(vs));
+    kiln_status_free(vs);
+    return NULL;
+  }
+  if (nn && (vs = tir_verify(nn))) { /* keep the naive form consistent or drop it */
+    kiln_status_free(vs);
+    nn = NULL;
+  }
+  kiln_plan_kernel_t k = *base;
+  k.func = sf;
+  k.naive = nn;
+  k.args = args;
+  k.flops = kp->flops + kc->flops;
+  KILN_RETURN_IF_ERROR(merge_nodes(z, &k, other));
+  if (epilogue)
+    logf_(z, "fuse: epilogue %s (%s '%s') -> %s (%s '%s'), %s no longer in memory", kc->func->name,
+          node_op(p, kc->node), node_name(p, kc->node), kp->func->name, node_op(p, kp->node),
+          node_name(p, kp->node), X->name);
+  else
+    logf_(z, "fuse: inline %s (%s '%s') into %s (%s '%s'), %s no longer in memory", kp->func->name,
+          node_op(p, kp->node), node_name(p, kp->node), kc->func->name, node_op(p, kc->node),
+          node_name(p, kc->node), X->name);
+  replace_two(p, P, C, at, &k);
+  if (epilogue) z->rep->epilogues_fused++;
+  else z->rep->producers_inlined++;
+  *done = true;
+  return NULL;
+}
+
 static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   kiln_plan_t* p = z->p;
   *done = false;
@@ -719,35 +767,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   tir_func_t* nn = kp->naive ? epi_rewrite(z, &E, kp->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
   if (!nf || E.too_big) return NULL;
-  tir_func_t* sf = tir_simplify_func(&p->tir, nf);
-  KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
-  kiln_status_t vs = tir_verify(sf);
-  if (vs) {
-    logf_(z, "fuse: not fusing %s into %s: %s", kc->func->name, kp->func->name,
-          kiln_status_message(vs));
-    kiln_status_free(vs);
-    return NULL;
-  }
-  if (nn) {
-    vs = tir_verify(nn);
-    if (vs) { /* keep the naive form consistent or drop it */
-      kiln_status_free(vs);
-      nn = NULL;
-    }
-  }
-  kiln_plan_kernel_t k = *kp;
-  k.func = sf;
-  k.naive = nn;
-  k.args = args;
-  k.flops = kp->flops + kc->flops;
-  KILN_RETURN_IF_ERROR(merge_nodes(z, &k, kc));
-  logf_(z, "fuse: epilogue %s (%s '%s') -> %s (%s '%s'), %s no longer in memory", kc->func->name,
-        node_op(p, kc->node), node_name(p, kc->node), kp->func->name, node_op(p, kp->node),
-        node_name(p, kp->node), X->name);
-  replace_two(p, P, C, at, &k);
-  z->rep->epilogues_fused++;
-  *done = true;
-  return NULL;
+  return commit_fusion(z, true, P, C, at, X, nf, nn, args, done);
 }
 
 /* ---- producer inlining --------------------------------------------------- */
@@ -820,32 +840,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   tir_func_t* nn = kc->naive ? inl_rewrite(&p->tir, &I, X, kc->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
   if (!nf) return NULL;
-  tir_func_t* sf = tir_simplify_func(&p->tir, nf);
-  KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
-  kiln_status_t vs = tir_verify(sf);
-  if (vs) {
-    logf_(z, "fuse: not inlining %s into %s: %s", kp->func->name, kc->func->name,
-          kiln_status_message(vs));
-    kiln_status_free(vs);
-    return NULL;
-  }
-  if (nn && (vs = tir_verify(nn))) {
-    kiln_status_free(vs);
-    nn = NULL;
-  }
-  kiln_plan_kernel_t k = *kc;
-  k.func = sf;
-  k.naive = nn;
-  k.args = args;
-  k.flops = kp->flops + kc->flops;
-  KILN_RETURN_IF_ERROR(merge_nodes(z, &k, kp));
-  logf_(z, "fuse: inline %s (%s '%s') into %s (%s '%s'), %s no longer in memory", kp->func->name,
-        node_op(p, kp->node), node_name(p, kp->node), kc->func->name, node_op(p, kc->node),
-        node_name(p, kc->node), X->name);
-  replace_two(p, P, C, C, &k);
-  z->rep->producers_inlined++;
-  *done = true;
-  return NULL;
+  return commit_fusion(z, false, P, C, C, X, nf, nn, args, done);
 }
 
 /* ---- driver ---------------------------------------------------------------- */
