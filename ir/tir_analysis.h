@@ -170,4 +170,7 @@ char* tir_access_to_str(const tir_buffer_t* b, const tir_expr_t* const* idx, cha
 #ifdef __cplusplus
 }
 #endif
+/* "blockIdx.x", "threadIdx.y", ..., "none" (tir_print.c). */
+const char* tir_thread_tag_name(tir_thread_tag_t t);
+
 #endif /* KILN_IR_TIR_ANALYSIS_H_ */

@@ -175,7 +175,7 @@ static void put_expr(sink_t* s, const tir_expr_t* e, bool top) {
   }
 }
 
-static const char* tag_name(tir_thread_tag_t t) {
+const char* tir_thread_tag_name(tir_thread_tag_t t) {
   switch (t) {
     case TIR_BLOCK_X: return "blockIdx.x";
     case TIR_BLOCK_Y: return "blockIdx.y";
@@ -183,6 +183,7 @@ static const char* tag_name(tir_thread_tag_t t) {
     case TIR_THREAD_X: return "threadIdx.x";
     case TIR_THREAD_Y: return "threadIdx.y";
     case TIR_THREAD_Z: return "threadIdx.z";
+    case TIR_TAG_NONE: return "none";
     default: return "?";
   }
 }
@@ -215,7 +216,7 @@ static void put_stmt(sink_t* s, const tir_stmt_t* st, int indent) {
         case TIR_LOOP_PARALLEL: put(s, "parallel "); break;
         case TIR_LOOP_VECTORIZED: put(s, "vectorized "); break;
         case TIR_LOOP_UNROLLED: put(s, "unrolled "); break;
-        case TIR_LOOP_BOUND: put(s, "bound(%s) ", tag_name(st->u.loop.tag)); break;
+        case TIR_LOOP_BOUND: put(s, "bound(%s) ", tir_thread_tag_name(st->u.loop.tag)); break;
         default: break;
       }
       put(s, "for (");

@@ -92,17 +92,6 @@ typedef struct vctx_s {
   tir_benv_t env;
 } vctx_t;
 
-static const char* tag_name(tir_thread_tag_t t) {
-  switch (t) {
-    case TIR_BLOCK_X: return "blockIdx.x";
-    case TIR_BLOCK_Y: return "blockIdx.y";
-    case TIR_BLOCK_Z: return "blockIdx.z";
-    case TIR_THREAD_X: return "threadIdx.x";
-    case TIR_THREAD_Y: return "threadIdx.y";
-    case TIR_THREAD_Z: return "threadIdx.z";
-    default: return "none";
-  }
-}
 static bool is_thread_tag(tir_thread_tag_t t) { return t >= TIR_THREAD_X && t <= TIR_THREAD_Z; }
 static bool is_block_tag(tir_thread_tag_t t) { return t >= TIR_BLOCK_X && t <= TIR_BLOCK_Z; }
 static const char* scope_name(tir_scope_t s) {
@@ -242,12 +231,12 @@ static kiln_status_t check_buffer_use(vctx_t* c, const tir_buffer_t* b,
                   "%s: private buffer '%s' is allocated outside loop '%s' (%s) but used inside "
                   "it; every thread would share one copy: allocate it inside that loop",
                   WHERE, b->name, l->u.loop.var->name,
-                  k == TIR_LOOP_PARALLEL ? "parallel" : tag_name(l->u.loop.tag));
+                  k == TIR_LOOP_PARALLEL ? "parallel" : tir_thread_tag_name(l->u.loop.tag));
     if (b->scope == TIR_SCOPE_LOCAL && k == TIR_LOOP_BOUND && is_block_tag(l->u.loop.tag))
       return fail(c, KILN_INVALID_ARGUMENT,
                   "%s: local buffer '%s' is allocated outside loop '%s' (%s) but used inside "
                   "it; work-group memory cannot be shared between work-groups",
-                  WHERE, b->name, l->u.loop.var->name, tag_name(l->u.loop.tag));
+                  WHERE, b->name, l->u.loop.var->name, tir_thread_tag_name(l->u.loop.tag));
     if (b->scope == TIR_SCOPE_LOCAL && k == TIR_LOOP_PARALLEL && is_store)
       return fail(c, KILN_INVALID_ARGUMENT,
                   "%s: local buffer '%s' is written inside parallel loop '%s' but allocated "
@@ -423,7 +412,7 @@ static kiln_status_t check_loop(vctx_t* c, const tir_stmt_t* s) {
     return fail(c, KILN_INVALID_ARGUMENT, "loop '%s' is bound but has no GPU id tag", v->name);
   if (k != TIR_LOOP_BOUND && tag != TIR_TAG_NONE)
     return fail(c, KILN_INVALID_ARGUMENT, "loop '%s' has tag %s but is not a bound loop",
-                v->name, tag_name(tag));
+                v->name, tir_thread_tag_name(tag));
   for (int32_t i = 0; i < c->n_loops; ++i) {
     const tir_stmt_t* o = c->loops[i];
     if (o->u.loop.var == v)
@@ -433,12 +422,12 @@ static kiln_status_t check_loop(vctx_t* c, const tir_stmt_t* s) {
       if (o->u.loop.tag == tag)
         return fail(c, KILN_INVALID_ARGUMENT,
                     "loops '%s' and '%s' are nested but both bound to %s", o->u.loop.var->name,
-                    v->name, tag_name(tag));
+                    v->name, tir_thread_tag_name(tag));
       if (is_block_tag(tag) && is_thread_tag(o->u.loop.tag))
         return fail(c, KILN_INVALID_ARGUMENT,
                     "loop '%s' bound to %s is inside loop '%s' bound to %s (work-group loops "
                     "must enclose work-item loops)",
-                    v->name, tag_name(tag), o->u.loop.var->name, tag_name(o->u.loop.tag));
+                    v->name, tir_thread_tag_name(tag), o->u.loop.var->name, tir_thread_tag_name(o->u.loop.tag));
     }
   }
   if (c->n_loops >= MAX_LOOPS)
@@ -557,7 +546,7 @@ static kiln_status_t check_stmt(vctx_t* c, const tir_stmt_t* s) {
                       "barrier inside 'if (%s)' whose condition depends on work-item id '%s' "
                       "(%s): every work-item of the group must reach the barrier",
                       tir_expr_to_str(c->guards[g], t, sizeof t), l->u.loop.var->name,
-                      tag_name(l->u.loop.tag));
+                      tir_thread_tag_name(l->u.loop.tag));
       }
       return NULL;
   }

@@ -15,6 +15,7 @@
  * OpenBLAS is a peer for the gemm suite when libopenblas.so.0 can be
  * dlopen'ed at run time (the CLI does not link it). */
 #include "tools/bench_cmd.h"
+#include "tools/cli_args.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -67,15 +68,6 @@ static int usage(const char* fmt, const char* arg) {
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nTry 'kiln bench --help'.\n");
   return 2;
-}
-
-static bool parse_int(const char* s, long long lo, long long hi, long long* out) {
-  char* end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!s[0] || *end || errno || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 static double now_s(void) {

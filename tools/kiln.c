@@ -20,6 +20,7 @@
 #include "runtime/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
 #include "tools/bench_cmd.h"
+#include "tools/cli_args.h"
 
 #define MAX_ARGS 64
 
@@ -110,15 +111,6 @@ static bool parse_double(const char* s, double* out) {
   errno = 0;
   double v = strtod(s, &end);
   if (!s[0] || *end || errno || !isfinite(v) || v < 0) return false;
-  *out = v;
-  return true;
-}
-
-static bool parse_int(const char* s, long long lo, long long hi, long long* out) {
-  char* end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!s[0] || *end || errno || v < lo || v > hi) return false;
   *out = v;
   return true;
 }
