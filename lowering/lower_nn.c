@@ -364,3 +364,22 @@ kiln_status_t nn_window(const kiln_node_t* node, const char* op, int32_t nsp,
   }
   return NULL;
 }
+
+/* Loops over [start, start + len) cut into pieces of 16k, 8 and 4 lanes
+ * (VECTORIZED: the printer takes the widest vector dividing the extent)
+ * and a scalar rest; |fn| builds the body for position expression o. */
+const tir_stmt_t* nn_vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, nn_seg_fn fn,
+                              void* u) {
+  const tir_stmt_t* out = NULL;
+  int64_t o0 = start, left = len;
+  for (int p = 0; p < 4 && left > 0; ++p) {
+    int64_t w = !vec ? (p == 3 ? left : 0)
+                : p == 0 ? left / 16 * 16 : p == 1 ? left / 8 * 8 : p == 2 ? left / 4 * 4 : left;
+    if (w <= 0) continue;
+    tir_var_t* v = nn_var(kb, "ow");
+    out = tir_seq2(kb->t, out, nn_for(kb, v, w, fn(kb, u, nn_addc(kb, nn_v(kb, v), o0))));
+    if (p < 3) nn_vectorize(kb, v);
+    o0 += w, left -= w;
+  }
+  return out;
+}

@@ -295,27 +295,6 @@ static kiln_status_t crop(nn_kb_t* kb, const cv_t* cv) {
 
 /* ---- direct depthwise ------------------------------------------------------- */
 
-/* Loops over [start, start + len) cut into pieces of 16k, 8 and 4 lanes
- * (VECTORIZED: the printer takes the widest vector dividing the extent)
- * and a scalar rest; |fn| builds the body for position expression o. */
-typedef const tir_stmt_t* (*seg_fn)(nn_kb_t* kb, void* u, const tir_expr_t* o);
-
-static const tir_stmt_t* vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, seg_fn fn,
-                                 void* u) {
-  const tir_stmt_t* out = NULL;
-  int64_t o0 = start, left = len;
-  for (int p = 0; p < 4 && left > 0; ++p) {
-    int64_t w = !vec ? (p == 3 ? left : 0)
-                : p == 0 ? left / 16 * 16 : p == 1 ? left / 8 * 8 : p == 2 ? left / 4 * 4 : left;
-    if (w <= 0) continue;
-    tir_var_t* v = nn_var(kb, "ow");
-    out = tir_seq2(kb->t, out, nn_for(kb, v, w, fn(kb, u, nn_addc(kb, nn_v(kb, v), o0))));
-    if (p < 3) nn_vectorize(kb, v);
-    o0 += w, left -= w;
-  }
-  return out;
-}
-
 typedef struct dw_s {
   const cv_t* cv;
   const tir_expr_t *n, *m, *ci, *od, *oh;
@@ -399,7 +378,7 @@ static kiln_status_t conv_depthwise(nn_kb_t* kb, cv_t* cv) {
         if (nw <= 0) continue;
         d.cols_guarded = sw != 1;
         row = tir_seq2(kb->t, row,
-                       vec_run(kb, segw[sw], nw, sw == 1 && a3[2].s == 1, dw_body, &d));
+                       nn_vec_run(kb, segw[sw], nw, sw == 1 && a3[2].s == 1, dw_body, &d));
       }
       body = tir_seq2(kb->t, body, nn_for(kb, vd, nd, nn_for(kb, vh, nh, row)));
     }

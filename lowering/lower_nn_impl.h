@@ -35,6 +35,12 @@ void nn_kb_init(nn_kb_t* kb, kiln_lower_ctx_t* ctx);
 tir_var_t* nn_var(nn_kb_t* kb, const char* base);
 /* Records a schedule step for loop |v| (its kind in the default schedule). */
 void nn_vectorize(nn_kb_t* kb, const tir_var_t* v);
+/* Builds the body of one output position given its index expression. */
+typedef const tir_stmt_t* (*nn_seg_fn)(nn_kb_t* kb, void* u, const tir_expr_t* o);
+/* Loops over [start, start + len) in pieces of 16k, 8 and 4 lanes
+ * (VECTORIZED when |vec|) and a scalar rest, calling |fn| for the body. */
+const tir_stmt_t* nn_vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, nn_seg_fn fn,
+                             void* u);
 void nn_unroll(nn_kb_t* kb, const tir_var_t* v);
 void nn_parallel(nn_kb_t* kb, const tir_var_t* v);
 /* Wraps |body| in a serial loop (the naive kernel has serial loops only; the

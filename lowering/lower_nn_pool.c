@@ -150,23 +150,6 @@ static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   return body;
 }
 
-/* Loops over [start, start + len) in pieces of 16k, 8 and 4 lanes
- * (VECTORIZED) and a scalar rest, like the depthwise convolution. */
-static const tir_stmt_t* vec_run(nn_kb_t* kb, int64_t start, int64_t len, bool vec, void* u) {
-  const tir_stmt_t* out = NULL;
-  int64_t o0 = start, left = len;
-  for (int p = 0; p < 4 && left > 0; ++p) {
-    int64_t w = !vec ? (p == 3 ? left : 0)
-                : p == 0 ? left / 16 * 16 : p == 1 ? left / 8 * 8 : p == 2 ? left / 4 * 4 : left;
-    if (w <= 0) continue;
-    tir_var_t* v = nn_var(kb, "ow");
-    out = tir_seq2(kb->t, out, nn_for(kb, v, w, pool_elem(kb, u, nn_addc(kb, nn_v(kb, v), o0))));
-    if (p < 3) nn_vectorize(kb, v);
-    o0 += w, left -= w;
-  }
-  return out;
-}
-
 /* All output rows of plane (n, c): row segments (interior rows need no
  * row mask) times column segments (the interior runs as vector code). */
 static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
@@ -192,7 +175,7 @@ static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
         int64_t nw = segw[sw + 1] - segw[sw];
         if (nw <= 0) continue;
         e.cols_guarded = sw != 1;
-        row = tir_seq2(kb->t, row, vec_run(kb, segw[sw], nw, sw == 1 && !pl->at, &e));
+        row = tir_seq2(kb->t, row, nn_vec_run(kb, segw[sw], nw, sw == 1 && !pl->at, pool_elem, &e));
       }
       body = tir_seq2(kb->t, body, nn_for(kb, vd, nd, nn_for(kb, vh, nh, row)));
     }
