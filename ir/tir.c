@@ -273,3 +273,52 @@ tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
   f->body = body;
   return f;
 }
+
+/* ---- buffer access scan ------------------------------------------------ */
+
+static int expr_access(const tir_expr_t* e, const tir_buffer_t* b) {
+  if (!e) return 0;
+  switch (e->kind) {
+    case TIR_LOAD: {
+      int r = e->u.load.buf == b ? TIR_ACCESS_LOAD : 0;
+      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) r |= expr_access(e->u.load.idx[i], b);
+      return r;
+    }
+    case TIR_BINARY: return expr_access(e->u.bin.a, b) | expr_access(e->u.bin.b, b);
+    case TIR_SELECT:
+      return expr_access(e->u.sel.cond, b) | expr_access(e->u.sel.t, b) | expr_access(e->u.sel.f, b);
+    case TIR_CAST: return expr_access(e->u.cast.value, b);
+    case TIR_CALL: {
+      int r = 0;
+      for (int32_t i = 0; i < e->u.call.n; ++i) r |= expr_access(e->u.call.args[i], b);
+      return r;
+    }
+    default: return 0;
+  }
+}
+
+static int stmt_access(const tir_stmt_t* s, const tir_buffer_t* b) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case TIR_STORE: {
+      int r = (s->u.store.buf == b ? TIR_ACCESS_STORE : 0) | expr_access(s->u.store.value, b);
+      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) r |= expr_access(s->u.store.idx[i], b);
+      return r;
+    }
+    case TIR_FOR: return stmt_access(s->u.loop.body, b);
+    case TIR_SEQ: {
+      int r = 0;
+      for (int32_t i = 0; i < s->u.seq.n; ++i) r |= stmt_access(s->u.seq.items[i], b);
+      return r;
+    }
+    case TIR_IF:
+      return expr_access(s->u.cond.cond, b) | stmt_access(s->u.cond.then_s, b) |
+             stmt_access(s->u.cond.else_s, b);
+    case TIR_ALLOC: return stmt_access(s->u.alloc.body, b);
+    default: return 0;
+  }
+}
+
+int tir_func_buffer_access(const tir_func_t* f, const tir_buffer_t* b) {
+  return f ? stmt_access(f->body, b) : 0;
+}

@@ -245,6 +245,11 @@ tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
 
 /* ---- analysis and passes (ir/tir_*.c) --------------------------------- */
 
+/* How |f| touches buffer |b|: TIR_ACCESS_LOAD and/or TIR_ACCESS_STORE bits
+ * (0 when it does not). Used for argument access flags and hazards. */
+enum { TIR_ACCESS_LOAD = 1, TIR_ACCESS_STORE = 2 };
+int tir_func_buffer_access(const tir_func_t* f, const tir_buffer_t* b);
+
 /* Prints the kernel as readable pseudo-code (one statement per line). */
 void tir_print_func(const tir_func_t* f, FILE* out);
 void tir_print_stmt(const tir_stmt_t* s, FILE* out, int indent);

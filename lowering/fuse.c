@@ -84,71 +84,13 @@ const char* kiln_op_pattern_name(kiln_op_pattern_t p) {
 
 /* ---- access summaries ------------------------------------------------- */
 
-enum { ACC_LOAD = 1, ACC_STORE = 2 };
+enum { ACC_LOAD = TIR_ACCESS_LOAD, ACC_STORE = TIR_ACCESS_STORE };
 
 /* Per kernel: the access flags of every plan buffer root it touches. */
 typedef struct acc_s {
   uint8_t* flags; /* [n_kernels * n_buffers] */
   int32_t nk, nb;
 } acc_t;
-
-typedef struct walk_s {
-  const kiln_plan_t* p;
-  const kiln_plan_kernel_t* k;
-  uint8_t* row;
-} walk_t;
-
-static int32_t param_root(const kiln_plan_t* p, const kiln_plan_kernel_t* k,
-                          const tir_buffer_t* b) {
-  for (int32_t i = 0; i < k->func->n_params; ++i)
-    if (k->func->params[i] == b) return kiln_plan_root(p, k->args[i]);
-  return -1; /* private / local */
-}
-
-static void walk_expr(walk_t* w, const tir_expr_t* e) {
-  if (!e) return;
-  switch (e->kind) {
-    case TIR_BINARY: walk_expr(w, e->u.bin.a); walk_expr(w, e->u.bin.b); return;
-    case TIR_SELECT:
-      walk_expr(w, e->u.sel.cond); walk_expr(w, e->u.sel.t); walk_expr(w, e->u.sel.f);
-      return;
-    case TIR_LOAD: {
-      int32_t r = param_root(w->p, w->k, e->u.load.buf);
-      if (r >= 0) w->row[r] |= ACC_LOAD;
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) walk_expr(w, e->u.load.idx[i]);
-      return;
-    }
-    case TIR_CAST: walk_expr(w, e->u.cast.value); return;
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) walk_expr(w, e->u.call.args[i]);
-      return;
-    default: return;
-  }
-}
-
-static void walk_stmt(walk_t* w, const tir_stmt_t* s) {
-  if (!s) return;
-  switch (s->kind) {
-    case TIR_FOR: walk_stmt(w, s->u.loop.body); return;
-    case TIR_STORE: {
-      int32_t r = param_root(w->p, w->k, s->u.store.buf);
-      if (r >= 0) w->row[r] |= ACC_STORE;
-      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) walk_expr(w, s->u.store.idx[i]);
-      walk_expr(w, s->u.store.value);
-      return;
-    }
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) walk_stmt(w, s->u.seq.items[i]);
-      return;
-    case TIR_IF:
-      walk_expr(w, s->u.cond.cond);
-      walk_stmt(w, s->u.cond.then_s);
-      walk_stmt(w, s->u.cond.else_s);
-      return;
-    case TIR_ALLOC: walk_stmt(w, s->u.alloc.body); return;
-    default: return;
-  }
-}
 
 static kiln_status_t acc_build(const kiln_plan_t* p, acc_t* a) {
   free(a->flags);
@@ -157,12 +99,14 @@ static kiln_status_t acc_build(const kiln_plan_t* p, acc_t* a) {
   a->flags = calloc((size_t)(a->nk ? a->nk : 1) * (size_t)(a->nb ? a->nb : 1), 1);
   if (!a->flags) return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: out of memory");
   for (int32_t k = 0; k < p->n_kernels; ++k) {
-    walk_t w = {p, &p->kernels[k], a->flags + (size_t)k * (size_t)a->nb};
-    walk_stmt(&w, p->kernels[k].func->body);
+    uint8_t* row = a->flags + (size_t)k * (size_t)a->nb;
+    const tir_func_t* f = p->kernels[k].func;
+    for (int32_t i = 0; i < f->n_params; ++i)
+      row[kiln_plan_root(p, p->kernels[k].args[i])] |= (uint8_t)tir_func_buffer_access(f, f->params[i]);
     /* A parameter nobody loads or stores still counts as read (conservative). */
-    for (int32_t i = 0; i < p->kernels[k].func->n_params; ++i) {
+    for (int32_t i = 0; i < f->n_params; ++i) {
       int32_t r = kiln_plan_root(p, p->kernels[k].args[i]);
-      if (!w.row[r]) w.row[r] = ACC_LOAD;
+      if (!row[r]) row[r] = ACC_LOAD;
     }
   }
   return NULL;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ir/op.h"
+#include "lowering/fuse.h"
 
 static kiln_status_t grow(kiln_plan_t* p, void** arr, int32_t* cap, int32_t need, size_t elem,
                           const char* what) {
@@ -288,4 +289,45 @@ void kiln_plan_dump(const kiln_plan_t* p, FILE* out, bool verbose) {
       tir_print_func(kk->func, out);
     }
   }
+}
+
+static bool same_geometry(const tir_buffer_t* a, const tir_buffer_t* b) {
+  if (a->rank != b->rank || kiln_dtype_size(a->dtype) != kiln_dtype_size(b->dtype)) return false;
+  for (int32_t d = 0; d < a->rank; ++d)
+    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d]) return false;
+  return true;
+}
+
+/* Element-wise and broadcast ops read every operand that has the output's
+ * full shape at the output element's own index (numpy broadcasting). */
+static bool pointwise(kiln_op_pattern_t pat) {
+  return pat == KILN_PATTERN_ELEMWISE || pat == KILN_PATTERN_BROADCAST;
+}
+
+bool kiln_plan_kernel_inplace(const kiln_plan_t* p, int32_t k, int32_t* out_in, int32_t* out_out) {
+  const kiln_plan_kernel_t* kk = &p->kernels[k];
+  const kiln_graph_t* g = p->graph;
+  if (!g) return false;
+  for (int32_t i = -1; i < kk->n_fused_nodes; ++i) {
+    int32_t n = i < 0 ? kk->node : kk->fused_nodes[i];
+    if (n < 0 || n >= g->n_nodes || !pointwise(kiln_op_pattern(g->nodes[n].op_type))) return false;
+  }
+  const tir_func_t* f = kk->func;
+  int32_t out = -1;
+  for (int32_t j = 0; j < f->n_params; ++j)
+    if (tir_func_buffer_access(f, f->params[j]) & TIR_ACCESS_STORE) {
+      if (out >= 0) return false; /* several outputs */
+      out = j;
+    }
+  if (out < 0 || tir_func_buffer_access(f, f->params[out]) != TIR_ACCESS_STORE) return false;
+  int32_t ro = kiln_plan_root(p, kk->args[out]);
+  for (int32_t j = 0; j < f->n_params; ++j) {
+    if (j == out || tir_func_buffer_access(f, f->params[j]) != TIR_ACCESS_LOAD) continue;
+    if (kiln_plan_root(p, kk->args[j]) == ro || !same_geometry(f->params[j], f->params[out]))
+      continue;
+    *out_in = j;
+    *out_out = out;
+    return true;
+  }
+  return false;
 }

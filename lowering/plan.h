@@ -72,6 +72,14 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */
 int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);
+/* In-place candidate of kernel |k|: parameter *out_out may share the memory
+ * of parameter *out_in. True only for kernels whose every node is
+ * element-wise or broadcast (each output element is computed from the same
+ * element of a full-shape input: no transpose or reduction), with one
+ * stored parameter and an input of the same shape and element size that it
+ * only loads. Whether the input's memory is free at that point is the
+ * memory planner's question; this only says the kernel tolerates it. */
+bool kiln_plan_kernel_inplace(const kiln_plan_t* p, int32_t k, int32_t* out_in, int32_t* out_out);
 /* Text: buffers and kernels (with their schedules and TIR when verbose). */
 void kiln_plan_dump(const kiln_plan_t* p, FILE* out, bool verbose);
 

@@ -9,12 +9,6 @@
 
 #include "targets/cpu/cpu_internal.h"
 
-double kiln_cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 int32_t kiln_cpu_root(const kiln_plan_t* p, int32_t b) {
   for (int32_t guard = 0; guard <= p->n_buffers; ++guard) {
     if (b < 0 || b >= p->n_buffers) return -1;
@@ -47,7 +41,8 @@ static kiln_status_t check_kernel(const kiln_plan_t* plan, int32_t k) {
 }
 
 /* Per-kernel restrict flags: a parameter is restrict when no other
- * parameter of the kernel resolves to the same memory. */
+ * parameter of the kernel resolves to the same memory, and it is not half
+ * of an in-place pair (the memory planner may give both one range). */
 static bool* noalias_flags(const kiln_plan_t* plan, int32_t k) {
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   int32_t np = kk->func->n_params;
@@ -59,6 +54,8 @@ static bool* noalias_flags(const kiln_plan_t* plan, int32_t k) {
     for (int32_t j = 0; j < np; ++j)
       if (j != i && kiln_cpu_root(plan, kk->args[j]) == ri) na[i] = false;
   }
+  int32_t in, out;
+  if (kiln_plan_kernel_inplace(plan, k, &in, &out)) na[in] = na[out] = false;
   return na;
 }
 

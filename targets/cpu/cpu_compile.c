@@ -41,6 +41,12 @@ extern char** environ;
 
 /* Environment overrides of the defaults (for experiments and debugging):
  * KILN_CC compiler, KILN_CPU_FLAGS flags, KILN_CPU_DUMP dump directory. */
+double kiln_cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 void kiln_cpu_options_default(kiln_cpu_options_t* o) {
   memset(o, 0, sizeof(*o));
   const char* cc = getenv("KILN_CC");
