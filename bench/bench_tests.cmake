@@ -13,3 +13,24 @@ if(KILN_PYTHON)
 else()
   message(STATUS "kiln: no Python (KILN_PYTHON); the bench_plot test is not registered")
 endif()
+
+# Memory planner on the exported models (label "bench"): exports resnet50,
+# mobilenet_v2 and the encoder block into the build tree (fixture
+# "planner_models"), then kiln_bench_planner plans each, verifies the plan
+# and fails when an arena is more than 5% above its lower bound.
+if(KILN_PYTHON AND TARGET kiln_bench_planner)
+  set(_kiln_planner_models ${CMAKE_BINARY_DIR}/planner-models)
+  add_test(NAME bench_planner_export
+           COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/models/export_models.py
+                   --out ${_kiln_planner_models} --models resnet50,mobilenet_v2)
+  add_test(NAME bench_planner_export_encoder
+           COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/models/export_encoder.py
+                   --out ${_kiln_planner_models})
+  set_tests_properties(bench_planner_export bench_planner_export_encoder PROPERTIES
+                       FIXTURES_SETUP planner_models LABELS "bench" TIMEOUT 900)
+  add_test(NAME bench_planner
+           COMMAND kiln_bench_planner --max-ratio 1.05 ${_kiln_planner_models}/resnet50.onnx
+                   ${_kiln_planner_models}/mobilenet_v2.onnx ${_kiln_planner_models}/encoder.onnx)
+  set_tests_properties(bench_planner PROPERTIES FIXTURES_REQUIRED planner_models LABELS "bench"
+                       TIMEOUT 900)
+endif()

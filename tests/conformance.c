@@ -1,11 +1,12 @@
 /* ONNX backend node-test conformance runner.
  *
- *   kiln_conformance [--target ref|cpu] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
+ *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
  *
- * --target cpu compiles each case with the CPU backend and compares its
- * outputs with the ONNX expected outputs and with the reference executor
- * (run on the graph as loaded); -O1 compiles after the graph passes and with
- * kernel fusion.
+ * --target cpu|opencl|vulkan compiles each case for that target, runs it
+ * through the runtime (a session on the device, opened once with no CPU
+ * fallback) and compares its outputs with the ONNX expected outputs and with
+ * the reference executor (run on the graph as loaded); -O1 compiles after
+ * the graph passes and with kernel fusion.
  * NODE_TEST_DIR is onnx/backend/test/data/node from the onnx wheel: one
  * folder per case with model.onnx and test_data_set_N/{input,output}_K.pb.
  * A case runs when kiln supports everything in it; it is skipped, with the
@@ -25,7 +26,9 @@
 #include "lowering/fuse.h"
 #include "runtime/compare.h"
 #include "runtime/ref_exec.h"
-#include "targets/cpu/cpu_backend.h"
+#include "kiln/runtime.h"
+#include "runtime/module_impl.h"
+#include "targets/program_build.h"
 
 #define RTOL 1e-4
 #define ATOL 1e-5
@@ -112,7 +115,9 @@ typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } outcome_t;
 
 /* Runs every test_data_set of one case. |why| gets the reason for a fail or
  * skip. */
-static bool g_cpu = false;
+static bool g_cpu = false; /* a compiled target (cpu, opencl, vulkan), not the reference */
+static kiln_program_target_t g_target = KILN_PROGRAM_TARGET_CPU;
+static kiln_device_t* g_device = NULL; /* opened once, strict (no fallback) */
 static int g_opt = 0; /* -O level for the CPU target: graph passes + fusion */
 
 /* Binds unknown/symbolic input dims to the arrays' dims and the inputs
@@ -187,7 +192,8 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
   kiln_graph_t* g = NULL;
   kiln_graph_t* go = NULL; /* optimised copy compiled for the CPU (-O1) */
   kiln_plan_t* plan = NULL;
-  kiln_cpu_exec_t* ex = NULL;
+  kiln_module_t* mod = NULL;
+  kiln_session_t* ses = NULL;
   kiln_array_t* in = NULL;
   kiln_array_t* out = NULL;
   kiln_array_t* ref = NULL;
@@ -241,13 +247,20 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
-        kiln_cpu_options_t co;
-        kiln_cpu_options_default(&co);
+        kiln_plan_options_t po = {g_target == KILN_PROGRAM_TARGET_CPU ? KILN_TARGET_CLASS_CPU
+                                                                      : KILN_TARGET_CLASS_GPU, 0};
         if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
         kiln_fusion_report_t fr;
         if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;
-        if ((s = kiln_cpu_compile(plan, &co, &ex, NULL))) goto fail_status;
+        /* Through the runtime, as `kiln run` does: program, memory plan with
+         * aliasing and in-place reuse, command buffer, device. */
+        kiln_program_t* prog = NULL;
+        if ((s = kiln_program_build(plan, g_target, NULL, al, &prog))) goto fail_status;
+        if ((s = kiln_module_wrap(prog, &mod))) goto fail_status;
+        kiln_session_options_t so;
+        kiln_session_options_default(&so);
+        so.slots = 1;
+        if ((s = kiln_session_create(mod, g_device, &so, &ses))) goto fail_status;
       }
     } else if (g_cpu) {
       for (int32_t i = 0; i < nin; ++i) { /* specialized inputs must not change */
@@ -263,7 +276,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
     }
     ++sets;
     if ((s = kiln_ref_run(g, in, NULL, ref))) goto fail_status;
-    if (g_cpu && (s = kiln_cpu_run(ex, in, out, NULL, NULL))) goto fail_status;
+    if (g_cpu && (s = kiln_session_run(ses, in, out))) goto fail_status;
     for (int32_t k = 0; k < nout && result == CASE_PASS; ++k) {
       kiln_array_t want;
       snprintf(path, sizeof path, "%s/output_%d.pb", sdir, k);
@@ -310,7 +323,8 @@ done:
   free(in);
   free(out);
   free(ref);
-  kiln_cpu_exec_destroy(ex);
+  kiln_session_destroy(ses);
+  kiln_module_release(mod);
   kiln_plan_destroy(plan);
   kiln_graph_destroy(go);
   kiln_graph_destroy(g);
@@ -328,9 +342,15 @@ int main(int argc, char** argv) {
       if (n_filters < 64) filters[n_filters++] = argv[++i];
     } else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
       ++i;
-      if (!strcmp(argv[i], "cpu")) g_cpu = true;
-      else if (strcmp(argv[i], "ref") != 0) {
-        fprintf(stderr, "kiln_conformance: --target must be 'ref' or 'cpu'\n");
+      g_cpu = strcmp(argv[i], "ref") != 0;
+      bool known = !g_cpu;
+      for (int t = 0; g_cpu && t < KILN_PROGRAM_TARGET_COUNT_; ++t)
+        if (!strcmp(argv[i], kiln_program_target_name((kiln_program_target_t)t))) {
+          g_target = (kiln_program_target_t)t;
+          known = true;
+        }
+      if (!known) {
+        fprintf(stderr, "kiln_conformance: --target must be ref, cpu, opencl or vulkan\n");
         return 2;
       }
     } else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1")) {
@@ -338,15 +358,25 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--target ref|cpu] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
     return 2;
+  }
+  if (g_cpu) {
+    kiln_device_open_options_t oo = {0, true, stderr};
+    kiln_status_t ds = kiln_device_open(kiln_program_target_name(g_target), &oo, kiln_allocator_system(), &g_device);
+    if (ds) {
+      fprintf(stderr, "kiln_conformance: %s\n", kiln_status_message(ds));
+      kiln_status_free(ds);
+      return 1;
+    }
+    printf("device: %s (%s)\n", kiln_device_name(g_device), kiln_device_api(g_device));
   }
   DIR* d = opendir(dir);
   if (!d) {
@@ -414,5 +444,6 @@ int main(int argc, char** argv) {
   free(rep.skipped);
   free(rep.failures);
   free(rep.rows);
+  kiln_device_release(g_device);
   return failed ? 1 : 0;
 }

@@ -18,7 +18,9 @@
 #include "runtime/compare.h"
 #include "runtime/npy.h"
 #include "runtime/ref_exec.h"
-#include "targets/cpu/cpu_backend.h"
+#include "runtime/module_file.h"
+#include "runtime/module_impl.h"
+#include "tools/runner.h"
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
 
@@ -309,11 +311,15 @@ static int cmd_info(int argc, char** argv) {
 /* ---- kiln run -------------------------------------------------------- */
 
 static const char* run_help =
-    "usage: kiln run MODEL.onnx [options]\n"
+    "usage: kiln run MODEL.onnx|MODULE.kiln [options]\n"
     "\n"
-    "Runs the model and prints a summary of each output.\n"
-    "  --target cpu|ref        'cpu': compile to C, build with the system compiler and\n"
-    "                          run (default); 'ref': the reference interpreter\n"
+    "Runs the model (compiling it first) or a module written by `kiln compile -o`, and\n"
+    "prints a summary of each output.\n"
+    "  --target, -t T          cpu (default; C built with the system compiler), opencl[:N],\n"
+    "                          vulkan[:N] (N: index in `kiln devices`; without the driver\n"
+    "                          kiln falls back to the CPU and says why) or ref (the\n"
+    "                          reference interpreter). A module runs on its own target.\n"
+    "  --strict                a GPU target that cannot be opened is an error, not a fallback\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --dump DIR              write the generated source and the plan to DIR\n"
     "  --input NAME=FILE.npy   input array (repeatable); inputs not given get seeded\n"
@@ -326,7 +332,10 @@ static const char* run_help =
     "  --rtol R --atol A       tolerance for --compare (default 1e-4 / 1e-5)\n"
     "  --repeat N              run N more times after one warm-up and print\n"
     "                          'latency: median X ms, min Y ms over N runs'\n"
-    "  --profile               print per-kernel times (slowest first; GFLOP/s for cpu)\n"
+    "  --profile               per-kernel table from device timestamps (time, share, GFLOP/s,\n"
+    "                          GB/s; slowest first) and a Chrome-trace JSON with one event per\n"
+    "                          dispatch (MODEL.trace.json, or --trace FILE), for Perfetto\n"
+    "  --trace FILE            where --profile writes the trace (implies --profile)\n"
     "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol); exit 3 on a\n"
@@ -349,6 +358,28 @@ static uint64_t rng_next(uint64_t* s) {
   return *s;
 }
 
+/* Seeded values for an input named |name|: floats ~ N(0,1), ints in [0,4).
+ * The stream depends only on the seed, the name and the shape, so a model
+ * and the module compiled from it get the same inputs. */
+static kiln_status_t random_array(const char* name, kiln_dtype_t dtype, const kiln_shape_t* sh,
+                                  uint64_t seed, kiln_array_t* out) {
+  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dtype, sh, out));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x1234567;
+  for (const char* c = name; *c; ++c) s = (s ^ (unsigned char)*c) * 0x100000001B3ull;
+  if (!s) s = 1;
+  int64_t n = kiln_shape_count(sh);
+  for (int64_t i = 0; i < n; ++i) {
+    if (kiln_dtype_is_float(dtype)) {
+      double u1 = ((double)(rng_next(&s) >> 11) + 1.0) / 9007199254740993.0;
+      double u2 = (double)(rng_next(&s) >> 11) / 9007199254740992.0;
+      kiln_store_f64(dtype, out->data, (size_t)i, sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    } else {
+      kiln_store_i64(dtype, out->data, (size_t)i, (int64_t)(rng_next(&s) % 4));
+    }
+  }
+  return NULL;
+}
+
 static kiln_status_t random_input(const kiln_graph_t* g, const kiln_tensor_t* t, uint64_t seed,
                                   const int64_t* sym_val, kiln_array_t* out) {
   kiln_shape_t sh = t->shape;
@@ -360,21 +391,7 @@ static kiln_status_t random_input(const kiln_graph_t* g, const kiln_tensor_t* t,
       int32_t sym = kiln_dim_symbol(sh.dims[d]);
       sh.dims[d] = sym && sym_val[sym] >= 0 ? sym_val[sym] : 1;
     }
-  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), t->dtype, &sh, out));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x1234567;
-  for (const char* c = t->name; *c; ++c) s = (s ^ (unsigned char)*c) * 0x100000001B3ull;
-  if (!s) s = 1;
-  int64_t n = kiln_shape_count(&sh);
-  for (int64_t i = 0; i < n; ++i) {
-    if (kiln_dtype_is_float(t->dtype)) {
-      double u1 = ((double)(rng_next(&s) >> 11) + 1.0) / 9007199254740993.0;
-      double u2 = (double)(rng_next(&s) >> 11) / 9007199254740992.0;
-      kiln_store_f64(t->dtype, out->data, (size_t)i, sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
-    } else {
-      kiln_store_i64(t->dtype, out->data, (size_t)i, (int64_t)(rng_next(&s) % 4));
-    }
-  }
-  return NULL;
+  return random_array(t->name, t->dtype, &sh, seed, out);
 }
 
 static void summarize(const char* name, const kiln_array_t* a) {
@@ -411,102 +428,67 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One executor behind `kiln run`: the reference interpreter or the compiled
- * CPU plan. */
+/* One executor behind `kiln run`: the reference interpreter, or a module
+ * (compiled here from the graph, or loaded from a .kiln file) run in a
+ * session on a device. */
 typedef struct {
-  kiln_graph_t* g;
-  bool cpu;
+  kiln_graph_t* g;        /* NULL when running a module file */
+  bool ref;
   kiln_ref_options_t* ro;
-  kiln_plan_t* plan;
-  kiln_cpu_exec_t* exec;
-  int threads;
-  const char* dump_dir;
-  double* kernel_times; /* per plan kernel, accumulated when profiling */
-  int opt;              /* -O level: >= 1 fuses kernels */
-  kiln_fusion_report_t fusion;
+  kiln_module_t* module;
+  kiln_device_t* dev;
+  kiln_session_t* session;
 } runner_t;
 
-static void on_kernel(void* user, int32_t k, double seconds) {
-  runner_t* r = user;
-  if (r->kernel_times) r->kernel_times[k] += seconds;
-}
-
-static kiln_status_t runner_compile(runner_t* r) {
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, r->threads};
-  double t0 = now_s();
-  KILN_RETURN_IF_ERROR(kiln_plan_build(r->g, &po, kiln_allocator_system(), &r->plan));
-  if (r->opt >= 1) KILN_RETURN_IF_ERROR(kiln_plan_fuse(r->plan, &r->fusion, NULL));
-  double t1 = now_s();
-  kiln_cpu_options_t co;
-  kiln_cpu_options_default(&co);
-  co.threads = r->threads;
-  co.dump_dir = r->dump_dir;
-  kiln_cpu_compile_stats_t st;
-  memset(&st, 0, sizeof st);
-  KILN_RETURN_IF_ERROR(kiln_cpu_compile(r->plan, &co, &r->exec, &st));
-  if (r->opt >= 1)
-    printf("fused %d kernels into %d (%d epilogues, %d producers inlined), %.1f MB less "
-           "intermediate traffic\n",
-           r->fusion.kernels_before, r->fusion.kernels_after, r->fusion.epilogues_fused,
-           r->fusion.producers_inlined, (double)r->fusion.bytes_saved / 1e6);
-  printf("compiled %d kernels: lowering %.1f ms, codegen %.1f ms, %s %.1f ms, load %.1f ms\n",
-         r->plan->n_kernels, (t1 - t0) * 1e3, st.codegen_s * 1e3,
-         st.cache_hit ? "cache hit" : "cc", st.compile_s * 1e3, st.load_s * 1e3);
-  if (r->dump_dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/plan.txt", r->dump_dir);
-    FILE* f = fopen(path, "w");
-    if (f) {
-      kiln_plan_dump(r->plan, f, true);
-      fclose(f);
-      printf("wrote %s\n", path);
-    }
-  }
-  r->kernel_times = calloc((size_t)r->plan->n_kernels + 1, sizeof(double));
-  if (!r->kernel_times) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
-  return NULL;
-}
-
 static kiln_status_t runner_run(runner_t* r, const kiln_array_t* in, kiln_array_t* out) {
-  if (!r->cpu) return kiln_ref_run(r->g, in, r->ro, out);
-  return kiln_cpu_run(r->exec, in, out, r->ro->on_node ? on_kernel : NULL, r);
+  if (r->ref) return kiln_ref_run(r->g, in, r->ro, out);
+  return kiln_session_run(r->session, in, out);
 }
 
 static void runner_destroy(runner_t* r) {
-  kiln_cpu_exec_destroy(r->exec);
-  kiln_plan_destroy(r->plan);
-  free(r->kernel_times);
+  kiln_session_destroy(r->session);
+  kiln_device_release(r->dev);
+  kiln_module_release(r->module);
   memset(r, 0, sizeof(*r));
 }
 
-static void print_cpu_profile(const runner_t* r, int runs) {
-  const kiln_plan_t* p = r->plan;
-  int32_t n = p->n_kernels;
-  int32_t* order = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  if (!order) return;
-  double total = 0;
-  for (int32_t k = 0; k < n; ++k) {
-    order[k] = k;
-    total += r->kernel_times[k];
-  }
-  for (int32_t a = 1; a < n; ++a)
-    for (int32_t b = a; b > 0 && r->kernel_times[order[b]] > r->kernel_times[order[b - 1]]; --b) {
-      int32_t t = order[b];
-      order[b] = order[b - 1];
-      order[b - 1] = t;
-    }
-  printf("profile (cpu kernels, %d runs, total %.3f ms/run):\n  %-36s %-18s %10s %7s %9s\n", runs,
-         total * 1e3 / runs, "kernel", "op", "ms/run", "share", "GFLOP/s");
-  for (int32_t i = 0; i < n && i < 40; ++i) {
-    const kiln_plan_kernel_t* k = &p->kernels[order[i]];
-    double t = r->kernel_times[order[i]] / runs;
-    printf("  %-36.36s %-18.18s %10.3f %6.1f%% %9.2f\n", k->func->name,
-           p->graph->nodes[k->node].op_type, t * 1e3,
-           total > 0 ? 100 * r->kernel_times[order[i]] / total : 0,
-           t > 0 ? (double)k->flops / t * 1e-9 : 0.0);
-  }
-  free(order);
+/* True when |path| starts with the module file magic. */
+static bool is_module_file(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return false;
+  char magic[8] = {0};
+  size_t n = fread(magic, 1, sizeof magic, f);
+  fclose(f);
+  return n == sizeof magic && memcmp(magic, KILN_MODULE_MAGIC, sizeof magic) == 0;
 }
+
+/* Inputs of a run: what the model or module declares, filled from --input
+ * files or seeded random values. */
+static kiln_status_t read_input_files(const char* const* specs, int n, int32_t n_in,
+                                      const char* (*name_of)(void*, int32_t), void* ctx, kiln_array_t* in) {
+  for (int i = 0; i < n; ++i) {
+    const char* eq = strchr(specs[i], '=');
+    if (!eq) return kiln_make_status(KILN_INVALID_ARGUMENT, "--input '%s': expected NAME=FILE.npy", specs[i]);
+    int32_t found = -1;
+    for (int32_t k = 0; k < n_in; ++k) {
+      const char* nm = name_of(ctx, k);
+      if (strlen(nm) == (size_t)(eq - specs[i]) && !strncmp(nm, specs[i], (size_t)(eq - specs[i]))) found = k;
+    }
+    if (found < 0)
+      return kiln_make_status(KILN_NOT_FOUND, "--input '%s': the model has no input named '%.*s'", specs[i],
+                              (int)(eq - specs[i]), specs[i]);
+    kiln_array_free(kiln_allocator_system(), &in[found]);
+    KILN_RETURN_IF_ERROR(kiln_npy_read(eq + 1, kiln_allocator_system(), &in[found]));
+  }
+  return NULL;
+}
+
+static const char* graph_input_name(void* ctx, int32_t k) {
+  const kiln_graph_t* g = ctx;
+  return g->tensors[g->inputs[k]].name;
+}
+
+static const char* module_input_name(void* ctx, int32_t k) { return kiln_module_input_name(ctx, k); }
 
 static int cmd_run(int argc, char** argv) {
   load_opts_t lo = {0};
@@ -514,8 +496,9 @@ static int cmd_run(int argc, char** argv) {
   const char* compares[MAX_ARGS];
   int n_inputs = 0, n_compares = 0, repeat = 0;
   const char* outdir = NULL;
-  const char* target = "cpu";
+  const char* target = NULL;
   const char* dump_dir = NULL;
+  const char* trace_path = NULL;
   int threads = 0;
   runner_t R;
   memset(&R, 0, sizeof R);
@@ -523,6 +506,7 @@ static int cmd_run(int argc, char** argv) {
   uint64_t seed = 0;
   bool profile = false;
   bool check_ref = false;
+  bool strict = false;
   int opt = 1;
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
@@ -558,8 +542,13 @@ static int cmd_run(int argc, char** argv) {
       repeat = (int)v;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
+    } else if (!strcmp(a, "--trace") && has) {
+      trace_path = argv[++i];
+      profile = true;
     } else if (!strcmp(a, "--check-ref")) {
       check_ref = true;
+    } else if (!strcmp(a, "--strict")) {
+      strict = true;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
     } else if (!strcmp(a, "--threads") && has) {
@@ -578,79 +567,113 @@ static int cmd_run(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("run", "%sno model given", "");
-  bool use_cpu = !strcmp(target, "cpu");
-  if (!use_cpu && strcmp(target, "ref") != 0)
-    return usage_error("run", "--target '%s': expected 'cpu' or 'ref'", target);
+  bool module_file = is_module_file(lo.model);
+  /* The device: --target's api and index ("opencl:1"), else the module's
+   * target, else the CPU. */
+  char api[32] = "cpu";
+  if (target) snprintf(api, sizeof api, "%.*s", (int)strcspn(target, ":"), target);
+  kiln_program_target_t ptarget = KILN_PROGRAM_TARGET_CPU;
+  bool use_ref = !strcmp(api, "ref");
+  if (!use_ref && !kiln_cli_parse_target(api, &ptarget))
+    return usage_error("run", "--target '%s': expected cpu, opencl[:N], vulkan[:N] or ref", target);
+  if (module_file && (use_ref || check_ref))
+    return usage_error("run", "%s: a compiled module has no graph for the reference interpreter", lo.model);
   kiln_allocator_t al = kiln_allocator_system();
   kiln_graph_t* g = NULL;
-  lo.no_prepare = true;
-  kiln_status_t s = load(&lo, &g);
-  if (s) return fail(s);
+  kiln_status_t s = NULL;
   int rc = 0;
-  kiln_array_t* in = calloc((size_t)g->n_inputs + 1, sizeof(kiln_array_t));
-  kiln_array_t* out = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
-  int64_t* sym_val = malloc(sizeof(int64_t) * (size_t)(g->n_symbols + 1));
-  double* ptimes = calloc((size_t)g->n_nodes + 1, sizeof(double));
-  if (!in || !out || !sym_val || !ptimes) {
+  int32_t n_in = 0, n_out = 0;
+  kiln_array_t* in = NULL;
+  kiln_array_t* out = NULL;
+  int64_t* sym_val = NULL;
+  double* ptimes = NULL;
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  prof_t prof = {NULL, 0};
+  if (module_file) {
+    if ((s = kiln_module_load_file(lo.model, al, &R.module))) goto done;
+    kiln_module_info_t mi;
+    kiln_module_info(R.module, &mi);
+    if (!target) {
+      snprintf(api, sizeof api, "%s", mi.target);
+      kiln_cli_parse_target(api, &ptarget);
+    }
+    printf("module %s: %s target, %s, %d kernels, %d inputs, %d outputs, %.1f MB of weights (%s)\n", lo.model,
+           mi.target, mi.precision, (int)mi.n_kernels, (int)mi.n_inputs, (int)mi.n_outputs,
+           (double)mi.weights_bytes / 1e6, mi.options);
+    n_in = mi.n_inputs;
+    n_out = mi.n_outputs;
+  } else {
+    lo.no_prepare = true;
+    if ((s = load(&lo, &g))) return fail(s);
+    n_in = g->n_inputs;
+    n_out = g->n_outputs;
+  }
+  in = calloc((size_t)n_in + 1, sizeof(kiln_array_t));
+  out = calloc((size_t)n_out + 1, sizeof(kiln_array_t));
+  if (!in || !out) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
-  for (int32_t k = 0; k <= g->n_symbols; ++k) sym_val[k] = -1;
-  for (int i = 0; i < n_inputs; ++i) {
-    const char* eq = strchr(inputs[i], '=');
-    if (!eq) {
-      s = kiln_make_status(KILN_INVALID_ARGUMENT, "--input '%s': expected NAME=FILE.npy", inputs[i]);
+  if (module_file) {
+    if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, R.module, in))) goto done;
+    for (int32_t k = 0; k < n_in; ++k) {
+      if (in[k].data) continue;
+      kiln_dtype_t dt;
+      kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, &in[k]))) goto done;
+    }
+  } else {
+    sym_val = malloc(sizeof(int64_t) * (size_t)(g->n_symbols + 1));
+    ptimes = calloc((size_t)g->n_nodes + 1, sizeof(double));
+    if (!sym_val || !ptimes) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
       goto done;
     }
-    int32_t found = -1;
+    for (int32_t k = 0; k <= g->n_symbols; ++k) sym_val[k] = -1;
+    if ((s = read_input_files(inputs, n_inputs, n_in, graph_input_name, g, in))) goto done;
+    /* Check the given inputs against the declarations (binding symbols from
+     * them); the other symbols (for random inputs) are 1 unless --dim set
+     * them. Then shapes are static and the graph is prepared. */
+    for (int32_t k = 0; k < g->n_inputs; ++k)
+      if (in[k].data && (s = kiln_check_input(g, k, &in[k], sym_val))) goto done;
+    for (int32_t k = 0; k < g->n_inputs; ++k)
+      if (!in[k].data && (s = random_input(g, &g->tensors[g->inputs[k]], seed, sym_val, &in[k]))) goto done;
     for (int32_t k = 0; k < g->n_inputs; ++k) {
-      const char* nm = g->tensors[g->inputs[k]].name;
-      if (strlen(nm) == (size_t)(eq - inputs[i]) && !strncmp(nm, inputs[i], (size_t)(eq - inputs[i])))
-        found = k;
+      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+      if (t->shape.rank < 0 && in[k].data) t->shape = in[k].shape;
+      for (int32_t d = 0; d < t->shape.rank && d < in[k].shape.rank; ++d)
+        if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
     }
-    if (found < 0) {
-      s = kiln_make_status(KILN_NOT_FOUND, "--input '%s': the model has no input named '%.*s'",
-                           inputs[i], (int)(eq - inputs[i]), inputs[i]);
-      goto done;
+    if ((s = kiln_graph_prepare(g))) goto done;
+    if ((s = kiln_graph_optimize(g, opt, NULL))) goto done;
+    prof = (prof_t){ptimes, g->n_nodes};
+    if (profile && use_ref) {
+      ro.on_node = on_node;
+      ro.user = &prof;
     }
-    kiln_array_free(al, &in[found]);
-    if ((s = kiln_npy_read(eq + 1, al, &in[found]))) goto done;
-  }
-  /* Check the given inputs against the declarations (binding symbols from
-   * them); the other symbols (for random inputs) are 1 unless --dim set
-   * them. Then shapes are static and the graph is prepared. */
-  for (int32_t k = 0; k < g->n_inputs; ++k)
-    if (in[k].data && (s = kiln_check_input(g, k, &in[k], sym_val))) goto done;
-  for (int32_t k = 0; k < g->n_inputs; ++k)
-    if (!in[k].data && (s = random_input(g, &g->tensors[g->inputs[k]], seed, sym_val, &in[k]))) goto done;
-  for (int32_t k = 0; k < g->n_inputs; ++k) {
-    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-    if (t->shape.rank < 0 && in[k].data) t->shape = in[k].shape;
-    for (int32_t d = 0; d < t->shape.rank && d < in[k].shape.rank; ++d)
-      if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
-  }
-  if ((s = kiln_graph_prepare(g))) goto done;
-  if ((s = kiln_graph_optimize(g, opt, NULL))) goto done;
-
-  kiln_ref_options_t ro;
-  kiln_ref_options_default(&ro);
-  prof_t prof = {ptimes, g->n_nodes};
-  if (profile) {
-    ro.on_node = on_node;
-    ro.user = &prof;
   }
   R.g = g;
-  R.cpu = use_cpu;
+  R.ref = use_ref;
   R.ro = &ro;
-  R.threads = threads;
-  R.dump_dir = dump_dir;
-  R.opt = opt;
-  R.kernel_times = NULL;
-  if (use_cpu && (s = runner_compile(&R))) goto done;
+  if (!use_ref) {
+    if (!module_file) {
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model};
+      kiln_program_t* prog = NULL;
+      if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
+      if ((s = kiln_module_wrap(prog, &R.module))) goto done;
+    }
+    kiln_session_options_t so;
+    kiln_session_options_default(&so);
+    so.profile = profile;
+    so.threads = threads;
+    so.dump_dir = dump_dir;
+    if ((s = kiln_cli_session(R.module, target ? target : api, strict, &so, &R.dev, &R.session))) goto done;
+  }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;
   double first = now_s() - t0;
-  printf("ran %s on target %s in %.2f ms\n", lo.model, target, first * 1e3);
+  printf("ran %s on target %s in %.2f ms\n", lo.model, use_ref ? "ref" : kiln_device_api(R.dev), first * 1e3);
   if (repeat > 0) {
     double* ts = calloc((size_t)repeat, sizeof(double));
     if (!ts) {
@@ -658,11 +681,11 @@ static int cmd_run(int argc, char** argv) {
       goto done;
     }
     for (int r = 0; r < repeat && !s; ++r) {
-      kiln_array_t* tmp = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
+      kiln_array_t* tmp = calloc((size_t)n_out + 1, sizeof(kiln_array_t));
       double a0 = now_s();
       s = tmp ? runner_run(&R, in, tmp) : kiln_make_status(KILN_OUT_OF_MEMORY, "oom");
       ts[r] = now_s() - a0;
-      for (int32_t k = 0; tmp && !s && k < g->n_outputs; ++k) kiln_array_free(al, &tmp[k]);
+      for (int32_t k = 0; tmp && !s && k < n_out; ++k) kiln_array_free(al, &tmp[k]);
       free(tmp);
     }
     if (!s) {
@@ -673,8 +696,19 @@ static int cmd_run(int argc, char** argv) {
     free(ts);
     if (s) goto done;
   }
-  if (profile && R.cpu) print_cpu_profile(&R, 1 + repeat);
-  if (profile && !R.cpu) {
+  if (profile && !use_ref) {
+    kiln_profile_print_table(R.session, stdout, 40);
+    char tpath[4096];
+    if (!trace_path) {
+      const char* base = strrchr(lo.model, '/');
+      base = base ? base + 1 : lo.model;
+      snprintf(tpath, sizeof tpath, "%.*s.trace.json", (int)strcspn(base, "."), base);
+      trace_path = tpath;
+    }
+    if ((s = kiln_profile_write_trace(R.session, trace_path))) goto done;
+    printf("wrote %s (Chrome trace: open in Perfetto or chrome://tracing)\n", trace_path);
+  }
+  if (profile && use_ref) {
     int32_t* order = malloc(sizeof(int32_t) * (size_t)(g->n_nodes + 1));
     double total = 0;
     for (int32_t k = 0; k < g->n_nodes; ++k) total += ptimes[k];
@@ -696,12 +730,13 @@ static int cmd_run(int argc, char** argv) {
       free(order);
     }
   }
-  for (int32_t k = 0; k < g->n_outputs; ++k) summarize(g->tensors[g->outputs[k]].name, &out[k]);
+  for (int32_t k = 0; k < n_out; ++k)
+    summarize(module_file ? kiln_module_output_name(R.module, k) : g->tensors[g->outputs[k]].name, &out[k]);
   if (outdir) {
     mkdir(outdir, 0777);
-    for (int32_t k = 0; k < g->n_outputs; ++k) {
+    for (int32_t k = 0; k < n_out; ++k) {
       char path[4096], safe[256];
-      const char* nm = g->tensors[g->outputs[k]].name;
+      const char* nm = module_file ? kiln_module_output_name(R.module, k) : g->tensors[g->outputs[k]].name;
       size_t j = 0;
       for (; nm[j] && j < sizeof safe - 1; ++j)
         safe[j] = (nm[j] == '/' || nm[j] == '\\' || (nm[j] == '.' && j == 0)) ? '_' : nm[j];
@@ -711,7 +746,7 @@ static int cmd_run(int argc, char** argv) {
       printf("wrote %s\n", path);
     }
   }
-  if (check_ref && R.cpu) {
+  if (check_ref && !use_ref) {
     kiln_array_t* ref = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
     if (!ref) {
       s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
@@ -737,8 +772,8 @@ static int cmd_run(int argc, char** argv) {
     const char* file = spec;
     if (eq) {
       k = -1;
-      for (int32_t j = 0; j < g->n_outputs; ++j) {
-        const char* nm = g->tensors[g->outputs[j]].name;
+      for (int32_t j = 0; j < n_out; ++j) {
+        const char* nm = module_file ? kiln_module_output_name(R.module, j) : g->tensors[g->outputs[j]].name;
         if (strlen(nm) == (size_t)(eq - spec) && !strncmp(nm, spec, (size_t)(eq - spec))) k = j;
       }
       file = eq + 1;
@@ -747,23 +782,24 @@ static int cmd_run(int argc, char** argv) {
                              spec, (int)(eq - spec), spec);
         goto done;
       }
-    } else if (k >= g->n_outputs) {
+    } else if (k >= n_out) {
       s = kiln_make_status(KILN_INVALID_ARGUMENT, "--compare '%s': the model has only %d outputs",
-                           spec, g->n_outputs);
+                           spec, (int)n_out);
       goto done;
     }
     kiln_array_t want;
     if ((s = kiln_npy_read(file, al, &want))) goto done;
     kiln_compare_result_t cr;
     kiln_compare(&out[k], &want, rtol, atol, &cr);
-    printf("compare %s vs %s: %s\n", g->tensors[g->outputs[k]].name, file, cr.message);
+    printf("compare %s vs %s: %s\n",
+           module_file ? kiln_module_output_name(R.module, k) : g->tensors[g->outputs[k]].name, file, cr.message);
     if (!cr.ok) rc = 3;
     kiln_array_free(al, &want);
   }
 done:
   if (s) rc = fail(s);
-  for (int32_t k = 0; in && k < g->n_inputs; ++k) kiln_array_free(al, &in[k]);
-  for (int32_t k = 0; out && k < g->n_outputs; ++k) kiln_array_free(al, &out[k]);
+  for (int32_t k = 0; in && k < n_in; ++k) kiln_array_free(al, &in[k]);
+  for (int32_t k = 0; out && k < n_out; ++k) kiln_array_free(al, &out[k]);
   free(in);
   free(out);
   free(sym_val);
@@ -776,15 +812,20 @@ done:
 /* ---- kiln compile ---------------------------------------------------- */
 
 static const char* compile_help =
-    "usage: kiln compile MODEL.onnx [-O0|-O1] [--dim SYMBOL=SIZE ...] [--threads N]\n"
-    "                    [--dump-graph DIR] [--dump DIR]\n"
+    "usage: kiln compile MODEL.onnx [-t cpu|opencl|vulkan] [-o FILE.kiln] [-O0|-O1]\n"
+    "                    [--dim SYMBOL=SIZE ...] [--threads N] [--dump-graph DIR] [--dump DIR]\n"
     "\n"
     "Runs the graph passes, lowers every node to the tensor IR, fuses kernels and\n"
-    "compiles them for the CPU (filling the compile cache), printing what each step\n"
-    "did. Symbolic dims are bound to 1 unless set with --dim.\n"
+    "generates the target's code, printing what each step did. With -o it writes a\n"
+    "module file (plan, kernels, weights, metadata; versioned and checksummed) that\n"
+    "`kiln run FILE.kiln` and libkiln_rt run without the compiler. Without -o it\n"
+    "builds the code for the device (filling the compile cache) and reports the\n"
+    "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
+    "  -t, --target T     cpu (default), opencl or vulkan\n"
+    "  -o FILE.kiln       write the module\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
-    "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the C source\n";
+    "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n";
 
 static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
   char path[4096];
@@ -807,6 +848,8 @@ static int cmd_compile(int argc, char** argv) {
   lo.no_prepare = true;
   const char* graph_dir = NULL;
   const char* dump_dir = NULL;
+  const char* out_path = NULL;
+  const char* target = "cpu";
   int opt = 1, threads = 0;
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
@@ -822,6 +865,10 @@ static int cmd_compile(int argc, char** argv) {
       graph_dir = argv[++i];
     } else if (!strcmp(a, "--dump") && has) {
       dump_dir = argv[++i];
+    } else if ((!strcmp(a, "-t") || !strcmp(a, "--target")) && has) {
+      target = argv[++i];
+    } else if (!strcmp(a, "-o") && has) {
+      out_path = argv[++i];
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -836,11 +883,15 @@ static int cmd_compile(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("compile", "%sno model given", "");
+  kiln_program_target_t ptarget;
+  if (!kiln_cli_parse_target(target, &ptarget))
+    return usage_error("compile", "--target '%s': expected cpu, opencl or vulkan", target);
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
   if (s) return fail(s);
   runner_t R;
   memset(&R, 0, sizeof R);
+  kiln_program_t* prog = NULL;
   if ((s = kiln_graph_prepare(g))) goto done;
   if (graph_dir && (s = write_graph_files(g, graph_dir, "before"))) goto done;
   {
@@ -851,16 +902,25 @@ static int cmd_compile(int argc, char** argv) {
            (now_s() - t0) * 1e3);
   }
   if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
-  kiln_ref_options_t ro;
-  kiln_ref_options_default(&ro);
-  R.g = g;
-  R.cpu = true;
-  R.ro = &ro;
-  R.threads = threads;
-  R.dump_dir = dump_dir;
-  R.opt = opt;
-  s = runner_compile(&R);
+  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model};
+  if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
+  if (out_path) {
+    if ((s = kiln_module_write_file(prog, out_path))) goto done;
+    struct stat st;
+    printf("wrote %s (%.1f KB)\n", out_path, stat(out_path, &st) == 0 ? (double)st.st_size / 1e3 : 0.0);
+  } else {
+    /* No file: build the device code now (fills the cache) and report the
+     * memory plan the runtime would use. */
+    if ((s = kiln_module_wrap(prog, &R.module))) goto done;
+    prog = NULL;
+    kiln_session_options_t so;
+    kiln_session_options_default(&so);
+    so.threads = threads;
+    so.dump_dir = dump_dir;
+    s = kiln_cli_session(R.module, target, true, &so, &R.dev, &R.session);
+  }
 done:
+  kiln_program_destroy(prog);
   runner_destroy(&R);
   kiln_graph_destroy(g);
   return s ? fail(s) : 0;
@@ -929,8 +989,10 @@ static const char* main_help =
     "\n"
     "commands:\n"
     "  info MODEL.onnx   inputs/outputs, op histogram, per-layer shapes, params, FLOPs, bytes\n"
-    "  run MODEL.onnx    compile and run the model (random or .npy inputs), compare\n"
-    "  compile MODEL.onnx  graph passes, lowering, fusion and CPU compile, with dumps\n"
+    "  run MODEL.onnx|MODULE.kiln  compile (or load) and run (random or .npy inputs), compare\n"
+    "  compile MODEL.onnx  graph passes, lowering, fusion, code generation; -o writes a\n"
+    "                    module file (.kiln) that `kiln run` runs without the compiler\n"
+    "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
     "  bench             kernel microbenchmarks (GFLOP/s, GB/s, % of measured peak)\n"
     "  dot MODEL.onnx    Graphviz dot of the graph\n"
     "  dump MODEL.onnx   text dump of the graph IR after shape inference\n"
@@ -950,6 +1012,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "ops")) return cmd_ops(argc - 2, argv + 2);
   if (!strcmp(cmd, "compile")) return cmd_compile(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
+  if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

@@ -1,0 +1,409 @@
+/* The CPU device: host buffers, compiled C kernels, and one queue thread
+ * that runs submitted command buffers in order (see cpu_device.h). */
+#include "runtime/cpu/cpu_device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "targets/cpu/cpu_internal.h"
+
+struct kiln_device_buffer_s {
+  uint8_t* base;
+  uint64_t bytes;
+  bool owned; /* false for views */
+};
+
+struct kiln_device_executable_s {
+  kiln_cpu_module_t module;
+  int32_t n_kernels;
+  int32_t threads;
+};
+
+enum { OP_DISPATCH, OP_BARRIER, OP_TIMESTAMP };
+
+typedef struct op_s {
+  int32_t kind;
+  int32_t index; /* kernel or timestamp slot */
+  void** args;   /* DISPATCH: argument pointers */
+} op_t;
+
+struct kiln_device_cmd_s {
+  kiln_device_executable_t* exe;
+  op_t* ops;
+  int32_t n_ops, cap_ops;
+  bool ended;
+  uint64_t* ts;
+  int32_t n_ts;
+  int32_t pending; /* submissions not finished (guarded by the device lock) */
+};
+
+#define QUEUE_CAP 256
+
+typedef struct cpu_device_s {
+  kiln_device_t base;
+  int32_t threads;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  kiln_device_cmd_t* queue[QUEUE_CAP];
+  int32_t q_head, q_len;
+  bool stop;
+} cpu_device_t;
+
+static cpu_device_t* dev_of(kiln_device_t* d) { return (cpu_device_t*)d; }
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void run_cmd(cpu_device_t* d, kiln_device_cmd_t* c) {
+  kiln_device_executable_t* e = c->exe;
+  /* omp_set_num_threads is per calling thread: set it on the queue thread. */
+  if (e->module.set_threads) e->module.set_threads(e->threads);
+  for (int32_t i = 0; i < c->n_ops; ++i) {
+    const op_t* op = &c->ops[i];
+    if (op->kind == OP_DISPATCH) e->module.fns[op->index]((void* const*)op->args);
+    else if (op->kind == OP_TIMESTAMP) c->ts[op->index] = now_ns();
+  }
+}
+
+static void* queue_main(void* arg) {
+  cpu_device_t* d = arg;
+  pthread_mutex_lock(&d->mu);
+  for (;;) {
+    while (!d->q_len && !d->stop) pthread_cond_wait(&d->work, &d->mu);
+    if (!d->q_len) break; /* stopping, queue drained */
+    kiln_device_cmd_t* c = d->queue[d->q_head];
+    d->q_head = (d->q_head + 1) % QUEUE_CAP;
+    d->q_len--;
+    pthread_mutex_unlock(&d->mu);
+    run_cmd(d, c);
+    pthread_mutex_lock(&d->mu);
+    c->pending--;
+    pthread_cond_broadcast(&d->done);
+  }
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+static void cpu_destroy(kiln_device_t* base) {
+  cpu_device_t* d = dev_of(base);
+  pthread_mutex_lock(&d->mu);
+  d->stop = true;
+  pthread_cond_broadcast(&d->work);
+  pthread_mutex_unlock(&d->mu);
+  pthread_join(d->thread, NULL);
+  pthread_mutex_destroy(&d->mu);
+  pthread_cond_destroy(&d->work);
+  pthread_cond_destroy(&d->done);
+  kiln_allocator_free(base->allocator, d);
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+
+static kiln_status_t cpu_buffer_create(kiln_device_t* base, uint64_t bytes, const char* what,
+                                       kiln_device_buffer_t** out) {
+  if (bytes > base->info.max_alloc_bytes)
+    return kiln_make_status(KILN_OUT_OF_MEMORY,
+                            "cpu: %s: %llu bytes is more than the device allows (%llu bytes)",
+                            what ? what : "buffer", (unsigned long long)bytes,
+                            (unsigned long long)base->info.max_alloc_bytes);
+  kiln_device_buffer_t* b = calloc(1, sizeof(*b));
+  size_t sz = (size_t)((bytes + 63) & ~(uint64_t)63);
+  void* m = NULL;
+  if (!b || posix_memalign(&m, 64, sz ? sz : 64) != 0 || !m) {
+    free(b);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: cannot allocate %llu bytes for %s",
+                            (unsigned long long)bytes, what ? what : "a buffer");
+  }
+  memset(m, 0, sz ? sz : 64);
+  b->base = m;
+  b->bytes = bytes;
+  b->owned = true;
+  *out = b;
+  return NULL;
+}
+
+static kiln_status_t cpu_view_create(kiln_device_t* base, kiln_device_buffer_t* parent,
+                                     uint64_t offset, uint64_t bytes, kiln_device_buffer_t** out) {
+  if (!parent || offset > parent->bytes || bytes > parent->bytes - offset)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "cpu: view [%llu, +%llu) is outside its buffer (%llu bytes)",
+                            (unsigned long long)offset, (unsigned long long)bytes,
+                            (unsigned long long)(parent ? parent->bytes : 0));
+  kiln_device_buffer_t* b = calloc(1, sizeof(*b));
+  if (!b) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory for a buffer view");
+  b->base = parent->base + offset;
+  b->bytes = bytes;
+  *out = b;
+  return NULL;
+}
+
+static void cpu_buffer_destroy(kiln_device_t* base, kiln_device_buffer_t* b) {
+  if (!b) return;
+  if (b->owned) free(b->base);
+  free(b);
+}
+
+static kiln_status_t check_range(const kiln_device_buffer_t* b, uint64_t off, uint64_t n) {
+  if (!b || off > b->bytes || n > b->bytes - off)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "cpu: copy of %llu bytes at %llu is outside the buffer (%llu bytes)",
+                            (unsigned long long)n, (unsigned long long)off,
+                            (unsigned long long)(b ? b->bytes : 0));
+  return NULL;
+}
+
+static kiln_status_t cpu_buffer_write(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t off,
+                                      const void* src, uint64_t n) {
+  KILN_RETURN_IF_ERROR(check_range(b, off, n));
+  if (n) memcpy(b->base + off, src, (size_t)n);
+  return NULL;
+}
+
+static kiln_status_t cpu_buffer_read(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t off,
+                                     void* dst, uint64_t n) {
+  KILN_RETURN_IF_ERROR(check_range(b, off, n));
+  if (n) memcpy(dst, b->base + off, (size_t)n);
+  return NULL;
+}
+
+/* ---- executables ------------------------------------------------------ */
+
+static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_program_t* p,
+                                           const kiln_device_build_options_t* o,
+                                           kiln_device_executable_t** out) {
+  if (p->target != KILN_PROGRAM_TARGET_CPU)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: %s was compiled for %s, not cpu",
+                            p->model_name, kiln_program_target_name(p->target));
+  kiln_device_executable_t* e = calloc(1, sizeof(*e));
+  if (!e) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+  e->n_kernels = p->n_kernels;
+  e->threads = o && o->threads > 0 ? o->threads : dev_of(base)->threads;
+  if (p->n_kernels == 0) {
+    *out = e;
+    return NULL;
+  }
+  /* A non-owning view of the program's unit in the loader's terms. */
+  const kiln_program_code_t* c = &p->code;
+  kiln_cpu_source_t src;
+  memset(&src, 0, sizeof src);
+  src.text.data = c->text;
+  src.text.len = (size_t)c->text_len;
+  src.prelude_len = (size_t)c->parts[1];
+  src.epilogue_off = (size_t)c->parts[2 * (c->n_parts - 1)];
+  src.n_units = c->n_parts - 2;
+  src.unit_off = calloc((size_t)src.n_units + 1, sizeof(size_t));
+  src.unit_len = calloc((size_t)src.n_units + 1, sizeof(size_t));
+  const char** names = calloc((size_t)p->n_kernels, sizeof(char*));
+  kiln_status_t s = NULL;
+  if (!src.unit_off || !src.unit_len || !names) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+  } else {
+    for (int32_t u = 0; u < src.n_units; ++u) {
+      src.unit_off[u] = (size_t)c->parts[2 * (u + 1)];
+      src.unit_len[u] = (size_t)c->parts[2 * (u + 1) + 1];
+    }
+    for (int32_t k = 0; k < p->n_kernels; ++k) names[k] = p->kernels[k].name;
+    kiln_cpu_options_t co;
+    kiln_cpu_options_default(&co);
+    co.threads = e->threads;
+    if (o && o->cache_dir) co.cache_dir = o->cache_dir;
+    if (o) co.dump_dir = o->dump_dir;
+    kiln_cpu_compile_stats_t st;
+    memset(&st, 0, sizeof st);
+    s = kiln_cpu_module_load(&src, &co, names, p->n_kernels, &e->module, &st);
+  }
+  free(src.unit_off);
+  free(src.unit_len);
+  free(names);
+  if (s) {
+    free(e);
+    return s;
+  }
+  *out = e;
+  return NULL;
+}
+
+static void cpu_executable_destroy(kiln_device_t* base, kiln_device_executable_t* e) {
+  if (!e) return;
+  kiln_cpu_module_unload(&e->module);
+  free(e);
+}
+
+/* ---- command buffers -------------------------------------------------- */
+
+static kiln_status_t cpu_cmd_create(kiln_device_t* base, kiln_device_executable_t* e,
+                                    int32_t max_ts, kiln_device_cmd_t** out) {
+  kiln_device_cmd_t* c = calloc(1, sizeof(*c));
+  if (!c) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory for a command buffer");
+  c->exe = e;
+  c->n_ts = max_ts > 0 ? max_ts : 0;
+  if (c->n_ts && !(c->ts = calloc((size_t)c->n_ts, sizeof(uint64_t)))) {
+    free(c);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory for %d timestamps", (int)max_ts);
+  }
+  *out = c;
+  return NULL;
+}
+
+static kiln_status_t cpu_wait(kiln_device_t* base, kiln_device_cmd_t* c) {
+  cpu_device_t* d = dev_of(base);
+  pthread_mutex_lock(&d->mu);
+  while (c->pending > 0) pthread_cond_wait(&d->done, &d->mu);
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+static void cpu_cmd_destroy(kiln_device_t* base, kiln_device_cmd_t* c) {
+  if (!c) return;
+  kiln_status_free(cpu_wait(base, c));
+  for (int32_t i = 0; i < c->n_ops; ++i) free(c->ops[i].args);
+  free(c->ops);
+  free(c->ts);
+  free(c);
+}
+
+static kiln_status_t push_op(kiln_device_cmd_t* c, op_t op) {
+  if (c->ended) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: recording into an ended command buffer");
+  if (c->n_ops == c->cap_ops) {
+    int32_t nc = c->cap_ops ? c->cap_ops * 2 : 64;
+    op_t* q = realloc(c->ops, sizeof(op_t) * (size_t)nc);
+    if (!q) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory recording commands");
+    c->ops = q;
+    c->cap_ops = nc;
+  }
+  c->ops[c->n_ops++] = op;
+  return NULL;
+}
+
+static kiln_status_t cpu_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, int32_t kernel,
+                                      kiln_device_buffer_t* const* args, int32_t n_args) {
+  if (kernel < 0 || kernel >= c->exe->n_kernels)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "cpu: dispatch of kernel %d, the executable has %d",
+                            (int)kernel, (int)c->exe->n_kernels);
+  void** a = calloc((size_t)(n_args ? n_args : 1), sizeof(void*));
+  if (!a) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory recording a dispatch");
+  for (int32_t j = 0; j < n_args; ++j) a[j] = args[j] ? args[j]->base : NULL;
+  kiln_status_t s = push_op(c, (op_t){OP_DISPATCH, kernel, a});
+  if (s) free(a);
+  return s;
+}
+
+static kiln_status_t cpu_cmd_barrier(kiln_device_t* base, kiln_device_cmd_t* c) {
+  return push_op(c, (op_t){OP_BARRIER, 0, NULL});
+}
+
+static kiln_status_t cpu_cmd_timestamp(kiln_device_t* base, kiln_device_cmd_t* c, int32_t slot) {
+  if (slot < 0 || slot >= c->n_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "cpu: timestamp slot %d of %d", (int)slot, (int)c->n_ts);
+  return push_op(c, (op_t){OP_TIMESTAMP, slot, NULL});
+}
+
+static kiln_status_t cpu_cmd_end(kiln_device_t* base, kiln_device_cmd_t* c) {
+  c->ended = true;
+  return NULL;
+}
+
+static kiln_status_t cpu_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
+  cpu_device_t* d = dev_of(base);
+  if (!c->ended) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: submit of a command buffer still recording");
+  pthread_mutex_lock(&d->mu);
+  if (d->q_len == QUEUE_CAP) {
+    pthread_mutex_unlock(&d->mu);
+    return kiln_make_status(KILN_LIMIT_EXCEEDED, "cpu: %d submissions already queued", QUEUE_CAP);
+  }
+  d->queue[(d->q_head + d->q_len) % QUEUE_CAP] = c;
+  d->q_len++;
+  c->pending++;
+  pthread_cond_signal(&d->work);
+  pthread_mutex_unlock(&d->mu);
+  return NULL;
+}
+
+static kiln_status_t cpu_timestamps_read(kiln_device_t* base, kiln_device_cmd_t* c,
+                                         uint64_t* out_ns, int32_t n) {
+  if (n < 0 || n > c->n_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "cpu: %d timestamps asked, %d recorded", (int)n, (int)c->n_ts);
+  if (n) memcpy(out_ns, c->ts, sizeof(uint64_t) * (size_t)n);
+  return NULL;
+}
+
+static const kiln_device_vtable_t cpu_vtable = {
+    .destroy = cpu_destroy,
+    .buffer_create = cpu_buffer_create,
+    .view_create = cpu_view_create,
+    .buffer_destroy = cpu_buffer_destroy,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .executable_create = cpu_executable_create,
+    .executable_destroy = cpu_executable_destroy,
+    .cmd_create = cpu_cmd_create,
+    .cmd_destroy = cpu_cmd_destroy,
+    .cmd_dispatch = cpu_cmd_dispatch,
+    .cmd_barrier = cpu_cmd_barrier,
+    .cmd_timestamp = cpu_cmd_timestamp,
+    .cmd_end = cpu_cmd_end,
+    .submit = cpu_submit,
+    .wait = cpu_wait,
+    .timestamps_read = cpu_timestamps_read,
+};
+
+static void cpu_model_name(char* out, size_t n) {
+  snprintf(out, n, "host cpu");
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    const char* c = strchr(line, ':');
+    if (strncmp(line, "model name", 10) == 0 && c) {
+      while (*++c == ' ') {
+      }
+      snprintf(out, n, "%.*s", (int)strcspn(c, "\n"), c);
+      break;
+    }
+  }
+  fclose(f);
+}
+
+kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator,
+                                     kiln_device_t** out_device) {
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(cpu_device_t), "cpu device", &m));
+  cpu_device_t* d = m;
+  memset(d, 0, sizeof(*d));
+  kiln_device_init_base(&d->base, &cpu_vtable, allocator);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  d->threads = threads > 0 ? threads : (cores > 0 ? (int32_t)cores : 1);
+  kiln_device_info_t* info = &d->base.info;
+  snprintf(info->api, sizeof info->api, "cpu");
+  char model[200];
+  cpu_model_name(model, sizeof model);
+  snprintf(info->name, sizeof info->name, "%s (%d threads)", model, (int)d->threads);
+  snprintf(info->driver, sizeof info->driver, "C via the system compiler");
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  info->total_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+  info->max_alloc_bytes = info->total_bytes ? info->total_bytes : (1ull << 40);
+  info->fp16_storage = true;
+  info->int8 = true;
+  info->timestamps = true;
+  info->buffer_alignment = 64;
+  info->max_workgroup_size = 1;
+  info->compute_units = d->threads;
+  pthread_mutex_init(&d->mu, NULL);
+  pthread_cond_init(&d->work, NULL);
+  pthread_cond_init(&d->done, NULL);
+  if (pthread_create(&d->thread, NULL, queue_main, d) != 0) {
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->work);
+    pthread_cond_destroy(&d->done);
+    kiln_allocator_free(allocator, d);
+    return kiln_make_status(KILN_DEVICE_ERROR, "cpu: cannot start the queue thread");
+  }
+  *out_device = &d->base;
+  return NULL;
+}

@@ -1,0 +1,177 @@
+/* kiln runtime device interface: what every device backend implements.
+ *
+ * One vtable (kiln_device_vtable_t) per backend -- runtime/cpu/ now,
+ * runtime/opencl/ and runtime/vulkan/ beside it -- in the manner of IREE's HAL
+ * and ggml's backend interface. The session (runtime/session.c) drives a
+ * device only through this table, and every call a backend makes into its
+ * driver (malloc, the C compiler and dlopen for the CPU; cl* and vk* calls
+ * for the GPUs) happens inside one of these slots, so the fault wrapper
+ * (kiln_device_fault_wrap) can fail any of them in tests.
+ *
+ * Objects: a device owns buffers (one arena per session slot plus the
+ * weights; views are sub-ranges of a buffer), executables (a program's
+ * kernels built for the device) and command buffers (dispatches, barriers
+ * and timestamps recorded once, submitted many times, in order).
+ *
+ * Thread-compatible: one thread at a time calls a given device, except that
+ * submitted command buffers run asynchronously (a device's queue executes
+ * them in submission order) and |wait| may be called from the thread that
+ * submitted. Buffers written or read by the host must not be in use by a
+ * submitted, unwaited command buffer.
+ *
+ * Errors: every slot returns kiln_status_t naming the device, the kernel or
+ * the size involved: DEVICE_ERROR for driver failures (a lost device says
+ * "device lost" and every later call fails the same way), OUT_OF_MEMORY
+ * naming the size for allocations, INVALID_ARGUMENT for a kernel build
+ * failure (with the build log and kernel name).
+ */
+#ifndef KILN_RUNTIME_DEVICE_H_
+#define KILN_RUNTIME_DEVICE_H_
+
+#include <stdatomic.h>
+
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_device_s kiln_device_t;
+typedef struct kiln_device_buffer_s kiln_device_buffer_t;         /* backend-defined */
+typedef struct kiln_device_executable_s kiln_device_executable_t; /* backend-defined */
+typedef struct kiln_device_cmd_s kiln_device_cmd_t;               /* backend-defined */
+
+typedef struct kiln_device_info_s {
+  char api[16];        /* "cpu", "opencl", "vulkan" */
+  char name[256];      /* e.g. "cpu (2 threads)", "pthread-...", "llvmpipe (LLVM 15...)" */
+  char driver[256];    /* driver / runtime version */
+  bool fp16_storage;   /* 16-bit buffers can be loaded/stored */
+  bool fp16_arith;     /* half arithmetic (cl_khr_fp16, shaderFloat16, CPU _Float16) */
+  bool int8;           /* 8-bit arithmetic */
+  bool timestamps;     /* cmd_timestamp gives real device times */
+  uint64_t max_alloc_bytes;   /* largest single buffer */
+  uint64_t total_bytes;       /* device memory (0 = unknown) */
+  uint64_t buffer_alignment;  /* views must start at multiples of this (power of two) */
+  int64_t max_workgroup_size;
+  int32_t subgroup_size;      /* 0 = unknown */
+  int32_t compute_units;
+} kiln_device_info_t;
+
+/* Options a session passes when building an executable. */
+typedef struct kiln_device_build_options_s {
+  const char* cache_dir;  /* compiled-code cache (NULL: the backend default) */
+  const char* dump_dir;   /* write generated source here when set */
+  int32_t threads;        /* CPU: worker threads, 0 = all cores */
+} kiln_device_build_options_t;
+
+/* Which vtable slot a call is; used by the fault wrapper and its tests. */
+typedef enum kiln_device_call_e {
+  KILN_DEVICE_CALL_ANY = 0,
+  KILN_DEVICE_CALL_BUFFER_CREATE,
+  KILN_DEVICE_CALL_VIEW_CREATE,
+  KILN_DEVICE_CALL_BUFFER_WRITE,
+  KILN_DEVICE_CALL_BUFFER_READ,
+  KILN_DEVICE_CALL_EXECUTABLE_CREATE,
+  KILN_DEVICE_CALL_CMD_CREATE,
+  KILN_DEVICE_CALL_CMD_DISPATCH,
+  KILN_DEVICE_CALL_CMD_BARRIER,
+  KILN_DEVICE_CALL_CMD_TIMESTAMP,
+  KILN_DEVICE_CALL_CMD_END,
+  KILN_DEVICE_CALL_SUBMIT,
+  KILN_DEVICE_CALL_WAIT,
+  KILN_DEVICE_CALL_TIMESTAMPS_READ,
+  KILN_DEVICE_CALL_COUNT_
+} kiln_device_call_t;
+
+const char* kiln_device_call_name(kiln_device_call_t c);
+
+/* The backend interface. |destroy| first; every slot is required. */
+typedef struct kiln_device_vtable_s {
+  void (*destroy)(kiln_device_t* d);
+
+  /* A buffer of |bytes| device memory (zeroed). |what| names it in errors. */
+  kiln_status_t (*buffer_create)(kiln_device_t* d, uint64_t bytes, const char* what,
+                                 kiln_device_buffer_t** out);
+  /* A view of [offset, offset + bytes) of |parent| (offset aligned to
+   * info.buffer_alignment); destroyed with buffer_destroy before its parent. */
+  kiln_status_t (*view_create)(kiln_device_t* d, kiln_device_buffer_t* parent, uint64_t offset,
+                               uint64_t bytes, kiln_device_buffer_t** out);
+  void (*buffer_destroy)(kiln_device_t* d, kiln_device_buffer_t* b); /* NULL: no-op */
+  /* Host <-> device copies; synchronous. */
+  kiln_status_t (*buffer_write)(kiln_device_t* d, kiln_device_buffer_t* b, uint64_t offset,
+                                const void* src, uint64_t bytes);
+  kiln_status_t (*buffer_read)(kiln_device_t* d, kiln_device_buffer_t* b, uint64_t offset,
+                               void* dst, uint64_t bytes);
+
+  /* Builds the program's code for this device (compile, cache, load). The
+   * executable keeps no pointer into |p| after returning unless documented
+   * by the backend; the session keeps |p| alive anyway. */
+  kiln_status_t (*executable_create)(kiln_device_t* d, const kiln_program_t* p,
+                                     const kiln_device_build_options_t* o,
+                                     kiln_device_executable_t** out);
+  void (*executable_destroy)(kiln_device_t* d, kiln_device_executable_t* e); /* NULL: no-op */
+
+  /* Command buffers. |max_timestamps| slots for cmd_timestamp (0: none). */
+  kiln_status_t (*cmd_create)(kiln_device_t* d, kiln_device_executable_t* e,
+                              int32_t max_timestamps, kiln_device_cmd_t** out);
+  void (*cmd_destroy)(kiln_device_t* d, kiln_device_cmd_t* c); /* waits first; NULL: no-op */
+  /* Kernel |kernel| of the executable with one buffer (or view) per
+   * parameter, in program parameter order. */
+  kiln_status_t (*cmd_dispatch)(kiln_device_t* d, kiln_device_cmd_t* c, int32_t kernel,
+                                kiln_device_buffer_t* const* args, int32_t n_args);
+  /* Everything recorded before completes (and is visible) before anything
+   * recorded after starts. */
+  kiln_status_t (*cmd_barrier)(kiln_device_t* d, kiln_device_cmd_t* c);
+  kiln_status_t (*cmd_timestamp)(kiln_device_t* d, kiln_device_cmd_t* c, int32_t slot);
+  kiln_status_t (*cmd_end)(kiln_device_t* d, kiln_device_cmd_t* c); /* recording done */
+
+  /* Queues an ended command buffer; returns at once. */
+  kiln_status_t (*submit)(kiln_device_t* d, kiln_device_cmd_t* c);
+  /* Blocks until the last submission of |c| finished; returns its error
+   * (a kernel fault, device lost). Waiting on an idle command buffer is OK. */
+  kiln_status_t (*wait)(kiln_device_t* d, kiln_device_cmd_t* c);
+  /* Nanoseconds of the first |n| timestamp slots of the last finished
+   * submission, on one device clock. */
+  kiln_status_t (*timestamps_read)(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* out_ns,
+                                   int32_t n);
+} kiln_device_vtable_t;
+
+/* The common head of every backend's device struct (backends embed it
+ * first). Reference counted: kiln_device_retain / kiln_device_release. */
+struct kiln_device_s {
+  const kiln_device_vtable_t* vt;
+  kiln_allocator_t allocator;
+  kiln_device_info_t info;
+  atomic_int refs;
+};
+
+/* Sets the common head (refs = 1). */
+void kiln_device_init_base(kiln_device_t* d, const kiln_device_vtable_t* vt,
+                           kiln_allocator_t allocator);
+
+/* ---- fault injection (tests) ----------------------------------------- */
+
+typedef enum kiln_fault_mode_e {
+  KILN_FAULT_FAIL = 0,        /* the call returns DEVICE_ERROR ("injected fault") */
+  KILN_FAULT_OUT_OF_MEMORY,   /* buffer/view creation returns OUT_OF_MEMORY naming the size */
+  KILN_FAULT_DEVICE_LOST,     /* the call and every later one returns "device lost" */
+  KILN_FAULT_BUILD_FAILURE,   /* executable_create returns a build error with a log */
+} kiln_fault_mode_t;
+
+typedef struct kiln_fault_spec_s {
+  kiln_device_call_t call; /* which slot (ANY: every slot counts) */
+  int32_t nth;             /* fail the nth matching call (1-based) */
+  kiln_fault_mode_t mode;
+} kiln_fault_spec_t;
+
+/* A device that forwards every slot to |inner| (retained) and fails the
+ * call that |spec| picks. Failed creates leave nothing allocated. */
+kiln_status_t kiln_device_fault_wrap(kiln_device_t* inner, const kiln_fault_spec_t* spec,
+                                     kiln_device_t** out);
+/* Calls of each kind the wrapper has seen (for tests). */
+int32_t kiln_device_fault_count(const kiln_device_t* wrapper, kiln_device_call_t call);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_DEVICE_H_ */

@@ -1,0 +1,193 @@
+/* kiln modules: the public "modules" API of include/kiln/runtime.h.
+ *
+ * A module owns one validated program (runtime/program.h) read from a .kiln
+ * file (runtime/module_file.h) or handed over by the compiler
+ * (kiln_module_wrap). Reading a file reads it whole: the checksum covers
+ * every byte, so nothing can be used before all of it has been seen.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/module_file.h"
+#include "runtime/module_impl.h"
+
+/* Files above this are refused before reading (the format's lengths are
+ * 64-bit, but no kiln model needs more and a bad path should not make us
+ * try to read a disk image into memory). */
+#define MAX_MODULE_FILE_BYTES (4ull << 30)
+
+static kiln_status_t make_module(kiln_program_t* p, kiln_allocator_t a, uint32_t version,
+                                 size_t file_bytes, kiln_module_t** out) {
+  void* m = NULL;
+  kiln_status_t st = kiln_allocator_malloc(a, sizeof(kiln_module_t), "module", &m);
+  if (st) {
+    kiln_program_destroy(p);
+    return st;
+  }
+  kiln_module_t* mod = m;
+  atomic_init(&mod->refs, 1);
+  mod->allocator = a;
+  mod->program = p;
+  mod->format_version = version;
+  mod->file_bytes = file_bytes;
+  *out = mod;
+  return NULL;
+}
+
+const kiln_program_t* kiln_module_program(const kiln_module_t* m) { return m ? m->program : NULL; }
+
+kiln_status_t kiln_module_wrap(kiln_program_t* p, kiln_module_t** out_module) {
+  if (!p || !out_module) {
+    kiln_program_destroy(p);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_wrap: NULL program or out_module");
+  }
+  kiln_status_t st = kiln_program_validate(p);
+  if (st) {
+    kiln_program_destroy(p);
+    return st;
+  }
+  return make_module(p, p->allocator, 0, 0, out_module);
+}
+
+/* Parses |data| (borrowed) into a module; the version is read back from the
+ * header, which the parser has checked. */
+static kiln_status_t from_bytes(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                kiln_module_t** out) {
+  kiln_program_t* p = NULL;
+  KILN_RETURN_IF_ERROR(kiln_module_parse(data, size, name, a, &p));
+  const uint8_t* v = (const uint8_t*)data + KILN_MODULE_OFF_VERSION;
+  uint32_t version = (uint32_t)v[0] | ((uint32_t)v[1] << 8) | ((uint32_t)v[2] << 16) | ((uint32_t)v[3] << 24);
+  KILN_RETURN_IF_ERROR(make_module(p, a, version, size, out), "%s", name);
+  return NULL;
+}
+
+kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
+                                      kiln_allocator_t allocator, kiln_module_t** out_module) {
+  if (!name || !name[0]) name = "module";
+  if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", name);
+  return from_bytes(data, size, name, allocator, out_module);
+}
+
+kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
+                                    kiln_module_t** out_module) {
+  if (!path || !path[0]) return kiln_make_status(KILN_INVALID_ARGUMENT, "module path is empty");
+  if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", path);
+  int fd;
+  do fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return kiln_make_status(errno == ENOENT || errno == ENOTDIR ? KILN_NOT_FOUND : KILN_IO_ERROR,
+                            "%s: cannot open module: %s", path, strerror(errno));
+  kiln_status_t st = NULL;
+  void* buf = NULL;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    st = kiln_make_status(KILN_IO_ERROR, "%s: cannot stat module: %s", path, strerror(errno));
+    goto done;
+  }
+  if (S_ISDIR(sb.st_mode)) {
+    st = kiln_make_status(KILN_IO_ERROR, "%s: is a directory, not a module file", path);
+    goto done;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    st = kiln_make_status(KILN_IO_ERROR, "%s: not a regular file", path);
+    goto done;
+  }
+  if ((uint64_t)sb.st_size > MAX_MODULE_FILE_BYTES) {
+    st = kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: module file is %lld bytes, above the %llu-byte limit",
+                          path, (long long)sb.st_size, (unsigned long long)MAX_MODULE_FILE_BYTES);
+    goto done;
+  }
+  size_t size = (size_t)sb.st_size, got = 0;
+  if (size) {
+    st = kiln_allocator_malloc(allocator, size, "module file", &buf);
+    if (st) {
+      st = kiln_status_annotate(st, "%s", path);
+      goto done;
+    }
+  }
+  while (got < size) {
+    size_t chunk = size - got > (1u << 30) ? (1u << 30) : size - got;
+    ssize_t k = read(fd, (uint8_t*)buf + got, chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      st = kiln_make_status(KILN_IO_ERROR, "%s: read failed: %s", path, strerror(errno));
+      goto done;
+    }
+    if (k == 0) break; /* shrank while reading: parse what is there (it will say truncated) */
+    got += (size_t)k;
+  }
+  st = from_bytes(buf, got, path, allocator, out_module);
+done:
+  kiln_allocator_free(allocator, buf);
+  close(fd);
+  return st;
+}
+
+void kiln_module_retain(kiln_module_t* m) {
+  if (m) atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+}
+
+void kiln_module_release(kiln_module_t* m) {
+  if (!m) return;
+  if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
+  kiln_program_destroy(m->program);
+  kiln_allocator_free(m->allocator, m);
+}
+
+static const char* str_or_empty(const char* s) { return s ? s : ""; }
+
+void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info) {
+  if (!out_info) return;
+  memset(out_info, 0, sizeof(*out_info));
+  out_info->model_name = out_info->target = out_info->precision = out_info->options = "";
+  if (!m || !m->program) return;
+  const kiln_program_t* p = m->program;
+  out_info->model_name = str_or_empty(p->model_name);
+  out_info->target = kiln_program_target_name(p->target);
+  out_info->precision = str_or_empty(p->precision);
+  out_info->options = str_or_empty(p->options);
+  out_info->n_inputs = p->n_inputs;
+  out_info->n_outputs = p->n_outputs;
+  out_info->n_kernels = p->n_kernels;
+  out_info->n_buffers = p->n_buffers;
+  out_info->weights_bytes = p->weights_len;
+  uint64_t code = p->code.text_len;
+  for (int32_t i = 0; i < p->code.n_blobs; ++i) code += p->code.blob_lens[i];
+  out_info->code_bytes = code;
+  out_info->format_version = m->format_version;
+}
+
+const char* kiln_module_input_name(const kiln_module_t* m, int32_t i) {
+  if (!m || !m->program || i < 0 || i >= m->program->n_inputs) return NULL;
+  return m->program->input_names[i];
+}
+
+const char* kiln_module_output_name(const kiln_module_t* m, int32_t i) {
+  if (!m || !m->program || i < 0 || i >= m->program->n_outputs) return NULL;
+  return m->program->output_names[i];
+}
+
+/* Out of range: rank -1 (no shape) and UNDEFINED, so a caller's mistake is
+ * visible rather than looking like a scalar. */
+static kiln_shape_t shape_of(const kiln_module_t* m, int32_t i, bool input, kiln_dtype_t* out_dtype) {
+  if (out_dtype) *out_dtype = KILN_DTYPE_UNDEFINED;
+  if (!m || !m->program) return kiln_shape_unknown();
+  const kiln_program_t* p = m->program;
+  int32_t n = input ? p->n_inputs : p->n_outputs;
+  if (i < 0 || i >= n) return kiln_shape_unknown();
+  const kiln_program_buffer_t* b = &p->buffers[input ? p->inputs[i] : p->outputs[i]];
+  if (out_dtype) *out_dtype = b->dtype;
+  return kiln_shape_make(b->rank, b->shape);
+}
+
+kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype) {
+  return shape_of(m, i, true, out_dtype);
+}
+
+kiln_shape_t kiln_module_output_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype) {
+  return shape_of(m, i, false, out_dtype);
+}

@@ -1,0 +1,143 @@
+/* kiln module file (.kiln): a kiln_program_t as bytes, and back.
+ *
+ * The compiler writes one with kiln_module_write_file; the runtime reads it
+ * with kiln_module_parse (via kiln_module_load_file / _load_memory in
+ * include/kiln/runtime.h). The reader trusts nothing: every count and length
+ * is checked against the bytes that remain before anything is allocated,
+ * and the program it builds must pass kiln_program_validate.
+ *
+ * ---- format, version 1 (all integers little-endian) ----------------------
+ *
+ * Header, 48 bytes:
+ *    0  u8[8]  magic "KILNMOD\0"
+ *    8  u32    format version (1). A reader refuses a newer version with
+ *              "module format version N, this kiln reads up to 1"; additions
+ *              that old readers may ignore go into new optional sections
+ *              and keep the version.
+ *   12  u32    flags (0; a version-1 reader refuses any bit it does not know)
+ *   16  u64    total length of the file in bytes, header included
+ *   24  u32    number of sections
+ *   28  u32    header length (48)
+ *   32  u64    body checksum: CRC-64/XZ of bytes [48, total length)
+ *   40  u64    header checksum: CRC-64/XZ of bytes [0, 40)
+ *
+ * CRC-64/XZ (ECMA-182 polynomial, reflected, init and xorout all ones; the
+ * check value of "123456789" is 0x995dc9bbdf1939fa) detects every single-bit
+ * error, every burst up to 64 bits and so every single-byte change.
+ *
+ * Sections follow the header, each starting at an 8-byte aligned offset:
+ *    u32 tag, u32 flags, u64 payload length, payload, zero padding to 8.
+ * Section flag bit 0 (KILN_MODULE_SECTION_REQUIRED) marks a section that a
+ * reader must understand; a reader skips unknown sections without it
+ * (forward compatibility) and refuses unknown ones with it. Each known tag
+ * appears at most once; the file ends right after the last section's
+ * padding. Payloads are packed (no alignment) and built from:
+ *    str   = u32 length, then that many bytes, no NUL among them (<= 1 MiB)
+ *    count = u64 (a reader caps counts at INT32_MAX and at what the rest of
+ *            the payload could hold)
+ *
+ *   'META' (required)  u32 target (kiln_program_target_t), str model_name,
+ *                      str precision, str options
+ *   'BUFS' (required)  count n; n x { str name, u32 dtype, u32 kind,
+ *                      i32 rank, i64 shape[rank], u64 bytes, i32 alias_of,
+ *                      i32 first_use, i32 last_use, u64 const_offset }
+ *   'KERN' (required)  count n; n x { str name, str node_name, str op_type,
+ *                      count n_args, n_args x { i32 buffer, u8 access },
+ *                      i64 groups[3], i64 local[3], i64 flops, i64 bytes,
+ *                      i32 inplace_in, i32 inplace_out }
+ *   'IO  ' (required)  count n_inputs; n x { i32 buffer, str name };
+ *                      count n_outputs; n x { i32 buffer, str name }
+ *   'WGHT' (required)  u64 length, u32 pad, u32 reserved (0), pad zero
+ *                      bytes, then the weights. The writer picks pad < 64
+ *                      so the weights start at a multiple of 64 in the file
+ *                      (a reader may map them in place).
+ *   'CODE' (required)  u64 text length, text bytes (no NUL);
+ *                      count n_parts, n_parts x { u64 offset, u64 length };
+ *                      count n_blobs, n_blobs x { u64 length, bytes }
+ *
+ * The writer is deterministic: a program parsed from a file serialises to
+ * the same bytes.
+ *
+ * Errors: PARSE_ERROR for anything malformed (bad magic, version, checksum,
+ * truncation, a length past the end, inconsistent contents as reported by
+ * kiln_program_validate); LIMIT_EXCEEDED for counts above INT32_MAX;
+ * OUT_OF_MEMORY. Messages start with the module's name.
+ *
+ * Thread-safety: all functions are reentrant.
+ */
+#ifndef KILN_RUNTIME_MODULE_FILE_H_
+#define KILN_RUNTIME_MODULE_FILE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/array.h"
+#include "kiln/status.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_MODULE_MAGIC "KILNMOD\0" /* 8 bytes, the NUL included */
+#define KILN_MODULE_MAGIC_LEN 8
+#define KILN_MODULE_FORMAT_VERSION 1
+#define KILN_MODULE_HEADER_LEN 48
+#define KILN_MODULE_WEIGHTS_ALIGN 64
+#define KILN_MODULE_MAX_STRING (1u << 20)
+
+/* Header field offsets (tests reseal hand-edited files with these). */
+#define KILN_MODULE_OFF_VERSION 8
+#define KILN_MODULE_OFF_FLAGS 12
+#define KILN_MODULE_OFF_TOTAL_LEN 16
+#define KILN_MODULE_OFF_SECTIONS 24
+#define KILN_MODULE_OFF_HEADER_LEN 28
+#define KILN_MODULE_OFF_BODY_SUM 32
+#define KILN_MODULE_OFF_HEADER_SUM 40
+
+#define KILN_MODULE_SECTION_REQUIRED 1u
+
+/* Section tags: four ASCII characters read as a little-endian u32. */
+#define KILN_MODULE_TAG(a, b, c, d)                                        \
+  ((uint32_t)(uint8_t)(a) | ((uint32_t)(uint8_t)(b) << 8) |                \
+   ((uint32_t)(uint8_t)(c) << 16) | ((uint32_t)(uint8_t)(d) << 24))
+#define KILN_MODULE_TAG_META KILN_MODULE_TAG('M', 'E', 'T', 'A')
+#define KILN_MODULE_TAG_BUFS KILN_MODULE_TAG('B', 'U', 'F', 'S')
+#define KILN_MODULE_TAG_KERN KILN_MODULE_TAG('K', 'E', 'R', 'N')
+#define KILN_MODULE_TAG_IO KILN_MODULE_TAG('I', 'O', ' ', ' ')
+#define KILN_MODULE_TAG_WGHT KILN_MODULE_TAG('W', 'G', 'H', 'T')
+#define KILN_MODULE_TAG_CODE KILN_MODULE_TAG('C', 'O', 'D', 'E')
+
+/* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
+uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);
+
+/* Recomputes both checksums of the module in |bytes| (at least the header
+ * long) after an edit; the total length field is left alone. For tests and
+ * tools that patch files. */
+void kiln_module_reseal(uint8_t* bytes, size_t len);
+
+/* Serialises |p| as written, without validating it (kiln_module_write_file
+ * validates; tests serialise inconsistent programs on purpose). The bytes
+ * are allocated with |a| and owned by the caller (kiln_allocator_free).
+ * Errors: INVALID_ARGUMENT for negative counts, missing arrays or strings
+ * that cannot be stored (NUL-free, <= 1 MiB); OUT_OF_MEMORY. */
+kiln_status_t kiln_module_serialize(const kiln_program_t* p, kiln_allocator_t a,
+                                    uint8_t** out_bytes, size_t* out_len);
+
+/* Validates |p| and writes it to |path|: the bytes go to "<path>.tmp",
+ * which is flushed and renamed over |path|, so a failed write never leaves a
+ * half file at |path| (the .tmp is removed). Errors name the path and the
+ * OS's reason (IO_ERROR), or are kiln_program_validate's. */
+kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path);
+
+/* Parses |size| bytes at |data| into a new program owned by |a| (nothing of
+ * |data| is kept). |name| (a path, or any label) starts every message. The
+ * result has passed kiln_program_validate. *out_program is written only on
+ * success. */
+kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
+                                kiln_allocator_t a, kiln_program_t** out_program);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_MODULE_FILE_H_ */

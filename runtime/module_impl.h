@@ -1,0 +1,41 @@
+/* kiln module: the private body of kiln_module_t (include/kiln/runtime.h).
+ *
+ * A module is a validated kiln_program_t plus a reference count. It is
+ * immutable after creation, so any number of sessions on any threads may
+ * share it; only |refs| changes (atomically).
+ */
+#ifndef KILN_RUNTIME_MODULE_IMPL_H_
+#define KILN_RUNTIME_MODULE_IMPL_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/runtime.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kiln_module_s {
+  atomic_int refs;
+  kiln_allocator_t allocator; /* the module struct's; the program has its own copy */
+  kiln_program_t* program;    /* owned, validated */
+  uint32_t format_version;    /* of the file it came from; 0 when wrapped from memory */
+  size_t file_bytes;          /* size of that file; 0 when wrapped */
+};
+
+/* The program inside |m| (borrowed; valid while |m| lives). NULL for NULL. */
+const kiln_program_t* kiln_module_program(const kiln_module_t* m);
+
+/* Makes a module (one reference) of an in-memory program, e.g. one the
+ * compiler just built, so it can run without a file. Takes ownership of |p|
+ * in every case: on failure (kiln_program_validate's error, OUT_OF_MEMORY)
+ * |p| has been destroyed. The module uses |p|'s allocator. */
+kiln_status_t kiln_module_wrap(kiln_program_t* p, kiln_module_t** out_module);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_MODULE_IMPL_H_ */

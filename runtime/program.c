@@ -1,0 +1,242 @@
+/* kiln program: ownership and the invariants the runtime relies on.
+ *
+ * Validation is the one gate between bytes (a module file, a hand-built
+ * program) and the runtime: after it passes, the session and the planner
+ * index buffers and kernels without re-checking. */
+#include "runtime/program.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char* const target_names[KILN_PROGRAM_TARGET_COUNT_] = {"cpu", "opencl", "vulkan"};
+
+const char* kiln_program_target_name(kiln_program_target_t t) {
+  return (unsigned)t < KILN_PROGRAM_TARGET_COUNT_ ? target_names[t] : "?";
+}
+
+kiln_status_t kiln_program_create(kiln_allocator_t allocator, kiln_program_t** out_program) {
+  void* p = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(kiln_program_t), "program", &p));
+  kiln_program_t* prog = p;
+  memset(prog, 0, sizeof(*prog));
+  prog->allocator = allocator;
+  *out_program = prog;
+  return NULL;
+}
+
+void kiln_program_destroy(kiln_program_t* p) {
+  if (!p) return;
+  kiln_allocator_t a = p->allocator;
+  for (int32_t i = 0; p->buffers && i < p->n_buffers; ++i) kiln_allocator_free(a, p->buffers[i].name);
+  kiln_allocator_free(a, p->buffers);
+  for (int32_t k = 0; p->kernels && k < p->n_kernels; ++k) {
+    kiln_program_kernel_t* kk = &p->kernels[k];
+    kiln_allocator_free(a, kk->name);
+    kiln_allocator_free(a, kk->node_name);
+    kiln_allocator_free(a, kk->op_type);
+    kiln_allocator_free(a, kk->args);
+    kiln_allocator_free(a, kk->access);
+  }
+  kiln_allocator_free(a, p->kernels);
+  for (int32_t i = 0; p->input_names && i < p->n_inputs; ++i)
+    kiln_allocator_free(a, p->input_names[i]);
+  for (int32_t i = 0; p->output_names && i < p->n_outputs; ++i)
+    kiln_allocator_free(a, p->output_names[i]);
+  kiln_allocator_free(a, p->input_names);
+  kiln_allocator_free(a, p->output_names);
+  kiln_allocator_free(a, p->inputs);
+  kiln_allocator_free(a, p->outputs);
+  kiln_allocator_free(a, p->weights);
+  kiln_allocator_free(a, p->model_name);
+  kiln_allocator_free(a, p->precision);
+  kiln_allocator_free(a, p->options);
+  kiln_allocator_free(a, p->code.text);
+  kiln_allocator_free(a, p->code.parts);
+  for (int32_t i = 0; p->code.blobs && i < p->code.n_blobs; ++i)
+    kiln_allocator_free(a, p->code.blobs[i]);
+  kiln_allocator_free(a, p->code.blobs);
+  kiln_allocator_free(a, p->code.blob_lens);
+  kiln_allocator_free(a, p);
+}
+
+kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out) {
+  if (!s) s = "";
+  size_t n = strlen(s);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(p->allocator, n + 1, "program string", &m));
+  memcpy(m, s, n + 1);
+  *out = m;
+  return NULL;
+}
+
+int32_t kiln_program_root(const kiln_program_t* p, int32_t b) {
+  for (int32_t guard = 0; b >= 0 && b < p->n_buffers && p->buffers[b].alias_of >= 0 &&
+                          guard <= p->n_buffers;
+       ++guard)
+    b = p->buffers[b].alias_of;
+  return b;
+}
+
+uint64_t kiln_program_buffer_dense_bytes(const kiln_program_buffer_t* b) {
+  uint64_t n = 1;
+  for (int32_t k = 0; k < b->rank; ++k) n *= (uint64_t)(b->shape[k] > 0 ? b->shape[k] : 0);
+  return n * kiln_dtype_size(b->dtype);
+}
+
+static const char* pname(const kiln_program_t* p) {
+  return p->model_name && p->model_name[0] ? p->model_name : "program";
+}
+
+static kiln_status_t bad(const kiln_program_t* p, const char* fmt, ...) KILN_PRINTF(2, 3);
+static kiln_status_t bad(const kiln_program_t* p, const char* fmt, ...) {
+  char msg[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return kiln_make_status(KILN_PARSE_ERROR, "%s: inconsistent program: %s", pname(p), msg);
+}
+
+static const char* bn(const kiln_program_t* p, int32_t i) {
+  return p->buffers[i].name ? p->buffers[i].name : "?";
+}
+
+static kiln_status_t validate_buffers(const kiln_program_t* p) {
+  if (p->n_buffers < 0 || (p->n_buffers > 0 && !p->buffers))
+    return bad(p, "%s %lld", "buffer count", (long long)p->n_buffers);
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (!b->name) return bad(p, "%s %lld has no name", "buffer", (long long)i);
+    if (b->dtype <= KILN_DTYPE_UNDEFINED || b->dtype >= KILN_DTYPE_COUNT_)
+      return bad(p, "buffer '%s' has dtype number %lld", b->name, (long long)b->dtype);
+    if ((unsigned)b->kind >= KILN_PB_KIND_COUNT_)
+      return bad(p, "buffer '%s' has kind number %lld", b->name, (long long)b->kind);
+    if (b->rank < 0 || b->rank > KILN_MAX_RANK)
+      return bad(p, "buffer '%s' has rank %lld", b->name, (long long)b->rank);
+    uint64_t n = 1;
+    for (int32_t k = 0; k < b->rank; ++k) {
+      if (b->shape[k] < 0 || (b->shape[k] > 0 && n > (UINT64_MAX >> 4) / (uint64_t)b->shape[k]))
+        return bad(p, "buffer '%s' has dim %lld = %lld", b->name, (long long)k, (long long)b->shape[k]);
+      n *= (uint64_t)b->shape[k];
+    }
+    if (b->bytes > (1ull << 48))
+      return bad(p, "buffer '%s' spans %lld bytes", b->name, (long long)b->bytes);
+    if (b->alias_of < -1 || b->alias_of >= p->n_buffers || b->alias_of == i)
+      return bad(p, "buffer '%s' aliases buffer %lld", b->name, (long long)b->alias_of);
+    if (b->first_use < -1 || b->first_use >= p->n_kernels || b->last_use >= p->n_kernels ||
+        (b->first_use >= 0 && b->last_use < b->first_use) || (b->first_use < 0 && b->last_use >= 0))
+      return bad(p, "buffer '%s' has lifetime [%lld, %lld]", b->name, (long long)b->first_use, (long long)b->last_use);
+    if (b->kind == KILN_PB_CONST) {
+      if (b->alias_of >= 0)
+        return bad(p, "constant '%s' aliases buffer %lld", b->name, (long long)b->alias_of);
+      if (b->const_offset > p->weights_len || b->bytes > p->weights_len - b->const_offset)
+        return bad(p, "constant '%s' at weights offset %lld is past the weights' end %lld", b->name,
+                   (long long)b->const_offset, (long long)p->weights_len);
+    }
+  }
+  /* Alias chains: acyclic, and a view never spans more than its root. */
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    int32_t r = i, steps = 0;
+    while (p->buffers[r].alias_of >= 0 && steps <= p->n_buffers) {
+      r = p->buffers[r].alias_of;
+      ++steps;
+    }
+    if (steps > p->n_buffers) return bad(p, "buffer '%s' is on an alias cycle", bn(p, i));
+    if (p->buffers[i].bytes > p->buffers[r].bytes)
+      return bad(p, "buffer '%s' (%lld bytes) aliases a smaller root (%lld bytes)", bn(p, i),
+                 (long long)p->buffers[i].bytes, (long long)p->buffers[r].bytes);
+    if (p->buffers[r].kind == KILN_PB_CONST && r != i)
+      return bad(p, "buffer '%s' aliases constant %lld", bn(p, i), (long long)r);
+  }
+  return NULL;
+}
+
+static kiln_status_t validate_kernels(const kiln_program_t* p) {
+  if (p->n_kernels < 0 || (p->n_kernels > 0 && !p->kernels))
+    return bad(p, "%s %lld", "kernel count", (long long)p->n_kernels);
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    if (!kk->name || !kk->name[0]) return bad(p, "%s %lld has no name", "kernel", (long long)k);
+    if (!kk->node_name || !kk->op_type)
+      return bad(p, "kernel '%s' has no node", kk->name);
+    if (kk->n_args < 0 || kk->n_args > 4096 || (kk->n_args > 0 && (!kk->args || !kk->access)))
+      return bad(p, "kernel '%s' has %lld arguments", kk->name, (long long)kk->n_args);
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      if (kk->args[j] < 0 || kk->args[j] >= p->n_buffers)
+        return bad(p, "kernel '%s' argument %lld names buffer %lld", kk->name, (long long)j, (long long)kk->args[j]);
+      if (!kk->access[j] || (kk->access[j] & ~(KILN_ARG_READ | KILN_ARG_WRITE)))
+        return bad(p, "kernel '%s' argument %lld has access flags %lld", kk->name, (long long)j, (long long)kk->access[j]);
+      const kiln_program_buffer_t* b = &p->buffers[kk->args[j]];
+      if (b->first_use < 0 || b->first_use > k || b->last_use < k)
+        return bad(p, "kernel '%s' uses a buffer outside its lifetime (argument %lld, kernel %lld)",
+                   kk->name, (long long)j, (long long)k);
+      if ((kk->access[j] & KILN_ARG_WRITE) && p->buffers[kiln_program_root(p, kk->args[j])].kind == KILN_PB_CONST)
+        return bad(p, "kernel '%s' writes a constant (argument %lld)", kk->name, (long long)j);
+    }
+    for (int d = 0; d < 3; ++d)
+      if (kk->groups[d] < 1 || kk->local[d] < 1 || kk->groups[d] > (1ll << 31) || kk->local[d] > 4096)
+        return bad(p, "kernel '%s' has launch size %lld x %lld", kk->name, (long long)kk->groups[d],
+                   (long long)kk->local[d]);
+    bool none = kk->inplace_in == -1 && kk->inplace_out == -1;
+    bool pair = kk->inplace_in >= 0 && kk->inplace_in < kk->n_args && kk->inplace_out >= 0 &&
+                kk->inplace_out < kk->n_args && kk->inplace_in != kk->inplace_out;
+    if (!none && !pair)
+      return bad(p, "kernel '%s' has in-place pair (%lld, %lld)", kk->name, (long long)kk->inplace_in,
+                 (long long)kk->inplace_out);
+  }
+  return NULL;
+}
+
+static kiln_status_t validate_io(const kiln_program_t* p) {
+  if (p->n_inputs < 0 || p->n_outputs < 0 || (p->n_inputs && (!p->inputs || !p->input_names)) ||
+      (p->n_outputs && (!p->outputs || !p->output_names)))
+    return bad(p, "%s: %lld inputs, %lld outputs", "io tables", (long long)p->n_inputs, (long long)p->n_outputs);
+  for (int32_t i = 0; i < p->n_inputs; ++i) {
+    if (p->inputs[i] < 0 || p->inputs[i] >= p->n_buffers || !p->input_names[i])
+      return bad(p, "%s %lld names buffer %lld", "input", (long long)i, (long long)p->inputs[i]);
+    if (p->buffers[p->inputs[i]].kind != KILN_PB_INPUT && p->buffers[p->inputs[i]].kind != KILN_PB_CONST)
+      return bad(p, "%s %lld is buffer %lld, which is not an input", "input", (long long)i, (long long)p->inputs[i]);
+  }
+  for (int32_t i = 0; i < p->n_outputs; ++i)
+    if (p->outputs[i] < 0 || p->outputs[i] >= p->n_buffers || !p->output_names[i])
+      return bad(p, "%s %lld names buffer %lld", "output", (long long)i, (long long)p->outputs[i]);
+  return NULL;
+}
+
+static kiln_status_t validate_code(const kiln_program_t* p) {
+  const kiln_program_code_t* c = &p->code;
+  if ((unsigned)p->target >= KILN_PROGRAM_TARGET_COUNT_)
+    return bad(p, "%s number %lld", "target", (long long)p->target);
+  if (c->text_len > 0 && !c->text) return bad(p, "%s of %lld bytes is missing", "code text", (long long)c->text_len);
+  if (c->n_parts < 0 || (c->n_parts > 0 && !c->parts))
+    return bad(p, "%s %lld", "code part count", (long long)c->n_parts);
+  for (int32_t i = 0; i < c->n_parts; ++i)
+    if (c->parts[2 * i] > c->text_len || c->parts[2 * i + 1] > c->text_len - c->parts[2 * i])
+      return bad(p, "%s %lld is past the end of the code text (%lld bytes)", "code part", (long long)i,
+                 (long long)c->text_len);
+  if (c->n_blobs < 0 || (c->n_blobs > 0 && (!c->blobs || !c->blob_lens)))
+    return bad(p, "%s %lld", "code blob count", (long long)c->n_blobs);
+  for (int32_t i = 0; i < c->n_blobs; ++i)
+    if (c->blob_lens[i] > 0 && !c->blobs[i]) return bad(p, "%s %lld is missing", "code blob", (long long)i);
+  if (p->n_kernels > 0) {
+    if ((p->target == KILN_PROGRAM_TARGET_CPU || p->target == KILN_PROGRAM_TARGET_OPENCL) &&
+        !c->text_len)
+      return bad(p, "%s target has no kernel source", kiln_program_target_name(p->target));
+    if (p->target == KILN_PROGRAM_TARGET_CPU && c->n_parts < 2)
+      return bad(p, "%s has %lld parts, needs prelude and epilogue", "cpu code", (long long)c->n_parts);
+    if (p->target == KILN_PROGRAM_TARGET_VULKAN && c->n_blobs != p->n_kernels)
+      return bad(p, "%s: %lld SPIR-V binaries for %lld kernels", "vulkan code", (long long)c->n_blobs, (long long)p->n_kernels);
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_program_validate(const kiln_program_t* p) {
+  if (!p) return kiln_make_status(KILN_INVALID_ARGUMENT, "NULL program");
+  if (p->weights_len > 0 && !p->weights) return bad(p, "%s of %lld bytes are missing", "weights", (long long)p->weights_len);
+  KILN_RETURN_IF_ERROR(validate_buffers(p));
+  KILN_RETURN_IF_ERROR(validate_kernels(p));
+  KILN_RETURN_IF_ERROR(validate_io(p));
+  KILN_RETURN_IF_ERROR(validate_code(p));
+  return NULL;
+}

@@ -1,0 +1,150 @@
+/* kiln program: the deployable form of a compiled model.
+ *
+ * A program is what a module file (.kiln) holds and what the runtime runs:
+ * no tensor IR, no graph, nothing that needs the compiler. It lists
+ *   - buffers: every tensor the kernels touch, with dtype, shape, kind
+ *     (input, output, intermediate, constant, workspace), the buffer whose
+ *     memory it aliases (Reshape-style views) and its lifetime in kernel
+ *     steps; constants point into one weights blob;
+ *   - kernels in execution order: symbol name, the buffer bound to each
+ *     parameter, which parameters it writes, launch geometry for GPU targets,
+ *     FLOPs and bytes for profiles, the graph node it came from, and at most
+ *     one in-place pair (an output that may reuse a dying input's memory);
+ *   - target code: one blob per target (CPU C source split into units,
+ *     OpenCL C source, SPIR-V per kernel), see kiln_program_code_t;
+ *   - metadata: model name, target, precision, compile options.
+ *
+ * Built by the compiler (targets/program_build.c, from a kiln_plan_t),
+ * written and read by runtime/module_file.c, executed by runtime/session.c.
+ * All strings and arrays are owned by the program (one allocator) and freed
+ * by kiln_program_destroy. Immutable after building: thread-safe to share
+ * between sessions.
+ */
+#ifndef KILN_RUNTIME_PROGRAM_H_
+#define KILN_RUNTIME_PROGRAM_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/array.h"
+#include "kiln/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kiln_program_buffer_kind_e {
+  KILN_PB_INPUT = 0,
+  KILN_PB_OUTPUT = 1,
+  KILN_PB_INTERMEDIATE = 2,
+  KILN_PB_CONST = 3,
+  KILN_PB_TEMP = 4, /* per-kernel workspace */
+  KILN_PB_KIND_COUNT_
+} kiln_program_buffer_kind_t;
+
+typedef struct kiln_program_buffer_s {
+  char* name;
+  kiln_dtype_t dtype;
+  kiln_program_buffer_kind_t kind;
+  int32_t rank;
+  int64_t shape[KILN_MAX_RANK];
+  uint64_t bytes;        /* bytes the buffer spans (views: furthest element + 1) */
+  int32_t alias_of;      /* buffer whose memory this one shares (offset 0), or -1 */
+  int32_t first_use;     /* first kernel touching it (aliases folded in), -1: unused */
+  int32_t last_use;      /* last kernel touching it */
+  uint64_t const_offset; /* CONST: offset of its bytes in the weights blob */
+} kiln_program_buffer_t;
+
+/* Argument access flags. */
+enum {
+  KILN_ARG_READ = 1,
+  KILN_ARG_WRITE = 2,
+};
+
+typedef struct kiln_program_kernel_s {
+  char* name;         /* symbol in the target code */
+  char* node_name;    /* graph node (for profiles); never NULL */
+  char* op_type;      /* its op type */
+  int32_t n_args;
+  int32_t* args;      /* buffer index per kernel parameter */
+  uint8_t* access;    /* KILN_ARG_* per parameter */
+  int64_t groups[3];  /* GPU launch: work-groups per dimension (1 when unbound) */
+  int64_t local[3];   /* GPU launch: work-group size */
+  int64_t flops;      /* for profiles */
+  int64_t bytes;      /* bytes read + written (parameters' spans) */
+  /* In-place candidate: parameter |inplace_out| may share the memory of
+   * parameter |inplace_in| when that input's buffer dies at this kernel
+   * (element-wise: every element is read before the same element is
+   * written). -1 when none. */
+  int32_t inplace_in, inplace_out;
+} kiln_program_kernel_t;
+
+typedef enum kiln_program_target_e {
+  KILN_PROGRAM_TARGET_CPU = 0,
+  KILN_PROGRAM_TARGET_OPENCL = 1,
+  KILN_PROGRAM_TARGET_VULKAN = 2,
+  KILN_PROGRAM_TARGET_COUNT_
+} kiln_program_target_t;
+
+const char* kiln_program_target_name(kiln_program_target_t t);
+
+/* Target code. CPU: |text| is one C translation unit and |parts| splits it
+ * (offset, length pairs: [0] prelude, [1..n-2] units, [n-1] epilogue) so
+ * the loader can compile parts in parallel. OpenCL: |text| is one program
+ * source; parts unused. Vulkan: |blobs| holds one SPIR-V binary per kernel
+ * (in kernel order), |text| optionally the GLSL for --dump. */
+typedef struct kiln_program_code_s {
+  char* text;
+  uint64_t text_len;
+  int32_t n_parts;
+  uint64_t* parts; /* 2 * n_parts: offset, length */
+  int32_t n_blobs;
+  uint8_t** blobs;
+  uint64_t* blob_lens;
+} kiln_program_code_t;
+
+typedef struct kiln_program_s {
+  kiln_allocator_t allocator;
+  char* model_name;   /* where it came from (file name), for messages */
+  kiln_program_target_t target;
+  char* precision;    /* "fp32", "fp16", ... */
+  char* options;      /* compile options, as text (e.g. "-O1 threads=0") */
+  int32_t n_buffers;
+  kiln_program_buffer_t* buffers;
+  int32_t n_kernels;
+  kiln_program_kernel_t* kernels;
+  int32_t n_inputs, n_outputs;
+  int32_t* inputs;    /* buffer index per model input */
+  int32_t* outputs;   /* buffer index per model output */
+  char** input_names; /* model tensor names (buffer names are sanitised) */
+  char** output_names;
+  uint8_t* weights;   /* constants' bytes (64-byte aligned offsets) */
+  uint64_t weights_len;
+  kiln_program_code_t code;
+} kiln_program_t;
+
+/* An empty program owned by |allocator| (fill it with the helpers below). */
+kiln_status_t kiln_program_create(kiln_allocator_t allocator, kiln_program_t** out_program);
+/* Frees everything; NULL is a no-op. */
+void kiln_program_destroy(kiln_program_t* p);
+
+/* A copy of |s| owned by the program (NULL -> ""). */
+kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out);
+
+/* Checks every invariant the runtime relies on: indices in range, alias
+ * chains acyclic and fitting, constants inside the weights, kinds and
+ * dtypes valid, lifetimes ordered, argument counts, in-place pairs sane,
+ * code present for the target. Errors name the buffer or kernel. The
+ * module reader calls this on every file it loads. */
+kiln_status_t kiln_program_validate(const kiln_program_t* p);
+
+/* Follows alias_of to the buffer owning the memory (validated programs). */
+int32_t kiln_program_root(const kiln_program_t* p, int32_t buffer);
+
+/* Bytes of one element of |b| times its element count (dense size). */
+uint64_t kiln_program_buffer_dense_bytes(const kiln_program_buffer_t* b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_PROGRAM_H_ */

@@ -1,0 +1,370 @@
+/* Sessions: a module bound to a device, with one arena per slot.
+ *
+ * Everything that can be decided once is decided at creation: the memory
+ * plan, the barriers (from read/write hazards on arena byte ranges), the
+ * buffer views and one command buffer per slot. A run is then: copy the
+ * inputs into a free slot's arena, submit its command buffer; waiting reads
+ * the outputs back. Nothing is allocated on the device per run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/module_impl.h"
+#include "runtime/session_impl.h"
+
+void kiln_session_options_default(kiln_session_options_t* o) {
+  memset(o, 0, sizeof(*o));
+  o->slots = 2;
+}
+
+static const char* mname(const kiln_session_t* s) {
+  return s->p->model_name && s->p->model_name[0] ? s->p->model_name : "module";
+}
+
+/* ---- hazards ---------------------------------------------------------- */
+
+typedef struct range_s {
+  uint64_t lo, hi;
+} range_t;
+
+static bool hits(const range_t* set, int32_t n, range_t r) {
+  for (int32_t i = 0; i < n; ++i)
+    if (set[i].lo < r.hi && r.lo < set[i].hi) return true;
+  return false;
+}
+
+/* A barrier goes before kernel k when k reads bytes written, or writes
+ * bytes read or written, since the last barrier (RAW, WAR, WAW). Ranges are
+ * whole buffers in the arena; constants are never written and need none. */
+static kiln_status_t plan_barriers(kiln_session_t* s) {
+  const kiln_program_t* p = s->p;
+  int32_t cap = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) cap += p->kernels[k].n_args;
+  s->barrier_before = calloc((size_t)p->n_kernels + 1, 1);
+  range_t* rd = calloc((size_t)cap + 1, sizeof(range_t));
+  range_t* wr = calloc((size_t)cap + 1, sizeof(range_t));
+  if (!s->barrier_before || !rd || !wr) {
+    free(rd);
+    free(wr);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory planning barriers", mname(s));
+  }
+  int32_t nr = 0, nw = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    bool hazard = false;
+    for (int32_t j = 0; j < kk->n_args && !hazard; ++j) {
+      int32_t b = kk->args[j];
+      uint64_t off = s->mp.offsets[b];
+      if (off == UINT64_MAX) continue;
+      range_t r = {off, off + p->buffers[b].bytes};
+      if ((kk->access[j] & KILN_ARG_READ) && hits(wr, nw, r)) hazard = true;
+      if ((kk->access[j] & KILN_ARG_WRITE) && (hits(wr, nw, r) || hits(rd, nr, r))) hazard = true;
+    }
+    if (hazard) {
+      s->barrier_before[k] = 1;
+      s->n_barriers++;
+      nr = nw = 0;
+    }
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      int32_t b = kk->args[j];
+      uint64_t off = s->mp.offsets[b];
+      if (off == UINT64_MAX) continue;
+      range_t r = {off, off + p->buffers[b].bytes};
+      if (kk->access[j] & KILN_ARG_READ) rd[nr++] = r;
+      if (kk->access[j] & KILN_ARG_WRITE) wr[nw++] = r;
+    }
+  }
+  free(rd);
+  free(wr);
+  return NULL;
+}
+
+/* ---- creation --------------------------------------------------------- */
+
+static kiln_status_t upload_weights(kiln_session_t* s) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  /* Re-laid out at the device's view alignment (the module's blob uses 64). */
+  uint64_t* off = calloc((size_t)p->n_buffers + 1, sizeof(uint64_t));
+  s->weight_views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
+  if (!off || !s->weight_views) {
+    free(off);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  }
+  uint64_t total = 0;
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (b->kind != KILN_PB_CONST || !b->bytes) continue;
+    off[i] = total;
+    total += (b->bytes + s->alignment - 1) & ~(s->alignment - 1);
+  }
+  s->weights_bytes = total;
+  kiln_status_t st = NULL;
+  if (total) st = d->vt->buffer_create(d, total, "weights", &s->weights);
+  for (int32_t i = 0; i < p->n_buffers && !st && total; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (b->kind != KILN_PB_CONST || !b->bytes) continue;
+    st = d->vt->buffer_write(d, s->weights, off[i], p->weights + b->const_offset, b->bytes);
+    if (!st) st = d->vt->view_create(d, s->weights, off[i], b->bytes, &s->weight_views[i]);
+    if (st) st = kiln_status_annotate(st, "constant '%s'", b->name);
+  }
+  free(off);
+  return st;
+}
+
+static kiln_status_t make_slot(kiln_session_t* s, kiln_session_slot_t* sl, int32_t index) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  char what[64];
+  snprintf(what, sizeof what, "arena %d", (int)index);
+  KILN_RETURN_IF_ERROR(d->vt->buffer_create(d, s->mp.arena_bytes ? s->mp.arena_bytes : 64, what, &sl->arena));
+  sl->views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
+  if (!sl->views) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (s->mp.offsets[i] == UINT64_MAX || !b->bytes) continue;
+    KILN_RETURN_IF_ERROR(d->vt->view_create(d, sl->arena, s->mp.offsets[i], b->bytes, &sl->views[i]),
+                         "buffer '%s'", b->name);
+  }
+  int32_t nts = s->opts.profile ? 2 * p->n_kernels : 0;
+  KILN_RETURN_IF_ERROR(d->vt->cmd_create(d, s->exe, nts, &sl->cmd));
+  int32_t max_args = 1;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    if (p->kernels[k].n_args > max_args) max_args = p->kernels[k].n_args;
+  kiln_device_buffer_t** args = calloc((size_t)max_args, sizeof(*args));
+  if (!args) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  kiln_status_t st = NULL;
+  for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      int32_t b = kk->args[j];
+      int32_t r = kiln_program_root(p, b);
+      args[j] = p->buffers[r].kind == KILN_PB_CONST ? s->weight_views[r]
+                : sl->views[b]                      ? sl->views[b]
+                                                    : sl->arena; /* empty buffer */
+      if (!args[j]) args[j] = sl->arena;
+    }
+    if (s->barrier_before[k]) st = d->vt->cmd_barrier(d, sl->cmd);
+    if (!st && nts) st = d->vt->cmd_timestamp(d, sl->cmd, 2 * k);
+    if (!st) st = d->vt->cmd_dispatch(d, sl->cmd, k, args, kk->n_args);
+    if (!st && nts) st = d->vt->cmd_timestamp(d, sl->cmd, 2 * k + 1);
+    if (st) st = kiln_status_annotate(st, "recording kernel '%s'", kk->name);
+  }
+  free(args);
+  if (!st) st = d->vt->cmd_end(d, sl->cmd);
+  return st;
+}
+
+static kiln_status_t init_profile(kiln_session_t* s) {
+  const kiln_program_t* p = s->p;
+  s->prof = calloc((size_t)p->n_kernels + 1, sizeof(kiln_profile_entry_t));
+  s->ts = calloc(2 * (size_t)p->n_kernels + 1, sizeof(uint64_t));
+  if (!s->prof || !s->ts) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    s->prof[k] = (kiln_profile_entry_t){kk->name, kk->node_name, kk->op_type, 0, 0, 0, kk->flops, kk->bytes};
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
+                                  const kiln_session_options_t* options,
+                                  kiln_session_t** out_session) {
+  if (!module || !device || !out_session)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_create: NULL argument");
+  const kiln_program_t* p = kiln_module_program(module);
+  const char* target = kiln_program_target_name(p->target);
+  if (strcmp(target, device->info.api) != 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s was compiled for target %s, but the device is %s (%s); recompile "
+                            "with -t %s",
+                            p->model_name, target, device->info.api, device->info.name, device->info.api);
+  kiln_session_t* s = calloc(1, sizeof(*s));
+  if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory creating a session");
+  s->module = module;
+  s->p = p;
+  s->dev = device;
+  kiln_module_retain(module);
+  kiln_device_retain(device);
+  if (options) s->opts = *options;
+  else kiln_session_options_default(&s->opts);
+  if (s->opts.slots <= 0) s->opts.slots = 2;
+  if (s->opts.slots > 16) s->opts.slots = 16;
+  s->alignment = device->info.buffer_alignment;
+  if (s->alignment < 64) s->alignment = 64;
+  if (s->alignment & (s->alignment - 1))
+    s->alignment = 256; /* not a power of two: a safe common multiple */
+
+  kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads};
+  kiln_status_t st = device->vt->executable_create(device, p, &bo, &s->exe);
+  if (!st) st = kiln_memory_plan(p, s->alignment, kiln_allocator_system(), &s->mp);
+  if (!st) st = plan_barriers(s);
+  if (!st) st = upload_weights(s);
+  if (!st && s->opts.profile) st = init_profile(s);
+  if (!st) {
+    s->slots = calloc((size_t)s->opts.slots, sizeof(kiln_session_slot_t));
+    if (!s->slots) st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  }
+  for (int32_t i = 0; i < s->opts.slots && !st; ++i) {
+    s->n_slots = i + 1;
+    st = make_slot(s, &s->slots[i], i);
+  }
+  if (st) {
+    kiln_session_destroy(s);
+    return kiln_status_annotate(st, "%s: creating a session on %s", p->model_name, device->info.name);
+  }
+  *out_session = s;
+  return NULL;
+}
+
+void kiln_session_destroy(kiln_session_t* s) {
+  if (!s) return;
+  kiln_device_t* d = s->dev;
+  const kiln_program_t* p = s->p;
+  for (int32_t i = 0; s->slots && i < s->n_slots; ++i) {
+    kiln_session_slot_t* sl = &s->slots[i];
+    if (sl->cmd) {
+      if (sl->busy) kiln_status_free(d->vt->wait(d, sl->cmd));
+      d->vt->cmd_destroy(d, sl->cmd);
+    }
+    for (int32_t b = 0; sl->views && b < p->n_buffers; ++b) d->vt->buffer_destroy(d, sl->views[b]);
+    free(sl->views);
+    d->vt->buffer_destroy(d, sl->arena);
+  }
+  free(s->slots);
+  for (int32_t b = 0; s->weight_views && b < p->n_buffers; ++b) d->vt->buffer_destroy(d, s->weight_views[b]);
+  free(s->weight_views);
+  d->vt->buffer_destroy(d, s->weights);
+  d->vt->executable_destroy(d, s->exe);
+  kiln_memory_plan_free(kiln_allocator_system(), &s->mp);
+  free(s->barrier_before);
+  free(s->prof);
+  free(s->ts);
+  kiln_device_release(d);
+  kiln_module_release(s->module);
+  free(s);
+}
+
+/* ---- runs ------------------------------------------------------------- */
+
+static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_array_t* a) {
+  const kiln_program_t* p = s->p;
+  const kiln_program_buffer_t* b = &p->buffers[p->inputs[i]];
+  kiln_shape_t want = kiln_shape_make(b->rank, b->shape);
+  if (a->dtype != b->dtype)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' has dtype %s, the module expects %s",
+                            mname(s), p->input_names[i], kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
+  if (!kiln_shape_equal(&a->shape, &want)) {
+    char got[160], exp[160];
+    kiln_shape_format(&a->shape, got, sizeof got);
+    kiln_shape_format(&want, exp, sizeof exp);
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: input '%s' has shape %s, but the module was compiled for shape %s",
+                            mname(s), p->input_names[i], got, exp);
+  }
+  uint64_t need = kiln_program_buffer_dense_bytes(b);
+  if (a->nbytes < need || (need && !a->data))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' holds %zu bytes, needs %llu", mname(s),
+                            p->input_names[i], a->nbytes, (unsigned long long)need);
+  return NULL;
+}
+
+kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run) {
+  if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
+  const kiln_program_t* p = s->p;
+  for (int32_t i = 0; i < p->n_inputs; ++i) KILN_RETURN_IF_ERROR(check_input(s, i, &inputs[i]));
+  kiln_session_slot_t* sl = NULL;
+  for (int32_t i = 0; i < s->n_slots && !sl; ++i)
+    if (!s->slots[i].busy) sl = &s->slots[i];
+  if (!sl)
+    return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
+                            mname(s), (int)s->n_slots);
+  kiln_device_t* d = s->dev;
+  for (int32_t i = 0; i < p->n_inputs; ++i) {
+    int32_t b = p->inputs[i];
+    if (p->buffers[kiln_program_root(p, b)].kind == KILN_PB_CONST || !sl->views[b]) continue;
+    KILN_RETURN_IF_ERROR(d->vt->buffer_write(d, sl->views[b], 0, inputs[i].data,
+                                             kiln_program_buffer_dense_bytes(&p->buffers[b])),
+                         "%s: uploading input '%s'", mname(s), p->input_names[i]);
+  }
+  KILN_RETURN_IF_ERROR(d->vt->submit(d, sl->cmd), "%s: submitting a run", mname(s));
+  sl->busy = true;
+  sl->run = ++s->next_run;
+  *out_run = sl->run;
+  return NULL;
+}
+
+static void record_profile(kiln_session_t* s, kiln_session_slot_t* sl) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  kiln_status_t st = d->vt->timestamps_read(d, sl->cmd, s->ts, 2 * p->n_kernels);
+  if (st) {
+    kiln_status_free(st); /* a profile gap is not a failed run */
+    return;
+  }
+  uint64_t t0 = p->n_kernels ? s->ts[0] : 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    double dur = s->ts[2 * k + 1] >= s->ts[2 * k] ? (double)(s->ts[2 * k + 1] - s->ts[2 * k]) * 1e-9 : 0;
+    s->prof[k].last_s = dur;
+    s->prof[k].total_s += dur;
+    s->prof[k].start_s = (double)(s->ts[2 * k] - t0) * 1e-9;
+  }
+  s->last_run_s = p->n_kernels ? (double)(s->ts[2 * p->n_kernels - 1] - t0) * 1e-9 : 0;
+  s->prof_runs++;
+}
+
+static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, kiln_array_t* outputs) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  for (int32_t i = 0; i < p->n_outputs; ++i) memset(&outputs[i], 0, sizeof(outputs[i]));
+  kiln_status_t st = NULL;
+  for (int32_t i = 0; i < p->n_outputs && !st; ++i) {
+    int32_t b = p->outputs[i];
+    const kiln_program_buffer_t* pb = &p->buffers[b];
+    kiln_shape_t sh = kiln_shape_make(pb->rank, pb->shape);
+    st = kiln_array_alloc(kiln_allocator_system(), pb->dtype, &sh, &outputs[i]);
+    int32_t r = kiln_program_root(p, b);
+    kiln_device_buffer_t* v = p->buffers[r].kind == KILN_PB_CONST ? s->weight_views[r] : sl->views[b];
+    if (!st && v && outputs[i].nbytes) st = d->vt->buffer_read(d, v, 0, outputs[i].data, outputs[i].nbytes);
+    if (st) st = kiln_status_annotate(st, "%s: reading output '%s'", mname(s), p->output_names[i]);
+  }
+  if (st)
+    for (int32_t i = 0; i < p->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &outputs[i]);
+  return st;
+}
+
+kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
+  if (!s || (s->p->n_outputs > 0 && !outputs))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
+  kiln_session_slot_t* sl = NULL;
+  for (int32_t i = 0; i < s->n_slots && !sl; ++i)
+    if (s->slots[i].busy && s->slots[i].run == run) sl = &s->slots[i];
+  if (!sl)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s),
+                            (unsigned long long)run);
+  kiln_device_t* d = s->dev;
+  kiln_status_t st = d->vt->wait(d, sl->cmd);
+  if (!st && s->opts.profile) record_profile(s, sl);
+  if (!st) st = read_outputs(s, sl, outputs);
+  sl->busy = false;
+  if (st) return kiln_status_annotate(st, "%s: run %llu", mname(s), (unsigned long long)run);
+  return NULL;
+}
+
+kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs, kiln_array_t* outputs) {
+  uint64_t run = 0;
+  KILN_RETURN_IF_ERROR(kiln_session_enqueue(s, inputs, &run));
+  return kiln_session_wait(s, run, outputs);
+}
+
+void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
+  memset(out, 0, sizeof(*out));
+  if (!s) return;
+  out->arena_bytes = s->mp.arena_bytes;
+  out->naive_bytes = s->mp.naive_bytes;
+  out->lower_bound_bytes = s->mp.lower_bound_bytes;
+  out->weights_bytes = s->weights_bytes;
+  out->slots = s->n_slots;
+  out->barriers = s->n_barriers;
+  out->dispatches = s->p->n_kernels;
+}

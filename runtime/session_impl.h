@@ -1,0 +1,50 @@
+/* Private parts of a session, shared by runtime/session.c (create, runs)
+ * and runtime/profile.c (tables and traces). */
+#ifndef KILN_RUNTIME_SESSION_IMPL_H_
+#define KILN_RUNTIME_SESSION_IMPL_H_
+
+#include "kiln/runtime.h"
+#include "runtime/device.h"
+#include "runtime/planner.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One run in flight at a time per slot: its own arena, buffer views and a
+ * command buffer recorded once at session creation. */
+typedef struct kiln_session_slot_s {
+  kiln_device_buffer_t* arena;
+  kiln_device_buffer_t** views; /* per program buffer (NULL: none needed) */
+  kiln_device_cmd_t* cmd;
+  bool busy;
+  uint64_t run;
+} kiln_session_slot_t;
+
+struct kiln_session_s {
+  kiln_module_t* module;
+  const kiln_program_t* p;
+  kiln_device_t* dev;
+  kiln_session_options_t opts;
+  kiln_device_executable_t* exe;
+  kiln_memory_plan_t mp;
+  uint64_t alignment;
+  kiln_device_buffer_t* weights;
+  uint64_t weights_bytes;
+  kiln_device_buffer_t** weight_views; /* per program buffer: CONST views */
+  uint8_t* barrier_before;             /* per kernel: a barrier is recorded before it */
+  int32_t n_barriers;
+  kiln_session_slot_t* slots;
+  int32_t n_slots;
+  uint64_t next_run;
+  /* profiling (opts.profile) */
+  kiln_profile_entry_t* prof;
+  uint64_t* ts;
+  int32_t prof_runs;
+  double last_run_s; /* device time of the last profiled run */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_SESSION_IMPL_H_ */

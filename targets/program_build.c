@@ -1,0 +1,241 @@
+/* Plan -> program: the tables the runtime needs, the weights and the code.
+ *
+ * Lifetimes are recomputed here from the kernels' arguments rather than
+ * taken from the plan, so a plan that fusion rewrote without refreshing them
+ * cannot hand the memory planner a stale interval; an alias's uses extend
+ * its root's lifetime (the root's memory is what the planner places). */
+#include "targets/program_build.h"
+
+#include <string.h>
+
+#include "targets/cpu/cpu_internal.h"
+#ifdef KILN_HAVE_OPENCL
+#include "targets/opencl/opencl_target.h"
+#endif
+#ifdef KILN_HAVE_VULKAN
+#include "targets/spirv/spirv_target.h"
+#endif
+
+static uint64_t span_bytes(const tir_buffer_t* b) {
+  int64_t span = 1;
+  for (int32_t k = 0; k < b->rank; ++k) {
+    if (b->shape[k] <= 0) return 0;
+    int64_t st = b->strides[k] < 0 ? -b->strides[k] : b->strides[k];
+    span += (b->shape[k] - 1) * st;
+  }
+  return (uint64_t)span * kiln_dtype_size(b->dtype);
+}
+
+static const kiln_program_buffer_kind_t kind_map[] = {
+    [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
+    [KILN_PLAN_INTERMEDIATE] = KILN_PB_INTERMEDIATE, [KILN_PLAN_CONST] = KILN_PB_CONST,
+    [KILN_PLAN_TEMP] = KILN_PB_TEMP,
+};
+
+static kiln_status_t alloc_zero(kiln_program_t* prog, size_t n, size_t elem, const char* what,
+                                void* out) {
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, (n ? n : 1) * elem, what, &m));
+  memset(m, 0, (n ? n : 1) * elem);
+  *(void**)out = m;
+  return NULL;
+}
+
+static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog) {
+  int32_t n = plan->n_buffers;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)n, sizeof(kiln_program_buffer_t), "program buffers",
+                                  &prog->buffers));
+  prog->n_buffers = n;
+  for (int32_t i = 0; i < n; ++i) {
+    const kiln_plan_buffer_t* pb = &plan->buffers[i];
+    kiln_program_buffer_t* b = &prog->buffers[i];
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, pb->buf->name, &b->name));
+    b->dtype = pb->buf->dtype;
+    b->kind = kind_map[pb->kind];
+    b->rank = pb->buf->rank;
+    memcpy(b->shape, pb->buf->shape, sizeof(b->shape));
+    b->bytes = span_bytes(pb->buf);
+    b->alias_of = pb->alias_of;
+    b->first_use = b->last_use = -1;
+  }
+  /* Lifetimes: every kernel argument marks its buffer and the buffer's root. */
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_plan_kernel_t* kk = &plan->kernels[k];
+    for (int32_t j = 0; j < kk->func->n_params; ++j) {
+      int32_t bs[2] = {kk->args[j], kiln_plan_root(plan, kk->args[j])};
+      for (int t = 0; t < 2; ++t) {
+        kiln_program_buffer_t* b = &prog->buffers[bs[t]];
+        if (b->first_use < 0) b->first_use = k;
+        b->last_use = k;
+      }
+    }
+  }
+  /* Constants the kernels read or the model returns (an output folded to a
+   * constant) go into the weights blob; unused ones carry no bytes (fusion
+   * or folding left them behind). */
+  uint64_t total = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    kiln_program_buffer_t* b = &prog->buffers[i];
+    if (b->kind != KILN_PB_CONST) continue;
+    bool returned = false;
+    for (int32_t k = 0; k < plan->graph->n_outputs && !returned; ++k)
+      returned = kiln_plan_root(plan, plan->outputs[k]) == i;
+    if (b->first_use < 0 && !returned) {
+      b->bytes = 0;
+      continue;
+    }
+    const kiln_array_t* v = &plan->buffers[i].value;
+    if (v->dtype != b->dtype || v->nbytes != b->bytes || (v->nbytes && !v->data))
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "constant '%s' holds %zu bytes of %s, the buffer needs %llu bytes of %s",
+                              b->name, v->nbytes, kiln_dtype_name(v->dtype),
+                              (unsigned long long)b->bytes, kiln_dtype_name(b->dtype));
+    b->const_offset = total;
+    total += (b->bytes + 63) & ~(uint64_t)63;
+  }
+  prog->weights_len = total;
+  if (total) {
+    void* w = NULL;
+    KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, (size_t)total, "weights", &w));
+    memset(w, 0, (size_t)total);
+    prog->weights = w;
+    for (int32_t i = 0; i < n; ++i) {
+      const kiln_program_buffer_t* b = &prog->buffers[i];
+      if (b->kind == KILN_PB_CONST && b->bytes)
+        memcpy(prog->weights + b->const_offset, plan->buffers[i].value.data, (size_t)b->bytes);
+    }
+  }
+  return NULL;
+}
+
+static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog) {
+  const kiln_graph_t* g = plan->graph;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)plan->n_kernels, sizeof(kiln_program_kernel_t),
+                                  "program kernels", &prog->kernels));
+  prog->n_kernels = plan->n_kernels;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_plan_kernel_t* pk = &plan->kernels[k];
+    kiln_program_kernel_t* kk = &prog->kernels[k];
+    const tir_func_t* f = pk->func;
+    bool has_node = g && pk->node >= 0 && pk->node < g->n_nodes;
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, f->name, &kk->name));
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, has_node ? g->nodes[pk->node].name : "", &kk->node_name));
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, has_node ? g->nodes[pk->node].op_type : "", &kk->op_type));
+    kk->n_args = f->n_params;
+    KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)f->n_params, sizeof(int32_t), "kernel args", &kk->args));
+    KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)f->n_params, 1, "kernel access", &kk->access));
+    for (int32_t j = 0; j < f->n_params; ++j) {
+      kk->args[j] = pk->args[j];
+      int acc = tir_func_buffer_access(f, f->params[j]);
+      kk->access[j] = (uint8_t)(((acc & TIR_ACCESS_LOAD) || !acc ? KILN_ARG_READ : 0) |
+                                ((acc & TIR_ACCESS_STORE) ? KILN_ARG_WRITE : 0));
+      uint64_t sb = span_bytes(f->params[j]);
+      kk->bytes += (int64_t)sb * (((kk->access[j] & KILN_ARG_READ) ? 1 : 0) +
+                                  ((kk->access[j] & KILN_ARG_WRITE) ? 1 : 0));
+    }
+    for (int d = 0; d < 3; ++d) kk->groups[d] = kk->local[d] = 1;
+    kk->flops = pk->flops;
+    kk->inplace_in = kk->inplace_out = -1;
+    int32_t in, out;
+    if (kiln_plan_kernel_inplace(plan, k, &in, &out)) {
+      kk->inplace_in = in;
+      kk->inplace_out = out;
+    }
+  }
+  return NULL;
+}
+
+static kiln_status_t build_io(const kiln_plan_t* plan, kiln_program_t* prog) {
+  const kiln_graph_t* g = plan->graph;
+  prog->n_inputs = g->n_inputs;
+  prog->n_outputs = g->n_outputs;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)g->n_inputs, sizeof(int32_t), "inputs", &prog->inputs));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)g->n_outputs, sizeof(int32_t), "outputs", &prog->outputs));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)g->n_inputs, sizeof(char*), "input names", &prog->input_names));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)g->n_outputs, sizeof(char*), "output names", &prog->output_names));
+  for (int32_t i = 0; i < g->n_inputs; ++i) {
+    prog->inputs[i] = plan->inputs[i];
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, g->tensors[g->inputs[i]].name, &prog->input_names[i]));
+  }
+  for (int32_t i = 0; i < g->n_outputs; ++i) {
+    prog->outputs[i] = plan->outputs[i];
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, g->tensors[g->outputs[i]].name, &prog->output_names[i]));
+  }
+  return NULL;
+}
+
+/* The C unit, kept in the compile units the CPU loader splits on. */
+static kiln_status_t build_cpu_code(const kiln_plan_t* plan, kiln_program_t* prog) {
+  kiln_cpu_source_t src;
+  KILN_RETURN_IF_ERROR(kiln_cpu_codegen(plan, &src));
+  kiln_program_code_t* c = &prog->code;
+  kiln_status_t s = kiln_allocator_malloc(prog->allocator, src.text.len + 1, "cpu source", (void**)&c->text);
+  if (!s) {
+    memcpy(c->text, src.text.data ? src.text.data : "", src.text.len);
+    c->text[src.text.len] = 0;
+    c->text_len = src.text.len;
+    c->n_parts = src.n_units + 2;
+    s = alloc_zero(prog, (size_t)c->n_parts * 2, sizeof(uint64_t), "cpu source parts", &c->parts);
+  }
+  if (!s) {
+    c->parts[0] = 0;
+    c->parts[1] = src.prelude_len;
+    for (int32_t u = 0; u < src.n_units; ++u) {
+      c->parts[2 * (u + 1)] = src.unit_off[u];
+      c->parts[2 * (u + 1) + 1] = src.unit_len[u];
+    }
+    c->parts[2 * (c->n_parts - 1)] = src.epilogue_off;
+    c->parts[2 * (c->n_parts - 1) + 1] = src.text.len - src.epilogue_off;
+  }
+  kiln_cpu_source_free(&src);
+  return s;
+}
+
+static kiln_status_t build_code(const kiln_plan_t* plan, kiln_program_t* prog) {
+  switch (prog->target) {
+    case KILN_PROGRAM_TARGET_CPU: return build_cpu_code(plan, prog);
+    case KILN_PROGRAM_TARGET_OPENCL:
+#ifdef KILN_HAVE_OPENCL
+      return kiln_opencl_emit(plan, prog);
+#else
+      return kiln_make_status(KILN_UNSUPPORTED, "target opencl: this kiln was built without OpenCL");
+#endif
+    case KILN_PROGRAM_TARGET_VULKAN:
+#ifdef KILN_HAVE_VULKAN
+      return kiln_spirv_emit(plan, prog);
+#else
+      return kiln_make_status(KILN_UNSUPPORTED, "target vulkan: this kiln was built without Vulkan");
+#endif
+    default: break;
+  }
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown target number %d", (int)prog->target);
+}
+
+kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t target,
+                                 const kiln_program_build_options_t* options,
+                                 kiln_allocator_t allocator, kiln_program_t** out_program) {
+  if (!plan || !plan->graph || !out_program)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "program build: NULL plan");
+  const kiln_graph_t* g = plan->graph;
+  kiln_program_t* prog = NULL;
+  KILN_RETURN_IF_ERROR(kiln_program_create(allocator, &prog));
+  prog->target = target;
+  const char* model = options && options->model_name ? options->model_name
+                      : g->source && g->source[0]  ? g->source
+                                                   : "graph";
+  kiln_status_t s = kiln_program_strdup(prog, model, &prog->model_name);
+  if (!s) s = kiln_program_strdup(prog, options && options->precision ? options->precision : "fp32",
+                                  &prog->precision);
+  if (!s) s = kiln_program_strdup(prog, options ? options->options : "", &prog->options);
+  if (!s) s = build_buffers(plan, prog);
+  if (!s) s = build_kernels(plan, prog);
+  if (!s) s = build_io(plan, prog);
+  if (!s) s = build_code(plan, prog);
+  if (!s) s = kiln_program_validate(prog);
+  if (s) {
+    kiln_program_destroy(prog);
+    return kiln_status_annotate(s, "%s: building the %s program", model, kiln_program_target_name(target));
+  }
+  *out_program = prog;
+  return NULL;
+}

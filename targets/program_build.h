@@ -1,0 +1,36 @@
+/* kiln program builder: a lowered (and usually fused) plan -> a program.
+ *
+ * The compiler's last step before the runtime: buffers with their
+ * lifetimes, kernels with argument access flags and in-place candidates,
+ * constants packed into one weights blob (64-byte aligned), and the target
+ * code -- the CPU C unit (split into compile units), OpenCL C source or one
+ * SPIR-V binary per kernel -- all owned by the program, so the plan, graph
+ * and tensor IR can be freed afterwards. The result passes
+ * kiln_program_validate. */
+#ifndef KILN_TARGETS_PROGRAM_BUILD_H_
+#define KILN_TARGETS_PROGRAM_BUILD_H_
+
+#include "lowering/plan.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_program_build_options_s {
+  const char* model_name; /* default: the graph's source */
+  const char* precision;  /* default "fp32" */
+  const char* options;    /* compile options as text (recorded only) */
+} kiln_program_build_options_t;
+
+/* Errors: UNSUPPORTED when |target| was not built in (e.g. no OpenCL
+ * headers at build time), the emitter's errors (naming the kernel),
+ * OUT_OF_MEMORY. |options| may be NULL. */
+kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t target,
+                                 const kiln_program_build_options_t* options,
+                                 kiln_allocator_t allocator, kiln_program_t** out_program);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TARGETS_PROGRAM_BUILD_H_ */

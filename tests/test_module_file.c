@@ -1,0 +1,577 @@
+/* Unit tests of the .kiln module file (runtime/module_file.h) and the public
+ * module API (include/kiln/runtime.h, "modules"): CRC-64 check values; round
+ * trips of hand-built programs for every target with every field set (code
+ * parts, blobs, weights, aliases, in-place pairs); re-serialising a parsed
+ * program gives identical bytes; weights 64-byte aligned in the file;
+ * unknown optional sections skipped; file write (atomic, via .tmp) and read;
+ * info, name and shape accessors; retain/release; wrapping an in-memory
+ * program; every allocation failing in turn while parsing. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kiln/runtime.h"
+#include "runtime/module_file.h"
+#include "runtime/module_impl.h"
+#include "runtime/program.h"
+#include "testing.h"
+
+static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
+
+/* ---- building programs ------------------------------------------------------ */
+
+static void* palloc(kiln_program_t* p, size_t n) {
+  void* m = NULL;
+  if (!CHECK_OK(kiln_allocator_malloc(p->allocator, n, "test", &m))) abort();
+  return m;
+}
+
+static char* pstr(kiln_program_t* p, const char* s) {
+  char* out = NULL;
+  if (!CHECK_OK(kiln_program_strdup(p, s, &out))) abort();
+  return out;
+}
+
+static void set_buffer(kiln_program_t* p, int32_t i, const char* name, kiln_dtype_t dt,
+                       kiln_program_buffer_kind_t kind, int32_t rank, const int64_t* dims, int32_t alias,
+                       int32_t first, int32_t last, uint64_t const_offset) {
+  kiln_program_buffer_t* b = &p->buffers[i];
+  b->name = pstr(p, name);
+  b->dtype = dt;
+  b->kind = kind;
+  b->rank = rank;
+  uint64_t n = 1;
+  for (int32_t k = 0; k < rank; ++k) {
+    b->shape[k] = dims[k];
+    n *= (uint64_t)dims[k];
+  }
+  b->bytes = n * kiln_dtype_size(dt);
+  b->alias_of = alias;
+  b->first_use = first;
+  b->last_use = last;
+  b->const_offset = const_offset;
+}
+
+static void set_kernel(kiln_program_t* p, int32_t k, const char* name, const char* node, const char* op,
+                       int32_t n_args, const int32_t* args, const uint8_t* access, int32_t in, int32_t out) {
+  kiln_program_kernel_t* kk = &p->kernels[k];
+  kk->name = pstr(p, name);
+  kk->node_name = pstr(p, node);
+  kk->op_type = pstr(p, op);
+  kk->n_args = n_args;
+  kk->args = palloc(p, sizeof(int32_t) * (size_t)n_args);
+  kk->access = palloc(p, (size_t)n_args);
+  memcpy(kk->args, args, sizeof(int32_t) * (size_t)n_args);
+  memcpy(kk->access, access, (size_t)n_args);
+  for (int d = 0; d < 3; ++d) {
+    kk->groups[d] = 1 + d + k;
+    kk->local[d] = 4 << d;
+  }
+  kk->flops = 1000 + k;
+  kk->bytes = 4096 + 7 * k;
+  kk->inplace_in = in;
+  kk->inplace_out = out;
+}
+
+/* x[2,3] (input) + w[3] (const) -> t[2,3]; v = view of t as [6]; relu(v) ->
+ * y[6] (in place over v); plus a second constant and a workspace, so every
+ * buffer kind, an alias and an in-place pair appear. */
+static kiln_program_t* make_program(kiln_program_target_t target) {
+  kiln_program_t* p = NULL;
+  if (!CHECK_OK(kiln_program_create(sys(), &p))) abort();
+  p->model_name = pstr(p, "tiny.onnx");
+  p->target = target;
+  p->precision = pstr(p, "fp32");
+  p->options = pstr(p, "-O1 threads=0 name=\"x y\"");
+
+  p->n_buffers = 7;
+  p->buffers = palloc(p, sizeof(kiln_program_buffer_t) * 7);
+  const int64_t d23[2] = {2, 3}, d3[1] = {3}, d6[1] = {6}, d5[3] = {1, 1, 5};
+  set_buffer(p, 0, "x", KILN_DTYPE_F32, KILN_PB_INPUT, 2, d23, -1, 0, 0, 0);
+  set_buffer(p, 1, "w", KILN_DTYPE_F32, KILN_PB_CONST, 1, d3, -1, 0, 0, 0);
+  set_buffer(p, 2, "t", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 2, d23, -1, 0, 1, 0);
+  set_buffer(p, 3, "v", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 1, d6, 2, 1, 1, 0);
+  set_buffer(p, 4, "y", KILN_DTYPE_F32, KILN_PB_OUTPUT, 1, d6, -1, 1, 1, 0);
+  set_buffer(p, 5, "k_i8", KILN_DTYPE_I8, KILN_PB_CONST, 3, d5, -1, -1, -1, 64);
+  set_buffer(p, 6, "scratch", KILN_DTYPE_I64, KILN_PB_TEMP, 1, d3, -1, 1, 1, 0);
+
+  p->n_kernels = 2;
+  p->kernels = palloc(p, sizeof(kiln_program_kernel_t) * 2);
+  const int32_t a0[3] = {0, 1, 2}, a1[3] = {3, 4, 6};
+  const uint8_t c0[3] = {KILN_ARG_READ, KILN_ARG_READ, KILN_ARG_WRITE};
+  const uint8_t c1[3] = {KILN_ARG_READ, KILN_ARG_WRITE, KILN_ARG_READ | KILN_ARG_WRITE};
+  set_kernel(p, 0, "k0_add", "add_0", "Add", 3, a0, c0, -1, -1);
+  set_kernel(p, 1, "k1_relu", "relu/1", "Relu", 3, a1, c1, 0, 1);
+
+  p->n_inputs = 1;
+  p->inputs = palloc(p, sizeof(int32_t));
+  p->input_names = palloc(p, sizeof(char*));
+  p->inputs[0] = 0;
+  p->input_names[0] = pstr(p, "input:0");
+  p->n_outputs = 1;
+  p->outputs = palloc(p, sizeof(int32_t));
+  p->output_names = palloc(p, sizeof(char*));
+  p->outputs[0] = 4;
+  p->output_names[0] = pstr(p, "output/relu");
+
+  p->weights_len = 69;
+  p->weights = palloc(p, 69);
+  for (int i = 0; i < 69; ++i) p->weights[i] = (uint8_t)(i * 37 + 11);
+
+  kiln_program_code_t* c = &p->code;
+  /* Vulkan keeps the GLSL as optional text; CPU splits its text in parts. */
+  const char* src = "/* prelude */\nvoid k0_add(void){}\nvoid k1_relu(void){}\n/* end */\n";
+  c->text = pstr(p, src);
+  c->text_len = strlen(src);
+  if (target == KILN_PROGRAM_TARGET_CPU) {
+    uint64_t u1 = (uint64_t)(strstr(src, "void k0") - src), u2 = (uint64_t)(strstr(src, "void k1") - src);
+    uint64_t ep = (uint64_t)(strstr(src, "/* end") - src);
+    const uint64_t parts[8] = {0, u1, u1, u2 - u1, u2, ep - u2, ep, c->text_len - ep};
+    c->n_parts = 4;
+    c->parts = palloc(p, sizeof parts);
+    memcpy(c->parts, parts, sizeof parts);
+  }
+  /* Vulkan needs one blob per kernel; the others carry blobs too, to check
+   * they survive whatever the target. The second is empty. */
+  c->n_blobs = 2;
+  c->blobs = palloc(p, sizeof(uint8_t*) * 2);
+  c->blob_lens = palloc(p, sizeof(uint64_t) * 2);
+  c->blob_lens[0] = 20;
+  c->blobs[0] = palloc(p, 20);
+  for (int i = 0; i < 20; ++i) c->blobs[0][i] = (uint8_t)(0x03 + i * 5); /* NULs allowed in blobs */
+  c->blobs[0][3] = 0;
+  c->blob_lens[1] = 0;
+  c->blobs[1] = NULL;
+  CHECK_OK(kiln_program_validate(p));
+  return p;
+}
+
+static void check_same_program(const kiln_program_t* a, const kiln_program_t* b) {
+  CHECK(strcmp(a->model_name, b->model_name) == 0);
+  CHECK(a->target == b->target);
+  CHECK(strcmp(a->precision, b->precision) == 0);
+  CHECK(strcmp(a->options, b->options) == 0);
+  CHECK(a->n_buffers == b->n_buffers);
+  for (int32_t i = 0; i < a->n_buffers && i < b->n_buffers; ++i) {
+    const kiln_program_buffer_t *x = &a->buffers[i], *y = &b->buffers[i];
+    CHECK_MSG(strcmp(x->name, y->name) == 0, "buffer %d name %s vs %s", i, x->name, y->name);
+    CHECK(x->dtype == y->dtype && x->kind == y->kind && x->rank == y->rank);
+    for (int32_t k = 0; k < x->rank; ++k) CHECK(x->shape[k] == y->shape[k]);
+    CHECK(x->bytes == y->bytes && x->alias_of == y->alias_of);
+    CHECK(x->first_use == y->first_use && x->last_use == y->last_use);
+    CHECK(x->const_offset == y->const_offset);
+  }
+  CHECK(a->n_kernels == b->n_kernels);
+  for (int32_t k = 0; k < a->n_kernels && k < b->n_kernels; ++k) {
+    const kiln_program_kernel_t *x = &a->kernels[k], *y = &b->kernels[k];
+    CHECK(strcmp(x->name, y->name) == 0 && strcmp(x->node_name, y->node_name) == 0);
+    CHECK(strcmp(x->op_type, y->op_type) == 0);
+    CHECK(x->n_args == y->n_args);
+    for (int32_t j = 0; j < x->n_args && j < y->n_args; ++j)
+      CHECK(x->args[j] == y->args[j] && x->access[j] == y->access[j]);
+    for (int d = 0; d < 3; ++d) CHECK(x->groups[d] == y->groups[d] && x->local[d] == y->local[d]);
+    CHECK(x->flops == y->flops && x->bytes == y->bytes);
+    CHECK(x->inplace_in == y->inplace_in && x->inplace_out == y->inplace_out);
+  }
+  CHECK(a->n_inputs == b->n_inputs && a->n_outputs == b->n_outputs);
+  for (int32_t i = 0; i < a->n_inputs && i < b->n_inputs; ++i)
+    CHECK(a->inputs[i] == b->inputs[i] && strcmp(a->input_names[i], b->input_names[i]) == 0);
+  for (int32_t i = 0; i < a->n_outputs && i < b->n_outputs; ++i)
+    CHECK(a->outputs[i] == b->outputs[i] && strcmp(a->output_names[i], b->output_names[i]) == 0);
+  CHECK(a->weights_len == b->weights_len);
+  if (a->weights_len == b->weights_len && a->weights_len)
+    CHECK(memcmp(a->weights, b->weights, (size_t)a->weights_len) == 0);
+  const kiln_program_code_t *c = &a->code, *d = &b->code;
+  CHECK(c->text_len == d->text_len);
+  if (c->text_len == d->text_len && c->text_len) {
+    CHECK(memcmp(c->text, d->text, (size_t)c->text_len) == 0);
+    CHECK(d->text[d->text_len] == 0); /* the reader NUL-terminates */
+  }
+  CHECK(c->n_parts == d->n_parts);
+  for (int32_t i = 0; i < 2 * c->n_parts && c->n_parts == d->n_parts; ++i) CHECK(c->parts[i] == d->parts[i]);
+  CHECK(c->n_blobs == d->n_blobs);
+  for (int32_t i = 0; i < c->n_blobs && c->n_blobs == d->n_blobs; ++i) {
+    CHECK(c->blob_lens[i] == d->blob_lens[i]);
+    if (c->blob_lens[i] == d->blob_lens[i] && c->blob_lens[i])
+      CHECK(memcmp(c->blobs[i], d->blobs[i], (size_t)c->blob_lens[i]) == 0);
+  }
+}
+
+/* Offset of the payload of section |tag| in a module's bytes, or 0. */
+static size_t find_section(const uint8_t* b, size_t n, uint32_t tag, uint64_t* out_len) {
+  size_t off = KILN_MODULE_HEADER_LEN;
+  while (off + 16 <= n) {
+    uint32_t t;
+    uint64_t len;
+    memcpy(&t, b + off, 4);
+    memcpy(&len, b + off + 8, 8);
+    if (t == tag) {
+      if (out_len) *out_len = len;
+      return off + 16;
+    }
+    off += 16 + (size_t)len;
+    off += (8 - off % 8) % 8;
+  }
+  return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_crc64(void) {
+  CHECK(kiln_module_crc64(0, "123456789", 9) == 0x995DC9BBDF1939FAull);
+  CHECK(kiln_module_crc64(0, "", 0) == 0);
+  /* Incremental == one shot, across the 8-byte fast path boundaries. */
+  uint8_t buf[1000];
+  for (int i = 0; i < 1000; ++i) buf[i] = (uint8_t)(i * 131 + 7);
+  uint64_t whole = kiln_module_crc64(0, buf, sizeof buf);
+  for (size_t cut = 0; cut <= 17; ++cut) {
+    uint64_t c = kiln_module_crc64(0, buf, cut);
+    CHECK(kiln_module_crc64(c, buf + cut, sizeof buf - cut) == whole);
+  }
+}
+
+static void round_trip(kiln_program_target_t target) {
+  kiln_program_t* p = make_program(target);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) abort();
+  CHECK(len > KILN_MODULE_HEADER_LEN && len % 8 == 0);
+  CHECK(memcmp(bytes, KILN_MODULE_MAGIC, 8) == 0);
+  uint64_t total;
+  memcpy(&total, bytes + KILN_MODULE_OFF_TOTAL_LEN, 8);
+  CHECK(total == len);
+
+  /* Weights start at a multiple of 64 in the file. */
+  uint64_t wlen = 0;
+  size_t w = find_section(bytes, len, KILN_MODULE_TAG_WGHT, &wlen);
+  CHECK(w != 0);
+  if (w) {
+    uint32_t pad;
+    memcpy(&pad, bytes + w + 8, 4);
+    size_t data = w + 16 + pad;
+    CHECK_MSG(data % 64 == 0, "weights at file offset %zu", data);
+    CHECK(data + p->weights_len <= len && memcmp(bytes + data, p->weights, (size_t)p->weights_len) == 0);
+  }
+
+  /* Parse from an exact-size heap copy, so ASan sees any overread. */
+  uint8_t* copy = malloc(len);
+  memcpy(copy, bytes, len);
+  kiln_program_t* q = NULL;
+  if (CHECK_OK(kiln_module_parse(copy, len, "rt.kiln", sys(), &q))) {
+    check_same_program(p, q);
+    uint8_t* again = NULL;
+    size_t len2 = 0;
+    if (CHECK_OK(kiln_module_serialize(q, sys(), &again, &len2))) {
+      CHECK(len2 == len && memcmp(again, bytes, len) == 0);
+      kiln_allocator_free(sys(), again);
+    }
+    kiln_program_destroy(q);
+  }
+  free(copy);
+  kiln_allocator_free(sys(), bytes);
+  kiln_program_destroy(p);
+}
+
+static void test_round_trip_cpu(void) { round_trip(KILN_PROGRAM_TARGET_CPU); }
+static void test_round_trip_opencl(void) { round_trip(KILN_PROGRAM_TARGET_OPENCL); }
+static void test_round_trip_vulkan(void) { round_trip(KILN_PROGRAM_TARGET_VULKAN); }
+
+/* A program with nothing in it (no kernels, weights or code) is valid. */
+static void test_round_trip_empty(void) {
+  kiln_program_t* p = NULL;
+  if (!CHECK_OK(kiln_program_create(sys(), &p))) return;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) {
+    kiln_program_t* q = NULL;
+    if (CHECK_OK(kiln_module_parse(bytes, len, "empty.kiln", sys(), &q))) {
+      CHECK(q->n_buffers == 0 && q->n_kernels == 0 && q->weights_len == 0 && q->code.text_len == 0);
+      CHECK(q->model_name && q->model_name[0] == 0);
+      uint8_t* again = NULL;
+      size_t len2 = 0;
+      if (CHECK_OK(kiln_module_serialize(q, sys(), &again, &len2))) {
+        CHECK(len2 == len && memcmp(again, bytes, len) == 0);
+        kiln_allocator_free(sys(), again);
+      }
+      kiln_program_destroy(q);
+    }
+    kiln_allocator_free(sys(), bytes);
+  }
+  kiln_program_destroy(p);
+}
+
+/* A section with an unknown tag and no "required" flag is skipped; one
+ * with the flag is refused (see test_bad_module_file for the latter). */
+static void test_unknown_section_skipped(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) abort();
+  /* Insert "XTRA" (11 bytes of payload, padded to 16) right after the header. */
+  size_t extra = 16 + 16;
+  uint8_t* b = calloc(1, len + extra);
+  memcpy(b, bytes, KILN_MODULE_HEADER_LEN);
+  uint32_t tag = KILN_MODULE_TAG('X', 'T', 'R', 'A'), flags = 0;
+  uint64_t plen = 11;
+  memcpy(b + 48, &tag, 4);
+  memcpy(b + 52, &flags, 4);
+  memcpy(b + 56, &plen, 8);
+  memcpy(b + 64, "future data", 11);
+  memcpy(b + 48 + extra, bytes + 48, len - 48);
+  uint64_t total = len + extra;
+  uint32_t sections;
+  memcpy(b + KILN_MODULE_OFF_TOTAL_LEN, &total, 8);
+  memcpy(&sections, b + KILN_MODULE_OFF_SECTIONS, 4);
+  ++sections;
+  memcpy(b + KILN_MODULE_OFF_SECTIONS, &sections, 4);
+  kiln_module_reseal(b, len + extra);
+  kiln_program_t* q = NULL;
+  if (CHECK_OK(kiln_module_parse(b, len + extra, "extra.kiln", sys(), &q))) {
+    check_same_program(p, q);
+    kiln_program_destroy(q);
+  }
+  /* ...and not when it is marked required. */
+  flags = KILN_MODULE_SECTION_REQUIRED;
+  memcpy(b + 52, &flags, 4);
+  kiln_module_reseal(b, len + extra);
+  CHECK_ERR(kiln_module_parse(b, len + extra, "extra.kiln", sys(), &q), KILN_PARSE_ERROR, "XTRA");
+  free(b);
+  kiln_allocator_free(sys(), bytes);
+  kiln_program_destroy(p);
+}
+
+static char tmpdir[64];
+
+static const char* tmp_path(const char* name) {
+  static char buf[8][512];
+  static int k = 0;
+  k = (k + 1) % 8;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+  return buf[k];
+}
+
+static bool exists(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void check_info(kiln_module_t* m, const kiln_program_t* p, uint32_t version) {
+  kiln_module_info_t info;
+  kiln_module_info(m, &info);
+  CHECK(strcmp(info.model_name, "tiny.onnx") == 0);
+  CHECK(strcmp(info.target, "cpu") == 0);
+  CHECK(strcmp(info.precision, "fp32") == 0);
+  CHECK(strcmp(info.options, p->options) == 0);
+  CHECK(info.n_inputs == 1 && info.n_outputs == 1 && info.n_kernels == 2 && info.n_buffers == 7);
+  CHECK(info.weights_bytes == 69);
+  CHECK(info.code_bytes == p->code.text_len + 20);
+  CHECK(info.format_version == version);
+
+  CHECK(strcmp(kiln_module_input_name(m, 0), "input:0") == 0);
+  CHECK(strcmp(kiln_module_output_name(m, 0), "output/relu") == 0);
+  CHECK(kiln_module_input_name(m, 1) == NULL && kiln_module_input_name(m, -1) == NULL);
+  CHECK(kiln_module_output_name(m, 1) == NULL && kiln_module_output_name(NULL, 0) == NULL);
+  kiln_dtype_t dt = KILN_DTYPE_UNDEFINED;
+  kiln_shape_t s = kiln_module_input_shape(m, 0, &dt);
+  CHECK(dt == KILN_DTYPE_F32 && s.rank == 2 && s.dims[0] == 2 && s.dims[1] == 3);
+  s = kiln_module_output_shape(m, 0, &dt);
+  CHECK(dt == KILN_DTYPE_F32 && s.rank == 1 && s.dims[0] == 6);
+  s = kiln_module_output_shape(m, 0, NULL);
+  CHECK(s.rank == 1);
+  s = kiln_module_input_shape(m, 5, &dt);
+  CHECK(s.rank == -1 && dt == KILN_DTYPE_UNDEFINED);
+  s = kiln_module_output_shape(m, -3, &dt);
+  CHECK(s.rank == -1 && dt == KILN_DTYPE_UNDEFINED);
+  CHECK(kiln_module_program(m) != NULL && kiln_module_program(m)->n_kernels == 2);
+}
+
+static void test_file_write_read(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  const char* path = tmp_path("tiny.kiln");
+  if (!CHECK_OK(kiln_module_write_file(p, path))) abort();
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  CHECK(exists(path) && !exists(tmp));
+  /* Writing again replaces the file. */
+  CHECK_OK(kiln_module_write_file(p, path));
+  CHECK(!exists(tmp));
+
+  kiln_module_t* m = NULL;
+  if (CHECK_OK(kiln_module_load_file(path, sys(), &m))) {
+    check_info(m, p, KILN_MODULE_FORMAT_VERSION);
+    check_same_program(p, kiln_module_program(m));
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == m->file_bytes);
+    /* Shared: two references, released twice. */
+    kiln_module_retain(m);
+    CHECK(atomic_load(&m->refs) == 2);
+    kiln_module_release(m);
+    CHECK(atomic_load(&m->refs) == 1);
+    kiln_module_release(m);
+  }
+  kiln_module_release(NULL);
+  kiln_module_retain(NULL);
+
+  /* The same bytes from memory. */
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) {
+    m = NULL;
+    if (CHECK_OK(kiln_module_load_memory(bytes, len, "memory", sys(), &m))) {
+      check_info(m, p, KILN_MODULE_FORMAT_VERSION);
+      kiln_module_release(m);
+    }
+    kiln_allocator_free(sys(), bytes);
+  }
+  kiln_module_info_t info;
+  kiln_module_info(NULL, &info);
+  CHECK(info.n_kernels == 0 && info.model_name && info.target);
+  kiln_program_destroy(p);
+}
+
+/* A failed write leaves neither a half file nor the .tmp behind. */
+static void test_write_failures(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  const char* missing = tmp_path("no/such/dir/m.kiln");
+  CHECK_ERR(kiln_module_write_file(p, missing), KILN_IO_ERROR, missing);
+  CHECK(!exists(missing));
+
+  /* |path| is a directory: the .tmp is written but the rename fails. */
+  const char* dir = tmp_path("a_dir");
+  CHECK(mkdir(dir, 0755) == 0);
+  CHECK_ERR(kiln_module_write_file(p, dir), KILN_IO_ERROR, dir);
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+  struct stat st;
+  CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && !exists(tmp));
+  rmdir(dir);
+
+  /* An invalid program is refused before anything is written. */
+  const char* path = tmp_path("bad.kiln");
+  p->kernels[0].args[0] = 99;
+  CHECK_ERR(kiln_module_write_file(p, path), KILN_PARSE_ERROR, "argument");
+  CHECK(!exists(path));
+  kiln_program_destroy(p);
+}
+
+static void test_wrap(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  kiln_module_t* m = NULL;
+  if (CHECK_OK(kiln_module_wrap(p, &m))) {
+    check_info(m, kiln_module_program(m), 0);
+    CHECK(m->file_bytes == 0);
+    kiln_module_release(m);
+  }
+  /* An invalid program is refused (and destroyed: no leak under ASan). */
+  p = make_program(KILN_PROGRAM_TARGET_CPU);
+  p->buffers[3].alias_of = 3;
+  m = NULL;
+  CHECK_ERR(kiln_module_wrap(p, &m), KILN_PARSE_ERROR, "alias");
+  CHECK(m == NULL);
+  CHECK_ERR(kiln_module_wrap(NULL, &m), KILN_INVALID_ARGUMENT, NULL);
+}
+
+/* An allocator that fails the n-th allocation: parsing must report
+ * OUT_OF_MEMORY for every n and leak nothing (checked by ASan). */
+typedef struct {
+  int countdown;
+  int live;
+} fail_state_t;
+
+static void* fail_alloc(void* self, size_t n) {
+  fail_state_t* s = self;
+  if (s->countdown-- == 0) return NULL;
+  void* p = calloc(1, n);
+  if (p) s->live++;
+  return p;
+}
+static void* fail_realloc(void* self, void* p, size_t n) {
+  fail_state_t* s = self;
+  if (s->countdown-- == 0) return NULL;
+  return realloc(p, n);
+}
+static void fail_free(void* self, void* p) {
+  fail_state_t* s = self;
+  s->live--;
+  free(p);
+}
+
+static void test_parse_out_of_memory(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) abort();
+  int n;
+  for (n = 0; n < 10000; ++n) {
+    fail_state_t st = {n, 0};
+    kiln_allocator_t a = {&st, fail_alloc, fail_realloc, fail_free};
+    kiln_module_t* m = NULL;
+    kiln_status_t s = kiln_module_load_memory(bytes, len, "oom.kiln", a, &m);
+    if (!s) {
+      check_same_program(p, kiln_module_program(m));
+      kiln_module_release(m);
+      CHECK(st.live == 0);
+      break;
+    }
+    CHECK_MSG(kiln_status_code(s) == KILN_OUT_OF_MEMORY, "allocation %d: %s", n, kiln_status_message(s));
+    CHECK_MSG(strstr(kiln_status_message(s), "oom.kiln") != NULL, "allocation %d: %s", n,
+              kiln_status_message(s));
+    CHECK_MSG(st.live == 0, "allocation %d failing leaks %d blocks", n, st.live);
+    kiln_status_free(s);
+  }
+  CHECK(n > 20 && n < 10000);
+  /* The serialiser too. */
+  fail_state_t st = {0, 0};
+  kiln_allocator_t a = {&st, fail_alloc, fail_realloc, fail_free};
+  uint8_t* out = NULL;
+  size_t out_len = 0;
+  CHECK_ERR(kiln_module_serialize(p, a, &out, &out_len), KILN_OUT_OF_MEMORY, "tiny.onnx");
+  kiln_allocator_free(sys(), bytes);
+  kiln_program_destroy(p);
+}
+
+/* The writer refuses what the reader would refuse. */
+static void test_serialize_refuses(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_CPU);
+  uint8_t* out = NULL;
+  size_t len = 0;
+  p->code.text[5] = 0;
+  CHECK_ERR(kiln_module_serialize(p, sys(), &out, &len), KILN_INVALID_ARGUMENT, "NUL");
+  p->code.text[5] = 'x';
+  p->n_kernels = -1;
+  CHECK_ERR(kiln_module_serialize(p, sys(), &out, &len), KILN_INVALID_ARGUMENT, "kernel table");
+  p->n_kernels = 2;
+  p->buffers[2].rank = 9;
+  CHECK_ERR(kiln_module_serialize(p, sys(), &out, &len), KILN_INVALID_ARGUMENT, "rank");
+  p->buffers[2].rank = 2;
+  CHECK_OK(kiln_module_serialize(p, sys(), &out, &len));
+  kiln_allocator_free(sys(), out);
+  kiln_program_destroy(p);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_module_XXXXXX");
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  RUN(test_crc64);
+  RUN(test_round_trip_cpu);
+  RUN(test_round_trip_opencl);
+  RUN(test_round_trip_vulkan);
+  RUN(test_round_trip_empty);
+  RUN(test_unknown_section_skipped);
+  RUN(test_file_write_read);
+  RUN(test_write_failures);
+  RUN(test_wrap);
+  RUN(test_parse_out_of_memory);
+  RUN(test_serialize_refuses);
+  unlink(tmp_path("tiny.kiln"));
+  rmdir(tmpdir);
+  return kiln_test_finish();
+}
