@@ -268,3 +268,49 @@ kiln_cli_test(ops
   CHECK "STDOUT_MATCHES=(^|\n)Conv\n" "STDOUT_MATCHES=(^|\n)Gemm\n" "STDOUT_MATCHES=(^|\n)Relu\n"
         "STDOUT_MATCHES=(^|\n)Reshape\n" "STDERR_EMPTY=1"
   ARGS ops)
+
+# ---- modules, profiles, devices ------------------------------------------------------
+kiln_cli_test(compile_module
+  CLEAN ${W}/tiny.kiln FILE ${W}/tiny.kiln FIXTURE cli_module
+  CHECK "STDOUT_MATCHES=wrote [^\n]*tiny.kiln \\([0-9.]+ KB\\)" "STDERR_EMPTY=1"
+  ARGS compile ${M} -o ${W}/tiny.kiln)
+kiln_cli_test(run_module REQUIRES cli_module
+  CHECK "STDOUT_HAS=module ${W}/tiny.kiln: cpu target, fp32" "STDOUT_HAS=output probs: f32[1,10]"
+        "STDOUT_MATCHES=arena [0-9.]+ [KMG]?B x 2 slots" "STDERR_EMPTY=1"
+  ARGS run ${W}/tiny.kiln)
+kiln_cli_test(run_module_check_ref REQUIRES cli_module RC 2
+  CHECK "STDERR_HAS=has no graph for the reference interpreter"
+  ARGS run ${W}/tiny.kiln --check-ref)
+kiln_cli_test(run_module_wrong_target REQUIRES cli_module RC 1
+  CHECK "STDERR_HAS=was compiled for target cpu" "STDERR_HAS=recompile with -t"
+  ARGS run ${W}/tiny.kiln --target vulkan)
+kiln_cli_test(run_module_corrupt RC 1
+  CHECK "STDERR_HAS=${W}/corrupt.kiln" "STDERR_MATCHES=checksum|truncated|corrupt"
+  ARGS run ${W}/corrupt.kiln)
+set_tests_properties(cli_run_module_corrupt PROPERTIES FIXTURES_REQUIRED cli_corrupt_module)
+add_test(NAME cli_make_corrupt_module
+         COMMAND ${KILN_SH} -c "head -c 300 '${W}/tiny.kiln' > '${W}/corrupt.kiln'")
+set_tests_properties(cli_make_corrupt_module PROPERTIES LABELS unit FIXTURES_REQUIRED cli_module
+                     FIXTURES_SETUP cli_corrupt_module)
+kiln_cli_test(run_profile_trace
+  CLEAN ${W}/tiny-trace.json FILE ${W}/tiny-trace.json
+  CHECK "STDOUT_MATCHES=profile \\(cpu, [^\n]*\\): [0-9]+ kernels, [0-9]+ barriers, 3 runs"
+        "STDOUT_HAS=GFLOP/s" "STDOUT_HAS=GB/s" "STDOUT_HAS=Chrome trace" "STDOUT_HAS=k_conv1"
+  ARGS run ${M} --profile --repeat 2 --trace ${W}/tiny-trace.json)
+kiln_cli_test(devices
+  CHECK "STDOUT_MATCHES=^cpu:\n  \\[0\\] " "STDOUT_HAS=opencl" "STDOUT_HAS=vulkan"
+  ARGS devices)
+kiln_cli_test(run_strict_missing_gpu RC 1
+  CHECK "STDERR_HAS=device 'opencl:99'"
+  ARGS run ${M} --target opencl:99 --strict)
+kiln_cli_test(run_gpu_fallback
+  CHECK "STDERR_HAS=falling back to the CPU" "STDOUT_HAS=output probs: f32[1,10]"
+  ARGS run ${M} --target vulkan:99)
+if(TEST cli_make_zeros1_npy)
+  add_test(NAME cli_module_bitexact
+           COMMAND ${CMAKE_COMMAND} -DKILN=$<TARGET_FILE:kiln_cli> -DKILN_RT_RUN=$<TARGET_FILE:kiln_rt_run>
+                   -DMODEL=${M} -DWORK=${W}/bitexact "-DINPUTS=image=${W}/zeros1.npy" -DOUTPUTS=probs
+                   -P ${CMAKE_CURRENT_LIST_DIR}/module_bitexact.cmake)
+  set_tests_properties(cli_module_bitexact PROPERTIES LABELS unit FIXTURES_REQUIRED cli_zeros1 TIMEOUT 300
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+endif()

@@ -597,6 +597,10 @@ static int cmd_run(int argc, char** argv) {
     if (!target) {
       snprintf(api, sizeof api, "%s", mi.target);
       kiln_cli_parse_target(api, &ptarget);
+    } else if (strcmp(api, mi.target) != 0) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "%s was compiled for target %s; recompile with -t %s",
+                           lo.model, mi.target, api);
+      goto done;
     }
     printf("module %s: %s target, %s, %d kernels, %d inputs, %d outputs, %.1f MB of weights (%s)\n", lo.model,
            mi.target, mi.precision, (int)mi.n_kernels, (int)mi.n_inputs, (int)mi.n_outputs,
@@ -657,6 +661,12 @@ static int cmd_run(int argc, char** argv) {
   R.ref = use_ref;
   R.ro = &ro;
   if (!use_ref) {
+    /* The device first: a GPU that falls back to the CPU gets CPU code. */
+    if ((s = kiln_cli_open_device(target ? target : api, strict, threads, &R.dev))) goto done;
+    if (!module_file && !kiln_cli_parse_target(kiln_device_api(R.dev), &ptarget)) {
+      s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(R.dev));
+      goto done;
+    }
     if (!module_file) {
       kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model};
       kiln_program_t* prog = NULL;
@@ -668,7 +678,7 @@ static int cmd_run(int argc, char** argv) {
     so.profile = profile;
     so.threads = threads;
     so.dump_dir = dump_dir;
-    if ((s = kiln_cli_session(R.module, target ? target : api, strict, &so, &R.dev, &R.session))) goto done;
+    if ((s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
   }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;
@@ -917,7 +927,8 @@ static int cmd_compile(int argc, char** argv) {
     kiln_session_options_default(&so);
     so.threads = threads;
     so.dump_dir = dump_dir;
-    s = kiln_cli_session(R.module, target, true, &so, &R.dev, &R.session);
+    s = kiln_cli_open_device(target, true, threads, &R.dev);
+    if (!s) s = kiln_cli_session(R.module, R.dev, &so, &R.session);
   }
 done:
   kiln_program_destroy(prog);

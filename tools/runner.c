@@ -75,19 +75,16 @@ static void human(double v, char* buf, size_t n) {
   else snprintf(buf, n, "%.0f B", v);
 }
 
-kiln_status_t kiln_cli_session(kiln_module_t* m, const char* device_name, bool strict,
-                               const kiln_session_options_t* so, kiln_device_t** out_dev,
+kiln_status_t kiln_cli_open_device(const char* name, bool strict, int threads, kiln_device_t** out) {
+  kiln_device_open_options_t oo = {threads, strict, stderr};
+  return kiln_device_open(name, &oo, kiln_allocator_system(), out);
+}
+
+kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_session_options_t* so,
                                kiln_session_t** out_session) {
-  kiln_device_open_options_t oo = {so->threads, strict, stderr};
-  kiln_device_t* dev = NULL;
-  KILN_RETURN_IF_ERROR(kiln_device_open(device_name, &oo, kiln_allocator_system(), &dev));
   double t0 = now_s();
   kiln_session_t* s = NULL;
-  kiln_status_t st = kiln_session_create(m, dev, so, &s);
-  if (st) {
-    kiln_device_release(dev);
-    return st;
-  }
+  KILN_RETURN_IF_ERROR(kiln_session_create(m, dev, so, &s));
   kiln_session_memory_t mem;
   kiln_session_memory(s, &mem);
   char a[32], lb[32], nv[32], w[32];
@@ -99,7 +96,6 @@ kiln_status_t kiln_cli_session(kiln_module_t* m, const char* device_name, bool s
          "%d dispatches, %d barriers\n",
          kiln_device_name(dev), kiln_device_api(dev), (now_s() - t0) * 1e3, a, (int)mem.slots, lb, nv, w,
          (int)mem.dispatches, (int)mem.barriers);
-  *out_dev = dev;
   *out_session = s;
   return NULL;
 }

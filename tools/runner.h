@@ -25,10 +25,13 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
 /* Parses a target name ("cpu", "opencl", "vulkan"). */
 bool kiln_cli_parse_target(const char* name, kiln_program_target_t* out);
 
-/* Opens |device_name| and creates a session on it; prints the memory plan
- * and the compile time of the device code. */
-kiln_status_t kiln_cli_session(kiln_module_t* m, const char* device_name, bool strict,
-                               const kiln_session_options_t* so, kiln_device_t** out_dev,
+/* Opens a device by name ("cpu", "opencl:1", ...); without its driver it
+ * falls back to the CPU with the reason on stderr, unless |strict|. */
+kiln_status_t kiln_cli_open_device(const char* name, bool strict, int threads, kiln_device_t** out);
+
+/* Creates a session of |m| on |dev|; prints the memory plan and the build
+ * time of the device code. */
+kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_session_options_t* so,
                                kiln_session_t** out_session);
 
 /* `kiln devices`. */

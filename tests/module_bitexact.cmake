@@ -1,0 +1,43 @@
+# The module round trip of the command line, bit for bit:
+#   kiln compile MODEL -o W/m.kiln
+#   kiln run MODEL / kiln run W/m.kiln          (seeded random inputs, same seed)
+#   kiln run MODEL / kiln run W/m.kiln / kiln-rt-run W/m.kiln  (the --input files)
+# and every output file of a group must be identical.
+#   cmake -DKILN=... -DKILN_RT_RUN=... -DMODEL=... -DWORK=... -DINPUTS="name=file;..."
+#         -DOUTPUTS="name;..." -P module_bitexact.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(in_args)
+foreach(i IN LISTS INPUTS)
+  list(APPEND in_args --input ${i})
+endforeach()
+macro(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endmacro()
+run(${KILN} compile ${MODEL} -o ${WORK}/m.kiln)
+run(${KILN} run ${MODEL} --seed 7 --output ${WORK}/direct_random)
+run(${KILN} run ${WORK}/m.kiln --seed 7 --output ${WORK}/module_random)
+foreach(o IN LISTS OUTPUTS)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/direct_random/${o}.npy
+                          ${WORK}/module_random/${o}.npy RESULT_VARIABLE same)
+  if(NOT same EQUAL 0)
+    message(FATAL_ERROR "output ${o} with random inputs: the module's differs from the model's")
+  endif()
+endforeach()
+run(${KILN} run ${MODEL} ${in_args} --output ${WORK}/direct)
+run(${KILN} run ${WORK}/m.kiln ${in_args} --output ${WORK}/module)
+run(${KILN_RT_RUN} ${WORK}/m.kiln ${in_args} --output ${WORK}/rt --runs 3)
+foreach(o IN LISTS OUTPUTS)
+  foreach(other module rt)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/direct/${o}.npy ${WORK}/${other}/${o}.npy
+                    RESULT_VARIABLE same)
+    if(NOT same EQUAL 0)
+      message(FATAL_ERROR "output ${o}: ${WORK}/${other}/${o}.npy differs from ${WORK}/direct/${o}.npy")
+    endif()
+  endforeach()
+  message(STATUS "output ${o}: identical bytes from the model, the module and libkiln_rt")
+endforeach()
