@@ -20,90 +20,61 @@
 #include "kiln/runtime.h"
 #include "runtime/module_file.h"
 #include "runtime/program.h"
+#include "program_util.h"
 #include "testing.h"
 
 static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
 
 /* ---- a small valid program ---------------------------------------------------- */
 
-static void* palloc(kiln_program_t* p, size_t n) {
-  void* m = NULL;
-  if (!CHECK_OK(kiln_allocator_malloc(p->allocator, n, "test", &m))) abort();
-  return m;
-}
-static char* pstr(kiln_program_t* p, const char* s) {
-  char* out = NULL;
-  if (!CHECK_OK(kiln_program_strdup(p, s, &out))) abort();
-  return out;
-}
-
 static void buffer(kiln_program_t* p, int32_t i, const char* name, kiln_program_buffer_kind_t kind,
                    int32_t alias, int32_t first, int32_t last) {
-  kiln_program_buffer_t* b = &p->buffers[i];
-  b->name = pstr(p, name);
-  b->dtype = KILN_DTYPE_F32;
-  b->kind = kind;
-  b->rank = 1;
-  b->shape[0] = 4;
-  b->bytes = 16;
-  b->alias_of = alias;
-  b->first_use = first;
-  b->last_use = last;
+  pu_buffer(p, i, name, KILN_DTYPE_F32, kind, 1, (int64_t[]){4}, alias, first, last, 0);
 }
 
 static void kernel(kiln_program_t* p, int32_t k, const char* name, int32_t n, const int32_t* args,
                    const uint8_t* access) {
-  kiln_program_kernel_t* kk = &p->kernels[k];
-  kk->name = pstr(p, name);
-  kk->node_name = pstr(p, name);
-  kk->op_type = pstr(p, "Op");
-  kk->n_args = n;
-  kk->args = palloc(p, sizeof(int32_t) * (size_t)n);
-  kk->access = palloc(p, (size_t)n);
-  memcpy(kk->args, args, sizeof(int32_t) * (size_t)n);
-  memcpy(kk->access, access, (size_t)n);
-  for (int d = 0; d < 3; ++d) kk->groups[d] = kk->local[d] = 1;
-  kk->inplace_in = kk->inplace_out = -1;
+  pu_kernel(p, k, name, name, "Op", n, args, access, -1, -1);
 }
 
 /* x (input) + w (const) -> t; v = view of t; f(v) -> y (output). */
 static kiln_program_t* make_program(void) {
   kiln_program_t* p = NULL;
   if (!CHECK_OK(kiln_program_create(sys(), &p))) abort();
-  p->model_name = pstr(p, "small.onnx");
+  p->model_name = pu_str(p, "small.onnx");
   p->target = KILN_PROGRAM_TARGET_CPU;
-  p->precision = pstr(p, "fp32");
-  p->options = pstr(p, "-O1");
+  p->precision = pu_str(p, "fp32");
+  p->options = pu_str(p, "-O1");
   p->n_buffers = 5;
-  p->buffers = palloc(p, sizeof(kiln_program_buffer_t) * 5);
+  p->buffers = pu_alloc(p, sizeof(kiln_program_buffer_t) * 5);
   buffer(p, 0, "x", KILN_PB_INPUT, -1, 0, 0);
   buffer(p, 1, "w", KILN_PB_CONST, -1, 0, 0);
   buffer(p, 2, "t", KILN_PB_INTERMEDIATE, -1, 0, 1);
   buffer(p, 3, "v", KILN_PB_INTERMEDIATE, 2, 1, 1);
   buffer(p, 4, "y", KILN_PB_OUTPUT, -1, 1, 1);
   p->n_kernels = 2;
-  p->kernels = palloc(p, sizeof(kiln_program_kernel_t) * 2);
+  p->kernels = pu_alloc(p, sizeof(kiln_program_kernel_t) * 2);
   const int32_t a0[3] = {0, 1, 2}, a1[2] = {3, 4};
   const uint8_t c0[3] = {KILN_ARG_READ, KILN_ARG_READ, KILN_ARG_WRITE}, c1[2] = {KILN_ARG_READ, KILN_ARG_WRITE};
   kernel(p, 0, "k_add", 3, a0, c0);
   kernel(p, 1, "k_f", 2, a1, c1);
   p->n_inputs = p->n_outputs = 1;
-  p->inputs = palloc(p, sizeof(int32_t));
-  p->outputs = palloc(p, sizeof(int32_t));
-  p->input_names = palloc(p, sizeof(char*));
-  p->output_names = palloc(p, sizeof(char*));
+  p->inputs = pu_alloc(p, sizeof(int32_t));
+  p->outputs = pu_alloc(p, sizeof(int32_t));
+  p->input_names = pu_alloc(p, sizeof(char*));
+  p->output_names = pu_alloc(p, sizeof(char*));
   p->inputs[0] = 0;
   p->outputs[0] = 4;
-  p->input_names[0] = pstr(p, "x");
-  p->output_names[0] = pstr(p, "y");
+  p->input_names[0] = pu_str(p, "x");
+  p->output_names[0] = pu_str(p, "y");
   p->weights_len = 16;
-  p->weights = palloc(p, 16);
+  p->weights = pu_alloc(p, 16);
   for (int i = 0; i < 16; ++i) p->weights[i] = (uint8_t)(i + 1);
   const char* src = "/*p*/void k_add(void){}void k_f(void){}/*e*/";
-  p->code.text = pstr(p, src);
+  p->code.text = pu_str(p, src);
   p->code.text_len = strlen(src);
   p->code.n_parts = 2;
-  p->code.parts = palloc(p, sizeof(uint64_t) * 4);
+  p->code.parts = pu_alloc(p, sizeof(uint64_t) * 4);
   p->code.parts[0] = 0;
   p->code.parts[1] = 5;
   p->code.parts[2] = 5;

@@ -19,63 +19,23 @@
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "runtime/program.h"
+#include "program_util.h"
 #include "testing.h"
 
 static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
 
 /* ---- building programs ------------------------------------------------------ */
 
-static void* palloc(kiln_program_t* p, size_t n) {
-  void* m = NULL;
-  if (!CHECK_OK(kiln_allocator_malloc(p->allocator, n, "test", &m))) abort();
-  return m;
-}
-
-static char* pstr(kiln_program_t* p, const char* s) {
-  char* out = NULL;
-  if (!CHECK_OK(kiln_program_strdup(p, s, &out))) abort();
-  return out;
-}
-
-static void set_buffer(kiln_program_t* p, int32_t i, const char* name, kiln_dtype_t dt,
-                       kiln_program_buffer_kind_t kind, int32_t rank, const int64_t* dims, int32_t alias,
-                       int32_t first, int32_t last, uint64_t const_offset) {
-  kiln_program_buffer_t* b = &p->buffers[i];
-  b->name = pstr(p, name);
-  b->dtype = dt;
-  b->kind = kind;
-  b->rank = rank;
-  uint64_t n = 1;
-  for (int32_t k = 0; k < rank; ++k) {
-    b->shape[k] = dims[k];
-    n *= (uint64_t)dims[k];
-  }
-  b->bytes = n * kiln_dtype_size(dt);
-  b->alias_of = alias;
-  b->first_use = first;
-  b->last_use = last;
-  b->const_offset = const_offset;
-}
-
 static void set_kernel(kiln_program_t* p, int32_t k, const char* name, const char* node, const char* op,
                        int32_t n_args, const int32_t* args, const uint8_t* access, int32_t in, int32_t out) {
+  pu_kernel(p, k, name, node, op, n_args, args, access, in, out);
   kiln_program_kernel_t* kk = &p->kernels[k];
-  kk->name = pstr(p, name);
-  kk->node_name = pstr(p, node);
-  kk->op_type = pstr(p, op);
-  kk->n_args = n_args;
-  kk->args = palloc(p, sizeof(int32_t) * (size_t)n_args);
-  kk->access = palloc(p, (size_t)n_args);
-  memcpy(kk->args, args, sizeof(int32_t) * (size_t)n_args);
-  memcpy(kk->access, access, (size_t)n_args);
-  for (int d = 0; d < 3; ++d) {
+  for (int d = 0; d < 3; ++d) { /* distinct values, so a round trip that mixes them up shows */
     kk->groups[d] = 1 + d + k;
     kk->local[d] = 4 << d;
   }
   kk->flops = 1000 + k;
   kk->bytes = 4096 + 7 * k;
-  kk->inplace_in = in;
-  kk->inplace_out = out;
 }
 
 /* x[2,3] (input) + w[3] (const) -> t[2,3]; v = view of t as [6]; relu(v) ->
@@ -84,24 +44,24 @@ static void set_kernel(kiln_program_t* p, int32_t k, const char* name, const cha
 static kiln_program_t* make_program(kiln_program_target_t target) {
   kiln_program_t* p = NULL;
   if (!CHECK_OK(kiln_program_create(sys(), &p))) abort();
-  p->model_name = pstr(p, "tiny.onnx");
+  p->model_name = pu_str(p, "tiny.onnx");
   p->target = target;
-  p->precision = pstr(p, "fp32");
-  p->options = pstr(p, "-O1 threads=0 name=\"x y\"");
+  p->precision = pu_str(p, "fp32");
+  p->options = pu_str(p, "-O1 threads=0 name=\"x y\"");
 
   p->n_buffers = 7;
-  p->buffers = palloc(p, sizeof(kiln_program_buffer_t) * 7);
+  p->buffers = pu_alloc(p, sizeof(kiln_program_buffer_t) * 7);
   const int64_t d23[2] = {2, 3}, d3[1] = {3}, d6[1] = {6}, d5[3] = {1, 1, 5};
-  set_buffer(p, 0, "x", KILN_DTYPE_F32, KILN_PB_INPUT, 2, d23, -1, 0, 0, 0);
-  set_buffer(p, 1, "w", KILN_DTYPE_F32, KILN_PB_CONST, 1, d3, -1, 0, 0, 0);
-  set_buffer(p, 2, "t", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 2, d23, -1, 0, 1, 0);
-  set_buffer(p, 3, "v", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 1, d6, 2, 1, 1, 0);
-  set_buffer(p, 4, "y", KILN_DTYPE_F32, KILN_PB_OUTPUT, 1, d6, -1, 1, 1, 0);
-  set_buffer(p, 5, "k_i8", KILN_DTYPE_I8, KILN_PB_CONST, 3, d5, -1, -1, -1, 64);
-  set_buffer(p, 6, "scratch", KILN_DTYPE_I64, KILN_PB_TEMP, 1, d3, -1, 1, 1, 0);
+  pu_buffer(p, 0, "x", KILN_DTYPE_F32, KILN_PB_INPUT, 2, d23, -1, 0, 0, 0);
+  pu_buffer(p, 1, "w", KILN_DTYPE_F32, KILN_PB_CONST, 1, d3, -1, 0, 0, 0);
+  pu_buffer(p, 2, "t", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 2, d23, -1, 0, 1, 0);
+  pu_buffer(p, 3, "v", KILN_DTYPE_F32, KILN_PB_INTERMEDIATE, 1, d6, 2, 1, 1, 0);
+  pu_buffer(p, 4, "y", KILN_DTYPE_F32, KILN_PB_OUTPUT, 1, d6, -1, 1, 1, 0);
+  pu_buffer(p, 5, "k_i8", KILN_DTYPE_I8, KILN_PB_CONST, 3, d5, -1, -1, -1, 64);
+  pu_buffer(p, 6, "scratch", KILN_DTYPE_I64, KILN_PB_TEMP, 1, d3, -1, 1, 1, 0);
 
   p->n_kernels = 2;
-  p->kernels = palloc(p, sizeof(kiln_program_kernel_t) * 2);
+  p->kernels = pu_alloc(p, sizeof(kiln_program_kernel_t) * 2);
   const int32_t a0[3] = {0, 1, 2}, a1[3] = {3, 4, 6};
   const uint8_t c0[3] = {KILN_ARG_READ, KILN_ARG_READ, KILN_ARG_WRITE};
   const uint8_t c1[3] = {KILN_ARG_READ, KILN_ARG_WRITE, KILN_ARG_READ | KILN_ARG_WRITE};
@@ -109,40 +69,40 @@ static kiln_program_t* make_program(kiln_program_target_t target) {
   set_kernel(p, 1, "k1_relu", "relu/1", "Relu", 3, a1, c1, 0, 1);
 
   p->n_inputs = 1;
-  p->inputs = palloc(p, sizeof(int32_t));
-  p->input_names = palloc(p, sizeof(char*));
+  p->inputs = pu_alloc(p, sizeof(int32_t));
+  p->input_names = pu_alloc(p, sizeof(char*));
   p->inputs[0] = 0;
-  p->input_names[0] = pstr(p, "input:0");
+  p->input_names[0] = pu_str(p, "input:0");
   p->n_outputs = 1;
-  p->outputs = palloc(p, sizeof(int32_t));
-  p->output_names = palloc(p, sizeof(char*));
+  p->outputs = pu_alloc(p, sizeof(int32_t));
+  p->output_names = pu_alloc(p, sizeof(char*));
   p->outputs[0] = 4;
-  p->output_names[0] = pstr(p, "output/relu");
+  p->output_names[0] = pu_str(p, "output/relu");
 
   p->weights_len = 69;
-  p->weights = palloc(p, 69);
+  p->weights = pu_alloc(p, 69);
   for (int i = 0; i < 69; ++i) p->weights[i] = (uint8_t)(i * 37 + 11);
 
   kiln_program_code_t* c = &p->code;
   /* Vulkan keeps the GLSL as optional text; CPU splits its text in parts. */
   const char* src = "/* prelude */\nvoid k0_add(void){}\nvoid k1_relu(void){}\n/* end */\n";
-  c->text = pstr(p, src);
+  c->text = pu_str(p, src);
   c->text_len = strlen(src);
   if (target == KILN_PROGRAM_TARGET_CPU) {
     uint64_t u1 = (uint64_t)(strstr(src, "void k0") - src), u2 = (uint64_t)(strstr(src, "void k1") - src);
     uint64_t ep = (uint64_t)(strstr(src, "/* end") - src);
     const uint64_t parts[8] = {0, u1, u1, u2 - u1, u2, ep - u2, ep, c->text_len - ep};
     c->n_parts = 4;
-    c->parts = palloc(p, sizeof parts);
+    c->parts = pu_alloc(p, sizeof parts);
     memcpy(c->parts, parts, sizeof parts);
   }
   /* Vulkan needs one blob per kernel; the others carry blobs too, to check
    * they survive whatever the target. The second is empty. */
   c->n_blobs = 2;
-  c->blobs = palloc(p, sizeof(uint8_t*) * 2);
-  c->blob_lens = palloc(p, sizeof(uint64_t) * 2);
+  c->blobs = pu_alloc(p, sizeof(uint8_t*) * 2);
+  c->blob_lens = pu_alloc(p, sizeof(uint64_t) * 2);
   c->blob_lens[0] = 20;
-  c->blobs[0] = palloc(p, 20);
+  c->blobs[0] = pu_alloc(p, 20);
   for (int i = 0; i < 20; ++i) c->blobs[0][i] = (uint8_t)(0x03 + i * 5); /* NULs allowed in blobs */
   c->blobs[0][3] = 0;
   c->blob_lens[1] = 0;
