@@ -46,6 +46,16 @@ tir_buffer_t* tir_buffer(tir_ctx_t* c, const char* name, kiln_dtype_t dtype, int
   return b;
 }
 
+uint64_t tir_buffer_span_bytes(const tir_buffer_t* b) {
+  int64_t span = 1;
+  for (int32_t k = 0; k < b->rank; ++k) {
+    if (b->shape[k] <= 0) return 0;
+    int64_t st = b->strides[k] < 0 ? -b->strides[k] : b->strides[k];
+    span += (b->shape[k] - 1) * st;
+  }
+  return (uint64_t)span * kiln_dtype_size(b->dtype);
+}
+
 int64_t tir_buffer_numel(const tir_buffer_t* b) {
   int64_t n = 1;
   for (int32_t i = 0; i < b->rank; ++i) n *= b->shape[i];

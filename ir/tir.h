@@ -67,6 +67,9 @@ typedef struct tir_buffer_s {
 tir_buffer_t* tir_buffer(tir_ctx_t* c, const char* name, kiln_dtype_t dtype, int32_t rank,
                          const int64_t* shape, tir_scope_t scope);
 int64_t tir_buffer_numel(const tir_buffer_t* b);
+/* Bytes a buffer (or a strided view) touches: its furthest element + 1,
+ * times the element size; 0 when a dim is 0. */
+uint64_t tir_buffer_span_bytes(const tir_buffer_t* b);
 
 typedef struct tir_var_s {
   int32_t id;

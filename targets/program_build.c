@@ -16,16 +16,6 @@
 #include "targets/spirv/spirv_target.h"
 #endif
 
-static uint64_t span_bytes(const tir_buffer_t* b) {
-  int64_t span = 1;
-  for (int32_t k = 0; k < b->rank; ++k) {
-    if (b->shape[k] <= 0) return 0;
-    int64_t st = b->strides[k] < 0 ? -b->strides[k] : b->strides[k];
-    span += (b->shape[k] - 1) * st;
-  }
-  return (uint64_t)span * kiln_dtype_size(b->dtype);
-}
-
 static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
     [KILN_PLAN_INTERMEDIATE] = KILN_PB_INTERMEDIATE, [KILN_PLAN_CONST] = KILN_PB_CONST,
@@ -54,7 +44,7 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
     b->kind = kind_map[pb->kind];
     b->rank = pb->buf->rank;
     memcpy(b->shape, pb->buf->shape, sizeof(b->shape));
-    b->bytes = span_bytes(pb->buf);
+    b->bytes = tir_buffer_span_bytes(pb->buf);
     b->alias_of = pb->alias_of;
     b->first_use = b->last_use = -1;
   }
@@ -129,7 +119,7 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
       int acc = tir_func_buffer_access(f, f->params[j]);
       kk->access[j] = (uint8_t)(((acc & TIR_ACCESS_LOAD) || !acc ? KILN_ARG_READ : 0) |
                                 ((acc & TIR_ACCESS_STORE) ? KILN_ARG_WRITE : 0));
-      uint64_t sb = span_bytes(f->params[j]);
+      uint64_t sb = tir_buffer_span_bytes(f->params[j]);
       kk->bytes += (int64_t)sb * (((kk->access[j] & KILN_ARG_READ) ? 1 : 0) +
                                   ((kk->access[j] & KILN_ARG_WRITE) ? 1 : 0));
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/module_file.h"
 #include "runtime/program.h"
 #include "testing.h"
 
@@ -58,6 +59,25 @@ static inline void pu_kernel(kiln_program_t* p, int32_t k, const char* name, con
   for (int d = 0; d < 3; ++d) kk->groups[d] = kk->local[d] = 1;
   kk->inplace_in = in;
   kk->inplace_out = out;
+}
+
+/* Offset of the payload of section |tag| in a module's bytes (the layout of
+ * runtime/module_file.h: 16-byte section heads, 8-byte aligned), or 0. */
+static inline size_t pu_find_section(const uint8_t* b, size_t n, uint32_t tag, uint64_t* out_len) {
+  size_t off = KILN_MODULE_HEADER_LEN;
+  while (off + 16 <= n) {
+    uint32_t t;
+    uint64_t len;
+    memcpy(&t, b + off, 4);
+    memcpy(&len, b + off + 8, 8);
+    if (t == tag) {
+      if (out_len) *out_len = len;
+      return off + 16;
+    }
+    off += 16 + (size_t)len;
+    off += (8 - off % 8) % 8;
+  }
+  return 0;
 }
 
 #endif /* KILN_TESTS_PROGRAM_UTIL_H_ */

@@ -93,22 +93,6 @@ static uint8_t* valid_bytes(size_t* out_len) {
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static size_t find_section(const uint8_t* b, size_t n, uint32_t tag, uint64_t* out_len) {
-  size_t off = KILN_MODULE_HEADER_LEN;
-  while (off + 16 <= n) {
-    uint32_t t;
-    uint64_t len;
-    memcpy(&t, b + off, 4);
-    memcpy(&len, b + off + 8, 8);
-    if (t == tag) {
-      if (out_len) *out_len = len;
-      return off + 16;
-    }
-    off += 16 + (size_t)len;
-    off += (8 - off % 8) % 8;
-  }
-  return 0;
-}
 
 static void put32(uint8_t* b, size_t at, uint32_t v) { memcpy(b + at, &v, 4); }
 static void put64(uint8_t* b, size_t at, uint64_t v) { memcpy(b + at, &v, 8); }
@@ -397,11 +381,11 @@ static void test_huge_counts(void) {
   size_t len;
   uint8_t* v = valid_bytes(&len);
   uint64_t blen = 0, klen = 0, iolen = 0, wlen = 0, clen = 0;
-  size_t bufs = find_section(v, len, KILN_MODULE_TAG_BUFS, &blen);
-  size_t kern = find_section(v, len, KILN_MODULE_TAG_KERN, &klen);
-  size_t io = find_section(v, len, KILN_MODULE_TAG_IO, &iolen);
-  size_t wght = find_section(v, len, KILN_MODULE_TAG_WGHT, &wlen);
-  size_t code = find_section(v, len, KILN_MODULE_TAG_CODE, &clen);
+  size_t bufs = pu_find_section(v, len, KILN_MODULE_TAG_BUFS, &blen);
+  size_t kern = pu_find_section(v, len, KILN_MODULE_TAG_KERN, &klen);
+  size_t io = pu_find_section(v, len, KILN_MODULE_TAG_IO, &iolen);
+  size_t wght = pu_find_section(v, len, KILN_MODULE_TAG_WGHT, &wlen);
+  size_t code = pu_find_section(v, len, KILN_MODULE_TAG_CODE, &clen);
   CHECK(bufs && kern && io && wght && code);
   if (!(bufs && kern && io && wght && code)) return;
 

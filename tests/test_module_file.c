@@ -162,23 +162,6 @@ static void check_same_program(const kiln_program_t* a, const kiln_program_t* b)
   }
 }
 
-/* Offset of the payload of section |tag| in a module's bytes, or 0. */
-static size_t find_section(const uint8_t* b, size_t n, uint32_t tag, uint64_t* out_len) {
-  size_t off = KILN_MODULE_HEADER_LEN;
-  while (off + 16 <= n) {
-    uint32_t t;
-    uint64_t len;
-    memcpy(&t, b + off, 4);
-    memcpy(&len, b + off + 8, 8);
-    if (t == tag) {
-      if (out_len) *out_len = len;
-      return off + 16;
-    }
-    off += 16 + (size_t)len;
-    off += (8 - off % 8) % 8;
-  }
-  return 0;
-}
 
 /* ---- tests ----------------------------------------------------------------- */
 
@@ -208,7 +191,7 @@ static void round_trip(kiln_program_target_t target) {
 
   /* Weights start at a multiple of 64 in the file. */
   uint64_t wlen = 0;
-  size_t w = find_section(bytes, len, KILN_MODULE_TAG_WGHT, &wlen);
+  size_t w = pu_find_section(bytes, len, KILN_MODULE_TAG_WGHT, &wlen);
   CHECK(w != 0);
   if (w) {
     uint32_t pad;

@@ -27,18 +27,6 @@ static const char* bname(const kiln_plan_t* p, int32_t b) {
   return p->buffers[b].buf && p->buffers[b].buf->name ? p->buffers[b].buf->name : "?";
 }
 
-/* Bytes a buffer view touches: the furthest element + 1 (strides may be
- * non-row-major for views). */
-static size_t span_bytes(const tir_buffer_t* b) {
-  int64_t span = 1;
-  for (int32_t k = 0; k < b->rank; ++k) {
-    if (b->shape[k] <= 0) return 0;
-    int64_t st = b->strides[k] < 0 ? -b->strides[k] : b->strides[k];
-    span += (b->shape[k] - 1) * st;
-  }
-  return (size_t)span * kiln_dtype_size(b->dtype);
-}
-
 static kiln_status_t alloc_buffers(kiln_cpu_exec_t* e) {
   const kiln_plan_t* p = e->plan;
   int32_t n = p->n_buffers;
@@ -55,7 +43,7 @@ static kiln_status_t alloc_buffers(kiln_cpu_exec_t* e) {
     if (pb->buf->dtype <= KILN_DTYPE_UNDEFINED || pb->buf->dtype >= KILN_DTYPE_COUNT_)
       return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: plan buffer '%s' has no dtype",
                               bname(p, i));
-    e->bytes[i] = span_bytes(pb->buf);
+    e->bytes[i] = (size_t)tir_buffer_span_bytes(pb->buf);
     if (kiln_cpu_root(p, i) < 0)
       return kiln_make_status(KILN_INVALID_ARGUMENT,
                               "cpu: plan buffer '%s' has a broken alias chain", bname(p, i));
@@ -118,12 +106,12 @@ static kiln_status_t build_args(kiln_cpu_exec_t* e) {
       int32_t b = p->kernels[k].args[j];
       const tir_buffer_t* param = f->params[j];
       /* The kernel indexes with its parameter's shape/strides: it must fit. */
-      if (param->dtype != p->buffers[b].buf->dtype || span_bytes(param) > e->bytes[b])
+      if (param->dtype != p->buffers[b].buf->dtype || (size_t)tir_buffer_span_bytes(param) > e->bytes[b])
         return kiln_make_status(KILN_INVALID_ARGUMENT,
                                 "cpu: kernel '%s': parameter '%s' (%s, %zu bytes) does not fit "
                                 "plan buffer '%s' (%s, %zu bytes)",
                                 f->name, param->name, kiln_dtype_name(param->dtype),
-                                span_bytes(param), bname(p, b),
+                                (size_t)tir_buffer_span_bytes(param), bname(p, b),
                                 kiln_dtype_name(p->buffers[b].buf->dtype), e->bytes[b]);
       e->args[k][j] = e->mem[b];
     }
