@@ -143,6 +143,21 @@ static kiln_status_t make_slot(kiln_session_t* s, kiln_session_slot_t* sl, int32
                                                     : sl->arena; /* empty buffer */
       if (!args[j]) args[j] = sl->arena;
     }
+    /* Arguments at one arena offset (an in-place pair, a view and its root)
+     * get one view object, the widest (ties: the first): OpenCL leaves a
+     * kernel that writes through one of two overlapping sub-buffers
+     * undefined. */
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      uint64_t oj = s->mp.offsets[kk->args[j]];
+      int32_t best = j;
+      if (oj == UINT64_MAX || args[j] == sl->arena) continue;
+      for (int32_t i = 0; i < kk->n_args; ++i) {
+        uint64_t bi = p->buffers[kk->args[i]].bytes, bb = p->buffers[kk->args[best]].bytes;
+        if (s->mp.offsets[kk->args[i]] == oj && sl->views[kk->args[i]] && (bi > bb || (bi == bb && i < best)))
+          best = i;
+      }
+      args[j] = sl->views[kk->args[best]];
+    }
     if (s->barrier_before[k]) st = d->vt->cmd_barrier(d, sl->cmd);
     if (!st && nts) st = d->vt->cmd_timestamp(d, sl->cmd, 2 * k);
     if (!st) st = d->vt->cmd_dispatch(d, sl->cmd, k, args, kk->n_args);
