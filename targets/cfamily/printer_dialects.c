@@ -232,6 +232,10 @@ static const char opencl_prelude[] =
     "  return b == 0 ? 0 : b == -1 ? (long)(0ul - (ulong)a) : a / b;\n"
     "}\n"
     "KILN_INLINE long kiln_iabs(long a) { return a < 0 ? (long)(0ul - (ulong)a) : a; }\n"
+    "/* Integer min/max over operands of any int width: the builtin min/max\n"
+    "   are ambiguous for (int, long). */\n"
+    "KILN_INLINE long kiln_imin(long a, long b) { return a < b ? a : b; }\n"
+    "KILN_INLINE long kiln_imax(long a, long b) { return a > b ? a : b; }\n"
     "KILN_INLINE float kiln_sigmoidf(float v) {\n"
     "  if (v >= 0.0f) return 1.0f / (1.0f + exp(-v));\n"
     "  float e = exp(v);\n"
@@ -286,8 +290,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
     .fmax_f = "kiln_fmaxf($1, $2)",
     .ffloordiv = "kiln_ffloordiv($1, $2)",
     .ffloormod = "kiln_ffloormod($1, $2)",
-    .imin = "min($1, $2)",
-    .imax = "max($1, $2)",
+    .imin = "kiln_imin($1, $2)",
+    .imax = "kiln_imax($1, $2)",
     .floordiv = "kiln_floordiv($1, $2)",
     .floormod = "kiln_floormod($1, $2)",
     .idiv32 = "kiln_idiv32($1, $2)",

@@ -1,0 +1,47 @@
+# OpenCL target: the OpenCL C emitter (targets/opencl), the OpenCL runtime
+# device (runtime/opencl), the hand-tuned kernels (kernels/opencl/*.cl,
+# embedded at build time) and the sgemm benchmark (vs CLBlast when found).
+# Included by the top-level CMakeLists.txt; without OpenCL headers + ICD
+# loader kiln builds without the target (KILN_HAVE_OPENCL undefined).
+if(NOT KILN_ENABLE_OPENCL)
+  return()
+endif()
+find_package(OpenCL QUIET)
+if(NOT OpenCL_FOUND)
+  message(STATUS "kiln: OpenCL target off (no OpenCL headers / ICD loader: ocl-icd-opencl-dev, opencl-headers)")
+  return()
+endif()
+message(STATUS "kiln: OpenCL target on (${OpenCL_LIBRARIES}, OpenCL ${OpenCL_VERSION_STRING})")
+
+file(GLOB KILN_OPENCL_KERNELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/opencl/*.cl)
+kiln_embed_sources(KILN_OPENCL_EMBEDDED kiln_cl_ ${KILN_OPENCL_KERNELS})
+file(GLOB KILN_OPENCL_TARGET_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/targets/opencl/*.c)
+file(GLOB KILN_OPENCL_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/opencl/*.c)
+
+target_sources(kiln PRIVATE ${KILN_OPENCL_TARGET_SOURCES} ${KILN_OPENCL_RT_SOURCES}
+               ${KILN_OPENCL_EMBEDDED})
+target_compile_definitions(kiln PUBLIC KILN_HAVE_OPENCL=1)
+target_link_libraries(kiln PUBLIC OpenCL::OpenCL)
+
+# The runtime-only library runs OpenCL source from a module file: the device
+# only (the emitter and its kernel templates are compile-time pieces).
+if(TARGET kiln_rt)
+  target_sources(kiln_rt PRIVATE ${KILN_OPENCL_RT_SOURCES})
+  target_compile_definitions(kiln_rt PUBLIC KILN_HAVE_OPENCL=1)
+  target_link_libraries(kiln_rt PUBLIC OpenCL::OpenCL)
+endif()
+
+# sgemm on the OpenCL device: our GEMM template vs CLBlast (optional).
+find_library(KILN_CLBLAST_LIB NAMES clblast)
+find_path(KILN_CLBLAST_INCLUDE clblast_c.h)
+if(EXISTS ${CMAKE_SOURCE_DIR}/bench/opencl_sgemm.c)
+  add_executable(kiln_bench_opencl_sgemm ${CMAKE_SOURCE_DIR}/bench/opencl_sgemm.c)
+  target_link_libraries(kiln_bench_opencl_sgemm PRIVATE kiln)
+  if(KILN_CLBLAST_LIB AND KILN_CLBLAST_INCLUDE)
+    target_compile_definitions(kiln_bench_opencl_sgemm PRIVATE KILN_HAVE_CLBLAST=1)
+    target_include_directories(kiln_bench_opencl_sgemm PRIVATE ${KILN_CLBLAST_INCLUDE})
+    target_link_libraries(kiln_bench_opencl_sgemm PRIVATE ${KILN_CLBLAST_LIB})
+  else()
+    message(STATUS "kiln: CLBlast not found (libclblast-dev): the OpenCL sgemm bench runs without it")
+  endif()
+endif()

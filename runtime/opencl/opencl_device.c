@@ -1,0 +1,856 @@
+/* kiln OpenCL device (see opencl_device.h). */
+#define CL_TARGET_OPENCL_VERSION 120
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include "runtime/opencl/opencl_device.h"
+
+#include <CL/cl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/opencl/opencl_util.h"
+
+/* ---- objects ------------------------------------------------------------ */
+
+typedef struct ocl_device_s {
+  kiln_device_t base; /* first */
+  cl_platform_id platform;
+  cl_device_id dev;
+  cl_context ctx;
+  cl_command_queue q;
+  int32_t index;
+  char version[128];  /* CL_DEVICE_VERSION */
+  bool lost;
+} ocl_device_t;
+
+struct kiln_device_buffer_s {
+  cl_mem mem;          /* NULL for an empty view */
+  uint64_t bytes;
+  uint64_t root_offset; /* offset in the root buffer (views) */
+  struct kiln_device_buffer_s* root; /* NULL for a root buffer */
+};
+
+typedef struct ocl_kernel_s {
+  cl_kernel k;
+  char* name;
+  int32_t n_args;
+  size_t global[3], local[3];
+} ocl_kernel_t;
+
+struct kiln_device_executable_s {
+  cl_program prog;
+  int32_t n_kernels;
+  ocl_kernel_t* kernels;
+  kiln_opencl_build_stats_t stats;
+};
+
+typedef enum op_kind_e { OP_DISPATCH, OP_BARRIER, OP_TIMESTAMP } op_kind_t;
+
+typedef struct op_s {
+  op_kind_t kind;
+  int32_t kernel, slot; /* DISPATCH: kernel; TIMESTAMP: slot */
+  int32_t first_arg, n_args; /* into cmd->args */
+} op_t;
+
+struct kiln_device_cmd_s {
+  kiln_device_executable_t* exe;
+  op_t* ops;
+  int32_t n_ops, cap_ops;
+  cl_mem* args;
+  int32_t n_args, cap_args;
+  int32_t max_ts;
+  cl_event* ts;  /* per slot: marker of the last submission (or NULL) */
+  cl_event last; /* end marker of the last submission */
+  bool ended;
+};
+
+static const kiln_device_vtable_t ocl_vtable;
+
+static ocl_device_t* D(kiln_device_t* d) { return (ocl_device_t*)d; }
+
+/* ---- errors ------------------------------------------------------------- */
+
+static kiln_status_t lost_status(const ocl_device_t* d) {
+  return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: device lost", d->index,
+                          d->base.info.name);
+}
+
+/* A failed CL call. CL_DEVICE_NOT_AVAILABLE (and a context that went away)
+ * means the device is gone: remember it so every later call says so. */
+static kiln_status_t cl_fail(ocl_device_t* d, cl_int err, const char* call, const char* what) {
+  if (err == CL_DEVICE_NOT_AVAILABLE || err == CL_INVALID_CONTEXT || err == -9999 /* NV */) {
+    d->lost = true;
+    return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: device lost (%s%s%s: %s)", d->index,
+                            d->base.info.name, call, what ? " " : "", what ? what : "",
+                            kiln_cl_error_name(err));
+  }
+  return kiln_make_status(KILN_DEVICE_ERROR, "opencl: %s%s%s: %s", call, what ? " " : "",
+                          what ? what : "", kiln_cl_error_name(err));
+}
+
+#define CHECK_LOST(d) \
+  do {                \
+    if ((d)->lost) return lost_status(d); \
+  } while (0)
+
+/* ---- listing and creation ----------------------------------------------- */
+
+typedef struct dev_ref_s {
+  cl_platform_id platform;
+  cl_device_id dev;
+} dev_ref_t;
+
+/* All (platform, device) pairs in order. Returns the count, or a negative
+ * CL error when there is no platform. */
+static cl_int enumerate(dev_ref_t* out, int32_t cap, int32_t* n_out) {
+  cl_uint np = 0;
+  *n_out = 0;
+  cl_int err = clGetPlatformIDs(0, NULL, &np);
+  if (err != CL_SUCCESS) return err;
+  if (np == 0) return CL_PLATFORM_NOT_FOUND_KHR_;
+  cl_platform_id plats[16];
+  if (np > 16) np = 16;
+  err = clGetPlatformIDs(np, plats, NULL);
+  if (err != CL_SUCCESS) return err;
+  int32_t n = 0;
+  for (cl_uint i = 0; i < np; ++i) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS) continue;
+    cl_device_id devs[32];
+    if (nd > 32) nd = 32;
+    if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, nd, devs, NULL) != CL_SUCCESS) continue;
+    for (cl_uint j = 0; j < nd; ++j) {
+      if (n < cap) {
+        out[n].platform = plats[i];
+        out[n].dev = devs[j];
+      }
+      ++n;
+    }
+  }
+  *n_out = n;
+  return CL_SUCCESS;
+}
+
+int32_t kiln_opencl_device_count(void) {
+  dev_ref_t refs[64];
+  int32_t n = 0;
+  if (enumerate(refs, 64, &n) != CL_SUCCESS) return 0;
+  return n;
+}
+
+static void dev_str(cl_device_id dev, cl_device_info what, char* buf, size_t n) {
+  buf[0] = 0;
+  if (clGetDeviceInfo(dev, what, n, buf, NULL) != CL_SUCCESS) buf[0] = 0;
+  buf[n - 1] = 0;
+}
+
+static uint64_t dev_u64(cl_device_id dev, cl_device_info what) {
+  cl_ulong v = 0;
+  if (clGetDeviceInfo(dev, what, sizeof v, &v, NULL) != CL_SUCCESS) return 0;
+  return v;
+}
+
+static uint32_t dev_u32(cl_device_id dev, cl_device_info what) {
+  cl_uint v = 0;
+  if (clGetDeviceInfo(dev, what, sizeof v, &v, NULL) != CL_SUCCESS) return 0;
+  return v;
+}
+
+static bool dev_has_ext(cl_device_id dev, const char* ext) {
+  size_t n = 0;
+  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || n == 0) return false;
+  char* s = malloc(n + 1);
+  if (!s) return false;
+  bool has = false;
+  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS) {
+    s[n] = 0;
+    size_t l = strlen(ext);
+    for (const char* p = s; (p = strstr(p, ext)) != NULL; p += l)
+      if ((p == s || p[-1] == ' ') && (p[l] == ' ' || p[l] == 0)) has = true;
+  }
+  free(s);
+  return has;
+}
+
+kiln_status_t kiln_opencl_list_devices(FILE* out) {
+  dev_ref_t refs[64];
+  int32_t n = 0;
+  cl_int err = enumerate(refs, 64, &n);
+  if (err != CL_SUCCESS) {
+    fprintf(out, "opencl: no OpenCL platform / ICD (%s)\n", kiln_cl_error_name(err));
+    return kiln_make_status(KILN_NOT_FOUND, "opencl: no OpenCL platform / ICD (clGetPlatformIDs: %s)",
+                            kiln_cl_error_name(err));
+  }
+  if (n == 0) fprintf(out, "opencl: no devices\n");
+  for (int32_t i = 0; i < n && i < 64; ++i) {
+    char plat[256] = "", name[256] = "", ver[256] = "", drv[128] = "";
+    if (clGetPlatformInfo(refs[i].platform, CL_PLATFORM_NAME, sizeof plat, plat, NULL) != CL_SUCCESS)
+      plat[0] = 0;
+    plat[sizeof plat - 1] = 0;
+    dev_str(refs[i].dev, CL_DEVICE_NAME, name, sizeof name);
+    dev_str(refs[i].dev, CL_DEVICE_VERSION, ver, sizeof ver);
+    dev_str(refs[i].dev, CL_DRIVER_VERSION, drv, sizeof drv);
+    fprintf(out,
+            "opencl:%d  platform \"%s\"  device \"%s\"  %s (driver %s)  %u compute units  "
+            "%.1f GiB global (max alloc %.1f GiB)  fp16 %s  base-address alignment %u bytes\n",
+            (int)i, plat, name, ver, drv, dev_u32(refs[i].dev, CL_DEVICE_MAX_COMPUTE_UNITS),
+            (double)dev_u64(refs[i].dev, CL_DEVICE_GLOBAL_MEM_SIZE) / (1024.0 * 1024 * 1024),
+            (double)dev_u64(refs[i].dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE) / (1024.0 * 1024 * 1024),
+            dev_has_ext(refs[i].dev, "cl_khr_fp16") ? "yes" : "no",
+            dev_u32(refs[i].dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+  }
+  return NULL;
+}
+
+bool kiln_opencl_is_device(const kiln_device_t* d) { return d && d->vt == &ocl_vtable; }
+
+kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln_device_t** out) {
+  dev_ref_t refs[64];
+  int32_t n = 0;
+  cl_int err = enumerate(refs, 64, &n);
+  if (err != CL_SUCCESS)
+    return kiln_make_status(KILN_NOT_FOUND, "opencl: no OpenCL platform / ICD (clGetPlatformIDs: %s)",
+                            kiln_cl_error_name(err));
+  if (index < 0 || index >= n || index >= 64)
+    return kiln_make_status(KILN_NOT_FOUND, "opencl: device %d not found (%d device%s)", (int)index,
+                            (int)n, n == 1 ? "" : "s");
+  ocl_device_t* d = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof *d, "opencl", (void**)&d), "opencl device");
+  memset(d, 0, sizeof *d);
+  kiln_device_init_base(&d->base, &ocl_vtable, al);
+  d->platform = refs[index].platform;
+  d->dev = refs[index].dev;
+  d->index = index;
+  kiln_device_info_t* info = &d->base.info;
+  snprintf(info->api, sizeof info->api, "opencl");
+  dev_str(d->dev, CL_DEVICE_NAME, info->name, sizeof info->name);
+  char drv[128], pver[128];
+  dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
+  dev_str(d->dev, CL_DEVICE_VERSION, d->version, sizeof d->version);
+  if (clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, sizeof pver, pver, NULL) != CL_SUCCESS)
+    pver[0] = 0;
+  pver[sizeof pver - 1] = 0;
+  snprintf(info->driver, sizeof info->driver, "%s, driver %s", pver, drv);
+  info->fp16_storage = true; /* vload_half / vstore_half are core OpenCL */
+  info->fp16_arith = dev_has_ext(d->dev, "cl_khr_fp16");
+  info->int8 = true;
+  info->timestamps = true;
+  info->max_alloc_bytes = dev_u64(d->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  info->total_bytes = dev_u64(d->dev, CL_DEVICE_GLOBAL_MEM_SIZE);
+  uint64_t align = dev_u32(d->dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8; /* bits -> bytes */
+  if (align == 0 || (align & (align - 1))) align = 128;
+  info->buffer_alignment = align;
+  size_t wg = 0;
+  if (clGetDeviceInfo(d->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS) wg = 1;
+  info->max_workgroup_size = (int64_t)wg;
+  info->subgroup_size = 0;
+  info->compute_units = (int32_t)dev_u32(d->dev, CL_DEVICE_MAX_COMPUTE_UNITS);
+
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+  d->ctx = clCreateContext(props, 1, &d->dev, NULL, NULL, &err);
+  if (!d->ctx || err != CL_SUCCESS) {
+    kiln_allocator_free(al, d);
+    return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateContext: %s", (int)index,
+                            info->name, kiln_cl_error_name(err));
+  }
+  d->q = clCreateCommandQueue(d->ctx, d->dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (!d->q || err != CL_SUCCESS) {
+    clReleaseContext(d->ctx);
+    kiln_allocator_free(al, d);
+    return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateCommandQueue: %s", (int)index,
+                            info->name, kiln_cl_error_name(err));
+  }
+  *out = &d->base;
+  return NULL;
+}
+
+static void ocl_destroy(kiln_device_t* base) {
+  ocl_device_t* d = D(base);
+  if (d->q) {
+    clFinish(d->q);
+    clReleaseCommandQueue(d->q);
+  }
+  if (d->ctx) clReleaseContext(d->ctx);
+  kiln_allocator_free(d->base.allocator, d);
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static kiln_status_t alloc_fail(ocl_device_t* d, cl_int err, uint64_t bytes, const char* what) {
+  if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+      err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE)
+    return kiln_make_status(KILN_OUT_OF_MEMORY,
+                            "opencl:%d %s: cannot allocate %" PRIu64 " bytes for %s (%s)", d->index,
+                            d->base.info.name, bytes, what ? what : "a buffer",
+                            kiln_cl_error_name(err));
+  return cl_fail(d, err, "clCreateBuffer", what);
+}
+
+static kiln_status_t ocl_buffer_create(kiln_device_t* base, uint64_t bytes, const char* what,
+                                       kiln_device_buffer_t** out) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (bytes > d->base.info.max_alloc_bytes)
+    return kiln_make_status(KILN_OUT_OF_MEMORY,
+                            "opencl:%d %s: cannot allocate %" PRIu64 " bytes for %s: larger than "
+                            "the device's largest buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE %" PRIu64
+                            " bytes)",
+                            d->index, d->base.info.name, bytes, what ? what : "a buffer",
+                            d->base.info.max_alloc_bytes);
+  kiln_device_buffer_t* b = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *b, "opencl", (void**)&b),
+                       "opencl buffer %s", what ? what : "");
+  memset(b, 0, sizeof *b);
+  b->bytes = bytes;
+  /* OpenCL has no empty buffers: a 0-byte buffer gets one byte. */
+  const size_t n = bytes ? (size_t)bytes : 1;
+  cl_int err = CL_SUCCESS;
+  b->mem = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  if (!b->mem || err != CL_SUCCESS) {
+    kiln_allocator_free(d->base.allocator, b);
+    return alloc_fail(d, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE, bytes, what);
+  }
+  const cl_uchar zero = 0;
+  err = clEnqueueFillBuffer(d->q, b->mem, &zero, 1, 0, n, 0, NULL, NULL);
+  if (err == CL_SUCCESS) err = clFinish(d->q);
+  if (err != CL_SUCCESS) {
+    clReleaseMemObject(b->mem);
+    kiln_allocator_free(d->base.allocator, b);
+    /* PoCL and others allocate lazily: the first use is where memory runs out. */
+    return alloc_fail(d, err, bytes, what);
+  }
+  *out = b;
+  return NULL;
+}
+
+static kiln_status_t ocl_view_create(kiln_device_t* base, kiln_device_buffer_t* parent,
+                                     uint64_t offset, uint64_t bytes, kiln_device_buffer_t** out) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (!parent || offset > parent->bytes || bytes > parent->bytes - offset)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "opencl: view [%" PRIu64 ", +%" PRIu64 ") outside its %" PRIu64
+                            "-byte buffer",
+                            offset, bytes, parent ? parent->bytes : 0);
+  kiln_device_buffer_t* root = parent->root ? parent->root : parent;
+  const uint64_t at = parent->root_offset + offset;
+  if (at % d->base.info.buffer_alignment)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl: view offset %" PRIu64 " is not a multiple of the device's "
+                            "base-address alignment (%" PRIu64 " bytes)",
+                            at, d->base.info.buffer_alignment);
+  kiln_device_buffer_t* v = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *v, "opencl", (void**)&v), "opencl view");
+  memset(v, 0, sizeof *v);
+  v->bytes = bytes;
+  v->root = root;
+  v->root_offset = at;
+  if (bytes > 0) {
+    cl_buffer_region r = {(size_t)at, (size_t)bytes};
+    cl_int err = CL_SUCCESS;
+    v->mem = clCreateSubBuffer(root->mem, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    if (!v->mem || err != CL_SUCCESS) {
+      kiln_allocator_free(d->base.allocator, v);
+      if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+          err == CL_OUT_OF_HOST_MEMORY)
+        return kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: cannot create a %" PRIu64
+                                "-byte view at offset %" PRIu64 ": %s",
+                                bytes, at, kiln_cl_error_name(err));
+      return cl_fail(d, err, "clCreateSubBuffer", NULL);
+    }
+  } else {
+    /* An empty view is never read or written; kernels still need a cl_mem. */
+    v->mem = root->mem;
+    clRetainMemObject(v->mem);
+  }
+  *out = v;
+  return NULL;
+}
+
+static void ocl_buffer_destroy(kiln_device_t* base, kiln_device_buffer_t* b) {
+  if (!b) return;
+  if (b->mem) clReleaseMemObject(b->mem);
+  kiln_allocator_free(base->allocator, b);
+}
+
+static kiln_status_t check_range(const kiln_device_buffer_t* b, uint64_t offset, uint64_t bytes,
+                                 const char* what) {
+  if (!b || offset > b->bytes || bytes > b->bytes - offset)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "opencl: %s of [%" PRIu64 ", +%" PRIu64 ") outside a %" PRIu64
+                            "-byte buffer",
+                            what, offset, bytes, b ? b->bytes : 0);
+  return NULL;
+}
+
+static kiln_status_t ocl_buffer_write(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t offset,
+                                      const void* src, uint64_t bytes) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  KILN_RETURN_IF_ERROR(check_range(b, offset, bytes, "write"));
+  if (bytes == 0) return NULL;
+  cl_int err = clEnqueueWriteBuffer(d->q, b->mem, CL_TRUE, (size_t)offset, (size_t)bytes, src, 0,
+                                    NULL, NULL);
+  if (err != CL_SUCCESS) return cl_fail(d, err, "clEnqueueWriteBuffer", NULL);
+  return NULL;
+}
+
+static kiln_status_t ocl_buffer_read(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t offset,
+                                     void* dst, uint64_t bytes) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  KILN_RETURN_IF_ERROR(check_range(b, offset, bytes, "read"));
+  if (bytes == 0) return NULL;
+  cl_int err = clEnqueueReadBuffer(d->q, b->mem, CL_TRUE, (size_t)offset, (size_t)bytes, dst, 0,
+                                   NULL, NULL);
+  if (err != CL_SUCCESS) return cl_fail(d, err, "clEnqueueReadBuffer", NULL);
+  return NULL;
+}
+
+/* ---- executables -------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char* build_log(ocl_device_t* d, cl_program prog) {
+  size_t n = 0;
+  if (clGetProgramBuildInfo(prog, d->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS) n = 0;
+  char* log = malloc(n + 1);
+  if (!log) return NULL;
+  log[0] = 0;
+  if (n && clGetProgramBuildInfo(prog, d->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL) != CL_SUCCESS)
+    log[0] = 0;
+  log[n] = 0;
+  return log;
+}
+
+/* Builds |prog| (from source or binary); on failure a status with the log. */
+static kiln_status_t build_program(ocl_device_t* d, cl_program prog, const kiln_program_t* p,
+                                   const char* source, bool from_binary) {
+  cl_int err = clBuildProgram(prog, 1, &d->dev, KILN_OPENCL_BUILD_OPTIONS, NULL, NULL);
+  if (err == CL_SUCCESS) return NULL;
+  if (err != CL_BUILD_PROGRAM_FAILURE && err != CL_INVALID_BINARY && err != CL_COMPILER_NOT_AVAILABLE)
+    return cl_fail(d, err, "clBuildProgram", p->model_name);
+  char* log = build_log(d, prog);
+  char kernel[256];
+  kiln_opencl_kernel_at_error(source, log ? log : "", kernel, sizeof kernel);
+  kiln_status_t s = kiln_make_status(
+      KILN_INVALID_ARGUMENT, "opencl: build of '%s'%s failed for %s (kernel %s): %s:\n%s",
+      p->model_name && *p->model_name ? p->model_name : "program", from_binary ? " (binary)" : "",
+      d->base.info.name, kernel, kiln_cl_error_name(err), log && *log ? log : "(empty build log)");
+  free(log);
+  return s;
+}
+
+static void free_executable(ocl_device_t* d, kiln_device_executable_t* e) {
+  if (!e) return;
+  for (int32_t k = 0; k < e->n_kernels; ++k) {
+    if (e->kernels[k].k) clReleaseKernel(e->kernels[k].k);
+    kiln_allocator_free(d->base.allocator, e->kernels[k].name);
+  }
+  kiln_allocator_free(d->base.allocator, e->kernels);
+  if (e->prog) clReleaseProgram(e->prog);
+  kiln_allocator_free(d->base.allocator, e);
+}
+
+/* The program from the cache entry at |path|: NULL (no status) when there
+ * is none or it is unusable (then deleted with a warning). */
+static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p, const char* path,
+                              const char* source, bool* rejected) {
+  uint8_t* bin = NULL;
+  size_t len = 0;
+  kiln_status_t s = kiln_opencl_cache_read(path, &bin, &len);
+  if (!s && !bin) return NULL; /* no entry */
+  cl_program prog = NULL;
+  if (!s) {
+    cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
+    const unsigned char* bp = bin;
+    prog = clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bp, &bst, &err);
+    if (!prog || err != CL_SUCCESS || bst != CL_SUCCESS) {
+      s = kiln_make_status(KILN_PARSE_ERROR, "clCreateProgramWithBinary: %s",
+                           kiln_cl_error_name(err != CL_SUCCESS ? err : bst));
+      if (prog) clReleaseProgram(prog);
+      prog = NULL;
+    } else {
+      s = build_program(d, prog, p, source, true);
+      if (s) {
+        clReleaseProgram(prog);
+        prog = NULL;
+      }
+    }
+  }
+  free(bin);
+  if (s) {
+    fprintf(stderr, "kiln: warning: opencl cache: ignoring unusable entry '%s': %s\n", path,
+            kiln_status_message(s));
+    kiln_status_free(s);
+    unlink(path);
+    *rejected = true;
+  }
+  return prog;
+}
+
+static void store_cached(ocl_device_t* d, cl_program prog, const char* path) {
+  size_t len = 0;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len)
+    return;
+  unsigned char* bin = malloc(len);
+  if (!bin) return;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+    kiln_status_t s = kiln_opencl_cache_write(path, bin, len);
+    if (s) {
+      /* A cache that cannot be written only costs time next run. */
+      fprintf(stderr, "kiln: warning: opencl cache: %s\n", kiln_status_message(s));
+      kiln_status_free(s);
+    }
+  }
+  free(bin);
+}
+
+static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_program_t* p,
+                                           const kiln_device_build_options_t* o,
+                                           kiln_device_executable_t** out) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  const double t0 = now_s();
+  const char* source = p->code.text;
+  if (!source || p->code.text_len == 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: program '%s' has no OpenCL source",
+                            p->model_name ? p->model_name : "");
+  if (o && o->dump_dir && *o->dump_dir)
+    KILN_RETURN_IF_ERROR(kiln_opencl_dump_source(o->dump_dir, p->model_name, source,
+                                                 (size_t)p->code.text_len));
+  kiln_device_executable_t* e = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *e, "opencl", (void**)&e), "opencl executable");
+  memset(e, 0, sizeof *e);
+  kiln_status_t s = NULL;
+  if (p->n_kernels > 0) {
+    s = kiln_allocator_malloc(d->base.allocator, sizeof *e->kernels * (size_t)p->n_kernels,
+                              "opencl kernels", (void**)&e->kernels);
+    if (s) {
+      kiln_allocator_free(d->base.allocator, e);
+      return s;
+    }
+    memset(e->kernels, 0, sizeof *e->kernels * (size_t)p->n_kernels);
+  }
+  e->n_kernels = p->n_kernels;
+
+  char cache_dir[1024];
+  bool cache_on = kiln_opencl_cache_dir(o ? o->cache_dir : NULL, cache_dir, sizeof cache_dir);
+  if (cache_on) {
+    char drv[256];
+    dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
+    char key[33];
+    kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, drv, d->version,
+                          KILN_OPENCL_BUILD_OPTIONS, key);
+    snprintf(e->stats.cache_path, sizeof e->stats.cache_path, "%s/%s.clbin", cache_dir, key);
+    e->prog = load_cached(d, p, e->stats.cache_path, source, &e->stats.cache_rejected);
+    e->stats.cache_hit = e->prog != NULL;
+  }
+  if (!e->prog) {
+    cl_int err = CL_SUCCESS;
+    size_t len = (size_t)p->code.text_len;
+    e->prog = clCreateProgramWithSource(d->ctx, 1, &source, &len, &err);
+    if (!e->prog || err != CL_SUCCESS) {
+      e->prog = NULL;
+      s = cl_fail(d, err, "clCreateProgramWithSource", p->model_name);
+    }
+    if (!s) s = build_program(d, e->prog, p, source, false);
+    if (!s && cache_on) {
+      kiln_status_t ms = kiln_opencl_mkdirs(cache_dir);
+      if (ms) {
+        fprintf(stderr, "kiln: warning: opencl cache: %s\n", kiln_status_message(ms));
+        kiln_status_free(ms);
+      } else {
+        store_cached(d, e->prog, e->stats.cache_path);
+      }
+    }
+  }
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
+    const kiln_program_kernel_t* pk = &p->kernels[k];
+    ocl_kernel_t* ek = &e->kernels[k];
+    cl_int err = CL_SUCCESS;
+    ek->k = clCreateKernel(e->prog, pk->name, &err);
+    if (!ek->k || err != CL_SUCCESS) {
+      ek->k = NULL;
+      s = err == CL_INVALID_KERNEL_NAME
+              ? kiln_make_status(KILN_INVALID_ARGUMENT,
+                                 "opencl: kernel '%s' is not in the program source", pk->name)
+              : cl_fail(d, err, "clCreateKernel", pk->name);
+      break;
+    }
+    size_t nl = strlen(pk->name) + 1;
+    s = kiln_allocator_malloc(d->base.allocator, nl, "opencl", (void**)&ek->name);
+    if (s) break;
+    memcpy(ek->name, pk->name, nl);
+    ek->n_args = pk->n_args;
+    for (int i = 0; i < 3; ++i) {
+      int64_t g = pk->groups[i] > 0 ? pk->groups[i] : 1, l = pk->local[i] > 0 ? pk->local[i] : 1;
+      ek->local[i] = (size_t)l;
+      ek->global[i] = (size_t)(g * l);
+    }
+    cl_uint nargs = 0;
+    if (clGetKernelInfo(ek->k, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL) == CL_SUCCESS &&
+        (int32_t)nargs != pk->n_args)
+      s = kiln_make_status(KILN_INVALID_ARGUMENT,
+                           "opencl: kernel '%s' takes %u arguments, the program binds %d", pk->name,
+                           nargs, (int)pk->n_args);
+  }
+  if (s) {
+    free_executable(d, e);
+    return s;
+  }
+  e->stats.build_s = now_s() - t0;
+  *out = e;
+  return NULL;
+}
+
+static void ocl_executable_destroy(kiln_device_t* base, kiln_device_executable_t* e) {
+  free_executable(D(base), e);
+}
+
+void kiln_opencl_executable_stats(const kiln_device_executable_t* e, kiln_opencl_build_stats_t* out) {
+  memset(out, 0, sizeof *out);
+  if (e) *out = e->stats;
+}
+
+/* ---- command buffers ---------------------------------------------------- */
+
+static kiln_status_t ocl_cmd_create(kiln_device_t* base, kiln_device_executable_t* e,
+                                    int32_t max_timestamps, kiln_device_cmd_t** out) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (max_timestamps < 0) max_timestamps = 0;
+  kiln_device_cmd_t* c = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *c, "opencl", (void**)&c), "opencl cmd");
+  memset(c, 0, sizeof *c);
+  c->exe = e;
+  c->max_ts = max_timestamps;
+  if (max_timestamps) {
+    kiln_status_t s = kiln_allocator_malloc(d->base.allocator, sizeof(cl_event) * (size_t)max_timestamps,
+                                            "opencl timestamps", (void**)&c->ts);
+    if (s) {
+      kiln_allocator_free(d->base.allocator, c);
+      return s;
+    }
+    memset(c->ts, 0, sizeof(cl_event) * (size_t)max_timestamps);
+  }
+  *out = c;
+  return NULL;
+}
+
+static void release_events(kiln_device_cmd_t* c) {
+  for (int32_t i = 0; i < c->max_ts; ++i)
+    if (c->ts[i]) {
+      clReleaseEvent(c->ts[i]);
+      c->ts[i] = NULL;
+    }
+  if (c->last) {
+    clReleaseEvent(c->last);
+    c->last = NULL;
+  }
+}
+
+static void ocl_cmd_destroy(kiln_device_t* base, kiln_device_cmd_t* c) {
+  if (!c) return;
+  if (c->last) clWaitForEvents(1, &c->last);
+  release_events(c);
+  for (int32_t i = 0; i < c->n_args; ++i)
+    if (c->args[i]) clReleaseMemObject(c->args[i]);
+  kiln_allocator_free(base->allocator, c->args);
+  kiln_allocator_free(base->allocator, c->ops);
+  kiln_allocator_free(base->allocator, c->ts);
+  kiln_allocator_free(base->allocator, c);
+}
+
+static kiln_status_t push_op(ocl_device_t* d, kiln_device_cmd_t* c, op_t op) {
+  if (c->ended)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: command buffer already ended");
+  if (c->n_ops == c->cap_ops) {
+    int32_t cap = c->cap_ops ? 2 * c->cap_ops : 16;
+    void* p = c->ops;
+    KILN_RETURN_IF_ERROR(kiln_allocator_realloc(d->base.allocator, sizeof(op_t) * (size_t)cap, "opencl cmd", &p),
+                         "opencl cmd");
+    c->ops = p;
+    c->cap_ops = cap;
+  }
+  c->ops[c->n_ops++] = op;
+  return NULL;
+}
+
+static kiln_status_t ocl_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, int32_t kernel,
+                                      kiln_device_buffer_t* const* args, int32_t n_args) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (!c->exe || kernel < 0 || kernel >= c->exe->n_kernels)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "opencl: dispatch of kernel %d (executable has %d)",
+                            (int)kernel, c->exe ? (int)c->exe->n_kernels : 0);
+  const ocl_kernel_t* k = &c->exe->kernels[kernel];
+  if (n_args != k->n_args)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: kernel '%s' takes %d buffers, got %d",
+                            k->name, (int)k->n_args, (int)n_args);
+  for (int32_t i = 0; i < n_args; ++i)
+    if (!args[i] || !args[i]->mem)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: kernel '%s': argument %d has no buffer",
+                              k->name, (int)i);
+  if (c->n_args + n_args > c->cap_args) {
+    int32_t cap = c->cap_args ? 2 * c->cap_args : 64;
+    while (cap < c->n_args + n_args) cap *= 2;
+    void* p = c->args;
+    KILN_RETURN_IF_ERROR(kiln_allocator_realloc(d->base.allocator, sizeof(cl_mem) * (size_t)cap, "opencl cmd", &p),
+                         "opencl cmd");
+    c->args = p;
+    c->cap_args = cap;
+  }
+  op_t op = {OP_DISPATCH, kernel, 0, c->n_args, n_args};
+  KILN_RETURN_IF_ERROR(push_op(d, c, op));
+  for (int32_t i = 0; i < n_args; ++i) {
+    c->args[c->n_args++] = args[i]->mem;
+    clRetainMemObject(args[i]->mem);
+  }
+  return NULL;
+}
+
+static kiln_status_t ocl_cmd_barrier(kiln_device_t* base, kiln_device_cmd_t* c) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  op_t op = {OP_BARRIER, 0, 0, 0, 0};
+  return push_op(d, c, op);
+}
+
+static kiln_status_t ocl_cmd_timestamp(kiln_device_t* base, kiln_device_cmd_t* c, int32_t slot) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (slot < 0 || slot >= c->max_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "opencl: timestamp slot %d (command buffer has %d)",
+                            (int)slot, (int)c->max_ts);
+  op_t op = {OP_TIMESTAMP, 0, slot, 0, 0};
+  return push_op(d, c, op);
+}
+
+static kiln_status_t ocl_cmd_end(kiln_device_t* base, kiln_device_cmd_t* c) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  c->ended = true;
+  return NULL;
+}
+
+static kiln_status_t ocl_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (!c->ended)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: submit of a command buffer not ended");
+  /* The previous submission's events are replaced; in-order queue. */
+  if (c->last) clWaitForEvents(1, &c->last);
+  release_events(c);
+  cl_int err = CL_SUCCESS;
+  for (int32_t i = 0; i < c->n_ops && err == CL_SUCCESS; ++i) {
+    const op_t* op = &c->ops[i];
+    switch (op->kind) {
+      case OP_DISPATCH: {
+        const ocl_kernel_t* k = &c->exe->kernels[op->kernel];
+        for (int32_t a = 0; a < op->n_args; ++a) {
+          err = clSetKernelArg(k->k, (cl_uint)a, sizeof(cl_mem), &c->args[op->first_arg + a]);
+          if (err != CL_SUCCESS) {
+            char what[300];
+            snprintf(what, sizeof what, "(kernel '%s', argument %d)", k->name, (int)a);
+            return cl_fail(d, err, "clSetKernelArg", what);
+          }
+        }
+        err = clEnqueueNDRangeKernel(d->q, k->k, 3, NULL, k->global, k->local, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+          char what[400];
+          snprintf(what, sizeof what, "(kernel '%s', global %zux%zux%zu, local %zux%zux%zu)", k->name,
+                   k->global[0], k->global[1], k->global[2], k->local[0], k->local[1], k->local[2]);
+          if (err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+            return kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: clEnqueueNDRangeKernel %s: %s", what,
+                                    kiln_cl_error_name(err));
+          return cl_fail(d, err, "clEnqueueNDRangeKernel", what);
+        }
+        break;
+      }
+      case OP_BARRIER:
+        err = clEnqueueBarrierWithWaitList(d->q, 0, NULL, NULL);
+        if (err != CL_SUCCESS) return cl_fail(d, err, "clEnqueueBarrierWithWaitList", NULL);
+        break;
+      case OP_TIMESTAMP:
+        err = clEnqueueMarkerWithWaitList(d->q, 0, NULL, &c->ts[op->slot]);
+        if (err != CL_SUCCESS) return cl_fail(d, err, "clEnqueueMarkerWithWaitList", NULL);
+        break;
+    }
+  }
+  err = clEnqueueMarkerWithWaitList(d->q, 0, NULL, &c->last);
+  if (err != CL_SUCCESS) return cl_fail(d, err, "clEnqueueMarkerWithWaitList", NULL);
+  err = clFlush(d->q);
+  if (err != CL_SUCCESS) return cl_fail(d, err, "clFlush", NULL);
+  return NULL;
+}
+
+static kiln_status_t ocl_wait(kiln_device_t* base, kiln_device_cmd_t* c) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (!c->last) return NULL;
+  cl_int err = clWaitForEvents(1, &c->last);
+  cl_int st = CL_COMPLETE;
+  if (clGetEventInfo(c->last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+    st = CL_COMPLETE;
+  if (err == CL_SUCCESS && st >= 0) return NULL;
+  if (st < 0) err = st;
+  if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) {
+    /* A command before the marker failed: clFinish reports why. */
+    cl_int fe = clFinish(d->q);
+    if (fe != CL_SUCCESS) err = fe;
+  }
+  return cl_fail(d, err, "clWaitForEvents", "(command buffer)");
+}
+
+static kiln_status_t ocl_timestamps_read(kiln_device_t* base, kiln_device_cmd_t* c, uint64_t* out_ns,
+                                         int32_t n) {
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (n < 0 || n > c->max_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "opencl: %d timestamps asked, command buffer has %d",
+                            (int)n, (int)c->max_ts);
+  for (int32_t i = 0; i < n; ++i) {
+    out_ns[i] = 0;
+    if (!c->ts[i]) continue;
+    cl_ulong t = 0;
+    cl_int err = clGetEventProfilingInfo(c->ts[i], CL_PROFILING_COMMAND_END, sizeof t, &t, NULL);
+    if (err == CL_PROFILING_INFO_NOT_AVAILABLE) {
+      /* Not finished yet: the caller has to wait first. */
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "opencl: timestamp %d not available (wait for the submission first)",
+                              (int)i);
+    }
+    if (err != CL_SUCCESS) return cl_fail(d, err, "clGetEventProfilingInfo", NULL);
+    out_ns[i] = (uint64_t)t;
+  }
+  return NULL;
+}
+
+static const kiln_device_vtable_t ocl_vtable = {
+    .destroy = ocl_destroy,
+    .buffer_create = ocl_buffer_create,
+    .view_create = ocl_view_create,
+    .buffer_destroy = ocl_buffer_destroy,
+    .buffer_write = ocl_buffer_write,
+    .buffer_read = ocl_buffer_read,
+    .executable_create = ocl_executable_create,
+    .executable_destroy = ocl_executable_destroy,
+    .cmd_create = ocl_cmd_create,
+    .cmd_destroy = ocl_cmd_destroy,
+    .cmd_dispatch = ocl_cmd_dispatch,
+    .cmd_barrier = ocl_cmd_barrier,
+    .cmd_timestamp = ocl_cmd_timestamp,
+    .cmd_end = ocl_cmd_end,
+    .submit = ocl_submit,
+    .wait = ocl_wait,
+    .timestamps_read = ocl_timestamps_read,
+};

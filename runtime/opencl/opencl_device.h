@@ -1,0 +1,91 @@
+/* kiln OpenCL runtime device: the kiln_device_t backend for OpenCL 1.2+.
+ *
+ * One device = one cl_device_id with its own context and one in-order queue
+ * created with CL_QUEUE_PROFILING_ENABLE. What each vtable slot maps to:
+ *   buffer_create      clCreateBuffer (+ clEnqueueFillBuffer with 0)
+ *   view_create        clCreateSubBuffer on the root buffer (a view of a view
+ *                      is re-based on the root: OpenCL forbids sub-buffers of
+ *                      sub-buffers); offsets must be multiples of
+ *                      info.buffer_alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN/8)
+ *   buffer_write/read  blocking clEnqueueWriteBuffer / clEnqueueReadBuffer
+ *   executable_create  clCreateProgramWithSource/Binary + clBuildProgram, one
+ *                      cl_kernel per program kernel; binaries cached on disk
+ *   cmd_*              a recorded list (dispatch, barrier, timestamp);
+ *                      arguments are bound with clSetKernelArg at submit
+ *   submit             enqueues the list (NDRange, barrier, marker events for
+ *                      timestamps and one marker at the end) and clFlush
+ *   wait               waits on the end marker of the last submission
+ *   timestamps_read    CL_PROFILING_COMMAND_END of the timestamp markers
+ * No cl* call happens outside these slots except in device listing and
+ * creation, so the fault wrapper (kiln_device_fault_wrap) sees them all.
+ *
+ * Program binary cache: key = 128-bit hash of the source, the device name,
+ * the driver and device versions and the build options; file
+ * <dir>/<32 hex>.clbin with a header (magic, length, checksum). The
+ * directory is build_options->cache_dir (an empty string disables the
+ * cache), else $KILN_CACHE_DIR/opencl, else ~/.cache/kiln/opencl. An entry
+ * that fails its checks or that the driver rejects is deleted with a warning
+ * on stderr and the program is built from source.
+ *
+ * Errors: DEVICE_ERROR with the CL error name and the call ("opencl:
+ * clEnqueueNDRangeKernel(kernel 'conv_0'): CL_INVALID_WORK_GROUP_SIZE");
+ * CL_DEVICE_NOT_AVAILABLE / a lost context: "device lost", and every later
+ * call fails the same way (destroy the device and create it again);
+ * OUT_OF_MEMORY naming the size for allocations over
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE or refused by the driver; INVALID_ARGUMENT
+ * for a build failure, with the kernel whose line the log points at and the
+ * build log.
+ *
+ * Lifetimes: buffers, executables and command buffers must be destroyed
+ * before their device. A command buffer retains the cl_mem objects it was
+ * recorded with. Thread-compatible (see runtime/device.h).
+ */
+#ifndef KILN_RUNTIME_OPENCL_OPENCL_DEVICE_H_
+#define KILN_RUNTIME_OPENCL_OPENCL_DEVICE_H_
+
+#include <stdio.h>
+
+#include "runtime/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of OpenCL devices over all platforms (0 when there is no ICD or
+ * no platform). Never fails. */
+int32_t kiln_opencl_device_count(void);
+
+/* Creates device |index| (counted over all platforms' devices, in platform
+ * order). Errors: NOT_FOUND "no OpenCL platform / ICD" (with the CL error),
+ * NOT_FOUND "OpenCL device N not found (M devices)", DEVICE_ERROR when
+ * context or queue creation fails (with the CL error name). Release with
+ * kiln_device_release (refs start at 1). */
+kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln_device_t** out);
+
+/* Prints one line per device: index, platform, device name, version,
+ * compute units, global memory, fp16 yes/no, base-address alignment. With
+ * no platform it prints the reason and returns NOT_FOUND. */
+kiln_status_t kiln_opencl_list_devices(FILE* out);
+
+/* True when |d| is an OpenCL device (its vtable is this backend's). */
+bool kiln_opencl_is_device(const kiln_device_t* d);
+
+/* How an executable was built (tests, `kiln run --verbose`). */
+typedef struct kiln_opencl_build_stats_s {
+  bool cache_hit;          /* loaded from the binary cache */
+  bool cache_rejected;     /* a cache entry existed but was corrupt/refused */
+  double build_s;          /* seconds in executable_create */
+  char cache_path[1024];   /* the cache file ("" when the cache is off) */
+} kiln_opencl_build_stats_t;
+
+/* Stats of an executable made by this backend. */
+void kiln_opencl_executable_stats(const kiln_device_executable_t* e,
+                                  kiln_opencl_build_stats_t* out);
+
+/* The build options every program gets (part of the cache key). */
+#define KILN_OPENCL_BUILD_OPTIONS "-cl-std=CL1.2 -cl-mad-enable"
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_OPENCL_OPENCL_DEVICE_H_ */

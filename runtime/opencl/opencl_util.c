@@ -1,0 +1,271 @@
+/* OpenCL device helpers without device calls (see opencl_util.h). */
+#define CL_TARGET_OPENCL_VERSION 120
+#include "runtime/opencl/opencl_util.h"
+
+#include <CL/cl.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char* kiln_cl_error_name(int32_t err) {
+  switch (err) {
+#define E(x) \
+  case x:    \
+    return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
+    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
+    E(CL_DEVICE_PARTITION_FAILED) E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) E(CL_INVALID_VALUE)
+    E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+    E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) E(CL_INVALID_IMAGE_SIZE)
+    E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
+    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL_DEFINITION)
+    E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
+    E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+    E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT) E(CL_INVALID_BUFFER_SIZE)
+    E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_INVALID_PROPERTY)
+    E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS) E(CL_INVALID_LINKER_OPTIONS)
+    E(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef E
+    case CL_PLATFORM_NOT_FOUND_KHR_:
+      return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: {
+      static _Thread_local char buf[32];
+      snprintf(buf, sizeof buf, "CL error %d", (int)err);
+      return buf;
+    }
+  }
+}
+
+bool kiln_opencl_cache_dir(const char* option, char* out, size_t n) {
+  out[0] = 0;
+  if (option) {
+    if (!*option) return false;
+    snprintf(out, n, "%s", option);
+    return true;
+  }
+  const char* e = getenv("KILN_CACHE_DIR");
+  if (e && *e) {
+    snprintf(out, n, "%s/opencl", e);
+    return true;
+  }
+  e = getenv("XDG_CACHE_HOME");
+  if (e && *e) {
+    snprintf(out, n, "%s/kiln/opencl", e);
+    return true;
+  }
+  e = getenv("HOME");
+  if (e && *e) {
+    snprintf(out, n, "%s/.cache/kiln/opencl", e);
+    return true;
+  }
+  return false;
+}
+
+typedef struct hash_s {
+  uint64_t a, b;
+} hash_t;
+
+static void hash_feed(hash_t* h, const void* data, size_t n) {
+  const unsigned char* p = data;
+  uint64_t a = h->a, b = h->b;
+  for (size_t i = 0; i < n; ++i) {
+    a = (a ^ p[i]) * 0x100000001b3ull;
+    b = (b ^ (unsigned char)(p[i] ^ 0xa5)) * 0x100000001b3ull;
+  }
+  h->a = a;
+  h->b = b;
+}
+
+static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? strlen(s) : 0) + 1); }
+
+void kiln_opencl_cache_key(const char* source, size_t len, const char* device, const char* driver,
+                           const char* version, const char* options, char out[33]) {
+  hash_t h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+  hash_str(&h, "kiln-opencl-binary-1");
+  hash_feed(&h, source, len);
+  hash_str(&h, device);
+  hash_str(&h, driver);
+  hash_str(&h, version);
+  hash_str(&h, options);
+  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+}
+
+/* File: magic (8) | length u64 | checksum u64 (FNV-1a of the payload) | payload. */
+static const char MAGIC[8] = {'K', 'I', 'L', 'N', 'C', 'L', 'B', '1'};
+
+static uint64_t checksum(const uint8_t* p, size_t n) {
+  hash_t h = {0xcbf29ce484222325ull, 0};
+  hash_feed(&h, p, n);
+  return h.a;
+}
+
+kiln_status_t kiln_opencl_cache_read(const char* path, uint8_t** out, size_t* out_len) {
+  *out = NULL;
+  *out_len = 0;
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  kiln_status_t s = NULL;
+  uint8_t hdr[24];
+  uint8_t* data = NULL;
+  uint64_t len = 0, sum = 0;
+  if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, MAGIC, 8) != 0) {
+    s = kiln_make_status(KILN_PARSE_ERROR, "'%s': not a kiln OpenCL binary", path);
+  } else {
+    memcpy(&len, hdr + 8, 8);
+    memcpy(&sum, hdr + 16, 8);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size != len + sizeof hdr || len == 0) {
+      s = kiln_make_status(KILN_PARSE_ERROR, "'%s': truncated or padded (%llu payload bytes declared)",
+                           path, (unsigned long long)len);
+    } else if (!(data = malloc((size_t)len))) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "'%s': %llu bytes", path, (unsigned long long)len);
+    } else if (fread(data, 1, (size_t)len, f) != len || checksum(data, (size_t)len) != sum) {
+      s = kiln_make_status(KILN_PARSE_ERROR, "'%s': checksum mismatch", path);
+    }
+  }
+  fclose(f);
+  if (s) {
+    free(data);
+    return s;
+  }
+  *out = data;
+  *out_len = (size_t)len;
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_cache_write(const char* path, const uint8_t* data, size_t len) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE* f = fopen(tmp, "wb");
+  if (!f) return kiln_make_status(KILN_IO_ERROR, "cannot write '%s': %s", tmp, strerror(errno));
+  uint8_t hdr[24];
+  uint64_t l = len, sum = checksum(data, len);
+  memcpy(hdr, MAGIC, 8);
+  memcpy(hdr + 8, &l, 8);
+  memcpy(hdr + 16, &sum, 8);
+  bool ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(data, 1, len, f) == len;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return kiln_make_status(KILN_IO_ERROR, "cannot write '%s'", path);
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_mkdirs(const char* path) {
+  char buf[1024];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: bad directory '%s'", path);
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; ++i) {
+    if (buf[i] != '/' && buf[i] != 0) continue;
+    char c = buf[i];
+    buf[i] = 0;
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+      return kiln_make_status(KILN_IO_ERROR, "opencl: cannot create directory '%s': %s", buf,
+                              strerror(errno));
+    buf[i] = c;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return kiln_make_status(KILN_IO_ERROR, "opencl: '%s' is not a directory", path);
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,
+                                      size_t len) {
+  KILN_RETURN_IF_ERROR(kiln_opencl_mkdirs(dir), "opencl dump");
+  /* The model's file name without folders or extension, [A-Za-z0-9_-] only. */
+  const char* m = model && *model ? model : "program";
+  const char* slash = strrchr(m, '/');
+  if (slash && slash[1]) m = slash + 1;
+  char stem[128];
+  size_t k = 0;
+  for (; m[k] && m[k] != '.' && k + 1 < sizeof stem; ++k)
+    stem[k] = (isalnum((unsigned char)m[k]) || m[k] == '-') ? m[k] : '_';
+  stem[k] = 0;
+  if (!k) snprintf(stem, sizeof stem, "program");
+  char path[1300];
+  snprintf(path, sizeof path, "%s/%s.cl", dir, stem);
+  FILE* f = fopen(path, "wb");
+  if (!f) return kiln_make_status(KILN_IO_ERROR, "opencl dump: cannot write '%s': %s", path, strerror(errno));
+  bool ok = fwrite(source, 1, len, f) == len;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) return kiln_make_status(KILN_IO_ERROR, "opencl dump: cannot write '%s'", path);
+  return NULL;
+}
+
+/* Name of the kernel declared on a "__kernel" line (the identifier before '('). */
+static bool kernel_name_of(const char* line, const char* end, char* out, size_t n) {
+  const char* paren = memchr(line, '(', (size_t)(end - line));
+  if (!paren || !strstr(line, "__kernel")) return false;
+  /* skip attribute parentheses: the name is right before the last '(' on the line
+   * that follows "void " */
+  const char* v = strstr(line, " void ");
+  if (!v || v > end) return false;
+  v += 6;
+  const char* p = v;
+  while (p < end && (isalnum((unsigned char)*p) || *p == '_')) ++p;
+  size_t l = (size_t)(p - v);
+  if (!l || l + 1 > n) return false;
+  memcpy(out, v, l);
+  out[l] = 0;
+  return true;
+}
+
+void kiln_opencl_kernel_at_error(const char* source, const char* log, char* out, size_t n) {
+  /* The first log line with "error" and a ":LINE:COL:" position in it
+   * (clang-style "file:4:10: error: ..." or PoCL's "error: file:4:10: ..."). */
+  long err_line = -1;
+  for (const char* ln = log; *ln && err_line < 0;) {
+    const char* end = strchr(ln, '\n');
+    if (!end) end = ln + strlen(ln);
+    const char* er = strstr(ln, "error");
+    if (er && er < end) {
+      for (const char* q = ln; q < end && err_line < 0; ++q) {
+        if (*q != ':' || !isdigit((unsigned char)q[1])) continue;
+        char* e1 = NULL;
+        long l = strtol(q + 1, &e1, 10);
+        if (e1 < end && *e1 == ':' && isdigit((unsigned char)e1[1])) {
+          char* e2 = NULL;
+          strtol(e1 + 1, &e2, 10);
+          if (e2 < end && *e2 == ':') err_line = l;
+        }
+      }
+    }
+    ln = *end ? end + 1 : end;
+  }
+  char last[200] = "";
+  long line = 1;
+  char names[400] = "";
+  size_t nl = 0;
+  int count = 0;
+  for (const char* s = source; *s;) {
+    const char* e = strchr(s, '\n');
+    if (!e) e = s + strlen(s);
+    char name[200];
+    if (kernel_name_of(s, e, name, sizeof name)) {
+      if (err_line < 0 || line <= err_line) snprintf(last, sizeof last, "%s", name);
+      if (nl + strlen(name) + 5 < sizeof names)
+        nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s'%s'", count ? ", " : "", name);
+      ++count;
+    }
+    ++line;
+    s = *e ? e + 1 : e;
+  }
+  if (err_line >= 0 && last[0]) snprintf(out, n, "'%s'", last);
+  else if (count == 1) snprintf(out, n, "%s", names);
+  else if (count) snprintf(out, n, "one of %s", names);
+  else snprintf(out, n, "(none found)");
+}

@@ -1,0 +1,56 @@
+/* Helpers of the OpenCL device that make no device calls: CL error names,
+ * the program-binary cache files (key, directory, read, write), source
+ * dumps and finding the kernel a build log points at. Private to
+ * runtime/opencl/ (and its tests). Thread-safe (no global state).
+ */
+#ifndef KILN_RUNTIME_OPENCL_OPENCL_UTIL_H_
+#define KILN_RUNTIME_OPENCL_OPENCL_UTIL_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cl_khr_icd's "no platform" code, so the header need not be included. */
+#define CL_PLATFORM_NOT_FOUND_KHR_ (-1001)
+
+/* "CL_OUT_OF_RESOURCES", ..., or "CL error -N" for unknown codes. */
+const char* kiln_cl_error_name(int32_t err);
+
+/* The cache directory for |option| (a build option: NULL = default, ""
+ * = cache off -> false): option, else $KILN_CACHE_DIR/opencl, else
+ * $XDG_CACHE_HOME/kiln/opencl, else $HOME/.cache/kiln/opencl. */
+bool kiln_opencl_cache_dir(const char* option, char* out, size_t n);
+
+/* 32 hex digits (+ NUL) of a 128-bit hash over the inputs. */
+void kiln_opencl_cache_key(const char* source, size_t len, const char* device, const char* driver,
+                           const char* version, const char* options, char out[33]);
+
+/* Reads a cache entry. No file: OK with *out = NULL. A file whose header,
+ * length or checksum is wrong: PARSE_ERROR naming the file. *out is
+ * malloc'ed (free it). */
+kiln_status_t kiln_opencl_cache_read(const char* path, uint8_t** out, size_t* out_len);
+/* Writes an entry atomically (temporary file + rename). */
+kiln_status_t kiln_opencl_cache_write(const char* path, const uint8_t* data, size_t len);
+
+/* mkdir -p. */
+kiln_status_t kiln_opencl_mkdirs(const char* path);
+
+/* Writes |source| to <dir>/<model stem>.cl (dir created). */
+kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,
+                                      size_t len);
+
+/* The kernel whose definition contains the first "<line>:<col>: error"
+ * line of |log| ("'name'"), else every kernel name in |source| ("one of
+ * 'a', 'b'"). */
+void kiln_opencl_kernel_at_error(const char* source, const char* log, char* out, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

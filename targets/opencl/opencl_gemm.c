@@ -1,0 +1,243 @@
+/* GEMM template instances for the OpenCL target (see opencl_internal.h and
+ * kernels/opencl/gemm.cl).
+ *
+ * A plan kernel is replaced only when every parameter has a known role:
+ * the node's A, Y and optional bias C as they are in the graph, B either
+ * as it is or packed by the lowering (a rank-4/5 buffer named <node>_bpack, whose
+ * layout is fixed by nn_pack_const / nn_pack_runtime), and the lowering's
+ * own L-panel workspace (<node>_lpack, unused by the template). Anything else
+ * (a fused epilogue, integer or f16 operands, a MatMul whose batch dims
+ * broadcast) keeps the
+ * printed kernel, which is always correct. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op.h"
+#include "targets/opencl/opencl_internal.h"
+
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K) {
+  /* Measured with kiln_bench_opencl_sgemm --sweep on PoCL (2 cores,
+   * AVX-512): one work-item per group running an 8 x 32 register tile
+   * (16 zmm accumulators) over 8 x 4 micro-tiles of a 64 x 128 block, K in
+   * slices of 128, was best at 1024^3 (~150 GFLOP/s; work-groups of 4-8
+   * items were 2-3x slower: PoCL runs a group's items one after another and
+   * pays for every barrier region). Small products shrink the block so
+   * there are a few groups per core. */
+  kiln_opencl_gemm_tiles_t t = {.tm = 8, .tn = 32, .vw = 16, .wx = 1, .wy = 1, .bk = 128, .mm = 8, .mn = 4};
+  if (N < 32) t.tn = 16;
+  if (M < 8) t.tm = M < 1 ? 1 : (int32_t)M;
+  int64_t mt = (M + t.tm - 1) / t.tm, nt = (N + t.tn - 1) / t.tn;
+  if (t.mm > mt) t.mm = (int32_t)(mt > 0 ? mt : 1);
+  if (t.mn > nt) t.mn = (int32_t)(nt > 0 ? nt : 1);
+  for (;;) {
+    int64_t groups = ((mt + t.mm - 1) / t.mm) * ((nt + t.mn - 1) / t.mn);
+    if (groups >= 8 || (t.mm == 1 && t.mn == 1)) break;
+    if (t.mm >= t.mn && t.mm > 1) t.mm = (t.mm + 1) / 2;
+    else t.mn = (t.mn + 1) / 2;
+  }
+  /* K slices: a multiple of the vector width that divides K (no edge
+   * slice, no guards), as close to 128 as there is in [64, 256]. */
+  if (K < t.bk) {
+    t.bk = (int32_t)((K + t.vw - 1) / t.vw * t.vw);
+  } else if (K % t.bk) {
+    int32_t best = 0;
+    for (int32_t b = 64; b <= 256; b += t.vw)
+      if (K % b == 0 && (!best || labs(b - 128) < labs(best - 128))) best = b;
+    if (best) t.bk = best;
+  }
+  return t;
+}
+
+/* f32, row-major and dense (strides are the running products). */
+static bool is_dense(const tir_buffer_t* b) {
+  if (b->dtype != KILN_DTYPE_F32) return false;
+  int64_t st = 1;
+  for (int32_t i = b->rank - 1; i >= 0; --i) {
+    if (b->strides[i] != st) return false;
+    st *= b->shape[i];
+  }
+  return true;
+}
+
+bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm_t* g) {
+  memset(g, 0, sizeof *g);
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const kiln_graph_t* gr = plan->graph;
+  if (!gr || kk->node < 0 || kk->node >= gr->n_nodes || kk->n_fused_nodes > 0) return false;
+  const kiln_node_t* n = &gr->nodes[kk->node];
+  const bool is_gemm = !strcmp(n->op_type, "Gemm");
+  if (!is_gemm && strcmp(n->op_type, "MatMul")) return false;
+  if (n->domain && n->domain[0]) return false;
+  const tir_func_t* f = kk->func;
+  if (f->n_params > (int32_t)sizeof g->roles - 1 || n->n_outputs < 1 || n->n_inputs < 2) return false;
+  int32_t ba = -1, bb = -1, bc = -1, by = -1;
+  if (n->inputs[0] >= 0) ba = plan->tensor_buffer[n->inputs[0]];
+  if (n->inputs[1] >= 0) bb = plan->tensor_buffer[n->inputs[1]];
+  if (is_gemm && n->n_inputs > 2 && n->inputs[2] >= 0) bc = plan->tensor_buffer[n->inputs[2]];
+  if (n->outputs[0] >= 0) by = plan->tensor_buffer[n->outputs[0]];
+  if (ba < 0 || bb < 0 || by < 0) return false;
+  const tir_buffer_t *A = NULL, *B = NULL, *C = NULL, *Y = NULL, *P = NULL;
+  for (int32_t j = 0; j < f->n_params; ++j) {
+    const int32_t pb = kk->args[j];
+    const tir_buffer_t* b = f->params[j];
+    /* buffers the lowering made (named <node>_bpack / <node>_lpack) */
+    const bool derived = plan->buffers[pb].tensor < 0 && (plan->buffers[pb].kind == KILN_PLAN_TEMP ||
+                                                          plan->buffers[pb].kind == KILN_PLAN_CONST);
+    char r = 0;
+    if (pb == ba && !A) r = 'A', A = b;
+    else if (pb == bb && !B) r = 'B', B = b;
+    else if (pb == bc && bc >= 0 && !C) r = 'C', C = b;
+    else if (pb == by && !Y) r = 'Y', Y = b;
+    else if (!P && derived && strstr(b->name, "bpack") && (b->rank == 4 || b->rank == 5) &&
+             b->dtype == KILN_DTYPE_F32) r = 'B', P = b;
+    else if (derived && plan->buffers[pb].kind == KILN_PLAN_TEMP && strstr(b->name, "lpack")) r = '-';
+    else return false;
+    g->roles[j] = r;
+  }
+  g->n_params = f->n_params;
+  if (!A || !Y || (!B && !P) || (B && P) || (bc >= 0 && !C)) return false;
+  if (!is_dense(A) || !is_dense(Y) || A->rank < 2 || Y->rank < 2 || (B && (!is_dense(B) || B->rank < 2)))
+    return false;
+  if (is_gemm && (A->rank != 2 || Y->rank != 2 || (B && B->rank != 2))) return false;
+  int64_t ta = 0, tb = 0;
+  float alpha = 1.0f, beta = 1.0f;
+  if (is_gemm) {
+    kiln_status_t s = kiln_attr_int(n, "transA", 0, &ta);
+    if (!s) s = kiln_attr_int(n, "transB", 0, &tb);
+    if (!s) s = kiln_attr_float(n, "alpha", 1.0f, &alpha);
+    if (!s) s = kiln_attr_float(n, "beta", 1.0f, &beta);
+    if (s) {
+      kiln_status_free(s);
+      return false;
+    }
+  }
+  g->trans_a = ta != 0;
+  g->trans_b = P ? false : tb != 0;
+  const int32_t ra = A->rank, ry = Y->rank;
+  g->M = Y->shape[ry - 2];
+  g->N = Y->shape[ry - 1];
+  g->K = A->shape[g->trans_a ? ra - 2 : ra - 1];
+  if (A->shape[g->trans_a ? ra - 1 : ra - 2] != g->M || g->M <= 0 || g->N <= 0 || g->K <= 0)
+    return false;
+  /* Batches: A and Y must share their batch dims exactly; B is either one
+   * matrix for all (then A's batches are just more rows: A and Y are
+   * dense, so they stack) or one per batch. Broadcast batch dims of A keep
+   * the printed kernel. */
+  if (ra != ry) return false;
+  int64_t batch = 1;
+  for (int32_t i = 0; i < ra - 2; ++i) {
+    if (A->shape[i] != Y->shape[i]) return false;
+    batch *= A->shape[i];
+  }
+  int64_t bbatch = 1, bmat = 0;
+  if (P) {
+    /* {nb, tiles, K, t} or {nb, nkb, tiles, kbs, t} */
+    bbatch = P->shape[0];
+    g->pack_t = P->shape[P->rank - 1];
+    g->pack_kbs = P->shape[P->rank - 2];
+    g->pack_tiles = P->shape[P->rank - 3];
+    g->pack_nkb = P->rank == 5 ? P->shape[1] : 1;
+    if (g->pack_tiles * g->pack_t < g->N || g->pack_nkb * g->pack_kbs < g->K) return false;
+    if (P->rank == 4 && g->pack_kbs != g->K) return false;
+    bmat = g->pack_nkb * g->pack_tiles * g->pack_kbs * g->pack_t;
+  } else {
+    const int32_t rb = B->rank;
+    if (B->shape[g->trans_b ? rb - 1 : rb - 2] != g->K || B->shape[g->trans_b ? rb - 2 : rb - 1] != g->N)
+      return false;
+    for (int32_t i = 0; i < rb - 2; ++i) bbatch *= B->shape[i];
+    if (bbatch > 1) {
+      if (rb != ra) return false;
+      for (int32_t i = 0; i < rb - 2; ++i)
+        if (B->shape[i] != A->shape[i]) return false;
+    }
+    g->ldb = B->shape[rb - 1];
+    bmat = g->K * g->N;
+  }
+  g->lda = A->shape[ra - 1];
+  g->ldy = Y->shape[ry - 1];
+  g->batch = 1;
+  if (bbatch == 1) {
+    if (batch > 1 && g->trans_a) return false; /* transposed rows do not stack */
+    g->M *= batch;
+  } else if (bbatch == batch) {
+    g->batch = batch;
+    g->sa = g->M * g->K;
+    g->sb = bmat;
+    g->sy = g->M * g->N;
+  } else {
+    return false;
+  }
+  g->alpha = alpha;
+  g->beta = beta;
+  if (C) {
+    if (C->dtype != KILN_DTYPE_F32 || C->rank > 2) return false;
+    /* Right-aligned broadcast of C against [M, N]. */
+    int64_t c0 = C->rank == 2 ? C->shape[0] : 1, c1 = C->rank >= 1 ? C->shape[C->rank - 1] : 1;
+    if ((c0 != 1 && c0 != g->M) || (c1 != 1 && c1 != g->N)) return false;
+    g->has_bias = beta != 0.0f;
+    g->bias_sm = c0 == g->M && g->M != 1 ? c1 : 0;
+    g->bias_sn = c1 == g->N && g->N != 1 ? 1 : 0;
+  }
+  g->tiles = kiln_opencl_gemm_default_tiles(g->M, g->N, g->K);
+  g->matched = true;
+  return true;
+}
+
+void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int64_t local[3]) {
+  const kiln_opencl_gemm_tiles_t* t = &g->tiles;
+  const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bn = (int64_t)t->tn * t->wx * t->mn;
+  groups[0] = (g->N + bn - 1) / bn;
+  groups[1] = (g->M + bm - 1) / bm;
+  groups[2] = g->batch > 0 ? g->batch : 1;
+  local[0] = t->wx;
+  local[1] = t->wy;
+  local[2] = 1;
+}
+
+static const char* const macro_names[] = {
+    "KILN_GEMM_NAME", "KILN_GEMM_SIGNATURE", "GM", "GN", "GK", "GBATCH", "GSA", "GSB", "GSY",
+    "GLDA", "GLDB", "GLDY", "GTRANS_A", "GTRANS_B", "GPACK_T", "GPACK_KBS", "GPACK_TILES",
+    "GHAS_BIAS", "GBIAS_SM", "GBIAS_SN", "GALPHA", "GBETA", "TM", "TN", "VW", "WX", "WY", "BK",
+    "MM", "MN"};
+
+kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
+                                     kiln_cf_out_t* out) {
+  const kiln_opencl_gemm_tiles_t* t = &g->tiles;
+  if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': bad tiles tm %d tn %d vw %d",
+                            name, t->tm, t->tn, t->vw);
+  kiln_cf_out_printf(out, "/* kiln GEMM template: %lld x %lld x %lld */\n", (long long)g->M,
+                     (long long)g->N, (long long)g->K);
+  kiln_cf_out_printf(out, "#define KILN_GEMM_NAME %s\n#define KILN_GEMM_SIGNATURE ", name);
+  for (int32_t j = 0; j < g->n_params; ++j) {
+    const char r = g->roles[j];
+    if (j) kiln_cf_out_puts(out, ", ");
+    if (r == 'Y') kiln_cf_out_puts(out, "__global float* restrict Y");
+    else if (r == 'A' || r == 'B') kiln_cf_out_printf(out, "__global const float* restrict %c", r);
+    else if (r == 'C') kiln_cf_out_puts(out, "__global const float* restrict BIAS");
+    else kiln_cf_out_printf(out, "__global float* unused%d", (int)j);
+  }
+  kiln_cf_out_printf(out,
+                     "\n#define GM %lld\n#define GN %lld\n#define GK %lld\n#define GBATCH %lld\n"
+                     "#define GSA %lld\n#define GSB %lld\n#define GSY %lld\n"
+                     "#define GLDA %lld\n#define GLDB %lld\n#define GLDY %lld\n"
+                     "#define GTRANS_A %d\n#define GTRANS_B %d\n"
+                     "#define GPACK_T %lld\n#define GPACK_KBS %lld\n#define GPACK_TILES %lld\n"
+                     "#define GHAS_BIAS %d\n#define GBIAS_SM %lld\n#define GBIAS_SN %lld\n"
+                     "#define GALPHA %.9ef\n#define GBETA %.9ef\n"
+                     "#define TM %d\n#define TN %d\n#define VW %d\n#define WX %d\n#define WY %d\n"
+                     "#define BK %d\n#define MM %d\n#define MN %d\n",
+                     (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->batch,
+                     (long long)g->sa, (long long)g->sb, (long long)g->sy, (long long)g->lda,
+                     (long long)(g->ldb ? g->ldb : 1), (long long)g->ldy, g->trans_a ? 1 : 0,
+                     g->trans_b ? 1 : 0, (long long)g->pack_t, (long long)(g->pack_kbs ? g->pack_kbs : 1),
+                     (long long)g->pack_tiles, g->has_bias ? 1 : 0, (long long)g->bias_sm,
+                     (long long)g->bias_sn, (double)g->alpha, (double)g->beta, t->tm, t->tn, t->vw,
+                     t->wx, t->wy, t->bk, t->mm, t->mn);
+  kiln_cf_out_puts(out, kiln_cl_gemm);
+  for (size_t i = 0; i < sizeof macro_names / sizeof macro_names[0]; ++i)
+    kiln_cf_out_printf(out, "#undef %s\n", macro_names[i]);
+  kiln_cf_out_puts(out, "\n");
+  return NULL;
+}

@@ -1,0 +1,67 @@
+/* Private pieces of the OpenCL target: the GEMM template instances and the
+ * GPU re-binding of CPU-style PARALLEL loops. Not for use outside
+ * targets/opencl/ (and its tests / the sgemm bench). */
+#ifndef KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
+#define KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
+
+#include "lowering/plan.h"
+#include "targets/cfamily/printer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Embedded kernels/opencl/gemm.cl (cmake/embed.cmake). */
+extern const char kiln_cl_gemm[];
+extern const size_t kiln_cl_gemm_len;
+
+/* Tile parameters of the GEMM template (see kernels/opencl/gemm.cl). */
+typedef struct kiln_opencl_gemm_tiles_s {
+  int32_t tm, tn, vw, wx, wy, bk, mm, mn;
+} kiln_opencl_gemm_tiles_t;
+
+/* One GEMM template instance. B is either plain (row-major K x N, or N x K
+ * when trans_b) or packed in panels of |pack_t| columns the way
+ * lowering/lower_nn_gemm.c lays them out: element (k, n) at
+ * (((b * nkb + k / kbs) * tiles + n / t) * kbs + k % kbs) * t + n % t. */
+typedef struct kiln_opencl_gemm_s {
+  bool matched;
+  int64_t M, N, K, batch;
+  int64_t sa, sb, sy;          /* batch strides in elements (0: broadcast) */
+  int64_t lda, ldb, ldy;
+  bool trans_a, trans_b;
+  int64_t pack_t, pack_kbs, pack_nkb, pack_tiles; /* pack_t 0: plain B */
+  bool has_bias;
+  int64_t bias_sm, bias_sn;
+  float alpha, beta;
+  int32_t n_params;
+  /* role per parameter: 'A', 'B', 'C' (bias), 'Y', or '-' (unused, e.g.
+   * the GEMM's own packing workspace) */
+  char roles[8];
+  kiln_opencl_gemm_tiles_t tiles;
+} kiln_opencl_gemm_t;
+
+/* Tiles the emitter uses for an M x N x K product (measured on PoCL). */
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K);
+
+/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue, f32;
+ * MatMul batches that do not broadcast) that the template computes
+ * exactly; fills |out|. */
+bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm_t* out);
+
+/* Work-groups and work-group size of an instance. */
+void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int64_t local[3]);
+
+/* Appends the instance (macros + template + #undefs) named |name|. */
+kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
+                                     kiln_cf_out_t* out);
+
+/* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
+ * work-items (*out NULL when |f| has no such loop, or already binds ids or
+ * uses barriers). New nodes come from |ctx|. */
+kiln_status_t kiln_opencl_bind_parallel(tir_ctx_t* ctx, const tir_func_t* f, const tir_func_t** out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

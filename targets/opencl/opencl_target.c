@@ -1,0 +1,119 @@
+/* kiln OpenCL target (see opencl_target.h). */
+#include "targets/opencl/opencl_target.h"
+
+#include <string.h>
+
+#include "targets/cfamily/printer.h"
+#include "targets/opencl/opencl_internal.h"
+
+/* Parameter i may be declared restrict unless another parameter of the
+ * kernel lives in the same memory (one root buffer, or the in-place pair the
+ * memory planner may overlap). */
+static void noalias_flags(const kiln_program_t* prog, const kiln_program_kernel_t* pk, bool* out) {
+  for (int32_t i = 0; i < pk->n_args; ++i) {
+    out[i] = true;
+    int32_t ri = kiln_program_root(prog, pk->args[i]);
+    for (int32_t j = 0; j < pk->n_args; ++j)
+      if (j != i && kiln_program_root(prog, pk->args[j]) == ri) out[i] = false;
+    if (pk->inplace_in >= 0 && (i == pk->inplace_in || i == pk->inplace_out)) out[i] = false;
+  }
+}
+
+kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
+                                  const kiln_opencl_emit_options_t* o) {
+  kiln_opencl_emit_options_t defaults = {0};
+  if (!o) o = &defaults;
+  if (!plan || !prog)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl emit: NULL plan or program");
+  const int32_t n = plan->n_kernels;
+  if (prog->n_kernels != n)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl emit: the program has %d kernels, the plan %d",
+                            (int)prog->n_kernels, (int)n);
+  for (int32_t k = 0; k < n; ++k) {
+    const tir_func_t* f = plan->kernels[k].func;
+    if (strcmp(prog->kernels[k].name, f->name) != 0 || prog->kernels[k].n_args != f->n_params)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "opencl emit: program kernel %d ('%s', %d args) is not plan kernel "
+                              "'%s' (%d params)",
+                              (int)k, prog->kernels[k].name, (int)prog->kernels[k].n_args, f->name,
+                              (int)f->n_params);
+  }
+  kiln_allocator_t al = prog->allocator;
+  /* Rewritten kernels live in a context of our own; its ids continue the
+   * plan's so printed names never collide with the plan's. */
+  tir_ctx_t ctx;
+  tir_ctx_init(&ctx, al);
+  ctx.next_var_id = plan->tir.next_var_id;
+  ctx.next_buffer_id = plan->tir.next_buffer_id;
+
+  kiln_status_t s = NULL;
+  const tir_func_t** funcs = NULL;
+  kiln_cf_kernel_info_t* infos = NULL;
+  bool* noalias = NULL;
+  kiln_opencl_gemm_t* gemms = NULL;
+  int64_t total_args = 0;
+  for (int32_t k = 0; k < n; ++k) total_args += prog->kernels[k].n_args;
+  s = kiln_allocator_malloc(al, sizeof *funcs * (size_t)(n + 1), "opencl emit", (void**)&funcs);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *infos * (size_t)(n + 1), "opencl emit", (void**)&infos);
+  if (!s) s = kiln_allocator_malloc(al, sizeof(bool) * (size_t)(total_args + 1), "opencl emit", (void**)&noalias);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *gemms * (size_t)(n + 1), "opencl emit", (void**)&gemms);
+  int32_t n_print = 0, n_templ = 0, n_rebound = 0;
+  bool* na = noalias;
+  for (int32_t k = 0; k < n && !s; ++k) {
+    kiln_program_kernel_t* pk = &prog->kernels[k];
+    const tir_func_t* f = plan->kernels[k].func;
+    if (!o->no_gemm_template && kiln_opencl_gemm_match(plan, k, &gemms[k])) {
+      ++n_templ;
+      kiln_opencl_gemm_launch(&gemms[k], pk->groups, pk->local);
+      continue;
+    }
+    gemms[k].matched = false;
+    if (!o->no_bind_parallel) {
+      const tir_func_t* g = NULL;
+      s = kiln_opencl_bind_parallel(&ctx, f, &g);
+      if (s) break;
+      if (g) {
+        f = g;
+        ++n_rebound;
+      }
+    }
+    noalias_flags(prog, pk, na);
+    infos[n_print].param_noalias = na;
+    infos[n_print].canonical = false;
+    na += pk->n_args;
+    funcs[n_print++] = f;
+    kiln_cf_launch_dims(f, pk->groups, pk->local);
+  }
+  kiln_cf_out_t out;
+  kiln_cf_out_init(&out);
+  if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
+  for (int32_t k = 0; k < n && !s; ++k)
+    if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &out);
+  if (!s && out.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
+  if (!s) {
+    char* text = NULL;
+    s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
+    if (!s) {
+      memcpy(text, out.data ? out.data : "", out.len);
+      text[out.len] = 0;
+      kiln_allocator_free(al, prog->code.text);
+      prog->code.text = text;
+      prog->code.text_len = out.len;
+    }
+  }
+  if (o->n_templated) *o->n_templated = n_templ;
+  if (o->n_rebound) *o->n_rebound = n_rebound;
+  kiln_cf_out_free(&out);
+  kiln_allocator_free(al, funcs);
+  kiln_allocator_free(al, infos);
+  kiln_allocator_free(al, noalias);
+  kiln_allocator_free(al, gemms);
+  tir_ctx_deinit(&ctx);
+  if (s) return kiln_status_annotate(s, "opencl target");
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
+  return kiln_opencl_emit_ex(plan, prog, NULL);
+}

@@ -1,0 +1,51 @@
+/* kiln OpenCL target: a plan's kernels as one OpenCL C 1.2 program.
+ *
+ * kiln_opencl_emit prints every plan kernel through the shared C-family
+ * printer with the OpenCL dialect (targets/cfamily/printer.h) and sets the
+ * launch geometry of each program kernel from its BOUND loops. Two
+ * rewrites happen on the way (targets/opencl/opencl_schedule.c):
+ *   - a kernel that arrives with a CPU-style schedule (its outermost loop
+ *     PARALLEL, nothing bound: GEMM, convolution, pooling, reductions) has
+ *     that loop bound to work-groups x work-items, so it runs in parallel
+ *     instead of on one work-item;
+ *   - MatMul/Gemm kernels whose shape the hand-tuned GEMM template
+ *     (kernels/opencl/gemm.cl) covers are replaced by an instance of it
+ *     with the same kernel name and parameter order.
+ *
+ * Usage: the program builder (targets/program_build.c) fills prog->kernels
+ * (one per plan kernel, same order, names and args set), then calls
+ *   kiln_opencl_emit(plan, prog);
+ * which sets prog->code.text / text_len (allocated with prog->allocator)
+ * and prog->kernels[k].groups / local.
+ *
+ * Errors: INVALID_ARGUMENT when prog's kernels do not match the plan's,
+ * printer errors (naming the kernel), OUT_OF_MEMORY. On error prog->code is
+ * left untouched. Thread-safe (no global state; the plan is only read).
+ */
+#ifndef KILN_TARGETS_OPENCL_OPENCL_TARGET_H_
+#define KILN_TARGETS_OPENCL_OPENCL_TARGET_H_
+
+#include "lowering/plan.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog);
+
+/* Options of kiln_opencl_emit_ex (tests, tuning). */
+typedef struct kiln_opencl_emit_options_s {
+  bool no_gemm_template;  /* print every kernel from its tensor IR */
+  bool no_bind_parallel;  /* keep CPU-style PARALLEL loops serial */
+  int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
+  int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
+} kiln_opencl_emit_options_t;
+
+kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
+                                  const kiln_opencl_emit_options_t* options);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,423 @@
+/* OpenCL target end to end on device 0 (PoCL in CI): small graphs lowered
+ * with the GPU schedules, fused, built into an OpenCL program
+ * (kiln_program_build -> kiln_opencl_emit), run kernel by kernel on the
+ * OpenCL device with one device buffer per program buffer, and compared
+ * with the reference executor (rtol 1e-4, atol 1e-5). Each graph runs
+ * twice: as emitted (GEMM template where it applies) and with every kernel
+ * printed from its tensor IR. */
+#include <math.h>
+#include <stdint.h>
+
+#include "ir/graph.h"
+#include "kiln/runtime.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "runtime/opencl/opencl_device.h"
+#include "runtime/ref_exec.h"
+#include "targets/opencl/opencl_target.h"
+#include "targets/program_build.h"
+#include "testing.h"
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+static kiln_device_t* dev;
+
+static uint64_t rng_state = 88172645463325252ull;
+static float rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (float)((double)(rng_state >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+static kiln_array_t rand_f32(int rank, const int64_t* dims) {
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s, &a));
+  float* p = a.data;
+  for (int64_t i = 0; i < kiln_array_numel(&a); ++i) p[i] = rnd();
+  return a;
+}
+
+/* ---- graph building ------------------------------------------------------ */
+
+typedef struct gb_s {
+  kiln_graph_t* g;
+  kiln_status_t st;
+  kiln_array_t feeds[4];
+  int n_feeds;
+} gb_t;
+
+static void gb_init(gb_t* b) {
+  memset(b, 0, sizeof *b);
+  b->st = kiln_graph_create(A(), &b->g);
+  if (!b->st) b->st = kiln_graph_set_opset(b->g, "", 17);
+}
+
+static void gb_input(gb_t* b, const char* name, int rank, const int64_t* dims) {
+  if (b->st) return;
+  b->feeds[b->n_feeds] = rand_f32(rank, dims);
+  b->st = kiln_graph_add_input(b->g, name, KILN_DTYPE_F32, &b->feeds[b->n_feeds].shape, NULL);
+  ++b->n_feeds;
+}
+
+static void gb_const(gb_t* b, const char* name, int rank, const int64_t* dims) {
+  if (b->st) return;
+  kiln_array_t a = rand_f32(rank, dims);
+  b->st = kiln_graph_add_initializer(b->g, name, &a, NULL);
+}
+
+static void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* const* in,
+                    const char* out, int n_attrs, const kiln_attr_t* attrs) {
+  if (b->st) return;
+  b->st = kiln_graph_add_node(b->g, op, name, n_in, in, 1, (const char* const[]){out}, n_attrs,
+                              attrs, NULL);
+}
+
+/* ---- running a program on the device ------------------------------------- */
+
+static kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_array_t* feeds,
+                            kiln_array_t* outs) {
+  const kiln_device_vtable_t* vt = dev->vt;
+  kiln_status_t s = NULL;
+  kiln_device_buffer_t** bufs = calloc((size_t)p->n_buffers + 1, sizeof *bufs);
+  uint64_t* span = calloc((size_t)p->n_buffers + 1, sizeof *span);
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    int32_t r = kiln_program_root(p, i);
+    if (p->buffers[i].bytes > span[r]) span[r] = p->buffers[i].bytes;
+  }
+  for (int32_t i = 0; i < p->n_buffers && !s; ++i) {
+    if (kiln_program_root(p, i) != i || p->buffers[i].first_use < 0) continue;
+    s = vt->buffer_create(dev, span[i], p->buffers[i].name, &bufs[i]);
+    if (!s && p->buffers[i].kind == KILN_PB_CONST && p->buffers[i].bytes)
+      s = vt->buffer_write(dev, bufs[i], 0, p->weights + p->buffers[i].const_offset,
+                           p->buffers[i].bytes);
+  }
+  for (int32_t i = 0; i < p->n_inputs && !s; ++i) {
+    int32_t r = kiln_program_root(p, p->inputs[i]);
+    if (bufs[r]) s = vt->buffer_write(dev, bufs[r], 0, feeds[i].data, feeds[i].nbytes);
+  }
+  kiln_device_executable_t* e = NULL;
+  kiln_device_cmd_t* c = NULL;
+  const char* dump = getenv("KILN_TEST_DUMP");
+  kiln_device_build_options_t bo = {.cache_dir = NULL, .dump_dir = dump};
+  if (!s) s = vt->executable_create(dev, p, &bo, &e);
+  if (!s) s = vt->cmd_create(dev, e, 0, &c);
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
+    const kiln_program_kernel_t* pk = &p->kernels[k];
+    kiln_device_buffer_t* args[64];
+    for (int32_t a = 0; a < pk->n_args; ++a) args[a] = bufs[kiln_program_root(p, pk->args[a])];
+    s = vt->cmd_dispatch(dev, c, k, args, pk->n_args);
+    if (!s) s = vt->cmd_barrier(dev, c);
+  }
+  if (!s) s = vt->cmd_end(dev, c);
+  if (!s) s = vt->submit(dev, c);
+  if (!s) s = vt->wait(dev, c);
+  for (int32_t o = 0; o < p->n_outputs && !s; ++o) {
+    const kiln_program_buffer_t* b = &p->buffers[p->outputs[o]];
+    kiln_shape_t sh = kiln_shape_make(b->rank, b->shape);
+    s = kiln_array_alloc(A(), b->dtype, &sh, &outs[o]);
+    if (!s) s = vt->buffer_read(dev, bufs[kiln_program_root(p, p->outputs[o])], 0, outs[o].data,
+                                outs[o].nbytes);
+  }
+  vt->cmd_destroy(dev, c);
+  vt->executable_destroy(dev, e);
+  for (int32_t i = 0; i < p->n_buffers; ++i) vt->buffer_destroy(dev, bufs[i]);
+  free(bufs);
+  free(span);
+  return s;
+}
+
+static kiln_status_t run_on_device(const kiln_program_t* p, const kiln_array_t* feeds,
+                                   kiln_array_t* outs) {
+  return run_on(dev, p, feeds, outs);
+}
+
+/* |got - want| <= 1e-5 + 1e-4 |want| everywhere; reports the worst index. */
+static bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what) {
+  if (!kiln_shape_equal(&got->shape, &want->shape) || got->dtype != want->dtype) {
+    CHECK_MSG(false, "%s: output shape/dtype differs", what);
+    return false;
+  }
+  const float* g = got->data;
+  const float* w = want->data;
+  int64_t n = kiln_array_numel(want), worst = -1;
+  double worst_ex = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double ex = fabs((double)g[i] - w[i]) - (1e-5 + 1e-4 * fabs((double)w[i]));
+    if (isnan(g[i]) != isnan(w[i])) ex = INFINITY;
+    if (ex > 0 && (worst < 0 || ex > worst_ex)) worst_ex = ex, worst = i;
+  }
+  CHECK_MSG(worst < 0, "%s: element %lld = %g, reference %g", what, (long long)worst,
+            worst >= 0 ? g[worst] : 0.0, worst >= 0 ? w[worst] : 0.0);
+  return worst < 0;
+}
+
+/* Plans, fuses, emits, runs and compares |b|'s graph; |min_templated|
+ * kernels must have become GEMM template instances. */
+static void check_graph(gb_t* b, const char* what, int min_templated) {
+  if (!CHECK_OK(b->st)) goto done;
+  if (!CHECK_OK(kiln_graph_prepare(b->g))) goto done;
+  kiln_array_t want[4], got[4];
+  memset(want, 0, sizeof want);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  if (!CHECK_OK(kiln_ref_run(b->g, b->feeds, &ro, want))) goto done;
+  kiln_plan_t* plan = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
+    kiln_fusion_report_t rep;
+    CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
+    for (int variant = 0; variant < 2; ++variant) {
+      kiln_program_t* prog = NULL;
+      kiln_program_build_options_t bo = {.model_name = what};
+      if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
+      int32_t n_templ = 0, n_rebound = 0;
+      kiln_opencl_emit_options_t eo = {.no_gemm_template = variant == 1,
+                                       .n_templated = &n_templ,
+                                       .n_rebound = &n_rebound};
+      CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo));
+      if (variant == 0)
+        CHECK_MSG(n_templ >= min_templated, "%s: %d GEMM template kernels, expected >= %d", what,
+                  (int)n_templ, min_templated);
+      memset(got, 0, sizeof got);
+      char label[200];
+      snprintf(label, sizeof label, "%s (%s, %d kernels, %d templated, %d rebound)", what,
+               variant ? "printed" : "emitted", (int)prog->n_kernels, (int)n_templ, (int)n_rebound);
+      if (CHECK_OK(run_on_device(prog, b->feeds, got))) {
+        bool ok = true;
+        for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
+        printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
+      } else {
+        fprintf(stderr, "  case: %s\n", label);
+      }
+      for (int o = 0; o < b->g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
+      kiln_program_destroy(prog);
+    }
+    kiln_plan_destroy(plan);
+  }
+  for (int o = 0; o < 4; ++o) kiln_array_free(A(), &want[o]);
+done:
+  for (int i = 0; i < b->n_feeds; ++i) kiln_array_free(A(), &b->feeds[i]);
+  kiln_graph_destroy(b->g);
+}
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define IN(...) (const char* const[]){__VA_ARGS__}, (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(char*))
+
+static void input(gb_t* b, const char* name, const int64_t* d, int r) { gb_input(b, name, r, d); }
+static void konst(gb_t* b, const char* name, const int64_t* d, int r) { gb_const(b, name, r, d); }
+static void node(gb_t* b, const char* op, const char* const* in, int n_in, const char* out,
+                 int n_attrs, const kiln_attr_t* attrs) {
+  gb_node(b, op, out, n_in, in, out, n_attrs, attrs);
+}
+
+static void test_elementwise(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(4, 300));
+  input(&b, "y", DIMS(300));
+  node(&b, "Add", IN("x", "y"), "s", 0, NULL);
+  node(&b, "Relu", IN("s"), "r", 0, NULL);
+  node(&b, "Sigmoid", IN("r"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "add_relu_sigmoid", 0);
+}
+
+static void test_matmul_plain(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(37, 50));
+  input(&b, "b", DIMS(50, 70));
+  node(&b, "MatMul", IN("a", "b"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_37x70x50", 1);
+}
+
+static void test_matmul_packed(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(100, 130));
+  input(&b, "b", DIMS(130, 200));
+  node(&b, "MatMul", IN("a", "b"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_100x200x130_runtime_packed_b", 1);
+}
+
+static void test_gemm_const(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(9, 600));
+  konst(&b, "w", DIMS(90, 600));
+  konst(&b, "c", DIMS(90));
+  kiln_attr_t at[4] = {kiln_attr_make_int("transB", 1), kiln_attr_make_float("alpha", 0.5f),
+                       kiln_attr_make_float("beta", 2.0f), kiln_attr_make_int("transA", 0)};
+  node(&b, "Gemm", IN("a", "w", "c"), "out", 4, at);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "gemm_const_transB_bias", 1);
+}
+
+static void test_matmul_batched(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(2, 3, 20, 30));
+  konst(&b, "w", DIMS(30, 40));
+  node(&b, "MatMul", IN("a", "w"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_rank4_x_const_2d", 1);
+  gb_init(&b);
+  input(&b, "a", DIMS(3, 20, 30));
+  input(&b, "b", DIMS(3, 30, 25));
+  node(&b, "MatMul", IN("a", "b"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_batched_3x20x25x30", 1);
+  gb_init(&b);
+  input(&b, "a", DIMS(4, 40, 64));
+  input(&b, "b", DIMS(4, 64, 96));
+  node(&b, "MatMul", IN("a", "b"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_batched_packed_4x40x96x64", 1);
+  gb_init(&b);
+  input(&b, "a", DIMS(2, 5, 8));
+  input(&b, "b", DIMS(8, 6));
+  node(&b, "MatMul", IN("a", "b"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "matmul_broadcast_b", 1);
+}
+
+static void test_gemm_relu(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(33, 64));
+  konst(&b, "w", DIMS(64, 48));
+  konst(&b, "c", DIMS(48));
+  node(&b, "Gemm", IN("a", "w", "c"), "g", 0, NULL);
+  node(&b, "Relu", IN("g"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "gemm_bias_relu_fused", 0);
+}
+
+static void test_conv_pool(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 3, 12, 12));
+  konst(&b, "w", DIMS(8, 3, 3, 3));
+  konst(&b, "bias", DIMS(8));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  node(&b, "Conv", IN("x", "w", "bias"), "c", 2, ca);
+  node(&b, "Relu", IN("c"), "r", 0, NULL);
+  kiln_attr_t pa[2] = {kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){2, 2}),
+                       kiln_attr_make_ints("strides", 2, (int64_t[]){2, 2})};
+  node(&b, "MaxPool", IN("r"), "out", 2, pa);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "conv3x3_relu_maxpool", 0);
+}
+
+static void test_depthwise_avgpool(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 8, 9, 9));
+  konst(&b, "w", DIMS(8, 1, 3, 3));
+  kiln_attr_t ca[2] = {kiln_attr_make_int("group", 8),
+                       kiln_attr_make_ints("strides", 2, (int64_t[]){2, 2})};
+  node(&b, "Conv", IN("x", "w"), "c", 2, ca);
+  node(&b, "GlobalAveragePool", IN("c"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "depthwise_conv_global_avgpool", 0);
+}
+
+static void test_softmax_reduce(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(6, 77));
+  kiln_attr_t sa[1] = {kiln_attr_make_int("axis", -1)};
+  node(&b, "Softmax", IN("x"), "s", 1, sa);
+  kiln_attr_t ra[2] = {kiln_attr_make_ints("axes", 1, (int64_t[]){0}), kiln_attr_make_int("keepdims", 0)};
+  node(&b, "ReduceMean", IN("s"), "out", 2, ra);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "softmax_reducemean", 0);
+}
+
+/* Every device slot failing in turn (kiln_device_fault_wrap) during a
+ * whole run: an error naming the fault each time, nothing leaked (ASan
+ * builds), and the real device still works afterwards. */
+static void test_faults(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 3, 8, 8));
+  konst(&b, "w", DIMS(4, 3, 3, 3));
+  node(&b, "Conv", IN("x", "w"), "c", 0, NULL);
+  node(&b, "Relu", IN("c"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  kiln_plan_t* plan = NULL;
+  kiln_program_t* prog = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  if (!CHECK_OK(b.st) || !CHECK_OK(kiln_graph_prepare(b.g)) ||
+      !CHECK_OK(kiln_plan_build(b.g, &po, A(), &plan)) ||
+      !CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, NULL, A(), &prog)))
+    goto done;
+  static const struct {
+    kiln_device_call_t call;
+    kiln_fault_mode_t mode;
+    const char* needle;
+  } cases[] = {
+      {KILN_DEVICE_CALL_BUFFER_CREATE, KILN_FAULT_OUT_OF_MEMORY, ""},
+      {KILN_DEVICE_CALL_BUFFER_CREATE, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_BUFFER_WRITE, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_EXECUTABLE_CREATE, KILN_FAULT_BUILD_FAILURE, ""},
+      {KILN_DEVICE_CALL_CMD_CREATE, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_CMD_DISPATCH, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_CMD_BARRIER, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_CMD_END, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_SUBMIT, KILN_FAULT_DEVICE_LOST, "device lost"},
+      {KILN_DEVICE_CALL_WAIT, KILN_FAULT_FAIL, "injected"},
+      {KILN_DEVICE_CALL_BUFFER_READ, KILN_FAULT_DEVICE_LOST, "device lost"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    kiln_fault_spec_t spec = {cases[i].call, 1, cases[i].mode};
+    kiln_device_t* fd = NULL;
+    if (!CHECK_OK(kiln_device_fault_wrap(dev, &spec, &fd))) continue;
+    kiln_array_t got[1];
+    memset(got, 0, sizeof got);
+    kiln_status_t s = run_on(fd, prog, b.feeds, got);
+    CHECK_MSG(s != NULL, "fault in %s did not fail the run", kiln_device_call_name(cases[i].call));
+    if (s) {
+      CHECK_MSG(strstr(kiln_status_message(s), cases[i].needle) != NULL, "fault in %s: %s",
+                kiln_device_call_name(cases[i].call), kiln_status_message(s));
+      kiln_status_free(s);
+    }
+    kiln_array_free(A(), &got[0]);
+    kiln_device_release(fd);
+  }
+  /* the real device is unharmed */
+  kiln_array_t got[1];
+  memset(got, 0, sizeof got);
+  CHECK_OK(run_on(dev, prog, b.feeds, got));
+  kiln_array_free(A(), &got[0]);
+done:
+  kiln_program_destroy(prog);
+  kiln_plan_destroy(plan);
+  for (int i = 0; i < b.n_feeds; ++i) kiln_array_free(A(), &b.feeds[i]);
+  kiln_graph_destroy(b.g);
+}
+
+int main(void) {
+  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
+  if (s) {
+    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return 1;
+  }
+  RUN(test_elementwise);
+  RUN(test_matmul_plain);
+  RUN(test_matmul_packed);
+  RUN(test_gemm_const);
+  RUN(test_matmul_batched);
+  RUN(test_gemm_relu);
+  RUN(test_conv_pool);
+  RUN(test_depthwise_avgpool);
+  RUN(test_softmax_reduce);
+  RUN(test_faults);
+  kiln_device_release(dev);
+  return kiln_test_finish();
+}
