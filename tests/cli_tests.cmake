@@ -314,3 +314,65 @@ if(TEST cli_make_zeros1_npy)
   set_tests_properties(cli_module_bitexact PROPERTIES LABELS unit FIXTURES_REQUIRED cli_zeros1 TIMEOUT 300
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
+
+# ---- --precision fp16 | auto (lowering/precision.h, runtime/calibrate.h) -----
+kiln_cli_test(run_fp16
+  CHECK "STDOUT_MATCHES=precision: 8 of 8 kernels fp16 \\(0 with fp16 arithmetic\\), [0-9]+ buffers f16"
+        "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_HAS=rtol 0.01 atol 0.001"
+        "STDERR_HAS=has no fp16 arithmetic; using fp16 storage with fp32 arithmetic"
+  ARGS run ${M} --precision fp16 --check-ref)
+kiln_cli_test(run_fp16_strict RC 1
+  CHECK "STDERR_HAS=has no fp16 arithmetic (--strict" "STDOUT_LACKS=output probs"
+  ARGS run ${M} --precision fp16 --strict)
+kiln_cli_test(run_fp32_keeps_kernels
+  CHECK "STDOUT_LACKS=precision:" "STDERR_EMPTY=1"
+  ARGS run ${M} --precision fp32)
+kiln_cli_test(run_precision_bad_word RC 2
+  CHECK "STDERR_HAS=--precision 'fp8': expected fp32, fp16 or auto"
+  ARGS run ${M} --precision fp8)
+kiln_cli_test(run_tolerance_needs_auto RC 2
+  CHECK "STDERR_HAS=need --precision auto"
+  ARGS run ${M} --precision fp16 --tolerance 0.05)
+kiln_cli_test(run_policy_needs_fp16 RC 2
+  CHECK "STDERR_HAS=need --precision fp16 or auto"
+  ARGS run ${M} --precision-policy ${W}/none.policy)
+kiln_cli_test(run_precision_ref RC 2
+  CHECK "STDERR_HAS=--precision applies to compiled targets"
+  ARGS run ${M} --target ref --precision fp16)
+kiln_cli_test(compile_auto FIXTURE cli_policy
+  CLEAN ${W}/tiny.policy FILE ${W}/tiny-precision.txt
+  CHECK "STDOUT_MATCHES=calibrated on 2 seeded random inputs in [0-9.]+ s: [0-9]+ of 6 fused groups fp16"
+        "STDOUT_HAS=wrote ${W}/tiny.policy" "STDOUT_HAS=wrote ${W}/tiny16.kiln"
+  ARGS compile ${M} --precision auto --calibrate-count 2 --write-policy ${W}/tiny.policy
+       --precision-report ${W}/tiny-precision.txt -o ${W}/tiny16.kiln)
+kiln_cli_test(run_policy_file REQUIRES cli_policy
+  CHECK "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_MATCHES=precision: [0-9]+ of 8 kernels fp16"
+  ARGS run ${M} --precision fp16 --precision-policy ${W}/tiny.policy --check-ref)
+kiln_cli_test(run_auto_module REQUIRES cli_policy
+  CHECK "STDOUT_MATCHES=module [^\n]*tiny16.kiln: cpu target, auto," "STDOUT_HAS=output probs: f32[1,10]"
+  ARGS run ${W}/tiny16.kiln)
+kiln_cli_test(run_auto_check_ref
+  CHECK "STDOUT_HAS=calibrated on 3 seeded random inputs" "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} --precision auto --calibrate-count 3 --tolerance 0.02 --check-ref)
+kiln_cli_test(run_calibrate_missing_dir RC 1
+  CHECK "STDERR_HAS=${W}/no-such-cal: cannot open the calibration folder"
+  ARGS run ${M} --precision auto --calibrate ${W}/no-such-cal)
+if(KILN_SH)
+  add_test(NAME cli_make_bad_policy
+           COMMAND ${KILN_SH} -c "printf '# bad\\nop:Conv fp32\\nconv1 fp61\\n' > '${W}/bad.policy'")
+  set_tests_properties(cli_make_bad_policy PROPERTIES LABELS unit FIXTURES_SETUP cli_bad_policy)
+  kiln_cli_test(run_policy_bad_line RC 1 REQUIRES cli_bad_policy
+    CHECK "STDERR_HAS=${W}/bad.policy:3: 'fp61': expected fp16 or fp32"
+    ARGS run ${M} --precision fp16 --precision-policy ${W}/bad.policy)
+  add_test(NAME cli_make_cal_dir
+           COMMAND ${KILN_SH} -c "mkdir -p '${W}/cal/a' '${W}/cal/b' && cp '${W}/zeros1.npy' '${W}/cal/a/image.npy' && cp '${W}/zeros1.npy' '${W}/cal/b/image.npy'")
+  set_tests_properties(cli_make_cal_dir PROPERTIES LABELS unit FIXTURES_REQUIRED cli_zeros1
+                       FIXTURES_SETUP cli_cal_dir)
+  kiln_cli_test(run_calibrate_dir REQUIRES cli_cal_dir
+    CHECK "STDOUT_HAS=calibrated on 2 given inputs" "STDOUT_HAS=output probs: f32[1,10]"
+    ARGS run ${M} --precision auto --calibrate ${W}/cal)
+endif()
+kiln_cli_test(run_fp16_weights_only
+  CHECK "STDOUT_HAS=weights 0.04 -> 0.02 MB, intermediates 0.07 -> 0.07 MB"
+        "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)

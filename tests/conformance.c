@@ -1,6 +1,6 @@
 /* ONNX backend node-test conformance runner.
  *
- *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
+ *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
  *
  * --target cpu|opencl|vulkan compiles each case for that target, runs it
  * through the runtime (a session on the device, opened once with no CPU
@@ -24,14 +24,22 @@
 #include "ir/op.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
+#include "lowering/precision.h"
 #include "runtime/compare.h"
+#include "runtime/device.h"
 #include "runtime/ref_exec.h"
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
 
-#define RTOL 1e-4
-#define ATOL 1e-5
+/* fp32 tolerances; --precision fp16 uses 1e-2 / 1e-3 (DESIGN.md). */
+static double RTOL = 1e-4;
+static double ATOL = 1e-5;
+/* --precision fp16: the compiled plan goes through kiln_plan_set_precision
+ * (fp16 weights and intermediates; only float buffers convert, so integer
+ * and exact cases stay as they are). */
+static bool g_fp16 = false;
+static int g_fp16_cases = 0; /* cases where the pass turned at least one buffer f16 */
 
 typedef struct {
   char op[64];
@@ -252,6 +260,14 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
         kiln_fusion_report_t fr;
         if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;
+        if (g_fp16) {
+          kiln_precision_options_t po16 = {KILN_PRECISION_FP16, g_device->info.fp16_arith, false, NULL,
+                                           g_target == KILN_PROGRAM_TARGET_CPU, false};
+          kiln_precision_report_t pr16;
+          if ((s = kiln_plan_set_precision(plan, &po16, &pr16))) goto fail_status;
+          if (set == 0 && pr16.buffers_converted > 0) ++g_fp16_cases;
+          kiln_precision_report_free(&pr16);
+        }
         /* Through the runtime, as `kiln run` does: program, memory plan with
          * aliasing and in-place reuse, command buffer, device. */
         kiln_program_t* prog = NULL;
@@ -355,17 +371,31 @@ int main(int argc, char** argv) {
       }
     } else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1")) {
       g_opt = argv[i][2] - '0';
+    } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+      ++i;
+      if (!strcmp(argv[i], "fp16")) {
+        g_fp16 = true;
+        RTOL = 1e-2;
+        ATOL = 1e-3;
+      } else if (strcmp(argv[i], "fp32") != 0) {
+        fprintf(stderr, "kiln_conformance: --precision '%s': expected fp32 or fp16\n", argv[i]);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    return 2;
+  }
+  if (g_fp16 && !g_cpu) {
+    fprintf(stderr, "kiln_conformance: --precision fp16 needs a compiled --target\n");
     return 2;
   }
   if (g_cpu) {
@@ -417,7 +447,7 @@ int main(int argc, char** argv) {
   }
   /* Per-op table: ops with any run first, then skipped-only ones. */
   printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? "cpu" : "ref",
-         g_cpu ? (g_opt ? " -O1 (graph passes + fusion)" : " -O0") : "", RTOL, ATOL, dir);
+         g_cpu ? (g_opt ? (g_fp16 ? " -O1 fp16" : " -O1 (graph passes + fusion)") : (g_fp16 ? " -O0 fp16" : " -O0")) : "", RTOL, ATOL, dir);
   printf("%-28s %7s %7s %8s\n", "op", "passed", "failed", "skipped");
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < rep.n; ++i) {
@@ -436,6 +466,7 @@ int main(int argc, char** argv) {
     printf("\nfailures:\n");
     for (int i = 0; i < rep.n_failures; ++i) printf("  %s\n", rep.failures[i]);
   }
+  if (g_fp16) printf("\nfp16: %d cases compiled with f16 buffers (the others have no float weights or workspaces)\n", g_fp16_cases);
   printf("\n%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   for (int i = 0; i < n_names; ++i) free(names[i]);
   free(names);

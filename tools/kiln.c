@@ -16,6 +16,7 @@
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "runtime/compare.h"
+#include "runtime/device.h"
 #include "runtime/npy.h"
 #include "runtime/ref_exec.h"
 #include "runtime/module_file.h"
@@ -115,6 +116,82 @@ static bool parse_double(const char* s, double* out) {
   if (!s[0] || *end || errno || !isfinite(v) || v < 0) return false;
   *out = v;
   return true;
+}
+
+/* --precision and its companions, shared by kiln run and kiln compile.
+ * Returns 1 when argv[*i] was one (consuming its value), 0 when it is not,
+ * or the usage-error exit status (2) after printing the message. */
+static const char* precision_help =
+    "  --precision P           fp32 (default), fp16 (fp16 weights and activations; fp16\n"
+    "                          arithmetic for element-wise kernels where the device has it,\n"
+    "                          else fp32 arithmetic with a warning) or auto (calibrate:\n"
+    "                          fp16 only for the fused groups that keep the outputs within\n"
+    "                          --tolerance of fp32)\n"
+    "  --precision-policy FILE rules 'NAME fp16|fp32' per line: op:TYPE, node:NAME, or a\n"
+    "                          plain name (a node's, else an op type); later rules win\n"
+    "  --fp16-accumulate       accumulators (reductions, GEMM/conv, softmax, norms) in fp16 too\n"
+    "  --fp16-workspaces       CPU: im2col/GEMM workspaces in fp16 too (smaller arena; the C\n"
+    "                          printer then cannot vectorize the GEMM loops: slower)\n"
+    "  --fp16-weights-only     only the weights in fp16 (activations fp32): half the weights\n"
+    "                          at fp32 speed on the CPU, no arena saving\n"
+    "  --calibrate DIR         auto: inputs DIR/NAME.npy, or DIR/*/NAME.npy per sample\n"
+    "                          (default: --calibrate-count seeded random samples)\n"
+    "  --calibrate-count N     auto: random calibration samples (default 4)\n"
+    "  --tolerance R           auto: rtol of the outputs against fp32 (default 1e-2, atol 1e-3)\n"
+    "  --write-policy FILE     write the chosen per-node policy (auto) or the effective one\n"
+    "  --precision-report FILE per-group calibration results and per-kernel precisions\n";
+
+static int parse_precision_opt(const char* cmd, int argc, char** argv, int* i, kiln_cli_precision_t* p) {
+  const char* a = argv[*i];
+  bool has = *i + 1 < argc;
+  if (!strcmp(a, "--fp16-accumulate")) {
+    p->fp16_accumulate = true;
+    return 1;
+  }
+  if (!strcmp(a, "--fp16-workspaces")) {
+    p->fp16_workspaces = true;
+    return 1;
+  }
+  if (!strcmp(a, "--fp16-weights-only")) {
+    p->weights_only = true;
+    return 1;
+  }
+  if (!has) return 0;
+  const char* v = argv[*i + 1];
+  if (!strcmp(a, "--precision")) {
+    if (!kiln_precision_parse_mode(v, &p->mode))
+      return usage_error(cmd, "--precision '%s': expected fp32, fp16 or auto", v);
+  } else if (!strcmp(a, "--precision-policy")) {
+    p->policy_path = v;
+  } else if (!strcmp(a, "--calibrate")) {
+    p->calibrate_dir = v;
+  } else if (!strcmp(a, "--calibrate-count")) {
+    long long n;
+    if (!parse_int(v, 1, 100000, &n)) return usage_error(cmd, "--calibrate-count '%s': expected an integer in 1..100000", v);
+    p->calibrate_count = (int)n;
+  } else if (!strcmp(a, "--tolerance")) {
+    if (!parse_double(v, &p->tolerance) || p->tolerance <= 0)
+      return usage_error(cmd, "--tolerance '%s': expected a positive number", v);
+  } else if (!strcmp(a, "--write-policy")) {
+    p->write_policy = v;
+  } else if (!strcmp(a, "--precision-report")) {
+    p->report_path = v;
+  } else {
+    return 0;
+  }
+  ++*i;
+  return 1;
+}
+
+/* Options that only mean something with --precision fp16|auto. */
+static int check_precision_opts(const char* cmd, const kiln_cli_precision_t* p) {
+  if (p->mode != KILN_PRECISION_AUTO && (p->calibrate_dir || p->calibrate_count != 4 || p->tolerance != 1e-2))
+    return usage_error(cmd, "%s--calibrate, --calibrate-count and --tolerance need --precision auto", "");
+  if (p->mode == KILN_PRECISION_FP32 && (p->policy_path || p->fp16_accumulate || p->fp16_workspaces || p->weights_only || p->write_policy ||
+                                        p->report_path))
+    return usage_error(cmd, "%s--precision-policy, --fp16-accumulate, --fp16-workspaces, --fp16-weights-only, --write-policy and --precision-report "
+                       "need --precision fp16 or auto", "");
+  return 0;
 }
 
 /* ---- kiln info ------------------------------------------------------- */
@@ -338,8 +415,8 @@ static const char* run_help =
     "  --trace FILE            where --profile writes the trace (implies --profile)\n"
     "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
-    "                          compare every output with it (--rtol/--atol); exit 3 on a\n"
-    "                          mismatch\n";
+    "                          compare every output with it (--rtol/--atol, default 1e-2 /\n"
+    "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n";
 
 typedef struct {
   double* t;
@@ -503,6 +580,9 @@ static int cmd_run(int argc, char** argv) {
   runner_t R;
   memset(&R, 0, sizeof R);
   double rtol = 1e-4, atol = 1e-5;
+  bool tol_set = false;
+  kiln_cli_precision_t prec;
+  kiln_cli_precision_default(&prec);
   uint64_t seed = 0;
   bool profile = false;
   bool check_ref = false;
@@ -511,8 +591,10 @@ static int cmd_run(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
     bool has = i + 1 < argc;
+    int pr;
     if (is_help(a)) {
       fputs(run_help, stdout);
+      fputs(precision_help, stdout);
       return 0;
     } else if (!strcmp(a, "--input") && has) {
       if (n_inputs < MAX_ARGS) inputs[n_inputs++] = argv[++i];
@@ -527,9 +609,11 @@ static int cmd_run(int argc, char** argv) {
     } else if (!strcmp(a, "--rtol") && has) {
       if (!parse_double(argv[++i], &rtol))
         return usage_error("run", "--rtol '%s': expected a non-negative number", argv[i]);
+      tol_set = true;
     } else if (!strcmp(a, "--atol") && has) {
       if (!parse_double(argv[++i], &atol))
         return usage_error("run", "--atol '%s': expected a non-negative number", argv[i]);
+      tol_set = true;
     } else if (!strcmp(a, "--seed") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, INT64_MAX, &v))
@@ -558,6 +642,8 @@ static int cmd_run(int argc, char** argv) {
       threads = (int)v;
     } else if (!strcmp(a, "--dump") && has) {
       dump_dir = argv[++i];
+    } else if ((pr = parse_precision_opt("run", argc, argv, &i, &prec)) != 0) {
+      if (pr != 1) return pr;
     } else if (a[0] == '-') {
       return usage_error("run", "unknown option or missing value: '%s'", a);
     } else if (!lo.model) {
@@ -567,7 +653,16 @@ static int cmd_run(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("run", "%sno model given", "");
+  int prc = check_precision_opts("run", &prec);
+  if (prc) return prc;
   bool module_file = is_module_file(lo.model);
+  if (prec.mode != KILN_PRECISION_FP32 && module_file)
+    return usage_error("run", "%s: a compiled module keeps the precision it was compiled with; drop --precision",
+                       lo.model);
+  if (prec.mode != KILN_PRECISION_FP32 && !tol_set) {
+    rtol = 1e-2; /* the fp16 tolerances (DESIGN.md) */
+    atol = 1e-3;
+  }
   /* The device: --target's api and index ("opencl:1"), else the module's
    * target, else the CPU. */
   char api[32] = "cpu";
@@ -576,6 +671,8 @@ static int cmd_run(int argc, char** argv) {
   bool use_ref = !strcmp(api, "ref");
   if (!use_ref && !kiln_cli_parse_target(api, &ptarget))
     return usage_error("run", "--target '%s': expected cpu, opencl[:N], vulkan[:N] or ref", target);
+  if (use_ref && prec.mode != KILN_PRECISION_FP32)
+    return usage_error("run", "%s--precision applies to compiled targets, not ref", "");
   if (module_file && (use_ref || check_ref))
     return usage_error("run", "%s: a compiled module has no graph for the reference interpreter", lo.model);
   kiln_allocator_t al = kiln_allocator_system();
@@ -668,7 +765,11 @@ static int cmd_run(int argc, char** argv) {
       goto done;
     }
     if (!module_file) {
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model};
+      prec.fp16_arith = R.dev->info.fp16_arith;
+      prec.device = kiln_device_name(R.dev);
+      prec.strict = strict;
+      prec.seed = seed;
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -835,7 +936,8 @@ static const char* compile_help =
     "  -o FILE.kiln       write the module\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
-    "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n";
+    "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
+    "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error\n";
 
 static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
   char path[4096];
@@ -861,11 +963,18 @@ static int cmd_compile(int argc, char** argv) {
   const char* out_path = NULL;
   const char* target = "cpu";
   int opt = 1, threads = 0;
+  bool strict = false;
+  uint64_t seed = 0;
+  kiln_cli_precision_t prec;
+  kiln_cli_precision_default(&prec);
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
     bool has = i + 1 < argc;
+    int pr;
     if (is_help(a)) {
       fputs(compile_help, stdout);
+      fputs("  --seed N           auto: seed of the random calibration inputs (default 0)\n", stdout);
+      fputs(precision_help, stdout);
       return 0;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
@@ -884,6 +993,15 @@ static int cmd_compile(int argc, char** argv) {
       if (!parse_int(argv[++i], 0, 1024, &v))
         return usage_error("compile", "--threads '%s': expected an integer in 0..1024", argv[i]);
       threads = (int)v;
+    } else if (!strcmp(a, "--strict")) {
+      strict = true;
+    } else if (!strcmp(a, "--seed") && has) {
+      long long v;
+      if (!parse_int(argv[++i], 0, INT64_MAX, &v))
+        return usage_error("compile", "--seed '%s': expected a non-negative integer", argv[i]);
+      seed = (uint64_t)v;
+    } else if ((pr = parse_precision_opt("compile", argc, argv, &i, &prec)) != 0) {
+      if (pr != 1) return pr;
     } else if (a[0] == '-') {
       return usage_error("compile", "unknown option or missing value: '%s'", a);
     } else if (!lo.model) {
@@ -893,6 +1011,8 @@ static int cmd_compile(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("compile", "%sno model given", "");
+  int prc = check_precision_opts("compile", &prec);
+  if (prc) return prc;
   kiln_program_target_t ptarget;
   if (!kiln_cli_parse_target(target, &ptarget))
     return usage_error("compile", "--target '%s': expected cpu, opencl or vulkan", target);
@@ -912,7 +1032,27 @@ static int cmd_compile(int argc, char** argv) {
            (now_s() - t0) * 1e3);
   }
   if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
-  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model};
+  if (prec.mode != KILN_PRECISION_FP32) {
+    /* fp16 arithmetic is the target device's: ask it when it opens (no
+     * fallback: a module for a GPU must not take the CPU's answer). */
+    kiln_device_open_options_t oo = {threads, true, stderr};
+    kiln_device_t* d = NULL;
+    kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &d);
+    if (ds) {
+      fprintf(stderr, "kiln: note: %s device not available (%s); assuming no fp16 arithmetic\n", target,
+              kiln_status_message(ds));
+      kiln_status_free(ds);
+    } else {
+      prec.fp16_arith = d->info.fp16_arith;
+    }
+    static char devname[300];
+    snprintf(devname, sizeof devname, "%s", d ? kiln_device_name(d) : target);
+    prec.device = devname;
+    kiln_device_release(d);
+  }
+  prec.strict = strict;
+  prec.seed = seed;
+  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
   if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
   if (out_path) {
     if ((s = kiln_module_write_file(prog, out_path))) goto done;

@@ -8,7 +8,28 @@
 
 #include "ir/graph.h"
 #include "kiln/runtime.h"
+#include "lowering/precision.h"
 #include "runtime/program.h"
+
+/* --precision and its companions (kiln compile / kiln run). */
+typedef struct kiln_cli_precision_s {
+  kiln_precision_mode_t mode;   /* default fp32 */
+  const char* policy_path;      /* --precision-policy FILE */
+  bool fp16_accumulate;         /* --fp16-accumulate */
+  bool fp16_workspaces;         /* --fp16-workspaces: CPU GEMM workspaces in f16 too */
+  bool weights_only;            /* --fp16-weights-only: activations stay f32 */
+  const char* calibrate_dir;    /* --calibrate DIR (auto); NULL: seeded random inputs */
+  int calibrate_count;          /* --calibrate-count N (default 4) */
+  uint64_t seed;                /* random calibration inputs */
+  double tolerance;             /* --tolerance R: auto's rtol (default 1e-2; atol 1e-3) */
+  const char* write_policy;     /* --write-policy FILE */
+  const char* report_path;      /* --precision-report FILE */
+  bool strict;                  /* fp16 on a device without fp16 arithmetic is an error */
+  bool fp16_arith;              /* the device computes in half (set by the caller) */
+  const char* device;           /* its name, for the warning */
+} kiln_cli_precision_t;
+
+void kiln_cli_precision_default(kiln_cli_precision_t* p);
 
 typedef struct kiln_cli_compile_s {
   kiln_program_target_t target;
@@ -16,10 +37,14 @@ typedef struct kiln_cli_compile_s {
   int threads;
   const char* dump_dir; /* plan and generated source */
   const char* model_name;
+  const kiln_cli_precision_t* precision; /* NULL: fp32 */
 } kiln_cli_compile_t;
 
-/* Lowers, fuses and builds the program of a prepared graph, printing what
- * each step did ("fused ...", "compiled N kernels ..."). */
+/* Lowers, fuses, applies the precision (calibrating first for auto) and
+ * builds the program of a prepared graph, printing what each step did
+ * ("fused ...", "precision: ...", "compiled N kernels ..."). fp16 or auto
+ * on a device without fp16 arithmetic warns on stderr (fp16 storage with
+ * fp32 arithmetic) or, with precision->strict, fails. */
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out);
 
 /* Parses a target name ("cpu", "opencl", "vulkan"). */
