@@ -446,7 +446,7 @@ int main(int argc, char** argv) {
     }
   }
   /* Per-op table: ops with any run first, then skipped-only ones. */
-  printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? "cpu" : "ref",
+  printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? kiln_program_target_name(g_target) : "ref",
          g_cpu ? (g_opt ? (g_fp16 ? " -O1 fp16" : " -O1 (graph passes + fusion)") : (g_fp16 ? " -O0 fp16" : " -O0")) : "", RTOL, ATOL, dir);
   printf("%-28s %7s %7s %8s\n", "op", "passed", "failed", "skipped");
   for (int pass = 0; pass < 2; ++pass)
