@@ -182,6 +182,17 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
       fclose(f);
       printf("wrote %s\n", path);
     }
+    /* The generated source: C for the CPU, OpenCL C, or GLSL per shader for Vulkan. */
+    const kiln_program_t* p = *out;
+    const char* ext = c->target == KILN_PROGRAM_TARGET_OPENCL   ? "cl"
+                      : c->target == KILN_PROGRAM_TARGET_VULKAN ? "comp"
+                                                                : "c";
+    snprintf(path, sizeof path, "%s/kernels.%s", c->dump_dir, ext);
+    if (p->code.text && (f = fopen(path, "w"))) {
+      fwrite(p->code.text, 1, p->code.text_len, f);
+      fclose(f);
+      printf("wrote %s\n", path);
+    }
   }
   kiln_plan_destroy(plan);
   return s;

@@ -539,7 +539,31 @@ static void ex_index(pr_t* p, const tir_expr_t* e, int need) {
   ex(p, e, need);
 }
 
+/* GLSL private/shared arrays of rank >= 2 with dense row-major strides are
+ * declared with their shape (float acc[8][32]) and indexed per dimension.
+ * Why: Mesa lavapipe 22.3 (llvmpipe) miscomputes kernels that index a large
+ * flattened private array (a 256-element GEMM accumulator tile) inside
+ * nested loops — the second iteration of an outer loop gets wrong sums —
+ * while the same kernel with the array declared [8][32] is right. */
+static bool md_array(const pr_t* p, const tir_buffer_t* b) {
+  if (p->d->lang != KILN_CF_LANG_GLSL || b->scope == TIR_SCOPE_GLOBAL || b->rank < 2) return false;
+  int64_t st = 1;
+  for (int32_t k = b->rank - 1; k >= 0; --k) {
+    if (b->shape[k] <= 0 || b->strides[k] != st) return false;
+    st *= b->shape[k];
+  }
+  return true;
+}
+
 static void put_index(pr_t* p, const tir_buffer_t* b, const tir_expr_t* const* idx) {
+  if (md_array(p, b)) {
+    /* Inside the template's "[...]": "i][j][k". */
+    for (int32_t k = 0; k < b->rank; ++k) {
+      if (k) put(p, "][");
+      ex_index(p, idx[k], P_ANY);
+    }
+    return;
+  }
   int64_t c = 0;
   bool any = false;
   for (int32_t k = 0; k < b->rank; ++k) {
@@ -1278,6 +1302,11 @@ static void put_array_decl(pr_t* p, const char* qual, const tir_buffer_t* b, boo
   if (big) put(p, "static _Thread_local ");
   putf(p, "%s%s ", qual ? qual : "", stype(p, b->dtype));
   put_buf(p, b);
+  if (md_array(p, b)) {
+    for (int32_t k = 0; k < b->rank; ++k) putf(p, "[%lld]", (long long)b->shape[k]);
+    put(p, ";\n");
+    return;
+  }
   putf(p, "[%lld]%s;\n", (long long)buf_span(b), p->d->align_attr ? p->d->align_attr : "");
 }
 

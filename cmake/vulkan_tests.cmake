@@ -1,0 +1,48 @@
+# Vulkan test suites (label target=vulkan): every tests/vulkan/*.c is one
+# executable run on the first Vulkan device (Mesa lavapipe in CI) with the
+# Khronos validation layer on; a test fails on any validation message.
+# Included by tests/CMakeLists.txt; nothing is added without the target.
+if(NOT KILN_VULKAN_OK)
+  return()
+endif()
+file(GLOB KILN_VULKAN_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/vulkan/*.c)
+foreach(src ${KILN_VULKAN_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE kiln_testing)
+  target_include_directories(${name} PRIVATE ${KILN_SHADERC_INCLUDE})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    LABELS "target=vulkan"
+    TIMEOUT 600
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+    # A validation message is printed as "kiln vulkan validation: ..." and
+    # counted; the tests check the count, and this regex catches any that
+    # arrive after the last check (e.g. while the instance is destroyed).
+    FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+    ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+endforeach()
+
+# ONNX node conformance on the Vulkan device (label "onnx" like the CPU runs,
+# plus target=vulkan) and the example model end to end through a session
+# (several dispatches, barriers, arena aliasing), both with the validation
+# layer on: any message fails the test.
+set(KILN_VULKAN_TEST_ENV "KILN_VULKAN_VALIDATION=1;KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-vk-cache")
+if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
+  add_test(NAME conformance_onnx_node_vulkan_O1
+           COMMAND kiln_conformance --target vulkan -O1 --quiet ${KILN_NODE_TEST_DIR})
+  set_tests_properties(conformance_onnx_node_vulkan_O1 PROPERTIES
+                       LABELS "onnx;target=vulkan" TIMEOUT 3600
+                       FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                       ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+endif()
+foreach(level O0 O1)
+  add_test(NAME vulkan_tinycnn_check_ref_${level}
+           COMMAND kiln_cli run ${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx --target vulkan --strict
+                   -${level} --check-ref --profile --trace ${CMAKE_CURRENT_BINARY_DIR}/vk_tinycnn_${level}.json)
+  set_tests_properties(vulkan_tinycnn_check_ref_${level} PROPERTIES
+                       LABELS "target=vulkan;unit" TIMEOUT 600
+                       PASS_REGULAR_EXPRESSION "check probs vs reference interpreter: match"
+                       FAIL_REGULAR_EXPRESSION "kiln vulkan validation:|MISMATCH"
+                       ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+endforeach()

@@ -1,0 +1,1431 @@
+/* kiln Vulkan device: instance, physical device, queue, memory and the
+ * device vtable (see vulkan_device.h for what each slot maps to).
+ *
+ * Why the structure is what it is:
+ *  - Every vk* call that the runtime makes after the device exists happens
+ *    inside a vtable slot, so the fault wrapper can fail any of them.
+ *  - Host <-> device copies always go through a staging buffer, even on
+ *    lavapipe where device memory is host visible: it is the path a
+ *    discrete GPU needs, and tests exercise it.
+ *  - A lost device poisons the struct (d->lost): every later call returns
+ *    "device lost" without touching the driver, and a new device can be
+ *    created in the same process.
+ *  - Synchronisation: each recorded command buffer opens with a barrier
+ *    that makes earlier transfer and compute writes visible to compute, and
+ *    closes with one that makes its compute writes visible to transfers and
+ *    the host, so buffer_write / submit / buffer_read need nothing else.
+ */
+#include "runtime/vulkan/vulkan_device.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <vulkan/vulkan.h>
+
+#define STAGING_MAX (64ull << 20)
+#define SETS_PER_POOL 128
+#define CACHE_MAGIC "KILNVKPC"
+
+static atomic_int g_validation_total;
+
+typedef struct vk_dev_s {
+  kiln_device_t base;
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger;
+  PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+  VkPhysicalDevice phys;
+  VkDevice dev;
+  VkQueue queue;
+  uint32_t queue_family;
+  VkPhysicalDeviceProperties props;
+  VkPhysicalDeviceMemoryProperties mem;
+  uint64_t max_alloc;
+  uint32_t timestamp_bits;
+  bool creation_feedback;
+  /* transfers */
+  VkCommandPool pool;
+  VkCommandBuffer xfer_cb;
+  VkFence xfer_fence;
+  VkBuffer staging;
+  VkDeviceMemory staging_mem;
+  void* staging_map;
+  uint64_t staging_size;
+  bool lost;
+  atomic_int validation;
+  kiln_vulkan_cache_stats_t last_cache;
+} vk_dev_t;
+
+struct kiln_device_buffer_s {
+  VkBuffer buf;
+  VkDeviceMemory mem; /* VK_NULL_HANDLE for views */
+  uint64_t offset;    /* into buf */
+  uint64_t size;
+  uint64_t avail;     /* bytes of buf from offset to its end (>= size, 4-byte padded) */
+  bool view;
+};
+
+typedef struct vk_kernel_s {
+  char* name;
+  int32_t n_args;
+  int32_t owner; /* kernel whose pipeline this one uses (itself when distinct) */
+  uint32_t groups[3];
+  VkShaderModule module;
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout layout;
+  VkPipeline pipe;
+} vk_kernel_t;
+
+struct kiln_device_executable_s {
+  int32_t n;
+  vk_kernel_t* k;
+  int32_t max_args;
+};
+
+struct kiln_device_cmd_s {
+  kiln_device_executable_t* exe;
+  VkCommandBuffer cb;
+  VkFence fence;
+  VkQueryPool qp;
+  int32_t max_ts;
+  VkDescriptorPool* pools;
+  int32_t n_pools, cap_pools, sets_in_last;
+  bool ended, pending, finished;
+};
+
+/* ---- errors ----------------------------------------------------------- */
+
+static const char* vk_result_name(VkResult r) {
+  switch (r) {
+#define C(x) case x: return #x
+    C(VK_SUCCESS); C(VK_NOT_READY); C(VK_TIMEOUT); C(VK_INCOMPLETE);
+    C(VK_ERROR_OUT_OF_HOST_MEMORY); C(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    C(VK_ERROR_INITIALIZATION_FAILED); C(VK_ERROR_DEVICE_LOST); C(VK_ERROR_MEMORY_MAP_FAILED);
+    C(VK_ERROR_LAYER_NOT_PRESENT); C(VK_ERROR_EXTENSION_NOT_PRESENT);
+    C(VK_ERROR_FEATURE_NOT_PRESENT); C(VK_ERROR_INCOMPATIBLE_DRIVER);
+    C(VK_ERROR_TOO_MANY_OBJECTS); C(VK_ERROR_FORMAT_NOT_SUPPORTED); C(VK_ERROR_FRAGMENTED_POOL);
+    C(VK_ERROR_OUT_OF_POOL_MEMORY); C(VK_ERROR_INVALID_SHADER_NV); C(VK_ERROR_UNKNOWN);
+#undef C
+    default: return "VkResult";
+  }
+}
+
+static kiln_status_t lost_status(void) {
+  return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: device lost");
+}
+
+/* Maps a failed VkResult of |what| to a status; VK_ERROR_DEVICE_LOST marks
+ * the device lost for good. */
+static kiln_status_t vkfail(vk_dev_t* d, VkResult r, const char* what) {
+  if (r == VK_ERROR_DEVICE_LOST) {
+    if (d) d->lost = true;
+    return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: device lost (%s)", what);
+  }
+  if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
+      r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: %s failed: %s", what, vk_result_name(r));
+  return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: %s failed: %s (%d)", what,
+                          vk_result_name(r), (int)r);
+}
+
+#define VKR(d, call, what)                               \
+  do {                                                   \
+    VkResult r_ = (call);                                \
+    if (r_ != VK_SUCCESS) return vkfail((d), r_, (what)); \
+  } while (0)
+
+static vk_dev_t* D(kiln_device_t* d) { return (vk_dev_t*)d; }
+
+/* ---- validation messages ---------------------------------------------- */
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                 void* user) {
+  (void)type;
+  atomic_int* counter = user;
+  if (counter) atomic_fetch_add(counter, 1);
+  atomic_fetch_add(&g_validation_total, 1);
+  fprintf(stderr, "kiln vulkan validation: [%s] %s\n",
+          (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
+          data && data->pMessage ? data->pMessage : "(no message)");
+  return VK_FALSE;
+}
+
+int32_t kiln_vulkan_validation_messages(const kiln_device_t* d) {
+  if (!d) return atomic_load(&g_validation_total);
+  return atomic_load(&((const vk_dev_t*)d)->validation);
+}
+
+/* ---- instance and physical devices ------------------------------------ */
+
+static bool has_layer(const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return false;
+  VkLayerProperties* l = calloc(n, sizeof *l);
+  if (!l) return false;
+  bool found = false;
+  if (vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; ++i) found = strcmp(l[i].layerName, name) == 0;
+  free(l);
+  return found;
+}
+
+static bool has_instance_ext(const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateInstanceExtensionProperties(NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
+  VkExtensionProperties* e = calloc(n, sizeof *e);
+  if (!e) return false;
+  bool found = false;
+  if (vkEnumerateInstanceExtensionProperties(NULL, &n, e) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; ++i) found = strcmp(e[i].extensionName, name) == 0;
+  free(e);
+  return found;
+}
+
+static bool has_device_ext(VkPhysicalDevice p, const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
+  VkExtensionProperties* e = calloc(n, sizeof *e);
+  if (!e) return false;
+  bool found = false;
+  if (vkEnumerateDeviceExtensionProperties(p, NULL, &n, e) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !found; ++i) found = strcmp(e[i].extensionName, name) == 0;
+  free(e);
+  return found;
+}
+
+/* Creates an instance (Vulkan 1.3 or 1.2 API when the loader has it, else
+ * 1.1; *out_api says which: a device is used at min(that, its own));
+ * with |counter| non-NULL the validation layer and a messenger feeding it. */
+static kiln_status_t make_instance(atomic_int* counter, VkInstance* out,
+                                   VkDebugUtilsMessengerEXT* out_msg,
+                                   PFN_vkDestroyDebugUtilsMessengerEXT* out_destroy,
+                                   uint32_t* out_api) {
+  uint32_t api = VK_API_VERSION_1_1;
+  PFN_vkEnumerateInstanceVersion ev =
+      (PFN_vkEnumerateInstanceVersion)vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceVersion");
+  uint32_t loader = VK_API_VERSION_1_0;
+  if (ev && ev(&loader) == VK_SUCCESS && loader >= VK_API_VERSION_1_2)
+    api = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
+  *out_api = api;
+  if (loader < VK_API_VERSION_1_1)
+    return kiln_make_status(KILN_NOT_FOUND, "vulkan: the loader supports Vulkan %u.%u, kiln needs 1.1",
+                            VK_API_VERSION_MAJOR(loader), VK_API_VERSION_MINOR(loader));
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                           .pApplicationName = "kiln",
+                           .pEngineName = "kiln",
+                           .apiVersion = api};
+  const char* layers[1] = {"VK_LAYER_KHRONOS_validation"};
+  const char* exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkDebugUtilsMessengerCreateInfoEXT mci = {
+      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+      .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+      .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+      .pfnUserCallback = on_message,
+      .pUserData = counter};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                             .pApplicationInfo = &app};
+  if (counter) {
+    if (!has_layer(layers[0]))
+      return kiln_make_status(KILN_NOT_FOUND,
+                              "vulkan: validation asked for but VK_LAYER_KHRONOS_validation is "
+                              "not installed (Debian: vulkan-validationlayers)");
+    if (!has_instance_ext(exts[0]))
+      return kiln_make_status(KILN_NOT_FOUND, "vulkan: validation needs %s", exts[0]);
+    ci.enabledLayerCount = 1;
+    ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 1;
+    ci.ppEnabledExtensionNames = exts;
+    ci.pNext = &mci; /* messages of vkCreateInstance / vkDestroyInstance too */
+  }
+  VkInstance inst = VK_NULL_HANDLE;
+  VkResult r = vkCreateInstance(&ci, NULL, &inst);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED)
+    return kiln_make_status(KILN_NOT_FOUND, "vulkan: no Vulkan driver (vkCreateInstance: %s)",
+                            vk_result_name(r));
+  if (r != VK_SUCCESS) return vkfail(NULL, r, "vkCreateInstance");
+  *out_msg = VK_NULL_HANDLE;
+  *out_destroy = NULL;
+  if (counter) {
+    PFN_vkCreateDebugUtilsMessengerEXT create =
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(inst, "vkCreateDebugUtilsMessengerEXT");
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(inst, "vkDestroyDebugUtilsMessengerEXT");
+    if (!create || !destroy || create(inst, &mci, NULL, out_msg) != VK_SUCCESS) {
+      vkDestroyInstance(inst, NULL);
+      return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: cannot create the debug-utils messenger");
+    }
+    *out_destroy = destroy;
+  }
+  *out = inst;
+  return NULL;
+}
+
+static kiln_status_t physical_devices(VkInstance inst, VkPhysicalDevice** out, uint32_t* n) {
+  *n = 0;
+  *out = NULL;
+  VkResult r = vkEnumeratePhysicalDevices(inst, n, NULL);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return vkfail(NULL, r, "vkEnumeratePhysicalDevices");
+  if (*n == 0) return NULL;
+  *out = calloc(*n, sizeof(VkPhysicalDevice));
+  if (!*out) return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: device list");
+  r = vkEnumeratePhysicalDevices(inst, n, *out);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    free(*out);
+    *out = NULL;
+    return vkfail(NULL, r, "vkEnumeratePhysicalDevices");
+  }
+  return NULL;
+}
+
+typedef struct features_s {
+  VkPhysicalDeviceFeatures2 f2;
+  VkPhysicalDeviceVulkan11Features v11;
+  VkPhysicalDeviceVulkan12Features v12;
+  bool has12;
+} features_t;
+
+/* Queries the features kiln uses (Vulkan 1.2 structs need a 1.2 device). */
+static void query_features(VkPhysicalDevice p, uint32_t api, features_t* f) {
+  memset(f, 0, sizeof *f);
+  f->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f->v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  f->v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  f->has12 = api >= VK_API_VERSION_1_2;
+  if (f->has12) {
+    f->f2.pNext = &f->v11;
+    f->v11.pNext = &f->v12;
+    vkGetPhysicalDeviceFeatures2(p, &f->f2);
+  } else {
+    vkGetPhysicalDeviceFeatures(p, &f->f2.features);
+  }
+}
+
+typedef struct props_s {
+  VkPhysicalDeviceProperties2 p2;
+  VkPhysicalDeviceVulkan11Properties v11;
+  VkPhysicalDeviceDriverProperties drv;
+  VkPhysicalDeviceMaintenance3Properties m3;
+} props_t;
+
+static void query_props(VkPhysicalDevice p, uint32_t api, props_t* q) {
+  memset(q, 0, sizeof *q);
+  q->p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  q->m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  q->p2.pNext = &q->m3;
+  if (api >= VK_API_VERSION_1_2) {
+    q->v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
+    q->drv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+    q->m3.pNext = &q->v11;
+    q->v11.pNext = &q->drv;
+  }
+  vkGetPhysicalDeviceProperties2(p, &q->p2);
+}
+
+static const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+static int32_t compute_queue_family(VkPhysicalDevice p, uint32_t* ts_bits) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(p, &n, NULL);
+  VkQueueFamilyProperties q[32];
+  if (n > 32) n = 32;
+  vkGetPhysicalDeviceQueueFamilyProperties(p, &n, q);
+  int32_t best = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || q[i].queueCount == 0) continue;
+    /* A compute-only family first (async compute on real GPUs). */
+    if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = (int32_t)i;
+  }
+  if (best >= 0 && ts_bits) *ts_bits = q[best].timestampValidBits;
+  return best;
+}
+
+kiln_status_t kiln_vulkan_list_devices(FILE* out) {
+  VkInstance inst;
+  VkDebugUtilsMessengerEXT msg;
+  PFN_vkDestroyDebugUtilsMessengerEXT destroy;
+  uint32_t iapi = 0;
+  KILN_RETURN_IF_ERROR(make_instance(NULL, &inst, &msg, &destroy, &iapi));
+  VkPhysicalDevice* pd = NULL;
+  uint32_t n = 0;
+  kiln_status_t s = physical_devices(inst, &pd, &n);
+  if (!s && n == 0) fprintf(out, "vulkan: no devices\n");
+  for (uint32_t i = 0; !s && i < n; ++i) {
+    VkPhysicalDeviceProperties bp;
+    vkGetPhysicalDeviceProperties(pd[i], &bp);
+    uint32_t api = bp.apiVersion < iapi ? bp.apiVersion : iapi;
+    props_t q;
+    features_t f;
+    query_props(pd[i], api, &q);
+    query_features(pd[i], api, &f);
+    const VkPhysicalDeviceProperties* p = &q.p2.properties;
+    char drv[300];
+    if (api >= VK_API_VERSION_1_2)
+      snprintf(drv, sizeof drv, "%.100s %.150s", q.drv.driverName, q.drv.driverInfo);
+    else
+      snprintf(drv, sizeof drv, "driver 0x%x", p->driverVersion);
+    fprintf(out,
+            "vulkan:%u  %s  type=%s  api=%u.%u.%u  driver=%s  fp16=%s  16bit-storage=%s  "
+            "int8=%s  subgroup=%u  max-workgroup=%u (%u x %u x %u)\n",
+            i, p->deviceName, type_name(p->deviceType), VK_API_VERSION_MAJOR(p->apiVersion),
+            VK_API_VERSION_MINOR(p->apiVersion), VK_API_VERSION_PATCH(p->apiVersion), drv,
+            f.v12.shaderFloat16 ? "yes" : "no", f.v11.storageBuffer16BitAccess ? "yes" : "no",
+            f.v12.shaderInt8 && f.v12.storageBuffer8BitAccess ? "yes" : "no", q.v11.subgroupSize,
+            p->limits.maxComputeWorkGroupInvocations, p->limits.maxComputeWorkGroupSize[0],
+            p->limits.maxComputeWorkGroupSize[1], p->limits.maxComputeWorkGroupSize[2]);
+  }
+  free(pd);
+  vkDestroyInstance(inst, NULL);
+  return s;
+}
+
+/* ---- device creation --------------------------------------------------- */
+
+static const kiln_device_vtable_t vk_vtable;
+
+static int32_t find_memory(const vk_dev_t* d, uint32_t bits, VkMemoryPropertyFlags want,
+                           VkMemoryPropertyFlags prefer) {
+  int32_t any = -1;
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount; ++i) {
+    if (!(bits & (1u << i))) continue;
+    VkMemoryPropertyFlags f = d->mem.memoryTypes[i].propertyFlags;
+    if ((f & want) != want) continue;
+    if ((f & prefer) == prefer) return (int32_t)i;
+    if (any < 0) any = (int32_t)i;
+  }
+  return any;
+}
+
+static void destroy_device(kiln_device_t* base);
+
+kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_allocator_t al,
+                                        kiln_device_t** out) {
+  const char* env = getenv("KILN_VULKAN_VALIDATION");
+  if (env && strcmp(env, "1") == 0) validation = true;
+  vk_dev_t* d = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof(vk_dev_t), "vulkan device", (void**)&d));
+  memset(d, 0, sizeof *d);
+  kiln_device_init_base(&d->base, &vk_vtable, al);
+  atomic_init(&d->validation, 0);
+  uint32_t iapi = 0;
+  kiln_status_t s = make_instance(validation ? &d->validation : NULL, &d->instance, &d->messenger,
+                                  &d->destroy_messenger, &iapi);
+  if (s) {
+    kiln_allocator_free(al, d);
+    return s;
+  }
+  VkPhysicalDevice* pd = NULL;
+  uint32_t n = 0;
+  if ((s = physical_devices(d->instance, &pd, &n))) goto fail;
+  if (n == 0) {
+    s = kiln_make_status(KILN_NOT_FOUND, "vulkan: no Vulkan devices");
+    goto fail;
+  }
+  if (index < 0 || (uint32_t)index >= n) {
+    s = kiln_make_status(KILN_NOT_FOUND, "vulkan: no device %d (%u device%s)", (int)index, n,
+                         n == 1 ? "" : "s");
+    free(pd);
+    goto fail;
+  }
+  d->phys = pd[index];
+  free(pd);
+
+  vkGetPhysicalDeviceProperties(d->phys, &d->props);
+  vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+  if (d->props.apiVersion < VK_API_VERSION_1_1) {
+    s = kiln_make_status(KILN_UNSUPPORTED, "vulkan: device '%s' supports Vulkan %u.%u, kiln needs 1.1",
+                         d->props.deviceName, VK_API_VERSION_MAJOR(d->props.apiVersion),
+                         VK_API_VERSION_MINOR(d->props.apiVersion));
+    goto fail;
+  }
+  /* What the instance lets this device use. */
+  uint32_t api = d->props.apiVersion < iapi ? d->props.apiVersion : iapi;
+  props_t q;
+  features_t have;
+  query_props(d->phys, api, &q);
+  query_features(d->phys, api, &have);
+  int32_t qf = compute_queue_family(d->phys, &d->timestamp_bits);
+  if (qf < 0) {
+    s = kiln_make_status(KILN_UNSUPPORTED, "vulkan: device '%s' has no compute queue",
+                         d->props.deviceName);
+    goto fail;
+  }
+  d->queue_family = (uint32_t)qf;
+
+  /* Enable exactly what kiln's shaders can use and the device has. */
+  features_t en;
+  memset(&en, 0, sizeof en);
+  en.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  en.v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  en.v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  en.f2.features.shaderInt64 = have.f2.features.shaderInt64;
+  en.f2.features.shaderInt16 = have.f2.features.shaderInt16;
+  if (have.has12) {
+    en.f2.pNext = &en.v11;
+    en.v11.pNext = &en.v12;
+    en.v11.storageBuffer16BitAccess = have.v11.storageBuffer16BitAccess;
+    en.v12.shaderFloat16 = have.v12.shaderFloat16;
+    en.v12.shaderInt8 = have.v12.shaderInt8;
+    en.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
+  }
+  const char* dexts[1];
+  uint32_t n_dexts = 0;
+  if (api < VK_API_VERSION_1_3 &&
+      has_device_ext(d->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME)) {
+    dexts[n_dexts++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
+    d->creation_feedback = true;
+  } else if (api >= VK_API_VERSION_1_3) {
+    d->creation_feedback = true; /* core in 1.3 */
+  }
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                 .queueFamilyIndex = d->queue_family,
+                                 .queueCount = 1,
+                                 .pQueuePriorities = &prio};
+  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                            .pNext = &en.f2,
+                            .queueCreateInfoCount = 1,
+                            .pQueueCreateInfos = &qci,
+                            .enabledExtensionCount = n_dexts,
+                            .ppEnabledExtensionNames = dexts};
+  VkResult r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+  if (r != VK_SUCCESS) {
+    d->dev = VK_NULL_HANDLE;
+    s = vkfail(NULL, r, "vkCreateDevice");
+    goto fail;
+  }
+  vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                 .queueFamilyIndex = d->queue_family};
+  if ((r = vkCreateCommandPool(d->dev, &pci, NULL, &d->pool)) != VK_SUCCESS) {
+    s = vkfail(NULL, r, "vkCreateCommandPool");
+    goto fail;
+  }
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .commandPool = d->pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
+  VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  if ((r = vkAllocateCommandBuffers(d->dev, &cai, &d->xfer_cb)) != VK_SUCCESS ||
+      (r = vkCreateFence(d->dev, &fci, NULL, &d->xfer_fence)) != VK_SUCCESS) {
+    s = vkfail(NULL, r, "transfer command buffer");
+    goto fail;
+  }
+
+  /* The head's info. */
+  kiln_device_info_t* info = &d->base.info;
+  snprintf(info->api, sizeof info->api, "vulkan");
+  snprintf(info->name, sizeof info->name, "%s", d->props.deviceName);
+  if (api >= VK_API_VERSION_1_2)
+    snprintf(info->driver, sizeof info->driver, "%.100s %.120s (Vulkan %u.%u.%u)", q.drv.driverName,
+             q.drv.driverInfo, VK_API_VERSION_MAJOR(d->props.apiVersion),
+             VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
+  else
+    snprintf(info->driver, sizeof info->driver, "driver 0x%x (Vulkan %u.%u)",
+             d->props.driverVersion, VK_API_VERSION_MAJOR(d->props.apiVersion),
+             VK_API_VERSION_MINOR(d->props.apiVersion));
+  info->fp16_storage = en.v11.storageBuffer16BitAccess;
+  info->fp16_arith = en.v12.shaderFloat16;
+  info->int8 = en.v12.shaderInt8 && en.v12.storageBuffer8BitAccess;
+  info->timestamps = d->timestamp_bits > 0 && d->props.limits.timestampPeriod > 0;
+  d->max_alloc = q.m3.maxMemoryAllocationSize ? q.m3.maxMemoryAllocationSize : (1ull << 31);
+  info->max_alloc_bytes = d->max_alloc;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < d->mem.memoryHeapCount; ++i)
+    if (d->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) total += d->mem.memoryHeaps[i].size;
+  info->total_bytes = total;
+  info->buffer_alignment = d->props.limits.minStorageBufferOffsetAlignment
+                               ? d->props.limits.minStorageBufferOffsetAlignment : 1;
+  info->max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
+  info->subgroup_size = (int32_t)q.v11.subgroupSize;
+  info->compute_units = 0;
+  *out = &d->base;
+  return NULL;
+fail:
+  destroy_device(&d->base);
+  return s;
+}
+
+static void destroy_device(kiln_device_t* base) {
+  vk_dev_t* d = D(base);
+  if (!d) return;
+  if (d->dev) {
+    vkDeviceWaitIdle(d->dev);
+    if (d->staging_map) vkUnmapMemory(d->dev, d->staging_mem);
+    if (d->staging) vkDestroyBuffer(d->dev, d->staging, NULL);
+    if (d->staging_mem) vkFreeMemory(d->dev, d->staging_mem, NULL);
+    if (d->xfer_fence) vkDestroyFence(d->dev, d->xfer_fence, NULL);
+    if (d->pool) vkDestroyCommandPool(d->dev, d->pool, NULL);
+    vkDestroyDevice(d->dev, NULL);
+  }
+  if (d->instance) {
+    if (d->messenger && d->destroy_messenger) d->destroy_messenger(d->instance, d->messenger, NULL);
+    vkDestroyInstance(d->instance, NULL);
+  }
+  kiln_allocator_free(d->base.allocator, d);
+}
+
+void kiln_vulkan_last_cache_stats(const kiln_device_t* d, kiln_vulkan_cache_stats_t* out) {
+  *out = ((const vk_dev_t*)d)->last_cache;
+}
+
+/* ---- buffers ----------------------------------------------------------- */
+
+static kiln_status_t make_buffer(vk_dev_t* d, uint64_t bytes, VkBufferUsageFlags usage,
+                                 VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer,
+                                 const char* what, VkBuffer* out_buf, VkDeviceMemory* out_mem) {
+  VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                            .size = bytes,
+                            .usage = usage,
+                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkBuffer b = VK_NULL_HANDLE;
+  VkResult r = vkCreateBuffer(d->dev, &bci, NULL, &b);
+  if (r != VK_SUCCESS)
+    return kiln_status_annotate(vkfail(d, r, "vkCreateBuffer"), "buffer '%s' of %llu bytes", what,
+                                (unsigned long long)bytes);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(d->dev, b, &req);
+  int32_t mt = find_memory(d, req.memoryTypeBits, want, prefer);
+  if (mt < 0) {
+    vkDestroyBuffer(d->dev, b, NULL);
+    return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: no memory type for buffer '%s'", what);
+  }
+  VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                              .allocationSize = req.size,
+                              .memoryTypeIndex = (uint32_t)mt};
+  VkDeviceMemory m = VK_NULL_HANDLE;
+  r = vkAllocateMemory(d->dev, &mai, NULL, &m);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(d->dev, b, NULL);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+      return kiln_make_status(KILN_OUT_OF_MEMORY,
+                              "vulkan: out of device memory allocating %llu bytes for '%s' (%s)",
+                              (unsigned long long)bytes, what, vk_result_name(r));
+    return vkfail(d, r, "vkAllocateMemory");
+  }
+  if ((r = vkBindBufferMemory(d->dev, b, m, 0)) != VK_SUCCESS) {
+    vkDestroyBuffer(d->dev, b, NULL);
+    vkFreeMemory(d->dev, m, NULL);
+    return vkfail(d, r, "vkBindBufferMemory");
+  }
+  *out_buf = b;
+  *out_mem = m;
+  return NULL;
+}
+
+/* Runs the transfer command buffer recorded by |rec| and waits. */
+typedef void (*rec_fn)(vk_dev_t* d, VkCommandBuffer cb, void* u);
+static kiln_status_t run_transfer(vk_dev_t* d, rec_fn rec, void* u) {
+  VKR(d, vkResetCommandBuffer(d->xfer_cb, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VKR(d, vkBeginCommandBuffer(d->xfer_cb, &bi), "vkBeginCommandBuffer");
+  VkMemoryBarrier pre = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                                          VK_ACCESS_HOST_WRITE_BIT,
+                         .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdPipelineBarrier(d->xfer_cb,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                           VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &pre, 0, NULL, 0, NULL);
+  rec(d, d->xfer_cb, u);
+  VkMemoryBarrier post = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                                           VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                       &post, 0, NULL, 0, NULL);
+  VKR(d, vkEndCommandBuffer(d->xfer_cb), "vkEndCommandBuffer");
+  VKR(d, vkResetFences(d->dev, 1, &d->xfer_fence), "vkResetFences");
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .commandBufferCount = 1,
+                     .pCommandBuffers = &d->xfer_cb};
+  VKR(d, vkQueueSubmit(d->queue, 1, &si, d->xfer_fence), "vkQueueSubmit (transfer)");
+  VKR(d, vkWaitForFences(d->dev, 1, &d->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences (transfer)");
+  return NULL;
+}
+
+typedef struct fill_s {
+  VkBuffer b;
+  uint64_t size;
+} fill_t;
+static void rec_fill(vk_dev_t* d, VkCommandBuffer cb, void* u) {
+  (void)d;
+  fill_t* f = u;
+  vkCmdFillBuffer(cb, f->b, 0, VK_WHOLE_SIZE, 0);
+}
+
+static kiln_status_t vk_buffer_create(kiln_device_t* base, uint64_t bytes, const char* what,
+                                      kiln_device_buffer_t** out) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!what) what = "buffer";
+  if (bytes > d->max_alloc)
+    return kiln_make_status(KILN_OUT_OF_MEMORY,
+                            "vulkan: buffer '%s' of %llu bytes is larger than device '%s' allows "
+                            "(%llu bytes)",
+                            what, (unsigned long long)bytes, d->props.deviceName,
+                            (unsigned long long)d->max_alloc);
+  /* Vulkan has no empty buffers; fills and views want 4-byte multiples. */
+  uint64_t size = bytes < 4 ? 4 : (bytes + 3) & ~3ull;
+  kiln_device_buffer_t* b = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(base->allocator, sizeof *b, "vulkan buffer", (void**)&b));
+  memset(b, 0, sizeof *b);
+  kiln_status_t s = make_buffer(d, size,
+                                VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, what, &b->buf, &b->mem);
+  if (!s) {
+    b->size = bytes;
+    b->avail = size;
+    fill_t f = {b->buf, size};
+    s = run_transfer(d, rec_fill, &f);
+    if (s) {
+      vkDestroyBuffer(d->dev, b->buf, NULL);
+      vkFreeMemory(d->dev, b->mem, NULL);
+    }
+  }
+  if (s) {
+    kiln_allocator_free(base->allocator, b);
+    return s;
+  }
+  *out = b;
+  return NULL;
+}
+
+static kiln_status_t vk_view_create(kiln_device_t* base, kiln_device_buffer_t* parent,
+                                    uint64_t offset, uint64_t bytes, kiln_device_buffer_t** out) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!parent) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: view of a NULL buffer");
+  uint64_t al = base->info.buffer_alignment;
+  if ((parent->offset + offset) % al)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "vulkan: view offset %llu is not a multiple of the storage-buffer "
+                            "alignment %llu",
+                            (unsigned long long)offset, (unsigned long long)al);
+  if (offset > parent->size || bytes > parent->size - offset)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "vulkan: view [%llu, %llu) is outside its buffer of %llu bytes",
+                            (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                            (unsigned long long)parent->size);
+  kiln_device_buffer_t* v = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(base->allocator, sizeof *v, "vulkan view", (void**)&v));
+  memset(v, 0, sizeof *v);
+  v->buf = parent->buf;
+  v->offset = parent->offset + offset;
+  v->size = bytes;
+  v->avail = parent->avail - offset;
+  v->view = true;
+  *out = v;
+  return NULL;
+}
+
+static void vk_buffer_destroy(kiln_device_t* base, kiln_device_buffer_t* b) {
+  if (!b) return;
+  vk_dev_t* d = D(base);
+  if (!b->view) {
+    vkDestroyBuffer(d->dev, b->buf, NULL);
+    vkFreeMemory(d->dev, b->mem, NULL);
+  }
+  kiln_allocator_free(base->allocator, b);
+}
+
+/* The staging buffer holds at least min(bytes, STAGING_MAX). */
+static kiln_status_t staging_reserve(vk_dev_t* d, uint64_t bytes) {
+  if (bytes > STAGING_MAX) bytes = STAGING_MAX;
+  if (d->staging && d->staging_size >= bytes) return NULL;
+  uint64_t size = d->staging_size ? d->staging_size : (1u << 20);
+  while (size < bytes) size *= 2;
+  if (size > STAGING_MAX) size = STAGING_MAX;
+  VkBuffer nb;
+  VkDeviceMemory nm;
+  KILN_RETURN_IF_ERROR(make_buffer(d, size,
+                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "staging", &nb, &nm));
+  void* map = NULL;
+  VkResult r = vkMapMemory(d->dev, nm, 0, VK_WHOLE_SIZE, 0, &map);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(d->dev, nb, NULL);
+    vkFreeMemory(d->dev, nm, NULL);
+    return vkfail(d, r, "vkMapMemory (staging)");
+  }
+  if (d->staging) {
+    vkUnmapMemory(d->dev, d->staging_mem);
+    vkDestroyBuffer(d->dev, d->staging, NULL);
+    vkFreeMemory(d->dev, d->staging_mem, NULL);
+  }
+  d->staging = nb;
+  d->staging_mem = nm;
+  d->staging_map = map;
+  d->staging_size = size;
+  return NULL;
+}
+
+typedef struct copy_s {
+  VkBuffer src, dst;
+  VkBufferCopy region;
+} copy_t;
+static void rec_copy(vk_dev_t* d, VkCommandBuffer cb, void* u) {
+  (void)d;
+  copy_t* c = u;
+  vkCmdCopyBuffer(cb, c->src, c->dst, 1, &c->region);
+}
+
+static kiln_status_t check_range(const kiln_device_buffer_t* b, uint64_t offset, uint64_t bytes,
+                                 const char* what) {
+  if (!b) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: %s of a NULL buffer", what);
+  if (offset > b->size || bytes > b->size - offset)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "vulkan: %s of [%llu, %llu) is outside a buffer of %llu bytes", what,
+                            (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                            (unsigned long long)b->size);
+  return NULL;
+}
+
+static kiln_status_t vk_buffer_write(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t offset,
+                                     const void* src, uint64_t bytes) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  KILN_RETURN_IF_ERROR(check_range(b, offset, bytes, "write"));
+  if (bytes == 0) return NULL;
+  KILN_RETURN_IF_ERROR(staging_reserve(d, bytes));
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t n = bytes - done < d->staging_size ? bytes - done : d->staging_size;
+    memcpy(d->staging_map, (const char*)src + done, n);
+    copy_t c = {d->staging, b->buf, {0, b->offset + offset + done, n}};
+    KILN_RETURN_IF_ERROR(run_transfer(d, rec_copy, &c), "writing %llu bytes", (unsigned long long)bytes);
+    done += n;
+  }
+  return NULL;
+}
+
+static kiln_status_t vk_buffer_read(kiln_device_t* base, kiln_device_buffer_t* b, uint64_t offset,
+                                    void* dst, uint64_t bytes) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  KILN_RETURN_IF_ERROR(check_range(b, offset, bytes, "read"));
+  if (bytes == 0) return NULL;
+  KILN_RETURN_IF_ERROR(staging_reserve(d, bytes));
+  for (uint64_t done = 0; done < bytes;) {
+    uint64_t n = bytes - done < d->staging_size ? bytes - done : d->staging_size;
+    copy_t c = {b->buf, d->staging, {b->offset + offset + done, 0, n}};
+    KILN_RETURN_IF_ERROR(run_transfer(d, rec_copy, &c), "reading %llu bytes", (unsigned long long)bytes);
+    memcpy((char*)dst + done, d->staging_map, n);
+    done += n;
+  }
+  return NULL;
+}
+
+/* ---- pipeline cache file ------------------------------------------------ */
+
+static uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static void mkdirs(const char* path) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char* p = tmp + 1; *p; ++p)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(tmp, 0755);
+      *p = '/';
+    }
+  mkdir(tmp, 0755);
+}
+
+static void cache_path(const vk_dev_t* d, const kiln_device_build_options_t* o, char* out, size_t n) {
+  char dir[400];
+  const char* env = getenv("KILN_CACHE_DIR");
+  const char* home = getenv("HOME");
+  if (o && o->cache_dir && o->cache_dir[0])
+    snprintf(dir, sizeof dir, "%s", o->cache_dir);
+  else if (env && env[0])
+    snprintf(dir, sizeof dir, "%s/vulkan", env);
+  else
+    snprintf(dir, sizeof dir, "%s/.cache/kiln/vulkan", home && home[0] ? home : "/tmp");
+  char uuid[2 * VK_UUID_SIZE + 1];
+  for (int i = 0; i < VK_UUID_SIZE; ++i) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
+  snprintf(out, n, "%s/pipelines-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
+}
+
+/* Reads the cache file: "KILNVKPC", u64 length, u64 FNV-1a of the payload,
+ * then the driver's VkPipelineCache data, whose header must name this device
+ * and driver. Anything else is reported as corrupt (*corrupt) and ignored. */
+static uint8_t* cache_load(const vk_dev_t* d, const char* path, size_t* out_len, bool* corrupt) {
+  *out_len = 0;
+  *corrupt = false;
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  uint8_t head[24];
+  uint8_t* data = NULL;
+  const char* why = NULL;
+  uint64_t len = 0, hash = 0;
+  if (fread(head, 1, sizeof head, f) != sizeof head || memcmp(head, CACHE_MAGIC, 8) != 0) {
+    why = "bad header";
+  } else {
+    memcpy(&len, head + 8, 8);
+    memcpy(&hash, head + 16, 8);
+    if (len < 32 || len > (256ull << 20)) why = "bad length";
+  }
+  if (!why && !(data = malloc(len))) why = "out of memory";
+  if (!why && fread(data, 1, len, f) != len) why = "truncated";
+  if (!why && fnv1a(data, len) != hash) why = "checksum mismatch";
+  if (!why) {
+    uint32_t hl, ver, vendor, device;
+    memcpy(&hl, data, 4);
+    memcpy(&ver, data + 4, 4);
+    memcpy(&vendor, data + 8, 4);
+    memcpy(&device, data + 12, 4);
+    if (hl < 32 || ver != VK_PIPELINE_CACHE_HEADER_VERSION_ONE || vendor != d->props.vendorID ||
+        device != d->props.deviceID || memcmp(data + 16, d->props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
+      why = "made by another device or driver";
+  }
+  fclose(f);
+  if (why) {
+    fprintf(stderr, "kiln: warning: ignoring pipeline cache %s (%s)\n", path, why);
+    free(data);
+    *corrupt = true;
+    return NULL;
+  }
+  *out_len = len;
+  return data;
+}
+
+static uint64_t cache_save(vk_dev_t* d, VkPipelineCache pc, const char* path) {
+  size_t n = 0;
+  if (vkGetPipelineCacheData(d->dev, pc, &n, NULL) != VK_SUCCESS || n == 0) return 0;
+  uint8_t* data = malloc(n);
+  if (!data) return 0;
+  if (vkGetPipelineCacheData(d->dev, pc, &n, data) != VK_SUCCESS) {
+    free(data);
+    return 0;
+  }
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", path);
+  char* slash = strrchr(dir, '/');
+  if (slash) {
+    *slash = 0;
+    mkdirs(dir);
+  }
+  char tmp[560];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE* f = fopen(tmp, "wb");
+  uint64_t len = n, hash = fnv1a(data, n);
+  bool ok = f && fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 &&
+            fwrite(&hash, 8, 1, f) == 1 && fwrite(data, 1, n, f) == n;
+  if (f && fclose(f) != 0) ok = false;
+  free(data);
+  if (ok && rename(tmp, path) == 0) return n;
+  unlink(tmp);
+  fprintf(stderr, "kiln: warning: cannot write pipeline cache %s: %s\n", path, strerror(errno));
+  return 0;
+}
+
+/* ---- executables ------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void vk_executable_destroy(kiln_device_t* base, kiln_device_executable_t* e) {
+  if (!e) return;
+  vk_dev_t* d = D(base);
+  for (int32_t i = 0; i < e->n; ++i) {
+    vk_kernel_t* k = &e->k[i];
+    if (k->owner == i) {
+      if (k->pipe) vkDestroyPipeline(d->dev, k->pipe, NULL);
+      if (k->layout) vkDestroyPipelineLayout(d->dev, k->layout, NULL);
+      if (k->dsl) vkDestroyDescriptorSetLayout(d->dev, k->dsl, NULL);
+      if (k->module) vkDestroyShaderModule(d->dev, k->module, NULL);
+    }
+    kiln_allocator_free(base->allocator, k->name);
+  }
+  kiln_allocator_free(base->allocator, e->k);
+  kiln_allocator_free(base->allocator, e);
+}
+
+/* Module, layouts and pipeline of kernel |i|. */
+static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t i, VkPipelineCache pc,
+                                  vk_kernel_t* k, bool* hit) {
+  const uint8_t* blob = p->code.blobs[i];
+  uint64_t len = p->code.blob_lens[i];
+  uint32_t magic = 0;
+  if (blob && len >= 20) memcpy(&magic, blob, 4);
+  if (!blob || len < 20 || len % 4 != 0 || magic != 0x07230203u)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "vulkan: kernel '%s': code blob %d (%llu bytes) is not a SPIR-V binary",
+                            k->name, (int)i, (unsigned long long)len);
+  if ((uint32_t)k->n_args > d->props.limits.maxPerStageDescriptorStorageBuffers)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "vulkan: kernel '%s' has %d buffer parameters, device '%s' allows %u",
+                            k->name, (int)k->n_args, d->props.deviceName,
+                            d->props.limits.maxPerStageDescriptorStorageBuffers);
+  VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                  .codeSize = (size_t)len,
+                                  .pCode = (const uint32_t*)blob};
+  VkResult r = vkCreateShaderModule(d->dev, &smi, NULL, &k->module);
+  if (r != VK_SUCCESS)
+    return kiln_status_annotate(vkfail(d, r, "vkCreateShaderModule"), "kernel '%s'", k->name);
+  VkDescriptorSetLayoutBinding bind[64];
+  VkDescriptorSetLayoutBinding* bp = bind;
+  if (k->n_args > 64) {
+    bp = calloc((size_t)k->n_args, sizeof *bp);
+    if (!bp) return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: kernel '%s' bindings", k->name);
+  }
+  for (int32_t j = 0; j < k->n_args; ++j)
+    bp[j] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)j,
+                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .descriptorCount = 1,
+                                           .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                         .bindingCount = (uint32_t)k->n_args,
+                                         .pBindings = bp};
+  r = vkCreateDescriptorSetLayout(d->dev, &dli, NULL, &k->dsl);
+  if (bp != bind) free(bp);
+  if (r != VK_SUCCESS)
+    return kiln_status_annotate(vkfail(d, r, "vkCreateDescriptorSetLayout"), "kernel '%s'", k->name);
+  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                    .setLayoutCount = 1,
+                                    .pSetLayouts = &k->dsl};
+  r = vkCreatePipelineLayout(d->dev, &pli, NULL, &k->layout);
+  if (r != VK_SUCCESS)
+    return kiln_status_annotate(vkfail(d, r, "vkCreatePipelineLayout"), "kernel '%s'", k->name);
+  VkPipelineCreationFeedback fb = {0};
+  VkPipelineCreationFeedbackCreateInfo fbi = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+      .pPipelineCreationFeedback = &fb};
+  VkComputePipelineCreateInfo cpi = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .pNext = d->creation_feedback ? &fbi : NULL,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = k->module,
+                .pName = "main"},
+      .layout = k->layout,
+      .basePipelineIndex = -1};
+  r = vkCreateComputePipelines(d->dev, pc, 1, &cpi, NULL, &k->pipe);
+  if (r != VK_SUCCESS) {
+    k->pipe = VK_NULL_HANDLE;
+    return kiln_status_annotate(vkfail(d, r, "vkCreateComputePipelines"), "kernel '%s'", k->name);
+  }
+  *hit = (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+         (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT);
+  return NULL;
+}
+
+static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_program_t* p,
+                                          const kiln_device_build_options_t* o,
+                                          kiln_device_executable_t** out) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!p) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: NULL program");
+  if (p->n_kernels > 0 && (p->code.n_blobs != p->n_kernels || !p->code.blobs || !p->code.blob_lens))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "vulkan: program '%s' has %d SPIR-V binaries for %d kernels",
+                            p->model_name ? p->model_name : "?", (int)p->code.n_blobs,
+                            (int)p->n_kernels);
+  kiln_allocator_t al = base->allocator;
+  kiln_device_executable_t* e = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof *e, "vulkan executable", (void**)&e));
+  memset(e, 0, sizeof *e);
+  kiln_status_t s = kiln_allocator_malloc(al, sizeof(vk_kernel_t) * (size_t)(p->n_kernels + 1),
+                                          "vulkan kernels", (void**)&e->k);
+  if (s) {
+    kiln_allocator_free(al, e);
+    return s;
+  }
+  memset(e->k, 0, sizeof(vk_kernel_t) * (size_t)(p->n_kernels + 1));
+  e->n = p->n_kernels;
+  for (int32_t i = 0; i < e->n; ++i) e->k[i].owner = i;
+  for (int32_t i = 0; !s && i < e->n; ++i) {
+    const kiln_program_kernel_t* pk = &p->kernels[i];
+    vk_kernel_t* k = &e->k[i];
+    const char* nm = pk->name ? pk->name : "?";
+    size_t l = strlen(nm);
+    if ((s = kiln_allocator_malloc(al, l + 1, "kernel name", (void**)&k->name))) break;
+    memcpy(k->name, nm, l + 1);
+    k->n_args = pk->n_args;
+    if (k->n_args > e->max_args) e->max_args = k->n_args;
+    for (int j = 0; j < 3; ++j) {
+      int64_t g = pk->groups[j] > 0 ? pk->groups[j] : 1;
+      if ((uint64_t)g > d->props.limits.maxComputeWorkGroupCount[j]) {
+        s = kiln_make_status(KILN_UNSUPPORTED,
+                             "vulkan: kernel '%s' launches %lld work-groups in dimension %d, "
+                             "device '%s' allows %u",
+                             nm, (long long)g, j, d->props.deviceName,
+                             d->props.limits.maxComputeWorkGroupCount[j]);
+        break;
+      }
+      k->groups[j] = (uint32_t)g;
+    }
+  }
+  if (s) {
+    vk_executable_destroy(base, e);
+    return s;
+  }
+
+  kiln_vulkan_cache_stats_t* st = &d->last_cache;
+  memset(st, 0, sizeof *st);
+  cache_path(d, o, st->path, sizeof st->path);
+  size_t init_len = 0;
+  uint8_t* init = cache_load(d, st->path, &init_len, &st->ignored_corrupt);
+  VkPipelineCacheCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                   .initialDataSize = init_len,
+                                   .pInitialData = init};
+  VkPipelineCache pc = VK_NULL_HANDLE;
+  double t0 = now_s();
+  VkResult r = vkCreatePipelineCache(d->dev, &pci, NULL, &pc);
+  if (r != VK_SUCCESS && init) {
+    /* The driver rejected the data: start empty. */
+    fprintf(stderr, "kiln: warning: driver rejected pipeline cache %s; starting empty\n", st->path);
+    st->ignored_corrupt = true;
+    init_len = 0;
+    pci.initialDataSize = 0;
+    pci.pInitialData = NULL;
+    r = vkCreatePipelineCache(d->dev, &pci, NULL, &pc);
+  }
+  free(init);
+  if (r != VK_SUCCESS) {
+    vk_executable_destroy(base, e);
+    return vkfail(d, r, "vkCreatePipelineCache");
+  }
+  st->loaded_bytes = init_len;
+  for (int32_t i = 0; !s && i < e->n; ++i) {
+    vk_kernel_t* k = &e->k[i];
+    /* Identical binaries with the same parameter count share a pipeline. */
+    for (int32_t j = 0; j < i; ++j)
+      if (e->k[j].owner == j && e->k[j].n_args == k->n_args &&
+          p->code.blob_lens[j] == p->code.blob_lens[i] && p->code.blobs[j] && p->code.blobs[i] &&
+          memcmp(p->code.blobs[j], p->code.blobs[i], (size_t)p->code.blob_lens[i]) == 0) {
+        k->owner = j;
+        break;
+      }
+    if (k->owner != i) {
+      vk_kernel_t* src = &e->k[k->owner];
+      k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
+      continue;
+    }
+    bool hit = false;
+    s = build_kernel(d, p, i, pc, k, &hit);
+    if (!s) {
+      ++st->pipelines;
+      st->cache_hits += hit;
+    }
+  }
+  st->seconds = now_s() - t0;
+  if (!s) st->saved_bytes = cache_save(d, pc, st->path);
+  vkDestroyPipelineCache(d->dev, pc, NULL);
+  if (s) {
+    vk_executable_destroy(base, e);
+    return s;
+  }
+  *out = e;
+  return NULL;
+}
+
+/* ---- command buffers ---------------------------------------------------- */
+
+static void vk_cmd_destroy(kiln_device_t* base, kiln_device_cmd_t* c) {
+  if (!c) return;
+  vk_dev_t* d = D(base);
+  if (c->pending && !d->lost) vkWaitForFences(d->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+  if (d->lost) vkDeviceWaitIdle(d->dev);
+  for (int32_t i = 0; i < c->n_pools; ++i) vkDestroyDescriptorPool(d->dev, c->pools[i], NULL);
+  free(c->pools);
+  if (c->qp) vkDestroyQueryPool(d->dev, c->qp, NULL);
+  if (c->fence) vkDestroyFence(d->dev, c->fence, NULL);
+  if (c->cb) vkFreeCommandBuffers(d->dev, d->pool, 1, &c->cb);
+  kiln_allocator_free(base->allocator, c);
+}
+
+static kiln_status_t cmd_init(vk_dev_t* d, kiln_device_cmd_t* c, int32_t max_timestamps) {
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .commandPool = d->pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
+  VKR(d, vkAllocateCommandBuffers(d->dev, &cai, &c->cb), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VKR(d, vkCreateFence(d->dev, &fci, NULL, &c->fence), "vkCreateFence");
+  if (max_timestamps > 0) {
+    if (!d->base.info.timestamps)
+      return kiln_make_status(KILN_UNSUPPORTED, "vulkan: device '%s' has no compute timestamps",
+                              d->props.deviceName);
+    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                 .queryCount = (uint32_t)max_timestamps};
+    VKR(d, vkCreateQueryPool(d->dev, &qci, NULL, &c->qp), "vkCreateQueryPool");
+  }
+  c->max_ts = max_timestamps;
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VKR(d, vkBeginCommandBuffer(c->cb, &bi), "vkBeginCommandBuffer");
+  if (c->qp) vkCmdResetQueryPool(c->cb, c->qp, 0, (uint32_t)max_timestamps);
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                         VK_ACCESS_HOST_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(c->cb,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                           VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  return NULL;
+}
+
+static kiln_status_t vk_cmd_create(kiln_device_t* base, kiln_device_executable_t* e,
+                                   int32_t max_timestamps, kiln_device_cmd_t** out) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (max_timestamps < 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: %d timestamp slots", (int)max_timestamps);
+  kiln_device_cmd_t* c = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(base->allocator, sizeof *c, "vulkan command buffer", (void**)&c));
+  memset(c, 0, sizeof *c);
+  c->exe = e;
+  kiln_status_t s = cmd_init(d, c, max_timestamps);
+  if (s) {
+    vk_cmd_destroy(base, c);
+    return s;
+  }
+  *out = c;
+  return NULL;
+}
+
+static kiln_status_t recordable(vk_dev_t* d, kiln_device_cmd_t* c) {
+  if (d->lost) return lost_status();
+  if (!c) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: NULL command buffer");
+  if (c->ended) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: command buffer already ended");
+  return NULL;
+}
+
+/* A descriptor set for |layout| from the command buffer's pools (a new pool
+ * when the last one is full). */
+static kiln_status_t alloc_set(vk_dev_t* d, kiln_device_cmd_t* c, VkDescriptorSetLayout layout,
+                               VkDescriptorSet* out) {
+  if (c->n_pools == 0 || c->sets_in_last >= SETS_PER_POOL) {
+    if (c->n_pools == c->cap_pools) {
+      int32_t cap = c->cap_pools ? 2 * c->cap_pools : 4;
+      VkDescriptorPool* np = realloc(c->pools, sizeof *np * (size_t)cap);
+      if (!np) return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: descriptor pools");
+      c->pools = np;
+      c->cap_pools = cap;
+    }
+    int32_t per = c->exe && c->exe->max_args > 0 ? c->exe->max_args : 1;
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(SETS_PER_POOL * per)};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                      .maxSets = SETS_PER_POOL,
+                                      .poolSizeCount = 1,
+                                      .pPoolSizes = &ps};
+    VKR(d, vkCreateDescriptorPool(d->dev, &dpi, NULL, &c->pools[c->n_pools]), "vkCreateDescriptorPool");
+    ++c->n_pools;
+    c->sets_in_last = 0;
+  }
+  VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                    .descriptorPool = c->pools[c->n_pools - 1],
+                                    .descriptorSetCount = 1,
+                                    .pSetLayouts = &layout};
+  VKR(d, vkAllocateDescriptorSets(d->dev, &ai, out), "vkAllocateDescriptorSets");
+  ++c->sets_in_last;
+  return NULL;
+}
+
+static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, int32_t kernel,
+                                     kiln_device_buffer_t* const* args, int32_t n_args) {
+  vk_dev_t* d = D(base);
+  KILN_RETURN_IF_ERROR(recordable(d, c));
+  kiln_device_executable_t* e = c->exe;
+  if (!e || kernel < 0 || kernel >= e->n)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "vulkan: kernel %d of %d", (int)kernel, e ? (int)e->n : 0);
+  vk_kernel_t* k = &e->k[kernel];
+  if (n_args != k->n_args)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: kernel '%s' takes %d buffers, got %d",
+                            k->name, (int)k->n_args, (int)n_args);
+  VkDescriptorBufferInfo bi[64];
+  VkWriteDescriptorSet wr[64];
+  VkDescriptorBufferInfo* bip = bi;
+  VkWriteDescriptorSet* wrp = wr;
+  if (n_args > 64) {
+    bip = calloc((size_t)n_args, sizeof *bip);
+    wrp = calloc((size_t)n_args, sizeof *wrp);
+    if (!bip || !wrp) {
+      free(bip);
+      free(wrp);
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: kernel '%s' descriptors", k->name);
+    }
+  }
+  kiln_status_t s = NULL;
+  uint64_t al = base->info.buffer_alignment;
+  for (int32_t j = 0; !s && j < n_args; ++j) {
+    const kiln_device_buffer_t* b = args ? args[j] : NULL;
+    if (!b) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: kernel '%s': buffer %d is NULL", k->name, (int)j);
+    } else if (b->offset % al) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT,
+                           "vulkan: kernel '%s': buffer %d starts at %llu, not a multiple of %llu",
+                           k->name, (int)j, (unsigned long long)b->offset, (unsigned long long)al);
+    } else if (b->size > d->props.limits.maxStorageBufferRange) {
+      s = kiln_make_status(KILN_UNSUPPORTED,
+                           "vulkan: kernel '%s': buffer %d spans %llu bytes, device '%s' binds at "
+                           "most %u",
+                           k->name, (int)j, (unsigned long long)b->size, d->props.deviceName,
+                           d->props.limits.maxStorageBufferRange);
+    } else {
+      /* Ranges are 4-byte multiples (the allocation is padded to match). */
+      uint64_t range = b->size ? (b->size + 3) & ~3ull : 4;
+      if (range > b->avail) range = b->avail;
+      bip[j] = (VkDescriptorBufferInfo){b->buf, b->offset, range};
+      wrp[j] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstBinding = (uint32_t)j,
+                                      .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bip[j]};
+    }
+  }
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (!s) s = alloc_set(d, c, k->dsl, &set);
+  if (!s) {
+    for (int32_t j = 0; j < n_args; ++j) wrp[j].dstSet = set;
+    if (n_args > 0) vkUpdateDescriptorSets(d->dev, (uint32_t)n_args, wrp, 0, NULL);
+    vkCmdBindPipeline(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
+    vkCmdBindDescriptorSets(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set, 0, NULL);
+    vkCmdDispatch(c->cb, k->groups[0], k->groups[1], k->groups[2]);
+  }
+  if (bip != bi) free(bip);
+  if (wrp != wr) free(wrp);
+  return s;
+}
+
+static kiln_status_t vk_cmd_barrier(kiln_device_t* base, kiln_device_cmd_t* c) {
+  vk_dev_t* d = D(base);
+  KILN_RETURN_IF_ERROR(recordable(d, c));
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       0, 1, &mb, 0, NULL, 0, NULL);
+  return NULL;
+}
+
+static kiln_status_t vk_cmd_timestamp(kiln_device_t* base, kiln_device_cmd_t* c, int32_t slot) {
+  vk_dev_t* d = D(base);
+  KILN_RETURN_IF_ERROR(recordable(d, c));
+  if (slot < 0 || slot >= c->max_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "vulkan: timestamp slot %d of %d", (int)slot, (int)c->max_ts);
+  vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->qp, (uint32_t)slot);
+  return NULL;
+}
+
+static kiln_status_t vk_cmd_end(kiln_device_t* base, kiln_device_cmd_t* c) {
+  vk_dev_t* d = D(base);
+  KILN_RETURN_IF_ERROR(recordable(d, c));
+  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                                         VK_ACCESS_HOST_READ_BIT};
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
+                       NULL, 0, NULL);
+  VKR(d, vkEndCommandBuffer(c->cb), "vkEndCommandBuffer");
+  c->ended = true;
+  return NULL;
+}
+
+static kiln_status_t wait_fence(vk_dev_t* d, kiln_device_cmd_t* c) {
+  if (!c->pending) return NULL;
+  VkResult r = vkWaitForFences(d->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) return vkfail(d, r, "vkWaitForFences");
+  c->pending = false;
+  c->finished = true;
+  return NULL;
+}
+
+static kiln_status_t vk_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!c || !c->ended)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: submit of a command buffer not ended");
+  /* Without SIMULTANEOUS_USE a command buffer may be pending once. */
+  KILN_RETURN_IF_ERROR(wait_fence(d, c));
+  VKR(d, vkResetFences(d->dev, 1, &c->fence), "vkResetFences");
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .commandBufferCount = 1,
+                     .pCommandBuffers = &c->cb};
+  VKR(d, vkQueueSubmit(d->queue, 1, &si, c->fence), "vkQueueSubmit");
+  c->pending = true;
+  c->finished = false;
+  return NULL;
+}
+
+static kiln_status_t vk_wait(kiln_device_t* base, kiln_device_cmd_t* c) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!c) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: wait on a NULL command buffer");
+  return wait_fence(d, c);
+}
+
+static kiln_status_t vk_timestamps_read(kiln_device_t* base, kiln_device_cmd_t* c, uint64_t* out_ns,
+                                        int32_t n) {
+  vk_dev_t* d = D(base);
+  if (d->lost) return lost_status();
+  if (!c || n < 0 || n > c->max_ts)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "vulkan: %d timestamps of %d", (int)n, c ? (int)c->max_ts : 0);
+  if (n == 0) return NULL;
+  if (!c->finished)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: timestamps read before a finished submission");
+  uint64_t* ticks = calloc((size_t)n, sizeof *ticks);
+  if (!ticks) return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: timestamps");
+  VkResult r = vkGetQueryPoolResults(d->dev, c->qp, 0, (uint32_t)n, sizeof(uint64_t) * (size_t)n,
+                                     ticks, sizeof(uint64_t),
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (r != VK_SUCCESS) {
+    free(ticks);
+    return vkfail(d, r, "vkGetQueryPoolResults");
+  }
+  uint64_t mask = d->timestamp_bits >= 64 ? ~0ull : ((1ull << d->timestamp_bits) - 1);
+  double period = d->props.limits.timestampPeriod;
+  for (int32_t i = 0; i < n; ++i) out_ns[i] = (uint64_t)((double)(ticks[i] & mask) * period);
+  free(ticks);
+  return NULL;
+}
+
+static const kiln_device_vtable_t vk_vtable = {
+    .destroy = destroy_device,
+    .buffer_create = vk_buffer_create,
+    .view_create = vk_view_create,
+    .buffer_destroy = vk_buffer_destroy,
+    .buffer_write = vk_buffer_write,
+    .buffer_read = vk_buffer_read,
+    .executable_create = vk_executable_create,
+    .executable_destroy = vk_executable_destroy,
+    .cmd_create = vk_cmd_create,
+    .cmd_destroy = vk_cmd_destroy,
+    .cmd_dispatch = vk_cmd_dispatch,
+    .cmd_barrier = vk_cmd_barrier,
+    .cmd_timestamp = vk_cmd_timestamp,
+    .cmd_end = vk_cmd_end,
+    .submit = vk_submit,
+    .wait = vk_wait,
+    .timestamps_read = vk_timestamps_read,
+};

@@ -1,0 +1,29 @@
+/* GPU binding of CPU-style PARALLEL loops, shared by the OpenCL and SPIR-V
+ * targets (see gpu_bind.c). */
+#ifndef KILN_TARGETS_GPU_BIND_H_
+#define KILN_TARGETS_GPU_BIND_H_
+
+#include "ir/tir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a PARALLEL loop of extent E becomes work-groups x work-items: one item
+ * per group while E <= small_extent (few heavy iterations: one group each, so
+ * the device spreads them over its cores), else groups of |lanes| items. */
+typedef struct kiln_gpu_bind_s {
+  int64_t small_extent;
+  int64_t lanes;
+} kiln_gpu_bind_t;
+
+/* *out: |f| with its outermost PARALLEL loop bound to BLOCK_X (x THREAD_X),
+ * or NULL when the kernel is left as it is (no such loop, bound loops or
+ * barriers already, a LOCAL allocation around the loop). */
+kiln_status_t kiln_gpu_bind_parallel(tir_ctx_t* c, const tir_func_t* f, const kiln_gpu_bind_t* how,
+                                     const tir_func_t** out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

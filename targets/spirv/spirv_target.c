@@ -1,0 +1,461 @@
+/* kiln SPIR-V target: print GLSL per kernel, compile with libshaderc,
+ * validate with SPIRV-Tools, store one blob per kernel in the program.
+ *
+ * Why: the printer's canonical form (kernel named KILN_KERNEL, buffers and
+ * variables renumbered) is the dedup key, so the many identical elementwise
+ * kernels of a model compile once. Validation runs on every blob although
+ * shaderc's output is normally valid: it is the one check between kiln's
+ * printer and a driver that may crash on bad SPIR-V. */
+#include "targets/spirv/spirv_target.h"
+
+#include <shaderc/shaderc.h>
+#include <spirv-tools/libspirv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op.h"
+#include "targets/cfamily/printer.h"
+#include "targets/gpu_bind.h"
+
+extern const char kiln_vk_gemm[];
+extern const size_t kiln_vk_gemm_len;
+
+/* ---- compile + validate ------------------------------------------------ */
+
+/* The validator's message, with the GLSL-free context SPIRV-Tools gives. */
+static kiln_status_t validate(const char* name, const uint32_t* words, size_t n_words) {
+  spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_1);
+  if (!ctx) return kiln_make_status(KILN_OUT_OF_MEMORY, "kernel '%s': SPIRV-Tools context", name);
+  spv_const_binary_t bin = {words, n_words};
+  spv_diagnostic diag = NULL;
+  spv_validator_options vo = spvValidatorOptionsCreate();
+  spv_result_t r = vo ? spvValidateWithOptions(ctx, vo, &bin, &diag) : spvValidate(ctx, &bin, &diag);
+  kiln_status_t s = NULL;
+  if (r != SPV_SUCCESS)
+    s = kiln_make_status(KILN_INVALID_ARGUMENT, "kernel '%s': spirv-val rejected the shader: %s",
+                         name, diag && diag->error ? diag->error : "(no message)");
+  spvDiagnosticDestroy(diag);
+  if (vo) spvValidatorOptionsDestroy(vo);
+  spvContextDestroy(ctx);
+  return s;
+}
+
+/* One compiler + options per emit (shaderc objects are not thread-safe to
+ * share while compiling, and creation is cheap next to a compile). */
+typedef struct cc_s {
+  shaderc_compiler_t compiler;
+  shaderc_compile_options_t opts;
+} cc_t;
+
+static kiln_status_t cc_init(cc_t* c) {
+  c->compiler = shaderc_compiler_initialize();
+  c->opts = shaderc_compile_options_initialize();
+  if (!c->compiler || !c->opts) {
+    if (c->opts) shaderc_compile_options_release(c->opts);
+    if (c->compiler) shaderc_compiler_release(c->compiler);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "shaderc: cannot create a compiler");
+  }
+  shaderc_compile_options_set_source_language(c->opts, shaderc_source_language_glsl);
+  shaderc_compile_options_set_target_env(c->opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_1);
+  shaderc_compile_options_set_target_spirv(c->opts, shaderc_spirv_version_1_3);
+  shaderc_compile_options_set_optimization_level(c->opts, shaderc_optimization_level_performance);
+  return NULL;
+}
+
+static void cc_free(cc_t* c) {
+  shaderc_compile_options_release(c->opts);
+  shaderc_compiler_release(c->compiler);
+}
+
+/* "\n  line N: <text>" for the first "<name>:N:" the log points at. */
+static void quote_line(const char* name, const char* log, const char* glsl, char* out, size_t cap) {
+  out[0] = 0;
+  if (!log || !glsl) return;
+  size_t nl = strlen(name);
+  const char* p = strstr(log, name);
+  if (!p || p[nl] != ':') return;
+  long ln = strtol(p + nl + 1, NULL, 10);
+  if (ln <= 0) return;
+  const char* q = glsl;
+  for (long i = 1; i < ln && q; ++i) {
+    q = strchr(q, '\n');
+    if (q) ++q;
+  }
+  if (!q) return;
+  const char* e = strchr(q, '\n');
+  int len = e ? (int)(e - q) : (int)strlen(q);
+  snprintf(out, cap, "\n  line %ld: %.*s", ln, len > 150 ? 150 : len, q);
+}
+
+static kiln_status_t cc_compile(cc_t* c, const char* name, const char* glsl, kiln_allocator_t al,
+                                uint8_t** out, uint64_t* out_len) {
+  shaderc_compilation_result_t res = shaderc_compile_into_spv(
+      c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", c->opts);
+  if (!res) return kiln_make_status(KILN_OUT_OF_MEMORY, "kernel '%s': shaderc returned no result", name);
+  kiln_status_t s = NULL;
+  if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
+    const char* log = shaderc_result_get_error_message(res);
+    char line[200];
+    quote_line(name, log, glsl, line, sizeof line);
+    s = kiln_make_status(KILN_INVALID_ARGUMENT, "kernel '%s': shaderc failed to compile the GLSL:\n%s%s",
+                         name, log ? log : "", line);
+  } else {
+    size_t n = shaderc_result_get_length(res);
+    const char* bytes = shaderc_result_get_bytes(res);
+    if (n == 0 || n % 4 != 0) {
+      s = kiln_make_status(KILN_INTERNAL, "kernel '%s': shaderc produced %zu bytes", name, n);
+    } else {
+      s = validate(name, (const uint32_t*)(const void*)bytes, n / 4);
+      void* m = NULL;
+      if (!s) s = kiln_allocator_malloc(al, n, "SPIR-V blob", &m);
+      if (!s) {
+        memcpy(m, bytes, n);
+        *out = m;
+        *out_len = n;
+      }
+    }
+  }
+  shaderc_result_release(res);
+  return s;
+}
+
+kiln_status_t kiln_spirv_compile_glsl(const char* name, const char* glsl, kiln_allocator_t al,
+                                      uint8_t** out_spirv, uint64_t* out_len) {
+  if (!name) name = "?";
+  if (!glsl) return kiln_make_status(KILN_INVALID_ARGUMENT, "kernel '%s': no GLSL", name);
+  cc_t c;
+  KILN_RETURN_IF_ERROR(cc_init(&c));
+  kiln_status_t s = cc_compile(&c, name, glsl, al, out_spirv, out_len);
+  cc_free(&c);
+  return s;
+}
+
+/* ---- the tiled GEMM ----------------------------------------------------- */
+
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
+  kiln_spirv_gemm_tiles_t t;
+  const char* env = getenv("KILN_SPIRV_GEMM_TILES");
+  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
+      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
+    return t;
+  /* 8 x 8 threads, each with up to 8 x 8 outputs in registers: the
+   * register tile does the reuse, so few threads wait at each barrier
+   * (lavapipe runs a work-group's threads as coroutines). */
+  t.shared = 1;
+  t.tm = M >= 64 ? 64 : M >= 32 ? 32 : 16;
+  t.tn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
+  t.tk = 16;
+  t.rm = t.tm / 8;
+  t.rn = t.tn / 8;
+  return t;
+}
+
+kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl, int64_t groups[3],
+                                     int64_t local[3]) {
+  kiln_spirv_gemm_tiles_t t = g->tiles;
+  if (t.tm == 0) t = kiln_spirv_gemm_default_tiles(g->M, g->N);
+  if (t.tm <= 0 || t.tn <= 0 || t.tk <= 0 || t.rm <= 0 || t.rn <= 0 || t.tm % t.rm || t.tn % t.rn)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d do not divide",
+                            t.tm, t.tn, t.tk, t.rm, t.rn);
+  int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
+  if (nt > 1024 || (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "gemm tiles %dx%dx%d / %dx%d: %lld threads do not split the tiles", t.tm,
+                            t.tn, t.tk, t.rm, t.rn, (long long)nt);
+  if (g->M <= 0 || g->N <= 0 || g->K <= 0 || g->M * g->K > INT32_MAX || g->K * g->N > INT32_MAX ||
+      g->M * g->N > INT32_MAX || (uint32_t)g->b_mode > 2)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm %lldx%lldx%lld (mode %d) does not fit the shader",
+                            (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode);
+  const char* nl = strchr(kiln_vk_gemm, '\n');
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
+  bool even = g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
+  char defs[700];
+  int dl = snprintf(defs, sizeof defs,
+                    "#define M %lld\n#define N %lld\n#define K %lld\n#define B_MODE %d\n"
+                    "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
+                    "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
+                    "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
+                    "#define SHARED %d\n#define EVEN %d\n",
+                    (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
+                    (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
+                    (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
+                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0, even ? 1 : 0);
+  size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
+  size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;
+  char* s = malloc(n);
+  if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
+  memcpy(s, kiln_vk_gemm, head);
+  memcpy(s + head, defs, (size_t)dl);
+  memcpy(s + head + dl, kiln_vk_gemm + head, kiln_vk_gemm_len - head);
+  s[n - 1] = 0;
+  *out_glsl = s;
+  groups[0] = (g->N + t.tn - 1) / t.tn;
+  groups[1] = (g->M + t.tm - 1) / t.tm;
+  groups[2] = 1;
+  local[0] = lx;
+  local[1] = ly;
+  local[2] = 1;
+  return NULL;
+}
+
+static bool row_major2(const tir_buffer_t* b) {
+  return b->rank == 2 && b->dtype == KILN_DTYPE_F32 && b->strides[1] == 1 && b->strides[0] == b->shape[1];
+}
+
+/* When plan kernel |k| is a plain f32 GEMM (see the header), fills |g|. */
+static bool match_gemm(const kiln_plan_t* plan, int32_t k, kiln_spirv_gemm_t* g) {
+  const kiln_plan_kernel_t* pk = &plan->kernels[k];
+  const tir_func_t* f = pk->func;
+  if (!plan->graph || pk->node < 0 || pk->node >= plan->graph->n_nodes || pk->n_fused_nodes > 0 ||
+      f->n_params < 3 || f->n_params > 4)
+    return false;
+  const kiln_node_t* n = &plan->graph->nodes[pk->node];
+  bool is_gemm = strcmp(n->op_type, "Gemm") == 0;
+  if (!is_gemm && strcmp(n->op_type, "MatMul") != 0) return false;
+  if (n->n_inputs < 2 || n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+    return false;
+  int64_t trans_b = 0;
+  if (is_gemm) {
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) return false;
+    int64_t ta = 0;
+    float alpha = 1.0f;
+    kiln_status_t s = kiln_attr_int(n, "transA", 0, &ta);
+    if (!s) s = kiln_attr_int(n, "transB", 0, &trans_b);
+    if (!s) s = kiln_attr_float(n, "alpha", 1.0f, &alpha);
+    if (s) {
+      kiln_status_free(s);
+      return false;
+    }
+    if (ta != 0 || alpha != 1.0f) return false;
+  }
+  int32_t ba = plan->tensor_buffer[n->inputs[0]], bb = plan->tensor_buffer[n->inputs[1]];
+  int32_t by = plan->tensor_buffer[n->outputs[0]];
+  /* A, Y, B (the input itself, or panels packed at compile time or by an
+   * earlier kernel) and at most one workspace private to this kernel (the
+   * CPU schedule's A micro-panel slot, which the shader does not need). */
+  int32_t ia = -1, ib = -1, iy = -1;
+  for (int32_t j = 0; j < f->n_params; ++j) {
+    int32_t a = pk->args[j];
+    const kiln_plan_buffer_t* pb = &plan->buffers[kiln_plan_root(plan, a)];
+    if (a == ba && ia < 0) {
+      ia = j;
+    } else if (a == by && iy < 0) {
+      iy = j;
+    } else if (a == bb || pb->kind == KILN_PLAN_CONST || (pb->kind == KILN_PLAN_TEMP && pb->first_use < k)) {
+      if (ib >= 0) return false;
+      ib = j;
+    } else if (!(pb->kind == KILN_PLAN_TEMP && pb->first_use == k && pb->last_use == k)) {
+      return false;
+    }
+  }
+  if (ia < 0 || iy < 0 || ib < 0) return false;
+  const tir_buffer_t *A = f->params[ia], *B = f->params[ib], *Y = f->params[iy];
+  if (!row_major2(A) || !row_major2(Y) || B->dtype != KILN_DTYPE_F32) return false;
+  memset(g, 0, sizeof *g);
+  g->M = A->shape[0], g->K = A->shape[1], g->N = Y->shape[1];
+  if (Y->shape[0] != g->M) return false;
+  g->bind_a = ia, g->bind_b = ib, g->bind_c = iy;
+  if (pk->args[ib] == bb) {
+    if (!row_major2(B)) return false;
+    if (trans_b ? (B->shape[0] != g->N || B->shape[1] != g->K) : (B->shape[0] != g->K || B->shape[1] != g->N))
+      return false;
+    g->b_mode = trans_b ? 1 : 0;
+  } else {
+    /* Packed panels: [1][tiles][K][t] or [1][nkb][tiles][kbs][t]. */
+    int64_t pt, tiles, kbs, nkb;
+    if (B->rank == 4) {
+      nkb = 1, tiles = B->shape[1], kbs = B->shape[2], pt = B->shape[3];
+      if (kbs != g->K) return false;
+    } else if (B->rank == 5) {
+      nkb = B->shape[1], tiles = B->shape[2], kbs = B->shape[3], pt = B->shape[4];
+    } else {
+      return false;
+    }
+    if (B->shape[0] != 1 || pt <= 0 || kbs <= 0 || tiles != (g->N + pt - 1) / pt || nkb * kbs < g->K ||
+        (nkb - 1) * kbs >= g->K)
+      return false;
+    g->b_mode = 2, g->pt = pt, g->ptiles = tiles, g->pkbs = kbs;
+  }
+  return true;
+}
+
+/* ---- emit --------------------------------------------------------------- */
+
+typedef struct unit_s {
+  char* text;     /* GLSL (malloc) */
+  uint64_t hash;
+  int32_t first;  /* first kernel with the same text, or itself */
+} unit_t;
+
+static uint64_t hash_str(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Per parameter: restrict unless another parameter of the kernel shares its
+ * memory root or it is half of the kernel's in-place pair (the memory
+ * planner may then give both one address). */
+static void noalias_of(const kiln_plan_t* plan, const kiln_program_kernel_t* pk,
+                       const kiln_plan_kernel_t* k, bool* out) {
+  int32_t n = k->func->n_params;
+  for (int32_t i = 0; i < n; ++i) {
+    out[i] = true;
+    int32_t ri = kiln_plan_root(plan, k->args[i]);
+    for (int32_t j = 0; j < n; ++j)
+      if (j != i && kiln_plan_root(plan, k->args[j]) == ri) out[i] = false;
+    if (pk->inplace_in == i || pk->inplace_out == i) out[i] = false;
+  }
+}
+
+kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
+  if (!plan || !prog) return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: NULL plan or program");
+  if (prog->n_kernels != plan->n_kernels)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: program has %d kernels, plan %d",
+                            (int)prog->n_kernels, (int)plan->n_kernels);
+  kiln_allocator_t al = prog->allocator;
+  int32_t nk = plan->n_kernels;
+  bool use_gemm = !(getenv("KILN_SPIRV_NO_GEMM") && strcmp(getenv("KILN_SPIRV_NO_GEMM"), "1") == 0);
+  bool no_bind = getenv("KILN_SPIRV_NO_BIND") && strcmp(getenv("KILN_SPIRV_NO_BIND"), "1") == 0;
+  /* Rebound kernels live in a context of our own; its ids continue the
+   * plan's so printed names never collide with the plan's. */
+  tir_ctx_t ctx;
+  tir_ctx_init(&ctx, al);
+  ctx.next_var_id = plan->tir.next_var_id;
+  ctx.next_buffer_id = plan->tir.next_buffer_id;
+  unit_t* units = calloc((size_t)nk + 1, sizeof *units);
+  int64_t(*dims)[6] = calloc((size_t)nk + 1, sizeof *dims);
+  uint8_t** blobs = NULL;
+  uint64_t* lens = NULL;
+  char* text = NULL;
+  kiln_status_t s = NULL;
+  cc_t cc;
+  bool cc_ok = false;
+  if (!units || !dims) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: %d kernels", (int)nk);
+    goto done;
+  }
+  if ((s = kiln_allocator_malloc(al, sizeof(uint8_t*) * (size_t)(nk + 1), "SPIR-V blobs", (void**)&blobs)) ||
+      (s = kiln_allocator_malloc(al, sizeof(uint64_t) * (size_t)(nk + 1), "SPIR-V blobs", (void**)&lens)))
+    goto done;
+  memset(blobs, 0, sizeof(uint8_t*) * (size_t)(nk + 1));
+  if ((s = cc_init(&cc))) goto done;
+  cc_ok = true;
+
+  /* Print every kernel (canonical text), find duplicates. */
+  size_t total = 0;
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const kiln_plan_kernel_t* pk = &plan->kernels[k];
+    const char* name = pk->func->name;
+    kiln_spirv_gemm_t g;
+    if (use_gemm && match_gemm(plan, k, &g)) {
+      s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
+      if (s) break;
+    } else {
+      bool noalias[256];
+      bool* na = noalias;
+      if (pk->func->n_params > 256 &&
+          !(na = malloc(sizeof(bool) * (size_t)pk->func->n_params))) {
+        s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: kernel '%s'", name);
+        break;
+      }
+      noalias_of(plan, &prog->kernels[k], pk, na);
+      /* CPU-style PARALLEL loops onto work-groups x invocations: lavapipe
+       * runs an invocation per SIMD lane and groups on its threads. */
+      const tir_func_t* f = pk->func;
+      const tir_func_t* bound = NULL;
+      if (!no_bind) {
+        kiln_gpu_bind_t how = {.small_extent = 8, .lanes = 64};
+        s = kiln_gpu_bind_parallel(&ctx, f, &how, &bound);
+        if (s) {
+          if (na != noalias) free(na);
+          s = kiln_status_annotate(s, "spirv: kernel '%s'", name);
+          break;
+        }
+        if (bound) f = bound;
+      }
+      kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true};
+      kiln_cf_out_t out;
+      kiln_cf_out_init(&out);
+      s = kiln_cf_print_kernel(&kiln_cf_dialect_glsl, f, &info, &out);
+      if (na != noalias) free(na);
+      if (s) {
+        kiln_cf_out_free(&out);
+        s = kiln_status_annotate(s, "spirv");
+        break;
+      }
+      units[k].text = out.data; /* ownership moves (malloc'd by the printer) */
+      kiln_cf_launch_dims(f, dims[k], dims[k] + 3);
+    }
+    units[k].hash = hash_str(units[k].text);
+    units[k].first = k;
+    for (int32_t j = 0; j < k; ++j)
+      if (units[j].first == j && units[j].hash == units[k].hash && strcmp(units[j].text, units[k].text) == 0) {
+        units[k].first = j;
+        break;
+      }
+    total += strlen(units[k].text) + strlen(name) + 64;
+  }
+  /* Compile the distinct shaders; duplicates get copies of the blob. */
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const char* name = plan->kernels[k].func->name;
+    if (units[k].first == k) {
+      s = cc_compile(&cc, name, units[k].text, al, &blobs[k], &lens[k]);
+      if (s) {
+        s = kiln_status_annotate(s, "spirv");
+        break;
+      }
+    } else {
+      int32_t j = units[k].first;
+      void* m = NULL;
+      if ((s = kiln_allocator_malloc(al, lens[j], "SPIR-V blob", &m))) break;
+      memcpy(m, blobs[j], lens[j]);
+      blobs[k] = m;
+      lens[k] = lens[j];
+    }
+  }
+  if (!s) s = kiln_allocator_malloc(al, total + 1, "GLSL text", (void**)&text);
+  if (s) goto done;
+  size_t len = 0;
+  for (int32_t k = 0; k < nk; ++k) {
+    int w = snprintf(text + len, total + 1 - len, "// ---- kernel %s%s%s ----\n", plan->kernels[k].func->name,
+                     units[k].first != k ? " = " : "",
+                     units[k].first != k ? plan->kernels[units[k].first].func->name : "");
+    len += (size_t)w;
+    size_t l = strlen(units[k].text);
+    memcpy(text + len, units[k].text, l);
+    len += l;
+  }
+  text[len] = 0;
+  /* Commit. */
+  for (int32_t i = 0; prog->code.blobs && i < prog->code.n_blobs; ++i) kiln_allocator_free(al, prog->code.blobs[i]);
+  kiln_allocator_free(al, prog->code.blobs);
+  kiln_allocator_free(al, prog->code.blob_lens);
+  kiln_allocator_free(al, prog->code.text);
+  prog->code.blobs = blobs;
+  prog->code.blob_lens = lens;
+  prog->code.n_blobs = nk;
+  prog->code.text = text;
+  prog->code.text_len = len;
+  for (int32_t k = 0; k < nk; ++k)
+    for (int d = 0; d < 3; ++d) {
+      prog->kernels[k].groups[d] = dims[k][d] > 0 ? dims[k][d] : 1;
+      prog->kernels[k].local[d] = dims[k][3 + d] > 0 ? dims[k][3 + d] : 1;
+    }
+  blobs = NULL;
+  lens = NULL;
+  text = NULL;
+done:
+  tir_ctx_deinit(&ctx);
+  if (cc_ok) cc_free(&cc);
+  if (blobs)
+    for (int32_t k = 0; k < nk; ++k) kiln_allocator_free(al, blobs[k]);
+  kiln_allocator_free(al, blobs);
+  kiln_allocator_free(al, lens);
+  kiln_allocator_free(al, text);
+  for (int32_t k = 0; units && k < nk; ++k) free(units[k].text);
+  free(units);
+  free(dims);
+  return s;
+}

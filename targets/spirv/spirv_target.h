@@ -1,0 +1,86 @@
+/* kiln SPIR-V target: tensor-IR kernels -> GLSL 450 compute shaders (the
+ * shared C-family printer's GLSL dialect) -> SPIR-V, compiled in process by
+ * libshaderc (Vulkan 1.1 / SPIR-V 1.3, performance optimisation) and
+ * validated with the SPIRV-Tools C API (spvValidate).
+ *
+ *   ... the program builder fills prog->kernels from |plan| (one per plan
+ *   kernel, same order, names and args set), then:
+ *   KILN_RETURN_IF_ERROR(kiln_spirv_emit(plan, prog));
+ *   ... prog->code.blobs[k] is kernel k's SPIR-V, prog->kernels[k].groups /
+ *   local its launch geometry, prog->code.text all GLSL (for --dump).
+ *
+ * Kernels printed to the same canonical GLSL (same code up to names) are
+ * compiled once; their blobs are copies. Shader parameters are std430
+ * storage buffers at set 0, binding = parameter index (the Vulkan device
+ * binds program kernel parameter j to binding j).
+ *
+ * GEMM: an f32 MatMul / Gemm kernel whose parameters are A, B (or its
+ * panels packed at compile time or by an earlier kernel), Y and at most one
+ * workspace private to the kernel (the CPU schedule's A panel slot, left
+ * unused), with rank-2 row-major A [M,K] and Y [M,N], no bias, no alpha,
+ * no transA and no fused epilogue, is replaced by the shared-memory
+ * tiled shader of kernels/vulkan/gemm.comp (same kernel name, same
+ * parameter order; B read plain, transposed or from the lowering's packed
+ * panels; tiles from kiln_spirv_gemm_default_tiles). Everything else runs
+ * the printed loop nest. Set
+ * $KILN_SPIRV_NO_GEMM=1 to keep the printed GEMM loop nests.
+ *
+ * Errors: INVALID_ARGUMENT naming the kernel, with the shaderc log or the
+ * validator message (and the GLSL line it points at); OUT_OF_MEMORY.
+ * Thread-safe (no global state; each call makes its own compiler).
+ */
+#ifndef KILN_TARGETS_SPIRV_SPIRV_TARGET_H_
+#define KILN_TARGETS_SPIRV_SPIRV_TARGET_H_
+
+#include "lowering/plan.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills prog->code (n_blobs, blobs, blob_lens, text) and every kernel's
+ * groups/local. prog->kernels must match plan->kernels (count, order). On
+ * failure prog->code is left as it was. */
+kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog);
+
+/* Compiles one GLSL compute shader |glsl| for kernel |name|: shaderc, then
+ * spvValidate. *out_spirv (allocated with |al|, *out_len bytes) on success.
+ * |name| appears in every error. */
+kiln_status_t kiln_spirv_compile_glsl(const char* name, const char* glsl, kiln_allocator_t al,
+                                      uint8_t** out_spirv, uint64_t* out_len);
+
+/* The tiled GEMM shader (kernels/vulkan/gemm.comp) for C[M,N] = A[M,K] * B,
+ * f32 row-major. b_mode: 0 B [K,N], 1 B [N,K] (transB), 2 B in the packed
+ * panel layout of lowering/lower_nn_gemm.c ([1][nkb][ptiles][pkbs][pt]).
+ * Tiles: TM x TN outputs per work-group of (TN/RN) x (TM/RM) threads, each
+ * computing RM x RN outputs, TK the K slice staged in shared memory; TM*TK
+ * and TK*TN must be multiples of the thread count. Launch: groups =
+ * (ceil(N/TN), ceil(M/TM), 1), local = (TN/RN, TM/RM, 1). */
+typedef struct kiln_spirv_gemm_tiles_s {
+  int32_t tm, tn, tk, rm, rn;
+  int32_t shared; /* 1: tiles staged in shared memory; 0: read from the buffers */
+} kiln_spirv_gemm_tiles_t;
+
+typedef struct kiln_spirv_gemm_s {
+  int64_t M, N, K;
+  int32_t b_mode;
+  int64_t pt, ptiles, pkbs;          /* b_mode 2 */
+  int32_t bind_a, bind_b, bind_c;    /* bindings (= kernel parameter indices) */
+  kiln_spirv_gemm_tiles_t tiles;     /* tm == 0: kiln_spirv_gemm_default_tiles */
+} kiln_spirv_gemm_t;
+
+/* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"
+ * when set and valid (for tuning), else 64 x 64 x 16 with 8 x 8 per thread
+ * in shared memory, smaller for narrow problems (work-groups of 8 x 8). */
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
+
+/* The GLSL text (caller frees with free()) and its launch geometry.
+ * INVALID_ARGUMENT when the tiles do not divide as required. */
+kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl,
+                                     int64_t groups[3], int64_t local[3]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TARGETS_SPIRV_SPIRV_TARGET_H_ */
