@@ -220,8 +220,9 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t 
   if (!s) s = build_buffers(plan, prog);
   if (!s) s = build_kernels(plan, prog);
   if (!s) s = build_io(plan, prog);
-  if (!s) s = build_code(plan, prog);
-  if (!s) s = kiln_program_validate(prog);
+  const bool code = !(options && options->no_code);
+  if (!s && code) s = build_code(plan, prog);
+  if (!s && code) s = kiln_program_validate(prog);
   if (s) {
     kiln_program_destroy(prog);
     return kiln_status_annotate(s, "%s: building the %s program", model, kiln_program_target_name(target));

@@ -21,6 +21,9 @@ typedef struct kiln_program_build_options_s {
   const char* model_name; /* default: the graph's source */
   const char* precision;  /* default "fp32" */
   const char* options;    /* compile options as text (recorded only) */
+  /* Buffers, kernels and I/O only, no target code and no validation: the
+   * caller runs the target's emitter itself (with its own options). */
+  bool no_code;
 } kiln_program_build_options_t;
 
 /* Errors: UNSUPPORTED when |target| was not built in (e.g. no OpenCL

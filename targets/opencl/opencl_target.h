@@ -10,7 +10,12 @@
  *     instead of on one work-item;
  *   - MatMul/Gemm kernels whose shape the hand-tuned GEMM template
  *     (kernels/opencl/gemm.cl) covers are replaced by an instance of it
- *     with the same kernel name and parameter order.
+ *     with the same kernel name and parameter order;
+ *   - Conv kernels that the implicit-GEMM template (kernels/opencl/conv.cl)
+ *     covers: the GEMM and the crop (with its fused epilogue) become one
+ *     instance in the crop's place, with its own parameter list, and the
+ *     GEMM kernel leaves the program. So prog->n_kernels may shrink and
+ *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
  *
  * Usage: the program builder (targets/program_build.c) fills prog->kernels
  * (one per plan kernel, same order, names and args set), then calls
@@ -38,6 +43,7 @@ kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog);
 typedef struct kiln_opencl_emit_options_s {
   bool no_gemm_template;  /* print every kernel from its tensor IR */
   bool no_bind_parallel;  /* keep CPU-style PARALLEL loops serial */
+  bool no_conv_template;  /* keep Conv kernels as printed (phase split, GEMM, crop) */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
 } kiln_opencl_emit_options_t;

@@ -1,0 +1,240 @@
+/* kiln implicit-GEMM convolution template for OpenCL C 1.2.
+ *
+ *   Y[b][m][p] = EPI(bias[m] + sum_{c, tap} W[m][c*CT + tap] * XP[b][c][TOFF[tap] + q(p)])
+ *
+ * The convolution as the lowering (lowering/lower_nn_conv.c, "implicit
+ * GEMM") lays it out: the input is either X itself or its zero-padded
+ * stride-phase split XP (one pass, done by the plan's own phase kernel),
+ * in which every tap is a constant shift TOFF[tap] of a flat plane of
+ * CPLANE floats per channel, so the GEMM's B operand B[c*CT + tap][q] =
+ * XP[c][TOFF[tap] + q] is contiguous along the output grid q and needs no
+ * bounds checks (the plane carries the slack the last tile reads). The
+ * grid has the pitch of the phase images (CQ1 x CQ2 per depth slice), so
+ * it holds CQ2 - CWO garbage columns per row; they are computed and never
+ * stored to Y.
+ *
+ * Tiling is gemm.cl's: a work-group of WX x WY items computes a BM x BN
+ * block (BM = TM*WY*MM output channels, BN = TN*WX*MN grid positions), K
+ * in slices of BK copied panel-major into __local memory, a TM x TN
+ * register tile per micro-tile, no accumulator live across a barrier
+ * (PoCL spills those): partial sums of a slice go to PS (the GEMM's grid
+ * scratch YF when CCROP, Y itself otherwise) and are read back by the next
+ * slice. The last slice adds the bias, applies the fused epilogue KC_EPI
+ * and stores the valid grid positions into Y (dense NCHW), vector stores
+ * where a run of VW positions lies inside one output row.
+ *
+ * The weights W are the lowering's packed constant (panels of CPT output
+ * channels, K in blocks of CKBS): element (m, k) at
+ * (((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT.
+ *
+ * Instance parameters (the includer defines them before this text and
+ * #undefs them after):
+ *   KILN_CONV_NAME, KILN_CONV_SIGNATURE (parameters W, XP, Y, optionally
+ *     YF, BIAS and the epilogue operands), KC_TOFF (name of a __constant
+ *     int[CT] array of tap shifts)
+ *   CM CQ CK CT   output channels, grid size, K = channels * taps, taps
+ *   CC CPLANE     input channels, floats per channel plane of XP
+ *   CBATCH        images (get_group_id(2))
+ *   CPT CKBS CTILES  packed weight layout
+ *   CCROP         1: Y is the valid part of the grid (YF holds partials)
+ *   CQ1 CQ2       grid pitch: rows per depth slice, columns per row
+ *   CDO CHO CWO   output depth, height, width (CP = their product)
+ *   CHAS_BIAS     bias per output channel
+ *   KC_EPI(v, b, m, p, LD)  statement applying the epilogue to v (float or
+ *     KG_VT) for image b, channel m, dense position p; LD(ptr) loads a
+ *     value of v's type from ptr
+ *   TM TN VW WX WY BK MM MN  tiles, as in gemm.cl
+ * Launch: global (ceil(CQ/BN)*WX, ceil(CM/BM)*WY, CBATCH), local (WX, WY, 1).
+ */
+#define KG_BM (TM * WY * MM)
+#define KG_BN (TN * WX * MN)
+#define KG_NV (TN / VW)
+#define KG_CAT_(a, b) a##b
+#define KG_CAT(a, b) KG_CAT_(a, b)
+#if VW == 1
+#define KG_VT float
+#define KG_VLOAD(p) (*(p))
+#define KG_VSTORE(v, p) (*(p) = (v))
+#define KG_LANE(v, l) (v)
+#else
+#define KG_VT KG_CAT(float, VW)
+#define KG_VLOAD(p) KG_CAT(vload, VW)(0, (p))
+#define KG_VSTORE(v, p) KG_CAT(vstore, VW)((v), 0, (p))
+#define KG_LANE(v, l) (((float*)&(v))[l])
+#endif
+#define KG_SLOAD(p) (*(p))
+#define KG_EVEN_M (CM % KG_BM == 0)
+#define KG_EVEN_N (CQ % KG_BN == 0)
+#define KG_EVEN_K (CK % BK == 0)
+#define KC_CP (CDO * CHO * CWO)
+#define KC_W(m, k) W[((((k) / CKBS) * CTILES + (m) / CPT) * CKBS + (k) % CKBS) * CPT + (m) % CPT]
+#if CCROP
+#define KC_PS YF
+#else
+#define KC_PS Y
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KILN_CONV_SIGNATURE) {
+  __local float As[BK * KG_BM]; /* As[(m / TM) * BK * TM + k * TM + m % TM] */
+  __local float Bs[BK * KG_BN]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int lid = ty * WX + tx;
+  const int n0 = (int)get_group_id(0) * KG_BN, m0 = (int)get_group_id(1) * KG_BM;
+  const int bz = (int)get_group_id(2);
+  const __global float* xb = XP + (long)bz * CC * CPLANE;
+  __global float* ps = KC_PS + (long)bz * CM * CQ;
+  __global float* yb = Y + (long)bz * CM * KC_CP;
+
+  for (int k0 = 0; k0 < CK; k0 += BK) {
+    /* A: the packed weights, channels within a panel contiguous. */
+    for (int e = lid; e < BK * KG_BM; e += WX * WY) {
+      const int kk = e / KG_BM, mm = e % KG_BM;
+      const int gm = m0 + mm, gk = k0 + kk;
+      As[(mm / TM) * (BK * TM) + kk * TM + mm % TM] =
+          ((KG_EVEN_M ? 1 : gm < CM) & (KG_EVEN_K ? 1 : gk < CK)) ? KC_W(gm, gk) : 0.0f;
+    }
+    /* B: rows of the phase planes, shifted per tap; vector copies. */
+    for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
+      const int kk = e / (KG_BN / VW), nn = (e % (KG_BN / VW)) * VW;
+      const int gn = n0 + nn, gk = k0 + kk;
+      KG_VT v;
+      if (KG_EVEN_K ? 1 : gk < CK) {
+        const __global float* src = xb + (gk / CT) * CPLANE + KC_TOFF[gk % CT] + gn;
+        if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
+          v = KG_VLOAD(src);
+        } else {
+#pragma unroll
+          for (int l = 0; l < VW; ++l) KG_LANE(v, l) = gn + l < CQ ? src[l] : 0.0f;
+        }
+      } else {
+        v = (KG_VT)(0.0f);
+      }
+      KG_VSTORE(v, Bs + (nn / TN) * (BK * TN) + kk * TN + nn % TN);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool first = k0 == 0, last = k0 + BK >= CK;
+    for (int jn = 0; jn < MN; ++jn) {
+      const int cn = (jn * WX + tx) * TN;
+      const __local float* bp = Bs + (cn / TN) * (BK * TN);
+      for (int im = 0; im < MM; ++im) {
+        const int rm = (im * WY + ty) * TM;
+        const __local float* ap = As + (rm / TM) * (BK * TM);
+        KG_VT acc[TM][KG_NV];
+        #pragma unroll
+        for (int i = 0; i < TM; ++i)
+          #pragma unroll
+          for (int j = 0; j < KG_NV; ++j) acc[i][j] = (KG_VT)(0.0f);
+        if (!first) {
+          #pragma unroll
+          for (int i = 0; i < TM; ++i) {
+            const int gm = m0 + rm + i;
+            if (KG_EVEN_M ? 0 : gm >= CM) break;
+            #pragma unroll
+            for (int j = 0; j < KG_NV; ++j) {
+              const int gn = n0 + cn + j * VW;
+              if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
+                acc[i][j] = KG_VLOAD(ps + gm * CQ + gn);
+              } else {
+                #pragma unroll
+                for (int l = 0; l < VW; ++l)
+                  if (gn + l < CQ) KG_LANE(acc[i][j], l) = ps[gm * CQ + gn + l];
+              }
+            }
+          }
+        }
+#pragma unroll 2
+        for (int k = 0; k < BK; ++k) {
+          KG_VT bv[KG_NV];
+          #pragma unroll
+          for (int j = 0; j < KG_NV; ++j) bv[j] = KG_VLOAD(bp + k * TN + j * VW);
+          #pragma unroll
+          for (int i = 0; i < TM; ++i) {
+            const KG_VT av = (KG_VT)(ap[k * TM + i]);
+            #pragma unroll
+            for (int j = 0; j < KG_NV; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
+          }
+        }
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          const int gm = m0 + rm + i;
+          if (KG_EVEN_M ? 0 : gm >= CM) break;
+          #pragma unroll
+          for (int j = 0; j < KG_NV; ++j) {
+            const int gn = n0 + cn + j * VW;
+            KG_VT v = acc[i][j];
+            if (!last) {
+              if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
+                KG_VSTORE(v, ps + gm * CQ + gn);
+              } else {
+                #pragma unroll
+                for (int l = 0; l < VW; ++l)
+                  if (gn + l < CQ) ps[gm * CQ + gn + l] = KG_LANE(v, l);
+              }
+              continue;
+            }
+#if CHAS_BIAS
+            v += (KG_VT)(BIAS[gm]);
+#endif
+#if CCROP
+            /* grid position -> output (od, oh, ow); a run inside one row
+             * is one vector store, anything else goes lane by lane */
+            const int gd = gn / (CQ1 * CQ2), gr = gn % (CQ1 * CQ2);
+            const int gh = gr / CQ2, gw = gr % CQ2;
+            /* gd < CDO even for one depth slice: positions past the grid
+             * (the last block's tail, gd = 1) would land in channel gm + 1 */
+            if ((gd < CDO) & (gh < CHO) & (gw + VW <= CWO)) {
+              const int p = (gd * CHO + gh) * CWO + gw;
+              KC_EPI(v, bz, gm, p, KG_VLOAD);
+              KG_VSTORE(v, yb + gm * KC_CP + p);
+            } else {
+              #pragma unroll
+              for (int l = 0; l < VW; ++l) {
+                const int q = gn + l;
+                const int qd = q / (CQ1 * CQ2), qr = q % (CQ1 * CQ2);
+                const int qh = qr / CQ2, qw = qr % CQ2;
+                if ((q < CQ) & (qd < CDO) & (qh < CHO) & (qw < CWO)) {
+                  const int p = (qd * CHO + qh) * CWO + qw;
+                  float s = KG_LANE(v, l);
+                  KC_EPI(s, bz, gm, p, KG_SLOAD);
+                  yb[gm * KC_CP + p] = s;
+                }
+              }
+            }
+#else
+            if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
+              KC_EPI(v, bz, gm, gn, KG_VLOAD);
+              KG_VSTORE(v, yb + gm * KC_CP + gn);
+            } else {
+              #pragma unroll
+              for (int l = 0; l < VW; ++l)
+                if (gn + l < CQ) {
+                  float s = KG_LANE(v, l);
+                  KC_EPI(s, bz, gm, gn + l, KG_SLOAD);
+                  yb[gm * KC_CP + gn + l] = s;
+                }
+            }
+#endif
+          }
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+#undef KG_BM
+#undef KG_BN
+#undef KG_NV
+#undef KG_CAT_
+#undef KG_CAT
+#undef KG_VT
+#undef KG_VLOAD
+#undef KG_VSTORE
+#undef KG_LANE
+#undef KG_SLOAD
+#undef KG_EVEN_M
+#undef KG_EVEN_N
+#undef KG_EVEN_K
+#undef KC_CP
+#undef KC_W
+#undef KC_PS

@@ -1,0 +1,308 @@
+/* The OpenCL convolution templates (kernels/opencl/conv.cl, dwconv.cl via
+ * targets/opencl/opencl_conv.c) end to end on device 0: small Conv graphs
+ * with constant weights, lowered with the GPU schedules, fused, built into
+ * an OpenCL program and run kernel by kernel, compared with the reference
+ * executor (rtol 1e-4, atol 1e-5) -- strides 1/2, pads (asymmetric too),
+ * dilation, 1x1/3x3/5x5/7x7, odd sizes that no tile divides, batches,
+ * bias, fused Relu/Clip/residual Add epilogues, depthwise. Each graph also
+ * runs with the templates off (every kernel printed), and the number of
+ * template instances is checked: grouped convs (groups > 1, not depthwise)
+ * must keep the printed kernels. */
+#include <math.h>
+#include <stdint.h>
+
+#include "ir/graph.h"
+#include "kiln/runtime.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "runtime/opencl/opencl_device.h"
+#include "runtime/ref_exec.h"
+#include "targets/opencl/opencl_internal.h"
+#include "targets/opencl/opencl_target.h"
+#include "targets/program_build.h"
+#include "testing.h"
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+static kiln_device_t* dev;
+
+static uint64_t rng_state = 88172645463325252ull;
+static float rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (float)((double)(rng_state >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+static kiln_array_t rand_f32(int rank, const int64_t* dims) {
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s, &a));
+  float* p = a.data;
+  for (int64_t i = 0; i < kiln_array_numel(&a); ++i) p[i] = rnd();
+  return a;
+}
+
+/* ---- graph building ------------------------------------------------------ */
+
+typedef struct gb_s {
+  kiln_graph_t* g;
+  kiln_status_t st;
+  kiln_array_t feeds[4];
+  int n_feeds;
+} gb_t;
+
+static void gb_init(gb_t* b) {
+  memset(b, 0, sizeof *b);
+  b->st = kiln_graph_create(A(), &b->g);
+  if (!b->st) b->st = kiln_graph_set_opset(b->g, "", 17);
+}
+
+static void gb_input(gb_t* b, const char* name, int rank, const int64_t* dims) {
+  if (b->st) return;
+  b->feeds[b->n_feeds] = rand_f32(rank, dims);
+  b->st = kiln_graph_add_input(b->g, name, KILN_DTYPE_F32, &b->feeds[b->n_feeds].shape, NULL);
+  ++b->n_feeds;
+}
+
+static void gb_const(gb_t* b, const char* name, int rank, const int64_t* dims) {
+  if (b->st) return;
+  kiln_array_t a = rand_f32(rank, dims);
+  b->st = kiln_graph_add_initializer(b->g, name, &a, NULL);
+}
+
+static void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* const* in,
+                    const char* out, int n_attrs, const kiln_attr_t* attrs) {
+  if (b->st) return;
+  b->st = kiln_graph_add_node(b->g, op, name, n_in, in, 1, (const char* const[]){out}, n_attrs,
+                              attrs, NULL);
+}
+
+/* ---- running a program on the device ------------------------------------- */
+
+static kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_array_t* feeds,
+                            kiln_array_t* outs) {
+  const kiln_device_vtable_t* vt = dev->vt;
+  kiln_status_t s = NULL;
+  kiln_device_buffer_t** bufs = calloc((size_t)p->n_buffers + 1, sizeof *bufs);
+  uint64_t* span = calloc((size_t)p->n_buffers + 1, sizeof *span);
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    int32_t r = kiln_program_root(p, i);
+    if (p->buffers[i].bytes > span[r]) span[r] = p->buffers[i].bytes;
+  }
+  for (int32_t i = 0; i < p->n_buffers && !s; ++i) {
+    if (kiln_program_root(p, i) != i || p->buffers[i].first_use < 0) continue;
+    s = vt->buffer_create(dev, span[i], p->buffers[i].name, &bufs[i]);
+    if (!s && p->buffers[i].kind == KILN_PB_CONST && p->buffers[i].bytes)
+      s = vt->buffer_write(dev, bufs[i], 0, p->weights + p->buffers[i].const_offset,
+                           p->buffers[i].bytes);
+  }
+  for (int32_t i = 0; i < p->n_inputs && !s; ++i) {
+    int32_t r = kiln_program_root(p, p->inputs[i]);
+    if (bufs[r]) s = vt->buffer_write(dev, bufs[r], 0, feeds[i].data, feeds[i].nbytes);
+  }
+  kiln_device_executable_t* e = NULL;
+  kiln_device_cmd_t* c = NULL;
+  const char* dump = getenv("KILN_TEST_DUMP");
+  kiln_device_build_options_t bo = {.cache_dir = NULL, .dump_dir = dump};
+  if (!s) s = vt->executable_create(dev, p, &bo, &e);
+  if (!s) s = vt->cmd_create(dev, e, 0, &c);
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
+    const kiln_program_kernel_t* pk = &p->kernels[k];
+    kiln_device_buffer_t* args[64];
+    for (int32_t a = 0; a < pk->n_args; ++a) args[a] = bufs[kiln_program_root(p, pk->args[a])];
+    s = vt->cmd_dispatch(dev, c, k, args, pk->n_args);
+    if (!s) s = vt->cmd_barrier(dev, c);
+  }
+  if (!s) s = vt->cmd_end(dev, c);
+  if (!s) s = vt->submit(dev, c);
+  if (!s) s = vt->wait(dev, c);
+  for (int32_t o = 0; o < p->n_outputs && !s; ++o) {
+    const kiln_program_buffer_t* b = &p->buffers[p->outputs[o]];
+    kiln_shape_t sh = kiln_shape_make(b->rank, b->shape);
+    s = kiln_array_alloc(A(), b->dtype, &sh, &outs[o]);
+    if (!s) s = vt->buffer_read(dev, bufs[kiln_program_root(p, p->outputs[o])], 0, outs[o].data,
+                                outs[o].nbytes);
+  }
+  vt->cmd_destroy(dev, c);
+  vt->executable_destroy(dev, e);
+  for (int32_t i = 0; i < p->n_buffers; ++i) vt->buffer_destroy(dev, bufs[i]);
+  free(bufs);
+  free(span);
+  return s;
+}
+
+static kiln_status_t run_on_device(const kiln_program_t* p, const kiln_array_t* feeds,
+                                   kiln_array_t* outs) {
+  return run_on(dev, p, feeds, outs);
+}
+
+/* |got - want| <= 1e-5 + 1e-4 |want| everywhere; reports the worst index. */
+static bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what) {
+  if (!kiln_shape_equal(&got->shape, &want->shape) || got->dtype != want->dtype) {
+    CHECK_MSG(false, "%s: output shape/dtype differs", what);
+    return false;
+  }
+  const float* g = got->data;
+  const float* w = want->data;
+  int64_t n = kiln_array_numel(want), worst = -1;
+  double worst_ex = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double ex = fabs((double)g[i] - w[i]) - (1e-5 + 1e-4 * fabs((double)w[i]));
+    if (isnan(g[i]) != isnan(w[i])) ex = INFINITY;
+    if (ex > 0 && (worst < 0 || ex > worst_ex)) worst_ex = ex, worst = i;
+  }
+  CHECK_MSG(worst < 0, "%s: element %lld = %g, reference %g", what, (long long)worst,
+            worst >= 0 ? g[worst] : 0.0, worst >= 0 ? w[worst] : 0.0);
+  return worst < 0;
+}
+
+/* Plans, fuses, emits, runs and compares |b|'s graph twice (templates on
+ * and off); with templates on exactly |templated| kernels must be template
+ * instances (-1: any). */
+static void check_graph(gb_t* b, const char* what, int templated) {
+  if (!CHECK_OK(b->st)) goto done;
+  if (!CHECK_OK(kiln_graph_prepare(b->g))) goto done;
+  kiln_array_t want[4], got[4];
+  memset(want, 0, sizeof want);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  if (!CHECK_OK(kiln_ref_run(b->g, b->feeds, &ro, want))) goto done;
+  kiln_plan_t* plan = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
+    kiln_fusion_report_t rep;
+    CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
+    for (int variant = 0; variant < 2; ++variant) {
+      kiln_program_t* prog = NULL;
+      /* without code, then the emitter with this variant's options */
+      kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
+      if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
+      int32_t n_templ = 0;
+      kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .n_templated = &n_templ};
+      if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
+        kiln_program_destroy(prog);
+        break;
+      }
+      if (variant == 0 && templated >= 0)
+        CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
+      if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
+      memset(got, 0, sizeof got);
+      char label[200];
+      snprintf(label, sizeof label, "%s (%s, %d kernels)", what, variant ? "printed" : "templates",
+               (int)prog->n_kernels);
+      if (CHECK_OK(run_on_device(prog, b->feeds, got))) {
+        bool ok = true;
+        for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
+        printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
+      } else {
+        fprintf(stderr, "  case: %s\n", label);
+      }
+      for (int o = 0; o < b->g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
+      kiln_program_destroy(prog);
+    }
+    kiln_plan_destroy(plan);
+  }
+  for (int o = 0; o < 4; ++o) kiln_array_free(A(), &want[o]);
+done:
+  for (int i = 0; i < b->n_feeds; ++i) kiln_array_free(A(), &b->feeds[i]);
+  kiln_graph_destroy(b->g);
+}
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define IN(...) (const char* const[]){__VA_ARGS__}, (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(char*))
+
+static void input(gb_t* b, const char* name, const int64_t* d, int r) { gb_input(b, name, r, d); }
+static void konst(gb_t* b, const char* name, const int64_t* d, int r) { gb_const(b, name, r, d); }
+static void node(gb_t* b, const char* op, const char* const* in, int n_in, const char* out,
+                 int n_attrs, const kiln_attr_t* attrs) {
+  gb_node(b, op, out, n_in, in, out, n_attrs, attrs);
+}
+
+typedef struct ccase_s {
+  const char* what;
+  int64_t n, c, m, h, w, k, s, d;
+  int64_t pads[4]; /* top, left, bottom, right */
+  int64_t group;
+  bool bias;
+  int epi; /* 0 none, 1 Relu, 2 Clip(0, 6), 3 Add(residual) + Relu, 4 Mul(per-channel) + Add */
+  int templated;
+} ccase_t;
+
+static void conv_case(const ccase_t* c) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(c->n, c->c, c->h, c->w));
+  konst(&b, "w", DIMS(c->m, c->c / c->group, c->k, c->k));
+  if (c->bias) konst(&b, "bias", DIMS(c->m));
+  kiln_attr_t ca[5] = {kiln_attr_make_ints("pads", 4, (int64_t[]){c->pads[0], c->pads[1], c->pads[2], c->pads[3]}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){c->k, c->k}),
+                       kiln_attr_make_ints("strides", 2, (int64_t[]){c->s, c->s}),
+                       kiln_attr_make_ints("dilations", 2, (int64_t[]){c->d, c->d}),
+                       kiln_attr_make_int("group", c->group)};
+  const char* out = c->epi ? "y" : "out";
+  if (c->bias) node(&b, "Conv", IN("x", "w", "bias"), out, 5, ca);
+  else node(&b, "Conv", IN("x", "w"), out, 5, ca);
+  const int64_t oh = (c->h + c->pads[0] + c->pads[2] - c->d * (c->k - 1) - 1) / c->s + 1;
+  const int64_t ow = (c->w + c->pads[1] + c->pads[3] - c->d * (c->k - 1) - 1) / c->s + 1;
+  if (c->epi == 1) {
+    node(&b, "Relu", IN("y"), "out", 0, NULL);
+  } else if (c->epi == 2) {
+    kiln_array_t lo, hi;
+    kiln_shape_t s0 = kiln_shape_make(0, NULL);
+    KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s0, &lo));
+    KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s0, &hi));
+    *(float*)lo.data = 0.0f;
+    *(float*)hi.data = 0.5f;
+    if (!b.st) b.st = kiln_graph_add_initializer(b.g, "lo", &lo, NULL);
+    if (!b.st) b.st = kiln_graph_add_initializer(b.g, "hi", &hi, NULL);
+    node(&b, "Clip", IN("y", "lo", "hi"), "out", 0, NULL);
+  } else if (c->epi == 3) {
+    input(&b, "res", DIMS(c->n, c->m, oh, ow));
+    node(&b, "Add", IN("res", "y"), "t", 0, NULL);
+    node(&b, "Relu", IN("t"), "out", 0, NULL);
+  } else if (c->epi == 4) {
+    konst(&b, "scale", DIMS(c->m, 1, 1));
+    konst(&b, "shift", DIMS(1, c->m, 1, 1));
+    node(&b, "Mul", IN("y", "scale"), "t", 0, NULL);
+    node(&b, "Add", IN("t", "shift"), "out", 0, NULL);
+  }
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, c->what, c->templated);
+}
+
+static void test_conv_shapes(void) {
+  static const ccase_t cases[] = {
+      /* what, n, c, m, h, w, k, s, d, pads, group, bias, epi, templated */
+      {"3x3 s1 p1 bias relu", 1, 16, 32, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1},
+      {"3x3 s2 p1 odd 15x17", 1, 8, 24, 15, 17, 3, 2, 1, {1, 1, 1, 1}, 1, false, 0, 1},
+      {"3x3 s1 p0 no crop needed", 1, 8, 8, 10, 10, 3, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1},
+      {"1x1 s1 7x7 (grid padded)", 1, 32, 40, 7, 7, 1, 1, 1, {0, 0, 0, 0}, 1, true, 1, 1},
+      {"1x1 s1 16x16 plain", 1, 16, 16, 16, 16, 1, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1},
+      {"1x1 s2 downsample", 1, 16, 32, 14, 14, 1, 2, 1, {0, 0, 0, 0}, 1, false, 0, 1},
+      {"7x7 s2 p3 stem", 1, 3, 16, 32, 32, 7, 2, 1, {3, 3, 3, 3}, 1, true, 1, 1},
+      {"5x5 s1 p2 residual", 1, 8, 12, 11, 13, 5, 1, 1, {2, 2, 2, 2}, 1, true, 3, 1},
+      {"3x3 residual relu", 2, 16, 16, 9, 9, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1},
+      {"3x3 dilation 2", 1, 6, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, 1, false, 1, 1},
+      {"3x3 asymmetric pads s2", 1, 5, 7, 13, 10, 3, 2, 1, {0, 1, 2, 0}, 1, true, 0, 1},
+      {"3x3 clip", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 2, 1},
+      {"3x3 mul add per channel", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 4, 1},
+      {"3x3 K = 576 batch 2", 2, 64, 72, 12, 12, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1},
+      /* the last block runs past the grid (gd = 1): its tail must not land
+       * in the next channel (ResNet-18 layer2.0 conv1 at 16 channels) */
+      {"3x3 s2 p1 56x56 grid tail", 1, 16, 32, 56, 56, 3, 2, 1, {1, 1, 1, 1}, 1, true, 1, 1},
+      {"3x3 groups 2 (printed)", 1, 8, 8, 10, 10, 3, 1, 1, {1, 1, 1, 1}, 2, true, 1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
+}
+
+int main(void) {
+  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
+  if (s) {
+    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return 1;
+  }
+  RUN(test_conv_shapes);
+  kiln_device_release(dev);
+  return kiln_test_finish();
+}
