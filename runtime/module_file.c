@@ -247,6 +247,7 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     put_i64(w, kk->bytes);
     put_i32(w, kk->inplace_in);
     put_i32(w, kk->inplace_out);
+    put_i64(w, kk->loop_trips);
   }
   section_end(w, s);
 
@@ -380,6 +381,7 @@ typedef struct rd_s {
   int64_t index;       /* index of |item| */
   const uint8_t* p;
   size_t left;
+  uint32_t version;    /* the file's format version */
 } rd_t;
 
 static void tag_text(uint32_t tag, char out[8]) {
@@ -577,6 +579,8 @@ static kiln_status_t rd_kern(rd_t* r, kiln_program_t* p) {
     KILN_RETURN_IF_ERROR(rd_i64(r, "bytes", &kk->bytes));
     KILN_RETURN_IF_ERROR(rd_i32(r, "in-place input", &kk->inplace_in));
     KILN_RETURN_IF_ERROR(rd_i32(r, "in-place output", &kk->inplace_out));
+    kk->loop_trips = 0;
+    if (r->version >= 2) KILN_RETURN_IF_ERROR(rd_i64(r, "loop trips", &kk->loop_trips));
   }
   r->item = NULL;
   return NULL;
@@ -722,7 +726,8 @@ static kiln_status_t perr(const char* name, kiln_status_code_t code, const char*
 }
 
 /* Everything about the header, before any section is looked at. */
-static kiln_status_t check_header(const uint8_t* d, size_t size, const char* name, uint32_t* out_sections) {
+static kiln_status_t check_header(const uint8_t* d, size_t size, const char* name, uint32_t* out_sections,
+                                  uint32_t* out_version) {
   if (size == 0) return perr(name, KILN_PARSE_ERROR, "not a kiln module: the file is empty");
   if (size < KILN_MODULE_HEADER_LEN && memcmp(d, KILN_MODULE_MAGIC, size < 8 ? size : 8) != 0)
     return perr(name, KILN_PARSE_ERROR, "not a kiln module (bad magic)");
@@ -758,11 +763,12 @@ static kiln_status_t check_header(const uint8_t* d, size_t size, const char* nam
     return perr(name, KILN_PARSE_ERROR, "header claims %u sections, the file can hold at most %zu",
                 sections, (size - KILN_MODULE_HEADER_LEN) / 16);
   *out_sections = sections;
+  *out_version = version;
   return NULL;
 }
 
 static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* name, uint32_t n_sections,
-                                    kiln_program_t* p) {
+                                    uint32_t version, kiln_program_t* p) {
   bool seen[N_KNOWN] = {false};
   size_t off = KILN_MODULE_HEADER_LEN;
   for (uint32_t s = 0; s < n_sections; ++s) {
@@ -770,7 +776,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
       return perr(name, KILN_PARSE_ERROR, "section %u of %u starts past the end of the file", s, n_sections);
     uint32_t tag = load_le32(d + off), flags = load_le32(d + off + 4);
     uint64_t len = load_le64(d + off + 8);
-    rd_t r = {.name = name};
+    rd_t r = {.name = name, .version = version};
     tag_text(tag, r.section);
     if (len > size - off - 16)
       return rd_err(&r, KILN_PARSE_ERROR, "payload of %llu bytes runs past the end of the file",
@@ -815,10 +821,11 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
   const uint8_t* d = data;
   uint32_t n_sections = 0;
-  KILN_RETURN_IF_ERROR(check_header(d, size, name, &n_sections));
+  uint32_t version = 0;
+  KILN_RETURN_IF_ERROR(check_header(d, size, name, &n_sections, &version));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
-  kiln_status_t st = parse_sections(d, size, name, n_sections, p);
+  kiln_status_t st = parse_sections(d, size, name, n_sections, version, p);
   if (!st) {
     st = kiln_program_validate(p);
     if (st) st = kiln_status_annotate(st, "%s", name);

@@ -81,7 +81,7 @@ extern "C" {
 
 #define KILN_MODULE_MAGIC "KILNMOD\0" /* 8 bytes, the NUL included */
 #define KILN_MODULE_MAGIC_LEN 8
-#define KILN_MODULE_FORMAT_VERSION 1
+#define KILN_MODULE_FORMAT_VERSION 2 /* 2: kernels carry loop_trips */
 #define KILN_MODULE_HEADER_LEN 48
 #define KILN_MODULE_WEIGHTS_ALIGN 64
 #define KILN_MODULE_MAX_STRING (1u << 20)

@@ -77,6 +77,11 @@ typedef struct kiln_program_kernel_s {
    * (element-wise: every element is read before the same element is
    * written). -1 when none. */
   int32_t inplace_in, inplace_out;
+  /* Vulkan: loop iterations one invocation runs, all loops together (an
+   * upper estimate from the kernel's loop nest; 0 when not known). Mesa's
+   * lavapipe ends an invocation after 65535 of them, so the device refuses
+   * a kernel above that instead of returning partial results. */
+  int64_t loop_trips;
 } kiln_program_kernel_t;
 
 typedef enum kiln_program_target_e {

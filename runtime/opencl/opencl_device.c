@@ -550,9 +550,14 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     char key[33];
     kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, drv, d->version,
                           KILN_OPENCL_BUILD_OPTIONS, key);
-    snprintf(e->stats.cache_path, sizeof e->stats.cache_path, "%s/%s.clbin", cache_dir, key);
-    e->prog = load_cached(d, p, e->stats.cache_path, source, &e->stats.cache_rejected);
-    e->stats.cache_hit = e->prog != NULL;
+    int w = snprintf(e->stats.cache_path, sizeof e->stats.cache_path, "%s/%.32s.clbin", cache_dir, key);
+    if (w < 0 || (size_t)w >= sizeof e->stats.cache_path) {
+      e->stats.cache_path[0] = 0; /* a cut path would name another file: no cache */
+      cache_on = false;
+    } else {
+      e->prog = load_cached(d, p, e->stats.cache_path, source, &e->stats.cache_rejected);
+      e->stats.cache_hit = e->prog != NULL;
+    }
   }
   if (!e->prog) {
     cl_int err = CL_SUCCESS;

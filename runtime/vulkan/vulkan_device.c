@@ -46,6 +46,10 @@ typedef struct vk_dev_s {
   uint64_t max_alloc;
   uint32_t timestamp_bits;
   bool creation_feedback;
+  /* Loop iterations the driver lets one invocation run (0: no known limit):
+   * Mesa's llvmpipe/lavapipe ends an invocation after 65535 in all (gallivm
+   * LP_MAX_TGSI_LOOP_ITERATIONS) and the outputs are then silently partial. */
+  int64_t loop_limit;
   /* transfers */
   VkCommandPool pool;
   VkCommandBuffer xfer_cb;
@@ -459,6 +463,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   features_t have;
   query_props(d->phys, api, &q);
   query_features(d->phys, api, &have);
+  d->loop_limit = q.drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? 65535 : 0;
   int32_t qf = compute_queue_family(d->phys, &d->timestamp_bits);
   if (qf < 0) {
     s = kiln_make_status(KILN_UNSUPPORTED, "vulkan: device '%s' has no compute queue",
@@ -1069,6 +1074,15 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if ((s = kiln_allocator_malloc(al, l + 1, "kernel name", (void**)&k->name))) break;
     memcpy(k->name, nm, l + 1);
     k->n_args = pk->n_args;
+    if (d->loop_limit > 0 && pk->loop_trips > d->loop_limit) {
+      s = kiln_make_status(KILN_UNSUPPORTED,
+                           "vulkan: kernel '%s' (node '%s', %s): one invocation runs about %lld loop "
+                           "iterations; device '%s' ends an invocation after %lld (the results would "
+                           "be partial). Run this model on another target or device",
+                           k->name, pk->node_name ? pk->node_name : "?", pk->op_type ? pk->op_type : "?",
+                           (long long)pk->loop_trips, d->props.deviceName, (long long)d->loop_limit);
+      break;
+    }
     if (k->n_args > e->max_args) e->max_args = k->n_args;
     for (int j = 0; j < 3; ++j) {
       int64_t g = pk->groups[j] > 0 ? pk->groups[j] : 1;

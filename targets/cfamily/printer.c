@@ -541,10 +541,10 @@ static void ex_index(pr_t* p, const tir_expr_t* e, int need) {
 
 /* GLSL private/shared arrays of rank >= 2 with dense row-major strides are
  * declared with their shape (float acc[8][32]) and indexed per dimension.
- * Why: Mesa lavapipe 22.3 (llvmpipe) miscomputes kernels that index a large
- * flattened private array (a 256-element GEMM accumulator tile) inside
- * nested loops — the second iteration of an outer loop gets wrong sums —
- * while the same kernel with the array declared [8][32] is right. */
+ * Why: it reads like the tensor IR and keeps the compiler's view of the
+ * array's shape. (It was first written while chasing wrong sums on Mesa
+ * lavapipe that turned out to be its per-invocation loop limit, see
+ * runtime/vulkan/vulkan_device.c loop_limit, not the array's form.) */
 static bool md_array(const pr_t* p, const tir_buffer_t* b) {
   if (p->d->lang != KILN_CF_LANG_GLSL || b->scope == TIR_SCOPE_GLOBAL || b->rank < 2) return false;
   int64_t st = 1;

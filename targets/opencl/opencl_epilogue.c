@@ -1,155 +1,11 @@
-/* Fused element-wise epilogues of the OpenCL templates (see
- * opencl_internal.h): the graph nodes that epilogue fusion (lowering/fuse.h)
- * folded into a Conv/Gemm kernel, read back as a chain from the anchor's
- * output so the conv and GEMM templates can apply them in their store.
- *
- * Only what is known exactly is accepted: element-wise ops whose semantics
- * are printed below, f32 operands that are plan buffers and broadcast along
- * the output in the [n][m][p] pattern the templates index. Anything else
- * makes the caller keep the printed kernel, which is always correct. */
+/* Printing of fused epilogues (targets/gpu_conv.h) as an OpenCL C macro for
+ * the conv template: LD loads a value of the accumulator's vector type. */
 #include <math.h>
-#include <string.h>
 
-#include "ir/op.h"
 #include "targets/opencl/opencl_internal.h"
 
-static bool dense_f32(const tir_buffer_t* b) {
-  if (b->dtype != KILN_DTYPE_F32) return false;
-  int64_t st = 1;
-  for (int32_t i = b->rank - 1; i >= 0; --i) {
-    if (b->strides[i] != st && b->shape[i] != 1) return false;
-    st *= b->shape[i];
-  }
-  return true;
-}
-
-/* Broadcast strides of tensor |t| against the output [n][m][p...]. */
-static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape, int32_t rank,
-                       kiln_opencl_epi_t* e, int32_t* out_idx) {
-  if (t < 0 || !plan->tensor_buffer) return false;
-  const int32_t pb = plan->tensor_buffer[t];
-  if (pb < 0) return false;
-  for (int32_t i = 0; i < e->n_operands; ++i)
-    if (e->operands[i].buffer == pb) {
-      *out_idx = i;
-      return true;
-    }
-  if (e->n_operands >= KILN_OPENCL_EPI_MAX) return false;
-  const tir_buffer_t* b = plan->buffers[pb].buf;
-  if (!b || !dense_f32(b) || b->rank > rank) return false;
-  int64_t st[KILN_MAX_RANK], dst[KILN_MAX_RANK];
-  int64_t run = 1;
-  for (int32_t i = b->rank - 1; i >= 0; --i) dst[i] = run, run *= b->shape[i];
-  for (int32_t i = 0; i < rank; ++i) {
-    const int32_t j = i - (rank - b->rank);
-    if (j < 0 || shape[i] == 1) st[i] = 0;
-    else if (b->shape[j] == shape[i]) st[i] = dst[j];
-    else if (b->shape[j] == 1) st[i] = 0;
-    else return false;
-  }
-  kiln_opencl_epi_operand_t* o = &e->operands[e->n_operands];
-  const int32_t p0 = rank >= 3 ? 2 : 1;
-  o->buffer = pb;
-  o->sn = rank >= 3 ? st[0] : 0;
-  o->sm = rank >= 2 ? st[p0 - 1] : 0;
-  bool all0 = true;
-  for (int32_t i = p0; i < rank; ++i) all0 = all0 && st[i] == 0;
-  if (all0) {
-    o->sp = 0;
-  } else {
-    int64_t want = 1;
-    for (int32_t i = rank - 1; i >= p0; --i) {
-      if (shape[i] != 1 && st[i] != want) return false;
-      want *= shape[i];
-    }
-    o->sp = 1;
-  }
-  *out_idx = e->n_operands++;
-  return true;
-}
-
-bool kiln_opencl_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
-                           int32_t rank, kiln_opencl_epi_t* e) {
-  memset(e, 0, sizeof *e);
-  e->out_tensor = start;
-  const kiln_plan_kernel_t* kk = &plan->kernels[k];
-  const kiln_graph_t* g = plan->graph;
-  const int32_t nf = kk->n_fused_nodes;
-  if (nf > KILN_OPENCL_EPI_MAX || rank < 2 || rank > KILN_MAX_RANK) return false;
-  bool used[KILN_OPENCL_EPI_MAX] = {false};
-  int32_t cur = start;
-  for (int32_t step = 0; step < nf; ++step) {
-    int32_t pick = -1;
-    for (int32_t i = 0; i < nf && pick < 0; ++i) {
-      if (used[i]) continue;
-      const int32_t ni = kk->fused_nodes[i];
-      if (ni < 0 || ni >= g->n_nodes) return false;
-      const kiln_node_t* n = &g->nodes[ni];
-      for (int32_t j = 0; j < n->n_inputs; ++j)
-        if (n->inputs[j] == cur) pick = i;
-    }
-    if (pick < 0) return false;
-    used[pick] = true;
-    const kiln_node_t* n = &g->nodes[kk->fused_nodes[pick]];
-    if ((n->domain && n->domain[0]) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
-    if (g->tensors[n->outputs[0]].dtype != KILN_DTYPE_F32) return false;
-    kiln_opencl_epi_op_t* op = &e->ops[e->n_ops++];
-    op->a = op->b = -1;
-    const char* t = n->op_type;
-    kiln_status_t s = NULL;
-    if (!strcmp(t, "Relu") || !strcmp(t, "Sigmoid")) {
-      if (n->n_inputs != 1) return false;
-      op->op = t[0] == 'R' ? 'r' : 's';
-    } else if (!strcmp(t, "LeakyRelu")) {
-      if (n->n_inputs != 1) return false;
-      op->op = 'l';
-      s = kiln_attr_float(n, "alpha", 0.01f, &op->alpha);
-    } else if (!strcmp(t, "Clip")) {
-      if (n->n_inputs < 1 || n->inputs[0] != cur) return false;
-      op->op = 'c';
-      s = kiln_attr_float(n, "min", -INFINITY, &op->lo);
-      if (!s) s = kiln_attr_float(n, "max", INFINITY, &op->hi);
-      op->has_lo = op->has_hi = true;
-      if (!s && n->n_inputs > 1 && n->inputs[1] >= 0) {
-        if (!operand_of(plan, n->inputs[1], shape, rank, e, &op->a)) return false;
-        op->has_lo = false;
-      }
-      if (!s && n->n_inputs > 2 && n->inputs[2] >= 0) {
-        if (!operand_of(plan, n->inputs[2], shape, rank, e, &op->b)) return false;
-        op->has_hi = false;
-      }
-      /* scalar bounds only */
-      for (int32_t q = 0; q < 2; ++q) {
-        const int32_t oi = q ? op->b : op->a;
-        if (oi >= 0 && (e->operands[oi].sn || e->operands[oi].sm || e->operands[oi].sp)) return false;
-      }
-    } else if (!strcmp(t, "Add") || !strcmp(t, "Sub") || !strcmp(t, "Mul") || !strcmp(t, "Div")) {
-      if (n->n_inputs != 2 || n->inputs[0] == n->inputs[1]) return false;
-      op->op = t[0] == 'A' ? '+' : t[0] == 'S' ? '-' : t[0] == 'M' ? '*' : '/';
-      op->swap = n->inputs[1] == cur;
-      if (!operand_of(plan, n->inputs[op->swap ? 0 : 1], shape, rank, e, &op->a)) return false;
-      /* the chain value keeps the output's shape: an operand may not widen it */
-    } else {
-      return false;
-    }
-    if (s) {
-      kiln_status_free(s);
-      return false;
-    }
-    /* The node's output must have the anchor's shape (no broadcast of the
-     * chain value itself). */
-    const kiln_tensor_t* ot = &g->tensors[n->outputs[0]];
-    if (ot->shape.rank != rank) return false;
-    for (int32_t i = 0; i < rank; ++i)
-      if (ot->shape.dims[i] != shape[i]) return false;
-    cur = n->outputs[0];
-  }
-  e->out_tensor = cur;
-  return true;
-}
-
-static void operand_ref(const kiln_opencl_epi_t* e, int32_t i, const char* prefix, kiln_cf_out_t* out) {
-  const kiln_opencl_epi_operand_t* o = &e->operands[i];
+static void operand_ref(const kiln_gpu_epi_t* e, int32_t i, const char* prefix, kiln_cf_out_t* out) {
+  const kiln_gpu_epi_operand_t* o = &e->operands[i];
   if (o->sp)
     kiln_cf_out_printf(out, "LD(%s%d + (long)(b) * %lld + (long)(m) * %lld + (p))", prefix, (int)i,
                        (long long)o->sn, (long long)o->sm);
@@ -158,11 +14,11 @@ static void operand_ref(const kiln_opencl_epi_t* e, int32_t i, const char* prefi
                        (long long)o->sn, (long long)o->sm);
 }
 
-void kiln_opencl_epi_print(const kiln_opencl_epi_t* e, const char* macro, const char* prefix,
+void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const char* macro, const char* prefix,
                            kiln_cf_out_t* out) {
   kiln_cf_out_printf(out, "#define %s(v, b, m, p, LD) do {", macro);
   for (int32_t i = 0; i < e->n_ops; ++i) {
-    const kiln_opencl_epi_op_t* op = &e->ops[i];
+    const kiln_gpu_epi_op_t* op = &e->ops[i];
     kiln_cf_out_puts(out, " ");
     switch (op->op) {
       case 'r': kiln_cf_out_puts(out, "v = fmax(v, 0.0f);"); break;

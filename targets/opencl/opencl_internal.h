@@ -6,6 +6,7 @@
 
 #include "lowering/plan.h"
 #include "targets/cfamily/printer.h"
+#include "targets/gpu_conv.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,92 +57,31 @@ void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int
 kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
                                      kiln_cf_out_t* out);
 
-/* ---- fused element-wise epilogues (opencl_epilogue.c) ----------------------
- * The chain of graph nodes that fusion folded into a kernel after its
- * anchor (Conv, Gemm, MatMul): Relu, Clip, LeakyRelu, Sigmoid and the
- * binary Add/Sub/Mul/Div with an operand that broadcasts along the output
- * as out[n][m][p] (n the batch/image, m the channel or row, p the position
- * or column): strides sn, sm and sp in {0, 1}. */
-#define KILN_OPENCL_EPI_MAX 8
-
-typedef struct kiln_opencl_epi_operand_s {
-  int32_t buffer;      /* plan buffer */
-  int64_t sn, sm, sp;  /* element strides along n, m, p (0: broadcast) */
-} kiln_opencl_epi_operand_t;
-
-typedef struct kiln_opencl_epi_op_s {
-  char op;        /* 'r' Relu, 'c' Clip, 'l' LeakyRelu, 's' Sigmoid, '+', '-', '*', '/' */
-  bool swap;      /* binary: the operand is on the left (o - v, o / v) */
-  int32_t a, b;   /* operand indices (-1: none; Clip: min, max) */
-  float alpha, lo, hi; /* LeakyRelu alpha; Clip bounds from attributes */
-  bool has_lo, has_hi;
-} kiln_opencl_epi_op_t;
-
-typedef struct kiln_opencl_epi_s {
-  int32_t n_ops, n_operands;
-  kiln_opencl_epi_op_t ops[KILN_OPENCL_EPI_MAX];
-  kiln_opencl_epi_operand_t operands[KILN_OPENCL_EPI_MAX];
-  int32_t out_tensor; /* graph tensor the chain ends in */
-} kiln_opencl_epi_t;
-
-/* Parses the fused nodes of plan kernel |k| as a chain starting at graph
- * tensor |start| whose output is |onshape| viewed as [N][M][P] (P the
- * product of the dims after the second; for a rank-2 output N = 1).
- * False when a node or an operand is outside what the templates print. */
-bool kiln_opencl_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
-                           int32_t rank, kiln_opencl_epi_t* out);
+/* ---- fused epilogues and conv instances (targets/gpu_conv.h) -------------- */
 
 /* Prints "#define <macro>(v, b, m, p, LD) ..." applying |e| to v, operand j
- * being the kernel parameter named <prefix>j. */
-void kiln_opencl_epi_print(const kiln_opencl_epi_t* e, const char* macro, const char* prefix,
+ * being the kernel parameter named <prefix>j (opencl_epilogue.c). */
+void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const char* macro, const char* prefix,
                            kiln_cf_out_t* out);
 
-/* ---- convolution template instances (opencl_conv.c, kernels/opencl/conv.cl) */
+/* Embedded kernels/opencl/conv.cl. */
 extern const char kiln_cl_conv[];
 extern const size_t kiln_cl_conv_len;
 
 typedef kiln_opencl_gemm_tiles_t kiln_opencl_conv_tiles_t;
-#define KILN_OPENCL_CONV_MAX_TAPS 512
-#define KILN_OPENCL_CONV_MAX_PARAMS (5 + KILN_OPENCL_EPI_MAX)
-
-/* One implicit-GEMM convolution instance. It replaces the plan's GEMM
- * kernel of a Conv node and, when the lowering crops the output grid, the
- * crop kernel (with its fused epilogue) too: it runs in the crop kernel's
- * slot and the GEMM kernel leaves the program. The phase-split kernel (when
- * there is one) stays as printed. */
-typedef struct kiln_opencl_conv_s {
-  bool matched;
-  int32_t gemm_kernel, slot; /* plan kernels: the GEMM, the one whose place it takes */
-  int64_t M, Q, K, T, C, plane, batch;
-  int64_t pt, kbs, tiles; /* packed weights */
-  bool crop;
-  int64_t q1, q2, od, oh, ow;
-  bool has_bias;
-  int32_t toff[KILN_OPENCL_CONV_MAX_TAPS];
-  kiln_opencl_epi_t epi;
-  int32_t n_params;
-  /* role per parameter: 'W' weights, 'X' input planes, 'F' grid scratch,
-   * 'C' bias, 'Y' output, '0'+j epilogue operand j */
-  char roles[KILN_OPENCL_CONV_MAX_PARAMS + 1];
-  int32_t args[KILN_OPENCL_CONV_MAX_PARAMS]; /* plan buffer per parameter */
-  kiln_opencl_conv_tiles_t tiles_used;
-} kiln_opencl_conv_t;
 
 /* Tiles for a conv with M output channels, a grid of Q positions, K. The
  * environment variable KILN_OPENCL_CONV_TILES="tm,tn,vw,wx,wy,bk,mm,mn"
  * overrides them (tuning). */
 kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, int64_t K);
 
-/* True when plan kernel |k| is the GEMM kernel of a Conv node (f32,
- * group 1, constant packed weights, not the lowering's transposed mode)
- * whose every kernel parameter, and every parameter of its crop kernel,
- * has a known role; fills |out|. */
-bool kiln_opencl_conv_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_conv_t* out);
+void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]);
 
-void kiln_opencl_conv_launch(const kiln_opencl_conv_t* c, int64_t groups[3], int64_t local[3]);
-
-/* Appends the instance named |name|. */
-kiln_status_t kiln_opencl_conv_print(const kiln_opencl_conv_t* c, const char* name, kiln_cf_out_t* out);
+/* Appends the instance named |name| (it keeps the grid as the 'F'
+ * parameter: partial sums between K slices). */
+kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

@@ -19,93 +19,6 @@ static void noalias_flags(const kiln_program_t* prog, const kiln_program_kernel_
   }
 }
 
-/* Conv instances take the place of their crop kernel (or of their GEMM
- * kernel when there is none) and the GEMM kernel leaves the program:
- * |slot_of| is -1 for a kernel that stays as it is, -2 for one that goes,
- * and the plan kernel index of the instance for a slot. The slot gets the
- * instance's parameters; lifetimes are recomputed from the new argument
- * lists the way targets/program_build.c computes them (an input of the
- * phase split now lives until the slot, the output is born there). All
- * allocations happen before anything in |prog| changes. */
-static kiln_status_t rewrite_program(kiln_program_t* prog, const kiln_opencl_conv_t* convs,
-                                     const int32_t* slot_of) {
-  kiln_allocator_t al = prog->allocator;
-  const int32_t n = prog->n_kernels;
-  int32_t kept = 0;
-  for (int32_t k = 0; k < n; ++k) kept += slot_of[k] != -2;
-  kiln_program_kernel_t* nk = NULL;
-  int32_t** nargs = NULL;
-  uint8_t** nacc = NULL;
-  kiln_status_t s = kiln_allocator_malloc(al, sizeof *nk * (size_t)(kept + 1), "opencl kernels", (void**)&nk);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *nargs * (size_t)(n + 1), "opencl kernels", (void**)&nargs);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *nacc * (size_t)(n + 1), "opencl kernels", (void**)&nacc);
-  if (!s) {
-    for (int32_t k = 0; k < n; ++k) nargs[k] = NULL, nacc[k] = NULL;
-    for (int32_t k = 0; k < n && !s; ++k) {
-      if (slot_of[k] < 0) continue;
-      const kiln_opencl_conv_t* c = &convs[slot_of[k]];
-      s = kiln_allocator_malloc(al, sizeof(int32_t) * (size_t)c->n_params, "opencl args", (void**)&nargs[k]);
-      if (!s) s = kiln_allocator_malloc(al, (size_t)c->n_params, "opencl access", (void**)&nacc[k]);
-    }
-  }
-  if (s) {
-    for (int32_t k = 0; nargs && nacc && k < n; ++k) {
-      kiln_allocator_free(al, nargs[k]);
-      kiln_allocator_free(al, nacc[k]);
-    }
-    kiln_allocator_free(al, nk);
-    kiln_allocator_free(al, nargs);
-    kiln_allocator_free(al, nacc);
-    return s;
-  }
-  int32_t o = 0;
-  for (int32_t k = 0; k < n; ++k) {
-    kiln_program_kernel_t* pk = &prog->kernels[k];
-    if (slot_of[k] == -2) {
-      kiln_allocator_free(al, pk->name);
-      kiln_allocator_free(al, pk->node_name);
-      kiln_allocator_free(al, pk->op_type);
-      kiln_allocator_free(al, pk->args);
-      kiln_allocator_free(al, pk->access);
-      continue;
-    }
-    if (slot_of[k] >= 0) {
-      const kiln_opencl_conv_t* c = &convs[slot_of[k]];
-      if (c->gemm_kernel != k) pk->flops += prog->kernels[c->gemm_kernel].flops;
-      kiln_allocator_free(al, pk->args);
-      kiln_allocator_free(al, pk->access);
-      pk->args = nargs[k];
-      pk->access = nacc[k];
-      pk->n_args = c->n_params;
-      pk->bytes = 0;
-      for (int32_t j = 0; j < c->n_params; ++j) {
-        const char r = c->roles[j];
-        pk->args[j] = c->args[j];
-        pk->access[j] = (uint8_t)(KILN_ARG_READ | (r == 'F' || r == 'Y' ? KILN_ARG_WRITE : 0));
-        pk->bytes += (int64_t)prog->buffers[c->args[j]].bytes * (r == 'F' || r == 'Y' ? 2 : 1);
-      }
-      pk->inplace_in = pk->inplace_out = -1;
-    }
-    nk[o++] = *pk;
-  }
-  kiln_allocator_free(al, prog->kernels);
-  kiln_allocator_free(al, nargs);
-  kiln_allocator_free(al, nacc);
-  prog->kernels = nk;
-  prog->n_kernels = kept;
-  for (int32_t i = 0; i < prog->n_buffers; ++i) prog->buffers[i].first_use = prog->buffers[i].last_use = -1;
-  for (int32_t k = 0; k < kept; ++k)
-    for (int32_t j = 0; j < nk[k].n_args; ++j) {
-      const int32_t bs[2] = {nk[k].args[j], kiln_program_root(prog, nk[k].args[j])};
-      for (int t = 0; t < 2; ++t) {
-        kiln_program_buffer_t* b = &prog->buffers[bs[t]];
-        if (b->first_use < 0) b->first_use = k;
-        b->last_use = k;
-      }
-    }
-  return NULL;
-}
-
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
                                   const kiln_opencl_emit_options_t* o) {
   kiln_opencl_emit_options_t defaults = {0};
@@ -139,7 +52,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_cf_kernel_info_t* infos = NULL;
   bool* noalias = NULL;
   kiln_opencl_gemm_t* gemms = NULL;
-  kiln_opencl_conv_t* convs = NULL;
+  kiln_gpu_conv_t* convs = NULL;
+  kiln_opencl_conv_tiles_t* ctiles = NULL;
   int32_t* slot_of = NULL;
   bool rewrite = false;
   int64_t total_args = 0;
@@ -150,6 +64,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *gemms * (size_t)(n + 1), "opencl emit", (void**)&gemms);
   if (!s) s = kiln_allocator_malloc(al, sizeof *convs * (size_t)(n + 1), "opencl emit", (void**)&convs);
   if (!s) s = kiln_allocator_malloc(al, sizeof *slot_of * (size_t)(n + 1), "opencl emit", (void**)&slot_of);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *ctiles * (size_t)(n + 1), "opencl emit", (void**)&ctiles);
   for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false;
   int32_t n_print = 0, n_templ = 0, n_rebound = 0;
   bool* na = noalias;
@@ -164,13 +79,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       continue;
     }
     gemms[k].matched = false;
-    if (!o->no_conv_template && kiln_opencl_conv_match(plan, k, &convs[k])) {
+    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, &convs[k])) {
       const int32_t slot = convs[k].slot;
+      ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
       ++n_templ;
       rewrite = true;
       if (slot != k) slot_of[k] = -2;
       slot_of[slot] = k;
-      kiln_opencl_conv_launch(&convs[k], prog->kernels[slot].groups, prog->kernels[slot].local);
+      kiln_opencl_conv_launch(&convs[k], &ctiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
       continue;
     }
     convs[k].matched = false;
@@ -195,13 +111,13 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
   for (int32_t k = 0; k < n && !s; ++k)
     if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &out);
-    else if (slot_of[k] >= 0) s = kiln_opencl_conv_print(&convs[slot_of[k]], prog->kernels[k].name, &out);
+    else if (slot_of[k] >= 0) s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], prog->kernels[k].name, &out);
   if (!s && out.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
   if (!s) {
     char* text = NULL;
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
     if (!s && rewrite) {
-      s = rewrite_program(prog, convs, slot_of);
+      s = kiln_gpu_conv_rewrite(prog, convs, slot_of, NULL);
       if (s) kiln_allocator_free(al, text);
     }
     if (!s) {
@@ -225,6 +141,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, gemms);
   kiln_allocator_free(al, convs);
   kiln_allocator_free(al, slot_of);
+  kiln_allocator_free(al, ctiles);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;

@@ -10,6 +10,8 @@
 
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,12 @@
 #include "ir/op.h"
 #include "targets/cfamily/printer.h"
 #include "targets/gpu_bind.h"
+#include "targets/gpu_conv.h"
 
 extern const char kiln_vk_gemm[];
 extern const size_t kiln_vk_gemm_len;
+extern const char kiln_vk_conv[];
+extern const size_t kiln_vk_conv_len;
 
 /* ---- compile + validate ------------------------------------------------ */
 
@@ -131,6 +136,65 @@ kiln_status_t kiln_spirv_compile_glsl(const char* name, const char* glsl, kiln_a
   return s;
 }
 
+/* ---- loop trips per invocation ---------------------------------------- */
+
+#define TRIPS_CAP ((int64_t)1 << 40)
+
+static int64_t trips_mul(int64_t a, int64_t b) { return a && b > TRIPS_CAP / a ? TRIPS_CAP : a * b; }
+static int64_t trips_add(int64_t a, int64_t b) { return a + b > TRIPS_CAP ? TRIPS_CAP : a + b; }
+
+/* Loop iterations one invocation of a printed kernel runs: every loop that
+ * is not bound to an id runs in the invocation (its extent times one more
+ * than its body's), a branch counts its longer side. An estimate: what the
+ * driver's compiler unrolls does not count. */
+static bool has_loop(const tir_stmt_t* st) {
+  if (!st) return false;
+  switch (st->kind) {
+    case TIR_FOR: return true;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < st->u.seq.n; ++i)
+        if (has_loop(st->u.seq.items[i])) return true;
+      return false;
+    case TIR_IF: return has_loop(st->u.cond.then_s) || has_loop(st->u.cond.else_s);
+    case TIR_ALLOC: return has_loop(st->u.alloc.body);
+    default: return false;
+  }
+}
+
+static int64_t trips_of(const tir_stmt_t* st) {
+  if (!st) return 0;
+  switch (st->kind) {
+    case TIR_FOR: {
+      const int64_t body = trips_of(st->u.loop.body), e = st->u.loop.extent > 0 ? st->u.loop.extent : 0;
+      if (st->u.loop.kind == TIR_LOOP_BOUND) return body;
+      /* a short innermost loop of constant extent is unrolled by the
+       * driver's compiler (NIR unrolls up to 32 trips): no back-edges; a
+       * loop around it is not */
+      if (e <= 32 && !has_loop(st->u.loop.body)) return 0;
+      return trips_mul(e, trips_add(1, body));
+    }
+    case TIR_SEQ: {
+      int64_t t = 0;
+      for (int32_t i = 0; i < st->u.seq.n; ++i) t = trips_add(t, trips_of(st->u.seq.items[i]));
+      return t;
+    }
+    case TIR_IF: {
+      const int64_t a = trips_of(st->u.cond.then_s), b = trips_of(st->u.cond.else_s);
+      return a > b ? a : b;
+    }
+    case TIR_ALLOC: return trips_of(st->u.alloc.body);
+    default: return 0;
+  }
+}
+
+/* The shared-memory tiled shaders (gemm.comp, conv.comp): K/TK slices,
+ * each with the loads of both tiles and TK steps (gemm.comp unrolls them). */
+static int64_t trips_tiled(int64_t K, const kiln_spirv_gemm_tiles_t* t, bool k_unrolled) {
+  const int64_t nt = (int64_t)(t->tn / t->rn) * (t->tm / t->rm);
+  const int64_t loads = t->shared && nt > 0 ? ((int64_t)t->tm * t->tk + (int64_t)t->tk * t->tn + nt - 1) / nt : 0;
+  return trips_mul((K + t->tk - 1) / t->tk, 1 + loads + (k_unrolled ? 0 : t->tk));
+}
+
 /* ---- the tiled GEMM ----------------------------------------------------- */
 
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
@@ -193,6 +257,166 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   groups[0] = (g->N + t.tn - 1) / t.tn;
   groups[1] = (g->M + t.tm - 1) / t.tm;
   groups[2] = 1;
+  local[0] = lx;
+  local[1] = ly;
+  local[2] = 1;
+  return NULL;
+}
+
+/* ---- the implicit-GEMM convolution ---------------------------------------- */
+
+/* Growing text for a shader header (malloc; *oom on failure). */
+typedef struct sb_s {
+  char* p;
+  size_t len, cap;
+  bool oom;
+} sb_t;
+
+static void sb_printf(sb_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sb_t* b, const char* fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->oom = true;
+      return;
+    }
+    if (b->p && b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+    char* q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+}
+
+static void epi_operand(sb_t* b, const kiln_gpu_epi_t* e, int32_t i) {
+  const kiln_gpu_epi_operand_t* o = &e->operands[i];
+  sb_printf(b, "e%d[(b) * %lld + (m) * %lld%s]", (int)i, (long long)o->sn, (long long)o->sm,
+            o->sp ? " + (p)" : "");
+}
+
+static void epi_bound(sb_t* b, const kiln_gpu_epi_t* e, int32_t operand, float value, bool lower) {
+  sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
+  if (operand >= 0) epi_operand(b, e, operand);
+  else sb_printf(b, "%.9e", (double)value);
+  sb_printf(b, ");");
+}
+
+/* "#define KC_EPI(v, b, m, p) ..." in GLSL. */
+static void epi_print(sb_t* b, const kiln_gpu_epi_t* e) {
+  sb_printf(b, "#define KC_EPI(v, b, m, p) {");
+  for (int32_t i = 0; i < e->n_ops; ++i) {
+    const kiln_gpu_epi_op_t* op = &e->ops[i];
+    switch (op->op) {
+      case 'r': sb_printf(b, " v = max(v, 0.0);"); break;
+      case 's': sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
+      case 'l': sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
+      case 'c':
+        /* an infinite attribute bound clips nothing */
+        if (op->a >= 0 || (op->has_lo && !isinf(op->lo))) epi_bound(b, e, op->a, op->lo, true);
+        if (op->b >= 0 || (op->has_hi && !isinf(op->hi))) epi_bound(b, e, op->b, op->hi, false);
+        break;
+      default:
+        if (op->swap) {
+          sb_printf(b, " v = ");
+          epi_operand(b, e, op->a);
+          sb_printf(b, " %c v;", op->op);
+        } else {
+          sb_printf(b, " v = v %c ", op->op);
+          epi_operand(b, e, op->a);
+          sb_printf(b, ";");
+        }
+        break;
+    }
+  }
+  sb_printf(b, " }\n");
+}
+
+kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
+  kiln_spirv_gemm_tiles_t t;
+  const char* env = getenv("KILN_SPIRV_CONV_TILES");
+  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
+      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
+    return t;
+  return kiln_spirv_gemm_default_tiles(M, Q);
+}
+
+static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, char** out_glsl,
+                                 int64_t groups[3], int64_t local[3], int64_t* out_trips) {
+  kiln_spirv_gemm_tiles_t t = kiln_spirv_conv_default_tiles(c->M, c->Q);
+  const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
+  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 ||
+      (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': tiles %dx%dx%d / %dx%d do not divide", name,
+                            t.tm, t.tn, t.tk, t.rm, t.rn);
+  const int64_t cp = c->od * c->oh * c->ow;
+  if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * (c->crop ? cp : c->Q) > INT32_MAX ||
+      c->T < 1 || c->T > KILN_GPU_CONV_MAX_TAPS)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': %lld x %lld x %lld does not fit 32-bit indices",
+                            name, (long long)c->M, (long long)c->Q, (long long)c->K);
+  /* the header goes after the #version and #extension lines (directives
+   * that must come before any declaration) */
+  const char* nl = strstr(kiln_vk_conv, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/conv.comp has no #extension line");
+  int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
+  sb_t b = {0};
+  sb_printf(&b, "%.*s", (int)(nl - kiln_vk_conv) + 1, kiln_vk_conv);
+  sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
+            (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j];
+    const char* at = strchr("WXCY", r);
+    if (at) {
+      bind[at - "WXCY"] = j;
+    } else if (r >= '0' && r < '0' + KILN_GPU_EPI_MAX) {
+      sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { float e%c[]; };\n",
+                (int)j, r, r);
+    } else {
+      free(b.p);
+      return kiln_make_status(KILN_INTERNAL, "conv '%s': parameter %d has role '%c'", name, (int)j, r);
+    }
+  }
+  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0)) {
+    free(b.p);
+    return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
+  }
+  sb_printf(&b,
+            "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
+            "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
+            "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"
+            "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
+            "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
+            "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n",
+            bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
+            (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
+            (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
+            (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
+            t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0);
+  sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
+  for (int64_t i = 0; i < c->T; ++i) sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
+  sb_printf(&b, ");\n");
+  epi_print(&b, &c->epi);
+  sb_printf(&b, "%s", nl + 1);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "conv '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  *out_trips = trips_tiled(c->K, &t, false);
+  groups[0] = (c->Q + t.tn - 1) / t.tn;
+  groups[1] = (c->M + t.tm - 1) / t.tm;
+  groups[2] = c->batch > 0 ? c->batch : 1;
   local[0] = lx;
   local[1] = ly;
   local[2] = 1;
@@ -318,6 +542,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   int32_t nk = plan->n_kernels;
   bool use_gemm = !(getenv("KILN_SPIRV_NO_GEMM") && strcmp(getenv("KILN_SPIRV_NO_GEMM"), "1") == 0);
   bool no_bind = getenv("KILN_SPIRV_NO_BIND") && strcmp(getenv("KILN_SPIRV_NO_BIND"), "1") == 0;
+  bool use_conv = !(getenv("KILN_SPIRV_NO_CONV") && strcmp(getenv("KILN_SPIRV_NO_CONV"), "1") == 0);
   /* Rebound kernels live in a context of our own; its ids continue the
    * plan's so printed names never collide with the plan's. */
   tir_ctx_t ctx;
@@ -326,13 +551,19 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   ctx.next_buffer_id = plan->tir.next_buffer_id;
   unit_t* units = calloc((size_t)nk + 1, sizeof *units);
   int64_t(*dims)[6] = calloc((size_t)nk + 1, sizeof *dims);
+  /* Conv instances: slot_of as kiln_gpu_conv_rewrite reads it. */
+  kiln_gpu_conv_t* convs = calloc((size_t)nk + 1, sizeof *convs);
+  int32_t* slot_of = calloc((size_t)nk + 1, sizeof *slot_of);
+  int32_t* keep = calloc((size_t)nk + 1, sizeof *keep);
+  int64_t* trips = calloc((size_t)nk + 1, sizeof *trips);
+  bool any_conv = false;
   uint8_t** blobs = NULL;
   uint64_t* lens = NULL;
   char* text = NULL;
   kiln_status_t s = NULL;
   cc_t cc;
   bool cc_ok = false;
-  if (!units || !dims) {
+  if (!units || !dims || !convs || !slot_of || !keep || !trips) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: %d kernels", (int)nk);
     goto done;
   }
@@ -345,12 +576,25 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
 
   /* Print every kernel (canonical text), find duplicates. */
   size_t total = 0;
+  for (int32_t k = 0; k < nk; ++k) slot_of[k] = -1;
   for (int32_t k = 0; !s && k < nk; ++k) {
     const kiln_plan_kernel_t* pk = &plan->kernels[k];
     const char* name = pk->func->name;
     kiln_spirv_gemm_t g;
-    if (use_gemm && match_gemm(plan, k, &g)) {
+    if (slot_of[k] != -1) continue; /* a conv instance's slot (printed), or gone */
+    if (use_conv && kiln_gpu_conv_match(plan, k, false, &convs[k])) {
+      /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
+      const int32_t slot = convs[k].slot;
+      if (slot != k) slot_of[k] = -2;
+      slot_of[slot] = k;
+      any_conv = true;
+      s = conv_source(&convs[k], plan->kernels[slot].func->name, &units[slot].text, dims[slot], dims[slot] + 3,
+                      &trips[slot]);
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (use_gemm && match_gemm(plan, k, &g)) {
       s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
+      const kiln_spirv_gemm_tiles_t gt = g.tiles.tm ? g.tiles : kiln_spirv_gemm_default_tiles(g.M, g.N);
+      trips[k] = trips_tiled(g.K, &gt, true);
       if (s) break;
     } else {
       bool noalias[256];
@@ -387,11 +631,18 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       }
       units[k].text = out.data; /* ownership moves (malloc'd by the printer) */
       kiln_cf_launch_dims(f, dims[k], dims[k] + 3);
+      trips[k] = trips_of(f->body);
     }
+  }
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const char* name = plan->kernels[k].func->name;
+    units[k].first = k;
+    if (!units[k].text) continue; /* gone */
     units[k].hash = hash_str(units[k].text);
     units[k].first = k;
     for (int32_t j = 0; j < k; ++j)
-      if (units[j].first == j && units[j].hash == units[k].hash && strcmp(units[j].text, units[k].text) == 0) {
+      if (units[j].text && units[j].first == j && units[j].hash == units[k].hash &&
+          strcmp(units[j].text, units[k].text) == 0) {
         units[k].first = j;
         break;
       }
@@ -400,6 +651,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   /* Compile the distinct shaders; duplicates get copies of the blob. */
   for (int32_t k = 0; !s && k < nk; ++k) {
     const char* name = plan->kernels[k].func->name;
+    if (!units[k].text) continue;
     if (units[k].first == k) {
       s = cc_compile(&cc, name, units[k].text, al, &blobs[k], &lens[k]);
       if (s) {
@@ -419,6 +671,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   if (s) goto done;
   size_t len = 0;
   for (int32_t k = 0; k < nk; ++k) {
+    if (!units[k].text) continue;
     int w = snprintf(text + len, total + 1 - len, "// ---- kernel %s%s%s ----\n", plan->kernels[k].func->name,
                      units[k].first != k ? " = " : "",
                      units[k].first != k ? plan->kernels[units[k].first].func->name : "");
@@ -428,6 +681,21 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     len += l;
   }
   text[len] = 0;
+  /* Conv instances change the kernel list: blobs and launch sizes follow. */
+  int32_t nkept = nk;
+  if (any_conv) {
+    if ((s = kiln_gpu_conv_rewrite(prog, convs, slot_of, keep))) goto done;
+    nkept = prog->n_kernels;
+    for (int32_t o = 0; o < nkept; ++o) {
+      const int32_t k = keep[o];
+      if (k == o) continue;
+      blobs[o] = blobs[k];
+      lens[o] = lens[k];
+      blobs[k] = NULL;
+      memcpy(dims[o], dims[k], sizeof dims[o]);
+      trips[o] = trips[k];
+    }
+  }
   /* Commit. */
   for (int32_t i = 0; prog->code.blobs && i < prog->code.n_blobs; ++i) kiln_allocator_free(al, prog->code.blobs[i]);
   kiln_allocator_free(al, prog->code.blobs);
@@ -435,10 +703,11 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   kiln_allocator_free(al, prog->code.text);
   prog->code.blobs = blobs;
   prog->code.blob_lens = lens;
-  prog->code.n_blobs = nk;
+  prog->code.n_blobs = nkept;
   prog->code.text = text;
   prog->code.text_len = len;
-  for (int32_t k = 0; k < nk; ++k)
+  for (int32_t k = 0; k < nkept; ++k) prog->kernels[k].loop_trips = trips[k];
+  for (int32_t k = 0; k < nkept; ++k)
     for (int d = 0; d < 3; ++d) {
       prog->kernels[k].groups[d] = dims[k][d] > 0 ? dims[k][d] : 1;
       prog->kernels[k].local[d] = dims[k][3 + d] > 0 ? dims[k][3 + d] : 1;
@@ -457,5 +726,9 @@ done:
   for (int32_t k = 0; units && k < nk; ++k) free(units[k].text);
   free(units);
   free(dims);
+  free(convs);
+  free(slot_of);
+  free(keep);
+  free(trips);
   return s;
 }

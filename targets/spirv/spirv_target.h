@@ -75,6 +75,11 @@ typedef struct kiln_spirv_gemm_s {
  * in shared memory, smaller for narrow problems (work-groups of 8 x 8). */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
 
+/* Tiles of the convolution shader (kernels/vulkan/conv.comp) for M output
+ * channels over a grid of Q positions: $KILN_SPIRV_CONV_TILES (same
+ * format) when set and valid, else the GEMM's. */
+kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q);
+
 /* The GLSL text (caller frees with free()) and its launch geometry.
  * INVALID_ARGUMENT when the tiles do not divide as required. */
 kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl,

@@ -1,0 +1,121 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// kiln implicit-GEMM convolution, f32 (targets/gpu_conv.h has the layout):
+//
+//   Y[b][m][p] = EPI(bias[m] + sum_{c, tap} W[m][c*CT + tap] * XP[b][c][TOFF[tap] + q(p)])
+//
+// XP is the input itself or the lowering's zero-padded stride-phase split,
+// in which every tap is a constant shift TOFF[tap] of a flat plane of
+// CPLANE floats per channel, so B[c*CT + tap][q] = XP[c][TOFF[tap] + q] is
+// contiguous along the output grid q. The grid has the pitch of the phase
+// images (CQ1 x CQ2 per depth slice): its CQ2 - CWO extra columns per row
+// are computed and never stored. W is the lowering's packed constant:
+// element (m, k) at (((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT.
+//
+// The host puts after the #version line: the sizes below, the bindings
+// BIND_W BIND_X BIND_C BIND_Y (kernel parameter order), "const int
+// TOFF[CT]", the epilogue operands' buffer declarations (e0, e1, ...) and
+//   KC_EPI(v, b, m, p)  statements applying the fused epilogue to v for
+//                       image b, channel m, dense output position p
+//   CM CQ CK CT CC CPLANE CBATCH CPT CKBS CTILES CCROP CQ1 CQ2 CDO CHO CWO CHAS_BIAS
+//   TM TN TK RM RN SHARED  tiles, as in gemm.comp (a work-group of
+//                       (TN/RN) x (TM/RM) threads computes TM channels x
+//                       TN grid positions, each thread an RM x RN tile)
+// Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
+//
+// Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
+// an invocation after 65535 loop iterations in all, so the work of one
+// invocation must stay far below that (CK/TK * (1 + loads) here).
+
+#define LX (TN / RN)
+#define LY (TM / RM)
+#define NT (LX * LY)
+#define CP (CDO * CHO * CWO)
+
+layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { float w[]; };
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float xp[]; };
+#if CHAS_BIAS
+layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { float bias[]; };
+#endif
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
+
+float load_a(int m, int k) {
+  if (m >= CM || k >= CK) return 0.0;
+  return w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT];
+}
+
+float load_b(int xb, int k, int q) {
+  if (k >= CK || q >= CQ) return 0.0;
+  return xp[xb + (k / CT) * CPLANE + TOFF[k % CT] + q];
+}
+
+#if SHARED
+// +1 padding keeps column walks off one shared-memory bank.
+shared float As[TK][TM + 1];
+shared float Bs[TK][TN + 1];
+#endif
+
+void main() {
+  const int tx = int(gl_LocalInvocationID.x);
+  const int ty = int(gl_LocalInvocationID.y);
+  const int q0 = int(gl_WorkGroupID.x) * TN;
+  const int m0 = int(gl_WorkGroupID.y) * TM;
+  const int bz = int(gl_WorkGroupID.z);
+  const int xb = bz * CC * CPLANE;
+
+  float acc[RM][RN];
+  [[unroll]] for (int i = 0; i < RM; ++i)
+    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+
+  for (int k0 = 0; k0 < CK; k0 += TK) {
+#if SHARED
+    const int tid = ty * LX + tx;
+    for (int e = tid; e < TM * TK; e += NT) As[e % TK][e / TK] = load_a(m0 + e / TK, k0 + e % TK);
+    for (int e = tid; e < TK * TN; e += NT) Bs[e / TN][e % TN] = load_b(xb, k0 + e / TN, q0 + e % TN);
+    barrier();
+#endif
+    for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
+      float av[RM], bv[RN];
+      // Thread (tx, ty) owns channels ty + i*LY and positions tx + j*LX.
+#if SHARED
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[kk][ty + i * LY];
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[kk][tx + j * LX];
+#else
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(m0 + ty + i * LY, k0 + kk);
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(xb, k0 + kk, q0 + tx + j * LX);
+#endif
+      [[unroll]] for (int i = 0; i < RM; ++i)
+        [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+#if SHARED
+    barrier();
+#endif
+  }
+
+  const int yb = bz * CM * CP;
+  [[unroll]] for (int i = 0; i < RM; ++i) {
+    const int gm = m0 + ty + i * LY;
+    if (gm >= CM) continue;
+    [[unroll]] for (int j = 0; j < RN; ++j) {
+      const int q = q0 + tx + j * LX;
+      if (q >= CQ) continue;
+#if CCROP
+      // grid position -> output (d, h, w); the pitch's extra columns and
+      // the grid's tail past the last slice are not outputs
+      const int qd = q / (CQ1 * CQ2), qr = q % (CQ1 * CQ2);
+      const int qh = qr / CQ2, qw = qr % CQ2;
+      if (qd >= CDO || qh >= CHO || qw >= CWO) continue;
+      const int p = (qd * CHO + qh) * CWO + qw;
+#else
+      const int p = q;
+#endif
+      float v = acc[i][j];
+#if CHAS_BIAS
+      v += bias[gm];
+#endif
+      KC_EPI(v, bz, gm, p);
+      y[yb + gm * CP + p] = v;
+    }
+  }
+}

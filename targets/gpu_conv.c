@@ -1,0 +1,366 @@
+/* Implicit-GEMM convolution instances shared by the GPU targets (see
+ * gpu_conv.h).
+ *
+ * lowering/lower_nn_conv.c lowers a Conv ("plain GEMM" and "implicit GEMM"
+ * cases) to up to three kernels: a phase split of the input into zero-
+ * padded stride-phase planes (absent when the input is read as it is), a
+ * GEMM over those planes into an output grid (Y itself, or a flat temp
+ * with garbage columns), and a crop of the grid into Y, where fusion puts
+ * the epilogue (Relu, residual Add, Clip...). The template computes the
+ * GEMM, the crop and the epilogue in one kernel; the phase split stays as
+ * printed (one cheap pass that gives the GEMM contiguous, guard-free rows).
+ *
+ * The match rebuilds the lowering's layout (tap shifts, phase planes, grid
+ * pitch) from the node's attributes with the same formulas, then checks it
+ * against every buffer shape the plan has (planes, grid, packed weights);
+ * any disagreement, any parameter without a known role, groups > 1,
+ * runtime-packed weights, f16 buffers or the lowering's transposed mode
+ * keep the printed kernels, which are always correct. */
+#include "targets/gpu_conv.h"
+
+#include <string.h>
+
+#include "ir/op.h"
+#include "ir/ops/nn_internal.h"
+
+static bool dense_f32(const tir_buffer_t* b) {
+  if (!b || b->dtype != KILN_DTYPE_F32) return false;
+  int64_t st = 1;
+  for (int32_t i = b->rank - 1; i >= 0; --i) {
+    if (b->strides[i] != st) return false;
+    st *= b->shape[i];
+  }
+  return true;
+}
+
+static bool same_shape(const tir_buffer_t* b, int32_t rank, const int64_t* shape) {
+  if (b->rank != rank) return false;
+  for (int32_t i = 0; i < rank; ++i)
+    if (b->shape[i] != shape[i]) return false;
+  return true;
+}
+
+static bool stores(const kiln_plan_kernel_t* kk, int32_t j) {
+  return (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
+}
+
+/* Parameter of kernel |kk| bound to plan buffer |pb|, or -1. */
+static int32_t param_of(const kiln_plan_kernel_t* kk, int32_t pb) {
+  for (int32_t j = 0; j < kk->func->n_params; ++j)
+    if (kk->args[j] == pb) return j;
+  return -1;
+}
+
+typedef struct axis_s {
+  int64_t in, out, k, s, d, p;
+} axis_t;
+
+bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, kiln_gpu_conv_t* c) {
+  memset(c, 0, sizeof *c);
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const kiln_graph_t* gr = plan->graph;
+  if (!gr || kk->node < 0 || kk->node >= gr->n_nodes || kk->n_fused_nodes > 0) return false;
+  const kiln_node_t* n = &gr->nodes[kk->node];
+  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0])) return false;
+  if (n->n_inputs < 2 || n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+    return false;
+  const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
+  const int32_t bbias = n->n_inputs > 2 && n->inputs[2] >= 0 ? plan->tensor_buffer[n->inputs[2]] : -1;
+  if (bx < 0 || by < 0) return false;
+  const tir_buffer_t* X = plan->buffers[bx].buf;
+  const tir_buffer_t* Yt = plan->buffers[by].buf;
+  if (!dense_f32(X) || !dense_f32(Yt) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
+  int64_t group = 1;
+  {
+    kiln_status_t s = kiln_attr_int(n, "group", 1, &group);
+    if (s) {
+      kiln_status_free(s);
+      return false;
+    }
+  }
+  if (group != 1) return false;
+  /* The GEMM kernel's parameters: packed weights (a derived constant),
+   * bias, the planes it reads and the grid it writes. */
+  const int32_t np = kk->func->n_params;
+  int32_t jw = -1, jb = -1, jsrc = -1, jdst = -1;
+  for (int32_t j = 0; j < np; ++j) {
+    const int32_t pb = kk->args[j];
+    const kiln_plan_buffer_t* b = &plan->buffers[pb];
+    if (pb == bbias && jb < 0) jb = j;
+    else if (stores(kk, j)) {
+      if (jdst >= 0) return false;
+      jdst = j;
+    } else if (b->kind == KILN_PLAN_CONST && b->tensor < 0 && jw < 0 &&
+               (b->buf->rank == 4 || b->buf->rank == 5)) {
+      jw = j;
+    } else if (jsrc < 0) {
+      jsrc = j;
+    } else {
+      return false;
+    }
+  }
+  if (jw < 0 || jsrc < 0 || jdst < 0 || (bbias >= 0 && jb < 0)) return false;
+  const tir_buffer_t* WP = plan->buffers[kk->args[jw]].buf;
+  const tir_buffer_t* SRC = plan->buffers[kk->args[jsrc]].buf;
+  const tir_buffer_t* DST = plan->buffers[kk->args[jdst]].buf;
+  if (!dense_f32(WP) || !dense_f32(SRC) || !dense_f32(DST) || SRC->rank != 3 || DST->rank != 3) return false;
+  if (jb >= 0) {
+    const tir_buffer_t* B = plan->buffers[kk->args[jb]].buf;
+    if (!dense_f32(B) || tir_buffer_numel(B) != Yt->shape[1]) return false;
+  }
+  /* The window, as the lowering resolves it (3 spatial axes, leading 1s). */
+  const int32_t nsp = X->rank - 2;
+  kiln_nn_window_t w;
+  {
+    kiln_status_t s = kiln_nn_window_parse(n, "Conv", nsp, false, &w);
+    if (s) {
+      kiln_status_free(s);
+      return false;
+    }
+  }
+  const kiln_tensor_t* wten = &gr->tensors[n->inputs[1]];
+  if (wten->shape.rank != X->rank) return false;
+  axis_t a3[3];
+  for (int32_t d = 0; d < 3; ++d) a3[d] = (axis_t){1, 1, 1, 1, 1, 0};
+  for (int32_t i = 0; i < nsp; ++i) {
+    w.kernel[i] = wten->shape.dims[2 + i];
+    int64_t o = 0;
+    kiln_status_t s = kiln_nn_window_out(&w, "Conv", i, X->shape[2 + i], false, &o);
+    if (s) {
+      kiln_status_free(s);
+      return false;
+    }
+    if (o != Yt->shape[2 + i]) return false;
+    a3[3 - nsp + i] = (axis_t){X->shape[2 + i], o, w.kernel[i], w.stride[i], w.dilation[i], w.pad_begin[i]};
+  }
+  const int64_t N = X->shape[0], C = X->shape[1], M = Yt->shape[1];
+  if (wten->shape.dims[0] != M || wten->shape.dims[1] != C) return false;
+  int64_t T = 1;
+  for (int32_t d = 0; d < 3; ++d) T *= a3[d].k;
+  if (T > KILN_GPU_CONV_MAX_TAPS) return false;
+  if (C == 1 && T <= 49) return false; /* the lowering's direct depthwise case */
+  /* Phase planes and tap shifts (lower_nn_conv.c conv_float). */
+  int64_t q3[3];
+  for (int32_t d = 0; d < 3; ++d) q3[d] = a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
+  const int64_t PS = q3[0] * q3[1] * q3[2];
+  int64_t ph[64][3];
+  int32_t nph = 0;
+  for (int64_t ad = 0; ad < a3[0].s && ad < a3[0].k; ++ad)
+    for (int64_t ah = 0; ah < a3[1].s && ah < a3[1].k; ++ah)
+      for (int64_t aw = 0; aw < a3[2].s && aw < a3[2].k; ++aw) {
+        const int64_t a[3] = {ad, ah, aw};
+        int64_t phase[3];
+        for (int32_t d = 0; d < 3; ++d) phase[d] = a[d] * a3[d].d % a3[d].s;
+        int32_t p = 0;
+        while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+        if (p == nph) {
+          if (nph == 64) return false;
+          memcpy(ph[nph++], phase, sizeof phase);
+        }
+      }
+  int64_t max_off = 0;
+  for (int64_t kd = 0; kd < a3[0].k; ++kd)
+    for (int64_t kh = 0; kh < a3[1].k; ++kh)
+      for (int64_t kw = 0; kw < a3[2].k; ++kw) {
+        const int64_t kv[3] = {kd, kh, kw};
+        int64_t phase[3], off[3];
+        for (int32_t d = 0; d < 3; ++d) {
+          const int64_t a = kv[d] % a3[d].s, k1 = kv[d] / a3[d].s;
+          phase[d] = a * a3[d].d % a3[d].s;
+          off[d] = a * a3[d].d / a3[d].s + k1 * a3[d].d;
+        }
+        int32_t p = 0;
+        while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+        if (p == nph) return false;
+        const int64_t o = p * PS + (off[0] * q3[1] + off[1]) * q3[2] + off[2];
+        if (o > INT32_MAX) return false;
+        c->toff[(kd * a3[1].k + kh) * a3[2].k + kw] = (int32_t)o;
+        if (o > max_off) max_off = o;
+      }
+  const int64_t Qv = ((a3[0].out - 1) * q3[1] + a3[1].out - 1) * q3[2] + a3[2].out;
+  const int64_t Qd = a3[0].out * a3[1].out * a3[2].out;
+  /* The lowering's transposed mode (GEMM rows = output positions) is
+   * another layout: keep it printed. */
+  {
+    const bool crop0 = q3[2] != a3[2].out || (a3[0].out > 1 && q3[1] != a3[1].out);
+    const int64_t nr = Qv >= 32 ? 32 : 16;
+    const int64_t qround = (Qv + nr - 1) / nr * nr;
+    const int64_t qeff = crop0 || Qv % nr % 4 != 0 ? qround : Qv;
+    if (M >= 32 && qeff * 2 >= Qd * 3) return false;
+  }
+  /* The grid: Y itself (a view of it) or a temp the crop kernel reads. */
+  const bool dst_is_y = kiln_plan_root(plan, kk->args[jdst]) == kiln_plan_root(plan, by);
+  if (DST->shape[0] != N || DST->shape[1] != M || DST->shape[2] < Qv) return false;
+  const int64_t Q = DST->shape[2];
+  if (dst_is_y && (Q != Qd || Qv != Qd)) return false;
+  /* The planes: X itself (plain) or the phase-split temp. */
+  const bool src_is_x = kiln_plan_root(plan, kk->args[jsrc]) == kiln_plan_root(plan, bx);
+  if (SRC->shape[0] != N || SRC->shape[1] != C) return false;
+  const int64_t plane = SRC->shape[2];
+  if (src_is_x ? (nph != 1 || plane != PS) : plane < nph * PS) return false;
+  if (max_off + Q > plane) return false; /* the last tile's reads must stay inside */
+  /* Packed weights [1][tiles][K][t] or [1][nkb][tiles][kbs][t]. */
+  const int64_t K = C * T;
+  if (WP->shape[0] != 1) return false;
+  const int64_t pt = WP->shape[WP->rank - 1], kbs = WP->shape[WP->rank - 2],
+                tiles = WP->shape[WP->rank - 3], nkb = WP->rank == 5 ? WP->shape[1] : 1;
+  if (pt < 1 || tiles * pt < M || nkb * kbs < K || (WP->rank == 4 && kbs != K)) return false;
+  if (nkb > 1 && (nkb - 1) * kbs >= K) return false;
+
+  /* The other kernels of the node: the phase split before (when the
+   * planes are a temp), the crop after (when the grid is one). */
+  int32_t kphase = -1, kcrop = -1, others = 0;
+  for (int32_t j = 0; j < plan->n_kernels; ++j) {
+    if (j == k || plan->kernels[j].node != kk->node) continue;
+    const kiln_plan_kernel_t* o = &plan->kernels[j];
+    const int32_t js = param_of(o, kk->args[jsrc]), jd = param_of(o, kk->args[jdst]);
+    if (!src_is_x && j < k && js >= 0 && stores(o, js) && o->n_fused_nodes == 0) kphase = j;
+    else if (!dst_is_y && j > k && jd >= 0 && !stores(o, jd)) kcrop = j;
+    else ++others;
+  }
+  if (others || (!src_is_x && kphase < 0) || (!dst_is_y && kcrop < 0)) return false;
+  if (kphase >= 0) {
+    /* the phase kernel reads X and writes the planes, nothing else */
+    const kiln_plan_kernel_t* o = &plan->kernels[kphase];
+    if (o->func->n_params != 2 || param_of(o, bx) < 0) return false;
+  }
+  c->gemm_kernel = k;
+  c->slot = dst_is_y ? k : kcrop;
+  c->M = M, c->Q = Q, c->K = K, c->T = T, c->C = C, c->plane = plane, c->batch = N;
+  c->pt = pt, c->kbs = kbs, c->tiles = tiles;
+  c->crop = !dst_is_y;
+  c->q1 = q3[1], c->q2 = q3[2];
+  c->od = a3[0].out, c->oh = a3[1].out, c->ow = a3[2].out;
+  c->has_bias = jb >= 0;
+  /* parameters: W, X, [F], [C], Y, operands */
+  int32_t p = 0;
+  c->roles[p] = 'W', c->args[p++] = kk->args[jw];
+  c->roles[p] = 'X', c->args[p++] = kk->args[jsrc];
+  if (c->crop && grid_param) c->roles[p] = 'F', c->args[p++] = kk->args[jdst];
+  if (c->has_bias) c->roles[p] = 'C', c->args[p++] = kk->args[jb];
+  if (c->crop) {
+    /* The crop kernel: the grid, Y (or the epilogue's output) and the
+     * epilogue's operands. */
+    const kiln_plan_kernel_t* o = &plan->kernels[kcrop];
+    if (!kiln_gpu_epi_parse(plan, kcrop, n->outputs[0], Yt->shape, Yt->rank, &c->epi)) return false;
+    const int32_t bout = plan->tensor_buffer[c->epi.out_tensor];
+    if (bout < 0) return false;
+    const tir_buffer_t* O = plan->buffers[bout].buf;
+    if (!dense_f32(O) || !same_shape(O, Yt->rank, Yt->shape)) return false;
+    for (int32_t j = 0; j < o->func->n_params; ++j) {
+      const int32_t pb = o->args[j];
+      if (pb == kk->args[jdst]) {
+        if (stores(o, j)) return false;
+        continue;
+      }
+      if (pb == bout) {
+        if (!stores(o, j)) return false;
+        continue;
+      }
+      bool known = false;
+      for (int32_t i = 0; i < c->epi.n_operands; ++i) known = known || c->epi.operands[i].buffer == pb;
+      if (!known || stores(o, j)) return false;
+    }
+    if (param_of(o, bout) < 0) return false;
+    for (int32_t i = 0; i < c->epi.n_operands; ++i) {
+      if (param_of(o, c->epi.operands[i].buffer) < 0) return false;
+      /* the template writes partial sums nowhere near Y's operands, but an
+       * operand sharing Y's memory would be read after Y is written */
+      if (kiln_plan_root(plan, c->epi.operands[i].buffer) == kiln_plan_root(plan, bout)) return false;
+    }
+    c->roles[p] = 'Y', c->args[p++] = bout;
+    for (int32_t i = 0; i < c->epi.n_operands; ++i)
+      c->roles[p] = (char)('0' + i), c->args[p++] = c->epi.operands[i].buffer;
+  } else {
+    c->epi.out_tensor = n->outputs[0];
+    c->roles[p] = 'Y', c->args[p++] = kk->args[jdst];
+  }
+  c->n_params = p;
+  c->roles[p] = 0;
+  c->matched = true;
+  return true;
+}
+
+/* Lifetimes are recomputed the way targets/program_build.c computes them
+ * (an input of the phase split now lives until the slot, the output is
+ * born there). */
+kiln_status_t kiln_gpu_conv_rewrite(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
+                                    const int32_t* slot_of, int32_t* keep) {
+  kiln_allocator_t al = prog->allocator;
+  const int32_t n = prog->n_kernels;
+  int32_t kept = 0;
+  for (int32_t k = 0; k < n; ++k) kept += slot_of[k] != -2;
+  kiln_program_kernel_t* nk = NULL;
+  int32_t** nargs = NULL;
+  uint8_t** nacc = NULL;
+  kiln_status_t s = kiln_allocator_malloc(al, sizeof *nk * (size_t)(kept + 1), "conv rewrite: kernels", (void**)&nk);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *nargs * (size_t)(n + 1), "conv rewrite: kernels", (void**)&nargs);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *nacc * (size_t)(n + 1), "conv rewrite: kernels", (void**)&nacc);
+  if (!s) {
+    for (int32_t k = 0; k < n; ++k) nargs[k] = NULL, nacc[k] = NULL;
+    for (int32_t k = 0; k < n && !s; ++k) {
+      if (slot_of[k] < 0) continue;
+      const kiln_gpu_conv_t* c = &convs[slot_of[k]];
+      s = kiln_allocator_malloc(al, sizeof(int32_t) * (size_t)c->n_params, "conv rewrite: arguments", (void**)&nargs[k]);
+      if (!s) s = kiln_allocator_malloc(al, (size_t)c->n_params, "conv rewrite: access", (void**)&nacc[k]);
+    }
+  }
+  if (s) {
+    for (int32_t k = 0; nargs && nacc && k < n; ++k) {
+      kiln_allocator_free(al, nargs[k]);
+      kiln_allocator_free(al, nacc[k]);
+    }
+    kiln_allocator_free(al, nk);
+    kiln_allocator_free(al, nargs);
+    kiln_allocator_free(al, nacc);
+    return s;
+  }
+  int32_t o = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    kiln_program_kernel_t* pk = &prog->kernels[k];
+    if (slot_of[k] == -2) {
+      kiln_allocator_free(al, pk->name);
+      kiln_allocator_free(al, pk->node_name);
+      kiln_allocator_free(al, pk->op_type);
+      kiln_allocator_free(al, pk->args);
+      kiln_allocator_free(al, pk->access);
+      continue;
+    }
+    if (slot_of[k] >= 0) {
+      const kiln_gpu_conv_t* c = &convs[slot_of[k]];
+      if (c->gemm_kernel != k) pk->flops += prog->kernels[c->gemm_kernel].flops;
+      kiln_allocator_free(al, pk->args);
+      kiln_allocator_free(al, pk->access);
+      pk->args = nargs[k];
+      pk->access = nacc[k];
+      pk->n_args = c->n_params;
+      pk->bytes = 0;
+      for (int32_t j = 0; j < c->n_params; ++j) {
+        const char r = c->roles[j];
+        pk->args[j] = c->args[j];
+        pk->access[j] = (uint8_t)(KILN_ARG_READ | (r == 'F' || r == 'Y' ? KILN_ARG_WRITE : 0));
+        pk->bytes += (int64_t)prog->buffers[c->args[j]].bytes * (r == 'F' || r == 'Y' ? 2 : 1);
+      }
+      pk->inplace_in = pk->inplace_out = -1;
+    }
+    if (keep) keep[o] = k;
+    nk[o++] = *pk;
+  }
+  kiln_allocator_free(al, prog->kernels);
+  kiln_allocator_free(al, nargs);
+  kiln_allocator_free(al, nacc);
+  prog->kernels = nk;
+  prog->n_kernels = kept;
+  for (int32_t i = 0; i < prog->n_buffers; ++i) prog->buffers[i].first_use = prog->buffers[i].last_use = -1;
+  for (int32_t k = 0; k < kept; ++k)
+    for (int32_t j = 0; j < nk[k].n_args; ++j) {
+      const int32_t bs[2] = {nk[k].args[j], kiln_program_root(prog, nk[k].args[j])};
+      for (int t = 0; t < 2; ++t) {
+        kiln_program_buffer_t* b = &prog->buffers[bs[t]];
+        if (b->first_use < 0) b->first_use = k;
+        b->last_use = k;
+      }
+    }
+  return NULL;
+}
+
