@@ -14,8 +14,8 @@
  * pitch) from the node's attributes with the same formulas, then checks it
  * against every buffer shape the plan has (planes, grid, packed weights);
  * any disagreement, any parameter without a known role, groups > 1,
- * runtime-packed weights, f16 buffers or the lowering's transposed mode
- * keep the printed kernels, which are always correct. */
+ * runtime-packed weights, f16 buffers (unless the target takes them) or
+ * the lowering's transposed mode keep the printed kernels, which are always correct. */
 #include "targets/gpu_conv.h"
 
 #include <string.h>
@@ -23,8 +23,9 @@
 #include "ir/op.h"
 #include "ir/ops/nn_internal.h"
 
-static bool dense_f32(const tir_buffer_t* b) {
-  if (!b || b->dtype != KILN_DTYPE_F32) return false;
+/* f32, or f16 when |f16_ok|; row-major and dense. */
+static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
+  if (!b || !(b->dtype == KILN_DTYPE_F32 || (f16_ok && b->dtype == KILN_DTYPE_F16))) return false;
   int64_t st = 1;
   for (int32_t i = b->rank - 1; i >= 0; --i) {
     if (b->strides[i] != st) return false;
@@ -55,7 +56,7 @@ typedef struct axis_s {
   int64_t in, out, k, s, d, p;
 } axis_t;
 
-bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, kiln_gpu_conv_t* c) {
+bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bool f16_ok, kiln_gpu_conv_t* c) {
   memset(c, 0, sizeof *c);
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* gr = plan->graph;
@@ -69,7 +70,7 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, ki
   if (bx < 0 || by < 0) return false;
   const tir_buffer_t* X = plan->buffers[bx].buf;
   const tir_buffer_t* Yt = plan->buffers[by].buf;
-  if (!dense_f32(X) || !dense_f32(Yt) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
+  if (!dense_float(X, f16_ok) || !dense_float(Yt, f16_ok) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
   int64_t group = 1;
   {
     kiln_status_t s = kiln_attr_int(n, "group", 1, &group);
@@ -103,10 +104,10 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, ki
   const tir_buffer_t* WP = plan->buffers[kk->args[jw]].buf;
   const tir_buffer_t* SRC = plan->buffers[kk->args[jsrc]].buf;
   const tir_buffer_t* DST = plan->buffers[kk->args[jdst]].buf;
-  if (!dense_f32(WP) || !dense_f32(SRC) || !dense_f32(DST) || SRC->rank != 3 || DST->rank != 3) return false;
+  if (!dense_float(WP, f16_ok) || !dense_float(SRC, f16_ok) || !dense_float(DST, f16_ok) || SRC->rank != 3 || DST->rank != 3) return false;
   if (jb >= 0) {
     const tir_buffer_t* B = plan->buffers[kk->args[jb]].buf;
-    if (!dense_f32(B) || tir_buffer_numel(B) != Yt->shape[1]) return false;
+    if (!dense_float(B, f16_ok) || tir_buffer_numel(B) != Yt->shape[1]) return false;
   }
   /* The window, as the lowering resolves it (3 spatial axes, leading 1s). */
   const int32_t nsp = X->rank - 2;
@@ -242,11 +243,11 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, ki
     /* The crop kernel: the grid, Y (or the epilogue's output) and the
      * epilogue's operands. */
     const kiln_plan_kernel_t* o = &plan->kernels[kcrop];
-    if (!kiln_gpu_epi_parse(plan, kcrop, n->outputs[0], Yt->shape, Yt->rank, &c->epi)) return false;
+    if (!kiln_gpu_epi_parse(plan, kcrop, n->outputs[0], Yt->shape, Yt->rank, f16_ok, &c->epi)) return false;
     const int32_t bout = plan->tensor_buffer[c->epi.out_tensor];
     if (bout < 0) return false;
     const tir_buffer_t* O = plan->buffers[bout].buf;
-    if (!dense_f32(O) || !same_shape(O, Yt->rank, Yt->shape)) return false;
+    if (!dense_float(O, f16_ok) || !same_shape(O, Yt->rank, Yt->shape)) return false;
     for (int32_t j = 0; j < o->func->n_params; ++j) {
       const int32_t pb = o->args[j];
       if (pb == kk->args[jdst]) {
@@ -277,6 +278,7 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, ki
   }
   c->n_params = p;
   c->roles[p] = 0;
+  for (int32_t j = 0; j < p; ++j) c->f16[j] = plan->buffers[c->args[j]].buf->dtype == KILN_DTYPE_F16;
   c->matched = true;
   return true;
 }

@@ -49,6 +49,7 @@ typedef struct kiln_gpu_epi_s {
   kiln_gpu_epi_op_t ops[KILN_GPU_EPI_MAX];
   kiln_gpu_epi_operand_t operands[KILN_GPU_EPI_MAX];
   int32_t out_tensor; /* graph tensor the chain ends in */
+  bool f16_ok;        /* operands may be f16 buffers */
 } kiln_gpu_epi_t;
 
 /* Parses the fused nodes of plan kernel |k| as a chain starting at graph
@@ -56,7 +57,7 @@ typedef struct kiln_gpu_epi_s {
  * product of the dims after the second; for a rank-2 output N = 1).
  * False when a node or an operand is outside what the templates print. */
 bool kiln_gpu_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
-                        int32_t rank, kiln_gpu_epi_t* out);
+                        int32_t rank, bool f16_ok, kiln_gpu_epi_t* out);
 
 /* ---- convolution instances (gpu_conv.c) ----------------------------------- */
 #define KILN_GPU_CONV_MAX_TAPS 512
@@ -87,6 +88,7 @@ typedef struct kiln_gpu_conv_s {
    * 'C' bias, 'Y' output, '0'+j epilogue operand j */
   char roles[KILN_GPU_CONV_MAX_PARAMS + 1];
   int32_t args[KILN_GPU_CONV_MAX_PARAMS]; /* plan buffer per parameter */
+  bool f16[KILN_GPU_CONV_MAX_PARAMS];     /* that buffer holds f16 (else f32) */
 } kiln_gpu_conv_t;
 
 /* True when plan kernel |k| is the GEMM kernel of a Conv node (f32,
@@ -94,8 +96,10 @@ typedef struct kiln_gpu_conv_s {
  * whose every kernel parameter, and every parameter of its crop kernel,
  * has a known role; fills |out|. |grid_param|: the template keeps the
  * grid temp as a parameter ('F', scratch for partial sums) when there is
- * a crop; without it the grid buffer leaves the program. */
-bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, kiln_gpu_conv_t* out);
+ * a crop; without it the grid buffer leaves the program. |f16_ok|: buffers
+ * may hold f16 (storage; the template converts and accumulates in f32). */
+bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bool f16_ok,
+                         kiln_gpu_conv_t* out);
 
 /* Rewrites |prog|'s kernel list for the matched instances: |slot_of[k]| is
  * -1 for a kernel that stays as it is, -2 for one that goes (an instance's

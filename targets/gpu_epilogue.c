@@ -13,8 +13,8 @@
 #include "ir/op.h"
 #include "targets/gpu_conv.h"
 
-static bool dense_f32(const tir_buffer_t* b) {
-  if (b->dtype != KILN_DTYPE_F32) return false;
+static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
+  if (!(b->dtype == KILN_DTYPE_F32 || (f16_ok && b->dtype == KILN_DTYPE_F16))) return false;
   int64_t st = 1;
   for (int32_t i = b->rank - 1; i >= 0; --i) {
     if (b->strides[i] != st && b->shape[i] != 1) return false;
@@ -36,7 +36,7 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
     }
   if (e->n_operands >= KILN_GPU_EPI_MAX) return false;
   const tir_buffer_t* b = plan->buffers[pb].buf;
-  if (!b || !dense_f32(b) || b->rank > rank) return false;
+  if (!b || !dense_float(b, e->f16_ok) || b->rank > rank) return false;
   int64_t st[KILN_MAX_RANK], dst[KILN_MAX_RANK];
   int64_t run = 1;
   for (int32_t i = b->rank - 1; i >= 0; --i) dst[i] = run, run *= b->shape[i];
@@ -69,8 +69,9 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
 }
 
 bool kiln_gpu_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
-                           int32_t rank, kiln_gpu_epi_t* e) {
+                        int32_t rank, bool f16_ok, kiln_gpu_epi_t* e) {
   memset(e, 0, sizeof *e);
+  e->f16_ok = f16_ok;
   e->out_tensor = start;
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* g = plan->graph;

@@ -14,7 +14,9 @@
 //
 // The host puts after the #version line: the sizes below, the bindings
 // BIND_W BIND_X BIND_C BIND_Y (kernel parameter order), "const int
-// TOFF[CT]", the epilogue operands' buffer declarations (e0, e1, ...) and
+// TOFF[CT]", the element types TW TX TC TY (float, or float16_t with the
+// 16-bit storage and float16 extensions enabled: storage only, the sums
+// are f32), the epilogue operands' buffer declarations (e0, e1, ...) and
 //   KC_EPI(v, b, m, p)  statements applying the fused epilogue to v for
 //                       image b, channel m, dense output position p
 //   CM CQ CK CT CC CPLANE CBATCH CPT CKBS CTILES CCROP CQ1 CQ2 CDO CHO CWO CHAS_BIAS
@@ -33,21 +35,21 @@
 #define CP (CDO * CHO * CWO)
 
 layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
-layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { float w[]; };
-layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float xp[]; };
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]; };
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp[]; };
 #if CHAS_BIAS
-layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { float bias[]; };
+layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
-layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 
 float load_a(int m, int k) {
   if (m >= CM || k >= CK) return 0.0;
-  return w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT];
+  return float(w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT]);
 }
 
 float load_b(int xb, int k, int q) {
   if (k >= CK || q >= CQ) return 0.0;
-  return xp[xb + (k / CT) * CPLANE + TOFF[k % CT] + q];
+  return float(xp[xb + (k / CT) * CPLANE + TOFF[k % CT] + q]);
 }
 
 #if SHARED
@@ -112,10 +114,10 @@ void main() {
 #endif
       float v = acc[i][j];
 #if CHAS_BIAS
-      v += bias[gm];
+      v += float(bias[gm]);
 #endif
       KC_EPI(v, bz, gm, p);
-      y[yb + gm * CP + p] = v;
+      y[yb + gm * CP + p] = TY(v);
     }
   }
 }

@@ -79,7 +79,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       continue;
     }
     gemms[k].matched = false;
-    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, &convs[k])) {
+    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, false, &convs[k])) {
       const int32_t slot = convs[k].slot;
       ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
       ++n_templ;

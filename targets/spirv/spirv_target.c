@@ -301,7 +301,7 @@ static void sb_printf(sb_t* b, const char* fmt, ...) {
 
 static void epi_operand(sb_t* b, const kiln_gpu_epi_t* e, int32_t i) {
   const kiln_gpu_epi_operand_t* o = &e->operands[i];
-  sb_printf(b, "e%d[(b) * %lld + (m) * %lld%s]", (int)i, (long long)o->sn, (long long)o->sm,
+  sb_printf(b, "float(e%d[(b) * %lld + (m) * %lld%s])", (int)i, (long long)o->sn, (long long)o->sm,
             o->sp ? " + (p)" : "");
 }
 
@@ -370,8 +370,14 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
   nl = nl ? strchr(nl, '\n') : NULL;
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/conv.comp has no #extension line");
   int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
+  const char* type[4] = {"float", "float", "float", "float"};
+  bool f16 = false;
+  for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
   sb_t b = {0};
   sb_printf(&b, "%.*s", (int)(nl - kiln_vk_conv) + 1, kiln_vk_conv);
+  if (f16)
+    sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
   sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
   for (int32_t j = 0; j < c->n_params; ++j) {
@@ -379,9 +385,10 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
     const char* at = strchr("WXCY", r);
     if (at) {
       bind[at - "WXCY"] = j;
+      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
     } else if (r >= '0' && r < '0' + KILN_GPU_EPI_MAX) {
-      sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { float e%c[]; };\n",
-                (int)j, r, r);
+      sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
+                (int)j, r, c->f16[j] ? "float16_t" : "float", r);
     } else {
       free(b.p);
       return kiln_make_status(KILN_INTERNAL, "conv '%s': parameter %d has role '%c'", name, (int)j, r);
@@ -391,6 +398,8 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
     free(b.p);
     return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
   }
+  sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
+            type[3]);
   sb_printf(&b,
             "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
             "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
@@ -582,7 +591,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     const char* name = pk->func->name;
     kiln_spirv_gemm_t g;
     if (slot_of[k] != -1) continue; /* a conv instance's slot (printed), or gone */
-    if (use_conv && kiln_gpu_conv_match(plan, k, false, &convs[k])) {
+    if (use_conv && kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
       const int32_t slot = convs[k].slot;
       if (slot != k) slot_of[k] = -2;

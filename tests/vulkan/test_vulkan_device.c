@@ -25,6 +25,7 @@
 #include "ir/op.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
+#include "lowering/precision.h"
 #include "runtime/compare.h"
 #include "runtime/ref_exec.h"
 #include "runtime/vulkan/vulkan_device.h"
@@ -538,7 +539,9 @@ static kiln_status_t run_plan(kiln_device_t* d, const kiln_plan_t* p, const kiln
 
 /* Lowers |t| for the GPU (fused when |fuse|), runs it on the device and
  * compares every output with the reference executor. */
-static void run_case(tg_t* t, const char* what, bool fuse, double rtol, double atol) {
+/* |fp16|: the plan goes through the precision pass (fp16 storage and
+ * element-wise arithmetic, f32 accumulators) after fusion. */
+static void run_case(tg_t* t, const char* what, bool fuse, bool fp16, double rtol, double atol) {
   if (!dev || !t->ok || !CHECK_OK(kiln_graph_prepare(t->g))) return;
   kiln_graph_t* g = t->g;
   kiln_array_t want[4], got[4];
@@ -552,7 +555,8 @@ static void run_case(tg_t* t, const char* what, bool fuse, double rtol, double a
   int32_t nk = 0;
   if (CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
     kiln_fusion_report_t rep;
-    if (!fuse || CHECK_OK(kiln_plan_fuse(p, &rep, NULL))) {
+    kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
+    if ((!fuse || CHECK_OK(kiln_plan_fuse(p, &rep, NULL))) && (!fp16 || CHECK_OK(kiln_plan_set_precision(p, &po16, NULL)))) {
       long before = atomic_load(&live_allocs);
       int32_t msgs = kiln_vulkan_validation_messages(dev);
       if (CHECK_OK(run_plan(dev, p, t->feeds, got, &nk))) {
@@ -568,7 +572,7 @@ static void run_case(tg_t* t, const char* what, bool fuse, double rtol, double a
       CHECK_MSG(atomic_load(&live_allocs) == before, "%s: host allocations leaked", what);
     }
   }
-  printf("  %-28s %s %d kernels\n", what, fuse ? "fused  " : "unfused", (int)nk);
+  printf("  %-28s %s %d kernels\n", what, fp16 ? "fp16   " : fuse ? "fused  " : "unfused", (int)nk);
   for (int o = 0; o < g->n_outputs; ++o) {
     kiln_array_free(A(), &want[o]);
     kiln_array_free(A(), &got[o]);
@@ -587,7 +591,7 @@ static void check_graph(build_fn build, const char* what, double rtol, double at
     build(&t);
     char name[96];
     snprintf(name, sizeof name, "%s%s", what, v == 2 ? " [no gemm]" : "");
-    run_case(&t, name, v >= 1, rtol, atol);
+    run_case(&t, name, v >= 1, false, rtol, atol);
     tg_free(&t);
     if (v == 2) unsetenv("KILN_SPIRV_NO_GEMM");
   }
@@ -689,6 +693,17 @@ static void g_conv_1x1(tg_t* t) { /* no crop: the grid is Y */
   tg_output(t, "y");
 }
 
+static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
+  tg_input(t, "x", F16, 4, DIMS(1, 8, 15, 17));
+  tg_const(t, "w", F16, 4, DIMS(24, 8, 3, 3));
+  tg_const(t, "b", F16, 1, DIMS(24));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_softmax(tg_t* t) {
   tg_input(t, "x", F32, 2, DIMS(6, 37));
   kiln_attr_t ax = kiln_attr_make_int("axis", -1);
@@ -717,11 +732,19 @@ static void test_plans(void) {
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
   check_graph(g_softmax, "softmax", 1e-4, 1e-5);
   if (dev && dev->info.fp16_storage) check_graph(g_f16, "f16 mul+add", 1e-2, 1e-3);
+  if (dev && dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
+  if (dev && dev->info.fp16_storage && dev->info.fp16_arith) {
+    tg_t t;
+    tg_init(&t);
+    g_conv_residual(&t);
+    run_case(&t, "conv leaky+residual", true, true, 2e-2, 2e-2);
+    tg_free(&t);
+  }
 }
 
 /* The Vulkan program of |build|'s graph (fused when |fuse|), NULL after a
  * failed check. */
-static kiln_program_t* graph_program(build_fn build, bool fuse) {
+static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
   tg_t t;
   tg_init(&t);
   build(&t);
@@ -729,8 +752,9 @@ static kiln_program_t* graph_program(build_fn build, bool fuse) {
   kiln_plan_t* p = NULL;
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
   kiln_fusion_report_t rep;
+  kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
-      (!fuse || CHECK_OK(kiln_plan_fuse(p, &rep, NULL))))
+      (!fuse || CHECK_OK(kiln_plan_fuse(p, &rep, NULL))) && (!fp16 || CHECK_OK(kiln_plan_set_precision(p, &po16, NULL))))
     CHECK_OK(plan_program(p, &prog));
   kiln_plan_destroy(p);
   tg_free(&t);
@@ -741,7 +765,7 @@ static kiln_program_t* graph_program(build_fn build, bool fuse) {
  * says which B layout it reads; bias, alpha and fused epilogues keep the
  * printed kernel. */
 static void check_gemm(build_fn build, bool fuse, const char* want_mode) {
-  kiln_program_t* prog = graph_program(build, fuse);
+  kiln_program_t* prog = graph_program(build, fuse, false);
   if (!prog) return;
   bool tiled = strstr(prog->code.text, "kiln tiled SGEMM") != NULL;
   CHECK_MSG(tiled == (want_mode != NULL), "tiled GEMM %s", tiled ? "used" : "not used");
@@ -755,8 +779,8 @@ static void check_gemm(build_fn build, bool fuse, const char* want_mode) {
 
 /* The conv shader replaces GEMM + crop (+ epilogue) of a fused Conv: one
  * kernel after the phase split, each under lavapipe's loop limit. */
-static void check_conv(build_fn build, int want_kernels) {
-  kiln_program_t* prog = graph_program(build, true);
+static void check_conv(build_fn build, bool fp16, int want_kernels) {
+  kiln_program_t* prog = graph_program(build, true, fp16);
   if (!prog) return;
   CHECK_MSG(strstr(prog->code.text, "kiln conv '") != NULL, "conv shader not used");
   CHECK_MSG(prog->n_kernels == want_kernels, "%d kernels, expected %d", (int)prog->n_kernels, want_kernels);
@@ -773,9 +797,10 @@ static void test_gemm_substitution(void) {
   check_gemm(g_matmul_packed, true, NULL);                /* relu fused into the GEMM */
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
   check_gemm(g_gemm_bias, false, NULL);
-  check_conv(g_conv_s2, 2);       /* phase split + conv */
-  check_conv(g_conv_residual, 2);
-  check_conv(g_conv_1x1, 1);
+  check_conv(g_conv_s2, false, 2); /* phase split + conv */
+  check_conv(g_conv_residual, false, 2);
+  check_conv(g_conv_1x1, false, 1);
+  check_conv(g_conv_residual, true, 2); /* f16 buffers after the precision pass */
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */
 }
 
