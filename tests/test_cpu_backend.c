@@ -259,6 +259,55 @@ static void test_matmul_private_tile(void) {
 
 /* ---- f16 storage ------------------------------------------------------- */
 
+/* f16 storage with f32 arithmetic in a vectorized loop: widening vector
+ * loads and narrowing vector stores (one vcvtph2ps / vcvtps2ph each),
+ * rounded once like the scalar path. */
+static void test_f16_vector_loop(void) {
+  tp_t t;
+  tp_init(&t);
+  tir_ctx_t* c = &t.p.tir;
+  const int64_t n = 48;
+  const tir_buffer_t* X = tp_buf(&t, "X", KILN_DTYPE_F16, 1, &n, KILN_PLAN_INPUT);
+  const tir_buffer_t* Y = tp_buf(&t, "Y", KILN_DTYPE_F16, 1, &n, KILN_PLAN_OUTPUT);
+  const tir_buffer_t* W = tp_buf(&t, "W", KILN_DTYPE_F32, 1, &n, KILN_PLAN_OUTPUT);
+  tir_var_t* i = tir_var(c, "i");
+  const tir_expr_t* ri = tir_ref(c, i);
+  const tir_expr_t* xf = tir_cast(c, KILN_DTYPE_F32, tir_load(c, X, IDX(ri)));
+  const tir_expr_t* y = tir_cast(
+      c, KILN_DTYPE_F16,
+      tir_add(c, tir_mul(c, xf, tir_const(c, KILN_DTYPE_F32, 3.0)), tir_const(c, KILN_DTYPE_F32, 1.0)));
+  const tir_stmt_t* items[2] = {tir_store(c, Y, IDX(ri), y), tir_store(c, W, IDX(ri), xf)};
+  const tir_stmt_t* body = tir_for(c, i, n, TIR_LOOP_VECTORIZED, tir_seq(c, 2, items));
+  tp_kernel(&t, mkfunc(&t, "halfv_0", 3, BUFS(X, Y, W), body));
+  char* src = source_of(&t);
+  CHECK(src && strstr(src, "kiln_vh2f16(&X_b0["));
+  CHECK(src && strstr(src, "kiln_vf2h16(&Y_b1["));
+  free(src);
+  kiln_cpu_options_t o = opts();
+  kiln_cpu_exec_t* e = NULL;
+  CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, NULL));
+  kiln_array_t in[1] = {arr(KILN_DTYPE_F16, 1, &n)};
+  uint16_t* xs = in[0].data;
+  for (int k = 0; k < n; ++k) xs[k] = kiln_f32_to_f16((float)(k - 24) * 0.37f + 1e-3f * (float)k);
+  xs[0] = 0x7c00; /* +inf */
+  xs[1] = 0x0001; /* smallest subnormal */
+  xs[2] = 0x7bff; /* max finite: *3 overflows to inf */
+  kiln_array_t out[2];
+  if (e && CHECK_OK(kiln_cpu_run(e, in, out, NULL, NULL))) {
+    int bad = 0;
+    for (int k = 0; k < n; ++k) {
+      const float xv = kiln_f16_to_f32(xs[k]);
+      bad += ((uint16_t*)out[0].data)[k] != kiln_f32_to_f16(xv * 3.0f + 1.0f);
+      bad += ((float*)out[1].data)[k] != xv;
+    }
+    CHECK_MSG(bad == 0, "%d f16 vector lanes differ from the scalar conversion", bad);
+    free_arrays(out, 2);
+  }
+  free_arrays(in, 1);
+  kiln_cpu_exec_destroy(e);
+  tp_free(&t);
+}
+
 static void test_f16_round_trip(void) {
   tp_t t;
   tp_init(&t);
@@ -888,6 +937,7 @@ int main(void) {
   RUN(test_add_parallel_vectorized);
   RUN(test_matmul_private_tile);
   RUN(test_f16_round_trip);
+  RUN(test_f16_vector_loop);
   RUN(test_floordiv_negative);
   RUN(test_value_semantics);
   RUN(test_alias_and_const);

@@ -339,9 +339,14 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
     case TIR_SELECT:
       return e->dtype == KILN_DTYPE_F32 && vok_expr(p, e->u.sel.cond) &&
              vok_expr(p, e->u.sel.t) && vok_expr(p, e->u.sel.f);
-    case TIR_CAST:
-      return e->dtype == KILN_DTYPE_F32 && e->u.cast.value->dtype == KILN_DTYPE_BOOL &&
-             vok_expr(p, e->u.cast.value);
+    case TIR_CAST: {
+      const tir_expr_t* v = e->u.cast.value;
+      /* f32(f16 load), contiguous along the lane: a widening vector load */
+      if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
+          p->d->vload_half)
+        return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
+      return e->dtype == KILN_DTYPE_F32 && v->dtype == KILN_DTYPE_BOOL && vok_expr(p, v);
+    }
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
       bool ok = (e->dtype == KILN_DTYPE_F32 &&
@@ -359,10 +364,14 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
 
 static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
   switch (s->kind) {
-    case TIR_STORE:
-      return s->u.store.buf->dtype == KILN_DTYPE_F32 &&
-             access_class(s->u.store.buf, s->u.store.idx, p->lane) == 1 &&
-             vok_expr(p, s->u.store.value);
+    case TIR_STORE: {
+      const tir_expr_t* v = s->u.store.value;
+      if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
+      if (s->u.store.buf->dtype == KILN_DTYPE_F32) return vok_expr(p, v);
+      /* f16 <- f32(...) narrowed by the vector store */
+      return s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->kind == TIR_CAST &&
+             v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
+    }
     case TIR_SEQ:
       for (int32_t i = 0; i < s->u.seq.n; ++i)
         if (!vok_stmt(p, s->u.seq.items[i])) return false;
@@ -1031,7 +1040,14 @@ static void vex(pr_t* p, const tir_expr_t* e, int need) {
         close_p(p, o);
       }
       return;
-    case TIR_CAST: { /* bool mask -> 1.0 / 0.0 */
+    case TIR_CAST: { /* f32(f16 load), or a bool mask -> 1.0 / 0.0 */
+      const tir_expr_t* v = e->u.cast.value;
+      if (v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16) {
+        check_buf(p, v->u.load.buf);
+        tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
+        tpl(p, d->vload_half, &c);
+        return;
+      }
       char one[96], zero[96];
       expand1(d->vsplat, d->float_suffix[0] ? "1.0f" : "1.0", p->w, one, sizeof one);
       expand1(d->vsplat, d->float_suffix[0] ? "0.0f" : "0.0", p->w, zero, sizeof zero);
@@ -1074,9 +1090,10 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
   line(p);
   tctx_t c = {.buf = b, .idx = s->u.store.idx};
   if (p->lane) {
-    c.v = avex(v);
+    const bool half = b->dtype == KILN_DTYPE_F16;
+    c.v = avex(half ? v->u.cast.value : v); /* vok_stmt: f16 <- f32(...) */
     c.n = p->w;
-    tpl(p, p->d->vstore, &c);
+    tpl(p, half ? p->d->vstore_half : p->d->vstore, &c);
     put(p, ";\n");
     return;
   }

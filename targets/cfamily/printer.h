@@ -209,6 +209,10 @@ typedef struct kiln_cf_dialect_s {
   const char* vec_type;        /* f32 vector of $W lanes */
   const char* vload;           /* $B $I $W -> vector expression */
   const char* vstore;          /* $B $I $V $W -> statement */
+  /* f16 buffers in vector loops (NULL: such loops print scalar): $W halves
+   * at $B[$I] widened to an f32 vector; an f32 vector $V narrowed into them */
+  const char* vload_half;
+  const char* vstore_half;
   const char* vsplat;          /* scalar $1 -> vector */
   const char* vsel;            /* mask $1 ? $2 : $3 per lane */
   const char* vmask;           /* scalar bool $1 -> all-lanes mask */

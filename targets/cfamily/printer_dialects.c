@@ -114,6 +114,31 @@ static const char c_prelude[] =
     "KILN_VDEF(4, 16)\n"
     "KILN_VDEF(8, 32)\n"
     "KILN_VDEF(16, 64)\n"
+    "/* f16 <-> f32 vectors: one vcvtph2ps / vcvtps2ph with F16C (_Float16),\n"
+    "   lane by lane with the software conversion otherwise. */\n"
+    "#if defined(__FLT16_MANT_DIG__) && !defined(KILN_SOFT_F16)\n"
+    "#define KILN_VHDEF(W, BYTES)                                                      \\\n"
+    "  typedef kiln_f16 kiln_v##W##h __attribute__((vector_size(BYTES), aligned(2))); \\\n"
+    "  KILN_INLINE kiln_v##W##f kiln_vh2f##W(const kiln_f16* p) {                    \\\n"
+    "    return __builtin_convertvector(*(const kiln_v##W##h*)p, kiln_v##W##f);      \\\n"
+    "  }                                                                             \\\n"
+    "  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \\\n"
+    "    *(kiln_v##W##h*)p = __builtin_convertvector(v, kiln_v##W##h);              \\\n"
+    "  }\n"
+    "#else\n"
+    "#define KILN_VHDEF(W, BYTES)                                                      \\\n"
+    "  KILN_INLINE kiln_v##W##f kiln_vh2f##W(const kiln_f16* p) {                    \\\n"
+    "    kiln_v##W##f r;                                                             \\\n"
+    "    for (int l = 0; l < W; ++l) r[l] = kiln_h2f(p[l]);                          \\\n"
+    "    return r;                                                                   \\\n"
+    "  }                                                                             \\\n"
+    "  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \\\n"
+    "    for (int l = 0; l < W; ++l) p[l] = kiln_f2h(v[l]);                          \\\n"
+    "  }\n"
+    "#endif\n"
+    "KILN_VHDEF(4, 8)\n"
+    "KILN_VHDEF(8, 16)\n"
+    "KILN_VHDEF(16, 32)\n"
     "/* Broadcasts spelled lane by lane: (v){0} + x would cost an add and turn\n"
     "   -0.0 into +0.0. */\n"
     "KILN_INLINE kiln_v4f kiln_vsplat4(float x) { return (kiln_v4f){x, x, x, x}; }\n"
@@ -195,6 +220,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vec_type = "kiln_v$Wf",
     .vload = "(*(const kiln_v$Wf*)&$B[$I])",
     .vstore = "*(kiln_v$Wf*)&$B[$I] = $V",
+    .vload_half = "kiln_vh2f$W(&$B[$I])",
+    .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
     .vsplat = "kiln_vsplat$W($1)",
     .vsel = "kiln_vsel$W($1, $2, $3)",
     .vmask = "kiln_vmask$W($1)",
