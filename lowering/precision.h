@@ -112,10 +112,10 @@ typedef struct kiln_precision_options_s {
   bool fp16_accumulate;        /* accumulators in f16 too */
   const kiln_precision_policy_t* policy; /* may be NULL: every node fp16 */
   /* TEMP workspaces (im2col / phase matrices, GEMM output panels) stay f32.
-   * For the C target: its printer vectorizes only f32 loads that vary along
-   * the vector lane, and the GEMM micro-kernels read their workspace that
-   * way, so f16 workspaces would turn them scalar. Costs arena bytes only
-   * (workspaces live for one node), no weight bytes. */
+   * For the C target: the GEMM micro-kernels read their workspace along the
+   * vector lane in every K step, and an f16 workspace adds a conversion to
+   * each of those loads (measured slower on ResNet-18). Costs arena bytes
+   * only (workspaces live for one node), no weight bytes. */
   bool f32_workspaces;
   /* Only constants (weights) turn f16; activations and workspaces keep
    * their dtype. On the C target the weights are read lane-invariant in the
