@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/ops/nn_internal.h"
 #include "targets/cfamily/printer.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
@@ -25,6 +26,8 @@ extern const char kiln_vk_gemm[];
 extern const size_t kiln_vk_gemm_len;
 extern const char kiln_vk_conv[];
 extern const size_t kiln_vk_conv_len;
+extern const char kiln_vk_depthwise[];
+extern const size_t kiln_vk_depthwise_len;
 
 /* ---- compile + validate ------------------------------------------------ */
 
@@ -432,6 +435,161 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
   return NULL;
 }
 
+/* ---- the depthwise convolution ------------------------------------------- */
+
+/* A 2-D Conv with one input channel per group that the lowering computes
+ * directly (one kernel, epilogue fused into it): the kernel keeps its
+ * parameters, the shader takes its place (kernels/vulkan/depthwise.comp). */
+typedef struct dw_s {
+  int64_t N, M, C, Mg, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
+  int32_t bind_x, bind_w, bind_c, bind_y;
+  bool f16_x, f16_w, f16_c, f16_y;
+  kiln_gpu_epi_t epi;
+  int32_t bind_e[KILN_GPU_EPI_MAX];
+  bool f16_e[KILN_GPU_EPI_MAX];
+} dw_t;
+
+static bool dense_float(const tir_buffer_t* b) {
+  if (!b || (b->dtype != KILN_DTYPE_F32 && b->dtype != KILN_DTYPE_F16)) return false;
+  int64_t st = 1;
+  for (int32_t i = b->rank - 1; i >= 0; --i) {
+    if (b->strides[i] != st) return false;
+    st *= b->shape[i];
+  }
+  return true;
+}
+
+static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
+  memset(d, 0, sizeof *d);
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const kiln_graph_t* g = plan->graph;
+  if (!g || kk->node < 0 || kk->node >= g->n_nodes) return false;
+  const kiln_node_t* n = &g->nodes[kk->node];
+  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0]) || n->n_inputs < 2 || n->n_outputs < 1 ||
+      n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+    return false;
+  for (int32_t j = 0; j < plan->n_kernels; ++j)
+    if (j != k && plan->kernels[j].node == kk->node) return false; /* not the direct case */
+  const int32_t bx = plan->tensor_buffer[n->inputs[0]], bw = plan->tensor_buffer[n->inputs[1]];
+  const int32_t by = plan->tensor_buffer[n->outputs[0]];
+  const int32_t bb = n->n_inputs > 2 && n->inputs[2] >= 0 ? plan->tensor_buffer[n->inputs[2]] : -1;
+  if (bx < 0 || bw < 0 || by < 0 || (n->n_inputs > 2 && n->inputs[2] >= 0 && bb < 0)) return false;
+  const tir_buffer_t *X = plan->buffers[bx].buf, *W = plan->buffers[bw].buf, *Y = plan->buffers[by].buf;
+  if (!dense_float(X) || !dense_float(W) || !dense_float(Y) || X->rank != 4 || W->rank != 4 || Y->rank != 4)
+    return false;
+  int64_t group = 1;
+  kiln_nn_window_t win;
+  kiln_status_t st = kiln_attr_int(n, "group", 1, &group);
+  if (!st) st = kiln_nn_window_parse(n, "Conv", 2, false, &win);
+  int64_t o[2] = {0, 0};
+  for (int32_t i = 0; i < 2 && !st; ++i) {
+    win.kernel[i] = W->shape[2 + i];
+    st = kiln_nn_window_out(&win, "Conv", i, X->shape[2 + i], false, &o[i]);
+  }
+  if (st) {
+    kiln_status_free(st);
+    return false;
+  }
+  d->N = X->shape[0], d->C = X->shape[1], d->M = W->shape[0];
+  if (group < 1 || d->C != group || W->shape[1] != 1 || d->M % group || Y->shape[0] != d->N ||
+      Y->shape[1] != d->M || Y->shape[2] != o[0] || Y->shape[3] != o[1] || W->shape[2] * W->shape[3] > 49)
+    return false;
+  d->Mg = d->M / group;
+  d->ih = X->shape[2], d->iw = X->shape[3], d->oh = o[0], d->ow = o[1];
+  d->kh = W->shape[2], d->kw = W->shape[3];
+  d->sh = win.stride[0], d->sw = win.stride[1], d->dh = win.dilation[0], d->dw = win.dilation[1];
+  d->ph = win.pad_begin[0], d->pw = win.pad_begin[1];
+  if (bb >= 0 && (!dense_float(plan->buffers[bb].buf) || tir_buffer_numel(plan->buffers[bb].buf) != d->M))
+    return false;
+  if (d->N * d->C * d->ih * d->iw > INT32_MAX || d->N * d->M * d->oh * d->ow > INT32_MAX) return false;
+  /* the chain the kernel ends in (fused epilogue) and its output */
+  int32_t bout = by;
+  if (kk->n_fused_nodes > 0) {
+    if (!kiln_gpu_epi_parse(plan, k, n->outputs[0], Y->shape, 4, true, &d->epi)) return false;
+    bout = plan->tensor_buffer[d->epi.out_tensor];
+    if (bout < 0 || !dense_float(plan->buffers[bout].buf)) return false;
+  }
+  /* every parameter has a role */
+  d->bind_x = d->bind_w = d->bind_c = d->bind_y = -1;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) d->bind_e[i] = -1;
+  for (int32_t j = 0; j < kk->func->n_params; ++j) {
+    const int32_t a = kk->args[j];
+    const bool f16 = plan->buffers[a].buf->dtype == KILN_DTYPE_F16;
+    const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
+    if (a == bout && writes && d->bind_y < 0) {
+      d->bind_y = j, d->f16_y = f16;
+      continue;
+    }
+    if (writes) return false;
+    if (a == bx && d->bind_x < 0) d->bind_x = j, d->f16_x = f16;
+    else if (a == bw && d->bind_w < 0) d->bind_w = j, d->f16_w = f16;
+    else if (a == bb && d->bind_c < 0) d->bind_c = j, d->f16_c = f16;
+    else {
+      bool known = false;
+      for (int32_t i = 0; i < d->epi.n_operands; ++i)
+        if (d->epi.operands[i].buffer == a && d->bind_e[i] < 0) d->bind_e[i] = j, d->f16_e[i] = f16, known = true;
+      if (!known) return false;
+    }
+  }
+  if (d->bind_x < 0 || d->bind_w < 0 || d->bind_y < 0 || (bb >= 0 && d->bind_c < 0)) return false;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) {
+    if (d->bind_e[i] < 0) return false;
+    /* the output is written where an operand is read: same memory breaks it */
+    if (kiln_plan_root(plan, d->epi.operands[i].buffer) == kiln_plan_root(plan, bout)) return false;
+  }
+  if (kiln_plan_root(plan, bx) == kiln_plan_root(plan, bout)) return false;
+  return true;
+}
+
+static kiln_status_t dw_source(const dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
+                               int64_t local[3]) {
+  const char* nl = strstr(kiln_vk_depthwise, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
+  bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
+  const int wg = 64;
+  sb_t b = {0};
+  sb_printf(&b, "%.*s", (int)(nl - kiln_vk_depthwise) + 1, kiln_vk_depthwise);
+  if (f16)
+    sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n", name, (long long)d->M,
+            (long long)d->kh, (long long)d->kw);
+#define DW_T(f) ((f) ? "float16_t" : "float")
+  sb_printf(&b, "#define TX %s\n#define TW %s\n#define TC %s\n#define TY %s\n", DW_T(d->f16_x), DW_T(d->f16_w),
+            DW_T(d->f16_c), DW_T(d->f16_y));
+  for (int32_t i = 0; i < d->epi.n_operands; ++i)
+    sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%d { %s e%d[]; };\n",
+              (int)d->bind_e[i], (int)i, DW_T(d->f16_e[i]), (int)i);
+#undef DW_T
+  sb_printf(&b,
+            "#define BIND_X %d\n#define BIND_W %d\n#define BIND_C %d\n#define BIND_Y %d\n"
+            "#define CN %lld\n#define CM %lld\n#define CC %lld\n#define MG %lld\n"
+            "#define IH %lld\n#define IW %lld\n#define OH %lld\n#define OW %lld\n"
+            "#define KH %lld\n#define KW %lld\n#define SH %lld\n#define SW %lld\n"
+            "#define DH %lld\n#define DW %lld\n#define PH %lld\n#define PW %lld\n"
+            "#define CHAS_BIAS %d\n#define WG %d\n",
+            (int)d->bind_x, (int)d->bind_w, d->bind_c < 0 ? 0 : (int)d->bind_c, (int)d->bind_y, (long long)d->N,
+            (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
+            (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
+            (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
+            d->bind_c >= 0 ? 1 : 0, wg);
+  epi_print(&b, &d->epi);
+  sb_printf(&b, "%s", nl + 1);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  groups[0] = (d->oh * d->ow + wg - 1) / wg;
+  groups[1] = d->N * d->M;
+  groups[2] = 1;
+  local[0] = wg;
+  local[1] = local[2] = 1;
+  return NULL;
+}
+
 static bool row_major2(const tir_buffer_t* b) {
   return b->rank == 2 && b->dtype == KILN_DTYPE_F32 && b->strides[1] == 1 && b->strides[0] == b->shape[1];
 }
@@ -590,6 +748,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     const kiln_plan_kernel_t* pk = &plan->kernels[k];
     const char* name = pk->func->name;
     kiln_spirv_gemm_t g;
+    dw_t dwc;
     if (slot_of[k] != -1) continue; /* a conv instance's slot (printed), or gone */
     if (use_conv && kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
@@ -599,6 +758,10 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       any_conv = true;
       s = conv_source(&convs[k], plan->kernels[slot].func->name, &units[slot].text, dims[slot], dims[slot] + 3,
                       &trips[slot]);
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (use_conv && match_depthwise(plan, k, &dwc)) {
+      s = dw_source(&dwc, name, &units[k].text, dims[k], dims[k] + 3);
+      trips[k] = dwc.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (use_gemm && match_gemm(plan, k, &g)) {
       s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);

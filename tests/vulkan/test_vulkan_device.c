@@ -704,6 +704,20 @@ static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
   tg_output(t, "y");
 }
 
+/* Depthwise (kernels/vulkan/depthwise.comp): channel multiplier 2, stride
+ * 2, dilation, asymmetric size, Clip epilogue fused into the kernel. */
+static void g_depthwise(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 6, 13, 16));
+  tg_const(t, "w", F32, 4, DIMS(12, 1, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(12));
+  kiln_attr_t ca[4] = {kiln_attr_make_ints("pads", 4, DIMS(2, 1, 2, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 1)),
+                       kiln_attr_make_ints("dilations", 2, DIMS(2, 1)), kiln_attr_make_int("group", 6)};
+  tg_node(t, "Conv", "dw", 3, NAMES("x", "w", "b"), "c", 4, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_softmax(tg_t* t) {
   tg_input(t, "x", F32, 2, DIMS(6, 37));
   kiln_attr_t ax = kiln_attr_make_int("axis", -1);
@@ -730,6 +744,7 @@ static void test_plans(void) {
   check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-5);
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
+  check_graph(g_depthwise, "depthwise", 1e-4, 1e-5);
   check_graph(g_softmax, "softmax", 1e-4, 1e-5);
   if (dev && dev->info.fp16_storage) check_graph(g_f16, "f16 mul+add", 1e-2, 1e-3);
   if (dev && dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
@@ -801,6 +816,12 @@ static void test_gemm_substitution(void) {
   check_conv(g_conv_residual, false, 2);
   check_conv(g_conv_1x1, false, 1);
   check_conv(g_conv_residual, true, 2); /* f16 buffers after the precision pass */
+  {
+    kiln_program_t* prog = graph_program(g_depthwise, true, false);
+    CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
+    CHECK(prog && prog->n_kernels == 1 && prog->kernels[0].loop_trips < 65535);
+    kiln_program_destroy(prog);
+  }
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */
 }
 
