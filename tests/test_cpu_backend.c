@@ -269,26 +269,33 @@ static void test_f16_vector_loop(void) {
   const int64_t n = 48;
   const tir_buffer_t* X = tp_buf(&t, "X", KILN_DTYPE_F16, 1, &n, KILN_PLAN_INPUT);
   const tir_buffer_t* Y = tp_buf(&t, "Y", KILN_DTYPE_F16, 1, &n, KILN_PLAN_OUTPUT);
+  const int64_t one = 1;
+  const tir_buffer_t* S = tp_buf(&t, "S", KILN_DTYPE_F16, 1, &one, KILN_PLAN_INPUT);
   const tir_buffer_t* W = tp_buf(&t, "W", KILN_DTYPE_F32, 1, &n, KILN_PLAN_OUTPUT);
   tir_var_t* i = tir_var(c, "i");
   const tir_expr_t* ri = tir_ref(c, i);
   const tir_expr_t* xf = tir_cast(c, KILN_DTYPE_F32, tir_load(c, X, IDX(ri)));
+  /* a lane-invariant f16 (a broadcast weight): widened once per vector */
+  const tir_expr_t* sf = tir_cast(c, KILN_DTYPE_F32, tir_load(c, S, IDX(tir_int(c, 0))));
   const tir_expr_t* y = tir_cast(
       c, KILN_DTYPE_F16,
       tir_add(c, tir_mul(c, xf, tir_const(c, KILN_DTYPE_F32, 3.0)), tir_const(c, KILN_DTYPE_F32, 1.0)));
-  const tir_stmt_t* items[2] = {tir_store(c, Y, IDX(ri), y), tir_store(c, W, IDX(ri), xf)};
+  const tir_stmt_t* items[2] = {tir_store(c, Y, IDX(ri), y), tir_store(c, W, IDX(ri), tir_mul(c, xf, sf))};
   const tir_stmt_t* body = tir_for(c, i, n, TIR_LOOP_VECTORIZED, tir_seq(c, 2, items));
-  tp_kernel(&t, mkfunc(&t, "halfv_0", 3, BUFS(X, Y, W), body));
+  tp_kernel(&t, mkfunc(&t, "halfv_0", 4, BUFS(X, S, Y, W), body));
   char* src = source_of(&t);
   CHECK(src && strstr(src, "kiln_vh2f16(&X_b0["));
   CHECK(src && strstr(src, "kiln_vf2h16(&Y_b1["));
+  CHECK(src && strstr(src, "kiln_vsplath16(&S_b2["));
   free(src);
   kiln_cpu_options_t o = opts();
   kiln_cpu_exec_t* e = NULL;
   CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, NULL));
-  kiln_array_t in[1] = {arr(KILN_DTYPE_F16, 1, &n)};
+  kiln_array_t in[2] = {arr(KILN_DTYPE_F16, 1, &n), arr(KILN_DTYPE_F16, 1, &one)};
   uint16_t* xs = in[0].data;
   for (int k = 0; k < n; ++k) xs[k] = kiln_f32_to_f16((float)(k - 24) * 0.37f + 1e-3f * (float)k);
+  ((uint16_t*)in[1].data)[0] = kiln_f32_to_f16(-1.7f);
+  const float sv = kiln_f16_to_f32(((uint16_t*)in[1].data)[0]);
   xs[0] = 0x7c00; /* +inf */
   xs[1] = 0x0001; /* smallest subnormal */
   xs[2] = 0x7bff; /* max finite: *3 overflows to inf */
@@ -298,12 +305,13 @@ static void test_f16_vector_loop(void) {
     for (int k = 0; k < n; ++k) {
       const float xv = kiln_f16_to_f32(xs[k]);
       bad += ((uint16_t*)out[0].data)[k] != kiln_f32_to_f16(xv * 3.0f + 1.0f);
-      bad += ((float*)out[1].data)[k] != xv;
+      const float wv = ((float*)out[1].data)[k], want = xv * sv;
+      bad += !(wv == want || (isnan(wv) && isnan(want)));
     }
     CHECK_MSG(bad == 0, "%d f16 vector lanes differ from the scalar conversion", bad);
     free_arrays(out, 2);
   }
-  free_arrays(in, 1);
+  free_arrays(in, 2);
   kiln_cpu_exec_destroy(e);
   tp_free(&t);
 }

@@ -1003,6 +1003,15 @@ static void vtpl(pr_t* p, const char* fmt, targ_t a, targ_t b, targ_t c) {
 static void vex(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
   if (!varies(p, e)) {
+    /* f32(f16 load) broadcast: widen once in the vector unit */
+    if (e->kind == TIR_CAST && e->dtype == KILN_DTYPE_F32 && e->u.cast.value->kind == TIR_LOAD &&
+        e->u.cast.value->dtype == KILN_DTYPE_F16 && d->vsplat_half) {
+      const tir_expr_t* v = e->u.cast.value;
+      check_buf(p, v->u.load.buf);
+      tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
+      tpl(p, d->vsplat_half, &c);
+      return;
+    }
     vtpl(p, e->dtype == KILN_DTYPE_BOOL ? d->vmask : d->vsplat, aex(e), (targ_t){0}, (targ_t){0});
     return;
   }

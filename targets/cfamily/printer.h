@@ -213,6 +213,7 @@ typedef struct kiln_cf_dialect_s {
    * at $B[$I] widened to an f32 vector; an f32 vector $V narrowed into them */
   const char* vload_half;
   const char* vstore_half;
+  const char* vsplat_half;     /* one f16 at $B[$I] widened into all $W lanes */
   const char* vsplat;          /* scalar $1 -> vector */
   const char* vsel;            /* mask $1 ? $2 : $3 per lane */
   const char* vmask;           /* scalar bool $1 -> all-lanes mask */

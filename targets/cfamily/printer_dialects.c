@@ -124,6 +124,11 @@ static const char c_prelude[] =
     "  }                                                                             \\\n"
     "  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \\\n"
     "    *(kiln_v##W##h*)p = __builtin_convertvector(v, kiln_v##W##h);              \\\n"
+    "  }                                                                             \\\n"
+    "  KILN_INLINE kiln_v##W##f kiln_vsplath##W(const kiln_f16* p) {                 \\\n"
+    "    kiln_v##W##h h; /* a broadcast (vpbroadcastw), no f16 arithmetic */        \\\n"
+    "    for (int l = 0; l < W; ++l) h[l] = *p;                                      \\\n"
+    "    return __builtin_convertvector(h, kiln_v##W##f);                            \\\n"
     "  }\n"
     "#else\n"
     "#define KILN_VHDEF(W, BYTES)                                                      \\\n"
@@ -134,18 +139,21 @@ static const char c_prelude[] =
     "  }                                                                             \\\n"
     "  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \\\n"
     "    for (int l = 0; l < W; ++l) p[l] = kiln_f2h(v[l]);                          \\\n"
+    "  }                                                                             \\\n"
+    "  KILN_INLINE kiln_v##W##f kiln_vsplath##W(const kiln_f16* p) {                 \\\n"
+    "    return kiln_vsplat##W(kiln_h2f(*p));                                        \\\n"
     "  }\n"
     "#endif\n"
-    "KILN_VHDEF(4, 8)\n"
-    "KILN_VHDEF(8, 16)\n"
-    "KILN_VHDEF(16, 32)\n"
     "/* Broadcasts spelled lane by lane: (v){0} + x would cost an add and turn\n"
     "   -0.0 into +0.0. */\n"
     "KILN_INLINE kiln_v4f kiln_vsplat4(float x) { return (kiln_v4f){x, x, x, x}; }\n"
     "KILN_INLINE kiln_v8f kiln_vsplat8(float x) { return (kiln_v8f){x, x, x, x, x, x, x, x}; }\n"
     "KILN_INLINE kiln_v16f kiln_vsplat16(float x) {\n"
     "  return (kiln_v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};\n"
-    "}\n";
+    "}\n"
+    "KILN_VHDEF(4, 8)\n"
+    "KILN_VHDEF(8, 16)\n"
+    "KILN_VHDEF(16, 32)\n";
 
 static const char c_epilogue[] =
     "/* Exported: the host sets the OpenMP thread count before each run. */\n"
@@ -222,6 +230,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vstore = "*(kiln_v$Wf*)&$B[$I] = $V",
     .vload_half = "kiln_vh2f$W(&$B[$I])",
     .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
+    .vsplat_half = "kiln_vsplath$W(&$B[$I])",
     .vsplat = "kiln_vsplat$W($1)",
     .vsel = "kiln_vsel$W($1, $2, $3)",
     .vmask = "kiln_vmask$W($1)",
