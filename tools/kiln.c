@@ -134,7 +134,7 @@ static const char* precision_help =
     "                          GEMM loops then convert every workspace load: slower)\n"
     "  --fp16-weights-only     only the weights in fp16 (activations fp32): half the weights\n"
     "                          and no arena saving (CPU: the GEMM loops convert each weight\n"
-    "                          they broadcast, 2-3x slower than fp32 today)\n"
+    "                          they broadcast: 1.6-3x slower than fp32 today)\n"
     "  --calibrate DIR         auto: inputs DIR/NAME.npy, or DIR/*/NAME.npy per sample\n"
     "                          (default: --calibrate-count seeded random samples)\n"
     "  --calibrate-count N     auto: random calibration samples (default 4)\n"
