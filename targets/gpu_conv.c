@@ -23,8 +23,7 @@
 #include "ir/op.h"
 #include "ir/ops/nn_internal.h"
 
-/* f32, or f16 when |f16_ok|; row-major and dense. */
-static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
+bool kiln_gpu_dense_float(const tir_buffer_t* b, bool f16_ok) {
   if (!b || !(b->dtype == KILN_DTYPE_F32 || (f16_ok && b->dtype == KILN_DTYPE_F16))) return false;
   int64_t st = 1;
   for (int32_t i = b->rank - 1; i >= 0; --i) {
@@ -70,7 +69,7 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bo
   if (bx < 0 || by < 0) return false;
   const tir_buffer_t* X = plan->buffers[bx].buf;
   const tir_buffer_t* Yt = plan->buffers[by].buf;
-  if (!dense_float(X, f16_ok) || !dense_float(Yt, f16_ok) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
+  if (!kiln_gpu_dense_float(X, f16_ok) || !kiln_gpu_dense_float(Yt, f16_ok) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
   int64_t group = 1;
   {
     kiln_status_t s = kiln_attr_int(n, "group", 1, &group);
@@ -104,10 +103,10 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bo
   const tir_buffer_t* WP = plan->buffers[kk->args[jw]].buf;
   const tir_buffer_t* SRC = plan->buffers[kk->args[jsrc]].buf;
   const tir_buffer_t* DST = plan->buffers[kk->args[jdst]].buf;
-  if (!dense_float(WP, f16_ok) || !dense_float(SRC, f16_ok) || !dense_float(DST, f16_ok) || SRC->rank != 3 || DST->rank != 3) return false;
+  if (!kiln_gpu_dense_float(WP, f16_ok) || !kiln_gpu_dense_float(SRC, f16_ok) || !kiln_gpu_dense_float(DST, f16_ok) || SRC->rank != 3 || DST->rank != 3) return false;
   if (jb >= 0) {
     const tir_buffer_t* B = plan->buffers[kk->args[jb]].buf;
-    if (!dense_float(B, f16_ok) || tir_buffer_numel(B) != Yt->shape[1]) return false;
+    if (!kiln_gpu_dense_float(B, f16_ok) || tir_buffer_numel(B) != Yt->shape[1]) return false;
   }
   /* The window, as the lowering resolves it (3 spatial axes, leading 1s). */
   const int32_t nsp = X->rank - 2;
@@ -247,7 +246,7 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bo
     const int32_t bout = plan->tensor_buffer[c->epi.out_tensor];
     if (bout < 0) return false;
     const tir_buffer_t* O = plan->buffers[bout].buf;
-    if (!dense_float(O, f16_ok) || !same_shape(O, Yt->rank, Yt->shape)) return false;
+    if (!kiln_gpu_dense_float(O, f16_ok) || !same_shape(O, Yt->rank, Yt->shape)) return false;
     for (int32_t j = 0; j < o->func->n_params; ++j) {
       const int32_t pb = o->args[j];
       if (pb == kk->args[jdst]) {

@@ -60,6 +60,10 @@ bool kiln_gpu_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const
                         int32_t rank, bool f16_ok, kiln_gpu_epi_t* out);
 
 /* ---- convolution instances (gpu_conv.c) ----------------------------------- */
+
+/* f32, or f16 when |f16_ok|; row-major and dense. */
+bool kiln_gpu_dense_float(const tir_buffer_t* b, bool f16_ok);
+
 #define KILN_GPU_CONV_MAX_TAPS 512
 #define KILN_GPU_CONV_MAX_PARAMS (5 + KILN_GPU_EPI_MAX)
 

@@ -449,16 +449,6 @@ typedef struct dw_s {
   bool f16_e[KILN_GPU_EPI_MAX];
 } dw_t;
 
-static bool dense_float(const tir_buffer_t* b) {
-  if (!b || (b->dtype != KILN_DTYPE_F32 && b->dtype != KILN_DTYPE_F16)) return false;
-  int64_t st = 1;
-  for (int32_t i = b->rank - 1; i >= 0; --i) {
-    if (b->strides[i] != st) return false;
-    st *= b->shape[i];
-  }
-  return true;
-}
-
 static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
   memset(d, 0, sizeof *d);
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
@@ -475,7 +465,7 @@ static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
   const int32_t bb = n->n_inputs > 2 && n->inputs[2] >= 0 ? plan->tensor_buffer[n->inputs[2]] : -1;
   if (bx < 0 || bw < 0 || by < 0 || (n->n_inputs > 2 && n->inputs[2] >= 0 && bb < 0)) return false;
   const tir_buffer_t *X = plan->buffers[bx].buf, *W = plan->buffers[bw].buf, *Y = plan->buffers[by].buf;
-  if (!dense_float(X) || !dense_float(W) || !dense_float(Y) || X->rank != 4 || W->rank != 4 || Y->rank != 4)
+  if (!kiln_gpu_dense_float(X, true) || !kiln_gpu_dense_float(W, true) || !kiln_gpu_dense_float(Y, true) || X->rank != 4 || W->rank != 4 || Y->rank != 4)
     return false;
   int64_t group = 1;
   kiln_nn_window_t win;
@@ -499,7 +489,7 @@ static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
   d->kh = W->shape[2], d->kw = W->shape[3];
   d->sh = win.stride[0], d->sw = win.stride[1], d->dh = win.dilation[0], d->dw = win.dilation[1];
   d->ph = win.pad_begin[0], d->pw = win.pad_begin[1];
-  if (bb >= 0 && (!dense_float(plan->buffers[bb].buf) || tir_buffer_numel(plan->buffers[bb].buf) != d->M))
+  if (bb >= 0 && (!kiln_gpu_dense_float(plan->buffers[bb].buf, true) || tir_buffer_numel(plan->buffers[bb].buf) != d->M))
     return false;
   if (d->N * d->C * d->ih * d->iw > INT32_MAX || d->N * d->M * d->oh * d->ow > INT32_MAX) return false;
   /* the chain the kernel ends in (fused epilogue) and its output */
@@ -507,7 +497,7 @@ static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
   if (kk->n_fused_nodes > 0) {
     if (!kiln_gpu_epi_parse(plan, k, n->outputs[0], Y->shape, 4, true, &d->epi)) return false;
     bout = plan->tensor_buffer[d->epi.out_tensor];
-    if (bout < 0 || !dense_float(plan->buffers[bout].buf)) return false;
+    if (bout < 0 || !kiln_gpu_dense_float(plan->buffers[bout].buf, true)) return false;
   }
   /* every parameter has a role */
   d->bind_x = d->bind_w = d->bind_c = d->bind_y = -1;
