@@ -254,6 +254,7 @@ static bool kernel_fp16(const kiln_plan_t* p, int32_t k, const kiln_precision_po
 /* What the kernels do with one memory root (the root and its aliases). */
 typedef struct {
   bool used, io, written, writers_fp16, readers_fp16, rmw, all_f32;
+  bool read_by_reduction; /* loaded by a kernel that sums into scoped f32 accumulators */
 } root_use_t;
 
 static void report_bytes(const kiln_plan_t* p, const root_use_t* u, int64_t* weights, int64_t* inter) {
@@ -312,7 +313,7 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
                                    const tir_buffer_t** to, kiln_precision_report_t* r) {
   tir_ctx_t* c = &p->tir;
   int32_t nb = p->n_buffers;
-  for (int32_t i = 0; i < nb; ++i) u[i] = (root_use_t){false, false, false, true, true, false, true};
+  for (int32_t i = 0; i < nb; ++i) u[i] = (root_use_t){false, false, false, true, true, false, true, false};
   for (int32_t i = 0; i < nb; ++i) {
     int32_t root = kiln_plan_root(p, i);
     const kiln_plan_buffer_t* b = &p->buffers[i];
@@ -327,12 +328,11 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
     bool f16 = o->mode == KILN_PRECISION_FP16 && kernel_fp16(p, k, o->policy);
     kp[k] = f16 ? KILN_KERNEL_FP16_STORAGE : KILN_KERNEL_FP32;
     const tir_func_t* f = p->kernels[k].func;
-    if (f16 && o->fp16_arith) {
-      const tir_buffer_t* sc[1];
-      int32_t ns = 0;
-      scoped_f32(f->body, sc, &ns, 1);
-      if (o->fp16_accumulate || (pointwise_kernel(p, k) && ns == 0)) kp[k] = KILN_KERNEL_FP16_ARITH;
-    }
+    const tir_buffer_t* sc[1];
+    int32_t ns = 0;
+    scoped_f32(f->body, sc, &ns, 1);
+    if (f16 && o->fp16_arith && (o->fp16_accumulate || (pointwise_kernel(p, k) && ns == 0)))
+      kp[k] = KILN_KERNEL_FP16_ARITH;
     for (int32_t j = 0; j < f->n_params; ++j) {
       int32_t root = kiln_plan_root(p, p->kernels[k].args[j]);
       int acc = tir_func_buffer_access(f, f->params[j]);
@@ -344,6 +344,7 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
         if (acc & TIR_ACCESS_LOAD) ru->rmw = true;
       }
       if (!f16) ru->readers_fp16 = false;
+      if ((acc & TIR_ACCESS_LOAD) && ns > 0) ru->read_by_reduction = true;
     }
   }
   report_bytes(p, u, &r->weight_bytes_before, &r->intermediate_bytes_before);
@@ -360,7 +361,8 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
     if (b->kind == KILN_PLAN_CONST) {
       conv = ru->readers_fp16 && b->value.dtype == KILN_DTYPE_F32;
     } else if (!o->weights_only &&
-               (b->kind == KILN_PLAN_INTERMEDIATE || (b->kind == KILN_PLAN_TEMP && !o->f32_workspaces))) {
+               (b->kind == KILN_PLAN_INTERMEDIATE ||
+                (b->kind == KILN_PLAN_TEMP && !(o->f32_workspaces && ru->read_by_reduction)))) {
       conv = ru->written && ru->writers_fp16;
       if (conv && ru->rmw && !o->fp16_accumulate) {
         conv = false;

@@ -111,11 +111,14 @@ typedef struct kiln_precision_options_s {
   bool fp16_arith;             /* the device computes in half (kiln_device_info_t) */
   bool fp16_accumulate;        /* accumulators in f16 too */
   const kiln_precision_policy_t* policy; /* may be NULL: every node fp16 */
-  /* TEMP workspaces (im2col / phase matrices, GEMM output panels) stay f32.
-   * For the C target: the GEMM micro-kernels read their workspace along the
-   * vector lane in every K step, and an f16 workspace adds a conversion to
-   * each of those loads (measured slower on ResNet-18). Costs arena bytes
-   * only (workspaces live for one node), no weight bytes. */
+  /* TEMP workspaces that a reduction kernel reads (im2col / phase matrices
+   * under a GEMM) stay f32; those only written by one (the GEMM's output
+   * panel, read by the crop and epilogue) still turn f16, which costs one
+   * narrowing per output element. For the C target: the GEMM micro-kernels
+   * read their input workspace along the vector lane in every K step, and
+   * an f16 one adds a conversion to each of those loads (ResNet-18 on the
+   * CPU: 52 -> 95 ms). Costs arena bytes only (workspaces live for one
+   * node), no weight bytes. */
   bool f32_workspaces;
   /* Only constants (weights) turn f16; activations and workspaces keep
    * their dtype. On the C target the weights are read lane-invariant in the
