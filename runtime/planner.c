@@ -12,9 +12,12 @@
  * smallest arena; the documented order (size, then first use) is tried
  * first and wins ties.
  *
- * Model inputs are kept live for the whole program, not only to their last
- * use: the runtime may bind the caller's input once and run many times, so
- * nothing may overwrite it (TFLite's preserve_inputs does the same). */
+ * Model inputs live from the first step to their last use, like any other
+ * buffer: kiln_session_enqueue writes every input into the slot's arena
+ * before each run, so nothing needs the input's bytes after its last reader,
+ * and a later buffer (or an in-place output) may take them. Keeping inputs
+ * for the whole run (TFLite's preserve_inputs) cost ResNet-18 0.6 MB at its
+ * peak, 8% of the fp32 arena and 16% of the fp16 one. */
 #include "runtime/planner.h"
 
 #include <stdlib.h>
@@ -98,8 +101,12 @@ static kiln_status_t lives_build(const kiln_program_t* p, kiln_allocator_t a, li
   for (int32_t i = 0; i < n; ++i) {
     life_t* r = &L->life[i];
     if (L->root[i] != i || p->buffers[i].kind == KILN_PB_CONST) continue;
-    if (r->in || r->out) {
-      if (r->in || r->start < 0) r->start = 0;
+    if (r->in) {
+      r->start = 0; /* written by the upload before the first kernel */
+      if (r->end < 0) r->end = 0;
+    }
+    if (r->out) {
+      if (r->start < 0) r->start = 0;
       r->end = last;
     }
     r->planned = r->start >= 0;
@@ -110,7 +117,7 @@ static kiln_status_t lives_build(const kiln_program_t* p, kiln_allocator_t a, li
     if (kk->inplace_in < 0 || kk->inplace_out < 0) continue;
     int32_t x = L->root[kk->args[kk->inplace_in]], y = L->root[kk->args[kk->inplace_out]];
     life_t *lx = &L->life[x], *ly = &L->life[y];
-    if (x == y || !lx->planned || !ly->planned || lx->in || lx->out || ly->in) continue;
+    if (x == y || !lx->planned || !ly->planned || lx->out || ly->in) continue;
     if (lx->end != k || ly->start != k || ly->prev >= 0) continue;
     if (p->buffers[x].bytes < p->buffers[y].bytes) continue;
     ly->prev = x;

@@ -173,9 +173,10 @@ static void test_aliases_take_root_offset(void) {
   kiln_program_destroy(p);
 }
 
-/* Inputs keep their memory for the whole run, even after their last use;
- * outputs from their first write to the end. */
-static void test_io_never_reused(void) {
+/* Inputs keep their memory from the start to their last use (the session
+ * rewrites them before every run); outputs from their first write to the
+ * end. */
+static void test_io_lifetimes(void) {
   kiln_program_t* p = prog_new(6, 5);
   buf(p, 0, KILN_PB_INPUT, 1024, 0, 0);
   io(p, true, 0);
@@ -187,10 +188,32 @@ static void test_io_never_reused(void) {
   buf(p, 5, KILN_PB_INTERMEDIATE, 1024, 3, 4);
   kiln_memory_plan_t mp;
   if (plan(p, 64, &mp)) {
-    for (int32_t i = 1; i < 6; ++i) CHECK_MSG(!overlap(&mp, p, 0, i), "b%d reuses the input", i);
+    /* The input lives to its last use (step 0), the output from its first
+     * to the end: 3 x 1024 at steps 2 and 3. */
+    CHECK_MSG(!overlap(&mp, p, 0, 2), "b2 overlaps the input it lives with");
     for (int32_t i = 3; i < 6; ++i) CHECK_MSG(!overlap(&mp, p, 1, i), "b%d reuses the output", i);
-    CHECK(mp.arena_bytes == 4096);
-    CHECK(mp.lower_bound_bytes == 4096);
+    CHECK(mp.arena_bytes == 3072);
+    CHECK(mp.lower_bound_bytes == 3072);
+  }
+  kiln_memory_plan_free(A(), &mp);
+  kiln_program_destroy(p);
+}
+
+/* A model input dies at its last reader: the session writes it before
+ * every run, so a later buffer may take its memory. */
+static void test_input_memory_reused(void) {
+  kiln_program_t* p = prog_new(3, 3);
+  buf(p, 0, KILN_PB_INPUT, 4096, 0, 0);
+  io(p, true, 0);
+  buf(p, 1, KILN_PB_INTERMEDIATE, 4096, 0, 1);
+  buf(p, 2, KILN_PB_OUTPUT, 4096, 1, 2);
+  io(p, false, 2);
+  kiln_memory_plan_t mp;
+  if (plan(p, 64, &mp)) {
+    CHECK_MSG(mp.offsets[2] == mp.offsets[0], "input at %llu, output at %llu",
+              (unsigned long long)mp.offsets[0], (unsigned long long)mp.offsets[2]);
+    CHECK(!overlap(&mp, p, 0, 1) && !overlap(&mp, p, 1, 2));
+    CHECK(mp.arena_bytes == 2 * 4096 && mp.lower_bound_bytes == 2 * 4096);
   }
   kiln_memory_plan_free(A(), &mp);
   kiln_program_destroy(p);
@@ -228,7 +251,9 @@ static void inplace_case(int mutate, bool expect_shared) {
 
 static void test_inplace(void) {
   inplace_case(0, true);
-  for (int m = 1; m <= 4; ++m) inplace_case(m, false);
+  inplace_case(1, false);
+  inplace_case(2, true); /* a model input is rewritten before every run */
+  for (int m = 3; m <= 4; ++m) inplace_case(m, false);
   /* A smaller output may take a bigger dying input; chains share one slot. */
   kiln_program_t* p = prog_new(4, 4);
   buf(p, 0, KILN_PB_INTERMEDIATE, 4096, 0, 1);
@@ -396,15 +421,18 @@ static kiln_program_t* random_program(void) {
 }
 
 /* An independent referee: two buffers with different roots, live at a
- * common step by their own raw lifetimes (model inputs: the whole run;
+ * common step by their own raw lifetimes (model inputs: from the start;
  * outputs: to the end), must not overlap in bytes unless they meet only at
  * the step of a kernel whose in-place pair names their roots. */
 static void raw_life(const kiln_program_t* p, int32_t i, int32_t* s, int32_t* e) {
   kiln_program_buffer_kind_t k = p->buffers[kiln_program_root(p, i)].kind;
   *s = p->buffers[i].first_use;
   *e = p->buffers[i].last_use;
-  if (k == KILN_PB_INPUT) *s = 0;
-  if ((k == KILN_PB_INPUT || k == KILN_PB_OUTPUT) && *s >= 0) *e = p->n_kernels - 1;
+  if (k == KILN_PB_INPUT) {
+    *s = 0;
+    if (*e < 0) *e = 0;
+  }
+  if (k == KILN_PB_OUTPUT && *s >= 0) *e = p->n_kernels - 1;
 }
 
 static void referee(const kiln_program_t* p, const kiln_memory_plan_t* mp, int32_t seed) {
@@ -514,8 +542,9 @@ int main(void) {
   RUN(test_disjoint_lifetimes_share);
   RUN(test_unplanned_buffers);
   RUN(test_aliases_take_root_offset);
-  RUN(test_io_never_reused);
+  RUN(test_io_lifetimes);
   RUN(test_inplace);
+  RUN(test_input_memory_reused);
   RUN(test_alignment);
   RUN(test_overflow);
   RUN(test_verify_catches_corruption);
