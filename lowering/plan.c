@@ -174,6 +174,33 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
   return NULL;
 }
 
+/* True when |st| allocates a scoped buffer (an accumulator). */
+static bool stmt_allocates(const tir_stmt_t* st) {
+  if (!st) return false;
+  switch (st->kind) {
+    case TIR_FOR: return stmt_allocates(st->u.loop.body);
+    case TIR_SEQ:
+      for (int32_t i = 0; i < st->u.seq.n; ++i)
+        if (stmt_allocates(st->u.seq.items[i])) return true;
+      return false;
+    case TIR_IF: return stmt_allocates(st->u.cond.then_s) || stmt_allocates(st->u.cond.else_s);
+    case TIR_ALLOC: return true;
+    default: return false;
+  }
+}
+
+/* A kernel that sums: it accumulates in a scoped buffer or reads back what
+ * it writes. Copies, pads and element-wise kernels do neither. */
+static bool kernel_reduces(const tir_func_t* f) {
+  if (!f) return false;
+  if (stmt_allocates(f->body)) return true;
+  for (int32_t i = 0; i < f->n_params; ++i) {
+    int acc = tir_func_buffer_access(f, f->params[i]);
+    if ((acc & TIR_ACCESS_LOAD) && (acc & TIR_ACCESS_STORE)) return true;
+  }
+  return false;
+}
+
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan) {
   kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0};
@@ -230,11 +257,19 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
       if (p->buffers[b].first_use < 0) p->buffers[b].first_use = k;
       p->buffers[b].last_use = k;
     }
-  /* Kernel FLOPs: the node's count split over its kernels. */
+  /* Kernel FLOPs: the node's count split over its kernels that reduce
+   * (a Conv's GEMM, not its phase split or crop), or over all of them
+   * when none does. */
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     const kiln_node_t* n = &g->nodes[p->kernels[k].node];
-    int32_t same = 0;
-    for (int32_t j = 0; j < p->n_kernels; ++j) same += p->kernels[j].node == p->kernels[k].node;
+    int32_t same = 0, reducing = 0;
+    for (int32_t j = 0; j < p->n_kernels; ++j)
+      if (p->kernels[j].node == p->kernels[k].node) {
+        ++same;
+        reducing += kernel_reduces(p->kernels[j].func);
+      }
+    bool mine = reducing == 0 || kernel_reduces(p->kernels[k].func);
+    if (reducing) same = reducing;
     kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
     kiln_tensor_t* outp[KILN_MAX_NODE_OUTPUTS];
     for (int32_t j = 0; j < n->n_inputs; ++j)
@@ -245,7 +280,7 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
                        allocator, false};
     int64_t fl = n->schema && n->schema->flops ? n->schema->flops(&ic)
                  : (outp[0] ? kiln_shape_count(&outp[0]->shape) : 0);
-    p->kernels[k].flops = same ? fl / same : fl;
+    p->kernels[k].flops = !mine ? 0 : same ? fl / same : fl;
   }
   *out_plan = p;
   return NULL;

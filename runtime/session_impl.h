@@ -41,6 +41,7 @@ struct kiln_session_s {
   kiln_profile_entry_t* prof;
   uint64_t* ts;
   int32_t prof_runs;
+  bool prof_first_dropped; /* the warm-up run left the totals */
   double last_run_s; /* device time of the last profiled run */
 };
 

@@ -476,6 +476,17 @@ static void check_case(spec_t* sp, const char* what) {
   kiln_plan_t* p = NULL;
   st = kiln_plan_build(g, &po, A(), &p);
   if (!CHECK_OK(st)) fprintf(stderr, "  case: %s (plan)\n", what);
+  if (p && !strcmp(sp->op, "Conv") && p->n_kernels > 1) {
+    /* profiles: the node's FLOPs sit on the kernel that sums (the GEMM or
+     * the direct loop), not on the phase split or the crop */
+    int with = 0;
+    int64_t sum = 0;
+    for (int32_t k = 0; k < p->n_kernels; ++k) {
+      with += p->kernels[k].flops > 0;
+      sum += p->kernels[k].flops;
+    }
+    CHECK_MSG(with == 1 && sum > 0, "%s: %d of %d kernels carry FLOPs", what, with, (int)p->n_kernels);
+  }
   for (int pass = 0; p && pass < (use_cpu ? 2 : 1); ++pass) {
     for (int o = 0; o < g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
     memset(got, 0, sizeof got);

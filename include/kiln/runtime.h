@@ -139,7 +139,9 @@ void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out);
 
 /* ---- profiles --------------------------------------------------------- */
 
-/* Per-dispatch times accumulated over every profiled run (options.profile). */
+/* Per-dispatch times accumulated over the profiled runs (options.profile):
+ * every run when there is one, else every run but the first, which pays for
+ * the driver's lazy work (PoCL compiles a kernel at its first enqueue). */
 typedef struct kiln_profile_entry_s {
   const char* kernel, *node, *op;
   double total_s;    /* summed over runs */
