@@ -23,9 +23,15 @@
  * and stores the valid grid positions into Y (dense NCHW), vector stores
  * where a run of VW positions lies inside one output row.
  *
- * The weights W are the lowering's packed constant (panels of CPT output
- * channels, K in blocks of CKBS): element (m, k) at
- * (((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT.
+ * The weights W are, with CWTILED, re-laid out at compile time in the
+ * order the micro-kernel reads them (opencl_conv.c): block of BM channels,
+ * K slice, micro-panel of TM channels, k, channel, zero-padded to whole
+ * blocks and slices, so the inner loop reads them straight from W with no
+ * copy and no guards. Without it (a constant other kernels read too) W is
+ * the lowering's packed constant (panels of CPT output channels, K in
+ * blocks of CKBS): element (m, k) at
+ * (((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT,
+ * gathered into __local memory per slice.
  *
  * Instance parameters (the includer defines them before this text and
  * #undefs them after):
@@ -40,6 +46,7 @@
  *   CQ1 CQ2       grid pitch: rows per depth slice, columns per row
  *   CDO CHO CWO   output depth, height, width (CP = their product)
  *   CHAS_BIAS     bias per output channel
+ *   CWTILED       W in the micro-kernel's order (above)
  *   KC_EPI(v, b, m, p, LD)  statement applying the epilogue to v (float or
  *     KG_VT) for image b, channel m, dense position p; LD(ptr) loads a
  *     value of v's type from ptr
@@ -74,8 +81,17 @@
 #define KC_PS Y
 #endif
 
+#define KC_NKS ((CK + BK - 1) / BK)
+#if CWTILED
+#define KC_ASPACE __global
+#else
+#define KC_ASPACE __local
+#endif
+
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KILN_CONV_SIGNATURE) {
+#if !CWTILED
   __local float As[BK * KG_BM]; /* As[(m / TM) * BK * TM + k * TM + m % TM] */
+#endif
   __local float Bs[BK * KG_BN]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int lid = ty * WX + tx;
@@ -86,6 +102,10 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
   __global float* yb = Y + (long)bz * CM * KC_CP;
 
   for (int k0 = 0; k0 < CK; k0 += BK) {
+#if CWTILED
+    /* A: this block's slice, in the order the micro-kernel reads it. */
+    const __global float* as = W + ((long)(m0 / KG_BM) * KC_NKS + k0 / BK) * (BK * KG_BM);
+#else
     /* A: the packed weights, channels within a panel contiguous. */
     for (int e = lid; e < BK * KG_BM; e += WX * WY) {
       const int kk = e / KG_BM, mm = e % KG_BM;
@@ -93,6 +113,8 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
       As[(mm / TM) * (BK * TM) + kk * TM + mm % TM] =
           ((KG_EVEN_M ? 1 : gm < CM) & (KG_EVEN_K ? 1 : gk < CK)) ? KC_W(gm, gk) : 0.0f;
     }
+    const __local float* as = As;
+#endif
     /* B: rows of the phase planes, shifted per tap; vector copies. */
     for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
       const int kk = e / (KG_BN / VW), nn = (e % (KG_BN / VW)) * VW;
@@ -118,7 +140,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
       const __local float* bp = Bs + (cn / TN) * (BK * TN);
       for (int im = 0; im < MM; ++im) {
         const int rm = (im * WY + ty) * TM;
-        const __local float* ap = As + (rm / TM) * (BK * TM);
+        const KC_ASPACE float* ap = as + (rm / TM) * (BK * TM);
         KG_VT acc[TM][KG_NV];
         #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -238,3 +260,5 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
 #undef KC_CP
 #undef KC_W
 #undef KC_PS
+#undef KC_NKS
+#undef KC_ASPACE

@@ -35,10 +35,78 @@ void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_ti
 static const char* const macro_names[] = {
     "KILN_CONV_NAME", "KILN_CONV_SIGNATURE", "KC_TOFF", "KC_EPI", "CM", "CQ", "CK", "CT", "CC",
     "CPLANE", "CBATCH", "CPT", "CKBS", "CTILES", "CCROP", "CQ1", "CQ2", "CDO", "CHO", "CWO",
-    "CHAS_BIAS", "TM", "TN", "VW", "WX", "WY", "BK", "MM", "MN"};
+    "CHAS_BIAS", "CWTILED", "TM", "TN", "VW", "WX", "WY", "BK", "MM", "MN"};
+
+bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c) {
+  int32_t w = -1;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') w = kiln_plan_root(plan, c->args[j]);
+  if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST || plan->buffers[w].buf->dtype != KILN_DTYPE_F32)
+    return false;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    if (k == c->gemm_kernel) continue;
+    for (int32_t a = 0; a < plan->kernels[k].func->n_params; ++a)
+      if (kiln_plan_root(plan, plan->kernels[k].args[a]) == w) return false;
+  }
+  for (int32_t i = 0; i < plan->graph->n_outputs; ++i)
+    if (kiln_plan_root(plan, plan->outputs[i]) == w) return false;
+  return true;
+}
+
+kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                            const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
+                                            float** out_data, uint64_t* out_bytes) {
+  *out_data = NULL;
+  *out_bytes = 0;
+  int32_t w = -1;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') w = c->args[j];
+  if (w < 0 || w >= prog->n_buffers || prog->buffers[w].kind != KILN_PB_CONST ||
+      prog->buffers[w].dtype != KILN_DTYPE_F32)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv: the weights are not an f32 constant");
+  const kiln_program_buffer_t* b = &prog->buffers[w];
+  const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bk = t->bk, tm = t->tm;
+  const int64_t nmb = (c->M + bm - 1) / bm, nks = (c->K + bk - 1) / bk;
+  /* the packed source holds every (m, k) of the lowering's layout */
+  const int64_t src_n = ((c->K + c->kbs - 1) / c->kbs) * c->tiles * c->kbs * c->pt;
+  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)src_n * 4 > b->bytes)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl conv: weights '%s' hold %llu bytes, the packed layout needs %lld",
+                            b->name, (unsigned long long)b->bytes, (long long)src_n * 4);
+  const uint64_t n = (uint64_t)(nmb * bm) * (uint64_t)(nks * bk);
+  float* dst = NULL;
+  int64_t* offs = NULL; /* both layouts split into a k part plus an m part */
+  kiln_status_t s = kiln_allocator_malloc(prog->allocator, n * sizeof(float) + 1, "opencl conv weights",
+                                          (void**)&dst);
+  if (!s) s = kiln_allocator_malloc(prog->allocator, sizeof(int64_t) * (size_t)(2 * (c->M + c->K)),
+                                    "opencl conv weights", (void**)&offs);
+  if (s) {
+    kiln_allocator_free(prog->allocator, dst);
+    return s;
+  }
+  int64_t *src_m = offs, *dst_m = offs + c->M, *src_k = offs + 2 * c->M, *dst_k = src_k + c->K;
+  for (int64_t m = 0; m < c->M; ++m) {
+    const int64_t mm = m % bm;
+    src_m[m] = (m / c->pt) * c->kbs * c->pt + m % c->pt;
+    dst_m[m] = (m / bm) * nks * bm * bk + (mm / tm) * bk * tm + mm % tm;
+  }
+  for (int64_t k = 0; k < c->K; ++k) {
+    src_k[k] = (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt;
+    dst_k[k] = (k / bk) * bm * bk + (k % bk) * tm;
+  }
+  memset(dst, 0, n * sizeof(float));
+  const float* src = (const float*)(prog->weights + b->const_offset);
+  for (int64_t k = 0; k < c->K; ++k)
+    for (int64_t m = 0; m < c->M; ++m) dst[dst_k[k] + dst_m[m]] = src[src_k[k] + src_m[m]];
+  kiln_allocator_free(prog->allocator, offs);
+  *out_buffer = w;
+  *out_data = dst;
+  *out_bytes = n * sizeof(float);
+  return NULL;
+}
 
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
-                                     const char* name, kiln_cf_out_t* out) {
+                                     bool wtiled, const char* name, kiln_cf_out_t* out) {
   if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1 ||
       (t->vw != 1 && t->vw != 2 && t->vw != 4 && t->vw != 8 && t->vw != 16))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': bad tiles tm %d tn %d vw %d", name,
@@ -71,13 +139,13 @@ kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl
                      "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
                      "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"
                      "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
-                     "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
+                     "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n#define CWTILED %d\n"
                      "#define TM %d\n#define TN %d\n#define VW %d\n#define WX %d\n#define WY %d\n"
                      "#define BK %d\n#define MM %d\n#define MN %d\n",
                      (long long)c->M, (long long)c->Q, (long long)c->K, (long long)c->T, (long long)c->C,
                      (long long)c->plane, (long long)c->batch, (long long)c->pt, (long long)c->kbs,
                      (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1, (long long)c->q2,
-                     (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t->tm,
+                     (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, wtiled ? 1 : 0, t->tm,
                      t->tn, t->vw, t->wx, t->wy, t->bk, t->mm, t->mn);
   kiln_cf_out_puts(out, kiln_cl_conv);
   for (size_t i = 0; i < sizeof macro_names / sizeof macro_names[0]; ++i)

@@ -79,9 +79,26 @@ void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_ti
                              int64_t local[3]);
 
 /* Appends the instance named |name| (it keeps the grid as the 'F'
- * parameter: partial sums between K slices). */
+ * parameter: partial sums between K slices). |wtiled|: W holds the
+ * weights in the micro-kernel's order (kiln_opencl_conv_pack_weights),
+ * else the lowering's packed layout. */
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
-                                     const char* name, kiln_cf_out_t* out);
+                                     bool wtiled, const char* name, kiln_cf_out_t* out);
+
+/* True when no kernel but the instance's GEMM (and no model output) reads
+ * its weight constant, so the constant may be re-laid out for it. */
+bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c);
+
+/* The instance's weight constant in |prog| re-laid out from the lowering's
+ * packed layout into the order conv.cl's micro-kernel reads it with tiles
+ * |t|: block of BM = TM*WY*MM channels, K slice of BK, micro-panel of TM
+ * channels, k, channel; zero-padded to whole blocks and slices (so it may
+ * grow by up to a block and a slice). *out_data (prog's allocator, the
+ * caller frees it) holds *out_bytes for constant *out_buffer, to pass to
+ * kiln_program_const_replace. */
+kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                            const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
+                                            float** out_data, uint64_t* out_bytes);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

@@ -19,6 +19,35 @@ static void noalias_flags(const kiln_program_t* prog, const kiln_program_kernel_
   }
 }
 
+/* The weight constants of the conv instances marked in |wtiled|, re-laid
+ * out for their template (one weights blob rebuild for all). */
+static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
+                                           const kiln_opencl_conv_tiles_t* ctiles, const bool* wtiled,
+                                           int32_t n) {
+  kiln_allocator_t al = prog->allocator;
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; ++k) m += convs[k].matched && wtiled[k];
+  if (!m) return NULL;
+  int32_t* bufs = NULL;
+  float** data = NULL;
+  uint64_t* bytes = NULL;
+  kiln_status_t s = kiln_allocator_malloc(al, sizeof *bufs * (size_t)m, "opencl emit", (void**)&bufs);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *data * (size_t)m, "opencl emit", (void**)&data);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *bytes * (size_t)m, "opencl emit", (void**)&bytes);
+  int32_t got = 0;
+  for (int32_t k = 0; k < n && !s; ++k) {
+    if (!convs[k].matched || !wtiled[k]) continue;
+    s = kiln_opencl_conv_pack_weights(prog, &convs[k], &ctiles[k], &bufs[got], &data[got], &bytes[got]);
+    if (!s) ++got;
+  }
+  if (!s) s = kiln_program_const_replace(prog, got, bufs, (const void* const*)data, bytes);
+  for (int32_t i = 0; i < got; ++i) kiln_allocator_free(al, data[i]);
+  kiln_allocator_free(al, bufs);
+  kiln_allocator_free(al, data);
+  kiln_allocator_free(al, bytes);
+  return s;
+}
+
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
                                   const kiln_opencl_emit_options_t* o) {
   kiln_opencl_emit_options_t defaults = {0};
@@ -54,6 +83,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_opencl_gemm_t* gemms = NULL;
   kiln_gpu_conv_t* convs = NULL;
   kiln_opencl_conv_tiles_t* ctiles = NULL;
+  bool* wtiled = NULL;
   int32_t* slot_of = NULL;
   bool rewrite = false;
   int64_t total_args = 0;
@@ -65,6 +95,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *convs * (size_t)(n + 1), "opencl emit", (void**)&convs);
   if (!s) s = kiln_allocator_malloc(al, sizeof *slot_of * (size_t)(n + 1), "opencl emit", (void**)&slot_of);
   if (!s) s = kiln_allocator_malloc(al, sizeof *ctiles * (size_t)(n + 1), "opencl emit", (void**)&ctiles);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *wtiled * (size_t)(n + 1), "opencl emit", (void**)&wtiled);
   for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false;
   int32_t n_print = 0, n_templ = 0, n_rebound = 0;
   bool* na = noalias;
@@ -82,6 +113,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, false, &convs[k])) {
       const int32_t slot = convs[k].slot;
       ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
+      wtiled[k] = !o->no_conv_relayout && kiln_opencl_conv_weights_private(plan, &convs[k]);
       ++n_templ;
       rewrite = true;
       if (slot != k) slot_of[k] = -2;
@@ -111,13 +143,16 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
   for (int32_t k = 0; k < n && !s; ++k)
     if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &out);
-    else if (slot_of[k] >= 0) s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], prog->kernels[k].name, &out);
+    else if (slot_of[k] >= 0) s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
+                                 prog->kernels[k].name, &out);
   if (!s && out.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
   if (!s) {
     char* text = NULL;
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
     if (!s && rewrite) {
-      s = kiln_gpu_conv_rewrite(prog, convs, slot_of, NULL);
+      /* Weights first, into one new blob: a failure leaves |prog| as it was. */
+      s = relayout_conv_weights(prog, convs, ctiles, wtiled, n);
+      if (!s) s = kiln_gpu_conv_rewrite(prog, convs, slot_of, NULL);
       if (s) kiln_allocator_free(al, text);
     }
     if (!s) {
@@ -142,6 +177,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, convs);
   kiln_allocator_free(al, slot_of);
   kiln_allocator_free(al, ctiles);
+  kiln_allocator_free(al, wtiled);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;

@@ -44,6 +44,8 @@ typedef struct kiln_opencl_emit_options_s {
   bool no_gemm_template;  /* print every kernel from its tensor IR */
   bool no_bind_parallel;  /* keep CPU-style PARALLEL loops serial */
   bool no_conv_template;  /* keep Conv kernels as printed (phase split, GEMM, crop) */
+  bool no_conv_relayout;  /* conv templates read the lowering's packed weights (gathered
+                             per K slice) instead of a copy laid out for them */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
 } kiln_opencl_emit_options_t;

@@ -156,9 +156,10 @@ static bool close_enough(const kiln_array_t* got, const kiln_array_t* want, cons
   return worst < 0;
 }
 
-/* Plans, fuses, emits, runs and compares |b|'s graph twice (templates on
- * and off); with templates on exactly |templated| kernels must be template
- * instances (-1: any). */
+/* Plans, fuses, emits, runs and compares |b|'s graph three times
+ * (templates on, off, and on reading the lowering's packed weights); with
+ * templates on exactly |templated| kernels must be template instances
+ * (-1: any). */
 static void check_graph(gb_t* b, const char* what, int templated) {
   if (!CHECK_OK(b->st)) goto done;
   if (!CHECK_OK(kiln_graph_prepare(b->g))) goto done;
@@ -172,24 +173,31 @@ static void check_graph(gb_t* b, const char* what, int templated) {
   if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
     kiln_fusion_report_t rep;
     CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
-    for (int variant = 0; variant < 2; ++variant) {
+    static const char* const variants[] = {"templates", "printed", "templates, packed weights"};
+    for (int variant = 0; variant < 3; ++variant) {
       kiln_program_t* prog = NULL;
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
       if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
       int32_t n_templ = 0;
-      kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .n_templated = &n_templ};
+      kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
+                                       .n_templated = &n_templ};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;
       }
-      if (variant == 0 && templated >= 0)
+      if (variant != 1 && templated >= 0)
         CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
       if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
       memset(got, 0, sizeof got);
       char label[200];
-      snprintf(label, sizeof label, "%s (%s, %d kernels)", what, variant ? "printed" : "templates",
-               (int)prog->n_kernels);
+      snprintf(label, sizeof label, "%s (%s, %d kernels)", what, variants[variant], (int)prog->n_kernels);
+      if (variant != 1 && n_templ > 0) {
+        /* the instance's weight layout is the one asked for */
+        const char* want_tiled = variant == 0 ? "#define CWTILED 1" : "#define CWTILED 0";
+        CHECK_MSG(!strstr(prog->code.text, "#define CWTILED") || strstr(prog->code.text, want_tiled),
+                  "%s: no '%s' in the source", label, want_tiled);
+      }
       if (CHECK_OK(run_on_device(prog, b->feeds, got))) {
         bool ok = true;
         for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
@@ -295,6 +303,22 @@ static void test_conv_shapes(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
 }
 
+/* Two convs reading one weight initializer: each instance's layout must
+ * hold for the other's reads too (or the constant stays shared as it is). */
+static void test_shared_weights(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 16, 12, 12));
+  konst(&b, "w", DIMS(16, 16, 3, 3));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  node(&b, "Conv", IN("x", "w"), "y1", 2, ca);
+  node(&b, "Relu", IN("y1"), "r1", 0, NULL);
+  node(&b, "Conv", IN("r1", "w"), "out", 2, ca);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "two 3x3 convs sharing weights", 2);
+}
+
 int main(void) {
   kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
   if (s) {
@@ -303,6 +327,7 @@ int main(void) {
     return 1;
   }
   RUN(test_conv_shapes);
+  RUN(test_shared_weights);
   kiln_device_release(dev);
   return kiln_test_finish();
 }
