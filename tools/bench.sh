@@ -13,7 +13,9 @@
 #   4. models: kiln vs onnxruntime vs PyTorch  -> OUT/models.json (bench/models_peers.py)
 #   5. fusion: -O0 vs -O1 per model            (bench/fusion.py)
 #   6. reference interpreter vs onnxruntime    (bench/ref_vs_ort.py; skipped by --quick)
-#   7. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
+#   7. targets: OpenCL/Vulkan vs the CPU backend -> OUT/targets.csv (bench/targets.py;
+#      the targets `kiln devices` lists; Vulkan on lavapipe only without --quick)
+#   8. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
 # Everything printed is also written to OUT/bench.log. Defaults: --build build,
 # --out <build>/bench-out, --threads $(nproc). --quick: fewer sizes and repeats,
 # resnet18 + mobilenet_v2 only (a few minutes). Figures are for this machine's
@@ -117,6 +119,18 @@ ref() {
   "$py" bench/ref_vs_ort.py --kiln "$kiln" --models "$models" --repeat 5
 }
 
+targets() {
+  t=cpu
+  devs=$("$kiln" devices 2>/dev/null)
+  case "$devs" in *opencl:0*) t="$t,opencl" ;; esac
+  if [ $quick -eq 0 ]; then
+    case "$devs" in *vulkan:0*) t="$t,vulkan" ;; esac
+  fi
+  "$py" bench/targets.py --kiln "$kiln" --models "$models" --names resnet18,mobilenet_v2 \
+    --targets "$t" --rounds "$([ $quick -eq 1 ] && echo 2 || echo 5)" --repeat "$repeat" \
+    --csv "$out/targets.csv"
+}
+
 plots() {
   set --
   [ -f "$out/kernels.json" ] && set -- "$@" --json "$out/kernels.json"
@@ -142,10 +156,11 @@ main() {
   step "models: kiln vs onnxruntime vs PyTorch ($threads threads)" peers
   step "fusion: -O0 vs -O1" fusion
   [ $quick -eq 0 ] && step "models: kiln reference interpreter vs onnxruntime" ref
+  step "targets: OpenCL / Vulkan vs the CPU backend" targets
   step "plots" plots
 
   printf '\n== results ==\n'
-  for f in "$out"/kernels.json "$out"/kernels.csv "$out"/models.json "$out"/plots/*.png \
+  for f in "$out"/kernels.json "$out"/kernels.csv "$out"/models.json "$out"/targets.csv "$out"/plots/*.png \
            "$out"/plots/summary.md; do
     [ -f "$f" ] && echo "  $f"
   done
