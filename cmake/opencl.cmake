@@ -31,9 +31,24 @@ if(TARGET kiln_rt)
   target_link_libraries(kiln_rt PUBLIC OpenCL::OpenCL)
 endif()
 
-# sgemm on the OpenCL device: our GEMM template vs CLBlast (optional).
+# CLBlast (libclblast-dev), optional: the device's second GEMM provider
+# (runtime/opencl/opencl_gemm_provider.c) and the sgemm bench's peer.
 find_library(KILN_CLBLAST_LIB NAMES clblast)
 find_path(KILN_CLBLAST_INCLUDE clblast_c.h)
+if(KILN_CLBLAST_LIB AND KILN_CLBLAST_INCLUDE)
+  message(STATUS "kiln: CLBlast found (${KILN_CLBLAST_LIB}): OpenCL GEMMs choose kiln or CLBlast per shape")
+  foreach(t kiln kiln_rt)
+    if(TARGET ${t})
+      target_compile_definitions(${t} PRIVATE KILN_HAVE_CLBLAST=1)
+      target_include_directories(${t} PRIVATE ${KILN_CLBLAST_INCLUDE})
+      target_link_libraries(${t} PUBLIC ${KILN_CLBLAST_LIB})
+    endif()
+  endforeach()
+else()
+  message(STATUS "kiln: CLBlast not found (libclblast-dev): OpenCL GEMMs use kiln's template only")
+endif()
+
+# sgemm on the OpenCL device: our GEMM template vs CLBlast (optional).
 if(EXISTS ${CMAKE_SOURCE_DIR}/bench/opencl_sgemm.c)
   add_executable(kiln_bench_opencl_sgemm ${CMAKE_SOURCE_DIR}/bench/opencl_sgemm.c)
   target_link_libraries(kiln_bench_opencl_sgemm PRIVATE kiln)

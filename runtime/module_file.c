@@ -144,12 +144,16 @@ static kiln_status_t put_str(wr_t* w, const kiln_program_t* p, const char* s, co
   return NULL;
 }
 
-static size_t section_begin(wr_t* w, uint32_t tag) {
+static size_t section_begin_flags(wr_t* w, uint32_t tag, uint32_t flags) {
   size_t at = w->len;
   put_u32(w, tag);
-  put_u32(w, KILN_MODULE_SECTION_REQUIRED);
+  put_u32(w, flags);
   put_u64(w, 0); /* patched by section_end */
   return at;
+}
+
+static size_t section_begin(wr_t* w, uint32_t tag) {
+  return section_begin_flags(w, tag, KILN_MODULE_SECTION_REQUIRED);
 }
 
 static void section_end(wr_t* w, size_t at) {
@@ -250,6 +254,29 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     put_i64(w, kk->loop_trips);
   }
   section_end(w, s);
+
+  /* Optional: a reader that does not know it runs the kernels' own code. */
+  int32_t n_gemm = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) n_gemm += p->kernels[k].gemm.valid;
+  if (n_gemm) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_GEMM, 0);
+    put_u64(w, (uint64_t)n_gemm);
+    for (int32_t k = 0; k < p->n_kernels; ++k) {
+      const kiln_program_gemm_t* g = &p->kernels[k].gemm;
+      if (!g->valid) continue;
+      put_i32(w, k);
+      put_u32(w, (g->trans_a ? 1u : 0u) | (g->trans_b ? 2u : 0u));
+      const int64_t v[10] = {g->M, g->N, g->K, g->batch, g->lda, g->ldb, g->ldy, g->sa, g->sb, g->sy};
+      for (int i = 0; i < 10; ++i) put_i64(w, v[i]);
+      uint32_t alpha;
+      memcpy(&alpha, &g->alpha, 4);
+      put_u32(w, alpha);
+      put_i32(w, g->a);
+      put_i32(w, g->b);
+      put_i32(w, g->y);
+    }
+    section_end(w, s);
+  }
 
   s = section_begin(w, KILN_MODULE_TAG_IO);
   put_u64(w, (uint64_t)p->n_inputs);
@@ -586,6 +613,37 @@ static kiln_status_t rd_kern(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_GEMM = 4 + 4 + 10 * 8 + 4 + 3 * 4 };
+
+static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
+  int32_t n; /* kernels named must exist: a GEMM section before 'KERN' names none */
+  KILN_RETURN_IF_ERROR(rd_count(r, "GEMM descriptors", MIN_GEMM, &n));
+  r->item = "GEMM descriptor";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    int32_t k = -1;
+    uint32_t flags = 0, alpha = 0;
+    KILN_RETURN_IF_ERROR(rd_i32(r, "kernel", &k));
+    if (k < 0 || k >= p->n_kernels || p->kernels[k].gemm.valid)
+      return rd_err(r, KILN_PARSE_ERROR, "names kernel %d (%d kernels, or twice)", (int)k, (int)p->n_kernels);
+    KILN_RETURN_IF_ERROR(rd_u32(r, "flags", &flags));
+    if (flags & ~3u) return rd_err(r, KILN_PARSE_ERROR, "GEMM flags 0x%x unknown to this kiln", flags);
+    kiln_program_gemm_t* g = &p->kernels[k].gemm;
+    int64_t* v[10] = {&g->M, &g->N, &g->K, &g->batch, &g->lda, &g->ldb, &g->ldy, &g->sa, &g->sb, &g->sy};
+    for (int j = 0; j < 10; ++j) KILN_RETURN_IF_ERROR(rd_i64(r, "GEMM size", v[j]));
+    KILN_RETURN_IF_ERROR(rd_u32(r, "alpha", &alpha));
+    memcpy(&g->alpha, &alpha, 4);
+    KILN_RETURN_IF_ERROR(rd_i32(r, "A parameter", &g->a));
+    KILN_RETURN_IF_ERROR(rd_i32(r, "B parameter", &g->b));
+    KILN_RETURN_IF_ERROR(rd_i32(r, "Y parameter", &g->y));
+    g->trans_a = flags & 1u;
+    g->trans_b = (flags & 2u) != 0;
+    g->valid = true; /* checked with the rest by kiln_program_validate */
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 static kiln_status_t rd_io_list(rd_t* r, kiln_program_t* p, const char* what, int32_t* out_n,
                                 int32_t** out_idx, char*** out_names) {
   int32_t n;
@@ -711,6 +769,7 @@ static const struct {
 } known_sections[] = {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
+    {KILN_MODULE_TAG_GEMM, rd_gemm},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -806,7 +865,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   if (off != size)
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
-    if (!seen[k]) {
+    if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

@@ -54,6 +54,12 @@
  *   'CODE' (required)  u64 text length, text bytes (no NUL);
  *                      count n_parts, n_parts x { u64 offset, u64 length };
  *                      count n_blobs, n_blobs x { u64 length, bytes }
+ *   'GEMM' (optional, after 'KERN'; written when a kernel has one)
+ *                      count n; n x { i32 kernel, u32 flags (1 trans_a,
+ *                      2 trans_b), i64 M, N, K, batch, lda, ldb, ldy, sa,
+ *                      sb, sy, f32 alpha (bits), i32 a, b, y } — the
+ *                      kiln_program_gemm_t a library may run in the
+ *                      kernel's place; a reader without it runs the kernel
  *
  * The writer is deterministic: a program parsed from a file serialises to
  * the same bytes.
@@ -107,6 +113,7 @@ extern "C" {
 #define KILN_MODULE_TAG_IO KILN_MODULE_TAG('I', 'O', ' ', ' ')
 #define KILN_MODULE_TAG_WGHT KILN_MODULE_TAG('W', 'G', 'H', 'T')
 #define KILN_MODULE_TAG_CODE KILN_MODULE_TAG('C', 'O', 'D', 'E')
+#define KILN_MODULE_TAG_GEMM KILN_MODULE_TAG('G', 'E', 'M', 'M')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);

@@ -152,6 +152,41 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
   return NULL;
 }
 
+/* A GEMM descriptor: parameters in range and distinct, f32, Y written,
+ * every matrix inside its buffer. */
+static kiln_status_t validate_gemm(const kiln_program_t* p, const kiln_program_kernel_t* kk) {
+  const kiln_program_gemm_t* g = &kk->gemm;
+  if (!g->valid) return NULL;
+  const int32_t par[3] = {g->a, g->b, g->y};
+  for (int i = 0; i < 3; ++i) {
+    if (par[i] < 0 || par[i] >= kk->n_args || (i && par[i] == par[i - 1]) || (i == 2 && par[2] == par[0]))
+      return bad(p, "kernel '%s' has GEMM parameters (%lld, %lld, %lld)", kk->name, (long long)g->a,
+                 (long long)g->b, (long long)g->y);
+    if (p->buffers[kk->args[par[i]]].dtype != KILN_DTYPE_F32)
+      return bad(p, "kernel '%s' has a GEMM operand that is not f32", kk->name);
+  }
+  if (!(kk->access[g->y] & KILN_ARG_WRITE)) return bad(p, "kernel '%s' has a GEMM output it does not write", kk->name);
+  const int64_t lim = 1ll << 40;
+  if (g->M < 1 || g->N < 1 || g->K < 1 || g->batch < 1 || g->M > lim || g->N > lim || g->K > lim || g->batch > lim ||
+      g->sa < 0 || g->sb < 0 || g->sy < 0 || g->sa > lim || g->sb > lim || g->sy > lim)
+    return bad(p, "kernel '%s' has GEMM %lld x %lld x %lld (batch %lld)", kk->name, (long long)g->M,
+               (long long)g->N, (long long)g->K, (long long)g->batch);
+  /* rows x cols of each stored matrix, and its leading dimension */
+  const int64_t ar = g->trans_a ? g->K : g->M, ac = g->trans_a ? g->M : g->K;
+  const int64_t br = g->trans_b ? g->N : g->K, bc = g->trans_b ? g->K : g->N;
+  const int64_t rows[3] = {ar, br, g->M}, cols[3] = {ac, bc, g->N}, ld[3] = {g->lda, g->ldb, g->ldy};
+  const int64_t st[3] = {g->sa, g->sb, g->sy};
+  for (int i = 0; i < 3; ++i) {
+    if (ld[i] < cols[i] || ld[i] > lim)
+      return bad(p, "kernel '%s' has GEMM leading dimension %lld < %lld", kk->name, (long long)ld[i], (long long)cols[i]);
+    const uint64_t need = 4ull * (uint64_t)((g->batch - 1) * st[i] + (rows[i] - 1) * ld[i] + cols[i]);
+    if (need > p->buffers[kk->args[par[i]]].bytes)
+      return bad(p, "kernel '%s': GEMM operand %c spans %llu bytes, its buffer %llu", kk->name, "ABY"[i],
+                 (unsigned long long)need, (unsigned long long)p->buffers[kk->args[par[i]]].bytes);
+  }
+  return NULL;
+}
+
 static kiln_status_t validate_kernels(const kiln_program_t* p) {
   if (p->n_kernels < 0 || (p->n_kernels > 0 && !p->kernels))
     return bad(p, "%s %lld", "kernel count", (long long)p->n_kernels);
@@ -184,6 +219,7 @@ static kiln_status_t validate_kernels(const kiln_program_t* p) {
     if (!none && !pair)
       return bad(p, "kernel '%s' has in-place pair (%lld, %lld)", kk->name, (long long)kk->inplace_in,
                  (long long)kk->inplace_out);
+    KILN_RETURN_IF_ERROR(validate_gemm(p, kk));
   }
   return NULL;
 }

@@ -61,6 +61,23 @@ enum {
   KILN_ARG_WRITE = 2,
 };
 
+/* A kernel that computes a plain f32 GEMM a device library may run in its
+ * place (CLBlast on OpenCL):
+ *   Y[b] = alpha * op(A[b]) x op(B[b])   for b < batch,
+ * A, B, Y row-major at kernel parameters a, b, y (dense views), op(A)
+ * M x K (A is K x M with trans_a), op(B) K x N (N x K with trans_b), leading
+ * dimensions lda, ldb, ldy, batch strides sa, sb, sy in elements (0: the
+ * same matrix for every b). No bias, no epilogue: Y is overwritten. */
+typedef struct kiln_program_gemm_s {
+  bool valid;
+  bool trans_a, trans_b;
+  int64_t M, N, K, batch;
+  int64_t lda, ldb, ldy;
+  int64_t sa, sb, sy;
+  float alpha;
+  int32_t a, b, y; /* kernel parameter indices */
+} kiln_program_gemm_t;
+
 typedef struct kiln_program_kernel_s {
   char* name;         /* symbol in the target code */
   char* node_name;    /* graph node (for profiles); never NULL */
@@ -82,6 +99,9 @@ typedef struct kiln_program_kernel_s {
    * lavapipe ends an invocation after 65535 of them, so the device refuses
    * a kernel above that instead of returning partial results. */
   int64_t loop_trips;
+  /* The GEMM this kernel computes, for a library provider (valid false:
+   * only the kernel's own code). */
+  kiln_program_gemm_t gemm;
 } kiln_program_kernel_t;
 
 typedef enum kiln_program_target_e {

@@ -497,6 +497,43 @@ static void test_serialize_refuses(void) {
   kiln_program_destroy(p);
 }
 
+/* GEMM descriptors: validated, kept by a round trip (optional section),
+ * refused when inconsistent. */
+static void test_gemm_descriptor(void) {
+  kiln_program_t* p = make_program(KILN_PROGRAM_TARGET_OPENCL);
+  /* k0_add's parameters x[2,3], w[3], t[2,3]: t[:, 0] = x @ w as a 2x1x3 GEMM */
+  kiln_program_gemm_t g = {.valid = true, .M = 2, .N = 1, .K = 3, .batch = 1, .lda = 3, .ldb = 1, .ldy = 3,
+                           .alpha = 0.5f, .a = 0, .b = 1, .y = 2};
+  p->kernels[0].gemm = g;
+  CHECK_OK(kiln_program_validate(p));
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  kiln_program_t* q = NULL;
+  if (CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len)) &&
+      CHECK_OK(kiln_module_parse(bytes, len, "gemm", sys(), &q))) {
+    const kiln_program_gemm_t* h = &q->kernels[0].gemm;
+    CHECK(h->valid && h->M == 2 && h->N == 1 && h->K == 3 && h->batch == 1 && h->lda == 3 && h->ldb == 1 &&
+          h->ldy == 3 && h->alpha == 0.5f && h->a == 0 && h->b == 1 && h->y == 2 && !h->trans_a && !h->trans_b);
+    CHECK(!q->kernels[1].gemm.valid);
+  }
+  kiln_program_destroy(q);
+  kiln_allocator_free(sys(), bytes);
+  /* inconsistent descriptors */
+  p->kernels[0].gemm.y = 0;
+  CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "GEMM parameters");
+  p->kernels[0].gemm = g;
+  p->kernels[0].gemm.y = 1; /* w is read-only and too small */
+  p->kernels[0].gemm.b = 2;
+  CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "does not write");
+  p->kernels[0].gemm = g;
+  p->kernels[0].gemm.lda = 2;
+  CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "leading dimension");
+  p->kernels[0].gemm = g;
+  p->kernels[0].gemm.M = 3;
+  CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "spans");
+  kiln_program_destroy(p);
+}
+
 /* kiln_program_const_replace: new contents for a constant, the blob rebuilt
  * with the others' bytes kept and moved to aligned offsets; bad requests
  * leave the program as it was. */
@@ -556,6 +593,7 @@ int main(void) {
   RUN(test_parse_out_of_memory);
   RUN(test_serialize_refuses);
   RUN(test_const_replace);
+  RUN(test_gemm_descriptor);
   unlink(tmp_path("tiny.kiln"));
   rmdir(tmpdir);
   return kiln_test_finish();

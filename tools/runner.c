@@ -9,6 +9,7 @@
 #include "lowering/precision.h"
 #include "runtime/calibrate.h"
 #include "runtime/module_impl.h"
+#include "runtime/session_impl.h"
 #include "targets/program_build.h"
 #ifdef KILN_HAVE_OPENCL
 #include "runtime/opencl/opencl_device.h"
@@ -226,6 +227,16 @@ kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_
          "%d dispatches, %d barriers\n",
          kiln_device_name(dev), kiln_device_api(dev), (now_s() - t0) * 1e3, a, (int)mem.slots, lb, nv, w,
          (int)mem.dispatches, (int)mem.barriers);
+#ifdef KILN_HAVE_OPENCL
+  if (kiln_opencl_is_device(dev)) {
+    kiln_opencl_build_stats_t st;
+    kiln_opencl_executable_stats(s->exe, &st);
+    if (st.n_gemm_choices)
+      printf("opencl GEMM providers: %d of %d GEMMs on CLBlast, %d measured now%s%s\n", (int)st.n_gemm_clblast,
+             (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "",
+             st.gemm_record);
+  }
+#endif
   *out_session = s;
   return NULL;
 }

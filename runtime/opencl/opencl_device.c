@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
 
 /* ---- objects ------------------------------------------------------------ */
@@ -39,6 +40,8 @@ typedef struct ocl_kernel_s {
   char* name;
   int32_t n_args;
   size_t global[3], local[3];
+  bool clblast;             /* runs as a CLBlast call (opencl_gemm_provider.h) */
+  kiln_program_gemm_t gemm; /* when clblast */
 } ocl_kernel_t;
 
 struct kiln_device_executable_s {
@@ -608,6 +611,30 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
                            "opencl: kernel '%s' takes %u arguments, the program binds %d", pk->name,
                            nargs, (int)pk->n_args);
   }
+  /* GEMM providers, per shape (opencl_gemm_provider.h). */
+  if (!s && cache_on) {
+    int w = snprintf(e->stats.gemm_record, sizeof e->stats.gemm_record, "%s/gemm-providers.tsv", cache_dir);
+    if (w < 0 || (size_t)w >= sizeof e->stats.gemm_record) e->stats.gemm_record[0] = 0;
+  }
+  char drv[256];
+  dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
+    const kiln_program_gemm_t* g = &p->kernels[k].gemm;
+    ocl_kernel_t* ek = &e->kernels[k];
+    if (!g->valid) continue;
+    kiln_ocl_gemm_choice_t ch;
+    s = kiln_ocl_gemm_choose(d->ctx, d->q, d->base.info.name, drv, ek->k, ek->n_args, ek->global, ek->local, g,
+                             e->stats.gemm_record, &ch);
+    if (s) {
+      s = kiln_status_annotate(s, "kernel '%s' (node '%s')", p->kernels[k].name, p->kernels[k].node_name);
+      break;
+    }
+    ek->clblast = ch.clblast;
+    ek->gemm = *g;
+    e->stats.n_gemm_clblast += ch.clblast;
+    e->stats.n_gemm_measured += ch.measured;
+    e->stats.n_gemm_choices++;
+  }
   if (s) {
     free_executable(d, e);
     return s;
@@ -761,6 +788,15 @@ static kiln_status_t ocl_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
     switch (op->kind) {
       case OP_DISPATCH: {
         const ocl_kernel_t* k = &c->exe->kernels[op->kernel];
+        if (k->clblast) {
+          const cl_mem* av = &c->args[op->first_arg];
+          int bst = 0;
+          err = kiln_ocl_gemm_clblast_enqueue(d->q, &k->gemm, av[k->gemm.a], av[k->gemm.b], av[k->gemm.y], &bst);
+          if (err != CL_SUCCESS)
+            return kiln_make_status(KILN_DEVICE_ERROR, "opencl: kernel '%s' as CLBlast sgemm: CLBlast status %d",
+                                    k->name, bst);
+          break;
+        }
         for (int32_t a = 0; a < op->n_args; ++a) {
           err = clSetKernelArg(k->k, (cl_uint)a, sizeof(cl_mem), &c->args[op->first_arg + a]);
           if (err != CL_SUCCESS) {

@@ -76,6 +76,10 @@ typedef struct kiln_opencl_build_stats_s {
   bool cache_rejected;     /* a cache entry existed but was corrupt/refused */
   double build_s;          /* seconds in executable_create */
   char cache_path[1024];   /* the cache file ("" when the cache is off) */
+  /* GEMM providers (runtime/opencl/opencl_gemm_provider.h): kernels with a
+   * GEMM descriptor, those running as CLBlast calls, those timed now */
+  int32_t n_gemm_choices, n_gemm_clblast, n_gemm_measured;
+  char gemm_record[1024];  /* the provider record file ("" when none) */
 } kiln_opencl_build_stats_t;
 
 /* Stats of an executable made by this backend. */

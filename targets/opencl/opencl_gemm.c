@@ -241,3 +241,32 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* na
   kiln_cf_out_puts(out, "\n");
   return NULL;
 }
+
+void kiln_opencl_gemm_describe(const kiln_opencl_gemm_t* g, kiln_program_gemm_t* out) {
+  memset(out, 0, sizeof *out);
+  int32_t a = -1, b = -1, y = -1;
+  for (int32_t j = 0; j < g->n_params; ++j) {
+    if (g->roles[j] == 'A') a = j;
+    if (g->roles[j] == 'B') b = j;
+    if (g->roles[j] == 'Y') y = j;
+  }
+  /* a library reads plain row-major operands and overwrites Y */
+  if (a < 0 || b < 0 || y < 0 || g->pack_t != 0 || g->has_bias) return;
+  *out = (kiln_program_gemm_t){.valid = true,
+                               .trans_a = g->trans_a,
+                               .trans_b = g->trans_b,
+                               .M = g->M,
+                               .N = g->N,
+                               .K = g->K,
+                               .batch = g->batch,
+                               .lda = g->lda,
+                               .ldb = g->ldb,
+                               .ldy = g->ldy,
+                               .sa = g->sa,
+                               .sb = g->sb,
+                               .sy = g->sy,
+                               .alpha = g->alpha,
+                               .a = a,
+                               .b = b,
+                               .y = y};
+}

@@ -53,6 +53,10 @@ bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm
 /* Work-groups and work-group size of an instance. */
 void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int64_t local[3]);
 
+/* What a GEMM library needs to run the instance in the kernel's place
+ * (out->valid false when it reads a packed B or adds a bias). */
+void kiln_opencl_gemm_describe(const kiln_opencl_gemm_t* g, kiln_program_gemm_t* out);
+
 /* Appends the instance (macros + template + #undefs) named |name|. */
 kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
                                      kiln_cf_out_t* out);

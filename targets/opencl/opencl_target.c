@@ -107,6 +107,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     if (!o->no_gemm_template && kiln_opencl_gemm_match(plan, k, &gemms[k])) {
       ++n_templ;
       kiln_opencl_gemm_launch(&gemms[k], pk->groups, pk->local);
+      kiln_opencl_gemm_describe(&gemms[k], &pk->gemm);
       continue;
     }
     gemms[k].matched = false;

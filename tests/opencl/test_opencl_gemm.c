@@ -2,11 +2,17 @@
  * shapes, transposes, bias broadcasts, alpha/beta, packed B and several
  * tile configurations, each instance checked against a double-precision
  * CPU product. Also the emitter's tile heuristic and launch geometry. */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kiln/runtime.h"
 #include "runtime/opencl/opencl_device.h"
+#include "runtime/opencl/opencl_gemm_provider.h"
 #include "targets/opencl/opencl_internal.h"
 #include "testing.h"
 
@@ -34,7 +40,10 @@ typedef struct gcase_s {
   float alpha, beta;
   int pack_t, pack_kbs; /* packed B: panel width, K block (0: plain) */
   kiln_opencl_gemm_tiles_t tiles; /* tm 0: the emitter's default */
+  int provider; /* 0: the template; 1: the descriptor, CLBlast forced; 2: auto with a record */
 } gcase_t;
+
+static char record_dir[] = "/tmp/kiln-test-gemm-provider-XXXXXX";
 
 static void run_case(const gcase_t* c) {
   const kiln_device_vtable_t* vt = dev->vt;
@@ -101,17 +110,48 @@ static void run_case(const gcase_t* c) {
   pk->name = dupstr(p, "gemm_under_test");
   pk->n_args = g.n_params;
   kiln_opencl_gemm_launch(&g, pk->groups, pk->local);
+  if (c->provider) {
+    kiln_opencl_gemm_describe(&g, &pk->gemm);
+    CHECK_MSG(pk->gemm.valid == (!c->pack_t && !c->bias), "gemm %dx%dx%d: descriptor valid %d", M, N, K,
+              (int)pk->gemm.valid);
+    setenv("KILN_OPENCL_GEMM_PROVIDER", c->provider == 1 ? "clblast" : "auto", 1);
+  }
   KILN_ASSERT(!kiln_allocator_malloc(A(), out.len + 1, "t", (void**)&p->code.text));
   memcpy(p->code.text, out.data, out.len + 1);
   p->code.text_len = out.len;
   kiln_cf_out_free(&out);
 
   kiln_device_executable_t* e = NULL;
-  kiln_device_build_options_t bo = {.cache_dir = NULL};
+  kiln_device_build_options_t bo = {.cache_dir = c->provider == 2 ? record_dir : NULL};
   kiln_device_buffer_t *ba = NULL, *bb = NULL, *bc = NULL, *by = NULL;
   float* y = malloc(sizeof(float) * (size_t)M * N);
   bool ran = false;
   if (CHECK_OK(vt->executable_create(dev, p, &bo, &e))) {
+    if (c->provider) {
+      kiln_opencl_build_stats_t st;
+      kiln_opencl_executable_stats(e, &st);
+      const bool lib = kiln_ocl_have_clblast();
+      CHECK(st.n_gemm_choices == (lib && pk->gemm.valid));
+      if (c->provider == 1) CHECK(st.n_gemm_clblast == (lib && pk->gemm.valid));
+      if (c->provider == 2 && lib && pk->gemm.valid) {
+        /* measured once, then read from the record */
+        CHECK(st.n_gemm_measured == 1 && strstr(st.gemm_record, record_dir) == st.gemm_record);
+        kiln_device_executable_t* e2 = NULL;
+        if (CHECK_OK(vt->executable_create(dev, p, &bo, &e2))) {
+          kiln_opencl_build_stats_t st2;
+          kiln_opencl_executable_stats(e2, &st2);
+          CHECK(st2.n_gemm_choices == 1 && st2.n_gemm_measured == 0 && st2.n_gemm_clblast == st.n_gemm_clblast);
+          vt->executable_destroy(dev, e2);
+        }
+        FILE* f = fopen(st.gemm_record, "r");
+        char shape[160], line[2048];
+        kiln_ocl_gemm_shape_key(&pk->gemm, shape, sizeof shape);
+        int lines = 0;
+        while (f && fgets(line, sizeof line, f)) lines += strstr(line, shape) && strstr(line, "\tchoice ");
+        if (f) fclose(f);
+        CHECK_MSG(lines == 1, "record '%s': %d lines for %s", st.gemm_record, lines, shape);
+      }
+    }
     CHECK_OK(vt->buffer_create(dev, sizeof(float) * (size_t)M * K, "A", &ba));
     CHECK_OK(vt->buffer_create(dev, sizeof(float) * bsz, "B", &bb));
     CHECK_OK(vt->buffer_create(dev, sizeof(float) * nbias, "C", &bc));
@@ -167,24 +207,25 @@ static void run_case(const gcase_t* c) {
   vt->executable_destroy(dev, e);
   kiln_program_destroy(p);
   free(a), free(b), free(bias), free(bst), free(ast), free(y);
+  if (c->provider) unsetenv("KILN_OPENCL_GEMM_PROVIDER");
 }
 
 static void test_shapes_default_tiles(void) {
   const gcase_t cases[] = {
-      {1, 1, 1, 0, 0, 0, 1, 0, 0, 0, {0}},      {1, 1000, 512, 0, 0, 1, 1, 1, 0, 0, {0}},
-      {7, 5, 3, 0, 0, 0, 1, 0, 0, 0, {0}},      {64, 128, 128, 0, 0, 0, 1, 0, 0, 0, {0}},
-      {65, 129, 130, 0, 0, 0, 1, 0, 0, 0, {0}}, {100, 70, 600, 0, 0, 3, 0.5f, 2.0f, 0, 0, {0}},
-      {33, 17, 45, 1, 0, 2, 1, 1, 0, 0, {0}},   {33, 17, 45, 0, 1, 4, 1, -1, 0, 0, {0}},
-      {40, 90, 77, 1, 1, 1, 2, 0.5f, 0, 0, {0}}, {196, 256, 288, 0, 0, 1, 1, 1, 0, 0, {0}},
+      {1, 1, 1, 0, 0, 0, 1, 0, 0, 0, {0}, 0},      {1, 1000, 512, 0, 0, 1, 1, 1, 0, 0, {0}, 0},
+      {7, 5, 3, 0, 0, 0, 1, 0, 0, 0, {0}, 0},      {64, 128, 128, 0, 0, 0, 1, 0, 0, 0, {0}, 0},
+      {65, 129, 130, 0, 0, 0, 1, 0, 0, 0, {0}, 0}, {100, 70, 600, 0, 0, 3, 0.5f, 2.0f, 0, 0, {0}, 0},
+      {33, 17, 45, 1, 0, 2, 1, 1, 0, 0, {0}, 0},   {33, 17, 45, 0, 1, 4, 1, -1, 0, 0, {0}, 0},
+      {40, 90, 77, 1, 1, 1, 2, 0.5f, 0, 0, {0}, 0}, {196, 256, 288, 0, 0, 1, 1, 1, 0, 0, {0}, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
 }
 
 static void test_packed_b(void) {
   const gcase_t cases[] = {
-      {50, 70, 130, 0, 0, 0, 1, 0, 32, 130, {0}},   /* one K block (rank-4 layout) */
-      {9, 90, 600, 0, 0, 1, 0.5f, 2, 32, 300, {0}}, /* K blocked (rank-5) */
-      {20, 40, 97, 0, 0, 0, 1, 0, 16, 50, {0}},     /* ragged last K block, 16-wide panels */
+      {50, 70, 130, 0, 0, 0, 1, 0, 32, 130, {0}, 0},   /* one K block (rank-4 layout) */
+      {9, 90, 600, 0, 0, 1, 0.5f, 2, 32, 300, {0}, 0}, /* K blocked (rank-5) */
+      {20, 40, 97, 0, 0, 0, 1, 0, 16, 50, {0}, 0},     /* ragged last K block, 16-wide panels */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
 }
@@ -195,11 +236,31 @@ static void test_tile_configs(void) {
       {1, 1, 1, 1, 1, 7, 1, 1},    {8, 32, 16, 1, 1, 256, 8, 4}, {5, 12, 4, 3, 1, 48, 2, 1},
   };
   for (size_t i = 0; i < sizeof tl / sizeof tl[0]; ++i) {
-    gcase_t c = {71, 53, 150, 0, 0, 1, 1, 1, 0, 0, tl[i]};
+    gcase_t c = {71, 53, 150, 0, 0, 1, 1, 1, 0, 0, tl[i], 0};
     run_case(&c);
-    gcase_t d = {37, 64, 64, 1, 1, 0, 1, 0, 0, 0, tl[i]};
+    gcase_t d = {37, 64, 64, 1, 1, 0, 1, 0, 0, 0, tl[i], 0};
     run_case(&d);
   }
+}
+
+/* The GEMM descriptor and its providers: CLBlast forced (results as the
+ * template's), and auto (timed once, recorded, read back); packed B and
+ * bias get no descriptor. */
+static void test_providers(void) {
+  if (!mkdtemp(record_dir)) {
+    CHECK_MSG(false, "mkdtemp: %s", strerror(errno));
+    return;
+  }
+  const gcase_t cases[] = {
+      {64, 96, 80, 0, 0, 0, 1, 0, 0, 0, {0}, 1},  {33, 17, 45, 1, 0, 0, 1, 0, 0, 0, {0}, 1},
+      {40, 90, 77, 1, 1, 0, 2, 0, 0, 0, {0}, 1},  {37, 64, 64, 0, 1, 0, 0.5f, 0, 0, 0, {0}, 1},
+      {128, 64, 96, 0, 0, 0, 1, 0, 0, 0, {0}, 2}, {50, 70, 130, 0, 0, 0, 1, 0, 32, 130, {0}, 2},
+      {71, 53, 150, 0, 0, 1, 1, 1, 0, 0, {0}, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", record_dir);
+  CHECK(system(cmd) == 0);
 }
 
 static void test_heuristic(void) {
@@ -237,6 +298,7 @@ int main(void) {
   RUN(test_shapes_default_tiles);
   RUN(test_packed_b);
   RUN(test_tile_configs);
+  RUN(test_providers);
   kiln_device_release(dev);
   return kiln_test_finish();
 }
