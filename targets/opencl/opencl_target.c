@@ -19,6 +19,77 @@ static void noalias_flags(const kiln_program_t* prog, const kiln_program_kernel_
   }
 }
 
+/* Template instances printed so far, each with its text with its own name
+ * blanked out: an instance whose text is the same (the same shapes, tiles
+ * and epilogue, e.g. repeated ResNet blocks) calls the first one's kernel
+ * instead of adding a copy, so the driver compiles it once. */
+typedef struct {
+  int32_t n, cap, n_shared;
+  char** canon;
+  const char** name;
+} instances_t;
+
+static void instances_free(instances_t* t, kiln_allocator_t al) {
+  for (int32_t i = 0; i < t->n; ++i) kiln_allocator_free(al, t->canon[i]);
+  kiln_allocator_free(al, t->canon);
+  kiln_allocator_free(al, (void*)t->name);
+}
+
+/* |text| with every occurrence of |name| replaced by one \x01. */
+static kiln_status_t blank_name(kiln_allocator_t al, const char* text, const char* name, char** out) {
+  const size_t nl = strlen(name), tl = strlen(text);
+  char* c = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, tl + 1, "opencl emit", (void**)&c));
+  size_t o = 0;
+  for (const char* p = text; *p;) {
+    if (nl && !strncmp(p, name, nl)) {
+      c[o++] = '\x01';
+      p += nl;
+    } else {
+      c[o++] = *p++;
+    }
+  }
+  c[o] = 0;
+  *out = c;
+  return NULL;
+}
+
+static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t k, const kiln_cf_out_t* one,
+                                  kiln_cf_out_t* out) {
+  kiln_allocator_t al = prog->allocator;
+  char* canon = NULL;
+  KILN_RETURN_IF_ERROR(blank_name(al, one->data ? one->data : "", prog->kernels[k].name, &canon));
+  for (int32_t i = 0; i < t->n; ++i) {
+    if (strcmp(t->canon[i], canon)) continue;
+    kiln_allocator_free(al, canon);
+    char* shared = NULL;
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, t->name[i], &shared));
+    kiln_allocator_free(al, prog->kernels[k].name);
+    prog->kernels[k].name = shared;
+    t->n_shared++;
+    return NULL;
+  }
+  if (t->n == t->cap) {
+    int32_t cap = t->cap ? 2 * t->cap : 16;
+    void* a = t->canon;
+    void* b = (void*)t->name;
+    kiln_status_t s = kiln_allocator_realloc(al, sizeof(char*) * (size_t)cap, "opencl emit", &a);
+    if (!s) t->canon = a;
+    if (!s) s = kiln_allocator_realloc(al, sizeof(char*) * (size_t)cap, "opencl emit", &b);
+    if (!s) t->name = b;
+    if (s) {
+      kiln_allocator_free(al, canon);
+      return s;
+    }
+    t->cap = cap;
+  }
+  t->canon[t->n] = canon;
+  t->name[t->n] = prog->kernels[k].name;
+  t->n++;
+  kiln_cf_out_puts(out, one->data ? one->data : "");
+  return NULL;
+}
+
 /* The weight constants of the conv instances marked in |wtiled|, re-laid
  * out for their template (one weights blob rebuild for all). */
 static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
@@ -142,10 +213,20 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
   if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
-  for (int32_t k = 0; k < n && !s; ++k)
-    if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &out);
-    else if (slot_of[k] >= 0) s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
-                                 prog->kernels[k].name, &out);
+  instances_t inst = {0};
+  for (int32_t k = 0; k < n && !s; ++k) {
+    if (!gemms[k].matched && slot_of[k] < 0) continue;
+    kiln_cf_out_t one;
+    kiln_cf_out_init(&one);
+    if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &one);
+    else s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
+                                    prog->kernels[k].name, &one);
+    if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
+    if (!s) s = add_instance(&inst, prog, k, &one, &out);
+    kiln_cf_out_free(&one);
+  }
+  instances_free(&inst, al);
+  if (o->n_shared) *o->n_shared = inst.n_shared;
   if (!s && out.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
   if (!s) {
     char* text = NULL;

@@ -48,6 +48,8 @@ typedef struct kiln_opencl_emit_options_s {
                              per K slice) instead of a copy laid out for them */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
+  int32_t* n_shared;      /* out (may be NULL): template instances that call an identical
+                             earlier instance's kernel (printed once) */
 } kiln_opencl_emit_options_t;
 
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,

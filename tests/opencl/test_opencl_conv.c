@@ -160,6 +160,8 @@ static bool close_enough(const kiln_array_t* got, const kiln_array_t* want, cons
  * (templates on, off, and on reading the lowering's packed weights); with
  * templates on exactly |templated| kernels must be template instances
  * (-1: any). */
+static int expect_shared = -1; /* instances printed once for an identical earlier one (-1: any) */
+
 static void check_graph(gb_t* b, const char* what, int templated) {
   if (!CHECK_OK(b->st)) goto done;
   if (!CHECK_OK(kiln_graph_prepare(b->g))) goto done;
@@ -179,13 +181,16 @@ static void check_graph(gb_t* b, const char* what, int templated) {
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
       if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
-      int32_t n_templ = 0;
+      int32_t n_templ = 0, n_shared = 0;
       kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
-                                       .n_templated = &n_templ};
+                                       .n_templated = &n_templ, .n_shared = &n_shared};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;
       }
+      if (variant != 1 && expect_shared >= 0)
+        CHECK_MSG(n_shared == expect_shared, "%s: %d shared instances, expected %d", what, (int)n_shared,
+                  expect_shared);
       if (variant != 1 && templated >= 0)
         CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
       if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
@@ -319,6 +324,28 @@ static void test_shared_weights(void) {
   check_graph(&b, "two 3x3 convs sharing weights", 2);
 }
 
+/* Two convs of the same shape and epilogue, different weights: the second
+ * calls the first one's kernel (printed once) and both results hold. */
+static void test_identical_instances(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 16, 10, 10));
+  konst(&b, "w1", DIMS(16, 16, 3, 3));
+  konst(&b, "w2", DIMS(16, 16, 3, 3));
+  konst(&b, "b1", DIMS(16));
+  konst(&b, "b2", DIMS(16));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  node(&b, "Conv", IN("x", "w1", "b1"), "y1", 2, ca);
+  node(&b, "Relu", IN("y1"), "r1", 0, NULL);
+  node(&b, "Conv", IN("r1", "w2", "b2"), "y2", 2, ca);
+  node(&b, "Relu", IN("y2"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  expect_shared = 1;
+  check_graph(&b, "two identical 3x3 conv + relu", 2);
+  expect_shared = -1;
+}
+
 int main(void) {
   kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
   if (s) {
@@ -328,6 +355,7 @@ int main(void) {
   }
   RUN(test_conv_shapes);
   RUN(test_shared_weights);
+  RUN(test_identical_instances);
   kiln_device_release(dev);
   return kiln_test_finish();
 }
