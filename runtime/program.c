@@ -152,6 +152,23 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
   return NULL;
 }
 
+void kiln_program_gemm_operand(const kiln_program_gemm_t* g, int which, int64_t* rows, int64_t* cols,
+                               int64_t* ld, int64_t* stride) {
+  const bool t = which == 0 ? g->trans_a : which == 1 ? g->trans_b : false;
+  const int64_t r = which == 0 ? g->M : which == 1 ? g->K : g->M;
+  const int64_t c = which == 0 ? g->K : which == 1 ? g->N : g->N;
+  *rows = t ? c : r;
+  *cols = t ? r : c;
+  *ld = which == 0 ? g->lda : which == 1 ? g->ldb : g->ldy;
+  *stride = which == 0 ? g->sa : which == 1 ? g->sb : g->sy;
+}
+
+uint64_t kiln_program_gemm_operand_bytes(const kiln_program_gemm_t* g, int which) {
+  int64_t rows, cols, ld, st;
+  kiln_program_gemm_operand(g, which, &rows, &cols, &ld, &st);
+  return 4ull * (uint64_t)((g->batch - 1) * st + (rows - 1) * ld + cols);
+}
+
 /* A GEMM descriptor: parameters in range and distinct, f32, Y written,
  * every matrix inside its buffer. */
 static kiln_status_t validate_gemm(const kiln_program_t* p, const kiln_program_kernel_t* kk) {
@@ -171,15 +188,12 @@ static kiln_status_t validate_gemm(const kiln_program_t* p, const kiln_program_k
       g->sa < 0 || g->sb < 0 || g->sy < 0 || g->sa > lim || g->sb > lim || g->sy > lim)
     return bad(p, "kernel '%s' has GEMM %lld x %lld x %lld (batch %lld)", kk->name, (long long)g->M,
                (long long)g->N, (long long)g->K, (long long)g->batch);
-  /* rows x cols of each stored matrix, and its leading dimension */
-  const int64_t ar = g->trans_a ? g->K : g->M, ac = g->trans_a ? g->M : g->K;
-  const int64_t br = g->trans_b ? g->N : g->K, bc = g->trans_b ? g->K : g->N;
-  const int64_t rows[3] = {ar, br, g->M}, cols[3] = {ac, bc, g->N}, ld[3] = {g->lda, g->ldb, g->ldy};
-  const int64_t st[3] = {g->sa, g->sb, g->sy};
   for (int i = 0; i < 3; ++i) {
-    if (ld[i] < cols[i] || ld[i] > lim)
-      return bad(p, "kernel '%s' has GEMM leading dimension %lld < %lld", kk->name, (long long)ld[i], (long long)cols[i]);
-    const uint64_t need = 4ull * (uint64_t)((g->batch - 1) * st[i] + (rows[i] - 1) * ld[i] + cols[i]);
+    int64_t rows, cols, ld, st;
+    kiln_program_gemm_operand(g, i, &rows, &cols, &ld, &st);
+    if (ld < cols || ld > lim)
+      return bad(p, "kernel '%s' has GEMM leading dimension %lld < %lld", kk->name, (long long)ld, (long long)cols);
+    const uint64_t need = kiln_program_gemm_operand_bytes(g, i);
     if (need > p->buffers[kk->args[par[i]]].bytes)
       return bad(p, "kernel '%s': GEMM operand %c spans %llu bytes, its buffer %llu", kk->name, "ABY"[i],
                  (unsigned long long)need, (unsigned long long)p->buffers[kk->args[par[i]]].bytes);

@@ -78,6 +78,13 @@ typedef struct kiln_program_gemm_s {
   int32_t a, b, y; /* kernel parameter indices */
 } kiln_program_gemm_t;
 
+/* Operand |which| (0 A, 1 B, 2 Y) of |g| as stored: rows x cols, leading
+ * dimension and batch stride (elements). */
+void kiln_program_gemm_operand(const kiln_program_gemm_t* g, int which, int64_t* rows, int64_t* cols,
+                               int64_t* ld, int64_t* stride);
+/* Bytes operand |which| spans over the whole batch (f32). */
+uint64_t kiln_program_gemm_operand_bytes(const kiln_program_gemm_t* g, int which);
+
 typedef struct kiln_program_kernel_s {
   char* name;         /* symbol in the target code */
   char* node_name;    /* graph node (for profiles); never NULL */

@@ -546,10 +546,10 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   e->n_kernels = p->n_kernels;
 
   char cache_dir[1024];
+  char drv[256]; /* part of the cache key and of the GEMM provider record */
+  dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
   bool cache_on = kiln_opencl_cache_dir(o ? o->cache_dir : NULL, cache_dir, sizeof cache_dir);
   if (cache_on) {
-    char drv[256];
-    dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
     char key[33];
     kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, drv, d->version,
                           KILN_OPENCL_BUILD_OPTIONS, key);
@@ -616,8 +616,6 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     int w = snprintf(e->stats.gemm_record, sizeof e->stats.gemm_record, "%s/gemm-providers.tsv", cache_dir);
     if (w < 0 || (size_t)w >= sizeof e->stats.gemm_record) e->stats.gemm_record[0] = 0;
   }
-  char drv[256];
-  dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_gemm_t* g = &p->kernels[k].gemm;
     ocl_kernel_t* ek = &e->kernels[k];

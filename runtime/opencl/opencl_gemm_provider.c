@@ -152,14 +152,6 @@ static double best_time(bench_t* t, bool clblast, cl_int* err) {
   return *err == CL_SUCCESS ? best : -1;
 }
 
-static uint64_t span_bytes(const kiln_program_gemm_t* g, int which) {
-  const int64_t rows = which == 0 ? (g->trans_a ? g->K : g->M) : which == 1 ? (g->trans_b ? g->N : g->K) : g->M;
-  const int64_t cols = which == 0 ? (g->trans_a ? g->M : g->K) : which == 1 ? (g->trans_b ? g->K : g->N) : g->N;
-  const int64_t ld = which == 0 ? g->lda : which == 1 ? g->ldb : g->ldy;
-  const int64_t st = which == 0 ? g->sa : which == 1 ? g->sb : g->sy;
-  return 4ull * (uint64_t)((g->batch - 1) * st + (rows - 1) * ld + cols);
-}
-
 kiln_status_t kiln_ocl_gemm_choose(cl_context ctx, cl_command_queue q, const char* device, const char* driver,
                                    cl_kernel k, int32_t n_args, const size_t global[3], const size_t local[3],
                                    const kiln_program_gemm_t* g, const char* record, kiln_ocl_gemm_choice_t* out) {
@@ -182,7 +174,8 @@ kiln_status_t kiln_ocl_gemm_choose(cl_context ctx, cl_command_queue q, const cha
    * packing workspace) get a small buffer. */
   cl_int err = CL_SUCCESS;
   cl_mem m[4] = {NULL, NULL, NULL, NULL};
-  const uint64_t bytes[4] = {span_bytes(g, 0), span_bytes(g, 1), span_bytes(g, 2), 64};
+  const uint64_t bytes[4] = {kiln_program_gemm_operand_bytes(g, 0), kiln_program_gemm_operand_bytes(g, 1),
+                             kiln_program_gemm_operand_bytes(g, 2), 64};
   for (int i = 0; i < 4 && err == CL_SUCCESS; ++i) {
     m[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)bytes[i], NULL, &err);
     if (err == CL_SUCCESS && i < 2) {
