@@ -53,26 +53,35 @@ bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_co
   return true;
 }
 
+kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                              const char* what, int32_t* out_buffer, const float** out_src) {
+  int32_t w = -1;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') w = c->args[j];
+  if (w < 0 || w >= prog->n_buffers || prog->buffers[w].kind != KILN_PB_CONST ||
+      prog->buffers[w].dtype != KILN_DTYPE_F32)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the weights are not an f32 constant", what);
+  const kiln_program_buffer_t* b = &prog->buffers[w];
+  /* the packed source holds every (m, k) of the lowering's layout */
+  const int64_t src_n = ((c->K + c->kbs - 1) / c->kbs) * c->tiles * c->kbs * c->pt;
+  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)src_n * 4 > b->bytes)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: weights '%s' hold %llu bytes, the packed layout needs %lld",
+                            what, b->name, (unsigned long long)b->bytes, (long long)src_n * 4);
+  *out_buffer = w;
+  *out_src = (const float*)(prog->weights + b->const_offset);
+  return NULL;
+}
+
 kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
                                             float** out_data, uint64_t* out_bytes) {
   *out_data = NULL;
   *out_bytes = 0;
   int32_t w = -1;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == 'W') w = c->args[j];
-  if (w < 0 || w >= prog->n_buffers || prog->buffers[w].kind != KILN_PB_CONST ||
-      prog->buffers[w].dtype != KILN_DTYPE_F32)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv: the weights are not an f32 constant");
-  const kiln_program_buffer_t* b = &prog->buffers[w];
+  const float* src = NULL;
+  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl conv", &w, &src));
   const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bk = t->bk, tm = t->tm;
   const int64_t nmb = (c->M + bm - 1) / bm, nks = (c->K + bk - 1) / bk;
-  /* the packed source holds every (m, k) of the lowering's layout */
-  const int64_t src_n = ((c->K + c->kbs - 1) / c->kbs) * c->tiles * c->kbs * c->pt;
-  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)src_n * 4 > b->bytes)
-    return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "opencl conv: weights '%s' hold %llu bytes, the packed layout needs %lld",
-                            b->name, (unsigned long long)b->bytes, (long long)src_n * 4);
   const uint64_t n = (uint64_t)(nmb * bm) * (uint64_t)(nks * bk);
   float* dst = NULL;
   int64_t* offs = NULL; /* both layouts split into a k part plus an m part */
@@ -95,7 +104,6 @@ kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const ki
     dst_k[k] = (k / bk) * bm * bk + (k % bk) * tm;
   }
   memset(dst, 0, n * sizeof(float));
-  const float* src = (const float*)(prog->weights + b->const_offset);
   for (int64_t k = 0; k < c->K; ++k)
     for (int64_t m = 0; m < c->M; ++m) dst[dst_k[k] + dst_m[m]] = src[src_k[k] + src_m[m]];
   kiln_allocator_free(prog->allocator, offs);
@@ -103,6 +111,22 @@ kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const ki
   *out_data = dst;
   *out_bytes = n * sizeof(float);
   return NULL;
+}
+
+void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out) {
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j];
+    if (j) kiln_cf_out_puts(out, ", ");
+    switch (r) {
+      case 'W': kiln_cf_out_puts(out, "__global const float* restrict W"); break;
+      case 'X': kiln_cf_out_puts(out, "__global const float* restrict XP"); break;
+      case 'F': kiln_cf_out_puts(out, "__global float* restrict YF"); break;
+      case 'C': kiln_cf_out_puts(out, "__global const float* restrict BIAS"); break;
+      case 'Y': kiln_cf_out_puts(out, "__global float* restrict Y"); break;
+      default: kiln_cf_out_printf(out, "__global const float* restrict E%c", r); break;
+    }
+  }
+  kiln_cf_out_puts(out, "\n");
 }
 
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
@@ -121,19 +145,7 @@ kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl
   kiln_cf_out_puts(out, "};\n");
   kiln_cf_out_printf(out, "#define KILN_CONV_NAME %s\n#define KC_TOFF %s_toff\n#define KILN_CONV_SIGNATURE ",
                      name, name);
-  for (int32_t j = 0; j < c->n_params; ++j) {
-    const char r = c->roles[j];
-    if (j) kiln_cf_out_puts(out, ", ");
-    switch (r) {
-      case 'W': kiln_cf_out_puts(out, "__global const float* restrict W"); break;
-      case 'X': kiln_cf_out_puts(out, "__global const float* restrict XP"); break;
-      case 'F': kiln_cf_out_puts(out, "__global float* restrict YF"); break;
-      case 'C': kiln_cf_out_puts(out, "__global const float* restrict BIAS"); break;
-      case 'Y': kiln_cf_out_puts(out, "__global float* restrict Y"); break;
-      default: kiln_cf_out_printf(out, "__global const float* restrict E%c", r); break;
-    }
-  }
-  kiln_cf_out_puts(out, "\n");
+  kiln_opencl_conv_print_params(c, out);
   kiln_opencl_epi_print(&c->epi, "KC_EPI", "E", out);
   kiln_cf_out_printf(out,
                      "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"

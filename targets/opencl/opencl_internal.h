@@ -89,9 +89,20 @@ void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_ti
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                      bool wtiled, const char* name, kiln_cf_out_t* out);
 
+/* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0..) and a
+ * newline: the body of the KILN_*_SIGNATURE macro conv.cl and winograd.cl
+ * are defined with. */
+void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
+
 /* True when no kernel but the instance's GEMM (and no model output) reads
  * its weight constant, so the constant may be re-laid out for it. */
 bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c);
+
+/* The instance's weight constant in |prog| (its buffer and its f32 data in
+ * the lowering's packed layout, checked to hold every (m, k)); errors are
+ * INVALID_ARGUMENT prefixed with |what|. */
+kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                              const char* what, int32_t* out_buffer, const float** out_src);
 
 /* The instance's weight constant in |prog| re-laid out from the lowering's
  * packed layout into the order conv.cl's micro-kernel reads it with tiles
@@ -103,6 +114,46 @@ bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_co
 kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
                                             float** out_data, uint64_t* out_bytes);
+
+/* ---- Winograd F(2x2, 3x3) instances (opencl_winograd.c) ------------------- */
+
+/* Embedded kernels/opencl/winograd.cl. */
+extern const char kiln_cl_winograd[];
+extern const size_t kiln_cl_winograd_len;
+
+/* Tiles of winograd.cl: TM channels x TN tiles per item (TN the vector
+ * width), WX x WY items per group, CB input channels per slice. */
+typedef struct kiln_opencl_wino_tiles_s {
+  int32_t tm, tn, wx, wy, cb;
+} kiln_opencl_wino_tiles_t;
+
+/* True when matched conv |c| is one winograd.cl computes: 3x3, stride 1,
+ * dilation 1, 2-D, f32, a cropped grid whose planes hold the rows and
+ * columns the 4x4 patches read. */
+bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c);
+
+/* True when, by measurement on PoCL, Winograd beats the implicit-GEMM
+ * template for |c|'s shape. KILN_OPENCL_WINOGRAD=off never uses it,
+ * =all wherever it covers. */
+bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c);
+
+/* Tiles for |c|; KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb" overrides them. */
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c);
+
+void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]);
+
+/* The instance's weight constant transformed (U = G g G^T per output and
+ * input channel) and laid out as winograd.cl reads it: U[((mb * 16 + xi) *
+ * CP + c) * TM + i], channels padded with zeros to whole groups (BM) and
+ * slices (CB): 16/9 of the weights and more. As kiln_opencl_conv_pack_weights. */
+kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                            const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
+                                            float** out_data, uint64_t* out_bytes);
+
+/* Appends the instance named |name| (its weights transformed as above). */
+kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

@@ -91,9 +91,11 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
 }
 
 /* The weight constants of the conv instances marked in |wtiled|, re-laid
- * out for their template (one weights blob rebuild for all). */
+ * out for their template (Winograd ones transformed; one weights blob
+ * rebuild for all). */
 static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
                                            const kiln_opencl_conv_tiles_t* ctiles, const bool* wtiled,
+                                           const bool* wino, const kiln_opencl_wino_tiles_t* wtiles,
                                            int32_t n) {
   kiln_allocator_t al = prog->allocator;
   int32_t m = 0;
@@ -108,7 +110,8 @@ static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_
   int32_t got = 0;
   for (int32_t k = 0; k < n && !s; ++k) {
     if (!convs[k].matched || !wtiled[k]) continue;
-    s = kiln_opencl_conv_pack_weights(prog, &convs[k], &ctiles[k], &bufs[got], &data[got], &bytes[got]);
+    s = wino[k] ? kiln_opencl_wino_pack_weights(prog, &convs[k], &wtiles[k], &bufs[got], &data[got], &bytes[got])
+                : kiln_opencl_conv_pack_weights(prog, &convs[k], &ctiles[k], &bufs[got], &data[got], &bytes[got]);
     if (!s) ++got;
   }
   if (!s) s = kiln_program_const_replace(prog, got, bufs, (const void* const*)data, bytes);
@@ -155,6 +158,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_gpu_conv_t* convs = NULL;
   kiln_opencl_conv_tiles_t* ctiles = NULL;
   bool* wtiled = NULL;
+  bool* wino = NULL;
+  kiln_opencl_wino_tiles_t* wtiles = NULL;
   int32_t* slot_of = NULL;
   bool rewrite = false;
   int64_t total_args = 0;
@@ -167,8 +172,10 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *slot_of * (size_t)(n + 1), "opencl emit", (void**)&slot_of);
   if (!s) s = kiln_allocator_malloc(al, sizeof *ctiles * (size_t)(n + 1), "opencl emit", (void**)&ctiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiled * (size_t)(n + 1), "opencl emit", (void**)&wtiled);
-  for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false;
-  int32_t n_print = 0, n_templ = 0, n_rebound = 0;
+  if (!s) s = kiln_allocator_malloc(al, sizeof *wino * (size_t)(n + 1), "opencl emit", (void**)&wino);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
+  for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false, wino[k] = false;
+  int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
     kiln_program_kernel_t* pk = &prog->kernels[k];
@@ -186,11 +193,22 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       const int32_t slot = convs[k].slot;
       ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
       wtiled[k] = !o->no_conv_relayout && kiln_opencl_conv_weights_private(plan, &convs[k]);
+      /* Winograd transforms the weights (so they must be the conv's own)
+       * and keeps no partial sums in the grid, which leaves the program */
+      if (!o->no_winograd && wtiled[k] && kiln_opencl_wino_covers(&convs[k]) && kiln_opencl_wino_wins(&convs[k]) &&
+          kiln_gpu_conv_match(plan, k, false, false, &convs[k])) {
+        wino[k] = true;
+        ++n_wino;
+        wtiles[k] = kiln_opencl_wino_default_tiles(&convs[k]);
+      }
       ++n_templ;
       rewrite = true;
       if (slot != k) slot_of[k] = -2;
       slot_of[slot] = k;
-      kiln_opencl_conv_launch(&convs[k], &ctiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
+      if (wino[k])
+        kiln_opencl_wino_launch(&convs[k], &wtiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
+      else
+        kiln_opencl_conv_launch(&convs[k], &ctiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
       continue;
     }
     convs[k].matched = false;
@@ -219,6 +237,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     kiln_cf_out_t one;
     kiln_cf_out_init(&one);
     if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &one);
+    else if (wino[slot_of[k]])
+      s = kiln_opencl_wino_print(&convs[slot_of[k]], &wtiles[slot_of[k]], prog->kernels[k].name, &one);
     else s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
                                     prog->kernels[k].name, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
@@ -233,7 +253,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
     if (!s && rewrite) {
       /* Weights first, into one new blob: a failure leaves |prog| as it was. */
-      s = relayout_conv_weights(prog, convs, ctiles, wtiled, n);
+      s = relayout_conv_weights(prog, convs, ctiles, wtiled, wino, wtiles, n);
       if (!s) s = kiln_gpu_conv_rewrite(prog, convs, slot_of, NULL);
       if (s) kiln_allocator_free(al, text);
     }
@@ -251,6 +271,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   }
   if (o->n_templated) *o->n_templated = n_templ;
   if (o->n_rebound) *o->n_rebound = n_rebound;
+  if (o->n_winograd) *o->n_winograd = n_wino;
   kiln_cf_out_free(&out);
   kiln_allocator_free(al, funcs);
   kiln_allocator_free(al, infos);
@@ -260,6 +281,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, slot_of);
   kiln_allocator_free(al, ctiles);
   kiln_allocator_free(al, wtiled);
+  kiln_allocator_free(al, wino);
+  kiln_allocator_free(al, wtiles);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;

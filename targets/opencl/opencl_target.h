@@ -14,7 +14,9 @@
  *   - Conv kernels that the implicit-GEMM template (kernels/opencl/conv.cl)
  *     covers: the GEMM and the crop (with its fused epilogue) become one
  *     instance in the crop's place, with its own parameter list, and the
- *     GEMM kernel leaves the program. So prog->n_kernels may shrink and
+ *     GEMM kernel leaves the program. 3x3 stride-1 convs of shapes where it
+ *     measured faster become a Winograd F(2x2, 3x3) instance instead
+ *     (kernels/opencl/winograd.cl; weights transformed at compile time). So prog->n_kernels may shrink and
  *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
  *
  * Usage: the program builder (targets/program_build.c) fills prog->kernels
@@ -46,10 +48,13 @@ typedef struct kiln_opencl_emit_options_s {
   bool no_conv_template;  /* keep Conv kernels as printed (phase split, GEMM, crop) */
   bool no_conv_relayout;  /* conv templates read the lowering's packed weights (gathered
                              per K slice) instead of a copy laid out for them */
+  bool no_winograd;       /* 3x3 stride-1 convs use the implicit-GEMM template even where
+                             Winograd F(2x2, 3x3) (kernels/opencl/winograd.cl) wins */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
   int32_t* n_shared;      /* out (may be NULL): template instances that call an identical
                              earlier instance's kernel (printed once) */
+  int32_t* n_winograd;    /* out (may be NULL): conv instances that are Winograd ones */
 } kiln_opencl_emit_options_t;
 
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,

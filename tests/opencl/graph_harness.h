@@ -2,7 +2,7 @@
  * test_opencl_conv.c, ...): random f32 arrays, a small graph builder whose
  * inputs come with random feeds, running a program kernel by kernel on a
  * device with one device buffer per program root, and the comparison with
- * the reference (|got - want| <= 1e-5 + 1e-4 |want|). */
+ * the reference (|got - want| <= 1e-5 max(1, max |want|) + 1e-4 |want|). */
 #ifndef KILN_TESTS_OPENCL_GRAPH_HARNESS_H_
 #define KILN_TESTS_OPENCL_GRAPH_HARNESS_H_
 

@@ -2,12 +2,14 @@
  * targets/opencl/opencl_conv.c) end to end on device 0: small Conv graphs
  * with constant weights, lowered with the GPU schedules, fused, built into
  * an OpenCL program and run kernel by kernel, compared with the reference
- * executor (rtol 1e-4, atol 1e-5) -- strides 1/2, pads (asymmetric too),
+ * executor (rtol 1e-4, atol 1e-5 x the largest output) -- strides 1/2, pads (asymmetric too),
  * dilation, 1x1/3x3/5x5/7x7, odd sizes that no tile divides, batches,
  * bias, fused Relu/Clip/residual Add epilogues, depthwise. Each graph also
  * runs with the templates off (every kernel printed), and the number of
  * template instances is checked: grouped convs (groups > 1, not depthwise)
- * must keep the printed kernels. */
+ * must keep the printed kernels. 3x3 stride-1 convs that become Winograd
+ * F(2x2, 3x3) instances (kernels/opencl/winograd.cl) run once more with
+ * Winograd off, and the number of Winograd instances is checked. */
 #include <math.h>
 #include <stdint.h>
 
@@ -37,7 +39,7 @@ static kiln_status_t run_on_device(const kiln_program_t* p, const kiln_array_t* 
  * (-1: any). */
 static int expect_shared = -1; /* instances printed once for an identical earlier one (-1: any) */
 
-static void check_graph(gb_t* b, const char* what, int templated) {
+static void check_graph(gb_t* b, const char* what, int templated, int wino) {
   if (!CHECK_OK(b->st)) goto done;
   if (!CHECK_OK(kiln_graph_prepare(b->g))) goto done;
   kiln_array_t want[4], got[4];
@@ -50,15 +52,18 @@ static void check_graph(gb_t* b, const char* what, int templated) {
   if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
     kiln_fusion_report_t rep;
     CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
-    static const char* const variants[] = {"templates", "printed", "templates, packed weights"};
-    for (int variant = 0; variant < 3; ++variant) {
+    static const char* const variants[] = {"templates", "printed", "templates, packed weights",
+                                           "templates, no winograd"};
+    /* the last variant only where Winograd replaces an implicit-GEMM instance */
+    for (int variant = 0; variant < (wino > 0 ? 4 : 3); ++variant) {
       kiln_program_t* prog = NULL;
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
       if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
-      int32_t n_templ = 0, n_shared = 0;
+      int32_t n_templ = 0, n_shared = 0, n_wino = 0;
       kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
-                                       .n_templated = &n_templ, .n_shared = &n_shared};
+                                       .no_winograd = variant == 3, .n_templated = &n_templ,
+                                       .n_shared = &n_shared, .n_winograd = &n_wino};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;
@@ -69,12 +74,20 @@ static void check_graph(gb_t* b, const char* what, int templated) {
       if (variant != 1 && templated >= 0)
         CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
       if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
+      /* Winograd needs the conv's own weights: not with packed weights, not when it is off */
+      const int want_wino = variant == 0 ? wino : 0;
+      if (want_wino >= 0)
+        CHECK_MSG(n_wino == want_wino, "%s (%s): %d winograd instances, expected %d", what, variants[variant],
+                  (int)n_wino, want_wino);
+      CHECK_MSG((n_wino > 0) == (strstr(prog->code.text, "kiln winograd F(2x2,3x3)") != NULL),
+                "%s (%s): %d winograd instances but the source %s one", what, variants[variant], (int)n_wino,
+                n_wino > 0 ? "has no" : "has");
       memset(got, 0, sizeof got);
       char label[200];
       snprintf(label, sizeof label, "%s (%s, %d kernels)", what, variants[variant], (int)prog->n_kernels);
       if (variant != 1 && n_templ > 0) {
         /* the instance's weight layout is the one asked for */
-        const char* want_tiled = variant == 0 ? "#define CWTILED 1" : "#define CWTILED 0";
+        const char* want_tiled = variant != 2 ? "#define CWTILED 1" : "#define CWTILED 0";
         CHECK_MSG(!strstr(prog->code.text, "#define CWTILED") || strstr(prog->code.text, want_tiled),
                   "%s: no '%s' in the source", label, want_tiled);
       }
@@ -114,6 +127,7 @@ typedef struct ccase_s {
   bool bias;
   int epi; /* 0 none, 1 Relu, 2 Clip(0, 6), 3 Add(residual) + Relu, 4 Mul(per-channel) + Add */
   int templated;
+  int wino; /* Winograd instances expected with the templates on */
 } ccase_t;
 
 static void conv_case(const ccase_t* c) {
@@ -155,30 +169,38 @@ static void conv_case(const ccase_t* c) {
     node(&b, "Add", IN("t", "shift"), "out", 0, NULL);
   }
   kiln_graph_add_output(b.g, "out");
-  check_graph(&b, c->what, c->templated);
+  check_graph(&b, c->what, c->templated, c->wino);
 }
 
 static void test_conv_shapes(void) {
   static const ccase_t cases[] = {
-      /* what, n, c, m, h, w, k, s, d, pads, group, bias, epi, templated */
-      {"3x3 s1 p1 bias relu", 1, 16, 32, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1},
-      {"3x3 s2 p1 odd 15x17", 1, 8, 24, 15, 17, 3, 2, 1, {1, 1, 1, 1}, 1, false, 0, 1},
-      {"3x3 s1 p0 no crop needed", 1, 8, 8, 10, 10, 3, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1},
-      {"1x1 s1 7x7 (grid padded)", 1, 32, 40, 7, 7, 1, 1, 1, {0, 0, 0, 0}, 1, true, 1, 1},
-      {"1x1 s1 16x16 plain", 1, 16, 16, 16, 16, 1, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1},
-      {"1x1 s2 downsample", 1, 16, 32, 14, 14, 1, 2, 1, {0, 0, 0, 0}, 1, false, 0, 1},
-      {"7x7 s2 p3 stem", 1, 3, 16, 32, 32, 7, 2, 1, {3, 3, 3, 3}, 1, true, 1, 1},
-      {"5x5 s1 p2 residual", 1, 8, 12, 11, 13, 5, 1, 1, {2, 2, 2, 2}, 1, true, 3, 1},
-      {"3x3 residual relu", 2, 16, 16, 9, 9, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1},
-      {"3x3 dilation 2", 1, 6, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, 1, false, 1, 1},
-      {"3x3 asymmetric pads s2", 1, 5, 7, 13, 10, 3, 2, 1, {0, 1, 2, 0}, 1, true, 0, 1},
-      {"3x3 clip", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 2, 1},
-      {"3x3 mul add per channel", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 4, 1},
-      {"3x3 K = 576 batch 2", 2, 64, 72, 12, 12, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1},
+      /* what, n, c, m, h, w, k, s, d, pads, group, bias, epi, templated, wino */
+      {"3x3 s1 p1 bias relu", 1, 16, 32, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+      {"3x3 s2 p1 odd 15x17", 1, 8, 24, 15, 17, 3, 2, 1, {1, 1, 1, 1}, 1, false, 0, 1, 0},
+      {"3x3 s1 p0 no crop needed", 1, 8, 8, 10, 10, 3, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1, 0},
+      {"1x1 s1 7x7 (grid padded)", 1, 32, 40, 7, 7, 1, 1, 1, {0, 0, 0, 0}, 1, true, 1, 1, 0},
+      {"1x1 s1 16x16 plain", 1, 16, 16, 16, 16, 1, 1, 1, {0, 0, 0, 0}, 1, true, 0, 1, 0},
+      {"1x1 s2 downsample", 1, 16, 32, 14, 14, 1, 2, 1, {0, 0, 0, 0}, 1, false, 0, 1, 0},
+      {"7x7 s2 p3 stem", 1, 3, 16, 32, 32, 7, 2, 1, {3, 3, 3, 3}, 1, true, 1, 1, 0},
+      {"5x5 s1 p2 residual", 1, 8, 12, 11, 13, 5, 1, 1, {2, 2, 2, 2}, 1, true, 3, 1, 0},
+      {"3x3 residual relu", 2, 16, 16, 9, 9, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1, 1},
+      {"3x3 dilation 2", 1, 6, 10, 12, 12, 3, 1, 2, {2, 2, 2, 2}, 1, false, 1, 1, 0},
+      {"3x3 asymmetric pads s2", 1, 5, 7, 13, 10, 3, 2, 1, {0, 1, 2, 0}, 1, true, 0, 1, 0},
+      {"3x3 clip", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 2, 1, 0},
+      {"3x3 mul add per channel", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 4, 1, 0},
+      {"3x3 K = 576 batch 2", 2, 64, 72, 12, 12, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+      /* Winograd F(2x2, 3x3) edges: odd output rows and columns (partial
+       * tiles, tile rows padded to groups of four), channels that fill no
+       * whole slice or group, no padding (X read as it is), asymmetric pads */
+      {"winograd 3x3 odd 15x13 residual", 1, 24, 20, 15, 13, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1, 1},
+      {"winograd 3x3 C 40 M 72 30x30 clip", 1, 40, 72, 30, 30, 3, 1, 1, {1, 1, 1, 1}, 1, true, 2, 1, 1},
+      {"winograd 3x3 p0 11x11 batch 2", 2, 16, 24, 11, 11, 3, 1, 1, {0, 0, 0, 0}, 1, false, 0, 1, 1},
+      {"winograd 3x3 asymmetric pads", 1, 16, 16, 10, 9, 3, 1, 1, {0, 1, 1, 0}, 1, true, 4, 1, 1},
+      {"winograd 3x3 C 96 7x7", 1, 96, 32, 7, 7, 3, 1, 1, {1, 1, 1, 1}, 1, false, 1, 1, 1},
       /* the last block runs past the grid (gd = 1): its tail must not land
        * in the next channel (ResNet-18 layer2.0 conv1 at 16 channels) */
-      {"3x3 s2 p1 56x56 grid tail", 1, 16, 32, 56, 56, 3, 2, 1, {1, 1, 1, 1}, 1, true, 1, 1},
-      {"3x3 groups 2 (printed)", 1, 8, 8, 10, 10, 3, 1, 1, {1, 1, 1, 1}, 2, true, 1, 0},
+      {"3x3 s2 p1 56x56 grid tail", 1, 16, 32, 56, 56, 3, 2, 1, {1, 1, 1, 1}, 1, true, 1, 1, 0},
+      {"3x3 groups 2 (printed)", 1, 8, 8, 10, 10, 3, 1, 1, {1, 1, 1, 1}, 2, true, 1, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
 }
@@ -196,7 +218,7 @@ static void test_shared_weights(void) {
   node(&b, "Relu", IN("y1"), "r1", 0, NULL);
   node(&b, "Conv", IN("r1", "w"), "out", 2, ca);
   kiln_graph_add_output(b.g, "out");
-  check_graph(&b, "two 3x3 convs sharing weights", 2);
+  check_graph(&b, "two 3x3 convs sharing weights", 2, 2);
 }
 
 /* Two convs of the same shape and epilogue, different weights: the second
@@ -217,7 +239,7 @@ static void test_identical_instances(void) {
   node(&b, "Relu", IN("y2"), "out", 0, NULL);
   kiln_graph_add_output(b.g, "out");
   expect_shared = 1;
-  check_graph(&b, "two identical 3x3 conv + relu", 2);
+  check_graph(&b, "two identical 3x3 conv + relu", 2, 2);
   expect_shared = -1;
 }
 

@@ -1,0 +1,201 @@
+/* kiln Winograd F(2x2, 3x3) convolution template for OpenCL C 1.2.
+ *
+ *   Y[b][m][oy][ox] = EPI(bias[m] + sum_c sum_{kh,kw} w[m][c][kh][kw] * XP[b][c][(oy+kh)*CQ2 + ox+kw])
+ *
+ * for a 3x3, stride-1, dilation-1 convolution whose input the lowering laid
+ * out as planes of CPLANE floats per channel with row pitch CQ2 (the
+ * zero-padded phase split, or X itself when there is no padding), so the
+ * taps are the shifts kh*CQ2 + kw (the same operands as conv.cl).
+ *
+ * The output is cut into 2x2 tiles (KW_TH x KW_TW of them, numbered row by
+ * row, each row padded to whole groups of four tiles: KW_TWP); tile t reads the 4x4 input patch d at rows 2ty.., columns 2tx.. and
+ *   Y_tile = A^T [ sum_c (G g_c G^T) .* (B^T d_c B) ] A
+ * with the usual F(2x2, 3x3) matrices (B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
+ * 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1]). So the work is 16 GEMMs, one per
+ * position xi of the 4x4 transformed tile, M output channels x tiles x C
+ * channels: 16 multiply-adds per tile and channel against 36 for the
+ * direct 2x2 outputs.
+ *
+ * The weights U = G g G^T are transformed at compile time
+ * (opencl_winograd.c) and laid out in the order the micro-kernel reads
+ * them: block of TM channels, xi, channel (padded with zeros to whole
+ * slices of CB), channel of the block: U[((mb * 16 + xi) * KW_CP + c) * TM + i].
+ *
+ * A work-group of WX x WY items computes BM = TM*WY channels x BT = TN*WX
+ * tiles. Per slice of CB input channels it transforms the CB x BT input
+ * patches into __local Vs[xi][c][t] (a patch outside the plane's valid rows
+ * and columns reads zeros there: those values reach only outputs past the
+ * edge, which are not stored), then each item runs the 16 small GEMMs on its
+ * TM channels x TN tiles (TN tiles a vector), keeping the 16 x TM partial
+ * sums in a private array across slices. After the last slice it applies
+ * A^T . A, the bias and the fused epilogue, and stores the outputs that lie
+ * inside Y (dense NCHW).
+ *
+ * Instance parameters (defined by the includer, #undef'd after):
+ *   KILN_WINO_NAME, KILN_WINO_SIGNATURE (parameters as conv.cl's: W (here
+ *     U), XP, Y, optionally YF (unused), BIAS and epilogue operands)
+ *   CM CC           output and input channels
+ *   CPLANE CQ2      floats per channel plane of XP, row pitch
+ *   CHO CWO         output height and width
+ *   CBATCH          images (get_group_id(2))
+ *   CHAS_BIAS       bias per output channel
+ *   KW_EPI(v, b, m, p, LD)  the fused epilogue on a float v (as conv.cl)
+ *   TM TN WX WY CB  tiles: channels per item, tiles per item (vector width:
+ *                   1, 2, 4, 8 or 16; TN * WX a multiple of 4), items per
+ *                   group, channels per slice
+ * Launch: global (ceil(KW_NT/BT)*WX, ceil(CM/BM)*WY, CBATCH), local (WX, WY, 1).
+ */
+#define KW_TH ((CHO + 1) / 2)
+#define KW_TW ((CWO + 1) / 2)
+#define KW_TWP ((KW_TW + 3) / 4 * 4)
+#define KW_NT (KW_TH * KW_TWP)
+#define KW_BT (TN * WX)
+#define KW_CP (((CC + CB - 1) / CB) * CB)
+#define KW_CAT_(a, b) a##b
+#define KW_CAT(a, b) KW_CAT_(a, b)
+#if TN == 1
+#define KW_VT float
+#define KW_VLOAD(p) (*(p))
+#define KW_LANE(v, l) (v)
+#else
+#define KW_VT KW_CAT(float, TN)
+#define KW_VLOAD(p) KW_CAT(vload, TN)(0, (p))
+#define KW_LANE(v, l) (((float*)&(v))[l])
+#endif
+#define KW_SLOAD(p) (*(p))
+#define KW_CP_OUT (CHO * CWO)
+
+__kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
+  __local float Vs[16 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int lid = ty * WX + tx;
+  const int t0 = (int)get_group_id(0) * KW_BT;
+  const int mb = (int)get_group_id(1) * WY + ty; /* this item's block of TM channels */
+  const int bz = (int)get_group_id(2);
+  const __global float* xb = XP + (long)bz * CC * CPLANE;
+  const __global float* ub = W + (long)mb * 16 * KW_CP * TM;
+  KW_VT acc[16][TM];
+  for (int c0 = 0; c0 < CC; c0 += CB) {
+    /* input transform of CB channels x BT tiles, four tiles of a row at a
+     * time (their patches are columns 2j.. of 10 consecutive columns) */
+    for (int e = lid; e < CB * (KW_BT / 4); e += WX * WY) {
+      const int cl = e / (KW_BT / 4), tl = (e % (KW_BT / 4)) * 4;
+      const int c = c0 + cl, t = t0 + tl;
+      float4 d[4][4]; /* d[r][s]: row r, column s of the four patches */
+      const int r0 = (t / KW_TWP) * 2, s0 = (t % KW_TWP) * 2;
+      const __global float* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
+      if ((c < CC) & (t < KW_NT) & (r0 + 4 <= CHO + 2) & (s0 + 10 <= CWO + 2)) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float8 a = vload8(0, src + r * CQ2);
+          const float2 b = vload2(0, src + r * CQ2 + 8);
+          d[r][0] = a.even;
+          d[r][1] = a.odd;
+          d[r][2] = (float4)(a.s246, b.s0);
+          d[r][3] = (float4)(a.s357, b.s1);
+        }
+      } else {
+        /* the plane's edge (or past the tiles, or the channels): zeros
+         * outside the valid rows and columns */
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int s = 0; s < 4; ++s)
+#pragma unroll
+            for (int l = 0; l < 4; ++l) {
+              const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + 2 * l + s < CWO + 2);
+              ((float*)&d[r][s])[l] = in ? src[r * CQ2 + 2 * l + s] : 0.0f;
+            }
+      }
+      float4 u[4][4]; /* B^T d */
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        u[0][s] = d[0][s] - d[2][s];
+        u[1][s] = d[1][s] + d[2][s];
+        u[2][s] = d[2][s] - d[1][s];
+        u[3][s] = d[1][s] - d[3][s];
+      }
+      __local float* vs = Vs + cl * KW_BT + tl;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) { /* (B^T d) B */
+        vstore4(u[r][0] - u[r][2], 0, vs + (r * 4 + 0) * CB * KW_BT);
+        vstore4(u[r][1] + u[r][2], 0, vs + (r * 4 + 1) * CB * KW_BT);
+        vstore4(u[r][2] - u[r][1], 0, vs + (r * 4 + 2) * CB * KW_BT);
+        vstore4(u[r][1] - u[r][3], 0, vs + (r * 4 + 3) * CB * KW_BT);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* the 16 GEMMs of this slice on TM channels x TN tiles */
+    const __local float* vp = Vs + tx * TN;
+    for (int xi = 0; xi < 16; ++xi) {
+      KW_VT a[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = c0 == 0 ? (KW_VT)(0.0f) : acc[xi][i];
+      const __global float* up = ub + ((long)xi * KW_CP + c0) * TM;
+      const __local float* vx = vp + xi * CB * KW_BT;
+#pragma unroll 4
+      for (int c = 0; c < CB; ++c) {
+        const KW_VT v = KW_VLOAD(vx + c * KW_BT);
+#pragma unroll
+        for (int i = 0; i < TM; ++i) a[i] = fma((KW_VT)(up[c * TM + i]), v, a[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) acc[xi][i] = a[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  /* output transform A^T acc A, bias, epilogue, stores */
+  __global float* yb = Y + (long)bz * CM * KW_CP_OUT;
+  for (int i = 0; i < TM; ++i) {
+    const int m = mb * TM + i;
+    if (m >= CM) break;
+    KW_VT w[2][4]; /* A^T acc */
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      w[0][s] = acc[0 * 4 + s][i] + acc[1 * 4 + s][i] + acc[2 * 4 + s][i];
+      w[1][s] = acc[1 * 4 + s][i] - acc[2 * 4 + s][i] - acc[3 * 4 + s][i];
+    }
+    KW_VT o[2][2]; /* (A^T acc) A */
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      o[r][0] = w[r][0] + w[r][1] + w[r][2];
+      o[r][1] = w[r][1] - w[r][2] - w[r][3];
+    }
+#if CHAS_BIAS
+    const float bias = BIAS[m];
+#else
+    const float bias = 0.0f;
+#endif
+    for (int l = 0; l < TN; ++l) {
+      const int t = t0 + tx * TN + l;
+      if (t >= KW_NT) break;
+      const int oy0 = (t / KW_TWP) * 2, ox0 = (t % KW_TWP) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const int oy = oy0 + r, ox = ox0 + s;
+          if ((oy < CHO) & (ox < CWO)) {
+            const int p = oy * CWO + ox;
+            float v = KW_LANE(o[r][s], l) + bias;
+            KW_EPI(v, bz, m, p, KW_SLOAD);
+            yb[(long)m * KW_CP_OUT + p] = v;
+          }
+        }
+    }
+  }
+}
+
+#undef KW_TH
+#undef KW_TW
+#undef KW_TWP
+#undef KW_NT
+#undef KW_BT
+#undef KW_CP
+#undef KW_CAT_
+#undef KW_CAT
+#undef KW_VT
+#undef KW_VLOAD
+#undef KW_LANE
+#undef KW_SLOAD
+#undef KW_CP_OUT

@@ -1,0 +1,137 @@
+/* Winograd F(2x2, 3x3) instances of the conv template for the OpenCL
+ * target (kernels/opencl/winograd.cl): which implicit-GEMM conv instances
+ * it covers, its tiles and launch, the compile-time weight transform and
+ * the printed instance. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "targets/opencl/opencl_internal.h"
+
+/* 2x2 output tiles, each row padded to whole groups of four (winograd.cl) */
+static int64_t wino_tiles(const kiln_gpu_conv_t* c) { return ((c->oh + 1) / 2) * (((c->ow + 1) / 2 + 3) / 4 * 4); }
+
+bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c) {
+  if (!c->matched || c->T != 9 || c->K != c->C * 9 || c->od != 1 || !c->crop) return false;
+  if (c->q2 < c->ow + 2 || c->oh < 1 || c->ow < 1) return false;
+  for (int32_t tap = 0; tap < 9; ++tap)
+    if (c->toff[tap] != (tap / 3) * c->q2 + tap % 3) return false; /* stride 1, dilation 1 */
+  /* the patches read rows < oh + 2, columns < ow + 2 of each plane */
+  if ((c->oh + 1) * c->q2 + c->ow + 2 > c->plane) return false;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->f16[j]) return false;
+  return true;
+}
+
+bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c) {
+  const char* env = getenv("KILN_OPENCL_WINOGRAD");
+  if (env && !strcmp(env, "off")) return false;
+  if (env && !strcmp(env, "all")) return true;
+  /* measured on PoCL (bench note in opencl_winograd.c's header) */
+  const int64_t tiles = wino_tiles(c);
+  return c->C >= 16 && c->M >= 16 && tiles >= 16;
+}
+
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c) {
+  /* PoCL (AVX-512): 16 channels x 16 tiles (one float16) per item, 4 items
+   * a group, 32 channels a slice were the best of the tiles tried on
+   * ResNet-18's 3x3 shapes; large private tiles suit a CPU, not a GPU's
+   * register file (tune with the variable below) */
+  kiln_opencl_wino_tiles_t t = {.tm = 16, .tn = 16, .wx = 1, .wy = 4, .cb = 32};
+  const int64_t tiles = wino_tiles(c);
+  while (t.tn > 4 && t.tn / 2 >= tiles) t.tn /= 2;
+  while (t.wy > 1 && (int64_t)t.tm * t.wy / 2 >= c->M) t.wy /= 2;
+  if (c->C < t.cb) t.cb = (int32_t)((c->C + 7) / 8 * 8);
+  const char* env = getenv("KILN_OPENCL_WINO_TILES");
+  if (env && env[0]) {
+    kiln_opencl_wino_tiles_t o;
+    if (sscanf(env, "%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.wx, &o.wy, &o.cb) == 5 && o.tm > 0 && o.wx > 0 &&
+        o.wy > 0 && o.cb > 0 && (o.tn == 1 || o.tn == 2 || o.tn == 4 || o.tn == 8 || o.tn == 16) &&
+        o.tn * o.wx % 4 == 0)
+      t = o;
+  }
+  return t;
+}
+
+void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]) {
+  const int64_t tiles = wino_tiles(c);
+  const int64_t bt = (int64_t)t->tn * t->wx, bm = (int64_t)t->tm * t->wy;
+  groups[0] = (tiles + bt - 1) / bt;
+  groups[1] = (c->M + bm - 1) / bm;
+  groups[2] = c->batch > 0 ? c->batch : 1;
+  local[0] = t->wx;
+  local[1] = t->wy;
+  local[2] = 1;
+}
+
+kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+                                            const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
+                                            float** out_data, uint64_t* out_bytes) {
+  *out_data = NULL;
+  *out_bytes = 0;
+  int32_t w = -1;
+  const float* src = NULL;
+  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl winograd", &w, &src));
+  const int64_t bm = (int64_t)t->tm * t->wy, tm = t->tm;
+  const int64_t mp = (c->M + bm - 1) / bm * bm, cp = (c->C + t->cb - 1) / t->cb * t->cb;
+  const uint64_t n = (uint64_t)mp * 16 * (uint64_t)cp;
+  float* dst = NULL;
+  KILN_RETURN_IF_ERROR(
+      kiln_allocator_malloc(prog->allocator, n * sizeof(float) + 1, "opencl winograd weights", (void**)&dst));
+  memset(dst, 0, n * sizeof(float));
+  static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  for (int64_t m = 0; m < c->M; ++m) {
+    const int64_t src_m = (m / c->pt) * c->kbs * c->pt + m % c->pt;
+    for (int64_t ch = 0; ch < c->C; ++ch) {
+      float g[3][3], gg[4][3];
+      for (int tap = 0; tap < 9; ++tap) {
+        const int64_t k = ch * 9 + tap;
+        g[tap / 3][tap % 3] = src[(k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt + src_m];
+      }
+      for (int i = 0; i < 4; ++i) /* G g */
+        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+      for (int i = 0; i < 4; ++i) /* (G g) G^T */
+        for (int j = 0; j < 4; ++j) {
+          const int xi = i * 4 + j;
+          dst[(((m / tm) * 16 + xi) * cp + ch) * tm + m % tm] =
+              gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+        }
+    }
+  }
+  *out_buffer = w;
+  *out_data = dst;
+  *out_bytes = n * sizeof(float);
+  return NULL;
+}
+
+static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE", "KW_EPI", "CM", "CC",
+                                          "CPLANE", "CQ2", "CHO", "CWO", "CBATCH", "CHAS_BIAS", "TM",
+                                          "TN", "WX", "WY", "CB"};
+
+kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out) {
+  if (t->tm < 1 || t->wx < 1 || t->wy < 1 || t->cb < 1 || t->tn * t->wx % 4 ||
+      (t->tn != 1 && t->tn != 2 && t->tn != 4 && t->tn != 8 && t->tn != 16))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl winograd '%s': bad tiles tm %d tn %d", name, t->tm,
+                            t->tn);
+  if (!kiln_opencl_wino_covers(c))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl winograd '%s': not a 3x3 stride-1 conv", name);
+  kiln_cf_out_printf(out, "/* kiln winograd F(2x2,3x3) template: %lld -> %lld channels, %lld x %lld */\n",
+                     (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
+  kiln_cf_out_printf(out, "#define KILN_WINO_NAME %s\n#define KILN_WINO_SIGNATURE ", name);
+  kiln_opencl_conv_print_params(c, out);
+  kiln_opencl_epi_print(&c->epi, "KW_EPI", "E", out);
+  kiln_cf_out_printf(out,
+                     "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
+                     "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"
+                     "#define TM %d\n#define TN %d\n#define WX %d\n#define WY %d\n#define CB %d\n",
+                     (long long)c->M, (long long)c->C, (long long)c->plane, (long long)c->q2, (long long)c->oh,
+                     (long long)c->ow, (long long)c->batch, c->has_bias ? 1 : 0, t->tm, t->tn, t->wx, t->wy,
+                     t->cb);
+  kiln_cf_out_puts(out, kiln_cl_winograd);
+  for (size_t i = 0; i < sizeof macro_names / sizeof macro_names[0]; ++i)
+    kiln_cf_out_printf(out, "#undef %s\n", macro_names[i]);
+  kiln_cf_out_puts(out, "\n");
+  return NULL;
+}
