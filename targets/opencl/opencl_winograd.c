@@ -27,9 +27,11 @@ bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c) {
   const char* env = getenv("KILN_OPENCL_WINOGRAD");
   if (env && !strcmp(env, "off")) return false;
   if (env && !strcmp(env, "all")) return true;
-  /* measured on PoCL (bench note in opencl_winograd.c's header) */
+  /* bench/opencl_winograd.py on PoCL: 1.2-1.9x on ResNet-18's 3x3 shapes
+   * (64..512 channels); about even at 32 channels x 8x8 or 8 -> 16 channels,
+   * slower at 16 channels x 14x14 (few work-groups, small GEMMs) */
   const int64_t tiles = wino_tiles(c);
-  return c->C >= 16 && c->M >= 16 && tiles >= 16;
+  return c->C >= 16 && c->M >= 16 && c->C * c->M * tiles >= 65536;
 }
 
 kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c) {
