@@ -15,7 +15,9 @@
 #   6. reference interpreter vs onnxruntime    (bench/ref_vs_ort.py; skipped by --quick)
 #   7. targets: OpenCL/Vulkan vs the CPU backend -> OUT/targets.csv (bench/targets.py;
 #      the targets `kiln devices` lists; Vulkan on lavapipe only without --quick)
-#   8. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
+#   8. winograd: OpenCL Winograd vs implicit GEMM per 3x3 shape, ResNet-18
+#      -> OUT/winograd.csv (bench/opencl_winograd.py; only with an OpenCL device)
+#   9. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
 # Everything printed is also written to OUT/bench.log. Defaults: --build build,
 # --out <build>/bench-out, --threads $(nproc). --quick: fewer sizes and repeats,
 # resnet18 + mobilenet_v2 only (a few minutes). Figures are for this machine's
@@ -131,6 +133,15 @@ targets() {
     --csv "$out/targets.csv"
 }
 
+winograd() {
+  case "$("$kiln" devices 2>/dev/null)" in
+    *opencl:0*) ;;
+    *) echo "no OpenCL device: skipped"; return 0 ;;
+  esac
+  "$py" bench/opencl_winograd.py --kiln "$kiln" --models "$models" \
+    --rounds "$([ $quick -eq 1 ] && echo 1 || echo 3)" --repeat "$repeat" --csv "$out/winograd.csv"
+}
+
 plots() {
   set --
   [ -f "$out/kernels.json" ] && set -- "$@" --json "$out/kernels.json"
@@ -157,10 +168,11 @@ main() {
   step "fusion: -O0 vs -O1" fusion
   [ $quick -eq 0 ] && step "models: kiln reference interpreter vs onnxruntime" ref
   step "targets: OpenCL / Vulkan vs the CPU backend" targets
+  step "winograd: OpenCL Winograd vs implicit GEMM" winograd
   step "plots" plots
 
   printf '\n== results ==\n'
-  for f in "$out"/kernels.json "$out"/kernels.csv "$out"/models.json "$out"/targets.csv "$out"/plots/*.png \
+  for f in "$out"/kernels.json "$out"/kernels.csv "$out"/models.json "$out"/targets.csv "$out"/winograd.csv "$out"/plots/*.png \
            "$out"/plots/summary.md; do
     [ -f "$f" ] && echo "  $f"
   done
