@@ -365,3 +365,95 @@ kiln_status_t kiln_gpu_conv_rewrite(kiln_program_t* prog, const kiln_gpu_conv_t*
   return NULL;
 }
 
+
+/* ---- depthwise ------------------------------------------------------------- */
+
+/* The lowering's direct depthwise kernel reads X and W as they are and
+ * writes Y (or the fused chain's output) once, so the match only rebuilds
+ * the window from the node and checks it against the buffer shapes; the
+ * Conv node must own no other plan kernel (the GEMM paths have several). */
+bool kiln_gpu_dw_match(const kiln_plan_t* plan, int32_t k, bool f16_ok, kiln_gpu_dw_t* d) {
+  memset(d, 0, sizeof *d);
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const kiln_graph_t* g = plan->graph;
+  if (!g || kk->node < 0 || kk->node >= g->n_nodes) return false;
+  const kiln_node_t* n = &g->nodes[kk->node];
+  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0]) || n->n_inputs < 2 || n->n_outputs < 1 ||
+      n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+    return false;
+  for (int32_t j = 0; j < plan->n_kernels; ++j)
+    if (j != k && plan->kernels[j].node == kk->node) return false; /* not the direct case */
+  const int32_t bx = plan->tensor_buffer[n->inputs[0]], bw = plan->tensor_buffer[n->inputs[1]];
+  const int32_t by = plan->tensor_buffer[n->outputs[0]];
+  const int32_t bb = n->n_inputs > 2 && n->inputs[2] >= 0 ? plan->tensor_buffer[n->inputs[2]] : -1;
+  if (bx < 0 || bw < 0 || by < 0 || (n->n_inputs > 2 && n->inputs[2] >= 0 && bb < 0)) return false;
+  const tir_buffer_t *X = plan->buffers[bx].buf, *W = plan->buffers[bw].buf, *Y = plan->buffers[by].buf;
+  if (!kiln_gpu_dense_float(X, f16_ok) || !kiln_gpu_dense_float(W, f16_ok) || !kiln_gpu_dense_float(Y, f16_ok) ||
+      X->rank != 4 || W->rank != 4 || Y->rank != 4)
+    return false;
+  int64_t group = 1;
+  kiln_nn_window_t win;
+  kiln_status_t st = kiln_attr_int(n, "group", 1, &group);
+  if (!st) st = kiln_nn_window_parse(n, "Conv", 2, false, &win);
+  int64_t o[2] = {0, 0};
+  for (int32_t i = 0; i < 2 && !st; ++i) {
+    win.kernel[i] = W->shape[2 + i];
+    st = kiln_nn_window_out(&win, "Conv", i, X->shape[2 + i], false, &o[i]);
+  }
+  if (st) {
+    kiln_status_free(st);
+    return false;
+  }
+  d->N = X->shape[0], d->C = X->shape[1], d->M = W->shape[0];
+  if (group < 1 || d->C != group || W->shape[1] != 1 || d->M % group || Y->shape[0] != d->N ||
+      Y->shape[1] != d->M || Y->shape[2] != o[0] || Y->shape[3] != o[1] ||
+      W->shape[2] * W->shape[3] > KILN_GPU_DW_MAX_TAPS)
+    return false;
+  d->Mg = d->M / group;
+  d->ih = X->shape[2], d->iw = X->shape[3], d->oh = o[0], d->ow = o[1];
+  d->kh = W->shape[2], d->kw = W->shape[3];
+  d->sh = win.stride[0], d->sw = win.stride[1], d->dh = win.dilation[0], d->dw = win.dilation[1];
+  d->ph = win.pad_begin[0], d->pw = win.pad_begin[1];
+  if (bb >= 0 && (!kiln_gpu_dense_float(plan->buffers[bb].buf, f16_ok) ||
+                  tir_buffer_numel(plan->buffers[bb].buf) != d->M))
+    return false;
+  if (d->N * d->C * d->ih * d->iw > INT32_MAX || d->N * d->M * d->oh * d->ow > INT32_MAX) return false;
+  /* the chain the kernel ends in (fused epilogue) and its output */
+  int32_t bout = by;
+  if (kk->n_fused_nodes > 0) {
+    if (!kiln_gpu_epi_parse(plan, k, n->outputs[0], Y->shape, 4, f16_ok, &d->epi)) return false;
+    bout = plan->tensor_buffer[d->epi.out_tensor];
+    if (bout < 0 || !kiln_gpu_dense_float(plan->buffers[bout].buf, f16_ok)) return false;
+  }
+  /* every parameter has a role */
+  d->bind_x = d->bind_w = d->bind_c = d->bind_y = -1;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) d->bind_e[i] = -1;
+  for (int32_t j = 0; j < kk->func->n_params; ++j) {
+    const int32_t a = kk->args[j];
+    const bool f16 = plan->buffers[a].buf->dtype == KILN_DTYPE_F16;
+    const bool writes = stores(kk, j);
+    if (a == bout && writes && d->bind_y < 0) {
+      d->bind_y = j, d->f16_y = f16;
+      continue;
+    }
+    if (writes) return false;
+    if (a == bx && d->bind_x < 0) d->bind_x = j, d->f16_x = f16;
+    else if (a == bw && d->bind_w < 0) d->bind_w = j, d->f16_w = f16;
+    else if (a == bb && d->bind_c < 0) d->bind_c = j, d->f16_c = f16;
+    else {
+      bool known = false;
+      for (int32_t i = 0; i < d->epi.n_operands; ++i)
+        if (d->epi.operands[i].buffer == a && d->bind_e[i] < 0) d->bind_e[i] = j, d->f16_e[i] = f16, known = true;
+      if (!known) return false;
+    }
+  }
+  if (d->bind_x < 0 || d->bind_w < 0 || d->bind_y < 0 || (bb >= 0 && d->bind_c < 0)) return false;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) {
+    if (d->bind_e[i] < 0) return false;
+    /* the output is written where an operand is read: same memory breaks it */
+    if (kiln_plan_root(plan, d->epi.operands[i].buffer) == kiln_plan_root(plan, bout)) return false;
+  }
+  if (kiln_plan_root(plan, bx) == kiln_plan_root(plan, bout)) return false;
+  d->matched = true;
+  return true;
+}

@@ -116,6 +116,42 @@ bool kiln_gpu_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bo
 kiln_status_t kiln_gpu_conv_rewrite(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
                                     const int32_t* slot_of, int32_t* keep);
 
+/* ---- depthwise convolution instances (gpu_conv.c) ------------------------- */
+
+#define KILN_GPU_DW_MAX_TAPS 49
+
+/* One depthwise 2-D convolution instance (one input channel per group,
+ * channel multiplier MG = M / C), as the lowering computes it directly
+ * from X to Y in one kernel (lowering/lower_nn_conv.c, conv_depthwise):
+ *   Y[b][m][oh][ow] = EPI(bias[m] + sum_{kh, kw} W[m][0][kh][kw] * X[b][m / MG][ih][iw]),
+ *   ih = oh*SH + kh*DH - PH, iw = ow*SW + kw*DW - PW,
+ * taps outside X adding 0 (the template bounds-checks every tap: the plan
+ * kernel reads X itself, there is no padded copy). The template replaces
+ * just that plan kernel and keeps its parameter list: bind_* are parameter
+ * indices of the plan kernel (bind_c -1 without a bias), f16_* whether the
+ * buffer bound there holds f16 (only when the match allowed it). */
+typedef struct kiln_gpu_dw_s {
+  bool matched;
+  int64_t N, M, C, Mg;          /* images, output channels, input channels, outputs per group */
+  int64_t ih, iw, oh, ow;       /* input and output plane */
+  int64_t kh, kw, sh, sw, dh, dw, ph, pw; /* window (pads: the leading ones) */
+  int32_t bind_x, bind_w, bind_c, bind_y;
+  bool f16_x, f16_w, f16_c, f16_y;
+  kiln_gpu_epi_t epi;           /* fused chain (n_ops 0: none); operand i bound at bind_e[i] */
+  int32_t bind_e[KILN_GPU_EPI_MAX];
+  bool f16_e[KILN_GPU_EPI_MAX];
+} kiln_gpu_dw_t;
+
+/* True when plan kernel |k| is the direct depthwise kernel of a 2-D Conv
+ * (the node's only kernel; dense rank-4 X, W, Y; group = input channels,
+ * one input channel per group; at most KILN_GPU_DW_MAX_TAPS taps; an
+ * optional bias of M floats; indices within int32) whose every parameter
+ * has a known role and whose output does not share memory with X or an
+ * epilogue operand; fills |out| (cleared, matched set, on success).
+ * |f16_ok|: buffers may hold f16 (storage; the sums stay f32). Reads the
+ * plan only; thread-compatible. */
+bool kiln_gpu_dw_match(const kiln_plan_t* plan, int32_t k, bool f16_ok, kiln_gpu_dw_t* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -437,101 +437,10 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
 
 /* ---- the depthwise convolution ------------------------------------------- */
 
-/* A 2-D Conv with one input channel per group that the lowering computes
- * directly (one kernel, epilogue fused into it): the kernel keeps its
- * parameters, the shader takes its place (kernels/vulkan/depthwise.comp). */
-typedef struct dw_s {
-  int64_t N, M, C, Mg, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
-  int32_t bind_x, bind_w, bind_c, bind_y;
-  bool f16_x, f16_w, f16_c, f16_y;
-  kiln_gpu_epi_t epi;
-  int32_t bind_e[KILN_GPU_EPI_MAX];
-  bool f16_e[KILN_GPU_EPI_MAX];
-} dw_t;
-
-static bool match_depthwise(const kiln_plan_t* plan, int32_t k, dw_t* d) {
-  memset(d, 0, sizeof *d);
-  const kiln_plan_kernel_t* kk = &plan->kernels[k];
-  const kiln_graph_t* g = plan->graph;
-  if (!g || kk->node < 0 || kk->node >= g->n_nodes) return false;
-  const kiln_node_t* n = &g->nodes[kk->node];
-  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0]) || n->n_inputs < 2 || n->n_outputs < 1 ||
-      n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
-    return false;
-  for (int32_t j = 0; j < plan->n_kernels; ++j)
-    if (j != k && plan->kernels[j].node == kk->node) return false; /* not the direct case */
-  const int32_t bx = plan->tensor_buffer[n->inputs[0]], bw = plan->tensor_buffer[n->inputs[1]];
-  const int32_t by = plan->tensor_buffer[n->outputs[0]];
-  const int32_t bb = n->n_inputs > 2 && n->inputs[2] >= 0 ? plan->tensor_buffer[n->inputs[2]] : -1;
-  if (bx < 0 || bw < 0 || by < 0 || (n->n_inputs > 2 && n->inputs[2] >= 0 && bb < 0)) return false;
-  const tir_buffer_t *X = plan->buffers[bx].buf, *W = plan->buffers[bw].buf, *Y = plan->buffers[by].buf;
-  if (!kiln_gpu_dense_float(X, true) || !kiln_gpu_dense_float(W, true) || !kiln_gpu_dense_float(Y, true) || X->rank != 4 || W->rank != 4 || Y->rank != 4)
-    return false;
-  int64_t group = 1;
-  kiln_nn_window_t win;
-  kiln_status_t st = kiln_attr_int(n, "group", 1, &group);
-  if (!st) st = kiln_nn_window_parse(n, "Conv", 2, false, &win);
-  int64_t o[2] = {0, 0};
-  for (int32_t i = 0; i < 2 && !st; ++i) {
-    win.kernel[i] = W->shape[2 + i];
-    st = kiln_nn_window_out(&win, "Conv", i, X->shape[2 + i], false, &o[i]);
-  }
-  if (st) {
-    kiln_status_free(st);
-    return false;
-  }
-  d->N = X->shape[0], d->C = X->shape[1], d->M = W->shape[0];
-  if (group < 1 || d->C != group || W->shape[1] != 1 || d->M % group || Y->shape[0] != d->N ||
-      Y->shape[1] != d->M || Y->shape[2] != o[0] || Y->shape[3] != o[1] || W->shape[2] * W->shape[3] > 49)
-    return false;
-  d->Mg = d->M / group;
-  d->ih = X->shape[2], d->iw = X->shape[3], d->oh = o[0], d->ow = o[1];
-  d->kh = W->shape[2], d->kw = W->shape[3];
-  d->sh = win.stride[0], d->sw = win.stride[1], d->dh = win.dilation[0], d->dw = win.dilation[1];
-  d->ph = win.pad_begin[0], d->pw = win.pad_begin[1];
-  if (bb >= 0 && (!kiln_gpu_dense_float(plan->buffers[bb].buf, true) || tir_buffer_numel(plan->buffers[bb].buf) != d->M))
-    return false;
-  if (d->N * d->C * d->ih * d->iw > INT32_MAX || d->N * d->M * d->oh * d->ow > INT32_MAX) return false;
-  /* the chain the kernel ends in (fused epilogue) and its output */
-  int32_t bout = by;
-  if (kk->n_fused_nodes > 0) {
-    if (!kiln_gpu_epi_parse(plan, k, n->outputs[0], Y->shape, 4, true, &d->epi)) return false;
-    bout = plan->tensor_buffer[d->epi.out_tensor];
-    if (bout < 0 || !kiln_gpu_dense_float(plan->buffers[bout].buf, true)) return false;
-  }
-  /* every parameter has a role */
-  d->bind_x = d->bind_w = d->bind_c = d->bind_y = -1;
-  for (int32_t i = 0; i < d->epi.n_operands; ++i) d->bind_e[i] = -1;
-  for (int32_t j = 0; j < kk->func->n_params; ++j) {
-    const int32_t a = kk->args[j];
-    const bool f16 = plan->buffers[a].buf->dtype == KILN_DTYPE_F16;
-    const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
-    if (a == bout && writes && d->bind_y < 0) {
-      d->bind_y = j, d->f16_y = f16;
-      continue;
-    }
-    if (writes) return false;
-    if (a == bx && d->bind_x < 0) d->bind_x = j, d->f16_x = f16;
-    else if (a == bw && d->bind_w < 0) d->bind_w = j, d->f16_w = f16;
-    else if (a == bb && d->bind_c < 0) d->bind_c = j, d->f16_c = f16;
-    else {
-      bool known = false;
-      for (int32_t i = 0; i < d->epi.n_operands; ++i)
-        if (d->epi.operands[i].buffer == a && d->bind_e[i] < 0) d->bind_e[i] = j, d->f16_e[i] = f16, known = true;
-      if (!known) return false;
-    }
-  }
-  if (d->bind_x < 0 || d->bind_w < 0 || d->bind_y < 0 || (bb >= 0 && d->bind_c < 0)) return false;
-  for (int32_t i = 0; i < d->epi.n_operands; ++i) {
-    if (d->bind_e[i] < 0) return false;
-    /* the output is written where an operand is read: same memory breaks it */
-    if (kiln_plan_root(plan, d->epi.operands[i].buffer) == kiln_plan_root(plan, bout)) return false;
-  }
-  if (kiln_plan_root(plan, bx) == kiln_plan_root(plan, bout)) return false;
-  return true;
-}
-
-static kiln_status_t dw_source(const dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
+/* The lowering's direct depthwise kernel (kiln_gpu_dw_match, gpu_conv.h):
+ * the kernel keeps its parameters, the shader takes its place
+ * (kernels/vulkan/depthwise.comp). */
+static kiln_status_t dw_source(const kiln_gpu_dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
                                int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
@@ -738,7 +647,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     const kiln_plan_kernel_t* pk = &plan->kernels[k];
     const char* name = pk->func->name;
     kiln_spirv_gemm_t g;
-    dw_t dwc;
+    kiln_gpu_dw_t dwc;
     if (slot_of[k] != -1) continue; /* a conv instance's slot (printed), or gone */
     if (use_conv && kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
@@ -749,7 +658,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       s = conv_source(&convs[k], plan->kernels[slot].func->name, &units[slot].text, dims[slot], dims[slot] + 3,
                       &trips[slot]);
       if (s) s = kiln_status_annotate(s, "spirv");
-    } else if (use_conv && match_depthwise(plan, k, &dwc)) {
+    } else if (use_conv && kiln_gpu_dw_match(plan, k, true, &dwc)) {
       s = dw_source(&dwc, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = dwc.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
