@@ -1,5 +1,5 @@
-/* Private pieces of the OpenCL target: the GEMM template instances and the
- * GPU re-binding of CPU-style PARALLEL loops. Not for use outside
+/* Private pieces of the OpenCL target: the GEMM, conv and depthwise
+ * template instances and the GPU re-binding of CPU-style PARALLEL loops. Not for use outside
  * targets/opencl/ (and its tests / the sgemm bench). */
 #ifndef KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
 #define KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
@@ -154,6 +154,37 @@ kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const ki
 /* Appends the instance named |name| (its weights transformed as above). */
 kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
+
+/* ---- depthwise conv instances (opencl_depthwise.c) ------------------------ */
+
+/* Embedded kernels/opencl/depthwise.cl. */
+extern const char kiln_cl_depthwise[];
+extern const size_t kiln_cl_depthwise_len;
+
+/* Outputs per vector run along a row (vw: 4, 8, or 16 when the stride is
+ * 1), output rows per work-item (rh >= 1) and work-items per work-group
+ * (wg: 1..256). */
+typedef struct kiln_opencl_dw_tiles_s {
+  int32_t vw, rh, wg;
+} kiln_opencl_dw_tiles_t;
+
+/* The instance's run width and work-group; KILN_OPENCL_DW_TILES="vw,rh,wg"
+ * overrides them (tuning; ignored unless valid for |d|). */
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_gpu_dw_t* d);
+
+/* True where, by measurement on PoCL, the template beats the printed
+ * kernel for |d| (strided convs). KILN_OPENCL_DW=off never uses it, =all
+ * wherever it matches. */
+bool kiln_opencl_dw_wins(const kiln_gpu_dw_t* d);
+
+void kiln_opencl_dw_launch(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
+                           int64_t local[3]);
+
+/* Appends the instance named |name| with the plan kernel's |n_params|
+ * parameters, in its order. INVALID_ARGUMENT for f16 buffers (match with
+ * f16_ok false), bad tiles or more work-items than an int counts. */
+kiln_status_t kiln_opencl_dw_print(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
+                                   const char* name, kiln_cf_out_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

@@ -160,6 +160,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   bool* wtiled = NULL;
   bool* wino = NULL;
   kiln_opencl_wino_tiles_t* wtiles = NULL;
+  kiln_gpu_dw_t* dws = NULL;
+  kiln_opencl_dw_tiles_t* dtiles = NULL;
   int32_t* slot_of = NULL;
   bool rewrite = false;
   int64_t total_args = 0;
@@ -174,7 +176,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiled * (size_t)(n + 1), "opencl emit", (void**)&wtiled);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wino * (size_t)(n + 1), "opencl emit", (void**)&wino);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
-  for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false, wino[k] = false;
+  if (!s) s = kiln_allocator_malloc(al, sizeof *dws * (size_t)(n + 1), "opencl emit", (void**)&dws);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
+  for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false, wino[k] = false, dws[k].matched = false;
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -212,6 +216,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       continue;
     }
     convs[k].matched = false;
+    if (!o->no_dw_template && kiln_gpu_dw_match(plan, k, false, &dws[k]) &&
+        (o->all_dw_template || kiln_opencl_dw_wins(&dws[k]))) {
+      dtiles[k] = kiln_opencl_dw_default_tiles(&dws[k]);
+      ++n_templ;
+      kiln_opencl_dw_launch(&dws[k], &dtiles[k], pk->groups, pk->local);
+      continue;
+    }
+    dws[k].matched = false;
     if (!o->no_bind_parallel) {
       const tir_func_t* g = NULL;
       s = kiln_opencl_bind_parallel(&ctx, f, &g);
@@ -233,10 +245,12 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
   instances_t inst = {0};
   for (int32_t k = 0; k < n && !s; ++k) {
-    if (!gemms[k].matched && slot_of[k] < 0) continue;
+    if (!gemms[k].matched && slot_of[k] < 0 && !dws[k].matched) continue;
     kiln_cf_out_t one;
     kiln_cf_out_init(&one);
     if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &one);
+    else if (dws[k].matched)
+      s = kiln_opencl_dw_print(&dws[k], &dtiles[k], prog->kernels[k].n_args, prog->kernels[k].name, &one);
     else if (wino[slot_of[k]])
       s = kiln_opencl_wino_print(&convs[slot_of[k]], &wtiles[slot_of[k]], prog->kernels[k].name, &one);
     else s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
@@ -283,6 +297,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, wtiled);
   kiln_allocator_free(al, wino);
   kiln_allocator_free(al, wtiles);
+  kiln_allocator_free(al, dws);
+  kiln_allocator_free(al, dtiles);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;

@@ -16,7 +16,11 @@
  *     instance in the crop's place, with its own parameter list, and the
  *     GEMM kernel leaves the program. 3x3 stride-1 convs of shapes where it
  *     measured faster become a Winograd F(2x2, 3x3) instance instead
- *     (kernels/opencl/winograd.cl; weights transformed at compile time). So prog->n_kernels may shrink and
+ *     (kernels/opencl/winograd.cl; weights transformed at compile time);
+ *   - the lowering's direct depthwise Conv kernels (one input channel per
+ *     group, epilogue fused) of the strides where it measured faster become
+ *     an instance of kernels/opencl/depthwise.cl with the same name and
+ *     parameters (opencl_depthwise.c). So prog->n_kernels may shrink and
  *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
  *
  * Usage: the program builder (targets/program_build.c) fills prog->kernels
@@ -50,6 +54,9 @@ typedef struct kiln_opencl_emit_options_s {
                              per K slice) instead of a copy laid out for them */
   bool no_winograd;       /* 3x3 stride-1 convs use the implicit-GEMM template even where
                              Winograd F(2x2, 3x3) (kernels/opencl/winograd.cl) wins */
+  bool no_dw_template;    /* keep depthwise Conv kernels as printed */
+  bool all_dw_template;   /* the depthwise template wherever it matches, also at the
+                             strides where the printed kernel measured faster */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
   int32_t* n_shared;      /* out (may be NULL): template instances that call an identical
