@@ -27,11 +27,12 @@ bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c) {
   const char* env = getenv("KILN_OPENCL_WINOGRAD");
   if (env && !strcmp(env, "off")) return false;
   if (env && !strcmp(env, "all")) return true;
-  /* bench/opencl_winograd.py on PoCL: 1.2-1.9x on ResNet-18's 3x3 shapes
-   * (64..512 channels); about even at 32 channels x 8x8 or 8 -> 16 channels,
-   * slower at 16 channels x 14x14 (few work-groups, small GEMMs) */
+  /* bench/opencl_winograd.py on PoCL: 1.3-1.5x on ResNet-18's 3x3 shapes
+   * (64..512 channels, 7x7 included), 1.3-1.6x down to 8 -> 16 channels
+   * at 28x28 and 16 channels at 14x14; about even or slower with few tiles
+   * and few channels (32 channels at 8x8: 16 tiles, 0.9-1.0x) */
   const int64_t tiles = wino_tiles(c);
-  return c->C >= 16 && c->M >= 16 && c->C * c->M * tiles >= 65536;
+  return c->C >= 8 && c->M >= 8 && (tiles >= 32 || c->C * c->M >= 65536);
 }
 
 kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c) {
