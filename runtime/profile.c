@@ -44,14 +44,22 @@ void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_ro
   fprintf(out, "profile (%s, %s): %d kernels, %d barriers, %d runs, %.3f ms/run in kernels, %.2f GFLOP/s, %.2f GB/s\n",
           s->dev->info.api, s->dev->info.name, (int)n, (int)s->n_barriers, (int)runs, per_run * 1e3,
           per_run > 0 ? (double)flops / per_run * 1e-9 : 0.0, per_run > 0 ? (double)bytes / per_run * 1e-9 : 0.0);
-  fprintf(out, "  %-36s %-18s %10s %7s %9s %8s\n", "kernel", "op", "ms/run", "share", "GFLOP/s", "GB/s");
+  /* Rows name the graph node first: several program kernels may call one
+   * symbol (the OpenCL emitter prints identical template instances once), and
+   * a node's kernels (phase split, GEMM) share its name; the symbol, last,
+   * tells them apart and finds the code in a --dump. */
+  fprintf(out, "  %-36s %-14s %10s %7s %9s %8s  %s\n", "node", "op", "ms/run", "share", "GFLOP/s", "GB/s",
+          "kernel");
   int32_t rows = max_rows > 0 && max_rows < n ? max_rows : n;
   for (int32_t i = 0; i < rows; ++i) {
     const kiln_profile_entry_t* k = &e[order[i]];
     double t = k->total_s / runs;
-    fprintf(out, "  %-36.36s %-18.18s %10.3f %6.1f%% %9.2f %8.2f\n", k->kernel, k->op, t * 1e3,
-            total > 0 ? 100 * k->total_s / total : 0.0, t > 0 ? (double)k->flops / t * 1e-9 : 0.0,
-            t > 0 ? (double)k->bytes / t * 1e-9 : 0.0);
+    /* a long node name keeps its tail (the layer), not its common prefix */
+    const char* node = k->node ? k->node : "";
+    const size_t nl = strlen(node);
+    fprintf(out, "  %s%-*s %-14.14s %10.3f %6.1f%% %9.2f %8.2f  %s\n", nl > 36 ? "~" : "", nl > 36 ? 35 : 36,
+            nl > 36 ? node + nl - 35 : node, k->op, t * 1e3, total > 0 ? 100 * k->total_s / total : 0.0,
+            t > 0 ? (double)k->flops / t * 1e-9 : 0.0, t > 0 ? (double)k->bytes / t * 1e-9 : 0.0, k->kernel);
   }
   if (rows < n) fprintf(out, "  ... %d more kernels\n", (int)(n - rows));
   free(order);

@@ -262,6 +262,13 @@ static void test_profile_table_and_trace(void) {
     size_t got = fread(buf, 1, sizeof buf - 1, tf);
     buf[got] = 0;
     CHECK(strstr(buf, "GFLOP/s") && strstr(buf, "GB/s") && strstr(buf, "2 runs"));
+    /* every row names its node (the tail of a long one) and its kernel symbol */
+    for (int32_t k = 0; k < n; ++k) {
+      const char* node = p->kernels[k].node_name;
+      const size_t nl = strlen(node);
+      CHECK_MSG(strstr(buf, nl > 35 ? node + nl - 35 : node) != NULL, "profile table lacks node '%s'", node);
+      CHECK_MSG(strstr(buf, p->kernels[k].name) != NULL, "profile table lacks kernel '%s'", p->kernels[k].name);
+    }
     fclose(tf);
   }
 done:

@@ -154,8 +154,9 @@ typedef struct kiln_profile_entry_s {
  * when profiling is off. Valid until the next enqueue or destroy. */
 const kiln_profile_entry_t* kiln_session_profile(const kiln_session_t* s, int32_t* out_n,
                                                  int32_t* out_runs);
-/* Writes the per-kernel table (time, share, GFLOP/s, GB/s; slowest first,
- * at most |max_rows|, 0 = all). */
+/* Writes the per-kernel table: one row per dispatch naming its graph node,
+ * op, time, share, GFLOP/s, GB/s and the kernel symbol it calls (slowest
+ * first, at most |max_rows|, 0 = all). */
 void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_rows);
 /* Writes a Chrome-trace JSON (opens in Perfetto / chrome://tracing): one
  * complete event per dispatch of the last profiled run. */
