@@ -11,6 +11,17 @@ foreach(src ${KILN_OPENCL_TESTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/opencl)
   target_link_libraries(${name} PRIVATE kiln_testing OpenCL::OpenCL)
   add_test(NAME ${name} COMMAND ${name})
+  if(name STREQUAL "test_opencl_half")
+    # clang's OpenCL C front end (PoCL's own compiler, clang-15 on Debian 12)
+    # checks the native-half programs that PoCL (no cl_khr_fp16) cannot build.
+    find_program(KILN_TEST_CLANG NAMES clang-15 clang
+                 DOC "clang with the OpenCL C front end, for test_opencl_half")
+    if(KILN_TEST_CLANG)
+      target_compile_definitions(${name} PRIVATE KILN_TEST_CLANG="${KILN_TEST_CLANG}")
+    else()
+      message(WARNING "no clang-15 or clang: test_opencl_half will fail (install clang-15)")
+    endif()
+  endif()
   # The device test takes seconds; the plan and GEMM suites compile dozens
   # of programs with PoCL (minutes on a cold cache), so they are not "unit".
   if(name STREQUAL "test_opencl_device")
@@ -22,6 +33,33 @@ foreach(src ${KILN_OPENCL_TESTS})
                        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endforeach()
+
+# A module compiled with fp16 arithmetic for an OpenCL device that has
+# cl_khr_fp16 (kiln compile --fp16-arith yes): the transformer encoder's
+# generated OpenCL C enables the extension and clang compiles it for SPIR with
+# it; where device 0 lacks it (PoCL), running the module fails naming
+# cl_khr_fp16, else it matches onnxruntime within fp16 tolerance.
+if(KILN_TEST_CLANG AND TARGET kiln_cli)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/opencl_fp16_arith)
+  set(_models ${CMAKE_BINARY_DIR}/models)
+  set(_clang_cl "'${KILN_TEST_CLANG}' -x cl -cl-std=CL1.2 -target spir64-unknown-unknown -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16 -c -emit-llvm -o /dev/null")
+  add_test(NAME opencl_fp16_arith_module
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'
+             '$<TARGET_FILE:kiln_cli>' compile '${_models}/encoder.onnx' -t opencl --precision fp16 --fp16-arith yes --dump '${_dir}' -o '${_dir}/enc.kiln' > '${_dir}/compile.log'
+             grep -q 'with fp16 arithmetic' '${_dir}/compile.log'
+             grep -q '^#pragma OPENCL EXTENSION cl_khr_fp16 : enable$' '${_dir}/kernels.cl'
+             ${_clang_cl} '${_dir}/kernels.cl'
+             if '$<TARGET_FILE:kiln_cli>' devices | grep -q '^opencl:0 .* fp16 no '; then
+               if '$<TARGET_FILE:kiln_cli>' run '${_dir}/enc.kiln' --target opencl --strict 2> '${_dir}/run.err'; then echo 'ran without cl_khr_fp16'; exit 1; fi
+               grep -q 'needs cl_khr_fp16' '${_dir}/run.err'
+             else
+               '$<TARGET_FILE:kiln_cli>' run '${_dir}/enc.kiln' --target opencl --strict --input input='${_models}/encoder_input.npy' --compare '${_models}/encoder_ort.npy' --rtol 1e-2 --atol 1e-2
+             fi
+             echo ok")
+  set_tests_properties(opencl_fp16_arith_module PROPERTIES
+                       FIXTURES_REQUIRED models LABELS "models;target=opencl" TIMEOUT 600
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+endif()
 
 # ONNX node conformance on the OpenCL device, against the ONNX expected
 # outputs and the reference interpreter, with and without fusion (label

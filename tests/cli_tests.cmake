@@ -132,6 +132,16 @@ kiln_cli_test(compile_O0
 kiln_cli_test(compile_help
   CHECK "STDOUT_HAS=usage: kiln compile" "STDOUT_HAS=--dump-graph"
   ARGS compile --help)
+kiln_cli_test(compile_fp16_arith_bad_value RC 2
+  CHECK "STDERR_HAS=--fp16-arith 'maybe': expected yes or no"
+  ARGS compile ${M} --precision fp16 --fp16-arith maybe)
+kiln_cli_test(compile_fp16_arith_needs_fp16 RC 2
+  CHECK "STDERR_HAS=--fp16-arith needs --precision fp16 or auto"
+  ARGS compile ${M} --fp16-arith yes)
+# the CPU computes an fp16-arith plan as floats on the half grid: it runs
+kiln_cli_test(compile_fp16_arith_cpu
+  CHECK "STDOUT_MATCHES=precision: .* fp16" "STDOUT_MATCHES=compiled [0-9]+ kernels"
+  ARGS compile ${M} --precision fp16 --fp16-arith yes)
 kiln_cli_test(compile_missing_model RC 1
   CHECK "STDERR_HAS=${W}/no-such-model.onnx"
   ARGS compile ${W}/no-such-model.onnx)

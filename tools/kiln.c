@@ -939,7 +939,11 @@ static const char* compile_help =
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
     "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
-    "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error\n";
+    "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error\n"
+    "  --fp16-arith yes|no  with --precision fp16|auto: whether the device the module is for\n"
+    "                     computes in half (OpenCL cl_khr_fp16, Vulkan shaderFloat16), instead\n"
+    "                     of asking this machine's; for a module built here to run elsewhere\n"
+    "                     (an OpenCL module with it then needs cl_khr_fp16 to load)\n";
 
 static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
   char path[4096];
@@ -966,6 +970,7 @@ static int cmd_compile(int argc, char** argv) {
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
+  int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
   uint64_t seed = 0;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
@@ -997,6 +1002,11 @@ static int cmd_compile(int argc, char** argv) {
       threads = (int)v;
     } else if (!strcmp(a, "--strict")) {
       strict = true;
+    } else if (!strcmp(a, "--fp16-arith") && has) {
+      const char* v = argv[++i];
+      if (strcmp(v, "yes") && strcmp(v, "no"))
+        return usage_error("compile", "--fp16-arith '%s': expected yes or no", v);
+      fp16_arith = !strcmp(v, "yes");
     } else if (!strcmp(a, "--seed") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, INT64_MAX, &v))
@@ -1015,6 +1025,8 @@ static int cmd_compile(int argc, char** argv) {
   if (!lo.model) return usage_error("compile", "%sno model given", "");
   int prc = check_precision_opts("compile", &prec);
   if (prc) return prc;
+  if (fp16_arith >= 0 && prec.mode == KILN_PRECISION_FP32)
+    return usage_error("compile", "%s--fp16-arith needs --precision fp16 or auto", "");
   kiln_program_target_t ptarget;
   if (!kiln_cli_parse_target(target, &ptarget))
     return usage_error("compile", "--target '%s': expected cpu, opencl or vulkan", target);
@@ -1034,7 +1046,13 @@ static int cmd_compile(int argc, char** argv) {
            (now_s() - t0) * 1e3);
   }
   if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
-  if (prec.mode != KILN_PRECISION_FP32) {
+  if (prec.mode != KILN_PRECISION_FP32 && fp16_arith >= 0) {
+    /* a module for another device: it says what that device computes in */
+    prec.fp16_arith = fp16_arith == 1;
+    static char devname[300];
+    snprintf(devname, sizeof devname, "the %s device (--fp16-arith %s)", target, fp16_arith ? "yes" : "no");
+    prec.device = devname;
+  } else if (prec.mode != KILN_PRECISION_FP32) {
     /* fp16 arithmetic is the target device's: ask it when it opens (no
      * fallback: a module for a GPU must not take the CPU's answer). */
     kiln_device_open_options_t oo = {threads, true, stderr};

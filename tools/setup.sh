@@ -14,12 +14,13 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # OpenBLAS is the peer of the sgemm benchmark (bench/).
 # Tests: Python with Debian's CPU-only torch/torchvision (model export) and numpy.
 # GPU targets: OpenCL (ICD loader, headers, PoCL's CPU device for tests, CLBlast as
-# the GEMM peer) and Vulkan (loader, lavapipe's CPU device, shaderc/glslc,
+# the GEMM peer; clang-15, which PoCL uses anyway, checks the fp16-arithmetic OpenCL C
+# that PoCL cannot build) and Vulkan (loader, lavapipe's CPU device, shaderc/glslc,
 # glslang (its static libraries complete shaderc in-process), SPIRV-Tools, the
 # Khronos validation layer the Vulkan tests enable).
 PACKAGES="build-essential cmake pkg-config git
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy
   python3-matplotlib"

@@ -530,6 +530,19 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   if (o && o->dump_dir && *o->dump_dir)
     KILN_RETURN_IF_ERROR(kiln_opencl_dump_source(o->dump_dir, p->model_name, source,
                                                  (size_t)p->code.text_len));
+  /* An extension the program enables and the device lacks (cl_khr_fp16 for
+   * a module compiled with fp16 arithmetic on another device) fails here,
+   * by name, not as a compiler error about 'half' somewhere in the log. */
+  char ext[128];
+  for (size_t pos = 0; kiln_opencl_next_enabled_extension(source, (size_t)p->code.text_len, &pos, ext, sizeof ext);)
+    if (!dev_has_ext(d->dev, ext))
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "opencl: program '%s' needs %s, which %s does not have%s",
+                              p->model_name && *p->model_name ? p->model_name : "program", ext, d->base.info.name,
+                              strcmp(ext, "cl_khr_fp16") ? ""
+                                                         : " (it was compiled with fp16 arithmetic for another "
+                                                           "device; compile it for this one: fp16 storage with "
+                                                           "fp32 arithmetic)");
   kiln_device_executable_t* e = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *e, "opencl", (void**)&e), "opencl executable");
   memset(e, 0, sizeof *e);

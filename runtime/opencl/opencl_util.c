@@ -224,6 +224,52 @@ static bool kernel_name_of(const char* line, const char* end, char* out, size_t 
   return true;
 }
 
+/* Skips blanks (spaces and tabs) from |p| up to |end|. */
+static const char* skip_blanks(const char* p, const char* end) {
+  while (p < end && (*p == ' ' || *p == '\t')) ++p;
+  return p;
+}
+
+/* |p| at |word| (up to |end|) followed by a blank: the position after it. */
+static const char* eat_word(const char* p, const char* end, const char* word) {
+  const size_t l = strlen(word);
+  if ((size_t)(end - p) <= l || strncmp(p, word, l) || (p[l] != ' ' && p[l] != '\t')) return NULL;
+  return skip_blanks(p + l, end);
+}
+
+bool kiln_opencl_next_enabled_extension(const char* source, size_t len, size_t* pos, char* out, size_t n) {
+  const char* const end = source + len;
+  for (const char* ln = source + *pos; ln < end;) {
+    const char* nl = memchr(ln, '\n', (size_t)(end - ln));
+    const char* le = nl ? nl : end;
+    const char* next = nl ? nl + 1 : end;
+    const char* q = skip_blanks(ln, le);
+    if (q < le && *q == '#') q = skip_blanks(q + 1, le);
+    else q = NULL;
+    if (q) q = eat_word(q, le, "pragma");
+    if (q) q = eat_word(q, le, "OPENCL");
+    if (q) q = eat_word(q, le, "EXTENSION");
+    if (q) {
+      const char* name = q;
+      while (q < le && (isalnum((unsigned char)*q) || *q == '_')) ++q;
+      const size_t nlen = (size_t)(q - name);
+      q = skip_blanks(q, le);
+      if (nlen && q < le && *q == ':') {
+        q = skip_blanks(q + 1, le);
+        if ((size_t)(le - q) >= 6 && !strncmp(q, "enable", 6) && nlen < n) {
+          memcpy(out, name, nlen);
+          out[nlen] = 0;
+          *pos = (size_t)(next - source);
+          return true;
+        }
+      }
+    }
+    ln = next;
+  }
+  *pos = len;
+  return false;
+}
+
 void kiln_opencl_kernel_at_error(const char* source, const char* log, char* out, size_t n) {
   /* The first log line with "error" and a ":LINE:COL:" position in it
    * (clang-style "file:4:10: error: ..." or PoCL's "error: file:4:10: ..."). */

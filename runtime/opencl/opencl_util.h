@@ -45,6 +45,12 @@ kiln_status_t kiln_opencl_mkdirs(const char* path);
 kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,
                                       size_t len);
 
+/* The next extension |source| (|len| bytes) enables at or after |*pos|: a
+ * line "#pragma OPENCL EXTENSION <name> : enable" (spaces free). Copies
+ * <name> into |out| and moves |*pos| past the line; false when none is
+ * left (or a name does not fit |n|: then it is skipped). */
+bool kiln_opencl_next_enabled_extension(const char* source, size_t len, size_t* pos, char* out, size_t n);
+
 /* The kernel whose definition contains the first "<line>:<col>: error"
  * line of |log| ("'name'"), else every kernel name in |source| ("one of
  * 'a', 'b'"). */

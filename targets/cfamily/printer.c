@@ -487,9 +487,23 @@ static void put_int(pr_t* p, int64_t v, kiln_dtype_t t, int need) {
   close_p(p, o);
 }
 
+static void put_float_literal(pr_t* p, float f, int need);
+
 static void put_float(pr_t* p, double v, kiln_dtype_t t, int need) {
   float f = (float)v;
   if (t == KILN_DTYPE_F16) f = kiln_f16_to_f32(kiln_f32_to_f16(f));
+  if (t == KILN_DTYPE_F16 && p->d->half_literal) {
+    const char* h = p->d->half_literal;
+    const char* at = strstr(h, "$1");
+    kiln_cf_out_printf(p->o, "%.*s", (int)(at - h), h);
+    put_float_literal(p, f, P_ANY);
+    put(p, at + 2);
+    return;
+  }
+  put_float_literal(p, f, need);
+}
+
+static void put_float_literal(pr_t* p, float f, int need) {
   if (isnan(f)) {
     put(p, p->d->nan_literal);
     return;
@@ -602,6 +616,12 @@ static void put_index(pr_t* p, const tir_buffer_t* b, const tir_expr_t* const* i
 }
 
 static bool is_float(kiln_dtype_t t) { return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16; }
+
+/* F16 values are the language's half type (kiln_cf_dialect_native_half),
+ * not floats on the half grid. */
+static bool half_native(const pr_t* p) {
+  return strcmp(vtype(p, KILN_DTYPE_F16), vtype(p, KILN_DTYPE_F32)) != 0;
+}
 
 /* Wraps an F16-typed float result back onto the half grid. */
 static void half_round_open(pr_t* p, kiln_dtype_t t, bool* wrapped, int* need) {
@@ -793,8 +813,10 @@ static void ex_binary(pr_t* p, const tir_expr_t* e, int need) {
     ex_int_binary(p, e, need);
     return;
   }
-  bool hr;
-  half_round_open(p, t, &hr, &need);
+  /* native halves: + - * / of two half operands is half arithmetic as it is */
+  const bool infix_op = op == TIR_ADD || op == TIR_SUB || op == TIR_MUL || op == TIR_DIV;
+  bool hr = false;
+  if (!(infix_op && half_native(p))) half_round_open(p, t, &hr, &need);
   switch (op) {
     case TIR_ADD: case TIR_SUB: case TIR_MUL: case TIR_DIV:
       infix(p, a, binop_text(op), b, binop_prec(op), false, need, false);
@@ -835,6 +857,7 @@ static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
   }
   if (is_float(s) && is_float(t)) {
     if (t == KILN_DTYPE_F16) tpl1(p, d->half_round, aex(v));
+    else if (half_native(p)) put_cast(p, vtype(p, t), v, need); /* f32 math over halves */
     else ex(p, v, need); /* an F16 value is already an exact float */
     return;
   }
@@ -1117,6 +1140,12 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     }
     /* a cast f32 -> f16 is rounded once by the store */
     if (v->kind == TIR_CAST && is_float(v->u.cast.value->dtype)) v = v->u.cast.value;
+    if (v->dtype == KILN_DTYPE_F16 && half_native(p)) { /* already a half */
+      tpl(p, "$B[$I] = ", &c);
+      ex(p, v, P_ANY);
+      put(p, ";\n");
+      return;
+    }
     c.v = aex(v);
     tpl(p, p->d->half_store, &c);
     put(p, ";\n");
@@ -1483,6 +1512,48 @@ static bool uses_dtype(const tir_func_t* f, kiln_dtype_t t) {
     if (f->params[i]->dtype == t) return true;
   return false;
 }
+
+static bool expr_f16_math(const tir_expr_t* e) {
+  if (!e) return false;
+  switch (e->kind) {
+    case TIR_BINARY:
+      return e->dtype == KILN_DTYPE_F16 || expr_f16_math(e->u.bin.a) || expr_f16_math(e->u.bin.b);
+    case TIR_CALL:
+      if (e->dtype == KILN_DTYPE_F16) return true;
+      for (int32_t i = 0; i < e->u.call.n && i < 3; ++i)
+        if (expr_f16_math(e->u.call.args[i])) return true;
+      return false;
+    case TIR_SELECT:
+      return expr_f16_math(e->u.sel.cond) || expr_f16_math(e->u.sel.t) || expr_f16_math(e->u.sel.f);
+    case TIR_CAST: return expr_f16_math(e->u.cast.value);
+    case TIR_LOAD:
+      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
+        if (expr_f16_math(e->u.load.idx[i])) return true;
+      return false;
+    default: return false;
+  }
+}
+
+static bool stmt_f16_math(const tir_stmt_t* s) {
+  if (!s) return false;
+  switch (s->kind) {
+    case TIR_FOR: return stmt_f16_math(s->u.loop.body);
+    case TIR_STORE:
+      for (int32_t i = 0; i < s->u.store.buf->rank; ++i)
+        if (expr_f16_math(s->u.store.idx[i])) return true;
+      return expr_f16_math(s->u.store.value);
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i)
+        if (stmt_f16_math(s->u.seq.items[i])) return true;
+      return false;
+    case TIR_IF:
+      return expr_f16_math(s->u.cond.cond) || stmt_f16_math(s->u.cond.then_s) || stmt_f16_math(s->u.cond.else_s);
+    case TIR_ALLOC: return stmt_f16_math(s->u.alloc.body);
+    default: return false;
+  }
+}
+
+bool kiln_cf_func_computes_f16(const tir_func_t* f) { return f && stmt_f16_math(f->body); }
 
 /* ---- kernels ---------------------------------------------------------- */
 

@@ -40,7 +40,8 @@
  * even for these round trips: 1 f16 ulp); lowering normally casts to F32
  * and computes there (the kiln convention).
  * OpenCL uses vload_half / vstore_half_rte (no cl_khr_fp16 needed); GLSL
- * uses float16_t storage (GL_EXT_shader_16bit_storage).
+ * uses float16_t storage (GL_EXT_shader_16bit_storage). A dialect made by
+ * kiln_cf_dialect_native_half computes F16 expressions in OpenCL `half`.
  *
  * Semantics the printed code keeps (so targets match the reference executor):
  *   FLOORDIV/FLOORMOD are floor division/modulo: plain / and % only when the
@@ -182,6 +183,10 @@ typedef struct kiln_cf_dialect_s {
   /* float <-> f16 rounding of an F16-typed value ($1) */
   const char* half_round;
   bool half_copy_direct; /* f16 -> f16 copies may assign storage elements */
+  /* An F16 constant from its float literal ($1); NULL: the literal itself
+   * (F16 values are floats). Dialects whose F16 value type is a real half
+   * type (kiln_cf_dialect_native_half) set it. */
+  const char* half_literal;
 
   /* helper calls (templates); all are defined by the prelude or builtins */
   const char* math[TIR_INTRIN_COUNT_]; /* f32 intrinsics; NEG/NOT/FMA printed inline */
@@ -226,6 +231,19 @@ extern const kiln_cf_dialect_t kiln_cf_dialect_c;
 extern const kiln_cf_dialect_t kiln_cf_dialect_opencl;
 extern const kiln_cf_dialect_t kiln_cf_dialect_glsl;
 
+/* Fills |out| with |base| changed so that F16-typed values (the kernels the
+ * precision pass retypes for fp16 arithmetic) are the language's own half
+ * type and compute in it: OpenCL C `half` with cl_khr_fp16 enabled by the
+ * prelude (the program then needs a device with that extension). F16 loads
+ * read halves, F16 operations print as half arithmetic, F16 constants as
+ * half literals, and an F16 -> F32 cast converts explicitly so an f32
+ * expression over f16 loads never computes in half. Without it (the base
+ * dialects) F16 values are floats rounded to the half grid after every
+ * operation: the same results, without half-rate arithmetic. False (|out|
+ * untouched) for a language without a native half type here (C, GLSL).
+ * Thread-safe. */
+bool kiln_cf_dialect_native_half(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out);
+
 /* ---- printing --------------------------------------------------------- */
 
 /* Per-kernel facts the caller knows and the IR does not. */
@@ -262,6 +280,11 @@ void kiln_cf_launch_dims(const tir_func_t* f, int64_t groups[3], int64_t local[3
 
 /* True when |s| is a C identifier the printer accepts as a kernel name. */
 bool kiln_cf_valid_kernel_name(const char* s);
+
+/* True when |f| computes on F16 values (an F16-typed operation or math
+ * call: the kernels the precision pass retyped for fp16 arithmetic), not
+ * only loads and stores f16 storage. */
+bool kiln_cf_func_computes_f16(const tir_func_t* f);
 
 #ifdef __cplusplus
 }

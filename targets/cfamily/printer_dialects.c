@@ -239,46 +239,49 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vabs = "kiln_vabs$W($1)",
 };
 
-static const char opencl_prelude[] =
-    "#define KILN_INLINE static inline\n"
-    "KILN_INLINE float kiln_fminf(float a, float b) { return (a < b || isnan(a)) ? a : b; }\n"
-    "KILN_INLINE float kiln_fmaxf(float a, float b) { return (a > b || isnan(a)) ? a : b; }\n"
-    "KILN_INLINE float kiln_hround(float x) {\n"
-    "  ushort h; vstore_half_rte(x, 0, (__private half*)&h); return vload_half(0, (__private half*)&h);\n"
-    "}\n"
-    "KILN_INLINE int kiln_floordiv(int a, int b) {\n"
-    "  if (b == 0) return 0;\n"
-    "  int q = a / b;\n"
-    "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
-    "}\n"
-    "KILN_INLINE int kiln_floormod(int a, int b) {\n"
-    "  if (b == 0) return 0;\n"
-    "  int r = a % b;\n"
-    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-    "}\n"
-    "KILN_INLINE float kiln_ffloordiv(float a, float b) { return floor(a / b); }\n"
-    "KILN_INLINE float kiln_ffloormod(float a, float b) {\n"
-    "  float r = fmod(a, b);\n"
-    "  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;\n"
-    "}\n"
-    "KILN_INLINE int kiln_idiv32(int a, int b) {\n"
-    "  return b == 0 ? 0 : b == -1 ? (int)(0u - (uint)a) : a / b;\n"
-    "}\n"
-    "KILN_INLINE long kiln_idiv64(long a, long b) {\n"
-    "  return b == 0 ? 0 : b == -1 ? (long)(0ul - (ulong)a) : a / b;\n"
-    "}\n"
-    "KILN_INLINE long kiln_iabs(long a) { return a < 0 ? (long)(0ul - (ulong)a) : a; }\n"
-    "/* Integer min/max over operands of any int width: the builtin min/max\n"
-    "   are ambiguous for (int, long). */\n"
-    "KILN_INLINE long kiln_imin(long a, long b) { return a < b ? a : b; }\n"
-    "KILN_INLINE long kiln_imax(long a, long b) { return a > b ? a : b; }\n"
-    "KILN_INLINE float kiln_sigmoidf(float v) {\n"
-    "  if (v >= 0.0f) return 1.0f / (1.0f + exp(-v));\n"
-    "  float e = exp(v);\n"
-    "  return e / (1.0f + e);\n"
-    "}\n"
-    "#define KILN_VMAX(a, b) select((b), (a), ((a) > (b)) | isnan(a))\n"
-    "#define KILN_VMIN(a, b) select((b), (a), ((a) < (b)) | isnan(a))\n";
+#define OPENCL_PRELUDE \
+    "#define KILN_INLINE static inline\n" \
+    "KILN_INLINE float kiln_fminf(float a, float b) { return (a < b || isnan(a)) ? a : b; }\n" \
+    "KILN_INLINE float kiln_fmaxf(float a, float b) { return (a > b || isnan(a)) ? a : b; }\n" \
+    "KILN_INLINE float kiln_hround(float x) {\n" \
+    "  ushort h; vstore_half_rte(x, 0, (__private half*)&h); return vload_half(0, (__private half*)&h);\n" \
+    "}\n" \
+    "KILN_INLINE int kiln_floordiv(int a, int b) {\n" \
+    "  if (b == 0) return 0;\n" \
+    "  int q = a / b;\n" \
+    "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n" \
+    "}\n" \
+    "KILN_INLINE int kiln_floormod(int a, int b) {\n" \
+    "  if (b == 0) return 0;\n" \
+    "  int r = a % b;\n" \
+    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n" \
+    "}\n" \
+    "KILN_INLINE float kiln_ffloordiv(float a, float b) { return floor(a / b); }\n" \
+    "KILN_INLINE float kiln_ffloormod(float a, float b) {\n" \
+    "  float r = fmod(a, b);\n" \
+    "  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;\n" \
+    "}\n" \
+    "KILN_INLINE int kiln_idiv32(int a, int b) {\n" \
+    "  return b == 0 ? 0 : b == -1 ? (int)(0u - (uint)a) : a / b;\n" \
+    "}\n" \
+    "KILN_INLINE long kiln_idiv64(long a, long b) {\n" \
+    "  return b == 0 ? 0 : b == -1 ? (long)(0ul - (ulong)a) : a / b;\n" \
+    "}\n" \
+    "KILN_INLINE long kiln_iabs(long a) { return a < 0 ? (long)(0ul - (ulong)a) : a; }\n" \
+    "/* Integer min/max over operands of any int width: the builtin min/max\n" \
+    "   are ambiguous for (int, long). */\n" \
+    "KILN_INLINE long kiln_imin(long a, long b) { return a < b ? a : b; }\n" \
+    "KILN_INLINE long kiln_imax(long a, long b) { return a > b ? a : b; }\n" \
+    "KILN_INLINE float kiln_sigmoidf(float v) {\n" \
+    "  if (v >= 0.0f) return 1.0f / (1.0f + exp(-v));\n" \
+    "  float e = exp(v);\n" \
+    "  return e / (1.0f + e);\n" \
+    "}\n" \
+    "#define KILN_VMAX(a, b) select((b), (a), ((a) > (b)) | isnan(a))\n" \
+    "#define KILN_VMIN(a, b) select((b), (a), ((a) < (b)) | isnan(a))\n"
+
+static const char opencl_prelude[] = OPENCL_PRELUDE;
+static const char opencl_half_prelude[] = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" OPENCL_PRELUDE;
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
     .name = "opencl",
@@ -449,3 +452,18 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .vector_widths = 0,
     .vec_type = NULL,
 };
+
+bool kiln_cf_dialect_native_half(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out) {
+  if (!base || !out || base->lang != KILN_CF_LANG_OPENCL) return false;
+  *out = *base;
+  out->name = "opencl-half";
+  out->prelude = opencl_half_prelude;
+  out->value_types[KILN_DTYPE_F16] = "half";
+  out->half_load = "$B[$I]";
+  /* convert_half_rte takes a float or a half value alike */
+  out->half_store = "$B[$I] = convert_half_rte($V)";
+  out->half_round = "convert_half_rte($1)";
+  out->half_copy_direct = true;
+  out->half_literal = "((half)$1)";
+  return true;
+}

@@ -242,7 +242,18 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   }
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  if (!s) s = kiln_cf_print_unit(&kiln_cf_dialect_opencl, funcs, n_print, infos, &out);
+  /* Kernels the precision pass retyped for fp16 arithmetic (it does so only
+   * for a device with half arithmetic: cl_khr_fp16) compute in `half`; the
+   * prelude then enables the extension, which the device checks before it
+   * builds the program (runtime/opencl/opencl_device.c). */
+  kiln_cf_dialect_t half_dialect;
+  const kiln_cf_dialect_t* dialect = &kiln_cf_dialect_opencl;
+  bool computes_f16 = false;
+  for (int32_t i = 0; i < n_print && !computes_f16; ++i) computes_f16 = kiln_cf_func_computes_f16(funcs[i]);
+  if (computes_f16 && !o->no_native_half && kiln_cf_dialect_native_half(&kiln_cf_dialect_opencl, &half_dialect))
+    dialect = &half_dialect;
+  if (o->native_half) *o->native_half = dialect == &half_dialect;
+  if (!s) s = kiln_cf_print_unit(dialect, funcs, n_print, infos, &out);
   instances_t inst = {0};
   for (int32_t k = 0; k < n && !s; ++k) {
     if (!gemms[k].matched && slot_of[k] < 0 && !dws[k].matched) continue;

@@ -22,6 +22,10 @@
  *     an instance of kernels/opencl/depthwise.cl with the same name and
  *     parameters (opencl_depthwise.c). So prog->n_kernels may shrink and
  *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
+ * Kernels the precision pass retyped for fp16 arithmetic (it does so for a
+ * device with cl_khr_fp16) print with F16 values as OpenCL `half`
+ * (kiln_cf_dialect_native_half) and the program enables cl_khr_fp16, so it
+ * builds only on a device that has it (the OpenCL device checks first).
  *
  * Usage: the program builder (targets/program_build.c) fills prog->kernels
  * (one per plan kernel, same order, names and args set), then calls
@@ -57,6 +61,11 @@ typedef struct kiln_opencl_emit_options_s {
   bool no_dw_template;    /* keep depthwise Conv kernels as printed */
   bool all_dw_template;   /* the depthwise template wherever it matches, also at the
                              strides where the printed kernel measured faster */
+  bool no_native_half;    /* F16 arithmetic (fp16-arith kernels) as floats rounded to
+                             half after every operation, not OpenCL `half` under
+                             cl_khr_fp16: same results, runs on devices without it */
+  bool* native_half;      /* out (may be NULL): the program computes in `half` and
+                             enables cl_khr_fp16 */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
   int32_t* n_shared;      /* out (may be NULL): template instances that call an identical

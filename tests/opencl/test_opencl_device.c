@@ -8,6 +8,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/opencl/opencl_device.h"
+#include "runtime/opencl/opencl_util.h"
 #include "testing.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
@@ -387,6 +388,56 @@ static void test_build_failure_and_dump(void) {
   kiln_device_release(d);
 }
 
+/* Extensions a program enables ("#pragma OPENCL EXTENSION x : enable") are
+ * checked against the device's before a build: one it lacks is an
+ * UNSUPPORTED error naming it and the device, not a compiler log. */
+static void test_required_extensions(void) {
+  /* the pragma parser: blanks anywhere, `disable` asks for nothing */
+  const char* src =
+      "  #  pragma\tOPENCL EXTENSION cl_a_one :  enable\n"
+      "#pragma OPENCL EXTENSION cl_not_asked : disable\n"
+      "// #pragma OPENCL EXTENSION cl_commented : enable\n"
+      "#pragma OPENCL EXTENSION cl_two:enable";
+  char ext[64];
+  size_t pos = 0;
+  CHECK(kiln_opencl_next_enabled_extension(src, strlen(src), &pos, ext, sizeof ext) && !strcmp(ext, "cl_a_one"));
+  CHECK(kiln_opencl_next_enabled_extension(src, strlen(src), &pos, ext, sizeof ext) && !strcmp(ext, "cl_two"));
+  CHECK(!kiln_opencl_next_enabled_extension(src, strlen(src), &pos, ext, sizeof ext));
+  pos = 0;
+  CHECK_MSG(!kiln_opencl_next_enabled_extension(src, strlen(src), &pos, ext, 4), "a name that does not fit is skipped");
+
+  kiln_device_t* d = open_dev();
+  if (!d) return;
+  const kiln_device_vtable_t* vt = d->vt;
+  kiln_device_build_options_t bo = {.cache_dir = ""};
+  kiln_device_executable_t* e = NULL;
+  kspec_t ks[1] = {{"ext_k", 1, {0}, 1, 1}};
+  kiln_program_t* p = mkprog("#pragma OPENCL EXTENSION cl_kiln_no_such_thing : enable\n"
+                             "__kernel void ext_k(__global float* a) { a[0] = 1.0f; }\n",
+                             1, 4, 1, ks);
+  kiln_status_t s = vt->executable_create(d, p, &bo, &e);
+  CHECK_MSG(s && kiln_status_code(s) == KILN_UNSUPPORTED && strstr(kiln_status_message(s), "cl_kiln_no_such_thing") &&
+                strstr(kiln_status_message(s), d->info.name) && strstr(kiln_status_message(s), "handmade.onnx"),
+            "missing extension: %s", s ? kiln_status_message(s) : "no error");
+  CHECK(e == NULL);
+  kiln_status_free(s);
+  kiln_program_destroy(p);
+  if (!d->info.fp16_arith) {
+    p = mkprog("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+               "__kernel void ext_k(__global half* a) { a[0] = a[1] * (half)2.0f; }\n",
+               1, 4, 1, ks);
+    CHECK_ERR(vt->executable_create(d, p, &bo, &e), KILN_UNSUPPORTED, "compiled with fp16 arithmetic");
+    kiln_program_destroy(p);
+  }
+  /* one the device has (every OpenCL 1.2 device has byte-addressable stores) builds */
+  p = mkprog("#pragma OPENCL EXTENSION cl_khr_byte_addressable_store : enable\n"
+             "__kernel void ext_k(__global float* a) { a[0] = 1.0f; }\n",
+             1, 4, 1, ks);
+  if (CHECK_OK(vt->executable_create(d, p, &bo, &e))) vt->executable_destroy(d, e);
+  kiln_program_destroy(p);
+  kiln_device_release(d);
+}
+
 static void test_allocation_failure(void) {
   kiln_device_t* d = open_dev();
   if (!d) return;
@@ -414,6 +465,7 @@ int main(void) {
   RUN(test_dispatch_and_timestamps);
   RUN(test_binary_cache);
   RUN(test_build_failure_and_dump);
+  RUN(test_required_extensions);
   RUN(test_allocation_failure);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
