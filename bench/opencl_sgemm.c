@@ -10,7 +10,8 @@
  *   opencl sgemm 1024x1024x1024: kiln 48.1 GFLOP/s, clblast 15.2 GFLOP/s (3.16x)
  * --sweep tries the tile configurations below at every shape and prints each
  * (that is how kiln_opencl_gemm_default_tiles was chosen);
- * KILN_GEMM_TILES=tm,tn,vw,wx,wy,bk,mm,mn overrides the tiles.
+ * KILN_OPENCL_GEMM_TILES=tm,tn,vw,wx,wy,bk,mm,mn overrides the tiles, as it
+ * does for the emitter's GEMM instances.
  * --record FILE appends the per-shape provider choice, one line per shape:
  *   "<device>\t<M>x<N>x<K>\tkiln <GFLOP/s>\tclblast <GFLOP/s>\tchoice kiln|clblast"
  */
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
   CK(err);
   q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
   CK(err);
-  const char* env = getenv("KILN_GEMM_TILES");
+  const char* env = getenv("KILN_OPENCL_GEMM_TILES");
   int fails = 0;
   for (int s = 0; s < ns; ++s) {
     const int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
@@ -267,8 +268,9 @@ int main(int argc, char** argv) {
     CK(err);
     const double flop = 2.0 * M * N * K;
     kiln_opencl_gemm_tiles_t t = kiln_opencl_gemm_default_tiles(M, N, K);
-    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.vw, &t.wx, &t.wy, &t.bk, &t.mm, &t.mn) != 8) {
-      fprintf(stderr, "KILN_GEMM_TILES: expected tm,tn,vw,wx,wy,bk,mm,mn\n");
+    if (env && env[0] && !kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &t)) {
+      fprintf(stderr, "KILN_OPENCL_GEMM_TILES '%s': expected tm,tn,vw,wx,wy,bk,mm,mn (positive, tn a multiple of vw)\n",
+              env);
       return 2;
     }
     if (sweep) {

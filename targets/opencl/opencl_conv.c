@@ -9,15 +9,7 @@
 
 kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, int64_t K) {
   kiln_opencl_conv_tiles_t t = kiln_opencl_gemm_default_tiles(M, Q, K);
-  const char* env = getenv("KILN_OPENCL_CONV_TILES");
-  if (env && env[0]) {
-    kiln_opencl_conv_tiles_t o;
-    if (sscanf(env, "%d,%d,%d,%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.vw, &o.wx, &o.wy, &o.bk, &o.mm,
-               &o.mn) == 8 &&
-        o.tm > 0 && o.tn > 0 && o.vw > 0 && o.tn % o.vw == 0 && o.wx > 0 && o.wy > 0 && o.bk > 0 &&
-        o.mm > 0 && o.mn > 0)
-      t = o;
-  }
+  kiln_opencl_tiles_from_env("KILN_OPENCL_CONV_TILES", &t);
   return t;
 }
 

@@ -16,6 +16,18 @@
 #include "ir/op.h"
 #include "targets/opencl/opencl_internal.h"
 
+bool kiln_opencl_tiles_from_env(const char* var, kiln_opencl_gemm_tiles_t* t) {
+  const char* env = getenv(var);
+  kiln_opencl_gemm_tiles_t o;
+  if (!env || !env[0] ||
+      sscanf(env, "%d,%d,%d,%d,%d,%d,%d,%d", &o.tm, &o.tn, &o.vw, &o.wx, &o.wy, &o.bk, &o.mm, &o.mn) != 8)
+    return false;
+  if (o.tm < 1 || o.tn < 1 || o.vw < 1 || o.tn % o.vw || o.wx < 1 || o.wy < 1 || o.bk < 1 || o.mm < 1 || o.mn < 1)
+    return false;
+  *t = o;
+  return true;
+}
+
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K) {
   /* Measured with kiln_bench_opencl_sgemm --sweep on PoCL (2 cores,
    * AVX-512): one work-item per group running an 8 x 32 register tile
@@ -180,6 +192,7 @@ bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm
     g->bias_sn = c1 == g->N && g->N != 1 ? 1 : 0;
   }
   g->tiles = kiln_opencl_gemm_default_tiles(g->M, g->N, g->K);
+  kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &g->tiles);
   g->matched = true;
   return true;
 }

@@ -42,6 +42,13 @@ typedef struct kiln_opencl_gemm_s {
   kiln_opencl_gemm_tiles_t tiles;
 } kiln_opencl_gemm_t;
 
+/* Replaces |t| with the tiles environment variable |var| gives as
+ * "tm,tn,vw,wx,wy,bk,mm,mn" (tuning): true when it was set and valid (all
+ * positive, tn a multiple of vw), else |t| stays and false. The emitter
+ * reads KILN_OPENCL_GEMM_TILES for GEMM instances and
+ * KILN_OPENCL_CONV_TILES for implicit-GEMM conv instances. */
+bool kiln_opencl_tiles_from_env(const char* var, kiln_opencl_gemm_tiles_t* t);
+
 /* Tiles the emitter uses for an M x N x K product (measured on PoCL). */
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K);
 

@@ -285,6 +285,19 @@ static void test_heuristic(void) {
   memcpy(g.roles, "ABY", 4);
   CHECK_ERR(kiln_opencl_gemm_print(&g, "bad", &out), KILN_INVALID_ARGUMENT, "bad tiles");
   kiln_cf_out_free(&out);
+  /* tuning overrides: valid tiles replace, anything else leaves them */
+  kiln_opencl_gemm_tiles_t o = {8, 32, 16, 1, 1, 128, 8, 4};
+  setenv("KILN_OPENCL_GEMM_TILES", "4,16,8,2,2,32,1,2", 1);
+  CHECK(kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &o) && o.tm == 4 && o.tn == 16 && o.vw == 8 &&
+        o.wx == 2 && o.wy == 2 && o.bk == 32 && o.mm == 1 && o.mn == 2);
+  static const char* const bad[] = {"", "4,16,8", "4,16,5,2,2,32,1,2", "0,16,8,2,2,32,1,2", "a,b,c,d,e,f,g,h"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    setenv("KILN_OPENCL_GEMM_TILES", bad[i], 1);
+    kiln_opencl_gemm_tiles_t keep = o;
+    CHECK_MSG(!kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &o) && !memcmp(&keep, &o, sizeof o),
+              "'%s' must leave the tiles", bad[i]);
+  }
+  unsetenv("KILN_OPENCL_GEMM_TILES");
 }
 
 int main(void) {
