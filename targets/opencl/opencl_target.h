@@ -22,6 +22,9 @@
  *     an instance of kernels/opencl/depthwise.cl with the same name and
  *     parameters (opencl_depthwise.c). So prog->n_kernels may shrink and
  *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
+ * Every template takes f16 buffers too (--precision fp16: fp16 storage, f32
+ * sums; each parameter f32 or f16 on its own) and never keeps partial sums
+ * in an f16 buffer.
  *
  * Usage: the program builder (targets/program_build.c) fills prog->kernels
  * (one per plan kernel, same order, names and args set), then calls
@@ -57,6 +60,9 @@ typedef struct kiln_opencl_emit_options_s {
   bool no_dw_template;    /* keep depthwise Conv kernels as printed */
   bool all_dw_template;   /* the depthwise template wherever it matches, also at the
                              strides where the printed kernel measured faster */
+  bool private_conv_sums; /* every implicit-GEMM conv instance keeps its partial sums in a
+                             private f32 array (conv.cl CPSUM), not only those whose grid
+                             is f16; KILN_OPENCL_CONV_PSUM=private does the same (tuning) */
   int32_t* n_templated;   /* out (may be NULL): kernels replaced by a template */
   int32_t* n_rebound;     /* out (may be NULL): kernels whose PARALLEL loop got bound */
   int32_t* n_shared;      /* out (may be NULL): template instances that call an identical
