@@ -43,6 +43,7 @@
 #include "lowering/precision.h"
 #include "runtime/opencl/opencl_device.h"
 #include "runtime/ref_exec.h"
+#include "targets/opencl/opencl_internal.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
 #include "testing.h"
@@ -421,6 +422,69 @@ static void test_gemm(void) {
   check_graph(&b, "MatMul 13x512x70 cancelling -> Gemm transB bias", &ex);
 }
 
+/* ---- refused instances ------------------------------------------------------ */
+
+/* The printer refuses partial sums in an f16 buffer or in a grid the
+ * instance does not have; the weight re-layout refuses a constant whose
+ * dtype is not the W parameter's, or too short for the packed layout. */
+static void test_refused(void) {
+  kiln_gpu_conv_t c;
+  memset(&c, 0, sizeof c);
+  c.matched = true;
+  c.M = 8, c.Q = 16, c.K = 8, c.T = 1, c.C = 8, c.plane = 16, c.batch = 1;
+  c.pt = 8, c.kbs = 8, c.tiles = 1, c.q1 = 1, c.q2 = 16, c.od = c.oh = 1, c.ow = 16;
+  c.n_params = 3;
+  memcpy(c.roles, "WXY", 4);
+  c.args[0] = 0, c.args[1] = 1, c.args[2] = 2;
+  c.f16[0] = c.f16[1] = c.f16[2] = true;
+  const kiln_opencl_conv_tiles_t t = kiln_opencl_conv_default_tiles(c.M, c.Q, c.K);
+  kiln_cf_out_t out;
+  kiln_cf_out_init(&out);
+  CHECK(kiln_opencl_conv_psum_f16(&c));
+  CHECK_ERR(kiln_opencl_conv_print(&c, &t, true, false, "k_f16y", &out), KILN_INVALID_ARGUMENT,
+            "'k_f16y': partial sums in an f16 buffer");
+  CHECK_OK(kiln_opencl_conv_print(&c, &t, true, true, "k_f16y_private", &out));
+  CHECK(strstr(out.data, "#define CPSUM 1") && strstr(out.data, "__global half* restrict Y"));
+  c.crop = true; /* cropped, matched without the grid */
+  CHECK_ERR(kiln_opencl_conv_print(&c, &t, true, false, "k_nogrid", &out), KILN_INVALID_ARGUMENT,
+            "'k_nogrid': no grid for the partial sums");
+  kiln_cf_out_free(&out);
+
+  /* weights: buffer 0, f32 in the program while the instance says f16 */
+  kiln_program_t* p = NULL;
+  KILN_ASSERT(!kiln_program_create(A(), &p));
+  KILN_ASSERT(!kiln_allocator_malloc(A(), sizeof(kiln_program_buffer_t), "t", (void**)&p->buffers));
+  memset(p->buffers, 0, sizeof(kiln_program_buffer_t));
+  p->n_buffers = 1;
+  KILN_ASSERT(!kiln_program_strdup(p, "w_packed", &p->buffers[0].name));
+  p->buffers[0].kind = KILN_PB_CONST;
+  p->buffers[0].dtype = KILN_DTYPE_F32;
+  p->buffers[0].alias_of = -1;
+  p->buffers[0].bytes = 64 * 4;
+  KILN_ASSERT(!kiln_allocator_malloc(A(), 64 * 4, "t", (void**)&p->weights));
+  memset(p->weights, 0, 64 * 4);
+  p->weights_len = 64 * 4;
+  c.n_params = 3;
+  int32_t wb = -1;
+  void* data = NULL;
+  uint64_t bytes = 0;
+  CHECK_ERR(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
+            "opencl conv: the weights are not an f16 constant");
+  /* f16 as said, but 32 halves for the layout's 8 x 8 */
+  p->buffers[0].dtype = KILN_DTYPE_F16;
+  p->buffers[0].bytes = 32 * 2;
+  CHECK_ERR(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
+            "weights 'w_packed' hold 64 bytes, the packed layout needs 128");
+  kiln_opencl_wino_tiles_t wt = {.tm = 16, .tn = 16, .wx = 1, .wy = 1, .cb = 8};
+  CHECK_ERR(kiln_opencl_wino_pack_weights(p, &c, &wt, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
+            "opencl winograd: weights 'w_packed'");
+  p->buffers[0].bytes = 64 * 2;
+  if (CHECK_OK(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes)))
+    CHECK(wb == 0 && bytes % 2 == 0 && bytes >= 64 * 2);
+  kiln_allocator_free(A(), data);
+  kiln_program_destroy(p);
+}
+
 int main(void) {
   kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
   if (s) {
@@ -428,6 +492,7 @@ int main(void) {
     kiln_status_free(s);
     return 1;
   }
+  RUN(test_refused);
   RUN(test_conv);
   RUN(test_depthwise);
   RUN(test_gemm);
