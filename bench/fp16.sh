@@ -21,7 +21,9 @@ cmake --build "$build" -j"$(nproc)" --target kiln_bench_fp16 kiln_cli >/dev/null
 targets=cpu
 devices=$("$build/kiln" devices 2>/dev/null || true)
 for api in opencl vulkan; do
-  if printf '%s\n' "$devices" | sed -n "/^$api:/,/^[a-z]/p" | grep -q '^  \[0\]'; then
+  # `kiln devices` lists the CPU as "  [0] ..." but GPU devices as
+  # "opencl:0  platform ..." / "vulkan:0  ..." (or "  none: why")
+  if printf '%s\n' "$devices" | grep -q "^$api:0 "; then
     targets="$targets $api"
   fi
 done

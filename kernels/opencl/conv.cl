@@ -23,6 +23,29 @@
  * and stores the valid grid positions into Y (dense NCHW), vector stores
  * where a run of VW positions lies inside one output row.
  *
+ * f16 storage (--precision fp16): any of W, XP, BIAS, Y and the epilogue
+ * operands may be a half buffer (CW_F16, CX_F16, CC_F16, CY_F16; the
+ * epilogue's own loads). OpenCL C 1.2 without cl_khr_fp16 may not
+ * dereference a half pointer, so they are read with vload_half[n] and Y is
+ * written with vstore_half[n]_rte; every sum is f32 (the B slice is
+ * converted once, into __local floats, and so is a tiled f16 weight slice:
+ * the micro-kernel reads floats only).
+ *
+ * Partial sums between K slices never go through f16 (rounding each slice's
+ * sum would add an error that grows with the number of slices, i.e. with K):
+ * with CPSUM 0 they go through PS as above, which the host allows only when
+ * PS is an f32 buffer (the precision pass keeps the grid f32 where the
+ * printed GEMM accumulates in it); with CPSUM 1 (PS would be f16: an f16 Y
+ * without a crop, or an f16 grid) each work-item keeps the f32 partial sums
+ * of all its MM x MN micro-tiles in a private array across the slices,
+ * read into the register tile and written back the same way PS is. On
+ * PoCL's CPU device that array is stack memory (BM x BN / (WX x WY) floats,
+ * 32 KB at the default tiles; a work-group of several items keeps one per
+ * item): it replaces the global round trip through PS instead of adding
+ * one, and the grid temp leaves the program (the host matches without the
+ * 'F' parameter). On a GPU it would be spilled scratch; tiles for a GPU
+ * would keep MM = MN = 1.
+ *
  * The weights W are, with CWTILED, re-laid out at compile time in the
  * order the micro-kernel reads them (opencl_conv.c): block of BM channels,
  * K slice, micro-panel of TM channels, k, channel, zero-padded to whole
@@ -47,9 +70,13 @@
  *   CDO CHO CWO   output depth, height, width (CP = their product)
  *   CHAS_BIAS     bias per output channel
  *   CWTILED       W in the micro-kernel's order (above)
- *   KC_EPI(v, b, m, p, LD)  statement applying the epilogue to v (float or
- *     KG_VT) for image b, channel m, dense position p; LD(ptr) loads a
- *     value of v's type from ptr
+ *   CW_F16 CX_F16 CC_F16 CY_F16  1: that buffer holds half (storage only)
+ *   CPSUM         0: partial sums through PS (f32); 1: in a private array
+ *   KC_EPI(v, b, m, p, LD, LDH)  statement applying the epilogue to v
+ *     (float or KG_VT) for image b, channel m, dense position p; LD(ptr)
+ *     loads a value of v's type from a float pointer, LDH from a half one;
+ *     it runs in the scope of KC_EPI_PRE(b, m), which loads the operands
+ *     that are the same for all positions once
  *   TM TN VW WX WY BK MM MN  tiles, as in gemm.cl
  * Launch: global (ceil(CQ/BN)*WX, ceil(CM/BM)*WY, CBATCH), local (WX, WY, 1).
  */
@@ -70,26 +97,54 @@
 #define KG_LANE(v, l) (((float*)&(v))[l])
 #endif
 #define KG_SLOAD(p) (*(p))
+/* f16 storage: loads and stores by the buffer's KC_*_F16 flag h (0 float,
+ * 1 half; half pointers are never dereferenced) */
+#define KC_LD_0(p, i) ((p)[i])
+#define KC_LD_1(p, i) vload_half((i), (p))
+#define KC_LD(h, p, i) KG_CAT(KC_LD_, h)(p, i)
+#define KC_ST_0(v, p, i) ((p)[i] = (v))
+#define KC_ST_1(v, p, i) vstore_half_rte((v), (i), (p))
+#define KC_ST(h, v, p, i) KG_CAT(KC_ST_, h)(v, p, i)
+#define KC_VLD_0(p) KG_VLOAD(p)
+#define KC_VST_0(v, p) KG_VSTORE(v, p)
+#if VW == 1
+#define KC_VLD_1(p) vload_half(0, (p))
+#define KC_VST_1(v, p) vstore_half_rte((v), 0, (p))
+#else
+#define KC_VLD_1(p) KG_CAT(vload_half, VW)(0, (p))
+#define KC_VST_1(v, p) KG_CAT(KG_CAT(vstore_half, VW), _rte)((v), 0, (p))
+#endif
+#define KC_VLD(h, p) KG_CAT(KC_VLD_, h)(p)
+#define KC_VST(h, v, p) KG_CAT(KC_VST_, h)(v, p)
+#define KG_VLOADH(p) KC_VLD_1(p)
+#define KG_SLOADH(p) vload_half(0, (p))
+#if CX_F16
+#define KC_TX half
+#else
+#define KC_TX float
+#endif
+#if CY_F16
+#define KC_TY half
+#else
+#define KC_TY float
+#endif
 #define KG_EVEN_M (CM % KG_BM == 0)
 #define KG_EVEN_N (CQ % KG_BN == 0)
 #define KG_EVEN_K (CK % BK == 0)
 #define KC_CP (CDO * CHO * CWO)
-#define KC_W(m, k) W[((((k) / CKBS) * CTILES + (m) / CPT) * CKBS + (k) % CKBS) * CPT + (m) % CPT]
-#if CCROP
+#define KC_W(m, k) KC_LD(CW_F16, W, ((((k) / CKBS) * CTILES + (m) / CPT) * CKBS + (k) % CKBS) * CPT + (m) % CPT)
+#if CPSUM
+#define KC_PS_AT(i, j) pacc[((jn * MM + im) * TM + (i)) * KG_NV + (j)]
+#elif CCROP
 #define KC_PS YF
 #else
 #define KC_PS Y
 #endif
 
 #define KC_NKS ((CK + BK - 1) / BK)
-#if CWTILED
-#define KC_ASPACE __global
-#else
-#define KC_ASPACE __local
-#endif
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KILN_CONV_SIGNATURE) {
-#if !CWTILED
+#if !CWTILED || CW_F16
   __local float As[BK * KG_BM]; /* As[(m / TM) * BK * TM + k * TM + m % TM] */
 #endif
   __local float Bs[BK * KG_BN]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
@@ -97,12 +152,30 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
   const int lid = ty * WX + tx;
   const int n0 = (int)get_group_id(0) * KG_BN, m0 = (int)get_group_id(1) * KG_BM;
   const int bz = (int)get_group_id(2);
-  const __global float* xb = XP + (long)bz * CC * CPLANE;
+  const __global KC_TX* xb = XP + (long)bz * CC * CPLANE;
+#if CPSUM
+  KG_VT pacc[MN * MM * TM * KG_NV]; /* f32 partial sums of the item's micro-tiles */
+#else
   __global float* ps = KC_PS + (long)bz * CM * CQ;
-  __global float* yb = Y + (long)bz * CM * KC_CP;
+#endif
+  __global KC_TY* yb = Y + (long)bz * CM * KC_CP;
 
   for (int k0 = 0; k0 < CK; k0 += BK) {
-#if CWTILED
+#if CWTILED && CW_F16
+    /* A: this block's slice, in the order the micro-kernel reads it,
+     * converted once per slice into __local floats with vector loads (in
+     * the micro-kernel each conversion would cost a lane shuffle per
+     * multiply-add, and MN micro-tiles read each weight) */
+    {
+      const __global half* ws = W + ((long)(m0 / KG_BM) * KC_NKS + k0 / BK) * (BK * KG_BM);
+#if BK * KG_BM % 16 == 0
+      for (int e = lid * 16; e < BK * KG_BM; e += WX * WY * 16) vstore16(vload_half16(0, ws + e), 0, As + e);
+#else
+      for (int e = lid; e < BK * KG_BM; e += WX * WY) As[e] = vload_half(e, ws);
+#endif
+    }
+    const __local float* as = As;
+#elif CWTILED
     /* A: this block's slice, in the order the micro-kernel reads it. */
     const __global float* as = W + ((long)(m0 / KG_BM) * KC_NKS + k0 / BK) * (BK * KG_BM);
 #else
@@ -121,12 +194,12 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
       const int gn = n0 + nn, gk = k0 + kk;
       KG_VT v;
       if (KG_EVEN_K ? 1 : gk < CK) {
-        const __global float* src = xb + (gk / CT) * CPLANE + KC_TOFF[gk % CT] + gn;
+        const __global KC_TX* src = xb + (gk / CT) * CPLANE + KC_TOFF[gk % CT] + gn;
         if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
-          v = KG_VLOAD(src);
+          v = KC_VLD(CX_F16, src);
         } else {
 #pragma unroll
-          for (int l = 0; l < VW; ++l) KG_LANE(v, l) = gn + l < CQ ? src[l] : 0.0f;
+          for (int l = 0; l < VW; ++l) KG_LANE(v, l) = gn + l < CQ ? KC_LD(CX_F16, src, l) : 0.0f;
         }
       } else {
         v = (KG_VT)(0.0f);
@@ -140,7 +213,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
       const __local float* bp = Bs + (cn / TN) * (BK * TN);
       for (int im = 0; im < MM; ++im) {
         const int rm = (im * WY + ty) * TM;
-        const KC_ASPACE float* ap = as + (rm / TM) * (BK * TM);
+#if CWTILED && !CW_F16
+        const __global float* ap = as + (rm / TM) * (BK * TM);
+#else
+        const __local float* ap = as + (rm / TM) * (BK * TM);
+#endif
         KG_VT acc[TM][KG_NV];
         #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -153,6 +230,9 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
             if (KG_EVEN_M ? 0 : gm >= CM) break;
             #pragma unroll
             for (int j = 0; j < KG_NV; ++j) {
+#if CPSUM
+              acc[i][j] = KC_PS_AT(i, j);
+#else
               const int gn = n0 + cn + j * VW;
               if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
                 acc[i][j] = KG_VLOAD(ps + gm * CQ + gn);
@@ -161,6 +241,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
                 for (int l = 0; l < VW; ++l)
                   if (gn + l < CQ) KG_LANE(acc[i][j], l) = ps[gm * CQ + gn + l];
               }
+#endif
             }
           }
         }
@@ -180,11 +261,15 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
         for (int i = 0; i < TM; ++i) {
           const int gm = m0 + rm + i;
           if (KG_EVEN_M ? 0 : gm >= CM) break;
+          KC_EPI_PRE(bz, gm);
           #pragma unroll
           for (int j = 0; j < KG_NV; ++j) {
             const int gn = n0 + cn + j * VW;
             KG_VT v = acc[i][j];
             if (!last) {
+#if CPSUM
+              KC_PS_AT(i, j) = v;
+#else
               if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
                 KG_VSTORE(v, ps + gm * CQ + gn);
               } else {
@@ -192,10 +277,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
                 for (int l = 0; l < VW; ++l)
                   if (gn + l < CQ) ps[gm * CQ + gn + l] = KG_LANE(v, l);
               }
+#endif
               continue;
             }
 #if CHAS_BIAS
-            v += (KG_VT)(BIAS[gm]);
+            v += (KG_VT)(KC_LD(CC_F16, BIAS, gm));
 #endif
 #if CCROP
             /* grid position -> output (od, oh, ow); a run inside one row
@@ -206,8 +292,8 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
              * (the last block's tail, gd = 1) would land in channel gm + 1 */
             if ((gd < CDO) & (gh < CHO) & (gw + VW <= CWO)) {
               const int p = (gd * CHO + gh) * CWO + gw;
-              KC_EPI(v, bz, gm, p, KG_VLOAD);
-              KG_VSTORE(v, yb + gm * KC_CP + p);
+              KC_EPI(v, bz, gm, p, KG_VLOAD, KG_VLOADH);
+              KC_VST(CY_F16, v, yb + gm * KC_CP + p);
             } else {
               #pragma unroll
               for (int l = 0; l < VW; ++l) {
@@ -217,22 +303,22 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
                 if ((q < CQ) & (qd < CDO) & (qh < CHO) & (qw < CWO)) {
                   const int p = (qd * CHO + qh) * CWO + qw;
                   float s = KG_LANE(v, l);
-                  KC_EPI(s, bz, gm, p, KG_SLOAD);
-                  yb[gm * KC_CP + p] = s;
+                  KC_EPI(s, bz, gm, p, KG_SLOAD, KG_SLOADH);
+                  KC_ST(CY_F16, s, yb, gm * KC_CP + p);
                 }
               }
             }
 #else
             if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
-              KC_EPI(v, bz, gm, gn, KG_VLOAD);
-              KG_VSTORE(v, yb + gm * KC_CP + gn);
+              KC_EPI(v, bz, gm, gn, KG_VLOAD, KG_VLOADH);
+              KC_VST(CY_F16, v, yb + gm * KC_CP + gn);
             } else {
               #pragma unroll
               for (int l = 0; l < VW; ++l)
                 if (gn + l < CQ) {
                   float s = KG_LANE(v, l);
-                  KC_EPI(s, bz, gm, gn + l, KG_SLOAD);
-                  yb[gm * KC_CP + gn + l] = s;
+                  KC_EPI(s, bz, gm, gn + l, KG_SLOAD, KG_SLOADH);
+                  KC_ST(CY_F16, s, yb, gm * KC_CP + gn + l);
                 }
             }
 #endif
@@ -260,5 +346,21 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
 #undef KC_CP
 #undef KC_W
 #undef KC_PS
+#undef KC_PS_AT
 #undef KC_NKS
-#undef KC_ASPACE
+#undef KC_LD_0
+#undef KC_LD_1
+#undef KC_LD
+#undef KC_ST_0
+#undef KC_ST_1
+#undef KC_ST
+#undef KC_VLD_0
+#undef KC_VLD_1
+#undef KC_VLD
+#undef KC_VST_0
+#undef KC_VST_1
+#undef KC_VST
+#undef KG_VLOADH
+#undef KG_SLOADH
+#undef KC_TX
+#undef KC_TY

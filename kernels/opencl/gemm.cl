@@ -16,6 +16,17 @@
  * guarded in the loads/stores of Y, so any M, N, K work; the guards compile
  * away for shapes the block divides.
  *
+ * f16 storage (--precision fp16): any of A, B, BIAS and Y may be a half
+ * buffer (GA_F16, GB_F16, GC_F16, GY_F16), read with vload_half[n] and
+ * written with vstore_half[n]_rte (OpenCL C 1.2 without cl_khr_fp16 may not
+ * dereference a half pointer); the slices are converted once into the
+ * __local float panels and every sum is f32. Partial sums never go through
+ * an f16 Y (rounding each K slice's sum adds an error that grows with K):
+ * with GPSUM 1 (the host sets it for an f16 Y) each work-item keeps them in
+ * a private f32 array of its MM x MN micro-tiles across the slices instead
+ * (on PoCL's CPU device: stack memory that replaces the round trip through
+ * Y; on a GPU, spilled scratch -- GPU tiles would keep MM = MN = 1).
+ *
  * Instance parameters (macros the includer defines before this text, and
  * #undefs after; every one is a tuning knob except the shape ones):
  *   KILN_GEMM_NAME       kernel name
@@ -30,6 +41,8 @@
  *   GALPHA GBETA         float literals
  *   TM TN VW WX WY BK    tiles (TN % VW == 0; VW in 1, 2, 4, 8, 16)
  *   MM MN                micro-tiles per work-item along M and N
+ *   GA_F16 GB_F16 GC_F16 GY_F16  1: that operand holds half (storage only)
+ *   GPSUM                0: partial sums through Y (f32); 1: a private array
  * Launch: global (ceil(GN/BN)*WX, ceil(GM/BM)*WY, GBATCH), local (WX, WY, 1).
  */
 #define KG_BM (TM * WY * MM)
@@ -48,24 +61,46 @@
 #define KG_VSTORE(v, p) KG_CAT(vstore, VW)((v), 0, (p))
 #define KG_LANE(v, l) (((float*)&(v))[l])
 #endif
+/* f16 storage: loads and stores by the operand's flag h (0 float, 1 half) */
+#define KG_LD_0(p, i) ((p)[i])
+#define KG_LD_1(p, i) vload_half((i), (p))
+#define KG_LD(h, p, i) KG_CAT(KG_LD_, h)(p, i)
+#define KG_ST_0(v, p, i) ((p)[i] = (v))
+#define KG_ST_1(v, p, i) vstore_half_rte((v), (i), (p))
+#define KG_ST(h, v, p, i) KG_CAT(KG_ST_, h)(v, p, i)
+#define KG_VLD_0(p) KG_VLOAD(p)
+#define KG_VST_0(v, p) KG_VSTORE(v, p)
+#if VW == 1
+#define KG_VLD_1(p) vload_half(0, (p))
+#define KG_VST_1(v, p) vstore_half_rte((v), 0, (p))
+#else
+#define KG_VLD_1(p) KG_CAT(vload_half, VW)(0, (p))
+#define KG_VST_1(v, p) KG_CAT(KG_CAT(vstore_half, VW), _rte)((v), 0, (p))
+#endif
+#define KG_VLD(h, p) KG_CAT(KG_VLD_, h)(p)
+#define KG_VST(h, v, p) KG_CAT(KG_VST_, h)(v, p)
 #define KG_EVEN_M (GM % KG_BM == 0)
 #define KG_EVEN_N (GN % KG_BN == 0)
 #define KG_EVEN_K (GK % BK == 0)
 #if GTRANS_A
-#define KG_A(m, k) A[(k) * GLDA + (m)]
+#define KG_A(m, k) KG_LD(GA_F16, A, (k) * GLDA + (m))
 #else
-#define KG_A(m, k) A[(m) * GLDA + (k)]
+#define KG_A(m, k) KG_LD(GA_F16, A, (m) * GLDA + (k))
 #endif
 #if GPACK_T
 /* B packed by lowering/lower_nn_gemm.c: panels of GPACK_T columns, K in
  * blocks of GPACK_KBS (see kiln_opencl_gemm_t). */
-#define KG_B(k, n)                                                                             \
-  B[((((k) / GPACK_KBS) * GPACK_TILES + (n) / GPACK_T) * GPACK_KBS + (k) % GPACK_KBS) * GPACK_T + \
-    (n) % GPACK_T]
+#define KG_BI(k, n)                                                                           \
+  (((((k) / GPACK_KBS) * GPACK_TILES + (n) / GPACK_T) * GPACK_KBS + (k) % GPACK_KBS) * GPACK_T + \
+   (n) % GPACK_T)
 #elif GTRANS_B
-#define KG_B(k, n) B[(n) * GLDB + (k)]
+#define KG_BI(k, n) ((n) * GLDB + (k))
 #else
-#define KG_B(k, n) B[(k) * GLDB + (n)]
+#define KG_BI(k, n) ((k) * GLDB + (n))
+#endif
+#define KG_B(k, n) KG_LD(GB_F16, B, KG_BI(k, n))
+#if GPSUM
+#define KG_PS_AT(i, j) pacc[((jn * MM + im) * TM + (i)) * KG_NV + (j)]
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KILN_GEMM_SIGNATURE) {
@@ -81,6 +116,9 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
   A += (long)bz * GSA;
   B += (long)bz * GSB;
   Y += (long)bz * GSY;
+#if GPSUM
+  KG_VT pacc[MN * MM * TM * KG_NV]; /* f32 partial sums of the item's micro-tiles */
+#endif
 
   for (int k0 = 0; k0 < GK; k0 += BK) {
     /* Copy the A and B slices; the index order follows each operand's
@@ -93,7 +131,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
       const int gm = m0 + mm, gk = k0 + kk;
       KG_VT v;
       if ((KG_EVEN_M ? 1 : gm < GM) & (KG_EVEN_K ? 1 : gk + VW <= GK)) {
-        v = KG_VLOAD(A + gm * GLDA + gk);
+        v = KG_VLD(GA_F16, A + gm * GLDA + gk);
       } else {
 #pragma unroll
         for (int l = 0; l < VW; ++l)
@@ -122,7 +160,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
       const int gn = n0 + nn, gk = k0 + kk;
       KG_VT v;
       if ((KG_EVEN_N ? 1 : gn + VW <= GN) & (KG_EVEN_K ? 1 : gk < GK)) {
-        v = KG_VLOAD(&KG_B(gk, gn));
+        v = KG_VLD(GB_F16, B + KG_BI(gk, gn));
       } else {
 #pragma unroll
         for (int l = 0; l < VW; ++l)
@@ -141,8 +179,8 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool first = k0 == 0, last = k0 + BK >= GK;
     /* The accumulators live only inside one K slice (partial sums go
-     * through Y), so nothing private crosses a barrier: on CPU devices
-     * (PoCL) they stay in registers. */
+     * through Y, or with GPSUM the private array), so no register tile
+     * crosses a barrier: on CPU devices (PoCL) they stay in registers. */
     for (int jn = 0; jn < MN; ++jn) {
       const int cn = (jn * WX + tx) * TN; /* column of the micro-tile in the block */
       const __local float* bp = Bs + (cn / TN) * (BK * TN);
@@ -161,6 +199,9 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
             if (KG_EVEN_M ? 0 : gm >= GM) break;
             #pragma unroll
             for (int j = 0; j < KG_NV; ++j) {
+#if GPSUM
+              acc[i][j] = KG_PS_AT(i, j);
+#else
               const int gn = n0 + cn + j * VW;
               if (KG_EVEN_N ? 1 : gn + VW <= GN) {
                 acc[i][j] = KG_VLOAD(Y + gm * GLDY + gn);
@@ -169,6 +210,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
                 for (int l = 0; l < VW; ++l)
                   if (gn + l < GN) KG_LANE(acc[i][j], l) = Y[gm * GLDY + gn + l];
               }
+#endif
             }
           }
         }
@@ -192,21 +234,27 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
           for (int j = 0; j < KG_NV; ++j) {
             const int gn = n0 + cn + j * VW;
             KG_VT v = acc[i][j];
+#if GPSUM
+            if (!last) {
+              KG_PS_AT(i, j) = v;
+              continue;
+            }
+#endif
             if (last) {
               v *= (KG_VT)(GALPHA);
 #if GHAS_BIAS
               #pragma unroll
               for (int l = 0; l < VW; ++l)
                 if (KG_EVEN_N ? 1 : gn + l < GN)
-                  KG_LANE(v, l) += GBETA * BIAS[gm * GBIAS_SM + (gn + l) * GBIAS_SN];
+                  KG_LANE(v, l) += GBETA * KG_LD(GC_F16, BIAS, gm * GBIAS_SM + (gn + l) * GBIAS_SN);
 #endif
             }
             if (KG_EVEN_N ? 1 : gn + VW <= GN) {
-              KG_VSTORE(v, Y + gm * GLDY + gn);
+              KG_VST(GY_F16, v, Y + gm * GLDY + gn);
             } else {
               #pragma unroll
               for (int l = 0; l < VW; ++l)
-                if (gn + l < GN) Y[gm * GLDY + gn + l] = KG_LANE(v, l);
+                if (gn + l < GN) KG_ST(GY_F16, KG_LANE(v, l), Y, gm * GLDY + gn + l);
             }
           }
         }
@@ -230,3 +278,17 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
 #undef KG_EVEN_K
 #undef KG_A
 #undef KG_B
+#undef KG_BI
+#undef KG_PS_AT
+#undef KG_LD_0
+#undef KG_LD_1
+#undef KG_LD
+#undef KG_ST_0
+#undef KG_ST_1
+#undef KG_ST
+#undef KG_VLD_0
+#undef KG_VLD_1
+#undef KG_VLD
+#undef KG_VST_0
+#undef KG_VST_1
+#undef KG_VST

@@ -31,6 +31,15 @@
  * A^T . A, the bias and the fused epilogue, and stores the outputs that lie
  * inside Y (dense NCHW).
  *
+ * f16 storage (--precision fp16): any of W (U), XP, BIAS, Y and the
+ * epilogue operands may be a half buffer (CW_F16, CX_F16, CC_F16, CY_F16;
+ * the epilogue's own loads), read with vload_half[n] and written with
+ * vstore_half_rte (OpenCL C 1.2 without cl_khr_fp16 may not dereference a
+ * half pointer). The patches are transformed in f32 (__local Vs is float),
+ * each GEMM's CB x TM slice of U is converted once into a private float
+ * array, and the partial sums are the private f32 array above: nothing
+ * between the slices is f16.
+ *
  * Instance parameters (defined by the includer, #undef'd after):
  *   KILN_WINO_NAME, KILN_WINO_SIGNATURE (parameters as conv.cl's: W (here
  *     U), XP, Y, optionally YF (unused), BIAS and epilogue operands)
@@ -39,7 +48,9 @@
  *   CHO CWO         output height and width
  *   CBATCH          images (get_group_id(2))
  *   CHAS_BIAS       bias per output channel
- *   KW_EPI(v, b, m, p, LD)  the fused epilogue on a float v (as conv.cl)
+ *   CW_F16 CX_F16 CC_F16 CY_F16  1: that buffer holds half (storage only)
+ *   KW_EPI(v, b, m, p, LD, LDH), KW_EPI_PRE(b, m)  the fused epilogue on a
+ *                   float v (as conv.cl)
  *   TM TN WX WY CB  tiles: channels per item, tiles per item (vector width:
  *                   1, 2, 4, 8 or 16; TN * WX a multiple of 4), items per
  *                   group, channels per slice
@@ -63,7 +74,38 @@
 #define KW_LANE(v, l) (((float*)&(v))[l])
 #endif
 #define KW_SLOAD(p) (*(p))
+#define KW_SLOADH(p) vload_half(0, (p))
 #define KW_CP_OUT (CHO * CWO)
+/* f16 storage: loads and stores by the buffer's flag h (0 float, 1 half) */
+#define KW_LD_0(p, i) ((p)[i])
+#define KW_LD_1(p, i) vload_half((i), (p))
+#define KW_LD(h, p, i) KW_CAT(KW_LD_, h)(p, i)
+#if CX_F16
+#define KW_TX half
+#define KW_LD8(p) vload_half8(0, (p))
+#define KW_LD2(p) vload_half2(0, (p))
+#else
+#define KW_TX float
+#define KW_LD8(p) vload8(0, (p))
+#define KW_LD2(p) vload2(0, (p))
+#endif
+#if CW_F16
+#define KW_WT half
+#else
+#define KW_WT float
+#endif
+#if CY_F16
+#define KW_TY half
+#define KW_ST(v, p, i) vstore_half_rte((v), (i), (p))
+#if TN == 1
+#define KW_VSTH(v, p) vstore_half_rte((v), 0, (p))
+#else
+#define KW_VSTH(v, p) KW_CAT(KW_CAT(vstore_half, TN), _rte)((v), 0, (p))
+#endif
+#else
+#define KW_TY float
+#define KW_ST(v, p, i) ((p)[i] = (v))
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
   __local float Vs[16 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
@@ -72,8 +114,8 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   const int t0 = (int)get_group_id(0) * KW_BT;
   const int mb = (int)get_group_id(1) * WY + ty; /* this item's block of TM channels */
   const int bz = (int)get_group_id(2);
-  const __global float* xb = XP + (long)bz * CC * CPLANE;
-  const __global float* ub = W + (long)mb * 16 * KW_CP * TM;
+  const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
+  const __global KW_WT* ub = W + (long)mb * 16 * KW_CP * TM;
   KW_VT acc[16][TM];
   for (int c0 = 0; c0 < CC; c0 += CB) {
     /* input transform of CB channels x BT tiles, four tiles of a row at a
@@ -83,17 +125,36 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       const int c = c0 + cl, t = t0 + tl;
       float4 d[4][4]; /* d[r][s]: row r, column s of the four patches */
       const int r0 = (t / KW_TWP) * 2, s0 = (t % KW_TWP) * 2;
-      const __global float* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
+      const __global KW_TX* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
       if ((c < CC) & (t < KW_NT) & (r0 + 4 <= CHO + 2) & (s0 + 10 <= CWO + 2)) {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const float8 a = vload8(0, src + r * CQ2);
-          const float2 b = vload2(0, src + r * CQ2 + 8);
+          const float8 a = KW_LD8(src + r * CQ2);
+          const float2 b = KW_LD2(src + r * CQ2 + 8);
           d[r][0] = a.even;
           d[r][1] = a.odd;
           d[r][2] = (float4)(a.s246, b.s0);
           d[r][3] = (float4)(a.s357, b.s1);
         }
+#if CX_F16
+      } else if ((c < CC) & (t < KW_NT) & ((r0 + 3) * CQ2 + s0 + 10 <= CPLANE)) {
+        /* the plane's edge, reads inside the channel's plane: whole rows
+         * loaded and the values outside the valid rows and columns zeroed
+         * (per-element vload_half costs 1.5x the whole 7x7 layer). t < KW_NT
+         * covers the four tiles: rows of tiles are whole groups of four */
+        const int8 ca = (int8)(s0) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+        const int2 cb = (int2)(s0 + 8, s0 + 9);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const bool row = r0 + r < CHO + 2;
+          const float8 a = select((float8)(0.0f), KW_LD8(src + r * CQ2), (ca < (int8)(CWO + 2)) & (int8)(row ? -1 : 0));
+          const float2 b = select((float2)(0.0f), KW_LD2(src + r * CQ2 + 8), (cb < (int2)(CWO + 2)) & (int2)(row ? -1 : 0));
+          d[r][0] = a.even;
+          d[r][1] = a.odd;
+          d[r][2] = (float4)(a.s246, b.s0);
+          d[r][3] = (float4)(a.s357, b.s1);
+        }
+#endif
       } else {
         /* the plane's edge (or past the tiles, or the channels): zeros
          * outside the valid rows and columns */
@@ -104,7 +165,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #pragma unroll
             for (int l = 0; l < 4; ++l) {
               const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + 2 * l + s < CWO + 2);
-              ((float*)&d[r][s])[l] = in ? src[r * CQ2 + 2 * l + s] : 0.0f;
+              ((float*)&d[r][s])[l] = in ? KW_LD(CX_F16, src, r * CQ2 + 2 * l + s) : 0.0f;
             }
       }
       float4 u[4][4]; /* B^T d */
@@ -131,7 +192,22 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       KW_VT a[TM];
 #pragma unroll
       for (int i = 0; i < TM; ++i) a[i] = c0 == 0 ? (KW_VT)(0.0f) : acc[xi][i];
+#if CW_F16
+      /* this xi's CB x TM slice of U, converted once with vector loads into
+       * a private float array the GEMM then reads as broadcasts (converting
+       * in the loop costs a lane shuffle per multiply-add) */
+      float up[CB * TM];
+      {
+        const __global half* uh = ub + ((long)xi * KW_CP + c0) * TM;
+#if CB * TM % 16 == 0
+        for (int e = 0; e < CB * TM; e += 16) vstore16(vload_half16(0, uh + e), 0, up + e);
+#else
+        for (int e = 0; e < CB * TM; ++e) up[e] = vload_half(e, uh);
+#endif
+      }
+#else
       const __global float* up = ub + ((long)xi * KW_CP + c0) * TM;
+#endif
       const __local float* vx = vp + xi * CB * KW_BT;
 #pragma unroll 4
       for (int c = 0; c < CB; ++c) {
@@ -145,10 +221,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   /* output transform A^T acc A, bias, epilogue, stores */
-  __global float* yb = Y + (long)bz * CM * KW_CP_OUT;
+  __global KW_TY* yb = Y + (long)bz * CM * KW_CP_OUT;
   for (int i = 0; i < TM; ++i) {
     const int m = mb * TM + i;
     if (m >= CM) break;
+    KW_EPI_PRE(bz, m);
     KW_VT w[2][4]; /* A^T acc */
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -162,10 +239,38 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       o[r][1] = w[r][1] - w[r][2] - w[r][3];
     }
 #if CHAS_BIAS
-    const float bias = BIAS[m];
+    const float bias = KW_LD(CC_F16, BIAS, m);
 #else
     const float bias = 0.0f;
 #endif
+#if CY_F16
+    /* f16 Y: the epilogue lane by lane, then each 2x2 position's TN outputs
+     * rounded to f16 with one vector conversion and stored as 16-bit words
+     * (a scalar vstore_half_rte per output costs a third of the layer on
+     * PoCL) */
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        KW_VT ov = o[r][s] + (KW_VT)(bias);
+        for (int l = 0; l < TN; ++l) {
+          const int t = t0 + tx * TN + l;
+          const int oy = (t / KW_TWP) * 2 + r, ox = (t % KW_TWP) * 2 + s;
+          if ((t < KW_NT) & (oy < CHO) & (ox < CWO)) {
+            float v = KW_LANE(ov, l);
+            KW_EPI(v, bz, m, oy * CWO + ox, KW_SLOAD, KW_SLOADH);
+            KW_LANE(ov, l) = v;
+          }
+        }
+        ushort hv[TN];
+        KW_VSTH(ov, (__private half*)hv);
+        for (int l = 0; l < TN; ++l) {
+          const int t = t0 + tx * TN + l;
+          const int oy = (t / KW_TWP) * 2 + r, ox = (t % KW_TWP) * 2 + s;
+          if ((t < KW_NT) & (oy < CHO) & (ox < CWO)) ((__global ushort*)yb)[(long)m * KW_CP_OUT + oy * CWO + ox] = hv[l];
+        }
+      }
+#else
     for (int l = 0; l < TN; ++l) {
       const int t = t0 + tx * TN + l;
       if (t >= KW_NT) break;
@@ -178,11 +283,12 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
           if ((oy < CHO) & (ox < CWO)) {
             const int p = oy * CWO + ox;
             float v = KW_LANE(o[r][s], l) + bias;
-            KW_EPI(v, bz, m, p, KW_SLOAD);
-            yb[(long)m * KW_CP_OUT + p] = v;
+            KW_EPI(v, bz, m, p, KW_SLOAD, KW_SLOADH);
+            KW_ST(v, yb, (long)m * KW_CP_OUT + p);
           }
         }
     }
+#endif
   }
 }
 
@@ -198,4 +304,15 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #undef KW_VLOAD
 #undef KW_LANE
 #undef KW_SLOAD
+#undef KW_SLOADH
 #undef KW_CP_OUT
+#undef KW_LD_0
+#undef KW_LD_1
+#undef KW_LD
+#undef KW_TX
+#undef KW_LD8
+#undef KW_LD2
+#undef KW_WT
+#undef KW_TY
+#undef KW_ST
+#undef KW_VSTH

@@ -25,15 +25,34 @@ void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_ti
 }
 
 static const char* const macro_names[] = {
-    "KILN_CONV_NAME", "KILN_CONV_SIGNATURE", "KC_TOFF", "KC_EPI", "CM", "CQ", "CK", "CT", "CC",
+    "KILN_CONV_NAME", "KILN_CONV_SIGNATURE", "KC_TOFF", "KC_EPI", "KC_EPI_PRE", "CM", "CQ", "CK", "CT", "CC",
     "CPLANE", "CBATCH", "CPT", "CKBS", "CTILES", "CCROP", "CQ1", "CQ2", "CDO", "CHO", "CWO",
-    "CHAS_BIAS", "CWTILED", "TM", "TN", "VW", "WX", "WY", "BK", "MM", "MN"};
+    "CHAS_BIAS", "CWTILED", "CW_F16", "CX_F16", "CC_F16", "CY_F16", "CPSUM", "TM", "TN", "VW", "WX", "WY",
+    "BK", "MM", "MN"};
+
+/* Whether the parameter of role |r| holds f16 (false when there is none). */
+static bool role_f16(const kiln_gpu_conv_t* c, char r) {
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == r) return c->f16[j];
+  return false;
+}
+
+static bool has_role(const kiln_gpu_conv_t* c, char r) {
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == r) return true;
+  return false;
+}
+
+bool kiln_opencl_conv_psum_f16(const kiln_gpu_conv_t* c) {
+  return c->crop ? role_f16(c, 'F') : role_f16(c, 'Y');
+}
 
 bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c) {
   int32_t w = -1;
   for (int32_t j = 0; j < c->n_params; ++j)
     if (c->roles[j] == 'W') w = kiln_plan_root(plan, c->args[j]);
-  if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST || plan->buffers[w].buf->dtype != KILN_DTYPE_F32)
+  if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST ||
+      (plan->buffers[w].buf->dtype != KILN_DTYPE_F32 && plan->buffers[w].buf->dtype != KILN_DTYPE_F16))
     return false;
   for (int32_t k = 0; k < plan->n_kernels; ++k) {
     if (k == c->gemm_kernel) continue;
@@ -46,38 +65,48 @@ bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_co
 }
 
 kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
-                                              const char* what, int32_t* out_buffer, const float** out_src) {
+                                              const char* what, int32_t* out_buffer, const void** out_src,
+                                              bool* out_f16) {
   int32_t w = -1;
+  bool f16 = false;
   for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == 'W') w = c->args[j];
+    if (c->roles[j] == 'W') w = c->args[j], f16 = c->f16[j];
   if (w < 0 || w >= prog->n_buffers || prog->buffers[w].kind != KILN_PB_CONST ||
-      prog->buffers[w].dtype != KILN_DTYPE_F32)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the weights are not an f32 constant", what);
+      prog->buffers[w].dtype != (f16 ? KILN_DTYPE_F16 : KILN_DTYPE_F32))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the weights are not an %s constant", what,
+                            f16 ? "f16" : "f32");
   const kiln_program_buffer_t* b = &prog->buffers[w];
   /* the packed source holds every (m, k) of the lowering's layout */
   const int64_t src_n = ((c->K + c->kbs - 1) / c->kbs) * c->tiles * c->kbs * c->pt;
-  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)src_n * 4 > b->bytes)
+  const int64_t es = f16 ? 2 : 4;
+  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)(src_n * es) > b->bytes ||
+      b->const_offset > prog->weights_len || b->bytes > prog->weights_len - b->const_offset)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: weights '%s' hold %llu bytes, the packed layout needs %lld",
-                            what, b->name, (unsigned long long)b->bytes, (long long)src_n * 4);
+                            what, b->name, (unsigned long long)b->bytes, (long long)(src_n * es));
   *out_buffer = w;
-  *out_src = (const float*)(prog->weights + b->const_offset);
+  *out_src = prog->weights + b->const_offset;
+  *out_f16 = f16;
   return NULL;
 }
 
 kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
-                                            float** out_data, uint64_t* out_bytes) {
+                                            void** out_data, uint64_t* out_bytes) {
   *out_data = NULL;
   *out_bytes = 0;
   int32_t w = -1;
-  const float* src = NULL;
-  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl conv", &w, &src));
+  const void* src = NULL;
+  bool f16 = false;
+  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl conv", &w, &src, &f16));
   const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bk = t->bk, tm = t->tm;
   const int64_t nmb = (c->M + bm - 1) / bm, nks = (c->K + bk - 1) / bk;
   const uint64_t n = (uint64_t)(nmb * bm) * (uint64_t)(nks * bk);
-  float* dst = NULL;
+  /* a plain copy of elements of either width (the padding: +0.0, all zero
+   * bits in both) */
+  const size_t es = f16 ? sizeof(uint16_t) : sizeof(float);
+  uint8_t* dst = NULL;
   int64_t* offs = NULL; /* both layouts split into a k part plus an m part */
-  kiln_status_t s = kiln_allocator_malloc(prog->allocator, n * sizeof(float) + 1, "opencl conv weights",
+  kiln_status_t s = kiln_allocator_malloc(prog->allocator, n * es + 1, "opencl conv weights",
                                           (void**)&dst);
   if (!s) s = kiln_allocator_malloc(prog->allocator, sizeof(int64_t) * (size_t)(2 * (c->M + c->K)),
                                     "opencl conv weights", (void**)&offs);
@@ -95,50 +124,72 @@ kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const ki
     src_k[k] = (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt;
     dst_k[k] = (k / bk) * bm * bk + (k % bk) * tm;
   }
-  memset(dst, 0, n * sizeof(float));
+  memset(dst, 0, n * es);
+  const uint8_t* sb = src;
   for (int64_t k = 0; k < c->K; ++k)
-    for (int64_t m = 0; m < c->M; ++m) dst[dst_k[k] + dst_m[m]] = src[src_k[k] + src_m[m]];
+    for (int64_t m = 0; m < c->M; ++m)
+      memcpy(dst + (size_t)(dst_k[k] + dst_m[m]) * es, sb + (size_t)(src_k[k] + src_m[m]) * es, es);
   kiln_allocator_free(prog->allocator, offs);
   *out_buffer = w;
   *out_data = dst;
-  *out_bytes = n * sizeof(float);
+  *out_bytes = n * es;
   return NULL;
 }
 
 void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out) {
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
+    const char* t = c->f16[j] ? "half" : "float";
     if (j) kiln_cf_out_puts(out, ", ");
     switch (r) {
-      case 'W': kiln_cf_out_puts(out, "__global const float* restrict W"); break;
-      case 'X': kiln_cf_out_puts(out, "__global const float* restrict XP"); break;
-      case 'F': kiln_cf_out_puts(out, "__global float* restrict YF"); break;
-      case 'C': kiln_cf_out_puts(out, "__global const float* restrict BIAS"); break;
-      case 'Y': kiln_cf_out_puts(out, "__global float* restrict Y"); break;
-      default: kiln_cf_out_printf(out, "__global const float* restrict E%c", r); break;
+      case 'W': kiln_cf_out_printf(out, "__global const %s* restrict W", t); break;
+      case 'X': kiln_cf_out_printf(out, "__global const %s* restrict XP", t); break;
+      case 'F': kiln_cf_out_printf(out, "__global %s* restrict YF", t); break;
+      case 'C': kiln_cf_out_printf(out, "__global const %s* restrict BIAS", t); break;
+      case 'Y': kiln_cf_out_printf(out, "__global %s* restrict Y", t); break;
+      default: kiln_cf_out_printf(out, "__global const %s* restrict E%c", t, r); break;
     }
   }
   kiln_cf_out_puts(out, "\n");
 }
 
+void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out) {
+  bool f16[KILN_GPU_EPI_MAX] = {false};
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const int e = c->roles[j] - '0';
+    if (e >= 0 && e < KILN_GPU_EPI_MAX) f16[e] = c->f16[j];
+  }
+  kiln_opencl_epi_print(&c->epi, f16, macro, "E", out);
+}
+
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
-                                     bool wtiled, const char* name, kiln_cf_out_t* out) {
+                                     bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out) {
   if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1 ||
       (t->vw != 1 && t->vw != 2 && t->vw != 4 && t->vw != 8 && t->vw != 16))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': bad tiles tm %d tn %d vw %d", name,
                             t->tm, t->tn, t->vw);
   if (c->T < 1 || c->T > KILN_GPU_CONV_MAX_TAPS)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': %lld taps", name, (long long)c->T);
-  kiln_cf_out_printf(out, "/* kiln conv template: %lld channels x %lld grid x K %lld (%lld taps)%s */\n",
+  /* partial sums through PS only when there is one and it is f32: an f16
+   * one would round them once per K slice (the private array keeps them f32) */
+  if (!psum_private && kiln_opencl_conv_psum_f16(c))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl conv '%s': partial sums in an f16 buffer (match without the grid, private sums)",
+                            name);
+  if (!psum_private && c->crop && !has_role(c, 'F'))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': no grid for the partial sums", name);
+  kiln_cf_out_printf(out, "/* kiln conv template: %lld channels x %lld grid x K %lld (%lld taps)%s%s */\n",
                      (long long)c->M, (long long)c->Q, (long long)c->K, (long long)c->T,
-                     c->crop ? ", cropped" : "");
+                     c->crop ? ", cropped" : "", psum_private ? ", private partial sums" : "");
   kiln_cf_out_printf(out, "__constant int %s_toff[%lld] = {", name, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_cf_out_printf(out, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_cf_out_puts(out, "};\n");
   kiln_cf_out_printf(out, "#define KILN_CONV_NAME %s\n#define KC_TOFF %s_toff\n#define KILN_CONV_SIGNATURE ",
                      name, name);
   kiln_opencl_conv_print_params(c, out);
-  kiln_opencl_epi_print(&c->epi, "KC_EPI", "E", out);
+  kiln_opencl_conv_epi_print(c, "KC_EPI", out);
+  kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n#define CPSUM %d\n",
+                     role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'), psum_private ? 1 : 0);
   kiln_cf_out_printf(out,
                      "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
                      "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"

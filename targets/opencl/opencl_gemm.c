@@ -5,10 +5,10 @@
  * the node's A, Y and optional bias C as they are in the graph, B either
  * as it is or packed by the lowering (a rank-4/5 buffer named <node>_bpack, whose
  * layout is fixed by nn_pack_const / nn_pack_runtime), and the lowering's
- * own L-panel workspace (<node>_lpack, unused by the template). Anything else
- * (a fused epilogue, integer or f16 operands, a MatMul whose batch dims
- * broadcast) keeps the
- * printed kernel, which is always correct. */
+ * own L-panel workspace (<node>_lpack, unused by the template). Operands
+ * may be f32 or f16 (storage: the template converts them and sums in f32).
+ * Anything else (a fused epilogue, integer operands, a MatMul whose batch
+ * dims broadcast) keeps the printed kernel, which is always correct. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,16 +61,8 @@ kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, in
   return t;
 }
 
-/* f32, row-major and dense (strides are the running products). */
-static bool is_dense(const tir_buffer_t* b) {
-  if (b->dtype != KILN_DTYPE_F32) return false;
-  int64_t st = 1;
-  for (int32_t i = b->rank - 1; i >= 0; --i) {
-    if (b->strides[i] != st) return false;
-    st *= b->shape[i];
-  }
-  return true;
-}
+/* f32 or f16, row-major and dense (strides are the running products). */
+static bool is_dense(const tir_buffer_t* b) { return kiln_gpu_dense_float(b, true); }
 
 bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm_t* g) {
   memset(g, 0, sizeof *g);
@@ -102,10 +94,12 @@ bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm
     else if (pb == bc && bc >= 0 && !C) r = 'C', C = b;
     else if (pb == by && !Y) r = 'Y', Y = b;
     else if (!P && derived && strstr(b->name, "bpack") && (b->rank == 4 || b->rank == 5) &&
-             b->dtype == KILN_DTYPE_F32) r = 'B', P = b;
+             (b->dtype == KILN_DTYPE_F32 || b->dtype == KILN_DTYPE_F16))
+      r = 'B', P = b;
     else if (derived && plan->buffers[pb].kind == KILN_PLAN_TEMP && strstr(b->name, "lpack")) r = '-';
     else return false;
     g->roles[j] = r;
+    g->f16[j] = b->dtype == KILN_DTYPE_F16;
   }
   g->n_params = f->n_params;
   if (!A || !Y || (!B && !P) || (B && P) || (bc >= 0 && !C)) return false;
@@ -183,7 +177,7 @@ bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm
   g->alpha = alpha;
   g->beta = beta;
   if (C) {
-    if (C->dtype != KILN_DTYPE_F32 || C->rank > 2) return false;
+    if ((C->dtype != KILN_DTYPE_F32 && C->dtype != KILN_DTYPE_F16) || C->rank > 2) return false;
     /* Right-aligned broadcast of C against [M, N]. */
     int64_t c0 = C->rank == 2 ? C->shape[0] : 1, c1 = C->rank >= 1 ? C->shape[C->rank - 1] : 1;
     if ((c0 != 1 && c0 != g->M) || (c1 != 1 && c1 != g->N)) return false;
@@ -212,7 +206,13 @@ static const char* const macro_names[] = {
     "KILN_GEMM_NAME", "KILN_GEMM_SIGNATURE", "GM", "GN", "GK", "GBATCH", "GSA", "GSB", "GSY",
     "GLDA", "GLDB", "GLDY", "GTRANS_A", "GTRANS_B", "GPACK_T", "GPACK_KBS", "GPACK_TILES",
     "GHAS_BIAS", "GBIAS_SM", "GBIAS_SN", "GALPHA", "GBETA", "TM", "TN", "VW", "WX", "WY", "BK",
-    "MM", "MN"};
+    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM"};
+
+static int role_f16(const kiln_opencl_gemm_t* g, char r) {
+  for (int32_t j = 0; j < g->n_params; ++j)
+    if (g->roles[j] == r) return g->f16[j] ? 1 : 0;
+  return 0;
+}
 
 kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
                                      kiln_cf_out_t* out) {
@@ -225,12 +225,16 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* na
   kiln_cf_out_printf(out, "#define KILN_GEMM_NAME %s\n#define KILN_GEMM_SIGNATURE ", name);
   for (int32_t j = 0; j < g->n_params; ++j) {
     const char r = g->roles[j];
+    const char* t = g->f16[j] ? "half" : "float";
     if (j) kiln_cf_out_puts(out, ", ");
-    if (r == 'Y') kiln_cf_out_puts(out, "__global float* restrict Y");
-    else if (r == 'A' || r == 'B') kiln_cf_out_printf(out, "__global const float* restrict %c", r);
-    else if (r == 'C') kiln_cf_out_puts(out, "__global const float* restrict BIAS");
-    else kiln_cf_out_printf(out, "__global float* unused%d", (int)j);
+    if (r == 'Y') kiln_cf_out_printf(out, "__global %s* restrict Y", t);
+    else if (r == 'A' || r == 'B') kiln_cf_out_printf(out, "__global const %s* restrict %c", t, r);
+    else if (r == 'C') kiln_cf_out_printf(out, "__global const %s* restrict BIAS", t);
+    else kiln_cf_out_printf(out, "__global %s* unused%d", t, (int)j);
   }
+  /* an f16 Y never holds partial sums (GPSUM: a private f32 array) */
+  kiln_cf_out_printf(out, "\n#define GA_F16 %d\n#define GB_F16 %d\n#define GC_F16 %d\n#define GY_F16 %d\n#define GPSUM %d",
+                     role_f16(g, 'A'), role_f16(g, 'B'), role_f16(g, 'C'), role_f16(g, 'Y'), role_f16(g, 'Y'));
   kiln_cf_out_printf(out,
                      "\n#define GM %lld\n#define GN %lld\n#define GK %lld\n#define GBATCH %lld\n"
                      "#define GSA %lld\n#define GSB %lld\n#define GSY %lld\n"
@@ -263,8 +267,8 @@ void kiln_opencl_gemm_describe(const kiln_opencl_gemm_t* g, kiln_program_gemm_t*
     if (g->roles[j] == 'B') b = j;
     if (g->roles[j] == 'Y') y = j;
   }
-  /* a library reads plain row-major operands and overwrites Y */
-  if (a < 0 || b < 0 || y < 0 || g->pack_t != 0 || g->has_bias) return;
+  /* a library reads plain row-major f32 operands and overwrites Y */
+  if (a < 0 || b < 0 || y < 0 || g->pack_t != 0 || g->has_bias || g->f16[a] || g->f16[b] || g->f16[y]) return;
   *out = (kiln_program_gemm_t){.valid = true,
                                .trans_a = g->trans_a,
                                .trans_b = g->trans_b,

@@ -39,6 +39,7 @@ typedef struct kiln_opencl_gemm_s {
   /* role per parameter: 'A', 'B', 'C' (bias), 'Y', or '-' (unused, e.g.
    * the GEMM's own packing workspace) */
   char roles[8];
+  bool f16[8]; /* that parameter's buffer holds f16 (storage; f32 sums) */
   kiln_opencl_gemm_tiles_t tiles;
 } kiln_opencl_gemm_t;
 
@@ -52,16 +53,17 @@ bool kiln_opencl_tiles_from_env(const char* var, kiln_opencl_gemm_tiles_t* t);
 /* Tiles the emitter uses for an M x N x K product (measured on PoCL). */
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K);
 
-/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue, f32;
- * MatMul batches that do not broadcast) that the template computes
- * exactly; fills |out|. */
+/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue, f32 or
+ * f16 operands; MatMul batches that do not broadcast) that the template
+ * computes exactly; fills |out|. */
 bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm_t* out);
 
 /* Work-groups and work-group size of an instance. */
 void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int64_t local[3]);
 
 /* What a GEMM library needs to run the instance in the kernel's place
- * (out->valid false when it reads a packed B or adds a bias). */
+ * (out->valid false when it reads a packed B, adds a bias or has an f16
+ * A, B or Y). */
 void kiln_opencl_gemm_describe(const kiln_opencl_gemm_t* g, kiln_program_gemm_t* out);
 
 /* Appends the instance (macros + template + #undefs) named |name|. */
@@ -70,9 +72,15 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* na
 
 /* ---- fused epilogues and conv instances (targets/gpu_conv.h) -------------- */
 
-/* Prints "#define <macro>(v, b, m, p, LD) ..." applying |e| to v, operand j
- * being the kernel parameter named <prefix>j (opencl_epilogue.c). */
-void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const char* macro, const char* prefix,
+/* Prints "#define <macro>_PRE(b, m) ..." (declarations of the operands
+ * that broadcast along the position, loaded for image b, channel m) and
+ * "#define <macro>(v, b, m, p, LD, LDH) ..." applying |e| to v, which must
+ * run in the scope of a <macro>_PRE with the same b and m. Operand j is the
+ * kernel parameter named <prefix>j, a half buffer when |f16| (may be NULL:
+ * all float) says so: per-position operands load with LD(ptr) from float
+ * and LDH(ptr) from half (values of v's type), broadcast ones index a float
+ * or vload_half a half (opencl_epilogue.c). */
+void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const bool* f16, const char* macro, const char* prefix,
                            kiln_cf_out_t* out);
 
 /* Embedded kernels/opencl/conv.cl. */
@@ -89,38 +97,55 @@ kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, in
 void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
 
-/* Appends the instance named |name| (it keeps the grid as the 'F'
- * parameter: partial sums between K slices). |wtiled|: W holds the
- * weights in the micro-kernel's order (kiln_opencl_conv_pack_weights),
- * else the lowering's packed layout. */
+/* True when the buffer conv.cl would keep partial sums in between K slices
+ * (the grid 'F' when cropped, else Y) holds f16: such an instance must keep
+ * them in a private f32 array instead (psum_private; matched without the
+ * grid parameter when cropped). */
+bool kiln_opencl_conv_psum_f16(const kiln_gpu_conv_t* c);
+
+/* Appends the instance named |name|. Any parameter may be an f16 buffer
+ * (c->f16: converted on load and store, f32 sums). |psum_private|: partial
+ * sums between K slices stay in a private f32 array (CPSUM 1), else they go
+ * through the grid 'F' parameter (cropped) or Y, which must then be f32.
+ * |wtiled|: W holds the weights in the micro-kernel's order
+ * (kiln_opencl_conv_pack_weights), else the lowering's packed layout.
+ * INVALID_ARGUMENT (naming the kernel) for bad tiles, or partial sums asked
+ * for in an f16 buffer or a missing grid. */
 kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
-                                     bool wtiled, const char* name, kiln_cf_out_t* out);
+                                     bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out);
 
 /* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0..) and a
  * newline: the body of the KILN_*_SIGNATURE macro conv.cl and winograd.cl
  * are defined with. */
 void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
 
+/* kiln_opencl_epi_print of |c|'s epilogue, each operand f16 as its
+ * parameter is, operand j named Ej. */
+void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out);
+
 /* True when no kernel but the instance's GEMM (and no model output) reads
  * its weight constant, so the constant may be re-laid out for it. */
 bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c);
 
-/* The instance's weight constant in |prog| (its buffer and its f32 data in
- * the lowering's packed layout, checked to hold every (m, k)); errors are
- * INVALID_ARGUMENT prefixed with |what|. */
+/* The instance's weight constant in |prog| (its buffer and its data in the
+ * lowering's packed layout, checked to hold every (m, k)): f32 or, with
+ * *out_f16, f16 elements (uint16_t, as the W parameter's dtype says); errors
+ * are INVALID_ARGUMENT prefixed with |what|. */
 kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
-                                              const char* what, int32_t* out_buffer, const float** out_src);
+                                              const char* what, int32_t* out_buffer, const void** out_src,
+                                              bool* out_f16);
 
 /* The instance's weight constant in |prog| re-laid out from the lowering's
  * packed layout into the order conv.cl's micro-kernel reads it with tiles
  * |t|: block of BM = TM*WY*MM channels, K slice of BK, micro-panel of TM
  * channels, k, channel; zero-padded to whole blocks and slices (so it may
- * grow by up to a block and a slice). *out_data (prog's allocator, the
- * caller frees it) holds *out_bytes for constant *out_buffer, to pass to
+ * grow by up to a block and a slice), elements of the constant's dtype
+ * (f32 or f16) copied as they are. *out_data (prog's allocator, the caller
+ * frees it) holds *out_bytes for constant *out_buffer, to pass to
  * kiln_program_const_replace. */
 kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
-                                            float** out_data, uint64_t* out_bytes);
+                                            void** out_data, uint64_t* out_bytes);
 
 /* ---- Winograd F(2x2, 3x3) instances (opencl_winograd.c) ------------------- */
 
@@ -135,8 +160,8 @@ typedef struct kiln_opencl_wino_tiles_s {
 } kiln_opencl_wino_tiles_t;
 
 /* True when matched conv |c| is one winograd.cl computes: 3x3, stride 1,
- * dilation 1, 2-D, f32, a cropped grid whose planes hold the rows and
- * columns the 4x4 patches read. */
+ * dilation 1, 2-D, a cropped grid whose planes hold the rows and columns
+ * the 4x4 patches read (any parameter f32 or f16). */
 bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c);
 
 /* True when, by measurement on PoCL, Winograd beats the implicit-GEMM
@@ -153,10 +178,12 @@ void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_ti
 /* The instance's weight constant transformed (U = G g G^T per output and
  * input channel) and laid out as winograd.cl reads it: U[((mb * 16 + xi) *
  * CP + c) * TM + i], channels padded with zeros to whole groups (BM) and
- * slices (CB): 16/9 of the weights and more. As kiln_opencl_conv_pack_weights. */
+ * slices (CB): 16/9 of the weights and more. The transform is computed in
+ * f32; an f16 constant's U is stored f16 (rounded once, to nearest even).
+ * As kiln_opencl_conv_pack_weights. */
 kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
-                                            float** out_data, uint64_t* out_bytes);
+                                            void** out_data, uint64_t* out_bytes);
 
 /* Appends the instance named |name| (its weights transformed as above). */
 kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
@@ -180,16 +207,17 @@ typedef struct kiln_opencl_dw_tiles_s {
 kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_gpu_dw_t* d);
 
 /* True where, by measurement on PoCL, the template beats the printed
- * kernel for |d| (strided convs). KILN_OPENCL_DW=off never uses it, =all
- * wherever it matches. */
+ * kernel for |d| (strided convs; any stride with an f16 input).
+ * KILN_OPENCL_DW=off never uses it, =all wherever it matches. */
 bool kiln_opencl_dw_wins(const kiln_gpu_dw_t* d);
 
 void kiln_opencl_dw_launch(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
                            int64_t local[3]);
 
 /* Appends the instance named |name| with the plan kernel's |n_params|
- * parameters, in its order. INVALID_ARGUMENT for f16 buffers (match with
- * f16_ok false), bad tiles or more work-items than an int counts. */
+ * parameters, in its order; any of them may be an f16 buffer (d->f16_*:
+ * converted on load and store, f32 sums). INVALID_ARGUMENT for bad tiles
+ * or more work-items than an int counts. */
 kiln_status_t kiln_opencl_dw_print(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
                                    const char* name, kiln_cf_out_t* out);
 

@@ -1,6 +1,7 @@
 /* kiln OpenCL target (see opencl_target.h). */
 #include "targets/opencl/opencl_target.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "targets/cfamily/printer.h"
@@ -102,7 +103,7 @@ static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_
   for (int32_t k = 0; k < n; ++k) m += convs[k].matched && wtiled[k];
   if (!m) return NULL;
   int32_t* bufs = NULL;
-  float** data = NULL;
+  void** data = NULL;
   uint64_t* bytes = NULL;
   kiln_status_t s = kiln_allocator_malloc(al, sizeof *bufs * (size_t)m, "opencl emit", (void**)&bufs);
   if (!s) s = kiln_allocator_malloc(al, sizeof *data * (size_t)m, "opencl emit", (void**)&data);
@@ -159,6 +160,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_opencl_conv_tiles_t* ctiles = NULL;
   bool* wtiled = NULL;
   bool* wino = NULL;
+  bool* cpriv = NULL;
   kiln_opencl_wino_tiles_t* wtiles = NULL;
   kiln_gpu_dw_t* dws = NULL;
   kiln_opencl_dw_tiles_t* dtiles = NULL;
@@ -175,10 +177,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *ctiles * (size_t)(n + 1), "opencl emit", (void**)&ctiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiled * (size_t)(n + 1), "opencl emit", (void**)&wtiled);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wino * (size_t)(n + 1), "opencl emit", (void**)&wino);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *cpriv * (size_t)(n + 1), "opencl emit", (void**)&cpriv);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dws * (size_t)(n + 1), "opencl emit", (void**)&dws);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
-  for (int32_t k = 0; k < n && !s; ++k) slot_of[k] = -1, convs[k].matched = false, wino[k] = false, dws[k].matched = false;
+  for (int32_t k = 0; k < n && !s; ++k)
+    slot_of[k] = -1, convs[k].matched = false, wino[k] = false, cpriv[k] = false, dws[k].matched = false;
+  const char* psum_env = getenv("KILN_OPENCL_CONV_PSUM");
+  const bool all_private = o->private_conv_sums || (psum_env && !strcmp(psum_env, "private"));
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -193,17 +199,30 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       continue;
     }
     gemms[k].matched = false;
-    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, false, &convs[k])) {
+    /* f16 buffers (--precision fp16) are storage only: the templates
+     * convert on load and store and sum in f32 */
+    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, true, &convs[k])) {
       const int32_t slot = convs[k].slot;
       ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
       wtiled[k] = !o->no_conv_relayout && kiln_opencl_conv_weights_private(plan, &convs[k]);
       /* Winograd transforms the weights (so they must be the conv's own)
        * and keeps no partial sums in the grid, which leaves the program */
       if (!o->no_winograd && wtiled[k] && kiln_opencl_wino_covers(&convs[k]) && kiln_opencl_wino_wins(&convs[k]) &&
-          kiln_gpu_conv_match(plan, k, false, false, &convs[k])) {
+          kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
         wino[k] = true;
         ++n_wino;
         wtiles[k] = kiln_opencl_wino_default_tiles(&convs[k]);
+      } else if (all_private || kiln_opencl_conv_psum_f16(&convs[k])) {
+        /* Partial sums between K slices stay f32 in a private array
+         * (conv.cl, CPSUM) where the grid they would go through holds
+         * f16 -- rounding each slice's sum would add an error growing with
+         * K -- and the grid leaves the program. An f32 grid (the precision
+         * pass keeps one f32 where the printed GEMM accumulates in it)
+         * keeps the memory path. */
+        cpriv[k] = kiln_gpu_conv_match(plan, k, false, true, &convs[k]);
+        if (!cpriv[k]) s = kiln_make_status(KILN_INTERNAL, "opencl emit: conv '%s' matched with its grid, not without",
+                                            prog->kernels[k].name);
+        if (s) break;
       }
       ++n_templ;
       rewrite = true;
@@ -216,7 +235,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       continue;
     }
     convs[k].matched = false;
-    if (!o->no_dw_template && kiln_gpu_dw_match(plan, k, false, &dws[k]) &&
+    if (!o->no_dw_template && kiln_gpu_dw_match(plan, k, true, &dws[k]) &&
         (o->all_dw_template || kiln_opencl_dw_wins(&dws[k]))) {
       dtiles[k] = kiln_opencl_dw_default_tiles(&dws[k]);
       ++n_templ;
@@ -265,7 +284,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     else if (wino[slot_of[k]])
       s = kiln_opencl_wino_print(&convs[slot_of[k]], &wtiles[slot_of[k]], prog->kernels[k].name, &one);
     else s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
-                                    prog->kernels[k].name, &one);
+                                    cpriv[slot_of[k]], prog->kernels[k].name, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
     if (!s) s = add_instance(&inst, prog, k, &one, &out);
     kiln_cf_out_free(&one);
@@ -307,6 +326,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, ctiles);
   kiln_allocator_free(al, wtiled);
   kiln_allocator_free(al, wino);
+  kiln_allocator_free(al, cpriv);
   kiln_allocator_free(al, wtiles);
   kiln_allocator_free(al, dws);
   kiln_allocator_free(al, dtiles);

@@ -22,6 +22,9 @@
  *     an instance of kernels/opencl/depthwise.cl with the same name and
  *     parameters (opencl_depthwise.c). So prog->n_kernels may shrink and
  *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
+ * Every template takes f16 buffers too (--precision fp16: fp16 storage, f32
+ * sums; each parameter f32 or f16 on its own) and never keeps partial sums
+ * in an f16 buffer.
  * Kernels the precision pass retyped for fp16 arithmetic (it does so for a
  * device with cl_khr_fp16) print with F16 values as OpenCL `half`
  * (kiln_cf_dialect_native_half) and the program enables cl_khr_fp16, so it
@@ -61,6 +64,9 @@ typedef struct kiln_opencl_emit_options_s {
   bool no_dw_template;    /* keep depthwise Conv kernels as printed */
   bool all_dw_template;   /* the depthwise template wherever it matches, also at the
                              strides where the printed kernel measured faster */
+  bool private_conv_sums; /* every implicit-GEMM conv instance keeps its partial sums in a
+                             private f32 array (conv.cl CPSUM), not only those whose grid
+                             is f16; KILN_OPENCL_CONV_PSUM=private does the same (tuning) */
   bool no_native_half;    /* F16 arithmetic (fp16-arith kernels) as floats rounded to
                              half after every operation, not OpenCL `half` under
                              cl_khr_fp16: same results, runs on devices without it */

@@ -18,8 +18,6 @@ bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c) {
     if (c->toff[tap] != (tap / 3) * c->q2 + tap % 3) return false; /* stride 1, dilation 1 */
   /* the patches read rows < oh + 2, columns < ow + 2 of each plane */
   if ((c->oh + 1) * c->q2 + c->ow + 2 > c->plane) return false;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->f16[j]) return false;
   return true;
 }
 
@@ -68,21 +66,32 @@ void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_ti
   local[2] = 1;
 }
 
+/* f16 weights: U is computed in f32 from the f16 values (its error there,
+ * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so the constant keeps
+ * half the bytes (the transform already makes it 16/9 of the weights). That
+ * rounding is a second relative error of at most 2^-11 per U element, the
+ * size of the one the weights got when they turned f16; the tests bound the
+ * outputs' error at the fp16 tolerance (tests/opencl/test_opencl_fp16.c). */
 kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
                                             const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
-                                            float** out_data, uint64_t* out_bytes) {
+                                            void** out_data, uint64_t* out_bytes) {
   *out_data = NULL;
   *out_bytes = 0;
   int32_t w = -1;
-  const float* src = NULL;
-  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl winograd", &w, &src));
+  const void* src = NULL;
+  bool f16 = false;
+  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl winograd", &w, &src, &f16));
+  const float* s32 = src;
+  const uint16_t* s16 = src;
   const int64_t bm = (int64_t)t->tm * t->wy, tm = t->tm;
   const int64_t mp = (c->M + bm - 1) / bm * bm, cp = (c->C + t->cb - 1) / t->cb * t->cb;
   const uint64_t n = (uint64_t)mp * 16 * (uint64_t)cp;
-  float* dst = NULL;
-  KILN_RETURN_IF_ERROR(
-      kiln_allocator_malloc(prog->allocator, n * sizeof(float) + 1, "opencl winograd weights", (void**)&dst));
-  memset(dst, 0, n * sizeof(float));
+  const size_t es = f16 ? sizeof(uint16_t) : sizeof(float);
+  void* dst = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, n * es + 1, "opencl winograd weights", &dst));
+  memset(dst, 0, n * es); /* +0.0 in both widths */
+  float* d32 = dst;
+  uint16_t* d16 = dst;
   static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
   for (int64_t m = 0; m < c->M; ++m) {
     const int64_t src_m = (m / c->pt) * c->kbs * c->pt + m % c->pt;
@@ -90,27 +99,36 @@ kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const ki
       float g[3][3], gg[4][3];
       for (int tap = 0; tap < 9; ++tap) {
         const int64_t k = ch * 9 + tap;
-        g[tap / 3][tap % 3] = src[(k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt + src_m];
+        const int64_t at = (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt + src_m;
+        g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
       }
       for (int i = 0; i < 4; ++i) /* G g */
         for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
       for (int i = 0; i < 4; ++i) /* (G g) G^T */
         for (int j = 0; j < 4; ++j) {
           const int xi = i * 4 + j;
-          dst[(((m / tm) * 16 + xi) * cp + ch) * tm + m % tm] =
-              gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          const int64_t at = (((m / tm) * 16 + xi) * cp + ch) * tm + m % tm;
+          const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          if (f16) d16[at] = kiln_f32_to_f16(u);
+          else d32[at] = u;
         }
     }
   }
   *out_buffer = w;
   *out_data = dst;
-  *out_bytes = n * sizeof(float);
+  *out_bytes = n * es;
   return NULL;
 }
 
-static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE", "KW_EPI", "CM", "CC",
-                                          "CPLANE", "CQ2", "CHO", "CWO", "CBATCH", "CHAS_BIAS", "TM",
-                                          "TN", "WX", "WY", "CB"};
+static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE", "KW_EPI", "KW_EPI_PRE", "CM", "CC",
+                                          "CPLANE", "CQ2", "CHO", "CWO", "CBATCH", "CHAS_BIAS", "CW_F16",
+                                          "CX_F16", "CC_F16", "CY_F16", "TM", "TN", "WX", "WY", "CB"};
+
+static int role_f16(const kiln_gpu_conv_t* c, char r) {
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == r) return c->f16[j] ? 1 : 0;
+  return 0;
+}
 
 kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out) {
@@ -124,7 +142,9 @@ kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl
                      (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
   kiln_cf_out_printf(out, "#define KILN_WINO_NAME %s\n#define KILN_WINO_SIGNATURE ", name);
   kiln_opencl_conv_print_params(c, out);
-  kiln_opencl_epi_print(&c->epi, "KW_EPI", "E", out);
+  kiln_opencl_conv_epi_print(c, "KW_EPI", out);
+  kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n",
+                     role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'));
   kiln_cf_out_printf(out,
                      "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
                      "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"

@@ -26,6 +26,11 @@ kiln_array_t rand_f32(int rank, const int64_t* dims) {
   return a;
 }
 
+void round_f16(kiln_array_t* a) {
+  float* p = a->data;
+  for (int64_t i = 0; i < kiln_array_numel(a); ++i) p[i] = kiln_f16_to_f32(kiln_f32_to_f16(p[i]));
+}
+
 /* ---- graph building ------------------------------------------------------ */
 
 void gb_init(gb_t* b) {
@@ -37,6 +42,7 @@ void gb_init(gb_t* b) {
 void gb_input(gb_t* b, const char* name, int rank, const int64_t* dims) {
   if (b->st) return;
   b->feeds[b->n_feeds] = rand_f32(rank, dims);
+  if (b->f16_exact) round_f16(&b->feeds[b->n_feeds]);
   b->st = kiln_graph_add_input(b->g, name, KILN_DTYPE_F32, &b->feeds[b->n_feeds].shape, NULL);
   ++b->n_feeds;
 }
@@ -44,6 +50,17 @@ void gb_input(gb_t* b, const char* name, int rank, const int64_t* dims) {
 void gb_const(gb_t* b, const char* name, int rank, const int64_t* dims) {
   if (b->st) return;
   kiln_array_t a = rand_f32(rank, dims);
+  if (b->f16_exact) round_f16(&a);
+  b->st = kiln_graph_add_initializer(b->g, name, &a, NULL);
+}
+
+void gb_const_values(gb_t* b, const char* name, int rank, const int64_t* dims, const float* values) {
+  if (b->st) return;
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s, &a));
+  memcpy(a.data, values, a.nbytes);
+  if (b->f16_exact) round_f16(&a);
   b->st = kiln_graph_add_initializer(b->g, name, &a, NULL);
 }
 
@@ -113,6 +130,12 @@ kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_arr
  * proportion to the size of their terms, which the largest output tracks,
  * not a small output; reports the worst index. */
 bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what) {
+  return close_enough_tol(got, want, 1e-4, 1e-5, what, NULL);
+}
+
+bool close_enough_tol(const kiln_array_t* got, const kiln_array_t* want, double rtol, double atol,
+                      const char* what, double* out_ratio) {
+  if (out_ratio) *out_ratio = INFINITY;
   if (!kiln_shape_equal(&got->shape, &want->shape) || got->dtype != want->dtype) {
     CHECK_MSG(false, "%s: output shape/dtype differs", what);
     return false;
@@ -120,16 +143,21 @@ bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char*
   const float* g = got->data;
   const float* w = want->data;
   int64_t n = kiln_array_numel(want), worst = -1;
-  double worst_ex = 0, scale = 1;
+  double worst_ex = 0, scale = 1, ratio = 0;
   for (int64_t i = 0; i < n; ++i)
     if (fabs((double)w[i]) > scale) scale = fabs((double)w[i]);
   for (int64_t i = 0; i < n; ++i) {
-    double ex = fabs((double)g[i] - w[i]) - (1e-5 * scale + 1e-4 * fabs((double)w[i]));
+    if (isnan(g[i]) && isnan(w[i])) continue;
+    const double lim = atol * scale + rtol * fabs((double)w[i]);
+    double ex = fabs((double)g[i] - w[i]) - lim;
     if (isnan(g[i]) != isnan(w[i])) ex = INFINITY;
+    const double r = isinf(ex) ? INFINITY : fabs((double)g[i] - w[i]) / lim;
+    if (!(r <= ratio)) ratio = r;
     if (ex > 0 && (worst < 0 || ex > worst_ex)) worst_ex = ex, worst = i;
   }
-  CHECK_MSG(worst < 0, "%s: element %lld = %g, reference %g", what, (long long)worst,
-            worst >= 0 ? g[worst] : 0.0, worst >= 0 ? w[worst] : 0.0);
+  if (out_ratio) *out_ratio = ratio;
+  CHECK_MSG(worst < 0, "%s: element %lld = %g, reference %g (rtol %g, atol %g x %g)", what, (long long)worst,
+            worst >= 0 ? g[worst] : 0.0, worst >= 0 ? w[worst] : 0.0, rtol, atol, scale);
   return worst < 0;
 }
 

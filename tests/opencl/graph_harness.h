@@ -2,7 +2,8 @@
  * test_opencl_conv.c, ...): random f32 arrays, a small graph builder whose
  * inputs come with random feeds, running a program kernel by kernel on a
  * device with one device buffer per program root, and the comparison with
- * the reference (|got - want| <= 1e-5 max(1, max |want|) + 1e-4 |want|). */
+ * the reference (|got - want| <= 1e-5 max(1, max |want|) + 1e-4 |want|, or
+ * a tolerance of the caller's: fp16). */
 #ifndef KILN_TESTS_OPENCL_GRAPH_HARNESS_H_
 #define KILN_TESTS_OPENCL_GRAPH_HARNESS_H_
 
@@ -18,12 +19,20 @@
 float rnd(void);
 kiln_array_t rand_f32(int rank, const int64_t* dims);
 
-/* A graph under construction; the first error sticks in |st|. */
+/* Rounds every element of an f32 array to the nearest f16 value (kept f32). */
+void round_f16(kiln_array_t* a);
+
+/* A graph under construction; the first error sticks in |st|. With
+ * |f16_exact| set (after gb_init) every feed and initializer the builder
+ * makes holds values an f16 holds exactly, so fp16 storage changes no input
+ * or weight and the f32 reference is what fp16 storage with f32 sums should
+ * compute but for the rounding of activations and outputs. */
 typedef struct gb_s {
   kiln_graph_t* g;
   kiln_status_t st;
   kiln_array_t feeds[4];
   int n_feeds;
+  bool f16_exact;
 } gb_t;
 
 void gb_init(gb_t* b);
@@ -31,6 +40,9 @@ void gb_init(gb_t* b);
 void gb_input(gb_t* b, const char* name, int rank, const int64_t* dims);
 /* A random initializer. */
 void gb_const(gb_t* b, const char* name, int rank, const int64_t* dims);
+/* An initializer holding |values| (numel of |dims| floats; rounded to f16
+ * with f16_exact). */
+void gb_const_values(gb_t* b, const char* name, int rank, const int64_t* dims, const float* values);
 void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* const* in,
              const char* out, int n_attrs, const kiln_attr_t* attrs);
 
@@ -43,5 +55,10 @@ kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_arr
 /* Checks |got| against |want| (shape, dtype, tolerance); reports the worst
  * element under |what|. */
 bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what);
+/* The same with |got - want| <= atol s + rtol |want|, s = max(1, max |want|)
+ * (fp16: rtol 1e-2, atol 1e-3); *out_ratio (may be NULL) gets the largest
+ * |got - want| / (atol s + rtol |want|), 1 at the limit. */
+bool close_enough_tol(const kiln_array_t* got, const kiln_array_t* want, double rtol, double atol,
+                      const char* what, double* out_ratio);
 
 #endif /* KILN_TESTS_OPENCL_GRAPH_HARNESS_H_ */

@@ -1,7 +1,13 @@
 /* The OpenCL GEMM template (kernels/opencl/gemm.cl) on device 0 over edge
  * shapes, transposes, bias broadcasts, alpha/beta, packed B and several
  * tile configurations, each instance checked against a double-precision
- * CPU product. Also the emitter's tile heuristic and launch geometry. */
+ * CPU product. Also the emitter's tile heuristic and launch geometry.
+ *
+ * f16 operands (fp16 storage): any of A, B, bias and Y half buffers. The
+ * reference takes the f16 values of the inputs, so an f32 Y must match as
+ * tightly as ever, and an f16 Y may differ by its own rounding only (half
+ * an ulp: 2^-11 |ref|, plus the f32 slack): partial sums rounded to f16
+ * between K slices would not fit that. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -43,9 +49,32 @@ typedef struct gcase_s {
   int provider; /* 0: the template; 1: the descriptor, CLBlast forced; 2: auto with a record */
 } gcase_t;
 
+/* A case with f16 operands. */
+typedef struct hcase_s {
+  gcase_t c;
+  int f16;     /* half operands: H_A | H_B | H_C (bias) | H_Y */
+  bool cancel; /* A >= 0, B > 0 for the first half of K and < 0 for the second */
+} hcase_t;
+
+enum { H_A = 1, H_B = 2, H_C = 4, H_Y = 8 };
+
+static void to_f16(float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i) v[i] = kiln_f16_to_f32(kiln_f32_to_f16(v[i]));
+}
+
+/* |n| floats as the device holds them (half: 2 bytes each). */
+static kiln_status_t upload(kiln_device_buffer_t* b, const float* v, size_t n, bool half) {
+  if (!half) return dev->vt->buffer_write(dev, b, 0, v, sizeof(float) * n);
+  uint16_t* h = malloc(sizeof(uint16_t) * (n + 1));
+  for (size_t i = 0; i < n; ++i) h[i] = kiln_f32_to_f16(v[i]);
+  kiln_status_t s = dev->vt->buffer_write(dev, b, 0, h, sizeof(uint16_t) * n);
+  free(h);
+  return s;
+}
+
 static char record_dir[] = "/tmp/kiln-test-gemm-provider-XXXXXX";
 
-static void run_case(const gcase_t* c) {
+static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
   const kiln_device_vtable_t* vt = dev->vt;
   const int M = c->M, N = c->N, K = c->K;
   kiln_opencl_gemm_t g;
@@ -61,11 +90,16 @@ static void run_case(const gcase_t* c) {
   /* operands */
   float* a = malloc(sizeof(float) * (size_t)M * K);
   float* b = malloc(sizeof(float) * (size_t)K * N);
-  for (int i = 0; i < M * K; ++i) a[i] = frand();
-  for (int i = 0; i < K * N; ++i) b[i] = frand(); /* logical B[k][n] = b[k*N+n] */
+  for (int i = 0; i < M * K; ++i) a[i] = cancel ? fabsf(frand()) : frand();
+  for (int i = 0; i < K * N; ++i) /* logical B[k][n] = b[k*N+n] */
+    b[i] = cancel ? (i / N < K / 2 ? 1.0f : -1.0f) * (0.75f + 0.25f * frand()) : frand();
   size_t nbias = c->bias == 1 ? (size_t)N : c->bias == 2 ? (size_t)M : c->bias == 3 ? (size_t)M * N : 1;
   float* bias = malloc(sizeof(float) * nbias);
   for (size_t i = 0; i < nbias; ++i) bias[i] = frand();
+  const bool ha = f16 & H_A, hb = f16 & H_B, hc = f16 & H_C, hy = f16 & H_Y;
+  if (ha) to_f16(a, (size_t)M * K);
+  if (hb) to_f16(b, (size_t)K * N);
+  if (hc) to_f16(bias, nbias);
   g.has_bias = c->bias != 0;
   g.bias_sm = c->bias == 2 ? 1 : c->bias == 3 ? N : 0;
   g.bias_sn = c->bias == 1 || c->bias == 3 ? 1 : 0;
@@ -97,6 +131,8 @@ static void run_case(const gcase_t* c) {
   const char* roles = g.has_bias ? "YBCA" : "YBA";
   g.n_params = (int32_t)strlen(roles);
   memcpy(g.roles, roles, (size_t)g.n_params + 1);
+  for (int32_t j = 0; j < g.n_params; ++j)
+    g.f16[j] = (roles[j] == 'A' && ha) || (roles[j] == 'B' && hb) || (roles[j] == 'C' && hc) || (roles[j] == 'Y' && hy);
 
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
@@ -112,8 +148,9 @@ static void run_case(const gcase_t* c) {
   kiln_opencl_gemm_launch(&g, pk->groups, pk->local);
   if (c->provider) {
     kiln_opencl_gemm_describe(&g, &pk->gemm);
-    CHECK_MSG(pk->gemm.valid == (!c->pack_t && !c->bias), "gemm %dx%dx%d: descriptor valid %d", M, N, K,
-              (int)pk->gemm.valid);
+    /* a library computes f32 operands only */
+    CHECK_MSG(pk->gemm.valid == (!c->pack_t && !c->bias && !ha && !hb && !hy), "gemm %dx%dx%d: descriptor valid %d",
+              M, N, K, (int)pk->gemm.valid);
     setenv("KILN_OPENCL_GEMM_PROVIDER", c->provider == 1 ? "clblast" : "auto", 1);
   }
   KILN_ASSERT(!kiln_allocator_malloc(A(), out.len + 1, "t", (void**)&p->code.text));
@@ -157,9 +194,9 @@ static void run_case(const gcase_t* c) {
     CHECK_OK(vt->buffer_create(dev, sizeof(float) * nbias, "C", &bc));
     CHECK_OK(vt->buffer_create(dev, sizeof(float) * (size_t)M * N, "Y", &by));
     if (ba && bb && bc && by) {
-      CHECK_OK(vt->buffer_write(dev, ba, 0, ast, sizeof(float) * (size_t)M * K));
-      CHECK_OK(vt->buffer_write(dev, bb, 0, bst, sizeof(float) * bsz));
-      CHECK_OK(vt->buffer_write(dev, bc, 0, bias, sizeof(float) * nbias));
+      CHECK_OK(upload(ba, ast, (size_t)M * K, ha));
+      CHECK_OK(upload(bb, bst, bsz, hb));
+      CHECK_OK(upload(bc, bias, nbias, hc));
       kiln_device_buffer_t* args[4] = {by, bb, bc, ba};
       if (!g.has_bias) args[2] = ba;
       kiln_device_cmd_t* cmd = NULL;
@@ -170,7 +207,13 @@ static void run_case(const gcase_t* c) {
         ran = CHECK_OK(vt->wait(dev, cmd));
         vt->cmd_destroy(dev, cmd);
       }
-      if (ran) CHECK_OK(vt->buffer_read(dev, by, 0, y, sizeof(float) * (size_t)M * N));
+      if (ran && !hy) CHECK_OK(vt->buffer_read(dev, by, 0, y, sizeof(float) * (size_t)M * N));
+      if (ran && hy) {
+        uint16_t* yh = malloc(sizeof(uint16_t) * (size_t)M * N);
+        CHECK_OK(vt->buffer_read(dev, by, 0, yh, sizeof(uint16_t) * (size_t)M * N));
+        for (size_t i = 0; i < (size_t)M * N; ++i) y[i] = kiln_f16_to_f32(yh[i]);
+        free(yh);
+      }
     }
   }
   if (ran) {
@@ -191,14 +234,18 @@ static void run_case(const gcase_t* c) {
           ref += c->beta * bv;
           mag += fabs(c->beta * bv);
         }
-        double err = fabs(y[(size_t)i * N + j] - ref) / (mag > 1e-20 ? mag : 1.0);
+        /* error over its limit: 1e-5 of the terms' magnitude (f32 sums in
+         * another order), plus half an f16 ulp for an f16 Y */
+        const double lim = 1e-5 * (mag > 1e-20 ? mag : 1.0) + (hy ? ldexp(fabs(ref), -11) : 0.0);
+        double err = fabs(y[(size_t)i * N + j] - ref) / lim;
         if (!(err <= worst)) worst = err, wi = i, wj = j;
       }
-    CHECK_MSG(worst <= 1e-5,
-              "gemm %dx%dx%d ta %d tb %d bias %d pack %d/%d tiles %d,%d,%d,%d,%d,%d,%d,%d: rel err %g at "
-              "[%d,%d]",
+    CHECK_MSG(worst <= 1.0,
+              "gemm %dx%dx%d ta %d tb %d bias %d pack %d/%d tiles %d,%d,%d,%d,%d,%d,%d,%d f16 %d%s: error %g of the "
+              "limit at [%d,%d]",
               M, N, K, c->ta, c->tb, c->bias, c->pack_t, c->pack_kbs, g.tiles.tm, g.tiles.tn, g.tiles.vw,
-              g.tiles.wx, g.tiles.wy, g.tiles.bk, g.tiles.mm, g.tiles.mn, worst, wi, wj);
+              g.tiles.wx, g.tiles.wy, g.tiles.bk, g.tiles.mm, g.tiles.mn, f16, cancel ? " cancelling" : "",
+              worst, wi, wj);
   }
   vt->buffer_destroy(dev, ba);
   vt->buffer_destroy(dev, bb);
@@ -209,6 +256,8 @@ static void run_case(const gcase_t* c) {
   free(a), free(b), free(bias), free(bst), free(ast), free(y);
   if (c->provider) unsetenv("KILN_OPENCL_GEMM_PROVIDER");
 }
+
+static void run_case(const gcase_t* c) { run_case_f16(c, 0, false); }
 
 static void test_shapes_default_tiles(void) {
   const gcase_t cases[] = {
@@ -263,6 +312,29 @@ static void test_providers(void) {
   CHECK(system(cmd) == 0);
 }
 
+/* f16 operands, alone and together; an f16 Y over several K slices (the
+ * private f32 partial sums), cancelling sums, packed B, transposes, vector
+ * widths 4 and 1 (edge lanes one by one), the descriptor refused. */
+static void test_f16_operands(void) {
+  const kiln_opencl_gemm_tiles_t v4 = {3, 8, 4, 2, 2, 20, 1, 3}, v1 = {1, 1, 1, 1, 1, 7, 1, 1};
+  const hcase_t cases[] = {
+      {{64, 128, 128, 0, 0, 0, 1, 0, 0, 0, {0}, 0}, H_A | H_B | H_Y, false},
+      {{65, 129, 130, 0, 0, 3, 1, 1, 0, 0, {0}, 0}, H_A | H_B | H_C | H_Y, false},
+      {{100, 70, 600, 0, 0, 1, 0.5f, 2.0f, 0, 0, {0}, 0}, H_A | H_B | H_C | H_Y, true},
+      {{100, 70, 600, 0, 0, 0, 1, 0, 0, 0, {0}, 0}, H_A, true},
+      {{100, 70, 600, 0, 0, 0, 1, 0, 0, 0, {0}, 0}, H_B, true},
+      {{1, 1000, 512, 0, 0, 1, 1, 1, 0, 0, {0}, 0}, H_A | H_B | H_C, false},
+      {{33, 17, 45, 1, 0, 2, 1, 1, 0, 0, {0}, 0}, H_A | H_Y, false},
+      {{40, 90, 77, 1, 1, 1, 2, 0.5f, 0, 0, {0}, 0}, H_A | H_B | H_C | H_Y, false},
+      {{9, 90, 600, 0, 0, 1, 0.5f, 2, 32, 300, {0}, 0}, H_B | H_C | H_Y, true},
+      {{20, 40, 97, 0, 0, 0, 1, 0, 16, 50, {0}, 0}, H_A | H_B | H_Y, false},
+      {{71, 53, 150, 0, 0, 1, 1, 1, 0, 0, v4, 0}, H_A | H_B | H_C | H_Y, true},
+      {{37, 64, 64, 1, 1, 0, 1, 0, 0, 0, v1, 0}, H_A | H_B | H_Y, false},
+      {{64, 96, 80, 0, 0, 0, 1, 0, 0, 0, {0}, 1}, H_A | H_B, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case_f16(&cases[i].c, cases[i].f16, cases[i].cancel);
+}
+
 static void test_heuristic(void) {
   kiln_opencl_gemm_tiles_t t = kiln_opencl_gemm_default_tiles(1024, 1024, 1024);
   CHECK(t.tn % t.vw == 0 && t.bk == 128 && t.tm == 8);
@@ -312,6 +384,7 @@ int main(void) {
   RUN(test_packed_b);
   RUN(test_tile_configs);
   RUN(test_providers);
+  RUN(test_f16_operands);
   kiln_device_release(dev);
   return kiln_test_finish();
 }
