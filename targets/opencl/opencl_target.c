@@ -184,7 +184,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   for (int32_t k = 0; k < n && !s; ++k)
     slot_of[k] = -1, convs[k].matched = false, wino[k] = false, cpriv[k] = false, dws[k].matched = false;
   const char* psum_env = getenv("KILN_OPENCL_CONV_PSUM");
-  const bool all_private = o->private_conv_sums || (psum_env && !strcmp(psum_env, "private"));
+  const bool all_private = !o->memory_conv_sums && !(psum_env && !strcmp(psum_env, "memory"));
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -214,11 +214,12 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
         wtiles[k] = kiln_opencl_wino_default_tiles(&convs[k]);
       } else if (all_private || kiln_opencl_conv_psum_f16(&convs[k])) {
         /* Partial sums between K slices stay f32 in a private array
-         * (conv.cl, CPSUM) where the grid they would go through holds
-         * f16 -- rounding each slice's sum would add an error growing with
-         * K -- and the grid leaves the program. An f32 grid (the precision
-         * pass keeps one f32 where the printed GEMM accumulates in it)
-         * keeps the memory path. */
+         * (conv.cl, CPSUM) and the grid leaves the program: measured on
+         * PoCL as fast as or faster than the trip through the grid, and
+         * the arena loses the grid. Where the grid they would go through
+         * holds f16 this is a must (rounding each slice's sum would add an
+         * error growing with K); an f32 grid may keep the memory path
+         * (memory_conv_sums, KILN_OPENCL_CONV_PSUM=memory). */
         cpriv[k] = kiln_gpu_conv_match(plan, k, false, true, &convs[k]);
         if (!cpriv[k]) s = kiln_make_status(KILN_INTERNAL, "opencl emit: conv '%s' matched with its grid, not without",
                                             prog->kernels[k].name);

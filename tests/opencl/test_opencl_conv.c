@@ -5,7 +5,9 @@
  * executor (rtol 1e-4, atol 1e-5 x the largest output) -- strides 1/2, pads (asymmetric too),
  * dilation, 1x1/3x3/5x5/7x7, odd sizes that no tile divides, batches,
  * bias, fused Relu/Clip/residual Add epilogues, depthwise. Each graph also
- * runs with the templates off (every kernel printed), and the number of
+ * runs with the templates off (every kernel printed), with the partial
+ * sums between K slices through the grid instead of a private array
+ * (memory_conv_sums; the source's CPSUM is checked), and the number of
  * template instances is checked: grouped convs (groups > 1, not depthwise)
  * must keep the printed kernels. 3x3 stride-1 convs that become Winograd
  * F(2x2, 3x3) instances (kernels/opencl/winograd.cl) run once more with
@@ -53,16 +55,17 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
     kiln_fusion_report_t rep;
     CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
     static const char* const variants[] = {"templates", "printed", "templates, packed weights",
-                                           "templates, no winograd"};
+                                           "templates, partial sums in memory", "templates, no winograd"};
     /* the last variant only where Winograd replaces an implicit-GEMM instance */
-    for (int variant = 0; variant < (wino > 0 ? 4 : 3); ++variant) {
+    for (int variant = 0; variant < (wino > 0 ? 5 : 4); ++variant) {
       kiln_program_t* prog = NULL;
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
       if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
       int32_t n_templ = 0, n_shared = 0, n_wino = 0;
       kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
-                                       .no_winograd = variant == 3, .n_templated = &n_templ,
+                                       .memory_conv_sums = variant == 3, .no_winograd = variant == 4,
+                                       .n_templated = &n_templ,
                                        .n_shared = &n_shared, .n_winograd = &n_wino};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
@@ -74,8 +77,9 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       if (variant != 1 && templated >= 0)
         CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
       if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
-      /* Winograd needs the conv's own weights: not with packed weights, not when it is off */
-      const int want_wino = variant == 0 ? wino : 0;
+      /* Winograd needs the conv's own weights: not with packed weights, not when it is off
+       * (it keeps no partial sums between slices, so memory_conv_sums leaves it) */
+      const int want_wino = variant == 0 || variant == 3 ? wino : 0;
       if (want_wino >= 0)
         CHECK_MSG(n_wino == want_wino, "%s (%s): %d winograd instances, expected %d", what, variants[variant],
                   (int)n_wino, want_wino);
@@ -90,6 +94,9 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
         const char* want_tiled = variant != 2 ? "#define CWTILED 1" : "#define CWTILED 0";
         CHECK_MSG(!strstr(prog->code.text, "#define CWTILED") || strstr(prog->code.text, want_tiled),
                   "%s: no '%s' in the source", label, want_tiled);
+        /* f32 grids: partial sums in a private array unless asked for in memory */
+        const char* other_psum = variant == 3 ? "#define CPSUM 1" : "#define CPSUM 0";
+        CHECK_MSG(!strstr(prog->code.text, other_psum), "%s: '%s' in the source", label, other_psum);
       }
       if (CHECK_OK(run_on_device(prog, b->feeds, got))) {
         bool ok = true;

@@ -27,9 +27,10 @@
  * one-line change to conv.cl / gemm.cl, not kept): 1x1 K 384 (3 slices,
  * the f16 Y the template keeps private) 1.15x the tolerance, 3x3 K 2304 with
  * all partial sums private 5.1x, MatMul K 512 1.5x -- against 0.36, 0.12
- * and 0.21 with f32 partial sums. The f32 grid cases check the other path:
+ * and 0.21 with f32 partial sums. Private f32 partial sums are the
+ * default; the f32 grid cases with memory_conv_sums check the other path:
  * where the printed GEMM accumulates in memory the precision pass keeps the
- * grid (or Y) f32 and the template keeps using it. */
+ * grid (or Y) f32, which the template may then keep using. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -296,18 +297,25 @@ static void test_conv(void) {
       {"1x1 K 384 14x14 cancelling, f16 Y (private partial sums, 3 slices)", 1, 384, 64, 14, 14, 1, 1,
        {0, 0, 0, 0}, true, 0, true, 8,
        {2, 0, 0, {"K 384 (1 taps), private partial sums", F16_CONV, "#define CY_F16 1"}, {0}, false}},
+      /* f32 grids may keep the memory path (memory_conv_sums; the default is private sums) */
       {"1x1 K 1024 16x16 cancelling (f32 Y: the precision pass keeps the printed GEMM's accumulator)", 1, 1024,
        64, 16, 16, 1, 1, {0, 0, 0, 0}, true, 0, true, 8,
-       {2, 0, 0, {"K 1024 (1 taps) */", F16_CONV, "#define CY_F16 0\n#define CPSUM 0"}, {0}, false}},
+       {2, 0, 0, {"K 1024 (1 taps) */", F16_CONV, "#define CY_F16 0\n#define CPSUM 0"}, {.memory_conv_sums = true},
+        false}},
       {"1x1 K 1024 7x7 cancelling (f32 grid)", 1, 1024, 64, 7, 7, 1, 1, {0, 0, 0, 0}, true, 0, true, 8,
-       {2, 0, 0, {"K 1024 (1 taps), cropped */", "__global float* restrict YF", F16_CONV}, {0}, false}},
+       {2, 0, 0, {"K 1024 (1 taps), cropped */", "__global float* restrict YF", F16_CONV}, {.memory_conv_sums = true},
+        false}},
       {"3x3 512 -> 128 7x7 cancelling (K 4608, implicit GEMM)", 1, 512, 128, 7, 7, 3, 1, {1, 1, 1, 1}, true, 1,
-       true, 16, {2, 0, 0, {"K 4608 (9 taps), cropped */", F16_CONV}, {.no_winograd = true}, false}},
+       true, 16,
+       {2, 0, 0, {"K 4608 (9 taps), cropped */", F16_CONV}, {.no_winograd = true, .memory_conv_sums = true}, false}},
+      {"3x3 512 -> 128 7x7 cancelling (K 4608), private partial sums", 1, 512, 128, 7, 7, 3, 1, {1, 1, 1, 1}, true,
+       1, true, 16, {2, 0, 0, {"K 4608 (9 taps), cropped, private partial sums", F16_CONV}, {.no_winograd = true},
+       false}},
       {"3x3 s2 256 -> 64 14x14 cancelling (K 2304)", 1, 256, 64, 14, 14, 3, 2, {1, 1, 1, 1}, false, 1, true, 8,
        {2, 0, 0, {"cropped", F16_CONV}, {0}, false}},
-      {"3x3 s1 256 -> 96 14x14 cancelling, all private partial sums", 1, 256, 96, 14, 14, 3, 1, {1, 1, 1, 1},
+      {"3x3 s1 256 -> 96 14x14 cancelling, private partial sums", 1, 256, 96, 14, 14, 3, 1, {1, 1, 1, 1},
        true, 1, true, 8,
-       {2, 0, 0, {"cropped, private partial sums", F16_CONV}, {.private_conv_sums = true, .no_winograd = true}, false}},
+       {2, 0, 0, {"cropped, private partial sums", F16_CONV}, {.no_winograd = true}, false}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
 }
