@@ -2,9 +2,11 @@
 #include "graph_harness.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/opencl/opencl_device.h"
 #include "testing.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
@@ -72,6 +74,17 @@ void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* co
 }
 
 /* ---- running a program on the device ------------------------------------- */
+
+kiln_device_t* open_opencl_device_0(void) {
+  kiln_device_t* d = NULL;
+  kiln_status_t s = kiln_opencl_device_create(0, A(), &d);
+  if (s) {
+    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return NULL;
+  }
+  return d;
+}
 
 kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_array_t* feeds,
                             kiln_array_t* outs) {

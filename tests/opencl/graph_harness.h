@@ -46,6 +46,10 @@ void gb_const_values(gb_t* b, const char* name, int rank, const int64_t* dims, c
 void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* const* in,
              const char* out, int n_attrs, const kiln_attr_t* attrs);
 
+/* OpenCL device 0, or NULL after printing why there is none (the test
+ * then fails: a missing device must never look like a pass). */
+kiln_device_t* open_opencl_device_0(void);
+
 /* Runs |p| on |dev| (every kernel, a barrier after each) with |feeds|;
  * allocates |outs| (one per program output). KILN_TEST_DUMP=DIR writes the
  * source there. */

@@ -252,12 +252,7 @@ static void test_identical_instances(void) {
 }
 
 int main(void) {
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
-  }
+  if (!(dev = open_opencl_device_0())) return 1;
   RUN(test_conv_shapes);
   RUN(test_shared_weights);
   RUN(test_identical_instances);

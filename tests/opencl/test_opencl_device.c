@@ -10,6 +10,7 @@
 #include "runtime/opencl/opencl_device.h"
 #include "runtime/opencl/opencl_util.h"
 #include "testing.h"
+#include "graph_harness.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
@@ -75,16 +76,6 @@ static kiln_program_t* mkprog(const char* src, int32_t nbuf, int64_t len, int32_
   return p;
 }
 
-static kiln_device_t* open_dev(void) {
-  kiln_device_t* d = NULL;
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &d);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return NULL;
-  }
-  return d;
-}
 
 static char tmp_root[256];
 
@@ -101,7 +92,7 @@ static void test_list_and_create(void) {
   CHECK(kiln_opencl_device_count() >= 1);
   kiln_device_t* d = NULL;
   CHECK_ERR(kiln_opencl_device_create(999, A(), &d), KILN_NOT_FOUND, "device 999 not found");
-  d = open_dev();
+  d = open_opencl_device_0();
   CHECK(d != NULL);
   if (!d) return;
   CHECK(kiln_opencl_is_device(d));
@@ -111,13 +102,13 @@ static void test_list_and_create(void) {
   CHECK(d->info.compute_units >= 1 && d->info.max_workgroup_size >= 1);
   kiln_device_release(d);
   /* and again in the same process (recreating after a loss) */
-  d = open_dev();
+  d = open_opencl_device_0();
   CHECK(d != NULL);
   kiln_device_release(d);
 }
 
 static void test_buffers_and_views(void) {
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   const uint64_t al = d->info.buffer_alignment;
@@ -176,7 +167,7 @@ static const char add_src[] =
     "}\n";
 
 static void test_dispatch_and_timestamps(void) {
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   const int64_t n = 256;
@@ -256,7 +247,7 @@ static int count_entries(const char* dir) {
 }
 
 static void test_binary_cache(void) {
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   char dir[400];
@@ -351,7 +342,7 @@ static void test_binary_cache(void) {
 }
 
 static void test_build_failure_and_dump(void) {
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   char dump[400];
@@ -406,7 +397,7 @@ static void test_required_extensions(void) {
   pos = 0;
   CHECK_MSG(!kiln_opencl_next_enabled_extension(src, strlen(src), &pos, ext, 4), "a name that does not fit is skipped");
 
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   kiln_device_build_options_t bo = {.cache_dir = ""};
@@ -439,7 +430,7 @@ static void test_required_extensions(void) {
 }
 
 static void test_allocation_failure(void) {
-  kiln_device_t* d = open_dev();
+  kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
   const kiln_device_vtable_t* vt = d->vt;
   kiln_device_buffer_t* b = NULL;

@@ -176,12 +176,7 @@ static void test_dw_shapes(void) {
 }
 
 int main(void) {
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
-  }
+  if (!(dev = open_opencl_device_0())) return 1;
   RUN(test_dw_shapes);
   kiln_device_release(dev);
   return kiln_test_finish();

@@ -200,6 +200,44 @@ static void conv_attrs(cattrs_t* v, int64_t k, int64_t s, const int64_t* pads, i
   v->a[3] = kiln_attr_make_int("group", group);
 }
 
+/* Conv(xr, w[, bias]) (k x k, stride s, group) -> the epilogue -> h ->
+ * Conv 1x1 to m2 channels -> out, the model output. Epilogues: 1 Relu;
+ * 2 Clip(0, clip_hi); 3 an f16 residual, a 1x1 conv of xr (stride 1 convs:
+ * the output plane is the input's), added (on the left when residual_left)
+ * then Relu; 4 a per-channel Mul and a broadcast Add. */
+static void conv_tail(gb_t* b, int64_t c, int64_t m, int64_t k, int64_t s, const int64_t pads[4], int64_t group,
+                      bool bias, int epi, float clip_hi, bool residual_left, int64_t m2) {
+  if (bias) konst(b, "bias", DIMS(m));
+  cattrs_t ca;
+  conv_attrs(&ca, k, s, pads, group);
+  const char* y = epi ? "y" : "h";
+  if (bias) node(b, "Conv", IN("xr", "w", "bias"), y, 4, ca.a);
+  else node(b, "Conv", IN("xr", "w"), y, 4, ca.a);
+  cattrs_t c1;
+  conv_attrs(&c1, 1, 1, (int64_t[]){0, 0, 0, 0}, 1);
+  if (epi == 1) {
+    node(b, "Relu", IN("y"), "h", 0, NULL);
+  } else if (epi == 2) {
+    scalar_const(b, "lo", 0.0f);
+    scalar_const(b, "hi", clip_hi);
+    node(b, "Clip", IN("y", "lo", "hi"), "h", 0, NULL);
+  } else if (epi == 3) {
+    konst(b, "wr", DIMS(m, c, 1, 1));
+    node(b, "Conv", IN("xr", "wr"), "rr", 4, c1.a);
+    if (residual_left) node(b, "Add", IN("rr", "y"), "t", 0, NULL);
+    else node(b, "Add", IN("y", "rr"), "t", 0, NULL);
+    node(b, "Relu", IN("t"), "h", 0, NULL);
+  } else if (epi == 4) {
+    konst(b, "scale", DIMS(m, 1, 1));
+    konst(b, "shift", DIMS(1, m, 1, 1));
+    node(b, "Mul", IN("y", "scale"), "t", 0, NULL);
+    node(b, "Add", IN("t", "shift"), "h", 0, NULL);
+  }
+  konst(b, "w2", DIMS(m2, m, 1, 1));
+  node(b, "Conv", IN("h", "w2"), "out", 4, c1.a);
+  kiln_graph_add_output(b->g, "out");
+}
+
 /* x -> Relu -> Conv (k x k, bias, epilogue) -> h -> Conv 1x1 -> out: the
  * first conv reads and writes f16, the second reads f16 and writes the f32
  * model output. */
@@ -223,41 +261,7 @@ static void conv_case(const ccase_t* c) {
   }
   gb_const_values(&b, "w", 4, (int64_t[]){c->m, c->c, c->k, c->k}, wv);
   free(wv);
-  if (c->bias) konst(&b, "bias", DIMS(c->m));
-  cattrs_t ca;
-  conv_attrs(&ca, c->k, c->s, c->pads, 1);
-  const char* y = c->epi ? "y" : "h";
-  if (c->bias) node(&b, "Conv", IN("xr", "w", "bias"), y, 4, ca.a);
-  else node(&b, "Conv", IN("xr", "w"), y, 4, ca.a);
-  const int64_t oh = (c->h + c->pads[0] + c->pads[2] - c->k) / c->s + 1;
-  const int64_t ow = (c->w + c->pads[1] + c->pads[3] - c->k) / c->s + 1;
-  if (c->epi == 1) {
-    node(&b, "Relu", IN("y"), "h", 0, NULL);
-  } else if (c->epi == 2) {
-    scalar_const(&b, "lo", 0.0f);
-    scalar_const(&b, "hi", 0.5f);
-    node(&b, "Clip", IN("y", "lo", "hi"), "h", 0, NULL);
-  } else if (c->epi == 3) {
-    /* the residual an f16 intermediate too: a 1x1 conv of the same input
-     * (stride 1 convs: the output plane is the input's) */
-    (void)oh, (void)ow;
-    konst(&b, "wr", DIMS(c->m, c->c, 1, 1));
-    cattrs_t cr;
-    conv_attrs(&cr, 1, 1, (int64_t[]){0, 0, 0, 0}, 1);
-    node(&b, "Conv", IN("xr", "wr"), "rr", 4, cr.a);
-    node(&b, "Add", IN("rr", "y"), "t", 0, NULL);
-    node(&b, "Relu", IN("t"), "h", 0, NULL);
-  } else if (c->epi == 4) {
-    konst(&b, "scale", DIMS(c->m, 1, 1));
-    konst(&b, "shift", DIMS(1, c->m, 1, 1));
-    node(&b, "Mul", IN("y", "scale"), "t", 0, NULL);
-    node(&b, "Add", IN("t", "shift"), "h", 0, NULL);
-  }
-  konst(&b, "w2", DIMS(c->m2, c->m, 1, 1));
-  cattrs_t c2;
-  conv_attrs(&c2, 1, 1, (int64_t[]){0, 0, 0, 0}, 1);
-  node(&b, "Conv", IN("h", "w2"), "out", 4, c2.a);
-  kiln_graph_add_output(b.g, "out");
+  conv_tail(&b, c->c, c->m, c->k, c->s, c->pads, 1, c->bias, c->epi, 0.5f, true, c->m2);
   check_graph(&b, c->what, &c->ex);
 }
 
@@ -341,40 +345,7 @@ static void dw_case(const dcase_t* c) {
   input(&b, "x", DIMS(c->n, c->c, c->h, c->w));
   node(&b, "Relu", IN("x"), "xr", 0, NULL);
   konst(&b, "w", DIMS(m, 1, c->k, c->k));
-  if (c->bias) konst(&b, "bias", DIMS(m));
-  cattrs_t ca;
-  conv_attrs(&ca, c->k, c->s, c->pads, c->c);
-  const char* y = c->epi ? "y" : "h";
-  if (c->bias) node(&b, "Conv", IN("xr", "w", "bias"), y, 4, ca.a);
-  else node(&b, "Conv", IN("xr", "w"), y, 4, ca.a);
-  const int64_t oh = (c->h + c->pads[0] + c->pads[2] - c->k) / c->s + 1;
-  const int64_t ow = (c->w + c->pads[1] + c->pads[3] - c->k) / c->s + 1;
-  if (c->epi == 1) {
-    node(&b, "Relu", IN("y"), "h", 0, NULL);
-  } else if (c->epi == 2) {
-    scalar_const(&b, "lo", 0.0f);
-    scalar_const(&b, "hi", 6.0f);
-    node(&b, "Clip", IN("y", "lo", "hi"), "h", 0, NULL);
-  } else if (c->epi == 3) {
-    /* an f16 residual from a 1x1 conv of the same input (stride 1) */
-    (void)oh, (void)ow;
-    konst(&b, "wr", DIMS(m, c->c, 1, 1));
-    cattrs_t cr;
-    conv_attrs(&cr, 1, 1, (int64_t[]){0, 0, 0, 0}, 1);
-    node(&b, "Conv", IN("xr", "wr"), "rr", 4, cr.a);
-    node(&b, "Add", IN("y", "rr"), "t", 0, NULL);
-    node(&b, "Relu", IN("t"), "h", 0, NULL);
-  } else if (c->epi == 4) {
-    konst(&b, "scale", DIMS(m, 1, 1));
-    konst(&b, "shift", DIMS(1, m, 1, 1));
-    node(&b, "Mul", IN("y", "scale"), "t", 0, NULL);
-    node(&b, "Add", IN("t", "shift"), "h", 0, NULL);
-  }
-  konst(&b, "w2", DIMS(8, m, 1, 1));
-  cattrs_t c2;
-  conv_attrs(&c2, 1, 1, (int64_t[]){0, 0, 0, 0}, 1);
-  node(&b, "Conv", IN("h", "w2"), "out", 4, c2.a);
-  kiln_graph_add_output(b.g, "out");
+  conv_tail(&b, c->c, m, c->k, c->s, c->pads, c->c, c->bias, c->epi, 6.0f, false, 8);
   /* the depthwise instance and the 1x1 convs' */
   const bool s1 = c->templated && c->s == 1 && !c->all; /* the template under fp16 only */
   expect_t ex = {c->templated + (c->epi == 3 ? 2 : 1), s1 ? 1 : 0, 0,
@@ -494,12 +465,7 @@ static void test_refused(void) {
 }
 
 int main(void) {
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
-  }
+  if (!(dev = open_opencl_device_0())) return 1;
   RUN(test_refused);
   RUN(test_conv);
   RUN(test_depthwise);

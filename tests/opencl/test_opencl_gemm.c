@@ -21,6 +21,7 @@
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "targets/opencl/opencl_internal.h"
 #include "testing.h"
+#include "graph_harness.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 static kiln_device_t* dev;
@@ -373,12 +374,7 @@ static void test_heuristic(void) {
 }
 
 int main(void) {
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
-  }
+  if (!(dev = open_opencl_device_0())) return 1;
   RUN(test_heuristic);
   RUN(test_shapes_default_tiles);
   RUN(test_packed_b);

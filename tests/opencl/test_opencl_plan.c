@@ -281,12 +281,7 @@ done:
 }
 
 int main(void) {
-  kiln_status_t s = kiln_opencl_device_create(0, A(), &dev);
-  if (s) {
-    fprintf(stderr, "no OpenCL device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
-  }
+  if (!(dev = open_opencl_device_0())) return 1;
   RUN(test_elementwise);
   RUN(test_matmul_plain);
   RUN(test_matmul_packed);
