@@ -14,7 +14,8 @@
 #   5. fusion: -O0 vs -O1 per model            (bench/fusion.py)
 #   6. reference interpreter vs onnxruntime    (bench/ref_vs_ort.py; skipped by --quick)
 #   7. targets: OpenCL/Vulkan vs the CPU backend -> OUT/targets.csv (bench/targets.py;
-#      the targets `kiln devices` lists; Vulkan on lavapipe only without --quick)
+#      the targets `kiln devices` lists, at fp32 and fp16; Vulkan on lavapipe and fp16 only
+#      without --quick)
 #   8. winograd: OpenCL Winograd vs implicit GEMM per 3x3 shape, ResNet-18
 #      -> OUT/winograd.csv (bench/opencl_winograd.py; only with an OpenCL device)
 #   9. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
@@ -129,8 +130,8 @@ targets() {
     case "$devs" in *vulkan:0*) t="$t,vulkan" ;; esac
   fi
   "$py" bench/targets.py --kiln "$kiln" --models "$models" --names resnet18,mobilenet_v2 \
-    --targets "$t" --rounds "$([ $quick -eq 1 ] && echo 2 || echo 5)" --repeat "$repeat" \
-    --csv "$out/targets.csv"
+    --targets "$t" --precision "$([ $quick -eq 1 ] && echo fp32 || echo fp32,fp16)" \
+    --rounds "$([ $quick -eq 1 ] && echo 2 || echo 5)" --repeat "$repeat" --csv "$out/targets.csv"
 }
 
 winograd() {
