@@ -46,6 +46,20 @@ void gb_const_values(gb_t* b, const char* name, int rank, const int64_t* dims, c
 void gb_node(gb_t* b, const char* op, const char* name, int n_in, const char* const* in,
              const char* out, int n_attrs, const kiln_attr_t* attrs);
 
+/* Literal lists with their counts, for the short forms below:
+ *   input(b, "x", DIMS(1, 8, 7, 7));  konst(b, "w", DIMS(16, 8, 3, 3));
+ *   node(b, "Conv", IN("x", "w"), "y", n_attrs, attrs);
+ * (the node is named after its output). */
+#define DIMS(...) (int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define IN(...) (const char* const[]){__VA_ARGS__}, (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(char*))
+
+static inline void input(gb_t* b, const char* name, const int64_t* d, int r) { gb_input(b, name, r, d); }
+static inline void konst(gb_t* b, const char* name, const int64_t* d, int r) { gb_const(b, name, r, d); }
+static inline void node(gb_t* b, const char* op, const char* const* in, int n_in, const char* out,
+                        int n_attrs, const kiln_attr_t* attrs) {
+  gb_node(b, op, out, n_in, in, out, n_attrs, attrs);
+}
+
 /* OpenCL device 0, or NULL after printing why there is none (the test
  * then fails: a missing device must never look like a pass). */
 kiln_device_t* open_opencl_device_0(void);

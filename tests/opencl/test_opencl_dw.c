@@ -29,15 +29,6 @@
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 static kiln_device_t* dev;
 
-#define DIMS(...) (int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define IN(...) (const char* const[]){__VA_ARGS__}, (int)(sizeof((const char*[]){__VA_ARGS__}) / sizeof(char*))
-
-static void input(gb_t* b, const char* name, const int64_t* d, int r) { gb_input(b, name, r, d); }
-static void konst(gb_t* b, const char* name, const int64_t* d, int r) { gb_const(b, name, r, d); }
-static void node(gb_t* b, const char* op, const char* const* in, int n_in, const char* out,
-                 int n_attrs, const kiln_attr_t* attrs) {
-  gb_node(b, op, out, n_in, in, out, n_attrs, attrs);
-}
 
 /* |chosen|: template instances expected as the emitter chooses; |matched|:
  * with the template wherever it matches. */
