@@ -153,6 +153,11 @@ void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out)
   kiln_cf_out_puts(out, "\n");
 }
 
+void kiln_opencl_conv_print_f16_flags(const kiln_gpu_conv_t* c, kiln_cf_out_t* out) {
+  kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n",
+                     role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'));
+}
+
 void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out) {
   bool f16[KILN_GPU_EPI_MAX] = {false};
   for (int32_t j = 0; j < c->n_params; ++j) {
@@ -188,8 +193,8 @@ kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl
                      name, name);
   kiln_opencl_conv_print_params(c, out);
   kiln_opencl_conv_epi_print(c, "KC_EPI", out);
-  kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n#define CPSUM %d\n",
-                     role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'), psum_private ? 1 : 0);
+  kiln_opencl_conv_print_f16_flags(c, out);
+  kiln_cf_out_printf(out, "#define CPSUM %d\n", psum_private ? 1 : 0);
   kiln_cf_out_printf(out,
                      "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
                      "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"

@@ -119,6 +119,11 @@ kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl
  * are defined with. */
 void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
 
+/* Prints "#define CW_F16 .. CY_F16" (1 where the W, XP, BIAS or Y
+ * parameter is an f16 buffer, 0 where it is f32 or absent), as conv.cl and
+ * winograd.cl read them. */
+void kiln_opencl_conv_print_f16_flags(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
+
 /* kiln_opencl_epi_print of |c|'s epilogue, each operand f16 as its
  * parameter is, operand j named Ej. */
 void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out);

@@ -124,12 +124,6 @@ static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE
                                           "CPLANE", "CQ2", "CHO", "CWO", "CBATCH", "CHAS_BIAS", "CW_F16",
                                           "CX_F16", "CC_F16", "CY_F16", "TM", "TN", "WX", "WY", "CB"};
 
-static int role_f16(const kiln_gpu_conv_t* c, char r) {
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == r) return c->f16[j] ? 1 : 0;
-  return 0;
-}
-
 kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out) {
   if (t->tm < 1 || t->wx < 1 || t->wy < 1 || t->cb < 1 || t->tn * t->wx % 4 ||
@@ -143,8 +137,7 @@ kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl
   kiln_cf_out_printf(out, "#define KILN_WINO_NAME %s\n#define KILN_WINO_SIGNATURE ", name);
   kiln_opencl_conv_print_params(c, out);
   kiln_opencl_conv_epi_print(c, "KW_EPI", out);
-  kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n",
-                     role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'));
+  kiln_opencl_conv_print_f16_flags(c, out);
   kiln_cf_out_printf(out,
                      "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
                      "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"

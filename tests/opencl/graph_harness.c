@@ -28,10 +28,11 @@ kiln_array_t rand_f32(int rank, const int64_t* dims) {
   return a;
 }
 
-void round_f16(kiln_array_t* a) {
-  float* p = a->data;
-  for (int64_t i = 0; i < kiln_array_numel(a); ++i) p[i] = kiln_f16_to_f32(kiln_f32_to_f16(p[i]));
+void round_f16_floats(float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i) v[i] = kiln_f16_to_f32(kiln_f32_to_f16(v[i]));
 }
+
+void round_f16(kiln_array_t* a) { round_f16_floats(a->data, (size_t)kiln_array_numel(a)); }
 
 /* ---- graph building ------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #define KILN_TESTS_OPENCL_GRAPH_HARNESS_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ir/graph.h"
@@ -19,8 +20,10 @@
 float rnd(void);
 kiln_array_t rand_f32(int rank, const int64_t* dims);
 
-/* Rounds every element of an f32 array to the nearest f16 value (kept f32). */
+/* Rounds every element of an f32 array (|n| floats at |v|) to the nearest
+ * f16 value (kept f32). */
 void round_f16(kiln_array_t* a);
+void round_f16_floats(float* v, size_t n);
 
 /* A graph under construction; the first error sticks in |st|. With
  * |f16_exact| set (after gb_init) every feed and initializer the builder

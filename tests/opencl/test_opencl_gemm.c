@@ -59,10 +59,6 @@ typedef struct hcase_s {
 
 enum { H_A = 1, H_B = 2, H_C = 4, H_Y = 8 };
 
-static void to_f16(float* v, size_t n) {
-  for (size_t i = 0; i < n; ++i) v[i] = kiln_f16_to_f32(kiln_f32_to_f16(v[i]));
-}
-
 /* |n| floats as the device holds them (half: 2 bytes each). */
 static kiln_status_t upload(kiln_device_buffer_t* b, const float* v, size_t n, bool half) {
   if (!half) return dev->vt->buffer_write(dev, b, 0, v, sizeof(float) * n);
@@ -98,9 +94,9 @@ static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
   float* bias = malloc(sizeof(float) * nbias);
   for (size_t i = 0; i < nbias; ++i) bias[i] = frand();
   const bool ha = f16 & H_A, hb = f16 & H_B, hc = f16 & H_C, hy = f16 & H_Y;
-  if (ha) to_f16(a, (size_t)M * K);
-  if (hb) to_f16(b, (size_t)K * N);
-  if (hc) to_f16(bias, nbias);
+  if (ha) round_f16_floats(a, (size_t)M * K);
+  if (hb) round_f16_floats(b, (size_t)K * N);
+  if (hc) round_f16_floats(bias, nbias);
   g.has_bias = c->bias != 0;
   g.bias_sm = c->bias == 2 ? 1 : c->bias == 3 ? N : 0;
   g.bias_sn = c->bias == 1 || c->bias == 3 ? 1 : 0;
