@@ -7,13 +7,7 @@
 #include <string.h>
 
 #include "kiln/runtime.h"
-#include "runtime/cpu/cpu_device.h"
-#ifdef KILN_HAVE_OPENCL
-#include "runtime/opencl/opencl_device.h"
-#endif
-#ifdef KILN_HAVE_VULKAN
-#include "runtime/vulkan/vulkan_device.h"
-#endif
+#include "runtime/device_registry.h"
 
 void kiln_device_init_base(kiln_device_t* d, const kiln_device_vtable_t* vt,
                            kiln_allocator_t allocator) {
@@ -49,8 +43,11 @@ const char* kiln_device_call_name(kiln_device_call_t c) {
 static kiln_status_t parse_name(const char* name, char* api, size_t n, int32_t* index) {
   const char* colon = strchr(name, ':');
   size_t len = colon ? (size_t)(colon - name) : strlen(name);
-  if (len == 0 || len >= n)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "device '%s': expected cpu, opencl[:N] or vulkan[:N]", name);
+  if (len == 0 || len >= n) {
+    char names[256];
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "device '%s': expected %s", name,
+                            kiln_device_api_names("[:N]", names, sizeof names));
+  }
   memcpy(api, name, len);
   api[len] = 0;
   *index = 0;
@@ -65,35 +62,24 @@ static kiln_status_t parse_name(const char* name, char* api, size_t n, int32_t* 
   return NULL;
 }
 
-static kiln_status_t open_gpu(const char* api, int32_t index, kiln_allocator_t al,
-                              kiln_device_t** out) {
-  if (!strcmp(api, "opencl")) {
-#ifdef KILN_HAVE_OPENCL
-    return kiln_opencl_device_create(index, al, out);
-#else
-    return kiln_make_status(KILN_UNSUPPORTED, "this kiln was built without OpenCL");
-#endif
-  }
-  if (!strcmp(api, "vulkan")) {
-#ifdef KILN_HAVE_VULKAN
-    const char* v = getenv("KILN_VULKAN_VALIDATION");
-    return kiln_vulkan_device_create(index, v && v[0] == '1', al, out);
-#else
-    return kiln_make_status(KILN_UNSUPPORTED, "this kiln was built without Vulkan");
-#endif
-  }
-  return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown device api '%s' (expected cpu, opencl or vulkan)", api);
-}
-
+/* A device that cannot be opened falls back to the first registered API --
+ * the CPU, which every build registers first -- unless the caller is strict
+ * or the name itself is wrong. */
 kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
                                kiln_allocator_t allocator, kiln_device_t** out_device) {
   if (!name || !out_device) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_device_open: NULL argument");
-  char api[32];
+  char api_name[32];
   int32_t index = 0;
-  KILN_RETURN_IF_ERROR(parse_name(name, api, sizeof api, &index));
-  int32_t threads = options ? options->threads : 0;
-  if (!strcmp(api, "cpu")) return kiln_cpu_device_create(threads, allocator, out_device);
-  kiln_status_t s = open_gpu(api, index, allocator, out_device);
+  KILN_RETURN_IF_ERROR(parse_name(name, api_name, sizeof api_name, &index));
+  const kiln_device_api_t* api = kiln_device_api_find(api_name);
+  if (!api) {
+    char names[256];
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown device api '%s' (this kiln has %s)", api_name,
+                            kiln_device_api_names("", names, sizeof names));
+  }
+  const kiln_device_api_t* fallback = kiln_device_api_at(0);
+  if (api == fallback) return api->open(index, options, allocator, out_device);
+  kiln_status_t s = api->open(index, options, allocator, out_device);
   if (!s) return NULL;
   if (kiln_status_code(s) == KILN_INVALID_ARGUMENT || (options && options->strict))
     return kiln_status_annotate(s, "device '%s'", name);
@@ -101,7 +87,7 @@ kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_
   fprintf(log, "kiln: warning: device '%s' unavailable (%s); falling back to the CPU\n", name,
           kiln_status_message(s));
   kiln_status_free(s);
-  return kiln_cpu_device_create(threads, allocator, out_device);
+  return fallback->open(0, options, allocator, out_device);
 }
 
 /* ---- fault injection -------------------------------------------------- */

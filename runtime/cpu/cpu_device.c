@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/device_registry.h"
 #include "targets/cpu/cpu_internal.h"
 
 struct kiln_device_buffer_s {
@@ -177,9 +178,9 @@ static kiln_status_t cpu_buffer_read(kiln_device_t* base, kiln_device_buffer_t* 
 static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                            const kiln_device_build_options_t* o,
                                            kiln_device_executable_t** out) {
-  if (p->target != KILN_PROGRAM_TARGET_CPU)
+  if (strcmp(p->target, kiln_device_api_cpu.name) != 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: %s was compiled for %s, not cpu",
-                            p->model_name, kiln_program_target_name(p->target));
+                            p->model_name, p->target);
   kiln_device_executable_t* e = calloc(1, sizeof(*e));
   if (!e) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
   e->n_kernels = p->n_kernels;
@@ -407,3 +408,27 @@ kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator
   *out_device = &d->base;
   return NULL;
 }
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+static kiln_status_t cpu_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                  kiln_allocator_t allocator, kiln_device_t** out_device) {
+  if (index != 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu:%d: the CPU is device 0", (int)index);
+  return kiln_cpu_device_create(options ? options->threads : 0, allocator, out_device);
+}
+
+static kiln_status_t cpu_api_list(FILE* out) {
+  kiln_device_t* d = NULL;
+  KILN_RETURN_IF_ERROR(kiln_cpu_device_create(0, kiln_allocator_system(), &d));
+  fprintf(out, "  [0] %s\n", d->info.name);
+  kiln_device_release(d);
+  return NULL;
+}
+
+const kiln_device_api_t kiln_device_api_cpu = {
+    .name = "cpu",
+    .code_form = KILN_CODE_SOURCE_PARTS,
+    .open = cpu_api_open,
+    .list = cpu_api_list,
+};

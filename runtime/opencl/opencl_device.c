@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/device_registry.h"
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
 
@@ -905,4 +906,27 @@ static const kiln_device_vtable_t ocl_vtable = {
     .submit = ocl_submit,
     .wait = ocl_wait,
     .timestamps_read = ocl_timestamps_read,
+};
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+static kiln_status_t ocl_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                  kiln_allocator_t allocator, kiln_device_t** out_device) {
+  return kiln_opencl_device_create(index, allocator, out_device);
+}
+
+static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
+  kiln_opencl_build_stats_t st;
+  kiln_opencl_executable_stats(e, &st);
+  if (st.n_gemm_choices)
+    fprintf(out, "opencl GEMM providers: %d of %d GEMMs on CLBlast, %d measured now%s%s\n", (int)st.n_gemm_clblast,
+            (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "", st.gemm_record);
+}
+
+const kiln_device_api_t kiln_device_api_opencl = {
+    .name = "opencl",
+    .code_form = KILN_CODE_SOURCE,
+    .open = ocl_api_open,
+    .list = kiln_opencl_list_devices,
+    .executable_report = ocl_api_report,
 };

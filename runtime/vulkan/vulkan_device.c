@@ -26,6 +26,8 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
+#include "runtime/device_registry.h"
+
 #define STAGING_MAX (64ull << 20)
 #define SETS_PER_POOL 128
 #define CACHE_MAGIC "KILNVKPC"
@@ -1442,4 +1444,22 @@ static const kiln_device_vtable_t vk_vtable = {
     .submit = vk_submit,
     .wait = vk_wait,
     .timestamps_read = vk_timestamps_read,
+};
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+/* KILN_VULKAN_VALIDATION=1 turns on the validation layer for devices opened
+ * by name (tests and `kiln run`); kiln_vulkan_device_create takes it as an
+ * argument. */
+static kiln_status_t vk_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                 kiln_allocator_t allocator, kiln_device_t** out_device) {
+  const char* v = getenv("KILN_VULKAN_VALIDATION");
+  return kiln_vulkan_device_create(index, v && v[0] == '1', allocator, out_device);
+}
+
+const kiln_device_api_t kiln_device_api_vulkan = {
+    .name = "vulkan",
+    .code_form = KILN_CODE_BLOB_PER_KERNEL,
+    .open = vk_api_open,
+    .list = kiln_vulkan_list_devices,
 };
