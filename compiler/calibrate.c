@@ -1,6 +1,6 @@
 /* Precision calibration (see calibrate.h): ranges from fp32 runs, fp16
  * emulated by rounding in a small node-by-node executor, greedy choice. */
-#include "runtime/calibrate.h"
+#include "compiler/calibrate.h"
 
 #include <dirent.h>
 #include <math.h>
