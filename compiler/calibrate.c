@@ -10,7 +10,7 @@
 
 #include "lowering/fuse.h"
 #include "ir/op.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 
 #define HALF_MAX 65504.0
 #define HALF_MIN_NORMAL 6.103515625e-05

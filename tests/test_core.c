@@ -17,7 +17,7 @@
 #include "kiln/array.h"
 #include "kiln/status.h"
 #include "compiler/compare.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 #include "testing.h"
 
 #define SHAPE(...)                                                                 \

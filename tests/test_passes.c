@@ -7,7 +7,7 @@
 #include "frontend/onnx.h"
 #include "ir/passes.h"
 #include "compiler/compare.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 #include "compiler/ref_exec.h"
 #include "testing.h"
 

@@ -17,7 +17,7 @@
 #include "lowering/fuse.h"
 #include "compiler/compare.h"
 #include "runtime/device.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
