@@ -29,7 +29,7 @@
 
 #include "ir/op.h"
 #include "lowering/plan.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "targets/vulkan/spirv_target.h"
 

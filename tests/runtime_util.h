@@ -15,7 +15,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/module_impl.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/program_build.h"
 #include "testing.h"
 

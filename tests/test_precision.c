@@ -1,5 +1,5 @@
 /* The fp16 mixed-precision pass (lowering/precision.h) and calibration
- * (runtime/calibrate.h): small graphs compiled for the CPU in fp16 and run
+ * (compiler/calibrate.h): small graphs compiled for the CPU in fp16 and run
  * through a session against the fp32 reference at rtol 1e-2 / atol 1e-3;
  * weights and arena shrink; inputs and outputs stay f32; policy files and
  * their errors; fp32 rules; an overflow model that plain fp16 breaks and
@@ -13,11 +13,11 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/calibrate.h"
-#include "runtime/compare.h"
+#include "compiler/calibrate.h"
+#include "compiler/compare.h"
 #include "runtime/device.h"
 #include "runtime/module_impl.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/program_build.h"
 #include "testing.h"
 

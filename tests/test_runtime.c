@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/cpu/cpu_device.h"
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"

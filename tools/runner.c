@@ -7,7 +7,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/calibrate.h"
+#include "compiler/calibrate.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "runtime/device_registry.h"

@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/cpu/cpu_loader.h"
 #include "runtime/device_registry.h"
-#include "targets/cpu/cpu_internal.h"
 
 struct kiln_device_buffer_s {
   uint8_t* base;
@@ -189,26 +189,11 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     *out = e;
     return NULL;
   }
-  /* A non-owning view of the program's unit in the loader's terms. */
-  const kiln_program_code_t* c = &p->code;
-  kiln_cpu_source_t src;
-  memset(&src, 0, sizeof src);
-  src.text.data = c->text;
-  src.text.len = (size_t)c->text_len;
-  src.prelude_len = (size_t)c->parts[1];
-  src.epilogue_off = (size_t)c->parts[2 * (c->n_parts - 1)];
-  src.n_units = c->n_parts - 2;
-  src.unit_off = calloc((size_t)src.n_units + 1, sizeof(size_t));
-  src.unit_len = calloc((size_t)src.n_units + 1, sizeof(size_t));
   const char** names = calloc((size_t)p->n_kernels, sizeof(char*));
   kiln_status_t s = NULL;
-  if (!src.unit_off || !src.unit_len || !names) {
+  if (!names) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
   } else {
-    for (int32_t u = 0; u < src.n_units; ++u) {
-      src.unit_off[u] = (size_t)c->parts[2 * (u + 1)];
-      src.unit_len[u] = (size_t)c->parts[2 * (u + 1) + 1];
-    }
     for (int32_t k = 0; k < p->n_kernels; ++k) names[k] = p->kernels[k].name;
     kiln_cpu_options_t co;
     kiln_cpu_options_default(&co);
@@ -217,10 +202,8 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     if (o) co.dump_dir = o->dump_dir;
     kiln_cpu_compile_stats_t st;
     memset(&st, 0, sizeof st);
-    s = kiln_cpu_module_load(&src, &co, names, p->n_kernels, &e->module, &st);
+    s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &st);
   }
-  free(src.unit_off);
-  free(src.unit_len);
   free(names);
   if (s) {
     free(e);

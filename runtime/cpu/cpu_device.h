@@ -3,7 +3,7 @@
  *
  * Buffers are 64-byte-aligned host memory (views are pointers into them).
  * An executable is the program's C unit compiled by the system compiler
- * into a cached shared object (targets/cpu/cpu_compile.c: $KILN_CC,
+ * into a cached shared object (runtime/cpu/cpu_loader.h: $KILN_CC,
  * $KILN_CPU_FLAGS, $KILN_CACHE_DIR) and its kernel symbols. Command buffers
  * are recorded lists of (kernel, argument pointers), barriers and
  * timestamps; submit hands one to the device's queue thread, which runs

@@ -16,20 +16,11 @@ static kiln_status_t cpu_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     memcpy(c->text, src.text.data ? src.text.data : "", src.text.len);
     c->text[src.text.len] = 0;
     c->text_len = src.text.len;
-    c->n_parts = src.n_units + 2;
+    c->n_parts = src.n_parts;
     s = kiln_allocator_malloc(prog->allocator, sizeof(uint64_t) * 2 * (size_t)c->n_parts, "cpu source parts",
                               (void**)&c->parts);
   }
-  if (!s) {
-    c->parts[0] = 0;
-    c->parts[1] = src.prelude_len;
-    for (int32_t u = 0; u < src.n_units; ++u) {
-      c->parts[2 * (u + 1)] = src.unit_off[u];
-      c->parts[2 * (u + 1) + 1] = src.unit_len[u];
-    }
-    c->parts[2 * (c->n_parts - 1)] = src.epilogue_off;
-    c->parts[2 * (c->n_parts - 1) + 1] = src.text.len - src.epilogue_off;
-  }
+  if (!s) memcpy(c->parts, src.parts, (size_t)c->n_parts * 2 * sizeof(uint64_t));
   kiln_cpu_source_free(&src);
   return s;
 }

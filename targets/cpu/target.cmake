@@ -11,6 +11,6 @@ file(GLOB KILN_CPU_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/cpu/
 target_sources(kiln PRIVATE ${KILN_CPU_TARGET_SOURCES} ${KILN_CPU_RT_SOURCES})
 
 # The runtime-only library builds a module's C at load time: the device and
-# the compile-and-load step, not the emitter.
-target_sources(kiln_rt PRIVATE ${KILN_CPU_RT_SOURCES} ${CMAKE_SOURCE_DIR}/targets/cpu/cpu_compile.c)
+# its loader (runtime/cpu/cpu_loader.c), not the emitter.
+target_sources(kiln_rt PRIVATE ${KILN_CPU_RT_SOURCES})
 set(KILN_TARGET_OK TRUE)

@@ -13,7 +13,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
 #include "testing.h"
