@@ -161,13 +161,13 @@ static kiln_status_t fd_buffer_read(kiln_device_t* d, kiln_device_buffer_t* b, u
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->buffer_read(in, b, off, dst, n);
 }
-static kiln_status_t fd_exe_create(kiln_device_t* d, const kiln_program_t* p, const kiln_device_build_options_t* o,
+static kiln_status_t fd_executable_create(kiln_device_t* d, const kiln_program_t* p, const kiln_device_build_options_t* o,
                                    kiln_device_executable_t** out) {
   KILN_RETURN_IF_ERROR(trip(d, KILN_DEVICE_CALL_EXECUTABLE_CREATE, 0));
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->executable_create(in, p, o, out);
 }
-static void fd_exe_destroy(kiln_device_t* d, kiln_device_executable_t* e) {
+static void fd_executable_destroy(kiln_device_t* d, kiln_device_executable_t* e) {
   kiln_device_t* in = fd_of(d)->inner;
   in->vt->executable_destroy(in, e);
 }
@@ -218,31 +218,13 @@ static kiln_status_t fd_wait(kiln_device_t* d, kiln_device_cmd_t* c) {
   }
   return s;
 }
-static kiln_status_t fd_ts_read(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* ns, int32_t n) {
+static kiln_status_t fd_timestamps_read(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* ns, int32_t n) {
   KILN_RETURN_IF_ERROR(trip(d, KILN_DEVICE_CALL_TIMESTAMPS_READ, 0));
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->timestamps_read(in, c, ns, n);
 }
 
-static const kiln_device_vtable_t fault_vtable = {
-    .destroy = fd_destroy,
-    .buffer_create = fd_buffer_create,
-    .view_create = fd_view_create,
-    .buffer_destroy = fd_buffer_destroy,
-    .buffer_write = fd_buffer_write,
-    .buffer_read = fd_buffer_read,
-    .executable_create = fd_exe_create,
-    .executable_destroy = fd_exe_destroy,
-    .cmd_create = fd_cmd_create,
-    .cmd_destroy = fd_cmd_destroy,
-    .cmd_dispatch = fd_cmd_dispatch,
-    .cmd_barrier = fd_cmd_barrier,
-    .cmd_timestamp = fd_cmd_timestamp,
-    .cmd_end = fd_cmd_end,
-    .submit = fd_submit,
-    .wait = fd_wait,
-    .timestamps_read = fd_ts_read,
-};
+static const kiln_device_vtable_t fault_vtable = KILN_DEVICE_VTABLE(fd);
 
 kiln_status_t kiln_device_fault_wrap(kiln_device_t* inner, const kiln_fault_spec_t* spec,
                                      kiln_device_t** out) {

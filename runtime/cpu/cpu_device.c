@@ -317,25 +317,7 @@ static kiln_status_t cpu_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t cpu_vtable = {
-    .destroy = cpu_destroy,
-    .buffer_create = cpu_buffer_create,
-    .view_create = cpu_view_create,
-    .buffer_destroy = cpu_buffer_destroy,
-    .buffer_write = cpu_buffer_write,
-    .buffer_read = cpu_buffer_read,
-    .executable_create = cpu_executable_create,
-    .executable_destroy = cpu_executable_destroy,
-    .cmd_create = cpu_cmd_create,
-    .cmd_destroy = cpu_cmd_destroy,
-    .cmd_dispatch = cpu_cmd_dispatch,
-    .cmd_barrier = cpu_cmd_barrier,
-    .cmd_timestamp = cpu_cmd_timestamp,
-    .cmd_end = cpu_cmd_end,
-    .submit = cpu_submit,
-    .wait = cpu_wait,
-    .timestamps_read = cpu_timestamps_read,
-};
+static const kiln_device_vtable_t cpu_vtable = KILN_DEVICE_VTABLE(cpu);
 
 static void cpu_model_name(char* out, size_t n) {
   snprintf(out, n, "host cpu");

@@ -888,25 +888,7 @@ static kiln_status_t ocl_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t ocl_vtable = {
-    .destroy = ocl_destroy,
-    .buffer_create = ocl_buffer_create,
-    .view_create = ocl_view_create,
-    .buffer_destroy = ocl_buffer_destroy,
-    .buffer_write = ocl_buffer_write,
-    .buffer_read = ocl_buffer_read,
-    .executable_create = ocl_executable_create,
-    .executable_destroy = ocl_executable_destroy,
-    .cmd_create = ocl_cmd_create,
-    .cmd_destroy = ocl_cmd_destroy,
-    .cmd_dispatch = ocl_cmd_dispatch,
-    .cmd_barrier = ocl_cmd_barrier,
-    .cmd_timestamp = ocl_cmd_timestamp,
-    .cmd_end = ocl_cmd_end,
-    .submit = ocl_submit,
-    .wait = ocl_wait,
-    .timestamps_read = ocl_timestamps_read,
-};
+static const kiln_device_vtable_t ocl_vtable = KILN_DEVICE_VTABLE(ocl);
 
 /* ---- registration (runtime/device_registry.h) -------------------------- */
 
