@@ -418,6 +418,35 @@ void tir_lin_collect(tir_lin_t* L, const tir_expr_t* e, int64_t k) {
   tir_lin_term(L, e, k);
 }
 
+bool tir_lin_equal(const tir_lin_t* a, const tir_lin_t* b) {
+  if (a->c != b->c || a->n != b->n) return false;
+  for (int32_t i = 0; i < a->n; ++i) {
+    int32_t j = 0;
+    while (j < b->n && !tir_expr_equal(a->t[i], b->t[j])) ++j;
+    if (j == b->n || a->k[i] != b->k[j]) return false;
+  }
+  return true;
+}
+
+const tir_expr_t* tir_lin_to_expr(tir_ctx_t* c, const tir_lin_t* L) {
+  const tir_expr_t* e = NULL;
+  for (int32_t i = 0; i < L->n; ++i) {
+    const tir_expr_t* t = L->t[i];
+    int64_t k = L->k[i];
+    if (k == 0) continue;
+    if (k == -1 && e) {
+      e = tir_sub(c, e, t);
+      continue;
+    }
+    if (k != 1) t = tir_mul(c, t, tir_int(c, k));
+    e = e ? tir_add(c, e, t) : t;
+  }
+  if (!e) return tir_int(c, L->c);
+  if (L->c > 0) return tir_add(c, e, tir_int(c, L->c));
+  if (L->c < 0) return tir_sub(c, e, tir_int(c, -L->c));
+  return e;
+}
+
 /* Drops terms whose coefficients cancelled to 0. */
 static void lin_compact(tir_lin_t* L) {
   int32_t k = 0;
