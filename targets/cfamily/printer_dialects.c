@@ -1,7 +1,9 @@
 /* The dialect tables of the C-family printer (see printer.h): C, OpenCL C
  * and GLSL. Everything a language needs beyond the shared printer is here:
  * its prelude (helper functions the printed code calls), type names,
- * qualifiers, ids, math spellings, pragmas and vector templates. */
+ * qualifiers, ids, math spellings, pragmas and vector templates. Each table
+ * is the C-family defaults (CF_DEFAULTS) plus the fields its language
+ * spells differently. */
 #include "targets/cfamily/printer.h"
 
 static const char c_prelude[] =
@@ -166,79 +168,6 @@ static const char c_epilogue[] =
     "}\n"
     "int kiln_abi_version(void) { return 1; }\n";
 
-const kiln_cf_dialect_t kiln_cf_dialect_c = {
-    .name = "c",
-    .lang = KILN_CF_LANG_C,
-    .prelude = c_prelude,
-    .epilogue = c_epilogue,
-    .params = KILN_CF_PARAMS_ARGV,
-    .kernel_prefix = "void ",
-    .buffer_qualifier = "",
-    .readonly_qualifier = "const ",
-    .restrict_qualifier = "restrict ",
-    .workgroup_size_attr = NULL,
-    .local_qualifier = "",
-    .local_decl = KILN_CF_LOCAL_INLINE,
-    .private_qualifier = "",
-    .align_attr = " __attribute__((aligned(64)))",
-    .barrier = NULL,
-    .ids = {NULL},
-    .index_type = "int64_t",
-    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "kiln_f16",
-              [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
-              [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
-              [KILN_DTYPE_BOOL] = "uint8_t"},
-    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
-                    [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
-                    [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
-                    [KILN_DTYPE_BOOL] = "int"},
-    .unsigned_types = {[KILN_DTYPE_I32] = "uint32_t", [KILN_DTYPE_I64] = "uint64_t"},
-    .bool_is_native = false,
-    .constructor_casts = false,
-    .int64_suffix = "LL",
-    .float_suffix = "f",
-    .inf_literal = "INFINITY",
-    .nan_literal = "NAN",
-    .half_load = "kiln_h2f($B[$I])",
-    .half_store = "$B[$I] = kiln_f2h($V)",
-    .half_round = "kiln_hround($1)",
-    .half_copy_direct = true,
-    .math = {[TIR_EXP] = "expf($1)", [TIR_LOG] = "logf($1)", [TIR_SQRT] = "sqrtf($1)",
-             [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "tanhf($1)",
-             [TIR_ERF] = "erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
-             [TIR_CEIL] = "ceilf($1)", [TIR_ROUND_EVEN] = "nearbyintf($1)",
-             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
-    .fmin_f = "kiln_fminf($1, $2)",
-    .fmax_f = "kiln_fmaxf($1, $2)",
-    .ffloordiv = "kiln_ffloordiv($1, $2)",
-    .ffloormod = "kiln_ffloormod($1, $2)",
-    .imin = "kiln_imin($1, $2)",
-    .imax = "kiln_imax($1, $2)",
-    .floordiv = "kiln_floordiv($1, $2)",
-    .floormod = "kiln_floormod($1, $2)",
-    .idiv32 = "kiln_idiv32($1, $2)",
-    .idiv64 = "kiln_idiv64($1, $2)",
-    .iabs = "kiln_iabs($1)",
-    .f2i64 = "kiln_f2i($1)",
-    .parallel_pragma = "#pragma omp parallel for schedule(static)",
-    .collapse_clause = "collapse($N)",
-    .simd_pragma = "#pragma omp simd",
-    .unroll_pragma = "#pragma GCC unroll $N",
-    .vector_widths = 4 | 8 | 16,
-    .vec_type = "kiln_v$Wf",
-    .vload = "(*(const kiln_v$Wf*)&$B[$I])",
-    .vstore = "*(kiln_v$Wf*)&$B[$I] = $V",
-    .vload_half = "kiln_vh2f$W(&$B[$I])",
-    .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
-    .vsplat_half = "kiln_vsplath$W(&$B[$I])",
-    .vsplat = "kiln_vsplat$W($1)",
-    .vsel = "kiln_vsel$W($1, $2, $3)",
-    .vmask = "kiln_vmask$W($1)",
-    .vmin = "kiln_vmin$W($1, $2)",
-    .vmax = "kiln_vmax$W($1, $2)",
-    .vabs = "kiln_vabs$W($1)",
-};
-
 #define OPENCL_PRELUDE \
     "#define KILN_INLINE static inline\n" \
     "KILN_INLINE float kiln_fminf(float a, float b) { return (a < b || isnan(a)) ? a : b; }\n" \
@@ -283,76 +212,6 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
 static const char opencl_prelude[] = OPENCL_PRELUDE;
 static const char opencl_half_prelude[] = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" OPENCL_PRELUDE;
 
-const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
-    .name = "opencl",
-    .lang = KILN_CF_LANG_OPENCL,
-    .prelude = opencl_prelude,
-    .epilogue = NULL,
-    .params = KILN_CF_PARAMS_LIST,
-    .kernel_prefix = "__kernel ",
-    .buffer_qualifier = "__global ",
-    .readonly_qualifier = "const ",
-    .restrict_qualifier = "restrict ",
-    .workgroup_size_attr = "__attribute__((reqd_work_group_size($1, $2, $3)))",
-    .local_qualifier = "__local ",
-    .local_decl = KILN_CF_LOCAL_KERNEL_TOP,
-    .private_qualifier = "",
-    .align_attr = NULL,
-    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
-    .ids = {NULL, "(int)get_group_id(0)", "(int)get_group_id(1)", "(int)get_group_id(2)",
-            "(int)get_local_id(0)", "(int)get_local_id(1)", "(int)get_local_id(2)"},
-    .index_type = "int",
-    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "half",
-              [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
-              [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
-              [KILN_DTYPE_BOOL] = "uchar"},
-    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
-                    [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
-                    [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
-                    [KILN_DTYPE_BOOL] = "int"},
-    .unsigned_types = {[KILN_DTYPE_I32] = "uint", [KILN_DTYPE_I64] = "ulong"},
-    .bool_is_native = false,
-    .constructor_casts = false,
-    .int64_suffix = "L",
-    .float_suffix = "f",
-    .inf_literal = "INFINITY",
-    .nan_literal = "NAN",
-    .half_load = "vload_half($I, $B)",
-    .half_store = "vstore_half_rte($V, $I, $B)",
-    .half_round = "kiln_hround($1)",
-    .math = {[TIR_EXP] = "exp($1)", [TIR_LOG] = "log($1)", [TIR_SQRT] = "sqrt($1)",
-             [TIR_RSQRT] = "rsqrt($1)", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "erf($1)",
-             [TIR_FABS] = "fabs($1)", [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)",
-             [TIR_ROUND_EVEN] = "rint($1)", [TIR_POW] = "pow($1, $2)",
-             [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
-    .fmin_f = "kiln_fminf($1, $2)",
-    .fmax_f = "kiln_fmaxf($1, $2)",
-    .ffloordiv = "kiln_ffloordiv($1, $2)",
-    .ffloormod = "kiln_ffloormod($1, $2)",
-    .imin = "kiln_imin($1, $2)",
-    .imax = "kiln_imax($1, $2)",
-    .floordiv = "kiln_floordiv($1, $2)",
-    .floormod = "kiln_floormod($1, $2)",
-    .idiv32 = "kiln_idiv32($1, $2)",
-    .idiv64 = "kiln_idiv64($1, $2)",
-    .iabs = "kiln_iabs($1)",
-    .f2i64 = "convert_long_sat_rtz($1)",
-    .parallel_pragma = NULL,
-    .collapse_clause = NULL,
-    .simd_pragma = NULL,
-    .unroll_pragma = "#pragma unroll $N",
-    .vector_widths = 4 | 8 | 16,
-    .vec_type = "float$W",
-    .vload = "vload$W(0, $B + $I)",
-    .vstore = "vstore$W($V, 0, $B + $I)",
-    .vsplat = "(float$W)($1)",
-    .vsel = "select($3, $2, $1)",
-    .vmask = "(int$W)(-($1))",
-    .vmin = "KILN_VMIN($1, $2)",
-    .vmax = "KILN_VMAX($1, $2)",
-    .vabs = "fabs($1)",
-};
-
 static const char glsl_prelude[] =
     "float kiln_fminf(float a, float b) { return (a < b || isnan(a)) ? a : b; }\n"
     "float kiln_fmaxf(float a, float b) { return (a > b || isnan(a)) ? a : b; }\n"
@@ -389,26 +248,132 @@ static const char glsl_prelude[] =
     "  return x < 0.0 ? -y : y;\n"
     "}\n";
 
+/* The C-family defaults every table starts from, so a dialect lists only
+ * what it spells differently: qualifiers, the kiln_ helper calls (each
+ * prelude defines them under the same names), and the overloaded math
+ * builtins OpenCL C and GLSL share. A later designated initializer
+ * overrides an earlier one for the same member (C11 6.7.9p19); -Wextra's
+ * -Woverride-init warns about exactly that, which is intended here. */
+#define CF_DEFAULTS                                                                             \
+  .buffer_qualifier = "", .readonly_qualifier = "const ", .restrict_qualifier = "restrict ",    \
+  .local_qualifier = "", .local_decl = KILN_CF_LOCAL_INLINE, .private_qualifier = "",           \
+  .index_type = "int", .float_suffix = "f", .inf_literal = "INFINITY", .nan_literal = "NAN",    \
+  .half_round = "kiln_hround($1)", .half_copy_direct = true,                                    \
+  .math = {[TIR_EXP] = "exp($1)", [TIR_LOG] = "log($1)", [TIR_SQRT] = "sqrt($1)",               \
+           [TIR_RSQRT] = "rsqrt($1)", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "erf($1)",           \
+           [TIR_FABS] = "fabs($1)", [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)",         \
+           [TIR_ROUND_EVEN] = "rint($1)", [TIR_POW] = "pow($1, $2)",                            \
+           [TIR_SIGMOID] = "kiln_sigmoidf($1)"},                                                \
+  .fmin_f = "kiln_fminf($1, $2)", .fmax_f = "kiln_fmaxf($1, $2)",                               \
+  .ffloordiv = "kiln_ffloordiv($1, $2)", .ffloormod = "kiln_ffloormod($1, $2)",                 \
+  .imin = "kiln_imin($1, $2)", .imax = "kiln_imax($1, $2)",                                     \
+  .floordiv = "kiln_floordiv($1, $2)", .floormod = "kiln_floormod($1, $2)",                     \
+  .idiv32 = "kiln_idiv32($1, $2)", .idiv64 = "kiln_idiv64($1, $2)", .iabs = "kiln_iabs($1)",    \
+  .f2i64 = "kiln_f2i($1)"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+
+const kiln_cf_dialect_t kiln_cf_dialect_c = {
+    CF_DEFAULTS,
+    .name = "c", .lang = KILN_CF_LANG_C,
+    .prelude = c_prelude,
+    .epilogue = c_epilogue,
+    .params = KILN_CF_PARAMS_ARGV,
+    .kernel_prefix = "void ",
+    .align_attr = " __attribute__((aligned(64)))",
+    .index_type = "int64_t",
+    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "kiln_f16",
+              [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
+              [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
+              [KILN_DTYPE_BOOL] = "uint8_t"},
+    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
+                    [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
+                    [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
+                    [KILN_DTYPE_BOOL] = "int"},
+    .unsigned_types = {[KILN_DTYPE_I32] = "uint32_t", [KILN_DTYPE_I64] = "uint64_t"},
+    .int64_suffix = "LL",
+    .half_load = "kiln_h2f($B[$I])",
+    .half_store = "$B[$I] = kiln_f2h($V)",
+    /* libm's float functions */
+    .math = {[TIR_EXP] = "expf($1)", [TIR_LOG] = "logf($1)", [TIR_SQRT] = "sqrtf($1)",
+             [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "tanhf($1)",
+             [TIR_ERF] = "erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
+             [TIR_CEIL] = "ceilf($1)", [TIR_ROUND_EVEN] = "nearbyintf($1)",
+             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
+    /* OpenMP threads and SIMD; GCC's unroller */
+    .parallel_pragma = "#pragma omp parallel for schedule(static)",
+    .collapse_clause = "collapse($N)",
+    .simd_pragma = "#pragma omp simd",
+    .unroll_pragma = "#pragma GCC unroll $N",
+    /* GCC vector extensions: the prelude's kiln_v<W>f types and helpers */
+    .vector_widths = 4 | 8 | 16,
+    .vec_type = "kiln_v$Wf",
+    .vload = "(*(const kiln_v$Wf*)&$B[$I])", .vstore = "*(kiln_v$Wf*)&$B[$I] = $V",
+    .vload_half = "kiln_vh2f$W(&$B[$I])", .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
+    .vsplat_half = "kiln_vsplath$W(&$B[$I])",
+    .vsplat = "kiln_vsplat$W($1)",
+    .vsel = "kiln_vsel$W($1, $2, $3)",
+    .vmask = "kiln_vmask$W($1)",
+    .vmin = "kiln_vmin$W($1, $2)", .vmax = "kiln_vmax$W($1, $2)",
+    .vabs = "kiln_vabs$W($1)",
+};
+
+const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
+    CF_DEFAULTS,
+    .name = "opencl", .lang = KILN_CF_LANG_OPENCL,
+    .prelude = opencl_prelude,
+    .params = KILN_CF_PARAMS_LIST,
+    .kernel_prefix = "__kernel ",
+    .buffer_qualifier = "__global ",
+    .workgroup_size_attr = "__attribute__((reqd_work_group_size($1, $2, $3)))",
+    .local_qualifier = "__local ",
+    .local_decl = KILN_CF_LOCAL_KERNEL_TOP,
+    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
+    .ids = {NULL, "(int)get_group_id(0)", "(int)get_group_id(1)", "(int)get_group_id(2)",
+            "(int)get_local_id(0)", "(int)get_local_id(1)", "(int)get_local_id(2)"},
+    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "half",
+              [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
+              [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
+              [KILN_DTYPE_BOOL] = "uchar"},
+    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
+                    [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
+                    [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
+                    [KILN_DTYPE_BOOL] = "int"},
+    .unsigned_types = {[KILN_DTYPE_I32] = "uint", [KILN_DTYPE_I64] = "ulong"},
+    .int64_suffix = "L",
+    .half_load = "vload_half($I, $B)",
+    .half_store = "vstore_half_rte($V, $I, $B)",
+    /* without cl_khr_fp16 a half may not be dereferenced, only converted by
+     * vload_half / vstore_half_rte */
+    .half_copy_direct = false,
+    .f2i64 = "convert_long_sat_rtz($1)",
+    .unroll_pragma = "#pragma unroll $N",
+    /* floatN with the built-ins; select() takes the mask last, and a true
+     * lane mask is -1 (the most significant bit set) */
+    .vector_widths = 4 | 8 | 16,
+    .vec_type = "float$W",
+    .vload = "vload$W(0, $B + $I)", .vstore = "vstore$W($V, 0, $B + $I)",
+    .vsplat = "(float$W)($1)",
+    .vsel = "select($3, $2, $1)",
+    .vmask = "(int$W)(-($1))",
+    .vmin = "KILN_VMIN($1, $2)", .vmax = "KILN_VMAX($1, $2)",
+    .vabs = "fabs($1)",
+};
+
 const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
-    .name = "glsl",
-    .lang = KILN_CF_LANG_GLSL,
+    CF_DEFAULTS,
+    .name = "glsl", .lang = KILN_CF_LANG_GLSL,
     .prelude = glsl_prelude,
-    .epilogue = NULL,
     .params = KILN_CF_PARAMS_BINDINGS,
     .kernel_prefix = "void main",
-    .buffer_qualifier = "",
     .readonly_qualifier = "readonly ",
-    .restrict_qualifier = "restrict ",
-    .workgroup_size_attr = NULL,
     .local_qualifier = "shared ",
     .local_decl = KILN_CF_LOCAL_GLOBAL,
-    .private_qualifier = "",
-    .align_attr = NULL,
     .barrier = "memoryBarrierShared(); barrier();",
     .ids = {NULL, "int(gl_WorkGroupID.x)", "int(gl_WorkGroupID.y)", "int(gl_WorkGroupID.z)",
             "int(gl_LocalInvocationID.x)", "int(gl_LocalInvocationID.y)",
             "int(gl_LocalInvocationID.z)"},
-    .index_type = "int",
     .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float16_t",
               [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
               [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "int64_t",
@@ -417,7 +382,6 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
                     [KILN_DTYPE_I8] = "int", [KILN_DTYPE_U8] = "int",
                     [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "int64_t",
                     [KILN_DTYPE_BOOL] = "bool"},
-    .unsigned_types = {NULL},
     .bool_is_native = true,
     .constructor_casts = true,
     .int64_suffix = "l",
@@ -426,32 +390,14 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .nan_literal = "uintBitsToFloat(0x7fc00000u)",
     .half_load = "float($B[$I])",
     .half_store = "$B[$I] = float16_t($V)",
-    .half_round = "kiln_hround($1)",
-    .half_copy_direct = true,
-    .math = {[TIR_EXP] = "exp($1)", [TIR_LOG] = "log($1)", [TIR_SQRT] = "sqrt($1)",
-             [TIR_RSQRT] = "inversesqrt($1)", [TIR_TANH] = "tanh($1)",
-             [TIR_ERF] = "kiln_erf($1)", [TIR_FABS] = "abs($1)", [TIR_FLOOR] = "floor($1)",
-             [TIR_CEIL] = "ceil($1)", [TIR_ROUND_EVEN] = "roundEven($1)",
-             [TIR_POW] = "pow($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
-    .fmin_f = "kiln_fminf($1, $2)",
-    .fmax_f = "kiln_fmaxf($1, $2)",
-    .ffloordiv = "kiln_ffloordiv($1, $2)",
-    .ffloormod = "kiln_ffloormod($1, $2)",
+    .math[TIR_RSQRT] = "inversesqrt($1)",
+    .math[TIR_ERF] = "kiln_erf($1)",
+    .math[TIR_FABS] = "abs($1)",
+    .math[TIR_ROUND_EVEN] = "roundEven($1)",
     .imin = "min($1, $2)",
     .imax = "max($1, $2)",
-    .floordiv = "kiln_floordiv($1, $2)",
-    .floormod = "kiln_floormod($1, $2)",
-    .idiv32 = "kiln_idiv32($1, $2)",
-    .idiv64 = "kiln_idiv64($1, $2)",
-    .iabs = "kiln_iabs($1)",
-    .f2i64 = "kiln_f2i($1)",
-    .parallel_pragma = NULL,
-    .collapse_clause = NULL,
-    .simd_pragma = NULL,
-    .unroll_pragma = NULL,
-    .vector_widths = 0,
-    .vec_type = NULL,
 };
+#pragma GCC diagnostic pop
 
 bool kiln_cf_dialect_native_half(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out) {
   if (!base || !out || base->lang != KILN_CF_LANG_OPENCL) return false;
