@@ -16,6 +16,8 @@ endif()
 message(STATUS "kiln: OpenCL target on (${OpenCL_LIBRARIES}, OpenCL ${OpenCL_VERSION_STRING})")
 
 file(GLOB KILN_OPENCL_KERNELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/opencl/*.cl)
+# prelude.cl is the printer's, embedded by the top-level CMakeLists.txt
+list(FILTER KILN_OPENCL_KERNELS EXCLUDE REGEX "/prelude\\.cl$")
 kiln_embed_sources(KILN_OPENCL_EMBEDDED kiln_cl_ ${KILN_OPENCL_KERNELS})
 file(GLOB KILN_OPENCL_TARGET_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/targets/opencl/*.c)
 file(GLOB KILN_OPENCL_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/opencl/*.c)
