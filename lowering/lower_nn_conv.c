@@ -171,18 +171,25 @@ static float cv_get_w(const void* user, int64_t g, int64_t m, int64_t kk) {
   return cv->wval[((g * cv->Mg + m) * cv->Cg) * cv->T + kk];
 }
 
+/* W[dim0][flat], with |flat| spread over the weight's dims 1..rank-1
+ * (e.g. ((c * KD + kd) * KH + kh) * KW + kw): Conv and ConvTranspose read
+ * their weights through it. */
+static const tir_expr_t* load_w_flat(nn_kb_t* kb, const tir_buffer_t* w, const tir_expr_t* dim0,
+                                     const tir_expr_t* flat) {
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  idx[0] = dim0;
+  const tir_expr_t* rest = flat;
+  for (int32_t d = w->rank - 1; d >= 1; --d) {
+    idx[d] = d == 1 ? rest : nn_modc(kb, rest, w->shape[d]);
+    rest = nn_divc(kb, rest, w->shape[d]);
+  }
+  return nn_ldf(kb, w, idx);
+}
+
 static const tir_expr_t* cv_load_w(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* grp,
                                    const tir_expr_t* m, const tir_expr_t* kk) {
   const cv_t* cv = g->user;
-  const tir_expr_t* idx[KILN_MAX_RANK];
-  idx[0] = nn_add(kb, nn_mulc(kb, grp, cv->Mg), m);
-  /* kk = ((c * KD + kd) * KH + kh) * KW + kw over the weight's own dims. */
-  const tir_expr_t* rest = kk;
-  for (int32_t d = cv->w->rank - 1; d >= 1; --d) {
-    idx[d] = d == 1 ? rest : nn_modc(kb, rest, cv->w->shape[d]);
-    rest = nn_divc(kb, rest, cv->w->shape[d]);
-  }
-  return nn_ldf(kb, cv->w, idx);
+  return load_w_flat(kb, cv->w, nn_add(kb, nn_mulc(kb, grp, cv->Mg), m), kk);
 }
 
 /* ---- phase split ---------------------------------------------------------- */
@@ -661,14 +668,7 @@ static float ct_get_w(const void* user, int64_t g, int64_t r, int64_t c) {
 static const tir_expr_t* ct_load_w(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* grp,
                                    const tir_expr_t* r, const tir_expr_t* c) {
   const ct_t* ct = g->user;
-  const tir_expr_t* idx[KILN_MAX_RANK];
-  idx[0] = nn_add(kb, nn_mulc(kb, grp, ct->Cg), c);
-  const tir_expr_t* rest = r;
-  for (int32_t d = ct->w->rank - 1; d >= 1; --d) {
-    idx[d] = d == 1 ? rest : nn_modc(kb, rest, ct->w->shape[d]);
-    rest = nn_divc(kb, rest, ct->w->shape[d]);
-  }
-  return nn_ldf(kb, ct->w, idx);
+  return load_w_flat(kb, ct->w, nn_add(kb, nn_mulc(kb, grp, ct->Cg), c), r);
 }
 
 /* Y[n][g*Mg + m][o] = bias + sum_tap col[b][m*T + tap][i] with

@@ -627,20 +627,28 @@ static void batch_idx(nn_kb_t* kb, const mm_t* mm, const tir_buffer_t* buf, int3
   }
 }
 
+/* Element (row, col) of operand |buf| (A: row m, col k; B: row k, col n)
+ * in batch |b|: a 1-D operand holds only the contracted index |k1d|; a
+ * transposed one is stored (col, row). */
+static const tir_expr_t* mm_load_operand(nn_kb_t* kb, const mm_t* mm, const tir_buffer_t* buf, int32_t brank,
+                                         bool is1d, bool trans, const tir_expr_t* b, const tir_expr_t* row,
+                                         const tir_expr_t* col, const tir_expr_t* k1d) {
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  batch_idx(kb, mm, buf, brank, b, idx);
+  if (is1d) {
+    idx[brank] = k1d;
+  } else if (trans) {
+    idx[brank] = col, idx[brank + 1] = row;
+  } else {
+    idx[brank] = row, idx[brank + 1] = col;
+  }
+  return nn_ldf(kb, buf, idx);
+}
+
 static const tir_expr_t* mm_load_a(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
                                    const tir_expr_t* m, const tir_expr_t* k) {
   const mm_t* mm = g->user;
-  const tir_expr_t* idx[KILN_MAX_RANK];
-  batch_idx(kb, mm, mm->a, mm->a_brank, b, idx);
-  int32_t r = mm->a_brank;
-  if (mm->a1d) {
-    idx[r] = k;
-  } else if (mm->trans_a) {
-    idx[r] = k, idx[r + 1] = m;
-  } else {
-    idx[r] = m, idx[r + 1] = k;
-  }
-  return nn_ldf(kb, mm->a, idx);
+  return mm_load_operand(kb, mm, mm->a, mm->a_brank, mm->a1d, mm->trans_a, b, m, k, k);
 }
 
 static const tir_expr_t* mm_load_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
@@ -656,17 +664,7 @@ static const tir_expr_t* mm_rload_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_e
 static const tir_expr_t* mm_load_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
                                    const tir_expr_t* k, const tir_expr_t* n) {
   const mm_t* mm = g->user;
-  const tir_expr_t* idx[KILN_MAX_RANK];
-  batch_idx(kb, mm, mm->b, mm->b_brank, b, idx);
-  int32_t r = mm->b_brank;
-  if (mm->b1d) {
-    idx[r] = k;
-  } else if (mm->trans_b) {
-    idx[r] = n, idx[r + 1] = k;
-  } else {
-    idx[r] = k, idx[r + 1] = n;
-  }
-  return nn_ldf(kb, mm->b, idx);
+  return mm_load_operand(kb, mm, mm->b, mm->b_brank, mm->b1d, mm->trans_b, b, k, n, k);
 }
 
 /* For the runtime pack of R: element (row = n, col = k). */
