@@ -1,5 +1,6 @@
 # kiln_embed_sources(OUT_VAR SYMBOL_PREFIX file...): kernel sources (.cl, .comp)
-# embedded at build time as NUL-terminated C strings named
+# and the C-family printer's preludes (kernels/<target>/prelude.*) embedded at
+# build time as NUL-terminated C strings named
 # <SYMBOL_PREFIX><file stem with non-identifier characters as '_'>, plus
 # <SYMBOL_PREFIX><stem>_len (size_t, without the NUL). OUT_VAR receives the
 # generated .c files, to add to a library. Declare the symbols yourself:

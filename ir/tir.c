@@ -2,6 +2,7 @@
  * allocation marks the ctx and makes builders return NULL, so lowering code
  * can build whole trees and check tir_ctx_status() once. */
 #include "ir/tir.h"
+#include "ir/tir_visit.h"
 
 #include <string.h>
 
@@ -286,49 +287,27 @@ tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
 
 /* ---- buffer access scan ------------------------------------------------ */
 
-static int expr_access(const tir_expr_t* e, const tir_buffer_t* b) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case TIR_LOAD: {
-      int r = e->u.load.buf == b ? TIR_ACCESS_LOAD : 0;
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) r |= expr_access(e->u.load.idx[i], b);
-      return r;
-    }
-    case TIR_BINARY: return expr_access(e->u.bin.a, b) | expr_access(e->u.bin.b, b);
-    case TIR_SELECT:
-      return expr_access(e->u.sel.cond, b) | expr_access(e->u.sel.t, b) | expr_access(e->u.sel.f, b);
-    case TIR_CAST: return expr_access(e->u.cast.value, b);
-    case TIR_CALL: {
-      int r = 0;
-      for (int32_t i = 0; i < e->u.call.n; ++i) r |= expr_access(e->u.call.args[i], b);
-      return r;
-    }
-    default: return 0;
-  }
+typedef struct access_s {
+  const tir_buffer_t* buf;
+  int flags;
+} access_t;
+
+static bool access_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
+  access_t* a = v->user;
+  if (s->kind == TIR_STORE && s->u.store.buf == a->buf) a->flags |= TIR_ACCESS_STORE;
+  return true;
 }
 
-static int stmt_access(const tir_stmt_t* s, const tir_buffer_t* b) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case TIR_STORE: {
-      int r = (s->u.store.buf == b ? TIR_ACCESS_STORE : 0) | expr_access(s->u.store.value, b);
-      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) r |= expr_access(s->u.store.idx[i], b);
-      return r;
-    }
-    case TIR_FOR: return stmt_access(s->u.loop.body, b);
-    case TIR_SEQ: {
-      int r = 0;
-      for (int32_t i = 0; i < s->u.seq.n; ++i) r |= stmt_access(s->u.seq.items[i], b);
-      return r;
-    }
-    case TIR_IF:
-      return expr_access(s->u.cond.cond, b) | stmt_access(s->u.cond.then_s, b) |
-             stmt_access(s->u.cond.else_s, b);
-    case TIR_ALLOC: return stmt_access(s->u.alloc.body, b);
-    default: return 0;
-  }
+static bool access_expr(tir_visitor_t* v, const tir_expr_t* e) {
+  access_t* a = v->user;
+  if (e->kind == TIR_LOAD && e->u.load.buf == a->buf) a->flags |= TIR_ACCESS_LOAD;
+  return true;
 }
 
 int tir_func_buffer_access(const tir_func_t* f, const tir_buffer_t* b) {
-  return f ? stmt_access(f->body, b) : 0;
+  if (!f) return 0;
+  access_t a = {b, 0};
+  tir_visitor_t v = {.user = &a, .stmt_pre = access_stmt, .expr_pre = access_expr};
+  tir_visit_stmt(&v, f->body);
+  return a.flags;
 }

@@ -1,5 +1,6 @@
 /* Internal helpers shared by the tensor-IR analysis files (H-tir):
- * ir/tir_bounds.c, ir/tir_verify.c, ir/tir_simplify.c, ir/tir_print.c.
+ * ir/tir_bounds.c, ir/tir_verify.c, ir/tir_simplify.c, ir/tir_print.c,
+ * ir/tir_schedule*.c (regions), ir/tir_interp.c (messages).
  * NOT part of the public tensor-IR contract (ir/tir.h); other modules should
  * use tir_expr_bounds / tir_print_* instead.
  *
@@ -133,6 +134,13 @@ void tir_lin_init(tir_lin_t* L);
 void tir_lin_term(tir_lin_t* L, const tir_expr_t* t, int64_t k);
 /* Adds k * e, decomposing +, - and * by constants of I64 nodes. */
 void tir_lin_collect(tir_lin_t* L, const tir_expr_t* e, int64_t k);
+/* Same constant and the same terms with the same coefficients, in any
+ * order (terms compared structurally). */
+bool tir_lin_equal(const tir_lin_t* a, const tir_lin_t* b);
+/* The form as an I64 expression built in |c|: terms in order (k = 1 as is,
+ * k = -1 subtracted after the first, else multiplied), then the constant;
+ * zero terms skipped. NULL on OOM. */
+const tir_expr_t* tir_lin_to_expr(tir_ctx_t* c, const tir_lin_t* L);
 /* Interval of the form: term intervals, refined by guard facts on sums that
  * the form is an affine image of (a fact `x*4 + y <= 8` bounds x*12 + y*3
  * and x*8 + y*2 + z). */

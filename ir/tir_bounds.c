@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ir/tir_analysis.h"
+#include "ir/tir_visit.h"
 
 #define NEG TIR_NEG_INF
 #define POS TIR_POS_INF
@@ -415,6 +416,35 @@ void tir_lin_collect(tir_lin_t* L, const tir_expr_t* e, int64_t k) {
     }
   }
   tir_lin_term(L, e, k);
+}
+
+bool tir_lin_equal(const tir_lin_t* a, const tir_lin_t* b) {
+  if (a->c != b->c || a->n != b->n) return false;
+  for (int32_t i = 0; i < a->n; ++i) {
+    int32_t j = 0;
+    while (j < b->n && !tir_expr_equal(a->t[i], b->t[j])) ++j;
+    if (j == b->n || a->k[i] != b->k[j]) return false;
+  }
+  return true;
+}
+
+const tir_expr_t* tir_lin_to_expr(tir_ctx_t* c, const tir_lin_t* L) {
+  const tir_expr_t* e = NULL;
+  for (int32_t i = 0; i < L->n; ++i) {
+    const tir_expr_t* t = L->t[i];
+    int64_t k = L->k[i];
+    if (k == 0) continue;
+    if (k == -1 && e) {
+      e = tir_sub(c, e, t);
+      continue;
+    }
+    if (k != 1) t = tir_mul(c, t, tir_int(c, k));
+    e = e ? tir_add(c, e, t) : t;
+  }
+  if (!e) return tir_int(c, L->c);
+  if (L->c > 0) return tir_add(c, e, tir_int(c, L->c));
+  if (L->c < 0) return tir_sub(c, e, tir_int(c, -L->c));
+  return e;
 }
 
 /* Drops terms whose coefficients cancelled to 0. */
@@ -818,47 +848,45 @@ bool tir_expr_equal(const tir_expr_t* a, const tir_expr_t* b) {
   return false;
 }
 
-bool tir_expr_contains(const tir_expr_t* hay, const tir_expr_t* needle) {
-  if (!hay) return false;
-  if (hay->kind == needle->kind && tir_expr_equal(hay, needle)) return true;
-  switch (hay->kind) {
-    case TIR_BINARY:
-      return tir_expr_contains(hay->u.bin.a, needle) || tir_expr_contains(hay->u.bin.b, needle);
-    case TIR_SELECT:
-      return tir_expr_contains(hay->u.sel.cond, needle) ||
-             tir_expr_contains(hay->u.sel.t, needle) || tir_expr_contains(hay->u.sel.f, needle);
-    case TIR_LOAD:
-      for (int32_t i = 0; i < hay->u.load.buf->rank; ++i)
-        if (tir_expr_contains(hay->u.load.idx[i], needle)) return true;
-      return false;
-    case TIR_CAST: return tir_expr_contains(hay->u.cast.value, needle);
-    case TIR_CALL:
-      for (int32_t i = 0; i < hay->u.call.n; ++i)
-        if (tir_expr_contains(hay->u.call.args[i], needle)) return true;
-      return false;
-    default: return false;
+/* Searches for the first node that |match| accepts; stops there. */
+typedef struct find_s {
+  const void* key;
+  bool (*match)(const tir_expr_t* e, const void* key);
+  bool found;
+} find_t;
+
+static bool find_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  find_t* f = v->user;
+  if (f->match(e, f->key)) {
+    f->found = true;
+    v->stop = true;
   }
+  return true;
+}
+
+static bool find_expr(const tir_expr_t* e, bool (*match)(const tir_expr_t*, const void*),
+                      const void* key) {
+  find_t f = {key, match, false};
+  tir_visitor_t v = {.user = &f, .expr_pre = find_pre};
+  tir_visit_expr(&v, e);
+  return f.found;
+}
+
+static bool is_equal(const tir_expr_t* e, const void* needle) {
+  const tir_expr_t* n = needle;
+  return e->kind == n->kind && tir_expr_equal(e, n);
+}
+
+static bool is_var(const tir_expr_t* e, const void* var) {
+  return e->kind == TIR_VARREF && e->u.var == var;
+}
+
+bool tir_expr_contains(const tir_expr_t* hay, const tir_expr_t* needle) {
+  return find_expr(hay, is_equal, needle);
 }
 
 bool tir_expr_uses_var(const tir_expr_t* e, const tir_var_t* v) {
-  if (!e) return false;
-  switch (e->kind) {
-    case TIR_VARREF: return e->u.var == v;
-    case TIR_BINARY: return tir_expr_uses_var(e->u.bin.a, v) || tir_expr_uses_var(e->u.bin.b, v);
-    case TIR_SELECT:
-      return tir_expr_uses_var(e->u.sel.cond, v) || tir_expr_uses_var(e->u.sel.t, v) ||
-             tir_expr_uses_var(e->u.sel.f, v);
-    case TIR_LOAD:
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
-        if (tir_expr_uses_var(e->u.load.idx[i], v)) return true;
-      return false;
-    case TIR_CAST: return tir_expr_uses_var(e->u.cast.value, v);
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i)
-        if (tir_expr_uses_var(e->u.call.args[i], v)) return true;
-      return false;
-    default: return false;
-  }
+  return find_expr(e, is_var, v);
 }
 
 /* ---- public entry ------------------------------------------------------ */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ir/tir_analysis.h"
+#include "ir/tir_visit.h"
 
 /* Output goes either to a FILE or to a bounded string. */
 typedef struct sink_s {
@@ -296,54 +297,19 @@ static void names_add(names_t* ns, const tir_buffer_t* b, const char* name) {
 }
 static void names_var(names_t* ns, const tir_var_t* v) { names_add2(ns, v, v->name, true); }
 
-static void names_expr(names_t* ns, const tir_expr_t* e) {
-  if (!e) return;
-  switch (e->kind) {
-    case TIR_VARREF: names_var(ns, e->u.var); break;
-    case TIR_BINARY: names_expr(ns, e->u.bin.a); names_expr(ns, e->u.bin.b); break;
-    case TIR_SELECT:
-      names_expr(ns, e->u.sel.cond);
-      names_expr(ns, e->u.sel.t);
-      names_expr(ns, e->u.sel.f);
-      break;
-    case TIR_LOAD:
-      names_add(ns, e->u.load.buf, e->u.load.buf->name);
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) names_expr(ns, e->u.load.idx[i]);
-      break;
-    case TIR_CAST: names_expr(ns, e->u.cast.value); break;
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) names_expr(ns, e->u.call.args[i]);
-      break;
-    default: break;
-  }
+static bool names_expr(tir_visitor_t* v, const tir_expr_t* e) {
+  names_t* ns = v->user;
+  if (e->kind == TIR_VARREF) names_var(ns, e->u.var);
+  else if (e->kind == TIR_LOAD) names_add(ns, e->u.load.buf, e->u.load.buf->name);
+  return true;
 }
 
-static void names_stmt(names_t* ns, const tir_stmt_t* s) {
-  if (!s) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      names_var(ns, s->u.loop.var);
-      names_stmt(ns, s->u.loop.body);
-      break;
-    case TIR_STORE:
-      names_add(ns, s->u.store.buf, s->u.store.buf->name);
-      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) names_expr(ns, s->u.store.idx[i]);
-      names_expr(ns, s->u.store.value);
-      break;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) names_stmt(ns, s->u.seq.items[i]);
-      break;
-    case TIR_IF:
-      names_expr(ns, s->u.cond.cond);
-      names_stmt(ns, s->u.cond.then_s);
-      names_stmt(ns, s->u.cond.else_s);
-      break;
-    case TIR_ALLOC:
-      names_add(ns, s->u.alloc.buf, s->u.alloc.buf->name);
-      names_stmt(ns, s->u.alloc.body);
-      break;
-    default: break;
-  }
+static bool names_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
+  names_t* ns = v->user;
+  if (s->kind == TIR_FOR) names_var(ns, s->u.loop.var);
+  else if (s->kind == TIR_STORE) names_add(ns, s->u.store.buf, s->u.store.buf->name);
+  else if (s->kind == TIR_ALLOC) names_add(ns, s->u.alloc.buf, s->u.alloc.buf->name);
+  return true;
 }
 
 /* Sets s->dup to the objects whose name another object also has. Vars and
@@ -354,7 +320,8 @@ static void find_dups(sink_t* s, names_t* ns, const tir_func_t* f, const tir_stm
   if (f)
     for (int32_t i = 0; i < f->n_params; ++i)
       if (f->params[i]) names_add(ns, f->params[i], f->params[i]->name);
-  names_stmt(ns, f ? f->body : st);
+  tir_visitor_t v = {.user = ns, .stmt_pre = names_stmt, .expr_pre = names_expr};
+  tir_visit_stmt(&v, f ? f->body : st);
   const void** dup = ns->n ? malloc(sizeof(*dup) * (size_t)ns->n) : NULL;
   int32_t k = 0;
   if (dup) {

@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/tir_analysis.h"
+#include "ir/tir_visit.h"
+
 /* tir_simplify_func is H-tir's (ir/tir_simplify.c). Set to 0 to build the
  * schedule code without it. */
 #ifndef KILN_SCHED_SIMPLIFY
@@ -435,70 +438,39 @@ static kiln_status_t collect_loops(tir_ctx_t* c, const tir_stmt_t* root, list_t*
 
 /* ==== expression utilities ============================================ */
 
-static bool expr_eq(const tir_expr_t* a, const tir_expr_t* b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype) return false;
-  switch (a->kind) {
-    case TIR_INT: return a->u.i == b->u.i;
-    case TIR_FLOAT: return a->u.f == b->u.f;
-    case TIR_VARREF: return a->u.var == b->u.var;
-    case TIR_BINARY:
-      return a->u.bin.op == b->u.bin.op && expr_eq(a->u.bin.a, b->u.bin.a) &&
-             expr_eq(a->u.bin.b, b->u.bin.b);
-    case TIR_SELECT:
-      return expr_eq(a->u.sel.cond, b->u.sel.cond) && expr_eq(a->u.sel.t, b->u.sel.t) &&
-             expr_eq(a->u.sel.f, b->u.sel.f);
-    case TIR_LOAD:
-      if (a->u.load.buf != b->u.load.buf) return false;
-      for (int32_t i = 0; i < a->u.load.buf->rank; ++i)
-        if (!expr_eq(a->u.load.idx[i], b->u.load.idx[i])) return false;
-      return true;
-    case TIR_CAST: return expr_eq(a->u.cast.value, b->u.cast.value);
-    case TIR_CALL:
-      if (a->u.call.fn != b->u.call.fn || a->u.call.n != b->u.call.n) return false;
-      for (int32_t i = 0; i < a->u.call.n; ++i)
-        if (!expr_eq(a->u.call.args[i], b->u.call.args[i])) return false;
-      return true;
-  }
-  return false;
-}
-
 static bool idx_eq(int32_t rank, const tir_expr_t* const* a, const tir_expr_t* const* b) {
   for (int32_t i = 0; i < rank; ++i)
-    if (!expr_eq(a[i], b[i])) return false;
+    if (!tir_expr_equal(a[i], b[i])) return false;
   return true;
 }
 
-/* Calls |fn| on every variable reference and load in |e|; stops and returns
- * true as soon as |fn| does. */
+/* Calls |fn| on every variable reference and load in |e| (a load before its
+ * indices); stops and returns true as soon as |fn| does. */
+typedef struct any_s {
+  bool (*fn)(const tir_expr_t* e, const void* ud);
+  const void* ud;
+  bool hit;
+} any_t;
+
+static bool any_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  any_t* a = v->user;
+  if ((e->kind == TIR_VARREF || e->kind == TIR_LOAD) && a->fn(e, a->ud)) {
+    a->hit = true;
+    v->stop = true;
+  }
+  return true;
+}
+
 static bool expr_any(const tir_expr_t* e, bool (*fn)(const tir_expr_t* e, const void* ud),
                      const void* ud) {
-  if (!e) return false;
-  switch (e->kind) {
-    case TIR_VARREF: return fn(e, ud);
-    case TIR_BINARY: return expr_any(e->u.bin.a, fn, ud) || expr_any(e->u.bin.b, fn, ud);
-    case TIR_SELECT:
-      return expr_any(e->u.sel.cond, fn, ud) || expr_any(e->u.sel.t, fn, ud) ||
-             expr_any(e->u.sel.f, fn, ud);
-    case TIR_LOAD:
-      if (fn(e, ud)) return true;
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
-        if (expr_any(e->u.load.idx[i], fn, ud)) return true;
-      return false;
-    case TIR_CAST: return expr_any(e->u.cast.value, fn, ud);
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i)
-        if (expr_any(e->u.call.args[i], fn, ud)) return true;
-      return false;
-    default: return false;
-  }
+  any_t a = {fn, ud, false};
+  tir_visitor_t v = {.user = &a, .expr_pre = any_pre};
+  tir_visit_expr(&v, e);
+  return a.hit;
 }
 
 static bool is_var(const tir_expr_t* e, const void* var) {
   return e->kind == TIR_VARREF && e->u.var == var;
-}
-static bool uses_var(const tir_expr_t* e, const tir_var_t* var) {
-  return expr_any(e, is_var, var);
 }
 /* A load, or a variable in |set| (a list_t of vars). */
 static bool load_or_in(const tir_expr_t* e, const void* set) {
@@ -510,82 +482,14 @@ static bool is_load(const tir_expr_t* e, const void* buf) {
 
 /* ---- interval bounds over loop ranges ---- */
 
-static int64_t fdiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-/* [lo, hi] of integer expression |e| with every loop var v of |t| in
- * [0, extent-1]. False when it cannot tell (loads, unknown vars, ...). */
-static bool own_bounds(const list_t* t, const tir_expr_t* e, int64_t* lo, int64_t* hi) {
-  switch (e->kind) {
-    case TIR_INT: *lo = *hi = e->u.i; return true;
-    case TIR_VARREF: {
-      int32_t i = list_find(t, e->u.var);
-      if (i < 0 || t->ext[i] < 1) return false;
-      *lo = 0;
-      *hi = t->ext[i] - 1;
-      return true;
-    }
-    case TIR_CAST:
-      if (kiln_dtype_is_float(e->dtype) || kiln_dtype_is_float(e->u.cast.value->dtype))
-        return false;
-      return own_bounds(t, e->u.cast.value, lo, hi);
-    case TIR_SELECT: {
-      int64_t a0, a1, b0, b1;
-      if (!own_bounds(t, e->u.sel.t, &a0, &a1) || !own_bounds(t, e->u.sel.f, &b0, &b1))
-        return false;
-      *lo = a0 < b0 ? a0 : b0;
-      *hi = a1 > b1 ? a1 : b1;
-      return true;
-    }
-    case TIR_BINARY: break;
-    default: return false;
-  }
-  int64_t a0, a1, b0, b1;
-  if (!own_bounds(t, e->u.bin.a, &a0, &a1) || !own_bounds(t, e->u.bin.b, &b0, &b1)) return false;
-  switch (e->u.bin.op) {
-    case TIR_ADD: *lo = a0 + b0; *hi = a1 + b1; return true;
-    case TIR_SUB: *lo = a0 - b1; *hi = a1 - b0; return true;
-    case TIR_MUL: {
-      int64_t p[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
-      *lo = *hi = p[0];
-      for (int i = 1; i < 4; ++i) {
-        if (p[i] < *lo) *lo = p[i];
-        if (p[i] > *hi) *hi = p[i];
-      }
-      return true;
-    }
-    case TIR_FLOORDIV:
-      if (b0 != b1 || b0 <= 0) return false;
-      *lo = fdiv(a0, b0);
-      *hi = fdiv(a1, b0);
-      return true;
-    case TIR_FLOORMOD:
-      if (b0 != b1 || b0 <= 0) return false;
-      if (fdiv(a0, b0) == fdiv(a1, b0)) {
-        *lo = a0 - fdiv(a0, b0) * b0;
-        *hi = a1 - fdiv(a1, b0) * b0;
-      } else {
-        *lo = 0;
-        *hi = b0 - 1;
-      }
-      return true;
-    case TIR_MIN: *lo = a0 < b0 ? a0 : b0; *hi = a1 < b1 ? a1 : b1; return true;
-    case TIR_MAX: *lo = a0 > b0 ? a0 : b0; *hi = a1 > b1 ? a1 : b1; return true;
-    default: return false;
-  }
-}
-
-/* Our affine-friendly interval pass first (it needs no allocation); what it
- * cannot bound goes to the tensor-IR bounds analysis (ir/tir_bounds.c) with
- * the ranges of the variables |e| uses. */
+/* The tensor-IR bounds analysis (ir/tir_bounds.c) gets the ranges of the
+ * variables |e| uses: every loop var v of |t| in [0, extent-1]. */
 typedef struct {
   const list_t* t;
   int32_t n;
-  const tir_var_t* vars[128];
-  int64_t lo[128], hi[128];
-  bool bad;
+  const tir_var_t* vars[TIR_BENV_MAX_VARS];
+  int64_t lo[TIR_BENV_MAX_VARS], hi[TIR_BENV_MAX_VARS];
+  bool bad; /* a variable that is not a loop of |t|, or too many */
 } bvars_t;
 
 static bool bvars_cb(const tir_expr_t* e, const void* ud) {
@@ -594,7 +498,7 @@ static bool bvars_cb(const tir_expr_t* e, const void* ud) {
   for (int32_t i = 0; i < b->n; ++i)
     if (b->vars[i] == e->u.var) return false;
   int32_t i = list_find(b->t, e->u.var);
-  if (i < 0 || b->t->ext[i] < 1 || b->n == 128) {
+  if (i < 0 || b->t->ext[i] < 1 || b->n == TIR_BENV_MAX_VARS) {
     b->bad = true;
     return true;
   }
@@ -605,8 +509,9 @@ static bool bvars_cb(const tir_expr_t* e, const void* ud) {
   return false;
 }
 
+/* [lo, hi] of integer expression |e| with every loop var v of |t| in
+ * [0, extent-1]. False when it cannot tell (unknown vars, unbounded...). */
 static bool bounds(const list_t* t, const tir_expr_t* e, int64_t* lo, int64_t* hi) {
-  if (own_bounds(t, e, lo, hi)) return true;
   bvars_t b;
   b.t = t;
   b.n = 0;
@@ -615,119 +520,40 @@ static bool bounds(const list_t* t, const tir_expr_t* e, int64_t* lo, int64_t* h
   return !b.bad && tir_expr_bounds(e, b.n, b.vars, b.lo, b.hi, lo, hi);
 }
 
-/* ---- affine forms: c + sum(k_i * atom_i) ---- */
+/* ---- affine forms (tir_lin_t): c + sum(k_i * atom_i) ---- */
 
-#define MAX_TERMS 16
-
-typedef struct {
-  const tir_expr_t* atom;
-  int64_t k;
-} term_t;
-
-typedef struct {
-  int64_t c;
-  int32_t n;
-  term_t t[MAX_TERMS];
-  bool bad; /* too many terms */
-} aff_t;
-
-static void aff_term(aff_t* a, const tir_expr_t* atom, int64_t k) {
-  for (int32_t i = 0; i < a->n; ++i)
-    if (expr_eq(a->t[i].atom, atom)) {
-      a->t[i].k += k;
-      return;
-    }
-  if (a->n == MAX_TERMS) {
-    a->bad = true;
-    return;
-  }
-  a->t[a->n].atom = atom;
-  a->t[a->n].k = k;
-  a->n++;
-}
-
-static void aff_of(aff_t* a, const tir_expr_t* e, int64_t k) {
-  if (e->kind == TIR_INT) {
-    a->c += k * e->u.i;
-    return;
-  }
-  if (e->kind == TIR_BINARY) {
-    const tir_expr_t* x = e->u.bin.a;
-    const tir_expr_t* y = e->u.bin.b;
-    switch (e->u.bin.op) {
-      case TIR_ADD: aff_of(a, x, k); aff_of(a, y, k); return;
-      case TIR_SUB: aff_of(a, x, k); aff_of(a, y, -k); return;
-      case TIR_MUL:
-        if (y->kind == TIR_INT) {
-          aff_of(a, x, k * y->u.i);
-          return;
-        }
-        if (x->kind == TIR_INT) {
-          aff_of(a, y, k * x->u.i);
-          return;
-        }
-        break;
-      default: break;
-    }
-  }
-  aff_term(a, e, k);
-}
-
-static bool aff_eq(const aff_t* a, const aff_t* b) {
-  if (a->c != b->c || a->n != b->n) return false;
-  for (int32_t i = 0; i < a->n; ++i) {
-    int32_t j = 0;
-    while (j < b->n && !expr_eq(a->t[i].atom, b->t[j].atom)) ++j;
-    if (j == b->n || a->t[i].k != b->t[j].k) return false;
-  }
-  return true;
+static void lin_of(tir_lin_t* a, const tir_expr_t* e) {
+  tir_lin_init(a);
+  tir_lin_collect(a, e, 1);
 }
 
 /* Splits |a| into the terms that use a loop of |inner| (or a load: those
  * values may change inside the loop) and the rest; the constant goes to
  * |in|. Zero terms are dropped. */
-static void aff_split(const aff_t* a, const list_t* inner, aff_t* out, aff_t* in) {
-  memset(out, 0, sizeof(*out));
-  memset(in, 0, sizeof(*in));
+static void lin_split(const tir_lin_t* a, const list_t* inner, tir_lin_t* out, tir_lin_t* in) {
+  tir_lin_init(out);
+  tir_lin_init(in);
   in->c = a->c;
   for (int32_t i = 0; i < a->n; ++i) {
-    if (a->t[i].k == 0) continue;
-    aff_t* d = expr_any(a->t[i].atom, load_or_in, inner) ? in : out;
-    d->t[d->n++] = a->t[i];
+    if (a->k[i] == 0) continue;
+    tir_lin_t* d = expr_any(a->t[i], load_or_in, inner) ? in : out;
+    d->t[d->n] = a->t[i];
+    d->k[d->n++] = a->k[i];
   }
 }
 
-static bool aff_bounds(const list_t* t, const aff_t* a, int64_t* lo, int64_t* hi) {
-  int64_t l = a->c, h = a->c;
+/* Range of |a| over the loops of |t|: each term bounded by the engine. */
+static bool lin_range(const list_t* t, const tir_lin_t* a, int64_t* lo, int64_t* hi) {
+  tir_ival_t r = {a->c, a->c};
   for (int32_t i = 0; i < a->n; ++i) {
-    int64_t x0, x1;
-    if (!bounds(t, a->t[i].atom, &x0, &x1)) return false;
-    int64_t k = a->t[i].k;
-    l += k >= 0 ? k * x0 : k * x1;
-    h += k >= 0 ? k * x1 : k * x0;
+    tir_ival_t x, k = {a->k[i], a->k[i]};
+    if (!bounds(t, a->t[i], &x.lo, &x.hi)) return false;
+    r = tir_ival_add(r, tir_ival_mul(k, x));
   }
-  *lo = l;
-  *hi = h;
+  if (!tir_ival_finite(r)) return false;
+  *lo = r.lo;
+  *hi = r.hi;
   return true;
-}
-
-static const tir_expr_t* aff_expr(tir_ctx_t* c, const aff_t* a) {
-  const tir_expr_t* e = NULL;
-  for (int32_t i = 0; i < a->n; ++i) {
-    const tir_expr_t* t = a->t[i].atom;
-    int64_t k = a->t[i].k;
-    if (k == 0) continue;
-    if (k == -1 && e) {
-      e = tir_sub(c, e, t);
-      continue;
-    }
-    if (k != 1) t = tir_mul(c, t, tir_int(c, k));
-    e = e ? tir_add(c, e, t) : t;
-  }
-  if (!e) return tir_int(c, a->c);
-  if (a->c > 0) return tir_add(c, e, tir_int(c, a->c));
-  if (a->c < 0) return tir_sub(c, e, tir_int(c, -a->c));
-  return e;
 }
 
 /* ==== scheduling state and lookups ===================================== */
@@ -1036,7 +862,7 @@ static kiln_status_t collect_accesses(tir_ctx_t* c, const tir_stmt_t* root,
 
 typedef struct {
   bool full;      /* whole buffer dim: local index = original index */
-  aff_t base;     /* terms fixed for one iteration of the loop */
+  tir_lin_t base; /* terms fixed for one iteration of the loop */
   int64_t lo, hi; /* range of the rest */
 } dimreg_t;
 
@@ -1051,21 +877,21 @@ static void region_add(region_t* r, const tir_buffer_t* b, const tir_expr_t* con
   for (int32_t d = 0; d < b->rank; ++d) {
     dimreg_t* dr = &r->d[d];
     if (dr->full) continue;
-    aff_t a = {0}, out, in;
-    aff_of(&a, idx[d], 1);
+    tir_lin_t a, out, in;
+    lin_of(&a, idx[d]);
     int64_t lo, hi;
-    if (a.bad) {
+    if (!a.ok) {
       dr->full = true;
       continue;
     }
-    aff_split(&a, inner, &out, &in);
-    if (!aff_bounds(loops, &in, &lo, &hi)) {
+    lin_split(&a, inner, &out, &in);
+    if (!lin_range(loops, &in, &lo, &hi)) {
       dr->full = true;
     } else if (r->n_acc == 0) {
       dr->base = out;
       dr->lo = lo;
       dr->hi = hi;
-    } else if (!aff_eq(&out, &dr->base)) {
+    } else if (!tir_lin_equal(&out, &dr->base)) {
       dr->full = true;
     } else {
       if (lo < dr->lo) dr->lo = lo;
@@ -1087,21 +913,21 @@ static void region_finish(region_t* r, const tir_buffer_t* b) {
 static const tir_expr_t* region_local_index(tir_ctx_t* c, const dimreg_t* dr,
                                             const tir_expr_t* e, const list_t* inner) {
   if (dr->full) return e;
-  aff_t a = {0}, out, in;
-  aff_of(&a, e, 1);
-  aff_split(&a, inner, &out, &in);
+  tir_lin_t a, out, in;
+  lin_of(&a, e);
+  lin_split(&a, inner, &out, &in);
   in.c -= dr->lo;
-  return aff_expr(c, &in);
+  return tir_lin_to_expr(c, &in);
 }
 
 /* Original index of region position |pos| (an expression). */
 static const tir_expr_t* region_source_index(tir_ctx_t* c, const dimreg_t* dr,
                                              const tir_expr_t* pos) {
-  if (dr->full) return pos;
-  aff_t a = dr->base;
+  if (dr->full || !pos) return pos; /* NULL pos: out of memory */
+  tir_lin_t a = dr->base;
   a.c = dr->lo;
-  aff_term(&a, pos, 1);
-  return aff_expr(c, &a);
+  tir_lin_term(&a, pos, 1);
+  return tir_lin_to_expr(c, &a);
 }
 
 /* Conjunction of "0 <= e" / "e < limit" checks that |loops| cannot prove;
@@ -1235,7 +1061,7 @@ static kiln_status_t do_reorder(sched_t* S, int32_t n, const char* const* names)
   for (int32_t g = 0; g < ng; ++g) {
     gpos[g] = -1;
     for (int32_t t = 0; t < m; ++t)
-      if (uses_var(guard[g], order[t]->u.loop.var)) gpos[g] = t;
+      if (tir_expr_uses_var(guard[g], order[t]->u.loop.var)) gpos[g] = t;
   }
   const tir_stmt_t* body = P->s[bot]->u.loop.body;
   for (int32_t t = m - 1; t >= -1; --t) {
@@ -1401,13 +1227,13 @@ static bool write_needs_init(const accesses_t* A, const region_t* R, const tir_b
     int32_t nu = 0;
     for (int32_t d = 0; d < b->rank; ++d) {
       if (R->d[d].full) return true;
-      aff_t a = {0}, out, in;
-      aff_of(&a, x->idx[d], 1);
-      aff_split(&a, inner, &out, &in);
+      tir_lin_t a, out, in;
+      lin_of(&a, x->idx[d]);
+      lin_split(&a, inner, &out, &in);
       int64_t lo = in.c, hi = in.c;
       if (in.n == 1) {
-        const tir_expr_t* at = in.t[0].atom;
-        if (in.t[0].k != 1 || at->kind != TIR_VARREF) return true;
+        const tir_expr_t* at = in.t[0];
+        if (in.k[0] != 1 || at->kind != TIR_VARREF) return true;
         int32_t j = list_find(inner, at->u.var);
         if (j < 0) return true;
         for (int32_t u = 0; u < nu; ++u)
@@ -1931,7 +1757,7 @@ static kiln_status_t do_compute_at(sched_t* S, const char* bname, const char* ln
         const tir_expr_t* e = W.a[a].idx[d];
         if (is_var(e, lv) && here < 0) {
           here = d;
-        } else if (uses_var(e, lv)) {
+        } else if (tir_expr_uses_var(e, lv)) {
           return kiln_make_status(KILN_UNSUPPORTED,
                                   "index %d of a store to '%s' uses loop '%s' in an expression; "
                                   "compute_at needs plain loop variables",

@@ -62,6 +62,7 @@
 #include <string.h>
 
 #include "ir/tir_analysis.h"
+#include "ir/tir_visit.h"
 
 #define MAX_LOOPS TIR_BENV_MAX_VARS
 #define MAX_ALLOCS 64
@@ -158,28 +159,29 @@ static const char* binop_name(tir_binop_t op) {
 }
 
 /* Data-dependent leaves of an index: loads and float->int casts. */
-static int32_t data_leaves(const tir_expr_t* e, const tir_expr_t** out, int32_t n, int32_t cap) {
-  if (!e || n >= cap) return n;
-  switch (e->kind) {
-    case TIR_LOAD: out[n++] = e; return n;
-    case TIR_CAST:
-      if (!is_int(e->u.cast.value->dtype) && e->u.cast.value->dtype != KILN_DTYPE_BOOL) {
-        out[n++] = e;
-        return n;
-      }
-      return data_leaves(e->u.cast.value, out, n, cap);
-    case TIR_BINARY:
-      n = data_leaves(e->u.bin.a, out, n, cap);
-      return data_leaves(e->u.bin.b, out, n, cap);
-    case TIR_SELECT:
-      n = data_leaves(e->u.sel.cond, out, n, cap);
-      n = data_leaves(e->u.sel.t, out, n, cap);
-      return data_leaves(e->u.sel.f, out, n, cap);
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) n = data_leaves(e->u.call.args[i], out, n, cap);
-      return n;
-    default: return n;
+typedef struct leaves_s {
+  const tir_expr_t** out;
+  int32_t n, cap;
+} leaves_t;
+
+static bool leaf_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  leaves_t* l = v->user;
+  if (l->n >= l->cap) {
+    v->stop = true;
+    return false;
   }
+  bool leaf = e->kind == TIR_LOAD ||
+              (e->kind == TIR_CAST && !is_int(e->u.cast.value->dtype) &&
+               e->u.cast.value->dtype != KILN_DTYPE_BOOL);
+  if (leaf) l->out[l->n++] = e;
+  return !leaf;
+}
+
+static int32_t data_leaves(const tir_expr_t* e, const tir_expr_t** out, int32_t n, int32_t cap) {
+  leaves_t l = {out, n, cap};
+  tir_visitor_t v = {.user = &l, .expr_pre = leaf_pre};
+  tir_visit_expr(&v, e);
+  return l.n;
 }
 
 static bool has_data(const tir_expr_t* e) {
@@ -640,26 +642,32 @@ static bool races(const acc_t* a, const acc_t* b) {
 }
 
 /* Finds the loops enclosing |target| (first occurrence) for messages. */
-static bool find_path(const tir_stmt_t* s, const tir_stmt_t* target, const tir_stmt_t** path,
-                      int32_t* n) {
-  if (!s) return false;
-  if (s == target) return true;
-  switch (s->kind) {
-    case TIR_FOR:
-      if (*n < MAX_LOOPS) path[(*n)++] = s;
-      if (find_path(s->u.loop.body, target, path, n)) return true;
-      (*n)--;
-      return false;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i)
-        if (find_path(s->u.seq.items[i], target, path, n)) return true;
-      return false;
-    case TIR_IF:
-      return find_path(s->u.cond.then_s, target, path, n) ||
-             find_path(s->u.cond.else_s, target, path, n);
-    case TIR_ALLOC: return find_path(s->u.alloc.body, target, path, n);
-    default: return false;
+typedef struct path_s {
+  const tir_stmt_t* target;
+  const tir_stmt_t** loops;
+  int32_t depth; /* loops entered; the first MAX_LOOPS are kept */
+} path_t;
+
+static bool path_pre(tir_visitor_t* v, const tir_stmt_t* s) {
+  path_t* p = v->user;
+  if (s == p->target) {
+    v->stop = true;
+    return false;
   }
+  if (s->kind == TIR_FOR && p->depth++ < MAX_LOOPS) p->loops[p->depth - 1] = s;
+  return true;
+}
+
+static void path_post(tir_visitor_t* v, const tir_stmt_t* s) {
+  if (s->kind == TIR_FOR) ((path_t*)v->user)->depth--;
+}
+
+static void find_path(const tir_stmt_t* s, const tir_stmt_t* target, const tir_stmt_t** path,
+                      int32_t* n) {
+  path_t p = {target, path, 0};
+  tir_visitor_t v = {.user = &p, .stmt_pre = path_pre, .stmt_post = path_post};
+  tir_visit_stmt(&v, s);
+  *n = v.stop ? (p.depth < MAX_LOOPS ? p.depth : MAX_LOOPS) : 0;
 }
 
 static kiln_status_t race_error(rctx_t* r, const acc_t* a, const acc_t* b, const char* how) {
@@ -724,34 +732,27 @@ static kiln_status_t eff_seq(rctx_t* r, eff_t* a, eff_t* b) {
   return st;
 }
 
+/* Loads of LOCAL buffers in |e|, as accesses by |stmt|. */
+typedef struct loads_s {
+  rctx_t* r;
+  const tir_stmt_t* stmt;
+  accs_t* out;
+} loads_t;
+
+static bool local_load_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  loads_t* l = v->user;
+  if (e->kind != TIR_LOAD || e->u.load.buf->scope != TIR_SCOPE_LOCAL) return true;
+  const tir_buffer_t* b = e->u.load.buf;
+  acc_t a = {b, e->u.load.idx, l->stmt, l->r->guard_mask, false};
+  for (int32_t i = 0; i < b->rank; ++i) a.tmask |= tmask_of(l->r, e->u.load.idx[i]);
+  accs_add(l->r, l->out, &a);
+  return true;
+}
+
 static void local_loads(rctx_t* r, const tir_expr_t* e, const tir_stmt_t* stmt, accs_t* out) {
-  if (!e) return;
-  switch (e->kind) {
-    case TIR_LOAD: {
-      const tir_buffer_t* b = e->u.load.buf;
-      if (b->scope == TIR_SCOPE_LOCAL) {
-        acc_t a = {b, e->u.load.idx, stmt, r->guard_mask, false};
-        for (int32_t i = 0; i < b->rank; ++i) a.tmask |= tmask_of(r, e->u.load.idx[i]);
-        accs_add(r, out, &a);
-      }
-      for (int32_t i = 0; i < b->rank; ++i) local_loads(r, e->u.load.idx[i], stmt, out);
-      return;
-    }
-    case TIR_BINARY:
-      local_loads(r, e->u.bin.a, stmt, out);
-      local_loads(r, e->u.bin.b, stmt, out);
-      return;
-    case TIR_SELECT:
-      local_loads(r, e->u.sel.cond, stmt, out);
-      local_loads(r, e->u.sel.t, stmt, out);
-      local_loads(r, e->u.sel.f, stmt, out);
-      return;
-    case TIR_CAST: local_loads(r, e->u.cast.value, stmt, out); return;
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) local_loads(r, e->u.call.args[i], stmt, out);
-      return;
-    default: return;
-  }
+  loads_t l = {r, stmt, out};
+  tir_visitor_t v = {.user = &l, .expr_pre = local_load_pre};
+  tir_visit_expr(&v, e);
 }
 
 static kiln_status_t race_stmt(rctx_t* r, const tir_stmt_t* s, eff_t* out) {
@@ -853,24 +854,18 @@ static kiln_status_t race_stmt(rctx_t* r, const tir_stmt_t* s, eff_t* out) {
   return NULL;
 }
 
+/* The loop variables bound to work-item ids (up to 64). */
+static bool tvar_pre(tir_visitor_t* v, const tir_stmt_t* s) {
+  rctx_t* r = v->user;
+  if (s->kind == TIR_FOR && s->u.loop.kind == TIR_LOOP_BOUND && is_thread_tag(s->u.loop.tag) &&
+      r->n_tvars < 64)
+    r->tvars[r->n_tvars++] = s->u.loop.var;
+  return true;
+}
+
 static void collect_tvars(rctx_t* r, const tir_stmt_t* s) {
-  if (!s) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      if (s->u.loop.kind == TIR_LOOP_BOUND && is_thread_tag(s->u.loop.tag) && r->n_tvars < 64)
-        r->tvars[r->n_tvars++] = s->u.loop.var;
-      collect_tvars(r, s->u.loop.body);
-      break;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) collect_tvars(r, s->u.seq.items[i]);
-      break;
-    case TIR_IF:
-      collect_tvars(r, s->u.cond.then_s);
-      collect_tvars(r, s->u.cond.else_s);
-      break;
-    case TIR_ALLOC: collect_tvars(r, s->u.alloc.body); break;
-    default: break;
-  }
+  tir_visitor_t v = {.user = r, .stmt_pre = tvar_pre};
+  tir_visit_stmt(&v, s);
 }
 
 /* ---- entry ------------------------------------------------------------- */

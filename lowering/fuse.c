@@ -15,59 +15,14 @@
 #include <string.h>
 
 #include "ir/graph.h"
+#include "ir/op.h"
+#include "ir/tir_visit.h"
 
 /* ---- op patterns ----------------------------------------------------- */
 
-static const struct {
-  const char* op;
-  kiln_op_pattern_t pat;
-} patterns[] = {
-    /* element-wise (per-element, same shape; binary ops broadcast) */
-    {"Identity", KILN_PATTERN_ELEMWISE}, {"Dropout", KILN_PATTERN_ELEMWISE},
-    {"Relu", KILN_PATTERN_ELEMWISE}, {"LeakyRelu", KILN_PATTERN_ELEMWISE},
-    {"Clip", KILN_PATTERN_ELEMWISE}, {"Sigmoid", KILN_PATTERN_ELEMWISE},
-    {"Tanh", KILN_PATTERN_ELEMWISE}, {"HardSigmoid", KILN_PATTERN_ELEMWISE},
-    {"HardSwish", KILN_PATTERN_ELEMWISE}, {"Erf", KILN_PATTERN_ELEMWISE},
-    {"Gelu", KILN_PATTERN_ELEMWISE}, {"Sqrt", KILN_PATTERN_ELEMWISE},
-    {"Reciprocal", KILN_PATTERN_ELEMWISE}, {"Exp", KILN_PATTERN_ELEMWISE},
-    {"Log", KILN_PATTERN_ELEMWISE}, {"Neg", KILN_PATTERN_ELEMWISE},
-    {"Abs", KILN_PATTERN_ELEMWISE}, {"Cast", KILN_PATTERN_ELEMWISE},
-    {"Not", KILN_PATTERN_ELEMWISE},
-    {"PRelu", KILN_PATTERN_BROADCAST}, {"Add", KILN_PATTERN_BROADCAST},
-    {"Sub", KILN_PATTERN_BROADCAST}, {"Mul", KILN_PATTERN_BROADCAST},
-    {"Div", KILN_PATTERN_BROADCAST}, {"Pow", KILN_PATTERN_BROADCAST},
-    {"Max", KILN_PATTERN_BROADCAST}, {"Min", KILN_PATTERN_BROADCAST},
-    {"Where", KILN_PATTERN_BROADCAST}, {"Equal", KILN_PATTERN_BROADCAST},
-    {"Less", KILN_PATTERN_BROADCAST}, {"Greater", KILN_PATTERN_BROADCAST},
-    {"LessOrEqual", KILN_PATTERN_BROADCAST}, {"GreaterOrEqual", KILN_PATTERN_BROADCAST},
-    {"And", KILN_PATTERN_BROADCAST}, {"Or", KILN_PATTERN_BROADCAST},
-    /* injective: each output element is one input element (or a constant) */
-    {"Reshape", KILN_PATTERN_INJECTIVE}, {"Flatten", KILN_PATTERN_INJECTIVE},
-    {"Squeeze", KILN_PATTERN_INJECTIVE}, {"Unsqueeze", KILN_PATTERN_INJECTIVE},
-    {"Expand", KILN_PATTERN_INJECTIVE}, {"Transpose", KILN_PATTERN_INJECTIVE},
-    {"Concat", KILN_PATTERN_INJECTIVE}, {"Split", KILN_PATTERN_INJECTIVE},
-    {"Slice", KILN_PATTERN_INJECTIVE}, {"Gather", KILN_PATTERN_INJECTIVE},
-    {"Pad", KILN_PATTERN_INJECTIVE}, {"Resize", KILN_PATTERN_INJECTIVE},
-    {"ConstantOfShape", KILN_PATTERN_INJECTIVE}, {"Constant", KILN_PATTERN_INJECTIVE},
-    /* reductions */
-    {"ReduceMean", KILN_PATTERN_REDUCTION}, {"ReduceSum", KILN_PATTERN_REDUCTION},
-    {"ReduceMax", KILN_PATTERN_REDUCTION}, {"Softmax", KILN_PATTERN_REDUCTION},
-    {"LogSoftmax", KILN_PATTERN_REDUCTION}, {"LayerNormalization", KILN_PATTERN_REDUCTION},
-    {"MaxPool", KILN_PATTERN_REDUCTION}, {"AveragePool", KILN_PATTERN_REDUCTION},
-    {"GlobalAveragePool", KILN_PATTERN_REDUCTION},
-    /* anchors whose output element-wise consumers fuse into the epilogue */
-    {"Conv", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    {"ConvTranspose", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    {"Gemm", KILN_PATTERN_OUT_ELEMWISE_FUSABLE}, {"MatMul", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    /* BatchNormalization (inference) is a per-channel affine map */
-    {"BatchNormalization", KILN_PATTERN_BROADCAST},
-};
-
 kiln_op_pattern_t kiln_op_pattern(const char* op_type) {
-  if (!op_type) return KILN_PATTERN_OPAQUE;
-  for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; ++i)
-    if (strcmp(patterns[i].op, op_type) == 0) return patterns[i].pat;
-  return KILN_PATTERN_OPAQUE; /* Shape and anything unknown */
+  const kiln_op_schema_t* schema = kiln_op_lookup(NULL, op_type);
+  return schema ? schema->pattern : KILN_PATTERN_OPAQUE;
 }
 
 const char* kiln_op_pattern_name(kiln_op_pattern_t p) {
@@ -131,231 +86,112 @@ static int64_t traffic(const kiln_plan_t* p, const acc_t* a) {
   return t;
 }
 
-/* ---- expression rewriting -------------------------------------------- */
+/* ---- rewriting and counting -------------------------------------------- */
 
-/* Replaces every load of |buf| by repl(load) (NULL from repl = OOM). */
-typedef const tir_expr_t* (*load_fn)(void* user, const tir_expr_t* load);
-
+/* Rebuilds a tree with the loads of |load_buf| replaced by load_fn(load)
+ * and the stores to |store_buf| by store_fn(store), each called on the node
+ * already rebuilt over its rewritten children (NULL from a callback = OOM).
+ * A NULL callback leaves those nodes alone. */
 typedef struct rw_s {
-  tir_ctx_t* c;
-  const tir_buffer_t* buf;
-  load_fn fn;
+  const tir_buffer_t* load_buf;
+  const tir_expr_t* (*load_fn)(void* user, const tir_expr_t* load);
+  const tir_buffer_t* store_buf;
+  const tir_stmt_t* (*store_fn)(void* user, const tir_stmt_t* store);
   void* user;
 } rw_t;
 
-static const tir_expr_t* rw_expr(rw_t* r, const tir_expr_t* e) {
-  if (!e) return NULL;
-  switch (e->kind) {
-    case TIR_BINARY: {
-      const tir_expr_t* a = rw_expr(r, e->u.bin.a);
-      const tir_expr_t* b = rw_expr(r, e->u.bin.b);
-      if (a == e->u.bin.a && b == e->u.bin.b) return e;
-      return tir_bin(r->c, e->u.bin.op, a, b);
-    }
-    case TIR_SELECT: {
-      const tir_expr_t* q = rw_expr(r, e->u.sel.cond);
-      const tir_expr_t* t = rw_expr(r, e->u.sel.t);
-      const tir_expr_t* f = rw_expr(r, e->u.sel.f);
-      if (q == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-      return tir_select(r->c, q, t, f);
-    }
-    case TIR_LOAD: {
-      const tir_buffer_t* b = e->u.load.buf;
-      const tir_expr_t* idx[KILN_MAX_RANK];
-      bool ch = false;
-      for (int32_t i = 0; i < b->rank; ++i) {
-        idx[i] = rw_expr(r, e->u.load.idx[i]);
-        if (!idx[i]) return NULL;
-        ch |= idx[i] != e->u.load.idx[i];
-      }
-      const tir_expr_t* ne = ch ? tir_load(r->c, b, idx) : e;
-      if (ne && b == r->buf) return r->fn(r->user, ne);
-      return ne;
-    }
-    case TIR_CAST: {
-      const tir_expr_t* v = rw_expr(r, e->u.cast.value);
-      if (v == e->u.cast.value) return e;
-      return tir_cast(r->c, e->dtype, v);
-    }
-    case TIR_CALL: {
-      const tir_expr_t* a[3] = {NULL, NULL, NULL};
-      bool ch = false;
-      for (int32_t i = 0; i < e->u.call.n; ++i) {
-        a[i] = rw_expr(r, e->u.call.args[i]);
-        if (!a[i]) return NULL;
-        ch |= a[i] != e->u.call.args[i];
-      }
-      if (!ch) return e;
-      return tir_call(r->c, e->u.call.fn, e->u.call.n, a[0], a[1], a[2]);
-    }
-    default: return e;
-  }
+static const tir_expr_t* rw_load(tir_mutator_t* m, const tir_expr_t* e) {
+  const rw_t* r = m->user;
+  return e->kind == TIR_LOAD && e->u.load.buf == r->load_buf ? r->load_fn(r->user, e) : e;
 }
 
+static const tir_stmt_t* rw_store(tir_mutator_t* m, const tir_stmt_t* s) {
+  const rw_t* r = m->user;
+  return s->kind == TIR_STORE && s->u.store.buf == r->store_buf ? r->store_fn(r->user, s) : s;
+}
+
+static tir_mutator_t rw_mutator(tir_ctx_t* c, rw_t* r) {
+  tir_mutator_t m = {.ctx = c, .user = r};
+  if (r->load_fn) m.expr_post = rw_load;
+  if (r->store_fn) m.stmt_post = rw_store;
+  return m;
+}
+
+static const tir_expr_t* rw_expr(tir_ctx_t* c, rw_t* r, const tir_expr_t* e) {
+  tir_mutator_t m = rw_mutator(c, r);
+  return tir_mutate_expr(&m, e);
+}
+
+static const tir_stmt_t* rw_stmt(tir_ctx_t* c, rw_t* r, const tir_stmt_t* s) {
+  tir_mutator_t m = rw_mutator(c, r);
+  return tir_mutate_stmt(&m, s);
+}
+
+static bool count_node(tir_visitor_t* v, const tir_expr_t* e) {
+  (void)e;
+  ++*(int64_t*)v->user;
+  return true;
+}
+
+/* Number of nodes of |e|. */
 static int64_t expr_size(const tir_expr_t* e) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case TIR_BINARY: return 1 + expr_size(e->u.bin.a) + expr_size(e->u.bin.b);
-    case TIR_SELECT:
-      return 1 + expr_size(e->u.sel.cond) + expr_size(e->u.sel.t) + expr_size(e->u.sel.f);
-    case TIR_LOAD: {
-      int64_t n = 1;
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) n += expr_size(e->u.load.idx[i]);
-      return n;
-    }
-    case TIR_CAST: return 1 + expr_size(e->u.cast.value);
-    case TIR_CALL: {
-      int64_t n = 1;
-      for (int32_t i = 0; i < e->u.call.n; ++i) n += expr_size(e->u.call.args[i]);
-      return n;
-    }
-    default: return 1;
+  int64_t n = 0;
+  tir_visitor_t v = {.user = &n, .expr_pre = count_node};
+  tir_visit_expr(&v, e);
+  return n;
+}
+
+/* Accesses of |buf| weighted by the iterations of their enclosing loops
+ * (guards ignored: an upper bound). */
+typedef struct count_s {
+  const tir_buffer_t* buf;
+  bool stores;  /* count stores (else loads) */
+  int64_t mult; /* iterations of the loops entered */
+  int64_t n;
+} count_t;
+
+static bool count_loop(tir_visitor_t* v, const tir_stmt_t* s) {
+  count_t* k = v->user;
+  if (s->kind == TIR_FOR) {
+    /* The body is walked here so that the multiplier is scoped to it. */
+    int64_t saved = k->mult;
+    if (s->u.loop.extent > 0 && k->mult < (INT64_MAX / 4) / s->u.loop.extent)
+      k->mult *= s->u.loop.extent;
+    tir_visit_stmt(v, s->u.loop.body);
+    k->mult = saved;
+    return false;
   }
+  if (s->kind == TIR_STORE && k->stores && s->u.store.buf == k->buf) k->n += k->mult;
+  return true;
 }
 
-/* Statement rewriting: stores to |buf| via a callback; loads via |rw|. */
-typedef const tir_stmt_t* (*store_fn)(void* user, const tir_stmt_t* store);
-
-typedef struct srw_s {
-  tir_ctx_t* c;
-  const tir_buffer_t* store_buf; /* stores of it go to sfn */
-  store_fn sfn;
-  rw_t* loads; /* NULL: loads unchanged */
-  void* user;
-  bool fail;
-} srw_t;
-
-static const tir_expr_t* srw_e(srw_t* s, const tir_expr_t* e) {
-  if (!s->loads || !e) return e;
-  const tir_expr_t* r = rw_expr(s->loads, e);
-  if (!r) s->fail = true;
-  return r;
+static bool count_load(tir_visitor_t* v, const tir_expr_t* e) {
+  count_t* k = v->user;
+  if (e->kind == TIR_LOAD && e->u.load.buf == k->buf) k->n += k->mult;
+  return true;
 }
 
-static const tir_stmt_t* srw_stmt(srw_t* s, const tir_stmt_t* st) {
-  if (!st || s->fail) return st;
-  switch (st->kind) {
-    case TIR_FOR: {
-      const tir_stmt_t* b = srw_stmt(s, st->u.loop.body);
-      if (b == st->u.loop.body) return st;
-      if (!b) { s->fail = true; return NULL; }
-      if (st->u.loop.kind == TIR_LOOP_BOUND)
-        return tir_for_bound(s->c, st->u.loop.var, st->u.loop.extent, st->u.loop.tag, b);
-      return tir_for(s->c, st->u.loop.var, st->u.loop.extent, st->u.loop.kind, b);
-    }
-    case TIR_STORE: {
-      const tir_buffer_t* b = st->u.store.buf;
-      const tir_expr_t* idx[KILN_MAX_RANK];
-      bool ch = false;
-      for (int32_t i = 0; i < b->rank; ++i) {
-        idx[i] = srw_e(s, st->u.store.idx[i]);
-        ch |= idx[i] != st->u.store.idx[i];
-      }
-      const tir_expr_t* v = srw_e(s, st->u.store.value);
-      if (s->fail) return NULL;
-      ch |= v != st->u.store.value;
-      const tir_stmt_t* ns = ch ? tir_store(s->c, b, idx, v) : st;
-      if (ns && b == s->store_buf) ns = s->sfn(s->user, ns);
-      if (!ns) s->fail = true;
-      return ns;
-    }
-    case TIR_SEQ: {
-      const tir_stmt_t* items[st->u.seq.n > 0 ? st->u.seq.n : 1];
-      bool ch = false;
-      for (int32_t i = 0; i < st->u.seq.n; ++i) {
-        items[i] = srw_stmt(s, st->u.seq.items[i]);
-        ch |= items[i] != st->u.seq.items[i];
-      }
-      if (s->fail) return NULL;
-      return ch ? tir_seq(s->c, st->u.seq.n, items) : st;
-    }
-    case TIR_IF: {
-      const tir_expr_t* q = srw_e(s, st->u.cond.cond);
-      const tir_stmt_t* t = srw_stmt(s, st->u.cond.then_s);
-      const tir_stmt_t* f = srw_stmt(s, st->u.cond.else_s);
-      if (s->fail) return NULL;
-      if (q == st->u.cond.cond && t == st->u.cond.then_s && f == st->u.cond.else_s) return st;
-      return tir_if(s->c, q, t, f);
-    }
-    case TIR_ALLOC: {
-      const tir_stmt_t* b = srw_stmt(s, st->u.alloc.body);
-      if (s->fail) return NULL;
-      return b == st->u.alloc.body ? st : tir_alloc(s->c, st->u.alloc.buf, b);
-    }
-    default: return st;
-  }
+/* Stores of |buf| in |s| (how many elements it writes, at most). */
+static int64_t store_count(const tir_stmt_t* s, const tir_buffer_t* buf) {
+  count_t k = {buf, true, 1, 0};
+  tir_visitor_t v = {.user = &k, .stmt_pre = count_loop};
+  tir_visit_stmt(&v, s);
+  return k.n;
 }
 
-/* Sum over the stores of |buf| of the iterations of their enclosing loops
- * (guards ignored: an upper bound on the elements written). */
-static int64_t store_count(const tir_stmt_t* s, const tir_buffer_t* buf, int64_t mult) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case TIR_FOR: {
-      int64_t m = mult;
-      if (s->u.loop.extent > 0 && m < (INT64_MAX / 4) / s->u.loop.extent) m *= s->u.loop.extent;
-      return store_count(s->u.loop.body, buf, m);
-    }
-    case TIR_STORE: return s->u.store.buf == buf ? mult : 0;
-    case TIR_SEQ: {
-      int64_t n = 0;
-      for (int32_t i = 0; i < s->u.seq.n; ++i) n += store_count(s->u.seq.items[i], buf, mult);
-      return n;
-    }
-    case TIR_IF:
-      return store_count(s->u.cond.then_s, buf, mult) + store_count(s->u.cond.else_s, buf, mult);
-    case TIR_ALLOC: return store_count(s->u.alloc.body, buf, mult);
-    default: return 0;
-  }
+/* Loads of |buf| in |s| (how often a consumer reads it). */
+static int64_t load_count(const tir_stmt_t* s, const tir_buffer_t* buf) {
+  count_t k = {buf, false, 1, 0};
+  tir_visitor_t v = {.user = &k, .stmt_pre = count_loop, .expr_pre = count_load};
+  tir_visit_stmt(&v, s);
+  return k.n;
 }
 
-/* Same for loads of |buf| (how often a consumer reads it). */
 static int64_t load_count_e(const tir_expr_t* e, const tir_buffer_t* buf) {
-  if (!e) return 0;
-  switch (e->kind) {
-    case TIR_BINARY: return load_count_e(e->u.bin.a, buf) + load_count_e(e->u.bin.b, buf);
-    case TIR_SELECT:
-      return load_count_e(e->u.sel.cond, buf) + load_count_e(e->u.sel.t, buf) +
-             load_count_e(e->u.sel.f, buf);
-    case TIR_LOAD: {
-      int64_t n = e->u.load.buf == buf;
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) n += load_count_e(e->u.load.idx[i], buf);
-      return n;
-    }
-    case TIR_CAST: return load_count_e(e->u.cast.value, buf);
-    case TIR_CALL: {
-      int64_t n = 0;
-      for (int32_t i = 0; i < e->u.call.n; ++i) n += load_count_e(e->u.call.args[i], buf);
-      return n;
-    }
-    default: return 0;
-  }
-}
-
-static int64_t load_count(const tir_stmt_t* s, const tir_buffer_t* buf, int64_t mult) {
-  if (!s) return 0;
-  switch (s->kind) {
-    case TIR_FOR: {
-      int64_t m = mult;
-      if (s->u.loop.extent > 0 && m < (INT64_MAX / 4) / s->u.loop.extent) m *= s->u.loop.extent;
-      return load_count(s->u.loop.body, buf, m);
-    }
-    case TIR_STORE: {
-      int64_t n = load_count_e(s->u.store.value, buf);
-      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) n += load_count_e(s->u.store.idx[i], buf);
-      return n * mult;
-    }
-    case TIR_SEQ: {
-      int64_t n = 0;
-      for (int32_t i = 0; i < s->u.seq.n; ++i) n += load_count(s->u.seq.items[i], buf, mult);
-      return n;
-    }
-    case TIR_IF:
-      return load_count_e(s->u.cond.cond, buf) * mult +
-             load_count(s->u.cond.then_s, buf, mult) + load_count(s->u.cond.else_s, buf, mult);
-    case TIR_ALLOC: return load_count(s->u.alloc.body, buf, mult);
-    default: return 0;
-  }
+  count_t k = {buf, false, 1, 0};
+  tir_visitor_t v = {.user = &k, .expr_pre = count_load};
+  tir_visit_expr(&v, e);
+  return k.n;
 }
 
 /* ---- element-wise nests ------------------------------------------------ */
@@ -394,32 +230,31 @@ static bool match_nest(const tir_func_t* f, nest_t* n) {
 }
 
 /* Every load of |buf| in |e| is buf[v0..vn-1] (identity index). */
-static bool identity_loads(const tir_expr_t* e, const tir_buffer_t* buf, const nest_t* n) {
-  if (!e) return true;
-  switch (e->kind) {
-    case TIR_BINARY:
-      return identity_loads(e->u.bin.a, buf, n) && identity_loads(e->u.bin.b, buf, n);
-    case TIR_SELECT:
-      return identity_loads(e->u.sel.cond, buf, n) && identity_loads(e->u.sel.t, buf, n) &&
-             identity_loads(e->u.sel.f, buf, n);
-    case TIR_LOAD:
-      if (e->u.load.buf == buf) {
-        if (buf->rank != n->rank) return false;
-        for (int32_t i = 0; i < n->rank; ++i)
-          if (e->u.load.idx[i]->kind != TIR_VARREF || e->u.load.idx[i]->u.var != n->var[i])
-            return false;
-        return true;
-      }
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
-        if (!identity_loads(e->u.load.idx[i], buf, n)) return false;
-      return true;
-    case TIR_CAST: return identity_loads(e->u.cast.value, buf, n);
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i)
-        if (!identity_loads(e->u.call.args[i], buf, n)) return false;
-      return true;
-    default: return true;
+typedef struct ident_s {
+  const tir_buffer_t* buf;
+  const nest_t* nest;
+  bool ok;
+} ident_t;
+
+static bool ident_load(tir_visitor_t* v, const tir_expr_t* e) {
+  ident_t* d = v->user;
+  if (e->kind != TIR_LOAD || e->u.load.buf != d->buf) return true;
+  const nest_t* n = d->nest;
+  bool ok = d->buf->rank == n->rank;
+  for (int32_t i = 0; i < n->rank && ok; ++i)
+    ok = e->u.load.idx[i]->kind == TIR_VARREF && e->u.load.idx[i]->u.var == n->var[i];
+  if (!ok) {
+    d->ok = false;
+    v->stop = true;
   }
+  return false;
+}
+
+static bool identity_loads(const tir_expr_t* e, const tir_buffer_t* buf, const nest_t* n) {
+  ident_t d = {buf, n, true};
+  tir_visitor_t v = {.user = &d, .expr_pre = ident_load};
+  tir_visit_expr(&v, e);
+  return d.ok;
 }
 
 /* ---- the pass ---------------------------------------------------------- */
@@ -559,8 +394,8 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   const tir_expr_t* f1 = tir_substitute_expr(E->c, E->f, E->nest->rank, E->nest->var, vals);
   if (!f1) return NULL;
   E->v = st->u.store.value;
-  rw_t r = {E->c, E->x, epi_load, E};
-  const tir_expr_t* f2 = rw_expr(&r, f1);
+  rw_t r = {.load_buf = E->x, .load_fn = epi_load, .user = E};
+  const tir_expr_t* f2 = rw_expr(E->c, &r, f1);
   if (!f2) return NULL;
   if (expr_size(f2) > E->max_size) E->too_big = true;
   return tir_store(E->c, E->y, st->u.store.idx, f2);
@@ -568,9 +403,9 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
 
 static tir_func_t* epi_rewrite(fz_t* z, epi_t* E, const tir_func_t* f,
                                const tir_buffer_t* const* params, int32_t n_params) {
-  srw_t s = {E->c, E->x, epi_store, NULL, E, false};
-  const tir_stmt_t* body = srw_stmt(&s, f->body);
-  if (s.fail || !body) return NULL;
+  rw_t r = {.store_buf = E->x, .store_fn = epi_store, .user = E};
+  const tir_stmt_t* body = rw_stmt(E->c, &r, f->body);
+  if (!body) return NULL;
   return tir_func(E->c, f->name, n_params, params, body);
 }
 
@@ -675,7 +510,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   for (int32_t b = 0; b < z->acc.nb; ++b)
     if (b != x && (rowc[b] & ACC_LOAD) && (rowp[b] & ACC_STORE)) return NULL;
   /* Every element of X must be stored (the memory is not zero-filled). */
-  if (store_count(kp->func->body, X, 1) < tir_buffer_numel(X)) return NULL;
+  if (store_count(kp->func->body, X) < tir_buffer_numel(X)) return NULL;
 
   /* Placement: at P when C's other inputs are ready there, else at C when
    * nothing in between touches what P reads or writes. */
@@ -727,17 +562,11 @@ static const tir_expr_t* inl_load(void* user, const tir_expr_t* load) {
   return tir_substitute_expr(I->c, I->g, I->nest->rank, I->nest->var, load->u.load.idx);
 }
 
-static const tir_stmt_t* keep_store(void* user, const tir_stmt_t* st) {
-  (void)user;
-  return st;
-}
-
 static tir_func_t* inl_rewrite(tir_ctx_t* c, inl_t* I, const tir_buffer_t* X, const tir_func_t* f,
                                const tir_buffer_t* const* params, int32_t n_params) {
-  rw_t r = {c, X, inl_load, I};
-  srw_t s = {c, NULL, keep_store, &r, I, false};
-  const tir_stmt_t* body = srw_stmt(&s, f->body);
-  if (s.fail || !body) return NULL;
+  rw_t r = {.load_buf = X, .load_fn = inl_load, .user = I};
+  const tir_stmt_t* body = rw_stmt(c, &r, f->body);
+  if (!body) return NULL;
   return tir_func(c, f->name, n_params, params, body);
 }
 
@@ -772,7 +601,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   const tir_expr_t* g = nest.store->u.store.value;
   /* Profitable only when C reads each element of X about once: inlining
    * into a loop that reads X many times would recompute g each time. */
-  int64_t reads = load_count(kc->func->body, X, 1);
+  int64_t reads = load_count(kc->func->body, X);
   if (reads > 2 * tir_buffer_numel(X) || expr_size(g) > 256) return NULL;
 
   const tir_buffer_t** params;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/tir_visit.h"
 #include "lowering/lower_nn_impl.h"
 #include "lowering/plan.h"
 
@@ -91,58 +92,14 @@ static void add_param(params_t* p, const tir_buffer_t* b) {
   p->v[p->n++] = b;
 }
 
-static void walk_expr(params_t* p, const tir_expr_t* e) {
-  if (!e) return;
-  switch (e->kind) {
-    case TIR_BINARY:
-      walk_expr(p, e->u.bin.a);
-      walk_expr(p, e->u.bin.b);
-      break;
-    case TIR_SELECT:
-      walk_expr(p, e->u.sel.cond);
-      walk_expr(p, e->u.sel.t);
-      walk_expr(p, e->u.sel.f);
-      break;
-    case TIR_LOAD:
-      add_param(p, e->u.load.buf);
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) walk_expr(p, e->u.load.idx[i]);
-      break;
-    case TIR_CAST:
-      walk_expr(p, e->u.cast.value);
-      break;
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) walk_expr(p, e->u.call.args[i]);
-      break;
-    default:
-      break;
-  }
+static bool param_expr(tir_visitor_t* v, const tir_expr_t* e) {
+  if (e->kind == TIR_LOAD) add_param(v->user, e->u.load.buf);
+  return true;
 }
 
-static void walk_stmt(params_t* p, const tir_stmt_t* s) {
-  if (!s) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      walk_stmt(p, s->u.loop.body);
-      break;
-    case TIR_STORE:
-      add_param(p, s->u.store.buf);
-      for (int32_t i = 0; i < s->u.store.buf->rank; ++i) walk_expr(p, s->u.store.idx[i]);
-      walk_expr(p, s->u.store.value);
-      break;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) walk_stmt(p, s->u.seq.items[i]);
-      break;
-    case TIR_IF:
-      walk_expr(p, s->u.cond.cond);
-      walk_stmt(p, s->u.cond.then_s);
-      walk_stmt(p, s->u.cond.else_s);
-      break;
-    case TIR_ALLOC:
-      walk_stmt(p, s->u.alloc.body);
-      break;
-    case TIR_BARRIER:
-      break;
-  }
+static bool param_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
+  if (s->kind == TIR_STORE) add_param(v->user, s->u.store.buf);
+  return true;
 }
 
 kiln_status_t nn_emit(nn_kb_t* kb, const tir_stmt_t* body) {
@@ -150,7 +107,8 @@ kiln_status_t nn_emit(nn_kb_t* kb, const tir_stmt_t* body) {
   KILN_RETURN_IF_ERROR(tir_ctx_status(kb->t));
   if (!body) return kiln_make_status(KILN_INTERNAL, "%s: empty kernel", ctx->node->op_type);
   params_t seen = {.n = 0};
-  walk_stmt(&seen, body);
+  tir_visitor_t v = {.user = &seen, .stmt_pre = param_stmt, .expr_pre = param_expr};
+  tir_visit_stmt(&v, body);
   if (seen.overflow) {
     return kiln_make_status(KILN_INTERNAL, "%s: kernel touches too many buffers",
                             ctx->node->op_type);

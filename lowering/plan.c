@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ir/op.h"
+#include "ir/tir_visit.h"
 #include "lowering/fuse.h"
 
 static kiln_status_t grow(kiln_plan_t* p, void** arr, int32_t* cap, int32_t need, size_t elem,
@@ -175,18 +176,19 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
 }
 
 /* True when |st| allocates a scoped buffer (an accumulator). */
-static bool stmt_allocates(const tir_stmt_t* st) {
-  if (!st) return false;
-  switch (st->kind) {
-    case TIR_FOR: return stmt_allocates(st->u.loop.body);
-    case TIR_SEQ:
-      for (int32_t i = 0; i < st->u.seq.n; ++i)
-        if (stmt_allocates(st->u.seq.items[i])) return true;
-      return false;
-    case TIR_IF: return stmt_allocates(st->u.cond.then_s) || stmt_allocates(st->u.cond.else_s);
-    case TIR_ALLOC: return true;
-    default: return false;
+static bool alloc_pre(tir_visitor_t* v, const tir_stmt_t* st) {
+  if (st->kind == TIR_ALLOC) {
+    *(bool*)v->user = true;
+    v->stop = true;
   }
+  return true;
+}
+
+static bool stmt_allocates(const tir_stmt_t* st) {
+  bool found = false;
+  tir_visitor_t v = {.user = &found, .stmt_pre = alloc_pre};
+  tir_visit_stmt(&v, st);
+  return found;
 }
 
 /* A kernel that sums: it accumulates in a scoped buffer or reads back what

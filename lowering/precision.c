@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/tir_visit.h"
 #include "lowering/fuse.h"
 
 bool kiln_precision_parse_mode(const char* s, kiln_precision_mode_t* out) {
@@ -35,7 +36,6 @@ const char* kiln_precision_mode_name(kiln_precision_mode_t m) {
  * (loads of f32 buffers are narrowed, stores to f32 buffers widened): the
  * kernel then computes in half. Unchanged subtrees are shared. */
 typedef struct {
-  tir_ctx_t* c;
   int32_t n;
   const tir_buffer_t* const* from;
   const tir_buffer_t* const* to;
@@ -48,81 +48,30 @@ static const tir_buffer_t* rw_map(const rw_t* r, const tir_buffer_t* b) {
   return NULL;
 }
 
-static const tir_expr_t* rx(const rw_t* r, const tir_expr_t* e);
-
-static const tir_expr_t* const* rx_idx(const rw_t* r, int32_t n, const tir_expr_t* const* idx,
-                                       bool* changed) {
-  *changed = false;
-  if (n == 0) return idx;
-  const tir_expr_t** out = kiln_arena_alloc(&r->c->arena, sizeof(*out) * (size_t)n);
-  if (!out) {
-    r->c->oom = true;
-    return NULL;
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    out[i] = rx(r, idx[i]);
-    if (!out[i]) return NULL;
-    *changed |= out[i] != idx[i];
-  }
-  return *changed ? out : idx;
-}
-
-static const tir_expr_t* rx(const rw_t* r, const tir_expr_t* e) {
-  if (!e) return NULL;
-  tir_ctx_t* c = r->c;
+/* Called on each expression rebuilt over its rewritten children; only
+ * immediates, loads and casts change here (arithmetic takes its dtype from
+ * the rewritten operands). */
+static const tir_expr_t* rx(tir_mutator_t* m, const tir_expr_t* e) {
+  const rw_t* r = m->user;
+  tir_ctx_t* c = m->ctx;
   bool half = r->half && e->dtype == KILN_DTYPE_F32;
   switch (e->kind) {
-    case TIR_INT:
-    case TIR_VARREF:
-      return e;
     case TIR_FLOAT:
       return half ? tir_const(c, KILN_DTYPE_F16, e->u.f) : e;
-    case TIR_BINARY: {
-      const tir_expr_t* a = rx(r, e->u.bin.a);
-      const tir_expr_t* b = rx(r, e->u.bin.b);
-      if (!a || !b) return NULL;
-      if (a == e->u.bin.a && b == e->u.bin.b) return e;
-      return tir_bin(c, e->u.bin.op, a, b);
-    }
-    case TIR_SELECT: {
-      const tir_expr_t* k = rx(r, e->u.sel.cond);
-      const tir_expr_t* t = rx(r, e->u.sel.t);
-      const tir_expr_t* f = rx(r, e->u.sel.f);
-      if (!k || !t || !f) return NULL;
-      if (k == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-      return tir_select(c, k, t, f);
-    }
     case TIR_LOAD: {
-      bool changed;
-      const tir_expr_t* const* idx = rx_idx(r, e->u.load.buf->rank, e->u.load.idx, &changed);
-      if (!idx) return NULL;
       const tir_buffer_t* nb = rw_map(r, e->u.load.buf);
       if (nb) {
-        const tir_expr_t* ld = tir_load(c, nb, idx);
+        const tir_expr_t* ld = tir_load(c, nb, e->u.load.idx);
         return half ? ld : tir_cast(c, e->dtype, ld);
       }
-      const tir_expr_t* ld = changed ? tir_load(c, e->u.load.buf, idx) : e;
-      return half ? tir_cast(c, KILN_DTYPE_F16, ld) : ld;
+      return half ? tir_cast(c, KILN_DTYPE_F16, e) : e;
     }
-    case TIR_CAST: {
-      const tir_expr_t* v = rx(r, e->u.cast.value);
-      if (!v) return NULL;
-      if (half) return tir_cast(c, KILN_DTYPE_F16, v); /* no-op when v is f16 already */
-      if (v == e->u.cast.value) return e;
-      return tir_cast(c, e->dtype, v);
-    }
-    case TIR_CALL: {
-      const tir_expr_t* a[3] = {NULL, NULL, NULL};
-      bool changed = false;
-      for (int32_t i = 0; i < e->u.call.n; ++i) {
-        a[i] = rx(r, e->u.call.args[i]);
-        if (!a[i]) return NULL;
-        changed |= a[i] != e->u.call.args[i];
-      }
-      return changed ? tir_call(c, e->u.call.fn, e->u.call.n, a[0], a[1], a[2]) : e;
-    }
+    case TIR_CAST:
+      /* A no-op when the value is f16 already. */
+      return half ? tir_cast(c, KILN_DTYPE_F16, e->u.cast.value) : e;
+    default:
+      return e;
   }
-  return e;
 }
 
 /* |v| converted for a store into a buffer of dtype |t|. A widened f16 load
@@ -134,86 +83,49 @@ static const tir_expr_t* narrow_to(tir_ctx_t* c, const tir_expr_t* v, kiln_dtype
   return tir_cast(c, t, v);
 }
 
-static const tir_stmt_t* rs(const rw_t* r, const tir_stmt_t* st) {
-  if (!st) return NULL;
-  tir_ctx_t* c = r->c;
-  switch (st->kind) {
-    case TIR_FOR: {
-      const tir_stmt_t* body = rs(r, st->u.loop.body);
-      if (!body) return NULL;
-      if (body == st->u.loop.body) return st;
-      if (st->u.loop.kind == TIR_LOOP_BOUND)
-        return tir_for_bound(c, st->u.loop.var, st->u.loop.extent, st->u.loop.tag, body);
-      return tir_for(c, st->u.loop.var, st->u.loop.extent, st->u.loop.kind, body);
-    }
-    case TIR_STORE: {
-      bool changed;
-      const tir_expr_t* const* idx = rx_idx(r, st->u.store.buf->rank, st->u.store.idx, &changed);
-      const tir_expr_t* v = rx(r, st->u.store.value);
-      if (!idx || !v) return NULL;
-      const tir_buffer_t* nb = rw_map(r, st->u.store.buf);
-      const tir_buffer_t* b = nb ? nb : st->u.store.buf;
-      v = narrow_to(c, v, b->dtype);
-      if (!v) return NULL;
-      if (!nb && !changed && v == st->u.store.value) return st;
-      return tir_store(c, b, idx, v);
-    }
-    case TIR_SEQ: {
-      int32_t n = st->u.seq.n;
-      if (n == 0) return st;
-      const tir_stmt_t** items = kiln_arena_alloc(&c->arena, sizeof(*items) * (size_t)n);
-      if (!items) {
-        c->oom = true;
-        return NULL;
-      }
-      bool changed = false;
-      for (int32_t i = 0; i < n; ++i) {
-        items[i] = rs(r, st->u.seq.items[i]);
-        if (!items[i]) return NULL;
-        changed |= items[i] != st->u.seq.items[i];
-      }
-      return changed ? tir_seq(c, n, items) : st;
-    }
-    case TIR_IF: {
-      const tir_expr_t* k = rx(r, st->u.cond.cond);
-      const tir_stmt_t* t = rs(r, st->u.cond.then_s);
-      const tir_stmt_t* f = st->u.cond.else_s ? rs(r, st->u.cond.else_s) : NULL;
-      if (!k || !t || (st->u.cond.else_s && !f)) return NULL;
-      if (k == st->u.cond.cond && t == st->u.cond.then_s && f == st->u.cond.else_s) return st;
-      return tir_if(c, k, t, f);
-    }
-    case TIR_ALLOC: {
-      const tir_stmt_t* body = rs(r, st->u.alloc.body);
-      const tir_buffer_t* nb = rw_map(r, st->u.alloc.buf);
-      if (!body) return NULL;
-      if (!nb && body == st->u.alloc.body) return st;
-      return tir_alloc(c, nb ? nb : st->u.alloc.buf, body);
-    }
-    case TIR_BARRIER:
-      return st;
+/* Stores and allocs of a replaced buffer move to its f16 twin. */
+static const tir_stmt_t* rs(tir_mutator_t* m, const tir_stmt_t* st) {
+  const rw_t* r = m->user;
+  tir_ctx_t* c = m->ctx;
+  if (st->kind == TIR_STORE) {
+    const tir_buffer_t* nb = rw_map(r, st->u.store.buf);
+    const tir_buffer_t* b = nb ? nb : st->u.store.buf;
+    const tir_expr_t* v = narrow_to(c, st->u.store.value, b->dtype);
+    if (!v) return NULL;
+    if (!nb && v == st->u.store.value) return st;
+    return tir_store(c, b, st->u.store.idx, v);
+  }
+  if (st->kind == TIR_ALLOC) {
+    const tir_buffer_t* nb = rw_map(r, st->u.alloc.buf);
+    return nb ? tir_alloc(c, nb, st->u.alloc.body) : st;
   }
   return st;
 }
 
+static const tir_stmt_t* rewrite(tir_ctx_t* c, rw_t* r, const tir_stmt_t* body) {
+  tir_mutator_t m = {.ctx = c, .user = r, .stmt_post = rs, .expr_post = rx};
+  return tir_mutate_stmt(&m, body);
+}
+
 /* Scoped (PRIVATE/LOCAL) f32 buffers allocated in |st|, appended to |out|
  * (up to |cap|). */
+typedef struct scoped_s {
+  const tir_buffer_t** out;
+  int32_t* n;
+  int32_t cap;
+} scoped_t;
+
+static bool scoped_pre(tir_visitor_t* v, const tir_stmt_t* st) {
+  scoped_t* k = v->user;
+  if (st->kind == TIR_ALLOC && st->u.alloc.buf->dtype == KILN_DTYPE_F32 && *k->n < k->cap)
+    k->out[(*k->n)++] = st->u.alloc.buf;
+  return true;
+}
+
 static void scoped_f32(const tir_stmt_t* st, const tir_buffer_t** out, int32_t* n, int32_t cap) {
-  if (!st) return;
-  switch (st->kind) {
-    case TIR_FOR: scoped_f32(st->u.loop.body, out, n, cap); break;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < st->u.seq.n; ++i) scoped_f32(st->u.seq.items[i], out, n, cap);
-      break;
-    case TIR_IF:
-      scoped_f32(st->u.cond.then_s, out, n, cap);
-      scoped_f32(st->u.cond.else_s, out, n, cap);
-      break;
-    case TIR_ALLOC:
-      if (st->u.alloc.buf->dtype == KILN_DTYPE_F32 && *n < cap) out[(*n)++] = st->u.alloc.buf;
-      scoped_f32(st->u.alloc.body, out, n, cap);
-      break;
-    default: break;
-  }
+  scoped_t k = {out, n, cap};
+  tir_visitor_t v = {.user = &k, .stmt_pre = scoped_pre};
+  tir_visit_stmt(&v, st);
 }
 
 /* ---- the pass ------------------------------------------------------------ */
@@ -405,8 +317,8 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
     for (int32_t j = 0; j < f->n_params && !touches; ++j)
       for (int32_t m = 0; m < nmap && !touches; ++m) touches = f->params[j] == from[m];
     if (!touches) continue;
-    rw_t rw = {c, n, from, to, kp[k] == KILN_KERNEL_FP16_ARITH};
-    const tir_stmt_t* body = rs(&rw, f->body);
+    rw_t rw = {n, from, to, kp[k] == KILN_KERNEL_FP16_ARITH};
+    const tir_stmt_t* body = rewrite(c, &rw, f->body);
     const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)(f->n_params + 1));
     if (!body || !params) return kiln_make_status(KILN_OUT_OF_MEMORY, "kernel %s: out of memory", f->name);
     for (int32_t j = 0; j < f->n_params; ++j) {
@@ -420,9 +332,9 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
     /* The naive form follows the same buffers (f32 arithmetic), so a tuner
      * rescheduling from it sees the plan's buffers. */
     if (pk->naive) {
-      rw_t rn = {c, nmap, from, to, false};
+      rw_t rn = {nmap, from, to, false};
       const tir_func_t* nv = pk->naive;
-      const tir_stmt_t* nbody = rs(&rn, nv->body);
+      const tir_stmt_t* nbody = rewrite(c, &rn, nv->body);
       const tir_buffer_t** np = kiln_arena_alloc(&c->arena, sizeof(*np) * (size_t)(nv->n_params + 1));
       if (nbody && np) {
         for (int32_t j = 0; j < nv->n_params; ++j) {

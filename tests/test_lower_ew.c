@@ -3,8 +3,9 @@
  *
  * Each case is a one-node graph. It is lowered into a plan for the CPU and
  * the GPU target class (which checks every naive and scheduled kernel with
- * tir_verify), then the plan is executed by a small TIR interpreter in this
- * file -- loops run serially, every load and store is bounds-checked -- once
+ * tir_verify), then the plan is executed by the tensor-IR interpreter
+ * (ir/tir_interp.h: loops run serially, every load and store is
+ * bounds-checked) once
  * with the naive kernels and once with the scheduled ones, and the outputs
  * are compared with kiln_ref_run on the same random inputs. The CPU plan is
  * also compiled and run with the CPU backend (targets/cpu) and compared the
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/tir_interp.h"
 #include "lowering/plan.h"
 #include "compiler/ref_exec.h"
 #include "testing.h"
@@ -138,245 +140,6 @@ static void fill_random(kiln_array_t* a) {
   }
 }
 
-/* ---- TIR interpreter ------------------------------------------------------- */
-
-typedef struct val_s {
-  double f;  /* float dtypes (f16 holds the half's value) */
-  int64_t i; /* integer and bool dtypes */
-} val_t;
-
-typedef struct bind_s {
-  const tir_buffer_t* b;
-  void* data;
-} bind_t;
-
-typedef struct interp_s {
-  bind_t binds[512];
-  int32_t n_binds;
-  int64_t vars[4096];
-  char err[256];
-  bool failed;
-  const char* kernel;
-} interp_t;
-
-static void ifail(interp_t* in, const char* msg, const char* what) {
-  if (in->failed) return;
-  in->failed = true;
-  snprintf(in->err, sizeof in->err, "kernel %s: %s %s", in->kernel, msg, what ? what : "");
-}
-
-static void* bound_data(interp_t* in, const tir_buffer_t* b) {
-  for (int32_t k = in->n_binds - 1; k >= 0; --k)
-    if (in->binds[k].b == b) return in->binds[k].data;
-  ifail(in, "unbound buffer", b->name);
-  return NULL;
-}
-
-static int64_t wrap(kiln_dtype_t t, int64_t v) {
-  switch (t) {
-    case KILN_DTYPE_I8: return (int8_t)(uint8_t)(uint64_t)v;
-    case KILN_DTYPE_U8: return (uint8_t)(uint64_t)v;
-    case KILN_DTYPE_I32: return (int32_t)(uint32_t)(uint64_t)v;
-    case KILN_DTYPE_BOOL: return v != 0;
-    default: return v;
-  }
-}
-
-static double round_to(kiln_dtype_t t, double v) {
-  if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(kiln_f32_to_f16((float)v));
-  return (float)v;
-}
-
-static int64_t f2i(double v) {
-  if (v != v) return 0;
-  if (v >= 9223372036854775808.0) return INT64_MAX;
-  if (v <= -9223372036854775808.0) return INT64_MIN;
-  return (int64_t)v;
-}
-
-static val_t eval(interp_t* in, const tir_expr_t* e);
-
-static bool offset_of(interp_t* in, const tir_buffer_t* b, const tir_expr_t* const* idx,
-                      int64_t* off) {
-  *off = 0;
-  for (int32_t k = 0; k < b->rank; ++k) {
-    int64_t i = eval(in, idx[k]).i;
-    if (i < 0 || i >= b->shape[k]) {
-      char w[160];
-      snprintf(w, sizeof w, "%s dim %d index %lld of %lld", b->name, (int)k, (long long)i,
-               (long long)b->shape[k]);
-      ifail(in, "out-of-bounds access", w);
-      return false;
-    }
-    *off += i * b->strides[k];
-  }
-  return true;
-}
-
-static val_t load(kiln_dtype_t t, const void* data, int64_t off) {
-  val_t v = {0, 0};
-  if (t == KILN_DTYPE_F32) v.f = ((const float*)data)[off];
-  else if (t == KILN_DTYPE_F16) v.f = kiln_f16_to_f32(((const uint16_t*)data)[off]);
-  else v.i = kiln_load_i64(t, data, (size_t)off);
-  return v;
-}
-
-static void store(kiln_dtype_t t, void* data, int64_t off, val_t v) {
-  if (t == KILN_DTYPE_F32) ((float*)data)[off] = (float)v.f;
-  else if (t == KILN_DTYPE_F16) ((uint16_t*)data)[off] = kiln_f32_to_f16((float)v.f);
-  else if (t == KILN_DTYPE_BOOL) ((uint8_t*)data)[off] = (uint8_t)(v.i != 0);
-  else kiln_store_i64(t, data, (size_t)off, wrap(t, v.i));
-}
-
-static int64_t floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static val_t eval(interp_t* in, const tir_expr_t* e) {
-  val_t r = {0, 0};
-  if (in->failed) return r;
-  const bool fl = kiln_dtype_is_float(e->dtype);
-  switch (e->kind) {
-    case TIR_INT: r.i = e->u.i; break;
-    case TIR_FLOAT: r.f = e->u.f; break;
-    case TIR_VARREF: r.i = in->vars[e->u.var->id]; break;
-    case TIR_SELECT: return eval(in, e->u.sel.cond).i ? eval(in, e->u.sel.t) : eval(in, e->u.sel.f);
-    case TIR_LOAD: {
-      const tir_buffer_t* b = e->u.load.buf;
-      int64_t off;
-      void* d = bound_data(in, b);
-      if (d && offset_of(in, b, e->u.load.idx, &off)) return load(b->dtype, d, off);
-      break;
-    }
-    case TIR_CAST: {
-      const tir_expr_t* s = e->u.cast.value;
-      val_t v = eval(in, s);
-      bool sf = kiln_dtype_is_float(s->dtype);
-      if (fl) r.f = round_to(e->dtype, sf ? v.f : (double)v.i);
-      else if (e->dtype == KILN_DTYPE_BOOL) r.i = sf ? v.f != 0.0 : v.i != 0;
-      else r.i = wrap(e->dtype, sf ? f2i(v.f) : v.i);
-      break;
-    }
-    case TIR_BINARY: {
-      const kiln_dtype_t ot = e->u.bin.a->dtype;
-      const bool of = kiln_dtype_is_float(ot);
-      val_t a = eval(in, e->u.bin.a), b = eval(in, e->u.bin.b);
-      double x = a.f, y = b.f;
-      int64_t p = a.i, q = b.i;
-      switch (e->u.bin.op) {
-        case TIR_ADD: if (of) r.f = x + y; else r.i = (int64_t)((uint64_t)p + (uint64_t)q); break;
-        case TIR_SUB: if (of) r.f = x - y; else r.i = (int64_t)((uint64_t)p - (uint64_t)q); break;
-        case TIR_MUL: if (of) r.f = x * y; else r.i = (int64_t)((uint64_t)p * (uint64_t)q); break;
-        case TIR_DIV:
-          if (of) {
-            r.f = x / y;
-          } else if (q == 0) {
-            ifail(in, "integer division by zero", NULL);
-          } else {
-            r.i = q == -1 ? (int64_t)(0 - (uint64_t)p) : p / q;
-          }
-          break;
-        case TIR_FLOORDIV:
-        case TIR_FLOORMOD:
-          if (q == 0) {
-            ifail(in, "floordiv by zero", NULL);
-          } else {
-            int64_t d = floordiv(p, q);
-            r.i = e->u.bin.op == TIR_FLOORDIV ? d : p - d * q;
-          }
-          break;
-        case TIR_MIN:
-          if (of) r.f = (x != x || y != y) ? NAN : (x < y ? x : y);
-          else r.i = p < q ? p : q;
-          break;
-        case TIR_MAX:
-          if (of) r.f = (x != x || y != y) ? NAN : (x > y ? x : y);
-          else r.i = p > q ? p : q;
-          break;
-        case TIR_EQ: r.i = of ? x == y : p == q; break;
-        case TIR_NE: r.i = of ? x != y : p != q; break;
-        case TIR_LT: r.i = of ? x < y : p < q; break;
-        case TIR_LE: r.i = of ? x <= y : p <= q; break;
-        case TIR_GT: r.i = of ? x > y : p > q; break;
-        case TIR_GE: r.i = of ? x >= y : p >= q; break;
-        case TIR_AND: r.i = p && q; break;
-        case TIR_OR: r.i = p || q; break;
-        default: ifail(in, "bad binop", NULL); break;
-      }
-      if (fl) r.f = round_to(e->dtype, r.f);
-      else if (e->dtype == KILN_DTYPE_I32 || e->dtype == KILN_DTYPE_I64) r.i = wrap(e->dtype, r.i);
-      break;
-    }
-    case TIR_CALL: {
-      val_t a = eval(in, e->u.call.args[0]);
-      val_t b = e->u.call.n > 1 ? eval(in, e->u.call.args[1]) : r;
-      val_t c = e->u.call.n > 2 ? eval(in, e->u.call.args[2]) : r;
-      float x = (float)a.f;
-      switch (e->u.call.fn) {
-        case TIR_EXP: r.f = expf(x); break;
-        case TIR_LOG: r.f = logf(x); break;
-        case TIR_SQRT: r.f = sqrtf(x); break;
-        case TIR_RSQRT: r.f = 1.0f / sqrtf(x); break;
-        case TIR_TANH: r.f = tanhf(x); break;
-        case TIR_ERF: r.f = erff(x); break;
-        case TIR_FABS: if (fl) r.f = fabsf(x); else r.i = a.i < 0 ? -a.i : a.i; break;
-        case TIR_FLOOR: r.f = floorf(x); break;
-        case TIR_CEIL: r.f = ceilf(x); break;
-        case TIR_ROUND_EVEN: r.f = nearbyintf(x); break;
-        case TIR_POW: r.f = powf(x, (float)b.f); break;
-        case TIR_NEG: if (fl) r.f = -x; else r.i = (int64_t)(0 - (uint64_t)a.i); break;
-        case TIR_NOT: r.i = !a.i; break;
-        case TIR_SIGMOID: r.f = 1.0f / (1.0f + expf(-x)); break;
-        case TIR_FMA: r.f = fmaf(x, (float)b.f, (float)c.f); break;
-        default: ifail(in, "bad intrinsic", NULL); break;
-      }
-      if (fl) r.f = round_to(e->dtype, r.f);
-      break;
-    }
-  }
-  return r;
-}
-
-static void exec(interp_t* in, const tir_stmt_t* s) {
-  if (in->failed || !s) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      for (int64_t i = 0; i < s->u.loop.extent && !in->failed; ++i) {
-        in->vars[s->u.loop.var->id] = i;
-        exec(in, s->u.loop.body);
-      }
-      break;
-    case TIR_STORE: {
-      const tir_buffer_t* b = s->u.store.buf;
-      void* d = bound_data(in, b);
-      int64_t off;
-      val_t v = eval(in, s->u.store.value);
-      if (d && offset_of(in, b, s->u.store.idx, &off)) store(b->dtype, d, off, v);
-      break;
-    }
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) exec(in, s->u.seq.items[i]);
-      break;
-    case TIR_IF:
-      if (eval(in, s->u.cond.cond).i) exec(in, s->u.cond.then_s);
-      else exec(in, s->u.cond.else_s);
-      break;
-    case TIR_ALLOC: {
-      const tir_buffer_t* b = s->u.alloc.buf;
-      void* d = calloc((size_t)(tir_buffer_numel(b) + 1), kiln_dtype_size(b->dtype));
-      in->binds[in->n_binds].b = b;
-      in->binds[in->n_binds].data = d;
-      in->n_binds++;
-      exec(in, s->u.alloc.body);
-      in->n_binds--;
-      free(d);
-      break;
-    }
-    case TIR_BARRIER: break;
-  }
-}
-
 /* Runs every kernel of |p| (naive or scheduled) on |inputs|; outputs are
  * allocated into |outs|. Returns false (with a failed check) on an
  * interpreter error such as an out-of-bounds access. */
@@ -400,21 +163,16 @@ static bool interpret_plan(const kiln_plan_t* p, const kiln_array_t* inputs, boo
         if (kiln_plan_root(p, p->inputs[i]) == root) memcpy(mem[root], inputs[i].data, bytes);
     }
   }
-  static interp_t in;
   bool ok = true;
   for (int32_t k = 0; k < p->n_kernels && ok; ++k) {
     const kiln_plan_kernel_t* kk = &p->kernels[k];
     const tir_func_t* f = naive ? kk->naive : kk->func;
-    memset(&in, 0, sizeof in);
-    in.kernel = f->name;
-    for (int32_t a = 0; a < f->n_params; ++a) {
-      in.binds[in.n_binds].b = f->params[a];
-      in.binds[in.n_binds].data = mem[kiln_plan_root(p, kk->args[a])];
-      in.n_binds++;
-    }
-    exec(&in, f->body);
-    if (in.failed) {
-      CHECK_MSG(false, "%s (%s)", in.err, naive ? "naive" : "scheduled");
+    void* args[512];
+    for (int32_t a = 0; a < f->n_params; ++a) args[a] = mem[kiln_plan_root(p, kk->args[a])];
+    kiln_status_t st = tir_interp_run(f, args, NULL, sys());
+    if (st) {
+      CHECK_MSG(false, "%s (%s)", kiln_status_message(st), naive ? "naive" : "scheduled");
+      kiln_status_free(st);
       ok = false;
     }
   }

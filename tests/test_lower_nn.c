@@ -1,6 +1,6 @@
 /* Tests for the nn lowerings (lowering/lower_nn*.c): single-node graphs
- * are lowered into a plan (every kernel passes tir_verify there), run on a
- * small tensor-IR interpreter that bounds-checks every access, and then
+ * are lowered into a plan (every kernel passes tir_verify there), run on the
+ * tensor-IR interpreter (ir/tir_interp.h, every access bounds-checked), and then
  * compiled and run natively by the CPU backend (KILN_TEST_NO_CPU=1 skips
  * that); both are compared with the reference executor. Shapes cover odd
  * sizes that are not multiples of the register tiles, groups, dilations,
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/tir_interp.h"
 #include "lowering/plan.h"
 #include "compiler/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
@@ -20,259 +21,6 @@
 /* The case tables below list fields positionally and leave trailing ones
  * at their zero defaults. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
-/* ---- tensor-IR interpreter --------------------------------------------- */
-typedef struct ti_val_s {
-  double f;
-  int64_t i;
-} ti_val_t;
-
-typedef struct ti_mem_s {
-  const tir_buffer_t* buf;
-  void* data;
-} ti_mem_t;
-
-typedef struct ti_s {
-  ti_mem_t mem[256];
-  int32_t n_mem;
-  int64_t* vars; /* by var id */
-  int32_t n_vars;
-  char err[512];
-} ti_t;
-
-static void* ti_data(ti_t* I, const tir_buffer_t* b) {
-  for (int32_t i = 0; i < I->n_mem; ++i)
-    if (I->mem[i].buf == b) return I->mem[i].data;
-  return NULL;
-}
-
-static void ti_bind(ti_t* I, const tir_buffer_t* b, void* data) {
-  for (int32_t i = 0; i < I->n_mem; ++i)
-    if (I->mem[i].buf == b) {
-      I->mem[i].data = data;
-      return;
-    }
-  I->mem[I->n_mem].buf = b;
-  I->mem[I->n_mem++].data = data;
-}
-
-static bool ti_isf(kiln_dtype_t t) { return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16; }
-
-static ti_val_t ti_eval(ti_t* I, const tir_expr_t* e);
-
-static int64_t ti_offset(ti_t* I, const tir_buffer_t* b, const tir_expr_t* const* idx) {
-  int64_t off = 0;
-  for (int32_t d = 0; d < b->rank; ++d) {
-    int64_t v = ti_eval(I, idx[d]).i;
-    if (v < 0 || v >= b->shape[d]) {
-      if (!I->err[0])
-        snprintf(I->err, sizeof I->err, "buffer %s dim %d index %lld out of [0,%lld)", b->name,
-                 (int)d, (long long)v, (long long)b->shape[d]);
-      return -1;
-    }
-    off += v * b->strides[d];
-  }
-  return off;
-}
-
-static ti_val_t ti_read(const tir_buffer_t* b, void* data, int64_t off) {
-  ti_val_t v = {0, 0};
-  switch (b->dtype) {
-    case KILN_DTYPE_F32: v.f = ((float*)data)[off]; break;
-    case KILN_DTYPE_F16: v.f = kiln_f16_to_f32(((uint16_t*)data)[off]); break;
-    case KILN_DTYPE_I64: v.i = ((int64_t*)data)[off]; break;
-    case KILN_DTYPE_I32: v.i = ((int32_t*)data)[off]; break;
-    case KILN_DTYPE_I8: v.i = ((int8_t*)data)[off]; break;
-    case KILN_DTYPE_U8: case KILN_DTYPE_BOOL: v.i = ((uint8_t*)data)[off]; break;
-    default: break;
-  }
-  return v;
-}
-
-static void ti_write(const tir_buffer_t* b, void* data, int64_t off, ti_val_t v) {
-  switch (b->dtype) {
-    case KILN_DTYPE_F32: ((float*)data)[off] = (float)v.f; break;
-    case KILN_DTYPE_F16: ((uint16_t*)data)[off] = kiln_f32_to_f16((float)v.f); break;
-    case KILN_DTYPE_I64: ((int64_t*)data)[off] = v.i; break;
-    case KILN_DTYPE_I32: ((int32_t*)data)[off] = (int32_t)v.i; break;
-    case KILN_DTYPE_I8: ((int8_t*)data)[off] = (int8_t)v.i; break;
-    case KILN_DTYPE_U8: ((uint8_t*)data)[off] = (uint8_t)v.i; break;
-    case KILN_DTYPE_BOOL: ((uint8_t*)data)[off] = v.i != 0; break;
-    default: break;
-  }
-}
-
-static double ti_round_t(kiln_dtype_t t, double f) {
-  if (t == KILN_DTYPE_F32) return (float)f;
-  if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(kiln_f32_to_f16((float)f));
-  return f;
-}
-
-static int64_t ti_fdiv(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-static ti_val_t ti_eval(ti_t* I, const tir_expr_t* e) {
-  ti_val_t r = {0, 0};
-  if (I->err[0]) return r;
-  switch (e->kind) {
-    case TIR_INT: r.i = e->u.i; r.f = (double)e->u.i; return r;
-    case TIR_FLOAT: r.f = ti_round_t(e->dtype, e->u.f); return r;
-    case TIR_VARREF: r.i = I->vars[e->u.var->id]; return r;
-    case TIR_BINARY: {
-      ti_val_t a = ti_eval(I, e->u.bin.a), b = ti_eval(I, e->u.bin.b);
-      bool fa = ti_isf(e->u.bin.a->dtype);
-      switch (e->u.bin.op) {
-        case TIR_ADD: if (fa) r.f = a.f + b.f; else r.i = (int64_t)((uint64_t)a.i + (uint64_t)b.i); break;
-        case TIR_SUB: if (fa) r.f = a.f - b.f; else r.i = (int64_t)((uint64_t)a.i - (uint64_t)b.i); break;
-        case TIR_MUL: if (fa) r.f = a.f * b.f; else r.i = (int64_t)((uint64_t)a.i * (uint64_t)b.i); break;
-        case TIR_DIV: if (fa) r.f = a.f / b.f; else r.i = b.i ? a.i / b.i : 0; break;
-        case TIR_FLOORDIV: r.i = ti_fdiv(a.i, b.i); break;
-        case TIR_FLOORMOD: r.i = b.i ? a.i - ti_fdiv(a.i, b.i) * b.i : 0; break;
-        case TIR_MIN: if (fa) r.f = isnan(a.f) || isnan(b.f) ? NAN : fmin(a.f, b.f); else r.i = a.i < b.i ? a.i : b.i; break;
-        case TIR_MAX: if (fa) r.f = isnan(a.f) || isnan(b.f) ? NAN : fmax(a.f, b.f); else r.i = a.i > b.i ? a.i : b.i; break;
-        case TIR_EQ: r.i = fa ? a.f == b.f : a.i == b.i; break;
-        case TIR_NE: r.i = fa ? a.f != b.f : a.i != b.i; break;
-        case TIR_LT: r.i = fa ? a.f < b.f : a.i < b.i; break;
-        case TIR_LE: r.i = fa ? a.f <= b.f : a.i <= b.i; break;
-        case TIR_GT: r.i = fa ? a.f > b.f : a.i > b.i; break;
-        case TIR_GE: r.i = fa ? a.f >= b.f : a.i >= b.i; break;
-        case TIR_AND: r.i = a.i && b.i; break;
-        case TIR_OR: r.i = a.i || b.i; break;
-        default: break;
-      }
-      if (ti_isf(e->dtype)) r.f = ti_round_t(e->dtype, r.f);
-      return r;
-    }
-    case TIR_SELECT: {
-      ti_val_t c = ti_eval(I, e->u.sel.cond);
-      return c.i ? ti_eval(I, e->u.sel.t) : ti_eval(I, e->u.sel.f);
-    }
-    case TIR_LOAD: {
-      void* d = ti_data(I, e->u.load.buf);
-      if (!d) {
-        snprintf(I->err, sizeof I->err, "load from unbound buffer %s", e->u.load.buf->name);
-        return r;
-      }
-      int64_t off = ti_offset(I, e->u.load.buf, e->u.load.idx);
-      if (off < 0) return r;
-      return ti_read(e->u.load.buf, d, off);
-    }
-    case TIR_CAST: {
-      ti_val_t v = ti_eval(I, e->u.cast.value);
-      bool from_f = ti_isf(e->u.cast.value->dtype), to_f = ti_isf(e->dtype);
-      if (to_f) r.f = ti_round_t(e->dtype, from_f ? v.f : (double)v.i);
-      else if (from_f) r.i = e->dtype == KILN_DTYPE_BOOL ? v.f != 0 : (int64_t)v.f;
-      else r.i = v.i;
-      if (!to_f) {
-        switch (e->dtype) {
-          case KILN_DTYPE_I32: r.i = (int32_t)r.i; break;
-          case KILN_DTYPE_I8: r.i = (int8_t)r.i; break;
-          case KILN_DTYPE_U8: r.i = (uint8_t)r.i; break;
-          case KILN_DTYPE_BOOL: r.i = r.i != 0; break;
-          default: break;
-        }
-      }
-      return r;
-    }
-    case TIR_CALL: {
-      ti_val_t a = ti_eval(I, e->u.call.args[0]);
-      ti_val_t b = e->u.call.n > 1 ? ti_eval(I, e->u.call.args[1]) : r;
-      ti_val_t c = e->u.call.n > 2 ? ti_eval(I, e->u.call.args[2]) : r;
-      bool f = ti_isf(e->dtype);
-      switch (e->u.call.fn) {
-        case TIR_EXP: r.f = expf((float)a.f); break;
-        case TIR_LOG: r.f = logf((float)a.f); break;
-        case TIR_SQRT: r.f = sqrtf((float)a.f); break;
-        case TIR_RSQRT: r.f = 1.0f / sqrtf((float)a.f); break;
-        case TIR_TANH: r.f = tanhf((float)a.f); break;
-        case TIR_ERF: r.f = erff((float)a.f); break;
-        case TIR_FABS: if (f) r.f = fabs(a.f); else r.i = a.i < 0 ? -a.i : a.i; break;
-        case TIR_FLOOR: r.f = floor(a.f); break;
-        case TIR_CEIL: r.f = ceil(a.f); break;
-        case TIR_ROUND_EVEN: r.f = nearbyint(a.f); break;
-        case TIR_POW: r.f = powf((float)a.f, (float)b.f); break;
-        case TIR_NEG: if (f) r.f = -a.f; else r.i = -a.i; break;
-        case TIR_NOT: r.i = !a.i; break;
-        case TIR_SIGMOID: r.f = 1.0f / (1.0f + expf(-(float)a.f)); break;
-        case TIR_FMA: r.f = fmaf((float)a.f, (float)b.f, (float)c.f); break;
-        default: break;
-      }
-      if (f) r.f = ti_round_t(e->dtype, r.f);
-      return r;
-    }
-  }
-  return r;
-}
-
-static void ti_exec(ti_t* I, const tir_stmt_t* s) {
-  if (I->err[0] || !s) return;
-  switch (s->kind) {
-    case TIR_FOR: {
-      int32_t id = s->u.loop.var->id;
-      for (int64_t v = 0; v < s->u.loop.extent && !I->err[0]; ++v) {
-        I->vars[id] = v;
-        ti_exec(I, s->u.loop.body);
-      }
-      return;
-    }
-    case TIR_STORE: {
-      void* d = ti_data(I, s->u.store.buf);
-      if (!d) {
-        snprintf(I->err, sizeof I->err, "store to unbound buffer %s", s->u.store.buf->name);
-        return;
-      }
-      if (s->u.store.value->dtype != s->u.store.buf->dtype) {
-        snprintf(I->err, sizeof I->err, "store dtype mismatch on %s", s->u.store.buf->name);
-        return;
-      }
-      ti_val_t v = ti_eval(I, s->u.store.value);
-      int64_t off = ti_offset(I, s->u.store.buf, s->u.store.idx);
-      if (off < 0) return;
-      ti_write(s->u.store.buf, d, off, v);
-      return;
-    }
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) ti_exec(I, s->u.seq.items[i]);
-      return;
-    case TIR_IF:
-      if (ti_eval(I, s->u.cond.cond).i) ti_exec(I, s->u.cond.then_s);
-      else if (s->u.cond.else_s) ti_exec(I, s->u.cond.else_s);
-      return;
-    case TIR_ALLOC: {
-      const tir_buffer_t* b = s->u.alloc.buf;
-      size_t n = (size_t)tir_buffer_numel(b) * kiln_dtype_size(b->dtype);
-      void* d = calloc(1, n ? n : 1);
-      /* Poison f32 scratch so reads before writes show up. */
-      if (b->dtype == KILN_DTYPE_F32)
-        for (int64_t i = 0; i < tir_buffer_numel(b); ++i) ((float*)d)[i] = NAN;
-      void* old = ti_data(I, b);
-      ti_bind(I, b, d);
-      ti_exec(I, s->u.alloc.body);
-      ti_bind(I, b, old);
-      free(d);
-      return;
-    }
-    case TIR_BARRIER:
-      return;
-  }
-}
-
-/* Runs |f| with args[i] bound to params[i]. Returns false with I->err set
- * on an out-of-bounds access. */
-static bool ti_run(ti_t* I, const tir_func_t* f, void* const* args, int32_t n_vars) {
-  I->err[0] = 0;
-  I->vars = calloc((size_t)n_vars + 1, sizeof(int64_t));
-  I->n_vars = n_vars;
-  for (int32_t i = 0; i < f->n_params; ++i) ti_bind(I, f->params[i], args[i]);
-  ti_exec(I, f->body);
-  free(I->vars);
-  I->vars = NULL;
-  return I->err[0] == 0;
-}
 
 /* ---- graphs ---------------------------------------------------------------- */
 
@@ -384,15 +132,11 @@ static kiln_status_t interp_plan(const kiln_plan_t* p, const kiln_array_t* feeds
     int32_t b = p->inputs[i];
     memcpy(mem[b], feeds[i].data, feeds[i].nbytes);
   }
-  ti_t I;
-  memset(&I, 0, sizeof I);
   for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
     const kiln_plan_kernel_t* kk = &p->kernels[k];
     void* args[64];
     for (int32_t a = 0; a < kk->func->n_params; ++a) args[a] = mem[kk->args[a]];
-    I.n_mem = 0;
-    if (!ti_run(&I, kk->func, args, p->tir.next_var_id))
-      st = kiln_make_status(KILN_INTERNAL, "kernel %s: %s", kk->func->name, I.err);
+    st = tir_interp_run(kk->func, args, NULL, A());
   }
   for (int32_t o = 0; o < p->graph->n_outputs && !st; ++o) {
     const tir_buffer_t* b = p->buffers[p->outputs[o]].buf;

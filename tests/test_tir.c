@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "ir/tir.h"
+#include "ir/tir_interp.h"
 #include "testing.h"
 
 static tir_ctx_t C;
@@ -812,63 +813,17 @@ static uint32_t rnd(uint32_t n) {
 static tir_var_t* g_fv[FZ_VARS];
 static int64_t g_fext[FZ_VARS];
 
-static int64_t fdiv_(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static int64_t fmod_(int64_t a, int64_t b) { return a - fdiv_(a, b) * b; }
-
-/* Evaluates an I64/bool expression; false on division by zero. */
+/* Evaluates an I64/bool expression on the tensor-IR interpreter; false on
+ * division by zero. */
 static bool eval(const tir_expr_t* e, const int64_t* val, int64_t* out) {
-  int64_t a, b, c;
-  switch (e->kind) {
-    case TIR_INT: *out = e->u.i; return true;
-    case TIR_VARREF:
-      for (int k = 0; k < FZ_VARS; ++k)
-        if (g_fv[k] == e->u.var) {
-          *out = val[k];
-          return true;
-        }
-      return false;
-    case TIR_SELECT:
-      if (!eval(e->u.sel.cond, val, &c)) return false;
-      return eval(c ? e->u.sel.t : e->u.sel.f, val, out);
-    case TIR_CALL:
-      if (!eval(e->u.call.args[0], val, &a)) return false;
-      *out = e->u.call.fn == TIR_NOT ? !a : -a;
-      return true;
-    case TIR_BINARY:
-      if (!eval(e->u.bin.a, val, &a) || !eval(e->u.bin.b, val, &b)) return false;
-      switch (e->u.bin.op) {
-        case TIR_ADD: *out = a + b; return true;
-        case TIR_SUB: *out = a - b; return true;
-        case TIR_MUL: *out = a * b; return true;
-        case TIR_DIV:
-          if (!b) return false;
-          *out = a / b;
-          return true;
-        case TIR_FLOORDIV:
-          if (!b) return false;
-          *out = fdiv_(a, b);
-          return true;
-        case TIR_FLOORMOD:
-          if (!b) return false;
-          *out = fmod_(a, b);
-          return true;
-        case TIR_MIN: *out = a < b ? a : b; return true;
-        case TIR_MAX: *out = a > b ? a : b; return true;
-        case TIR_EQ: *out = a == b; return true;
-        case TIR_NE: *out = a != b; return true;
-        case TIR_LT: *out = a < b; return true;
-        case TIR_LE: *out = a <= b; return true;
-        case TIR_GT: *out = a > b; return true;
-        case TIR_GE: *out = a >= b; return true;
-        case TIR_AND: *out = a && b; return true;
-        case TIR_OR: *out = a || b; return true;
-        default: return false;
-      }
-    default: return false;
+  tir_value_t v;
+  kiln_status_t st = tir_interp_eval_expr(e, FZ_VARS, (const tir_var_t* const*)g_fv, val, &v);
+  if (st) {
+    kiln_status_free(st);
+    return false;
   }
+  *out = v.i;
+  return true;
 }
 
 static const tir_expr_t* gen_bool(int depth);
@@ -932,7 +887,7 @@ static void test_fuzz_bounds_and_simplify(void) {
     for (int64_t x = 0; x < g_fext[0]; ++x)
       for (int64_t y = 0; y < g_fext[1]; ++y)
         for (int64_t z = 0; z < g_fext[2]; ++z) {
-          int64_t val[FZ_VARS] = {x, y, z}, v, g = 1, sv;
+          int64_t val[FZ_VARS] = {x, y, z}, v = 0, g = 1, sv = 0;
           if (!eval(e, val, &v)) continue;
           if (bounded && (v < blo || v > bhi)) {
             ++failures;

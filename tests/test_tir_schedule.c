@@ -1,10 +1,11 @@
 /* Tests for the schedule primitives (ir/tir_schedule.c) and substitution
  * (ir/tir_subst.c).
  *
- * Correctness is checked by interpreting the TIR: a small interpreter below
- * runs a kernel over host arrays (every loop kind serially, bounds-checked,
- * local/private buffers filled with NaN so that reading an element that was
- * never staged shows up in the output), and each scheduled kernel must
+ * Correctness is checked by interpreting the TIR: the tensor-IR interpreter
+ * (ir/tir_interp.h) runs a kernel over host arrays (every loop kind serially,
+ * bounds-checked, both arms of a select evaluated, local/private buffers
+ * filled with NaN so that reading an element that was never staged shows up
+ * in the output), and each scheduled kernel must
  * produce exactly the outputs of the unscheduled one. Schedules that keep
  * the order of every reduction give bit-identical floats. Loop structure is
  * checked with a compact signature string ("i.o[4]p(j.o[5](...)))").
@@ -16,235 +17,32 @@
 #include <string.h>
 
 #include "ir/tir.h"
+#include "ir/tir_interp.h"
 #include "ir/tir_schedule.h"
 #include "testing.h"
 
-/* ==== interpreter ======================================================== */
+/* ==== running kernels ===================================================== */
 
-typedef struct {
-  const tir_buffer_t* buf;
-  double* data;
-} hbuf_t;
-
-typedef struct {
-  int n;
-  hbuf_t b[64];
-  double* var;
-  bool* bound;
-  int nvars;
-  char err[512];
-} interp_t;
-
-static void ierr(interp_t* I, const char* fmt, const char* a, long long x) {
-  if (!I->err[0]) snprintf(I->err, sizeof(I->err), fmt, a, x);
-}
-
-static double* idata(interp_t* I, const tir_buffer_t* b) {
-  for (int i = I->n - 1; i >= 0; --i)
-    if (I->b[i].buf == b) return I->b[i].data;
-  ierr(I, "buffer '%s' not bound (%lld)", b->name, 0);
-  return NULL;
-}
-
-static double round_to(kiln_dtype_t t, double v) {
-  switch (t) {
-    case KILN_DTYPE_F32: return (double)(float)v;
-    case KILN_DTYPE_F16: return (double)kiln_f16_to_f32(kiln_f32_to_f16((float)v));
-    case KILN_DTYPE_BOOL: return v != 0.0;
-    case KILN_DTYPE_I8: return (double)(int8_t)(int64_t)v;
-    case KILN_DTYPE_U8: return (double)(uint8_t)(int64_t)v;
-    case KILN_DTYPE_I32: return (double)(int32_t)(int64_t)v;
-    default: return (double)(int64_t)v;
-  }
-}
-
-static double eval(interp_t* I, const tir_expr_t* e);
-
-/* Element offset of an access, or -1 (and an error) when out of bounds. */
-static long long offset(interp_t* I, const tir_buffer_t* b, const tir_expr_t* const* idx) {
-  long long off = 0;
-  for (int d = 0; d < b->rank; ++d) {
-    long long i = (long long)eval(I, idx[d]);
-    if (i < 0 || i >= b->shape[d]) {
-      ierr(I, "out-of-bounds access to '%s' (index %lld)", b->name, i);
-      return -1;
-    }
-    off += i * b->strides[d];
-  }
-  return off;
-}
-
-static double eval(interp_t* I, const tir_expr_t* e) {
-  switch (e->kind) {
-    case TIR_INT: return (double)e->u.i;
-    case TIR_FLOAT: return round_to(e->dtype, e->u.f);
-    case TIR_VARREF: {
-      int id = e->u.var->id;
-      if (id < 0 || id >= I->nvars || !I->bound[id]) {
-        ierr(I, "variable '%s' used unbound (%lld)", e->u.var->name, id);
-        return 0;
-      }
-      return I->var[id];
-    }
-    case TIR_SELECT: {
-      /* Both branches are evaluated (as the IR allows), so both must be safe. */
-      double c = eval(I, e->u.sel.cond), t = eval(I, e->u.sel.t), f = eval(I, e->u.sel.f);
-      return c != 0 ? t : f;
-    }
-    case TIR_LOAD: {
-      double* d = idata(I, e->u.load.buf);
-      long long off = offset(I, e->u.load.buf, e->u.load.idx);
-      return (d && off >= 0) ? d[off] : 0;
-    }
-    case TIR_CAST: return round_to(e->dtype, eval(I, e->u.cast.value));
-    case TIR_CALL: {
-      double a = eval(I, e->u.call.args[0]);
-      double b = e->u.call.n > 1 ? eval(I, e->u.call.args[1]) : 0;
-      double c = e->u.call.n > 2 ? eval(I, e->u.call.args[2]) : 0;
-      double r = 0;
-      switch (e->u.call.fn) {
-        case TIR_EXP: r = exp(a); break;
-        case TIR_LOG: r = log(a); break;
-        case TIR_SQRT: r = sqrt(a); break;
-        case TIR_RSQRT: r = 1 / sqrt(a); break;
-        case TIR_TANH: r = tanh(a); break;
-        case TIR_ERF: r = erf(a); break;
-        case TIR_FABS: r = fabs(a); break;
-        case TIR_FLOOR: r = floor(a); break;
-        case TIR_CEIL: r = ceil(a); break;
-        case TIR_ROUND_EVEN: r = nearbyint(a); break;
-        case TIR_POW: r = pow(a, b); break;
-        case TIR_NEG: r = -a; break;
-        case TIR_NOT: r = a == 0; break;
-        case TIR_SIGMOID: r = 1 / (1 + exp(-a)); break;
-        case TIR_FMA: r = a * b + c; break;
-        default: break;
-      }
-      return round_to(e->dtype, r);
-    }
-    case TIR_BINARY: break;
-  }
-  kiln_dtype_t t = e->u.bin.a->dtype;
-  double a = eval(I, e->u.bin.a), b = eval(I, e->u.bin.b);
-  bool fl = kiln_dtype_is_float(t);
-  int64_t x = (int64_t)a, y = (int64_t)b;
-  double r;
-  switch (e->u.bin.op) {
-    case TIR_ADD: r = fl ? a + b : (double)(x + y); break;
-    case TIR_SUB: r = fl ? a - b : (double)(x - y); break;
-    case TIR_MUL: r = fl ? a * b : (double)(x * y); break;
-    case TIR_DIV:
-      if (!fl && y == 0) {
-        ierr(I, "integer division by zero%s (%lld)", "", 0);
-        return 0;
-      }
-      r = fl ? a / b : (double)(x / y);
-      break;
-    case TIR_FLOORDIV:
-    case TIR_FLOORMOD: {
-      if (y == 0) {
-        ierr(I, "floordiv/floormod by zero%s (%lld)", "", 0);
-        return 0;
-      }
-      int64_t q = x / y;
-      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-      r = e->u.bin.op == TIR_FLOORDIV ? (double)q : (double)(x - q * y);
-      break;
-    }
-    case TIR_MIN: r = a < b ? a : b; break;
-    case TIR_MAX: r = a > b ? a : b; break;
-    case TIR_EQ: return a == b;
-    case TIR_NE: return a != b;
-    case TIR_LT: return a < b;
-    case TIR_LE: return a <= b;
-    case TIR_GT: return a > b;
-    case TIR_GE: return a >= b;
-    case TIR_AND: return (a != 0) && (b != 0);
-    case TIR_OR: return (a != 0) || (b != 0);
-    default: r = 0; break;
-  }
-  return round_to(e->dtype, r);
-}
-
-static void exec(interp_t* I, const tir_stmt_t* s) {
-  if (I->err[0]) return;
-  switch (s->kind) {
-    case TIR_FOR: {
-      int id = s->u.loop.var->id;
-      if (I->bound[id]) ierr(I, "loop variable '%s' rebound (%lld)", s->u.loop.var->name, id);
-      I->bound[id] = true;
-      for (int64_t i = 0; i < s->u.loop.extent && !I->err[0]; ++i) {
-        I->var[id] = (double)i;
-        exec(I, s->u.loop.body);
-      }
-      I->bound[id] = false;
-      break;
-    }
-    case TIR_STORE: {
-      double* d = idata(I, s->u.store.buf);
-      long long off = offset(I, s->u.store.buf, s->u.store.idx);
-      double v = eval(I, s->u.store.value);
-      if (d && off >= 0) d[off] = round_to(s->u.store.buf->dtype, v);
-      break;
-    }
-    case TIR_SEQ:
-      for (int i = 0; i < s->u.seq.n; ++i) exec(I, s->u.seq.items[i]);
-      break;
-    case TIR_IF:
-      if (eval(I, s->u.cond.cond) != 0)
-        exec(I, s->u.cond.then_s);
-      else if (s->u.cond.else_s)
-        exec(I, s->u.cond.else_s);
-      break;
-    case TIR_ALLOC: {
-      const tir_buffer_t* b = s->u.alloc.buf;
-      if (I->n == 64) {
-        ierr(I, "too many buffers%s (%lld)", "", 64);
-        return;
-      }
-      int64_t n = tir_buffer_numel(b);
-      double* d = malloc(sizeof(double) * (size_t)(n ? n : 1));
-      for (int64_t i = 0; i < n; ++i) d[i] = NAN;
-      I->b[I->n].buf = b;
-      I->b[I->n].data = d;
-      I->n++;
-      exec(I, s->u.alloc.body);
-      I->n--;
-      free(d);
-      break;
-    }
-    case TIR_BARRIER: break;
-  }
-}
-
-/* Runs |f| over data[i] (one array per param). Returns false and prints the
- * error when the kernel misbehaves (out of bounds, unbound variable...). */
-static bool run(tir_ctx_t* c, const tir_func_t* f, double** data) {
-  interp_t* I = calloc(1, sizeof(*I));
-  I->nvars = c->next_var_id;
-  I->var = calloc((size_t)I->nvars + 1, sizeof(double));
-  I->bound = calloc((size_t)I->nvars + 1, sizeof(bool));
-  for (int i = 0; i < f->n_params; ++i) {
-    I->b[I->n].buf = f->params[i];
-    I->b[I->n].data = data[i];
-    I->n++;
-  }
-  exec(I, f->body);
-  bool ok = !I->err[0];
-  if (!ok) fprintf(stderr, "  interpreter: kernel '%s': %s\n", f->name, I->err);
-  free(I->var);
-  free(I->bound);
-  free(I);
-  return ok;
+/* Runs |f| over data[i] (one array per param) on the tensor-IR interpreter,
+ * evaluating both arms of every select (as the IR allows), so both must be
+ * safe. Returns false and prints the error when the kernel misbehaves (out
+ * of bounds, unbound variable...). */
+static bool run(const tir_func_t* f, void** data) {
+  tir_interp_options_t o = {.eval_both_select_arms = true};
+  kiln_status_t st = tir_interp_run(f, data, &o, kiln_allocator_system());
+  if (!st) return true;
+  fprintf(stderr, "  interpreter: %s\n", kiln_status_message(st));
+  kiln_status_free(st);
+  return false;
 }
 
 /* Deterministic inputs: small values so that float sums are exact-ish but
- * still order-sensitive. */
-static void fill(double* d, int64_t n, unsigned seed, kiln_dtype_t t) {
+ * still order-sensitive (stored in |t|, which rounds or truncates them). */
+static void fill(void* d, int64_t n, unsigned seed, kiln_dtype_t t) {
   unsigned s = seed * 2654435761u + 12345u;
   for (int64_t i = 0; i < n; ++i) {
     s = s * 1103515245u + 12345u;
-    d[i] = round_to(t, ((double)((s >> 8) % 2001) - 1000.0) / 97.0);
+    kiln_store_f64(t, d, (size_t)i, ((double)((s >> 8) % 2001) - 1000.0) / 97.0);
   }
 }
 
@@ -257,26 +55,31 @@ static void check_same_(tir_ctx_t* c, const tir_func_t* f, const tir_func_t* g, 
     kiln_test_fail(file, line, "missing kernel");
     return;
   }
-  double* a[16];
-  double* b[16];
+  void* a[16];
+  void* b[16];
   for (int i = 0; i < f->n_params; ++i) {
-    int64_t n = tir_buffer_numel(f->params[i]);
-    a[i] = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    b[i] = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    fill(a[i], n, (unsigned)i + 1, f->params[i]->dtype);
-    memcpy(b[i], a[i], sizeof(double) * (size_t)n);
+    const tir_buffer_t* p = f->params[i];
+    size_t bytes = (size_t)tir_buffer_span_bytes(p);
+    a[i] = malloc(bytes ? bytes : 1);
+    b[i] = malloc(bytes ? bytes : 1);
+    fill(a[i], (int64_t)(bytes / kiln_dtype_size(p->dtype)), (unsigned)i + 1, p->dtype);
+    memcpy(b[i], a[i], bytes);
   }
-  bool ok1 = run(c, f, a), ok2 = run(c, g, b);
+  bool ok1 = run(f, a), ok2 = run(g, b);
   if (!ok1 || !ok2) kiln_test_fail(file, line, "kernel failed to run (%d, %d)", ok1, ok2);
   for (int i = 0; ok1 && ok2 && i < f->n_params; ++i) {
     if (!(compare & (1u << i))) continue;
-    int64_t n = tir_buffer_numel(f->params[i]);
-    for (int64_t k = 0; k < n; ++k)
-      if (!(a[i][k] == b[i][k])) {
+    const tir_buffer_t* p = f->params[i];
+    int64_t n = (int64_t)(tir_buffer_span_bytes(p) / kiln_dtype_size(p->dtype));
+    for (int64_t k = 0; k < n; ++k) {
+      double x = kiln_load_f64(p->dtype, a[i], (size_t)k);
+      double y = kiln_load_f64(p->dtype, b[i], (size_t)k);
+      if (!(x == y)) {
         kiln_test_fail(file, line, "param '%s' element %lld: %.9g scheduled, %.9g expected",
-                       f->params[i]->name, (long long)k, b[i][k], a[i][k]);
+                       p->name, (long long)k, y, x);
         break;
       }
+    }
   }
   for (int i = 0; i < f->n_params; ++i) {
     free(a[i]);

@@ -27,6 +27,9 @@ extern "C" {
 kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator,
                                      kiln_device_t** out_device);
 
+/* The CPU's entry in the device registry (runtime/device_registry.h). */
+extern const struct kiln_device_api_s kiln_device_api_cpu;
+
 #ifdef __cplusplus
 }
 #endif

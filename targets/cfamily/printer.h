@@ -13,19 +13,23 @@
  *   kiln_status_t s = kiln_cf_print_unit(&kiln_cf_dialect_c, funcs, n, NULL, &out);
  *   ... use out.data (NUL-terminated, out.len bytes) ...; kiln_cf_out_free(&out);
  *
- * What the printer emits per dialect
- *   C       one translation unit: prelude (stdint, math, omp.h when _OPENMP,
- *           f16 helpers, floor div/mod and NaN-propagating min/max helpers,
- *           GCC vector-extension types), then per kernel
+ * What the printer emits per dialect (the preludes and the C epilogue are
+ * files under kernels/<target>/, embedded at build time)
+ *   C       one translation unit: prelude (kernels/cpu/prelude.h: stdint,
+ *           math, omp.h when _OPENMP, f16 helpers, floor div/mod and
+ *           NaN-propagating min/max helpers, GCC vector-extension types),
+ *           then per kernel
  *             void NAME(void* const* args) { T* restrict b = (T*)args[i]; ... }
- *           then `void kiln_set_threads(int)` (omp_set_num_threads).
- *   OpenCL  one program: prelude, then per kernel
+ *           then the epilogue (kernels/cpu/epilogue.c): `void
+ *           kiln_set_threads(int)` (omp_set_num_threads).
+ *   OpenCL  one program: prelude (kernels/opencl/prelude.cl), then per kernel
  *             __kernel [reqd_work_group_size] void NAME(__global T* restrict b, ...)
  *           LOCAL buffers are declared at kernel scope (__local).
  *   GLSL    one compute shader per kernel (kiln_cf_print_unit takes n == 1):
  *           #version 450 + extensions, layout(local_size_*), one std430 buffer
  *           block per parameter (binding = parameter index, set 0), LOCAL
- *           buffers as `shared` globals, then void main().
+ *           buffers as `shared` globals, the prelude
+ *           (kernels/vulkan/prelude.glsl), then void main().
  *
  * Types. Index arithmetic (loop variables, I64 index expressions) uses the
  * dialect's index type (C int64_t, OpenCL/GLSL int). Bool buffers are bytes
@@ -146,6 +150,11 @@ typedef struct kiln_cf_dialect_s {
   kiln_cf_lang_t lang;
   const char* prelude;  /* after the header, before the first kernel */
   const char* epilogue; /* after the last kernel (C: the exported thread setter) */
+  /* Between the header and the prelude of a unit, NULL: none. OpenCL's
+   * `#pragma OPENCL EXTENSION` lines (kiln_cf_dialect_native_half), kept
+   * apart so the dialects share one prelude. GLSL shaders print their own
+   * #extension lines. */
+  const char* extensions;
 
   /* kernels and parameters */
   kiln_cf_params_t params;

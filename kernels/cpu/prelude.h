@@ -1,0 +1,149 @@
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define KILN_INLINE static inline __attribute__((always_inline, unused))
+
+/* f16 storage: _Float16 where the compiler has it (plain conversions, so
+   loops vectorize to vcvtph2ps/vcvtps2ph), else uint16_t bits with the
+   bit-exact software conversion kiln uses. Same 2-byte IEEE layout. */
+#if defined(__FLT16_MANT_DIG__) && !defined(KILN_SOFT_F16)
+typedef _Float16 kiln_f16;
+KILN_INLINE float kiln_h2f(kiln_f16 h) { return (float)h; }
+KILN_INLINE kiln_f16 kiln_f2h(float x) { return (kiln_f16)x; }
+#else
+typedef uint16_t kiln_f16;
+KILN_INLINE float kiln_h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, b;
+  if (e == 0) {
+    if (m == 0) b = sign;
+    else { int k = -1; do { ++k; m <<= 1; } while (!(m & 0x400u));
+           b = sign | ((uint32_t)(127 - 15 - k) << 23) | ((m & 0x3ffu) << 13); }
+  } else if (e == 31) b = sign | 0x7f800000u | (m << 13);
+  else b = sign | ((e + 127 - 15) << 23) | (m << 13);
+  float f; memcpy(&f, &b, 4); return f;
+}
+KILN_INLINE uint16_t kiln_f2h(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, e8 = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+  if (e8 == 0xff) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u | (m >> 13) : 0));
+  int32_t e = (int32_t)e8 - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    m |= 0x800000u;
+    uint32_t sh = (uint32_t)(14 - e), hv = m >> sh, rem = m & ((1u << sh) - 1), mid = 1u << (sh - 1);
+    if (rem > mid || (rem == mid && (hv & 1))) ++hv;
+    return (uint16_t)(sign | hv);
+  }
+  uint32_t hv = ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (hv & 1))) ++hv;
+  return (uint16_t)(sign | hv);
+}
+#endif
+KILN_INLINE float kiln_hround(float x) { return kiln_h2f(kiln_f2h(x)); }
+
+/* NaN-propagating min/max (numpy semantics, like the reference). */
+KILN_INLINE float kiln_fminf(float a, float b) { return (a < b || a != a) ? a : b; }
+KILN_INLINE float kiln_fmaxf(float a, float b) { return (a > b || a != a) ? a : b; }
+KILN_INLINE int64_t kiln_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+KILN_INLINE int64_t kiln_imax(int64_t a, int64_t b) { return a > b ? a : b; }
+/* floor division / modulo for any signs; a zero divisor gives 0. */
+KILN_INLINE int64_t kiln_floordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+KILN_INLINE int64_t kiln_floormod(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+KILN_INLINE float kiln_ffloordiv(float a, float b) { return floorf(a / b); }
+KILN_INLINE float kiln_ffloormod(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+/* C division; x / 0 = 0 and x / -1 wraps, like the reference. */
+KILN_INLINE int32_t kiln_idiv32(int32_t a, int32_t b) {
+  return b == 0 ? 0 : b == -1 ? (int32_t)(0u - (uint32_t)a) : a / b;
+}
+KILN_INLINE int64_t kiln_idiv64(int64_t a, int64_t b) {
+  return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+KILN_INLINE int64_t kiln_iabs(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }
+/* float -> int64: truncate toward zero, saturate, NaN -> 0. */
+KILN_INLINE int64_t kiln_f2i(float x) {
+  return x != x ? 0 : x >= 9223372036854775808.0f ? INT64_MAX
+       : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x;
+}
+KILN_INLINE float kiln_sigmoidf(float v) {
+  if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
+  float e = expf(v);
+  return e / (1.0f + e);
+}
+
+/* GCC vector extensions for VECTORIZED loops; unaligned loads/stores. */
+#define KILN_VDEF(W, BYTES)                                                      \
+  typedef float kiln_v##W##f __attribute__((vector_size(BYTES), aligned(4)));  \
+  typedef int32_t kiln_v##W##i __attribute__((vector_size(BYTES)));            \
+  KILN_INLINE kiln_v##W##i kiln_vmask##W(int c) { return (kiln_v##W##i){0} - (c != 0); } \
+  KILN_INLINE kiln_v##W##f kiln_vsel##W(kiln_v##W##i m, kiln_v##W##f a, kiln_v##W##f b) { \
+    return (kiln_v##W##f)((m & (kiln_v##W##i)a) | (~m & (kiln_v##W##i)b));     \
+  }                                                                             \
+  KILN_INLINE kiln_v##W##f kiln_vmax##W(kiln_v##W##f a, kiln_v##W##f b) {      \
+    return kiln_vsel##W((a > b) | (a != a), a, b);                              \
+  }                                                                             \
+  KILN_INLINE kiln_v##W##f kiln_vmin##W(kiln_v##W##f a, kiln_v##W##f b) {      \
+    return kiln_vsel##W((a < b) | (a != a), a, b);                              \
+  }                                                                             \
+  KILN_INLINE kiln_v##W##f kiln_vabs##W(kiln_v##W##f a) {                      \
+    return (kiln_v##W##f)((kiln_v##W##i)a & 0x7fffffff);                        \
+  }
+KILN_VDEF(4, 16)
+KILN_VDEF(8, 32)
+KILN_VDEF(16, 64)
+/* f16 <-> f32 vectors: one vcvtph2ps / vcvtps2ph with F16C (_Float16),
+   lane by lane with the software conversion otherwise. */
+#if defined(__FLT16_MANT_DIG__) && !defined(KILN_SOFT_F16)
+#define KILN_VHDEF(W, BYTES)                                                      \
+  typedef kiln_f16 kiln_v##W##h __attribute__((vector_size(BYTES), aligned(2))); \
+  KILN_INLINE kiln_v##W##f kiln_vh2f##W(const kiln_f16* p) {                    \
+    return __builtin_convertvector(*(const kiln_v##W##h*)p, kiln_v##W##f);      \
+  }                                                                             \
+  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \
+    *(kiln_v##W##h*)p = __builtin_convertvector(v, kiln_v##W##h);              \
+  }                                                                             \
+  KILN_INLINE kiln_v##W##f kiln_vsplath##W(const kiln_f16* p) {                 \
+    kiln_v##W##h h; /* a broadcast (vpbroadcastw), no f16 arithmetic */        \
+    for (int l = 0; l < W; ++l) h[l] = *p;                                      \
+    return __builtin_convertvector(h, kiln_v##W##f);                            \
+  }
+#else
+#define KILN_VHDEF(W, BYTES)                                                      \
+  KILN_INLINE kiln_v##W##f kiln_vh2f##W(const kiln_f16* p) {                    \
+    kiln_v##W##f r;                                                             \
+    for (int l = 0; l < W; ++l) r[l] = kiln_h2f(p[l]);                          \
+    return r;                                                                   \
+  }                                                                             \
+  KILN_INLINE void kiln_vf2h##W(kiln_f16* p, kiln_v##W##f v) {                 \
+    for (int l = 0; l < W; ++l) p[l] = kiln_f2h(v[l]);                          \
+  }                                                                             \
+  KILN_INLINE kiln_v##W##f kiln_vsplath##W(const kiln_f16* p) {                 \
+    return kiln_vsplat##W(kiln_h2f(*p));                                        \
+  }
+#endif
+/* Broadcasts spelled lane by lane: (v){0} + x would cost an add and turn
+   -0.0 into +0.0. */
+KILN_INLINE kiln_v4f kiln_vsplat4(float x) { return (kiln_v4f){x, x, x, x}; }
+KILN_INLINE kiln_v8f kiln_vsplat8(float x) { return (kiln_v8f){x, x, x, x, x, x, x, x}; }
+KILN_INLINE kiln_v16f kiln_vsplat16(float x) {
+  return (kiln_v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
+KILN_VHDEF(4, 8)
+KILN_VHDEF(8, 16)
+KILN_VHDEF(16, 32)

@@ -1,0 +1,33 @@
+float kiln_fminf(float a, float b) { return (a < b || isnan(a)) ? a : b; }
+float kiln_fmaxf(float a, float b) { return (a > b || isnan(a)) ? a : b; }
+float kiln_hround(float x) { return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x; }
+int kiln_floordiv(int a, int b) {
+  if (b == 0) return 0;
+  int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int kiln_floormod(int a, int b) {
+  if (b == 0) return 0;
+  int r = a - (a / b) * b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+float kiln_ffloordiv(float a, float b) { return floor(a / b); }
+float kiln_ffloormod(float a, float b) { return a - floor(a / b) * b; }
+int kiln_idiv32(int a, int b) { return b == 0 ? 0 : b == -1 ? -a : a / b; }
+int64_t kiln_idiv64(int64_t a, int64_t b) { return b == 0 ? 0l : b == -1 ? -a : a / b; }
+int64_t kiln_iabs(int64_t a) { return a < 0 ? -a : a; }
+int64_t kiln_f2i(float x) {
+  return isnan(x) ? 0l : x >= 9223372036854775808.0 ? 9223372036854775807l
+       : x <= -9223372036854775808.0 ? (-9223372036854775807l - 1l) : int64_t(x);
+}
+float kiln_sigmoidf(float v) {
+  if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+  float e = exp(v);
+  return e / (1.0 + e);
+}
+/* erf: Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) */
+float kiln_erf(float x) {
+  float t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return x < 0.0 ? -y : y;
+}

@@ -1,0 +1,284 @@
+/* The C-family printer's vectorisation (see printer_impl.h and the
+ * VECTORIZED loop rules in printer.h): whether a VECTORIZED loop's body can
+ * print as explicit W-lane vector code (stores contiguous in the lane
+ * variable, loads contiguous or invariant, f32 arithmetic, comparisons,
+ * selects, min/max, abs, neg, fma, f16 widening loads / narrowing stores),
+ * and the vector expressions inside such a loop. */
+#include <stdio.h>
+
+#include "targets/cfamily/printer_impl.h"
+
+/* ---- lane analysis ---------------------------------------------------- */
+
+static bool mentions(const tir_expr_t* e, const tir_var_t* v) {
+  switch (e->kind) {
+    case TIR_VARREF: return e->u.var == v;
+    case TIR_BINARY: return mentions(e->u.bin.a, v) || mentions(e->u.bin.b, v);
+    case TIR_SELECT:
+      return mentions(e->u.sel.cond, v) || mentions(e->u.sel.t, v) || mentions(e->u.sel.f, v);
+    case TIR_CAST: return mentions(e->u.cast.value, v);
+    case TIR_CALL:
+      for (int32_t i = 0; i < e->u.call.n; ++i)
+        if (mentions(e->u.call.args[i], v)) return true;
+      return false;
+    case TIR_LOAD:
+      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
+        if (mentions(e->u.load.idx[i], v)) return true;
+      return false;
+    default: return false;
+  }
+}
+
+/* e == c*v + (terms without v), with c a constant? */
+static bool affine(const tir_expr_t* e, const tir_var_t* v, int64_t* c) {
+  if (!mentions(e, v)) {
+    *c = 0;
+    return true;
+  }
+  if (e->kind == TIR_VARREF) {
+    *c = 1;
+    return true;
+  }
+  if (e->kind != TIR_BINARY) return false;
+  int64_t ca, cb;
+  const tir_expr_t* a = e->u.bin.a;
+  const tir_expr_t* b = e->u.bin.b;
+  switch (e->u.bin.op) {
+    case TIR_ADD:
+      if (!affine(a, v, &ca) || !affine(b, v, &cb)) return false;
+      *c = ca + cb;
+      return true;
+    case TIR_SUB:
+      if (!affine(a, v, &ca) || !affine(b, v, &cb)) return false;
+      *c = ca - cb;
+      return true;
+    case TIR_MUL:
+      if (b->kind == TIR_INT && affine(a, v, &ca)) {
+        *c = ca * b->u.i;
+        return true;
+      }
+      if (a->kind == TIR_INT && affine(b, v, &cb)) {
+        *c = cb * a->u.i;
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+/* How an access moves with the lane variable: 0 invariant, 1 contiguous,
+ * -1 anything else (gather/scatter, non-affine). */
+static int access_class(const tir_buffer_t* b, const tir_expr_t* const* idx, const tir_var_t* v) {
+  int64_t total = 0;
+  for (int32_t k = 0; k < b->rank; ++k) {
+    int64_t c;
+    if (!affine(idx[k], v, &c)) return -1;
+    total += c * b->strides[k];
+  }
+  return total == 0 ? 0 : total == 1 ? 1 : -1;
+}
+
+/* Does the value of |e| differ between lanes? */
+static bool varies(const pr_t* p, const tir_expr_t* e) {
+  if (!p->lane) return false;
+  switch (e->kind) {
+    case TIR_VARREF: return e->u.var == p->lane;
+    case TIR_LOAD: return access_class(e->u.load.buf, e->u.load.idx, p->lane) != 0;
+    case TIR_BINARY: return varies(p, e->u.bin.a) || varies(p, e->u.bin.b);
+    case TIR_SELECT:
+      return varies(p, e->u.sel.cond) || varies(p, e->u.sel.t) || varies(p, e->u.sel.f);
+    case TIR_CAST: return varies(p, e->u.cast.value);
+    case TIR_CALL:
+      for (int32_t i = 0; i < e->u.call.n; ++i)
+        if (varies(p, e->u.call.args[i])) return true;
+      return false;
+    default: return false;
+  }
+}
+
+static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
+  if (!varies(p, e)) return true;
+  switch (e->kind) {
+    case TIR_LOAD:
+      return e->dtype == KILN_DTYPE_F32 &&
+             access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1;
+    case TIR_BINARY: {
+      kiln_dtype_t t = e->u.bin.a->dtype;
+      tir_binop_t op = e->u.bin.op;
+      bool arith = op == TIR_ADD || op == TIR_SUB || op == TIR_MUL || op == TIR_DIV ||
+                   op == TIR_MIN || op == TIR_MAX;
+      bool cmp = op >= TIR_EQ && op <= TIR_GE;
+      bool logic = op == TIR_AND || op == TIR_OR;
+      if (!((arith || cmp) && t == KILN_DTYPE_F32) && !(logic && t == KILN_DTYPE_BOOL))
+        return false;
+      return vok_expr(p, e->u.bin.a) && vok_expr(p, e->u.bin.b);
+    }
+    case TIR_SELECT:
+      return e->dtype == KILN_DTYPE_F32 && vok_expr(p, e->u.sel.cond) &&
+             vok_expr(p, e->u.sel.t) && vok_expr(p, e->u.sel.f);
+    case TIR_CAST: {
+      const tir_expr_t* v = e->u.cast.value;
+      /* f32(f16 load), contiguous along the lane: a widening vector load */
+      if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
+          p->d->vload_half)
+        return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
+      return e->dtype == KILN_DTYPE_F32 && v->dtype == KILN_DTYPE_BOOL && vok_expr(p, v);
+    }
+    case TIR_CALL: {
+      tir_intrin_t fn = e->u.call.fn;
+      bool ok = (e->dtype == KILN_DTYPE_F32 &&
+                 (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA)) ||
+                (e->dtype == KILN_DTYPE_BOOL && fn == TIR_NOT);
+      if (!ok) return false;
+      for (int32_t i = 0; i < e->u.call.n; ++i)
+        if (!vok_expr(p, e->u.call.args[i])) return false;
+      return true;
+    }
+    default:
+      return false; /* the lane variable used as a value */
+  }
+}
+
+static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
+  switch (s->kind) {
+    case TIR_STORE: {
+      const tir_expr_t* v = s->u.store.value;
+      if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
+      if (s->u.store.buf->dtype == KILN_DTYPE_F32) return vok_expr(p, v);
+      /* f16 <- f32(...) narrowed by the vector store */
+      return s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->kind == TIR_CAST &&
+             v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
+    }
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i)
+        if (!vok_stmt(p, s->u.seq.items[i])) return false;
+      return true;
+    case TIR_IF:
+      return !varies(p, s->u.cond.cond) && vok_stmt(p, s->u.cond.then_s) &&
+             (!s->u.cond.else_s || vok_stmt(p, s->u.cond.else_s));
+    case TIR_FOR:
+      return s->u.loop.kind != TIR_LOOP_VECTORIZED && s->u.loop.kind != TIR_LOOP_BOUND &&
+             vok_stmt(p, s->u.loop.body);
+    default:
+      return false;
+  }
+}
+
+/* ---- vector loops ----------------------------------------------------- */
+
+static int32_t pick_width(const pr_t* p, int64_t extent) {
+  static const int32_t ws[3] = {16, 8, 4};
+  for (int i = 0; i < 3; ++i)
+    if ((p->d->vector_widths & ws[i]) && extent >= ws[i] && extent % ws[i] == 0) return ws[i];
+  return 0;
+}
+
+int32_t kiln_cf_vec_width(pr_t* p, const tir_stmt_t* s) {
+  int32_t w = p->d->vec_type ? pick_width(p, s->u.loop.extent) : 0;
+  if (!w) return 0;
+  p->lane = s->u.loop.var; /* analysis needs the lane var */
+  bool ok = vok_stmt(p, s->u.loop.body);
+  p->lane = NULL;
+  return ok ? w : 0;
+}
+
+/* ---- vector expressions ----------------------------------------------- */
+
+/* A template with only $1 (text) and $W, expanded into |buf|. */
+static void expand1(const char* fmt, const char* arg, int32_t w, char* buf, size_t n) {
+  size_t o = 0;
+  for (const char* s = fmt; *s && o + 1 < n; ++s) {
+    if (s[0] == '$' && (s[1] == '1' || s[1] == 'W')) {
+      int k = s[1] == '1' ? snprintf(buf + o, n - o, "%s", arg) : snprintf(buf + o, n - o, "%d", (int)w);
+      o += k > 0 ? (size_t)k : 0;
+      if (o >= n) o = n - 1;
+      ++s;
+    } else {
+      buf[o++] = *s;
+    }
+  }
+  buf[o] = 0;
+}
+
+static void vtpl(pr_t* p, const char* fmt, targ_t a, targ_t b, targ_t c) {
+  tctx_t t = {.a = {a, b, c}, .n = p->w};
+  kiln_cf_tpl(p, fmt, &t);
+}
+
+/* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
+void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
+  const kiln_cf_dialect_t* d = p->d;
+  if (!varies(p, e)) {
+    /* f32(f16 load) broadcast: widen once in the vector unit */
+    if (e->kind == TIR_CAST && e->dtype == KILN_DTYPE_F32 && e->u.cast.value->kind == TIR_LOAD &&
+        e->u.cast.value->dtype == KILN_DTYPE_F16 && d->vsplat_half) {
+      const tir_expr_t* v = e->u.cast.value;
+      kiln_cf_check_buf(p, v->u.load.buf);
+      tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
+      kiln_cf_tpl(p, d->vsplat_half, &c);
+      return;
+    }
+    vtpl(p, e->dtype == KILN_DTYPE_BOOL ? d->vmask : d->vsplat, aex(e), (targ_t){0}, (targ_t){0});
+    return;
+  }
+  switch (e->kind) {
+    case TIR_LOAD: {
+      kiln_cf_check_buf(p, e->u.load.buf);
+      tctx_t c = {.buf = e->u.load.buf, .idx = e->u.load.idx, .n = p->w};
+      kiln_cf_tpl(p, d->vload, &c);
+      return;
+    }
+    case TIR_BINARY: {
+      tir_binop_t op = e->u.bin.op;
+      const tir_expr_t* a = e->u.bin.a;
+      const tir_expr_t* b = e->u.bin.b;
+      if (op == TIR_MIN || op == TIR_MAX) {
+        vtpl(p, op == TIR_MIN ? d->vmin : d->vmax, avex(a), avex(b), (targ_t){0});
+      } else if (op == TIR_AND || op == TIR_OR) {
+        kiln_cf_infix(p, a, op == TIR_AND ? "&" : "|", b, op == TIR_AND ? P_BAND : P_BOR, false,
+                      need, true);
+      } else {
+        kiln_cf_infix(p, a, kiln_cf_binop_text(op), b, kiln_cf_binop_prec(op), false, need, true);
+      }
+      return;
+    }
+    case TIR_SELECT:
+      if (varies(p, e->u.sel.cond)) {
+        vtpl(p, d->vsel, avex(e->u.sel.cond), avex(e->u.sel.t), avex(e->u.sel.f));
+      } else {
+        kiln_cf_select(p, e, need, true);
+      }
+      return;
+    case TIR_CAST: { /* f32(f16 load), or a bool mask -> 1.0 / 0.0 */
+      const tir_expr_t* v = e->u.cast.value;
+      if (v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16) {
+        kiln_cf_check_buf(p, v->u.load.buf);
+        tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
+        kiln_cf_tpl(p, d->vload_half, &c);
+        return;
+      }
+      char one[96], zero[96];
+      expand1(d->vsplat, d->float_suffix[0] ? "1.0f" : "1.0", p->w, one, sizeof one);
+      expand1(d->vsplat, d->float_suffix[0] ? "0.0f" : "0.0", p->w, zero, sizeof zero);
+      vtpl(p, d->vsel, avex(e->u.cast.value), atext(one), atext(zero));
+      return;
+    }
+    case TIR_CALL: {
+      tir_intrin_t fn = e->u.call.fn;
+      if (fn == TIR_NEG || fn == TIR_NOT) {
+        bool o = open_p(p, P_UNARY, need);
+        put(p, fn == TIR_NEG ? "-" : "~");
+        kiln_cf_vexpr(p, e->u.call.args[0], P_UNARY + 1);
+        close_p(p, o);
+      } else if (fn == TIR_FABS) {
+        vtpl(p, d->vabs, avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
+      } else {
+        kiln_cf_fma(p, e, need, true);
+      }
+      return;
+    }
+    default:
+      kiln_cf_fail(p, KILN_INTERNAL, "expression cannot be vectorized");
+  }
+}
