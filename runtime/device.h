@@ -59,7 +59,7 @@ typedef struct kiln_device_info_s {
 
 /* Options a session passes when building an executable. */
 typedef struct kiln_device_build_options_s {
-  const char* cache_dir;  /* compiled-code cache (NULL: the backend default) */
+  const char* cache_dir;  /* the code cache folder (runtime/code_cache.h; NULL: the default, "": off) */
   const char* dump_dir;   /* write generated source here when set */
   int32_t threads;        /* CPU: worker threads, 0 = all cores */
 } kiln_device_build_options_t;

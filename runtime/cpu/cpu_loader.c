@@ -5,23 +5,22 @@
  * compiler command, the flags, the compiler's `--version` output (run once
  * per process per compiler) and the CPU's identity (model and feature flags,
  * because -march=native code from one machine may not run on another).
- * <cache>/<key>.so existing and loadable is a hit: no compiler runs. A cached
- * object that fails to load (truncated, corrupt) is deleted and rebuilt.
+ * Objects live in the code cache's "cpu" folder (runtime/code_cache.h) as
+ * <key>.so entries: a whole, loadable entry is a hit and no compiler runs; a
+ * truncated or corrupt one is rejected before dlopen and rebuilt.
  *
  * The compiler runs through posix_spawnp (no shell: flags are split on
  * whitespace), with stdout+stderr to a log file and LC_ALL=C so messages are
  * ASCII. Sources and objects are written under temporary names in the cache
- * directory and renamed into place, so concurrent compiles of the same key
+ * folder and committed into place, so concurrent compiles of the same key
  * (threads or processes) never see a half-written file. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,8 @@
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_loader.h"
+
+#include "runtime/code_cache.h"
 
 extern char** environ;
 
@@ -56,7 +57,7 @@ void kiln_cpu_options_default(kiln_cpu_options_t* o) {
   o->flags = fl && *fl ? fl : DEFAULT_FLAGS;
   const char* dump = getenv("KILN_CPU_DUMP");
   o->dump_dir = dump && *dump ? dump : NULL;
-  o->cache_dir = NULL; /* resolved at compile time, see resolve_cache_dir */
+  o->cache_dir = NULL; /* the code cache's default folder (runtime/code_cache.h) */
   o->threads = 0;
 }
 
@@ -85,27 +86,6 @@ static void hash_feed(hash_t* h, const void* data, size_t n) {
 static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? strlen(s) : 0) + 1); }
 
 /* ---- files ------------------------------------------------------------ */
-
-static kiln_status_t mkdirs(const char* path) {
-  char buf[1024];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: bad cache directory '%s'", path);
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; ++i) {
-    if (buf[i] != '/' && buf[i] != 0) continue;
-    char c = buf[i];
-    buf[i] = 0;
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-      return kiln_make_status(KILN_IO_ERROR, "cpu: cannot create directory '%s': %s", buf,
-                              strerror(errno));
-    buf[i] = c;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return kiln_make_status(KILN_IO_ERROR, "cpu: '%s' is not a directory", path);
-  return NULL;
-}
 
 static kiln_status_t write_file(const char* path, const char* data, size_t len) {
   FILE* f = fopen(path, "wb");
@@ -197,13 +177,6 @@ static char* trim_log(const char* log) {
   return out;
 }
 
-static atomic_uint tmp_counter;
-
-static void tmp_path(char* out, size_t n, const char* dir, const char* tag, const char* ext) {
-  snprintf(out, n, "%s/tmp-%s-%ld-%u%s", dir, tag, (long)getpid(),
-           atomic_fetch_add(&tmp_counter, 1u), ext);
-}
-
 /* ---- per-process facts ------------------------------------------------ */
 
 typedef struct version_entry_s {
@@ -225,7 +198,7 @@ static kiln_status_t compiler_version(const char* cc, const char* workdir, hash_
     }
   pthread_mutex_unlock(&version_mu);
   char log[1200];
-  tmp_path(log, sizeof log, workdir, "version", ".log");
+  kiln_code_cache_temp_path(workdir, "version", ".log", log, sizeof log);
   char* argv[] = {(char*)cc, (char*)"--version", NULL};
   int rc = 0;
   kiln_status_t s = run_tool(argv, log, &rc);
@@ -281,101 +254,11 @@ static void read_cpu_identity(void) {
   fclose(f);
 }
 
-/* ---- cache directory -------------------------------------------------- */
-
-static void resolve_cache_dir(const kiln_cpu_options_t* o, char* out, size_t n, bool* enabled) {
-  *enabled = true;
-  if (o->cache_dir) {
-    if (!*o->cache_dir) *enabled = false;
-    snprintf(out, n, "%s", o->cache_dir);
-    return;
-  }
-  const char* e = getenv("KILN_CACHE_DIR");
-  if (e && *e) {
-    snprintf(out, n, "%s", e);
-    return;
-  }
-  e = getenv("XDG_CACHE_HOME");
-  if (e && *e) {
-    snprintf(out, n, "%s/kiln", e);
-    return;
-  }
-  e = getenv("HOME");
-  if (e && *e) {
-    snprintf(out, n, "%s/.cache/kiln", e);
-    return;
-  }
-  snprintf(out, n, "/tmp/kiln-cache-%ld", (long)getuid());
-}
-
-/* Keeps the cache bounded: after a miss adds an entry, when the directory
- * holds more than CACHE_MAX_ENTRIES objects or CACHE_MAX_BYTES, the least
- * recently used (oldest mtime; hits touch their object) objects and kept
- * sources go until it is under 3/4 of both. Temporary files of crashed
- * compiles older than an hour go too. Best effort: errors are ignored, and
- * unlinking an object another process has loaded is harmless. */
+/* The CPU folder's bound: after a miss adds an object, the least recently
+ * used objects (hits touch theirs) and kept sources go when it holds more
+ * than this. Unlinking an object another process has loaded is harmless. */
 #define CACHE_MAX_ENTRIES 2048
 #define CACHE_MAX_BYTES (1024ll << 20)
-
-typedef struct centry_s {
-  time_t mtime;
-  long long size;
-  char name[96];
-} centry_t;
-
-static int centry_cmp(const void* a, const void* b) {
-  const centry_t* x = a;
-  const centry_t* y = b;
-  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
-}
-
-static void trim_cache(const char* dir) {
-  DIR* d = opendir(dir);
-  if (!d) return;
-  size_t n = 0, cap = 0;
-  centry_t* v = NULL;
-  long long total = 0;
-  time_t now = time(NULL);
-  char path[1200];
-  struct dirent* ent;
-  while ((ent = readdir(d))) {
-    const char* nm = ent->d_name;
-    size_t l = strlen(nm);
-    if (l >= sizeof v->name || nm[0] == '.') continue;
-    bool tmp = strncmp(nm, "tmp-", 4) == 0;
-    bool obj = l > 3 && (strcmp(nm + l - 3, ".so") == 0 || strcmp(nm + l - 2, ".c") == 0);
-    if (!tmp && !obj) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, nm);
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (tmp) {
-      if (now - st.st_mtime > 3600) unlink(path);
-      continue;
-    }
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 256;
-      centry_t* q = realloc(v, nc * sizeof(*v));
-      if (!q) break;
-      v = q;
-      cap = nc;
-    }
-    v[n].mtime = st.st_mtime;
-    v[n].size = (long long)st.st_size;
-    memcpy(v[n].name, nm, l + 1);
-    total += v[n].size;
-    ++n;
-  }
-  closedir(d);
-  if (n > CACHE_MAX_ENTRIES || total > CACHE_MAX_BYTES) {
-    qsort(v, n, sizeof(*v), centry_cmp);
-    for (size_t i = 0; i < n && (n - i > CACHE_MAX_ENTRIES * 3 / 4 || total > CACHE_MAX_BYTES * 3 / 4);
-         ++i) {
-      snprintf(path, sizeof path, "%s/%s", dir, v[i].name);
-      if (unlink(path) == 0) total -= v[i].size;
-    }
-  }
-  free(v);
-}
 
 /* ---- loading ---------------------------------------------------------- */
 
@@ -581,7 +464,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   if (nparts < 2) {
     const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
     KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv));
-    tmp_path(log, sizeof log, dir, key, ".log");
+    kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     int rc = 0;
     kiln_status_t s = run_tool(argv, log, &rc);
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, src_path, kept, NULL);
@@ -605,9 +488,9 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   for (int32_t q = 0; q < nparts && !s; ++q) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s-part%d", key, (int)q);
-    tmp_path(cpath[q], sizeof cpath[q], dir, tag, ".c");
-    tmp_path(opath[q], sizeof opath[q], dir, tag, ".o");
-    tmp_path(lpath[q], sizeof lpath[q], dir, tag, ".log");
+    kiln_code_cache_temp_path(dir, tag, ".c", cpath[q], sizeof cpath[q]);
+    kiln_code_cache_temp_path(dir, tag, ".o", opath[q], sizeof opath[q]);
+    kiln_code_cache_temp_path(dir, tag, ".log", lpath[q], sizeof lpath[q]);
     FILE* f = fopen(cpath[q], "wb");
     if (!f) {
       s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", cpath[q], strerror(errno));
@@ -648,7 +531,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
     extra[ne++] = so;
     for (int32_t q = 0; q < nparts; ++q) extra[ne++] = opath[q];
     extra[ne++] = "-lm";
-    tmp_path(log, sizeof log, dir, key, ".log");
+    kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, ne, argv);
     int rc = 0;
     if (!s) s = run_tool(argv, log, &rc);
@@ -682,18 +565,14 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   size_t len = (size_t)src->text_len;
   memset(out, 0, sizeof(*out));
 
-  char dir[900];
-  bool cached;
-  resolve_cache_dir(o, dir, sizeof dir, &cached);
+  /* The compiler works in the cache folder (temporaries are renamed into
+   * place); without a cache, in a private folder removed afterwards. */
+  kiln_code_cache_t cache;
+  bool cached = kiln_code_cache_open(&cache, "cpu", o->cache_dir);
+  char dir[sizeof cache.dir];
   if (cached) {
-    KILN_RETURN_IF_ERROR(mkdirs(dir), "cpu cache");
-    /* Loading a .so runs its code: never trust a cache directory another
-     * user owns or can write (e.g. a pre-created /tmp fallback). */
-    struct stat st;
-    if (stat(dir, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
-      cached = false;
-  }
-  if (!cached) {
+    memcpy(dir, cache.dir, sizeof dir);
+  } else {
     const char* tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/kiln-cpu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
@@ -717,19 +596,22 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   }
   char key[40];
   snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
-  char so_path[1024], src_final[1024];
-  snprintf(so_path, sizeof so_path, "%s/%s.so", dir, key);
+  char so_name[48], so_path[1024], src_final[1024];
+  snprintf(so_name, sizeof so_name, "%s.so", key);
+  snprintf(so_path, sizeof so_path, "%s/%s", dir, so_name);
   snprintf(src_final, sizeof src_final, "%s/%s.c", dir, key);
 
   if (o->dump_dir && *o->dump_dir) {
     char dump[1024];
-    KILN_RETURN_IF_ERROR(mkdirs(o->dump_dir), "cpu dump");
+    KILN_RETURN_IF_ERROR(kiln_code_cache_make_dirs(o->dump_dir), "cpu dump");
     snprintf(dump, sizeof dump, "%s/kiln_cpu_%s.c", o->dump_dir, key);
     KILN_RETURN_IF_ERROR(write_file(dump, source, len));
   }
 
   if (stats) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_path);
-  if (cached && access(so_path, R_OK) == 0) {
+  /* Only a whole entry is loaded: a truncated object would load and then
+   * fault (SIGBUS) when a kernel touches its missing pages. */
+  if (cached && kiln_code_cache_check(&cache, so_name) == KILN_CODE_CACHE_HIT) {
     double tl = kiln_cpu_now();
     kiln_status_t ls = load_so(so_path, names, n, out);
     if (!ls) {
@@ -741,14 +623,14 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
       }
       return NULL;
     }
-    /* A cached object that does not load is stale or corrupt: rebuild. */
+    /* A whole object that does not load is stale: rebuild. */
     kiln_status_free(ls);
     unlink(so_path);
   }
 
-  char src_tmp[1024], so_tmp[1024];
-  tmp_path(src_tmp, sizeof src_tmp, dir, key, ".c");
-  tmp_path(so_tmp, sizeof so_tmp, dir, key, ".so");
+  char src_tmp[sizeof dir + 96], so_tmp[sizeof dir + 96];
+  kiln_code_cache_temp_path(dir, key, ".c", src_tmp, sizeof src_tmp);
+  kiln_code_cache_temp_path(dir, key, ".so", so_tmp, sizeof so_tmp);
   s = write_file(src_tmp, source, len);
   if (!s) {
     s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp);
@@ -764,35 +646,28 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
     return s;
   }
   double t1 = kiln_cpu_now();
-  const char* load_path = so_tmp;
+  /* A cache that cannot take the object only costs a compile next time
+   * (the commit warned): the object is loaded from its temporary file. */
+  bool committed = cached && kiln_code_cache_commit(&cache, so_tmp, so_name);
+  const char* load_path = committed ? so_path : so_tmp;
   if (cached) {
-    if (rename(so_tmp, so_path) != 0) {
-      s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot move '%s' to '%s': %s", so_tmp, so_path,
-                           strerror(errno));
-      unlink(so_tmp);
-      unlink(src_tmp);
-      return s;
-    }
-    load_path = so_path;
     if (o->keep_source) rename(src_tmp, src_final);
     else unlink(src_tmp);
-    trim_cache(dir);
+    kiln_code_cache_trim(&cache, CACHE_MAX_ENTRIES, CACHE_MAX_BYTES);
   }
   s = load_so(load_path, names, n, out);
-  if (!cached) {
-    /* the mapping stays valid after the files are gone */
-    unlink(so_tmp);
-    if (!o->keep_source) {
-      unlink(src_tmp);
-      rmdir(dir);
-    }
+  /* the mapping stays valid after the files are gone */
+  if (!committed) unlink(so_tmp);
+  if (!cached && !o->keep_source) {
+    unlink(src_tmp);
+    rmdir(dir);
   }
   if (s) return kiln_status_annotate(s, "cpu: freshly compiled kernels do not load");
   if (stats) {
     stats->cache_hit = false;
     stats->compile_s = t1 - t0;
     stats->load_s = kiln_cpu_now() - t1;
-    if (!cached) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_tmp);
+    if (!committed) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_tmp);
   }
   return NULL;
 }

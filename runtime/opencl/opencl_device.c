@@ -15,6 +15,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
+#include "runtime/code_cache.h"
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -464,30 +465,31 @@ static void free_executable(ocl_device_t* d, kiln_device_executable_t* e) {
   kiln_allocator_free(d->base.allocator, e);
 }
 
-/* The program from the cache entry at |path|: NULL (no status) when there
- * is none or it is unusable (then deleted with a warning). */
-static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p, const char* path,
+/* The program from cache entry |name|: NULL when there is none or it is
+ * unusable (the code cache or this function warned; a binary the driver
+ * refuses is deleted). */
+static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p,
+                              const kiln_code_cache_t* cache, const char* name, const char* path,
                               const char* source, bool* rejected) {
   uint8_t* bin = NULL;
   size_t len = 0;
-  kiln_status_t s = kiln_opencl_cache_read(path, &bin, &len);
-  if (!s && !bin) return NULL; /* no entry */
-  cl_program prog = NULL;
-  if (!s) {
-    cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
-    const unsigned char* bp = bin;
-    prog = clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bp, &bst, &err);
-    if (!prog || err != CL_SUCCESS || bst != CL_SUCCESS) {
-      s = kiln_make_status(KILN_PARSE_ERROR, "clCreateProgramWithBinary: %s",
-                           kiln_cl_error_name(err != CL_SUCCESS ? err : bst));
-      if (prog) clReleaseProgram(prog);
+  kiln_code_cache_result_t r = kiln_code_cache_read(cache, name, &bin, &len);
+  *rejected = r == KILN_CODE_CACHE_REJECTED;
+  if (r != KILN_CODE_CACHE_HIT) return NULL;
+  kiln_status_t s = NULL;
+  cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
+  const unsigned char* bp = bin;
+  cl_program prog = clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bp, &bst, &err);
+  if (!prog || err != CL_SUCCESS || bst != CL_SUCCESS) {
+    s = kiln_make_status(KILN_PARSE_ERROR, "clCreateProgramWithBinary: %s",
+                         kiln_cl_error_name(err != CL_SUCCESS ? err : bst));
+    if (prog) clReleaseProgram(prog);
+    prog = NULL;
+  } else {
+    s = build_program(d, prog, p, source, true);
+    if (s) {
+      clReleaseProgram(prog);
       prog = NULL;
-    } else {
-      s = build_program(d, prog, p, source, true);
-      if (s) {
-        clReleaseProgram(prog);
-        prog = NULL;
-      }
     }
   }
   free(bin);
@@ -501,20 +503,15 @@ static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p, const ch
   return prog;
 }
 
-static void store_cached(ocl_device_t* d, cl_program prog, const char* path) {
+/* A cache that cannot be written only costs time next run (it warned). */
+static void store_cached(cl_program prog, const kiln_code_cache_t* cache, const char* name) {
   size_t len = 0;
   if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len)
     return;
   unsigned char* bin = malloc(len);
   if (!bin) return;
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
-    kiln_status_t s = kiln_opencl_cache_write(path, bin, len);
-    if (s) {
-      /* A cache that cannot be written only costs time next run. */
-      fprintf(stderr, "kiln: warning: opencl cache: %s\n", kiln_status_message(s));
-      kiln_status_free(s);
-    }
-  }
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+    kiln_code_cache_write(cache, name, bin, len);
   free(bin);
 }
 
@@ -559,22 +556,21 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   }
   e->n_kernels = p->n_kernels;
 
-  char cache_dir[1024];
   char drv[256]; /* part of the cache key and of the GEMM provider record */
   dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
-  bool cache_on = kiln_opencl_cache_dir(o ? o->cache_dir : NULL, cache_dir, sizeof cache_dir);
+  kiln_code_cache_t cache;
+  bool cache_on = kiln_code_cache_open(&cache, "opencl", o ? o->cache_dir : NULL);
+  char name[48];
   if (cache_on) {
     char key[33];
     kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, drv, d->version,
                           KILN_OPENCL_BUILD_OPTIONS, key);
-    int w = snprintf(e->stats.cache_path, sizeof e->stats.cache_path, "%s/%.32s.clbin", cache_dir, key);
-    if (w < 0 || (size_t)w >= sizeof e->stats.cache_path) {
-      e->stats.cache_path[0] = 0; /* a cut path would name another file: no cache */
-      cache_on = false;
-    } else {
-      e->prog = load_cached(d, p, e->stats.cache_path, source, &e->stats.cache_rejected);
-      e->stats.cache_hit = e->prog != NULL;
-    }
+    snprintf(name, sizeof name, "%.32s.clbin", key);
+    cache_on = kiln_code_cache_path(&cache, name, e->stats.cache_path, sizeof e->stats.cache_path);
+  }
+  if (cache_on) {
+    e->prog = load_cached(d, p, &cache, name, e->stats.cache_path, source, &e->stats.cache_rejected);
+    e->stats.cache_hit = e->prog != NULL;
   }
   if (!e->prog) {
     cl_int err = CL_SUCCESS;
@@ -585,15 +581,7 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
       s = cl_fail(d, err, "clCreateProgramWithSource", p->model_name);
     }
     if (!s) s = build_program(d, e->prog, p, source, false);
-    if (!s && cache_on) {
-      kiln_status_t ms = kiln_opencl_mkdirs(cache_dir);
-      if (ms) {
-        fprintf(stderr, "kiln: warning: opencl cache: %s\n", kiln_status_message(ms));
-        kiln_status_free(ms);
-      } else {
-        store_cached(d, e->prog, e->stats.cache_path);
-      }
-    }
+    if (!s && cache_on) store_cached(e->prog, &cache, name);
   }
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
@@ -626,10 +614,8 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
                            nargs, (int)pk->n_args);
   }
   /* GEMM providers, per shape (opencl_gemm_provider.h). */
-  if (!s && cache_on) {
-    int w = snprintf(e->stats.gemm_record, sizeof e->stats.gemm_record, "%s/gemm-providers.tsv", cache_dir);
-    if (w < 0 || (size_t)w >= sizeof e->stats.gemm_record) e->stats.gemm_record[0] = 0;
-  }
+  if (!s && cache_on)
+    kiln_code_cache_path(&cache, "gemm-providers.tsv", e->stats.gemm_record, sizeof e->stats.gemm_record);
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_gemm_t* g = &p->kernels[k].gemm;
     ocl_kernel_t* ek = &e->kernels[k];

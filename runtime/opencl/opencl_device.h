@@ -20,12 +20,12 @@
  * creation, so the fault wrapper (kiln_device_fault_wrap) sees them all.
  *
  * Program binary cache: key = 128-bit hash of the source, the device name,
- * the driver and device versions and the build options; file
- * <dir>/<32 hex>.clbin with a header (magic, length, checksum). The
- * directory is build_options->cache_dir (an empty string disables the
- * cache), else $KILN_CACHE_DIR/opencl, else ~/.cache/kiln/opencl. An entry
- * that fails its checks or that the driver rejects is deleted with a warning
- * on stderr and the program is built from source.
+ * the driver and device versions and the build options; entry
+ * <32 hex>.clbin in the code cache's "opencl" folder (runtime/code_cache.h:
+ * build_options->cache_dir, "" disabling it, else $KILN_CACHE_DIR/opencl,
+ * else $XDG_CACHE_HOME/kiln/opencl, else ~/.cache/kiln/opencl). An entry
+ * that fails the cache's checks is ignored and one the driver rejects is
+ * deleted, with a warning on stderr, and the program is built from source.
  *
  * Errors: DEVICE_ERROR with the CL error name and the call ("opencl:
  * clEnqueueNDRangeKernel(kernel 'conv_0'): CL_INVALID_WORK_GROUP_SIZE");

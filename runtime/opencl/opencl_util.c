@@ -1,6 +1,7 @@
 /* OpenCL device helpers without device calls (see opencl_util.h). */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "runtime/opencl/opencl_util.h"
+#include "runtime/code_cache.h"
 
 #include <CL/cl.h>
 #include <ctype.h>
@@ -46,31 +47,6 @@ const char* kiln_cl_error_name(int32_t err) {
   }
 }
 
-bool kiln_opencl_cache_dir(const char* option, char* out, size_t n) {
-  out[0] = 0;
-  if (option) {
-    if (!*option) return false;
-    snprintf(out, n, "%s", option);
-    return true;
-  }
-  const char* e = getenv("KILN_CACHE_DIR");
-  if (e && *e) {
-    snprintf(out, n, "%s/opencl", e);
-    return true;
-  }
-  e = getenv("XDG_CACHE_HOME");
-  if (e && *e) {
-    snprintf(out, n, "%s/kiln/opencl", e);
-    return true;
-  }
-  e = getenv("HOME");
-  if (e && *e) {
-    snprintf(out, n, "%s/.cache/kiln/opencl", e);
-    return true;
-  }
-  return false;
-}
-
 typedef struct hash_s {
   uint64_t a, b;
 } hash_t;
@@ -91,7 +67,7 @@ static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? s
 void kiln_opencl_cache_key(const char* source, size_t len, const char* device, const char* driver,
                            const char* version, const char* options, char out[33]) {
   hash_t h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-  hash_str(&h, "kiln-opencl-binary-1");
+  hash_str(&h, "kiln-opencl-binary-2"); /* 2: code-cache entries (trailer) */
   hash_feed(&h, source, len);
   hash_str(&h, device);
   hash_str(&h, driver);
@@ -100,92 +76,9 @@ void kiln_opencl_cache_key(const char* source, size_t len, const char* device, c
   snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
 }
 
-/* File: magic (8) | length u64 | checksum u64 (FNV-1a of the payload) | payload. */
-static const char MAGIC[8] = {'K', 'I', 'L', 'N', 'C', 'L', 'B', '1'};
-
-static uint64_t checksum(const uint8_t* p, size_t n) {
-  hash_t h = {0xcbf29ce484222325ull, 0};
-  hash_feed(&h, p, n);
-  return h.a;
-}
-
-kiln_status_t kiln_opencl_cache_read(const char* path, uint8_t** out, size_t* out_len) {
-  *out = NULL;
-  *out_len = 0;
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  kiln_status_t s = NULL;
-  uint8_t hdr[24];
-  uint8_t* data = NULL;
-  uint64_t len = 0, sum = 0;
-  if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, MAGIC, 8) != 0) {
-    s = kiln_make_status(KILN_PARSE_ERROR, "'%s': not a kiln OpenCL binary", path);
-  } else {
-    memcpy(&len, hdr + 8, 8);
-    memcpy(&sum, hdr + 16, 8);
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size != len + sizeof hdr || len == 0) {
-      s = kiln_make_status(KILN_PARSE_ERROR, "'%s': truncated or padded (%llu payload bytes declared)",
-                           path, (unsigned long long)len);
-    } else if (!(data = malloc((size_t)len))) {
-      s = kiln_make_status(KILN_OUT_OF_MEMORY, "'%s': %llu bytes", path, (unsigned long long)len);
-    } else if (fread(data, 1, (size_t)len, f) != len || checksum(data, (size_t)len) != sum) {
-      s = kiln_make_status(KILN_PARSE_ERROR, "'%s': checksum mismatch", path);
-    }
-  }
-  fclose(f);
-  if (s) {
-    free(data);
-    return s;
-  }
-  *out = data;
-  *out_len = (size_t)len;
-  return NULL;
-}
-
-kiln_status_t kiln_opencl_cache_write(const char* path, const uint8_t* data, size_t len) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE* f = fopen(tmp, "wb");
-  if (!f) return kiln_make_status(KILN_IO_ERROR, "cannot write '%s': %s", tmp, strerror(errno));
-  uint8_t hdr[24];
-  uint64_t l = len, sum = checksum(data, len);
-  memcpy(hdr, MAGIC, 8);
-  memcpy(hdr + 8, &l, 8);
-  memcpy(hdr + 16, &sum, 8);
-  bool ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return kiln_make_status(KILN_IO_ERROR, "cannot write '%s'", path);
-  }
-  return NULL;
-}
-
-kiln_status_t kiln_opencl_mkdirs(const char* path) {
-  char buf[1024];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: bad directory '%s'", path);
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; ++i) {
-    if (buf[i] != '/' && buf[i] != 0) continue;
-    char c = buf[i];
-    buf[i] = 0;
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-      return kiln_make_status(KILN_IO_ERROR, "opencl: cannot create directory '%s': %s", buf,
-                              strerror(errno));
-    buf[i] = c;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return kiln_make_status(KILN_IO_ERROR, "opencl: '%s' is not a directory", path);
-  return NULL;
-}
-
 kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,
                                       size_t len) {
-  KILN_RETURN_IF_ERROR(kiln_opencl_mkdirs(dir), "opencl dump");
+  KILN_RETURN_IF_ERROR(kiln_code_cache_make_dirs(dir), "opencl dump");
   /* The model's file name without folders or extension, [A-Za-z0-9_-] only. */
   const char* m = model && *model ? model : "program";
   const char* slash = strrchr(m, '/');

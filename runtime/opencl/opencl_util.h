@@ -1,5 +1,5 @@
 /* Helpers of the OpenCL device that make no device calls: CL error names,
- * the program-binary cache files (key, directory, read, write), source
+ * the program-binary cache key, source
  * dumps and finding the kernel a build log points at. Private to
  * runtime/opencl/ (and its tests). Thread-safe (no global state).
  */
@@ -22,24 +22,11 @@ extern "C" {
 /* "CL_OUT_OF_RESOURCES", ..., or "CL error -N" for unknown codes. */
 const char* kiln_cl_error_name(int32_t err);
 
-/* The cache directory for |option| (a build option: NULL = default, ""
- * = cache off -> false): option, else $KILN_CACHE_DIR/opencl, else
- * $XDG_CACHE_HOME/kiln/opencl, else $HOME/.cache/kiln/opencl. */
-bool kiln_opencl_cache_dir(const char* option, char* out, size_t n);
-
-/* 32 hex digits (+ NUL) of a 128-bit hash over the inputs. */
+/* The program-binary cache key (entries live in the code cache's "opencl"
+ * folder, runtime/code_cache.h): 32 hex digits (+ NUL) of a 128-bit hash
+ * over the inputs. */
 void kiln_opencl_cache_key(const char* source, size_t len, const char* device, const char* driver,
                            const char* version, const char* options, char out[33]);
-
-/* Reads a cache entry. No file: OK with *out = NULL. A file whose header,
- * length or checksum is wrong: PARSE_ERROR naming the file. *out is
- * malloc'ed (free it). */
-kiln_status_t kiln_opencl_cache_read(const char* path, uint8_t** out, size_t* out_len);
-/* Writes an entry atomically (temporary file + rename). */
-kiln_status_t kiln_opencl_cache_write(const char* path, const uint8_t* data, size_t len);
-
-/* mkdir -p. */
-kiln_status_t kiln_opencl_mkdirs(const char* path);
 
 /* Writes |source| to <dir>/<model stem>.cl (dir created). */
 kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,

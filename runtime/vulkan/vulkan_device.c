@@ -16,12 +16,11 @@
  *    the host, so buffer_write / submit / buffer_read need nothing else.
  */
 #include "runtime/vulkan/vulkan_device.h"
+#include "runtime/code_cache.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <vulkan/vulkan.h>
@@ -30,7 +29,6 @@
 
 #define STAGING_MAX (64ull << 20)
 #define SETS_PER_POOL 128
-#define CACHE_MAGIC "KILNVKPC"
 
 static atomic_int g_validation_total;
 
@@ -844,62 +842,30 @@ static kiln_status_t vk_buffer_read(kiln_device_t* base, kiln_device_buffer_t* b
 
 /* ---- pipeline cache file ------------------------------------------------ */
 
-static uint64_t fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-static void mkdirs(const char* path) {
-  char tmp[512];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char* p = tmp + 1; *p; ++p)
-    if (*p == '/') {
-      *p = 0;
-      mkdir(tmp, 0755);
-      *p = '/';
-    }
-  mkdir(tmp, 0755);
-}
-
-static void cache_path(const vk_dev_t* d, const kiln_device_build_options_t* o, char* out, size_t n) {
-  char dir[400];
-  const char* env = getenv("KILN_CACHE_DIR");
-  const char* home = getenv("HOME");
-  if (o && o->cache_dir && o->cache_dir[0])
-    snprintf(dir, sizeof dir, "%s", o->cache_dir);
-  else if (env && env[0])
-    snprintf(dir, sizeof dir, "%s/vulkan", env);
-  else
-    snprintf(dir, sizeof dir, "%s/.cache/kiln/vulkan", home && home[0] ? home : "/tmp");
+/* The entry name of this device's pipeline cache in the code cache's
+ * "vulkan" folder: one file per device and driver (pipelineCacheUUID). */
+static void cache_name(const vk_dev_t* d, char* out, size_t n) {
   char uuid[2 * VK_UUID_SIZE + 1];
   for (int i = 0; i < VK_UUID_SIZE; ++i) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
-  snprintf(out, n, "%s/pipelines-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
+  snprintf(out, n, "pipelines-%04x-%04x-%s.bin", d->props.vendorID, d->props.deviceID, uuid);
 }
 
-/* Reads the cache file: "KILNVKPC", u64 length, u64 FNV-1a of the payload,
- * then the driver's VkPipelineCache data, whose header must name this device
- * and driver. Anything else is reported as corrupt (*corrupt) and ignored. */
-static uint8_t* cache_load(const vk_dev_t* d, const char* path, size_t* out_len, bool* corrupt) {
+/* Reads the entry: the driver's VkPipelineCache data, whose header must name
+ * this device and driver. A missing entry is NULL; an unusable one (the code
+ * cache rejected it, or it is foreign) is NULL with *corrupt set and a
+ * warning. */
+static uint8_t* cache_load(const vk_dev_t* d, const kiln_code_cache_t* cache, const char* name,
+                           size_t* out_len, bool* corrupt) {
   *out_len = 0;
-  *corrupt = false;
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  uint8_t head[24];
   uint8_t* data = NULL;
+  size_t len = 0;
+  kiln_code_cache_result_t r = kiln_code_cache_read(cache, name, &data, &len);
+  *corrupt = r == KILN_CODE_CACHE_REJECTED;
+  if (r != KILN_CODE_CACHE_HIT) return NULL;
   const char* why = NULL;
-  uint64_t len = 0, hash = 0;
-  if (fread(head, 1, sizeof head, f) != sizeof head || memcmp(head, CACHE_MAGIC, 8) != 0) {
-    why = "bad header";
+  if (len < 32 || len > (256ull << 20)) {
+    why = "bad length";
   } else {
-    memcpy(&len, head + 8, 8);
-    memcpy(&hash, head + 16, 8);
-    if (len < 32 || len > (256ull << 20)) why = "bad length";
-  }
-  if (!why && !(data = malloc(len))) why = "out of memory";
-  if (!why && fread(data, 1, len, f) != len) why = "truncated";
-  if (!why && fnv1a(data, len) != hash) why = "checksum mismatch";
-  if (!why) {
     uint32_t hl, ver, vendor, device;
     memcpy(&hl, data, 4);
     memcpy(&ver, data + 4, 4);
@@ -909,9 +875,8 @@ static uint8_t* cache_load(const vk_dev_t* d, const char* path, size_t* out_len,
         device != d->props.deviceID || memcmp(data + 16, d->props.pipelineCacheUUID, VK_UUID_SIZE) != 0)
       why = "made by another device or driver";
   }
-  fclose(f);
   if (why) {
-    fprintf(stderr, "kiln: warning: ignoring pipeline cache %s (%s)\n", path, why);
+    fprintf(stderr, "kiln: warning: ignoring pipeline cache %s/%s (%s)\n", cache->dir, name, why);
     free(data);
     *corrupt = true;
     return NULL;
@@ -920,34 +885,18 @@ static uint8_t* cache_load(const vk_dev_t* d, const char* path, size_t* out_len,
   return data;
 }
 
-static uint64_t cache_save(vk_dev_t* d, VkPipelineCache pc, const char* path) {
+/* Saves |pc| as the entry; the bytes written (0 when nothing was: a cache
+ * that cannot be written only costs time next run, and it warned). */
+static uint64_t cache_save(vk_dev_t* d, VkPipelineCache pc, const kiln_code_cache_t* cache,
+                           const char* name) {
   size_t n = 0;
   if (vkGetPipelineCacheData(d->dev, pc, &n, NULL) != VK_SUCCESS || n == 0) return 0;
   uint8_t* data = malloc(n);
   if (!data) return 0;
-  if (vkGetPipelineCacheData(d->dev, pc, &n, data) != VK_SUCCESS) {
-    free(data);
-    return 0;
-  }
-  char dir[512];
-  snprintf(dir, sizeof dir, "%s", path);
-  char* slash = strrchr(dir, '/');
-  if (slash) {
-    *slash = 0;
-    mkdirs(dir);
-  }
-  char tmp[560];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  FILE* f = fopen(tmp, "wb");
-  uint64_t len = n, hash = fnv1a(data, n);
-  bool ok = f && fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 &&
-            fwrite(&hash, 8, 1, f) == 1 && fwrite(data, 1, n, f) == n;
-  if (f && fclose(f) != 0) ok = false;
+  bool ok = vkGetPipelineCacheData(d->dev, pc, &n, data) == VK_SUCCESS &&
+            kiln_code_cache_write(cache, name, data, n);
   free(data);
-  if (ok && rename(tmp, path) == 0) return n;
-  unlink(tmp);
-  fprintf(stderr, "kiln: warning: cannot write pipeline cache %s: %s\n", path, strerror(errno));
-  return 0;
+  return ok ? n : 0;
 }
 
 /* ---- executables ------------------------------------------------------- */
@@ -1106,9 +1055,13 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
 
   kiln_vulkan_cache_stats_t* st = &d->last_cache;
   memset(st, 0, sizeof *st);
-  cache_path(d, o, st->path, sizeof st->path);
+  kiln_code_cache_t cache;
+  char name[96];
+  cache_name(d, name, sizeof name);
+  bool cache_on = kiln_code_cache_open(&cache, "vulkan", o ? o->cache_dir : NULL) &&
+                  kiln_code_cache_path(&cache, name, st->path, sizeof st->path);
   size_t init_len = 0;
-  uint8_t* init = cache_load(d, st->path, &init_len, &st->ignored_corrupt);
+  uint8_t* init = cache_on ? cache_load(d, &cache, name, &init_len, &st->ignored_corrupt) : NULL;
   VkPipelineCacheCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                    .initialDataSize = init_len,
                                    .pInitialData = init};
@@ -1153,7 +1106,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     }
   }
   st->seconds = now_s() - t0;
-  if (!s) st->saved_bytes = cache_save(d, pc, st->path);
+  if (!s && cache_on) st->saved_bytes = cache_save(d, pc, &cache, name);
   vkDestroyPipelineCache(d->dev, pc, NULL);
   if (s) {
     vk_executable_destroy(base, e);

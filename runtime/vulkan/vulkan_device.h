@@ -17,10 +17,11 @@
  *                     j, storage buffer), pipeline layout and compute pipeline per
  *                     distinct SPIR-V blob (identical blobs share one pipeline), created
  *                     through a VkPipelineCache loaded from and saved to
- *                     <cache dir>/pipelines-<vendor>-<device>-<uuid>.bin; the cache dir
- *                     is build_options->cache_dir, else $KILN_CACHE_DIR/vulkan, else
- *                     ~/.cache/kiln/vulkan. A corrupt or foreign cache file is ignored
- *                     with a warning on stderr.
+ *                     entry pipelines-<vendor>-<device>-<uuid>.bin of the code cache's
+ *                     "vulkan" folder (runtime/code_cache.h: build_options->cache_dir,
+ *                     "" disabling it, else $KILN_CACHE_DIR/vulkan, else
+ *                     $XDG_CACHE_HOME/kiln/vulkan, else ~/.cache/kiln/vulkan). A
+ *                     corrupt or foreign cache file is ignored with a warning on stderr.
  *   cmd_*             one VkCommandBuffer recorded once (re-submittable); descriptor
  *                     sets are allocated per dispatch at record time from descriptor
  *                     pools the command buffer owns; cmd_barrier is a compute -> compute
@@ -84,7 +85,7 @@ typedef struct kiln_vulkan_cache_stats_s {
   int32_t cache_hits;      /* pipelines the driver reported as cache hits (0 when the
                               driver has no VK_EXT_pipeline_creation_feedback) */
   double seconds;          /* wall time of shader module + pipeline creation */
-  char path[512];          /* the cache file */
+  char path[512];          /* the cache file ("" when the cache is off) */
 } kiln_vulkan_cache_stats_t;
 void kiln_vulkan_last_cache_stats(const kiln_device_t* d, kiln_vulkan_cache_stats_t* out);
 

@@ -6,8 +6,9 @@
  * -march=native -fopenmp -fno-math-errno") into a shared object -- large
  * units are split into parts compiled in parallel ($KILN_CPU_JOBS) and
  * kernels that print identically share one body -- which is cached on disk
- * under $KILN_CACHE_DIR (default $XDG_CACHE_HOME/kiln or ~/.cache/kiln) by a
- * hash of the source, compiler, flags, compiler version and CPU, and loaded
+ * in the code cache's cpu folder ($KILN_CACHE_DIR/cpu, see
+ * runtime/code_cache.h) by a hash of the source, compiler, flags, compiler
+ * version and CPU, and loaded
  * with dlopen. $KILN_CPU_DUMP names a folder that receives the source. Each kernel is `void name(void* const* args)` with args in
  * tir_func param order. PARALLEL loops run on OpenMP threads (thread count
  * from the options; default = cores).
