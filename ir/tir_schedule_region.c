@@ -73,28 +73,18 @@ const tir_stmt_t* tir_sch_replace(tir_ctx_t* c, const tir_stmt_t* root, const ti
   return tir_sch_rewrite(c, root, 1, &tg, &rp);
 }
 
+static bool v_load(tir_visitor_t* tv, const tir_expr_t* e) {
+  tir_sch_visitor_t* v = tv->user;
+  if (e->kind == TIR_LOAD) v->on_load(v, e);
+  return true;
+}
+
+/* The expressions of a statement are walked by the tensor-IR visitor: only
+ * the statements need the path. */
 static void v_expr(tir_sch_visitor_t* v, const tir_expr_t* e) {
-  if (!e) return;
-  switch (e->kind) {
-    case TIR_BINARY:
-      v_expr(v, e->u.bin.a);
-      v_expr(v, e->u.bin.b);
-      break;
-    case TIR_SELECT:
-      v_expr(v, e->u.sel.cond);
-      v_expr(v, e->u.sel.t);
-      v_expr(v, e->u.sel.f);
-      break;
-    case TIR_LOAD:
-      if (v->on_load) v->on_load(v, e);
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i) v_expr(v, e->u.load.idx[i]);
-      break;
-    case TIR_CAST: v_expr(v, e->u.cast.value); break;
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i) v_expr(v, e->u.call.args[i]);
-      break;
-    default: break;
-  }
+  if (!v->on_load) return;
+  tir_visitor_t tv = {.user = v, .expr_pre = v_load};
+  tir_visit_expr(&tv, e);
 }
 
 static void v_stmt(tir_sch_visitor_t* v, const tir_stmt_t* s, int32_t child) {
@@ -383,111 +373,24 @@ kiln_status_t tir_sch_find_buffer(const tir_sch_state_t* S, const char* name,
   return NULL;
 }
 
-static const tir_expr_t* map_expr(tir_sch_mapper_t* m, const tir_expr_t* e);
+/* ---- the one-buffer mapper, on the tensor-IR mutator ---- */
 
-static const tir_expr_t* const* map_idx(tir_sch_mapper_t* m, int32_t n,
-                                        const tir_expr_t* const* idx, bool* changed) {
-  *changed = false;
-  const tir_expr_t** out = kiln_arena_alloc(&m->c->arena, sizeof(*out) * (size_t)(n ? n : 1));
-  if (!out) {
-    m->c->oom = true;
-    return NULL;
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    out[i] = map_expr(m, idx[i]);
-    if (!out[i]) return NULL;
-    *changed |= out[i] != idx[i];
-  }
-  return out;
+static const tir_expr_t* map_load(tir_mutator_t* mu, const tir_expr_t* e) {
+  tir_sch_mapper_t* m = mu->user;
+  return e->kind == TIR_LOAD && e->u.load.buf == m->buf ? m->on_load(m, e->u.load.idx) : e;
 }
 
-static const tir_expr_t* map_expr(tir_sch_mapper_t* m, const tir_expr_t* e) {
-  tir_ctx_t* c = m->c;
-  switch (e->kind) {
-    case TIR_BINARY: {
-      const tir_expr_t* a = map_expr(m, e->u.bin.a);
-      const tir_expr_t* b = map_expr(m, e->u.bin.b);
-      if (a == e->u.bin.a && b == e->u.bin.b) return e;
-      return tir_bin(c, e->u.bin.op, a, b);
-    }
-    case TIR_SELECT: {
-      const tir_expr_t* k = map_expr(m, e->u.sel.cond);
-      const tir_expr_t* t = map_expr(m, e->u.sel.t);
-      const tir_expr_t* f = map_expr(m, e->u.sel.f);
-      if (k == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-      return tir_select(c, k, t, f);
-    }
-    case TIR_LOAD: {
-      bool changed;
-      const tir_expr_t* const* idx = map_idx(m, e->u.load.buf->rank, e->u.load.idx, &changed);
-      if (!idx) return NULL;
-      if (e->u.load.buf == m->buf) return m->on_load(m, idx);
-      return changed ? tir_load(c, e->u.load.buf, idx) : e;
-    }
-    case TIR_CAST: {
-      const tir_expr_t* v = map_expr(m, e->u.cast.value);
-      return v == e->u.cast.value ? e : tir_cast(c, e->dtype, v);
-    }
-    case TIR_CALL: {
-      const tir_expr_t* a[3] = {NULL, NULL, NULL};
-      bool changed = false;
-      for (int32_t i = 0; i < e->u.call.n; ++i) {
-        a[i] = map_expr(m, e->u.call.args[i]);
-        changed |= a[i] != e->u.call.args[i];
-      }
-      return changed ? tir_call(c, e->u.call.fn, e->u.call.n, a[0], a[1], a[2]) : e;
-    }
-    default: return e;
-  }
+static const tir_stmt_t* map_node(tir_mutator_t* mu, const tir_stmt_t* s) {
+  tir_sch_mapper_t* m = mu->user;
+  if (s->kind == TIR_STORE && s->u.store.buf == m->buf && m->on_store)
+    return m->on_store(m, s->u.store.idx, s->u.store.value);
+  if (s->kind == TIR_ALLOC && m->unwrap_alloc && s->u.alloc.buf == m->buf) return s->u.alloc.body;
+  return s;
 }
 
 const tir_stmt_t* tir_sch_map_stmt(tir_sch_mapper_t* m, const tir_stmt_t* s) {
-  tir_ctx_t* c = m->c;
-  switch (s->kind) {
-    case TIR_FOR: {
-      const tir_stmt_t* b = tir_sch_map_stmt(m, s->u.loop.body);
-      return b == s->u.loop.body ? s : tir_sch_for_like(c, s, b);
-    }
-    case TIR_STORE: {
-      bool changed;
-      const tir_expr_t* const* idx = map_idx(m, s->u.store.buf->rank, s->u.store.idx, &changed);
-      const tir_expr_t* v = map_expr(m, s->u.store.value);
-      if (!idx || !v) return NULL;
-      if (s->u.store.buf == m->buf && m->on_store) return m->on_store(m, idx, v);
-      if (!changed && v == s->u.store.value) return s;
-      return tir_store(c, s->u.store.buf, idx, v);
-    }
-    case TIR_SEQ: {
-      int32_t n = s->u.seq.n;
-      if (!n) return s;
-      const tir_stmt_t** items = kiln_arena_alloc(&c->arena, sizeof(*items) * (size_t)n);
-      if (!items) {
-        c->oom = true;
-        return NULL;
-      }
-      bool changed = false;
-      for (int32_t i = 0; i < n; ++i) {
-        items[i] = tir_sch_map_stmt(m, s->u.seq.items[i]);
-        if (!items[i]) return NULL;
-        changed |= items[i] != s->u.seq.items[i];
-      }
-      return changed ? tir_seq(c, n, items) : s;
-    }
-    case TIR_IF: {
-      const tir_expr_t* k = map_expr(m, s->u.cond.cond);
-      const tir_stmt_t* t = tir_sch_map_stmt(m, s->u.cond.then_s);
-      const tir_stmt_t* e = s->u.cond.else_s ? tir_sch_map_stmt(m, s->u.cond.else_s) : NULL;
-      if (k == s->u.cond.cond && t == s->u.cond.then_s && e == s->u.cond.else_s) return s;
-      return tir_if(c, k, t, e);
-    }
-    case TIR_ALLOC: {
-      const tir_stmt_t* b = tir_sch_map_stmt(m, s->u.alloc.body);
-      if (m->unwrap_alloc && s->u.alloc.buf == m->buf) return b;
-      return b == s->u.alloc.body ? s : tir_alloc(c, s->u.alloc.buf, b);
-    }
-    case TIR_BARRIER: return s;
-  }
-  return s;
+  tir_mutator_t mu = {.ctx = m->c, .user = m, .stmt_post = map_node, .expr_post = map_load};
+  return tir_mutate_stmt(&mu, s);
 }
 
 static void acc_push(tir_sch_accesses_t* A, tir_sch_access_t x) {
