@@ -67,7 +67,7 @@ typedef struct {
   tir_sch_list_t found; /* distinct buffers with that name */
 } tir_sch_find_buf_t;
 
-/* ==== expression/statement mapper for one buffer ======================= */
+/* ---- mapper for one buffer (on the tensor-IR mutator) ---- */
 
 typedef struct tir_sch_mapper_s tir_sch_mapper_t;
 struct tir_sch_mapper_s {
