@@ -1,4 +1,4 @@
-/* Tests for the schedule primitives (ir/tir_schedule.c) and substitution
+/* Tests for the schedule primitives (ir/tir_schedule*.c) and substitution
  * (ir/tir_subst.c).
  *
  * Correctness is checked by interpreting the TIR: the tensor-IR interpreter
