@@ -57,16 +57,16 @@ typedef struct {
 
 /* Plan -> (fp16) -> program; |mode16| 0 fp32, 1 fp16, 2 fp16 with f16
  * workspaces, 3 fp16 weights only. */
-static kiln_status_t build(const kiln_graph_t* g, kiln_program_target_t target, int mode16, bool fp16_arith,
+static kiln_status_t build(const kiln_graph_t* g, const kiln_target_t* target, int mode16, bool fp16_arith,
                            built_t* out) {
   kiln_allocator_t a = kiln_allocator_system();
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {target == KILN_PROGRAM_TARGET_CPU ? KILN_TARGET_CLASS_CPU : KILN_TARGET_CLASS_GPU, 0};
+  kiln_plan_options_t po = {target->lowering, 0};
   kiln_status_t s = kiln_plan_build(g, &po, a, &plan);
   if (!s) s = kiln_plan_fuse(plan, NULL, NULL);
   if (!s && mode16) {
     kiln_precision_options_t o = {KILN_PRECISION_FP16, fp16_arith, false, NULL,
-                                  mode16 == 1 && target == KILN_PROGRAM_TARGET_CPU, mode16 == 3};
+                                  mode16 == 1 && target->fp16_keeps_f32_workspaces, mode16 == 3};
     s = kiln_plan_set_precision(plan, &o, NULL);
   }
   kiln_program_build_options_t bo = {NULL, mode16 ? "fp16" : "fp32", "-O1", false};
@@ -165,12 +165,13 @@ static kiln_status_t bench_model(const char* path, const char* target_name, int 
   kiln_status_t s = kiln_graph_prepare(g);
   if (!s) s = kiln_graph_optimize(g, 1, NULL);
   if (!s) s = kiln_device_open(target_name, &oo, a, &dev);
-  kiln_program_target_t target = KILN_PROGRAM_TARGET_CPU;
+  /* The device may have fallen back to the CPU: build for what opened. */
+  const kiln_target_t* target = NULL;
   bool cpu = true;
   if (!s) {
     cpu = !strcmp(kiln_device_api(dev), "cpu");
-    target = cpu ? KILN_PROGRAM_TARGET_CPU
-                 : !strcmp(kiln_device_api(dev), "opencl") ? KILN_PROGRAM_TARGET_OPENCL : KILN_PROGRAM_TARGET_VULKAN;
+    target = kiln_target_find(kiln_device_api(dev));
+    if (!target) s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(dev));
   }
   bool arith = dev && dev->info.fp16_arith;
   if (!s) s = build(g, target, 0, false, &b32);

@@ -53,7 +53,7 @@ static kiln_status_t build_program(const char* path, kiln_program_t** out) {
   if (!s) s = kiln_graph_optimize(g, 1, NULL);
   if (!s) s = kiln_plan_build(g, &po, a, &plan);
   if (!s) s = kiln_plan_fuse(plan, &rep, NULL);
-  if (!s) s = kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, a, out);
+  if (!s) s = kiln_program_build(plan, kiln_target_find("cpu"), NULL, a, out);
   kiln_plan_destroy(plan);
   kiln_graph_destroy(g);
   return s;

@@ -19,7 +19,7 @@
 
 #include "ir/op.h"
 #include "lowering/plan.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "targets/cpu/cpu_backend.h"
 
 extern void openblas_set_num_threads(int num_threads);

@@ -29,9 +29,9 @@
 
 #include "ir/op.h"
 #include "lowering/plan.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/vulkan/vulkan_device.h"
-#include "targets/spirv/spirv_target.h"
+#include "targets/vulkan/spirv_target.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -86,7 +86,7 @@ static kiln_status_t one_kernel_program(uint8_t* blob, uint64_t len, const int64
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(kiln_allocator_system(), &p));
   kiln_allocator_t al = p->allocator;
-  p->target = KILN_PROGRAM_TARGET_VULKAN;
+  p->target = "vulkan";
   kiln_status_t s = kiln_allocator_malloc(al, sizeof(kiln_program_kernel_t), "k", (void**)&p->kernels);
   if (!s) s = kiln_allocator_malloc(al, sizeof(uint8_t*), "b", (void**)&p->code.blobs);
   if (!s) s = kiln_allocator_malloc(al, sizeof(uint64_t), "l", (void**)&p->code.blob_lens);
@@ -251,7 +251,7 @@ static kiln_status_t bench_plan(kiln_device_t* d, int64_t n, const opts_t* o, co
   if (!s) s = kiln_allocator_malloc(al, sizeof(kiln_program_kernel_t) * (size_t)p->n_kernels, "k", (void**)&prog->kernels);
   if (!s) {
     prog->n_kernels = p->n_kernels;
-    prog->target = KILN_PROGRAM_TARGET_VULKAN;
+    prog->target = "vulkan";
   }
   for (int32_t k = 0; !s && k < p->n_kernels; ++k) {
     kiln_program_kernel_t* kk = &prog->kernels[k];

@@ -56,6 +56,26 @@ typedef struct kiln_ref_ctx_s {
   kiln_allocator_t allocator;     /* for scratch */
 } kiln_ref_ctx_t;
 
+/* What an op's kernel may fuse with, in the spirit of TVM's op patterns
+ * (lowering/fuse.h applies them): ELEMWISE (Relu, Clip, ...), BROADCAST
+ * (binary ops whose smaller operand broadcasts, per-channel affine maps),
+ * INJECTIVE (each output element is one input element: Transpose, Pad,
+ * Concat, Gather...), REDUCTION, OUT_ELEMWISE_FUSABLE (Conv, Gemm, MatMul:
+ * anchors whose element-wise consumers fuse into their epilogue), OPAQUE
+ * (never fused; Shape, and any op without a schema). */
+typedef enum kiln_op_pattern_e {
+  KILN_PATTERN_ELEMWISE = 0,
+  KILN_PATTERN_BROADCAST,
+  KILN_PATTERN_INJECTIVE,
+  KILN_PATTERN_REDUCTION,
+  KILN_PATTERN_OUT_ELEMWISE_FUSABLE,
+  KILN_PATTERN_OPAQUE,
+} kiln_op_pattern_t;
+
+/* One op: its arity, shape/type inference, reference kernel, cost and
+ * fusion pattern, in one entry of its family's table. Its lowering lives
+ * in the lowering layer's table of the same family (lowering/lower_*.c),
+ * which may not be imported from here. */
 typedef struct kiln_op_schema_s {
   const char* op_type;
   int16_t min_inputs, max_inputs;   /* max -1: variadic */
@@ -65,6 +85,7 @@ typedef struct kiln_op_schema_s {
   /* Floating-point operations for `kiln info` (inputs/outputs inferred).
    * NULL: one per output element. */
   int64_t (*flops)(const kiln_infer_t* ctx);
+  kiln_op_pattern_t pattern;
 } kiln_op_schema_t;
 
 typedef struct kiln_op_family_s {

@@ -15,59 +15,13 @@
 #include <string.h>
 
 #include "ir/graph.h"
+#include "ir/op.h"
 
 /* ---- op patterns ----------------------------------------------------- */
 
-static const struct {
-  const char* op;
-  kiln_op_pattern_t pat;
-} patterns[] = {
-    /* element-wise (per-element, same shape; binary ops broadcast) */
-    {"Identity", KILN_PATTERN_ELEMWISE}, {"Dropout", KILN_PATTERN_ELEMWISE},
-    {"Relu", KILN_PATTERN_ELEMWISE}, {"LeakyRelu", KILN_PATTERN_ELEMWISE},
-    {"Clip", KILN_PATTERN_ELEMWISE}, {"Sigmoid", KILN_PATTERN_ELEMWISE},
-    {"Tanh", KILN_PATTERN_ELEMWISE}, {"HardSigmoid", KILN_PATTERN_ELEMWISE},
-    {"HardSwish", KILN_PATTERN_ELEMWISE}, {"Erf", KILN_PATTERN_ELEMWISE},
-    {"Gelu", KILN_PATTERN_ELEMWISE}, {"Sqrt", KILN_PATTERN_ELEMWISE},
-    {"Reciprocal", KILN_PATTERN_ELEMWISE}, {"Exp", KILN_PATTERN_ELEMWISE},
-    {"Log", KILN_PATTERN_ELEMWISE}, {"Neg", KILN_PATTERN_ELEMWISE},
-    {"Abs", KILN_PATTERN_ELEMWISE}, {"Cast", KILN_PATTERN_ELEMWISE},
-    {"Not", KILN_PATTERN_ELEMWISE},
-    {"PRelu", KILN_PATTERN_BROADCAST}, {"Add", KILN_PATTERN_BROADCAST},
-    {"Sub", KILN_PATTERN_BROADCAST}, {"Mul", KILN_PATTERN_BROADCAST},
-    {"Div", KILN_PATTERN_BROADCAST}, {"Pow", KILN_PATTERN_BROADCAST},
-    {"Max", KILN_PATTERN_BROADCAST}, {"Min", KILN_PATTERN_BROADCAST},
-    {"Where", KILN_PATTERN_BROADCAST}, {"Equal", KILN_PATTERN_BROADCAST},
-    {"Less", KILN_PATTERN_BROADCAST}, {"Greater", KILN_PATTERN_BROADCAST},
-    {"LessOrEqual", KILN_PATTERN_BROADCAST}, {"GreaterOrEqual", KILN_PATTERN_BROADCAST},
-    {"And", KILN_PATTERN_BROADCAST}, {"Or", KILN_PATTERN_BROADCAST},
-    /* injective: each output element is one input element (or a constant) */
-    {"Reshape", KILN_PATTERN_INJECTIVE}, {"Flatten", KILN_PATTERN_INJECTIVE},
-    {"Squeeze", KILN_PATTERN_INJECTIVE}, {"Unsqueeze", KILN_PATTERN_INJECTIVE},
-    {"Expand", KILN_PATTERN_INJECTIVE}, {"Transpose", KILN_PATTERN_INJECTIVE},
-    {"Concat", KILN_PATTERN_INJECTIVE}, {"Split", KILN_PATTERN_INJECTIVE},
-    {"Slice", KILN_PATTERN_INJECTIVE}, {"Gather", KILN_PATTERN_INJECTIVE},
-    {"Pad", KILN_PATTERN_INJECTIVE}, {"Resize", KILN_PATTERN_INJECTIVE},
-    {"ConstantOfShape", KILN_PATTERN_INJECTIVE}, {"Constant", KILN_PATTERN_INJECTIVE},
-    /* reductions */
-    {"ReduceMean", KILN_PATTERN_REDUCTION}, {"ReduceSum", KILN_PATTERN_REDUCTION},
-    {"ReduceMax", KILN_PATTERN_REDUCTION}, {"Softmax", KILN_PATTERN_REDUCTION},
-    {"LogSoftmax", KILN_PATTERN_REDUCTION}, {"LayerNormalization", KILN_PATTERN_REDUCTION},
-    {"MaxPool", KILN_PATTERN_REDUCTION}, {"AveragePool", KILN_PATTERN_REDUCTION},
-    {"GlobalAveragePool", KILN_PATTERN_REDUCTION},
-    /* anchors whose output element-wise consumers fuse into the epilogue */
-    {"Conv", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    {"ConvTranspose", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    {"Gemm", KILN_PATTERN_OUT_ELEMWISE_FUSABLE}, {"MatMul", KILN_PATTERN_OUT_ELEMWISE_FUSABLE},
-    /* BatchNormalization (inference) is a per-channel affine map */
-    {"BatchNormalization", KILN_PATTERN_BROADCAST},
-};
-
 kiln_op_pattern_t kiln_op_pattern(const char* op_type) {
-  if (!op_type) return KILN_PATTERN_OPAQUE;
-  for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; ++i)
-    if (strcmp(patterns[i].op, op_type) == 0) return patterns[i].pat;
-  return KILN_PATTERN_OPAQUE; /* Shape and anything unknown */
+  const kiln_op_schema_t* schema = kiln_op_lookup(NULL, op_type);
+  return schema ? schema->pattern : KILN_PATTERN_OPAQUE;
 }
 
 const char* kiln_op_pattern_name(kiln_op_pattern_t p) {

@@ -3,7 +3,8 @@
  * Op classes in the spirit of TVM's op patterns decide what may fuse:
  *   ELEMWISE (Relu, Add, Clip, ...), BROADCAST (Add with a smaller operand),
  *   INJECTIVE (Transpose, Pad, Concat, Slice, Gather...), REDUCTION,
- *   OUT_ELEMWISE_FUSABLE (Conv, ConvTranspose, Gemm, MatMul), OPAQUE.
+ *   OUT_ELEMWISE_FUSABLE (Conv, ConvTranspose, Gemm, MatMul), OPAQUE; each
+ *   op's schema (ir/op.h) carries its pattern.
  *
  * Two transformations, both on kernels already lowered and scheduled:
  *  - epilogue fusion ("reverse compute-inline"): a consumer kernel whose naive
@@ -24,21 +25,14 @@
 #ifndef KILN_LOWERING_FUSE_H_
 #define KILN_LOWERING_FUSE_H_
 
+#include "ir/op.h"
 #include "lowering/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum kiln_op_pattern_e {
-  KILN_PATTERN_ELEMWISE = 0,
-  KILN_PATTERN_BROADCAST,
-  KILN_PATTERN_INJECTIVE,
-  KILN_PATTERN_REDUCTION,
-  KILN_PATTERN_OUT_ELEMWISE_FUSABLE,
-  KILN_PATTERN_OPAQUE,
-} kiln_op_pattern_t;
-
+/* The pattern of |op_type|'s schema (ir/op.h); OPAQUE without one. */
 kiln_op_pattern_t kiln_op_pattern(const char* op_type);
 const char* kiln_op_pattern_name(kiln_op_pattern_t p);
 

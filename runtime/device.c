@@ -7,13 +7,7 @@
 #include <string.h>
 
 #include "kiln/runtime.h"
-#include "runtime/cpu/cpu_device.h"
-#ifdef KILN_HAVE_OPENCL
-#include "runtime/opencl/opencl_device.h"
-#endif
-#ifdef KILN_HAVE_VULKAN
-#include "runtime/vulkan/vulkan_device.h"
-#endif
+#include "runtime/device_registry.h"
 
 void kiln_device_init_base(kiln_device_t* d, const kiln_device_vtable_t* vt,
                            kiln_allocator_t allocator) {
@@ -49,8 +43,11 @@ const char* kiln_device_call_name(kiln_device_call_t c) {
 static kiln_status_t parse_name(const char* name, char* api, size_t n, int32_t* index) {
   const char* colon = strchr(name, ':');
   size_t len = colon ? (size_t)(colon - name) : strlen(name);
-  if (len == 0 || len >= n)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "device '%s': expected cpu, opencl[:N] or vulkan[:N]", name);
+  if (len == 0 || len >= n) {
+    char names[256];
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "device '%s': expected %s", name,
+                            kiln_device_api_names("[:N]", names, sizeof names));
+  }
   memcpy(api, name, len);
   api[len] = 0;
   *index = 0;
@@ -65,35 +62,24 @@ static kiln_status_t parse_name(const char* name, char* api, size_t n, int32_t* 
   return NULL;
 }
 
-static kiln_status_t open_gpu(const char* api, int32_t index, kiln_allocator_t al,
-                              kiln_device_t** out) {
-  if (!strcmp(api, "opencl")) {
-#ifdef KILN_HAVE_OPENCL
-    return kiln_opencl_device_create(index, al, out);
-#else
-    return kiln_make_status(KILN_UNSUPPORTED, "this kiln was built without OpenCL");
-#endif
-  }
-  if (!strcmp(api, "vulkan")) {
-#ifdef KILN_HAVE_VULKAN
-    const char* v = getenv("KILN_VULKAN_VALIDATION");
-    return kiln_vulkan_device_create(index, v && v[0] == '1', al, out);
-#else
-    return kiln_make_status(KILN_UNSUPPORTED, "this kiln was built without Vulkan");
-#endif
-  }
-  return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown device api '%s' (expected cpu, opencl or vulkan)", api);
-}
-
+/* A device that cannot be opened falls back to the first registered API --
+ * the CPU, which every build registers first -- unless the caller is strict
+ * or the name itself is wrong. */
 kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
                                kiln_allocator_t allocator, kiln_device_t** out_device) {
   if (!name || !out_device) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_device_open: NULL argument");
-  char api[32];
+  char api_name[32];
   int32_t index = 0;
-  KILN_RETURN_IF_ERROR(parse_name(name, api, sizeof api, &index));
-  int32_t threads = options ? options->threads : 0;
-  if (!strcmp(api, "cpu")) return kiln_cpu_device_create(threads, allocator, out_device);
-  kiln_status_t s = open_gpu(api, index, allocator, out_device);
+  KILN_RETURN_IF_ERROR(parse_name(name, api_name, sizeof api_name, &index));
+  const kiln_device_api_t* api = kiln_device_api_find(api_name);
+  if (!api) {
+    char names[256];
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown device api '%s' (this kiln has %s)", api_name,
+                            kiln_device_api_names("", names, sizeof names));
+  }
+  const kiln_device_api_t* fallback = kiln_device_api_at(0);
+  if (api == fallback) return api->open(index, options, allocator, out_device);
+  kiln_status_t s = api->open(index, options, allocator, out_device);
   if (!s) return NULL;
   if (kiln_status_code(s) == KILN_INVALID_ARGUMENT || (options && options->strict))
     return kiln_status_annotate(s, "device '%s'", name);
@@ -101,7 +87,7 @@ kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_
   fprintf(log, "kiln: warning: device '%s' unavailable (%s); falling back to the CPU\n", name,
           kiln_status_message(s));
   kiln_status_free(s);
-  return kiln_cpu_device_create(threads, allocator, out_device);
+  return fallback->open(0, options, allocator, out_device);
 }
 
 /* ---- fault injection -------------------------------------------------- */
@@ -175,13 +161,13 @@ static kiln_status_t fd_buffer_read(kiln_device_t* d, kiln_device_buffer_t* b, u
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->buffer_read(in, b, off, dst, n);
 }
-static kiln_status_t fd_exe_create(kiln_device_t* d, const kiln_program_t* p, const kiln_device_build_options_t* o,
+static kiln_status_t fd_executable_create(kiln_device_t* d, const kiln_program_t* p, const kiln_device_build_options_t* o,
                                    kiln_device_executable_t** out) {
   KILN_RETURN_IF_ERROR(trip(d, KILN_DEVICE_CALL_EXECUTABLE_CREATE, 0));
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->executable_create(in, p, o, out);
 }
-static void fd_exe_destroy(kiln_device_t* d, kiln_device_executable_t* e) {
+static void fd_executable_destroy(kiln_device_t* d, kiln_device_executable_t* e) {
   kiln_device_t* in = fd_of(d)->inner;
   in->vt->executable_destroy(in, e);
 }
@@ -232,31 +218,13 @@ static kiln_status_t fd_wait(kiln_device_t* d, kiln_device_cmd_t* c) {
   }
   return s;
 }
-static kiln_status_t fd_ts_read(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* ns, int32_t n) {
+static kiln_status_t fd_timestamps_read(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* ns, int32_t n) {
   KILN_RETURN_IF_ERROR(trip(d, KILN_DEVICE_CALL_TIMESTAMPS_READ, 0));
   kiln_device_t* in = fd_of(d)->inner;
   return in->vt->timestamps_read(in, c, ns, n);
 }
 
-static const kiln_device_vtable_t fault_vtable = {
-    .destroy = fd_destroy,
-    .buffer_create = fd_buffer_create,
-    .view_create = fd_view_create,
-    .buffer_destroy = fd_buffer_destroy,
-    .buffer_write = fd_buffer_write,
-    .buffer_read = fd_buffer_read,
-    .executable_create = fd_exe_create,
-    .executable_destroy = fd_exe_destroy,
-    .cmd_create = fd_cmd_create,
-    .cmd_destroy = fd_cmd_destroy,
-    .cmd_dispatch = fd_cmd_dispatch,
-    .cmd_barrier = fd_cmd_barrier,
-    .cmd_timestamp = fd_cmd_timestamp,
-    .cmd_end = fd_cmd_end,
-    .submit = fd_submit,
-    .wait = fd_wait,
-    .timestamps_read = fd_ts_read,
-};
+static const kiln_device_vtable_t fault_vtable = KILN_DEVICE_VTABLE(fd);
 
 kiln_status_t kiln_device_fault_wrap(kiln_device_t* inner, const kiln_fault_spec_t* spec,
                                      kiln_device_t** out) {

@@ -136,6 +136,23 @@ typedef struct kiln_device_vtable_s {
                                    int32_t n);
 } kiln_device_vtable_t;
 
+/* A backend's vtable from its functions PREFIX_destroy, PREFIX_buffer_create,
+ * ... PREFIX_timestamps_read, one per slot, named after the slot:
+ *   static const kiln_device_vtable_t ocl_vtable = KILN_DEVICE_VTABLE(ocl);
+ * Every backend fills every slot, so the names are the whole contract. */
+#define KILN_DEVICE_VTABLE(prefix)                                                        \
+  {                                                                                       \
+    .destroy = prefix##_destroy, .buffer_create = prefix##_buffer_create,                 \
+    .view_create = prefix##_view_create, .buffer_destroy = prefix##_buffer_destroy,       \
+    .buffer_write = prefix##_buffer_write, .buffer_read = prefix##_buffer_read,           \
+    .executable_create = prefix##_executable_create,                                      \
+    .executable_destroy = prefix##_executable_destroy, .cmd_create = prefix##_cmd_create, \
+    .cmd_destroy = prefix##_cmd_destroy, .cmd_dispatch = prefix##_cmd_dispatch,           \
+    .cmd_barrier = prefix##_cmd_barrier, .cmd_timestamp = prefix##_cmd_timestamp,         \
+    .cmd_end = prefix##_cmd_end, .submit = prefix##_submit, .wait = prefix##_wait,        \
+    .timestamps_read = prefix##_timestamps_read,                                          \
+  }
+
 /* The common head of every backend's device struct (backends embed it
  * first). Reference counted: kiln_device_retain / kiln_device_release. */
 struct kiln_device_s {

@@ -147,7 +147,7 @@ void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info) {
   if (!m || !m->program) return;
   const kiln_program_t* p = m->program;
   out_info->model_name = str_or_empty(p->model_name);
-  out_info->target = kiln_program_target_name(p->target);
+  out_info->target = str_or_empty(p->target);
   out_info->precision = str_or_empty(p->precision);
   out_info->options = str_or_empty(p->options);
   out_info->n_inputs = p->n_inputs;

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/device_registry.h"
+
 /* ---- CRC-64/XZ ------------------------------------------------------------ */
 
 static uint64_t crc_table[8][256];
@@ -210,7 +212,7 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   put_u64(w, 0);
 
   size_t s = section_begin(w, KILN_MODULE_TAG_META);
-  put_u32(w, (uint32_t)p->target);
+  KILN_RETURN_IF_ERROR(put_str(w, p, p->target, "target"));
   KILN_RETURN_IF_ERROR(put_str(w, p, p->model_name, "model name"));
   KILN_RETURN_IF_ERROR(put_str(w, p, p->precision, "precision"));
   KILN_RETURN_IF_ERROR(put_str(w, p, p->options, "options"));
@@ -518,12 +520,35 @@ static kiln_status_t rd_alloc(rd_t* r, kiln_allocator_t a, size_t count, size_t 
   return NULL;
 }
 
+/* Formats 1 and 2 numbered the three targets kiln had then; the list is
+ * frozen (newer files name their target). */
+static const char* const v2_targets[] = {"cpu", "opencl", "vulkan"};
+
+/* The program keeps the registry's copy of the name (static storage), so
+ * a target this build lacks is refused here, by name. */
 static kiln_status_t rd_meta(rd_t* r, kiln_program_t* p) {
-  uint32_t target;
-  KILN_RETURN_IF_ERROR(rd_u32(r, "target", &target));
-  if (target >= KILN_PROGRAM_TARGET_COUNT_)
-    return rd_err(r, KILN_PARSE_ERROR, "unknown target number %u", target);
-  p->target = (kiln_program_target_t)target;
+  const char* name = NULL;
+  char* read = NULL;
+  if (r->version < 3) {
+    uint32_t number;
+    KILN_RETURN_IF_ERROR(rd_u32(r, "target", &number));
+    if (number >= sizeof v2_targets / sizeof v2_targets[0])
+      return rd_err(r, KILN_PARSE_ERROR, "unknown target number %u", number);
+    name = v2_targets[number];
+  } else {
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "target", &read));
+    name = read;
+  }
+  const kiln_device_api_t* api = kiln_device_api_find(name);
+  if (!api) {
+    char names[256];
+    kiln_status_t s = rd_err(r, KILN_UNSUPPORTED, "target '%.*s' is not built into this kiln (it has %s)",
+                             KILN_TARGET_NAME_MAX, name, kiln_device_api_names("", names, sizeof names));
+    kiln_allocator_free(p->allocator, read);
+    return s;
+  }
+  kiln_allocator_free(p->allocator, read);
+  p->target = api->name;
   KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "model name", &p->model_name));
   KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "precision", &p->precision));
   KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "options", &p->options));

@@ -36,8 +36,11 @@
  *    count = u64 (a reader caps counts at INT32_MAX and at what the rest of
  *            the payload could hold)
  *
- *   'META' (required)  u32 target (kiln_program_target_t), str model_name,
- *                      str precision, str options
+ *   'META' (required)  str target (version 3 on: its name, "cpu", "opencl",
+ *                      "vulkan", ...; versions 1-2 wrote a u32 number here,
+ *                      0 cpu, 1 opencl, 2 vulkan), str model_name,
+ *                      str precision, str options. A reader refuses a
+ *                      target this build does not have, naming it
  *   'BUFS' (required)  count n; n x { str name, u32 dtype, u32 kind,
  *                      i32 rank, i64 shape[rank], u64 bytes, i32 alias_of,
  *                      i32 first_use, i32 last_use, u64 const_offset }
@@ -87,7 +90,9 @@ extern "C" {
 
 #define KILN_MODULE_MAGIC "KILNMOD\0" /* 8 bytes, the NUL included */
 #define KILN_MODULE_MAGIC_LEN 8
-#define KILN_MODULE_FORMAT_VERSION 2 /* 2: kernels carry loop_trips */
+/* 2: kernels carry loop_trips; 3: META names the target instead of
+ * numbering it (targets come from a registry, numbers would not scale). */
+#define KILN_MODULE_FORMAT_VERSION 3
 #define KILN_MODULE_HEADER_LEN 48
 #define KILN_MODULE_WEIGHTS_ALIGN 64
 #define KILN_MODULE_MAX_STRING (1u << 20)

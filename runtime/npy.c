@@ -1,6 +1,6 @@
 /* NumPy .npy reader/writer. The header is a Python dict literal; we parse
  * just the three keys the format defines and reject anything else. */
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,11 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char* const target_names[KILN_PROGRAM_TARGET_COUNT_] = {"cpu", "opencl", "vulkan"};
+#include "runtime/device_registry.h"
 
-const char* kiln_program_target_name(kiln_program_target_t t) {
-  return (unsigned)t < KILN_PROGRAM_TARGET_COUNT_ ? target_names[t] : "?";
-}
 
 kiln_status_t kiln_program_create(kiln_allocator_t allocator, kiln_program_t** out_program) {
   void* p = NULL;
@@ -21,6 +18,9 @@ kiln_status_t kiln_program_create(kiln_allocator_t allocator, kiln_program_t** o
   kiln_program_t* prog = p;
   memset(prog, 0, sizeof(*prog));
   prog->allocator = allocator;
+  /* Until the builder or loader sets it: the first registered target, the
+   * CPU (a program built by hand for the planner's tests runs there). */
+  prog->target = kiln_device_api_at(0)->name;
   *out_program = prog;
   return NULL;
 }
@@ -256,8 +256,12 @@ static kiln_status_t validate_io(const kiln_program_t* p) {
 
 static kiln_status_t validate_code(const kiln_program_t* p) {
   const kiln_program_code_t* c = &p->code;
-  if ((unsigned)p->target >= KILN_PROGRAM_TARGET_COUNT_)
-    return bad(p, "%s number %lld", "target", (long long)p->target);
+  const kiln_device_api_t* api = kiln_device_api_find(p->target);
+  if (!api) {
+    char names[256];
+    return bad(p, "target '%s' is not built into this kiln (it has %s)", p->target ? p->target : "(none)",
+               kiln_device_api_names("", names, sizeof names));
+  }
   if (c->text_len > 0 && !c->text) return bad(p, "%s of %lld bytes is missing", "code text", (long long)c->text_len);
   if (c->n_parts < 0 || (c->n_parts > 0 && !c->parts))
     return bad(p, "%s %lld", "code part count", (long long)c->n_parts);
@@ -270,13 +274,13 @@ static kiln_status_t validate_code(const kiln_program_t* p) {
   for (int32_t i = 0; i < c->n_blobs; ++i)
     if (c->blob_lens[i] > 0 && !c->blobs[i]) return bad(p, "%s %lld is missing", "code blob", (long long)i);
   if (p->n_kernels > 0) {
-    if ((p->target == KILN_PROGRAM_TARGET_CPU || p->target == KILN_PROGRAM_TARGET_OPENCL) &&
-        !c->text_len)
-      return bad(p, "%s target has no kernel source", kiln_program_target_name(p->target));
-    if (p->target == KILN_PROGRAM_TARGET_CPU && c->n_parts < 2)
-      return bad(p, "%s has %lld parts, needs prelude and epilogue", "cpu code", (long long)c->n_parts);
-    if (p->target == KILN_PROGRAM_TARGET_VULKAN && c->n_blobs != p->n_kernels)
-      return bad(p, "%s: %lld SPIR-V binaries for %lld kernels", "vulkan code", (long long)c->n_blobs, (long long)p->n_kernels);
+    if (api->code_form != KILN_CODE_BLOB_PER_KERNEL && !c->text_len)
+      return bad(p, "%s target has no kernel source", p->target);
+    if (api->code_form == KILN_CODE_SOURCE_PARTS && c->n_parts < 2)
+      return bad(p, "%s code has %lld parts, needs prelude and epilogue", p->target, (long long)c->n_parts);
+    if (api->code_form == KILN_CODE_BLOB_PER_KERNEL && c->n_blobs != p->n_kernels)
+      return bad(p, "%s code: %lld binaries for %lld kernels", p->target, (long long)c->n_blobs,
+                 (long long)p->n_kernels);
   }
   return NULL;
 }

@@ -111,14 +111,8 @@ typedef struct kiln_program_kernel_s {
   kiln_program_gemm_t gemm;
 } kiln_program_kernel_t;
 
-typedef enum kiln_program_target_e {
-  KILN_PROGRAM_TARGET_CPU = 0,
-  KILN_PROGRAM_TARGET_OPENCL = 1,
-  KILN_PROGRAM_TARGET_VULKAN = 2,
-  KILN_PROGRAM_TARGET_COUNT_
-} kiln_program_target_t;
-
-const char* kiln_program_target_name(kiln_program_target_t t);
+/* Longest target name, NUL included ("cpu", "opencl", "vulkan"). */
+#define KILN_TARGET_NAME_MAX 16
 
 /* Target code. CPU: |text| is one C translation unit and |parts| splits it
  * (offset, length pairs: [0] prelude, [1..n-2] units, [n-1] epilogue) so
@@ -138,7 +132,10 @@ typedef struct kiln_program_code_s {
 typedef struct kiln_program_s {
   kiln_allocator_t allocator;
   char* model_name;   /* where it came from (file name), for messages */
-  kiln_program_target_t target;
+  /* The target it was built for, by name: the device API of the same name
+   * runs it (runtime/device_registry.h). Static storage (a registry name or
+   * a literal), never freed; kiln_program_create sets the CPU's. */
+  const char* target;
   char* precision;    /* "fp32", "fp16", ... */
   char* options;      /* compile options, as text (e.g. "-O1 threads=0") */
   int32_t n_buffers;

@@ -187,7 +187,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (!module || !device || !out_session)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_create: NULL argument");
   const kiln_program_t* p = kiln_module_program(module);
-  const char* target = kiln_program_target_name(p->target);
+  const char* target = p->target;
   if (strcmp(target, device->info.api) != 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s was compiled for target %s, but the device is %s (%s); recompile "

@@ -8,13 +8,6 @@
 
 #include <string.h>
 
-#include "targets/cpu/cpu_internal.h"
-#ifdef KILN_HAVE_OPENCL
-#include "targets/opencl/opencl_target.h"
-#endif
-#ifdef KILN_HAVE_VULKAN
-#include "targets/spirv/spirv_target.h"
-#endif
 
 static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
@@ -154,62 +147,15 @@ static kiln_status_t build_io(const kiln_plan_t* plan, kiln_program_t* prog) {
   return NULL;
 }
 
-/* The C unit, kept in the compile units the CPU loader splits on. */
-static kiln_status_t build_cpu_code(const kiln_plan_t* plan, kiln_program_t* prog) {
-  kiln_cpu_source_t src;
-  KILN_RETURN_IF_ERROR(kiln_cpu_codegen(plan, &src));
-  kiln_program_code_t* c = &prog->code;
-  kiln_status_t s = kiln_allocator_malloc(prog->allocator, src.text.len + 1, "cpu source", (void**)&c->text);
-  if (!s) {
-    memcpy(c->text, src.text.data ? src.text.data : "", src.text.len);
-    c->text[src.text.len] = 0;
-    c->text_len = src.text.len;
-    c->n_parts = src.n_units + 2;
-    s = alloc_zero(prog, (size_t)c->n_parts * 2, sizeof(uint64_t), "cpu source parts", &c->parts);
-  }
-  if (!s) {
-    c->parts[0] = 0;
-    c->parts[1] = src.prelude_len;
-    for (int32_t u = 0; u < src.n_units; ++u) {
-      c->parts[2 * (u + 1)] = src.unit_off[u];
-      c->parts[2 * (u + 1) + 1] = src.unit_len[u];
-    }
-    c->parts[2 * (c->n_parts - 1)] = src.epilogue_off;
-    c->parts[2 * (c->n_parts - 1) + 1] = src.text.len - src.epilogue_off;
-  }
-  kiln_cpu_source_free(&src);
-  return s;
-}
-
-static kiln_status_t build_code(const kiln_plan_t* plan, kiln_program_t* prog) {
-  switch (prog->target) {
-    case KILN_PROGRAM_TARGET_CPU: return build_cpu_code(plan, prog);
-    case KILN_PROGRAM_TARGET_OPENCL:
-#ifdef KILN_HAVE_OPENCL
-      return kiln_opencl_emit(plan, prog);
-#else
-      return kiln_make_status(KILN_UNSUPPORTED, "target opencl: this kiln was built without OpenCL");
-#endif
-    case KILN_PROGRAM_TARGET_VULKAN:
-#ifdef KILN_HAVE_VULKAN
-      return kiln_spirv_emit(plan, prog);
-#else
-      return kiln_make_status(KILN_UNSUPPORTED, "target vulkan: this kiln was built without Vulkan");
-#endif
-    default: break;
-  }
-  return kiln_make_status(KILN_INVALID_ARGUMENT, "unknown target number %d", (int)prog->target);
-}
-
-kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t target,
+kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* target,
                                  const kiln_program_build_options_t* options,
                                  kiln_allocator_t allocator, kiln_program_t** out_program) {
-  if (!plan || !plan->graph || !out_program)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "program build: NULL plan");
+  if (!plan || !plan->graph || !target || !out_program)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "program build: NULL plan or target");
   const kiln_graph_t* g = plan->graph;
   kiln_program_t* prog = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(allocator, &prog));
-  prog->target = target;
+  prog->target = target->name;
   const char* model = options && options->model_name ? options->model_name
                       : g->source && g->source[0]  ? g->source
                                                    : "graph";
@@ -221,11 +167,11 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t 
   if (!s) s = build_kernels(plan, prog);
   if (!s) s = build_io(plan, prog);
   const bool code = !(options && options->no_code);
-  if (!s && code) s = build_code(plan, prog);
+  if (!s && code) s = target->emit(plan, prog);
   if (!s && code) s = kiln_program_validate(prog);
   if (s) {
     kiln_program_destroy(prog);
-    return kiln_status_annotate(s, "%s: building the %s program", model, kiln_program_target_name(target));
+    return kiln_status_annotate(s, "%s: building the %s program", model, target->name);
   }
   *out_program = prog;
   return NULL;

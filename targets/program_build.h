@@ -12,6 +12,7 @@
 
 #include "lowering/plan.h"
 #include "runtime/program.h"
+#include "targets/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,10 +27,9 @@ typedef struct kiln_program_build_options_s {
   bool no_code;
 } kiln_program_build_options_t;
 
-/* Errors: UNSUPPORTED when |target| was not built in (e.g. no OpenCL
- * headers at build time), the emitter's errors (naming the kernel),
- * OUT_OF_MEMORY. |options| may be NULL. */
-kiln_status_t kiln_program_build(const kiln_plan_t* plan, kiln_program_target_t target,
+/* |target| from the registry (kiln_target_find). Errors: the emitter's
+ * (naming the kernel), OUT_OF_MEMORY. |options| may be NULL. */
+kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* target,
                                  const kiln_program_build_options_t* options,
                                  kiln_allocator_t allocator, kiln_program_t** out_program);
 

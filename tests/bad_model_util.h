@@ -38,7 +38,7 @@
 
 #include "frontend/onnx.h"
 #include "onnx/onnx.pb-c.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 /* Not every suite uses every helper. */

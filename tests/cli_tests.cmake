@@ -326,7 +326,7 @@ if(TEST cli_make_zeros1_npy)
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
 
-# ---- --precision fp16 | auto (lowering/precision.h, runtime/calibrate.h) -----
+# ---- --precision fp16 | auto (lowering/precision.h, compiler/calibrate.h) -----
 kiln_cli_test(run_fp16
   CHECK "STDOUT_MATCHES=precision: 8 of 8 kernels fp16 \\(0 with fp16 arithmetic\\), [0-9]+ buffers f16"
         "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_HAS=rtol 0.01 atol 0.001"

@@ -25,9 +25,9 @@
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "lowering/precision.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
@@ -124,7 +124,7 @@ typedef enum { CASE_PASS, CASE_FAIL, CASE_SKIP } outcome_t;
 /* Runs every test_data_set of one case. |why| gets the reason for a fail or
  * skip. */
 static bool g_cpu = false; /* a compiled target (cpu, opencl, vulkan), not the reference */
-static kiln_program_target_t g_target = KILN_PROGRAM_TARGET_CPU;
+static const kiln_target_t* g_target = NULL; /* set in main: cpu unless --target */
 static kiln_device_t* g_device = NULL; /* opened once, strict (no fallback) */
 static int g_opt = 0; /* -O level for the CPU target: graph passes + fusion */
 
@@ -255,14 +255,13 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {g_target == KILN_PROGRAM_TARGET_CPU ? KILN_TARGET_CLASS_CPU
-                                                                      : KILN_TARGET_CLASS_GPU, 0};
+        kiln_plan_options_t po = {g_target->lowering, 0};
         if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
         kiln_fusion_report_t fr;
         if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;
         if (g_fp16) {
           kiln_precision_options_t po16 = {KILN_PRECISION_FP16, g_device->info.fp16_arith, false, NULL,
-                                           g_target == KILN_PROGRAM_TARGET_CPU, false};
+                                           g_target->fp16_keeps_f32_workspaces, false};
           kiln_precision_report_t pr16;
           if ((s = kiln_plan_set_precision(plan, &po16, &pr16))) goto fail_status;
           if (set == 0 && pr16.buffers_converted > 0) ++g_fp16_cases;
@@ -352,6 +351,7 @@ int main(int argc, char** argv) {
   const char* dir = NULL;
   const char* filters[64];
   int n_filters = 0;
+  g_target = kiln_target_find("cpu");
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
@@ -359,14 +359,9 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
       ++i;
       g_cpu = strcmp(argv[i], "ref") != 0;
-      bool known = !g_cpu;
-      for (int t = 0; g_cpu && t < KILN_PROGRAM_TARGET_COUNT_; ++t)
-        if (!strcmp(argv[i], kiln_program_target_name((kiln_program_target_t)t))) {
-          g_target = (kiln_program_target_t)t;
-          known = true;
-        }
-      if (!known) {
-        fprintf(stderr, "kiln_conformance: --target must be ref, cpu, opencl or vulkan\n");
+      if (g_cpu) g_target = kiln_target_find(argv[i]);
+      if (g_cpu && !g_target) {
+        fprintf(stderr, "kiln_conformance: --target must be ref or a target this kiln has\n");
         return 2;
       }
     } else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1")) {
@@ -400,7 +395,7 @@ int main(int argc, char** argv) {
   }
   if (g_cpu) {
     kiln_device_open_options_t oo = {0, true, stderr};
-    kiln_status_t ds = kiln_device_open(kiln_program_target_name(g_target), &oo, kiln_allocator_system(), &g_device);
+    kiln_status_t ds = kiln_device_open(g_target->name, &oo, kiln_allocator_system(), &g_device);
     if (ds) {
       fprintf(stderr, "kiln_conformance: %s\n", kiln_status_message(ds));
       kiln_status_free(ds);
@@ -446,7 +441,7 @@ int main(int argc, char** argv) {
     }
   }
   /* Per-op table: ops with any run first, then skipped-only ones. */
-  printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? kiln_program_target_name(g_target) : "ref",
+  printf("\nONNX node conformance, target %s%s (rtol %g, atol %g) over %s\n", g_cpu ? g_target->name : "ref",
          g_cpu ? (g_opt ? (g_fp16 ? " -O1 fp16" : " -O1 (graph passes + fusion)") : (g_fp16 ? " -O0 fp16" : " -O0")) : "", RTOL, ATOL, dir);
   printf("%-28s %7s %7s %8s\n", "op", "passed", "failed", "skipped");
   for (int pass = 0; pass < 2; ++pass)

@@ -15,7 +15,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/module_impl.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/program_build.h"
 #include "testing.h"
 
@@ -74,7 +74,7 @@ static inline kiln_program_t* rt_program(const kiln_graph_t* g, bool fuse) {
   kiln_program_t* prog = NULL;
   if (CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan)) &&
       (!fuse || CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))))
-    CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog));
+    CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog));
   kiln_plan_destroy(plan);
   return prog;
 }

@@ -42,7 +42,7 @@ static kiln_program_t* make_program(void) {
   kiln_program_t* p = NULL;
   if (!CHECK_OK(kiln_program_create(sys(), &p))) abort();
   p->model_name = pu_str(p, "small.onnx");
-  p->target = KILN_PROGRAM_TARGET_CPU;
+  p->target = "cpu";
   p->precision = pu_str(p, "fp32");
   p->options = pu_str(p, "-O1");
   p->n_buffers = 5;

@@ -1,5 +1,5 @@
 /* Tests of `kiln bench` (tools/bench_cmd.c, tools/bench_cases.c) and the
- * peak probe (runtime/peak.c). The CLI sources are not in libkiln, so they
+ * peak probe (compiler/peak.c). The CLI sources are not in libkiln, so they
  * are compiled into this test directly. The smoke run is kept small with the
  * hidden --cases / --peak-mb options (a few seconds with a warm kernel cache). */
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Unit tests of kiln's core value types: statuses, dtypes and fp16
  * conversion, shapes, host arrays and allocators, the arena, .npy files and
  * array comparison (include/kiln/status.h, include/kiln/array.h, ir/arena.h,
- * runtime/npy.h, runtime/compare.h). */
+ * runtime/npy.h, compiler/compare.h). */
 #define _GNU_SOURCE
 #include <float.h>
 #include <ftw.h>
@@ -16,8 +16,8 @@
 #include "ir/arena.h"
 #include "kiln/array.h"
 #include "kiln/status.h"
-#include "runtime/compare.h"
-#include "runtime/npy.h"
+#include "compiler/compare.h"
+#include "kiln/npy.h"
 #include "testing.h"
 
 #define SHAPE(...)                                                                 \

@@ -15,7 +15,7 @@
 #include "frontend/onnx.h"
 #include "ir/op.h"
 #include "onnx/onnx.pb-c.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 static kiln_allocator_t sys(void) { return kiln_allocator_system(); }

@@ -1,5 +1,5 @@
 /* Unit tests of the graph IR (ir/graph.h, ir/op.h) and the reference
- * executor's bookkeeping (runtime/ref_exec.h): building graphs by hand,
+ * executor's bookkeeping (compiler/ref_exec.h): building graphs by hand,
  * ordering, verification, inference with symbolic dims, constant folding,
  * the text/dot printers, the unsupported-op report and intermediate
  * freeing. */
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ir/op.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 #define N_OF(T, ...) ((int32_t)(sizeof((T[]){__VA_ARGS__}) / sizeof(T)))

@@ -17,7 +17,7 @@
 
 #include "ir/op.h"
 #include "lowering/plan.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 #include "targets/cpu/cpu_backend.h"
 

@@ -13,7 +13,7 @@
 
 #include "ir/op.h"
 #include "lowering/plan.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
 #include "testing.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ir/op.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 #define F32 KILN_DTYPE_F32

@@ -6,7 +6,7 @@
 
 #include "frontend/onnx.h"
 #include "ir/op.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 /* ---- graph-building helpers ------------------------------------------- */

@@ -6,9 +6,9 @@
 
 #include "frontend/onnx.h"
 #include "ir/passes.h"
-#include "runtime/compare.h"
-#include "runtime/npy.h"
-#include "runtime/ref_exec.h"
+#include "compiler/compare.h"
+#include "kiln/npy.h"
+#include "compiler/ref_exec.h"
 #include "testing.h"
 
 #define RTOL 1e-4

@@ -1,5 +1,5 @@
 /* The fp16 mixed-precision pass (lowering/precision.h) and calibration
- * (runtime/calibrate.h): small graphs compiled for the CPU in fp16 and run
+ * (compiler/calibrate.h): small graphs compiled for the CPU in fp16 and run
  * through a session against the fp32 reference at rtol 1e-2 / atol 1e-3;
  * weights and arena shrink; inputs and outputs stay f32; policy files and
  * their errors; fp32 rules; an overflow model that plain fp16 breaks and
@@ -13,11 +13,11 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/calibrate.h"
-#include "runtime/compare.h"
+#include "compiler/calibrate.h"
+#include "compiler/compare.h"
 #include "runtime/device.h"
 #include "runtime/module_impl.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/program_build.h"
 #include "testing.h"
 
@@ -213,7 +213,7 @@ static bool compile(const kiln_graph_t* g, kiln_precision_mode_t mode, const kil
       }
     }
     kiln_program_build_options_t bo = {"test", kiln_precision_mode_name(mode), "", false};
-    ok = CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, &bo, kiln_allocator_system(), &prog)) &&
+    ok = CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), &bo, kiln_allocator_system(), &prog)) &&
          CHECK_OK(kiln_module_wrap(prog, &out->module));
   }
   kiln_plan_destroy(plan);
@@ -343,7 +343,7 @@ static void test_fp16_arith(void) {
   if (CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
       CHECK_OK(kiln_plan_set_precision(plan, &o, &rep))) {
     CHECK(rep.kernels_fp16_arith == rep.n_kernels && rep.n_kernels > 0);
-    if (CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog)) &&
+    if (CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog)) &&
         CHECK_OK(kiln_module_wrap(prog, &m))) {
       kiln_array_t x = input_for(g, 1.0);
       ran_t r;
@@ -391,7 +391,7 @@ static void test_fp16_accumulate(void) {
       CHECK_OK(kiln_plan_set_precision(plan, &o, &acc))) {
     CHECK(acc.accumulators_kept == 0);
     CHECK(acc.intermediate_bytes_after <= plain.intermediate_bytes_after);
-    if (CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog)) &&
+    if (CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog)) &&
         CHECK_OK(kiln_module_wrap(prog, &m))) {
       kiln_array_t x = input_for(g, 1.0);
       ran_t r;
@@ -429,7 +429,7 @@ static void test_f32_workspaces(void) {
     }
     CHECK_MSG(temps_f32 > 0 && temps_f16 > 0, "%d f32 and %d f16 workspaces", temps_f32, temps_f16);
     CHECK(rep.weight_bytes_after * 2 == rep.weight_bytes_before);
-    if (CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog)) &&
+    if (CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog)) &&
         CHECK_OK(kiln_module_wrap(prog, &m))) {
       kiln_array_t x = input_for(g, 1.0);
       ran_t r;
@@ -465,7 +465,7 @@ static void test_weights_only(void) {
     CHECK(f16_consts > 0 && f16_other == 0);
     CHECK(rep.weight_bytes_after * 2 == rep.weight_bytes_before);
     CHECK(rep.intermediate_bytes_after == rep.intermediate_bytes_before);
-    if (CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog)) &&
+    if (CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog)) &&
         CHECK_OK(kiln_module_wrap(prog, &m))) {
       kiln_array_t x = input_for(g, 1.0);
       ran_t r;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/cpu/cpu_device.h"
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"
@@ -33,7 +33,7 @@ static void test_session_matches_reference_and_cpu_exec(void) {
   kiln_program_t* prog = NULL;
   CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan));
   CHECK_OK(kiln_plan_fuse(plan, NULL, NULL));
-  CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_CPU, NULL, kiln_allocator_system(), &prog));
+  CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), NULL, kiln_allocator_system(), &prog));
   kiln_cpu_options_t co;
   kiln_cpu_options_default(&co);
   co.threads = 2;

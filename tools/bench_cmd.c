@@ -28,7 +28,7 @@
 
 #include "ir/op.h"
 #include "lowering/fuse.h"
-#include "runtime/peak.h"
+#include "compiler/peak.h"
 #include "targets/cpu/cpu_backend.h"
 #include "tools/bench_cases.h"
 

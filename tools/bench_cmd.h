@@ -4,7 +4,7 @@
  *              [--quick] [--threads N] [--repeat N] [--warmup N] [--filter TEXT]
  *              [--csv FILE] [--json FILE]
  *
- * Measures the machine's peak FLOP/s and bandwidth (runtime/peak.h), then
+ * Measures the machine's peak FLOP/s and bandwidth (compiler/peak.h), then
  * runs each case (a one-node graph lowered, compiled and timed through the
  * CPU backend) and prints one line per finished case with progress and ETA.
  * Returns the process exit status: 0 all cases ran, 1 some case failed (the

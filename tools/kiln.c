@@ -5,6 +5,7 @@
  * --compare` exits 3 when outputs are outside tolerance. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,11 @@
 #include "ir/op.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/device.h"
-#include "runtime/npy.h"
-#include "runtime/ref_exec.h"
+#include "runtime/device_registry.h"
+#include "kiln/npy.h"
+#include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "tools/runner.h"
@@ -33,9 +35,13 @@ static int fail(kiln_status_t s) {
   return 1;
 }
 
-static int usage_error(const char* cmd, const char* fmt, const char* arg) {
+static int usage_error(const char* cmd, const char* fmt, ...) KILN_PRINTF(2, 3);
+static int usage_error(const char* cmd, const char* fmt, ...) {
   fprintf(stderr, "kiln %s: ", cmd);
-  fprintf(stderr, fmt, arg);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "\nTry 'kiln %s --help'.\n", cmd);
   return 2;
 }
@@ -394,10 +400,11 @@ static const char* run_help =
     "\n"
     "Runs the model (compiling it first) or a module written by `kiln compile -o`, and\n"
     "prints a summary of each output.\n"
-    "  --target, -t T          cpu (default; C built with the system compiler), opencl[:N],\n"
-    "                          vulkan[:N] (N: index in `kiln devices`; without the driver\n"
-    "                          kiln falls back to the CPU and says why) or ref (the\n"
-    "                          reference interpreter). A module runs on its own target.\n"
+    "  --target, -t T          a device: %s (N: index in\n"
+    "                          `kiln devices`; default cpu, C built with the system compiler;\n"
+    "                          without the driver kiln falls back to the CPU and says why)\n"
+    "                          or ref (the reference interpreter). A module runs on its own\n"
+    "                          target.\n"
     "  --strict                a GPU target that cannot be opened is an error, not a fallback\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --dump DIR              write the generated source and the plan to DIR\n"
@@ -590,12 +597,13 @@ static int cmd_run(int argc, char** argv) {
   bool check_ref = false;
   bool strict = false;
   int opt = 1;
+  char names[256]; /* the registry's target names, for help and errors */
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
     bool has = i + 1 < argc;
     int pr;
     if (is_help(a)) {
-      fputs(run_help, stdout);
+      printf(run_help, kiln_device_api_names("[:N]", names, sizeof names));
       fputs(precision_help, stdout);
       return 0;
     } else if (!strcmp(a, "--input") && has) {
@@ -669,10 +677,11 @@ static int cmd_run(int argc, char** argv) {
    * target, else the CPU. */
   char api[32] = "cpu";
   if (target) snprintf(api, sizeof api, "%.*s", (int)strcspn(target, ":"), target);
-  kiln_program_target_t ptarget = KILN_PROGRAM_TARGET_CPU;
+  const kiln_target_t* ptarget = kiln_target_find(api);
   bool use_ref = !strcmp(api, "ref");
-  if (!use_ref && !kiln_cli_parse_target(api, &ptarget))
-    return usage_error("run", "--target '%s': expected cpu, opencl[:N], vulkan[:N] or ref", target);
+  if (!use_ref && !ptarget)
+    return usage_error("run", "--target '%s': expected ref or %s", target,
+                       kiln_device_api_names("[:N]", names, sizeof names));
   if (use_ref && prec.mode != KILN_PRECISION_FP32)
     return usage_error("run", "%s--precision applies to compiled targets, not ref", "");
   if (module_file && (use_ref || check_ref))
@@ -695,7 +704,6 @@ static int cmd_run(int argc, char** argv) {
     kiln_module_info(R.module, &mi);
     if (!target) {
       snprintf(api, sizeof api, "%s", mi.target);
-      kiln_cli_parse_target(api, &ptarget);
     } else if (strcmp(api, mi.target) != 0) {
       s = kiln_make_status(KILN_INVALID_ARGUMENT, "%s was compiled for target %s; recompile with -t %s",
                            lo.model, mi.target, api);
@@ -762,7 +770,7 @@ static int cmd_run(int argc, char** argv) {
   if (!use_ref) {
     /* The device first: a GPU that falls back to the CPU gets CPU code. */
     if ((s = kiln_cli_open_device(target ? target : api, strict, threads, &R.dev))) goto done;
-    if (!module_file && !kiln_cli_parse_target(kiln_device_api(R.dev), &ptarget)) {
+    if (!module_file && !(ptarget = kiln_target_find(kiln_device_api(R.dev)))) {
       s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(R.dev));
       goto done;
     }
@@ -925,7 +933,7 @@ done:
 /* ---- kiln compile ---------------------------------------------------- */
 
 static const char* compile_help =
-    "usage: kiln compile MODEL.onnx [-t cpu|opencl|vulkan] [-o FILE.kiln] [-O0|-O1]\n"
+    "usage: kiln compile MODEL.onnx [-t TARGET] [-o FILE.kiln] [-O0|-O1]\n"
     "                    [--dim SYMBOL=SIZE ...] [--threads N] [--dump-graph DIR] [--dump DIR]\n"
     "\n"
     "Runs the graph passes, lowers every node to the tensor IR, fuses kernels and\n"
@@ -934,7 +942,7 @@ static const char* compile_help =
     "`kiln run FILE.kiln` and libkiln_rt run without the compiler. Without -o it\n"
     "builds the code for the device (filling the compile cache) and reports the\n"
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
-    "  -t, --target T     cpu (default), opencl or vulkan\n"
+    "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
@@ -970,6 +978,7 @@ static int cmd_compile(int argc, char** argv) {
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
+  char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
   uint64_t seed = 0;
   kiln_cli_precision_t prec;
@@ -979,7 +988,7 @@ static int cmd_compile(int argc, char** argv) {
     bool has = i + 1 < argc;
     int pr;
     if (is_help(a)) {
-      fputs(compile_help, stdout);
+      printf(compile_help, kiln_device_api_names("", names, sizeof names));
       fputs("  --seed N           auto: seed of the random calibration inputs (default 0)\n", stdout);
       fputs(precision_help, stdout);
       return 0;
@@ -1027,9 +1036,10 @@ static int cmd_compile(int argc, char** argv) {
   if (prc) return prc;
   if (fp16_arith >= 0 && prec.mode == KILN_PRECISION_FP32)
     return usage_error("compile", "%s--fp16-arith needs --precision fp16 or auto", "");
-  kiln_program_target_t ptarget;
-  if (!kiln_cli_parse_target(target, &ptarget))
-    return usage_error("compile", "--target '%s': expected cpu, opencl or vulkan", target);
+  const kiln_target_t* ptarget = kiln_target_find(target);
+  if (!ptarget)
+    return usage_error("compile", "--target '%s': expected %s", target,
+                       kiln_device_api_names("", names, sizeof names));
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
   if (s) return fail(s);

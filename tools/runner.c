@@ -7,16 +7,11 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/calibrate.h"
+#include "compiler/calibrate.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
+#include "runtime/device_registry.h"
 #include "targets/program_build.h"
-#ifdef KILN_HAVE_OPENCL
-#include "runtime/opencl/opencl_device.h"
-#endif
-#ifdef KILN_HAVE_VULKAN
-#include "runtime/vulkan/vulkan_device.h"
-#endif
 
 static double now_s(void) {
   struct timespec ts;
@@ -24,14 +19,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-bool kiln_cli_parse_target(const char* name, kiln_program_target_t* out) {
-  for (int t = 0; t < KILN_PROGRAM_TARGET_COUNT_; ++t)
-    if (!strcmp(name, kiln_program_target_name((kiln_program_target_t)t))) {
-      *out = (kiln_program_target_t)t;
-      return true;
-    }
-  return false;
-}
 
 void kiln_cli_precision_default(kiln_cli_precision_t* p) {
   memset(p, 0, sizeof(*p));
@@ -61,7 +48,7 @@ static kiln_status_t effective_policy(const kiln_plan_t* plan, const kiln_precis
 
 /* --precision fp16|auto on a fused plan: warn (or fail) without fp16
  * arithmetic, calibrate for auto, rewrite, report, write the policy. */
-static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision_t* pr, bool cpu) {
+static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision_t* pr, bool f32_workspaces) {
   const char* dev = pr->device ? pr->device : "the device";
   if (!pr->fp16_arith) {
     if (pr->strict)
@@ -122,7 +109,7 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision
     if (!s) printf("wrote %s\n", pr->write_policy);
   }
   kiln_precision_options_t po = {KILN_PRECISION_FP16, pr->fp16_arith, pr->fp16_accumulate, use,
-                                 cpu && !pr->fp16_workspaces, pr->weights_only};
+                                 f32_workspaces && !pr->fp16_workspaces, pr->weights_only};
   if (!s) s = kiln_plan_set_precision(plan, &po, &rep);
   if (!s) kiln_precision_report_print(plan, &rep, false, stdout);
   if (!s && pr->report_path) {
@@ -147,8 +134,7 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision
 }
 
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
-  kiln_target_class_t cls = c->target == KILN_PROGRAM_TARGET_CPU ? KILN_TARGET_CLASS_CPU : KILN_TARGET_CLASS_GPU;
-  kiln_plan_options_t po = {cls, c->threads};
+  kiln_plan_options_t po = {c->target->lowering, c->threads};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
@@ -157,7 +143,7 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_cli_precision_t* pr = c->precision;
   bool low = pr && pr->mode != KILN_PRECISION_FP32;
-  if (!s && low) s = apply_precision(plan, pr, c->target == KILN_PROGRAM_TARGET_CPU);
+  if (!s && low) s = apply_precision(plan, pr, c->target->fp16_keeps_f32_workspaces);
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
@@ -172,7 +158,7 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
            (double)fusion.bytes_saved / 1e6);
   if (!s)
     printf("compiled %d kernels for %s: lowering %.1f ms, codegen %.1f ms, %.1f KB of code, %.1f MB of weights\n",
-           plan->n_kernels, kiln_program_target_name(c->target), (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+           plan->n_kernels, c->target->name, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
            (double)(*out)->code.text_len / 1e3, (double)(*out)->weights_len / 1e6);
   if (!s && c->dump_dir) {
     char path[4096];
@@ -183,12 +169,9 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
       fclose(f);
       printf("wrote %s\n", path);
     }
-    /* The generated source: C for the CPU, OpenCL C, or GLSL per shader for Vulkan. */
+    /* The generated source, in the target's language. */
     const kiln_program_t* p = *out;
-    const char* ext = c->target == KILN_PROGRAM_TARGET_OPENCL   ? "cl"
-                      : c->target == KILN_PROGRAM_TARGET_VULKAN ? "comp"
-                                                                : "c";
-    snprintf(path, sizeof path, "%s/kernels.%s", c->dump_dir, ext);
+    snprintf(path, sizeof path, "%s/kernels.%s", c->dump_dir, c->target->source_ext);
     if (p->code.text && (f = fopen(path, "w"))) {
       fwrite(p->code.text, 1, p->code.text_len, f);
       fclose(f);
@@ -227,58 +210,36 @@ kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_
          "%d dispatches, %d barriers\n",
          kiln_device_name(dev), kiln_device_api(dev), (now_s() - t0) * 1e3, a, (int)mem.slots, lb, nv, w,
          (int)mem.dispatches, (int)mem.barriers);
-#ifdef KILN_HAVE_OPENCL
-  if (kiln_opencl_is_device(dev)) {
-    kiln_opencl_build_stats_t st;
-    kiln_opencl_executable_stats(s->exe, &st);
-    if (st.n_gemm_choices)
-      printf("opencl GEMM providers: %d of %d GEMMs on CLBlast, %d measured now%s%s\n", (int)st.n_gemm_clblast,
-             (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "",
-             st.gemm_record);
-  }
-#endif
+  const kiln_device_api_t* api = kiln_device_api_find(kiln_device_api(dev));
+  if (api && api->executable_report) api->executable_report(s->exe, stdout);
   *out_session = s;
   return NULL;
 }
 
 int kiln_cmd_devices(int argc, char** argv) {
+  char names[256];
   if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-    printf("usage: kiln devices\n\nLists the devices kiln can run on: the CPU, OpenCL devices and Vulkan\n"
-           "devices with their features (use them as --target cpu|opencl[:N]|vulkan[:N]).\n");
+    printf("usage: kiln devices\n\nLists the devices kiln can run on, per device API, with their features\n"
+           "(use them as --target %s).\n", kiln_device_api_names("[:N]", names, sizeof names));
     return 0;
   }
   if (argc > 0) {
     fprintf(stderr, "kiln devices: unexpected argument '%s'\n", argv[0]);
     return 2;
   }
-  kiln_device_t* d = NULL;
-  kiln_status_t s = kiln_device_open("cpu", NULL, kiln_allocator_system(), &d);
-  if (s) {
-    fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return 1;
+  /* Every API this kiln has, in registry order; one without a driver or
+   * device says why and the rest are still listed. */
+  int rc = 0;
+  for (int32_t i = 0; i < kiln_device_api_count(); ++i) {
+    const kiln_device_api_t* api = kiln_device_api_at(i);
+    printf("%s:\n", api->name);
+    fflush(stdout);
+    kiln_status_t s = api->list(stdout);
+    if (s) {
+      printf("  none: %s\n", kiln_status_message(s));
+      if (i == 0) rc = 1; /* no CPU device: something is badly wrong */
+      kiln_status_free(s);
+    }
   }
-  printf("cpu:\n  [0] %s\n", kiln_device_name(d));
-  kiln_device_release(d);
-#ifdef KILN_HAVE_OPENCL
-  printf("opencl:\n");
-  s = kiln_opencl_list_devices(stdout);
-  if (s) {
-    printf("  none: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-  }
-#else
-  printf("opencl: not built in\n");
-#endif
-#ifdef KILN_HAVE_VULKAN
-  printf("vulkan:\n");
-  s = kiln_vulkan_list_devices(stdout);
-  if (s) {
-    printf("  none: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-  }
-#else
-  printf("vulkan: not built in\n");
-#endif
-  return 0;
+  return rc;
 }

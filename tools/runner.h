@@ -10,6 +10,7 @@
 #include "kiln/runtime.h"
 #include "lowering/precision.h"
 #include "runtime/program.h"
+#include "targets/registry.h"
 
 /* --precision and its companions (kiln compile / kiln run). */
 typedef struct kiln_cli_precision_s {
@@ -32,7 +33,7 @@ typedef struct kiln_cli_precision_s {
 void kiln_cli_precision_default(kiln_cli_precision_t* p);
 
 typedef struct kiln_cli_compile_s {
-  kiln_program_target_t target;
+  const kiln_target_t* target; /* from the registry (kiln_target_find) */
   int opt;              /* -O level: >= 1 fuses kernels */
   int threads;
   const char* dump_dir; /* plan and generated source */
@@ -46,9 +47,6 @@ typedef struct kiln_cli_compile_s {
  * on a device without fp16 arithmetic warns on stderr (fp16 storage with
  * fp32 arithmetic) or, with precision->strict, fails. */
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out);
-
-/* Parses a target name ("cpu", "opencl", "vulkan"). */
-bool kiln_cli_parse_target(const char* name, kiln_program_target_t* out);
 
 /* Opens a device by name ("cpu", "opencl:1", ...); without its driver it
  * falls back to the CPU with the reason on stderr, unless |strict|. */

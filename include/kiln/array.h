@@ -35,15 +35,15 @@ typedef struct kiln_allocator_s {
   void (*free)(void* self, void* ptr);
 } kiln_allocator_t;
 
-kiln_allocator_t kiln_allocator_system(void);
+KILN_API kiln_allocator_t kiln_allocator_system(void);
 
 /* Allocates |size| bytes (zeroed) into *out_ptr; an OUT_OF_MEMORY status
  * naming |size| and |what| on failure. size 0 allocates 1 byte. */
-kiln_status_t kiln_allocator_malloc(kiln_allocator_t a, size_t size,
-                                    const char* what, void** out_ptr);
-kiln_status_t kiln_allocator_realloc(kiln_allocator_t a, size_t size,
-                                     const char* what, void** inout_ptr);
-void kiln_allocator_free(kiln_allocator_t a, void* ptr);
+KILN_API kiln_status_t kiln_allocator_malloc(kiln_allocator_t a, size_t size,
+                                             const char* what, void** out_ptr);
+KILN_API kiln_status_t kiln_allocator_realloc(kiln_allocator_t a, size_t size,
+                                              const char* what, void** inout_ptr);
+KILN_API void kiln_allocator_free(kiln_allocator_t a, void* ptr);
 
 /* ---- element types --------------------------------------------------- */
 
@@ -59,27 +59,27 @@ typedef enum kiln_dtype_e {
   KILN_DTYPE_COUNT_
 } kiln_dtype_t;
 
-size_t kiln_dtype_size(kiln_dtype_t t);      /* 0 for UNDEFINED */
-const char* kiln_dtype_name(kiln_dtype_t t); /* "f32", ... */
-bool kiln_dtype_is_float(kiln_dtype_t t);    /* f32, f16 */
-bool kiln_dtype_is_int(kiln_dtype_t t);      /* i8 u8 i32 i64 (not bool) */
+KILN_API size_t kiln_dtype_size(kiln_dtype_t t);      /* 0 for UNDEFINED */
+KILN_API const char* kiln_dtype_name(kiln_dtype_t t); /* "f32", ... */
+KILN_API bool kiln_dtype_is_float(kiln_dtype_t t);    /* f32, f16 */
+KILN_API bool kiln_dtype_is_int(kiln_dtype_t t);      /* i8 u8 i32 i64 (not bool) */
 /* ONNX TensorProto.DataType <-> kiln; UNDEFINED when kiln lacks it. */
-kiln_dtype_t kiln_dtype_from_onnx(int32_t onnx_type);
-int32_t kiln_dtype_to_onnx(kiln_dtype_t t);
+KILN_API kiln_dtype_t kiln_dtype_from_onnx(int32_t onnx_type);
+KILN_API int32_t kiln_dtype_to_onnx(kiln_dtype_t t);
 /* Name of an ONNX data type number, for messages ("DOUBLE", "STRING"...). */
-const char* kiln_onnx_dtype_name(int32_t onnx_type);
+KILN_API const char* kiln_onnx_dtype_name(int32_t onnx_type);
 
 /* IEEE half <-> float, round to nearest even. */
-float kiln_f16_to_f32(uint16_t h);
-uint16_t kiln_f32_to_f16(float f);
+KILN_API float kiln_f16_to_f32(uint16_t h);
+KILN_API uint16_t kiln_f32_to_f16(float f);
 
 /* Reads element |i| of |data| (type |t|) as double / writes a double,
  * converting (ints truncate toward zero, bool is != 0). For reference kernels
  * and comparisons, not for speed. */
-double kiln_load_f64(kiln_dtype_t t, const void* data, size_t i);
-void kiln_store_f64(kiln_dtype_t t, void* data, size_t i, double v);
-int64_t kiln_load_i64(kiln_dtype_t t, const void* data, size_t i);
-void kiln_store_i64(kiln_dtype_t t, void* data, size_t i, int64_t v);
+KILN_API double kiln_load_f64(kiln_dtype_t t, const void* data, size_t i);
+KILN_API void kiln_store_f64(kiln_dtype_t t, void* data, size_t i, double v);
+KILN_API int64_t kiln_load_i64(kiln_dtype_t t, const void* data, size_t i);
+KILN_API void kiln_store_i64(kiln_dtype_t t, void* data, size_t i, int64_t v);
 
 /* ---- shapes ---------------------------------------------------------- */
 
@@ -98,7 +98,7 @@ static inline int32_t kiln_dim_symbol(int64_t d) {
 }
 static inline int64_t kiln_dim_from_symbol(int32_t sym) { return -(int64_t)sym; }
 
-kiln_shape_t kiln_shape_make(int32_t rank, const int64_t* dims);
+KILN_API kiln_shape_t kiln_shape_make(int32_t rank, const int64_t* dims);
 static inline kiln_shape_t kiln_shape_unknown(void) {
   kiln_shape_t s;
   s.rank = -1;
@@ -106,16 +106,16 @@ static inline kiln_shape_t kiln_shape_unknown(void) {
   return s;
 }
 /* True when the rank and every dim are known. */
-bool kiln_shape_is_static(const kiln_shape_t* s);
+KILN_API bool kiln_shape_is_static(const kiln_shape_t* s);
 /* Product of dims; fails with LIMIT_EXCEEDED on int64 overflow or when the
  * shape is not static. */
-kiln_status_t kiln_shape_numel(const kiln_shape_t* s, int64_t* out_numel);
+KILN_API kiln_status_t kiln_shape_numel(const kiln_shape_t* s, int64_t* out_numel);
 /* Product of dims for a static shape (caller guarantees no overflow). */
-int64_t kiln_shape_count(const kiln_shape_t* s);
-bool kiln_shape_equal(const kiln_shape_t* a, const kiln_shape_t* b);
+KILN_API int64_t kiln_shape_count(const kiln_shape_t* s);
+KILN_API bool kiln_shape_equal(const kiln_shape_t* a, const kiln_shape_t* b);
 /* "[1,3,224,224]", symbolic dims printed as their index ("?N" needs the
  * graph; see kiln_graph_format_shape). Returns |buf|. */
-char* kiln_shape_format(const kiln_shape_t* s, char* buf, size_t n);
+KILN_API char* kiln_shape_format(const kiln_shape_t* s, char* buf, size_t n);
 
 /* ---- host arrays ----------------------------------------------------- */
 
@@ -128,13 +128,13 @@ typedef struct kiln_array_s {
 
 /* Allocates zeroed storage for |shape| (must be static) into |out|. Checks
  * the element count and byte size for overflow. */
-kiln_status_t kiln_array_alloc(kiln_allocator_t a, kiln_dtype_t dtype,
-                               const kiln_shape_t* shape, kiln_array_t* out);
+KILN_API kiln_status_t kiln_array_alloc(kiln_allocator_t a, kiln_dtype_t dtype,
+                                        const kiln_shape_t* shape, kiln_array_t* out);
 /* Frees |arr|->data and zeroes |arr|. NULL or empty arrays are fine. */
-void kiln_array_free(kiln_allocator_t a, kiln_array_t* arr);
+KILN_API void kiln_array_free(kiln_allocator_t a, kiln_array_t* arr);
 /* Deep copy. */
-kiln_status_t kiln_array_clone(kiln_allocator_t a, const kiln_array_t* src,
-                               kiln_array_t* out);
+KILN_API kiln_status_t kiln_array_clone(kiln_allocator_t a, const kiln_array_t* src,
+                                        kiln_array_t* out);
 static inline int64_t kiln_array_numel(const kiln_array_t* arr) {
   return kiln_shape_count(&arr->shape);
 }

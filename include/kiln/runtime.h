@@ -49,13 +49,13 @@ typedef struct kiln_session_s kiln_session_t;
 /* Reads and validates a module file. Errors: NOT_FOUND/IO_ERROR (file),
  * PARSE_ERROR (bad magic, version, checksum, truncation, inconsistent
  * contents), LIMIT_EXCEEDED (absurd counts). */
-kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
-                                    kiln_module_t** out_module);
+KILN_API kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
+                                             kiln_module_t** out_module);
 /* The same from bytes in memory (copied). |name| is used in messages. */
-kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
-                                      kiln_allocator_t allocator, kiln_module_t** out_module);
-void kiln_module_retain(kiln_module_t* m);
-void kiln_module_release(kiln_module_t* m); /* NULL: no-op */
+KILN_API kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
+                                               kiln_allocator_t allocator, kiln_module_t** out_module);
+KILN_API void kiln_module_retain(kiln_module_t* m);
+KILN_API void kiln_module_release(kiln_module_t* m); /* NULL: no-op */
 
 /* What the module holds. Pointers stay valid while the module lives. */
 typedef struct kiln_module_info_s {
@@ -67,13 +67,13 @@ typedef struct kiln_module_info_s {
   uint64_t weights_bytes, code_bytes;
   uint32_t format_version;
 } kiln_module_info_t;
-void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info);
+KILN_API void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info);
 
 /* Name, dtype and shape of input/output |i| (i in range). */
-const char* kiln_module_input_name(const kiln_module_t* m, int32_t i);
-const char* kiln_module_output_name(const kiln_module_t* m, int32_t i);
-kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
-kiln_shape_t kiln_module_output_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
+KILN_API const char* kiln_module_input_name(const kiln_module_t* m, int32_t i);
+KILN_API const char* kiln_module_output_name(const kiln_module_t* m, int32_t i);
+KILN_API kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
+KILN_API kiln_shape_t kiln_module_output_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
 
 /* ---- devices ---------------------------------------------------------- */
 
@@ -87,13 +87,13 @@ typedef struct kiln_device_open_options_s {
  * `kiln devices`). Without the driver or device the call falls back to the
  * CPU and logs why, unless options->strict (then NOT_FOUND/DEVICE_ERROR with
  * the reason). Release with kiln_device_release. */
-kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
-                               kiln_allocator_t allocator, kiln_device_t** out_device);
-void kiln_device_retain(kiln_device_t* d);
-void kiln_device_release(kiln_device_t* d); /* NULL: no-op */
+KILN_API kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
+                                        kiln_allocator_t allocator, kiln_device_t** out_device);
+KILN_API void kiln_device_retain(kiln_device_t* d);
+KILN_API void kiln_device_release(kiln_device_t* d); /* NULL: no-op */
 /* "cpu", "opencl", "vulkan" and the device's name. */
-const char* kiln_device_api(const kiln_device_t* d);
-const char* kiln_device_name(const kiln_device_t* d);
+KILN_API const char* kiln_device_api(const kiln_device_t* d);
+KILN_API const char* kiln_device_name(const kiln_device_t* d);
 
 /* ---- sessions --------------------------------------------------------- */
 
@@ -105,37 +105,37 @@ typedef struct kiln_session_options_s {
   int32_t threads;        /* CPU threads (0 = all cores) */
 } kiln_session_options_t;
 
-void kiln_session_options_default(kiln_session_options_t* o);
+KILN_API void kiln_session_options_default(kiln_session_options_t* o);
 
 /* Builds the module's code for |device| (the module's target must match the
  * device's api), plans and allocates the arenas, uploads the weights and
  * records one command buffer per slot. Retains both. */
-kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
-                                  const kiln_session_options_t* options,
-                                  kiln_session_t** out_session);
-void kiln_session_destroy(kiln_session_t* s); /* waits for runs in flight; NULL: no-op */
+KILN_API kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
+                                           const kiln_session_options_t* options,
+                                           kiln_session_t** out_session);
+KILN_API void kiln_session_destroy(kiln_session_t* s); /* waits for runs in flight; NULL: no-op */
 
 /* Uploads |inputs| (one per module input, in order; shapes and dtypes must
  * match exactly -- an error names the input and both shapes) into a free
  * slot and queues the run. *out_run identifies it. LIMIT_EXCEEDED when every
  * slot is in flight (wait for one first). */
-kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs,
-                                   uint64_t* out_run);
+KILN_API kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs,
+                                            uint64_t* out_run);
 /* Waits for run |run|, reads its outputs into |outputs| (one per module
  * output, allocated with the system allocator; free with kiln_array_free)
  * and frees its slot. An error of the run (device lost, kernel fault) is
  * returned here; the slot is freed either way. */
-kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+KILN_API kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 /* enqueue + wait. */
-kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs,
-                               kiln_array_t* outputs);
+KILN_API kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs,
+                                        kiln_array_t* outputs);
 
 /* Memory figures of the session (per slot). */
 typedef struct kiln_session_memory_s {
   uint64_t arena_bytes, naive_bytes, lower_bound_bytes, weights_bytes;
   int32_t slots, barriers, dispatches;
 } kiln_session_memory_t;
-void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+KILN_API void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out);
 
 /* ---- profiles --------------------------------------------------------- */
 
@@ -152,15 +152,15 @@ typedef struct kiln_profile_entry_s {
 
 /* Entries in dispatch order (n = kernels); *out_runs = profiled runs. NULL
  * when profiling is off. Valid until the next enqueue or destroy. */
-const kiln_profile_entry_t* kiln_session_profile(const kiln_session_t* s, int32_t* out_n,
-                                                 int32_t* out_runs);
+KILN_API const kiln_profile_entry_t* kiln_session_profile(const kiln_session_t* s, int32_t* out_n,
+                                                          int32_t* out_runs);
 /* Writes the per-kernel table: one row per dispatch naming its graph node,
  * op, time, share, GFLOP/s, GB/s and the kernel symbol it calls (slowest
  * first, at most |max_rows|, 0 = all). */
-void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_rows);
+KILN_API void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_rows);
 /* Writes a Chrome-trace JSON (opens in Perfetto / chrome://tracing): one
  * complete event per dispatch of the last profiled run. */
-kiln_status_t kiln_profile_write_trace(const kiln_session_t* s, const char* path);
+KILN_API kiln_status_t kiln_profile_write_trace(const kiln_session_t* s, const char* path);
 
 #ifdef __cplusplus
 }

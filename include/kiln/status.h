@@ -20,6 +20,8 @@
 
 #include <stdarg.h>
 
+#include "kiln/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,23 +53,23 @@ typedef struct kiln_status_impl_s* kiln_status_t;
 
 /* Returns a new status with |code| and a printf-formatted message.
  * |code| must not be KILN_OK. Never returns NULL. */
-kiln_status_t kiln_make_status(kiln_status_code_t code, const char* fmt, ...)
+KILN_API kiln_status_t kiln_make_status(kiln_status_code_t code, const char* fmt, ...)
     KILN_PRINTF(2, 3);
-kiln_status_t kiln_make_status_v(kiln_status_code_t code, const char* fmt,
-                                 va_list ap);
+KILN_API kiln_status_t kiln_make_status_v(kiln_status_code_t code, const char* fmt,
+                                          va_list ap);
 
 /* Prefixes the message of |status| with "<context>: " and returns it.
  * NULL in, NULL out. An empty context leaves the message unchanged. */
-kiln_status_t kiln_status_annotate(kiln_status_t status, const char* fmt, ...)
+KILN_API kiln_status_t kiln_status_annotate(kiln_status_t status, const char* fmt, ...)
     KILN_PRINTF(2, 3);
 
-kiln_status_code_t kiln_status_code(kiln_status_t status);
+KILN_API kiln_status_code_t kiln_status_code(kiln_status_t status);
 /* The message; "OK" for NULL. Valid until the status is freed. */
-const char* kiln_status_message(kiln_status_t status);
+KILN_API const char* kiln_status_message(kiln_status_t status);
 /* "INVALID_ARGUMENT", ... */
-const char* kiln_status_code_name(kiln_status_code_t code);
+KILN_API const char* kiln_status_code_name(kiln_status_code_t code);
 /* Frees |status|; NULL is a no-op. */
-void kiln_status_free(kiln_status_t status);
+KILN_API void kiln_status_free(kiln_status_t status);
 
 /* Returns from the enclosing function when |expr| fails, optionally adding
  * context: KILN_RETURN_IF_ERROR(f(), "node '%s'", name). */
@@ -78,7 +80,7 @@ void kiln_status_free(kiln_status_t status);
   } while (0)
 
 /* Programmer-error check (never for user input). Always on. */
-void kiln_assert_fail(const char* expr, const char* file, int line);
+KILN_API void kiln_assert_fail(const char* expr, const char* file, int line);
 #define KILN_ASSERT(e) \
   ((e) ? (void)0 : kiln_assert_fail(#e, __FILE__, __LINE__))
 

@@ -9,7 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "targets/cpu/cpu_internal.h"
+#include "runtime/cpu/cpu_loader.h"
+#include "runtime/device_registry.h"
 
 struct kiln_device_buffer_s {
   uint8_t* base;
@@ -177,9 +178,9 @@ static kiln_status_t cpu_buffer_read(kiln_device_t* base, kiln_device_buffer_t* 
 static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                            const kiln_device_build_options_t* o,
                                            kiln_device_executable_t** out) {
-  if (p->target != KILN_PROGRAM_TARGET_CPU)
+  if (strcmp(p->target, kiln_device_api_cpu.name) != 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: %s was compiled for %s, not cpu",
-                            p->model_name, kiln_program_target_name(p->target));
+                            p->model_name, p->target);
   kiln_device_executable_t* e = calloc(1, sizeof(*e));
   if (!e) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
   e->n_kernels = p->n_kernels;
@@ -188,26 +189,11 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     *out = e;
     return NULL;
   }
-  /* A non-owning view of the program's unit in the loader's terms. */
-  const kiln_program_code_t* c = &p->code;
-  kiln_cpu_source_t src;
-  memset(&src, 0, sizeof src);
-  src.text.data = c->text;
-  src.text.len = (size_t)c->text_len;
-  src.prelude_len = (size_t)c->parts[1];
-  src.epilogue_off = (size_t)c->parts[2 * (c->n_parts - 1)];
-  src.n_units = c->n_parts - 2;
-  src.unit_off = calloc((size_t)src.n_units + 1, sizeof(size_t));
-  src.unit_len = calloc((size_t)src.n_units + 1, sizeof(size_t));
   const char** names = calloc((size_t)p->n_kernels, sizeof(char*));
   kiln_status_t s = NULL;
-  if (!src.unit_off || !src.unit_len || !names) {
+  if (!names) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
   } else {
-    for (int32_t u = 0; u < src.n_units; ++u) {
-      src.unit_off[u] = (size_t)c->parts[2 * (u + 1)];
-      src.unit_len[u] = (size_t)c->parts[2 * (u + 1) + 1];
-    }
     for (int32_t k = 0; k < p->n_kernels; ++k) names[k] = p->kernels[k].name;
     kiln_cpu_options_t co;
     kiln_cpu_options_default(&co);
@@ -216,10 +202,8 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     if (o) co.dump_dir = o->dump_dir;
     kiln_cpu_compile_stats_t st;
     memset(&st, 0, sizeof st);
-    s = kiln_cpu_module_load(&src, &co, names, p->n_kernels, &e->module, &st);
+    s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &st);
   }
-  free(src.unit_off);
-  free(src.unit_len);
   free(names);
   if (s) {
     free(e);
@@ -333,25 +317,7 @@ static kiln_status_t cpu_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t cpu_vtable = {
-    .destroy = cpu_destroy,
-    .buffer_create = cpu_buffer_create,
-    .view_create = cpu_view_create,
-    .buffer_destroy = cpu_buffer_destroy,
-    .buffer_write = cpu_buffer_write,
-    .buffer_read = cpu_buffer_read,
-    .executable_create = cpu_executable_create,
-    .executable_destroy = cpu_executable_destroy,
-    .cmd_create = cpu_cmd_create,
-    .cmd_destroy = cpu_cmd_destroy,
-    .cmd_dispatch = cpu_cmd_dispatch,
-    .cmd_barrier = cpu_cmd_barrier,
-    .cmd_timestamp = cpu_cmd_timestamp,
-    .cmd_end = cpu_cmd_end,
-    .submit = cpu_submit,
-    .wait = cpu_wait,
-    .timestamps_read = cpu_timestamps_read,
-};
+static const kiln_device_vtable_t cpu_vtable = KILN_DEVICE_VTABLE(cpu);
 
 static void cpu_model_name(char* out, size_t n) {
   snprintf(out, n, "host cpu");
@@ -407,3 +373,27 @@ kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator
   *out_device = &d->base;
   return NULL;
 }
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+static kiln_status_t cpu_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                  kiln_allocator_t allocator, kiln_device_t** out_device) {
+  if (index != 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu:%d: the CPU is device 0", (int)index);
+  return kiln_cpu_device_create(options ? options->threads : 0, allocator, out_device);
+}
+
+static kiln_status_t cpu_api_list(FILE* out) {
+  kiln_device_t* d = NULL;
+  KILN_RETURN_IF_ERROR(kiln_cpu_device_create(0, kiln_allocator_system(), &d));
+  fprintf(out, "  [0] %s\n", d->info.name);
+  kiln_device_release(d);
+  return NULL;
+}
+
+const kiln_device_api_t kiln_device_api_cpu = {
+    .name = "cpu",
+    .code_form = KILN_CODE_SOURCE_PARTS,
+    .open = cpu_api_open,
+    .list = cpu_api_list,
+};

@@ -3,7 +3,7 @@
  *
  * Buffers are 64-byte-aligned host memory (views are pointers into them).
  * An executable is the program's C unit compiled by the system compiler
- * into a cached shared object (targets/cpu/cpu_compile.c: $KILN_CC,
+ * into a cached shared object (runtime/cpu/cpu_loader.h: $KILN_CC,
  * $KILN_CPU_FLAGS, $KILN_CACHE_DIR) and its kernel symbols. Command buffers
  * are recorded lists of (kernel, argument pointers), barriers and
  * timestamps; submit hands one to the device's queue thread, which runs
@@ -26,6 +26,9 @@ extern "C" {
  * DEVICE_ERROR when the queue thread cannot start. */
 kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator,
                                      kiln_device_t** out_device);
+
+/* The CPU's entry in the device registry (runtime/device_registry.h). */
+extern const struct kiln_device_api_s kiln_device_api_cpu;
 
 #ifdef __cplusplus
 }

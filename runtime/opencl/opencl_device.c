@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/device_registry.h"
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
 
@@ -887,22 +888,27 @@ static kiln_status_t ocl_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t ocl_vtable = {
-    .destroy = ocl_destroy,
-    .buffer_create = ocl_buffer_create,
-    .view_create = ocl_view_create,
-    .buffer_destroy = ocl_buffer_destroy,
-    .buffer_write = ocl_buffer_write,
-    .buffer_read = ocl_buffer_read,
-    .executable_create = ocl_executable_create,
-    .executable_destroy = ocl_executable_destroy,
-    .cmd_create = ocl_cmd_create,
-    .cmd_destroy = ocl_cmd_destroy,
-    .cmd_dispatch = ocl_cmd_dispatch,
-    .cmd_barrier = ocl_cmd_barrier,
-    .cmd_timestamp = ocl_cmd_timestamp,
-    .cmd_end = ocl_cmd_end,
-    .submit = ocl_submit,
-    .wait = ocl_wait,
-    .timestamps_read = ocl_timestamps_read,
+static const kiln_device_vtable_t ocl_vtable = KILN_DEVICE_VTABLE(ocl);
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+static kiln_status_t ocl_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                  kiln_allocator_t allocator, kiln_device_t** out_device) {
+  return kiln_opencl_device_create(index, allocator, out_device);
+}
+
+static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
+  kiln_opencl_build_stats_t st;
+  kiln_opencl_executable_stats(e, &st);
+  if (st.n_gemm_choices)
+    fprintf(out, "opencl GEMM providers: %d of %d GEMMs on CLBlast, %d measured now%s%s\n", (int)st.n_gemm_clblast,
+            (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "", st.gemm_record);
+}
+
+const kiln_device_api_t kiln_device_api_opencl = {
+    .name = "opencl",
+    .code_form = KILN_CODE_SOURCE,
+    .open = ocl_api_open,
+    .list = kiln_opencl_list_devices,
+    .executable_report = ocl_api_report,
 };

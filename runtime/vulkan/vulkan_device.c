@@ -26,6 +26,8 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
+#include "runtime/device_registry.h"
+
 #define STAGING_MAX (64ull << 20)
 #define SETS_PER_POOL 128
 #define CACHE_MAGIC "KILNVKPC"
@@ -415,7 +417,7 @@ static int32_t find_memory(const vk_dev_t* d, uint32_t bits, VkMemoryPropertyFla
   return any;
 }
 
-static void destroy_device(kiln_device_t* base);
+static void vk_destroy(kiln_device_t* base);
 
 kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_allocator_t al,
                                         kiln_device_t** out) {
@@ -563,11 +565,11 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   *out = &d->base;
   return NULL;
 fail:
-  destroy_device(&d->base);
+  vk_destroy(&d->base);
   return s;
 }
 
-static void destroy_device(kiln_device_t* base) {
+static void vk_destroy(kiln_device_t* base) {
   vk_dev_t* d = D(base);
   if (!d) return;
   if (d->dev) {
@@ -1424,22 +1426,22 @@ static kiln_status_t vk_timestamps_read(kiln_device_t* base, kiln_device_cmd_t* 
   return NULL;
 }
 
-static const kiln_device_vtable_t vk_vtable = {
-    .destroy = destroy_device,
-    .buffer_create = vk_buffer_create,
-    .view_create = vk_view_create,
-    .buffer_destroy = vk_buffer_destroy,
-    .buffer_write = vk_buffer_write,
-    .buffer_read = vk_buffer_read,
-    .executable_create = vk_executable_create,
-    .executable_destroy = vk_executable_destroy,
-    .cmd_create = vk_cmd_create,
-    .cmd_destroy = vk_cmd_destroy,
-    .cmd_dispatch = vk_cmd_dispatch,
-    .cmd_barrier = vk_cmd_barrier,
-    .cmd_timestamp = vk_cmd_timestamp,
-    .cmd_end = vk_cmd_end,
-    .submit = vk_submit,
-    .wait = vk_wait,
-    .timestamps_read = vk_timestamps_read,
+static const kiln_device_vtable_t vk_vtable = KILN_DEVICE_VTABLE(vk);
+
+/* ---- registration (runtime/device_registry.h) -------------------------- */
+
+/* KILN_VULKAN_VALIDATION=1 turns on the validation layer for devices opened
+ * by name (tests and `kiln run`); kiln_vulkan_device_create takes it as an
+ * argument. */
+static kiln_status_t vk_api_open(int32_t index, const kiln_device_open_options_t* options,
+                                 kiln_allocator_t allocator, kiln_device_t** out_device) {
+  const char* v = getenv("KILN_VULKAN_VALIDATION");
+  return kiln_vulkan_device_create(index, v && v[0] == '1', allocator, out_device);
+}
+
+const kiln_device_api_t kiln_device_api_vulkan = {
+    .name = "vulkan",
+    .code_form = KILN_CODE_BLOB_PER_KERNEL,
+    .open = vk_api_open,
+    .list = kiln_vulkan_list_devices,
 };

@@ -19,30 +19,15 @@
 #define KILN_TARGETS_CPU_BACKEND_H_
 
 #include "lowering/plan.h"
+#include "runtime/cpu/cpu_loader.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct kiln_cpu_options_s {
-  const char* compiler;   /* default: $KILN_CC or "cc" */
-  const char* flags;      /* default: $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno" */
-  const char* cache_dir;  /* default: see above; "" disables the cache */
-  int32_t threads;        /* 0 = number of cores */
-  bool keep_source;       /* also write <hash>.c next to the .so */
-  const char* dump_dir;   /* when set, write the generated C there too */
-} kiln_cpu_options_t;
-
-void kiln_cpu_options_default(kiln_cpu_options_t* o);
-
+/* kiln_cpu_options_t, kiln_cpu_options_default and kiln_cpu_compile_stats_t
+ * come from the loader (runtime/cpu/cpu_loader.h). */
 typedef struct kiln_cpu_exec_s kiln_cpu_exec_t;
-
-typedef struct kiln_cpu_compile_stats_s {
-  double codegen_s, compile_s, load_s;
-  bool cache_hit;
-  size_t source_bytes;
-  char so_path[1024];
-} kiln_cpu_compile_stats_t;
 
 /* Prints, compiles (or finds in the cache) and loads the plan's kernels, and
  * allocates the buffers. A compiler failure returns an error with the

@@ -153,8 +153,10 @@ kiln_status_t kiln_cpu_compile(const kiln_plan_t* plan, const kiln_cpu_options_t
       goto fail;
     }
     for (int32_t k = 0; k < plan->n_kernels; ++k) names[k] = plan->kernels[k].func->name;
-    if ((s = kiln_cpu_module_load(&src, o, names, plan->n_kernels, &e->module,
-                                  &stats)))
+    /* The unit as a module's code section would hold it (a view). */
+    kiln_program_code_t code = {.text = src.text.data, .text_len = src.text.len,
+                                .n_parts = src.n_parts, .parts = src.parts};
+    if ((s = kiln_cpu_module_load(&code, o, names, plan->n_kernels, &e->module, &stats)))
       goto fail;
   }
   double ta = kiln_cpu_now();

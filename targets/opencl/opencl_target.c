@@ -6,6 +6,7 @@
 
 #include "targets/cfamily/printer.h"
 #include "targets/opencl/opencl_internal.h"
+#include "targets/registry.h"
 
 /* Parameter i may be declared restrict unless another parameter of the
  * kernel lives in the same memory (one root buffer, or the in-place pair the
@@ -339,3 +340,12 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
 kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   return kiln_opencl_emit_ex(plan, prog, NULL);
 }
+
+/* ---- registration (targets/registry.h) ---------------------------------- */
+
+const kiln_target_t kiln_target_opencl = {
+    .name = "opencl",
+    .lowering = KILN_TARGET_CLASS_GPU,
+    .source_ext = "cl",
+    .emit = kiln_opencl_emit,
+};

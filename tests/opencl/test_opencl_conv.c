@@ -20,7 +20,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
@@ -61,7 +61,7 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       kiln_program_t* prog = NULL;
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
-      if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
+      if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0, n_shared = 0, n_wino = 0;
       kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
                                        .memory_conv_sums = variant == 3, .no_winograd = variant == 4,

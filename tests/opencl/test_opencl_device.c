@@ -35,7 +35,7 @@ static kiln_program_t* mkprog(const char* src, int32_t nbuf, int64_t len, int32_
   kiln_program_t* p = NULL;
   KILN_ASSERT(!kiln_program_create(A(), &p));
   p->model_name = dupstr(p, "handmade.onnx");
-  p->target = KILN_PROGRAM_TARGET_OPENCL;
+  p->target = "opencl";
   KILN_ASSERT(!kiln_allocator_malloc(A(), sizeof(kiln_program_buffer_t) * (size_t)nbuf, "t",
                                      (void**)&p->buffers));
   p->n_buffers = nbuf;

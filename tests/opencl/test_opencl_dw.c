@@ -21,7 +21,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
 #include "testing.h"
@@ -49,7 +49,7 @@ static void check_graph(gb_t* b, const char* what, int chosen, int matched) {
     for (int variant = 0; variant < 3; ++variant) {
       kiln_program_t* prog = NULL;
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
-      if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
+      if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0;
       kiln_opencl_emit_options_t eo = {.no_dw_template = variant == 2, .all_dw_template = variant == 1,
                                        .n_templated = &n_templ};

@@ -43,7 +43,7 @@
 #include "lowering/plan.h"
 #include "lowering/precision.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
@@ -66,7 +66,7 @@ static void emit(const kiln_plan_t* plan, const char* what, const kiln_opencl_em
   *n_templ = *n_wino = -1;
   kiln_program_t* prog = NULL;
   kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
-  if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) return;
+  if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) return;
   kiln_opencl_emit_options_t o = *eo;
   o.n_templated = n_templ;
   o.n_winograd = n_wino;

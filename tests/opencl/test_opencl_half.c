@@ -23,9 +23,9 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
 #include "testing.h"
@@ -91,7 +91,7 @@ static kiln_plan_t* plan_fp16(const kiln_graph_t* g, bool fp16_arith) {
 static kiln_program_t* emit(const kiln_plan_t* plan, bool no_native_half, bool* native) {
   kiln_program_t* prog = NULL;
   kiln_program_build_options_t bo = {.model_name = "halfchain", .no_code = true};
-  if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) return NULL;
+  if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) return NULL;
   kiln_opencl_emit_options_t eo = {.no_native_half = no_native_half, .native_half = native};
   if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
     kiln_program_destroy(prog);

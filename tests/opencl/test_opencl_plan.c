@@ -13,7 +13,7 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "runtime/opencl/opencl_device.h"
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 #include "targets/opencl/opencl_target.h"
 #include "targets/program_build.h"
 #include "testing.h"
@@ -48,7 +48,7 @@ static void check_graph(gb_t* b, const char* what, int min_templated) {
       /* without code: the plan's kernel list as it is (an OpenCL build has
        * already emitted, and conv instances shrink it); emit on it */
       bo.no_code = true;
-      if (!CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, &bo, A(), &prog))) break;
+      if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0, n_rebound = 0;
       kiln_opencl_emit_options_t eo = {.no_gemm_template = variant == 1,
                                        .no_conv_template = variant == 1,
@@ -224,7 +224,7 @@ static void test_faults(void) {
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
   if (!CHECK_OK(b.st) || !CHECK_OK(kiln_graph_prepare(b.g)) ||
       !CHECK_OK(kiln_plan_build(b.g, &po, A(), &plan)) ||
-      !CHECK_OK(kiln_program_build(plan, KILN_PROGRAM_TARGET_OPENCL, NULL, A(), &prog)))
+      !CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), NULL, A(), &prog)))
     goto done;
   static const struct {
     kiln_device_call_t call;

@@ -26,11 +26,11 @@
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/precision.h"
-#include "runtime/compare.h"
-#include "runtime/ref_exec.h"
+#include "compiler/compare.h"
+#include "compiler/ref_exec.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "targets/program_build.h"
-#include "targets/spirv/spirv_target.h"
+#include "targets/vulkan/spirv_target.h"
 #include "testing.h"
 
 #define F32 KILN_DTYPE_F32
@@ -83,7 +83,7 @@ typedef struct hk_s {
 static kiln_program_t* hand_program(const hk_t* ks, int32_t n) {
   kiln_program_t* p = NULL;
   if (!CHECK_OK(kiln_program_create(CA(), &p))) return NULL;
-  p->target = KILN_PROGRAM_TARGET_VULKAN;
+  p->target = "vulkan";
   kiln_status_t s = kiln_allocator_malloc(CA(), sizeof(kiln_program_kernel_t) * (size_t)n, "k",
                                           (void**)&p->kernels);
   if (!s) s = kiln_allocator_malloc(CA(), sizeof(uint8_t*) * (size_t)n, "b", (void**)&p->code.blobs);
@@ -477,7 +477,7 @@ static uint64_t buf_bytes(const tir_buffer_t* b) {
  * buffers are the plan's, one for one. */
 static kiln_status_t plan_program(const kiln_plan_t* p, kiln_program_t** out) {
   kiln_program_build_options_t bo = {.model_name = "test"};
-  return kiln_program_build(p, KILN_PROGRAM_TARGET_VULKAN, &bo, CA(), out);
+  return kiln_program_build(p, kiln_target_find("vulkan"), &bo, CA(), out);
 }
 
 /* Runs every kernel of |p| in order on |d| (one device buffer per plan

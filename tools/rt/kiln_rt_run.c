@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "kiln/runtime.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 
 static double now_s(void) {
   struct timespec t;

@@ -1,7 +1,7 @@
 /* Array comparison with rtol/atol: |got - want| <= atol + rtol * |want|.
  * NaN matches NaN; +-inf must match exactly. Reports the worst element. */
-#ifndef KILN_RUNTIME_COMPARE_H_
-#define KILN_RUNTIME_COMPARE_H_
+#ifndef KILN_COMPILER_COMPARE_H_
+#define KILN_COMPILER_COMPARE_H_
 
 #include "kiln/array.h"
 

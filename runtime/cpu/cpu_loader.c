@@ -1,4 +1,5 @@
-/* C source -> shared object -> loaded kernels, with an on-disk cache.
+/* The CPU loader (see cpu_loader.h): a module's C unit -> shared object ->
+ * loaded kernels, with an on-disk cache.
  *
  * The cache key is a 128-bit hash (two FNV-1a-64 lanes) of the source, the
  * compiler command, the flags, the compiler's `--version` output (run once
@@ -29,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "targets/cpu/cpu_internal.h"
+#include "runtime/cpu/cpu_loader.h"
 
 extern char** environ;
 
@@ -539,21 +540,28 @@ static int32_t compile_jobs(void) {
   return n < 1 ? 1 : n > 64 ? 64 : (int32_t)n;
 }
 
+/* Kernel units of a code section: parts 1 .. n_parts-2 (0 is the prelude,
+ * the last the epilogue). */
+static int32_t n_units(const kiln_program_code_t* c) { return c->n_parts - 2; }
+static size_t unit_off(const kiln_program_code_t* c, int32_t u) { return (size_t)c->parts[2 * (u + 1)]; }
+static size_t unit_len(const kiln_program_code_t* c, int32_t u) { return (size_t)c->parts[2 * (u + 1) + 1]; }
+
 /* Splits the units over |nparts| parts, balancing their text sizes
  * (largest first onto the lightest part); part[i] of unit i. */
-static void assign_parts(const kiln_cpu_source_t* src, int32_t nparts, int32_t* part) {
+static void assign_parts(const kiln_program_code_t* src, int32_t nparts, int32_t* part) {
   size_t load[64] = {0};
-  bool* done = calloc((size_t)src->n_units + 1, 1);
-  for (int32_t step = 0; step < src->n_units; ++step) {
+  int32_t nu = n_units(src);
+  bool* done = calloc((size_t)nu + 1, 1);
+  for (int32_t step = 0; step < nu; ++step) {
     int32_t big = -1;
-    for (int32_t u = 0; u < src->n_units; ++u)
-      if (!(done && done[u]) && (big < 0 || src->unit_len[u] > src->unit_len[big])) big = u;
+    for (int32_t u = 0; u < nu; ++u)
+      if (!(done && done[u]) && (big < 0 || unit_len(src, u) > unit_len(src, big))) big = u;
     if (big < 0) break;
     int32_t light = 0;
     for (int32_t q = 1; q < nparts; ++q)
       if (load[q] < load[light]) light = q;
     part[big] = light;
-    load[light] += src->unit_len[big];
+    load[light] += unit_len(src, big);
     if (done) done[big] = 1;
     else part[step] = step % nparts; /* no memory: round robin, still correct */
   }
@@ -562,13 +570,13 @@ static void assign_parts(const kiln_cpu_source_t* src, int32_t nparts, int32_t* 
 
 /* Compiles |src| into |so|. Small units (or one job) compile as one file;
  * otherwise parts are compiled to objects concurrently and linked. */
-static kiln_status_t build_so(const char* cc, const char* flags, const kiln_cpu_source_t* src,
+static kiln_status_t build_so(const char* cc, const char* flags, const kiln_program_code_t* src,
                               const char* dir, const char* key, const char* src_path,
                               const char* so, const char* kept) {
   char flagbuf[2048], log[1024];
   char* argv[128];
   int32_t jobs = compile_jobs();
-  int32_t nparts = src->n_units / 4;
+  int32_t nparts = n_units(src) / 4;
   if (nparts > jobs) nparts = jobs;
   if (nparts < 2) {
     const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
@@ -580,7 +588,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_cpu_
     unlink(log);
     return s;
   }
-  int32_t* part = calloc((size_t)src->n_units, sizeof(int32_t));
+  int32_t* part = calloc((size_t)n_units(src), sizeof(int32_t));
   char (*cpath)[1024] = calloc((size_t)nparts, sizeof *cpath);
   char (*opath)[1024] = calloc((size_t)nparts, sizeof *opath);
   char (*lpath)[1024] = calloc((size_t)nparts, sizeof *lpath);
@@ -593,7 +601,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_cpu_
     goto done;
   }
   assign_parts(src, nparts, part);
-  const char* text = src->text.data;
+  const char* text = src->text;
   for (int32_t q = 0; q < nparts && !s; ++q) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s-part%d", key, (int)q);
@@ -605,10 +613,11 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_cpu_
       s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", cpath[q], strerror(errno));
       break;
     }
-    fwrite(text, 1, src->prelude_len, f);
-    for (int32_t u = 0; u < src->n_units; ++u)
-      if (part[u] == q) fwrite(text + src->unit_off[u], 1, src->unit_len[u], f);
-    if (q == 0) fwrite(text + src->epilogue_off, 1, src->text.len - src->epilogue_off, f);
+    fwrite(text + src->parts[0], 1, (size_t)src->parts[1], f);
+    for (int32_t u = 0; u < n_units(src); ++u)
+      if (part[u] == q) fwrite(text + unit_off(src, u), 1, unit_len(src, u), f);
+    if (q == 0)
+      fwrite(text + src->parts[2 * (src->n_parts - 1)], 1, (size_t)src->parts[2 * src->n_parts - 1], f);
     if (fclose(f) != 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", cpath[q]);
   }
   int32_t started = 0;
@@ -660,7 +669,7 @@ done:
   return s;
 }
 
-kiln_status_t kiln_cpu_module_load(const kiln_cpu_source_t* src,
+kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
                                    const kiln_cpu_options_t* options, const char* const* names,
                                    int32_t n, kiln_cpu_module_t* out,
                                    kiln_cpu_compile_stats_t* stats) {
@@ -669,8 +678,8 @@ kiln_status_t kiln_cpu_module_load(const kiln_cpu_source_t* src,
   const kiln_cpu_options_t* o = options ? options : &defaults;
   const char* cc = o->compiler && *o->compiler ? o->compiler : defaults.compiler;
   const char* flags = o->flags ? o->flags : DEFAULT_FLAGS;
-  const char* source = src->text.data ? src->text.data : "";
-  size_t len = src->text.len;
+  const char* source = src->text ? src->text : "";
+  size_t len = (size_t)src->text_len;
   memset(out, 0, sizeof(*out));
 
   char dir[900];

@@ -1,9 +1,11 @@
-# Vulkan target: the SPIR-V emitter (targets/spirv, GLSL -> libshaderc ->
+# Vulkan target: the SPIR-V emitter (targets/vulkan, GLSL -> libshaderc ->
 # SPIR-V, validated with the SPIRV-Tools C API), the Vulkan runtime device
 # (runtime/vulkan), the hand-written compute shaders (kernels/vulkan/*.comp,
 # embedded at build time) and the sgemm benchmark. Included by the top-level
-# CMakeLists.txt; everything here is optional: without Vulkan, shaderc or
-# SPIRV-Tools kiln builds without the target (KILN_HAVE_VULKAN undefined).
+# CMakeLists.txt for the "vulkan" entry of KILN_TARGETS (targets/README.md);
+# everything here is optional: without Vulkan, shaderc or SPIRV-Tools kiln
+# builds without the target (KILN_TARGET_OK stays FALSE, so the registries
+# do not list it).
 if(NOT KILN_ENABLE_VULKAN)
   return()
 endif()
@@ -97,18 +99,17 @@ message(STATUS "kiln: Vulkan target on (shaderc: ${KILN_SHADERC_LIBS})")
 
 file(GLOB KILN_VULKAN_KERNELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/vulkan/*.comp)
 kiln_embed_sources(KILN_VULKAN_EMBEDDED kiln_vk_ ${KILN_VULKAN_KERNELS})
-file(GLOB KILN_SPIRV_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/targets/spirv/*.c)
+file(GLOB KILN_SPIRV_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/targets/vulkan/*.c)
 file(GLOB KILN_VULKAN_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/vulkan/*.c)
 
 target_sources(kiln PRIVATE ${KILN_SPIRV_SOURCES} ${KILN_VULKAN_RT_SOURCES} ${KILN_VULKAN_EMBEDDED})
 target_include_directories(kiln PRIVATE ${KILN_SHADERC_INCLUDE} ${KILN_SPIRV_TOOLS_INCLUDE})
-target_compile_definitions(kiln PUBLIC KILN_HAVE_VULKAN=1)
 target_link_libraries(kiln PUBLIC Vulkan::Vulkan ${KILN_SHADERC_LIBS} Threads::Threads)
+set(KILN_TARGET_OK TRUE)
 
 # The runtime-only library runs SPIR-V from a module file: no shaderc there.
 if(TARGET kiln_rt)
   target_sources(kiln_rt PRIVATE ${KILN_VULKAN_RT_SOURCES})
-  target_compile_definitions(kiln_rt PUBLIC KILN_HAVE_VULKAN=1)
   target_link_libraries(kiln_rt PUBLIC Vulkan::Vulkan)
 endif()
 

@@ -33,8 +33,8 @@
  *
  * Thread-compatible.
  */
-#ifndef KILN_RUNTIME_CALIBRATE_H_
-#define KILN_RUNTIME_CALIBRATE_H_
+#ifndef KILN_COMPILER_CALIBRATE_H_
+#define KILN_COMPILER_CALIBRATE_H_
 
 #include <stdio.h>
 
@@ -102,4 +102,4 @@ void kiln_calibrate_report_free(kiln_calibrate_report_t* r);
 #ifdef __cplusplus
 }
 #endif
-#endif /* KILN_RUNTIME_CALIBRATE_H_ */
+#endif /* KILN_COMPILER_CALIBRATE_H_ */

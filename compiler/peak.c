@@ -7,7 +7,7 @@
  * first timed run). kiln_cpu_compile/kiln_cpu_run then treat them like any
  * other plan, so the compiler, flags, cache and OpenMP runtime are the ones
  * the real kernels use. */
-#include "runtime/peak.h"
+#include "compiler/peak.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Tolerance comparison reporting the worst element, the way the conformance
  * runner and `kiln run --compare` present mismatches. */
-#include "runtime/compare.h"
+#include "compiler/compare.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * kernels of a model compile once. Validation runs on every blob although
  * shaderc's output is normally valid: it is the one check between kiln's
  * printer and a driver that may crash on bad SPIR-V. */
-#include "targets/spirv/spirv_target.h"
+#include "targets/vulkan/spirv_target.h"
 
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.h>
@@ -21,6 +21,7 @@
 #include "targets/cfamily/printer.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
+#include "targets/registry.h"
 
 extern const char kiln_vk_gemm[];
 extern const size_t kiln_vk_gemm_len;
@@ -803,3 +804,13 @@ done:
   free(trips);
   return s;
 }
+
+/* ---- registration (targets/registry.h) ---------------------------------- */
+
+/* The dump holds the GLSL of every shader, one after another. */
+const kiln_target_t kiln_target_vulkan = {
+    .name = "vulkan",
+    .lowering = KILN_TARGET_CLASS_GPU,
+    .source_ext = "comp",
+    .emit = kiln_spirv_emit,
+};

@@ -8,8 +8,8 @@
  * Thread-compatible: concurrent runs of one graph are fine (the graph is only
  * read); a single run uses one thread.
  */
-#ifndef KILN_RUNTIME_REF_EXEC_H_
-#define KILN_RUNTIME_REF_EXEC_H_
+#ifndef KILN_COMPILER_REF_EXEC_H_
+#define KILN_COMPILER_REF_EXEC_H_
 
 #include "ir/op.h"
 
@@ -56,4 +56,4 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
 #ifdef __cplusplus
 }
 #endif
-#endif /* KILN_RUNTIME_REF_EXEC_H_ */
+#endif /* KILN_COMPILER_REF_EXEC_H_ */

@@ -24,8 +24,8 @@
  * Thread-compatible. Errors: compiler failures (with the compiler output)
  * and out-of-memory from the backend.
  */
-#ifndef KILN_RUNTIME_PEAK_H_
-#define KILN_RUNTIME_PEAK_H_
+#ifndef KILN_COMPILER_PEAK_H_
+#define KILN_COMPILER_PEAK_H_
 
 #include <stddef.h>
 
@@ -62,4 +62,4 @@ void kiln_peak_cpu_model(char* buf, size_t n);
 #ifdef __cplusplus
 }
 #endif
-#endif /* KILN_RUNTIME_PEAK_H_ */
+#endif /* KILN_COMPILER_PEAK_H_ */

@@ -1,6 +1,6 @@
 /* Reference executor: shape inference and a reference kernel per node, in
  * topological order, freeing each intermediate after its last reader. */
-#include "runtime/ref_exec.h"
+#include "compiler/ref_exec.h"
 
 #include <stdlib.h>
 #include <string.h>

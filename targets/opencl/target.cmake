@@ -1,8 +1,10 @@
 # OpenCL target: the OpenCL C emitter (targets/opencl), the OpenCL runtime
 # device (runtime/opencl), the hand-tuned kernels (kernels/opencl/*.cl,
 # embedded at build time) and the sgemm benchmark (vs CLBlast when found).
-# Included by the top-level CMakeLists.txt; without OpenCL headers + ICD
-# loader kiln builds without the target (KILN_HAVE_OPENCL undefined).
+# Included by the top-level CMakeLists.txt for the "opencl" entry of
+# KILN_TARGETS (targets/README.md); without OpenCL headers + ICD loader kiln
+# builds without the target (KILN_TARGET_OK stays FALSE, so the registries
+# do not list it).
 if(NOT KILN_ENABLE_OPENCL)
   return()
 endif()
@@ -22,14 +24,13 @@ file(GLOB KILN_OPENCL_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/o
 
 target_sources(kiln PRIVATE ${KILN_OPENCL_TARGET_SOURCES} ${KILN_OPENCL_RT_SOURCES}
                ${KILN_OPENCL_EMBEDDED})
-target_compile_definitions(kiln PUBLIC KILN_HAVE_OPENCL=1)
 target_link_libraries(kiln PUBLIC OpenCL::OpenCL)
+set(KILN_TARGET_OK TRUE)
 
 # The runtime-only library runs OpenCL source from a module file: the device
 # only (the emitter and its kernel templates are compile-time pieces).
 if(TARGET kiln_rt)
   target_sources(kiln_rt PRIVATE ${KILN_OPENCL_RT_SOURCES})
-  target_compile_definitions(kiln_rt PUBLIC KILN_HAVE_OPENCL=1)
   target_link_libraries(kiln_rt PUBLIC OpenCL::OpenCL)
 endif()
 

@@ -1,6 +1,6 @@
 /* Precision calibration (see calibrate.h): ranges from fp32 runs, fp16
  * emulated by rounding in a small node-by-node executor, greedy choice. */
-#include "runtime/calibrate.h"
+#include "compiler/calibrate.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 
 #include "lowering/fuse.h"
 #include "ir/op.h"
-#include "runtime/npy.h"
+#include "kiln/npy.h"
 
 #define HALF_MAX 65504.0
 #define HALF_MIN_NORMAL 6.103515625e-05

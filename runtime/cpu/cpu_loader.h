@@ -1,0 +1,84 @@
+/* kiln CPU loader: a module's C unit -> the system compiler -> a cached
+ * shared object -> dlopen'd kernels.
+ *
+ * This is the piece of the CPU backend that libkiln_rt ships: the CPU
+ * device (runtime/cpu/cpu_device.c) loads a module's code section with it,
+ * and the compile side (targets/cpu: kiln_cpu_compile) loads the unit it
+ * just printed with it. The input is the code section as a module holds it
+ * (kiln_program_code_t: one C translation unit plus (offset, length) parts
+ * [0] prelude, [1..n-2] units, [n-1] epilogue), so large units compile as
+ * parts in parallel ($KILN_CPU_JOBS). Compiler $KILN_CC or "cc", flags
+ * $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno";
+ * $KILN_CPU_DUMP names a folder that receives the source. Objects are cached
+ * by a hash of the source, compiler, flags, compiler version and CPU.
+ *
+ * Thread-safe: concurrent loads (threads or processes, same key or not) are
+ * fine; a loaded module is used by one thread at a time.
+ */
+#ifndef KILN_RUNTIME_CPU_LOADER_H_
+#define KILN_RUNTIME_CPU_LOADER_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/status.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_cpu_options_s {
+  const char* compiler;   /* default: $KILN_CC or "cc" */
+  const char* flags;      /* default: $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno" */
+  const char* cache_dir;  /* default: see above; "" disables the cache */
+  int32_t threads;        /* 0 = number of cores (the executors' setting; loading ignores it) */
+  bool keep_source;       /* also write <hash>.c next to the .so */
+  const char* dump_dir;   /* when set, write the generated C there too */
+} kiln_cpu_options_t;
+
+/* Fills |o| from the environment (KILN_CC, KILN_CPU_FLAGS, KILN_CPU_DUMP). */
+void kiln_cpu_options_default(kiln_cpu_options_t* o);
+
+/* Timings of a compile. kiln_cpu_module_load fills compile_s, load_s,
+ * cache_hit and so_path; kiln_cpu_compile adds codegen_s and source_bytes. */
+typedef struct kiln_cpu_compile_stats_s {
+  double codegen_s, compile_s, load_s;
+  bool cache_hit;
+  size_t source_bytes;
+  char so_path[1024];
+} kiln_cpu_compile_stats_t;
+
+/* What every generated kernel is: arguments in the kernel's parameter order. */
+typedef void (*kiln_cpu_kernel_fn)(void* const* args);
+
+/* A loaded shared object and its kernels. */
+typedef struct kiln_cpu_module_s {
+  void* handle;                  /* dlopen handle */
+  kiln_cpu_kernel_fn* fns;       /* one per requested symbol (malloc'd) */
+  void (*set_threads)(int);      /* kiln_set_threads from the .so */
+} kiln_cpu_module_t;
+
+/* Compiles |code| (or finds it in the cache), loads it and resolves |names|
+ * (n of them). |code| must have passed kiln_program_validate's checks (at
+ * least two parts, all inside the text); it is only read. |options| NULL =
+ * defaults; |stats| may be NULL. On success *out owns the handle
+ * (kiln_cpu_module_unload). Errors: NOT_FOUND (no compiler, missing symbol),
+ * DEVICE_ERROR with the compiler's output, the failing kernel and where the
+ * source was kept, IO_ERROR, OUT_OF_MEMORY. */
+kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* code,
+                                   const kiln_cpu_options_t* options, const char* const* names,
+                                   int32_t n, kiln_cpu_module_t* out,
+                                   kiln_cpu_compile_stats_t* stats);
+
+/* Unloads and zeroes |m|; a zeroed module is a no-op. */
+void kiln_cpu_module_unload(kiln_cpu_module_t* m);
+
+/* CLOCK_MONOTONIC in seconds. */
+double kiln_cpu_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_CPU_LOADER_H_ */

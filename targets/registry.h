@@ -1,0 +1,58 @@
+/* Code-generation targets by name: the compiler half of kiln's target
+ * registry (ggml's backend registry, in C).
+ *
+ * A target is one folder per layer -- targets/<name>/ prints a plan as its
+ * code, runtime/<name>/ runs it (runtime/device_registry.h), kernels/<name>/
+ * holds its hand-written templates -- plus one line that registers it: its
+ * name in KILN_TARGETS in the top-level CMakeLists.txt. Its folder's
+ * target.cmake says whether it can be built (drivers found) and adds its
+ * sources; the build generates kiln_targets.inc, one KILN_TARGET(name) line
+ * per target built in, and registry.c collects the entry each target
+ * defines:
+ *
+ *   const kiln_target_t kiln_target_<name>;
+ *
+ * Nothing else in the compiler, the CLI or the tools switches on a target
+ * name: they look targets up here (targets/README.md is the recipe).
+ *
+ * Entries are static constants: thread-safe, never freed.
+ */
+#ifndef KILN_TARGETS_REGISTRY_H_
+#define KILN_TARGETS_REGISTRY_H_
+
+#include "lowering/plan.h"
+#include "runtime/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_target_s {
+  /* "cpu", "opencl", "vulkan": --target, the module's target, and the
+   * device API that runs the program (same name). */
+  const char* name;
+  /* The schedules lowering picks for this target's kernels. */
+  kiln_target_class_t lowering;
+  /* File extension of the generated source `--dump` writes ("c", "cl"). */
+  const char* source_ext;
+  /* --precision fp16: keep the workspaces a GEMM reads in f32 (they cost
+   * arena bytes only; the CPU's C GEMM converts on every load otherwise). */
+  bool fp16_keeps_f32_workspaces;
+  /* Prints |plan| as the target's code into prog->code (the buffers,
+   * kernels and I/O are already in |prog|); may rewrite prog's kernel list
+   * where a template replaces several plan kernels. Errors name the kernel.
+   * Required. */
+  kiln_status_t (*emit)(const kiln_plan_t* plan, kiln_program_t* prog);
+} kiln_target_t;
+
+/* The target named |name| (exact match), NULL when this build has none. */
+const kiln_target_t* kiln_target_find(const char* name);
+
+/* Registered targets in registration order (the CPU first). */
+int32_t kiln_target_count(void);
+const kiln_target_t* kiln_target_at(int32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TARGETS_REGISTRY_H_ */
