@@ -181,6 +181,17 @@ static kiln_status_t build_cpu_code(const kiln_plan_t* plan, kiln_program_t* pro
   return s;
 }
 
+void kiln_program_templates(kiln_program_target_t target, kiln_template_set_t* out) {
+  *out = (kiln_template_set_t){0};
+#ifdef KILN_HAVE_OPENCL
+  if (target == KILN_PROGRAM_TARGET_OPENCL) kiln_opencl_templates(NULL, out);
+#endif
+#ifdef KILN_HAVE_VULKAN
+  if (target == KILN_PROGRAM_TARGET_VULKAN) kiln_spirv_templates(out);
+#endif
+  (void)target;
+}
+
 static kiln_status_t build_code(const kiln_plan_t* plan, kiln_program_t* prog) {
   switch (prog->target) {
     case KILN_PROGRAM_TARGET_CPU: return build_cpu_code(plan, prog);
