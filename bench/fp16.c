@@ -69,6 +69,9 @@ static kiln_status_t build(const kiln_graph_t* g, const kiln_target_t* target, i
                                   mode16 == 1 && target->fp16_keeps_f32_workspaces, mode16 == 3};
     s = kiln_plan_set_precision(plan, &o, NULL);
   }
+  kiln_template_set_t templates;
+  kiln_program_templates(target, &templates);
+  if (!s) s = kiln_template_choose(plan, &templates);
   kiln_program_build_options_t bo = {NULL, mode16 ? "fp16" : "fp32", "-O1", false};
   if (!s) s = kiln_program_build(plan, target, &bo, a, &out->prog);
   kiln_plan_destroy(plan);

@@ -91,18 +91,16 @@ typedef struct shape_s {
 
 /* Builds the template instance for M x N x K with |t|. */
 static cl_kernel build_kiln(int M, int N, int K, kiln_opencl_gemm_tiles_t t, cl_program* out_prog) {
-  kiln_opencl_gemm_t g;
+  kiln_template_gemm_t g;
   memset(&g, 0, sizeof g);
-  g.matched = true;
   g.M = M, g.N = N, g.K = K, g.batch = 1;
   g.lda = K, g.ldb = N, g.ldy = N;
   g.alpha = 1.0f, g.beta = 0.0f;
   g.n_params = 3;
   memcpy(g.roles, "ABY", 4);
-  g.tiles = t;
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  kiln_status_t s = kiln_opencl_gemm_print(&g, "kiln_sgemm", &out);
+  kiln_status_t s = kiln_opencl_gemm_print(&g, &t, "kiln_sgemm", &out);
   if (s) {
     fprintf(stderr, "%s\n", kiln_status_message(s));
     exit(1);
@@ -138,9 +136,9 @@ static double run_kiln(int M, int N, int K, kiln_opencl_gemm_tiles_t t, cl_mem a
   CK(clSetKernelArg(k, 0, sizeof a, &a));
   CK(clSetKernelArg(k, 1, sizeof b, &b));
   CK(clSetKernelArg(k, 2, sizeof c, &c));
-  kiln_opencl_gemm_t g = {.M = M, .N = N, .K = K, .batch = 1, .tiles = t};
+  kiln_template_gemm_t g = {.M = M, .N = N, .K = K, .batch = 1};
   int64_t groups[3], local[3];
-  kiln_opencl_gemm_launch(&g, groups, local);
+  kiln_opencl_gemm_launch(&g, &t, groups, local);
   size_t gl[3], lo[3];
   for (int i = 0; i < 3; ++i) gl[i] = (size_t)(groups[i] * local[i]), lo[i] = (size_t)local[i];
   double* ts = malloc(sizeof(double) * (size_t)reps);

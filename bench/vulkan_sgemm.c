@@ -246,7 +246,10 @@ static kiln_status_t bench_plan(kiln_device_t* d, int64_t n, const opts_t* o, co
   kiln_plan_t* p = NULL;
   kiln_program_t* prog = NULL;
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  kiln_template_set_t templates;
+  kiln_spirv_templates(&templates);
   if (!s) s = kiln_plan_build(g, &po, al, &p);
+  if (!s) s = kiln_template_choose(p, &templates);
   if (!s) s = kiln_program_create(al, &prog);
   if (!s) s = kiln_allocator_malloc(al, sizeof(kiln_program_kernel_t) * (size_t)p->n_kernels, "k", (void**)&prog->kernels);
   if (!s) {

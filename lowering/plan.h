@@ -43,6 +43,9 @@ typedef struct kiln_plan_kernel_s {
   int64_t flops;             /* for profiles: the node's FLOPs split evenly */
   int32_t* fused_nodes;      /* other graph nodes fused into this kernel (fuse.h) */
   int32_t n_fused_nodes;
+  /* the template kernel lowering chose for it (lowering/template.h), in
+   * the plan's arena; NULL: the target prints |func| */
+  struct kiln_template_s* tmpl;
 } kiln_plan_kernel_t;
 
 typedef struct kiln_plan_s {

@@ -147,6 +147,11 @@ static kiln_status_t build_io(const kiln_plan_t* plan, kiln_program_t* prog) {
   return NULL;
 }
 
+void kiln_program_templates(const kiln_target_t* target, kiln_template_set_t* out) {
+  *out = (kiln_template_set_t){0};
+  if (target && target->templates) target->templates(out);
+}
+
 kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* target,
                                  const kiln_program_build_options_t* options,
                                  kiln_allocator_t allocator, kiln_program_t** out_program) {

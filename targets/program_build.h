@@ -10,7 +10,7 @@
 #ifndef KILN_TARGETS_PROGRAM_BUILD_H_
 #define KILN_TARGETS_PROGRAM_BUILD_H_
 
-#include "lowering/plan.h"
+#include "lowering/template.h"
 #include "runtime/program.h"
 #include "targets/registry.h"
 
@@ -32,6 +32,12 @@ typedef struct kiln_program_build_options_s {
 kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* target,
                                  const kiln_program_build_options_t* options,
                                  kiln_allocator_t allocator, kiln_program_t** out_program);
+
+/* The templates |target| has (lowering/template.h), for the caller to pass
+ * to kiln_template_choose after fusion and the precision pass: the
+ * target's own set (kiln_opencl_templates, kiln_spirv_templates), none for
+ * the CPU or a target not built in. Thread-safe. */
+void kiln_program_templates(const kiln_target_t* target, kiln_template_set_t* out);
 
 #ifdef __cplusplus
 }

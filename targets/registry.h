@@ -20,7 +20,7 @@
 #ifndef KILN_TARGETS_REGISTRY_H_
 #define KILN_TARGETS_REGISTRY_H_
 
-#include "lowering/plan.h"
+#include "lowering/template.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
@@ -43,6 +43,10 @@ typedef struct kiln_target_s {
    * where a template replaces several plan kernels. Errors name the kernel.
    * Required. */
   kiln_status_t (*emit)(const kiln_plan_t* plan, kiln_program_t* prog);
+  /* Optional (NULL: none, every kernel printed from its tensor IR): the
+   * template kernels the target has and their rules (lowering/template.h),
+   * which lowering's kiln_template_choose matches against the plan. */
+  void (*templates)(kiln_template_set_t* out);
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

@@ -269,6 +269,9 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         }
         /* Through the runtime, as `kiln run` does: program, memory plan with
          * aliasing and in-place reuse, command buffer, device. */
+        kiln_template_set_t templates;
+        kiln_program_templates(g_target, &templates);
+        if ((s = kiln_template_choose(plan, &templates))) goto fail_status;
         kiln_program_t* prog = NULL;
         if ((s = kiln_program_build(plan, g_target, NULL, al, &prog))) goto fail_status;
         if ((s = kiln_module_wrap(prog, &mod))) goto fail_status;

@@ -2,7 +2,10 @@
  * fused and run on the CPU backend, and compared with the reference
  * executor and with the unfused plan; structure checks cover kernel counts,
  * the fusion report, fused node lists, buffer lifetimes and the cases that
- * must not fuse. KILN_TEST_NO_CPU=1 skips the native runs. */
+ * must not fuse. KILN_TEST_NO_CPU=1 skips the native runs. The template
+ * choice that reads the fused kernels (lowering/template_choose.c) is
+ * checked here too: descriptors, the fused epilogue as data, and the
+ * target's rules as data. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include "ir/op.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
+#include "lowering/template.h"
 #include "compiler/ref_exec.h"
 #include "targets/cpu/cpu_backend.h"
 #include "testing.h"
@@ -236,17 +240,23 @@ static void test_patterns(void) {
 }
 
 /* Conv -> Add(bias, broadcast) -> Relu: both fold into the conv's last kernel. */
+/* x [1, 16, 14, 14] -> 3x3 Conv "conv" (32 channels, pads 1) -> Add "addb"
+ * of a per-channel bias -> Relu "relu" -> output y. */
+static void conv_bias_relu(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 16, 14, 14));
+  tg_const(t, "w", F32, 4, DIMS(32, 16, 3, 3));
+  tg_const(t, "b", F32, 3, DIMS(32, 1, 1));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
+  tg_node(t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
+  tg_node(t, "Relu", "relu", 1, NAMES("cb"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void test_conv_bias_relu(void) {
   tg_t t;
   tg_init(&t);
-  tg_input(&t, "x", F32, 4, DIMS(1, 16, 14, 14));
-  tg_const(&t, "w", F32, 4, DIMS(32, 16, 3, 3));
-  tg_const(&t, "b", F32, 3, DIMS(32, 1, 1));
-  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(&t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
-  tg_node(&t, "Add", "addb", 2, NAMES("c", "b"), "cb", 0, NULL);
-  tg_node(&t, "Relu", "relu", 1, NAMES("cb"), "y", 0, NULL);
-  tg_output(&t, "y");
+  conv_bias_relu(&t);
   result_t r = run_case(&t, "conv+bias+relu", 1e-5);
   if (r.plan) {
     CHECK(r.rep.epilogues_fused == 2);
@@ -353,18 +363,24 @@ static void test_gemm_gelu(void) {
   tg_free(&t);
 }
 
-/* Depthwise conv -> Clip(0, 6) (min/max as inputs). */
+/* x [1, 24, 15, 15] -> depthwise 3x3 stride-2 conv "dw" -> Clip "clip"
+ * (min/max as inputs) -> |out| [1, 24, 8, 8]. */
+static void depthwise_clip(tg_t* t, const char* out) {
+  tg_input(t, "x", F32, 4, DIMS(1, 24, 15, 15));
+  tg_const(t, "w", F32, 4, DIMS(24, 1, 3, 3));
+  tg_scalar(t, "lo", F32, 0.0);
+  tg_scalar(t, "hi", F32, 0.5);
+  kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 24),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "dw", 2, NAMES("x", "w"), "c", 3, at);
+  tg_node(t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), out, 0, NULL);
+}
+
+/* Depthwise conv -> Clip(0, 0.5) (min/max as inputs). */
 static void test_depthwise_clip(void) {
   tg_t t;
   tg_init(&t);
-  tg_input(&t, "x", F32, 4, DIMS(1, 24, 15, 15));
-  tg_const(&t, "w", F32, 4, DIMS(24, 1, 3, 3));
-  tg_scalar(&t, "lo", F32, 0.0);
-  tg_scalar(&t, "hi", F32, 0.5);
-  kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 24),
-                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
-  tg_node(&t, "Conv", "dw", 2, NAMES("x", "w"), "c", 3, at);
-  tg_node(&t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "y", 0, NULL);
+  depthwise_clip(&t, "y");
   tg_output(&t, "y");
   result_t r = run_case(&t, "depthwise+clip", 1e-5);
   if (r.plan) {
@@ -507,6 +523,113 @@ static void test_inline_injective(void) {
   tg_free(&t);
 }
 
+/* ---- template choice (lowering/template.h) ------------------------------------ */
+
+/* |t|'s graph lowered for a GPU and fused (*out NULL on error). */
+static kiln_plan_t* gpu_plan(tg_t* t) {
+  kiln_plan_t* p = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  if (!t->ok || !CHECK_OK(kiln_graph_prepare(t->g)) || !CHECK_OK(kiln_plan_build(t->g, &po, A(), &p))) return NULL;
+  if (!CHECK_OK(kiln_plan_fuse(p, NULL, NULL))) {
+    kiln_plan_destroy(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Kernels of |p| whose descriptor is of |kind|; *at: the last one. */
+static int count_kind(const kiln_plan_t* p, kiln_template_kind_t kind, int32_t* at) {
+  int n = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    if (p->kernels[k].tmpl && p->kernels[k].tmpl->kind == kind) ++n, *at = k;
+  return n;
+}
+
+static bool has_role(const kiln_template_conv_t* c, char r) { return strchr(c->roles, r) != NULL; }
+
+static void test_templates_conv(void) {
+  tg_t t;
+  tg_init(&t);
+  conv_bias_relu(&t);
+  kiln_plan_t* p = gpu_plan(&t);
+  if (p) {
+    int32_t slot = -1, gemm = -1;
+    /* no templates: every kernel printed from its tensor IR */
+    const kiln_template_set_t none = {0};
+    CHECK_OK(kiln_template_choose(p, &none));
+    for (int32_t k = 0; k < p->n_kernels; ++k) CHECK(p->kernels[k].tmpl == NULL);
+    /* Winograd wherever it covers: the crop kernel runs it, the GEMM merges */
+    kiln_template_set_t set = {.conv = true, .conv_grid = true, .conv_private_sums = true,
+                               .conv_tiled_weights = true, .winograd = true};
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_WINOGRAD, &slot) == 1 && count_kind(p, KILN_TEMPLATE_MERGED, &gemm) == 1);
+    if (slot >= 0 && gemm >= 0) {
+      const kiln_template_t* d = p->kernels[slot].tmpl;
+      CHECK(p->kernels[gemm].tmpl->into == slot && d->conv.gemm_kernel == gemm && d->conv.slot == slot);
+      CHECK(d->weights_tiled && d->conv.crop && !has_role(&d->conv, 'F'));
+      CHECK(d->conv.M == 32 && d->conv.C == 16 && d->conv.T == 9 && d->conv.oh == 14 && d->conv.ow == 14);
+      /* the fused bias and Relu as data: one per-channel operand */
+      CHECK(d->conv.epi.n_ops == 2 && d->conv.epi.ops[0].op == '+' && d->conv.epi.ops[1].op == 'r');
+      CHECK(d->conv.epi.n_operands == 1 && d->conv.epi.operands[0].sm == 1 && d->conv.epi.operands[0].sp == 0);
+      CHECK(has_role(&d->conv, '0') && has_role(&d->conv, 'W') && has_role(&d->conv, 'X'));
+    }
+    /* the target's rule says no: the implicit-GEMM template, sums private */
+    set.winograd_min_channels = 17;
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_WINOGRAD, &slot) == 0 && count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1);
+    CHECK(slot >= 0 && p->kernels[slot].tmpl->psum_private && !has_role(&p->kernels[slot].tmpl->conv, 'F'));
+    /* partial sums through the grid: the instance keeps it as 'F' */
+    set.conv_private_sums = false;
+    set.conv_tiled_weights = false;
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1);
+    CHECK(slot >= 0 && !p->kernels[slot].tmpl->psum_private && !p->kernels[slot].tmpl->weights_tiled &&
+          has_role(&p->kernels[slot].tmpl->conv, 'F'));
+  }
+  kiln_plan_destroy(p);
+  tg_free(&t);
+}
+
+static void test_templates_depthwise_gemm(void) {
+  tg_t t;
+  tg_init(&t);
+  depthwise_clip(&t, "d");
+  /* [1, 24, 8, 8] as three batches of a 64 x 8 matrix */
+  const int64_t shape[3] = {3, 64, 8};
+  kiln_array_t sa;
+  kiln_shape_t ss = kiln_shape_make(1, DIMS(3));
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_I64, &ss, &sa));
+  memcpy(sa.data, shape, sizeof shape);
+  if (t.ok) t.ok = CHECK_OK(kiln_graph_add_initializer(t.g, "shape", &sa, NULL));
+  tg_node(&t, "Reshape", "flat", 2, NAMES("d", "shape"), "f", 0, NULL);
+  tg_const(&t, "wm", F32, 2, DIMS(8, 10));
+  tg_node(&t, "MatMul", "mm", 2, NAMES("f", "wm"), "y", 0, NULL);
+  tg_output(&t, "y");
+  kiln_plan_t* p = gpu_plan(&t);
+  if (p) {
+    int32_t k = -1;
+    kiln_template_set_t set = {.depthwise = true, .depthwise_min_stride = 2, .gemm = true};
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_DEPTHWISE, &k) == 1);
+    if (k >= 0) {
+      const kiln_template_dw_t* d = &p->kernels[k].tmpl->dw;
+      CHECK(d->sh == 2 && d->sw == 2 && d->kh == 3 && d->M == 24 && d->Mg == 1 && d->oh == 8);
+      CHECK(d->epi.n_ops == 1 && d->epi.ops[0].op == 'c');
+    }
+    /* the batched MatMul only where the rules take batches */
+    CHECK(count_kind(p, KILN_TEMPLATE_GEMM, &k) == 0);
+    set.depthwise_min_stride = 3;
+    set.gemm_rules.batched = true;
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_DEPTHWISE, &k) == 0 && count_kind(p, KILN_TEMPLATE_GEMM, &k) == 1);
+    /* B shared by the batches: their rows stack into one product */
+    CHECK(k >= 0 && p->kernels[k].tmpl->gemm.M == 3 * 64 && p->kernels[k].tmpl->gemm.N == 10 &&
+          p->kernels[k].tmpl->gemm.K == 8 && p->kernels[k].tmpl->gemm.batch == 1);
+  }
+  kiln_plan_destroy(p);
+  tg_free(&t);
+}
+
 int main(void) {
   use_cpu = !getenv("KILN_TEST_NO_CPU");
   RUN(test_patterns);
@@ -519,5 +642,7 @@ int main(void) {
   RUN(test_f16_chain);
   RUN(test_no_fuse);
   RUN(test_inline_injective);
+  RUN(test_templates_conv);
+  RUN(test_templates_depthwise_gemm);
   return kiln_test_finish();
 }

@@ -144,6 +144,11 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
   const kiln_cli_precision_t* pr = c->precision;
   bool low = pr && pr->mode != KILN_PRECISION_FP32;
   if (!s && low) s = apply_precision(plan, pr, c->target->fp16_keeps_f32_workspaces);
+  /* the fast paths (template kernels) the target has, chosen last: fusion
+   * and precision change what matches */
+  kiln_template_set_t templates;
+  kiln_program_templates(c->target, &templates);
+  if (!s) s = kiln_template_choose(plan, &templates);
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",

@@ -1,6 +1,8 @@
-/* Implicit-GEMM convolution instances for the OpenCL target: tiles, launch
- * and the printed instance of kernels/opencl/conv.cl (the match and the
- * program rewrite are shared with SPIR-V: targets/gpu_conv.c). */
+/* Implicit-GEMM convolution instances for the OpenCL target: tiles, launch,
+ * the weights re-laid out for the micro-kernel and the printed instance of
+ * kernels/opencl/conv.cl (the descriptor comes from lowering,
+ * lowering/template.h; the program rewrite is shared with SPIR-V:
+ * targets/gpu_conv.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,7 @@ kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, in
   return t;
 }
 
-void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
+void kiln_opencl_conv_launch(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
                              int64_t local[3]) {
   const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bn = (int64_t)t->tn * t->wx * t->mn;
   groups[0] = (c->Q + bn - 1) / bn;
@@ -31,40 +33,19 @@ static const char* const macro_names[] = {
     "BK", "MM", "MN"};
 
 /* Whether the parameter of role |r| holds f16 (false when there is none). */
-static bool role_f16(const kiln_gpu_conv_t* c, char r) {
+static bool role_f16(const kiln_template_conv_t* c, char r) {
   for (int32_t j = 0; j < c->n_params; ++j)
     if (c->roles[j] == r) return c->f16[j];
   return false;
 }
 
-static bool has_role(const kiln_gpu_conv_t* c, char r) {
+static bool has_role(const kiln_template_conv_t* c, char r) {
   for (int32_t j = 0; j < c->n_params; ++j)
     if (c->roles[j] == r) return true;
   return false;
 }
 
-bool kiln_opencl_conv_psum_f16(const kiln_gpu_conv_t* c) {
-  return c->crop ? role_f16(c, 'F') : role_f16(c, 'Y');
-}
-
-bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c) {
-  int32_t w = -1;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == 'W') w = kiln_plan_root(plan, c->args[j]);
-  if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST ||
-      (plan->buffers[w].buf->dtype != KILN_DTYPE_F32 && plan->buffers[w].buf->dtype != KILN_DTYPE_F16))
-    return false;
-  for (int32_t k = 0; k < plan->n_kernels; ++k) {
-    if (k == c->gemm_kernel) continue;
-    for (int32_t a = 0; a < plan->kernels[k].func->n_params; ++a)
-      if (kiln_plan_root(plan, plan->kernels[k].args[a]) == w) return false;
-  }
-  for (int32_t i = 0; i < plan->graph->n_outputs; ++i)
-    if (kiln_plan_root(plan, plan->outputs[i]) == w) return false;
-  return true;
-}
-
-kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                               const char* what, int32_t* out_buffer, const void** out_src,
                                               bool* out_f16) {
   int32_t w = -1;
@@ -89,7 +70,7 @@ kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const 
   return NULL;
 }
 
-kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
                                             void** out_data, uint64_t* out_bytes) {
   *out_data = NULL;
@@ -136,7 +117,7 @@ kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const ki
   return NULL;
 }
 
-void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out) {
+void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, kiln_cf_out_t* out) {
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
     const char* t = c->f16[j] ? "half" : "float";
@@ -153,31 +134,31 @@ void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out)
   kiln_cf_out_puts(out, "\n");
 }
 
-void kiln_opencl_conv_print_f16_flags(const kiln_gpu_conv_t* c, kiln_cf_out_t* out) {
+void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out_t* out) {
   kiln_cf_out_printf(out, "#define CW_F16 %d\n#define CX_F16 %d\n#define CC_F16 %d\n#define CY_F16 %d\n",
                      role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'));
 }
 
-void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out) {
-  bool f16[KILN_GPU_EPI_MAX] = {false};
+void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out) {
+  bool f16[KILN_TEMPLATE_EPI_MAX] = {false};
   for (int32_t j = 0; j < c->n_params; ++j) {
     const int e = c->roles[j] - '0';
-    if (e >= 0 && e < KILN_GPU_EPI_MAX) f16[e] = c->f16[j];
+    if (e >= 0 && e < KILN_TEMPLATE_EPI_MAX) f16[e] = c->f16[j];
   }
   kiln_opencl_epi_print(&c->epi, f16, macro, "E", out);
 }
 
-kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
+kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out) {
   if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1 ||
       (t->vw != 1 && t->vw != 2 && t->vw != 4 && t->vw != 8 && t->vw != 16))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': bad tiles tm %d tn %d vw %d", name,
                             t->tm, t->tn, t->vw);
-  if (c->T < 1 || c->T > KILN_GPU_CONV_MAX_TAPS)
+  if (c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': %lld taps", name, (long long)c->T);
   /* partial sums through PS only when there is one and it is f32: an f16
    * one would round them once per K slice (the private array keeps them f32) */
-  if (!psum_private && kiln_opencl_conv_psum_f16(c))
+  if (!psum_private && kiln_template_conv_sums_f16(c))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "opencl conv '%s': partial sums in an f16 buffer (match without the grid, private sums)",
                             name);

@@ -1,13 +1,13 @@
 /* Depthwise convolution instances for the OpenCL target: run width, launch
- * and the printed instance of kernels/opencl/depthwise.cl (the match is
- * shared with SPIR-V: kiln_gpu_dw_match in targets/gpu_conv.c). */
+ * and the printed instance of kernels/opencl/depthwise.cl (the descriptor
+ * comes from lowering: kiln_template_dw_match, lowering/template.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "targets/opencl/opencl_internal.h"
 
-static bool tiles_ok(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t) {
+static bool tiles_ok(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t) {
   return (t->vw == 4 || t->vw == 8 || (t->vw == 16 && d->sw == 1)) && t->rh >= 1 && t->wg >= 1 && t->wg <= 256;
 }
 
@@ -17,7 +17,7 @@ static bool tiles_ok(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t) {
  * stride-1 run needs, SW - 1 more than a strided gather does). *lo is the
  * first column whose taps all lie inside the row (at most OW), *vend the
  * end of the last run that fits (*lo when none does). */
-static void interior(const kiln_gpu_dw_t* d, int64_t vw, int64_t* lo, int64_t* vend) {
+static void interior(const kiln_template_dw_t* d, int64_t vw, int64_t* lo, int64_t* vend) {
   const int64_t segl = (d->kw - 1) * d->dw + vw * d->sw;
   *lo = (d->pw + d->sw - 1) / d->sw;
   if (*lo > d->ow) *lo = d->ow;
@@ -32,7 +32,7 @@ static void interior(const kiln_gpu_dw_t* d, int64_t vw, int64_t* lo, int64_t* v
  * run); one row per work-item, 64 per work-group. Not tuned: on
  * MobileNetV2's shapes the rh/wg variants tried on PoCL (rows 1/2/4,
  * groups 16/64) differed by less than the run-to-run noise. */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_gpu_dw_t* d) {
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d) {
   kiln_opencl_dw_tiles_t t = {.vw = 4, .rh = 1, .wg = 64};
   for (int32_t vw = d->sw == 1 ? 16 : 8; vw > 4; vw /= 2) {
     int64_t lo, vend;
@@ -50,23 +50,11 @@ kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_gpu_dw_t* d) {
   return t;
 }
 
-static int64_t items(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t) {
+static int64_t items(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t) {
   return d->N * d->M * ((d->oh + t->rh - 1) / t->rh);
 }
 
-bool kiln_opencl_dw_wins(const kiln_gpu_dw_t* d) {
-  const char* env = getenv("KILN_OPENCL_DW");
-  if (env && !strcmp(env, "off")) return false;
-  if (env && !strcmp(env, "all")) return true;
-  /* The printed kernel runs a channel per work-item, which PoCL vectorizes
-   * across work-items; with f16 input (--precision fp16) its vload_half per
-   * element keeps it scalar, and the template wins at stride 1 too
-   * (MobileNetV2 fp16 on PoCL: its stride-1 layers 0.10-0.35 ms against
-   * 0.15-1.08 ms printed, 17.9 -> 13.2 ms of kernels in all) */
-  return d->sh > 1 || d->sw > 1 || d->f16_x;
-}
-
-void kiln_opencl_dw_launch(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
+void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
                            int64_t local[3]) {
   groups[0] = (items(d, t) + t->wg - 1) / t->wg;
   groups[1] = groups[2] = 1;
@@ -79,7 +67,7 @@ static const char* const macro_names[] = {"KILN_DW_NAME", "KILN_DW_SIGNATURE", "
                                           "PH", "PW", "CHAS_BIAS", "KD_VW", "KD_VW2", "KD_RH", "KD_WG", "KD_LO", "KD_VEND",
                                           "CX_F16", "CW_F16", "CC_F16", "CY_F16"};
 
-kiln_status_t kiln_opencl_dw_print(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
+kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
                                    const char* name, kiln_cf_out_t* out) {
   if (!tiles_ok(d, t))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl depthwise '%s': bad run width %d / work-group %d",

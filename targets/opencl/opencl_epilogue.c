@@ -13,9 +13,9 @@
 
 #include "targets/opencl/opencl_internal.h"
 
-static void operand_ref(const kiln_gpu_epi_t* e, const bool* f16, int32_t i, const char* prefix,
+static void operand_ref(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix,
                         kiln_cf_out_t* out) {
-  const kiln_gpu_epi_operand_t* o = &e->operands[i];
+  const kiln_template_epi_operand_t* o = &e->operands[i];
   const bool h = f16 && f16[i];
   if (o->sp)
     kiln_cf_out_printf(out, "%s(%s%d + (long)(b) * %lld + (long)(m) * %lld + (p))", h ? "LDH" : "LD", prefix,
@@ -25,9 +25,9 @@ static void operand_ref(const kiln_gpu_epi_t* e, const bool* f16, int32_t i, con
 }
 
 /* The value of broadcast operand i for image b, channel m. */
-static void operand_pre(const kiln_gpu_epi_t* e, const bool* f16, int32_t i, const char* prefix,
+static void operand_pre(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix,
                         kiln_cf_out_t* out) {
-  const kiln_gpu_epi_operand_t* o = &e->operands[i];
+  const kiln_template_epi_operand_t* o = &e->operands[i];
   if (f16 && f16[i])
     kiln_cf_out_printf(out, " const float kepi_%s%d = vload_half((long)(b) * %lld + (long)(m) * %lld, %s%d);", prefix,
                        (int)i, (long long)o->sn, (long long)o->sm, prefix, (int)i);
@@ -36,7 +36,7 @@ static void operand_pre(const kiln_gpu_epi_t* e, const bool* f16, int32_t i, con
                        prefix, (int)i, (long long)o->sn, (long long)o->sm);
 }
 
-void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const bool* f16, const char* macro, const char* prefix,
+void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
                            kiln_cf_out_t* out) {
   kiln_cf_out_printf(out, "#define %s_PRE(b, m)", macro);
   for (int32_t i = 0; i < e->n_operands; ++i)
@@ -44,7 +44,7 @@ void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const bool* f16, const char*
   kiln_cf_out_puts(out, "\n");
   kiln_cf_out_printf(out, "#define %s(v, b, m, p, LD, LDH) do {", macro);
   for (int32_t i = 0; i < e->n_ops; ++i) {
-    const kiln_gpu_epi_op_t* op = &e->ops[i];
+    const kiln_template_epi_op_t* op = &e->ops[i];
     kiln_cf_out_puts(out, " ");
     switch (op->op) {
       case 'r': kiln_cf_out_puts(out, "v = fmax(v, 0.0f);"); break;

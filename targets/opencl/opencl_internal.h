@@ -1,11 +1,14 @@
-/* Private pieces of the OpenCL target: the GEMM, conv and depthwise
- * template instances and the GPU re-binding of CPU-style PARALLEL loops. Not for use outside
- * targets/opencl/ (and its tests / the sgemm bench). */
+/* Private pieces of the OpenCL target: the GEMM, conv, Winograd and
+ * depthwise template instances (printed from the descriptors lowering
+ * chose, lowering/template.h) and the GPU re-binding of CPU-style PARALLEL
+ * loops. Not for use outside targets/opencl/ (and its tests / the sgemm
+ * bench). */
 #ifndef KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
 #define KILN_TARGETS_OPENCL_OPENCL_INTERNAL_H_
 
 #include "lowering/plan.h"
 #include "targets/cfamily/printer.h"
+#include "lowering/template.h"
 #include "targets/gpu_conv.h"
 
 #ifdef __cplusplus
@@ -21,28 +24,6 @@ typedef struct kiln_opencl_gemm_tiles_s {
   int32_t tm, tn, vw, wx, wy, bk, mm, mn;
 } kiln_opencl_gemm_tiles_t;
 
-/* One GEMM template instance. B is either plain (row-major K x N, or N x K
- * when trans_b) or packed in panels of |pack_t| columns the way
- * lowering/lower_nn_gemm.c lays them out: element (k, n) at
- * (((b * nkb + k / kbs) * tiles + n / t) * kbs + k % kbs) * t + n % t. */
-typedef struct kiln_opencl_gemm_s {
-  bool matched;
-  int64_t M, N, K, batch;
-  int64_t sa, sb, sy;          /* batch strides in elements (0: broadcast) */
-  int64_t lda, ldb, ldy;
-  bool trans_a, trans_b;
-  int64_t pack_t, pack_kbs, pack_nkb, pack_tiles; /* pack_t 0: plain B */
-  bool has_bias;
-  int64_t bias_sm, bias_sn;
-  float alpha, beta;
-  int32_t n_params;
-  /* role per parameter: 'A', 'B', 'C' (bias), 'Y', or '-' (unused, e.g.
-   * the GEMM's own packing workspace) */
-  char roles[8];
-  bool f16[8]; /* that parameter's buffer holds f16 (storage; f32 sums) */
-  kiln_opencl_gemm_tiles_t tiles;
-} kiln_opencl_gemm_t;
-
 /* Replaces |t| with the tiles environment variable |var| gives as
  * "tm,tn,vw,wx,wy,bk,mm,mn" (tuning): true when it was set and valid (all
  * positive, tn a multiple of vw), else |t| stays and false. The emitter
@@ -53,24 +34,25 @@ bool kiln_opencl_tiles_from_env(const char* var, kiln_opencl_gemm_tiles_t* t);
 /* Tiles the emitter uses for an M x N x K product (measured on PoCL). */
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K);
 
-/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue, f32 or
- * f16 operands; MatMul batches that do not broadcast) that the template
- * computes exactly; fills |out|. */
-bool kiln_opencl_gemm_match(const kiln_plan_t* plan, int32_t k, kiln_opencl_gemm_t* out);
+/* The tiles of the instance for |g|: kiln_opencl_gemm_default_tiles, or
+ * KILN_OPENCL_GEMM_TILES when set and valid. */
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_tiles(const kiln_template_gemm_t* g);
 
-/* Work-groups and work-group size of an instance. */
-void kiln_opencl_gemm_launch(const kiln_opencl_gemm_t* g, int64_t groups[3], int64_t local[3]);
+/* Work-groups and work-group size of an instance with tiles |t|. */
+void kiln_opencl_gemm_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]);
 
 /* What a GEMM library needs to run the instance in the kernel's place
  * (out->valid false when it reads a packed B, adds a bias or has an f16
  * A, B or Y). */
-void kiln_opencl_gemm_describe(const kiln_opencl_gemm_t* g, kiln_program_gemm_t* out);
+void kiln_opencl_gemm_describe(const kiln_template_gemm_t* g, kiln_program_gemm_t* out);
 
-/* Appends the instance (macros + template + #undefs) named |name|. */
-kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* name,
-                                     kiln_cf_out_t* out);
+/* Appends the instance (macros + template + #undefs) named |name| with
+ * tiles |t|. INVALID_ARGUMENT (naming the kernel) for bad tiles. */
+kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out);
 
-/* ---- fused epilogues and conv instances (targets/gpu_conv.h) -------------- */
+/* ---- fused epilogues and conv instances (lowering/template.h) ------------ */
 
 /* Prints "#define <macro>_PRE(b, m) ..." (declarations of the operands
  * that broadcast along the position, loaded for image b, channel m) and
@@ -80,7 +62,7 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_opencl_gemm_t* g, const char* na
  * all float) says so: per-position operands load with LD(ptr) from float
  * and LDH(ptr) from half (values of v's type), broadcast ones index a float
  * or vload_half a half (opencl_epilogue.c). */
-void kiln_opencl_epi_print(const kiln_gpu_epi_t* e, const bool* f16, const char* macro, const char* prefix,
+void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
                            kiln_cf_out_t* out);
 
 /* Embedded kernels/opencl/conv.cl. */
@@ -94,14 +76,8 @@ typedef kiln_opencl_gemm_tiles_t kiln_opencl_conv_tiles_t;
  * overrides them (tuning). */
 kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, int64_t K);
 
-void kiln_opencl_conv_launch(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
+void kiln_opencl_conv_launch(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
-
-/* True when the buffer conv.cl would keep partial sums in between K slices
- * (the grid 'F' when cropped, else Y) holds f16: such an instance must keep
- * them in a private f32 array instead (psum_private; matched without the
- * grid parameter when cropped). */
-bool kiln_opencl_conv_psum_f16(const kiln_gpu_conv_t* c);
 
 /* Appends the instance named |name|. Any parameter may be an f16 buffer
  * (c->f16: converted on load and store, f32 sums). |psum_private|: partial
@@ -111,32 +87,28 @@ bool kiln_opencl_conv_psum_f16(const kiln_gpu_conv_t* c);
  * (kiln_opencl_conv_pack_weights), else the lowering's packed layout.
  * INVALID_ARGUMENT (naming the kernel) for bad tiles, or partial sums asked
  * for in an f16 buffer or a missing grid. */
-kiln_status_t kiln_opencl_conv_print(const kiln_gpu_conv_t* c, const kiln_opencl_conv_tiles_t* t,
+kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out);
 
 /* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0..) and a
  * newline: the body of the KILN_*_SIGNATURE macro conv.cl and winograd.cl
  * are defined with. */
-void kiln_opencl_conv_print_params(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
+void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, kiln_cf_out_t* out);
 
 /* Prints "#define CW_F16 .. CY_F16" (1 where the W, XP, BIAS or Y
  * parameter is an f16 buffer, 0 where it is f32 or absent), as conv.cl and
  * winograd.cl read them. */
-void kiln_opencl_conv_print_f16_flags(const kiln_gpu_conv_t* c, kiln_cf_out_t* out);
+void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out_t* out);
 
 /* kiln_opencl_epi_print of |c|'s epilogue, each operand f16 as its
  * parameter is, operand j named Ej. */
-void kiln_opencl_conv_epi_print(const kiln_gpu_conv_t* c, const char* macro, kiln_cf_out_t* out);
-
-/* True when no kernel but the instance's GEMM (and no model output) reads
- * its weight constant, so the constant may be re-laid out for it. */
-bool kiln_opencl_conv_weights_private(const kiln_plan_t* plan, const kiln_gpu_conv_t* c);
+void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out);
 
 /* The instance's weight constant in |prog| (its buffer and its data in the
  * lowering's packed layout, checked to hold every (m, k)): f32 or, with
  * *out_f16, f16 elements (uint16_t, as the W parameter's dtype says); errors
  * are INVALID_ARGUMENT prefixed with |what|. */
-kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                               const char* what, int32_t* out_buffer, const void** out_src,
                                               bool* out_f16);
 
@@ -148,7 +120,7 @@ kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const 
  * (f32 or f16) copied as they are. *out_data (prog's allocator, the caller
  * frees it) holds *out_bytes for constant *out_buffer, to pass to
  * kiln_program_const_replace. */
-kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                             const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
                                             void** out_data, uint64_t* out_bytes);
 
@@ -164,20 +136,10 @@ typedef struct kiln_opencl_wino_tiles_s {
   int32_t tm, tn, wx, wy, cb;
 } kiln_opencl_wino_tiles_t;
 
-/* True when matched conv |c| is one winograd.cl computes: 3x3, stride 1,
- * dilation 1, 2-D, a cropped grid whose planes hold the rows and columns
- * the 4x4 patches read (any parameter f32 or f16). */
-bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c);
-
-/* True when, by measurement on PoCL, Winograd beats the implicit-GEMM
- * template for |c|'s shape. KILN_OPENCL_WINOGRAD=off never uses it,
- * =all wherever it covers. */
-bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c);
-
 /* Tiles for |c|; KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb" overrides them. */
-kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c);
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c);
 
-void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
+void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
 
 /* The instance's weight constant transformed (U = G g G^T per output and
@@ -186,12 +148,12 @@ void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_ti
  * slices (CB): 16/9 of the weights and more. The transform is computed in
  * f32; an f16 constant's U is stored f16 (rounded once, to nearest even).
  * As kiln_opencl_conv_pack_weights. */
-kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                             const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
                                             void** out_data, uint64_t* out_bytes);
 
 /* Appends the instance named |name| (its weights transformed as above). */
-kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
+kiln_status_t kiln_opencl_wino_print(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
 
 /* ---- depthwise conv instances (opencl_depthwise.c) ------------------------ */
@@ -209,21 +171,16 @@ typedef struct kiln_opencl_dw_tiles_s {
 
 /* The instance's run width and work-group; KILN_OPENCL_DW_TILES="vw,rh,wg"
  * overrides them (tuning; ignored unless valid for |d|). */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_gpu_dw_t* d);
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d);
 
-/* True where, by measurement on PoCL, the template beats the printed
- * kernel for |d| (strided convs; any stride with an f16 input).
- * KILN_OPENCL_DW=off never uses it, =all wherever it matches. */
-bool kiln_opencl_dw_wins(const kiln_gpu_dw_t* d);
-
-void kiln_opencl_dw_launch(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
+void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
                            int64_t local[3]);
 
 /* Appends the instance named |name| with the plan kernel's |n_params|
  * parameters, in its order; any of them may be an f16 buffer (d->f16_*:
  * converted on load and store, f32 sums). INVALID_ARGUMENT for bad tiles
  * or more work-items than an int counts. */
-kiln_status_t kiln_opencl_dw_print(const kiln_gpu_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
+kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
                                    const char* name, kiln_cf_out_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "targets/cfamily/printer.h"
+#include "targets/gpu_conv.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/registry.h"
 
@@ -92,16 +93,16 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
   return NULL;
 }
 
-/* The weight constants of the conv instances marked in |wtiled|, re-laid
- * out for their template (Winograd ones transformed; one weights blob
- * rebuild for all). */
-static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_conv_t* convs,
-                                           const kiln_opencl_conv_tiles_t* ctiles, const bool* wtiled,
-                                           const bool* wino, const kiln_opencl_wino_tiles_t* wtiles,
-                                           int32_t n) {
+/* The weight constants of the conv instances whose template reads them
+ * re-laid out (Winograd ones transformed; one weights blob rebuild for
+ * all). |ctiles| / |wtiles|: the tiles of the instance in each slot. */
+static kiln_status_t relayout_conv_weights(const kiln_plan_t* plan, kiln_program_t* prog,
+                                           const kiln_opencl_conv_tiles_t* ctiles,
+                                           const kiln_opencl_wino_tiles_t* wtiles) {
   kiln_allocator_t al = prog->allocator;
+  const int32_t n = plan->n_kernels;
   int32_t m = 0;
-  for (int32_t k = 0; k < n; ++k) m += convs[k].matched && wtiled[k];
+  for (int32_t k = 0; k < n; ++k) m += plan->kernels[k].tmpl && plan->kernels[k].tmpl->weights_tiled;
   if (!m) return NULL;
   int32_t* bufs = NULL;
   void** data = NULL;
@@ -111,9 +112,11 @@ static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_
   if (!s) s = kiln_allocator_malloc(al, sizeof *bytes * (size_t)m, "opencl emit", (void**)&bytes);
   int32_t got = 0;
   for (int32_t k = 0; k < n && !s; ++k) {
-    if (!convs[k].matched || !wtiled[k]) continue;
-    s = wino[k] ? kiln_opencl_wino_pack_weights(prog, &convs[k], &wtiles[k], &bufs[got], &data[got], &bytes[got])
-                : kiln_opencl_conv_pack_weights(prog, &convs[k], &ctiles[k], &bufs[got], &data[got], &bytes[got]);
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    if (!t || !t->weights_tiled) continue;
+    s = t->kind == KILN_TEMPLATE_WINOGRAD
+            ? kiln_opencl_wino_pack_weights(prog, &t->conv, &wtiles[k], &bufs[got], &data[got], &bytes[got])
+            : kiln_opencl_conv_pack_weights(prog, &t->conv, &ctiles[k], &bufs[got], &data[got], &bytes[got]);
     if (!s) ++got;
   }
   if (!s) s = kiln_program_const_replace(prog, got, bufs, (const void* const*)data, bytes);
@@ -122,6 +125,45 @@ static kiln_status_t relayout_conv_weights(kiln_program_t* prog, const kiln_gpu_
   kiln_allocator_free(al, data);
   kiln_allocator_free(al, bytes);
   return s;
+}
+
+void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_template_set_t* out) {
+  kiln_opencl_template_options_t defaults = {0};
+  if (!o) o = &defaults;
+  const char* wino = getenv("KILN_OPENCL_WINOGRAD");
+  const char* dw = getenv("KILN_OPENCL_DW");
+  const char* psum = getenv("KILN_OPENCL_CONV_PSUM");
+  const bool wino_all = wino && !strcmp(wino, "all"), dw_all = o->all_dw_template || (dw && !strcmp(dw, "all"));
+  *out = (kiln_template_set_t){
+      /* gemm.cl takes f16 storage, batches, Gemm's bias, alpha, beta and transA */
+      .gemm = !o->no_gemm_template,
+      .gemm_rules = {.f16 = true, .batched = true, .bias = true, .scaled = true},
+      .conv = !o->no_conv_template,
+      .conv_grid = true,
+      /* Partial sums in a private f32 array (conv.cl CPSUM 1): measured on
+       * PoCL as fast as or faster than the trip through the grid, and the
+       * arena loses the grid (ResNet-18 7.15 -> 4.01 MB) */
+      .conv_private_sums = !o->memory_conv_sums && !(psum && !strcmp(psum, "memory")),
+      .conv_tiled_weights = !o->no_conv_relayout,
+      /* bench/opencl_winograd.py on PoCL: 1.3-1.5x on ResNet-18's 3x3
+       * shapes (64..512 channels, 7x7 included), 1.3-1.6x down to 8 -> 16
+       * channels at 28x28 and 16 channels at 14x14; about even or slower
+       * with few tiles and few channels (32 channels at 8x8: 16 tiles,
+       * 0.9-1.0x) */
+      .winograd = !o->no_winograd && !(wino && !strcmp(wino, "off")),
+      .winograd_min_channels = wino_all ? 0 : 8,
+      .winograd_min_tiles = wino_all ? 0 : 32,
+      .winograd_min_work = wino_all ? 0 : 65536,
+      /* The printed kernel runs a channel per work-item, which PoCL
+       * vectorizes across work-items: the template wins at strides > 1.
+       * With f16 input (--precision fp16) the printed kernel's vload_half
+       * per element keeps it scalar, and the template wins at stride 1 too
+       * (MobileNetV2 fp16 on PoCL: its stride-1 layers 0.10-0.35 ms against
+       * 0.15-1.08 ms printed, 17.9 -> 13.2 ms of kernels in all) */
+      .depthwise = !o->no_dw_template && !(dw && !strcmp(dw, "off")),
+      .depthwise_min_stride = dw_all ? 1 : 2,
+      .depthwise_f16_any_stride = true,
+  };
 }
 
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
@@ -156,95 +198,49 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   const tir_func_t** funcs = NULL;
   kiln_cf_kernel_info_t* infos = NULL;
   bool* noalias = NULL;
-  kiln_opencl_gemm_t* gemms = NULL;
-  kiln_gpu_conv_t* convs = NULL;
-  kiln_opencl_conv_tiles_t* ctiles = NULL;
-  bool* wtiled = NULL;
-  bool* wino = NULL;
-  bool* cpriv = NULL;
+  kiln_opencl_gemm_tiles_t* gtiles = NULL; /* GEMM and conv instances (same tiles) */
   kiln_opencl_wino_tiles_t* wtiles = NULL;
-  kiln_gpu_dw_t* dws = NULL;
   kiln_opencl_dw_tiles_t* dtiles = NULL;
-  int32_t* slot_of = NULL;
-  bool rewrite = false;
   int64_t total_args = 0;
   for (int32_t k = 0; k < n; ++k) total_args += prog->kernels[k].n_args;
   s = kiln_allocator_malloc(al, sizeof *funcs * (size_t)(n + 1), "opencl emit", (void**)&funcs);
   if (!s) s = kiln_allocator_malloc(al, sizeof *infos * (size_t)(n + 1), "opencl emit", (void**)&infos);
   if (!s) s = kiln_allocator_malloc(al, sizeof(bool) * (size_t)(total_args + 1), "opencl emit", (void**)&noalias);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *gemms * (size_t)(n + 1), "opencl emit", (void**)&gemms);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *convs * (size_t)(n + 1), "opencl emit", (void**)&convs);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *slot_of * (size_t)(n + 1), "opencl emit", (void**)&slot_of);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *ctiles * (size_t)(n + 1), "opencl emit", (void**)&ctiles);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *wtiled * (size_t)(n + 1), "opencl emit", (void**)&wtiled);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *wino * (size_t)(n + 1), "opencl emit", (void**)&wino);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *cpriv * (size_t)(n + 1), "opencl emit", (void**)&cpriv);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *gtiles * (size_t)(n + 1), "opencl emit", (void**)&gtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *dws * (size_t)(n + 1), "opencl emit", (void**)&dws);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
-  for (int32_t k = 0; k < n && !s; ++k)
-    slot_of[k] = -1, convs[k].matched = false, wino[k] = false, cpriv[k] = false, dws[k].matched = false;
-  const char* psum_env = getenv("KILN_OPENCL_CONV_PSUM");
-  const bool all_private = !o->memory_conv_sums && !(psum_env && !strcmp(psum_env, "memory"));
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
     kiln_program_kernel_t* pk = &prog->kernels[k];
     const tir_func_t* f = plan->kernels[k].func;
-    gemms[k].matched = false;
-    if (slot_of[k] != -1) continue; /* a conv instance's slot, or gone */
-    if (!o->no_gemm_template && kiln_opencl_gemm_match(plan, k, &gemms[k])) {
-      ++n_templ;
-      kiln_opencl_gemm_launch(&gemms[k], pk->groups, pk->local);
-      kiln_opencl_gemm_describe(&gemms[k], &pk->gemm);
-      continue;
-    }
-    gemms[k].matched = false;
-    /* f16 buffers (--precision fp16) are storage only: the templates
-     * convert on load and store and sum in f32 */
-    if (!o->no_conv_template && kiln_gpu_conv_match(plan, k, true, true, &convs[k])) {
-      const int32_t slot = convs[k].slot;
-      ctiles[k] = kiln_opencl_conv_default_tiles(convs[k].M, convs[k].Q, convs[k].K);
-      wtiled[k] = !o->no_conv_relayout && kiln_opencl_conv_weights_private(plan, &convs[k]);
-      /* Winograd transforms the weights (so they must be the conv's own)
-       * and keeps no partial sums in the grid, which leaves the program */
-      if (!o->no_winograd && wtiled[k] && kiln_opencl_wino_covers(&convs[k]) && kiln_opencl_wino_wins(&convs[k]) &&
-          kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
-        wino[k] = true;
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    switch (t ? t->kind : KILN_TEMPLATE_NONE) {
+      case KILN_TEMPLATE_MERGED: continue; /* leaves the program (kiln_gpu_conv_rewrite) */
+      case KILN_TEMPLATE_GEMM:
+        ++n_templ;
+        gtiles[k] = kiln_opencl_gemm_tiles(&t->gemm);
+        kiln_opencl_gemm_launch(&t->gemm, &gtiles[k], pk->groups, pk->local);
+        kiln_opencl_gemm_describe(&t->gemm, &pk->gemm);
+        continue;
+      case KILN_TEMPLATE_CONV:
+        ++n_templ;
+        gtiles[k] = kiln_opencl_conv_default_tiles(t->conv.M, t->conv.Q, t->conv.K);
+        kiln_opencl_conv_launch(&t->conv, &gtiles[k], pk->groups, pk->local);
+        continue;
+      case KILN_TEMPLATE_WINOGRAD:
+        ++n_templ;
         ++n_wino;
-        wtiles[k] = kiln_opencl_wino_default_tiles(&convs[k]);
-      } else if (all_private || kiln_opencl_conv_psum_f16(&convs[k])) {
-        /* Partial sums between K slices stay f32 in a private array
-         * (conv.cl, CPSUM) and the grid leaves the program: measured on
-         * PoCL as fast as or faster than the trip through the grid, and
-         * the arena loses the grid. Where the grid they would go through
-         * holds f16 this is a must (rounding each slice's sum would add an
-         * error growing with K); an f32 grid may keep the memory path
-         * (memory_conv_sums, KILN_OPENCL_CONV_PSUM=memory). */
-        cpriv[k] = kiln_gpu_conv_match(plan, k, false, true, &convs[k]);
-        if (!cpriv[k]) s = kiln_make_status(KILN_INTERNAL, "opencl emit: conv '%s' matched with its grid, not without",
-                                            prog->kernels[k].name);
-        if (s) break;
-      }
-      ++n_templ;
-      rewrite = true;
-      if (slot != k) slot_of[k] = -2;
-      slot_of[slot] = k;
-      if (wino[k])
-        kiln_opencl_wino_launch(&convs[k], &wtiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
-      else
-        kiln_opencl_conv_launch(&convs[k], &ctiles[k], prog->kernels[slot].groups, prog->kernels[slot].local);
-      continue;
+        wtiles[k] = kiln_opencl_wino_default_tiles(&t->conv);
+        kiln_opencl_wino_launch(&t->conv, &wtiles[k], pk->groups, pk->local);
+        continue;
+      case KILN_TEMPLATE_DEPTHWISE:
+        ++n_templ;
+        dtiles[k] = kiln_opencl_dw_default_tiles(&t->dw);
+        kiln_opencl_dw_launch(&t->dw, &dtiles[k], pk->groups, pk->local);
+        continue;
+      case KILN_TEMPLATE_NONE: break;
     }
-    convs[k].matched = false;
-    if (!o->no_dw_template && kiln_gpu_dw_match(plan, k, true, &dws[k]) &&
-        (o->all_dw_template || kiln_opencl_dw_wins(&dws[k]))) {
-      dtiles[k] = kiln_opencl_dw_default_tiles(&dws[k]);
-      ++n_templ;
-      kiln_opencl_dw_launch(&dws[k], &dtiles[k], pk->groups, pk->local);
-      continue;
-    }
-    dws[k].matched = false;
     if (!o->no_bind_parallel) {
       const tir_func_t* g = NULL;
       s = kiln_opencl_bind_parallel(&ctx, f, &g);
@@ -277,16 +273,16 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_cf_print_unit(dialect, funcs, n_print, infos, &out);
   instances_t inst = {0};
   for (int32_t k = 0; k < n && !s; ++k) {
-    if (!gemms[k].matched && slot_of[k] < 0 && !dws[k].matched) continue;
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    if (!t || t->kind == KILN_TEMPLATE_MERGED) continue;
+    const char* name = prog->kernels[k].name;
     kiln_cf_out_t one;
     kiln_cf_out_init(&one);
-    if (gemms[k].matched) s = kiln_opencl_gemm_print(&gemms[k], prog->kernels[k].name, &one);
-    else if (dws[k].matched)
-      s = kiln_opencl_dw_print(&dws[k], &dtiles[k], prog->kernels[k].n_args, prog->kernels[k].name, &one);
-    else if (wino[slot_of[k]])
-      s = kiln_opencl_wino_print(&convs[slot_of[k]], &wtiles[slot_of[k]], prog->kernels[k].name, &one);
-    else s = kiln_opencl_conv_print(&convs[slot_of[k]], &ctiles[slot_of[k]], wtiled[slot_of[k]],
-                                    cpriv[slot_of[k]], prog->kernels[k].name, &one);
+    if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
+    else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
+      s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
+    else if (t->kind == KILN_TEMPLATE_WINOGRAD) s = kiln_opencl_wino_print(&t->conv, &wtiles[k], name, &one);
+    else s = kiln_opencl_conv_print(&t->conv, &gtiles[k], t->weights_tiled, t->psum_private, name, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
     if (!s) s = add_instance(&inst, prog, k, &one, &out);
     kiln_cf_out_free(&one);
@@ -297,10 +293,10 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) {
     char* text = NULL;
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
-    if (!s && rewrite) {
+    if (!s && kiln_gpu_conv_any(plan)) {
       /* Weights first, into one new blob: a failure leaves |prog| as it was. */
-      s = relayout_conv_weights(prog, convs, ctiles, wtiled, wino, wtiles, n);
-      if (!s) s = kiln_gpu_conv_rewrite(prog, convs, slot_of, NULL);
+      s = relayout_conv_weights(plan, prog, gtiles, wtiles);
+      if (!s) s = kiln_gpu_conv_rewrite(prog, plan, NULL);
       if (s) kiln_allocator_free(al, text);
     }
     if (!s) {
@@ -322,15 +318,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, funcs);
   kiln_allocator_free(al, infos);
   kiln_allocator_free(al, noalias);
-  kiln_allocator_free(al, gemms);
-  kiln_allocator_free(al, convs);
-  kiln_allocator_free(al, slot_of);
-  kiln_allocator_free(al, ctiles);
-  kiln_allocator_free(al, wtiled);
-  kiln_allocator_free(al, wino);
-  kiln_allocator_free(al, cpriv);
+  kiln_allocator_free(al, gtiles);
   kiln_allocator_free(al, wtiles);
-  kiln_allocator_free(al, dws);
   kiln_allocator_free(al, dtiles);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
@@ -343,9 +332,13 @@ kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
 
 /* ---- registration (targets/registry.h) ---------------------------------- */
 
+/* The default template set (no tests' switches). */
+static void opencl_templates(kiln_template_set_t* out) { kiln_opencl_templates(NULL, out); }
+
 const kiln_target_t kiln_target_opencl = {
     .name = "opencl",
     .lowering = KILN_TARGET_CLASS_GPU,
     .source_ext = "cl",
     .emit = kiln_opencl_emit,
+    .templates = opencl_templates,
 };

@@ -2,26 +2,23 @@
  *
  * kiln_opencl_emit prints every plan kernel through the shared C-family
  * printer with the OpenCL dialect (targets/cfamily/printer.h) and sets the
- * launch geometry of each program kernel from its BOUND loops. Two
- * rewrites happen on the way (targets/opencl/opencl_schedule.c):
+ * launch geometry of each program kernel from its BOUND loops:
  *   - a kernel that arrives with a CPU-style schedule (its outermost loop
  *     PARALLEL, nothing bound: GEMM, convolution, pooling, reductions) has
  *     that loop bound to work-groups x work-items, so it runs in parallel
- *     instead of on one work-item;
- *   - MatMul/Gemm kernels whose shape the hand-tuned GEMM template
- *     (kernels/opencl/gemm.cl) covers are replaced by an instance of it
- *     with the same kernel name and parameter order;
- *   - Conv kernels that the implicit-GEMM template (kernels/opencl/conv.cl)
- *     covers: the GEMM and the crop (with its fused epilogue) become one
- *     instance in the crop's place, with its own parameter list, and the
- *     GEMM kernel leaves the program. 3x3 stride-1 convs of shapes where it
- *     measured faster become a Winograd F(2x2, 3x3) instance instead
- *     (kernels/opencl/winograd.cl; weights transformed at compile time);
- *   - the lowering's direct depthwise Conv kernels (one input channel per
- *     group, epilogue fused) of the strides where it measured faster become
- *     an instance of kernels/opencl/depthwise.cl with the same name and
- *     parameters (opencl_depthwise.c). So prog->n_kernels may shrink and
- *     kernels' args and buffers' lifetimes are rewritten (opencl_conv.c).
+ *     instead of on one work-item (targets/opencl/opencl_schedule.c);
+ *   - a kernel with a template descriptor (lowering/template.h, chosen by
+ *     kiln_template_choose with the set kiln_opencl_templates gives) is an
+ *     instance of that template: MatMul/Gemm kernels of the hand-tuned GEMM
+ *     (kernels/opencl/gemm.cl) with the same kernel name and parameter
+ *     order; Conv instances of the implicit-GEMM template
+ *     (kernels/opencl/conv.cl) or of Winograd F(2x2, 3x3)
+ *     (kernels/opencl/winograd.cl; weights transformed at compile time) in
+ *     the crop's place, with their own parameter list, the Conv's GEMM
+ *     kernel leaving the program; the lowering's direct depthwise kernels
+ *     as instances of kernels/opencl/depthwise.cl with the same name and
+ *     parameters. So prog->n_kernels may shrink and kernels' args and
+ *     buffers' lifetimes are rewritten (targets/gpu_conv.c).
  * Every template takes f16 buffers too (--precision fp16: fp16 storage, f32
  * sums; each parameter f32 or f16 on its own) and never keeps partial sums
  * in an f16 buffer.
@@ -43,7 +40,7 @@
 #ifndef KILN_TARGETS_OPENCL_OPENCL_TARGET_H_
 #define KILN_TARGETS_OPENCL_OPENCL_TARGET_H_
 
-#include "lowering/plan.h"
+#include "lowering/template.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
@@ -52,10 +49,9 @@ extern "C" {
 
 kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog);
 
-/* Options of kiln_opencl_emit_ex (tests, tuning). */
-typedef struct kiln_opencl_emit_options_s {
-  bool no_gemm_template;  /* print every kernel from its tensor IR */
-  bool no_bind_parallel;  /* keep CPU-style PARALLEL loops serial */
+/* Which templates the OpenCL target offers (tests, tuning). */
+typedef struct kiln_opencl_template_options_s {
+  bool no_gemm_template;  /* print every MatMul/Gemm kernel from its tensor IR */
   bool no_conv_template;  /* keep Conv kernels as printed (phase split, GEMM, crop) */
   bool no_conv_relayout;  /* conv templates read the lowering's packed weights (gathered
                              per K slice) instead of a copy laid out for them */
@@ -69,6 +65,19 @@ typedef struct kiln_opencl_emit_options_s {
                              of a private f32 array (the default; on PoCL as fast or
                              faster, and the grid leaves the arena: ResNet-18 7.15 -> 4.01
                              MB); KILN_OPENCL_CONV_PSUM=memory does the same (tuning) */
+} kiln_opencl_template_options_t;
+
+/* The OpenCL target's templates and the rules measured for them (on PoCL)
+ * as a set for kiln_template_choose: |o| (NULL: all of them) and the
+ * environment (tuning): KILN_OPENCL_WINOGRAD=off never uses Winograd, =all
+ * wherever it covers; KILN_OPENCL_DW=off never uses the depthwise
+ * template, =all wherever it matches; KILN_OPENCL_CONV_PSUM=memory as
+ * memory_conv_sums. Thread-safe. */
+void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_template_set_t* out);
+
+/* Options of kiln_opencl_emit_ex (tests, tuning). */
+typedef struct kiln_opencl_emit_options_s {
+  bool no_bind_parallel;  /* keep CPU-style PARALLEL loops serial */
   bool no_native_half;    /* F16 arithmetic (fp16-arith kernels) as floats rounded to
                              half after every operation, not OpenCL `half` under
                              cl_khr_fp16: same results, runs on devices without it */

@@ -1,45 +1,20 @@
 /* Winograd F(2x2, 3x3) instances of the conv template for the OpenCL
- * target (kernels/opencl/winograd.cl): which implicit-GEMM conv instances
- * it covers, its tiles and launch, the compile-time weight transform and
- * the printed instance. */
+ * target (kernels/opencl/winograd.cl): its tiles and launch, the
+ * compile-time weight transform and the printed instance (which convs it
+ * covers and where it wins is lowering's choice: lowering/template.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "targets/opencl/opencl_internal.h"
 
-/* 2x2 output tiles, each row padded to whole groups of four (winograd.cl) */
-static int64_t wino_tiles(const kiln_gpu_conv_t* c) { return ((c->oh + 1) / 2) * (((c->ow + 1) / 2 + 3) / 4 * 4); }
-
-bool kiln_opencl_wino_covers(const kiln_gpu_conv_t* c) {
-  if (!c->matched || c->T != 9 || c->K != c->C * 9 || c->od != 1 || !c->crop) return false;
-  if (c->q2 < c->ow + 2 || c->oh < 1 || c->ow < 1) return false;
-  for (int32_t tap = 0; tap < 9; ++tap)
-    if (c->toff[tap] != (tap / 3) * c->q2 + tap % 3) return false; /* stride 1, dilation 1 */
-  /* the patches read rows < oh + 2, columns < ow + 2 of each plane */
-  if ((c->oh + 1) * c->q2 + c->ow + 2 > c->plane) return false;
-  return true;
-}
-
-bool kiln_opencl_wino_wins(const kiln_gpu_conv_t* c) {
-  const char* env = getenv("KILN_OPENCL_WINOGRAD");
-  if (env && !strcmp(env, "off")) return false;
-  if (env && !strcmp(env, "all")) return true;
-  /* bench/opencl_winograd.py on PoCL: 1.3-1.5x on ResNet-18's 3x3 shapes
-   * (64..512 channels, 7x7 included), 1.3-1.6x down to 8 -> 16 channels
-   * at 28x28 and 16 channels at 14x14; about even or slower with few tiles
-   * and few channels (32 channels at 8x8: 16 tiles, 0.9-1.0x) */
-  const int64_t tiles = wino_tiles(c);
-  return c->C >= 8 && c->M >= 8 && (tiles >= 32 || c->C * c->M >= 65536);
-}
-
-kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c) {
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c) {
   /* PoCL (AVX-512): 16 channels x 16 tiles (one float16) per item, 4 items
    * a group, 32 channels a slice were the best of the tiles tried on
    * ResNet-18's 3x3 shapes; large private tiles suit a CPU, not a GPU's
    * register file (tune with the variable below) */
   kiln_opencl_wino_tiles_t t = {.tm = 16, .tn = 16, .wx = 1, .wy = 4, .cb = 32};
-  const int64_t tiles = wino_tiles(c);
+  const int64_t tiles = kiln_template_winograd_tiles(c);
   while (t.tn > 4 && t.tn / 2 >= tiles) t.tn /= 2;
   while (t.wy > 1 && (int64_t)t.tm * t.wy / 2 >= c->M) t.wy /= 2;
   if (c->C < t.cb) t.cb = (int32_t)((c->C + 7) / 8 * 8);
@@ -54,9 +29,9 @@ kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_gpu_conv_t* c
   return t;
 }
 
-void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
+void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
                              int64_t local[3]) {
-  const int64_t tiles = wino_tiles(c);
+  const int64_t tiles = kiln_template_winograd_tiles(c);
   const int64_t bt = (int64_t)t->tn * t->wx, bm = (int64_t)t->tm * t->wy;
   groups[0] = (tiles + bt - 1) / bt;
   groups[1] = (c->M + bm - 1) / bm;
@@ -72,7 +47,7 @@ void kiln_opencl_wino_launch(const kiln_gpu_conv_t* c, const kiln_opencl_wino_ti
  * rounding is a second relative error of at most 2^-11 per U element, the
  * size of the one the weights got when they turned f16; the tests bound the
  * outputs' error at the fp16 tolerance (tests/opencl/test_opencl_fp16.c). */
-kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_gpu_conv_t* c,
+kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
                                             const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
                                             void** out_data, uint64_t* out_bytes) {
   *out_data = NULL;
@@ -124,13 +99,13 @@ static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE
                                           "CPLANE", "CQ2", "CHO", "CWO", "CBATCH", "CHAS_BIAS", "CW_F16",
                                           "CX_F16", "CC_F16", "CY_F16", "TM", "TN", "WX", "WY", "CB"};
 
-kiln_status_t kiln_opencl_wino_print(const kiln_gpu_conv_t* c, const kiln_opencl_wino_tiles_t* t,
+kiln_status_t kiln_opencl_wino_print(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out) {
   if (t->tm < 1 || t->wx < 1 || t->wy < 1 || t->cb < 1 || t->tn * t->wx % 4 ||
       (t->tn != 1 && t->tn != 2 && t->tn != 4 && t->tn != 8 && t->tn != 16))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl winograd '%s': bad tiles tm %d tn %d", name, t->tm,
                             t->tn);
-  if (!kiln_opencl_wino_covers(c))
+  if (!kiln_template_winograd_covers(c))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl winograd '%s': not a 3x3 stride-1 conv", name);
   kiln_cf_out_printf(out, "/* kiln winograd F(2x2,3x3) template: %lld -> %lld channels, %lld x %lld */\n",
                      (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);

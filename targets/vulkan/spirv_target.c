@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/op.h"
-#include "ir/ops/nn_internal.h"
 #include "targets/cfamily/printer.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
@@ -303,13 +301,13 @@ static void sb_printf(sb_t* b, const char* fmt, ...) {
   }
 }
 
-static void epi_operand(sb_t* b, const kiln_gpu_epi_t* e, int32_t i) {
-  const kiln_gpu_epi_operand_t* o = &e->operands[i];
+static void epi_operand(sb_t* b, const kiln_template_epi_t* e, int32_t i) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
   sb_printf(b, "float(e%d[(b) * %lld + (m) * %lld%s])", (int)i, (long long)o->sn, (long long)o->sm,
             o->sp ? " + (p)" : "");
 }
 
-static void epi_bound(sb_t* b, const kiln_gpu_epi_t* e, int32_t operand, float value, bool lower) {
+static void epi_bound(sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool lower) {
   sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
   if (operand >= 0) epi_operand(b, e, operand);
   else sb_printf(b, "%.9e", (double)value);
@@ -317,10 +315,10 @@ static void epi_bound(sb_t* b, const kiln_gpu_epi_t* e, int32_t operand, float v
 }
 
 /* "#define KC_EPI(v, b, m, p) ..." in GLSL. */
-static void epi_print(sb_t* b, const kiln_gpu_epi_t* e) {
+static void epi_print(sb_t* b, const kiln_template_epi_t* e) {
   sb_printf(b, "#define KC_EPI(v, b, m, p) {");
   for (int32_t i = 0; i < e->n_ops; ++i) {
-    const kiln_gpu_epi_op_t* op = &e->ops[i];
+    const kiln_template_epi_op_t* op = &e->ops[i];
     switch (op->op) {
       case 'r': sb_printf(b, " v = max(v, 0.0);"); break;
       case 's': sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
@@ -355,7 +353,7 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   return kiln_spirv_gemm_default_tiles(M, Q);
 }
 
-static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, char** out_glsl,
+static kiln_status_t conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,
                                  int64_t groups[3], int64_t local[3], int64_t* out_trips) {
   kiln_spirv_gemm_tiles_t t = kiln_spirv_conv_default_tiles(c->M, c->Q);
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
@@ -365,7 +363,7 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
                             t.tm, t.tn, t.tk, t.rm, t.rn);
   const int64_t cp = c->od * c->oh * c->ow;
   if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * (c->crop ? cp : c->Q) > INT32_MAX ||
-      c->T < 1 || c->T > KILN_GPU_CONV_MAX_TAPS)
+      c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': %lld x %lld x %lld does not fit 32-bit indices",
                             name, (long long)c->M, (long long)c->Q, (long long)c->K);
   /* the header goes after the #version and #extension lines (directives
@@ -390,7 +388,7 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
     if (at) {
       bind[at - "WXCY"] = j;
       type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
-    } else if (r >= '0' && r < '0' + KILN_GPU_EPI_MAX) {
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
       sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
                 (int)j, r, c->f16[j] ? "float16_t" : "float", r);
     } else {
@@ -438,10 +436,10 @@ static kiln_status_t conv_source(const kiln_gpu_conv_t* c, const char* name, cha
 
 /* ---- the depthwise convolution ------------------------------------------- */
 
-/* The lowering's direct depthwise kernel (kiln_gpu_dw_match, gpu_conv.h):
+/* The lowering's direct depthwise kernel (kiln_template_dw_match, gpu_conv.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
-static kiln_status_t dw_source(const kiln_gpu_dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
+static kiln_status_t dw_source(const kiln_template_dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
                                int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
@@ -490,85 +488,33 @@ static kiln_status_t dw_source(const kiln_gpu_dw_t* d, const char* name, char** 
   return NULL;
 }
 
-static bool row_major2(const tir_buffer_t* b) {
-  return b->rank == 2 && b->dtype == KILN_DTYPE_F32 && b->strides[1] == 1 && b->strides[0] == b->shape[1];
+/* The shader's view of a GEMM descriptor (kiln_spirv_templates allows only
+ * f32 rank-2 A [M,K] and Y, no bias, no alpha, no transA): B plain,
+ * transposed or in the lowering's packed panels; bindings are the kernel's
+ * parameter indices. */
+static kiln_spirv_gemm_t gemm_of(const kiln_template_gemm_t* t) {
+  kiln_spirv_gemm_t g = {.M = t->M, .N = t->N, .K = t->K};
+  g.b_mode = t->pack_t ? 2 : t->trans_b ? 1 : 0;
+  if (t->pack_t) g.pt = t->pack_t, g.ptiles = t->pack_tiles, g.pkbs = t->pack_kbs;
+  for (int32_t j = 0; j < t->n_params; ++j) {
+    if (t->roles[j] == 'A') g.bind_a = j;
+    if (t->roles[j] == 'B') g.bind_b = j;
+    if (t->roles[j] == 'Y') g.bind_c = j;
+  }
+  return g;
 }
 
-/* When plan kernel |k| is a plain f32 GEMM (see the header), fills |g|. */
-static bool match_gemm(const kiln_plan_t* plan, int32_t k, kiln_spirv_gemm_t* g) {
-  const kiln_plan_kernel_t* pk = &plan->kernels[k];
-  const tir_func_t* f = pk->func;
-  if (!plan->graph || pk->node < 0 || pk->node >= plan->graph->n_nodes || pk->n_fused_nodes > 0 ||
-      f->n_params < 3 || f->n_params > 4)
-    return false;
-  const kiln_node_t* n = &plan->graph->nodes[pk->node];
-  bool is_gemm = strcmp(n->op_type, "Gemm") == 0;
-  if (!is_gemm && strcmp(n->op_type, "MatMul") != 0) return false;
-  if (n->n_inputs < 2 || n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
-    return false;
-  int64_t trans_b = 0;
-  if (is_gemm) {
-    if (n->n_inputs > 2 && n->inputs[2] >= 0) return false;
-    int64_t ta = 0;
-    float alpha = 1.0f;
-    kiln_status_t s = kiln_attr_int(n, "transA", 0, &ta);
-    if (!s) s = kiln_attr_int(n, "transB", 0, &trans_b);
-    if (!s) s = kiln_attr_float(n, "alpha", 1.0f, &alpha);
-    if (s) {
-      kiln_status_free(s);
-      return false;
-    }
-    if (ta != 0 || alpha != 1.0f) return false;
-  }
-  int32_t ba = plan->tensor_buffer[n->inputs[0]], bb = plan->tensor_buffer[n->inputs[1]];
-  int32_t by = plan->tensor_buffer[n->outputs[0]];
-  /* A, Y, B (the input itself, or panels packed at compile time or by an
-   * earlier kernel) and at most one workspace private to this kernel (the
-   * CPU schedule's A micro-panel slot, which the shader does not need). */
-  int32_t ia = -1, ib = -1, iy = -1;
-  for (int32_t j = 0; j < f->n_params; ++j) {
-    int32_t a = pk->args[j];
-    const kiln_plan_buffer_t* pb = &plan->buffers[kiln_plan_root(plan, a)];
-    if (a == ba && ia < 0) {
-      ia = j;
-    } else if (a == by && iy < 0) {
-      iy = j;
-    } else if (a == bb || pb->kind == KILN_PLAN_CONST || (pb->kind == KILN_PLAN_TEMP && pb->first_use < k)) {
-      if (ib >= 0) return false;
-      ib = j;
-    } else if (!(pb->kind == KILN_PLAN_TEMP && pb->first_use == k && pb->last_use == k)) {
-      return false;
-    }
-  }
-  if (ia < 0 || iy < 0 || ib < 0) return false;
-  const tir_buffer_t *A = f->params[ia], *B = f->params[ib], *Y = f->params[iy];
-  if (!row_major2(A) || !row_major2(Y) || B->dtype != KILN_DTYPE_F32) return false;
-  memset(g, 0, sizeof *g);
-  g->M = A->shape[0], g->K = A->shape[1], g->N = Y->shape[1];
-  if (Y->shape[0] != g->M) return false;
-  g->bind_a = ia, g->bind_b = ib, g->bind_c = iy;
-  if (pk->args[ib] == bb) {
-    if (!row_major2(B)) return false;
-    if (trans_b ? (B->shape[0] != g->N || B->shape[1] != g->K) : (B->shape[0] != g->K || B->shape[1] != g->N))
-      return false;
-    g->b_mode = trans_b ? 1 : 0;
-  } else {
-    /* Packed panels: [1][tiles][K][t] or [1][nkb][tiles][kbs][t]. */
-    int64_t pt, tiles, kbs, nkb;
-    if (B->rank == 4) {
-      nkb = 1, tiles = B->shape[1], kbs = B->shape[2], pt = B->shape[3];
-      if (kbs != g->K) return false;
-    } else if (B->rank == 5) {
-      nkb = B->shape[1], tiles = B->shape[2], kbs = B->shape[3], pt = B->shape[4];
-    } else {
-      return false;
-    }
-    if (B->shape[0] != 1 || pt <= 0 || kbs <= 0 || tiles != (g->N + pt - 1) / pt || nkb * kbs < g->K ||
-        (nkb - 1) * kbs >= g->K)
-      return false;
-    g->b_mode = 2, g->pt = pt, g->ptiles = tiles, g->pkbs = kbs;
-  }
-  return true;
+void kiln_spirv_templates(kiln_template_set_t* out) {
+  const char* no_gemm = getenv("KILN_SPIRV_NO_GEMM");
+  const char* no_conv = getenv("KILN_SPIRV_NO_CONV");
+  const bool conv = !(no_conv && !strcmp(no_conv, "1"));
+  /* gemm.comp reads plain f32 rank-2 operands; conv.comp keeps its partial
+   * sums in registers (no grid) and reads the lowering's packed weights;
+   * depthwise.comp takes every depthwise kernel it matches */
+  *out = (kiln_template_set_t){.gemm = !(no_gemm && !strcmp(no_gemm, "1")),
+                               .conv = conv,
+                               .depthwise = conv,
+                               .depthwise_min_stride = 1};
 }
 
 /* ---- emit --------------------------------------------------------------- */
@@ -607,9 +553,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
                             (int)prog->n_kernels, (int)plan->n_kernels);
   kiln_allocator_t al = prog->allocator;
   int32_t nk = plan->n_kernels;
-  bool use_gemm = !(getenv("KILN_SPIRV_NO_GEMM") && strcmp(getenv("KILN_SPIRV_NO_GEMM"), "1") == 0);
   bool no_bind = getenv("KILN_SPIRV_NO_BIND") && strcmp(getenv("KILN_SPIRV_NO_BIND"), "1") == 0;
-  bool use_conv = !(getenv("KILN_SPIRV_NO_CONV") && strcmp(getenv("KILN_SPIRV_NO_CONV"), "1") == 0);
   /* Rebound kernels live in a context of our own; its ids continue the
    * plan's so printed names never collide with the plan's. */
   tir_ctx_t ctx;
@@ -618,19 +562,15 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   ctx.next_buffer_id = plan->tir.next_buffer_id;
   unit_t* units = calloc((size_t)nk + 1, sizeof *units);
   int64_t(*dims)[6] = calloc((size_t)nk + 1, sizeof *dims);
-  /* Conv instances: slot_of as kiln_gpu_conv_rewrite reads it. */
-  kiln_gpu_conv_t* convs = calloc((size_t)nk + 1, sizeof *convs);
-  int32_t* slot_of = calloc((size_t)nk + 1, sizeof *slot_of);
   int32_t* keep = calloc((size_t)nk + 1, sizeof *keep);
   int64_t* trips = calloc((size_t)nk + 1, sizeof *trips);
-  bool any_conv = false;
   uint8_t** blobs = NULL;
   uint64_t* lens = NULL;
   char* text = NULL;
   kiln_status_t s = NULL;
   cc_t cc;
   bool cc_ok = false;
-  if (!units || !dims || !convs || !slot_of || !keep || !trips) {
+  if (!units || !dims || !keep || !trips) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: %d kernels", (int)nk);
     goto done;
   }
@@ -643,27 +583,27 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
 
   /* Print every kernel (canonical text), find duplicates. */
   size_t total = 0;
-  for (int32_t k = 0; k < nk; ++k) slot_of[k] = -1;
   for (int32_t k = 0; !s && k < nk; ++k) {
     const kiln_plan_kernel_t* pk = &plan->kernels[k];
     const char* name = pk->func->name;
-    kiln_spirv_gemm_t g;
-    kiln_gpu_dw_t dwc;
-    if (slot_of[k] != -1) continue; /* a conv instance's slot (printed), or gone */
-    if (use_conv && kiln_gpu_conv_match(plan, k, false, true, &convs[k])) {
+    const kiln_template_t* t = pk->tmpl;
+    const kiln_template_kind_t kind = t ? t->kind : KILN_TEMPLATE_NONE;
+    if (kind == KILN_TEMPLATE_MERGED) continue; /* leaves the program (kiln_gpu_conv_rewrite) */
+    if (kind == KILN_TEMPLATE_WINOGRAD) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: kernel '%s': no Winograd template (kiln_spirv_templates)",
+                           name);
+      break;
+    }
+    if (kind == KILN_TEMPLATE_CONV) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
-      const int32_t slot = convs[k].slot;
-      if (slot != k) slot_of[k] = -2;
-      slot_of[slot] = k;
-      any_conv = true;
-      s = conv_source(&convs[k], plan->kernels[slot].func->name, &units[slot].text, dims[slot], dims[slot] + 3,
-                      &trips[slot]);
+      s = conv_source(&t->conv, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
-    } else if (use_conv && kiln_gpu_dw_match(plan, k, true, &dwc)) {
-      s = dw_source(&dwc, name, &units[k].text, dims[k], dims[k] + 3);
-      trips[k] = dwc.kh; /* the unrolled taps; nothing else loops */
+    } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
+      s = dw_source(&t->dw, name, &units[k].text, dims[k], dims[k] + 3);
+      trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
-    } else if (use_gemm && match_gemm(plan, k, &g)) {
+    } else if (kind == KILN_TEMPLATE_GEMM) {
+      const kiln_spirv_gemm_t g = gemm_of(&t->gemm);
       s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
       const kiln_spirv_gemm_tiles_t gt = g.tiles.tm ? g.tiles : kiln_spirv_gemm_default_tiles(g.M, g.N);
       trips[k] = trips_tiled(g.K, &gt, true);
@@ -755,8 +695,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   text[len] = 0;
   /* Conv instances change the kernel list: blobs and launch sizes follow. */
   int32_t nkept = nk;
-  if (any_conv) {
-    if ((s = kiln_gpu_conv_rewrite(prog, convs, slot_of, keep))) goto done;
+  if (kiln_gpu_conv_any(plan)) {
+    if ((s = kiln_gpu_conv_rewrite(prog, plan, keep))) goto done;
     nkept = prog->n_kernels;
     for (int32_t o = 0; o < nkept; ++o) {
       const int32_t k = keep[o];
@@ -798,8 +738,6 @@ done:
   for (int32_t k = 0; units && k < nk; ++k) free(units[k].text);
   free(units);
   free(dims);
-  free(convs);
-  free(slot_of);
   free(keep);
   free(trips);
   return s;
@@ -813,4 +751,5 @@ const kiln_target_t kiln_target_vulkan = {
     .lowering = KILN_TARGET_CLASS_GPU,
     .source_ext = "comp",
     .emit = kiln_spirv_emit,
+    .templates = kiln_spirv_templates,
 };

@@ -14,16 +14,20 @@
  * storage buffers at set 0, binding = parameter index (the Vulkan device
  * binds program kernel parameter j to binding j).
  *
+ * Templates: a kernel with a descriptor (lowering/template.h, chosen by
+ * kiln_template_choose with the set kiln_spirv_templates gives) is an
+ * instance of a shader template:
  * GEMM: an f32 MatMul / Gemm kernel whose parameters are A, B (or its
  * panels packed at compile time or by an earlier kernel), Y and at most one
  * workspace private to the kernel (the CPU schedule's A panel slot, left
  * unused), with rank-2 row-major A [M,K] and Y [M,N], no bias, no alpha,
- * no transA and no fused epilogue, is replaced by the shared-memory
- * tiled shader of kernels/vulkan/gemm.comp (same kernel name, same
- * parameter order; B read plain, transposed or from the lowering's packed
- * panels; tiles from kiln_spirv_gemm_default_tiles). Everything else runs
- * the printed loop nest. Set
- * $KILN_SPIRV_NO_GEMM=1 to keep the printed GEMM loop nests.
+ * no transA and no fused epilogue, runs the shared-memory tiled shader of
+ * kernels/vulkan/gemm.comp (same kernel name, same parameter order; B read
+ * plain, transposed or from the lowering's packed panels; tiles from
+ * kiln_spirv_gemm_default_tiles). Conv instances run kernels/vulkan/
+ * conv.comp in the crop's place (the Conv's GEMM kernel leaves the
+ * program, targets/gpu_conv.c), depthwise ones kernels/vulkan/
+ * depthwise.comp. Everything else runs the printed loop nest.
  *
  * Errors: INVALID_ARGUMENT naming the kernel, with the shaderc log or the
  * validator message (and the GLSL line it points at); OUT_OF_MEMORY.
@@ -32,12 +36,20 @@
 #ifndef KILN_TARGETS_VULKAN_SPIRV_TARGET_H_
 #define KILN_TARGETS_VULKAN_SPIRV_TARGET_H_
 
-#include "lowering/plan.h"
+#include "lowering/template.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The Vulkan target's templates as a set for kiln_template_choose: GEMM
+ * (f32, rank 2, no bias, alpha or transA), implicit-GEMM conv without a
+ * grid parameter, depthwise at every stride, no Winograd. Tuning:
+ * $KILN_SPIRV_NO_GEMM=1 keeps the printed GEMM loop nests,
+ * $KILN_SPIRV_NO_CONV=1 the printed conv and depthwise kernels.
+ * Thread-safe. */
+void kiln_spirv_templates(kiln_template_set_t* out);
 
 /* Fills prog->code (n_blobs, blobs, blob_lens, text) and every kernel's
  * groups/local. prog->kernels must match plan->kernels (count, order). On

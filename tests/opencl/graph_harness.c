@@ -175,3 +175,9 @@ bool close_enough_tol(const kiln_array_t* got, const kiln_array_t* want, double 
   return worst < 0;
 }
 
+
+kiln_status_t choose_opencl_templates(kiln_plan_t* plan, const kiln_opencl_template_options_t* to) {
+  kiln_template_set_t set;
+  kiln_opencl_templates(to, &set);
+  return kiln_template_choose(plan, &set);
+}

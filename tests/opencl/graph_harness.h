@@ -15,6 +15,7 @@
 #include "kiln/array.h"
 #include "runtime/device.h"
 #include "runtime/program.h"
+#include "targets/opencl/opencl_target.h"
 
 /* Uniform in [-1, 1), one fixed sequence per process. */
 float rnd(void);
@@ -75,6 +76,11 @@ kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_arr
 
 /* Checks |got| against |want| (shape, dtype, tolerance); reports the worst
  * element under |what|. */
+/* Chooses |plan|'s templates from the OpenCL set |to| allows
+ * (kiln_opencl_templates, then kiln_template_choose): what the runner does
+ * between the precision pass and kiln_program_build. */
+kiln_status_t choose_opencl_templates(kiln_plan_t* plan, const kiln_opencl_template_options_t* to);
+
 bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what);
 /* The same with |got - want| <= atol s + rtol |want|, s = max(1, max |want|)
  * (fp16: rtol 1e-2, atol 1e-3); *out_ratio (may be NULL) gets the largest

@@ -61,12 +61,12 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       kiln_program_t* prog = NULL;
       /* without code, then the emitter with this variant's options */
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
+      const kiln_opencl_template_options_t to = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
+                                                 .memory_conv_sums = variant == 3, .no_winograd = variant == 4};
+      if (!CHECK_OK(choose_opencl_templates(plan, &to))) break;
       if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0, n_shared = 0, n_wino = 0;
-      kiln_opencl_emit_options_t eo = {.no_conv_template = variant == 1, .no_conv_relayout = variant == 2,
-                                       .memory_conv_sums = variant == 3, .no_winograd = variant == 4,
-                                       .n_templated = &n_templ,
-                                       .n_shared = &n_shared, .n_winograd = &n_wino};
+      kiln_opencl_emit_options_t eo = {.n_templated = &n_templ, .n_shared = &n_shared, .n_winograd = &n_wino};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;

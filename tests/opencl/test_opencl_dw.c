@@ -49,10 +49,11 @@ static void check_graph(gb_t* b, const char* what, int chosen, int matched) {
     for (int variant = 0; variant < 3; ++variant) {
       kiln_program_t* prog = NULL;
       kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
+      const kiln_opencl_template_options_t to = {.no_dw_template = variant == 2, .all_dw_template = variant == 1};
+      if (!CHECK_OK(choose_opencl_templates(plan, &to))) break;
       if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0;
-      kiln_opencl_emit_options_t eo = {.no_dw_template = variant == 2, .all_dw_template = variant == 1,
-                                       .n_templated = &n_templ};
+      kiln_opencl_emit_options_t eo = {.n_templated = &n_templ};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;

@@ -58,18 +58,18 @@ static void scalar_const(gb_t* b, const char* name, float v) {
 }
 
 /* Template kernels, Winograd instances and the emitted source of |plan|
- * built for OpenCL with |eo|'s switches (*out_prog: the program, or NULL
- * on error). */
-static void emit(const kiln_plan_t* plan, const char* what, const kiln_opencl_emit_options_t* eo,
+ * built for OpenCL with the templates |to| allows (*out_prog: the
+ * program, or NULL on error). */
+static void emit(kiln_plan_t* plan, const char* what, const kiln_opencl_template_options_t* to,
                  int32_t* n_templ, int32_t* n_wino, kiln_program_t** out_prog) {
   *out_prog = NULL;
   *n_templ = *n_wino = -1;
   kiln_program_t* prog = NULL;
   kiln_program_build_options_t bo = {.model_name = what, .no_code = true};
-  if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) return;
-  kiln_opencl_emit_options_t o = *eo;
-  o.n_templated = n_templ;
-  o.n_winograd = n_wino;
+  if (!CHECK_OK(choose_opencl_templates(plan, to)) ||
+      !CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog)))
+    return;
+  kiln_opencl_emit_options_t o = {.n_templated = n_templ, .n_winograd = n_wino};
   if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &o)) || !CHECK_OK(kiln_program_validate(prog))) {
     kiln_program_destroy(prog);
     return;
@@ -83,7 +83,7 @@ typedef struct expect_s {
   int fp16_only;                /* of which the fp32 plan prints (stride-1 depthwise) */
   int wino;                     /* of which Winograd instances */
   const char* has[4];           /* strings the fp16 source must hold (NULL ends) */
-  kiln_opencl_emit_options_t eo; /* switches of the "templates" variant */
+  kiln_opencl_template_options_t to; /* switches of the "templates" variant */
   bool also_no_winograd;        /* one more run with Winograd off */
 } expect_t;
 
@@ -111,18 +111,18 @@ static void check_graph(gb_t* b, const char* what, const expect_t* ex) {
   /* the fp32 count: the same switches, same graph */
   int32_t t32 = -1, w32 = -1;
   kiln_program_t* prog = NULL;
-  emit(p32, what, &ex->eo, &t32, &w32, &prog);
+  emit(p32, what, &ex->to, &t32, &w32, &prog);
   kiln_program_destroy(prog);
   static const char* const names[] = {"fp16 templates", "fp16 printed", "fp16 templates, no winograd"};
   for (int variant = 0; variant < (ex->also_no_winograd ? 3 : 2); ++variant) {
-    kiln_opencl_emit_options_t eo = ex->eo;
-    if (variant == 1) eo = (kiln_opencl_emit_options_t){.no_gemm_template = true, .no_conv_template = true,
-                                                        .no_dw_template = true};
-    if (variant == 2) eo.no_winograd = true;
+    kiln_opencl_template_options_t to = ex->to;
+    if (variant == 1) to = (kiln_opencl_template_options_t){.no_gemm_template = true, .no_conv_template = true,
+                                                            .no_dw_template = true};
+    if (variant == 2) to.no_winograd = true;
     char label[240];
     snprintf(label, sizeof label, "%s (%s)", what, names[variant]);
     int32_t n_templ = -1, n_wino = -1;
-    emit(p16, label, &eo, &n_templ, &n_wino, &prog);
+    emit(p16, label, &to, &n_templ, &n_wino, &prog);
     if (!prog) break;
     if (variant == 0) {
       CHECK_MSG(n_templ == ex->templated && t32 == ex->templated - ex->fp16_only,
@@ -261,7 +261,7 @@ static void conv_case(const ccase_t* c) {
 static void test_conv(void) {
   static const ccase_t cases[] = {
       /* what, n, c, m, h, w, k, s, pads, bias, epi, cancel, m2,
-       * {templated, fp16_only, wino, has, eo, no_wino} */
+       * {templated, fp16_only, wino, has, to, no_wino} */
       {"3x3 s1 p1 bias relu 16 -> 32 14x14", 1, 16, 32, 14, 14, 3, 1, {1, 1, 1, 1}, true, 1, false, 8,
        {2, 0, 1, {"kiln winograd", "#define CY_F16 1", F16_CONV}, {0}, true}},
       {"3x3 s2 p1 odd 15x17 clip", 1, 8, 24, 15, 17, 3, 2, {1, 1, 1, 1}, true, 2, false, 5,
@@ -341,7 +341,7 @@ static void dw_case(const dcase_t* c) {
   const bool s1 = c->templated && c->s == 1 && !c->all; /* the template under fp16 only */
   expect_t ex = {c->templated + (c->epi == 3 ? 2 : 1), s1 ? 1 : 0, 0,
                  {"kiln depthwise template", "#define CX_F16 1\n#define CW_F16 1"}, {0}, false};
-  ex.eo.all_dw_template = c->all;
+  ex.to.all_dw_template = c->all;
   if (!c->templated) ex.has[0] = ex.has[1] = NULL;
   check_graph(&b, c->what, &ex);
 }
@@ -398,9 +398,8 @@ static void test_gemm(void) {
  * instance does not have; the weight re-layout refuses a constant whose
  * dtype is not the W parameter's, or too short for the packed layout. */
 static void test_refused(void) {
-  kiln_gpu_conv_t c;
+  kiln_template_conv_t c;
   memset(&c, 0, sizeof c);
-  c.matched = true;
   c.M = 8, c.Q = 16, c.K = 8, c.T = 1, c.C = 8, c.plane = 16, c.batch = 1;
   c.pt = 8, c.kbs = 8, c.tiles = 1, c.q1 = 1, c.q2 = 16, c.od = c.oh = 1, c.ow = 16;
   c.n_params = 3;
@@ -410,7 +409,7 @@ static void test_refused(void) {
   const kiln_opencl_conv_tiles_t t = kiln_opencl_conv_default_tiles(c.M, c.Q, c.K);
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  CHECK(kiln_opencl_conv_psum_f16(&c));
+  CHECK(kiln_template_conv_sums_f16(&c));
   CHECK_ERR(kiln_opencl_conv_print(&c, &t, true, false, "k_f16y", &out), KILN_INVALID_ARGUMENT,
             "'k_f16y': partial sums in an f16 buffer");
   CHECK_OK(kiln_opencl_conv_print(&c, &t, true, true, "k_f16y_private", &out));

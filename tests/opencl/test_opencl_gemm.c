@@ -74,16 +74,15 @@ static char record_dir[] = "/tmp/kiln-test-gemm-provider-XXXXXX";
 static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
   const kiln_device_vtable_t* vt = dev->vt;
   const int M = c->M, N = c->N, K = c->K;
-  kiln_opencl_gemm_t g;
+  kiln_template_gemm_t g;
   memset(&g, 0, sizeof g);
-  g.matched = true;
   g.M = M, g.N = N, g.K = K, g.batch = 1;
   g.trans_a = c->ta;
   g.lda = c->ta ? M : K;
   g.ldy = N;
   g.alpha = c->alpha;
   g.beta = c->beta;
-  g.tiles = c->tiles.tm ? c->tiles : kiln_opencl_gemm_default_tiles(M, N, K);
+  const kiln_opencl_gemm_tiles_t tiles = c->tiles.tm ? c->tiles : kiln_opencl_gemm_default_tiles(M, N, K);
   /* operands */
   float* a = malloc(sizeof(float) * (size_t)M * K);
   float* b = malloc(sizeof(float) * (size_t)K * N);
@@ -133,7 +132,7 @@ static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
 
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  CHECK_OK(kiln_opencl_gemm_print(&g, "gemm_under_test", &out));
+  CHECK_OK(kiln_opencl_gemm_print(&g, &tiles, "gemm_under_test", &out));
   kiln_program_t* p = NULL;
   KILN_ASSERT(!kiln_program_create(A(), &p));
   p->model_name = dupstr(p, "gemm_test");
@@ -142,7 +141,7 @@ static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
   kiln_program_kernel_t* pk = &p->kernels[0];
   pk->name = dupstr(p, "gemm_under_test");
   pk->n_args = g.n_params;
-  kiln_opencl_gemm_launch(&g, pk->groups, pk->local);
+  kiln_opencl_gemm_launch(&g, &tiles, pk->groups, pk->local);
   if (c->provider) {
     kiln_opencl_gemm_describe(&g, &pk->gemm);
     /* a library computes f32 operands only */
@@ -240,8 +239,8 @@ static void run_case_f16(const gcase_t* c, int f16, bool cancel) {
     CHECK_MSG(worst <= 1.0,
               "gemm %dx%dx%d ta %d tb %d bias %d pack %d/%d tiles %d,%d,%d,%d,%d,%d,%d,%d f16 %d%s: error %g of the "
               "limit at [%d,%d]",
-              M, N, K, c->ta, c->tb, c->bias, c->pack_t, c->pack_kbs, g.tiles.tm, g.tiles.tn, g.tiles.vw,
-              g.tiles.wx, g.tiles.wy, g.tiles.bk, g.tiles.mm, g.tiles.mn, f16, cancel ? " cancelling" : "",
+              M, N, K, c->ta, c->tb, c->bias, c->pack_t, c->pack_kbs, tiles.tm, tiles.tn, tiles.vw,
+              tiles.wx, tiles.wy, tiles.bk, tiles.mm, tiles.mn, f16, cancel ? " cancelling" : "",
               worst, wi, wj);
   }
   vt->buffer_destroy(dev, ba);
@@ -340,19 +339,19 @@ static void test_heuristic(void) {
   t = kiln_opencl_gemm_default_tiles(1, 10, 3);
   CHECK(t.tm == 1 && t.bk >= 3 && t.tn % t.vw == 0);
   /* launch covers the output with the work-group size of the tiles */
-  kiln_opencl_gemm_t g = {.M = 100, .N = 70, .K = 5, .batch = 1};
-  g.tiles = (kiln_opencl_gemm_tiles_t){8, 32, 16, 2, 1, 16, 2, 1};
+  kiln_template_gemm_t g = {.M = 100, .N = 70, .K = 5, .batch = 1};
+  kiln_opencl_gemm_tiles_t gt = {8, 32, 16, 2, 1, 16, 2, 1};
   int64_t gr[3], lo[3];
-  kiln_opencl_gemm_launch(&g, gr, lo);
+  kiln_opencl_gemm_launch(&g, &gt, gr, lo);
   CHECK(lo[0] == 2 && lo[1] == 1 && lo[2] == 1);
   CHECK(gr[0] * 2 * 32 >= 70 && gr[1] * 16 >= 100 && gr[2] == 1);
   /* bad tiles are an error, not bad code */
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  g.tiles.tn = 20;
+  gt.tn = 20;
   g.n_params = 3;
   memcpy(g.roles, "ABY", 4);
-  CHECK_ERR(kiln_opencl_gemm_print(&g, "bad", &out), KILN_INVALID_ARGUMENT, "bad tiles");
+  CHECK_ERR(kiln_opencl_gemm_print(&g, &gt, "bad", &out), KILN_INVALID_ARGUMENT, "bad tiles");
   kiln_cf_out_free(&out);
   /* tuning overrides: valid tiles replace, anything else leaves them */
   kiln_opencl_gemm_tiles_t o = {8, 32, 16, 1, 1, 128, 8, 4};

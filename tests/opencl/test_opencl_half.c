@@ -78,7 +78,8 @@ static kiln_plan_t* plan_fp16(const kiln_graph_t* g, bool fp16_arith) {
   kiln_precision_options_t pr = {.mode = KILN_PRECISION_FP16, .fp16_arith = fp16_arith};
   kiln_precision_report_t prep;
   memset(&prep, 0, sizeof prep);
-  if (!CHECK_OK(kiln_plan_fuse(plan, &rep, NULL)) || !CHECK_OK(kiln_plan_set_precision(plan, &pr, &prep))) {
+  if (!CHECK_OK(kiln_plan_fuse(plan, &rep, NULL)) || !CHECK_OK(kiln_plan_set_precision(plan, &pr, &prep)) ||
+      !CHECK_OK(choose_opencl_templates(plan, NULL))) {
     kiln_plan_destroy(plan);
     return NULL;
   }

@@ -48,12 +48,11 @@ static void check_graph(gb_t* b, const char* what, int min_templated) {
       /* without code: the plan's kernel list as it is (an OpenCL build has
        * already emitted, and conv instances shrink it); emit on it */
       bo.no_code = true;
+      const kiln_opencl_template_options_t to = {.no_gemm_template = variant == 1, .no_conv_template = variant == 1};
+      if (!CHECK_OK(choose_opencl_templates(plan, &to))) break;
       if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
       int32_t n_templ = 0, n_rebound = 0;
-      kiln_opencl_emit_options_t eo = {.no_gemm_template = variant == 1,
-                                       .no_conv_template = variant == 1,
-                                       .n_templated = &n_templ,
-                                       .n_rebound = &n_rebound};
+      kiln_opencl_emit_options_t eo = {.n_templated = &n_templ, .n_rebound = &n_rebound};
       CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo));
       if (variant == 0)
         CHECK_MSG(n_templ >= min_templated, "%s: %d GEMM template kernels, expected >= %d", what,
@@ -223,7 +222,7 @@ static void test_faults(void) {
   kiln_program_t* prog = NULL;
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
   if (!CHECK_OK(b.st) || !CHECK_OK(kiln_graph_prepare(b.g)) ||
-      !CHECK_OK(kiln_plan_build(b.g, &po, A(), &plan)) ||
+      !CHECK_OK(kiln_plan_build(b.g, &po, A(), &plan)) || !CHECK_OK(choose_opencl_templates(plan, NULL)) ||
       !CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), NULL, A(), &prog)))
     goto done;
   static const struct {

@@ -472,10 +472,13 @@ static uint64_t buf_bytes(const tir_buffer_t* b) {
   return n * kiln_dtype_size(b->dtype);
 }
 
-/* The Vulkan program of |p| (kernels, buffers, SPIR-V). Its kernel list may
- * be shorter than the plan's (a conv template replaces GEMM + crop); its
- * buffers are the plan's, one for one. */
-static kiln_status_t plan_program(const kiln_plan_t* p, kiln_program_t** out) {
+/* The Vulkan program of |p| (kernels, buffers, SPIR-V) with the Vulkan
+ * templates chosen. Its kernel list may be shorter than the plan's (a conv
+ * template replaces GEMM + crop); its buffers are the plan's, one for one. */
+static kiln_status_t plan_program(kiln_plan_t* p, kiln_program_t** out) {
+  kiln_template_set_t set;
+  kiln_spirv_templates(&set);
+  KILN_RETURN_IF_ERROR(kiln_template_choose(p, &set));
   kiln_program_build_options_t bo = {.model_name = "test"};
   return kiln_program_build(p, kiln_target_find("vulkan"), &bo, CA(), out);
 }
@@ -483,7 +486,7 @@ static kiln_status_t plan_program(const kiln_plan_t* p, kiln_program_t** out) {
 /* Runs every kernel of |p| in order on |d| (one device buffer per plan
  * memory root, aliases as views at offset 0, a barrier between kernels)
  * and reads the graph outputs into |outs| (allocated with A()). */
-static kiln_status_t run_plan(kiln_device_t* d, const kiln_plan_t* p, const kiln_array_t* feeds,
+static kiln_status_t run_plan(kiln_device_t* d, kiln_plan_t* p, const kiln_array_t* feeds,
                               kiln_array_t* outs, int32_t* out_kernels) {
   const kiln_device_vtable_t* vt = d->vt;
   kiln_program_t* prog = NULL;

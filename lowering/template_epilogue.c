@@ -1,7 +1,7 @@
-/* Fused element-wise epilogues of the GPU templates (see gpu_conv.h): the
- * graph nodes that epilogue fusion (lowering/fuse.h)
- * folded into a Conv/Gemm kernel, read back as a chain from the anchor's
- * output so the conv templates can apply them in their store.
+/* Fused element-wise epilogues of the template kernels (see template.h):
+ * the graph nodes that epilogue fusion (lowering/fuse.h) folded into a
+ * Conv/Gemm kernel, read back as a chain from the anchor's output into
+ * data (kiln_template_epi_t) that each target prints in its store.
  *
  * Only what is known exactly is accepted: element-wise ops whose semantics
  * are printed below, f32 operands that are plan buffers and broadcast along
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ir/op.h"
-#include "targets/gpu_conv.h"
+#include "lowering/template.h"
 
 static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
   if (!(b->dtype == KILN_DTYPE_F32 || (f16_ok && b->dtype == KILN_DTYPE_F16))) return false;
@@ -25,7 +25,7 @@ static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
 
 /* Broadcast strides of tensor |t| against the output [n][m][p...]. */
 static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape, int32_t rank,
-                       kiln_gpu_epi_t* e, int32_t* out_idx) {
+                       kiln_template_epi_t* e, int32_t* out_idx) {
   if (t < 0 || !plan->tensor_buffer) return false;
   const int32_t pb = plan->tensor_buffer[t];
   if (pb < 0) return false;
@@ -34,7 +34,7 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
       *out_idx = i;
       return true;
     }
-  if (e->n_operands >= KILN_GPU_EPI_MAX) return false;
+  if (e->n_operands >= KILN_TEMPLATE_EPI_MAX) return false;
   const tir_buffer_t* b = plan->buffers[pb].buf;
   if (!b || !dense_float(b, e->f16_ok) || b->rank > rank) return false;
   int64_t st[KILN_MAX_RANK], dst[KILN_MAX_RANK];
@@ -47,7 +47,7 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
     else if (b->shape[j] == 1) st[i] = 0;
     else return false;
   }
-  kiln_gpu_epi_operand_t* o = &e->operands[e->n_operands];
+  kiln_template_epi_operand_t* o = &e->operands[e->n_operands];
   const int32_t p0 = rank >= 3 ? 2 : 1;
   o->buffer = pb;
   o->sn = rank >= 3 ? st[0] : 0;
@@ -68,16 +68,16 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
   return true;
 }
 
-bool kiln_gpu_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
-                        int32_t rank, bool f16_ok, kiln_gpu_epi_t* e) {
+bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
+                        int32_t rank, bool f16_ok, kiln_template_epi_t* e) {
   memset(e, 0, sizeof *e);
   e->f16_ok = f16_ok;
   e->out_tensor = start;
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* g = plan->graph;
   const int32_t nf = kk->n_fused_nodes;
-  if (nf > KILN_GPU_EPI_MAX || rank < 2 || rank > KILN_MAX_RANK) return false;
-  bool used[KILN_GPU_EPI_MAX] = {false};
+  if (nf > KILN_TEMPLATE_EPI_MAX || rank < 2 || rank > KILN_MAX_RANK) return false;
+  bool used[KILN_TEMPLATE_EPI_MAX] = {false};
   int32_t cur = start;
   for (int32_t step = 0; step < nf; ++step) {
     int32_t pick = -1;
@@ -94,7 +94,7 @@ bool kiln_gpu_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const
     const kiln_node_t* n = &g->nodes[kk->fused_nodes[pick]];
     if ((n->domain && n->domain[0]) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
     if (g->tensors[n->outputs[0]].dtype != KILN_DTYPE_F32) return false;
-    kiln_gpu_epi_op_t* op = &e->ops[e->n_ops++];
+    kiln_template_epi_op_t* op = &e->ops[e->n_ops++];
     op->a = op->b = -1;
     const char* t = n->op_type;
     kiln_status_t s = NULL;

@@ -1,0 +1,277 @@
+/* Template kernels: the fast paths lowering chooses for a plan.
+ *
+ * The GPU targets have hand-written template kernels (GEMM, implicit-GEMM
+ * convolution, Winograd F(2x2, 3x3), depthwise convolution) that compute
+ * what some plan kernels compute, faster. Which plan kernels a template
+ * replaces, with which parameters, weight layout and fused epilogue, is
+ * decided here, once, from the graph and the plan; the targets print an
+ * instance of the template from the descriptor and never read the graph.
+ *
+ * Usage, after kiln_plan_fuse and the precision pass (both change what
+ * matches: epilogues, f16 buffers) and before the target prints the plan:
+ *   kiln_template_set_t set;
+ *   kiln_opencl_templates(NULL, &set);            (the target says what it has)
+ *   KILN_RETURN_IF_ERROR(kiln_template_choose(plan, &set));
+ *   ... kiln_program_build(plan, ...) prints plan->kernels[k].tmpl ...
+ * A plan without descriptors (no kiln_template_choose, or the CPU target)
+ * prints every kernel from its tensor IR, which is always correct.
+ *
+ * A descriptor lives on the plan kernel whose place the instance takes:
+ *   - GEMM: a MatMul/Gemm kernel (same name and parameter order);
+ *   - CONV / WINOGRAD: the crop kernel of a Conv (or its GEMM kernel when
+ *     the lowering writes Y directly); the Conv's GEMM kernel is then
+ *     MERGED into it and leaves the program, the phase split stays;
+ *   - DEPTHWISE: the lowering's direct depthwise kernel (same parameters).
+ *
+ * Thread-compatible: kiln_template_choose writes the plan; the matchers
+ * only read it. */
+#ifndef KILN_LOWERING_TEMPLATE_H_
+#define KILN_LOWERING_TEMPLATE_H_
+
+#include "lowering/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- fused element-wise epilogues (template_epilogue.c) --------------------
+ * The chain of graph nodes that fusion folded into a kernel after its
+ * anchor (Conv, Gemm, MatMul): Relu, Clip, LeakyRelu, Sigmoid and the
+ * binary Add/Sub/Mul/Div with an operand that broadcasts along the output
+ * as out[n][m][p] (n the batch/image, m the channel or row, p the position
+ * or column): strides sn, sm and sp in {0, 1}. */
+#define KILN_TEMPLATE_EPI_MAX 8
+
+typedef struct kiln_template_epi_operand_s {
+  int32_t buffer;      /* plan buffer */
+  int64_t sn, sm, sp;  /* element strides along n, m, p (0: broadcast) */
+} kiln_template_epi_operand_t;
+
+typedef struct kiln_template_epi_op_s {
+  char op;        /* 'r' Relu, 'c' Clip, 'l' LeakyRelu, 's' Sigmoid, '+', '-', '*', '/' */
+  bool swap;      /* binary: the operand is on the left (o - v, o / v) */
+  int32_t a, b;   /* operand indices (-1: none; Clip: min, max) */
+  float alpha, lo, hi; /* LeakyRelu alpha; Clip bounds from attributes */
+  bool has_lo, has_hi;
+} kiln_template_epi_op_t;
+
+typedef struct kiln_template_epi_s {
+  int32_t n_ops, n_operands;
+  kiln_template_epi_op_t ops[KILN_TEMPLATE_EPI_MAX];
+  kiln_template_epi_operand_t operands[KILN_TEMPLATE_EPI_MAX];
+  int32_t out_tensor; /* graph tensor the chain ends in */
+  bool f16_ok;        /* operands may be f16 buffers */
+} kiln_template_epi_t;
+
+/* Parses the fused nodes of plan kernel |k| as a chain starting at graph
+ * tensor |start| whose output is |shape| viewed as [N][M][P] (P the
+ * product of the dims after the second; for a rank-2 output N = 1).
+ * False when a node or an operand is outside what the templates print. */
+bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
+                             int32_t rank, bool f16_ok, kiln_template_epi_t* out);
+
+/* f32, or f16 when |f16_ok|; row-major and dense. */
+bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok);
+
+/* ---- GEMM (template_gemm.c) ------------------------------------------------ */
+
+/* One GEMM instance, Y = alpha * op(A) op(B) + beta * C. B is either plain
+ * (row-major K x N, or N x K when trans_b) or packed in panels of |pack_t|
+ * columns the way lowering/lower_nn_gemm.c lays them out: element (k, n) at
+ * (((b * nkb + k / kbs) * tiles + n / t) * kbs + k % kbs) * t + n % t. */
+typedef struct kiln_template_gemm_s {
+  int64_t M, N, K, batch;
+  int64_t sa, sb, sy;          /* batch strides in elements (0: broadcast) */
+  int64_t lda, ldb, ldy;
+  bool trans_a, trans_b;
+  int64_t pack_t, pack_kbs, pack_nkb, pack_tiles; /* pack_t 0: plain B */
+  bool has_bias;
+  int64_t bias_sm, bias_sn;
+  float alpha, beta;
+  int32_t n_params;
+  /* role per parameter: 'A', 'B', 'C' (bias), 'Y', or '-' (unused, e.g.
+   * the GEMM's own packing workspace) */
+  char roles[8];
+  bool f16[8]; /* that parameter's buffer holds f16 (storage; f32 sums) */
+} kiln_template_gemm_t;
+
+/* What a target's GEMM template computes beyond a plain f32 rank-2
+ * A[M,K] x B product (see kiln_template_set_t). */
+typedef struct kiln_template_gemm_rules_s {
+  bool f16;     /* f16 operands (storage: converted on load, f32 sums) */
+  bool batched; /* A and Y of rank > 2 (batches, B shared or one per batch) */
+  bool bias;    /* Gemm's C input (beta, broadcast along rows or columns) */
+  bool scaled;  /* Gemm's transA and alpha != 1 */
+} kiln_template_gemm_rules_t;
+
+/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue; MatMul
+ * batches that do not broadcast) whose every parameter has a known role
+ * and that |rules| allow; fills |out|. */
+bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_template_gemm_rules_t* rules,
+                              kiln_template_gemm_t* out);
+
+/* ---- implicit-GEMM convolution (template_conv.c) --------------------------- */
+
+#define KILN_TEMPLATE_CONV_MAX_TAPS 512
+#define KILN_TEMPLATE_CONV_MAX_PARAMS (5 + KILN_TEMPLATE_EPI_MAX)
+
+/* One implicit-GEMM convolution instance,
+ *   Y[b][m][p] = EPI(bias[m] + sum_{c, tap} W[m][c*T + tap] * XP[b][c][toff[tap] + q(p)]),
+ * with W the lowering's packed constant (panels of |pt| output channels, K
+ * in blocks of |kbs|: element (m, k) at
+ * (((k / kbs) * tiles + m / pt) * kbs + k % kbs) * pt + m % pt) and q(p) the
+ * grid position of output p (grid pitch q1 x q2 per depth slice; Q grid
+ * positions in all). It replaces the plan's GEMM kernel of a Conv node and,
+ * when the lowering crops the output grid, the crop kernel (with its fused
+ * epilogue) too: it runs in the crop kernel's slot and the GEMM kernel
+ * leaves the program.
+ *
+ * lowering/lower_nn_conv.c lowers a Conv ("plain GEMM" and "implicit GEMM"
+ * cases) to up to three kernels: a phase split of the input into zero-
+ * padded stride-phase planes (absent when the input is read as it is), a
+ * GEMM over those planes into an output grid (Y itself, or a flat temp
+ * with garbage columns), and a crop of the grid into Y, where fusion puts
+ * the epilogue. The phase split stays as printed (one cheap pass that
+ * gives the GEMM contiguous, guard-free rows). */
+typedef struct kiln_template_conv_s {
+  int32_t gemm_kernel, slot; /* plan kernels: the GEMM, the one whose place it takes */
+  int64_t M, Q, K, T, C, plane, batch;
+  int64_t pt, kbs, tiles; /* packed weights */
+  bool crop;
+  int64_t q1, q2, od, oh, ow;
+  bool has_bias;
+  int32_t toff[KILN_TEMPLATE_CONV_MAX_TAPS];
+  kiln_template_epi_t epi;
+  int32_t n_params;
+  /* role per parameter: 'W' weights, 'X' input planes, 'F' grid scratch,
+   * 'C' bias, 'Y' output, '0'+j epilogue operand j */
+  char roles[KILN_TEMPLATE_CONV_MAX_PARAMS + 1];
+  int32_t args[KILN_TEMPLATE_CONV_MAX_PARAMS]; /* plan buffer per parameter */
+  bool f16[KILN_TEMPLATE_CONV_MAX_PARAMS];     /* that buffer holds f16 (else f32) */
+} kiln_template_conv_t;
+
+/* True when plan kernel |k| is the GEMM kernel of a Conv node (f32,
+ * group 1, constant packed weights, not the lowering's transposed mode)
+ * whose every kernel parameter, and every parameter of its crop kernel,
+ * has a known role; fills |out|. |grid_param|: the template keeps the
+ * grid temp as a parameter ('F', scratch for partial sums) when there is
+ * a crop; without it the grid buffer leaves the program. |f16_ok|: buffers
+ * may hold f16 (storage; the template converts and accumulates in f32). */
+bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_param, bool f16_ok,
+                              kiln_template_conv_t* out);
+
+/* True when the buffer an instance would keep its partial sums in between
+ * K slices (the grid 'F' when cropped, else Y) holds f16: such an
+ * instance must keep them in a private f32 array instead (matched
+ * without the grid when cropped). */
+bool kiln_template_conv_sums_f16(const kiln_template_conv_t* c);
+
+/* True when conv instance |c| is one the Winograd F(2x2, 3x3) template
+ * computes: 3x3, stride 1, dilation 1, 2-D, a cropped grid whose planes
+ * hold the rows and columns the 4x4 patches read. */
+bool kiln_template_winograd_covers(const kiln_template_conv_t* c);
+
+/* The Winograd instance's 2x2 output tiles per image, each row of tiles
+ * padded to whole groups of four (the template's layout). */
+int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c);
+
+/* ---- depthwise convolution (template_conv.c) ------------------------------- */
+
+#define KILN_TEMPLATE_DW_MAX_TAPS 49
+
+/* One depthwise 2-D convolution instance (one input channel per group,
+ * channel multiplier MG = M / C), as the lowering computes it directly
+ * from X to Y in one kernel (lowering/lower_nn_conv.c, conv_depthwise):
+ *   Y[b][m][oh][ow] = EPI(bias[m] + sum_{kh, kw} W[m][0][kh][kw] * X[b][m / MG][ih][iw]),
+ *   ih = oh*SH + kh*DH - PH, iw = ow*SW + kw*DW - PW,
+ * taps outside X adding 0 (the template bounds-checks every tap: the plan
+ * kernel reads X itself, there is no padded copy). The template replaces
+ * just that plan kernel and keeps its parameter list: bind_* are parameter
+ * indices of the plan kernel (bind_c -1 without a bias), f16_* whether the
+ * buffer bound there holds f16 (only when the match allowed it). */
+typedef struct kiln_template_dw_s {
+  int64_t N, M, C, Mg;          /* images, output channels, input channels, outputs per group */
+  int64_t ih, iw, oh, ow;       /* input and output plane */
+  int64_t kh, kw, sh, sw, dh, dw, ph, pw; /* window (pads: the leading ones) */
+  int32_t bind_x, bind_w, bind_c, bind_y;
+  bool f16_x, f16_w, f16_c, f16_y;
+  kiln_template_epi_t epi;      /* fused chain (n_ops 0: none); operand i bound at bind_e[i] */
+  int32_t bind_e[KILN_TEMPLATE_EPI_MAX];
+  bool f16_e[KILN_TEMPLATE_EPI_MAX];
+} kiln_template_dw_t;
+
+/* True when plan kernel |k| is the direct depthwise kernel of a 2-D Conv
+ * (the node's only kernel; dense rank-4 X, W, Y; group = input channels,
+ * one input channel per group; at most KILN_TEMPLATE_DW_MAX_TAPS taps; an
+ * optional bias of M floats; indices within int32) whose every parameter
+ * has a known role and whose output does not share memory with X or an
+ * epilogue operand; fills |out| (cleared on success too).
+ * |f16_ok|: buffers may hold f16 (storage; the sums stay f32). */
+bool kiln_template_dw_match(const kiln_plan_t* plan, int32_t k, bool f16_ok, kiln_template_dw_t* out);
+
+/* ---- the descriptors on the plan (template_choose.c) ----------------------- */
+
+typedef enum kiln_template_kind_e {
+  KILN_TEMPLATE_NONE = 0,  /* printed from its tensor IR */
+  KILN_TEMPLATE_GEMM,      /* gemm */
+  KILN_TEMPLATE_CONV,      /* conv: implicit GEMM, in the slot kernel */
+  KILN_TEMPLATE_WINOGRAD,  /* conv: Winograd F(2x2, 3x3), in the slot kernel */
+  KILN_TEMPLATE_DEPTHWISE, /* dw */
+  KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
+} kiln_template_kind_t;
+
+/* What lowering chose for one plan kernel (kiln_plan_kernel_t.tmpl). */
+typedef struct kiln_template_s {
+  kiln_template_kind_t kind;
+  int32_t into;           /* MERGED: the kernel running the instance */
+  /* CONV: W is re-laid out in the order the micro-kernel reads it (the
+   * weights are the conv's own); WINOGRAD always transforms them (U = G g
+   * G^T). The target derives the new constant from the packed one. */
+  bool weights_tiled;
+  /* CONV with a grid parameter: partial sums between K slices stay in a
+   * private f32 array (the instance was matched without the grid) */
+  bool psum_private;
+  kiln_template_gemm_t gemm;
+  kiln_template_conv_t conv; /* CONV, WINOGRAD */
+  kiln_template_dw_t dw;
+} kiln_template_t;
+
+/* The templates a target has and the rules it measured for them; the
+ * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
+ * never names a target. All false: no templates. */
+typedef struct kiln_template_set_s {
+  bool gemm;
+  kiln_template_gemm_rules_t gemm_rules;
+  bool conv;
+  /* a cropped instance keeps the grid as its 'F' parameter, where partial
+   * sums between K slices may go (else it is matched without it) */
+  bool conv_grid;
+  /* with conv_grid: partial sums stay private anyway (they always do when
+   * the grid holds f16) */
+  bool conv_private_sums;
+  /* the conv's own weights are re-laid out for the template */
+  bool conv_tiled_weights;
+  /* Winograd where it covers, the weights are tiled and, with |tiles| its
+   * 2x2 tiles per image (kiln_template_winograd_tiles), C >= min_channels,
+   * M >= min_channels and (tiles >= min_tiles or C * M >= min_work) */
+  bool winograd;
+  int64_t winograd_min_channels, winograd_min_tiles, winograd_min_work;
+  /* depthwise where the larger stride is >= depthwise_min_stride, or the
+   * input is f16 and depthwise_f16_any_stride */
+  bool depthwise;
+  int64_t depthwise_min_stride;
+  bool depthwise_f16_any_stride;
+} kiln_template_set_t;
+
+/* Chooses a template for every kernel of |plan| that |set| has one for
+ * and sets plan->kernels[k].tmpl (descriptors from the plan's arena;
+ * kernels without one get NULL, earlier choices are replaced). Run after
+ * fusion and the precision pass; neither may run after it. Errors:
+ * INTERNAL when a conv matched with its grid does not match without it,
+ * OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t* set);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/* The template choice (see template.h): for every plan kernel, the fast
+ * path the target's template set allows, decided once here so that the
+ * targets print descriptors instead of re-matching the plan.
+ *
+ * The rules are the targets' measurements, handed in as data
+ * (kiln_template_set_t): where Winograd beats the implicit-GEMM conv,
+ * where the depthwise template beats the printed kernel, whether partial
+ * sums stay private. A kernel no template takes keeps its tensor IR,
+ * which is always correct. */
+#include <string.h>
+
+#include "lowering/template.h"
+
+/* True when no kernel but the instance's GEMM (and no model output) reads
+ * its weight constant, so the constant may be re-laid out for it. */
+static bool weights_private(const kiln_plan_t* plan, const kiln_template_conv_t* c) {
+  int32_t w = -1;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') w = kiln_plan_root(plan, c->args[j]);
+  if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST ||
+      (plan->buffers[w].buf->dtype != KILN_DTYPE_F32 && plan->buffers[w].buf->dtype != KILN_DTYPE_F16))
+    return false;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    if (k == c->gemm_kernel) continue;
+    for (int32_t a = 0; a < plan->kernels[k].func->n_params; ++a)
+      if (kiln_plan_root(plan, plan->kernels[k].args[a]) == w) return false;
+  }
+  for (int32_t i = 0; i < plan->graph->n_outputs; ++i)
+    if (kiln_plan_root(plan, plan->outputs[i]) == w) return false;
+  return true;
+}
+
+static bool winograd_wins(const kiln_template_set_t* set, const kiln_template_conv_t* c) {
+  const int64_t tiles = kiln_template_winograd_tiles(c);
+  return c->C >= set->winograd_min_channels && c->M >= set->winograd_min_channels &&
+         (tiles >= set->winograd_min_tiles || c->C * c->M >= set->winograd_min_work);
+}
+
+static bool depthwise_wins(const kiln_template_set_t* set, const kiln_template_dw_t* d) {
+  const int64_t stride = d->sh > d->sw ? d->sh : d->sw;
+  return stride >= set->depthwise_min_stride || (set->depthwise_f16_any_stride && d->f16_x);
+}
+
+/* Kernel |k| of |plan| as the conv instance *t (matched with the grid
+ * when the set keeps it): its weight layout, Winograd or not, and where
+ * its partial sums go. f16 buffers are storage only: the templates
+ * convert on load and store and sum in f32. */
+static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+                                 kiln_template_t* t) {
+  t->kind = KILN_TEMPLATE_CONV;
+  t->weights_tiled = set->conv_tiled_weights && weights_private(plan, &t->conv);
+  /* Winograd transforms the weights (so they must be the conv's own) and
+   * keeps no partial sums in the grid, which leaves the program */
+  kiln_template_conv_t nogrid;
+  if (set->winograd && t->weights_tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
+      kiln_template_conv_match(plan, k, false, true, &nogrid)) {
+    t->kind = KILN_TEMPLATE_WINOGRAD;
+    t->conv = nogrid;
+  } else if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
+    /* Partial sums between K slices stay f32 in a private array and the
+     * grid leaves the program. Where the grid they would go through holds
+     * f16 this is a must (rounding each slice's sum would add an error
+     * growing with K); an f32 grid may keep the memory path. */
+    if (!kiln_template_conv_match(plan, k, false, true, &nogrid))
+      return kiln_make_status(KILN_INTERNAL, "templates: conv '%s' matched with its grid, not without",
+                              plan->kernels[k].func->name);
+    t->psum_private = true;
+    t->conv = nogrid;
+  }
+  return NULL;
+}
+
+static kiln_status_t place(kiln_plan_t* plan, int32_t k, const kiln_template_t* t) {
+  kiln_template_t* d = kiln_arena_alloc(&plan->tir.arena, sizeof *d);
+  if (!d) return kiln_make_status(KILN_OUT_OF_MEMORY, "templates: kernel '%s'", plan->kernels[k].func->name);
+  *d = *t;
+  plan->kernels[k].tmpl = d;
+  return NULL;
+}
+
+kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t* set) {
+  if (!plan || !set) return kiln_make_status(KILN_INVALID_ARGUMENT, "templates: NULL plan or template set");
+  for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  if (!plan->graph) return NULL;
+  kiln_template_t* t = NULL;
+  kiln_status_t s = kiln_allocator_malloc(plan->allocator, sizeof *t, "templates", (void**)&t);
+  for (int32_t k = 0; k < plan->n_kernels && !s; ++k) {
+    if (plan->kernels[k].tmpl) continue; /* a conv instance's slot */
+    memset(t, 0, sizeof *t);
+    int32_t at = k;
+    if (set->gemm && kiln_template_gemm_match(plan, k, &set->gemm_rules, &t->gemm)) {
+      t->kind = KILN_TEMPLATE_GEMM;
+    } else if (set->conv && kiln_template_conv_match(plan, k, set->conv_grid, true, &t->conv)) {
+      s = choose_conv(plan, k, set, t);
+      /* the instance runs in the crop kernel's place; the GEMM goes */
+      at = t->conv.slot;
+      if (!s && at != k) s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at});
+    } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
+      t->kind = KILN_TEMPLATE_DEPTHWISE;
+    }
+    if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t);
+  }
+  kiln_allocator_free(plan->allocator, t);
+  if (s)
+    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  return s;
+}
