@@ -20,11 +20,15 @@ static const kiln_device_api_t* const apis[] = {
 
 enum { N_APIS = (int)(sizeof apis / sizeof apis[0]) };
 
+int32_t kiln_device_api_index(const char* name) {
+  for (int i = 0; name && i < N_APIS; ++i)
+    if (!strcmp(apis[i]->name, name)) return i;
+  return -1;
+}
+
 const kiln_device_api_t* kiln_device_api_find(const char* name) {
-  if (!name) return NULL;
-  for (int i = 0; i < N_APIS; ++i)
-    if (!strcmp(apis[i]->name, name)) return apis[i];
-  return NULL;
+  int32_t i = kiln_device_api_index(name);
+  return i < 0 ? NULL : apis[i];
 }
 
 int32_t kiln_device_api_count(void) { return N_APIS; }

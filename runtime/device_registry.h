@@ -64,6 +64,11 @@ typedef struct kiln_device_api_s {
 /* The API named |name| (exact match), NULL when this build has none. */
 const kiln_device_api_t* kiln_device_api_find(const char* name);
 
+/* Its position in the registry, -1 when this build has none. The
+ * compiler's target table (targets/registry.c) is built from the same list
+ * in the same order, so a target and its device share the index. */
+int32_t kiln_device_api_index(const char* name);
+
 /* Registered APIs in registration order (the CPU first). */
 int32_t kiln_device_api_count(void);
 const kiln_device_api_t* kiln_device_api_at(int32_t i);
