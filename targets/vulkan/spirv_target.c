@@ -436,7 +436,7 @@ static kiln_status_t conv_source(const kiln_template_conv_t* c, const char* name
 
 /* ---- the depthwise convolution ------------------------------------------- */
 
-/* The lowering's direct depthwise kernel (kiln_template_dw_match, gpu_conv.h):
+/* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
 static kiln_status_t dw_source(const kiln_template_dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
