@@ -31,7 +31,7 @@
 #include "lowering/plan.h"
 #include "compiler/compare.h"
 #include "runtime/vulkan/vulkan_device.h"
-#include "targets/vulkan/spirv_target.h"
+#include "targets/vulkan/vulkan_target.h"
 
 static double now_s(void) {
   struct timespec ts;

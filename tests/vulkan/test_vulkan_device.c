@@ -30,7 +30,7 @@
 #include "compiler/ref_exec.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "targets/program_build.h"
-#include "targets/vulkan/spirv_target.h"
+#include "targets/vulkan/vulkan_target.h"
 #include "testing.h"
 
 #define F32 KILN_DTYPE_F32

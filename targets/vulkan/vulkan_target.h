@@ -33,8 +33,8 @@
  * validator message (and the GLSL line it points at); OUT_OF_MEMORY.
  * Thread-safe (no global state; each call makes its own compiler).
  */
-#ifndef KILN_TARGETS_VULKAN_SPIRV_TARGET_H_
-#define KILN_TARGETS_VULKAN_SPIRV_TARGET_H_
+#ifndef KILN_TARGETS_VULKAN_VULKAN_TARGET_H_
+#define KILN_TARGETS_VULKAN_VULKAN_TARGET_H_
 
 #include "lowering/template.h"
 #include "runtime/program.h"
@@ -100,4 +100,4 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
 #ifdef __cplusplus
 }
 #endif
-#endif /* KILN_TARGETS_VULKAN_SPIRV_TARGET_H_ */
+#endif /* KILN_TARGETS_VULKAN_VULKAN_TARGET_H_ */

@@ -1,0 +1,97 @@
+/* The implicit-GEMM convolution shader (kernels/vulkan/conv.comp): tiles
+ * and the GLSL of an instance from lowering's conv descriptor. */
+#include "targets/vulkan/vulkan_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
+  kiln_spirv_gemm_tiles_t t;
+  const char* env = getenv("KILN_SPIRV_CONV_TILES");
+  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
+      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
+    return t;
+  return kiln_spirv_gemm_default_tiles(M, Q);
+}
+
+kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,
+                                 int64_t groups[3], int64_t local[3], int64_t* out_trips) {
+  kiln_spirv_gemm_tiles_t t = kiln_spirv_conv_default_tiles(c->M, c->Q);
+  const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
+  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 ||
+      (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': tiles %dx%dx%d / %dx%d do not divide", name,
+                            t.tm, t.tn, t.tk, t.rm, t.rn);
+  const int64_t cp = c->od * c->oh * c->ow;
+  if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * (c->crop ? cp : c->Q) > INT32_MAX ||
+      c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': %lld x %lld x %lld does not fit 32-bit indices",
+                            name, (long long)c->M, (long long)c->Q, (long long)c->K);
+  /* the header goes after the #version and #extension lines (directives
+   * that must come before any declaration) */
+  const char* nl = strstr(kiln_vk_conv, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/conv.comp has no #extension line");
+  int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
+  const char* type[4] = {"float", "float", "float", "float"};
+  bool f16 = false;
+  for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
+  kiln_vulkan_sb_t b = {0};
+  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_conv) + 1, kiln_vk_conv);
+  if (f16)
+    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
+            (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j];
+    const char* at = strchr("WXCY", r);
+    if (at) {
+      bind[at - "WXCY"] = j;
+      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
+      kiln_vulkan_sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
+                (int)j, r, c->f16[j] ? "float16_t" : "float", r);
+    } else {
+      free(b.p);
+      return kiln_make_status(KILN_INTERNAL, "conv '%s': parameter %d has role '%c'", name, (int)j, r);
+    }
+  }
+  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0)) {
+    free(b.p);
+    return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
+  }
+  kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
+            type[3]);
+  kiln_vulkan_sb_printf(&b,
+            "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
+            "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"
+            "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"
+            "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
+            "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
+            "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n",
+            bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
+            (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
+            (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
+            (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
+            t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0);
+  kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
+  for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
+  kiln_vulkan_sb_printf(&b, ");\n");
+  kiln_vulkan_epi_print(&b, &c->epi);
+  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "conv '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  *out_trips = kiln_vulkan_trips_tiled(c->K, &t, false);
+  groups[0] = (c->Q + t.tn - 1) / t.tn;
+  groups[1] = (c->M + t.tm - 1) / t.tm;
+  groups[2] = c->batch > 0 ? c->batch : 1;
+  local[0] = lx;
+  local[1] = ly;
+  local[2] = 1;
+  return NULL;
+}

@@ -1,0 +1,59 @@
+/* The depthwise convolution shader (kernels/vulkan/depthwise.comp): the
+ * GLSL of an instance from lowering's depthwise descriptor. */
+#include "targets/vulkan/vulkan_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
+ * the kernel keeps its parameters, the shader takes its place
+ * (kernels/vulkan/depthwise.comp). */
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, const char* name, char** out_glsl, int64_t groups[3],
+                               int64_t local[3]) {
+  const char* nl = strstr(kiln_vk_depthwise, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
+  bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
+  const int wg = 64;
+  kiln_vulkan_sb_t b = {0};
+  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_depthwise) + 1, kiln_vk_depthwise);
+  if (f16)
+    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n", name, (long long)d->M,
+            (long long)d->kh, (long long)d->kw);
+#define DW_T(f) ((f) ? "float16_t" : "float")
+  kiln_vulkan_sb_printf(&b, "#define TX %s\n#define TW %s\n#define TC %s\n#define TY %s\n", DW_T(d->f16_x), DW_T(d->f16_w),
+            DW_T(d->f16_c), DW_T(d->f16_y));
+  for (int32_t i = 0; i < d->epi.n_operands; ++i)
+    kiln_vulkan_sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%d { %s e%d[]; };\n",
+              (int)d->bind_e[i], (int)i, DW_T(d->f16_e[i]), (int)i);
+#undef DW_T
+  kiln_vulkan_sb_printf(&b,
+            "#define BIND_X %d\n#define BIND_W %d\n#define BIND_C %d\n#define BIND_Y %d\n"
+            "#define CN %lld\n#define CM %lld\n#define CC %lld\n#define MG %lld\n"
+            "#define IH %lld\n#define IW %lld\n#define OH %lld\n#define OW %lld\n"
+            "#define KH %lld\n#define KW %lld\n#define SH %lld\n#define SW %lld\n"
+            "#define DH %lld\n#define DW %lld\n#define PH %lld\n#define PW %lld\n"
+            "#define CHAS_BIAS %d\n#define WG %d\n",
+            (int)d->bind_x, (int)d->bind_w, d->bind_c < 0 ? 0 : (int)d->bind_c, (int)d->bind_y, (long long)d->N,
+            (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
+            (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
+            (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
+            d->bind_c >= 0 ? 1 : 0, wg);
+  kiln_vulkan_epi_print(&b, &d->epi);
+  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  groups[0] = (d->oh * d->ow + wg - 1) / wg;
+  groups[1] = d->N * d->M;
+  groups[2] = 1;
+  local[0] = wg;
+  local[1] = local[2] = 1;
+  return NULL;
+}

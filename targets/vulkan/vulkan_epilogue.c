@@ -1,0 +1,78 @@
+/* Shader text: a growing buffer for the headers the templates get, and
+ * the fused element-wise epilogue (lowering's kiln_template_epi_t) printed
+ * as the GLSL the conv and depthwise shaders apply in their stores. */
+#include "targets/vulkan/vulkan_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->oom = true;
+      return;
+    }
+    if (b->p && b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+    char* q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+}
+
+static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
+  kiln_vulkan_sb_printf(b, "float(e%d[(b) * %lld + (m) * %lld%s])", (int)i, (long long)o->sn, (long long)o->sm,
+            o->sp ? " + (p)" : "");
+}
+
+static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool lower) {
+  kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
+  if (operand >= 0) epi_operand(b, e, operand);
+  else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
+  kiln_vulkan_sb_printf(b, ");");
+}
+
+/* "#define KC_EPI(v, b, m, p) ..." in GLSL. */
+void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
+  kiln_vulkan_sb_printf(b, "#define KC_EPI(v, b, m, p) {");
+  for (int32_t i = 0; i < e->n_ops; ++i) {
+    const kiln_template_epi_op_t* op = &e->ops[i];
+    switch (op->op) {
+      case 'r': kiln_vulkan_sb_printf(b, " v = max(v, 0.0);"); break;
+      case 's': kiln_vulkan_sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
+      case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
+      case 'c':
+        /* an infinite attribute bound clips nothing */
+        if (op->a >= 0 || (op->has_lo && !isinf(op->lo))) epi_bound(b, e, op->a, op->lo, true);
+        if (op->b >= 0 || (op->has_hi && !isinf(op->hi))) epi_bound(b, e, op->b, op->hi, false);
+        break;
+      default:
+        if (op->swap) {
+          kiln_vulkan_sb_printf(b, " v = ");
+          epi_operand(b, e, op->a);
+          kiln_vulkan_sb_printf(b, " %c v;", op->op);
+        } else {
+          kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
+          epi_operand(b, e, op->a);
+          kiln_vulkan_sb_printf(b, ";");
+        }
+        break;
+    }
+  }
+  kiln_vulkan_sb_printf(b, " }\n");
+}

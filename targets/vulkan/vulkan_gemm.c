@@ -1,0 +1,89 @@
+/* The tiled GEMM shader (kernels/vulkan/gemm.comp): tiles, the GLSL of an
+ * instance, and the shader's view of lowering's GEMM descriptor. */
+#include "targets/vulkan/vulkan_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
+  kiln_spirv_gemm_tiles_t t;
+  const char* env = getenv("KILN_SPIRV_GEMM_TILES");
+  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
+      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
+    return t;
+  /* 8 x 8 threads, each with up to 8 x 8 outputs in registers: the
+   * register tile does the reuse, so few threads wait at each barrier
+   * (lavapipe runs a work-group's threads as coroutines). */
+  t.shared = 1;
+  t.tm = M >= 64 ? 64 : M >= 32 ? 32 : 16;
+  t.tn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
+  t.tk = 16;
+  t.rm = t.tm / 8;
+  t.rn = t.tn / 8;
+  return t;
+}
+
+kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl, int64_t groups[3],
+                                     int64_t local[3]) {
+  kiln_spirv_gemm_tiles_t t = g->tiles;
+  if (t.tm == 0) t = kiln_spirv_gemm_default_tiles(g->M, g->N);
+  if (t.tm <= 0 || t.tn <= 0 || t.tk <= 0 || t.rm <= 0 || t.rn <= 0 || t.tm % t.rm || t.tn % t.rn)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d do not divide",
+                            t.tm, t.tn, t.tk, t.rm, t.rn);
+  int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
+  if (nt > 1024 || (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "gemm tiles %dx%dx%d / %dx%d: %lld threads do not split the tiles", t.tm,
+                            t.tn, t.tk, t.rm, t.rn, (long long)nt);
+  if (g->M <= 0 || g->N <= 0 || g->K <= 0 || g->M * g->K > INT32_MAX || g->K * g->N > INT32_MAX ||
+      g->M * g->N > INT32_MAX || (uint32_t)g->b_mode > 2)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm %lldx%lldx%lld (mode %d) does not fit the shader",
+                            (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode);
+  const char* nl = strchr(kiln_vk_gemm, '\n');
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
+  bool even = g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
+  char defs[700];
+  int dl = snprintf(defs, sizeof defs,
+                    "#define M %lld\n#define N %lld\n#define K %lld\n#define B_MODE %d\n"
+                    "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
+                    "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
+                    "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
+                    "#define SHARED %d\n#define EVEN %d\n",
+                    (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
+                    (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
+                    (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
+                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0, even ? 1 : 0);
+  size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
+  size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;
+  char* s = malloc(n);
+  if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
+  memcpy(s, kiln_vk_gemm, head);
+  memcpy(s + head, defs, (size_t)dl);
+  memcpy(s + head + dl, kiln_vk_gemm + head, kiln_vk_gemm_len - head);
+  s[n - 1] = 0;
+  *out_glsl = s;
+  groups[0] = (g->N + t.tn - 1) / t.tn;
+  groups[1] = (g->M + t.tm - 1) / t.tm;
+  groups[2] = 1;
+  local[0] = lx;
+  local[1] = ly;
+  local[2] = 1;
+  return NULL;
+}
+
+/* The shader's view of a GEMM descriptor (kiln_spirv_templates allows only
+ * f32 rank-2 A [M,K] and Y, no bias, no alpha, no transA): B plain,
+ * transposed or in the lowering's packed panels; bindings are the kernel's
+ * parameter indices. */
+kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
+  kiln_spirv_gemm_t g = {.M = t->M, .N = t->N, .K = t->K};
+  g.b_mode = t->pack_t ? 2 : t->trans_b ? 1 : 0;
+  if (t->pack_t) g.pt = t->pack_t, g.ptiles = t->pack_tiles, g.pkbs = t->pack_kbs;
+  for (int32_t j = 0; j < t->n_params; ++j) {
+    if (t->roles[j] == 'A') g.bind_a = j;
+    if (t->roles[j] == 'B') g.bind_b = j;
+    if (t->roles[j] == 'Y') g.bind_c = j;
+  }
+  return g;
+}

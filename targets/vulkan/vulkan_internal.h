@@ -1,0 +1,92 @@
+/* Private parts of the Vulkan target, shared by its files (the same shape
+ * as targets/opencl/):
+ *   vulkan_target.c     plan -> GLSL per kernel -> one SPIR-V blob per
+ *                       kernel in the program; the template set; the
+ *                       registry entry
+ *   vulkan_compile.c    GLSL -> SPIR-V with libshaderc, checked by SPIRV-Tools
+ *   vulkan_trips.c      loop iterations per invocation (lavapipe's limit)
+ *   vulkan_gemm.c       the tiled GEMM shader's instances (kernels/vulkan/gemm.comp)
+ *   vulkan_conv.c       the implicit-GEMM conv shader's (kernels/vulkan/conv.comp)
+ *   vulkan_depthwise.c  the depthwise shader's (kernels/vulkan/depthwise.comp)
+ *   vulkan_epilogue.c   shader header text and the fused epilogue as GLSL
+ * Instances are printed from lowering's template descriptors
+ * (lowering/template.h); nothing here reads the graph. */
+#ifndef KILN_TARGETS_VULKAN_INTERNAL_H_
+#define KILN_TARGETS_VULKAN_INTERNAL_H_
+
+#include <shaderc/shaderc.h>
+
+#include "lowering/template.h"
+#include "targets/vulkan/vulkan_target.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The shaders of kernels/vulkan/, embedded at build time. */
+extern const char kiln_vk_gemm[];
+extern const size_t kiln_vk_gemm_len;
+extern const char kiln_vk_conv[];
+extern const size_t kiln_vk_conv_len;
+extern const char kiln_vk_depthwise[];
+extern const size_t kiln_vk_depthwise_len;
+
+/* ---- vulkan_compile.c ---------------------------------------------------- */
+
+/* One compiler + options per emit (shaderc objects are not thread-safe to
+ * share while compiling, and creation is cheap next to a compile). */
+typedef struct kiln_vulkan_cc_s {
+  shaderc_compiler_t compiler;
+  shaderc_compile_options_t opts;
+} kiln_vulkan_cc_t;
+
+/* OUT_OF_MEMORY when shaderc cannot start. */
+kiln_status_t kiln_vulkan_cc_init(kiln_vulkan_cc_t* c);
+void kiln_vulkan_cc_free(kiln_vulkan_cc_t* c);
+/* Compiles and validates shader |name|; on success *out_blob (|al|) holds
+ * the SPIR-V words. Errors quote the failing GLSL line and the log. */
+kiln_status_t kiln_vulkan_cc_compile(kiln_vulkan_cc_t* c, const char* name, const char* glsl, kiln_allocator_t al,
+                                     uint8_t** out_blob, uint64_t* out_len);
+
+/* ---- vulkan_trips.c ------------------------------------------------------ */
+
+/* Loop iterations one invocation of a printed kernel runs (an upper
+ * estimate: every loop not bound to an id, a branch's longer side). */
+int64_t kiln_vulkan_trips_of(const tir_stmt_t* st);
+/* The same for the shared-memory tiled shaders over K (|k_unrolled|: the
+ * TK steps are unrolled, as in gemm.comp). */
+int64_t kiln_vulkan_trips_tiled(int64_t K, const kiln_spirv_gemm_tiles_t* t, bool k_unrolled);
+
+/* ---- vulkan_gemm.c ------------------------------------------------------- */
+
+/* The shader's view of a GEMM descriptor. */
+kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t);
+
+/* ---- vulkan_epilogue.c --------------------------------------------------- */
+
+/* Growing text for a shader header (malloc; *oom on failure). */
+typedef struct kiln_vulkan_sb_s {
+  char* p;
+  size_t len, cap;
+  bool oom;
+} kiln_vulkan_sb_t;
+
+void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The epilogue as GLSL: a macro the shaders apply to each stored value. */
+void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
+
+/* ---- vulkan_conv.c, vulkan_depthwise.c ------------------------------------ */
+
+/* The GLSL of a conv instance (malloc'd; caller frees) with its launch
+ * geometry and loop trips per invocation. */
+kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,
+                                      int64_t groups[3], int64_t local[3], int64_t* out_trips);
+/* The GLSL of a depthwise instance (malloc'd; caller frees) with its
+ * launch geometry. */
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, const char* name, char** out_glsl,
+                                    int64_t groups[3], int64_t local[3]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TARGETS_VULKAN_INTERNAL_H_ */

@@ -1,0 +1,272 @@
+/* kiln SPIR-V target: print GLSL per kernel, compile with libshaderc,
+ * validate with SPIRV-Tools, store one blob per kernel in the program.
+ *
+ * Why: the printer's canonical form (kernel named KILN_KERNEL, buffers and
+ * variables renumbered) is the dedup key, so the many identical elementwise
+ * kernels of a model compile once. Validation runs on every blob although
+ * shaderc's output is normally valid: it is the one check between kiln's
+ * printer and a driver that may crash on bad SPIR-V. */
+#include "targets/vulkan/vulkan_target.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "targets/cfamily/printer.h"
+#include "targets/gpu_bind.h"
+#include "targets/gpu_conv.h"
+#include "targets/registry.h"
+#include "targets/vulkan/vulkan_internal.h"
+
+
+void kiln_spirv_templates(kiln_template_set_t* out) {
+  const char* no_gemm = getenv("KILN_SPIRV_NO_GEMM");
+  const char* no_conv = getenv("KILN_SPIRV_NO_CONV");
+  const bool conv = !(no_conv && !strcmp(no_conv, "1"));
+  /* gemm.comp reads plain f32 rank-2 operands; conv.comp keeps its partial
+   * sums in registers (no grid) and reads the lowering's packed weights;
+   * depthwise.comp takes every depthwise kernel it matches */
+  *out = (kiln_template_set_t){.gemm = !(no_gemm && !strcmp(no_gemm, "1")),
+                               .conv = conv,
+                               .depthwise = conv,
+                               .depthwise_min_stride = 1};
+}
+
+/* ---- emit --------------------------------------------------------------- */
+
+typedef struct unit_s {
+  char* text;     /* GLSL (malloc) */
+  uint64_t hash;
+  int32_t first;  /* first kernel with the same text, or itself */
+} unit_t;
+
+static uint64_t hash_str(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Per parameter: restrict unless another parameter of the kernel shares its
+ * memory root or it is half of the kernel's in-place pair (the memory
+ * planner may then give both one address). */
+static void noalias_of(const kiln_plan_t* plan, const kiln_program_kernel_t* pk,
+                       const kiln_plan_kernel_t* k, bool* out) {
+  int32_t n = k->func->n_params;
+  for (int32_t i = 0; i < n; ++i) {
+    out[i] = true;
+    int32_t ri = kiln_plan_root(plan, k->args[i]);
+    for (int32_t j = 0; j < n; ++j)
+      if (j != i && kiln_plan_root(plan, k->args[j]) == ri) out[i] = false;
+    if (pk->inplace_in == i || pk->inplace_out == i) out[i] = false;
+  }
+}
+
+kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
+  if (!plan || !prog) return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: NULL plan or program");
+  if (prog->n_kernels != plan->n_kernels)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: program has %d kernels, plan %d",
+                            (int)prog->n_kernels, (int)plan->n_kernels);
+  kiln_allocator_t al = prog->allocator;
+  int32_t nk = plan->n_kernels;
+  bool no_bind = getenv("KILN_SPIRV_NO_BIND") && strcmp(getenv("KILN_SPIRV_NO_BIND"), "1") == 0;
+  /* Rebound kernels live in a context of our own; its ids continue the
+   * plan's so printed names never collide with the plan's. */
+  tir_ctx_t ctx;
+  tir_ctx_init(&ctx, al);
+  ctx.next_var_id = plan->tir.next_var_id;
+  ctx.next_buffer_id = plan->tir.next_buffer_id;
+  unit_t* units = calloc((size_t)nk + 1, sizeof *units);
+  int64_t(*dims)[6] = calloc((size_t)nk + 1, sizeof *dims);
+  int32_t* keep = calloc((size_t)nk + 1, sizeof *keep);
+  int64_t* trips = calloc((size_t)nk + 1, sizeof *trips);
+  uint8_t** blobs = NULL;
+  uint64_t* lens = NULL;
+  char* text = NULL;
+  kiln_status_t s = NULL;
+  kiln_vulkan_cc_t cc;
+  bool cc_ok = false;
+  if (!units || !dims || !keep || !trips) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: %d kernels", (int)nk);
+    goto done;
+  }
+  if ((s = kiln_allocator_malloc(al, sizeof(uint8_t*) * (size_t)(nk + 1), "SPIR-V blobs", (void**)&blobs)) ||
+      (s = kiln_allocator_malloc(al, sizeof(uint64_t) * (size_t)(nk + 1), "SPIR-V blobs", (void**)&lens)))
+    goto done;
+  memset(blobs, 0, sizeof(uint8_t*) * (size_t)(nk + 1));
+  if ((s = kiln_vulkan_cc_init(&cc))) goto done;
+  cc_ok = true;
+
+  /* Print every kernel (canonical text), find duplicates. */
+  size_t total = 0;
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const kiln_plan_kernel_t* pk = &plan->kernels[k];
+    const char* name = pk->func->name;
+    const kiln_template_t* t = pk->tmpl;
+    const kiln_template_kind_t kind = t ? t->kind : KILN_TEMPLATE_NONE;
+    if (kind == KILN_TEMPLATE_MERGED) continue; /* leaves the program (kiln_gpu_conv_rewrite) */
+    if (kind == KILN_TEMPLATE_WINOGRAD) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: kernel '%s': no Winograd template (kiln_spirv_templates)",
+                           name);
+      break;
+    }
+    if (kind == KILN_TEMPLATE_CONV) {
+      /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
+      s = kiln_vulkan_conv_source(&t->conv, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
+      s = kiln_vulkan_dw_source(&t->dw, name, &units[k].text, dims[k], dims[k] + 3);
+      trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_GEMM) {
+      const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
+      s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
+      const kiln_spirv_gemm_tiles_t gt = g.tiles.tm ? g.tiles : kiln_spirv_gemm_default_tiles(g.M, g.N);
+      trips[k] = kiln_vulkan_trips_tiled(g.K, &gt, true);
+      if (s) break;
+    } else {
+      bool noalias[256];
+      bool* na = noalias;
+      if (pk->func->n_params > 256 &&
+          !(na = malloc(sizeof(bool) * (size_t)pk->func->n_params))) {
+        s = kiln_make_status(KILN_OUT_OF_MEMORY, "spirv: kernel '%s'", name);
+        break;
+      }
+      noalias_of(plan, &prog->kernels[k], pk, na);
+      /* CPU-style PARALLEL loops onto work-groups x invocations: lavapipe
+       * runs an invocation per SIMD lane and groups on its threads. */
+      const tir_func_t* f = pk->func;
+      const tir_func_t* bound = NULL;
+      if (!no_bind) {
+        kiln_gpu_bind_t how = {.small_extent = 8, .lanes = 64};
+        s = kiln_gpu_bind_parallel(&ctx, f, &how, &bound);
+        if (s) {
+          if (na != noalias) free(na);
+          s = kiln_status_annotate(s, "spirv: kernel '%s'", name);
+          break;
+        }
+        if (bound) f = bound;
+      }
+      kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true};
+      kiln_cf_out_t out;
+      kiln_cf_out_init(&out);
+      s = kiln_cf_print_kernel(&kiln_cf_dialect_glsl, f, &info, &out);
+      if (na != noalias) free(na);
+      if (s) {
+        kiln_cf_out_free(&out);
+        s = kiln_status_annotate(s, "spirv");
+        break;
+      }
+      units[k].text = out.data; /* ownership moves (malloc'd by the printer) */
+      kiln_cf_launch_dims(f, dims[k], dims[k] + 3);
+      trips[k] = kiln_vulkan_trips_of(f->body);
+    }
+  }
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const char* name = plan->kernels[k].func->name;
+    units[k].first = k;
+    if (!units[k].text) continue; /* gone */
+    units[k].hash = hash_str(units[k].text);
+    units[k].first = k;
+    for (int32_t j = 0; j < k; ++j)
+      if (units[j].text && units[j].first == j && units[j].hash == units[k].hash &&
+          strcmp(units[j].text, units[k].text) == 0) {
+        units[k].first = j;
+        break;
+      }
+    total += strlen(units[k].text) + strlen(name) + 64;
+  }
+  /* Compile the distinct shaders; duplicates get copies of the blob. */
+  for (int32_t k = 0; !s && k < nk; ++k) {
+    const char* name = plan->kernels[k].func->name;
+    if (!units[k].text) continue;
+    if (units[k].first == k) {
+      s = kiln_vulkan_cc_compile(&cc, name, units[k].text, al, &blobs[k], &lens[k]);
+      if (s) {
+        s = kiln_status_annotate(s, "spirv");
+        break;
+      }
+    } else {
+      int32_t j = units[k].first;
+      void* m = NULL;
+      if ((s = kiln_allocator_malloc(al, lens[j], "SPIR-V blob", &m))) break;
+      memcpy(m, blobs[j], lens[j]);
+      blobs[k] = m;
+      lens[k] = lens[j];
+    }
+  }
+  if (!s) s = kiln_allocator_malloc(al, total + 1, "GLSL text", (void**)&text);
+  if (s) goto done;
+  size_t len = 0;
+  for (int32_t k = 0; k < nk; ++k) {
+    if (!units[k].text) continue;
+    int w = snprintf(text + len, total + 1 - len, "// ---- kernel %s%s%s ----\n", plan->kernels[k].func->name,
+                     units[k].first != k ? " = " : "",
+                     units[k].first != k ? plan->kernels[units[k].first].func->name : "");
+    len += (size_t)w;
+    size_t l = strlen(units[k].text);
+    memcpy(text + len, units[k].text, l);
+    len += l;
+  }
+  text[len] = 0;
+  /* Conv instances change the kernel list: blobs and launch sizes follow. */
+  int32_t nkept = nk;
+  if (kiln_gpu_conv_any(plan)) {
+    if ((s = kiln_gpu_conv_rewrite(prog, plan, keep))) goto done;
+    nkept = prog->n_kernels;
+    for (int32_t o = 0; o < nkept; ++o) {
+      const int32_t k = keep[o];
+      if (k == o) continue;
+      blobs[o] = blobs[k];
+      lens[o] = lens[k];
+      blobs[k] = NULL;
+      memcpy(dims[o], dims[k], sizeof dims[o]);
+      trips[o] = trips[k];
+    }
+  }
+  /* Commit. */
+  for (int32_t i = 0; prog->code.blobs && i < prog->code.n_blobs; ++i) kiln_allocator_free(al, prog->code.blobs[i]);
+  kiln_allocator_free(al, prog->code.blobs);
+  kiln_allocator_free(al, prog->code.blob_lens);
+  kiln_allocator_free(al, prog->code.text);
+  prog->code.blobs = blobs;
+  prog->code.blob_lens = lens;
+  prog->code.n_blobs = nkept;
+  prog->code.text = text;
+  prog->code.text_len = len;
+  for (int32_t k = 0; k < nkept; ++k) prog->kernels[k].loop_trips = trips[k];
+  for (int32_t k = 0; k < nkept; ++k)
+    for (int d = 0; d < 3; ++d) {
+      prog->kernels[k].groups[d] = dims[k][d] > 0 ? dims[k][d] : 1;
+      prog->kernels[k].local[d] = dims[k][3 + d] > 0 ? dims[k][3 + d] : 1;
+    }
+  blobs = NULL;
+  lens = NULL;
+  text = NULL;
+done:
+  tir_ctx_deinit(&ctx);
+  if (cc_ok) kiln_vulkan_cc_free(&cc);
+  if (blobs)
+    for (int32_t k = 0; k < nk; ++k) kiln_allocator_free(al, blobs[k]);
+  kiln_allocator_free(al, blobs);
+  kiln_allocator_free(al, lens);
+  kiln_allocator_free(al, text);
+  for (int32_t k = 0; units && k < nk; ++k) free(units[k].text);
+  free(units);
+  free(dims);
+  free(keep);
+  free(trips);
+  return s;
+}
+
+/* ---- registration (targets/registry.h) ---------------------------------- */
+
+/* The dump holds the GLSL of every shader, one after another. */
+const kiln_target_t kiln_target_vulkan = {
+    .name = "vulkan",
+    .lowering = KILN_TARGET_CLASS_GPU,
+    .source_ext = "comp",
+    .emit = kiln_spirv_emit,
+    .templates = kiln_spirv_templates,
+};
