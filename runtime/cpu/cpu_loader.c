@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_loader.h"
-
 #include "runtime/code_cache.h"
 
 extern char** environ;
