@@ -268,19 +268,20 @@ typedef struct kiln_cf_kernel_info_s {
 } kiln_cf_kernel_info_t;
 
 /* Prints the dialect prelude (C: includes and helpers). */
-kiln_status_t kiln_cf_print_prelude(const kiln_cf_dialect_t* d, kiln_cf_out_t* out);
+kiln_status_t kiln_cf_print_prelude(const kiln_cf_dialect_t* d, kiln_cf_out_t* out) KILN_MUST_USE;
 
 /* Prints one kernel. For GLSL this is a whole shader (prelude included).
  * |info| may be NULL. */
 kiln_status_t kiln_cf_print_kernel(const kiln_cf_dialect_t* d, const tir_func_t* f,
-                                   const kiln_cf_kernel_info_t* info, kiln_cf_out_t* out);
+                                   const kiln_cf_kernel_info_t* info,
+                                   kiln_cf_out_t* out) KILN_MUST_USE;
 
 /* Prelude + every kernel + epilogue: one translation unit. |infos| may be
  * NULL (else one per kernel). Fails on duplicate kernel names; GLSL needs
  * n == 1. */
 kiln_status_t kiln_cf_print_unit(const kiln_cf_dialect_t* d, const tir_func_t* const* funcs,
                                  int32_t n, const kiln_cf_kernel_info_t* infos,
-                                 kiln_cf_out_t* out);
+                                 kiln_cf_out_t* out) KILN_MUST_USE;
 
 /* GPU launch geometry of a kernel from its BOUND loops: local[d] is the
  * largest extent bound to THREAD_X+d, groups[d] the largest bound to
