@@ -17,13 +17,7 @@ kiln_opencl_conv_tiles_t kiln_opencl_conv_default_tiles(int64_t M, int64_t Q, in
 
 void kiln_opencl_conv_launch(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t, int64_t groups[3],
                              int64_t local[3]) {
-  const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bn = (int64_t)t->tn * t->wx * t->mn;
-  groups[0] = (c->Q + bn - 1) / bn;
-  groups[1] = (c->M + bm - 1) / bm;
-  groups[2] = c->batch > 0 ? c->batch : 1;
-  local[0] = t->wx;
-  local[1] = t->wy;
-  local[2] = 1;
+  kiln_opencl_tiled_launch(t, c->M, c->Q, c->batch, groups, local);
 }
 
 static const char* const macro_names[] = {

@@ -58,15 +58,20 @@ kiln_opencl_gemm_tiles_t kiln_opencl_gemm_tiles(const kiln_template_gemm_t* g) {
   return t;
 }
 
-void kiln_opencl_gemm_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t, int64_t groups[3],
-                             int64_t local[3]) {
+void kiln_opencl_tiled_launch(const kiln_opencl_gemm_tiles_t* t, int64_t rows, int64_t cols, int64_t batch,
+                              int64_t groups[3], int64_t local[3]) {
   const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bn = (int64_t)t->tn * t->wx * t->mn;
-  groups[0] = (g->N + bn - 1) / bn;
-  groups[1] = (g->M + bm - 1) / bm;
-  groups[2] = g->batch > 0 ? g->batch : 1;
+  groups[0] = (cols + bn - 1) / bn;
+  groups[1] = (rows + bm - 1) / bm;
+  groups[2] = batch > 0 ? batch : 1;
   local[0] = t->wx;
   local[1] = t->wy;
   local[2] = 1;
+}
+
+void kiln_opencl_gemm_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]) {
+  kiln_opencl_tiled_launch(t, g->M, g->N, g->batch, groups, local);
 }
 
 static const char* const macro_names[] = {

@@ -39,6 +39,10 @@ kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, in
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_tiles(const kiln_template_gemm_t* g);
 
 /* Work-groups and work-group size of an instance with tiles |t|. */
+/* Work-groups over a rows x cols output (times |batch|) of the register-
+ * and local-tiled templates (GEMM and conv share the micro-kernel). */
+void kiln_opencl_tiled_launch(const kiln_opencl_gemm_tiles_t* t, int64_t rows, int64_t cols, int64_t batch,
+                              int64_t groups[3], int64_t local[3]);
 void kiln_opencl_gemm_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
 
