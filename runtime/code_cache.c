@@ -89,6 +89,30 @@ void kiln_code_cache_temp_path(const char* dir, const char* tag, const char* ext
            atomic_fetch_add(&temp_counter, 1u), ext);
 }
 
+void kiln_code_cache_key_init(kiln_code_cache_key_t* k) {
+  k->a = FNV_OFFSET;
+  k->b = 0x84222325cbf29ce4ull;
+}
+
+void kiln_code_cache_key_feed(kiln_code_cache_key_t* k, const void* data, size_t n) {
+  const unsigned char* p = data;
+  uint64_t a = k->a, b = k->b;
+  for (size_t i = 0; i < n; ++i) {
+    a = (a ^ p[i]) * FNV_PRIME;
+    b = (b ^ (unsigned char)(p[i] ^ 0xa5)) * FNV_PRIME;
+  }
+  k->a = a;
+  k->b = b;
+}
+
+void kiln_code_cache_key_str(kiln_code_cache_key_t* k, const char* s) {
+  kiln_code_cache_key_feed(k, s ? s : "", (s ? strlen(s) : 0) + 1);
+}
+
+void kiln_code_cache_key_hex(const kiln_code_cache_key_t* k, char out[33]) {
+  snprintf(out, 33, "%016llx%016llx", (unsigned long long)k->a, (unsigned long long)k->b);
+}
+
 bool kiln_code_cache_open(kiln_code_cache_t* c, const char* kind, const char* option) {
   memset(c, 0, sizeof(*c));
   snprintf(c->kind, sizeof c->kind, "%s", kind);

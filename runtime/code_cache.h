@@ -57,6 +57,20 @@ typedef enum kiln_code_cache_result_e {
  * when it is off, with a warning unless |option| asked for that. */
 bool kiln_code_cache_open(kiln_code_cache_t* c, const char* kind, const char* option);
 
+/* An entry's key: two 64-bit FNV-1a streams (the second over the bytes
+ * xor 0xa5) over everything the compiled code depends on -- source,
+ * compiler and flags, device, driver -- printed as 32 hex digits. */
+typedef struct kiln_code_cache_key_s {
+  uint64_t a, b;
+} kiln_code_cache_key_t;
+
+void kiln_code_cache_key_init(kiln_code_cache_key_t* k);
+void kiln_code_cache_key_feed(kiln_code_cache_key_t* k, const void* data, size_t n);
+/* |s| with its NUL, so ("ab", "c") and ("a", "bc") differ; NULL as "". */
+void kiln_code_cache_key_str(kiln_code_cache_key_t* k, const char* s);
+/* 32 hex digits and a NUL. */
+void kiln_code_cache_key_hex(const kiln_code_cache_key_t* k, char out[33]);
+
 /* mkdir -p |path| (new folders mode 0700): for the cache folders and for
  * the devices' dump folders. Errors: INVALID_ARGUMENT (empty or longer than
  * a cache folder name), IO_ERROR naming the folder that cannot be created

@@ -60,30 +60,6 @@ void kiln_cpu_options_default(kiln_cpu_options_t* o) {
   o->threads = 0;
 }
 
-/* ---- hashing ---------------------------------------------------------- */
-
-typedef struct hash_s {
-  uint64_t a, b;
-} hash_t;
-
-static void hash_init(hash_t* h) {
-  h->a = 0xcbf29ce484222325ull;
-  h->b = 0x84222325cbf29ce4ull;
-}
-
-static void hash_feed(hash_t* h, const void* data, size_t n) {
-  const unsigned char* p = data;
-  uint64_t a = h->a, b = h->b;
-  for (size_t i = 0; i < n; ++i) {
-    a = (a ^ p[i]) * 0x100000001b3ull;
-    b = (b ^ (unsigned char)(p[i] ^ 0xa5)) * 0x100000001b3ull;
-  }
-  h->a = a;
-  h->b = b;
-}
-
-static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? strlen(s) : 0) + 1); }
-
 /* ---- files ------------------------------------------------------------ */
 
 static kiln_status_t write_file(const char* path, const char* data, size_t len) {
@@ -187,11 +163,11 @@ static pthread_mutex_t version_mu = PTHREAD_MUTEX_INITIALIZER;
 static version_entry_t versions[8];
 
 /* `<compiler> --version` output, run once per process per compiler. */
-static kiln_status_t compiler_version(const char* cc, const char* workdir, hash_t* h) {
+static kiln_status_t compiler_version(const char* cc, const char* workdir, kiln_code_cache_key_t* h) {
   pthread_mutex_lock(&version_mu);
   for (int i = 0; i < 8; ++i)
     if (versions[i].compiler && strcmp(versions[i].compiler, cc) == 0) {
-      hash_str(h, versions[i].text);
+      kiln_code_cache_key_str(h, versions[i].text);
       pthread_mutex_unlock(&version_mu);
       return NULL;
     }
@@ -213,7 +189,7 @@ static kiln_status_t compiler_version(const char* cc, const char* workdir, hash_
     free(text);
     return s ? s : kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
   }
-  hash_str(h, text);
+  kiln_code_cache_key_str(h, text);
   pthread_mutex_lock(&version_mu);
   bool kept = false;
   for (int i = 0; i < 8 && !kept; ++i)
@@ -580,21 +556,21 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   }
 
   double t0 = kiln_cpu_now();
-  hash_t h;
-  hash_init(&h);
-  hash_str(&h, ABI_TAG);
-  hash_feed(&h, source, len);
-  hash_str(&h, cc);
-  hash_str(&h, flags);
+  kiln_code_cache_key_t h;
+  kiln_code_cache_key_init(&h);
+  kiln_code_cache_key_str(&h, ABI_TAG);
+  kiln_code_cache_key_feed(&h, source, len);
+  kiln_code_cache_key_str(&h, cc);
+  kiln_code_cache_key_str(&h, flags);
   pthread_once(&cpu_once, read_cpu_identity);
-  hash_str(&h, cpu_identity);
+  kiln_code_cache_key_str(&h, cpu_identity);
   kiln_status_t s = compiler_version(cc, dir, &h);
   if (s) {
     if (!cached) rmdir(dir);
     return s;
   }
-  char key[40];
-  snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+  char key[33];
+  kiln_code_cache_key_hex(&h, key);
   char so_name[48], so_path[1024], src_final[1024];
   snprintf(so_name, sizeof so_name, "%s.so", key);
   snprintf(so_path, sizeof so_path, "%s/%s", dir, so_name);

@@ -47,33 +47,17 @@ const char* kiln_cl_error_name(int32_t err) {
   }
 }
 
-typedef struct hash_s {
-  uint64_t a, b;
-} hash_t;
-
-static void hash_feed(hash_t* h, const void* data, size_t n) {
-  const unsigned char* p = data;
-  uint64_t a = h->a, b = h->b;
-  for (size_t i = 0; i < n; ++i) {
-    a = (a ^ p[i]) * 0x100000001b3ull;
-    b = (b ^ (unsigned char)(p[i] ^ 0xa5)) * 0x100000001b3ull;
-  }
-  h->a = a;
-  h->b = b;
-}
-
-static void hash_str(hash_t* h, const char* s) { hash_feed(h, s ? s : "", (s ? strlen(s) : 0) + 1); }
-
 void kiln_opencl_cache_key(const char* source, size_t len, const char* device, const char* driver,
                            const char* version, const char* options, char out[33]) {
-  hash_t h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-  hash_str(&h, "kiln-opencl-binary-2"); /* 2: code-cache entries (trailer) */
-  hash_feed(&h, source, len);
-  hash_str(&h, device);
-  hash_str(&h, driver);
-  hash_str(&h, version);
-  hash_str(&h, options);
-  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+  kiln_code_cache_key_t h;
+  kiln_code_cache_key_init(&h);
+  kiln_code_cache_key_str(&h, "kiln-opencl-binary-2"); /* 2: code-cache entries (trailer) */
+  kiln_code_cache_key_feed(&h, source, len);
+  kiln_code_cache_key_str(&h, device);
+  kiln_code_cache_key_str(&h, driver);
+  kiln_code_cache_key_str(&h, version);
+  kiln_code_cache_key_str(&h, options);
+  kiln_code_cache_key_hex(&h, out);
 }
 
 kiln_status_t kiln_opencl_dump_source(const char* dir, const char* model, const char* source,
