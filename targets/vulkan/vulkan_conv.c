@@ -8,11 +8,7 @@
 
 kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   kiln_spirv_gemm_tiles_t t;
-  const char* env = getenv("KILN_SPIRV_CONV_TILES");
-  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
-      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
-    return t;
-  return kiln_spirv_gemm_default_tiles(M, Q);
+  return kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t) ? t : kiln_spirv_gemm_default_tiles(M, Q);
 }
 
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,

@@ -6,12 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out) {
+  kiln_spirv_gemm_tiles_t t;
+  const char* env = getenv(var);
+  if (!(env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
+        t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0))
+    return false;
+  *out = t;
+  return true;
+}
+
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
   kiln_spirv_gemm_tiles_t t;
-  const char* env = getenv("KILN_SPIRV_GEMM_TILES");
-  if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
-      t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0)
-    return t;
+  if (kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &t)) return t;
   /* 8 x 8 threads, each with up to 8 x 8 outputs in registers: the
    * register tile does the reuse, so few threads wait at each barrier
    * (lavapipe runs a work-group's threads as coroutines). */

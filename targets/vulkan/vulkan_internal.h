@@ -59,6 +59,11 @@ int64_t kiln_vulkan_trips_tiled(int64_t K, const kiln_spirv_gemm_tiles_t* t, boo
 
 /* ---- vulkan_gemm.c ------------------------------------------------------- */
 
+/* Tiles "TM,TN,TK,RM,RN,SHARED" from environment variable |var| (tuning):
+ * true and *out set when it is set and valid (positive, TM % RM == 0,
+ * TN % RN == 0); false otherwise, *out untouched. */
+bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out);
+
 /* The shader's view of a GEMM descriptor. */
 kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t);
 
