@@ -123,6 +123,7 @@ static kiln_status_t parse_key_text(const char* path, const char* text, size_t l
   const char* other = secret ? PUBLIC_HEADER : SECRET_HEADER;
   const char* nl = memchr(text, '\n', len);
   size_t l1 = nl ? (size_t)(nl - text) : len;
+  if (l1 && text[l1 - 1] == '\r') --l1; /* a key file edited on Windows */
   size_t wl = strlen(want);
   if (l1 >= strlen(other) && !memcmp(text, other, strlen(other)))
     return kiln_make_status(KILN_PARSE_ERROR, secret ? "%s: is a public key; signing needs the secret key (.key)"
@@ -145,6 +146,7 @@ static kiln_status_t parse_key_text(const char* path, const char* text, size_t l
   size_t rest = len - (size_t)(h - text);
   const char* nl2 = memchr(h, '\n', rest);
   size_t hl = nl2 ? (size_t)(nl2 - h) : rest;
+  if (hl && h[hl - 1] == '\r') --hl;
   if (nl2 && (size_t)(nl2 - text) + 1 != len)
     return kiln_make_status(KILN_PARSE_ERROR, "%s: unexpected text after the key line", path);
   for (size_t i = 0; i < hl; ++i)
@@ -389,6 +391,11 @@ kiln_status_t kiln_module_verify(const void* data, size_t size, const char* name
   kiln_sign_key_id_text(key->id, want);
   if (size < KILN_MODULE_MAGIC_LEN || memcmp(d, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN) != 0)
     return kiln_make_status(KILN_PARSE_ERROR, "%s: not a kiln module (bad magic)", name);
+  /* A cut file has lost its signature section with its tail: say so
+   * rather than "not signed". */
+  if (size >= KILN_MODULE_HEADER_LEN && ld64(d + KILN_MODULE_OFF_TOTAL_LEN) > size)
+    return kiln_make_status(KILN_PERMISSION_DENIED, "%s: refused: truncated: the file is %zu bytes but its header says %llu",
+                            name, size, (unsigned long long)ld64(d + KILN_MODULE_OFF_TOTAL_LEN));
   const uint8_t* s = find_section(d, size);
   if (!s)
     return kiln_make_status(KILN_PERMISSION_DENIED,

@@ -27,7 +27,8 @@
  *                 mode 0600; a secret key readable by group or others is
  *                 refused, as ssh does.
  *
- * Exactly these two lines (a missing final newline is accepted). The key id
+ * Exactly these two lines (a missing final newline and CRLF line ends are
+ * accepted). The key id
  * is the SHA-256 of the 32 public key bytes; messages show its first 16 hex
  * digits.
  *

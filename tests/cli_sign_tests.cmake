@@ -90,3 +90,6 @@ kiln_rt_sign_test(rt_run_other_key 1 cli_signed_module "STDERR_HAS_1=refused: si
                   ${K}/signed.kiln --verify-key ${K}/b.pub)
 kiln_rt_sign_test(rt_run_unsigned 1 "cli_module;cli_sign_keys" "STDERR_HAS_1=refused: the module is not signed"
                   ${W}/tiny.kiln --verify-key ${K}/a.pub)
+kiln_cli_test(info_module_model_options REQUIRES cli_module RC 2
+  CHECK "STDERR_HAS=--fused, --symbolic and --dim apply to ONNX models"
+  ARGS info ${W}/tiny.kiln --fused)

@@ -136,6 +136,11 @@ static void test_bad_key_files(void) {
   in_dir(p, sizeof p, "nonl.pub");
   CHECK(write_text(p, text));
   CHECK_OK(kiln_sign_public_key_read(p, &pk));
+  /* CRLF line ends are accepted too. */
+  snprintf(text, sizeof text, "kiln-ed25519-public-key v1\r\n%s\r\n", hex64);
+  in_dir(p, sizeof p, "crlf.pub");
+  CHECK(write_text(p, text));
+  CHECK_OK(kiln_sign_public_key_read(p, &pk));
   /* Missing, a directory, a FIFO (must not block), too large. */
   in_dir(p, sizeof p, "missing.pub");
   CHECK_ERR(kiln_sign_public_key_read(p, &pk), KILN_NOT_FOUND, "missing.pub: cannot open key file");
@@ -332,7 +337,7 @@ static void test_truncated_signature(void) {
     size_t n = signed_len - cut;
     memcpy(b, signed_bytes, signed_len);
     /* As cut by a bad copy, and with the header patched to the new length. */
-    CHECK_ERR(load_with(b, n, path_a_pub, &m), -1, "m.kiln: ");
+    CHECK_ERR(load_with(b, n, path_a_pub, &m), KILN_PERMISSION_DENIED, "m.kiln: refused: truncated");
     uint64_t v = n;
     for (int i = 0; i < 8; ++i) b[KILN_MODULE_OFF_TOTAL_LEN + i] = (uint8_t)(v >> (8 * i));
     kiln_module_reseal(b, n);

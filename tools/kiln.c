@@ -300,7 +300,11 @@ static int cmd_info(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("info", "%sno model given", "");
-  if (is_module_file(lo.model)) return kiln_cmd_module_info(lo.model, verify_key);
+  if (is_module_file(lo.model)) {
+    if (fused || lo.n_dims || !lo.bind_rest_to_one)
+      return usage_error("info", "%s: --fused, --symbolic and --dim apply to ONNX models, not modules", lo.model);
+    return kiln_cmd_module_info(lo.model, verify_key);
+  }
   if (verify_key) return usage_error("info", "%s: --verify-key applies to module files (.kiln)", lo.model);
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
