@@ -112,7 +112,7 @@ void kiln_sign_key_id_text(const uint8_t id[KILN_SIGN_KEY_ID_BYTES], char out[KI
  * behind. *out_public (optional) gets the public key. Errors name the path:
  * IO_ERROR / PERMISSION_DENIED from the OS, INTERNAL when libsodium cannot
  * start. */
-kiln_status_t kiln_sign_keygen(const char* keybase, kiln_sign_public_key_t* out_public);
+KILN_MUST_USE kiln_status_t kiln_sign_keygen(const char* keybase, kiln_sign_public_key_t* out_public);
 
 /* Read a key file (format above). Errors name |path|: NOT_FOUND, IO_ERROR
  * (a directory, a FIFO or device -- never blocked on --, unreadable, over
@@ -120,8 +120,8 @@ kiln_status_t kiln_sign_keygen(const char* keybase, kiln_sign_public_key_t* out_
  * one is wanted or the reverse, wrong number of hex digits, a non-hex
  * character, trailing text), PERMISSION_DENIED (a secret key readable or
  * writable by group or others). */
-kiln_status_t kiln_sign_public_key_read(const char* path, kiln_sign_public_key_t* out_key);
-kiln_status_t kiln_sign_secret_key_read(const char* path, kiln_sign_secret_key_t* out_key);
+KILN_MUST_USE kiln_status_t kiln_sign_public_key_read(const char* path, kiln_sign_public_key_t* out_key);
+KILN_MUST_USE kiln_status_t kiln_sign_secret_key_read(const char* path, kiln_sign_secret_key_t* out_key);
 /* Zeroes the secret (NULL: no-op). */
 void kiln_sign_secret_key_wipe(kiln_sign_secret_key_t* key);
 
@@ -138,7 +138,7 @@ void kiln_module_signature_find(const void* data, size_t size, kiln_module_signa
  * intact module is signed). The result is allocated with |a| and owned by
  * the caller. Errors: PARSE_ERROR naming |name| for bytes that are not an
  * intact module, INVALID_ARGUMENT for one already signed, OUT_OF_MEMORY. */
-kiln_status_t kiln_module_sign(const void* module, size_t len, const char* name,
+KILN_MUST_USE kiln_status_t kiln_module_sign(const void* module, size_t len, const char* name,
                                const kiln_sign_secret_key_t* key, kiln_allocator_t a,
                                uint8_t** out_bytes, size_t* out_len);
 
@@ -151,14 +151,14 @@ kiln_status_t kiln_module_sign(const void* module, size_t len, const char* name,
  * (naming both key ids) or one whose bytes changed after signing;
  * PARSE_ERROR for bytes that are not a module or a signature section this
  * kiln does not know (version, algorithm). */
-kiln_status_t kiln_module_verify(const void* data, size_t size, const char* name,
+KILN_MUST_USE kiln_status_t kiln_module_verify(const void* data, size_t size, const char* name,
                                  const kiln_sign_public_key_t* key);
 
 /* kiln_module_write_file, signed: validates |p|, serialises it, signs the
  * bytes with |key| and writes them to |path| through "<path>.tmp" and a
  * rename (no half file on failure). Errors as kiln_module_write_file's and
  * kiln_module_sign's. */
-kiln_status_t kiln_module_write_signed_file(const kiln_program_t* p, const char* path,
+KILN_MUST_USE kiln_status_t kiln_module_write_signed_file(const kiln_program_t* p, const char* path,
                                             const kiln_sign_secret_key_t* key);
 
 #ifdef __cplusplus

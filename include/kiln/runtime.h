@@ -69,9 +69,9 @@ typedef struct kiln_module_load_options_s {
 } kiln_module_load_options_t;
 
 /* kiln_module_load_file / _load_memory with |options| (NULL: defaults). */
-KILN_API kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_load_options_t* options,
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_load_options_t* options,
                                                   kiln_allocator_t allocator, kiln_module_t** out_module);
-KILN_API kiln_status_t kiln_module_load_memory_opts(const void* data, size_t size, const char* name,
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_load_memory_opts(const void* data, size_t size, const char* name,
                                                     const kiln_module_load_options_t* options,
                                                     kiln_allocator_t allocator, kiln_module_t** out_module);
 KILN_API void kiln_module_retain(kiln_module_t* m);
