@@ -13,6 +13,7 @@
 
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "runtime/module_sign.h"
 
 /* Files above this are refused before reading (the format's lengths are
  * 64-bit, but no kiln model needs more and a bad path should not make us
@@ -33,6 +34,8 @@ static kiln_status_t make_module(kiln_program_t* p, kiln_allocator_t a, uint32_t
   mod->program = p;
   mod->format_version = version;
   mod->file_bytes = file_bytes;
+  mod->signer_key_id[0] = 0;
+  mod->signature_verified = false;
   *out = mod;
   return NULL;
 }
@@ -52,27 +55,63 @@ kiln_status_t kiln_module_wrap(kiln_program_t* p, kiln_module_t** out_module) {
   return make_module(p, p->allocator, 0, 0, out_module);
 }
 
+/* ---- signature hook (runtime/module_sign.h) ----------------------------
+ * With a verify key the signature is checked before kiln_module_parse sees
+ * a byte: a module is code, and nothing of an untrusted one is interpreted. */
+static kiln_status_t check_signature(const void* data, size_t size, const char* name,
+                                     const kiln_module_load_options_t* o, bool* out_verified) {
+  *out_verified = false;
+  if (!o || !o->verify_key_file) return NULL;
+  kiln_sign_public_key_t key;
+  KILN_RETURN_IF_ERROR(kiln_sign_public_key_read(o->verify_key_file, &key), "%s: verify key", name);
+  KILN_RETURN_IF_ERROR(kiln_module_verify(data, size, name, &key));
+  *out_verified = true;
+  return NULL;
+}
+
+static void note_signature(kiln_module_t* m, const void* data, size_t size, bool verified) {
+  kiln_module_signature_t sig;
+  kiln_module_signature_find(data, size, &sig);
+  if (sig.present) kiln_sign_key_id_text(sig.key_id, m->signer_key_id);
+  m->signature_verified = verified;
+}
+/* ---- end of signature hook ---------------------------------------------- */
+
 /* Parses |data| (borrowed) into a module; the version is read back from the
  * header, which the parser has checked. */
-static kiln_status_t from_bytes(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                kiln_module_t** out) {
+static kiln_status_t from_bytes(const void* data, size_t size, const char* name,
+                                const kiln_module_load_options_t* o, kiln_allocator_t a, kiln_module_t** out) {
+  bool verified;
+  KILN_RETURN_IF_ERROR(check_signature(data, size, name, o, &verified));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_module_parse(data, size, name, a, &p));
   const uint8_t* v = (const uint8_t*)data + KILN_MODULE_OFF_VERSION;
   uint32_t version = (uint32_t)v[0] | ((uint32_t)v[1] << 8) | ((uint32_t)v[2] << 16) | ((uint32_t)v[3] << 24);
   KILN_RETURN_IF_ERROR(make_module(p, a, version, size, out), "%s", name);
+  note_signature(*out, data, size, verified);
   return NULL;
+}
+
+kiln_status_t kiln_module_load_memory_opts(const void* data, size_t size, const char* name,
+                                           const kiln_module_load_options_t* options, kiln_allocator_t allocator,
+                                           kiln_module_t** out_module) {
+  if (!name || !name[0]) name = "module";
+  if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", name);
+  return from_bytes(data, size, name, options, allocator, out_module);
 }
 
 kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
                                       kiln_allocator_t allocator, kiln_module_t** out_module) {
-  if (!name || !name[0]) name = "module";
-  if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", name);
-  return from_bytes(data, size, name, allocator, out_module);
+  return kiln_module_load_memory_opts(data, size, name, NULL, allocator, out_module);
 }
 
 kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
                                     kiln_module_t** out_module) {
+  return kiln_module_load_file_opts(path, NULL, allocator, out_module);
+}
+
+kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_load_options_t* options,
+                                         kiln_allocator_t allocator, kiln_module_t** out_module) {
   if (!path || !path[0]) return kiln_make_status(KILN_INVALID_ARGUMENT, "module path is empty");
   if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", path);
   int fd;
@@ -120,7 +159,7 @@ kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator
     if (k == 0) break; /* shrank while reading: parse what is there (it will say truncated) */
     got += (size_t)k;
   }
-  st = from_bytes(buf, got, path, allocator, out_module);
+  st = from_bytes(buf, got, path, options, allocator, out_module);
 done:
   kiln_allocator_free(allocator, buf);
   close(fd);
@@ -144,6 +183,7 @@ void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info) {
   if (!out_info) return;
   memset(out_info, 0, sizeof(*out_info));
   out_info->model_name = out_info->target = out_info->precision = out_info->options = "";
+  out_info->signer_key_id = "";
   if (!m || !m->program) return;
   const kiln_program_t* p = m->program;
   out_info->model_name = str_or_empty(p->model_name);
@@ -159,6 +199,8 @@ void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info) {
   for (int32_t i = 0; i < p->code.n_blobs; ++i) code += p->code.blob_lens[i];
   out_info->code_bytes = code;
   out_info->format_version = m->format_version;
+  out_info->signer_key_id = m->signer_key_id;
+  out_info->signature_verified = m->signature_verified;
 }
 
 const char* kiln_module_input_name(const kiln_module_t* m, int32_t i) {

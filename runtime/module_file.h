@@ -63,6 +63,9 @@
  *                      sb, sy, f32 alpha (bits), i32 a, b, y } — the
  *                      kiln_program_gemm_t a library may run in the
  *                      kernel's place; a reader without it runs the kernel
+ *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
+ *                      signature over the rest of the file; checked only
+ *                      when a verify key is given, skipped by this reader
  *
  * The writer is deterministic: a program parsed from a file serialises to
  * the same bytes.

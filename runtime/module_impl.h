@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kiln/runtime.h"
+#include "runtime/module_sign.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
@@ -24,6 +25,10 @@ struct kiln_module_s {
   kiln_program_t* program;    /* owned, validated */
   uint32_t format_version;    /* of the file it came from; 0 when wrapped from memory */
   size_t file_bytes;          /* size of that file; 0 when wrapped */
+  /* Signature (runtime/module_sign.h): the signer's key id as text, "" when
+   * unsigned; verified when the load had a verify key. */
+  char signer_key_id[KILN_SIGN_KEY_ID_TEXT + 1];
+  bool signature_verified;
 };
 
 /* The program inside |m| (borrowed; valid while |m| lives). NULL for NULL. */

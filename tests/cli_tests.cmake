@@ -387,3 +387,4 @@ kiln_cli_test(run_fp16_weights_only
   CHECK "STDOUT_HAS=weights 0.04 -> 0.02 MB, intermediates 0.07 -> 0.07 MB"
         "STDOUT_HAS=check probs vs reference interpreter: match"
   ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)
+include(${CMAKE_CURRENT_LIST_DIR}/cli_sign_tests.cmake)

@@ -26,6 +26,8 @@
 #include "tools/runner.h"
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
+#include "tools/module_cmd.h"
+#include "runtime/module_sign.h"
 
 #define MAX_ARGS 64
 
@@ -206,7 +208,10 @@ static int check_precision_opts(const char* cmd, const kiln_cli_precision_t* p) 
 
 static const char* info_help =
     "usage: kiln info MODEL.onnx [--dim SYMBOL=SIZE ...] [--symbolic] [--fused]\n"
+    "       kiln info MODULE.kiln [--verify-key KEY.pub]\n"
     "\n"
+    "On a module: its target, inputs, outputs and sizes, and whether it is signed\n"
+    "and by which key id (checked against KEY.pub with --verify-key; docs/TRUST.md).\n"
     "Prints the model's inputs and outputs, an op histogram, and one line per\n"
     "node with its output shape, parameter count, FLOPs and bytes moved (inputs\n"
     "read + outputs written), then totals. Symbolic dims (dim_param) are bound\n"
@@ -267,10 +272,13 @@ static kiln_status_t print_fusion(kiln_graph_t* g) {
   return NULL;
 }
 
+static bool is_module_file(const char* path);
+
 static int cmd_info(int argc, char** argv) {
   load_opts_t lo = {0};
   lo.bind_rest_to_one = true;
   bool fused = false;
+  const char* verify_key = NULL;
   for (int i = 0; i < argc; ++i) {
     if (is_help(argv[i])) {
       fputs(info_help, stdout);
@@ -281,6 +289,8 @@ static int cmd_info(int argc, char** argv) {
       fused = true;
     } else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
+    } else if (!strcmp(argv[i], "--verify-key") && i + 1 < argc) {
+      verify_key = argv[++i];
     } else if (argv[i][0] == '-') {
       return usage_error("info", "unknown option '%s'", argv[i]);
     } else if (!lo.model) {
@@ -290,6 +300,12 @@ static int cmd_info(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("info", "%sno model given", "");
+  if (is_module_file(lo.model)) {
+    if (fused || lo.n_dims || !lo.bind_rest_to_one)
+      return usage_error("info", "%s: --fused, --symbolic and --dim apply to ONNX models, not modules", lo.model);
+    return kiln_cmd_module_info(lo.model, verify_key);
+  }
+  if (verify_key) return usage_error("info", "%s: --verify-key applies to module files (.kiln)", lo.model);
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
   if (s) return fail(s);
@@ -406,6 +422,9 @@ static const char* run_help =
     "                          or ref (the reference interpreter). A module runs on its own\n"
     "                          target.\n"
     "  --strict                a GPU target that cannot be opened is an error, not a fallback\n"
+    "  --verify-key KEY.pub    a module must be signed by this key (`kiln keygen`,\n"
+    "                          `kiln compile --sign`); unsigned or changed modules are refused\n"
+    "                          before any of their code is built (docs/TRUST.md)\n"
     "  --threads N             CPU threads (default: all cores)\n"
     "  --dump DIR              write the generated source and the plan to DIR\n"
     "  --input NAME=FILE.npy   input array (repeatable); inputs not given get seeded\n"
@@ -585,6 +604,7 @@ static int cmd_run(int argc, char** argv) {
   const char* target = NULL;
   const char* dump_dir = NULL;
   const char* trace_path = NULL;
+  const char* verify_key = NULL;
   int threads = 0;
   runner_t R;
   memset(&R, 0, sizeof R);
@@ -636,6 +656,8 @@ static int cmd_run(int argc, char** argv) {
       repeat = (int)v;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
+    } else if (!strcmp(a, "--verify-key") && has) {
+      verify_key = argv[++i];
     } else if (!strcmp(a, "--trace") && has) {
       trace_path = argv[++i];
       profile = true;
@@ -666,6 +688,8 @@ static int cmd_run(int argc, char** argv) {
   int prc = check_precision_opts("run", &prec);
   if (prc) return prc;
   bool module_file = is_module_file(lo.model);
+  if (verify_key && !module_file)
+    return usage_error("run", "%s: --verify-key applies to module files (.kiln), not models", lo.model);
   if (prec.mode != KILN_PRECISION_FP32 && module_file)
     return usage_error("run", "%s: a compiled module keeps the precision it was compiled with; drop --precision",
                        lo.model);
@@ -699,7 +723,8 @@ static int cmd_run(int argc, char** argv) {
   kiln_ref_options_default(&ro);
   prof_t prof = {NULL, 0};
   if (module_file) {
-    if ((s = kiln_module_load_file(lo.model, al, &R.module))) goto done;
+    kiln_module_load_options_t mlo = {.verify_key_file = verify_key};
+    if ((s = kiln_module_load_file_opts(lo.model, &mlo, al, &R.module))) goto done;
     kiln_module_info_t mi;
     kiln_module_info(R.module, &mi);
     if (!target) {
@@ -933,7 +958,7 @@ done:
 /* ---- kiln compile ---------------------------------------------------- */
 
 static const char* compile_help =
-    "usage: kiln compile MODEL.onnx [-t TARGET] [-o FILE.kiln] [-O0|-O1]\n"
+    "usage: kiln compile MODEL.onnx [-t TARGET] [-o FILE.kiln [--sign KEY.key]] [-O0|-O1]\n"
     "                    [--dim SYMBOL=SIZE ...] [--threads N] [--dump-graph DIR] [--dump DIR]\n"
     "\n"
     "Runs the graph passes, lowers every node to the tensor IR, fuses kernels and\n"
@@ -944,6 +969,8 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --sign KEY.key     sign the module with this secret key (`kiln keygen`); load it with\n"
+    "                     --verify-key KEY.pub to refuse anything else (docs/TRUST.md)\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
     "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
@@ -975,6 +1002,7 @@ static int cmd_compile(int argc, char** argv) {
   const char* graph_dir = NULL;
   const char* dump_dir = NULL;
   const char* out_path = NULL;
+  const char* sign_key = NULL;
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
@@ -1004,6 +1032,8 @@ static int cmd_compile(int argc, char** argv) {
       target = argv[++i];
     } else if (!strcmp(a, "-o") && has) {
       out_path = argv[++i];
+    } else if (!strcmp(a, "--sign") && has) {
+      sign_key = argv[++i];
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -1040,9 +1070,18 @@ static int cmd_compile(int argc, char** argv) {
   if (!ptarget)
     return usage_error("compile", "--target '%s': expected %s", target,
                        kiln_device_api_names("", names, sizeof names));
+  if (sign_key && !out_path) return usage_error("compile", "%s--sign needs -o FILE.kiln", "");
+  /* The key is read before compiling: a bad key should not cost a compile. */
+  kiln_sign_secret_key_t sk;
+  memset(&sk, 0, sizeof sk);
+  kiln_status_t s = sign_key ? kiln_sign_secret_key_read(sign_key, &sk) : NULL;
+  if (s) return fail(kiln_status_annotate(s, "--sign"));
   kiln_graph_t* g = NULL;
-  kiln_status_t s = load(&lo, &g);
-  if (s) return fail(s);
+  s = load(&lo, &g);
+  if (s) {
+    kiln_sign_secret_key_wipe(&sk);
+    return fail(s);
+  }
   runner_t R;
   memset(&R, 0, sizeof R);
   kiln_program_t* prog = NULL;
@@ -1085,9 +1124,15 @@ static int cmd_compile(int argc, char** argv) {
   kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
   if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
   if (out_path) {
-    if ((s = kiln_module_write_file(prog, out_path))) goto done;
+    if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
+      goto done;
     struct stat st;
     printf("wrote %s (%.1f KB)\n", out_path, stat(out_path, &st) == 0 ? (double)st.st_size / 1e3 : 0.0);
+    if (sign_key) {
+      char id[KILN_SIGN_KEY_ID_TEXT + 1];
+      kiln_sign_key_id_text(sk.pub.id, id);
+      printf("signed with %s (key id %s)\n", sign_key, id);
+    }
   } else {
     /* No file: build the device code now (fills the cache) and report the
      * memory plan the runtime would use. */
@@ -1101,6 +1146,7 @@ static int cmd_compile(int argc, char** argv) {
     if (!s) s = kiln_cli_session(R.module, R.dev, &so, &R.session);
   }
 done:
+  kiln_sign_secret_key_wipe(&sk);
   kiln_program_destroy(prog);
   runner_destroy(&R);
   kiln_graph_destroy(g);
@@ -1173,6 +1219,7 @@ static const char* main_help =
     "  run MODEL.onnx|MODULE.kiln  compile (or load) and run (random or .npy inputs), compare\n"
     "  compile MODEL.onnx  graph passes, lowering, fusion, code generation; -o writes a\n"
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
+    "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
     "  bench             kernel microbenchmarks (GFLOP/s, GB/s, % of measured peak)\n"
     "  dot MODEL.onnx    Graphviz dot of the graph\n"
@@ -1194,6 +1241,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "compile")) return cmd_compile(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
+  if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

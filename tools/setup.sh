@@ -19,7 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # glslang (its static libraries complete shaderc in-process), SPIRV-Tools, the
 # Khronos validation layer the Vulkan tests enable).
 PACKAGES="build-essential cmake pkg-config git
-  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libsodium-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy

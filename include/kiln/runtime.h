@@ -54,6 +54,26 @@ KILN_API kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t 
 /* The same from bytes in memory (copied). |name| is used in messages. */
 KILN_API kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
                                                kiln_allocator_t allocator, kiln_module_t** out_module);
+
+/* How a module is loaded. Zero-initialise; NULL options = all defaults. */
+typedef struct kiln_module_load_options_s {
+  /* A public key file ("kiln keygen", docs/TRUST.md). When set, the module
+   * must carry an Ed25519 signature by that key over all its bytes; an
+   * unsigned module, one signed by another key (the message names both key
+   * ids) or one whose bytes changed after signing is refused with
+   * PERMISSION_DENIED before anything in it is parsed or run. A key file
+   * that cannot be read or is not a kiln public key is an error naming it
+   * (NOT_FOUND, IO_ERROR, PARSE_ERROR). NULL: no check (a signature, if
+   * any, is only reported by kiln_module_info). */
+  const char* verify_key_file;
+} kiln_module_load_options_t;
+
+/* kiln_module_load_file / _load_memory with |options| (NULL: defaults). */
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_load_options_t* options,
+                                                  kiln_allocator_t allocator, kiln_module_t** out_module);
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_load_memory_opts(const void* data, size_t size, const char* name,
+                                                    const kiln_module_load_options_t* options,
+                                                    kiln_allocator_t allocator, kiln_module_t** out_module);
 KILN_API void kiln_module_retain(kiln_module_t* m);
 KILN_API void kiln_module_release(kiln_module_t* m); /* NULL: no-op */
 
@@ -66,6 +86,11 @@ typedef struct kiln_module_info_s {
   int32_t n_inputs, n_outputs, n_kernels, n_buffers;
   uint64_t weights_bytes, code_bytes;
   uint32_t format_version;
+  /* The key id (16 hex digits) of the file's signature, "" when unsigned;
+   * verified only when signature_verified (loaded with verify_key_file),
+   * otherwise merely what the file claims. */
+  const char* signer_key_id;
+  bool signature_verified;
 } kiln_module_info_t;
 KILN_API void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info);
 

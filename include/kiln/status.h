@@ -36,7 +36,8 @@ typedef enum kiln_status_code_e {
   KILN_LIMIT_EXCEEDED = 6,   /* a configured size/depth/count cap was hit */
   KILN_OUT_OF_RANGE = 7,     /* index or offset outside its valid range */
   KILN_IO_ERROR = 8,         /* the OS refused a read/write/open */
-  KILN_PERMISSION_DENIED = 9,/* a path rule rejected a file (e.g. outside the model dir) */
+  KILN_PERMISSION_DENIED = 9,/* a path rule rejected a file (e.g. outside the model dir), or a
+                                verify key a module (unsigned, wrong key, changed) */
   KILN_DEVICE_ERROR = 10,    /* a driver call failed */
   KILN_INTERNAL = 11,        /* a kiln bug */
 } kiln_status_code_t;

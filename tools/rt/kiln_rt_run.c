@@ -4,10 +4,13 @@
  *
  *   kiln-rt-run MODULE.kiln [--device cpu|opencl[:N]|vulkan[:N]]
  *               [--input NAME=FILE.npy ...] [--output DIR] [--runs N]
+ *               [--verify-key KEY.pub]
  *
  * Inputs not given are zero. Outputs are written as DIR/<name>.npy. With
  * --runs N > 1 the runs are pipelined through the session's slots (enqueue
- * the next before waiting for the previous) and the throughput is printed. */
+ * the next before waiting for the previous) and the throughput is printed.
+ * With --verify-key the module must be signed by that key (docs/TRUST.md);
+ * anything else is refused before its code is built. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,28 +37,31 @@ int main(int argc, char** argv) {
   const char* device = NULL;
   const char* outdir = NULL;
   const char* inputs[64];
+  const char* verify_key = NULL;
   int n_inputs = 0, runs = 1;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!strcmp(argv[i], "--output") && i + 1 < argc) outdir = argv[++i];
     else if (!strcmp(argv[i], "--input") && i + 1 < argc && n_inputs < 64) inputs[n_inputs++] = argv[++i];
     else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--verify-key") && i + 1 < argc) verify_key = argv[++i];
     else if (argv[i][0] != '-' && !path) path = argv[i];
     else {
       fprintf(stderr, "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] "
-                      "[--output DIR] [--runs N]\n");
+                      "[--output DIR] [--runs N] [--verify-key KEY.pub]\n");
       return 2;
     }
   }
   if (!path || runs < 1) {
-    fprintf(stderr, "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N]\n");
+    fprintf(stderr, "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] [--verify-key KEY.pub]\n");
     return 2;
   }
   kiln_allocator_t al = kiln_allocator_system();
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
   kiln_session_t* s = NULL;
-  kiln_status_t st = kiln_module_load_file(path, al, &m);
+  kiln_module_load_options_t lo = {.verify_key_file = verify_key};
+  kiln_status_t st = kiln_module_load_file_opts(path, &lo, al, &m);
   if (st) return fail(st);
   kiln_module_info_t mi;
   kiln_module_info(m, &mi);

@@ -1,0 +1,81 @@
+/* `kiln keygen` and `kiln info MODULE.kiln` (tools/module_cmd.h). */
+#include "tools/module_cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln/runtime.h"
+#include "runtime/module_sign.h"
+
+static const char* keygen_help =
+    "usage: kiln keygen -o KEYBASE\n"
+    "\n"
+    "Makes an Ed25519 key pair for signing modules (docs/TRUST.md) and writes\n"
+    "  KEYBASE.key  the secret key (mode 0600): `kiln compile --sign KEYBASE.key`\n"
+    "  KEYBASE.pub  the public key: `kiln run --verify-key KEYBASE.pub`,\n"
+    "               `kiln-rt-run --verify-key KEYBASE.pub`\n"
+    "Both are two lines of text: 'kiln-ed25519-{secret,public}-key v1' and 64 hex\n"
+    "digits. Existing files are never overwritten.\n";
+
+static int fail(kiln_status_t s) {
+  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
+  kiln_status_free(s);
+  return 1;
+}
+
+int kiln_cmd_keygen(int argc, char** argv) {
+  const char* base = NULL;
+  for (int i = 0; i < argc; ++i) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(keygen_help, stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+      base = argv[++i];
+    } else {
+      fprintf(stderr, "kiln keygen: unexpected argument '%s'\nTry 'kiln keygen --help'.\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!base || !base[0]) {
+    fprintf(stderr, "kiln keygen: no -o KEYBASE given\nTry 'kiln keygen --help'.\n");
+    return 2;
+  }
+  kiln_sign_public_key_t pub;
+  kiln_status_t s = kiln_sign_keygen(base, &pub);
+  if (s) return fail(s);
+  char id[KILN_SIGN_KEY_ID_TEXT + 1];
+  kiln_sign_key_id_text(pub.id, id);
+  printf("wrote %s.key (secret, mode 0600) and %s.pub (public); key id %s\n", base, base, id);
+  return 0;
+}
+
+int kiln_cmd_module_info(const char* path, const char* verify_key) {
+  kiln_module_load_options_t lo = {.verify_key_file = verify_key};
+  kiln_module_t* m = NULL;
+  kiln_status_t s = kiln_module_load_file_opts(path, &lo, kiln_allocator_system(), &m);
+  if (s) return fail(s);
+  kiln_module_info_t mi;
+  kiln_module_info(m, &mi);
+  printf("module: %s  (format version %u, model '%s')\n", path, mi.format_version, mi.model_name);
+  printf("target: %s, precision %s\n", mi.target, mi.precision);
+  printf("kernels: %d, buffers: %d, weights: %llu bytes, code: %llu bytes\n", mi.n_kernels, mi.n_buffers,
+         (unsigned long long)mi.weights_bytes, (unsigned long long)mi.code_bytes);
+  for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
+    bool in = i < mi.n_inputs;
+    int32_t k = in ? i : i - mi.n_inputs;
+    kiln_dtype_t dt;
+    kiln_shape_t sh = in ? kiln_module_input_shape(m, k, &dt) : kiln_module_output_shape(m, k, &dt);
+    printf("%s %s: %s[", in ? "input" : "output", in ? kiln_module_input_name(m, k) : kiln_module_output_name(m, k),
+           kiln_dtype_name(dt));
+    for (int32_t d = 0; d < sh.rank; ++d) printf("%s%lld", d ? "," : "", (long long)sh.dims[d]);
+    printf("]\n");
+  }
+  if (!mi.signer_key_id[0])
+    printf("signature: none (unsigned)\n");
+  else if (mi.signature_verified)
+    printf("signature: signed by key id %s, verified with %s\n", mi.signer_key_id, verify_key);
+  else
+    printf("signature: signed by key id %s (not verified: give --verify-key KEY.pub)\n", mi.signer_key_id);
+  kiln_module_release(m);
+  return 0;
+}
