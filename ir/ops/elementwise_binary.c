@@ -230,7 +230,7 @@ static kiln_status_t infer_binary(kiln_infer_t* ctx, const binop_t* op,
     for (int64_t i = 0; i < n && b->data; ++i)
       if (kiln_ew_ld_i(b->dtype, b->data, i) == 0)
         return kiln_make_status(KILN_INVALID_ARGUMENT,
-                                "Div: integer division by zero: constant divisor '%s' holds 0 at "
+                                "Div: integer division by zero: divisor '%s' (known at compile time) holds 0 at "
                                 "element %lld",
                                 ctx->in[1]->name, (long long)i);
   }
