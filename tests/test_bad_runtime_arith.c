@@ -140,13 +140,16 @@ static void both_agree(const kiln_graph_t* g, kiln_session_t* s, const kiln_arra
 
 /* ---- integer Div -------------------------------------------------------- */
 
-static void div_by_runtime_zero(kiln_dtype_t t, int64_t n) {
+/* |epilogue|: y feeds a Mul that fusion folds into the division kernel; the
+ * error must still name the Div node. */
+static void div_by_runtime_zero(kiln_dtype_t t, int64_t n, bool epilogue) {
   kiln_graph_t* g = graph_new();
   if (!g) return;
   int64_t d[2] = {2, n / 2};
   bool ok = input(g, "a", t, 2, d) && input(g, "b", t, 2, d) &&
             node1(g, "Div", "div", 2, (const char*[]){"a", "b"}, "y", 0, NULL) &&
-            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            (!epilogue || node1(g, "Mul", "sq", 2, (const char*[]){"y", "y"}, "z", 0, NULL)) &&
+            CHECK_OK(kiln_graph_add_output(g, epilogue ? "z" : "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
             CHECK_OK(kiln_graph_optimize(g, 1, NULL));
   kiln_module_t* m = ok ? compile(g) : NULL;
   kiln_session_t* s = session(m);
@@ -170,9 +173,10 @@ static void div_by_runtime_zero(kiln_dtype_t t, int64_t n) {
   kiln_graph_destroy(g);
 }
 
-static void test_div_zero_i32(void) { div_by_runtime_zero(KILN_DTYPE_I32, 64); }
+static void test_div_zero_i32(void) { div_by_runtime_zero(KILN_DTYPE_I32, 64, false); }
 /* Large enough for the check to run on threads / many work-groups. */
-static void test_div_zero_i64_large(void) { div_by_runtime_zero(KILN_DTYPE_I64, 1 << 18); }
+static void test_div_zero_i64_large(void) { div_by_runtime_zero(KILN_DTYPE_I64, 1 << 18, false); }
+static void test_div_zero_fused(void) { div_by_runtime_zero(KILN_DTYPE_I32, 4096, true); }
 
 /* Div(a, const) with a zero in the constant: an error when the graph is
  * prepared, naming the node and the constant. */
@@ -387,6 +391,7 @@ int main(int argc, char** argv) {
   }
   RUN(test_div_zero_i32);
   RUN(test_div_zero_i64_large);
+  RUN(test_div_zero_fused);
   RUN(test_div_const_zero);
   RUN(test_div_const_zero_float_ok);
   RUN(test_gather_i64);
