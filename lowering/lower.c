@@ -82,6 +82,17 @@ kiln_status_t kiln_lower_temp(kiln_lower_ctx_t* ctx, const char* name, kiln_dtyp
   return NULL;
 }
 
+kiln_status_t kiln_lower_status(kiln_lower_ctx_t* ctx, const tir_buffer_t** out) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s_status%d", where(ctx), (int)ctx->plan->n_buffers);
+  const int64_t one = 1;
+  tir_buffer_t* b = tir_buffer(ctx->tir, buf, KILN_DTYPE_I32, 1, &one, TIR_SCOPE_GLOBAL);
+  if (!b) return tir_ctx_status(ctx->tir);
+  KILN_RETURN_IF_ERROR(kiln_plan_add_buffer(ctx->plan, b, KILN_PLAN_STATUS, -1, NULL));
+  *out = b;
+  return NULL;
+}
+
 kiln_status_t kiln_lower_const(kiln_lower_ctx_t* ctx, const char* name, kiln_array_t* value,
                                const tir_buffer_t** out) {
   char buf[128];

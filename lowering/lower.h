@@ -64,6 +64,12 @@ const char* kiln_lower_kernel_name(kiln_lower_ctx_t* ctx);
  * intermediate whose lifetime is this node). */
 kiln_status_t kiln_lower_temp(kiln_lower_ctx_t* ctx, const char* name, kiln_dtype_t dtype,
                               int32_t rank, const int64_t* shape, const tir_buffer_t** out);
+/* A run-time check's status word for this node (KILN_PLAN_STATUS, i32[1],
+ * named "<node>_status<k>"): a kernel that finds bad data (a zero integer
+ * divisor, an index out of range) stores a kiln_check_code_t into it; the
+ * runtime zeroes it before each run and fails the run naming the node when
+ * it is not zero afterwards. One per checking kernel. */
+kiln_status_t kiln_lower_status(kiln_lower_ctx_t* ctx, const tir_buffer_t** out);
 /* A constant computed at compile time; the plan takes ownership of
  * |value|->data (allocated with kiln_allocator_system()) and zeroes *value. */
 kiln_status_t kiln_lower_const(kiln_lower_ctx_t* ctx, const char* name, kiln_array_t* value,

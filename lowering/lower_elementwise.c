@@ -10,10 +10,10 @@
  *     fmaxf); Sigmoid uses exp(-|x|) on both sides like the reference;
  *   - integer Add/Sub/Mul/Neg/Abs wrap at the element width (the reference
  *     computes in uint64; TIR integer arithmetic wraps, see the C printer);
- *   - integer Div truncates, x / -1 negates with wrap-around. The reference
- *     fails the run on a zero divisor; a compiled kernel cannot fail, so it
- *     writes 0 for those elements (no trap: the divisor is replaced by 1
- *     before dividing);
+ *   - integer Div truncates, x / -1 negates with wrap-around. A zero
+ *     divisor fails the run as in the reference: the kernel stores a code
+ *     into a status word the runtime reads (kiln_lower_status); the
+ *     division itself never traps (the divisor is replaced by 1 first);
  *   - float -> integer (Cast, Pow with an integer base) truncates, saturates
  *     to the int64 range (NaN -> 0) and wraps to the width.
  * Known differences: f32 Pow uses powf where the reference rounds a double
@@ -225,6 +225,24 @@ kiln_status_t kiln_lew_emit(kiln_lower_ctx_t* ctx, const kiln_lew_nest_t* n,
   tir_schedule_t* s = f ? kiln_lew_schedule(ctx, n, vectorize) : NULL;
   TRY(tir_ctx_status(ctx->tir));
   return kiln_lower_emit(ctx, f, s);
+}
+
+kiln_status_t kiln_lew_check(kiln_lower_ctx_t* ctx, const tir_buffer_t* b, kiln_lew_bad_fn bad,
+                             const void* user, kiln_check_code_t code) {
+  if (tir_buffer_numel(b) == 0) return NULL;
+  tir_ctx_t* c = ctx->tir;
+  const tir_buffer_t* word = NULL;
+  TRY(kiln_lower_status(ctx, &word));
+  kiln_lew_nest_t n;
+  kiln_lew_nest_buf(c, &n, b);
+  const tir_expr_t* zero[1] = {tir_int(c, 0)};
+  /* Every work-item that finds bad data stores the same code: the race is
+   * between equal values, so no atomics are needed on any target. */
+  const tir_stmt_t* fail = tir_store(c, word, zero, tir_const(c, KILN_DTYPE_I32, (double)code));
+  const tir_stmt_t* body =
+      kiln_lew_loops(c, &n, tir_if(c, bad(c, tir_load(c, b, n.idx), user), fail, NULL));
+  const tir_buffer_t* params[2] = {b, word};
+  return kiln_lew_emit(ctx, &n, body, 2, params, false);
 }
 
 kiln_status_t kiln_lew_fill(kiln_lower_ctx_t* ctx, const tir_buffer_t* out, const tir_expr_t* v) {
@@ -624,7 +642,8 @@ static const tir_expr_t* b_div(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a
   if (kiln_dtype_is_float(t)) return tir_bin(c, TIR_DIV, a, b);
   /* Truncating division that never traps: the divisor is 1 where the
    * reference would fail (0) or could overflow (-1); those lanes then take
-   * 0 and the wrapped negation. */
+   * 0 and the wrapped negation. A zero divisor still fails the run: the
+   * status word lower_div adds to the kernel reports it. */
   const tir_expr_t* zero = tir_const(c, t, 0);
   const tir_expr_t* is0 = tir_bin(c, TIR_EQ, b, zero);
   if (t == KILN_DTYPE_U8) {
@@ -682,7 +701,9 @@ static const tir_expr_t* b_or(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
   return tir_bin(c, TIR_OR, bool01(c, a), bool01(c, b));
 }
 
-static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mask) {
+/* |check_zero_b|: the kernel also stores KILN_CHECK_DIV_ZERO into a status
+ * word where B is 0 (integer Div with a run-time divisor). */
+static kiln_status_t lower_binary_ex(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mask, bool check_zero_b) {
   TRY(need(ctx, 0, mask));
   TRY(need(ctx, 1, mask));
   TRY(need_out(ctx));
@@ -704,9 +725,23 @@ static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mas
   const tir_expr_t* va = widen(c, kiln_lew_bload(c, &n, a));
   const tir_expr_t* vb = widen(c, kiln_lew_bload(c, &n, b));
   const tir_expr_t* v = narrow(c, y->dtype, fn(c, a->dtype, va, vb));
-  const tir_stmt_t* body = kiln_lew_loops(c, &n, kiln_lew_store(c, &n, y, v));
-  const tir_buffer_t* params[3] = {a, b, y};
-  return kiln_lew_emit(ctx, &n, body, 3, params, true);
+  const tir_stmt_t* st = kiln_lew_store(c, &n, y, v);
+  const tir_buffer_t* params[4] = {a, b, y, NULL};
+  if (check_zero_b) {
+    /* In the division's own loop: B is loaded there already, so the check
+     * costs a compare and no second pass over B. Every work-item that finds
+     * a zero stores the same code: no atomics needed on any target. */
+    const tir_expr_t* zero[1] = {tir_int(c, 0)};
+    TRY(kiln_lower_status(ctx, &params[3]));
+    const tir_stmt_t* fail = tir_store(c, params[3], zero, tir_const(c, KILN_DTYPE_I32, KILN_CHECK_DIV_ZERO));
+    st = tir_seq2(c, tir_if(c, tir_bin(c, TIR_EQ, vb, tir_const(c, vb->dtype, 0)), fail, NULL), st);
+  }
+  const tir_stmt_t* body = kiln_lew_loops(c, &n, st);
+  return kiln_lew_emit(ctx, &n, body, check_zero_b ? 4 : 3, params, true);
+}
+
+static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mask) {
+  return lower_binary_ex(ctx, fn, mask, false);
 }
 
 #define BINARY(name, fn, mask) \
@@ -715,7 +750,13 @@ static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mas
 BINARY(lower_add, b_add, M_NUM)
 BINARY(lower_sub, b_sub, M_NUM)
 BINARY(lower_mul, b_mul, M_NUM)
-BINARY(lower_div, b_div, M_NUM)
+/* Integer Div: a run-time divisor is checked for zeros in the division
+ * kernel (a constant one was checked at load, see
+ * ir/ops/elementwise_binary.c), so the run fails like the reference's. */
+static kiln_status_t lower_div(kiln_lower_ctx_t* ctx) {
+  const tir_buffer_t* b = kiln_lew_in(ctx, 1);
+  return lower_binary_ex(ctx, b_div, M_NUM, b && !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1));
+}
 BINARY(lower_equal, b_eq, M_ALL)
 BINARY(lower_less, b_lt, M_NUM)
 BINARY(lower_greater, b_gt, M_NUM)

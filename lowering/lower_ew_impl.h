@@ -27,6 +27,7 @@
 #define KILN_LOWERING_LOWER_EW_IMPL_H_
 
 #include "lowering/lower.h"
+#include "lowering/plan.h"
 
 #define KILN_LEW_PARALLEL_MIN 65536
 
@@ -78,6 +79,15 @@ kiln_status_t kiln_lew_emit(kiln_lower_ctx_t* ctx, const kiln_lew_nest_t* n,
 /* The default schedule for a nest (NULL when there is nothing to do). */
 tir_schedule_t* kiln_lew_schedule(kiln_lower_ctx_t* ctx, const kiln_lew_nest_t* n,
                                   bool vectorize);
+
+/* A run-time check: a kernel over every element of |b| that stores |code|
+ * into a new status word of the node (kiln_lower_status) where bad(element)
+ * is true. Emit it before the kernels that use |b|; they must stay
+ * memory-safe on bad data themselves (clamp, or divide by 1). Nothing is
+ * emitted for an empty |b|. */
+typedef const tir_expr_t* (*kiln_lew_bad_fn)(tir_ctx_t* c, const tir_expr_t* v, const void* user);
+kiln_status_t kiln_lew_check(kiln_lower_ctx_t* ctx, const tir_buffer_t* b, kiln_lew_bad_fn bad,
+                             const void* user, kiln_check_code_t code);
 
 /* Fills output |out| with the immediate |v| (f16 given as an f32 value). */
 kiln_status_t kiln_lew_fill(kiln_lower_ctx_t* ctx, const tir_buffer_t* out, const tir_expr_t* v);

@@ -8,7 +8,8 @@
  *
  * Row reductions (LayerNormalization statistics, the Softmax max and sum)
  * over a contiguous row run 16 lanes at a time in a PRIVATE vector and then
- * across the lanes (nn_lane_reduce), so the row loop vectorizes; reductions
+ * across the lanes (nn_lane_reduce; rows of 64k or more block by block, for
+ * accuracy), so the row loop vectorizes; reductions
  * over a strided axis (Softmax with inner > 1) instead keep a PRIVATE row of
  * the inner extent and vectorize along it.
  */
@@ -20,11 +21,52 @@
 
 /* ---- row reduction --------------------------------------------------------- */
 
+/* |f| read from |base| on: one block of a long row. */
+typedef struct lane_blk_s {
+  nn_val_fn f;
+  const void* user;
+  const tir_expr_t* base;
+} lane_blk_t;
+
+static const tir_expr_t* lane_blk_val(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const lane_blk_t* b = u;
+  return b->f(kb, b->user, nn_add(kb, b->base, i));
+}
+
+/* A row of 64k or more: blocks of B (about sqrt(n), a multiple of 256, at
+ * least 4096), each reduced 16 lanes wide into a partial that is then folded
+ * into |dst|. Each lane and |dst| then add about sqrt(n)/16 and sqrt(n)
+ * values instead of n/16, so f32 sums keep their accuracy (a Softmax over
+ * 2^18 was off by 1.5e-4); the extra work is one 16-lane fold per block. */
+static const tir_stmt_t* lane_reduce_blocked(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
+                                             const tir_expr_t* ident, int64_t n, nn_val_fn f,
+                                             const void* user) {
+  tir_ctx_t* t = kb->t;
+  int64_t B = 256;
+  while (B * B < n) B += 256;
+  if (B < 4096) B = 4096;
+  const int64_t nb = n / B, rem = n - nb * B, one = 1;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_buffer_t* part = tir_buffer(t, "lpart", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_stmt_t* fold =
+      tir_store(t, dst, NN_IDX(z), tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), tir_load(t, part, NN_IDX(z))));
+  tir_var_t* vb = nn_var(kb, "rb");
+  lane_blk_t blk = {f, user, nn_mulc(kb, nn_v(kb, vb), B)};
+  const tir_stmt_t* items[3] = {tir_store(t, dst, NN_IDX(z), ident), NULL, NULL};
+  items[1] = nn_for(kb, vb, nb, tir_alloc(t, part, tir_seq2(t, nn_lane_reduce(kb, part, op, ident, B, lane_blk_val, &blk), fold)));
+  if (rem) {
+    lane_blk_t tail = {f, user, nn_i(kb, nb * B)};
+    items[2] = tir_alloc(t, part, tir_seq2(t, nn_lane_reduce(kb, part, op, ident, rem, lane_blk_val, &tail), fold));
+  }
+  return tir_seq(t, 3, items);
+}
+
 const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
                                  const tir_expr_t* ident, int64_t n, nn_val_fn f,
                                  const void* user) {
   tir_ctx_t* t = kb->t;
   const bool lanes_ok = dst->dtype == KILN_DTYPE_F32 && n >= 64;
+  if (lanes_ok && n >= 65536) return lane_reduce_blocked(kb, dst, op, ident, n, f, user);
   const int64_t L = lanes_ok ? 16 : 1;
   const tir_expr_t* z = nn_i(kb, 0);
   const tir_stmt_t* items[5] = {NULL, NULL, NULL, NULL, NULL};

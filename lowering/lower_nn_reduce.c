@@ -7,8 +7,10 @@
  * [kept][reduced][kept]. When the last run is reduced, every output element
  * reduces a contiguous row (16 lanes at a time for f32, nn_lane_reduce);
  * when it is kept, a PRIVATE row of that extent accumulates and the loop
- * along it vectorizes. Floats accumulate in f32 (the reference uses double:
- * the difference is fp32 reassociation error), integers in i64 wrapping like
+ * along it vectorizes. A row of 64k elements or more is reduced in blocks
+ * by two kernels (reduce_blocked: accurate and parallel). Floats accumulate
+ * in f32 (the reference uses double: the difference is fp32 reassociation
+ * error), integers in i64 wrapping like
  * the reference; Mean divides by the group size (0/0 = NaN for floats, 0 for
  * integers, as in the reference), Max starts from -inf / the dtype's lowest.
  * noop_with_empty_axes with no axes aliases the output to the input.
@@ -50,6 +52,89 @@ static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t
     case KILN_DTYPE_I32: return nn_i(kb, INT32_MIN);
     default: return nn_i(kb, INT64_MIN);
   }
+}
+
+/* ---- long rows: two kernels over blocks ------------------------------------
+ *
+ * One accumulator per lane summing a whole row loses everything past 2^24
+ * times the lane's element size (a sum of 7e8 ones came out 2.7e8) and, on a
+ * GPU, runs in one work-item. A row of at least SPLIT_MIN elements is cut
+ * into blocks of B (about sqrt(row), a multiple of 256, at least 4096): the
+ * first kernel reduces every (row, block) pair into a workspace in parallel,
+ * the second reduces each row's partials and the row's tail. Each level adds
+ * about sqrt(row)/16 values per lane, so the error grows with sqrt(row) terms
+ * instead of row terms, and one work-item never loops over more than about
+ * sqrt(row) elements. */
+enum { SPLIT_MIN = 65536 };
+
+typedef struct blk_s {
+  const rd_t* r;
+  const tir_expr_t* row; /* kept index (NULL: one row) */
+  const tir_expr_t* base;
+  const tir_buffer_t* part;
+} blk_t;
+
+static const tir_expr_t* blk_x(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const blk_t* b = u;
+  const tir_expr_t* idx[2];
+  int32_t n = 0;
+  if (b->row) idx[n++] = b->row;
+  idx[n++] = nn_add(kb, b->base, i);
+  return rd_val(kb, b->r, idx);
+}
+
+static const tir_expr_t* blk_part(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const blk_t* b = u;
+  return tir_load(kb->t, b->part, NN_IDX(nn_add(kb, b->base, i)));
+}
+
+static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer_t* yv, red_kind_t kind,
+                                    tir_binop_t bop, const tir_expr_t* ident) {
+  tir_ctx_t* t = kb->t;
+  const int64_t R = r->gdim[r->ng - 1], rows = r->ng == 2 ? r->gdim[0] : 1;
+  int64_t B = 256;
+  while (B * B < R) B += 256;
+  if (B < 4096) B = 4096;
+  const int64_t P = R / B, tail = R - P * B, np = rows * P;
+  const tir_buffer_t* part;
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(kb->ctx, "part", r->acc_t, 1, &np, &part));
+  const int64_t one = 1;
+  const tir_expr_t* z = nn_i(kb, 0);
+  /* kernel 1: part[q] for q = row * P + block, in parallel over q */
+  {
+    tir_var_t* vq = nn_var(kb, "q");
+    const tir_expr_t* q = nn_v(kb, vq);
+    const tir_buffer_t* acc = tir_buffer(t, "acc", r->acc_t, 1, &one, TIR_SCOPE_PRIVATE);
+    blk_t b = {r, r->ng == 2 ? nn_divc(kb, q, P) : NULL, nn_mulc(kb, nn_modc(kb, q, P), B), NULL};
+    const tir_stmt_t* body = tir_seq2(t, nn_lane_reduce(kb, acc, bop, ident, B, blk_x, &b),
+                                      tir_store(t, part, NN_IDX(q), tir_load(t, acc, NN_IDX(z))));
+    const tir_stmt_t* s = nn_for(kb, vq, np, tir_alloc(t, acc, body));
+    nn_parallel(kb, vq);
+    KILN_RETURN_IF_ERROR(nn_emit(kb, s));
+  }
+  /* kernel 2: per row, the partials, then the tail */
+  tir_var_t* vk = nn_var(kb, "k");
+  const tir_expr_t* k = rows > 1 ? nn_v(kb, vk) : z;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", r->acc_t, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* rest = tir_buffer(t, "rest", r->acc_t, 1, &one, TIR_SCOPE_PRIVATE);
+  blk_t bp = {r, NULL, nn_mulc(kb, k, P), part};
+  const tir_stmt_t* items[3] = {nn_lane_reduce(kb, acc, bop, ident, P, blk_part, &bp), NULL, NULL};
+  if (tail) {
+    blk_t bt = {r, r->ng == 2 ? k : NULL, nn_i(kb, P * B), NULL};
+    const tir_stmt_t* ts = tir_seq2(
+        t, nn_lane_reduce(kb, rest, bop, ident, tail, blk_x, &bt),
+        tir_store(t, acc, NN_IDX(z), tir_bin(t, bop, tir_load(t, acc, NN_IDX(z)), tir_load(t, rest, NN_IDX(z)))));
+    items[1] = tir_alloc(t, rest, ts);
+  }
+  const tir_expr_t* v = tir_load(t, acc, NN_IDX(z));
+  if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r->acc_t, (double)R));
+  items[2] = tir_store(t, yv, NN_IDX(k), tir_cast(t, yv->dtype, v));
+  const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
+  if (rows > 1) {
+    s = nn_for(kb, vk, rows, s);
+    if (rows * P >= 256) nn_parallel(kb, vk);
+  }
+  return nn_emit(kb, s);
 }
 
 static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
@@ -131,6 +216,9 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   /* Loop variables: kept groups outermost (in order), then reduced ones;
    * when the last group is kept it becomes the innermost row loop. */
   const bool last_kept = !r.gred[r.ng - 1];
+  /* [row] or [kept][row] with a long row: blocked, in two kernels. */
+  if (!last_kept && r.gdim[r.ng - 1] >= SPLIT_MIN && (r.ng == 1 || (r.ng == 2 && !r.gred[0])))
+    return reduce_blocked(&kb, &r, yv, kind, bop, ident);
   tir_var_t* gv[KILN_MAX_RANK];
   for (int32_t g = 0; g < r.ng; ++g) {
     gv[g] = nn_var(&kb, r.gred[g] ? "r" : "k");

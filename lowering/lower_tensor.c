@@ -9,9 +9,10 @@
  *        folded floor-mod (reflect) of the output index; constant mode
  *        selects the fill value outside the kept part;
  *   Gather: the index is loaded, made non-negative and CLAMPED to the axis
- *        ([0, n-1]); the reference fails the run on an out-of-range index,
- *        the compiled kernel never reads out of bounds and returns the
- *        nearest edge slice instead (an empty axis gives zeros);
+ *        ([0, n-1]) so the kernel never reads out of bounds; an index
+ *        outside [-n, n) still fails the run as in the reference: a check
+ *        kernel before it stores a code into a status word the runtime
+ *        reads (kiln_lew_check);
  *   Resize: source coordinates are computed at lowering time in double with
  *        the reference's formulas; per axis the index map becomes an affine
  *        / floordiv expression when it is one (identity, integer up- or
@@ -382,6 +383,17 @@ static kiln_status_t lower_slice(kiln_lower_ctx_t* ctx) {
 
 /* ---- Gather ----------------------------------------------------------------- */
 
+/* An index outside [-n, n) (n = *user, the axis' extent). */
+static const tir_expr_t* index_bad(tir_ctx_t* c, const tir_expr_t* v, const void* user) {
+  const int64_t n = *(const int64_t*)user;
+  /* i32 indices compare as i32 (no widening in the kernel) when n fits. */
+  if (v->dtype == KILN_DTYPE_I32 && n <= INT32_MAX)
+    return tir_bin(c, TIR_OR, tir_bin(c, TIR_LT, v, kiln_lew_imm_i(c, v->dtype, -n)),
+                   tir_bin(c, TIR_GE, v, kiln_lew_imm_i(c, v->dtype, n)));
+  const tir_expr_t* j = tir_cast(c, KILN_DTYPE_I64, v);
+  return tir_bin(c, TIR_OR, tir_bin(c, TIR_LT, j, tir_int(c, -n)), tir_bin(c, TIR_GE, j, tir_int(c, n)));
+}
+
 static kiln_status_t lower_gather(kiln_lower_ctx_t* ctx) {
   TRY(need_io(ctx, "Gather"));
   tir_ctx_t* c = ctx->tir;
@@ -402,12 +414,26 @@ static kiln_status_t lower_gather(kiln_lower_ctx_t* ctx) {
     return kiln_make_status(KILN_INTERNAL, "Gather: output shape mismatch");
   if (tir_buffer_numel(y) == 0) return NULL;
   const int64_t nax = x->shape[axis];
+  /* Run-time indices are checked like the reference does; constant ones
+   * were checked at load (ir/ops/tensor_move.c). */
+  if (!kiln_lew_const_in(ctx, 1)) TRY(kiln_lew_check(ctx, ind, index_bad, &nax, KILN_CHECK_INDEX_RANGE));
   if (nax == 0) return kiln_lew_fill(ctx, y, kiln_lew_imm(c, y->dtype, 0.0));
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
-  const tir_expr_t* j = tir_cast(c, KILN_DTYPE_I64, tir_load(c, ind, &n.idx[axis]));
-  j = tir_select(c, tir_bin(c, TIR_LT, j, tir_int(c, 0)), tir_add(c, j, tir_int(c, nax)), j);
-  j = kiln_lew_clamp(c, j, 0, nax - 1);
+  const tir_expr_t* j = tir_load(c, ind, &n.idx[axis]);
+  if (ind->dtype == KILN_DTYPE_I32 && nax <= INT32_MAX) {
+    /* i32 indices are made non-negative and clamped as i32 and widened
+     * only then: lavapipe widens a negative GLSL int to int64_t wrongly
+     * (found by tests/test_bad_runtime_arith). */
+    const tir_expr_t* z = kiln_lew_imm_i(c, KILN_DTYPE_I32, 0);
+    j = tir_select(c, tir_bin(c, TIR_LT, j, z), tir_add(c, j, kiln_lew_imm_i(c, KILN_DTYPE_I32, nax)), j);
+    j = tir_bin(c, TIR_MIN, tir_bin(c, TIR_MAX, j, z), kiln_lew_imm_i(c, KILN_DTYPE_I32, nax - 1));
+    j = tir_cast(c, KILN_DTYPE_I64, j);
+  } else {
+    j = tir_cast(c, KILN_DTYPE_I64, j);
+    j = tir_select(c, tir_bin(c, TIR_LT, j, tir_int(c, 0)), tir_add(c, j, tir_int(c, nax)), j);
+    j = kiln_lew_clamp(c, j, 0, nax - 1);
+  }
   const tir_expr_t* idx[KILN_MAX_RANK];
   for (int32_t k = 0; k < x->rank; ++k)
     idx[k] = k < axis ? n.idx[k] : k == axis ? j : n.idx[k + q - 1];

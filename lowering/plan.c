@@ -298,6 +298,7 @@ static const char* kind_name(kiln_plan_buffer_kind_t k) {
     case KILN_PLAN_INTERMEDIATE: return "intermediate";
     case KILN_PLAN_CONST: return "const";
     case KILN_PLAN_TEMP: return "temp";
+    case KILN_PLAN_STATUS: return "status";
   }
   return "?";
 }

@@ -22,7 +22,20 @@ typedef enum kiln_plan_buffer_kind_e {
   KILN_PLAN_INTERMEDIATE,
   KILN_PLAN_CONST,
   KILN_PLAN_TEMP,
+  /* A run-time check's status word (kiln_lower_status): i32[1], zero before
+   * every run; a kernel stores a KILN_CHECK_* code into it when the check
+   * fails, and the runtime turns a non-zero word into the run's error. */
+  KILN_PLAN_STATUS,
 } kiln_plan_buffer_kind_t;
+
+/* What a failed run-time check stores into its status word. The runtime
+ * reads the same numbers (runtime/program.h, KILN_PB_CHECK_*; the program
+ * builder asserts they agree). */
+typedef enum kiln_check_code_e {
+  KILN_CHECK_OK = 0,
+  KILN_CHECK_DIV_ZERO = 1,    /* integer division by zero */
+  KILN_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+} kiln_check_code_t;
 
 typedef struct kiln_plan_buffer_s {
   const tir_buffer_t* buf;

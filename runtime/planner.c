@@ -92,6 +92,9 @@ static kiln_status_t lives_build(const kiln_program_t* p, kiln_allocator_t a, li
     life_t* r = &L->life[L->root[i]];
     if (b->kind == KILN_PB_INPUT) r->in = true;
     if (b->kind == KILN_PB_OUTPUT) r->out = true;
+    /* A status word is zeroed before the first kernel and read after the
+     * last: it lives through the run, like an input that is also an output. */
+    if (b->kind == KILN_PB_STATUS) r->in = r->out = true;
     if (b->first_use < 0) continue;
     if (r->start < 0 || b->first_use < r->start) r->start = b->first_use;
     if (b->last_use > r->end) r->end = b->last_use;

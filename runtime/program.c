@@ -127,6 +127,10 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
     if (b->first_use < -1 || b->first_use >= p->n_kernels || b->last_use >= p->n_kernels ||
         (b->first_use >= 0 && b->last_use < b->first_use) || (b->first_use < 0 && b->last_use >= 0))
       return bad(p, "buffer '%s' has lifetime [%lld, %lld]", b->name, (long long)b->first_use, (long long)b->last_use);
+    /* The session zeroes and reads a status word as one i32 of its own. */
+    if (b->kind == KILN_PB_STATUS &&
+        (b->dtype != KILN_DTYPE_I32 || n != 1 || b->bytes != 4 || b->alias_of >= 0))
+      return bad(p, "status word '%s' is not an i32[1] buffer of its own", b->name);
     if (b->kind == KILN_PB_CONST) {
       if (b->alias_of >= 0)
         return bad(p, "constant '%s' aliases buffer %lld", b->name, (long long)b->alias_of);
@@ -148,6 +152,8 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
                  (long long)p->buffers[i].bytes, (long long)p->buffers[r].bytes);
     if (p->buffers[r].kind == KILN_PB_CONST && r != i)
       return bad(p, "buffer '%s' aliases constant %lld", bn(p, i), (long long)r);
+    if (p->buffers[r].kind == KILN_PB_STATUS && r != i)
+      return bad(p, "buffer '%s' aliases status word %lld", bn(p, i), (long long)r);
   }
   return NULL;
 }
@@ -222,6 +228,8 @@ static kiln_status_t validate_kernels(const kiln_program_t* p) {
                    kk->name, (long long)j, (long long)k);
       if ((kk->access[j] & KILN_ARG_WRITE) && p->buffers[kiln_program_root(p, kk->args[j])].kind == KILN_PB_CONST)
         return bad(p, "kernel '%s' writes a constant (argument %lld)", kk->name, (long long)j);
+      if (b->kind == KILN_PB_STATUS && kk->access[j] != KILN_ARG_WRITE)
+        return bad(p, "kernel '%s' reads status word '%s' (argument %lld)", kk->name, b->name, (long long)j);
     }
     for (int d = 0; d < 3; ++d)
       if (kk->groups[d] < 1 || kk->local[d] < 1 || kk->groups[d] > (1ll << 31) || kk->local[d] > 4096)
@@ -251,6 +259,8 @@ static kiln_status_t validate_io(const kiln_program_t* p) {
   for (int32_t i = 0; i < p->n_outputs; ++i)
     if (p->outputs[i] < 0 || p->outputs[i] >= p->n_buffers || !p->output_names[i])
       return bad(p, "%s %lld names buffer %lld", "output", (long long)i, (long long)p->outputs[i]);
+    else if (p->buffers[p->outputs[i]].kind == KILN_PB_STATUS)
+      return bad(p, "output %lld is status word '%s'", (long long)i, bn(p, p->outputs[i]));
   return NULL;
 }
 

@@ -39,8 +39,19 @@ typedef enum kiln_program_buffer_kind_e {
   KILN_PB_INTERMEDIATE = 2,
   KILN_PB_CONST = 3,
   KILN_PB_TEMP = 4, /* per-kernel workspace */
+  /* A run-time check's status word: i32[1], written (never read) by the
+   * kernels that check data the reference would reject. The session zeroes
+   * it before every run and fails a run that leaves a KILN_PB_CHECK_* code
+   * in it, naming the node of the kernel that wrote it. */
+  KILN_PB_STATUS = 5,
   KILN_PB_KIND_COUNT_
 } kiln_program_buffer_kind_t;
+
+/* Codes a failed check stores into its status word. */
+enum {
+  KILN_PB_CHECK_DIV_ZERO = 1,    /* integer division by zero */
+  KILN_PB_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+};
 
 typedef struct kiln_program_buffer_s {
   char* name;

@@ -169,6 +169,32 @@ static kiln_status_t make_slot(kiln_session_t* s, kiln_session_slot_t* sl, int32
   return st;
 }
 
+/* The status words and the kernels that write them, in kernel order, so a
+ * run that fails several checks reports the first node that failed. */
+static kiln_status_t init_checks(kiln_session_t* s) {
+  const kiln_program_t* p = s->p;
+  int32_t n = 0;
+  for (int32_t b = 0; b < p->n_buffers; ++b) n += p->buffers[b].kind == KILN_PB_STATUS;
+  if (!n) return NULL;
+  s->check_buffer = calloc((size_t)n, sizeof(int32_t));
+  s->check_kernel = calloc((size_t)n, sizeof(int32_t));
+  if (!s->check_buffer || !s->check_kernel)
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      int32_t b = kk->args[j];
+      if (p->buffers[b].kind != KILN_PB_STATUS || !(kk->access[j] & KILN_ARG_WRITE)) continue;
+      bool seen = false;
+      for (int32_t i = 0; i < s->n_checks && !seen; ++i) seen = s->check_buffer[i] == b;
+      if (seen || s->n_checks == n) continue;
+      s->check_buffer[s->n_checks] = b;
+      s->check_kernel[s->n_checks++] = k;
+    }
+  }
+  return NULL;
+}
+
 static kiln_status_t init_profile(kiln_session_t* s) {
   const kiln_program_t* p = s->p;
   s->prof = calloc((size_t)p->n_kernels + 1, sizeof(kiln_profile_entry_t));
@@ -214,6 +240,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (!st) st = kiln_memory_plan(p, s->alignment, kiln_allocator_system(), &s->mp);
   if (!st) st = plan_barriers(s);
   if (!st) st = upload_weights(s);
+  if (!st) st = init_checks(s);
   if (!st && s->opts.profile) st = init_profile(s);
   if (!st) {
     s->slots = calloc((size_t)s->opts.slots, sizeof(kiln_session_slot_t));
@@ -252,6 +279,8 @@ void kiln_session_destroy(kiln_session_t* s) {
   d->vt->executable_destroy(d, s->exe);
   kiln_memory_plan_free(kiln_allocator_system(), &s->mp);
   free(s->barrier_before);
+  free(s->check_buffer);
+  free(s->check_kernel);
   free(s->prof);
   free(s->ts);
   kiln_device_release(d);
@@ -302,6 +331,14 @@ kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs
                                              kiln_program_buffer_dense_bytes(&p->buffers[b])),
                          "%s: uploading input '%s'", mname(s), p->input_names[i]);
   }
+  /* Status words start every run at zero (a previous run may have failed). */
+  static const int32_t zero = 0;
+  for (int32_t i = 0; i < s->n_checks; ++i) {
+    kiln_device_buffer_t* v = sl->views[s->check_buffer[i]];
+    if (v)
+      KILN_RETURN_IF_ERROR(d->vt->buffer_write(d, v, 0, &zero, sizeof zero), "%s: clearing status word '%s'",
+                           mname(s), p->buffers[s->check_buffer[i]].name);
+  }
   KILN_RETURN_IF_ERROR(d->vt->submit(d, sl->cmd), "%s: submitting a run", mname(s));
   sl->busy = true;
   sl->run = ++s->next_run;
@@ -337,6 +374,34 @@ static void record_profile(kiln_session_t* s, kiln_session_slot_t* sl) {
   s->prof_runs++;
 }
 
+/* The error of the first kernel (in run order) whose check failed, with
+ * the same status code the reference executor gives for that data. */
+static kiln_status_t read_checks(kiln_session_t* s, kiln_session_slot_t* sl) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  for (int32_t i = 0; i < s->n_checks; ++i) {
+    kiln_device_buffer_t* v = sl->views[s->check_buffer[i]];
+    int32_t code = 0;
+    if (!v) continue;
+    KILN_RETURN_IF_ERROR(d->vt->buffer_read(d, v, 0, &code, sizeof code), "%s: reading status word '%s'",
+                         mname(s), p->buffers[s->check_buffer[i]].name);
+    if (!code) continue;
+    const kiln_program_kernel_t* kk = &p->kernels[s->check_kernel[i]];
+    if (code == KILN_PB_CHECK_DIV_ZERO)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "%s: node '%s' (%s): %s: integer division by zero (a divisor is 0; kernel '%s')",
+                              mname(s), kk->node_name, kk->op_type, kk->op_type, kk->name);
+    if (code == KILN_PB_CHECK_INDEX_RANGE)
+      return kiln_make_status(KILN_OUT_OF_RANGE,
+                              "%s: node '%s' (%s): %s: index out of range (an index is outside [-n, n) of "
+                              "its axis; kernel '%s')",
+                              mname(s), kk->node_name, kk->op_type, kk->op_type, kk->name);
+    return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d",
+                            mname(s), kk->node_name, kk->op_type, kk->name, (int)code);
+  }
+  return NULL;
+}
+
 static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, kiln_array_t* outputs) {
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
@@ -369,6 +434,9 @@ kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* o
   kiln_device_t* d = s->dev;
   kiln_status_t st = d->vt->wait(d, sl->cmd);
   if (!st && s->opts.profile) record_profile(s, sl);
+  if (!st) st = read_checks(s, sl);
+  if (st)
+    for (int32_t i = 0; i < s->p->n_outputs; ++i) memset(&outputs[i], 0, sizeof(outputs[i]));
   if (!st) st = read_outputs(s, sl, outputs);
   sl->busy = false;
   if (st) return kiln_status_annotate(st, "%s: run %llu", mname(s), (unsigned long long)run);

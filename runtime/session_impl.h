@@ -33,6 +33,11 @@ struct kiln_session_s {
   uint64_t weights_bytes;
   kiln_device_buffer_t** weight_views; /* per program buffer: CONST views */
   uint8_t* barrier_before;             /* per kernel: a barrier is recorded before it */
+  /* Run-time checks (KILN_PB_STATUS words): the word's buffer and the
+   * kernel that writes it, in kernel order. */
+  int32_t n_checks;
+  int32_t* check_buffer;
+  int32_t* check_kernel;
   int32_t n_barriers;
   kiln_session_slot_t* slots;
   int32_t n_slots;

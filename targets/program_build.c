@@ -12,8 +12,12 @@
 static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
     [KILN_PLAN_INTERMEDIATE] = KILN_PB_INTERMEDIATE, [KILN_PLAN_CONST] = KILN_PB_CONST,
-    [KILN_PLAN_TEMP] = KILN_PB_TEMP,
+    [KILN_PLAN_TEMP] = KILN_PB_TEMP,           [KILN_PLAN_STATUS] = KILN_PB_STATUS,
 };
+
+/* Kernels store lowering's check codes; the runtime decodes them as its own. */
+_Static_assert((int)KILN_CHECK_DIV_ZERO == (int)KILN_PB_CHECK_DIV_ZERO, "check codes differ");
+_Static_assert((int)KILN_CHECK_INDEX_RANGE == (int)KILN_PB_CHECK_INDEX_RANGE, "check codes differ");
 
 static kiln_status_t alloc_zero(kiln_program_t* prog, size_t n, size_t elem, const char* what,
                                 void* out) {

@@ -219,6 +219,21 @@ static kiln_status_t infer_binary(kiln_infer_t* ctx, const binop_t* op,
   kiln_shape_t s;
   KILN_RETURN_IF_ERROR(bcast(ctx, &a->shape, &ctx->in[1]->shape, &s));
   kiln_infer_set(ctx, 0, op->to_bool ? KILN_DTYPE_BOOL : a->dtype, &s);
+  /* A constant integer divisor holding a zero fails every run that has an
+   * output element (as the reference would): say so at load. Run-time
+   * divisors are checked by the compiled kernels (lowering, kiln_lew_check). */
+  bool empty = false;
+  for (int32_t d = 0; d < s.rank; ++d) empty |= s.dims[d] == 0;
+  if (op->k == div_k && kiln_dtype_is_int(a->dtype) && !empty && kiln_infer_has_value(ctx, 1)) {
+    const kiln_array_t* b = &ctx->in[1]->value;
+    int64_t n = kiln_array_numel(b);
+    for (int64_t i = 0; i < n && b->data; ++i)
+      if (kiln_ew_ld_i(b->dtype, b->data, i) == 0)
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "Div: integer division by zero: divisor '%s' (known at compile time) holds 0 at "
+                                "element %lld",
+                                ctx->in[1]->name, (long long)i);
+  }
   return kiln_ew_fold(ctx, run);
 }
 

@@ -219,6 +219,27 @@ static kiln_status_t check_input(const kiln_cpu_exec_t* e, int32_t i, const kiln
   return NULL;
 }
 
+/* A run-time check that failed (a status word left non-zero: see
+ * KILN_PLAN_STATUS), reported as the session does, by the checking node. */
+static kiln_status_t check_words(const kiln_cpu_exec_t* e) {
+  const kiln_plan_t* p = e->plan;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t j = 0; j < p->kernels[k].func->n_params; ++j) {
+      int32_t b = p->kernels[k].args[j];
+      if (p->buffers[b].kind != KILN_PLAN_STATUS || !e->mem[b]) continue;
+      int32_t code = *(const int32_t*)e->mem[b];
+      if (!code) continue;
+      const kiln_node_t* n = &p->graph->nodes[p->kernels[k].node];
+      return kiln_make_status(code == KILN_CHECK_INDEX_RANGE ? KILN_OUT_OF_RANGE : KILN_INVALID_ARGUMENT,
+                              "cpu: node '%s' (%s): %s: %s (kernel '%s')", n->name, n->op_type, n->op_type,
+                              code == KILN_CHECK_DIV_ZERO     ? "integer division by zero"
+                              : code == KILN_CHECK_INDEX_RANGE ? "index out of range"
+                                                              : "a run-time check failed",
+                              p->kernels[k].func->name);
+    }
+  return NULL;
+}
+
 kiln_status_t kiln_cpu_run(kiln_cpu_exec_t* e, const kiln_array_t* inputs, kiln_array_t* outputs,
                            kiln_cpu_kernel_cb on_kernel, void* user) {
   if (!e) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: NULL executable");
@@ -286,11 +307,14 @@ kiln_status_t kiln_cpu_run(kiln_cpu_exec_t* e, const kiln_array_t* inputs, kiln_
         e->args[k][j] = over[r] ? over[r] : e->mem[r];
       }
     if (e->module.set_threads) e->module.set_threads(e->threads);
+    for (int32_t b = 0; b < p->n_buffers; ++b)
+      if (p->buffers[b].kind == KILN_PLAN_STATUS && e->mem[b]) memset(e->mem[b], 0, sizeof(int32_t));
     for (int32_t k = 0; k < p->n_kernels; ++k) {
       double t = on_kernel ? kiln_cpu_now() : 0.0;
       e->module.fns[k]((void* const*)e->args[k]);
       if (on_kernel) on_kernel(user, k, kiln_cpu_now() - t);
     }
+    s = check_words(e);
   }
   for (int32_t i = 0; i < n_out && !s; ++i) {
     if (direct_out[i]) continue;

@@ -70,3 +70,10 @@ if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
                          ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
   endforeach()
 endif()
+
+# Run-time arithmetic errors (integer Div by zero, Gather indices out of
+# range) and large-sum accuracy on the OpenCL device: the executable is the
+# CPU suite's (tests/test_bad_runtime_arith.c) with --target opencl.
+add_test(NAME test_bad_runtime_arith_opencl COMMAND test_bad_runtime_arith --target opencl)
+set_tests_properties(test_bad_runtime_arith_opencl PROPERTIES LABELS "target=opencl;badinput" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})

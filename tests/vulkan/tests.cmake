@@ -46,3 +46,10 @@ foreach(level O0 O1)
                        FAIL_REGULAR_EXPRESSION "kiln vulkan validation:|MISMATCH"
                        ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 endforeach()
+
+# Run-time arithmetic errors and large-sum accuracy on the Vulkan device
+# (tests/test_bad_runtime_arith.c with --target vulkan), validation layer on.
+add_test(NAME test_bad_runtime_arith_vulkan COMMAND test_bad_runtime_arith --target vulkan)
+set_tests_properties(test_bad_runtime_arith_vulkan PROPERTIES LABELS "target=vulkan;badinput" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")

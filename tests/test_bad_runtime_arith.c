@@ -1,0 +1,452 @@
+/* Run-time arithmetic the reference rejects (BAD_INPUTS rows 11, 12, 26)
+ * and the accuracy of large sums, on one target per process:
+ *
+ *   test_bad_runtime_arith [--target cpu|opencl|vulkan]   (default cpu)
+ *
+ * Graphs are built in code and compiled through the runtime as `kiln run`
+ * does (plan, fusion, templates, program, module, session on the device
+ * opened strictly: a missing GPU fails the test, never passes it):
+ *   - integer Div with a zero in a run-time divisor: the run fails on every
+ *     target with the reference's status code, naming the node; a later run
+ *     with good data in the same session succeeds (the status word is reset);
+ *   - Gather with an index past the end and one below -n: the same;
+ *     in-range negative indices give the reference's values;
+ *   - a constant zero divisor and a constant out-of-range Gather index are
+ *     compile-time errors naming the node;
+ *   - ReduceSum / ReduceMean over 2^25 f32 values: within 1e-6 (relative)
+ *     of the exact sum, where one f32 accumulator per lane is off by ~1e-4.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/ref_exec.h"
+#include "ir/graph.h"
+#include "ir/passes.h"
+#include "kiln/runtime.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "runtime/module_impl.h"
+#include "targets/program_build.h"
+#include "targets/registry.h"
+#include "testing.h"
+
+static const char* g_target_name = "cpu";
+static const kiln_target_t* g_target = NULL;
+static kiln_device_t* g_device = NULL;
+
+static kiln_allocator_t al(void) { return kiln_allocator_system(); }
+
+static kiln_array_t arr(kiln_dtype_t t, int rank, const int64_t* dims) {
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  memset(&a, 0, sizeof a);
+  if (!CHECK_OK(kiln_array_alloc(al(), t, &s, &a))) memset(&a, 0, sizeof a);
+  return a;
+}
+
+/* An empty graph at opset 17. */
+static kiln_graph_t* graph_new(void) {
+  kiln_graph_t* g = NULL;
+  if (!CHECK_OK(kiln_graph_create(al(), &g))) return NULL;
+  if (!CHECK_OK(kiln_graph_set_opset(g, "", 17))) {
+    kiln_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static bool input(kiln_graph_t* g, const char* name, kiln_dtype_t t, int rank, const int64_t* dims) {
+  kiln_shape_t s = kiln_shape_make(rank, dims);
+  return CHECK_OK(kiln_graph_add_input(g, name, t, &s, NULL));
+}
+
+static bool node1(kiln_graph_t* g, const char* op, const char* name, int n_in, const char* const* in,
+                  const char* out, int n_attrs, const kiln_attr_t* attrs) {
+  return CHECK_OK(kiln_graph_add_node(g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
+}
+
+/* The module of prepared graph |g| for the target, or NULL. */
+static kiln_module_t* compile(const kiln_graph_t* g) {
+  kiln_plan_options_t po = {g_target->lowering, 2};
+  kiln_plan_t* plan = NULL;
+  kiln_program_t* prog = NULL;
+  kiln_module_t* m = NULL;
+  kiln_template_set_t templates;
+  kiln_program_templates(g_target, &templates);
+  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
+      CHECK_OK(kiln_template_choose(plan, &templates)))
+    CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));
+  kiln_plan_destroy(plan);
+  const char* dump = getenv("KILN_TEST_DUMP"); /* the generated code, to debug */
+  if (dump && prog && prog->code.text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%s.txt", dump, g->nodes[0].name, g_target_name);
+    FILE* f = fopen(path, "wb");
+    if (f) fwrite(prog->code.text, 1, (size_t)prog->code.text_len, f);
+    if (f) fclose(f);
+  }
+  if (prog && !CHECK_OK(kiln_module_wrap(prog, &m))) return NULL;
+  return m;
+}
+
+static kiln_session_t* session(kiln_module_t* m) {
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.slots = 1;
+  kiln_session_t* s = NULL;
+  if (!m || !CHECK_OK(kiln_session_create(m, g_device, &so, &s))) return NULL;
+  return s;
+}
+
+static void free_arrays(kiln_array_t* a, int n) {
+  for (int i = 0; i < n; ++i) kiln_array_free(al(), &a[i]);
+}
+
+/* Runs |g| on the reference and the target with |in|: both must fail with
+ * |code|, each message naming node |node| and holding |needle|. */
+static void both_fail(const kiln_graph_t* g, kiln_session_t* s, const kiln_array_t* in, int code,
+                      const char* node, const char* needle) {
+  char quoted[96];
+  snprintf(quoted, sizeof quoted, "node '%s'", node);
+  kiln_array_t out[1];
+  memset(out, 0, sizeof out);
+  kiln_status_t st = kiln_ref_run(g, in, NULL, out);
+  CHECK_MSG(st && strstr(kiln_status_message(st), quoted), "reference: expected an error naming %s", quoted);
+  CHECK_ERR(st, code, needle);
+  if (!s) return;
+  memset(out, 0, sizeof out);
+  st = kiln_session_run(s, in, out);
+  CHECK_MSG(st && strstr(kiln_status_message(st), quoted), "%s: expected an error naming %s, got %s",
+            g_target_name, quoted, st ? kiln_status_message(st) : "success");
+  CHECK_ERR(st, code, needle);
+  CHECK(out[0].data == NULL); /* a failed run hands back nothing */
+}
+
+/* Runs |g| on both with |in| and checks the single outputs agree exactly. */
+static void both_agree(const kiln_graph_t* g, kiln_session_t* s, const kiln_array_t* in) {
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (!CHECK_OK(kiln_ref_run(g, in, NULL, want))) return;
+  if (s && CHECK_OK(kiln_session_run(s, in, got))) {
+    CHECK(got[0].dtype == want[0].dtype && got[0].nbytes == want[0].nbytes);
+    CHECK_MSG(got[0].nbytes == want[0].nbytes && !memcmp(got[0].data, want[0].data, want[0].nbytes),
+              "%s: output differs from the reference", g_target_name);
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+}
+
+/* ---- integer Div -------------------------------------------------------- */
+
+/* |epilogue|: y feeds a Mul that fusion folds into the division kernel; the
+ * error must still name the Div node. */
+static void div_by_runtime_zero(kiln_dtype_t t, int64_t n, bool epilogue) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[2] = {2, n / 2};
+  bool ok = input(g, "a", t, 2, d) && input(g, "b", t, 2, d) &&
+            node1(g, "Div", "div", 2, (const char*[]){"a", "b"}, "y", 0, NULL) &&
+            (!epilogue || node1(g, "Mul", "sq", 2, (const char*[]){"y", "y"}, "z", 0, NULL)) &&
+            CHECK_OK(kiln_graph_add_output(g, epilogue ? "z" : "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  kiln_array_t in[2] = {arr(t, 2, d), arr(t, 2, d)};
+  for (int64_t i = 0; i < n && in[0].data && in[1].data; ++i) {
+    int64_t av = (i * 7919) % 2001 - 1000, bv = (i % 13) - 6;
+    if (bv == 0) bv = 3;
+    kiln_store_i64(t, in[0].data, (size_t)i, av);
+    kiln_store_i64(t, in[1].data, (size_t)i, bv);
+  }
+  if (in[0].data && in[1].data) {
+    both_agree(g, s, in); /* no zero: the same quotients */
+    kiln_store_i64(t, in[1].data, (size_t)(n - 3), 0);
+    both_fail(g, s, in, KILN_INVALID_ARGUMENT, "div", "integer division by zero");
+    kiln_store_i64(t, in[1].data, (size_t)(n - 3), -1);
+    both_agree(g, s, in); /* the next run starts clean */
+  }
+  free_arrays(in, 2);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_div_zero_i32(void) { div_by_runtime_zero(KILN_DTYPE_I32, 64, false); }
+/* Large enough for the check to run on threads / many work-groups. */
+static void test_div_zero_i64_large(void) { div_by_runtime_zero(KILN_DTYPE_I64, 1 << 18, false); }
+static void test_div_zero_fused(void) { div_by_runtime_zero(KILN_DTYPE_I32, 4096, true); }
+
+/* Div(a, const) with a zero in the constant: an error when the graph is
+ * prepared, naming the node and the constant. */
+static void test_div_const_zero(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[1] = {4};
+  kiln_array_t c = arr(KILN_DTYPE_I32, 1, d);
+  bool ok = c.data && input(g, "a", KILN_DTYPE_I32, 1, d);
+  for (int i = 0; i < 4 && ok; ++i) ((int32_t*)c.data)[i] = i == 2 ? 0 : i + 1;
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "k", &c, NULL)) &&
+       node1(g, "Div", "div_const", 2, (const char*[]){"a", "k"}, "y", 0, NULL) &&
+       CHECK_OK(kiln_graph_add_output(g, "y"));
+  if (ok) {
+    kiln_status_t st = kiln_graph_prepare(g);
+    CHECK_MSG(st && strstr(kiln_status_message(st), "div_const"), "expected an error naming the node");
+    CHECK_ERR(st, KILN_INVALID_ARGUMENT, "divisor 'k' (known at compile time) holds 0 at element 2");
+  }
+  kiln_array_free(al(), &c);
+  kiln_graph_destroy(g);
+}
+
+/* A constant float divisor with a zero is fine (IEEE: inf / nan). */
+static void test_div_const_zero_float_ok(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[1] = {2};
+  kiln_array_t c = arr(KILN_DTYPE_F32, 1, d);
+  bool ok = c.data && input(g, "a", KILN_DTYPE_F32, 1, d);
+  if (ok) ((float*)c.data)[0] = 0.0f, ((float*)c.data)[1] = 2.0f;
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "k", &c, NULL)) &&
+       node1(g, "Div", "fdiv", 2, (const char*[]){"a", "k"}, "y", 0, NULL) &&
+       CHECK_OK(kiln_graph_add_output(g, "y"));
+  if (ok) CHECK_OK(kiln_graph_prepare(g));
+  kiln_array_free(al(), &c);
+  kiln_graph_destroy(g);
+}
+
+/* ---- Gather --------------------------------------------------------------- */
+
+static void gather_case(kiln_dtype_t it) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t dd[2] = {10, 4}, di[2] = {2, 3};
+  bool ok = input(g, "data", KILN_DTYPE_F32, 2, dd) && input(g, "idx", it, 2, di) &&
+            node1(g, "Gather", "gather", 2, (const char*[]){"data", "idx"}, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  kiln_array_t in[2] = {arr(KILN_DTYPE_F32, 2, dd), arr(it, 2, di)};
+  if (in[0].data && in[1].data) {
+    for (int i = 0; i < 40; ++i) ((float*)in[0].data)[i] = (float)i * 0.5f - 3.0f;
+    const int64_t good[6] = {0, -1, 3, 9, -10, 5};
+    for (int i = 0; i < 6; ++i) kiln_store_i64(it, in[1].data, (size_t)i, good[i]);
+    both_agree(g, s, in); /* in-range negative indices count from the end */
+    kiln_store_i64(it, in[1].data, 4, 10);
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, "gather", "out of range");
+    kiln_store_i64(it, in[1].data, 4, -11);
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, "gather", "out of range");
+    kiln_store_i64(it, in[1].data, 4, -10);
+    both_agree(g, s, in);
+  }
+  free_arrays(in, 2);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_gather_i64(void) { gather_case(KILN_DTYPE_I64); }
+static void test_gather_i32(void) { gather_case(KILN_DTYPE_I32); }
+
+/* A constant out-of-range index is a load-time error (row 11). */
+static void test_gather_const_out_of_range(void) {
+  const int64_t bad[2] = {10, -11};
+  for (int k = 0; k < 2; ++k) {
+    kiln_graph_t* g = graph_new();
+    if (!g) return;
+    int64_t dd[2] = {10, 4}, di[1] = {2};
+    kiln_array_t c = arr(KILN_DTYPE_I64, 1, di);
+    bool ok = c.data && input(g, "data", KILN_DTYPE_F32, 2, dd);
+    if (ok) ((int64_t*)c.data)[0] = 1, ((int64_t*)c.data)[1] = bad[k];
+    ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "idx", &c, NULL)) &&
+         node1(g, "Gather", "gather_const", 2, (const char*[]){"data", "idx"}, "y", 0, NULL) &&
+         CHECK_OK(kiln_graph_add_output(g, "y"));
+    if (ok) {
+      kiln_status_t st = kiln_graph_prepare(g);
+      CHECK_MSG(st && strstr(kiln_status_message(st), "gather_const"), "expected an error naming the node");
+      CHECK_ERR(st, KILN_OUT_OF_RANGE, "out of range");
+    }
+    kiln_array_free(al(), &c);
+    kiln_graph_destroy(g);
+  }
+}
+
+/* ---- large sums ------------------------------------------------------------- */
+
+/* x[2^25] of 0.1f (not exact in binary: every add rounds) and of ones;
+ * |op| over all of it (keepdims=0). */
+static void big_sum(const char* op, float value, double rel_tol) {
+  const int64_t n = 1 << 25;
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[1] = {n};
+  kiln_attr_t keep = kiln_attr_make_int("keepdims", 0);
+  bool ok = input(g, "x", KILN_DTYPE_F32, 1, d) && node1(g, op, "sum", 1, (const char*[]){"x"}, "y", 1, &keep) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 1, d);
+  kiln_array_t out[1];
+  memset(out, 0, sizeof out);
+  if (s && in.data) {
+    for (int64_t i = 0; i < n; ++i) ((float*)in.data)[i] = value;
+    double exact = (double)value * (double)n;
+    if (!strcmp(op, "ReduceMean")) exact = (double)value;
+    CHECK_OK(kiln_session_run(s, &in, out));
+    CHECK(out[0].dtype == KILN_DTYPE_F32 && out[0].nbytes == 4);
+    if (out[0].data && out[0].nbytes == 4) {
+      double got = ((const float*)out[0].data)[0];
+      printf("  %s: %s of 2^25 x %g = %.9g (exact %.9g, relative error %.2e)\n", g_target_name, op, value, got,
+             exact, fabs(got - exact) / exact);
+      CHECK_MSG(fabs(got - exact) <= rel_tol * exact, "%s: %s = %.9g, exact %.9g", g_target_name, op, got, exact);
+    }
+  }
+  free_arrays(out, 1);
+  kiln_array_free(al(), &in);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_big_sum(void) {
+  big_sum("ReduceSum", 1.0f, 0.0); /* every partial is an exact integer */
+  /* 0.1f rounds the same way at every add: the worst case for a sum.
+   * Blocked: ~3.5e-6; one accumulator per lane was off by 1.7e-2. */
+  big_sum("ReduceSum", 0.1f, 1e-5);
+  big_sum("ReduceMean", 0.1f, 1e-5);
+}
+
+/* Long rows with a tail, several rows, every reduction kind the blocked
+ * lowering serves, against the reference: exact for Max and integer sums,
+ * f32 sums within 1e-5 relative of the reference's double sum. */
+static void blocked_case(const char* op, kiln_dtype_t t, int64_t rows, int64_t row) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[2] = {rows, row};
+  kiln_attr_t at[2] = {kiln_attr_make_int("keepdims", 1), kiln_attr_make_ints("axes", 1, (int64_t[]){1})};
+  const bool axes_input = !strcmp(op, "ReduceSum"); /* an input from opset 13 */
+  bool ok = input(g, "x", t, 2, d);
+  if (ok && axes_input) {
+    kiln_array_t ax = arr(KILN_DTYPE_I64, 1, (int64_t[]){1});
+    if (ax.data) ((int64_t*)ax.data)[0] = 1;
+    ok = ax.data && CHECK_OK(kiln_graph_add_initializer(g, "axes", &ax, NULL));
+    kiln_array_free(al(), &ax);
+  }
+  ok = ok && node1(g, op, "red", axes_input ? 2 : 1, (const char*[]){"x", "axes"}, "y", axes_input ? 1 : 2, at) &&
+       CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+       CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  kiln_array_t in = arr(t, 2, d);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  uint64_t h = 12345;
+  for (int64_t i = 0; in.data && i < rows * row; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    int64_t v = (int64_t)(h >> 40) % 2001 - 1000;
+    kiln_store_f64(t, in.data, (size_t)i, t == KILN_DTYPE_F32 ? (double)v / 1000.0 : (double)v);
+  }
+  bool ran = s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, want)) && CHECK_OK(kiln_session_run(s, &in, got));
+  CHECK(!ran || (got[0].nbytes == want[0].nbytes && got[0].dtype == want[0].dtype));
+  if (ran && got[0].nbytes == want[0].nbytes && got[0].dtype == want[0].dtype) {
+    for (int64_t i = 0; i < rows; ++i) {
+      double w = kiln_load_f64(t, want[0].data, (size_t)i), v = kiln_load_f64(t, got[0].data, (size_t)i);
+      double tol = t == KILN_DTYPE_F32 && strcmp(op, "ReduceMax") ? 1e-5 * fmax(1.0, fabs(w)) : 0.0;
+      CHECK_MSG(fabs(v - w) <= tol, "%s: %s %s row %lld: %.9g, reference %.9g", g_target_name, op,
+                kiln_dtype_name(t), (long long)i, v, w);
+    }
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  kiln_array_free(al(), &in);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+/* Softmax over rows of 2^18: x[0] = 0 and every other x = ln 0.1, so the
+ * row sum adds ~0.1 (rounded alike) 2^18 times. Every output within 1e-5
+ * (relative) of the reference's (one accumulator per lane: 1.5e-4). On
+ * Vulkan a row is one invocation, which lavapipe cannot run this long: the
+ * session must refuse it, saying so. */
+static void test_softmax_long_row(void) {
+  const int64_t row = 1 << 18;
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[2] = {2, row};
+  kiln_attr_t ax = kiln_attr_make_int("axis", -1);
+  bool ok = input(g, "x", KILN_DTYPE_F32, 2, d) && node1(g, "Softmax", "softmax", 1, (const char*[]){"x"}, "y", 1, &ax) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = NULL;
+  if (m && !strcmp(g_target_name, "vulkan")) {
+    CHECK_ERR(kiln_session_create(m, g_device, NULL, &s), -1, "loop iterations");
+    kiln_module_release(m);
+    kiln_graph_destroy(g);
+    return;
+  }
+  s = session(m);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 2, d);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  for (int64_t i = 0; in.data && i < 2 * row; ++i) ((float*)in.data)[i] = i % row == 0 ? 0.0f : logf(0.1f);
+  bool ran = s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, want)) && CHECK_OK(kiln_session_run(s, &in, got));
+  CHECK(!ran || got[0].nbytes == want[0].nbytes);
+  if (ran && got[0].nbytes == want[0].nbytes) {
+    double worst = 0;
+    for (int64_t i = 0; i < 2 * row; ++i) {
+      double w = ((const float*)want[0].data)[i], v = ((const float*)got[0].data)[i];
+      worst = fmax(worst, fabs(v - w) / w);
+    }
+    printf("  %s: Softmax over 2^18: worst relative error %.2e\n", g_target_name, worst);
+    CHECK_MSG(worst <= 1e-5, "%s: Softmax over 2^18: relative error %.2e", g_target_name, worst);
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  kiln_array_free(al(), &in);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_blocked_reductions(void) {
+  blocked_case("ReduceSum", KILN_DTYPE_F32, 3, 100003);
+  blocked_case("ReduceMean", KILN_DTYPE_F32, 2, 70001);
+  blocked_case("ReduceMax", KILN_DTYPE_F32, 3, 65536);
+  blocked_case("ReduceSum", KILN_DTYPE_I64, 2, 90000);
+}
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--target") && i + 1 < argc) {
+      g_target_name = argv[++i];
+    } else {
+      fprintf(stderr, "usage: %s [--target cpu|opencl|vulkan]\n", argv[0]);
+      return 2;
+    }
+  }
+  g_target = kiln_target_find(g_target_name);
+  kiln_device_open_options_t oo = {2, true, stderr};
+  if (!g_target || !CHECK_OK(kiln_device_open(g_target_name, &oo, al(), &g_device))) {
+    fprintf(stderr, "no target or device '%s'\n", g_target_name);
+    return 1;
+  }
+  RUN(test_div_zero_i32);
+  RUN(test_div_zero_i64_large);
+  RUN(test_div_zero_fused);
+  RUN(test_div_const_zero);
+  RUN(test_div_const_zero_float_ok);
+  RUN(test_gather_i64);
+  RUN(test_gather_i32);
+  RUN(test_gather_const_out_of_range);
+  RUN(test_big_sum);
+  RUN(test_blocked_reductions);
+  RUN(test_softmax_long_row);
+  kiln_device_release(g_device);
+  return kiln_test_finish();
+}
