@@ -49,6 +49,18 @@ enum { ACC_LOAD = TIR_ACCESS_LOAD, ACC_STORE = TIR_ACCESS_STORE };
  * far below it. */
 #define FUSE_MAX_NODES 64
 
+/* Expression budget of a fused kernel, in tree nodes (a value read twice
+ * counts twice: that is what the printers write out). An anchor with its
+ * first few epilogues gets the full budget (a padded conv's value with a
+ * Clip reading it four times is ~2.6k nodes in MobileNet); past that the
+ * budget shrinks, because a chain of ops that each read their input twice
+ * (Relu, Sigmoid) doubles the expression per node and would otherwise pack
+ * 4k-node expressions into every kernel, which every later pass, printer and
+ * device compiler walks in full. */
+#define FUSE_FULL_BUDGET_NODES 4
+#define FUSE_MAX_EXPR 4096
+#define FUSE_MAX_EXPR_CHAIN 1024
+
 /* Per kernel, the plan buffer roots it touches, sorted by root, with the
  * access flags (a sparse row: a dense kernels x buffers table is quadratic
  * in the graph). */
@@ -791,7 +803,9 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   int32_t* args;
   int32_t np;
   KILN_RETURN_IF_ERROR(merge_params(z, kp, kc, X, &params, &args, &np));
-  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, 4096, load_count_e(fval, X), false};
+  int32_t nodes = kp->n_fused_nodes + kc->n_fused_nodes + 2;
+  int64_t budget = nodes <= FUSE_FULL_BUDGET_NODES ? FUSE_MAX_EXPR : FUSE_MAX_EXPR_CHAIN;
+  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false};
   tir_func_t* nf = epi_rewrite(z, &E, kp->func, params, np);
   tir_func_t* nn = kp->naive ? epi_rewrite(z, &E, kp->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
