@@ -75,6 +75,17 @@ static uint64_t node_hash(const kiln_node_t* n) {
   return mix(h, (uint64_t)n->n_attrs);
 }
 
+/* Maps |n|'s inputs through canon[], keeping the use counts right. */
+static void canon_inputs(pu_ctx_t* c, const int32_t* canon, kiln_node_t* n) {
+  for (int32_t j = 0; j < n->n_inputs; ++j) {
+    int32_t t = n->inputs[j];
+    if (t < 0 || canon[t] == t) continue;
+    n->inputs[j] = canon[t];
+    c->uses[t]--;
+    c->uses[canon[t]]++;
+  }
+}
+
 static bool small_const(const kiln_graph_t* g, int32_t t) {
   return pu_is_const(g, t) && (g->tensors[t].flags & KILN_TENSOR_INITIALIZER) &&
          g->tensors[t].value.nbytes <= CSE_CONST_MAX_BYTES;
@@ -84,8 +95,9 @@ kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st) {
   pu_ctx_t c;
   KILN_RETURN_IF_ERROR(pu_begin(&c, g));
   kiln_status_t s = NULL;
-  int32_t* canon = NULL; /* small constant -> first equal constant */
+  int32_t* canon = NULL; /* tensor -> the equal tensor that replaces it */
   int32_t* table = NULL;
+  int32_t* ctable = NULL; /* small constants by content */
   int32_t cap = 16;
   while (cap < g->n_nodes * 2 + 2) cap *= 2;
   if ((s = kiln_allocator_malloc(g->allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1),
@@ -93,23 +105,36 @@ kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st) {
       (s = kiln_allocator_malloc(g->allocator, sizeof(int32_t) * (size_t)cap, "cse",
                                  (void**)&table)))
     goto done;
-  /* Equal small constants: quadratic only over the small ones, which are few. */
-  int32_t n_small = 0;
-  int32_t* smalls = table; /* borrowed before the node table is used */
+  /* Equal small constants, found through a hash of their bytes (a long
+   * graph may carry one scalar per node: a pairwise scan is quadratic). */
+  int32_t ccap = 16;
+  while (ccap < g->n_tensors * 2 + 2) ccap *= 2;
+  if ((s = kiln_allocator_malloc(g->allocator, sizeof(int32_t) * (size_t)ccap, "cse",
+                                 (void**)&ctable)))
+    goto done;
+  for (int32_t k = 0; k < ccap; ++k) ctable[k] = -1;
   for (int32_t t = 0; t < g->n_tensors; ++t) {
     canon[t] = t;
     if (!small_const(g, t)) continue;
     const kiln_tensor_t* a = &g->tensors[t];
-    for (int32_t k = 0; k < n_small; ++k) {
-      const kiln_tensor_t* b = &g->tensors[smalls[k]];
+    uint64_t h = mix(1469598103934665603ull, (uint64_t)a->value.dtype);
+    for (int32_t d = 0; d < a->value.shape.rank; ++d) h = mix(h, (uint64_t)a->value.shape.dims[d]);
+    for (size_t b = 0; b < a->value.nbytes; ++b) h = mix(h, ((const unsigned char*)a->value.data)[b]);
+    for (int32_t k = 0;; ++k) {
+      int32_t slot = (int32_t)((h + (uint64_t)k) & (uint64_t)(ccap - 1));
+      int32_t o = ctable[slot];
+      if (o < 0) {
+        ctable[slot] = t;
+        break;
+      }
+      const kiln_tensor_t* b = &g->tensors[o];
       if (a->value.dtype == b->value.dtype && kiln_shape_equal(&a->value.shape, &b->value.shape) &&
           a->value.nbytes == b->value.nbytes &&
           memcmp(a->value.data, b->value.data, a->value.nbytes) == 0) {
-        canon[t] = smalls[k];
+        canon[t] = o;
         break;
       }
     }
-    if (canon[t] == t && n_small < cap) smalls[n_small++] = t;
   }
   for (int32_t i = 0; i < g->n_nodes; ++i) {
     kiln_node_t* n = &g->nodes[i];
@@ -120,9 +145,13 @@ kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st) {
   }
   pu_count_uses(&c);
   for (int32_t k = 0; k < cap; ++k) table[k] = -1;
-  /* Topological order: a node's inputs are already canonical when seen. */
+  /* Topological order: a node's readers come after it, so the outputs of a
+   * merged node are forwarded lazily: canon[] maps them to the survivor's,
+   * and each node's inputs are mapped when the walk reaches it (rewiring
+   * every reader at once scans the whole graph per merge: quadratic). */
   for (int32_t i = 0; i < g->n_nodes; ++i) {
     kiln_node_t* n = &g->nodes[i];
+    if (!c.dead[i]) canon_inputs(&c, canon, n);
     if (!mergeable(n)) continue;
     uint64_t h = node_hash(n);
     for (int32_t k = 0;; ++k) {
@@ -141,12 +170,15 @@ kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st) {
       if (!ok && n->n_outputs == 1 && !pu_is_output(g, m->outputs[0])) {
         /* Let |m| write the graph output instead. */
         int32_t mo = m->outputs[0];
+        /* pu_forward rewires by scanning: pending forwards first (rare). */
+        for (int32_t k = i + 1; k < g->n_nodes; ++k)
+          if (!c.dead[k]) canon_inputs(&c, canon, &g->nodes[k]);
         if (pu_forward(&c, i, n->outputs[0], mo)) ++st->rewrites;
         break;
       }
       if (!ok) break;
       for (int32_t j = 0; j < n->n_outputs; ++j)
-        if (n->outputs[j] >= 0) pu_rewire(&c, n->outputs[j], m->outputs[j]);
+        if (n->outputs[j] >= 0) canon[n->outputs[j]] = m->outputs[j];
       c.dead[i] = true;
       ++st->rewrites;
       break;
@@ -155,6 +187,7 @@ kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st) {
 done:
   kiln_allocator_free(g->allocator, canon);
   kiln_allocator_free(g->allocator, table);
+  kiln_allocator_free(g->allocator, ctable);
   return pu_end(&c, s);
 }
 

@@ -41,48 +41,251 @@ const char* kiln_op_pattern_name(kiln_op_pattern_t p) {
 
 enum { ACC_LOAD = TIR_ACCESS_LOAD, ACC_STORE = TIR_ACCESS_STORE };
 
-/* Per kernel: the access flags of every plan buffer root it touches. */
+/* Fused kernels beyond this many graph nodes take no more: a long chain of
+ * element-wise ops splits into kernels of at most this size instead of one
+ * kernel whose expression (and compile time in the C compiler, PoCL or
+ * glslc, and the recursion depth of every tree walk) grows with the graph.
+ * Models fuse a handful of nodes per kernel (conv + bias + residual + relu),
+ * far below it. */
+#define FUSE_MAX_NODES 64
+
+/* Expression budget of a fused kernel, in tree nodes (a value read twice
+ * counts twice: that is what the printers write out). An anchor with its
+ * first few epilogues gets the full budget (a padded conv's value with a
+ * Clip reading it four times is ~2.6k nodes in MobileNet); past that the
+ * budget shrinks, because a chain of ops that each read their input twice
+ * (Relu, Sigmoid) doubles the expression per node and would otherwise pack
+ * 4k-node expressions into every kernel, which every later pass, printer and
+ * device compiler walks in full. */
+#define FUSE_FULL_BUDGET_NODES 4
+#define FUSE_MAX_EXPR 4096
+#define FUSE_MAX_EXPR_CHAIN 1024
+
+/* Per kernel, the plan buffer roots it touches, sorted by root, with the
+ * access flags (a sparse row: a dense kernels x buffers table is quadratic
+ * in the graph). */
+typedef struct ent_s {
+  int32_t root;
+  uint8_t flags;
+} ent_t;
+
+typedef struct row_s {
+  ent_t* e;
+  int32_t n;
+} row_t;
+
+/* Kernels that touched a root when their row was built. Entries go stale
+ * (the kernel was fused away, or its new row lacks the root) and are
+ * filtered where the list is read. */
+typedef struct ilist_s {
+  int32_t* v;
+  int32_t n, cap;
+} ilist_t;
+
 typedef struct acc_s {
-  uint8_t* flags; /* [n_kernels * n_buffers] */
+  row_t* rows;      /* [nk] by kernel position; fused-away kernels keep none */
+  uint8_t* dead;    /* [nk] fused away: dropped when the plan is compacted */
+  ilist_t* users;   /* [nb] kernels that load or store the root */
+  ilist_t* writers; /* [nb] kernels that store it */
   int32_t nk, nb;
+  /* pointer -> first parameter index, for kernels with many parameters */
+  const tir_buffer_t** hkey;
+  int32_t* hval;
+  uint32_t hcap;
 } acc_t;
 
-static kiln_status_t acc_build(const kiln_plan_t* p, acc_t* a) {
-  free(a->flags);
-  a->nk = p->n_kernels;
-  a->nb = p->n_buffers;
-  a->flags = calloc((size_t)(a->nk ? a->nk : 1) * (size_t)(a->nb ? a->nb : 1), 1);
-  if (!a->flags) return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: out of memory");
-  for (int32_t k = 0; k < p->n_kernels; ++k) {
-    uint8_t* row = a->flags + (size_t)k * (size_t)a->nb;
-    const tir_func_t* f = p->kernels[k].func;
-    for (int32_t i = 0; i < f->n_params; ++i)
-      row[kiln_plan_root(p, p->kernels[k].args[i])] |= (uint8_t)tir_func_buffer_access(f, f->params[i]);
-    /* A parameter nobody loads or stores still counts as read (conservative). */
-    for (int32_t i = 0; i < f->n_params; ++i) {
-      int32_t r = kiln_plan_root(p, p->kernels[k].args[i]);
-      if (!row[r]) row[r] = ACC_LOAD;
-    }
+static kiln_status_t oom(void) { return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: out of memory"); }
+
+static kiln_status_t ilist_push(ilist_t* l, int32_t k) {
+  if (l->n == l->cap) {
+    int32_t cap = l->cap ? 2 * l->cap : 4;
+    int32_t* v = realloc(l->v, sizeof(int32_t) * (size_t)cap);
+    if (!v) return oom();
+    l->v = v;
+    l->cap = cap;
   }
+  l->v[l->n++] = k;
   return NULL;
 }
 
+static int ent_cmp(const void* a, const void* b) {
+  int32_t x = ((const ent_t*)a)->root, y = ((const ent_t*)b)->root;
+  return x < y ? -1 : x > y;
+}
+
+static uint8_t row_get(const row_t* r, int32_t b) {
+  int32_t lo = 0, hi = r->n;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (r->e[mid].root < b) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < r->n && r->e[lo].root == b ? r->e[lo].flags : 0;
+}
+
 static inline uint8_t acc_get(const acc_t* a, int32_t k, int32_t b) {
-  return a->flags[(size_t)k * (size_t)a->nb + (size_t)b];
+  return a->dead[k] ? 0 : row_get(&a->rows[k], b);
+}
+
+typedef struct scan_s {
+  acc_t* a;
+  const tir_func_t* f;
+  uint8_t* flags; /* per parameter index */
+} scan_t;
+
+static int32_t param_index(acc_t* a, const tir_func_t* f, const tir_buffer_t* b) {
+  if (f->n_params <= 16) {
+    for (int32_t i = 0; i < f->n_params; ++i)
+      if (f->params[i] == b) return i;
+    return -1;
+  }
+  uint32_t mask = a->hcap - 1;
+  for (uint32_t h = (uint32_t)(((uintptr_t)b >> 4) * 2654435761u) & mask; a->hkey[h]; h = (h + 1) & mask)
+    if (a->hkey[h] == b) return a->hval[h];
+  return -1;
+}
+
+static bool scan_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
+  scan_t* c = v->user;
+  if (s->kind == TIR_STORE) {
+    int32_t i = param_index(c->a, c->f, s->u.store.buf);
+    if (i >= 0) c->flags[i] |= ACC_STORE;
+  }
+  return true;
+}
+
+static bool scan_expr(tir_visitor_t* v, const tir_expr_t* e) {
+  scan_t* c = v->user;
+  if (e->kind == TIR_LOAD) {
+    int32_t i = param_index(c->a, c->f, e->u.load.buf);
+    if (i >= 0) c->flags[i] |= ACC_LOAD;
+  }
+  return true;
+}
+
+/* Builds kernel |k|'s row in one walk of its body (tir_func_buffer_access
+ * per parameter would walk it once per parameter) and records the kernel
+ * in the users / writers lists of roots |k| did not touch before. */
+static kiln_status_t row_build(const kiln_plan_t* p, acc_t* a, int32_t k) {
+  const tir_func_t* f = p->kernels[k].func;
+  int32_t np = f->n_params;
+  if (np > 16) { /* index the parameters: first index per buffer */
+    uint32_t cap = 32;
+    while (cap < 2u * (uint32_t)np) cap <<= 1;
+    if (cap > a->hcap) {
+      const tir_buffer_t** hk = realloc(a->hkey, sizeof(*hk) * cap);
+      if (hk) a->hkey = hk;
+      int32_t* hv = realloc(a->hval, sizeof(*hv) * cap);
+      if (hv) a->hval = hv;
+      if (!hk || !hv) return oom();
+      a->hcap = cap;
+    }
+    memset(a->hkey, 0, sizeof(*a->hkey) * a->hcap);
+    uint32_t mask = a->hcap - 1;
+    for (int32_t i = 0; i < np; ++i) {
+      const tir_buffer_t* b = f->params[i];
+      uint32_t h = (uint32_t)(((uintptr_t)b >> 4) * 2654435761u) & mask;
+      while (a->hkey[h] && a->hkey[h] != b) h = (h + 1) & mask;
+      if (!a->hkey[h]) {
+        a->hkey[h] = b;
+        a->hval[h] = i;
+      }
+    }
+  }
+  uint8_t* pf = calloc((size_t)(np ? np : 1), 1);
+  ent_t* e = malloc(sizeof(ent_t) * (size_t)(np ? np : 1));
+  if (!pf || !e) {
+    free(pf);
+    free(e);
+    return oom();
+  }
+  scan_t sc = {a, f, pf};
+  tir_visitor_t v = {.user = &sc, .stmt_pre = scan_stmt, .expr_pre = scan_expr};
+  tir_visit_stmt(&v, f->body);
+  int32_t n = 0;
+  for (int32_t i = 0; i < np; ++i) {
+    uint8_t fl = pf[param_index(a, f, f->params[i])];
+    /* A parameter nobody loads or stores still counts as read (conservative). */
+    e[n++] = (ent_t){kiln_plan_root(p, p->kernels[k].args[i]), fl ? fl : (uint8_t)ACC_LOAD};
+  }
+  free(pf);
+  qsort(e, (size_t)n, sizeof(ent_t), ent_cmp);
+  int32_t m = 0; /* one entry per root: two parameters on one memory merge */
+  for (int32_t i = 0; i < n; ++i) {
+    if (m > 0 && e[m - 1].root == e[i].root) e[m - 1].flags |= e[i].flags;
+    else e[m++] = e[i];
+  }
+  row_t old = a->rows[k];
+  kiln_status_t s = NULL;
+  for (int32_t i = 0; i < m && !s; ++i) {
+    uint8_t was = old.e ? row_get(&old, e[i].root) : 0;
+    if (!was) s = ilist_push(&a->users[e[i].root], k);
+    if (!s && (e[i].flags & ACC_STORE) && !(was & ACC_STORE)) s = ilist_push(&a->writers[e[i].root], k);
+  }
+  free(old.e);
+  a->rows[k] = (row_t){e, m};
+  return s;
+}
+
+static void acc_free(acc_t* a) {
+  for (int32_t k = 0; k < a->nk; ++k) free(a->rows[k].e);
+  for (int32_t b = 0; b < a->nb; ++b) {
+    free(a->users[b].v);
+    free(a->writers[b].v);
+  }
+  free(a->rows);
+  free(a->dead);
+  free(a->users);
+  free(a->writers);
+  free(a->hkey);
+  free(a->hval);
+  memset(a, 0, sizeof(*a));
+}
+
+static kiln_status_t acc_build(const kiln_plan_t* p, acc_t* a) {
+  a->nk = p->n_kernels;
+  a->nb = p->n_buffers;
+  a->rows = calloc((size_t)(a->nk ? a->nk : 1), sizeof(row_t));
+  a->dead = calloc((size_t)(a->nk ? a->nk : 1), 1);
+  a->users = calloc((size_t)(a->nb ? a->nb : 1), sizeof(ilist_t));
+  a->writers = calloc((size_t)(a->nb ? a->nb : 1), sizeof(ilist_t));
+  if (!a->rows || !a->dead || !a->users || !a->writers) return oom();
+  for (int32_t k = 0; k < p->n_kernels; ++k) KILN_RETURN_IF_ERROR(row_build(p, a, k));
+  return NULL;
+}
+
+/* A live kernel strictly between lo and hi in |l| that still has |b| with
+ * any of |mask| in its row. Stale entries are dropped on the way. */
+static bool any_between(const acc_t* a, ilist_t* l, int32_t b, uint8_t mask, int32_t lo, int32_t hi) {
+  bool found = false;
+  int32_t m = 0;
+  for (int32_t i = 0; i < l->n; ++i) {
+    int32_t k = l->v[i];
+    uint8_t f = acc_get(a, k, b);
+    if (!f) continue;
+    l->v[m++] = k;
+    if ((f & mask) && k > lo && k < hi) found = true;
+  }
+  l->n = m;
+  return found;
 }
 
 /* Intermediate traffic: bytes of INTERMEDIATE roots each kernel loads plus
  * bytes it stores (a buffer written once and read by two kernels costs 3x). */
 static int64_t traffic(const kiln_plan_t* p, const acc_t* a) {
   int64_t t = 0;
-  for (int32_t k = 0; k < a->nk; ++k)
-    for (int32_t b = 0; b < a->nb; ++b) {
-      uint8_t f = acc_get(a, k, b);
-      if (!f || p->buffers[b].kind != KILN_PLAN_INTERMEDIATE) continue;
+  for (int32_t k = 0; k < a->nk; ++k) {
+    if (a->dead[k]) continue;
+    const row_t* r = &a->rows[k];
+    for (int32_t i = 0; i < r->n; ++i) {
+      int32_t b = r->e[i].root;
+      uint8_t f = r->e[i].flags;
+      if (p->buffers[b].kind != KILN_PLAN_INTERMEDIATE) continue;
       int64_t bytes = tir_buffer_numel(p->buffers[b].buf) *
                       (int64_t)kiln_dtype_size(p->buffers[b].buf->dtype);
       t += bytes * (((f & ACC_LOAD) ? 1 : 0) + ((f & ACC_STORE) ? 1 : 0));
     }
+  }
   return t;
 }
 
@@ -127,18 +330,26 @@ static const tir_stmt_t* rw_stmt(tir_ctx_t* c, rw_t* r, const tir_stmt_t* s) {
   return tir_mutate_stmt(&m, s);
 }
 
+typedef struct size_s {
+  int64_t n, limit;
+} size_t_;
+
 static bool count_node(tir_visitor_t* v, const tir_expr_t* e) {
   (void)e;
-  ++*(int64_t*)v->user;
+  size_t_* c = v->user;
+  if (++c->n > c->limit) v->stop = true;
   return true;
 }
 
-/* Number of nodes of |e|. */
-static int64_t expr_size(const tir_expr_t* e) {
-  int64_t n = 0;
-  tir_visitor_t v = {.user = &n, .expr_pre = count_node};
+/* Number of nodes of |e| as a tree (shared subtrees count each time they
+ * are reached), counted up to |limit| + 1: the caller only asks whether it
+ * is over the limit, and a tree with shared subtrees can be exponentially
+ * larger than its memory. */
+static int64_t expr_size_upto(const tir_expr_t* e, int64_t limit) {
+  size_t_ c = {0, limit};
+  tir_visitor_t v = {.user = &c, .expr_pre = count_node};
   tir_visit_expr(&v, e);
-  return n;
+  return c.n;
 }
 
 /* Accesses of |buf| weighted by the iterations of their enclosing loops
@@ -264,36 +475,60 @@ typedef struct fz_s {
   acc_t acc;
   FILE* log;
   kiln_fusion_report_t* rep;
+  uint8_t* blocked;   /* [nb] roots other code can see (precomputed) */
+  int32_t* node_mark; /* [graph nodes] stamp, for merge_nodes */
+  int32_t stamp;
 } fz_t;
 
-/* Kernels that touch root |b|: counts and the first two. */
-static int32_t users(const fz_t* z, int32_t b, int32_t* k0, int32_t* k1) {
-  int32_t n = 0;
+/* Live kernels that touch root |b|: their count and the first two (in plan
+ * order). Stale entries are dropped from the list on the way. */
+static int32_t users(fz_t* z, int32_t b, int32_t* k0, int32_t* k1) {
+  ilist_t* l = &z->acc.users[b];
+  int32_t m = 0;
   *k0 = *k1 = -1;
-  for (int32_t k = 0; k < z->acc.nk; ++k)
-    if (acc_get(&z->acc, k, b)) {
-      if (n == 0) *k0 = k;
-      else if (n == 1) *k1 = k;
-      ++n;
+  for (int32_t i = 0; i < l->n; ++i) {
+    int32_t k = l->v[i];
+    if (!acc_get(&z->acc, k, b)) continue;
+    l->v[m++] = k;
+    if (*k0 < 0 || k < *k0) {
+      *k1 = *k0;
+      *k0 = k;
+    } else if (*k1 < 0 || k < *k1) {
+      *k1 = k;
     }
-  return n;
+  }
+  l->n = m;
+  return m;
+}
+
+/* Roots that the outputs or a view make visible outside their kernels. A
+ * view's users keep the view as their argument through every fusion (only
+ * the eliminated root's own parameter is dropped), so this is decided once,
+ * in one pass over the buffers and kernels, instead of per candidate. */
+static kiln_status_t find_blocked(fz_t* z) {
+  const kiln_plan_t* p = z->p;
+  z->blocked = calloc((size_t)(p->n_buffers ? p->n_buffers : 1), 1);
+  if (!z->blocked) return oom();
+  for (int32_t o = 0; o < p->graph->n_outputs; ++o) {
+    int32_t r = kiln_plan_root(p, p->outputs[o]);
+    if (r >= 0) z->blocked[r] = 1;
+  }
+  for (int32_t b = 0; b < p->n_buffers; ++b) {
+    int32_t r = kiln_plan_root(p, b);
+    if (b != r && r >= 0 && p->buffers[b].kind == KILN_PLAN_OUTPUT) z->blocked[r] = 1;
+  }
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a) {
+      int32_t b = p->kernels[k].args[a], r = kiln_plan_root(p, b);
+      if (b != r && r >= 0) z->blocked[r] = 1; /* used through a view */
+    }
+  return NULL;
 }
 
 /* |x| is an intermediate whose memory nobody else can see. */
 static bool private_intermediate(const fz_t* z, int32_t x) {
-  const kiln_plan_t* p = z->p;
-  const kiln_plan_buffer_t* xb = &p->buffers[x];
-  if (xb->kind != KILN_PLAN_INTERMEDIATE || xb->alias_of >= 0) return false;
-  for (int32_t o = 0; o < p->graph->n_outputs; ++o)
-    if (kiln_plan_root(p, p->outputs[o]) == x) return false;
-  for (int32_t b = 0; b < p->n_buffers; ++b) {
-    if (b == x || kiln_plan_root(p, b) != x) continue;
-    if (p->buffers[b].kind == KILN_PLAN_OUTPUT) return false;
-    for (int32_t k = 0; k < p->n_kernels; ++k)
-      for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a)
-        if (p->kernels[k].args[a] == b) return false; /* used through a view */
-  }
-  return true;
+  const kiln_plan_buffer_t* xb = &z->p->buffers[x];
+  return xb->kind == KILN_PLAN_INTERMEDIATE && xb->alias_of < 0 && !z->blocked[x];
 }
 
 static const tir_buffer_t* param_of(const kiln_plan_t* p, const kiln_plan_kernel_t* k,
@@ -301,14 +536,6 @@ static const tir_buffer_t* param_of(const kiln_plan_t* p, const kiln_plan_kernel
   for (int32_t i = 0; i < k->func->n_params; ++i)
     if (k->args[i] == b) return k->func->params[i];
   return NULL;
-}
-
-/* Writers of any root in |reads| (a row) strictly between kernels lo and hi. */
-static bool written_between(const fz_t* z, const uint8_t* row, int32_t lo, int32_t hi) {
-  for (int32_t k = lo + 1; k < hi; ++k)
-    for (int32_t b = 0; b < z->acc.nb; ++b)
-      if (row[b] && (acc_get(&z->acc, k, b) & ACC_STORE)) return true;
-  return false;
 }
 
 /* The fused kernel's parameter list: |a|'s params without |drop|, then |b|'s
@@ -340,17 +567,30 @@ static kiln_status_t merge_params(fz_t* z, const kiln_plan_kernel_t* a,
   return NULL;
 }
 
-/* |into| also computes |from|'s anchor and fused nodes. */
+/* |into| also computes |from|'s anchor and fused nodes (kept in order, each
+ * once; the stamp array makes the duplicate test O(1)). */
 static kiln_status_t merge_nodes(fz_t* z, kiln_plan_kernel_t* into, const kiln_plan_kernel_t* from) {
   int32_t cap = into->n_fused_nodes + from->n_fused_nodes + 1;
   int32_t* nn = kiln_arena_alloc(&z->p->tir.arena, sizeof(int32_t) * (size_t)cap);
-  if (!nn) return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: out of memory");
+  if (!nn) return oom();
+  int32_t nodes = z->p->graph->n_nodes;
+  int32_t st = ++z->stamp;
   int32_t n = 0;
-  for (int32_t i = 0; i < into->n_fused_nodes; ++i) nn[n++] = into->fused_nodes[i];
+  if (into->node >= 0 && into->node < nodes) z->node_mark[into->node] = st;
+  for (int32_t i = 0; i < into->n_fused_nodes; ++i) {
+    nn[n++] = into->fused_nodes[i];
+    if (into->fused_nodes[i] >= 0 && into->fused_nodes[i] < nodes) z->node_mark[into->fused_nodes[i]] = st;
+  }
   for (int32_t i = -1; i < from->n_fused_nodes; ++i) {
     int32_t node = i < 0 ? from->node : from->fused_nodes[i];
-    bool seen = node == into->node;
-    for (int32_t j = 0; j < n && !seen; ++j) seen = nn[j] == node;
+    bool seen;
+    if (node >= 0 && node < nodes) {
+      seen = z->node_mark[node] == st;
+      z->node_mark[node] = st;
+    } else { /* not a graph node: the plain scan */
+      seen = node == into->node;
+      for (int32_t j = 0; j < n && !seen; ++j) seen = nn[j] == node;
+    }
     if (!seen) nn[n++] = node;
   }
   into->fused_nodes = nn;
@@ -358,14 +598,18 @@ static kiln_status_t merge_nodes(fz_t* z, kiln_plan_kernel_t* into, const kiln_p
   return NULL;
 }
 
-/* Replaces kernels |a| < |b| by |nk| placed at position |at| (a or b). */
-static void replace_two(kiln_plan_t* p, int32_t a, int32_t b, int32_t at,
-                        const kiln_plan_kernel_t* nk) {
-  kiln_plan_kernel_t* K = p->kernels;
+/* Replaces kernels |a| < |b| by |nk| placed at position |at| (a or b). The
+ * other one is marked dead and dropped when the pass compacts the plan, so
+ * kernel positions stay stable (and in plan order) while it runs. */
+static kiln_status_t replace_two(fz_t* z, int32_t a, int32_t b, int32_t at,
+                                 const kiln_plan_kernel_t* nk) {
+  kiln_plan_t* p = z->p;
   int32_t drop = at == a ? b : a;
-  K[at] = *nk;
-  memmove(&K[drop], &K[drop + 1], sizeof(*K) * (size_t)(p->n_kernels - drop - 1));
-  p->n_kernels--;
+  p->kernels[at] = *nk;
+  z->acc.dead[drop] = 1;
+  free(z->acc.rows[drop].e);
+  z->acc.rows[drop] = (row_t){NULL, 0};
+  return row_build(p, &z->acc, at);
 }
 
 /* ---- epilogue fusion ----------------------------------------------------- */
@@ -378,6 +622,7 @@ typedef struct epi_s {
   const tir_expr_t* f;       /* consumer value */
   const tir_expr_t* v;       /* producer value being stored (per store) */
   int64_t max_size;
+  int64_t f_loads;           /* loads of x in f (as a tree) */
   bool too_big;
 } epi_t;
 
@@ -388,6 +633,15 @@ static const tir_expr_t* epi_load(void* user, const tir_expr_t* load) {
 
 static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   epi_t* E = user;
+  /* The fused value holds f_loads copies of the stored one: when that alone
+   * passes the limit, the fusion is refused without building it (merging
+   * two kernels already near the limit would build trees of millions of
+   * nodes only to throw them away). The store is kept; nothing uses it. */
+  if (E->too_big) return st;
+  if (E->f_loads * expr_size_upto(st->u.store.value, E->max_size) > E->max_size) {
+    E->too_big = true;
+    return st;
+  }
   const tir_expr_t* vals[KILN_MAX_RANK];
   for (int32_t i = 0; i < E->nest->rank; ++i) vals[i] = st->u.store.idx[i];
   /* f with v_i := e_i, then X[e...] := v. */
@@ -397,7 +651,7 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   rw_t r = {.load_buf = E->x, .load_fn = epi_load, .user = E};
   const tir_expr_t* f2 = rw_expr(E->c, &r, f1);
   if (!f2) return NULL;
-  if (expr_size(f2) > E->max_size) E->too_big = true;
+  if (expr_size_upto(f2, E->max_size) > E->max_size) E->too_big = true;
   return tir_store(E->c, E->y, st->u.store.idx, f2);
 }
 
@@ -468,7 +722,7 @@ static kiln_status_t commit_fusion(fz_t* z, bool epilogue, int32_t P, int32_t C,
     logf_(z, "fuse: inline %s (%s '%s') into %s (%s '%s'), %s no longer in memory", kp->func->name,
           node_op(p, kp->node), node_name(p, kp->node), kc->func->name, node_op(p, kc->node),
           node_name(p, kc->node), X->name);
-  replace_two(p, P, C, at, &k);
+  KILN_RETURN_IF_ERROR(replace_two(z, P, C, at, &k));
   if (epilogue) z->rep->epilogues_fused++;
   else z->rep->producers_inlined++;
   *done = true;
@@ -484,6 +738,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   if (acc_get(&z->acc, P, x) != ACC_STORE || acc_get(&z->acc, C, x) != ACC_LOAD) return NULL;
   kiln_plan_kernel_t* kp = &p->kernels[P];
   kiln_plan_kernel_t* kc = &p->kernels[C];
+  if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   const tir_buffer_t* X = param_of(p, kp, x);
   const tir_buffer_t* Xc = param_of(p, kc, x);
   if (!X || X != Xc || !kc->naive) return NULL;
@@ -501,47 +756,56 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
     if (kc->func->params[i] == Y) y = kiln_plan_root(p, kc->args[i]);
   if (y < 0) return NULL;
   /* The consumer's scheduled kernel must be only that store too. */
-  for (int32_t b = 0; b < z->acc.nb; ++b)
-    if ((acc_get(&z->acc, C, b) & ACC_STORE) && b != y) return NULL;
+  const row_t* rowc = &z->acc.rows[C];
+  const row_t* rowp = &z->acc.rows[P];
+  for (int32_t i = 0; i < rowc->n; ++i)
+    if ((rowc->e[i].flags & ACC_STORE) && rowc->e[i].root != y) return NULL;
   /* The producer must not see Y, and must not write what C reads. */
   if (acc_get(&z->acc, P, y)) return NULL;
-  const uint8_t* rowc = z->acc.flags + (size_t)C * (size_t)z->acc.nb;
-  const uint8_t* rowp = z->acc.flags + (size_t)P * (size_t)z->acc.nb;
-  for (int32_t b = 0; b < z->acc.nb; ++b)
-    if (b != x && (rowc[b] & ACC_LOAD) && (rowp[b] & ACC_STORE)) return NULL;
+  for (int32_t i = 0; i < rowc->n; ++i) {
+    int32_t b = rowc->e[i].root;
+    if (b != x && (rowc->e[i].flags & ACC_LOAD) && (row_get(rowp, b) & ACC_STORE)) return NULL;
+  }
   /* Every element of X must be stored (the memory is not zero-filled). */
   if (store_count(kp->func->body, X) < tir_buffer_numel(X)) return NULL;
 
-  /* Placement: at P when C's other inputs are ready there, else at C when
-   * nothing in between touches what P reads or writes. */
+  /* Placement: at P when C's other inputs are ready there (nothing in
+   * between writes them or Y), else at C when nothing in between touches
+   * what P reads or writes. Asked of the roots' writer and user lists, not
+   * of every kernel in between. */
   int32_t at = -1;
-  uint8_t* inputs = calloc((size_t)z->acc.nb, 1);
-  if (!inputs) return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: out of memory");
-  for (int32_t b = 0; b < z->acc.nb; ++b) inputs[b] = (b != x && (rowc[b] & ACC_LOAD)) || b == y;
-  if (!written_between(z, inputs, P, C)) {
-    bool y_seen = false; /* Y read or written in between: keep order */
-    for (int32_t k = P + 1; k < C; ++k) y_seen |= acc_get(&z->acc, k, y) != 0;
+  bool written = any_between(&z->acc, &z->acc.writers[y], y, ACC_STORE, P, C);
+  for (int32_t i = 0; i < rowc->n && !written; ++i) {
+    int32_t b = rowc->e[i].root;
+    if (b != x && (rowc->e[i].flags & ACC_LOAD))
+      written = any_between(&z->acc, &z->acc.writers[b], b, ACC_STORE, P, C);
+  }
+  if (!written) {
+    /* Y read or written in between: keep order */
+    bool y_seen = any_between(&z->acc, &z->acc.users[y], y, ACC_LOAD | ACC_STORE, P, C);
     if (!y_seen) at = P;
   }
   if (at < 0) {
     bool clash = false;
-    for (int32_t k = P + 1; k < C && !clash; ++k)
-      for (int32_t b = 0; b < z->acc.nb && !clash; ++b) {
-        uint8_t f = acc_get(&z->acc, k, b);
-        if (!f) continue;
-        if ((rowp[b] & ACC_STORE) && b != x) clash = true; /* sees P's outputs */
-        if ((rowp[b] & ACC_LOAD) && (f & ACC_STORE)) clash = true;
-      }
+    for (int32_t i = 0; i < rowp->n && !clash; ++i) {
+      int32_t b = rowp->e[i].root;
+      uint8_t f = rowp->e[i].flags;
+      if ((f & ACC_STORE) && b != x) /* sees P's outputs */
+        clash = any_between(&z->acc, &z->acc.users[b], b, ACC_LOAD | ACC_STORE, P, C);
+      if (!clash && (f & ACC_LOAD))
+        clash = any_between(&z->acc, &z->acc.writers[b], b, ACC_STORE, P, C);
+    }
     if (!clash) at = C;
   }
-  free(inputs);
   if (at < 0) return NULL;
 
   const tir_buffer_t** params;
   int32_t* args;
   int32_t np;
   KILN_RETURN_IF_ERROR(merge_params(z, kp, kc, X, &params, &args, &np));
-  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, 4096, false};
+  int32_t nodes = kp->n_fused_nodes + kc->n_fused_nodes + 2;
+  int64_t budget = nodes <= FUSE_FULL_BUDGET_NODES ? FUSE_MAX_EXPR : FUSE_MAX_EXPR_CHAIN;
+  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false};
   tir_func_t* nf = epi_rewrite(z, &E, kp->func, params, np);
   tir_func_t* nn = kp->naive ? epi_rewrite(z, &E, kp->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
@@ -580,6 +844,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   if (acc_get(&z->acc, P, x) != ACC_STORE || acc_get(&z->acc, C, x) != ACC_LOAD) return NULL;
   kiln_plan_kernel_t* kp = &p->kernels[P];
   kiln_plan_kernel_t* kc = &p->kernels[C];
+  if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   kiln_op_pattern_t pat = kiln_op_pattern(node_op(p, kp->node));
   /* An injective anchor with element-wise epilogues is still injective. */
   if (pat != KILN_PATTERN_INJECTIVE || !kp->naive) return NULL;
@@ -588,21 +853,21 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   nest_t nest;
   if (!match_nest(kp->naive, &nest) || nest.store->u.store.buf != X) return NULL;
   /* P must be that one store (no other outputs). */
-  const uint8_t* rowp = z->acc.flags + (size_t)P * (size_t)z->acc.nb;
-  const uint8_t* rowc = z->acc.flags + (size_t)C * (size_t)z->acc.nb;
-  for (int32_t b = 0; b < z->acc.nb; ++b) {
-    if ((rowp[b] & ACC_STORE) && b != x) return NULL;
-    if ((rowp[b] & ACC_LOAD) && (rowc[b] & ACC_STORE)) return NULL; /* g reads what C writes */
+  const row_t* rowp = &z->acc.rows[P];
+  const row_t* rowc = &z->acc.rows[C];
+  for (int32_t i = 0; i < rowp->n; ++i) {
+    int32_t b = rowp->e[i].root;
+    uint8_t f = rowp->e[i].flags;
+    if ((f & ACC_STORE) && b != x) return NULL;
+    if ((f & ACC_LOAD) && (row_get(rowc, b) & ACC_STORE)) return NULL; /* g reads what C writes */
     /* g's inputs must still hold their values when C runs. */
-    if ((rowp[b] & ACC_LOAD))
-      for (int32_t k = P + 1; k < C; ++k)
-        if (acc_get(&z->acc, k, b) & ACC_STORE) return NULL;
+    if ((f & ACC_LOAD) && any_between(&z->acc, &z->acc.writers[b], b, ACC_STORE, P, C)) return NULL;
   }
   const tir_expr_t* g = nest.store->u.store.value;
   /* Profitable only when C reads each element of X about once: inlining
    * into a loop that reads X many times would recompute g each time. */
   int64_t reads = load_count(kc->func->body, X);
-  if (reads > 2 * tir_buffer_numel(X) || expr_size(g) > 256) return NULL;
+  if (reads > 2 * tir_buffer_numel(X) || expr_size_upto(g, 256) > 256) return NULL;
 
   const tir_buffer_t** params;
   int32_t* args;
@@ -628,15 +893,38 @@ static void recompute_lifetimes(kiln_plan_t* p) {
     }
 }
 
+/* Drops the kernels fused away, keeping the others in order. */
+static void compact(kiln_plan_t* p, const acc_t* a) {
+  if (!a->dead) return;
+  int32_t m = 0;
+  for (int32_t k = 0; k < p->n_kernels && k < a->nk; ++k)
+    if (!a->dead[k]) p->kernels[m++] = p->kernels[k];
+  p->n_kernels = m;
+}
+
 kiln_status_t kiln_plan_fuse(kiln_plan_t* p, kiln_fusion_report_t* report, FILE* log) {
   kiln_fusion_report_t dummy;
   if (!report) report = &dummy;
   memset(report, 0, sizeof(*report));
   if (!p) return kiln_make_status(KILN_INVALID_ARGUMENT, "fuse: NULL plan");
-  fz_t z = {p, {NULL, 0, 0}, log, report};
+  fz_t z;
+  memset(&z, 0, sizeof z);
+  z.p = p;
+  z.log = log;
+  z.rep = report;
   report->kernels_before = p->n_kernels;
+  /* Bookkeeping is per fusion proportional to the two kernels involved
+   * (their rows, and the user lists of the roots they touch), so a graph of
+   * n element-wise nodes fuses in about linear time. */
   kiln_status_t s = acc_build(p, &z.acc);
-  if (s) return s;
+  if (!s) s = find_blocked(&z);
+  if (!s && !(z.node_mark = calloc((size_t)(p->graph->n_nodes + 1), sizeof(int32_t)))) s = oom();
+  if (s) {
+    acc_free(&z.acc);
+    free(z.blocked);
+    free(z.node_mark);
+    return s;
+  }
   report->bytes_before = traffic(p, &z.acc);
   bool changed = true;
   for (int32_t round = 0; changed && round < 1000; ++round) {
@@ -645,19 +933,19 @@ kiln_status_t kiln_plan_fuse(kiln_plan_t* p, kiln_fusion_report_t* report, FILE*
       bool done = false;
       s = try_epilogue(&z, x, &done);
       if (!s && !done) s = try_inline(&z, x, &done);
-      if (!s && done) {
-        changed = true;
-        s = acc_build(p, &z.acc);
-      }
+      if (!s && done) changed = true;
     }
     if (s) break;
   }
   /* Each fusion is all-or-nothing, so the plan is consistent even after an
    * error (out of memory): keep its lifetimes right either way. */
   if (!s) report->bytes_saved = report->bytes_before - traffic(p, &z.acc);
+  compact(p, &z.acc);
   report->kernels_after = p->n_kernels;
   recompute_lifetimes(p);
-  free(z.acc.flags);
+  acc_free(&z.acc);
+  free(z.blocked);
+  free(z.node_mark);
   return s;
 }
 

@@ -19,6 +19,12 @@
  *    `for d: X[d] = g(d, loads)` whose X has one consumer is substituted into
  *    that consumer's loads of X (Pad / Transpose feeding a kernel).
  *
+ * Limits that keep fusion linear in the graph and its kernels compilable: a
+ * fused kernel computes at most 64 graph nodes, and its stored expression is
+ * at most 4096 tree nodes (a value read twice counts twice) while it holds up
+ * to 4 graph nodes, 1024 beyond that; a fusion past a limit is not done (the
+ * chain continues in the next kernel).
+ *
  * The report records kernels before/after, which ops went into which kernel,
  * and the intermediate bytes no longer written to and read from memory.
  */

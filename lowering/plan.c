@@ -30,6 +30,55 @@ static kiln_status_t grow(kiln_plan_t* p, void** arr, int32_t* cap, int32_t need
   return NULL;
 }
 
+static uint32_t ptr_hash(const void* q) {
+  uint64_t x = (uint64_t)(uintptr_t)q;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
+/* Puts plan buffer |i| in the index (a later buffer with the same tir
+ * buffer wins, as the scan from the end did). */
+static void index_put(kiln_plan_t* p, int32_t i) {
+  uint32_t mask = (uint32_t)p->buffer_index_cap - 1;
+  const tir_buffer_t* b = p->buffers[i].buf;
+  for (uint32_t h = ptr_hash(b) & mask;; h = (h + 1) & mask) {
+    int32_t e = p->buffer_index[h];
+    if (e == 0 || p->buffers[e - 1].buf == b) {
+      p->buffer_index[h] = i + 1;
+      return;
+    }
+  }
+}
+
+/* Keeps the index at most half full; on failure the index is dropped and
+ * lookups scan (slower, never wrong). */
+static void index_add(kiln_plan_t* p, int32_t i) {
+  if (p->buffer_index_n != i) return; /* not trusted: stays a scan */
+  if (2 * (int64_t)(i + 1) > p->buffer_index_cap) {
+    int32_t cap = p->buffer_index_cap ? p->buffer_index_cap * 2 : 64;
+    while (2 * (int64_t)(i + 1) > cap) cap *= 2;
+    void* q = NULL;
+    kiln_status_t s = kiln_allocator_malloc(p->allocator, sizeof(int32_t) * (size_t)cap, "plan index", &q);
+    if (s) {
+      kiln_status_free(s);
+      kiln_allocator_free(p->allocator, p->buffer_index);
+      p->buffer_index = NULL;
+      p->buffer_index_cap = 0;
+      p->buffer_index_n = -1;
+      return;
+    }
+    memset(q, 0, sizeof(int32_t) * (size_t)cap);
+    kiln_allocator_free(p->allocator, p->buffer_index);
+    p->buffer_index = q;
+    p->buffer_index_cap = cap;
+    for (int32_t j = 0; j < i; ++j) index_put(p, j);
+  }
+  index_put(p, i);
+  p->buffer_index_n = i + 1;
+}
+
 kiln_status_t kiln_plan_add_buffer(kiln_plan_t* p, const tir_buffer_t* b,
                                    kiln_plan_buffer_kind_t kind, int32_t tensor,
                                    int32_t* out_index) {
@@ -44,10 +93,19 @@ kiln_status_t kiln_plan_add_buffer(kiln_plan_t* p, const tir_buffer_t* b,
   pb->first_use = pb->last_use = -1;
   if (out_index) *out_index = p->n_buffers;
   p->n_buffers++;
+  index_add(p, p->n_buffers - 1);
   return NULL;
 }
 
 int32_t kiln_plan_find_buffer(const kiln_plan_t* p, const tir_buffer_t* b) {
+  if (p->buffer_index && p->buffer_index_n == p->n_buffers) {
+    uint32_t mask = (uint32_t)p->buffer_index_cap - 1;
+    for (uint32_t h = ptr_hash(b) & mask;; h = (h + 1) & mask) {
+      int32_t e = p->buffer_index[h];
+      if (e == 0) return -1;
+      if (p->buffers[e - 1].buf == b) return e - 1;
+    }
+  }
   for (int32_t i = p->n_buffers - 1; i >= 0; --i)
     if (p->buffers[i].buf == b) return i;
   return -1;
@@ -130,6 +188,7 @@ void kiln_plan_destroy(kiln_plan_t* p) {
   kiln_allocator_free(a, p->inputs);
   kiln_allocator_free(a, p->outputs);
   kiln_allocator_free(a, p->tensor_buffer);
+  kiln_allocator_free(a, p->buffer_index);
   tir_ctx_deinit(&p->tir);
   kiln_allocator_free(a, p);
 }
@@ -262,16 +321,20 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
   /* Kernel FLOPs: the node's count split over its kernels that reduce
    * (a Conv's GEMM, not its phase split or crop), or over all of them
    * when none does. */
+  /* A node's kernels are contiguous (lower_node adds them in one go), so
+   * each run is counted once: linear in the plan. */
+  int32_t run_end = 0, same = 0, reducing = 0;
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     const kiln_node_t* n = &g->nodes[p->kernels[k].node];
-    int32_t same = 0, reducing = 0;
-    for (int32_t j = 0; j < p->n_kernels; ++j)
-      if (p->kernels[j].node == p->kernels[k].node) {
+    if (k >= run_end) {
+      same = reducing = 0;
+      for (run_end = k; run_end < p->n_kernels && p->kernels[run_end].node == p->kernels[k].node; ++run_end) {
         ++same;
-        reducing += kernel_reduces(p->kernels[j].func);
+        reducing += kernel_reduces(p->kernels[run_end].func);
       }
+    }
     bool mine = reducing == 0 || kernel_reduces(p->kernels[k].func);
-    if (reducing) same = reducing;
+    int32_t share = reducing ? reducing : same;
     kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
     kiln_tensor_t* outp[KILN_MAX_NODE_OUTPUTS];
     for (int32_t j = 0; j < n->n_inputs; ++j)
@@ -282,7 +345,7 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
                        allocator, false};
     int64_t fl = n->schema && n->schema->flops ? n->schema->flops(&ic)
                  : (outp[0] ? kiln_shape_count(&outp[0]->shape) : 0);
-    p->kernels[k].flops = !mine ? 0 : same ? fl / same : fl;
+    p->kernels[k].flops = !mine ? 0 : share ? fl / share : fl;
   }
   *out_plan = p;
   return NULL;

@@ -74,6 +74,12 @@ typedef struct kiln_plan_s {
   int32_t* outputs; /* plan buffer per graph output */
   int32_t* tensor_buffer; /* graph tensor -> plan buffer (or -1) */
   int32_t name_counter;
+  /* tir buffer -> plan buffer, an open-addressing table (index + 1, 0 =
+   * empty) that kiln_plan_add_buffer keeps so that looking a kernel's
+   * parameters up stays O(1) on graphs with 100k tensors. Trusted only while
+   * buffer_index_n == n_buffers: plans built by hand fall back to a scan. */
+  int32_t* buffer_index;
+  int32_t buffer_index_cap, buffer_index_n;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {

@@ -4,6 +4,7 @@
  * layout), and the public entry points that print one kernel, the prelude,
  * or a whole unit (prelude, kernels, epilogue). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "targets/cfamily/printer_impl.h"
 
@@ -292,20 +293,39 @@ kiln_status_t kiln_cf_print_prelude(const kiln_cf_dialect_t* d, kiln_cf_out_t* o
   return out->oom ? kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory printing prelude") : NULL;
 }
 
+/* Kernel names become symbols, so they must differ: checked through a hash
+ * set (a pairwise scan is quadratic in a plan of 100k kernels). */
+static kiln_status_t unique_names(const tir_func_t* const* funcs, int32_t n) {
+  uint32_t cap = 16;
+  while (cap < 2u * (uint32_t)n) cap <<= 1;
+  int32_t* slot = calloc(cap, sizeof(int32_t)); /* index + 1, 0 = empty */
+  if (!slot) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory checking kernel names");
+  kiln_status_t s = NULL;
+  for (int32_t i = 0; i < n && !s; ++i) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char* c = funcs[i]->name; *c; ++c) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    uint32_t k = (uint32_t)h & (cap - 1);
+    for (; slot[k]; k = (k + 1) & (cap - 1))
+      if (strcmp(funcs[slot[k] - 1]->name, funcs[i]->name) == 0) {
+        s = kiln_make_status(KILN_INVALID_ARGUMENT, "two kernels are named '%s'", funcs[i]->name);
+        break;
+      }
+    slot[k] = i + 1;
+  }
+  free(slot);
+  return s;
+}
+
 kiln_status_t kiln_cf_print_unit(const kiln_cf_dialect_t* d, const tir_func_t* const* funcs,
                                  int32_t n, const kiln_cf_kernel_info_t* infos,
                                  kiln_cf_out_t* out) {
   if (d->params == KILN_CF_PARAMS_BINDINGS && n != 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: one kernel per shader, got %d", d->name, (int)n);
-  for (int32_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < n; ++i)
     if (!funcs[i] || !funcs[i]->name)
       return kiln_make_status(KILN_INVALID_ARGUMENT, "kernel %d is NULL", (int)i);
-    for (int32_t j = 0; j < i; ++j)
-      if (strcmp(funcs[i]->name, funcs[j]->name) == 0)
-        return kiln_make_status(KILN_INVALID_ARGUMENT, "two kernels are named '%s'",
-                                funcs[i]->name);
-  }
+  KILN_RETURN_IF_ERROR(unique_names(funcs, n));
   KILN_RETURN_IF_ERROR(kiln_cf_print_prelude(d, out));
   if (d->params != KILN_CF_PARAMS_BINDINGS) kiln_cf_out_puts(out, "\n");
   for (int32_t i = 0; i < n; ++i)

@@ -77,6 +77,7 @@ typedef struct canon_s {
   size_t len;
   uint64_t hash;
   int32_t kernel; /* the kernel printed for it */
+  int32_t last;   /* the last kernel aliasing it (chained through next[]) */
 } canon_t;
 
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) {
@@ -84,6 +85,8 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
   int32_t n = plan->n_kernels;
   kiln_status_t s = NULL;
   canon_t* canon = calloc((size_t)(n ? n : 1), sizeof(*canon));
+  int32_t* slots = NULL; /* hash table: index + 1, 0 = empty */
+  int32_t* next = NULL;  /* kernel -> next kernel with the same code, -1 = none */
   int32_t* target = calloc((size_t)(n ? n : 1), sizeof(int32_t)); /* kernel -> unique kernel */
   /* prelude, at most one unit per kernel, epilogue: (offset, length) each */
   out->parts = calloc(2 * ((size_t)n + 2), sizeof(uint64_t));
@@ -91,15 +94,32 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
     goto done;
   }
-  /* Names must be unique: they become symbols. */
+  /* Names must be unique: they become symbols. One hash table serves the
+   * name check and the canonical-text lookup, so both stay linear in the
+   * number of kernels (a 100k-node graph has 100k kernels at -O0). */
+  uint32_t mask = 1;
+  while (mask < 2u * (uint32_t)(n ? n : 1)) mask <<= 1;
+  slots = calloc(mask, sizeof(int32_t));
+  next = calloc((size_t)(n ? n : 1), sizeof(int32_t));
+  if (!slots || !next) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
+    goto done;
+  }
+  mask -= 1;
   for (int32_t k = 0; k < n && !s; ++k) {
     s = check_kernel(plan, k);
-    for (int32_t j = 0; j < k && !s; ++j)
-      if (strcmp(plan->kernels[k].func->name, plan->kernels[j].func->name) == 0)
-        s = kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: two kernels are named '%s'",
-                             plan->kernels[k].func->name);
+    if (s) break;
+    const char* nm = plan->kernels[k].func->name;
+    uint32_t h = (uint32_t)fnv64(nm, strlen(nm)) & mask;
+    for (; slots[h]; h = (h + 1) & mask)
+      if (strcmp(nm, plan->kernels[slots[h] - 1].func->name) == 0) {
+        s = kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: two kernels are named '%s'", nm);
+        break;
+      }
+    slots[h] = k + 1;
   }
   if (s) goto done;
+  memset(slots, 0, sizeof(int32_t) * ((size_t)mask + 1));
   /* Canonical texts find the kernels that compile to the same code. */
   int32_t n_canon = 0;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -119,14 +139,23 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
     }
     uint64_t h = fnv64(ct.data ? ct.data : "", ct.len);
     target[k] = k;
-    for (int32_t j = 0; j < n_canon; ++j)
-      if (canon[j].hash == h && canon[j].len == ct.len && memcmp(canon[j].text, ct.data, ct.len) == 0) {
-        target[k] = canon[j].kernel;
+    next[k] = -1;
+    uint32_t slot = (uint32_t)h & mask;
+    for (; slots[slot]; slot = (slot + 1) & mask) {
+      const canon_t* c = &canon[slots[slot] - 1];
+      if (c->hash == h && c->len == ct.len && memcmp(c->text, ct.data, ct.len) == 0) {
+        target[k] = c->kernel;
         break;
       }
+    }
     if (target[k] == k) {
-      canon[n_canon++] = (canon_t){ct.data, ct.len, h, k};
+      canon[n_canon++] = (canon_t){ct.data, ct.len, h, k, k};
+      slots[slot] = n_canon;
     } else {
+      /* appended to the chain of kernels that alias the first one */
+      canon_t* c = &canon[slots[slot] - 1];
+      next[c->last] = k;
+      c->last = k;
       kiln_cf_out_free(&ct);
     }
   }
@@ -150,7 +179,7 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
     kiln_cf_kernel_info_t info = {na, false};
     s = kiln_cf_print_kernel(&kiln_cf_dialect_c, plan->kernels[k].func, &info, o);
     free(na);
-    for (int32_t j = k + 1; j < n && !s; ++j)
+    for (int32_t j = next[k]; j >= 0 && !s; j = next[j])
       if (target[j] == k) {
         kiln_cf_out_printf(o, "void %s(void* const* args) __attribute__((alias(\"%s\")));\n",
                            plan->kernels[j].func->name, plan->kernels[k].func->name);
@@ -173,6 +202,8 @@ done:
     for (int32_t j = 0; j < n; ++j) free(canon[j].text);
   free(canon);
   free(target);
+  free(slots);
+  free(next);
   if (s) kiln_cpu_source_free(out);
   return s;
 }
