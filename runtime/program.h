@@ -42,6 +42,10 @@ typedef enum kiln_program_buffer_kind_e {
   KILN_PB_KIND_COUNT_
 } kiln_program_buffer_kind_t;
 
+/* The most bytes one buffer may span (256 TiB): far above any device, and
+ * low enough that sums and products of a few sizes stay inside 64 bits. */
+#define KILN_PROGRAM_MAX_BUFFER_BYTES (1ull << 48)
+
 typedef struct kiln_program_buffer_s {
   char* name;
   kiln_dtype_t dtype;
