@@ -137,11 +137,49 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
   for (int i = 0; i < n_args; ++i) {
     const char* file = strchr(args[i], '=') + 1;
     struct stat sb;
-    if (stat(file, &sb) == 0 && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size > cap + 65536)
+    if (stat(file, &sb) == 0 && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size > cap &&
+        (unsigned long long)sb.st_size - cap > 65536) /* the .npy header */
       return kiln_make_status(KILN_LIMIT_EXCEEDED, "input '%s': %s is %lld bytes, above the %llu-byte I/O cap",
                               kiln_module_input_name(m, which[i]), file, (long long)sb.st_size, cap);
   }
   return NULL;
+}
+
+/* Parses the command line; 0, or the exit status of a usage error (printed). */
+static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
+                      const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap) {
+  const char* env = getenv("KILN_MAX_IO_BYTES");
+  if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
+    fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const bool has = i + 1 < argc;
+    if (!strcmp(argv[i], "--device") && has) *device = argv[++i];
+    else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
+    else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
+    else if (!strcmp(argv[i], "--runs") && has) {
+      if (!parse_u64(argv[++i], 1, 1000000000, runs)) {
+        fprintf(stderr, "kiln-rt-run: error: --runs '%s' is not a whole number in [1, 1e9]\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--max-io-bytes") && has) {
+      if (!parse_u64(argv[++i], 1, ULLONG_MAX, cap)) {
+        fprintf(stderr, "kiln-rt-run: error: --max-io-bytes '%s' is not a positive whole number of bytes\n",
+                argv[i]);
+        return 2;
+      }
+    } else if (argv[i][0] != '-' && !*path) *path = argv[i];
+    else {
+      fputs(usage, stderr);
+      return 2;
+    }
+  }
+  if (!*path) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -154,38 +192,15 @@ int main(int argc, char** argv) {
   unsigned long long runs = 1, cap = DEFAULT_MAX_IO_BYTES;
   if (!inputs || !which) {
     fprintf(stderr, "kiln-rt-run: out of memory\n");
+    free(inputs);
+    free(which);
     return 1;
   }
-  const char* env = getenv("KILN_MAX_IO_BYTES");
-  if (env && !parse_u64(env, 1, ULLONG_MAX, &cap)) {
-    fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
-    return 2;
-  }
-  for (int i = 1; i < argc; ++i) {
-    const bool has = i + 1 < argc;
-    if (!strcmp(argv[i], "--device") && has) device = argv[++i];
-    else if (!strcmp(argv[i], "--output") && has) outdir = argv[++i];
-    else if (!strcmp(argv[i], "--input") && has) inputs[n_inputs++] = argv[++i];
-    else if (!strcmp(argv[i], "--runs") && has) {
-      if (!parse_u64(argv[++i], 1, 1000000000, &runs)) {
-        fprintf(stderr, "kiln-rt-run: error: --runs '%s' is not a whole number in [1, 1e9]\n", argv[i]);
-        return 2;
-      }
-    } else if (!strcmp(argv[i], "--max-io-bytes") && has) {
-      if (!parse_u64(argv[++i], 1, ULLONG_MAX, &cap)) {
-        fprintf(stderr, "kiln-rt-run: error: --max-io-bytes '%s' is not a positive whole number of bytes\n",
-                argv[i]);
-        return 2;
-      }
-    } else if (argv[i][0] != '-' && !path) path = argv[i];
-    else {
-      fputs(usage, stderr);
-      return 2;
-    }
-  }
-  if (!path) {
-    fputs(usage, stderr);
-    return 2;
+  const int usage_rc = parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap);
+  if (usage_rc) {
+    free(inputs);
+    free(which);
+    return usage_rc;
   }
   kiln_allocator_t al = kiln_allocator_system();
   kiln_module_t* m = NULL;
