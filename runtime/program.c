@@ -102,41 +102,99 @@ static const char* bn(const kiln_program_t* p, int32_t i) {
   return p->buffers[i].name ? p->buffers[i].name : "?";
 }
 
+/* "f32 [2,3]" for messages. */
+static const char* shape_text(const kiln_program_buffer_t* b, char* out, size_t n) {
+  size_t at = (size_t)snprintf(out, n, "%s [", kiln_dtype_name(b->dtype));
+  for (int32_t k = 0; k < b->rank && at < n; ++k)
+    at += (size_t)snprintf(out + at, n - at, "%s%lld", k ? "," : "", (long long)b->shape[k]);
+  if (at < n) snprintf(out + at, n - at, "]");
+  return out;
+}
+
+/* Dense bytes of |b|'s shape and dtype, every step overflow-checked against
+ * the per-buffer cap; false when a dim is negative or the product passes it.
+ * Before this holds, nothing may multiply a buffer's dims. */
+static bool checked_dense_bytes(const kiln_program_buffer_t* b, uint64_t* out) {
+  for (int32_t k = 0; k < b->rank; ++k)
+    if (b->shape[k] < 0) return false;
+  for (int32_t k = 0; k < b->rank; ++k)
+    if (b->shape[k] == 0) { /* empty, whatever the other dims */
+      *out = 0;
+      return true;
+    }
+  uint64_t n = kiln_dtype_size(b->dtype);
+  for (int32_t k = 0; k < b->rank; ++k) {
+    if (n > KILN_PROGRAM_MAX_BUFFER_BYTES / (uint64_t)b->shape[k]) return false;
+    n *= (uint64_t)b->shape[k];
+  }
+  *out = n;
+  return true;
+}
+
+/* Is buffer |i| the memory behind a model output (so a constant there must
+ * carry its bytes: the session reads the output from them)? */
+static bool backs_output(const kiln_program_t* p, int32_t i) {
+  if (!p->outputs) return false; /* validate_io reports it */
+  for (int32_t k = 0; k < p->n_outputs; ++k)
+    if (p->outputs[k] >= 0 && p->outputs[k] < p->n_buffers && kiln_program_root(p, p->outputs[k]) == i) return true;
+  return false;
+}
+
+/* Every buffer's bytes against its shape and dtype. Kernels, the input
+ * upload and the output read all access a buffer's dense extent (the
+ * compiler lays every tensor out densely; a view is a reshape of its root),
+ * while the session allocates and maps |bytes|: a module whose |bytes| is
+ * smaller than its shape (a forged file with a recomputed checksum) would
+ * have every one of them write past the allocation. So: bytes >= dense for
+ * every buffer, bytes == dense for a constant's range in the weights (a
+ * constant that nothing reads or returns may carry none), and a view fits
+ * inside its root (so the root's allocation covers the view's shape too). */
 static kiln_status_t validate_buffers(const kiln_program_t* p) {
   if (p->n_buffers < 0 || (p->n_buffers > 0 && !p->buffers))
     return bad(p, "%s %lld", "buffer count", (long long)p->n_buffers);
+  char sh[160];
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (!b->name) return bad(p, "%s %lld has no name", "buffer", (long long)i);
-    if (b->dtype <= KILN_DTYPE_UNDEFINED || b->dtype >= KILN_DTYPE_COUNT_)
+    if (b->dtype <= KILN_DTYPE_UNDEFINED || b->dtype >= KILN_DTYPE_COUNT_ || !kiln_dtype_size(b->dtype))
       return bad(p, "buffer '%s' has dtype number %lld", b->name, (long long)b->dtype);
     if ((unsigned)b->kind >= KILN_PB_KIND_COUNT_)
       return bad(p, "buffer '%s' has kind number %lld", b->name, (long long)b->kind);
     if (b->rank < 0 || b->rank > KILN_MAX_RANK)
       return bad(p, "buffer '%s' has rank %lld", b->name, (long long)b->rank);
-    uint64_t n = 1;
-    for (int32_t k = 0; k < b->rank; ++k) {
-      if (b->shape[k] < 0 || (b->shape[k] > 0 && n > (UINT64_MAX >> 4) / (uint64_t)b->shape[k]))
+    for (int32_t k = 0; k < b->rank; ++k)
+      if (b->shape[k] < 0)
         return bad(p, "buffer '%s' has dim %lld = %lld", b->name, (long long)k, (long long)b->shape[k]);
-      n *= (uint64_t)b->shape[k];
-    }
-    if (b->bytes > (1ull << 48))
-      return bad(p, "buffer '%s' spans %lld bytes", b->name, (long long)b->bytes);
+    uint64_t dense = 0;
+    if (!checked_dense_bytes(b, &dense))
+      return bad(p, "buffer '%s' (%s) needs more than the %llu-byte buffer limit", b->name,
+                 shape_text(b, sh, sizeof sh), (unsigned long long)KILN_PROGRAM_MAX_BUFFER_BYTES);
+    if (b->bytes > KILN_PROGRAM_MAX_BUFFER_BYTES)
+      return bad(p, "buffer '%s' spans %llu bytes, above the %llu-byte buffer limit", b->name,
+                 (unsigned long long)b->bytes, (unsigned long long)KILN_PROGRAM_MAX_BUFFER_BYTES);
     if (b->alias_of < -1 || b->alias_of >= p->n_buffers || b->alias_of == i)
       return bad(p, "buffer '%s' aliases buffer %lld", b->name, (long long)b->alias_of);
-    if (b->first_use < -1 || b->first_use >= p->n_kernels || b->last_use >= p->n_kernels ||
+    if (b->first_use < -1 || b->first_use >= p->n_kernels || b->last_use < -1 || b->last_use >= p->n_kernels ||
         (b->first_use >= 0 && b->last_use < b->first_use) || (b->first_use < 0 && b->last_use >= 0))
       return bad(p, "buffer '%s' has lifetime [%lld, %lld]", b->name, (long long)b->first_use, (long long)b->last_use);
     /* The session zeroes and reads a status word as one i32 of its own. */
     if (b->kind == KILN_PB_STATUS &&
-        (b->dtype != KILN_DTYPE_I32 || n != 1 || b->bytes != 4 || b->alias_of >= 0))
+        (b->dtype != KILN_DTYPE_I32 || dense != 4 || b->bytes != 4 || b->alias_of >= 0))
       return bad(p, "status word '%s' is not an i32[1] buffer of its own", b->name);
     if (b->kind == KILN_PB_CONST) {
       if (b->alias_of >= 0)
         return bad(p, "constant '%s' aliases buffer %lld", b->name, (long long)b->alias_of);
       if (b->const_offset > p->weights_len || b->bytes > p->weights_len - b->const_offset)
-        return bad(p, "constant '%s' at weights offset %lld is past the weights' end %lld", b->name,
-                   (long long)b->const_offset, (long long)p->weights_len);
+        return bad(p, "constant '%s' (weights bytes [%llu, +%llu)) is past the weights' end %llu", b->name,
+                   (unsigned long long)b->const_offset, (unsigned long long)b->bytes,
+                   (unsigned long long)p->weights_len);
+      const bool carried = b->bytes != 0 || b->first_use >= 0 || backs_output(p, i);
+      if (carried && b->bytes != dense)
+        return bad(p, "constant '%s' holds %llu bytes of weights, its shape %s needs %llu", b->name,
+                   (unsigned long long)b->bytes, shape_text(b, sh, sizeof sh), (unsigned long long)dense);
+    } else if (b->bytes < dense) {
+      return bad(p, "buffer '%s' spans %llu bytes, its shape %s needs %llu", b->name, (unsigned long long)b->bytes,
+                 shape_text(b, sh, sizeof sh), (unsigned long long)dense);
     }
   }
   /* Alias chains: acyclic, and a view never spans more than its root. */
@@ -148,8 +206,8 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
     }
     if (steps > p->n_buffers) return bad(p, "buffer '%s' is on an alias cycle", bn(p, i));
     if (p->buffers[i].bytes > p->buffers[r].bytes)
-      return bad(p, "buffer '%s' (%lld bytes) aliases a smaller root (%lld bytes)", bn(p, i),
-                 (long long)p->buffers[i].bytes, (long long)p->buffers[r].bytes);
+      return bad(p, "buffer '%s' (%llu bytes) aliases a smaller root '%s' (%llu bytes)", bn(p, i),
+                 (unsigned long long)p->buffers[i].bytes, bn(p, r), (unsigned long long)p->buffers[r].bytes);
     if (p->buffers[r].kind == KILN_PB_CONST && r != i)
       return bad(p, "buffer '%s' aliases constant %lld", bn(p, i), (long long)r);
     if (p->buffers[r].kind == KILN_PB_STATUS && r != i)
@@ -172,7 +230,15 @@ void kiln_program_gemm_operand(const kiln_program_gemm_t* g, int which, int64_t*
 uint64_t kiln_program_gemm_operand_bytes(const kiln_program_gemm_t* g, int which) {
   int64_t rows, cols, ld, st;
   kiln_program_gemm_operand(g, which, &rows, &cols, &ld, &st);
-  return 4ull * (uint64_t)((g->batch - 1) * st + (rows - 1) * ld + cols);
+  /* Saturating: the descriptor comes from a file, and a forged one must
+   * read as "too big for its buffer", not wrap to a small size. */
+  if (g->batch < 1 || rows < 1 || cols < 1 || ld < 0 || st < 0) return UINT64_MAX;
+  uint64_t a, b, sum;
+  if (__builtin_mul_overflow((uint64_t)(g->batch - 1), (uint64_t)st, &a) ||
+      __builtin_mul_overflow((uint64_t)(rows - 1), (uint64_t)ld, &b) || __builtin_add_overflow(a, b, &sum) ||
+      __builtin_add_overflow(sum, (uint64_t)cols, &sum) || __builtin_mul_overflow(sum, 4ull, &sum))
+    return UINT64_MAX;
+  return sum;
 }
 
 /* A GEMM descriptor: parameters in range and distinct, f32, Y written,
@@ -235,9 +301,15 @@ static kiln_status_t validate_kernels(const kiln_program_t* p) {
       if (kk->groups[d] < 1 || kk->local[d] < 1 || kk->groups[d] > (1ll << 31) || kk->local[d] > 4096)
         return bad(p, "kernel '%s' has launch size %lld x %lld", kk->name, (long long)kk->groups[d],
                    (long long)kk->local[d]);
+    if (kk->loop_trips < 0 || kk->flops < 0 || kk->bytes < 0)
+      return bad(p, "kernel '%s' records %lld loop trips, %lld flops, %lld bytes", kk->name,
+                 (long long)kk->loop_trips, (long long)kk->flops, (long long)kk->bytes);
+    /* The planner may put the output in the input's memory: the pair must
+     * be a read parameter and a written one (it checks the sizes). */
     bool none = kk->inplace_in == -1 && kk->inplace_out == -1;
     bool pair = kk->inplace_in >= 0 && kk->inplace_in < kk->n_args && kk->inplace_out >= 0 &&
-                kk->inplace_out < kk->n_args && kk->inplace_in != kk->inplace_out;
+                kk->inplace_out < kk->n_args && kk->inplace_in != kk->inplace_out &&
+                (kk->access[kk->inplace_in] & KILN_ARG_READ) && (kk->access[kk->inplace_out] & KILN_ARG_WRITE);
     if (!none && !pair)
       return bad(p, "kernel '%s' has in-place pair (%lld, %lld)", kk->name, (long long)kk->inplace_in,
                  (long long)kk->inplace_out);
@@ -261,6 +333,19 @@ static kiln_status_t validate_io(const kiln_program_t* p) {
       return bad(p, "%s %lld names buffer %lld", "output", (long long)i, (long long)p->outputs[i]);
     else if (p->buffers[p->outputs[i]].kind == KILN_PB_STATUS)
       return bad(p, "output %lld is status word '%s'", (long long)i, bn(p, p->outputs[i]));
+  /* Callers find inputs and outputs by name (kiln-rt-run --input NAME=...,
+   * files named after outputs): a name must say which one. */
+  for (int t = 0; t < 2; ++t) {
+    const int32_t n = t ? p->n_outputs : p->n_inputs;
+    char* const* names = t ? p->output_names : p->input_names;
+    for (int32_t i = 0; i < n; ++i) {
+      if (!names[i][0]) return bad(p, "%s %lld has an empty name", t ? "output" : "input", (long long)i);
+      for (int32_t j = 0; j < i; ++j)
+        if (!strcmp(names[i], names[j]))
+          return bad(p, "%ss %lld and %lld are both named '%s'", t ? "output" : "input", (long long)j,
+                     (long long)i, names[i]);
+    }
+  }
   return NULL;
 }
 

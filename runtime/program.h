@@ -53,6 +53,10 @@ enum {
   KILN_PB_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
 };
 
+/* The most bytes one buffer may span (256 TiB): far above any device, and
+ * low enough that sums and products of a few sizes stay inside 64 bits. */
+#define KILN_PROGRAM_MAX_BUFFER_BYTES (1ull << 48)
+
 typedef struct kiln_program_buffer_s {
   char* name;
   kiln_dtype_t dtype;
@@ -172,10 +176,19 @@ void kiln_program_destroy(kiln_program_t* p);
 kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out);
 
 /* Checks every invariant the runtime relies on: indices in range, alias
- * chains acyclic and fitting, constants inside the weights, kinds and
- * dtypes valid, lifetimes ordered, argument counts, in-place pairs sane,
- * code present for the target. Errors name the buffer or kernel. The
- * module reader calls this on every file it loads. */
+ * chains acyclic and fitting, kinds and dtypes valid, every buffer's byte
+ * size at least its shape x dtype (overflow-checked, at most
+ * KILN_PROGRAM_MAX_BUFFER_BYTES) -- kernels, uploads and output reads
+ * touch that much of it --, constants exactly their shape x dtype and
+ * inside the weights, lifetimes ordered and covering every kernel that
+ * uses the buffer, argument counts and access flags, launch sizes, GEMM
+ * operands inside their buffers, in-place pairs a read and a written
+ * parameter, I/O bound to real buffers under distinct non-empty names,
+ * code present for the target. Errors are PARSE_ERROR naming the buffer or
+ * kernel and the numbers. The module reader calls this on every file it
+ * loads, kiln_module_wrap on every program it wraps. What it cannot see is
+ * the target code itself (the shapes and argument counts compiled into
+ * it): a module is code, trusted as a whole or not at all. */
 kiln_status_t kiln_program_validate(const kiln_program_t* p);
 
 /* Follows alias_of to the buffer owning the memory (validated programs). */

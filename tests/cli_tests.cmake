@@ -3,9 +3,11 @@
 # CLI once and checks its exit status and output:
 #
 #   kiln_cli_test(NAME [RC n] [CLEAN path] [FILE path] [FIXTURE f] [REQUIRES f...]
-#                 [CHECK "STDOUT_HAS=text" "STDERR_MATCHES=regex" ...]
+#                 [EXE target] [CHECK "STDOUT_HAS=text" "STDERR_MATCHES=regex" ...]
 #                 ARGS args...)
 #
+# EXE is the executable target to run (default kiln_cli; kiln_rt_run for the
+# runtime-only runner).
 # CHECK keys are those of cli_check.cmake (STDOUT_HAS, STDERR_HAS, *_LACKS,
 # *_MATCHES, STDERR_EMPTY); a key may repeat. Tests that need files another
 # test writes (an --output folder, an input .npy) use ctest fixtures.
@@ -16,7 +18,10 @@ set(KILN_CLI_WORK ${CMAKE_CURRENT_BINARY_DIR}/cli)
 file(MAKE_DIRECTORY ${KILN_CLI_WORK})
 
 function(kiln_cli_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 T "" "RC;CLEAN;FILE;FIXTURE" "CHECK;REQUIRES;ARGS")
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "RC;CLEAN;FILE;FIXTURE;EXE" "CHECK;REQUIRES;ARGS")
+  if(NOT DEFINED T_EXE)
+    set(T_EXE kiln_cli)
+  endif()
   if(NOT DEFINED T_RC)
     set(T_RC 0)
   endif()
@@ -46,7 +51,7 @@ function(kiln_cli_test name)
     list(APPEND defs "-DEXPECT_FILE=${T_FILE}")
   endif()
   add_test(NAME cli_${name}
-           COMMAND ${CMAKE_COMMAND} ${defs} -P ${KILN_CLI_CHECK} -- $<TARGET_FILE:kiln_cli> ${T_ARGS}
+           COMMAND ${CMAKE_COMMAND} ${defs} -P ${KILN_CLI_CHECK} -- $<TARGET_FILE:${T_EXE}> ${T_ARGS}
            WORKING_DIRECTORY ${KILN_CLI_WORK})
   set_tests_properties(cli_${name} PROPERTIES LABELS unit TIMEOUT 120
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
@@ -298,6 +303,35 @@ kiln_cli_test(run_module_corrupt RC 1
   CHECK "STDERR_HAS=${W}/corrupt.kiln" "STDERR_MATCHES=checksum|truncated|corrupt"
   ARGS run ${W}/corrupt.kiln)
 set_tests_properties(cli_run_module_corrupt PROPERTIES FIXTURES_REQUIRED cli_corrupt_module)
+# kiln-rt-run (tools/rt): an --input naming no input of the module is an
+# error listing the module's inputs (it used to run on zeros with exit 0);
+# I/O byte sizes are checked against a cap, naming the input.
+kiln_cli_test(rt_run_module REQUIRES cli_module EXE kiln_rt_run
+  CHECK "STDOUT_HAS=1 runs in" "STDOUT_HAS=wrote ${W}/rt_out/probs.npy"
+  CLEAN ${W}/rt_out FILE ${W}/rt_out/probs.npy
+  ARGS ${W}/tiny.kiln --output ${W}/rt_out)
+kiln_cli_test(rt_run_unknown_input REQUIRES cli_module EXE kiln_rt_run RC 1
+  CHECK "STDERR_HAS=--input names 'imagee', which is not an input of the module; its inputs are: image (f32 [1,1,28,28])"
+        "STDOUT_LACKS=runs in"
+  ARGS ${W}/tiny.kiln --input imagee=${W}/nothing.npy)
+kiln_cli_test(rt_run_input_twice REQUIRES cli_module EXE kiln_rt_run RC 1
+  CHECK "STDERR_HAS=input 'image' is given twice" "STDOUT_LACKS=runs in"
+  ARGS ${W}/tiny.kiln --input image=${W}/a.npy --input image=${W}/b.npy)
+kiln_cli_test(rt_run_input_not_pair REQUIRES cli_module EXE kiln_rt_run RC 1
+  CHECK "STDERR_HAS=--input 'image' is not NAME=FILE.npy"
+  ARGS ${W}/tiny.kiln --input image)
+kiln_cli_test(rt_run_io_cap REQUIRES cli_module EXE kiln_rt_run RC 1
+  CHECK "STDERR_HAS=input 'image' (f32 [1,1,28,28]) needs 3136 bytes, above the 3000-byte I/O cap"
+        "STDOUT_LACKS=runs in"
+  ARGS ${W}/tiny.kiln --max-io-bytes 3000)
+kiln_cli_test(rt_run_io_cap_env REQUIRES cli_module EXE kiln_rt_run RC 1
+  CHECK "STDERR_HAS=input 'image' (f32 [1,1,28,28]) needs 3136 bytes, above the 3135-byte I/O cap"
+  ARGS ${W}/tiny.kiln)
+set_tests_properties(cli_rt_run_io_cap_env PROPERTIES
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_MAX_IO_BYTES=3135")
+kiln_cli_test(rt_run_bad_cap RC 2
+  EXE kiln_rt_run CHECK "STDERR_HAS=--max-io-bytes '-5' is not a positive whole number"
+  ARGS ${W}/tiny.kiln --max-io-bytes -5)
 add_test(NAME cli_make_corrupt_module
          COMMAND ${KILN_SH} -c "head -c 300 '${W}/tiny.kiln' > '${W}/corrupt.kiln'")
 set_tests_properties(cli_make_corrupt_module PROPERTIES LABELS unit FIXTURES_REQUIRED cli_module

@@ -359,6 +359,19 @@ static void test_inconsistent_contents(void) {
   p = make_program();
   p->kernels[0].local[2] = 0;
   serialize_and_expect(p, "launch size", "zero work-group size");
+
+  /* A GEMM descriptor whose operand span overflows 64 bits (batch and
+   * batch stride 2^40 each: 2^80 elements) reads as too big, not as the
+   * wrapped small size (and no signed overflow: UBSan). */
+  p = make_program();
+  kiln_program_gemm_t* g = &p->kernels[0].gemm;
+  *g = (kiln_program_gemm_t){.valid = true, .M = 2, .N = 2, .K = 2, .batch = 1, .lda = 2, .ldb = 2, .ldy = 2,
+                             .alpha = 1.0f, .a = 0, .b = 1, .y = 2};
+  CHECK_OK(kiln_program_validate(p)); /* 2x2 f32 operands: 16 bytes each, as the buffers */
+  g->batch = 1ll << 40;
+  g->sa = 1ll << 40;
+  serialize_and_expect(p, "kernel 'k_add': GEMM operand A spans 18446744073709551615 bytes, its buffer 16",
+                       "GEMM span overflowing 64 bits");
 }
 
 /* Huge counts and lengths, with valid checksums: fast errors, no giant

@@ -66,8 +66,9 @@ static void buf(kiln_program_t* p, int32_t i, kiln_program_buffer_kind_t kind, u
   kiln_program_buffer_t* b = &p->buffers[i];
   b->kind = kind;
   b->bytes = bytes;
+  b->dtype = KILN_DTYPE_U8; /* any byte count is a dense shape */
   b->rank = 1;
-  b->shape[0] = (int64_t)(bytes / 4);
+  b->shape[0] = (int64_t)bytes;
   b->first_use = first;
   b->last_use = last;
 }
@@ -392,6 +393,7 @@ static kiln_program_t* random_program(void) {
         p->buffers[i].alias_of = root;
         p->buffers[i].bytes = 1 + rnd((uint32_t)(p->buffers[root].bytes < 1u << 30
                                                      ? p->buffers[root].bytes : 1u << 30));
+        p->buffers[i].shape[0] = (int64_t)p->buffers[i].bytes;
       }
     } else if (r >= 20 && r < 23) {
       p->buffers[i].kind = KILN_PB_INPUT;

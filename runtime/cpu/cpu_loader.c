@@ -264,6 +264,11 @@ static kiln_status_t load_so(const char* path, const char* const* names, int32_t
     const char* why = dlerror();
     return kiln_make_status(KILN_IO_ERROR, "cpu: cannot load '%s': %s", path, why ? why : "?");
   }
+  /* Pinned before anything can fail: the object's OpenMP runtime has
+   * initialised (and allocated) on load, and a dlclose that unloaded it
+   * with the object on the error paths below would leak what it holds
+   * (a module whose code lacks a kernel's symbol). */
+  dl_iterate_phdr(pin_openmp, NULL);
   kiln_cpu_kernel_fn* fns = calloc((size_t)(n ? n : 1), sizeof(*fns));
   if (!fns) {
     dlclose(h);
@@ -286,7 +291,6 @@ static kiln_status_t load_so(const char* path, const char* const* names, int32_t
     dlclose(h);
     return kiln_make_status(KILN_NOT_FOUND, "cpu: symbol '%s' missing from '%s'", missing, path);
   }
-  dl_iterate_phdr(pin_openmp, NULL);
   m->handle = h;
   m->fns = fns;
   memcpy(&m->set_threads, &st, sizeof st);

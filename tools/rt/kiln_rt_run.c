@@ -4,21 +4,36 @@
  *
  *   kiln-rt-run MODULE.kiln [--device cpu|opencl[:N]|vulkan[:N]]
  *               [--input NAME=FILE.npy ...] [--output DIR] [--runs N]
- *               [--verify-key KEY.pub]
+ *               [--max-io-bytes N] [--verify-key KEY.pub]
  *
- * Inputs not given are zero. Outputs are written as DIR/<name>.npy. With
- * --runs N > 1 the runs are pipelined through the session's slots (enqueue
- * the next before waiting for the previous) and the throughput is printed.
- * With --verify-key the module must be signed by that key (docs/TRUST.md);
+ * Inputs not given are zero. An --input naming no input of the module, or
+ * naming one twice, is an error that lists the module's inputs. Every input
+ * and output's byte size is checked, overflow-safe, against a cap before
+ * anything is allocated (--max-io-bytes, else the environment variable
+ * KILN_MAX_IO_BYTES, else 16 GiB, the ONNX loader's default weights cap):
+ * a module's I/O shapes come from the file, and a forged one must not make
+ * us allocate terabytes. Outputs are written as DIR/<name>.npy (DIR is
+ * created; '/', '\' and a leading '.' in a name become '_'). With --runs
+ * N > 1 the runs are pipelined through the session's slots (enqueue the next
+ * before waiting for the previous) and the throughput is printed. With
+ * --verify-key the module must be signed by that key (docs/TRUST.md);
  * anything else is refused before its code is built. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "kiln/runtime.h"
 #include "kiln/npy.h"
+#include "kiln/runtime.h"
+
+#define DEFAULT_MAX_IO_BYTES (16ull << 30)
+
+static const char usage[] =
+    "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] "
+    "[--max-io-bytes N] [--verify-key KEY.pub]\n";
 
 static double now_s(void) {
   struct timespec t;
@@ -32,56 +47,195 @@ static int fail(kiln_status_t s) {
   return 1;
 }
 
+/* A whole decimal number in [lo, hi], nothing after it. */
+static bool parse_u64(const char* s, unsigned long long lo, unsigned long long hi, unsigned long long* out) {
+  if (!s || !*s || *s == '-' || *s == '+') return false;
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* Bytes of |dtype| x |shape|, overflow-checked; false when the shape has no
+ * size (unknown dims) or the product passes 64 bits. */
+static bool io_bytes(kiln_dtype_t dtype, const kiln_shape_t* sh, unsigned long long* out) {
+  unsigned long long n = kiln_dtype_size(dtype);
+  if (!n || sh->rank < 0) return false;
+  for (int32_t d = 0; d < sh->rank; ++d) {
+    if (sh->dims[d] < 0) return false;
+    if (__builtin_mul_overflow(n, (unsigned long long)sh->dims[d], &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+/* "image (f32 [1,1,28,28]), mask (u8 [1,28,28])". */
+static void list_inputs(const kiln_module_t* m, int32_t n, char* out, size_t cap) {
+  size_t at = 0;
+  out[0] = 0;
+  for (int32_t k = 0; k < n && at < cap; ++k) {
+    kiln_dtype_t dt;
+    kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
+    char shape[160];
+    kiln_shape_format(&sh, shape, sizeof shape);
+    at += (size_t)snprintf(out + at, cap - at, "%s%s (%s %s)", k ? ", " : "", kiln_module_input_name(m, k),
+                           kiln_dtype_name(dt), shape);
+  }
+  if (!n) snprintf(out, cap, "(none)");
+}
+
+/* Checks every --input against the module: NAME=FILE with NAME one of its
+ * inputs, each at most once; |which[i]| gets the input index of argument i. */
+static kiln_status_t match_inputs(const kiln_module_t* m, int32_t n_in, const char* const* args, int n_args,
+                                  int32_t* which) {
+  for (int i = 0; i < n_args; ++i) {
+    const char* eq = strchr(args[i], '=');
+    which[i] = -1;
+    if (!eq || eq == args[i] || !eq[1])
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "--input '%s' is not NAME=FILE.npy", args[i]);
+    size_t len = (size_t)(eq - args[i]);
+    for (int32_t k = 0; k < n_in && which[i] < 0; ++k) {
+      const char* name = kiln_module_input_name(m, k);
+      if (strlen(name) == len && !memcmp(name, args[i], len)) which[i] = k;
+    }
+    if (which[i] < 0) {
+      char list[1024];
+      list_inputs(m, n_in, list, sizeof list);
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "--input names '%.*s', which is not an input of the module; "
+                              "its inputs are: %s", (int)len, args[i], list);
+    }
+    for (int j = 0; j < i; ++j)
+      if (which[j] == which[i])
+        return kiln_make_status(KILN_INVALID_ARGUMENT, "input '%s' is given twice (--input %s and --input %s)",
+                                kiln_module_input_name(m, which[i]), args[j], args[i]);
+  }
+  return NULL;
+}
+
+/* Every input and output of the module fits the cap; inputs from files
+ * are also checked by file size before the reader allocates. */
+static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_t n_out, const char* const* args,
+                                    int n_args, const int32_t* which, unsigned long long cap) {
+  for (int t = 0; t < 2; ++t) {
+    for (int32_t k = 0; k < (t ? n_out : n_in); ++k) {
+      kiln_dtype_t dt;
+      kiln_shape_t sh = t ? kiln_module_output_shape(m, k, &dt) : kiln_module_input_shape(m, k, &dt);
+      const char* name = t ? kiln_module_output_name(m, k) : kiln_module_input_name(m, k);
+      char shape[160];
+      kiln_shape_format(&sh, shape, sizeof shape);
+      unsigned long long bytes = 0;
+      if (!io_bytes(dt, &sh, &bytes))
+        return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s '%s' (%s %s) has a byte size that overflows 64 bits",
+                                t ? "output" : "input", name, kiln_dtype_name(dt), shape);
+      if (bytes > cap)
+        return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                                "%s '%s' (%s %s) needs %llu bytes, above the %llu-byte I/O cap "
+                                "(--max-io-bytes or KILN_MAX_IO_BYTES)",
+                                t ? "output" : "input", name, kiln_dtype_name(dt), shape, bytes, cap);
+    }
+  }
+  for (int i = 0; i < n_args; ++i) {
+    const char* file = strchr(args[i], '=') + 1;
+    struct stat sb;
+    if (stat(file, &sb) == 0 && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size > cap &&
+        (unsigned long long)sb.st_size - cap > 65536) /* the .npy header */
+      return kiln_make_status(KILN_LIMIT_EXCEEDED, "input '%s': %s is %lld bytes, above the %llu-byte I/O cap",
+                              kiln_module_input_name(m, which[i]), file, (long long)sb.st_size, cap);
+  }
+  return NULL;
+}
+
+/* Parses the command line; 0, or the exit status of a usage error (printed). */
+static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
+                      const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap,
+                      const char** verify_key) {
+  const char* env = getenv("KILN_MAX_IO_BYTES");
+  if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
+    fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const bool has = i + 1 < argc;
+    if (!strcmp(argv[i], "--device") && has) *device = argv[++i];
+    else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
+    else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
+    else if (!strcmp(argv[i], "--verify-key") && has) *verify_key = argv[++i];
+    else if (!strcmp(argv[i], "--runs") && has) {
+      if (!parse_u64(argv[++i], 1, 1000000000, runs)) {
+        fprintf(stderr, "kiln-rt-run: error: --runs '%s' is not a whole number in [1, 1e9]\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--max-io-bytes") && has) {
+      if (!parse_u64(argv[++i], 1, ULLONG_MAX, cap)) {
+        fprintf(stderr, "kiln-rt-run: error: --max-io-bytes '%s' is not a positive whole number of bytes\n",
+                argv[i]);
+        return 2;
+      }
+    } else if (argv[i][0] != '-' && !*path) *path = argv[i];
+    else {
+      fputs(usage, stderr);
+      return 2;
+    }
+  }
+  if (!*path) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* path = NULL;
   const char* device = NULL;
   const char* outdir = NULL;
-  const char* inputs[64];
   const char* verify_key = NULL;
-  int n_inputs = 0, runs = 1;
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-    else if (!strcmp(argv[i], "--output") && i + 1 < argc) outdir = argv[++i];
-    else if (!strcmp(argv[i], "--input") && i + 1 < argc && n_inputs < 64) inputs[n_inputs++] = argv[++i];
-    else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--verify-key") && i + 1 < argc) verify_key = argv[++i];
-    else if (argv[i][0] != '-' && !path) path = argv[i];
-    else {
-      fprintf(stderr, "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] "
-                      "[--output DIR] [--runs N] [--verify-key KEY.pub]\n");
-      return 2;
-    }
+  const char** inputs = calloc((size_t)argc + 1, sizeof(char*));
+  int32_t* which = calloc((size_t)argc + 1, sizeof(int32_t));
+  int n_inputs = 0;
+  unsigned long long runs = 1, cap = DEFAULT_MAX_IO_BYTES;
+  if (!inputs || !which) {
+    fprintf(stderr, "kiln-rt-run: out of memory\n");
+    free(inputs);
+    free(which);
+    return 1;
   }
-  if (!path || runs < 1) {
-    fprintf(stderr, "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] [--verify-key KEY.pub]\n");
-    return 2;
+  const int usage_rc = parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key);
+  if (usage_rc) {
+    free(inputs);
+    free(which);
+    return usage_rc;
   }
   kiln_allocator_t al = kiln_allocator_system();
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
   kiln_session_t* s = NULL;
+  kiln_array_t* in = NULL;
+  kiln_array_t* out = NULL;
+  kiln_module_info_t mi = {0};
   kiln_module_load_options_t lo = {.verify_key_file = verify_key};
   kiln_status_t st = kiln_module_load_file_opts(path, &lo, al, &m);
-  if (st) return fail(st);
-  kiln_module_info_t mi;
+  if (st) goto done;
   kiln_module_info(m, &mi);
-  int rc = 0;
-  kiln_array_t* in = calloc((size_t)mi.n_inputs + 1, sizeof(kiln_array_t));
-  kiln_array_t* out = calloc((size_t)mi.n_outputs + 1, sizeof(kiln_array_t));
+  in = calloc((size_t)mi.n_inputs + 1, sizeof(kiln_array_t));
+  out = calloc((size_t)mi.n_outputs + 1, sizeof(kiln_array_t));
   if (!in || !out) {
     st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
+  st = match_inputs(m, mi.n_inputs, inputs, n_inputs, which);
+  if (!st) st = check_io_sizes(m, mi.n_inputs, mi.n_outputs, inputs, n_inputs, which, cap);
+  for (int i = 0; i < n_inputs && !st; ++i) {
+    st = kiln_npy_read(strchr(inputs[i], '=') + 1, al, &in[which[i]]);
+    if (st) st = kiln_status_annotate(st, "input '%s'", kiln_module_input_name(m, which[i]));
+  }
   for (int32_t k = 0; k < mi.n_inputs && !st; ++k) {
-    const char* name = kiln_module_input_name(m, k);
-    for (int i = 0; i < n_inputs; ++i)
-      if (!strncmp(inputs[i], name, strlen(name)) && inputs[i][strlen(name)] == '=')
-        st = kiln_npy_read(inputs[i] + strlen(name) + 1, al, &in[k]);
-    if (!st && !in[k].data) {
-      kiln_dtype_t dt;
-      kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
-      st = kiln_array_alloc(al, dt, &sh, &in[k]);
-    }
+    if (in[k].data) continue;
+    kiln_dtype_t dt;
+    kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
+    st = kiln_array_alloc(al, dt, &sh, &in[k]);
+    if (st) st = kiln_status_annotate(st, "zeros for input '%s'", kiln_module_input_name(m, k));
   }
   if (!st) st = kiln_device_open(device ? device : mi.target, NULL, al, &d);
   if (!st) st = kiln_session_create(m, d, NULL, &s);
@@ -89,7 +243,7 @@ int main(int argc, char** argv) {
   double t0 = now_s();
   uint64_t prev = 0;
   bool have_prev = false;
-  for (int r = 0; r < runs && !st; ++r) {
+  for (unsigned long long r = 0; r < runs && !st; ++r) {
     uint64_t run;
     st = kiln_session_enqueue(s, in, &run);
     if (!st && have_prev) {
@@ -105,23 +259,35 @@ int main(int argc, char** argv) {
   }
   if (st) goto done;
   double dt = now_s() - t0;
-  printf("%s on %s: %d runs in %.2f ms (%.3f ms/run, pipelined)\n", path, kiln_device_name(d), runs, dt * 1e3,
-         dt * 1e3 / runs);
+  printf("%s on %s: %llu runs in %.2f ms (%.3f ms/run, pipelined)\n", path, kiln_device_name(d), runs, dt * 1e3,
+         dt * 1e3 / (double)runs);
+  if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+    st = kiln_make_status(KILN_IO_ERROR, "--output %s: cannot create the folder: %s", outdir, strerror(errno));
+    goto done;
+  }
   for (int32_t k = 0; k < mi.n_outputs && outdir && !st; ++k) {
-    char p[4096];
-    mkdir(outdir, 0777);
-    snprintf(p, sizeof p, "%s/%s.npy", outdir, kiln_module_output_name(m, k));
+    char p[4096], safe[256];
+    const char* nm = kiln_module_output_name(m, k);
+    size_t j = 0;
+    for (; nm[j] && j < sizeof safe - 1; ++j)
+      safe[j] = (nm[j] == '/' || nm[j] == '\\' || (nm[j] == '.' && j == 0)) ? '_' : nm[j];
+    safe[j] = 0;
+    snprintf(p, sizeof p, "%s/%s.npy", outdir, safe);
     st = kiln_npy_write(p, &out[k]);
     if (!st) printf("wrote %s\n", p);
   }
 done:
-  if (st) rc = fail(st);
-  for (int32_t k = 0; in && k < mi.n_inputs; ++k) kiln_array_free(al, &in[k]);
-  for (int32_t k = 0; out && k < mi.n_outputs; ++k) kiln_array_free(al, &out[k]);
-  free(in);
-  free(out);
-  kiln_session_destroy(s);
-  kiln_device_release(d);
-  kiln_module_release(m);
-  return rc;
+  {
+    int rc = st ? fail(st) : 0;
+    for (int32_t k = 0; in && k < mi.n_inputs; ++k) kiln_array_free(al, &in[k]);
+    for (int32_t k = 0; out && k < mi.n_outputs; ++k) kiln_array_free(al, &out[k]);
+    free(in);
+    free(out);
+    free(inputs);
+    free(which);
+    kiln_session_destroy(s);
+    kiln_device_release(d);
+    kiln_module_release(m);
+    return rc;
+  }
 }
