@@ -204,17 +204,23 @@ done:
 kiln_status_t kiln_npy_write(const char* path, const kiln_array_t* arr) {
   const char* descr = descr_of(arr->dtype);
   if (!descr) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: cannot write dtype", path);
+  /* KILN_MAX_RANK dims of at most 20 digits fit both buffers; the checks
+   * keep a miscount from writing or reading past them. */
   char shape[256];
   size_t o = 0;
+  if (arr->shape.rank < 0 || arr->shape.rank > KILN_MAX_RANK)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: cannot write rank %d", path, (int)arr->shape.rank);
   o += (size_t)snprintf(shape + o, sizeof shape - o, "(");
-  for (int32_t i = 0; i < arr->shape.rank; ++i)
+  for (int32_t i = 0; i < arr->shape.rank && o < sizeof shape; ++i)
     o += (size_t)snprintf(shape + o, sizeof shape - o, "%lld,%s", (long long)arr->shape.dims[i],
                           i + 1 < arr->shape.rank ? " " : "");
+  if (o >= sizeof shape - 2) return kiln_make_status(KILN_INTERNAL, "%s: shape text too long", path);
   if (arr->shape.rank > 1) --o; /* numpy writes (2, 3) but (4,) */
   snprintf(shape + o, sizeof shape - o, ")");
   char hdr[512];
   int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
                    shape);
+  if (n < 0 || (size_t)n >= sizeof hdr) return kiln_make_status(KILN_INTERNAL, "%s: header too long", path);
   size_t total = 10 + (size_t)n + 1;
   size_t pad = (64 - total % 64) % 64;
   FILE* f = fopen(path, "wb");
