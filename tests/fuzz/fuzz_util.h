@@ -6,6 +6,7 @@
 #ifndef KILN_TESTS_FUZZ_UTIL_H_
 #define KILN_TESTS_FUZZ_UTIL_H_
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,17 +14,35 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The scratch folder, made on first use (mkdtemp); aborts when it cannot be
- * made (the harness cannot run at all then). */
+static char fz_dir_name[64];
+
+/* At exit: the scratch folder's files (flat) and the folder. */
+static void fz_cleanup(void) {
+  DIR* d = opendir(fz_dir_name);
+  if (!d) return;
+  struct dirent* e;
+  char p[512];
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(p, sizeof p, "%s/%s", fz_dir_name, e->d_name);
+      unlink(p);
+    }
+  closedir(d);
+  rmdir(fz_dir_name);
+}
+
+/* The scratch folder, made on first use (mkdtemp) and removed at exit;
+ * aborts when it cannot be made (the harness cannot run at all then). */
 static const char* fz_dir(void) {
-  static char dir[64];
-  if (dir[0]) return dir;
-  snprintf(dir, sizeof dir, "%s/kiln-fuzz-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir)) {
+  if (fz_dir_name[0]) return fz_dir_name;
+  snprintf(fz_dir_name, sizeof fz_dir_name, "%s/kiln-fuzz-XXXXXX",
+           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+  if (!mkdtemp(fz_dir_name)) {
     perror("kiln fuzz: mkdtemp");
     abort();
   }
-  return dir;
+  atexit(fz_cleanup);
+  return fz_dir_name;
 }
 
 /* fz_dir()/name, in a static buffer per call site's |buf|. */
