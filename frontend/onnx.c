@@ -146,6 +146,14 @@ static kiln_status_t walk(const char* path, const uint8_t* p, size_t n,
                                   n - (pos < n ? pos : n));
         const ProtobufCFieldDescriptor* fd =
             d ? protobuf_c_message_descriptor_get_field(d, field) : NULL;
+        /* protobuf-c hands strings over NUL-terminated: a NUL inside one
+         * would silently cut it (an external-data location, a name). */
+        if (fd && fd->type == PROTOBUF_C_TYPE_STRING && memchr(p + pos, 0, (size_t)v))
+          return kiln_make_status(KILN_PARSE_ERROR,
+                                  "%s: string field '%s' at byte %zu contains a NUL byte (at its byte "
+                                  "%zu)",
+                                  path, fd->name, base + at,
+                                  (size_t)((const uint8_t*)memchr(p + pos, 0, (size_t)v) - (p + pos)));
         if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE) {
           if (depth + 1 > max_depth)
             return kiln_make_status(KILN_LIMIT_EXCEEDED,
@@ -406,6 +414,15 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
   /* Validate the data's size before allocating for it. */
   size_t have = 0;
   const char* field = "no data";
+  /* Two sources for the same values: which one a reader takes is
+   * unspecified, so refuse rather than pick one. */
+  const size_t typed = t->n_float_data + t->n_int32_data + t->n_int64_data + t->n_double_data +
+                       t->n_uint64_data + t->n_string_data;
+  if ((t->has_raw_data && typed) || (external && (t->has_raw_data || typed)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: tensor '%s' holds its data twice (%s%s%s); it must hold it once",
+                            L->path, tname, external ? "external data and " : "",
+                            t->has_raw_data ? "raw_data" : "", typed ? (t->has_raw_data ? " and typed data" : "typed data") : "");
   if (external) {
     field = "external";
   } else if (t->has_raw_data) {

@@ -272,9 +272,30 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
   return s;
 }
 
+/* True when the known dims of |sh| (symbols count as 1) times the element
+ * size overflow int64: such a tensor can never be allocated. */
+static bool bytes_overflow(const kiln_shape_t* sh, kiln_dtype_t dt) {
+  int64_t n = (int64_t)(kiln_dtype_size(dt) ? kiln_dtype_size(dt) : 1);
+  for (int32_t d = 0; d < sh->rank; ++d)
+    if (sh->dims[d] >= 0 && __builtin_mul_overflow(n, sh->dims[d], &n)) return true;
+  return false;
+}
+
 kiln_status_t kiln_graph_infer(kiln_graph_t* g) {
   kiln_tensor_t* in[KILN_MAX_NODE_INPUTS];
   kiln_tensor_t* out[KILN_MAX_NODE_OUTPUTS];
+  /* Graph inputs are declared, not inferred: the same size check as node
+   * outputs get below, before anything sizes a buffer from them. */
+  for (int32_t i = 0; i < g->n_inputs; ++i) {
+    const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
+    if (bytes_overflow(&t->shape, t->dtype)) {
+      char b[256];
+      return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                              "%s: graph input '%s' of shape %s is too large (its byte size "
+                              "overflows int64)",
+                              src_of(g), t->name, kiln_graph_format_shape(g, &t->shape, b, sizeof b));
+    }
+  }
   for (int32_t i = 0; i < g->n_nodes; ++i) {
     kiln_node_t* n = &g->nodes[i];
     const kiln_op_schema_t* s = n->schema;
@@ -319,15 +340,7 @@ kiln_status_t kiln_graph_infer(kiln_graph_t* g) {
         return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): output '%s' not inferred",
                                 src_of(g), n->name, n->op_type, out[j]->name);
       /* A shape whose size overflows can never be allocated: say so now. */
-      int64_t numel = 0;
-      bool too_big = false;
-      if (kiln_shape_is_static(&out[j]->shape)) {
-        kiln_status_t ns = kiln_shape_numel(&out[j]->shape, &numel);
-        too_big = ns != NULL ||
-                  (uint64_t)numel > (uint64_t)INT64_MAX / kiln_dtype_size(out[j]->dtype);
-        kiln_status_free(ns);
-      }
-      if (too_big) {
+      if (bytes_overflow(&out[j]->shape, out[j]->dtype)) {
         char b[256];
         return kiln_make_status(KILN_LIMIT_EXCEEDED,
                                 "%s: node '%s' (%s): output '%s' of shape %s is too large (its "

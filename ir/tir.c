@@ -14,6 +14,9 @@ void tir_ctx_init(tir_ctx_t* c, kiln_allocator_t allocator) {
 void tir_ctx_deinit(tir_ctx_t* c) { kiln_arena_deinit(&c->arena); }
 
 kiln_status_t tir_ctx_status(const tir_ctx_t* c) {
+  if (c->too_large)
+    return kiln_make_status(KILN_LIMIT_EXCEEDED, "tensor IR buffer '%s': its byte size overflows int64",
+                            c->too_large);
   return c->oom ? kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory building tensor IR")
                 : NULL;
 }
@@ -42,7 +45,15 @@ tir_buffer_t* tir_buffer(tir_ctx_t* c, const char* name, kiln_dtype_t dtype, int
   for (int32_t i = rank - 1; i >= 0; --i) {
     b->shape[i] = shape[i];
     b->strides[i] = st;
-    st *= shape[i] > 0 ? shape[i] : 1;
+    if (__builtin_mul_overflow(st, shape[i] > 0 ? shape[i] : 1, &st)) st = INT64_MAX;
+  }
+  /* Every index expression and byte offset over the buffer is int64
+   * arithmetic: a buffer whose bytes do not fit would overflow them. */
+  int64_t bytes;
+  if (st == INT64_MAX || __builtin_mul_overflow(st, (int64_t)kiln_dtype_size(dtype), &bytes)) {
+    if (!c->too_large) c->too_large = nm;
+    c->oom = true;
+    return NULL;
   }
   return b;
 }

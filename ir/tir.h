@@ -38,11 +38,15 @@ typedef struct tir_ctx_s {
   int32_t next_var_id;
   int32_t next_buffer_id;
   bool oom; /* set when an allocation failed; builders then return NULL */
+  /* Set (with oom) when tir_buffer was given a shape whose byte size
+   * overflows int64: the buffer's name (arena-owned). */
+  const char* too_large;
 } tir_ctx_t;
 
 void tir_ctx_init(tir_ctx_t* ctx, kiln_allocator_t allocator);
 void tir_ctx_deinit(tir_ctx_t* ctx);
-/* OUT_OF_MEMORY status if any builder ran out of memory since init. */
+/* OUT_OF_MEMORY status if any builder ran out of memory since init;
+ * LIMIT_EXCEEDED naming the buffer when a buffer's size overflowed. */
 kiln_status_t tir_ctx_status(const tir_ctx_t* ctx);
 
 /* ---- buffers and variables ------------------------------------------- */
@@ -144,7 +148,8 @@ struct tir_expr_s {
   } u;
 };
 
-/* Builders return NULL only when out of memory (and set ctx->oom); passing
+/* Builders return NULL only when out of memory, or tir_buffer for a shape
+ * whose byte size overflows (and set ctx->oom); passing
  * NULL operands propagates NULL. Result dtypes: arithmetic takes the dtype of
  * |a| (operands must agree: use tir_cast); comparisons give BOOL. */
 const tir_expr_t* tir_int(tir_ctx_t* c, int64_t v);                 /* I64 */

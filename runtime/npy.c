@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char* descr_of(kiln_dtype_t t) {
   switch (t) {
@@ -25,7 +26,15 @@ static kiln_status_t bad(const char* path, const char* why) {
 }
 
 kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_array_t* out) {
+  return kiln_npy_read_with(path, NULL, allocator, out, NULL);
+}
+
+kiln_status_t kiln_npy_read_with(const char* path, const kiln_npy_read_options_t* options,
+                                 kiln_allocator_t allocator, kiln_array_t* out,
+                                 bool* out_converted_f64) {
   memset(out, 0, sizeof(*out));
+  if (out_converted_f64) *out_converted_f64 = false;
+  const uint64_t cap = options && options->max_bytes ? options->max_bytes : KILN_NPY_DEFAULT_MAX_BYTES;
   FILE* f = fopen(path, "rb");
   if (!f)
     return kiln_make_status(errno == ENOENT ? KILN_NOT_FOUND : KILN_IO_ERROR, "%s: cannot open: %s",
@@ -105,6 +114,12 @@ kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_a
     if (descr_of((kiln_dtype_t)t) && strcmp(descr + 1, descr_of((kiln_dtype_t)t) + 1) == 0)
       dt = (kiln_dtype_t)t;
   if (strcmp(descr + 1, "f8") == 0) {
+    if (options && options->refuse_f64) {
+      s = kiln_make_status(KILN_UNSUPPORTED,
+                           "%s: dtype '<f8' (float64) would be converted to float32, which is refused here",
+                           path);
+      goto done;
+    }
     dt = KILN_DTYPE_F32;
     f64 = true;
   }
@@ -136,17 +151,46 @@ kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator, kiln_a
     p = end;
     while (*p == 'L') ++p;
   }
+  /* Size everything before allocating: a 128-byte file may claim gigabytes. */
+  int64_t numel = 0;
+  if ((s = kiln_shape_numel(&shape, &numel))) {
+    s = kiln_status_annotate(s, "%s", path);
+    goto done;
+  }
+  const uint64_t file_es = f64 ? 8 : kiln_dtype_size(dt);
+  const uint64_t mem_es = kiln_dtype_size(dt);
+  if ((uint64_t)numel > UINT64_MAX / file_es || (uint64_t)numel > cap / mem_es) {
+    s = kiln_make_status(KILN_LIMIT_EXCEEDED,
+                         "%s: the header's shape holds %lld elements of '%s', over the %llu-byte cap", path,
+                         (long long)numel, descr, (unsigned long long)cap);
+    goto done;
+  }
+  const uint64_t need = (uint64_t)numel * file_es;
+  struct stat st;
+  long here = ftell(f);
+  if (here >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+      (st.st_size < here || need > (uint64_t)(st.st_size - here))) {
+    s = kiln_make_status(KILN_PARSE_ERROR,
+                         "%s: not a valid .npy file: truncated data (the header claims %llu bytes, the "
+                         "file holds %lld after its header)",
+                         path, (unsigned long long)need, (long long)(st.st_size - here));
+    goto done;
+  }
   if ((s = kiln_array_alloc(allocator, dt, &shape, out))) {
     s = kiln_status_annotate(s, "%s", path);
     goto done;
   }
-  size_t n = (size_t)kiln_shape_count(&shape);
+  size_t n = (size_t)numel;
   if (f64) {
-    double* tmp = malloc(n ? n * 8 : 1);
-    if (!tmp || fread(tmp, 8, n, f) != n) s = bad(path, "truncated data");
-    else
-      for (size_t i = 0; i < n; ++i) ((float*)out->data)[i] = (float)tmp[i];
-    free(tmp);
+    /* Converted in chunks: no second array the size of the data. */
+    double tmp[4096];
+    for (size_t i = 0; i < n && !s;) {
+      size_t c = n - i < 4096 ? n - i : 4096;
+      if (fread(tmp, 8, c, f) != c) s = bad(path, "truncated data");
+      for (size_t j = 0; j < c && !s; ++j) ((float*)out->data)[i + j] = (float)tmp[j];
+      i += c;
+    }
+    if (!s && out_converted_f64) *out_converted_f64 = true;
   } else if (out->nbytes && fread(out->data, 1, out->nbytes, f) != out->nbytes) {
     s = bad(path, "truncated data");
   }
@@ -160,17 +204,23 @@ done:
 kiln_status_t kiln_npy_write(const char* path, const kiln_array_t* arr) {
   const char* descr = descr_of(arr->dtype);
   if (!descr) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: cannot write dtype", path);
+  /* KILN_MAX_RANK dims of at most 20 digits fit both buffers; the checks
+   * keep a miscount from writing or reading past them. */
   char shape[256];
   size_t o = 0;
+  if (arr->shape.rank < 0 || arr->shape.rank > KILN_MAX_RANK)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: cannot write rank %d", path, (int)arr->shape.rank);
   o += (size_t)snprintf(shape + o, sizeof shape - o, "(");
-  for (int32_t i = 0; i < arr->shape.rank; ++i)
+  for (int32_t i = 0; i < arr->shape.rank && o < sizeof shape; ++i)
     o += (size_t)snprintf(shape + o, sizeof shape - o, "%lld,%s", (long long)arr->shape.dims[i],
                           i + 1 < arr->shape.rank ? " " : "");
+  if (o >= sizeof shape - 2) return kiln_make_status(KILN_INTERNAL, "%s: shape text too long", path);
   if (arr->shape.rank > 1) --o; /* numpy writes (2, 3) but (4,) */
   snprintf(shape + o, sizeof shape - o, ")");
   char hdr[512];
   int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
                    shape);
+  if (n < 0 || (size_t)n >= sizeof hdr) return kiln_make_status(KILN_INTERNAL, "%s: header too long", path);
   size_t total = 10 + (size_t)n + 1;
   size_t pad = (64 - total % 64) % 64;
   FILE* f = fopen(path, "wb");

@@ -30,6 +30,9 @@
 #include "runtime/module_sign.h"
 
 #define MAX_ARGS 64
+/* kiln run's default cap on one input's bytes (--max-input-bytes): the ONNX
+ * frontend's default cap on one tensor. */
+#define KILN_RUN_MAX_INPUT_BYTES (4ull << 30)
 
 static int fail(kiln_status_t s) {
   fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
@@ -65,10 +68,12 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
   for (int i = 0; i < lo->n_dims; ++i) {
     const char* eq = strchr(lo->dims[i], '=');
     char* end = NULL;
+    errno = 0;
     long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
-    if (!eq || !end || *end || v < 0) {
+    if (!eq || !end || end == eq + 1 || *end || v < 0 || errno == ERANGE) {
       kiln_graph_destroy(g);
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE", lo->dims[i]);
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE with SIZE in 0..%lld",
+                              lo->dims[i], (long long)INT64_MAX);
     }
     int32_t sym = 0;
     for (int32_t k = 1; k <= g->n_symbols; ++k)
@@ -231,9 +236,18 @@ static void human(double v, char* buf, size_t n) {
   snprintf(buf, n, k ? "%.2f%s" : "%.0f%s", v, u[k]);
 }
 
+/* The costs kiln info prints saturate at INT64_MAX: declared shapes may be
+ * as large as int64 allows, and their sums are only for display. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static int64_t tensor_bytes(const kiln_tensor_t* t) {
   if (!kiln_shape_is_static(&t->shape)) return -1;
-  return kiln_shape_count(&t->shape) * (int64_t)kiln_dtype_size(t->dtype);
+  int64_t r;
+  return __builtin_mul_overflow(kiln_shape_count(&t->shape), (int64_t)kiln_dtype_size(t->dtype), &r) ? INT64_MAX
+                                                                                                      : r;
 }
 
 /* kiln info --fused: runs the passes, lowers and fuses, and prints which
@@ -349,10 +363,10 @@ static int cmd_info(int argc, char** argv) {
       in[j] = t >= 0 ? &g->tensors[t] : NULL;
       if (t < 0) continue;
       if (g->tensors[t].flags & KILN_TENSOR_INITIALIZER)
-        params += kiln_shape_count(&g->tensors[t].shape);
+        params = sat_add(params, kiln_shape_count(&g->tensors[t].shape));
       int64_t tb = tensor_bytes(&g->tensors[t]);
       if (tb < 0) bknown = false;
-      else bytes += tb;
+      else bytes = sat_add(bytes, tb);
     }
     for (int32_t j = 0; j < n->n_outputs; ++j) {
       int32_t t = n->outputs[j];
@@ -360,7 +374,7 @@ static int cmd_info(int argc, char** argv) {
       if (t < 0) continue;
       int64_t tb = tensor_bytes(&g->tensors[t]);
       if (tb < 0) bknown = false, static_out = false;
-      else bytes += tb;
+      else bytes = sat_add(bytes, tb);
     }
     int64_t flops = -1;
     bool all_static = static_out;
@@ -379,18 +393,18 @@ static int cmd_info(int argc, char** argv) {
     else snprintf(b4, sizeof b4, "?");
     printf("  %-4d %-32.32s %-18.18s %-20s %10s %10s %10s\n", i, n->name, n->op_type,
            o0 ? kiln_graph_format_shape(g, &o0->shape, b, sizeof b) : "-", b2, b3, b4);
-    tot_params += params;
-    if (flops >= 0) tot_flops += flops;
+    tot_params = sat_add(tot_params, params);
+    if (flops >= 0) tot_flops = sat_add(tot_flops, flops);
     else flops_unknown = true;
-    if (bknown) tot_bytes += bytes;
+    if (bknown) tot_bytes = sat_add(tot_bytes, bytes);
     else bytes_unknown = true;
   }
   int64_t weight_bytes = 0;
   int64_t all_params = 0;
   for (int32_t t = 0; t < g->n_tensors; ++t)
     if (g->tensors[t].flags & KILN_TENSOR_INITIALIZER) {
-      all_params += kiln_shape_count(&g->tensors[t].shape);
-      weight_bytes += tensor_bytes(&g->tensors[t]);
+      all_params = sat_add(all_params, kiln_shape_count(&g->tensors[t].shape));
+      weight_bytes = sat_add(weight_bytes, tensor_bytes(&g->tensors[t]));
     }
   human((double)all_params, b2, sizeof b2);
   human((double)tot_flops, b3, sizeof b3);
@@ -431,7 +445,10 @@ static const char* run_help =
     "                          random values (floats ~ N(0,1), ints in [0,4))\n"
     "  --seed N                seed for random inputs (default 0)\n"
     "  --dim SYMBOL=SIZE       size of a symbolic dim for random inputs (default 1)\n"
-    "  --output DIR            write every output to DIR/<name>.npy\n"
+    "  --max-input-bytes N     cap on each input's bytes, random or from --input (default\n"
+    "                          4 GiB); float64 --input files are rounded to float32 with a\n"
+    "                          warning, an error with --strict\n"
+    "  --output DIR            write every output to DIR/<name>.npy (DIR is created)\n"
     "  --compare [NAME=]FILE.npy  expected output (repeatable; without NAME, outputs in\n"
     "                          order); exit status 3 when any output is outside tolerance\n"
     "  --rtol R --atol A       tolerance for --compare (default 1e-4 / 1e-5)\n"
@@ -467,8 +484,23 @@ static uint64_t rng_next(uint64_t* s) {
  * The stream depends only on the seed, the name and the shape, so a model
  * and the module compiled from it get the same inputs. */
 static kiln_status_t random_array(const char* name, kiln_dtype_t dtype, const kiln_shape_t* sh,
-                                  uint64_t seed, kiln_array_t* out) {
-  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dtype, sh, out));
+                                  uint64_t seed, uint64_t max_bytes, kiln_array_t* out) {
+  /* Sized before allocating: a declared shape (or --dim) may ask for any
+   * number of bytes. */
+  uint64_t bytes = kiln_dtype_size(dtype);
+  for (int32_t d = 0; d < sh->rank; ++d)
+    if (sh->dims[d] < 0 || __builtin_mul_overflow(bytes, (uint64_t)sh->dims[d], &bytes)) bytes = UINT64_MAX;
+  if (bytes > max_bytes) {
+    char b[160], nb[32];
+    if (bytes == UINT64_MAX) snprintf(nb, sizeof nb, "more than 2^64");
+    else snprintf(nb, sizeof nb, "%llu", (unsigned long long)bytes);
+    return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                            "input '%s': random values of shape %s (%s) need %s bytes, over the "
+                            "--max-input-bytes cap of %llu",
+                            name, kiln_shape_format(sh, b, sizeof b), kiln_dtype_name(dtype), nb,
+                            (unsigned long long)max_bytes);
+  }
+  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dtype, sh, out), "input '%s'", name);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x1234567;
   for (const char* c = name; *c; ++c) s = (s ^ (unsigned char)*c) * 0x100000001B3ull;
   if (!s) s = 1;
@@ -486,7 +518,7 @@ static kiln_status_t random_array(const char* name, kiln_dtype_t dtype, const ki
 }
 
 static kiln_status_t random_input(const kiln_graph_t* g, const kiln_tensor_t* t, uint64_t seed,
-                                  const int64_t* sym_val, kiln_array_t* out) {
+                                  const int64_t* sym_val, uint64_t max_bytes, kiln_array_t* out) {
   kiln_shape_t sh = t->shape;
   if (sh.rank < 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -496,7 +528,7 @@ static kiln_status_t random_input(const kiln_graph_t* g, const kiln_tensor_t* t,
       int32_t sym = kiln_dim_symbol(sh.dims[d]);
       sh.dims[d] = sym && sym_val[sym] >= 0 ? sym_val[sym] : 1;
     }
-  return random_array(t->name, t->dtype, &sh, seed, out);
+  return random_array(t->name, t->dtype, &sh, seed, max_bytes, out);
 }
 
 static void summarize(const char* name, const kiln_array_t* a) {
@@ -557,6 +589,29 @@ static void runner_destroy(runner_t* r) {
   memset(r, 0, sizeof(*r));
 }
 
+/* mkdir -p: |dir| and the folders above it; an existing folder is fine,
+ * anything else there is an error naming the path. */
+static kiln_status_t make_dirs(const char* what, const char* dir) {
+  size_t n = strlen(dir);
+  char* p = malloc(n + 1);
+  if (!p) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s '%s'", what, dir);
+  memcpy(p, dir, n + 1);
+  kiln_status_t s = NULL;
+  for (size_t i = 1; i <= n && !s; ++i) {
+    if (p[i] != '/' && p[i] != 0) continue;
+    char c = p[i];
+    p[i] = 0;
+    struct stat st;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+      s = kiln_make_status(KILN_IO_ERROR, "%s '%s': cannot create '%s': %s", what, dir, p, strerror(errno));
+    else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+      s = kiln_make_status(KILN_IO_ERROR, "%s '%s': '%s' exists and is not a folder", what, dir, p);
+    p[i] = c;
+  }
+  free(p);
+  return s;
+}
+
 /* True when |path| starts with the module file magic. */
 static bool is_module_file(const char* path) {
   FILE* f = fopen(path, "rb");
@@ -570,7 +625,8 @@ static bool is_module_file(const char* path) {
 /* Inputs of a run: what the model or module declares, filled from --input
  * files or seeded random values. */
 static kiln_status_t read_input_files(const char* const* specs, int n, int32_t n_in,
-                                      const char* (*name_of)(void*, int32_t), void* ctx, kiln_array_t* in) {
+                                      const char* (*name_of)(void*, int32_t), void* ctx,
+                                      uint64_t max_bytes, bool strict, kiln_array_t* in) {
   for (int i = 0; i < n; ++i) {
     const char* eq = strchr(specs[i], '=');
     if (!eq) return kiln_make_status(KILN_INVALID_ARGUMENT, "--input '%s': expected NAME=FILE.npy", specs[i]);
@@ -583,7 +639,15 @@ static kiln_status_t read_input_files(const char* const* specs, int n, int32_t n
       return kiln_make_status(KILN_NOT_FOUND, "--input '%s': the model has no input named '%.*s'", specs[i],
                               (int)(eq - specs[i]), specs[i]);
     kiln_array_free(kiln_allocator_system(), &in[found]);
-    KILN_RETURN_IF_ERROR(kiln_npy_read(eq + 1, kiln_allocator_system(), &in[found]));
+    /* float64 has no kiln dtype: the values are rounded to float32, which
+     * --strict refuses and otherwise is said out loud. */
+    kiln_npy_read_options_t ro = {.max_bytes = max_bytes, .refuse_f64 = strict};
+    bool f64 = false;
+    KILN_RETURN_IF_ERROR(kiln_npy_read_with(eq + 1, &ro, kiln_allocator_system(), &in[found], &f64),
+                         "--input '%s'%s", name_of(ctx, found), strict ? " (--strict)" : "");
+    if (f64)
+      fprintf(stderr, "warning: --input '%s': %s holds float64 values; they were rounded to float32 "
+                      "(--strict refuses this)\n", name_of(ctx, found), eq + 1);
   }
   return NULL;
 }
@@ -613,6 +677,7 @@ static int cmd_run(int argc, char** argv) {
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
   uint64_t seed = 0;
+  uint64_t max_input_bytes = KILN_RUN_MAX_INPUT_BYTES;
   bool profile = false;
   bool check_ref = false;
   bool strict = false;
@@ -649,6 +714,11 @@ static int cmd_run(int argc, char** argv) {
       if (!parse_int(argv[++i], 0, INT64_MAX, &v))
         return usage_error("run", "--seed '%s': expected a non-negative integer", argv[i]);
       seed = (uint64_t)v;
+    } else if (!strcmp(a, "--max-input-bytes") && has) {
+      long long v;
+      if (!parse_int(argv[++i], 1, INT64_MAX, &v))
+        return usage_error("run", "--max-input-bytes '%s': expected a positive integer", argv[i]);
+      max_input_bytes = (uint64_t)v;
     } else if (!strcmp(a, "--repeat") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1000000, &v))
@@ -685,6 +755,10 @@ static int cmd_run(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("run", "%sno model given", "");
+  if (outdir) { /* before the run: a bad folder should not cost a run */
+    kiln_status_t ds = make_dirs("--output", outdir);
+    if (ds) return fail(ds);
+  }
   int prc = check_precision_opts("run", &prec);
   if (prc) return prc;
   bool module_file = is_module_file(lo.model);
@@ -752,12 +826,14 @@ static int cmd_run(int argc, char** argv) {
     goto done;
   }
   if (module_file) {
-    if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, R.module, in))) goto done;
+    if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, R.module, max_input_bytes, strict, in)))
+      goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
       kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
-      if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, &in[k]))) goto done;
+      if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
+        goto done;
     }
   } else {
     sym_val = malloc(sizeof(int64_t) * (size_t)(g->n_symbols + 1));
@@ -767,14 +843,17 @@ static int cmd_run(int argc, char** argv) {
       goto done;
     }
     for (int32_t k = 0; k <= g->n_symbols; ++k) sym_val[k] = -1;
-    if ((s = read_input_files(inputs, n_inputs, n_in, graph_input_name, g, in))) goto done;
+    if ((s = read_input_files(inputs, n_inputs, n_in, graph_input_name, g, max_input_bytes, strict, in)))
+      goto done;
     /* Check the given inputs against the declarations (binding symbols from
      * them); the other symbols (for random inputs) are 1 unless --dim set
      * them. Then shapes are static and the graph is prepared. */
     for (int32_t k = 0; k < g->n_inputs; ++k)
       if (in[k].data && (s = kiln_check_input(g, k, &in[k], sym_val))) goto done;
     for (int32_t k = 0; k < g->n_inputs; ++k)
-      if (!in[k].data && (s = random_input(g, &g->tensors[g->inputs[k]], seed, sym_val, &in[k]))) goto done;
+      if (!in[k].data &&
+          (s = random_input(g, &g->tensors[g->inputs[k]], seed, sym_val, max_input_bytes, &in[k])))
+        goto done;
     for (int32_t k = 0; k < g->n_inputs; ++k) {
       kiln_tensor_t* t = &g->tensors[g->inputs[k]];
       if (t->shape.rank < 0 && in[k].data) t->shape = in[k].shape;
@@ -879,14 +958,15 @@ static int cmd_run(int argc, char** argv) {
   for (int32_t k = 0; k < n_out; ++k)
     summarize(module_file ? kiln_module_output_name(R.module, k) : g->tensors[g->outputs[k]].name, &out[k]);
   if (outdir) {
-    mkdir(outdir, 0777);
     for (int32_t k = 0; k < n_out; ++k) {
       char path[4096], safe[256];
       const char* nm = module_file ? kiln_module_output_name(R.module, k) : g->tensors[g->outputs[k]].name;
       size_t j = 0;
-      for (; nm[j] && j < sizeof safe - 1; ++j)
+      for (; nm[j] && j < 200; ++j)
         safe[j] = (nm[j] == '/' || nm[j] == '\\' || (nm[j] == '.' && j == 0)) ? '_' : nm[j];
       safe[j] = 0;
+      /* A cut name could match another output's: the index keeps them apart. */
+      if (nm[j]) snprintf(safe + j, sizeof safe - j, "~%d", (int)k);
       snprintf(path, sizeof path, "%s/%s.npy", outdir, safe);
       if ((s = kiln_npy_write(path, &out[k]))) goto done;
       printf("wrote %s\n", path);

@@ -17,10 +17,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 # the GEMM peer; clang-15, which PoCL uses anyway, checks the fp16-arithmetic OpenCL C
 # that PoCL cannot build) and Vulkan (loader, lavapipe's CPU device, shaderc/glslc,
 # glslang (its static libraries complete shaderc in-process), SPIRV-Tools, the
-# Khronos validation layer the Vulkan tests enable).
+# Khronos validation layer the Vulkan tests enable). Fuzzing: libFuzzer for
+# clang-15 (tests/fuzz, build-fuzz).
 PACKAGES="build-essential cmake pkg-config git
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libsodium-dev
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15 libfuzzer-15-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy
   python3-matplotlib"

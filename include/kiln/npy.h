@@ -2,7 +2,7 @@
  * endian), part of libkiln_rt so an application can feed a module's inputs
  * and keep its outputs as files.
  * Supported dtypes: <f4 <f2 |i1 |u1 <i4 <i8 |b1; <f8 is read and converted
- * to f32. Errors name the file. Thread-safe (no shared state).
+ * to f32 (reported to the caller, or refused: kiln_npy_read_options_t). Errors name the file. Thread-safe (no shared state).
  */
 #ifndef KILN_NPY_H_
 #define KILN_NPY_H_
@@ -13,10 +13,31 @@
 extern "C" {
 #endif
 
+/* The array cap kiln_npy_read applies (and kiln_npy_read_with when
+ * max_bytes is 0): 16 GiB, the ONNX frontend's default total-weights cap. */
+#define KILN_NPY_DEFAULT_MAX_BYTES (16ull << 30)
+
+typedef struct kiln_npy_read_options_s {
+  /* Cap on the array's bytes (as stored in memory, after any conversion);
+   * 0: KILN_NPY_DEFAULT_MAX_BYTES. */
+  uint64_t max_bytes;
+  /* <f8 data: false converts it to f32 (and sets *out_converted_f64), true
+   * refuses it (UNSUPPORTED). */
+  bool refuse_f64;
+} kiln_npy_read_options_t;
+
 /* Reads |path| into *out, allocated with |allocator| (the caller frees it
- * with kiln_array_free). Errors: NOT_FOUND / IO_ERROR, PARSE_ERROR for a bad
- * or truncated file, UNSUPPORTED dtype, order or rank, and the allocation's
- * errors. */
+ * with kiln_array_free). The header's shape is checked before anything is
+ * allocated: a byte size that overflows or passes the cap is LIMIT_EXCEEDED,
+ * a regular file shorter than the header claims is PARSE_ERROR. |options|
+ * may be NULL (defaults above). |out_converted_f64| (optional) is set true
+ * when <f8 data was converted to f32, false otherwise. Errors: NOT_FOUND /
+ * IO_ERROR, PARSE_ERROR for a bad or truncated file, UNSUPPORTED dtype, order
+ * or rank, LIMIT_EXCEEDED, and the allocation's errors; all name the file. */
+KILN_API kiln_status_t kiln_npy_read_with(const char* path, const kiln_npy_read_options_t* options,
+                                          kiln_allocator_t allocator, kiln_array_t* out,
+                                          bool* out_converted_f64);
+/* kiln_npy_read_with(path, NULL, allocator, out, NULL). */
 KILN_API kiln_status_t kiln_npy_read(const char* path, kiln_allocator_t allocator,
                                      kiln_array_t* out);
 /* Writes |arr| to |path| (replacing it). Errors: INVALID_ARGUMENT for a dtype

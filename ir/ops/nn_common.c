@@ -117,6 +117,12 @@ kiln_status_t kiln_nn_window_out(kiln_nn_window_t* w, const char* op,
                                  int32_t i, int64_t in, bool ceil_mode,
                                  int64_t* out) {
   int64_t k = w->kernel[i], s = w->stride[i], d = w->dilation[i];
+  /* Attributes are below 2^31 (NN_ATTR_MAX), so the window spans below
+   * 2^62; an input dim below 2^61 keeps every sum and product here inside
+   * int64. Larger dims come only from hostile declarations. */
+  if (in < 0 || in > ((int64_t)1 << 61))
+    return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: input spatial dim %d is %lld, too large", op, (int)i,
+                            (long long)in);
   int64_t eff = (k - 1) * d + 1;
   int64_t o = 0;
   switch (w->auto_pad) {

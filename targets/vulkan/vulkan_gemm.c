@@ -61,6 +61,8 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
                     (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0, even ? 1 : 0);
+  if (dl < 0 || (size_t)dl >= sizeof defs) /* 17 numbers cannot fill 700 bytes; never copy past defs */
+    return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
   size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;
   char* s = malloc(n);

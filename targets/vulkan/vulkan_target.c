@@ -175,7 +175,11 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         units[k].first = j;
         break;
       }
+    /* The header printed below: "// ---- kernel NAME = FIRST ----\n". Names
+     * come from the model file and may be any length, so every byte is
+     * counted (a duplicate's header also holds the first kernel's name). */
     total += strlen(units[k].text) + strlen(name) + 64;
+    if (units[k].first != k) total += strlen(plan->kernels[units[k].first].func->name);
   }
   /* Compile the distinct shaders; duplicates get copies of the blob. */
   for (int32_t k = 0; !s && k < nk; ++k) {
@@ -204,8 +208,15 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     int w = snprintf(text + len, total + 1 - len, "// ---- kernel %s%s%s ----\n", plan->kernels[k].func->name,
                      units[k].first != k ? " = " : "",
                      units[k].first != k ? plan->kernels[units[k].first].func->name : "");
-    len += (size_t)w;
     size_t l = strlen(units[k].text);
+    /* The sizing above is exact plus slack; a miscount must fail, not write
+     * past the buffer. */
+    if (w < 0 || (size_t)w > total - len || l > total - len - (size_t)w) {
+      s = kiln_make_status(KILN_INTERNAL, "spirv: GLSL text of kernel '%s' exceeds its %zu-byte buffer",
+                           plan->kernels[k].func->name, total);
+      goto done;
+    }
+    len += (size_t)w;
     memcpy(text + len, units[k].text, l);
     len += l;
   }
