@@ -346,7 +346,8 @@ kiln_status_t kiln_module_serialize(const kiln_program_t* p, kiln_allocator_t a,
   return NULL;
 }
 
-static kiln_status_t write_bytes(int fd, const uint8_t* p, size_t n, const char* tmp) {
+kiln_status_t kiln_module_fd_write_all(int fd, const void* data, size_t n, const char* tmp) {
+  const uint8_t* p = data;
   while (n > 0) {
     size_t chunk = n > (1u << 30) ? (1u << 30) : n;
     ssize_t k = write(fd, p, chunk);
@@ -360,21 +361,10 @@ static kiln_status_t write_bytes(int fd, const uint8_t* p, size_t n, const char*
   return NULL;
 }
 
-kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) {
-  if (!p || !path || !path[0])
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file: NULL program or empty path");
-  KILN_RETURN_IF_ERROR(kiln_program_validate(p), "%s", path);
-  kiln_allocator_t sys = kiln_allocator_system();
-  uint8_t* bytes = NULL;
-  size_t len = 0;
-  KILN_RETURN_IF_ERROR(kiln_module_serialize(p, sys, &bytes, &len), "%s", path);
-
+kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const char* path) {
   size_t pl = strlen(path);
   char* tmp = malloc(pl + 5);
-  if (!tmp) {
-    kiln_allocator_free(sys, bytes);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
+  if (!tmp) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", path);
   memcpy(tmp, path, pl);
   memcpy(tmp + pl, ".tmp", 5);
 
@@ -385,7 +375,7 @@ kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) 
                           "%s: cannot create %s: %s", path, tmp, strerror(errno));
     goto done;
   }
-  st = write_bytes(fd, bytes, len, tmp);
+  st = kiln_module_fd_write_all(fd, bytes, len, tmp);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
   if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
@@ -397,6 +387,18 @@ kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) 
   if (st) unlink(tmp);
 done:
   free(tmp);
+  return st;
+}
+
+kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) {
+  if (!p || !path || !path[0])
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file: NULL program or empty path");
+  KILN_RETURN_IF_ERROR(kiln_program_validate(p), "%s", path);
+  kiln_allocator_t sys = kiln_allocator_system();
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  KILN_RETURN_IF_ERROR(kiln_module_serialize(p, sys, &bytes, &len), "%s", path);
+  kiln_status_t st = kiln_module_write_bytes(bytes, len, path);
   kiln_allocator_free(sys, bytes);
   return st;
 }

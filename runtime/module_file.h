@@ -145,6 +145,15 @@ kiln_status_t kiln_module_serialize(const kiln_program_t* p, kiln_allocator_t a,
  * OS's reason (IO_ERROR), or are kiln_program_validate's. */
 kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path);
 
+/* Writes |len| module bytes to |path| as kiln_module_write_file does
+ * (through "<path>.tmp", flushed, then renamed; no half file on failure).
+ * The bytes are not checked: callers serialise (and sign) them first. */
+kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const char* path);
+
+/* Writes all |n| bytes to |fd|, retrying short writes and EINTR; IO_ERROR
+ * naming |name| otherwise. */
+kiln_status_t kiln_module_fd_write_all(int fd, const void* data, size_t n, const char* name);
+
 /* Parses |size| bytes at |data| into a new program owned by |a| (nothing of
  * |data| is kept). |name| (a path, or any label) starts every message. The
  * result has passed kiln_program_validate. *out_program is written only on

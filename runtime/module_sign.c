@@ -198,19 +198,6 @@ kiln_status_t kiln_sign_secret_key_read(const char* path, kiln_sign_secret_key_t
   return st;
 }
 
-static kiln_status_t write_all_fd(int fd, const uint8_t* p, size_t n, const char* path) {
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-    ssize_t k = write(fd, p, chunk);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0)
-      return kiln_make_status(KILN_IO_ERROR, "%s: write failed: %s", path, k < 0 ? strerror(errno) : "no progress");
-    p += k;
-    n -= (size_t)k;
-  }
-  return NULL;
-}
-
 /* Creates |path| (never over an existing file) holding |text|. */
 static kiln_status_t write_new_file(const char* path, const char* text, mode_t mode) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -223,7 +210,7 @@ static kiln_status_t write_new_file(const char* path, const char* text, mode_t m
   kiln_status_t st = NULL;
   /* The umask may only clear bits; fchmod makes the mode exactly |mode|. */
   if (fchmod(fd, mode) != 0) st = kiln_make_status(KILN_IO_ERROR, "%s: chmod failed: %s", path, strerror(errno));
-  if (!st) st = write_all_fd(fd, (const uint8_t*)text, strlen(text), path);
+  if (!st) st = kiln_module_fd_write_all(fd, text, strlen(text), path);
   if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
     st = kiln_make_status(KILN_IO_ERROR, "%s: flushing failed: %s", path, strerror(errno));
   if (close(fd) != 0 && !st) st = kiln_make_status(KILN_IO_ERROR, "%s: closing failed: %s", path, strerror(errno));
@@ -453,31 +440,8 @@ kiln_status_t kiln_module_write_signed_file(const kiln_program_t* p, const char*
   kiln_allocator_free(sys, bytes);
   if (st) return st;
 
-  /* As kiln_module_write_file: a temporary, flushed, then renamed over
-   * |path|, so a failure never leaves a half module there. */
-  size_t pl = strlen(path);
-  char* tmp = malloc(pl + 5);
-  if (!tmp) {
-    kiln_allocator_free(sys, sig);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
-  memcpy(tmp, path, pl);
-  memcpy(tmp + pl, ".tmp", 5);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    st = kiln_make_status(errno == EACCES ? KILN_PERMISSION_DENIED : KILN_IO_ERROR, "%s: cannot create %s: %s", path,
-                          tmp, strerror(errno));
-  } else {
-    st = write_all_fd(fd, sig, sig_len, tmp);
-    if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-      st = kiln_make_status(KILN_IO_ERROR, "%s: flushing %s failed: %s", path, tmp, strerror(errno));
-    if (close(fd) != 0 && !st)
-      st = kiln_make_status(KILN_IO_ERROR, "%s: closing %s failed: %s", path, tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0)
-      st = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (st) unlink(tmp);
-  }
-  free(tmp);
+  /* As kiln_module_write_file: no half module is ever left at |path|. */
+  st = kiln_module_write_bytes(sig, sig_len, path);
   kiln_allocator_free(sys, sig);
   return st;
 }
