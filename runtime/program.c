@@ -448,3 +448,18 @@ kiln_status_t kiln_program_const_replace(kiln_program_t* p, int32_t n, const int
   p->weights_len = total;
   return NULL;
 }
+
+kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,
+                                       const char* kernel) {
+  if (code == KILN_PB_CHECK_DIV_ZERO)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "%s: node '%s' (%s): %s: integer division by zero (a divisor is 0; kernel '%s')", where,
+                            node, op, op, kernel);
+  if (code == KILN_PB_CHECK_INDEX_RANGE)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "%s: node '%s' (%s): %s: index out of range (an index is outside [-n, n) of its axis; "
+                            "kernel '%s')",
+                            where, node, op, op, kernel);
+  return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d", where, node,
+                          op, kernel, (int)code);
+}

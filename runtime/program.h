@@ -191,6 +191,14 @@ kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out);
  * it): a module is code, trusted as a whole or not at all. */
 kiln_status_t kiln_program_validate(const kiln_program_t* p);
 
+/* The error for a status word left at |code| (KILN_PB_CHECK_*) by kernel
+ * |kernel| of node |node| (op |op|): the status code the reference executor
+ * gives for the same data (INVALID_ARGUMENT for a zero divisor, OUT_OF_RANGE
+ * for an index), the message starting with |where|. Shared by the session
+ * and the compiler's CPU executor so both say the same. */
+kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,
+                                       const char* kernel);
+
 /* Follows alias_of to the buffer owning the memory (validated programs). */
 int32_t kiln_program_root(const kiln_program_t* p, int32_t buffer);
 

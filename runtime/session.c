@@ -387,17 +387,7 @@ static kiln_status_t read_checks(kiln_session_t* s, kiln_session_slot_t* sl) {
                          mname(s), p->buffers[s->check_buffer[i]].name);
     if (!code) continue;
     const kiln_program_kernel_t* kk = &p->kernels[s->check_kernel[i]];
-    if (code == KILN_PB_CHECK_DIV_ZERO)
-      return kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "%s: node '%s' (%s): %s: integer division by zero (a divisor is 0; kernel '%s')",
-                              mname(s), kk->node_name, kk->op_type, kk->op_type, kk->name);
-    if (code == KILN_PB_CHECK_INDEX_RANGE)
-      return kiln_make_status(KILN_OUT_OF_RANGE,
-                              "%s: node '%s' (%s): %s: index out of range (an index is outside [-n, n) of "
-                              "its axis; kernel '%s')",
-                              mname(s), kk->node_name, kk->op_type, kk->op_type, kk->name);
-    return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d",
-                            mname(s), kk->node_name, kk->op_type, kk->name, (int)code);
+    return kiln_program_check_error(code, mname(s), kk->node_name, kk->op_type, kk->name);
   }
   return NULL;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/program.h"
 #include "targets/cpu/cpu_internal.h"
 
 struct kiln_cpu_exec_s {
@@ -230,12 +231,7 @@ static kiln_status_t check_words(const kiln_cpu_exec_t* e) {
       int32_t code = *(const int32_t*)e->mem[b];
       if (!code) continue;
       const kiln_node_t* n = &p->graph->nodes[p->kernels[k].node];
-      return kiln_make_status(code == KILN_CHECK_INDEX_RANGE ? KILN_OUT_OF_RANGE : KILN_INVALID_ARGUMENT,
-                              "cpu: node '%s' (%s): %s: %s (kernel '%s')", n->name, n->op_type, n->op_type,
-                              code == KILN_CHECK_DIV_ZERO     ? "integer division by zero"
-                              : code == KILN_CHECK_INDEX_RANGE ? "index out of range"
-                                                              : "a run-time check failed",
-                              p->kernels[k].func->name);
+      return kiln_program_check_error(code, "cpu", n->name, n->op_type, p->kernels[k].func->name);
     }
   return NULL;
 }
