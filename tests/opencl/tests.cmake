@@ -77,3 +77,11 @@ endif()
 add_test(NAME test_bad_runtime_arith_opencl COMMAND test_bad_runtime_arith --target opencl)
 set_tests_properties(test_bad_runtime_arith_opencl PROPERTIES LABELS "target=opencl;badinput" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
+# Shapes the compiled targets once refused or ran badly (patchify convs,
+# MatMul with a B shared by all batches, Identity on shared initializers) at
+# -O0 and -O1 on the OpenCL device: tests/test_lower_targets.c --target opencl.
+add_test(NAME test_lower_targets_opencl COMMAND test_lower_targets --target opencl)
+set_tests_properties(test_lower_targets_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 900
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
