@@ -877,8 +877,12 @@ kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx) {
   /* [B..., M, K] x [K, N] (B's batch dims, if any, all 1): one GEMM over
    * the B*M rows, since A and Y are dense and their batches stack (ViT's
    * [197,1,768] x [768,2304] would otherwise be 197 vector products).
-   * Float only: the integer loop nest indexes batches itself. */
-  bool shared_b = !mm.a1d && !mm.b1d && batch > 1 && kiln_dtype_is_float(y->dtype);
+   * Float only: the integer loop nest indexes batches itself. CPU only:
+   * the GPU GEMM templates stack such rows themselves (template_gemm.c),
+   * and where none applies (a fused epilogue) the printed kernel's batch
+   * loop is what spreads the work over work-groups. */
+  bool shared_b = ctx->target == KILN_TARGET_CLASS_CPU && !mm.a1d && !mm.b1d && batch > 1 &&
+                  kiln_dtype_is_float(y->dtype);
   for (int32_t i = 0; i < mm.b_brank && shared_b; ++i) shared_b = b->shape[i] == 1;
   if (shared_b) {
     mm.fold = mm.M;
