@@ -570,8 +570,10 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
         }
         int32_t p = 0;
         while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+        /* at most NN_MAX_GROUPS classes reach here (conv_im2col takes
+         * the rest), and phases are at most classes */
         if (cv->ng == NN_MAX_GROUPS || (p == nph && nph == 64)) {
-          return kiln_make_status(KILN_UNSUPPORTED, "Conv: too many stride phases (strides %lld,%lld,%lld)",
+          return kiln_make_status(KILN_INTERNAL, "Conv: stride phases past the table (strides %lld,%lld,%lld)",
                                   (long long)a3[0].s, (long long)a3[1].s, (long long)a3[2].s);
         }
         if (p == nph) memcpy(ph[nph++], phase, sizeof phase);
