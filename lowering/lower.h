@@ -84,7 +84,8 @@ typedef struct kiln_lower_entry_s {
   kiln_lower_fn fn;
 } kiln_lower_entry_t;
 
-/* Tables per family (lowering/lower_<family>.c). */
+/* Tables per family (lowering/lower_<family>.c), expanded from the family's
+ * op list ir/ops/<family>.def, so every schema has its lowering. */
 extern const kiln_lower_entry_t kiln_lower_elementwise[];
 extern const size_t kiln_lower_elementwise_count;
 extern const kiln_lower_entry_t kiln_lower_tensor[];

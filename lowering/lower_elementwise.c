@@ -975,42 +975,13 @@ static kiln_status_t lower_cast(kiln_lower_ctx_t* ctx) {
 
 /* ---- table ------------------------------------------------------------------- */
 
+/* The lowering table: op type and lowering function of each line of the
+ * family's op list (ir/ops/elementwise.def, which also holds the schema). */
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, lower},
 const kiln_lower_entry_t kiln_lower_elementwise[] = {
-    {"Identity", lower_identity},
-    {"Dropout", lower_dropout},
-    {"Relu", lower_relu},
-    {"LeakyRelu", lower_leakyrelu},
-    {"PRelu", lower_prelu},
-    {"Clip", lower_clip},
-    {"Sigmoid", lower_sigmoid},
-    {"Tanh", lower_tanh},
-    {"HardSigmoid", lower_hardsigmoid},
-    {"HardSwish", lower_hardswish},
-    {"Erf", lower_erf},
-    {"Gelu", lower_gelu},
-    {"Add", lower_add},
-    {"Sub", lower_sub},
-    {"Mul", lower_mul},
-    {"Div", lower_div},
-    {"Pow", lower_pow},
-    {"Max", lower_max},
-    {"Min", lower_min},
-    {"Sqrt", lower_sqrt},
-    {"Reciprocal", lower_reciprocal},
-    {"Exp", lower_exp},
-    {"Log", lower_log},
-    {"Neg", lower_neg},
-    {"Abs", lower_abs},
-    {"Cast", lower_cast},
-    {"Where", lower_where},
-    {"Equal", lower_equal},
-    {"Less", lower_less},
-    {"Greater", lower_greater},
-    {"LessOrEqual", lower_less_equal},
-    {"GreaterOrEqual", lower_greater_equal},
-    {"Not", lower_not},
-    {"And", lower_and},
-    {"Or", lower_or},
+#include "ir/ops/elementwise.def"
 };
+#undef KILN_OP
 const size_t kiln_lower_elementwise_count =
     sizeof kiln_lower_elementwise / sizeof kiln_lower_elementwise[0];

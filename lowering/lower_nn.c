@@ -12,22 +12,14 @@
 #include "lowering/lower_nn_impl.h"
 #include "lowering/plan.h"
 
+/* The lowering table: op type and lowering function of each line of the
+ * family's op list (ir/ops/nn.def, which also holds the schema). */
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, lower},
 const kiln_lower_entry_t kiln_lower_nn[] = {
-    {"Conv", kiln_lower_nn_conv},
-    {"ConvTranspose", kiln_lower_nn_conv_transpose},
-    {"MatMul", kiln_lower_nn_matmul},
-    {"Gemm", kiln_lower_nn_gemm},
-    {"BatchNormalization", kiln_lower_nn_batchnorm},
-    {"MaxPool", kiln_lower_nn_maxpool},
-    {"AveragePool", kiln_lower_nn_avgpool},
-    {"GlobalAveragePool", kiln_lower_nn_global_avgpool},
-    {"Softmax", kiln_lower_nn_softmax},
-    {"LogSoftmax", kiln_lower_nn_log_softmax},
-    {"LayerNormalization", kiln_lower_nn_layernorm},
-    {"ReduceMean", kiln_lower_nn_reduce_mean},
-    {"ReduceSum", kiln_lower_nn_reduce_sum},
-    {"ReduceMax", kiln_lower_nn_reduce_max},
+#include "ir/ops/nn.def"
 };
+#undef KILN_OP
 const size_t kiln_lower_nn_count = sizeof(kiln_lower_nn) / sizeof(kiln_lower_nn[0]);
 
 /* ---- kernel builder ------------------------------------------------------ */
