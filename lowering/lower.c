@@ -14,6 +14,7 @@ kiln_lower_fn kiln_lower_lookup(const char* op_type) {
     size_t n;
   } tables[] = {
       {kiln_lower_elementwise, kiln_lower_elementwise_count},
+      {kiln_lower_elementwise_math, kiln_lower_elementwise_math_count},
       {kiln_lower_tensor, kiln_lower_tensor_count},
       {kiln_lower_nn, kiln_lower_nn_count},
   };

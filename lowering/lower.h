@@ -87,6 +87,8 @@ typedef struct kiln_lower_entry_s {
 /* Tables per family (lowering/lower_<family>.c). */
 extern const kiln_lower_entry_t kiln_lower_elementwise[];
 extern const size_t kiln_lower_elementwise_count;
+extern const kiln_lower_entry_t kiln_lower_elementwise_math[];
+extern const size_t kiln_lower_elementwise_math_count;
 extern const kiln_lower_entry_t kiln_lower_tensor[];
 extern const size_t kiln_lower_tensor_count;
 extern const kiln_lower_entry_t kiln_lower_nn[];

@@ -119,6 +119,27 @@ BIN_CMP(le, a <= b)
 BIN_CMP(ge, a >= b)
 BIN_BOOL(and, a && b)
 BIN_BOOL(or, a || b)
+BIN_BOOL(xor, a != b)
+
+/* BitShift on unsigned values (u8 here): shifting by the width or more
+ * gives 0, where C would be undefined; the store truncates to the width. */
+BIN_KERNEL(shl_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, b >= 8 ? 0 : a << b)
+BIN_KERNEL(shr_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, b >= 8 ? 0 : a >> b)
+
+/* Mod. fmod = 1: C fmod / truncated remainder (sign of the dividend);
+ * fmod = 0 (integers only): floor modulo (sign of the divisor), as numpy.
+ * A zero divisor gives 0 here; the run is failed before the kernel (as for
+ * Div). x % -1 is 0, computed without the trapping INT64_MIN % -1. */
+static inline int64_t imod_trunc(int64_t a, int64_t b) {
+  return (b == 0 || b == -1) ? 0 : a % b;
+}
+static inline int64_t imod_floor(int64_t a, int64_t b) {
+  const int64_t r = imod_trunc(a, b);
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+BIN_FLOAT(fmod, fmodf(a, b))
+BIN_INT(tmod, imod_trunc(a, b))
+BIN_INT(pmod, imod_floor(a, b))
 
 typedef kiln_ew_kernel_t ktable_t[KILN_DTYPE_COUNT_];
 
@@ -136,6 +157,14 @@ static const ktable_t le_k = {NUM_TABLE(le)};
 static const ktable_t ge_k = {NUM_TABLE(ge)};
 static const ktable_t and_k = {[KILN_DTYPE_BOOL] = and_b};
 static const ktable_t or_k = {[KILN_DTYPE_BOOL] = or_b};
+static const ktable_t xor_k = {[KILN_DTYPE_BOOL] = xor_b};
+static const ktable_t shl_k = {[KILN_DTYPE_U8] = shl_u8};
+static const ktable_t shr_k = {[KILN_DTYPE_U8] = shr_u8};
+static const ktable_t fmod_k = {[KILN_DTYPE_F32] = fmod_f32, [KILN_DTYPE_F16] = fmod_f16,
+                                [KILN_DTYPE_I8] = tmod_i8, [KILN_DTYPE_U8] = tmod_u8,
+                                [KILN_DTYPE_I32] = tmod_i32, [KILN_DTYPE_I64] = tmod_i64};
+static const ktable_t pmod_k = {[KILN_DTYPE_I8] = pmod_i8, [KILN_DTYPE_U8] = pmod_u8,
+                                [KILN_DTYPE_I32] = pmod_i32, [KILN_DTYPE_I64] = pmod_i64};
 
 /* Type-agnostic kernels by element size: broadcast copy and Where. */
 #define COPY_KERNEL(bits)                                                  \
@@ -208,6 +237,7 @@ typedef struct binop_s {
   uint32_t mask;
   bool to_bool;
   const kiln_ew_kernel_t* k; /* per input dtype */
+  bool int_divisor;          /* B divides: an integer 0 in B fails the run */
 } binop_t;
 
 static kiln_status_t infer_binary(kiln_infer_t* ctx, const binop_t* op,
@@ -224,15 +254,15 @@ static kiln_status_t infer_binary(kiln_infer_t* ctx, const binop_t* op,
    * divisors are checked by the compiled kernels (lowering, kiln_lew_check). */
   bool empty = false;
   for (int32_t d = 0; d < s.rank; ++d) empty |= s.dims[d] == 0;
-  if (op->k == div_k && kiln_dtype_is_int(a->dtype) && !empty && kiln_infer_has_value(ctx, 1)) {
+  if (op->int_divisor && kiln_dtype_is_int(a->dtype) && !empty && kiln_infer_has_value(ctx, 1)) {
     const kiln_array_t* b = &ctx->in[1]->value;
     int64_t n = kiln_array_numel(b);
     for (int64_t i = 0; i < n && b->data; ++i)
       if (kiln_ew_ld_i(b->dtype, b->data, i) == 0)
         return kiln_make_status(KILN_INVALID_ARGUMENT,
-                                "Div: integer division by zero: divisor '%s' (known at compile time) holds 0 at "
+                                "%s: integer division by zero: divisor '%s' (known at compile time) holds 0 at "
                                 "element %lld",
-                                ctx->in[1]->name, (long long)i);
+                                opn(ctx->node), ctx->in[1]->name, (long long)i);
   }
   return kiln_ew_fold(ctx, run);
 }
@@ -269,14 +299,14 @@ static kiln_status_t run_binary(const kiln_ref_ctx_t* ctx, const binop_t* op) {
     return kiln_make_status(KILN_UNSUPPORTED, "%s: inputs of dtype %s and %s are not supported",
                             name, kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
   }
-  if (op->k == div_k && kiln_dtype_is_int(t) && kiln_array_numel(out) > 0) {
+  if (op->int_divisor && kiln_dtype_is_int(t) && kiln_array_numel(out) > 0) {
     int64_t n = kiln_array_numel(b);
     for (int64_t i = 0; i < n; ++i) {
       if (kiln_ew_ld_i(t, b->data, i) == 0) {
         return kiln_make_status(KILN_INVALID_ARGUMENT,
-                                "Div: integer division by zero (element %lld of "
-                                "input 'B')",
-                                (long long)i);
+                                "%s: integer division by zero (element %lld of "
+                                "input '%s')",
+                                name, (long long)i, op->b_name);
       }
     }
   }
@@ -284,19 +314,22 @@ static kiln_status_t run_binary(const kiln_ref_ctx_t* ctx, const binop_t* op) {
   return kiln_ew_apply(name, out, 2, ins, k, NULL);
 }
 
-#define BINARY(name, a_name, b_name, mask, to_bool, table)                 \
-  static const binop_t name##_op = {a_name, b_name, mask, to_bool, table}; \
+#define BINARY_EX(name, a_name, b_name, mask, to_bool, table, divisor)     \
+  static const binop_t name##_op = {a_name, b_name, mask, to_bool, table,  \
+                                    divisor};                              \
   kiln_status_t kiln_ew_run_##name(const kiln_ref_ctx_t* ctx) {            \
     return run_binary(ctx, &name##_op);                                    \
   }                                                                        \
   kiln_status_t kiln_ew_infer_##name(kiln_infer_t* ctx) {                  \
     return infer_binary(ctx, &name##_op, kiln_ew_run_##name);              \
   }
+#define BINARY(name, a_name, b_name, mask, to_bool, table) \
+  BINARY_EX(name, a_name, b_name, mask, to_bool, table, false)
 
 BINARY(add, "A", "B", KILN_EW_NUM, false, add_k)
 BINARY(sub, "A", "B", KILN_EW_NUM, false, sub_k)
 BINARY(mul, "A", "B", KILN_EW_NUM, false, mul_k)
-BINARY(div, "A", "B", KILN_EW_NUM, false, div_k)
+BINARY_EX(div, "A", "B", KILN_EW_NUM, false, div_k, true)
 BINARY(equal, "A", "B", KILN_EW_ALL, true, eq_k)
 BINARY(less, "A", "B", KILN_EW_NUM, true, lt_k)
 BINARY(greater, "A", "B", KILN_EW_NUM, true, gt_k)
@@ -304,13 +337,66 @@ BINARY(less_equal, "A", "B", KILN_EW_NUM, true, le_k)
 BINARY(greater_equal, "A", "B", KILN_EW_NUM, true, ge_k)
 BINARY(and, "A", "B", KILN_EW_BOOL, true, and_k)
 BINARY(or, "A", "B", KILN_EW_BOOL, true, or_k)
+BINARY(xor, "A", "B", KILN_EW_BOOL, true, xor_k)
+
+/* ---- BitShift, Mod: the attribute picks the kernel table --------------- */
+
+static kiln_status_t bitshift_op(const kiln_node_t* n, binop_t* op) {
+  const char* d = NULL;
+  KILN_RETURN_IF_ERROR(kiln_attr_string(n, "direction", "", &d));
+  bool left = strcmp(d, "LEFT") == 0;
+  if (!left && strcmp(d, "RIGHT") != 0) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "BitShift: attribute 'direction' is '%s', must be 'LEFT' or 'RIGHT'", d);
+  }
+  *op = (binop_t){"X", "Y", KILN_EW_BIT(KILN_DTYPE_U8), false, left ? shl_k : shr_k, false};
+  return NULL;
+}
+
+kiln_status_t kiln_ew_run_bitshift(const kiln_ref_ctx_t* ctx) {
+  binop_t op;
+  KILN_RETURN_IF_ERROR(bitshift_op(ctx->node, &op));
+  return run_binary(ctx, &op);
+}
+kiln_status_t kiln_ew_infer_bitshift(kiln_infer_t* ctx) {
+  binop_t op;
+  KILN_RETURN_IF_ERROR(bitshift_op(ctx->node, &op));
+  return infer_binary(ctx, &op, kiln_ew_run_bitshift);
+}
+
+/* Mod on floats needs fmod = 1 (ONNX); |t| is input A's dtype. */
+static kiln_status_t mod_op(const kiln_node_t* n, kiln_dtype_t t, binop_t* op) {
+  int64_t fm = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(n, "fmod", 0, &fm));
+  if (fm != 0 && fm != 1)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "Mod: attribute 'fmod' is %lld, must be 0 or 1",
+                            (long long)fm);
+  if (fm == 0 && kiln_dtype_is_float(t))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "Mod: float inputs (%s) need attribute fmod = 1", kiln_dtype_name(t));
+  *op = (binop_t){"A", "B", KILN_EW_NUM, false, fm ? fmod_k : pmod_k, true};
+  return NULL;
+}
+
+kiln_status_t kiln_ew_run_mod(const kiln_ref_ctx_t* ctx) {
+  binop_t op;
+  const kiln_array_t* a = kiln_ew_arr(ctx, 0);
+  KILN_RETURN_IF_ERROR(mod_op(ctx->node, a ? a->dtype : KILN_DTYPE_UNDEFINED, &op));
+  return run_binary(ctx, &op);
+}
+kiln_status_t kiln_ew_infer_mod(kiln_infer_t* ctx) {
+  binop_t op;
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "A", KILN_EW_NUM));
+  KILN_RETURN_IF_ERROR(mod_op(ctx->node, ctx->in[0]->dtype, &op));
+  return infer_binary(ctx, &op, kiln_ew_run_mod);
+}
 
 /* ---- PRelu ----------------------------------------------------------- */
 
 /* slope broadcasts to X in one direction only: the output is X's shape.
  * Before opset 7 PRelu was channel-wise (Caffe style): a 1-D slope of C
  * values applies along dim 1, so it is viewed as [C,1,...,1]. */
-static const binop_t prelu_op = {"X", "slope", KILN_EW_NUM, false, prelu_k};
+static const binop_t prelu_op = {"X", "slope", KILN_EW_NUM, false, prelu_k, false};
 
 static kiln_shape_t prelu_slope_shape(int64_t opset, const kiln_shape_t* xs,
                                       const kiln_shape_t* ss) {
@@ -446,7 +532,7 @@ kiln_status_t kiln_ew_infer_pow(kiln_infer_t* ctx) {
 
 /* ---- Max / Min (variadic) -------------------------------------------- */
 
-static kiln_status_t infer_variadic(kiln_infer_t* ctx,
+static kiln_status_t infer_variadic(kiln_infer_t* ctx, uint32_t mask,
                                     kiln_status_t (*run)(const kiln_ref_ctx_t*)) {
   if (ctx->n_in < 1) {
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: needs at least one input",
@@ -456,7 +542,7 @@ static kiln_status_t infer_variadic(kiln_infer_t* ctx,
   kiln_shape_t s = kiln_shape_unknown();
   for (int32_t i = 0; i < ctx->n_in; ++i) {
     snprintf(name, sizeof name, "data_%d", (int)i);
-    KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, i, name, KILN_EW_NUM));
+    KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, i, name, mask));
     KILN_RETURN_IF_ERROR(kiln_ew_same_dtype(ctx, 0, name0, i, name));
     if (i == 0) {
       s = ctx->in[0]->shape;
@@ -500,13 +586,35 @@ kiln_status_t kiln_ew_run_max(const kiln_ref_ctx_t* ctx) {
   return run_variadic(ctx, max_k);
 }
 kiln_status_t kiln_ew_infer_max(kiln_infer_t* ctx) {
-  return infer_variadic(ctx, kiln_ew_run_max);
+  return infer_variadic(ctx, KILN_EW_NUM, kiln_ew_run_max);
 }
 kiln_status_t kiln_ew_run_min(const kiln_ref_ctx_t* ctx) {
   return run_variadic(ctx, min_k);
 }
 kiln_status_t kiln_ew_infer_min(kiln_infer_t* ctx) {
-  return infer_variadic(ctx, kiln_ew_run_min);
+  return infer_variadic(ctx, KILN_EW_NUM, kiln_ew_run_min);
+}
+/* Sum and Mean (float only in ONNX) accumulate in the output's dtype, input
+ * by input, so f16 rounds after every addition, as the lowering does. */
+kiln_status_t kiln_ew_run_sum(const kiln_ref_ctx_t* ctx) {
+  return run_variadic(ctx, add_k);
+}
+kiln_status_t kiln_ew_infer_sum(kiln_infer_t* ctx) {
+  return infer_variadic(ctx, KILN_EW_FLOAT, kiln_ew_run_sum);
+}
+/* The sum (rounded to the output dtype) divided by the input count. */
+kiln_status_t kiln_ew_run_mean(const kiln_ref_ctx_t* ctx) {
+  KILN_RETURN_IF_ERROR(run_variadic(ctx, add_k));
+  kiln_array_t* out = ctx->out[0];
+  const int64_t n = kiln_array_numel(out);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = (float)kiln_ew_ld_f(out->dtype, out->data, i);
+    kiln_ew_st_f(out->dtype, out->data, i, v / (float)ctx->n_in);
+  }
+  return NULL;
+}
+kiln_status_t kiln_ew_infer_mean(kiln_infer_t* ctx) {
+  return infer_variadic(ctx, KILN_EW_FLOAT, kiln_ew_run_mean);
 }
 
 /* ---- Where ----------------------------------------------------------- */
