@@ -547,6 +547,12 @@ static void test_simplify_constants(void) {
   CHECK(r->kind == TIR_FLOAT && r->u.f == 1.0); /* 1.0001 rounds to 1 in f16 */
   CHECK_SIMP(tir_call(&C, TIR_SQRT, 1, tir_const(&C, KILN_DTYPE_F32, 16), NULL, NULL), "4.0f");
   CHECK_SIMP(tir_call(&C, TIR_NEG, 1, I(5), NULL, NULL), "-5");
+  CHECK_SIMP(tir_call(&C, TIR_FMOD, 2, tir_const(&C, KILN_DTYPE_F32, -7.5),
+                      tir_const(&C, KILN_DTYPE_F32, 2), NULL),
+             "-1.5f");
+  volatile float one = 1.0f; /* libm at run time, as the fold uses */
+  r = tir_simplify_expr(&C, tir_call(&C, TIR_ATAN, 1, tir_const(&C, KILN_DTYPE_F32, 1), NULL, NULL));
+  CHECK(r->kind == TIR_FLOAT && r->u.f == (double)atanf(one));
   CHECK_SIMP(tir_cast(&C, KILN_DTYPE_F32, I(3)), "3.0f");
   /* Bools. */
   CHECK_SIMP(BIN(TIR_LT, I(1), I(2)), "true");
