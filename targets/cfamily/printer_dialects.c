@@ -170,6 +170,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .math[TIR_FABS] = "abs($1)",
     .math[TIR_ROUND_EVEN] = "roundEven($1)",
     .math[TIR_FMOD] = "kiln_fmodf($1, $2)",
+    .math[TIR_POW] = "kiln_powf($1, $2)",
     .math[TIR_ASIN] = "kiln_asin($1)",
     .math[TIR_ACOS] = "kiln_acos($1)",
     .imin = "min($1, $2)",
