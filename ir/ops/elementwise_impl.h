@@ -6,16 +6,19 @@
  *   elementwise.c         family table, dtype checks, load-time folding,
  *                         the broadcast iterator
  *   elementwise_unary.c   one-input maps: Relu .. Abs, Clip, Not, Identity,
- *                         Dropout
- *   elementwise_binary.c  broadcasting ops: arithmetic, Pow, comparisons,
- *                         And/Or, PRelu, Max/Min, Where
- *   elementwise_cast.c    Cast
+ *                         Dropout, Elu .. Mish, Sign, Round/Floor/Ceil, the
+ *                         trigonometric and hyperbolic maps, IsNaN/IsInf
+ *   elementwise_binary.c  broadcasting ops: arithmetic, Pow, Mod, BitShift,
+ *                         comparisons, And/Or/Xor, PRelu, Max/Min/Sum/Mean,
+ *                         Where
+ *   elementwise_cast.c    Cast, CastLike
  *
  * Numeric rules shared by every kernel:
  *   - float math runs in f32; f16 inputs are widened, the result is rounded
  *     to f16 once;
  *   - integer Add/Sub/Mul/Neg/Abs wrap like two's complement (computed in
- *     uint64 and truncated), integer Div truncates toward zero;
+ *     uint64 and truncated), integer Div truncates toward zero; integer Div
+ *     and Mod fail the run on a zero divisor;
  *   - float -> integer conversions truncate, saturate to the int64 range
  *     (NaN -> 0) and then wrap to the target width, so they are defined for
  *     every value.

@@ -1,5 +1,7 @@
-/* One-input elementwise ops: activations and math maps (Relu .. Abs, Not),
- * Clip, and the data-moving Identity and Dropout (inference only).
+/* One-input elementwise ops: activations and math maps (Relu .. Abs, Not,
+ * Elu .. Mish, Sign, rounding, trigonometric and hyperbolic maps), IsNaN and
+ * IsInf (float in, bool out), Clip, and the data-moving Identity and Dropout
+ * (inference only).
  *
  * Each map is a kernel over a flat run of elements, generated per dtype by
  * the *_CASES macros so the f32 loop is a plain loop the compiler can
