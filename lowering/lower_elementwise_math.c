@@ -6,8 +6,8 @@
  * mirror the reference kernels (ir/ops/elementwise_unary.c and
  * elementwise_binary.c) operation by operation:
  *   - floats compute in f32, f16 widened on load and rounded once on store;
- *   - Softplus is max(x, 0) + log(1 + exp(-|x|)) on both sides (no overflow
- *     to inf for large x);
+ *   - Softplus is max(x, 0) + log1p(exp(-|x|)) on both sides (no overflow
+ *     to inf for large x; log1p by Goldberg's trick, exact enough in f16);
  *   - IsNaN / IsInf are comparisons (x != x, x == +-inf). The C target is
  *     compiled without -ffast-math and OpenCL without
  *     -cl-finite-math-only, so NaN and inf compare as IEEE says; GLSL's
@@ -70,10 +70,14 @@ static const tir_expr_t* u_celu(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* 
   const tir_expr_t* neg = tir_mul(c, f32c(c, p->a), tir_sub(c, e, f32c(c, 1.0)));
   return tir_select(c, gt(c, v, f32c(c, 0.0)), v, neg);
 }
+/* max(v, 0) + log1p(exp(-|v|)), log1p as the reference's log1p_small:
+ * u = 1 + e, then u == 1 ? e : log(u) * e / (u - 1). */
 static const tir_expr_t* softplus(tir_ctx_t* c, const tir_expr_t* v) {
   const tir_expr_t* pos = tir_select(c, gt(c, v, f32c(c, 0.0)), v, f32c(c, 0.0));
   const tir_expr_t* e = call1(c, TIR_EXP, call1(c, TIR_NEG, call1(c, TIR_FABS, v)));
-  return tir_add(c, pos, call1(c, TIR_LOG, tir_add(c, f32c(c, 1.0), e)));
+  const tir_expr_t* u = tir_add(c, f32c(c, 1.0), e);
+  const tir_expr_t* l = tir_bin(c, TIR_DIV, tir_mul(c, call1(c, TIR_LOG, u), e), tir_sub(c, u, f32c(c, 1.0)));
+  return tir_add(c, pos, tir_select(c, tir_bin(c, TIR_EQ, u, f32c(c, 1.0)), e, l));
 }
 static const tir_expr_t* u_softplus(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
                                     const void* u) {

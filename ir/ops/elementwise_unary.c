@@ -104,10 +104,17 @@ KERNEL(abs, F_CASES(fabsf(v))
             SI_CASES(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) U_CASES(v))
 KERNEL(not, I_CASE(KILN_DTYPE_BOOL, uint8_t, !v))
 
-/* log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): the same value where
+/* log(1 + e) for e in [0, 1] without losing a small e to the rounding of
+ * 1 + e (Goldberg's log1p): the compiled kernels use the same steps, which
+ * also hold when they compute in f16. */
+static inline float log1p_small(float e) {
+  const float u = 1.0f + e;
+  return u == 1.0f ? e : logf(u) * e / (u - 1.0f);
+}
+/* log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the same value where
  * exp(x) is finite, and x (not inf) where it would overflow. */
 static inline float softplus(float v) {
-  return (v > 0.0f ? v : 0.0f) + logf(1.0f + expf(-fabsf(v)));
+  return (v > 0.0f ? v : 0.0f) + log1p_small(expf(-fabsf(v)));
 }
 /* 1, -1 or the value itself: 0 stays 0 and NaN stays NaN (numpy sign). */
 static inline float fsign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
