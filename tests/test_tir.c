@@ -560,6 +560,14 @@ static void test_simplify_constants(void) {
   CHECK_SIMP(tir_call(&C, TIR_NOT, 1, BIN(TIR_LT, I(1), I(2)), NULL, NULL), "false");
   CHECK_SIMP(BIN(TIR_LT, tir_const(&C, KILN_DTYPE_F32, 1), tir_const(&C, KILN_DTYPE_F32, 0.5)),
              "false");
+  /* IsNaN / IsInf are comparisons: NaN != NaN folds to true, +inf == +inf
+   * to true, and x != x on a float value is never folded to false. */
+  CHECK_SIMP(BIN(TIR_NE, tir_const(&C, KILN_DTYPE_F32, NAN), tir_const(&C, KILN_DTYPE_F32, NAN)), "true");
+  CHECK_SIMP(BIN(TIR_EQ, tir_const(&C, KILN_DTYPE_F32, INFINITY), tir_const(&C, KILN_DTYPE_F32, INFINITY)),
+             "true");
+  const tir_expr_t* fv = tir_cast(&C, KILN_DTYPE_F32, R(tir_var(&C, "fx")));
+  r = tir_simplify_expr(&C, BIN(TIR_NE, fv, fv));
+  CHECK(r->kind == TIR_BINARY && r->u.bin.op == TIR_NE);
 }
 
 static void test_simplify_identities(void) {
