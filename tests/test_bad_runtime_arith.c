@@ -142,12 +142,13 @@ static void both_agree(const kiln_graph_t* g, kiln_session_t* s, const kiln_arra
 
 /* |epilogue|: y feeds a Mul that fusion folds into the division kernel; the
  * error must still name the Div node. */
-static void div_by_runtime_zero(kiln_dtype_t t, int64_t n, bool epilogue) {
+static void div_by_runtime_zero(const char* op, const char* name, kiln_dtype_t t, int64_t n,
+                                bool epilogue) {
   kiln_graph_t* g = graph_new();
   if (!g) return;
   int64_t d[2] = {2, n / 2};
   bool ok = input(g, "a", t, 2, d) && input(g, "b", t, 2, d) &&
-            node1(g, "Div", "div", 2, (const char*[]){"a", "b"}, "y", 0, NULL) &&
+            node1(g, op, name, 2, (const char*[]){"a", "b"}, "y", 0, NULL) &&
             (!epilogue || node1(g, "Mul", "sq", 2, (const char*[]){"y", "y"}, "z", 0, NULL)) &&
             CHECK_OK(kiln_graph_add_output(g, epilogue ? "z" : "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
             CHECK_OK(kiln_graph_optimize(g, 1, NULL));
@@ -163,7 +164,7 @@ static void div_by_runtime_zero(kiln_dtype_t t, int64_t n, bool epilogue) {
   if (in[0].data && in[1].data) {
     both_agree(g, s, in); /* no zero: the same quotients */
     kiln_store_i64(t, in[1].data, (size_t)(n - 3), 0);
-    both_fail(g, s, in, KILN_INVALID_ARGUMENT, "div", "integer division by zero");
+    both_fail(g, s, in, KILN_INVALID_ARGUMENT, name, "integer division by zero");
     kiln_store_i64(t, in[1].data, (size_t)(n - 3), -1);
     both_agree(g, s, in); /* the next run starts clean */
   }
@@ -173,10 +174,15 @@ static void div_by_runtime_zero(kiln_dtype_t t, int64_t n, bool epilogue) {
   kiln_graph_destroy(g);
 }
 
-static void test_div_zero_i32(void) { div_by_runtime_zero(KILN_DTYPE_I32, 64, false); }
+static void test_div_zero_i32(void) { div_by_runtime_zero("Div", "div", KILN_DTYPE_I32, 64, false); }
 /* Large enough for the check to run on threads / many work-groups. */
-static void test_div_zero_i64_large(void) { div_by_runtime_zero(KILN_DTYPE_I64, 1 << 18, false); }
-static void test_div_zero_fused(void) { div_by_runtime_zero(KILN_DTYPE_I32, 4096, true); }
+static void test_div_zero_i64_large(void) { div_by_runtime_zero("Div", "div", KILN_DTYPE_I64, 1 << 18, false); }
+static void test_div_zero_fused(void) { div_by_runtime_zero("Div", "div", KILN_DTYPE_I32, 4096, true); }
+/* Integer Mod divides too: the same check, the same error. */
+static void test_mod_zero(void) {
+  div_by_runtime_zero("Mod", "mod", KILN_DTYPE_I32, 64, false);
+  div_by_runtime_zero("Mod", "mod", KILN_DTYPE_I8, 64, true);
+}
 
 /* Div(a, const) with a zero in the constant: an error when the graph is
  * prepared, naming the node and the constant. */
@@ -437,6 +443,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   RUN(test_div_zero_i32);
+  RUN(test_mod_zero);
   RUN(test_div_zero_i64_large);
   RUN(test_div_zero_fused);
   RUN(test_div_const_zero);

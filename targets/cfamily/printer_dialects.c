@@ -30,7 +30,11 @@ extern const char kiln_cf_glsl_prelude[];   /* kernels/vulkan/prelude.glsl */
            [TIR_RSQRT] = "rsqrt($1)", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "erf($1)",           \
            [TIR_FABS] = "fabs($1)", [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)",         \
            [TIR_ROUND_EVEN] = "rint($1)", [TIR_POW] = "pow($1, $2)",                            \
-           [TIR_SIGMOID] = "kiln_sigmoidf($1)"},                                                \
+           [TIR_SIGMOID] = "kiln_sigmoidf($1)", [TIR_SIN] = "sin($1)", [TIR_COS] = "cos($1)",   \
+           [TIR_TAN] = "tan($1)", [TIR_ASIN] = "asin($1)", [TIR_ACOS] = "acos($1)",             \
+           [TIR_ATAN] = "atan($1)", [TIR_SINH] = "sinh($1)", [TIR_COSH] = "cosh($1)",           \
+           [TIR_ASINH] = "asinh($1)", [TIR_ACOSH] = "acosh($1)", [TIR_ATANH] = "atanh($1)",     \
+           [TIR_FMOD] = "fmod($1, $2)"},                                                        \
   .fmin_f = "kiln_fminf($1, $2)", .fmax_f = "kiln_fmaxf($1, $2)",                               \
   .ffloordiv = "kiln_ffloordiv($1, $2)", .ffloormod = "kiln_ffloormod($1, $2)",                 \
   .imin = "kiln_imin($1, $2)", .imax = "kiln_imax($1, $2)",                                     \
@@ -74,7 +78,11 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
              [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "tanhf($1)",
              [TIR_ERF] = "erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
              [TIR_CEIL] = "ceilf($1)", [TIR_ROUND_EVEN] = "nearbyintf($1)",
-             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
+             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)",
+             [TIR_SIN] = "sinf($1)", [TIR_COS] = "cosf($1)", [TIR_TAN] = "tanf($1)",
+             [TIR_ASIN] = "asinf($1)", [TIR_ACOS] = "acosf($1)", [TIR_ATAN] = "atanf($1)",
+             [TIR_SINH] = "sinhf($1)", [TIR_COSH] = "coshf($1)", [TIR_ASINH] = "asinhf($1)",
+             [TIR_ACOSH] = "acoshf($1)", [TIR_ATANH] = "atanhf($1)", [TIR_FMOD] = "fmodf($1, $2)"},
     /* OpenMP threads and SIMD; GCC's unroller */
     .parallel_pragma = "#pragma omp parallel for schedule(static)",
     .collapse_clause = "collapse($N)",
@@ -147,6 +155,10 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .math[TIR_ERF] = "kiln_erf($1)",
     .math[TIR_FABS] = "abs($1)",
     .math[TIR_ROUND_EVEN] = "roundEven($1)",
+    .math[TIR_FMOD] = "kiln_fmodf($1, $2)",
+    .math[TIR_POW] = "kiln_powf($1, $2)",
+    .math[TIR_ASIN] = "kiln_asin($1)",
+    .math[TIR_ACOS] = "kiln_acos($1)",
     .imin = "min($1, $2)",
     .imax = "max($1, $2)",
 };
