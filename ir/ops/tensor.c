@@ -226,6 +226,19 @@ static const kiln_op_schema_t tensor_ops[] = {
     OP("Gather", 2, 2, 1, 1, gather, kiln_tensor_no_flops, INJECTIVE),
     OP("Pad", 1, 4, 1, 1, pad, kiln_tensor_no_flops, INJECTIVE),
     OP("Resize", 1, 4, 1, 1, resize, kiln_tensor_resize_flops, INJECTIVE),
+    OP("GatherElements", 2, 2, 1, 1, gather_elements, kiln_tensor_no_flops, INJECTIVE),
+    OP("GatherND", 2, 2, 1, 1, gather_nd, kiln_tensor_no_flops, INJECTIVE),
+    OP("ScatterElements", 3, 3, 1, 1, scatter_elements, kiln_tensor_no_flops, OPAQUE),
+    OP("Scatter", 3, 3, 1, 1, scatter_elements, kiln_tensor_no_flops, OPAQUE),
+    OP("ScatterND", 3, 3, 1, 1, scatter_nd, kiln_tensor_no_flops, OPAQUE),
+    OP("Tile", 2, 2, 1, 1, tile, kiln_tensor_no_flops, INJECTIVE),
+    OP("Range", 3, 3, 1, 1, range, kiln_tensor_no_flops, OPAQUE),
+    OP("Trilu", 1, 2, 1, 1, trilu, kiln_tensor_no_flops, INJECTIVE),
+    OP("EyeLike", 1, 1, 1, 1, eye_like, kiln_tensor_no_flops, OPAQUE),
+    OP("Size", 1, 1, 1, 1, size, kiln_tensor_no_flops, OPAQUE),
+    OP("OneHot", 3, 3, 1, 1, one_hot, kiln_tensor_no_flops, INJECTIVE),
+    OP("DepthToSpace", 1, 1, 1, 1, depth_to_space, kiln_tensor_no_flops, INJECTIVE),
+    OP("SpaceToDepth", 1, 1, 1, 1, space_to_depth, kiln_tensor_no_flops, INJECTIVE),
 };
 
 #undef OP
