@@ -15,6 +15,8 @@ kiln_lower_fn kiln_lower_lookup(const char* op_type) {
   } tables[] = {
       {kiln_lower_elementwise, kiln_lower_elementwise_count},
       {kiln_lower_tensor, kiln_lower_tensor_count},
+      {kiln_lower_tensor_index, kiln_lower_tensor_index_count},
+      {kiln_lower_tensor_gen, kiln_lower_tensor_gen_count},
       {kiln_lower_nn, kiln_lower_nn_count},
   };
   for (size_t k = 0; k < sizeof tables / sizeof tables[0]; ++k)

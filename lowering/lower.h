@@ -89,6 +89,10 @@ extern const kiln_lower_entry_t kiln_lower_elementwise[];
 extern const size_t kiln_lower_elementwise_count;
 extern const kiln_lower_entry_t kiln_lower_tensor[];
 extern const size_t kiln_lower_tensor_count;
+extern const kiln_lower_entry_t kiln_lower_tensor_index[];
+extern const size_t kiln_lower_tensor_index_count;
+extern const kiln_lower_entry_t kiln_lower_tensor_gen[];
+extern const size_t kiln_lower_tensor_gen_count;
 extern const kiln_lower_entry_t kiln_lower_nn[];
 extern const size_t kiln_lower_nn_count;
 
