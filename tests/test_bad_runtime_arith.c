@@ -11,6 +11,9 @@
  *     with good data in the same session succeeds (the status word is reset);
  *   - Gather with an index past the end and one below -n: the same;
  *     in-range negative indices give the reference's values;
+ *   - GatherElements, GatherND, ScatterElements and ScatterND: the same, with
+ *     i32 and i64 indices (GatherND / ScatterND index tuples checked per
+ *     component against their own axis);
  *   - a constant zero divisor and a constant out-of-range Gather index are
  *     compile-time errors naming the node;
  *   - ReduceSum / ReduceMean over 2^25 f32 values: within 1e-6 (relative)
@@ -272,6 +275,69 @@ static void test_gather_const_out_of_range(void) {
   }
 }
 
+/* ---- the other index ops ------------------------------------------------------ */
+
+/* |op| on data f32[6,4] with run-time indices of dtype |it| and shape
+ * |idims| (and, for the scatters, f32 updates of shape |udims|). Index
+ * element i must lie in [-n, n) with n = bound[i % nb]: good values
+ * (negative ones included) agree with the reference exactly; element
+ * |bad_at| set to n or to -n-1 fails both runs naming the node; a later
+ * good run succeeds. */
+static void index_op_case(const char* op, kiln_dtype_t it, const int64_t* idims, const int64_t* udims,
+                          const int64_t* bound, int nb, int bad_at) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t dd[2] = {6, 4};
+  const bool scatter = udims != NULL;
+  char name[64];
+  snprintf(name, sizeof name, "%s_%s", op, kiln_dtype_name(it));
+  bool ok = input(g, "data", KILN_DTYPE_F32, 2, dd) && input(g, "idx", it, 2, idims) &&
+            (!scatter || input(g, "upd", KILN_DTYPE_F32, 2, udims)) &&
+            node1(g, op, name, scatter ? 3 : 2, (const char*[]){"data", "idx", "upd"}, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  kiln_array_t in[3] = {arr(KILN_DTYPE_F32, 2, dd), arr(it, 2, idims)};
+  if (scatter) in[2] = arr(KILN_DTYPE_F32, 2, udims);
+  const int64_t ni = idims[0] * idims[1];
+  if (in[0].data && in[1].data && (!scatter || in[2].data)) {
+    for (int i = 0; i < 24; ++i) ((float*)in[0].data)[i] = (float)i * 0.25f - 2.0f;
+    for (int64_t i = 0; scatter && i < udims[0] * udims[1]; ++i) ((float*)in[2].data)[i] = 100.0f + (float)i;
+    for (int64_t i = 0; i < ni; ++i) {
+      int64_t n = bound[i % nb];
+      kiln_store_i64(it, in[1].data, (size_t)i, (i * 5 + 3) % (2 * n) - n);
+    }
+    const int64_t n = bound[bad_at % nb], keep = kiln_load_i64(it, in[1].data, (size_t)bad_at);
+    both_agree(g, s, in);
+    kiln_store_i64(it, in[1].data, (size_t)bad_at, n);
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, name, "out of range");
+    kiln_store_i64(it, in[1].data, (size_t)bad_at, -n - 1);
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, name, "out of range");
+    kiln_store_i64(it, in[1].data, (size_t)bad_at, keep);
+    both_agree(g, s, in);
+  }
+  free_arrays(in, scatter ? 3 : 2);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_index_ops(void) {
+  const kiln_dtype_t types[2] = {KILN_DTYPE_I64, KILN_DTYPE_I32};
+  const int64_t rows[1] = {6}, tuple[2] = {6, 4};
+  for (int k = 0; k < 2; ++k) {
+    kiln_dtype_t it = types[k];
+    /* axis 0: every index addresses a row of 6. */
+    index_op_case("GatherElements", it, (const int64_t[]){3, 4}, NULL, rows, 1, 5);
+    index_op_case("ScatterElements", it, (const int64_t[]){3, 4}, (const int64_t[]){3, 4}, rows, 1, 6);
+    /* (row, column) tuples: the column component is checked against 4. */
+    index_op_case("GatherND", it, (const int64_t[]){3, 2}, NULL, tuple, 2, 3);
+    index_op_case("GatherND", it, (const int64_t[]){3, 2}, NULL, tuple, 2, 4);
+    index_op_case("ScatterND", it, (const int64_t[]){3, 1}, (const int64_t[]){3, 4}, rows, 1, 1);
+  }
+}
+
 /* ---- large sums ------------------------------------------------------------- */
 
 /* x[2^25] of 0.1f (not exact in binary: every add rounds) and of ones;
@@ -444,6 +510,7 @@ int main(int argc, char** argv) {
   RUN(test_gather_i64);
   RUN(test_gather_i32);
   RUN(test_gather_const_out_of_range);
+  RUN(test_index_ops);
   RUN(test_big_sum);
   RUN(test_blocked_reductions);
   RUN(test_softmax_long_row);
