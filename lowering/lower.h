@@ -93,6 +93,8 @@ extern const kiln_lower_entry_t kiln_lower_tensor_index[];
 extern const size_t kiln_lower_tensor_index_count;
 extern const kiln_lower_entry_t kiln_lower_tensor_gen[];
 extern const size_t kiln_lower_tensor_gen_count;
+extern const kiln_lower_entry_t kiln_lower_tensor_seq[];
+extern const size_t kiln_lower_tensor_seq_count;
 extern const kiln_lower_entry_t kiln_lower_nn[];
 extern const size_t kiln_lower_nn_count;
 

@@ -239,6 +239,9 @@ static const kiln_op_schema_t tensor_ops[] = {
     OP("OneHot", 3, 3, 1, 1, one_hot, kiln_tensor_no_flops, INJECTIVE),
     OP("DepthToSpace", 1, 1, 1, 1, depth_to_space, kiln_tensor_no_flops, INJECTIVE),
     OP("SpaceToDepth", 1, 1, 1, 1, space_to_depth, kiln_tensor_no_flops, INJECTIVE),
+    OP("CumSum", 2, 2, 1, 1, cumsum, NULL, OPAQUE),
+    OP("TopK", 2, 2, 1, 2, topk, kiln_tensor_no_flops, OPAQUE),
+    OP("ReverseSequence", 2, 2, 1, 1, reverse_sequence, kiln_tensor_no_flops, INJECTIVE),
 };
 
 #undef OP

@@ -11,6 +11,7 @@
  *   tensor_index.c   GatherElements GatherND ScatterElements ScatterND
  *   tensor_gen.c     Tile Range Trilu EyeLike Size OneHot DepthToSpace
  *                    SpaceToDepth
+ *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -129,6 +130,9 @@ KILN_TENSOR_OP(size);
 KILN_TENSOR_OP(one_hot);
 KILN_TENSOR_OP(depth_to_space);
 KILN_TENSOR_OP(space_to_depth);
+KILN_TENSOR_OP(cumsum);
+KILN_TENSOR_OP(topk);
+KILN_TENSOR_OP(reverse_sequence);
 
 #undef KILN_TENSOR_OP
 

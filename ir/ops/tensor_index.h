@@ -24,4 +24,11 @@ kiln_status_t kiln_tensor_d2s_attrs(const kiln_node_t* node, const char* op, int
  * source element strides for input dims |xd| ([N, C, H, W]). */
 void kiln_tensor_d2s_view(bool d2s, bool crd, int64_t b, const int64_t* xd, int64_t* dims, int64_t* st);
 
+/* CumSum's axis input (one integer) normalised against |rank|. */
+kiln_status_t kiln_tensor_cumsum_axis(const kiln_array_t* a, int32_t rank, int32_t* out);
+/* TopK's axis (normalised) and 'largest'. */
+kiln_status_t kiln_tensor_topk_attrs(const kiln_node_t* node, int32_t rank, int32_t* axis, bool* largest);
+/* ReverseSequence's batch and time axes (0 and 1 in some order). */
+kiln_status_t kiln_tensor_revseq_axes(const kiln_node_t* node, int32_t rank, int32_t* batch, int32_t* time);
+
 #endif /* KILN_IR_OPS_TENSOR_INDEX_H_ */
