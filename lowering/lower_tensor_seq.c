@@ -172,7 +172,7 @@ static kiln_status_t lower_reverse_sequence(kiln_lower_ctx_t* ctx) {
     return kiln_make_status(KILN_INVALID_ARGUMENT, "ReverseSequence: shapes or dtypes do not match");
   if (tir_buffer_numel(y) == 0) return NULL;
   tir_ctx_t* c = ctx->tir;
-  if (!kiln_lew_const_in(ctx, 1)) TRY(kiln_lew_check(ctx, lens, len_bad, &nt, KILN_CHECK_INDEX_RANGE));
+  if (!kiln_lew_const_in(ctx, 1)) TRY(kiln_lew_check(ctx, lens, len_bad, &nt, KILN_CHECK_LENGTH_RANGE));
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
   const tir_expr_t* ti = n.idx[t];

@@ -121,7 +121,7 @@ kiln_status_t kiln_tensor_topk_infer(kiln_infer_t* ctx) {
 /* True when element |j| comes before element |i| (values a, b). */
 static bool topk_before(double a, int64_t j, double b, int64_t i, bool largest) {
   bool na = a != a, nb = b != b;
-  if (na || nb) return na && nb ? j < i : na; /* NaN is above every number */
+  if (na || nb) return na && nb ? j < i : (largest ? na : nb); /* NaN is above every number */
   if (a == b) return j < i;
   return largest ? a > b : a < b;
 }
@@ -220,8 +220,9 @@ kiln_status_t kiln_tensor_reverse_sequence_infer(kiln_infer_t* ctx) {
     for (int64_t i = 0; v && kiln_dim_known(nt) && i < kiln_array_numel(v); ++i) {
       int64_t len = kiln_load_i64(v->dtype, v->data, (size_t)i);
       if (len < 0 || len > nt)
-        return kiln_make_status(KILN_OUT_OF_RANGE, "ReverseSequence: sequence_lens[%lld] = %lld is not in [0, %lld]",
-                                (long long)i, (long long)len, (long long)nt);
+        return kiln_make_status(KILN_OUT_OF_RANGE,
+                                "ReverseSequence: sequence length out of range: sequence_lens[%lld] = %lld is not in "
+                                "[0, %lld]", (long long)i, (long long)len, (long long)nt);
     }
   }
   kiln_infer_set(ctx, 0, x->dtype, &x->shape);
@@ -241,8 +242,9 @@ kiln_status_t kiln_tensor_reverse_sequence_run(const kiln_ref_ctx_t* ctx) {
   for (int64_t i = 0; i < nb; ++i) {
     int64_t v = ((const int64_t*)lens->data)[i];
     if (v < 0 || v > nt)
-      return kiln_make_status(KILN_OUT_OF_RANGE, "ReverseSequence: sequence_lens[%lld] = %lld is not in [0, %lld]",
-                              (long long)i, (long long)v, (long long)nt);
+      return kiln_make_status(KILN_OUT_OF_RANGE,
+                              "ReverseSequence: sequence length out of range: sequence_lens[%lld] = %lld is not in "
+                              "[0, %lld]", (long long)i, (long long)v, (long long)nt);
   }
   int64_t inner = 1;
   for (int32_t k = 2; k < x->shape.rank; ++k) inner *= x->shape.dims[k];
