@@ -18,6 +18,7 @@ kiln_lower_fn kiln_lower_lookup(const char* op_type) {
       {kiln_lower_tensor_index, kiln_lower_tensor_index_count},
       {kiln_lower_tensor_gen, kiln_lower_tensor_gen_count},
       {kiln_lower_tensor_seq, kiln_lower_tensor_seq_count},
+      {kiln_lower_tensor_einsum, kiln_lower_tensor_einsum_count},
       {kiln_lower_nn, kiln_lower_nn_count},
   };
   for (size_t k = 0; k < sizeof tables / sizeof tables[0]; ++k)

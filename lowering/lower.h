@@ -95,6 +95,8 @@ extern const kiln_lower_entry_t kiln_lower_tensor_gen[];
 extern const size_t kiln_lower_tensor_gen_count;
 extern const kiln_lower_entry_t kiln_lower_tensor_seq[];
 extern const size_t kiln_lower_tensor_seq_count;
+extern const kiln_lower_entry_t kiln_lower_tensor_einsum[];
+extern const size_t kiln_lower_tensor_einsum_count;
 extern const kiln_lower_entry_t kiln_lower_nn[];
 extern const size_t kiln_lower_nn_count;
 

@@ -9,8 +9,13 @@
  *     lower index) and NaN (above every number), values and indices;
  *   - ReverseSequence with run-time lengths on both axis orders; a length
  *     outside [0, T] fails the run on both naming the node, and the session
- *     runs clean again afterwards.
+ *     runs clean again afterwards;
+ *   - Einsum: attention's batched products, transposes, inner products,
+ *     diagonals, implicit outputs and broadcast ellipses, f32 within 1e-5
+ *     (the reference sums in double) and i32 exactly.
  */
+#include <math.h>
+
 #include "target_graph_util.h"
 
 /* x[2,5,3] (f32 or i32) of mixed signs; a constant axis input. */
@@ -118,6 +123,65 @@ static void test_reverse_sequence(void) {
   reverse_sequence_case(0);
 }
 
+/* Einsum |eq| over f32 (or i32) operands of the given shapes. */
+static void einsum_case(const char* eq, kiln_dtype_t t, int n_in, const int* ranks, const int64_t (*dims)[4]) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  static const char* const names[3] = {"a", "b", "c"};
+  kiln_attr_t at = kiln_attr_make_string("equation", eq);
+  bool ok = true;
+  for (int i = 0; i < n_in; ++i) ok = ok && input(g, names[i], t, ranks[i], dims[i]);
+  ok = ok && node1(g, "Einsum", "einsum", n_in, names, "y", 1, &at) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+       CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: Einsum '%s' did not compile", g_target_name, eq);
+  kiln_array_t in[3];
+  memset(in, 0, sizeof in);
+  bool have = true;
+  for (int i = 0; i < n_in; ++i) {
+    in[i] = arr(t, ranks[i], dims[i]);
+    have = have && in[i].data;
+    for (int64_t q = 0; in[i].data && q < kiln_array_numel(&in[i]); ++q)
+      kiln_store_f64(t, in[i].data, (size_t)q, (double)(((q + 3 * i) * 7) % 13 - 6) * (t == KILN_DTYPE_F32 ? 0.31 : 1.0));
+  }
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (s && have && CHECK_OK(kiln_ref_run(g, in, NULL, want)) && CHECK_OK(kiln_session_run(s, in, got))) {
+    CHECK_MSG(got[0].nbytes == want[0].nbytes && got[0].dtype == want[0].dtype, "%s: Einsum '%s': output shape",
+              g_target_name, eq);
+    for (int64_t q = 0; got[0].nbytes == want[0].nbytes && q < kiln_array_numel(&want[0]); ++q) {
+      double w = kiln_load_f64(t, want[0].data, (size_t)q), v = kiln_load_f64(t, got[0].data, (size_t)q);
+      double tol = t == KILN_DTYPE_F32 ? 1e-5 * (1.0 + fabs(w)) : 0.0;
+      CHECK_MSG(fabs(v - w) <= tol, "%s: Einsum '%s' element %lld: %.9g, reference %.9g", g_target_name, eq,
+                (long long)q, v, w);
+    }
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(in, n_in);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_einsum(void) {
+  const kiln_dtype_t F = KILN_DTYPE_F32;
+  einsum_case("bhid,bhjd->bhij", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 8}, {2, 2, 5, 8}});
+  einsum_case("bhij,bhjd->bhid", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 5}, {2, 2, 5, 8}});
+  einsum_case("bsd,de->bse", F, 2, (const int[]){3, 2}, (const int64_t[][4]){{2, 7, 16}, {16, 6}});
+  einsum_case("ij->ji", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 5}});
+  einsum_case("i,i", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{9}, {9}});
+  einsum_case("i,j->ij", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{4}, {3}});
+  einsum_case("...ii->...i", F, 1, (const int[]){3}, (const int64_t[][4]){{2, 3, 3}});
+  einsum_case("ij->", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 4}});
+  einsum_case("bij,bjk", F, 2, (const int[]){3, 3}, (const int64_t[][4]){{2, 3, 4}, {2, 4, 5}});
+  einsum_case("...ij,...jk->...ik", F, 2, (const int[]){4, 3}, (const int64_t[][4]){{2, 1, 3, 4}, {5, 4, 2}});
+  einsum_case("ij,jk,kl->il", F, 3, (const int[]){2, 2, 2}, (const int64_t[][4]){{2, 3}, {3, 4}, {4, 2}});
+  einsum_case("ij,jk->ik", KILN_DTYPE_I32, 2, (const int[]){2, 2}, (const int64_t[][4]){{3, 4}, {4, 5}});
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--target") && i + 1 < argc) {
@@ -136,6 +200,7 @@ int main(int argc, char** argv) {
   RUN(test_cumsum);
   RUN(test_topk);
   RUN(test_reverse_sequence);
+  RUN(test_einsum);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

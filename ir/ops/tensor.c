@@ -242,6 +242,7 @@ static const kiln_op_schema_t tensor_ops[] = {
     OP("CumSum", 2, 2, 1, 1, cumsum, NULL, OPAQUE),
     OP("TopK", 2, 2, 1, 2, topk, kiln_tensor_no_flops, OPAQUE),
     OP("ReverseSequence", 2, 2, 1, 1, reverse_sequence, kiln_tensor_no_flops, INJECTIVE),
+    OP("Einsum", 1, 8, 1, 1, einsum, kiln_tensor_einsum_flops, OPAQUE),
 };
 
 #undef OP

@@ -12,6 +12,7 @@
  *   tensor_gen.c     Tile Range Trilu EyeLike Size OneHot DepthToSpace
  *                    SpaceToDepth
  *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
+ *   tensor_einsum.c  Einsum
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -133,6 +134,8 @@ KILN_TENSOR_OP(space_to_depth);
 KILN_TENSOR_OP(cumsum);
 KILN_TENSOR_OP(topk);
 KILN_TENSOR_OP(reverse_sequence);
+KILN_TENSOR_OP(einsum);
+int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
 
 #undef KILN_TENSOR_OP
 
