@@ -12,7 +12,10 @@
  *     runs clean again afterwards;
  *   - Einsum: attention's batched products, transposes, inner products,
  *     diagonals, implicit outputs and broadcast ellipses, f32 within 1e-5
- *     (the reference sums in double) and i32 exactly.
+ *     (the reference sums in double) and i32 exactly;
+ *   - chains the fusion pass rewrites (the injective index ops inlined into
+ *     their consumers, element-wise ops after a scatter) against the
+ *     reference, exactly.
  */
 #include <math.h>
 
@@ -182,6 +185,50 @@ static void test_einsum(void) {
   einsum_case("ij,jk->ik", KILN_DTYPE_I32, 2, (const int[]){2, 2}, (const int64_t[][4]){{3, 4}, {4, 5}});
 }
 
+/* x[4,6] -> Tile([2,1]) -> Trilu(k=1) -> GatherElements(idx, axis 1) -> Relu,
+ * and x -> ScatterND(idx2, upd, add) -> Relu -> Neg, compiled with fusion. */
+static void test_fused_chains(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t dx[2] = {4, 6}, di[2] = {8, 3}, d2[2] = {3, 1}, du[2] = {3, 6}, two[1] = {2};
+  kiln_array_t rep = arr(KILN_DTYPE_I64, 1, two), k1 = arr(KILN_DTYPE_I64, 0, NULL);
+  if (rep.data) ((int64_t*)rep.data)[0] = 2, ((int64_t*)rep.data)[1] = 1;
+  if (k1.data) ((int64_t*)k1.data)[0] = 1;
+  kiln_attr_t ax = kiln_attr_make_int("axis", 1), red = kiln_attr_make_string("reduction", "add");
+  bool ok = rep.data && k1.data && input(g, "x", KILN_DTYPE_F32, 2, dx) && input(g, "idx", KILN_DTYPE_I64, 2, di) &&
+            input(g, "idx2", KILN_DTYPE_I64, 2, d2) && input(g, "upd", KILN_DTYPE_F32, 2, du) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "rep", &rep, NULL)) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "k1", &k1, NULL)) &&
+            node1(g, "Tile", "tile", 2, (const char*[]){"x", "rep"}, "t", 0, NULL) &&
+            node1(g, "Trilu", "trilu", 2, (const char*[]){"t", "k1"}, "u", 0, NULL) &&
+            node1(g, "GatherElements", "ge", 2, (const char*[]){"u", "idx"}, "v", 1, &ax) &&
+            node1(g, "Relu", "relu", 1, (const char*[]){"v"}, "y", 0, NULL) &&
+            node1(g, "ScatterND", "snd", 3, (const char*[]){"x", "idx2", "upd"}, "s", 1, &red) &&
+            node1(g, "Relu", "relu2", 1, (const char*[]){"s"}, "r", 0, NULL) &&
+            node1(g, "Neg", "neg", 1, (const char*[]){"r"}, "z", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+            CHECK_OK(kiln_graph_add_output(g, "z")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: the fused chains did not compile", g_target_name);
+  kiln_array_t in[4] = {arr(KILN_DTYPE_F32, 2, dx), arr(KILN_DTYPE_I64, 2, di), arr(KILN_DTYPE_I64, 2, d2),
+                        arr(KILN_DTYPE_F32, 2, du)};
+  if (s && in[0].data && in[1].data && in[2].data && in[3].data) {
+    for (int i = 0; i < 24; ++i) ((float*)in[0].data)[i] = (float)(i % 7) - 2.5f;
+    for (int i = 0; i < 24; ++i) ((int64_t*)in[1].data)[i] = (i * 5) % 12 - 6;
+    const int64_t rows[3] = {2, -1, 2}; /* a repeated row adds twice */
+    memcpy(in[2].data, rows, sizeof rows);
+    for (int i = 0; i < 18; ++i) ((float*)in[3].data)[i] = (float)(i % 5) - 1.75f;
+    both_agree_n(g, s, in, 2);
+  }
+  free_arrays(in, 4);
+  kiln_array_free(al(), &rep);
+  kiln_array_free(al(), &k1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--target") && i + 1 < argc) {
@@ -201,6 +248,7 @@ int main(int argc, char** argv) {
   RUN(test_topk);
   RUN(test_reverse_sequence);
   RUN(test_einsum);
+  RUN(test_fused_chains);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
