@@ -136,4 +136,25 @@ static inline void both_agree(const kiln_graph_t* g, kiln_session_t* s, const ki
   both_agree_n(g, s, in, 1);
 }
 
+/* Parses "[--target cpu|opencl|vulkan]" and opens that target's device
+ * strictly into g_target / g_device: 0, or the exit code for main (2 for
+ * bad usage, 1 when the target or its device is missing). */
+static inline int target_open(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--target") && i + 1 < argc) {
+      g_target_name = argv[++i];
+    } else {
+      fprintf(stderr, "usage: %s [--target cpu|opencl|vulkan]\n", argv[0]);
+      return 2;
+    }
+  }
+  g_target = kiln_target_find(g_target_name);
+  kiln_device_open_options_t oo = {2, true, stderr};
+  if (!g_target || !CHECK_OK(kiln_device_open(g_target_name, &oo, al(), &g_device))) {
+    fprintf(stderr, "no target or device '%s'\n", g_target_name);
+    return 1;
+  }
+  return 0;
+}
+
 #endif /* KILN_TESTS_TARGET_GRAPH_UTIL_H_ */

@@ -230,20 +230,8 @@ static void test_fused_chains(void) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--target") && i + 1 < argc) {
-      g_target_name = argv[++i];
-    } else {
-      fprintf(stderr, "usage: %s [--target cpu|opencl|vulkan]\n", argv[0]);
-      return 2;
-    }
-  }
-  g_target = kiln_target_find(g_target_name);
-  kiln_device_open_options_t oo = {2, true, stderr};
-  if (!g_target || !CHECK_OK(kiln_device_open(g_target_name, &oo, al(), &g_device))) {
-    fprintf(stderr, "no target or device '%s'\n", g_target_name);
-    return 1;
-  }
+  int rc = target_open(argc, argv);
+  if (rc) return rc;
   RUN(test_cumsum);
   RUN(test_topk);
   RUN(test_reverse_sequence);
