@@ -185,6 +185,26 @@ static void test_einsum(void) {
   einsum_case("ij,jk->ik", KILN_DTYPE_I32, 2, (const int[]){2, 2}, (const int64_t[][4]){{3, 4}, {4, 5}});
 }
 
+/* Range of graph inputs: its size depends on their values, which kiln
+ * cannot compile; the plan says so naming the node. Constant inputs fold. */
+static void test_range_runtime_unsupported(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  bool ok = input(g, "a", KILN_DTYPE_I64, 0, NULL) && input(g, "b", KILN_DTYPE_I64, 0, NULL) &&
+            input(g, "d", KILN_DTYPE_I64, 0, NULL) &&
+            node1(g, "Range", "range", 3, (const char*[]){"a", "b", "d"}, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_plan_options_t po = {g_target->lowering, 2};
+  kiln_plan_t* plan = NULL;
+  if (ok) {
+    kiln_status_t st = kiln_plan_build(g, &po, al(), &plan);
+    CHECK_MSG(st && strstr(kiln_status_message(st), "node 'range' (Range)"), "expected an error naming the Range node");
+    CHECK_ERR(st, KILN_UNSUPPORTED, "depends on input values known only at run time");
+  }
+  kiln_plan_destroy(plan);
+  kiln_graph_destroy(g);
+}
+
 /* x[4,6] -> Tile([2,1]) -> Trilu(k=1) -> GatherElements(idx, axis 1) -> Relu,
  * and x -> ScatterND(idx2, upd, add) -> Relu -> Neg, compiled with fusion. */
 static void test_fused_chains(void) {
@@ -237,6 +257,7 @@ int main(int argc, char** argv) {
   RUN(test_reverse_sequence);
   RUN(test_einsum);
   RUN(test_fused_chains);
+  RUN(test_range_runtime_unsupported);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
