@@ -14,8 +14,9 @@
  *   - GatherElements, GatherND, ScatterElements and ScatterND: the same, with
  *     i32 and i64 indices (GatherND / ScatterND index tuples checked per
  *     component against their own axis);
- *   - a constant zero divisor and a constant out-of-range Gather index are
- *     compile-time errors naming the node;
+ *   - a constant zero divisor and constant out-of-range indices (Gather and
+ *     the other index ops, ReverseSequence lengths) are compile-time errors
+ *     naming the node;
  *   - ReduceSum / ReduceMean over 2^25 f32 values: within 1e-6 (relative)
  *     of the exact sum, where one f32 accumulator per lane is off by ~1e-4.
  */
@@ -233,6 +234,39 @@ static void test_index_ops(void) {
   }
 }
 
+/* Constant out-of-range indices of the other index ops (and a constant
+ * ReverseSequence length past T) are load-time errors naming the node. */
+static void const_index_case(const char* op, const int64_t* idims, const int64_t* udims, int64_t bad) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t dd[2] = {6, 4};
+  kiln_array_t c = arr(KILN_DTYPE_I64, 2, idims);
+  bool ok = c.data && input(g, "data", KILN_DTYPE_F32, 2, dd) && (!udims || input(g, "upd", KILN_DTYPE_F32, 2, udims));
+  for (int64_t i = 0; ok && i < idims[0] * idims[1]; ++i) ((int64_t*)c.data)[i] = i == 1 ? bad : 1;
+  if (ok && !strcmp(op, "ReverseSequence")) c.shape = kiln_shape_make(1, (const int64_t[]){4}); /* 4 lengths */
+  char name[64];
+  snprintf(name, sizeof name, "%s_const", op);
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "idx", &c, NULL)) &&
+       node1(g, op, name, udims ? 3 : 2, (const char*[]){"data", "idx", "upd"}, "y", 0, NULL) &&
+       CHECK_OK(kiln_graph_add_output(g, "y"));
+  if (ok) {
+    kiln_status_t st = kiln_graph_prepare(g);
+    CHECK_MSG(st && strstr(kiln_status_message(st), name), "%s: expected an error naming the node", op);
+    CHECK_ERR(st, KILN_OUT_OF_RANGE, "out of range");
+  }
+  kiln_array_free(al(), &c);
+  kiln_graph_destroy(g);
+}
+
+static void test_index_const_out_of_range(void) {
+  const_index_case("GatherElements", (const int64_t[]){2, 4}, NULL, 6);
+  const_index_case("GatherElements", (const int64_t[]){2, 4}, NULL, -7);
+  const_index_case("ScatterElements", (const int64_t[]){2, 4}, (const int64_t[]){2, 4}, 6);
+  const_index_case("GatherND", (const int64_t[]){2, 2}, NULL, 4); /* the column of a (row, column) pair */
+  const_index_case("ScatterND", (const int64_t[]){2, 1}, (const int64_t[]){2, 4}, -7);
+  const_index_case("ReverseSequence", (const int64_t[]){2, 2}, NULL, 7); /* data [T=6, B=4] */
+}
+
 /* ---- large sums ------------------------------------------------------------- */
 
 /* x[2^25] of 0.1f (not exact in binary: every add rounds) and of ones;
@@ -394,6 +428,7 @@ int main(int argc, char** argv) {
   RUN(test_gather_i32);
   RUN(test_gather_const_out_of_range);
   RUN(test_index_ops);
+  RUN(test_index_const_out_of_range);
   RUN(test_big_sum);
   RUN(test_blocked_reductions);
   RUN(test_softmax_long_row);
