@@ -9,9 +9,9 @@
  *   DepthToSpace / SpaceToDepth: floordiv / floormod of the output's
  *        spatial coordinates by the block size;
  *   Size: a fill with the element count.
- * Range has run-time values only when its inputs are not constants (constant
- * ones are folded at load): its output size is then unknown at compile time,
- * which kiln's static-shape plans cannot express, so it is UNSUPPORTED. */
+ *   Range: start + i * delta. Its size must be known, so its inputs are
+ *        constants (the plan refuses run-time ones as UNSUPPORTED, naming
+ *        the node); small outputs are folded at load and never get here. */
 #include <string.h>
 
 #include "ir/op.h"
@@ -59,12 +59,31 @@ static kiln_status_t lower_tile(kiln_lower_ctx_t* ctx) {
 
 /* ---- Range --------------------------------------------------------------------- */
 
+/* Only a Range whose size is known gets here (constant inputs; a larger
+ * output than inference folds): y[i] = start + i * delta, start and delta
+ * loaded (floats in f32, integers in i64 wrapping to the width). */
 static kiln_status_t lower_range(kiln_lower_ctx_t* ctx) {
-  (void)ctx;
-  return kiln_make_status(KILN_UNSUPPORTED,
-                          "Range: inputs 'start', 'limit' and 'delta' computed at run time are not "
-                          "supported; kiln compiles Range only when they are constants (they decide "
-                          "the output's size)");
+  const tir_buffer_t *s, *y;
+  TRY(io(ctx, "Range", &s, &y));
+  const tir_buffer_t* d = kiln_lew_in(ctx, 2);
+  if (!d || y->rank != 1 || s->dtype != y->dtype || d->dtype != y->dtype || tir_buffer_numel(s) != 1 ||
+      tir_buffer_numel(d) != 1)
+    return mismatch("Range");
+  if (tir_buffer_numel(y) == 0) return NULL;
+  tir_ctx_t* c = ctx->tir;
+  kiln_lew_nest_t n;
+  kiln_lew_nest_buf(c, &n, y);
+  const tir_expr_t* v;
+  if (kiln_dtype_is_float(y->dtype)) {
+    v = tir_add(c, kiln_lew_f32(c, kiln_lew_load0(c, s)),
+                tir_mul(c, tir_cast(c, KILN_DTYPE_F32, n.idx[0]), kiln_lew_f32(c, kiln_lew_load0(c, d))));
+  } else {
+    v = tir_add(c, tir_cast(c, KILN_DTYPE_I64, kiln_lew_load0(c, s)),
+                tir_mul(c, n.idx[0], tir_cast(c, KILN_DTYPE_I64, kiln_lew_load0(c, d))));
+  }
+  if (v->dtype != y->dtype) v = tir_cast(c, y->dtype, v);
+  const tir_buffer_t* params[3] = {s, d, y};
+  return kiln_lew_emit(ctx, &n, kiln_lew_loops(c, &n, kiln_lew_store(c, &n, y, v)), 3, params, true);
 }
 
 /* ---- Trilu / EyeLike --------------------------------------------------------------- */
@@ -164,7 +183,12 @@ static kiln_status_t lower_one_hot(kiln_lower_ctx_t* ctx) {
   i = tir_select(c, tir_bin(c, TIR_LT, i, z), tir_add(c, i, kiln_lew_imm_i(c, dt, depth)), i);
   const tir_expr_t* on[1] = {tir_int(c, 1)};
   const tir_expr_t* off[1] = {tir_int(c, 0)};
-  const tir_expr_t* v = tir_select(c, tir_bin(c, TIR_EQ, i, pos), tir_load(c, val, on), tir_load(c, val, off));
+  const tir_expr_t* hit = tir_bin(c, TIR_EQ, i, pos);
+  if (kiln_dtype_is_float(ind->dtype)) { /* a NaN index matches nothing (the reference's rule) */
+    const tir_expr_t* f = kiln_lew_f32(c, tir_load(c, ind, at));
+    hit = tir_bin(c, TIR_AND, hit, tir_bin(c, TIR_EQ, f, f));
+  }
+  const tir_expr_t* v = tir_select(c, hit, tir_load(c, val, on), tir_load(c, val, off));
   const tir_stmt_t* body = kiln_lew_loops(c, &n, kiln_lew_store(c, &n, y, v));
   const tir_buffer_t* params[3] = {ind, val, y};
   return kiln_lew_emit(ctx, &n, body, 3, params, false);

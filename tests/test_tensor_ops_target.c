@@ -13,6 +13,8 @@
  *   - Einsum: attention's batched products, transposes, inner products,
  *     diagonals, implicit outputs and broadcast ellipses, f32 within 1e-5
  *     (the reference sums in double) and i32 exactly;
+ *   - Range too large to fold at load, computed by a kernel; OneHot with
+ *     float indices (NaN, out of depth, negative);
  *   - chains the fusion pass rewrites (the injective index ops inlined into
  *     their consumers, element-wise ops after a scatter) against the
  *     reference, exactly.
@@ -205,6 +207,88 @@ static void test_range_runtime_unsupported(void) {
   kiln_graph_destroy(g);
 }
 
+/* Range with constant inputs too large to fold at load (2^17 elements):
+ * computed by a kernel; f32 within 1e-6 relative (the reference computes
+ * start + i * delta in double), i32 exactly. */
+static void range_case(kiln_dtype_t t, double start, double delta) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  const int64_t n = 1 << 17;
+  kiln_array_t v[3] = {arr(t, 0, NULL), arr(t, 0, NULL), arr(t, 0, NULL)};
+  const double vals[3] = {start, start + delta * (double)n, delta};
+  static const char* const names[3] = {"start", "limit", "delta"};
+  bool ok = true;
+  for (int k = 0; k < 3; ++k) {
+    ok = ok && v[k].data;
+    if (v[k].data) kiln_store_f64(t, v[k].data, 0, vals[k]);
+    ok = ok && CHECK_OK(kiln_graph_add_initializer(g, names[k], &v[k], NULL));
+  }
+  ok = ok && node1(g, "Range", "range_big", 3, names, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+       CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: a large constant Range did not compile", g_target_name);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (s && CHECK_OK(kiln_ref_run(g, NULL, NULL, want)) && CHECK_OK(kiln_session_run(s, NULL, got))) {
+    CHECK(got[0].nbytes == want[0].nbytes && kiln_array_numel(&got[0]) == n);
+    for (int64_t i = 0; got[0].nbytes == want[0].nbytes && i < n; ++i) {
+      double w = kiln_load_f64(t, want[0].data, (size_t)i), x = kiln_load_f64(t, got[0].data, (size_t)i);
+      double tol = t == KILN_DTYPE_F32 ? 1e-6 * (1.0 + fabs(w)) : 0.0;
+      if (fabs(x - w) > tol) {
+        CHECK_MSG(false, "%s: Range element %lld: %.9g, reference %.9g", g_target_name, (long long)i, x, w);
+        break;
+      }
+    }
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(v, 3);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_range_large_constant(void) {
+  range_case(KILN_DTYPE_F32, -3.5, 0.25);
+  range_case(KILN_DTYPE_I32, 100, -3);
+  range_case(KILN_DTYPE_I64, -7, 5);
+}
+
+/* OneHot with float indices: truncated, negative ones count from the end,
+ * NaN, out-of-depth and huge ones match nothing; depth 5 on axis 1. */
+static void test_one_hot_float(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t di[1] = {8}, two[1] = {2};
+  kiln_array_t depth = arr(KILN_DTYPE_F32, 0, NULL), vals = arr(KILN_DTYPE_I32, 1, two);
+  if (depth.data) ((float*)depth.data)[0] = 5.7f;
+  if (vals.data) ((int32_t*)vals.data)[0] = -4, ((int32_t*)vals.data)[1] = 9;
+  kiln_attr_t ax = kiln_attr_make_int("axis", 0);
+  bool ok = depth.data && vals.data && input(g, "i", KILN_DTYPE_F32, 1, di) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "depth", &depth, NULL)) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "vals", &vals, NULL)) &&
+            node1(g, "OneHot", "onehot", 3, (const char*[]){"i", "depth", "vals"}, "y", 1, &ax) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: OneHot did not compile", g_target_name);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 1, di);
+  const float iv[8] = {0.0f, 4.9f, -1.0f, -5.0f, 5.0f, __builtin_nanf(""), 1e30f, -2.5f};
+  if (in.data && s) {
+    memcpy(in.data, iv, sizeof iv);
+    both_agree(g, s, &in);
+  }
+  kiln_array_free(al(), &in);
+  kiln_array_free(al(), &depth);
+  kiln_array_free(al(), &vals);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 /* x[4,6] -> Tile([2,1]) -> Trilu(k=1) -> GatherElements(idx, axis 1) -> Relu,
  * and x -> ScatterND(idx2, upd, add) -> Relu -> Neg, compiled with fusion. */
 static void test_fused_chains(void) {
@@ -258,6 +342,8 @@ int main(int argc, char** argv) {
   RUN(test_einsum);
   RUN(test_fused_chains);
   RUN(test_range_runtime_unsupported);
+  RUN(test_range_large_constant);
+  RUN(test_one_hot_float);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
