@@ -129,16 +129,34 @@ static void test_reverse_sequence(void) {
 }
 
 /* Einsum |eq| over f32 (or i32) operands of the given shapes. */
-static void einsum_case(const char* eq, kiln_dtype_t t, int n_in, const int* ranks, const int64_t (*dims)[4]) {
+static kiln_graph_t* einsum_graph(const char* eq, kiln_dtype_t t, int n_in, const int* ranks,
+                                  const int64_t (*dims)[4], int opt) {
   kiln_graph_t* g = graph_new();
-  if (!g) return;
+  if (!g) return NULL;
   static const char* const names[3] = {"a", "b", "c"};
   kiln_attr_t at = kiln_attr_make_string("equation", eq);
   bool ok = true;
   for (int i = 0; i < n_in; ++i) ok = ok && input(g, names[i], t, ranks[i], dims[i]);
   ok = ok && node1(g, "Einsum", "einsum", n_in, names, "y", 1, &at) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
-       CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
-  kiln_module_t* m = ok ? compile(g) : NULL;
+       CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, opt, NULL));
+  if (!ok) {
+    kiln_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Compiled at -O0 (the generic Einsum kernel) and -O1 (where |matmul|, the
+ * einsum-to-matmul pass must have made it a MatMul) against the reference
+ * run of the graph as built. */
+static void einsum_case_at(const char* eq, kiln_dtype_t t, int n_in, const int* ranks, const int64_t (*dims)[4],
+                           int opt, bool matmul) {
+  kiln_graph_t* g0 = einsum_graph(eq, t, n_in, ranks, dims, 0);
+  kiln_graph_t* g = einsum_graph(eq, t, n_in, ranks, dims, opt);
+  int32_t n_matmul = 0;
+  for (int32_t i = 0; g && i < g->n_nodes; ++i) n_matmul += !strcmp(g->nodes[i].op_type, "MatMul");
+  CHECK_MSG(!g || n_matmul == (opt && matmul ? 1 : 0), "Einsum '%s' at -O%d: %d MatMul nodes", eq, opt, (int)n_matmul);
+  kiln_module_t* m = g && g0 ? compile(g) : NULL;
   kiln_session_t* s = session(m);
   CHECK_MSG(s != NULL, "%s: Einsum '%s' did not compile", g_target_name, eq);
   kiln_array_t in[3];
@@ -153,7 +171,7 @@ static void einsum_case(const char* eq, kiln_dtype_t t, int n_in, const int* ran
   kiln_array_t want[1], got[1];
   memset(want, 0, sizeof want);
   memset(got, 0, sizeof got);
-  if (s && have && CHECK_OK(kiln_ref_run(g, in, NULL, want)) && CHECK_OK(kiln_session_run(s, in, got))) {
+  if (s && have && CHECK_OK(kiln_ref_run(g0, in, NULL, want)) && CHECK_OK(kiln_session_run(s, in, got))) {
     CHECK_MSG(got[0].nbytes == want[0].nbytes && got[0].dtype == want[0].dtype, "%s: Einsum '%s': output shape",
               g_target_name, eq);
     for (int64_t q = 0; got[0].nbytes == want[0].nbytes && q < kiln_array_numel(&want[0]); ++q) {
@@ -169,22 +187,31 @@ static void einsum_case(const char* eq, kiln_dtype_t t, int n_in, const int* ran
   kiln_session_destroy(s);
   kiln_module_release(m);
   kiln_graph_destroy(g);
+  kiln_graph_destroy(g0);
+}
+
+static void einsum_case(const char* eq, kiln_dtype_t t, int n_in, const int* ranks, const int64_t (*dims)[4],
+                        bool matmul) {
+  einsum_case_at(eq, t, n_in, ranks, dims, 0, matmul);
+  einsum_case_at(eq, t, n_in, ranks, dims, 1, matmul);
 }
 
 static void test_einsum(void) {
   const kiln_dtype_t F = KILN_DTYPE_F32;
-  einsum_case("bhid,bhjd->bhij", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 8}, {2, 2, 5, 8}});
-  einsum_case("bhij,bhjd->bhid", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 5}, {2, 2, 5, 8}});
-  einsum_case("bsd,de->bse", F, 2, (const int[]){3, 2}, (const int64_t[][4]){{2, 7, 16}, {16, 6}});
-  einsum_case("ij->ji", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 5}});
-  einsum_case("i,i", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{9}, {9}});
-  einsum_case("i,j->ij", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{4}, {3}});
-  einsum_case("...ii->...i", F, 1, (const int[]){3}, (const int64_t[][4]){{2, 3, 3}});
-  einsum_case("ij->", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 4}});
-  einsum_case("bij,bjk", F, 2, (const int[]){3, 3}, (const int64_t[][4]){{2, 3, 4}, {2, 4, 5}});
-  einsum_case("...ij,...jk->...ik", F, 2, (const int[]){4, 3}, (const int64_t[][4]){{2, 1, 3, 4}, {5, 4, 2}});
-  einsum_case("ij,jk,kl->il", F, 3, (const int[]){2, 2, 2}, (const int64_t[][4]){{2, 3}, {3, 4}, {4, 2}});
-  einsum_case("ij,jk->ik", KILN_DTYPE_I32, 2, (const int[]){2, 2}, (const int64_t[][4]){{3, 4}, {4, 5}});
+  einsum_case("bhid,bhjd->bhij", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 8}, {2, 2, 5, 8}}, true);
+  einsum_case("bhij,bhjd->bhid", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 2, 3, 5}, {2, 2, 5, 8}}, true);
+  einsum_case("bsd,de->bse", F, 2, (const int[]){3, 2}, (const int64_t[][4]){{2, 7, 16}, {16, 6}}, true);
+  einsum_case("ij->ji", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 5}}, false);
+  einsum_case("i,i", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{9}, {9}}, false);
+  einsum_case("i,j->ij", F, 2, (const int[]){1, 1}, (const int64_t[][4]){{4}, {3}}, true);
+  einsum_case("...ii->...i", F, 1, (const int[]){3}, (const int64_t[][4]){{2, 3, 3}}, false);
+  einsum_case("ij->", F, 1, (const int[]){2}, (const int64_t[][4]){{3, 4}}, false);
+  einsum_case("bij,bjk", F, 2, (const int[]){3, 3}, (const int64_t[][4]){{2, 3, 4}, {2, 4, 5}}, true);
+  einsum_case("...ij,...jk->...ik", F, 2, (const int[]){4, 3}, (const int64_t[][4]){{2, 1, 3, 4}, {5, 4, 2}}, false);
+  einsum_case("...ij,...jk->...ik", F, 2, (const int[]){3, 3}, (const int64_t[][4]){{2, 3, 4}, {2, 4, 5}}, true);
+  einsum_case("bqhd,bkhd->bhqk", F, 2, (const int[]){4, 4}, (const int64_t[][4]){{2, 3, 2, 8}, {2, 5, 2, 8}}, true);
+  einsum_case("ij,jk,kl->il", F, 3, (const int[]){2, 2, 2}, (const int64_t[][4]){{2, 3}, {3, 4}, {4, 2}}, false);
+  einsum_case("ij,jk->ik", KILN_DTYPE_I32, 2, (const int[]){2, 2}, (const int64_t[][4]){{3, 4}, {4, 5}}, false);
 }
 
 /* Range of graph inputs: its size depends on their values, which kiln
