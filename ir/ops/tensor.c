@@ -232,17 +232,17 @@ static const kiln_op_schema_t tensor_ops[] = {
     OP("Scatter", 3, 3, 1, 1, scatter_elements, kiln_tensor_no_flops, OPAQUE),
     OP("ScatterND", 3, 3, 1, 1, scatter_nd, kiln_tensor_no_flops, OPAQUE),
     OP("Tile", 2, 2, 1, 1, tile, kiln_tensor_no_flops, INJECTIVE),
-    OP("Range", 3, 3, 1, 1, range, kiln_tensor_no_flops, OPAQUE),
+    OP("Range", 3, 3, 1, 1, range, kiln_tensor_no_flops, INJECTIVE),
     OP("Trilu", 1, 2, 1, 1, trilu, kiln_tensor_no_flops, INJECTIVE),
-    OP("EyeLike", 1, 1, 1, 1, eye_like, kiln_tensor_no_flops, OPAQUE),
-    OP("Size", 1, 1, 1, 1, size, kiln_tensor_no_flops, OPAQUE),
+    OP("EyeLike", 1, 1, 1, 1, eye_like, kiln_tensor_no_flops, INJECTIVE),
+    OP("Size", 1, 1, 1, 1, size, kiln_tensor_no_flops, INJECTIVE),
     OP("OneHot", 3, 3, 1, 1, one_hot, kiln_tensor_no_flops, INJECTIVE),
     OP("DepthToSpace", 1, 1, 1, 1, depth_to_space, kiln_tensor_no_flops, INJECTIVE),
     OP("SpaceToDepth", 1, 1, 1, 1, space_to_depth, kiln_tensor_no_flops, INJECTIVE),
     OP("CumSum", 2, 2, 1, 1, cumsum, NULL, OPAQUE),
     OP("TopK", 2, 2, 1, 2, topk, kiln_tensor_no_flops, OPAQUE),
     OP("ReverseSequence", 2, 2, 1, 1, reverse_sequence, kiln_tensor_no_flops, INJECTIVE),
-    OP("Einsum", 1, 8, 1, 1, einsum, kiln_tensor_einsum_flops, OPAQUE),
+    OP("Einsum", 1, 8, 1, 1, einsum, kiln_tensor_einsum_flops, OUT_ELEMWISE_FUSABLE),
 };
 
 #undef OP
