@@ -32,6 +32,7 @@
 #include "ir/ops/resize.h"
 #include "ir/ops/slice.h"
 #include "lowering/lower_ew_impl.h"
+#include "lowering/lower_tensor_impl.h"
 
 #define TRY(expr)                  \
   do {                             \

@@ -35,6 +35,7 @@ typedef enum kiln_check_code_e {
   KILN_CHECK_OK = 0,
   KILN_CHECK_DIV_ZERO = 1,    /* integer division by zero */
   KILN_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+  KILN_CHECK_LENGTH_RANGE = 3, /* a sequence length outside [0, T] (ReverseSequence) */
 } kiln_check_code_t;
 
 typedef struct kiln_plan_buffer_s {

@@ -460,6 +460,11 @@ kiln_status_t kiln_program_check_error(int32_t code, const char* where, const ch
                             "%s: node '%s' (%s): %s: index out of range (an index is outside [-n, n) of its axis; "
                             "kernel '%s')",
                             where, node, op, op, kernel);
+  if (code == KILN_PB_CHECK_LENGTH_RANGE)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "%s: node '%s' (%s): %s: sequence length out of range (a length is outside [0, T] of "
+                            "the time axis; kernel '%s')",
+                            where, node, op, op, kernel);
   return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d", where, node,
                           op, kernel, (int)code);
 }

@@ -51,6 +51,7 @@ typedef enum kiln_program_buffer_kind_e {
 enum {
   KILN_PB_CHECK_DIV_ZERO = 1,    /* integer division by zero */
   KILN_PB_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+  KILN_PB_CHECK_LENGTH_RANGE = 3, /* a sequence length outside [0, T] */
 };
 
 /* The most bytes one buffer may span (256 TiB): far above any device, and
