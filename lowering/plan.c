@@ -195,8 +195,10 @@ static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
 void kiln_plan_destroy(kiln_plan_t* p) {
   if (!p) return;
   kiln_allocator_t a = p->allocator;
-  for (int32_t i = 0; i < p->n_buffers; ++i)
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
     if (p->buffers[i].owned) kiln_array_free(kiln_allocator_system(), &p->buffers[i].value);
+    if (p->buffers[i].before_layout.owned) kiln_array_free(kiln_allocator_system(), &p->buffers[i].before_layout.value);
+  }
   kiln_allocator_free(a, p->buffers);
   kiln_allocator_free(a, p->kernels);
   kiln_allocator_free(a, p->inputs);

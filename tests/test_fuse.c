@@ -572,7 +572,9 @@ static void test_templates_conv(void) {
     if (slot >= 0 && gemm >= 0) {
       const kiln_template_t* d = p->kernels[slot].tmpl;
       CHECK(p->kernels[gemm].tmpl->into == slot && d->conv.gemm_kernel == gemm && d->conv.slot == slot);
-      CHECK(d->weights_tiled && d->conv.crop && !has_role(&d->conv, 'F'));
+      CHECK(d->weights.layout == KILN_TEMPLATE_W_WINOGRAD && d->conv.crop && !has_role(&d->conv, 'F'));
+      /* no tile rules in the set: no tiles, the weights stay packed */
+      CHECK(d->tiles.n == 0 && !d->weights.laid_out);
       CHECK(d->conv.M == 32 && d->conv.C == 16 && d->conv.T == 9 && d->conv.oh == 14 && d->conv.ow == 14);
       /* the fused bias and Relu as data: one per-channel operand */
       CHECK(d->conv.epi.n_ops == 2 && d->conv.epi.ops[0].op == '+' && d->conv.epi.ops[1].op == 'r');
@@ -589,7 +591,7 @@ static void test_templates_conv(void) {
     set.conv_tiled_weights = false;
     CHECK_OK(kiln_template_choose(p, &set));
     CHECK(count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1);
-    CHECK(slot >= 0 && !p->kernels[slot].tmpl->psum_private && !p->kernels[slot].tmpl->weights_tiled &&
+    CHECK(slot >= 0 && !p->kernels[slot].tmpl->psum_private && p->kernels[slot].tmpl->weights.layout == KILN_TEMPLATE_W_PACKED &&
           has_role(&p->kernels[slot].tmpl->conv, 'F'));
   }
   kiln_plan_destroy(p);
