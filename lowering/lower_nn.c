@@ -27,6 +27,13 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"ReduceMean", kiln_lower_nn_reduce_mean},
     {"ReduceSum", kiln_lower_nn_reduce_sum},
     {"ReduceMax", kiln_lower_nn_reduce_max},
+    {"ReduceMin", kiln_lower_nn_reduce_min},
+    {"ReduceProd", kiln_lower_nn_reduce_prod},
+    {"ReduceL1", kiln_lower_nn_reduce_l1},
+    {"ReduceL2", kiln_lower_nn_reduce_l2},
+    {"ReduceSumSquare", kiln_lower_nn_reduce_sum_square},
+    {"ReduceLogSum", kiln_lower_nn_reduce_log_sum},
+    {"ReduceLogSumExp", kiln_lower_nn_reduce_log_sum_exp},
 };
 const size_t kiln_lower_nn_count = sizeof(kiln_lower_nn) / sizeof(kiln_lower_nn[0]);
 

@@ -234,5 +234,12 @@ kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_min(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_prod(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_l1(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_l2(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_sum_square(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_log_sum(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_reduce_log_sum_exp(kiln_lower_ctx_t* ctx);
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

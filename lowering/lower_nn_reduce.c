@@ -1,4 +1,6 @@
-/* ReduceMean, ReduceSum and ReduceMax.
+/* The Reduce* family: Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum
+ * and LogSumExp (each a map per element, a fold and a finish; see
+ * ir/ops/nn_reduce.c).
  *
  * The axes (attribute, or a constant input from ReduceSum-13 / ReduceMean-18
  * / ReduceMax-18 on) split the input dims into runs of kept and reduced
@@ -12,7 +14,9 @@
  * in f32 (the reference uses double: the difference is fp32 reassociation
  * error), integers in i64 wrapping like
  * the reference; Mean divides by the group size (0/0 = NaN for floats, 0 for
- * integers, as in the reference), Max starts from -inf / the dtype's lowest.
+ * integers, as in the reference), Max starts from -inf / the dtype's lowest,
+ * Min from +inf / its highest, Prod from 1. LogSumExp sums exp(x) directly,
+ * as the ONNX reference does (f32 overflows for x above ~88).
  * noop_with_empty_axes with no axes aliases the output to the input.
  */
 #include <math.h>
@@ -20,9 +24,17 @@
 
 #include "lowering/lower_nn_impl.h"
 
-typedef enum { RED_MEAN, RED_SUM, RED_MAX } red_kind_t;
+typedef enum {
+  RED_MEAN, RED_SUM, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ,
+  RED_LOGSUM, RED_LOGSUMEXP
+} red_kind_t;
+
+static const char* const red_names[] = {
+    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+    "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
 
 typedef struct rd_s {
+  red_kind_t kind;
   const tir_buffer_t* xv;
   int32_t ng;
   int64_t gdim[KILN_MAX_RANK];
@@ -31,9 +43,31 @@ typedef struct rd_s {
   kiln_dtype_t acc_t;
 } rd_t;
 
+/* Element |idx| in the accumulator dtype, mapped for the kind. */
 static const tir_expr_t* rd_val(nn_kb_t* kb, const rd_t* r, const tir_expr_t* const* idx) {
-  const tir_expr_t* v = tir_load(kb->t, r->xv, idx);
-  return tir_cast(kb->t, r->acc_t, v);
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* v = tir_cast(t, r->acc_t, tir_load(t, r->xv, idx));
+  switch (r->kind) {
+    case RED_L1:
+      return r->acc_t == KILN_DTYPE_F32 ? tir_call(t, TIR_FABS, 1, v, NULL, NULL)
+                                        : tir_bin(t, TIR_MAX, v, tir_sub(t, nn_i(kb, 0), v));
+    case RED_L2:
+    case RED_SUMSQ: return tir_mul(t, v, v);
+    case RED_LOGSUMEXP: return tir_call(t, TIR_EXP, 1, v, NULL, NULL);
+    default: return v;
+  }
+}
+
+/* The finished value of accumulator |v| over |group| elements. */
+static const tir_expr_t* rd_finish(nn_kb_t* kb, const rd_t* r, const tir_expr_t* v, int64_t group) {
+  tir_ctx_t* t = kb->t;
+  switch (r->kind) {
+    case RED_MEAN: return tir_bin(t, TIR_DIV, v, tir_const(t, r->acc_t, (double)group));
+    case RED_L2: return tir_call(t, TIR_SQRT, 1, v, NULL, NULL);
+    case RED_LOGSUM:
+    case RED_LOGSUMEXP: return tir_call(t, TIR_LOG, 1, v, NULL, NULL);
+    default: return v;
+  }
 }
 
 static const tir_expr_t* rd_row(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
@@ -51,6 +85,17 @@ static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t
     case KILN_DTYPE_BOOL: return nn_i(kb, 0);
     case KILN_DTYPE_I32: return nn_i(kb, INT32_MIN);
     default: return nn_i(kb, INT64_MIN);
+  }
+}
+
+static const tir_expr_t* highest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
+  if (acc_t == KILN_DTYPE_F32) return nn_f(kb, INFINITY);
+  switch (xt) {
+    case KILN_DTYPE_I8: return nn_i(kb, 127);
+    case KILN_DTYPE_U8: return nn_i(kb, 255);
+    case KILN_DTYPE_BOOL: return nn_i(kb, 1);
+    case KILN_DTYPE_I32: return nn_i(kb, INT32_MAX);
+    default: return nn_i(kb, INT64_MAX);
   }
 }
 
@@ -88,8 +133,8 @@ static const tir_expr_t* blk_part(nn_kb_t* kb, const void* u, const tir_expr_t* 
   return tir_load(kb->t, b->part, NN_IDX(nn_add(kb, b->base, i)));
 }
 
-static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer_t* yv, red_kind_t kind,
-                                    tir_binop_t bop, const tir_expr_t* ident) {
+static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer_t* yv, tir_binop_t bop,
+                                    const tir_expr_t* ident) {
   tir_ctx_t* t = kb->t;
   const int64_t R = r->gdim[r->ng - 1], rows = r->ng == 2 ? r->gdim[0] : 1;
   int64_t B = 256;
@@ -126,8 +171,7 @@ static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer
         tir_store(t, acc, NN_IDX(z), tir_bin(t, bop, tir_load(t, acc, NN_IDX(z)), tir_load(t, rest, NN_IDX(z)))));
     items[1] = tir_alloc(t, rest, ts);
   }
-  const tir_expr_t* v = tir_load(t, acc, NN_IDX(z));
-  if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r->acc_t, (double)R));
+  const tir_expr_t* v = rd_finish(kb, r, tir_load(t, acc, NN_IDX(z)), R);
   items[2] = tir_store(t, yv, NN_IDX(k), tir_cast(t, yv->dtype, v));
   const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
   if (rows > 1) {
@@ -138,7 +182,7 @@ static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer
 }
 
 static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
-  const char* op = kind == RED_MEAN ? "ReduceMean" : kind == RED_SUM ? "ReduceSum" : "ReduceMax";
+  const char* op = red_names[kind];
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   tir_ctx_t* t = kb.t;
@@ -147,7 +191,7 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   int64_t keep = 1, noop = 0;
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "keepdims", 1, &keep));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "noop_with_empty_axes", 0, &noop));
-  const bool from_input = kind == RED_SUM ? ctx->opset >= 13 : ctx->opset >= 18;
+  const bool from_input = ctx->opset >= (kind == RED_SUM ? 13 : 18);
   int64_t axes[KILN_MAX_RANK];
   int64_t count = 0;
   if (from_input && ctx->n_in > 1 && ctx->in[1]) {
@@ -186,6 +230,7 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   /* Runs of kept / reduced dims, size-1 dims dropped. */
   rd_t r;
   memset(&r, 0, sizeof r);
+  r.kind = kind;
   for (int32_t d = 0; d < x->rank; ++d) {
     if (x->shape[d] == 1) continue;
     if (r.ng > 0 && r.gred[r.ng - 1] == red[d]) {
@@ -209,16 +254,18 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", ny, yshape, &yv));
   const bool is_float = kiln_dtype_is_float(x->dtype);
   r.acc_t = is_float ? KILN_DTYPE_F32 : KILN_DTYPE_I64;
-  const tir_binop_t bop = kind == RED_MAX ? TIR_MAX : TIR_ADD;
-  const tir_expr_t* ident =
-      kind == RED_MAX ? lowest(&kb, x->dtype, r.acc_t) : tir_const(t, r.acc_t, 0.0);
+  const tir_binop_t bop =
+      kind == RED_MAX ? TIR_MAX : kind == RED_MIN ? TIR_MIN : kind == RED_PROD ? TIR_MUL : TIR_ADD;
+  const tir_expr_t* ident = kind == RED_MAX   ? lowest(&kb, x->dtype, r.acc_t)
+                            : kind == RED_MIN ? highest(&kb, x->dtype, r.acc_t)
+                                              : tir_const(t, r.acc_t, kind == RED_PROD ? 1.0 : 0.0);
 
   /* Loop variables: kept groups outermost (in order), then reduced ones;
    * when the last group is kept it becomes the innermost row loop. */
   const bool last_kept = !r.gred[r.ng - 1];
   /* [row] or [kept][row] with a long row: blocked, in two kernels. */
   if (!last_kept && r.gdim[r.ng - 1] >= SPLIT_MIN && (r.ng == 1 || (r.ng == 2 && !r.gred[0])))
-    return reduce_blocked(&kb, &r, yv, kind, bop, ident);
+    return reduce_blocked(&kb, &r, yv, bop, ident);
   tir_var_t* gv[KILN_MAX_RANK];
   for (int32_t g = 0; g < r.ng; ++g) {
     gv[g] = nn_var(&kb, r.gred[g] ? "r" : "k");
@@ -244,8 +291,7 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
     row = tir_alloc(t, part, row);
     for (int32_t g = r.ng - 2; g >= 0; --g)
       if (r.gred[g]) row = nn_for(&kb, gv[g], r.gdim[g], row);
-    const tir_expr_t* v = tir_load(t, acc, NN_IDX(z));
-    if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r.acc_t, (double)group));
+    const tir_expr_t* v = rd_finish(&kb, &r, tir_load(t, acc, NN_IDX(z)), group);
     const tir_stmt_t* items[3] = {tir_store(t, acc, NN_IDX(z), ident), row,
                                   tir_store(t, yv, yi, tir_cast(t, y->dtype, v))};
     s = tir_alloc(t, acc, tir_seq(t, 3, items));
@@ -268,8 +314,7 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
     upd = nn_for(&kb, gv[r.ng - 1], L, upd);
     for (int32_t g = r.ng - 2; g >= 0; --g)
       if (r.gred[g]) upd = nn_for(&kb, gv[g], r.gdim[g], upd);
-    const tir_expr_t* v = tir_load(t, acc, NN_IDX(l1));
-    if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r.acc_t, (double)group));
+    const tir_expr_t* v = rd_finish(&kb, &r, tir_load(t, acc, NN_IDX(l1)), group);
     yi[nyi - 1] = l1;
     const tir_stmt_t* fin = nn_for(&kb, vi1, L, tir_store(t, yv, yi, tir_cast(t, y->dtype, v)));
     if (is_float) {
@@ -294,3 +339,10 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
 kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_MEAN); }
 kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_SUM); }
 kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_MAX); }
+kiln_status_t kiln_lower_nn_reduce_min(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_MIN); }
+kiln_status_t kiln_lower_nn_reduce_prod(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_PROD); }
+kiln_status_t kiln_lower_nn_reduce_l1(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_L1); }
+kiln_status_t kiln_lower_nn_reduce_l2(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_L2); }
+kiln_status_t kiln_lower_nn_reduce_sum_square(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_SUMSQ); }
+kiln_status_t kiln_lower_nn_reduce_log_sum(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_LOGSUM); }
+kiln_status_t kiln_lower_nn_reduce_log_sum_exp(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_LOGSUMEXP); }

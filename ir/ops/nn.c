@@ -25,6 +25,13 @@ static const kiln_op_schema_t nn_ops[] = {
     OP("ReduceMean", reduce_mean, 1, 2, 1, 1, REDUCTION),
     OP("ReduceSum", reduce_sum, 1, 2, 1, 1, REDUCTION),
     OP("ReduceMax", reduce_max, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceMin", reduce_min, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceProd", reduce_prod, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceL1", reduce_l1, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceL2", reduce_l2, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceSumSquare", reduce_sum_square, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceLogSum", reduce_log_sum, 1, 2, 1, 1, REDUCTION),
+    OP("ReduceLogSumExp", reduce_log_sum_exp, 1, 2, 1, 1, REDUCTION),
 };
 
 const kiln_op_family_t kiln_ops_nn = {

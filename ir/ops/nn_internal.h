@@ -28,6 +28,13 @@ KILN_NN_DECLARE(layernorm)
 KILN_NN_DECLARE(reduce_mean)
 KILN_NN_DECLARE(reduce_sum)
 KILN_NN_DECLARE(reduce_max)
+KILN_NN_DECLARE(reduce_min)
+KILN_NN_DECLARE(reduce_prod)
+KILN_NN_DECLARE(reduce_l1)
+KILN_NN_DECLARE(reduce_l2)
+KILN_NN_DECLARE(reduce_sum_square)
+KILN_NN_DECLARE(reduce_log_sum)
+KILN_NN_DECLARE(reduce_log_sum_exp)
 
 #undef KILN_NN_DECLARE
 
