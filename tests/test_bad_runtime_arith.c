@@ -319,7 +319,7 @@ static void test_big_sum(void) {
 }
 
 /* Long rows with a tail, several rows, every reduction kind the blocked
- * lowering serves, against the reference: exact for Max and integer sums,
+ * lowering serves, against the reference: exact for Max, Min and integer sums,
  * f32 sums within 1e-5 relative of the reference's double sum. */
 static void blocked_case(const char* op, kiln_dtype_t t, int64_t rows, int64_t row) {
   kiln_graph_t* g = graph_new();
@@ -354,7 +354,8 @@ static void blocked_case(const char* op, kiln_dtype_t t, int64_t rows, int64_t r
   if (ran && got[0].nbytes == want[0].nbytes && got[0].dtype == want[0].dtype) {
     for (int64_t i = 0; i < rows; ++i) {
       double w = kiln_load_f64(t, want[0].data, (size_t)i), v = kiln_load_f64(t, got[0].data, (size_t)i);
-      double tol = t == KILN_DTYPE_F32 && strcmp(op, "ReduceMax") ? 1e-5 * fmax(1.0, fabs(w)) : 0.0;
+      const bool exact = !strcmp(op, "ReduceMax") || !strcmp(op, "ReduceMin");
+      double tol = t == KILN_DTYPE_F32 && !exact ? 1e-5 * fmax(1.0, fabs(w)) : 0.0;
       CHECK_MSG(fabs(v - w) <= tol, "%s: %s %s row %lld: %.9g, reference %.9g", g_target_name, op,
                 kiln_dtype_name(t), (long long)i, v, w);
     }
@@ -419,6 +420,14 @@ static void test_blocked_reductions(void) {
   blocked_case("ReduceMean", KILN_DTYPE_F32, 2, 70001);
   blocked_case("ReduceMax", KILN_DTYPE_F32, 3, 65536);
   blocked_case("ReduceSum", KILN_DTYPE_I64, 2, 90000);
+  /* the map (|x|, x*x, exp x) applies per element, the finish once per row */
+  blocked_case("ReduceMin", KILN_DTYPE_F32, 2, 70001);
+  blocked_case("ReduceL1", KILN_DTYPE_F32, 2, 100003);
+  blocked_case("ReduceL2", KILN_DTYPE_F32, 3, 70001);
+  blocked_case("ReduceSumSquare", KILN_DTYPE_F32, 2, 65536);
+  blocked_case("ReduceLogSumExp", KILN_DTYPE_F32, 2, 100003);
+  blocked_case("ReduceSumSquare", KILN_DTYPE_I64, 2, 90000);
+  blocked_case("ReduceMin", KILN_DTYPE_I32, 2, 90000);
 }
 
 int main(int argc, char** argv) {

@@ -28,6 +28,8 @@
 #define F16 KILN_DTYPE_F16
 #define I32 KILN_DTYPE_I32
 #define I64 KILN_DTYPE_I64
+#define I8 KILN_DTYPE_I8
+#define U8 KILN_DTYPE_U8
 #define NONE KILN_DTYPE_UNDEFINED
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -635,23 +637,35 @@ static void reduce_case(const char* op, int64_t opset, kiln_dtype_t t, int rank,
 }
 
 static void test_reduce(void) {
-  const char* ops[3] = {"ReduceMean", "ReduceSum", "ReduceMax"};
-  for (int o = 0; o < 3; ++o) {
-    int64_t newset = o == 1 ? 13 : 18;
+  /* ints: the kinds with exact integer results (L2, LogSum, LogSumExp are
+   * float only) */
+  static const struct {
+    const char* op;
+    bool ints;
+  } ops[] = {{"ReduceMean", true},       {"ReduceSum", true},     {"ReduceMax", true},
+             {"ReduceMin", true},        {"ReduceProd", true},    {"ReduceL1", true},
+             {"ReduceL2", false},        {"ReduceSumSquare", true}, {"ReduceLogSum", false},
+             {"ReduceLogSumExp", false}};
+  for (int o = 0; o < NELEM(ops); ++o) {
+    int64_t newset = !strcmp(ops[o].op, "ReduceSum") ? 13 : 18;
     for (int in = 0; in < 2; ++in) {
       int64_t opset = in ? newset : 11;
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(2, 3), 1, 0, in);
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 1, DIMS(1), 0, 0, in);
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(0, -2), 1, 0, in);
-      reduce_case(ops[o], opset, F32, 3, DIMS(3, 1, 100), 1, DIMS(-1), 0, 0, in);
-      reduce_case(ops[o], opset, F32, 3, DIMS(3, 50, 4), 0, NULL, 0, 0, in);
-      reduce_case(ops[o], opset, I32, 3, DIMS(3, 5, 4), 1, DIMS(1), 1, 0, in);
-      reduce_case(ops[o], opset, I64, 3, DIMS(3, 5, 4), 1, DIMS(2), 0, 0, in);
-      reduce_case(ops[o], opset, F16, 3, DIMS(3, 5, 4), 2, DIMS(0, 2), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(2, 3), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 1, DIMS(1), 0, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(0, -2), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 3, DIMS(3, 1, 100), 1, DIMS(-1), 0, 0, in);
+      reduce_case(ops[o].op, opset, F32, 3, DIMS(3, 50, 4), 0, NULL, 0, 0, in);
+      if (ops[o].ints) {
+        reduce_case(ops[o].op, opset, I32, 3, DIMS(3, 5, 4), 1, DIMS(1), 1, 0, in);
+        reduce_case(ops[o].op, opset, I64, 3, DIMS(3, 5, 4), 1, DIMS(2), 0, 0, in);
+      }
+      reduce_case(ops[o].op, opset, F16, 3, DIMS(3, 5, 4), 2, DIMS(0, 2), 1, 0, in);
     }
-    reduce_case(ops[o], newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
-    reduce_case(ops[o], 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
+    reduce_case(ops[o].op, newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
+    reduce_case(ops[o].op, 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
   }
+  reduce_case("ReduceMin", 18, U8, 2, DIMS(4, 9), 1, DIMS(1), 0, 0, true);
+  reduce_case("ReduceMin", 18, I8, 2, DIMS(4, 9), 1, DIMS(0), 1, 0, true);
 }
 
 /* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
