@@ -21,6 +21,7 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"MaxPool", kiln_lower_nn_maxpool},
     {"AveragePool", kiln_lower_nn_avgpool},
     {"GlobalAveragePool", kiln_lower_nn_global_avgpool},
+    {"GlobalMaxPool", kiln_lower_nn_global_maxpool},
     {"Softmax", kiln_lower_nn_softmax},
     {"LogSoftmax", kiln_lower_nn_log_softmax},
     {"LayerNormalization", kiln_lower_nn_layernorm},

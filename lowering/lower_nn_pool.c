@@ -1,5 +1,5 @@
 /* MaxPool (with the optional Indices output), AveragePool and
- * GlobalAveragePool.
+ * GlobalAveragePool / GlobalMaxPool.
  *
  * Window pools run one output row at a time (PARALLEL over the N*C planes):
  * a PRIVATE accumulator row is updated tap by tap, each tap as a loop over
@@ -228,65 +228,52 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
 kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
 kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
 
-/* ---- GlobalAveragePool ---------------------------------------------------- */
+/* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
 
-/* y[p] = sum(x[p][:]) / plane over a flat view; planes of 64 and more sum
- * 16 lanes at a time into a PRIVATE vector, then across the lanes. */
-kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+typedef struct gp_s {
+  const tir_buffer_t* xv;
+  const tir_expr_t* p;
+} gp_t;
+
+static const tir_expr_t* gp_val(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const gp_t* g = u;
+  return nn_ldf(kb, g->xv, NN_IDX(g->p, i));
+}
+
+/* Each (n, c) plane reduced as one row by nn_lane_reduce (16 lanes, blocked
+ * past 64k), in parallel over planes. */
+static kiln_status_t global_pool(kiln_lower_ctx_t* ctx, const char* op, bool is_max) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
   if (!x || !y || x->rank < 3) {
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "GlobalAveragePool: input must have rank >= 3");
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input must have rank >= 3", op);
   }
   tir_ctx_t* t = kb.t;
   const int64_t P = x->shape[0] * x->shape[1];
   int64_t plane = 1;
   for (int32_t i = 2; i < x->rank; ++i) plane *= x->shape[i];
   if (P == 0) return NULL;
-  const tir_buffer_t *xv, *yv;
-  int64_t xs[2] = {P, plane}, ys[1] = {P};
-  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, xs, &xv));
+  gp_t g = {NULL, NULL};
+  const tir_buffer_t* yv;
+  int64_t xs[2] = {P, plane}, ys[1] = {P}, one = 1;
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, xs, &g.xv));
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 1, ys, &yv));
-  const int64_t L = plane >= 64 ? 16 : 1;
-  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
   tir_var_t* vp = nn_var(&kb, "p");
-  const tir_expr_t* p = nn_v(&kb, vp);
-  const tir_stmt_t* items[5] = {NULL, NULL, NULL, NULL, NULL};
-  {
-    tir_var_t* vl = nn_var(&kb, "l");
-    items[0] = nn_for(&kb, vl, L, tir_store(t, acc, NN_IDX(nn_v(&kb, vl)), nn_f(&kb, 0.0)));
-    if (L > 1) nn_vectorize(&kb, vl);
-  }
-  int64_t full = plane / L;
-  if (full > 0) {
-    tir_var_t* vi = nn_var(&kb, "i");
-    tir_var_t* vl = nn_var(&kb, "l");
-    const tir_expr_t* l = nn_v(&kb, vl);
-    const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vi), L), l);
-    const tir_stmt_t* s = tir_store(t, acc, NN_IDX(l),
-                                    tir_add(t, tir_load(t, acc, NN_IDX(l)), nn_ldf(&kb, xv, NN_IDX(p, e))));
-    items[1] = nn_for(&kb, vi, full, nn_for(&kb, vl, L, s));
-    if (L > 1) nn_vectorize(&kb, vl);
-  }
-  const tir_expr_t* z = nn_i(&kb, 0);
-  if (plane % L) {
-    tir_var_t* vr = nn_var(&kb, "r");
-    const tir_expr_t* e = nn_addc(&kb, nn_v(&kb, vr), full * L);
-    items[2] = nn_for(&kb, vr, plane % L,
-                      tir_store(t, acc, NN_IDX(z),
-                                tir_add(t, tir_load(t, acc, NN_IDX(z)), nn_ldf(&kb, xv, NN_IDX(p, e)))));
-  }
-  if (L > 1) {
-    tir_var_t* vl = nn_var(&kb, "lr");
-    const tir_expr_t* l = nn_addc(&kb, nn_v(&kb, vl), 1);
-    items[3] = nn_for(&kb, vl, L - 1,
-                      tir_store(t, acc, NN_IDX(z),
-                                tir_add(t, tir_load(t, acc, NN_IDX(z)), tir_load(t, acc, NN_IDX(l)))));
-  }
-  items[4] = nn_stf(&kb, yv, NN_IDX(p),
-                    tir_bin(t, TIR_DIV, tir_load(t, acc, NN_IDX(z)), nn_f(&kb, (double)plane)));
-  const tir_stmt_t* s = nn_for(&kb, vp, P, tir_alloc(t, acc, tir_seq(t, 5, items)));
+  g.p = nn_v(&kb, vp);
+  const tir_stmt_t* red = nn_lane_reduce(&kb, acc, is_max ? TIR_MAX : TIR_ADD,
+                                         nn_f(&kb, is_max ? -INFINITY : 0.0), plane, gp_val, &g);
+  const tir_expr_t* v = tir_load(t, acc, NN_IDX(nn_i(&kb, 0)));
+  if (!is_max) v = tir_bin(t, TIR_DIV, v, nn_f(&kb, (double)plane));
+  const tir_stmt_t* s = nn_for(&kb, vp, P, tir_alloc(t, acc, tir_seq2(t, red, nn_stf(&kb, yv, NN_IDX(g.p), v))));
   if (P > 1 && P * plane >= 4096) nn_parallel(&kb, vp);
   return nn_emit(&kb, s);
+}
+
+kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+  return global_pool(ctx, "GlobalAveragePool", false);
+}
+kiln_status_t kiln_lower_nn_global_maxpool(kiln_lower_ctx_t* ctx) {
+  return global_pool(ctx, "GlobalMaxPool", true);
 }

@@ -536,6 +536,15 @@ static void test_pools(void) {
   spec_t sp3 = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
   sp3.in[0] = RAND(F32, 1, 2, 3, 4, 5);
   check_case(&sp3, "GlobalAveragePool [1,2,3,4,5]");
+  /* GlobalMaxPool: short planes, 16-lane planes, f16, one blocked plane */
+  static const int64_t gm[4][4] = {{2, 3, 1, 5}, {2, 5, 7, 7}, {1, 3, 9, 10}, {1, 2, 300, 300}};
+  for (int i = 0; i < 4; ++i) {
+    spec_t g = {.op = "GlobalMaxPool", .n_in = 1, .n_out = 1};
+    g.in[0] = rand_array(i == 2 ? F16 : F32, 4, gm[i]);
+    char what[64];
+    snprintf(what, sizeof what, "GlobalMaxPool case %d", i);
+    check_case(&g, what);
+  }
 }
 
 /* ---- norms, softmax, reductions ------------------------------------------------ */

@@ -19,6 +19,7 @@ static const kiln_op_schema_t nn_ops[] = {
     OP("MaxPool", maxpool, 1, 1, 1, 2, REDUCTION),
     OP("AveragePool", avgpool, 1, 1, 1, 1, REDUCTION),
     OP("GlobalAveragePool", global_avgpool, 1, 1, 1, 1, REDUCTION),
+    OP("GlobalMaxPool", global_maxpool, 1, 1, 1, 1, REDUCTION),
     OP("Softmax", softmax, 1, 1, 1, 1, REDUCTION),
     OP("LogSoftmax", log_softmax, 1, 1, 1, 1, REDUCTION),
     OP("LayerNormalization", layernorm, 2, 3, 1, 3, REDUCTION),

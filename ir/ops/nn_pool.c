@@ -1,5 +1,5 @@
 /* MaxPool (with the optional Indices output), AveragePool and
- * GlobalAveragePool over 1 to 3 spatial dims.
+ * GlobalAveragePool and GlobalMaxPool over 1 to 3 spatial dims.
  *
  * AveragePool follows the ONNX reference implementation (which generated the
  * backend tests): with count_include_pad=1 the divisor is the full kernel
@@ -249,10 +249,10 @@ kiln_status_t kiln_nn_avgpool_run(const kiln_ref_ctx_t* ctx) {
   return st;
 }
 
-/* ---- GlobalAveragePool -------------------------------------------------- */
+/* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
 
-kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
-  KILN_RETURN_IF_ERROR(pool_dtype(ctx, "GlobalAveragePool", false));
+static kiln_status_t global_infer(kiln_infer_t* ctx, const char* op) {
+  KILN_RETURN_IF_ERROR(pool_dtype(ctx, op, false));
   const kiln_shape_t* x = &ctx->in[0]->shape;
   if (x->rank < 0) {
     kiln_shape_t u = kiln_shape_unknown();
@@ -261,9 +261,9 @@ kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
   }
   if (x->rank < 3) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "GlobalAveragePool: input '%s' has rank %d, "
+                            "%s: input '%s' has rank %d, "
                             "expected >= 3 (N, C, spatial...)",
-                            kiln_nn_in_name(ctx, 0), (int)x->rank);
+                            op, kiln_nn_in_name(ctx, 0), (int)x->rank);
   }
   kiln_shape_t out = *x;
   for (int32_t i = 2; i < out.rank; ++i) out.dims[i] = 1;
@@ -271,12 +271,13 @@ kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
   return NULL;
 }
 
-int64_t kiln_nn_global_avgpool_flops(const kiln_infer_t* ctx) {
+static int64_t global_flops(const kiln_infer_t* ctx) {
   const kiln_shape_t* x = &ctx->in[0]->shape;
   return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
 }
 
-kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) {
+/* The mean (in double) or the max (NaN wins, as in numpy) of each plane. */
+static kiln_status_t global_run(const kiln_ref_ctx_t* ctx, bool is_max) {
   const kiln_array_t* X = ctx->in[0];
   kiln_array_t* Y = ctx->out[0];
   const int64_t planes = X->shape.dims[0] * X->shape.dims[1];
@@ -287,13 +288,28 @@ kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) {
   if (!st) st = kiln_nn_f32_dest(ctx, Y, &y, &ys);
   if (!st) {
     for (int64_t nc = 0; nc < planes; ++nc) {
-      double sum = 0.0;
+      double acc = is_max ? -INFINITY : 0.0;
       const float* xp = x + nc * plane;
-      for (int64_t i = 0; i < plane; ++i) sum += xp[i];
-      y[nc] = (float)(sum / (double)plane);
+      for (int64_t i = 0; i < plane; ++i) {
+        if (!is_max) acc += xp[i];
+        else if (xp[i] > acc || isnan(xp[i])) acc = xp[i];
+      }
+      y[nc] = (float)(is_max ? acc : acc / (double)plane);
     }
     kiln_nn_f32_store(ctx, Y, ys);
   }
   kiln_nn_scratch_free(ctx, xs);
   return st;
 }
+
+kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
+  return global_infer(ctx, "GlobalAveragePool");
+}
+int64_t kiln_nn_global_avgpool_flops(const kiln_infer_t* ctx) { return global_flops(ctx); }
+kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) { return global_run(ctx, false); }
+
+kiln_status_t kiln_nn_global_maxpool_infer(kiln_infer_t* ctx) {
+  return global_infer(ctx, "GlobalMaxPool");
+}
+int64_t kiln_nn_global_maxpool_flops(const kiln_infer_t* ctx) { return global_flops(ctx); }
+kiln_status_t kiln_nn_global_maxpool_run(const kiln_ref_ctx_t* ctx) { return global_run(ctx, true); }
