@@ -35,6 +35,9 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"ReduceSumSquare", kiln_lower_nn_reduce_sum_square},
     {"ReduceLogSum", kiln_lower_nn_reduce_log_sum},
     {"ReduceLogSumExp", kiln_lower_nn_reduce_log_sum_exp},
+    {"ArgMax", kiln_lower_nn_argmax},
+    {"ArgMin", kiln_lower_nn_argmin},
+    {"Hardmax", kiln_lower_nn_hardmax},
 };
 const size_t kiln_lower_nn_count = sizeof(kiln_lower_nn) / sizeof(kiln_lower_nn[0]);
 

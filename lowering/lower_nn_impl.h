@@ -242,5 +242,8 @@ kiln_status_t kiln_lower_nn_reduce_l2(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_sum_square(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_log_sum(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_log_sum_exp(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_argmax(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_argmin(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_hardmax(kiln_lower_ctx_t* ctx);
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -677,6 +677,49 @@ static void test_reduce(void) {
   reduce_case("ReduceMin", 18, I8, 2, DIMS(4, 9), 1, DIMS(0), 1, 0, true);
 }
 
+/* ArgMax / ArgMin / Hardmax: axes first, middle, last; integer inputs with
+ * ties (rand_array's ints repeat) for select_last_index; NaNs, which count
+ * as the extreme. */
+static void scan_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                      int64_t axis, int keep, int last, bool nans) {
+  spec_t sp = {.op = op, .opset = opset, .n_in = 1, .n_out = 1};
+  sp.in[0] = rand_array(t, rank, d);
+  if (nans) {
+    for (int64_t i = 0; i < kiln_array_numel(&sp.in[0]); i += 7) kiln_store_f64(t, sp.in[0].data, (size_t)i, NAN);
+  }
+  if (axis != 99) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", axis);
+  if (strcmp(op, "Hardmax")) {
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("keepdims", keep);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("select_last_index", last);
+  }
+  char what[128];
+  snprintf(what, sizeof what, "%s opset %lld %s rank %d axis %lld keep %d last %d nans %d", op,
+           (long long)opset, kiln_dtype_name(t), rank, (long long)axis, keep, last, nans);
+  check_case(&sp, what);
+}
+
+static void test_argmax(void) {
+  const char* ops[2] = {"ArgMax", "ArgMin"};
+  for (int o = 0; o < 2; ++o) {
+    for (int last = 0; last < 2; ++last) {
+      scan_case(ops[o], 13, F32, 3, DIMS(4, 5, 6), 0, 1, last, false);
+      scan_case(ops[o], 13, F32, 3, DIMS(4, 5, 6), -2, 0, last, false);
+      scan_case(ops[o], 13, I32, 3, DIMS(4, 5, 6), 2, 1, last, false);
+      scan_case(ops[o], 13, I64, 2, DIMS(3, 40), 1, 0, last, false);
+      scan_case(ops[o], 13, U8, 2, DIMS(30, 3), 0, 1, last, false);
+      scan_case(ops[o], 13, F16, 3, DIMS(2, 9, 3), 1, 1, last, false);
+      scan_case(ops[o], 13, F32, 2, DIMS(5, 30), 1, 1, last, true);
+    }
+    scan_case(ops[o], 11, F32, 2, DIMS(64, 300), 1, 0, 0, false);
+    scan_case(ops[o], 13, F32, 1, DIMS(1), 0, 1, 0, false);
+  }
+  scan_case("Hardmax", 13, F32, 3, DIMS(4, 5, 6), 99, 0, 0, false);
+  scan_case("Hardmax", 13, F32, 3, DIMS(4, 5, 6), 1, 0, 0, true);
+  scan_case("Hardmax", 13, F16, 2, DIMS(3, 70), 0, 0, 0, false);
+  scan_case("Hardmax", 11, F32, 3, DIMS(4, 5, 6), 99, 0, 0, false);
+  scan_case("Hardmax", 11, F32, 3, DIMS(4, 5, 6), 0, 0, 0, false);
+}
+
 /* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
 
 static kiln_status_t plan_only(spec_t* sp) {
@@ -731,6 +774,7 @@ int main(void) {
   RUN(test_layernorm);
   RUN(test_softmax);
   RUN(test_reduce);
+  RUN(test_argmax);
   RUN(test_errors);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();

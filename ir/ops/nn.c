@@ -33,6 +33,9 @@ static const kiln_op_schema_t nn_ops[] = {
     OP("ReduceSumSquare", reduce_sum_square, 1, 2, 1, 1, REDUCTION),
     OP("ReduceLogSum", reduce_log_sum, 1, 2, 1, 1, REDUCTION),
     OP("ReduceLogSumExp", reduce_log_sum_exp, 1, 2, 1, 1, REDUCTION),
+    OP("ArgMax", argmax, 1, 1, 1, 1, REDUCTION),
+    OP("ArgMin", argmin, 1, 1, 1, 1, REDUCTION),
+    OP("Hardmax", hardmax, 1, 1, 1, 1, REDUCTION),
 };
 
 const kiln_op_family_t kiln_ops_nn = {

@@ -36,6 +36,9 @@ KILN_NN_DECLARE(reduce_l2)
 KILN_NN_DECLARE(reduce_sum_square)
 KILN_NN_DECLARE(reduce_log_sum)
 KILN_NN_DECLARE(reduce_log_sum_exp)
+KILN_NN_DECLARE(argmax)
+KILN_NN_DECLARE(argmin)
+KILN_NN_DECLARE(hardmax)
 
 #undef KILN_NN_DECLARE
 

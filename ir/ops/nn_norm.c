@@ -383,3 +383,41 @@ kiln_status_t kiln_nn_log_softmax_run(const kiln_ref_ctx_t* ctx) {
 int64_t kiln_nn_log_softmax_flops(const kiln_infer_t* ctx) {
   return kiln_nn_softmax_flops(ctx);
 }
+
+/* Hardmax: 1 at the first maximum of each row (a NaN counts as the
+ * maximum, as numpy's argmax in the ONNX reference), 0 elsewhere; the axis
+ * rules are Softmax's (2-D coercion before opset 13). */
+kiln_status_t kiln_nn_hardmax_infer(kiln_infer_t* ctx) {
+  return sm_infer(ctx, "Hardmax");
+}
+kiln_status_t kiln_nn_hardmax_run(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* X = ctx->in[0];
+  int64_t outer = 0, n = 0, inner = 0;
+  KILN_RETURN_IF_ERROR(
+      sm_setup(ctx->node, "Hardmax", ctx->opset, &X->shape, &outer, &n, &inner));
+  const float* x;
+  float *xs = NULL, *y, *ys = NULL;
+  kiln_status_t st = kiln_nn_f32_load(ctx, X, &x, &xs);
+  if (!st) st = kiln_nn_f32_dest(ctx, ctx->out[0], &y, &ys);
+  if (!st) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const float* xr = x + o * n * inner + i;
+        int64_t best = 0;
+        for (int64_t a = 1; a < n; ++a) {
+          const float v = xr[a * inner], b = xr[best * inner];
+          if (isnan(b)) break;
+          if (v > b || isnan(v)) best = a;
+        }
+        for (int64_t a = 0; a < n; ++a)
+          y[(o * n + a) * inner + i] = a == best ? 1.0f : 0.0f;
+      }
+    kiln_nn_f32_store(ctx, ctx->out[0], ys);
+  }
+  kiln_nn_scratch_free(ctx, xs);
+  return st;
+}
+int64_t kiln_nn_hardmax_flops(const kiln_infer_t* ctx) {
+  const kiln_shape_t* x = &ctx->in[0]->shape;
+  return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
+}
