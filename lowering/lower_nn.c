@@ -25,6 +25,8 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"Softmax", kiln_lower_nn_softmax},
     {"LogSoftmax", kiln_lower_nn_log_softmax},
     {"LayerNormalization", kiln_lower_nn_layernorm},
+    {"InstanceNormalization", kiln_lower_nn_instancenorm},
+    {"GroupNormalization", kiln_lower_nn_groupnorm},
     {"ReduceMean", kiln_lower_nn_reduce_mean},
     {"ReduceSum", kiln_lower_nn_reduce_sum},
     {"ReduceMax", kiln_lower_nn_reduce_max},

@@ -245,5 +245,7 @@ kiln_status_t kiln_lower_nn_reduce_log_sum_exp(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_argmax(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_argmin(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_hardmax(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_instancenorm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_groupnorm(kiln_lower_ctx_t* ctx);
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -720,6 +720,41 @@ static void test_argmax(void) {
   scan_case("Hardmax", 11, F32, 3, DIMS(4, 5, 6), 0, 0, 0, false);
 }
 
+/* InstanceNormalization / GroupNormalization: per-group parameters (GroupNorm
+ * before 21) and per-channel ones, f16, constant parameters, a row past 64k
+ * (blocked statistics), 1-D and 3-D spatial. */
+static void groupnorm_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                           int64_t groups, uint32_t const_mask) {
+  const int64_t plen = groups && opset < 21 ? groups : d[1];
+  spec_t sp = {.op = op, .opset = opset, .n_in = 3, .n_out = 1, .const_mask = const_mask,
+               .tol = t == F16 ? 3e-3 : 2e-5};
+  sp.in[0] = rand_array(t, rank, d);
+  sp.in[1] = rand_array(t, 1, DIMS(plen));
+  sp.in[2] = rand_array(t, 1, DIMS(plen));
+  if (groups) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("num_groups", groups);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_float("epsilon", 1e-3f);
+  char what[128];
+  snprintf(what, sizeof what, "%s opset %lld %s rank %d groups %lld const %u", op, (long long)opset,
+           kiln_dtype_name(t), rank, (long long)groups, const_mask);
+  check_case(&sp, what);
+}
+
+static void test_groupnorm(void) {
+  groupnorm_case("InstanceNormalization", 6, F32, 4, DIMS(2, 3, 5, 7), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 3, DIMS(2, 4, 100), 0, 6u);
+  groupnorm_case("InstanceNormalization", 6, F16, 4, DIMS(1, 3, 9, 9), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 4, DIMS(1, 2, 300, 300), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 5, DIMS(1, 2, 3, 4, 5), 0, 0);
+  for (int v = 0; v < 2; ++v) {
+    const int64_t opset = v ? 21 : 18;
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(2, 6, 5, 7), 3, 0);
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(2, 6, 5, 7), 1, 6u);
+    groupnorm_case("GroupNormalization", opset, F32, 3, DIMS(3, 8, 33), 8, 0);
+    groupnorm_case("GroupNormalization", opset, F16, 4, DIMS(1, 4, 6, 6), 2, 0);
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(1, 4, 200, 200), 2, 0);
+  }
+}
+
 /* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
 
 static kiln_status_t plan_only(spec_t* sp) {
@@ -775,6 +810,7 @@ int main(void) {
   RUN(test_softmax);
   RUN(test_reduce);
   RUN(test_argmax);
+  RUN(test_groupnorm);
   RUN(test_errors);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();

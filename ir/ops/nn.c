@@ -23,6 +23,8 @@ static const kiln_op_schema_t nn_ops[] = {
     OP("Softmax", softmax, 1, 1, 1, 1, REDUCTION),
     OP("LogSoftmax", log_softmax, 1, 1, 1, 1, REDUCTION),
     OP("LayerNormalization", layernorm, 2, 3, 1, 3, REDUCTION),
+    OP("InstanceNormalization", instancenorm, 3, 3, 1, 1, REDUCTION),
+    OP("GroupNormalization", groupnorm, 3, 3, 1, 1, REDUCTION),
     OP("ReduceMean", reduce_mean, 1, 2, 1, 1, REDUCTION),
     OP("ReduceSum", reduce_sum, 1, 2, 1, 1, REDUCTION),
     OP("ReduceMax", reduce_max, 1, 2, 1, 1, REDUCTION),

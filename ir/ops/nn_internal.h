@@ -39,6 +39,8 @@ KILN_NN_DECLARE(reduce_log_sum_exp)
 KILN_NN_DECLARE(argmax)
 KILN_NN_DECLARE(argmin)
 KILN_NN_DECLARE(hardmax)
+KILN_NN_DECLARE(instancenorm)
+KILN_NN_DECLARE(groupnorm)
 
 #undef KILN_NN_DECLARE
 
