@@ -27,6 +27,9 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"LayerNormalization", kiln_lower_nn_layernorm},
     {"InstanceNormalization", kiln_lower_nn_instancenorm},
     {"GroupNormalization", kiln_lower_nn_groupnorm},
+    {"LRN", kiln_lower_nn_lrn},
+    {"LpNormalization", kiln_lower_nn_lpnorm},
+    {"MeanVarianceNormalization", kiln_lower_nn_mvn},
     {"ReduceMean", kiln_lower_nn_reduce_mean},
     {"ReduceSum", kiln_lower_nn_reduce_sum},
     {"ReduceMax", kiln_lower_nn_reduce_max},
@@ -212,6 +215,21 @@ const tir_expr_t* nn_clamp(nn_kb_t* kb, const tir_expr_t* a, int64_t lo, int64_t
   int64_t x;
   if (is_int(a, &x)) return nn_i(kb, x < lo ? lo : x > hi ? hi : x);
   return tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, a, nn_i(kb, lo)), nn_i(kb, hi));
+}
+
+int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred) {
+  int32_t ng = 0;
+  for (int32_t d = 0; d < x->rank; ++d) {
+    if (x->shape[d] == 1) continue;
+    if (ng > 0 && gred[ng - 1] == red[d]) {
+      gdim[ng - 1] *= x->shape[d];
+    } else {
+      gdim[ng] = x->shape[d];
+      gred[ng++] = red[d];
+    }
+  }
+  if (ng == 0) gdim[ng] = 1, gred[ng++] = false;
+  return ng;
 }
 
 const tir_expr_t* nn_f(nn_kb_t* kb, double v) { return tir_const(kb->t, KILN_DTYPE_F32, v); }

@@ -120,6 +120,11 @@ kiln_status_t nn_window(const kiln_node_t* node, const char* op, int32_t nsp,
 
 /* ---- reductions ------------------------------------------------------- */
 
+/* Splits the dims of |x| into runs of kept and reduced (|red|) dims, size-1
+ * dims dropped, each run merged into one dim: gdim/gred get the runs in
+ * order (at least one: [1] kept when nothing is left). Returns their count. */
+int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred);
+
 typedef const tir_expr_t* (*nn_val_fn)(nn_kb_t* kb, const void* user, const tir_expr_t* i);
 
 /* dst[0] = ident op f(0) op ... op f(n-1) for op TIR_ADD / TIR_MAX in dst's
@@ -247,5 +252,8 @@ kiln_status_t kiln_lower_nn_argmin(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_hardmax(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_instancenorm(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_groupnorm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_lrn(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_lpnorm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_mvn(kiln_lower_ctx_t* ctx);
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

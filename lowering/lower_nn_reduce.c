@@ -227,20 +227,10 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
     red[a] = true;
   }
   if (tir_buffer_numel(y) == 0) return NULL;
-  /* Runs of kept / reduced dims, size-1 dims dropped. */
   rd_t r;
   memset(&r, 0, sizeof r);
   r.kind = kind;
-  for (int32_t d = 0; d < x->rank; ++d) {
-    if (x->shape[d] == 1) continue;
-    if (r.ng > 0 && r.gred[r.ng - 1] == red[d]) {
-      r.gdim[r.ng - 1] *= x->shape[d];
-    } else {
-      r.gdim[r.ng] = x->shape[d];
-      r.gred[r.ng++] = red[d];
-    }
-  }
-  if (r.ng == 0) r.gdim[r.ng] = 1, r.gred[r.ng++] = false;
+  r.ng = nn_dim_runs(x, red, r.gdim, r.gred);
   int64_t nout = 1, group = 1;
   int64_t yshape[KILN_MAX_RANK];
   int32_t ny = 0;

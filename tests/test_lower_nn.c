@@ -755,6 +755,52 @@ static void test_groupnorm(void) {
   }
 }
 
+/* LpNormalization (p 1 and 2, first / middle / last axis, a row past 64k),
+ * MeanVarianceNormalization (default and other axes), LRN (odd and even
+ * windows, a window wider than C, 1-D and 2-D spatial). */
+static void one_in_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                        int n_attrs, const kiln_attr_t* attrs, const char* what) {
+  spec_t sp = {.op = op, .opset = opset, .n_in = 1, .n_out = 1, .tol = t == F16 ? 3e-3 : 2e-5};
+  sp.in[0] = rand_array(t, rank, d);
+  for (int i = 0; i < n_attrs; ++i) sp.attrs[sp.n_attrs++] = attrs[i];
+  check_case(&sp, what);
+}
+
+static void test_more_norms(void) {
+  for (int p = 1; p <= 2; ++p) {
+    for (int64_t axis = -1; axis <= 1; ++axis) {
+      kiln_attr_t at[2] = {kiln_attr_make_int("p", p), kiln_attr_make_int("axis", axis)};
+      char what[64];
+      snprintf(what, sizeof what, "LpNormalization p %d axis %lld", p, (long long)axis);
+      one_in_case("LpNormalization", 1, F32, 3, DIMS(4, 6, 70), 2, at, what);
+    }
+    kiln_attr_t at[1] = {kiln_attr_make_int("p", p)};
+    one_in_case("LpNormalization", 1, F32, 2, DIMS(2, 100003), 1, at, "LpNormalization long rows");
+    one_in_case("LpNormalization", 1, F16, 2, DIMS(3, 40), 1, at, "LpNormalization f16");
+  }
+  one_in_case("MeanVarianceNormalization", 13, F32, 4, DIMS(3, 4, 5, 6), 0, NULL, "MVN default axes");
+  one_in_case("MeanVarianceNormalization", 13, F16, 4, DIMS(2, 3, 4, 5), 0, NULL, "MVN f16");
+  {
+    kiln_attr_t at[1] = {kiln_attr_make_ints("axes", 2, DIMS(1, -1))};
+    one_in_case("MeanVarianceNormalization", 13, F32, 3, DIMS(3, 20, 30), 1, at, "MVN axes [1,-1]");
+  }
+  {
+    kiln_attr_t at[1] = {kiln_attr_make_ints("axes", 1, DIMS(0))};
+    one_in_case("MeanVarianceNormalization", 13, F32, 3, DIMS(50, 2, 3), 1, at, "MVN axes [0]");
+  }
+  static const int64_t sizes[4] = {1, 3, 4, 9};
+  for (int i = 0; i < 4; ++i) {
+    kiln_attr_t at[4] = {kiln_attr_make_int("size", sizes[i]), kiln_attr_make_float("alpha", 0.5f),
+                         kiln_attr_make_float("beta", 0.7f), kiln_attr_make_float("bias", 1.5f)};
+    char what[64];
+    snprintf(what, sizeof what, "LRN size %lld", (long long)sizes[i]);
+    one_in_case("LRN", 13, F32, 4, DIMS(2, 7, 5, 6), 4, at, what);
+    one_in_case("LRN", 13, F32, 3, DIMS(1, 5, 33), 4, at, what);
+  }
+  kiln_attr_t lrn_f16[1] = {kiln_attr_make_int("size", 5)};
+  one_in_case("LRN", 13, F16, 4, DIMS(1, 8, 4, 4), 1, lrn_f16, "LRN f16 defaults");
+}
+
 /* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
 
 static kiln_status_t plan_only(spec_t* sp) {
@@ -794,6 +840,12 @@ static void test_errors(void) {
     /* run-time axes: no static output shape, refused before lowering */
     CHECK_ERR(plan_only(&sp), -1, "static");
   }
+  {
+    spec_t sp = {.op = "LRN", .opset = 13, .n_in = 1, .n_out = 1};
+    sp.in[0] = RAND(F32, 1, 40, 2, 2);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("size", 33);
+    CHECK_ERR(plan_only(&sp), KILN_UNSUPPORTED, "LRN: size 33");
+  }
 }
 
 int main(void) {
@@ -811,6 +863,7 @@ int main(void) {
   RUN(test_reduce);
   RUN(test_argmax);
   RUN(test_groupnorm);
+  RUN(test_more_norms);
   RUN(test_errors);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();

@@ -41,6 +41,9 @@ KILN_NN_DECLARE(argmin)
 KILN_NN_DECLARE(hardmax)
 KILN_NN_DECLARE(instancenorm)
 KILN_NN_DECLARE(groupnorm)
+KILN_NN_DECLARE(lrn)
+KILN_NN_DECLARE(lpnorm)
+KILN_NN_DECLARE(mvn)
 
 #undef KILN_NN_DECLARE
 
