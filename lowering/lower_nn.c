@@ -20,6 +20,7 @@ const kiln_lower_entry_t kiln_lower_nn[] = {
     {"BatchNormalization", kiln_lower_nn_batchnorm},
     {"MaxPool", kiln_lower_nn_maxpool},
     {"AveragePool", kiln_lower_nn_avgpool},
+    {"LpPool", kiln_lower_nn_lppool},
     {"GlobalAveragePool", kiln_lower_nn_global_avgpool},
     {"GlobalMaxPool", kiln_lower_nn_global_maxpool},
     {"Softmax", kiln_lower_nn_softmax},

@@ -235,6 +235,7 @@ kiln_status_t kiln_lower_nn_softmax(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_log_softmax(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_lppool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_global_maxpool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx);

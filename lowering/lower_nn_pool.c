@@ -1,4 +1,4 @@
-/* MaxPool (with the optional Indices output), AveragePool and
+/* MaxPool (with the optional Indices output), AveragePool, LpPool and
  * GlobalAveragePool / GlobalMaxPool.
  *
  * Window pools run one output row at a time (PARALLEL over the N*C planes):
@@ -15,14 +15,15 @@
  * AveragePool divides by the full kernel size with count_include_pad (as the
  * reference and the ONNX tests do, even for taps past the end padding) and
  * by the number of valid taps otherwise (0/0 = NaN for an all-padding
- * window, as in the reference).
+ * window, as in the reference). LpPool sums |x|^p over the valid taps and
+ * takes the p-th root.
  */
 #include <math.h>
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
 
-typedef enum { POOL_MAX, POOL_AVG } pool_kind_t;
+typedef enum { POOL_MAX, POOL_AVG, POOL_LP } pool_kind_t;
 
 typedef struct pl_s {
   pool_kind_t kind;
@@ -32,6 +33,7 @@ typedef struct pl_s {
   int64_t planes;
   bool include_pad;
   int64_t storage_order;
+  int64_t lp; /* LpPool's p */
   /* PRIVATE rows of one output row */
   const tir_buffer_t *acc, *aux, *at; /* aux: seen flag (max) or count (avg) */
 } pl_t;
@@ -62,7 +64,12 @@ static const tir_stmt_t* tap_update(nn_kb_t* kb, const pl_t* pl, const tir_expr_
   const tir_expr_t* a = tir_load(t, pl->acc, NN_IDX(ow));
   const tir_expr_t* x = tir_load(t, pl->aux, NN_IDX(ow));
   const tir_expr_t* one = nn_f(kb, 1.0);
-  if (pl->kind == POOL_AVG) {
+  if (pl->kind != POOL_MAX) {
+    if (pl->kind == POOL_LP) {
+      const tir_expr_t* av = tir_call(t, TIR_FABS, 1, v, NULL, NULL);
+      v = pl->lp == 1 ? av : pl->lp == 2 ? tir_mul(t, v, v)
+                                         : tir_call(t, TIR_POW, 2, av, nn_f(kb, (double)pl->lp), NULL);
+    }
     const tir_expr_t* add = valid ? tir_select(t, valid, v, nn_f(kb, 0.0)) : v;
     const tir_expr_t* inc = valid ? tir_select(t, valid, one, nn_f(kb, 0.0)) : one;
     const tir_stmt_t* s0 = tir_store(t, pl->acc, NN_IDX(ow), tir_add(t, a, add));
@@ -138,6 +145,10 @@ static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   const tir_expr_t* yi[KILN_MAX_RANK];
   sp_idx(pl->nsp, e->n, e->c, o3, yi);
   const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
+  if (pl->kind == POOL_LP && pl->lp > 1) {
+    r = pl->lp == 2 ? tir_call(t, TIR_SQRT, 1, r, NULL, NULL)
+                    : tir_call(t, TIR_POW, 2, r, nn_f(kb, 1.0 / (double)pl->lp), NULL);
+  }
   if (pl->kind == POOL_AVG) {
     double taps = (double)a3[0].k * (double)a3[1].k * (double)a3[2].k;
     r = tir_bin(t, TIR_DIV, r, pl->include_pad ? nn_f(kb, taps) : tir_load(t, pl->aux, NN_IDX(ow)));
@@ -186,7 +197,7 @@ static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
 }
 
 static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
-  const char* op = kind == POOL_MAX ? "MaxPool" : "AveragePool";
+  const char* op = kind == POOL_MAX ? "MaxPool" : kind == POOL_AVG ? "AveragePool" : "LpPool";
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   pl_t pl;
@@ -204,7 +215,9 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "ceil_mode", 0, &ceil_mode));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "count_include_pad", 0, &cip));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "storage_order", 0, &pl.storage_order));
-  pl.include_pad = cip != 0;
+  /* LpPool sums every tap, padding as zeros: no count to keep */
+  pl.include_pad = cip != 0 || kind == POOL_LP;
+  if (kind == POOL_LP) KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "p", 2, &pl.lp));
   nn_axis_t ax[3];
   KILN_RETURN_IF_ERROR(nn_window(ctx->node, op, pl.nsp, pl.x->shape + 2, pl.y->shape + 2, NULL,
                                  ceil_mode != 0, ax));
@@ -227,6 +240,7 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
 
 kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
 kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
+kiln_status_t kiln_lower_nn_lppool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_LP); }
 
 /* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
 

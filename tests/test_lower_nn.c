@@ -465,7 +465,7 @@ typedef struct plc_s {
   int nsp;
   int64_t n, c, in[3], k[3], s[3], d[3], pb[3], pe[3];
   const char* auto_pad;
-  int ceil_mode, cip, storage_order, indices;
+  int ceil_mode, cip, storage_order, indices; /* cip: LpPool's p */
   bool f16;
 } plc_t;
 
@@ -491,6 +491,7 @@ static void pool_case(const plc_t* c) {
   else sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("pads", 2 * c->nsp, pd[slot]);
   sp.attrs[sp.n_attrs++] = kiln_attr_make_int("ceil_mode", c->ceil_mode);
   if (!strcmp(c->op, "AveragePool")) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("count_include_pad", c->cip);
+  if (!strcmp(c->op, "LpPool")) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("p", c->cip);
   if (c->storage_order) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("storage_order", c->storage_order);
   char what[256];
   snprintf(what, sizeof what, "%s nsp=%d c=%lld in=%lldx%lld k=%lldx%lld s=%lld d=%lld p=%lld/%lld %s ceil=%d cip=%d so=%d ind=%d%s",
@@ -520,6 +521,12 @@ static void test_pools(void) {
       {"AveragePool", 3, 1, 2, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {0}, {0, 1, 1}, {1, 0, 1}, NULL, 1, 0},
       {"AveragePool", 2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER", 0, 0},
       {"AveragePool", 2, 1, 2, {6, 6}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, NULL, 0, 0},
+      {"LpPool", 2, 1, 4, {16, 15}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}, NULL, 0, 2},
+      {"LpPool", 2, 2, 3, {7, 9}, {3, 2}, {2, 2}, {0}, {1, 0}, {1, 1}, NULL, 1, 1},
+      {"LpPool", 1, 1, 3, {12}, {5}, {1}, {0}, {2}, {2}, NULL, 0, 3},
+      {"LpPool", 3, 1, 2, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {0}, {0, 1, 1}, {1, 0, 1}, NULL, 0, 4},
+      {"LpPool", 2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER", 0, 2, 0, 0, true},
+      {"LpPool", 2, 1, 2, {6, 6}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, NULL, 0, 2},
   };
   for (int i = 0; i < NELEM(cases); ++i) pool_case(&cases[i]);
   for (int f = 0; f < 2; ++f) {

@@ -18,6 +18,7 @@ static const kiln_op_schema_t nn_ops[] = {
     OP("BatchNormalization", batchnorm, 5, 5, 1, 5, BROADCAST),
     OP("MaxPool", maxpool, 1, 1, 1, 2, REDUCTION),
     OP("AveragePool", avgpool, 1, 1, 1, 1, REDUCTION),
+    OP("LpPool", lppool, 1, 1, 1, 1, REDUCTION),
     OP("GlobalAveragePool", global_avgpool, 1, 1, 1, 1, REDUCTION),
     OP("GlobalMaxPool", global_maxpool, 1, 1, 1, 1, REDUCTION),
     OP("Softmax", softmax, 1, 1, 1, 1, REDUCTION),
