@@ -218,6 +218,11 @@ const tir_expr_t* nn_clamp(nn_kb_t* kb, const tir_expr_t* a, int64_t lo, int64_t
   return tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, a, nn_i(kb, lo)), nn_i(kb, hi));
 }
 
+const tir_expr_t* nn_sqdev(nn_kb_t* kb, const tir_expr_t* x, const tir_buffer_t* mean) {
+  const tir_expr_t* d = tir_sub(kb->t, x, tir_load(kb->t, mean, NN_IDX(nn_i(kb, 0))));
+  return tir_mul(kb->t, d, d);
+}
+
 int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred) {
   int32_t ng = 0;
   for (int32_t d = 0; d < x->rank; ++d) {

@@ -56,8 +56,7 @@ static const tir_expr_t* an_sum1(nn_kb_t* kb, const void* u, const tir_expr_t* r
 
 static const tir_expr_t* an_dev2(nn_kb_t* kb, const void* u, const tir_expr_t* r) {
   const an_t* a = u;
-  const tir_expr_t* d = tir_sub(kb->t, an_x(kb, a, r), tir_load(kb->t, a->mean, NN_IDX(nn_i(kb, 0))));
-  return tir_mul(kb->t, d, d);
+  return nn_sqdev(kb, an_x(kb, a, r), a->mean);
 }
 
 static kiln_status_t axes_norm(kiln_lower_ctx_t* ctx, bool mvn) {

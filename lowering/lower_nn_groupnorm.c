@@ -25,9 +25,7 @@ static const tir_expr_t* gn_x(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
 }
 
 static const tir_expr_t* gn_dev2(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
-  const gn_t* g = u;
-  const tir_expr_t* d = tir_sub(kb->t, gn_x(kb, u, i), tir_load(kb->t, g->mean, NN_IDX(nn_i(kb, 0))));
-  return tir_mul(kb->t, d, d);
+  return nn_sqdev(kb, gn_x(kb, u, i), ((const gn_t*)u)->mean);
 }
 
 static kiln_status_t group_norm(kiln_lower_ctx_t* ctx, bool instance) {

@@ -123,6 +123,10 @@ kiln_status_t nn_window(const kiln_node_t* node, const char* op, int32_t nsp,
 /* Splits the dims of |x| into runs of kept and reduced (|red|) dims, size-1
  * dims dropped, each run merged into one dim: gdim/gred get the runs in
  * order (at least one: [1] kept when nothing is left). Returns their count. */
+/* (x - mean[0])^2 in f32: the variance pass of the normalisations, with
+ * |mean| a PRIVATE [1] buffer holding the row's mean. */
+const tir_expr_t* nn_sqdev(nn_kb_t* kb, const tir_expr_t* x, const tir_buffer_t* mean);
+
 int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred);
 
 typedef const tir_expr_t* (*nn_val_fn)(nn_kb_t* kb, const void* user, const tir_expr_t* i);

@@ -680,6 +680,25 @@ static void test_reduce(void) {
     reduce_case(ops[o].op, newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
     reduce_case(ops[o].op, 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
   }
+  /* LogSumExp of values near 200 (exp overflows f32 past 88): the lowering
+   * subtracts the max first; every layout (rows, kept last dim, blocked). */
+  static const struct {
+    int rank;
+    int64_t d[3];
+    int64_t axis;
+  } lse[] = {{2, {3, 50}, 1}, {3, {4, 30, 6}, 1}, {2, {2, 70001}, 1}, {2, {5, 7}, 0}};
+  for (int i = 0; i < NELEM(lse); ++i) {
+    spec_t sp = {.op = "ReduceLogSumExp", .opset = 13, .n_in = 1, .n_out = 1, .tol = 1e-5};
+    sp.in[0] = rand_array(F32, lse[i].rank, lse[i].d);
+    float* v = sp.in[0].data;
+    for (int64_t j = 0; j < kiln_array_numel(&sp.in[0]); ++j) v[j] = 200.0f + 10.0f * v[j];
+    if (i == 3) /* column 0 all -inf: the shift falls back to 0 */
+      for (int j = 0; j < 35; j += 7) v[j] = -INFINITY;
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("axes", 1, &lse[i].axis);
+    char what[64];
+    snprintf(what, sizeof what, "ReduceLogSumExp near 200, case %d", i);
+    check_case(&sp, what);
+  }
   reduce_case("ReduceMin", 18, U8, 2, DIMS(4, 9), 1, DIMS(1), 0, 0, true);
   reduce_case("ReduceMin", 18, I8, 2, DIMS(4, 9), 1, DIMS(0), 1, 0, true);
 }

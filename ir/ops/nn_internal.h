@@ -48,6 +48,15 @@ KILN_NN_DECLARE(mvn)
 
 #undef KILN_NN_DECLARE
 
+/* The Reduce* kinds (schema in nn_reduce.c; the lowering shares them). */
+typedef enum kiln_nn_red_kind_e {
+  KILN_NN_RED_MEAN, KILN_NN_RED_SUM, KILN_NN_RED_MAX, KILN_NN_RED_MIN,
+  KILN_NN_RED_PROD, KILN_NN_RED_L1, KILN_NN_RED_L2, KILN_NN_RED_SUMSQ,
+  KILN_NN_RED_LOGSUM, KILN_NN_RED_LOGSUMEXP
+} kiln_nn_red_kind_t;
+/* "ReduceMean", ... */
+const char* kiln_nn_red_name(kiln_nn_red_kind_t k);
+
 /* ---- messages ---------------------------------------------------------- */
 
 /* "[3,3]" into |buf|; returns |buf|. */

@@ -18,14 +18,8 @@
 
 #include "ir/ops/nn_internal.h"
 
-typedef enum {
-  RED_MEAN, RED_SUM, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ,
-  RED_LOGSUM, RED_LOGSUMEXP
-} red_kind_t;
+typedef kiln_nn_red_kind_t red_kind_t;
 
-static const char* const red_names[] = {
-    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-    "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
 
 typedef struct red_s {
   red_kind_t kind;
@@ -37,11 +31,18 @@ typedef struct red_s {
   kiln_shape_t out;
 } red_t;
 
-static const char* red_name(red_kind_t k) { return red_names[k]; }
+const char* kiln_nn_red_name(kiln_nn_red_kind_t k) {
+  static const char* const names[] = {
+      "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+      "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+  return names[k];
+}
+
+static const char* red_name(red_kind_t k) { return kiln_nn_red_name(k); }
 
 /* The kinds whose integer results are exact (the others are float only). */
 static bool red_int_ok(red_kind_t k) {
-  return k != RED_L2 && k != RED_LOGSUM && k != RED_LOGSUMEXP;
+  return k != KILN_NN_RED_L2 && k != KILN_NN_RED_LOGSUM && k != KILN_NN_RED_LOGSUMEXP;
 }
 
 /* Shared by infer (tensors, values maybe unknown) and run (static arrays):
@@ -115,7 +116,7 @@ static kiln_status_t red_setup(red_kind_t kind, const kiln_node_t* node,
 }
 
 static bool axes_from_input(red_kind_t kind, int64_t opset) {
-  return opset >= (kind == RED_SUM ? 13 : 18);
+  return opset >= (kind == KILN_NN_RED_SUM ? 13 : 18);
 }
 
 /* Reads axes from the attribute or input 1, whichever the opset uses. */
@@ -131,14 +132,14 @@ static kiln_status_t red_axes_attr(red_kind_t kind, const kiln_node_t* node,
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: axes is an input since opset %d, but the "
                             "node has an 'axes' attribute (opset %lld)",
-                            red_name(kind), kind == RED_SUM ? 13 : 18,
+                            red_name(kind), kind == KILN_NN_RED_SUM ? 13 : 18,
                             (long long)opset);
   }
   if (!*from_input && has_input) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: axes is an attribute before opset %d, but the "
                             "node has a second input (opset %lld)",
-                            red_name(kind), kind == RED_SUM ? 13 : 18,
+                            red_name(kind), kind == KILN_NN_RED_SUM ? 13 : 18,
                             (long long)opset);
   }
   *axes = v;
@@ -149,7 +150,7 @@ static kiln_status_t red_axes_attr(red_kind_t kind, const kiln_node_t* node,
 static kiln_status_t red_dtype(red_kind_t kind, kiln_dtype_t t,
                                const char* name) {
   if (t == KILN_DTYPE_UNDEFINED) return NULL;
-  if ((t == KILN_DTYPE_BOOL && kind != RED_MAX && kind != RED_MIN) ||
+  if ((t == KILN_DTYPE_BOOL && kind != KILN_NN_RED_MAX && kind != KILN_NN_RED_MIN) ||
       (!kiln_dtype_is_float(t) && !red_int_ok(kind))) {
     return kiln_make_status(KILN_UNSUPPORTED,
                             "%s: input '%s' has dtype %s, which %s does not "
@@ -245,23 +246,23 @@ static int64_t lowest_i64(kiln_dtype_t t) {
 }
 
 static double red_ident_f64(red_kind_t k, kiln_dtype_t t) {
-  return k == RED_MAX ? lowest_f64(t) : k == RED_MIN ? highest_f64(t) : k == RED_PROD ? 1.0 : 0.0;
+  return k == KILN_NN_RED_MAX ? lowest_f64(t) : k == KILN_NN_RED_MIN ? highest_f64(t) : k == KILN_NN_RED_PROD ? 1.0 : 0.0;
 }
 
 static int64_t red_ident_i64(red_kind_t k, kiln_dtype_t t) {
-  return k == RED_MAX ? lowest_i64(t) : k == RED_MIN ? highest_i64(t) : k == RED_PROD ? 1 : 0;
+  return k == KILN_NN_RED_MAX ? lowest_i64(t) : k == KILN_NN_RED_MIN ? highest_i64(t) : k == KILN_NN_RED_PROD ? 1 : 0;
 }
 
 /* acc (fold) map(v). Max and Min propagate NaN, as numpy does. */
 static double red_fold_f64(red_kind_t k, double acc, double v) {
   switch (k) {
-    case RED_MAX: return v > acc || isnan(v) ? v : acc;
-    case RED_MIN: return v < acc || isnan(v) ? v : acc;
-    case RED_PROD: return acc * v;
-    case RED_L1: return acc + fabs(v);
-    case RED_L2:
-    case RED_SUMSQ: return acc + v * v;
-    case RED_LOGSUMEXP: return acc + exp(v);
+    case KILN_NN_RED_MAX: return v > acc || isnan(v) ? v : acc;
+    case KILN_NN_RED_MIN: return v < acc || isnan(v) ? v : acc;
+    case KILN_NN_RED_PROD: return acc * v;
+    case KILN_NN_RED_L1: return acc + fabs(v);
+    case KILN_NN_RED_L2:
+    case KILN_NN_RED_SUMSQ: return acc + v * v;
+    case KILN_NN_RED_LOGSUMEXP: return acc + exp(v);
     default: return acc + v;
   }
 }
@@ -270,11 +271,11 @@ static double red_fold_f64(red_kind_t k, double acc, double v) {
 static int64_t red_fold_i64(red_kind_t k, int64_t acc, int64_t v) {
   const uint64_t a = (uint64_t)acc, u = (uint64_t)v;
   switch (k) {
-    case RED_MAX: return v > acc ? v : acc;
-    case RED_MIN: return v < acc ? v : acc;
-    case RED_PROD: return (int64_t)(a * u);
-    case RED_L1: return (int64_t)(a + (v < 0 ? 0 - u : u));
-    case RED_SUMSQ: return (int64_t)(a + u * u);
+    case KILN_NN_RED_MAX: return v > acc ? v : acc;
+    case KILN_NN_RED_MIN: return v < acc ? v : acc;
+    case KILN_NN_RED_PROD: return (int64_t)(a * u);
+    case KILN_NN_RED_L1: return (int64_t)(a + (v < 0 ? 0 - u : u));
+    case KILN_NN_RED_SUMSQ: return (int64_t)(a + u * u);
     default: return (int64_t)(a + u);
   }
 }
@@ -350,13 +351,13 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
   for (int64_t o = 0; o < nout; ++o) {
     if (is_float) {
       double v = accf[o];
-      if (kind == RED_MEAN) v = v / (double)group; /* 0/0 = NaN on empty */
-      if (kind == RED_L2) v = sqrt(v);
-      if (kind == RED_LOGSUM || kind == RED_LOGSUMEXP) v = log(v);
+      if (kind == KILN_NN_RED_MEAN) v = v / (double)group; /* 0/0 = NaN on empty */
+      if (kind == KILN_NN_RED_L2) v = sqrt(v);
+      if (kind == KILN_NN_RED_LOGSUM || kind == KILN_NN_RED_LOGSUMEXP) v = log(v);
       kiln_store_f64(Y->dtype, Y->data, (size_t)o, v);
     } else {
       int64_t v = acci[o];
-      if (kind == RED_MEAN) v = group ? v / group : 0;
+      if (kind == KILN_NN_RED_MEAN) v = group ? v / group : 0;
       kiln_store_i64(Y->dtype, Y->data, (size_t)o, v);
     }
   }
@@ -366,26 +367,26 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
 }
 
 kiln_status_t kiln_nn_reduce_mean_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_MEAN);
+  return red_infer(ctx, KILN_NN_RED_MEAN);
 }
 kiln_status_t kiln_nn_reduce_mean_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_MEAN);
+  return red_run(ctx, KILN_NN_RED_MEAN);
 }
 int64_t kiln_nn_reduce_mean_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
 
 kiln_status_t kiln_nn_reduce_sum_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_SUM);
+  return red_infer(ctx, KILN_NN_RED_SUM);
 }
 kiln_status_t kiln_nn_reduce_sum_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_SUM);
+  return red_run(ctx, KILN_NN_RED_SUM);
 }
 int64_t kiln_nn_reduce_sum_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
 
 kiln_status_t kiln_nn_reduce_max_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_MAX);
+  return red_infer(ctx, KILN_NN_RED_MAX);
 }
 kiln_status_t kiln_nn_reduce_max_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_MAX);
+  return red_run(ctx, KILN_NN_RED_MAX);
 }
 int64_t kiln_nn_reduce_max_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
 
@@ -394,10 +395,10 @@ int64_t kiln_nn_reduce_max_flops(const kiln_infer_t* ctx) { return red_flops(ctx
   kiln_status_t kiln_nn_##fn##_infer(kiln_infer_t* ctx) { return red_infer(ctx, kind); } \
   kiln_status_t kiln_nn_##fn##_run(const kiln_ref_ctx_t* ctx) { return red_run(ctx, kind); } \
   int64_t kiln_nn_##fn##_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
-RED_ENTRY(reduce_min, RED_MIN)
-RED_ENTRY(reduce_prod, RED_PROD)
-RED_ENTRY(reduce_l1, RED_L1)
-RED_ENTRY(reduce_l2, RED_L2)
-RED_ENTRY(reduce_sum_square, RED_SUMSQ)
-RED_ENTRY(reduce_log_sum, RED_LOGSUM)
-RED_ENTRY(reduce_log_sum_exp, RED_LOGSUMEXP)
+RED_ENTRY(reduce_min, KILN_NN_RED_MIN)
+RED_ENTRY(reduce_prod, KILN_NN_RED_PROD)
+RED_ENTRY(reduce_l1, KILN_NN_RED_L1)
+RED_ENTRY(reduce_l2, KILN_NN_RED_L2)
+RED_ENTRY(reduce_sum_square, KILN_NN_RED_SUMSQ)
+RED_ENTRY(reduce_log_sum, KILN_NN_RED_LOGSUM)
+RED_ENTRY(reduce_log_sum_exp, KILN_NN_RED_LOGSUMEXP)
