@@ -747,8 +747,8 @@ static void test_argmax(void) {
 }
 
 /* InstanceNormalization / GroupNormalization: per-group parameters (GroupNorm
- * before 21) and per-channel ones, f16, constant parameters, a row past 64k
- * (blocked statistics), 1-D and 3-D spatial. */
+ * before 21) and per-channel ones, f16, constant parameters, rows past 32k
+ * (statistics in blocks, three kernels), 1-D and 3-D spatial. */
 static void groupnorm_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
                            int64_t groups, uint32_t const_mask) {
   const int64_t plen = groups && opset < 21 ? groups : d[1];
@@ -779,6 +779,11 @@ static void test_groupnorm(void) {
     groupnorm_case("GroupNormalization", opset, F16, 4, DIMS(1, 4, 6, 6), 2, 0);
     groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(1, 4, 200, 200), 2, 0);
   }
+  /* long rows in blocks (a UNet block's shape, scaled down), f16 and
+   * constant parameters on that path, and a prime row that cannot split */
+  groupnorm_case("GroupNormalization", 21, F32, 4, DIMS(2, 32, 64, 64), 4, 0);
+  groupnorm_case("GroupNormalization", 18, F16, 4, DIMS(1, 8, 64, 64), 2, 6u);
+  groupnorm_case("InstanceNormalization", 6, F32, 3, DIMS(1, 2, 32771), 0, 0);
 }
 
 /* LpNormalization (p 1 and 2, first / middle / last axis, a row past 64k),
