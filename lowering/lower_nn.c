@@ -1,8 +1,9 @@
 /* kiln lowering: the nn op family (Conv, ConvTranspose, MatMul, Gemm,
- * BatchNormalization, pools, Softmax/LogSoftmax, LayerNormalization and
- * Reduce{Mean,Sum,Max}). This file holds the table and the helpers the
- * split files share (kernel builder, expressions, constants, windows); the
- * lowerings live in lower_nn_{gemm,conv,pool,norm,reduce}.c.
+ * BatchNormalization, pools, Softmax/LogSoftmax/Hardmax, the normalisations
+ * and the Reduce* / ArgMax / ArgMin reductions). This file holds the table
+ * and the helpers the split files share (kernel builder, expressions,
+ * constants, windows); the lowerings live in
+ * lower_nn_{gemm,conv,pool,norm,reduce,argmax,groupnorm,axes_norm}.c.
  */
 #include <math.h>
 #include <stdlib.h>
