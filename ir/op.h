@@ -72,10 +72,23 @@ typedef enum kiln_op_pattern_e {
   KILN_PATTERN_OPAQUE,
 } kiln_op_pattern_t;
 
-/* One op: its arity, shape/type inference, reference kernel, cost and
- * fusion pattern, in one entry of its family's table. Its lowering lives
- * in the lowering layer's table of the same family (lowering/lower_*.c),
- * which may not be imported from here. */
+/* Which template kernels of the lowering (lowering/template.h) may compute
+ * an op's plan kernel, so the matchers ask the schema instead of comparing op
+ * names. A bit only makes the op a candidate: the matcher still checks the
+ * node's operands, attributes and buffers. */
+enum {
+  KILN_OP_TMPL_GEMM = 1u << 0,       /* GEMM template (MatMul, Gemm) */
+  KILN_OP_TMPL_GEMM_ATTRS = 1u << 1, /* with GEMM: the op has Gemm's bias input C and
+                                        transA/transB/alpha/beta attributes */
+  KILN_OP_TMPL_CONV = 1u << 2,       /* conv, Winograd and depthwise templates (Conv) */
+};
+
+/* One op: its arity, shape/type inference, reference kernel, cost, fusion
+ * pattern and template eligibility. Each is one line of its family's
+ * X-macro list (ir/ops/<family>.def), which also names the op's lowering
+ * function: the family's .c file expands the list into this table, and
+ * lowering/lower_<family>.c into the lowering table (which ir/ may not
+ * import). */
 typedef struct kiln_op_schema_s {
   const char* op_type;
   int16_t min_inputs, max_inputs;   /* max -1: variadic */
@@ -86,6 +99,7 @@ typedef struct kiln_op_schema_s {
    * NULL: one per output element. */
   int64_t (*flops)(const kiln_infer_t* ctx);
   kiln_op_pattern_t pattern;
+  uint32_t templates; /* KILN_OP_TMPL_* bits */
 } kiln_op_schema_t;
 
 typedef struct kiln_op_family_s {
@@ -101,6 +115,9 @@ extern const kiln_op_family_t kiln_ops_tensor;
 
 /* Schema for ai.onnx |op_type| (domain "" or "ai.onnx"), or NULL. */
 const kiln_op_schema_t* kiln_op_lookup(const char* domain, const char* op_type);
+/* KILN_OP_TMPL_* bits of |n|'s op: of its schema when resolved, else looked
+ * up by domain and op type (passes add nodes after resolve); 0 without one. */
+uint32_t kiln_op_node_templates(const kiln_node_t* n);
 /* All schemas, for listing the claimed op set. */
 size_t kiln_op_count(void);
 const kiln_op_schema_t* kiln_op_at(size_t i);

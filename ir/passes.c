@@ -7,6 +7,7 @@
 #include "ir/pass_util.h"
 
 const kiln_graph_pass_t kiln_graph_passes[] = {
+    {"einsum-to-matmul", kiln_pass_einsum},
     {"remove-noops", kiln_pass_remove_noops},
     {"fold-constants", kiln_pass_fold_constants},
     {"fold-batchnorm", kiln_pass_fold_batchnorm},

@@ -6,6 +6,8 @@
  * float reassociation for folds such as BatchNorm into Conv weights).
  *
  * Passes (in default order):
+ *   "einsum-to-matmul"  two-operand Einsum that is a batched matrix product
+ *                       -> Transpose/Reshape, MatMul, Reshape/Transpose
  *   "remove-noops"      Identity, Dropout (inference), Cast to the same type,
  *                       Reshape/Flatten/Squeeze/Unsqueeze to the same shape,
  *                       Transpose with the identity permutation, Expand to the

@@ -112,6 +112,10 @@ typedef enum tir_intrin_e {
   TIR_NEG, TIR_NOT, /* NOT: bool */
   TIR_SIGMOID,    /* 1 / (1 + exp(-x)) */
   TIR_FMA,        /* 3 args: a * b + c */
+  /* trigonometric and hyperbolic (f32 libm / OpenCL / GLSL built-ins) */
+  TIR_SIN, TIR_COS, TIR_TAN, TIR_ASIN, TIR_ACOS, TIR_ATAN,
+  TIR_SINH, TIR_COSH, TIR_ASINH, TIR_ACOSH, TIR_ATANH,
+  TIR_FMOD,       /* 2 args: C fmod (remainder with the sign of the dividend) */
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

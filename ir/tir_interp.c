@@ -252,6 +252,18 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
     case TIR_NOT: v.i = !a[0].i; break;
     case TIR_SIGMOID: v.f = 1.0f / (1.0f + expf(-x)); break;
     case TIR_FMA: v.f = fmaf(x, (float)a[1].f, (float)a[2].f); break;
+    case TIR_SIN: v.f = sinf(x); break;
+    case TIR_COS: v.f = cosf(x); break;
+    case TIR_TAN: v.f = tanf(x); break;
+    case TIR_ASIN: v.f = asinf(x); break;
+    case TIR_ACOS: v.f = acosf(x); break;
+    case TIR_ATAN: v.f = atanf(x); break;
+    case TIR_SINH: v.f = sinhf(x); break;
+    case TIR_COSH: v.f = coshf(x); break;
+    case TIR_ASINH: v.f = asinhf(x); break;
+    case TIR_ACOSH: v.f = acoshf(x); break;
+    case TIR_ATANH: v.f = atanhf(x); break;
+    case TIR_FMOD: v.f = fmodf(x, (float)a[1].f); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
   if (fl) v.f = round_to(e->dtype, v.f);

@@ -88,6 +88,9 @@ static const char* intrin_name(tir_intrin_t fn) {
       [TIR_FABS] = "fabs",   [TIR_FLOOR] = "floor",   [TIR_CEIL] = "ceil",
       [TIR_ROUND_EVEN] = "round_even", [TIR_POW] = "pow", [TIR_NEG] = "neg",
       [TIR_NOT] = "not",     [TIR_SIGMOID] = "sigmoid", [TIR_FMA] = "fma",
+      [TIR_SIN] = "sin", [TIR_COS] = "cos", [TIR_TAN] = "tan", [TIR_ASIN] = "asin",
+      [TIR_ACOS] = "acos", [TIR_ATAN] = "atan", [TIR_SINH] = "sinh", [TIR_COSH] = "cosh",
+      [TIR_ASINH] = "asinh", [TIR_ACOSH] = "acosh", [TIR_ATANH] = "atanh", [TIR_FMOD] = "fmod",
   };
   return (fn >= 0 && fn < TIR_INTRIN_COUNT_ && k[fn]) ? k[fn] : "?";
 }

@@ -182,12 +182,8 @@ kiln_status_t tir_sch_apply_cache(tir_sch_state_t* S, const tir_sched_step_t* st
     return kiln_make_status(KILN_INVALID_ARGUMENT, "buffer '%s' is not written inside loop '%s'",
                             buf->name, st->loop);
   tir_sch_list_t inner, loops;
-  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(c, L->u.loop.body, &inner));
-  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(c, S->body, &loops));
   tir_sch_region_t R;
-  memset(&R, 0, sizeof(R));
-  for (int32_t i = 0; i < A.n; ++i) tir_sch_region_add(&R, buf, A.a[i].idx, &inner, &loops);
-  tir_sch_region_finish(&R, buf);
+  KILN_RETURN_IF_ERROR(tir_sch_loop_region(S, L, &A, &inner, &loops, &R));
   bool copy_in = !write || write_needs_init(&A, &R, buf, &inner);
 
   const char* lname = NULL;

@@ -364,12 +364,8 @@ kiln_status_t tir_sch_apply_compute_at(tir_sch_state_t* S, const char* bname, co
   if (A.n == 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "buffer '%s' is not read inside loop '%s'",
                             bname, lname);
-  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(c, L->u.loop.body, &inner));
-  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(c, S->body, &loops));
   tir_sch_region_t R;
-  memset(&R, 0, sizeof(R));
-  for (int32_t i = 0; i < A.n; ++i) tir_sch_region_add(&R, buf, A.a[i].idx, &inner, &loops);
-  tir_sch_region_finish(&R, buf);
+  KILN_RETURN_IF_ERROR(tir_sch_loop_region(S, L, &A, &inner, &loops, &R));
 
   /* Which dim each stage loop indexes: the same plain variable in every
    * store, or in none. */

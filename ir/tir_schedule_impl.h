@@ -197,6 +197,13 @@ void tir_sch_region_add(tir_sch_region_t* r, const tir_buffer_t* b, const tir_ex
                         const tir_sch_list_t* inner, const tir_sch_list_t* loops);
 /* Sets the extents; dims as wide as the buffer become full. */
 void tir_sch_region_finish(tir_sch_region_t* r, const tir_buffer_t* b);
+/* The region of A->buf that one iteration of |loop| (a loop of S's body)
+ * touches through the accesses |A| collected in it: |inner| gets the loops
+ * inside |loop|, |loops| every loop of the body (both are used again to
+ * index the staged region). */
+kiln_status_t tir_sch_loop_region(const tir_sch_state_t* S, const tir_stmt_t* loop,
+                                  const tir_sch_accesses_t* A, tir_sch_list_t* inner,
+                                  tir_sch_list_t* loops, tir_sch_region_t* r);
 /* Index into the staged region of an access with original index |e|. */
 const tir_expr_t* tir_sch_region_local_index(tir_ctx_t* c, const tir_sch_dimreg_t* dr,
                                              const tir_expr_t* e, const tir_sch_list_t* inner);

@@ -485,6 +485,17 @@ void tir_sch_region_finish(tir_sch_region_t* r, const tir_buffer_t* b) {
   }
 }
 
+kiln_status_t tir_sch_loop_region(const tir_sch_state_t* S, const tir_stmt_t* loop,
+                                  const tir_sch_accesses_t* A, tir_sch_list_t* inner,
+                                  tir_sch_list_t* loops, tir_sch_region_t* r) {
+  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(S->c, loop->u.loop.body, inner));
+  KILN_RETURN_IF_ERROR(tir_sch_collect_loops(S->c, S->body, loops));
+  memset(r, 0, sizeof(*r));
+  for (int32_t i = 0; i < A->n; ++i) tir_sch_region_add(r, A->buf, A->a[i].idx, inner, loops);
+  tir_sch_region_finish(r, A->buf);
+  return NULL;
+}
+
 const tir_expr_t* tir_sch_region_local_index(tir_ctx_t* c, const tir_sch_dimreg_t* dr,
                                              const tir_expr_t* e, const tir_sch_list_t* inner) {
   if (dr->full) return e;

@@ -190,6 +190,18 @@ static bool fold_call(tir_intrin_t fn, const double* a, double* out) {
     case TIR_NEG: r = -x; break;
     case TIR_SIGMOID: r = 1.0f / (1.0f + expf(-x)); break;
     case TIR_FMA: r = fmaf(x, (float)a[1], (float)a[2]); break;
+    case TIR_SIN: r = sinf(x); break;
+    case TIR_COS: r = cosf(x); break;
+    case TIR_TAN: r = tanf(x); break;
+    case TIR_ASIN: r = asinf(x); break;
+    case TIR_ACOS: r = acosf(x); break;
+    case TIR_ATAN: r = atanf(x); break;
+    case TIR_SINH: r = sinhf(x); break;
+    case TIR_COSH: r = coshf(x); break;
+    case TIR_ASINH: r = asinhf(x); break;
+    case TIR_ACOSH: r = acoshf(x); break;
+    case TIR_ATANH: r = atanhf(x); break;
+    case TIR_FMOD: r = fmodf(x, (float)a[1]); break;
     default: return false;
   }
   *out = r;

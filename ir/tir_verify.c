@@ -149,7 +149,7 @@ static bool is_float(kiln_dtype_t t) { return kiln_dtype_is_float(t); }
 static bool is_int(kiln_dtype_t t) { return kiln_dtype_is_int(t); }
 
 static int32_t intrin_arity(tir_intrin_t fn) {
-  return fn == TIR_POW ? 2 : (fn == TIR_FMA ? 3 : 1);
+  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA ? 3 : 1);
 }
 
 static const char* binop_name(tir_binop_t op) {

@@ -77,14 +77,18 @@ kiln_status_t kiln_lower_const(kiln_lower_ctx_t* ctx, const char* name, kiln_arr
 /* Output |out_index| shares the memory of input |in_index| (same byte size). */
 kiln_status_t kiln_lower_alias(kiln_lower_ctx_t* ctx, int32_t out_index, int32_t in_index);
 
-typedef kiln_status_t (*kiln_lower_fn)(kiln_lower_ctx_t* ctx);
+/* A lowering function; families declare their entry points with it
+ * (`kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_gemm;`). */
+typedef kiln_status_t kiln_lower_op_t(kiln_lower_ctx_t* ctx);
+typedef kiln_lower_op_t* kiln_lower_fn;
 
 typedef struct kiln_lower_entry_s {
   const char* op_type;
   kiln_lower_fn fn;
 } kiln_lower_entry_t;
 
-/* Tables per family (lowering/lower_<family>.c). */
+/* Tables per family (lowering/lower_<family>.c), expanded from the family's
+ * op list ir/ops/<family>.def, so every schema has its lowering. */
 extern const kiln_lower_entry_t kiln_lower_elementwise[];
 extern const size_t kiln_lower_elementwise_count;
 extern const kiln_lower_entry_t kiln_lower_tensor[];

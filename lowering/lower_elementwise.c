@@ -447,8 +447,8 @@ static const tir_expr_t* u_not(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v
   return tir_bin(c, TIR_EQ, v, tir_const(c, KILN_DTYPE_BOOL, 0));
 }
 
-static kiln_status_t lower_map(kiln_lower_ctx_t* ctx, umap_fn fn, const uparams_t* p,
-                               uint32_t mask) {
+kiln_status_t kiln_lew_map(kiln_lower_ctx_t* ctx, kiln_lew_umap_fn fn, const void* user,
+                          uint32_t mask) {
   TRY(need(ctx, 0, mask));
   TRY(need_out(ctx));
   tir_ctx_t* c = ctx->tir;
@@ -458,10 +458,28 @@ static kiln_status_t lower_map(kiln_lower_ctx_t* ctx, umap_fn fn, const uparams_
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
   const tir_expr_t* v = widen(c, kiln_lew_bload(c, &n, x));
-  v = narrow(c, y->dtype, fn(c, x->dtype, v, p));
+  v = narrow(c, y->dtype, fn(c, x->dtype, v, user));
   const tir_stmt_t* body = kiln_lew_loops(c, &n, kiln_lew_store(c, &n, y, v));
   const tir_buffer_t* params[2] = {x, y};
   return kiln_lew_emit(ctx, &n, body, 2, params, true);
+}
+
+/* The maps of this file take their attributes as uparams_t. */
+typedef struct umap_s {
+  umap_fn fn;
+  const uparams_t* p;
+} umap_t;
+
+static const tir_expr_t* umap_call(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
+                                   const void* user) {
+  const umap_t* m = user;
+  return m->fn(c, t, v, m->p);
+}
+
+static kiln_status_t lower_map(kiln_lower_ctx_t* ctx, umap_fn fn, const uparams_t* p,
+                               uint32_t mask) {
+  const umap_t m = {fn, p};
+  return kiln_lew_map(ctx, umap_call, &m, mask);
 }
 
 #define SIMPLE(name, fn, mask)                         \
@@ -619,8 +637,7 @@ static kiln_status_t lower_clip(kiln_lower_ctx_t* ctx) {
 
 /* One output element from widened operands |a| and |b| of input dtype |t|;
  * float results are f32 (narrowed by the caller). */
-typedef const tir_expr_t* (*bin_fn)(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
-                                     const tir_expr_t* b);
+typedef kiln_lew_bin_fn bin_fn;
 
 static const tir_expr_t* b_add(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
                                const tir_expr_t* b) {
@@ -637,7 +654,7 @@ static const tir_expr_t* b_mul(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a
   (void)t;
   return tir_mul(c, a, b);
 }
-static const tir_expr_t* b_div(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
+const tir_expr_t* kiln_lew_div(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
                                const tir_expr_t* b) {
   if (kiln_dtype_is_float(t)) return tir_bin(c, TIR_DIV, a, b);
   /* Truncating division that never traps: the divisor is 1 where the
@@ -703,7 +720,8 @@ static const tir_expr_t* b_or(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
 
 /* |check_zero_b|: the kernel also stores KILN_CHECK_DIV_ZERO into a status
  * word where B is 0 (integer Div with a run-time divisor). */
-static kiln_status_t lower_binary_ex(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mask, bool check_zero_b) {
+kiln_status_t kiln_lew_binary(kiln_lower_ctx_t* ctx, kiln_lew_bin_fn fn, uint32_t mask,
+                             bool check_zero_b) {
   TRY(need(ctx, 0, mask));
   TRY(need(ctx, 1, mask));
   TRY(need_out(ctx));
@@ -741,7 +759,7 @@ static kiln_status_t lower_binary_ex(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t 
 }
 
 static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mask) {
-  return lower_binary_ex(ctx, fn, mask, false);
+  return kiln_lew_binary(ctx, fn, mask, false);
 }
 
 #define BINARY(name, fn, mask) \
@@ -755,7 +773,7 @@ BINARY(lower_mul, b_mul, M_NUM)
  * ir/ops/elementwise_binary.c), so the run fails like the reference's. */
 static kiln_status_t lower_div(kiln_lower_ctx_t* ctx) {
   const tir_buffer_t* b = kiln_lew_in(ctx, 1);
-  return lower_binary_ex(ctx, b_div, M_NUM, b && !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1));
+  return kiln_lew_binary(ctx, kiln_lew_div, M_NUM, b && !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1));
 }
 BINARY(lower_equal, b_eq, M_ALL)
 BINARY(lower_less, b_lt, M_NUM)
@@ -876,14 +894,16 @@ static kiln_status_t lower_pow(kiln_lower_ctx_t* ctx) {
 /* ---- Max / Min (variadic) ---------------------------------------------------- */
 
 /* out = in0 broadcast, then out = op(out, in_i) per input, per element: one
- * store per input keeps the expression size linear in the input count. */
-static kiln_status_t lower_variadic(kiln_lower_ctx_t* ctx, bin_fn fn) {
+ * store per input keeps the expression size linear in the input count
+ * (Mean: one more store dividing the rounded sum by the count). */
+kiln_status_t kiln_lew_variadic(kiln_lower_ctx_t* ctx, kiln_lew_bin_fn fn, uint32_t mask,
+                                bool mean) {
   TRY(need_out(ctx));
   tir_ctx_t* c = ctx->tir;
   const tir_buffer_t* y = ctx->out[0];
   if (ctx->n_in < 1) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: no inputs", opn(ctx));
   for (int32_t i = 0; i < ctx->n_in; ++i) {
-    TRY(need(ctx, i, M_NUM));
+    TRY(need(ctx, i, mask));
     if (ctx->in[i]->dtype != y->dtype || ctx->in[i]->rank > y->rank) {
       return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input %d (%s) does not fit the output",
                               opn(ctx), (int)i, kiln_dtype_name(ctx->in[i]->dtype));
@@ -892,7 +912,7 @@ static kiln_status_t lower_variadic(kiln_lower_ctx_t* ctx, bin_fn fn) {
   if (tir_buffer_numel(y) == 0) return NULL;
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
-  const tir_stmt_t** st = kiln_arena_alloc(&c->arena, sizeof(*st) * (size_t)ctx->n_in);
+  const tir_stmt_t** st = kiln_arena_alloc(&c->arena, sizeof(*st) * (size_t)(ctx->n_in + 1));
   if (!st) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", opn(ctx));
   st[0] = kiln_lew_store(c, &n, y, kiln_lew_bload(c, &n, ctx->in[0]));
   for (int32_t i = 1; i < ctx->n_in; ++i) {
@@ -900,7 +920,12 @@ static kiln_status_t lower_variadic(kiln_lower_ctx_t* ctx, bin_fn fn) {
     const tir_expr_t* v = widen(c, kiln_lew_bload(c, &n, ctx->in[i]));
     st[i] = kiln_lew_store(c, &n, y, narrow(c, y->dtype, fn(c, y->dtype, acc, v)));
   }
-  const tir_stmt_t* body = kiln_lew_loops(c, &n, tir_seq(c, ctx->n_in, st));
+  if (mean) {
+    const tir_expr_t* sum = widen(c, tir_load(c, y, n.idx));
+    const tir_expr_t* q = tir_bin(c, TIR_DIV, sum, f32c(c, (double)ctx->n_in));
+    st[ctx->n_in] = kiln_lew_store(c, &n, y, narrow(c, y->dtype, q));
+  }
+  const tir_stmt_t* body = kiln_lew_loops(c, &n, tir_seq(c, ctx->n_in + (mean ? 1 : 0), st));
   const tir_buffer_t** params =
       kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)(ctx->n_in + 1));
   if (!params) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", opn(ctx));
@@ -909,8 +934,8 @@ static kiln_status_t lower_variadic(kiln_lower_ctx_t* ctx, bin_fn fn) {
   return kiln_lew_emit(ctx, &n, body, ctx->n_in + 1, params, true);
 }
 
-static kiln_status_t lower_max(kiln_lower_ctx_t* ctx) { return lower_variadic(ctx, b_max); }
-static kiln_status_t lower_min(kiln_lower_ctx_t* ctx) { return lower_variadic(ctx, b_min); }
+static kiln_status_t lower_max(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_max, M_NUM, false); }
+static kiln_status_t lower_min(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_min, M_NUM, false); }
 
 /* ---- Where ----------------------------------------------------------------- */
 
@@ -963,7 +988,10 @@ static kiln_status_t lower_cast(kiln_lower_ctx_t* ctx) {
   tir_ctx_t* c = ctx->tir;
   const tir_buffer_t* x = ctx->in[0];
   const tir_buffer_t* y = ctx->out[0];
-  if (x->dtype == y->dtype) return kiln_lower_alias(ctx, 0, 0);
+  /* Same dtype: the output is the input, except for a constant input
+   * (CastLike of a constant to a run-time tensor's dtype), which a program
+   * may not alias: that is copied. */
+  if (x->dtype == y->dtype && !kiln_lew_const_in(ctx, 0)) return kiln_lower_alias(ctx, 0, 0);
   if (tir_buffer_numel(y) == 0) return NULL;
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
@@ -975,42 +1003,13 @@ static kiln_status_t lower_cast(kiln_lower_ctx_t* ctx) {
 
 /* ---- table ------------------------------------------------------------------- */
 
+/* The lowering table: op type and lowering function of each line of the
+ * family's op list (ir/ops/elementwise.def, which also holds the schema). */
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, lower},
 const kiln_lower_entry_t kiln_lower_elementwise[] = {
-    {"Identity", lower_identity},
-    {"Dropout", lower_dropout},
-    {"Relu", lower_relu},
-    {"LeakyRelu", lower_leakyrelu},
-    {"PRelu", lower_prelu},
-    {"Clip", lower_clip},
-    {"Sigmoid", lower_sigmoid},
-    {"Tanh", lower_tanh},
-    {"HardSigmoid", lower_hardsigmoid},
-    {"HardSwish", lower_hardswish},
-    {"Erf", lower_erf},
-    {"Gelu", lower_gelu},
-    {"Add", lower_add},
-    {"Sub", lower_sub},
-    {"Mul", lower_mul},
-    {"Div", lower_div},
-    {"Pow", lower_pow},
-    {"Max", lower_max},
-    {"Min", lower_min},
-    {"Sqrt", lower_sqrt},
-    {"Reciprocal", lower_reciprocal},
-    {"Exp", lower_exp},
-    {"Log", lower_log},
-    {"Neg", lower_neg},
-    {"Abs", lower_abs},
-    {"Cast", lower_cast},
-    {"Where", lower_where},
-    {"Equal", lower_equal},
-    {"Less", lower_less},
-    {"Greater", lower_greater},
-    {"LessOrEqual", lower_less_equal},
-    {"GreaterOrEqual", lower_greater_equal},
-    {"Not", lower_not},
-    {"And", lower_and},
-    {"Or", lower_or},
+#include "ir/ops/elementwise.def"
 };
+#undef KILN_OP
 const size_t kiln_lower_elementwise_count =
     sizeof kiln_lower_elementwise / sizeof kiln_lower_elementwise[0];

@@ -92,6 +92,33 @@ kiln_status_t kiln_lew_check(kiln_lower_ctx_t* ctx, const tir_buffer_t* b, kiln_
 /* Fills output |out| with the immediate |v| (f16 given as an f32 value). */
 kiln_status_t kiln_lew_fill(kiln_lower_ctx_t* ctx, const tir_buffer_t* out, const tir_expr_t* v);
 
+/* ---- op building blocks (lower_elementwise.c) ------------------------------ */
+
+/* One output element from the input element |v| (f16 widened to f32) of
+ * input dtype |t|; a float result is f32 (rounded by the caller). */
+typedef const tir_expr_t* (*kiln_lew_umap_fn)(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
+                                              const void* user);
+/* One output element from the widened operands |a| and |b| of input dtype |t|. */
+typedef const tir_expr_t* (*kiln_lew_bin_fn)(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
+                                             const tir_expr_t* b);
+/* out = fn(in0) over out's shape; UNSUPPORTED unless in0's dtype is in |in_mask|
+ * (bit 1 << dtype). */
+kiln_status_t kiln_lew_map(kiln_lower_ctx_t* ctx, kiln_lew_umap_fn fn, const void* user,
+                           uint32_t in_mask);
+/* out = fn(in0, in1), both broadcast to out. |check_zero_b|: a 0 in B also
+ * stores KILN_CHECK_DIV_ZERO into the node's status word (integer divisors
+ * known only at run time). */
+kiln_status_t kiln_lew_binary(kiln_lower_ctx_t* ctx, kiln_lew_bin_fn fn, uint32_t in_mask,
+                              bool check_zero_b);
+/* out = fn(...fn(in0, in1)..., in_n-1) in the output's dtype; |mean| then
+ * divides by the input count. */
+kiln_status_t kiln_lew_variadic(kiln_lower_ctx_t* ctx, kiln_lew_bin_fn fn, uint32_t in_mask,
+                                bool mean);
+/* Division with the reference's rules: floats divide; integers truncate and
+ * never trap (a 0 divisor gives 0, x / -1 negates with wrap-around). */
+const tir_expr_t* kiln_lew_div(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
+                               const tir_expr_t* b);
+
 /* ---- constant inputs ---------------------------------------------------- */
 
 /* The known value of input |i| (present and constant), or NULL. */
@@ -108,5 +135,16 @@ static inline const tir_buffer_t* kiln_lew_in(const kiln_lower_ctx_t* ctx, int32
 static inline const tir_buffer_t* kiln_lew_out(const kiln_lower_ctx_t* ctx, int32_t i) {
   return (i >= 0 && i < ctx->n_out) ? ctx->out[i] : NULL;
 }
+
+/* Lowerings of the element-wise math ops (lower_elementwise_math.c), named
+ * by their lines in ir/ops/elementwise.def. */
+kiln_lower_op_t kiln_lower_ew_elu, kiln_lower_ew_selu, kiln_lower_ew_celu,
+    kiln_lower_ew_softplus, kiln_lower_ew_softsign, kiln_lower_ew_thresholdedrelu,
+    kiln_lower_ew_shrink, kiln_lower_ew_mish, kiln_lower_ew_sign, kiln_lower_ew_round,
+    kiln_lower_ew_floor, kiln_lower_ew_ceil, kiln_lower_ew_sin, kiln_lower_ew_cos,
+    kiln_lower_ew_tan, kiln_lower_ew_asin, kiln_lower_ew_acos, kiln_lower_ew_atan,
+    kiln_lower_ew_sinh, kiln_lower_ew_cosh, kiln_lower_ew_asinh, kiln_lower_ew_acosh,
+    kiln_lower_ew_atanh, kiln_lower_ew_isnan, kiln_lower_ew_isinf, kiln_lower_ew_xor,
+    kiln_lower_ew_bitshift, kiln_lower_ew_mod, kiln_lower_ew_sum, kiln_lower_ew_mean;
 
 #endif /* KILN_LOWERING_LOWER_EW_IMPL_H_ */

@@ -32,6 +32,7 @@
 #include "ir/ops/resize.h"
 #include "ir/ops/slice.h"
 #include "lowering/lower_ew_impl.h"
+#include "lowering/lower_tensor_impl.h"
 
 #define TRY(expr)                  \
   do {                             \
@@ -812,21 +813,12 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
 
 /* ---- table ---------------------------------------------------------------------- */
 
+/* The lowering table: op type and lowering function of each line of the
+ * family's op list (ir/ops/tensor.def, which also holds the schema). */
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, lower},
 const kiln_lower_entry_t kiln_lower_tensor[] = {
-    {"Reshape", lower_alias},
-    {"Flatten", lower_alias},
-    {"Squeeze", lower_alias},
-    {"Unsqueeze", lower_alias},
-    {"Expand", lower_expand},
-    {"Shape", lower_shape},
-    {"Constant", lower_constant},
-    {"ConstantOfShape", lower_constant_of_shape},
-    {"Transpose", lower_transpose},
-    {"Concat", lower_concat},
-    {"Split", lower_split},
-    {"Slice", lower_slice},
-    {"Gather", lower_gather},
-    {"Pad", lower_pad},
-    {"Resize", lower_resize},
+#include "ir/ops/tensor.def"
 };
+#undef KILN_OP
 const size_t kiln_lower_tensor_count = sizeof kiln_lower_tensor / sizeof kiln_lower_tensor[0];

@@ -153,6 +153,20 @@ static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
   const kiln_tensor_t* tt = &g->tensors[t];
   if (!kiln_shape_is_static(&tt->shape)) {
     char b[256];
+    /* A node whose inputs all have static shapes but whose output does not
+     * sizes it from run-time values (a Range of graph inputs, a Reshape to
+     * a computed shape): kiln compiles static shapes only. */
+    const kiln_node_t* pn = tt->producer >= 0 ? &g->nodes[tt->producer] : NULL;
+    bool from_values = pn != NULL;
+    for (int32_t j = 0; pn && j < pn->n_inputs; ++j)
+      if (pn->inputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[pn->inputs[j]].shape)) from_values = false;
+    if (from_values)
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "%s: node '%s' (%s): output '%s' has shape %s, which depends on input values "
+                              "known only at run time; kiln compiles static shapes only (make those inputs "
+                              "constants)",
+                              src_of(g), pn->name, pn->op_type, tt->name,
+                              kiln_graph_format_shape(g, &tt->shape, b, sizeof b));
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: tensor '%s' has shape %s, not static; bind the symbolic dims of "
                             "the inputs (kiln run binds them from the input arrays, --dim N=...)",
@@ -181,8 +195,10 @@ static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
 void kiln_plan_destroy(kiln_plan_t* p) {
   if (!p) return;
   kiln_allocator_t a = p->allocator;
-  for (int32_t i = 0; i < p->n_buffers; ++i)
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
     if (p->buffers[i].owned) kiln_array_free(kiln_allocator_system(), &p->buffers[i].value);
+    if (p->buffers[i].before_layout.owned) kiln_array_free(kiln_allocator_system(), &p->buffers[i].before_layout.value);
+  }
   kiln_allocator_free(a, p->buffers);
   kiln_allocator_free(a, p->kernels);
   kiln_allocator_free(a, p->inputs);

@@ -35,6 +35,7 @@ typedef enum kiln_check_code_e {
   KILN_CHECK_OK = 0,
   KILN_CHECK_DIV_ZERO = 1,    /* integer division by zero */
   KILN_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+  KILN_CHECK_LENGTH_RANGE = 3, /* a sequence length outside [0, T] (ReverseSequence) */
 } kiln_check_code_t;
 
 typedef struct kiln_plan_buffer_s {
@@ -45,6 +46,14 @@ typedef struct kiln_plan_buffer_s {
   kiln_array_t value;  /* CONST: the data (owned by the plan when owned=1) */
   bool owned;
   int32_t first_use, last_use; /* kernel indices (lifetime), -1 if unused */
+  /* CONST laid out for a template instance (lowering/template_weights.c):
+   * the buffer and value it had before, which choosing templates again
+   * puts back (buf NULL: none) */
+  struct {
+    const tir_buffer_t* buf;
+    kiln_array_t value;
+    bool owned;
+  } before_layout;
 } kiln_plan_buffer_t;
 
 typedef struct kiln_plan_kernel_s {

@@ -4,8 +4,11 @@
  * convolution, Winograd F(2x2, 3x3), depthwise convolution) that compute
  * what some plan kernels compute, faster. Which plan kernels a template
  * replaces, with which parameters, weight layout and fused epilogue, is
- * decided here, once, from the graph and the plan; the targets print an
- * instance of the template from the descriptor and never read the graph.
+ * decided here, once, from the graph and the plan, with the instance's
+ * tiles (the target's rules, handed in with its template set) and the
+ * weight layout those tiles read, laid out in the plan's constants
+ * (template_weights.c); the targets print an instance of the template
+ * from the descriptor, never read the graph and rewrite no constant.
  *
  * Usage, after kiln_plan_fuse and the precision pass (both change what
  * matches: epilogues, f16 buffers) and before the target prints the plan:
@@ -13,6 +16,8 @@
  *   kiln_opencl_templates(NULL, &set);            (the target says what it has)
  *   KILN_RETURN_IF_ERROR(kiln_template_choose(plan, &set));
  *   ... kiln_program_build(plan, ...) prints plan->kernels[k].tmpl ...
+ * (a tuner: kiln_template_select, new tiles, set.weight_blocks,
+ * kiln_template_weights_lay_out, instead of kiln_template_choose).
  * A plan without descriptors (no kiln_template_choose, or the CPU target)
  * prints every kernel from its tensor IR, which is always correct.
  *
@@ -221,14 +226,53 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
 } kiln_template_kind_t;
 
+/* The tile parameters of one instance, in the order its target's template
+ * reads them (targets/opencl/opencl_internal.h and targets/vulkan/
+ * vulkan_target.h name them per kind). The target's rules choose them
+ * (kiln_template_set_t.tiles) inside kiln_template_choose; they are the
+ * record a tuner searches over and may overwrite (then call the set's
+ * weight_blocks and kiln_template_weights_lay_out, see below). n 0: none
+ * chosen (the target refuses to print the instance). */
+#define KILN_TEMPLATE_TILES_MAX 8
+
+typedef struct kiln_template_tiles_s {
+  int32_t n;
+  int32_t v[KILN_TEMPLATE_TILES_MAX];
+} kiln_template_tiles_t;
+
+/* The layout of a conv instance's weight constant. */
+typedef enum kiln_template_wlayout_e {
+  KILN_TEMPLATE_W_PACKED = 0, /* the lowering's panels (kiln_template_conv_t), as they are */
+  /* in the order the implicit-GEMM micro-kernel reads them: blocks of
+   * |block| channels, K slices of |slice|, micro-panels of |panel|
+   * channels, k, channel; zero-padded to whole blocks and slices */
+  KILN_TEMPLATE_W_TILED,
+  /* Winograd F(2x2, 3x3): U = G g G^T per output and input channel, as
+   * U[((m / panel * 16 + xi) * CP + c) * panel + m % panel], channels
+   * padded with zeros to whole groups of |block| and input channels to
+   * whole slices of |slice| (CP) */
+  KILN_TEMPLATE_W_WINOGRAD,
+} kiln_template_wlayout_t;
+
+typedef struct kiln_template_weights_s {
+  kiln_template_wlayout_t layout;
+  int32_t buffer; /* plan buffer of the weight constant (-1: none) */
+  /* TILED / WINOGRAD: the geometry the tiles read (the set's weight_blocks) */
+  int64_t block, slice, panel;
+  /* the constant holds |layout| (kiln_template_weights_lay_out ran); the
+   * Conv's GEMM kernel, MERGED, still names it in its tensor IR but leaves
+   * the program */
+  bool laid_out;
+} kiln_template_weights_t;
+
 /* What lowering chose for one plan kernel (kiln_plan_kernel_t.tmpl). */
 typedef struct kiln_template_s {
   kiln_template_kind_t kind;
   int32_t into;           /* MERGED: the kernel running the instance */
-  /* CONV: W is re-laid out in the order the micro-kernel reads it (the
-   * weights are the conv's own); WINOGRAD always transforms them (U = G g
-   * G^T). The target derives the new constant from the packed one. */
-  bool weights_tiled;
+  /* CONV: TILED when the weights are the conv's own and the set re-lays
+   * them out; WINOGRAD: always WINOGRAD; else PACKED */
+  kiln_template_weights_t weights;
+  kiln_template_tiles_t tiles;
   /* CONV with a grid parameter: partial sums between K slices stay in a
    * private f32 array (the instance was matched without the grid) */
   bool psum_private;
@@ -262,15 +306,59 @@ typedef struct kiln_template_set_s {
   bool depthwise;
   int64_t depthwise_min_stride;
   bool depthwise_f16_any_stride;
+  /* Optional (NULL: instances get no tiles and no weight layout beyond
+   * the lowering's packed one happens): the target's tile rules. Writes
+   * t->tiles for the instance |t| describes (kind and descriptor set),
+   * including the target's environment overrides (KILN_OPENCL_*_TILES,
+   * KILN_SPIRV_*_TILES). */
+  void (*tiles)(kiln_template_t* t);
+  /* Optional: for a TILED or WINOGRAD weight layout, the geometry those
+   * tiles read (t->weights.block, .slice, .panel) from t->tiles. */
+  void (*weight_blocks)(kiln_template_t* t);
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for
  * and sets plan->kernels[k].tmpl (descriptors from the plan's arena;
- * kernels without one get NULL, earlier choices are replaced). Run after
- * fusion and the precision pass; neither may run after it. Errors:
- * INTERNAL when a conv matched with its grid does not match without it,
- * OUT_OF_MEMORY. */
+ * kernels without one get NULL, earlier choices are replaced), with the
+ * tiles the set's rules pick, then lays the weights out for them
+ * (kiln_template_select, then kiln_template_weights_lay_out). Run after
+ * fusion and the precision pass; neither may run after it. Once weights
+ * are laid out the plan's constants hold them: the plan is then for that
+ * target's instances only (choosing again first puts the packed weights
+ * back). Errors: INTERNAL when a conv matched with its grid does not match
+ * without it, those of kiln_template_weights_lay_out, OUT_OF_MEMORY. */
 KILN_MUST_USE kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t* set);
+
+/* The first half of kiln_template_choose: the descriptors, their tiles and
+ * weight geometry, with the constants in the lowering's packed layout
+ * (an earlier choice's layouts put back). A tuner overwrites tiles here,
+ * calls set->weight_blocks on the descriptors it changed, then
+ * kiln_template_weights_lay_out. */
+KILN_MUST_USE kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set);
+
+/* ---- weight layouts (template_weights.c) ----------------------------------- */
+
+/* Conv instance |t|'s weights, plan buffer |w| in the lowering's packed
+ * layout (f32, or f16 when the W parameter is), in the layout
+ * t->weights says (TILED or WINOGRAD, with its geometry), into *out
+ * (kiln_allocator_system(), as the plan's owned constants; rank 1).
+ * Winograd's transform is computed in f32 and an f16 constant's U rounded
+ * to f16 once. Errors: INVALID_ARGUMENT naming the constant when its dtype
+ * is not the W parameter's, it is too short for the packed layout, or the
+ * layout or its geometry is missing; OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w,
+                                                          kiln_array_t* out);
+
+/* Replaces the weight constant of every conv instance of |plan| whose
+ * layout is TILED or WINOGRAD with geometry (and not laid out yet) by its
+ * kiln_template_weights_convert (a rank-1 buffer of the same name and
+ * dtype) and marks it laid out. All conversions happen before the plan
+ * changes. Errors: as kiln_template_weights_convert, naming the kernel. */
+KILN_MUST_USE kiln_status_t kiln_template_weights_lay_out(kiln_plan_t* plan);
+
+/* Puts back the constants kiln_template_weights_lay_out replaced (their
+ * packed layout) and marks every descriptor's weights not laid out. */
+void kiln_template_weights_restore(kiln_plan_t* plan);
 
 #ifdef __cplusplus
 }

@@ -5,18 +5,27 @@
  * The rules are the targets' measurements, handed in as data
  * (kiln_template_set_t): where Winograd beats the implicit-GEMM conv,
  * where the depthwise template beats the printed kernel, whether partial
- * sums stay private. A kernel no template takes keeps its tensor IR,
- * which is always correct. */
+ * sums stay private. So are the tiles of each instance: the set's tile
+ * rules (the target's measured defaults and its environment overrides)
+ * pick them here, and the weight layout that follows from them is laid
+ * out here too (template_weights.c), so the target only prints. A kernel
+ * no template takes keeps its tensor IR, which is always correct. */
 #include <string.h>
 
 #include "lowering/template.h"
 
+/* The plan buffer the instance reads its weights from (-1: none). */
+static int32_t weight_buffer(const kiln_template_conv_t* c) {
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') return c->args[j];
+  return -1;
+}
+
 /* True when no kernel but the instance's GEMM (and no model output) reads
  * its weight constant, so the constant may be re-laid out for it. */
 static bool weights_private(const kiln_plan_t* plan, const kiln_template_conv_t* c) {
-  int32_t w = -1;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == 'W') w = kiln_plan_root(plan, c->args[j]);
+  int32_t w = weight_buffer(c);
+  if (w >= 0) w = kiln_plan_root(plan, w);
   if (w < 0 || plan->buffers[w].kind != KILN_PLAN_CONST ||
       (plan->buffers[w].buf->dtype != KILN_DTYPE_F32 && plan->buffers[w].buf->dtype != KILN_DTYPE_F16))
     return false;
@@ -48,13 +57,15 @@ static bool depthwise_wins(const kiln_template_set_t* set, const kiln_template_d
 static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
                                  kiln_template_t* t) {
   t->kind = KILN_TEMPLATE_CONV;
-  t->weights_tiled = set->conv_tiled_weights && weights_private(plan, &t->conv);
+  const bool tiled = set->conv_tiled_weights && weights_private(plan, &t->conv);
+  t->weights.layout = tiled ? KILN_TEMPLATE_W_TILED : KILN_TEMPLATE_W_PACKED;
   /* Winograd transforms the weights (so they must be the conv's own) and
    * keeps no partial sums in the grid, which leaves the program */
   kiln_template_conv_t nogrid;
-  if (set->winograd && t->weights_tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
+  if (set->winograd && tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
       kiln_template_conv_match(plan, k, false, true, &nogrid)) {
     t->kind = KILN_TEMPLATE_WINOGRAD;
+    t->weights.layout = KILN_TEMPLATE_W_WINOGRAD;
     t->conv = nogrid;
   } else if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
     /* Partial sums between K slices stay f32 in a private array and the
@@ -67,19 +78,27 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
     t->psum_private = true;
     t->conv = nogrid;
   }
+  t->weights.buffer = weight_buffer(&t->conv);
   return NULL;
 }
 
-static kiln_status_t place(kiln_plan_t* plan, int32_t k, const kiln_template_t* t) {
+/* Puts the descriptor on kernel |k| with the tiles the set's rules pick
+ * for it and, for weights it re-lays out, their geometry. */
+static kiln_status_t place(kiln_plan_t* plan, int32_t k, const kiln_template_t* t, const kiln_template_set_t* set) {
   kiln_template_t* d = kiln_arena_alloc(&plan->tir.arena, sizeof *d);
   if (!d) return kiln_make_status(KILN_OUT_OF_MEMORY, "templates: kernel '%s'", plan->kernels[k].func->name);
   *d = *t;
+  if (d->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(d);
+  if (d->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(d);
   plan->kernels[k].tmpl = d;
   return NULL;
 }
 
-kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t* set) {
+kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set) {
   if (!plan || !set) return kiln_make_status(KILN_INVALID_ARGUMENT, "templates: NULL plan or template set");
+  /* the matchers read the lowering's packed weights: an earlier choice's
+   * layouts go first */
+  kiln_template_weights_restore(plan);
   for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
   if (!plan->graph) return NULL;
   kiln_template_t* t = NULL;
@@ -87,6 +106,7 @@ kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t*
   for (int32_t k = 0; k < plan->n_kernels && !s; ++k) {
     if (plan->kernels[k].tmpl) continue; /* a conv instance's slot */
     memset(t, 0, sizeof *t);
+    t->weights.buffer = -1;
     int32_t at = k;
     if (set->gemm && kiln_template_gemm_match(plan, k, &set->gemm_rules, &t->gemm)) {
       t->kind = KILN_TEMPLATE_GEMM;
@@ -94,13 +114,22 @@ kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t*
       s = choose_conv(plan, k, set, t);
       /* the instance runs in the crop kernel's place; the GEMM goes */
       at = t->conv.slot;
-      if (!s && at != k) s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at});
+      if (!s && at != k)
+        s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
     } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
       t->kind = KILN_TEMPLATE_DEPTHWISE;
     }
-    if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t);
+    if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
   }
   kiln_allocator_free(plan->allocator, t);
+  if (s)
+    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  return s;
+}
+
+kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_template_set_t* set) {
+  KILN_RETURN_IF_ERROR(kiln_template_select(plan, set));
+  kiln_status_t s = kiln_template_weights_lay_out(plan);
   if (s)
     for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
   return s;

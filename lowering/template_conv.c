@@ -61,7 +61,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   const kiln_graph_t* gr = plan->graph;
   if (!gr || kk->node < 0 || kk->node >= gr->n_nodes || kk->n_fused_nodes > 0) return false;
   const kiln_node_t* n = &gr->nodes[kk->node];
-  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0])) return false;
+  if (!(kiln_op_node_templates(n) & KILN_OP_TMPL_CONV) || (n->domain && n->domain[0])) return false;
   if (n->n_inputs < 2 || n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
     return false;
   const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
@@ -324,8 +324,8 @@ bool kiln_template_dw_match(const kiln_plan_t* plan, int32_t k, bool f16_ok, kil
   const kiln_graph_t* g = plan->graph;
   if (!g || kk->node < 0 || kk->node >= g->n_nodes) return false;
   const kiln_node_t* n = &g->nodes[kk->node];
-  if (strcmp(n->op_type, "Conv") || (n->domain && n->domain[0]) || n->n_inputs < 2 || n->n_outputs < 1 ||
-      n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
+  if (!(kiln_op_node_templates(n) & KILN_OP_TMPL_CONV) || (n->domain && n->domain[0]) || n->n_inputs < 2 ||
+      n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
     return false;
   for (int32_t j = 0; j < plan->n_kernels; ++j)
     if (j != k && plan->kernels[j].node == kk->node) return false; /* not the direct case */

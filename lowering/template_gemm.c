@@ -29,8 +29,9 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
   const kiln_graph_t* gr = plan->graph;
   if (!gr || kk->node < 0 || kk->node >= gr->n_nodes || kk->n_fused_nodes > 0) return false;
   const kiln_node_t* n = &gr->nodes[kk->node];
-  const bool is_gemm = !strcmp(n->op_type, "Gemm");
-  if (!is_gemm && strcmp(n->op_type, "MatMul")) return false;
+  const uint32_t tmpl = kiln_op_node_templates(n);
+  if (!(tmpl & KILN_OP_TMPL_GEMM)) return false;
+  const bool is_gemm = (tmpl & KILN_OP_TMPL_GEMM_ATTRS) != 0;
   if (n->domain && n->domain[0]) return false;
   const tir_func_t* f = kk->func;
   if (f->n_params > (int32_t)sizeof g->roles - 1 || n->n_outputs < 1 || n->n_inputs < 2) return false;

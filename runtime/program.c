@@ -395,65 +395,6 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p) {
   return NULL;
 }
 
-kiln_status_t kiln_program_const_replace(kiln_program_t* p, int32_t n, const int32_t* buffers,
-                                         const void* const* data, const uint64_t* bytes) {
-  if (!p || n < 0 || (n && (!buffers || !data || !bytes)))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_program_const_replace: bad argument");
-  int32_t* which = NULL; /* per buffer: index into the arguments, or -1 */
-  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(p->allocator, sizeof(int32_t) * (size_t)(p->n_buffers + 1),
-                                             "weights", (void**)&which));
-  for (int32_t i = 0; i < p->n_buffers; ++i) which[i] = -1;
-  kiln_status_t s = NULL;
-  for (int32_t j = 0; j < n && !s; ++j) {
-    const int32_t b = buffers[j];
-    if (b < 0 || b >= p->n_buffers || which[b] >= 0 || (bytes[j] && !data[j])) {
-      s = kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_program_const_replace: bad buffer %d", (int)b);
-      break;
-    }
-    const kiln_program_buffer_t* nb = &p->buffers[b];
-    const uint64_t esz = kiln_dtype_size(nb->dtype);
-    if (nb->kind != KILN_PB_CONST || !esz || bytes[j] % esz)
-      s = kiln_make_status(KILN_INVALID_ARGUMENT,
-                           "kiln_program_const_replace: '%s' is not a constant of %llu bytes per element",
-                           nb->name ? nb->name : "?", (unsigned long long)esz);
-    which[b] = j;
-  }
-  uint64_t total = 0;
-  for (int32_t i = 0; i < p->n_buffers && !s; ++i) {
-    const kiln_program_buffer_t* b = &p->buffers[i];
-    if (b->kind == KILN_PB_CONST) total += ((which[i] >= 0 ? bytes[which[i]] : b->bytes) + 63) & ~(uint64_t)63;
-  }
-  uint8_t* w = NULL;
-  if (!s && total) s = kiln_allocator_malloc(p->allocator, (size_t)total, "weights", (void**)&w);
-  if (s) {
-    kiln_allocator_free(p->allocator, which);
-    return s;
-  }
-  if (w) memset(w, 0, (size_t)total);
-  uint64_t off = 0;
-  for (int32_t i = 0; i < p->n_buffers; ++i) {
-    kiln_program_buffer_t* b = &p->buffers[i];
-    if (b->kind != KILN_PB_CONST) continue;
-    const int32_t j = which[i];
-    const uint64_t len = j >= 0 ? bytes[j] : b->bytes;
-    const uint8_t* src = j >= 0 ? (const uint8_t*)data[j] : p->weights + b->const_offset;
-    if (len) memcpy(w + off, src, (size_t)len);
-    b->const_offset = off;
-    off += (len + 63) & ~(uint64_t)63;
-    if (j >= 0) {
-      b->bytes = len;
-      b->rank = 1;
-      memset(b->shape, 0, sizeof b->shape);
-      b->shape[0] = (int64_t)(len / kiln_dtype_size(b->dtype));
-    }
-  }
-  kiln_allocator_free(p->allocator, which);
-  kiln_allocator_free(p->allocator, p->weights);
-  p->weights = w;
-  p->weights_len = total;
-  return NULL;
-}
-
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,
                                        const char* kernel) {
   if (code == KILN_PB_CHECK_DIV_ZERO)
@@ -464,6 +405,11 @@ kiln_status_t kiln_program_check_error(int32_t code, const char* where, const ch
     return kiln_make_status(KILN_OUT_OF_RANGE,
                             "%s: node '%s' (%s): %s: index out of range (an index is outside [-n, n) of its axis; "
                             "kernel '%s')",
+                            where, node, op, op, kernel);
+  if (code == KILN_PB_CHECK_LENGTH_RANGE)
+    return kiln_make_status(KILN_OUT_OF_RANGE,
+                            "%s: node '%s' (%s): %s: sequence length out of range (a length is outside [0, T] of "
+                            "the time axis; kernel '%s')",
                             where, node, op, op, kernel);
   return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d", where, node,
                           op, kernel, (int)code);

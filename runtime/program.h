@@ -51,6 +51,7 @@ typedef enum kiln_program_buffer_kind_e {
 enum {
   KILN_PB_CHECK_DIV_ZERO = 1,    /* integer division by zero */
   KILN_PB_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
+  KILN_PB_CHECK_LENGTH_RANGE = 3, /* a sequence length outside [0, T] */
 };
 
 /* The most bytes one buffer may span (256 TiB): far above any device, and
@@ -201,15 +202,6 @@ kiln_status_t kiln_program_check_error(int32_t code, const char* where, const ch
 
 /* Follows alias_of to the buffer owning the memory (validated programs). */
 int32_t kiln_program_root(const kiln_program_t* p, int32_t buffer);
-
-/* Gives constants |buffers[i]| (i < n, distinct) new contents: |bytes[i]|
- * bytes of their dtype as a dense 1-D array (a target re-laying out weights
- * for its kernels). The weights blob is rebuilt once, every constant at a
- * 64-byte aligned offset in buffer order; |data[i]| may point into the old
- * blob. Fails, leaving |p| as it was, when a buffer is not a constant or
- * its bytes are not a whole number of elements. */
-kiln_status_t kiln_program_const_replace(kiln_program_t* p, int32_t n, const int32_t* buffers,
-                                         const void* const* data, const uint64_t* bytes);
 
 /* Bytes of one element of |b| times its element count (dense size). */
 uint64_t kiln_program_buffer_dense_bytes(const kiln_program_buffer_t* b);

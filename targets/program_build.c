@@ -18,6 +18,7 @@ static const kiln_program_buffer_kind_t kind_map[] = {
 /* Kernels store lowering's check codes; the runtime decodes them as its own. */
 _Static_assert((int)KILN_CHECK_DIV_ZERO == (int)KILN_PB_CHECK_DIV_ZERO, "check codes differ");
 _Static_assert((int)KILN_CHECK_INDEX_RANGE == (int)KILN_PB_CHECK_INDEX_RANGE, "check codes differ");
+_Static_assert((int)KILN_CHECK_LENGTH_RANGE == (int)KILN_PB_CHECK_LENGTH_RANGE, "check codes differ");
 
 static kiln_status_t alloc_zero(kiln_program_t* prog, size_t n, size_t elem, const char* what,
                                 void* out) {

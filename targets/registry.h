@@ -45,7 +45,8 @@ typedef struct kiln_target_s {
   kiln_status_t (*emit)(const kiln_plan_t* plan, kiln_program_t* prog);
   /* Optional (NULL: none, every kernel printed from its tensor IR): the
    * template kernels the target has and their rules (lowering/template.h),
-   * which lowering's kiln_template_choose matches against the plan. */
+   * which lowering's kiln_template_choose matches against the plan, with
+   * its tile rules: lowering records the tiles and lays the weights out. */
   void (*templates)(kiln_template_set_t* out);
 } kiln_target_t;
 

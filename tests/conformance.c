@@ -275,7 +275,8 @@ static bool find_shape_inputs(const kiln_graph_t* g, const kiln_array_t* in, boo
       if (n->inputs[j] >= 0 && !kiln_shape_is_static(&g->tensors[n->inputs[j]].shape))
         in_static = false;
     if (out_static || !in_static) continue;
-    int32_t first = strcmp(n->op_type, "ConstantOfShape") == 0 ? 0 : 1;
+    /* Input 0 is data except for ops whose every input decides the shape. */
+    int32_t first = strcmp(n->op_type, "ConstantOfShape") == 0 || strcmp(n->op_type, "Range") == 0 ? 0 : 1;
     for (int32_t j = first; j < n->n_inputs; ++j)
       if (n->inputs[j] >= 0) added |= flag_small_ancestors(g, in, n->inputs[j], spec, 0);
   }

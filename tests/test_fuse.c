@@ -231,11 +231,17 @@ static void test_patterns(void) {
   CHECK(kiln_op_pattern("NoSuchOp") == KILN_PATTERN_OPAQUE);
   CHECK(kiln_op_pattern(NULL) == KILN_PATTERN_OPAQUE);
   CHECK(strcmp(kiln_op_pattern_name(KILN_PATTERN_INJECTIVE), "injective") == 0);
-  /* Every op kiln has gets a pattern other than opaque, except Shape. */
+  /* Every op kiln has gets a pattern other than opaque, except Shape and
+   * the ops whose output is not one value per element computed once: the
+   * scatters (a copy, then updates in order), CumSum (a running sum over
+   * the output) and TopK (ranks through a workspace). */
+  static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK"};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
-    if (strcmp(op, "Shape") != 0)
-      CHECK_MSG(kiln_op_pattern(op) != KILN_PATTERN_OPAQUE, "op %s has no pattern", op);
+    bool want_opaque = false;
+    for (size_t k = 0; k < sizeof opaque / sizeof opaque[0]; ++k) want_opaque |= strcmp(op, opaque[k]) == 0;
+    CHECK_MSG((kiln_op_pattern(op) == KILN_PATTERN_OPAQUE) == want_opaque, "op %s: pattern %s", op,
+              kiln_op_pattern_name(kiln_op_pattern(op)));
   }
 }
 
@@ -566,7 +572,9 @@ static void test_templates_conv(void) {
     if (slot >= 0 && gemm >= 0) {
       const kiln_template_t* d = p->kernels[slot].tmpl;
       CHECK(p->kernels[gemm].tmpl->into == slot && d->conv.gemm_kernel == gemm && d->conv.slot == slot);
-      CHECK(d->weights_tiled && d->conv.crop && !has_role(&d->conv, 'F'));
+      CHECK(d->weights.layout == KILN_TEMPLATE_W_WINOGRAD && d->conv.crop && !has_role(&d->conv, 'F'));
+      /* no tile rules in the set: no tiles, the weights stay packed */
+      CHECK(d->tiles.n == 0 && !d->weights.laid_out);
       CHECK(d->conv.M == 32 && d->conv.C == 16 && d->conv.T == 9 && d->conv.oh == 14 && d->conv.ow == 14);
       /* the fused bias and Relu as data: one per-channel operand */
       CHECK(d->conv.epi.n_ops == 2 && d->conv.epi.ops[0].op == '+' && d->conv.epi.ops[1].op == 'r');
@@ -583,7 +591,7 @@ static void test_templates_conv(void) {
     set.conv_tiled_weights = false;
     CHECK_OK(kiln_template_choose(p, &set));
     CHECK(count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1);
-    CHECK(slot >= 0 && !p->kernels[slot].tmpl->psum_private && !p->kernels[slot].tmpl->weights_tiled &&
+    CHECK(slot >= 0 && !p->kernels[slot].tmpl->psum_private && p->kernels[slot].tmpl->weights.layout == KILN_TEMPLATE_W_PACKED &&
           has_role(&p->kernels[slot].tmpl->conv, 'F'));
   }
   kiln_plan_destroy(p);

@@ -1100,13 +1100,14 @@ static void test_resize(void) {
 /* ---- errors --------------------------------------------------------------------- */
 
 static void test_errors(void) {
-  /* Pad whose pads are a graph input: the output shape is not static, so
-   * the plan refuses it (before the lowering could). */
+  /* Pad whose pads are a graph input: the output shape depends on values
+   * known only at run time, so the plan refuses it as unsupported, naming
+   * the node (before the lowering could). */
   kiln_graph_t* g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(3));
   input(g, "pads", KILN_DTYPE_I64, SHAPE(2));
   node(g, "Pad", NAMES("x", "pads"), NAMES("y"), NO_ATTRS);
-  check_plan_err(g, KILN_INVALID_ARGUMENT, "not static");
+  check_plan_err(g, KILN_UNSUPPORTED, "depends on input values known only at run time");
   /* Resize cubic is rejected at load. */
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 1, 2, 2));
@@ -1166,6 +1167,183 @@ static void test_runtime_semantic_inputs(void) {
   kiln_graph_destroy(g);
 }
 
+/* ---- the math ops (lowering/lower_elementwise_math.c) -------------------------- */
+
+/* Every new intrinsic and activation on f32 (plain and with NaN/inf/huge
+ * values) and on f16 (widened, computed, rounded once), each over the input
+ * range where it is defined. */
+static void test_math_unary(void) {
+  static const struct {
+    const char* op;
+    double lo, hi;
+  } ops[] = {{"Elu", -4, 4},      {"Selu", -4, 4},     {"Celu", -4, 4},
+             {"Softplus", -30, 30}, {"Softsign", -9, 9}, {"ThresholdedRelu", -3, 3},
+             {"Shrink", -2, 2},   {"Mish", -20, 20},   {"Sign", -2, 2},
+             {"Round", -6, 6},    {"Floor", -6, 6},    {"Ceil", -6, 6},
+             {"Sin", -7, 7},      {"Cos", -7, 7},      {"Tan", -1.5, 1.5},
+             {"Asin", -1, 1},     {"Acos", -1, 1},     {"Atan", -9, 9},
+             {"Sinh", -5, 5},     {"Cosh", -5, 5},     {"Asinh", -9, 9},
+             {"Acosh", 1, 9},     {"Atanh", -0.99, 0.99}, {"IsNaN", -1, 1},
+             {"IsInf", -1, 1}};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i) {
+    gen_default();
+    gen.lo = ops[i].lo;
+    gen.hi = ops[i].hi;
+    unary(ops[i].op, KILN_DTYPE_F32, SHAPE(2, 3, 37), NO_ATTRS, 18);
+    unary(ops[i].op, KILN_DTYPE_F16, SHAPE(5, 7), NO_ATTRS, 18);
+    gen.specials = true;
+    unary(ops[i].op, KILN_DTYPE_F32, SHAPE(64), NO_ATTRS, 18);
+    unary(ops[i].op, KILN_DTYPE_F16, SHAPE(64), NO_ATTRS, 18);
+  }
+  /* Round: halves go to even. */
+  kiln_graph_t* g = graph(18);
+  init_f32(g, "c", SHAPE(6), (const float[]){0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f});
+  input(g, "x", KILN_DTYPE_F32, SHAPE(6));
+  node(g, "Add", NAMES("x", "c"), NAMES("s"), NO_ATTRS);
+  node(g, "Round", NAMES("c"), NAMES("y"), NO_ATTRS);
+  check(g, "Round halves");
+}
+
+static void test_math_attrs(void) {
+  gen_default();
+  gen.specials = true;
+  unary("Elu", KILN_DTYPE_F32, SHAPE(40), ATTRS(kiln_attr_make_float("alpha", 0.3f)), 18);
+  unary("Selu", KILN_DTYPE_F16, SHAPE(40),
+        ATTRS(kiln_attr_make_float("alpha", 2.0f), kiln_attr_make_float("gamma", 0.5f)), 18);
+  unary("Celu", KILN_DTYPE_F32, SHAPE(40), ATTRS(kiln_attr_make_float("alpha", 2.5f)), 18);
+  unary("ThresholdedRelu", KILN_DTYPE_F32, SHAPE(40), ATTRS(kiln_attr_make_float("alpha", -0.5f)), 18);
+  unary("Shrink", KILN_DTYPE_F16, SHAPE(40),
+        ATTRS(kiln_attr_make_float("lambd", 1.0f), kiln_attr_make_float("bias", 0.25f)), 18);
+  for (int k = 0; k < 4; ++k) {
+    unary("IsInf", k < 2 ? KILN_DTYPE_F32 : KILN_DTYPE_F16, SHAPE(64),
+          ATTRS(kiln_attr_make_int("detect_positive", k & 1), kiln_attr_make_int("detect_negative", k >> 1)),
+          18);
+  }
+  /* Celu divides by alpha: 0 is refused at load. */
+  kiln_graph_t* g = graph(18);
+  input(g, "x", KILN_DTYPE_F32, SHAPE(3));
+  node(g, "Celu", NAMES("x"), NAMES("y"), ATTRS(kiln_attr_make_float("alpha", 0.0f)));
+  CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "'alpha' must not be 0");
+  kiln_graph_destroy(g);
+}
+
+static void test_math_int(void) {
+  gen_default();
+  gen.ilo = INT64_MIN;
+  gen.ihi = INT64_MAX;
+  static const kiln_dtype_t dts[] = {KILN_DTYPE_I8, KILN_DTYPE_U8, KILN_DTYPE_I32, KILN_DTYPE_I64};
+  for (int k = 0; k < 4; ++k) unary("Sign", dts[k], SHAPE(3, 17), NO_ATTRS, 18);
+  binary("Xor", KILN_DTYPE_BOOL, SHAPE(3, 17), SHAPE(17));
+  /* BitShift on u8: shifts past the width give 0. */
+  for (int left = 0; left < 2; ++left) {
+    gen_default();
+    gen.ilo = 0;
+    gen.ihi = 255;
+    kiln_graph_t* g = graph(18);
+    input(g, "x", KILN_DTYPE_U8, SHAPE(4, 30));
+    input(g, "s", KILN_DTYPE_U8, SHAPE(30));
+    node(g, "BitShift", NAMES("x", "s"), NAMES("y"),
+         ATTRS(kiln_attr_make_string("direction", left ? "LEFT" : "RIGHT")));
+    gen.ihi = 10;
+    check(g, left ? "BitShift left" : "BitShift right"); /* both inputs in 0..10: many shifts >= 8 */
+  }
+  kiln_graph_t* g = graph(18);
+  input(g, "x", KILN_DTYPE_U8, SHAPE(4));
+  input(g, "s", KILN_DTYPE_U8, SHAPE(4));
+  node(g, "BitShift", NAMES("x", "s"), NAMES("y"), ATTRS(kiln_attr_make_string("direction", "UP")));
+  CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "'LEFT' or 'RIGHT'");
+  kiln_graph_destroy(g);
+}
+
+/* Mod: floor (fmod 0) and truncated (fmod 1) remainders on every integer
+ * dtype, with extremes (INT_MIN % -1), and C fmod on floats. */
+static void test_mod(void) {
+  static const kiln_dtype_t dts[] = {KILN_DTYPE_I8, KILN_DTYPE_U8, KILN_DTYPE_I32, KILN_DTYPE_I64};
+  for (int fm = 0; fm < 2; ++fm) {
+    for (int k = 0; k < 4; ++k) {
+      for (int wide = 0; wide < 2; ++wide) {
+        gen_default();
+        gen.nonzero = true;
+        gen.ilo = wide ? INT64_MIN : -9;
+        gen.ihi = wide ? INT64_MAX : 9;
+        kiln_graph_t* g = graph(18);
+        input(g, "a", dts[k], SHAPE(3, 17));
+        input(g, "b", dts[k], SHAPE(17));
+        node(g, "Mod", NAMES("a", "b"), NAMES("y"), ATTRS(kiln_attr_make_int("fmod", fm)));
+        char label[64];
+        snprintf(label, sizeof label, "Mod fmod=%d %s%s", fm, kiln_dtype_name(dts[k]), wide ? " wide" : "");
+        check(g, label);
+      }
+    }
+    kiln_graph_t* g = graph(18);
+    int32_t a[4] = {INT32_MIN, 7, -7, INT32_MAX}, b[4] = {-1, -2, 2, -3};
+    init(g, "a", KILN_DTYPE_I32, SHAPE(4), a);
+    init(g, "b", KILN_DTYPE_I32, SHAPE(4), b);
+    input(g, "x", KILN_DTYPE_I32, SHAPE(4));
+    node(g, "Mod", NAMES("x", "b"), NAMES("r"), ATTRS(kiln_attr_make_int("fmod", fm)));
+    node(g, "Mod", NAMES("a", "b"), NAMES("k"), ATTRS(kiln_attr_make_int("fmod", fm)));
+    check(g, "Mod i32 extremes");
+  }
+  gen_default();
+  gen.lo = -20;
+  gen.hi = 20;
+  for (int h = 0; h < 2; ++h) {
+    kiln_graph_t* g = graph(18);
+    kiln_dtype_t t = h ? KILN_DTYPE_F16 : KILN_DTYPE_F32;
+    input(g, "a", t, SHAPE(2, 33));
+    input(g, "b", t, SHAPE(33));
+    node(g, "Mod", NAMES("a", "b"), NAMES("y"), ATTRS(kiln_attr_make_int("fmod", 1)));
+    check_tol(g, h ? "Mod f16" : "Mod f32", h ? 1e-3 : 2e-6);
+  }
+  kiln_graph_t* g = graph(18);
+  input(g, "a", KILN_DTYPE_F32, SHAPE(3));
+  input(g, "b", KILN_DTYPE_F32, SHAPE(3));
+  node(g, "Mod", NAMES("a", "b"), NAMES("y"), NO_ATTRS);
+  CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "need attribute fmod = 1");
+  kiln_graph_destroy(g);
+}
+
+/* Sum and Mean broadcast like Max/Min; f16 rounds after each addition. */
+static void test_sum_mean(void) {
+  gen_default();
+  for (int op = 0; op < 2; ++op) {
+    const char* name = op ? "Mean" : "Sum";
+    for (int k = 1; k <= 4; ++k) {
+      for (int h = 0; h < 2; ++h) {
+        kiln_dtype_t t = h ? KILN_DTYPE_F16 : KILN_DTYPE_F32;
+        kiln_graph_t* g = graph(13);
+        const char* in[4] = {"a", "b", "c", "d"};
+        input(g, "a", t, SHAPE(3, 1, 8));
+        if (k > 1) input(g, "b", t, SHAPE(5, 8));
+        if (k > 2) input(g, "c", t, SCALAR);
+        if (k > 3) input(g, "d", t, SHAPE(3, 5, 1));
+        node(g, name, k, in, NAMES("y"), NO_ATTRS);
+        char label[64];
+        snprintf(label, sizeof label, "%s of %d %s", name, k, kiln_dtype_name(t));
+        gen.specials = k == 3;
+        check_tol(g, label, h ? 1e-3 : 2e-6);
+      }
+    }
+  }
+}
+
+/* CastLike takes its dtype from the second input, whose values are unused;
+ * a constant input folds, or (same dtype) is copied, never aliased. */
+static void test_castlike(void) {
+  gen_default();
+  kiln_graph_t* g = graph(19);
+  input(g, "x", KILN_DTYPE_F32, SHAPE(4, 9));
+  input(g, "like", KILN_DTYPE_I32, SHAPE(1));
+  node(g, "CastLike", NAMES("x", "like"), NAMES("y"), NO_ATTRS);
+  check(g, "CastLike f32 -> i32");
+  g = graph(19);
+  init_f32(g, "c", SHAPE(3), (const float[]){1.5f, -2.0f, 3.25f});
+  input(g, "x", KILN_DTYPE_F32, SHAPE(3));
+  node(g, "CastLike", NAMES("c", "x"), NAMES("k"), NO_ATTRS);
+  node(g, "Mul", NAMES("x", "k"), NAMES("y"), NO_ATTRS);
+  check(g, "CastLike of a constant");
+}
+
 /* Every op of the elementwise and tensor families has a lowering. */
 static void test_coverage(void) {
   static const kiln_op_family_t* const fams[] = {&kiln_ops_elementwise, &kiln_ops_tensor};
@@ -1191,6 +1369,12 @@ int main(void) {
   RUN(test_variadic);
   RUN(test_compare_logic);
   RUN(test_cast);
+  RUN(test_math_unary);
+  RUN(test_math_attrs);
+  RUN(test_math_int);
+  RUN(test_mod);
+  RUN(test_sum_mean);
+  RUN(test_castlike);
   RUN(test_aliases);
   RUN(test_expand_shape_fill);
   RUN(test_transpose);

@@ -19,27 +19,9 @@
  * Tolerance: |got - want| <= 1e-4 |want| + 2e-5 max(1, max |want|).
  */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "compiler/ref_exec.h"
-#include "ir/graph.h"
-#include "ir/passes.h"
 #include "ir/tir_visit.h"
-#include "kiln/runtime.h"
-#include "lowering/fuse.h"
-#include "lowering/plan.h"
-#include "runtime/module_impl.h"
-#include "targets/program_build.h"
-#include "targets/registry.h"
-#include "testing.h"
-
-static const char* g_target_name = "cpu";
-static const kiln_target_t* g_target = NULL;
-static kiln_device_t* g_device = NULL;
-
-static kiln_allocator_t al(void) { return kiln_allocator_system(); }
+#include "target_graph_util.h"
 
 /* Uniform in [-1, 1), one fixed sequence per process. */
 static float rnd(void) {
@@ -49,10 +31,7 @@ static float rnd(void) {
 }
 
 static kiln_array_t rand_arr(int rank, const int64_t* dims, float scale) {
-  kiln_array_t a;
-  kiln_shape_t s = kiln_shape_make(rank, dims);
-  memset(&a, 0, sizeof a);
-  if (!CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &s, &a))) memset(&a, 0, sizeof a);
+  kiln_array_t a = arr(KILN_DTYPE_F32, rank, dims);
   for (size_t i = 0; a.data && i < a.nbytes / sizeof(float); ++i) ((float*)a.data)[i] = scale * rnd();
   return a;
 }
@@ -102,21 +81,6 @@ static void gb_node(gb_t* b, const char* op, int n_in, const char* const* in, co
   b->ok = CHECK_OK(kiln_graph_add_node(b->g, op, out, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
 }
 
-static kiln_module_t* compile(kiln_graph_t* g, int opt) {
-  kiln_plan_options_t po = {g_target->lowering, 2};
-  kiln_plan_t* plan = NULL;
-  kiln_program_t* prog = NULL;
-  kiln_module_t* m = NULL;
-  kiln_template_set_t templates;
-  kiln_program_templates(g_target, &templates);
-  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && (opt < 1 || CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) &&
-      CHECK_OK(kiln_template_choose(plan, &templates)))
-    CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));
-  kiln_plan_destroy(plan);
-  if (prog && !CHECK_OK(kiln_module_wrap(prog, &m))) return NULL;
-  return m;
-}
-
 static bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what) {
   if (got->dtype != want->dtype || got->nbytes != want->nbytes || !got->data) {
     kiln_test_fail(__FILE__, __LINE__, "%s: output of another dtype or size", what);
@@ -147,13 +111,10 @@ static void check_graph(gb_t* b, const char* what) {
   if (n_out > 4 || !CHECK_OK(kiln_ref_run(b->g, b->feeds, NULL, want))) return;
   for (int opt = 0; opt <= 1; ++opt) {
     if (opt == 1 && !CHECK_OK(kiln_graph_optimize(b->g, 1, NULL))) break;
-    kiln_module_t* m = compile(b->g, opt);
-    kiln_session_options_t so;
-    kiln_session_options_default(&so);
-    so.slots = 1;
-    kiln_session_t* s = NULL;
+    kiln_module_t* m = compile_fused(b->g, opt >= 1);
+    kiln_session_t* s = session(m);
     memset(got, 0, sizeof got);
-    if (m && CHECK_OK(kiln_session_create(m, g_device, &so, &s)) && CHECK_OK(kiln_session_run(s, b->feeds, got))) {
+    if (s && CHECK_OK(kiln_session_run(s, b->feeds, got))) {
       for (int i = 0; i < n_out; ++i) {
         char name[128];
         snprintf(name, sizeof name, "%s -O%d output %d", what, opt, i);
@@ -162,11 +123,11 @@ static void check_graph(gb_t* b, const char* what) {
     } else {
       kiln_test_fail(__FILE__, __LINE__, "%s -O%d did not run on %s", what, opt, g_target_name);
     }
-    for (int i = 0; i < n_out; ++i) kiln_array_free(al(), &got[i]);
+    free_arrays(got, n_out);
     kiln_session_destroy(s);
     kiln_module_release(m);
   }
-  for (int i = 0; i < n_out; ++i) kiln_array_free(al(), &want[i]);
+  free_arrays(want, n_out);
 }
 
 /* ---- Conv -------------------------------------------------------------- */
@@ -326,20 +287,8 @@ static void test_identity_shared_initializer(void) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--target") && i + 1 < argc) {
-      g_target_name = argv[++i];
-    } else {
-      fprintf(stderr, "usage: %s [--target cpu|opencl|vulkan]\n", argv[0]);
-      return 2;
-    }
-  }
-  g_target = kiln_target_find(g_target_name);
-  kiln_device_open_options_t oo = {2, true, stderr};
-  if (!g_target || !CHECK_OK(kiln_device_open(g_target_name, &oo, al(), &g_device))) {
-    fprintf(stderr, "no target or device '%s'\n", g_target_name);
-    return 1;
-  }
+  int rc = target_open(argc, argv);
+  if (rc) return rc;
   RUN(test_conv_patch16);
   RUN(test_conv_few_phases);
   RUN(test_conv_many_phases);

@@ -774,6 +774,74 @@ static void test_math(void) {
   }
 }
 
+/* Integer variants the ONNX node tests leave out (they check floats only,
+ * or only some widths), with the values ONNX / numpy give. */
+static void test_int_math_ops(void) {
+  kiln_array_t y = {0};
+  int8_t s[5] = {-128, -3, 0, 5, 127};
+  kiln_array_t sin_ = ARR(I8, 1, DIMS(5), s);
+  if (CHECK_OK(run_op("Sign", 13, 1, &sin_, 0, NULL, &y))) {
+    check_i64s(&y, I8, 5, DIMS(-1, -1, 0, 1, 1));
+    kiln_array_free(A(), &y);
+  }
+  /* Mod: fmod 0 takes the divisor's sign (numpy %), fmod 1 the dividend's
+   * (C %); the most negative value % -1 is 0, not a trap. */
+  int64_t a[5] = {INT64_MIN, 7, -7, 7, -7}, b[5] = {-1, 3, 3, -3, -3};
+  kiln_array_t mi[2] = {ARR(I64, 1, DIMS(5), a), ARR(I64, 1, DIMS(5), b)};
+  kiln_attr_t fm0 = kiln_attr_make_int("fmod", 0), fm1 = kiln_attr_make_int("fmod", 1);
+  if (CHECK_OK(run_op("Mod", 13, 2, mi, 1, &fm0, &y))) {
+    check_i64s(&y, I64, 5, DIMS(0, 1, 2, -2, -1));
+    kiln_array_free(A(), &y);
+  }
+  if (CHECK_OK(run_op("Mod", 13, 2, mi, 1, &fm1, &y))) {
+    check_i64s(&y, I64, 5, DIMS(0, 1, -1, 1, -1));
+    kiln_array_free(A(), &y);
+  }
+  b[2] = 0;
+  CHECK_ERR(run_op("Mod", 13, 2, mi, 1, &fm0, &y), KILN_INVALID_ARGUMENT, "Mod: integer division by zero");
+  float fa[2] = {-7.5f, 7.5f}, fb[2] = {2, -2};
+  kiln_array_t fi[2] = {ARR(F32, 1, DIMS(2), fa), ARR(F32, 1, DIMS(2), fb)};
+  if (CHECK_OK(run_op("Mod", 13, 2, fi, 1, &fm1, &y))) {
+    check_f32(&y, 2, FV(-1.5f, 1.5f), 0);
+    kiln_array_free(A(), &y);
+  }
+  CHECK_ERR(run_op("Mod", 13, 2, fi, 1, &fm0, &y), KILN_INVALID_ARGUMENT, "fmod = 1");
+  /* BitShift: shifts of the width or more give 0. */
+  uint8_t x[4] = {0x81, 0x81, 0x81, 0xff}, k[4] = {1, 7, 8, 200};
+  kiln_array_t bi[2] = {ARR(U8, 1, DIMS(4), x), ARR(U8, 1, DIMS(4), k)};
+  kiln_attr_t left = kiln_attr_make_string("direction", "LEFT");
+  kiln_attr_t right = kiln_attr_make_string("direction", "RIGHT");
+  if (CHECK_OK(run_op("BitShift", 11, 2, bi, 1, &left, &y))) {
+    check_i64s(&y, U8, 4, DIMS(0x02, 0x80, 0, 0));
+    kiln_array_free(A(), &y);
+  }
+  if (CHECK_OK(run_op("BitShift", 11, 2, bi, 1, &right, &y))) {
+    check_i64s(&y, U8, 4, DIMS(0x40, 0x01, 0, 0));
+    kiln_array_free(A(), &y);
+  }
+  /* IsInf's flags pick the signs; IsNaN is bool too. */
+  float v[4] = {INFINITY, -INFINITY, NAN, 1};
+  kiln_array_t vi = ARR(F32, 1, DIMS(4), v);
+  kiln_attr_t neg_only[2] = {kiln_attr_make_int("detect_positive", 0),
+                             kiln_attr_make_int("detect_negative", 1)};
+  if (CHECK_OK(run_op("IsInf", 20, 1, &vi, 2, neg_only, &y))) {
+    check_i64s(&y, BOOL, 4, DIMS(0, 1, 0, 0));
+    kiln_array_free(A(), &y);
+  }
+  if (CHECK_OK(run_op("IsNaN", 20, 1, &vi, 0, NULL, &y))) {
+    check_i64s(&y, BOOL, 4, DIMS(0, 0, 1, 0));
+    kiln_array_free(A(), &y);
+  }
+  /* CastLike takes the dtype of its second input. */
+  int32_t like[1] = {0};
+  float c[2] = {-2.7f, 3.9f};
+  kiln_array_t ci[2] = {ARR(F32, 1, DIMS(2), c), ARR(I32, 1, DIMS(1), like)};
+  if (CHECK_OK(run_op("CastLike", 19, 2, ci, 0, NULL, &y))) {
+    check_i64s(&y, I32, 2, DIMS(-2, 3));
+    kiln_array_free(A(), &y);
+  }
+}
+
 static void test_prelu(void) {
   float x[12], slope[3] = {0.1f, 0.2f, 0.3f};
   for (int i = 0; i < 12; ++i) x[i] = (float)(i - 6);
@@ -893,6 +961,7 @@ int main(void) {
   RUN(test_compare_and_logic);
   RUN(test_activations);
   RUN(test_math);
+  RUN(test_int_math_ops);
   RUN(test_prelu);
   RUN(test_identity_dropout);
   RUN(test_constant_folding);

@@ -547,6 +547,12 @@ static void test_simplify_constants(void) {
   CHECK(r->kind == TIR_FLOAT && r->u.f == 1.0); /* 1.0001 rounds to 1 in f16 */
   CHECK_SIMP(tir_call(&C, TIR_SQRT, 1, tir_const(&C, KILN_DTYPE_F32, 16), NULL, NULL), "4.0f");
   CHECK_SIMP(tir_call(&C, TIR_NEG, 1, I(5), NULL, NULL), "-5");
+  CHECK_SIMP(tir_call(&C, TIR_FMOD, 2, tir_const(&C, KILN_DTYPE_F32, -7.5),
+                      tir_const(&C, KILN_DTYPE_F32, 2), NULL),
+             "-1.5f");
+  volatile float one = 1.0f; /* libm at run time, as the fold uses */
+  r = tir_simplify_expr(&C, tir_call(&C, TIR_ATAN, 1, tir_const(&C, KILN_DTYPE_F32, 1), NULL, NULL));
+  CHECK(r->kind == TIR_FLOAT && r->u.f == (double)atanf(one));
   CHECK_SIMP(tir_cast(&C, KILN_DTYPE_F32, I(3)), "3.0f");
   /* Bools. */
   CHECK_SIMP(BIN(TIR_LT, I(1), I(2)), "true");
@@ -554,6 +560,14 @@ static void test_simplify_constants(void) {
   CHECK_SIMP(tir_call(&C, TIR_NOT, 1, BIN(TIR_LT, I(1), I(2)), NULL, NULL), "false");
   CHECK_SIMP(BIN(TIR_LT, tir_const(&C, KILN_DTYPE_F32, 1), tir_const(&C, KILN_DTYPE_F32, 0.5)),
              "false");
+  /* IsNaN / IsInf are comparisons: NaN != NaN folds to true, +inf == +inf
+   * to true, and x != x on a float value is never folded to false. */
+  CHECK_SIMP(BIN(TIR_NE, tir_const(&C, KILN_DTYPE_F32, NAN), tir_const(&C, KILN_DTYPE_F32, NAN)), "true");
+  CHECK_SIMP(BIN(TIR_EQ, tir_const(&C, KILN_DTYPE_F32, INFINITY), tir_const(&C, KILN_DTYPE_F32, INFINITY)),
+             "true");
+  const tir_expr_t* fv = tir_cast(&C, KILN_DTYPE_F32, R(tir_var(&C, "fx")));
+  r = tir_simplify_expr(&C, BIN(TIR_NE, fv, fv));
+  CHECK(r->kind == TIR_BINARY && r->u.bin.op == TIR_NE);
 }
 
 static void test_simplify_identities(void) {

@@ -269,47 +269,14 @@ static int64_t flops_variadic(const kiln_infer_t* ctx) {
   return ctx->n_in > 1 ? n * (ctx->n_in - 1) : 0;
 }
 
-#define OP(type, name, min_in, max_in, min_out, max_out, flops, pattern) \
-  {type, min_in, max_in, min_out, max_out, kiln_ew_infer_##name,        \
-   kiln_ew_run_##name, flops, KILN_PATTERN_##pattern}
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, min_in, max_in, min_out, max_out, kiln_ew_infer_##stem,                           \
+   kiln_ew_run_##stem, flops, KILN_PATTERN_##pattern, tmpl},
 
 static const kiln_op_schema_t ops[] = {
-    OP("Identity", identity, 1, 1, 1, 1, flops_zero, ELEMWISE),
-    OP("Dropout", dropout, 1, 3, 1, 2, flops_zero, ELEMWISE),
-    OP("Relu", relu, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("LeakyRelu", leakyrelu, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("PRelu", prelu, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Clip", clip, 1, 3, 1, 1, NULL, ELEMWISE),
-    OP("Sigmoid", sigmoid, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Tanh", tanh, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("HardSigmoid", hardsigmoid, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("HardSwish", hardswish, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Erf", erf, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Gelu", gelu, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Add", add, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Sub", sub, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Mul", mul, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Div", div, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Pow", pow, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Max", max, 1, -1, 1, 1, flops_variadic, BROADCAST),
-    OP("Min", min, 1, -1, 1, 1, flops_variadic, BROADCAST),
-    OP("Sqrt", sqrt, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Reciprocal", reciprocal, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Exp", exp, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Log", log, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Neg", neg, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Abs", abs, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("Cast", cast, 1, 1, 1, 1, flops_zero, ELEMWISE),
-    OP("Where", where, 3, 3, 1, 1, NULL, BROADCAST),
-    OP("Equal", equal, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Less", less, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Greater", greater, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("LessOrEqual", less_equal, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("GreaterOrEqual", greater_equal, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Not", not, 1, 1, 1, 1, NULL, ELEMWISE),
-    OP("And", and, 2, 2, 1, 1, NULL, BROADCAST),
-    OP("Or", or, 2, 2, 1, 1, NULL, BROADCAST),
+#include "ir/ops/elementwise.def"
 };
+#undef KILN_OP
 
 const kiln_op_family_t kiln_ops_elementwise = {
     "elementwise", ops, sizeof(ops) / sizeof(ops[0])};

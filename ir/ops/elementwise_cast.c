@@ -66,9 +66,7 @@ static void cast_generic(kiln_dtype_t from, const void* x, kiln_dtype_t to,
   }
 }
 
-kiln_status_t kiln_ew_run_cast(const kiln_ref_ctx_t* ctx) {
-  kiln_dtype_t to = KILN_DTYPE_UNDEFINED;
-  KILN_RETURN_IF_ERROR(cast_target(ctx->node, &to));
+static kiln_status_t run_cast_to(const kiln_ref_ctx_t* ctx, kiln_dtype_t to) {
   const kiln_array_t* x = kiln_ew_arr(ctx, 0);
   kiln_array_t* y = kiln_ew_out(ctx, 0);
   if (!x) return kiln_make_status(KILN_INVALID_ARGUMENT, "Cast: missing input");
@@ -91,10 +89,43 @@ kiln_status_t kiln_ew_run_cast(const kiln_ref_ctx_t* ctx) {
   return NULL;
 }
 
+kiln_status_t kiln_ew_run_cast(const kiln_ref_ctx_t* ctx) {
+  kiln_dtype_t to = KILN_DTYPE_UNDEFINED;
+  KILN_RETURN_IF_ERROR(cast_target(ctx->node, &to));
+  return run_cast_to(ctx, to);
+}
+
 kiln_status_t kiln_ew_infer_cast(kiln_infer_t* ctx) {
   kiln_dtype_t to = KILN_DTYPE_UNDEFINED;
   KILN_RETURN_IF_ERROR(cast_target(ctx->node, &to));
   KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "input", KILN_EW_ALL));
   kiln_infer_set(ctx, 0, to, &ctx->in[0]->shape);
   return kiln_ew_fold(ctx, kiln_ew_run_cast);
+}
+
+/* CastLike: Cast to the dtype of input 'target_type' (its values unused). */
+kiln_status_t kiln_ew_run_castlike(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* like = kiln_ew_arr(ctx, 1);
+  if (!like) return kiln_make_status(KILN_INVALID_ARGUMENT, "CastLike: missing input 'target_type'");
+  return run_cast_to(ctx, like->dtype);
+}
+
+/* Folding CastLike: the target dtype is the output's (set by infer). */
+static kiln_status_t run_cast_as_out(const kiln_ref_ctx_t* ctx) {
+  kiln_array_t* y = kiln_ew_out(ctx, 0);
+  if (!y) return kiln_make_status(KILN_INVALID_ARGUMENT, "CastLike: missing output");
+  return run_cast_to(ctx, y->dtype);
+}
+
+kiln_status_t kiln_ew_infer_castlike(kiln_infer_t* ctx) {
+  int64_t sat = 1;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "saturate", 1, &sat));
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "input", KILN_EW_ALL));
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 1, "target_type", KILN_EW_ALL));
+  kiln_infer_set(ctx, 0, ctx->in[1]->dtype, &ctx->in[0]->shape);
+  /* The values come from 'input' alone: fold when it is constant, whether
+   * or not 'target_type' is (it usually is a run-time tensor). */
+  kiln_infer_t one = *ctx;
+  one.n_in = 1;
+  return kiln_ew_fold(&one, run_cast_as_out);
 }

@@ -6,16 +6,19 @@
  *   elementwise.c         family table, dtype checks, load-time folding,
  *                         the broadcast iterator
  *   elementwise_unary.c   one-input maps: Relu .. Abs, Clip, Not, Identity,
- *                         Dropout
- *   elementwise_binary.c  broadcasting ops: arithmetic, Pow, comparisons,
- *                         And/Or, PRelu, Max/Min, Where
- *   elementwise_cast.c    Cast
+ *                         Dropout, Elu .. Mish, Sign, Round/Floor/Ceil, the
+ *                         trigonometric and hyperbolic maps, IsNaN/IsInf
+ *   elementwise_binary.c  broadcasting ops: arithmetic, Pow, Mod, BitShift,
+ *                         comparisons, And/Or/Xor, PRelu, Max/Min/Sum/Mean,
+ *                         Where
+ *   elementwise_cast.c    Cast, CastLike
  *
  * Numeric rules shared by every kernel:
  *   - float math runs in f32; f16 inputs are widened, the result is rounded
  *     to f16 once;
  *   - integer Add/Sub/Mul/Neg/Abs wrap like two's complement (computed in
- *     uint64 and truncated), integer Div truncates toward zero;
+ *     uint64 and truncated), integer Div truncates toward zero; integer Div
+ *     and Mod fail the run on a zero divisor;
  *   - float -> integer conversions truncate, saturate to the int64 range
  *     (NaN -> 0) and then wrap to the target width, so they are defined for
  *     every value.
@@ -153,6 +156,31 @@ KILN_EW_DECLARE(neg)
 KILN_EW_DECLARE(abs)
 KILN_EW_DECLARE(not)
 KILN_EW_DECLARE(clip)
+KILN_EW_DECLARE(elu)
+KILN_EW_DECLARE(selu)
+KILN_EW_DECLARE(celu)
+KILN_EW_DECLARE(softplus)
+KILN_EW_DECLARE(softsign)
+KILN_EW_DECLARE(thresholdedrelu)
+KILN_EW_DECLARE(shrink)
+KILN_EW_DECLARE(mish)
+KILN_EW_DECLARE(sign)
+KILN_EW_DECLARE(round)
+KILN_EW_DECLARE(floor)
+KILN_EW_DECLARE(ceil)
+KILN_EW_DECLARE(sin)
+KILN_EW_DECLARE(cos)
+KILN_EW_DECLARE(tan)
+KILN_EW_DECLARE(asin)
+KILN_EW_DECLARE(acos)
+KILN_EW_DECLARE(atan)
+KILN_EW_DECLARE(sinh)
+KILN_EW_DECLARE(cosh)
+KILN_EW_DECLARE(asinh)
+KILN_EW_DECLARE(acosh)
+KILN_EW_DECLARE(atanh)
+KILN_EW_DECLARE(isnan)
+KILN_EW_DECLARE(isinf)
 /* elementwise_binary.c */
 KILN_EW_DECLARE(add)
 KILN_EW_DECLARE(sub)
@@ -170,7 +198,13 @@ KILN_EW_DECLARE(greater_equal)
 KILN_EW_DECLARE(and)
 KILN_EW_DECLARE(or)
 KILN_EW_DECLARE(where)
+KILN_EW_DECLARE(xor)
+KILN_EW_DECLARE(bitshift)
+KILN_EW_DECLARE(mod)
+KILN_EW_DECLARE(sum)
+KILN_EW_DECLARE(mean)
 /* elementwise_cast.c */
 KILN_EW_DECLARE(cast)
+KILN_EW_DECLARE(castlike)
 
 #endif /* KILN_IR_OPS_ELEMENTWISE_IMPL_H_ */

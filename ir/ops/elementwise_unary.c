@@ -1,5 +1,7 @@
-/* One-input elementwise ops: activations and math maps (Relu .. Abs, Not),
- * Clip, and the data-moving Identity and Dropout (inference only).
+/* One-input elementwise ops: activations and math maps (Relu .. Abs, Not,
+ * Elu .. Mish, Sign, rounding, trigonometric and hyperbolic maps), IsNaN and
+ * IsInf (float in, bool out), Clip, and the data-moving Identity and Dropout
+ * (inference only).
  *
  * Each map is a kernel over a flat run of elements, generated per dtype by
  * the *_CASES macros so the f32 loop is a plain loop the compiler can
@@ -102,6 +104,47 @@ KERNEL(abs, F_CASES(fabsf(v))
             SI_CASES(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) U_CASES(v))
 KERNEL(not, I_CASE(KILN_DTYPE_BOOL, uint8_t, !v))
 
+/* log(1 + e) for e in [0, 1] without losing a small e to the rounding of
+ * 1 + e (Goldberg's log1p): the compiled kernels use the same steps, which
+ * also hold when they compute in f16. */
+static inline float log1p_small(float e) {
+  const float u = 1.0f + e;
+  return u == 1.0f ? e : logf(u) * e / (u - 1.0f);
+}
+/* log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the same value where
+ * exp(x) is finite, and x (not inf) where it would overflow. */
+static inline float softplus(float v) {
+  return (v > 0.0f ? v : 0.0f) + log1p_small(expf(-fabsf(v)));
+}
+/* 1, -1 or the value itself: 0 stays 0 and NaN stays NaN (numpy sign). */
+static inline float fsign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
+
+/* alpha/beta carry each op's attributes: Elu, Celu, ThresholdedRelu alpha;
+ * Selu alpha, gamma; Shrink lambd, bias. */
+KERNEL(elu, F_CASES(v < 0.0f ? p->alpha * (expf(v) - 1.0f) : v))
+KERNEL(selu, F_CASES(v > 0.0f ? p->beta * v : p->beta * (p->alpha * expf(v) - p->alpha)))
+KERNEL(celu, F_CASES(v > 0.0f ? v : p->alpha * (expf(v / p->alpha) - 1.0f)))
+KERNEL(softplus, F_CASES(softplus(v)))
+KERNEL(softsign, F_CASES(v / (1.0f + fabsf(v))))
+KERNEL(thresholdedrelu, F_CASES(v > p->alpha ? v : 0.0f))
+KERNEL(shrink, F_CASES(v < -p->alpha ? v + p->beta : (v > p->alpha ? v - p->beta : 0.0f)))
+KERNEL(mish, F_CASES(v * tanhf(softplus(v))))
+KERNEL(sign, F_CASES(fsign(v)) SI_CASES(v > 0 ? 1 : (v < 0 ? -1 : 0)) U_CASES(v > 0 ? 1 : 0))
+KERNEL(round, F_CASES(nearbyintf(v)))
+KERNEL(floor, F_CASES(floorf(v)))
+KERNEL(ceil, F_CASES(ceilf(v)))
+KERNEL(sin, F_CASES(sinf(v)))
+KERNEL(cos, F_CASES(cosf(v)))
+KERNEL(tan, F_CASES(tanf(v)))
+KERNEL(asin, F_CASES(asinf(v)))
+KERNEL(acos, F_CASES(acosf(v)))
+KERNEL(atan, F_CASES(atanf(v)))
+KERNEL(sinh, F_CASES(sinhf(v)))
+KERNEL(cosh, F_CASES(coshf(v)))
+KERNEL(asinh, F_CASES(asinhf(v)))
+KERNEL(acosh, F_CASES(acoshf(v)))
+KERNEL(atanh, F_CASES(atanhf(v)))
+
 /* ---- shared infer/run ------------------------------------------------ */
 
 static const char* opn(const kiln_node_t* n) {
@@ -154,6 +197,120 @@ SIMPLE_MAP(log, "input", KILN_EW_FLOAT)
 SIMPLE_MAP(neg, "X", KILN_EW_FLOAT | KILN_EW_SINT)
 SIMPLE_MAP(abs, "X", KILN_EW_NUM)
 SIMPLE_MAP(not, "X", KILN_EW_BOOL)
+SIMPLE_MAP(softplus, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(softsign, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(mish, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(sign, "input", KILN_EW_NUM)
+SIMPLE_MAP(round, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(floor, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(ceil, "X", KILN_EW_FLOAT)
+SIMPLE_MAP(sin, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(cos, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(tan, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(asin, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(acos, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(atan, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(sinh, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(cosh, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(asinh, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(acosh, "input", KILN_EW_FLOAT)
+SIMPLE_MAP(atanh, "input", KILN_EW_FLOAT)
+
+/* A map whose attributes |params| reads into uparams_t (and validates, so
+ * a bad attribute fails at load). */
+#define ATTR_MAP(name, in_name, params)                                  \
+  kiln_status_t kiln_ew_run_##name(const kiln_ref_ctx_t* ctx) {          \
+    uparams_t p;                                                         \
+    KILN_RETURN_IF_ERROR(params(ctx->node, &p));                         \
+    return run_map(ctx, k_##name, &p);                                   \
+  }                                                                      \
+  kiln_status_t kiln_ew_infer_##name(kiln_infer_t* ctx) {                \
+    uparams_t p;                                                         \
+    KILN_RETURN_IF_ERROR(params(ctx->node, &p));                         \
+    return infer_map(ctx, in_name, KILN_EW_FLOAT, kiln_ew_run_##name);   \
+  }
+
+static kiln_status_t alpha1_params(const kiln_node_t* n, uparams_t* p) {
+  p->beta = 0.0f;
+  return kiln_attr_float(n, "alpha", 1.0f, &p->alpha);
+}
+static kiln_status_t selu_params(const kiln_node_t* n, uparams_t* p) {
+  KILN_RETURN_IF_ERROR(kiln_attr_float(n, "alpha", 1.67326319217681884765625f, &p->alpha));
+  return kiln_attr_float(n, "gamma", 1.05070102214813232421875f, &p->beta);
+}
+/* Celu divides by alpha: 0 would turn every negative input into NaN. */
+static kiln_status_t celu_params(const kiln_node_t* n, uparams_t* p) {
+  KILN_RETURN_IF_ERROR(alpha1_params(n, p));
+  if (p->alpha == 0.0f)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "Celu: attribute 'alpha' must not be 0");
+  return NULL;
+}
+static kiln_status_t shrink_params(const kiln_node_t* n, uparams_t* p) {
+  KILN_RETURN_IF_ERROR(kiln_attr_float(n, "lambd", 0.5f, &p->alpha));
+  return kiln_attr_float(n, "bias", 0.0f, &p->beta);
+}
+
+ATTR_MAP(elu, "X", alpha1_params)
+ATTR_MAP(selu, "X", selu_params)
+ATTR_MAP(celu, "X", celu_params)
+ATTR_MAP(thresholdedrelu, "X", alpha1_params)
+ATTR_MAP(shrink, "input", shrink_params)
+
+/* ---- IsNaN / IsInf: float in, bool out ------------------------------- */
+
+/* IsInf's detect_negative / detect_positive, as flags. */
+typedef struct isinf_s {
+  bool neg, pos;
+} isinf_t;
+
+static kiln_status_t isinf_params(const kiln_node_t* n, isinf_t* q) {
+  int64_t neg = 1, pos = 1;
+  if (n && n->op_type && strcmp(n->op_type, "IsInf") == 0) {
+    KILN_RETURN_IF_ERROR(kiln_attr_int(n, "detect_negative", 1, &neg));
+    KILN_RETURN_IF_ERROR(kiln_attr_int(n, "detect_positive", 1, &pos));
+  }
+  q->neg = neg != 0;
+  q->pos = pos != 0;
+  return NULL;
+}
+
+/* Classification by comparison (x != x, |x| == inf), which needs no libm
+ * and is exact for f16 widened to f32. */
+static kiln_status_t run_classify(const kiln_ref_ctx_t* ctx, bool nan) {
+  const char* op = opn(ctx->node);
+  const kiln_array_t* x = kiln_ew_arr(ctx, 0);
+  kiln_array_t* y = kiln_ew_out(ctx, 0);
+  if (!x || !kiln_dtype_is_float(x->dtype))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: missing or non-float input", op);
+  isinf_t q;
+  KILN_RETURN_IF_ERROR(isinf_params(ctx->node, &q));
+  int64_t n = kiln_array_numel(x);
+  KILN_RETURN_IF_ERROR(kiln_ew_check_out(op, y, KILN_DTYPE_BOOL, n));
+  uint8_t* o = y->data;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = (float)kiln_ew_ld_f(x->dtype, x->data, i);
+    o[i] = nan ? v != v : ((q.pos && v == INFINITY) || (q.neg && v == -INFINITY));
+  }
+  return NULL;
+}
+
+static kiln_status_t infer_classify(kiln_infer_t* ctx,
+                                    kiln_status_t (*run)(const kiln_ref_ctx_t*)) {
+  isinf_t q;
+  KILN_RETURN_IF_ERROR(isinf_params(ctx->node, &q));
+  KILN_RETURN_IF_ERROR(kiln_ew_check_dtype(ctx, 0, "X", KILN_EW_FLOAT));
+  kiln_infer_set(ctx, 0, KILN_DTYPE_BOOL, &ctx->in[0]->shape);
+  return kiln_ew_fold(ctx, run);
+}
+
+kiln_status_t kiln_ew_run_isnan(const kiln_ref_ctx_t* ctx) { return run_classify(ctx, true); }
+kiln_status_t kiln_ew_infer_isnan(kiln_infer_t* ctx) {
+  return infer_classify(ctx, kiln_ew_run_isnan);
+}
+kiln_status_t kiln_ew_run_isinf(const kiln_ref_ctx_t* ctx) { return run_classify(ctx, false); }
+kiln_status_t kiln_ew_infer_isinf(kiln_infer_t* ctx) {
+  return infer_classify(ctx, kiln_ew_run_isinf);
+}
 
 /* ---- maps with attributes -------------------------------------------- */
 

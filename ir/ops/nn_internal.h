@@ -21,15 +21,41 @@ KILN_NN_DECLARE(gemm)
 KILN_NN_DECLARE(batchnorm)
 KILN_NN_DECLARE(maxpool)
 KILN_NN_DECLARE(avgpool)
+KILN_NN_DECLARE(lppool)
 KILN_NN_DECLARE(global_avgpool)
+KILN_NN_DECLARE(global_maxpool)
 KILN_NN_DECLARE(softmax)
 KILN_NN_DECLARE(log_softmax)
 KILN_NN_DECLARE(layernorm)
 KILN_NN_DECLARE(reduce_mean)
 KILN_NN_DECLARE(reduce_sum)
 KILN_NN_DECLARE(reduce_max)
+KILN_NN_DECLARE(reduce_min)
+KILN_NN_DECLARE(reduce_prod)
+KILN_NN_DECLARE(reduce_l1)
+KILN_NN_DECLARE(reduce_l2)
+KILN_NN_DECLARE(reduce_sum_square)
+KILN_NN_DECLARE(reduce_log_sum)
+KILN_NN_DECLARE(reduce_log_sum_exp)
+KILN_NN_DECLARE(argmax)
+KILN_NN_DECLARE(argmin)
+KILN_NN_DECLARE(hardmax)
+KILN_NN_DECLARE(instancenorm)
+KILN_NN_DECLARE(groupnorm)
+KILN_NN_DECLARE(lrn)
+KILN_NN_DECLARE(lpnorm)
+KILN_NN_DECLARE(mvn)
 
 #undef KILN_NN_DECLARE
+
+/* The Reduce* kinds (schema in nn_reduce.c; the lowering shares them). */
+typedef enum kiln_nn_red_kind_e {
+  KILN_NN_RED_MEAN, KILN_NN_RED_SUM, KILN_NN_RED_MAX, KILN_NN_RED_MIN,
+  KILN_NN_RED_PROD, KILN_NN_RED_L1, KILN_NN_RED_L2, KILN_NN_RED_SUMSQ,
+  KILN_NN_RED_LOGSUM, KILN_NN_RED_LOGSUMEXP
+} kiln_nn_red_kind_t;
+/* "ReduceMean", ... */
+const char* kiln_nn_red_name(kiln_nn_red_kind_t k);
 
 /* ---- messages ---------------------------------------------------------- */
 

@@ -28,6 +28,12 @@ const kiln_op_schema_t* kiln_op_lookup(const char* domain, const char* op_type) 
   return NULL;
 }
 
+uint32_t kiln_op_node_templates(const kiln_node_t* n) {
+  if (!n) return 0;
+  const kiln_op_schema_t* s = n->schema ? n->schema : kiln_op_lookup(n->domain, n->op_type);
+  return s ? s->templates : 0;
+}
+
 size_t kiln_op_count(void) {
   size_t n = 0;
   for (size_t f = 0; f < N_FAMILIES; ++f) n += families[f]->count;

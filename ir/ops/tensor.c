@@ -204,31 +204,15 @@ int64_t kiln_tensor_no_flops(const kiln_infer_t* ctx) {
 
 /* ---- the family ------------------------------------------------------- */
 
-#define OP(type, min_in, max_in, min_out, max_out, fn, flops, pattern)    \
-  {                                                                        \
-    type, min_in, max_in, min_out, max_out, kiln_tensor_##fn##_infer,      \
-        kiln_tensor_##fn##_run, flops, KILN_PATTERN_##pattern              \
-  }
+#define KILN_OP(type, stem, min_in, max_in, min_out, max_out, flops, pattern, tmpl, lower) \
+  {type, min_in, max_in, min_out, max_out, kiln_tensor_##stem##_infer,                     \
+   kiln_tensor_##stem##_run, flops, KILN_PATTERN_##pattern, tmpl},
 
 static const kiln_op_schema_t tensor_ops[] = {
-    OP("Reshape", 1, 2, 1, 1, reshape, kiln_tensor_no_flops, INJECTIVE),
-    OP("Flatten", 1, 1, 1, 1, flatten, kiln_tensor_no_flops, INJECTIVE),
-    OP("Squeeze", 1, 2, 1, 1, squeeze, kiln_tensor_no_flops, INJECTIVE),
-    OP("Unsqueeze", 1, 2, 1, 1, unsqueeze, kiln_tensor_no_flops, INJECTIVE),
-    OP("Expand", 2, 2, 1, 1, expand, kiln_tensor_no_flops, INJECTIVE),
-    OP("Shape", 1, 1, 1, 1, shape, kiln_tensor_no_flops, OPAQUE),
-    OP("Constant", 0, 0, 1, 1, constant, kiln_tensor_no_flops, INJECTIVE),
-    OP("ConstantOfShape", 1, 1, 1, 1, constant_of_shape, kiln_tensor_no_flops, INJECTIVE),
-    OP("Transpose", 1, 1, 1, 1, transpose, kiln_tensor_no_flops, INJECTIVE),
-    OP("Concat", 1, -1, 1, 1, concat, kiln_tensor_no_flops, INJECTIVE),
-    OP("Split", 1, 2, 1, -1, split, kiln_tensor_no_flops, INJECTIVE),
-    OP("Slice", 1, 5, 1, 1, slice, kiln_tensor_no_flops, INJECTIVE),
-    OP("Gather", 2, 2, 1, 1, gather, kiln_tensor_no_flops, INJECTIVE),
-    OP("Pad", 1, 4, 1, 1, pad, kiln_tensor_no_flops, INJECTIVE),
-    OP("Resize", 1, 4, 1, 1, resize, kiln_tensor_resize_flops, INJECTIVE),
+#include "ir/ops/tensor.def"
 };
 
-#undef OP
+#undef KILN_OP
 
 const kiln_op_family_t kiln_ops_tensor = {
     "tensor", tensor_ops, sizeof(tensor_ops) / sizeof(tensor_ops[0])};

@@ -8,6 +8,11 @@
  *   tensor_move.c    Transpose Concat Split Slice Gather (ops that move data)
  *   tensor_pad.c     Pad
  *   tensor_resize.c  Resize
+ *   tensor_index.c   GatherElements GatherND ScatterElements ScatterND
+ *   tensor_gen.c     Tile Range Trilu EyeLike Size OneHot DepthToSpace
+ *                    SpaceToDepth
+ *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
+ *   tensor_einsum.c  Einsum
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -114,6 +119,23 @@ KILN_TENSOR_OP(gather);
 KILN_TENSOR_OP(pad);
 KILN_TENSOR_OP(resize);
 int64_t kiln_tensor_resize_flops(const kiln_infer_t* ctx);
+KILN_TENSOR_OP(gather_elements);
+KILN_TENSOR_OP(gather_nd);
+KILN_TENSOR_OP(scatter_elements);
+KILN_TENSOR_OP(scatter_nd);
+KILN_TENSOR_OP(tile);
+KILN_TENSOR_OP(range);
+KILN_TENSOR_OP(trilu);
+KILN_TENSOR_OP(eye_like);
+KILN_TENSOR_OP(size);
+KILN_TENSOR_OP(one_hot);
+KILN_TENSOR_OP(depth_to_space);
+KILN_TENSOR_OP(space_to_depth);
+KILN_TENSOR_OP(cumsum);
+KILN_TENSOR_OP(topk);
+KILN_TENSOR_OP(reverse_sequence);
+KILN_TENSOR_OP(einsum);
+int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
 
 #undef KILN_TENSOR_OP
 

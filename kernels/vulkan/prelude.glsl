@@ -13,6 +13,26 @@ int kiln_floormod(int a, int b) {
 }
 float kiln_ffloordiv(float a, float b) { return floor(a / b); }
 float kiln_ffloormod(float a, float b) { return a - floor(a / b) * b; }
+/* C fmod: GLSL's mod() floors; this truncates, as fmod does. Not exact like
+ * libm's (a - b * trunc(a / b) rounds twice), within the f32 tolerances. */
+float kiln_fmodf(float a, float b) { return a - b * trunc(a / b); }
+/* asin / acos through the two-argument atan: GLSL leaves their precision to
+ * the driver, and some (llvmpipe) miss the f32 tolerance by 4e-4 where their
+ * atan does not. sqrt((1-x)(1+x)) keeps precision near |x| = 1, and |x| > 1
+ * gives NaN as asin does. */
+/* pow: GLSL leaves it undefined for a base < 0, or 0 with an exponent
+ * <= 0 (drivers give NaN); C's powf is defined there: a negative base with
+ * an integral exponent, 0^0 = 1, 0^-y = inf. */
+float kiln_powf(float a, float b) {
+  if (b == 0.0) return 1.0;
+  if (a == 0.0) return b > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+  if (a > 0.0 || isnan(a) || isnan(b)) return pow(a, b);
+  if (b != floor(b)) return uintBitsToFloat(0x7fc00000u);
+  float r = pow(-a, b);
+  return mod(b, 2.0) == 1.0 ? -r : r;
+}
+float kiln_asin(float x) { return atan(x, sqrt((1.0 - x) * (1.0 + x))); }
+float kiln_acos(float x) { return atan(sqrt((1.0 - x) * (1.0 + x)), x); }
 int kiln_idiv32(int a, int b) { return b == 0 ? 0 : b == -1 ? -a : a / b; }
 int64_t kiln_idiv64(int64_t a, int64_t b) { return b == 0 ? 0l : b == -1 ? -a : a / b; }
 int64_t kiln_iabs(int64_t a) { return a < 0 ? -a : a; }

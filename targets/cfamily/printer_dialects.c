@@ -30,13 +30,30 @@ extern const char kiln_cf_glsl_prelude[];   /* kernels/vulkan/prelude.glsl */
            [TIR_RSQRT] = "rsqrt($1)", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "erf($1)",           \
            [TIR_FABS] = "fabs($1)", [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)",         \
            [TIR_ROUND_EVEN] = "rint($1)", [TIR_POW] = "pow($1, $2)",                            \
-           [TIR_SIGMOID] = "kiln_sigmoidf($1)"},                                                \
+           [TIR_SIGMOID] = "kiln_sigmoidf($1)", [TIR_SIN] = "sin($1)", [TIR_COS] = "cos($1)",   \
+           [TIR_TAN] = "tan($1)", [TIR_ASIN] = "asin($1)", [TIR_ACOS] = "acos($1)",             \
+           [TIR_ATAN] = "atan($1)", [TIR_SINH] = "sinh($1)", [TIR_COSH] = "cosh($1)",           \
+           [TIR_ASINH] = "asinh($1)", [TIR_ACOSH] = "acosh($1)", [TIR_ATANH] = "atanh($1)",     \
+           [TIR_FMOD] = "fmod($1, $2)"},                                                        \
   .fmin_f = "kiln_fminf($1, $2)", .fmax_f = "kiln_fmaxf($1, $2)",                               \
   .ffloordiv = "kiln_ffloordiv($1, $2)", .ffloormod = "kiln_ffloormod($1, $2)",                 \
   .imin = "kiln_imin($1, $2)", .imax = "kiln_imax($1, $2)",                                     \
   .floordiv = "kiln_floordiv($1, $2)", .floormod = "kiln_floormod($1, $2)",                     \
   .idiv32 = "kiln_idiv32($1, $2)", .idiv64 = "kiln_idiv64($1, $2)", .iabs = "kiln_iabs($1)",    \
   .f2i64 = "kiln_f2i($1)"
+
+/* One row of dtype names (.types, .value_types), in a fixed order, so a
+ * dialect states only its seven names. */
+#define CF_TYPES(f32, f16, i8, u8, i32, i64, bool_)                                              \
+  {[KILN_DTYPE_F32] = f32, [KILN_DTYPE_F16] = f16, [KILN_DTYPE_I8] = i8, [KILN_DTYPE_U8] = u8, \
+   [KILN_DTYPE_I32] = i32, [KILN_DTYPE_I64] = i64, [KILN_DTYPE_BOOL] = bool_}
+
+/* The vector templates of a dialect with vector types, in a fixed order
+ * ($W: the width): widths (bit mask), type, load, store, splat, select,
+ * mask, min, max, abs. A dialect without them (GLSL) leaves them out. */
+#define CF_VECTORS(widths, type, load, store, splat, sel, mask, min, max, abs)                   \
+  .vector_widths = widths, .vec_type = type, .vload = load, .vstore = store, .vsplat = splat,   \
+  .vsel = sel, .vmask = mask, .vmin = min, .vmax = max, .vabs = abs
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
@@ -50,14 +67,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .kernel_prefix = "void ",
     .align_attr = " __attribute__((aligned(64)))",
     .index_type = "int64_t",
-    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "kiln_f16",
-              [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
-              [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
-              [KILN_DTYPE_BOOL] = "uint8_t"},
-    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
-                    [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
-                    [KILN_DTYPE_I32] = "int32_t", [KILN_DTYPE_I64] = "int64_t",
-                    [KILN_DTYPE_BOOL] = "int"},
+    .types = CF_TYPES("float", "kiln_f16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint8_t"),
+    .value_types = CF_TYPES("float", "float", "int8_t", "uint8_t", "int32_t", "int64_t", "int"),
     .unsigned_types = {[KILN_DTYPE_I32] = "uint32_t", [KILN_DTYPE_I64] = "uint64_t"},
     .int64_suffix = "LL",
     .half_load = "kiln_h2f($B[$I])",
@@ -67,23 +78,23 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
              [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "tanhf($1)",
              [TIR_ERF] = "erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
              [TIR_CEIL] = "ceilf($1)", [TIR_ROUND_EVEN] = "nearbyintf($1)",
-             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)"},
+             [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)",
+             [TIR_SIN] = "sinf($1)", [TIR_COS] = "cosf($1)", [TIR_TAN] = "tanf($1)",
+             [TIR_ASIN] = "asinf($1)", [TIR_ACOS] = "acosf($1)", [TIR_ATAN] = "atanf($1)",
+             [TIR_SINH] = "sinhf($1)", [TIR_COSH] = "coshf($1)", [TIR_ASINH] = "asinhf($1)",
+             [TIR_ACOSH] = "acoshf($1)", [TIR_ATANH] = "atanhf($1)", [TIR_FMOD] = "fmodf($1, $2)"},
     /* OpenMP threads and SIMD; GCC's unroller */
     .parallel_pragma = "#pragma omp parallel for schedule(static)",
     .collapse_clause = "collapse($N)",
     .simd_pragma = "#pragma omp simd",
     .unroll_pragma = "#pragma GCC unroll $N",
     /* GCC vector extensions: the prelude's kiln_v<W>f types and helpers */
-    .vector_widths = 4 | 8 | 16,
-    .vec_type = "kiln_v$Wf",
-    .vload = "(*(const kiln_v$Wf*)&$B[$I])", .vstore = "*(kiln_v$Wf*)&$B[$I] = $V",
+    CF_VECTORS(4 | 8 | 16, "kiln_v$Wf", "(*(const kiln_v$Wf*)&$B[$I])", "*(kiln_v$Wf*)&$B[$I] = $V",
+               "kiln_vsplat$W($1)", "kiln_vsel$W($1, $2, $3)", "kiln_vmask$W($1)",
+               "kiln_vmin$W($1, $2)", "kiln_vmax$W($1, $2)", "kiln_vabs$W($1)"),
+    /* f16 buffers: the prelude converts a vector on load and store */
     .vload_half = "kiln_vh2f$W(&$B[$I])", .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
     .vsplat_half = "kiln_vsplath$W(&$B[$I])",
-    .vsplat = "kiln_vsplat$W($1)",
-    .vsel = "kiln_vsel$W($1, $2, $3)",
-    .vmask = "kiln_vmask$W($1)",
-    .vmin = "kiln_vmin$W($1, $2)", .vmax = "kiln_vmax$W($1, $2)",
-    .vabs = "kiln_vabs$W($1)",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
@@ -99,14 +110,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
     .ids = {NULL, "(int)get_group_id(0)", "(int)get_group_id(1)", "(int)get_group_id(2)",
             "(int)get_local_id(0)", "(int)get_local_id(1)", "(int)get_local_id(2)"},
-    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "half",
-              [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
-              [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
-              [KILN_DTYPE_BOOL] = "uchar"},
-    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
-                    [KILN_DTYPE_I8] = "char", [KILN_DTYPE_U8] = "uchar",
-                    [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "long",
-                    [KILN_DTYPE_BOOL] = "int"},
+    .types = CF_TYPES("float", "half", "char", "uchar", "int", "long", "uchar"),
+    .value_types = CF_TYPES("float", "float", "char", "uchar", "int", "long", "int"),
     .unsigned_types = {[KILN_DTYPE_I32] = "uint", [KILN_DTYPE_I64] = "ulong"},
     .int64_suffix = "L",
     .half_load = "vload_half($I, $B)",
@@ -118,14 +123,9 @@ const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
     .unroll_pragma = "#pragma unroll $N",
     /* floatN with the built-ins; select() takes the mask last, and a true
      * lane mask is -1 (the most significant bit set) */
-    .vector_widths = 4 | 8 | 16,
-    .vec_type = "float$W",
-    .vload = "vload$W(0, $B + $I)", .vstore = "vstore$W($V, 0, $B + $I)",
-    .vsplat = "(float$W)($1)",
-    .vsel = "select($3, $2, $1)",
-    .vmask = "(int$W)(-($1))",
-    .vmin = "KILN_VMIN($1, $2)", .vmax = "KILN_VMAX($1, $2)",
-    .vabs = "fabs($1)",
+    CF_VECTORS(4 | 8 | 16, "float$W", "vload$W(0, $B + $I)", "vstore$W($V, 0, $B + $I)",
+               "(float$W)($1)", "select($3, $2, $1)", "(int$W)(-($1))", "KILN_VMIN($1, $2)",
+               "KILN_VMAX($1, $2)", "fabs($1)"),
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
@@ -141,14 +141,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .ids = {NULL, "int(gl_WorkGroupID.x)", "int(gl_WorkGroupID.y)", "int(gl_WorkGroupID.z)",
             "int(gl_LocalInvocationID.x)", "int(gl_LocalInvocationID.y)",
             "int(gl_LocalInvocationID.z)"},
-    .types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float16_t",
-              [KILN_DTYPE_I8] = "int8_t", [KILN_DTYPE_U8] = "uint8_t",
-              [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "int64_t",
-              [KILN_DTYPE_BOOL] = "uint8_t"},
-    .value_types = {[KILN_DTYPE_F32] = "float", [KILN_DTYPE_F16] = "float",
-                    [KILN_DTYPE_I8] = "int", [KILN_DTYPE_U8] = "int",
-                    [KILN_DTYPE_I32] = "int", [KILN_DTYPE_I64] = "int64_t",
-                    [KILN_DTYPE_BOOL] = "bool"},
+    .types = CF_TYPES("float", "float16_t", "int8_t", "uint8_t", "int", "int64_t", "uint8_t"),
+    .value_types = CF_TYPES("float", "float", "int", "int", "int", "int64_t", "bool"),
     .bool_is_native = true,
     .constructor_casts = true,
     .int64_suffix = "l",
@@ -161,6 +155,10 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .math[TIR_ERF] = "kiln_erf($1)",
     .math[TIR_FABS] = "abs($1)",
     .math[TIR_ROUND_EVEN] = "roundEven($1)",
+    .math[TIR_FMOD] = "kiln_fmodf($1, $2)",
+    .math[TIR_POW] = "kiln_powf($1, $2)",
+    .math[TIR_ASIN] = "kiln_asin($1)",
+    .math[TIR_ACOS] = "kiln_acos($1)",
     .imin = "min($1, $2)",
     .imax = "max($1, $2)",
 };

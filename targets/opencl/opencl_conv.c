@@ -1,6 +1,6 @@
-/* Implicit-GEMM convolution instances for the OpenCL target: tiles, launch,
- * the weights re-laid out for the micro-kernel and the printed instance of
- * kernels/opencl/conv.cl (the descriptor comes from lowering,
+/* Implicit-GEMM convolution instances for the OpenCL target: tiles, launch
+ * and the printed instance of kernels/opencl/conv.cl (the descriptor, its
+ * tiles and the weights laid out for them come from lowering,
  * lowering/template.h; the program rewrite is shared with SPIR-V:
  * targets/gpu_conv.c). */
 #include <stdio.h>
@@ -37,78 +37,6 @@ static bool has_role(const kiln_template_conv_t* c, char r) {
   for (int32_t j = 0; j < c->n_params; ++j)
     if (c->roles[j] == r) return true;
   return false;
-}
-
-kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                              const char* what, int32_t* out_buffer, const void** out_src,
-                                              bool* out_f16) {
-  int32_t w = -1;
-  bool f16 = false;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] == 'W') w = c->args[j], f16 = c->f16[j];
-  if (w < 0 || w >= prog->n_buffers || prog->buffers[w].kind != KILN_PB_CONST ||
-      prog->buffers[w].dtype != (f16 ? KILN_DTYPE_F16 : KILN_DTYPE_F32))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the weights are not an %s constant", what,
-                            f16 ? "f16" : "f32");
-  const kiln_program_buffer_t* b = &prog->buffers[w];
-  /* the packed source holds every (m, k) of the lowering's layout */
-  const int64_t src_n = ((c->K + c->kbs - 1) / c->kbs) * c->tiles * c->kbs * c->pt;
-  const int64_t es = f16 ? 2 : 4;
-  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)(src_n * es) > b->bytes ||
-      b->const_offset > prog->weights_len || b->bytes > prog->weights_len - b->const_offset)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: weights '%s' hold %llu bytes, the packed layout needs %lld",
-                            what, b->name, (unsigned long long)b->bytes, (long long)(src_n * es));
-  *out_buffer = w;
-  *out_src = prog->weights + b->const_offset;
-  *out_f16 = f16;
-  return NULL;
-}
-
-kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                            const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
-                                            void** out_data, uint64_t* out_bytes) {
-  *out_data = NULL;
-  *out_bytes = 0;
-  int32_t w = -1;
-  const void* src = NULL;
-  bool f16 = false;
-  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl conv", &w, &src, &f16));
-  const int64_t bm = (int64_t)t->tm * t->wy * t->mm, bk = t->bk, tm = t->tm;
-  const int64_t nmb = (c->M + bm - 1) / bm, nks = (c->K + bk - 1) / bk;
-  const uint64_t n = (uint64_t)(nmb * bm) * (uint64_t)(nks * bk);
-  /* a plain copy of elements of either width (the padding: +0.0, all zero
-   * bits in both) */
-  const size_t es = f16 ? sizeof(uint16_t) : sizeof(float);
-  uint8_t* dst = NULL;
-  int64_t* offs = NULL; /* both layouts split into a k part plus an m part */
-  kiln_status_t s = kiln_allocator_malloc(prog->allocator, n * es + 1, "opencl conv weights",
-                                          (void**)&dst);
-  if (!s) s = kiln_allocator_malloc(prog->allocator, sizeof(int64_t) * (size_t)(2 * (c->M + c->K)),
-                                    "opencl conv weights", (void**)&offs);
-  if (s) {
-    kiln_allocator_free(prog->allocator, dst);
-    return s;
-  }
-  int64_t *src_m = offs, *dst_m = offs + c->M, *src_k = offs + 2 * c->M, *dst_k = src_k + c->K;
-  for (int64_t m = 0; m < c->M; ++m) {
-    const int64_t mm = m % bm;
-    src_m[m] = (m / c->pt) * c->kbs * c->pt + m % c->pt;
-    dst_m[m] = (m / bm) * nks * bm * bk + (mm / tm) * bk * tm + mm % tm;
-  }
-  for (int64_t k = 0; k < c->K; ++k) {
-    src_k[k] = (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt;
-    dst_k[k] = (k / bk) * bm * bk + (k % bk) * tm;
-  }
-  memset(dst, 0, n * es);
-  const uint8_t* sb = src;
-  for (int64_t k = 0; k < c->K; ++k)
-    for (int64_t m = 0; m < c->M; ++m)
-      memcpy(dst + (size_t)(dst_k[k] + dst_m[m]) * es, sb + (size_t)(src_k[k] + src_m[m]) * es, es);
-  kiln_allocator_free(prog->allocator, offs);
-  *out_buffer = w;
-  *out_data = dst;
-  *out_bytes = n * es;
-  return NULL;
 }
 
 void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, kiln_cf_out_t* out) {

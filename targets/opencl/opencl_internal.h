@@ -26,12 +26,12 @@ typedef struct kiln_opencl_gemm_tiles_s {
 
 /* Replaces |t| with the tiles environment variable |var| gives as
  * "tm,tn,vw,wx,wy,bk,mm,mn" (tuning): true when it was set and valid (all
- * positive, tn a multiple of vw), else |t| stays and false. The emitter
- * reads KILN_OPENCL_GEMM_TILES for GEMM instances and
- * KILN_OPENCL_CONV_TILES for implicit-GEMM conv instances. */
+ * positive, tn a multiple of vw), else |t| stays and false. The tile rules
+ * (opencl_tiles.c, run in lowering) read KILN_OPENCL_GEMM_TILES for GEMM
+ * instances and KILN_OPENCL_CONV_TILES for implicit-GEMM conv instances. */
 bool kiln_opencl_tiles_from_env(const char* var, kiln_opencl_gemm_tiles_t* t);
 
-/* Tiles the emitter uses for an M x N x K product (measured on PoCL). */
+/* Default tiles of an M x N x K product (measured on PoCL). */
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_default_tiles(int64_t M, int64_t N, int64_t K);
 
 /* The tiles of the instance for |g|: kiln_opencl_gemm_default_tiles, or
@@ -87,8 +87,9 @@ void kiln_opencl_conv_launch(const kiln_template_conv_t* c, const kiln_opencl_co
  * (c->f16: converted on load and store, f32 sums). |psum_private|: partial
  * sums between K slices stay in a private f32 array (CPSUM 1), else they go
  * through the grid 'F' parameter (cropped) or Y, which must then be f32.
- * |wtiled|: W holds the weights in the micro-kernel's order
- * (kiln_opencl_conv_pack_weights), else the lowering's packed layout.
+ * |wtiled|: W holds the weights in the micro-kernel's order (lowering laid
+ * them out for these tiles: KILN_TEMPLATE_W_TILED, lowering/template_weights.c),
+ * else the lowering's packed layout.
  * INVALID_ARGUMENT (naming the kernel) for bad tiles, or partial sums asked
  * for in an f16 buffer or a missing grid. */
 kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
@@ -108,26 +109,6 @@ void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out
  * parameter is, operand j named Ej. */
 void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out);
 
-/* The instance's weight constant in |prog| (its buffer and its data in the
- * lowering's packed layout, checked to hold every (m, k)): f32 or, with
- * *out_f16, f16 elements (uint16_t, as the W parameter's dtype says); errors
- * are INVALID_ARGUMENT prefixed with |what|. */
-kiln_status_t kiln_opencl_conv_packed_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                              const char* what, int32_t* out_buffer, const void** out_src,
-                                              bool* out_f16);
-
-/* The instance's weight constant in |prog| re-laid out from the lowering's
- * packed layout into the order conv.cl's micro-kernel reads it with tiles
- * |t|: block of BM = TM*WY*MM channels, K slice of BK, micro-panel of TM
- * channels, k, channel; zero-padded to whole blocks and slices (so it may
- * grow by up to a block and a slice), elements of the constant's dtype
- * (f32 or f16) copied as they are. *out_data (prog's allocator, the caller
- * frees it) holds *out_bytes for constant *out_buffer, to pass to
- * kiln_program_const_replace. */
-kiln_status_t kiln_opencl_conv_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                            const kiln_opencl_conv_tiles_t* t, int32_t* out_buffer,
-                                            void** out_data, uint64_t* out_bytes);
-
 /* ---- Winograd F(2x2, 3x3) instances (opencl_winograd.c) ------------------- */
 
 /* Embedded kernels/opencl/winograd.cl. */
@@ -146,17 +127,8 @@ kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv
 void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
 
-/* The instance's weight constant transformed (U = G g G^T per output and
- * input channel) and laid out as winograd.cl reads it: U[((mb * 16 + xi) *
- * CP + c) * TM + i], channels padded with zeros to whole groups (BM) and
- * slices (CB): 16/9 of the weights and more. The transform is computed in
- * f32; an f16 constant's U is stored f16 (rounded once, to nearest even).
- * As kiln_opencl_conv_pack_weights. */
-kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                            const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
-                                            void** out_data, uint64_t* out_bytes);
-
-/* Appends the instance named |name| (its weights transformed as above). */
+/* Appends the instance named |name| (its weights transformed by lowering:
+ * KILN_TEMPLATE_W_WINOGRAD, lowering/template_weights.c). */
 kiln_status_t kiln_opencl_wino_print(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
 
@@ -186,6 +158,24 @@ void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_til
  * or more work-items than an int counts. */
 kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
                                    const char* name, kiln_cf_out_t* out);
+
+/* ---- tiles in the descriptors (opencl_tiles.c) ----------------------------- */
+
+/* The set's tile rules (kiln_template_set_t.tiles, .weight_blocks): the
+ * defaults below and their environment overrides, recorded as
+ * kiln_template_tiles_t (GEMM and conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
+ * tm,tn,wx,wy,cb; depthwise vw,rh,wg), and the weight geometry conv.cl
+ * and winograd.cl read with them. */
+void kiln_opencl_template_tiles(kiln_template_t* t);
+void kiln_opencl_template_weight_blocks(kiln_template_t* t);
+
+/* The tiles recorded in |t| for a GEMM or conv (gemm), Winograd (wino) or
+ * depthwise (dw) instance of kernel |name|. INVALID_ARGUMENT when the
+ * record is not one the OpenCL rules wrote (another set, or none), or
+ * the instance's weights are not laid out for them. */
+kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemm_tiles_t* out);
+kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out);
+kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

@@ -93,40 +93,6 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
   return NULL;
 }
 
-/* The weight constants of the conv instances whose template reads them
- * re-laid out (Winograd ones transformed; one weights blob rebuild for
- * all). |ctiles| / |wtiles|: the tiles of the instance in each slot. */
-static kiln_status_t relayout_conv_weights(const kiln_plan_t* plan, kiln_program_t* prog,
-                                           const kiln_opencl_conv_tiles_t* ctiles,
-                                           const kiln_opencl_wino_tiles_t* wtiles) {
-  kiln_allocator_t al = prog->allocator;
-  const int32_t n = plan->n_kernels;
-  int32_t m = 0;
-  for (int32_t k = 0; k < n; ++k) m += plan->kernels[k].tmpl && plan->kernels[k].tmpl->weights_tiled;
-  if (!m) return NULL;
-  int32_t* bufs = NULL;
-  void** data = NULL;
-  uint64_t* bytes = NULL;
-  kiln_status_t s = kiln_allocator_malloc(al, sizeof *bufs * (size_t)m, "opencl emit", (void**)&bufs);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *data * (size_t)m, "opencl emit", (void**)&data);
-  if (!s) s = kiln_allocator_malloc(al, sizeof *bytes * (size_t)m, "opencl emit", (void**)&bytes);
-  int32_t got = 0;
-  for (int32_t k = 0; k < n && !s; ++k) {
-    const kiln_template_t* t = plan->kernels[k].tmpl;
-    if (!t || !t->weights_tiled) continue;
-    s = t->kind == KILN_TEMPLATE_WINOGRAD
-            ? kiln_opencl_wino_pack_weights(prog, &t->conv, &wtiles[k], &bufs[got], &data[got], &bytes[got])
-            : kiln_opencl_conv_pack_weights(prog, &t->conv, &ctiles[k], &bufs[got], &data[got], &bytes[got]);
-    if (!s) ++got;
-  }
-  if (!s) s = kiln_program_const_replace(prog, got, bufs, (const void* const*)data, bytes);
-  for (int32_t i = 0; i < got; ++i) kiln_allocator_free(al, data[i]);
-  kiln_allocator_free(al, bufs);
-  kiln_allocator_free(al, data);
-  kiln_allocator_free(al, bytes);
-  return s;
-}
-
 void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_template_set_t* out) {
   kiln_opencl_template_options_t defaults = {0};
   if (!o) o = &defaults;
@@ -163,6 +129,9 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       .depthwise = !o->no_dw_template && !(dw && !strcmp(dw, "off")),
       .depthwise_min_stride = dw_all ? 1 : 2,
       .depthwise_f16_any_stride = true,
+      /* tiles measured on PoCL, KILN_OPENCL_*_TILES over them (opencl_tiles.c) */
+      .tiles = kiln_opencl_template_tiles,
+      .weight_blocks = kiln_opencl_template_weight_blocks,
   };
 }
 
@@ -217,30 +186,36 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     const kiln_template_t* t = plan->kernels[k].tmpl;
     switch (t ? t->kind : KILN_TEMPLATE_NONE) {
       case KILN_TEMPLATE_MERGED: continue; /* leaves the program (kiln_gpu_conv_rewrite) */
+      /* the tiles lowering chose (kiln_opencl_template_tiles) */
       case KILN_TEMPLATE_GEMM:
         ++n_templ;
-        gtiles[k] = kiln_opencl_gemm_tiles(&t->gemm);
+        s = kiln_opencl_gemm_tiles_of(t, f->name, &gtiles[k]);
+        if (s) break;
         kiln_opencl_gemm_launch(&t->gemm, &gtiles[k], pk->groups, pk->local);
         kiln_opencl_gemm_describe(&t->gemm, &pk->gemm);
         continue;
       case KILN_TEMPLATE_CONV:
         ++n_templ;
-        gtiles[k] = kiln_opencl_conv_default_tiles(t->conv.M, t->conv.Q, t->conv.K);
+        s = kiln_opencl_gemm_tiles_of(t, f->name, &gtiles[k]);
+        if (s) break;
         kiln_opencl_conv_launch(&t->conv, &gtiles[k], pk->groups, pk->local);
         continue;
       case KILN_TEMPLATE_WINOGRAD:
         ++n_templ;
         ++n_wino;
-        wtiles[k] = kiln_opencl_wino_default_tiles(&t->conv);
+        s = kiln_opencl_wino_tiles_of(t, f->name, &wtiles[k]);
+        if (s) break;
         kiln_opencl_wino_launch(&t->conv, &wtiles[k], pk->groups, pk->local);
         continue;
       case KILN_TEMPLATE_DEPTHWISE:
         ++n_templ;
-        dtiles[k] = kiln_opencl_dw_default_tiles(&t->dw);
+        s = kiln_opencl_dw_tiles_of(t, f->name, &dtiles[k]);
+        if (s) break;
         kiln_opencl_dw_launch(&t->dw, &dtiles[k], pk->groups, pk->local);
         continue;
       case KILN_TEMPLATE_NONE: break;
     }
+    if (s) break;
     if (!o->no_bind_parallel) {
       const tir_func_t* g = NULL;
       s = kiln_opencl_bind_parallel(&ctx, f, &g);
@@ -282,7 +257,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
     else if (t->kind == KILN_TEMPLATE_WINOGRAD) s = kiln_opencl_wino_print(&t->conv, &wtiles[k], name, &one);
-    else s = kiln_opencl_conv_print(&t->conv, &gtiles[k], t->weights_tiled, t->psum_private, name, &one);
+    else
+      s = kiln_opencl_conv_print(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED, t->psum_private,
+                                 name, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
     if (!s) s = add_instance(&inst, prog, k, &one, &out);
     kiln_cf_out_free(&one);
@@ -293,10 +270,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) {
     char* text = NULL;
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
+    /* the weights are the plan's, laid out for the instances by lowering */
     if (!s && kiln_gpu_conv_any(plan)) {
-      /* Weights first, into one new blob: a failure leaves |prog| as it was. */
-      s = relayout_conv_weights(plan, prog, gtiles, wtiles);
-      if (!s) s = kiln_gpu_conv_rewrite(prog, plan, NULL);
+      s = kiln_gpu_conv_rewrite(prog, plan, NULL);
       if (s) kiln_allocator_free(al, text);
     }
     if (!s) {

@@ -13,12 +13,15 @@
  *     (kernels/opencl/gemm.cl) with the same kernel name and parameter
  *     order; Conv instances of the implicit-GEMM template
  *     (kernels/opencl/conv.cl) or of Winograd F(2x2, 3x3)
- *     (kernels/opencl/winograd.cl; weights transformed at compile time) in
+ *     (kernels/opencl/winograd.cl; weights transformed by lowering) in
  *     the crop's place, with their own parameter list, the Conv's GEMM
  *     kernel leaving the program; the lowering's direct depthwise kernels
  *     as instances of kernels/opencl/depthwise.cl with the same name and
  *     parameters. So prog->n_kernels may shrink and kernels' args and
  *     buffers' lifetimes are rewritten (targets/gpu_conv.c).
+ *   Every instance's tiles are the descriptor's (chosen in lowering by the
+ *   set's tile rules, targets/opencl/opencl_tiles.c) and the conv weights
+ *   the plan's constants, laid out for them in lowering.
  * Every template takes f16 buffers too (--precision fp16: fp16 storage, f32
  * sums; each parameter f32 or f16 on its own) and never keeps partial sums
  * in an f16 buffer.

@@ -1,7 +1,7 @@
 /* Winograd F(2x2, 3x3) instances of the conv template for the OpenCL
- * target (kernels/opencl/winograd.cl): its tiles and launch, the
- * compile-time weight transform and the printed instance (which convs it
- * covers and where it wins is lowering's choice: lowering/template.h). */
+ * target (kernels/opencl/winograd.cl): its tiles and launch and the
+ * printed instance (which convs it covers, where it wins and the weight
+ * transform are lowering's: lowering/template.h, template_weights.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,60 +39,6 @@ void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wi
   local[0] = t->wx;
   local[1] = t->wy;
   local[2] = 1;
-}
-
-/* f16 weights: U is computed in f32 from the f16 values (its error there,
- * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so the constant keeps
- * half the bytes (the transform already makes it 16/9 of the weights). That
- * rounding is a second relative error of at most 2^-11 per U element, the
- * size of the one the weights got when they turned f16; the tests bound the
- * outputs' error at the fp16 tolerance (tests/opencl/test_opencl_fp16.c). */
-kiln_status_t kiln_opencl_wino_pack_weights(const kiln_program_t* prog, const kiln_template_conv_t* c,
-                                            const kiln_opencl_wino_tiles_t* t, int32_t* out_buffer,
-                                            void** out_data, uint64_t* out_bytes) {
-  *out_data = NULL;
-  *out_bytes = 0;
-  int32_t w = -1;
-  const void* src = NULL;
-  bool f16 = false;
-  KILN_RETURN_IF_ERROR(kiln_opencl_conv_packed_weights(prog, c, "opencl winograd", &w, &src, &f16));
-  const float* s32 = src;
-  const uint16_t* s16 = src;
-  const int64_t bm = (int64_t)t->tm * t->wy, tm = t->tm;
-  const int64_t mp = (c->M + bm - 1) / bm * bm, cp = (c->C + t->cb - 1) / t->cb * t->cb;
-  const uint64_t n = (uint64_t)mp * 16 * (uint64_t)cp;
-  const size_t es = f16 ? sizeof(uint16_t) : sizeof(float);
-  void* dst = NULL;
-  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, n * es + 1, "opencl winograd weights", &dst));
-  memset(dst, 0, n * es); /* +0.0 in both widths */
-  float* d32 = dst;
-  uint16_t* d16 = dst;
-  static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-  for (int64_t m = 0; m < c->M; ++m) {
-    const int64_t src_m = (m / c->pt) * c->kbs * c->pt + m % c->pt;
-    for (int64_t ch = 0; ch < c->C; ++ch) {
-      float g[3][3], gg[4][3];
-      for (int tap = 0; tap < 9; ++tap) {
-        const int64_t k = ch * 9 + tap;
-        const int64_t at = (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt + src_m;
-        g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
-      }
-      for (int i = 0; i < 4; ++i) /* G g */
-        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-      for (int i = 0; i < 4; ++i) /* (G g) G^T */
-        for (int j = 0; j < 4; ++j) {
-          const int xi = i * 4 + j;
-          const int64_t at = (((m / tm) * 16 + xi) * cp + ch) * tm + m % tm;
-          const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
-          if (f16) d16[at] = kiln_f32_to_f16(u);
-          else d32[at] = u;
-        }
-    }
-  }
-  *out_buffer = w;
-  *out_data = dst;
-  *out_bytes = n * es;
-  return NULL;
 }
 
 static const char* const macro_names[] = {"KILN_WINO_NAME", "KILN_WINO_SIGNATURE", "KW_EPI", "KW_EPI_PRE", "CM", "CC",

@@ -11,9 +11,10 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   return kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t) ? t : kiln_spirv_gemm_default_tiles(M, Q);
 }
 
-kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,
-                                 int64_t groups[3], int64_t local[3], int64_t* out_trips) {
-  kiln_spirv_gemm_tiles_t t = kiln_spirv_conv_default_tiles(c->M, c->Q);
+kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
+                                      const char* name, char** out_glsl, int64_t groups[3], int64_t local[3],
+                                      int64_t* out_trips) {
+  const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
   if (t.tm % t.rm || t.tn % t.rn || nt > 1024 ||
       (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))

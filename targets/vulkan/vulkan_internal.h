@@ -82,14 +82,28 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
 
 /* ---- vulkan_conv.c, vulkan_depthwise.c ------------------------------------ */
 
-/* The GLSL of a conv instance (malloc'd; caller frees) with its launch
- * geometry and loop trips per invocation. */
-kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const char* name, char** out_glsl,
-                                      int64_t groups[3], int64_t local[3], int64_t* out_trips);
-/* The GLSL of a depthwise instance (malloc'd; caller frees) with its
- * launch geometry. */
-kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, const char* name, char** out_glsl,
+/* The GLSL of a conv instance with tiles |t| (malloc'd; caller frees)
+ * with its launch geometry and loop trips per invocation. */
+kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
+                                      const char* name, char** out_glsl, int64_t groups[3], int64_t local[3],
+                                      int64_t* out_trips);
+/* The GLSL of a depthwise instance with |wg| invocations a work-group
+ * (malloc'd; caller frees) with its launch geometry. */
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]);
+
+/* ---- vulkan_tiles.c ---------------------------------------------------------- */
+
+/* The set's tile rules (kiln_template_set_t.tiles): GEMM and conv
+ * instances get kiln_spirv_gemm_default_tiles / kiln_spirv_conv_default_tiles
+ * (with their environment overrides) recorded as tm,tn,tk,rm,rn,shared,
+ * depthwise ones their work-group size. */
+void kiln_vulkan_template_tiles(kiln_template_t* t);
+/* The tiles recorded in |t| for kernel |name|: a GEMM or conv instance's,
+ * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
+ * one the Vulkan rules wrote (another set, or none). */
+kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, kiln_spirv_gemm_tiles_t* out);
+kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   *out = (kiln_template_set_t){.gemm = !(no_gemm && !strcmp(no_gemm, "1")),
                                .conv = conv,
                                .depthwise = conv,
-                               .depthwise_min_stride = 1};
+                               .depthwise_min_stride = 1,
+                               /* tiles: defaults and KILN_SPIRV_*_TILES (vulkan_tiles.c) */
+                               .tiles = kiln_vulkan_template_tiles};
 }
 
 /* ---- emit --------------------------------------------------------------- */
@@ -113,18 +115,23 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     }
     if (kind == KILN_TEMPLATE_CONV) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
-      s = kiln_vulkan_conv_source(&t->conv, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      /* the tiles lowering chose (kiln_vulkan_template_tiles) */
+      kiln_spirv_gemm_tiles_t ct;
+      s = kiln_vulkan_tiles_of(t, name, &ct);
+      if (!s) s = kiln_vulkan_conv_source(&t->conv, &ct, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
-      s = kiln_vulkan_dw_source(&t->dw, name, &units[k].text, dims[k], dims[k] + 3);
+      int32_t wg = 0;
+      s = kiln_vulkan_dw_tiles_of(t, name, &wg);
+      if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_GEMM) {
-      const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
-      s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
-      const kiln_spirv_gemm_tiles_t gt = g.tiles.tm ? g.tiles : kiln_spirv_gemm_default_tiles(g.M, g.N);
-      trips[k] = kiln_vulkan_trips_tiled(g.K, &gt, true);
+      kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
+      s = kiln_vulkan_tiles_of(t, name, &g.tiles);
+      if (!s) s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
       if (s) break;
+      trips[k] = kiln_vulkan_trips_tiled(g.K, &g.tiles, true);
     } else {
       bool noalias[256];
       bool* na = noalias;

@@ -23,8 +23,9 @@
  * unused), with rank-2 row-major A [M,K] and Y [M,N], no bias, no alpha,
  * no transA and no fused epilogue, runs the shared-memory tiled shader of
  * kernels/vulkan/gemm.comp (same kernel name, same parameter order; B read
- * plain, transposed or from the lowering's packed panels; tiles from
- * kiln_spirv_gemm_default_tiles). Conv instances run kernels/vulkan/
+ * plain, transposed or from the lowering's packed panels; tiles chosen in
+ * lowering from kiln_spirv_gemm_default_tiles, vulkan_tiles.c, and read
+ * from the descriptor). Conv instances run kernels/vulkan/
  * conv.comp in the crop's place (the Conv's GEMM kernel leaves the
  * program, targets/gpu_conv.c), depthwise ones kernels/vulkan/
  * depthwise.comp. Everything else runs the printed loop nest.

@@ -395,8 +395,8 @@ static void test_gemm(void) {
 /* ---- refused instances ------------------------------------------------------ */
 
 /* The printer refuses partial sums in an f16 buffer or in a grid the
- * instance does not have; the weight re-layout refuses a constant whose
- * dtype is not the W parameter's, or too short for the packed layout. */
+ * instance does not have (the weight layouts' refusals are lowering's:
+ * test_opencl_tiles.c). */
 static void test_refused(void) {
   kiln_template_conv_t c;
   memset(&c, 0, sizeof c);
@@ -418,40 +418,6 @@ static void test_refused(void) {
   CHECK_ERR(kiln_opencl_conv_print(&c, &t, true, false, "k_nogrid", &out), KILN_INVALID_ARGUMENT,
             "'k_nogrid': no grid for the partial sums");
   kiln_cf_out_free(&out);
-
-  /* weights: buffer 0, f32 in the program while the instance says f16 */
-  kiln_program_t* p = NULL;
-  KILN_ASSERT(!kiln_program_create(A(), &p));
-  KILN_ASSERT(!kiln_allocator_malloc(A(), sizeof(kiln_program_buffer_t), "t", (void**)&p->buffers));
-  memset(p->buffers, 0, sizeof(kiln_program_buffer_t));
-  p->n_buffers = 1;
-  KILN_ASSERT(!kiln_program_strdup(p, "w_packed", &p->buffers[0].name));
-  p->buffers[0].kind = KILN_PB_CONST;
-  p->buffers[0].dtype = KILN_DTYPE_F32;
-  p->buffers[0].alias_of = -1;
-  p->buffers[0].bytes = 64 * 4;
-  KILN_ASSERT(!kiln_allocator_malloc(A(), 64 * 4, "t", (void**)&p->weights));
-  memset(p->weights, 0, 64 * 4);
-  p->weights_len = 64 * 4;
-  c.n_params = 3;
-  int32_t wb = -1;
-  void* data = NULL;
-  uint64_t bytes = 0;
-  CHECK_ERR(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
-            "opencl conv: the weights are not an f16 constant");
-  /* f16 as said, but 32 halves for the layout's 8 x 8 */
-  p->buffers[0].dtype = KILN_DTYPE_F16;
-  p->buffers[0].bytes = 32 * 2;
-  CHECK_ERR(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
-            "weights 'w_packed' hold 64 bytes, the packed layout needs 128");
-  kiln_opencl_wino_tiles_t wt = {.tm = 16, .tn = 16, .wx = 1, .wy = 1, .cb = 8};
-  CHECK_ERR(kiln_opencl_wino_pack_weights(p, &c, &wt, &wb, &data, &bytes), KILN_INVALID_ARGUMENT,
-            "opencl winograd: weights 'w_packed'");
-  p->buffers[0].bytes = 64 * 2;
-  if (CHECK_OK(kiln_opencl_conv_pack_weights(p, &c, &t, &wb, &data, &bytes)))
-    CHECK(wb == 0 && bytes % 2 == 0 && bytes >= 64 * 2);
-  kiln_allocator_free(A(), data);
-  kiln_program_destroy(p);
 }
 
 int main(void) {

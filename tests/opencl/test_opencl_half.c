@@ -35,8 +35,8 @@ static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 static kiln_device_t* dev;
 
 /* X, Y [2,3,17,19] -> an element-wise chain over every float operation the
- * printer spells (arithmetic, min/max, math calls, select via Where,
- * casts) -> Z; and Z -> a 3x3 Conv -> W, a kernel that only stores f16. */
+ * printer spells (arithmetic, min/max, math calls (sin among the built-ins
+ * that came with the trigonometric ops), select via Where, casts) -> Z; and Z -> a 3x3 Conv -> W, a kernel that only stores f16. */
 static void build_graph(gb_t* b) {
   const int64_t xd[4] = {2, 3, 17, 19}, cd[4] = {1, 3, 1, 1}, wd[4] = {4, 3, 3, 3};
   gb_init(b);
@@ -60,7 +60,9 @@ static void build_graph(gb_t* b) {
   gb_node(b, "Neg", "neg", 1, (const char*[]){"t12"}, "t13", 0, NULL);
   gb_node(b, "Less", "less", 2, (const char*[]){"X", "Y"}, "t14", 0, NULL);
   gb_node(b, "Where", "where", 3, (const char*[]){"t14", "t11", "t13"}, "t15", 0, NULL);
-  gb_node(b, "Add", "add2", 2, (const char*[]){"t15", "t8"}, "Z", 0, NULL);
+  gb_node(b, "Sin", "sin", 1, (const char*[]){"t15"}, "t16", 0, NULL);
+  gb_node(b, "Softplus", "softplus", 1, (const char*[]){"t8"}, "t17", 0, NULL);
+  gb_node(b, "Add", "add2", 2, (const char*[]){"t16", "t17"}, "Z", 0, NULL);
   const int64_t pads[4] = {1, 1, 1, 1};
   const kiln_attr_t conv_attrs[1] = {kiln_attr_make_ints("pads", 4, pads)};
   gb_node(b, "Conv", "conv", 2, (const char*[]){"Z", "Wc"}, "W", 1, conv_attrs);

@@ -77,6 +77,10 @@ endif()
 add_test(NAME test_bad_runtime_arith_opencl COMMAND test_bad_runtime_arith --target opencl)
 set_tests_properties(test_bad_runtime_arith_opencl PROPERTIES LABELS "target=opencl;badinput" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# CumSum, TopK and ReverseSequence against the reference on the OpenCL device.
+add_test(NAME test_tensor_ops_target_opencl COMMAND test_tensor_ops_target --target opencl)
+set_tests_properties(test_tensor_ops_target_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 
 # Shapes the compiled targets once refused or ran badly (patchify convs,
 # MatMul with a B shared by all batches, Identity on shared initializers) at

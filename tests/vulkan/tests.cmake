@@ -53,6 +53,11 @@ add_test(NAME test_bad_runtime_arith_vulkan COMMAND test_bad_runtime_arith --tar
 set_tests_properties(test_bad_runtime_arith_vulkan PROPERTIES LABELS "target=vulkan;badinput" TIMEOUT 600
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# CumSum, TopK and ReverseSequence against the reference on the Vulkan device.
+add_test(NAME test_tensor_ops_target_vulkan COMMAND test_tensor_ops_target --target vulkan)
+set_tests_properties(test_tensor_ops_target_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 # Under the sanitizer build, lavapipe's one leaked block (tests/lsan_vulkan.supp)
 # is only suppressible with LSan's slow unwinder, which makes this test's
 # in-process shader compiles run past 10 minutes: it runs with ASan/UBSan but

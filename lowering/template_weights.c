@@ -1,0 +1,204 @@
+/* Weight layouts of the conv template instances (see template.h): the
+ * lowering's packed weight constant re-laid out in the order an instance's
+ * micro-kernel reads it (TILED), or Winograd-transformed (WINOGRAD), with
+ * the geometry the instance's tiles give. Done here, at compile time and
+ * once, so that the plan's constants are what the device reads and the
+ * targets print instances without rewriting the program's weights. */
+#include <string.h>
+
+#include "lowering/template.h"
+
+/* The W parameter's dtype; false when the instance has none. */
+static bool weights_param(const kiln_template_conv_t* c, bool* f16) {
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'W') {
+      *f16 = c->f16[j];
+      return true;
+    }
+  return false;
+}
+
+/* Element offset of (m, k) in the lowering's packed layout, split into an
+ * m part and a k part (both layouts below split the same way). */
+static int64_t packed_m(const kiln_template_conv_t* c, int64_t m) { return (m / c->pt) * c->kbs * c->pt + m % c->pt; }
+static int64_t packed_k(const kiln_template_conv_t* c, int64_t k) {
+  return (k / c->kbs) * c->tiles * c->kbs * c->pt + (k % c->kbs) * c->pt;
+}
+
+static kiln_status_t tiled(const kiln_template_conv_t* c, const kiln_template_weights_t* l, size_t es,
+                           const uint8_t* src, uint8_t* dst) {
+  const int64_t bm = l->block, bk = l->slice, tm = l->panel;
+  const int64_t nks = (c->K + bk - 1) / bk;
+  int64_t* offs = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(kiln_allocator_system(), sizeof(int64_t) * (size_t)(2 * (c->M + c->K)),
+                                             "conv weights", (void**)&offs));
+  int64_t *src_m = offs, *dst_m = offs + c->M, *src_k = offs + 2 * c->M, *dst_k = src_k + c->K;
+  for (int64_t m = 0; m < c->M; ++m) {
+    const int64_t mm = m % bm;
+    src_m[m] = packed_m(c, m);
+    dst_m[m] = (m / bm) * nks * bm * bk + (mm / tm) * bk * tm + mm % tm;
+  }
+  for (int64_t k = 0; k < c->K; ++k) {
+    src_k[k] = packed_k(c, k);
+    dst_k[k] = (k / bk) * bm * bk + (k % bk) * tm;
+  }
+  /* a plain copy of elements of either width (the padding: +0.0, all zero
+   * bits in both) */
+  for (int64_t k = 0; k < c->K; ++k)
+    for (int64_t m = 0; m < c->M; ++m)
+      memcpy(dst + (size_t)(dst_k[k] + dst_m[m]) * es, src + (size_t)(src_k[k] + src_m[m]) * es, es);
+  kiln_allocator_free(kiln_allocator_system(), offs);
+  return NULL;
+}
+
+/* f16 weights: U is computed in f32 from the f16 values (its error there,
+ * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so
+ * the constant keeps half the bytes (the transform already makes it 16/9
+ * of the weights). That rounding is a second relative error of at most
+ * 2^-11 per U element, the size of the one the weights got when they
+ * turned f16; the tests bound the outputs' error at the fp16 tolerance
+ * (tests/opencl/test_opencl_fp16.c). */
+static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
+                     void* dst) {
+  const float* s32 = src;
+  const uint16_t* s16 = src;
+  float* d32 = dst;
+  uint16_t* d16 = dst;
+  const int64_t tm = l->panel, cp = (c->C + l->slice - 1) / l->slice * l->slice;
+  static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  for (int64_t m = 0; m < c->M; ++m) {
+    const int64_t src_m = packed_m(c, m);
+    for (int64_t ch = 0; ch < c->C; ++ch) {
+      float g[3][3], gg[4][3];
+      for (int tap = 0; tap < 9; ++tap) {
+        const int64_t at = packed_k(c, ch * 9 + tap) + src_m;
+        g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
+      }
+      for (int i = 0; i < 4; ++i) /* G g */
+        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+      for (int i = 0; i < 4; ++i) /* (G g) G^T */
+        for (int j = 0; j < 4; ++j) {
+          const int xi = i * 4 + j;
+          const int64_t at = (((m / tm) * 16 + xi) * cp + ch) * tm + m % tm;
+          const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          if (f16) d16[at] = kiln_f32_to_f16(u);
+          else d32[at] = u;
+        }
+    }
+  }
+}
+
+kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w, kiln_array_t* out) {
+  memset(out, 0, sizeof *out);
+  const kiln_template_conv_t* c = &t->conv;
+  const kiln_template_weights_t* l = &t->weights;
+  const bool wino = l->layout == KILN_TEMPLATE_W_WINOGRAD;
+  const char* what = wino ? "winograd weights" : "conv weights";
+  const char* name = w && w->buf ? w->buf->name : "?";
+  bool f16 = false;
+  if ((t->kind != KILN_TEMPLATE_CONV && t->kind != KILN_TEMPLATE_WINOGRAD) ||
+      (l->layout != KILN_TEMPLATE_W_TILED && !wino) || (wino && (t->kind != KILN_TEMPLATE_WINOGRAD || c->T != 9)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s '%s': no layout to convert to", what, name);
+  if (l->block < 1 || l->slice < 1 || l->panel < 1 || l->block % l->panel)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s '%s': bad geometry block %lld slice %lld panel %lld", what,
+                            name, (long long)l->block, (long long)l->slice, (long long)l->panel);
+  const kiln_dtype_t dt = weights_param(c, &f16) && f16 ? KILN_DTYPE_F16 : KILN_DTYPE_F32;
+  if (!w || !w->buf || w->kind != KILN_PLAN_CONST || w->buf->dtype != dt || w->value.dtype != dt)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the weights are not an %s constant", what,
+                            f16 ? "f16" : "f32");
+  /* the packed source holds every (m, k) of the lowering's layout */
+  const int64_t es = f16 ? 2 : 4;
+  const int64_t src_n = ((c->K + c->kbs - 1) / (c->kbs > 0 ? c->kbs : 1)) * c->tiles * c->kbs * c->pt;
+  if (c->pt < 1 || c->kbs < 1 || c->tiles * c->pt < c->M || (uint64_t)(src_n * es) > w->value.nbytes ||
+      (w->value.nbytes && !w->value.data))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: weights '%s' hold %llu bytes, the packed layout needs %lld",
+                            what, name, (unsigned long long)w->value.nbytes, (long long)(src_n * es));
+  int64_t n;
+  if (wino) {
+    const int64_t mp = (c->M + l->block - 1) / l->block * l->block, cp = (c->C + l->slice - 1) / l->slice * l->slice;
+    n = mp * 16 * cp;
+  } else {
+    n = (c->M + l->block - 1) / l->block * l->block * ((c->K + l->slice - 1) / l->slice * l->slice);
+  }
+  kiln_shape_t shape = kiln_shape_make(1, &n);
+  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dt, &shape, out), "%s '%s'", what, name);
+  if (wino) {
+    winograd(c, l, f16, w->value.data, out->data);
+    return NULL;
+  }
+  kiln_status_t s = tiled(c, l, (size_t)es, w->value.data, out->data);
+  if (s) kiln_array_free(kiln_allocator_system(), out);
+  return s;
+}
+
+static bool pending(const kiln_template_t* t) {
+  return t && (t->kind == KILN_TEMPLATE_CONV || t->kind == KILN_TEMPLATE_WINOGRAD) &&
+         t->weights.layout != KILN_TEMPLATE_W_PACKED && t->weights.block > 0 && !t->weights.laid_out;
+}
+
+kiln_status_t kiln_template_weights_lay_out(kiln_plan_t* plan) {
+  if (!plan) return kiln_make_status(KILN_INVALID_ARGUMENT, "templates: NULL plan");
+  int32_t m = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) m += pending(plan->kernels[k].tmpl);
+  if (!m) return NULL;
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_array_t* vals = NULL;
+  const tir_buffer_t** bufs = NULL;
+  kiln_status_t s = kiln_allocator_malloc(al, sizeof *vals * (size_t)m, "templates: weights", (void**)&vals);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *bufs * (size_t)m, "templates: weights", (void**)&bufs);
+  int32_t got = 0;
+  for (int32_t k = 0; k < plan->n_kernels && !s; ++k) {
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    if (!pending(t)) continue;
+    const int32_t b = t->weights.buffer;
+    if (b < 0 || b >= plan->n_buffers) {
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "templates: kernel '%s': weights buffer %d",
+                           plan->kernels[k].func->name, (int)b);
+      break;
+    }
+    s = kiln_template_weights_convert(t, &plan->buffers[b], &vals[got]);
+    if (s) {
+      s = kiln_status_annotate(s, "templates: kernel '%s'", plan->kernels[k].func->name);
+      break;
+    }
+    const tir_buffer_t* old = plan->buffers[b].buf;
+    bufs[got] = tir_buffer(&plan->tir, old->name, old->dtype, 1, &vals[got].shape.dims[0], old->scope);
+    ++got;
+    if (!bufs[got - 1]) s = tir_ctx_status(&plan->tir);
+  }
+  /* Commit: every conversion succeeded. */
+  for (int32_t k = 0, i = 0; k < plan->n_kernels && !s; ++k) {
+    kiln_template_t* t = plan->kernels[k].tmpl;
+    if (!pending(t)) continue;
+    kiln_plan_buffer_t* pb = &plan->buffers[t->weights.buffer];
+    /* kept for kiln_template_weights_restore (a later choice may want the
+     * packed layout, or other tiles) */
+    pb->before_layout.buf = pb->buf;
+    pb->before_layout.value = pb->value;
+    pb->before_layout.owned = pb->owned;
+    pb->value = vals[i];
+    pb->owned = true;
+    pb->buf = bufs[i];
+    t->weights.laid_out = true;
+    ++i;
+  }
+  if (s)
+    for (int32_t i = 0; i < got; ++i) kiln_array_free(al, &vals[i]);
+  kiln_allocator_free(al, vals);
+  kiln_allocator_free(al, bufs);
+  return s;
+}
+
+void kiln_template_weights_restore(kiln_plan_t* plan) {
+  for (int32_t i = 0; i < plan->n_buffers; ++i) {
+    kiln_plan_buffer_t* pb = &plan->buffers[i];
+    if (!pb->before_layout.buf) continue;
+    if (pb->owned) kiln_array_free(kiln_allocator_system(), &pb->value);
+    pb->buf = pb->before_layout.buf;
+    pb->value = pb->before_layout.value;
+    pb->owned = pb->before_layout.owned;
+    memset(&pb->before_layout, 0, sizeof pb->before_layout);
+  }
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    if (plan->kernels[k].tmpl) plan->kernels[k].tmpl->weights.laid_out = false;
+}

@@ -1,0 +1,108 @@
+/* The OpenCL target's tile rules as lowering's template set reads them
+ * (kiln_template_set_t.tiles / .weight_blocks, lowering/template.h): the
+ * tiles of every instance are chosen during kiln_template_choose, from the
+ * measured defaults and the KILN_OPENCL_{GEMM,CONV,WINO,DW}_TILES
+ * overrides, and recorded in the descriptor, where the weight layout that
+ * follows from them is decided too. The emitter reads them back here. */
+#include "targets/opencl/opencl_internal.h"
+
+/* Record orders: GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
+ * tm,tn,wx,wy,cb; depthwise vw,rh,wg (the typedefs' field order). */
+static kiln_template_tiles_t record(const int32_t* v, int32_t n) {
+  kiln_template_tiles_t r = {.n = n};
+  for (int32_t i = 0; i < n; ++i) r.v[i] = v[i];
+  return r;
+}
+
+static kiln_template_tiles_t gemm_record(const kiln_opencl_gemm_tiles_t* t) {
+  return record((const int32_t[]){t->tm, t->tn, t->vw, t->wx, t->wy, t->bk, t->mm, t->mn}, 8);
+}
+
+void kiln_opencl_template_tiles(kiln_template_t* t) {
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM: {
+      const kiln_opencl_gemm_tiles_t g = kiln_opencl_gemm_tiles(&t->gemm);
+      t->tiles = gemm_record(&g);
+      break;
+    }
+    case KILN_TEMPLATE_CONV: {
+      const kiln_opencl_conv_tiles_t c = kiln_opencl_conv_default_tiles(t->conv.M, t->conv.Q, t->conv.K);
+      t->tiles = gemm_record(&c);
+      break;
+    }
+    case KILN_TEMPLATE_WINOGRAD: {
+      const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
+      t->tiles = record((const int32_t[]){w.tm, w.tn, w.wx, w.wy, w.cb}, 5);
+      break;
+    }
+    case KILN_TEMPLATE_DEPTHWISE: {
+      const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw);
+      t->tiles = record((const int32_t[]){d.vw, d.rh, d.wg}, 3);
+      break;
+    }
+    case KILN_TEMPLATE_NONE:
+    case KILN_TEMPLATE_MERGED: t->tiles = (kiln_template_tiles_t){0}; break;
+  }
+}
+
+/* conv.cl reads W in blocks of BM = TM*WY*MM channels, K slices of BK and
+ * micro-panels of TM; winograd.cl U in groups of TM*WY channels, panels of
+ * TM, input-channel slices of CB. */
+void kiln_opencl_template_weight_blocks(kiln_template_t* t) {
+  const int32_t* v = t->tiles.v;
+  kiln_template_weights_t* w = &t->weights;
+  w->block = w->slice = w->panel = 0;
+  if (w->layout == KILN_TEMPLATE_W_TILED && t->kind == KILN_TEMPLATE_CONV && t->tiles.n == 8) {
+    w->block = (int64_t)v[0] * v[4] * v[6];
+    w->slice = v[5];
+    w->panel = v[0];
+  } else if (w->layout == KILN_TEMPLATE_W_WINOGRAD && t->kind == KILN_TEMPLATE_WINOGRAD && t->tiles.n == 5) {
+    w->block = (int64_t)v[0] * v[3];
+    w->slice = v[4];
+    w->panel = v[0];
+  }
+}
+
+static kiln_status_t want(const kiln_template_t* t, int32_t n, const char* kind, const char* name) {
+  if (t->tiles.n != n)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl: kernel '%s': its %s template has %d tile parameters, the OpenCL one reads %d "
+                            "(choose the templates with the OpenCL set, kiln_opencl_templates)",
+                            name, kind, (int)t->tiles.n, (int)n);
+  return NULL;
+}
+
+/* The weight constant must hold the layout the instance's tiles read (a
+ * tuner that changes the tiles lays the weights out again). */
+static kiln_status_t laid_out(const kiln_template_t* t, const char* kind, const char* name) {
+  kiln_template_t g = *t;
+  kiln_opencl_template_weight_blocks(&g);
+  if (!t->weights.laid_out || g.weights.block != t->weights.block || g.weights.slice != t->weights.slice ||
+      g.weights.panel != t->weights.panel)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "opencl: kernel '%s': its %s weights are not laid out for its tiles "
+                            "(kiln_template_weights_lay_out after choosing them)",
+                            name, kind);
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemm_tiles_t* out) {
+  KILN_RETURN_IF_ERROR(want(t, 8, t->kind == KILN_TEMPLATE_GEMM ? "gemm" : "conv", name));
+  const int32_t* v = t->tiles.v;
+  *out = (kiln_opencl_gemm_tiles_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  if (t->kind != KILN_TEMPLATE_CONV || t->weights.layout == KILN_TEMPLATE_W_PACKED) return NULL;
+  return laid_out(t, "conv", name);
+}
+
+kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out) {
+  KILN_RETURN_IF_ERROR(want(t, 5, "winograd", name));
+  const int32_t* v = t->tiles.v;
+  *out = (kiln_opencl_wino_tiles_t){v[0], v[1], v[2], v[3], v[4]};
+  return laid_out(t, "Winograd", name);
+}
+
+kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out) {
+  KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
+  *out = (kiln_opencl_dw_tiles_t){t->tiles.v[0], t->tiles.v[1], t->tiles.v[2]};
+  return NULL;
+}
