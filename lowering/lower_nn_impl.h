@@ -234,5 +234,8 @@ kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx);
 kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_lstm(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_gru(kiln_lower_ctx_t* ctx);
+kiln_status_t kiln_lower_nn_rnn(kiln_lower_ctx_t* ctx);
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */
