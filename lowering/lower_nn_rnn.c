@@ -1,28 +1,32 @@
 /* Recurrent layers (LSTM, GRU, RNN) as two kernels per node, whatever the
  * sequence length:
  *
- *   1. the input projection of every step at once, one GEMM per direction:
+ *   1. the input projection of every step at once, one GEMM kernel batched
+ *      over the directions:
  *        proj[d][row][n] = sum_i X[row][i] * W[d][n][i] + Wb[d][n] (+ Rb[d][n])
  *      over the rows of X as stored (T*B of them; layout 1 rows are b*T + t),
  *      through the packed, register-tiled GEMM generator (W packed at compile
  *      time when constant). Rb is folded in wherever it is simply added (all
  *      gates but the GRU's h gate with linear_before_reset);
  *   2. the recurrence: one work-item (CPU: one thread iteration) per
- *      direction and batch row runs the whole time loop. Each step computes
- *      the hidden-state GEMV of every gate in one pass over R's row, then the
- *      gates and the cell update, fused. The state ping-pongs between two
- *      halves of a workspace (step s reads half s%2 and writes the other), so
- *      no copy and no barrier: a row's state belongs to its work-item alone.
+ *      direction and batch row runs the whole time loop. Each step starts
+ *      the gate sums from proj, adds the hidden-state GEMV as H AXPYs over
+ *      the gate row (R transposed at compile time, so the C target runs
+ *      them as 16-lane vector ops), then computes the gates and the cell
+ *      update, fused, unit by unit. The state ping-pongs between two halves
+ *      of a workspace (step s reads half s%2 and writes the other), so no
+ *      copy and no barrier: a row's state belongs to its work-item alone.
  *
  * sequence_lens: a row runs len[b] steps (clamped to [0, T], so bad values
  * stay in bounds; the reference rejects them), writes zeros into Y for the
  * positions past len[b] and leaves its state in half len[b]%2, from which
  * Y_h is read; a reverse direction runs t = len[b]-1 down to 0.
  *
- * The parallelism of the step kernel is D*B work-items; each loops
- * T*H*(G*H + a few) times, so on lavapipe (65,535 loop iterations per
- * invocation) only small layers fit (e.g. T=8, H=32 for an LSTM); kiln's
- * Vulkan trip check refuses bigger ones with a message naming the kernel.
+ * The parallelism of the step kernel is D*B work-items; each runs about
+ * T*G*H*H loop iterations, so on lavapipe (65,535 per invocation) only small
+ * layers fit: an LSTM with T*H*H <= 16k (T=8, H=32; T=32, H=16), a GRU with
+ * T*H*H <= 21k, an RNN with T*H*H <= 65k. kiln's Vulkan trip check refuses
+ * bigger ones with a message naming the kernel (T=16, H=64: 268k).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,8 @@ typedef struct rl_s {
   const tir_buffer_t *hs;   /* [D*B][2][H]: the ping-pong state */
   const tir_buffer_t *cs;   /* [D*B][H]: the LSTM cell */
   const tir_buffer_t *gs;   /* [D*B][2][H]: GRU z and r*h of the step */
+  const tir_buffer_t *ga;   /* [D*B][G*H]: the gate sums of the step */
+  const tir_buffer_t *rt;   /* [D][H][G*H]: R transposed (constant R), or NULL */
   const float* wval;        /* W at compile time, for packing */
 } rl_t;
 
@@ -173,11 +179,59 @@ static const tir_expr_t* const* st_idx(nn_kb_t* kb, const rl_t* rl, const row_t*
   return buf;
 }
 
-/* acc[g] = proj[g*H + j] + sum_k R[g*H + j][k] * src[k] for the gates
- * [g0, g1), in one pass over k (gates from |pg| on start from 0 instead of
- * proj); |src(k)| is the recurrent input. */
+/* The gate sums of a step live in a workspace row ga[db][G*H]; the GEMV adds
+ * the recurrent term as H AXPYs over that row, ga[n] += src[k] * Rt[k][n],
+ * with R transposed at compile time (Rt[d][k][n] = R[d][n][k]) so n runs
+ * contiguously and the C target vectorizes it. */
+typedef struct axpy_s {
+  const rl_t* rl;
+  const row_t* w;
+  int32_t mode;           /* 0: ga = proj, 1: ga = 0, 2: ga += x * R^T */
+  const tir_expr_t *k, *x;
+} axpy_t;
+
+static const tir_expr_t* rt_at(nn_kb_t* kb, const rl_t* rl, int32_t d, const tir_expr_t* k,
+                               const tir_expr_t* n) {
+  if (rl->rt) return tir_load(kb->t, rl->rt, NN_IDX(nn_i(kb, d), k, n));
+  return nn_ldf(kb, rl->rw, NN_IDX(nn_i(kb, d), n, k));
+}
+
+static const tir_stmt_t* axpy_body(nn_kb_t* kb, void* u, const tir_expr_t* n) {
+  const axpy_t* a = u;
+  const rl_t* rl = a->rl;
+  const tir_expr_t* const* at = NN_IDX(a->w->db, n);
+  if (a->mode == 0) {
+    const tir_expr_t* row = rl->r.layout ? nn_add(kb, nn_mulc(kb, a->w->b, rl->T), a->w->t)
+                                         : nn_add(kb, nn_mulc(kb, a->w->t, rl->B), a->w->b);
+    return tir_store(kb->t, rl->ga, at,
+                     tir_load(kb->t, rl->proj, NN_IDX(nn_i(kb, a->w->d), row, n)));
+  }
+  if (a->mode == 1) return tir_store(kb->t, rl->ga, at, nn_f(kb, 0));
+  return tir_store(kb->t, rl->ga, at,
+                   tir_add(kb->t, tir_load(kb->t, rl->ga, at),
+                           tir_mul(kb->t, a->x, rt_at(kb, rl, a->w->d, a->k, n))));
+}
+
+/* ga[n] = proj[n] (n < pg*H) or 0, then += sum_k src[k] * R[n][k], for n in
+ * the gates [g0, g1); |src(k)| is the recurrent input. */
 typedef const tir_expr_t* (*src_fn)(nn_kb_t* kb, const rl_t* rl, const row_t* w,
                                     const tir_expr_t* k);
+
+static const tir_stmt_t* gemv(nn_kb_t* kb, const rl_t* rl, const row_t* w, int32_t g0, int32_t g1,
+                              int32_t pg, src_fn src) {
+  const int64_t H = rl->H;
+  const int64_t p = pg < g0 ? g0 : pg > g1 ? g1 : pg;
+  axpy_t a = {rl, w, 0, NULL, NULL};
+  const tir_stmt_t* s = nn_vec_run(kb, g0 * H, (p - g0) * H, true, axpy_body, &a);
+  a.mode = 1;
+  s = tir_seq2(kb->t, s, nn_vec_run(kb, p * H, (g1 - p) * H, true, axpy_body, &a));
+  tir_var_t* vk = nn_var(kb, "k");
+  a.mode = 2;
+  a.k = nn_v(kb, vk);
+  a.x = src(kb, rl, w, a.k);
+  return tir_seq2(kb->t, s, nn_for(kb, vk, H, nn_vec_run(kb, g0 * H, (g1 - g0) * H, true,
+                                                         axpy_body, &a)));
+}
 
 static const tir_expr_t* src_h(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* k) {
   return tir_load(kb->t, rl->hs, NN_IDX(w->db, w->cur, k));
@@ -193,33 +247,14 @@ static const tir_expr_t* proj_at(nn_kb_t* kb, const rl_t* rl, const row_t* w, in
   return tir_load(kb->t, rl->proj, NN_IDX(nn_i(kb, w->d), row, nn_addc(kb, j, g * rl->H)));
 }
 
-static const tir_stmt_t* gemv(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_buffer_t* acc,
-                              int32_t g0, int32_t g1, int32_t pg, const tir_expr_t* j,
-                              src_fn src) {
-  tir_ctx_t* t = kb->t;
-  const tir_stmt_t* init = NULL;
-  const tir_stmt_t* sum = NULL;
-  tir_var_t* vk = nn_var(kb, "k");
-  const tir_expr_t* k = nn_v(kb, vk);
-  const tir_expr_t* x = src(kb, rl, w, k);
-  for (int32_t g = g0; g < g1; ++g) {
-    const tir_expr_t* gi = nn_i(kb, g);
-    init = tir_seq2(t, init, tir_store(t, acc, NN_IDX(gi), g < pg ? proj_at(kb, rl, w, g, j)
-                                                                    : nn_f(kb, 0)));
-    const tir_expr_t* r =
-        nn_ldf(kb, rl->rw, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, g * rl->H), k));
-    sum = tir_seq2(t, sum, tir_store(t, acc, NN_IDX(gi),
-                                     tir_add(t, tir_load(t, acc, NN_IDX(gi)), tir_mul(t, r, x))));
-  }
-  return tir_seq2(t, init, nn_for(kb, vk, rl->H, sum));
+/* Gate g of unit j in the step's workspace row. */
+static const tir_expr_t* accv(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j,
+                              int64_t g) {
+  return tir_load(kb->t, rl->ga, NN_IDX(w->db, nn_addc(kb, j, g * rl->H)));
 }
-
-static const tir_expr_t* accv(nn_kb_t* kb, const tir_buffer_t* acc, int64_t g) {
-  return tir_load(kb->t, acc, NN_IDX(nn_i(kb, g)));
-}
-static const tir_stmt_t* acc_set(nn_kb_t* kb, const tir_buffer_t* acc, int64_t g,
-                                 const tir_expr_t* v) {
-  return tir_store(kb->t, acc, NN_IDX(nn_i(kb, g)), v);
+static const tir_stmt_t* acc_set(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j,
+                                 int64_t g, const tir_expr_t* v) {
+  return tir_store(kb->t, rl->ga, NN_IDX(w->db, nn_addc(kb, j, g * rl->H)), v);
 }
 
 /* The new hidden value h of unit j: into the state's next half and Y. */
@@ -230,88 +265,81 @@ static const tir_stmt_t* put_h(nn_kb_t* kb, const rl_t* rl, const row_t* w, cons
 }
 
 static const tir_stmt_t* step_lstm(nn_kb_t* kb, const rl_t* rl, const row_t* w,
-                                   const tir_buffer_t* acc, const tir_expr_t* j) {
+                                   const tir_expr_t* j) {
   tir_ctx_t* t = kb->t;
   const kiln_nn_rnn_act_t* a = rl->r.act[w->d];
   const tir_expr_t* c = tir_load(t, rl->cs, NN_IDX(w->db, j));
   const tir_expr_t* pp[3] = {NULL, NULL, NULL}; /* peepholes i, o, f */
   for (int32_t q = 0; q < 3 && rl->p; ++q)
     pp[q] = nn_ldf(kb, rl->p, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, q * rl->H)));
-  const tir_expr_t* ipre = accv(kb, acc, 0);
+  const tir_expr_t* ipre = accv(kb, rl, w, j, 0);
   if (pp[0]) ipre = tir_add(t, ipre, tir_mul(t, pp[0], c));
-  const tir_expr_t* fpre = accv(kb, acc, 2);
+  const tir_expr_t* fpre = accv(kb, rl, w, j, 2);
   if (pp[2]) fpre = tir_add(t, fpre, tir_mul(t, pp[2], c));
   const tir_stmt_t* s[6];
-  s[0] = acc_set(kb, acc, 0, act_expr(kb, &a[0], clip(kb, rl, ipre)));
-  s[1] = acc_set(kb, acc, 2, rl->r.input_forget ? tir_sub(t, nn_f(kb, 1), accv(kb, acc, 0))
+  s[0] = acc_set(kb, rl, w, j, 0, act_expr(kb, &a[0], clip(kb, rl, ipre)));
+  s[1] = acc_set(kb, rl, w, j, 2, rl->r.input_forget ? tir_sub(t, nn_f(kb, 1), accv(kb, rl, w, j, 0))
                                                 : act_expr(kb, &a[0], clip(kb, rl, fpre)));
-  s[2] = acc_set(kb, acc, 3, act_expr(kb, &a[1], clip(kb, rl, accv(kb, acc, 3))));
+  s[2] = acc_set(kb, rl, w, j, 3, act_expr(kb, &a[1], clip(kb, rl, accv(kb, rl, w, j, 3))));
   s[3] = tir_store(t, rl->cs, NN_IDX(w->db, j),
-                   tir_add(t, tir_mul(t, accv(kb, acc, 2), c),
-                           tir_mul(t, accv(kb, acc, 0), accv(kb, acc, 3))));
-  const tir_expr_t* opre = accv(kb, acc, 1);
+                   tir_add(t, tir_mul(t, accv(kb, rl, w, j, 2), c),
+                           tir_mul(t, accv(kb, rl, w, j, 0), accv(kb, rl, w, j, 3))));
+  const tir_expr_t* opre = accv(kb, rl, w, j, 1);
   if (pp[1]) opre = tir_add(t, opre, tir_mul(t, pp[1], c));
-  s[4] = acc_set(kb, acc, 1, act_expr(kb, &a[0], clip(kb, rl, opre)));
-  s[5] = put_h(kb, rl, w, j, tir_mul(t, accv(kb, acc, 1), act_expr(kb, &a[2], c)));
+  s[4] = acc_set(kb, rl, w, j, 1, act_expr(kb, &a[0], clip(kb, rl, opre)));
+  s[5] = put_h(kb, rl, w, j, tir_mul(t, accv(kb, rl, w, j, 1), act_expr(kb, &a[2], c)));
   return tir_seq(t, 6, s);
 }
 
 /* The body of one step for row |w|: loops over the hidden units. */
 static const tir_stmt_t* step(nn_kb_t* kb, const rl_t* rl, const row_t* w) {
   tir_ctx_t* t = kb->t;
-  const int64_t G = rl->G;
-  /* One name per direction and phase: both directions share the kernel. */
-  const tir_buffer_t* acc =
-      tir_buffer(t, w->d ? "acc_r" : "acc", KILN_DTYPE_F32, 1, &G, TIR_SCOPE_PRIVATE);
-  const tir_buffer_t* acc2 =
-      tir_buffer(t, w->d ? "acc2_r" : "acc2", KILN_DTYPE_F32, 1, &G, TIR_SCOPE_PRIVATE);
   const kiln_nn_rnn_act_t* a = rl->r.act[w->d];
   tir_var_t* vj = nn_var(kb, "j");
   const tir_expr_t* j = nn_v(kb, vj);
   const tir_expr_t* hprev = tir_load(t, rl->hs, NN_IDX(w->db, w->cur, j));
   if (rl->r.kind == KILN_NN_RNN_LSTM) {
-    const tir_stmt_t* body = tir_seq2(t, gemv(kb, rl, w, acc, 0, 4, 4, j, src_h),
-                                      step_lstm(kb, rl, w, acc, j));
-    return nn_for(kb, vj, rl->H, tir_alloc(t, acc, body));
+    return tir_seq2(t, gemv(kb, rl, w, 0, 4, 4, src_h), nn_for(kb, vj, rl->H, step_lstm(kb, rl, w, j)));
   }
   if (rl->r.kind == KILN_NN_RNN_RNN) {
-    const tir_stmt_t* body =
-        tir_seq2(t, gemv(kb, rl, w, acc, 0, 1, 1, j, src_h),
-                 put_h(kb, rl, w, j, act_expr(kb, &a[0], clip(kb, rl, accv(kb, acc, 0)))));
-    return nn_for(kb, vj, rl->H, tir_alloc(t, acc, body));
+    return tir_seq2(t, gemv(kb, rl, w, 0, 1, 1, src_h),
+                    nn_for(kb, vj, rl->H,
+                           put_h(kb, rl, w, j, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))))));
   }
   /* GRU. z and r first (with linear_before_reset also h's recurrent term). */
   const bool lbr = rl->r.lbr;
   const tir_expr_t* one = nn_f(kb, 1);
   const tir_stmt_t* s1[4];
-  s1[0] = gemv(kb, rl, w, acc, 0, lbr ? 3 : 2, 2, j, src_h);
-  s1[1] = acc_set(kb, acc, 0, act_expr(kb, &a[0], clip(kb, rl, accv(kb, acc, 0))));
-  s1[2] = acc_set(kb, acc, 1, act_expr(kb, &a[0], clip(kb, rl, accv(kb, acc, 1))));
+  const tir_stmt_t* mv = gemv(kb, rl, w, 0, lbr ? 3 : 2, 2, src_h);
+  s1[0] = NULL;
+  s1[1] = acc_set(kb, rl, w, j, 0, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))));
+  s1[2] = acc_set(kb, rl, w, j, 1, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 1))));
   if (lbr) {
-    /* h~ = g(Xh + r * (H Rh^T + Rbh)): acc[2] holds H Rh^T, proj Xh + Wbh. */
-    const tir_expr_t* rec = accv(kb, acc, 2);
+    /* h~ = g(Xh + r * (H Rh^T + Rbh)): gate 2 holds H Rh^T, proj Xh + Wbh. */
+    const tir_expr_t* rec = accv(kb, rl, w, j, 2);
     if (rl->bias)
       rec = tir_add(t, rec, nn_ldf(kb, rl->bias, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, 5 * rl->H))));
     const tir_expr_t* hg = act_expr(
-        kb, &a[1], clip(kb, rl, tir_add(t, proj_at(kb, rl, w, 2, j), tir_mul(t, accv(kb, acc, 1), rec))));
-    const tir_expr_t* z = accv(kb, acc, 0);
+        kb, &a[1], clip(kb, rl, tir_add(t, proj_at(kb, rl, w, 2, j), tir_mul(t, accv(kb, rl, w, j, 1), rec))));
+    const tir_expr_t* z = accv(kb, rl, w, j, 0);
     s1[3] = put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hprev)));
-    return nn_for(kb, vj, rl->H, tir_alloc(t, acc, tir_seq(t, 4, s1)));
+    return tir_seq2(t, mv, nn_for(kb, vj, rl->H, tir_seq(t, 4, s1)));
   }
-  s1[3] = tir_seq2(t, tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j), accv(kb, acc, 0)),
+  s1[3] = tir_seq2(t, tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j), accv(kb, rl, w, j, 0)),
                    tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 1), j),
-                             tir_mul(t, accv(kb, acc, 1), hprev)));
-  const tir_stmt_t* phase1 = nn_for(kb, vj, rl->H, tir_alloc(t, acc, tir_seq(t, 4, s1)));
+                             tir_mul(t, accv(kb, rl, w, j, 1), hprev)));
+  const tir_stmt_t* phase1 = tir_seq2(t, mv, nn_for(kb, vj, rl->H, tir_seq(t, 4, s1)));
   /* h~ = g(Xh + (r . H) Rh^T + Rbh + Wbh), all but the GEMV in proj. */
   tir_var_t* vj2 = nn_var(kb, "j");
   const tir_expr_t* j2 = nn_v(kb, vj2);
   const tir_expr_t* z = tir_load(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j2));
   const tir_expr_t* hp2 = tir_load(t, rl->hs, NN_IDX(w->db, w->cur, j2));
-  const tir_expr_t* hg = act_expr(kb, &a[1], clip(kb, rl, accv(kb, acc2, 2)));
+  const tir_expr_t* hg = act_expr(kb, &a[1], clip(kb, rl, accv(kb, rl, w, j2, 2)));
   const tir_stmt_t* body2 =
-      tir_seq2(t, gemv(kb, rl, w, acc2, 2, 3, 3, j2, src_rh),
-               put_h(kb, rl, w, j2, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hp2))));
-  return tir_seq2(t, phase1, nn_for(kb, vj2, rl->H, tir_alloc(t, acc2, body2)));
+      put_h(kb, rl, w, j2, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hp2)));
+  const tir_stmt_t* items[3] = {phase1, gemv(kb, rl, w, 2, 3, 3, src_rh),
+                                nn_for(kb, vj2, rl->H, body2)};
+  return tir_seq(t, 3, items);
 }
 
 /* The whole recurrence of direction d for batch row b (expressions). */
@@ -377,6 +405,25 @@ static kiln_status_t emit_steps(nn_kb_t* kb, rl_t* rl) {
   return nn_emit(kb, nn_for(kb, v, DB, body));
 }
 
+/* Rt[d][k][n] = R[d][n][k] at compile time when R is a constant. */
+static kiln_status_t transpose_r(kiln_lower_ctx_t* ctx, rl_t* rl) {
+  float* r = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 2, &r));
+  if (!r) return NULL;
+  const int64_t GH = rl->G * rl->H, H = rl->H;
+  float* rt = NULL;
+  kiln_status_t st = nn_alloc_f32(rl->D * H * GH, "R transposed", &rt);
+  if (!st) {
+    for (int64_t d = 0; d < rl->D; ++d)
+      for (int64_t n = 0; n < GH; ++n)
+        for (int64_t k = 0; k < H; ++k) rt[(d * H + k) * GH + n] = r[(d * GH + n) * H + k];
+    const int64_t shape[3] = {rl->D, H, GH};
+    st = nn_const_f32(ctx, "rt", 3, shape, rt, &rl->rt);
+  }
+  free(r);
+  return st;
+}
+
 /* ---- entry ---------------------------------------------------------------- */
 
 static kiln_status_t lower_rnn(kiln_lower_ctx_t* ctx, kiln_nn_rnn_kind_t kind) {
@@ -432,6 +479,11 @@ static kiln_status_t lower_rnn(kiln_lower_ctx_t* ctx, kiln_nn_rnn_kind_t kind) {
   }
   if (kind == KILN_NN_RNN_GRU && !rl.r.lbr)
     KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "zr", KILN_DTYPE_F32, 3, hshape, &rl.gs));
+  {
+    const int64_t gshape[2] = {rl.D * rl.B, rl.G * rl.H};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "gates", KILN_DTYPE_F32, 2, gshape, &rl.ga));
+  }
+  KILN_RETURN_IF_ERROR(transpose_r(ctx, &rl));
   KILN_RETURN_IF_ERROR(emit_projection(&kb, &rl), "%s node '%s': input projection", op, node);
   KILN_RETURN_IF_ERROR(emit_steps(&kb, &rl), "%s node '%s': step kernel", op, node);
   return NULL;

@@ -257,11 +257,15 @@ static kiln_status_t rnn_infer(kiln_infer_t* ctx, kiln_nn_rnn_kind_t kind) {
 }
 
 static int64_t rnn_flops(const kiln_infer_t* ctx, int64_t gates) {
-  const kiln_shape_t *w = &ctx->in[1]->shape, *y = &ctx->out[0]->shape;
-  if (!kiln_shape_is_static(w) || !ctx->out[0] || !kiln_shape_is_static(y)) return 0;
-  /* Per step and batch: X*W^T and H*R^T (2 flops a term) plus the gates. */
-  const int64_t steps = kiln_shape_count(y) / (y->dims[3] ? y->dims[3] : 1);
-  const int64_t H = y->dims[3], I = w->dims[2];
+  /* Y may be omitted: the sizes come from X [.,.,I], W [D,.,I], R [D,.,H]. */
+  const kiln_shape_t *x = &ctx->in[0]->shape, *w = &ctx->in[1]->shape, *r = &ctx->in[2]->shape;
+  if (!kiln_shape_is_static(x) || !kiln_shape_is_static(w) || !kiln_shape_is_static(r) ||
+      x->rank != 3 || w->rank != 3 || r->rank != 3)
+    return 0;
+  /* Per step, direction and batch row: X*W^T and H*R^T (2 flops a term)
+   * plus the gates. */
+  const int64_t steps = kiln_nn_mul_sat(kiln_nn_mul_sat(x->dims[0], x->dims[1]), w->dims[0]);
+  const int64_t H = r->dims[2], I = w->dims[2];
   return kiln_nn_mul_sat(steps, kiln_nn_mul_sat(2 * gates * H, I + H) + 8 * gates * H);
 }
 
