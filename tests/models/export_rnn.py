@@ -20,7 +20,10 @@ The cases are
     sequence_lens (forward, reverse, bidirectional), initial_h / initial_c,
     peepholes, clip, input_forget, GRU linear_before_reset 0/1, every
     activation of the ONNX list with alphas/betas, reverse direction, Y_h /
-    Y_c only.
+    Y_c only;
+  - layout 1 (batch-major) twins of bidirectional cases with sequence_lens
+    and initial states: onnxruntime has no layout 1, so their outputs are
+    its layout-0 outputs on the transposed inputs, transposed back.
 
 check runs `kiln run` on every case with --compare against the onnxruntime
 outputs (rtol 1e-4, atol 1e-5; the CLI exits 3 outside them) and prints the
@@ -87,7 +90,7 @@ def export_torch(out_dir, lines):
                               input_names=["x"], output_names=outs)
         os.replace(tmp, path)
         save(os.path.join(out_dir, name + ".in.0.npy"), x)
-        lines.append((name, ["x"]))
+        lines.append((name, ["x"], False))
 
 
 def node_model(op, inputs, n_out, attrs):
@@ -167,6 +170,54 @@ def node_cases():
     return cases
 
 
+def layout1_cases():
+    """Batch-major (layout 1) twins of full cases: onnxruntime has no layout 1,
+    so its outputs come from the layout-0 model on transposed inputs."""
+    rng = np.random.default_rng(3)
+    T, B, I, H = 4, 3, 5, 6
+    lens = np.array([4, 1, 3], dtype=np.int32)
+
+    def r(*s):
+        return (rng.standard_normal(s) * 0.5).astype(np.float32)
+
+    cases = []
+    for op, G in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        D = 2
+        ins = [("X", r(T, B, I)), ("W", r(D, G * H, I)), ("R", r(D, G * H, H)),
+               ("B", r(D, 2 * G * H)), ("sequence_lens", lens), ("initial_h", r(D, B, H))]
+        if op == "LSTM":
+            ins += [("initial_c", r(D, B, H)), ("P", r(D, 3 * H))]
+        cases.append(("%s_layout1_bidir" % op.lower(), op, ins,
+                      {"hidden_size": H, "direction": "bidirectional"}))
+    return cases
+
+
+def export_layout1(out_dir, lines):
+    import onnx
+    import onnxruntime as ort
+
+    for name, op, ins, attrs in layout1_cases():
+        n_out = (0, 1, 2)
+        ref = node_model(op, ins, n_out, attrs)
+        # X [T,B,I] -> [B,T,I]; initial states [D,B,H] -> [B,D,H]
+        tr = {"X": (1, 0, 2), "initial_h": (1, 0, 2), "initial_c": (1, 0, 2)}
+        ins1 = [(nm, np.ascontiguousarray(a.transpose(tr[nm])) if nm in tr else a)
+                for nm, a in ins]
+        m = node_model(op, ins1, n_out, dict(attrs, layout=1))
+        path = os.path.join(out_dir, name + ".onnx")
+        onnx.save(m, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        for k, (nm, a) in enumerate(ins1):
+            save(os.path.join(out_dir, "%s.in.%d.npy" % (name, k)), a)
+        sess = ort.InferenceSession(ref.SerializeToString(), providers=["CPUExecutionProvider"])
+        outs = sess.run(None, {nm: a for nm, a in ins})
+        # Y [T,D,B,H] -> [B,T,D,H]; Y_h, Y_c [D,B,H] -> [B,D,H]
+        outs = [o.transpose(2, 0, 1, 3) if o.ndim == 4 else o.transpose(1, 0, 2) for o in outs]
+        for k, o in enumerate(outs):
+            save(os.path.join(out_dir, "%s.ort.%d.npy" % (name, k)), np.ascontiguousarray(o))
+        lines.append((name, [nm for nm, _ in ins1], True))
+
+
 def export_nodes(out_dir, lines):
     import onnx
 
@@ -178,7 +229,7 @@ def export_nodes(out_dir, lines):
         present = [(nm, a) for nm, a in inputs if a is not None]
         for k, (nm, a) in enumerate(present):
             save(os.path.join(out_dir, "%s.in.%d.npy" % (name, k)), a)
-        lines.append((name, [nm for nm, _ in present]))
+        lines.append((name, [nm for nm, _ in present], False))
 
 
 def export(out_dir):
@@ -194,7 +245,10 @@ def export(out_dir):
     lines = []
     export_torch(out_dir, lines)
     export_nodes(out_dir, lines)
-    for name, inputs in lines:
+    export_layout1(out_dir, lines)
+    for name, inputs, done in lines:
+        if done:
+            continue
         sess = ort.InferenceSession(os.path.join(out_dir, name + ".onnx"),
                                     providers=["CPUExecutionProvider"])
         feeds = {nm: np.load(os.path.join(out_dir, "%s.in.%d.npy" % (name, k)))
@@ -202,7 +256,7 @@ def export(out_dir):
         for k, o in enumerate(sess.run(None, feeds)):
             save(os.path.join(out_dir, "%s.ort.%d.npy" % (name, k)), o)
     with open(manifest + ".tmp", "w") as f:
-        for name, inputs in lines:
+        for name, inputs, _ in lines:
             f.write(" ".join([name] + inputs) + "\n")
     os.replace(manifest + ".tmp", manifest)
     print("exported %d rnn cases into %s" % (len(lines), out_dir))
