@@ -41,9 +41,9 @@
  * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB. With AVX-512
  * (16 lanes, 32 zmm) that is the 14 x 32 tile of 28 zmm accumulators; with
  * AVX2 (8 lanes, 16 ymm) the 6 x 16 tile of 12 ymm. The 14 x 32 tile on
- * AVX2 needs 56 ymm accumulators and spills every FMA to the stack (~1.5
- * GFLOP/s per conv on a 2-core EPYC, ResNet-18 14x slower than
- * onnxruntime). GPU targets keep the AVX-512 figures: their templates
+ * AVX2 needs 56 ymm accumulators and spills every FMA to the stack
+ * (ResNet-18's 3x3 convs at 5-6.5 GFLOP/s per core on an AVX2 EPYC, 50-68
+ * with 6 x 16 and 8-lane vectors). GPU targets keep the AVX-512 figures: their templates
  * re-derive the grid from them (template_conv.c).
  * Parallel split: batches when they divide evenly among the threads (or
  * are many), else the dimension with more tiles; none under ~0.2 MFLOP.
