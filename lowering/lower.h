@@ -33,6 +33,16 @@ typedef enum kiln_target_class_e {
   KILN_TARGET_CLASS_GPU = 1,
 } kiln_target_class_t;
 
+/* The f32 lanes of one vector register and the number of vector
+ * registers of the CPU running this process (CPUID and the OS-enabled
+ * state, at run time): 16 and 32 with AVX-512, 8 and 16 with AVX/AVX2,
+ * 4 and 16 with SSE, 4 and 32 on AArch64. The CPU target compiles its C on
+ * this machine, so its tiles and vector types follow this CPU. */
+typedef struct kiln_cpu_simd_s {
+  int32_t lanes, regs;
+} kiln_cpu_simd_t;
+kiln_cpu_simd_t kiln_cpu_simd(void);
+
 struct kiln_plan_s;
 
 typedef struct kiln_lower_ctx_s {

@@ -598,7 +598,9 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
    * column, which keeps the whole accumulator out of registers: then
    * compute on a grid padded to whole tiles (its extra columns are garbage
    * that the crop drops; the input plane gets the slack they read). */
-  const int64_t nr = cv->Q >= 32 ? 32 : 16;
+  int64_t lanes, regs;
+  nn_simd(ctx, &lanes, &regs);
+  const int64_t nr = cv->Q >= 2 * lanes ? 2 * lanes : lanes; /* nn_gemm_tiles' nr, or more */
   const int64_t qround = (cv->Q + nr - 1) / nr * nr;
   /* Tiny outputs waste most of the grid (a 3x3 output is 16 columns for 9
    * outputs, a 1x1 one 16 for 1): then let the GEMM's rows be the dense

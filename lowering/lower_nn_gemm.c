@@ -32,13 +32,22 @@
  * major when K is blocked, so one K block's panels are one sequential run
  * in memory (nn_pack_const).
  *
- * Heuristics (nn_gemm_tiles): nr = 32 (two zmm) when N >= 32, 16 when
- * N >= 16, else N; mr = the balanced split of M into tiles of at most
- * 28/(nr/16) rows (capped at 14); kc = K up to 512, else K split into equal
- * blocks of about 320; nc = as many N tiles as keep kc*nc floats under 1 MiB.
+ * Heuristics (nn_gemm_tiles), in units of the machine's f32 vector (L
+ * lanes, R registers; nn_simd, detected at run time): nr = 2L when
+ * N >= 2L, L when N >= L, else N; mr = the balanced split of M into tiles
+ * of at most (R - 4)/(nr/L) rows (capped at 14), so the mr x nr/L
+ * accumulators, the nr/L loads of R and the broadcast of L stay in
+ * registers; kc = K up to 512, else K split into equal blocks of about
+ * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB. With AVX-512
+ * (16 lanes, 32 zmm) that is the 14 x 32 tile of 28 zmm accumulators; with
+ * AVX2 (8 lanes, 16 ymm) the 6 x 16 tile of 12 ymm. The 14 x 32 tile on
+ * AVX2 needs 56 ymm accumulators and spills every FMA to the stack
+ * (ResNet-18's 3x3 convs at 5-6.5 GFLOP/s per core on an AVX2 EPYC, 50-68
+ * with 6 x 16 and 8-lane vectors). GPU targets keep the AVX-512 figures: their templates
+ * re-derive the grid from them (template_conv.c).
  * Parallel split: batches when they divide evenly among the threads (or
  * are many), else the dimension with more tiles; none under ~0.2 MFLOP.
- * Measured (2 threads, this machine): 1024^3 ~360 GFLOP/s, on par with
+ * Measured (2 threads, AVX-512 Xeon): 1024^3 ~360 GFLOP/s, on par with
  * OpenBLAS in the same run, constant or run-time B (the latter adds a pack
  * kernel of ~0.2 ms).
  */
@@ -49,13 +58,24 @@
 
 #define NN_L2_BUDGET (1 << 20)
 
+/* The vector unit the tiles are for: this CPU's for the CPU target (its C
+ * is compiled here, at run time); AVX-512's for GPU targets, whose
+ * templates re-derive the grid from those figures (template_conv.c). */
+void nn_simd(const kiln_lower_ctx_t* ctx, int64_t* lanes, int64_t* regs) {
+  kiln_cpu_simd_t v = {16, 32};
+  if (ctx && ctx->target == KILN_TARGET_CLASS_CPU) v = kiln_cpu_simd();
+  *lanes = v.lanes, *regs = v.regs;
+}
+
 void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g) {
-  (void)ctx;
   int64_t N = g->N, M = g->M, K = g->K;
-  g->nr = N >= 32 ? 32 : N >= 16 ? 16 : (N > 0 ? N : 1);
-  int64_t vecs = (g->nr + 15) / 16;
-  int64_t mr_max = 28 / vecs;
+  int64_t lanes, regs;
+  nn_simd(ctx, &lanes, &regs);
+  g->nr = N >= 2 * lanes ? 2 * lanes : N >= lanes ? lanes : (N > 0 ? N : 1);
+  int64_t vecs = (g->nr + lanes - 1) / lanes;
+  int64_t mr_max = (regs - 4) / vecs;
   if (mr_max > 14) mr_max = 14;
+  if (mr_max < 1) mr_max = 1;
   if (M <= 0) {
     g->mr = 1;
   } else {

@@ -208,6 +208,9 @@ struct nn_gemm_s {
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
 void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g);
+/* f32 lanes per vector register and vector registers the tiles are for:
+ * kiln_cpu_simd() for the CPU target, 16 and 32 (AVX-512) for GPU targets. */
+void nn_simd(const kiln_lower_ctx_t* ctx, int64_t* lanes, int64_t* regs);
 /* Builds and emits the GEMM kernel. */
 kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g);
 

@@ -234,8 +234,10 @@ static void test_patterns(void) {
   /* Every op kiln has gets a pattern other than opaque, except Shape and
    * the ops whose output is not one value per element computed once: the
    * scatters (a copy, then updates in order), CumSum (a running sum over
-   * the output) and TopK (ranks through a workspace). */
-  static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK"};
+   * the output), TopK (ranks through a workspace) and the recurrent layers
+   * (a time loop over their own state). */
+  static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
+                                       "LSTM", "GRU", "RNN"};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;

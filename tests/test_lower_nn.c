@@ -195,6 +195,34 @@ static kiln_status_t cpu_plan(const kiln_plan_t* p, const kiln_array_t* feeds, k
 
 /* Lowers, interprets and compares one case with the reference; frees the
  * spec's arrays. */
+/* The most f32 vectors of |lanes| any PRIVATE f32 array under |s| holds
+ * (rows x ceil(last dim / lanes)). */
+static int64_t private_vectors(const tir_stmt_t* s, int32_t lanes) {
+  if (!s) return 0;
+  int64_t m = 0, r;
+  switch (s->kind) {
+    case TIR_FOR: return private_vectors(s->u.loop.body, lanes);
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i)
+        if ((r = private_vectors(s->u.seq.items[i], lanes)) > m) m = r;
+      return m;
+    case TIR_IF:
+      m = private_vectors(s->u.cond.then_s, lanes);
+      r = private_vectors(s->u.cond.else_s, lanes);
+      return r > m ? r : m;
+    case TIR_ALLOC: {
+      const tir_buffer_t* b = s->u.alloc.buf;
+      if (b->scope == TIR_SCOPE_PRIVATE && b->dtype == KILN_DTYPE_F32 && b->rank > 0) {
+        const int64_t cols = b->shape[b->rank - 1];
+        m = tir_buffer_numel(b) / (cols > 0 ? cols : 1) * ((cols + lanes - 1) / lanes);
+      }
+      r = private_vectors(s->u.alloc.body, lanes);
+      return r > m ? r : m;
+    }
+    default: return 0;
+  }
+}
+
 static void check_case(spec_t* sp, const char* what) {
   ++n_cases;
   kiln_graph_t* g = NULL;
@@ -232,6 +260,16 @@ static void check_case(spec_t* sp, const char* what) {
       sum += p->kernels[k].flops;
     }
     CHECK_MSG(with == 1 && sum > 0, "%s: %d of %d kernels carry FLOPs", what, with, (int)p->n_kernels);
+  }
+  if (p && (!strcmp(sp->op, "Conv") || !strcmp(sp->op, "MatMul") || !strcmp(sp->op, "Gemm"))) {
+    /* the GEMM register tile fits this CPU's vector registers (read at run
+     * time): 14 x 32 on AVX-512, 6 x 16 on AVX2; a bigger one spills */
+    const kiln_cpu_simd_t v = kiln_cpu_simd();
+    for (int32_t k = 0; k < p->n_kernels; ++k) {
+      int64_t vecs = private_vectors(p->kernels[k].func->body, v.lanes);
+      CHECK_MSG(vecs <= v.regs - 4, "%s: kernel %s keeps %lld vectors of %d lanes, %d registers", what,
+                p->kernels[k].func->name, (long long)vecs, (int)v.lanes, (int)v.regs);
+    }
   }
   for (int pass = 0; p && pass < (use_cpu ? 2 : 1); ++pass) {
     for (int o = 0; o < g->n_outputs; ++o) kiln_array_free(A(), &got[o]);

@@ -82,6 +82,13 @@ typedef struct canon_s {
 
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) {
   memset(out, 0, sizeof(*out));
+  /* Vector types no wider than this CPU's registers (read at run time; the
+   * C is compiled here with -march=native): without AVX-512 GCC splits a
+   * 16-lane type into pieces it moves through general registers and the
+   * stack, which made every GEMM/conv several times slower on AVX2. */
+  kiln_cf_dialect_t dialect = kiln_cf_dialect_c;
+  const kiln_cpu_simd_t simd = kiln_cpu_simd();
+  dialect.vector_widths &= simd.lanes >= 16 ? 4 | 8 | 16 : simd.lanes >= 8 ? 4 | 8 : 4;
   int32_t n = plan->n_kernels;
   kiln_status_t s = NULL;
   canon_t* canon = calloc((size_t)(n ? n : 1), sizeof(*canon));
@@ -131,7 +138,7 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
     kiln_cf_kernel_info_t info = {na, true};
     kiln_cf_out_t ct;
     kiln_cf_out_init(&ct);
-    s = kiln_cf_print_kernel(&kiln_cf_dialect_c, plan->kernels[k].func, &info, &ct);
+    s = kiln_cf_print_kernel(&dialect, plan->kernels[k].func, &info, &ct);
     free(na);
     if (s) {
       kiln_cf_out_free(&ct);
@@ -177,7 +184,7 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
       break;
     }
     kiln_cf_kernel_info_t info = {na, false};
-    s = kiln_cf_print_kernel(&kiln_cf_dialect_c, plan->kernels[k].func, &info, o);
+    s = kiln_cf_print_kernel(&dialect, plan->kernels[k].func, &info, o);
     free(na);
     for (int32_t j = next[k]; j >= 0 && !s; j = next[j])
       if (target[j] == k) {
