@@ -1,6 +1,6 @@
 /* ONNX backend node-test conformance runner.
  *
- *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
+ *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--precision fp16] [--filter SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR
  *
  * --target cpu|opencl|vulkan compiles each case for that target, runs it
  * through the runtime (a session on the device, opened once with no CPU
@@ -13,7 +13,11 @@
  * reason listed, when kiln reports UNSUPPORTED (an op, dtype or feature kiln
  * does not claim). Outputs are compared with rtol 1e-4 / atol 1e-5 and a
  * failure names the worst element. Prints a per-op table and closes with
- * "N passed, N failed, N skipped"; exits 1 when any case failed. */
+ * "N passed, N failed, N skipped"; exits 1 when any case failed.
+ * --light takes the onnx wheel's light/ folder instead (light_<name>.onnx and
+ * light_<name>_output_0.pb, no inputs): conformance_light.c stages it in the
+ * node layout with the onnx runner's dummy inputs and its tolerances, and
+ * each model's outcome is printed. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
+#include "conformance_light.h"
 
 /* fp32 tolerances; --precision fp16 uses 1e-2 / 1e-3 (DESIGN.md). */
 static double RTOL = 1e-4;
@@ -356,6 +361,8 @@ int main(int argc, char** argv) {
   int n_filters = 0;
   g_target = kiln_target_find("cpu");
   bool quiet = false;
+  bool light = false;
+  char light_dir[4096] = "";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
       if (n_filters < 64) filters[n_filters++] = argv[++i];
@@ -381,15 +388,17 @@ int main(int argc, char** argv) {
       }
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
+    } else if (!strcmp(argv[i], "--light")) {
+      light = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR\n");
     return 2;
   }
   if (g_fp16 && !g_cpu) {
@@ -405,6 +414,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     printf("device: %s (%s)\n", kiln_device_name(g_device), kiln_device_api(g_device));
+  }
+  if (light) {
+    kiln_status_t ls = light_stage(dir, light_dir, sizeof light_dir);
+    if (ls) {
+      fprintf(stderr, "kiln_conformance: %s\n", kiln_status_message(ls));
+      kiln_status_free(ls);
+      kiln_device_release(g_device);
+      return 1;
+    }
+    dir = light_dir;
   }
   DIR* d = opendir(dir);
   if (!d) {
@@ -427,7 +446,11 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < n_names; ++i) {
     char op[64], why[2048] = "";
+    if (light) light_tolerance(names[i], &RTOL, &ATOL);
     outcome_t o = run_case(dir, names[i], &rep, op, sizeof op, why, sizeof why);
+    if (light)
+      printf("%s %s%s%s\n", o == CASE_PASS ? "PASS" : o == CASE_FAIL ? "FAIL" : "SKIP", names[i],
+             o == CASE_PASS ? "" : ": ", o == CASE_PASS ? "" : why);
     op_row_t* row = row_for(&rep, op);
     if (o == CASE_PASS) {
       ++passed;
@@ -474,5 +497,6 @@ int main(int argc, char** argv) {
   free(rep.failures);
   free(rep.rows);
   kiln_device_release(g_device);
+  light_unstage(light_dir);
   return failed ? 1 : 0;
 }
