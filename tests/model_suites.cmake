@@ -69,7 +69,7 @@ kiln_model_suite(light cpu O1 "onnx;slow" 3600 --exclude vgg19)           # 46 s
 if(opencl IN_LIST KILN_TARGETS_BUILT)
   kiln_model_suite(simple opencl O1 "onnx;target=opencl" 600)                       # 23 s
   kiln_model_suite(pytorch-operator opencl O1 "onnx;target=opencl;slow" 1200)       # 90 s
-  kiln_model_suite(pytorch-converted opencl O1 "onnx;target=opencl;slow" 1800 ${PC_EXCLUDE})
+  kiln_model_suite(pytorch-converted opencl O1 "onnx;target=opencl;slow" 1800 ${PC_EXCLUDE}) # 387 s
 endif()
 if(vulkan IN_LIST KILN_TARGETS_BUILT)
   kiln_model_suite(simple vulkan O1 "target=vulkan" 600)                            # 7 s
