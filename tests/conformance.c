@@ -421,6 +421,9 @@ int main(int argc, char** argv) {
     printf("device: %s (%s)\n", kiln_device_name(g_device), kiln_device_api(g_device));
   }
   if (light) {
+    /* One line per model as it finishes: a model takes minutes on a device,
+     * and a ctest timeout should still show which ones ran. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     kiln_status_t ls = light_stage(dir, light_dir, sizeof light_dir);
     if (ls) {
       fprintf(stderr, "kiln_conformance: %s\n", kiln_status_message(ls));
