@@ -58,6 +58,9 @@ endforeach()
 #   the others, so Softmax gives those 0.125 and the rest 0 (expected 0.001
 #   each; the reference executor matches).
 # light/ compiles nine ImageNet-size models: minutes per target, so "slow".
+# Not registered on opencl and vulkan yet: a full run did not finish in 25 min
+# (PoCL) / 18 min (lavapipe) on this machine; on vulkan densenet121,
+# inception_v2 and resnet50 passed before the cut-off.
 set(PC_EXCLUDE --exclude MaxPool2d_stride_padding_dilation)
 kiln_model_suite(simple cpu O1 onnx 600)                                  # 3 s
 kiln_model_suite(simple cpu O0 onnx 600)                                  # <1 s
