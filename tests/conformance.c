@@ -1,6 +1,6 @@
 /* ONNX backend node-test conformance runner.
  *
- *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR
+ *   kiln_conformance [--target ref|cpu|opencl|vulkan] [--precision fp16] [--filter SUBSTR ...] [--exclude SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR
  *
  * --target cpu|opencl|vulkan compiles each case for that target, runs it
  * through the runtime (a session on the device, opened once with no CPU
@@ -17,7 +17,12 @@
  * else the feature. Outputs are compared with rtol 1e-4 / atol 1e-5 and a
  * failure names the worst element. Prints a per-op table, the skip reasons
  * with their counts, and closes with "N passed, N failed, N skipped"; exits
- * 1 when any case failed. */
+ * 1 when any case failed.
+ * --light takes the onnx wheel's light/ folder instead (light_<name>.onnx and
+ * light_<name>_output_0.pb, no inputs): conformance_light.c stages it in the
+ * node layout with the onnx runner's dummy inputs and its tolerances, and
+ * each model's outcome is printed. --exclude SUBSTR leaves out the cases
+ * whose name contains SUBSTR (after --filter). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,7 @@
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
+#include "conformance_light.h"
 
 /* fp32 tolerances; --precision fp16 uses 1e-2 / 1e-3 (DESIGN.md). */
 static double RTOL = 1e-4;
@@ -452,11 +458,17 @@ int main(int argc, char** argv) {
   const char* dir = NULL;
   const char* filters[64];
   int n_filters = 0;
+  const char* excludes[64]; /* --exclude: known failures a ctest entry leaves out */
+  int n_excludes = 0;
   g_target = kiln_target_find("cpu");
   bool quiet = false;
+  bool light = false;
+  char light_dir[4096] = "";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
       if (n_filters < 64) filters[n_filters++] = argv[++i];
+    } else if (!strcmp(argv[i], "--exclude") && i + 1 < argc) {
+      if (n_excludes < 64) excludes[n_excludes++] = argv[++i];
     } else if (!strcmp(argv[i], "--target") && i + 1 < argc) {
       ++i;
       g_cpu = strcmp(argv[i], "ref") != 0;
@@ -479,15 +491,17 @@ int main(int argc, char** argv) {
       }
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
+    } else if (!strcmp(argv[i], "--light")) {
+      light = true;
     } else if (!strcmp(argv[i], "--help")) {
-      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+      printf("usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--exclude SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR\n");
       return 0;
     } else {
       dir = argv[i];
     }
   }
   if (!dir) {
-    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--quiet] NODE_TEST_DIR\n");
+    fprintf(stderr, "usage: kiln_conformance [--target ref|cpu|opencl|vulkan] [-O0|-O1] [--precision fp16] [--filter SUBSTR ...] [--exclude SUBSTR ...] [--quiet] [--light] NODE_TEST_DIR\n");
     return 2;
   }
   if (g_fp16 && !g_cpu) {
@@ -504,6 +518,19 @@ int main(int argc, char** argv) {
     }
     printf("device: %s (%s)\n", kiln_device_name(g_device), kiln_device_api(g_device));
   }
+  if (light) {
+    /* One line per model as it finishes: a model takes minutes on a device,
+     * and a ctest timeout should still show which ones ran. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    kiln_status_t ls = light_stage(dir, light_dir, sizeof light_dir);
+    if (ls) {
+      fprintf(stderr, "kiln_conformance: %s\n", kiln_status_message(ls));
+      kiln_status_free(ls);
+      kiln_device_release(g_device);
+      return 1;
+    }
+    dir = light_dir;
+  }
   DIR* d = opendir(dir);
   if (!d) {
     fprintf(stderr, "kiln_conformance: cannot open '%s'\n", dir);
@@ -516,7 +543,11 @@ int main(int argc, char** argv) {
     if (strncmp(e->d_name, "test_", 5) != 0) continue;
     bool keep = n_filters == 0;
     for (int f = 0; f < n_filters && !keep; ++f) keep = strstr(e->d_name, filters[f]) != NULL;
-    if (!keep) continue;
+    bool excluded = false;
+    for (int f = 0; f < n_excludes && keep && !excluded; ++f)
+      excluded = strstr(e->d_name, excludes[f]) != NULL;
+    if (excluded) printf("excluded (--exclude): %s\n", e->d_name);
+    if (!keep || excluded) continue;
     push(&names, &n_names, &cap, "%s%s", e->d_name, "");
   }
   closedir(d);
@@ -525,7 +556,11 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < n_names; ++i) {
     char op[64], why[2048] = "";
+    if (light) light_tolerance(names[i], &RTOL, &ATOL);
     outcome_t o = run_case(dir, names[i], &rep, op, sizeof op, why, sizeof why);
+    if (light)
+      printf("%s %s%s%s\n", o == CASE_PASS ? "PASS" : o == CASE_FAIL ? "FAIL" : "SKIP", names[i],
+             o == CASE_PASS ? "" : ": ", o == CASE_PASS ? "" : why);
     op_row_t* row = row_for(&rep, op);
     if (o == CASE_PASS) {
       ++passed;
@@ -586,5 +621,6 @@ int main(int argc, char** argv) {
   free(rep.rows);
   free(rep.reasons);
   kiln_device_release(g_device);
+  light_unstage(light_dir);
   return failed ? 1 : 0;
 }

@@ -1,0 +1,81 @@
+# The onnx wheel's model suites beside the node tests, on every target built:
+# pytorch-converted, pytorch-operator and simple have the node-test layout
+# (model.onnx + test_data_set_N); light/ holds light_<name>.onnx with its
+# expected output and gets the onnx runner's dummy inputs (--light,
+# tests/conformance_light.c). Labels follow the node suites: "onnx" on ref and
+# cpu, "onnx;target=opencl" on OpenCL, "target=vulkan" on Vulkan (validation
+# layer on, any message fails); an entry that takes minutes is labelled "slow"
+# as well, so the default suite stays short.
+# Included by tests/CMakeLists.txt after the targets' own tests.cmake.
+if(NOT KILN_NODE_TEST_DIR OR NOT TARGET kiln_conformance)
+  return()
+endif()
+get_filename_component(KILN_ONNX_TEST_DATA ${KILN_NODE_TEST_DIR} DIRECTORY)
+
+# kiln_model_suite(SUITE TARGET LEVEL LABELS TIMEOUT [EXTRA_ARGS...]): one
+# ctest entry running the suite folder SUITE on TARGET (ref, cpu, opencl,
+# vulkan) at -O LEVEL (ignored on ref); EXTRA_ARGS go to kiln_conformance
+# (--exclude for the known failures named below).
+function(kiln_model_suite suite target level labels timeout)
+  if(NOT EXISTS ${KILN_ONNX_TEST_DATA}/${suite})
+    return()
+  endif()
+  string(REPLACE "-" "_" id ${suite})
+  set(args --quiet ${ARGN})
+  if(suite STREQUAL "light")
+    list(APPEND args --light)
+  endif()
+  if(target STREQUAL "ref")
+    set(name conformance_onnx_${id})
+  else()
+    set(name conformance_onnx_${id}_${target}_${level})
+    list(APPEND args --target ${target} -${level})
+  endif()
+  add_test(NAME ${name} COMMAND kiln_conformance ${args} ${KILN_ONNX_TEST_DATA}/${suite})
+  if(target STREQUAL "vulkan")
+    set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
+                         FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                         ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-vk-cache")
+  else()
+    set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
+                         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+  endif()
+endfunction()
+
+# Times below: this 2-core CI machine under load (other builds running).
+# Reference executor: every suite in under 20 s.
+foreach(suite pytorch-converted pytorch-operator simple light)
+  kiln_model_suite(${suite} ref "" onnx 600)
+endforeach()
+# Compiled targets; the known failures are left out with --exclude (the run
+# lists them as "excluded"):
+# - pytorch-converted test_MaxPool2d_stride_padding_dilation (a 60x80
+#   kernel) fails on every compiled target: lowering/lower_nn_pool.c unrolls
+#   the 4,800 taps as nested sequences, deeper than the scheduler's 256
+#   statements (ir/tir_schedule_region.c).
+# - light vgg19: its logits are ~3.7e31, all equal in exact arithmetic; the
+#   compiled Gemm rounds the last 8 of the 1,000 columns differently from
+#   the others, so Softmax gives those 0.125 and the rest 0 (expected 0.001
+#   each; the reference executor matches).
+# light/ compiles nine ImageNet-size models: minutes per target, so "slow".
+# Not registered on opencl and vulkan yet: a full run did not finish in 25 min
+# (PoCL) / 18 min (lavapipe) on this machine; on vulkan densenet121,
+# inception_v2 and resnet50 passed before the cut-off.
+set(PC_EXCLUDE --exclude MaxPool2d_stride_padding_dilation)
+kiln_model_suite(simple cpu O1 onnx 600)                                  # 3 s
+kiln_model_suite(simple cpu O0 onnx 600)                                  # <1 s
+kiln_model_suite(pytorch-operator cpu O1 onnx 600)                        # 29 s (3 s warm)
+kiln_model_suite(pytorch-operator cpu O0 onnx 600)                        # 3 s
+kiln_model_suite(pytorch-converted cpu O1 "onnx;slow" 1800 ${PC_EXCLUDE}) # 111 s cold
+kiln_model_suite(pytorch-converted cpu O0 "onnx;slow" 1800 ${PC_EXCLUDE}) # 3 s warm
+kiln_model_suite(light cpu O1 "onnx;slow" 3600 --exclude vgg19)           # 46 s warm, 20 min cold
+if(opencl IN_LIST KILN_TARGETS_BUILT)
+  kiln_model_suite(simple opencl O1 "onnx;target=opencl" 600)                       # 23 s
+  kiln_model_suite(pytorch-operator opencl O1 "onnx;target=opencl;slow" 1200)       # 90 s
+  kiln_model_suite(pytorch-converted opencl O1 "onnx;target=opencl;slow" 1800 ${PC_EXCLUDE}) # 387 s
+endif()
+if(vulkan IN_LIST KILN_TARGETS_BUILT)
+  kiln_model_suite(simple vulkan O1 "target=vulkan" 600)                            # 7 s
+  kiln_model_suite(pytorch-operator vulkan O1 "target=vulkan;slow" 1200)            # 113 s
+  kiln_model_suite(pytorch-converted vulkan O1 "target=vulkan;slow" 1800 ${PC_EXCLUDE}) # 281 s
+endif()
