@@ -113,6 +113,57 @@ typedef struct pe_s {
   bool rows_guarded, cols_guarded;
 } pe_t;
 
+/* One tap of output element ow: the input position of tap |kk| (per axis,
+ * constant or a loop variable), clamped and masked where the element's
+ * window may leave the input. */
+static const tir_stmt_t* pool_tap(nn_kb_t* kb, const pe_t* e, const tir_expr_t* ow,
+                                  const tir_expr_t* const* o3, const tir_expr_t* const* kk) {
+  const pl_t* pl = e->pl;
+  tir_ctx_t* t = kb->t;
+  const nn_axis_t* a3 = pl->a3;
+  const tir_expr_t* i3[3];
+  const tir_expr_t* valid = NULL;
+  for (int32_t a = 0; a < 3; ++a) {
+    const tir_expr_t* x =
+        kk[a]->kind == TIR_INT
+            ? nn_addc(kb, nn_mulc(kb, o3[a], a3[a].s), kk[a]->u.i * a3[a].d - a3[a].p)
+            : nn_add(kb, nn_addc(kb, nn_mulc(kb, o3[a], a3[a].s), -a3[a].p), nn_mulc(kb, kk[a], a3[a].d));
+    if (a < 2 ? e->rows_guarded : e->cols_guarded) {
+      const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, x, nn_i(kb, 0)),
+                                     tir_bin(t, TIR_LT, x, nn_i(kb, a3[a].in)));
+      valid = valid ? tir_bin(t, TIR_AND, valid, ok) : ok;
+      x = nn_clamp(kb, x, 0, a3[a].in - 1);
+    }
+    i3[a] = x;
+  }
+  return tap_update(kb, pl, e->n, e->c, ow, i3, valid);
+}
+
+/* Windows of up to this many taps are unrolled (the running values stay in
+ * registers across them); larger ones (a 60x80 MaxPool in the onnx suites)
+ * loop over the taps, since every unrolled tap nests one statement deeper. */
+#define POOL_MAX_UNROLLED_TAPS 64
+
+static bool pool_taps_looped(const pl_t* pl) {
+  return pl->a3[0].k * pl->a3[1].k * pl->a3[2].k > POOL_MAX_UNROLLED_TAPS;
+}
+
+/* The taps as three serial loops, in the unrolled order (row-major over
+ * the window, which MaxPool's first-maximum index relies on). */
+static const tir_stmt_t* pool_tap_loops(nn_kb_t* kb, const pe_t* e, const tir_expr_t* ow,
+                                        const tir_expr_t* const* o3) {
+  static const char* const names[3] = {"kd", "kh", "kw"};
+  tir_var_t* v[3];
+  const tir_expr_t* kk[3];
+  for (int32_t a = 0; a < 3; ++a) {
+    v[a] = nn_var(kb, names[a]);
+    kk[a] = nn_v(kb, v[a]);
+  }
+  const tir_stmt_t* s = pool_tap(kb, e, ow, o3, kk);
+  for (int32_t a = 2; a >= 0; --a) s = nn_for(kb, v[a], e->pl->a3[a].k, s);
+  return s;
+}
+
 static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   const pe_t* e = u;
   const pl_t* pl = e->pl;
@@ -124,24 +175,16 @@ static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   body = tir_seq2(t, body, tir_store(t, pl->aux, NN_IDX(ow), nn_f(kb, 0.0)));
   if (pl->at) body = tir_seq2(t, body, tir_store(t, pl->at, NN_IDX(ow), nn_i(kb, -1)));
   const tir_expr_t* o3[3] = {e->od, e->oh, ow};
-  for (int64_t kd = 0; kd < a3[0].k; ++kd)
-    for (int64_t kh = 0; kh < a3[1].k; ++kh)
-      for (int64_t kw = 0; kw < a3[2].k; ++kw) {
-        const int64_t kk[3] = {kd, kh, kw};
-        const tir_expr_t* i3[3];
-        const tir_expr_t* valid = NULL;
-        for (int32_t a = 0; a < 3; ++a) {
-          const tir_expr_t* x = nn_addc(kb, nn_mulc(kb, o3[a], a3[a].s), kk[a] * a3[a].d - a3[a].p);
-          if (a < 2 ? e->rows_guarded : e->cols_guarded) {
-            const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, x, nn_i(kb, 0)),
-                                           tir_bin(t, TIR_LT, x, nn_i(kb, a3[a].in)));
-            valid = valid ? tir_bin(t, TIR_AND, valid, ok) : ok;
-            x = nn_clamp(kb, x, 0, a3[a].in - 1);
-          }
-          i3[a] = x;
+  if (pool_taps_looped(pl)) {
+    body = tir_seq2(t, body, pool_tap_loops(kb, e, ow, o3));
+  } else {
+    for (int64_t kd = 0; kd < a3[0].k; ++kd)
+      for (int64_t kh = 0; kh < a3[1].k; ++kh)
+        for (int64_t kw = 0; kw < a3[2].k; ++kw) {
+          const tir_expr_t* kk[3] = {nn_i(kb, kd), nn_i(kb, kh), nn_i(kb, kw)};
+          body = tir_seq2(t, body, pool_tap(kb, e, ow, o3, kk));
         }
-        body = tir_seq2(t, body, tap_update(kb, pl, e->n, e->c, ow, i3, valid));
-      }
+  }
   const tir_expr_t* yi[KILN_MAX_RANK];
   sp_idx(pl->nsp, e->n, e->c, o3, yi);
   const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
@@ -186,7 +229,8 @@ static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
         int64_t nw = segw[sw + 1] - segw[sw];
         if (nw <= 0) continue;
         e.cols_guarded = sw != 1;
-        row = tir_seq2(kb->t, row, nn_vec_run(kb, segw[sw], nw, sw == 1 && !pl->at, pool_elem, &e));
+        row = tir_seq2(kb->t, row,
+                       nn_vec_run(kb, segw[sw], nw, sw == 1 && !pl->at && !pool_taps_looped(pl), pool_elem, &e));
       }
       body = tir_seq2(kb->t, body, nn_for(kb, vd, nd, nn_for(kb, vh, nh, row)));
     }
