@@ -94,7 +94,7 @@ static kiln_status_t loss_run(const kiln_ref_ctx_t* ctx, const char* op, bool sc
   for (int64_t k = 0; !st && k < N * D; ++k) {
     int64_t t = kiln_load_i64(T->dtype, T->data, (size_t)k);
     if ((!l.has_ignore || t != l.ignore) && (t < 0 || t >= C))
-      st = kiln_make_status(KILN_OUT_OF_RANGE, "%s: target %lld at element %lld is outside [0, %lld)", op,
+      st = kiln_make_status(KILN_OUT_OF_RANGE, "%s: target %lld at element %lld is out of range [0, %lld)", op,
                             (long long)t, (long long)k, (long long)C);
   }
   if (!st && sce) {
