@@ -245,6 +245,7 @@ kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_
     kiln_lower_nn_reduce_log_sum_exp, kiln_lower_nn_argmax, kiln_lower_nn_argmin,
     kiln_lower_nn_hardmax, kiln_lower_nn_instancenorm, kiln_lower_nn_groupnorm,
     kiln_lower_nn_lrn, kiln_lower_nn_lpnorm, kiln_lower_nn_mvn, kiln_lower_nn_lstm,
-    kiln_lower_nn_gru, kiln_lower_nn_rnn, kiln_lower_nn_nll_loss, kiln_lower_nn_sce_loss;
+    kiln_lower_nn_gru, kiln_lower_nn_rnn, kiln_lower_nn_nll_loss, kiln_lower_nn_sce_loss,
+    kiln_lower_nn_det;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -16,6 +16,8 @@
  *   - Range and the Hann / Hamming / Blackman windows too large to fold at
  *     load, computed by a kernel; OneHot with
  *     float indices (NaN, out of depth, negative);
+ *   - Det of a batch of 6 x 6 matrices needing row swaps, one singular,
+ *     within 1e-4 relative of the reference (LU in double);
  *   - chains the fusion pass rewrites (the injective index ops inlined into
  *     their consumers, element-wise ops after a scatter) against the
  *     reference, exactly.
@@ -322,6 +324,38 @@ static void test_windows(void) {
   window_case("BlackmanWindow", 0);
 }
 
+static void test_det(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[3] = {4, 6, 6};
+  bool ok = input(g, "x", KILN_DTYPE_F32, 3, d) && node1(g, "Det", "det", 1, (const char*[]){"x"}, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: Det did not compile", g_target_name);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 3, d), want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  float* x = in.data;
+  for (int i = 0; x && i < 144; ++i) x[i] = (float)((i * i * 7 + i * 13) % 29) * 0.25f - 3.5f;
+  for (int j = 0; x && j < 6; ++j) x[72 + 2 * 6 + j] = x[72 + 4 * 6 + j]; /* matrix 2: rows 2 and 4 equal */
+  for (int j = 0; x && j < 6; ++j) x[108 + j] = 0.0f;                      /* matrix 3: a zero first row */
+  if (s && x && CHECK_OK(kiln_ref_run(g, &in, NULL, want)) && CHECK_OK(kiln_session_run(s, &in, got))) {
+    for (int b = 0; b < 4; ++b) {
+      const float w = ((const float*)want[0].data)[b], v = ((const float*)got[0].data)[b];
+      CHECK_MSG(fabsf(v - w) <= 1e-4f * (1.0f + fabsf(w)), "%s: Det of matrix %d: %.9g, reference %.9g",
+                g_target_name, b, v, w);
+    }
+    CHECK(fabsf(((const float*)want[0].data)[0]) > 1.0f); /* a matrix that needs its pivots */
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(&in, 1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 static void test_range_large_constant(void) {
   range_case(KILN_DTYPE_F32, -3.5, 0.25);
   range_case(KILN_DTYPE_I32, 100, -3);
@@ -416,6 +450,7 @@ int main(int argc, char** argv) {
   RUN(test_range_runtime_unsupported);
   RUN(test_range_large_constant);
   RUN(test_windows);
+  RUN(test_det);
   RUN(test_one_hot_float);
   kiln_device_release(g_device);
   return kiln_test_finish();
