@@ -277,7 +277,7 @@ static bool find_shape_inputs(const kiln_graph_t* g, const kiln_array_t* in, boo
     if (out_static || !in_static) continue;
     /* Input 0 is data except for ops whose every input decides the shape. */
     static const char* const all_shape[] = {"ConstantOfShape", "Range", "HannWindow", "HammingWindow",
-                                            "BlackmanWindow"};
+                                            "BlackmanWindow", "MelWeightMatrix"};
     int32_t first = 1;
     for (size_t k = 0; k < sizeof all_shape / sizeof all_shape[0]; ++k)
       if (strcmp(n->op_type, all_shape[k]) == 0) first = 0;

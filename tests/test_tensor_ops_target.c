@@ -16,6 +16,8 @@
  *   - Range and the Hann / Hamming / Blackman windows too large to fold at
  *     load, computed by a kernel; OneHot with
  *     float indices (NaN, out of depth, negative);
+ *   - MelWeightMatrix of 4097 x 64 from constant inputs (computed at
+ *     compile time, copied by a kernel), exactly the reference's;
  *   - Det of a batch of 6 x 6 matrices needing row swaps, one singular,
  *     within 1e-4 relative of the reference (LU in double);
  *   - chains the fusion pass rewrites (the injective index ops inlined into
@@ -324,6 +326,40 @@ static void test_windows(void) {
   window_case("BlackmanWindow", 0);
 }
 
+static void test_mel_weight_matrix(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  static const char* const names[5] = {"bins", "dft", "rate", "lo", "hi"};
+  const kiln_dtype_t dt[5] = {KILN_DTYPE_I64, KILN_DTYPE_I64, KILN_DTYPE_I64, KILN_DTYPE_F32, KILN_DTYPE_F32};
+  const double vals[5] = {64, 8192, 16000, 20, 8000};
+  kiln_array_t v[5];
+  bool ok = true;
+  for (int k = 0; k < 5; ++k) {
+    v[k] = arr(dt[k], 0, NULL);
+    ok = ok && v[k].data;
+    if (v[k].data) kiln_store_f64(dt[k], v[k].data, 0, vals[k]);
+    ok = ok && CHECK_OK(kiln_graph_add_initializer(g, names[k], &v[k], NULL));
+  }
+  ok = ok && node1(g, "MelWeightMatrix", "mel", 5, names, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+       CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: a large MelWeightMatrix did not compile", g_target_name);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (s && CHECK_OK(kiln_ref_run(g, NULL, NULL, want)) && CHECK_OK(kiln_session_run(s, NULL, got))) {
+    CHECK(got[0].nbytes == want[0].nbytes && kiln_array_numel(&got[0]) == 4097 * 64);
+    CHECK(got[0].nbytes == want[0].nbytes && memcmp(got[0].data, want[0].data, got[0].nbytes) == 0);
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(v, 5);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 static void test_det(void) {
   kiln_graph_t* g = graph_new();
   if (!g) return;
@@ -451,6 +487,7 @@ int main(int argc, char** argv) {
   RUN(test_range_large_constant);
   RUN(test_windows);
   RUN(test_det);
+  RUN(test_mel_weight_matrix);
   RUN(test_one_hot_float);
   kiln_device_release(g_device);
   return kiln_test_finish();

@@ -121,6 +121,7 @@ KILN_TENSOR_OP(resize);
 KILN_TENSOR_OP(hann_window);
 KILN_TENSOR_OP(hamming_window);
 KILN_TENSOR_OP(blackman_window);
+KILN_TENSOR_OP(mel_weight_matrix);
 KILN_TENSOR_OP(center_crop_pad);
 KILN_TENSOR_OP(upsample);
 int64_t kiln_tensor_resize_flops(const kiln_infer_t* ctx);
