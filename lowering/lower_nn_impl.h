@@ -138,6 +138,12 @@ const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop
                                  const tir_expr_t* ident, int64_t n, nn_val_fn f,
                                  const void* user);
 
+/* Softmax or LogSoftmax of |x| into |y| along dim 1 of [outer, n, inner]:
+ * both are [outer, n] views when inner is 1, else [outer, n, inner]
+ * (Softmax, LogSoftmax, SoftmaxCrossEntropyLoss). Emits one kernel. */
+kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* x, const tir_buffer_t* y,
+                              int64_t outer, int64_t n, int64_t inner, bool log_form);
+
 /* ---- GEMM -------------------------------------------------------------- */
 
 /* C[b][m][n] = epi(init(b,m,n) + sum_k L[b][m][k] * R[b][k][n]) for b in
@@ -242,6 +248,7 @@ kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_
     kiln_lower_nn_reduce_log_sum_exp, kiln_lower_nn_argmax, kiln_lower_nn_argmin,
     kiln_lower_nn_hardmax, kiln_lower_nn_instancenorm, kiln_lower_nn_groupnorm,
     kiln_lower_nn_lrn, kiln_lower_nn_lpnorm, kiln_lower_nn_mvn, kiln_lower_nn_lstm,
-    kiln_lower_nn_gru, kiln_lower_nn_rnn;
+    kiln_lower_nn_gru, kiln_lower_nn_rnn, kiln_lower_nn_nll_loss, kiln_lower_nn_sce_loss,
+    kiln_lower_nn_det;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -371,9 +371,6 @@ static const tir_expr_t* sm_exp(nn_kb_t* kb, const void* u, const tir_expr_t* i)
 
 static kiln_status_t softmax(kiln_lower_ctx_t* ctx, bool log_form) {
   const char* op = log_form ? "LogSoftmax" : "Softmax";
-  nn_kb_t kb;
-  nn_kb_init(&kb, ctx);
-  tir_ctx_t* t = kb.t;
   const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
   if (!x || !y) return kiln_make_status(KILN_INTERNAL, "%s: missing operand", op);
   const bool legacy = ctx->opset > 0 && ctx->opset < 13;
@@ -392,16 +389,26 @@ static kiln_status_t softmax(kiln_lower_ctx_t* ctx, bool log_form) {
     else inner *= x->shape[d];
   }
   if (outer * n * inner == 0) return NULL;
+  const tir_buffer_t *xv, *yv;
+  int64_t vs[3] = {outer, n, inner};
+  const int32_t vr = inner == 1 ? 2 : 3;
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, vr == 2 ? "xrows" : "xflat", vr, vs, &xv));
+  KILN_RETURN_IF_ERROR(nn_view(ctx, y, vr == 2 ? "yrows" : "yflat", vr, vs, &yv));
+  return nn_softmax_emit(ctx, xv, yv, outer, n, inner, log_form);
+}
+
+kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, const tir_buffer_t* yv,
+                              int64_t outer, int64_t n, int64_t inner, bool log_form) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
   tir_var_t* vo = nn_var(&kb, "o");
   const tir_expr_t* o = nn_v(&kb, vo);
   const tir_expr_t* z = nn_i(&kb, 0);
   const tir_stmt_t* body;
   if (inner == 1) {
     /* contiguous rows: lane reductions */
-    const tir_buffer_t *xr, *yr;
-    int64_t rs[2] = {outer, n};
-    KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xrows", 2, rs, &xr));
-    KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yrows", 2, rs, &yr));
+    const tir_buffer_t *xr = xv, *yr = yv;
     int64_t one = 1;
     sm_t s = {.xv = xr, .row = o};
     s.mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
@@ -418,10 +425,6 @@ static kiln_status_t softmax(kiln_lower_ctx_t* ctx, bool log_form) {
     nn_vectorize(&kb, vi);
     body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 3, items)));
   } else {
-    const tir_buffer_t *xv, *yv;
-    int64_t vs[3] = {outer, n, inner};
-    KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 3, vs, &xv));
-    KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 3, vs, &yv));
     /* strided axis: PRIVATE rows over the inner extent */
     const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);
     const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);

@@ -25,6 +25,9 @@ kiln_lower_op_t kiln_lower_tensor_gather_elements, kiln_lower_tensor_gather_nd,
     kiln_lower_tensor_range, kiln_lower_tensor_trilu, kiln_lower_tensor_eye_like,
     kiln_lower_tensor_size, kiln_lower_tensor_one_hot, kiln_lower_tensor_depth_to_space,
     kiln_lower_tensor_space_to_depth, kiln_lower_tensor_cumsum, kiln_lower_tensor_topk,
-    kiln_lower_tensor_reverse_sequence, kiln_lower_tensor_einsum;
+    kiln_lower_tensor_reverse_sequence, kiln_lower_tensor_einsum, kiln_lower_tensor_hann_window,
+    kiln_lower_tensor_hamming_window, kiln_lower_tensor_blackman_window,
+    kiln_lower_tensor_center_crop_pad, kiln_lower_tensor_upsample,
+    kiln_lower_tensor_mel_weight_matrix;
 
 #endif /* KILN_LOWERING_LOWER_TENSOR_IMPL_H_ */

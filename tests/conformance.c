@@ -282,7 +282,11 @@ static bool find_shape_inputs(const kiln_graph_t* g, const kiln_array_t* in, boo
         in_static = false;
     if (out_static || !in_static) continue;
     /* Input 0 is data except for ops whose every input decides the shape. */
-    int32_t first = strcmp(n->op_type, "ConstantOfShape") == 0 || strcmp(n->op_type, "Range") == 0 ? 0 : 1;
+    static const char* const all_shape[] = {"ConstantOfShape", "Range", "HannWindow", "HammingWindow",
+                                            "BlackmanWindow", "MelWeightMatrix"};
+    int32_t first = 1;
+    for (size_t k = 0; k < sizeof all_shape / sizeof all_shape[0]; ++k)
+      if (strcmp(n->op_type, all_shape[k]) == 0) first = 0;
     for (int32_t j = first; j < n->n_inputs; ++j)
       if (n->inputs[j] >= 0) added |= flag_small_ancestors(g, in, n->inputs[j], spec, 0);
   }

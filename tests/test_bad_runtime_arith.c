@@ -14,6 +14,9 @@
  *   - GatherElements, GatherND, ScatterElements and ScatterND: the same, with
  *     i32 and i64 indices (GatherND / ScatterND index tuples checked per
  *     component against their own axis);
+ *   - NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss with a target
+ *     outside [0, C) that is not ignore_index: the same (ignore_index itself,
+ *     here out of range too, is fine);
  *   - a constant zero divisor and constant out-of-range indices (Gather and
  *     the other index ops, ReverseSequence lengths) are compile-time errors
  *     naming the node;
@@ -153,6 +156,58 @@ static void gather_case(kiln_dtype_t it) {
 
 static void test_gather_i64(void) { gather_case(KILN_DTYPE_I64); }
 static void test_gather_i32(void) { gather_case(KILN_DTYPE_I32); }
+
+/* ---- losses ---------------------------------------------------------------- */
+
+/* x [3,4,2], targets [3,2] (run-time inputs), weight [4] constant,
+ * ignore_index -1, reduction none (exact: one product per element). */
+static void loss_case(const char* op, const char* name) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t dx[3] = {3, 4, 2}, dt[2] = {3, 2}, dw[1] = {4};
+  kiln_array_t w = arr(KILN_DTYPE_F32, 1, dw);
+  for (int i = 0; i < 4 && w.data; ++i) ((float*)w.data)[i] = 0.5f + (float)i;
+  kiln_attr_t at[2] = {kiln_attr_make_int("ignore_index", -1), kiln_attr_make_string("reduction", "none")};
+  bool ok = w.data && input(g, "x", KILN_DTYPE_F32, 3, dx) && input(g, "t", KILN_DTYPE_I64, 2, dt) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) &&
+            node1(g, op, name, 3, (const char*[]){"x", "t", "w"}, "y", 2, at) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+            CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, op);
+  kiln_array_t in[2] = {arr(KILN_DTYPE_F32, 3, dx), arr(KILN_DTYPE_I64, 2, dt)};
+  if (in[0].data && in[1].data) {
+    for (int i = 0; i < 24; ++i) ((float*)in[0].data)[i] = (float)(i % 5) * 0.25f - 0.5f;
+    const int64_t good[6] = {0, 3, -1, 2, 1, -1};
+    memcpy(in[1].data, good, sizeof good);
+    if (!strcmp(op, "NegativeLogLikelihoodLoss")) both_agree(g, s, in);
+    ((int64_t*)in[1].data)[3] = 4;
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, name, "out of range");
+    ((int64_t*)in[1].data)[3] = -2;
+    both_fail(g, s, in, KILN_OUT_OF_RANGE, name, "out of range");
+    ((int64_t*)in[1].data)[3] = 2;
+    if (!strcmp(op, "NegativeLogLikelihoodLoss")) {
+      both_agree(g, s, in);
+    } else if (s) {
+      /* the status word was reset: good targets run again */
+      kiln_array_t out[1];
+      memset(out, 0, sizeof out);
+      CHECK_OK(kiln_session_run(s, in, out));
+      free_arrays(out, 1);
+    }
+  }
+  free_arrays(in, 2);
+  free_arrays(&w, 1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_losses(void) {
+  loss_case("NegativeLogLikelihoodLoss", "nll");
+  loss_case("SoftmaxCrossEntropyLoss", "sce");
+}
 
 /* A constant out-of-range index is a load-time error (row 11). */
 static void test_gather_const_out_of_range(void) {
@@ -487,6 +542,7 @@ int main(int argc, char** argv) {
   RUN(test_gather_i64);
   RUN(test_gather_i32);
   RUN(test_gather_const_out_of_range);
+  RUN(test_losses);
   RUN(test_index_ops);
   RUN(test_index_const_out_of_range);
   RUN(test_big_sum);

@@ -235,9 +235,10 @@ static void test_patterns(void) {
    * the ops whose output is not one value per element computed once: the
    * scatters (a copy, then updates in order), CumSum (a running sum over
    * the output), TopK (ranks through a workspace) and the recurrent layers
-   * (a time loop over their own state). */
+   * (a time loop over their own state), and Det (an LU factorization in
+   * place per matrix). */
   static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
-                                       "LSTM", "GRU", "RNN"};
+                                       "LSTM", "GRU", "RNN", "Det"};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;

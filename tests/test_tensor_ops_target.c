@@ -13,8 +13,13 @@
  *   - Einsum: attention's batched products, transposes, inner products,
  *     diagonals, implicit outputs and broadcast ellipses, f32 within 1e-5
  *     (the reference sums in double) and i32 exactly;
- *   - Range too large to fold at load, computed by a kernel; OneHot with
+ *   - Range and the Hann / Hamming / Blackman windows too large to fold at
+ *     load, computed by a kernel; OneHot with
  *     float indices (NaN, out of depth, negative);
+ *   - MelWeightMatrix of 4097 x 64 from constant inputs (computed at
+ *     compile time, copied by a kernel), exactly the reference's;
+ *   - Det of a batch of 6 x 6 matrices needing row swaps, one singular,
+ *     within 1e-4 relative of the reference (LU in double);
  *   - chains the fusion pass rewrites (the injective index ops inlined into
  *     their consumers, element-wise ops after a scatter) against the
  *     reference, exactly.
@@ -277,6 +282,116 @@ static void range_case(kiln_dtype_t t, double start, double delta) {
   kiln_graph_destroy(g);
 }
 
+/* A window of a constant size too large to fold at load (2^17), periodic or
+ * symmetric: computed by a kernel in f32, within 2e-6 of the reference
+ * (double). */
+static void window_case(const char* op, int64_t periodic) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  const int64_t n = 1 << 17;
+  kiln_array_t sz = arr(KILN_DTYPE_I64, 0, NULL);
+  if (sz.data) ((int64_t*)sz.data)[0] = n;
+  kiln_attr_t at[1] = {kiln_attr_make_int("periodic", periodic)};
+  bool ok = sz.data && CHECK_OK(kiln_graph_add_initializer(g, "size", &sz, NULL)) &&
+            node1(g, op, "window", 1, (const char*[]){"size"}, "y", 1, at) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: a large constant %s did not compile", g_target_name, op);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (s && CHECK_OK(kiln_ref_run(g, NULL, NULL, want)) && CHECK_OK(kiln_session_run(s, NULL, got))) {
+    CHECK(got[0].nbytes == want[0].nbytes && kiln_array_numel(&got[0]) == n);
+    for (int64_t i = 0; got[0].nbytes == want[0].nbytes && i < n; ++i) {
+      const float w = ((const float*)want[0].data)[i], x = ((const float*)got[0].data)[i];
+      if (fabsf(x - w) > 2e-6f) {
+        CHECK_MSG(false, "%s: %s element %lld: %.9g, reference %.9g", g_target_name, op, (long long)i, x, w);
+        break;
+      }
+    }
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(&sz, 1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_windows(void) {
+  window_case("HannWindow", 1);
+  window_case("HammingWindow", 0);
+  window_case("BlackmanWindow", 1);
+  window_case("BlackmanWindow", 0);
+}
+
+static void test_mel_weight_matrix(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  static const char* const names[5] = {"bins", "dft", "rate", "lo", "hi"};
+  const kiln_dtype_t dt[5] = {KILN_DTYPE_I64, KILN_DTYPE_I64, KILN_DTYPE_I64, KILN_DTYPE_F32, KILN_DTYPE_F32};
+  const double vals[5] = {64, 8192, 16000, 20, 8000};
+  kiln_array_t v[5];
+  bool ok = true;
+  for (int k = 0; k < 5; ++k) {
+    v[k] = arr(dt[k], 0, NULL);
+    ok = ok && v[k].data;
+    if (v[k].data) kiln_store_f64(dt[k], v[k].data, 0, vals[k]);
+    ok = ok && CHECK_OK(kiln_graph_add_initializer(g, names[k], &v[k], NULL));
+  }
+  ok = ok && node1(g, "MelWeightMatrix", "mel", 5, names, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+       CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: a large MelWeightMatrix did not compile", g_target_name);
+  kiln_array_t want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (s && CHECK_OK(kiln_ref_run(g, NULL, NULL, want)) && CHECK_OK(kiln_session_run(s, NULL, got))) {
+    CHECK(got[0].nbytes == want[0].nbytes && kiln_array_numel(&got[0]) == 4097 * 64);
+    CHECK(got[0].nbytes == want[0].nbytes && memcmp(got[0].data, want[0].data, got[0].nbytes) == 0);
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(v, 5);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
+static void test_det(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t d[3] = {4, 6, 6};
+  bool ok = input(g, "x", KILN_DTYPE_F32, 3, d) && node1(g, "Det", "det", 1, (const char*[]){"x"}, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: Det did not compile", g_target_name);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 3, d), want[1], got[1];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  float* x = in.data;
+  for (int i = 0; x && i < 144; ++i) x[i] = (float)((i * i * 7 + i * 13) % 29) * 0.25f - 3.5f;
+  for (int j = 0; x && j < 6; ++j) x[72 + 2 * 6 + j] = x[72 + 4 * 6 + j]; /* matrix 2: rows 2 and 4 equal */
+  for (int j = 0; x && j < 6; ++j) x[108 + j] = 0.0f;                      /* matrix 3: a zero first row */
+  if (s && x && CHECK_OK(kiln_ref_run(g, &in, NULL, want)) && CHECK_OK(kiln_session_run(s, &in, got))) {
+    for (int b = 0; b < 4; ++b) {
+      const float w = ((const float*)want[0].data)[b], v = ((const float*)got[0].data)[b];
+      CHECK_MSG(fabsf(v - w) <= 1e-4f * (1.0f + fabsf(w)), "%s: Det of matrix %d: %.9g, reference %.9g",
+                g_target_name, b, v, w);
+    }
+    CHECK(fabsf(((const float*)want[0].data)[0]) > 1.0f); /* a matrix that needs its pivots */
+  }
+  free_arrays(want, 1);
+  free_arrays(got, 1);
+  free_arrays(&in, 1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 static void test_range_large_constant(void) {
   range_case(KILN_DTYPE_F32, -3.5, 0.25);
   range_case(KILN_DTYPE_I32, 100, -3);
@@ -370,6 +485,9 @@ int main(int argc, char** argv) {
   RUN(test_fused_chains);
   RUN(test_range_runtime_unsupported);
   RUN(test_range_large_constant);
+  RUN(test_windows);
+  RUN(test_det);
+  RUN(test_mel_weight_matrix);
   RUN(test_one_hot_float);
   kiln_device_release(g_device);
   return kiln_test_finish();

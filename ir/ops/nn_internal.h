@@ -48,6 +48,9 @@ KILN_NN_DECLARE(mvn)
 KILN_NN_DECLARE(lstm)
 KILN_NN_DECLARE(gru)
 KILN_NN_DECLARE(rnn)
+KILN_NN_DECLARE(nll_loss)
+KILN_NN_DECLARE(sce_loss)
+KILN_NN_DECLARE(det)
 
 #undef KILN_NN_DECLARE
 
@@ -112,6 +115,24 @@ kiln_status_t kiln_nn_rnn_parse(const kiln_node_t* n, kiln_nn_rnn_kind_t kind,
                                 kiln_nn_rnn_t* out);
 /* True when direction |d| (0 or 1) runs backwards in time. */
 bool kiln_nn_rnn_dir_reverse(const kiln_nn_rnn_t* r, int32_t d);
+
+/* ---- losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; nn_loss.c) */
+
+typedef enum kiln_nn_loss_red_e {
+  KILN_NN_LOSS_NONE = 0,
+  KILN_NN_LOSS_SUM,
+  KILN_NN_LOSS_MEAN,
+} kiln_nn_loss_red_t;
+
+typedef struct kiln_nn_loss_s {
+  kiln_nn_loss_red_t reduction;
+  bool has_ignore; /* ignore_index present */
+  int64_t ignore;
+} kiln_nn_loss_t;
+
+/* Reads the reduction and ignore_index attributes of a loss node; an unknown
+ * reduction is an INVALID_ARGUMENT naming |op| and the node. */
+kiln_status_t kiln_nn_loss_parse(const kiln_node_t* node, const char* op, kiln_nn_loss_t* out);
 
 /* ---- messages ---------------------------------------------------------- */
 
