@@ -235,10 +235,11 @@ static void test_patterns(void) {
    * the ops whose output is not one value per element computed once: the
    * scatters (a copy, then updates in order), CumSum (a running sum over
    * the output), TopK (ranks through a workspace) and the recurrent layers
-   * (a time loop over their own state), and Det (an LU factorization in
-   * place per matrix). */
+   * (a time loop over their own state), Det (an LU factorization in place
+   * per matrix) and the losses (a reduction that checks its targets). */
   static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
-                                       "LSTM", "GRU", "RNN", "Det"};
+                                       "LSTM", "GRU", "RNN", "Det",
+                                       "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;
