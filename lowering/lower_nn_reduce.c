@@ -44,7 +44,7 @@ static const tir_expr_t* rd_row(nn_kb_t* kb, const void* u, const tir_expr_t* i)
 }
 
 static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
-  if (acc_t == KILN_DTYPE_F32) return nn_f(kb, -INFINITY);
+  if (acc_t == KILN_DTYPE_F32 || acc_t == KILN_DTYPE_F64) return tir_const(kb->t, acc_t, -INFINITY);
   switch (xt) {
     case KILN_DTYPE_I8: return nn_i(kb, -128);
     case KILN_DTYPE_U8:
@@ -208,7 +208,8 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", r.ng, r.gdim, &r.xv));
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", ny, yshape, &yv));
   const bool is_float = kiln_dtype_is_float(x->dtype);
-  r.acc_t = is_float ? KILN_DTYPE_F32 : KILN_DTYPE_I64;
+  /* f64 accumulates in f64, other floats in f32 */
+  r.acc_t = x->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : is_float ? KILN_DTYPE_F32 : KILN_DTYPE_I64;
   const tir_binop_t bop = kind == RED_MAX ? TIR_MAX : TIR_ADD;
   const tir_expr_t* ident =
       kind == RED_MAX ? lowest(&kb, x->dtype, r.acc_t) : tir_const(t, r.acc_t, 0.0);
