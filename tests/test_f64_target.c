@@ -9,12 +9,14 @@
  *     exactly as the reference;
  *   - the compiled module written to a .kiln file with its f64 weight and
  *     loaded back runs the same;
+ *   - --precision fp16 leaves every f64 buffer f64 (it narrows f32 only);
  *   - on a target without f64 (Vulkan/GLSL here) compiling fails with
  *     UNSUPPORTED naming the kernel and f64: never a silent f32 result.
  */
 #include <math.h>
 #include <unistd.h>
 
+#include "lowering/precision.h"
 #include "runtime/module_file.h"
 #include "target_graph_util.h"
 
@@ -198,12 +200,37 @@ static void test_cast_chain(void) {
   kiln_graph_destroy(g);
 }
 
+/* The precision pass converts f32 buffers: the chain's f64 ones stay. */
+static void test_precision_keeps_f64(void) {
+  kiln_graph_t* g = chain_graph();
+  if (!g) return;
+  kiln_plan_options_t po = {g_target->lowering, 2};
+  kiln_plan_t* plan = NULL;
+  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) {
+    int32_t f64_before = 0, f64_after = 0;
+    for (int32_t i = 0; i < plan->n_buffers; ++i) f64_before += plan->buffers[i].buf->dtype == KILN_DTYPE_F64;
+    kiln_precision_options_t o = {KILN_PRECISION_FP16, true, false, NULL, false, false};
+    kiln_precision_report_t r;
+    if (CHECK_OK(kiln_plan_set_precision(plan, &o, &r))) {
+      for (int32_t i = 0; i < plan->n_buffers; ++i) {
+        f64_after += plan->buffers[i].buf->dtype == KILN_DTYPE_F64;
+        CHECK(plan->buffers[i].buf->dtype != KILN_DTYPE_F16);
+      }
+      CHECK(f64_before > 0 && f64_after == f64_before && r.buffers_converted == 0);
+      kiln_precision_report_free(&r);
+    }
+  }
+  kiln_plan_destroy(plan);
+  kiln_graph_destroy(g);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   RUN(test_chain);
   RUN(test_cast_chain);
   RUN(test_module_file);
+  RUN(test_precision_keeps_f64);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
