@@ -77,7 +77,10 @@ kiln_status_t kiln_lower_const(kiln_lower_ctx_t* ctx, const char* name, kiln_arr
 /* Output |out_index| shares the memory of input |in_index| (same byte size). */
 kiln_status_t kiln_lower_alias(kiln_lower_ctx_t* ctx, int32_t out_index, int32_t in_index);
 
-typedef kiln_status_t (*kiln_lower_fn)(kiln_lower_ctx_t* ctx);
+/* A lowering function; families declare their entry points with it
+ * (`kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_gemm;`). */
+typedef kiln_status_t kiln_lower_op_t(kiln_lower_ctx_t* ctx);
+typedef kiln_lower_op_t* kiln_lower_fn;
 
 typedef struct kiln_lower_entry_s {
   const char* op_type;

@@ -138,35 +138,13 @@ static inline const tir_buffer_t* kiln_lew_out(const kiln_lower_ctx_t* ctx, int3
 
 /* Lowerings of the element-wise math ops (lower_elementwise_math.c), named
  * by their lines in ir/ops/elementwise.def. */
-kiln_status_t kiln_lower_ew_elu(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_selu(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_celu(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_softplus(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_softsign(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_thresholdedrelu(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_shrink(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_mish(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_sign(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_round(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_floor(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_ceil(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_sin(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_cos(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_tan(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_asin(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_acos(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_atan(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_sinh(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_cosh(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_asinh(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_acosh(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_atanh(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_isnan(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_isinf(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_xor(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_bitshift(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_mod(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_sum(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_ew_mean(kiln_lower_ctx_t* ctx);
+kiln_lower_op_t kiln_lower_ew_elu, kiln_lower_ew_selu, kiln_lower_ew_celu,
+    kiln_lower_ew_softplus, kiln_lower_ew_softsign, kiln_lower_ew_thresholdedrelu,
+    kiln_lower_ew_shrink, kiln_lower_ew_mish, kiln_lower_ew_sign, kiln_lower_ew_round,
+    kiln_lower_ew_floor, kiln_lower_ew_ceil, kiln_lower_ew_sin, kiln_lower_ew_cos,
+    kiln_lower_ew_tan, kiln_lower_ew_asin, kiln_lower_ew_acos, kiln_lower_ew_atan,
+    kiln_lower_ew_sinh, kiln_lower_ew_cosh, kiln_lower_ew_asinh, kiln_lower_ew_acosh,
+    kiln_lower_ew_atanh, kiln_lower_ew_isnan, kiln_lower_ew_isinf, kiln_lower_ew_xor,
+    kiln_lower_ew_bitshift, kiln_lower_ew_mod, kiln_lower_ew_sum, kiln_lower_ew_mean;
 
 #endif /* KILN_LOWERING_LOWER_EW_IMPL_H_ */

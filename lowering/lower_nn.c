@@ -1,8 +1,9 @@
 /* kiln lowering: the nn op family (Conv, ConvTranspose, MatMul, Gemm,
- * BatchNormalization, pools, Softmax/LogSoftmax, LayerNormalization and
- * Reduce{Mean,Sum,Max}). This file holds the table and the helpers the
- * split files share (kernel builder, expressions, constants, windows); the
- * lowerings live in lower_nn_{gemm,conv,pool,norm,reduce}.c.
+ * BatchNormalization, pools, Softmax/LogSoftmax/Hardmax, the normalisations
+ * and the Reduce* / ArgMax / ArgMin reductions). This file holds the table
+ * and the helpers the split files share (kernel builder, expressions,
+ * constants, windows); the lowerings live in
+ * lower_nn_{gemm,conv,pool,norm,reduce,argmax,groupnorm,axes_norm}.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -191,6 +192,26 @@ const tir_expr_t* nn_clamp(nn_kb_t* kb, const tir_expr_t* a, int64_t lo, int64_t
   int64_t x;
   if (is_int(a, &x)) return nn_i(kb, x < lo ? lo : x > hi ? hi : x);
   return tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, a, nn_i(kb, lo)), nn_i(kb, hi));
+}
+
+const tir_expr_t* nn_sqdev(nn_kb_t* kb, const tir_expr_t* x, const tir_buffer_t* mean) {
+  const tir_expr_t* d = tir_sub(kb->t, x, tir_load(kb->t, mean, NN_IDX(nn_i(kb, 0))));
+  return tir_mul(kb->t, d, d);
+}
+
+int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred) {
+  int32_t ng = 0;
+  for (int32_t d = 0; d < x->rank; ++d) {
+    if (x->shape[d] == 1) continue;
+    if (ng > 0 && gred[ng - 1] == red[d]) {
+      gdim[ng - 1] *= x->shape[d];
+    } else {
+      gdim[ng] = x->shape[d];
+      gred[ng++] = red[d];
+    }
+  }
+  if (ng == 0) gdim[ng] = 1, gred[ng++] = false;
+  return ng;
 }
 
 const tir_expr_t* nn_f(nn_kb_t* kb, double v) { return tir_const(kb->t, KILN_DTYPE_F32, v); }

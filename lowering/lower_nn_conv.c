@@ -28,6 +28,12 @@
  *     GEMM's rows are the dense output positions (their taps gathered into
  *     packed panels) and it vectorizes over output channels instead, then a
  *     transpose copies into Y.
+ *  5. "im2col GEMM" (more stride residue classes than the implicit GEMM
+ *     keeps apart, NN_MAX_GROUPS: a ViT patchify conv, kernel 16 stride 16,
+ *     has 256, one per tap): the taps are gathered into a patch matrix
+ *     col[n][c*T + tap][q] over the dense output positions and a plain GEMM
+ *     writes Y. For the usual patchify (kernel == stride, no padding) col
+ *     holds every input element once, the same bytes as the phase split.
  *
  * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
  * into a temp, then a col2im kernel adding each tap's columns into the
@@ -408,9 +414,136 @@ static void pad3(int32_t nsp, const nn_axis_t* ax, nn_axis_t* a3) {
   }
 }
 
+/* Weights packed as the L operand [G][ceil(Mg/mr)][Cg*T][mr] (column
+ * c*T + tap), or in transposed mode as R [G][ceil(Mg/nr)][Cg*T][nr]: at
+ * compile time when constant, else by a pack kernel. */
+static kiln_status_t pack_weights(nn_kb_t* kb, cv_t* cv, nn_gemm_t* g) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  nn_operand_t* wop = cv->trans ? &g->R : &g->L;
+  const int64_t wt = cv->trans ? g->nr : g->mr;
+  float* wval = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
+  if (wval) {
+    cv->wval = wval;
+    kiln_status_t st =
+        nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, wt, cv_get_w, cv, &wop->packed);
+    free(wval);
+    cv->wval = NULL;
+    KILN_RETURN_IF_ERROR(st);
+  } else {
+    nn_gemm_t pg = *g;
+    KILN_RETURN_IF_ERROR(
+        nn_pack_runtime(kb, &pg, "wpack", cv->G, cv->Mg, g->K, wt, cv_load_w, &wop->packed));
+  }
+  wop->bmap = cv_bmap;
+  return NULL;
+}
+
+/* ---- im2col (too many stride residue classes) ------------------------------ */
+
+/* R of the im2col GEMM: col[n][g*Cg*T + k][q] (no tap groups: k runs over
+ * c*T + tap). */
+static const tir_expr_t* cvi_rload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* k, int32_t grp, const tir_expr_t* const* kv,
+                                   const tir_expr_t* q) {
+  const cv_t* cv = g->user;
+  (void)grp;
+  (void)kv;
+  const tir_expr_t* row = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Cg * cv->T), k);
+  return tir_load(kb->t, cv->src, NN_IDX(cv_n(kb, cv, b), row, q));
+}
+
+/* col[n][c*T + tap][q] = X[n][c][od*sd + kd*dd - pd][oh*sh + kh*dh - ph]
+ * [ow*sw + kw*dw - pw] (0 outside X) with tap = (kd*KH + kh)*KW + kw and
+ * q = (od*Ho + oh)*Wo + ow. Only axes where some tap reads padding load
+ * through a clamp and a select; a patchify conv's read X as it is. */
+static kiln_status_t im2col(nn_kb_t* kb, const cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  tir_ctx_t* t = kb->t;
+  const int64_t KD = a3[0].k, KH = a3[1].k, KW = a3[2].k;
+  tir_var_t* vo = nn_var(kb, "nck");
+  tir_var_t* vkw = nn_var(kb, "kw");
+  tir_var_t* vd = nn_var(kb, "od");
+  tir_var_t* vh = nn_var(kb, "oh");
+  tir_var_t* vw = nn_var(kb, "ow");
+  const tir_expr_t* o = nn_v(kb, vo);
+  const tir_expr_t* nc = nn_divc(kb, o, KD * KH);
+  const tir_expr_t* n = nn_divc(kb, nc, cv->C);
+  const tir_expr_t* c = nn_modc(kb, nc, cv->C);
+  const tir_expr_t* k3[3] = {nn_modc(kb, nn_divc(kb, o, KH), KD), nn_modc(kb, o, KH), nn_v(kb, vkw)};
+  const tir_expr_t* o3[3] = {nn_v(kb, vd), nn_v(kb, vh), nn_v(kb, vw)};
+  const tir_expr_t* i3[3];
+  const tir_expr_t* valid = NULL;
+  bool empty = false;
+  for (int32_t a = 0; a < 3; ++a) {
+    const nn_axis_t* ax = &a3[a];
+    const tir_expr_t* e =
+        nn_addc(kb, nn_add(kb, nn_mulc(kb, o3[a], ax->s), nn_mulc(kb, k3[a], ax->d)), -ax->p);
+    empty = empty || ax->in <= 0;
+    if (ax->in > 0 && (ax->p > 0 || (ax->out - 1) * ax->s + (ax->k - 1) * ax->d - ax->p >= ax->in)) {
+      const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, e, nn_i(kb, 0)),
+                                     tir_bin(t, TIR_LT, e, nn_i(kb, ax->in)));
+      valid = valid ? tir_bin(t, TIR_AND, valid, ok) : ok;
+      e = nn_clamp(kb, e, 0, ax->in - 1);
+    }
+    i3[a] = e;
+  }
+  const tir_expr_t* x = nn_f(kb, 0.0);
+  if (!empty) {
+    const tir_expr_t* xi[KILN_MAX_RANK];
+    sp_idx(cv->nsp, n, c, i3, xi);
+    x = nn_ldf(kb, cv->x, xi);
+    if (valid) x = tir_select(t, valid, x, nn_f(kb, 0.0));
+  }
+  const tir_expr_t* tap = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, k3[0], KH), k3[1]), KW), k3[2]);
+  const tir_expr_t* q = nn_add(
+      kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, o3[0], a3[1].out), o3[1]), a3[2].out), o3[2]);
+  const tir_stmt_t* st =
+      tir_store(t, cv->src, NN_IDX(n, nn_add(kb, nn_mulc(kb, c, cv->T), tap), q), x);
+  st = nn_for(kb, vw, a3[2].out, st);
+  st = nn_for(kb, vh, a3[1].out, st);
+  st = nn_for(kb, vd, a3[0].out, st);
+  st = nn_for(kb, vkw, KW, st);
+  st = nn_for(kb, vo, cv->N * cv->C * KD * KH, st);
+  if (a3[2].s == 1) nn_vectorize(kb, vw);
+  if (cv->N * cv->C * KD * KH > 1) nn_parallel(kb, vo);
+  return nn_emit(kb, st);
+}
+
+/* Case 5 of the header: the patch matrix, then Y = W x col per (image,
+ * group) straight into Y (dense output positions: no grid, no crop). */
+static kiln_status_t conv_im2col(nn_kb_t* kb, cv_t* cv) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  const nn_axis_t* a3 = cv->a3;
+  cv->Qd = cv->Q = a3[0].out * a3[1].out * a3[2].out;
+  cv->crop = cv->trans = false;
+  int64_t cs[3] = {cv->N, cv->C * cv->T, cv->Qd};
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xcol", KILN_DTYPE_F32, 3, cs, &cv->src));
+  KILN_RETURN_IF_ERROR(im2col(kb, cv));
+  int64_t ys[3] = {cv->N, cv->M, cv->Qd};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, cv->y, "yflat", 3, ys, &cv->dst));
+  nn_gemm_t g;
+  memset(&g, 0, sizeof g);
+  g.batch = cv->N * cv->G;
+  g.M = cv->Mg, g.N = cv->Qd, g.K = cv->Cg * cv->T;
+  g.user = cv;
+  g.init = cv->bias ? cv_init : NULL;
+  g.R.rload = cvi_rload;
+  g.store = cv_store;
+  g.reload = cv->dst->dtype == KILN_DTYPE_F32 ? cv_reload : NULL;
+  nn_gemm_tiles(ctx, &g);
+  KILN_RETURN_IF_ERROR(pack_weights(kb, cv, &g));
+  return nn_gemm_emit(kb, &g);
+}
+
 static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   const nn_axis_t* a3 = cv->a3;
+  /* One tap group per stride residue class present: past NN_MAX_GROUPS
+   * (a patchify conv has one per tap) gather the patches instead. */
+  int64_t classes = 1;
+  for (int32_t d = 0; d < 3; ++d) classes *= a3[d].s < a3[d].k ? a3[d].s : a3[d].k;
+  if (classes > NN_MAX_GROUPS) return conv_im2col(kb, cv);
   /* Phase images: (k-1)*d/s extra positions past the output per axis. */
   for (int32_t d = 0; d < 3; ++d) cv->q3[d] = a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
   /* Tap groups: per axis the taps k with the same k % s (k = k1*s + a)
@@ -437,8 +570,10 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
         }
         int32_t p = 0;
         while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+        /* at most NN_MAX_GROUPS classes reach here (conv_im2col takes
+         * the rest), and phases are at most classes */
         if (cv->ng == NN_MAX_GROUPS || (p == nph && nph == 64)) {
-          return kiln_make_status(KILN_UNSUPPORTED, "Conv: too many stride phases (strides %lld,%lld,%lld)",
+          return kiln_make_status(KILN_INTERNAL, "Conv: stride phases past the table (strides %lld,%lld,%lld)",
                                   (long long)a3[0].s, (long long)a3[1].s, (long long)a3[2].s);
         }
         if (p == nph) memcpy(ph[nph++], phase, sizeof phase);
@@ -522,25 +657,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     g.reload = cv->dst->dtype == KILN_DTYPE_F32 ? cv_reload : NULL;
   }
   nn_gemm_tiles(ctx, &g);
-  /* Weights packed as the L operand [G][ceil(Mg/mr)][Cg*T][mr], or in
-   * transposed mode as R [G][ceil(Mg/nr)][Cg*T][nr]. */
-  nn_operand_t* wop = cv->trans ? &g.R : &g.L;
-  const int64_t wt = cv->trans ? g.nr : g.mr;
-  float* wval = NULL;
-  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
-  if (wval) {
-    cv->wval = wval;
-    kiln_status_t st =
-        nn_pack_const(ctx, &g, "wpack", cv->G, cv->Mg, g.K, wt, cv_get_w, cv, &wop->packed);
-    free(wval);
-    cv->wval = NULL;
-    KILN_RETURN_IF_ERROR(st);
-  } else {
-    nn_gemm_t pg = g;
-    KILN_RETURN_IF_ERROR(
-        nn_pack_runtime(kb, &pg, "wpack", cv->G, cv->Mg, g.K, wt, cv_load_w, &wop->packed));
-  }
-  wop->bmap = cv_bmap;
+  KILN_RETURN_IF_ERROR(pack_weights(kb, cv, &g));
   KILN_RETURN_IF_ERROR(nn_gemm_emit(kb, &g));
   if (cv->crop) KILN_RETURN_IF_ERROR(crop(kb, cv));
   return NULL;

@@ -613,6 +613,10 @@ typedef struct mm_s {
   /* compile-time B for packing */
   const float* bval;
   int64_t M, N, K;
+  /* > 0: the batches of A and Y are stacked into one GEMM of M = batch *
+   * fold rows (B is one matrix for all): GEMM row r is row r % fold of
+   * batch r / fold. */
+  int64_t fold;
 } mm_t;
 
 /* Batch index of a buffer with |brank| leading batch dims, broadcast
@@ -634,6 +638,10 @@ static const tir_expr_t* mm_load_operand(nn_kb_t* kb, const mm_t* mm, const tir_
                                          bool is1d, bool trans, const tir_expr_t* b, const tir_expr_t* row,
                                          const tir_expr_t* col, const tir_expr_t* k1d) {
   const tir_expr_t* idx[KILN_MAX_RANK];
+  if (mm->fold > 0 && buf == mm->a) {
+    b = nn_divc(kb, row, mm->fold);
+    row = nn_modc(kb, row, mm->fold);
+  }
   batch_idx(kb, mm, buf, brank, b, idx);
   if (is1d) {
     idx[brank] = k1d;
@@ -675,6 +683,10 @@ static const tir_expr_t* mm_load_bt(nn_kb_t* kb, const nn_gemm_t* g, const tir_e
 
 static void y_idx(nn_kb_t* kb, const mm_t* mm, const tir_expr_t* b, const tir_expr_t* m,
                   const tir_expr_t* n, const tir_expr_t** idx) {
+  if (mm->fold > 0) {
+    b = nn_divc(kb, m, mm->fold);
+    m = nn_modc(kb, m, mm->fold);
+  }
   batch_idx(kb, mm, mm->y, mm->nob, b, idx);
   int32_t r = mm->nob;
   if (!mm->a1d) idx[r++] = m;
@@ -864,6 +876,21 @@ kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx) {
   }
   int64_t batch = 1;
   for (int32_t i = 0; i < mm.nob; ++i) batch *= (mm.ob[i] = y->shape[i]);
+  /* [B..., M, K] x [K, N] (B's batch dims, if any, all 1): one GEMM over
+   * the B*M rows, since A and Y are dense and their batches stack (ViT's
+   * [197,1,768] x [768,2304] would otherwise be 197 vector products).
+   * Float only: the integer loop nest indexes batches itself. CPU only:
+   * the GPU GEMM templates stack such rows themselves (template_gemm.c),
+   * and where none applies (a fused epilogue) the printed kernel's batch
+   * loop is what spreads the work over work-groups. */
+  bool shared_b = ctx->target == KILN_TARGET_CLASS_CPU && !mm.a1d && !mm.b1d && batch > 1 &&
+                  kiln_dtype_is_float(y->dtype);
+  for (int32_t i = 0; i < mm.b_brank && shared_b; ++i) shared_b = b->shape[i] == 1;
+  if (shared_b) {
+    mm.fold = mm.M;
+    mm.M *= batch;
+    batch = 1;
+  }
   return mm_run(&kb, &mm, batch);
 }
 

@@ -120,6 +120,15 @@ kiln_status_t nn_window(const kiln_node_t* node, const char* op, int32_t nsp,
 
 /* ---- reductions ------------------------------------------------------- */
 
+/* Splits the dims of |x| into runs of kept and reduced (|red|) dims, size-1
+ * dims dropped, each run merged into one dim: gdim/gred get the runs in
+ * order (at least one: [1] kept when nothing is left). Returns their count. */
+/* (x - mean[0])^2 in f32: the variance pass of the normalisations, with
+ * |mean| a PRIVATE [1] buffer holding the row's mean. */
+const tir_expr_t* nn_sqdev(nn_kb_t* kb, const tir_expr_t* x, const tir_buffer_t* mean);
+
+int32_t nn_dim_runs(const tir_buffer_t* x, const bool* red, int64_t* gdim, bool* gred);
+
 typedef const tir_expr_t* (*nn_val_fn)(nn_kb_t* kb, const void* user, const tir_expr_t* i);
 
 /* dst[0] = ident op f(0) op ... op f(n-1) for op TIR_ADD / TIR_MAX in dst's
@@ -220,19 +229,16 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
-kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_conv_transpose(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_gemm(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_batchnorm(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_layernorm(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_softmax(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_log_softmax(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx);
-kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx);
+kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_matmul,
+    kiln_lower_nn_gemm, kiln_lower_nn_batchnorm, kiln_lower_nn_layernorm, kiln_lower_nn_softmax,
+    kiln_lower_nn_log_softmax, kiln_lower_nn_maxpool, kiln_lower_nn_avgpool,
+    kiln_lower_nn_lppool, kiln_lower_nn_global_avgpool, kiln_lower_nn_global_maxpool,
+    kiln_lower_nn_reduce_mean, kiln_lower_nn_reduce_sum, kiln_lower_nn_reduce_max,
+    kiln_lower_nn_reduce_min, kiln_lower_nn_reduce_prod, kiln_lower_nn_reduce_l1,
+    kiln_lower_nn_reduce_l2, kiln_lower_nn_reduce_sum_square, kiln_lower_nn_reduce_log_sum,
+    kiln_lower_nn_reduce_log_sum_exp, kiln_lower_nn_argmax, kiln_lower_nn_argmin,
+    kiln_lower_nn_hardmax, kiln_lower_nn_instancenorm, kiln_lower_nn_groupnorm,
+    kiln_lower_nn_lrn, kiln_lower_nn_lpnorm, kiln_lower_nn_mvn, kiln_lower_nn_lstm,
+    kiln_lower_nn_gru, kiln_lower_nn_rnn;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -216,9 +216,7 @@ static const tir_expr_t* ln_x(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
 
 static const tir_expr_t* ln_dev2(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
   const ln_t* l = u;
-  const tir_expr_t* d =
-      tir_sub(kb->t, nn_ldf(kb, l->xv, NN_IDX(l->row, i)), tir_load(kb->t, l->mean, NN_IDX(nn_i(kb, 0))));
-  return tir_mul(kb->t, d, d);
+  return nn_sqdev(kb, nn_ldf(kb, l->xv, NN_IDX(l->row, i)), l->mean);
 }
 
 /* Element i of the normalised block of a run-time Scale/B that broadcasts

@@ -1,5 +1,5 @@
-/* MaxPool (with the optional Indices output), AveragePool and
- * GlobalAveragePool.
+/* MaxPool (with the optional Indices output), AveragePool, LpPool and
+ * GlobalAveragePool / GlobalMaxPool.
  *
  * Window pools run one output row at a time (PARALLEL over the N*C planes):
  * a PRIVATE accumulator row is updated tap by tap, each tap as a loop over
@@ -15,14 +15,15 @@
  * AveragePool divides by the full kernel size with count_include_pad (as the
  * reference and the ONNX tests do, even for taps past the end padding) and
  * by the number of valid taps otherwise (0/0 = NaN for an all-padding
- * window, as in the reference).
+ * window, as in the reference). LpPool sums |x|^p over the valid taps and
+ * takes the p-th root.
  */
 #include <math.h>
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
 
-typedef enum { POOL_MAX, POOL_AVG } pool_kind_t;
+typedef enum { POOL_MAX, POOL_AVG, POOL_LP } pool_kind_t;
 
 typedef struct pl_s {
   pool_kind_t kind;
@@ -32,6 +33,7 @@ typedef struct pl_s {
   int64_t planes;
   bool include_pad;
   int64_t storage_order;
+  int64_t lp; /* LpPool's p */
   /* PRIVATE rows of one output row */
   const tir_buffer_t *acc, *aux, *at; /* aux: seen flag (max) or count (avg) */
 } pl_t;
@@ -62,7 +64,12 @@ static const tir_stmt_t* tap_update(nn_kb_t* kb, const pl_t* pl, const tir_expr_
   const tir_expr_t* a = tir_load(t, pl->acc, NN_IDX(ow));
   const tir_expr_t* x = tir_load(t, pl->aux, NN_IDX(ow));
   const tir_expr_t* one = nn_f(kb, 1.0);
-  if (pl->kind == POOL_AVG) {
+  if (pl->kind != POOL_MAX) {
+    if (pl->kind == POOL_LP) {
+      const tir_expr_t* av = tir_call(t, TIR_FABS, 1, v, NULL, NULL);
+      v = pl->lp == 1 ? av : pl->lp == 2 ? tir_mul(t, v, v)
+                                         : tir_call(t, TIR_POW, 2, av, nn_f(kb, (double)pl->lp), NULL);
+    }
     const tir_expr_t* add = valid ? tir_select(t, valid, v, nn_f(kb, 0.0)) : v;
     const tir_expr_t* inc = valid ? tir_select(t, valid, one, nn_f(kb, 0.0)) : one;
     const tir_stmt_t* s0 = tir_store(t, pl->acc, NN_IDX(ow), tir_add(t, a, add));
@@ -138,6 +145,10 @@ static const tir_stmt_t* pool_elem(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   const tir_expr_t* yi[KILN_MAX_RANK];
   sp_idx(pl->nsp, e->n, e->c, o3, yi);
   const tir_expr_t* r = tir_load(t, pl->acc, NN_IDX(ow));
+  if (pl->kind == POOL_LP && pl->lp > 1) {
+    r = pl->lp == 2 ? tir_call(t, TIR_SQRT, 1, r, NULL, NULL)
+                    : tir_call(t, TIR_POW, 2, r, nn_f(kb, 1.0 / (double)pl->lp), NULL);
+  }
   if (pl->kind == POOL_AVG) {
     double taps = (double)a3[0].k * (double)a3[1].k * (double)a3[2].k;
     r = tir_bin(t, TIR_DIV, r, pl->include_pad ? nn_f(kb, taps) : tir_load(t, pl->aux, NN_IDX(ow)));
@@ -186,7 +197,7 @@ static const tir_stmt_t* pool_plane(nn_kb_t* kb, pl_t* pl, const tir_expr_t* n,
 }
 
 static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
-  const char* op = kind == POOL_MAX ? "MaxPool" : "AveragePool";
+  const char* op = kind == POOL_MAX ? "MaxPool" : kind == POOL_AVG ? "AveragePool" : "LpPool";
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   pl_t pl;
@@ -204,7 +215,9 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "ceil_mode", 0, &ceil_mode));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "count_include_pad", 0, &cip));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "storage_order", 0, &pl.storage_order));
-  pl.include_pad = cip != 0;
+  /* LpPool sums every tap, padding as zeros: no count to keep */
+  pl.include_pad = cip != 0 || kind == POOL_LP;
+  if (kind == POOL_LP) KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "p", 2, &pl.lp));
   nn_axis_t ax[3];
   KILN_RETURN_IF_ERROR(nn_window(ctx->node, op, pl.nsp, pl.x->shape + 2, pl.y->shape + 2, NULL,
                                  ceil_mode != 0, ax));
@@ -227,66 +240,54 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
 
 kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
 kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
+kiln_status_t kiln_lower_nn_lppool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_LP); }
 
-/* ---- GlobalAveragePool ---------------------------------------------------- */
+/* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
 
-/* y[p] = sum(x[p][:]) / plane over a flat view; planes of 64 and more sum
- * 16 lanes at a time into a PRIVATE vector, then across the lanes. */
-kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+typedef struct gp_s {
+  const tir_buffer_t* xv;
+  const tir_expr_t* p;
+} gp_t;
+
+static const tir_expr_t* gp_val(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
+  const gp_t* g = u;
+  return nn_ldf(kb, g->xv, NN_IDX(g->p, i));
+}
+
+/* Each (n, c) plane reduced as one row by nn_lane_reduce (16 lanes, blocked
+ * past 64k), in parallel over planes. */
+static kiln_status_t global_pool(kiln_lower_ctx_t* ctx, const char* op, bool is_max) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
   if (!x || !y || x->rank < 3) {
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "GlobalAveragePool: input must have rank >= 3");
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input must have rank >= 3", op);
   }
   tir_ctx_t* t = kb.t;
   const int64_t P = x->shape[0] * x->shape[1];
   int64_t plane = 1;
   for (int32_t i = 2; i < x->rank; ++i) plane *= x->shape[i];
   if (P == 0) return NULL;
-  const tir_buffer_t *xv, *yv;
-  int64_t xs[2] = {P, plane}, ys[1] = {P};
-  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, xs, &xv));
+  gp_t g = {NULL, NULL};
+  const tir_buffer_t* yv;
+  int64_t xs[2] = {P, plane}, ys[1] = {P}, one = 1;
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", 2, xs, &g.xv));
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", 1, ys, &yv));
-  const int64_t L = plane >= 64 ? 16 : 1;
-  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
   tir_var_t* vp = nn_var(&kb, "p");
-  const tir_expr_t* p = nn_v(&kb, vp);
-  const tir_stmt_t* items[5] = {NULL, NULL, NULL, NULL, NULL};
-  {
-    tir_var_t* vl = nn_var(&kb, "l");
-    items[0] = nn_for(&kb, vl, L, tir_store(t, acc, NN_IDX(nn_v(&kb, vl)), nn_f(&kb, 0.0)));
-    if (L > 1) nn_vectorize(&kb, vl);
-  }
-  int64_t full = plane / L;
-  if (full > 0) {
-    tir_var_t* vi = nn_var(&kb, "i");
-    tir_var_t* vl = nn_var(&kb, "l");
-    const tir_expr_t* l = nn_v(&kb, vl);
-    const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vi), L), l);
-    const tir_stmt_t* s = tir_store(t, acc, NN_IDX(l),
-                                    tir_add(t, tir_load(t, acc, NN_IDX(l)), nn_ldf(&kb, xv, NN_IDX(p, e))));
-    items[1] = nn_for(&kb, vi, full, nn_for(&kb, vl, L, s));
-    if (L > 1) nn_vectorize(&kb, vl);
-  }
-  const tir_expr_t* z = nn_i(&kb, 0);
-  if (plane % L) {
-    tir_var_t* vr = nn_var(&kb, "r");
-    const tir_expr_t* e = nn_addc(&kb, nn_v(&kb, vr), full * L);
-    items[2] = nn_for(&kb, vr, plane % L,
-                      tir_store(t, acc, NN_IDX(z),
-                                tir_add(t, tir_load(t, acc, NN_IDX(z)), nn_ldf(&kb, xv, NN_IDX(p, e)))));
-  }
-  if (L > 1) {
-    tir_var_t* vl = nn_var(&kb, "lr");
-    const tir_expr_t* l = nn_addc(&kb, nn_v(&kb, vl), 1);
-    items[3] = nn_for(&kb, vl, L - 1,
-                      tir_store(t, acc, NN_IDX(z),
-                                tir_add(t, tir_load(t, acc, NN_IDX(z)), tir_load(t, acc, NN_IDX(l)))));
-  }
-  items[4] = nn_stf(&kb, yv, NN_IDX(p),
-                    tir_bin(t, TIR_DIV, tir_load(t, acc, NN_IDX(z)), nn_f(&kb, (double)plane)));
-  const tir_stmt_t* s = nn_for(&kb, vp, P, tir_alloc(t, acc, tir_seq(t, 5, items)));
+  g.p = nn_v(&kb, vp);
+  const tir_stmt_t* red = nn_lane_reduce(&kb, acc, is_max ? TIR_MAX : TIR_ADD,
+                                         nn_f(&kb, is_max ? -INFINITY : 0.0), plane, gp_val, &g);
+  const tir_expr_t* v = tir_load(t, acc, NN_IDX(nn_i(&kb, 0)));
+  if (!is_max) v = tir_bin(t, TIR_DIV, v, nn_f(&kb, (double)plane));
+  const tir_stmt_t* s = nn_for(&kb, vp, P, tir_alloc(t, acc, tir_seq2(t, red, nn_stf(&kb, yv, NN_IDX(g.p), v))));
   if (P > 1 && P * plane >= 4096) nn_parallel(&kb, vp);
   return nn_emit(&kb, s);
+}
+
+kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+  return global_pool(ctx, "GlobalAveragePool", false);
+}
+kiln_status_t kiln_lower_nn_global_maxpool(kiln_lower_ctx_t* ctx) {
+  return global_pool(ctx, "GlobalMaxPool", true);
 }

@@ -1,4 +1,6 @@
-/* ReduceMean, ReduceSum and ReduceMax.
+/* The Reduce* family: Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum
+ * and LogSumExp (each a map per element, a fold and a finish; see
+ * ir/ops/nn_reduce.c).
  *
  * The axes (attribute, or a constant input from ReduceSum-13 / ReduceMean-18
  * / ReduceMax-18 on) split the input dims into runs of kept and reduced
@@ -12,7 +14,9 @@
  * in f32 (the reference uses double: the difference is fp32 reassociation
  * error), integers in i64 wrapping like
  * the reference; Mean divides by the group size (0/0 = NaN for floats, 0 for
- * integers, as in the reference), Max starts from -inf / the dtype's lowest.
+ * integers, as in the reference), Max starts from -inf / the dtype's lowest,
+ * Min from +inf / its highest, Prod from 1. LogSumExp runs a Max reduction
+ * into a temp first and sums exp(x - max) (f32 exp overflows past x = 88).
  * noop_with_empty_axes with no axes aliases the output to the input.
  */
 #include <math.h>
@@ -20,20 +24,65 @@
 
 #include "lowering/lower_nn_impl.h"
 
-typedef enum { RED_MEAN, RED_SUM, RED_MAX } red_kind_t;
+typedef kiln_nn_red_kind_t red_kind_t;
 
 typedef struct rd_s {
+  red_kind_t kind;
   const tir_buffer_t* xv;
   int32_t ng;
   int64_t gdim[KILN_MAX_RANK];
   bool gred[KILN_MAX_RANK];
   const tir_expr_t* gidx[KILN_MAX_RANK]; /* loop index per group (last: set by the row) */
-  kiln_dtype_t acc_t;
+  kiln_dtype_t xt, acc_t;
+  const tir_buffer_t* shift; /* LogSumExp: the max per output, shaped as the flat output */
 } rd_t;
 
+/* The LogSumExp shift at output index |yidx|: the max, or 0 when it is
+ * infinite (all -inf, empty, or +inf: the plain sum then gives the
+ * reference's -inf / inf without an inf - inf NaN). */
+static const tir_expr_t* rd_shift(nn_kb_t* kb, const rd_t* r, const tir_expr_t* const* yidx) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* m = tir_load(t, r->shift, yidx);
+  const tir_expr_t* inf =
+      tir_bin(t, TIR_EQ, tir_call(t, TIR_FABS, 1, m, NULL, NULL), tir_const(t, r->acc_t, INFINITY));
+  return tir_select(t, inf, tir_const(t, r->acc_t, 0.0), m);
+}
+
+/* Element |idx| in the accumulator dtype, mapped for the kind. */
 static const tir_expr_t* rd_val(nn_kb_t* kb, const rd_t* r, const tir_expr_t* const* idx) {
-  const tir_expr_t* v = tir_load(kb->t, r->xv, idx);
-  return tir_cast(kb->t, r->acc_t, v);
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* v = tir_cast(t, r->acc_t, tir_load(t, r->xv, idx));
+  switch (r->kind) {
+    case KILN_NN_RED_L1:
+      return kiln_dtype_is_float(r->acc_t) ? tir_call(t, TIR_FABS, 1, v, NULL, NULL)
+                                        : tir_bin(t, TIR_MAX, v, tir_sub(t, nn_i(kb, 0), v));
+    case KILN_NN_RED_L2:
+    case KILN_NN_RED_SUMSQ: return tir_mul(t, v, v);
+    case KILN_NN_RED_LOGSUMEXP: {
+      /* exp(x - max): the kept indices of |idx| index the shift */
+      const tir_expr_t* yidx[KILN_MAX_RANK];
+      int32_t n = 0;
+      for (int32_t g = 0; g < r->ng; ++g)
+        if (!r->gred[g]) yidx[n++] = idx[g];
+      if (n == 0) yidx[n++] = nn_i(kb, 0);
+      return tir_call(t, TIR_EXP, 1, tir_sub(t, v, rd_shift(kb, r, yidx)), NULL, NULL);
+    }
+    default: return v;
+  }
+}
+
+/* The finished value of accumulator |v| over |group| elements, stored at
+ * |yidx| of the flat output. */
+static const tir_expr_t* rd_finish(nn_kb_t* kb, const rd_t* r, const tir_expr_t* v, int64_t group,
+                                   const tir_expr_t* const* yidx) {
+  tir_ctx_t* t = kb->t;
+  switch (r->kind) {
+    case KILN_NN_RED_MEAN: return tir_bin(t, TIR_DIV, v, tir_const(t, r->acc_t, (double)group));
+    case KILN_NN_RED_L2: return tir_call(t, TIR_SQRT, 1, v, NULL, NULL);
+    case KILN_NN_RED_LOGSUM: return tir_call(t, TIR_LOG, 1, v, NULL, NULL);
+    case KILN_NN_RED_LOGSUMEXP: return tir_add(t, tir_call(t, TIR_LOG, 1, v, NULL, NULL), rd_shift(kb, r, yidx));
+    default: return v;
+  }
 }
 
 static const tir_expr_t* rd_row(nn_kb_t* kb, const void* u, const tir_expr_t* i) {
@@ -44,13 +93,24 @@ static const tir_expr_t* rd_row(nn_kb_t* kb, const void* u, const tir_expr_t* i)
 }
 
 static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
-  if (acc_t == KILN_DTYPE_F32 || acc_t == KILN_DTYPE_F64) return tir_const(kb->t, acc_t, -INFINITY);
+  if (kiln_dtype_is_float(acc_t)) return tir_const(kb->t, acc_t, -INFINITY);
   switch (xt) {
     case KILN_DTYPE_I8: return nn_i(kb, -128);
     case KILN_DTYPE_U8:
     case KILN_DTYPE_BOOL: return nn_i(kb, 0);
     case KILN_DTYPE_I32: return nn_i(kb, INT32_MIN);
     default: return nn_i(kb, INT64_MIN);
+  }
+}
+
+static const tir_expr_t* highest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
+  if (kiln_dtype_is_float(acc_t)) return tir_const(kb->t, acc_t, INFINITY);
+  switch (xt) {
+    case KILN_DTYPE_I8: return nn_i(kb, 127);
+    case KILN_DTYPE_U8: return nn_i(kb, 255);
+    case KILN_DTYPE_BOOL: return nn_i(kb, 1);
+    case KILN_DTYPE_I32: return nn_i(kb, INT32_MAX);
+    default: return nn_i(kb, INT64_MAX);
   }
 }
 
@@ -88,8 +148,8 @@ static const tir_expr_t* blk_part(nn_kb_t* kb, const void* u, const tir_expr_t* 
   return tir_load(kb->t, b->part, NN_IDX(nn_add(kb, b->base, i)));
 }
 
-static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer_t* yv, red_kind_t kind,
-                                    tir_binop_t bop, const tir_expr_t* ident) {
+static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer_t* yv, tir_binop_t bop,
+                                    const tir_expr_t* ident) {
   tir_ctx_t* t = kb->t;
   const int64_t R = r->gdim[r->ng - 1], rows = r->ng == 2 ? r->gdim[0] : 1;
   int64_t B = 256;
@@ -126,8 +186,7 @@ static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer
         tir_store(t, acc, NN_IDX(z), tir_bin(t, bop, tir_load(t, acc, NN_IDX(z)), tir_load(t, rest, NN_IDX(z)))));
     items[1] = tir_alloc(t, rest, ts);
   }
-  const tir_expr_t* v = tir_load(t, acc, NN_IDX(z));
-  if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r->acc_t, (double)R));
+  const tir_expr_t* v = rd_finish(kb, r, tir_load(t, acc, NN_IDX(z)), R, NN_IDX(k));
   items[2] = tir_store(t, yv, NN_IDX(k), tir_cast(t, yv->dtype, v));
   const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
   if (rows > 1) {
@@ -137,17 +196,105 @@ static kiln_status_t reduce_blocked(nn_kb_t* kb, const rd_t* r, const tir_buffer
   return nn_emit(kb, s);
 }
 
+/* Reduces the runs of |r| (x view, kinds, dtypes set) into the flat output
+ * |yv| with the kernel(s) for their layout. */
+static kiln_status_t reduce_runs(nn_kb_t* kb, rd_t* r, red_kind_t kind, const tir_buffer_t* yv, int64_t group,
+                                 int64_t xnumel) {
+  tir_ctx_t* t = kb->t;
+  r->kind = kind;
+  const bool is_float = kiln_dtype_is_float(r->acc_t);
+  const tir_binop_t bop =
+      kind == KILN_NN_RED_MAX ? TIR_MAX : kind == KILN_NN_RED_MIN ? TIR_MIN : kind == KILN_NN_RED_PROD ? TIR_MUL : TIR_ADD;
+  const tir_expr_t* ident = kind == KILN_NN_RED_MAX   ? lowest(kb, r->xt, r->acc_t)
+                            : kind == KILN_NN_RED_MIN ? highest(kb, r->xt, r->acc_t)
+                                              : tir_const(t, r->acc_t, kind == KILN_NN_RED_PROD ? 1.0 : 0.0);
+
+  /* Loop variables: kept groups outermost (in order), then reduced ones;
+   * when the last group is kept it becomes the innermost row loop. */
+  const bool last_kept = !r->gred[r->ng - 1];
+  /* [row] or [kept][row] with a long row: blocked, in two kernels. */
+  if (!last_kept && r->gdim[r->ng - 1] >= SPLIT_MIN && (r->ng == 1 || (r->ng == 2 && !r->gred[0])))
+    return reduce_blocked(kb, r, yv, bop, ident);
+  tir_var_t* gv[KILN_MAX_RANK];
+  for (int32_t g = 0; g < r->ng; ++g) {
+    gv[g] = nn_var(kb, r->gred[g] ? "r" : "k");
+    r->gidx[g] = nn_v(kb, gv[g]);
+  }
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  int32_t nyi = 0;
+  for (int32_t g = 0; g < r->ng; ++g)
+    if (!r->gred[g]) yi[nyi++] = r->gidx[g];
+  if (nyi == 0) yi[nyi++] = nn_i(kb, 0);
+  const tir_stmt_t* s;
+  if (!last_kept) {
+    int64_t one = 1;
+    const tir_buffer_t* acc = tir_buffer(t, "acc", r->acc_t, 1, &one, TIR_SCOPE_PRIVATE);
+    const tir_expr_t* z = nn_i(kb, 0);
+    /* reduced groups other than the last: serial loops around a row
+     * reduction into a partial, folded into acc */
+    const tir_buffer_t* part = tir_buffer(t, "part", r->acc_t, 1, &one, TIR_SCOPE_PRIVATE);
+    const tir_stmt_t* row = tir_seq2(
+        t, nn_lane_reduce(kb, part, bop, ident, r->gdim[r->ng - 1], rd_row, r),
+        tir_store(t, acc, NN_IDX(z),
+                  tir_bin(t, bop, tir_load(t, acc, NN_IDX(z)), tir_load(t, part, NN_IDX(z)))));
+    row = tir_alloc(t, part, row);
+    for (int32_t g = r->ng - 2; g >= 0; --g)
+      if (r->gred[g]) row = nn_for(kb, gv[g], r->gdim[g], row);
+    const tir_expr_t* v = rd_finish(kb, r, tir_load(t, acc, NN_IDX(z)), group, yi);
+    const tir_stmt_t* items[3] = {tir_store(t, acc, NN_IDX(z), ident), row,
+                                  tir_store(t, yv, yi, tir_cast(t, yv->dtype, v))};
+    s = tir_alloc(t, acc, tir_seq(t, 3, items));
+    for (int32_t g = r->ng - 1; g >= 0; --g)
+      if (!r->gred[g]) s = nn_for(kb, gv[g], r->gdim[g], s);
+  } else {
+    const int64_t L = r->gdim[r->ng - 1];
+    const tir_buffer_t* acc = tir_buffer(t, "acc", r->acc_t, 1, &L, TIR_SCOPE_PRIVATE);
+    const tir_expr_t* l = r->gidx[r->ng - 1];
+    const tir_expr_t* xi[KILN_MAX_RANK];
+    for (int32_t g = 0; g < r->ng; ++g) xi[g] = r->gidx[g];
+    /* init and finalize loops need their own variables */
+    tir_var_t* vi0 = nn_var(kb, "l");
+    tir_var_t* vi1 = nn_var(kb, "l");
+    const tir_expr_t* l0 = nn_v(kb, vi0);
+    const tir_expr_t* l1 = nn_v(kb, vi1);
+    const tir_stmt_t* init = nn_for(kb, vi0, L, tir_store(t, acc, NN_IDX(l0), ident));
+    const tir_stmt_t* upd = tir_store(
+        t, acc, NN_IDX(l), tir_bin(t, bop, tir_load(t, acc, NN_IDX(l)), rd_val(kb, r, xi)));
+    upd = nn_for(kb, gv[r->ng - 1], L, upd);
+    for (int32_t g = r->ng - 2; g >= 0; --g)
+      if (r->gred[g]) upd = nn_for(kb, gv[g], r->gdim[g], upd);
+    yi[nyi - 1] = l1;
+    const tir_expr_t* v = rd_finish(kb, r, tir_load(t, acc, NN_IDX(l1)), group, yi);
+    const tir_stmt_t* fin = nn_for(kb, vi1, L, tir_store(t, yv, yi, tir_cast(t, yv->dtype, v)));
+    if (is_float) {
+      nn_vectorize(kb, vi0);
+      nn_vectorize(kb, gv[r->ng - 1]);
+      nn_vectorize(kb, vi1);
+    }
+    const tir_stmt_t* items[3] = {init, upd, fin};
+    s = tir_alloc(t, acc, tir_seq(t, 3, items));
+    for (int32_t g = r->ng - 2; g >= 0; --g)
+      if (!r->gred[g]) s = nn_for(kb, gv[g], r->gdim[g], s);
+  }
+  /* Parallel over the outermost kept group when there is enough work. */
+  if (!r->gred[0] && (r->ng > 1 || !last_kept) && r->gdim[0] > 1 &&
+      xnumel >= 16384) {
+    nn_parallel(kb, gv[0]);
+  }
+  return nn_emit(kb, s);
+}
+
+
 static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
-  const char* op = kind == RED_MEAN ? "ReduceMean" : kind == RED_SUM ? "ReduceSum" : "ReduceMax";
+  const char* op = kiln_nn_red_name(kind);
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
-  tir_ctx_t* t = kb.t;
   const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
   if (!x || !y) return kiln_make_status(KILN_INTERNAL, "%s: missing operand", op);
   int64_t keep = 1, noop = 0;
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "keepdims", 1, &keep));
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "noop_with_empty_axes", 0, &noop));
-  const bool from_input = kind == RED_SUM ? ctx->opset >= 13 : ctx->opset >= 18;
+  const bool from_input = ctx->opset >= (kind == KILN_NN_RED_SUM ? 13 : 18);
   int64_t axes[KILN_MAX_RANK];
   int64_t count = 0;
   if (from_input && ctx->n_in > 1 && ctx->in[1]) {
@@ -183,19 +330,10 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
     red[a] = true;
   }
   if (tir_buffer_numel(y) == 0) return NULL;
-  /* Runs of kept / reduced dims, size-1 dims dropped. */
   rd_t r;
   memset(&r, 0, sizeof r);
-  for (int32_t d = 0; d < x->rank; ++d) {
-    if (x->shape[d] == 1) continue;
-    if (r.ng > 0 && r.gred[r.ng - 1] == red[d]) {
-      r.gdim[r.ng - 1] *= x->shape[d];
-    } else {
-      r.gdim[r.ng] = x->shape[d];
-      r.gred[r.ng++] = red[d];
-    }
-  }
-  if (r.ng == 0) r.gdim[r.ng] = 1, r.gred[r.ng++] = false;
+  r.kind = kind;
+  r.ng = nn_dim_runs(x, red, r.gdim, r.gred);
   int64_t nout = 1, group = 1;
   int64_t yshape[KILN_MAX_RANK];
   int32_t ny = 0;
@@ -207,91 +345,28 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   const tir_buffer_t* yv;
   KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", r.ng, r.gdim, &r.xv));
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", ny, yshape, &yv));
-  const bool is_float = kiln_dtype_is_float(x->dtype);
+  r.xt = x->dtype;
   /* f64 accumulates in f64, other floats in f32 */
-  r.acc_t = x->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : is_float ? KILN_DTYPE_F32 : KILN_DTYPE_I64;
-  const tir_binop_t bop = kind == RED_MAX ? TIR_MAX : TIR_ADD;
-  const tir_expr_t* ident =
-      kind == RED_MAX ? lowest(&kb, x->dtype, r.acc_t) : tir_const(t, r.acc_t, 0.0);
-
-  /* Loop variables: kept groups outermost (in order), then reduced ones;
-   * when the last group is kept it becomes the innermost row loop. */
-  const bool last_kept = !r.gred[r.ng - 1];
-  /* [row] or [kept][row] with a long row: blocked, in two kernels. */
-  if (!last_kept && r.gdim[r.ng - 1] >= SPLIT_MIN && (r.ng == 1 || (r.ng == 2 && !r.gred[0])))
-    return reduce_blocked(&kb, &r, yv, kind, bop, ident);
-  tir_var_t* gv[KILN_MAX_RANK];
-  for (int32_t g = 0; g < r.ng; ++g) {
-    gv[g] = nn_var(&kb, r.gred[g] ? "r" : "k");
-    r.gidx[g] = nn_v(&kb, gv[g]);
-  }
-  const tir_expr_t* yi[KILN_MAX_RANK];
-  int32_t nyi = 0;
-  for (int32_t g = 0; g < r.ng; ++g)
-    if (!r.gred[g]) yi[nyi++] = r.gidx[g];
-  if (nyi == 0) yi[nyi++] = nn_i(&kb, 0);
-  const tir_stmt_t* s;
-  if (!last_kept) {
-    int64_t one = 1;
-    const tir_buffer_t* acc = tir_buffer(t, "acc", r.acc_t, 1, &one, TIR_SCOPE_PRIVATE);
-    const tir_expr_t* z = nn_i(&kb, 0);
-    /* reduced groups other than the last: serial loops around a row
-     * reduction into a partial, folded into acc */
-    const tir_buffer_t* part = tir_buffer(t, "part", r.acc_t, 1, &one, TIR_SCOPE_PRIVATE);
-    const tir_stmt_t* row = tir_seq2(
-        t, nn_lane_reduce(&kb, part, bop, ident, r.gdim[r.ng - 1], rd_row, &r),
-        tir_store(t, acc, NN_IDX(z),
-                  tir_bin(t, bop, tir_load(t, acc, NN_IDX(z)), tir_load(t, part, NN_IDX(z)))));
-    row = tir_alloc(t, part, row);
-    for (int32_t g = r.ng - 2; g >= 0; --g)
-      if (r.gred[g]) row = nn_for(&kb, gv[g], r.gdim[g], row);
-    const tir_expr_t* v = tir_load(t, acc, NN_IDX(z));
-    if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r.acc_t, (double)group));
-    const tir_stmt_t* items[3] = {tir_store(t, acc, NN_IDX(z), ident), row,
-                                  tir_store(t, yv, yi, tir_cast(t, y->dtype, v))};
-    s = tir_alloc(t, acc, tir_seq(t, 3, items));
-    for (int32_t g = r.ng - 1; g >= 0; --g)
-      if (!r.gred[g]) s = nn_for(&kb, gv[g], r.gdim[g], s);
-  } else {
-    const int64_t L = r.gdim[r.ng - 1];
-    const tir_buffer_t* acc = tir_buffer(t, "acc", r.acc_t, 1, &L, TIR_SCOPE_PRIVATE);
-    const tir_expr_t* l = r.gidx[r.ng - 1];
-    const tir_expr_t* xi[KILN_MAX_RANK];
-    for (int32_t g = 0; g < r.ng; ++g) xi[g] = r.gidx[g];
-    /* init and finalize loops need their own variables */
-    tir_var_t* vi0 = nn_var(&kb, "l");
-    tir_var_t* vi1 = nn_var(&kb, "l");
-    const tir_expr_t* l0 = nn_v(&kb, vi0);
-    const tir_expr_t* l1 = nn_v(&kb, vi1);
-    const tir_stmt_t* init = nn_for(&kb, vi0, L, tir_store(t, acc, NN_IDX(l0), ident));
-    const tir_stmt_t* upd = tir_store(
-        t, acc, NN_IDX(l), tir_bin(t, bop, tir_load(t, acc, NN_IDX(l)), rd_val(&kb, &r, xi)));
-    upd = nn_for(&kb, gv[r.ng - 1], L, upd);
-    for (int32_t g = r.ng - 2; g >= 0; --g)
-      if (r.gred[g]) upd = nn_for(&kb, gv[g], r.gdim[g], upd);
-    const tir_expr_t* v = tir_load(t, acc, NN_IDX(l1));
-    if (kind == RED_MEAN) v = tir_bin(t, TIR_DIV, v, tir_const(t, r.acc_t, (double)group));
-    yi[nyi - 1] = l1;
-    const tir_stmt_t* fin = nn_for(&kb, vi1, L, tir_store(t, yv, yi, tir_cast(t, y->dtype, v)));
-    if (is_float) {
-      nn_vectorize(&kb, vi0);
-      nn_vectorize(&kb, gv[r.ng - 1]);
-      nn_vectorize(&kb, vi1);
-    }
-    const tir_stmt_t* items[3] = {init, upd, fin};
-    s = tir_alloc(t, acc, tir_seq(t, 3, items));
-    for (int32_t g = r.ng - 2; g >= 0; --g)
-      if (!r.gred[g]) s = nn_for(&kb, gv[g], r.gdim[g], s);
-  }
-  /* Parallel over the outermost kept group when there is enough work. */
-  if (!r.gred[0] && (r.ng > 1 || !last_kept) && r.gdim[0] > 1 &&
-      tir_buffer_numel(x) >= 16384) {
-    nn_parallel(&kb, gv[0]);
+  r.acc_t = x->dtype == KILN_DTYPE_F64          ? KILN_DTYPE_F64
+            : kiln_dtype_is_float(x->dtype) ? KILN_DTYPE_F32
+                                            : KILN_DTYPE_I64;
+  if (kind == KILN_NN_RED_LOGSUMEXP) {
+    /* log(sum(exp(x - m))) + m with m the max: a first reduction into a
+     * temp, so exp cannot overflow f32 (it would past x = 88) */
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lse_max", r.acc_t, ny, yshape, &r.shift));
+    KILN_RETURN_IF_ERROR(reduce_runs(&kb, &r, KILN_NN_RED_MAX, r.shift, group, tir_buffer_numel(x)));
   }
   (void)nout;
-  return nn_emit(&kb, s);
+  return reduce_runs(&kb, &r, kind, yv, group, tir_buffer_numel(x));
 }
 
-kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_MEAN); }
-kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_SUM); }
-kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx) { return reduce(ctx, RED_MAX); }
+kiln_status_t kiln_lower_nn_reduce_mean(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_MEAN); }
+kiln_status_t kiln_lower_nn_reduce_sum(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_SUM); }
+kiln_status_t kiln_lower_nn_reduce_max(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_MAX); }
+kiln_status_t kiln_lower_nn_reduce_min(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_MIN); }
+kiln_status_t kiln_lower_nn_reduce_prod(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_PROD); }
+kiln_status_t kiln_lower_nn_reduce_l1(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_L1); }
+kiln_status_t kiln_lower_nn_reduce_l2(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_L2); }
+kiln_status_t kiln_lower_nn_reduce_sum_square(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_SUMSQ); }
+kiln_status_t kiln_lower_nn_reduce_log_sum(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_LOGSUM); }
+kiln_status_t kiln_lower_nn_reduce_log_sum_exp(kiln_lower_ctx_t* ctx) { return reduce(ctx, KILN_NN_RED_LOGSUMEXP); }

@@ -104,7 +104,8 @@ typedef struct kiln_template_gemm_s {
  * A[M,K] x B product (see kiln_template_set_t). */
 typedef struct kiln_template_gemm_rules_s {
   bool f16;     /* f16 operands (storage: converted on load, f32 sums) */
-  bool batched; /* A and Y of rank > 2 (batches, B shared or one per batch) */
+  bool batched; /* one B per batch (batch strides); a B shared by all batches
+                 * needs no rule: A's and Y's batches stack into rows */
   bool bias;    /* Gemm's C input (beta, broadcast along rows or columns) */
   bool scaled;  /* Gemm's transA and alpha != 1 */
 } kiln_template_gemm_rules_t;

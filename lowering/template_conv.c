@@ -139,44 +139,54 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   for (int32_t d = 0; d < 3; ++d) T *= a3[d].k;
   if (T > KILN_TEMPLATE_CONV_MAX_TAPS) return false;
   if (C == 1 && T <= 49) return false; /* the lowering's direct depthwise case */
+  /* Past 64 stride residue classes the lowering gathers the patches
+   * (lower_nn_conv.c conv_im2col): planes [N][C*T][Qd] that the template
+   * reads as a 1x1 conv over C*T channels on the dense output grid. */
+  int64_t classes = 1;
+  for (int32_t d = 0; d < 3; ++d) classes *= a3[d].s < a3[d].k ? a3[d].s : a3[d].k;
+  const bool patches = classes > 64;
   /* Phase planes and tap shifts (lower_nn_conv.c conv_float). */
   int64_t q3[3];
-  for (int32_t d = 0; d < 3; ++d) q3[d] = a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
+  for (int32_t d = 0; d < 3; ++d) q3[d] = patches ? a3[d].out : a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
   const int64_t PS = q3[0] * q3[1] * q3[2];
   int64_t ph[64][3];
-  int32_t nph = 0;
-  for (int64_t ad = 0; ad < a3[0].s && ad < a3[0].k; ++ad)
-    for (int64_t ah = 0; ah < a3[1].s && ah < a3[1].k; ++ah)
-      for (int64_t aw = 0; aw < a3[2].s && aw < a3[2].k; ++aw) {
-        const int64_t a[3] = {ad, ah, aw};
-        int64_t phase[3];
-        for (int32_t d = 0; d < 3; ++d) phase[d] = a[d] * a3[d].d % a3[d].s;
-        int32_t p = 0;
-        while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
-        if (p == nph) {
-          if (nph == 64) return false;
-          memcpy(ph[nph++], phase, sizeof phase);
-        }
-      }
+  int32_t nph = patches ? 1 : 0;
   int64_t max_off = 0;
-  for (int64_t kd = 0; kd < a3[0].k; ++kd)
-    for (int64_t kh = 0; kh < a3[1].k; ++kh)
-      for (int64_t kw = 0; kw < a3[2].k; ++kw) {
-        const int64_t kv[3] = {kd, kh, kw};
-        int64_t phase[3], off[3];
-        for (int32_t d = 0; d < 3; ++d) {
-          const int64_t a = kv[d] % a3[d].s, k1 = kv[d] / a3[d].s;
-          phase[d] = a * a3[d].d % a3[d].s;
-          off[d] = a * a3[d].d / a3[d].s + k1 * a3[d].d;
+  if (patches) {
+    c->toff[0] = 0;
+  } else {
+    for (int64_t ad = 0; ad < a3[0].s && ad < a3[0].k; ++ad)
+      for (int64_t ah = 0; ah < a3[1].s && ah < a3[1].k; ++ah)
+        for (int64_t aw = 0; aw < a3[2].s && aw < a3[2].k; ++aw) {
+          const int64_t a[3] = {ad, ah, aw};
+          int64_t phase[3];
+          for (int32_t d = 0; d < 3; ++d) phase[d] = a[d] * a3[d].d % a3[d].s;
+          int32_t p = 0;
+          while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+          if (p == nph) {
+            if (nph == 64) return false;
+            memcpy(ph[nph++], phase, sizeof phase);
+          }
         }
-        int32_t p = 0;
-        while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
-        if (p == nph) return false;
-        const int64_t o = p * PS + (off[0] * q3[1] + off[1]) * q3[2] + off[2];
-        if (o > INT32_MAX) return false;
-        c->toff[(kd * a3[1].k + kh) * a3[2].k + kw] = (int32_t)o;
-        if (o > max_off) max_off = o;
-      }
+    for (int64_t kd = 0; kd < a3[0].k; ++kd)
+      for (int64_t kh = 0; kh < a3[1].k; ++kh)
+        for (int64_t kw = 0; kw < a3[2].k; ++kw) {
+          const int64_t kv[3] = {kd, kh, kw};
+          int64_t phase[3], off[3];
+          for (int32_t d = 0; d < 3; ++d) {
+            const int64_t a = kv[d] % a3[d].s, k1 = kv[d] / a3[d].s;
+            phase[d] = a * a3[d].d % a3[d].s;
+            off[d] = a * a3[d].d / a3[d].s + k1 * a3[d].d;
+          }
+          int32_t p = 0;
+          while (p < nph && !(ph[p][0] == phase[0] && ph[p][1] == phase[1] && ph[p][2] == phase[2])) ++p;
+          if (p == nph) return false;
+          const int64_t o = p * PS + (off[0] * q3[1] + off[1]) * q3[2] + off[2];
+          if (o > INT32_MAX) return false;
+          c->toff[(kd * a3[1].k + kh) * a3[2].k + kw] = (int32_t)o;
+          if (o > max_off) max_off = o;
+        }
+  }
   const int64_t Qv = ((a3[0].out - 1) * q3[1] + a3[1].out - 1) * q3[2] + a3[2].out;
   const int64_t Qd = a3[0].out * a3[1].out * a3[2].out;
   /* The lowering's transposed mode (GEMM rows = output positions) is
@@ -186,7 +196,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
     const int64_t nr = Qv >= 32 ? 32 : 16;
     const int64_t qround = (Qv + nr - 1) / nr * nr;
     const int64_t qeff = crop0 || Qv % nr % 4 != 0 ? qround : Qv;
-    if (M >= 32 && qeff * 2 >= Qd * 3) return false;
+    if (!patches && M >= 32 && qeff * 2 >= Qd * 3) return false;
   }
   /* The grid: Y itself (a view of it) or a temp the crop kernel reads. */
   const bool dst_is_y = kiln_plan_root(plan, kk->args[jdst]) == kiln_plan_root(plan, by);
@@ -195,7 +205,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   if (dst_is_y && (Q != Qd || Qv != Qd)) return false;
   /* The planes: X itself (plain) or the phase-split temp. */
   const bool src_is_x = kiln_plan_root(plan, kk->args[jsrc]) == kiln_plan_root(plan, bx);
-  if (SRC->shape[0] != N || SRC->shape[1] != C) return false;
+  if (SRC->shape[0] != N || SRC->shape[1] != (patches ? C * T : C)) return false;
   const int64_t plane = SRC->shape[2];
   if (src_is_x ? (nph != 1 || plane != PS) : plane < nph * PS) return false;
   if (max_off + Q > plane) return false; /* the last tile's reads must stay inside */
@@ -226,7 +236,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   }
   c->gemm_kernel = k;
   c->slot = dst_is_y ? k : kcrop;
-  c->M = M, c->Q = Q, c->K = K, c->T = T, c->C = C, c->plane = plane, c->batch = N;
+  c->M = M, c->Q = Q, c->K = K, c->T = patches ? 1 : T, c->C = patches ? K : C, c->plane = plane, c->batch = N;
   c->pt = pt, c->kbs = kbs, c->tiles = tiles;
   c->crop = !dst_is_y;
   c->q1 = q3[1], c->q2 = q3[2];

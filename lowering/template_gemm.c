@@ -7,6 +7,9 @@
  * as it is or packed by the lowering (a rank-4/5 buffer named <node>_bpack,
  * whose layout is fixed by nn_pack_const / nn_pack_runtime), and the
  * lowering's own L-panel workspace (<node>_lpack, unused by the template).
+ * A MatMul whose B is one matrix for all batches is one GEMM over the
+ * stacked rows of A and Y (dense, so [B, M, K] is [B*M, K]) on every
+ * target, batched rules or not.
  * Operands may be f32 or f16 where the target's rules say so (storage: the
  * template converts them and sums in f32). Anything else (a fused
  * epilogue, integer operands, a MatMul whose batch dims broadcast, what the
@@ -63,7 +66,7 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
   if (!is_dense(A, rules->f16) || !is_dense(Y, rules->f16) || A->rank < 2 || Y->rank < 2 ||
       (B && (!is_dense(B, rules->f16) || B->rank < 2)))
     return false;
-  if ((is_gemm || !rules->batched) && (A->rank != 2 || Y->rank != 2 || (B && B->rank != 2))) return false;
+  if (is_gemm && (A->rank != 2 || Y->rank != 2 || (B && B->rank != 2))) return false;
   int64_t ta = 0, tb = 0;
   float alpha = 1.0f, beta = 1.0f;
   if (is_gemm) {
@@ -128,7 +131,8 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
   if (bbatch == 1) {
     if (batch > 1 && g->trans_a) return false; /* transposed rows do not stack */
     g->M *= batch;
-  } else if (bbatch == batch) {
+  } else if (bbatch == batch && rules->batched) {
+    /* one B per batch: only templates with batch strides */
     g->batch = batch;
     g->sa = g->M * g->K;
     g->sb = bmat;

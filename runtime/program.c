@@ -208,7 +208,12 @@ static kiln_status_t validate_buffers(const kiln_program_t* p) {
     if (p->buffers[i].bytes > p->buffers[r].bytes)
       return bad(p, "buffer '%s' (%llu bytes) aliases a smaller root '%s' (%llu bytes)", bn(p, i),
                  (unsigned long long)p->buffers[i].bytes, bn(p, r), (unsigned long long)p->buffers[r].bytes);
-    if (p->buffers[r].kind == KILN_PB_CONST && r != i)
+    /* A view of a constant (Identity, Reshape of a weight at -O0) reads the
+     * weights in place: the session binds the constant's weight view for it
+     * and no kernel may write it (checked with the kernels). An input or a
+     * status word is written by the session itself, so those may not. */
+    if (p->buffers[r].kind == KILN_PB_CONST && r != i &&
+        (p->buffers[i].kind == KILN_PB_INPUT || p->buffers[i].kind == KILN_PB_STATUS))
       return bad(p, "buffer '%s' aliases constant %lld", bn(p, i), (long long)r);
     if (p->buffers[r].kind == KILN_PB_STATUS && r != i)
       return bad(p, "buffer '%s' aliases status word %lld", bn(p, i), (long long)r);

@@ -1,6 +1,7 @@
 /* Graphs built in code, compiled for one target through the runtime as
  * `kiln run` does, and run beside the reference executor: the helpers of the
- * per-target op tests (test_bad_runtime_arith.c, test_tensor_ops_target.c).
+ * per-target op tests (test_bad_runtime_arith.c, test_tensor_ops_target.c,
+ * test_lower_targets.c).
  * Each test binary sets g_target_name, g_target and g_device in main (the
  * device opened strictly: a missing GPU fails the test, never passes it). */
 #ifndef KILN_TESTS_TARGET_GRAPH_UTIL_H_
@@ -56,15 +57,16 @@ static inline bool node1(kiln_graph_t* g, const char* op, const char* name, int 
   return CHECK_OK(kiln_graph_add_node(g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
 }
 
-/* The module of prepared graph |g| for the target, or NULL. */
-static inline kiln_module_t* compile(const kiln_graph_t* g) {
+/* The module of prepared graph |g| for the target, with kernel fusion when
+ * |fuse| (-O1; -O0 without), or NULL. */
+static inline kiln_module_t* compile_fused(const kiln_graph_t* g, bool fuse) {
   kiln_plan_options_t po = {g_target->lowering, 2};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);
-  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
+  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && (!fuse || CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) &&
       CHECK_OK(kiln_template_choose(plan, &templates)))
     CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));
   kiln_plan_destroy(plan);
@@ -79,6 +81,9 @@ static inline kiln_module_t* compile(const kiln_graph_t* g) {
   if (prog && !CHECK_OK(kiln_module_wrap(prog, &m))) return NULL;
   return m;
 }
+
+/* The same with fusion (what `kiln run` does at -O1). */
+static inline kiln_module_t* compile(const kiln_graph_t* g) { return compile_fused(g, true); }
 
 static inline kiln_session_t* session(kiln_module_t* m) {
   kiln_session_options_t so;

@@ -288,6 +288,29 @@ static void test_views(void) {
   p->buffers[r].alias_of = i;
   snprintf(n2, sizeof n2, "alias cycle");
   expect_refused(p, n2, NULL, "alias cycle");
+
+  /* A view of a constant is read in place (an Identity of a weight at
+   * -O0), so nothing may write through one: not a kernel (the model's
+   * output made a view of the largest constant) and not the session (an
+   * input made one). */
+  p = fresh();
+  int32_t c = -1;
+  for (int32_t j = 0; j < p->n_buffers; ++j)
+    if (is_used_const(p, j) && (c < 0 || p->buffers[j].bytes > p->buffers[c].bytes)) c = j;
+  const int32_t o = p->n_outputs ? p->outputs[0] : -1, in = p->n_inputs ? p->inputs[0] : -1;
+  const bool fits = c >= 0 && o >= 0 && in >= 0 && p->buffers[o].bytes <= p->buffers[c].bytes &&
+                    p->buffers[in].bytes <= p->buffers[c].bytes;
+  CHECK_MSG(fits, "the %s module has no constant as large as its input and output", g_target);
+  if (!fits) {
+    kiln_program_destroy(p);
+    return;
+  }
+  p->buffers[o].alias_of = c;
+  expect_refused(p, "writes a constant", NULL, "output aliasing a constant");
+  p = fresh();
+  p->buffers[in].alias_of = c;
+  snprintf(n1, sizeof n1, "aliases constant %d", (int)c);
+  expect_refused(p, n1, NULL, "input aliasing a constant");
 }
 
 /* Constants: ranges outside the weights, including offsets that overflow

@@ -613,6 +613,10 @@ static void test_templates_depthwise_gemm(void) {
   tg_const(&t, "wm", F32, 2, DIMS(8, 10));
   tg_node(&t, "MatMul", "mm", 2, NAMES("f", "wm"), "y", 0, NULL);
   tg_output(&t, "y");
+  /* and one B per batch */
+  tg_const(&t, "wb", F32, 3, DIMS(3, 8, 10));
+  tg_node(&t, "MatMul", "mmb", 2, NAMES("f", "wb"), "yb", 0, NULL);
+  tg_output(&t, "yb");
   kiln_plan_t* p = gpu_plan(&t);
   if (p) {
     int32_t k = -1;
@@ -624,15 +628,17 @@ static void test_templates_depthwise_gemm(void) {
       CHECK(d->sh == 2 && d->sw == 2 && d->kh == 3 && d->M == 24 && d->Mg == 1 && d->oh == 8);
       CHECK(d->epi.n_ops == 1 && d->epi.ops[0].op == 'c');
     }
-    /* the batched MatMul only where the rules take batches */
-    CHECK(count_kind(p, KILN_TEMPLATE_GEMM, &k) == 0);
+    /* B shared by the batches: their rows stack into one product, which
+     * needs no batch rule; one B per batch only where the rules take
+     * batches */
+    CHECK(count_kind(p, KILN_TEMPLATE_GEMM, &k) == 1);
+    CHECK(k >= 0 && p->kernels[k].tmpl->gemm.M == 3 * 64 && p->kernels[k].tmpl->gemm.N == 10 &&
+          p->kernels[k].tmpl->gemm.K == 8 && p->kernels[k].tmpl->gemm.batch == 1);
     set.depthwise_min_stride = 3;
     set.gemm_rules.batched = true;
     CHECK_OK(kiln_template_choose(p, &set));
-    CHECK(count_kind(p, KILN_TEMPLATE_DEPTHWISE, &k) == 0 && count_kind(p, KILN_TEMPLATE_GEMM, &k) == 1);
-    /* B shared by the batches: their rows stack into one product */
-    CHECK(k >= 0 && p->kernels[k].tmpl->gemm.M == 3 * 64 && p->kernels[k].tmpl->gemm.N == 10 &&
-          p->kernels[k].tmpl->gemm.K == 8 && p->kernels[k].tmpl->gemm.batch == 1);
+    CHECK(count_kind(p, KILN_TEMPLATE_DEPTHWISE, &k) == 0 && count_kind(p, KILN_TEMPLATE_GEMM, &k) == 2);
+    CHECK(k >= 0 && p->kernels[k].tmpl->gemm.M == 64 && p->kernels[k].tmpl->gemm.batch == 3);
   }
   kiln_plan_destroy(p);
   tg_free(&t);

@@ -28,6 +28,8 @@
 #define F16 KILN_DTYPE_F16
 #define I32 KILN_DTYPE_I32
 #define I64 KILN_DTYPE_I64
+#define I8 KILN_DTYPE_I8
+#define U8 KILN_DTYPE_U8
 #define NONE KILN_DTYPE_UNDEFINED
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -463,7 +465,7 @@ typedef struct plc_s {
   int nsp;
   int64_t n, c, in[3], k[3], s[3], d[3], pb[3], pe[3];
   const char* auto_pad;
-  int ceil_mode, cip, storage_order, indices;
+  int ceil_mode, cip, storage_order, indices; /* cip: LpPool's p */
   bool f16;
 } plc_t;
 
@@ -489,6 +491,7 @@ static void pool_case(const plc_t* c) {
   else sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("pads", 2 * c->nsp, pd[slot]);
   sp.attrs[sp.n_attrs++] = kiln_attr_make_int("ceil_mode", c->ceil_mode);
   if (!strcmp(c->op, "AveragePool")) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("count_include_pad", c->cip);
+  if (!strcmp(c->op, "LpPool")) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("p", c->cip);
   if (c->storage_order) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("storage_order", c->storage_order);
   char what[256];
   snprintf(what, sizeof what, "%s nsp=%d c=%lld in=%lldx%lld k=%lldx%lld s=%lld d=%lld p=%lld/%lld %s ceil=%d cip=%d so=%d ind=%d%s",
@@ -518,6 +521,12 @@ static void test_pools(void) {
       {"AveragePool", 3, 1, 2, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {0}, {0, 1, 1}, {1, 0, 1}, NULL, 1, 0},
       {"AveragePool", 2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER", 0, 0},
       {"AveragePool", 2, 1, 2, {6, 6}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, NULL, 0, 0},
+      {"LpPool", 2, 1, 4, {16, 15}, {3, 3}, {2, 2}, {0}, {1, 1}, {1, 1}, NULL, 0, 2},
+      {"LpPool", 2, 2, 3, {7, 9}, {3, 2}, {2, 2}, {0}, {1, 0}, {1, 1}, NULL, 1, 1},
+      {"LpPool", 1, 1, 3, {12}, {5}, {1}, {0}, {2}, {2}, NULL, 0, 3},
+      {"LpPool", 3, 1, 2, {4, 5, 6}, {2, 2, 3}, {2, 1, 2}, {0}, {0, 1, 1}, {1, 0, 1}, NULL, 0, 4},
+      {"LpPool", 2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {0}, {0}, {0}, "SAME_UPPER", 0, 2, 0, 0, true},
+      {"LpPool", 2, 1, 2, {6, 6}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, NULL, 0, 2},
   };
   for (int i = 0; i < NELEM(cases); ++i) pool_case(&cases[i]);
   for (int f = 0; f < 2; ++f) {
@@ -534,6 +543,15 @@ static void test_pools(void) {
   spec_t sp3 = {.op = "GlobalAveragePool", .n_in = 1, .n_out = 1};
   sp3.in[0] = RAND(F32, 1, 2, 3, 4, 5);
   check_case(&sp3, "GlobalAveragePool [1,2,3,4,5]");
+  /* GlobalMaxPool: short planes, 16-lane planes, f16, one blocked plane */
+  static const int64_t gm[4][4] = {{2, 3, 1, 5}, {2, 5, 7, 7}, {1, 3, 9, 10}, {1, 2, 300, 300}};
+  for (int i = 0; i < 4; ++i) {
+    spec_t g = {.op = "GlobalMaxPool", .n_in = 1, .n_out = 1};
+    g.in[0] = rand_array(i == 2 ? F16 : F32, 4, gm[i]);
+    char what[64];
+    snprintf(what, sizeof what, "GlobalMaxPool case %d", i);
+    check_case(&g, what);
+  }
 }
 
 /* ---- norms, softmax, reductions ------------------------------------------------ */
@@ -635,23 +653,183 @@ static void reduce_case(const char* op, int64_t opset, kiln_dtype_t t, int rank,
 }
 
 static void test_reduce(void) {
-  const char* ops[3] = {"ReduceMean", "ReduceSum", "ReduceMax"};
-  for (int o = 0; o < 3; ++o) {
-    int64_t newset = o == 1 ? 13 : 18;
+  /* ints: the kinds with exact integer results (L2, LogSum, LogSumExp are
+   * float only) */
+  static const struct {
+    const char* op;
+    bool ints;
+  } ops[] = {{"ReduceMean", true},       {"ReduceSum", true},     {"ReduceMax", true},
+             {"ReduceMin", true},        {"ReduceProd", true},    {"ReduceL1", true},
+             {"ReduceL2", false},        {"ReduceSumSquare", true}, {"ReduceLogSum", false},
+             {"ReduceLogSumExp", false}};
+  for (int o = 0; o < NELEM(ops); ++o) {
+    int64_t newset = !strcmp(ops[o].op, "ReduceSum") ? 13 : 18;
     for (int in = 0; in < 2; ++in) {
       int64_t opset = in ? newset : 11;
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(2, 3), 1, 0, in);
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 1, DIMS(1), 0, 0, in);
-      reduce_case(ops[o], opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(0, -2), 1, 0, in);
-      reduce_case(ops[o], opset, F32, 3, DIMS(3, 1, 100), 1, DIMS(-1), 0, 0, in);
-      reduce_case(ops[o], opset, F32, 3, DIMS(3, 50, 4), 0, NULL, 0, 0, in);
-      reduce_case(ops[o], opset, I32, 3, DIMS(3, 5, 4), 1, DIMS(1), 1, 0, in);
-      reduce_case(ops[o], opset, I64, 3, DIMS(3, 5, 4), 1, DIMS(2), 0, 0, in);
-      reduce_case(ops[o], opset, F16, 3, DIMS(3, 5, 4), 2, DIMS(0, 2), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(2, 3), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 1, DIMS(1), 0, 0, in);
+      reduce_case(ops[o].op, opset, F32, 4, DIMS(2, 3, 4, 5), 2, DIMS(0, -2), 1, 0, in);
+      reduce_case(ops[o].op, opset, F32, 3, DIMS(3, 1, 100), 1, DIMS(-1), 0, 0, in);
+      reduce_case(ops[o].op, opset, F32, 3, DIMS(3, 50, 4), 0, NULL, 0, 0, in);
+      if (ops[o].ints) {
+        reduce_case(ops[o].op, opset, I32, 3, DIMS(3, 5, 4), 1, DIMS(1), 1, 0, in);
+        reduce_case(ops[o].op, opset, I64, 3, DIMS(3, 5, 4), 1, DIMS(2), 0, 0, in);
+      }
+      reduce_case(ops[o].op, opset, F16, 3, DIMS(3, 5, 4), 2, DIMS(0, 2), 1, 0, in);
     }
-    reduce_case(ops[o], newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
-    reduce_case(ops[o], 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
+    reduce_case(ops[o].op, newset, F32, 3, DIMS(3, 5, 4), 0, NULL, 1, 1, true);
+    reduce_case(ops[o].op, 11, F32, 2, DIMS(3, 0), 1, DIMS(1), 1, 0, false);
   }
+  /* LogSumExp of values near 200 (exp overflows f32 past 88): the lowering
+   * subtracts the max first; every layout (rows, kept last dim, blocked). */
+  static const struct {
+    int rank;
+    int64_t d[3];
+    int64_t axis;
+  } lse[] = {{2, {3, 50}, 1}, {3, {4, 30, 6}, 1}, {2, {2, 70001}, 1}, {2, {5, 7}, 0}};
+  for (int i = 0; i < NELEM(lse); ++i) {
+    spec_t sp = {.op = "ReduceLogSumExp", .opset = 13, .n_in = 1, .n_out = 1, .tol = 1e-5};
+    sp.in[0] = rand_array(F32, lse[i].rank, lse[i].d);
+    float* v = sp.in[0].data;
+    for (int64_t j = 0; j < kiln_array_numel(&sp.in[0]); ++j) v[j] = 200.0f + 10.0f * v[j];
+    if (i == 3) /* column 0 all -inf: the shift falls back to 0 */
+      for (int j = 0; j < 35; j += 7) v[j] = -INFINITY;
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_ints("axes", 1, &lse[i].axis);
+    char what[64];
+    snprintf(what, sizeof what, "ReduceLogSumExp near 200, case %d", i);
+    check_case(&sp, what);
+  }
+  reduce_case("ReduceMin", 18, U8, 2, DIMS(4, 9), 1, DIMS(1), 0, 0, true);
+  reduce_case("ReduceMin", 18, I8, 2, DIMS(4, 9), 1, DIMS(0), 1, 0, true);
+}
+
+/* ArgMax / ArgMin / Hardmax: axes first, middle, last; integer inputs with
+ * ties (rand_array's ints repeat) for select_last_index; NaNs, which count
+ * as the extreme. */
+static void scan_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                      int64_t axis, int keep, int last, bool nans) {
+  spec_t sp = {.op = op, .opset = opset, .n_in = 1, .n_out = 1};
+  sp.in[0] = rand_array(t, rank, d);
+  if (nans) {
+    for (int64_t i = 0; i < kiln_array_numel(&sp.in[0]); i += 7) kiln_store_f64(t, sp.in[0].data, (size_t)i, NAN);
+  }
+  if (axis != 99) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", axis);
+  if (strcmp(op, "Hardmax")) {
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("keepdims", keep);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("select_last_index", last);
+  }
+  char what[128];
+  snprintf(what, sizeof what, "%s opset %lld %s rank %d axis %lld keep %d last %d nans %d", op,
+           (long long)opset, kiln_dtype_name(t), rank, (long long)axis, keep, last, nans);
+  check_case(&sp, what);
+}
+
+static void test_argmax(void) {
+  const char* ops[2] = {"ArgMax", "ArgMin"};
+  for (int o = 0; o < 2; ++o) {
+    for (int last = 0; last < 2; ++last) {
+      scan_case(ops[o], 13, F32, 3, DIMS(4, 5, 6), 0, 1, last, false);
+      scan_case(ops[o], 13, F32, 3, DIMS(4, 5, 6), -2, 0, last, false);
+      scan_case(ops[o], 13, I32, 3, DIMS(4, 5, 6), 2, 1, last, false);
+      scan_case(ops[o], 13, I64, 2, DIMS(3, 40), 1, 0, last, false);
+      scan_case(ops[o], 13, U8, 2, DIMS(30, 3), 0, 1, last, false);
+      scan_case(ops[o], 13, F16, 3, DIMS(2, 9, 3), 1, 1, last, false);
+      scan_case(ops[o], 13, F32, 2, DIMS(5, 30), 1, 1, last, true);
+    }
+    scan_case(ops[o], 11, F32, 2, DIMS(64, 300), 1, 0, 0, false);
+    scan_case(ops[o], 13, F32, 1, DIMS(1), 0, 1, 0, false);
+  }
+  scan_case("Hardmax", 13, F32, 3, DIMS(4, 5, 6), 99, 0, 0, false);
+  scan_case("Hardmax", 13, F32, 3, DIMS(4, 5, 6), 1, 0, 0, true);
+  scan_case("Hardmax", 13, F16, 2, DIMS(3, 70), 0, 0, 0, false);
+  scan_case("Hardmax", 11, F32, 3, DIMS(4, 5, 6), 99, 0, 0, false);
+  scan_case("Hardmax", 11, F32, 3, DIMS(4, 5, 6), 0, 0, 0, false);
+}
+
+/* InstanceNormalization / GroupNormalization: per-group parameters (GroupNorm
+ * before 21) and per-channel ones, f16, constant parameters, rows past 32k
+ * (statistics in blocks, three kernels), 1-D and 3-D spatial. */
+static void groupnorm_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                           int64_t groups, uint32_t const_mask) {
+  const int64_t plen = groups && opset < 21 ? groups : d[1];
+  spec_t sp = {.op = op, .opset = opset, .n_in = 3, .n_out = 1, .const_mask = const_mask,
+               .tol = t == F16 ? 3e-3 : 2e-5};
+  sp.in[0] = rand_array(t, rank, d);
+  sp.in[1] = rand_array(t, 1, DIMS(plen));
+  sp.in[2] = rand_array(t, 1, DIMS(plen));
+  if (groups) sp.attrs[sp.n_attrs++] = kiln_attr_make_int("num_groups", groups);
+  sp.attrs[sp.n_attrs++] = kiln_attr_make_float("epsilon", 1e-3f);
+  char what[128];
+  snprintf(what, sizeof what, "%s opset %lld %s rank %d groups %lld const %u", op, (long long)opset,
+           kiln_dtype_name(t), rank, (long long)groups, const_mask);
+  check_case(&sp, what);
+}
+
+static void test_groupnorm(void) {
+  groupnorm_case("InstanceNormalization", 6, F32, 4, DIMS(2, 3, 5, 7), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 3, DIMS(2, 4, 100), 0, 6u);
+  groupnorm_case("InstanceNormalization", 6, F16, 4, DIMS(1, 3, 9, 9), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 4, DIMS(1, 2, 300, 300), 0, 0);
+  groupnorm_case("InstanceNormalization", 6, F32, 5, DIMS(1, 2, 3, 4, 5), 0, 0);
+  for (int v = 0; v < 2; ++v) {
+    const int64_t opset = v ? 21 : 18;
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(2, 6, 5, 7), 3, 0);
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(2, 6, 5, 7), 1, 6u);
+    groupnorm_case("GroupNormalization", opset, F32, 3, DIMS(3, 8, 33), 8, 0);
+    groupnorm_case("GroupNormalization", opset, F16, 4, DIMS(1, 4, 6, 6), 2, 0);
+    groupnorm_case("GroupNormalization", opset, F32, 4, DIMS(1, 4, 200, 200), 2, 0);
+  }
+  /* long rows in blocks (a UNet block's shape, scaled down), f16 and
+   * constant parameters on that path, and a prime row that cannot split */
+  groupnorm_case("GroupNormalization", 21, F32, 4, DIMS(2, 32, 64, 64), 4, 0);
+  groupnorm_case("GroupNormalization", 18, F16, 4, DIMS(1, 8, 64, 64), 2, 6u);
+  groupnorm_case("InstanceNormalization", 6, F32, 3, DIMS(1, 2, 32771), 0, 0);
+}
+
+/* LpNormalization (p 1 and 2, first / middle / last axis, a row past 64k),
+ * MeanVarianceNormalization (default and other axes), LRN (odd and even
+ * windows, a window wider than C, 1-D and 2-D spatial). */
+static void one_in_case(const char* op, int64_t opset, kiln_dtype_t t, int rank, const int64_t* d,
+                        int n_attrs, const kiln_attr_t* attrs, const char* what) {
+  spec_t sp = {.op = op, .opset = opset, .n_in = 1, .n_out = 1, .tol = t == F16 ? 3e-3 : 2e-5};
+  sp.in[0] = rand_array(t, rank, d);
+  for (int i = 0; i < n_attrs; ++i) sp.attrs[sp.n_attrs++] = attrs[i];
+  check_case(&sp, what);
+}
+
+static void test_more_norms(void) {
+  for (int p = 1; p <= 2; ++p) {
+    for (int64_t axis = -1; axis <= 1; ++axis) {
+      kiln_attr_t at[2] = {kiln_attr_make_int("p", p), kiln_attr_make_int("axis", axis)};
+      char what[64];
+      snprintf(what, sizeof what, "LpNormalization p %d axis %lld", p, (long long)axis);
+      one_in_case("LpNormalization", 1, F32, 3, DIMS(4, 6, 70), 2, at, what);
+    }
+    kiln_attr_t at[1] = {kiln_attr_make_int("p", p)};
+    one_in_case("LpNormalization", 1, F32, 2, DIMS(2, 100003), 1, at, "LpNormalization long rows");
+    one_in_case("LpNormalization", 1, F16, 2, DIMS(3, 40), 1, at, "LpNormalization f16");
+  }
+  one_in_case("MeanVarianceNormalization", 13, F32, 4, DIMS(3, 4, 5, 6), 0, NULL, "MVN default axes");
+  one_in_case("MeanVarianceNormalization", 13, F16, 4, DIMS(2, 3, 4, 5), 0, NULL, "MVN f16");
+  {
+    kiln_attr_t at[1] = {kiln_attr_make_ints("axes", 2, DIMS(1, -1))};
+    one_in_case("MeanVarianceNormalization", 13, F32, 3, DIMS(3, 20, 30), 1, at, "MVN axes [1,-1]");
+  }
+  {
+    kiln_attr_t at[1] = {kiln_attr_make_ints("axes", 1, DIMS(0))};
+    one_in_case("MeanVarianceNormalization", 13, F32, 3, DIMS(50, 2, 3), 1, at, "MVN axes [0]");
+  }
+  static const int64_t sizes[4] = {1, 3, 4, 9};
+  for (int i = 0; i < 4; ++i) {
+    kiln_attr_t at[4] = {kiln_attr_make_int("size", sizes[i]), kiln_attr_make_float("alpha", 0.5f),
+                         kiln_attr_make_float("beta", 0.7f), kiln_attr_make_float("bias", 1.5f)};
+    char what[64];
+    snprintf(what, sizeof what, "LRN size %lld", (long long)sizes[i]);
+    one_in_case("LRN", 13, F32, 4, DIMS(2, 7, 5, 6), 4, at, what);
+    one_in_case("LRN", 13, F32, 3, DIMS(1, 5, 33), 4, at, what);
+  }
+  kiln_attr_t lrn_f16[1] = {kiln_attr_make_int("size", 5)};
+  one_in_case("LRN", 13, F16, 4, DIMS(1, 8, 4, 4), 1, lrn_f16, "LRN f16 defaults");
 }
 
 /* ---- variants the CPU lowering does not do: clear UNSUPPORTED errors ------------- */
@@ -693,6 +871,12 @@ static void test_errors(void) {
     /* run-time axes: no static output shape, refused before lowering */
     CHECK_ERR(plan_only(&sp), -1, "static");
   }
+  {
+    spec_t sp = {.op = "LRN", .opset = 13, .n_in = 1, .n_out = 1};
+    sp.in[0] = RAND(F32, 1, 40, 2, 2);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("size", 33);
+    CHECK_ERR(plan_only(&sp), KILN_UNSUPPORTED, "LRN: size 33");
+  }
 }
 
 int main(void) {
@@ -708,6 +892,9 @@ int main(void) {
   RUN(test_layernorm);
   RUN(test_softmax);
   RUN(test_reduce);
+  RUN(test_argmax);
+  RUN(test_groupnorm);
+  RUN(test_more_norms);
   RUN(test_errors);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();

@@ -125,7 +125,8 @@ static void check_f32(const kiln_array_t* y, int64_t n, const float* want,
   if (y->dtype != F32 || kiln_array_numel(y) != n) return;
   for (int64_t i = 0; i < n; ++i) {
     float got = ((const float*)y->data)[i];
-    CHECK_MSG(fabs(got - want[i]) <= tol, "element %lld: got %.9g, want %.9g",
+    /* == first: infinities compare equal, their difference is NaN */
+    CHECK_MSG(got == want[i] || fabs(got - want[i]) <= tol, "element %lld: got %.9g, want %.9g",
               (long long)i, got, want[i]);
   }
 }
@@ -712,6 +713,114 @@ static void test_flops(void) {
   CHECK(s && s->flops && s->flops(&ctx2) == 2 * 2 * 3 * 5 * 4);
 }
 
+/* ---- added reductions / normalisations: values worked by hand ---------- */
+
+static void test_reduce_kinds(void) {
+  kiln_array_t x[1] = {ARR(F32, 2, DIMS(2, 3), FV(1, -2, 2, 3, 0, -4))};
+  kiln_attr_t ax1[2] = {INTS("axes", 1), kiln_attr_make_int("keepdims", 0)};
+  expect_f32("ReduceMin", 13, 1, x, 0, 2, ax1, 1, DIMS(2), FV(-2, -4), 0);
+  expect_f32("ReduceProd", 13, 1, x, 0, 2, ax1, 1, DIMS(2), FV(-4, 0), 0);
+  expect_f32("ReduceL1", 13, 1, x, 0, 2, ax1, 1, DIMS(2), FV(5, 7), 1e-6);
+  expect_f32("ReduceL2", 13, 1, x, 0, 2, ax1, 1, DIMS(2), FV(3, 5), 1e-6);
+  expect_f32("ReduceSumSquare", 13, 1, x, 0, 2, ax1, 1, DIMS(2), FV(9, 25), 1e-6);
+  /* LogSum of [1,-2,2] = log 1 = 0; of [3,0,-4]: log(-1) = NaN is skipped */
+  kiln_array_t xp[1] = {ARR(F32, 2, DIMS(2, 2), FV(1, 2, 0.5f, 0.25f))};
+  expect_f32("ReduceLogSum", 13, 1, xp, 0, 2, ax1, 1, DIMS(2), FV(logf(3), logf(0.75f)), 1e-6);
+  /* LogSumExp over [0, ln 3] = ln 4; opset 18 axes input */
+  kiln_array_t xe[2] = {ARR(F32, 1, DIMS(2), FV(0, logf(3))), ARR(I64, 1, DIMS(1), IV(0))};
+  expect_f32("ReduceLogSumExp", 18, 2, xe, 2, 0, NULL, 1, DIMS(1), FV(logf(4)), 1e-6);
+  /* empty set: Min +inf, Prod 1, LogSum -inf */
+  kiln_array_t xz[1] = {ARR(F32, 2, DIMS(2, 0), NULL)};
+  kiln_attr_t k1[1] = {INTS("axes", 1)};
+  expect_f32("ReduceMin", 13, 1, xz, 0, 1, k1, 2, DIMS(2, 1), FV(INFINITY, INFINITY), 0);
+  expect_f32("ReduceProd", 13, 1, xz, 0, 1, k1, 2, DIMS(2, 1), FV(1, 1), 0);
+  expect_f32("ReduceLogSum", 13, 1, xz, 0, 1, k1, 2, DIMS(2, 1), FV(-INFINITY, -INFINITY), 0);
+  /* integer Min / Prod stay integers; L2 on ints is refused */
+  int32_t xi[4] = {-5, 7, 3, -9};
+  kiln_array_t ii[1] = {ARR(I32, 2, DIMS(2, 2), xi)};
+  kiln_array_t y = {0};
+  if (CHECK_OK(run_op("ReduceProd", 13, 1, ii, 0, 1, k1, &y))) {
+    CHECK(y.dtype == I32 && ((int32_t*)y.data)[0] == -35 && ((int32_t*)y.data)[1] == -27);
+    kiln_array_free(A(), &y);
+  }
+  CHECK_ERR(load_only("ReduceL2", 13, 1, ii, 0, 1, k1), KILN_UNSUPPORTED, "ReduceL2: input");
+  kiln_attr_t a18[1] = {INTS("axes", 1)};
+  CHECK_ERR(load_only("ReduceMin", 18, 1, x, 0, 1, a18), KILN_INVALID_ARGUMENT, "axes is an input since opset 18");
+}
+
+static void test_argmax_ref(void) {
+  /* ties: first index, or the last with select_last_index */
+  kiln_array_t x[1] = {ARR(F32, 2, DIMS(2, 4), FV(1, 5, 5, 0, 2, NAN, 7, NAN))};
+  kiln_array_t y = {0};
+  kiln_attr_t at[2] = {kiln_attr_make_int("axis", 1), kiln_attr_make_int("select_last_index", 0)};
+  for (int last = 0; last < 2; ++last) {
+    at[1] = kiln_attr_make_int("select_last_index", last);
+    if (CHECK_OK(run_op("ArgMax", 13, 1, x, 0, 2, at, &y))) {
+      const int64_t* v = y.data;
+      /* row 1 holds NaNs: the first (or last) NaN wins, as in numpy */
+      CHECK(y.dtype == I64 && shape_is(&y.shape, 2, DIMS(2, 1)));
+      CHECK_MSG(v[0] == (last ? 2 : 1) && v[1] == (last ? 3 : 1), "ArgMax last=%d: %lld %lld", last,
+                (long long)v[0], (long long)v[1]);
+      kiln_array_free(A(), &y);
+    }
+  }
+  int32_t xi[6] = {4, -1, 4, -1, 0, 2};
+  kiln_array_t ii[1] = {ARR(I32, 2, DIMS(3, 2), xi)};
+  kiln_attr_t a0[2] = {kiln_attr_make_int("axis", 0), kiln_attr_make_int("keepdims", 0)};
+  if (CHECK_OK(run_op("ArgMin", 13, 1, ii, 0, 2, a0, &y))) {
+    const int64_t* v = y.data;
+    CHECK(shape_is(&y.shape, 1, DIMS(2)) && v[0] == 2 && v[1] == 0);
+    kiln_array_free(A(), &y);
+  }
+  a0[1] = kiln_attr_make_int("select_last_index", 1);
+  if (CHECK_OK(run_op("ArgMin", 13, 1, ii, 0, 2, a0, &y))) {
+    const int64_t* v = y.data;
+    CHECK(shape_is(&y.shape, 2, DIMS(1, 2)) && v[0] == 2 && v[1] == 1);
+    kiln_array_free(A(), &y);
+  }
+  kiln_array_t xz[1] = {ARR(F32, 2, DIMS(2, 0), NULL)};
+  kiln_attr_t a1[1] = {kiln_attr_make_int("axis", 1)};
+  CHECK_ERR(load_only("ArgMax", 13, 1, xz, 0, 1, a1), KILN_INVALID_ARGUMENT, "has size 0");
+  expect_f32("Hardmax", 13, 1, x, 0, 0, NULL, 2, DIMS(2, 4), FV(0, 1, 0, 0, 0, 1, 0, 0), 0);
+}
+
+static void test_more_norms_ref(void) {
+  /* LpNormalization: rows [3,4] and [-1,0]; p 2 and p 1 */
+  kiln_array_t x[1] = {ARR(F32, 2, DIMS(2, 2), FV(3, 4, -1, 0))};
+  expect_f32("LpNormalization", 1, 1, x, 0, 0, NULL, 2, DIMS(2, 2), FV(0.6f, 0.8f, -1, 0), 1e-6);
+  kiln_attr_t p1[2] = {kiln_attr_make_int("p", 1), kiln_attr_make_int("axis", 0)};
+  expect_f32("LpNormalization", 1, 1, x, 0, 2, p1, 2, DIMS(2, 2), FV(0.75f, 1, -0.25f, 0), 1e-6);
+  kiln_attr_t p3[1] = {kiln_attr_make_int("p", 3)};
+  CHECK_ERR(load_only("LpNormalization", 1, 1, x, 0, 1, p3), KILN_INVALID_ARGUMENT, "p must be 1 or 2");
+  /* GroupNormalization-18 (per-group scale/bias) on [1,4,1,1] in 2 groups:
+   * each group [a, b] normalises to [-1, 1] (eps 0), then * s[g] + b[g] */
+  kiln_array_t g18[3] = {ARR(F32, 4, DIMS(1, 4, 1, 1), FV(1, 3, 10, 20)), ARR(F32, 1, DIMS(2), FV(2, 3)),
+                         ARR(F32, 1, DIMS(2), FV(0, 1))};
+  kiln_attr_t ga[2] = {kiln_attr_make_int("num_groups", 2), kiln_attr_make_float("epsilon", 0)};
+  expect_f32("GroupNormalization", 18, 3, g18, 0, 2, ga, 4, DIMS(1, 4, 1, 1), FV(-2, 2, -2, 4), 1e-5);
+  kiln_array_t g21[3] = {g18[0], ARR(F32, 1, DIMS(4), FV(1, 2, 3, 4)), ARR(F32, 1, DIMS(4), FV(0, 0, 1, 1))};
+  expect_f32("GroupNormalization", 21, 3, g21, 0, 2, ga, 4, DIMS(1, 4, 1, 1), FV(-1, 2, -2, 5), 1e-5);
+  CHECK_ERR(load_only("GroupNormalization", 21, 3, g18, 0, 2, ga), KILN_INVALID_ARGUMENT, "expected [4]");
+  kiln_attr_t g3[1] = {kiln_attr_make_int("num_groups", 3)};
+  CHECK_ERR(load_only("GroupNormalization", 21, 3, g21, 0, 1, g3), KILN_INVALID_ARGUMENT,
+            "4 channels do not split into 3 groups");
+  /* LRN size 3, alpha 3 (alpha/size = 1), beta 1, bias 1 over channels [1,2]:
+   * y0 = 1 / (1 + 1 + 4), y1 = 2 / (1 + 1 + 4) */
+  kiln_array_t xl[1] = {ARR(F32, 3, DIMS(1, 2, 1), FV(1, 2))};
+  kiln_attr_t la[3] = {kiln_attr_make_int("size", 3), kiln_attr_make_float("alpha", 3),
+                       kiln_attr_make_float("beta", 1)};
+  expect_f32("LRN", 13, 1, xl, 0, 3, la, 3, DIMS(1, 2, 1), FV(1.0f / 6, 2.0f / 6), 1e-6);
+  /* MVN over axis 1 of [[1,3],[2,2]]: [-1,1] (sd 1) and [0,0] (sd 0 + 1e-9) */
+  kiln_array_t xm[1] = {ARR(F32, 2, DIMS(2, 2), FV(1, 3, 2, 2))};
+  kiln_attr_t ma[1] = {INTS("axes", 1)};
+  expect_f32("MeanVarianceNormalization", 13, 1, xm, 0, 1, ma, 2, DIMS(2, 2), FV(-1, 1, 0, 0), 1e-6);
+  /* GlobalMaxPool and LpPool (p 2, k 2, stride 2) on [1,1,2,2] = [3,4,0,0] */
+  kiln_array_t xg[1] = {ARR(F32, 4, DIMS(1, 1, 2, 2), FV(3, -4, 0, 0))};
+  expect_f32("GlobalMaxPool", 13, 1, xg, 0, 0, NULL, 4, DIMS(1, 1, 1, 1), FV(3), 0);
+  kiln_attr_t lp[2] = {INTS("kernel_shape", 2, 2), INTS("strides", 2, 2)};
+  expect_f32("LpPool", 18, 1, xg, 0, 2, lp, 4, DIMS(1, 1, 1, 1), FV(5), 1e-6);
+}
+
 int main(void) {
   RUN(test_conv_stride2_pad1_bias);
   RUN(test_conv_asymmetric_pads_and_auto_pad);
@@ -732,6 +841,9 @@ int main(void) {
   RUN(test_layernorm);
   RUN(test_reduce);
   RUN(test_reduce_runtime_axes);
+  RUN(test_reduce_kinds);
+  RUN(test_argmax_ref);
+  RUN(test_more_norms_ref);
   RUN(test_flops);
   return kiln_test_finish();
 }

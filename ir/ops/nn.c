@@ -1,7 +1,7 @@
 /* The nn op family: convolutions, matrix products, pooling, normalisations
  * and reductions. The schemas live in the split files nn_conv.c,
- * nn_matmul.c, nn_pool.c, nn_norm.c and nn_reduce.c; shared helpers in
- * nn_common.c.
+ * nn_matmul.c, nn_pool.c, nn_norm.c, nn_groupnorm.c, nn_norm_more.c,
+ * nn_reduce.c and nn_argmax.c; shared helpers in nn_common.c.
  */
 #include "ir/ops/nn_internal.h"
 

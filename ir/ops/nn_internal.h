@@ -21,15 +21,97 @@ KILN_NN_DECLARE(gemm)
 KILN_NN_DECLARE(batchnorm)
 KILN_NN_DECLARE(maxpool)
 KILN_NN_DECLARE(avgpool)
+KILN_NN_DECLARE(lppool)
 KILN_NN_DECLARE(global_avgpool)
+KILN_NN_DECLARE(global_maxpool)
 KILN_NN_DECLARE(softmax)
 KILN_NN_DECLARE(log_softmax)
 KILN_NN_DECLARE(layernorm)
 KILN_NN_DECLARE(reduce_mean)
 KILN_NN_DECLARE(reduce_sum)
 KILN_NN_DECLARE(reduce_max)
+KILN_NN_DECLARE(reduce_min)
+KILN_NN_DECLARE(reduce_prod)
+KILN_NN_DECLARE(reduce_l1)
+KILN_NN_DECLARE(reduce_l2)
+KILN_NN_DECLARE(reduce_sum_square)
+KILN_NN_DECLARE(reduce_log_sum)
+KILN_NN_DECLARE(reduce_log_sum_exp)
+KILN_NN_DECLARE(argmax)
+KILN_NN_DECLARE(argmin)
+KILN_NN_DECLARE(hardmax)
+KILN_NN_DECLARE(instancenorm)
+KILN_NN_DECLARE(groupnorm)
+KILN_NN_DECLARE(lrn)
+KILN_NN_DECLARE(lpnorm)
+KILN_NN_DECLARE(mvn)
+KILN_NN_DECLARE(lstm)
+KILN_NN_DECLARE(gru)
+KILN_NN_DECLARE(rnn)
 
 #undef KILN_NN_DECLARE
+
+/* The Reduce* kinds (schema in nn_reduce.c; the lowering shares them). */
+typedef enum kiln_nn_red_kind_e {
+  KILN_NN_RED_MEAN, KILN_NN_RED_SUM, KILN_NN_RED_MAX, KILN_NN_RED_MIN,
+  KILN_NN_RED_PROD, KILN_NN_RED_L1, KILN_NN_RED_L2, KILN_NN_RED_SUMSQ,
+  KILN_NN_RED_LOGSUM, KILN_NN_RED_LOGSUMEXP
+} kiln_nn_red_kind_t;
+/* "ReduceMean", ... */
+const char* kiln_nn_red_name(kiln_nn_red_kind_t k);
+
+/* ---- recurrent layers (LSTM, GRU, RNN; nn_rnn.c) ------------------------ */
+
+typedef enum kiln_nn_rnn_kind_e {
+  KILN_NN_RNN_LSTM = 0, /* gates i, o, f, c; inputs X W R B seq_lens h0 c0 P */
+  KILN_NN_RNN_GRU,      /* gates z, r, h; inputs X W R B seq_lens h0 */
+  KILN_NN_RNN_RNN,      /* one gate; inputs X W R B seq_lens h0 */
+} kiln_nn_rnn_kind_t;
+
+/* The ONNX activation set of the recurrent ops. */
+typedef enum kiln_nn_rnn_fn_e {
+  KILN_NN_ACT_RELU = 0,
+  KILN_NN_ACT_TANH,
+  KILN_NN_ACT_SIGMOID,
+  KILN_NN_ACT_AFFINE,
+  KILN_NN_ACT_LEAKY_RELU,
+  KILN_NN_ACT_THRESHOLDED_RELU,
+  KILN_NN_ACT_SCALED_TANH,
+  KILN_NN_ACT_HARD_SIGMOID,
+  KILN_NN_ACT_ELU,
+  KILN_NN_ACT_SOFTSIGN,
+  KILN_NN_ACT_SOFTPLUS,
+} kiln_nn_rnn_fn_t;
+
+typedef struct kiln_nn_rnn_act_s {
+  kiln_nn_rnn_fn_t fn;
+  float alpha, beta;
+} kiln_nn_rnn_act_t;
+
+/* A recurrent node's attributes, checked (kiln_nn_rnn_parse). */
+typedef struct kiln_nn_rnn_s {
+  kiln_nn_rnn_kind_t kind;
+  int32_t gates;      /* 4, 3, 1 */
+  int32_t dirs;       /* 1 or 2 */
+  bool reverse;       /* direction "reverse" (dirs 1) */
+  int64_t hidden;     /* hidden_size, or -1 when absent (then from R) */
+  int64_t layout;     /* 0: X [T,B,I]; 1: X [B,T,I] */
+  bool has_clip;
+  float clip;
+  bool input_forget;  /* LSTM: f = 1 - i */
+  bool lbr;           /* GRU linear_before_reset */
+  int32_t n_act;      /* activations per direction: 3, 2, 1 */
+  kiln_nn_rnn_act_t act[2][3]; /* [direction][f, g, h] */
+} kiln_nn_rnn_t;
+
+/* Reads and checks the attributes of |n| (an LSTM, GRU or RNN node): unknown
+ * activations, bad direction/layout/clip and activation counts are errors
+ * naming the node. Alphas and betas are taken in order by the activations
+ * that use them, with the ONNX defaults for the rest (as onnxruntime does). */
+kiln_status_t kiln_nn_rnn_parse(const kiln_node_t* n, kiln_nn_rnn_kind_t kind,
+                                kiln_nn_rnn_t* out);
+/* True when direction |d| (0 or 1) runs backwards in time. */
+bool kiln_nn_rnn_dir_reverse(const kiln_nn_rnn_t* r, int32_t d);
 
 /* ---- messages ---------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* Normalisations: BatchNormalization (inference mode), LayerNormalization,
- * Softmax and LogSoftmax (opset < 13 coerces to 2-D at axis, default 1;
+ * Softmax, LogSoftmax and Hardmax (opset < 13 coerces to 2-D at axis, default 1;
  * opset >= 13 works on one axis, default -1).
  */
 #include <math.h>
@@ -330,8 +330,21 @@ static kiln_status_t sm_infer(kiln_infer_t* ctx, const char* op) {
   return NULL;
 }
 
+typedef enum { SM_SOFT, SM_LOG, SM_HARD } sm_form_t;
+
+/* Hardmax: the first maximum of the row (a NaN counts as the maximum, as
+ * numpy's argmax in the ONNX reference). */
+static int64_t sm_argmax(const float* xr, int64_t n, int64_t inner) {
+  int64_t best = 0;
+  for (int64_t a = 1; a < n && !isnan(xr[best * inner]); ++a) {
+    const float v = xr[a * inner];
+    if (v > xr[best * inner] || isnan(v)) best = a;
+  }
+  return best;
+}
+
 static kiln_status_t sm_run(const kiln_ref_ctx_t* ctx, const char* op,
-                            bool log_form) {
+                            sm_form_t form) {
   const kiln_array_t* X = ctx->in[0];
   int64_t outer = 0, n = 0, inner = 0;
   KILN_RETURN_IF_ERROR(
@@ -345,12 +358,17 @@ static kiln_status_t sm_run(const kiln_ref_ctx_t* ctx, const char* op,
       for (int64_t i = 0; i < inner; ++i) {
         const float* xr = x + o * n * inner + i;
         float* yr = y + o * n * inner + i;
+        if (form == SM_HARD) {
+          const int64_t best = sm_argmax(xr, n, inner);
+          for (int64_t a = 0; a < n; ++a) yr[a * inner] = a == best ? 1.0f : 0.0f;
+          continue;
+        }
         float mx = -INFINITY;
         for (int64_t a = 0; a < n; ++a)
           if (xr[a * inner] > mx) mx = xr[a * inner];
         double sum = 0.0;
         for (int64_t a = 0; a < n; ++a) sum += exp((double)(xr[a * inner] - mx));
-        if (log_form) {
+        if (form == SM_LOG) {
           float ls = (float)log(sum);
           for (int64_t a = 0; a < n; ++a) yr[a * inner] = xr[a * inner] - mx - ls;
         } else {
@@ -368,7 +386,7 @@ kiln_status_t kiln_nn_softmax_infer(kiln_infer_t* ctx) {
   return sm_infer(ctx, "Softmax");
 }
 kiln_status_t kiln_nn_softmax_run(const kiln_ref_ctx_t* ctx) {
-  return sm_run(ctx, "Softmax", false);
+  return sm_run(ctx, "Softmax", SM_SOFT);
 }
 int64_t kiln_nn_softmax_flops(const kiln_infer_t* ctx) {
   const kiln_shape_t* x = &ctx->in[0]->shape;
@@ -378,8 +396,21 @@ kiln_status_t kiln_nn_log_softmax_infer(kiln_infer_t* ctx) {
   return sm_infer(ctx, "LogSoftmax");
 }
 kiln_status_t kiln_nn_log_softmax_run(const kiln_ref_ctx_t* ctx) {
-  return sm_run(ctx, "LogSoftmax", true);
+  return sm_run(ctx, "LogSoftmax", SM_LOG);
 }
 int64_t kiln_nn_log_softmax_flops(const kiln_infer_t* ctx) {
   return kiln_nn_softmax_flops(ctx);
+}
+
+/* Hardmax: 1 at the first maximum of each row, 0 elsewhere; the axis rules
+ * are Softmax's (2-D coercion before opset 13). */
+kiln_status_t kiln_nn_hardmax_infer(kiln_infer_t* ctx) {
+  return sm_infer(ctx, "Hardmax");
+}
+kiln_status_t kiln_nn_hardmax_run(const kiln_ref_ctx_t* ctx) {
+  return sm_run(ctx, "Hardmax", SM_HARD);
+}
+int64_t kiln_nn_hardmax_flops(const kiln_infer_t* ctx) {
+  const kiln_shape_t* x = &ctx->in[0]->shape;
+  return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
 }

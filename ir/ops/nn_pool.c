@@ -1,5 +1,5 @@
 /* MaxPool (with the optional Indices output), AveragePool and
- * GlobalAveragePool over 1 to 3 spatial dims.
+ * LpPool, GlobalAveragePool and GlobalMaxPool over 1 to 3 spatial dims.
  *
  * AveragePool follows the ONNX reference implementation (which generated the
  * backend tests): with count_include_pad=1 the divisor is the full kernel
@@ -193,8 +193,11 @@ kiln_status_t kiln_nn_avgpool_infer(kiln_infer_t* ctx) {
 
 int64_t kiln_nn_avgpool_flops(const kiln_infer_t* ctx) { return pool_flops(ctx); }
 
+/* AveragePool, or with |lp| > 0 LpPool: (sum of |x|^p over the valid
+ * taps)^(1/p), padding counting as zeros (the reference's LpPool is an
+ * average with count_include_pad times the kernel size). */
 static void avgpool(const float* x, const kiln_nn_win3_t* w, int64_t planes,
-                    bool include_pad, float* y) {
+                    bool include_pad, int64_t lp, float* y) {
   const int64_t in_plane = w->in[0] * w->in[1] * w->in[2];
   const int64_t out_plane = w->out[0] * w->out[1] * w->out[2];
   const double taps = (double)w->k[0] * (double)w->k[1] * (double)w->k[2];
@@ -214,7 +217,8 @@ static void avgpool(const float* x, const kiln_nn_win3_t* w, int64_t planes,
               int64_t ih = oh * w->s[1] + kh * w->d[1] - w->p[1];
               for (int64_t kw = w0; kw < w1; ++kw) {
                 int64_t iw = ow * w->s[2] + kw * w->d[2] - w->p[2];
-                sum += xp[(id * w->in[1] + ih) * w->in[2] + iw];
+                const double v = xp[(id * w->in[1] + ih) * w->in[2] + iw];
+                sum += lp == 0 ? v : lp == 1 ? fabs(v) : pow(fabs(v), (double)lp);
               }
             }
           }
@@ -223,17 +227,31 @@ static void avgpool(const float* x, const kiln_nn_win3_t* w, int64_t planes,
            * the reference, rather than a made-up 0. */
           double div = include_pad ? taps : (double)count;
           y[nc * out_plane + (od * w->out[1] + oh) * w->out[2] + ow] =
-              (float)(count || include_pad ? sum / div : NAN);
+              (float)(lp ? pow(sum, 1.0 / (double)lp)
+                         : count || include_pad ? sum / div : NAN);
         }
   }
 }
 
-kiln_status_t kiln_nn_avgpool_run(const kiln_ref_ctx_t* ctx) {
+/* LpPool's p (default 2, at least 1). */
+static kiln_status_t lp_order(const kiln_node_t* node, int64_t* p) {
+  KILN_RETURN_IF_ERROR(kiln_attr_int(node, "p", 2, p));
+  if (*p < 1 || *p > 64) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "LpPool: p is %lld, must be in [1, 64]",
+                            (long long)*p);
+  }
+  return NULL;
+}
+
+static kiln_status_t sumpool_run(const kiln_ref_ctx_t* ctx, const char* op,
+                                 bool lp_pool) {
   const kiln_array_t* X = ctx->in[0];
   kiln_array_t* Y = ctx->out[0];
   pool_t p;
-  KILN_RETURN_IF_ERROR(pool_setup(ctx->node, "AveragePool", ctx->opset,
-                                  &X->shape, "X", &p));
+  int64_t lp = 0;
+  if (lp_pool) KILN_RETURN_IF_ERROR(lp_order(ctx->node, &lp));
+  KILN_RETURN_IF_ERROR(pool_setup(ctx->node, op, ctx->opset, &X->shape, "X", &p));
   kiln_nn_win3_t w3;
   kiln_nn_win3(&p.win, X->shape.dims + 2, p.out.dims + 2, &w3);
   const float* x;
@@ -242,17 +260,41 @@ kiln_status_t kiln_nn_avgpool_run(const kiln_ref_ctx_t* ctx) {
   if (!st) st = kiln_nn_f32_dest(ctx, Y, &y, &ys);
   if (!st) {
     avgpool(x, &w3, X->shape.dims[0] * X->shape.dims[1],
-            p.count_include_pad != 0, y);
+            p.count_include_pad != 0, lp, y);
     kiln_nn_f32_store(ctx, Y, ys);
   }
   kiln_nn_scratch_free(ctx, xs);
   return st;
 }
 
-/* ---- GlobalAveragePool -------------------------------------------------- */
+kiln_status_t kiln_nn_avgpool_run(const kiln_ref_ctx_t* ctx) {
+  return sumpool_run(ctx, "AveragePool", false);
+}
 
-kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
-  KILN_RETURN_IF_ERROR(pool_dtype(ctx, "GlobalAveragePool", false));
+/* ---- LpPool --------------------------------------------------------------- */
+
+kiln_status_t kiln_nn_lppool_infer(kiln_infer_t* ctx) {
+  KILN_RETURN_IF_ERROR(pool_dtype(ctx, "LpPool", false));
+  int64_t lp;
+  KILN_RETURN_IF_ERROR(lp_order(ctx->node, &lp));
+  pool_t p;
+  KILN_RETURN_IF_ERROR(pool_setup(ctx->node, "LpPool", ctx->opset,
+                                  &ctx->in[0]->shape, kiln_nn_in_name(ctx, 0),
+                                  &p));
+  kiln_infer_set(ctx, 0, ctx->in[0]->dtype, &p.out);
+  return NULL;
+}
+
+int64_t kiln_nn_lppool_flops(const kiln_infer_t* ctx) { return pool_flops(ctx); }
+
+kiln_status_t kiln_nn_lppool_run(const kiln_ref_ctx_t* ctx) {
+  return sumpool_run(ctx, "LpPool", true);
+}
+
+/* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
+
+static kiln_status_t global_infer(kiln_infer_t* ctx, const char* op) {
+  KILN_RETURN_IF_ERROR(pool_dtype(ctx, op, false));
   const kiln_shape_t* x = &ctx->in[0]->shape;
   if (x->rank < 0) {
     kiln_shape_t u = kiln_shape_unknown();
@@ -261,9 +303,9 @@ kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
   }
   if (x->rank < 3) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "GlobalAveragePool: input '%s' has rank %d, "
+                            "%s: input '%s' has rank %d, "
                             "expected >= 3 (N, C, spatial...)",
-                            kiln_nn_in_name(ctx, 0), (int)x->rank);
+                            op, kiln_nn_in_name(ctx, 0), (int)x->rank);
   }
   kiln_shape_t out = *x;
   for (int32_t i = 2; i < out.rank; ++i) out.dims[i] = 1;
@@ -271,12 +313,13 @@ kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
   return NULL;
 }
 
-int64_t kiln_nn_global_avgpool_flops(const kiln_infer_t* ctx) {
+static int64_t global_flops(const kiln_infer_t* ctx) {
   const kiln_shape_t* x = &ctx->in[0]->shape;
   return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
 }
 
-kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) {
+/* The mean (in double) or the max (NaN wins, as in numpy) of each plane. */
+static kiln_status_t global_run(const kiln_ref_ctx_t* ctx, bool is_max) {
   const kiln_array_t* X = ctx->in[0];
   kiln_array_t* Y = ctx->out[0];
   const int64_t planes = X->shape.dims[0] * X->shape.dims[1];
@@ -287,13 +330,28 @@ kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) {
   if (!st) st = kiln_nn_f32_dest(ctx, Y, &y, &ys);
   if (!st) {
     for (int64_t nc = 0; nc < planes; ++nc) {
-      double sum = 0.0;
+      double acc = is_max ? -INFINITY : 0.0;
       const float* xp = x + nc * plane;
-      for (int64_t i = 0; i < plane; ++i) sum += xp[i];
-      y[nc] = (float)(sum / (double)plane);
+      for (int64_t i = 0; i < plane; ++i) {
+        if (!is_max) acc += xp[i];
+        else if (xp[i] > acc || isnan(xp[i])) acc = xp[i];
+      }
+      y[nc] = (float)(is_max ? acc : acc / (double)plane);
     }
     kiln_nn_f32_store(ctx, Y, ys);
   }
   kiln_nn_scratch_free(ctx, xs);
   return st;
 }
+
+kiln_status_t kiln_nn_global_avgpool_infer(kiln_infer_t* ctx) {
+  return global_infer(ctx, "GlobalAveragePool");
+}
+int64_t kiln_nn_global_avgpool_flops(const kiln_infer_t* ctx) { return global_flops(ctx); }
+kiln_status_t kiln_nn_global_avgpool_run(const kiln_ref_ctx_t* ctx) { return global_run(ctx, false); }
+
+kiln_status_t kiln_nn_global_maxpool_infer(kiln_infer_t* ctx) {
+  return global_infer(ctx, "GlobalMaxPool");
+}
+int64_t kiln_nn_global_maxpool_flops(const kiln_infer_t* ctx) { return global_flops(ctx); }
+kiln_status_t kiln_nn_global_maxpool_run(const kiln_ref_ctx_t* ctx) { return global_run(ctx, true); }

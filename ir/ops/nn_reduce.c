@@ -1,18 +1,25 @@
-/* ReduceMean, ReduceSum and ReduceMax.
+/* The Reduce* family: Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum
+ * and LogSumExp.
  *
- * axes is an attribute before ReduceSum-13 / ReduceMean-18 / ReduceMax-18 and
- * an optional input from then on; empty axes reduce everything unless
- * noop_with_empty_axes=1, which makes the op an identity. Floats accumulate
- * in double; integer sums wrap like two's complement instead of overflowing.
- * Reductions over an empty set give 0 (Sum), NaN (Mean) and -inf or the
- * dtype's minimum (Max).
+ * axes is an attribute before ReduceSum-13 / opset 18 for the others and an
+ * optional input from then on; empty axes reduce everything unless
+ * noop_with_empty_axes=1, which makes the op an identity. Each kind is a
+ * map applied to every element (|x|, x*x, exp x), a fold (+, *, max, min)
+ * and a finish (/n, sqrt, log). Floats accumulate in double; integer sums
+ * and products wrap like two's complement instead of overflowing. L2,
+ * LogSum and LogSumExp are float only here (their integer results would be
+ * truncated floats, which no model asks for). Reductions over an empty set
+ * give the fold's identity after the finish: 0 (Sum, L1, L2, SumSquare),
+ * NaN (Mean), 1 (Prod), -inf (LogSum, LogSumExp), and -inf / +inf or the
+ * dtype's limits (Max / Min).
  */
 #include <math.h>
 #include <string.h>
 
 #include "ir/ops/nn_internal.h"
 
-typedef enum { RED_MEAN, RED_SUM, RED_MAX } red_kind_t;
+typedef kiln_nn_red_kind_t red_kind_t;
+
 
 typedef struct red_s {
   red_kind_t kind;
@@ -24,8 +31,18 @@ typedef struct red_s {
   kiln_shape_t out;
 } red_t;
 
-static const char* red_name(red_kind_t k) {
-  return k == RED_MEAN ? "ReduceMean" : k == RED_SUM ? "ReduceSum" : "ReduceMax";
+const char* kiln_nn_red_name(kiln_nn_red_kind_t k) {
+  static const char* const names[] = {
+      "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+      "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+  return names[k];
+}
+
+static const char* red_name(red_kind_t k) { return kiln_nn_red_name(k); }
+
+/* The kinds whose integer results are exact (the others are float only). */
+static bool red_int_ok(red_kind_t k) {
+  return k != KILN_NN_RED_L2 && k != KILN_NN_RED_LOGSUM && k != KILN_NN_RED_LOGSUMEXP;
 }
 
 /* Shared by infer (tensors, values maybe unknown) and run (static arrays):
@@ -99,7 +116,7 @@ static kiln_status_t red_setup(red_kind_t kind, const kiln_node_t* node,
 }
 
 static bool axes_from_input(red_kind_t kind, int64_t opset) {
-  return kind == RED_SUM ? opset >= 13 : opset >= 18;
+  return opset >= (kind == KILN_NN_RED_SUM ? 13 : 18);
 }
 
 /* Reads axes from the attribute or input 1, whichever the opset uses. */
@@ -115,14 +132,14 @@ static kiln_status_t red_axes_attr(red_kind_t kind, const kiln_node_t* node,
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: axes is an input since opset %d, but the "
                             "node has an 'axes' attribute (opset %lld)",
-                            red_name(kind), kind == RED_SUM ? 13 : 18,
+                            red_name(kind), kind == KILN_NN_RED_SUM ? 13 : 18,
                             (long long)opset);
   }
   if (!*from_input && has_input) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: axes is an attribute before opset %d, but the "
                             "node has a second input (opset %lld)",
-                            red_name(kind), kind == RED_SUM ? 13 : 18,
+                            red_name(kind), kind == KILN_NN_RED_SUM ? 13 : 18,
                             (long long)opset);
   }
   *axes = v;
@@ -133,11 +150,13 @@ static kiln_status_t red_axes_attr(red_kind_t kind, const kiln_node_t* node,
 static kiln_status_t red_dtype(red_kind_t kind, kiln_dtype_t t,
                                const char* name) {
   if (t == KILN_DTYPE_UNDEFINED) return NULL;
-  if (t == KILN_DTYPE_BOOL && kind != RED_MAX) {
+  if ((t == KILN_DTYPE_BOOL && kind != KILN_NN_RED_MAX && kind != KILN_NN_RED_MIN) ||
+      (!kiln_dtype_is_float(t) && !red_int_ok(kind))) {
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: input '%s' has dtype bool, which %s does not "
+                            "%s: input '%s' has dtype %s, which %s does not "
                             "support",
-                            red_name(kind), name, red_name(kind));
+                            red_name(kind), name, kiln_dtype_name(t),
+                            red_name(kind));
   }
   return NULL;
 }
@@ -188,6 +207,25 @@ static int64_t red_flops(const kiln_infer_t* ctx) {
   return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
 }
 
+static double highest_f64(kiln_dtype_t t) {
+  switch (t) {
+    case KILN_DTYPE_I8: return 127.0;
+    case KILN_DTYPE_U8: return 255.0;
+    case KILN_DTYPE_BOOL: return 1.0;
+    default: return INFINITY;
+  }
+}
+
+static int64_t highest_i64(kiln_dtype_t t) {
+  switch (t) {
+    case KILN_DTYPE_I8: return 127;
+    case KILN_DTYPE_U8: return 255;
+    case KILN_DTYPE_BOOL: return 1;
+    case KILN_DTYPE_I32: return INT32_MAX;
+    default: return INT64_MAX;
+  }
+}
+
 static double lowest_f64(kiln_dtype_t t) {
   switch (t) {
     case KILN_DTYPE_I8: return -128.0;
@@ -204,6 +242,41 @@ static int64_t lowest_i64(kiln_dtype_t t) {
     case KILN_DTYPE_BOOL: return 0;
     case KILN_DTYPE_I32: return INT32_MIN;
     default: return INT64_MIN;
+  }
+}
+
+static double red_ident_f64(red_kind_t k, kiln_dtype_t t) {
+  return k == KILN_NN_RED_MAX ? lowest_f64(t) : k == KILN_NN_RED_MIN ? highest_f64(t) : k == KILN_NN_RED_PROD ? 1.0 : 0.0;
+}
+
+static int64_t red_ident_i64(red_kind_t k, kiln_dtype_t t) {
+  return k == KILN_NN_RED_MAX ? lowest_i64(t) : k == KILN_NN_RED_MIN ? highest_i64(t) : k == KILN_NN_RED_PROD ? 1 : 0;
+}
+
+/* acc (fold) map(v). Max and Min propagate NaN, as numpy does. */
+static double red_fold_f64(red_kind_t k, double acc, double v) {
+  switch (k) {
+    case KILN_NN_RED_MAX: return v > acc || isnan(v) ? v : acc;
+    case KILN_NN_RED_MIN: return v < acc || isnan(v) ? v : acc;
+    case KILN_NN_RED_PROD: return acc * v;
+    case KILN_NN_RED_L1: return acc + fabs(v);
+    case KILN_NN_RED_L2:
+    case KILN_NN_RED_SUMSQ: return acc + v * v;
+    case KILN_NN_RED_LOGSUMEXP: return acc + exp(v);
+    default: return acc + v;
+  }
+}
+
+/* Integer sums and products wrap (unsigned arithmetic, no overflow UB). */
+static int64_t red_fold_i64(red_kind_t k, int64_t acc, int64_t v) {
+  const uint64_t a = (uint64_t)acc, u = (uint64_t)v;
+  switch (k) {
+    case KILN_NN_RED_MAX: return v > acc ? v : acc;
+    case KILN_NN_RED_MIN: return v < acc ? v : acc;
+    case KILN_NN_RED_PROD: return (int64_t)(a * u);
+    case KILN_NN_RED_L1: return (int64_t)(a + (v < 0 ? 0 - u : u));
+    case KILN_NN_RED_SUMSQ: return (int64_t)(a + u * u);
+    default: return (int64_t)(a + u);
   }
 }
 
@@ -255,8 +328,8 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
                : kiln_nn_scratch(ctx, nout, sizeof(int64_t), r.op, (void**)&acci);
   if (s) return s;
   for (int64_t o = 0; o < nout; ++o) {
-    if (is_float) accf[o] = kind == RED_MAX ? lowest_f64(X->dtype) : 0.0;
-    else acci[o] = kind == RED_MAX ? lowest_i64(X->dtype) : 0;
+    if (is_float) accf[o] = red_ident_f64(kind, X->dtype);
+    else acci[o] = red_ident_i64(kind, X->dtype);
   }
   int64_t idx[KILN_MAX_RANK] = {0};
   int64_t off = 0;
@@ -264,18 +337,9 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
   for (int64_t i = 0; i < nin; ++i) {
     if (is_float) {
       double v = xf ? (double)xf[i] : kiln_load_f64(X->dtype, X->data, (size_t)i);
-      if (kind == RED_MAX) {
-        if (v > accf[off] || isnan(v)) accf[off] = v;
-      } else {
-        accf[off] += v;
-      }
+      accf[off] = red_fold_f64(kind, accf[off], v);
     } else {
-      int64_t v = kiln_load_i64(X->dtype, X->data, (size_t)i);
-      if (kind == RED_MAX) {
-        if (v > acci[off]) acci[off] = v;
-      } else {
-        acci[off] = (int64_t)((uint64_t)acci[off] + (uint64_t)v);
-      }
+      acci[off] = red_fold_i64(kind, acci[off], kiln_load_i64(X->dtype, X->data, (size_t)i));
     }
     for (int32_t d = xs->rank - 1; d >= 0; --d) {
       off += ostr[d];
@@ -287,11 +351,13 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
   for (int64_t o = 0; o < nout; ++o) {
     if (is_float) {
       double v = accf[o];
-      if (kind == RED_MEAN) v = v / (double)group; /* 0/0 = NaN on empty */
+      if (kind == KILN_NN_RED_MEAN) v = v / (double)group; /* 0/0 = NaN on empty */
+      if (kind == KILN_NN_RED_L2) v = sqrt(v);
+      if (kind == KILN_NN_RED_LOGSUM || kind == KILN_NN_RED_LOGSUMEXP) v = log(v);
       kiln_store_f64(Y->dtype, Y->data, (size_t)o, v);
     } else {
       int64_t v = acci[o];
-      if (kind == RED_MEAN) v = group ? v / group : 0;
+      if (kind == KILN_NN_RED_MEAN) v = group ? v / group : 0;
       kiln_store_i64(Y->dtype, Y->data, (size_t)o, v);
     }
   }
@@ -301,25 +367,38 @@ static kiln_status_t red_run(const kiln_ref_ctx_t* ctx, red_kind_t kind) {
 }
 
 kiln_status_t kiln_nn_reduce_mean_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_MEAN);
+  return red_infer(ctx, KILN_NN_RED_MEAN);
 }
 kiln_status_t kiln_nn_reduce_mean_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_MEAN);
+  return red_run(ctx, KILN_NN_RED_MEAN);
 }
 int64_t kiln_nn_reduce_mean_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
 
 kiln_status_t kiln_nn_reduce_sum_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_SUM);
+  return red_infer(ctx, KILN_NN_RED_SUM);
 }
 kiln_status_t kiln_nn_reduce_sum_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_SUM);
+  return red_run(ctx, KILN_NN_RED_SUM);
 }
 int64_t kiln_nn_reduce_sum_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
 
 kiln_status_t kiln_nn_reduce_max_infer(kiln_infer_t* ctx) {
-  return red_infer(ctx, RED_MAX);
+  return red_infer(ctx, KILN_NN_RED_MAX);
 }
 kiln_status_t kiln_nn_reduce_max_run(const kiln_ref_ctx_t* ctx) {
-  return red_run(ctx, RED_MAX);
+  return red_run(ctx, KILN_NN_RED_MAX);
 }
 int64_t kiln_nn_reduce_max_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
+
+/* The kinds added after Mean/Sum/Max: one line each. */
+#define RED_ENTRY(fn, kind)                                                     \
+  kiln_status_t kiln_nn_##fn##_infer(kiln_infer_t* ctx) { return red_infer(ctx, kind); } \
+  kiln_status_t kiln_nn_##fn##_run(const kiln_ref_ctx_t* ctx) { return red_run(ctx, kind); } \
+  int64_t kiln_nn_##fn##_flops(const kiln_infer_t* ctx) { return red_flops(ctx); }
+RED_ENTRY(reduce_min, KILN_NN_RED_MIN)
+RED_ENTRY(reduce_prod, KILN_NN_RED_PROD)
+RED_ENTRY(reduce_l1, KILN_NN_RED_L1)
+RED_ENTRY(reduce_l2, KILN_NN_RED_L2)
+RED_ENTRY(reduce_sum_square, KILN_NN_RED_SUMSQ)
+RED_ENTRY(reduce_log_sum, KILN_NN_RED_LOGSUM)
+RED_ENTRY(reduce_log_sum_exp, KILN_NN_RED_LOGSUMEXP)

@@ -85,3 +85,11 @@ set_tests_properties(test_tensor_ops_target_opencl PROPERTIES LABELS "target=ope
 add_test(NAME test_f64_target_opencl COMMAND test_f64_target --target opencl)
 set_tests_properties(test_f64_target_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
+# Shapes the compiled targets once refused or ran badly (patchify convs,
+# MatMul with a B shared by all batches, Identity on shared initializers) at
+# -O0 and -O1 on the OpenCL device: tests/test_lower_targets.c --target opencl.
+add_test(NAME test_lower_targets_opencl COMMAND test_lower_targets --target opencl)
+set_tests_properties(test_lower_targets_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 900
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
