@@ -78,3 +78,5 @@ add_test(NAME test_lower_targets_vulkan COMMAND test_lower_targets --target vulk
 set_tests_properties(test_lower_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
