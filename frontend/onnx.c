@@ -436,6 +436,10 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
     switch (dt) {
       case KILN_DTYPE_F32: have = t->n_float_data; field = "float_data"; break;
       case KILN_DTYPE_I64: have = t->n_int64_data; field = "int64_data"; break;
+      case KILN_DTYPE_F64: have = t->n_double_data; field = "double_data"; break;
+      /* onnx.proto keeps uint32 and uint64 values in uint64_data. */
+      case KILN_DTYPE_U32:
+      case KILN_DTYPE_U64: have = t->n_uint64_data; field = "uint64_data"; break;
       default: have = t->n_int32_data; field = "int32_data"; break;
     }
     if ((int64_t)have != numel)
@@ -455,6 +459,11 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
     if (want) memcpy(out->data, t->float_data, want);
   } else if (dt == KILN_DTYPE_I64) {
     if (want) memcpy(out->data, t->int64_data, want);
+  } else if (dt == KILN_DTYPE_F64) {
+    if (want) memcpy(out->data, t->double_data, want);
+  } else if (dt == KILN_DTYPE_U32 || dt == KILN_DTYPE_U64) {
+    for (int64_t i = 0; i < numel; ++i)
+      kiln_store_i64(dt, out->data, (size_t)i, (int64_t)t->uint64_data[i]);
   } else {
     for (int64_t i = 0; i < numel; ++i) {
       int32_t v = t->int32_data[i];

@@ -59,6 +59,11 @@ size_t kiln_dtype_size(kiln_dtype_t t) {
     case KILN_DTYPE_I32: return 4;
     case KILN_DTYPE_I64: return 8;
     case KILN_DTYPE_BOOL: return 1;
+    case KILN_DTYPE_F64: return 8;
+    case KILN_DTYPE_I16: return 2;
+    case KILN_DTYPE_U16: return 2;
+    case KILN_DTYPE_U32: return 4;
+    case KILN_DTYPE_U64: return 8;
     default: return 0;
   }
 }
@@ -72,16 +77,26 @@ const char* kiln_dtype_name(kiln_dtype_t t) {
     case KILN_DTYPE_I32: return "i32";
     case KILN_DTYPE_I64: return "i64";
     case KILN_DTYPE_BOOL: return "bool";
+    case KILN_DTYPE_F64: return "f64";
+    case KILN_DTYPE_I16: return "i16";
+    case KILN_DTYPE_U16: return "u16";
+    case KILN_DTYPE_U32: return "u32";
+    case KILN_DTYPE_U64: return "u64";
     default: return "undefined";
   }
 }
 
 bool kiln_dtype_is_float(kiln_dtype_t t) {
-  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16;
+  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_F64;
 }
 bool kiln_dtype_is_int(kiln_dtype_t t) {
   return t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8 || t == KILN_DTYPE_I32 ||
-         t == KILN_DTYPE_I64;
+         t == KILN_DTYPE_I64 || t == KILN_DTYPE_I16 || t == KILN_DTYPE_U16 ||
+         t == KILN_DTYPE_U32 || t == KILN_DTYPE_U64;
+}
+bool kiln_dtype_is_unsigned(kiln_dtype_t t) {
+  return t == KILN_DTYPE_U8 || t == KILN_DTYPE_U16 || t == KILN_DTYPE_U32 ||
+         t == KILN_DTYPE_U64;
 }
 
 kiln_dtype_t kiln_dtype_from_onnx(int32_t v) {
@@ -93,6 +108,11 @@ kiln_dtype_t kiln_dtype_from_onnx(int32_t v) {
     case 7: return KILN_DTYPE_I64;
     case 9: return KILN_DTYPE_BOOL;
     case 10: return KILN_DTYPE_F16;
+    case 11: return KILN_DTYPE_F64;
+    case 5: return KILN_DTYPE_I16;
+    case 4: return KILN_DTYPE_U16;
+    case 12: return KILN_DTYPE_U32;
+    case 13: return KILN_DTYPE_U64;
     default: return KILN_DTYPE_UNDEFINED;
   }
 }
@@ -106,6 +126,11 @@ int32_t kiln_dtype_to_onnx(kiln_dtype_t t) {
     case KILN_DTYPE_I64: return 7;
     case KILN_DTYPE_BOOL: return 9;
     case KILN_DTYPE_F16: return 10;
+    case KILN_DTYPE_F64: return 11;
+    case KILN_DTYPE_I16: return 5;
+    case KILN_DTYPE_U16: return 4;
+    case KILN_DTYPE_U32: return 12;
+    case KILN_DTYPE_U64: return 13;
     default: return 0;
   }
 }
@@ -187,6 +212,11 @@ double kiln_load_f64(kiln_dtype_t t, const void* d, size_t i) {
     case KILN_DTYPE_I32: return ((const int32_t*)d)[i];
     case KILN_DTYPE_I64: return (double)((const int64_t*)d)[i];
     case KILN_DTYPE_BOOL: return ((const uint8_t*)d)[i] ? 1.0 : 0.0;
+    case KILN_DTYPE_F64: return ((const double*)d)[i];
+    case KILN_DTYPE_I16: return ((const int16_t*)d)[i];
+    case KILN_DTYPE_U16: return ((const uint16_t*)d)[i];
+    case KILN_DTYPE_U32: return ((const uint32_t*)d)[i];
+    case KILN_DTYPE_U64: return (double)((const uint64_t*)d)[i];
     default: return 0.0;
   }
 }
@@ -198,6 +228,14 @@ static int64_t sat_i64(double v) {
   return (int64_t)v;
 }
 
+/* u64 values above INT64_MAX keep their magnitude (not sat_i64's clamp). */
+static uint64_t sat_u64(double v) {
+  if (v >= 9.2233720368547758e18) {
+    return v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
+  }
+  return (uint64_t)sat_i64(v);
+}
+
 void kiln_store_f64(kiln_dtype_t t, void* d, size_t i, double v) {
   switch (t) {
     case KILN_DTYPE_F32: ((float*)d)[i] = (float)v; break;
@@ -207,6 +245,11 @@ void kiln_store_f64(kiln_dtype_t t, void* d, size_t i, double v) {
     case KILN_DTYPE_I32: ((int32_t*)d)[i] = (int32_t)sat_i64(v); break;
     case KILN_DTYPE_I64: ((int64_t*)d)[i] = sat_i64(v); break;
     case KILN_DTYPE_BOOL: ((uint8_t*)d)[i] = v != 0.0; break;
+    case KILN_DTYPE_F64: ((double*)d)[i] = v; break;
+    case KILN_DTYPE_I16: ((int16_t*)d)[i] = (int16_t)sat_i64(v); break;
+    case KILN_DTYPE_U16: ((uint16_t*)d)[i] = (uint16_t)sat_i64(v); break;
+    case KILN_DTYPE_U32: ((uint32_t*)d)[i] = (uint32_t)sat_i64(v); break;
+    case KILN_DTYPE_U64: ((uint64_t*)d)[i] = sat_u64(v); break;
     default: break;
   }
 }
@@ -220,6 +263,13 @@ int64_t kiln_load_i64(kiln_dtype_t t, const void* d, size_t i) {
     case KILN_DTYPE_I32: return ((const int32_t*)d)[i];
     case KILN_DTYPE_I64: return ((const int64_t*)d)[i];
     case KILN_DTYPE_BOOL: return ((const uint8_t*)d)[i] != 0;
+    case KILN_DTYPE_F64: return sat_i64(((const double*)d)[i]);
+    case KILN_DTYPE_I16: return ((const int16_t*)d)[i];
+    case KILN_DTYPE_U16: return ((const uint16_t*)d)[i];
+    case KILN_DTYPE_U32: return ((const uint32_t*)d)[i];
+    /* u64 keeps its bits: values above INT64_MAX read as negative, which
+     * wraps back exactly on kiln_store_i64. */
+    case KILN_DTYPE_U64: return (int64_t)((const uint64_t*)d)[i];
     default: return 0;
   }
 }
@@ -233,6 +283,11 @@ void kiln_store_i64(kiln_dtype_t t, void* d, size_t i, int64_t v) {
     case KILN_DTYPE_I32: ((int32_t*)d)[i] = (int32_t)v; break;
     case KILN_DTYPE_I64: ((int64_t*)d)[i] = v; break;
     case KILN_DTYPE_BOOL: ((uint8_t*)d)[i] = v != 0; break;
+    case KILN_DTYPE_F64: ((double*)d)[i] = (double)v; break;
+    case KILN_DTYPE_I16: ((int16_t*)d)[i] = (int16_t)v; break;
+    case KILN_DTYPE_U16: ((uint16_t*)d)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_U32: ((uint32_t*)d)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_U64: ((uint64_t*)d)[i] = (uint64_t)v; break;
     default: break;
   }
 }

@@ -86,7 +86,7 @@ tir_var_t* tir_var(tir_ctx_t* c, const char* name);
 
 typedef enum tir_expr_kind_e {
   TIR_INT,    /* integer immediate (dtype any int type or bool) */
-  TIR_FLOAT,  /* float immediate (f32/f16) */
+  TIR_FLOAT,  /* float immediate (f32/f16/f64) */
   TIR_VARREF, /* loop/let variable, dtype I64 */
   TIR_BINARY,
   TIR_SELECT, /* cond ? a : b (both evaluated is allowed) */

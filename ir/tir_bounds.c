@@ -156,6 +156,9 @@ static tir_ival_t dtype_range(kiln_dtype_t t) {
     case KILN_DTYPE_U8: return iv(0, 255);
     case KILN_DTYPE_I8: return iv(-128, 127);
     case KILN_DTYPE_I32: return iv(INT32_MIN, INT32_MAX);
+    case KILN_DTYPE_I16: return iv(INT16_MIN, INT16_MAX);
+    case KILN_DTYPE_U16: return iv(0, UINT16_MAX);
+    case KILN_DTYPE_U32: return iv(0, UINT32_MAX);
     default: return unbounded();
   }
 }

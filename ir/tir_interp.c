@@ -96,7 +96,7 @@ static bool push_bind(run_t* r, const tir_buffer_t* b, void* data) {
 
 /* kiln_dtype_is_float, inlined: asked at nearly every node. */
 static inline bool is_float(kiln_dtype_t t) {
-  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16;
+  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_F64;
 }
 
 static int64_t wrap(kiln_dtype_t t, int64_t v) {
@@ -104,13 +104,17 @@ static int64_t wrap(kiln_dtype_t t, int64_t v) {
     case KILN_DTYPE_I8: return (int8_t)(uint8_t)(uint64_t)v;
     case KILN_DTYPE_U8: return (uint8_t)(uint64_t)v;
     case KILN_DTYPE_I32: return (int32_t)(uint32_t)(uint64_t)v;
+    case KILN_DTYPE_I16: return (int16_t)(uint16_t)(uint64_t)v;
+    case KILN_DTYPE_U16: return (uint16_t)(uint64_t)v;
+    case KILN_DTYPE_U32: return (uint32_t)(uint64_t)v;
     case KILN_DTYPE_BOOL: return v != 0;
-    default: return v;
+    default: return v; /* i64, and u64 as its bit pattern */
   }
 }
 
 static double round_to(kiln_dtype_t t, double v) {
   if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(kiln_f32_to_f16((float)v));
+  if (t == KILN_DTYPE_F64) return v;
   return (float)v;
 }
 
@@ -127,6 +131,7 @@ static tir_value_t load_elem(kiln_dtype_t t, const void* data, int64_t off) {
   tir_value_t v = {0, 0};
   if (t == KILN_DTYPE_F32) v.f = ((const float*)data)[off];
   else if (t == KILN_DTYPE_F16) v.f = kiln_f16_to_f32(((const uint16_t*)data)[off]);
+  else if (t == KILN_DTYPE_F64) v.f = ((const double*)data)[off];
   else v.i = kiln_load_i64(t, data, (size_t)off);
   return v;
 }
@@ -134,6 +139,7 @@ static tir_value_t load_elem(kiln_dtype_t t, const void* data, int64_t off) {
 static void store_elem(kiln_dtype_t t, void* data, int64_t off, tir_value_t v) {
   if (t == KILN_DTYPE_F32) ((float*)data)[off] = (float)v.f;
   else if (t == KILN_DTYPE_F16) ((uint16_t*)data)[off] = kiln_f32_to_f16((float)v.f);
+  else if (t == KILN_DTYPE_F64) ((double*)data)[off] = v.f;
   else kiln_store_i64(t, data, (size_t)off, wrap(t, v.i));
 }
 
@@ -183,6 +189,24 @@ static tir_value_t eval_binary(run_t* r, const tir_expr_t* e) {
   if (r->err) return v;
   const double x = a.f, y = b.f;
   const int64_t p = a.i, q = b.i;
+  /* u64 values live in int64 as their bit pattern: order and divide them
+   * unsigned (other unsigned types fit int64 and need nothing). */
+  if (e->u.bin.a->dtype == KILN_DTYPE_U64) {
+    const uint64_t up = (uint64_t)p, uq = (uint64_t)q;
+    switch (e->u.bin.op) {
+      case TIR_DIV:
+        if (uq == 0) fail(r, KILN_INVALID_ARGUMENT, "integer division by zero");
+        else v.i = (int64_t)(up / uq);
+        return v;
+      case TIR_MIN: v.i = (int64_t)(up < uq ? up : uq); return v;
+      case TIR_MAX: v.i = (int64_t)(up > uq ? up : uq); return v;
+      case TIR_LT: v.i = up < uq; return v;
+      case TIR_LE: v.i = up <= uq; return v;
+      case TIR_GT: v.i = up > uq; return v;
+      case TIR_GE: v.i = up >= uq; return v;
+      default: break;
+    }
+  }
   switch (e->u.bin.op) {
     case TIR_ADD: if (of) v.f = x + y; else v.i = (int64_t)((uint64_t)p + (uint64_t)q); break;
     case TIR_SUB: if (of) v.f = x - y; else v.i = (int64_t)((uint64_t)p - (uint64_t)q); break;
@@ -230,42 +254,49 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
   if (r->err) return v;
   const bool fl = is_float(e->dtype);
   const float x = (float)a[0].f;
+  /* f64 calls compute in double (M1/M2 pick fn or fnf), never in float. */
+  const bool dbl = e->dtype == KILN_DTYPE_F64 ||
+                   (e->u.call.n > 0 && e->u.call.args[0]->dtype == KILN_DTYPE_F64);
+#define M1(fn) (dbl ? fn(a[0].f) : (double)fn##f(x))
+#define M2(fn) (dbl ? fn(a[0].f, a[1].f) : (double)fn##f(x, (float)a[1].f))
   switch (e->u.call.fn) {
-    case TIR_EXP: v.f = expf(x); break;
-    case TIR_LOG: v.f = logf(x); break;
-    case TIR_SQRT: v.f = sqrtf(x); break;
-    case TIR_RSQRT: v.f = 1.0f / sqrtf(x); break;
-    case TIR_TANH: v.f = tanhf(x); break;
-    case TIR_ERF: v.f = erff(x); break;
+    case TIR_EXP: v.f = M1(exp); break;
+    case TIR_LOG: v.f = M1(log); break;
+    case TIR_SQRT: v.f = M1(sqrt); break;
+    case TIR_RSQRT: v.f = 1.0 / M1(sqrt); break;
+    case TIR_TANH: v.f = M1(tanh); break;
+    case TIR_ERF: v.f = M1(erf); break;
     case TIR_FABS:
-      if (fl) v.f = fabsf(x);
+      if (fl) v.f = M1(fabs);
       else v.i = a[0].i < 0 ? (int64_t)(0 - (uint64_t)a[0].i) : a[0].i;
       break;
-    case TIR_FLOOR: v.f = floorf(x); break;
-    case TIR_CEIL: v.f = ceilf(x); break;
-    case TIR_ROUND_EVEN: v.f = nearbyintf(x); break;
-    case TIR_POW: v.f = powf(x, (float)a[1].f); break;
+    case TIR_FLOOR: v.f = M1(floor); break;
+    case TIR_CEIL: v.f = M1(ceil); break;
+    case TIR_ROUND_EVEN: v.f = M1(nearbyint); break;
+    case TIR_POW: v.f = M2(pow); break;
     case TIR_NEG:
-      if (fl) v.f = -x;
+      if (fl) v.f = dbl ? -a[0].f : -x;
       else v.i = (int64_t)(0 - (uint64_t)a[0].i);
       break;
     case TIR_NOT: v.i = !a[0].i; break;
-    case TIR_SIGMOID: v.f = 1.0f / (1.0f + expf(-x)); break;
-    case TIR_FMA: v.f = fmaf(x, (float)a[1].f, (float)a[2].f); break;
-    case TIR_SIN: v.f = sinf(x); break;
-    case TIR_COS: v.f = cosf(x); break;
-    case TIR_TAN: v.f = tanf(x); break;
-    case TIR_ASIN: v.f = asinf(x); break;
-    case TIR_ACOS: v.f = acosf(x); break;
-    case TIR_ATAN: v.f = atanf(x); break;
-    case TIR_SINH: v.f = sinhf(x); break;
-    case TIR_COSH: v.f = coshf(x); break;
-    case TIR_ASINH: v.f = asinhf(x); break;
-    case TIR_ACOSH: v.f = acoshf(x); break;
-    case TIR_ATANH: v.f = atanhf(x); break;
-    case TIR_FMOD: v.f = fmodf(x, (float)a[1].f); break;
+    case TIR_SIGMOID: v.f = dbl ? 1.0 / (1.0 + exp(-a[0].f)) : 1.0f / (1.0f + expf(-x)); break;
+    case TIR_FMA: v.f = dbl ? fma(a[0].f, a[1].f, a[2].f) : fmaf(x, (float)a[1].f, (float)a[2].f); break;
+    case TIR_SIN: v.f = M1(sin); break;
+    case TIR_COS: v.f = M1(cos); break;
+    case TIR_TAN: v.f = M1(tan); break;
+    case TIR_ASIN: v.f = M1(asin); break;
+    case TIR_ACOS: v.f = M1(acos); break;
+    case TIR_ATAN: v.f = M1(atan); break;
+    case TIR_SINH: v.f = M1(sinh); break;
+    case TIR_COSH: v.f = M1(cosh); break;
+    case TIR_ASINH: v.f = M1(asinh); break;
+    case TIR_ACOSH: v.f = M1(acosh); break;
+    case TIR_ATANH: v.f = M1(atanh); break;
+    case TIR_FMOD: v.f = M2(fmod); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
+#undef M1
+#undef M2
   if (fl) v.f = round_to(e->dtype, v.f);
   else v.i = wrap(e->dtype, v.i);
   return v;
@@ -276,7 +307,8 @@ static tir_value_t eval_cast(run_t* r, const tir_expr_t* e) {
   const tir_expr_t* src = e->u.cast.value;
   tir_value_t s = eval(r, src);
   const bool from_f = is_float(src->dtype);
-  if (is_float(e->dtype)) v.f = round_to(e->dtype, from_f ? s.f : (double)s.i);
+  const double si = src->dtype == KILN_DTYPE_U64 ? (double)(uint64_t)s.i : (double)s.i;
+  if (is_float(e->dtype)) v.f = round_to(e->dtype, from_f ? s.f : si);
   else if (e->dtype == KILN_DTYPE_BOOL) v.i = from_f ? s.f != 0.0 : s.i != 0;
   else v.i = wrap(e->dtype, from_f ? f2i(s.f) : s.i);
   return v;
@@ -370,6 +402,8 @@ static void exec_alloc(run_t* r, const tir_stmt_t* s) {
     for (size_t i = 0; i < bytes / sizeof(float); ++i) ((float*)data)[i] = NAN;
   } else if (b->dtype == KILN_DTYPE_F16) {
     for (size_t i = 0; i < bytes / sizeof(uint16_t); ++i) ((uint16_t*)data)[i] = 0x7e00;
+  } else if (b->dtype == KILN_DTYPE_F64) {
+    for (size_t i = 0; i < bytes / sizeof(double); ++i) ((double*)data)[i] = NAN;
   } else {
     memset(data, 0xA5, bytes);
   }

@@ -100,7 +100,7 @@ static void put_float(sink_t* s, double v, kiln_dtype_t t) {
   if (isnan(v)) snprintf(num, sizeof num, "nan");
   else if (isinf(v)) snprintf(num, sizeof num, v < 0 ? "-inf" : "inf");
   else {
-    snprintf(num, sizeof num, "%.9g", v);
+    snprintf(num, sizeof num, t == KILN_DTYPE_F64 ? "%.17g" : "%.9g", v);
     if (!strpbrk(num, ".e")) strncat(num, ".0", sizeof num - strlen(num) - 1);
   }
   if (t == KILN_DTYPE_F32) put(s, "%s%s", num, isfinite(v) ? "f" : "");

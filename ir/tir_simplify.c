@@ -62,6 +62,9 @@ static int64_t wrap(kiln_dtype_t t, int64_t v) {
     case KILN_DTYPE_I8: return (int8_t)(uint8_t)v;
     case KILN_DTYPE_U8: return (uint8_t)v;
     case KILN_DTYPE_I32: return (int32_t)(uint32_t)v;
+    case KILN_DTYPE_I16: return (int16_t)(uint16_t)v;
+    case KILN_DTYPE_U16: return (uint16_t)v;
+    case KILN_DTYPE_U32: return (uint32_t)v;
     case KILN_DTYPE_BOOL: return v != 0;
     default: return v;
   }
@@ -118,6 +121,8 @@ static bool fold_int(tir_binop_t op, kiln_dtype_t t, int64_t a, int64_t b, int64
   int64_t r;
   bool wide = t == KILN_DTYPE_I64;
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  /* u64 holds its bit pattern: only the wrapping ops fold the same way. */
+  if (t == KILN_DTYPE_U64 && op != TIR_ADD && op != TIR_SUB && op != TIR_MUL) return false;
   switch (op) {
     case TIR_ADD:
       if (wide && __builtin_add_overflow(a, b, &r)) return false;
@@ -172,38 +177,44 @@ static bool fold_float(tir_binop_t op, kiln_dtype_t t, double a, double b, doubl
   return true;
 }
 
-static bool fold_call(tir_intrin_t fn, const double* a, double* out) {
+/* f32/f16 calls fold in float as targets compute them; f64 in double. */
+static bool fold_call(tir_intrin_t fn, kiln_dtype_t t, const double* a, double* out) {
+  const bool dbl = t == KILN_DTYPE_F64;
   float x = (float)a[0];
-  float r;
+  double r;
+#define M1(fn) (dbl ? fn(a[0]) : (double)fn##f(x))
+#define M2(fn) (dbl ? fn(a[0], a[1]) : (double)fn##f(x, (float)a[1]))
   switch (fn) {
-    case TIR_EXP: r = expf(x); break;
-    case TIR_LOG: r = logf(x); break;
-    case TIR_SQRT: r = sqrtf(x); break;
-    case TIR_RSQRT: r = 1.0f / sqrtf(x); break;
-    case TIR_TANH: r = tanhf(x); break;
-    case TIR_ERF: r = erff(x); break;
-    case TIR_FABS: r = fabsf(x); break;
-    case TIR_FLOOR: r = floorf(x); break;
-    case TIR_CEIL: r = ceilf(x); break;
-    case TIR_ROUND_EVEN: r = nearbyintf(x); break;
-    case TIR_POW: r = powf(x, (float)a[1]); break;
-    case TIR_NEG: r = -x; break;
-    case TIR_SIGMOID: r = 1.0f / (1.0f + expf(-x)); break;
-    case TIR_FMA: r = fmaf(x, (float)a[1], (float)a[2]); break;
-    case TIR_SIN: r = sinf(x); break;
-    case TIR_COS: r = cosf(x); break;
-    case TIR_TAN: r = tanf(x); break;
-    case TIR_ASIN: r = asinf(x); break;
-    case TIR_ACOS: r = acosf(x); break;
-    case TIR_ATAN: r = atanf(x); break;
-    case TIR_SINH: r = sinhf(x); break;
-    case TIR_COSH: r = coshf(x); break;
-    case TIR_ASINH: r = asinhf(x); break;
-    case TIR_ACOSH: r = acoshf(x); break;
-    case TIR_ATANH: r = atanhf(x); break;
-    case TIR_FMOD: r = fmodf(x, (float)a[1]); break;
+    case TIR_EXP: r = M1(exp); break;
+    case TIR_LOG: r = M1(log); break;
+    case TIR_SQRT: r = M1(sqrt); break;
+    case TIR_RSQRT: r = 1.0 / M1(sqrt); break;
+    case TIR_TANH: r = M1(tanh); break;
+    case TIR_ERF: r = M1(erf); break;
+    case TIR_FABS: r = M1(fabs); break;
+    case TIR_FLOOR: r = M1(floor); break;
+    case TIR_CEIL: r = M1(ceil); break;
+    case TIR_ROUND_EVEN: r = M1(nearbyint); break;
+    case TIR_POW: r = M2(pow); break;
+    case TIR_NEG: r = -a[0]; break;
+    case TIR_SIGMOID: r = dbl ? 1.0 / (1.0 + exp(-a[0])) : 1.0f / (1.0f + expf(-x)); break;
+    case TIR_FMA: r = dbl ? fma(a[0], a[1], a[2]) : fmaf(x, (float)a[1], (float)a[2]); break;
+    case TIR_SIN: r = M1(sin); break;
+    case TIR_COS: r = M1(cos); break;
+    case TIR_TAN: r = M1(tan); break;
+    case TIR_ASIN: r = M1(asin); break;
+    case TIR_ACOS: r = M1(acos); break;
+    case TIR_ATAN: r = M1(atan); break;
+    case TIR_SINH: r = M1(sinh); break;
+    case TIR_COSH: r = M1(cosh); break;
+    case TIR_ASINH: r = M1(asinh); break;
+    case TIR_ACOSH: r = M1(acosh); break;
+    case TIR_ATANH: r = M1(atanh); break;
+    case TIR_FMOD: r = M2(fmod); break;
     default: return false;
   }
+#undef M1
+#undef M2
   *out = r;
   return true;
 }
@@ -485,9 +496,14 @@ static tir_binop_t invert_cmp(tir_binop_t op) {
 static const tir_expr_t* simp_cmp(sctx_t* s, const tir_expr_t* orig, tir_binop_t op,
                                   const tir_expr_t* a, const tir_expr_t* b) {
   if (!a || !b) return NULL;
-  if (a->kind == TIR_INT && b->kind == TIR_INT) return mk_bool(s, cmp_i(op, a->u.i, b->u.i));
+  if (a->kind == TIR_INT && b->kind == TIR_INT && a->dtype != KILN_DTYPE_U64)
+    return mk_bool(s, cmp_i(op, a->u.i, b->u.i));
   if (a->kind == TIR_FLOAT && b->kind == TIR_FLOAT) return mk_bool(s, cmp_f(op, a->u.f, b->u.f));
-  if (!is_intlike(a->dtype)) return mk_bin(s, orig, op, a, b);
+  if (!is_intlike(a->dtype) || a->dtype == KILN_DTYPE_U64) {
+    if (a->dtype == KILN_DTYPE_U64 && tir_expr_equal(a, b))
+      return mk_bool(s, op == TIR_EQ || op == TIR_LE || op == TIR_GE);
+    return mk_bin(s, orig, op, a, b);
+  }
   if (tir_expr_equal(a, b)) return mk_bool(s, op == TIR_EQ || op == TIR_LE || op == TIR_GE);
   tir_ival_t zero = {0, 0};
   if (a->dtype == KILN_DTYPE_I64) {
@@ -710,7 +726,8 @@ static const tir_expr_t* simp_cast(sctx_t* s, const tir_expr_t* e) {
   bool to_float = kiln_dtype_is_float(t);
   if (v->kind == TIR_INT) {
     /* int64 -> float rounds once, as C's conversion does. */
-    if (to_float) return mk_float(s, t, (double)(float)v->u.i);
+    if (to_float && v->dtype == KILN_DTYPE_U64) return mk_float(s, t, (double)(uint64_t)v->u.i);
+    if (to_float) return mk_float(s, t, t == KILN_DTYPE_F64 ? (double)v->u.i : (double)(float)v->u.i);
     return mk_int(s, t, v->u.i);
   }
   if (v->kind == TIR_FLOAT) {
@@ -723,6 +740,10 @@ static const tir_expr_t* simp_cast(sctx_t* s, const tir_expr_t* e) {
     if (t == KILN_DTYPE_U8) lo = 0, hi = 256;
     if (t == KILN_DTYPE_I8) lo = -128, hi = 128;
     if (t == KILN_DTYPE_I32) lo = -2147483648.0, hi = 2147483648.0;
+    if (t == KILN_DTYPE_I16) lo = -32768, hi = 32768;
+    if (t == KILN_DTYPE_U16) lo = 0, hi = 65536;
+    if (t == KILN_DTYPE_U32) lo = 0, hi = 4294967296.0;
+    if (t == KILN_DTYPE_U64) lo = 0; /* above INT64_MAX stays unfolded */
     if (!isnan(x) && x > lo - 1.0 && x < hi) return mk_int(s, t, (int64_t)x);
   }
   if (v == e->u.cast.value) return e;
@@ -744,7 +765,7 @@ static const tir_expr_t* simp_call(sctx_t* s, const tir_expr_t* e) {
   double args[3], r;
   if (all_float && kiln_dtype_is_float(e->dtype)) {
     for (int32_t i = 0; i < n; ++i) args[i] = a[i]->u.f;
-    if (fold_call(fn, args, &r)) return mk_float(s, e->dtype, r);
+    if (fold_call(fn, e->dtype, args, &r)) return mk_float(s, e->dtype, r);
   }
   if (a[0]->kind == TIR_INT && is_int_t(e->dtype)) {
     int64_t x = a[0]->u.i;

@@ -84,6 +84,9 @@ const tir_stmt_t* kiln_lew_loops(tir_ctx_t* c, const kiln_lew_nest_t* n, const t
 
 const tir_expr_t* kiln_lew_f32(tir_ctx_t* c, const tir_expr_t* e) {
   if (!e) return NULL;
+  /* f64 is never narrowed here: it computes in f64, and an f32 constant
+   * next to it fails the verifier instead of rounding silently */
+  if (e->dtype == KILN_DTYPE_F64) return e;
   return tir_cast(c, KILN_DTYPE_F32, e);
 }
 
@@ -102,11 +105,13 @@ const tir_expr_t* kiln_lew_f2i(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v
    * saturated and NaN results (2^63 itself is out of range, so the largest
    * f32 below it is the upper clamp). */
   const double two63 = 9223372036854775808.0;
-  const double below = 9223371487098961920.0; /* 2^63 - 2^39 */
-  const tir_expr_t* cl = tir_bin(c, TIR_MIN, tir_bin(c, TIR_MAX, v, tir_const(c, KILN_DTYPE_F32, -two63)),
-                                 tir_const(c, KILN_DTYPE_F32, below));
+  const kiln_dtype_t ft = v->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
+  /* 2^63 - 2^39 in f32, 2^63 - 2^10 in f64 */
+  const double below = ft == KILN_DTYPE_F64 ? 9223372036854774784.0 : 9223371487098961920.0;
+  const tir_expr_t* cl = tir_bin(c, TIR_MIN, tir_bin(c, TIR_MAX, v, tir_const(c, ft, -two63)),
+                                 tir_const(c, ft, below));
   const tir_expr_t* i = tir_cast(c, KILN_DTYPE_I64, cl);
-  i = tir_select(c, tir_bin(c, TIR_GE, v, tir_const(c, KILN_DTYPE_F32, two63)),
+  i = tir_select(c, tir_bin(c, TIR_GE, v, tir_const(c, ft, two63)),
                  tir_int(c, INT64_MAX), i);
   i = tir_select(c, tir_bin(c, TIR_NE, v, v), tir_int(c, 0), i);
   return t == KILN_DTYPE_I64 ? i : tir_cast(c, t, i);
@@ -289,12 +294,18 @@ kiln_status_t kiln_lew_read_ints(const kiln_lower_ctx_t* ctx, int32_t i, const c
  * ====================================================================== */
 
 #define BIT(t) (1u << (unsigned)(t))
+/* M_FLOAT computes in f32. M_F64 is added only where the lowering is
+ * dtype-generic (no f32 constants or casts), so f64 stays f64; M_U64 only
+ * where signed and unsigned int64 arithmetic agree (+ - *, compares on
+ * typed values, moves). */
 #define M_FLOAT (BIT(KILN_DTYPE_F32) | BIT(KILN_DTYPE_F16))
-#define M_SINT (BIT(KILN_DTYPE_I8) | BIT(KILN_DTYPE_I32) | BIT(KILN_DTYPE_I64))
-#define M_INT (M_SINT | BIT(KILN_DTYPE_U8))
+#define M_F64 BIT(KILN_DTYPE_F64)
+#define M_SINT (BIT(KILN_DTYPE_I8) | BIT(KILN_DTYPE_I16) | BIT(KILN_DTYPE_I32) | BIT(KILN_DTYPE_I64))
+#define M_INT (M_SINT | BIT(KILN_DTYPE_U8) | BIT(KILN_DTYPE_U16) | BIT(KILN_DTYPE_U32))
+#define M_U64 BIT(KILN_DTYPE_U64)
 #define M_NUM (M_FLOAT | M_INT)
 #define M_BOOL BIT(KILN_DTYPE_BOOL)
-#define M_ALL (M_NUM | M_BOOL)
+#define M_ALL (M_NUM | M_BOOL | M_F64 | M_U64)
 
 static const char* opn(const kiln_lower_ctx_t* ctx) { return ctx->node->op_type; }
 
@@ -438,7 +449,7 @@ static const tir_expr_t* u_abs(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v
                                const uparams_t* p) {
   (void)p;
   if (kiln_dtype_is_float(t)) return u_call(c, TIR_FABS, v);
-  if (t == KILN_DTYPE_U8) return v;
+  if (kiln_dtype_is_unsigned(t)) return v;
   return tir_select(c, tir_bin(c, TIR_LT, v, zero_of(c, v)), tir_sub(c, zero_of(c, v), v), v);
 }
 static const tir_expr_t* u_not(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
@@ -488,17 +499,17 @@ static kiln_status_t lower_map(kiln_lower_ctx_t* ctx, umap_fn fn, const uparams_
     return lower_map(ctx, fn, &p, mask);               \
   }
 
-SIMPLE(lower_relu, u_relu, M_FLOAT | M_SINT)
+SIMPLE(lower_relu, u_relu, M_FLOAT | M_F64 | M_SINT)
 SIMPLE(lower_sigmoid, u_sigmoid, M_FLOAT)
-SIMPLE(lower_tanh, u_tanh, M_FLOAT)
+SIMPLE(lower_tanh, u_tanh, M_FLOAT | M_F64)
 SIMPLE(lower_hardswish, u_hardswish, M_FLOAT)
-SIMPLE(lower_erf, u_erf, M_FLOAT)
-SIMPLE(lower_sqrt, u_sqrt, M_FLOAT)
+SIMPLE(lower_erf, u_erf, M_FLOAT | M_F64)
+SIMPLE(lower_sqrt, u_sqrt, M_FLOAT | M_F64)
 SIMPLE(lower_reciprocal, u_recip, M_FLOAT)
-SIMPLE(lower_exp, u_exp, M_FLOAT)
-SIMPLE(lower_log, u_log, M_FLOAT)
-SIMPLE(lower_neg, u_neg, M_FLOAT | M_SINT)
-SIMPLE(lower_abs, u_abs, M_NUM)
+SIMPLE(lower_exp, u_exp, M_FLOAT | M_F64)
+SIMPLE(lower_log, u_log, M_FLOAT | M_F64)
+SIMPLE(lower_neg, u_neg, M_FLOAT | M_F64 | M_SINT)
+SIMPLE(lower_abs, u_abs, M_NUM | M_F64)
 SIMPLE(lower_not, u_not, M_BOOL)
 
 static kiln_status_t lower_leakyrelu(kiln_lower_ctx_t* ctx) {
@@ -663,7 +674,7 @@ const tir_expr_t* kiln_lew_div(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a
    * status word lower_div adds to the kernel reports it. */
   const tir_expr_t* zero = tir_const(c, t, 0);
   const tir_expr_t* is0 = tir_bin(c, TIR_EQ, b, zero);
-  if (t == KILN_DTYPE_U8) {
+  if (kiln_dtype_is_unsigned(t)) { /* no -1 divisor */
     const tir_expr_t* q = tir_bin(c, TIR_DIV, a, tir_select(c, is0, tir_const(c, t, 1), b));
     return tir_select(c, is0, zero, q);
   }
@@ -765,21 +776,21 @@ static kiln_status_t lower_binary(kiln_lower_ctx_t* ctx, bin_fn fn, uint32_t mas
 #define BINARY(name, fn, mask) \
   static kiln_status_t name(kiln_lower_ctx_t* ctx) { return lower_binary(ctx, fn, mask); }
 
-BINARY(lower_add, b_add, M_NUM)
-BINARY(lower_sub, b_sub, M_NUM)
-BINARY(lower_mul, b_mul, M_NUM)
+BINARY(lower_add, b_add, M_NUM | M_F64 | M_U64)
+BINARY(lower_sub, b_sub, M_NUM | M_F64 | M_U64)
+BINARY(lower_mul, b_mul, M_NUM | M_F64 | M_U64)
 /* Integer Div: a run-time divisor is checked for zeros in the division
  * kernel (a constant one was checked at load, see
  * ir/ops/elementwise_binary.c), so the run fails like the reference's. */
 static kiln_status_t lower_div(kiln_lower_ctx_t* ctx) {
   const tir_buffer_t* b = kiln_lew_in(ctx, 1);
-  return kiln_lew_binary(ctx, kiln_lew_div, M_NUM, b && !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1));
+  return kiln_lew_binary(ctx, kiln_lew_div, M_NUM | M_F64, b && !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1));
 }
 BINARY(lower_equal, b_eq, M_ALL)
-BINARY(lower_less, b_lt, M_NUM)
-BINARY(lower_greater, b_gt, M_NUM)
-BINARY(lower_less_equal, b_le, M_NUM)
-BINARY(lower_greater_equal, b_ge, M_NUM)
+BINARY(lower_less, b_lt, M_NUM | M_F64 | M_U64)
+BINARY(lower_greater, b_gt, M_NUM | M_F64 | M_U64)
+BINARY(lower_less_equal, b_le, M_NUM | M_F64 | M_U64)
+BINARY(lower_greater_equal, b_ge, M_NUM | M_F64 | M_U64)
 BINARY(lower_and, b_and, M_BOOL)
 BINARY(lower_or, b_or, M_BOOL)
 
@@ -934,8 +945,8 @@ kiln_status_t kiln_lew_variadic(kiln_lower_ctx_t* ctx, kiln_lew_bin_fn fn, uint3
   return kiln_lew_emit(ctx, &n, body, ctx->n_in + 1, params, true);
 }
 
-static kiln_status_t lower_max(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_max, M_NUM, false); }
-static kiln_status_t lower_min(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_min, M_NUM, false); }
+static kiln_status_t lower_max(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_max, M_NUM | M_F64, false); }
+static kiln_status_t lower_min(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_min, M_NUM | M_F64, false); }
 
 /* ---- Where ----------------------------------------------------------------- */
 

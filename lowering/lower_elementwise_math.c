@@ -24,8 +24,11 @@
 #include "lowering/lower_ew_impl.h"
 
 #define BIT(t) (1u << (unsigned)(t))
+/* As in lower_elementwise.c: M_F64 only where nothing is f32-typed. */
 #define M_FLOAT (BIT(KILN_DTYPE_F32) | BIT(KILN_DTYPE_F16))
-#define M_INT (BIT(KILN_DTYPE_I8) | BIT(KILN_DTYPE_U8) | BIT(KILN_DTYPE_I32) | BIT(KILN_DTYPE_I64))
+#define M_F64 BIT(KILN_DTYPE_F64)
+#define M_INT (BIT(KILN_DTYPE_I8) | BIT(KILN_DTYPE_U8) | BIT(KILN_DTYPE_I32) | BIT(KILN_DTYPE_I64) | \
+               BIT(KILN_DTYPE_I16) | BIT(KILN_DTYPE_U16) | BIT(KILN_DTYPE_U32))
 #define M_NUM (M_FLOAT | M_INT)
 
 static const tir_expr_t* f32c(tir_ctx_t* c, double v) {
@@ -160,7 +163,7 @@ static const tir_expr_t* u_intrin(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t
 #define INTRIN_OP(name, fn)                                    \
   kiln_status_t name(kiln_lower_ctx_t* ctx) {           \
     static const tir_intrin_t f = fn;                          \
-    return kiln_lew_map(ctx, u_intrin, &f, M_FLOAT);           \
+    return kiln_lew_map(ctx, u_intrin, &f, M_FLOAT | M_F64);   \
   }
 
 INTRIN_OP(kiln_lower_ew_round, TIR_ROUND_EVEN)
@@ -273,7 +276,7 @@ static const tir_expr_t* b_tmod(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* 
 static const tir_expr_t* b_pmod(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
                                 const tir_expr_t* b) {
   const tir_expr_t* r = b_tmod(c, t, a, b);
-  if (t == KILN_DTYPE_U8) return r;
+  if (kiln_dtype_is_unsigned(t)) return r;
   const tir_expr_t* zero = tir_const(c, t, 0.0);
   const tir_expr_t* sign_differs = tir_bin(c, TIR_NE, lt(c, r, zero), lt(c, b, zero));
   const tir_expr_t* fix = tir_bin(c, TIR_AND, tir_bin(c, TIR_NE, r, zero), sign_differs);
@@ -292,7 +295,7 @@ kiln_status_t kiln_lower_ew_mod(kiln_lower_ctx_t* ctx) {
                             (long long)fm, kiln_dtype_name(a->dtype));
   }
   bool check = !kiln_dtype_is_float(b->dtype) && !kiln_lew_const_in(ctx, 1);
-  return kiln_lew_binary(ctx, fm ? b_tmod : b_pmod, M_NUM, check);
+  return kiln_lew_binary(ctx, fm ? b_tmod : b_pmod, M_NUM | M_F64, check);
 }
 
 /* ---- Sum / Mean ---------------------------------------------------------------------- */
@@ -302,6 +305,6 @@ static const tir_expr_t* b_add(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a
   (void)t;
   return tir_add(c, a, b);
 }
-kiln_status_t kiln_lower_ew_sum(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_add, M_FLOAT, false); }
+kiln_status_t kiln_lower_ew_sum(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_add, M_FLOAT | M_F64, false); }
 kiln_status_t kiln_lower_ew_mean(kiln_lower_ctx_t* ctx) { return kiln_lew_variadic(ctx, b_add, M_FLOAT, true); }
 

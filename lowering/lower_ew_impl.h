@@ -55,7 +55,7 @@ const tir_stmt_t* kiln_lew_loops(tir_ctx_t* c, const kiln_lew_nest_t* n, const t
 
 /* ---- value helpers ------------------------------------------------------ */
 
-/* |e| as f32 (f16 widened, ints converted). */
+/* |e| as f32 (f16 widened, ints converted); f64 stays f64. */
 const tir_expr_t* kiln_lew_f32(tir_ctx_t* c, const tir_expr_t* e);
 /* Typed immediate; i64 values are exact (tir_const goes through double). */
 const tir_expr_t* kiln_lew_imm(tir_ctx_t* c, kiln_dtype_t t, double v);

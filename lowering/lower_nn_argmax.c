@@ -26,7 +26,7 @@ static const tir_expr_t* better(nn_kb_t* kb, const scan_t* s, const tir_expr_t* 
   tir_ctx_t* t = kb->t;
   tir_binop_t cmp = s->is_min ? (s->last ? TIR_LE : TIR_LT) : (s->last ? TIR_GE : TIR_GT);
   const tir_expr_t* c = tir_bin(t, cmp, v, b);
-  if (s->cmp_t != KILN_DTYPE_F32) return c;
+  if (!kiln_dtype_is_float(s->cmp_t)) return c;
   const tir_expr_t* v_nan = tir_bin(t, TIR_NE, v, v);
   const tir_expr_t* b_num = tir_bin(t, TIR_EQ, b, b);
   /* first: (v is NaN and b is not) or v beats b; last: v is NaN, or b is a
@@ -86,6 +86,7 @@ static kiln_status_t scan(kiln_lower_ctx_t* ctx, scan_kind_t kind) {
   if (s.outer * s.inner == 0) return NULL;
   if (s.n == 0) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the axis is empty", op);
   if (!kiln_dtype_is_float(x->dtype)) s.cmp_t = KILN_DTYPE_I64;
+  if (x->dtype == KILN_DTYPE_F64) s.cmp_t = KILN_DTYPE_F64; /* compared in double, not f32 */
   const tir_buffer_t* yv;
   const int64_t xs[3] = {s.outer, s.n, s.inner};
   KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xv", 3, xs, &s.xv));

@@ -769,7 +769,8 @@ static const tir_expr_t* mm_bmap_b(nn_kb_t* kb, const nn_gemm_t* g, const tir_ex
 }
 
 /* Integer products: a plain loop nest accumulating in i64 (wrapping like
- * the reference's uint64 arithmetic), then + C for Gemm. */
+ * the reference's uint64 arithmetic), then + C for Gemm. f64 products take
+ * the same nest accumulating in f64: the tiled GEMM computes in f32. */
 static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   tir_ctx_t* t = kb->t;
   tir_var_t* vb = nn_var(kb, "b");
@@ -778,7 +779,8 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   tir_var_t* vk = nn_var(kb, "k");
   const tir_expr_t *b = nn_v(kb, vb), *m = nn_v(kb, vm), *n = nn_v(kb, vn), *k = nn_v(kb, vk);
   int64_t one = 1;
-  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I64, 1, &one, TIR_SCOPE_PRIVATE);
+  const kiln_dtype_t at = mm->y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_I64;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", at, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_expr_t* z[1] = {nn_i(kb, 0)};
   const tir_expr_t *ai[KILN_MAX_RANK], *bi[KILN_MAX_RANK], *yi[KILN_MAX_RANK];
   batch_idx(kb, mm, mm->a, mm->a_brank, b, ai);
@@ -791,8 +793,8 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   else if (mm->trans_b) bi[rb] = n, bi[rb + 1] = k;
   else bi[rb] = k, bi[rb + 1] = n;
   y_idx(kb, mm, b, m, n, yi);
-  const tir_expr_t* prod = tir_mul(t, tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->a, ai)),
-                                   tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->b, bi)));
+  const tir_expr_t* prod = tir_mul(t, tir_cast(t, at, tir_load(t, mm->a, ai)),
+                                   tir_cast(t, at, tir_load(t, mm->b, bi)));
   const tir_stmt_t* upd = tir_store(t, acc, z, tir_add(t, tir_load(t, acc, z), prod));
   const tir_expr_t* v = tir_load(t, acc, z);
   if (mm->c) {
@@ -800,9 +802,9 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
     int32_t r = mm->c->rank;
     const tir_expr_t* mn[2] = {mm->cstr[0] ? m : nn_i(kb, 0), mm->cstr[1] ? n : nn_i(kb, 0)};
     for (int32_t i = 0; i < r; ++i) ci[i] = mn[2 - r + i];
-    v = tir_add(t, v, tir_cast(t, KILN_DTYPE_I64, tir_load(t, mm->c, ci)));
+    v = tir_add(t, v, tir_cast(t, at, tir_load(t, mm->c, ci)));
   }
-  const tir_stmt_t* items[3] = {tir_store(t, acc, z, nn_i(kb, 0)), nn_for(kb, vk, mm->K, upd),
+  const tir_stmt_t* items[3] = {tir_store(t, acc, z, tir_const(t, at, 0.0)), nn_for(kb, vk, mm->K, upd),
                                 tir_store(t, mm->y, yi, tir_cast(t, mm->y->dtype, v))};
   const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
   s = nn_for(kb, vn, mm->N, s);
@@ -814,7 +816,7 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
 static kiln_status_t mm_run(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   if (batch * mm->M * mm->N == 0) return NULL;
-  if (!kiln_dtype_is_float(mm->y->dtype)) {
+  if (!kiln_dtype_is_float(mm->y->dtype) || mm->y->dtype == KILN_DTYPE_F64) {
     if (mm->c && (mm->alpha != 1.0f || mm->beta != 1.0f)) {
       return kiln_make_status(KILN_UNSUPPORTED,
                               "Gemm: integer inputs with alpha/beta other than 1 are not "

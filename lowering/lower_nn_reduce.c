@@ -43,8 +43,9 @@ typedef struct rd_s {
 static const tir_expr_t* rd_shift(nn_kb_t* kb, const rd_t* r, const tir_expr_t* const* yidx) {
   tir_ctx_t* t = kb->t;
   const tir_expr_t* m = tir_load(t, r->shift, yidx);
-  const tir_expr_t* inf = tir_bin(t, TIR_EQ, tir_call(t, TIR_FABS, 1, m, NULL, NULL), nn_f(kb, INFINITY));
-  return tir_select(t, inf, nn_f(kb, 0.0), m);
+  const tir_expr_t* inf =
+      tir_bin(t, TIR_EQ, tir_call(t, TIR_FABS, 1, m, NULL, NULL), tir_const(t, r->acc_t, INFINITY));
+  return tir_select(t, inf, tir_const(t, r->acc_t, 0.0), m);
 }
 
 /* Element |idx| in the accumulator dtype, mapped for the kind. */
@@ -53,7 +54,7 @@ static const tir_expr_t* rd_val(nn_kb_t* kb, const rd_t* r, const tir_expr_t* co
   const tir_expr_t* v = tir_cast(t, r->acc_t, tir_load(t, r->xv, idx));
   switch (r->kind) {
     case KILN_NN_RED_L1:
-      return r->acc_t == KILN_DTYPE_F32 ? tir_call(t, TIR_FABS, 1, v, NULL, NULL)
+      return kiln_dtype_is_float(r->acc_t) ? tir_call(t, TIR_FABS, 1, v, NULL, NULL)
                                         : tir_bin(t, TIR_MAX, v, tir_sub(t, nn_i(kb, 0), v));
     case KILN_NN_RED_L2:
     case KILN_NN_RED_SUMSQ: return tir_mul(t, v, v);
@@ -92,7 +93,7 @@ static const tir_expr_t* rd_row(nn_kb_t* kb, const void* u, const tir_expr_t* i)
 }
 
 static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
-  if (acc_t == KILN_DTYPE_F32) return nn_f(kb, -INFINITY);
+  if (kiln_dtype_is_float(acc_t)) return tir_const(kb->t, acc_t, -INFINITY);
   switch (xt) {
     case KILN_DTYPE_I8: return nn_i(kb, -128);
     case KILN_DTYPE_U8:
@@ -103,7 +104,7 @@ static const tir_expr_t* lowest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t
 }
 
 static const tir_expr_t* highest(nn_kb_t* kb, kiln_dtype_t xt, kiln_dtype_t acc_t) {
-  if (acc_t == KILN_DTYPE_F32) return nn_f(kb, INFINITY);
+  if (kiln_dtype_is_float(acc_t)) return tir_const(kb->t, acc_t, INFINITY);
   switch (xt) {
     case KILN_DTYPE_I8: return nn_i(kb, 127);
     case KILN_DTYPE_U8: return nn_i(kb, 255);
@@ -201,7 +202,7 @@ static kiln_status_t reduce_runs(nn_kb_t* kb, rd_t* r, red_kind_t kind, const ti
                                  int64_t xnumel) {
   tir_ctx_t* t = kb->t;
   r->kind = kind;
-  const bool is_float = r->acc_t == KILN_DTYPE_F32;
+  const bool is_float = kiln_dtype_is_float(r->acc_t);
   const tir_binop_t bop =
       kind == KILN_NN_RED_MAX ? TIR_MAX : kind == KILN_NN_RED_MIN ? TIR_MIN : kind == KILN_NN_RED_PROD ? TIR_MUL : TIR_ADD;
   const tir_expr_t* ident = kind == KILN_NN_RED_MAX   ? lowest(kb, r->xt, r->acc_t)
@@ -345,11 +346,14 @@ static kiln_status_t reduce(kiln_lower_ctx_t* ctx, red_kind_t kind) {
   KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xflat", r.ng, r.gdim, &r.xv));
   KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yflat", ny, yshape, &yv));
   r.xt = x->dtype;
-  r.acc_t = kiln_dtype_is_float(x->dtype) ? KILN_DTYPE_F32 : KILN_DTYPE_I64;
+  /* f64 accumulates in f64, other floats in f32 */
+  r.acc_t = x->dtype == KILN_DTYPE_F64          ? KILN_DTYPE_F64
+            : kiln_dtype_is_float(x->dtype) ? KILN_DTYPE_F32
+                                            : KILN_DTYPE_I64;
   if (kind == KILN_NN_RED_LOGSUMEXP) {
     /* log(sum(exp(x - m))) + m with m the max: a first reduction into a
      * temp, so exp cannot overflow f32 (it would past x = 88) */
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lse_max", KILN_DTYPE_F32, ny, yshape, &r.shift));
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lse_max", r.acc_t, ny, yshape, &r.shift));
     KILN_RETURN_IF_ERROR(reduce_runs(&kb, &r, KILN_NN_RED_MAX, r.shift, group, tir_buffer_numel(x)));
   }
   (void)nout;

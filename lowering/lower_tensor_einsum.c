@@ -67,7 +67,7 @@ kiln_status_t kiln_lower_tensor_einsum(kiln_lower_ctx_t* ctx) {
     /* A dim of size 1 broadcasts: it is read at 0 whatever its label. */
     for (int32_t d = 0; d < x->rank; ++d) idx[d] = x->shape[d] == 1 ? tir_int(c, 0) : lab[e.in_label[i][d]];
     const tir_expr_t* v = tir_load(c, x, idx);
-    if (fl) v = kiln_lew_f32(c, v);
+    if (fl && y->dtype != KILN_DTYPE_F64) v = kiln_lew_f32(c, v); /* f64 sums in f64 */
     prod = prod ? tir_mul(c, prod, v) : v;
     params[i] = x;
   }
@@ -76,7 +76,8 @@ kiln_status_t kiln_lower_tensor_einsum(kiln_lower_ctx_t* ctx) {
   if (e.n_sum == 0) {
     body = tir_store(c, acc, n.idx, prod);
   } else {
-    const tir_expr_t* zero = fl ? tir_const(c, KILN_DTYPE_F32, 0.0) : kiln_lew_imm_i(c, y->dtype, 0);
+    const tir_expr_t* zero = fl ? tir_const(c, y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_F32, 0.0)
+                                : kiln_lew_imm_i(c, y->dtype, 0);
     const tir_stmt_t* s = tir_store(c, acc, n.idx, tir_add(c, tir_load(c, acc, n.idx), prod));
     for (int32_t k = e.n_sum - 1; k >= 0; --k) s = tir_for(c, sv[k], e.size[e.sum_label[k]], TIR_LOOP_SERIAL, s);
     body = tir_seq2(c, tir_store(c, acc, n.idx, zero), s);

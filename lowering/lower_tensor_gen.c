@@ -77,7 +77,8 @@ kiln_status_t kiln_lower_tensor_range(kiln_lower_ctx_t* ctx) {
   const tir_expr_t* v;
   if (kiln_dtype_is_float(y->dtype)) {
     v = tir_add(c, kiln_lew_f32(c, kiln_lew_load0(c, s)),
-                tir_mul(c, tir_cast(c, KILN_DTYPE_F32, n.idx[0]), kiln_lew_f32(c, kiln_lew_load0(c, d))));
+                tir_mul(c, tir_cast(c, y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_F32, n.idx[0]),
+                        kiln_lew_f32(c, kiln_lew_load0(c, d))));
   } else {
     v = tir_add(c, tir_cast(c, KILN_DTYPE_I64, kiln_lew_load0(c, s)),
                 tir_mul(c, n.idx[0], tir_cast(c, KILN_DTYPE_I64, kiln_lew_load0(c, d))));

@@ -17,6 +17,11 @@ static const char* descr_of(kiln_dtype_t t) {
     case KILN_DTYPE_I32: return "<i4";
     case KILN_DTYPE_I64: return "<i8";
     case KILN_DTYPE_BOOL: return "|b1";
+    case KILN_DTYPE_F64: return "<f8";
+    case KILN_DTYPE_I16: return "<i2";
+    case KILN_DTYPE_U16: return "<u2";
+    case KILN_DTYPE_U32: return "<u4";
+    case KILN_DTYPE_U64: return "<u8";
     default: return NULL;
   }
 }
@@ -113,8 +118,8 @@ kiln_status_t kiln_npy_read_with(const char* path, const kiln_npy_read_options_t
   for (int t = 1; t < KILN_DTYPE_COUNT_; ++t)
     if (descr_of((kiln_dtype_t)t) && strcmp(descr + 1, descr_of((kiln_dtype_t)t) + 1) == 0)
       dt = (kiln_dtype_t)t;
-  if (strcmp(descr + 1, "f8") == 0) {
-    if (options && options->refuse_f64) {
+  if (dt == KILN_DTYPE_F64 && options && (options->refuse_f64 || options->f64_to_f32)) {
+    if (options->refuse_f64) {
       s = kiln_make_status(KILN_UNSUPPORTED,
                            "%s: dtype '<f8' (float64) would be converted to float32, which is refused here",
                            path);

@@ -65,8 +65,13 @@ static void test_npy(void) {
   const double d[3] = {1.5, -2.25, 1e300};
   const char* p8 = bm_path(g_dir, "f8.npy");
   write_npy(p8, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", d, sizeof d);
-  bool conv = false;
+  bool conv = true;
   if (CHECK_OK(kiln_npy_read_with(p8, NULL, al, &a, &conv))) {
+    CHECK(!conv && a.dtype == KILN_DTYPE_F64 && ((double*)a.data)[2] == 1e300);
+    kiln_array_free(al, &a);
+  }
+  kiln_npy_read_options_t to32 = {.f64_to_f32 = true};
+  if (CHECK_OK(kiln_npy_read_with(p8, &to32, al, &a, &conv))) {
     CHECK(conv && a.dtype == KILN_DTYPE_F32 && ((float*)a.data)[1] == -2.25f);
     kiln_array_free(al, &a);
   }

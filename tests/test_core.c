@@ -229,7 +229,12 @@ static void test_dtypes(void) {
       {KILN_DTYPE_I8, 1, "i8", 3, false, true},    {KILN_DTYPE_U8, 1, "u8", 2, false, true},
       {KILN_DTYPE_I32, 4, "i32", 6, false, true},  {KILN_DTYPE_I64, 8, "i64", 7, false, true},
       {KILN_DTYPE_BOOL, 1, "bool", 9, false, false},
+      /* appended later, after BOOL: the codes above stay (modules store them) */
+      {KILN_DTYPE_F64, 8, "f64", 11, true, false}, {KILN_DTYPE_I16, 2, "i16", 5, false, true},
+      {KILN_DTYPE_U16, 2, "u16", 4, false, true},  {KILN_DTYPE_U32, 4, "u32", 12, false, true},
+      {KILN_DTYPE_U64, 8, "u64", 13, false, true},
   };
+  CHECK(KILN_DTYPE_BOOL == 7 && KILN_DTYPE_F64 == 8 && KILN_DTYPE_U64 == 12);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
     CHECK(kiln_dtype_size(want[i].t) == want[i].size);
     CHECK(strcmp(kiln_dtype_name(want[i].t), want[i].name) == 0);
@@ -240,8 +245,8 @@ static void test_dtypes(void) {
   }
   CHECK(kiln_dtype_size(KILN_DTYPE_UNDEFINED) == 0);
   CHECK(kiln_dtype_to_onnx(KILN_DTYPE_UNDEFINED) == 0);
-  /* ONNX types kiln lacks map to UNDEFINED: double, string, u16, bf16... */
-  int32_t lacking[] = {0, 4, 5, 8, 11, 12, 13, 14, 15, 16, 17, 23, 999, -1};
+  /* ONNX types kiln lacks map to UNDEFINED: string, complex, bf16... */
+  int32_t lacking[] = {0, 8, 14, 15, 16, 17, 23, 999, -1};
   for (size_t i = 0; i < sizeof lacking / sizeof lacking[0]; ++i)
     CHECK_MSG(kiln_dtype_from_onnx(lacking[i]) == KILN_DTYPE_UNDEFINED,
               "onnx type %d maps to %s", lacking[i],
@@ -648,6 +653,12 @@ static void fill_pattern(kiln_array_t* a) {
       case KILN_DTYPE_I32: ((int32_t*)a->data)[i] = (int32_t)(i * 100000 - 2000000000); break;
       case KILN_DTYPE_I64: ((int64_t*)a->data)[i] = ((int64_t)1 << 40) * (i - 3); break;
       case KILN_DTYPE_BOOL: ((uint8_t*)a->data)[i] = (uint8_t)(i % 3 == 0); break;
+      /* f64 values f32 cannot hold; u64 above INT64_MAX */
+      case KILN_DTYPE_F64: ((double*)a->data)[i] = 1.0 + (double)i * 1e-12 - 1e300 * (double)(i % 2); break;
+      case KILN_DTYPE_I16: ((int16_t*)a->data)[i] = (int16_t)(i % 2 ? -30000 + i : 30000 - i); break;
+      case KILN_DTYPE_U16: ((uint16_t*)a->data)[i] = (uint16_t)(65530 - i); break;
+      case KILN_DTYPE_U32: ((uint32_t*)a->data)[i] = 4000000000u + (uint32_t)i; break;
+      case KILN_DTYPE_U64: ((uint64_t*)a->data)[i] = UINT64_MAX - (uint64_t)i; break;
       default: break;
     }
   }
@@ -806,12 +817,18 @@ static void test_npy_foreign(void) {
         a.shape.dims[1] == 2 && a.data && ((float*)a.data)[5] == 6);
   kiln_array_free(sys(), &a);
 
-  /* float64 is read and converted to f32. */
-  double d[3] = {0.5, -1e10, 3.0};
+  /* float64 is read as f64, exactly; converted to f32 only when asked. */
+  double d[3] = {0.5, -1e10, 3.0 + 1e-12};
   write_npy_raw(tmp_path("f8.npy"), 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
                 d, sizeof d);
   CHECK_OK(kiln_npy_read(tmp_path("f8.npy"), sys(), &a));
-  CHECK(a.dtype == KILN_DTYPE_F32 && a.shape.dims[0] == 3 && a.nbytes == 12);
+  CHECK(a.dtype == KILN_DTYPE_F64 && a.shape.dims[0] == 3 && a.nbytes == 24);
+  if (a.data) CHECK(memcmp(a.data, d, sizeof d) == 0);
+  kiln_array_free(sys(), &a);
+  kiln_npy_read_options_t to32 = {.f64_to_f32 = true};
+  bool conv = false;
+  CHECK_OK(kiln_npy_read_with(tmp_path("f8.npy"), &to32, sys(), &a, &conv));
+  CHECK(conv && a.dtype == KILN_DTYPE_F32 && a.shape.dims[0] == 3 && a.nbytes == 12);
   if (a.data) CHECK(((float*)a.data)[0] == 0.5f && ((float*)a.data)[1] == -1e10f);
   kiln_array_free(sys(), &a);
 

@@ -16,6 +16,8 @@
 #define U8 KILN_DTYPE_U8
 #define I32 KILN_DTYPE_I32
 #define I64 KILN_DTYPE_I64
+#define F64 KILN_DTYPE_F64
+#define U64 KILN_DTYPE_U64
 #define BOOL KILN_DTYPE_BOOL
 #define NONE KILN_DTYPE_UNDEFINED /* an omitted optional input */
 
@@ -511,15 +513,47 @@ static void test_cast_errors(void) {
   float f[1] = {1};
   kiln_array_t fx = ARR(F32, 1, DIMS(1), f);
   kiln_array_t y = {0};
-  kiln_attr_t to_double = kiln_attr_make_int("to", 11), to_string = kiln_attr_make_int("to", 8),
+  kiln_attr_t to_bf16 = kiln_attr_make_int("to", 16), to_string = kiln_attr_make_int("to", 8),
               to_bad = kiln_attr_make_int("to", 999), to_float = kiln_attr_make_float("to", 1.0f);
-  CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_double, &y), KILN_UNSUPPORTED,
-            "Cast: to DOUBLE is not supported");
+  CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_bf16, &y), KILN_UNSUPPORTED,
+            "Cast: to BFLOAT16 is not supported");
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_string, &y), KILN_UNSUPPORTED,
             "Cast: to STRING is not supported");
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_bad, &y), KILN_INVALID_ARGUMENT, "999");
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 1, &to_float, &y), KILN_INVALID_ARGUMENT, "to");
   CHECK_ERR(run_op("Cast", 21, 1, &fx, 0, NULL, &y), KILN_INVALID_ARGUMENT, "to");
+}
+
+/* f64 computes in double: exp(1) is e to double precision (expf's value
+ * differs in the 8th digit), Cast keeps 1e300 to f64 and gives inf to f32,
+ * and u64 above INT64_MAX converts by its unsigned value. */
+static void test_f64_and_wide_ints(void) {
+  double d[2] = {1.0, 1e300};
+  kiln_array_t dx = ARR(F64, 1, DIMS(2), d);
+  kiln_array_t y = {0};
+  if (CHECK_OK(run_op("Exp", 13, 1, &dx, 0, NULL, &y))) {
+    CHECK(y.dtype == KILN_DTYPE_F64 && ((double*)y.data)[0] == exp(1.0));
+    kiln_array_free(A(), &y);
+  }
+  kiln_attr_t to_f32 = kiln_attr_make_int("to", 1), to_f64 = kiln_attr_make_int("to", 11);
+  if (CHECK_OK(run_op("Cast", 21, 1, &dx, 1, &to_f32, &y))) {
+    CHECK(y.dtype == KILN_DTYPE_F32 && ((float*)y.data)[0] == 1.0f && isinf(((float*)y.data)[1]));
+    kiln_array_free(A(), &y);
+  }
+  uint64_t u[2] = {UINT64_MAX, 3};
+  kiln_array_t ux = ARR(U64, 1, DIMS(2), u);
+  if (CHECK_OK(run_op("Cast", 21, 1, &ux, 1, &to_f64, &y))) {
+    CHECK(y.dtype == KILN_DTYPE_F64 && ((double*)y.data)[0] == 18446744073709551615.0);
+    kiln_array_free(A(), &y);
+  }
+  kiln_array_t uy[2] = {ux, ARR(U64, 1, DIMS(2), ((uint64_t[]){2, 2}))};
+  if (CHECK_OK(run_op("Div", 14, 2, uy, 0, NULL, &y))) {
+    CHECK(((uint64_t*)y.data)[0] == UINT64_MAX / 2 && ((uint64_t*)y.data)[1] == 1);
+    kiln_array_free(A(), &y);
+  }
+  /* a conv's kernel computes in f32: f64 is refused, by name */
+  kiln_array_t cw[2] = {ARR(F64, 4, DIMS(1, 1, 1, 2), d), ARR(F64, 4, DIMS(1, 1, 1, 1), d)};
+  CHECK_ERR(run_op("Conv", 11, 2, cw, 0, NULL, &y), KILN_UNSUPPORTED, "f64");
 }
 
 /* ---- Clip ------------------------------------------------------------- */
@@ -955,6 +989,7 @@ int main(void) {
   RUN(test_cast_f32_f16_f32);
   RUN(test_cast_ints_and_bool);
   RUN(test_cast_errors);
+  RUN(test_f64_and_wide_ints);
   RUN(test_clip_opsets);
   RUN(test_where_broadcast);
   RUN(test_max_min_variadic);

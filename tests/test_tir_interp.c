@@ -244,6 +244,38 @@ static void test_buffer_dtypes(void) {
   CHECK(b == 1);
 }
 
+/* f64 values stay double (0.1 + 1e-12 is not rounded to f32, exp is
+ * libm's double exp); u64 values above INT64_MAX order, divide and convert
+ * unsigned; u32 and i16 wrap to their width. */
+static void test_wide_dtypes(void) {
+  CHECK(val(F(KILN_DTYPE_F64, 0.1 + 1e-12)).f == 0.1 + 1e-12);
+  CHECK(val(tir_call(&C, TIR_EXP, 1, F(KILN_DTYPE_F64, 1.0), NULL, NULL)).f == exp(1.0));
+  CHECK(val(tir_cast(&C, KILN_DTYPE_F32, F(KILN_DTYPE_F64, 0.1))).f == (double)0.1f);
+  tir_buffer_t* U = gbuf("U", KILN_DTYPE_U64, 1, SHP(3));
+  tir_buffer_t* D = gbuf("D", KILN_DTYPE_F64, 1, SHP(2));
+  tir_buffer_t* W = gbuf("W", KILN_DTYPE_U32, 1, SHP(1));
+  tir_buffer_t* S = gbuf("S", KILN_DTYPE_I16, 1, SHP(1));
+  tir_buffer_t* B = gbuf("B", KILN_DTYPE_BOOL, 1, SHP(1));
+  const tir_expr_t* big = LD(U, I(0));
+  const tir_stmt_t* body = SEQ(
+      ST(B, BIN(TIR_GT, big, LD(U, I(1))), I(0)),             /* 2^64-1 > 3 unsigned */
+      ST(U, BIN(TIR_DIV, big, LD(U, I(1))), I(2)),             /* (2^64-1) / 3 */
+      ST(D, tir_cast(&C, KILN_DTYPE_F64, big), I(0)),          /* 1.8446744073709552e19 */
+      ST(D, BIN(TIR_ADD, LD(D, I(1)), F(KILN_DTYPE_F64, 1e-12)), I(1)),
+      ST(W, BIN(TIR_ADD, LD(W, I(0)), tir_const(&C, KILN_DTYPE_U32, 2)), I(0)),
+      ST(S, BIN(TIR_ADD, LD(S, I(0)), tir_const(&C, KILN_DTYPE_I16, 1)), I(0)));
+  tir_func_t* f = func("wide", 5, (const tir_buffer_t* const[]){U, D, W, S, B}, body);
+  uint64_t u[3] = {UINT64_MAX, 3, 0};
+  double d[2] = {0, 1.0};
+  uint32_t w = UINT32_MAX;
+  int16_t sh = INT16_MAX;
+  uint8_t b = 0;
+  CHECK_OK(run(f, (void*[]){u, d, &w, &sh, &b}));
+  CHECK(b == 1 && u[2] == UINT64_MAX / 3);
+  CHECK(d[0] == 18446744073709551615.0 && d[1] == 1.0 + 1e-12);
+  CHECK(w == 1 && sh == INT16_MIN);
+}
+
 /* A scoped buffer starts as NaN: reading it before writing shows. */
 static void test_scoped_poison(void) {
   tir_buffer_t* Y = gbuf("Y", KILN_DTYPE_F32, 1, SHP(1));
@@ -326,6 +358,7 @@ int main(void) {
   RUN(test_loops_loads_stores);
   RUN(test_if_seq_alloc_barrier_bound);
   RUN(test_buffer_dtypes);
+  RUN(test_wide_dtypes);
   RUN(test_scoped_poison);
   RUN(test_out_of_bounds);
   RUN(test_malformed_kernels);

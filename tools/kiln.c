@@ -625,7 +625,8 @@ static bool is_module_file(const char* path) {
 /* Inputs of a run: what the model or module declares, filled from --input
  * files or seeded random values. */
 static kiln_status_t read_input_files(const char* const* specs, int n, int32_t n_in,
-                                      const char* (*name_of)(void*, int32_t), void* ctx,
+                                      const char* (*name_of)(void*, int32_t),
+                                      kiln_dtype_t (*dtype_of)(void*, int32_t), void* ctx,
                                       uint64_t max_bytes, bool strict, kiln_array_t* in) {
   for (int i = 0; i < n; ++i) {
     const char* eq = strchr(specs[i], '=');
@@ -639,9 +640,12 @@ static kiln_status_t read_input_files(const char* const* specs, int n, int32_t n
       return kiln_make_status(KILN_NOT_FOUND, "--input '%s': the model has no input named '%.*s'", specs[i],
                               (int)(eq - specs[i]), specs[i]);
     kiln_array_free(kiln_allocator_system(), &in[found]);
-    /* float64 has no kiln dtype: the values are rounded to float32, which
-     * --strict refuses and otherwise is said out loud. */
-    kiln_npy_read_options_t ro = {.max_bytes = max_bytes, .refuse_f64 = strict};
+    /* float64 data for an input that is not f64 (numpy's default dtype fed
+     * to an f32 model): the values are rounded to float32, which --strict
+     * refuses and otherwise is said out loud. An f64 input reads it as is. */
+    const bool want_f64 = dtype_of(ctx, found) == KILN_DTYPE_F64;
+    kiln_npy_read_options_t ro = {.max_bytes = max_bytes, .refuse_f64 = strict && !want_f64,
+                                  .f64_to_f32 = !want_f64};
     bool f64 = false;
     KILN_RETURN_IF_ERROR(kiln_npy_read_with(eq + 1, &ro, kiln_allocator_system(), &in[found], &f64),
                          "--input '%s'%s", name_of(ctx, found), strict ? " (--strict)" : "");
@@ -658,6 +662,17 @@ static const char* graph_input_name(void* ctx, int32_t k) {
 }
 
 static const char* module_input_name(void* ctx, int32_t k) { return kiln_module_input_name(ctx, k); }
+
+static kiln_dtype_t graph_input_dtype(void* ctx, int32_t k) {
+  const kiln_graph_t* g = ctx;
+  return g->tensors[g->inputs[k]].dtype;
+}
+
+static kiln_dtype_t module_input_dtype(void* ctx, int32_t k) {
+  kiln_dtype_t dt = KILN_DTYPE_UNDEFINED;
+  (void)kiln_module_input_shape(ctx, k, &dt);
+  return dt;
+}
 
 static int cmd_run(int argc, char** argv) {
   load_opts_t lo = {0};
@@ -826,7 +841,7 @@ static int cmd_run(int argc, char** argv) {
     goto done;
   }
   if (module_file) {
-    if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, R.module, max_input_bytes, strict, in)))
+    if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, module_input_dtype, R.module, max_input_bytes, strict, in)))
       goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
@@ -843,7 +858,7 @@ static int cmd_run(int argc, char** argv) {
       goto done;
     }
     for (int32_t k = 0; k <= g->n_symbols; ++k) sym_val[k] = -1;
-    if ((s = read_input_files(inputs, n_inputs, n_in, graph_input_name, g, max_input_bytes, strict, in)))
+    if ((s = read_input_files(inputs, n_inputs, n_in, graph_input_name, graph_input_dtype, g, max_input_bytes, strict, in)))
       goto done;
     /* Check the given inputs against the declarations (binding symbols from
      * them); the other symbols (for random inputs) are 1 unless --dim set

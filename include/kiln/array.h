@@ -56,13 +56,22 @@ typedef enum kiln_dtype_e {
   KILN_DTYPE_I32 = 5,
   KILN_DTYPE_I64 = 6,
   KILN_DTYPE_BOOL = 7,
+  /* Appended later: the codes above are stored in .kiln modules and must
+   * not change. */
+  KILN_DTYPE_F64 = 8,
+  KILN_DTYPE_I16 = 9,
+  KILN_DTYPE_U16 = 10,
+  KILN_DTYPE_U32 = 11,
+  KILN_DTYPE_U64 = 12,
   KILN_DTYPE_COUNT_
 } kiln_dtype_t;
 
 KILN_API size_t kiln_dtype_size(kiln_dtype_t t);      /* 0 for UNDEFINED */
 KILN_API const char* kiln_dtype_name(kiln_dtype_t t); /* "f32", ... */
-KILN_API bool kiln_dtype_is_float(kiln_dtype_t t);    /* f32, f16 */
-KILN_API bool kiln_dtype_is_int(kiln_dtype_t t);      /* i8 u8 i32 i64 (not bool) */
+KILN_API bool kiln_dtype_is_float(kiln_dtype_t t);    /* f32, f16, f64 */
+/* i8 u8 i16 u16 i32 u32 i64 u64 (not bool) */
+KILN_API bool kiln_dtype_is_int(kiln_dtype_t t);
+KILN_API bool kiln_dtype_is_unsigned(kiln_dtype_t t); /* u8 u16 u32 u64 */
 /* ONNX TensorProto.DataType <-> kiln; UNDEFINED when kiln lacks it. */
 KILN_API kiln_dtype_t kiln_dtype_from_onnx(int32_t onnx_type);
 KILN_API int32_t kiln_dtype_to_onnx(kiln_dtype_t t);

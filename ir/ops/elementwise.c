@@ -83,7 +83,8 @@ void kiln_ew_st_i(kiln_dtype_t t, void* data, int64_t i, int64_t v) {
     case KILN_DTYPE_BOOL: ((uint8_t*)data)[i] = v != 0; break;
     case KILN_DTYPE_F32: ((float*)data)[i] = (float)v; break;
     case KILN_DTYPE_F16: ((uint16_t*)data)[i] = kiln_f32_to_f16((float)v); break;
-    default: break;
+    /* the rest convert or wrap exactly as kiln_store_i64 does */
+    default: kiln_store_i64(t, data, (size_t)i, v); break;
   }
 }
 
@@ -91,6 +92,7 @@ void kiln_ew_st_f(kiln_dtype_t t, void* data, int64_t i, double v) {
   switch (t) {
     case KILN_DTYPE_F32: ((float*)data)[i] = (float)v; break;
     case KILN_DTYPE_F16: ((uint16_t*)data)[i] = kiln_f32_to_f16((float)v); break;
+    case KILN_DTYPE_F64: ((double*)data)[i] = v; break;
     case KILN_DTYPE_BOOL: ((uint8_t*)data)[i] = v != 0.0; break;
     default: kiln_ew_st_i(t, data, i, kiln_ew_f2i(v)); break;
   }

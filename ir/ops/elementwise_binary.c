@@ -54,31 +54,47 @@
     }                                                                      \
   }
 
-/* Floats compute in f32; integers load as int64 and |expr| wraps through
- * uint64 where it could overflow, the store truncates to the width. */
+/* f32/f16 compute in f32, f64 in double; integers load as int64 and |expr|
+ * wraps through uint64 where it could overflow, the store truncates to the
+ * width. u64 loads as uint64 (BIN_U64) so order and division stay right. */
 #define BIN_FLOAT(name, expr)                                               \
   BIN_KERNEL(name##_f32, float, float, float, LD_ID, ST_ID, expr)           \
-  BIN_KERNEL(name##_f16, uint16_t, uint16_t, float, LD_H, ST_H, expr)
+  BIN_KERNEL(name##_f16, uint16_t, uint16_t, float, LD_H, ST_H, expr)       \
+  BIN_KERNEL(name##_f64, double, double, double, LD_ID, ST_ID, expr)
 #define BIN_INT(name, expr)                                                 \
   BIN_KERNEL(name##_i8, int8_t, int8_t, int64_t, LD_ID, ST_ID, expr)        \
   BIN_KERNEL(name##_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, expr)      \
+  BIN_KERNEL(name##_i16, int16_t, int16_t, int64_t, LD_ID, ST_ID, expr)     \
+  BIN_KERNEL(name##_u16, uint16_t, uint16_t, int64_t, LD_ID, ST_ID, expr)   \
   BIN_KERNEL(name##_i32, int32_t, int32_t, int64_t, LD_ID, ST_ID, expr)     \
+  BIN_KERNEL(name##_u32, uint32_t, uint32_t, int64_t, LD_ID, ST_ID, expr)   \
   BIN_KERNEL(name##_i64, int64_t, int64_t, int64_t, LD_ID, ST_ID, expr)
+#define BIN_U64(name, expr)                                                 \
+  BIN_KERNEL(name##_u64, uint64_t, uint64_t, uint64_t, LD_ID, ST_ID, expr)
 /* Comparisons: numeric inputs, bool (uint8 0/1) output. */
 #define BIN_CMP(name, expr)                                                 \
   BIN_KERNEL(name##_f32, float, uint8_t, float, LD_ID, ST_ID, expr)         \
   BIN_KERNEL(name##_f16, uint16_t, uint8_t, float, LD_H, ST_ID, expr)       \
+  BIN_KERNEL(name##_f64, double, uint8_t, double, LD_ID, ST_ID, expr)       \
   BIN_KERNEL(name##_i8, int8_t, uint8_t, int64_t, LD_ID, ST_ID, expr)       \
   BIN_KERNEL(name##_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, expr)      \
+  BIN_KERNEL(name##_i16, int16_t, uint8_t, int64_t, LD_ID, ST_ID, expr)     \
+  BIN_KERNEL(name##_u16, uint16_t, uint8_t, int64_t, LD_ID, ST_ID, expr)    \
   BIN_KERNEL(name##_i32, int32_t, uint8_t, int64_t, LD_ID, ST_ID, expr)     \
-  BIN_KERNEL(name##_i64, int64_t, uint8_t, int64_t, LD_ID, ST_ID, expr)
+  BIN_KERNEL(name##_u32, uint32_t, uint8_t, int64_t, LD_ID, ST_ID, expr)    \
+  BIN_KERNEL(name##_i64, int64_t, uint8_t, int64_t, LD_ID, ST_ID, expr)     \
+  BIN_KERNEL(name##_u64, uint64_t, uint8_t, uint64_t, LD_ID, ST_ID, expr)
 #define BIN_BOOL(name, expr) \
   BIN_KERNEL(name##_b, uint8_t, uint8_t, int, LD_B, ST_ID, expr)
 
+#define INT_TABLE(name)                                                    \
+  [KILN_DTYPE_I8] = name##_i8, [KILN_DTYPE_U8] = name##_u8,                \
+  [KILN_DTYPE_I16] = name##_i16, [KILN_DTYPE_U16] = name##_u16,            \
+  [KILN_DTYPE_I32] = name##_i32, [KILN_DTYPE_U32] = name##_u32,            \
+  [KILN_DTYPE_I64] = name##_i64, [KILN_DTYPE_U64] = name##_u64
 #define NUM_TABLE(name)                                                    \
   [KILN_DTYPE_F32] = name##_f32, [KILN_DTYPE_F16] = name##_f16,            \
-  [KILN_DTYPE_I8] = name##_i8, [KILN_DTYPE_U8] = name##_u8,                \
-  [KILN_DTYPE_I32] = name##_i32, [KILN_DTYPE_I64] = name##_i64
+  [KILN_DTYPE_F64] = name##_f64, INT_TABLE(name)
 
 #define WRAP_ADD(a, b) ((uint64_t)(a) + (uint64_t)(b))
 #define WRAP_SUB(a, b) ((uint64_t)(a) - (uint64_t)(b))
@@ -99,18 +115,25 @@ static inline int64_t idiv(int64_t a, int64_t b) {
 
 BIN_FLOAT(add, a + b)
 BIN_INT(add, WRAP_ADD(a, b))
+BIN_U64(add, a + b)
 BIN_FLOAT(sub, a - b)
 BIN_INT(sub, WRAP_SUB(a, b))
+BIN_U64(sub, a - b)
 BIN_FLOAT(mul, a * b)
 BIN_INT(mul, WRAP_MUL(a, b))
+BIN_U64(mul, a * b)
 BIN_FLOAT(div, a / b)
 BIN_INT(div, idiv(a, b))
+BIN_U64(div, b ? a / b : 0)
 BIN_FLOAT(max, FMAX(a, b))
 BIN_INT(max, a > b ? a : b)
+BIN_U64(max, a > b ? a : b)
 BIN_FLOAT(min, FMIN(a, b))
 BIN_INT(min, a < b ? a : b)
+BIN_U64(min, a < b ? a : b)
 BIN_FLOAT(prelu, a < 0.0f ? a * b : a)
 BIN_INT(prelu, a < 0 ? WRAP_MUL(a, b) : (uint64_t)a)
+BIN_U64(prelu, ((void)b, a)) /* never negative */
 BIN_CMP(eq, a == b)
 BIN_BOOL(eq, a == b)
 BIN_CMP(lt, a < b)
@@ -123,8 +146,13 @@ BIN_BOOL(xor, a != b)
 
 /* BitShift on unsigned values (u8 here): shifting by the width or more
  * gives 0, where C would be undefined; the store truncates to the width. */
-BIN_KERNEL(shl_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, b >= 8 ? 0 : a << b)
-BIN_KERNEL(shr_u8, uint8_t, uint8_t, int64_t, LD_ID, ST_ID, b >= 8 ? 0 : a >> b)
+#define BIN_SHIFT(T, bits)                                                              \
+  BIN_KERNEL(shl_##T, T##_t, T##_t, uint64_t, LD_ID, ST_ID, b >= bits ? 0 : a << b)       \
+  BIN_KERNEL(shr_##T, T##_t, T##_t, uint64_t, LD_ID, ST_ID, b >= bits ? 0 : a >> b)
+BIN_SHIFT(uint8, 8)
+BIN_SHIFT(uint16, 16)
+BIN_SHIFT(uint32, 32)
+BIN_SHIFT(uint64, 64)
 
 /* Mod. fmod = 1: C fmod / truncated remainder (sign of the dividend);
  * fmod = 0 (integers only): floor modulo (sign of the divisor), as numpy.
@@ -137,9 +165,13 @@ static inline int64_t imod_floor(int64_t a, int64_t b) {
   const int64_t r = imod_trunc(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-BIN_FLOAT(fmod, fmodf(a, b))
+BIN_KERNEL(fmod_f32, float, float, float, LD_ID, ST_ID, fmodf(a, b))
+BIN_KERNEL(fmod_f16, uint16_t, uint16_t, float, LD_H, ST_H, fmodf(a, b))
+BIN_KERNEL(fmod_f64, double, double, double, LD_ID, ST_ID, fmod(a, b))
 BIN_INT(tmod, imod_trunc(a, b))
+BIN_U64(tmod, b ? a % b : 0)
 BIN_INT(pmod, imod_floor(a, b))
+BIN_U64(pmod, b ? a % b : 0)
 
 typedef kiln_ew_kernel_t ktable_t[KILN_DTYPE_COUNT_];
 
@@ -158,13 +190,13 @@ static const ktable_t ge_k = {NUM_TABLE(ge)};
 static const ktable_t and_k = {[KILN_DTYPE_BOOL] = and_b};
 static const ktable_t or_k = {[KILN_DTYPE_BOOL] = or_b};
 static const ktable_t xor_k = {[KILN_DTYPE_BOOL] = xor_b};
-static const ktable_t shl_k = {[KILN_DTYPE_U8] = shl_u8};
-static const ktable_t shr_k = {[KILN_DTYPE_U8] = shr_u8};
-static const ktable_t fmod_k = {[KILN_DTYPE_F32] = fmod_f32, [KILN_DTYPE_F16] = fmod_f16,
-                                [KILN_DTYPE_I8] = tmod_i8, [KILN_DTYPE_U8] = tmod_u8,
-                                [KILN_DTYPE_I32] = tmod_i32, [KILN_DTYPE_I64] = tmod_i64};
-static const ktable_t pmod_k = {[KILN_DTYPE_I8] = pmod_i8, [KILN_DTYPE_U8] = pmod_u8,
-                                [KILN_DTYPE_I32] = pmod_i32, [KILN_DTYPE_I64] = pmod_i64};
+static const ktable_t shl_k = {[KILN_DTYPE_U8] = shl_uint8, [KILN_DTYPE_U16] = shl_uint16,
+                               [KILN_DTYPE_U32] = shl_uint32, [KILN_DTYPE_U64] = shl_uint64};
+static const ktable_t shr_k = {[KILN_DTYPE_U8] = shr_uint8, [KILN_DTYPE_U16] = shr_uint16,
+                               [KILN_DTYPE_U32] = shr_uint32, [KILN_DTYPE_U64] = shr_uint64};
+static const ktable_t fmod_k = {INT_TABLE(tmod), [KILN_DTYPE_F32] = fmod_f32,
+                                [KILN_DTYPE_F16] = fmod_f16, [KILN_DTYPE_F64] = fmod_f64};
+static const ktable_t pmod_k = {INT_TABLE(pmod)};
 
 /* Type-agnostic kernels by element size: broadcast copy and Where. */
 #define COPY_KERNEL(bits)                                                  \
@@ -349,7 +381,7 @@ static kiln_status_t bitshift_op(const kiln_node_t* n, binop_t* op) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "BitShift: attribute 'direction' is '%s', must be 'LEFT' or 'RIGHT'", d);
   }
-  *op = (binop_t){"X", "Y", KILN_EW_BIT(KILN_DTYPE_U8), false, left ? shl_k : shr_k, false};
+  *op = (binop_t){"X", "Y", KILN_EW_UINT, false, left ? shl_k : shr_k, false};
   return NULL;
 }
 
@@ -518,6 +550,7 @@ kiln_status_t kiln_ew_run_pow(const kiln_ref_ctx_t* ctx) {
   kiln_ew_kernel_t k = pow_mixed;
   if (a->dtype == b->dtype && a->dtype == KILN_DTYPE_F32) k = pow_f32;
   if (a->dtype == b->dtype && a->dtype == KILN_DTYPE_F16) k = pow_f16;
+  /* f64 base: pow_mixed computes in double (any exponent dtype) */
   return kiln_ew_apply("Pow", out, 2, ins, k, &q);
 }
 
@@ -608,8 +641,9 @@ kiln_status_t kiln_ew_run_mean(const kiln_ref_ctx_t* ctx) {
   kiln_array_t* out = ctx->out[0];
   const int64_t n = kiln_array_numel(out);
   for (int64_t i = 0; i < n; ++i) {
-    float v = (float)kiln_ew_ld_f(out->dtype, out->data, i);
-    kiln_ew_st_f(out->dtype, out->data, i, v / (float)ctx->n_in);
+    const double v = kiln_ew_ld_f(out->dtype, out->data, i);
+    if (out->dtype == KILN_DTYPE_F64) kiln_ew_st_f(out->dtype, out->data, i, v / (double)ctx->n_in);
+    else kiln_ew_st_f(out->dtype, out->data, i, (float)v / (float)ctx->n_in);
   }
   return NULL;
 }

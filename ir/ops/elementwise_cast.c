@@ -52,7 +52,8 @@ static void cast_f16_to_f32(const uint16_t* x, float* y, int64_t n) {
  * floats go through double (exact for f32 and f16). */
 static void cast_generic(kiln_dtype_t from, const void* x, kiln_dtype_t to,
                          void* y, int64_t n) {
-  if (kiln_dtype_is_float(from)) {
+  /* u64 above INT64_MAX has no int64 value: it goes to float via double */
+  if (kiln_dtype_is_float(from) || (from == KILN_DTYPE_U64 && kiln_dtype_is_float(to))) {
     for (int64_t i = 0; i < n; ++i) kiln_ew_st_f(to, y, i, kiln_ew_ld_f(from, x, i));
     return;
   }

@@ -33,11 +33,17 @@
 /* ---- dtype sets ------------------------------------------------------ */
 
 #define KILN_EW_BIT(t) (1u << (unsigned)(t))
-#define KILN_EW_FLOAT (KILN_EW_BIT(KILN_DTYPE_F32) | KILN_EW_BIT(KILN_DTYPE_F16))
+/* f64 computes in double in every kernel these masks admit. */
+#define KILN_EW_FLOAT                                                  \
+  (KILN_EW_BIT(KILN_DTYPE_F32) | KILN_EW_BIT(KILN_DTYPE_F16) |         \
+   KILN_EW_BIT(KILN_DTYPE_F64))
 #define KILN_EW_SINT                                                   \
   (KILN_EW_BIT(KILN_DTYPE_I8) | KILN_EW_BIT(KILN_DTYPE_I32) |          \
-   KILN_EW_BIT(KILN_DTYPE_I64))
-#define KILN_EW_INT (KILN_EW_SINT | KILN_EW_BIT(KILN_DTYPE_U8))
+   KILN_EW_BIT(KILN_DTYPE_I64) | KILN_EW_BIT(KILN_DTYPE_I16))
+#define KILN_EW_UINT                                                   \
+  (KILN_EW_BIT(KILN_DTYPE_U8) | KILN_EW_BIT(KILN_DTYPE_U16) |          \
+   KILN_EW_BIT(KILN_DTYPE_U32) | KILN_EW_BIT(KILN_DTYPE_U64))
+#define KILN_EW_INT (KILN_EW_SINT | KILN_EW_UINT)
 #define KILN_EW_NUM (KILN_EW_FLOAT | KILN_EW_INT)
 #define KILN_EW_BOOL KILN_EW_BIT(KILN_DTYPE_BOOL)
 #define KILN_EW_ALL (KILN_EW_NUM | KILN_EW_BOOL)

@@ -40,6 +40,20 @@ typedef bool (*ukernel_t)(kiln_dtype_t t, const void* x, void* y, int64_t n,
     return true;                                              \
   }
 
+/* f32/f16 cases plus an f64 case computing |dexpr| in double (the f64
+ * spelling of |expr|: double libm calls and the helpers' _d forms). */
+#define FD_CASES(expr, dexpr)                                 \
+  F_CASES(expr)                                               \
+  case KILN_DTYPE_F64: {                                      \
+    const double* xs = x;                                     \
+    double* ys = y;                                           \
+    for (int64_t i = 0; i < n; ++i) {                         \
+      const double v = xs[i];                                 \
+      ys[i] = (dexpr);                                        \
+    }                                                         \
+    return true;                                              \
+  }
+
 #define I_CASE(KT, T, expr)                                   \
   case KT: {                                                  \
     const T* xs = x;                                          \
@@ -53,9 +67,14 @@ typedef bool (*ukernel_t)(kiln_dtype_t t, const void* x, void* y, int64_t n,
 /* Signed integers; |expr| may compute in uint64 to wrap like C. */
 #define SI_CASES(expr)                                        \
   I_CASE(KILN_DTYPE_I8, int8_t, expr)                         \
+  I_CASE(KILN_DTYPE_I16, int16_t, expr)                       \
   I_CASE(KILN_DTYPE_I32, int32_t, expr)                       \
   I_CASE(KILN_DTYPE_I64, int64_t, expr)
-#define U_CASES(expr) I_CASE(KILN_DTYPE_U8, uint8_t, expr)
+#define U_CASES(expr)                                         \
+  I_CASE(KILN_DTYPE_U8, uint8_t, expr)                        \
+  I_CASE(KILN_DTYPE_U16, uint16_t, expr)                      \
+  I_CASE(KILN_DTYPE_U32, uint32_t, expr)                      \
+  I_CASE(KILN_DTYPE_U64, uint64_t, expr)
 
 #define KERNEL(name, cases)                                                  \
   static bool k_##name(kiln_dtype_t t, const void* x, void* y, int64_t n,    \
@@ -74,33 +93,48 @@ static inline float sigm(float v) {
   float e = expf(v);
   return e / (1.0f + e);
 }
+static inline double sigm_d(double v) {
+  if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+  double e = exp(v);
+  return e / (1.0 + e);
+}
 /* Comparisons rather than fminf/fmaxf so NaN stays NaN (numpy clip). */
 static inline float clamp01(float v) {
   return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
 }
+static inline double clamp01_d(double v) {
+  return v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v);
+}
 static inline float gelu_erf(float v) {
   return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+static inline double gelu_erf_d(double v) {
+  return 0.5 * v * (1.0 + erf(v * 0.70710678118654752));
 }
 static inline float gelu_tanh(float v) {
   const float k = 0.79788456080286536f; /* sqrt(2/pi) */
   return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
+static inline double gelu_tanh_d(double v) {
+  const double k = 0.79788456080286536; /* sqrt(2/pi) */
+  return 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)));
+}
 
-KERNEL(relu, F_CASES(v < 0.0f ? 0.0f : v) SI_CASES(v < 0 ? 0 : v))
-KERNEL(leakyrelu, F_CASES(v < 0.0f ? v * p->alpha : v))
-KERNEL(sigmoid, F_CASES(sigm(v)))
-KERNEL(tanh, F_CASES(tanhf(v)))
-KERNEL(hardsigmoid, F_CASES(clamp01(p->alpha * v + p->beta)))
-KERNEL(hardswish, F_CASES(v * clamp01(v * (1.0f / 6.0f) + 0.5f)))
-KERNEL(erf, F_CASES(erff(v)))
-KERNEL(gelu, F_CASES(gelu_erf(v)))
-KERNEL(gelu_tanh, F_CASES(gelu_tanh(v)))
-KERNEL(sqrt, F_CASES(sqrtf(v)))
-KERNEL(reciprocal, F_CASES(1.0f / v))
-KERNEL(exp, F_CASES(expf(v)))
-KERNEL(log, F_CASES(logf(v)))
-KERNEL(neg, F_CASES(-v) SI_CASES(0 - (uint64_t)v))
-KERNEL(abs, F_CASES(fabsf(v))
+KERNEL(relu, FD_CASES(v < 0.0f ? 0.0f : v, v < 0.0 ? 0.0 : v) SI_CASES(v < 0 ? 0 : v))
+KERNEL(leakyrelu, FD_CASES(v < 0.0f ? v * p->alpha : v, v < 0.0 ? v * p->alpha : v))
+KERNEL(sigmoid, FD_CASES(sigm(v), sigm_d(v)))
+KERNEL(tanh, FD_CASES(tanhf(v), tanh(v)))
+KERNEL(hardsigmoid, FD_CASES(clamp01(p->alpha * v + p->beta), clamp01_d(p->alpha * v + p->beta)))
+KERNEL(hardswish, FD_CASES(v * clamp01(v * (1.0f / 6.0f) + 0.5f), v * clamp01_d(v * (1.0 / 6.0) + 0.5)))
+KERNEL(erf, FD_CASES(erff(v), erf(v)))
+KERNEL(gelu, FD_CASES(gelu_erf(v), gelu_erf_d(v)))
+KERNEL(gelu_tanh, FD_CASES(gelu_tanh(v), gelu_tanh_d(v)))
+KERNEL(sqrt, FD_CASES(sqrtf(v), sqrt(v)))
+KERNEL(reciprocal, FD_CASES(1.0f / v, 1.0 / v))
+KERNEL(exp, FD_CASES(expf(v), exp(v)))
+KERNEL(log, FD_CASES(logf(v), log(v)))
+KERNEL(neg, FD_CASES(-v, -v) SI_CASES(0 - (uint64_t)v))
+KERNEL(abs, FD_CASES(fabsf(v), fabs(v))
             SI_CASES(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) U_CASES(v))
 KERNEL(not, I_CASE(KILN_DTYPE_BOOL, uint8_t, !v))
 
@@ -111,39 +145,47 @@ static inline float log1p_small(float e) {
   const float u = 1.0f + e;
   return u == 1.0f ? e : logf(u) * e / (u - 1.0f);
 }
+static inline double log1p_small_d(double e) {
+  const double u = 1.0 + e;
+  return u == 1.0 ? e : log(u) * e / (u - 1.0);
+}
 /* log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the same value where
  * exp(x) is finite, and x (not inf) where it would overflow. */
 static inline float softplus(float v) {
   return (v > 0.0f ? v : 0.0f) + log1p_small(expf(-fabsf(v)));
 }
+static inline double softplus_d(double v) {
+  return (v > 0.0 ? v : 0.0) + log1p_small_d(exp(-fabs(v)));
+}
 /* 1, -1 or the value itself: 0 stays 0 and NaN stays NaN (numpy sign). */
 static inline float fsign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
+static inline double fsign_d(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : v); }
 
 /* alpha/beta carry each op's attributes: Elu, Celu, ThresholdedRelu alpha;
  * Selu alpha, gamma; Shrink lambd, bias. */
-KERNEL(elu, F_CASES(v < 0.0f ? p->alpha * (expf(v) - 1.0f) : v))
-KERNEL(selu, F_CASES(v > 0.0f ? p->beta * v : p->beta * (p->alpha * expf(v) - p->alpha)))
-KERNEL(celu, F_CASES(v > 0.0f ? v : p->alpha * (expf(v / p->alpha) - 1.0f)))
-KERNEL(softplus, F_CASES(softplus(v)))
-KERNEL(softsign, F_CASES(v / (1.0f + fabsf(v))))
-KERNEL(thresholdedrelu, F_CASES(v > p->alpha ? v : 0.0f))
-KERNEL(shrink, F_CASES(v < -p->alpha ? v + p->beta : (v > p->alpha ? v - p->beta : 0.0f)))
-KERNEL(mish, F_CASES(v * tanhf(softplus(v))))
-KERNEL(sign, F_CASES(fsign(v)) SI_CASES(v > 0 ? 1 : (v < 0 ? -1 : 0)) U_CASES(v > 0 ? 1 : 0))
-KERNEL(round, F_CASES(nearbyintf(v)))
-KERNEL(floor, F_CASES(floorf(v)))
-KERNEL(ceil, F_CASES(ceilf(v)))
-KERNEL(sin, F_CASES(sinf(v)))
-KERNEL(cos, F_CASES(cosf(v)))
-KERNEL(tan, F_CASES(tanf(v)))
-KERNEL(asin, F_CASES(asinf(v)))
-KERNEL(acos, F_CASES(acosf(v)))
-KERNEL(atan, F_CASES(atanf(v)))
-KERNEL(sinh, F_CASES(sinhf(v)))
-KERNEL(cosh, F_CASES(coshf(v)))
-KERNEL(asinh, F_CASES(asinhf(v)))
-KERNEL(acosh, F_CASES(acoshf(v)))
-KERNEL(atanh, F_CASES(atanhf(v)))
+KERNEL(elu, FD_CASES(v < 0.0f ? p->alpha * (expf(v) - 1.0f) : v, v < 0.0 ? p->alpha * (exp(v) - 1.0) : v))
+KERNEL(selu, FD_CASES(v > 0.0f ? p->beta * v : p->beta * (p->alpha * expf(v) - p->alpha), v > 0.0 ? p->beta * v : p->beta * (p->alpha * exp(v) - p->alpha)))
+KERNEL(celu, FD_CASES(v > 0.0f ? v : p->alpha * (expf(v / p->alpha) - 1.0f), v > 0.0 ? v : p->alpha * (exp(v / p->alpha) - 1.0)))
+KERNEL(softplus, FD_CASES(softplus(v), softplus_d(v)))
+KERNEL(softsign, FD_CASES(v / (1.0f + fabsf(v)), v / (1.0 + fabs(v))))
+KERNEL(thresholdedrelu, FD_CASES(v > p->alpha ? v : 0.0f, v > p->alpha ? v : 0.0))
+KERNEL(shrink, FD_CASES(v < -p->alpha ? v + p->beta : (v > p->alpha ? v - p->beta : 0.0f), v < -p->alpha ? v + p->beta : (v > p->alpha ? v - p->beta : 0.0)))
+KERNEL(mish, FD_CASES(v * tanhf(softplus(v)), v * tanh(softplus_d(v))))
+KERNEL(sign, FD_CASES(fsign(v), fsign_d(v)) SI_CASES(v > 0 ? 1 : (v < 0 ? -1 : 0)) U_CASES(v > 0 ? 1 : 0))
+KERNEL(round, FD_CASES(nearbyintf(v), nearbyint(v)))
+KERNEL(floor, FD_CASES(floorf(v), floor(v)))
+KERNEL(ceil, FD_CASES(ceilf(v), ceil(v)))
+KERNEL(sin, FD_CASES(sinf(v), sin(v)))
+KERNEL(cos, FD_CASES(cosf(v), cos(v)))
+KERNEL(tan, FD_CASES(tanf(v), tan(v)))
+KERNEL(asin, FD_CASES(asinf(v), asin(v)))
+KERNEL(acos, FD_CASES(acosf(v), acos(v)))
+KERNEL(atan, FD_CASES(atanf(v), atan(v)))
+KERNEL(sinh, FD_CASES(sinhf(v), sinh(v)))
+KERNEL(cosh, FD_CASES(coshf(v), cosh(v)))
+KERNEL(asinh, FD_CASES(asinhf(v), asinh(v)))
+KERNEL(acosh, FD_CASES(acoshf(v), acosh(v)))
+KERNEL(atanh, FD_CASES(atanhf(v), atanh(v)))
 
 /* ---- shared infer/run ------------------------------------------------ */
 
@@ -288,7 +330,7 @@ static kiln_status_t run_classify(const kiln_ref_ctx_t* ctx, bool nan) {
   KILN_RETURN_IF_ERROR(kiln_ew_check_out(op, y, KILN_DTYPE_BOOL, n));
   uint8_t* o = y->data;
   for (int64_t i = 0; i < n; ++i) {
-    float v = (float)kiln_ew_ld_f(x->dtype, x->data, i);
+    double v = kiln_ew_ld_f(x->dtype, x->data, i); /* exact for f64 too */
     o[i] = nan ? v != v : ((q.pos && v == INFINITY) || (q.neg && v == -INFINITY));
   }
   return NULL;
@@ -383,7 +425,7 @@ kiln_status_t kiln_ew_infer_gelu(kiln_infer_t* ctx) {
  * range); from 11 they are optional scalar inputs of the input's dtype
  * (default: no bound). */
 typedef struct clip_bounds_s {
-  float flo, fhi;
+  double flo, fhi; /* an f64 Clip's bounds keep their double value */
   int64_t ilo, ihi;
 } clip_bounds_t;
 
@@ -392,13 +434,16 @@ static void int_range(kiln_dtype_t t, int64_t* lo, int64_t* hi) {
     case KILN_DTYPE_I8: *lo = INT8_MIN; *hi = INT8_MAX; break;
     case KILN_DTYPE_U8: *lo = 0; *hi = UINT8_MAX; break;
     case KILN_DTYPE_I32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case KILN_DTYPE_I16: *lo = INT16_MIN; *hi = INT16_MAX; break;
+    case KILN_DTYPE_U16: *lo = 0; *hi = UINT16_MAX; break;
+    case KILN_DTYPE_U32: *lo = 0; *hi = UINT32_MAX; break;
     default: *lo = INT64_MIN; *hi = INT64_MAX; break;
   }
 }
 
 /* Reads the optional bound |b| (input |name|) of a Clip on |dtype|. */
 static kiln_status_t clip_read(const kiln_array_t* b, const char* name,
-                               kiln_dtype_t dtype, float* f, int64_t* i) {
+                               kiln_dtype_t dtype, double* f, int64_t* i) {
   if (!b) return NULL;
   if (b->dtype != dtype) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -414,7 +459,7 @@ static kiln_status_t clip_read(const kiln_array_t* b, const char* name,
                             name, kiln_shape_format(&b->shape, buf, sizeof buf));
   }
   if (kiln_dtype_is_float(dtype))
-    *f = (float)kiln_ew_ld_f(b->dtype, b->data, 0);
+    *f = kiln_ew_ld_f(b->dtype, b->data, 0);
   else
     *i = kiln_ew_ld_i(b->dtype, b->data, 0);
   return NULL;
@@ -424,8 +469,10 @@ static kiln_status_t clip_bounds(const kiln_ref_ctx_t* ctx, kiln_dtype_t dtype,
                                  clip_bounds_t* cb) {
   int_range(dtype, &cb->ilo, &cb->ihi);
   if (ctx->opset < 11) {
-    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "min", -FLT_MAX, &cb->flo));
-    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "max", FLT_MAX, &cb->fhi));
+    float lo, hi;
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "min", -FLT_MAX, &lo));
+    KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "max", FLT_MAX, &hi));
+    cb->flo = lo, cb->fhi = hi;
     return NULL;
   }
   cb->flo = -INFINITY;
@@ -440,7 +487,7 @@ static kiln_status_t clip_bounds(const kiln_ref_ctx_t* ctx, kiln_dtype_t dtype,
 
 static bool k_clip(kiln_dtype_t t, const void* x, void* y, int64_t n,
                    const clip_bounds_t* b) {
-  const float flo = b->flo, fhi = b->fhi;
+  const float flo = (float)b->flo, fhi = (float)b->fhi;
   const int64_t ilo = b->ilo, ihi = b->ihi;
 #define CLIP_I(KT, T)                                          \
   case KT: {                                                   \
@@ -474,8 +521,21 @@ static bool k_clip(kiln_dtype_t t, const void* x, void* y, int64_t n,
       }
       return true;
     }
+    case KILN_DTYPE_F64: {
+      const double* xs = x;
+      double* ys = y;
+      for (int64_t i = 0; i < n; ++i) {
+        double v = xs[i];
+        v = v < b->flo ? b->flo : v;
+        ys[i] = v > b->fhi ? b->fhi : v;
+      }
+      return true;
+    }
     CLIP_I(KILN_DTYPE_I8, int8_t)
     CLIP_I(KILN_DTYPE_U8, uint8_t)
+    CLIP_I(KILN_DTYPE_I16, int16_t)
+    CLIP_I(KILN_DTYPE_U16, uint16_t)
+    CLIP_I(KILN_DTYPE_U32, uint32_t)
     CLIP_I(KILN_DTYPE_I32, int32_t)
     CLIP_I(KILN_DTYPE_I64, int64_t)
     default:

@@ -231,6 +231,12 @@ kiln_status_t kiln_nn_f32_load(const kiln_ref_ctx_t* ctx, const kiln_array_t* a,
     *out = (const float*)a->data;
     return NULL;
   }
+  /* f64 is never computed in f32 behind the caller's back. */
+  if (a->dtype == KILN_DTYPE_F64)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "%s: an input has dtype f64; its reference kernel computes in f32, so f64 "
+                            "is not supported",
+                            ctx->node && ctx->node->op_type ? ctx->node->op_type : "op");
   int64_t n = kiln_array_numel(a);
   float* buf = NULL;
   KILN_RETURN_IF_ERROR(kiln_nn_scratch(ctx, n, sizeof(float),
@@ -333,7 +339,8 @@ kiln_status_t kiln_nn_require_float(const kiln_infer_t* ctx, const char* op,
                                     int32_t i) {
   if (i >= ctx->n_in || !ctx->in[i]) return NULL;
   kiln_dtype_t t = ctx->in[i]->dtype;
-  if (t == KILN_DTYPE_UNDEFINED || kiln_dtype_is_float(t)) return NULL;
+  if (t == KILN_DTYPE_UNDEFINED || t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16) return NULL;
+  /* f64 too: these ops compute in f32, which must not pass for f64 */
   return kiln_make_status(KILN_UNSUPPORTED,
                           "%s: input '%s' has dtype %s; %s supports f32 and f16",
                           op, kiln_nn_in_name(ctx, i), kiln_dtype_name(t), op);

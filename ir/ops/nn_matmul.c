@@ -16,13 +16,15 @@ static kiln_status_t check_dtypes(const kiln_infer_t* ctx, const char* op,
     if (!ctx->in[i]) continue;
     kiln_dtype_t t = ctx->in[i]->dtype;
     if (t == KILN_DTYPE_UNDEFINED) continue;
+    /* MatMul computes f64 in double; Gemm's kernel is f32 only. */
+    const bool f64_ok = !strcmp(op, "MatMul");
     if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_I32 &&
-        t != KILN_DTYPE_I64) {
+        t != KILN_DTYPE_I64 && !(f64_ok && t == KILN_DTYPE_F64)) {
       return kiln_make_status(KILN_UNSUPPORTED,
                               "%s: input '%s' has dtype %s; %s supports f32, "
-                              "f16, i32 and i64",
+                              "f16, i32 and i64%s",
                               op, kiln_nn_in_name(ctx, i), kiln_dtype_name(t),
-                              op);
+                              op, f64_ok ? " and f64" : "");
     }
     if (t0 != KILN_DTYPE_UNDEFINED && t != t0) {
       return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -135,7 +137,7 @@ kiln_status_t kiln_nn_matmul_run(const kiln_ref_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(mm_setup(&A->shape, "A", &B->shape, "B", &m));
   const int64_t M = m.M, N = m.N, K = m.K;
   const int64_t nb = kiln_shape_count(&m.batch);
-  if (kiln_dtype_is_float(A->dtype)) {
+  if (A->dtype == KILN_DTYPE_F32 || A->dtype == KILN_DTYPE_F16) {
     const float *a, *b;
     float *as = NULL, *bs = NULL, *y, *ys = NULL;
     kiln_status_t st = kiln_nn_f32_load(ctx, A, &a, &as);
@@ -156,6 +158,22 @@ kiln_status_t kiln_nn_matmul_run(const kiln_ref_ctx_t* ctx) {
     kiln_nn_scratch_free(ctx, as);
     kiln_nn_scratch_free(ctx, bs);
     return st;
+  }
+  if (A->dtype == KILN_DTYPE_F64) { /* in double, summed in k order */
+    const double *a = A->data, *b = B->data;
+    double* y = Y->data;
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      int64_t ao, bo;
+      batch_offsets(&m, bi, &ao, &bo);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = 0.0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += a[ao * M * K + i * K + k] * b[bo * K * N + k * N + j];
+          y[(bi * M + i) * N + j] = acc;
+        }
+    }
+    return NULL;
   }
   if (A->dtype != KILN_DTYPE_I32 && A->dtype != KILN_DTYPE_I64) {
     return kiln_make_status(KILN_UNSUPPORTED, "MatMul: dtype %s",

@@ -72,7 +72,7 @@ static kiln_status_t pool_setup(const kiln_node_t* node, const char* op,
 static kiln_status_t pool_dtype(const kiln_infer_t* ctx, const char* op,
                                 bool ints_ok) {
   kiln_dtype_t t = ctx->in[0]->dtype;
-  if (t == KILN_DTYPE_UNDEFINED || kiln_dtype_is_float(t)) return NULL;
+  if (t == KILN_DTYPE_UNDEFINED || t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16) return NULL;
   if (ints_ok && (t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8)) return NULL;
   return kiln_make_status(KILN_UNSUPPORTED,
                           "%s: input '%s' has dtype %s; %s supports %s", op,

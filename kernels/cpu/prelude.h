@@ -86,6 +86,23 @@ KILN_INLINE float kiln_sigmoidf(float v) {
   float e = expf(v);
   return e / (1.0f + e);
 }
+/* The f64 forms of the float helpers, computed in double. */
+KILN_INLINE double kiln_fmind(double a, double b) { return (a < b || a != a) ? a : b; }
+KILN_INLINE double kiln_fmaxd(double a, double b) { return (a > b || a != a) ? a : b; }
+KILN_INLINE double kiln_dfloordiv(double a, double b) { return floor(a / b); }
+KILN_INLINE double kiln_dfloormod(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+KILN_INLINE int64_t kiln_d2i(double x) {
+  return x != x ? 0 : x >= 9223372036854775808.0 ? INT64_MAX
+       : x <= -9223372036854775808.0 ? INT64_MIN : (int64_t)x;
+}
+KILN_INLINE double kiln_sigmoidd(double v) {
+  if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+  double e = exp(v);
+  return e / (1.0 + e);
+}
 
 /* GCC vector extensions for VECTORIZED loops; unaligned loads/stores. */
 #define KILN_VDEF(W, BYTES)                                                      \

@@ -35,5 +35,20 @@ KILN_INLINE float kiln_sigmoidf(float v) {
   float e = exp(v);
   return e / (1.0f + e);
 }
+/* f64 helpers, only in a program that enables cl_khr_fp64 (KILN_FP64). */
+#ifdef KILN_FP64
+KILN_INLINE double kiln_fmind(double a, double b) { return (a < b || isnan(a)) ? a : b; }
+KILN_INLINE double kiln_fmaxd(double a, double b) { return (a > b || isnan(a)) ? a : b; }
+KILN_INLINE double kiln_dfloordiv(double a, double b) { return floor(a / b); }
+KILN_INLINE double kiln_dfloormod(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+KILN_INLINE double kiln_sigmoidd(double v) {
+  if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+  double e = exp(v);
+  return e / (1.0 + e);
+}
+#endif
 #define KILN_VMAX(a, b) select((b), (a), ((a) > (b)) | isnan(a))
 #define KILN_VMIN(a, b) select((b), (a), ((a) < (b)) | isnan(a))

@@ -211,6 +211,10 @@ typedef struct kiln_cf_dialect_s {
   const char* idiv64;
   const char* iabs;         /* integer abs */
   const char* f2i64;        /* float -> int64: truncate, saturate, NaN -> 0 */
+  /* The same for F64 values, computed in double. A dialect without them
+   * (no F64 entry in .types) refuses F64 kernels by name. */
+  const char* math_f64[TIR_INTRIN_COUNT_];
+  const char* fmin_d, *fmax_d, *dfloordiv, *dfloormod, *d2i64;
 
   /* loops */
   const char* parallel_pragma; /* NULL: PARALLEL prints serial */
@@ -252,6 +256,10 @@ extern const kiln_cf_dialect_t kiln_cf_dialect_glsl;
  * untouched) for a language without a native half type here (C, GLSL).
  * Thread-safe. */
 bool kiln_cf_dialect_native_half(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out);
+/* |base| (OpenCL, plain or native-half) with cl_khr_fp64 enabled and the
+ * prelude's double helpers (KILN_FP64) compiled in, for a unit with F64
+ * kernels. False for another language. */
+bool kiln_cf_dialect_fp64(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out);
 
 /* ---- printing --------------------------------------------------------- */
 
@@ -295,6 +303,8 @@ bool kiln_cf_valid_kernel_name(const char* s);
  * call: the kernels the precision pass retyped for fp16 arithmetic), not
  * only loads and stores f16 storage. */
 bool kiln_cf_func_computes_f16(const tir_func_t* f);
+/* Whether |f| has a parameter, allocation or value of dtype |t|. */
+bool kiln_cf_func_uses_dtype(const tir_func_t* f, kiln_dtype_t t);
 
 #ifdef __cplusplus
 }

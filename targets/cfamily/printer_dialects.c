@@ -47,6 +47,27 @@ extern const char kiln_cf_glsl_prelude[];   /* kernels/vulkan/prelude.glsl */
 #define CF_TYPES(f32, f16, i8, u8, i32, i64, bool_)                                              \
   {[KILN_DTYPE_F32] = f32, [KILN_DTYPE_F16] = f16, [KILN_DTYPE_I8] = i8, [KILN_DTYPE_U8] = u8, \
    [KILN_DTYPE_I32] = i32, [KILN_DTYPE_I64] = i64, [KILN_DTYPE_BOOL] = bool_}
+/* CF_TYPES plus f64 and the 16/32/64-bit integers kiln added later. */
+#define CF_TYPES_WIDE(f32, f16, i8, u8, i32, i64, bool_, f64, i16, u16, u32, u64)                \
+  {[KILN_DTYPE_F32] = f32, [KILN_DTYPE_F16] = f16, [KILN_DTYPE_I8] = i8, [KILN_DTYPE_U8] = u8, \
+   [KILN_DTYPE_I32] = i32, [KILN_DTYPE_I64] = i64, [KILN_DTYPE_BOOL] = bool_,                  \
+   [KILN_DTYPE_F64] = f64, [KILN_DTYPE_I16] = i16, [KILN_DTYPE_U16] = u16,                     \
+   [KILN_DTYPE_U32] = u32, [KILN_DTYPE_U64] = u64}
+/* Double math for C and OpenCL C (both spell libm's double functions
+ * alike) and the prelude's double helpers. */
+#define CF_F64                                                                                  \
+  .math_f64 = {[TIR_EXP] = "exp($1)", [TIR_LOG] = "log($1)", [TIR_SQRT] = "sqrt($1)",           \
+               [TIR_RSQRT] = "(1.0 / sqrt($1))", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "erf($1)",\
+               [TIR_FABS] = "fabs($1)", [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)",     \
+               [TIR_ROUND_EVEN] = "rint($1)", [TIR_POW] = "pow($1, $2)",                        \
+               [TIR_SIGMOID] = "kiln_sigmoidd($1)", [TIR_SIN] = "sin($1)", [TIR_COS] = "cos($1)",\
+               [TIR_TAN] = "tan($1)", [TIR_ASIN] = "asin($1)", [TIR_ACOS] = "acos($1)",         \
+               [TIR_ATAN] = "atan($1)", [TIR_SINH] = "sinh($1)", [TIR_COSH] = "cosh($1)",       \
+               [TIR_ASINH] = "asinh($1)", [TIR_ACOSH] = "acosh($1)", [TIR_ATANH] = "atanh($1)", \
+               [TIR_FMOD] = "fmod($1, $2)"},                                                    \
+  .fmin_d = "kiln_fmind($1, $2)", .fmax_d = "kiln_fmaxd($1, $2)",                               \
+  .dfloordiv = "kiln_dfloordiv($1, $2)", .dfloormod = "kiln_dfloormod($1, $2)",                 \
+  .d2i64 = "kiln_d2i($1)"
 
 /* The vector templates of a dialect with vector types, in a fixed order
  * ($W: the width): widths (bit mask), type, load, store, splat, select,
@@ -67,9 +88,12 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .kernel_prefix = "void ",
     .align_attr = " __attribute__((aligned(64)))",
     .index_type = "int64_t",
-    .types = CF_TYPES("float", "kiln_f16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint8_t"),
-    .value_types = CF_TYPES("float", "float", "int8_t", "uint8_t", "int32_t", "int64_t", "int"),
+    .types = CF_TYPES_WIDE("float", "kiln_f16", "int8_t", "uint8_t", "int32_t", "int64_t", "uint8_t",
+                           "double", "int16_t", "uint16_t", "uint32_t", "uint64_t"),
+    .value_types = CF_TYPES_WIDE("float", "float", "int8_t", "uint8_t", "int32_t", "int64_t", "int",
+                                 "double", "int16_t", "uint16_t", "uint32_t", "uint64_t"),
     .unsigned_types = {[KILN_DTYPE_I32] = "uint32_t", [KILN_DTYPE_I64] = "uint64_t"},
+    CF_F64,
     .int64_suffix = "LL",
     .half_load = "kiln_h2f($B[$I])",
     .half_store = "$B[$I] = kiln_f2h($V)",
@@ -110,9 +134,16 @@ const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
     .ids = {NULL, "(int)get_group_id(0)", "(int)get_group_id(1)", "(int)get_group_id(2)",
             "(int)get_local_id(0)", "(int)get_local_id(1)", "(int)get_local_id(2)"},
-    .types = CF_TYPES("float", "half", "char", "uchar", "int", "long", "uchar"),
-    .value_types = CF_TYPES("float", "float", "char", "uchar", "int", "long", "int"),
+    .types = CF_TYPES_WIDE("float", "half", "char", "uchar", "int", "long", "uchar",
+                           "double", "short", "ushort", "uint", "ulong"),
+    .value_types = CF_TYPES_WIDE("float", "float", "char", "uchar", "int", "long", "int",
+                                 "double", "short", "ushort", "uint", "ulong"),
     .unsigned_types = {[KILN_DTYPE_I32] = "uint", [KILN_DTYPE_I64] = "ulong"},
+    /* f64 needs cl_khr_fp64: the target enables it for a program with F64
+     * kernels (kiln_cf_dialect_fp64) and the device check refuses it where
+     * the device lacks it */
+    CF_F64,
+    .d2i64 = "convert_long_sat_rtz($1)",
     .int64_suffix = "L",
     .half_load = "vload_half($I, $B)",
     .half_store = "vstore_half_rte($V, $I, $B)",
@@ -163,6 +194,16 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .imax = "max($1, $2)",
 };
 #pragma GCC diagnostic pop
+
+bool kiln_cf_dialect_fp64(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out) {
+  if (!base || !out || base->lang != KILN_CF_LANG_OPENCL) return false;
+  *out = *base;
+  /* after any cl_khr_fp16 line of a native-half base */
+  out->extensions = base->extensions ? "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+                                       "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define KILN_FP64 1\n"
+                                     : "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#define KILN_FP64 1\n";
+  return true;
+}
 
 bool kiln_cf_dialect_native_half(const kiln_cf_dialect_t* base, kiln_cf_dialect_t* out) {
   if (!base || !out || base->lang != KILN_CF_LANG_OPENCL) return false;

@@ -59,7 +59,24 @@ static void put_int(pr_t* p, int64_t v, kiln_dtype_t t, int need) {
 
 static void put_float_literal(pr_t* p, float f, int need);
 
+static void put_double_literal(pr_t* p, double v, int need) {
+  char buf[48];
+  if (!isfinite(v)) { /* inf/nan: the float spellings convert exactly */
+    put_float_literal(p, (float)v, need);
+    return;
+  }
+  snprintf(buf, sizeof buf, "%.17g", v);
+  if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+  bool o = buf[0] == '-' && need >= P_UNARY && open_p(p, P_UNARY, P_UNARY + 1);
+  putf(p, "%s", buf); /* no suffix: a double literal in C and OpenCL C */
+  close_p(p, o);
+}
+
 static void put_float(pr_t* p, double v, kiln_dtype_t t, int need) {
+  if (t == KILN_DTYPE_F64) {
+    put_double_literal(p, v, need);
+    return;
+  }
   float f = (float)v;
   if (t == KILN_DTYPE_F16) f = kiln_f16_to_f32(kiln_f32_to_f16(f));
   if (t == KILN_DTYPE_F16 && p->d->half_literal) {
@@ -414,16 +431,16 @@ static void ex_binary(pr_t* p, const tir_expr_t* e, int need) {
       kiln_cf_infix(p, a, kiln_cf_binop_text(op), b, kiln_cf_binop_prec(op), false, need, false);
       break;
     case TIR_FLOORDIV:
-      tpl2(p, p->d->ffloordiv, aex(a), aex(b));
+      tpl2(p, fsel(t, p->d->ffloordiv, p->d->dfloordiv), aex(a), aex(b));
       break;
     case TIR_FLOORMOD:
-      tpl2(p, p->d->ffloormod, aex(a), aex(b));
+      tpl2(p, fsel(t, p->d->ffloormod, p->d->dfloormod), aex(a), aex(b));
       break;
     case TIR_MIN:
-      tpl2(p, p->d->fmin_f, aex(a), aex(b));
+      tpl2(p, fsel(t, p->d->fmin_f, p->d->fmin_d), aex(a), aex(b));
       break;
     case TIR_MAX:
-      tpl2(p, p->d->fmax_f, aex(a), aex(b));
+      tpl2(p, fsel(t, p->d->fmax_f, p->d->fmax_d), aex(a), aex(b));
       break;
     default:
       kiln_cf_fail(p, KILN_INTERNAL, "unexpected float operator %d", (int)op);
@@ -448,7 +465,10 @@ static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
     return;
   }
   if (is_float(s) && is_float(t)) {
-    if (t == KILN_DTYPE_F16) tpl1(p, d->half_round, aex(v));
+    /* to or from double: an explicit conversion, so f32 arithmetic never
+     * widens silently and f64 arithmetic never narrows */
+    if ((s == KILN_DTYPE_F64 || t == KILN_DTYPE_F64) && t != KILN_DTYPE_F16) put_cast(p, vtype(p, t), v, need);
+    else if (t == KILN_DTYPE_F16) tpl1(p, d->half_round, aex(v));
     else if (half_native(p)) put_cast(p, vtype(p, t), v, need); /* f32 math over halves */
     else kiln_cf_expr(p, v, need); /* an F16 value is already an exact float */
     return;
@@ -466,18 +486,19 @@ static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
     return;
   }
   if (is_float(s)) { /* float -> int: truncate, saturate to int64, wrap */
+    const char* f2i = fsel(s, d->f2i64, d->d2i64);
     if (t == KILN_DTYPE_I64) {
-      tpl1(p, d->f2i64, aex(v));
+      tpl1(p, f2i, aex(v));
     } else if (d->constructor_casts) {
       putf(p, "%s(", vtype(p, t));
       if (strcmp(vtype(p, t), stype(p, t))) putf(p, "%s(", stype(p, t));
-      tpl1(p, d->f2i64, aex(v));
+      tpl1(p, f2i, aex(v));
       if (strcmp(vtype(p, t), stype(p, t))) put(p, ")");
       put(p, ")");
     } else {
       bool o = open_p(p, P_UNARY, need);
       putf(p, "(%s)", stype(p, t));
-      tpl1(p, d->f2i64, aex(v));
+      tpl1(p, f2i, aex(v));
       close_p(p, o);
     }
     return;
@@ -547,11 +568,11 @@ static void ex_call(pr_t* p, const tir_expr_t* e, int need) {
   half_round_open(p, t, &hr, &need);
   if (fn == TIR_FMA) {
     kiln_cf_fma(p, e, need, false);
-  } else if (fn >= 0 && fn < TIR_INTRIN_COUNT_ && d->math[fn]) {
+  } else if (fn >= 0 && fn < TIR_INTRIN_COUNT_ && fsel(t, d->math[fn], d->math_f64[fn])) {
     tctx_t c = {.a = {aex(a)}};
     if (e->u.call.n > 1) c.a[1] = aex(e->u.call.args[1]);
     if (e->u.call.n > 2) c.a[2] = aex(e->u.call.args[2]);
-    kiln_cf_tpl(p, d->math[fn], &c);
+    kiln_cf_tpl(p, fsel(t, d->math[fn], d->math_f64[fn]), &c);
   } else {
     kiln_cf_fail(p, KILN_UNSUPPORTED, "intrinsic %d has no spelling in this dialect", (int)fn);
   }

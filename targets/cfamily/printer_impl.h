@@ -94,10 +94,15 @@ static inline const char* stype(const pr_t* p, kiln_dtype_t t) {
   return s ? s : "int";
 }
 static inline bool is_narrow(kiln_dtype_t t) {
-  return t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8 || t == KILN_DTYPE_BOOL;
+  return t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8 || t == KILN_DTYPE_BOOL ||
+         t == KILN_DTYPE_I16 || t == KILN_DTYPE_U16;
 }
 static inline bool is_float(kiln_dtype_t t) {
-  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16;
+  return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_F64;
+}
+/* F64 helper |d64| where the value is F64, else the float one. */
+static inline const char* fsel(kiln_dtype_t t, const char* f32, const char* d64) {
+  return t == KILN_DTYPE_F64 ? d64 : f32;
 }
 
 /* F16 values are the language's half type (kiln_cf_dialect_native_half),

@@ -160,6 +160,71 @@ static void param_decl(pr_t* p, int32_t i, const kiln_cf_kernel_info_t* info, bo
   kiln_cf_put_buf(p, b);
 }
 
+/* The first dtype in |e| / |s| the dialect has no type for (an F64 or
+ * wide-int value in GLSL), or UNDEFINED: printing it as the "int" fallback
+ * would be silently wrong. */
+static kiln_dtype_t expr_missing_type(const pr_t* p, const tir_expr_t* e) {
+  if (!e) return KILN_DTYPE_UNDEFINED;
+  if (e->dtype > KILN_DTYPE_UNDEFINED && e->dtype < KILN_DTYPE_COUNT_ && !p->d->types[e->dtype])
+    return e->dtype;
+  kiln_dtype_t t = KILN_DTYPE_UNDEFINED;
+  switch (e->kind) {
+    case TIR_BINARY:
+      t = expr_missing_type(p, e->u.bin.a);
+      return t ? t : expr_missing_type(p, e->u.bin.b);
+    case TIR_SELECT:
+      t = expr_missing_type(p, e->u.sel.cond);
+      if (!t) t = expr_missing_type(p, e->u.sel.t);
+      return t ? t : expr_missing_type(p, e->u.sel.f);
+    case TIR_CAST: return expr_missing_type(p, e->u.cast.value);
+    case TIR_CALL:
+      for (int32_t i = 0; i < e->u.call.n && i < 3 && !t; ++i) t = expr_missing_type(p, e->u.call.args[i]);
+      return t;
+    case TIR_LOAD:
+      for (int32_t i = 0; i < e->u.load.buf->rank && !t; ++i) t = expr_missing_type(p, e->u.load.idx[i]);
+      return t;
+    default: return KILN_DTYPE_UNDEFINED;
+  }
+}
+
+static kiln_dtype_t stmt_missing_type(const pr_t* p, const tir_stmt_t* s) {
+  if (!s) return KILN_DTYPE_UNDEFINED;
+  kiln_dtype_t t = KILN_DTYPE_UNDEFINED;
+  switch (s->kind) {
+    case TIR_FOR: return stmt_missing_type(p, s->u.loop.body);
+    case TIR_STORE:
+      for (int32_t i = 0; i < s->u.store.buf->rank && !t; ++i) t = expr_missing_type(p, s->u.store.idx[i]);
+      return t ? t : expr_missing_type(p, s->u.store.value);
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n && !t; ++i) t = stmt_missing_type(p, s->u.seq.items[i]);
+      return t;
+    case TIR_IF:
+      t = expr_missing_type(p, s->u.cond.cond);
+      if (!t) t = stmt_missing_type(p, s->u.cond.then_s);
+      return t ? t : stmt_missing_type(p, s->u.cond.else_s);
+    case TIR_ALLOC: {
+      kiln_dtype_t b = s->u.alloc.buf->dtype;
+      if (b > KILN_DTYPE_UNDEFINED && b < KILN_DTYPE_COUNT_ && !p->d->types[b]) return b;
+      return stmt_missing_type(p, s->u.alloc.body);
+    }
+    default: return KILN_DTYPE_UNDEFINED;
+  }
+}
+
+/* |t| anywhere in |f| (a parameter, an allocation or a value): the
+ * missing-type walk over a dialect lacking only |t| finds exactly those. */
+bool kiln_cf_func_uses_dtype(const tir_func_t* f, kiln_dtype_t t) {
+  if (!f) return false;
+  for (int32_t i = 0; i < f->n_params; ++i)
+    if (f->params[i]->dtype == t) return true;
+  kiln_cf_dialect_t d = kiln_cf_dialect_c;
+  for (int k = 1; k < KILN_DTYPE_COUNT_; ++k) d.types[k] = k == (int)t ? NULL : "x";
+  pr_t p;
+  memset(&p, 0, sizeof p);
+  p.d = &d;
+  return stmt_missing_type(&p, f->body) == t;
+}
+
 static kiln_status_t check_func(pr_t* p) {
   const tir_func_t* f = p->f;
   if (!f || !f->body) return kiln_make_status(KILN_INVALID_ARGUMENT, "NULL kernel");
@@ -183,7 +248,14 @@ static kiln_status_t check_func(pr_t* p) {
       if (f->params[j] == b)
         return kiln_make_status(KILN_INVALID_ARGUMENT,
                                 "kernel '%s': buffer '%s' is passed twice", f->name, b->name);
+    if (!p->d->types[b->dtype])
+      return kiln_make_status(KILN_UNSUPPORTED, "kernel '%s': parameter '%s' has dtype %s, which the %s "
+                              "dialect does not support", f->name, b->name, kiln_dtype_name(b->dtype), p->d->name);
   }
+  kiln_dtype_t missing = stmt_missing_type(p, f->body);
+  if (missing)
+    return kiln_make_status(KILN_UNSUPPORTED, "kernel '%s' computes in %s, which the %s dialect does not support",
+                            f->name, kiln_dtype_name(missing), p->d->name);
   return NULL;
 }
 

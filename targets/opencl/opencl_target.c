@@ -245,6 +245,12 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (computes_f16 && !o->no_native_half && kiln_cf_dialect_native_half(&kiln_cf_dialect_opencl, &half_dialect))
     dialect = &half_dialect;
   if (o->native_half) *o->native_half = dialect == &half_dialect;
+  /* F64 kernels (never narrowed to f32) need cl_khr_fp64: enabled only for
+   * such a program, so the device check names it where it is missing. */
+  kiln_cf_dialect_t fp64_dialect;
+  bool uses_f64 = false;
+  for (int32_t i = 0; i < n_print && !uses_f64; ++i) uses_f64 = kiln_cf_func_uses_dtype(funcs[i], KILN_DTYPE_F64);
+  if (uses_f64 && kiln_cf_dialect_fp64(dialect, &fp64_dialect)) dialect = &fp64_dialect;
   if (!s) s = kiln_cf_print_unit(dialect, funcs, n_print, infos, &out);
   instances_t inst = {0};
   for (int32_t k = 0; k < n && !s; ++k) {
