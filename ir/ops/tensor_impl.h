@@ -13,6 +13,7 @@
  *                    SpaceToDepth
  *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
  *   tensor_einsum.c  Einsum
+ *   tensor_sample.c  GridSample AffineGrid
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -136,6 +137,8 @@ KILN_TENSOR_OP(topk);
 KILN_TENSOR_OP(reverse_sequence);
 KILN_TENSOR_OP(einsum);
 int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
+KILN_TENSOR_OP(grid_sample);
+KILN_TENSOR_OP(affine_grid);
 
 #undef KILN_TENSOR_OP
 
