@@ -14,6 +14,7 @@
  *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
  *   tensor_einsum.c  Einsum
  *   tensor_sample.c  GridSample AffineGrid
+ *   tensor_col2im.c  Col2Im
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -139,6 +140,7 @@ KILN_TENSOR_OP(einsum);
 int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
 KILN_TENSOR_OP(grid_sample);
 KILN_TENSOR_OP(affine_grid);
+KILN_TENSOR_OP(col2im);
 
 #undef KILN_TENSOR_OP
 
