@@ -15,6 +15,7 @@
  *   tensor_einsum.c  Einsum
  *   tensor_sample.c  GridSample AffineGrid
  *   tensor_col2im.c  Col2Im
+ *   tensor_dft.c     DFT
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -141,6 +142,7 @@ int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
 KILN_TENSOR_OP(grid_sample);
 KILN_TENSOR_OP(affine_grid);
 KILN_TENSOR_OP(col2im);
+KILN_TENSOR_OP(dft);
 
 #undef KILN_TENSOR_OP
 
