@@ -16,6 +16,7 @@
  *   tensor_sample.c  GridSample AffineGrid
  *   tensor_col2im.c  Col2Im
  *   tensor_dft.c     DFT
+ *   tensor_roi_align.c RoiAlign
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -143,6 +144,7 @@ KILN_TENSOR_OP(grid_sample);
 KILN_TENSOR_OP(affine_grid);
 KILN_TENSOR_OP(col2im);
 KILN_TENSOR_OP(dft);
+KILN_TENSOR_OP(roi_align);
 
 #undef KILN_TENSOR_OP
 
