@@ -17,6 +17,7 @@
  *   tensor_col2im.c  Col2Im
  *   tensor_dft.c     DFT
  *   tensor_roi_align.c RoiAlign
+ *   tensor_unpool.c  MaxUnpool
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -145,6 +146,7 @@ KILN_TENSOR_OP(affine_grid);
 KILN_TENSOR_OP(col2im);
 KILN_TENSOR_OP(dft);
 KILN_TENSOR_OP(roi_align);
+KILN_TENSOR_OP(max_unpool);
 
 #undef KILN_TENSOR_OP
 
