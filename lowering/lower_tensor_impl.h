@@ -27,6 +27,6 @@ kiln_lower_op_t kiln_lower_tensor_gather_elements, kiln_lower_tensor_gather_nd,
     kiln_lower_tensor_space_to_depth, kiln_lower_tensor_cumsum, kiln_lower_tensor_topk,
     kiln_lower_tensor_reverse_sequence, kiln_lower_tensor_einsum, kiln_lower_tensor_grid_sample,
     kiln_lower_tensor_affine_grid, kiln_lower_tensor_col2im,
-    kiln_lower_tensor_dft, kiln_lower_tensor_roi_align, kiln_lower_tensor_max_unpool;
+    kiln_lower_tensor_dft, kiln_lower_tensor_stft, kiln_lower_tensor_roi_align, kiln_lower_tensor_max_unpool;
 
 #endif /* KILN_LOWERING_LOWER_TENSOR_IMPL_H_ */

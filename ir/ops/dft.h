@@ -19,4 +19,17 @@ typedef struct {
 kiln_status_t kiln_dft_params(const kiln_node_t* node, int64_t opset, const kiln_shape_t* xs,
                               const kiln_array_t* len, const kiln_array_t* axis, dft_t* d);
 
+/* STFT (opset 17): frames of |length| samples every |step| of signal
+ * [batch, len, 1 or 2], each weighted by the window (input 2, optional)
+ * and transformed; bins L / 2 + 1 when onesided (the default). */
+typedef struct {
+  int64_t step, length, frames, bins;
+  bool complex_in;
+} stft_t;
+
+/* |xs| is the signal's shape; |step|, |window| (its length only) and
+ * |flen| are the input values (window and flen may be NULL). */
+kiln_status_t kiln_stft_params(const kiln_node_t* node, const kiln_shape_t* xs, const kiln_array_t* step,
+                               const kiln_shape_t* window, const kiln_array_t* flen, stft_t* p);
+
 #endif

@@ -15,7 +15,7 @@
  *   tensor_einsum.c  Einsum
  *   tensor_sample.c  GridSample AffineGrid
  *   tensor_col2im.c  Col2Im
- *   tensor_dft.c     DFT
+ *   tensor_dft.c     DFT STFT
  *   tensor_roi_align.c RoiAlign
  *   tensor_unpool.c  MaxUnpool
  *
@@ -145,6 +145,7 @@ KILN_TENSOR_OP(grid_sample);
 KILN_TENSOR_OP(affine_grid);
 KILN_TENSOR_OP(col2im);
 KILN_TENSOR_OP(dft);
+KILN_TENSOR_OP(stft);
 KILN_TENSOR_OP(roi_align);
 KILN_TENSOR_OP(max_unpool);
 
