@@ -374,13 +374,13 @@ int64_t kiln_tensor_resize_flops(const kiln_infer_t* ctx) {
     kiln_status_free(s);
     return 0;
   }
-  if (strcmp(mode, "linear") != 0 || !kiln_shape_is_static(&y->shape) ||
-      x->shape.rank != y->shape.rank) {
-    return 0;
-  }
+  /* Taps per resized axis: 2 (linear) or 4 (cubic; antialiasing widens
+   * both, not counted here). */
+  int64_t taps = strcmp(mode, "linear") == 0 ? 2 : (strcmp(mode, "cubic") == 0 ? 4 : 0);
+  if (!taps || !kiln_shape_is_static(&y->shape) || x->shape.rank != y->shape.rank) return 0;
   int64_t corners = 1;
   for (int32_t k = 0; k < y->shape.rank; ++k) {
-    if (x->shape.dims[k] != y->shape.dims[k]) corners *= 2;
+    if (x->shape.dims[k] != y->shape.dims[k]) corners *= taps;
   }
   return kiln_shape_count(&y->shape) * corners * 2;
 }
