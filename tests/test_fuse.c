@@ -235,7 +235,8 @@ static void test_patterns(void) {
    * the ops whose output is not one value per element computed once: the
    * scatters (a copy, then updates in order), CumSum (a running sum over
    * the output) and TopK (ranks through a workspace). */
-  static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK"};
+  static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
+                                       "MaxUnpool" /* zeros, then a scatter */};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;
