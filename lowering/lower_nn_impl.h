@@ -238,6 +238,7 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
+kiln_lower_op_t kiln_lower_nn_deform_conv;
 kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_matmul,
     kiln_lower_nn_gemm, kiln_lower_nn_batchnorm, kiln_lower_nn_layernorm, kiln_lower_nn_softmax,
     kiln_lower_nn_log_softmax, kiln_lower_nn_maxpool, kiln_lower_nn_avgpool,

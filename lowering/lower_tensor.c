@@ -637,6 +637,94 @@ static kiln_status_t rs_index(rs_build_t* b, const char* name, const int64_t* ta
   return NULL;
 }
 
+/* Filter taps (cubic, antialias, exclude_outside): per axis the tables of
+ * kiln_resize_axis_taps become constants, an axis with one tap an index
+ * expression (rs_index), and each output sums the taps of the mixing axes
+ * in serial inner loops into a private f32 accumulator. */
+static kiln_status_t lower_resize_taps(kiln_lower_ctx_t* ctx, const resize_attrs_t* a, const resize_plan_t* p,
+                                       const double* roi_lo, const double* roi_hi) {
+  tir_ctx_t* c = ctx->tir;
+  const tir_buffer_t* x = ctx->in[0];
+  const tir_buffer_t* y = ctx->out[0];
+  const int32_t r = x->rank;
+  kiln_lew_nest_t nest;
+  kiln_lew_nest_buf(c, &nest, y);
+  rs_build_t bld;
+  memset(&bld, 0, sizeof bld);
+  bld.ctx = ctx;
+  const int64_t one = 1;
+  const tir_buffer_t* acc = tir_buffer(c, "rs_acc", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_expr_t* z[1] = {tir_int(c, 0)};
+  const tir_expr_t* xi[KILN_MAX_RANK];
+  const tir_expr_t* w = NULL;
+  const tir_expr_t* oob = NULL;
+  const tir_var_t* tv[KILN_MAX_RANK];
+  int64_t text[KILN_MAX_RANK];
+  int32_t n_mix = 0;
+  for (int32_t k = 0; k < r; ++k) {
+    const int64_t d = x->shape[k], out = y->shape[k];
+    const size_t cap = (size_t)out * KILN_RESIZE_MAX_TAPS;
+    int64_t* idx = kiln_arena_alloc(&c->arena, sizeof(int64_t) * cap);
+    double* wd = kiln_arena_alloc(&c->arena, sizeof(double) * cap);
+    float* wf = kiln_arena_alloc(&c->arena, sizeof(float) * cap);
+    uint8_t* ob = kiln_arena_alloc(&c->arena, (size_t)out);
+    if (!idx || !wd || !wf || !ob) return kiln_make_status(KILN_OUT_OF_MEMORY, "Resize: tap tables");
+    int64_t kt;
+    TRY(kiln_resize_axis_taps(a, p, k, d, roi_lo[k], roi_hi[k], &kt, idx, wd, ob));
+    bool any_oob = false, unit = true;
+    for (int64_t i = 0; i < out * kt; ++i) {
+      wf[i] = (float)wd[i];
+      unit &= wd[i] == 1.0;
+    }
+    for (int64_t o = 0; o < out; ++o) any_oob |= ob[o] != 0;
+    char name[32];
+    const tir_expr_t* t = nest.idx[k];
+    if (kt == 1) {
+      snprintf(name, sizeof name, "i_%d", (int)k);
+      TRY(rs_index(&bld, name, idx, out, d, nest.idx[k], &xi[k]));
+    } else {
+      snprintf(name, sizeof name, "t%d", (int)k);
+      tv[n_mix] = tir_var(c, name);
+      text[n_mix++] = kt;
+      t = tir_add(c, tir_mul(c, nest.idx[k], tir_int(c, kt)), tir_ref(c, tv[n_mix - 1]));
+      const tir_buffer_t* ib;
+      snprintf(name, sizeof name, "i_%d", (int)k);
+      TRY(rs_table(&bld, name, KILN_DTYPE_I64, out * kt, idx, &ib));
+      xi[k] = kiln_lew_clamp(c, tir_load(c, ib, &t), 0, d - 1);
+    }
+    if (kt > 1 || !unit) {
+      const tir_buffer_t* wb;
+      snprintf(name, sizeof name, "w_%d", (int)k);
+      TRY(rs_table(&bld, name, KILN_DTYPE_F32, out * kt, wf, &wb));
+      const tir_expr_t* wk = tir_load(c, wb, &t);
+      w = w ? tir_mul(c, w, wk) : wk;
+    }
+    if (any_oob) {
+      const tir_buffer_t* obb;
+      snprintf(name, sizeof name, "oob_%d", (int)k);
+      TRY(rs_table(&bld, name, KILN_DTYPE_U8, out, ob, &obb));
+      const tir_expr_t* e = tir_bin(c, TIR_NE, tir_load(c, obb, &nest.idx[k]), tir_const(c, KILN_DTYPE_U8, 0));
+      oob = oob ? tir_bin(c, TIR_OR, oob, e) : e;
+    }
+  }
+  const tir_expr_t* F0 = tir_const(c, KILN_DTYPE_F32, 0.0);
+  const tir_expr_t* xv = tir_cast(c, KILN_DTYPE_F32, tir_load(c, x, xi));
+  const tir_expr_t* term = w ? tir_select(c, tir_bin(c, TIR_NE, w, F0), tir_mul(c, w, xv), F0) : xv;
+  const tir_stmt_t* inner = tir_store(c, acc, z, tir_add(c, tir_load(c, acc, z), term));
+  for (int32_t m = n_mix - 1; m >= 0; --m) inner = tir_for(c, tv[m], text[m], TIR_LOOP_SERIAL, inner);
+  const tir_expr_t* v = tir_load(c, acc, z);
+  if (oob) v = tir_select(c, oob, tir_const(c, KILN_DTYPE_F32, a->extrapolation), v);
+  if (y->dtype == KILN_DTYPE_F16) v = tir_cast(c, KILN_DTYPE_F16, v);
+  const tir_stmt_t* seq[3] = {tir_store(c, acc, z, F0), inner, kiln_lew_store(c, &nest, y, v)};
+  const tir_stmt_t* body = kiln_lew_loops(c, &nest, tir_alloc(c, acc, tir_seq(c, 3, seq)));
+  const tir_buffer_t* params[2 + 5 * KILN_MAX_RANK];
+  int32_t np = 0;
+  params[np++] = x;
+  params[np++] = y;
+  for (int32_t i = 0; i < bld.n_consts; ++i) params[np++] = bld.consts[i];
+  return kiln_lew_emit(ctx, &nest, body, np, params, false);
+}
+
 static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
   TRY(need_io(ctx, "Resize"));
   tir_ctx_t* c = ctx->tir;
@@ -646,8 +734,8 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
   resize_attrs_t a;
   TRY(kiln_resize_parse_attrs(ctx->node, ctx->opset, &a));
   const bool linear = a.mode == MODE_LINEAR;
-  if (linear && !kiln_dtype_is_float(x->dtype))
-    return kiln_make_status(KILN_UNSUPPORTED, "Resize: mode 'linear' on %s data is not supported",
+  if (a.mode != MODE_NEAREST && !kiln_dtype_is_float(x->dtype))
+    return kiln_make_status(KILN_UNSUPPORTED, "Resize: mode linear/cubic on %s data is not supported",
                             kiln_dtype_name(x->dtype));
   /* scales / sizes: an empty tensor counts as absent; the given one must be
    * a constant (its values decide the coordinates). */
@@ -695,6 +783,8 @@ static kiln_status_t lower_resize(kiln_lower_ctx_t* ctx) {
       roi_hi[axes[i]] = kiln_load_f64(roi->dtype, roi->data, (size_t)(n + i));
     }
   }
+
+  if (kiln_resize_uses_taps(&a)) return lower_resize_taps(ctx, &a, &p, roi_lo, roi_hi);
 
   kiln_lew_nest_t nest;
   kiln_lew_nest_buf(c, &nest, y);

@@ -19,7 +19,7 @@ const tir_expr_t* kiln_ltx_safe_index(tir_ctx_t* c, const tir_expr_t* v, int64_t
 kiln_status_t kiln_ltx_check_indices(kiln_lower_ctx_t* ctx, const tir_buffer_t* ind, const int64_t* bound,
                                      int32_t nb);
 
-/* Lowerings named by their lines in ir/ops/tensor.def (lowering/lower_tensor_index.c, lowering/lower_tensor_gen.c, lowering/lower_tensor_seq.c, lowering/lower_tensor_einsum.c). */
+/* Lowerings named by their lines in ir/ops/tensor.def (lowering/lower_tensor_index.c, lowering/lower_tensor_gen.c, lowering/lower_tensor_seq.c, lowering/lower_tensor_einsum.c, lowering/lower_tensor_sample.c, lowering/lower_tensor_col2im.c, lowering/lower_tensor_dft.c, lowering/lower_tensor_roi_align.c). */
 kiln_lower_op_t kiln_lower_tensor_gather_elements, kiln_lower_tensor_gather_nd,
     kiln_lower_tensor_scatter_elements, kiln_lower_tensor_scatter_nd, kiln_lower_tensor_tile,
     kiln_lower_tensor_range, kiln_lower_tensor_trilu, kiln_lower_tensor_eye_like,
@@ -28,6 +28,8 @@ kiln_lower_op_t kiln_lower_tensor_gather_elements, kiln_lower_tensor_gather_nd,
     kiln_lower_tensor_reverse_sequence, kiln_lower_tensor_einsum, kiln_lower_tensor_hann_window,
     kiln_lower_tensor_hamming_window, kiln_lower_tensor_blackman_window,
     kiln_lower_tensor_center_crop_pad, kiln_lower_tensor_upsample,
-    kiln_lower_tensor_mel_weight_matrix;
+    kiln_lower_tensor_mel_weight_matrix, kiln_lower_tensor_grid_sample,
+    kiln_lower_tensor_affine_grid, kiln_lower_tensor_col2im, kiln_lower_tensor_dft,
+    kiln_lower_tensor_stft, kiln_lower_tensor_roi_align, kiln_lower_tensor_max_unpool;
 
 #endif /* KILN_LOWERING_LOWER_TENSOR_IMPL_H_ */

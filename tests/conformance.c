@@ -24,6 +24,7 @@
  * each model's outcome is printed. --exclude SUBSTR leaves out the cases
  * whose name contains SUBSTR (after --filter). */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,26 @@ static const kiln_target_t* g_target = NULL; /* set in main: cpu unless --target
 static kiln_device_t* g_device = NULL; /* opened once, strict (no fallback) */
 static int g_opt = 0; /* -O level for the CPU target: graph passes + fusion */
 
+/* Half a unit of the last decimal when every expected f32 value is stored
+ * rounded to 4 decimals (a few ONNX cases, e.g. test_gridsample_bicubic and
+ * test_roialign_*, whose generators printed rounded numbers; the ONNX
+ * reference evaluator itself misses them by up to 5e-5), else 0. It only
+ * widens the comparison with the stored data by what the data lost; the
+ * comparison with the reference executor keeps the full tolerance. */
+static double stored_rounding(const kiln_array_t* want) {
+  if (want->dtype != KILN_DTYPE_F32) return 0.0;
+  const float* v = (const float*)want->data;
+  int64_t n = kiln_array_numel(want);
+  bool fractional = false;
+  for (int64_t i = 0; i < n; ++i) {
+    double s = (double)v[i] * 1e4, r = floor(s + 0.5);
+    if (!(fabs(s - r) <= 1e-6 * fabs(s) + 1e-4)) return 0.0;
+    if (fabs(v[i] * 1e2 - floor(v[i] * 1e2 + 0.5)) > 1e-3) fractional = true;
+  }
+  /* All values with at most 2 decimals are as likely exact: keep them. */
+  return fractional ? 5e-5 : 0.0;
+}
+
 /* Binds unknown/symbolic input dims to the arrays' dims and the inputs
  * flagged in |spec| to their values, then prepares. */
 static kiln_status_t bind_and_prepare(kiln_graph_t* g, const kiln_array_t* in, const bool* spec) {
@@ -412,7 +433,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
       }
       const kiln_array_t* got = g_cpu ? &out[k] : &ref[k];
       kiln_compare_result_t cr;
-      kiln_compare(got, &want, RTOL, ATOL, &cr);
+      kiln_compare(got, &want, RTOL, ATOL + stored_rounding(&want), &cr);
       if (!cr.ok) {
         result = CASE_FAIL;
         snprintf(why, whyn, "test_data_set_%d output '%s' vs expected: %s", set,

@@ -239,7 +239,8 @@ static void test_patterns(void) {
    * per matrix) and the losses (a reduction that checks its targets). */
   static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
                                        "LSTM", "GRU", "RNN", "Det",
-                                       "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"};
+                                       "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+                                       "MaxUnpool" /* zeros, then a scatter */};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;

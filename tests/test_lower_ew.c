@@ -1108,14 +1108,14 @@ static void test_errors(void) {
   input(g, "pads", KILN_DTYPE_I64, SHAPE(2));
   node(g, "Pad", NAMES("x", "pads"), NAMES("y"), NO_ATTRS);
   check_plan_err(g, KILN_UNSUPPORTED, "depends on input values known only at run time");
-  /* Resize cubic is rejected at load. */
+  /* Resize antialias with mode nearest is rejected at load. */
   g = graph(13);
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 1, 2, 2));
   init_f32(g, "scales", SHAPE(4), (const float[]){1, 1, 2, 2});
   CHECK_OK(kiln_graph_add_node(g, "Resize", "r", NAMES("x", "", "scales"), NAMES("y"),
-                               ATTRS(kiln_attr_make_string("mode", "cubic")), NULL));
+                               ATTRS(kiln_attr_make_int("antialias", 1)), NULL));
   CHECK_OK(kiln_graph_add_output(g, "y"));
-  CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "cubic");
+  CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "antialias");
   kiln_graph_destroy(g);
 }
 

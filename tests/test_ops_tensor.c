@@ -559,19 +559,45 @@ static void test_resize_2x(void) {
   kiln_array_free(sys(), &x);
   kiln_graph_destroy(g);
 
-  /* Unsupported features fail at load naming the feature. */
-  g = resize_graph("cubic", "half_pixel", SHAPE(1, 1, 2, 2));
-  CHECK_OK(kiln_graph_add_output(g, "y"));
-  CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "Resize: mode 'cubic' is not supported");
-  kiln_graph_destroy(g);
-
+  /* Antialiased linear downscaling: a 4-tap triangle filter widened by
+   * 1/scale (values from the ONNX reference evaluator). */
   g = graph(18);
   input(g, "x", KILN_DTYPE_F32, SHAPE(1, 4));
   init(g, "scales", KILN_DTYPE_F32, SHAPE(2), (float[]){1.0f, 0.5f});
   node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"),
        ATTRS(kiln_attr_make_string("mode", "linear"), kiln_attr_make_int("antialias", 1)));
   CHECK_OK(kiln_graph_add_output(g, "y"));
-  CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "antialias");
+  CHECK_OK(kiln_graph_prepare(g));
+  x = array(KILN_DTYPE_F32, SHAPE(1, 4), (float[]){1, 2, 3, 4});
+  CHECK_OK(run(g, &x, &y));
+  expect(&y, SHAPE(1, 2), (double[]){1.625, 3.375});
+  free_arrays(&y, 1);
+  kiln_graph_destroy(g);
+
+  /* Cubic with cubic_coeff_a and exclude_outside (weights of taps outside
+   * the input dropped and the rest renormalised). */
+  g = graph(18);
+  input(g, "x", KILN_DTYPE_F32, SHAPE(1, 4));
+  init(g, "scales", KILN_DTYPE_F32, SHAPE(2), (float[]){1.0f, 1.5f});
+  node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"),
+       ATTRS(kiln_attr_make_string("mode", "cubic"), kiln_attr_make_int("exclude_outside", 1),
+             kiln_attr_make_float("cubic_coeff_a", -0.5f)));
+  CHECK_OK(kiln_graph_add_output(g, "y"));
+  CHECK_OK(kiln_graph_prepare(g));
+  CHECK_OK(run(g, &x, &y));
+  expect(&y, SHAPE(1, 6),
+         (double[]){0.93421054, 1.4117647, 2.1666667, 2.8333333, 3.5882354, 4.0657897});
+  free_arrays(&y, 1);
+  kiln_array_free(sys(), &x);
+  kiln_graph_destroy(g);
+
+  /* antialias has no meaning for nearest. */
+  g = graph(18);
+  input(g, "x", KILN_DTYPE_F32, SHAPE(1, 4));
+  init(g, "scales", KILN_DTYPE_F32, SHAPE(2), (float[]){1.0f, 0.5f});
+  node(g, "Resize", NAMES("x", "", "scales"), NAMES("y"), ATTRS(kiln_attr_make_int("antialias", 1)));
+  CHECK_OK(kiln_graph_add_output(g, "y"));
+  CHECK_ERR(kiln_graph_prepare(g), KILN_INVALID_ARGUMENT, "antialias=1 needs mode linear or cubic");
   kiln_graph_destroy(g);
 
   g = graph(18);

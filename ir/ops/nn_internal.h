@@ -51,6 +51,7 @@ KILN_NN_DECLARE(rnn)
 KILN_NN_DECLARE(nll_loss)
 KILN_NN_DECLARE(sce_loss)
 KILN_NN_DECLARE(det)
+KILN_NN_DECLARE(deform_conv)
 
 #undef KILN_NN_DECLARE
 

@@ -13,6 +13,11 @@
  *                    SpaceToDepth
  *   tensor_seq.c     CumSum TopK ReverseSequence (ops along one axis)
  *   tensor_einsum.c  Einsum
+ *   tensor_sample.c  GridSample AffineGrid
+ *   tensor_col2im.c  Col2Im
+ *   tensor_dft.c     DFT STFT
+ *   tensor_roi_align.c RoiAlign
+ *   tensor_unpool.c  MaxUnpool
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -142,6 +147,13 @@ KILN_TENSOR_OP(topk);
 KILN_TENSOR_OP(reverse_sequence);
 KILN_TENSOR_OP(einsum);
 int64_t kiln_tensor_einsum_flops(const kiln_infer_t* ctx);
+KILN_TENSOR_OP(grid_sample);
+KILN_TENSOR_OP(affine_grid);
+KILN_TENSOR_OP(col2im);
+KILN_TENSOR_OP(dft);
+KILN_TENSOR_OP(stft);
+KILN_TENSOR_OP(roi_align);
+KILN_TENSOR_OP(max_unpool);
 
 #undef KILN_TENSOR_OP
 

@@ -1,17 +1,20 @@
-/* Resize (opsets 10-19): nearest and linear interpolation over any axes.
+/* Resize (opsets 10-19): nearest, linear and cubic interpolation over any axes.
  *
- * Supported: modes nearest (any dtype) and linear (f32, f16); coordinate
+ * Supported: modes nearest (any dtype), linear and cubic (f32, f16; cubic
+ * with cubic_coeff_a and exclude_outside; antialias for linear and cubic
+ * downscaling: the reference's filters widened by 1/scale); coordinate
  * transformations half_pixel, half_pixel_symmetric, pytorch_half_pixel,
  * align_corners, asymmetric, tf_half_pixel_for_nn and tf_crop_and_resize
  * (with extrapolation_value); nearest modes round_prefer_floor/ceil, floor,
  * ceil; scales or sizes; keep_aspect_ratio_policy and axes (opset 18).
- * Cubic mode and antialias=1 are reported as KILN_UNSUPPORTED at load.
  *
  * Coordinates follow the ONNX reference implementation (float64 math, the
  * unrounded output length scale * in for align_corners and friends). The
  * kernel precomputes, per axis and output index, the one (nearest) or two
  * (linear) source indices and the weight, then visits 2^K corners per output
- * element where K counts the axes that really interpolate (2 for NCHW). */
+ * element where K counts the axes that really interpolate (2 for NCHW).
+ * Cubic, antialias and exclude_outside use per-axis filter-tap tables
+ * (kiln_resize_axis_taps) instead: K taps per output index. */
 #include <math.h>
 #include <string.h>
 
@@ -33,21 +36,24 @@ kiln_status_t kiln_resize_parse_attrs(const kiln_node_t* node, int64_t opset,
   memset(a, 0, sizeof *a);
   const char* s;
   KILN_TRY(kiln_attr_string(node, "mode", "nearest", &s));
-  if (strcmp(s, "cubic") == 0) {
-    return kiln_make_status(KILN_UNSUPPORTED, "Resize: mode 'cubic' is not supported");
-  }
-  static const char* const modes[] = {"nearest", "linear"};
-  if ((a->mode = lookup(s, modes, 2)) < 0) {
+  static const char* const modes[] = {"nearest", "linear", "cubic"};
+  if ((a->mode = lookup(s, modes, 3)) < 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "Resize: mode '%s' is not nearest, linear or cubic", s);
   }
-  int64_t antialias = 0;
+  int64_t antialias = 0, exclude = 0;
   KILN_TRY(kiln_attr_int(node, "antialias", 0, &antialias));
-  if (antialias != 0) {
-    return kiln_make_status(KILN_UNSUPPORTED,
-                            "Resize: antialias=%lld is not supported",
+  if (antialias != 0 && a->mode == MODE_NEAREST) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "Resize: antialias=%lld needs mode linear or cubic",
                             (long long)antialias);
   }
+  a->antialias = antialias != 0;
+  KILN_TRY(kiln_attr_int(node, "exclude_outside", 0, &exclude));
+  a->exclude_outside = exclude != 0;
+  float ca = -0.75f;
+  KILN_TRY(kiln_attr_float(node, "cubic_coeff_a", -0.75f, &ca));
+  a->cubic_a = ca;
   KILN_TRY(kiln_attr_float(node, "extrapolation_value", 0.0f, &a->extrapolation));
   if (opset < 11) {
     /* Resize-10 is Upsample with scales as input 1: asymmetric coordinates
@@ -220,6 +226,93 @@ kiln_status_t kiln_resize_plan(const resize_attrs_t* a, const kiln_shape_t* xs,
   return NULL;
 }
 
+/* ---- filter taps ---------------------------------------------------------- */
+
+/* First tap offset of the antialiased filters (the reference's i_start /
+ * start): floor(-support / scale) + 1, scale capped at 1. */
+static double aa_start(double support, double scale) {
+  return floor(-support / (scale < 1.0 ? scale : 1.0)) + 1.0;
+}
+
+kiln_status_t kiln_resize_tap_count(const resize_attrs_t* a, double scale, int64_t* k) {
+  double n = 4.0;
+  if (a->antialias) {
+    n = 2.0 - 2.0 * aa_start(a->mode == MODE_CUBIC ? 2.0 : 1.0, scale);
+  } else if (a->mode == MODE_LINEAR) {
+    n = 2.0;
+  }
+  if (!(n <= KILN_RESIZE_MAX_TAPS)) {
+    return kiln_make_status(KILN_LIMIT_EXCEEDED,
+                            "Resize: antialiasing at scale %g needs %g taps per output "
+                            "(at most %d)",
+                            scale, n, KILN_RESIZE_MAX_TAPS);
+  }
+  *k = (int64_t)n;
+  return NULL;
+}
+
+/* Keys cubic kernel with coefficient |A| at distance |x|. */
+static double cubic_kernel(double x, double A) {
+  x = fabs(x);
+  if (x <= 1.0) return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+  return 0.0;
+}
+
+void kiln_resize_taps(const resize_attrs_t* a, double x, double scale, int64_t d, int64_t k,
+                      int64_t* idx, double* w) {
+  /* Keep x finite and within a few taps of the axis, keeping its fraction
+   * (the weights depend on it); the window is clamped below anyway. */
+  double lim = (double)(d + k + 2);
+  if (!(x == x)) x = 0.0;
+  if (x < -lim) x = -lim + (x - floor(x));
+  if (x > lim) x = lim + (x - floor(x));
+  /* ratio in (0, 1]: an integer coordinate takes its left neighbour at 1. */
+  double fl = floor(x), ratio = x == fl ? 1.0 : x - fl;
+  int64_t left = (int64_t)(x - ratio); /* the tap at offset 0 */
+  if (!a->antialias && a->mode == MODE_CUBIC) {
+    double r1 = 1.0 - ratio, A = a->cubic_a;
+    w[0] = ((A * (ratio + 1) - 5 * A) * (ratio + 1) + 8 * A) * (ratio + 1) - 4 * A;
+    w[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
+    w[2] = ((A + 2) * r1 - (A + 3)) * r1 * r1 + 1;
+    w[3] = ((A * (r1 + 1) - 5 * A) * (r1 + 1) + 8 * A) * (r1 + 1) - 4 * A;
+  } else if (!a->antialias) {
+    w[0] = 1.0 - ratio;
+    w[1] = ratio;
+  } else {
+    bool cubic = a->mode == MODE_CUBIC;
+    double s = scale < 1.0 ? scale : 1.0, sum = 0.0;
+    double i0 = aa_start(cubic ? 2.0 : 1.0, scale);
+    for (int64_t j = 0; j < k; ++j) {
+      double t = ((i0 + (double)j) - ratio) * s;
+      if (cubic) {
+        w[j] = cubic_kernel(t, a->cubic_a);
+      } else {
+        double v = 1.0 - fabs(t);
+        w[j] = v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v);
+      }
+      sum += w[j];
+    }
+    for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+  }
+  /* The k nearest neighbours of x in the edge-padded axis (pad ceil(k/2)),
+   * preferring the left: a window starting k/2 - 1 left of |left|, moved
+   * back inside the padded axis. */
+  int64_t pad = (k + 1) / 2, start = left - k / 2 + 1;
+  if (start < -pad) start = -pad;
+  if (start > d + pad - k) start = d + pad - k;
+  double sum = 0.0;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t i = start + j;
+    if (a->exclude_outside && (i < 0 || i >= d)) w[j] = 0.0;
+    sum += w[j];
+    idx[j] = i < 0 ? 0 : (i >= d ? d - 1 : i);
+  }
+  if (a->exclude_outside && sum != 0.0) {
+    for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+  }
+}
+
 /* True when input |t| is given with at least one element (an empty scales
  * or sizes tensor counts as absent; unknown length counts as given). */
 static bool given(const kiln_tensor_t* t) {
@@ -235,10 +328,10 @@ kiln_status_t kiln_tensor_resize_infer(kiln_infer_t* ctx) {
   const kiln_tensor_t* x = ctx->in[0];
   resize_attrs_t a;
   KILN_TRY(kiln_resize_parse_attrs(ctx->node, ctx->opset, &a));
-  if (a.mode == MODE_LINEAR && x->dtype != KILN_DTYPE_UNDEFINED &&
+  if (a.mode != MODE_NEAREST && x->dtype != KILN_DTYPE_UNDEFINED &&
       !kiln_dtype_is_float(x->dtype)) {
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "Resize: mode 'linear' on %s data is not supported",
+                            "Resize: mode linear/cubic on %s data is not supported",
                             kiln_dtype_name(x->dtype));
   }
   const kiln_tensor_t* st = a.i_scales >= 0 ? kiln_tensor_in(ctx, a.i_scales) : NULL;
@@ -281,13 +374,13 @@ int64_t kiln_tensor_resize_flops(const kiln_infer_t* ctx) {
     kiln_status_free(s);
     return 0;
   }
-  if (strcmp(mode, "linear") != 0 || !kiln_shape_is_static(&y->shape) ||
-      x->shape.rank != y->shape.rank) {
-    return 0;
-  }
+  /* Taps per resized axis: 2 (linear) or 4 (cubic; antialiasing widens
+   * both, not counted here). */
+  int64_t taps = strcmp(mode, "linear") == 0 ? 2 : (strcmp(mode, "cubic") == 0 ? 4 : 0);
+  if (!taps || !kiln_shape_is_static(&y->shape) || x->shape.rank != y->shape.rank) return 0;
   int64_t corners = 1;
   for (int32_t k = 0; k < y->shape.rank; ++k) {
-    if (x->shape.dims[k] != y->shape.dims[k]) corners *= 2;
+    if (x->shape.dims[k] != y->shape.dims[k]) corners *= taps;
   }
   return kiln_shape_count(&y->shape) * corners * 2;
 }
@@ -354,6 +447,116 @@ static double load_f(const kiln_array_t* x, int64_t i) {
   return kiln_f16_to_f32(((const uint16_t*)x->data)[i]);
 }
 
+kiln_status_t kiln_resize_axis_taps(const resize_attrs_t* a, const resize_plan_t* p, int32_t k,
+                                   int64_t d, double roi_lo, double roi_hi, int64_t* k_taps,
+                                   int64_t* idx, double* w, uint8_t* oob) {
+  int64_t out = p->out[k], n;
+  KILN_TRY(kiln_resize_tap_count(a, p->scale[k], &n));
+  bool single = true;
+  for (int64_t o = 0; o < out; ++o) {
+    double c = kiln_resize_source_coord(a->coord, (double)o, d, p->scale[k], p->out[k],
+                                        p->out_f[k], roi_lo, roi_hi);
+    oob[o] = a->coord == CT_TF_CROP_AND_RESIZE && (c < 0.0 || c > (double)(d - 1));
+    kiln_resize_taps(a, c, p->scale[k], d, n, idx + o * n, w + o * n);
+    for (int64_t j = 0; j < n; ++j) {
+      double wj = w[o * n + j];
+      if (wj != 0.0 && wj != 1.0) single = false;
+    }
+  }
+  *k_taps = n;
+  if (!single) return NULL;
+  /* Every output copies one source (scale 1 on an integer grid): one tap. */
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t pick = idx[o * n];
+    double wt = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[o * n + j] == 1.0) {
+        pick = idx[o * n + j];
+        wt = 1.0;
+      }
+    }
+    idx[o] = pick;
+    w[o] = wt;
+  }
+  *k_taps = 1;
+  return NULL;
+}
+
+/* The filter-tap kernel (cubic, antialias, exclude_outside): per axis a
+ * table of K indices and weights per output index; each output sums the
+ * product of the taps of the axes that mix. */
+static kiln_status_t run_taps(const kiln_ref_ctx_t* ctx, const resize_attrs_t* a,
+                              const resize_plan_t* p, const double* roi_lo,
+                              const double* roi_hi) {
+  const kiln_array_t* x = ctx->in[0];
+  kiln_array_t* y = ctx->out[0];
+  int32_t r = x->shape.rank;
+  int64_t at[KILN_MAX_RANK], kt[KILN_MAX_RANK], xs[KILN_MAX_RANK], total = 0;
+  kiln_tensor_strides(&x->shape, xs);
+  for (int32_t k = 0; k < r; ++k) {
+    at[k] = total;
+    total += y->shape.dims[k] * KILN_RESIZE_MAX_TAPS;
+  }
+  char* block = NULL;
+  KILN_TRY(kiln_allocator_malloc(ctx->allocator, (size_t)total * (2 * sizeof(int64_t) + 1),
+                                 "Resize tap tables", (void**)&block));
+  int64_t* idx = (int64_t*)block;
+  double* w = (double*)(idx + total);
+  uint8_t* oob = (uint8_t*)(w + total);
+  int32_t mix[KILN_MAX_RANK], n_mix = 0;
+  for (int32_t k = 0; k < r; ++k) {
+    kiln_status_t s = kiln_resize_axis_taps(a, p, k, x->shape.dims[k], roi_lo[k], roi_hi[k],
+                                            &kt[k], idx + at[k], w + at[k], oob + at[k]);
+    if (s) {
+      kiln_allocator_free(ctx->allocator, block);
+      return s;
+    }
+    if (kt[k] > 1) mix[n_mix++] = k;
+  }
+  int64_t numel = kiln_array_numel(y), o[KILN_MAX_RANK] = {0};
+  for (int64_t e = 0; e < numel; ++e) {
+    bool out_of_roi = false;
+    int64_t base = 0;
+    for (int32_t k = 0; k < r; ++k) {
+      if (oob[at[k] + o[k]]) out_of_roi = true;
+      if (kt[k] == 1) base += idx[at[k] + o[k]] * xs[k];
+    }
+    double v = a->extrapolation;
+    if (!out_of_roi) {
+      int64_t j[KILN_MAX_RANK] = {0};
+      v = 0.0;
+      for (;;) {
+        int64_t off = base;
+        double wt = 1.0;
+        for (int32_t m = 0; m < n_mix; ++m) {
+          int32_t k = mix[m];
+          int64_t t = at[k] + o[k] * kt[k] + j[m];
+          off += idx[t] * xs[k];
+          wt *= w[t];
+        }
+        for (int32_t k = 0; k < r; ++k) {
+          if (kt[k] == 1) wt *= w[at[k] + o[k]];
+        }
+        if (wt != 0.0) v += wt * load_f(x, off);
+        int32_t m = n_mix - 1;
+        while (m >= 0 && ++j[m] == kt[mix[m]]) j[m--] = 0;
+        if (m < 0) break;
+      }
+    }
+    if (y->dtype == KILN_DTYPE_F32) {
+      ((float*)y->data)[e] = (float)v;
+    } else {
+      ((uint16_t*)y->data)[e] = kiln_f32_to_f16((float)v);
+    }
+    for (int32_t k = r - 1; k >= 0; --k) {
+      if (++o[k] < y->shape.dims[k]) break;
+      o[k] = 0;
+    }
+  }
+  kiln_allocator_free(ctx->allocator, block);
+  return NULL;
+}
+
 kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* x = ctx->in[0];
   kiln_array_t* y = ctx->out[0];
@@ -378,10 +581,10 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
       return kiln_make_status(KILN_INTERNAL, "Resize: output shape mismatch");
     }
   }
-  bool linear = (a.mode == MODE_LINEAR);
+  bool linear = (a.mode != MODE_NEAREST);
   if (linear && x->dtype != KILN_DTYPE_F32 && x->dtype != KILN_DTYPE_F16) {
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "Resize: mode 'linear' on %s data is not supported",
+                            "Resize: mode linear/cubic on %s data is not supported",
                             kiln_dtype_name(x->dtype));
   }
   int64_t numel = kiln_array_numel(y);
@@ -411,6 +614,8 @@ kiln_status_t kiln_tensor_resize_run(const kiln_ref_ctx_t* ctx) {
       roi_hi[axes[i]] = kiln_load_f64(roi->dtype, roi->data, (size_t)(n + i));
     }
   }
+
+  if (kiln_resize_uses_taps(&a)) return run_taps(ctx, &a, &p, roi_lo, roi_hi);
 
   int64_t total = 0, at[KILN_MAX_RANK], xs[KILN_MAX_RANK];
   kiln_tensor_strides(&x->shape, xs);
