@@ -56,6 +56,7 @@ enum {
   BM_BOOL = 9,
   BM_F16 = 10,
   BM_DOUBLE = 11,
+  BM_BFLOAT16 = 16, /* a type kiln does not have */
 };
 
 /* ---- error checks ------------------------------------------------------- */

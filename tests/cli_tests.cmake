@@ -417,8 +417,10 @@ if(KILN_SH)
     CHECK "STDOUT_HAS=calibrated on 2 given inputs" "STDOUT_HAS=output probs: f32[1,10]"
     ARGS run ${M} --precision auto --calibrate ${W}/cal)
 endif()
+# Weights halve, intermediates stay f32. The packed conv weights' size
+# follows the CPU's vector width (AVX-512: 0.04 MB, AVX2: 0.06 MB).
 kiln_cli_test(run_fp16_weights_only
-  CHECK "STDOUT_HAS=weights 0.04 -> 0.02 MB, intermediates 0.07 -> 0.07 MB"
+  CHECK "STDOUT_MATCHES=weights (0\\.04 -> 0\\.02|0\\.06 -> 0\\.03) MB, intermediates 0\\.07 -> 0\\.07 MB"
         "STDOUT_HAS=check probs vs reference interpreter: match"
   ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_sign_tests.cmake)

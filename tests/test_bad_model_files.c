@@ -570,11 +570,11 @@ static void test_element_types(void) {
   b.g.input[0]->type = NULL;
   bm_free(&b);
   bm_init(&b, 13);
-  bm_input(&b, "x", BM_DOUBLE, 1, d2);
+  bm_input(&b, "x", BM_BFLOAT16, 1, d2);
   bm_node(&b, "Relu", "relu0", "x", "y");
   bm_output(&b, "y");
   CHECK_ERR_ALL(bm_write_load(&b, m_path, NULL), KILN_UNSUPPORTED, m_path, "graph input 'x'",
-                "DOUBLE");
+                "BFLOAT16");
   /* A number that is no ONNX type at all: the message gives the number. */
   b.g.input[0]->type->tensor_type->elem_type = 12345;
   CHECK_ERR_ALL(bm_write_load(&b, m_path, NULL), -1, m_path, "graph input 'x'", "12345");
