@@ -102,6 +102,10 @@ typedef enum tir_binop_e {
   TIR_MIN, TIR_MAX,
   TIR_EQ, TIR_NE, TIR_LT, TIR_LE, TIR_GT, TIR_GE, /* -> BOOL */
   TIR_AND, TIR_OR,             /* BOOL x BOOL -> BOOL */
+  /* Bitwise on integer values (two's complement bits of the value; a narrow
+   * dtype's result stays in its range as its operands do). Bitwise NOT is
+   * BXOR with all ones (kiln_lew_imm_i of the dtype's mask). */
+  TIR_BAND, TIR_BOR, TIR_BXOR,
   TIR_BINOP_COUNT_
 } tir_binop_t;
 

@@ -42,6 +42,18 @@ static tir_ival_t fix(tir_ival_t r) {
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Bitwise ops on non-negative operands stay non-negative: a & b is at most
+ * the smaller operand, a | b and a ^ b set no bit above the larger one's
+ * highest. Anything else (a negative operand, u64 bit patterns) is
+ * unbounded. */
+static tir_ival_t ival_bitwise(tir_binop_t op, kiln_dtype_t t, tir_ival_t a, tir_ival_t b) {
+  if (t == KILN_DTYPE_U64 || a.lo < 0 || b.lo < 0) return unbounded();
+  if (op == TIR_BAND) return iv(0, min64(a.hi, b.hi));
+  uint64_t m = (uint64_t)max64(a.hi, b.hi);
+  m |= m >> 1, m |= m >> 2, m |= m >> 4, m |= m >> 8, m |= m >> 16, m |= m >> 32;
+  return iv(0, (int64_t)m);
+}
+
 int64_t tir_floordiv_i64(int64_t a, int64_t b) {
   if (b == -1) return a == INT64_MIN ? INT64_MIN : -a;
   int64_t q = a / b;
@@ -270,6 +282,10 @@ static tir_ival_t eval_node(tir_benv_t* env, const tir_expr_t* e) {
         case TIR_OR:
           a = clamp_bool(a), b = clamp_bool(b);
           return iv(a.lo || b.lo, a.hi || b.hi);
+        case TIR_BAND:
+        case TIR_BOR:
+        case TIR_BXOR:
+          return ival_bitwise(op, ea->dtype, a, b);
         default: {
           tir_ival_t c = tir_ival_cmp(op, a, b);
           if (c.lo == c.hi || ea->dtype != KILN_DTYPE_I64 || env->depth) return c;

@@ -241,6 +241,9 @@ static tir_value_t eval_binary(run_t* r, const tir_expr_t* e) {
     case TIR_GE: v.i = of ? x >= y : p >= q; break;
     case TIR_AND: v.i = p && q; break;
     case TIR_OR: v.i = p || q; break;
+    case TIR_BAND: v.i = p & q; break;
+    case TIR_BOR: v.i = p | q; break;
+    case TIR_BXOR: v.i = p ^ q; break;
     default: fail(r, KILN_INVALID_ARGUMENT, "binary operator %d unknown", (int)e->u.bin.op); break;
   }
   if (is_float(e->dtype)) v.f = round_to(e->dtype, v.f);

@@ -77,6 +77,7 @@ static const char* binop_sym(tir_binop_t op) {
       [TIR_FLOORDIV] = "//", [TIR_FLOORMOD] = "%", [TIR_MIN] = "min", [TIR_MAX] = "max",
       [TIR_EQ] = "==", [TIR_NE] = "!=", [TIR_LT] = "<",  [TIR_LE] = "<=",
       [TIR_GT] = ">",  [TIR_GE] = ">=", [TIR_AND] = "&&", [TIR_OR] = "||",
+      [TIR_BAND] = "&", [TIR_BOR] = "|", [TIR_BXOR] = "^",
   };
   return (op >= 0 && op < TIR_BINOP_COUNT_ && k[op]) ? k[op] : "?";
 }

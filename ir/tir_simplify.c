@@ -122,7 +122,9 @@ static bool fold_int(tir_binop_t op, kiln_dtype_t t, int64_t a, int64_t b, int64
   bool wide = t == KILN_DTYPE_I64;
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   /* u64 holds its bit pattern: only the wrapping ops fold the same way. */
-  if (t == KILN_DTYPE_U64 && op != TIR_ADD && op != TIR_SUB && op != TIR_MUL) return false;
+  if (t == KILN_DTYPE_U64 && op != TIR_ADD && op != TIR_SUB && op != TIR_MUL && op != TIR_BAND &&
+      op != TIR_BOR && op != TIR_BXOR)
+    return false;
   switch (op) {
     case TIR_ADD:
       if (wide && __builtin_add_overflow(a, b, &r)) return false;
@@ -152,6 +154,9 @@ static bool fold_int(tir_binop_t op, kiln_dtype_t t, int64_t a, int64_t b, int64
     case TIR_MAX: r = a > b ? a : b; break;
     case TIR_AND: *out = (a != 0) && (b != 0); return true;
     case TIR_OR: *out = (a != 0) || (b != 0); return true;
+    case TIR_BAND: r = a & b; break;
+    case TIR_BOR: r = a | b; break;
+    case TIR_BXOR: r = a ^ b; break;
     default: *out = cmp_i(op, a, b); return true;
   }
   *out = wrap(t, r);

@@ -154,7 +154,8 @@ static int32_t intrin_arity(tir_intrin_t fn) {
 
 static const char* binop_name(tir_binop_t op) {
   static const char* const k[TIR_BINOP_COUNT_] = {
-      "+", "-", "*", "/", "//", "%", "min", "max", "==", "!=", "<", "<=", ">", ">=", "&&", "||"};
+      "+", "-", "*", "/", "//", "%", "min", "max", "==", "!=", "<", "<=", ">", ">=", "&&", "||",
+      "&", "|", "^"};
   return (op >= 0 && op < TIR_BINOP_COUNT_) ? k[op] : "?";
 }
 
@@ -347,6 +348,7 @@ static kiln_status_t check_expr(vctx_t* c, const tir_expr_t* e, bool in_select) 
       if (e->dtype != a->dtype) goto bad_dtype;
       if (a->dtype == KILN_DTYPE_BOOL && op != TIR_MIN && op != TIR_MAX) goto bad_dtype;
       if ((op == TIR_FLOORDIV || op == TIR_FLOORMOD) && !is_int(a->dtype)) goto bad_dtype;
+      if ((op == TIR_BAND || op == TIR_BOR || op == TIR_BXOR) && !is_int(a->dtype)) goto bad_dtype;
       if ((op == TIR_FLOORDIV || op == TIR_FLOORMOD || op == TIR_DIV) && is_int(a->dtype) &&
           !c->dead && !has_data(b)) {
         tir_ival_t r = tir_bounds_eval(&c->env, b);

@@ -1,6 +1,7 @@
 /* Lowering of the elementwise math ops that came after the core set
  * (lower_elementwise.c): the activations Elu .. Mish, Sign, rounding, the
- * trigonometric and hyperbolic maps, IsNaN / IsInf, Xor, BitShift, Mod and
+ * trigonometric and hyperbolic maps, IsNaN / IsInf, Xor, the Bitwise ops,
+ * BitShift, Mod and
  * the variadic Sum / Mean. They are built from the same blocks
  * (kiln_lew_map, kiln_lew_binary, kiln_lew_variadic in lower_ew_impl.h) and
  * mirror the reference kernels (ir/ops/elementwise_unary.c and
@@ -212,7 +213,7 @@ kiln_status_t kiln_lower_ew_isinf(kiln_lower_ctx_t* ctx) {
   return kiln_lew_map(ctx, u_isinf, &p, M_FLOAT);
 }
 
-/* ---- Xor, BitShift, Mod ----------------------------------------------------------- */
+/* ---- Xor, Bitwise*, BitShift, Mod ----------------------------------------------------------- */
 
 static const tir_expr_t* b_xor(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,
                                const tir_expr_t* b) {
@@ -223,6 +224,37 @@ static const tir_expr_t* b_xor(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a
 }
 kiln_status_t kiln_lower_ew_xor(kiln_lower_ctx_t* ctx) {
   return kiln_lew_binary(ctx, b_xor, BIT(KILN_DTYPE_BOOL), false);
+}
+
+/* BitwiseAnd / Or / Xor / Not on every integer dtype (u64 too: the bits
+ * need no unsigned order). Not is x ^ all-ones: -1 for the signed types and
+ * u64 (whose bit pattern is all ones), the width's mask for u8/u16/u32 so
+ * the value stays in the dtype's range as the printers expect. */
+#define M_BITS (M_INT | BIT(KILN_DTYPE_U64))
+#define BITWISE(name, op)                                                                     \
+  static const tir_expr_t* b_##name(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* a,        \
+                                    const tir_expr_t* b) {                                    \
+    (void)t;                                                                                  \
+    return tir_bin(c, op, a, b);                                                              \
+  }                                                                                           \
+  kiln_status_t kiln_lower_ew_##name(kiln_lower_ctx_t* ctx) {                                 \
+    return kiln_lew_binary(ctx, b_##name, M_BITS, false);                                     \
+  }
+BITWISE(bitwise_and, TIR_BAND)
+BITWISE(bitwise_or, TIR_BOR)
+BITWISE(bitwise_xor, TIR_BXOR)
+
+static const tir_expr_t* u_bitwise_not(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
+                                       const void* u) {
+  (void)u;
+  int64_t ones = -1;
+  if (t == KILN_DTYPE_U8) ones = 0xff;
+  else if (t == KILN_DTYPE_U16) ones = 0xffff;
+  else if (t == KILN_DTYPE_U32) ones = 0xffffffffll;
+  return tir_bin(c, TIR_BXOR, v, kiln_lew_imm_i(c, t, ones));
+}
+kiln_status_t kiln_lower_ew_bitwise_not(kiln_lower_ctx_t* ctx) {
+  return kiln_lew_map(ctx, u_bitwise_not, NULL, M_BITS);
 }
 
 /* 2^s for a shift |s| of 0..7 (u8), as a chain of selects: TIR has no shift

@@ -145,6 +145,8 @@ kiln_lower_op_t kiln_lower_ew_elu, kiln_lower_ew_selu, kiln_lower_ew_celu,
     kiln_lower_ew_tan, kiln_lower_ew_asin, kiln_lower_ew_acos, kiln_lower_ew_atan,
     kiln_lower_ew_sinh, kiln_lower_ew_cosh, kiln_lower_ew_asinh, kiln_lower_ew_acosh,
     kiln_lower_ew_atanh, kiln_lower_ew_isnan, kiln_lower_ew_isinf, kiln_lower_ew_xor,
-    kiln_lower_ew_bitshift, kiln_lower_ew_mod, kiln_lower_ew_sum, kiln_lower_ew_mean;
+    kiln_lower_ew_bitshift, kiln_lower_ew_mod, kiln_lower_ew_sum, kiln_lower_ew_mean,
+    kiln_lower_ew_bitwise_and, kiln_lower_ew_bitwise_or, kiln_lower_ew_bitwise_xor,
+    kiln_lower_ew_bitwise_not;
 
 #endif /* KILN_LOWERING_LOWER_EW_IMPL_H_ */

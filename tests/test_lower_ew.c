@@ -1255,6 +1255,36 @@ static void test_math_int(void) {
   kiln_graph_destroy(g);
 }
 
+/* BitwiseAnd / Or / Xor (broadcast) and BitwiseNot on every integer dtype over
+ * its full range (negative values and the top bit included); floats are
+ * refused by name. */
+static void test_bitwise(void) {
+  static const kiln_dtype_t dts[] = {KILN_DTYPE_I8,  KILN_DTYPE_U8,  KILN_DTYPE_I16, KILN_DTYPE_U16,
+                                     KILN_DTYPE_I32, KILN_DTYPE_U32, KILN_DTYPE_I64, KILN_DTYPE_U64};
+  static const char* const ops[] = {"BitwiseAnd", "BitwiseOr", "BitwiseXor"};
+  for (int k = 0; k < 8; ++k) {
+    gen_default();
+    gen.ilo = INT64_MIN;
+    gen.ihi = INT64_MAX;
+    for (int o = 0; o < 3; ++o) {
+      kiln_graph_t* g = graph(18);
+      input(g, "a", dts[k], SHAPE(3, 17));
+      input(g, "b", dts[k], SHAPE(17));
+      node(g, ops[o], NAMES("a", "b"), NAMES("y"), NO_ATTRS);
+      char label[96];
+      snprintf(label, sizeof label, "%s %s", ops[o], kiln_dtype_name(dts[k]));
+      check(g, label);
+    }
+    unary("BitwiseNot", dts[k], SHAPE(3, 17), NO_ATTRS, 18);
+  }
+  kiln_graph_t* g = graph(18);
+  input(g, "a", KILN_DTYPE_F32, SHAPE(4));
+  input(g, "b", KILN_DTYPE_F32, SHAPE(4));
+  node(g, "BitwiseOr", NAMES("a", "b"), NAMES("y"), NO_ATTRS);
+  CHECK_ERR(kiln_graph_prepare(g), KILN_UNSUPPORTED, "BitwiseOr: input 'A' has dtype f32");
+  kiln_graph_destroy(g);
+}
+
 /* Mod: floor (fmod 0) and truncated (fmod 1) remainders on every integer
  * dtype, with extremes (INT_MIN % -1), and C fmod on floats. */
 static void test_mod(void) {
@@ -1373,6 +1403,7 @@ int main(void) {
   RUN(test_math_attrs);
   RUN(test_math_int);
   RUN(test_mod);
+  RUN(test_bitwise);
   RUN(test_sum_mean);
   RUN(test_castlike);
   RUN(test_aliases);

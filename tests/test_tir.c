@@ -195,6 +195,11 @@ static void test_bounds(void) {
   CHECK(bnd(BIN(TIR_DIV, R(y), I(2)), 2, vs, lo, hi, &a, &b) && a == -1 && b == 2);
   CHECK(bnd(BIN(TIR_MIN, R(x), R(y)), 2, vs, lo, hi, &a, &b) && a == -3 && b == 4);
   CHECK(bnd(BIN(TIR_MAX, R(x), I(10)), 2, vs, lo, hi, &a, &b) && a == 10 && b == 15);
+  /* Bitwise: non-negative operands bound the result; a negative one does not. */
+  CHECK(bnd(BIN(TIR_BAND, R(x), I(6)), 2, vs, lo, hi, &a, &b) && a == 0 && b == 6);
+  CHECK(bnd(BIN(TIR_BOR, R(x), I(16)), 2, vs, lo, hi, &a, &b) && a == 0 && b == 31);
+  CHECK(bnd(BIN(TIR_BXOR, R(x), I(3)), 2, vs, lo, hi, &a, &b) && a == 0 && b == 15);
+  CHECK(!bnd(BIN(TIR_BAND, R(x), R(y)), 2, vs, lo, hi, &a, &b));
   /* select: each branch is bounded under its condition. */
   const tir_expr_t* sel = tir_select(&C, BIN(TIR_LT, R(y), I(0)), ADD(R(y), I(8)), R(y));
   CHECK(bnd(sel, 2, vs, lo, hi, &a, &b) && a == 0 && b == 7);
@@ -528,6 +533,10 @@ static void test_simplify_constants(void) {
   CHECK_SIMP(BIN(TIR_FLOORDIV, I(-7), I(2)), "-4");
   CHECK_SIMP(BIN(TIR_FLOORMOD, I(-7), I(2)), "1");
   CHECK_SIMP(BIN(TIR_DIV, I(-7), I(2)), "-3");
+  CHECK_SIMP(BIN(TIR_BAND, I(12), I(-6)), "8");
+  CHECK_SIMP(BIN(TIR_BOR, I(12), I(3)), "15");
+  CHECK_SIMP(BIN(TIR_BXOR, tir_const(&C, KILN_DTYPE_U8, 5), tir_const(&C, KILN_DTYPE_U8, 255)), "u8(250)");
+  CHECK_SIMP(BIN(TIR_BXOR, tir_const(&C, KILN_DTYPE_U64, -1), tir_const(&C, KILN_DTYPE_U64, 1)), "u64(-2)");
   CHECK_SIMP(BIN(TIR_FLOORDIV, I(7), I(0)), "(7 // 0)"); /* left for the verifier */
   CHECK_SIMP(ADD(I(INT64_MAX), I(1)), "(9223372036854775807 + 1)");
   /* Narrow ints wrap in their dtype. */

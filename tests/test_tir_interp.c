@@ -78,6 +78,16 @@ static void test_immediates_and_arithmetic(void) {
   CHECK(val(BIN(TIR_ADD, big, tir_const(&C, KILN_DTYPE_I32, 1))).i == INT32_MIN);
   const tir_expr_t* i8 = tir_const(&C, KILN_DTYPE_I8, 100);
   CHECK(val(BIN(TIR_ADD, i8, i8)).i == -56);
+  /* Bitwise ops work on the bits: negative values and u64 patterns too. */
+  CHECK(val(BIN(TIR_BAND, I(12), I(10))).i == 8);
+  CHECK(val(BIN(TIR_BOR, I(12), I(10))).i == 14);
+  CHECK(val(BIN(TIR_BXOR, I(12), I(10))).i == 6);
+  CHECK(val(BIN(TIR_BAND, I(-1), I(INT64_MIN))).i == INT64_MIN);
+  CHECK(val(BIN(TIR_BXOR, tir_const(&C, KILN_DTYPE_I8, -100), tir_const(&C, KILN_DTYPE_I8, -1))).i == 99);
+  CHECK(val(BIN(TIR_BXOR, tir_const(&C, KILN_DTYPE_U8, 5), tir_const(&C, KILN_DTYPE_U8, 255))).i == 250);
+  const tir_expr_t* u64 = tir_const(&C, KILN_DTYPE_U64, -1.0); /* all ones */
+  CHECK(val(BIN(TIR_BXOR, u64, tir_const(&C, KILN_DTYPE_U64, 1))).i == -2);
+  CHECK(BIN(TIR_BOR, i8, i8)->dtype == KILN_DTYPE_I8);
 }
 
 static void test_comparisons_logic_select(void) {

@@ -137,6 +137,7 @@ KERNEL(neg, FD_CASES(-v, -v) SI_CASES(0 - (uint64_t)v))
 KERNEL(abs, FD_CASES(fabsf(v), fabs(v))
             SI_CASES(v < 0 ? 0 - (uint64_t)v : (uint64_t)v) U_CASES(v))
 KERNEL(not, I_CASE(KILN_DTYPE_BOOL, uint8_t, !v))
+KERNEL(bitwise_not, SI_CASES(~v) U_CASES(~v))
 
 /* log(1 + e) for e in [0, 1] without losing a small e to the rounding of
  * 1 + e (Goldberg's log1p): the compiled kernels use the same steps, which
@@ -239,6 +240,7 @@ SIMPLE_MAP(log, "input", KILN_EW_FLOAT)
 SIMPLE_MAP(neg, "X", KILN_EW_FLOAT | KILN_EW_SINT)
 SIMPLE_MAP(abs, "X", KILN_EW_NUM)
 SIMPLE_MAP(not, "X", KILN_EW_BOOL)
+SIMPLE_MAP(bitwise_not, "X", KILN_EW_INT)
 SIMPLE_MAP(softplus, "X", KILN_EW_FLOAT)
 SIMPLE_MAP(softsign, "input", KILN_EW_FLOAT)
 SIMPLE_MAP(mish, "X", KILN_EW_FLOAT)

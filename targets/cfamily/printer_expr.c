@@ -220,7 +220,8 @@ const char* kiln_cf_binop_text(tir_binop_t op) {
   static const char* t[TIR_BINOP_COUNT_] = {
       [TIR_ADD] = "+", [TIR_SUB] = "-", [TIR_MUL] = "*", [TIR_DIV] = "/",
       [TIR_EQ] = "==", [TIR_NE] = "!=", [TIR_LT] = "<", [TIR_LE] = "<=",
-      [TIR_GT] = ">", [TIR_GE] = ">=", [TIR_AND] = "&&", [TIR_OR] = "||"};
+      [TIR_GT] = ">", [TIR_GE] = ">=", [TIR_AND] = "&&", [TIR_OR] = "||",
+      [TIR_BAND] = "&", [TIR_BOR] = "|", [TIR_BXOR] = "^"};
   return t[op];
 }
 
@@ -232,6 +233,9 @@ int kiln_cf_binop_prec(tir_binop_t op) {
     case TIR_LT: case TIR_LE: case TIR_GT: case TIR_GE: return P_REL;
     case TIR_AND: return P_LAND;
     case TIR_OR: return P_LOR;
+    case TIR_BAND: return P_BAND;
+    case TIR_BOR: return P_BOR;
+    case TIR_BXOR: return P_BXOR;
     default: return P_PRIMARY;
   }
 }
@@ -396,6 +400,12 @@ static void ex_int_binary(pr_t* p, const tir_expr_t* e, int need) {
       return;
     case TIR_MAX:
       tpl2(p, d->imax, aex(a), aex(b));
+      return;
+    case TIR_BAND: case TIR_BOR: case TIR_BXOR:
+      /* The bits of in-range operands give an in-range result (the narrow
+       * types promote to int sign- or zero-extended), so no wrap is needed;
+       * the operator groups with itself. */
+      kiln_cf_infix(p, a, kiln_cf_binop_text(op), b, kiln_cf_binop_prec(op), false, need, false);
       return;
     default:
       break;
