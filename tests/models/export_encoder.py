@@ -24,27 +24,10 @@ import time
 
 import numpy as np
 
+from model_files import outputs, save_npy, up_to_date
+
 OPSET = 13
 D_MODEL, HEADS, FFN, SEQ = 256, 4, 1024, 128
-
-
-def outputs(out_dir):
-    return {
-        "onnx": os.path.join(out_dir, "encoder.onnx"),
-        "input": os.path.join(out_dir, "encoder_input.npy"),
-        "ort": os.path.join(out_dir, "encoder_ort.npy"),
-    }
-
-
-def up_to_date(paths):
-    script_mtime = os.path.getmtime(os.path.abspath(__file__))
-    return all(os.path.isfile(p) and os.path.getmtime(p) > script_mtime for p in paths)
-
-
-def save_npy(path, array):
-    tmp = path + ".tmp.npy"
-    np.save(tmp, array)
-    os.replace(tmp, path)
 
 
 def build_model():
@@ -141,8 +124,8 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true", help="re-export even if up to date")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    paths = outputs(args.out)
-    if not args.force and up_to_date(paths.values()):
+    paths = outputs(args.out, "encoder")
+    if not args.force and up_to_date(paths.values(), __file__):
         print(f"encoder: up to date in {args.out}")
         return 0
     t0 = time.monotonic()

@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from model_files import save_npy, up_to_date
+
 MODELS = ("resnet18", "mobilenet_v2", "resnet50")
 OPSET = 13
 # Logits smaller than this would make the atol of the kiln comparison meaningless.
@@ -50,20 +52,6 @@ def outputs(out_dir, name):
     }
 
 
-def up_to_date(paths):
-    script_mtime = os.path.getmtime(os.path.abspath(__file__))
-    for p in paths:
-        if not os.path.isfile(p) or os.path.getmtime(p) <= script_mtime:
-            return False
-    return True
-
-
-def save_npy(path, array):
-    tmp = path + ".tmp.npy"
-    np.save(tmp, array)
-    os.replace(tmp, path)
-
-
 def make_inputs():
     x1 = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
     extra = np.random.default_rng(1).standard_normal((1, 3, 224, 224), dtype=np.float32)
@@ -78,6 +66,15 @@ def build_model(name):
 
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None)
+    return calibrate_batchnorm(model, (8, 3, 224, 224))
+
+
+def calibrate_batchnorm(model, batch_shape, batches=2):
+    """Seeded random BatchNorm affine parameters, running statistics averaged over
+    `batches` train-mode passes on seeded random inputs of `batch_shape`; returns the
+    model in eval mode (see the module docstring for why)."""
+    import torch
+
     bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -87,8 +84,8 @@ def build_model(name):
             bn.reset_running_stats()
             bn.momentum = None  # cumulative average over the calibration batches
         model.train()
-        for _ in range(2):
-            model(torch.randn((8, 3, 224, 224), generator=gen))
+        for _ in range(batches):
+            model(torch.randn(batch_shape, generator=gen))
     return model.eval()
 
 
@@ -165,7 +162,7 @@ def main(argv=None):
 
     for name in names:
         paths = outputs(args.out, name)
-        if not args.force and up_to_date(paths.values()):
+        if not args.force and up_to_date(paths.values(), __file__):
             print(f"{name}: up to date in {args.out}")
             continue
         t0 = time.monotonic()

@@ -23,24 +23,7 @@ import sys
 
 import numpy as np
 
-
-def outputs(out_dir):
-    return {
-        "onnx": os.path.join(out_dir, "vit.onnx"),
-        "input": os.path.join(out_dir, "vit_input.npy"),
-        "ort": os.path.join(out_dir, "vit_ort.npy"),
-    }
-
-
-def up_to_date(paths):
-    script_mtime = os.path.getmtime(os.path.abspath(__file__))
-    return all(os.path.isfile(p) and os.path.getmtime(p) > script_mtime for p in paths)
-
-
-def save_npy(path, array):
-    tmp = path + ".tmp.npy"
-    np.save(tmp, array)
-    os.replace(tmp, path)
+from model_files import outputs, save_npy, up_to_date
 
 
 def main():
@@ -49,8 +32,8 @@ def main():
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    paths = outputs(args.out)
-    if not args.force and up_to_date(paths.values()):
+    paths = outputs(args.out, "vit")
+    if not args.force and up_to_date(paths.values(), __file__):
         print("vit: up to date")
         return 0
 
