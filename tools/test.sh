@@ -30,7 +30,7 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null 
 
 step "tests under ASan + UBSan: unit, badinput, onnx"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'unit|badinput|onnx' || status=1
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L 'unit|badinput|onnx' -LE slow || status=1
 
 step "libFuzzer harnesses, bounded runs (clang-15)"
 if cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-15 -DKILN_FUZZ=ON >/dev/null &&
