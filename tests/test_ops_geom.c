@@ -2,68 +2,13 @@
  * GridSample, AffineGrid, Col2Im, DFT, RoiAlign, MaxUnpool (the ONNX node
  * tests cover the modes on every target; these check hand-computed values
  * and that bad inputs fail with a message naming the problem). */
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#include "ir/op.h"
-#include "compiler/ref_exec.h"
-#include "testing.h"
-
-#define N_OF(T, ...) ((int32_t)(sizeof((T[]){__VA_ARGS__}) / sizeof(T)))
-#define SHAPE(...) kiln_shape_make(N_OF(int64_t, __VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define NAMES(...) N_OF(const char*, __VA_ARGS__), (const char* []){__VA_ARGS__}
-#define ATTRS(...) N_OF(kiln_attr_t, __VA_ARGS__), (kiln_attr_t[]){__VA_ARGS__}
-#define NO_ATTRS 0, NULL
-
-static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
-
-static kiln_graph_t* graph(int64_t opset) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_graph_create(sys(), &g));
-  CHECK_OK(kiln_graph_set_opset(g, "", opset));
-  return g;
-}
-
-static kiln_array_t array(kiln_dtype_t dt, kiln_shape_t s, const void* data) {
-  kiln_array_t a;
-  memset(&a, 0, sizeof a);
-  CHECK_OK(kiln_array_alloc(sys(), dt, &s, &a));
-  if (data && a.nbytes) memcpy(a.data, data, a.nbytes);
-  return a;
-}
-
-static void input(kiln_graph_t* g, const char* name, kiln_dtype_t dt, kiln_shape_t s) {
-  CHECK_OK(kiln_graph_add_input(g, name, dt, &s, NULL));
-}
-
-static void init(kiln_graph_t* g, const char* name, kiln_dtype_t dt, kiln_shape_t s, const void* data) {
-  kiln_array_t a = array(dt, s, data);
-  CHECK_OK(kiln_graph_add_initializer(g, name, &a, NULL));
-}
+#include "ref_graph_util.h"
 
 static void node(kiln_graph_t* g, const char* op, int32_t n_in, const char* const* in, int32_t n_attr,
                  const kiln_attr_t* attrs) {
   const char* out[1] = {"y"};
   CHECK_OK(kiln_graph_add_node(g, op, op, n_in, in, 1, out, n_attr, attrs, NULL));
   CHECK_OK(kiln_graph_add_output(g, "y"));
-}
-
-static kiln_status_t run(const kiln_graph_t* g, const kiln_array_t* in, kiln_array_t* out) {
-  kiln_ref_options_t o;
-  kiln_ref_options_default(&o);
-  return kiln_ref_run(g, in, &o, out);
-}
-
-static void expect(const kiln_array_t* a, kiln_shape_t shape, const double* want) {
-  CHECK(kiln_shape_equal(&a->shape, &shape));
-  if (!kiln_shape_equal(&a->shape, &shape)) return;
-  int64_t n = kiln_shape_count(&shape);
-  for (int64_t i = 0; i < n; ++i) {
-    double got = kiln_load_f64(a->dtype, a->data, (size_t)i);
-    CHECK_MSG(fabs(got - want[i]) <= 1e-5 + 1e-5 * fabs(want[i]), "element %lld is %g, expected %g",
-              (long long)i, got, want[i]);
-  }
 }
 
 /* X = [[0, 1], [2, 3]] sampled at grid points (x, y). */

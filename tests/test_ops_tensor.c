@@ -5,46 +5,9 @@
 #include <string.h>
 
 #include "frontend/onnx.h"
-#include "ir/op.h"
-#include "compiler/ref_exec.h"
-#include "testing.h"
+#include "ref_graph_util.h"
 
-/* ---- graph-building helpers ------------------------------------------- */
-
-#define N_OF(T, ...) ((int32_t)(sizeof((T[]){__VA_ARGS__}) / sizeof(T)))
-#define SHAPE(...) kiln_shape_make(N_OF(int64_t, __VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define SCALAR kiln_shape_make(0, NULL)
-#define NAMES(...) N_OF(const char*, __VA_ARGS__), (const char* []){__VA_ARGS__}
-#define ATTRS(...) N_OF(kiln_attr_t, __VA_ARGS__), (kiln_attr_t[]){__VA_ARGS__}
-#define NO_ATTRS 0, NULL
-#define I64S(...) N_OF(int64_t, __VA_ARGS__), (int64_t[]){__VA_ARGS__}
-
-static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
-
-static kiln_graph_t* graph(int64_t opset) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_graph_create(sys(), &g));
-  CHECK_OK(kiln_graph_set_opset(g, "", opset));
-  return g;
-}
-
-static kiln_array_t array(kiln_dtype_t dt, kiln_shape_t s, const void* data) {
-  kiln_array_t a;
-  memset(&a, 0, sizeof a);
-  CHECK_OK(kiln_array_alloc(sys(), dt, &s, &a));
-  if (data && a.nbytes) memcpy(a.data, data, a.nbytes);
-  return a;
-}
-
-static void input(kiln_graph_t* g, const char* name, kiln_dtype_t dt, kiln_shape_t s) {
-  CHECK_OK(kiln_graph_add_input(g, name, dt, &s, NULL));
-}
-
-static void init(kiln_graph_t* g, const char* name, kiln_dtype_t dt, kiln_shape_t s,
-                 const void* data) {
-  kiln_array_t a = array(dt, s, data);
-  CHECK_OK(kiln_graph_add_initializer(g, name, &a, NULL));
-}
+/* ---- graph-building helpers (the shared ones: ref_graph_util.h) -------- */
 
 static void init_i64(kiln_graph_t* g, const char* name, int32_t n, const int64_t* v) {
   init(g, name, KILN_DTYPE_I64, kiln_shape_make(1, (int64_t[]){n}), v);
@@ -64,28 +27,6 @@ static const kiln_tensor_t* tensor(const kiln_graph_t* g, const char* name) {
 
 static bool shape_is(const kiln_shape_t* s, kiln_shape_t want) {
   return kiln_shape_equal(s, &want);
-}
-
-/* Runs |g| on |n_in| inputs; outputs go to |out| (freed by the caller). */
-static kiln_status_t run(const kiln_graph_t* g, const kiln_array_t* in, kiln_array_t* out) {
-  kiln_ref_options_t o;
-  kiln_ref_options_default(&o);
-  return kiln_ref_run(g, in, &o, out);
-}
-
-/* Checks |a| has |shape| and values |want| (any dtype, compared as double). */
-static void expect(const kiln_array_t* a, kiln_shape_t shape, const double* want) {
-  char b1[96], b2[96];
-  CHECK_MSG(kiln_shape_equal(&a->shape, &shape), "shape %s, expected %s",
-            kiln_shape_format(&a->shape, b1, sizeof b1),
-            kiln_shape_format(&shape, b2, sizeof b2));
-  if (!kiln_shape_equal(&a->shape, &shape)) return;
-  int64_t n = kiln_shape_count(&shape);
-  for (int64_t i = 0; i < n; ++i) {
-    double got = kiln_load_f64(a->dtype, a->data, (size_t)i);
-    CHECK_MSG(fabs(got - want[i]) <= 1e-5 + 1e-5 * fabs(want[i]),
-              "element %lld is %g, expected %g", (long long)i, got, want[i]);
-  }
 }
 
 static void free_arrays(kiln_array_t* a, int n) {
