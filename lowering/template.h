@@ -281,6 +281,51 @@ typedef struct kiln_template_s {
   kiln_template_dw_t dw;
 } kiln_template_t;
 
+/* ---- search spaces and fingerprints (template_tune.c) ----------------------
+ * What a tuner may change in an instance is its tiles record; the target
+ * says, beside its template, which values each entry may take (its knobs)
+ * and which points it prints on a device (its constraints). The hand
+ * default (the set's tiles rule) is always in the space. */
+#define KILN_TEMPLATE_KNOB_VALUES 12
+
+typedef struct kiln_template_knob_s {
+  const char* name; /* "tm", "bk", ... (static) */
+  int32_t n;
+  int32_t v[KILN_TEMPLATE_KNOB_VALUES]; /* ascending, distinct: neighbours are adjacent entries */
+} kiln_template_knob_t;
+
+typedef struct kiln_template_space_s {
+  /* the knob space by name and version ("opencl.conv.1"): a cache record
+   * for another space is not used */
+  const char* version;
+  int32_t n_knobs; /* the instance's tiles.n, knob i being tiles.v[i] */
+  kiln_template_knob_t knobs[KILN_TEMPLATE_TILES_MAX];
+} kiln_template_space_t;
+
+/* The device limits a point must fit (0: unknown, not checked). */
+typedef struct kiln_template_limits_s {
+  int64_t max_workgroup_size;
+  uint64_t local_mem_bytes;
+} kiln_template_limits_t;
+
+/* Adds |value| to |knob| (kept ascending; no-op when present or full). */
+void kiln_template_knob_add(kiln_template_knob_t* knob, int32_t value);
+
+/* The index of tiles->v[i] in knob i for every knob, into idx; false when
+ * a value is not in the space or the counts differ. */
+bool kiln_template_space_index(const kiln_template_space_t* sp, const kiln_template_tiles_t* tiles, int32_t* idx);
+
+/* A 64-bit FNV-1a hash of what instance |t| computes: its kind and every
+ * field of its descriptor that reaches the printed kernel (shapes, strides,
+ * dtypes, transposes, packing, taps, the fused epilogue, the weight layout
+ * and where partial sums go), never its tiles, plan buffer indices or
+ * names. Two instances with one fingerprint print the same kernel for the
+ * same tiles, in any model. 0 for NONE and MERGED. */
+uint64_t kiln_template_fingerprint(const kiln_template_t* t);
+
+/* "gemm", "conv", "winograd", "depthwise", "merged", "none". */
+const char* kiln_template_kind_name(kiln_template_kind_t kind);
+
 /* The templates a target has and the rules it measured for them; the
  * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
  * never names a target. All false: no templates. */
@@ -315,6 +360,16 @@ typedef struct kiln_template_set_s {
   /* Optional: for a TILED or WINOGRAD weight layout, the geometry those
    * tiles read (t->weights.block, .slice, .panel) from t->tiles. */
   void (*weight_blocks)(kiln_template_t* t);
+  /* Optional (NULL: the instances are not tunable): the knobs of instance
+   * |t| (its kind and tiles set by |tiles|), its defaults among them. False
+   * when the kind has none. */
+  bool (*space)(const kiln_template_t* t, kiln_template_space_t* out);
+  /* Optional, with |space|: NULL when the target prints |tiles| for |t| and
+   * the point fits |lim| (work-group size, local memory, what the template
+   * requires of its tiles), else why not (static text). A tuner or a cache
+   * record asks before anything is built. */
+  const char* (*tiles_check)(const kiln_template_t* t, const kiln_template_tiles_t* tiles,
+                             const kiln_template_limits_t* lim);
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

@@ -53,6 +53,7 @@ typedef struct kiln_device_info_s {
   uint64_t total_bytes;       /* device memory (0 = unknown) */
   uint64_t buffer_alignment;  /* views must start at multiples of this (power of two) */
   int64_t max_workgroup_size;
+  uint64_t local_mem_bytes;   /* work-group (shared) memory; 0 = unknown (the tuner's limit) */
   int32_t subgroup_size;      /* 0 = unknown */
   int32_t compute_units;
 } kiln_device_info_t;

@@ -27,6 +27,7 @@
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
 #include "tools/module_cmd.h"
+#include "tools/tune_cmd.h"
 #include "runtime/module_sign.h"
 
 #define MAX_ARGS 64
@@ -436,6 +437,8 @@ static const char* run_help =
     "                          or ref (the reference interpreter). A module runs on its own\n"
     "                          target.\n"
     "  --strict                a GPU target that cannot be opened is an error, not a fallback\n"
+    "  --tuning-cache FILE     template tiles from a cache `kiln tune` wrote (records for\n"
+    "                          this device, driver and kiln version; the rest keep defaults)\n"
     "  --verify-key KEY.pub    a module must be signed by this key (`kiln keygen`,\n"
     "                          `kiln compile --sign`); unsigned or changed modules are refused\n"
     "                          before any of their code is built (docs/TRUST.md)\n"
@@ -684,6 +687,7 @@ static int cmd_run(int argc, char** argv) {
   const char* dump_dir = NULL;
   const char* trace_path = NULL;
   const char* verify_key = NULL;
+  const char* tuning_path = NULL;
   int threads = 0;
   runner_t R;
   memset(&R, 0, sizeof R);
@@ -743,6 +747,8 @@ static int cmd_run(int argc, char** argv) {
       profile = true;
     } else if (!strcmp(a, "--verify-key") && has) {
       verify_key = argv[++i];
+    } else if (!strcmp(a, "--tuning-cache") && has) {
+      tuning_path = argv[++i];
     } else if (!strcmp(a, "--trace") && has) {
       trace_path = argv[++i];
       profile = true;
@@ -898,7 +904,7 @@ static int cmd_run(int argc, char** argv) {
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
       prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, tuning_path, R.dev};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1069,6 +1075,8 @@ static const char* compile_help =
     "  --dump-graph DIR   write the graph before and after the passes:\n"
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
     "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
+    "  --tuning-cache FILE  template tiles from a cache `kiln tune` wrote, for the target's\n"
+    "                     device on this machine (docs/TUNING.md)\n"
     "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error\n"
     "  --fp16-arith yes|no  with --precision fp16|auto: whether the device the module is for\n"
     "                     computes in half (OpenCL cl_khr_fp16, Vulkan shaderFloat16), instead\n"
@@ -1098,6 +1106,7 @@ static int cmd_compile(int argc, char** argv) {
   const char* dump_dir = NULL;
   const char* out_path = NULL;
   const char* sign_key = NULL;
+  const char* tuning_path = NULL;
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
@@ -1129,6 +1138,8 @@ static int cmd_compile(int argc, char** argv) {
       out_path = argv[++i];
     } else if (!strcmp(a, "--sign") && has) {
       sign_key = argv[++i];
+    } else if (!strcmp(a, "--tuning-cache") && has) {
+      tuning_path = argv[++i];
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -1216,7 +1227,7 @@ static int cmd_compile(int argc, char** argv) {
   }
   prec.strict = strict;
   prec.seed = seed;
-  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
+  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, tuning_path, NULL};
   if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
@@ -1315,6 +1326,7 @@ static const char* main_help =
     "  compile MODEL.onnx  graph passes, lowering, fusion, code generation; -o writes a\n"
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
     "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
+    "  tune MODEL.onnx -t T  measure the template kernels' tiles into a tuning cache\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
     "  bench             kernel microbenchmarks (GFLOP/s, GB/s, % of measured peak)\n"
     "  dot MODEL.onnx    Graphviz dot of the graph\n"
@@ -1337,6 +1349,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
+  if (!strcmp(cmd, "tune")) return kiln_cmd_tune(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

@@ -8,6 +8,7 @@
 #include "lowering/plan.h"
 #include "lowering/precision.h"
 #include "compiler/calibrate.h"
+#include "compiler/tune.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "runtime/device_registry.h"
@@ -133,6 +134,40 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision
   return s;
 }
 
+/* The template choice with --tuning-cache: the records for the device
+ * this compile is for. Never fatal: a cache or a device that cannot be
+ * used leaves the default tiles, with a warning. */
+static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_cli_compile_t* c) {
+  kiln_device_t* dev = c->device;
+  if (dev) {
+    kiln_device_retain(dev);
+  } else {
+    kiln_device_open_options_t oo = {c->threads, true, stderr};
+    kiln_status_t ds = kiln_device_open(c->target->name, &oo, kiln_allocator_system(), &dev);
+    if (ds) {
+      fprintf(stderr, "kiln: warning: --tuning-cache %s not used: no %s device to match its records (%s)\n",
+              c->tuning_path, c->target->name, kiln_status_message(ds));
+      kiln_status_free(ds);
+      return kiln_template_choose(plan, set);
+    }
+  }
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  kiln_tune_cache_t cache = {0};
+  kiln_tune_use_report_t r;
+  memset(&r, 0, sizeof r);
+  kiln_status_t s = kiln_tune_cache_read(&cache, c->tuning_path, stderr);
+  if (!s) s = kiln_tune_choose(plan, set, &cache, &where, stderr, &r);
+  if (!s)
+    printf("tuning: %d of %d template kernels tuned from %s (%d kept their defaults, %d untuned, %d refused, "
+           "%d cache lines ignored)\n",
+           (int)r.tuned, (int)r.instances, c->tuning_path, (int)r.kept, (int)r.untuned, (int)r.refused,
+           (int)cache.skipped);
+  kiln_tune_cache_free(&cache);
+  kiln_device_release(dev);
+  return s;
+}
+
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
   kiln_plan_options_t po = {c->target->lowering, c->threads};
   kiln_plan_t* plan = NULL;
@@ -148,7 +183,7 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
    * and precision change what matches */
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
-  if (!s) s = kiln_template_choose(plan, &templates);
+  if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c) : kiln_template_choose(plan, &templates);
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",

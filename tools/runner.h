@@ -39,6 +39,11 @@ typedef struct kiln_cli_compile_s {
   const char* dump_dir; /* plan and generated source */
   const char* model_name;
   const kiln_cli_precision_t* precision; /* NULL: fp32 */
+  /* --tuning-cache FILE (NULL: the default tiles) and the device whose
+   * records apply (NULL: the target's device is opened to ask, without
+   * fallback; without it the cache is not used, with a warning) */
+  const char* tuning_path;
+  kiln_device_t* device;
 } kiln_cli_compile_t;
 
 /* Lowers, fuses, applies the precision (calibrating first for auto) and

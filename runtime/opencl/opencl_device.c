@@ -252,6 +252,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   size_t wg = 0;
   if (clGetDeviceInfo(d->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS) wg = 1;
   info->max_workgroup_size = (int64_t)wg;
+  info->local_mem_bytes = dev_u64(d->dev, CL_DEVICE_LOCAL_MEM_SIZE);
   info->subgroup_size = 0;
   info->compute_units = (int32_t)dev_u32(d->dev, CL_DEVICE_MAX_COMPUTE_UNITS);
 

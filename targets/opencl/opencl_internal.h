@@ -169,6 +169,14 @@ kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_openc
 void kiln_opencl_template_tiles(kiln_template_t* t);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 
+/* The set's search space and constraints (kiln_template_set_t.space,
+ * .tiles_check; opencl_tune.c): knob values per tiles entry around the
+ * defaults, and the points gemm.cl / conv.cl / winograd.cl /
+ * depthwise.cl print within a device's limits. */
+bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out);
+const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* tiles,
+                                   const kiln_template_limits_t* lim);
+
 /* The tiles recorded in |t| for a GEMM or conv (gemm), Winograd (wino) or
  * depthwise (dw) instance of kernel |name|. INVALID_ARGUMENT when the
  * record is not one the OpenCL rules wrote (another set, or none), or

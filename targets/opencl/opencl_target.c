@@ -132,6 +132,9 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       /* tiles measured on PoCL, KILN_OPENCL_*_TILES over them (opencl_tiles.c) */
       .tiles = kiln_opencl_template_tiles,
       .weight_blocks = kiln_opencl_template_weight_blocks,
+      /* what `kiln tune` searches and may choose (opencl_tune.c) */
+      .space = kiln_opencl_tune_space,
+      .tiles_check = kiln_opencl_tune_check,
   };
 }
 

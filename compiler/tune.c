@@ -1,0 +1,92 @@
+/* Using a tuning cache at compile time (see tune.h): the template choice
+ * with the tiles of the cache's records in place of the defaults. */
+#include "compiler/tune.h"
+
+#include <string.h>
+
+#include "runtime/device.h"
+
+/* Device names go into a tab-separated line: anything outside printable
+ * ASCII becomes '?', so the key read back equals the key written. */
+static void printable(const char* s, char* dst, size_t cap) {
+  size_t i = 0;
+  for (; s && s[i] && i + 1 < cap; ++i) dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+  dst[i] = 0;
+  if (!i) snprintf(dst, cap, "unknown");
+}
+
+void kiln_tune_device_of(kiln_device_t* dev, kiln_tune_device_t* out) {
+  memset(out, 0, sizeof *out);
+  out->target = dev->info.api;
+  printable(dev->info.name, out->device, sizeof out->device);
+  printable(dev->info.driver, out->driver, sizeof out->driver);
+  out->limits.max_workgroup_size = dev->info.max_workgroup_size;
+  out->limits.local_mem_bytes = dev->info.local_mem_bytes;
+}
+
+static void key_of(const kiln_template_t* t, const char* space, const kiln_tune_device_t* dev, kiln_tune_key_t* k) {
+  memset(k, 0, sizeof *k);
+  k->fingerprint = kiln_template_fingerprint(t);
+  snprintf(k->target, sizeof k->target, "%s", dev->target);
+  snprintf(k->space, sizeof k->space, "%s", space);
+  snprintf(k->device, sizeof k->device, "%s", dev->device);
+  snprintf(k->driver, sizeof k->driver, "%s", dev->driver);
+  snprintf(k->kiln, sizeof k->kiln, "%s", KILN_VERSION);
+}
+
+/* One instance: its record's tiles when there is one for this key, the
+ * constraints take them and they were faster. */
+static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+                       const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev, FILE* log,
+                       kiln_tune_use_report_t* r) {
+  kiln_template_t* t = plan->kernels[k].tmpl;
+  kiln_template_space_t sp;
+  if (!set->space || !set->space(t, &sp)) return;
+  r->instances++;
+  kiln_tune_key_t key;
+  key_of(t, sp.version, dev, &key);
+  const kiln_tune_record_t* rec = kiln_tune_cache_find(cache, &key);
+  if (!rec) {
+    r->untuned++;
+    const bool stale = kiln_tune_cache_find_near(cache, &key) != NULL;
+    r->stale += stale;
+    if (log)
+      fprintf(log, "kiln: note: tuning: kernel '%s' (%s %016llx) untuned%s\n", plan->kernels[k].func->name,
+              kiln_template_kind_name(t->kind), (unsigned long long)key.fingerprint,
+              stale ? ": the cache's record is for another device, driver or kiln version (not trusted; "
+                      "`kiln tune --resume` starts from it)"
+                    : "");
+    return;
+  }
+  const char* why = rec->tiles.n != t->tiles.n ? "its tile count differs from the template's"
+                    : set->tiles_check          ? set->tiles_check(t, &rec->tiles, &dev->limits)
+                                                : NULL;
+  if (why) {
+    r->refused++;
+    if (log)
+      fprintf(log, "kiln: warning: tuning: the record for kernel '%s' (%016llx) is refused: %s; default tiles\n",
+              plan->kernels[k].func->name, (unsigned long long)key.fingerprint, why);
+    return;
+  }
+  if (rec->tuned_us >= rec->default_us) { /* measured: the default was as fast */
+    r->kept++;
+    return;
+  }
+  t->tiles = rec->tiles;
+  if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
+  r->tuned++;
+}
+
+kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_tune_cache_t* cache,
+                               const kiln_tune_device_t* dev, FILE* log, kiln_tune_use_report_t* out) {
+  kiln_tune_use_report_t r;
+  memset(&r, 0, sizeof r);
+  KILN_RETURN_IF_ERROR(kiln_template_select(plan, set));
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    if (plan->kernels[k].tmpl) use_record(plan, k, set, cache, dev, log, &r);
+  kiln_status_t s = kiln_template_weights_lay_out(plan);
+  if (s)
+    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  if (out) *out = r;
+  return s;
+}

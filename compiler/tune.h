@@ -1,0 +1,97 @@
+/* Auto-tuning of the template instances' tiles (docs/TUNING.md).
+ *
+ * kiln_tune_choose is kiln_template_choose with a tuning cache: the tiles
+ * of every instance whose fingerprint has a record measured on this
+ * device, driver, kiln version and knob space replace the defaults, after
+ * the target's constraints accept them; everything else keeps its
+ * defaults, and the log says which kernels ran untuned.
+ *
+ * kiln_tune_model measures: it builds the model once with the defaults
+ * and then in rounds, each round one new candidate point for every
+ * distinct kernel (deduplicated by fingerprint) at once, one program and
+ * session per round. The candidates are random points of the space first,
+ * then neighbours of the best (one knob one step away); each kernel's time
+ * is the median over the round's timed runs (after a warm-up run) of its
+ * dispatches' device timestamps. A round whose model outputs differ from
+ * the default build's (rtol 1e-3, atol 1e-4) rejects its candidates. At
+ * the end the defaults and the best points are measured again; a kernel
+ * whose point is not faster there keeps its default ("never slower").
+ *
+ * Thread-compatible; |stop| may be set from a signal handler. */
+#ifndef KILN_COMPILER_TUNE_H_
+#define KILN_COMPILER_TUNE_H_
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "compiler/tune_cache.h"
+#include "ir/graph.h"
+#include "kiln/runtime.h"
+#include "lowering/template.h"
+#include "targets/registry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a point is measured: the key fields of the device and its limits. */
+typedef struct kiln_tune_device_s {
+  const char* target; /* "opencl" */
+  char device[KILN_TUNE_NAME_MAX];
+  char driver[KILN_TUNE_NAME_MAX];
+  kiln_template_limits_t limits;
+} kiln_tune_device_t;
+
+/* The key fields of an open device (names made printable, tabs dropped). */
+void kiln_tune_device_of(kiln_device_t* dev, kiln_tune_device_t* out);
+
+typedef struct kiln_tune_use_report_s {
+  int32_t instances; /* tunable instances in the plan */
+  int32_t tuned;     /* tiles from a record */
+  int32_t kept;      /* a record that kept the default (it was not faster) */
+  int32_t untuned;   /* no record for this device, driver and kiln version */
+  int32_t stale;     /* of those, a record for another device, driver or kiln version */
+  int32_t refused;   /* a record the target's constraints refuse */
+} kiln_tune_use_report_t;
+
+/* kiln_template_select, the tiles of |cache|'s exact records, then the
+ * weights laid out for them. Warnings and the untuned kernels go to |log|
+ * (NULL: none). Errors: those of kiln_template_choose. */
+KILN_MUST_USE kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set,
+                                             const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev,
+                                             FILE* log, kiln_tune_use_report_t* out);
+
+typedef struct kiln_tune_options_s {
+  double budget_s;   /* wall-clock budget of the whole search (> 0) */
+  int32_t trials;    /* candidates per kernel at most (0: until the budget) */
+  int32_t repeats;   /* timed runs per measurement (default 5) */
+  int32_t threads;
+  int32_t opt;       /* -O level of the plan */
+  uint64_t seed;
+  bool resume;       /* start each kernel from its exact record in the cache */
+  volatile sig_atomic_t* stop; /* set: finish after the current round */
+  FILE* log;         /* progress and the final table (NULL: quiet) */
+} kiln_tune_options_t;
+
+void kiln_tune_options_default(kiln_tune_options_t* o);
+
+typedef struct kiln_tune_summary_s {
+  int32_t kernels, instances, improved, rounds, trials, rejected, reverted;
+  double default_ms, tuned_ms; /* whole model, median wall time per run */
+  double elapsed_s;
+} kiln_tune_summary_t;
+
+/* Tunes the template instances of prepared, optimised graph |g| for
+ * |target| on |dev| and adds a record per distinct kernel to |cache|.
+ * Errors: a build or run failure of the default program (naming it);
+ * INVALID_ARGUMENT when the target has no search space or an input has a
+ * dynamic shape. A candidate that fails to build or run is rejected and
+ * noted, never fatal. */
+KILN_MUST_USE kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln_device_t* dev,
+                                            const kiln_tune_options_t* o, kiln_tune_cache_t* cache,
+                                            kiln_tune_summary_t* out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* The OpenCL templates' search spaces, as data beside their tile rules
+ * (kiln_template_set_t.space / .tiles_check, lowering/template.h): which
+ * values each entry of an instance's tiles record may take and which
+ * points the templates print on a device. The defaults (opencl_tiles.c,
+ * measured on PoCL) are always in the space, so a tuner starts from them
+ * and a tuned point can only replace them after it measured faster.
+ *
+ * Record orders (opencl_tiles.c): GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn;
+ * Winograd tm,tn,wx,wy,cb; depthwise vw,rh,wg. */
+#include <string.h>
+
+#include "targets/opencl/opencl_internal.h"
+
+/* Private accumulators per work-item (floats): past this a CPU driver
+ * spills them and a GPU runs out of registers. The defaults use 256. */
+#define PRIVATE_TILE_MAX 512
+
+static void knob(kiln_template_space_t* sp, const char* name, const int32_t* v, int32_t n, int32_t dflt) {
+  kiln_template_knob_t* k = &sp->knobs[sp->n_knobs++];
+  memset(k, 0, sizeof *k);
+  k->name = name;
+  for (int32_t i = 0; i < n; ++i) kiln_template_knob_add(k, v[i]);
+  kiln_template_knob_add(k, dflt); /* the hand default is always a candidate */
+}
+
+#define KNOB(sp, name, dflt, ...) \
+  knob(sp, name, (const int32_t[]){__VA_ARGS__}, (int32_t)(sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), dflt)
+
+bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
+  memset(out, 0, sizeof *out);
+  const int32_t* d = t->tiles.v;
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM:
+    case KILN_TEMPLATE_CONV:
+      if (t->tiles.n != 8) return false;
+      out->version = t->kind == KILN_TEMPLATE_GEMM ? "opencl.gemm.1" : "opencl.conv.1";
+      KNOB(out, "tm", d[0], 1, 2, 4, 8, 16);
+      KNOB(out, "tn", d[1], 8, 16, 32, 64);
+      KNOB(out, "vw", d[2], 4, 8, 16);
+      KNOB(out, "wx", d[3], 1, 2, 4);
+      KNOB(out, "wy", d[4], 1, 2, 4);
+      KNOB(out, "bk", d[5], 16, 32, 64, 128, 256);
+      KNOB(out, "mm", d[6], 1, 2, 4, 8);
+      KNOB(out, "mn", d[7], 1, 2, 4, 8);
+      return true;
+    case KILN_TEMPLATE_WINOGRAD:
+      if (t->tiles.n != 5) return false;
+      out->version = "opencl.winograd.1";
+      KNOB(out, "tm", d[0], 4, 8, 16, 32);
+      KNOB(out, "tn", d[1], 4, 8, 16);
+      KNOB(out, "wx", d[2], 1, 2, 4);
+      KNOB(out, "wy", d[3], 1, 2, 4, 8);
+      KNOB(out, "cb", d[4], 8, 16, 32, 64);
+      return true;
+    case KILN_TEMPLATE_DEPTHWISE:
+      if (t->tiles.n != 3) return false;
+      out->version = "opencl.depthwise.1";
+      KNOB(out, "vw", d[0], 4, 8, 16);
+      KNOB(out, "rh", d[1], 1, 2, 4);
+      KNOB(out, "wg", d[2], 16, 32, 64, 128, 256);
+      return true;
+    case KILN_TEMPLATE_NONE:
+    case KILN_TEMPLATE_MERGED: break;
+  }
+  return false;
+}
+
+static bool pow2_upto16(int32_t v) { return v == 1 || v == 2 || v == 4 || v == 8 || v == 16; }
+
+static const char* fits(const kiln_template_limits_t* lim, int64_t group, uint64_t local_floats) {
+  if (lim && lim->max_workgroup_size > 0 && group > lim->max_workgroup_size)
+    return "work-group larger than the device allows";
+  if (lim && lim->local_mem_bytes > 0 && local_floats * 4 > lim->local_mem_bytes)
+    return "__local tiles larger than the device's local memory";
+  return NULL;
+}
+
+/* What gemm.cl / conv.cl / winograd.cl / depthwise.cl take (the checks
+ * their print functions make, plus the device's limits and the private
+ * tile bound), so no point is refused only once it is built. */
+const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* x,
+                                   const kiln_template_limits_t* lim) {
+  const int32_t* v = x->v;
+  for (int32_t i = 0; i < x->n; ++i)
+    if (v[i] < 1 || v[i] > 4096) return "a tile outside 1..4096";
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM:
+    case KILN_TEMPLATE_CONV: {
+      if (x->n != 8) return "a GEMM/conv record has 8 tiles";
+      const int64_t tm = v[0], tn = v[1], vw = v[2], wx = v[3], wy = v[4], bk = v[5], mm = v[6], mn = v[7];
+      if (!pow2_upto16(v[2]) || tn % vw) return "vw must be 1, 2, 4, 8 or 16 and divide tn";
+      if (tm * tn > PRIVATE_TILE_MAX) return "tm x tn accumulators past the private budget";
+      return fits(lim, wx * wy, (uint64_t)(bk * (tm * wy * mm + tn * wx * mn)));
+    }
+    case KILN_TEMPLATE_WINOGRAD: {
+      if (x->n != 5) return "a Winograd record has 5 tiles";
+      const int64_t tm = v[0], tn = v[1], wx = v[2], wy = v[3], cb = v[4];
+      if (!pow2_upto16(v[1]) || (tn * wx) % 4) return "tn must be 1, 2, 4, 8 or 16 and tn x wx a multiple of 4";
+      if (tm * tn > PRIVATE_TILE_MAX) return "tm x tn accumulators past the private budget";
+      return fits(lim, wx * wy, (uint64_t)(16 * cb * tn * wx));
+    }
+    case KILN_TEMPLATE_DEPTHWISE: {
+      if (x->n != 3) return "a depthwise record has 3 tiles";
+      const kiln_template_dw_t* d = &t->dw;
+      if (!(v[0] == 4 || v[0] == 8 || (v[0] == 16 && d->sw == 1))) return "vw must be 4, 8 (or 16 at stride 1)";
+      if (v[2] > 256) return "work-group past 256";
+      if (d->N * d->M * ((d->oh + v[1] - 1) / v[1]) + v[2] > INT32_MAX) return "work-items past int32";
+      return fits(lim, v[2], 0);
+    }
+    case KILN_TEMPLATE_NONE:
+    case KILN_TEMPLATE_MERGED: break;
+  }
+  return "not a tunable template";
+}

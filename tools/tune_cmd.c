@@ -1,0 +1,172 @@
+/* `kiln tune`: the command line of the tuner (compiler/tune.h) and of
+ * the tuning cache's merge (compiler/tune_cache.h). */
+#include "tools/tune_cmd.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/tune.h"
+#include "frontend/onnx.h"
+#include "ir/passes.h"
+#include "runtime/device_registry.h"
+#include "tools/cli_args.h"
+
+static const char* tune_help =
+    "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
+    "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
+    "Measures other tiles for every distinct template kernel of the model (deduplicated by\n"
+    "fingerprint) on the target's device and writes the fastest point per kernel to a tuning\n"
+    "cache that `kiln compile|run --tuning-cache FILE` read (docs/TUNING.md).\n"
+    "  --target, -t T     the device: opencl[:N] (the targets with a search space)\n"
+    "  --budget D         wall-clock budget: 90s, 10m, 1h or seconds (default 10m)\n"
+    "  --trials N         at most N candidates per kernel (default: until the budget)\n"
+    "  --repeats N        timed runs per measurement after one warm-up (default 5)\n"
+    "  --cache FILE       the tuning cache to add to (default tuning.tsv); its records for\n"
+    "                     other devices, drivers or kiln versions seed the search\n"
+    "  --resume           start every kernel from this device's record in the cache\n"
+    "  --seed N           seed of the search and of the random inputs (default 0)\n"
+    "  --threads N        CPU threads (default: all cores)\n"
+    "  -O0 | -O1          graph passes and fusion (default -O1, as kiln run)\n"
+    "  --merge A B ... -o C  merge caches (the faster record per key wins), write C\n"
+    "Ctrl-C ends the search after the current round and keeps what it found.\n";
+
+static volatile sig_atomic_t stop_flag = 0;
+static void on_sigint(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+static bool parse_budget(const char* s, double* out) {
+  char* end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || !(v > 0) || v > 1e7) return false;
+  double mul = 1;
+  if (!strcmp(end, "m")) mul = 60;
+  else if (!strcmp(end, "h")) mul = 3600;
+  else if (strcmp(end, "s") != 0 && *end) return false;
+  *out = v * mul;
+  return true;
+}
+
+static int fail(kiln_status_t s) {
+  fprintf(stderr, "kiln tune: %s\n", kiln_status_message(s));
+  kiln_status_free(s);
+  return 1;
+}
+
+static int usage(const char* msg, const char* arg) {
+  fprintf(stderr, "kiln tune: %s%s%s\n(kiln tune --help)\n", msg, arg ? ": " : "", arg ? arg : "");
+  return 2;
+}
+
+static int merge(int argc, char** argv) {
+  const char* out = NULL;
+  kiln_tune_cache_t c = {0};
+  int n_in = 0;
+  for (int i = 0; i < argc; ++i) {
+    if (!strcmp(argv[i], "--merge")) continue;
+    if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+      out = argv[++i];
+    } else if (argv[i][0] == '-') {
+      kiln_tune_cache_free(&c);
+      return usage("unknown option with --merge", argv[i]);
+    } else {
+      kiln_status_t s = kiln_tune_cache_read(&c, argv[i], stderr);
+      if (s) {
+        kiln_tune_cache_free(&c);
+        return fail(s);
+      }
+      ++n_in;
+    }
+  }
+  if (!out || n_in == 0) {
+    kiln_tune_cache_free(&c);
+    return usage("--merge needs input caches and -o OUT", NULL);
+  }
+  kiln_status_t s = kiln_tune_cache_write(&c, out);
+  if (!s) printf("merged %d caches: %d records (%d lines ignored) -> %s\n", n_in, (int)c.n, (int)c.skipped, out);
+  kiln_tune_cache_free(&c);
+  return s ? fail(s) : 0;
+}
+
+int kiln_cmd_tune(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(tune_help, stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--merge")) return merge(argc, argv);
+  }
+  const char *model = NULL, *target = NULL, *cache_path = "tuning.tsv";
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  for (int i = 0; i < argc; ++i) {
+    const char* a = argv[i];
+    const bool has = i + 1 < argc;
+    long long v;
+    if ((!strcmp(a, "-t") || !strcmp(a, "--target")) && has) target = argv[++i];
+    else if (!strcmp(a, "--budget") && has) {
+      if (!parse_budget(argv[++i], &o.budget_s)) return usage("--budget: expected e.g. 90s, 10m, 1h", argv[i]);
+    } else if (!strcmp(a, "--trials") && has) {
+      if (!parse_int(argv[++i], 1, 1000000, &v)) return usage("--trials: expected 1..1000000", argv[i]);
+      o.trials = (int32_t)v;
+    } else if (!strcmp(a, "--repeats") && has) {
+      if (!parse_int(argv[++i], 1, 1000, &v)) return usage("--repeats: expected 1..1000", argv[i]);
+      o.repeats = (int32_t)v;
+    } else if (!strcmp(a, "--seed") && has) {
+      if (!parse_int(argv[++i], 0, INT64_MAX, &v)) return usage("--seed: expected a non-negative integer", argv[i]);
+      o.seed = (uint64_t)v;
+    } else if (!strcmp(a, "--threads") && has) {
+      if (!parse_int(argv[++i], 0, 1024, &v)) return usage("--threads: expected 0..1024", argv[i]);
+      o.threads = (int32_t)v;
+    } else if (!strcmp(a, "--cache") && has) cache_path = argv[++i];
+    else if (!strcmp(a, "--resume")) o.resume = true;
+    else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) o.opt = a[2] - '0';
+    else if (a[0] == '-') return usage("unknown option or missing value", a);
+    else if (!model) model = a;
+    else return usage("unexpected argument", a);
+  }
+  if (!model) return usage("no model given", NULL);
+  if (!target) return usage("no target given (-t opencl)", NULL);
+  char api[32];
+  snprintf(api, sizeof api, "%.*s", (int)strcspn(target, ":"), target);
+  const kiln_target_t* tg = kiln_target_find(api);
+  if (!tg) return usage("unknown target", target);
+
+  kiln_tune_cache_t cache = {0};
+  kiln_graph_t* g = NULL;
+  kiln_device_t* dev = NULL;
+  kiln_status_t s = kiln_tune_cache_read(&cache, cache_path, NULL); /* a missing cache is a new one */
+  if (!s) s = kiln_onnx_parse_model(model, NULL, kiln_allocator_system(), &g);
+  /* symbolic input dims: 1, as kiln run's random inputs */
+  for (int32_t k = 0; !s && k < g->n_inputs; ++k) {
+    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+    for (int32_t d = 0; d < t->shape.rank; ++d)
+      if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
+  }
+  if (!s) s = kiln_graph_prepare(g);
+  if (!s) s = kiln_graph_optimize(g, o.opt, NULL);
+  kiln_device_open_options_t oo = {o.threads, true, stderr};
+  if (!s) s = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
+  kiln_tune_summary_t sum;
+  if (!s) {
+    signal(SIGINT, on_sigint);
+    o.stop = &stop_flag;
+    o.log = stdout;
+    s = kiln_tune_model(g, tg, dev, &o, &cache, &sum);
+    signal(SIGINT, SIG_DFL);
+  }
+  if (!s) s = kiln_tune_cache_write(&cache, cache_path);
+  if (!s) {
+    printf("model: %.2f ms default, %.2f ms tuned (%.2fx); %d of %d kernels improved, %d reverted on "
+           "re-measurement, %d rounds, %d trials, %d rejected, %.1f s%s\nwrote %s (%d records)\n",
+           sum.default_ms, sum.tuned_ms, sum.tuned_ms > 0 ? sum.default_ms / sum.tuned_ms : 1.0, (int)sum.improved,
+           (int)sum.kernels, (int)sum.reverted, (int)sum.rounds, (int)sum.trials, (int)sum.rejected,
+           sum.elapsed_s, stop_flag ? " (interrupted: kept what was found)" : "", cache_path, (int)cache.n);
+  }
+  kiln_device_release(dev);
+  kiln_graph_destroy(g);
+  kiln_tune_cache_free(&cache);
+  return s ? fail(s) : 0;
+}
