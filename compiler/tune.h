@@ -14,8 +14,10 @@
  * is the median over the round's timed runs (after a warm-up run) of its
  * dispatches' device timestamps. A round whose model outputs differ from
  * the default build's (rtol 1e-3, atol 1e-4) rejects its candidates. At
- * the end the defaults and the best points are measured again; a kernel
- * whose point is not faster there keeps its default ("never slower").
+ * the end the best points are measured again, together; a kernel whose
+ * point is not faster there than its default was keeps the default
+ * ("never slower"). Rounds go on while the time spent plus two rounds'
+ * worth (the next one and the re-measurement) fits the budget.
  *
  * Thread-compatible; |stop| may be set from a signal handler. */
 #ifndef KILN_COMPILER_TUNE_H_

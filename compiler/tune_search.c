@@ -326,8 +326,9 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   fflush(f);
 }
 
-/* One round: a candidate per group still searching, measured together. */
-static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* sum) {
+/* One round: a candidate per group still searching, measured together
+ * (*ran false when no group had one left). */
+static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* sum, bool* ran) {
   int32_t n = 0;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
@@ -343,6 +344,7 @@ static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* 
     sum->trials++;
     ++n;
   }
+  *ran = n > 0;
   if (!n) return NULL;
   double model_s = 0;
   bool match = false;
@@ -398,46 +400,49 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) t->groups[gi].t_default = t->groups[gi].t_best = times[gi];
   const double first = now_s() - t0;
   /* Rounds until the budget: each costs about what the last ones did (the
-   * first is guessed at three default builds: the default's code may have
-   * come from the driver's cache, a round's never does), and two more
-   * measurements close the search: the defaults (cached by then) and the
-   * best points (a build like a round's). */
+   * first about what the default's measurement did), and one more closes
+   * the search: the best points measured again (a build like a round's). */
   while (!s && !(o->stop && *o->stop)) {
-    const double el = now_s() - t0, per = sum->rounds ? (el - first) / sum->rounds : 3 * first;
-    if (el + 2 * per + first > o->budget_s) break;
+    const double el = now_s() - t0, per = sum->rounds ? (el - first) / sum->rounds : first;
+    if (el + 2 * per > o->budget_s) break;
     int32_t active = 0;
     for (int32_t gi = 0; gi < t->n_groups; ++gi) active += !t->groups[gi].done;
     if (!active) break;
-    s = round_once(t, times, sum);
+    bool ran = false;
+    s = round_once(t, times, sum, &ran);
+    if (!ran) break;
     sum->rounds++;
     progress(t, sum->rounds, sum->trials, t0, o->budget_s, model_s * 1e3);
   }
-  /* never slower: the defaults and the best points measured again, each
-   * kept only where it still wins */
-  double def_model = 0, best_model = 0;
-  if (!s) s = set_tiles(t, 0);
-  if (!s) s = measure(t, times, &def_model, &match);
-  if (!s) s = set_tiles(t, 2);
-  if (!s) s = measure(t, times2, &best_model, &match);
-  if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
-    for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
-    if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
+  /* Never slower: the best points are measured again, together, and each
+   * is kept only where it beats the default's time of the first build
+   * (the same method: medians of device timestamps); without a changed
+   * point there is nothing to check. */
+  double best_model = model_s;
+  bool changed = false;
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
+  if (!s && changed) {
+    s = set_tiles(t, 2);
+    if (!s) s = measure(t, times2, &best_model, &match);
+    if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
+      for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
+      if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
+    }
   }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
-    g->t_default = times[gi];
-    g->t_best = times2[gi];
-    if (!tiles_eq(&g->best, &g->dflt) && times2[gi] >= times[gi]) sum->reverted++;
-    if (tiles_eq(&g->best, &g->dflt) || times2[gi] >= times[gi]) {
-      g->best = g->dflt; /* the default's own time, not another session's */
-      g->t_best = times[gi];
+    const bool moved = !tiles_eq(&g->best, &g->dflt);
+    if (moved && times2[gi] >= g->t_default) {
+      sum->reverted++;
+      g->best = g->dflt;
     }
+    g->t_best = tiles_eq(&g->best, &g->dflt) ? g->t_default : times2[gi];
     sum->improved += !tiles_eq(&g->best, &g->dflt);
     kiln_tune_record_t r = {.key = g->key, .tiles = g->best, .default_us = fmax(g->t_default * 1e6, 1e-3),
                             .tuned_us = fmax(g->t_best * 1e6, 1e-3)};
-    if (tiles_eq(&g->best, &g->dflt)) r.tuned_us = r.default_us;
     s = kiln_tune_cache_put(cache, &r, true);
   }
+  const double def_model = model_s;
   sum->default_ms = def_model * 1e3;
   sum->tuned_ms = best_model * 1e3;
   sum->elapsed_s = now_s() - t0;

@@ -147,6 +147,11 @@ int kiln_cmd_tune(int argc, char** argv) {
   }
   if (!s) s = kiln_graph_prepare(g);
   if (!s) s = kiln_graph_optimize(g, o.opt, NULL);
+  /* Every round's program is new code: PoCL's own kernel cache would only
+   * fill the disk with variants, and with it the default build (cached
+   * from earlier runs) would understate what a round's build costs, which
+   * the budget is planned from. An explicit setting wins. */
+  setenv("POCL_KERNEL_CACHE", "0", 0);
   kiln_device_open_options_t oo = {o.threads, true, stderr};
   if (!s) s = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
   kiln_tune_summary_t sum;

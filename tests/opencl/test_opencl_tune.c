@@ -1,0 +1,227 @@
+/* Auto-tuning on OpenCL device 0 (compiler/tune.h, targets/opencl/
+ * opencl_tune.c): a quick `kiln tune` of a small model (a Winograd conv,
+ * an implicit-GEMM conv and a GEMM) with a tiny budget writes one record
+ * per distinct kernel, none slower than its default; the cache, written,
+ * merged with another machine's and read back as a fresh machine would,
+ * gives every instance its tiles; a program built with tuned tiles (the
+ * search's, and for every kernel a non-default point of its space)
+ * computes what the default program computes; records for another driver
+ * are not trusted, points the constraints refuse are not used. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compiler/tune.h"
+#include "graph_harness.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "targets/opencl/opencl_internal.h"
+#include "targets/program_build.h"
+#include "targets/registry.h"
+#include "testing.h"
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+
+/* x [1,16,14,14] -> Conv 3x3 (32) -> Relu -> Conv 1x1 stride 2 (32) ->
+ * Relu -> Flatten -> MatMul [1568, 10] -> z */
+static bool model(gb_t* b) {
+  gb_init(b);
+  input(b, "x", DIMS(1, 16, 14, 14));
+  konst(b, "w1", DIMS(32, 16, 3, 3));
+  konst(b, "w2", DIMS(32, 32, 1, 1));
+  konst(b, "wf", DIMS(1568, 10));
+  kiln_attr_t pads[1] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1})};
+  kiln_attr_t strides[1] = {kiln_attr_make_ints("strides", 2, (int64_t[]){2, 2})};
+  node(b, "Conv", IN("x", "w1"), "c1", 1, pads);
+  node(b, "Relu", IN("c1"), "r1", 0, NULL);
+  node(b, "Conv", IN("r1", "w2"), "c2", 1, strides);
+  node(b, "Relu", IN("c2"), "r2", 0, NULL);
+  node(b, "Flatten", IN("r2"), "f", 0, NULL);
+  node(b, "MatMul", IN("f", "wf"), "z", 0, NULL);
+  return CHECK_OK(b->st) && CHECK_OK(kiln_graph_add_output(b->g, "z")) && CHECK_OK(kiln_graph_prepare(b->g));
+}
+
+static kiln_status_t plan_of(gb_t* b, kiln_plan_t** out) {
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  KILN_RETURN_IF_ERROR(kiln_plan_build(b->g, &po, A(), out));
+  kiln_fusion_report_t rep;
+  return kiln_plan_fuse(*out, &rep, NULL);
+}
+
+/* Builds |plan| (templates chosen) and runs it on |dev| into out[0]. */
+static bool run_plan(kiln_device_t* dev, gb_t* b, kiln_plan_t* plan, kiln_array_t* out) {
+  kiln_program_t* prog = NULL;
+  kiln_program_build_options_t bo = {.model_name = "tune"};
+  bool ok = CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog)) &&
+            CHECK_OK(run_on(dev, prog, b->feeds, out));
+  kiln_program_destroy(prog);
+  return ok;
+}
+
+/* The first point of |t|'s space other than its tiles that the target
+ * accepts on |where|. */
+static bool other_point(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_tune_device_t* where,
+                        kiln_template_tiles_t* out) {
+  kiln_template_space_t sp;
+  if (!set->space(t, &sp)) return false;
+  for (int32_t i = 0; i < sp.n_knobs; ++i)
+    for (int32_t j = 0; j < sp.knobs[i].n; ++j) {
+      kiln_template_tiles_t x = t->tiles;
+      x.v[i] = sp.knobs[i].v[j];
+      if (x.v[i] != t->tiles.v[i] && !set->tiles_check(t, &x, &where->limits)) {
+        *out = x;
+        return true;
+      }
+    }
+  return false;
+}
+
+static void test_tune_and_use(void) {
+  kiln_device_t* dev = open_opencl_device_0();
+  CHECK(dev != NULL);
+  if (!dev) return;
+  gb_t b;
+  if (!model(&b)) return;
+  const kiln_target_t* target = kiln_target_find("opencl");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+
+  /* the search, with a tiny budget */
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  o.budget_s = 60;
+  o.trials = 2;
+  o.repeats = 2;
+  o.log = stdout;
+  kiln_tune_cache_t cache = {0};
+  kiln_tune_summary_t sum;
+  if (!CHECK_OK(kiln_tune_model(b.g, target, dev, &o, &cache, &sum))) goto out;
+  printf("\n");
+  CHECK_MSG(sum.kernels == 3 && sum.instances == 3, "%d kernels, %d instances", (int)sum.kernels, (int)sum.instances);
+  CHECK_MSG(sum.elapsed_s < 90, "a 60 s budget took %.1f s", sum.elapsed_s);
+  CHECK_MSG(cache.n == sum.kernels && sum.trials >= 3 && sum.rejected == 0, "%d records, %d trials, %d rejected",
+            (int)cache.n, (int)sum.trials, (int)sum.rejected);
+  for (int32_t i = 0; i < cache.n; ++i) {
+    CHECK_MSG(cache.r[i].tuned_us <= cache.r[i].default_us, "record %d slower than its default", (int)i);
+    CHECK(!strcmp(cache.r[i].key.target, "opencl") && !strcmp(cache.r[i].key.device, where.device));
+  }
+
+  /* the cache goes through its file and a merge with another machine's */
+  char dir[128], mine[200], theirs[200], merged[200];
+  snprintf(dir, sizeof dir, "/tmp/kiln_test_opencl_tune_%ld", (long)getpid());
+  snprintf(mine, sizeof mine, "%s.mine.tsv", dir);
+  snprintf(theirs, sizeof theirs, "%s.theirs.tsv", dir);
+  snprintf(merged, sizeof merged, "%s.merged.tsv", dir);
+  kiln_tune_cache_t other = {0}, fresh = {0};
+  for (int32_t i = 0; i < cache.n; ++i) {
+    kiln_tune_record_t r = cache.r[i];
+    snprintf(r.key.device, sizeof r.key.device, "another GPU");
+    CHECK_OK(kiln_tune_cache_put(&other, &r, false));
+  }
+  CHECK_OK(kiln_tune_cache_write(&cache, mine));
+  CHECK_OK(kiln_tune_cache_write(&other, theirs));
+  CHECK_OK(kiln_tune_cache_read(&fresh, theirs, stderr));
+  CHECK_OK(kiln_tune_cache_read(&fresh, mine, stderr));
+  CHECK_OK(kiln_tune_cache_write(&fresh, merged));
+  kiln_tune_cache_free(&fresh);
+  CHECK_OK(kiln_tune_cache_read(&fresh, merged, stderr));
+  CHECK(fresh.n == 2 * cache.n && fresh.skipped == 0);
+
+  /* the default program's outputs */
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_array_t want[1] = {{0}}, got[1] = {{0}};
+  if (!CHECK_OK(plan_of(&b, &pd)) || !CHECK_OK(choose_opencl_templates(pd, NULL)) || !run_plan(dev, &b, pd, want))
+    goto done;
+
+  /* the merged cache on a fresh plan: every instance found */
+  kiln_tune_use_report_t rep;
+  if (!CHECK_OK(plan_of(&b, &pt)) || !CHECK_OK(kiln_tune_choose(pt, &set, &fresh, &where, stderr, &rep))) goto done;
+  CHECK_MSG(rep.instances == 3 && rep.tuned + rep.kept == 3 && rep.untuned == 0 && rep.refused == 0,
+            "instances %d tuned %d kept %d untuned %d refused %d", (int)rep.instances, (int)rep.tuned, (int)rep.kept,
+            (int)rep.untuned, (int)rep.refused);
+  if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "the search's tiles vs the defaults"));
+  kiln_array_free(A(), &got[0]);
+
+  /* every kernel at a non-default point from a cache: the descriptors
+   * take it, the weights are laid out for it, the results stay */
+  kiln_tune_cache_t forced = {0};
+  CHECK_OK(kiln_template_select(pt, &set));
+  for (int32_t k = 0; k < pt->n_kernels; ++k) {
+    const kiln_template_t* t = pt->kernels[k].tmpl;
+    kiln_template_space_t sp;
+    if (!t || !set.space(t, &sp)) continue;
+    kiln_tune_record_t r = {.default_us = 100, .tuned_us = 50};
+    r.key.fingerprint = kiln_template_fingerprint(t);
+    snprintf(r.key.target, sizeof r.key.target, "opencl");
+    snprintf(r.key.space, sizeof r.key.space, "%s", sp.version);
+    snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
+    snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
+    snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
+    CHECK(other_point(&set, t, &where, &r.tiles));
+    CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
+  }
+  CHECK(forced.n == 3);
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) {
+    CHECK(rep.tuned == 3);
+    for (int32_t k = 0; k < pt->n_kernels; ++k) {
+      const kiln_template_t* t = pt->kernels[k].tmpl;
+      kiln_template_space_t sp;
+      if (!t || !set.space(t, &sp)) continue;
+      kiln_tune_key_t key = forced.r[0].key;
+      key.fingerprint = kiln_template_fingerprint(t);
+      snprintf(key.space, sizeof key.space, "%s", sp.version);
+      const kiln_tune_record_t* r = kiln_tune_cache_find(&forced, &key);
+      CHECK(r && memcmp(r->tiles.v, t->tiles.v, sizeof(int32_t) * (size_t)r->tiles.n) == 0);
+      CHECK(t->weights.layout == KILN_TEMPLATE_W_PACKED || t->weights.laid_out);
+    }
+    if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "non-default tiles vs the defaults"));
+    kiln_array_free(A(), &got[0]);
+  }
+
+  /* another driver's records: not trusted (untuned, stale); a point the
+   * constraints refuse: not used */
+  kiln_tune_device_t elsewhere = where;
+  snprintf(elsewhere.driver, sizeof elsewhere.driver, "driver 0.0");
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &elsewhere, NULL, &rep)))
+    CHECK(rep.tuned == 0 && rep.untuned == 3 && rep.stale == 3);
+  for (int32_t i = 0; i < forced.n; ++i) forced.r[i].tiles.v[0] = 4097;
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, NULL, &rep))) CHECK(rep.tuned == 0 && rep.refused == 3);
+  kiln_tune_cache_free(&forced);
+
+  /* the constraints: the defaults fit this device; a work-group or __local
+   * tiles past its limits do not */
+  for (int32_t k = 0; k < pt->n_kernels; ++k) {
+    const kiln_template_t* t = pt->kernels[k].tmpl;
+    if (!t || t->kind != KILN_TEMPLATE_GEMM) continue;
+    CHECK(set.tiles_check(t, &t->tiles, &where.limits) == NULL);
+    kiln_template_tiles_t x = t->tiles;
+    x.v[3] = x.v[4] = 64;
+    const kiln_template_limits_t small = {.max_workgroup_size = 256, .local_mem_bytes = 1024};
+    CHECK(set.tiles_check(t, &x, &small) != NULL);
+    CHECK(set.tiles_check(t, &t->tiles, &small) != NULL); /* __local */
+    x = t->tiles;
+    x.v[2] = 3; /* vw */
+    CHECK(set.tiles_check(t, &x, &where.limits) != NULL);
+  }
+done:
+  kiln_array_free(A(), &want[0]);
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  kiln_tune_cache_free(&other);
+  kiln_tune_cache_free(&fresh);
+  unlink(mine);
+  unlink(theirs);
+  unlink(merged);
+out:
+  kiln_tune_cache_free(&cache);
+  for (int i = 0; i < b.n_feeds; ++i) kiln_array_free(A(), &b.feeds[i]);
+  kiln_graph_destroy(b.g);
+  kiln_device_release(dev);
+}
+
+int main(void) {
+  RUN(test_tune_and_use);
+  return kiln_test_finish();
+}
