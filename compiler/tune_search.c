@@ -288,8 +288,10 @@ static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
       KILN_RETURN_IF_ERROR(remember(g, &g->dflt));
       /* --resume: this machine's record first; another machine's or
        * version's is only a starting point either way */
-      const kiln_tune_record_t* rec = t->o->resume ? kiln_tune_cache_find(cache, &g->key) : NULL;
+      const kiln_tune_record_t* mine = kiln_tune_cache_find(cache, &g->key);
+      const kiln_tune_record_t* rec = t->o->resume ? mine : NULL;
       if (!rec) rec = kiln_tune_cache_find_near(cache, &g->key);
+      if (rec == mine && !t->o->resume) rec = NULL; /* without --resume a search starts afresh here */
       if (rec && rec->tiles.n == g->dflt.n) {
         g->seed = rec->tiles;
         g->has_seed = true;

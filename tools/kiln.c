@@ -785,6 +785,9 @@ static int cmd_run(int argc, char** argv) {
   bool module_file = is_module_file(lo.model);
   if (verify_key && !module_file)
     return usage_error("run", "%s: --verify-key applies to module files (.kiln), not models", lo.model);
+  if (tuning_path && module_file)
+    return usage_error("run", "%s: a compiled module keeps the tiles it was compiled with; drop --tuning-cache",
+                       lo.model);
   if (prec.mode != KILN_PRECISION_FP32 && module_file)
     return usage_error("run", "%s: a compiled module keeps the precision it was compiled with; drop --precision",
                        lo.model);
