@@ -93,3 +93,31 @@ add_test(NAME test_lower_targets_opencl COMMAND test_lower_targets --target open
 set_tests_properties(test_lower_targets_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 900
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
                      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+
+# `kiln tune` end to end on the command line (docs/TUNING.md): a quick tune
+# of examples/tinycnn.onnx writes a cache; merged with a corrupt one (a
+# warning naming the file and line, never fatal) and used by `kiln run
+# --tuning-cache` on the merged copy, every template kernel is found (tuned
+# or kept at its default, none untuned) and the outputs still match the
+# reference; a cache for another driver leaves every kernel untuned.
+if(TARGET kiln_cli)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/opencl_tune_cli)
+  set(_k "'$<TARGET_FILE:kiln_cli>'")
+  set(_m "'${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx'")
+  add_test(NAME opencl_tune_cli
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'; cd '${_dir}'
+             ${_k} tune ${_m} -t opencl --budget 60s --trials 1 --repeats 2 --cache a.tsv > tune.log
+             grep -q '^wrote a.tsv (2 records)' tune.log
+             printf 'garbage line\\n' > b.tsv
+             ${_k} tune --merge a.tsv b.tsv -o c.tsv 2> merge.err
+             grep -q 'b.tsv:1: not 9 tab-separated fields' merge.err
+             ${_k} run ${_m} -t opencl --strict --tuning-cache c.tsv --check-ref > run.log
+             grep -Eq '^tuning: [0-9]+ of 2 template kernels tuned from c.tsv .* 0 untuned, 0 refused' run.log
+             awk -F '\\t' -v OFS='\\t' '/^#/ { print; next } { $5 = $5 \" (another build)\"; print }' c.tsv > d.tsv
+             ${_k} run ${_m} -t opencl --strict --tuning-cache d.tsv > run2.log 2> run2.err
+             grep -q '^tuning: 0 of 2 template kernels tuned from d.tsv .* 2 untuned' run2.log
+             grep -q 'another device, driver or kiln version' run2.err
+             echo ok")
+  set_tests_properties(opencl_tune_cli PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+endif()
