@@ -41,7 +41,8 @@ typedef struct {
   int32_t n_inst, *inst;
   kiln_template_tiles_t dflt, best, cand, seed;
   bool has_seed, has_cand, done;
-  double t_default, t_best, t_cand;
+  double t_default, t_best; /* last paired measurement, for the table */
+  double q_best;            /* best time / default time, each pair in one window */
   int32_t trials, n_tried, cap_tried;
   kiln_template_tiles_t* tried;
 } group_t;
@@ -59,6 +60,9 @@ typedef struct {
   int32_t* group_of; /* plan kernel -> group (-1) */
   kiln_array_t* in;
   kiln_array_t* ref; /* the default build's outputs */
+  kiln_session_t* def_ses; /* the default build, run beside every candidate */
+  kiln_module_t* def_mod;
+  int32_t n_prog, *prog_kernel; /* program kernel i runs plan kernel prog_kernel[i] */
   uint64_t rng;
 } tuner_t;
 
@@ -157,31 +161,48 @@ static double median(double* v, int32_t n) {
   return n ? v[n / 2] : 0;
 }
 
-/* Builds and runs the plan as its tiles stand: one warm-up run, then
- * o->repeats timed runs; per group the median of its dispatches' summed
- * times (into *times, seconds), the model's median wall time, and whether
- * the outputs match |t->ref| (when set; else they become it). */
-static kiln_status_t measure(tuner_t* t, double* times, double* model_s, bool* match) {
+/* One run of |ses|: its wall time into wall[r] and each group's summed
+ * dispatch times into per[group * R + r] (r < 0: a warm-up, not kept). */
+static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out, int32_t r, int32_t R, double* per,
+                              double* wall) {
+  for (int32_t k = 0; k < t->g->n_outputs; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
+  const double t0 = now_s();
+  KILN_RETURN_IF_ERROR(kiln_session_run(ses, t->in, out));
+  if (r < 0) return NULL;
+  wall[r] = now_s() - t0;
+  int32_t n = 0, runs = 0;
+  const kiln_profile_entry_t* e = kiln_session_profile(ses, &n, &runs);
+  for (int32_t i = 0; e && i < n && i < t->n_prog; ++i) {
+    const int32_t gi = t->group_of[t->prog_kernel[i]];
+    if (gi >= 0) per[(size_t)gi * (size_t)R + (size_t)r] += e[i].last_s;
+  }
+  return NULL;
+}
+
+/* Builds the plan as its tiles stand and runs it: one warm-up run, then
+ * o->repeats timed runs, each right after a run of the default build's
+ * session (kept from the first call, which builds it), so both see the
+ * same load on a busy machine. Per group the median of its dispatches'
+ * summed times (*times) and of the default's in the same window
+ * (*def_times), the model's median wall times, and whether the outputs
+ * match the default build's (the first call's outputs become them). */
+static kiln_status_t measure(tuner_t* t, double* times, double* def_times, double* model_s, double* def_model_s,
+                             bool* match) {
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   const int32_t R = t->o->repeats > 0 ? t->o->repeats : 1;
   const int32_t n_out = t->g->n_outputs;
-  double* per = calloc((size_t)(t->n_groups + 1) * (size_t)R, sizeof(double));
-  double* wall = calloc((size_t)R + 1, sizeof(double));
-  kiln_array_t* out = calloc((size_t)n_out + 1, sizeof(kiln_array_t));
-  int32_t* prog_kernel = malloc(sizeof(int32_t) * (size_t)(t->plan->n_kernels + 1));
-  kiln_status_t s = per && wall && out && prog_kernel ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
+  const size_t nper = (size_t)(t->n_groups + 1) * (size_t)R;
+  double* per = calloc(2 * nper, sizeof(double));
+  double* wall = calloc(2 * (size_t)R + 2, sizeof(double));
+  kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
+  kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
   kiln_program_build_options_t bo = {"tune", "fp32", "-O1 tune", false};
   if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
-  /* program kernel i runs plan kernel prog_kernel[i]: the plan's order
-   * without the conv GEMMs merged into their instances (targets/gpu_conv.c) */
-  int32_t np = 0;
-  for (int32_t k = 0; !s && k < t->plan->n_kernels; ++k)
-    if (!t->plan->kernels[k].tmpl || t->plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED) prog_kernel[np++] = k;
-  if (!s && np != prog->n_kernels)
+  if (!s && t->n_prog != prog->n_kernels)
     s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
-                         (int)np);
+                         (int)t->n_prog);
   if (!s) {
     s = kiln_module_wrap(prog, &mod);
     prog = NULL;
@@ -192,24 +213,21 @@ static kiln_status_t measure(tuner_t* t, double* times, double* model_s, bool* m
   so.threads = t->o->threads;
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
   if (!s) s = kiln_session_create(mod, t->dev, &so, &ses);
+  kiln_session_t* def = t->def_ses ? t->def_ses : ses;
   for (int32_t r = -1; r < R && !s; ++r) {
-    for (int32_t k = 0; k < n_out; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
-    const double t0 = now_s();
-    s = kiln_session_run(ses, t->in, out);
-    if (s || r < 0) continue;
-    wall[r] = now_s() - t0;
-    int32_t n = 0, runs = 0;
-    const kiln_profile_entry_t* e = kiln_session_profile(ses, &n, &runs);
-    for (int32_t i = 0; e && i < n && i < np; ++i) {
-      const int32_t gi = t->group_of[prog_kernel[i]];
-      if (gi >= 0) per[(size_t)gi * (size_t)R + (size_t)r] += e[i].last_s;
-    }
+    if (def != ses) s = run_once(t, def, out + n_out, r, R, per + nper, wall + R);
+    if (!s) s = run_once(t, ses, out, r, R, per, wall);
   }
   if (!s) {
-    for (int32_t gi = 0; gi < t->n_groups; ++gi) times[gi] = median(per + (size_t)gi * (size_t)R, R);
+    const bool first = def == ses;
+    for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+      times[gi] = median(per + (size_t)gi * (size_t)R, R);
+      def_times[gi] = first ? times[gi] : median(per + nper + (size_t)gi * (size_t)R, R);
+    }
     *model_s = median(wall, R);
+    *def_model_s = first ? *model_s : median(wall + R, R);
     *match = true;
-    for (int32_t k = 0; k < n_out && t->ref; ++k) {
+    for (int32_t k = 0; k < n_out && !first; ++k) {
       kiln_compare_result_t cr;
       kiln_compare(&out[k], &t->ref[k], 1e-3, 1e-4, &cr);
       if (!cr.ok) {
@@ -217,19 +235,22 @@ static kiln_status_t measure(tuner_t* t, double* times, double* model_s, bool* m
         if (t->o->log) fprintf(t->o->log, "\ntune: outputs differ from the default build's: %s\n", cr.message);
       }
     }
-    if (!t->ref) {
-      t->ref = out;
-      out = NULL;
+    if (first) { /* the default build: its session and outputs stay */
+      t->def_ses = ses;
+      t->def_mod = mod;
+      ses = NULL;
+      mod = NULL;
+      memcpy(t->ref, out, sizeof *out * (size_t)n_out);
+      memset(out, 0, sizeof *out * (size_t)n_out);
     }
   }
-  for (int32_t k = 0; out && k < n_out; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
+  for (int32_t k = 0; out && k < 2 * n_out; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
   free(out);
   kiln_session_destroy(ses);
   kiln_module_release(mod);
   kiln_program_destroy(prog);
   free(per);
   free(wall);
-  free(prog_kernel);
   return s;
 }
 
@@ -316,9 +337,9 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     const group_t* g = &t->groups[gi];
     def += g->t_default * g->n_inst;
-    best += g->t_best * g->n_inst;
+    best += g->t_default * g->q_best * g->n_inst; /* the best speed-up measured beside the default */
     active += !g->done;
-    if (g->t_best > 0 && g->t_default / g->t_best > top) top = g->t_default / g->t_best;
+    if (g->q_best > 0 && 1 / g->q_best > top) top = 1 / g->q_best;
   }
   const double el = now_s() - t0;
   fprintf(f, "\rtune: round %d, %d of %d kernels searching, %d trials, kernels %.2f -> %.2f ms (best kernel %.2fx), "
@@ -348,10 +369,11 @@ static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* 
   }
   *ran = n > 0;
   if (!n) return NULL;
-  double model_s = 0;
+  double model_s = 0, def_model_s = 0;
   bool match = false;
+  double* def = times + t->n_groups;
   kiln_status_t s = set_tiles(t, 1);
-  if (!s) s = measure(t, times, &model_s, &match);
+  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match);
   if (s) { /* a candidate the driver refuses: the round's points are dropped, not the search */
     if (t->o->log) fprintf(t->o->log, "\ntune: round refused: %s\n", kiln_status_message(s));
     kiln_status_free(s);
@@ -364,9 +386,12 @@ static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* 
       sum->rejected++;
       continue;
     }
-    if (times[gi] < g->t_best) {
-      g->t_best = times[gi];
+    const double q = def[gi] > 0 ? times[gi] / def[gi] : 1;
+    if (q < g->q_best) {
+      g->q_best = q;
       g->best = g->cand;
+      g->t_best = times[gi];
+      g->t_default = def[gi];
     }
   }
   return NULL;
@@ -388,18 +413,19 @@ static void table(const tuner_t* t, FILE* f) {
 static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summary_t* sum) {
   const kiln_tune_options_t* o = t->o;
   const double t0 = now_s();
-  double* times = calloc((size_t)t->n_groups + 1, sizeof(double));
-  double* times2 = calloc((size_t)t->n_groups + 1, sizeof(double));
-  if (!times || !times2) {
-    free(times);
-    free(times2);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
-  }
-  double model_s = 0;
+  /* times: [group] a build's, [n_groups + group] the default's beside it */
+  double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
+  if (!times) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+  double* def = times + t->n_groups;
+  double model_s = 0, def_model_s = 0;
   bool match = true;
   kiln_status_t s = set_tiles(t, 0);
-  if (!s) s = measure(t, times, &model_s, &match); /* the defaults, and the reference outputs */
-  for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) t->groups[gi].t_default = t->groups[gi].t_best = times[gi];
+  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
+  for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
+    group_t* g = &t->groups[gi];
+    g->t_default = g->t_best = times[gi];
+    g->q_best = 1;
+  }
   const double first = now_s() - t0;
   /* Rounds until the budget: each costs about what the last ones did (the
    * first about what the default's measurement did), and one more closes
@@ -407,25 +433,22 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   while (!s && !(o->stop && *o->stop)) {
     const double el = now_s() - t0, per = sum->rounds ? (el - first) / sum->rounds : first;
     if (el + 2 * per > o->budget_s) break;
-    int32_t active = 0;
-    for (int32_t gi = 0; gi < t->n_groups; ++gi) active += !t->groups[gi].done;
-    if (!active) break;
     bool ran = false;
     s = round_once(t, times, sum, &ran);
     if (!ran) break;
     sum->rounds++;
-    progress(t, sum->rounds, sum->trials, t0, o->budget_s, model_s * 1e3);
+    progress(t, sum->rounds, sum->trials, t0, o->budget_s, def_model_s * 1e3);
   }
-  /* Never slower: the best points are measured again, together, and each
-   * is kept only where it beats the default's time of the first build
-   * (the same method: medians of device timestamps); without a changed
-   * point there is nothing to check. */
+  /* Never slower: the best points are built and measured again, together
+   * and beside the default build; each is kept only where it beats the
+   * default there. Without a changed point there is nothing to check. */
   double best_model = model_s;
+  def_model_s = model_s;
   bool changed = false;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
   if (!s && changed) {
     s = set_tiles(t, 2);
-    if (!s) s = measure(t, times2, &best_model, &match);
+    if (!s) s = measure(t, times, def, &best_model, &def_model_s, &match);
     if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
       for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
@@ -433,19 +456,21 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
-    const bool moved = !tiles_eq(&g->best, &g->dflt);
-    if (moved && times2[gi] >= g->t_default) {
-      sum->reverted++;
-      g->best = g->dflt;
+    if (!tiles_eq(&g->best, &g->dflt)) {
+      g->t_default = def[gi];
+      g->t_best = times[gi];
+      if (times[gi] >= def[gi]) {
+        sum->reverted++;
+        g->best = g->dflt;
+      }
     }
-    g->t_best = tiles_eq(&g->best, &g->dflt) ? g->t_default : times2[gi];
+    if (tiles_eq(&g->best, &g->dflt)) g->t_best = g->t_default;
     sum->improved += !tiles_eq(&g->best, &g->dflt);
     kiln_tune_record_t r = {.key = g->key, .tiles = g->best, .default_us = fmax(g->t_default * 1e6, 1e-3),
                             .tuned_us = fmax(g->t_best * 1e6, 1e-3)};
     s = kiln_tune_cache_put(cache, &r, true);
   }
-  const double def_model = model_s;
-  sum->default_ms = def_model * 1e3;
+  sum->default_ms = def_model_s * 1e3;
   sum->tuned_ms = best_model * 1e3;
   sum->elapsed_s = now_s() - t0;
   if (!s && o->log) {
@@ -453,7 +478,6 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     table(t, o->log);
   }
   free(times);
-  free(times2);
   return s;
 }
 
@@ -478,6 +502,17 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   if (!s && o->opt >= 1) s = kiln_plan_fuse(t.plan, &fr, NULL);
   if (!s) s = kiln_template_select(t.plan, &t.set);
   if (!s) s = make_groups(&t, cache);
+  /* program kernel i runs plan kernel prog_kernel[i]: the plan's order
+   * without the conv GEMMs merged into their instances (targets/gpu_conv.c);
+   * tiles never change which */
+  if (!s) {
+    t.prog_kernel = malloc(sizeof(int32_t) * (size_t)(t.plan->n_kernels + 1));
+    t.ref = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
+    if (!t.prog_kernel || !t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+    for (int32_t k = 0; !s && k < t.plan->n_kernels; ++k)
+      if (!t.plan->kernels[k].tmpl || t.plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
+        t.prog_kernel[t.n_prog++] = k;
+  }
   if (!s && t.n_groups == 0)
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no template kernels to tune on %s", target->name);
   if (!s) {
@@ -494,6 +529,9 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   }
   for (int32_t i = 0; t.in && i < g->n_inputs; ++i) kiln_array_free(kiln_allocator_system(), &t.in[i]);
   for (int32_t i = 0; t.ref && i < g->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &t.ref[i]);
+  kiln_session_destroy(t.def_ses);
+  kiln_module_release(t.def_mod);
+  free(t.prog_kernel);
   free(t.in);
   free(t.ref);
   free(t.groups);
