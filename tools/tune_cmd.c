@@ -50,7 +50,7 @@ static bool parse_budget(const char* s, double* out) {
 }
 
 static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln tune: %s\n", kiln_status_message(s));
+  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
   kiln_status_free(s);
   return 1;
 }
