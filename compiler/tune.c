@@ -75,6 +75,13 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
   t->tiles = rec->tiles;
   if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
   r->tuned++;
+  if (log) {
+    char tiles[128];
+    kiln_tune_tiles_format(&rec->tiles, tiles, sizeof tiles);
+    fprintf(log, "kiln: note: tuning: kernel '%s' (%s %016llx) tuned: tiles %s, %.2fx its default when measured\n",
+            plan->kernels[k].func->name, kiln_template_kind_name(t->kind), (unsigned long long)key.fingerprint, tiles,
+            rec->default_us / rec->tuned_us);
+  }
 }
 
 kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_tune_cache_t* cache,
