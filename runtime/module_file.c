@@ -304,6 +304,20 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   put_bytes(w, p->weights, (size_t)p->weights_len);
   section_end(w, s);
 
+  /* Optional: the plugin ops the kernels compute (their code is in the
+   * module); the loader refuses the module while their plugins are not
+   * loaded (runtime/plugin.c). */
+  if (p->n_plugin_ops) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_PLUG, 0);
+    put_u64(w, (uint64_t)p->n_plugin_ops);
+    for (int32_t i = 0; i < p->n_plugin_ops; ++i) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->plugin_ops[i].domain, "plugin op domain"));
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->plugin_ops[i].name, "plugin op name"));
+      put_i32(w, p->plugin_ops[i].version);
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
   put_u64(w, c->text_len);
@@ -671,6 +685,31 @@ static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_PLUG = 4 + 4 + 4 };
+
+static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "plugin ops", MIN_PLUG, &n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &m));
+  memset(m, 0, sizeof(kiln_program_plugin_op_t) * (size_t)n);
+  p->plugin_ops = m;
+  p->n_plugin_ops = n;
+  r->item = "plugin op";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    kiln_program_plugin_op_t* po = &p->plugin_ops[i];
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "domain", &po->domain));
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &po->name));
+    KILN_RETURN_IF_ERROR(rd_i32(r, "version", &po->version));
+    if (!po->domain[0] || !po->name[0] || po->version < 1)
+      return rd_err(r, KILN_PARSE_ERROR, "'%s/%s' version %d is not a plugin op", po->domain, po->name,
+                    (int)po->version);
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 static kiln_status_t rd_io_list(rd_t* r, kiln_program_t* p, const char* what, int32_t* out_n,
                                 int32_t** out_idx, char*** out_names) {
   int32_t n;
@@ -796,7 +835,7 @@ static const struct {
 } known_sections[] = {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
-    {KILN_MODULE_TAG_GEMM, rd_gemm},
+    {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -892,7 +931,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   if (off != size)
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
-    if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM) {
+    if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

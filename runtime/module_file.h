@@ -122,6 +122,8 @@ extern "C" {
 #define KILN_MODULE_TAG_WGHT KILN_MODULE_TAG('W', 'G', 'H', 'T')
 #define KILN_MODULE_TAG_CODE KILN_MODULE_TAG('C', 'O', 'D', 'E')
 #define KILN_MODULE_TAG_GEMM KILN_MODULE_TAG('G', 'E', 'M', 'M')
+/* optional: the plugin ops the program uses (domain, name, version each) */
+#define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);

@@ -145,6 +145,15 @@ typedef struct kiln_program_code_s {
   uint64_t* blob_lens;
 } kiln_program_code_t;
 
+/* A plugin op the program's kernels compute (include/kiln/custom_op.h):
+ * loading the module without a plugin that registers it, at this version,
+ * is an error naming it. */
+typedef struct kiln_program_plugin_op_s {
+  char* domain;
+  char* name;
+  int32_t version;
+} kiln_program_plugin_op_t;
+
 typedef struct kiln_program_s {
   kiln_allocator_t allocator;
   char* model_name;   /* where it came from (file name), for messages */
@@ -166,6 +175,8 @@ typedef struct kiln_program_s {
   uint8_t* weights;   /* constants' bytes (64-byte aligned offsets) */
   uint64_t weights_len;
   kiln_program_code_t code;
+  int32_t n_plugin_ops; /* distinct plugin ops used (module section 'PLUG') */
+  kiln_program_plugin_op_t* plugin_ops;
 } kiln_program_t;
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */

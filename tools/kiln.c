@@ -19,6 +19,7 @@
 #include "compiler/compare.h"
 #include "runtime/device.h"
 #include "runtime/device_registry.h"
+#include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
@@ -1321,9 +1322,33 @@ static const char* main_help =
     "  dump MODEL.onnx   text dump of the graph IR after shape inference\n"
     "  ops               list supported ONNX ops\n"
     "\n"
-    "'kiln COMMAND --help' describes each command.\n";
+    "'kiln COMMAND --help' describes each command. --plugin LIB.so (any command,\n"
+    "repeatable) loads a plugin of custom ops first (include/kiln/custom_op.h).\n";
+
+/* --plugin LIB.so (any command, repeatable; include/kiln/custom_op.h):
+ * loaded before the command runs and taken out of argv. */
+static int load_plugins(int* argc, char** argv) {
+  int o = 0;
+  for (int i = 0; i < *argc; ++i) {
+    if (!strcmp(argv[i], "--plugin")) {
+      if (i + 1 >= *argc) {
+        fprintf(stderr, "kiln: --plugin needs the path of a plugin library\n");
+        return 2;
+      }
+      kiln_status_t s = kiln_plugin_load(argv[++i]);
+      if (s) return fail(s);
+      continue;
+    }
+    argv[o++] = argv[i];
+  }
+  *argc = o;
+  argv[o] = NULL;
+  return 0;
+}
 
 int main(int argc, char** argv) {
+  const int prc = load_plugins(&argc, argv);
+  if (prc) return prc;
   if (argc < 2 || is_help(argv[1])) {
     fputs(main_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

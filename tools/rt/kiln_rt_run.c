@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "kiln/runtime.h"
 
@@ -33,7 +34,7 @@
 
 static const char usage[] =
     "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] "
-    "[--max-io-bytes N] [--verify-key KEY.pub]\n";
+    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...]\n";
 
 static double now_s(void) {
   struct timespec t;
@@ -162,6 +163,11 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
     else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
     else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
     else if (!strcmp(argv[i], "--verify-key") && has) *verify_key = argv[++i];
+    else if (!strcmp(argv[i], "--plugin") && has) {
+      /* a module using plugin ops loads only with their plugins */
+      kiln_status_t s = kiln_plugin_load(argv[++i]);
+      if (s) return fail(s);
+    }
     else if (!strcmp(argv[i], "--runs") && has) {
       if (!parse_u64(argv[++i], 1, 1000000000, runs)) {
         fprintf(stderr, "kiln-rt-run: error: --runs '%s' is not a whole number in [1, 1e9]\n", argv[i]);

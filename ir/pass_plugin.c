@@ -1,0 +1,138 @@
+/* Plugin patterns (kiln_custom_pattern_t): a chain of ai.onnx nodes
+ * replaced by the plugin's op, so a user brings a fused kernel without
+ * editing the model.
+ *
+ * Why it runs first among the passes: kiln's own folds would otherwise
+ * take the chain apart first (BatchNormalization after a Conv is folded
+ * into the Conv's weights by fold-batchnorm).
+ *
+ * Why an attribute the op does not declare blocks the match: the op could
+ * not honour it (a Conv with auto_pad, say), so rewriting would change the
+ * model's meaning; the chain then stays as it is. */
+#include <string.h>
+
+#include "ir/ops/custom.h"
+#include "ir/pass_util.h"
+
+#define MAX_CHAIN 8
+
+static bool declared(const kiln_custom_op_t* op, const char* name) {
+  for (int32_t i = 0; i < op->n_attrs; ++i)
+    if (!strcmp(op->attrs[i].name, name)) return true;
+  return false;
+}
+
+/* The chain of |p| starting at node |head| into chain[], or false. */
+static bool match(const pu_ctx_t* c, const int32_t* consumer, const kiln_custom_pattern_t* p,
+                  const kiln_custom_op_t* op, int32_t head, int32_t* chain) {
+  const kiln_graph_t* g = c->g;
+  int32_t cur = head;
+  for (int32_t k = 0; k < p->n_nodes; ++k) {
+    const kiln_node_t* n = &g->nodes[cur];
+    if (c->dead[cur] || !pu_op(n, p->ops[k])) return false;
+    /* the inputs it brings must fit its slots (input 0 of later nodes is the chain) */
+    const int32_t first = k ? 1 : 0;
+    for (int32_t j = first + p->slots[k]; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0) return false;
+    for (int32_t j = 0; j < n->n_attrs; ++j)
+      if (!declared(op, n->attrs[j].name)) return false;
+    for (int32_t j = 1; j < n->n_outputs; ++j)
+      if (n->outputs[j] >= 0) return false;
+    chain[k] = cur;
+    if (k + 1 == p->n_nodes) break;
+    const int32_t t = n->n_outputs >= 1 ? n->outputs[0] : -1;
+    if (t < 0 || !pu_single_use(c, t) || consumer[t] < 0) return false;
+    cur = consumer[t];
+    if (g->nodes[cur].n_inputs < 1 || g->nodes[cur].inputs[0] != t) return false;
+  }
+  return op->n_outputs == 1;
+}
+
+static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op,
+                             const int32_t* chain) {
+  kiln_graph_t* g = c->g;
+  const char* in_names[KILN_CUSTOM_MAX_IO];
+  int32_t in_t[KILN_CUSTOM_MAX_IO];
+  int32_t n_in = 0;
+  for (int32_t k = 0; k < p->n_nodes; ++k) {
+    const kiln_node_t* n = &g->nodes[chain[k]];
+    const int32_t first = k ? 1 : 0;
+    for (int32_t s = 0; s < p->slots[k]; ++s) {
+      const int32_t j = first + s;
+      in_t[n_in] = j < n->n_inputs ? n->inputs[j] : -1;
+      in_names[n_in] = in_t[n_in] >= 0 ? g->tensors[in_t[n_in]].name : "";
+      ++n_in;
+    }
+  }
+  kiln_attr_t attrs[KILN_CUSTOM_MAX_ATTRS];
+  int32_t n_attrs = 0;
+  for (int32_t i = 0; i < op->n_attrs; ++i)
+    for (int32_t k = 0; k < p->n_nodes; ++k) {
+      const kiln_node_t* n = &g->nodes[chain[k]];
+      const kiln_attr_t* a = NULL;
+      for (int32_t j = 0; j < n->n_attrs && !a; ++j)
+        if (!strcmp(n->attrs[j].name, op->attrs[i].name)) a = &n->attrs[j];
+      if (a) {
+        attrs[n_attrs++] = *a;
+        break;
+      }
+    }
+  const kiln_node_t* last = &g->nodes[chain[p->n_nodes - 1]];
+  const int32_t y = last->outputs[0];
+  const char* out_name = g->tensors[y].name;
+  char name[256];
+  snprintf(name, sizeof name, "%.200s__%s", last->name, op->name);
+  for (int32_t k = 0; k < p->n_nodes; ++k) {
+    c->dead[chain[k]] = true;
+    const kiln_node_t* n = &g->nodes[chain[k]];
+    for (int32_t j = 0; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0) c->uses[n->inputs[j]]--;
+  }
+  pu_detach(c, y);
+  int32_t ni;
+  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op->name, name, n_in, in_names, 1, &out_name, n_attrs, attrs, &ni));
+  g->nodes[ni].domain = kiln_graph_strdup(g, op->domain);
+  if (!g->nodes[ni].domain) return kiln_make_status(KILN_OUT_OF_MEMORY, "node '%s'", name);
+  KILN_RETURN_IF_ERROR(pu_sync(c));
+  c->dead[ni] = false;
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in_t[i] >= 0) c->uses[in_t[i]]++;
+  /* the model may not import the plugin's domain: it does now */
+  bool imported = false;
+  for (int32_t i = 0; i < g->n_opsets && !imported; ++i) imported = !strcmp(g->opsets[i].domain, op->domain);
+  if (!imported) KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, op->domain, op->since_version));
+  return NULL;
+}
+
+kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st) {
+  const int32_t np = kiln_custom_pattern_count();
+  if (!np) return NULL; /* no plugin: no re-prepare either */
+  pu_ctx_t c;
+  KILN_RETURN_IF_ERROR(pu_begin(&c, g));
+  kiln_status_t s = NULL;
+  int32_t* consumer = NULL;
+  /* The one reader of each tensor read once (pu_single_use checks the
+   * count); chains do not overlap, so rewrites leave it valid. */
+  s = kiln_allocator_malloc(g->allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plugin patterns",
+                            (void**)&consumer);
+  const int32_t n0 = g->n_nodes;
+  if (!s) {
+    for (int32_t t = 0; t < g->n_tensors; ++t) consumer[t] = -1;
+    for (int32_t i = 0; i < n0; ++i)
+      for (int32_t j = 0; j < g->nodes[i].n_inputs; ++j)
+        if (g->nodes[i].inputs[j] >= 0) consumer[g->nodes[i].inputs[j]] = i;
+  }
+  for (int32_t pi = 0; pi < np && !s; ++pi) {
+    const kiln_custom_pattern_t* p = kiln_custom_pattern_at(pi);
+    const kiln_custom_op_t* op = p ? kiln_custom_op_find(p->domain, p->name) : NULL;
+    if (!op || p->n_nodes > MAX_CHAIN) continue;
+    for (int32_t i = 0; i < n0 && !s; ++i) {
+      int32_t chain[MAX_CHAIN];
+      if (!match(&c, consumer, p, op, i, chain)) continue;
+      s = rewrite(&c, p, op, chain);
+      if (!s) ++st->rewrites;
+    }
+  }
+  kiln_allocator_free(g->allocator, consumer);
+  return pu_end(&c, s);
+}
