@@ -63,6 +63,11 @@
  *                      sb, sy, f32 alpha (bits), i32 a, b, y } — the
  *                      kiln_program_gemm_t a library may run in the
  *                      kernel's place; a reader without it runs the kernel
+ *   'PLUG' (optional; written when kernels compute plugin ops)
+ *                      count n; n x { str domain, str name, i32 version }
+ *                      — the custom ops (include/kiln/custom_op.h) the
+ *                      program needs; the module loader refuses the
+ *                      module while no loaded plugin provides each of them
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
