@@ -48,8 +48,41 @@ static bool match(const pu_ctx_t* c, const int32_t* consumer, const kiln_custom_
   return op->n_outputs == 1;
 }
 
+/* True when the op's shape function accepts the chain's inputs and
+ * attributes: a chain the plugin cannot compute (a 1-D Conv for a 2-D
+ * kernel) stays as it is rather than failing the model. */
+static bool op_accepts(const kiln_graph_t* g, const kiln_custom_op_t* op, const char* name, const int32_t* in_t,
+                       int32_t n_in, const kiln_attr_t* attrs, int32_t n_attrs) {
+  kiln_node_t tmp = {.name = name, .op_type = op->name, .domain = op->domain, .n_attrs = n_attrs,
+                     .attrs = (kiln_attr_t*)attrs};
+  kiln_custom_attr_t vals[KILN_CUSTOM_MAX_ATTRS];
+  kiln_status_t s = kiln_custom_node_attrs(op, &tmp, vals);
+  if (s) {
+    kiln_status_free(s);
+    return false;
+  }
+  kiln_custom_tensor_t in[KILN_CUSTOM_MAX_IO], out[KILN_CUSTOM_MAX_IO];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  for (int32_t i = 0; i < n_in; ++i) {
+    if (in_t[i] < 0) {
+      if (!op->inputs[i].optional) return false;
+      continue;
+    }
+    const kiln_tensor_t* t = &g->tensors[in_t[i]];
+    if (t->shape.rank < 0 || !(op->inputs[i].dtypes & KILN_CUSTOM_DTYPE(t->dtype))) return false;
+    in[i].dtype = t->dtype;
+    in[i].rank = t->shape.rank;
+    for (int32_t d = 0; d < t->shape.rank; ++d) in[i].dims[d] = t->shape.dims[d];
+  }
+  char err[256] = "";
+  kiln_custom_ctx_t cx = {.node = name, .n_in = n_in, .in = in, .n_out = op->n_outputs, .out = out,
+                          .n_attrs = op->n_attrs, .attrs = vals, .error = err, .error_cap = sizeof err};
+  return op->shape(&cx) == 0;
+}
+
 static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op,
-                             const int32_t* chain) {
+                             const int32_t* chain, bool* done) {
   kiln_graph_t* g = c->g;
   const char* in_names[KILN_CUSTOM_MAX_IO];
   int32_t in_t[KILN_CUSTOM_MAX_IO];
@@ -82,6 +115,9 @@ static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const 
   const char* out_name = g->tensors[y].name;
   char name[256];
   snprintf(name, sizeof name, "%.200s__%s", last->name, op->name);
+  *done = false;
+  if (!op_accepts(g, op, name, in_t, n_in, attrs, n_attrs)) return NULL;
+  *done = true;
   for (int32_t k = 0; k < p->n_nodes; ++k) {
     c->dead[chain[k]] = true;
     const kiln_node_t* n = &g->nodes[chain[k]];
@@ -129,8 +165,9 @@ kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st) 
     for (int32_t i = 0; i < n0 && !s; ++i) {
       int32_t chain[MAX_CHAIN];
       if (!match(&c, consumer, p, op, i, chain)) continue;
-      s = rewrite(&c, p, op, chain);
-      if (!s) ++st->rewrites;
+      bool done = false;
+      s = rewrite(&c, p, op, chain, &done);
+      if (!s && done) ++st->rewrites;
     }
   }
   kiln_allocator_free(g->allocator, consumer);

@@ -433,7 +433,7 @@ static bool pointwise(kiln_op_pattern_t pat) {
 bool kiln_plan_kernel_inplace(const kiln_plan_t* p, int32_t k, int32_t* out_in, int32_t* out_out) {
   const kiln_plan_kernel_t* kk = &p->kernels[k];
   const kiln_graph_t* g = p->graph;
-  if (!g) return false;
+  if (!g || kk->custom) return false; /* a plugin's kernel promises nothing about aliasing */
   for (int32_t i = -1; i < kk->n_fused_nodes; ++i) {
     int32_t n = i < 0 ? kk->node : kk->fused_nodes[i];
     if (n < 0 || n >= g->n_nodes || !pointwise(kiln_op_pattern(g->nodes[n].op_type))) return false;

@@ -206,6 +206,11 @@ static kiln_status_t custom_infer(kiln_infer_t* ctx) {
     if (o->rank < 0 || o->rank > KILN_MAX_RANK)
       return op_error(op, n, KILN_INVALID_ARGUMENT, "the shape function returned nonsense: output '%s' has rank %s",
                       on, o->rank < 0 ? "< 0 (not set)" : "> KILN_MAX_RANK");
+    int64_t numel = 1;
+    for (int32_t d = 0; d < o->rank; ++d)
+      if (o->dims[d] > 0 && __builtin_mul_overflow(numel, o->dims[d], &numel))
+        return op_error(op, n, KILN_LIMIT_EXCEEDED, "the shape function returned nonsense: output '%s' has more "
+                        "elements than int64 holds%s", on, "");
     kiln_shape_t s = {.rank = o->rank};
     for (int32_t d = 0; d < KILN_MAX_RANK; ++d) s.dims[d] = KILN_DIM_UNKNOWN;
     for (int32_t d = 0; d < o->rank; ++d) {
