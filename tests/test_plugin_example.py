@@ -91,6 +91,16 @@ def one_op_model(domain, op, dtype=T.FLOAT, **attrs):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(domain, 1)])
 
 
+def minmax_model(dtype):
+    """x, y -> Cast(dtype) -> com.kiln.bad MinMax -> Cast(f32) -> lo, hi: two inputs, two outputs"""
+    nodes = [h.make_node("Cast", ["x"], ["xc"], to=dtype), h.make_node("Cast", ["y"], ["yc"], to=dtype),
+             h.make_node("MinMax", ["xc", "yc"], ["l", "h"], domain="com.kiln.bad"),
+             h.make_node("Cast", ["l"], ["lo"], to=T.FLOAT), h.make_node("Cast", ["h"], ["hi"], to=T.FLOAT)]
+    vi = lambda n: h.make_tensor_value_info(n, T.FLOAT, [3, 50])
+    g = h.make_graph(nodes, "g", [vi("x"), vi("y")], [h.make_tensor_value_info(n, T.FLOAT, None) for n in ("lo", "hi")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.kiln.bad", 1)])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -148,6 +158,22 @@ def main():
             ok = got.shape == expected.shape and np.allclose(got, expected, rtol=1e-4, atol=1e-5)
         check(ok, f"{t}: kiln-rt-run --plugin runs the module and matches onnxruntime (rc {rc})"
               + ("" if rc == 0 else "\n" + out))
+
+        for dt, dn in ((T.FLOAT, "f32"), (T.INT8, "i8")):
+            onnx.save(minmax_model(dt), w("minmax.onnx"))
+            rng = np.random.default_rng(3)
+            for n in ("x", "y"):
+                np.save(w(n + ".mm.npy"), (rng.standard_normal((3, 50)) * 30).astype(np.float32))
+            xs, ys = np.load(w("x.mm.npy")), np.load(w("y.mm.npy"))
+            if dt == T.INT8:
+                xs, ys = xs.astype(np.int8).astype(np.float32), ys.astype(np.int8).astype(np.float32)
+            np.save(w("lo.npy"), np.minimum(xs, ys))
+            np.save(w("hi.npy"), np.maximum(xs, ys))
+            rc, out = run([kiln, "run", w("minmax.onnx"), "--plugin", a.bad_plugin, "-t", t, "--strict",
+                           "--input", "x=" + w("x.mm.npy"), "--input", "y=" + w("y.mm.npy"), "--check-ref",
+                           "--compare", "lo=" + w("lo.npy"), "--compare", "hi=" + w("hi.npy")])
+            check(rc == 0 and "compare hi" in out, f"{t}: a plugin op with two inputs and two outputs, {dn} (rc {rc})"
+                  + ("" if rc == 0 else "\n" + out))
 
         # errors naming the plugin, the op and the reason
         onnx.save(one_op_model("com.kiln.bad", "BadKernel"), w("bad_kernel.onnx"))

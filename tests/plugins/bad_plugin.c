@@ -6,7 +6,9 @@
  *   BAD_HALF       a good op, then one without a reference kernel
  *   BAD_OPS        ops that load but fail later: FailShape (the shape
  *                  function fails), Nonsense (returns rank 99), BadKernel
- *                  (kernels no compiler accepts), CpuOnly (no GPU kernels) */
+ *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
+ *                  ClOnly (an OpenCL kernel only); and MinMax, a working op
+ *                  with two inputs, two outputs and f32 or i8 tensors */
 #include <string.h>
 
 #include "kiln/custom_op.h"
@@ -47,6 +49,43 @@ MAYBE_UNUSED static int nonsense_shape(kiln_custom_ctx_t* c) {
 MAYBE_UNUSED static const char copy_cpu[] = "for (long i = 0; i < KILN_OUT0_SIZE; ++i) out0[i] = in0[i];\n";
 MAYBE_UNUSED static const char copy_cl[] = "int i = (int)get_global_id(0);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n";
 
+#define I8 KILN_CUSTOM_DTYPE(KILN_DTYPE_I8)
+MAYBE_UNUSED static const kiln_custom_io_t mm_in[] = {{"A", F32 | I8, 0}, {"B", F32 | I8, 0}};
+MAYBE_UNUSED static const kiln_custom_io_t mm_out[] = {{"lo", F32 | I8, 0}, {"hi", F32 | I8, 0}};
+
+MAYBE_UNUSED static int mm_shape(kiln_custom_ctx_t* c) {
+  if (c->in[0].dtype != c->in[1].dtype || c->in[0].rank != c->in[1].rank) {
+    strncpy(c->error, "A and B differ in dtype or rank", c->error_cap - 1);
+    return 1;
+  }
+  for (int32_t d = 0; d < c->in[0].rank; ++d)
+    if (c->in[0].dims[d] != c->in[1].dims[d]) {
+      strncpy(c->error, "A and B differ in shape", c->error_cap - 1);
+      return 1;
+    }
+  c->out[0] = c->out[1] = c->in[0];
+  return 0;
+}
+
+MAYBE_UNUSED static int mm_reference(kiln_custom_ctx_t* c) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  for (int64_t i = 0; i < n; ++i) {
+    if (c->in[0].dtype == KILN_DTYPE_I8) {
+      const int8_t a = ((const int8_t*)c->in[0].data)[i], b = ((const int8_t*)c->in[1].data)[i];
+      ((int8_t*)c->out[0].data)[i] = a < b ? a : b;
+      ((int8_t*)c->out[1].data)[i] = a < b ? b : a;
+    } else {
+      const float a = ((const float*)c->in[0].data)[i], b = ((const float*)c->in[1].data)[i];
+      ((float*)c->out[0].data)[i] = a < b ? a : b;
+      ((float*)c->out[1].data)[i] = a < b ? b : a;
+    }
+  }
+  return 0;
+}
+
+#define MM_ELEMENT "{ out0[i] = in0[i] < in1[i] ? in0[i] : in1[i]; out1[i] = in0[i] < in1[i] ? in1[i] : in0[i]; }\n"
+
 #if defined(BAD_VERSION)
 static const kiln_custom_op_t op = {.api_version = 99, .domain = "com.kiln.bad", .name = "Future", .since_version = 1,
                                     .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
@@ -64,6 +103,11 @@ static const kiln_custom_op_t ops[] = {
        .opencl = {"this is not OpenCL C;\n", NULL}, .glsl = {"this is not GLSL;\n", NULL}),
     OP("com.kiln.bad", "CpuOnly", copy_shape, identity, .cpu = {copy_cpu, NULL}),
     OP("com.kiln.bad", "ClOnly", copy_shape, identity, .opencl = {copy_cl, NULL}),
+    {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad", .name = "MinMax", .since_version = 1,
+     .version = 1, .n_inputs = 2, .n_outputs = 2, .inputs = mm_in, .outputs = mm_out, .shape = mm_shape,
+     .reference = mm_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " MM_ELEMENT, NULL},
+     .opencl = {"int i = (int)get_global_id(0);\nif (i < KILN_OUT0_SIZE) " MM_ELEMENT, NULL},
+     .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) " MM_ELEMENT, NULL}},
 };
 #endif
 
