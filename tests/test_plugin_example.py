@@ -190,6 +190,9 @@ def main():
         check(rc == 1 and f"no kernel for target {t}" in out,
               f"{t}: without --strict too (no heterogeneous fallback to fake)")
 
+    rc, out = run([kiln, "ops", "--plugin", P])
+    check(rc == 0 and "Conv\n" in out and "com.kiln.example/FusedConvBNReLU version 1" in out,
+          "kiln ops --plugin lists the plugin's ops after kiln's")
     rc, out = run([kiln, "run", w("plugin.onnx"), "-t", "ref"])
     check(rc == 1 and "ScaledSwish" in out and "unsupported" in out,
           "without the plugin its op is unsupported, by name")

@@ -1297,11 +1297,16 @@ static int cmd_graph_print(const char* cmd, int argc, char** argv) {
 
 static int cmd_ops(int argc, char** argv) {
   if (argc && is_help(argv[0])) {
-    printf("usage: kiln ops\n\nLists the ONNX ops (domain ai.onnx) kiln supports.\n");
+    printf("usage: kiln ops [--plugin LIB.so ...]\n\nLists the ONNX ops (domain ai.onnx) kiln supports, then the\n"
+           "ops of the plugins loaded (domain/name, version and plugin).\n");
     return 0;
   }
   if (argc) return usage_error("ops", "unexpected argument '%s'", argv[0]);
   for (size_t i = 0; i < kiln_op_count(); ++i) printf("%s\n", kiln_op_at(i)->op_type);
+  for (int32_t i = 0; i < kiln_custom_op_count(); ++i) {
+    const kiln_custom_op_t* op = kiln_custom_op_at(i);
+    printf("%s/%s version %d (plugin %s)\n", op->domain, op->name, (int)op->version, kiln_custom_op_plugin(op));
+  }
   return 0;
 }
 
