@@ -101,6 +101,20 @@ def minmax_model(dtype):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.kiln.bad", 1)])
 
 
+def mixed_model():
+    """x -> Conv -> ScaledSwish (plugin) -> Conv -> Add -> y: kiln kernels around a plugin kernel"""
+    rng = np.random.default_rng(5)
+    inits = [nh.from_array((rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32), "w1"),
+             nh.from_array((rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32), "w2"),
+             nh.from_array(rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "b")]
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             h.make_node("ScaledSwish", ["c1"], ["s"], domain=DOMAIN, beta=0.5),
+             h.make_node("Conv", ["s", "w2"], ["c2"]), h.make_node("Add", ["c2", "b"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 17, 17])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid(DOMAIN, 1)])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -141,6 +155,12 @@ def main():
                        "--rtol", "1e-3", "--atol", "1e-3"])
         check(rc == 0 and "check y" in out, f"{t}: ScaledSwish on f16 matches its reference kernel (rc {rc})"
               + ("" if rc == 0 else "\n" + out))
+
+        onnx.save(mixed_model(), w("mixed.onnx"))
+        rc, out = run([kiln, "run", w("mixed.onnx"), "--plugin", P, "-t", t, "--precision", "fp16", "--check-ref",
+                       "--rtol", "1e-2", "--atol", "1e-2"])
+        check(rc == 0 and "check y" in out, f"{t}: --precision fp16 with a plugin op between kiln kernels (the "
+              f"plugin kernel keeps its f32 tensors) (rc {rc})" + ("" if rc == 0 else "\n" + out))
 
         m = w(f"model_{t}.kiln")
         rc, out = run([kiln, "compile", w("plugin.onnx"), "--plugin", P, "-t", t, "-o", m])
