@@ -206,11 +206,26 @@ static void test_pattern(void) {
   kiln_graph_destroy(kept);
 }
 
+/* Unloading everything and loading again gives working ops (the graph
+ * IR's cached schemas follow the registry). */
+static void test_unload_reload(void) {
+  kiln_plugin_unload_all();
+  CHECK(kiln_custom_op_count() == 0 && kiln_custom_pattern_count() == 0);
+  kiln_graph_t* g = one_node("com.kiln.example", "ScaledSwish", KILN_DTYPE_F32, 0, NULL);
+  CHECK_ERROR(kiln_graph_prepare(g), "unsupported op", "ScaledSwish");
+  kiln_graph_destroy(g);
+  CHECK_OK(kiln_plugin_load(plugin("KILN_EXAMPLE_PLUGIN")));
+  g = one_node("com.kiln.example", "ScaledSwish", KILN_DTYPE_F32, 0, NULL);
+  CHECK_OK(kiln_graph_prepare(g));
+  kiln_graph_destroy(g);
+}
+
 int main(void) {
   RUN(test_refused_plugins);
   RUN(test_inference_errors);
   RUN(test_reference_kernel);
   RUN(test_pattern);
+  RUN(test_unload_reload);
   kiln_plugin_unload_all();
   return kiln_test_finish();
 }

@@ -40,6 +40,10 @@
  *   with vload_half/vstore_half, GLSL float16_t), i8 int8_t/char, i32
  *   int32_t/int.
  *
+ * On Mesa's lavapipe (Vulkan on the CPU) an invocation ends after 65535
+ * loop iterations; kiln cannot count a plugin body's loops, so keep each
+ * GLSL work-item's loops below that (spread the work over work-items).
+ *
  * A kernel a compiler rejects fails the compile or the module load with the
  * compiler's log, which names the plugin and the op: kiln marks every body
  * with a #line directive (C, OpenCL) or the error names them (GLSL).

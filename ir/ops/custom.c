@@ -36,16 +36,20 @@ const kiln_op_schema_t* kiln_custom_schema_lookup(const char* domain, const char
   const kiln_custom_op_t* op = kiln_custom_op_find(domain, op_type);
   if (!op || opset < op->since_version || (op->until_version && opset > op->until_version)) return NULL;
   pthread_mutex_lock(&table_lock);
+  int32_t at = -1;
+  for (int32_t i = 0; i < table.n && at < 0; ++i)
+    if (table.op[i] == op) at = i;
+  if (at < 0 && table.n < MAX_SCHEMAS) at = table.n++;
   const kiln_op_schema_t* s = NULL;
-  for (int32_t i = 0; i < table.n && !s; ++i)
-    if (table.op[i] == op) s = &table.schema[i];
-  if (!s && table.n < MAX_SCHEMAS) {
+  if (at >= 0) {
     /* the leading required inputs; one after an optional input is checked
-     * by custom_infer (kiln's arity check wants optional inputs last) */
+     * by custom_infer (kiln's arity check wants optional inputs last).
+     * Filled on every lookup: after kiln_plugin_unload_all another plugin's
+     * op may live at a cached address. */
     int16_t min_in = 0;
     while (min_in < op->n_inputs && !op->inputs[min_in].optional) ++min_in;
-    table.op[table.n] = op;
-    table.schema[table.n] = (kiln_op_schema_t){
+    table.op[at] = op;
+    table.schema[at] = (kiln_op_schema_t){
         .op_type = op->name,
         .min_inputs = min_in,
         .max_inputs = (int16_t)op->n_inputs,
@@ -56,7 +60,7 @@ const kiln_op_schema_t* kiln_custom_schema_lookup(const char* domain, const char
         /* never fused: its kernel is the plugin's source, not tensor IR */
         .pattern = KILN_PATTERN_OPAQUE,
     };
-    s = &table.schema[table.n++];
+    s = &table.schema[at];
   }
   pthread_mutex_unlock(&table_lock);
   return s;
