@@ -1,6 +1,7 @@
 /* Plugin patterns (kiln_custom_pattern_t): a chain of ai.onnx nodes
  * replaced by the plugin's op, so a user brings a fused kernel without
- * editing the model.
+ * editing the model; then element-wise activations fused into the plugin
+ * nodes whose op declares epilogue (kiln_custom_op_t.epilogue).
  *
  * Why it runs first among the passes: kiln's own folds would otherwise
  * take the chain apart first (BatchNormalization after a Conv is folded
@@ -46,6 +47,34 @@ static bool match(const pu_ctx_t* c, const int32_t* consumer, const kiln_custom_
     if (g->nodes[cur].n_inputs < 1 || g->nodes[cur].inputs[0] != t) return false;
   }
   return op->n_outputs == 1;
+}
+
+/* Nodes |dead| go; one node of |op| named |name| reads |in_t| and writes
+ * |y| (the output of the last one that went). */
+static kiln_status_t replace_nodes(pu_ctx_t* c, const kiln_custom_op_t* op, const int32_t* dead, int32_t n_dead,
+                                   const char* name, int32_t n_in, const int32_t* in_t, const char* const* in_names,
+                                   int32_t n_attrs, const kiln_attr_t* attrs, int32_t y, const char* out_name) {
+  kiln_graph_t* g = c->g;
+  for (int32_t k = 0; k < n_dead; ++k) {
+    c->dead[dead[k]] = true;
+    const kiln_node_t* n = &g->nodes[dead[k]];
+    for (int32_t j = 0; j < n->n_inputs; ++j)
+      if (n->inputs[j] >= 0) c->uses[n->inputs[j]]--;
+  }
+  pu_detach(c, y);
+  int32_t ni;
+  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op->name, name, n_in, in_names, 1, &out_name, n_attrs, attrs, &ni));
+  g->nodes[ni].domain = kiln_graph_strdup(g, op->domain);
+  if (!g->nodes[ni].domain) return kiln_make_status(KILN_OUT_OF_MEMORY, "node '%s'", name);
+  KILN_RETURN_IF_ERROR(pu_sync(c));
+  c->dead[ni] = false;
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in_t[i] >= 0) c->uses[in_t[i]]++;
+  /* the model may not import the plugin's domain: it does now */
+  bool imported = false;
+  for (int32_t i = 0; i < g->n_opsets && !imported; ++i) imported = !strcmp(g->opsets[i].domain, op->domain);
+  if (!imported) KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, op->domain, op->since_version));
+  return NULL;
 }
 
 /* True when the op's shape function accepts the chain's inputs and
@@ -118,31 +147,70 @@ static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const 
   *done = false;
   if (!op_accepts(g, op, name, in_t, n_in, attrs, n_attrs)) return NULL;
   *done = true;
-  for (int32_t k = 0; k < p->n_nodes; ++k) {
-    c->dead[chain[k]] = true;
-    const kiln_node_t* n = &g->nodes[chain[k]];
-    for (int32_t j = 0; j < n->n_inputs; ++j)
-      if (n->inputs[j] >= 0) c->uses[n->inputs[j]]--;
-  }
-  pu_detach(c, y);
-  int32_t ni;
-  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op->name, name, n_in, in_names, 1, &out_name, n_attrs, attrs, &ni));
-  g->nodes[ni].domain = kiln_graph_strdup(g, op->domain);
-  if (!g->nodes[ni].domain) return kiln_make_status(KILN_OUT_OF_MEMORY, "node '%s'", name);
-  KILN_RETURN_IF_ERROR(pu_sync(c));
-  c->dead[ni] = false;
-  for (int32_t i = 0; i < n_in; ++i)
-    if (in_t[i] >= 0) c->uses[in_t[i]]++;
-  /* the model may not import the plugin's domain: it does now */
-  bool imported = false;
-  for (int32_t i = 0; i < g->n_opsets && !imported; ++i) imported = !strcmp(g->opsets[i].domain, op->domain);
-  if (!imported) KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, op->domain, op->since_version));
+  return replace_nodes(c, op, chain, p->n_nodes, name, n_in, in_t, in_names, n_attrs, attrs, y, out_name);
+}
+
+/* An element-wise activation kiln may fuse into an op that declares
+ * epilogue (kiln_custom_node_epilogue gives it back). */
+static const char* epilogue_kind(const kiln_node_t* n) {
+  static const char* const kinds[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh"};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; ++k)
+    if (pu_op(n, kinds[k])) return kinds[k];
   return NULL;
+}
+
+/* Plugin node |ni| with its output's one consumer, an activation, fused
+ * into it: the activation's node goes, the plugin node writes its output. */
+static kiln_status_t absorb(pu_ctx_t* c, const int32_t* consumer, int32_t ni, bool* done) {
+  kiln_graph_t* g = c->g;
+  *done = false;
+  const kiln_node_t* n = &g->nodes[ni];
+  const kiln_custom_op_t* op = kiln_custom_op_of(n);
+  float alpha;
+  if (c->dead[ni] || !op || !op->epilogue || n->n_outputs != 1 || n->outputs[0] < 0 ||
+      kiln_custom_node_epilogue(n, &alpha) || n->n_inputs > KILN_CUSTOM_MAX_IO ||
+      n->n_attrs > KILN_CUSTOM_MAX_ATTRS)
+    return NULL;
+  const int32_t t = n->outputs[0];
+  const kiln_dtype_t dt = g->tensors[t].dtype;
+  if (!pu_single_use(c, t) || consumer[t] < 0 || c->dead[consumer[t]] || (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F16))
+    return NULL;
+  const int32_t ci = consumer[t];
+  const kiln_node_t* a = &g->nodes[ci];
+  const char* kind = epilogue_kind(a);
+  if (!kind || a->n_inputs != 1 || a->inputs[0] != t || a->n_outputs != 1 || a->outputs[0] < 0) return NULL;
+  alpha = 0.01f;
+  if (!strcmp(kind, "LeakyRelu")) {
+    kiln_status_t s = kiln_attr_float(a, "alpha", 0.01f, &alpha);
+    if (s) {
+      kiln_status_free(s);
+      return NULL;
+    }
+  }
+  const char* in_names[KILN_CUSTOM_MAX_IO];
+  int32_t in_t[KILN_CUSTOM_MAX_IO];
+  for (int32_t i = 0; i < n->n_inputs; ++i) {
+    in_t[i] = n->inputs[i];
+    in_names[i] = in_t[i] >= 0 ? g->tensors[in_t[i]].name : "";
+  }
+  kiln_attr_t attrs[KILN_CUSTOM_MAX_ATTRS + 2];
+  int32_t n_attrs = n->n_attrs;
+  memcpy(attrs, n->attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
+  attrs[n_attrs++] = kiln_attr_make_string(KILN_CUSTOM_EPILOGUE_ATTR, kind);
+  attrs[n_attrs++] = kiln_attr_make_float(KILN_CUSTOM_EPILOGUE_ALPHA_ATTR, alpha);
+  const int32_t y = a->outputs[0];
+  char name[256];
+  snprintf(name, sizeof name, "%.200s__%s", a->name, op->name);
+  const int32_t pair[2] = {ni, ci};
+  *done = true;
+  return replace_nodes(c, op, pair, 2, name, n->n_inputs, in_t, in_names, n_attrs, attrs, y, g->tensors[y].name);
 }
 
 kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st) {
   const int32_t np = kiln_custom_pattern_count();
-  if (!np) return NULL; /* no plugin: no re-prepare either */
+  bool epilogues = false;
+  for (int32_t i = 0; i < kiln_custom_op_count() && !epilogues; ++i) epilogues = kiln_custom_op_at(i)->epilogue;
+  if (!np && !epilogues) return NULL; /* nothing to do: no re-prepare either */
   pu_ctx_t c;
   KILN_RETURN_IF_ERROR(pu_begin(&c, g));
   kiln_status_t s = NULL;
@@ -169,6 +237,12 @@ kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st) 
       s = rewrite(&c, p, op, chain, &done);
       if (!s && done) ++st->rewrites;
     }
+  }
+  /* then activations into the plugin nodes that take them, the new ones too */
+  for (int32_t i = 0; i < g->n_nodes && !s && epilogues; ++i) {
+    bool done = false;
+    s = absorb(&c, consumer, i, &done);
+    if (!s && done) ++st->rewrites;
   }
   kiln_allocator_free(g->allocator, consumer);
   return pu_end(&c, s);

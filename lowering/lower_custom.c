@@ -15,6 +15,7 @@ kiln_status_t kiln_lower_custom(kiln_lower_ctx_t* ctx) {
   ci->op = op;
   ci->node = ctx->node->name;
   KILN_RETURN_IF_ERROR(kiln_custom_node_attrs(op, ctx->node, ci->attrs));
+  ci->epilogue = op->epilogue ? kiln_custom_node_epilogue(ctx->node, &ci->epilogue_alpha) : NULL;
   const tir_buffer_t* params[2 * KILN_CUSTOM_MAX_IO];
   int32_t np = 0;
   for (int32_t i = 0; i < op->n_inputs; ++i) {

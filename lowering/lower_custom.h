@@ -21,6 +21,8 @@ typedef struct kiln_custom_instance_s {
   kiln_custom_tensor_t in[KILN_CUSTOM_MAX_IO], out[KILN_CUSTOM_MAX_IO];
   int32_t in_arg[KILN_CUSTOM_MAX_IO], out_arg[KILN_CUSTOM_MAX_IO]; /* kernel parameter, -1: none */
   kiln_custom_attr_t attrs[KILN_CUSTOM_MAX_ATTRS]; /* borrow the graph's storage */
+  const char* epilogue; /* the activation fused into output 0 ("Relu", ...), or NULL */
+  float epilogue_alpha; /* LeakyRelu's */
 } kiln_custom_instance_t;
 
 /* The lowering of every plugin op (its node's schema is custom). */

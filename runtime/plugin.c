@@ -157,6 +157,8 @@ static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* op
   if (check_io(st, opn, op->inputs, op->n_inputs, "input") || check_io(st, opn, op->outputs, op->n_outputs, "output") ||
       check_attrs(st, opn, op))
     return 1;
+  if (op->epilogue && (op->outputs[0].dtypes & ~(KILN_CUSTOM_DTYPE(KILN_DTYPE_F32) | KILN_CUSTOM_DTYPE(KILN_DTYPE_F16))))
+    return refuse(st, "op '%s': epilogue needs output 0 in f32 or f16", opn);
   const kiln_custom_kernel_t* ks[3] = {&op->cpu, &op->opencl, &op->glsl};
   const char* kn[3] = {"cpu", "opencl", "glsl"};
   for (int i = 0; i < 3; ++i) {

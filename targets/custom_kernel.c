@@ -111,6 +111,30 @@ static void def_attrs(defs_t* d, const kiln_custom_instance_t* ci, bool glsl) {
   }
 }
 
+/* KILN_EPILOGUE0(v): the activation fused into output 0, in the dialect
+ * (f32 arithmetic, as kiln_custom_epilogue_apply). */
+static void def_epilogue(defs_t* d, const kiln_custom_instance_t* ci, bool c_lang, bool glsl) {
+  if (!ci->op->epilogue) return;
+  const char* k = ci->epilogue ? ci->epilogue : "";
+  const char* zero = glsl ? "0.0" : "0.0f";
+  kiln_cf_out_puts(d->o, "#define KILN_EPILOGUE0(v) ");
+  if (!strcmp(k, "Relu")) {
+    kiln_cf_out_printf(d->o, "((v) > %s ? (v) : %s)", zero, zero);
+  } else if (!strcmp(k, "LeakyRelu")) {
+    kiln_cf_out_printf(d->o, "((v) >= %s ? (v) : (v) * ", zero);
+    put_float(d->o, ci->epilogue_alpha, glsl);
+    kiln_cf_out_puts(d->o, ")");
+  } else if (!strcmp(k, "Sigmoid")) {
+    kiln_cf_out_printf(d->o, "(1.0%s / (1.0%s + %s(-(v))))", glsl ? "" : "f", glsl ? "" : "f", c_lang ? "expf" : "exp");
+  } else if (!strcmp(k, "Tanh")) {
+    kiln_cf_out_printf(d->o, "%s(v)", c_lang ? "tanhf" : "tanh");
+  } else {
+    kiln_cf_out_puts(d->o, "(v)");
+  }
+  kiln_cf_out_puts(d->o, "\n");
+  kiln_cf_out_puts(&d->undef, "#undef KILN_EPILOGUE0\n");
+}
+
 /* The plugin's launch geometry (or the default), checked. */
 static kiln_status_t launch_of(const kiln_custom_instance_t* ci, const kiln_custom_kernel_t* k, const char* target,
                                int64_t global[3], int64_t local[3]) {
@@ -208,6 +232,7 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
   for (int32_t i = 0; i < op->n_inputs; ++i) def_tensor(&d, "IN", i, &ci->in[i], glsl);
   for (int32_t i = 0; i < op->n_outputs; ++i) def_tensor(&d, "OUT", i, &ci->out[i], glsl);
   def_attrs(&d, ci, glsl);
+  def_epilogue(&d, ci, !glsl && !ocl, glsl);
   if (glsl || ocl) {
     static const char* const xyz[3] = {"X", "Y", "Z"};
     char nm[32];

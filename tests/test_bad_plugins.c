@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "compiler/ref_exec.h"
+#include "ir/ops/custom.h"
 #include "ir/passes.h"
 #include "kiln/custom_op.h"
 #include "testing.h"
@@ -206,6 +207,41 @@ static void test_pattern(void) {
   kiln_graph_destroy(kept);
 }
 
+/* A Tanh after ScaledSwish (an op that declares epilogue) is fused into
+ * it: one node left, the reference applies the Tanh after the plugin's
+ * reference kernel, as the unfused graph does. */
+static void test_epilogue(void) {
+  kiln_graph_t* gs[2];
+  kiln_array_t x = {0}, y[2] = {{0}, {0}};
+  CHECK_OK(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &(kiln_shape_t){4, {1, 2, 2, 2}}, &x));
+  for (int i = 0; i < 8; ++i) ((float*)x.data)[i] = 0.7f * (float)i - 2.5f;
+  for (int k = 0; k < 2; ++k) {
+    kiln_graph_t* g = gs[k] = one_node("com.kiln.example", "ScaledSwish", KILN_DTYPE_F32, 0, NULL);
+    /* y -> Tanh -> z, z the output */
+    g->tensors[kiln_graph_find_tensor(g, "y")].flags &= ~KILN_TENSOR_OUTPUT;
+    g->n_outputs = 0;
+    const char* in[1] = {"y"};
+    const char* out[1] = {"z"};
+    CHECK_OK(kiln_graph_add_node(g, "Tanh", "tanh", 1, in, 1, out, 0, NULL, NULL));
+    CHECK_OK(kiln_graph_add_output(g, "z"));
+    CHECK_OK(kiln_graph_prepare(g));
+    if (k) {
+      CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+      float alpha;
+      CHECK_MSG(g->n_nodes == 1 && kiln_custom_node_epilogue(&g->nodes[0], &alpha) &&
+                    !strcmp(kiln_custom_node_epilogue(&g->nodes[0], &alpha), "Tanh"),
+                "%d nodes", (int)g->n_nodes);
+    }
+    run_ref(g, &x, &y[k]);
+  }
+  for (int i = 0; i < 8; ++i) CHECK_NEAR(((float*)y[0].data)[i], ((float*)y[1].data)[i], 1e-6);
+  for (int k = 0; k < 2; ++k) {
+    kiln_array_free(kiln_allocator_system(), &y[k]);
+    kiln_graph_destroy(gs[k]);
+  }
+  kiln_array_free(kiln_allocator_system(), &x);
+}
+
 /* Unloading everything and loading again gives working ops (the graph
  * IR's cached schemas follow the registry). */
 static void test_unload_reload(void) {
@@ -225,6 +261,7 @@ int main(void) {
   RUN(test_inference_errors);
   RUN(test_reference_kernel);
   RUN(test_pattern);
+  RUN(test_epilogue);
   RUN(test_unload_reload);
   kiln_plugin_unload_all();
   return kiln_test_finish();

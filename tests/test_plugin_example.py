@@ -104,6 +104,26 @@ def minmax_model(dtype):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.kiln.bad", 1)])
 
 
+def epilogue_model(plugin):
+    """Conv -> BN -> Relu -> Sigmoid -> x*sigmoid(1.5x) -> LeakyRelu(0.2): with the plugin,
+    FusedConvBNReLU with the Sigmoid fused in, ScaledSwish with the LeakyRelu fused in"""
+    rng = np.random.default_rng(11)
+    nodes, inits = [], []
+    cbr(nodes, inits, rng, "x", "r", 4, 8, "e", pads=[1, 1, 1, 1])
+    nodes.append(h.make_node("Sigmoid", ["r"], ["sg1"]))
+    if plugin:
+        nodes.append(h.make_node("ScaledSwish", ["sg1"], ["s"], domain=DOMAIN, beta=1.5))
+    else:
+        inits.append(nh.from_array(np.array(1.5, np.float32), "beta"))
+        nodes += [h.make_node("Mul", ["sg1", "beta"], ["rb"]), h.make_node("Sigmoid", ["rb"], ["sg"]),
+                  h.make_node("Mul", ["sg1", "sg"], ["s"])]
+    nodes.append(h.make_node("LeakyRelu", ["s"], ["y"], alpha=0.2))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 17, 17])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    ops = [h.make_opsetid("", 17)] + ([h.make_opsetid(DOMAIN, 1)] if plugin else [])
+    return h.make_model(g, opset_imports=ops)
+
+
 def mixed_model():
     """x -> Conv -> ScaledSwish (plugin) -> Conv -> Add -> y: kiln kernels around a plugin kernel"""
     rng = np.random.default_rng(5)
@@ -139,6 +159,11 @@ def main():
     np.save(w("expected.npy"), expected)
     check(0 < (expected > 0).mean() < 1, "the Relu zeroes some outputs and keeps others")
 
+    onnx.save(epilogue_model(False), w("epi_plain.onnx"))
+    onnx.save(epilogue_model(True), w("epi_plugin.onnx"))
+    epi_expected = ort.InferenceSession(w("epi_plain.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.save(w("epi_expected.npy"), epi_expected)
+
     kiln, P = a.kiln, a.plugin
     for t in targets:
         d = w("dump_" + t)
@@ -157,6 +182,16 @@ def main():
         rc, out = run([kiln, "run", w("half.onnx"), "--plugin", P, "-t", t, "--strict", "--check-ref",
                        "--rtol", "1e-3", "--atol", "1e-3"])
         check(rc == 0 and "check y" in out, f"{t}: ScaledSwish on f16 matches its reference kernel (rc {rc})"
+              + ("" if rc == 0 else "\n" + out))
+
+        d = w("dump_epi_" + t)
+        os.makedirs(d)
+        rc, out = run([kiln, "run", w("epi_plugin.onnx"), "--plugin", P, "-t", t, "--strict", "--input",
+                       "x=" + w("x.npy"), "--compare", w("epi_expected.npy"), "--check-ref", "--dump", d])
+        src = open(os.path.join(d, "kernels." + ext)).read() if os.path.exists(os.path.join(d, "kernels." + ext)) else ""
+        check(rc == 0 and "compiled 2 kernels" in out and "#define KILN_EPILOGUE0(v) (1.0" in src and
+              "#define KILN_EPILOGUE0(v) ((v) >= 0.0" in src,
+              f"{t}: Sigmoid and LeakyRelu fused into the plugin kernels as epilogues, matching onnxruntime (rc {rc})"
               + ("" if rc == 0 else "\n" + out))
 
         onnx.save(mixed_model(), w("mixed.onnx"))

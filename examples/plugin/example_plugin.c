@@ -7,6 +7,9 @@
  *     the chain get the fused op without being edited.
  *   ScaledSwish(X) = X * sigmoid(beta * X), f32 or f16 (computed in f32).
  *
+ * Both store through KILN_EPILOGUE0, so kiln fuses a Relu, LeakyRelu,
+ * Sigmoid or Tanh that follows either of them into its kernel.
+ *
  * Each op has its reference kernel (the oracle kiln's reference executor
  * runs) and a kernel for the CPU, OpenCL and Vulkan targets. The kernels
  * are one element computation (CBR_ELEMENT, SWISH_ELEMENT) written in the C
@@ -164,7 +167,7 @@ static int cbr_reference(kiln_custom_ctx_t* c) {
   "    acc += in2[oc];\n"                                                                     \
   "#endif\n"                                                                                  \
   "    float v = (acc - in5[oc]) * (in3[oc] / sqrt(in6[oc] + KILN_ATTR_epsilon)) + in4[oc];\n" \
-  "    out0[idx] = v > 0.0f ? v : 0.0f;\n"
+  "    out0[idx] = KILN_EPILOGUE0(v > 0.0f ? v : 0.0f);\n"
 
 static const char cbr_cpu[] = CBR_PRELUDE
     "#pragma omp parallel for\n"
@@ -208,6 +211,7 @@ static const kiln_custom_op_t cbr_op = {
     .cpu = {cbr_cpu, NULL},
     .opencl = {cbr_opencl, NULL},
     .glsl = {cbr_glsl, NULL},
+    .epilogue = 1,
 };
 
 static const char* const cbr_chain[] = {"Conv", "BatchNormalization", "Relu"};
@@ -274,7 +278,7 @@ static const char swish_cpu[] =
     "#pragma omp parallel for\n"
     "for (long idx = 0; idx < KILN_OUT0_SIZE; ++idx) {\n"
     "  float x = LOAD(idx);\n"
-    "  STORE(idx, x / (1.0f + expf(-KILN_ATTR_beta * x)));\n"
+    "  STORE(idx, KILN_EPILOGUE0(x / (1.0f + expf(-KILN_ATTR_beta * x))));\n"
     "}\n#undef LOAD\n#undef STORE\n";
 static const char swish_opencl[] =
     "#if KILN_IN0_DTYPE == 2\n#define LOAD(i) vload_half(i, in0)\n#define STORE(i, v) vstore_half_rte(v, i, out0)\n"
@@ -282,7 +286,7 @@ static const char swish_opencl[] =
     "int idx = (int)get_global_id(0);\n"
     "if (idx < KILN_OUT0_SIZE) {\n"
     "  float x = LOAD(idx);\n"
-    "  STORE(idx, x / (1.0f + exp(-KILN_ATTR_beta * x)));\n"
+    "  STORE(idx, KILN_EPILOGUE0(x / (1.0f + exp(-KILN_ATTR_beta * x))));\n"
     "}\n#undef LOAD\n#undef STORE\n";
 static const char swish_glsl[] =
     "#if KILN_IN0_DTYPE == 2\n#define LOAD(i) float(in0[i])\n#define STORE(i, v) out0[i] = float16_t(v)\n"
@@ -290,7 +294,7 @@ static const char swish_glsl[] =
     "int idx = int(gl_GlobalInvocationID.x);\n"
     "if (idx < KILN_OUT0_SIZE) {\n"
     "  float x = LOAD(idx);\n"
-    "  STORE(idx, x / (1.0f + exp(-KILN_ATTR_beta * x)));\n"
+    "  STORE(idx, KILN_EPILOGUE0(x / (1.0f + exp(-KILN_ATTR_beta * x))));\n"
     "}\n";
 
 #define F32_F16 (KILN_CUSTOM_DTYPE(KILN_DTYPE_F32) | KILN_CUSTOM_DTYPE(KILN_DTYPE_F16))
@@ -315,6 +319,7 @@ static const kiln_custom_op_t swish_op = {
     .cpu = {swish_cpu, NULL},
     .opencl = {swish_opencl, NULL},
     .glsl = {swish_glsl, NULL},
+    .epilogue = 1,
 };
 
 KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {

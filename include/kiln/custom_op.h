@@ -35,7 +35,8 @@
  *   FLOAT attributes, KILN_ATTR_<name>_COUNT and KILN_ATTR_<name>_<j> for
  *   INTS and FLOATS; GPU: KILN_GLOBAL_X/Y/Z (work-items asked for: the body
  *   must check its id against them, the grid is rounded up to whole
- *   work-groups) and KILN_LOCAL_X/Y/Z. Element types: f32 float, f16 the
+ *   work-groups) and KILN_LOCAL_X/Y/Z; KILN_EPILOGUE0(v) for ops that
+ *   declare epilogue (below). Element types: f32 float, f16 the
  *   dialect's storage type (C kiln_f16 with kiln_h2f/kiln_f2h, OpenCL half
  *   with vload_half/vstore_half, GLSL float16_t), i8 int8_t/char, i32
  *   int32_t/int.
@@ -190,6 +191,13 @@ typedef struct kiln_custom_op_s {
   kiln_custom_fn shape;     /* required */
   kiln_custom_fn reference; /* required */
   kiln_custom_kernel_t cpu, opencl, glsl;
+  /* Non-zero: the kernels store each value of output 0 through
+   * KILN_EPILOGUE0(v) (an f32 expression), so the graph passes may fuse an
+   * element-wise activation that follows the op (Relu, LeakyRelu, Sigmoid,
+   * Tanh; its node then disappears) into it; kiln applies the same
+   * activation after the reference kernel. Without a fused activation
+   * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. */
+  int epilogue;
 } kiln_custom_op_t;
 
 /* A chain of ai.onnx nodes the graph passes replace by the op |domain| /

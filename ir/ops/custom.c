@@ -7,6 +7,7 @@
  *
  * Schemas are made on first lookup, one per registered op, and kept for
  * the process (the registry only grows while compiling). */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,9 +80,33 @@ static kiln_status_t op_error(const kiln_custom_op_t* op, const kiln_node_t* n, 
   return kiln_make_status(code, "%s: %s", where, msg);
 }
 
+const char* kiln_custom_node_epilogue(const kiln_node_t* n, float* out_alpha) {
+  const char* kind = NULL;
+  *out_alpha = 0.01f;
+  for (int32_t j = 0; j < n->n_attrs; ++j) {
+    const kiln_attr_t* a = &n->attrs[j];
+    if (!strcmp(a->name, KILN_CUSTOM_EPILOGUE_ATTR) && a->type == KILN_ATTR_STRING) kind = a->s;
+    if (!strcmp(a->name, KILN_CUSTOM_EPILOGUE_ALPHA_ATTR) && a->type == KILN_ATTR_FLOAT) *out_alpha = a->f;
+  }
+  return kind;
+}
+
+float kiln_custom_epilogue_apply(const char* kind, float alpha, float v) {
+  if (!strcmp(kind, "Relu")) return v > 0.0f ? v : 0.0f;
+  if (!strcmp(kind, "LeakyRelu")) return v >= 0.0f ? v : v * alpha;
+  if (!strcmp(kind, "Sigmoid")) return 1.0f / (1.0f + expf(-v));
+  if (!strcmp(kind, "Tanh")) return tanhf(v);
+  return v;
+}
+
+static bool is_epilogue_attr(const char* name) {
+  return !strcmp(name, KILN_CUSTOM_EPILOGUE_ATTR) || !strcmp(name, KILN_CUSTOM_EPILOGUE_ALPHA_ATTR);
+}
+
 kiln_status_t kiln_custom_node_attrs(const kiln_custom_op_t* op, const kiln_node_t* n,
                                      kiln_custom_attr_t out[KILN_CUSTOM_MAX_ATTRS]) {
   for (int32_t j = 0; j < n->n_attrs; ++j) {
+    if (op->epilogue && is_epilogue_attr(n->attrs[j].name)) continue; /* kiln's own (pass_plugin.c) */
     bool declared = false;
     for (int32_t i = 0; i < op->n_attrs && !declared; ++i) declared = !strcmp(op->attrs[i].name, n->attrs[j].name);
     if (!declared)
@@ -260,5 +285,15 @@ static kiln_status_t custom_run(const kiln_ref_ctx_t* ctx) {
   }
   kiln_custom_ctx_t c = {.node = n->name, .n_in = op->n_inputs, .in = in, .n_out = op->n_outputs, .out = out,
                          .n_attrs = op->n_attrs, .attrs = attrs};
-  return call(op, n, op->reference, "the reference kernel", &c);
+  KILN_RETURN_IF_ERROR(call(op, n, op->reference, "the reference kernel", &c));
+  float alpha;
+  const char* epi = op->epilogue ? kiln_custom_node_epilogue(n, &alpha) : NULL;
+  const kiln_array_t* y = ctx->n_out > 0 ? ctx->out[0] : NULL;
+  if (epi && y && (y->dtype == KILN_DTYPE_F32 || y->dtype == KILN_DTYPE_F16)) {
+    const int64_t m = kiln_array_numel(y);
+    for (int64_t i = 0; i < m; ++i)
+      kiln_store_f64(y->dtype, y->data, (size_t)i,
+                     kiln_custom_epilogue_apply(epi, alpha, (float)kiln_load_f64(y->dtype, y->data, (size_t)i)));
+  }
+  return NULL;
 }

@@ -25,6 +25,17 @@ const kiln_custom_op_t* kiln_custom_op_of(const kiln_node_t* n);
  * borrow the node's storage. */
 KILN_MUST_USE kiln_status_t kiln_custom_node_attrs(const kiln_custom_op_t* op, const kiln_node_t* n,
                                                    kiln_custom_attr_t out[KILN_CUSTOM_MAX_ATTRS]);
+/* The element-wise activation the graph passes fused into node |n| of an
+ * op that declares epilogue (ir/pass_plugin.c): its ONNX op type ("Relu",
+ * "LeakyRelu", "Sigmoid", "Tanh") and LeakyRelu's alpha, recorded on the
+ * node as the attributes KILN_CUSTOM_EPILOGUE_ATTR and ..._ALPHA_ATTR.
+ * NULL when none. */
+#define KILN_CUSTOM_EPILOGUE_ATTR "kiln_epilogue"
+#define KILN_CUSTOM_EPILOGUE_ALPHA_ATTR "kiln_epilogue_alpha"
+const char* kiln_custom_node_epilogue(const kiln_node_t* n, float* out_alpha);
+/* f(v) of that activation (the reference's). */
+float kiln_custom_epilogue_apply(const char* kind, float alpha, float v);
+
 /* "plugin op D/N (plugin 'P') at node 'X'" into |buf|, for messages. */
 void kiln_custom_where(const kiln_custom_op_t* op, const kiln_node_t* n, char* buf, size_t cap);
 
