@@ -132,15 +132,38 @@ kiln_status_t kiln_lower_nn_dequantize_linear(kiln_lower_ctx_t* ctx) {
 
 /* ---- DynamicQuantizeLinear ------------------------------------------------ */
 
-/* Two kernels: one work-item finds min(0, min x) and max(0, max x) and
- * stores the scale and zero point; then one work-item per element
- * quantizes with them. */
+/* mx[0] = max(0, max src_hi[base + i]) and mn[0] = min(0, min
+ * src_lo[base + i]) over i in [0, len), with base + i < n when |guard|. */
+static const tir_stmt_t* minmax(nn_kb_t* kb, const tir_buffer_t* mx, const tir_buffer_t* mn,
+                                const tir_buffer_t* src_hi, const tir_buffer_t* src_lo,
+                                const tir_expr_t* base, int64_t len, int64_t n, bool guard) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  tir_var_t* vi = nn_var(kb, "i");
+  const tir_expr_t* i = nn_add(kb, base, nn_v(kb, vi));
+  const tir_stmt_t* upd[2] = {
+      tir_store(t, mx, NN_IDX(z), tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(z)), nn_ldf(kb, src_hi, NN_IDX(i)))),
+      tir_store(t, mn, NN_IDX(z), tir_bin(t, TIR_MIN, tir_load(t, mn, NN_IDX(z)), nn_ldf(kb, src_lo, NN_IDX(i))))};
+  const tir_stmt_t* body = tir_seq(t, 2, upd);
+  if (guard) body = tir_if(t, tir_bin(t, TIR_LT, i, nn_i(kb, n)), body, NULL);
+  const tir_stmt_t* s[3] = {tir_store(t, mx, NN_IDX(z), nn_f(kb, 0.0)), tir_store(t, mn, NN_IDX(z), nn_f(kb, 0.0)),
+                            nn_for(kb, vi, len, body)};
+  return tir_seq(t, 3, s);
+}
+
+/* Three kernels: DQ_CHUNKS work-items each find the min and max of a chunk
+ * (so no work-item loops over the whole tensor: GPU drivers limit loop
+ * trips), one combines them into the scale and zero point, then one
+ * work-item per element quantizes. Min and max are exact in any order, so
+ * this equals the reference's single pass. */
+#define DQ_CHUNKS 1024
 kiln_status_t kiln_lower_nn_dynamic_quantize_linear(kiln_lower_ctx_t* ctx) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   tir_ctx_t* t = kb.t;
   const int64_t n = tir_buffer_numel(ctx->in[0]), one = 1;
-  const tir_buffer_t *x, *y, *ys, *yz;
+  const int64_t nch = n < DQ_CHUNKS ? (n > 0 ? n : 1) : DQ_CHUNKS, len = (n + nch - 1) / nch;
+  const tir_buffer_t *x, *y, *ys, *yz, *pmx, *pmn;
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->in[0], "xf", &x));
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
   /* the scale and zero point are needed even when those outputs are not */
@@ -148,25 +171,26 @@ kiln_status_t kiln_lower_nn_dynamic_quantize_linear(kiln_lower_ctx_t* ctx) {
   else KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "scale", KILN_DTYPE_F32, 1, &one, &ys));
   if (ctx->out[2]) KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[2], "zf", &yz));
   else KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "zp", KILN_DTYPE_U8, 1, &one, &yz));
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "pmax", KILN_DTYPE_F32, 1, &nch, &pmx));
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "pmin", KILN_DTYPE_F32, 1, &nch, &pmn));
   const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_buffer_t* mn = tir_buffer(t, "mn", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_expr_t* z = nn_i(&kb, 0);
-  tir_var_t* vi = nn_var(&kb, "i");
-  const tir_expr_t* xi = nn_ldf(&kb, x, NN_IDX(nn_v(&kb, vi)));
-  const tir_stmt_t* upd[2] = {
-      tir_store(t, mx, NN_IDX(z), tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(z)), xi)),
-      tir_store(t, mn, NN_IDX(z), tir_bin(t, TIR_MIN, tir_load(t, mn, NN_IDX(z)), xi))};
   const tir_expr_t *hi = tir_load(t, mx, NN_IDX(z)), *lo = tir_load(t, mn, NN_IDX(z));
+  {
+    tir_var_t* vc = nn_var(&kb, "c");
+    const tir_expr_t* c = nn_v(&kb, vc);
+    const tir_stmt_t* s[3] = {minmax(&kb, mx, mn, x, x, nn_mulc(&kb, c, len), len, n, nch * len != n),
+                              tir_store(t, pmx, NN_IDX(c), hi), tir_store(t, pmn, NN_IDX(c), lo)};
+    KILN_RETURN_IF_ERROR(emit_each(&kb, vc, nch, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 3, s)))));
+  }
   const tir_expr_t* range = tir_select(t, tir_bin(t, TIR_EQ, hi, lo), nn_f(&kb, 1.0), tir_sub(t, hi, lo));
   const tir_expr_t* scale = tir_bin(t, TIR_DIV, range, nn_f(&kb, 255.0));
   const tir_expr_t* zp = tir_sub(t, nn_f(&kb, 0.0), tir_bin(t, TIR_DIV, lo, tir_load(t, ys, NN_IDX(z))));
   zp = round_even(&kb, tir_bin(t, TIR_MIN, tir_bin(t, TIR_MAX, zp, nn_f(&kb, 0.0)), nn_f(&kb, 255.0)));
-  const tir_stmt_t* s1[5] = {tir_store(t, mx, NN_IDX(z), nn_f(&kb, 0.0)),
-                             tir_store(t, mn, NN_IDX(z), nn_f(&kb, 0.0)),
-                             nn_for(&kb, vi, n, tir_seq(t, 2, upd)),
-                             tir_store(t, ys, NN_IDX(z), scale),
+  const tir_stmt_t* s2[3] = {minmax(&kb, mx, mn, pmx, pmn, z, nch, nch, false), tir_store(t, ys, NN_IDX(z), scale),
                              tir_store(t, yz, NN_IDX(z), tir_cast(t, KILN_DTYPE_U8, zp))};
-  KILN_RETURN_IF_ERROR(nn_emit(&kb, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 5, s1)))));
+  KILN_RETURN_IF_ERROR(nn_emit(&kb, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 3, s2)))));
   if (n == 0) return NULL;
   tir_var_t* ve = nn_var(&kb, "e");
   const tir_expr_t* e = nn_v(&kb, ve);
@@ -256,6 +280,25 @@ static const tir_expr_t* batch_off(nn_kb_t* kb, const tir_buffer_t* s, const int
   return off;
 }
 
+/* Flat views of a product's operands (inputs ops[0..4): a, b and their
+ * zero points) and output, and with |rq| (inputs: a, b and y scales, y
+ * zero point) and bias input |bias_i| (-1: none) its requantization,
+ * pointed to by *rp. */
+static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const int32_t* rq,
+                              int32_t bias_i, iprod_t* p, requant_t* r, requant_t** rp) {
+  const tir_buffer_t* f[4];
+  KILN_RETURN_IF_ERROR(flats(ctx, ops, 4, f));
+  *p = (iprod_t){f[0], f[1], f[2], f[3], NULL};
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
+  if (!rq) return NULL;
+  KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
+  *r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+  const tir_buffer_t* bias = bias_i >= 0 && bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
+  KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r->bias));
+  *rp = r;
+  return NULL;
+}
+
 static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const int32_t* rq) {
   const tir_buffer_t *A = ctx->in[ops[0]], *B = ctx->in[ops[1]], *Y = ctx->out[0];
   const int64_t n_all = tir_buffer_numel(Y);
@@ -263,17 +306,9 @@ static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   tir_ctx_t* t = kb.t;
-  const tir_buffer_t* f[4];
-  KILN_RETURN_IF_ERROR(flats(ctx, ops, 4, f));
-  iprod_t p = {f[0], f[1], f[2], f[3], NULL};
-  KILN_RETURN_IF_ERROR(flat(ctx, Y, "yf", &p.y));
+  iprod_t p;
   requant_t r, *rp = NULL;
-  if (rq) {
-    const tir_buffer_t* g[4];
-    KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, g));
-    r = (requant_t){g[0], g[1], g[2], g[3], NULL};
-    rp = &r;
-  }
+  KILN_RETURN_IF_ERROR(operands(ctx, ops, rq, -1, &p, &r, &rp));
   const int32_t nob = Y->rank - 2;
   const int64_t M = Y->shape[nob], N = Y->shape[nob + 1], K = A->shape[A->rank - 1], one = 1;
   tir_var_t *ve = nn_var(&kb, "e"), *vk = nn_var(&kb, "k");
@@ -317,19 +352,9 @@ static kiln_status_t lower_conv(kiln_lower_ctx_t* ctx, const int32_t* ops, const
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   tir_ctx_t* t = kb.t;
-  const tir_buffer_t* f[4];
-  KILN_RETURN_IF_ERROR(flats(ctx, ops, 4, f));
-  iprod_t p = {f[0], f[1], f[2], f[3], NULL};
-  KILN_RETURN_IF_ERROR(flat(ctx, Y, "yf", &p.y));
+  iprod_t p;
   requant_t r, *rp = NULL;
-  if (rq) {
-    const tir_buffer_t* g[4];
-    KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, g));
-    r = (requant_t){g[0], g[1], g[2], g[3], NULL};
-    const tir_buffer_t* bias = bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
-    KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r.bias));
-    rp = &r;
-  }
+  KILN_RETURN_IF_ERROR(operands(ctx, ops, rq, bias_i, &p, &r, &rp));
   const int64_t C = X->shape[1], M = W->shape[0], Cg = C / group, Mg = M / group, one = 1;
   const int64_t P = w3.out[0] * w3.out[1] * w3.out[2];
   tir_var_t* ve = nn_var(&kb, "e");

@@ -129,6 +129,32 @@ static void test_dynamic_quantize(void) {
         (const double* []){(const double[]){0, 0}, (const double[]){1.0f / 255.0f}, (const double[]){0}});
 }
 
+/* A large input (more elements than one GPU loop may run on some drivers):
+ * the target's scale, zero point and values equal the reference's. */
+static void test_dynamic_quantize_large(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  const int64_t n = 300007;
+  bool ok = input(g, "x", KILN_DTYPE_F32, 1, &n) &&
+            CHECK_OK(kiln_graph_add_node(g, "DynamicQuantizeLinear", "q", 1, (const char*[]){"x"}, 3,
+                                         (const char*[]){"y", "ys", "yz"}, 0, NULL, NULL));
+  for (int k = 0; ok && k < 3; ++k) ok = CHECK_OK(kiln_graph_add_output(g, (const char*[]){"y", "ys", "yz"}[k]));
+  ok = ok && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: DynamicQuantizeLinear did not compile", g_target_name);
+  kiln_array_t in = arr(KILN_DTYPE_F32, 1, &n);
+  float* x = in.data;
+  /* the extremes sit far from the ends: -7.25 at 123457, 3.5 at 250001 */
+  for (int64_t i = 0; x && i < n; ++i) x[i] = (float)((i * 7919) % 1000) * 0.003f - 1.0f;
+  if (x) x[123457] = -7.25f, x[250001] = 3.5f;
+  if (s && x) both_agree_n(g, s, &in, 3);
+  free_arrays(&in, 1);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_graph_destroy(g);
+}
+
 /* (A - 1) [[0, 1, 2], [3, 4, 6]] x (B - [0, 1]) [[1, -2], [2, -1], [-3, 3]]. */
 static void test_matmul_integer(void) {
   const qin_t in[] = {QIN("a", U8, 2, DIMS(2, 3), 1, 2, 3, 4, 5, 7),
@@ -182,6 +208,7 @@ int main(int argc, char** argv) {
   RUN(test_quantize_per_axis);
   RUN(test_dequantize);
   RUN(test_dynamic_quantize);
+  RUN(test_dynamic_quantize_large);
   RUN(test_matmul_integer);
   RUN(test_qlinear_matmul);
   RUN(test_conv_integer);
