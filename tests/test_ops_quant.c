@@ -87,6 +87,13 @@ static void test_quantize_ties_saturation(void) {
       QIN("s", F32, 0, DIMS(0), 0.5), QIN("z", I8, 0, DIMS(0), 1)};
   qcase("QuantizeLinear", 3, i8, 0, NULL, 1,
         (const double* []){(const double[]){1, 3, 1, -1, 127, -128, 127, -128}});
+  /* 16-bit: i16 saturates at +-32767/-32768, u16 at 65535 */
+  const qin_t i16[] = {QIN("x", F32, 1, DIMS(4), 1.5, -70000, 70000, 2.5), QIN("s", F32, 0, DIMS(0), 1.0),
+                       QIN("z", I16, 0, DIMS(0), 0)};
+  qcase("QuantizeLinear", 3, i16, 0, NULL, 1, (const double* []){(const double[]){2, -32768, 32767, 2}});
+  const qin_t u16[] = {QIN("x", F32, 1, DIMS(4), 1.5, -70000, 70000, 2.5), QIN("s", F32, 0, DIMS(0), 2.0),
+                       QIN("z", U16, 0, DIMS(0), 30000)};
+  qcase("QuantizeLinear", 3, u16, 0, NULL, 1, (const double* []){(const double[]){30001, 0, 65000, 30001}});
   /* no zero point: u8 with zero point 0 */
   qcase("QuantizeLinear", 2, u8, 0, NULL, 1, (const double* []){(const double[]){0, 2, 2, 0, 0, 254, 255, 0}});
 }
