@@ -9,6 +9,7 @@
  *   test_ops_quant [--target cpu|opencl|vulkan] */
 #include <math.h>
 
+#include "lowering/precision.h"
 #include "target_graph_util.h"
 
 typedef struct qin_s {
@@ -208,6 +209,41 @@ static void test_qlinear_conv(void) {
         (const double* []){(const double[]){10, -10, 20, 30, -8, 8, -15, -22}});
 }
 
+/* --precision fp16 leaves the quantized ops in fp32: a constant scale of
+ * 0.1 (not an f16 value) and DynamicQuantizeLinear's min/max workspaces
+ * keep f32, so no buffer converts and no kernel is fp16. */
+static void test_fp16_keeps_quantized_fp32(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  const int64_t d = 6;
+  kiln_shape_t sc = kiln_shape_make(0, NULL);
+  kiln_array_t s;
+  memset(&s, 0, sizeof s);
+  bool ok = input(g, "x", KILN_DTYPE_F32, 1, &d) && CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &sc, &s));
+  if (ok) *(float*)s.data = 0.1f;
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "s", &s, NULL)) &&
+       node1(g, "QuantizeLinear", "q", 2, (const char*[]){"x", "s"}, "y", 0, NULL) &&
+       CHECK_OK(kiln_graph_add_node(g, "DynamicQuantizeLinear", "dq", 1, (const char*[]){"x"}, 3,
+                                    (const char*[]){"y1", "y2", "y3"}, 0, NULL, NULL)) &&
+       CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_add_output(g, "y1")) &&
+       CHECK_OK(kiln_graph_prepare(g));
+  kiln_array_free(al(), &s);
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2};
+  kiln_plan_t* plan = NULL;
+  kiln_precision_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  kiln_precision_options_t o = {KILN_PRECISION_FP16, false, false, NULL, false, false};
+  if (ok && CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
+      CHECK_OK(kiln_plan_set_precision(plan, &o, &rep))) {
+    CHECK_MSG(rep.n_kernels >= 4 && rep.kernels_fp16 == 0 && rep.buffers_converted == 0,
+              "%d of %d kernels fp16, %d buffers converted", (int)rep.kernels_fp16, (int)rep.n_kernels,
+              (int)rep.buffers_converted);
+  }
+  kiln_precision_report_free(&rep);
+  kiln_plan_destroy(plan);
+  kiln_graph_destroy(g);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
@@ -220,6 +256,7 @@ int main(int argc, char** argv) {
   RUN(test_qlinear_matmul);
   RUN(test_conv_integer);
   RUN(test_qlinear_conv);
+  RUN(test_fp16_keeps_quantized_fp32);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
