@@ -120,6 +120,10 @@ static void test_dequantize(void) {
                       QIN("z", I8, 1, DIMS(2), 0, -1)};
   kiln_attr_t a[1] = {iattr("axis", 0)};
   qcase("DequantizeLinear", 3, ax, 1, a, 1, (const double* []){(const double[]){-64, 63.5, 2, 12}});
+  /* a [1] scale beside a [] zero point (onnxruntime writes them so): per tensor */
+  const qin_t mixed[] = {QIN("x", U8, 1, DIMS(2), 0, 255), QIN("s", F32, 1, DIMS(1), 0.5),
+                         QIN("z", U8, 0, DIMS(0), 128)};
+  qcase("DequantizeLinear", 3, mixed, 0, NULL, 1, (const double* []){(const double[]){-64, 63.5}});
   const qin_t i32[] = {QIN("x", I32, 1, DIMS(2), -1000000, 7), QIN("s", F32, 0, DIMS(0), 0.25)};
   qcase("DequantizeLinear", 2, i32, 0, NULL, 1, (const double* []){(const double[]){-250000, 1.75}});
 }

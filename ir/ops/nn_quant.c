@@ -102,8 +102,12 @@ static kiln_status_t check_qparams(const kiln_infer_t* ctx, const char* op, int3
                             kiln_dtype_name(zt), (long long)lo, (long long)hi,
                             kiln_nn_in_name(ctx, xi));
   }
+  /* one element either way ([] beside [1], as onnxruntime writes them) is
+   * per tensor for both */
   if (z && kiln_shape_is_static(&z->shape) && kiln_shape_is_static(&s->shape) &&
-      !kiln_shape_equal(&z->shape, &s->shape)) {
+      !kiln_shape_equal(&z->shape, &s->shape) &&
+      !(kiln_shape_count(&z->shape) == 1 && kiln_shape_count(&s->shape) == 1 &&
+        z->shape.rank <= 1 && s->shape.rank <= 1)) {
     char a[96], b[96];
     kiln_shape_format(&s->shape, a, sizeof a);
     kiln_shape_format(&z->shape, b, sizeof b);
