@@ -63,6 +63,23 @@ static void test_bad_scales(void) {
              "element 1");
 }
 
+/* QLinearMatMul whose y_scale initializer is 0 */
+static void test_bad_qlinear_scale(void) {
+  kiln_graph_t* g = graph(21);
+  input(g, "a", KILN_DTYPE_U8, SHAPE(2, 3));
+  input(g, "b", KILN_DTYPE_U8, SHAPE(3, 2));
+  const float one = 1.0f, zero = 0.0f;
+  const uint8_t z = 0;
+  init(g, "s", KILN_DTYPE_F32, SCALAR, &one);
+  init(g, "ys", KILN_DTYPE_F32, SCALAR, &zero);
+  init(g, "z", KILN_DTYPE_U8, SCALAR, &z);
+  CHECK_OK(kiln_graph_add_node(g, "QLinearMatMul", "qnode", 8,
+                               (const char*[]){"a", "s", "z", "b", "s", "z", "ys", "z"}, 1,
+                               (const char*[]){"y"}, NO_ATTRS, NULL));
+  CHECK_OK(kiln_graph_add_output(g, "y"));
+  expect_bad(g, KILN_INVALID_ARGUMENT, "scale 'ys' element 0 is 0");
+}
+
 /* A zero point whose dtype is not the data's: i8 for u8 data (half its
  * range lies outside u8's), i32 for QuantizeLinear. */
 static void test_bad_zero_points(void) {
@@ -111,6 +128,7 @@ static void test_bad_axis_and_counts(void) {
 
 int main(void) {
   RUN(test_bad_scales);
+  RUN(test_bad_qlinear_scale);
   RUN(test_bad_zero_points);
   RUN(test_bad_axis_and_counts);
   return kiln_test_finish();
