@@ -206,6 +206,7 @@ kiln_status_t kiln_lower_nn_dynamic_quantize_linear(kiln_lower_ctx_t* ctx) {
  * points (per tensor, or per channel |ch|). */
 typedef struct iprod_s {
   const tir_buffer_t *a, *b, *az, *bz, *y;
+  const tir_expr_t* row; /* the row of a (per-row a parameters), or NULL */
 } iprod_t;
 
 /* Requantization inputs of the QLinear ops (flat views; bias may be NULL). */
@@ -231,22 +232,22 @@ static const tir_expr_t* finish(nn_kb_t* kb, const iprod_t* p, const requant_t* 
   if (!r) return acc;
   const tir_expr_t* z = nn_i(kb, 0);
   if (r->bias) acc = tir_add(t, acc, ldi_or0(kb, r->bias, chan(kb, r->bias, c)));
-  const tir_expr_t* mult =
-      tir_bin(t, TIR_DIV, tir_mul(t, nn_ldf(kb, r->as, NN_IDX(z)), nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
-              nn_ldf(kb, r->ys, NN_IDX(z)));
+  const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
+  const tir_expr_t* mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
+                                   nn_ldf(kb, r->ys, NN_IDX(z)));
   const tir_expr_t* v = round_even(kb, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, acc), mult));
   v = tir_add(t, v, ldf_or(kb, r->yz, z, 0.0));
   return saturate(kb, p->y->dtype, v);
 }
 
-/* acc += (a[ai...] - a_zp) * (b[bi] - b_zp[c]) in i32. */
+/* acc += (a[ai...] - a_zp[row]) * (b[bi] - b_zp[c]) in i32. */
 static const tir_stmt_t* mac(nn_kb_t* kb, const iprod_t* p, const tir_buffer_t* acc,
                              const tir_buffer_t* a, const tir_expr_t* const* ai,
                              const tir_expr_t* bi, const tir_expr_t* c) {
   tir_ctx_t* t = kb->t;
   const tir_expr_t* z = nn_i(kb, 0);
   const tir_expr_t* av = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, a, ai)),
-                                 ldi_or0(kb, p->az, z));
+                                 ldi_or0(kb, p->az, chan(kb, p->az, p->row ? p->row : z)));
   const tir_expr_t* bv = tir_sub(t, ldi_or0(kb, p->b, bi), ldi_or0(kb, p->bz, chan(kb, p->bz, c)));
   return tir_store(t, acc, NN_IDX(z), tir_add(t, tir_load(t, acc, NN_IDX(z)), tir_mul(t, av, bv)));
 }
@@ -288,7 +289,7 @@ static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
                               int32_t bias_i, iprod_t* p, requant_t* r, requant_t** rp) {
   const tir_buffer_t* f[4];
   KILN_RETURN_IF_ERROR(flats(ctx, ops, 4, f));
-  *p = (iprod_t){f[0], f[1], f[2], f[3], NULL};
+  *p = (iprod_t){f[0], f[1], f[2], f[3], NULL, NULL};
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
   if (!rq) return NULL;
   KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
@@ -319,6 +320,7 @@ static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   const tir_expr_t* bo = nn_mulc(&kb, batch_off(&kb, B, Y->shape, nob, b), K * N);
   const tir_expr_t* ai = nn_add(&kb, ao, nn_add(&kb, nn_mulc(&kb, m, K), k));
   const tir_expr_t* bi = nn_add(&kb, bo, nn_add(&kb, nn_mulc(&kb, k, N), n));
+  p.row = m;
   const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I32, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_stmt_t* loops = nn_for(&kb, vk, K, mac(&kb, &p, acc, p.a, NN_IDX(ai), bi, n));
   return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, loops, e, n));

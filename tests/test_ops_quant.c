@@ -173,6 +173,11 @@ static void test_matmul_integer(void) {
                       QIN("b", I8, 2, DIMS(3, 2), 1, -1, 2, 0, -3, 4),
                       QIN("az", U8, 0, DIMS(0), 1), QIN("bz", I8, 1, DIMS(2), 0, 1)};
   qcase("MatMulInteger", 4, in, 0, NULL, 1, (const double* []){(const double[]){-4, 5, -7, 8}});
+  /* per-row a zero points (the spec's reading, not numpy's broadcast over
+   * columns, which would give [[0, 0], [8, 12]]): (A - [5, 6]) = [[0, 1], [1, 2]] */
+  const qin_t rows[] = {QIN("a", U8, 2, DIMS(2, 2), 5, 6, 7, 8), QIN("b", U8, 2, DIMS(2, 2), 1, 2, 3, 4),
+                        QIN("az", U8, 1, DIMS(2), 5, 6)};
+  qcase("MatMulInteger", 3, rows, 0, NULL, 1, (const double* []){(const double[]){3, 4, 7, 10}});
 }
 
 /* sums [20, -30, 2520, 10] times 0.5 * 1 / 2: 5, -7.5 (tie to -8), 630
@@ -184,6 +189,13 @@ static void test_qlinear_matmul(void) {
                       QIN("bs", F32, 0, DIMS(0), 1), QIN("bz", U8, 0, DIMS(0), 3),
                       QIN("ys", F32, 0, DIMS(0), 2), QIN("yz", U8, 0, DIMS(0), 100)};
   qcase("QLinearMatMul", 8, in, 0, NULL, 1, (const double* []){(const double[]){105, 92, 255, 102}});
+  /* per-row a ([1, 0.5], zero points [0, 10]) and per-column b ([1, 2]):
+   * sums [[20, 30], [20, 30]] times a_s[m] * b_s[n] */
+  const qin_t pc[] = {QIN("a", U8, 2, DIMS(2, 1), 10, 20), QIN("as", F32, 1, DIMS(2), 1, 0.5),
+                      QIN("az", U8, 1, DIMS(2), 0, 10), QIN("b", U8, 2, DIMS(1, 2), 3, 4),
+                      QIN("bs", F32, 1, DIMS(2), 1, 2), QIN("bz", U8, 1, DIMS(2), 1, 1),
+                      QIN("ys", F32, 0, DIMS(0), 1), QIN("yz", U8, 0, DIMS(0), 0)};
+  qcase("QLinearMatMul", 8, pc, 0, NULL, 1, (const double* []){(const double[]){20, 60, 10, 30}});
 }
 
 /* (x - 1) with 1..9 in 3x3, padded by 1 (padding adds nothing), w 2x2. */

@@ -370,6 +370,11 @@ static kiln_status_t mm_shape(const kiln_infer_t* ctx, const char* op, int32_t a
   return NULL;
 }
 
+static int64_t n_rows(const kiln_infer_t* ctx, int32_t ai) {
+  const kiln_shape_t* a = &ctx->in[ai]->shape;
+  return a->rank >= 2 ? a->dims[a->rank - 2] : KILN_DIM_UNKNOWN;
+}
+
 static int64_t n_cols(const kiln_infer_t* ctx, int32_t bi) {
   const kiln_shape_t* b = &ctx->in[bi]->shape;
   return b->rank >= 2 ? b->dims[b->rank - 1] : KILN_DIM_UNKNOWN;
@@ -391,7 +396,7 @@ kiln_status_t kiln_nn_matmul_integer_infer(kiln_infer_t* ctx) {
   KILN_RETURN_IF_ERROR(require_q8(ctx, op, 1));
   KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, 0, 2));
   KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, 1, 3));
-  KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, 2, false, 1, "row"));
+  KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, 2, true, n_rows(ctx, 0), "row of A"));
   KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, 3, true, n_cols(ctx, 1), "column of B"));
   kiln_shape_t out;
   KILN_RETURN_IF_ERROR(mm_shape(ctx, op, 0, 1, &out));
@@ -399,17 +404,16 @@ kiln_status_t kiln_nn_matmul_integer_infer(kiln_infer_t* ctx) {
   return NULL;
 }
 
-/* The scales of a QLinear op: a float dtype, per-tensor unless
- * |channel_i| (may be -1) names the per-channel one, and valid values. */
+/* The scales of a QLinear op (inputs si[k], each followed by its zero
+ * point): a float dtype, valid values, and per tensor unless what[k] names
+ * the channels of a per-channel one (count[k] of them; -1: unknown). */
 static kiln_status_t check_scales(const kiln_infer_t* ctx, const char* op, const int32_t* si,
-                                  int32_t n, int32_t channel_i, int64_t count,
-                                  const char* what) {
-  for (int32_t k = 0; k < n; ++k) {
+                                  const int64_t* count, const char* const* what) {
+  for (int32_t k = 0; k < 3; ++k) {
     const int32_t i = si[k];
     KILN_RETURN_IF_ERROR(kiln_nn_require_float(ctx, op, i));
-    /* zero points sit right after their scales */
-    KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, i, i == channel_i, count, what));
-    KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, i + 1, i == channel_i, count, what));
+    KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, i, what[k] != NULL, count[k], what[k]));
+    KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, i + 1, what[k] != NULL, count[k], what[k]));
     KILN_RETURN_IF_ERROR(check_scale_values(ctx, op, i));
   }
   return NULL;
@@ -423,7 +427,9 @@ kiln_status_t kiln_nn_qlinear_matmul_infer(kiln_infer_t* ctx) {
   KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, 0, 2));
   KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, 3, 5));
   const int32_t scales[3] = {1, 4, 6};
-  KILN_RETURN_IF_ERROR(check_scales(ctx, op, scales, 3, 4, n_cols(ctx, 3), "column of b"));
+  const int64_t counts[3] = {n_rows(ctx, 0), n_cols(ctx, 3), 1};
+  const char* const what[3] = {"row of a", "column of b", NULL};
+  KILN_RETURN_IF_ERROR(check_scales(ctx, op, scales, counts, what));
   kiln_shape_t out;
   KILN_RETURN_IF_ERROR(mm_shape(ctx, op, 0, 3, &out));
   kiln_infer_set(ctx, 0, ctx->in[7]->dtype, &out);
@@ -467,19 +473,18 @@ static float ldf_at(const kiln_array_t* a, int64_t i) {
   return (float)kiln_load_f64(a->dtype, a->data, (size_t)(kiln_array_numel(a) == 1 ? 0 : i));
 }
 
-/* acc[b][m][n] = sum_k (A - azp) * (B - bzp[n]) in wrapping int32. */
+/* acc[b][m][n] = sum_k (A - azp[m]) * (B - bzp[n]) in wrapping int32. */
 static void mm_int(const kiln_array_t* A, const kiln_array_t* B, const kiln_array_t* az,
                    const kiln_array_t* bz, const kiln_shape_t* ys, int32_t* acc) {
   const int32_t nob = ys->rank - 2;
   const int64_t M = ys->dims[nob], N = ys->dims[nob + 1], K = A->shape.dims[A->shape.rank - 1];
   const int64_t batch = kiln_nn_prod(ys, 0, nob);
-  const int64_t azp = ld_or0(az, 0);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t ao = mm_batch(&A->shape, ys->dims, nob, b) * M * K;
     const int64_t bo = mm_batch(&B->shape, ys->dims, nob, b) * K * N;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        const int64_t bzp = ld_or0(bz, n);
+        const int64_t azp = ld_or0(az, m), bzp = ld_or0(bz, n);
         uint32_t s = 0;
         for (int64_t k = 0; k < K; ++k) {
           const int64_t av = kiln_load_i64(A->dtype, A->data, (size_t)(ao + m * K + k)) - azp;
@@ -514,11 +519,11 @@ kiln_status_t kiln_nn_qlinear_matmul_run(const kiln_ref_ctx_t* ctx) {
   mm_int(ctx->in[0], ctx->in[3], ctx->in[2], ctx->in[5], &Y->shape, acc);
   int64_t lo, hi;
   kiln_nn_quant_range(Y->dtype, &lo, &hi);
-  const int64_t N = Y->shape.dims[Y->shape.rank - 1];
-  const float as = ldf_at(ctx->in[1], 0), ys = ldf_at(ctx->in[6], 0);
+  const int64_t M = Y->shape.dims[Y->shape.rank - 2], N = Y->shape.dims[Y->shape.rank - 1];
+  const float ys = ldf_at(ctx->in[6], 0);
   const int64_t yz = ld_or0(ctx->in[7], 0);
   for (int64_t e = 0; e < n_all; ++e) {
-    const float mult = as * ldf_at(ctx->in[4], e % N) / ys;
+    const float mult = ldf_at(ctx->in[1], (e / N) % M) * ldf_at(ctx->in[4], e % N) / ys;
     kiln_store_i64(Y->dtype, Y->data, (size_t)e, requant(acc[e], mult, yz, lo, hi));
   }
   kiln_nn_scratch_free(ctx, acc);
@@ -571,8 +576,9 @@ kiln_status_t kiln_nn_qlinear_conv_infer(kiln_infer_t* ctx) {
   KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, 3, 5));
   if (opt_in(ctx, 7)) KILN_RETURN_IF_ERROR(require_q8(ctx, op, 7));
   const int32_t scales[3] = {1, 4, 6};
-  KILN_RETURN_IF_ERROR(
-      check_scales(ctx, op, scales, 3, 4, out_channels(ctx, 3), "output channel"));
+  const int64_t counts[3] = {1, out_channels(ctx, 3), 1};
+  const char* const what[3] = {NULL, "output channel", NULL};
+  KILN_RETURN_IF_ERROR(check_scales(ctx, op, scales, counts, what));
   kiln_shape_t out;
   KILN_RETURN_IF_ERROR(iconv_infer(ctx, op, 0, 3, 8, &out));
   const kiln_tensor_t* yz = opt_in(ctx, 7);
