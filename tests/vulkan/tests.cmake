@@ -71,6 +71,8 @@ set_tests_properties(test_ops_quant_vulkan PROPERTIES LABELS "target=vulkan" TIM
 # Vulkan device paths by test_bad_device.
 if(KILN_SANITIZE)
   set_property(TEST test_bad_runtime_arith_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+  # the same for the quantized ops (their leak-free paths: test_ops_quant on cpu/opencl)
+  set_property(TEST test_ops_quant_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
 # f64 on Vulkan: the GLSL dialect has no f64, so compiling refuses it by name.
 add_test(NAME test_f64_target_vulkan COMMAND test_f64_target --target vulkan)
