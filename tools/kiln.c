@@ -23,6 +23,7 @@
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "api/model_dims.h"
 #include "tools/runner.h"
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
@@ -66,46 +67,13 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
   kiln_graph_t* g = NULL;
   KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(lo->model, NULL, kiln_allocator_system(), &g));
   for (int i = 0; i < lo->n_dims; ++i) {
-    const char* eq = strchr(lo->dims[i], '=');
-    char* end = NULL;
-    errno = 0;
-    long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
-    if (!eq || !end || end == eq + 1 || *end || v < 0 || errno == ERANGE) {
+    kiln_status_t s = kiln_model_bind_dim(g, lo->dims[i]);
+    if (s) {
       kiln_graph_destroy(g);
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE with SIZE in 0..%lld",
-                              lo->dims[i], (long long)INT64_MAX);
-    }
-    int32_t sym = 0;
-    for (int32_t k = 1; k <= g->n_symbols; ++k)
-      if (strlen(g->symbols[k]) == (size_t)(eq - lo->dims[i]) &&
-          strncmp(g->symbols[k], lo->dims[i], (size_t)(eq - lo->dims[i])) == 0)
-        sym = k;
-    if (!sym) {
-      kiln_graph_destroy(g);
-      return kiln_make_status(KILN_NOT_FOUND, "--dim '%s': the model has no dimension named '%.*s'",
-                              lo->dims[i], (int)(eq - lo->dims[i]), lo->dims[i]);
-    }
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d)
-        if (kiln_dim_symbol(t->shape.dims[d]) == sym) t->shape.dims[d] = v;
+      return s;
     }
   }
-  if (lo->bind_rest_to_one) {
-    bool any = false;
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d) {
-        int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
-        if (!sym) continue;
-        if (!any) printf("note: symbolic dims bound to 1 for costs (set with --dim):");
-        printf(" %s", g->symbols[sym]);
-        t->shape.dims[d] = 1;
-        any = true;
-      }
-    }
-    if (any) printf("\n");
-  }
+  if (lo->bind_rest_to_one) kiln_model_bind_rest_to_one(g, stdout);
   if (lo->no_prepare) {
     *out = g;
     return NULL;
@@ -1183,11 +1151,11 @@ static int cmd_compile(int argc, char** argv) {
   if ((s = kiln_graph_prepare(g))) goto done;
   if (graph_dir && (s = write_graph_files(g, graph_dir, "before"))) goto done;
   {
-    int32_t before = g->n_nodes;
-    double t0 = now_s();
-    if ((s = kiln_graph_optimize(g, opt, stdout))) goto done;
-    printf("graph passes (-O%d): %d -> %d nodes in %.1f ms\n", opt, before, g->n_nodes,
-           (now_s() - t0) * 1e3);
+    kiln_compile_log_t log = {0};
+    s = kiln_compile_graph_passes(g, opt, &log);
+    kiln_cli_print_log(&log, 0);
+    kiln_compile_log_free(&log);
+    if (s) goto done;
   }
   if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
   if (prec.mode != KILN_PRECISION_FP32 && fp16_arith >= 0) {
