@@ -151,13 +151,19 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
     return NULL;
   }
   if (!strcmp(name, "dim")) {
-    if (c->n_dims == KILN_COMPILER_MAX_DIMS)
+    const char* eq = strchr(value, '=');
+    if (!eq) return kiln_make_status(KILN_INVALID_ARGUMENT, "option dim='%s': expected SYMBOL=SIZE", value);
+    /* a symbol set again takes the new size */
+    int32_t at = c->n_dims;
+    for (int32_t i = 0; i < c->n_dims; ++i)
+      if (!strncmp(c->dims[i], value, (size_t)(eq - value) + 1)) at = i;
+    if (at == KILN_COMPILER_MAX_DIMS)
       return kiln_make_status(KILN_LIMIT_EXCEEDED, "option dim='%s': more than %d dims", value, KILN_COMPILER_MAX_DIMS);
-    if (!strchr(value, '='))
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "option dim='%s': expected SYMBOL=SIZE", value);
-    if (!(c->dims[c->n_dims] = strdup(value)))
-      return kiln_make_status(KILN_OUT_OF_MEMORY, "kiln_compiler_set_option: out of memory");
-    c->n_dims++;
+    char* v = strdup(value);
+    if (!v) return kiln_make_status(KILN_OUT_OF_MEMORY, "kiln_compiler_set_option: out of memory");
+    if (at < c->n_dims) free(c->dims[at]);
+    else c->n_dims++;
+    c->dims[at] = v;
     return NULL;
   }
   if (!strcmp(name, "fp16-arith")) {

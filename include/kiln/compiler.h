@@ -27,8 +27,9 @@
  *   precision         fp32 (default) | fp16 | auto
  *   opt-level         0 | 1 (default): 1 runs the graph passes and fuses kernels
  *   threads           CPU threads the plan is tiled for (0 = all cores, default)
- *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable;
- *                     symbols left unbound become 1)
+ *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,
+ *                     one per symbol: the last size set wins; symbols left
+ *                     unbound become 1)
  *   device            the device whose fp16 arithmetic fp16/auto use ("opencl:1";
  *                     default: the target's first device, opened without fallback)
  *   fp16-arith        yes | no: say it instead of asking a device
