@@ -14,8 +14,10 @@ rm -rf "$work"
 mkdir -p "$work"
 "$models_py" "$src/tests/python/make_models.py" "$work/models"
 /usr/bin/python3 -m venv --system-site-packages "$work/venv"
+# From a copy: setuptools writes build/ and *.egg-info next to the sources.
 # --no-build-isolation: setuptools from the system, nothing downloaded.
-"$work/venv/bin/pip" install -q --no-deps --no-build-isolation --no-index "$src/python"
+cp -r "$src/python" "$work/package"
+"$work/venv/bin/pip" install -q --no-deps --no-build-isolation --no-index "$work/package"
 cd "$work"  # not the checkout: the installed package must be what is imported
 KILN_LIBRARY_PATH=$build KILN_TEST_MODELS=$work/models \
   "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$src/tests/python/test_kiln_package.py"
