@@ -89,10 +89,12 @@ class Module:
             f.write(self.data)
         os.replace(tmp, path)
 
-    def session(self, device=None, profile=False, threads=0, slots=1, cache_dir=None):
-        """A session on |device| ("cpu", "opencl:1", ...; default: the module's target)."""
+    def session(self, device=None, profile=False, threads=0, slots=1, cache_dir=None, strict=True):
+        """A session on |device| ("cpu", "opencl:1", ...; default: the module's target). A device
+        that cannot be opened is an error (strict=False: the runtime falls back to the CPU, which
+        then needs a CPU module)."""
         return Session(self, device or self.target, profile=profile, threads=threads, slots=slots,
-                       cache_dir=cache_dir)
+                       cache_dir=cache_dir, strict=strict)
 
     def __del__(self):
         if getattr(self, "_ptr", None):

@@ -10,6 +10,12 @@ src=$1
 build=$2
 models_py=$3
 work=$build/python-test
+for mod in venv numpy pytest; do
+  if ! /usr/bin/python3 -c "import $mod" 2>/dev/null; then
+    echo "python_package: Debian's python3 has no '$mod' (install python3-venv python3-numpy python3-pytest: tools/setup.sh)" >&2
+    exit 1
+  fi
+done
 rm -rf "$work"
 mkdir -p "$work"
 "$models_py" "$src/tests/python/make_models.py" "$work/models"
