@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/model_dims.h"
-#include "compiler/pipeline.h"
+#include "api/driver.h"
 #include "frontend/onnx.h"
-#include "runtime/device.h"
 #include "runtime/device_registry.h"
 #include "runtime/module_file.h"
 
@@ -202,57 +200,34 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
                           value);
 }
 
-/* fp16/auto: whether the device computes in half, from the option or the
- * device itself (opened without fallback: a module for a GPU must not take
- * the CPU's answer). A device that cannot be opened counts as without. */
-static void resolve_fp16_arith(kiln_compiler_t* c, const char* target, char* devname, size_t n) {
-  const char* dev = c->strs[OPT_DEVICE] ? c->strs[OPT_DEVICE] : target;
-  if (c->fp16_arith >= 0) {
-    c->prec.fp16_arith = c->fp16_arith == 1;
-    snprintf(devname, n, "the %s device (fp16-arith %s)", dev, c->fp16_arith ? "yes" : "no");
-    return;
-  }
-  kiln_device_open_options_t oo = {c->threads, true, NULL};
-  kiln_device_t* d = NULL;
-  kiln_status_t ds = kiln_device_open(dev, &oo, kiln_allocator_system(), &d);
-  c->prec.fp16_arith = !ds && d->info.fp16_arith;
-  snprintf(devname, n, "%s", d ? kiln_device_name(d) : dev);
-  kiln_status_free(ds);
-  kiln_device_release(d);
-}
-
 kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   if (!c) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_compile: NULL compiler");
   if (!c->model_path)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_compile: no model loaded (kiln_compiler_load_model)");
   drop_results(c);
   const char* target = c->strs[OPT_TARGET] ? c->strs[OPT_TARGET] : "cpu";
-  const kiln_target_t* t = kiln_target_find(target);
-  if (!t) return kiln_make_status(KILN_INTERNAL, "target '%s' vanished from the registry", target);
+  kiln_driver_request_t r = {0};
+  r.model_path = c->model_path;
+  r.dims = (const char* const*)c->dims;
+  r.n_dims = c->n_dims;
+  r.target = kiln_target_find(target);
+  if (!r.target) return kiln_make_status(KILN_INTERNAL, "target '%s' vanished from the registry", target);
+  r.device = c->strs[OPT_DEVICE];
+  r.opt = c->opt;
+  r.threads = c->threads;
+  r.fp16_arith = c->fp16_arith;
+  r.precision = c->prec;
+  r.precision.policy_path = c->strs[OPT_POLICY];
+  r.precision.calibrate_dir = c->strs[OPT_CALIBRATE];
+  r.dump_dir = c->strs[OPT_DUMP];
+  r.model_name = c->strs[OPT_MODEL_NAME];
+  /* the graph parsed by load_model serves the first compile; later ones parse again */
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;
-  if (!g) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(c->model_path, NULL, kiln_allocator_system(), &g));
-  kiln_status_t s = NULL;
-  for (int32_t i = 0; i < c->n_dims && !s; ++i) s = kiln_model_bind_dim(g, c->dims[i]);
-  if (!s) kiln_model_bind_rest_to_one(g, NULL);
-  if (!s) s = kiln_graph_prepare(g);
-  if (!s) s = kiln_compile_graph_passes(g, c->opt, &c->log);
-  char devname[300];
-  kiln_compile_precision_t prec = c->prec;
-  if (!s && prec.mode != KILN_PRECISION_FP32) {
-    resolve_fp16_arith(c, target, devname, sizeof devname);
-    prec = c->prec;
-    prec.device = devname;
-  }
-  prec.policy_path = c->strs[OPT_POLICY];
-  prec.calibrate_dir = c->strs[OPT_CALIBRATE];
-  kiln_compile_config_t cc = {t, c->opt, c->threads, c->strs[OPT_DUMP],
-                              c->strs[OPT_MODEL_NAME] ? c->strs[OPT_MODEL_NAME] : c->model_path, &prec};
   kiln_program_t* prog = NULL;
-  if (!s) s = kiln_compile_program(g, &cc, &c->log, &prog);
+  kiln_status_t s = kiln_driver_compile(&r, g, &c->log, &prog);
   if (!s) s = kiln_module_serialize(prog, kiln_allocator_system(), &c->module, &c->module_len);
   kiln_program_destroy(prog);
-  kiln_graph_destroy(g);
   if (s) drop_results(c);
   return s;
 }

@@ -2,6 +2,7 @@
 #include "api/model_dims.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,18 +29,19 @@ kiln_status_t kiln_model_bind_dim(kiln_graph_t* g, const char* spec) {
   return NULL;
 }
 
-void kiln_model_bind_rest_to_one(kiln_graph_t* g, FILE* note) {
-  bool any = false;
+int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n) {
+  int32_t bound = 0;
+  size_t at = 0;
+  if (n) names[0] = '\0';
   for (int32_t k = 0; k < g->n_inputs; ++k) {
     kiln_tensor_t* t = &g->tensors[g->inputs[k]];
     for (int32_t d = 0; d < t->shape.rank; ++d) {
       int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
       if (!sym) continue;
-      if (note && !any) fprintf(note, "note: symbolic dims bound to 1 for costs (set with --dim):");
-      if (note) fprintf(note, " %s", g->symbols[sym]);
+      if (at < n) at += (size_t)snprintf(names + at, n - at, " %s", g->symbols[sym]);
       t->shape.dims[d] = 1;
-      any = true;
+      ++bound;
     }
   }
-  if (note && any) fprintf(note, "\n");
+  return bound;
 }

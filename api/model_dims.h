@@ -3,7 +3,7 @@
 #ifndef KILN_API_MODEL_DIMS_H_
 #define KILN_API_MODEL_DIMS_H_
 
-#include <stdio.h>
+#include <stddef.h>
 
 #include "ir/graph.h"
 
@@ -12,9 +12,9 @@
  * lacks; both messages quote |spec|. */
 KILN_MUST_USE kiln_status_t kiln_model_bind_dim(kiln_graph_t* g, const char* spec);
 
-/* Binds every symbol still in an input shape to 1. With |note|, writes one
- * "note: symbolic dims bound to 1 ..." line naming them (nothing when
- * there are none). */
-void kiln_model_bind_rest_to_one(kiln_graph_t* g, FILE* note);
+/* Binds every symbol still in an input shape to 1 and returns how many
+ * dims it bound; their symbols go into |names| (" N seq", truncated to
+ * |n| bytes with the NUL). */
+int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n);
 
 #endif

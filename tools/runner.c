@@ -19,9 +19,9 @@ void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
   for (int32_t i = from; i < log->n; ++i) {
     const kiln_compile_report_entry_t* e = &log->entries[i];
     if (strcmp(e->key, "line") != 0) continue;
-    if (!strcmp(e->section, "warning")) {
+    if (!strcmp(e->section, "warning") || !strcmp(e->section, "note")) {
       fflush(stdout);
-      fprintf(stderr, "kiln: warning: %s\n", e->text);
+      fprintf(stderr, "kiln: %s: %s\n", e->section, e->text);
     } else {
       printf("%s\n", e->text);
     }

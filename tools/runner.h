@@ -33,8 +33,8 @@ typedef struct kiln_cli_compile_s {
  * warnings go to stderr. */
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out);
 
-/* Prints the lines of |log| from entry |from| on: warnings on stderr, the
- * rest on stdout. */
+/* Prints the lines of |log| from entry |from| on: warnings and notes on
+ * stderr ("kiln: warning: ..."), the rest on stdout. */
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
 
 /* Opens a device by name ("cpu", "opencl:1", ...); without its driver it

@@ -105,7 +105,9 @@ KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_write_module(const k
 /* One fact the last compile reports. Either a figure (|key| names it,
  * |value| holds it, |text| is "") or a line for people (|key| is "line",
  * |text| is what `kiln compile` prints, |value| 0). Sections, in order:
- *   "passes"     nodes_before, nodes_after, ms, and one line per pass that changed the graph
+ *   "model"      a line naming the symbolic dims bound to 1
+ *   "passes"     nodes_before, nodes_after, ms, and one line per pass
+ *   "note"       lines (a device that could not be asked for its fp16 arithmetic)
  *   "warning"    lines (fp16 on a device without fp16 arithmetic)
  *   "precision"  calibration and fp16 rewrite: kernels_fp16, weight_bytes_before/_after, lines
  *   "fusion"     kernels_before, kernels_after, epilogues, producers_inlined, bytes_saved
