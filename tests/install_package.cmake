@@ -24,22 +24,30 @@ foreach(f include/kiln/compiler.h include/kiln/runtime.h include/kiln/export.h b
   endif()
 endforeach()
 
-function(check_example exe how)
-  run("${how} example" ${exe} ${SRC}/examples/tinycnn.onnx ${WORK}/${how}.kiln)
-  # tinycnn ends in a Softmax over 10 classes: its output sums to 1
-  if(NOT last_out MATCHES "output 'probs' \\[1,10\\]: sum 1\\.0000" OR NOT last_out MATCHES "fusion\\.kernels_after = ")
+# tinycnn ends in a Softmax over 10 classes: its output sums to 1.
+set(probs_line "output 'probs' \\[1,10\\]: sum 1\\.0000")
+function(check_example dir how)
+  run("${how} example" ${dir}/kiln_example ${SRC}/examples/tinycnn.onnx ${WORK}/${how}.kiln)
+  if(NOT last_out MATCHES "${probs_line}" OR NOT last_out MATCHES "fusion\\.kernels_after = ")
     message(FATAL_ERROR "${how} example: unexpected output:\n${last_out}")
   endif()
-  # the module it wrote runs with the installed runtime-only runner
+  set(compiled "${last_out}")
+  # the module it wrote, run by the runtime alone: the same sums
+  run("${how} runtime-only example" ${dir}/kiln_run_module ${WORK}/${how}.kiln)
+  string(REGEX MATCH "output 'probs'[^\n]*" a "${compiled}")
+  string(REGEX MATCH "output 'probs'[^\n]*" b "${last_out}")
+  if(NOT a STREQUAL b)
+    message(FATAL_ERROR "${how}: the runtime-only example printed '${b}', the compiling one '${a}'")
+  endif()
   run("installed kiln-rt-run" ${prefix}/bin/kiln-rt-run ${WORK}/${how}.kiln)
-  message(STATUS "${how}: ${last_out}")
+  message(STATUS "${how}: ${b}")
 endfunction()
 
 # CMake: only the prefix is given; the example finds everything from there.
 run("cmake configure (find_package)" ${CMAKE_COMMAND} -S ${SRC}/examples/consumer -B ${WORK}/cmake-build
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_C_COMPILER=${CC} -DCMAKE_BUILD_TYPE=Release)
 run("cmake build" ${CMAKE_COMMAND} --build ${WORK}/cmake-build)
-check_example(${WORK}/cmake-build/kiln_example cmake)
+check_example(${WORK}/cmake-build cmake)
 
 # pkg-config: flags from kiln.pc (and kiln-runtime.pc through Requires).
 set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
@@ -49,6 +57,17 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 if(NOT "-lkiln_rt" IN_LIST flags OR NOT "-lkiln" IN_LIST flags)
   message(FATAL_ERROR "pkg-config --libs kiln: expected -lkiln and -lkiln_rt, got ${flags}")
 endif()
-run("cc with pkg-config flags" ${CC} ${SRC}/examples/consumer/main.c -o ${WORK}/pkgconfig-example ${flags}
+set(ex ${SRC}/examples/consumer)
+file(MAKE_DIRECTORY ${WORK}/pkgconfig-build)
+run("cc with kiln.pc's flags" ${CC} ${ex}/main.c ${ex}/run.c -o ${WORK}/pkgconfig-build/kiln_example ${flags}
     -lm -Wl,-rpath,${prefix}/lib)
-check_example(${WORK}/pkgconfig-example pkgconfig)
+# the runtime alone: kiln-runtime.pc links libkiln_rt and not the compiler
+run("pkg-config kiln-runtime" pkg-config --cflags --libs kiln-runtime)
+string(STRIP "${last_out}" rt_flags)
+separate_arguments(rt_flags UNIX_COMMAND "${rt_flags}")
+if(NOT "-lkiln_rt" IN_LIST rt_flags OR "-lkiln" IN_LIST rt_flags)
+  message(FATAL_ERROR "pkg-config --libs kiln-runtime: expected -lkiln_rt and not -lkiln, got ${rt_flags}")
+endif()
+run("cc with kiln-runtime.pc's flags" ${CC} ${ex}/kiln_run_module.c ${ex}/run.c
+    -o ${WORK}/pkgconfig-build/kiln_run_module ${rt_flags} -lm -Wl,-rpath,${prefix}/lib)
+check_example(${WORK}/pkgconfig-build pkgconfig)
