@@ -25,7 +25,7 @@
  * Options are name/value strings so that new ones do not change the ABI:
  *   target            a target of this build: "cpu" (default), "opencl", "vulkan"
  *   precision         fp32 (default) | fp16 | auto
- *   opt-level         0 | 1 (default): 1 runs the graph passes and fuses kernels
+ *   opt-level         0 | 1 (default): the graph passes' level; 1 also fuses kernels
  *   threads           CPU threads the plan is tiled for (0 = all cores, default)
  *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,
  *                     one per symbol: the last size set wins; symbols left
@@ -42,8 +42,8 @@
  *   dump              DIR: write plan.txt and the generated source there
  * A tuning cache is not an option yet (this build has no tuner).
  *
- * Threads: a compiler object is thread-compatible (one thread at a time);
- * separate objects may compile on separate threads.
+ * Threads: a compiler object is thread-compatible: calls on it must not
+ * overlap. Concurrent compiles on separate objects are not tested.
  */
 #ifndef KILN_COMPILER_H_
 #define KILN_COMPILER_H_
