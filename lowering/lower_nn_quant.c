@@ -47,10 +47,13 @@ static const tir_expr_t* chan(nn_kb_t* kb, const tir_buffer_t* p, const tir_expr
   return p && tir_buffer_numel(p) > 1 ? c : nn_i(kb, 0);
 }
 
-/* min(max(v, lo), hi) in f32, then converted to |t|. */
+/* min(max(v, lo), hi) in f32, then converted to |t|; NaN gives lo, as in
+ * the reference (the dialects' min/max propagate NaN, and converting NaN
+ * to an integer is undefined). */
 static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
   int64_t lo = 0, hi = 0;
   kiln_nn_quant_range(t, &lo, &hi);
+  v = tir_select(kb->t, tir_bin(kb->t, TIR_EQ, v, v), v, nn_f(kb, (double)lo));
   v = tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, v, nn_f(kb, (double)lo)),
               nn_f(kb, (double)hi));
   return tir_cast(kb->t, t, v);
@@ -187,9 +190,10 @@ kiln_status_t kiln_lower_nn_dynamic_quantize_linear(kiln_lower_ctx_t* ctx) {
   const tir_expr_t* range = tir_select(t, tir_bin(t, TIR_EQ, hi, lo), nn_f(&kb, 1.0), tir_sub(t, hi, lo));
   const tir_expr_t* scale = tir_bin(t, TIR_DIV, range, nn_f(&kb, 255.0));
   const tir_expr_t* zp = tir_sub(t, nn_f(&kb, 0.0), tir_bin(t, TIR_DIV, lo, tir_load(t, ys, NN_IDX(z))));
-  zp = round_even(&kb, tir_bin(t, TIR_MIN, tir_bin(t, TIR_MAX, zp, nn_f(&kb, 0.0)), nn_f(&kb, 255.0)));
+  /* rounding and clamping to integer bounds commute; a NaN range gives 0 */
+  zp = saturate(&kb, KILN_DTYPE_U8, round_even(&kb, zp));
   const tir_stmt_t* s2[3] = {minmax(&kb, mx, mn, pmx, pmn, z, nch, nch, false), tir_store(t, ys, NN_IDX(z), scale),
-                             tir_store(t, yz, NN_IDX(z), tir_cast(t, KILN_DTYPE_U8, zp))};
+                             tir_store(t, yz, NN_IDX(z), zp)};
   KILN_RETURN_IF_ERROR(nn_emit(&kb, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 3, s2)))));
   if (n == 0) return NULL;
   tir_var_t* ve = nn_var(&kb, "e");

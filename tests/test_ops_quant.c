@@ -52,7 +52,7 @@ static void qcase(const char* op, int n_in, const qin_t* in, int n_attrs, const 
     for (int k = 0; k < n_out; ++k)
       for (int64_t e = 0; e < kiln_array_numel(&ref[k]); ++e) {
         const double got = kiln_load_f64(ref[k].dtype, ref[k].data, (size_t)e);
-        CHECK_MSG(fabs(got - want[k][e]) <= 1e-6 * (1.0 + fabs(want[k][e])),
+        CHECK_MSG(isnan(want[k][e]) ? isnan(got) : fabs(got - want[k][e]) <= 1e-6 * (1.0 + fabs(want[k][e])),
                   "%s: output %d element %lld is %.9g, expected %.9g", op, k, (long long)e, got,
                   want[k][e]);
       }
@@ -95,6 +95,10 @@ static void test_quantize_ties_saturation(void) {
   const qin_t u16[] = {QIN("x", F32, 1, DIMS(4), 1.5, -70000, 70000, 2.5), QIN("s", F32, 0, DIMS(0), 2.0),
                        QIN("z", U16, 0, DIMS(0), 30000)};
   qcase("QuantizeLinear", 3, u16, 0, NULL, 1, (const double* []){(const double[]){30001, 0, 65000, 30001}});
+  /* NaN saturates to the low end, as onnx's reference does on x86 */
+  const qin_t nan_q[] = {QIN("x", F32, 1, DIMS(2), NAN, 3), QIN("s", F32, 0, DIMS(0), 1.0),
+                         QIN("z", I8, 0, DIMS(0), 5)};
+  qcase("QuantizeLinear", 3, nan_q, 0, NULL, 1, (const double* []){(const double[]){-128, 8}});
   /* no zero point: u8 with zero point 0 */
   qcase("QuantizeLinear", 2, u8, 0, NULL, 1, (const double* []){(const double[]){0, 2, 2, 0, 0, 254, 255, 0}});
 }
@@ -135,6 +139,10 @@ static void test_dynamic_quantize(void) {
   qcase("DynamicQuantizeLinear", 1, in, 0, NULL, 3,
         (const double* []){(const double[]){94, 157, 0, 255}, (const double[]){scale},
                            (const double[]){94}});
+  /* a NaN: the range, hence the scale, is NaN; zero point and values 0 */
+  const qin_t nan_in[] = {QIN("x", F32, 1, DIMS(3), 1, NAN, -1)};
+  qcase("DynamicQuantizeLinear", 1, nan_in, 0, NULL, 3,
+        (const double* []){(const double[]){0, 0, 0}, (const double[]){NAN}, (const double[]){0}});
   /* all zeros: scale 1/255, zero point 0 */
   const qin_t z[] = {QIN("x", F32, 1, DIMS(2), 0, 0)};
   qcase("DynamicQuantizeLinear", 1, z, 0, NULL, 3,

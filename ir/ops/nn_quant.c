@@ -320,14 +320,16 @@ kiln_status_t kiln_nn_dynamic_quantize_linear_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* X = ctx->in[0];
   const float* x = X->data;
   const int64_t n = kiln_array_numel(X);
+  /* NaN propagates into the range, as numpy's max does: the scale is NaN,
+   * the zero point and every value 0 */
   float mx = 0.0f, mn = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    mx = x[i] > mx ? x[i] : mx;
-    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx || isnan(x[i]) ? x[i] : mx;
+    mn = x[i] < mn || isnan(x[i]) ? x[i] : mn;
   }
   const float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
-  float zp = 0.0f - mn / scale;
-  zp = nearbyintf(zp < 0.0f ? 0.0f : zp > 255.0f ? 255.0f : zp);
+  float zp = nearbyintf(0.0f - mn / scale);
+  zp = !(zp > 0.0f) ? 0.0f : zp > 255.0f ? 255.0f : zp;
   uint8_t* y = ctx->out[0]->data;
   for (int64_t i = 0; i < n; ++i) {
     const float v = nearbyintf(x[i] / scale) + zp;
