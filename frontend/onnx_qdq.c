@@ -125,16 +125,19 @@ static int32_t find_act(const kiln_qdq_plan_t* p, const char* name) {
   return -1;
 }
 
-/* Appends |t| to the graph's initializers (array grown by the caller). */
+/* Appends |t| to the graph's initializers (array grown by the caller);
+ * |t| is evaluated once. */
 #define PUSH_INIT(gp, t)                                   \
   do {                                                     \
-    if (!(t)) goto oom;                                    \
-    (gp)->initializer[(gp)->n_initializer++] = (t);        \
+    Onnx__TensorProto* t_ = (t);                           \
+    if (!t_) goto oom;                                     \
+    (gp)->initializer[(gp)->n_initializer++] = t_;         \
   } while (0)
-#define PUSH_NODE(arr, n, node)     \
-  do {                              \
-    if (!(node)) goto oom;          \
-    (arr)[(n)++] = (node);          \
+#define PUSH_NODE(arr, n, node)       \
+  do {                                \
+    Onnx__NodeProto* n_ = (node);     \
+    if (!n_) goto oom;                \
+    (arr)[(n)++] = n_;                \
   } while (0)
 
 /* Q -> DQ after activation |a|: new initializers and two nodes into |nodes|. */

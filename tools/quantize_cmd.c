@@ -170,6 +170,12 @@ int kiln_cmd_quantize(int argc, char** argv) {
 
   kiln_graph_t* g = NULL;
   kiln_status_t s = kiln_onnx_parse_model(model, NULL, kiln_allocator_system(), &g);
+  /* Refused before calibrating, not after (the writer checks it too). */
+  if (!s && g->opset < 13)
+    s = kiln_make_status(KILN_UNSUPPORTED,
+                         "%s: opset %lld; a QDQ model with per-channel weights needs opset 13 or newer "
+                         "(re-export the model at opset >= 13)",
+                         model, (long long)g->opset);
   if (!s) {
     bind_dims(g, dir);
     s = kiln_graph_prepare(g);

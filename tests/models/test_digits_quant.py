@@ -36,7 +36,7 @@ def check(ok, what):
 def ort_session(path, fuse=True):
     import onnxruntime as ort
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 2
+    so.intra_op_num_threads = 1
     if not fuse:
         # Q/DQ run as the spec writes them, in float, with no fusion into
         # integer kernels: the semantics kiln's simulation follows.
@@ -125,6 +125,25 @@ def bad_inputs(kiln, d, tmp):
         os.makedirs(os.path.join(wrong, f"{k:03d}"), exist_ok=True)
         np.save(os.path.join(wrong, f"{k:03d}", "input.npy"), np.zeros(shape, np.float32))
     expect(["--calibrate", wrong], os.path.join(wrong, "001", "input.npy"), "wrong shape")
+    # Models the writer or the layer choice refuse: opset 12 (no per-channel
+    # DequantizeLinear), and a model with nothing to quantize.
+    import onnx
+    from onnx import TensorProto, helper
+    m = onnx.load(os.path.join(d, "digits_mlp.onnx"))
+    m.opset_import[0].version = 12
+    old = os.path.join(tmp, "opset12.onnx")
+    onnx.save(m, old)
+    r = kiln_quantize(kiln, [old, "--calibrate", os.path.join(d, "calib_mlp"), "-o", out, "--quiet"])
+    check(r.returncode == 1 and "opset12.onnx: opset 12" in r.stderr and not os.path.exists(out),
+          f"opset 12 model refused: {r.stderr.strip()[:120]!r}")
+    relu = os.path.join(tmp, "relu.onnx")
+    g = helper.make_graph([helper.make_node("Relu", ["input"], ["y"])], "g",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), relu)
+    r = kiln_quantize(kiln, [relu, "--calibrate", os.path.join(d, "calib_mlp"), "-o", out, "--quiet"])
+    check(r.returncode == 1 and "no Conv, Gemm or MatMul" in r.stderr and relu in r.stderr,
+          f"nothing to quantize: {r.stderr.strip()[:120]!r}")
     r = kiln_quantize(kiln, [model, "--calibrate", os.path.join(d, "calib_cnn"), "-o", out,
                              "--method", "kl"])
     check(r.returncode == 2 and "--method 'kl'" in r.stderr, "bad option: usage error")

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Issue 21's accuracy check: top-1 on the held-out digits of the fp32 model,
+of kiln's post-training int8 (`kiln quantize`, the QDQ model run by
+onnxruntime) and of onnxruntime's own quantize_static of the same model and
+calibration data, side by side, per calibration method.
+
+  int8_digits.py --kiln build/kiln [--out DIR] [--methods minmax,percentile,entropy]
+                 [--json FILE]
+
+DIR (default build/digits) receives the models tests/models/train_digits.py
+trains (seeded CNN and MLP on sklearn's bundled 8x8 digits, 539 held-out
+images, 100 calibration images); an earlier export is reused. Both int8
+models use u8 activations per tensor and i8 weights per output channel, QDQ
+format. Besides top-1, the SQNR of the logits against fp32 on the
+calibration images: "spec" runs the Q/DQ nodes as the ONNX spec defines
+them (onnxruntime with graph optimizations off, what kiln's report
+simulates); "fused" is onnxruntime's default, its int8 kernels.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
+from test_digits_quant import calib_inputs, logits, sqnr, top1  # noqa: E402
+
+ORT_METHOD = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
+
+
+def ort_quantize(model, calib, out, method):
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"input": x[None]} for x in calib])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(model, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=getattr(CalibrationMethod, ORT_METHOD[method]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "build", "digits"))
+    ap.add_argument("--methods", default="minmax,percentile,entropy")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import numpy as np
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "models", "train_digits.py"),
+                    "--out", args.out], check=True, stdout=subprocess.DEVNULL)
+    xte = np.load(os.path.join(args.out, "test_images.npy"))
+    yte = np.load(os.path.join(args.out, "test_labels.npy"))
+    rows = []
+    failed = False
+    hdr = (f"{'model':<11} {'method':<11} {'fp32':>7} {'kiln int8':>10} {'ORT int8':>9}   "
+           f"{'logits SQNR dB: kiln spec/fused':>31}  {'ORT spec/fused':>14}")
+    print(f"top-1 % on {len(yte)} held-out digits; int8 models run by onnxruntime")
+    print(hdr)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("cnn", "mlp"):
+            model = os.path.join(args.out, f"digits_{name}.onnx")
+            calib_dir = os.path.join(args.out, f"calib_{name}")
+            x = xte if name == "cnn" else xte.reshape(len(xte), 64)
+            calib = calib_inputs(calib_dir)
+            ref = logits(model, calib)
+            fp32 = top1(model, x, yte)
+            for method in args.methods.split(","):
+                kq = os.path.join(tmp, f"{name}.{method}.kiln.onnx")
+                oq = os.path.join(tmp, f"{name}.{method}.ort.onnx")
+                r = subprocess.run([args.kiln, "quantize", model, "--calibrate", calib_dir, "-o", kq,
+                                    "--method", method, "--quiet"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"digits_{name} {method}: kiln quantize failed: {r.stderr.strip()}")
+                    failed = True
+                    continue
+                ort_quantize(model, calib, oq, method)
+                row = {"model": f"digits_{name}", "method": method, "fp32": fp32,
+                       "kiln_int8": top1(kq, x, yte), "ort_int8": top1(oq, x, yte),
+                       "kiln_sqnr_spec": sqnr(ref, logits(kq, calib, fuse=False)),
+                       "kiln_sqnr_fused": sqnr(ref, logits(kq, calib)),
+                       "ort_sqnr_spec": sqnr(ref, logits(oq, calib, fuse=False)),
+                       "ort_sqnr_fused": sqnr(ref, logits(oq, calib))}
+                rows.append(row)
+                print(f"{row['model']:<11} {method:<11} {fp32:7.2f} {row['kiln_int8']:10.2f} "
+                      f"{row['ort_int8']:9.2f}   {row['kiln_sqnr_spec']:24.1f} / "
+                      f"{row['kiln_sqnr_fused']:4.1f}  {row['ort_sqnr_spec']:7.1f} / "
+                      f"{row['ort_sqnr_fused']:4.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
