@@ -26,26 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
-from test_digits_quant import calib_inputs, logits, sqnr, top1  # noqa: E402
-
-ORT_METHOD = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
-
-
-def ort_quantize(model, calib, out, method):
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"input": x[None]} for x in calib])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(model, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=getattr(CalibrationMethod, ORT_METHOD[method]))
-
+from test_digits_quant import calib_inputs, logits, ort_quantize, sqnr, top1  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

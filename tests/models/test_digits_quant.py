@@ -66,9 +66,11 @@ def kiln_quantize(kiln, args):
     return subprocess.run([kiln, "quantize", *args], capture_output=True, text=True)
 
 
-def ort_quantize(model, calib, out):
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+def ort_quantize(model, calib, out, method="minmax"):
+    """onnxruntime's quantize_static of |model| on the same calibration images:
+    QDQ, u8 activations, i8 weights per channel, as kiln quantize writes."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -77,8 +79,10 @@ def ort_quantize(model, calib, out):
         def get_next(self):
             return next(self.it, None)
 
+    names = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
     quantize_static(model, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=getattr(CalibrationMethod, names[method]))
 
 
 def check_structure(path, model_name):
