@@ -307,8 +307,6 @@ static kiln_status_t choose_layers(qctx_t* c) {
 static double entropy_threshold(const double* hist, double absmax, int32_t levels) {
   double best = INFINITY;
   int32_t best_i = HIST_BINS;
-  double total_above = 0;
-  for (int32_t i = 0; i < HIST_BINS; ++i) total_above += hist[i];
   double* q = malloc(sizeof(double) * HIST_BINS);
   if (!q) return absmax; /* no clipping: minmax, never a failure */
   double above = 0;
@@ -345,7 +343,6 @@ static double entropy_threshold(const double* hist, double absmax, int32_t level
     }
   }
   free(q);
-  (void)total_above;
   return absmax * best_i / HIST_BINS;
 }
 
@@ -389,8 +386,8 @@ static void finish_ranges(qctx_t* c) {
   }
 }
 
-/* Symmetric i8 per channel (or per tensor) for weight constant |ci|. */
-static kiln_status_t quantize_weight(qctx_t* c, kiln_qdq_const_t* k, const kiln_tensor_t* t) {
+/* Symmetric i8 per channel (or per tensor) for weight constant |k|. */
+static kiln_status_t quantize_weight(kiln_qdq_const_t* k, const kiln_tensor_t* t) {
   const float* w = t->value.data;
   int64_t n = kiln_array_numel(&t->value);
   int64_t ch = k->axis >= 0 ? t->shape.dims[k->axis] : 1, inner = 1;
@@ -413,12 +410,11 @@ static kiln_status_t quantize_weight(qctx_t* c, kiln_qdq_const_t* k, const kiln_
     float v = rintf(w[i] / k->scales[k->axis >= 0 ? (i / inner) % ch : 0]);
     q[i] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
   }
-  (void)c;
   return NULL;
 }
 
 /* i32 bias at scale s_in * s_w[c] (zero point 0). */
-static kiln_status_t quantize_bias(qctx_t* c, kiln_qdq_const_t* k, const kiln_tensor_t* t,
+static kiln_status_t quantize_bias(kiln_qdq_const_t* k, const kiln_tensor_t* t,
                                    const kiln_qdq_act_t* in, const kiln_qdq_const_t* w) {
   const float* b = t->value.data;
   int64_t n = kiln_array_numel(&t->value);
@@ -433,7 +429,6 @@ static kiln_status_t quantize_bias(qctx_t* c, kiln_qdq_const_t* k, const kiln_te
     double v = rint((double)b[i] / k->scales[k->axis >= 0 ? i : 0]);
     q[i] = (int32_t)(v < -2147483647.0 ? -2147483647.0 : v > 2147483647.0 ? 2147483647.0 : v);
   }
-  (void)c;
   return NULL;
 }
 
@@ -444,11 +439,11 @@ static kiln_status_t quantize_consts(qctx_t* c) {
     const kiln_node_t* n = &c->g->nodes[L->node];
     kiln_qdq_const_t* w = L->weight >= 0 ? &p->consts[L->weight] : NULL;
     if (w && !w->scales)
-      KILN_RETURN_IF_ERROR(quantize_weight(c, w, &c->g->tensors[n->inputs[1]]), "node '%s'", n->name);
+      KILN_RETURN_IF_ERROR(quantize_weight(w, &c->g->tensors[n->inputs[1]]), "node '%s'", n->name);
     /* A bias shared by two layers with different input scales keeps the
      * first layer's scale; the second reads it dequantized all the same. */
     if (L->bias >= 0 && !p->consts[L->bias].scales)
-      KILN_RETURN_IF_ERROR(quantize_bias(c, &p->consts[L->bias], &c->g->tensors[n->inputs[2]],
+      KILN_RETURN_IF_ERROR(quantize_bias(&p->consts[L->bias], &c->g->tensors[n->inputs[2]],
                                          &p->acts[L->act_in], w),
                            "node '%s'", n->name);
   }

@@ -270,6 +270,48 @@ static void test_write_qdq(void) {
   kiln_graph_destroy(g);
 }
 
+/* MatMul: a constant [K, N] weight is quantized per output column (axis
+ * 1), has no bias, and a non-constant second operand is an activation. */
+static void test_matmul(void) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/mm.onnx", g_dir);
+  bm_model_t b;
+  bm_init(&b, 13);
+  int64_t xd[] = {1, 8}, wd[] = {8, 6};
+  bm_input(&b, "x", BM_F32, 2, xd);
+  float w[48];
+  for (int i = 0; i < 48; ++i) w[i] = (float)((i % 5) - 2) * 0.1f * (float)(1 + i % 6);
+  bm_initializer(&b, "Wm", BM_F32, 2, wd, w, sizeof w);
+  bm_node(&b, "MatMul", "mm", "x,Wm", "h");
+  bm_node(&b, "Transpose", "tr", "h", "ht");
+  bm_node(&b, "MatMul", "gram", "ht,h", "y");
+  bm_output(&b, "y");
+  CHECK(bm_write(&b, path));
+  bm_free(&b);
+  kiln_graph_t* g = NULL;
+  CHECK_OK(kiln_onnx_load_model(path, NULL, kiln_allocator_system(), &g));
+  if (!g) return;
+  kiln_array_t in[NS];
+  int64_t d[] = {1, 8};
+  kiln_shape_t s = kiln_shape_make(2, d);
+  for (int k = 0; k < NS; ++k) {
+    CHECK_OK(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &s, &in[k]));
+    for (int i = 0; i < 8; ++i) ((float*)in[k].data)[i] = (float)((k * 3 + i) % 9) * 0.25f - 1.0f;
+  }
+  kiln_quant_result_t r;
+  kiln_quantize_options_t o;
+  kiln_quantize_options_default(&o);
+  CHECK_OK(kiln_quantize(g, in, NS, &o, &r));
+  const kiln_qdq_const_t* wm = find_const(&r, "Wm");
+  CHECK(r.n_layers == 2 && r.plan.n_consts == 1 && wm && wm->axis == 1 && wm->n_scales == 6);
+  CHECK(r.n_layers == 2 && r.layers[1].weight == -1 && r.layers[1].act_b >= 0 && r.layers[0].bias == -1);
+  CHECK(find_act(&r, "ht") >= 0 && find_act(&r, "h") >= 0 && find_act(&r, "y") < 0);
+  CHECK(r.output_sqnr_db[0] > 20);
+  kiln_quant_result_free(&r);
+  for (int k = 0; k < NS; ++k) kiln_array_free(kiln_allocator_system(), &in[k]);
+  kiln_graph_destroy(g);
+}
+
 static void test_bad_options(void) {
   kiln_graph_t* g = NULL;
   CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
@@ -308,6 +350,7 @@ int main(void) {
   RUN(test_methods_clip);
   RUN(test_per_tensor_i8);
   RUN(test_write_qdq);
+  RUN(test_matmul);
   RUN(test_bad_options);
   bm_rmtree(g_dir);
   return kiln_test_finish();
