@@ -101,11 +101,31 @@ static kiln_status_t quantize(kiln_graph_t* g, const kiln_array_t* in, kiln_quan
   return kiln_quantize(g, in, NS, &o, r);
 }
 
+/* The model loaded and its samples, shared by the tests below. */
+typedef struct {
+  kiln_graph_t* g;
+  kiln_array_t* in;
+  double lo, hi;  /* over all samples */
+} fix_t;
+
+static bool fix_open(fix_t* f) {
+  memset(f, 0, sizeof(*f));
+  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &f->g));
+  if (!f->g) return false;
+  f->in = make_inputs(&f->lo, &f->hi);
+  return true;
+}
+
+static void fix_close(fix_t* f) {
+  if (f->in) free_inputs(f->in);
+  kiln_graph_destroy(f->g);
+}
+
 static void test_minmax_per_channel(void) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
-  double lo, hi;
-  kiln_array_t* in = make_inputs(&lo, &hi);
+  fix_t fx;
+  if (!fix_open(&fx)) return;
+  kiln_graph_t* g = fx.g;
+  kiln_array_t* in = fx.in;
   kiln_quant_result_t r;
   CHECK_OK(quantize(g, in, KILN_QUANT_MINMAX, false, KILN_DTYPE_U8, &r));
   CHECK(r.n_layers == 2 && r.samples == NS);
@@ -117,8 +137,8 @@ static void test_minmax_per_channel(void) {
   if (ax >= 0) {
     const kiln_qdq_act_t* a = &r.plan.acts[ax];
     CHECK_NEAR(r.act_max[ax], OUTLIER, 0);
-    CHECK_NEAR(a->scale, (hi - lo) / 255.0, 1e-6);
-    CHECK(a->zero_point == (int32_t)rint(-lo / a->scale) && a->dtype == KILN_DTYPE_U8);
+    CHECK_NEAR(a->scale, (fx.hi - fx.lo) / 255.0, 1e-6);
+    CHECK(a->zero_point == (int32_t)rint(-fx.lo / a->scale) && a->dtype == KILN_DTYPE_U8);
   }
   if (af >= 0) CHECK(r.plan.acts[af].zero_point == 0); /* after Relu: [0, max] */
   const kiln_qdq_const_t* w = find_const(&r, "W");
@@ -161,16 +181,15 @@ static void test_minmax_per_channel(void) {
         strstr(buf, "model output y"));
   free(buf);
   kiln_quant_result_free(&r);
-  free_inputs(in);
-  kiln_graph_destroy(g);
+  fix_close(&fx);
 }
 
 /* The outlier sets minmax's range; percentile and entropy clip it. */
 static void test_methods_clip(void) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
-  double lo, hi;
-  kiln_array_t* in = make_inputs(&lo, &hi);
+  fix_t fx;
+  if (!fix_open(&fx)) return;
+  kiln_graph_t* g = fx.g;
+  kiln_array_t* in = fx.in;
   kiln_quant_method_t ms[] = {KILN_QUANT_PERCENTILE, KILN_QUANT_ENTROPY};
   for (int m = 0; m < 2; ++m) {
     kiln_quant_result_t r;
@@ -179,19 +198,18 @@ static void test_methods_clip(void) {
     CHECK(ax >= 0);
     if (ax < 0) continue;
     CHECK_MSG(r.act_max[ax] < OUTLIER / 4 && r.act_max[ax] >= 0.5, "method %d: max %g", m, r.act_max[ax]);
-    CHECK(r.act_min[ax] >= lo && r.act_min[ax] <= -0.5);
-    CHECK(r.plan.acts[ax].scale < 0.2f * (float)((hi - lo) / 255.0));
+    CHECK(r.act_min[ax] >= fx.lo && r.act_min[ax] <= -0.5);
+    CHECK(r.plan.acts[ax].scale < 0.2f * (float)((fx.hi - fx.lo) / 255.0));
     kiln_quant_result_free(&r);
   }
-  free_inputs(in);
-  kiln_graph_destroy(g);
+  fix_close(&fx);
 }
 
 static void test_per_tensor_i8(void) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
-  double lo, hi;
-  kiln_array_t* in = make_inputs(&lo, &hi);
+  fix_t fx;
+  if (!fix_open(&fx)) return;
+  kiln_graph_t* g = fx.g;
+  kiln_array_t* in = fx.in;
   kiln_quant_result_t r;
   CHECK_OK(quantize(g, in, KILN_QUANT_MINMAX, true, KILN_DTYPE_I8, &r));
   const kiln_qdq_const_t* w = find_const(&r, "W");
@@ -200,20 +218,19 @@ static void test_per_tensor_i8(void) {
   int32_t ax = find_act(&r, "x");
   if (ax >= 0) {
     const kiln_qdq_act_t* a = &r.plan.acts[ax];
-    CHECK(a->dtype == KILN_DTYPE_I8 && a->zero_point == (int32_t)rint(-128 - lo / a->scale));
+    CHECK(a->dtype == KILN_DTYPE_I8 && a->zero_point == (int32_t)rint(-128 - fx.lo / a->scale));
     CHECK(a->zero_point >= -128 && a->zero_point <= 127);
   }
   kiln_quant_result_free(&r);
-  free_inputs(in);
-  kiln_graph_destroy(g);
+  fix_close(&fx);
 }
 
 /* The written model: Q/DQ nodes, integer initializers, readers rewired. */
 static void test_write_qdq(void) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
-  double lo, hi;
-  kiln_array_t* in = make_inputs(&lo, &hi);
+  fix_t fx;
+  if (!fix_open(&fx)) return;
+  kiln_graph_t* g = fx.g;
+  kiln_array_t* in = fx.in;
   kiln_quant_result_t r;
   CHECK_OK(quantize(g, in, KILN_QUANT_MINMAX, false, KILN_DTYPE_U8, &r));
   char out[600];
@@ -266,8 +283,7 @@ static void test_write_qdq(void) {
   CHECK_ERR(kiln_onnx_write_qdq(old, &r.plan, bad), KILN_UNSUPPORTED, "opset12.onnx: opset 12");
   CHECK(access(bad, F_OK) != 0);
   kiln_quant_result_free(&r);
-  free_inputs(in);
-  kiln_graph_destroy(g);
+  fix_close(&fx);
 }
 
 /* MatMul: a constant [K, N] weight is quantized per output column (axis
@@ -313,10 +329,10 @@ static void test_matmul(void) {
 }
 
 static void test_bad_options(void) {
-  kiln_graph_t* g = NULL;
-  CHECK_OK(kiln_onnx_load_model(g_model, NULL, kiln_allocator_system(), &g));
-  double lo, hi;
-  kiln_array_t* in = make_inputs(&lo, &hi);
+  fix_t fx;
+  if (!fix_open(&fx)) return;
+  kiln_graph_t* g = fx.g;
+  kiln_array_t* in = fx.in;
   kiln_quantize_options_t o;
   kiln_quantize_options_default(&o);
   kiln_quant_result_t r;
@@ -335,8 +351,7 @@ static void test_bad_options(void) {
   CHECK_OK(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &s, &in[3]));
   CHECK_ERR(kiln_quantize(g, in, NS, &o, &r), KILN_INVALID_ARGUMENT, "calibration sample 3");
   CHECK(r.plan.n_acts == 0 && r.layers == NULL);
-  free_inputs(in);
-  kiln_graph_destroy(g);
+  fix_close(&fx);
 }
 
 int main(void) {
