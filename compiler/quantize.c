@@ -58,6 +58,11 @@ static void progress_step(progress_t* p, const char* phase) {
 typedef struct {
   double min, max, absmax;
   double* hist;  /* HIST_BINS of |x| over [0, absmax] (percentile, entropy) */
+  /* Values are recorded clamped to [floor, ceil]: the bounds of a Relu or
+   * Clip that is the tensor's only reader, which clamps the same values after
+   * the DequantizeLinear, so that no integer level is spent below or above
+   * them (QuantizeLinear saturates there instead, to the same result). */
+  double floor, ceil;
 } range_t;
 
 typedef enum { PASS_RANGE, PASS_HIST, PASS_REF, PASS_SIM } pass_t;
@@ -98,7 +103,7 @@ static void record(qctx_t* c, int32_t act, const kiln_array_t* v) {
   int64_t n = kiln_array_numel(v);
   if (c->pass == PASS_RANGE) {
     for (int64_t i = 0; i < n; ++i) {
-      double d = x[i];
+      double d = fmin(fmax((double)x[i], r->floor), r->ceil);
       if (d < r->min) r->min = d;
       if (d > r->max) r->max = d;
       if (fabs(d) > r->absmax) r->absmax = fabs(d);
@@ -106,7 +111,7 @@ static void record(qctx_t* c, int32_t act, const kiln_array_t* v) {
   } else if (r->absmax > 0) {
     double w = r->absmax / HIST_BINS;
     for (int64_t i = 0; i < n; ++i) {
-      int64_t b = (int64_t)(fabs((double)x[i]) / w);
+      int64_t b = (int64_t)(fabs(fmin(fmax((double)x[i], r->floor), r->ceil)) / w);
       r->hist[b >= HIST_BINS ? HIST_BINS - 1 : b] += 1;
     }
   }
@@ -120,11 +125,14 @@ static kiln_status_t visit(qctx_t* c, int32_t t, kiln_array_t* v) {
     KILN_RETURN_IF_ERROR(kiln_array_clone(kiln_allocator_system(), v, &c->ref[l]), "layer output '%s'",
                          c->g->tensors[t].name);
   if (l >= 0 && c->pass == PASS_SIM) {
+    /* Measured after the lone Relu/Clip reader's clamp, which the int8 value
+     * has already had (QuantizeLinear saturates at its bounds). */
+    double lo = a >= 0 ? c->range[a].floor : -INFINITY, hi = a >= 0 ? c->range[a].ceil : INFINITY;
     const float* x = c->ref[l].data;
     const float* y = v->data;
     for (int64_t i = 0, n = kiln_array_numel(v); i < n; ++i) {
-      double d = (double)y[i] - x[i];
-      c->sig[l] += (double)x[i] * x[i];
+      double want = fmin(fmax((double)x[i], lo), hi), d = (double)y[i] - want;
+      c->sig[l] += want * want;
       c->noise[l] += d * d;
     }
   }
@@ -249,6 +257,37 @@ static int32_t weight_axis(const kiln_node_t* n, const kiln_tensor_t* w, bool pe
   return w->shape.rank >= 2 ? w->shape.rank - 1 : -1;
 }
 
+/* A constant f32 scalar input |j| of |n|, else |dflt|. */
+static double const_scalar(const kiln_graph_t* g, const kiln_node_t* n, int32_t j, double dflt) {
+  int32_t t = j < n->n_inputs ? n->inputs[j] : -1;
+  if (t < 0 || !(g->tensors[t].flags & KILN_TENSOR_CONST) || g->tensors[t].dtype != KILN_DTYPE_F32 ||
+      kiln_array_numel(&g->tensors[t].value) != 1)
+    return dflt;
+  return ((const float*)g->tensors[t].value.data)[0];
+}
+
+/* The bounds a lone Relu or Clip reader of |t| clamps it to (see range_t). */
+static void reader_bounds(const kiln_graph_t* g, int32_t t, double* lo, double* hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  const kiln_node_t* reader = NULL;
+  for (int32_t ni = 0; ni < g->n_nodes; ++ni)
+    for (int32_t j = 0; j < g->nodes[ni].n_inputs; ++j)
+      if (g->nodes[ni].inputs[j] == t) {
+        if (reader) return; /* two readers, or one reading it twice */
+        reader = &g->nodes[ni];
+      }
+  if (!reader || reader->domain[0] || reader->inputs[0] != t) return;
+  if (!strcmp(reader->op_type, "Relu")) {
+    *lo = 0;
+  } else if (!strcmp(reader->op_type, "Clip")) {
+    /* Before opset 11 the bounds are attributes, since then inputs. */
+    *lo = g->opset < 11 ? attr_f(reader, "min", -INFINITY) : const_scalar(g, reader, 1, -INFINITY);
+    *hi = g->opset < 11 ? attr_f(reader, "max", INFINITY) : const_scalar(g, reader, 2, INFINITY);
+    if (!(*lo <= *hi)) *lo = -INFINITY, *hi = INFINITY;
+  }
+}
+
 static kiln_status_t choose_layers(qctx_t* c) {
   kiln_graph_t* g = c->g;
   kiln_quant_result_t* r = c->r;
@@ -303,12 +342,18 @@ static kiln_status_t choose_layers(qctx_t* c) {
 /* TensorRT's entropy calibration: the clipping bin count i (in [levels,
  * HIST_BINS]) whose histogram, with the clipped mass folded into its last
  * bin (P), is closest in KL divergence to the same counts merged into
- * |levels| bins and spread back over the non-empty bins (Q). */
-static double entropy_threshold(const double* hist, double absmax, int32_t levels) {
+ * |levels| bins and spread back over the non-empty bins (Q). As NVIDIA's
+ * pytorch-quantization does, the first bin's count is replaced by the
+ * second's: the exact zeros of a ReLU (or of a Relu reader's clamp) would
+ * otherwise dominate P and make clipping the tail look cheap. */
+static double entropy_threshold(const double* counts, double absmax, int32_t levels) {
   double best = INFINITY;
   int32_t best_i = HIST_BINS;
-  double* q = malloc(sizeof(double) * HIST_BINS);
+  double* q = malloc(sizeof(double) * HIST_BINS * 2);
   if (!q) return absmax; /* no clipping: minmax, never a failure */
+  double* hist = q + HIST_BINS;
+  memcpy(hist, counts, sizeof(double) * HIST_BINS);
+  hist[0] = hist[1];
   double above = 0;
   for (int32_t i = HIST_BINS; i >= levels; --i) {
     if (i < HIST_BINS) above += hist[i];
@@ -596,7 +641,10 @@ kiln_status_t kiln_quantize(kiln_graph_t* g, const kiln_array_t* inputs, int32_t
     if (!c.range || !c.ref || !c.sig || !c.noise || !out->act_min || !out->act_max || !out->output_sqnr_db)
       s = kiln_make_status(KILN_OUT_OF_MEMORY, "kiln quantize: out of memory");
   }
-  for (int32_t a = 0; a < na && !s; ++a) c.range[a] = (range_t){INFINITY, -INFINITY, 0, NULL};
+  for (int32_t a = 0; a < na && !s; ++a) {
+    c.range[a] = (range_t){INFINITY, -INFINITY, 0, NULL, -INFINITY, INFINITY};
+    reader_bounds(g, kiln_graph_find_tensor(g, out->plan.acts[a].name), &c.range[a].floor, &c.range[a].ceil);
+  }
   for (int32_t l = 0; l < nl && !s; ++l) c.layer_of[g->nodes[out->layers[l].node].outputs[0]] = l;
   bool hist = o->method != KILN_QUANT_MINMAX;
   progress_t pr = {o->progress, o->progress && isatty(fileno(o->progress)), t0, t0, 0,

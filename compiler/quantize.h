@@ -17,17 +17,23 @@
  *       percentile  |x| clipped at the given percentile of |x| (99.99)
  *       entropy     the clipping threshold whose 128-level (255 for a
  *                   non-negative tensor) quantized histogram is closest to
- *                   the clipped one in KL divergence (TensorRT's method);
- *     ranges are widened to hold 0, then scale = (max - min) / 255 and the
- *     zero point puts 0.0 on an integer;
+ *                   the clipped one in KL divergence (TensorRT's method,
+ *                   the zero bin's count replaced by the next one's as in
+ *                   NVIDIA's pytorch-quantization);
+ *     values are recorded as clamped by a Relu or Clip that is the
+ *     tensor's only reader (QuantizeLinear saturating at its bounds gives the
+ *     same result, and no level is spent on values it removes); ranges are
+ *     widened to hold 0, then scale = (max - min) / 255 and the zero point
+ *     puts 0.0 on an integer;
  *  3. simulates the QDQ model in the reference executor -- weights and
  *     biases replaced by their dequantized integers, every quantized
  *     activation rounded through its scale and zero point as
  *     QuantizeLinear -> DequantizeLinear do -- next to an fp32 run on each
  *     sample, and reports per layer the SQNR of its output against fp32,
- *     10 log10(sum x^2 / sum (x - x_q)^2), with the error of the layers
- *     before it included (so a drop between two rows is the later layer's
- *     doing), and the same for each model output.
+ *     10 log10(sum x^2 / sum (x - x_q)^2) (after the clamp of a lone
+ *     Relu/Clip reader), with the error of the layers before it included
+ *     (so a drop between two rows is the later layer's doing), and the same
+ *     for each model output.
  *
  * The plan it returns is what frontend/onnx_qdq.h writes.
  * Thread-compatible; |g| is changed during the call (weights swapped for
