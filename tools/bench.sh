@@ -137,7 +137,8 @@ targets() {
 }
 
 int8_digits() {
-  "$py" bench/int8_digits.py --kiln "$kiln" --out "$build/digits" --json "$out/int8_digits.json"
+  "$py" bench/int8_digits.py --kiln "$kiln" --out "$build/digits" --models "$models" \
+    --json "$out/int8_digits.json"
 }
 
 winograd() {
