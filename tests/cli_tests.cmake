@@ -424,3 +424,25 @@ kiln_cli_test(run_fp16_weights_only
         "STDOUT_HAS=check probs vs reference interpreter: match"
   ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_sign_tests.cmake)
+
+# ---- kiln quantize (its runs on real models: tests/models, quant_digits) ------
+kiln_cli_test(quantize_help
+  CHECK "STDOUT_HAS=usage: kiln quantize" "STDOUT_HAS=--method M" "STDOUT_HAS=--per-tensor"
+        "STDOUT_HAS=--activations u8|i8" "STDERR_EMPTY=1"
+  ARGS quantize --help)
+kiln_cli_test(quantize_in_main_help CHECK "STDOUT_HAS=  quantize MODEL.onnx" ARGS --help)
+kiln_cli_test(quantize_unknown_option RC 2 CHECK "STDERR_HAS=--bogus" "STDERR_HAS=kiln quantize --help"
+              ARGS quantize ${M} --bogus)
+kiln_cli_test(quantize_no_calibrate RC 2 CHECK "STDERR_HAS=--calibrate DIR is required"
+              ARGS quantize ${M} -o ${W}/q.onnx)
+kiln_cli_test(quantize_no_output RC 2 CHECK "STDERR_HAS=-o FILE is required"
+              ARGS quantize ${M} --calibrate ${W})
+kiln_cli_test(quantize_bad_method RC 2 CHECK "STDERR_HAS=--method 'kl'"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method kl)
+kiln_cli_test(quantize_bad_percentile RC 2 CHECK "STDERR_HAS=--percentile '101'"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method percentile --percentile 101)
+kiln_cli_test(quantize_percentile_needs_method RC 2 CHECK "STDERR_HAS=--percentile needs --method percentile"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --percentile 99)
+kiln_cli_test(quantize_missing_folder RC 1
+  CHECK "STDERR_HAS=${W}/no_such_calibration: the calibration folder does not exist"
+  ARGS quantize ${M} --calibrate ${W}/no_such_calibration -o ${W}/q.onnx)

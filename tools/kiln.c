@@ -30,6 +30,7 @@
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
 #include "tools/module_cmd.h"
+#include "tools/quantize_cmd.h"
 #include "runtime/module_sign.h"
 
 #define MAX_ARGS 64
@@ -1269,6 +1270,8 @@ static const char* main_help =
     "  run MODEL.onnx|MODULE.kiln  compile (or load) and run (random or .npy inputs), compare\n"
     "  compile MODEL.onnx  graph passes, lowering, fusion, code generation; -o writes a\n"
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
+    "  quantize MODEL.onnx --calibrate DIR -o OUT.onnx  post-training int8 quantization\n"
+    "                    into a QDQ ONNX model, with a per-layer SQNR report\n"
     "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
     "  bench             kernel microbenchmarks (GFLOP/s, GB/s, % of measured peak)\n"
@@ -1316,6 +1319,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
+  if (!strcmp(cmd, "quantize")) return kiln_cmd_quantize(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
 }

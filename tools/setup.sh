@@ -24,7 +24,7 @@ PACKAGES="build-essential cmake pkg-config git
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15 libfuzzer-15-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
   python3 python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-sympy
-  python3-matplotlib"
+  python3-matplotlib python3-sklearn"
 
 echo "setup: installing Debian packages"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
