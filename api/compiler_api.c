@@ -8,6 +8,7 @@
 
 #include "api/driver.h"
 #include "frontend/onnx.h"
+#include "kiln/custom_op.h"
 #include "runtime/device_registry.h"
 #include "runtime/module_file.h"
 
@@ -75,6 +76,8 @@ void kiln_compiler_destroy(kiln_compiler_t* c) {
   for (int32_t i = 0; i < c->n_dims; ++i) free(c->dims[i]);
   free(c);
 }
+
+kiln_status_t kiln_compiler_load_plugin(const char* path) { return kiln_plugin_load(path); }
 
 kiln_status_t kiln_compiler_load_model(kiln_compiler_t* c, const char* path) {
   if (!c || !path || !*path)

@@ -30,7 +30,10 @@ if(KILN_PYTHON AND TARGET kiln_cli)
            COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_example.py
                    --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
                    --plugin $<TARGET_FILE:kiln_example_plugin> --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
-                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example)
+                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example
+                   # Python cannot dlopen ASan-built libraries
+                   $<$<NOT:$<BOOL:${KILN_SANITIZE}>>:--python-package=${CMAKE_SOURCE_DIR}/python>
+                   $<$<NOT:$<BOOL:${KILN_SANITIZE}>>:--lib-dir=$<TARGET_FILE_DIR:kiln_compiler>>)
   set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
   # Under the sanitizer: PoCL's known leaks are suppressed as for the other
   # OpenCL tests; the Vulkan runs go without leak checking, since lavapipe's

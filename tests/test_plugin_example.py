@@ -146,6 +146,8 @@ def main():
     ap.add_argument("--bad-plugin", required=True)
     ap.add_argument("--targets", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--python-package", help="python/ of the checkout: also check kiln.load_plugin there")
+    ap.add_argument("--lib-dir", help="where libkiln.so and libkiln_rt.so are (--python-package)")
     a = ap.parse_args()
     targets = [t for t in a.targets.split(",") if t]
     shutil.rmtree(a.work, ignore_errors=True)
@@ -248,6 +250,22 @@ def main():
         check(rc == 1 and f"no kernel for target {t}" in out,
               f"{t}: without --strict too (no heterogeneous fallback to fake)")
 
+    if a.python_package:
+        script = f"""
+import sys, numpy as np
+sys.path.insert(0, {a.python_package!r})
+import kiln
+kiln.load_plugin({P!r})
+m = kiln.compile({w("plugin.onnx")!r}, target="cpu")
+(y,) = m.session("cpu").run({{"x": np.load({w("x.npy")!r})}})
+assert np.allclose(y, np.load({w("expected.npy")!r}), rtol=1e-4, atol=1e-5), "mismatch"
+print("python ok")
+"""
+        env = dict(os.environ, KILN_LIBRARY_PATH=a.lib_dir or "")
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+        check(p.returncode == 0 and "python ok" in p.stdout,
+              "python: kiln.load_plugin, kiln.compile and a session run the plugin model" +
+              ("" if p.returncode == 0 else "\n" + p.stdout + p.stderr))
     rc, out = run([kiln, "ops", "--plugin", P])
     check(rc == 0 and "Conv\n" in out and "com.kiln.example/FusedConvBNReLU version 1" in out,
           "kiln ops --plugin lists the plugin's ops after kiln's")

@@ -75,6 +75,14 @@ KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_create(int32_t abi_v
                                                                    kiln_compiler_t** out_compiler);
 KILN_COMPILER_API void kiln_compiler_destroy(kiln_compiler_t* c); /* NULL: no-op */
 
+/* Loads the custom-op plugin at |path| (include/kiln/custom_op.h) into
+ * the compiler's op registry, for every compiler of the process. libkiln
+ * carries its own copy of the runtime, so a module using the plugin's ops
+ * also needs it loaded into libkiln_rt where it runs (kiln_plugin_load;
+ * the Python package's kiln.load_plugin does both). Errors name the
+ * plugin, the op and the reason; nothing is registered then. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_load_plugin(const char* path);
+
 /* Parses the ONNX model at |path| (and its external data) now, so that a
  * bad file is reported here, naming the file and what is wrong. Replaces a
  * model loaded before and drops an earlier compile's module and report. */

@@ -18,7 +18,7 @@ import numpy as np
 from . import _lib
 from ._lib import Array, SYSTEM_ALLOCATOR, cc, rt
 
-__all__ = ["KilnError", "Module", "Session", "compile", "load", "devices", "__version__"]
+__all__ = ["KilnError", "Module", "Session", "compile", "load", "load_plugin", "devices", "__version__"]
 
 __version__ = cc.kiln_version().decode()
 
@@ -232,6 +232,14 @@ def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **opt
     finally:
         cc.kiln_compiler_destroy(c)
     return Module(blob, name=os.fspath(model), report=report)
+
+
+def load_plugin(path):
+    """Loads a custom-op plugin (include/kiln/custom_op.h) for compiling and for running modules
+    that use its ops (into both libkiln and libkiln_rt)."""
+    p = os.fspath(path).encode()
+    _check(cc.kiln_compiler_load_plugin(p))
+    _check(rt.kiln_plugin_load(p))
 
 
 def load(path):

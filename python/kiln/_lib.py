@@ -124,6 +124,7 @@ _declare(rt, "kiln_session_run", P, P, ctypes.POINTER(Array), ctypes.POINTER(Arr
 _declare(rt, "kiln_session_profile", ctypes.POINTER(ProfileEntry), P, ctypes.POINTER(ctypes.c_int32),
          ctypes.POINTER(ctypes.c_int32))
 _declare(rt, "kiln_array_free", None, Allocator, ctypes.POINTER(Array))
+_declare(rt, "kiln_plugin_load", P, ctypes.c_char_p)
 
 cc = _open("libkiln.so")
 _declare(cc, "kiln_version", ctypes.c_char_p)
@@ -131,6 +132,7 @@ _declare(cc, "kiln_compiler_abi_version", ctypes.c_int32)
 _declare(cc, "kiln_compiler_create", P, ctypes.c_int32, PP)
 _declare(cc, "kiln_compiler_destroy", None, P)
 _declare(cc, "kiln_compiler_load_model", P, P, ctypes.c_char_p)
+_declare(cc, "kiln_compiler_load_plugin", P, ctypes.c_char_p)
 _declare(cc, "kiln_compiler_set_option", P, P, ctypes.c_char_p, ctypes.c_char_p)
 _declare(cc, "kiln_compiler_compile", P, P)
 _declare(cc, "kiln_compiler_module", P, P, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t))
