@@ -249,6 +249,11 @@ def main():
         rc, out = run([kiln, "run", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t])
         check(rc == 1 and f"no kernel for target {t}" in out,
               f"{t}: without --strict too (no heterogeneous fallback to fake)")
+        if t != "cpu":
+            onnx.save(one_op_model("com.kiln.bad", "BadLaunch"), w("bad_launch.onnx"))
+            rc, out = run([kiln, "run", w("bad_launch.onnx"), "--plugin", a.bad_plugin, "-t", t, "--strict"])
+            check(rc == 1 and "com.kiln.bad/BadLaunch" in out and "launch function failed" in out and
+                  "always fails" in out, f"{t}: a failing launch function is an error naming the op and its reason")
 
     if a.python_package:
         script = f"""

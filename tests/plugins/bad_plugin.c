@@ -7,8 +7,9 @@
  *   BAD_OPS        ops that load but fail later: FailShape (the shape
  *                  function fails), Nonsense (returns rank 99), BadKernel
  *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
- *                  ClOnly (an OpenCL kernel only); and MinMax, a working op
- *                  with two inputs, two outputs and f32 or i8 tensors */
+ *                  ClOnly (an OpenCL kernel only), BadLaunch (its launch
+ *                  function fails); and MinMax, a working op with two
+ *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch */
 #include <string.h>
 
 #include "kiln/custom_op.h"
@@ -86,6 +87,27 @@ MAYBE_UNUSED static int mm_reference(kiln_custom_ctx_t* c) {
 
 #define MM_ELEMENT "{ out0[i] = in0[i] < in1[i] ? in0[i] : in1[i]; out1[i] = in0[i] < in1[i] ? in1[i] : in0[i]; }\n"
 
+/* GPU launch: a 2-D grid over the last dim (x) and the rest (y), groups of
+ * 16 x 2, so the bodies check both ids against KILN_GLOBAL_X/Y. */
+MAYBE_UNUSED static int mm_launch(kiln_custom_ctx_t* c, int64_t global[3], int64_t local[3]) {
+  const kiln_custom_tensor_t* t = &c->out[0];
+  int64_t rows = 1;
+  for (int32_t d = 0; d + 1 < t->rank; ++d) rows *= t->dims[d];
+  global[0] = t->rank ? t->dims[t->rank - 1] : 1;
+  global[1] = rows;
+  local[0] = 16;
+  local[1] = 2;
+  return 0;
+}
+MAYBE_UNUSED static int failing_launch(kiln_custom_ctx_t* c, int64_t global[3], int64_t local[3]) {
+  (void)global;
+  (void)local;
+  strncpy(c->error, "this launch function always fails", c->error_cap - 1);
+  return 1;
+}
+#define MM_2D(x, y) \
+  "int cx = " x ", cy = " y ";\nint i = cy * KILN_GLOBAL_X + cx;\nif (cx < KILN_GLOBAL_X && cy < KILN_GLOBAL_Y) " MM_ELEMENT
+
 #if defined(BAD_VERSION)
 static const kiln_custom_op_t op = {.api_version = 99, .domain = "com.kiln.bad", .name = "Future", .since_version = 1,
                                     .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
@@ -106,8 +128,10 @@ static const kiln_custom_op_t ops[] = {
     {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad", .name = "MinMax", .since_version = 1,
      .version = 1, .n_inputs = 2, .n_outputs = 2, .inputs = mm_in, .outputs = mm_out, .shape = mm_shape,
      .reference = mm_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " MM_ELEMENT, NULL},
-     .opencl = {"int i = (int)get_global_id(0);\nif (i < KILN_OUT0_SIZE) " MM_ELEMENT, NULL},
-     .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) " MM_ELEMENT, NULL}},
+     .opencl = {MM_2D("(int)get_global_id(0)", "(int)get_global_id(1)"), mm_launch},
+     .glsl = {MM_2D("int(gl_GlobalInvocationID.x)", "int(gl_GlobalInvocationID.y)"), mm_launch}},
+    OP("com.kiln.bad", "BadLaunch", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, failing_launch},
+       .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n", failing_launch}),
 };
 #endif
 
