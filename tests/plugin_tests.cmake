@@ -26,14 +26,17 @@ if(TEST test_bad_plugins)
 endif()
 if(KILN_PYTHON AND TARGET kiln_cli)
   string(REPLACE ";" "," _plugin_targets "${KILN_TARGETS_BUILT}")
+  # the Python package too, but not under the sanitizer: Python cannot
+  # dlopen ASan-built libraries
+  set(_py_args)
+  if(NOT KILN_SANITIZE AND TARGET kiln_compiler)
+    set(_py_args --python-package=${CMAKE_SOURCE_DIR}/python --lib-dir=$<TARGET_FILE_DIR:kiln_compiler>)
+  endif()
   add_test(NAME plugin_example
            COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_example.py
                    --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
                    --plugin $<TARGET_FILE:kiln_example_plugin> --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
-                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example
-                   # Python cannot dlopen ASan-built libraries
-                   $<$<NOT:$<BOOL:${KILN_SANITIZE}>>:--python-package=${CMAKE_SOURCE_DIR}/python>
-                   $<$<NOT:$<BOOL:${KILN_SANITIZE}>>:--lib-dir=$<TARGET_FILE_DIR:kiln_compiler>>)
+                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example ${_py_args})
   set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
   # Under the sanitizer: PoCL's known leaks are suppressed as for the other
   # OpenCL tests; the Vulkan runs go without leak checking, since lavapipe's
