@@ -153,7 +153,8 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
            low && pr->fp16_accumulate ? " fp16-accumulate" : "");
-  kiln_program_build_options_t bo = {c->model_name, low ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false};
+  kiln_program_build_options_t bo = {c->model_name, low ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
+                                     c->cpu_targets};
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), out);
   double t2 = now_s();
   if (!s && c->opt >= 1)
