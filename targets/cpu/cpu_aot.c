@@ -9,7 +9,8 @@
  * else for this machine's own architecture $KILN_CC or "cc", else Debian's
  * cross compiler (aarch64-linux-gnu-gcc from gcc-aarch64-linux-gnu). The
  * flags are the loader's defaults with -march=native replaced by the
- * level's, and -s: symbols the loader does not look up cost module bytes. */
+ * level's, and -s: symbols the loader does not look up cost module bytes
+ * ($KILN_CPU_AOT_FLAGS replaces "-O3 -fopenmp -fno-math-errno"). */
 #include <elf.h>
 #include <errno.h>
 #include <stdio.h>
@@ -107,8 +108,9 @@ static kiln_status_t build_level(const kiln_plan_t* plan, kiln_program_t* prog, 
   else close(fd);
   const char* cc = isa_compiler(isa);
   if (!s) s = kiln_cpu_build_object(&code, cc, flags, so);
-  if (s) s = kiln_status_annotate(s, "--cpu-target %s (compiler '%s'; set %s to choose another)", isa->name, cc,
-                                  isa->cc_env);
+  if (s)
+    s = kiln_status_annotate(s, "--cpu-target %s (compiler '%s'; set %s to choose another, or --cpu-target none "
+                             "for a module with C source only)", isa->name, cc, isa->cc_env);
   if (!s) s = read_whole(so, prog->allocator, &out->bytes, &out->len);
   if (fd >= 0) unlink(so);
   kiln_cpu_source_free(&src);

@@ -3,8 +3,10 @@
 # aarch64 machine code (--cpu-target host,aarch64: NEON-wide vectors) run
 # under qemu-aarch64 with no compiler reachable, and their outputs compared
 # with the same module's run on this x86-64 machine (tests/aarch64/
-# qemu_run.cmake). tinycnn is in the default suite; ResNet-18 and MobileNetV2
-# (the model tests' exports) take minutes under emulation: label "slow".
+# qemu_run.cmake). tinycnn is in the default suite (3 s; the cross build 16 s
+# cold with ccache); ResNet-18 (136 s: 35 s compiling both levels, 78 s under
+# qemu) and MobileNetV2 (70 s), the model tests' exports, are "slow". Both
+# came out bit-identical to the x86-64 (AVX2) run on this machine.
 # Included by tests/CMakeLists.txt on x86-64 hosts.
 find_program(KILN_AARCH64_CC aarch64-linux-gnu-gcc)
 find_program(KILN_QEMU_AARCH64 qemu-aarch64)
