@@ -175,6 +175,27 @@ static void test_runs_without_compiler(void) {
   kiln_program_destroy(p);
 }
 
+/* Several levels of this architecture: the best one the CPU runs is
+ * loaded (x86-64-v4 where AVX-512 is, x86-64-v3 on AVX2 alone). */
+static void test_best_level(void) {
+#if defined(__x86_64__)
+  uint8_t* b = NULL;
+  size_t n = 0;
+  with_compiler();
+  if (!compile_tiny("x86-64-v4,x86-64-v3", &b, &n)) return;
+  no_compiler();
+  kiln_array_t out = {0};
+  char report[1024] = "", want[128];
+  snprintf(want, sizeof want, "the module's %s machine code", kiln_cpu_isa_host()->name);
+  CHECK_OK(run_bytes(b, n, &out, report, sizeof report));
+  CHECK_MSG(strstr(report, want), "report '%s', expected '%s'", report, want);
+  check_output(&out, "best level");
+  kiln_array_free(sys(), &out);
+  kiln_allocator_free(sys(), b);
+  with_compiler();
+#endif
+}
+
 /* Old readers skip the section; this one writes the same bytes back. */
 static void test_round_trip(void) {
   kiln_program_t* p = parse();
@@ -286,6 +307,7 @@ int main(void) {
   }
   if (!compile_tiny("host", &g_bytes, &g_len)) return kiln_test_finish();
   RUN(test_runs_without_compiler);
+  RUN(test_best_level);
   RUN(test_round_trip);
   RUN(test_broken_objects);
   RUN(test_no_object_for_this_cpu);

@@ -17,8 +17,8 @@
  * lanes cap the C printer's vector types (lower.h's kiln_cpu_simd): wider
  * types than the registers are split by the compiler through the stack. */
 static const kiln_cpu_isa_t isas[] = {
-    {"x86-64-v3", EM_X86_64, "-march=x86-64-v3 -mtune=generic", "x86_64-linux-gnu-gcc", "KILN_CC_X86_64", 8},
-    {"x86-64-v4", EM_X86_64, "-march=x86-64-v4 -mtune=generic", "x86_64-linux-gnu-gcc", "KILN_CC_X86_64", 16},
+    {"x86-64-v3", EM_X86_64, "-march=x86-64-v3", "x86_64-linux-gnu-gcc", "KILN_CC_X86_64", 8},
+    {"x86-64-v4", EM_X86_64, "-march=x86-64-v4", "x86_64-linux-gnu-gcc", "KILN_CC_X86_64", 16},
     {"aarch64", EM_AARCH64, "-march=armv8-a", "aarch64-linux-gnu-gcc", "KILN_CC_AARCH64", 4},
 };
 enum { N_ISAS = sizeof isas / sizeof isas[0] };
