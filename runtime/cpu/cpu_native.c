@@ -171,28 +171,40 @@ kiln_status_t kiln_cpu_native_load(const kiln_program_code_t* code, const char* 
                                    const char* const* names, int32_t n, kiln_cpu_module_t* out,
                                    const char** out_isa) {
   memset(out, 0, sizeof *out);
-  /* Best first: a v4 object on an AVX-512 CPU before its v3 object. */
-  int32_t best = -1, best_rank = 0;
-  for (int32_t i = 0; i < code->n_native; ++i) {
-    int32_t r = kiln_cpu_isa_rank(kiln_cpu_isa_find(code->native[i].isa));
-    if (r > best_rank) {
-      best = i;
-      best_rank = r;
+  /* Best first (a v4 object on an AVX-512 CPU before its v3 object); a
+   * broken one gives way to the next, and the first failure is reported
+   * when none loads. */
+  kiln_status_t first = NULL;
+  bool tried[64] = {false};
+  for (;;) {
+    int32_t best = -1, best_rank = 0;
+    for (int32_t i = 0; i < code->n_native && i < 64; ++i) {
+      int32_t r = tried[i] ? 0 : kiln_cpu_isa_rank(kiln_cpu_isa_find(code->native[i].isa));
+      if (r > best_rank) {
+        best = i;
+        best_rank = r;
+      }
     }
+    if (best < 0) break;
+    tried[best] = true;
+    const kiln_program_native_t* nv = &code->native[best];
+    const kiln_cpu_isa_t* isa = kiln_cpu_isa_find(nv->isa);
+    kiln_status_t s = kiln_cpu_native_check(nv->bytes, nv->len, isa, what);
+    if (!s) s = load_bytes(nv, what, names, n, out);
+    if (!s) {
+      kiln_status_free(first);
+      if (out_isa) *out_isa = isa->name;
+      return NULL;
+    }
+    if (first) kiln_status_free(s);
+    else first = s;
   }
-  if (best < 0) {
-    char have[256] = "";
-    size_t used = 0;
-    for (int32_t i = 0; i < code->n_native && used + 2 < sizeof have; ++i)
-      used += (size_t)snprintf(have + used, sizeof have - used, "%s%.63s", i ? ", " : "", code->native[i].isa);
-    const kiln_cpu_isa_t* host = kiln_cpu_isa_host();
-    return kiln_make_status(KILN_NOT_FOUND, "%s: the module has machine code for %s; this CPU runs %s", what,
-                            have[0] ? have : "no ISA", host ? host->name : "none of kiln's levels");
-  }
-  const kiln_program_native_t* nv = &code->native[best];
-  const kiln_cpu_isa_t* isa = kiln_cpu_isa_find(nv->isa);
-  KILN_RETURN_IF_ERROR(kiln_cpu_native_check(nv->bytes, nv->len, isa, what));
-  KILN_RETURN_IF_ERROR(load_bytes(nv, what, names, n, out));
-  if (out_isa) *out_isa = isa->name;
-  return NULL;
+  if (first) return first;
+  char have[256] = "";
+  size_t used = 0;
+  for (int32_t i = 0; i < code->n_native && used + 2 < sizeof have; ++i)
+    used += (size_t)snprintf(have + used, sizeof have - used, "%s%.63s", i ? ", " : "", code->native[i].isa);
+  const kiln_cpu_isa_t* host = kiln_cpu_isa_host();
+  return kiln_make_status(KILN_NOT_FOUND, "%s: the module has machine code for %s; this CPU runs %s", what,
+                          have[0] ? have : "no ISA", host ? host->name : "none of kiln's levels");
 }
