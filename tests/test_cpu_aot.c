@@ -7,13 +7,15 @@
  * magic, truncated, another machine's, an unknown level, one this CPU lacks
  * -- is refused before the dynamic loader sees it, with a message naming the
  * module and level: the C source is then the fallback where a compiler
- * exists, and without one the error says both reasons. */
+ * exists, and without one the error says both reasons; a signature covers
+ * the machine code (one byte of it changed and the module is refused). */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "frontend/onnx.h"
 #include "ir/graph.h"
@@ -25,6 +27,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "runtime/module_sign.h"
 #include "runtime/session_impl.h"
 #include "targets/program_build.h"
 #include "testing.h"
@@ -300,6 +303,40 @@ static void test_bad_section(void) {
   free(copy);
 }
 
+/* A signature covers the machine code like every other byte: one byte of
+ * the object changed (checksums recomputed) and the module is refused. */
+static void test_signed_machine_code(void) {
+  char dir[] = "/tmp/kiln-aot-sign-XXXXXX", base[64];
+  if (!mkdtemp(dir)) return;
+  snprintf(base, sizeof base, "%s/k", dir);
+  kiln_sign_public_key_t pub;
+  kiln_sign_secret_key_t sk;
+  uint8_t* signed_bytes = NULL;
+  size_t n = 0;
+  if (CHECK_OK(kiln_sign_keygen(base, &pub))) {
+    char path[96];
+    snprintf(path, sizeof path, "%s.key", base);
+    if (CHECK_OK(kiln_sign_secret_key_read(path, &sk)) &&
+        CHECK_OK(kiln_module_sign(g_bytes, g_len, "tiny.kiln", &sk, sys(), &signed_bytes, &n))) {
+      CHECK_OK(kiln_module_verify(signed_bytes, n, "tiny.kiln", &pub));
+      uint8_t* natv = memmem(signed_bytes, n, "NATV", 4);
+      CHECK(natv != NULL);
+      if (natv) {
+        natv[16 + 8 + 4 + 16 + 8 + 200] ^= 0x40; /* inside the object, past its ELF header */
+        kiln_module_reseal(signed_bytes, n);
+        CHECK_ERR(kiln_module_verify(signed_bytes, n, "tiny.kiln", &pub), KILN_PERMISSION_DENIED,
+                  "does not match the module's bytes");
+      }
+    }
+    kiln_sign_secret_key_wipe(&sk);
+    unlink(path);
+    snprintf(path, sizeof path, "%s.pub", base);
+    unlink(path);
+  }
+  rmdir(dir);
+  kiln_allocator_free(sys(), signed_bytes);
+}
+
 int main(void) {
   if (!kiln_cpu_isa_host()) {
     printf("skipped: this CPU has none of kiln's ISA levels (%s)\n", kiln_cpu_isa_names());
@@ -312,6 +349,7 @@ int main(void) {
   RUN(test_broken_objects);
   RUN(test_no_object_for_this_cpu);
   RUN(test_bad_section);
+  RUN(test_signed_machine_code);
   with_compiler();
   free(saved_path);
   kiln_array_free(sys(), &g_expect);
