@@ -152,12 +152,24 @@ static bool pointwise_kernel(const kiln_plan_t* p, int32_t k) {
   return true;
 }
 
+/* The quantized ops stay fp32 whatever the policy: their integer results
+ * are defined by f32 scales (a scale or a min/max rounded to f16 moves
+ * values by one step), and their integer tensors never narrow anyway. */
+static bool quantized_op(const kiln_node_t* n) {
+  static const char* const ops[] = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                                    "QLinearMatMul", "QLinearConv"};
+  for (size_t i = 0; n->op_type && i < sizeof ops / sizeof ops[0]; ++i)
+    if (!strcmp(n->op_type, ops[i])) return true;
+  return false;
+}
+
 static bool kernel_fp16(const kiln_plan_t* p, int32_t k, const kiln_precision_policy_t* pol) {
   int32_t nodes[256];
   int32_t n = kiln_plan_kernel_nodes(p, k, nodes, 256);
   if (n > 256) n = 256;
   for (int32_t i = 0; i < n; ++i) {
     if (nodes[i] < 0 || nodes[i] >= p->graph->n_nodes) return false;
+    if (quantized_op(&p->graph->nodes[nodes[i]])) return false;
     if (!kiln_precision_node_fp16(pol, p->graph, nodes[i], true)) return false;
   }
   return n > 0;

@@ -23,6 +23,8 @@
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "api/driver.h"
+#include "api/model_dims.h"
 #include "tools/runner.h"
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
@@ -66,46 +68,15 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
   kiln_graph_t* g = NULL;
   KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(lo->model, NULL, kiln_allocator_system(), &g));
   for (int i = 0; i < lo->n_dims; ++i) {
-    const char* eq = strchr(lo->dims[i], '=');
-    char* end = NULL;
-    errno = 0;
-    long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
-    if (!eq || !end || end == eq + 1 || *end || v < 0 || errno == ERANGE) {
+    kiln_status_t s = kiln_model_bind_dim(g, lo->dims[i]);
+    if (s) {
       kiln_graph_destroy(g);
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE with SIZE in 0..%lld",
-                              lo->dims[i], (long long)INT64_MAX);
-    }
-    int32_t sym = 0;
-    for (int32_t k = 1; k <= g->n_symbols; ++k)
-      if (strlen(g->symbols[k]) == (size_t)(eq - lo->dims[i]) &&
-          strncmp(g->symbols[k], lo->dims[i], (size_t)(eq - lo->dims[i])) == 0)
-        sym = k;
-    if (!sym) {
-      kiln_graph_destroy(g);
-      return kiln_make_status(KILN_NOT_FOUND, "--dim '%s': the model has no dimension named '%.*s'",
-                              lo->dims[i], (int)(eq - lo->dims[i]), lo->dims[i]);
-    }
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d)
-        if (kiln_dim_symbol(t->shape.dims[d]) == sym) t->shape.dims[d] = v;
+      return s;
     }
   }
-  if (lo->bind_rest_to_one) {
-    bool any = false;
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d) {
-        int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
-        if (!sym) continue;
-        if (!any) printf("note: symbolic dims bound to 1 for costs (set with --dim):");
-        printf(" %s", g->symbols[sym]);
-        t->shape.dims[d] = 1;
-        any = true;
-      }
-    }
-    if (any) printf("\n");
-  }
+  char bound[1024];
+  if (lo->bind_rest_to_one && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
+    printf("note: symbolic dims bound to 1 for costs (set with --dim):%s\n", bound);
   if (lo->no_prepare) {
     *out = g;
     return NULL;
@@ -1094,10 +1065,23 @@ static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, c
   return NULL;
 }
 
+/* --dump-graph DIR: the graph before and after the passes, its "wrote"
+ * lines after what the compile logged so far. */
+typedef struct {
+  const char* dir;
+  const kiln_compile_log_t* log;
+  int32_t printed;
+} graph_dump_t;
+
+static kiln_status_t dump_graph(void* user, const kiln_graph_t* g, bool after) {
+  graph_dump_t* d = user;
+  kiln_cli_print_log(d->log, d->printed);
+  d->printed = d->log->n;
+  return write_graph_files(g, d->dir, after ? "after" : "before");
+}
+
 static int cmd_compile(int argc, char** argv) {
-  load_opts_t lo = {0};
-  lo.bind_rest_to_one = true;
-  lo.no_prepare = true;
+  load_opts_t lo = {0}; /* the model and --dim (kiln_driver_compile binds the rest to 1) */
   const char* graph_dir = NULL;
   const char* dump_dir = NULL;
   const char* out_path = NULL;
@@ -1183,53 +1167,19 @@ static int cmd_compile(int argc, char** argv) {
   memset(&sk, 0, sizeof sk);
   kiln_status_t s = sign_key ? kiln_sign_secret_key_read(sign_key, &sk) : NULL;
   if (s) return fail(kiln_status_annotate(s, "--sign"));
-  kiln_graph_t* g = NULL;
-  s = load(&lo, &g);
-  if (s) {
-    kiln_sign_secret_key_wipe(&sk);
-    return fail(s);
-  }
   runner_t R;
   memset(&R, 0, sizeof R);
   kiln_program_t* prog = NULL;
-  if ((s = kiln_graph_prepare(g))) goto done;
-  if (graph_dir && (s = write_graph_files(g, graph_dir, "before"))) goto done;
-  {
-    int32_t before = g->n_nodes;
-    double t0 = now_s();
-    if ((s = kiln_graph_optimize(g, opt, stdout))) goto done;
-    printf("graph passes (-O%d): %d -> %d nodes in %.1f ms\n", opt, before, g->n_nodes,
-           (now_s() - t0) * 1e3);
-  }
-  if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
-  if (prec.mode != KILN_PRECISION_FP32 && fp16_arith >= 0) {
-    /* a module for another device: it says what that device computes in */
-    prec.fp16_arith = fp16_arith == 1;
-    static char devname[300];
-    snprintf(devname, sizeof devname, "the %s device (--fp16-arith %s)", target, fp16_arith ? "yes" : "no");
-    prec.device = devname;
-  } else if (prec.mode != KILN_PRECISION_FP32) {
-    /* fp16 arithmetic is the target device's: ask it when it opens (no
-     * fallback: a module for a GPU must not take the CPU's answer). */
-    kiln_device_open_options_t oo = {threads, true, stderr};
-    kiln_device_t* d = NULL;
-    kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &d);
-    if (ds) {
-      fprintf(stderr, "kiln: note: %s device not available (%s); assuming no fp16 arithmetic\n", target,
-              kiln_status_message(ds));
-      kiln_status_free(ds);
-    } else {
-      prec.fp16_arith = d->info.fp16_arith;
-    }
-    static char devname[300];
-    snprintf(devname, sizeof devname, "%s", d ? kiln_device_name(d) : target);
-    prec.device = devname;
-    kiln_device_release(d);
-  }
   prec.strict = strict;
   prec.seed = seed;
-  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, cpu_targets};
-  if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
+  kiln_compile_log_t log = {0};
+  graph_dump_t gd = {graph_dir, &log, 0};
+  kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
+                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets};
+  s = kiln_driver_compile(&rq, NULL, &log, &prog);
+  kiln_cli_print_log(&log, gd.printed);
+  kiln_compile_log_free(&log);
+  if (s) goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
       goto done;
@@ -1256,7 +1206,6 @@ done:
   kiln_sign_secret_key_wipe(&sk);
   kiln_program_destroy(prog);
   runner_destroy(&R);
-  kiln_graph_destroy(g);
   return s ? fail(s) : 0;
 }
 

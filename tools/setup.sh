@@ -23,7 +23,7 @@ PACKAGES="build-essential cmake pkg-config git
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libsodium-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15 libfuzzer-15-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
-  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy
+  python3 python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-sympy
   python3-matplotlib
   gcc-aarch64-linux-gnu qemu-user libsodium-dev:arm64 libprotobuf-c-dev:arm64 libgomp1:arm64"
 
