@@ -5,6 +5,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,19 @@ const kiln_cpu_isa_t* kiln_cpu_isa_find(const char* name) {
   return NULL;
 }
 
-const char* kiln_cpu_isa_names(void) { return "x86-64-v3, x86-64-v4, aarch64"; }
+static char isa_names[128];
+static pthread_once_t isa_names_once = PTHREAD_ONCE_INIT;
+
+static void list_isa_names(void) {
+  size_t used = 0;
+  for (int i = 0; i < N_ISAS && used < sizeof isa_names; ++i)
+    used += (size_t)snprintf(isa_names + used, sizeof isa_names - used, "%s%s", i ? ", " : "", isas[i].name);
+}
+
+const char* kiln_cpu_isa_names(void) {
+  pthread_once(&isa_names_once, list_isa_names);
+  return isa_names;
+}
 
 int32_t kiln_cpu_isa_rank(const kiln_cpu_isa_t* isa) {
   if (!isa) return 0;
@@ -175,7 +188,7 @@ kiln_status_t kiln_cpu_native_load(const kiln_program_code_t* code, const char* 
    * broken one gives way to the next, and the first failure is reported
    * when none loads. */
   kiln_status_t first = NULL;
-  bool tried[64] = {false};
+  bool tried[64] = {false}; /* more objects than kiln has levels are never tried */
   for (;;) {
     int32_t best = -1, best_rank = 0;
     for (int32_t i = 0; i < code->n_native && i < 64; ++i) {
