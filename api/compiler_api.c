@@ -22,6 +22,7 @@ enum {
   OPT_CALIBRATE,
   OPT_MODEL_NAME,
   OPT_DUMP,
+  OPT_CPU_TARGET,
   OPT_COUNT
 };
 
@@ -199,6 +200,7 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
   if (!strcmp(name, "calibrate")) return set_str(c, OPT_CALIBRATE, value);
   if (!strcmp(name, "model-name")) return set_str(c, OPT_MODEL_NAME, value);
   if (!strcmp(name, "dump")) return set_str(c, OPT_DUMP, value);
+  if (!strcmp(name, "cpu-target")) return set_str(c, OPT_CPU_TARGET, value);
   return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_set_option: unknown option '%s' (value '%s')", name,
                           value);
 }
@@ -224,6 +226,7 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   r.precision.calibrate_dir = c->strs[OPT_CALIBRATE];
   r.dump_dir = c->strs[OPT_DUMP];
   r.model_name = c->strs[OPT_MODEL_NAME];
+  r.cpu_targets = c->strs[OPT_CPU_TARGET];
   /* the graph parsed by load_model serves the first compile; later ones parse again */
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;

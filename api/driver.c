@@ -56,7 +56,7 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   char devname[300];
   if (!s && prec.mode != KILN_PRECISION_FP32) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
-                              r->model_name ? r->model_name : r->model_path, &prec};
+                              r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_graph_destroy(g);
   return s;

@@ -25,6 +25,9 @@ typedef struct kiln_driver_request_s {
    * after them (|after|); an error stops the compile. */
   kiln_status_t (*graph_hook)(void* user, const kiln_graph_t* g, bool after);
   void* hook_user;
+  /* CPU machine code for these ISA levels (`--cpu-target`, the
+   * "cpu-target" option); NULL or "": C source only. */
+  const char* cpu_targets;
 } kiln_driver_request_t;
 
 /* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,

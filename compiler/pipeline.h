@@ -59,6 +59,9 @@ typedef struct kiln_compile_config_s {
   const char* dump_dir;        /* plan and generated source; NULL: none */
   const char* model_name;
   const kiln_compile_precision_t* precision; /* NULL: fp32 */
+  /* Ahead-of-time CPU machine code for these ISA levels
+   * (kiln_program_build_options_t.cpu_targets); NULL: none. */
+  const char* cpu_targets;
 } kiln_compile_config_t;
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

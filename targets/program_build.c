@@ -215,6 +215,14 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = build_plugin_ops(plan, prog);
   const bool code = !(options && options->no_code);
   if (!s && code) s = target->emit(plan, prog);
+  const char* levels = options ? options->cpu_targets : NULL;
+  if (!s && code && levels && levels[0]) {
+    if (!target->emit_native)
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "--cpu-target: the %s target has no machine code to compile "
+                           "ahead of time (the cpu target has)", target->name);
+    else
+      s = target->emit_native(plan, prog, levels);
+  }
   if (!s && code) s = kiln_program_validate(prog);
   if (s) {
     kiln_program_destroy(prog);

@@ -310,6 +310,23 @@ kiln_cli_test(rt_run_module REQUIRES cli_module EXE kiln_rt_run
   CHECK "STDOUT_HAS=1 runs in" "STDOUT_HAS=wrote ${W}/rt_out/probs.npy"
   CLEAN ${W}/rt_out FILE ${W}/rt_out/probs.npy
   ARGS ${W}/tiny.kiln --output ${W}/rt_out)
+# AOT CPU modules (issue 26): `kiln compile -t cpu -o` puts this machine's
+# machine code in the module, so kiln-rt-run runs it with no compiler
+# reachable (PATH empty, KILN_CC pointing nowhere); kiln info lists it.
+kiln_cli_test(rt_run_no_compiler REQUIRES cli_module EXE kiln_rt_run
+  CHECK "STDOUT_HAS=1 runs in" "STDOUT_MATCHES=load \\+ first run [0-9.]+ ms" "STDERR_EMPTY=1"
+  ARGS ${W}/tiny.kiln)
+set_tests_properties(cli_rt_run_no_compiler PROPERTIES
+                     ENVIRONMENT "PATH=;KILN_CC=/nonexistent/kiln-cc;KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+kiln_cli_test(info_machine_code REQUIRES cli_module
+  CHECK "STDOUT_MATCHES=machine code: [a-z0-9-]+ \\([0-9.]+ KB\\); the C source is the fallback"
+  ARGS info ${W}/tiny.kiln)
+kiln_cli_test(compile_cpu_target_unknown RC 1
+  CHECK "STDERR_HAS=--cpu-target 'sparc': expected host, none or x86-64-v3, x86-64-v4, aarch64"
+  ARGS compile ${M} -o ${W}/never-aot.kiln --cpu-target x86-64-v3,sparc)
+kiln_cli_test(compile_cpu_target_needs_output RC 2
+  CHECK "STDERR_HAS=--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)"
+  ARGS compile ${M} --cpu-target host)
 kiln_cli_test(rt_run_unknown_input REQUIRES cli_module EXE kiln_rt_run RC 1
   CHECK "STDERR_HAS=--input names 'imagee', which is not an input of the module; its inputs are: image (f32 [1,1,28,28])"
         "STDOUT_LACKS=runs in"

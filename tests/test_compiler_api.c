@@ -178,6 +178,39 @@ static void test_compile_errors(void) {
   kiln_compiler_destroy(c);
 }
 
+/* "cpu-target": the module carries CPU machine code (its 'NATV' section)
+ * for the levels named, none without the option; an unknown level is an
+ * error naming the ones there are. */
+static void test_cpu_target(void) {
+  for (int with = 0; with < 2; ++with) {
+    kiln_compiler_t* c = NULL;
+    CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+    CHECK_OK(kiln_compiler_load_model(c, g_model));
+    if (with) CHECK_OK(kiln_compiler_set_option(c, "cpu-target", "host"));
+    CHECK_OK(kiln_compiler_compile(c));
+    const void* data = NULL;
+    size_t n = 0;
+    CHECK_OK(kiln_compiler_module(c, &data, &n));
+    bool natv = data && memmem(data, n, "NATV", 4) != NULL;
+    /* "host" is nothing on a CPU below every level kiln knows (x86-64
+     * without AVX2 and FMA) */
+    bool host_level = true;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    host_level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    CHECK_MSG(natv == (with && host_level), "cpu-target %s: machine code %s", with ? "host" : "unset",
+              natv ? "present" : "absent");
+    kiln_compiler_destroy(c);
+  }
+  kiln_compiler_t* c = NULL;
+  CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+  CHECK_OK(kiln_compiler_load_model(c, g_model));
+  CHECK_OK(kiln_compiler_set_option(c, "cpu-target", "sparc"));
+  CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_INVALID_ARGUMENT, "'sparc'", "x86-64-v3, x86-64-v4, aarch64");
+  kiln_compiler_destroy(c);
+}
+
 int main(void) {
   if (!bm_tmpdir("compiler_api", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
@@ -188,6 +221,7 @@ int main(void) {
   RUN(test_option_errors);
   RUN(test_compile_and_run);
   RUN(test_compile_errors);
+  RUN(test_cpu_target);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

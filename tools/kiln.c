@@ -871,7 +871,7 @@ static int cmd_run(int argc, char** argv) {
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
       prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, NULL};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1037,6 +1037,10 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --cpu-target LIST  with -t cpu -o: also compile the C to machine code for these ISA\n"
+    "                     levels (comma-separated: x86-64-v3, x86-64-v4, aarch64, host, none;\n"
+    "                     default host), so libkiln_rt runs the module without a C compiler;\n"
+    "                     the best level the running CPU has is loaded, the C is the fallback\n"
     "  --sign KEY.key     sign the module with this secret key (`kiln keygen`); load it with\n"
     "                     --verify-key KEY.pub to refuse anything else (docs/TRUST.md)\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
@@ -1084,6 +1088,7 @@ static int cmd_compile(int argc, char** argv) {
   const char* dump_dir = NULL;
   const char* out_path = NULL;
   const char* sign_key = NULL;
+  const char* cpu_targets = NULL;
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
@@ -1115,6 +1120,8 @@ static int cmd_compile(int argc, char** argv) {
       out_path = argv[++i];
     } else if (!strcmp(a, "--sign") && has) {
       sign_key = argv[++i];
+    } else if (!strcmp(a, "--cpu-target") && has) {
+      cpu_targets = argv[++i];
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -1152,6 +1159,11 @@ static int cmd_compile(int argc, char** argv) {
     return usage_error("compile", "--target '%s': expected %s", target,
                        kiln_device_api_names("", names, sizeof names));
   if (sign_key && !out_path) return usage_error("compile", "%s--sign needs -o FILE.kiln", "");
+  if (cpu_targets && (!out_path || !ptarget->emit_native))
+    return usage_error("compile", "%s--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)", "");
+  /* A CPU module carries this machine's machine code unless told otherwise:
+   * libkiln_rt then runs it where no C compiler is. */
+  if (!cpu_targets && out_path && ptarget->emit_native) cpu_targets = "host";
   /* The key is read before compiling: a bad key should not cost a compile. */
   kiln_sign_secret_key_t sk;
   memset(&sk, 0, sizeof sk);
@@ -1165,7 +1177,7 @@ static int cmd_compile(int argc, char** argv) {
   kiln_compile_log_t log = {0};
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
-                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd};
+                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets};
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
   kiln_cli_print_log(&log, gd.printed);
   kiln_compile_log_free(&log);

@@ -26,6 +26,7 @@ typedef struct kiln_cli_compile_s {
   const char* dump_dir; /* plan and generated source */
   const char* model_name;
   const kiln_cli_precision_t* precision; /* NULL: fp32 */
+  const char* cpu_targets; /* ahead-of-time ISA levels (kiln_program_build_options_t) */
 } kiln_cli_compile_t;
 
 /* kiln_compile_program (compiler/pipeline.h), printing the lines of its

@@ -40,6 +40,10 @@
  *   seed              N (random calibration inputs)
  *   model-name        the name recorded in the module (default: the file path)
  *   dump              DIR: write plan.txt and the generated source there
+ *   cpu-target        LEVELS: CPU machine code in the module for these ISA levels
+ *                     (x86-64-v3, x86-64-v4, aarch64, host; comma-separated;
+ *                     default none: C source only), so libkiln_rt runs it without
+ *                     a C compiler; another target refuses it at compile
  * A tuning cache is not an option yet (this build has no tuner).
  *
  * Threads: a compiler object is thread-compatible: calls on it must not

@@ -92,14 +92,17 @@ static kiln_status_t print_one(const kiln_plan_t* plan, int32_t k, const kiln_cf
 }
 
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) {
-  memset(out, 0, sizeof(*out));
   /* Vector types no wider than this CPU's registers (read at run time; the
    * C is compiled here with -march=native): without AVX-512 GCC splits a
    * 16-lane type into pieces it moves through general registers and the
    * stack, which made every GEMM/conv several times slower on AVX2. */
+  return kiln_cpu_codegen_lanes(plan, kiln_cpu_simd().lanes, out);
+}
+
+kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kiln_cpu_source_t* out) {
+  memset(out, 0, sizeof(*out));
   kiln_cf_dialect_t dialect = kiln_cf_dialect_c;
-  const kiln_cpu_simd_t simd = kiln_cpu_simd();
-  dialect.vector_widths &= simd.lanes >= 16 ? 4 | 8 | 16 : simd.lanes >= 8 ? 4 | 8 : 4;
+  dialect.vector_widths &= lanes >= 16 ? 4 | 8 | 16 : lanes >= 8 ? 4 | 8 : 4;
   int32_t n = plan->n_kernels;
   kiln_status_t s = NULL;
   canon_t* canon = calloc((size_t)(n ? n : 1), sizeof(*canon));
