@@ -162,6 +162,7 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
       goto done;
     }
     if (options->on_node) options->on_node(options->user, g, ni, dt);
+    if (options->on_outputs && (s = options->on_outputs(options->user, g, ni, aout))) goto done;
     for (int32_t j = 0; j < n->n_inputs; ++j) {
       int32_t t = n->inputs[j];
       if (t >= 0 && owned[t] && last_use[t] == ni) {

@@ -30,6 +30,12 @@ typedef struct kiln_ref_options_s {
   /* Optional: called after each node with its time. */
   void (*on_node)(void* user, const kiln_graph_t* g, int32_t node,
                   double seconds);
+  /* Optional: called after each node that ran with its output arrays
+   * (n_outputs entries, NULL for omitted ones). It may read them and change
+   * their values in place (kiln quantize records ranges, and simulates int8
+   * by rounding them); a returned status stops the run with that error. */
+  kiln_status_t (*on_outputs)(void* user, const kiln_graph_t* g, int32_t node,
+                              kiln_array_t* const* outputs);
   void* user;
 } kiln_ref_options_t;
 

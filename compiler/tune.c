@@ -51,7 +51,7 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
     const bool stale = kiln_tune_cache_find_near(cache, &key) != NULL;
     r->stale += stale;
     if (log)
-      fprintf(log, "kiln: note: tuning: kernel '%s' (%s %016llx) untuned%s\n", plan->kernels[k].func->name,
+      fprintf(log, "note: tuning: kernel '%s' (%s %016llx) untuned%s\n", plan->kernels[k].func->name,
               kiln_template_kind_name(t->kind), (unsigned long long)key.fingerprint,
               stale ? ": the cache's record is for another device, driver or kiln version (not trusted; "
                       "`kiln tune --resume` starts from it)"
@@ -64,7 +64,7 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
   if (why) {
     r->refused++;
     if (log)
-      fprintf(log, "kiln: warning: tuning: the record for kernel '%s' (%016llx) is refused: %s; default tiles\n",
+      fprintf(log, "warning: tuning: the record for kernel '%s' (%016llx) is refused: %s; default tiles\n",
               plan->kernels[k].func->name, (unsigned long long)key.fingerprint, why);
     return;
   }
@@ -78,7 +78,7 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
   if (log) {
     char tiles[128];
     kiln_tune_tiles_format(&rec->tiles, tiles, sizeof tiles);
-    fprintf(log, "kiln: note: tuning: kernel '%s' (%s %016llx) tuned: tiles %s, %.2fx its default when measured\n",
+    fprintf(log, "note: tuning: kernel '%s' (%s %016llx) tuned: tiles %s, %.2fx its default when measured\n",
             plan->kernels[k].func->name, kiln_template_kind_name(t->kind), (unsigned long long)key.fingerprint, tiles,
             rec->default_us / rec->tuned_us);
   }
@@ -95,5 +95,37 @@ kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set
   if (s)
     for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
   if (out) *out = r;
+  return s;
+}
+
+kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t* set, const char* path,
+                                    kiln_device_t* dev, const char* target, int32_t threads, FILE* notes,
+                                    kiln_tune_use_report_t* out) {
+  memset(out, 0, sizeof *out);
+  if (dev) {
+    kiln_device_retain(dev);
+  } else {
+    kiln_device_open_options_t oo = {threads, true, NULL};
+    kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
+    if (ds) {
+      if (notes)
+        fprintf(notes, "warning: --tuning-cache %s not used: no %s device to match its records (%s)\n", path, target,
+                kiln_status_message(ds));
+      kiln_status_free(ds);
+      return kiln_template_choose(plan, set);
+    }
+  }
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  kiln_tune_cache_t cache = {0};
+  kiln_status_t s = kiln_tune_cache_read(&cache, path, notes);
+  if (!s) s = kiln_tune_choose(plan, set, &cache, &where, notes, out);
+  if (!s && notes)
+    fprintf(notes, "tuning: %d of %d template kernels tuned from %s (%d kept their defaults, %d untuned, %d refused, "
+                   "%d cache lines ignored)\n",
+            (int)out->tuned, (int)out->instances, path, (int)out->kept, (int)out->untuned, (int)out->refused,
+            (int)cache.skipped);
+  kiln_tune_cache_free(&cache);
+  kiln_device_release(dev);
   return s;
 }

@@ -63,6 +63,17 @@ KILN_MUST_USE kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_templ
                                              const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev,
                                              FILE* log, kiln_tune_use_report_t* out);
 
+/* `--tuning-cache FILE` at compile time: reads |path| (bad lines skipped),
+ * takes the device key from |dev| or, when NULL, from device |target|
+ * opened without fallback, and runs kiln_tune_choose. Never fatal for the
+ * cache or the device: when either cannot be used the default tiles are
+ * chosen (kiln_template_choose). Lines for people go to |notes| (NULL:
+ * none), each starting "warning: " or "note: "; *out gets the counts.
+ * Errors: those of kiln_template_choose, OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t* set, const char* path,
+                                                  kiln_device_t* dev, const char* target, int32_t threads,
+                                                  FILE* notes, kiln_tune_use_report_t* out);
+
 typedef struct kiln_tune_options_s {
   double budget_s;   /* wall-clock budget of the whole search (> 0) */
   int32_t trials;    /* candidates per kernel at most (0: until the budget) */

@@ -187,7 +187,7 @@ kiln_status_t kiln_tune_cache_read(kiln_tune_cache_t* c, const char* path, FILE*
   const char* why = NULL;
   FILE* f = open_regular(path, &why);
   if (!f) {
-    if (warn) fprintf(warn, "kiln: warning: tuning cache %s: %s; using the default tiles\n", path, why);
+    if (warn) fprintf(warn, "warning: tuning cache %s: %s; using the default tiles\n", path, why);
     return NULL;
   }
   char* line = malloc(KILN_TUNE_LINE_MAX + 1);
@@ -218,12 +218,12 @@ kiln_status_t kiln_tune_cache_read(kiln_tune_cache_t* c, const char* path, FILE*
     if (!bad && ch == EOF) bad = "last line has no newline (truncated?)";
     if (bad) {
       c->skipped++;
-      if (warn) fprintf(warn, "kiln: warning: %s:%lld: %s; ignored\n", path, (long long)lineno, bad);
+      if (warn) fprintf(warn, "warning: %s:%lld: %s; ignored\n", path, (long long)lineno, bad);
       continue;
     }
     s = kiln_tune_cache_put(c, &r, false);
   }
-  if (!s && ferror(f) && warn) fprintf(warn, "kiln: warning: %s: read error; the rest ignored\n", path);
+  if (!s && ferror(f) && warn) fprintf(warn, "warning: %s: read error; the rest ignored\n", path);
   free(line);
   fclose(f);
   return s;

@@ -60,7 +60,7 @@ typedef struct kiln_tune_cache_s {
 
 /* Reads |path| into |c| (records added to what it holds, faster wins).
  * Warnings (unreadable file, each bad line) go to |warn| (NULL: none) as
- * "kiln: warning: FILE:LINE: why; ignored". Only OUT_OF_MEMORY fails. */
+ * "warning: FILE:LINE: why; ignored". Only OUT_OF_MEMORY fails. */
 KILN_MUST_USE kiln_status_t kiln_tune_cache_read(kiln_tune_cache_t* c, const char* path, FILE* warn);
 
 /* Writes |c| to |path| (a temporary file renamed over it), sorted by key.

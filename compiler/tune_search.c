@@ -198,7 +198,7 @@ static kiln_status_t measure(tuner_t* t, double* times, double* def_times, doubl
   double* wall = calloc(2 * (size_t)R + 2, sizeof(double));
   kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
-  kiln_program_build_options_t bo = {"tune", "fp32", "-O1 tune", false};
+  kiln_program_build_options_t bo = {"tune", "fp32", "-O1 tune", false, NULL};
   if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
   if (!s && t->n_prog != prog->n_kernels)
     s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,

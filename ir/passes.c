@@ -7,6 +7,8 @@
 #include "ir/pass_util.h"
 
 const kiln_graph_pass_t kiln_graph_passes[] = {
+    /* first: kiln's folds would take a plugin's chain apart (pass_plugin.c) */
+    {"plugin-patterns", kiln_pass_plugin_patterns},
     {"einsum-to-matmul", kiln_pass_einsum},
     {"remove-noops", kiln_pass_remove_noops},
     {"fold-constants", kiln_pass_fold_constants},

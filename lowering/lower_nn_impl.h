@@ -251,5 +251,8 @@ kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_
     kiln_lower_nn_lrn, kiln_lower_nn_lpnorm, kiln_lower_nn_mvn, kiln_lower_nn_lstm,
     kiln_lower_nn_gru, kiln_lower_nn_rnn, kiln_lower_nn_nll_loss, kiln_lower_nn_sce_loss,
     kiln_lower_nn_det;
+kiln_lower_op_t kiln_lower_nn_quantize_linear, kiln_lower_nn_dequantize_linear,
+    kiln_lower_nn_dynamic_quantize_linear, kiln_lower_nn_matmul_integer,
+    kiln_lower_nn_qlinear_matmul, kiln_lower_nn_conv_integer, kiln_lower_nn_qlinear_conv;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -3,6 +3,9 @@
  * kernels of every node in execution order. */
 #include "lowering/plan.h"
 
+#include "ir/ops/custom.h"
+#include "lowering/lower_custom.h"
+
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -214,6 +217,12 @@ static int32_t default_threads(void) {
   return n > 0 ? (int32_t)n : 1;
 }
 
+/* Plugin ops lower through kiln_lower_custom, whatever their type. */
+static kiln_lower_fn lower_fn_of(const kiln_node_t* n) {
+  if (kiln_op_schema_is_custom(n->schema)) return kiln_lower_custom;
+  return kiln_lower_lookup(n->op_type);
+}
+
 static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_options_t* o) {
   const kiln_graph_t* g = p->graph;
   const kiln_node_t* n = &g->nodes[ni];
@@ -239,7 +248,7 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
     out[j] = p->buffers[b].buf;
     out_t[j] = &g->tensors[n->outputs[j]];
   }
-  kiln_lower_fn fn = kiln_lower_lookup(n->op_type);
+  kiln_lower_fn fn = lower_fn_of(n);
   if (!fn)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s': op %s has no lowering for this target",
                             src_of(g), n->name, n->op_type);
@@ -309,7 +318,7 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
     for (int32_t j = 0; j < n->n_outputs; ++j)
       if (n->outputs[j] >= 0 && !(g->tensors[n->outputs[j]].flags & KILN_TENSOR_CONST)) folded = false;
     if (folded) continue; /* computed at load time */
-    if (!kiln_lower_lookup(n->op_type)) {
+    if (!lower_fn_of(n)) {
       if (!strstr(missing, n->op_type)) {
         size_t l = strlen(missing);
         snprintf(missing + l, sizeof missing - l, "%s%s (node '%s')", n_missing ? ", " : "",
@@ -424,7 +433,7 @@ static bool pointwise(kiln_op_pattern_t pat) {
 bool kiln_plan_kernel_inplace(const kiln_plan_t* p, int32_t k, int32_t* out_in, int32_t* out_out) {
   const kiln_plan_kernel_t* kk = &p->kernels[k];
   const kiln_graph_t* g = p->graph;
-  if (!g) return false;
+  if (!g || kk->custom) return false; /* a plugin's kernel promises nothing about aliasing */
   for (int32_t i = -1; i < kk->n_fused_nodes; ++i) {
     int32_t n = i < 0 ? kk->node : kk->fused_nodes[i];
     if (n < 0 || n >= g->n_nodes || !pointwise(kiln_op_pattern(g->nodes[n].op_type))) return false;

@@ -68,6 +68,10 @@ typedef struct kiln_plan_kernel_s {
   /* the template kernel lowering chose for it (lowering/template.h), in
    * the plan's arena; NULL: the target prints |func| */
   struct kiln_template_s* tmpl;
+  /* A plugin op's kernel (lowering/lower_custom.h), in the plan's arena:
+   * |func| only names it and lists its parameters (its body is empty);
+   * targets print the plugin's source instead. NULL: a kiln kernel. */
+  const struct kiln_custom_instance_s* custom;
 } kiln_plan_kernel_t;
 
 typedef struct kiln_plan_s {

@@ -152,12 +152,24 @@ static bool pointwise_kernel(const kiln_plan_t* p, int32_t k) {
   return true;
 }
 
+/* The quantized ops stay fp32 whatever the policy: their integer results
+ * are defined by f32 scales (a scale or a min/max rounded to f16 moves
+ * values by one step), and their integer tensors never narrow anyway. */
+static bool quantized_op(const kiln_node_t* n) {
+  static const char* const ops[] = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                                    "QLinearMatMul", "QLinearConv"};
+  for (size_t i = 0; n->op_type && i < sizeof ops / sizeof ops[0]; ++i)
+    if (!strcmp(n->op_type, ops[i])) return true;
+  return false;
+}
+
 static bool kernel_fp16(const kiln_plan_t* p, int32_t k, const kiln_precision_policy_t* pol) {
   int32_t nodes[256];
   int32_t n = kiln_plan_kernel_nodes(p, k, nodes, 256);
   if (n > 256) n = 256;
   for (int32_t i = 0; i < n; ++i) {
     if (nodes[i] < 0 || nodes[i] >= p->graph->n_nodes) return false;
+    if (quantized_op(&p->graph->nodes[nodes[i]])) return false;
     if (!kiln_precision_node_fp16(pol, p->graph, nodes[i], true)) return false;
   }
   return n > 0;
@@ -167,6 +179,7 @@ static bool kernel_fp16(const kiln_plan_t* p, int32_t k, const kiln_precision_po
 typedef struct {
   bool used, io, written, writers_fp16, readers_fp16, rmw, all_f32;
   bool read_by_reduction; /* loaded by a kernel that sums into scoped f32 accumulators */
+  bool plugin;            /* touched by a plugin kernel, whose source has its dtypes built in */
 } root_use_t;
 
 static void report_bytes(const kiln_plan_t* p, const root_use_t* u, int64_t* weights, int64_t* inter) {
@@ -225,7 +238,7 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
                                    const tir_buffer_t** to, kiln_precision_report_t* r) {
   tir_ctx_t* c = &p->tir;
   int32_t nb = p->n_buffers;
-  for (int32_t i = 0; i < nb; ++i) u[i] = (root_use_t){false, false, false, true, true, false, true, false};
+  for (int32_t i = 0; i < nb; ++i) u[i] = (root_use_t){false, false, false, true, true, false, true, false, false};
   for (int32_t i = 0; i < nb; ++i) {
     int32_t root = kiln_plan_root(p, i);
     const kiln_plan_buffer_t* b = &p->buffers[i];
@@ -237,7 +250,10 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
 
   /* Kernel precisions, then who reads and writes each root. */
   for (int32_t k = 0; k < p->n_kernels; ++k) {
-    bool f16 = o->mode == KILN_PRECISION_FP16 && kernel_fp16(p, k, o->policy);
+    /* a plugin kernel computes in the dtypes its plugin declared: it and
+     * every buffer it touches stay as they are */
+    const bool plugin = p->kernels[k].custom != NULL;
+    bool f16 = !plugin && o->mode == KILN_PRECISION_FP16 && kernel_fp16(p, k, o->policy);
     kp[k] = f16 ? KILN_KERNEL_FP16_STORAGE : KILN_KERNEL_FP32;
     const tir_func_t* f = p->kernels[k].func;
     const tir_buffer_t* sc[1];
@@ -250,6 +266,7 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
       int acc = tir_func_buffer_access(f, f->params[j]);
       root_use_t* ru = &u[root];
       ru->used = true;
+      ru->plugin |= plugin;
       if (acc & TIR_ACCESS_STORE) {
         ru->written = true;
         if (!f16) ru->writers_fp16 = false;
@@ -268,7 +285,7 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
     if (kiln_plan_root(p, i) != i) continue;
     const root_use_t* ru = &u[i];
     kiln_plan_buffer_t* b = &p->buffers[i];
-    if (!ru->used || ru->io || !ru->all_f32) continue;
+    if (!ru->used || ru->io || !ru->all_f32 || ru->plugin) continue;
     bool conv = false;
     if (b->kind == KILN_PLAN_CONST) {
       conv = ru->readers_fp16 && b->value.dtype == KILN_DTYPE_F32;

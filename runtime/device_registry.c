@@ -6,6 +6,7 @@
  * list them. */
 #include "runtime/device_registry.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define KILN_TARGET(name) extern const kiln_device_api_t kiln_device_api_##name;
@@ -49,3 +50,27 @@ const char* kiln_device_api_names(const char* suffix, char* buf, size_t n) {
   }
   return buf;
 }
+
+const char* kiln_device_api_name_at(int32_t i) { return i >= 0 && i < N_APIS ? apis[i]->name : NULL; }
+
+/* The API's list printer writes to a FILE; a memory stream turns that into
+ * text for callers without one (the Python package). */
+kiln_status_t kiln_device_api_list(int32_t i, char** out_text) {
+  if (!out_text) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_device_api_list: NULL out_text");
+  if (i < 0 || i >= N_APIS)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "kiln_device_api_list: API %d of %d", (int)i, (int)N_APIS);
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (!f) return kiln_make_status(KILN_OUT_OF_MEMORY, "kiln_device_api_list: cannot open a memory stream");
+  kiln_status_t s = apis[i]->list(f);
+  if (fclose(f) != 0 && !s) s = kiln_make_status(KILN_OUT_OF_MEMORY, "kiln_device_api_list: memory stream failed");
+  if (s) {
+    free(buf);
+    return kiln_status_annotate(s, "%s devices", apis[i]->name);
+  }
+  *out_text = buf;
+  return NULL;
+}
+
+void kiln_free(void* p) { free(p); }

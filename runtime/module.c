@@ -13,6 +13,7 @@
 
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "runtime/plugin.h"
 #include "runtime/module_sign.h"
 
 /* Files above this are refused before reading (the format's lengths are
@@ -85,6 +86,11 @@ static kiln_status_t from_bytes(const void* data, size_t size, const char* name,
   KILN_RETURN_IF_ERROR(check_signature(data, size, name, o, &verified));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_module_parse(data, size, name, a, &p));
+  kiln_status_t ps = kiln_plugin_check_program(p, name);
+  if (ps) {
+    kiln_program_destroy(p);
+    return ps;
+  }
   const uint8_t* v = (const uint8_t*)data + KILN_MODULE_OFF_VERSION;
   uint32_t version = (uint32_t)v[0] | ((uint32_t)v[1] << 8) | ((uint32_t)v[2] << 16) | ((uint32_t)v[3] << 24);
   KILN_RETURN_IF_ERROR(make_module(p, a, version, size, out), "%s", name);

@@ -195,6 +195,13 @@ static kiln_status_t check_shape(const kiln_program_t* p) {
     return bad_arg(p, "code blob count", c->n_blobs);
   for (int32_t i = 0; i < c->n_blobs; ++i)
     if (c->blob_lens[i] && !c->blobs[i]) return bad_arg(p, "code blob missing", i);
+  if (c->n_native < 0 || (c->n_native && !c->native)) return bad_arg(p, "native code count", c->n_native);
+  for (int32_t i = 0; i < c->n_native; ++i) {
+    const char* isa = c->native[i].isa;
+    if (!isa || !isa[0] || strlen(isa) > KILN_MODULE_MAX_ISA_NAME)
+      return bad_arg(p, "native code ISA name length", isa ? (long long)strlen(isa) : -1);
+    if (c->native[i].len && !c->native[i].bytes) return bad_arg(p, "native code missing", i);
+  }
   if (c->text_len && memchr(c->text, 0, (size_t)c->text_len))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: code text contains a NUL byte", prog_name(p));
   return NULL;
@@ -304,6 +311,20 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   put_bytes(w, p->weights, (size_t)p->weights_len);
   section_end(w, s);
 
+  /* Optional: the plugin ops the kernels compute (their code is in the
+   * module); the loader refuses the module while their plugins are not
+   * loaded (runtime/plugin.c). */
+  if (p->n_plugin_ops) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_PLUG, 0);
+    put_u64(w, (uint64_t)p->n_plugin_ops);
+    for (int32_t i = 0; i < p->n_plugin_ops; ++i) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->plugin_ops[i].domain, "plugin op domain"));
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->plugin_ops[i].name, "plugin op name"));
+      put_i32(w, p->plugin_ops[i].version);
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
   put_u64(w, c->text_len);
@@ -316,6 +337,19 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     put_bytes(w, c->blobs[i], (size_t)c->blob_lens[i]);
   }
   section_end(w, s);
+
+  /* Optional: a reader that does not know it compiles the C source. */
+  if (c->n_native > 0) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_NATV, 0);
+    put_u64(w, (uint64_t)c->n_native);
+    for (int32_t i = 0; i < c->n_native; ++i) {
+      const kiln_program_native_t* nv = &c->native[i];
+      KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
+      put_u64(w, nv->len);
+      put_bytes(w, nv->bytes, (size_t)nv->len);
+    }
+    section_end(w, s);
+  }
   return NULL;
 }
 
@@ -671,6 +705,31 @@ static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_PLUG = 4 + 4 + 4 };
+
+static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "plugin ops", MIN_PLUG, &n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &m));
+  memset(m, 0, sizeof(kiln_program_plugin_op_t) * (size_t)n);
+  p->plugin_ops = m;
+  p->n_plugin_ops = n;
+  r->item = "plugin op";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    kiln_program_plugin_op_t* po = &p->plugin_ops[i];
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "domain", &po->domain));
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &po->name));
+    KILN_RETURN_IF_ERROR(rd_i32(r, "version", &po->version));
+    if (!po->domain[0] || !po->name[0] || po->version < 1)
+      return rd_err(r, KILN_PARSE_ERROR, "'%s/%s' version %d is not a plugin op", po->domain, po->name,
+                    (int)po->version);
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 static kiln_status_t rd_io_list(rd_t* r, kiln_program_t* p, const char* what, int32_t* out_n,
                                 int32_t** out_idx, char*** out_names) {
   int32_t n;
@@ -788,6 +847,45 @@ static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_NATIVE = 4 + 1 + 8 };
+
+/* The objects are copied as they are: whether one is a loadable ELF for
+ * this CPU is the CPU device's question (runtime/cpu/cpu_native.c), asked
+ * before anything is mapped. */
+static kiln_status_t rd_natv(rd_t* r, kiln_program_t* p) {
+  kiln_program_code_t* c = &p->code;
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "native code objects", MIN_NATIVE, &n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_native_t), "native code", &m));
+  if (n) memset(m, 0, (size_t)n * sizeof(kiln_program_native_t));
+  c->native = m;
+  c->n_native = n;
+  r->item = "native code object";
+  for (int32_t i = 0; i < n; ++i) {
+    kiln_program_native_t* nv = &c->native[i];
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "ISA name", &nv->isa));
+    size_t il = strlen(nv->isa);
+    if (il == 0 || il > KILN_MODULE_MAX_ISA_NAME)
+      return rd_err(r, KILN_PARSE_ERROR, "ISA name of %zu bytes (1..%d)", il, KILN_MODULE_MAX_ISA_NAME);
+    uint64_t len;
+    KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+    if (len == 0 || len > r->left)
+      return rd_err(r, KILN_PARSE_ERROR, "'%s' object claims %llu bytes, %zu left", nv->isa,
+                    (unsigned long long)len, r->left);
+    m = NULL;
+    KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, "native code object", &m));
+    memcpy(m, r->p, (size_t)len);
+    nv->bytes = m;
+    nv->len = len;
+    r->p += len;
+    r->left -= (size_t)len;
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 typedef kiln_status_t (*section_fn)(rd_t* r, kiln_program_t* p);
 
 static const struct {
@@ -796,7 +894,7 @@ static const struct {
 } known_sections[] = {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
-    {KILN_MODULE_TAG_GEMM, rd_gemm},
+    {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -892,7 +990,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   if (off != size)
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
-    if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM) {
+    if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
+        known_sections[k].tag != KILN_MODULE_TAG_NATV) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

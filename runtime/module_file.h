@@ -63,6 +63,17 @@
  *                      sb, sy, f32 alpha (bits), i32 a, b, y } — the
  *                      kiln_program_gemm_t a library may run in the
  *                      kernel's place; a reader without it runs the kernel
+ *   'PLUG' (optional; written when kernels compute plugin ops)
+ *                      count n; n x { str domain, str name, i32 version }
+ *                      — the custom ops (include/kiln/custom_op.h) the
+ *                      program needs; the module loader refuses the
+ *                      module while no loaded plugin provides each of them
+ *   'NATV' (optional, after 'CODE'; written by `kiln compile --cpu-target`)
+ *                      count n; n x { str isa ("x86-64-v3", "aarch64", ...,
+ *                      1..63 bytes), u64 length, that many bytes: an ELF
+ *                      shared object }. The CPU device loads the best one
+ *                      the running CPU executes, without a compiler; a reader
+ *                      without it compiles the C source
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -122,6 +133,10 @@ extern "C" {
 #define KILN_MODULE_TAG_WGHT KILN_MODULE_TAG('W', 'G', 'H', 'T')
 #define KILN_MODULE_TAG_CODE KILN_MODULE_TAG('C', 'O', 'D', 'E')
 #define KILN_MODULE_TAG_GEMM KILN_MODULE_TAG('G', 'E', 'M', 'M')
+/* optional: the plugin ops the program uses (domain, name, version each) */
+#define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
+#define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
+#define KILN_MODULE_MAX_ISA_NAME 63
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);

@@ -48,6 +48,11 @@ void kiln_program_destroy(kiln_program_t* p) {
   kiln_allocator_free(a, p->inputs);
   kiln_allocator_free(a, p->outputs);
   kiln_allocator_free(a, p->weights);
+  for (int32_t i = 0; p->plugin_ops && i < p->n_plugin_ops; ++i) {
+    kiln_allocator_free(a, p->plugin_ops[i].domain);
+    kiln_allocator_free(a, p->plugin_ops[i].name);
+  }
+  kiln_allocator_free(a, p->plugin_ops);
   kiln_allocator_free(a, p->model_name);
   kiln_allocator_free(a, p->precision);
   kiln_allocator_free(a, p->options);
@@ -57,6 +62,11 @@ void kiln_program_destroy(kiln_program_t* p) {
     kiln_allocator_free(a, p->code.blobs[i]);
   kiln_allocator_free(a, p->code.blobs);
   kiln_allocator_free(a, p->code.blob_lens);
+  for (int32_t i = 0; p->code.native && i < p->code.n_native; ++i) {
+    kiln_allocator_free(a, p->code.native[i].isa);
+    kiln_allocator_free(a, p->code.native[i].bytes);
+  }
+  kiln_allocator_free(a, p->code.native);
   kiln_allocator_free(a, p);
 }
 
@@ -373,6 +383,18 @@ static kiln_status_t validate_code(const kiln_program_t* p) {
     return bad(p, "%s %lld", "code blob count", (long long)c->n_blobs);
   for (int32_t i = 0; i < c->n_blobs; ++i)
     if (c->blob_lens[i] > 0 && !c->blobs[i]) return bad(p, "%s %lld is missing", "code blob", (long long)i);
+  if (c->n_native < 0 || (c->n_native > 0 && !c->native))
+    return bad(p, "%s %lld", "native code count", (long long)c->n_native);
+  for (int32_t i = 0; i < c->n_native; ++i) {
+    const kiln_program_native_t* nv = &c->native[i];
+    if (!nv->isa || !nv->isa[0] || !nv->len || !nv->bytes)
+      return bad(p, "%s %lld has no ISA name or no bytes", "native code object", (long long)i);
+    for (int32_t j = 0; j < i; ++j)
+      if (strcmp(c->native[j].isa, nv->isa) == 0)
+        return bad(p, "%s for '%s' appears twice", "native code object", nv->isa);
+  }
+  if (c->n_native > 0 && api->code_form != KILN_CODE_SOURCE_PARTS)
+    return bad(p, "%s target carries CPU machine code", p->target);
   if (p->n_kernels > 0) {
     if (api->code_form != KILN_CODE_BLOB_PER_KERNEL && !c->text_len)
       return bad(p, "%s target has no kernel source", p->target);

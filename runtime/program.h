@@ -135,6 +135,17 @@ typedef struct kiln_program_kernel_s {
  * the loader can compile parts in parallel. OpenCL: |text| is one program
  * source; parts unused. Vulkan: |blobs| holds one SPIR-V binary per kernel
  * (in kernel order), |text| optionally the GLSL for --dump. */
+/* CPU machine code compiled ahead of time (`kiln compile --cpu-target`):
+ * one shared object per ISA level, named as --cpu-target names it
+ * ("x86-64-v3", "x86-64-v4", "aarch64"). The CPU device loads the best one
+ * the running CPU can execute without any compiler and falls back to the C
+ * source (|text|) when none fits. */
+typedef struct kiln_program_native_s {
+  char* isa;      /* NUL-terminated, owned by the program */
+  uint8_t* bytes; /* the ELF shared object */
+  uint64_t len;
+} kiln_program_native_t;
+
 typedef struct kiln_program_code_s {
   char* text;
   uint64_t text_len;
@@ -143,7 +154,18 @@ typedef struct kiln_program_code_s {
   int32_t n_blobs;
   uint8_t** blobs;
   uint64_t* blob_lens;
+  int32_t n_native; /* CPU only; 0 = C source only */
+  kiln_program_native_t* native;
 } kiln_program_code_t;
+
+/* A plugin op the program's kernels compute (include/kiln/custom_op.h):
+ * loading the module without a plugin that registers it, at this version,
+ * is an error naming it. */
+typedef struct kiln_program_plugin_op_s {
+  char* domain;
+  char* name;
+  int32_t version;
+} kiln_program_plugin_op_t;
 
 typedef struct kiln_program_s {
   kiln_allocator_t allocator;
@@ -166,6 +188,8 @@ typedef struct kiln_program_s {
   uint8_t* weights;   /* constants' bytes (64-byte aligned offsets) */
   uint64_t weights_len;
   kiln_program_code_t code;
+  int32_t n_plugin_ops; /* distinct plugin ops used (module section 'PLUG') */
+  kiln_program_plugin_op_t* plugin_ops;
 } kiln_program_t;
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "lowering/lower_custom.h"
+
 
 static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
@@ -96,6 +98,34 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
   return NULL;
 }
 
+static int32_t custom_inputs(const kiln_custom_instance_t* ci) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < ci->op->n_inputs; ++i) n += ci->in_arg[i] >= 0;
+  return n;
+}
+
+/* The distinct plugin ops the kernels compute, for the module's 'PLUG'
+ * section: a module loads only where their plugins are loaded. */
+static kiln_status_t build_plugin_ops(const kiln_plan_t* plan, kiln_program_t* prog) {
+  int32_t n = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) n += plan->kernels[k].custom != NULL;
+  if (!n) return NULL;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &prog->plugin_ops));
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_custom_instance_t* ci = plan->kernels[k].custom;
+    if (!ci) continue;
+    bool seen = false;
+    for (int32_t i = 0; i < prog->n_plugin_ops && !seen; ++i) seen = !strcmp(prog->plugin_ops[i].name, ci->op->name) &&
+                                                                 !strcmp(prog->plugin_ops[i].domain, ci->op->domain);
+    if (seen) continue;
+    kiln_program_plugin_op_t* po = &prog->plugin_ops[prog->n_plugin_ops++];
+    po->version = ci->op->version;
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, ci->op->domain, &po->domain));
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, ci->op->name, &po->name));
+  }
+  return NULL;
+}
+
 static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog) {
   const kiln_graph_t* g = plan->graph;
   KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)plan->n_kernels, sizeof(kiln_program_kernel_t),
@@ -114,7 +144,9 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
     KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)f->n_params, 1, "kernel access", &kk->access));
     for (int32_t j = 0; j < f->n_params; ++j) {
       kk->args[j] = pk->args[j];
-      int acc = tir_func_buffer_access(f, f->params[j]);
+      /* a plugin kernel's body is not tensor IR: its inputs come first */
+      int acc = pk->custom ? (j < custom_inputs(pk->custom) ? TIR_ACCESS_LOAD : TIR_ACCESS_STORE)
+                           : tir_func_buffer_access(f, f->params[j]);
       kk->access[j] = (uint8_t)(((acc & TIR_ACCESS_LOAD) || !acc ? KILN_ARG_READ : 0) |
                                 ((acc & TIR_ACCESS_STORE) ? KILN_ARG_WRITE : 0));
       /* Traffic estimate: saturates rather than overflows on huge buffers. */
@@ -180,8 +212,17 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = build_buffers(plan, prog);
   if (!s) s = build_kernels(plan, prog);
   if (!s) s = build_io(plan, prog);
+  if (!s) s = build_plugin_ops(plan, prog);
   const bool code = !(options && options->no_code);
   if (!s && code) s = target->emit(plan, prog);
+  const char* levels = options ? options->cpu_targets : NULL;
+  if (!s && code && levels && levels[0]) {
+    if (!target->emit_native)
+      s = kiln_make_status(KILN_INVALID_ARGUMENT, "--cpu-target: the %s target has no machine code to compile "
+                           "ahead of time (the cpu target has)", target->name);
+    else
+      s = target->emit_native(plan, prog, levels);
+  }
   if (!s && code) s = kiln_program_validate(prog);
   if (s) {
     kiln_program_destroy(prog);

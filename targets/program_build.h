@@ -25,6 +25,10 @@ typedef struct kiln_program_build_options_s {
   /* Buffers, kernels and I/O only, no target code and no validation: the
    * caller runs the target's emitter itself (with its own options). */
   bool no_code;
+  /* Ahead-of-time machine code for these ISA levels (the target's
+   * emit_native; NULL or "": none). A target without emit_native refuses a
+   * non-empty list. */
+  const char* cpu_targets;
 } kiln_program_build_options_t;
 
 /* |target| from the registry (kiln_target_find). Errors: the emitter's

@@ -48,6 +48,11 @@ typedef struct kiln_target_s {
    * which lowering's kiln_template_choose matches against the plan, with
    * its tile rules: lowering records the tiles and lays the weights out. */
   void (*templates)(kiln_template_set_t* out);
+  /* Optional (NULL: the target has no such code): machine code compiled
+   * ahead of time for the ISA levels in |levels| (comma-separated, as
+   * `kiln compile --cpu-target` takes them), added to prog->code after
+   * emit. */
+  kiln_status_t (*emit_native)(const kiln_plan_t* plan, kiln_program_t* prog, const char* levels);
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

@@ -310,6 +310,23 @@ kiln_cli_test(rt_run_module REQUIRES cli_module EXE kiln_rt_run
   CHECK "STDOUT_HAS=1 runs in" "STDOUT_HAS=wrote ${W}/rt_out/probs.npy"
   CLEAN ${W}/rt_out FILE ${W}/rt_out/probs.npy
   ARGS ${W}/tiny.kiln --output ${W}/rt_out)
+# AOT CPU modules (issue 26): `kiln compile -t cpu -o` puts this machine's
+# machine code in the module, so kiln-rt-run runs it with no compiler
+# reachable (PATH empty, KILN_CC pointing nowhere); kiln info lists it.
+kiln_cli_test(rt_run_no_compiler REQUIRES cli_module EXE kiln_rt_run
+  CHECK "STDOUT_HAS=1 runs in" "STDOUT_MATCHES=load \\+ first run [0-9.]+ ms" "STDERR_EMPTY=1"
+  ARGS ${W}/tiny.kiln)
+set_tests_properties(cli_rt_run_no_compiler PROPERTIES
+                     ENVIRONMENT "PATH=;KILN_CC=/nonexistent/kiln-cc;KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+kiln_cli_test(info_machine_code REQUIRES cli_module
+  CHECK "STDOUT_MATCHES=machine code: [a-z0-9-]+ \\([0-9.]+ KB\\); the C source is the fallback"
+  ARGS info ${W}/tiny.kiln)
+kiln_cli_test(compile_cpu_target_unknown RC 1
+  CHECK "STDERR_HAS=--cpu-target 'sparc': expected host, none or x86-64-v3, x86-64-v4, aarch64"
+  ARGS compile ${M} -o ${W}/never-aot.kiln --cpu-target x86-64-v3,sparc)
+kiln_cli_test(compile_cpu_target_needs_output RC 2
+  CHECK "STDERR_HAS=--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)"
+  ARGS compile ${M} --cpu-target host)
 kiln_cli_test(rt_run_unknown_input REQUIRES cli_module EXE kiln_rt_run RC 1
   CHECK "STDERR_HAS=--input names 'imagee', which is not an input of the module; its inputs are: image (f32 [1,1,28,28])"
         "STDOUT_LACKS=runs in"
@@ -424,3 +441,25 @@ kiln_cli_test(run_fp16_weights_only
         "STDOUT_HAS=check probs vs reference interpreter: match"
   ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_sign_tests.cmake)
+
+# ---- kiln quantize (its runs on real models: tests/models, quant_digits) ------
+kiln_cli_test(quantize_help
+  CHECK "STDOUT_HAS=usage: kiln quantize" "STDOUT_HAS=--method M" "STDOUT_HAS=--per-tensor"
+        "STDOUT_HAS=--activations u8|i8" "STDERR_EMPTY=1"
+  ARGS quantize --help)
+kiln_cli_test(quantize_in_main_help CHECK "STDOUT_HAS=  quantize MODEL.onnx" ARGS --help)
+kiln_cli_test(quantize_unknown_option RC 2 CHECK "STDERR_HAS=--bogus" "STDERR_HAS=kiln quantize --help"
+              ARGS quantize ${M} --bogus)
+kiln_cli_test(quantize_no_calibrate RC 2 CHECK "STDERR_HAS=--calibrate DIR is required"
+              ARGS quantize ${M} -o ${W}/q.onnx)
+kiln_cli_test(quantize_no_output RC 2 CHECK "STDERR_HAS=-o FILE is required"
+              ARGS quantize ${M} --calibrate ${W})
+kiln_cli_test(quantize_bad_method RC 2 CHECK "STDERR_HAS=--method 'kl'"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method kl)
+kiln_cli_test(quantize_bad_percentile RC 2 CHECK "STDERR_HAS=--percentile '101'"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method percentile --percentile 101)
+kiln_cli_test(quantize_percentile_needs_method RC 2 CHECK "STDERR_HAS=--percentile needs --method percentile"
+              ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --percentile 99)
+kiln_cli_test(quantize_missing_folder RC 1
+  CHECK "STDERR_HAS=${W}/no_such_calibration: the calibration folder does not exist"
+  ARGS quantize ${M} --calibrate ${W}/no_such_calibration -o ${W}/q.onnx)

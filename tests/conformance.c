@@ -321,6 +321,20 @@ static outcome_t classify(kiln_status_t s) {
 /* Runs every test_data_set of one case. |why| gets the reason for a fail or
  * skip. Input shapes are bound from the first data set before the graph is
  * prepared, so the CPU target sees static shapes. */
+/* Cases whose expected outputs in the onnx wheel contradict their op's
+ * specification. kiln follows the specification, as onnxruntime does, so
+ * these are skipped with the reason rather than counted as failures:
+ * QLinearMatMul saturates to int8, but the wheel's int8 cases were made by
+ * a reference that wraps (-236 is expected as 20, where onnxruntime and
+ * kiln give -128). */
+static const struct {
+  const char* prefix;
+  const char* reason;
+} k_bad_expected[] = {
+    {"test_qlinearmatmul_2D_int8_", "expected output wraps int8 where QLinearMatMul saturates"},
+    {"test_qlinearmatmul_3D_int8_", "expected output wraps int8 where QLinearMatMul saturates"},
+};
+
 static outcome_t run_case(const char* dir, const char* name, report_t* rep, char* op, size_t opn,
                           char* why, size_t whyn) {
   kiln_allocator_t al = kiln_allocator_system();
@@ -339,6 +353,13 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
   kiln_status_t s = kiln_onnx_parse_model(path, NULL, al, &g);
   primary_op(name, s ? NULL : g, op, opn);
   if (s) goto fail_status;
+  for (size_t i = 0; i < sizeof k_bad_expected / sizeof k_bad_expected[0]; ++i) {
+    if (!strncmp(name, k_bad_expected[i].prefix, strlen(k_bad_expected[i].prefix))) {
+      snprintf(why, whyn, "%s", k_bad_expected[i].reason);
+      kiln_graph_destroy(g);
+      return CASE_SKIP;
+    }
+  }
   nin = g->n_inputs;
   nout = g->n_outputs;
   in = calloc((size_t)nin + 1, sizeof(kiln_array_t));

@@ -534,6 +534,48 @@ static void test_gemm_descriptor(void) {
   kiln_program_destroy(p);
 }
 
+/* The plugin ops a program uses (section 'PLUG', written only when there
+ * are some) round-trip; loading the module while no plugin provides them
+ * is NOT_FOUND naming each with its version; a PLUG entry of version 0 is
+ * a PARSE_ERROR. */
+static void test_plugin_section(void) {
+  kiln_program_t* p = make_program("cpu");
+  p->n_plugin_ops = 2;
+  p->plugin_ops = pu_alloc(p, 2 * sizeof(kiln_program_plugin_op_t));
+  p->plugin_ops[0] = (kiln_program_plugin_op_t){pu_str(p, "com.example"), pu_str(p, "Fused"), 3};
+  p->plugin_ops[1] = (kiln_program_plugin_op_t){pu_str(p, "com.example"), pu_str(p, "Act"), 1};
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) abort();
+  uint64_t plen = 0;
+  const size_t at = pu_find_section(bytes, len, KILN_MODULE_TAG_PLUG, &plen);
+  CHECK(at != 0);
+  kiln_program_t* q = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "plug.kiln", sys(), &q))) {
+    CHECK(q->n_plugin_ops == 2 && !strcmp(q->plugin_ops[0].name, "Fused") && q->plugin_ops[0].version == 3 &&
+          !strcmp(q->plugin_ops[1].domain, "com.example"));
+    kiln_program_destroy(q);
+  }
+  kiln_module_t* m = NULL;
+  kiln_status_t st = kiln_module_load_memory(bytes, len, "plug.kiln", sys(), &m);
+  CHECK(st && kiln_status_code(st) == KILN_NOT_FOUND);
+  if (st) {
+    const char* msg = kiln_status_message(st);
+    CHECK_MSG(strstr(msg, "plug.kiln") && strstr(msg, "com.example/Fused version 3") &&
+                  strstr(msg, "com.example/Act version 1") && strstr(msg, "--plugin"), "%s", msg);
+    kiln_status_free(st);
+  }
+  /* version 0 of the first entry: u64 count, then u32 len + "com.example", u32 len + "Fused", i32 version */
+  if (at) {
+    const size_t v = at + 8 + 4 + 11 + 4 + 5;
+    memset(bytes + v, 0, 4);
+    kiln_module_reseal(bytes, len);
+    CHECK_ERR(kiln_module_parse(bytes, len, "plug.kiln", sys(), &q), KILN_PARSE_ERROR, "PLUG");
+  }
+  kiln_allocator_free(sys(), bytes);
+  kiln_program_destroy(p);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_module_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -552,6 +594,7 @@ int main(void) {
   RUN(test_parse_out_of_memory);
   RUN(test_serialize_refuses);
   RUN(test_gemm_descriptor);
+  RUN(test_plugin_section);
   unlink(tmp_path("tiny.kiln"));
   rmdir(tmpdir);
   return kiln_test_finish();

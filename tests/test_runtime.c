@@ -289,6 +289,21 @@ static void test_profile_off(void) {
   kiln_module_release(m);
 }
 
+/* The device listing as text (kiln_device_api_list; the Python package's
+ * kiln.devices() parses it): the CPU is API 0 and always has device 0. */
+static void test_device_listing(void) {
+  int32_t n = kiln_device_api_count();
+  CHECK(n >= 1 && !strcmp(kiln_device_api_name_at(0), "cpu"));
+  CHECK(kiln_device_api_name_at(n) == NULL && kiln_device_api_name_at(-1) == NULL);
+  char* text = NULL;
+  if (CHECK_OK(kiln_device_api_list(0, &text))) CHECK(text && strstr(text, "[0]"));
+  kiln_free(text);
+  text = NULL;
+  CHECK_ERR(kiln_device_api_list(n, &text), KILN_OUT_OF_RANGE, "API");
+  CHECK(text == NULL);
+  kiln_free(NULL);
+}
+
 int main(void) {
   RUN(test_session_matches_reference_and_cpu_exec);
   RUN(test_module_round_trip_bit_exact);
@@ -296,5 +311,6 @@ int main(void) {
   RUN(test_barriers_only_on_hazards);
   RUN(test_profile_table_and_trace);
   RUN(test_profile_off);
+  RUN(test_device_listing);
   return kiln_test_finish();
 }

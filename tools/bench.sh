@@ -18,7 +18,9 @@
 #      without --quick)
 #   8. winograd: OpenCL Winograd vs implicit GEMM per 3x3 shape, ResNet-18
 #      -> OUT/winograd.csv (bench/opencl_winograd.py; only with an OpenCL device)
-#   9. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
+#   9. int8: digits top-1 in fp32, kiln quantize and onnxruntime quantize_static
+#      -> OUT/int8_digits.json (bench/int8_digits.py)
+#  10. plots + summary.md                      -> OUT/plots/ (bench/plot.py)
 # Everything printed is also written to OUT/bench.log. Defaults: --build build,
 # --out <build>/bench-out, --threads $(nproc). --quick: fewer sizes and repeats,
 # resnet18 + mobilenet_v2 only (a few minutes). Figures are for this machine's
@@ -134,6 +136,11 @@ targets() {
     --rounds "$([ $quick -eq 1 ] && echo 2 || echo 5)" --repeat "$repeat" --csv "$out/targets.csv"
 }
 
+int8_digits() {
+  "$py" bench/int8_digits.py --kiln "$kiln" --out "$build/digits" --models "$models" \
+    --json "$out/int8_digits.json"
+}
+
 winograd() {
   case "$("$kiln" devices 2>/dev/null)" in
     *opencl:0*) ;;
@@ -170,6 +177,7 @@ main() {
   [ $quick -eq 0 ] && step "models: kiln reference interpreter vs onnxruntime" ref
   step "targets: OpenCL / Vulkan vs the CPU backend" targets
   step "winograd: OpenCL Winograd vs implicit GEMM" winograd
+  step "int8: digits top-1, kiln quantize vs onnxruntime quantize_static" int8_digits
   step "plots" plots
 
   printf '\n== results ==\n'

@@ -19,14 +19,18 @@
 #include "compiler/compare.h"
 #include "runtime/device.h"
 #include "runtime/device_registry.h"
+#include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "api/driver.h"
+#include "api/model_dims.h"
 #include "tools/runner.h"
 #include "tools/bench_cmd.h"
 #include "tools/cli_args.h"
 #include "tools/module_cmd.h"
+#include "tools/quantize_cmd.h"
 #include "tools/tune_cmd.h"
 #include "runtime/module_sign.h"
 
@@ -67,46 +71,15 @@ static kiln_status_t load(const load_opts_t* lo, kiln_graph_t** out) {
   kiln_graph_t* g = NULL;
   KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(lo->model, NULL, kiln_allocator_system(), &g));
   for (int i = 0; i < lo->n_dims; ++i) {
-    const char* eq = strchr(lo->dims[i], '=');
-    char* end = NULL;
-    errno = 0;
-    long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
-    if (!eq || !end || end == eq + 1 || *end || v < 0 || errno == ERANGE) {
+    kiln_status_t s = kiln_model_bind_dim(g, lo->dims[i]);
+    if (s) {
       kiln_graph_destroy(g);
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE with SIZE in 0..%lld",
-                              lo->dims[i], (long long)INT64_MAX);
-    }
-    int32_t sym = 0;
-    for (int32_t k = 1; k <= g->n_symbols; ++k)
-      if (strlen(g->symbols[k]) == (size_t)(eq - lo->dims[i]) &&
-          strncmp(g->symbols[k], lo->dims[i], (size_t)(eq - lo->dims[i])) == 0)
-        sym = k;
-    if (!sym) {
-      kiln_graph_destroy(g);
-      return kiln_make_status(KILN_NOT_FOUND, "--dim '%s': the model has no dimension named '%.*s'",
-                              lo->dims[i], (int)(eq - lo->dims[i]), lo->dims[i]);
-    }
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d)
-        if (kiln_dim_symbol(t->shape.dims[d]) == sym) t->shape.dims[d] = v;
+      return s;
     }
   }
-  if (lo->bind_rest_to_one) {
-    bool any = false;
-    for (int32_t k = 0; k < g->n_inputs; ++k) {
-      kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-      for (int32_t d = 0; d < t->shape.rank; ++d) {
-        int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
-        if (!sym) continue;
-        if (!any) printf("note: symbolic dims bound to 1 for costs (set with --dim):");
-        printf(" %s", g->symbols[sym]);
-        t->shape.dims[d] = 1;
-        any = true;
-      }
-    }
-    if (any) printf("\n");
-  }
+  char bound[1024];
+  if (lo->bind_rest_to_one && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
+    printf("note: symbolic dims bound to 1 for costs (set with --dim):%s\n", bound);
   if (lo->no_prepare) {
     *out = g;
     return NULL;
@@ -907,7 +880,7 @@ static int cmd_run(int argc, char** argv) {
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
       prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, tuning_path, R.dev};
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, NULL, tuning_path, R.dev};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1073,6 +1046,10 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --cpu-target LIST  with -t cpu -o: also compile the C to machine code for these ISA\n"
+    "                     levels (comma-separated: x86-64-v3, x86-64-v4, aarch64, host, none;\n"
+    "                     default host), so libkiln_rt runs the module without a C compiler;\n"
+    "                     the best level the running CPU has is loaded, the C is the fallback\n"
     "  --sign KEY.key     sign the module with this secret key (`kiln keygen`); load it with\n"
     "                     --verify-key KEY.pub to refuse anything else (docs/TRUST.md)\n"
     "  --dump-graph DIR   write the graph before and after the passes:\n"
@@ -1101,14 +1078,28 @@ static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, c
   return NULL;
 }
 
+/* --dump-graph DIR: the graph before and after the passes, its "wrote"
+ * lines after what the compile logged so far. */
+typedef struct {
+  const char* dir;
+  const kiln_compile_log_t* log;
+  int32_t printed;
+} graph_dump_t;
+
+static kiln_status_t dump_graph(void* user, const kiln_graph_t* g, bool after) {
+  graph_dump_t* d = user;
+  kiln_cli_print_log(d->log, d->printed);
+  d->printed = d->log->n;
+  return write_graph_files(g, d->dir, after ? "after" : "before");
+}
+
 static int cmd_compile(int argc, char** argv) {
-  load_opts_t lo = {0};
-  lo.bind_rest_to_one = true;
-  lo.no_prepare = true;
+  load_opts_t lo = {0}; /* the model and --dim (kiln_driver_compile binds the rest to 1) */
   const char* graph_dir = NULL;
   const char* dump_dir = NULL;
   const char* out_path = NULL;
   const char* sign_key = NULL;
+  const char* cpu_targets = NULL;
   const char* tuning_path = NULL;
   const char* target = "cpu";
   int opt = 1, threads = 0;
@@ -1141,6 +1132,8 @@ static int cmd_compile(int argc, char** argv) {
       out_path = argv[++i];
     } else if (!strcmp(a, "--sign") && has) {
       sign_key = argv[++i];
+    } else if (!strcmp(a, "--cpu-target") && has) {
+      cpu_targets = argv[++i];
     } else if (!strcmp(a, "--tuning-cache") && has) {
       tuning_path = argv[++i];
     } else if (!strcmp(a, "--threads") && has) {
@@ -1180,58 +1173,29 @@ static int cmd_compile(int argc, char** argv) {
     return usage_error("compile", "--target '%s': expected %s", target,
                        kiln_device_api_names("", names, sizeof names));
   if (sign_key && !out_path) return usage_error("compile", "%s--sign needs -o FILE.kiln", "");
+  if (cpu_targets && (!out_path || !ptarget->emit_native))
+    return usage_error("compile", "%s--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)", "");
+  /* A CPU module carries this machine's machine code unless told otherwise:
+   * libkiln_rt then runs it where no C compiler is. */
+  if (!cpu_targets && out_path && ptarget->emit_native) cpu_targets = "host";
   /* The key is read before compiling: a bad key should not cost a compile. */
   kiln_sign_secret_key_t sk;
   memset(&sk, 0, sizeof sk);
   kiln_status_t s = sign_key ? kiln_sign_secret_key_read(sign_key, &sk) : NULL;
   if (s) return fail(kiln_status_annotate(s, "--sign"));
-  kiln_graph_t* g = NULL;
-  s = load(&lo, &g);
-  if (s) {
-    kiln_sign_secret_key_wipe(&sk);
-    return fail(s);
-  }
   runner_t R;
   memset(&R, 0, sizeof R);
   kiln_program_t* prog = NULL;
-  if ((s = kiln_graph_prepare(g))) goto done;
-  if (graph_dir && (s = write_graph_files(g, graph_dir, "before"))) goto done;
-  {
-    int32_t before = g->n_nodes;
-    double t0 = now_s();
-    if ((s = kiln_graph_optimize(g, opt, stdout))) goto done;
-    printf("graph passes (-O%d): %d -> %d nodes in %.1f ms\n", opt, before, g->n_nodes,
-           (now_s() - t0) * 1e3);
-  }
-  if (graph_dir && (s = write_graph_files(g, graph_dir, "after"))) goto done;
-  if (prec.mode != KILN_PRECISION_FP32 && fp16_arith >= 0) {
-    /* a module for another device: it says what that device computes in */
-    prec.fp16_arith = fp16_arith == 1;
-    static char devname[300];
-    snprintf(devname, sizeof devname, "the %s device (--fp16-arith %s)", target, fp16_arith ? "yes" : "no");
-    prec.device = devname;
-  } else if (prec.mode != KILN_PRECISION_FP32) {
-    /* fp16 arithmetic is the target device's: ask it when it opens (no
-     * fallback: a module for a GPU must not take the CPU's answer). */
-    kiln_device_open_options_t oo = {threads, true, stderr};
-    kiln_device_t* d = NULL;
-    kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &d);
-    if (ds) {
-      fprintf(stderr, "kiln: note: %s device not available (%s); assuming no fp16 arithmetic\n", target,
-              kiln_status_message(ds));
-      kiln_status_free(ds);
-    } else {
-      prec.fp16_arith = d->info.fp16_arith;
-    }
-    static char devname[300];
-    snprintf(devname, sizeof devname, "%s", d ? kiln_device_name(d) : target);
-    prec.device = devname;
-    kiln_device_release(d);
-  }
   prec.strict = strict;
   prec.seed = seed;
-  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, tuning_path, NULL};
-  if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
+  kiln_compile_log_t log = {0};
+  graph_dump_t gd = {graph_dir, &log, 0};
+  kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
+                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path};
+  s = kiln_driver_compile(&rq, NULL, &log, &prog);
+  kiln_cli_print_log(&log, gd.printed);
+  kiln_compile_log_free(&log);
+  if (s) goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
       goto done;
@@ -1258,7 +1222,6 @@ done:
   kiln_sign_secret_key_wipe(&sk);
   kiln_program_destroy(prog);
   runner_destroy(&R);
-  kiln_graph_destroy(g);
   return s ? fail(s) : 0;
 }
 
@@ -1310,11 +1273,16 @@ static int cmd_graph_print(const char* cmd, int argc, char** argv) {
 
 static int cmd_ops(int argc, char** argv) {
   if (argc && is_help(argv[0])) {
-    printf("usage: kiln ops\n\nLists the ONNX ops (domain ai.onnx) kiln supports.\n");
+    printf("usage: kiln ops [--plugin LIB.so ...]\n\nLists the ONNX ops (domain ai.onnx) kiln supports, then the\n"
+           "ops of the plugins loaded (domain/name, version and plugin).\n");
     return 0;
   }
   if (argc) return usage_error("ops", "unexpected argument '%s'", argv[0]);
   for (size_t i = 0; i < kiln_op_count(); ++i) printf("%s\n", kiln_op_at(i)->op_type);
+  for (int32_t i = 0; i < kiln_custom_op_count(); ++i) {
+    const kiln_custom_op_t* op = kiln_custom_op_at(i);
+    printf("%s/%s version %d (plugin %s)\n", op->domain, op->name, (int)op->version, kiln_custom_op_plugin(op));
+  }
   return 0;
 }
 
@@ -1328,6 +1296,8 @@ static const char* main_help =
     "  run MODEL.onnx|MODULE.kiln  compile (or load) and run (random or .npy inputs), compare\n"
     "  compile MODEL.onnx  graph passes, lowering, fusion, code generation; -o writes a\n"
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
+    "  quantize MODEL.onnx --calibrate DIR -o OUT.onnx  post-training int8 quantization\n"
+    "                    into a QDQ ONNX model, with a per-layer SQNR report\n"
     "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
     "  tune MODEL.onnx -t T  measure the template kernels' tiles into a tuning cache\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
@@ -1336,9 +1306,33 @@ static const char* main_help =
     "  dump MODEL.onnx   text dump of the graph IR after shape inference\n"
     "  ops               list supported ONNX ops\n"
     "\n"
-    "'kiln COMMAND --help' describes each command.\n";
+    "'kiln COMMAND --help' describes each command. --plugin LIB.so (any command,\n"
+    "repeatable) loads a plugin of custom ops first (include/kiln/custom_op.h).\n";
+
+/* --plugin LIB.so (any command, repeatable; include/kiln/custom_op.h):
+ * loaded before the command runs and taken out of argv. */
+static int load_plugins(int* argc, char** argv) {
+  int o = 0;
+  for (int i = 0; i < *argc; ++i) {
+    if (!strcmp(argv[i], "--plugin")) {
+      if (i + 1 >= *argc) {
+        fprintf(stderr, "kiln: --plugin needs the path of a plugin library\n");
+        return 2;
+      }
+      kiln_status_t s = kiln_plugin_load(argv[++i]);
+      if (s) return fail(s);
+      continue;
+    }
+    argv[o++] = argv[i];
+  }
+  *argc = o;
+  argv[o] = NULL;
+  return 0;
+}
 
 int main(int argc, char** argv) {
+  const int prc = load_plugins(&argc, argv);
+  if (prc) return prc;
   if (argc < 2 || is_help(argv[1])) {
     fputs(main_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -1352,6 +1346,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "bench")) return kiln_cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
+  if (!strcmp(cmd, "quantize")) return kiln_cmd_quantize(argc - 2, argv + 2);
   if (!strcmp(cmd, "tune")) return kiln_cmd_tune(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kiln/runtime.h"
+#include "runtime/module_impl.h"
 #include "runtime/module_sign.h"
 
 static const char* keygen_help =
@@ -60,6 +61,15 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
   printf("target: %s, precision %s\n", mi.target, mi.precision);
   printf("kernels: %d, buffers: %d, weights: %llu bytes, code: %llu bytes\n", mi.n_kernels, mi.n_buffers,
          (unsigned long long)mi.weights_bytes, (unsigned long long)mi.code_bytes);
+  /* CPU machine code compiled ahead of time (`--cpu-target`): where the
+   * module runs without a C compiler. */
+  const kiln_program_t* p = kiln_module_program(m);
+  if (p && p->code.n_native > 0) {
+    printf("machine code:");
+    for (int32_t i = 0; i < p->code.n_native; ++i)
+      printf("%s %s (%.1f KB)", i ? "," : "", p->code.native[i].isa, (double)p->code.native[i].len / 1e3);
+    printf("; the C source is the fallback\n");
+  }
   for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
     bool in = i < mi.n_inputs;
     int32_t k = in ? i : i - mi.n_inputs;

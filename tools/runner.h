@@ -6,31 +6,18 @@
 
 #include <stdio.h>
 
+#include "compiler/pipeline.h"
 #include "ir/graph.h"
 #include "kiln/runtime.h"
 #include "lowering/precision.h"
 #include "runtime/program.h"
 #include "targets/registry.h"
 
-/* --precision and its companions (kiln compile / kiln run). */
-typedef struct kiln_cli_precision_s {
-  kiln_precision_mode_t mode;   /* default fp32 */
-  const char* policy_path;      /* --precision-policy FILE */
-  bool fp16_accumulate;         /* --fp16-accumulate */
-  bool fp16_workspaces;         /* --fp16-workspaces: CPU GEMM workspaces in f16 too */
-  bool weights_only;            /* --fp16-weights-only: activations stay f32 */
-  const char* calibrate_dir;    /* --calibrate DIR (auto); NULL: seeded random inputs */
-  int calibrate_count;          /* --calibrate-count N (default 4) */
-  uint64_t seed;                /* random calibration inputs */
-  double tolerance;             /* --tolerance R: auto's rtol (default 1e-2; atol 1e-3) */
-  const char* write_policy;     /* --write-policy FILE */
-  const char* report_path;      /* --precision-report FILE */
-  bool strict;                  /* fp16 on a device without fp16 arithmetic is an error */
-  bool fp16_arith;              /* the device computes in half (set by the caller) */
-  const char* device;           /* its name, for the warning */
-} kiln_cli_precision_t;
+/* --precision and its companions (kiln compile / kiln run): the
+ * pipeline's options (compiler/pipeline.h). */
+typedef kiln_compile_precision_t kiln_cli_precision_t;
 
-void kiln_cli_precision_default(kiln_cli_precision_t* p);
+static inline void kiln_cli_precision_default(kiln_cli_precision_t* p) { kiln_compile_precision_default(p); }
 
 typedef struct kiln_cli_compile_s {
   const kiln_target_t* target; /* from the registry (kiln_target_find) */
@@ -39,19 +26,19 @@ typedef struct kiln_cli_compile_s {
   const char* dump_dir; /* plan and generated source */
   const char* model_name;
   const kiln_cli_precision_t* precision; /* NULL: fp32 */
-  /* --tuning-cache FILE (NULL: the default tiles) and the device whose
-   * records apply (NULL: the target's device is opened to ask, without
-   * fallback; without it the cache is not used, with a warning) */
-  const char* tuning_path;
-  kiln_device_t* device;
+  const char* cpu_targets; /* ahead-of-time ISA levels (kiln_program_build_options_t) */
+  const char* tuning_path; /* --tuning-cache FILE (NULL: the default tiles) */
+  kiln_device_t* device;   /* whose records apply (NULL: the target's device is asked) */
 } kiln_cli_compile_t;
 
-/* Lowers, fuses, applies the precision (calibrating first for auto) and
- * builds the program of a prepared graph, printing what each step did
- * ("fused ...", "precision: ...", "compiled N kernels ..."). fp16 or auto
- * on a device without fp16 arithmetic warns on stderr (fp16 storage with
- * fp32 arithmetic) or, with precision->strict, fails. */
+/* kiln_compile_program (compiler/pipeline.h), printing the lines of its
+ * report ("fused ...", "precision: ...", "compiled N kernels ..."); its
+ * warnings go to stderr. */
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out);
+
+/* Prints the lines of |log| from entry |from| on: warnings and notes on
+ * stderr ("kiln: warning: ..."), the rest on stdout. */
+void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
 
 /* Opens a device by name ("cpu", "opencl:1", ...); without its driver it
  * falls back to the CPU with the reason on stderr, unless |strict|. */

@@ -23,10 +23,16 @@ PACKAGES="build-essential cmake pkg-config git
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libopenblas-dev libsodium-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo clang-15 libfuzzer-15-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
-  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision python3-sympy
-  python3-matplotlib"
+  python3 python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-sympy
+  python3-matplotlib python3-sklearn
+  gcc-aarch64-linux-gnu qemu-user libsodium-dev:arm64 libprotobuf-c-dev:arm64 libgomp1:arm64"
 
 echo "setup: installing Debian packages"
+# aarch64 (tests/aarch64): libkiln_rt and kiln-rt-run cross-built with Debian's
+# gcc-aarch64-linux-gnu against the arm64 multiarch libraries, run under
+# qemu-aarch64 with the arm64 loader from libc6:arm64 (qemu 7.2 with the older
+# cross libc under /usr/aarch64-linux-gnu hangs in pthread_create).
+$SUDO dpkg --add-architecture arm64
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
 # shellcheck disable=SC2086
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PACKAGES

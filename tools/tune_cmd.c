@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compiler/tune.h"
 #include "frontend/onnx.h"
@@ -60,6 +61,23 @@ static int usage(const char* msg, const char* arg) {
   return 2;
 }
 
+/* Reads |path| into |c|, its warnings on stderr as "kiln: warning: ...". */
+static kiln_status_t read_cache(kiln_tune_cache_t* c, const char* path) {
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* w = open_memstream(&buf, &len);
+  kiln_status_t s = kiln_tune_cache_read(c, path, w);
+  if (w) fclose(w);
+  for (char* line = buf; line && *line;) {
+    char* nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    fprintf(stderr, "kiln: %s\n", line);
+    line = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  return s;
+}
+
 static int merge(int argc, char** argv) {
   const char* out = NULL;
   kiln_tune_cache_t c = {0};
@@ -72,7 +90,7 @@ static int merge(int argc, char** argv) {
       kiln_tune_cache_free(&c);
       return usage("unknown option with --merge", argv[i]);
     } else {
-      kiln_status_t s = kiln_tune_cache_read(&c, argv[i], stderr);
+      kiln_status_t s = read_cache(&c, argv[i]);
       if (s) {
         kiln_tune_cache_free(&c);
         return fail(s);
@@ -137,7 +155,8 @@ int kiln_cmd_tune(int argc, char** argv) {
   kiln_tune_cache_t cache = {0};
   kiln_graph_t* g = NULL;
   kiln_device_t* dev = NULL;
-  kiln_status_t s = kiln_tune_cache_read(&cache, cache_path, NULL); /* a missing cache is a new one */
+  /* a missing cache is a new one; a bad line in it is skipped with a warning */
+  kiln_status_t s = access(cache_path, F_OK) == 0 ? read_cache(&cache, cache_path) : NULL;
   if (!s) s = kiln_onnx_parse_model(model, NULL, kiln_allocator_system(), &g);
   /* symbolic input dims: 1, as kiln run's random inputs */
   for (int32_t k = 0; !s && k < g->n_inputs; ++k) {

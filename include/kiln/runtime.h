@@ -120,6 +120,19 @@ KILN_API void kiln_device_release(kiln_device_t* d); /* NULL: no-op */
 KILN_API const char* kiln_device_api(const kiln_device_t* d);
 KILN_API const char* kiln_device_name(const kiln_device_t* d);
 
+/* The device APIs this build has, in registry order (the CPU first), for
+ * listing devices from a program (what `kiln devices` prints). */
+KILN_API int32_t kiln_device_api_count(void);
+/* "cpu", "opencl", ...; NULL when |i| is out of range. Static string. */
+KILN_API const char* kiln_device_api_name_at(int32_t i);
+/* The devices of API |i|, one line each ("  [N] description\n"; open one
+ * as "<api>:N"), into *out_text (free with kiln_free). An API without a
+ * driver or device returns the error saying why (NOT_FOUND, UNSUPPORTED,
+ * DEVICE_ERROR); OUT_OF_RANGE for a bad |i|. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_device_api_list(int32_t i, char** out_text);
+/* Frees memory the runtime returned for the caller to free. NULL: no-op. */
+KILN_API void kiln_free(void* p);
+
 /* ---- sessions --------------------------------------------------------- */
 
 typedef struct kiln_session_options_s {

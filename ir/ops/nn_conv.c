@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "ir/ops/nn_internal.h"
+#include "ir/ops/nn_quant.h"
 
 typedef struct conv_s {
   kiln_nn_window_t win;
@@ -117,11 +117,10 @@ static kiln_status_t conv_common(const kiln_node_t* node, const char* op,
 }
 
 /* Conv output shape and checks. x/w/b shapes may be partially unknown. */
-static kiln_status_t conv_setup(const kiln_node_t* node, const kiln_shape_t* x,
-                                const char* xname, const kiln_shape_t* w,
-                                const char* wname, const kiln_shape_t* b,
-                                conv_t* c) {
-  const char* op = "Conv";
+static kiln_status_t conv_setup(const kiln_node_t* node, const char* op,
+                                const kiln_shape_t* x, const char* xname,
+                                const kiln_shape_t* w, const char* wname,
+                                const kiln_shape_t* b, conv_t* c) {
   int32_t nsp;
   KILN_RETURN_IF_ERROR(conv_common(node, op, x, xname, w, wname, c, &nsp));
   if (nsp < 0) {
@@ -134,22 +133,22 @@ static kiln_status_t conv_setup(const kiln_node_t* node, const kiln_shape_t* x,
   int64_t G = c->group;
   if (known(C) && C % G != 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "Conv: group %lld does not divide the %lld input "
+                            "%s: group %lld does not divide the %lld input "
                             "channels of '%s'",
-                            (long long)G, (long long)C, xname);
+                            op, (long long)G, (long long)C, xname);
   }
   if (known(M) && M % G != 0) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "Conv: group %lld does not divide the %lld output "
+                            "%s: group %lld does not divide the %lld output "
                             "channels (dim 0) of weight '%s'",
-                            (long long)G, (long long)M, wname);
+                            op, (long long)G, (long long)M, wname);
   }
   if (known(C) && known(Cg) && Cg * G != C) {
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "Conv: weight '%s' has %lld input channels (dim 1), "
+                            "%s: weight '%s' has %lld input channels (dim 1), "
                             "expected %lld = input '%s' channels %lld / group "
                             "%lld",
-                            wname, (long long)Cg, (long long)(C / G), xname,
+                            op, wname, (long long)Cg, (long long)(C / G), xname,
                             (long long)C, (long long)G);
   }
   if (b && b->rank >= 0) {
@@ -157,9 +156,9 @@ static kiln_status_t conv_setup(const kiln_node_t* node, const kiln_shape_t* x,
       char bs[64];
       kiln_shape_format(b, bs, sizeof bs);
       return kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "Conv: bias has shape %s, expected [%lld] (the "
+                              "%s: bias has shape %s, expected [%lld] (the "
                               "output channels of weight '%s')",
-                              bs, (long long)M, wname);
+                              op, bs, (long long)M, wname);
     }
   }
   c->out.rank = nsp + 2;
@@ -177,6 +176,19 @@ static kiln_status_t conv_setup(const kiln_node_t* node, const kiln_shape_t* x,
       c->out.dims[2 + i] = KILN_DIM_UNKNOWN;
     }
   }
+  return NULL;
+}
+
+kiln_status_t kiln_nn_conv_shape(const kiln_node_t* node, const char* op, const kiln_shape_t* x,
+                                 const char* xname, const kiln_shape_t* w, const char* wname,
+                                 const kiln_shape_t* b, kiln_nn_window_t* win, int64_t* group,
+                                 kiln_shape_t* out) {
+  conv_t c;
+  memset(&c, 0, sizeof c);
+  KILN_RETURN_IF_ERROR(conv_setup(node, op, x, xname, w, wname, b, &c));
+  *win = c.win;
+  *group = c.group;
+  *out = c.out;
   return NULL;
 }
 
@@ -200,7 +212,7 @@ kiln_status_t kiln_nn_conv_infer(kiln_infer_t* ctx) {
   }
   const kiln_tensor_t* b = ctx->n_in > 2 ? ctx->in[2] : NULL;
   conv_t c;
-  KILN_RETURN_IF_ERROR(conv_setup(ctx->node, &ctx->in[0]->shape,
+  KILN_RETURN_IF_ERROR(conv_setup(ctx->node, "Conv", &ctx->in[0]->shape,
                                   kiln_nn_in_name(ctx, 0), &ctx->in[1]->shape,
                                   kiln_nn_in_name(ctx, 1),
                                   b ? &b->shape : NULL, &c));
@@ -317,7 +329,7 @@ kiln_status_t kiln_nn_conv_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* W = ctx->in[1];
   const kiln_array_t* B = ctx->n_in > 2 ? ctx->in[2] : NULL;
   conv_t c;
-  KILN_RETURN_IF_ERROR(conv_setup(ctx->node, &X->shape, "X", &W->shape, "W",
+  KILN_RETURN_IF_ERROR(conv_setup(ctx->node, "Conv", &X->shape, "X", &W->shape, "W",
                                   B ? &B->shape : NULL, &c));
   if (!kiln_shape_equal(&c.out, &ctx->out[0]->shape)) {
     return kiln_make_status(KILN_INTERNAL, "Conv: output shape mismatch");

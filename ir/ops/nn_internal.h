@@ -52,6 +52,13 @@ KILN_NN_DECLARE(nll_loss)
 KILN_NN_DECLARE(sce_loss)
 KILN_NN_DECLARE(det)
 KILN_NN_DECLARE(deform_conv)
+KILN_NN_DECLARE(quantize_linear)
+KILN_NN_DECLARE(dequantize_linear)
+KILN_NN_DECLARE(dynamic_quantize_linear)
+KILN_NN_DECLARE(matmul_integer)
+KILN_NN_DECLARE(qlinear_matmul)
+KILN_NN_DECLARE(conv_integer)
+KILN_NN_DECLARE(qlinear_conv)
 
 #undef KILN_NN_DECLARE
 

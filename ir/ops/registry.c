@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/ops/custom.h"
 
 /* Highest ai.onnx opset kiln has checked its op semantics against. */
 #define KILN_MAX_ONNX_OPSET 22
@@ -67,6 +68,8 @@ kiln_status_t kiln_graph_resolve_ops(kiln_graph_t* g) {
     kiln_node_t* n = &g->nodes[i];
     bool onnx = is_onnx_domain(n->domain);
     const kiln_op_schema_t* s = (opset_ok || !onnx) ? kiln_op_lookup(n->domain, n->op_type) : NULL;
+    /* plugin ops (include/kiln/custom_op.h) live in their own domains */
+    if (!s && !onnx) s = kiln_custom_schema_lookup(n->domain, n->op_type, domain_opset(g, n->domain));
     if (onnx && !opset_ok) any_bad_opset = true;
     n->schema = s;
     if (s) continue;

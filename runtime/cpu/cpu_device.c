@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_loader.h"
+#include "runtime/cpu/cpu_native.h"
 #include "runtime/device_registry.h"
 
 struct kiln_device_buffer_s {
@@ -22,6 +23,8 @@ struct kiln_device_executable_s {
   kiln_cpu_module_t module;
   int32_t n_kernels;
   int32_t threads;
+  const char* isa; /* the module's machine code that runs, NULL: built from C */
+  char note[600];  /* why the module's machine code was not used, "" if it was */
 };
 
 enum { OP_DISPATCH, OP_BARRIER, OP_TIMESTAMP };
@@ -175,6 +178,21 @@ static kiln_status_t cpu_buffer_read(kiln_device_t* base, kiln_device_buffer_t* 
 
 /* ---- executables ------------------------------------------------------ */
 
+/* The module's machine code for this CPU, when it has some (no compiler
+ * runs). NULL on success; otherwise the reason is kept in e->note (the C
+ * source is the fallback) and a status is returned for the caller to try
+ * the C source. */
+static kiln_status_t load_native(const kiln_program_t* p, const char* const* names,
+                                 kiln_device_executable_t* e) {
+  if (p->code.n_native == 0) return kiln_make_status(KILN_NOT_FOUND, "no machine code");
+  kiln_status_t s = kiln_cpu_native_load(&p->code, p->model_name, names, p->n_kernels, &e->module, &e->isa);
+  if (s) {
+    snprintf(e->note, sizeof e->note, "%s", kiln_status_message(s));
+    e->isa = NULL;
+  }
+  return s;
+}
+
 static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                            const kiln_device_build_options_t* o,
                                            kiln_device_executable_t** out) {
@@ -190,11 +208,14 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     return NULL;
   }
   const char** names = calloc((size_t)p->n_kernels, sizeof(char*));
-  kiln_status_t s = NULL;
   if (!names) {
-    s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
-  } else {
-    for (int32_t k = 0; k < p->n_kernels; ++k) names[k] = p->kernels[k].name;
+    free(e);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
+  }
+  for (int32_t k = 0; k < p->n_kernels; ++k) names[k] = p->kernels[k].name;
+  kiln_status_t s = load_native(p, names, e);
+  if (s) {
+    kiln_status_free(s);
     kiln_cpu_options_t co;
     kiln_cpu_options_default(&co);
     co.threads = e->threads;
@@ -203,6 +224,8 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     kiln_cpu_compile_stats_t st;
     memset(&st, 0, sizeof st);
     s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &st);
+    if (s && e->note[0])
+      s = kiln_status_annotate(s, "%s; compiling its C source instead failed", e->note);
   }
   free(names);
   if (s) {
@@ -391,9 +414,17 @@ static kiln_status_t cpu_api_list(FILE* out) {
   return NULL;
 }
 
+/* Where the kernels came from: the module's machine code, or its C (and
+ * why the machine code was not used). */
+static void cpu_api_report(const kiln_device_executable_t* e, FILE* out) {
+  if (e->isa) fprintf(out, "cpu: kernels from the module's %s machine code (no compiler)\n", e->isa);
+  else if (e->note[0]) fprintf(out, "cpu: note: %s; kernels compiled from the C source\n", e->note);
+}
+
 const kiln_device_api_t kiln_device_api_cpu = {
     .name = "cpu",
     .code_form = KILN_CODE_SOURCE_PARTS,
     .open = cpu_api_open,
     .list = cpu_api_list,
+    .executable_report = cpu_api_report,
 };

@@ -256,8 +256,8 @@ static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   return 0;
 }
 
-static kiln_status_t load_so(const char* path, const char* const* names, int32_t n,
-                             kiln_cpu_module_t* m) {
+kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names, int32_t n,
+                                      kiln_cpu_module_t* m) {
   dlerror();
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -592,7 +592,7 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
    * fault (SIGBUS) when a kernel touches its missing pages. */
   if (cached && kiln_code_cache_check(&cache, so_name) == KILN_CODE_CACHE_HIT) {
     double tl = kiln_cpu_now();
-    kiln_status_t ls = load_so(so_path, names, n, out);
+    kiln_status_t ls = kiln_cpu_module_load_so(so_path, names, n, out);
     if (!ls) {
       utimensat(AT_FDCWD, so_path, NULL, 0); /* recently used: trimmed last */
       if (stats) {
@@ -634,7 +634,7 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
     else unlink(src_tmp);
     kiln_code_cache_trim(&cache, CACHE_MAX_ENTRIES, CACHE_MAX_BYTES);
   }
-  s = load_so(load_path, names, n, out);
+  s = kiln_cpu_module_load_so(load_path, names, n, out);
   /* the mapping stays valid after the files are gone */
   if (!committed) unlink(so_tmp);
   if (!cached && !o->keep_source) {
@@ -649,4 +649,22 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
     if (!committed) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_tmp);
   }
   return NULL;
+}
+
+kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* src, const char* cc, const char* flags,
+                                    const char* so_path) {
+  const char* tmp = getenv("TMPDIR");
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/kiln-aot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir))
+    return kiln_make_status(KILN_IO_ERROR, "cpu: cannot create a temporary directory '%s': %s", dir,
+                            strerror(errno));
+  char src_path[1100];
+  snprintf(src_path, sizeof src_path, "%s/kernels.c", dir);
+  kiln_status_t s = write_file(src_path, src->text ? src->text : "", (size_t)src->text_len);
+  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path);
+  /* A failed build keeps the source its message points at. */
+  if (!s) unlink(src_path);
+  if (!s) rmdir(dir);
+  return s;
 }

@@ -72,6 +72,21 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* code,
                                    int32_t n, kiln_cpu_module_t* out,
                                    kiln_cpu_compile_stats_t* stats);
 
+/* dlopens the shared object at |path| and resolves |names| (n of them),
+ * kiln_set_threads and kiln_abi_version (which must be 1) into |out|.
+ * Errors: IO_ERROR with the dynamic loader's reason, NOT_FOUND naming a
+ * missing symbol. */
+kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names, int32_t n,
+                                      kiln_cpu_module_t* out);
+
+/* Compiles |code| with |cc| and |flags| (split on whitespace) into the
+ * shared object |so_path| without loading it or touching the cache: the
+ * ahead-of-time build of `kiln compile --cpu-target` (targets/cpu/cpu_aot.c).
+ * Large units compile as parts in parallel, as kiln_cpu_module_load does.
+ * Errors: as kiln_cpu_module_load's compile errors. */
+kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* code, const char* cc, const char* flags,
+                                    const char* so_path);
+
 /* Unloads and zeroes |m|; a zeroed module is a no-op. */
 void kiln_cpu_module_unload(kiln_cpu_module_t* m);
 

@@ -172,8 +172,12 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .ids = {NULL, "int(gl_WorkGroupID.x)", "int(gl_WorkGroupID.y)", "int(gl_WorkGroupID.z)",
             "int(gl_LocalInvocationID.x)", "int(gl_LocalInvocationID.y)",
             "int(gl_LocalInvocationID.z)"},
-    .types = CF_TYPES("float", "float16_t", "int8_t", "uint8_t", "int", "int64_t", "uint8_t"),
-    .value_types = CF_TYPES("float", "float", "int", "int", "int", "int64_t", "bool"),
+    /* 16-bit integers live in 16-bit storage and compute as int, like the
+     * 8-bit ones; f64 and the wide unsigned types stay unsupported */
+    .types = CF_TYPES_WIDE("float", "float16_t", "int8_t", "uint8_t", "int", "int64_t", "uint8_t",
+                           NULL, "int16_t", "uint16_t", NULL, NULL),
+    .value_types = CF_TYPES_WIDE("float", "float", "int", "int", "int", "int64_t", "bool",
+                                 NULL, "int", "int", NULL, NULL),
     .bool_is_native = true,
     .constructor_casts = true,
     .int64_suffix = "l",

@@ -306,13 +306,15 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
   bool i8 = uses_dtype(f, KILN_DTYPE_I8) || uses_dtype(f, KILN_DTYPE_U8) ||
             uses_dtype(f, KILN_DTYPE_BOOL);
   bool f16 = uses_dtype(f, KILN_DTYPE_F16);
+  bool i16 = uses_dtype(f, KILN_DTYPE_I16) || uses_dtype(f, KILN_DTYPE_U16);
   putf(p, "#version 450\n// kiln kernel %s\n", p->canon ? "KILN_KERNEL" : f->name);
   /* int64 is always enabled: I64 casts and helpers may appear in any kernel */
   put(p, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
   if (i8) put(p, "#extension GL_EXT_shader_8bit_storage : require\n"
                  "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
-  if (f16) put(p, "#extension GL_EXT_shader_16bit_storage : require\n"
-                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  if (f16 || i16) put(p, "#extension GL_EXT_shader_16bit_storage : require\n");
+  if (f16) put(p, "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  if (i16) put(p, "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n");
   (void)i64;
   putf(p, "layout(local_size_x = %lld, local_size_y = %lld, local_size_z = %lld) in;\n",
        (long long)p->local[0], (long long)p->local[1], (long long)p->local[2]);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "targets/cpu/cpu_internal.h"
+#include "targets/custom_kernel.h"
 
 int32_t kiln_cpu_root(const kiln_plan_t* p, int32_t b) {
   for (int32_t guard = 0; guard <= p->n_buffers; ++guard) {
@@ -80,15 +81,28 @@ typedef struct canon_s {
   int32_t last;   /* the last kernel aliasing it (chained through next[]) */
 } canon_t;
 
+/* Kernel |k|: printed from its tensor IR, or a plugin's C body under its
+ * own name (never equal to another kernel's canonical text, so plugin
+ * kernels are not shared: their text holds their name). */
+static kiln_status_t print_one(const kiln_plan_t* plan, int32_t k, const kiln_cf_dialect_t* dialect,
+                               const kiln_cf_kernel_info_t* info, kiln_cf_out_t* o) {
+  if (!plan->kernels[k].custom) return kiln_cf_print_kernel(dialect, plan->kernels[k].func, info, o);
+  int64_t groups[3], local[3];
+  return kiln_custom_print(plan, k, "cpu", plan->kernels[k].func->name, o, groups, local);
+}
+
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) {
-  memset(out, 0, sizeof(*out));
   /* Vector types no wider than this CPU's registers (read at run time; the
    * C is compiled here with -march=native): without AVX-512 GCC splits a
    * 16-lane type into pieces it moves through general registers and the
    * stack, which made every GEMM/conv several times slower on AVX2. */
+  return kiln_cpu_codegen_lanes(plan, kiln_cpu_simd().lanes, out);
+}
+
+kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kiln_cpu_source_t* out) {
+  memset(out, 0, sizeof(*out));
   kiln_cf_dialect_t dialect = kiln_cf_dialect_c;
-  const kiln_cpu_simd_t simd = kiln_cpu_simd();
-  dialect.vector_widths &= simd.lanes >= 16 ? 4 | 8 | 16 : simd.lanes >= 8 ? 4 | 8 : 4;
+  dialect.vector_widths &= lanes >= 16 ? 4 | 8 | 16 : lanes >= 8 ? 4 | 8 : 4;
   int32_t n = plan->n_kernels;
   kiln_status_t s = NULL;
   canon_t* canon = calloc((size_t)(n ? n : 1), sizeof(*canon));
@@ -138,7 +152,7 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
     kiln_cf_kernel_info_t info = {na, true};
     kiln_cf_out_t ct;
     kiln_cf_out_init(&ct);
-    s = kiln_cf_print_kernel(&dialect, plan->kernels[k].func, &info, &ct);
+    s = print_one(plan, k, &dialect, &info, &ct);
     free(na);
     if (s) {
       kiln_cf_out_free(&ct);
@@ -184,7 +198,7 @@ kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out) 
       break;
     }
     kiln_cf_kernel_info_t info = {na, false};
-    s = kiln_cf_print_kernel(&dialect, plan->kernels[k].func, &info, o);
+    s = print_one(plan, k, &dialect, &info, o);
     free(na);
     for (int32_t j = next[k]; j >= 0 && !s; j = next[j])
       if (target[j] == k) {

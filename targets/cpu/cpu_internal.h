@@ -33,6 +33,16 @@ typedef struct kiln_cpu_source_s {
 } kiln_cpu_source_t;
 
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out);
+/* As kiln_cpu_codegen, with vector types of at most |lanes| f32 lanes (4,
+ * 8 or 16) instead of this CPU's: the ahead-of-time build for another ISA
+ * level (targets/cpu/cpu_aot.c; NEON is 4). */
+kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kiln_cpu_source_t* out);
+/* `kiln compile --cpu-target LIST`: compiles the plan's C for each ISA level
+ * in |list| (comma-separated names from runtime/cpu/cpu_native.h, "host"
+ * for this CPU's best, "none" for nothing) and stores the shared objects in
+ * prog->code.native. Errors: INVALID_ARGUMENT naming an unknown level,
+ * NOT_FOUND when a level's compiler is missing, the compiler's errors. */
+kiln_status_t kiln_cpu_aot_build(const kiln_plan_t* plan, kiln_program_t* prog, const char* list);
 void kiln_cpu_source_free(kiln_cpu_source_t* s);
 
 #ifdef __cplusplus

@@ -31,4 +31,5 @@ const kiln_target_t kiln_target_cpu = {
     .source_ext = "c",
     .fp16_keeps_f32_workspaces = true,
     .emit = cpu_emit,
+    .emit_native = kiln_cpu_aot_build,
 };

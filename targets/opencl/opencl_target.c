@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "targets/cfamily/printer.h"
+#include "targets/custom_kernel.h"
 #include "targets/gpu_conv.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/registry.h"
@@ -187,6 +188,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     kiln_program_kernel_t* pk = &prog->kernels[k];
     const tir_func_t* f = plan->kernels[k].func;
     const kiln_template_t* t = plan->kernels[k].tmpl;
+    if (plan->kernels[k].custom) continue; /* printed with the instances below */
     switch (t ? t->kind : KILN_TEMPLATE_NONE) {
       case KILN_TEMPLATE_MERGED: continue; /* leaves the program (kiln_gpu_conv_rewrite) */
       /* the tiles lowering chose (kiln_opencl_template_tiles) */
@@ -258,11 +260,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   instances_t inst = {0};
   for (int32_t k = 0; k < n && !s; ++k) {
     const kiln_template_t* t = plan->kernels[k].tmpl;
-    if (!t || t->kind == KILN_TEMPLATE_MERGED) continue;
+    const bool custom = plan->kernels[k].custom != NULL;
+    if (!custom && (!t || t->kind == KILN_TEMPLATE_MERGED)) continue;
     const char* name = prog->kernels[k].name;
     kiln_cf_out_t one;
     kiln_cf_out_init(&one);
-    if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
+    if (custom)
+      s = kiln_custom_print(plan, k, "opencl", name, &one, prog->kernels[k].groups, prog->kernels[k].local);
+    else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
     else if (t->kind == KILN_TEMPLATE_WINOGRAD) s = kiln_opencl_wino_print(&t->conv, &wtiles[k], name, &one);

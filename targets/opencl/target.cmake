@@ -31,7 +31,9 @@ set(KILN_TARGET_OK TRUE)
 # only (the emitter and its kernel templates are compile-time pieces).
 if(TARGET kiln_rt)
   target_sources(kiln_rt PRIVATE ${KILN_OPENCL_RT_SOURCES})
-  target_link_libraries(kiln_rt PUBLIC OpenCL::OpenCL)
+  # PRIVATE: the public headers show no OpenCL, and the installed package's
+  # link interface must not name build-tree targets.
+  target_link_libraries(kiln_rt PRIVATE OpenCL::OpenCL)
 endif()
 
 # CLBlast (libclblast-dev), optional: the device's second GEMM provider
@@ -44,7 +46,11 @@ if(KILN_CLBLAST_LIB AND KILN_CLBLAST_INCLUDE)
     if(TARGET ${t})
       target_compile_definitions(${t} PRIVATE KILN_HAVE_CLBLAST=1)
       target_include_directories(${t} PRIVATE ${KILN_CLBLAST_INCLUDE})
-      target_link_libraries(${t} PUBLIC ${KILN_CLBLAST_LIB})
+      if(t STREQUAL "kiln_rt")
+        target_link_libraries(kiln_rt PRIVATE ${KILN_CLBLAST_LIB})
+      else()
+        target_link_libraries(kiln PUBLIC ${KILN_CLBLAST_LIB})
+      endif()
     endif()
   endforeach()
 else()

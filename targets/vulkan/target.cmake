@@ -110,7 +110,7 @@ set(KILN_TARGET_OK TRUE)
 # The runtime-only library runs SPIR-V from a module file: no shaderc there.
 if(TARGET kiln_rt)
   target_sources(kiln_rt PRIVATE ${KILN_VULKAN_RT_SOURCES})
-  target_link_libraries(kiln_rt PUBLIC Vulkan::Vulkan)
+  target_link_libraries(kiln_rt PRIVATE Vulkan::Vulkan) # not in the installed link interface
 endif()
 
 # sgemm on the Vulkan device (label "bench" via tools/bench.sh; not a test).

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "targets/cfamily/printer.h"
+#include "targets/custom_kernel.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
 #include "targets/registry.h"
@@ -113,7 +114,16 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
                            name);
       break;
     }
-    if (kind == KILN_TEMPLATE_CONV) {
+    if (pk->custom) {
+      kiln_cf_out_t out;
+      kiln_cf_out_init(&out);
+      s = kiln_custom_print(plan, k, "vulkan", name, &out, dims[k], dims[k] + 3);
+      if (s) {
+        kiln_cf_out_free(&out);
+        break;
+      }
+      units[k].text = out.data; /* ownership moves; trips stay 0 (not known) */
+    } else if (kind == KILN_TEMPLATE_CONV) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
       /* the tiles lowering chose (kiln_vulkan_template_tiles) */
       kiln_spirv_gemm_tiles_t ct;
@@ -194,10 +204,13 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     if (!units[k].text) continue;
     if (units[k].first == k) {
       s = kiln_vulkan_cc_compile(&cc, name, units[k].text, al, &blobs[k], &lens[k]);
-      if (s) {
+      const kiln_custom_instance_t* ci = plan->kernels[k].custom;
+      if (s && ci)
+        s = kiln_status_annotate(s, "spirv: plugin op %s/%s (plugin '%s') at node '%s': its GLSL kernel failed to build",
+                                 ci->op->domain, ci->op->name, kiln_custom_op_plugin(ci->op), ci->node);
+      else if (s)
         s = kiln_status_annotate(s, "spirv");
-        break;
-      }
+      if (s) break;
     } else {
       int32_t j = units[k].first;
       void* m = NULL;

@@ -81,6 +81,10 @@ set_tests_properties(test_bad_runtime_arith_opencl PROPERTIES LABELS "target=ope
 add_test(NAME test_tensor_ops_target_opencl COMMAND test_tensor_ops_target --target opencl)
 set_tests_properties(test_tensor_ops_target_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# The quantized ops (tests/test_ops_quant.c) against the reference on the OpenCL device.
+add_test(NAME test_ops_quant_opencl COMMAND test_ops_quant --target opencl)
+set_tests_properties(test_ops_quant_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 # f64 computed in double on the OpenCL device (cl_khr_fp64), module file round trip.
 add_test(NAME test_f64_target_opencl COMMAND test_f64_target --target opencl)
 set_tests_properties(test_f64_target_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600

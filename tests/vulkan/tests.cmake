@@ -58,6 +58,11 @@ add_test(NAME test_tensor_ops_target_vulkan COMMAND test_tensor_ops_target --tar
 set_tests_properties(test_tensor_ops_target_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# The quantized ops (tests/test_ops_quant.c) against the reference on the Vulkan device.
+add_test(NAME test_ops_quant_vulkan COMMAND test_ops_quant --target vulkan)
+set_tests_properties(test_ops_quant_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 # Under the sanitizer build, lavapipe's one leaked block (tests/lsan_vulkan.supp)
 # is only suppressible with LSan's slow unwinder, which makes this test's
 # in-process shader compiles run past 10 minutes: it runs with ASan/UBSan but
@@ -66,6 +71,8 @@ set_tests_properties(test_tensor_ops_target_vulkan PROPERTIES LABELS "target=vul
 # Vulkan device paths by test_bad_device.
 if(KILN_SANITIZE)
   set_property(TEST test_bad_runtime_arith_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+  # the same for the quantized ops (their leak-free paths: test_ops_quant on cpu/opencl)
+  set_property(TEST test_ops_quant_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
 # f64 on Vulkan: the GLSL dialect has no f64, so compiling refuses it by name.
 add_test(NAME test_f64_target_vulkan COMMAND test_f64_target --target vulkan)

@@ -1,0 +1,42 @@
+/* The whole compile of an ONNX model, as `kiln compile` and the compiler
+ * API (kiln/compiler.h) both run it: parse, bind dims, prepare, graph
+ * passes, the fp16 arithmetic of the target device, then the pipeline of
+ * compiler/pipeline.h, everything it did going into the log. The API
+ * wraps it with string options; the CLI with its flags, a hook to write
+ * the graph around the passes (--dump-graph), module signing and the
+ * session it makes without -o. */
+#ifndef KILN_API_DRIVER_H_
+#define KILN_API_DRIVER_H_
+
+#include "compiler/pipeline.h"
+
+typedef struct kiln_driver_request_s {
+  const char* model_path;
+  const char* const* dims; /* SYMBOL=SIZE each; symbols left become 1 */
+  int32_t n_dims;
+  const kiln_target_t* target;
+  const char* device;      /* whose fp16 arithmetic counts; NULL: the target's name */
+  int opt, threads;
+  int fp16_arith;          /* -1: ask the device (opened without fallback) */
+  kiln_compile_precision_t precision; /* fp16_arith and device are filled in */
+  const char* dump_dir;
+  const char* model_name;  /* NULL: model_path */
+  /* Optional: called with the prepared graph before the passes and again
+   * after them (|after|); an error stops the compile. */
+  kiln_status_t (*graph_hook)(void* user, const kiln_graph_t* g, bool after);
+  void* hook_user;
+  /* CPU machine code for these ISA levels (`--cpu-target`, the
+   * "cpu-target" option); NULL or "": C source only. */
+  const char* cpu_targets;
+  /* `--tuning-cache FILE` (NULL: the default tiles): compiler/tune.h */
+  const char* tuning_path;
+} kiln_driver_request_t;
+
+/* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,
+ * unprepared graph of the model, consumed either way. Log sections beyond
+ * the pipeline's: "model" (the symbols bound to 1) and "note" (a device
+ * that could not be asked for its fp16 arithmetic). */
+KILN_MUST_USE kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed,
+                                                kiln_compile_log_t* log, kiln_program_t** out);
+
+#endif

@@ -1,0 +1,47 @@
+/* Symbolic dimension binding (see model_dims.h). */
+#include "api/model_dims.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+kiln_status_t kiln_model_bind_dim(kiln_graph_t* g, const char* spec) {
+  const char* eq = strchr(spec, '=');
+  char* end = NULL;
+  errno = 0;
+  long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+  if (!eq || !end || end == eq + 1 || *end || v < 0 || errno == ERANGE)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "--dim '%s': expected SYMBOL=SIZE with SIZE in 0..%lld", spec,
+                            (long long)INT64_MAX);
+  int32_t sym = 0;
+  for (int32_t k = 1; k <= g->n_symbols; ++k)
+    if (strlen(g->symbols[k]) == (size_t)(eq - spec) && strncmp(g->symbols[k], spec, (size_t)(eq - spec)) == 0)
+      sym = k;
+  if (!sym)
+    return kiln_make_status(KILN_NOT_FOUND, "--dim '%s': the model has no dimension named '%.*s'", spec,
+                            (int)(eq - spec), spec);
+  for (int32_t k = 0; k < g->n_inputs; ++k) {
+    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+    for (int32_t d = 0; d < t->shape.rank; ++d)
+      if (kiln_dim_symbol(t->shape.dims[d]) == sym) t->shape.dims[d] = v;
+  }
+  return NULL;
+}
+
+int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n) {
+  int32_t bound = 0;
+  size_t at = 0;
+  if (n) names[0] = '\0';
+  for (int32_t k = 0; k < g->n_inputs; ++k) {
+    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+    for (int32_t d = 0; d < t->shape.rank; ++d) {
+      int32_t sym = kiln_dim_symbol(t->shape.dims[d]);
+      if (!sym) continue;
+      if (at < n) at += (size_t)snprintf(names + at, n - at, " %s", g->symbols[sym]);
+      t->shape.dims[d] = 1;
+      ++bound;
+    }
+  }
+  return bound;
+}

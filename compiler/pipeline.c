@@ -1,0 +1,357 @@
+/* The compile pipeline (see pipeline.h). What it did goes into a log of
+ * figures and lines; the printers it reuses (pass log, precision and
+ * calibration reports) write to a memory stream whose lines join the log. */
+#define _GNU_SOURCE /* vasprintf */
+#include "compiler/pipeline.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compiler/calibrate.h"
+#include "compiler/tune.h"
+#include "ir/passes.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "targets/program_build.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void kiln_compile_log_free(kiln_compile_log_t* log) {
+  if (!log) return;
+  for (int32_t i = 0; i < log->n; ++i) free((char*)log->entries[i].text);
+  free(log->entries);
+  memset(log, 0, sizeof *log);
+}
+
+/* Takes ownership of |text| (malloc'd), also on error. */
+static kiln_status_t add(kiln_compile_log_t* log, const char* section, const char* key, double value, char* text) {
+  if (!text) return kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: out of memory");
+  if (log->n == log->cap) {
+    int32_t cap = log->cap ? 2 * log->cap : 32;
+    void* e = realloc(log->entries, (size_t)cap * sizeof *log->entries);
+    if (!e) {
+      free(text);
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: out of memory (%d entries)", (int)cap);
+    }
+    log->entries = e;
+    log->cap = cap;
+  }
+  log->entries[log->n++] = (kiln_compile_report_entry_t){section, key, value, text};
+  return NULL;
+}
+
+kiln_status_t kiln_compile_log_value(kiln_compile_log_t* log, const char* section, const char* key, double value) {
+  return add(log, section, key, value, strdup(""));
+}
+
+kiln_status_t kiln_compile_log_line(kiln_compile_log_t* log, const char* section, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char* text = NULL;
+  int n = vasprintf(&text, fmt, ap);
+  va_end(ap);
+  if (n < 0) return kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: out of memory");
+  if (n > 0 && text[n - 1] == '\n') text[n - 1] = '\0';
+  return add(log, section, "line", 0, text);
+}
+
+/* A memory stream for a printer, then its lines into the log. */
+typedef struct {
+  FILE* f;
+  char* buf;
+  size_t len;
+} mem_t;
+
+static kiln_status_t mem_open(mem_t* m) {
+  memset(m, 0, sizeof *m);
+  m->f = open_memstream(&m->buf, &m->len);
+  return m->f ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: cannot open a memory stream");
+}
+
+static kiln_status_t mem_close(mem_t* m, kiln_compile_log_t* log, const char* section) {
+  kiln_status_t s = NULL;
+  if (fclose(m->f) != 0) s = kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: memory stream failed");
+  for (char* p = m->buf; !s && p && *p;) {
+    char* nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    s = kiln_compile_log_line(log, section, "%.*s", (int)n, p);
+    p += n + (nl ? 1 : 0);
+  }
+  free(m->buf);
+  memset(m, 0, sizeof *m);
+  return s;
+}
+
+void kiln_compile_precision_default(kiln_compile_precision_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->mode = KILN_PRECISION_FP32;
+  p->calibrate_count = 4;
+  p->tolerance = 1e-2;
+}
+
+kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, kiln_compile_log_t* log) {
+  int32_t before = g->n_nodes;
+  double t0 = now_s();
+  mem_t m;
+  KILN_RETURN_IF_ERROR(mem_open(&m));
+  kiln_status_t s = kiln_graph_optimize(g, opt, m.f);
+  kiln_status_t ms = mem_close(&m, log, "passes");
+  if (s) {
+    kiln_status_free(ms);
+    return s;
+  }
+  KILN_RETURN_IF_ERROR(ms);
+  double ms_taken = (now_s() - t0) * 1e3;
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "passes", "nodes_before", before));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "passes", "nodes_after", g->n_nodes));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "passes", "ms", ms_taken));
+  return kiln_compile_log_line(log, "passes", "graph passes (-O%d): %d -> %d nodes in %.1f ms", opt, before,
+                               g->n_nodes, ms_taken);
+}
+
+/* The effective per-node precision of |plan| as policy rules (one per node
+ * that has a kernel), for write_policy in fp16 mode. */
+static kiln_status_t effective_policy(const kiln_plan_t* plan, const kiln_precision_policy_t* pol,
+                                      kiln_precision_policy_t* out) {
+  const kiln_graph_t* g = plan->graph;
+  for (int32_t n = 0; n < g->n_nodes; ++n) {
+    bool has_kernel = false;
+    for (int32_t k = 0; k < plan->n_kernels && !has_kernel; ++k) {
+      int32_t nodes[256];
+      int32_t m = kiln_plan_kernel_nodes(plan, k, nodes, 256);
+      for (int32_t i = 0; i < m && i < 256; ++i) has_kernel |= nodes[i] == n;
+    }
+    if (has_kernel)
+      KILN_RETURN_IF_ERROR(kiln_precision_policy_add(out, KILN_MATCH_NODE, g->nodes[n].name,
+                                                     kiln_precision_node_fp16(pol, g, n, true)));
+  }
+  return NULL;
+}
+
+/* Calibrates |plan| for auto into |chosen| and logs what it chose. */
+static kiln_status_t calibrate(kiln_plan_t* plan, const kiln_compile_precision_t* pr,
+                               const kiln_precision_policy_t* user, kiln_precision_policy_t* chosen,
+                               kiln_calibrate_report_t* cal, kiln_compile_log_t* log) {
+  kiln_calibrate_options_t co;
+  kiln_calibrate_options_default(&co);
+  co.input_dir = pr->calibrate_dir;
+  co.count = pr->calibrate_count;
+  co.seed = pr->seed;
+  co.rtol = pr->tolerance;
+  co.base = user;
+  double t0 = now_s();
+  KILN_RETURN_IF_ERROR(kiln_calibrate_precision(plan, &co, chosen, cal));
+  int32_t n16 = 0;
+  for (int32_t i = 0; i < cal->n_groups; ++i) n16 += cal->groups[i].fp16;
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "precision", "calibration_groups", cal->n_groups));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "precision", "calibration_groups_fp16", n16));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "precision", "calibration_error_ratio", cal->err_ratio));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+      log, "precision",
+      "calibrated on %d %s inputs in %.1f s: %d of %d fused groups fp16, error %.3g of the tolerance "
+      "(rtol %g, atol %g)",
+      cal->samples, pr->calibrate_dir ? "given" : "seeded random", now_s() - t0, n16, cal->n_groups,
+      cal->err_ratio, cal->rtol, cal->atol));
+  const kiln_graph_t* g = plan->graph;
+  for (int32_t i = 0; i < cal->n_groups; ++i)
+    if (!cal->groups[i].fp16 && strcmp(cal->groups[i].reason, "policy") != 0)
+      KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+          log, "precision", "  kept fp32: group %d '%s' (%s): %s, range [%.4g, %.4g]", i,
+          g->nodes[cal->groups[i].nodes[0]].name, g->nodes[cal->groups[i].nodes[0]].op_type,
+          cal->groups[i].reason, cal->groups[i].min, cal->groups[i].max));
+  return NULL;
+}
+
+/* Writes the precision report file (calibration first, when there was one). */
+static kiln_status_t write_report(const kiln_plan_t* plan, const char* path, const kiln_calibrate_report_t* cal,
+                                  const kiln_precision_report_t* rep, kiln_compile_log_t* log) {
+  FILE* f = fopen(path, "w");
+  if (!f) return kiln_make_status(KILN_IO_ERROR, "%s: cannot write the precision report", path);
+  if (cal) {
+    kiln_calibrate_report_print(plan, cal, f);
+    fputc('\n', f);
+  }
+  kiln_precision_report_print(plan, rep, true, f);
+  if (fclose(f) != 0) return kiln_make_status(KILN_IO_ERROR, "%s: write error", path);
+  return kiln_compile_log_line(log, "output", "wrote %s", path);
+}
+
+/* fp16|auto on a fused plan: warn (or fail) without fp16 arithmetic,
+ * calibrate for auto, rewrite, report, write the policy. */
+static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_compile_precision_t* pr, bool f32_workspaces,
+                                     kiln_compile_log_t* log) {
+  const char* dev = pr->device ? pr->device : "the device";
+  if (!pr->fp16_arith) {
+    if (pr->strict)
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "--precision %s: %s has no fp16 arithmetic (--strict; without it kiln uses "
+                              "fp16 storage with fp32 arithmetic)",
+                              kiln_precision_mode_name(pr->mode), dev);
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "warning",
+                                               "--precision %s: %s has no fp16 arithmetic; using fp16 storage "
+                                               "with fp32 arithmetic",
+                                               kiln_precision_mode_name(pr->mode), dev));
+  }
+  kiln_precision_policy_t user = {0}, chosen = {0};
+  kiln_calibrate_report_t cal;
+  memset(&cal, 0, sizeof cal);
+  bool have_cal = false;
+  kiln_precision_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  kiln_status_t s = NULL;
+  if (pr->policy_path) s = kiln_precision_policy_read(pr->policy_path, &user);
+  const kiln_precision_policy_t* use = &user;
+  if (!s && pr->mode == KILN_PRECISION_AUTO) {
+    s = calibrate(plan, pr, &user, &chosen, &cal, log);
+    have_cal = !s;
+    use = &chosen;
+  }
+  if (!s && pr->write_policy) {
+    if (pr->mode == KILN_PRECISION_AUTO) {
+      char hdr[256];
+      snprintf(hdr, sizeof hdr, "kiln --precision auto: %d samples, rtol %g, atol %g; later rules win",
+               cal.samples, cal.rtol, cal.atol);
+      s = kiln_precision_policy_write(&chosen, hdr, pr->write_policy);
+    } else {
+      kiln_precision_policy_t eff = {0};
+      s = effective_policy(plan, &user, &eff);
+      if (!s) s = kiln_precision_policy_write(&eff, "kiln --precision fp16: the precision of every node", pr->write_policy);
+      kiln_precision_policy_free(&eff);
+    }
+    if (!s) s = kiln_compile_log_line(log, "output", "wrote %s", pr->write_policy);
+  }
+  kiln_precision_options_t po = {KILN_PRECISION_FP16, pr->fp16_arith, pr->fp16_accumulate, use,
+                                 f32_workspaces && !pr->fp16_workspaces, pr->weights_only};
+  if (!s) s = kiln_plan_set_precision(plan, &po, &rep);
+  if (!s) s = kiln_compile_log_value(log, "precision", "kernels_fp16", rep.kernels_fp16);
+  if (!s) s = kiln_compile_log_value(log, "precision", "kernels_fp16_arith", rep.kernels_fp16_arith);
+  if (!s) s = kiln_compile_log_value(log, "precision", "weight_bytes_before", (double)rep.weight_bytes_before);
+  if (!s) s = kiln_compile_log_value(log, "precision", "weight_bytes_after", (double)rep.weight_bytes_after);
+  mem_t m;
+  if (!s && !(s = mem_open(&m))) {
+    kiln_precision_report_print(plan, &rep, false, m.f);
+    s = mem_close(&m, log, "precision");
+  }
+  if (!s && pr->report_path) s = write_report(plan, pr->report_path, have_cal ? &cal : NULL, &rep, log);
+  kiln_precision_report_free(&rep);
+  kiln_calibrate_report_free(&cal);
+  kiln_precision_policy_free(&user);
+  kiln_precision_policy_free(&chosen);
+  return s;
+}
+
+/* plan.txt and the generated source, in the target's language. */
+static kiln_status_t dump(const kiln_plan_t* plan, const kiln_program_t* p, const kiln_compile_config_t* c,
+                          kiln_compile_log_t* log) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/plan.txt", c->dump_dir);
+  FILE* f = fopen(path, "w");
+  if (f) {
+    kiln_plan_dump(plan, f, true);
+    fclose(f);
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "output", "wrote %s", path));
+  }
+  snprintf(path, sizeof path, "%s/kernels.%s", c->dump_dir, c->target->source_ext);
+  if (p->code.text && (f = fopen(path, "w"))) {
+    fwrite(p->code.text, 1, p->code.text_len, f);
+    fclose(f);
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "output", "wrote %s", path));
+  }
+  return NULL;
+}
+
+static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* p, const kiln_compile_config_t* c,
+                                 const kiln_fusion_report_t* fu, double lower_ms, double codegen_ms,
+                                 kiln_compile_log_t* log) {
+  if (c->opt >= 1) {
+    KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fusion", "kernels_before", fu->kernels_before));
+    KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fusion", "kernels_after", fu->kernels_after));
+    KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fusion", "epilogues", fu->epilogues_fused));
+    KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fusion", "producers_inlined", fu->producers_inlined));
+    KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fusion", "bytes_saved", (double)fu->bytes_saved));
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+        log, "fusion", "fused %d kernels into %d (%d epilogues, %d producers inlined), %.1f MB less "
+        "intermediate traffic",
+        fu->kernels_before, fu->kernels_after, fu->epilogues_fused, fu->producers_inlined,
+        (double)fu->bytes_saved / 1e6));
+  }
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "plan", "kernels", plan->n_kernels));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "plan", "code_bytes", (double)p->code.text_len));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "plan", "weights_bytes", (double)p->weights_len));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "timing", "lowering_ms", lower_ms));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "timing", "codegen_ms", codegen_ms));
+  return kiln_compile_log_line(log, "plan",
+                               "compiled %d kernels for %s: lowering %.1f ms, codegen %.1f ms, %.1f KB of code, "
+                               "%.1f MB of weights",
+                               plan->n_kernels, c->target->name, lower_ms, codegen_ms,
+                               (double)p->code.text_len / 1e3, (double)p->weights_len / 1e6);
+}
+
+/* The template choice with a tuning cache (compiler/tune.h): its lines
+ * into the log, "warning: " and "note: " ones in those sections. */
+static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_compile_config_t* c,
+                                  kiln_compile_log_t* log) {
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* notes = open_memstream(&buf, &len);
+  kiln_tune_use_report_t r;
+  kiln_status_t s = kiln_tune_choose_file(plan, set, c->tuning_path, c->tuning_device, c->target->name, c->threads,
+                                          notes, &r);
+  if (notes) fclose(notes);
+  for (char* line = buf; !s && line && *line;) {
+    char* nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (!strncmp(line, "warning: ", 9)) s = kiln_compile_log_line(log, "warning", "%s", line + 9);
+    else if (!strncmp(line, "note: ", 6)) s = kiln_compile_log_line(log, "note", "%s", line + 6);
+    else s = kiln_compile_log_line(log, "tuning", "%s", line);
+    line = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  if (!s) s = kiln_compile_log_value(log, "tuning", "tuned", r.tuned);
+  if (!s) s = kiln_compile_log_value(log, "tuning", "untuned", r.untuned);
+  return s;
+}
+
+kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c, kiln_compile_log_t* log,
+                                   kiln_program_t** out) {
+  kiln_plan_options_t po = {c->target->lowering, c->threads};
+  kiln_plan_t* plan = NULL;
+  kiln_fusion_report_t fusion;
+  memset(&fusion, 0, sizeof fusion);
+  double t0 = now_s();
+  kiln_status_t s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan);
+  if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
+  const kiln_compile_precision_t* pr = c->precision;
+  bool low = pr && pr->mode != KILN_PRECISION_FP32;
+  if (!s && low) s = apply_precision(plan, pr, c->target->fp16_keeps_f32_workspaces, log);
+  /* the fast paths (template kernels) the target has, chosen last: fusion
+   * and precision change what matches */
+  kiln_template_set_t templates;
+  kiln_program_templates(c->target, &templates);
+  if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  double t1 = now_s();
+  char opts[128];
+  snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
+           low && pr->fp16_accumulate ? " fp16-accumulate" : "");
+  kiln_program_build_options_t bo = {c->model_name, low ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
+                                     c->cpu_targets};
+  kiln_program_t* p = NULL;
+  if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
+  double t2 = now_s();
+  if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
+  if (!s && c->dump_dir) s = dump(plan, p, c, log);
+  kiln_plan_destroy(plan);
+  if (s) {
+    kiln_program_destroy(p);
+    return s;
+  }
+  *out = p;
+  return NULL;
+}

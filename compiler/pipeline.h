@@ -1,0 +1,84 @@
+/* The compile pipeline: a prepared graph -> graph passes -> plan -> fused
+ * plan -> precision -> program, reporting what each step did as data
+ * (kiln_compile_report_entry_t, include/kiln/compiler.h) instead of
+ * printing it. The public compiler API (api/compiler_api.c) and the kiln
+ * command line (tools/runner.c, which prints the lines) both run it.
+ *
+ * A log owns its entries' text; free it with kiln_compile_log_free.
+ * Thread-compatible.
+ */
+#ifndef KILN_COMPILER_PIPELINE_H_
+#define KILN_COMPILER_PIPELINE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/graph.h"
+#include "kiln/compiler.h"
+#include "lowering/precision.h"
+#include "runtime/program.h"
+#include "targets/registry.h"
+#include "kiln/runtime.h"
+
+typedef struct kiln_compile_log_s {
+  kiln_compile_report_entry_t* entries; /* sections and keys are literals; text is owned */
+  int32_t n, cap;
+} kiln_compile_log_t;
+
+void kiln_compile_log_free(kiln_compile_log_t* log);
+/* A figure: |section| and |key| must be string literals. */
+KILN_MUST_USE kiln_status_t kiln_compile_log_value(kiln_compile_log_t* log, const char* section, const char* key,
+                                                   double value);
+/* A line for people (a trailing newline is dropped). */
+KILN_MUST_USE kiln_status_t kiln_compile_log_line(kiln_compile_log_t* log, const char* section, const char* fmt, ...)
+    KILN_PRINTF(3, 4);
+
+/* The precision options (kiln compile --precision and its companions). */
+typedef struct kiln_compile_precision_s {
+  kiln_precision_mode_t mode;   /* default fp32 */
+  const char* policy_path;      /* per-node rules file */
+  bool fp16_accumulate;
+  bool fp16_workspaces;         /* CPU GEMM workspaces in f16 too */
+  bool weights_only;            /* activations stay f32 */
+  const char* calibrate_dir;    /* auto; NULL: seeded random inputs */
+  int calibrate_count;          /* default 4 */
+  uint64_t seed;                /* random calibration inputs */
+  double tolerance;             /* auto's rtol (default 1e-2; atol 1e-3) */
+  const char* write_policy;     /* write the chosen policy here */
+  const char* report_path;      /* write the precision report here */
+  bool strict;                  /* fp16 on a device without fp16 arithmetic is an error */
+  bool fp16_arith;              /* the device computes in half */
+  const char* device;           /* its name, for the warning */
+} kiln_compile_precision_t;
+
+void kiln_compile_precision_default(kiln_compile_precision_t* p);
+
+typedef struct kiln_compile_config_s {
+  const kiln_target_t* target; /* from the registry (kiln_target_find) */
+  int opt;                     /* -O level: >= 1 fuses kernels */
+  int threads;
+  const char* dump_dir;        /* plan and generated source; NULL: none */
+  const char* model_name;
+  const kiln_compile_precision_t* precision; /* NULL: fp32 */
+  /* Ahead-of-time CPU machine code for these ISA levels
+   * (kiln_program_build_options_t.cpu_targets); NULL: none. */
+  const char* cpu_targets;
+  /* A tuning cache `kiln tune` wrote (NULL: the default tiles) and the
+   * device whose records apply (NULL: the target's device, opened without
+   * fallback to ask): compiler/tune.h, kiln_tune_choose_file. */
+  const char* tuning_path;
+  kiln_device_t* tuning_device;
+} kiln_compile_config_t;
+
+/* Runs the graph passes of level |opt| on prepared |g| in place, logging
+ * the passes ("passes" section). */
+KILN_MUST_USE kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, kiln_compile_log_t* log);
+
+/* Lowers, fuses, applies the precision (calibrating first for auto) and
+ * builds the program of a prepared (and optimized) graph, logging each
+ * step. fp16 or auto on a device without fp16 arithmetic logs a warning
+ * (fp16 storage with fp32 arithmetic) or, with precision->strict, fails. */
+KILN_MUST_USE kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c,
+                                                 kiln_compile_log_t* log, kiln_program_t** out);
+
+#endif

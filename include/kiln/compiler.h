@@ -1,0 +1,145 @@
+/* kiln compiler: ONNX model -> .kiln module, as a library.
+ *
+ * What `kiln compile` does, behind a versioned C API: load a model, set
+ * options, compile to a module in memory or a file, and read what the
+ * compile did (graph passes, fusion, precision, plan, timings) as data.
+ * Link libkiln (CMake: kiln::compiler, pkg-config: kiln); run the module
+ * with the runtime (kiln/runtime.h, libkiln_rt), which the compiler does
+ * not need to be loaded beside.
+ *
+ *   kiln_compiler_t* c;
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_load_model(c, "m.onnx"));
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_set_option(c, "target", "opencl"));
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_set_option(c, "precision", "fp16"));
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_compile(c));
+ *   KILN_RETURN_IF_ERROR(kiln_compiler_write_module(c, "m.kiln"));
+ *   kiln_compiler_destroy(c);
+ *
+ * Versions: kiln_version() is the release ("0.1.0"); the ABI version
+ * counts incompatible changes of this header (struct layouts, signatures,
+ * meanings). A program passes the KILN_COMPILER_ABI_VERSION it was built
+ * with to kiln_compiler_create, which refuses (UNSUPPORTED, naming both)
+ * a library of another ABI instead of misreading its structs.
+ *
+ * Options are name/value strings so that new ones do not change the ABI:
+ *   target            a target of this build: "cpu" (default), "opencl", "vulkan"
+ *   precision         fp32 (default) | fp16 | auto
+ *   opt-level         0 | 1 (default): the graph passes' level; 1 also fuses kernels
+ *   threads           CPU threads the plan is tiled for (0 = all cores, default)
+ *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,
+ *                     one per symbol: the last size set wins; symbols left
+ *                     unbound become 1)
+ *   device            the device whose fp16 arithmetic fp16/auto use ("opencl:1";
+ *                     default: the target's first device, opened without fallback)
+ *   fp16-arith        yes | no: say it instead of asking a device
+ *   fp16-accumulate, fp16-workspaces, fp16-weights-only, strict   yes | no
+ *   precision-policy  FILE of per-node rules (docs: `kiln compile --help`)
+ *   calibrate         DIR of .npy inputs for auto (default: seeded random)
+ *   calibrate-count   N (default 4)       tolerance  R (auto's rtol, default 0.01)
+ *   seed              N (random calibration inputs)
+ *   model-name        the name recorded in the module (default: the file path)
+ *   dump              DIR: write plan.txt and the generated source there
+ *   cpu-target        LEVELS: CPU machine code in the module for these ISA levels
+ *                     (x86-64-v3, x86-64-v4, aarch64, host; comma-separated;
+ *                     default none: C source only), so libkiln_rt runs it without
+ *                     a C compiler; another target refuses it at compile
+ * A tuning cache is not an option yet (this build has no tuner).
+ *
+ * Threads: a compiler object is thread-compatible: calls on it must not
+ * overlap. Concurrent compiles on separate objects are not tested.
+ */
+#ifndef KILN_COMPILER_H_
+#define KILN_COMPILER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/export.h"
+#include "kiln/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on every incompatible change of this header. */
+#define KILN_COMPILER_ABI_VERSION 1
+
+/* The release, "MAJOR.MINOR.PATCH". Static string. */
+KILN_COMPILER_API const char* kiln_version(void);
+/* The KILN_COMPILER_ABI_VERSION the library was built with. */
+KILN_COMPILER_API int32_t kiln_compiler_abi_version(void);
+
+typedef struct kiln_compiler_s kiln_compiler_t;
+
+/* Creates a compiler. |abi_version| must be KILN_COMPILER_ABI_VERSION
+ * (pass the macro); another is UNSUPPORTED with both numbers in the
+ * message. Destroy with kiln_compiler_destroy. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_create(int32_t abi_version,
+                                                                   kiln_compiler_t** out_compiler);
+KILN_COMPILER_API void kiln_compiler_destroy(kiln_compiler_t* c); /* NULL: no-op */
+
+/* Loads the custom-op plugin at |path| (include/kiln/custom_op.h) into
+ * the compiler's op registry, for every compiler of the process. libkiln
+ * carries its own copy of the runtime, so a module using the plugin's ops
+ * also needs it loaded into libkiln_rt where it runs (kiln_plugin_load;
+ * the Python package's kiln.load_plugin does both). Errors name the
+ * plugin, the op and the reason; nothing is registered then. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_load_plugin(const char* path);
+
+/* Parses the ONNX model at |path| (and its external data) now, so that a
+ * bad file is reported here, naming the file and what is wrong. Replaces a
+ * model loaded before and drops an earlier compile's module and report. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_load_model(kiln_compiler_t* c, const char* path);
+
+/* Sets option |name| (see the list above) to |value| (copied). An unknown
+ * name or a bad value is INVALID_ARGUMENT naming both; "target" names the
+ * targets this build has. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name,
+                                                                       const char* value);
+
+/* Compiles the loaded model with the options set: binds dims, prepares,
+ * runs the graph passes, lowers, fuses, applies the precision and builds
+ * the module, keeping it (kiln_compiler_module) and the report. May be
+ * called again (after changing options); each call starts from the parsed
+ * model. Errors name the model, node or kernel; INVALID_ARGUMENT
+ * without a model. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_compile(kiln_compiler_t* c);
+
+/* The last compile's module file bytes (what kiln_module_load_memory
+ * takes). Valid until the next load/compile or destroy;
+ * INVALID_ARGUMENT before a successful compile. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_module(const kiln_compiler_t* c, const void** out_data,
+                                                                   size_t* out_size);
+/* Writes them to |path| (atomically: a temporary file renamed). */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_write_module(const kiln_compiler_t* c, const char* path);
+
+/* One fact the last compile reports. Either a figure (|key| names it,
+ * |value| holds it, |text| is "") or a line for people (|key| is "line",
+ * |text| is what `kiln compile` prints, |value| 0). Sections, in order:
+ *   "model"      a line naming the symbolic dims bound to 1
+ *   "passes"     nodes_before, nodes_after, ms, and one line per pass
+ *   "note"       lines (a device that could not be asked for its fp16 arithmetic)
+ *   "warning"    lines (fp16 on a device without fp16 arithmetic)
+ *   "precision"  calibration and fp16 rewrite: kernels_fp16, weight_bytes_before/_after, lines
+ *   "fusion"     kernels_before, kernels_after, epilogues, producers_inlined, bytes_saved
+ *   "plan"       kernels, code_bytes, weights_bytes
+ *   "timing"     lowering_ms, codegen_ms
+ *   "output"     lines naming files written (dump, policy, report)
+ * Strings stay valid until the next load/compile or destroy. */
+typedef struct kiln_compile_report_entry_s {
+  const char* section;
+  const char* key;
+  double value;
+  const char* text;
+} kiln_compile_report_entry_t;
+
+/* The number of entries of the last compile's report (0 before one). */
+KILN_COMPILER_API int32_t kiln_compiler_report_count(const kiln_compiler_t* c);
+/* Entry |i| (0 <= i < count), NULL out of range. */
+KILN_COMPILER_API const kiln_compile_report_entry_t* kiln_compiler_report_at(const kiln_compiler_t* c, int32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_COMPILER_H_ */

@@ -1,0 +1,409 @@
+/* Lowering of the quantized ops (ir/ops/nn_quant.c) to plain tensor-IR
+ * loop nests, so every target prints them: one work-item (CPU: one
+ * iteration of the PARALLEL loop) per output element, reading every operand
+ * through a flat view with its index computed from the element's.
+ *
+ * The arithmetic is the reference's, in the same order and types:
+ *   quantize    min(max(round_even(x / scale) + zp, lo), hi) in f32, then
+ *               converted (exact: the value is an integer in range);
+ *   dequantize  (f32(x) - f32(zp)) * scale in f32;
+ *   products    an i32 PRIVATE accumulator of (a - a_zp) * (b - b_zp), the
+ *               zero points subtracted in i32 before the multiply;
+ *   requantize  round_even(f32(acc) * ((s_a * s_b) / s_y)) + y_zp, clamped.
+ * Convolution taps outside the input are skipped (ONNX pads x - x_zp with
+ * zeros); their indices are clamped as well, so the verifier can prove
+ * every access in bounds. These are the correct, general kernels for every
+ * target; fast int8 GEMM/conv templates are later work. */
+#include "ir/ops/nn_quant.h"
+#include "lowering/lower_nn_impl.h"
+
+/* A flat view [numel] of buffer |b| (a rank-0 scalar becomes [1]). */
+static kiln_status_t flat(kiln_lower_ctx_t* ctx, const tir_buffer_t* b, const char* name,
+                          const tir_buffer_t** out) {
+  *out = NULL;
+  if (!b) return NULL;
+  const int64_t n = tir_buffer_numel(b);
+  return nn_view(ctx, b, name, 1, &n, out);
+}
+
+static const tir_expr_t* ld(nn_kb_t* kb, const tir_buffer_t* b, const tir_expr_t* i) {
+  return tir_load(kb->t, b, NN_IDX(i));
+}
+
+/* f32(b[i]) or |def| when b is absent. */
+static const tir_expr_t* ldf_or(nn_kb_t* kb, const tir_buffer_t* b, const tir_expr_t* i,
+                                double def) {
+  return b ? nn_ldf(kb, b, NN_IDX(i)) : nn_f(kb, def);
+}
+
+/* i32(b[i]) or 0 when b is absent. */
+static const tir_expr_t* ldi_or0(nn_kb_t* kb, const tir_buffer_t* b, const tir_expr_t* i) {
+  if (!b) return tir_const(kb->t, KILN_DTYPE_I32, 0);
+  return tir_cast(kb->t, KILN_DTYPE_I32, ld(kb, b, i));
+}
+
+/* Index of a per-tensor (one element) or per-channel parameter. */
+static const tir_expr_t* chan(nn_kb_t* kb, const tir_buffer_t* p, const tir_expr_t* c) {
+  return p && tir_buffer_numel(p) > 1 ? c : nn_i(kb, 0);
+}
+
+/* min(max(v, lo), hi) in f32, then converted to |t|; NaN gives lo, as in
+ * the reference (the dialects' min/max propagate NaN, and converting NaN
+ * to an integer is undefined). */
+static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
+  int64_t lo = 0, hi = 0;
+  kiln_nn_quant_range(t, &lo, &hi);
+  v = tir_select(kb->t, tir_bin(kb->t, TIR_EQ, v, v), v, nn_f(kb, (double)lo));
+  v = tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, v, nn_f(kb, (double)lo)),
+              nn_f(kb, (double)hi));
+  return tir_cast(kb->t, t, v);
+}
+
+static const tir_expr_t* round_even(nn_kb_t* kb, const tir_expr_t* v) {
+  return tir_call(kb->t, TIR_ROUND_EVEN, 1, v, NULL, NULL);
+}
+
+/* One PARALLEL loop over |n| elements around |body(e)|. */
+static kiln_status_t emit_each(nn_kb_t* kb, tir_var_t* ve, int64_t n, const tir_stmt_t* body) {
+  if (n > 1) nn_parallel(kb, ve);
+  return nn_emit(kb, nn_for(kb, ve, n, body));
+}
+
+/* ---- QuantizeLinear / DequantizeLinear ------------------------------------ */
+
+/* The parameter element of element |e| (kiln_nn_qp_at as TIR). */
+static const tir_expr_t* qp_idx(nn_kb_t* kb, const kiln_nn_qp_t* q, const tir_expr_t* e) {
+  if (q->kind == KILN_NN_QP_TENSOR) return nn_i(kb, 0);
+  const tir_expr_t* a = nn_modc(kb, nn_divc(kb, e, q->inner), q->dim);
+  if (q->kind == KILN_NN_QP_AXIS) return a;
+  const tir_expr_t* outer = nn_mulc(kb, nn_divc(kb, e, q->inner * q->dim), q->nb * q->inner);
+  return nn_add(kb, nn_add(kb, outer, nn_mulc(kb, nn_divc(kb, a, q->block), q->inner)),
+                nn_modc(kb, e, q->inner));
+}
+
+typedef struct qlin_s {
+  const tir_buffer_t *x, *s, *z, *y;
+  kiln_nn_qp_t q;
+  int64_t n;
+} qlin_t;
+
+static kiln_status_t qlin_setup(nn_kb_t* kb, qlin_t* l) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  const kiln_node_t* node = ctx->node;
+  int64_t axis, block;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(node, "axis", 1, &axis));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(node, "block_size", 0, &block));
+  memset(l, 0, sizeof *l);
+  KILN_RETURN_IF_ERROR(kiln_nn_qp_setup(node->op_type, &ctx->in_tensor[0]->shape,
+                                        ctx->in_tensor[0]->name, &ctx->in_tensor[1]->shape,
+                                        ctx->in_tensor[1]->name, axis, block, &l->q));
+  l->n = tir_buffer_numel(ctx->in[0]);
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->in[0], "xf", &l->x));
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->in[1], "sf", &l->s));
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->n_in > 2 ? ctx->in[2] : NULL, "zf", &l->z));
+  return flat(ctx, ctx->out[0], "yf", &l->y);
+}
+
+kiln_status_t kiln_lower_nn_quantize_linear(kiln_lower_ctx_t* ctx) {
+  if (tir_buffer_numel(ctx->out[0]) == 0) return NULL;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  qlin_t l;
+  KILN_RETURN_IF_ERROR(qlin_setup(&kb, &l));
+  tir_var_t* ve = nn_var(&kb, "e");
+  const tir_expr_t *e = nn_v(&kb, ve), *p = qp_idx(&kb, &l.q, e);
+  /* a true division: x * (1 / scale) moves values off their ties */
+  const tir_expr_t* v =
+      round_even(&kb, tir_bin(kb.t, TIR_DIV, nn_ldf(&kb, l.x, NN_IDX(e)), nn_ldf(&kb, l.s, NN_IDX(p))));
+  if (l.z) v = tir_add(kb.t, v, nn_ldf(&kb, l.z, NN_IDX(p)));
+  return emit_each(&kb, ve, l.n, tir_store(kb.t, l.y, NN_IDX(e), saturate(&kb, l.y->dtype, v)));
+}
+
+kiln_status_t kiln_lower_nn_dequantize_linear(kiln_lower_ctx_t* ctx) {
+  if (tir_buffer_numel(ctx->out[0]) == 0) return NULL;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  qlin_t l;
+  KILN_RETURN_IF_ERROR(qlin_setup(&kb, &l));
+  tir_var_t* ve = nn_var(&kb, "e");
+  const tir_expr_t *e = nn_v(&kb, ve), *p = qp_idx(&kb, &l.q, e);
+  const tir_expr_t* d = nn_ldf(&kb, l.x, NN_IDX(e));
+  if (l.z) d = tir_sub(kb.t, d, nn_ldf(&kb, l.z, NN_IDX(p)));
+  const tir_expr_t* v = tir_mul(kb.t, d, nn_ldf(&kb, l.s, NN_IDX(p)));
+  return emit_each(&kb, ve, l.n, nn_stf(&kb, l.y, NN_IDX(e), v));
+}
+
+/* ---- DynamicQuantizeLinear ------------------------------------------------ */
+
+/* mx[0] = max(0, max src_hi[base + i]) and mn[0] = min(0, min
+ * src_lo[base + i]) over i in [0, len), with base + i < n when |guard|. */
+static const tir_stmt_t* minmax(nn_kb_t* kb, const tir_buffer_t* mx, const tir_buffer_t* mn,
+                                const tir_buffer_t* src_hi, const tir_buffer_t* src_lo,
+                                const tir_expr_t* base, int64_t len, int64_t n, bool guard) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  tir_var_t* vi = nn_var(kb, "i");
+  const tir_expr_t* i = nn_add(kb, base, nn_v(kb, vi));
+  const tir_stmt_t* upd[2] = {
+      tir_store(t, mx, NN_IDX(z), tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(z)), nn_ldf(kb, src_hi, NN_IDX(i)))),
+      tir_store(t, mn, NN_IDX(z), tir_bin(t, TIR_MIN, tir_load(t, mn, NN_IDX(z)), nn_ldf(kb, src_lo, NN_IDX(i))))};
+  const tir_stmt_t* body = tir_seq(t, 2, upd);
+  if (guard) body = tir_if(t, tir_bin(t, TIR_LT, i, nn_i(kb, n)), body, NULL);
+  const tir_stmt_t* s[3] = {tir_store(t, mx, NN_IDX(z), nn_f(kb, 0.0)), tir_store(t, mn, NN_IDX(z), nn_f(kb, 0.0)),
+                            nn_for(kb, vi, len, body)};
+  return tir_seq(t, 3, s);
+}
+
+/* Three kernels: DQ_CHUNKS work-items each find the min and max of a chunk
+ * (so no work-item loops over the whole tensor: GPU drivers limit loop
+ * trips), one combines them into the scale and zero point, then one
+ * work-item per element quantizes. Min and max are exact in any order, so
+ * this equals the reference's single pass. */
+#define DQ_CHUNKS 1024
+kiln_status_t kiln_lower_nn_dynamic_quantize_linear(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const int64_t n = tir_buffer_numel(ctx->in[0]), one = 1;
+  const int64_t nch = n < DQ_CHUNKS ? (n > 0 ? n : 1) : DQ_CHUNKS, len = (n + nch - 1) / nch;
+  const tir_buffer_t *x, *y, *ys, *yz, *pmx, *pmn;
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->in[0], "xf", &x));
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
+  /* the scale and zero point are needed even when those outputs are not */
+  if (ctx->out[1]) KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[1], "sf", &ys));
+  else KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "scale", KILN_DTYPE_F32, 1, &one, &ys));
+  if (ctx->out[2]) KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[2], "zf", &yz));
+  else KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "zp", KILN_DTYPE_U8, 1, &one, &yz));
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "pmax", KILN_DTYPE_F32, 1, &nch, &pmx));
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "pmin", KILN_DTYPE_F32, 1, &nch, &pmn));
+  const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* mn = tir_buffer(t, "mn", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_expr_t* z = nn_i(&kb, 0);
+  const tir_expr_t *hi = tir_load(t, mx, NN_IDX(z)), *lo = tir_load(t, mn, NN_IDX(z));
+  {
+    tir_var_t* vc = nn_var(&kb, "c");
+    const tir_expr_t* c = nn_v(&kb, vc);
+    const tir_stmt_t* s[3] = {minmax(&kb, mx, mn, x, x, nn_mulc(&kb, c, len), len, n, nch * len != n),
+                              tir_store(t, pmx, NN_IDX(c), hi), tir_store(t, pmn, NN_IDX(c), lo)};
+    KILN_RETURN_IF_ERROR(emit_each(&kb, vc, nch, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 3, s)))));
+  }
+  const tir_expr_t* range = tir_select(t, tir_bin(t, TIR_EQ, hi, lo), nn_f(&kb, 1.0), tir_sub(t, hi, lo));
+  const tir_expr_t* scale = tir_bin(t, TIR_DIV, range, nn_f(&kb, 255.0));
+  const tir_expr_t* zp = tir_sub(t, nn_f(&kb, 0.0), tir_bin(t, TIR_DIV, lo, tir_load(t, ys, NN_IDX(z))));
+  /* rounding and clamping to integer bounds commute; a NaN range gives 0 */
+  zp = saturate(&kb, KILN_DTYPE_U8, round_even(&kb, zp));
+  const tir_stmt_t* s2[3] = {minmax(&kb, mx, mn, pmx, pmn, z, nch, nch, false), tir_store(t, ys, NN_IDX(z), scale),
+                             tir_store(t, yz, NN_IDX(z), zp)};
+  KILN_RETURN_IF_ERROR(nn_emit(&kb, tir_alloc(t, mx, tir_alloc(t, mn, tir_seq(t, 3, s2)))));
+  if (n == 0) return NULL;
+  tir_var_t* ve = nn_var(&kb, "e");
+  const tir_expr_t* e = nn_v(&kb, ve);
+  const tir_expr_t* v = round_even(
+      &kb, tir_bin(t, TIR_DIV, nn_ldf(&kb, x, NN_IDX(e)), nn_ldf(&kb, ys, NN_IDX(z))));
+  v = tir_add(t, v, nn_ldf(&kb, yz, NN_IDX(z)));
+  return emit_each(&kb, ve, n, tir_store(t, y, NN_IDX(e), saturate(&kb, KILN_DTYPE_U8, v)));
+}
+
+/* ---- integer products ----------------------------------------------------- */
+
+/* Operands of one integer product kernel: flat views and the i32 zero
+ * points (per tensor, or per channel |ch|). */
+typedef struct iprod_s {
+  const tir_buffer_t *a, *b, *az, *bz, *y;
+  const tir_expr_t* row; /* the row of a (per-row a parameters), or NULL */
+} iprod_t;
+
+/* Requantization inputs of the QLinear ops (flat views; bias may be NULL). */
+typedef struct requant_s {
+  const tir_buffer_t *as, *bs, *ys, *yz, *bias;
+} requant_t;
+
+static kiln_status_t flats(kiln_lower_ctx_t* ctx, const int32_t* idx, int32_t n,
+                           const tir_buffer_t** out) {
+  static const char* names[] = {"q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"};
+  for (int32_t k = 0; k < n; ++k) {
+    const tir_buffer_t* b = idx[k] >= 0 && idx[k] < ctx->n_in ? ctx->in[idx[k]] : NULL;
+    KILN_RETURN_IF_ERROR(flat(ctx, b, names[k], &out[k]));
+  }
+  return NULL;
+}
+
+/* The value stored for sum |acc| of output channel |c|: acc itself (i32
+ * outputs), or requantized. */
+static const tir_expr_t* finish(nn_kb_t* kb, const iprod_t* p, const requant_t* r,
+                                const tir_expr_t* acc, const tir_expr_t* c) {
+  tir_ctx_t* t = kb->t;
+  if (!r) return acc;
+  const tir_expr_t* z = nn_i(kb, 0);
+  if (r->bias) acc = tir_add(t, acc, ldi_or0(kb, r->bias, chan(kb, r->bias, c)));
+  const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
+  const tir_expr_t* mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
+                                   nn_ldf(kb, r->ys, NN_IDX(z)));
+  const tir_expr_t* v = round_even(kb, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, acc), mult));
+  v = tir_add(t, v, ldf_or(kb, r->yz, z, 0.0));
+  return saturate(kb, p->y->dtype, v);
+}
+
+/* acc += (a[ai...] - a_zp[row]) * (b[bi] - b_zp[c]) in i32. */
+static const tir_stmt_t* mac(nn_kb_t* kb, const iprod_t* p, const tir_buffer_t* acc,
+                             const tir_buffer_t* a, const tir_expr_t* const* ai,
+                             const tir_expr_t* bi, const tir_expr_t* c) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t* av = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, a, ai)),
+                                 ldi_or0(kb, p->az, chan(kb, p->az, p->row ? p->row : z)));
+  const tir_expr_t* bv = tir_sub(t, ldi_or0(kb, p->b, bi), ldi_or0(kb, p->bz, chan(kb, p->bz, c)));
+  return tir_store(t, acc, NN_IDX(z), tir_add(t, tir_load(t, acc, NN_IDX(z)), tir_mul(t, av, bv)));
+}
+
+/* Wraps the reduction |loops| (built around |acc|) and the store of
+ * finish(acc) to y[e] into one work-item's body. */
+static const tir_stmt_t* reduce_store(nn_kb_t* kb, const iprod_t* p, const requant_t* r,
+                                      const tir_buffer_t* acc, const tir_stmt_t* loops,
+                                      const tir_expr_t* e, const tir_expr_t* c) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_stmt_t* s[3] = {tir_store(t, acc, NN_IDX(z), tir_const(t, KILN_DTYPE_I32, 0)), loops,
+                            tir_store(t, p->y, NN_IDX(e), finish(kb, p, r, tir_load(t, acc, NN_IDX(z)), c))};
+  return tir_alloc(t, acc, tir_seq(t, 3, s));
+}
+
+/* Offset (in matrices) of operand |s|'s matrix for output batch |b| over
+ * the output batch dims ob[0..nob), broadcasting dims of size 1. */
+static const tir_expr_t* batch_off(nn_kb_t* kb, const tir_buffer_t* s, const int64_t* ob,
+                                   int32_t nob, const tir_expr_t* b) {
+  const int32_t sb = s->rank - 2;
+  const tir_expr_t* off = nn_i(kb, 0);
+  int64_t mul = 1, div = 1;
+  for (int32_t i = nob - 1; i >= 0; --i) {
+    const int32_t j = i - (nob - sb);
+    if (j >= 0 && s->shape[j] != 1)
+      off = nn_add(kb, off, nn_mulc(kb, nn_modc(kb, nn_divc(kb, b, div), ob[i]), mul));
+    if (j >= 0) mul *= s->shape[j];
+    div *= ob[i];
+  }
+  return off;
+}
+
+/* Flat views of a product's operands (inputs ops[0..4): a, b and their
+ * zero points) and output, and with |rq| (inputs: a, b and y scales, y
+ * zero point) and bias input |bias_i| (-1: none) its requantization,
+ * pointed to by *rp. */
+static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const int32_t* rq,
+                              int32_t bias_i, iprod_t* p, requant_t* r, requant_t** rp) {
+  const tir_buffer_t* f[4];
+  KILN_RETURN_IF_ERROR(flats(ctx, ops, 4, f));
+  *p = (iprod_t){f[0], f[1], f[2], f[3], NULL, NULL};
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
+  if (!rq) return NULL;
+  KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
+  *r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+  const tir_buffer_t* bias = bias_i >= 0 && bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
+  KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r->bias));
+  *rp = r;
+  return NULL;
+}
+
+static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const int32_t* rq) {
+  const tir_buffer_t *A = ctx->in[ops[0]], *B = ctx->in[ops[1]], *Y = ctx->out[0];
+  const int64_t n_all = tir_buffer_numel(Y);
+  if (n_all == 0) return NULL;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  iprod_t p;
+  requant_t r, *rp = NULL;
+  KILN_RETURN_IF_ERROR(operands(ctx, ops, rq, -1, &p, &r, &rp));
+  const int32_t nob = Y->rank - 2;
+  const int64_t M = Y->shape[nob], N = Y->shape[nob + 1], K = A->shape[A->rank - 1], one = 1;
+  tir_var_t *ve = nn_var(&kb, "e"), *vk = nn_var(&kb, "k");
+  const tir_expr_t *e = nn_v(&kb, ve), *k = nn_v(&kb, vk);
+  const tir_expr_t *n = nn_modc(&kb, e, N), *m = nn_modc(&kb, nn_divc(&kb, e, N), M);
+  const tir_expr_t* b = nn_divc(&kb, e, M * N);
+  const tir_expr_t* ao = nn_mulc(&kb, batch_off(&kb, A, Y->shape, nob, b), M * K);
+  const tir_expr_t* bo = nn_mulc(&kb, batch_off(&kb, B, Y->shape, nob, b), K * N);
+  const tir_expr_t* ai = nn_add(&kb, ao, nn_add(&kb, nn_mulc(&kb, m, K), k));
+  const tir_expr_t* bi = nn_add(&kb, bo, nn_add(&kb, nn_mulc(&kb, k, N), n));
+  p.row = m;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_stmt_t* loops = nn_for(&kb, vk, K, mac(&kb, &p, acc, p.a, NN_IDX(ai), bi, n));
+  return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, loops, e, n));
+}
+
+kiln_status_t kiln_lower_nn_matmul_integer(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 1, 2, 3};
+  return lower_mm(ctx, ops, NULL);
+}
+
+kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
+  return lower_mm(ctx, ops, rq);
+}
+
+/* ---- integer convolutions ------------------------------------------------- */
+
+static kiln_status_t lower_conv(kiln_lower_ctx_t* ctx, const int32_t* ops, const int32_t* rq,
+                                int32_t bias_i) {
+  const tir_buffer_t *X = ctx->in[ops[0]], *W = ctx->in[ops[1]], *Y = ctx->out[0];
+  const int64_t n_all = tir_buffer_numel(Y);
+  if (n_all == 0) return NULL;
+  kiln_nn_window_t win;
+  int64_t group;
+  kiln_shape_t out;
+  KILN_RETURN_IF_ERROR(kiln_nn_conv_shape(
+      ctx->node, ctx->node->op_type, &ctx->in_tensor[ops[0]]->shape, ctx->in_tensor[ops[0]]->name,
+      &ctx->in_tensor[ops[1]]->shape, ctx->in_tensor[ops[1]]->name, NULL, &win, &group, &out));
+  kiln_nn_win3_t w3;
+  kiln_nn_win3(&win, X->shape + 2, Y->shape + 2, &w3);
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  iprod_t p;
+  requant_t r, *rp = NULL;
+  KILN_RETURN_IF_ERROR(operands(ctx, ops, rq, bias_i, &p, &r, &rp));
+  const int64_t C = X->shape[1], M = W->shape[0], Cg = C / group, Mg = M / group, one = 1;
+  const int64_t P = w3.out[0] * w3.out[1] * w3.out[2];
+  tir_var_t* ve = nn_var(&kb, "e");
+  const tir_expr_t* e = nn_v(&kb, ve);
+  const tir_expr_t* o[3] = {nn_modc(&kb, nn_divc(&kb, e, w3.out[1] * w3.out[2]), w3.out[0]),
+                            nn_modc(&kb, nn_divc(&kb, e, w3.out[2]), w3.out[1]),
+                            nn_modc(&kb, e, w3.out[2])};
+  const tir_expr_t* m = nn_modc(&kb, nn_divc(&kb, e, P), M);
+  const tir_expr_t* n = nn_divc(&kb, e, P * M);
+  const tir_expr_t* g = nn_divc(&kb, m, Mg);
+  tir_var_t* vc = nn_var(&kb, "c");
+  tir_var_t* vt[3] = {nn_var(&kb, "kd"), nn_var(&kb, "kh"), nn_var(&kb, "kw")};
+  /* x is read through a [N * C][D][H][W] view at (n * C + g * Cg + c, id,
+   * ih, iw), taps inside the input only (the guard bounds each index) */
+  const tir_buffer_t* x4;
+  const int64_t x4s[4] = {tir_buffer_numel(X) / (w3.in[0] * w3.in[1] * w3.in[2]), w3.in[0],
+                          w3.in[1], w3.in[2]};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, X, "x4", 4, x4s, &x4));
+  const tir_expr_t* xi[4] = {
+      nn_add(&kb, nn_mulc(&kb, n, C), nn_add(&kb, nn_mulc(&kb, g, Cg), nn_v(&kb, vc)))};
+  const tir_expr_t* wi = nn_add(&kb, nn_mulc(&kb, m, Cg), nn_v(&kb, vc));
+  const tir_expr_t* inside = NULL;
+  for (int32_t d = 0; d < 3; ++d) {
+    const tir_expr_t* id = nn_addc(&kb, nn_add(&kb, nn_mulc(&kb, o[d], w3.s[d]), nn_mulc(&kb, nn_v(&kb, vt[d]), w3.d[d])), -w3.p[d]);
+    const tir_expr_t* ok = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, id, nn_i(&kb, 0)),
+                                   tir_bin(t, TIR_LT, id, nn_i(&kb, w3.in[d])));
+    inside = inside ? tir_bin(t, TIR_AND, inside, ok) : ok;
+    xi[1 + d] = id;
+    wi = nn_add(&kb, nn_mulc(&kb, wi, w3.k[d]), nn_v(&kb, vt[d]));
+  }
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_stmt_t* s = tir_if(t, inside, mac(&kb, &p, acc, x4, xi, wi, m), NULL);
+  for (int32_t d = 2; d >= 0; --d) s = nn_for(&kb, vt[d], w3.k[d], s);
+  s = nn_for(&kb, vc, Cg, s);
+  return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, s, e, m));
+}
+
+kiln_status_t kiln_lower_nn_conv_integer(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 1, 2, 3};
+  return lower_conv(ctx, ops, NULL, -1);
+}
+
+kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
+  return lower_conv(ctx, ops, rq, 8);
+}

@@ -1,0 +1,51 @@
+# Custom-op plugins (include/kiln/custom_op.h): the example plugin
+# (examples/plugin), plugins that are wrong in one way each
+# (tests/plugins/bad_plugin.c), the C test of registration, inference,
+# patterns and the reference kernel (test_bad_plugins), and the end-to-end
+# test of the example on every target built (test_plugin_example.py).
+add_library(kiln_example_plugin MODULE ${CMAKE_SOURCE_DIR}/examples/plugin/example_plugin.c)
+target_include_directories(kiln_example_plugin PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_link_libraries(kiln_example_plugin PRIVATE m)
+set_target_properties(kiln_example_plugin PROPERTIES PREFIX "lib" OUTPUT_NAME kiln_example)
+set(_bad_plugins)
+set(_bad_targets)
+foreach(bad NO_ENTRY VERSION DUP HALF OPS)
+  string(TOLOWER ${bad} _lower)
+  add_library(kiln_bad_plugin_${_lower} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/bad_plugin.c)
+  target_include_directories(kiln_bad_plugin_${_lower} PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_compile_definitions(kiln_bad_plugin_${_lower} PRIVATE BAD_${bad})
+  list(APPEND _bad_plugins "KILN_BAD_PLUGIN_${bad}=$<TARGET_FILE:kiln_bad_plugin_${_lower}>")
+  list(APPEND _bad_targets kiln_bad_plugin_${_lower})
+endforeach()
+if(TEST test_bad_plugins)
+  # building the test builds the plugins it loads (a stale one would hold
+  # descriptors of an older layout)
+  add_dependencies(test_bad_plugins kiln_example_plugin ${_bad_targets})
+  set_property(TEST test_bad_plugins APPEND PROPERTY ENVIRONMENT
+               "KILN_EXAMPLE_PLUGIN=$<TARGET_FILE:kiln_example_plugin>" ${_bad_plugins})
+endif()
+if(KILN_PYTHON AND TARGET kiln_cli)
+  string(REPLACE ";" "," _plugin_targets "${KILN_TARGETS_BUILT}")
+  # the Python package too, but not under the sanitizer: Python cannot
+  # dlopen ASan-built libraries
+  set(_py_args)
+  if(NOT KILN_SANITIZE AND TARGET kiln_compiler)
+    set(_py_args --python-package=${CMAKE_SOURCE_DIR}/python --lib-dir=$<TARGET_FILE_DIR:kiln_compiler>)
+  endif()
+  add_test(NAME plugin_example
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_example.py
+                   --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
+                   --plugin $<TARGET_FILE:kiln_example_plugin> --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
+                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example ${_py_args})
+  set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
+  # Under the sanitizer: PoCL's known leaks are suppressed as for the other
+  # OpenCL tests; the Vulkan runs go without leak checking, since lavapipe's
+  # one leak needs LSan's slow unwinder, which makes each run take minutes
+  # (as test_bad_module_validate_vulkan_device; test_bad_device checks the
+  # Vulkan device paths for leaks).
+  if(KILN_SANITIZE)
+    list(APPEND _env "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan_pocl.supp"
+         "KILN_TEST_VULKAN_NO_LEAK_CHECK=1")
+  endif()
+  set_tests_properties(plugin_example PROPERTIES LABELS "onnx;badinput" TIMEOUT 900 ENVIRONMENT "${_env}")
+endif()

@@ -1,0 +1,153 @@
+/* Plugins that are wrong in one way each (include/kiln/custom_op.h), built
+ * several times with one BAD_* macro by tests/plugin_tests.cmake:
+ *   BAD_NO_ENTRY   no kiln_plugin_register
+ *   BAD_VERSION    an op of another API version
+ *   BAD_DUP        an op the example plugin registers too
+ *   BAD_HALF       a good op, then one without a reference kernel
+ *   BAD_OPS        ops that load but fail later: FailShape (the shape
+ *                  function fails), Nonsense (returns rank 99), BadKernel
+ *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
+ *                  ClOnly (an OpenCL kernel only), BadLaunch (its launch
+ *                  function fails); and MinMax, a working op with two
+ *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch */
+#include <string.h>
+
+#include "kiln/custom_op.h"
+
+#define F32 KILN_CUSTOM_DTYPE(KILN_DTYPE_F32)
+/* each variant uses some of what follows */
+#define MAYBE_UNUSED __attribute__((unused))
+MAYBE_UNUSED static const kiln_custom_io_t io[] = {{"X", F32, 0}};
+
+MAYBE_UNUSED static int copy_shape(kiln_custom_ctx_t* c) {
+  c->out[0] = c->in[0];
+  return 0;
+}
+
+MAYBE_UNUSED static int identity(kiln_custom_ctx_t* c) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  memcpy(c->out[0].data, c->in[0].data, (size_t)n * sizeof(float));
+  return 0;
+}
+
+MAYBE_UNUSED static int fail_shape(kiln_custom_ctx_t* c) {
+  strncpy(c->error, "this shape function always fails", c->error_cap - 1);
+  return 1;
+}
+
+MAYBE_UNUSED static int nonsense_shape(kiln_custom_ctx_t* c) {
+  c->out[0].dtype = KILN_DTYPE_F32;
+  c->out[0].rank = 99;
+  return 0;
+}
+
+#define OP(dom, nm, shp, ref, ...)                                                                  \
+  {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = dom, .name = nm, .since_version = 1,        \
+   .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io, .shape = shp,          \
+   .reference = ref, __VA_ARGS__}
+
+MAYBE_UNUSED static const char copy_cpu[] = "for (long i = 0; i < KILN_OUT0_SIZE; ++i) out0[i] = in0[i];\n";
+MAYBE_UNUSED static const char copy_cl[] = "int i = (int)get_global_id(0);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n";
+
+#define I8 KILN_CUSTOM_DTYPE(KILN_DTYPE_I8)
+MAYBE_UNUSED static const kiln_custom_io_t mm_in[] = {{"A", F32 | I8, 0}, {"B", F32 | I8, 0}};
+MAYBE_UNUSED static const kiln_custom_io_t mm_out[] = {{"lo", F32 | I8, 0}, {"hi", F32 | I8, 0}};
+
+MAYBE_UNUSED static int mm_shape(kiln_custom_ctx_t* c) {
+  if (c->in[0].dtype != c->in[1].dtype || c->in[0].rank != c->in[1].rank) {
+    strncpy(c->error, "A and B differ in dtype or rank", c->error_cap - 1);
+    return 1;
+  }
+  for (int32_t d = 0; d < c->in[0].rank; ++d)
+    if (c->in[0].dims[d] != c->in[1].dims[d]) {
+      strncpy(c->error, "A and B differ in shape", c->error_cap - 1);
+      return 1;
+    }
+  c->out[0] = c->out[1] = c->in[0];
+  return 0;
+}
+
+MAYBE_UNUSED static int mm_reference(kiln_custom_ctx_t* c) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  for (int64_t i = 0; i < n; ++i) {
+    if (c->in[0].dtype == KILN_DTYPE_I8) {
+      const int8_t a = ((const int8_t*)c->in[0].data)[i], b = ((const int8_t*)c->in[1].data)[i];
+      ((int8_t*)c->out[0].data)[i] = a < b ? a : b;
+      ((int8_t*)c->out[1].data)[i] = a < b ? b : a;
+    } else {
+      const float a = ((const float*)c->in[0].data)[i], b = ((const float*)c->in[1].data)[i];
+      ((float*)c->out[0].data)[i] = a < b ? a : b;
+      ((float*)c->out[1].data)[i] = a < b ? b : a;
+    }
+  }
+  return 0;
+}
+
+#define MM_ELEMENT "{ out0[i] = in0[i] < in1[i] ? in0[i] : in1[i]; out1[i] = in0[i] < in1[i] ? in1[i] : in0[i]; }\n"
+
+/* GPU launch: a 2-D grid over the last dim (x) and the rest (y), groups of
+ * 16 x 2, so the bodies check both ids against KILN_GLOBAL_X/Y. */
+MAYBE_UNUSED static int mm_launch(kiln_custom_ctx_t* c, int64_t global[3], int64_t local[3]) {
+  const kiln_custom_tensor_t* t = &c->out[0];
+  int64_t rows = 1;
+  for (int32_t d = 0; d + 1 < t->rank; ++d) rows *= t->dims[d];
+  global[0] = t->rank ? t->dims[t->rank - 1] : 1;
+  global[1] = rows;
+  local[0] = 16;
+  local[1] = 2;
+  return 0;
+}
+MAYBE_UNUSED static int failing_launch(kiln_custom_ctx_t* c, int64_t global[3], int64_t local[3]) {
+  (void)global;
+  (void)local;
+  strncpy(c->error, "this launch function always fails", c->error_cap - 1);
+  return 1;
+}
+#define MM_2D(x, y) \
+  "int cx = " x ", cy = " y ";\nint i = cy * KILN_GLOBAL_X + cx;\nif (cx < KILN_GLOBAL_X && cy < KILN_GLOBAL_Y) " MM_ELEMENT
+
+#if defined(BAD_VERSION)
+static const kiln_custom_op_t op = {.api_version = 99, .domain = "com.kiln.bad", .name = "Future", .since_version = 1,
+                                    .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
+                                    .shape = copy_shape, .reference = identity};
+#elif defined(BAD_DUP)
+static const kiln_custom_op_t op = OP("com.kiln.example", "ScaledSwish", copy_shape, identity);
+#elif defined(BAD_HALF)
+static const kiln_custom_op_t good = OP("com.kiln.bad", "GoodOne", copy_shape, identity);
+static const kiln_custom_op_t op = OP("com.kiln.bad", "GoodTwo", copy_shape, NULL);
+#elif defined(BAD_OPS)
+static const kiln_custom_op_t ops[] = {
+    OP("com.kiln.bad", "FailShape", fail_shape, identity),
+    OP("com.kiln.bad", "Nonsense", nonsense_shape, identity),
+    OP("com.kiln.bad", "BadKernel", copy_shape, identity, .cpu = {"this is not C;\n", NULL},
+       .opencl = {"this is not OpenCL C;\n", NULL}, .glsl = {"this is not GLSL;\n", NULL}),
+    OP("com.kiln.bad", "CpuOnly", copy_shape, identity, .cpu = {copy_cpu, NULL}),
+    OP("com.kiln.bad", "ClOnly", copy_shape, identity, .opencl = {copy_cl, NULL}),
+    {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad", .name = "MinMax", .since_version = 1,
+     .version = 1, .n_inputs = 2, .n_outputs = 2, .inputs = mm_in, .outputs = mm_out, .shape = mm_shape,
+     .reference = mm_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " MM_ELEMENT, NULL},
+     .opencl = {MM_2D("(int)get_global_id(0)", "(int)get_global_id(1)"), mm_launch},
+     .glsl = {MM_2D("int(gl_GlobalInvocationID.x)", "int(gl_GlobalInvocationID.y)"), mm_launch}},
+    OP("com.kiln.bad", "BadLaunch", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, failing_launch},
+       .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n", failing_launch}),
+};
+#endif
+
+#ifndef BAD_NO_ENTRY
+KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {
+#if defined(BAD_OPS)
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
+    if (host->register_op(host, &ops[i])) return 1;
+  return 0;
+#else
+#if defined(BAD_HALF)
+  if (host->register_op(host, &good)) return 1;
+#endif
+  return host->register_op(host, &op);
+#endif
+}
+#else
+KILN_PLUGIN_EXPORT int kiln_plugin_registr(kiln_plugin_host_t* host) { return host ? 0 : 1; }
+#endif

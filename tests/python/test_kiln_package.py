@@ -1,0 +1,133 @@
+"""The Python package (python/kiln) against onnxruntime's outputs.
+
+Run by tests/python/run_pytest.sh in a fresh venv where `pip install ./python`
+put the package; KILN_TEST_MODELS is the folder make_models.py wrote.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import kiln
+
+MODELS = os.environ["KILN_TEST_MODELS"]
+ONNX = os.path.join(MODELS, "small.onnx")
+
+
+def ref(name, n):
+    return np.load(os.path.join(MODELS, f"small_{name}_b{n}.npy"))
+
+
+@pytest.fixture(scope="module")
+def module():
+    return kiln.compile(ONNX, target="cpu")
+
+
+def test_version():
+    assert kiln.__version__.count(".") == 2
+
+
+def test_run_matches_onnxruntime(module):
+    assert [i["name"] for i in module.inputs] == ["input"]
+    assert [o["name"] for o in module.outputs] == ["logits", "probs"]
+    assert module.inputs[0]["shape"] == (1, 3, 12, 12)  # N bound to 1
+    s = module.session()
+    logits, probs = s.run({"input": ref("input", 1)})
+    np.testing.assert_allclose(logits, ref("logits", 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(probs, ref("probs", 1), rtol=1e-4, atol=1e-6)
+    # the same session again, inputs as a list
+    again = s.run([ref("input", 1)])
+    np.testing.assert_array_equal(again[0], logits)
+
+
+def test_dims_option():
+    m = kiln.compile(ONNX, target="cpu", dims={"N": 2})
+    assert m.inputs[0]["shape"] == (2, 3, 12, 12)
+    logits, _ = m.session().run({"input": ref("input", 2)})
+    np.testing.assert_allclose(logits, ref("logits", 2), rtol=1e-4, atol=1e-5)
+
+
+def test_save_load(module, tmp_path):
+    path = tmp_path / "small.kiln"
+    module.save(str(path))
+    loaded = kiln.load(str(path))
+    assert loaded.data == module.data
+    assert loaded.info["target"] == "cpu"
+    out = loaded.session("cpu").run({"input": ref("input", 1)})
+    np.testing.assert_allclose(out[0], ref("logits", 1), rtol=1e-4, atol=1e-5)
+
+
+def test_report(module):
+    rep = module.report
+    figures = {(r["section"], r["key"]): r["value"] for r in rep if r["key"] != "line"}
+    assert figures[("passes", "nodes_before")] >= figures[("passes", "nodes_after")] > 0
+    assert figures[("fusion", "kernels_after")] <= figures[("fusion", "kernels_before")]
+    assert figures[("plan", "kernels")] == figures[("fusion", "kernels_after")]
+    assert figures[("timing", "codegen_ms")] >= 0
+    assert any(r["text"].startswith("compiled ") for r in rep if r["section"] == "plan")
+
+
+def test_fp16():
+    m = kiln.compile(ONNX, target="cpu", precision="fp16", fp16_arith=False)
+    assert m.info["precision"] == "fp16"
+    logits, _ = m.session().run({"input": ref("input", 1)})
+    np.testing.assert_allclose(logits, ref("logits", 1), rtol=1e-2, atol=1e-2)
+    assert any(r["section"] == "warning" for r in m.report)  # no fp16 arithmetic: storage only
+
+
+def test_profile(module):
+    s = module.session(profile=True)
+    for _ in range(3):
+        s.run({"input": ref("input", 1)})
+    prof = s.profile()
+    assert prof and all(set(p) >= {"kernel", "node", "op", "total_s", "last_s", "flops", "bytes"} for p in prof)
+    assert {p["node"] for p in prof} & {"conv", "fc"}
+    assert all(p["total_s"] >= 0 for p in prof)
+    assert module.session().profile() == []  # profiling off
+
+
+def test_devices():
+    devs = kiln.devices()
+    cpu = [d for d in devs if d.get("name") == "cpu:0"]
+    assert cpu and cpu[0]["description"]
+    for d in devs:
+        assert ("error" in d) != ("name" in d)
+
+
+@pytest.mark.parametrize("api", ["opencl", "vulkan"])
+def test_gpu_targets(api):
+    if not any(d.get("api") == api and "name" in d for d in kiln.devices()):
+        pytest.skip(f"no {api} device")
+    m = kiln.compile(ONNX, target=api)
+    logits, probs = m.session(f"{api}:0").run({"input": ref("input", 1)})
+    np.testing.assert_allclose(logits, ref("logits", 1), rtol=1e-3, atol=1e-4)
+
+
+def test_errors(module, tmp_path):
+    with pytest.raises(kiln.KilnError, match="nope.onnx"):
+        kiln.compile(str(tmp_path / "nope.onnx"))
+    with pytest.raises(kiln.KilnError, match="target='tpu'"):
+        kiln.compile(ONNX, target="tpu")
+    with pytest.raises(kiln.KilnError, match="precision='fp8'"):
+        kiln.compile(ONNX, precision="fp8")
+    with pytest.raises(kiln.KilnError, match="unknown option 'bogus'"):
+        kiln.compile(ONNX, bogus=1)
+    with pytest.raises(kiln.KilnError, match="no dimension named 'M'"):
+        kiln.compile(ONNX, dims={"M": 3})
+    bad = tmp_path / "bad.kiln"
+    bad.write_bytes(b"not a module at all")
+    with pytest.raises(kiln.KilnError) as e:
+        kiln.load(str(bad))
+    assert e.value.code == "PARSE_ERROR" and "bad.kiln" in e.value.message
+    s = module.session()
+    x = ref("input", 1)
+    with pytest.raises(kiln.KilnError, match="dtype float64"):
+        s.run({"input": x.astype(np.float64)})
+    with pytest.raises(kiln.KilnError, match="missing input"):
+        s.run({})
+    with pytest.raises(kiln.KilnError, match="no module input named"):
+        s.run({"input": x, "other": x})
+    with pytest.raises(kiln.KilnError, match="input"):  # wrong shape: the runtime names the input
+        s.run({"input": np.zeros((2, 3, 12, 12), np.float32)})
+    with pytest.raises(kiln.KilnError):
+        kiln.Session(module, "nosuchapi")
