@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/model_dims.h"
+#include "compiler/quantize_graph.h"
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
@@ -49,12 +50,14 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
   if (!s) s = kiln_graph_prepare(g);
+  if (!s && r->precision.mode == KILN_PRECISION_INT8)
+    s = kiln_quantize_graph_in_place(r->model_path, g, r->precision.calibrate_dir, NULL, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
   kiln_compile_precision_t prec = r->precision;
   char devname[300];
-  if (!s && prec.mode != KILN_PRECISION_FP32) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
+  if (!s && (prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO)) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec};
   if (!s) s = kiln_compile_program(g, &cc, log, out);

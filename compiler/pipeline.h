@@ -32,6 +32,9 @@ KILN_MUST_USE kiln_status_t kiln_compile_log_value(kiln_compile_log_t* log, cons
 KILN_MUST_USE kiln_status_t kiln_compile_log_line(kiln_compile_log_t* log, const char* section, const char* fmt, ...)
     KILN_PRINTF(3, 4);
 
+/* One line per line of |text| (a printer's output). */
+KILN_MUST_USE kiln_status_t kiln_compile_log_text(kiln_compile_log_t* log, const char* section, const char* text);
+
 /* The precision options (kiln compile --precision and its companions). */
 typedef struct kiln_compile_precision_s {
   kiln_precision_mode_t mode;   /* default fp32 */
@@ -39,7 +42,7 @@ typedef struct kiln_compile_precision_s {
   bool fp16_accumulate;
   bool fp16_workspaces;         /* CPU GEMM workspaces in f16 too */
   bool weights_only;            /* activations stay f32 */
-  const char* calibrate_dir;    /* auto; NULL: seeded random inputs */
+  const char* calibrate_dir;    /* auto: NULL for seeded random inputs; int8: required */
   int calibrate_count;          /* default 4 */
   uint64_t seed;                /* random calibration inputs */
   double tolerance;             /* auto's rtol (default 1e-2; atol 1e-3) */

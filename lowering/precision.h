@@ -60,9 +60,11 @@ typedef enum kiln_precision_mode_e {
   KILN_PRECISION_FP32 = 0,
   KILN_PRECISION_FP16,
   KILN_PRECISION_AUTO, /* resolved by kiln_calibrate_precision into a policy + FP16 */
+  KILN_PRECISION_INT8, /* the graph is quantized before its passes (compiler/quantize_graph.h);
+                          the plan keeps its float tensors in fp32 */
 } kiln_precision_mode_t;
 
-/* "fp32", "fp16", "auto" -> mode; false for anything else. */
+/* "fp32", "fp16", "auto", "int8" -> mode; false for anything else. */
 bool kiln_precision_parse_mode(const char* s, kiln_precision_mode_t* out);
 const char* kiln_precision_mode_name(kiln_precision_mode_t m);
 
