@@ -52,10 +52,14 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = kiln_graph_prepare(g);
   if (!s && r->precision.mode == KILN_PRECISION_INT8)
     s = kiln_quantize_graph_in_place(r->model_path, g, r->precision.calibrate_dir, NULL, log);
+  kiln_compile_precision_t prec = r->precision;
+  int32_t kept8 = 0;
+  if (!s && prec.mode == KILN_PRECISION_AUTO)
+    s = kiln_quantize_graph_auto(r->model_path, g, prec.calibrate_dir, prec.tolerance / 2, 1e-3, log, &kept8);
+  if (kept8) prec.tolerance /= 2; /* the other half for fp16 (compiler/quantize_graph.h) */
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
-  kiln_compile_precision_t prec = r->precision;
   char devname[300];
   if (!s && (prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO)) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,

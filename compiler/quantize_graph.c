@@ -3,12 +3,14 @@
 #include "compiler/quantize_graph.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "compiler/calibrate.h"
+#include "compiler/ref_exec.h"
 #include "frontend/onnx.h"
 #include "kiln/npy.h"
 
@@ -173,47 +175,261 @@ kiln_status_t kiln_qdq_plan_apply(kiln_graph_t* g, const kiln_qdq_plan_t* plan) 
   return kiln_graph_prepare(g);
 }
 
-kiln_status_t kiln_quantize_graph_in_place(const char* model_path, kiln_graph_t* g, const char* calibrate_dir,
-                                           const kiln_quantize_options_t* o, kiln_compile_log_t* log) {
+/* The model parsed again with its symbolic dims bound to the first
+ * calibration sample's sizes, prepared (int8 needs opset 13: checked first). */
+static kiln_status_t calibration_graph(const char* model_path, const kiln_graph_t* g, const char* calibrate_dir,
+                                       kiln_graph_t** out) {
   if (!calibrate_dir)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "--precision int8 needs --calibrate DIR (calibration inputs: DIR/NAME.npy, or "
                             "DIR/*/NAME.npy per sample)");
   struct stat st;
   if (stat(calibrate_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", calibrate_dir);
-  if (g->opset < 13) return kiln_qdq_plan_apply(g, &(kiln_qdq_plan_t){0}); /* its error, before calibrating */
-  kiln_quantize_options_t qo;
-  if (o) qo = *o;
-  else kiln_quantize_options_default(&qo);
+    return kiln_make_status(KILN_NOT_FOUND, "%s: cannot open the calibration folder (no such folder)", calibrate_dir);
+  if (g->opset < 13) return kiln_qdq_plan_apply((kiln_graph_t*)g, &(kiln_qdq_plan_t){0}); /* its error */
   kiln_graph_t* cg = NULL;
   KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(model_path, NULL, kiln_allocator_system(), &cg));
   kiln_quantize_bind_dims(cg, calibrate_dir);
   kiln_status_t s = kiln_graph_prepare(cg);
-  kiln_array_t* inputs = NULL;
-  int32_t n = 0;
+  if (s) {
+    kiln_graph_destroy(cg);
+    return s;
+  }
+  *out = cg;
+  return NULL;
+}
+
+kiln_status_t kiln_quantize_calibrate(const char* model_path, const kiln_graph_t* g, const char* calibrate_dir,
+                                      const kiln_quantize_options_t* o, kiln_compile_log_t* log,
+                                      kiln_quant_calibration_t* out) {
+  memset(out, 0, sizeof *out);
+  KILN_RETURN_IF_ERROR(calibration_graph(model_path, g, calibrate_dir, &out->g));
+  kiln_quantize_options_t qo;
+  if (o) qo = *o;
+  else kiln_quantize_options_default(&qo);
   kiln_calibrate_options_t co;
   kiln_calibrate_options_default(&co);
   co.input_dir = calibrate_dir;
-  if (!s) s = kiln_calibrate_inputs(cg, &co, &inputs, &n);
-  kiln_quant_result_t r;
-  memset(&r, 0, sizeof r);
-  if (!s) s = kiln_quantize(cg, inputs, n, &qo, &r);
+  kiln_status_t s = kiln_calibrate_inputs(out->g, &co, &out->inputs, &out->n);
+  if (!s) s = kiln_quantize(out->g, out->inputs, out->n, &qo, &out->r);
   char* text = NULL;
   size_t len = 0;
   FILE* f = s ? NULL : open_memstream(&text, &len);
   if (!s && !f) s = kiln_make_status(KILN_OUT_OF_MEMORY, "int8: cannot open a memory stream for the report");
   if (f) {
-    kiln_quant_report_print(cg, &r, f);
+    kiln_quant_report_print(out->g, &out->r, f);
     if (fclose(f) != 0) s = kiln_make_status(KILN_OUT_OF_MEMORY, "int8: the report's memory stream failed");
   }
   if (!s) s = kiln_compile_log_text(log, "quantize", text);
   free(text);
-  if (!s) s = kiln_compile_log_value(log, "quantize", "layers", r.n_layers);
-  if (!s) s = kiln_compile_log_value(log, "quantize", "layers_float", r.n_skipped);
-  if (!s) s = kiln_qdq_plan_apply(g, &r.plan);
-  kiln_quant_result_free(&r);
-  if (inputs) kiln_calibrate_inputs_free(cg, inputs, n);
-  kiln_graph_destroy(cg);
+  if (s) kiln_quant_calibration_free(out);
+  return s;
+}
+
+void kiln_quant_calibration_free(kiln_quant_calibration_t* c) {
+  kiln_quant_result_free(&c->r);
+  if (c->inputs) kiln_calibrate_inputs_free(c->g, c->inputs, c->n);
+  kiln_graph_destroy(c->g);
+  memset(c, 0, sizeof *c);
+}
+
+kiln_status_t kiln_quantize_graph_in_place(const char* model_path, kiln_graph_t* g, const char* calibrate_dir,
+                                           const kiln_quantize_options_t* o, kiln_compile_log_t* log) {
+  kiln_quant_calibration_t c;
+  KILN_RETURN_IF_ERROR(kiln_quantize_calibrate(model_path, g, calibrate_dir, o, log, &c));
+  kiln_status_t s = kiln_compile_log_value(log, "quantize", "layers", c.r.n_layers);
+  if (!s) s = kiln_compile_log_value(log, "quantize", "layers_float", c.r.n_skipped);
+  if (!s) s = kiln_qdq_plan_apply(g, &c.r.plan);
+  kiln_quant_calibration_free(&c);
+  return s;
+}
+
+/* ---- int8 in --precision auto ----------------------------------------- */
+
+/* The plan's entries that the layers with |keep| set use (borrowed). */
+static kiln_status_t sub_plan(const kiln_quant_result_t* r, const bool* keep, kiln_qdq_plan_t* p) {
+  memset(p, 0, sizeof *p);
+  bool* act = calloc((size_t)r->plan.n_acts + 1, 1);
+  bool* cst = calloc((size_t)r->plan.n_consts + 1, 1);
+  p->acts = calloc((size_t)r->plan.n_acts + 1, sizeof *p->acts);
+  p->consts = calloc((size_t)r->plan.n_consts + 1, sizeof *p->consts);
+  kiln_status_t s = NULL;
+  if (!act || !cst || !p->acts || !p->consts) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "int8: out of memory");
+  } else {
+    for (int32_t l = 0; l < r->n_layers; ++l) {
+      if (!keep[l]) continue;
+      const kiln_quant_layer_t* L = &r->layers[l];
+      int32_t a[3] = {L->act_in, L->act_out, L->act_b}, c[2] = {L->weight, L->bias};
+      for (int i = 0; i < 3; ++i)
+        if (a[i] >= 0) act[a[i]] = true;
+      for (int i = 0; i < 2; ++i)
+        if (c[i] >= 0) cst[c[i]] = true;
+    }
+    for (int32_t i = 0; i < r->plan.n_acts; ++i)
+      if (act[i]) p->acts[p->n_acts++] = r->plan.acts[i];
+    for (int32_t i = 0; i < r->plan.n_consts; ++i)
+      if (cst[i]) p->consts[p->n_consts++] = r->plan.consts[i];
+  }
+  free(act);
+  free(cst);
+  if (s) {
+    free(p->acts);
+    free(p->consts);
+    memset(p, 0, sizeof *p);
+  }
+  return s;
+}
+
+typedef struct {
+  double rtol, atol;
+  double ratio, abs_err; /* worst |got-want| / (atol + rtol |want|), worst |got-want| */
+} q_err_t;
+
+static void compare_into(const kiln_array_t* got, const kiln_array_t* want, q_err_t* e) {
+  if (got->dtype != KILN_DTYPE_F32 || want->dtype != KILN_DTYPE_F32 || got->nbytes != want->nbytes) {
+    if (got->nbytes != want->nbytes || memcmp(got->data, want->data, got->nbytes)) e->ratio = INFINITY;
+    return;
+  }
+  const float* x = got->data;
+  const float* y = want->data;
+  int64_t n = kiln_array_numel(want);
+  /* Relative to the output's largest magnitude, not each element's: an int8
+   * step is a fraction of a tensor's range, so logits near 0 carry the same
+   * absolute error as the large ones (fp16's error is per element). */
+  double big = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (isfinite(y[i]) && fabs(y[i]) > big) big = fabs(y[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    double d = fabs((double)x[i] - y[i]);
+    if (isnan(d)) d = isnan(x[i]) && isnan(y[i]) ? 0 : INFINITY;
+    double r = d / (e->atol + e->rtol * big);
+    if (r > e->ratio) e->ratio = r;
+    if (d > e->abs_err) e->abs_err = d;
+  }
+}
+
+/* Runs graph |g| on every calibration sample; with |want| NULL stores the
+ * outputs in |keep_out| (n * n_outputs arrays), else compares with |want|. */
+static kiln_status_t run_samples(const kiln_graph_t* g, const kiln_quant_calibration_t* c, const kiln_array_t* want,
+                                 kiln_array_t* keep_out, q_err_t* e) {
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  int32_t no = g->n_outputs;
+  kiln_array_t* out = calloc((size_t)no + 1, sizeof *out);
+  if (!out) return kiln_make_status(KILN_OUT_OF_MEMORY, "int8: out of memory");
+  kiln_status_t s = NULL;
+  for (int32_t k = 0; k < c->n && !s; ++k) {
+    s = kiln_ref_run(g, c->inputs + (size_t)k * (size_t)c->g->n_inputs, &ro, out);
+    for (int32_t o = 0; !s && o < no; ++o) {
+      if (keep_out) {
+        keep_out[(size_t)k * (size_t)no + (size_t)o] = out[o];
+        memset(&out[o], 0, sizeof out[o]);
+      } else {
+        compare_into(&out[o], &want[(size_t)k * (size_t)no + (size_t)o], e);
+      }
+    }
+    for (int32_t o = 0; !s && o < no; ++o) kiln_array_free(ro.allocator, &out[o]);
+  }
+  free(out);
+  return s;
+}
+
+/* The model with the layers |keep| in int8, run on the samples against the
+ * fp32 outputs |want|. */
+static kiln_status_t trial(const char* model_path, const kiln_graph_t* g, const char* dir,
+                           const kiln_quant_calibration_t* c, const bool* keep, const kiln_array_t* want, q_err_t* e) {
+  kiln_qdq_plan_t p;
+  KILN_RETURN_IF_ERROR(sub_plan(&c->r, keep, &p));
+  kiln_graph_t* tg = NULL;
+  kiln_status_t s = calibration_graph(model_path, g, dir, &tg);
+  if (!s) s = kiln_qdq_plan_apply(tg, &p);
+  e->ratio = e->abs_err = 0;
+  if (!s) s = run_samples(tg, c, want, NULL, e);
+  kiln_graph_destroy(tg);
+  free(p.acts);
+  free(p.consts);
+  return s;
+}
+
+/* Whether |g| has a layer kiln quantize would take (ai.onnx Conv, Gemm or
+ * MatMul): auto tries int8 only then, and quietly skips it otherwise. */
+static bool has_layers(const kiln_graph_t* g) {
+  for (int32_t n = 0; n < g->n_nodes; ++n) {
+    const kiln_node_t* nd = &g->nodes[n];
+    if (!nd->domain[0] && (!strcmp(nd->op_type, "Conv") || !strcmp(nd->op_type, "Gemm") ||
+                           !strcmp(nd->op_type, "MatMul")))
+      return true;
+  }
+  return false;
+}
+
+/* The compiled code sums in another order than the reference executor and
+ * can round a value to the other side of a quantization step: a layer is
+ * kept only with 10% of the tolerance to spare, as auto's fp16 groups. */
+#define INT8_MARGIN 0.9
+
+kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, const char* calibrate_dir,
+                                       double rtol, double atol, kiln_compile_log_t* log, int32_t* out_kept) {
+  *out_kept = 0;
+  if (!calibrate_dir || g->opset < 13 || !has_layers(g))
+    return kiln_compile_log_line(log, "quantize", "int8 not tried: %s",
+                                 !calibrate_dir ? "it needs --calibrate DIR (real inputs set its ranges)"
+                                 : g->opset < 13 ? "the model's opset is below 13"
+                                                 : "no Conv, Gemm or MatMul");
+  kiln_quant_calibration_t c;
+  KILN_RETURN_IF_ERROR(kiln_quantize_calibrate(model_path, g, calibrate_dir, NULL, log, &c));
+  int32_t nl = c.r.n_layers, no = c.g->n_outputs;
+  bool* keep = calloc((size_t)nl + 1, sizeof *keep);
+  q_err_t* errs = calloc((size_t)nl + 1, sizeof *errs);
+  kiln_array_t* want = calloc((size_t)c.n * (size_t)no + 1, sizeof *want);
+  kiln_status_t s = keep && errs && want ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "int8: out of memory");
+  if (!s) s = run_samples(c.g, &c, NULL, want, NULL);
+  /* All layers at once first; when that misses the tolerance, one by one
+   * in graph order on top of the layers kept so far. */
+  int32_t trials = 0, kept = 0;
+  q_err_t all = {rtol, atol, 0, 0};
+  for (int32_t l = 0; l < nl; ++l) keep[l] = true;
+  if (!s) s = trial(model_path, g, calibrate_dir, &c, keep, want, &all), ++trials;
+  bool all_ok = !s && all.ratio <= INT8_MARGIN;
+  for (int32_t l = 0; l < nl && !s; ++l) {
+    if (all_ok) {
+      errs[l] = all;
+      continue;
+    }
+    for (int32_t k = l; k < nl; ++k) keep[k] = k == l;
+    errs[l] = (q_err_t){rtol, atol, 0, 0};
+    s = trial(model_path, g, calibrate_dir, &c, keep, want, &errs[l]);
+    ++trials;
+    keep[l] = !s && errs[l].ratio <= INT8_MARGIN;
+  }
+  for (int32_t l = 0; l < nl; ++l) kept += keep[l];
+  if (!s)
+    s = kiln_compile_log_line(log, "quantize",
+                              "int8 under rtol %g atol %g (%d samples, %d trials): %d of %d layers int8", rtol, atol,
+                              c.n, trials, kept, nl);
+  for (int32_t l = 0; l < nl && !s; ++l) {
+    const char* name = c.g->nodes[c.r.layers[l].node].name;
+    if (keep[l])
+      s = kiln_compile_log_line(log, "quantize", "  %-28s int8 (outputs at %.2f of the tolerance)", name,
+                                errs[l].ratio);
+    else
+      s = kiln_compile_log_line(log, "quantize",
+                                "  %-28s stays float: int8 puts the outputs at %.2f x the tolerance (max abs err %.3g)",
+                                name, errs[l].ratio, errs[l].abs_err);
+  }
+  if (!s) s = kiln_compile_log_value(log, "quantize", "layers", kept);
+  if (!s) s = kiln_compile_log_value(log, "quantize", "layers_float", c.r.n_skipped + nl - kept);
+  kiln_qdq_plan_t p = {0};
+  if (!s && kept) s = sub_plan(&c.r, keep, &p);
+  if (!s && kept) s = kiln_qdq_plan_apply(g, &p);
+  if (!s) *out_kept = kept;
+  free(p.acts);
+  free(p.consts);
+  for (int64_t i = 0; want && i < (int64_t)c.n * no; ++i) kiln_array_free(kiln_allocator_system(), &want[i]);
+  free(want);
+  free(errs);
+  free(keep);
+  kiln_quant_calibration_free(&c);
   return s;
 }

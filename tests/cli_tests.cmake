@@ -422,6 +422,12 @@ if(KILN_SH)
     CHECK "STDOUT_HAS=quantized 3 layers on 2 calibration samples" "STDOUT_MATCHES=conv1 +Conv"
           "STDOUT_HAS=model output probs" "STDOUT_HAS=check probs vs reference interpreter: match"
     ARGS run ${M} --precision int8 --calibrate ${W}/cal --check-ref)
+  # auto tries int8 per layer with a calibration folder (half the tolerance)
+  kiln_cli_test(run_auto_int8 REQUIRES cli_cal_dir
+    CHECK "STDOUT_MATCHES=int8 under rtol 0.005 atol 0.001 \\(2 samples, [0-9]+ trials\\): [0-3] of 3 layers int8"
+          "STDOUT_MATCHES=conv1 +(int8 \\(outputs at|stays float: int8 puts)" "STDOUT_HAS=calibrated on 2 given inputs"
+          "STDOUT_HAS=check probs vs reference interpreter: match"
+    ARGS run ${M} --precision auto --calibrate ${W}/cal --check-ref)
   kiln_cli_test(compile_int8 REQUIRES cli_cal_dir
     CHECK "STDOUT_HAS=quantized 3 layers" "STDOUT_HAS=wrote ${W}/tiny8.kiln"
     ARGS compile ${M} --precision int8 --calibrate ${W}/cal -o ${W}/tiny8.kiln)
@@ -436,7 +442,7 @@ kiln_cli_test(compile_int8_policy RC 2
   CHECK "STDERR_HAS=need --precision fp16 or auto"
   ARGS compile ${M} --precision int8 --calibrate ${W} --precision-policy ${W}/none.policy)
 kiln_cli_test(run_int8_missing_dir RC 1
-  CHECK "STDERR_HAS=${W}/no-such-cal: the calibration folder does not exist"
+  CHECK "STDERR_HAS=${W}/no-such-cal: cannot open the calibration folder"
   ARGS run ${M} --precision int8 --calibrate ${W}/no-such-cal)
 kiln_cli_test(run_int8_empty_dir RC 1
   CHECK "STDERR_HAS=no calibration inputs"
