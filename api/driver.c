@@ -50,13 +50,9 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
   if (!s) s = kiln_graph_prepare(g);
-  if (!s && r->precision.mode == KILN_PRECISION_INT8)
-    s = kiln_quantize_graph_in_place(r->model_path, g, r->precision.calibrate_dir, NULL, log);
+  /* int8 (and auto's int8 layers) before the passes, which see the Q/DQ nodes */
   kiln_compile_precision_t prec = r->precision;
-  int32_t kept8 = 0;
-  if (!s && prec.mode == KILN_PRECISION_AUTO)
-    s = kiln_quantize_graph_auto(r->model_path, g, prec.calibrate_dir, prec.tolerance / 2, 1e-3, log, &kept8);
-  if (kept8) prec.tolerance /= 2; /* the other half for fp16 (compiler/quantize_graph.h) */
+  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);

@@ -370,7 +370,8 @@ static bool has_layers(const kiln_graph_t* g) {
 #define INT8_MARGIN 0.9
 
 kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, const char* calibrate_dir,
-                                       double rtol, double atol, kiln_compile_log_t* log, int32_t* out_kept) {
+                                       const kiln_precision_policy_t* policy, double rtol, double atol,
+                                       kiln_compile_log_t* log, int32_t* out_kept) {
   *out_kept = 0;
   if (!calibrate_dir || g->opset < 13 || !has_layers(g))
     return kiln_compile_log_line(log, "quantize", "int8 not tried: %s",
@@ -381,36 +382,43 @@ kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, 
   KILN_RETURN_IF_ERROR(kiln_quantize_calibrate(model_path, g, calibrate_dir, NULL, log, &c));
   int32_t nl = c.r.n_layers, no = c.g->n_outputs;
   bool* keep = calloc((size_t)nl + 1, sizeof *keep);
+  int* rule = calloc((size_t)nl + 1, sizeof *rule); /* the policy's word per layer: 1 int8, 0 float, -1 none */
   q_err_t* errs = calloc((size_t)nl + 1, sizeof *errs);
   kiln_array_t* want = calloc((size_t)c.n * (size_t)no + 1, sizeof *want);
-  kiln_status_t s = keep && errs && want ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "int8: out of memory");
+  kiln_status_t s = keep && rule && errs && want ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "int8: out of memory");
   if (!s) s = run_samples(c.g, &c, NULL, want, NULL);
   /* All layers at once first; when that misses the tolerance, one by one
    * in graph order on top of the layers kept so far. */
   int32_t trials = 0, kept = 0;
   q_err_t all = {rtol, atol, 0, 0};
-  for (int32_t l = 0; l < nl; ++l) keep[l] = true;
+  for (int32_t l = 0; !s && l < nl; ++l) {
+    rule[l] = kiln_precision_node_int8(policy, c.g, c.r.layers[l].node);
+    keep[l] = rule[l] != 0;
+  }
   if (!s) s = trial(model_path, g, calibrate_dir, &c, keep, want, &all), ++trials;
   bool all_ok = !s && all.ratio <= INT8_MARGIN;
+  for (int32_t l = 0; !s && l < nl; ++l) keep[l] = rule[l] == 1 || (all_ok && rule[l] != 0);
   for (int32_t l = 0; l < nl && !s; ++l) {
-    if (all_ok) {
+    if (all_ok || rule[l] != -1) { /* the policy decided it */
       errs[l] = all;
       continue;
     }
-    for (int32_t k = l; k < nl; ++k) keep[k] = k == l;
+    keep[l] = true;
     errs[l] = (q_err_t){rtol, atol, 0, 0};
     s = trial(model_path, g, calibrate_dir, &c, keep, want, &errs[l]);
     ++trials;
     keep[l] = !s && errs[l].ratio <= INT8_MARGIN;
   }
-  for (int32_t l = 0; l < nl; ++l) kept += keep[l];
+  for (int32_t l = 0; !s && l < nl; ++l) kept += keep[l];
   if (!s)
     s = kiln_compile_log_line(log, "quantize",
                               "int8 under rtol %g atol %g (%d samples, %d trials): %d of %d layers int8", rtol, atol,
                               c.n, trials, kept, nl);
   for (int32_t l = 0; l < nl && !s; ++l) {
     const char* name = c.g->nodes[c.r.layers[l].node].name;
-    if (keep[l])
+    if (rule[l] != -1)
+      s = kiln_compile_log_line(log, "quantize", "  %-28s %s (policy)", name, keep[l] ? "int8" : "stays float");
+    else if (keep[l])
       s = kiln_compile_log_line(log, "quantize", "  %-28s int8 (outputs at %.2f of the tolerance)", name,
                                 errs[l].ratio);
     else
@@ -430,6 +438,21 @@ kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, 
   free(want);
   free(errs);
   free(keep);
+  free(rule);
   kiln_quant_calibration_free(&c);
+  return s;
+}
+
+kiln_status_t kiln_quantize_for_precision(const char* model_path, kiln_graph_t* g, kiln_compile_precision_t* prec,
+                                          kiln_compile_log_t* log) {
+  if (prec->mode == KILN_PRECISION_INT8)
+    return kiln_quantize_graph_in_place(model_path, g, prec->calibrate_dir, NULL, log);
+  if (prec->mode != KILN_PRECISION_AUTO) return NULL;
+  kiln_precision_policy_t pol = {0};
+  kiln_status_t s = prec->policy_path ? kiln_precision_policy_read(prec->policy_path, &pol) : NULL;
+  int32_t kept = 0;
+  if (!s) s = kiln_quantize_graph_auto(model_path, g, prec->calibrate_dir, &pol, prec->tolerance / 2, 1e-3, log, &kept);
+  if (!s && kept) prec->tolerance /= 2; /* the other half for fp16 */
+  kiln_precision_policy_free(&pol);
   return s;
 }

@@ -75,6 +75,8 @@ KILN_MUST_USE kiln_status_t kiln_quantize_graph_in_place(const char* model_path,
  * one in graph order on top of those kept. Logs each layer's choice and
  * measured error (the layers left float named), and applies the kept
  * layers to prepared |g|; auto's fp16/fp32 choice then runs on the result.
+ * |policy| (may be NULL) decides first: a layer whose last matching rule
+ * says int8 is int8, fp16 or fp32 stays float, neither measured.
  * Without a calibration folder, or nothing to quantize, it logs why int8 was
  * not tried and leaves |g| alone. |out_kept|: the layers made int8.
  *
@@ -82,8 +84,17 @@ KILN_MUST_USE kiln_status_t kiln_quantize_graph_in_place(const char* model_path,
  * fp16 choice the other half (measured against the int8 graph), so the two
  * errors add up to about the tolerance, not twice it. */
 KILN_MUST_USE kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g,
-                                                     const char* calibrate_dir, double rtol, double atol,
-                                                     kiln_compile_log_t* log, int32_t* out_kept);
+                                                     const char* calibrate_dir, const kiln_precision_policy_t* policy,
+                                                     double rtol, double atol, kiln_compile_log_t* log,
+                                                     int32_t* out_kept);
+
+/* What --precision asks of the graph before its passes: int8 quantizes it
+ * (kiln_quantize_graph_in_place), auto chooses int8 per layer
+ * (kiln_quantize_graph_auto, with prec->policy_path's rules) and, when it
+ * kept a layer, halves prec->tolerance for the fp16 choice; other modes
+ * leave it alone. */
+KILN_MUST_USE kiln_status_t kiln_quantize_for_precision(const char* model_path, kiln_graph_t* g,
+                                                        kiln_compile_precision_t* prec, kiln_compile_log_t* log);
 
 #ifdef __cplusplus
 }

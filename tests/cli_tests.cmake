@@ -407,7 +407,7 @@ if(KILN_SH)
            COMMAND ${KILN_SH} -c "printf '# bad\\nop:Conv fp32\\nconv1 fp61\\n' > '${W}/bad.policy'")
   set_tests_properties(cli_make_bad_policy PROPERTIES LABELS unit FIXTURES_SETUP cli_bad_policy)
   kiln_cli_test(run_policy_bad_line RC 1 REQUIRES cli_bad_policy
-    CHECK "STDERR_HAS=${W}/bad.policy:3: 'fp61': expected fp16 or fp32"
+    CHECK "STDERR_HAS=${W}/bad.policy:3: 'fp61': expected fp16, fp32 or int8"
     ARGS run ${M} --precision fp16 --precision-policy ${W}/bad.policy)
   add_test(NAME cli_make_cal_dir
            COMMAND ${KILN_SH} -c "mkdir -p '${W}/cal/a' '${W}/cal/b' && cp '${W}/zeros1.npy' '${W}/cal/a/image.npy' && cp '${W}/zeros1.npy' '${W}/cal/b/image.npy'")
@@ -428,6 +428,13 @@ if(KILN_SH)
           "STDOUT_MATCHES=conv1 +(int8 \\(outputs at|stays float: int8 puts)" "STDOUT_HAS=calibrated on 2 given inputs"
           "STDOUT_HAS=check probs vs reference interpreter: match"
     ARGS run ${M} --precision auto --calibrate ${W}/cal --check-ref)
+  add_test(NAME cli_make_int8_policy
+           COMMAND ${KILN_SH} -c "printf 'node:conv1 int8\\nop:Gemm fp32\\n' > '${W}/int8.policy'")
+  set_tests_properties(cli_make_int8_policy PROPERTIES LABELS unit FIXTURES_SETUP cli_int8_policy)
+  kiln_cli_test(run_auto_int8_policy REQUIRES cli_cal_dir cli_int8_policy
+    CHECK "STDOUT_MATCHES=conv1 +int8 \\(policy\\)" "STDOUT_MATCHES=fc +stays float \\(policy\\)"
+          "STDOUT_HAS=check probs vs reference interpreter: match"
+    ARGS run ${M} --precision auto --calibrate ${W}/cal --precision-policy ${W}/int8.policy --check-ref)
   kiln_cli_test(compile_int8 REQUIRES cli_cal_dir
     CHECK "STDOUT_HAS=quantized 3 layers" "STDOUT_HAS=wrote ${W}/tiny8.kiln"
     ARGS compile ${M} --precision int8 --calibrate ${W}/cal -o ${W}/tiny8.kiln)

@@ -860,11 +860,7 @@ static int cmd_run(int argc, char** argv) {
     if (prec.mode == KILN_PRECISION_INT8 || prec.mode == KILN_PRECISION_AUTO) {
       /* quantized before the passes, which then see the Q/DQ nodes */
       kiln_compile_log_t qlog = {0};
-      int32_t kept8 = 0;
-      s = prec.mode == KILN_PRECISION_INT8
-              ? kiln_quantize_graph_in_place(lo.model, g, prec.calibrate_dir, NULL, &qlog)
-              : kiln_quantize_graph_auto(lo.model, g, prec.calibrate_dir, prec.tolerance / 2, 1e-3, &qlog, &kept8);
-      if (kept8) prec.tolerance /= 2; /* the other half for fp16 (quantize_graph.h) */
+      s = kiln_quantize_for_precision(lo.model, g, &prec, &qlog);
       kiln_cli_print_log(&qlog, 0);
       kiln_compile_log_free(&qlog);
       if (s) goto done;
