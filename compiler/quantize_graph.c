@@ -423,8 +423,9 @@ kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, 
                                 errs[l].ratio);
     else
       s = kiln_compile_log_line(log, "quantize",
-                                "  %-28s stays float: int8 puts the outputs at %.2f x the tolerance (max abs err %.3g)",
-                                name, errs[l].ratio, errs[l].abs_err);
+                                "  %-28s stays float: int8 puts the outputs at %.2f of the tolerance, over %.1f "
+                                "(max abs err %.3g)",
+                                name, errs[l].ratio, INT8_MARGIN, errs[l].abs_err);
   }
   if (!s) s = kiln_compile_log_value(log, "quantize", "layers", kept);
   if (!s) s = kiln_compile_log_value(log, "quantize", "layers_float", c.r.n_skipped + nl - kept);

@@ -209,7 +209,7 @@ def check_auto(kiln, d, x, y, fp32, tmp):
                             folder, "--dim", "N=49", "-o", mod], capture_output=True, text=True)
         m = re.search(r"int8 under rtol ([0-9.]+) atol 0.001 \(2 samples, [0-9]+ trials\): ([0-9]) of 4 layers int8",
                       r.stdout)
-        floats = re.findall(r"^  (\S+) +stays float: int8 puts the outputs at ([0-9.]+) x", r.stdout, re.M)
+        floats = re.findall(r"^  (\S+) +stays float: int8 puts the outputs at ([0-9.]+) of", r.stdout, re.M)
         print("\n".join(l for l in r.stdout.splitlines() if "int8" in l or "calibrated" in l))
         if r.returncode != 0 or not m:
             check(False, f"kiln compile --precision auto --tolerance {tol}: {r.stderr.strip()[-300:]}")
