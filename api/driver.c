@@ -52,6 +52,8 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = kiln_graph_prepare(g);
   /* int8 (and auto's int8 layers) before the passes, which see the Q/DQ nodes */
   kiln_compile_precision_t prec = r->precision;
+  kiln_precision_policy_t int8_rules = {0};
+  prec.int8_rules = &int8_rules;
   if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
@@ -62,5 +64,6 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
                               r->model_name ? r->model_name : r->model_path, &prec};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_graph_destroy(g);
+  kiln_precision_policy_free(&int8_rules);
   return s;
 }

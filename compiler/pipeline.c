@@ -220,6 +220,11 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_compile_preci
   }
   if (!s && pr->write_policy) {
     if (pr->mode == KILN_PRECISION_AUTO) {
+      for (int32_t i = 0; !s && pr->int8_rules && i < pr->int8_rules->n; ++i) {
+        const kiln_precision_rule_t* r = &pr->int8_rules->rules[i];
+        s = kiln_precision_policy_add(&chosen, r->match, r->name, false);
+        if (!s) chosen.rules[chosen.n - 1].int8 = r->int8;
+      }
       char hdr[256];
       snprintf(hdr, sizeof hdr, "kiln --precision auto: %d samples, rtol %g, atol %g; later rules win",
                cal.samples, cal.rtol, cal.atol);

@@ -47,6 +47,9 @@ typedef struct kiln_compile_precision_s {
   uint64_t seed;                /* random calibration inputs */
   double tolerance;             /* auto's rtol (default 1e-2; atol 1e-3) */
   const char* write_policy;     /* write the chosen policy here */
+  /* auto: the layers kiln_quantize_for_precision made int8, as `node:NAME
+   * int8` rules the written policy ends with (caller-owned; may be NULL) */
+  kiln_precision_policy_t* int8_rules;
   const char* report_path;      /* write the precision report here */
   bool strict;                  /* fp16 on a device without fp16 arithmetic is an error */
   bool fp16_arith;              /* the device computes in half */

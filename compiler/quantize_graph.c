@@ -371,7 +371,8 @@ static bool has_layers(const kiln_graph_t* g) {
 
 kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, const char* calibrate_dir,
                                        const kiln_precision_policy_t* policy, double rtol, double atol,
-                                       kiln_compile_log_t* log, int32_t* out_kept) {
+                                       kiln_compile_log_t* log, kiln_precision_policy_t* int8_rules,
+                                       int32_t* out_kept) {
   *out_kept = 0;
   if (!calibrate_dir || g->opset < 13 || !has_layers(g))
     return kiln_compile_log_line(log, "quantize", "int8 not tried: %s",
@@ -432,6 +433,11 @@ kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g, 
   kiln_qdq_plan_t p = {0};
   if (!s && kept) s = sub_plan(&c.r, keep, &p);
   if (!s && kept) s = kiln_qdq_plan_apply(g, &p);
+  for (int32_t l = 0; !s && int8_rules && l < nl; ++l)
+    if (keep[l]) {
+      s = kiln_precision_policy_add(int8_rules, KILN_MATCH_NODE, c.g->nodes[c.r.layers[l].node].name, false);
+      if (!s) int8_rules->rules[int8_rules->n - 1].int8 = true;
+    }
   if (!s) *out_kept = kept;
   free(p.acts);
   free(p.consts);
@@ -452,7 +458,8 @@ kiln_status_t kiln_quantize_for_precision(const char* model_path, kiln_graph_t* 
   kiln_precision_policy_t pol = {0};
   kiln_status_t s = prec->policy_path ? kiln_precision_policy_read(prec->policy_path, &pol) : NULL;
   int32_t kept = 0;
-  if (!s) s = kiln_quantize_graph_auto(model_path, g, prec->calibrate_dir, &pol, prec->tolerance / 2, 1e-3, log, &kept);
+  if (!s) s = kiln_quantize_graph_auto(model_path, g, prec->calibrate_dir, &pol, prec->tolerance / 2, 1e-3, log,
+                                          prec->int8_rules, &kept);
   if (!s && kept) prec->tolerance /= 2; /* the other half for fp16 */
   kiln_precision_policy_free(&pol);
   return s;

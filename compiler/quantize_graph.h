@@ -78,7 +78,8 @@ KILN_MUST_USE kiln_status_t kiln_quantize_graph_in_place(const char* model_path,
  * |policy| (may be NULL) decides first: a layer whose last matching rule
  * says int8 is int8, fp16 or fp32 stays float, neither measured.
  * Without a calibration folder, or nothing to quantize, it logs why int8 was
- * not tried and leaves |g| alone. |out_kept|: the layers made int8.
+ * not tried and leaves |g| alone. |out_kept|: the layers made int8, each
+ * also appended to |int8_rules| (may be NULL) as `node:NAME int8`.
  *
  * The callers give int8 half of --tolerance and, when it kept a layer, the
  * fp16 choice the other half (measured against the int8 graph), so the two
@@ -86,7 +87,7 @@ KILN_MUST_USE kiln_status_t kiln_quantize_graph_in_place(const char* model_path,
 KILN_MUST_USE kiln_status_t kiln_quantize_graph_auto(const char* model_path, kiln_graph_t* g,
                                                      const char* calibrate_dir, const kiln_precision_policy_t* policy,
                                                      double rtol, double atol, kiln_compile_log_t* log,
-                                                     int32_t* out_kept);
+                                                     kiln_precision_policy_t* int8_rules, int32_t* out_kept);
 
 /* What --precision asks of the graph before its passes: int8 quantizes it
  * (kiln_quantize_graph_in_place), auto chooses int8 per layer

@@ -672,6 +672,7 @@ static int cmd_run(int argc, char** argv) {
   bool tol_set = false;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
+  kiln_precision_policy_t int8_rules = {0}; /* auto's int8 layers, for --write-policy */
   uint64_t seed = 0;
   uint64_t max_input_bytes = KILN_RUN_MAX_INPUT_BYTES;
   bool profile = false;
@@ -860,6 +861,7 @@ static int cmd_run(int argc, char** argv) {
     if (prec.mode == KILN_PRECISION_INT8 || prec.mode == KILN_PRECISION_AUTO) {
       /* quantized before the passes, which then see the Q/DQ nodes */
       kiln_compile_log_t qlog = {0};
+      prec.int8_rules = &int8_rules;
       s = kiln_quantize_for_precision(lo.model, g, &prec, &qlog);
       kiln_cli_print_log(&qlog, 0);
       kiln_compile_log_free(&qlog);
@@ -1036,6 +1038,7 @@ done:
   free(ptimes);
   runner_destroy(&R);
   kiln_graph_destroy(g);
+  kiln_precision_policy_free(&int8_rules);
   return rc;
 }
 

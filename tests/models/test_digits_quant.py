@@ -205,8 +205,10 @@ def check_auto(kiln, d, x, y, fp32, tmp):
     model = os.path.join(d, "digits_cnn.onnx")
     for tol in ("0.04", "0.01"):
         mod = os.path.join(tmp, f"auto{tol}.kiln")
+        pol = os.path.join(tmp, f"auto{tol}.policy")
         r = subprocess.run([kiln, "compile", model, "--precision", "auto", "--tolerance", tol, "--calibrate",
-                            folder, "--dim", "N=49", "-o", mod], capture_output=True, text=True)
+                            folder, "--dim", "N=49", "-o", mod, "--write-policy", pol],
+                           capture_output=True, text=True)
         m = re.search(r"int8 under rtol ([0-9.]+) atol 0.001 \(2 samples, [0-9]+ trials\): ([0-9]) of 4 layers int8",
                       r.stdout)
         floats = re.findall(r"^  (\S+) +stays float: int8 puts the outputs at ([0-9.]+) of", r.stdout, re.M)
@@ -221,6 +223,9 @@ def check_auto(kiln, d, x, y, fp32, tmp):
         # 0.04: int8 gets rtol 0.02, which the all-int8 model meets (0.72 of
         # it); 0.01: rtol 0.005, which some layer misses and is named.
         want_all = tol == "0.04"
+        with open(pol) as f:
+            int8_rules = [l for l in f if l.strip().endswith(" int8")]
+        check(len(int8_rules) == kept, f"--write-policy: {len(int8_rules)} 'node:NAME int8' rules for {kept} layers")
         check(abs(acc - fp32) <= MAX_DROP and (kept == 4 if want_all else kept < 4 and len(floats) == 4 - kept),
               f"digits_cnn --precision auto --tolerance {tol}: {kept} of 4 layers int8 "
               f"(float: {', '.join(n for n, _ in floats) or 'none'}), top-1 {acc:.2f}% vs fp32 {fp32:.2f}%")
