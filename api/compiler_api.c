@@ -139,7 +139,7 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
   }
   if (!strcmp(name, "precision")) {
     if (!kiln_precision_parse_mode(value, &c->prec.mode))
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "option precision='%s': expected fp32, fp16 or auto", value);
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "option precision='%s': expected fp32, fp16, auto or int8", value);
     return NULL;
   }
   if (!strcmp(name, "opt-level")) {

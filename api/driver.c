@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/model_dims.h"
+#include "compiler/quantize_graph.h"
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
@@ -49,16 +50,21 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
   if (!s) s = kiln_graph_prepare(g);
+  /* int8 (and auto's int8 layers) before the passes, which see the Q/DQ nodes */
+  kiln_compile_precision_t prec = r->precision;
+  kiln_precision_policy_t int8_rules = {0};
+  prec.int8_rules = &int8_rules;
+  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
-  kiln_compile_precision_t prec = r->precision;
   char devname[300];
-  if (!s && prec.mode != KILN_PRECISION_FP32) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
+  if (!s && (prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO)) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
                               r->tuning_path, NULL};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_graph_destroy(g);
+  kiln_precision_policy_free(&int8_rules);
   return s;
 }

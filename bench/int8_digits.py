@@ -16,6 +16,11 @@ calibration images: "spec" runs the Q/DQ nodes as the ONNX spec defines
 them (onnxruntime with graph optimizations off, what kiln's report
 simulates); "fused" is onnxruntime's default, its int8 kernels.
 
+The "kiln run" columns are kiln itself running its QDQ model on
+--kiln-target (default cpu): top-1 and the logits SQNR on the calibration
+images. For minmax, kiln's in-memory path (`kiln run MODEL --precision int8
+--calibrate DIR`, no QDQ file) is checked to give the same top-1.
+
 With --models DIR (what tests/models/export_models.py writes: random-weight
 resnet18.onnx and mobilenet_v2.onnx), the same logits SQNR (minmax) is
 printed for those networks too, on 8 seeded N(0,1) calibration inputs.
@@ -30,7 +35,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
-from test_digits_quant import calib_inputs, logits, ort_quantize, sqnr, top1  # noqa: E402
+from test_digits_quant import calib_inputs, kiln_top1, logits, ort_quantize, sqnr, top1  # noqa: E402
 
 def imagenet_sqnr(kiln, models, rows):
     """Logits SQNR of kiln's and onnxruntime's int8 on the random-weight
@@ -75,6 +80,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "..", "build", "digits"))
     ap.add_argument("--methods", default="minmax,percentile,entropy")
     ap.add_argument("--models", help="folder with resnet18.onnx, mobilenet_v2.onnx (optional)")
+    ap.add_argument("--kiln-target", default="cpu", help="target of the kiln run columns (default cpu)")
     ap.add_argument("--json")
     args = ap.parse_args()
     import numpy as np
@@ -85,8 +91,10 @@ def main():
     rows = []
     failed = False
     hdr = (f"{'model':<11} {'method':<11} {'fp32':>7} {'kiln int8':>10} {'ORT int8':>9}   "
-           f"{'logits SQNR dB: kiln spec/fused':>31}  {'ORT spec/fused':>14}")
-    print(f"top-1 % on {len(yte)} held-out digits; int8 models run by onnxruntime")
+           f"{'logits SQNR dB: kiln spec/fused':>31}  {'ORT spec/fused':>14}   "
+           f"{'kiln run: top-1':>15} {'SQNR':>5}")
+    print(f"top-1 % on {len(yte)} held-out digits; int8 models run by onnxruntime, and by kiln "
+          f"-t {args.kiln_target} (kiln run)")
     print(hdr)
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("cnn", "mlp"):
@@ -112,11 +120,26 @@ def main():
                        "kiln_sqnr_fused": sqnr(ref, logits(kq, calib)),
                        "ort_sqnr_spec": sqnr(ref, logits(oq, calib, fuse=False)),
                        "ort_sqnr_fused": sqnr(ref, logits(oq, calib))}
+                # kiln itself running its QDQ model
+                acc, _, _ = kiln_top1(args.kiln, kq, args.kiln_target, x, yte, tmp)
+                _, _, klog = kiln_top1(args.kiln, kq, args.kiln_target, calib, np.zeros(len(calib)), tmp)
+                if acc is None or klog is None:
+                    print(f"digits_{name} {method}: kiln run -t {args.kiln_target} failed")
+                    failed = True
+                    continue
+                row["kiln_run_int8"] = acc
+                row["kiln_run_sqnr"] = sqnr(ref, klog)
+                if method == "minmax":
+                    macc, _, _ = kiln_top1(args.kiln, model, args.kiln_target, x, yte, tmp,
+                                           ("--precision", "int8", "--calibrate", calib_dir))
+                    if macc != acc:
+                        print(f"digits_{name}: kiln run --precision int8 gave {macc} % top-1, its QDQ file {acc} %")
+                        failed = True
                 rows.append(row)
                 print(f"{row['model']:<11} {method:<11} {fp32:7.2f} {row['kiln_int8']:10.2f} "
                       f"{row['ort_int8']:9.2f}   {row['kiln_sqnr_spec']:24.1f} / "
                       f"{row['kiln_sqnr_fused']:4.1f}  {row['ort_sqnr_spec']:7.1f} / "
-                      f"{row['ort_sqnr_fused']:4.1f}")
+                      f"{row['ort_sqnr_fused']:4.1f}   {acc:15.2f} {row['kiln_run_sqnr']:5.1f}")
     if args.models:
         failed = imagenet_sqnr(args.kiln, args.models, rows) or failed
     if args.json:

@@ -593,9 +593,11 @@ kiln_status_t kiln_calibrate_precision(const kiln_plan_t* plan, const kiln_calib
     s = calibrate(&c, o, &r, fp16);
   }
   /* The policy: the base rules, then one rule per node of every group. */
-  for (int32_t i = 0; !s && o->base && i < o->base->n; ++i)
+  for (int32_t i = 0; !s && o->base && i < o->base->n; ++i) {
+    if (o->base->rules[i].int8) continue; /* int8 rules were applied to the graph (quantize_graph.h) */
     s = kiln_precision_policy_add(out_policy, o->base->rules[i].match, o->base->rules[i].name,
                                   o->base->rules[i].fp16);
+  }
   for (int32_t gi = 0; !s && gi < r.n_groups; ++gi)
     for (int32_t i = 0; !s && i < r.groups[gi].n_nodes; ++i)
       s = kiln_precision_policy_add(out_policy, KILN_MATCH_NODE, g->nodes[r.groups[gi].nodes[i]].name,

@@ -62,6 +62,17 @@ kiln_status_t kiln_compile_log_line(kiln_compile_log_t* log, const char* section
   return add(log, section, "line", 0, text);
 }
 
+kiln_status_t kiln_compile_log_text(kiln_compile_log_t* log, const char* section, const char* text) {
+  kiln_status_t s = NULL;
+  for (const char* p = text; !s && p && *p;) {
+    const char* nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    s = kiln_compile_log_line(log, section, "%.*s", (int)n, p);
+    p += n + (nl ? 1 : 0);
+  }
+  return s;
+}
+
 /* A memory stream for a printer, then its lines into the log. */
 typedef struct {
   FILE* f;
@@ -78,12 +89,7 @@ static kiln_status_t mem_open(mem_t* m) {
 static kiln_status_t mem_close(mem_t* m, kiln_compile_log_t* log, const char* section) {
   kiln_status_t s = NULL;
   if (fclose(m->f) != 0) s = kiln_make_status(KILN_OUT_OF_MEMORY, "compile report: memory stream failed");
-  for (char* p = m->buf; !s && p && *p;) {
-    char* nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    s = kiln_compile_log_line(log, section, "%.*s", (int)n, p);
-    p += n + (nl ? 1 : 0);
-  }
+  if (!s) s = kiln_compile_log_text(log, section, m->buf);
   free(m->buf);
   memset(m, 0, sizeof *m);
   return s;
@@ -215,6 +221,11 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_compile_preci
   }
   if (!s && pr->write_policy) {
     if (pr->mode == KILN_PRECISION_AUTO) {
+      for (int32_t i = 0; !s && pr->int8_rules && i < pr->int8_rules->n; ++i) {
+        const kiln_precision_rule_t* r = &pr->int8_rules->rules[i];
+        s = kiln_precision_policy_add(&chosen, r->match, r->name, false);
+        if (!s) chosen.rules[chosen.n - 1].int8 = r->int8;
+      }
       char hdr[256];
       snprintf(hdr, sizeof hdr, "kiln --precision auto: %d samples, rtol %g, atol %g; later rules win",
                cal.samples, cal.rtol, cal.atol);
@@ -329,7 +340,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_status_t s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan);
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
-  bool low = pr && pr->mode != KILN_PRECISION_FP32;
+  /* int8 quantized the graph before its passes; its float tensors are fp32 */
+  bool low = pr && (pr->mode == KILN_PRECISION_FP16 || pr->mode == KILN_PRECISION_AUTO);
   if (!s && low) s = apply_precision(plan, pr, c->target->fp16_keeps_f32_workspaces, log);
   /* the fast paths (template kernels) the target has, chosen last: fusion
    * and precision change what matches */
@@ -340,7 +352,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
            low && pr->fp16_accumulate ? " fp16-accumulate" : "");
-  kiln_program_build_options_t bo = {c->model_name, low ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
+  kiln_program_build_options_t bo = {c->model_name, pr ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
                                      c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);

@@ -33,6 +33,9 @@ KILN_MUST_USE kiln_status_t kiln_compile_log_value(kiln_compile_log_t* log, cons
 KILN_MUST_USE kiln_status_t kiln_compile_log_line(kiln_compile_log_t* log, const char* section, const char* fmt, ...)
     KILN_PRINTF(3, 4);
 
+/* One line per line of |text| (a printer's output). */
+KILN_MUST_USE kiln_status_t kiln_compile_log_text(kiln_compile_log_t* log, const char* section, const char* text);
+
 /* The precision options (kiln compile --precision and its companions). */
 typedef struct kiln_compile_precision_s {
   kiln_precision_mode_t mode;   /* default fp32 */
@@ -40,11 +43,14 @@ typedef struct kiln_compile_precision_s {
   bool fp16_accumulate;
   bool fp16_workspaces;         /* CPU GEMM workspaces in f16 too */
   bool weights_only;            /* activations stay f32 */
-  const char* calibrate_dir;    /* auto; NULL: seeded random inputs */
+  const char* calibrate_dir;    /* auto: NULL for seeded random inputs; int8: required */
   int calibrate_count;          /* default 4 */
   uint64_t seed;                /* random calibration inputs */
   double tolerance;             /* auto's rtol (default 1e-2; atol 1e-3) */
   const char* write_policy;     /* write the chosen policy here */
+  /* auto: the layers kiln_quantize_for_precision made int8, as `node:NAME
+   * int8` rules the written policy ends with (caller-owned; may be NULL) */
+  kiln_precision_policy_t* int8_rules;
   const char* report_path;      /* write the precision report here */
   bool strict;                  /* fp16 on a device without fp16 arithmetic is an error */
   bool fp16_arith;              /* the device computes in half */

@@ -10,8 +10,8 @@
 #include "lowering/fuse.h"
 
 bool kiln_precision_parse_mode(const char* s, kiln_precision_mode_t* out) {
-  static const char* const names[] = {"fp32", "fp16", "auto"};
-  for (int i = 0; i < 3; ++i)
+  static const char* const names[] = {"fp32", "fp16", "auto", "int8"};
+  for (int i = 0; i < 4; ++i)
     if (s && !strcmp(s, names[i])) {
       *out = (kiln_precision_mode_t)i;
       return true;
@@ -24,6 +24,7 @@ const char* kiln_precision_mode_name(kiln_precision_mode_t m) {
     case KILN_PRECISION_FP32: return "fp32";
     case KILN_PRECISION_FP16: return "fp16";
     case KILN_PRECISION_AUTO: return "auto";
+    case KILN_PRECISION_INT8: return "int8";
   }
   return "?";
 }
@@ -370,6 +371,10 @@ static kiln_status_t set_precision(kiln_plan_t* p, const kiln_precision_options_
 kiln_status_t kiln_plan_set_precision(kiln_plan_t* p, const kiln_precision_options_t* o,
                                       kiln_precision_report_t* out_report) {
   if (!p || !o) return kiln_make_status(KILN_INVALID_ARGUMENT, "precision: NULL plan or options");
+  if (o->mode == KILN_PRECISION_INT8)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "precision int8: quantize the graph before its passes (kiln_quantize_graph_in_place); "
+                            "the plan's float tensors stay fp32");
   if (o->mode == KILN_PRECISION_AUTO)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "precision auto: calibrate first (kiln_calibrate_precision) and pass the "

@@ -60,9 +60,11 @@ typedef enum kiln_precision_mode_e {
   KILN_PRECISION_FP32 = 0,
   KILN_PRECISION_FP16,
   KILN_PRECISION_AUTO, /* resolved by kiln_calibrate_precision into a policy + FP16 */
+  KILN_PRECISION_INT8, /* the graph is quantized before its passes (compiler/quantize_graph.h);
+                          the plan keeps its float tensors in fp32 */
 } kiln_precision_mode_t;
 
-/* "fp32", "fp16", "auto" -> mode; false for anything else. */
+/* "fp32", "fp16", "auto", "int8" -> mode; false for anything else. */
 bool kiln_precision_parse_mode(const char* s, kiln_precision_mode_t* out);
 const char* kiln_precision_mode_name(kiln_precision_mode_t m);
 
@@ -77,6 +79,8 @@ typedef struct kiln_precision_rule_s {
   char* name; /* owned */
   bool fp16;
   int32_t line; /* 1-based line in the file it came from, 0 if added in code */
+  bool int8;    /* "int8": the layer quantized under --precision auto (compiler/quantize_graph.h);
+                   says nothing about fp16 (its float parts follow the other rules) */
 } kiln_precision_rule_t;
 
 /* An ordered rule list; zero-initialise, free with _free. */
@@ -87,7 +91,7 @@ typedef struct kiln_precision_policy_s {
 
 /* Parses policy text (|len| bytes, need not be NUL-terminated) and appends
  * its rules to |policy|. |file| names the source in errors:
- * "p.txt:3: 'fp61': expected fp16 or fp32". */
+ * "p.txt:3: 'fp61': expected fp16, fp32 or int8". */
 kiln_status_t kiln_precision_policy_parse(const char* text, size_t len, const char* file,
                                           kiln_precision_policy_t* policy);
 kiln_status_t kiln_precision_policy_read(const char* path, kiln_precision_policy_t* policy);
@@ -103,6 +107,10 @@ void kiln_precision_policy_free(kiln_precision_policy_t* policy);
 
 /* Whether node |node| of |g| is fp16 under |policy| (may be NULL) when the
  * default is |default_fp16|. */
+/* What the last rule naming node |node| says of int8: 1 int8, 0 fp16 or
+ * fp32 (stays float), -1 no rule. */
+int kiln_precision_node_int8(const kiln_precision_policy_t* policy, const kiln_graph_t* g, int32_t node);
+
 bool kiln_precision_node_fp16(const kiln_precision_policy_t* policy, const kiln_graph_t* g,
                               int32_t node, bool default_fp16);
 

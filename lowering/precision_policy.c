@@ -22,7 +22,7 @@ kiln_status_t kiln_precision_policy_add(kiln_precision_policy_t* p, kiln_precisi
   char* nm = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(a, len + 1, "policy rule", (void**)&nm));
   memcpy(nm, name, len + 1);
-  p->rules[p->n++] = (kiln_precision_rule_t){match, nm, fp16, 0};
+  p->rules[p->n++] = (kiln_precision_rule_t){match, nm, fp16, 0, false};
   return NULL;
 }
 
@@ -60,11 +60,11 @@ static kiln_status_t parse_line(const char* b, const char* end, const char* file
   if (word(&s, end, &w3, &n3))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s:%d: unexpected '%.*s' after the precision", file,
                             (int)line, (int)n3, w3);
-  bool fp16;
+  bool fp16 = false, int8 = false;
   if (n2 == 4 && !memcmp(w2, "fp16", 4)) fp16 = true;
-  else if (n2 == 4 && !memcmp(w2, "fp32", 4)) fp16 = false;
-  else
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s:%d: '%.*s': expected fp16 or fp32", file, (int)line,
+  else if (n2 == 4 && !memcmp(w2, "int8", 4)) int8 = true;
+  else if (!(n2 == 4 && !memcmp(w2, "fp32", 4)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s:%d: '%.*s': expected fp16, fp32 or int8", file, (int)line,
                             (int)n2, w2);
   kiln_precision_match_t m = KILN_MATCH_NAME;
   if (n1 >= 3 && !memcmp(w1, "op:", 3)) {
@@ -85,6 +85,7 @@ static kiln_status_t parse_line(const char* b, const char* end, const char* file
   name[n1] = 0;
   KILN_RETURN_IF_ERROR(kiln_precision_policy_add(p, m, name, fp16), "%s:%d", file, (int)line);
   p->rules[p->n - 1].line = line;
+  p->rules[p->n - 1].int8 = int8;
   return NULL;
 }
 
@@ -159,7 +160,7 @@ kiln_status_t kiln_precision_policy_write(const kiln_precision_policy_t* p, cons
   }
   static const char* const prefix[] = {"", "op:", "node:"};
   for (int32_t i = 0; p && i < p->n; ++i)
-    fprintf(f, "%s%s %s\n", prefix[p->rules[i].match], p->rules[i].name, p->rules[i].fp16 ? "fp16" : "fp32");
+    fprintf(f, "%s%s %s\n", prefix[p->rules[i].match], p->rules[i].name, p->rules[i].int8 ? "int8" : p->rules[i].fp16 ? "fp16" : "fp32");
   bool bad = ferror(f) != 0;
   if (fclose(f) != 0) bad = true;
   return bad ? kiln_make_status(KILN_IO_ERROR, "%s: write error", path) : NULL;
@@ -171,23 +172,30 @@ static bool graph_has_node(const kiln_graph_t* g, const char* name) {
   return false;
 }
 
+static bool rule_hits(const kiln_precision_rule_t* r, const kiln_graph_t* g, const kiln_node_t* n) {
+  switch (r->match) {
+    case KILN_MATCH_OP: return n->op_type && !strcmp(n->op_type, r->name);
+    case KILN_MATCH_NODE: return n->name && !strcmp(n->name, r->name);
+    case KILN_MATCH_NAME:
+      return graph_has_node(g, r->name) ? n->name && !strcmp(n->name, r->name)
+                                        : n->op_type && !strcmp(n->op_type, r->name);
+  }
+  return false;
+}
+
 bool kiln_precision_node_fp16(const kiln_precision_policy_t* p, const kiln_graph_t* g, int32_t node,
                               bool default_fp16) {
   bool v = default_fp16;
   if (!p || !g || node < 0 || node >= g->n_nodes) return v;
-  const kiln_node_t* n = &g->nodes[node];
-  for (int32_t i = 0; i < p->n; ++i) {
-    const kiln_precision_rule_t* r = &p->rules[i];
-    bool hit = false;
-    switch (r->match) {
-      case KILN_MATCH_OP: hit = n->op_type && !strcmp(n->op_type, r->name); break;
-      case KILN_MATCH_NODE: hit = n->name && !strcmp(n->name, r->name); break;
-      case KILN_MATCH_NAME:
-        hit = graph_has_node(g, r->name) ? n->name && !strcmp(n->name, r->name)
-                                         : n->op_type && !strcmp(n->op_type, r->name);
-        break;
-    }
-    if (hit) v = r->fp16;
-  }
+  for (int32_t i = 0; i < p->n; ++i)
+    if (!p->rules[i].int8 && rule_hits(&p->rules[i], g, &g->nodes[node])) v = p->rules[i].fp16;
+  return v;
+}
+
+int kiln_precision_node_int8(const kiln_precision_policy_t* p, const kiln_graph_t* g, int32_t node) {
+  int v = -1;
+  if (!p || !g || node < 0 || node >= g->n_nodes) return v;
+  for (int32_t i = 0; i < p->n; ++i)
+    if (rule_hits(&p->rules[i], g, &g->nodes[node])) v = p->rules[i].int8 ? 1 : 0;
   return v;
 }

@@ -390,7 +390,7 @@ kiln_cli_test(run_fp32_keeps_kernels
   CHECK "STDOUT_LACKS=precision:" "STDERR_EMPTY=1"
   ARGS run ${M} --precision fp32)
 kiln_cli_test(run_precision_bad_word RC 2
-  CHECK "STDERR_HAS=--precision 'fp8': expected fp32, fp16 or auto"
+  CHECK "STDERR_HAS=--precision 'fp8': expected fp32, fp16, auto or int8"
   ARGS run ${M} --precision fp8)
 kiln_cli_test(run_tolerance_needs_auto RC 2
   CHECK "STDERR_HAS=need --precision auto"
@@ -399,7 +399,7 @@ kiln_cli_test(run_policy_needs_fp16 RC 2
   CHECK "STDERR_HAS=need --precision fp16 or auto"
   ARGS run ${M} --precision-policy ${W}/none.policy)
 kiln_cli_test(run_precision_ref RC 2
-  CHECK "STDERR_HAS=--precision applies to compiled targets"
+  CHECK "STDERR_HAS=--precision fp16|auto applies to compiled targets"
   ARGS run ${M} --target ref --precision fp16)
 kiln_cli_test(compile_auto FIXTURE cli_policy
   CLEAN ${W}/tiny.policy FILE ${W}/tiny-precision.txt
@@ -424,7 +424,7 @@ if(KILN_SH)
            COMMAND ${KILN_SH} -c "printf '# bad\\nop:Conv fp32\\nconv1 fp61\\n' > '${W}/bad.policy'")
   set_tests_properties(cli_make_bad_policy PROPERTIES LABELS unit FIXTURES_SETUP cli_bad_policy)
   kiln_cli_test(run_policy_bad_line RC 1 REQUIRES cli_bad_policy
-    CHECK "STDERR_HAS=${W}/bad.policy:3: 'fp61': expected fp16 or fp32"
+    CHECK "STDERR_HAS=${W}/bad.policy:3: 'fp61': expected fp16, fp32 or int8"
     ARGS run ${M} --precision fp16 --precision-policy ${W}/bad.policy)
   add_test(NAME cli_make_cal_dir
            COMMAND ${KILN_SH} -c "mkdir -p '${W}/cal/a' '${W}/cal/b' && cp '${W}/zeros1.npy' '${W}/cal/a/image.npy' && cp '${W}/zeros1.npy' '${W}/cal/b/image.npy'")
@@ -433,7 +433,44 @@ if(KILN_SH)
   kiln_cli_test(run_calibrate_dir REQUIRES cli_cal_dir
     CHECK "STDOUT_HAS=calibrated on 2 given inputs" "STDOUT_HAS=output probs: f32[1,10]"
     ARGS run ${M} --precision auto --calibrate ${W}/cal)
+  # --precision int8: kiln quantize's calibration in memory, then compiled
+  # (the accuracy on real models: tests/models, quant_digits).
+  kiln_cli_test(run_int8 REQUIRES cli_cal_dir
+    CHECK "STDOUT_HAS=quantized 3 layers on 2 calibration samples" "STDOUT_MATCHES=conv1 +Conv"
+          "STDOUT_HAS=model output probs" "STDOUT_HAS=check probs vs reference interpreter: match"
+    ARGS run ${M} --precision int8 --calibrate ${W}/cal --check-ref)
+  # auto tries int8 per layer with a calibration folder (half the tolerance)
+  kiln_cli_test(run_auto_int8 REQUIRES cli_cal_dir
+    CHECK "STDOUT_MATCHES=int8 under rtol 0.005 atol 0.001 \\(2 samples, [0-9]+ trials\\): [0-3] of 3 layers int8"
+          "STDOUT_MATCHES=conv1 +(int8 \\(outputs at|stays float: int8 puts)" "STDOUT_HAS=calibrated on 2 given inputs"
+          "STDOUT_HAS=check probs vs reference interpreter: match"
+    ARGS run ${M} --precision auto --calibrate ${W}/cal --check-ref)
+  add_test(NAME cli_make_int8_policy
+           COMMAND ${KILN_SH} -c "printf 'node:conv1 int8\\nop:Gemm fp32\\n' > '${W}/int8.policy'")
+  set_tests_properties(cli_make_int8_policy PROPERTIES LABELS unit FIXTURES_SETUP cli_int8_policy)
+  kiln_cli_test(run_auto_int8_policy REQUIRES cli_cal_dir cli_int8_policy
+    CHECK "STDOUT_MATCHES=conv1 +int8 \\(policy\\)" "STDOUT_MATCHES=fc +stays float \\(policy\\)"
+          "STDOUT_HAS=check probs vs reference interpreter: match"
+    ARGS run ${M} --precision auto --calibrate ${W}/cal --precision-policy ${W}/int8.policy --check-ref)
+  kiln_cli_test(compile_int8 REQUIRES cli_cal_dir
+    CHECK "STDOUT_HAS=quantized 3 layers" "STDOUT_HAS=wrote ${W}/tiny8.kiln"
+    ARGS compile ${M} --precision int8 --calibrate ${W}/cal -o ${W}/tiny8.kiln)
 endif()
+kiln_cli_test(run_int8_needs_calibrate RC 2
+  CHECK "STDERR_HAS=--precision int8 needs --calibrate DIR"
+  ARGS run ${M} --precision int8)
+kiln_cli_test(compile_int8_tolerance RC 2
+  CHECK "STDERR_HAS=--tolerance need --precision auto"
+  ARGS compile ${M} --precision int8 --calibrate ${W} --tolerance 0.1)
+kiln_cli_test(compile_int8_policy RC 2
+  CHECK "STDERR_HAS=need --precision fp16 or auto"
+  ARGS compile ${M} --precision int8 --calibrate ${W} --precision-policy ${W}/none.policy)
+kiln_cli_test(run_int8_missing_dir RC 1
+  CHECK "STDERR_HAS=${W}/no-such-cal: cannot open the calibration folder"
+  ARGS run ${M} --precision int8 --calibrate ${W}/no-such-cal)
+kiln_cli_test(run_int8_empty_dir RC 1
+  CHECK "STDERR_HAS=no calibration inputs"
+  ARGS run ${M} --precision int8 --calibrate ${CMAKE_SOURCE_DIR}/docs)
 # Weights halve, intermediates stay f32. The packed conv weights' size
 # follows the CPU's vector width (AVX-512: 0.04 MB, AVX2: 0.06 MB).
 kiln_cli_test(run_fp16_weights_only

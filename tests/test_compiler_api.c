@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kiln/compiler.h"
+#include "kiln/npy.h"
 #include "kiln/runtime.h"
 #include "testing.h"
 
@@ -156,6 +157,63 @@ static void test_compile_and_run(void) {
   kiln_compiler_destroy(c);
 }
 
+/* precision=int8 with calibrate: kiln quantize's calibration in memory
+ * (compiler/quantize_graph.h), its report in section "quantize". */
+static void test_int8(void) {
+  bm_model_t b;
+  bm_init(&b, 13);
+  const char* params[2] = {"N", NULL};
+  int64_t dims[2] = {0, 4};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, dims, params);
+  int64_t wd[2] = {4, 3};
+  bm_init_f32(&b, "W", 2, wd);
+  bm_node(&b, "MatMul", "mm", "X,W", "Y");
+  bm_output(&b, "Y");
+  char model[700], cal[700], path[800];
+  snprintf(model, sizeof model, "%s/mm.onnx", g_dir);
+  CHECK(bm_write(&b, model));
+  bm_free(&b);
+  snprintf(cal, sizeof cal, "%s/cal8", g_dir);
+  CHECK(mkdir(cal, 0755) == 0);
+  kiln_array_t x;
+  int64_t xd[2] = {2, 4};
+  kiln_shape_t xs = kiln_shape_make(2, xd);
+  if (!CHECK_OK(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &xs, &x))) return;
+  for (int i = 0; i < 8; ++i) ((float*)x.data)[i] = (float)(i % 5) * 0.25f - 0.5f;
+  snprintf(path, sizeof path, "%s/X.npy", cal);
+  CHECK_OK(kiln_npy_write(path, &x));
+  kiln_array_free(kiln_allocator_system(), &x);
+
+  kiln_compiler_t* c = NULL;
+  CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+  CHECK_OK(kiln_compiler_load_model(c, model));
+  CHECK_OK(kiln_compiler_set_option(c, "precision", "int8"));
+  CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_INVALID_ARGUMENT, "int8", "calibrate");
+  snprintf(path, sizeof path, "%s/no-such-cal", g_dir);
+  CHECK_OK(kiln_compiler_set_option(c, "calibrate", path));
+  CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_NOT_FOUND, "no-such-cal");
+  CHECK_OK(kiln_compiler_set_option(c, "calibrate", cal));
+  CHECK_OK(kiln_compiler_set_option(c, "dim", "N=2"));
+  CHECK_OK(kiln_compiler_compile(c));
+  CHECK(figure(c, "quantize", "layers") == 1 && figure(c, "quantize", "layers_float") == 0);
+  bool report = false;
+  for (int32_t i = 0; i < kiln_compiler_report_count(c); ++i) {
+    const kiln_compile_report_entry_t* e = kiln_compiler_report_at(c, i);
+    report |= !strcmp(e->section, "quantize") && !strncmp(e->text, "mm ", 3) && strstr(e->text, "MatMul");
+  }
+  CHECK(report);
+  snprintf(path, sizeof path, "%s/mm8.kiln", g_dir);
+  CHECK_OK(kiln_compiler_write_module(c, path));
+  kiln_module_t* m = NULL;
+  if (CHECK_OK(kiln_module_load_file(path, kiln_allocator_system(), &m))) {
+    kiln_module_info_t info;
+    kiln_module_info(m, &info);
+    CHECK(!strcmp(info.precision, "int8"));
+  }
+  kiln_module_release(m);
+  kiln_compiler_destroy(c);
+}
+
 static void test_compile_errors(void) {
   kiln_compiler_t* c = NULL;
   CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
@@ -220,6 +278,7 @@ int main(void) {
   RUN(test_versions);
   RUN(test_option_errors);
   RUN(test_compile_and_run);
+  RUN(test_int8);
   RUN(test_compile_errors);
   RUN(test_cpu_target);
   bm_rmtree(g_dir);

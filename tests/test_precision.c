@@ -574,13 +574,21 @@ static void test_policy_parse(void) {
     const char* text;
     const char* needle;
   } bad[] = {
-      {"op:Conv fp61\n", "bad.txt:1: 'fp61': expected fp16 or fp32"},
+      {"op:Conv fp61\n", "bad.txt:1: 'fp61': expected fp16, fp32 or int8"},
       {"# c\nop: fp16\n", "bad.txt:2: empty op name"},
       {"\n\nnode: fp32\n", "bad.txt:3: empty node name"},
       {"Conv\n", "bad.txt:1: 'Conv': expected 'NAME fp16|fp32'"},
       {"Conv fp16\nRelu fp32 extra\n", "bad.txt:2: unexpected 'extra'"},
       {"Conv FP16\n", "bad.txt:1: 'FP16'"},
   };
+  {
+    /* int8 rules (--precision auto's int8 layers): kept apart from fp16 */
+    kiln_precision_policy_t q = {0};
+    const char* t = "op:Conv int8\nop:Conv fp16\n";
+    CHECK_OK(kiln_precision_policy_parse(t, strlen(t), "q.txt", &q));
+    CHECK(q.n == 2 && q.rules[0].int8 && !q.rules[0].fp16 && !q.rules[1].int8 && q.rules[1].fp16);
+    kiln_precision_policy_free(&q);
+  }
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     kiln_precision_policy_t b = {0};
     CHECK_ERR(kiln_precision_policy_parse(bad[i].text, strlen(bad[i].text), "bad.txt", &b), KILN_INVALID_ARGUMENT,

@@ -22,6 +22,7 @@
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
+#include "compiler/quantize_graph.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "api/driver.h"
@@ -113,7 +114,9 @@ static const char* precision_help =
     "                          arithmetic for element-wise kernels where the device has it,\n"
     "                          else fp32 arithmetic with a warning) or auto (calibrate:\n"
     "                          fp16 only for the fused groups that keep the outputs within\n"
-    "                          --tolerance of fp32)\n"
+    "                          --tolerance of fp32) or int8 (needs --calibrate: kiln\n"
+    "                          quantize's post-training quantization in memory, minmax\n"
+    "                          ranges, with its per-layer report; then compiled)\n"
     "  --precision-policy FILE rules 'NAME fp16|fp32' per line: op:TYPE, node:NAME, or a\n"
     "                          plain name (a node's, else an op type); later rules win\n"
     "  --fp16-accumulate       accumulators (reductions, GEMM/conv, softmax, norms) in fp16 too\n"
@@ -123,8 +126,8 @@ static const char* precision_help =
     "  --fp16-weights-only     only the weights in fp16 (activations fp32): half the weights\n"
     "                          and no arena saving (CPU: the GEMM loops convert each weight\n"
     "                          they broadcast: 1.6-3x slower than fp32 today)\n"
-    "  --calibrate DIR         auto: inputs DIR/NAME.npy, or DIR/*/NAME.npy per sample\n"
-    "                          (default: --calibrate-count seeded random samples)\n"
+    "  --calibrate DIR         auto, int8: inputs DIR/NAME.npy, or DIR/*/NAME.npy per sample\n"
+    "                          (auto's default: --calibrate-count seeded random samples)\n"
     "  --calibrate-count N     auto: random calibration samples (default 4)\n"
     "  --tolerance R           auto: rtol of the outputs against fp32 (default 1e-2, atol 1e-3)\n"
     "  --write-policy FILE     write the chosen per-node policy (auto) or the effective one\n"
@@ -149,7 +152,7 @@ static int parse_precision_opt(const char* cmd, int argc, char** argv, int* i, k
   const char* v = argv[*i + 1];
   if (!strcmp(a, "--precision")) {
     if (!kiln_precision_parse_mode(v, &p->mode))
-      return usage_error(cmd, "--precision '%s': expected fp32, fp16 or auto", v);
+      return usage_error(cmd, "--precision '%s': expected fp32, fp16, auto or int8", v);
   } else if (!strcmp(a, "--precision-policy")) {
     p->policy_path = v;
   } else if (!strcmp(a, "--calibrate")) {
@@ -172,11 +175,17 @@ static int parse_precision_opt(const char* cmd, int argc, char** argv, int* i, k
   return 1;
 }
 
-/* Options that only mean something with --precision fp16|auto. */
+/* Options that only mean something with --precision fp16|auto|int8. */
 static int check_precision_opts(const char* cmd, const kiln_cli_precision_t* p) {
-  if (p->mode != KILN_PRECISION_AUTO && (p->calibrate_dir || p->calibrate_count != 4 || p->tolerance != 1e-2))
-    return usage_error(cmd, "%s--calibrate, --calibrate-count and --tolerance need --precision auto", "");
-  if (p->mode == KILN_PRECISION_FP32 && (p->policy_path || p->fp16_accumulate || p->fp16_workspaces || p->weights_only || p->write_policy ||
+  bool int8 = p->mode == KILN_PRECISION_INT8;
+  if (int8 && !p->calibrate_dir)
+    return usage_error(cmd, "%s--precision int8 needs --calibrate DIR (the calibration inputs: DIR/NAME.npy per "
+                       "model input, or DIR/*/NAME.npy per sample)", "");
+  if (p->mode != KILN_PRECISION_AUTO && (p->calibrate_count != 4 || p->tolerance != 1e-2))
+    return usage_error(cmd, "%s--calibrate-count and --tolerance need --precision auto", "");
+  if (p->mode != KILN_PRECISION_AUTO && !int8 && p->calibrate_dir)
+    return usage_error(cmd, "%s--calibrate needs --precision auto or int8", "");
+  if ((p->mode == KILN_PRECISION_FP32 || int8) && (p->policy_path || p->fp16_accumulate || p->fp16_workspaces || p->weights_only || p->write_policy ||
                                         p->report_path))
     return usage_error(cmd, "%s--precision-policy, --fp16-accumulate, --fp16-workspaces, --fp16-weights-only, --write-policy and --precision-report "
                        "need --precision fp16 or auto", "");
@@ -668,6 +677,7 @@ static int cmd_run(int argc, char** argv) {
   bool tol_set = false;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
+  kiln_precision_policy_t int8_rules = {0}; /* auto's int8 layers, for --write-policy */
   uint64_t seed = 0;
   uint64_t max_input_bytes = KILN_RUN_MAX_INPUT_BYTES;
   bool profile = false;
@@ -777,8 +787,8 @@ static int cmd_run(int argc, char** argv) {
   if (!use_ref && !ptarget)
     return usage_error("run", "--target '%s': expected ref or %s", target,
                        kiln_device_api_names("[:N]", names, sizeof names));
-  if (use_ref && prec.mode != KILN_PRECISION_FP32)
-    return usage_error("run", "%s--precision applies to compiled targets, not ref", "");
+  if (use_ref && prec.mode != KILN_PRECISION_FP32 && prec.mode != KILN_PRECISION_INT8)
+    return usage_error("run", "%s--precision fp16|auto applies to compiled targets, not ref", "");
   if (module_file && (use_ref || check_ref))
     return usage_error("run", "%s: a compiled module has no graph for the reference interpreter", lo.model);
   kiln_allocator_t al = kiln_allocator_system();
@@ -858,6 +868,15 @@ static int cmd_run(int argc, char** argv) {
         if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
     }
     if ((s = kiln_graph_prepare(g))) goto done;
+    if (prec.mode == KILN_PRECISION_INT8 || prec.mode == KILN_PRECISION_AUTO) {
+      /* quantized before the passes, which then see the Q/DQ nodes */
+      kiln_compile_log_t qlog = {0};
+      prec.int8_rules = &int8_rules;
+      s = kiln_quantize_for_precision(lo.model, g, &prec, &qlog);
+      kiln_cli_print_log(&qlog, 0);
+      kiln_compile_log_free(&qlog);
+      if (s) goto done;
+    }
     if ((s = kiln_graph_optimize(g, opt, NULL))) goto done;
     prof = (prof_t){ptimes, g->n_nodes};
     if (profile && use_ref) {
@@ -1029,6 +1048,7 @@ done:
   free(ptimes);
   runner_destroy(&R);
   kiln_graph_destroy(g);
+  kiln_precision_policy_free(&int8_rules);
   return rc;
 }
 
@@ -1166,7 +1186,7 @@ static int cmd_compile(int argc, char** argv) {
   if (!lo.model) return usage_error("compile", "%sno model given", "");
   int prc = check_precision_opts("compile", &prec);
   if (prc) return prc;
-  if (fp16_arith >= 0 && prec.mode == KILN_PRECISION_FP32)
+  if (fp16_arith >= 0 && (prec.mode == KILN_PRECISION_FP32 || prec.mode == KILN_PRECISION_INT8))
     return usage_error("compile", "%s--fp16-arith needs --precision fp16 or auto", "");
   const kiln_target_t* ptarget = kiln_target_find(target);
   if (!ptarget)

@@ -2,7 +2,6 @@
  * ONNX model (compiler/quantize.h calibrates, frontend/onnx_qdq.h writes). */
 #include "tools/quantize_cmd.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +9,9 @@
 
 #include "compiler/calibrate.h"
 #include "compiler/quantize.h"
+#include "compiler/quantize_graph.h"
 #include "frontend/onnx.h"
 #include "frontend/onnx_qdq.h"
-#include "kiln/npy.h"
 #include "tools/cli_args.h"
 
 static const char* help =
@@ -50,65 +49,6 @@ static int fail(kiln_status_t s) {
   fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
   kiln_status_free(s);
   return 1;
-}
-
-/* The folder holding the first calibration sample: |dir| itself when it has
- * |first_input|.npy, else its first subfolder by name (NULL when none). */
-static char* first_sample_dir(const char* dir, const char* first_input) {
-  char path[4096];
-  struct stat st;
-  snprintf(path, sizeof path, "%s/%s.npy", dir, first_input);
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return strdup(dir);
-  DIR* d = opendir(dir);
-  if (!d) return NULL;
-  char* best = NULL;
-  struct dirent* e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    if (!best || strcmp(path, best) < 0) {
-      free(best);
-      best = strdup(path);
-    }
-  }
-  closedir(d);
-  return best;
-}
-
-/* Binds each input's symbolic dims to the sizes of its array in the first
- * calibration sample. What cannot be bound here (no file, another rank) is
- * left for kiln_calibrate_inputs, whose error names the file. */
-static void bind_dims(kiln_graph_t* g, const char* dir) {
-  if (!g->n_inputs) return;
-  char* first = first_sample_dir(dir, g->tensors[g->inputs[0]].name);
-  if (!first) return;
-  for (int32_t i = 0; i < g->n_inputs; ++i) {
-    kiln_tensor_t* t = &g->tensors[g->inputs[i]];
-    bool sym = false;
-    for (int32_t d = 0; d < t->shape.rank; ++d) sym = sym || kiln_dim_symbol(t->shape.dims[d]);
-    if (!sym || strchr(t->name, '/')) continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.npy", first, t->name);
-    kiln_array_t a;
-    kiln_status_t s = kiln_npy_read(path, kiln_allocator_system(), &a);
-    if (s) {
-      kiln_status_free(s);
-      continue;
-    }
-    if (a.shape.rank == t->shape.rank)
-      for (int32_t d = 0; d < t->shape.rank; ++d) {
-        int32_t k = kiln_dim_symbol(t->shape.dims[d]);
-        if (!k) continue;
-        for (int32_t j = 0; j < g->n_inputs; ++j) {
-          kiln_tensor_t* u = &g->tensors[g->inputs[j]];
-          for (int32_t e = 0; e < u->shape.rank; ++e)
-            if (kiln_dim_symbol(u->shape.dims[e]) == k) u->shape.dims[e] = a.shape.dims[d];
-        }
-      }
-    kiln_array_free(kiln_allocator_system(), &a);
-  }
-  free(first);
 }
 
 int kiln_cmd_quantize(int argc, char** argv) {
@@ -177,7 +117,7 @@ int kiln_cmd_quantize(int argc, char** argv) {
                          "(re-export the model at opset >= 13)",
                          model, (long long)g->opset);
   if (!s) {
-    bind_dims(g, dir);
+    kiln_quantize_bind_dims(g, dir);
     s = kiln_graph_prepare(g);
   }
   kiln_array_t* inputs = NULL;

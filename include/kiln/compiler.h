@@ -24,7 +24,12 @@
  *
  * Options are name/value strings so that new ones do not change the ABI:
  *   target            a target of this build: "cpu" (default), "opencl", "vulkan"
- *   precision         fp32 (default) | fp16 | auto
+ *   precision         fp32 (default) | fp16 | auto | int8 (needs calibrate: kiln
+ *                     quantize's post-training quantization, minmax ranges, in
+ *                     memory before the graph passes; its per-layer report in
+ *                     section "quantize"); auto with calibrate also keeps in
+ *                     int8 the layers that stay within half the tolerance
+ *                     (policy rules may say int8; compiler/quantize_graph.h)
  *   opt-level         0 | 1 (default): the graph passes' level; 1 also fuses kernels
  *   threads           CPU threads the plan is tiled for (0 = all cores, default)
  *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,
@@ -35,7 +40,7 @@
  *   fp16-arith        yes | no: say it instead of asking a device
  *   fp16-accumulate, fp16-workspaces, fp16-weights-only, strict   yes | no
  *   precision-policy  FILE of per-node rules (docs: `kiln compile --help`)
- *   calibrate         DIR of .npy inputs for auto (default: seeded random)
+ *   calibrate         DIR of .npy inputs for auto (default: seeded random) and int8
  *   calibrate-count   N (default 4)       tolerance  R (auto's rtol, default 0.01)
  *   seed              N (random calibration inputs)
  *   model-name        the name recorded in the module (default: the file path)
@@ -118,6 +123,7 @@ KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_write_module(const k
  * |value| holds it, |text| is "") or a line for people (|key| is "line",
  * |text| is what `kiln compile` prints, |value| 0). Sections, in order:
  *   "model"      a line naming the symbolic dims bound to 1
+ *   "quantize"   int8: layers, layers_float, and the per-layer report's lines
  *   "passes"     nodes_before, nodes_after, ms, and one line per pass
  *   "note"       lines (a device that could not be asked for its fp16 arithmetic)
  *   "warning"    lines (fp16 on a device without fp16 arithmetic)

@@ -6,6 +6,11 @@ quantize_static of the same model and calibration data is printed beside.
 
   test_digits_quant.py --kiln BUILD/kiln --out DIR
 
+kiln itself runs the minmax QDQ model of each on every target given with
+--targets (ref, cpu and whichever of opencl and vulkan are built): top-1
+within 0.5 points of fp32 and equal to onnxruntime's run of the same QDQ
+model.
+
 Also checks the written model's structure (int8 per-channel weights, int32
 biases, Q/DQ pairs, onnx.checker), that kiln's simulated SQNR of the logits
 agrees with what onnxruntime computes running the QDQ model, and that bad
@@ -60,6 +65,31 @@ def calib_inputs(folder):
 def sqnr(want, got):
     noise = float(((got - want) ** 2).sum())
     return float("inf") if noise == 0 else 10 * np.log10(float((want ** 2).sum()) / noise)
+
+
+def kiln_top1(kiln, model, target, x, y, tmp, extra=(), chunk=None):
+    """Top-1 of kiln running |model| on |target| over the images |x| (the
+    batch dim is symbolic, so one run covers them all; a module runs
+    |chunk| at a time); None on a failure."""
+    # lavapipe ends a shader invocation after 65,535 loop iterations, which
+    # a Gemm over all 539 images passes: Vulkan runs 7 batches of 77 (the
+    # same shape each time, so its pipeline cache serves the later ones).
+    chunk = chunk or (77 if target == "vulkan" else len(x))
+    got = []
+    for k in range(0, len(x), chunk):
+        xs = os.path.join(tmp, "x.npy")
+        np.save(xs, x[k:k + chunk])
+        out = os.path.join(tmp, "kiln_out")
+        tgt = [] if model.endswith(".kiln") else ["--target", target]
+        r = subprocess.run([kiln, "run", model, *tgt, "--strict", "--input", f"input={xs}",
+                            "--output", out, *extra], capture_output=True, text=True)
+        if r.returncode != 0:
+            check(False, f"kiln run {os.path.basename(model)} -t {target} {' '.join(extra)}: "
+                         f"{r.stderr.strip()[-300:]}")
+            return None, r, None
+        got.append(np.load(os.path.join(out, "logits.npy")))
+    got = np.concatenate(got)
+    return float((got.argmax(1) == y).mean() * 100), r, got
 
 
 def kiln_quantize(kiln, args):
@@ -129,6 +159,15 @@ def bad_inputs(kiln, d, tmp):
         os.makedirs(os.path.join(wrong, f"{k:03d}"), exist_ok=True)
         np.save(os.path.join(wrong, f"{k:03d}", "input.npy"), np.zeros(shape, np.float32))
     expect(["--calibrate", wrong], os.path.join(wrong, "001", "input.npy"), "wrong shape")
+    # The same folders through --precision int8 (kiln run and kiln compile).
+    for cmd in ("run", "compile"):
+        for folder, needle, what in ((missing, missing, "missing folder"),
+                                     (os.path.dirname(other), os.path.join(other, "input.npy"), "no input file"),
+                                     (wrong, os.path.join(wrong, "001", "input.npy"), "wrong shape")):
+            r = subprocess.run([kiln, cmd, model, "--precision", "int8", "--calibrate", folder],
+                               capture_output=True, text=True)
+            check(r.returncode == 1 and needle in r.stderr,
+                  f"kiln {cmd} --precision int8, {what}: exit {r.returncode}, {r.stderr.strip()[:160]!r}")
     # Models the writer or the layer choice refuse: opset 12 (no per-channel
     # DequantizeLinear), and a model with nothing to quantize.
     import onnx
@@ -154,10 +193,50 @@ def bad_inputs(kiln, d, tmp):
     check(not os.path.exists(out), "no model written by a failed run")
 
 
+def check_auto(kiln, d, x, y, fp32, tmp):
+    """--precision auto with a calibration folder: int8 per layer under half
+    the tolerance. auto's calibration runs the compiled batch, so the
+    folder holds 2 samples of 49 images and the module runs 49 at a time."""
+    calib = calib_inputs(os.path.join(d, "calib_cnn"))
+    folder = os.path.join(tmp, "calib49")
+    for k in range(2):
+        os.makedirs(os.path.join(folder, f"{k:03d}"), exist_ok=True)
+        np.save(os.path.join(folder, f"{k:03d}", "input.npy"), calib[49 * k:49 * (k + 1)])
+    model = os.path.join(d, "digits_cnn.onnx")
+    for tol in ("0.04", "0.01"):
+        mod = os.path.join(tmp, f"auto{tol}.kiln")
+        pol = os.path.join(tmp, f"auto{tol}.policy")
+        r = subprocess.run([kiln, "compile", model, "--precision", "auto", "--tolerance", tol, "--calibrate",
+                            folder, "--dim", "N=49", "-o", mod, "--write-policy", pol],
+                           capture_output=True, text=True)
+        m = re.search(r"int8 under rtol ([0-9.]+) atol 0.001 \(2 samples, [0-9]+ trials\): ([0-9]) of 4 layers int8",
+                      r.stdout)
+        floats = re.findall(r"^  (\S+) +stays float: int8 puts the outputs at ([0-9.]+) of", r.stdout, re.M)
+        print("\n".join(l for l in r.stdout.splitlines() if "int8" in l or "calibrated" in l))
+        if r.returncode != 0 or not m:
+            check(False, f"kiln compile --precision auto --tolerance {tol}: {r.stderr.strip()[-300:]}")
+            continue
+        kept = int(m.group(2))
+        acc, _, _ = kiln_top1(kiln, mod, "cpu", x, y, tmp, chunk=49)
+        if acc is None:
+            continue
+        # 0.04: int8 gets rtol 0.02, which the all-int8 model meets (0.72 of
+        # it); 0.01: rtol 0.005, which some layer misses and is named.
+        want_all = tol == "0.04"
+        with open(pol) as f:
+            int8_rules = [l for l in f if l.strip().endswith(" int8")]
+        check(len(int8_rules) == kept, f"--write-policy: {len(int8_rules)} 'node:NAME int8' rules for {kept} layers")
+        check(abs(acc - fp32) <= MAX_DROP and (kept == 4 if want_all else kept < 4 and len(floats) == 4 - kept),
+              f"digits_cnn --precision auto --tolerance {tol}: {kept} of 4 layers int8 "
+              f"(float: {', '.join(n for n, _ in floats) or 'none'}), top-1 {acc:.2f}% vs fp32 {fp32:.2f}%")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--targets", default="ref,cpu",
+                    help="comma-separated kiln targets that run the QDQ models (default ref,cpu)")
     args = ap.parse_args()
     subprocess.run([sys.executable, os.path.join(HERE, "train_digits.py"), "--out", args.out],
                    check=True)
@@ -206,6 +285,30 @@ def main():
                       f"digits_{name} {label}: logits SQNR kiln simulated "
                       f"{m.group(1) if m else '?'} dB, onnxruntime running the QDQ nodes "
                       f"{spec_db:.1f} dB (fused int8 kernels {fused_db:.1f} dB)")
+                if label != "minmax":
+                    continue
+                # kiln running the QDQ model it wrote, on every target.
+                ort_spec = float((logits(q, x, fuse=False).argmax(1) == yte).mean() * 100)
+                for target in args.targets.split(","):
+                    kacc, _, klog = kiln_top1(args.kiln, q, target, x, yte, tmp)
+                    if kacc is None:
+                        continue
+                    check(abs(kacc - fp32) <= MAX_DROP and abs(kacc - ort_spec) < 1e-9,
+                          f"digits_{name} QDQ model run by kiln -t {target}: {kacc:.2f}% vs fp32 "
+                          f"{fp32:.2f}%, onnxruntime on the same QDQ model {ort_spec:.2f}% "
+                          f"(fused int8 kernels {acc:.2f}%)")
+                    # --precision int8 --calibrate: the same quantization in
+                    # memory, so the same logits as the file's run.
+                    macc, mr, mlog = kiln_top1(args.kiln, model, target, x, yte, tmp,
+                                               ("--precision", "int8", "--calibrate", calib_dir))
+                    if macc is None:
+                        continue
+                    diff = float(np.abs(mlog - klog).max())
+                    check(macc == kacc and diff <= 1e-4 and
+                          re.search(r"model output logits\s+SQNR", mr.stdout) is not None,
+                          f"digits_{name} kiln run --precision int8 -t {target}: {macc:.2f}% "
+                          f"(the QDQ file's run {kacc:.2f}%, logits differ by {diff:.2g}), per-layer report printed")
+        check_auto(args.kiln, d, xte, yte, top1(os.path.join(d, "digits_cnn.onnx"), xte, yte), tmp)
         bad_inputs(args.kiln, d, tmp)
     print(f"{len(failures)} failed" if failures else "all checks passed")
     return 1 if failures else 0
