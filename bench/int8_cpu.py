@@ -13,8 +13,10 @@ weights); missing ones are skipped. Each float model is quantized here by
 onnxruntime (QDQ, u8 activations per tensor, i8 weights per channel, MinMax
 on 8 seeded N(0,1) inputs). kiln: `kiln run --target cpu --threads T
 --repeat R` (median); onnxruntime: CPUExecutionProvider, all graph
-optimisations on, median of R runs after warm-up. The fold-qdq rewrites
-(folded Conv/MatMul) that `kiln compile` reports are printed beside.
+optimisations on, median of R runs after warm-up; minima beside (the
+machine may be shared). The fold-qdq rewrites (folded Conv/MatMul) that
+`kiln compile` reports are printed, and the SQNR of kiln's int8 output
+against onnxruntime running the Q/DQ nodes as written.
 """
 
 import argparse
@@ -28,7 +30,7 @@ import time
 
 import numpy as np
 
-LATENCY_RE = re.compile(r"^latency: median (\S+) ms", re.M)
+LATENCY_RE = re.compile(r"^latency: median (\S+) ms, min (\S+) ms", re.M)
 FOLD_RE = re.compile(r"^pass fold-qdq\s+rewrites\s+(\d+)", re.M)
 MODELS = {"qdq": "qdq_float.onnx", "resnet18": "resnet18.onnx"}
 
@@ -73,6 +75,10 @@ def ort_latency(model, name, x, threads, repeat):
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    if not repeat:  # the Q/DQ nodes as written (optimisations off): the output
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        return sess.run(None, {name: x})[0]
     for _ in range(3):
         sess.run(None, {name: x})
     ts = []
@@ -80,16 +86,23 @@ def ort_latency(model, name, x, threads, repeat):
         t0 = time.perf_counter()
         sess.run(None, {name: x})
         ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    return statistics.median(ts), min(ts)
 
 
-def kiln_latency(kiln, model, name, inp, threads, repeat):
-    out = run([kiln, "run", model, "--target", "cpu", "--threads", str(threads),
-               "--input", f"{name}={inp}", "--repeat", str(repeat)])
+def kiln_latency(kiln, model, name, inp, threads, repeat, outdir=None):
+    cmd = [kiln, "run", model, "--target", "cpu", "--threads", str(threads),
+           "--input", f"{name}={inp}", "--repeat", str(repeat)]
+    out = run(cmd + (["--output", outdir] if outdir else []))
     m = LATENCY_RE.search(out)
     if not m:
         raise RuntimeError(f"no latency line from kiln run {model}:\n{out}")
-    return float(m.group(1))
+    return float(m.group(1)), float(m.group(2))
+
+
+def sqnr(ref, got):
+    """dB of |ref|^2 over |ref - got|^2 (inf when equal)."""
+    err = float(np.sum((ref.astype(np.float64) - got) ** 2))
+    return float("inf") if err == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / err)
 
 
 def main():
@@ -100,8 +113,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
-    print(f"{'model':<10} {'folded':>6} {'kiln fp32':>10} {'kiln int8':>10} {'ORT fp32':>9} "
-          f"{'ORT int8':>9} {'int8/fp32':>9} {'int8/ORT8':>9}  (ms, median)")
+    print("ms per run, median (min) of --repeat runs; SQNR: kiln int8's output against\n"
+          "onnxruntime running the same QDQ model's Q/DQ nodes as written (optimisations off)")
+    print(f"{'model':<9} {'folded':>6} {'kiln fp32':>16} {'kiln int8':>16} {'ORT fp32':>16} "
+          f"{'ORT int8':>16} {'int8/fp32':>9} {'int8/ORT8':>9} {'SQNR dB':>8}")
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.names.split(","):
@@ -119,15 +134,20 @@ def main():
                 m = FOLD_RE.search(run([args.kiln, "compile", q, "--target", "cpu"]))
                 folded = m.group(1) if m else "?"
                 k32 = kiln_latency(args.kiln, model, name, inp, args.threads, args.repeat)
-                k8 = kiln_latency(args.kiln, q, name, inp, args.threads, args.repeat)
+                outdir = os.path.join(tmp, f"{key}_out")
+                k8 = kiln_latency(args.kiln, q, name, inp, args.threads, args.repeat, outdir)
                 o32 = ort_latency(model, name, x, args.threads, args.repeat)
                 o8 = ort_latency(q, name, x, args.threads, args.repeat)
+                spec = ort_latency(q, name, x, args.threads, 0)
+                got = np.load(os.path.join(outdir, sorted(os.listdir(outdir))[0]))
             except RuntimeError as e:
-                print(f"{key:<10} failed: {e}")
+                print(f"{key:<9} failed: {e}")
                 failed = True
                 continue
-            print(f"{key:<10} {folded:>6} {k32:>10.3f} {k8:>10.3f} {o32:>9.3f} {o8:>9.3f} "
-                  f"{k8 / k32:>9.2f} {k8 / o8:>9.2f}")
+            cell = lambda t: f"{t[0]:.3f} ({t[1]:.3f})"  # noqa: E731
+            print(f"{key:<9} {folded:>6} {cell(k32):>16} {cell(k8):>16} {cell(o32):>16} "
+                  f"{cell(o8):>16} {k8[0] / k32[0]:>9.2f} {k8[0] / o8[0]:>9.2f} "
+                  f"{sqnr(spec, got.reshape(spec.shape)):>8.1f}")
     return 1 if failed else 0
 
 
