@@ -13,8 +13,8 @@
  * Convolution taps outside the input are skipped (ONNX pads x - x_zp with
  * zeros); their indices are clamped as well, so the verifier can prove
  * every access in bounds. These are the correct, general kernels for every
- * target. QLinearConv with constant weights (what the "fold-qdq" pass makes
- * of QDQ models) instead goes through Conv's tiled GEMM lowering, summing
+ * target. On the CPU, QLinearConv with constant weights (what the "fold-qdq"
+ * pass makes of QDQ models) instead goes through Conv's tiled GEMM lowering, summing
  * the exact integer products in f32 (kiln_lower_nn_qlinear_conv below);
  * integer dot-product kernels (vpmaddubsw/vpdpbusd) are later work. */
 #include <stdlib.h>
@@ -408,8 +408,8 @@ kiln_status_t kiln_lower_nn_conv_integer(kiln_lower_ctx_t* ctx) {
   return lower_conv(ctx, ops, NULL, -1);
 }
 
-/* QLinearConv with constant weights and zero points goes through Conv's
- * GEMM (nn_conv_quantized: register tiles, packed weights, the i32 bias as
+/* QLinearConv with constant weights and zero points goes, on the CPU,
+ * through Conv's GEMM (nn_conv_quantized: register tiles, packed weights, the i32 bias as
  * the initial sum) with this requantization as its epilogue. */
 typedef struct qconv_rq_s {
   iprod_t p;
@@ -443,7 +443,10 @@ static kiln_status_t const_weights(kiln_lower_ctx_t* ctx, float** out) {
 kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
   static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
   float* wq = NULL;
-  KILN_RETURN_IF_ERROR(const_weights(ctx, &wq));
+  /* CPU only: the GPU targets print Conv's GEMM lowering as a fallback of
+   * their templates, and on lavapipe it made model_qdq_pc_vulkan take 306 s
+   * (compile and run) against 1.5 s with these loops. */
+  if (ctx->target == KILN_TARGET_CLASS_CPU) KILN_RETURN_IF_ERROR(const_weights(ctx, &wq));
   if (!wq) return lower_conv(ctx, ops, rq, 8);
   qconv_rq_t q;
   memset(&q, 0, sizeof q);

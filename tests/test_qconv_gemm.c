@@ -6,7 +6,8 @@
  * with and without the i32 bias, on seeded random integers, compiled for
  * the target against the reference executor bit for bit (sums below 2^24:
  * the f32 GEMM sums those exactly). Weights fed at run time take the plain
- * loop lowering and must agree too.
+ * loop lowering and must agree too. The GEMM path is the CPU target's; on
+ * --target opencl|vulkan the same cases check the plain loops.
  *
  *   test_qconv_gemm [--target cpu|opencl|vulkan] */
 #include "target_graph_util.h"
