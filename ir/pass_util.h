@@ -16,6 +16,7 @@ kiln_status_t kiln_pass_fold_chains(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_patterns(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_cse(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_dce(kiln_graph_t* g, kiln_pass_stats_t* st);
+kiln_status_t kiln_pass_fold_qdq(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_einsum(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st);
 

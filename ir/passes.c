@@ -11,6 +11,9 @@ const kiln_graph_pass_t kiln_graph_passes[] = {
     {"plugin-patterns", kiln_pass_plugin_patterns},
     {"einsum-to-matmul", kiln_pass_einsum},
     {"remove-noops", kiln_pass_remove_noops},
+    /* before fold-constants, which would turn the weights' DequantizeLinear
+     * into f32 initializers */
+    {"fold-qdq", kiln_pass_fold_qdq},
     {"fold-constants", kiln_pass_fold_constants},
     {"fold-batchnorm", kiln_pass_fold_batchnorm},
     {"fold-reshape-chains", kiln_pass_fold_chains},
@@ -265,8 +268,8 @@ kiln_status_t pu_add_node(pu_ctx_t* c, const char* op, const char* name, int32_t
                           const int32_t* in, int32_t out, int32_t n_attrs,
                           const kiln_attr_t* attrs, int32_t* out_node) {
   kiln_graph_t* g = c->g;
-  const char* in_names[8];
-  KILN_ASSERT(n_in <= 8);
+  const char* in_names[9]; /* QLinearConv with its bias */
+  KILN_ASSERT(n_in <= 9);
   for (int32_t i = 0; i < n_in; ++i) in_names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
   const char* out_name = g->tensors[out].name;
   char nb[256];

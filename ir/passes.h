@@ -12,6 +12,9 @@
  *                       Reshape/Flatten/Squeeze/Unsqueeze to the same shape,
  *                       Transpose with the identity permutation, Expand to the
  *                       same shape
+ *   "fold-qdq"          DequantizeLinear operands -> Conv/MatMul -> [Relu/Clip]
+ *                       -> QuantizeLinear become QLinearConv/QLinearMatMul
+ *                       (ir/pass_qdq.c; results within one quantization step)
  *   "fold-constants"    every node whose inputs are all constants becomes an
  *                       initializer (Shape-driven subgraphs included), within
  *                       a size cap

@@ -35,6 +35,11 @@
  *     writes Y. For the usual patchify (kernel == stride, no padding) col
  *     holds every input element once, the same bytes as the phase split.
  *
+ * QLinearConv with constant weights takes the same paths but depthwise
+ * (nn_conv_quantized): X loads subtract x's zero point (so the input is
+ * always copied, never read as is), the weights are w - w_zp, the i32 bias
+ * is the initial sum and the caller's requantization the epilogue.
+ *
  * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
  * into a temp, then a col2im kernel adding each tap's columns into the
  * output (per output channel, so it runs in parallel without races).
@@ -63,7 +68,16 @@ typedef struct cv_s {
   nn_tap_group_t tg[NN_MAX_GROUPS];
   int64_t obase[NN_MAX_GROUPS], ostr[3];
   const float* wval;
+  const nn_qconv_t* q; /* QLinearConv (nn_conv_quantized), else NULL */
 } cv_t;
+
+/* X[idx] as f32; QLinearConv subtracts x's zero point (padding reads 0,
+ * which is then x - x_zp outside the input, as ONNX pads). */
+static const tir_expr_t* cv_ldx(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* const* idx) {
+  const tir_expr_t* x = nn_ldf(kb, cv->x, idx);
+  if (!cv->q) return x;
+  return tir_sub(kb->t, x, nn_ldf(kb, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
+}
 
 /* Index list of a rank nsp+2 tensor from n, c and three spatial indices. */
 static void sp_idx(int32_t nsp, const tir_expr_t* n, const tir_expr_t* c,
@@ -130,6 +144,16 @@ static const tir_expr_t* cv_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr
   const cv_t* cv = g->user;
   (void)q;
   return nn_ldf(kb, cv->bias, NN_IDX(nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), m)));
+}
+
+/* QLinearConv: the final sum of output channel g*Mg + m (transposed mode:
+ * the GEMM's column n) requantized by the caller's callback. */
+static const tir_expr_t* cv_requant(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* m, const tir_expr_t* n,
+                                    const tir_expr_t* acc) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), cv->trans ? n : m);
+  return tir_cast(kb->t, KILN_DTYPE_F32, cv->q->requant(kb, cv->q->user, ch, acc));
 }
 
 /* Transposed mode: GEMM rows are the dense output positions q (read from
@@ -257,7 +281,7 @@ static kiln_status_t phase_split(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64
     const tir_expr_t* xi[KILN_MAX_RANK];
     sp_idx(cv->nsp, n, c, s3, xi);
     const tir_stmt_t* copy =
-        tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, row, l)), nn_ldf(kb, cv->x, xi));
+        tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, row, l)), cv_ldx(kb, cv, xi));
     copy = nn_for(kb, vl, hi[2] - lo[2], copy);
     if (cv->a3[2].s == 1) nn_vectorize(kb, vl);
     const tir_stmt_t* rowb[3] = {zero_run(kb, cv, n, c, row, lo[2]), copy,
@@ -422,6 +446,16 @@ static kiln_status_t pack_weights(nn_kb_t* kb, cv_t* cv, nn_gemm_t* g) {
   nn_operand_t* wop = cv->trans ? &g->R : &g->L;
   const int64_t wt = cv->trans ? g->nr : g->mr;
   float* wval = NULL;
+  if (cv->q) {
+    /* constant by nn_conv_quantized's contract; the caller owns them */
+    cv->wval = cv->q->wq;
+    kiln_status_t st =
+        nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, wt, cv_get_w, cv, &wop->packed);
+    cv->wval = NULL;
+    KILN_RETURN_IF_ERROR(st);
+    wop->bmap = cv_bmap;
+    return NULL;
+  }
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
   if (wval) {
     cv->wval = wval;
@@ -492,7 +526,7 @@ static kiln_status_t im2col(nn_kb_t* kb, const cv_t* cv) {
   if (!empty) {
     const tir_expr_t* xi[KILN_MAX_RANK];
     sp_idx(cv->nsp, n, c, i3, xi);
-    x = nn_ldf(kb, cv->x, xi);
+    x = cv_ldx(kb, cv, xi);
     if (valid) x = tir_select(t, valid, x, nn_f(kb, 0.0));
   }
   const tir_expr_t* tap = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, k3[0], KH), k3[1]), KW), k3[2]);
@@ -528,6 +562,7 @@ static kiln_status_t conv_im2col(nn_kb_t* kb, cv_t* cv) {
   g.M = cv->Mg, g.N = cv->Qd, g.K = cv->Cg * cv->T;
   g.user = cv;
   g.init = cv->bias ? cv_init : NULL;
+  g.epi = cv->q ? cv_requant : NULL;
   g.R.rload = cvi_rload;
   g.store = cv_store;
   g.reload = cv->dst->dtype == KILN_DTYPE_F32 ? cv_reload : NULL;
@@ -594,6 +629,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   bool plain = nph == 1;
   for (int32_t d = 0; d < 3; ++d)
     if (a3[d].s != 1 || a3[d].p != 0 || cv->q3[d] != a3[d].in) plain = false;
+  if (cv->q) plain = false; /* the copy subtracts x's zero point */
   /* A last N tile whose width is not a multiple of 4 would have a scalar
    * column, which keeps the whole accumulator out of registers: then
    * compute on a grid padded to whole tiles (its extra columns are garbage
@@ -646,6 +682,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   g.groups = cv->tg;
   g.user = cv;
   g.init = cv->bias ? (cv->trans ? cvt_init : cv_init) : NULL;
+  g.epi = cv->q ? cv_requant : NULL;
   if (cv->trans) {
     g.M = cv->Qd, g.N = cv->Mg;
     g.n_outer = true; /* the weights (R) are the big operand */
@@ -665,22 +702,19 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   return NULL;
 }
 
-kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
-  nn_kb_t kb;
-  nn_kb_init(&kb, ctx);
+/* The Conv geometry of node inputs x, w and bias (-1: none) into |cv|. */
+static kiln_status_t conv_setup(kiln_lower_ctx_t* ctx, int32_t xi, int32_t wi, int32_t bi,
+                                cv_t* cv_out) {
   cv_t cv;
   memset(&cv, 0, sizeof cv);
-  cv.x = ctx->in[0], cv.w = ctx->in[1], cv.y = ctx->out[0];
-  cv.bias = ctx->n_in > 2 ? ctx->in[2] : NULL;
+  cv.x = ctx->in[xi], cv.w = ctx->in[wi], cv.y = ctx->out[0];
+  cv.bias = bi >= 0 && ctx->n_in > bi ? ctx->in[bi] : NULL;
   if (!cv.x || !cv.w || !cv.y) return kiln_make_status(KILN_INTERNAL, "Conv: missing operand");
   const int32_t r = cv.x->rank;
   cv.nsp = r - 2;
   if (cv.nsp < 1 || cv.nsp > 3 || cv.w->rank != r || cv.y->rank != r) {
     return kiln_make_status(KILN_UNSUPPORTED, "Conv: rank %d is not supported (1 to 3 spatial dims)",
                             (int)r);
-  }
-  if (!kiln_dtype_is_float(cv.x->dtype)) {
-    return kiln_make_status(KILN_UNSUPPORTED, "Conv: dtype %s", kiln_dtype_name(cv.x->dtype));
   }
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "group", 1, &cv.G));
   cv.N = cv.x->shape[0], cv.C = cv.x->shape[1], cv.M = cv.w->shape[0], cv.Cg = cv.w->shape[1];
@@ -690,7 +724,7 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
   }
   cv.Mg = cv.M / cv.G;
   nn_axis_t ax[3];
-  KILN_RETURN_IF_ERROR(nn_window(ctx->node, "Conv", cv.nsp, cv.x->shape + 2, cv.y->shape + 2,
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, ctx->node->op_type, cv.nsp, cv.x->shape + 2, cv.y->shape + 2,
                                  cv.w->shape + 2, false, ax));
   pad3(cv.nsp, ax, cv.a3);
   cv.T = 1;
@@ -699,6 +733,28 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
     return kiln_make_status(KILN_UNSUPPORTED, "Conv: a kernel of %lld taps is too large (at most %d)",
                             (long long)cv.T, NN_MAX_TAPS);
   }
+  *cv_out = cv;
+  return NULL;
+}
+
+kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  cv_t cv;
+  KILN_RETURN_IF_ERROR(conv_setup(ctx, q->x, q->w, q->bias, &cv));
+  cv.q = q;
+  if (tir_buffer_numel(cv.y) == 0) return NULL;
+  return conv_float(&kb, &cv);
+}
+
+kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  if (ctx->in[0] && !kiln_dtype_is_float(ctx->in[0]->dtype)) {
+    return kiln_make_status(KILN_UNSUPPORTED, "Conv: dtype %s", kiln_dtype_name(ctx->in[0]->dtype));
+  }
+  cv_t cv;
+  KILN_RETURN_IF_ERROR(conv_setup(ctx, 0, 1, 2, &cv));
   if (tir_buffer_numel(cv.y) == 0) return NULL;
   /* Depthwise with a small kernel: direct (see conv_depthwise). */
   if (cv.Cg == 1 && cv.T <= 49) return conv_depthwise(&kb, &cv);

@@ -236,6 +236,24 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
                               int64_t rows, int64_t K, int64_t t, nn_elem_fn load,
                               const tir_buffer_t** out);
 
+/* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
+
+/* QLinearConv computed by Conv's GEMM lowering: products of (x - x_zp) and
+ * the constant (w - w_zp) summed in f32 (exact while the partial sums stay
+ * below 2^24; past that within the f32 rounding the requantization turns
+ * into at most one step), the i32 bias as the GEMM's initial value, and
+ * |requant| (the caller's arithmetic) applied to each final sum. */
+typedef struct nn_qconv_s {
+  int32_t x, w, bias;      /* node input indices (bias -1: none) */
+  const tir_buffer_t* xzp; /* x's zero point, a [1] view */
+  float* wq;               /* w - w_zp, W's layout, owned by the caller */
+  /* The requantized value (any dtype) of sum |acc| (f32) of channel |ch|. */
+  const tir_expr_t* (*requant)(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
+                               const tir_expr_t* acc);
+  const void* user;
+} nn_qconv_t;
+kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
+
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
 kiln_lower_op_t kiln_lower_nn_deform_conv;

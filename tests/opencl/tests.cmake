@@ -85,6 +85,10 @@ set_tests_properties(test_tensor_ops_target_opencl PROPERTIES LABELS "target=ope
 add_test(NAME test_ops_quant_opencl COMMAND test_ops_quant --target opencl)
 set_tests_properties(test_ops_quant_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# QLinearConv through Conv's GEMM lowering (tests/test_qconv_gemm.c) on the OpenCL device.
+add_test(NAME test_qconv_gemm_opencl COMMAND test_qconv_gemm --target opencl)
+set_tests_properties(test_qconv_gemm_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 # f64 computed in double on the OpenCL device (cl_khr_fp64), module file round trip.
 add_test(NAME test_f64_target_opencl COMMAND test_f64_target --target opencl)
 set_tests_properties(test_f64_target_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600

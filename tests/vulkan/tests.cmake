@@ -63,6 +63,11 @@ add_test(NAME test_ops_quant_vulkan COMMAND test_ops_quant --target vulkan)
 set_tests_properties(test_ops_quant_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# QLinearConv through Conv's GEMM lowering (tests/test_qconv_gemm.c) on the Vulkan device.
+add_test(NAME test_qconv_gemm_vulkan COMMAND test_qconv_gemm --target vulkan)
+set_tests_properties(test_qconv_gemm_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 # Under the sanitizer build, lavapipe's one leaked block (tests/lsan_vulkan.supp)
 # is only suppressible with LSan's slow unwinder, which makes this test's
 # in-process shader compiles run past 10 minutes: it runs with ASan/UBSan but
@@ -73,6 +78,7 @@ if(KILN_SANITIZE)
   set_property(TEST test_bad_runtime_arith_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
   # the same for the quantized ops (their leak-free paths: test_ops_quant on cpu/opencl)
   set_property(TEST test_ops_quant_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+  set_property(TEST test_qconv_gemm_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
 # f64 on Vulkan: the GLSL dialect has no f64, so compiling refuses it by name.
 add_test(NAME test_f64_target_vulkan COMMAND test_f64_target --target vulkan)

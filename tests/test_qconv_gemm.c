@@ -1,0 +1,114 @@
+/* QLinearConv with constant weights through Conv's GEMM lowering
+ * (nn_conv_quantized, lowering/lower_nn_conv.c): every path of that
+ * lowering (implicit GEMM with and without the crop, the transposed
+ * orientation of tiny outputs, the im2col of many stride classes, groups,
+ * 1x1) with u8 and i8 activations, per-tensor and per-channel weights,
+ * with and without the i32 bias, on seeded random integers, compiled for
+ * the target against the reference executor bit for bit (sums below 2^24:
+ * the f32 GEMM sums those exactly). Weights fed at run time take the plain
+ * loop lowering and must agree too. The GEMM path is the CPU target's; on
+ * --target opencl|vulkan the same cases check the plain loops.
+ *
+ *   test_qconv_gemm [--target cpu|opencl|vulkan] */
+#include "target_graph_util.h"
+
+static uint64_t rng = 1;
+static int32_t rnd(int32_t lo, int32_t hi) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (int32_t)((rng >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct qcv_s {
+  const char* what;
+  int64_t C, M, H, W, k, s, p, group;
+  bool u8;        /* u8 activations (else i8) */
+  bool per_chan;  /* one weight scale and zero point per output channel */
+  bool bias;
+  bool const_w;   /* weights as initializers (the GEMM path) */
+} qcv_t;
+
+/* Array of dtype |t| filled with random integers in [lo, hi]. */
+static kiln_array_t rand_arr(kiln_dtype_t t, int rank, const int64_t* dims, int32_t lo, int32_t hi) {
+  kiln_array_t a = arr(t, rank, dims);
+  for (int64_t e = 0; a.data && e < kiln_array_numel(&a); ++e)
+    kiln_store_f64(t, a.data, (size_t)e, rnd(lo, hi));
+  return a;
+}
+
+static void add_const(kiln_graph_t* g, const char* name, kiln_array_t* a) {
+  CHECK_OK(kiln_graph_add_initializer(g, name, a, NULL));
+}
+
+static void run_case(const qcv_t* c) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  CHECK_OK(kiln_graph_set_opset(g, "", 21));
+  rng = 1234;
+  const kiln_dtype_t xt = c->u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const int32_t xlo = c->u8 ? 0 : -128, xhi = c->u8 ? 255 : 127;
+  const int64_t xd[4] = {1, c->C, c->H, c->W}, wd[4] = {c->M, c->C / c->group, c->k, c->k};
+  const int64_t nch = c->per_chan ? c->M : 1;
+  input(g, "x", xt, 4, xd);
+  kiln_array_t x = rand_arr(xt, 4, xd, xlo, xhi);
+  kiln_array_t w = rand_arr(KILN_DTYPE_I8, 4, wd, -127, 127);
+  /* scales keep |acc * mult| near the output range so most values land
+   * inside it and rounding is exercised, not only saturation */
+  const float sx = 0.02f, sy = 0.5f;
+  kiln_array_t a[8];
+  a[0] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)a[0].data = sx;
+  a[1] = rand_arr(xt, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
+  a[2] = arr(KILN_DTYPE_F32, nch > 1 ? 1 : 0, &nch);
+  for (int64_t i = 0; i < nch; ++i) ((float*)a[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
+  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, -3, 3);
+  a[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)a[4].data = sy;
+  a[5] = rand_arr(xt, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
+  a[6] = rand_arr(KILN_DTYPE_I32, 1, &c->M, -20000, 20000);
+  const char* names[9] = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"};
+  kiln_array_t* consts[8] = {&a[0], &a[1], &w, &a[2], &a[3], &a[4], &a[5], &a[6]};
+  kiln_array_t feed[2] = {x, {0}};
+  int n_feed = 1;
+  for (int i = 0; i < 8; ++i) {
+    if (i == 2 && !c->const_w) {
+      input(g, "w", KILN_DTYPE_I8, 4, wd);
+      feed[n_feed++] = w;
+      continue;
+    }
+    add_const(g, names[i + 1], consts[i]);
+  }
+  const int64_t pads[4] = {c->p, c->p, c->p, c->p}, strides[2] = {c->s, c->s};
+  const kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, pads),
+                             kiln_attr_make_ints("strides", 2, strides),
+                             kiln_attr_make_int("group", c->group)};
+  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, c->what);
+  if (s) both_agree(g, s, feed);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  free_arrays(feed, n_feed);
+  kiln_graph_destroy(g);
+}
+
+static void test_paths(void) {
+  static const qcv_t cases[] = {
+      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const */
+      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true},
+      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true},
+      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true},
+      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true},
+      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true},
+      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true},
+      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
+}
+
+int main(int argc, char** argv) {
+  int rc = target_open(argc, argv);
+  if (rc) return rc;
+  RUN(test_paths);
+  kiln_device_release(g_device);
+  return kiln_test_finish();
+}
