@@ -23,6 +23,7 @@ enum {
   OPT_MODEL_NAME,
   OPT_DUMP,
   OPT_CPU_TARGET,
+  OPT_TUNING_CACHE,
   OPT_COUNT
 };
 
@@ -201,6 +202,7 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
   if (!strcmp(name, "model-name")) return set_str(c, OPT_MODEL_NAME, value);
   if (!strcmp(name, "dump")) return set_str(c, OPT_DUMP, value);
   if (!strcmp(name, "cpu-target")) return set_str(c, OPT_CPU_TARGET, value);
+  if (!strcmp(name, "tuning-cache")) return set_str(c, OPT_TUNING_CACHE, value);
   return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_set_option: unknown option '%s' (value '%s')", name,
                           value);
 }
@@ -227,6 +229,7 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   r.dump_dir = c->strs[OPT_DUMP];
   r.model_name = c->strs[OPT_MODEL_NAME];
   r.cpu_targets = c->strs[OPT_CPU_TARGET];
+  r.tuning_path = c->strs[OPT_TUNING_CACHE];
   /* the graph parsed by load_model serves the first compile; later ones parse again */
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;

@@ -269,6 +269,35 @@ static void test_cpu_target(void) {
   kiln_compiler_destroy(c);
 }
 
+/* tuning-cache: a cache of another machine or with a corrupt line is never
+ * fatal; the report says how many kernels ran tuned and untuned. */
+static void test_tuning_cache(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/tune.tsv", g_dir);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("this is not a tuning record\n", f);
+  fclose(f);
+  kiln_compiler_t* c = NULL;
+  CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+  CHECK_OK(kiln_compiler_load_model(c, g_model));
+  CHECK_OK(kiln_compiler_set_option(c, "tuning-cache", path));
+  CHECK_OK(kiln_compiler_compile(c));
+  CHECK(figure(c, "tuning", "tuned") == 0);
+  CHECK(figure(c, "tuning", "untuned") >= 0);
+  bool named = false;
+  for (int32_t i = 0; i < kiln_compiler_report_count(c); ++i) {
+    const kiln_compile_report_entry_t* e = kiln_compiler_report_at(c, i);
+    named |= !strcmp(e->key, "line") && strstr(e->text, "tune.tsv") != NULL;
+  }
+  CHECK_MSG(named, "no report line names the tuning cache");
+  const void* data = NULL;
+  size_t n = 0;
+  if (CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_check(data, n, 1);
+  kiln_compiler_destroy(c);
+}
+
 int main(void) {
   if (!bm_tmpdir("compiler_api", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
@@ -281,6 +310,7 @@ int main(void) {
   RUN(test_int8);
   RUN(test_compile_errors);
   RUN(test_cpu_target);
+  RUN(test_tuning_cache);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

@@ -49,7 +49,9 @@
  *                     (x86-64-v3, x86-64-v4, aarch64, host; comma-separated;
  *                     default none: C source only), so libkiln_rt runs it without
  *                     a C compiler; another target refuses it at compile
- * A tuning cache is not an option yet (this build has no tuner).
+ *   tuning-cache      FILE written by `kiln tune` (docs/TUNING.md): its records for
+ *                     this device, driver and kiln version choose the tuned
+ *                     kernels' points; a bad line is skipped with a warning
  *
  * Threads: a compiler object is thread-compatible: calls on it must not
  * overlap. Concurrent compiles on separate objects are not tested.
