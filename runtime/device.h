@@ -55,6 +55,12 @@ typedef struct kiln_device_info_s {
   int64_t max_workgroup_size;
   int32_t subgroup_size;      /* 0 = unknown */
   int32_t compute_units;
+  /* Loop iterations one shader invocation may run in all before the driver
+   * ends it (0 = no known limit): Mesa's llvmpipe/lavapipe stops after
+   * 65535. Compiles for the device pass it to lowering
+   * (kiln_plan_options_t.loop_limit), which splits the work to fit; the
+   * device refuses a kernel recorded above it (kiln_program_kernel_t.loop_trips). */
+  int64_t loop_limit;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

@@ -255,7 +255,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;
@@ -898,7 +898,7 @@ static int cmd_run(int argc, char** argv) {
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
       prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
+      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, R.dev->info.loop_limit};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1073,7 +1073,10 @@ static const char* compile_help =
     "  --fp16-arith yes|no  with --precision fp16|auto: whether the device the module is for\n"
     "                     computes in half (OpenCL cl_khr_fp16, Vulkan shaderFloat16), instead\n"
     "                     of asking this machine's; for a module built here to run elsewhere\n"
-    "                     (an OpenCL module with it then needs cl_khr_fp16 to load)\n";
+    "                     (an OpenCL module with it then needs cl_khr_fp16 to load)\n"
+    "  --loop-limit N     loop iterations one shader invocation of the device the module is for\n"
+    "                     may run in all (0: none), instead of asking this machine's (lavapipe's:\n"
+    "                     65535); kernels are split over more invocations to stay under it\n";
 
 static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
   char path[4096];
@@ -1103,6 +1106,7 @@ static int cmd_compile(int argc, char** argv) {
   bool strict = false;
   char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
+  long long loop_limit = -1; /* --loop-limit: -1 ask the device */
   uint64_t seed = 0;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
@@ -1141,6 +1145,9 @@ static int cmd_compile(int argc, char** argv) {
       if (strcmp(v, "yes") && strcmp(v, "no"))
         return usage_error("compile", "--fp16-arith '%s': expected yes or no", v);
       fp16_arith = !strcmp(v, "yes");
+    } else if (!strcmp(a, "--loop-limit") && has) {
+      if (!parse_int(argv[++i], 0, INT64_MAX, &loop_limit))
+        return usage_error("compile", "--loop-limit '%s': expected a non-negative integer", argv[i]);
     } else if (!strcmp(a, "--seed") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, INT64_MAX, &v))
@@ -1196,27 +1203,35 @@ static int cmd_compile(int argc, char** argv) {
     static char devname[300];
     snprintf(devname, sizeof devname, "the %s device (--fp16-arith %s)", target, fp16_arith ? "yes" : "no");
     prec.device = devname;
-  } else if (prec.mode != KILN_PRECISION_FP32) {
-    /* fp16 arithmetic is the target device's: ask it when it opens (no
-     * fallback: a module for a GPU must not take the CPU's answer). */
+  }
+  const bool ask_fp16 = prec.mode != KILN_PRECISION_FP32 && fp16_arith < 0;
+  const bool ask_loops = loop_limit < 0 && ptarget->lowering == KILN_TARGET_CLASS_GPU;
+  if (ask_fp16 || ask_loops) {
+    /* fp16 arithmetic and the loop limit are the target device's: ask it
+     * when it opens (no fallback: a module for a GPU must not take the
+     * CPU's answer). */
     kiln_device_open_options_t oo = {threads, true, stderr};
     kiln_device_t* d = NULL;
     kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &d);
     if (ds) {
-      fprintf(stderr, "kiln: note: %s device not available (%s); assuming no fp16 arithmetic\n", target,
-              kiln_status_message(ds));
+      fprintf(stderr, "kiln: note: %s device not available (%s); assuming %s\n", target,
+              kiln_status_message(ds),
+              ask_fp16 ? "no fp16 arithmetic and no loop limit" : "no loop limit");
       kiln_status_free(ds);
     } else {
-      prec.fp16_arith = d->info.fp16_arith;
+      if (ask_fp16) prec.fp16_arith = d->info.fp16_arith;
+      if (ask_loops) loop_limit = d->info.loop_limit;
     }
-    static char devname[300];
-    snprintf(devname, sizeof devname, "%s", d ? kiln_device_name(d) : target);
-    prec.device = devname;
+    if (ask_fp16) {
+      static char devname[300];
+      snprintf(devname, sizeof devname, "%s", d ? kiln_device_name(d) : target);
+      prec.device = devname;
+    }
     kiln_device_release(d);
   }
   prec.strict = strict;
   prec.seed = seed;
-  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec};
+  kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, loop_limit > 0 ? loop_limit : 0};
   if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))

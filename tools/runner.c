@@ -134,7 +134,7 @@ static kiln_status_t apply_precision(kiln_plan_t* plan, const kiln_cli_precision
 }
 
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
-  kiln_plan_options_t po = {c->target->lowering, c->threads};
+  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);

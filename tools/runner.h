@@ -39,6 +39,7 @@ typedef struct kiln_cli_compile_s {
   const char* dump_dir; /* plan and generated source */
   const char* model_name;
   const kiln_cli_precision_t* precision; /* NULL: fp32 */
+  int64_t loop_limit;   /* the device's (kiln_device_info_t.loop_limit); 0 = none */
 } kiln_cli_compile_t;
 
 /* Lowers, fuses, applies the precision (calibrating first for auto) and

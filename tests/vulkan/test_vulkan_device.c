@@ -553,7 +553,7 @@ static void run_case(tg_t* t, const char* what, bool fuse, bool fp16, double rto
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(g, t->feeds, &ro, want))) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0};
   kiln_plan_t* p = NULL;
   int32_t nk = 0;
   if (CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
@@ -768,7 +768,7 @@ static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
   build(&t);
   kiln_program_t* prog = NULL;
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0};
   kiln_fusion_report_t rep;
   kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
