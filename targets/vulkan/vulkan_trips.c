@@ -1,7 +1,9 @@
 /* Loop iterations per shader invocation: Mesa's lavapipe ends an
- * invocation after 65535 of them, so the emitter records an upper
- * estimate per kernel and the device refuses one above the limit instead
- * of returning partial results. */
+ * invocation after 65535 of them (kiln_device_info_t.loop_limit). Lowering
+ * splits the work for such a device (kiln_plan_options_t.loop_limit: one
+ * GEMM tile per invocation); the emitter records an upper estimate per
+ * kernel and the device still refuses one above its limit instead of
+ * returning partial results. */
 #include "targets/vulkan/vulkan_internal.h"
 
 #define TRIPS_CAP ((int64_t)1 << 40)
