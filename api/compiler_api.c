@@ -35,6 +35,7 @@ struct kiln_compiler_s {
   int32_t n_dims;
   int opt, threads;
   int fp16_arith; /* -1: ask the device */
+  int64_t loop_limit; /* -1: ask the device (GPU targets) */
   kiln_compile_precision_t prec;
   uint8_t* module;
   size_t module_len;
@@ -57,6 +58,7 @@ kiln_status_t kiln_compiler_create(int32_t abi_version, kiln_compiler_t** out_co
   if (!c) return kiln_make_status(KILN_OUT_OF_MEMORY, "kiln_compiler_create: out of memory");
   c->opt = 1;
   c->fp16_arith = -1;
+  c->loop_limit = -1;
   kiln_compile_precision_default(&c->prec);
   *out_compiler = c;
   return NULL;
@@ -183,6 +185,11 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
     c->prec.calibrate_count = (int)v;
     return NULL;
   }
+  if (!strcmp(name, "loop-limit")) {
+    KILN_RETURN_IF_ERROR(parse_int(name, value, 0, INT64_MAX, &v));
+    c->loop_limit = v;
+    return NULL;
+  }
   if (!strcmp(name, "seed")) {
     KILN_RETURN_IF_ERROR(parse_int(name, value, 0, INT64_MAX, &v));
     c->prec.seed = (uint64_t)v;
@@ -223,6 +230,7 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   r.opt = c->opt;
   r.threads = c->threads;
   r.fp16_arith = c->fp16_arith;
+  r.loop_limit = c->loop_limit;
   r.precision = c->prec;
   r.precision.policy_path = c->strs[OPT_POLICY];
   r.precision.calibrate_dir = c->strs[OPT_CALIBRATE];

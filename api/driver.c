@@ -10,32 +10,39 @@
 #include "kiln/runtime.h"
 #include "runtime/device.h"
 
-/* fp16/auto: whether the device computes in half, from the request or the
- * device itself (opened without fallback: a module for a GPU must not take
- * the CPU's answer). A device that cannot be opened counts as without. */
-static kiln_status_t resolve_fp16_arith(const kiln_driver_request_t* r, kiln_compile_precision_t* prec,
-                                        char* devname, size_t n, kiln_compile_log_t* log) {
+/* What the compile needs to know of the target device: whether it computes
+ * in half (fp16/auto) and its loop limit (GPU targets), from the request
+ * where it says, else from the device itself (opened without fallback: a
+ * module for a GPU must not take the CPU's answer). A device that cannot
+ * be opened counts as without fp16 arithmetic and without a limit. */
+static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp16, kiln_compile_precision_t* prec,
+                                    int64_t* loop_limit, char* devname, size_t n, kiln_compile_log_t* log) {
   const char* dev = r->device ? r->device : r->target->name;
-  prec->device = devname;
-  if (r->fp16_arith >= 0) {
-    /* a module for another device: the request says what it computes in */
+  *loop_limit = r->loop_limit > 0 ? r->loop_limit : 0;
+  const bool ask_fp16 = need_fp16 && r->fp16_arith < 0;
+  const bool ask_loops = r->loop_limit < 0 && r->target->lowering == KILN_TARGET_CLASS_GPU;
+  if (need_fp16) {
+    prec->device = devname;
     prec->fp16_arith = r->fp16_arith == 1;
-    snprintf(devname, n, "the %s device (--fp16-arith %s)", dev, r->fp16_arith ? "yes" : "no");
-    return NULL;
+    /* a module for another device: the request says what it computes in */
+    snprintf(devname, n, "the %s device (--fp16-arith %s)", dev, r->fp16_arith == 1 ? "yes" : "no");
   }
+  if (!ask_fp16 && !ask_loops) return NULL;
   kiln_device_open_options_t oo = {r->threads, true, NULL};
   kiln_device_t* d = NULL;
   kiln_status_t ds = kiln_device_open(dev, &oo, kiln_allocator_system(), &d);
   kiln_status_t s = NULL;
   if (ds) {
-    s = kiln_compile_log_line(log, "note", "%s device not available (%s); assuming no fp16 arithmetic", dev,
-                              kiln_status_message(ds));
+    s = kiln_compile_log_line(log, "note", "%s device not available (%s); assuming %s", dev, kiln_status_message(ds),
+                              ask_fp16 && ask_loops ? "no fp16 arithmetic and no loop limit"
+                              : ask_fp16            ? "no fp16 arithmetic"
+                                                    : "no loop limit");
     kiln_status_free(ds);
-    prec->fp16_arith = false;
   } else {
-    prec->fp16_arith = d->info.fp16_arith;
+    if (ask_fp16) prec->fp16_arith = d->info.fp16_arith;
+    if (ask_loops) *loop_limit = d->info.loop_limit;
   }
-  snprintf(devname, n, "%s", d ? kiln_device_name(d) : dev);
+  if (ask_fp16) snprintf(devname, n, "%s", d ? kiln_device_name(d) : dev);
   kiln_device_release(d);
   return s;
 }
@@ -59,10 +66,12 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
   char devname[300];
-  if (!s && (prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO)) s = resolve_fp16_arith(r, &prec, devname, sizeof devname, log);
+  int64_t loop_limit = 0;
+  const bool need_fp16 = prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO;
+  if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, devname, sizeof devname, log);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
-                              r->tuning_path, NULL};
+                              r->tuning_path, NULL, loop_limit};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_graph_destroy(g);
   kiln_precision_policy_free(&int8_rules);

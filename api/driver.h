@@ -30,6 +30,9 @@ typedef struct kiln_driver_request_s {
   const char* cpu_targets;
   /* `--tuning-cache FILE` (NULL: the default tiles): compiler/tune.h */
   const char* tuning_path;
+  /* Loop iterations one shader invocation may run in all (0: none; -1:
+   * ask the target's device when the target is a GPU one, `--loop-limit`). */
+  int64_t loop_limit;
 } kiln_driver_request_t;
 
 /* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,

@@ -332,7 +332,7 @@ static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* 
 
 kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                    kiln_program_t** out) {
-  kiln_plan_options_t po = {c->target->lowering, c->threads};
+  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);

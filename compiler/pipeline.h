@@ -74,6 +74,10 @@ typedef struct kiln_compile_config_s {
    * fallback to ask): compiler/tune.h, kiln_tune_choose_file. */
   const char* tuning_path;
   kiln_device_t* tuning_device;
+  /* Loop iterations one invocation of the target device may run in all
+   * (kiln_device_info_t.loop_limit; 0: no limit): lowering splits kernels
+   * over more invocations to stay under it. */
+  int64_t loop_limit;
 } kiln_compile_config_t;
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

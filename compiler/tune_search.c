@@ -495,7 +495,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   kiln_program_templates(target, &t.set);
   if (!t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);
-  kiln_plan_options_t po = {target->lowering, o->threads};
+  kiln_plan_options_t po = {target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
   kiln_status_t s = make_inputs(&t);
   if (!s) s = kiln_plan_build(g, &po, kiln_allocator_system(), &t.plan);
   kiln_fusion_report_t fr;

@@ -60,6 +60,9 @@ typedef struct kiln_lower_ctx_s {
   const tir_buffer_t* const* out;       /* NULL for omitted optional outputs */
   const kiln_tensor_t* const* out_tensor;
   struct kiln_plan_s* plan;             /* where emitted things go */
+  /* GPU: loop iterations one invocation may run on the device the plan is
+   * for (kiln_plan_options_t.loop_limit; 0 = no limit) */
+  int64_t loop_limit;
 } kiln_lower_ctx_t;
 
 /* Emits a kernel: |naive| is the plain loop nest, |schedule| (may be NULL or

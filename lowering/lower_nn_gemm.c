@@ -461,6 +461,47 @@ static const tir_stmt_t* blk(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, b
 
 enum { PAR_NONE, PAR_BATCH, PAR_M, PAR_N };
 
+/* One tile per invocation, for a GPU whose invocations may only run so many
+ * loop iterations (ctx->loop_limit): the chunked form gives each of a few
+ * chunks whole rows of tiles (CPU threads), which on such a device ends
+ * invocations early and leaves its lanes idle. Here the PARALLEL loop runs
+ * over batch x M tiles x N tiles, and each iteration computes its tile over
+ * the whole K, so an invocation runs only the K loop. The edge tiles have
+ * other (compile-time) sizes: a branch per case, on the tile's coordinates
+ * only, so every access stays provably in bounds. */
+static const tir_stmt_t* per_tile(gen_t* e, int64_t mt_all, int64_t nt_all) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  const int64_t tiles = mt_all * nt_all;
+  tir_var_t* vt = nn_var(kb, "tile");
+  const tir_expr_t* t = nn_v(kb, vt);
+  e->b = g->batch == 1 ? nn_i(kb, 0) : nn_divc(kb, t, tiles);
+  const tir_expr_t* r = g->batch == 1 ? t : nn_modc(kb, t, tiles);
+  const tir_expr_t* mi = nn_divc(kb, r, nt_all);
+  const tir_expr_t* ni = nn_modc(kb, r, nt_all);
+  const tir_expr_t* zero = nn_i(kb, 0);
+  /* [M full?][N full?], only the kinds of tile this GEMM has */
+  const bool has_m[2] = {e->mrem > 0, e->mt_full > 0}, has_n[2] = {e->nrem > 0, e->nt_full > 0};
+  const tir_stmt_t* c[2][2] = {{NULL, NULL}, {NULL, NULL}};
+  for (int fm = 0; fm < 2; ++fm)
+    for (int fn = 0; fn < 2; ++fn)
+      if (has_m[fm] && has_n[fn])
+        c[fm][fn] = blk(e, fm ? mi : zero, fm ? 1 : 0, !fm, fn ? ni : zero, fn ? 1 : 0, !fn);
+  const tir_stmt_t* rows[2] = {NULL, NULL};
+  for (int fm = 0; fm < 2; ++fm) {
+    if (e->nrem == 0) rows[fm] = c[fm][1];
+    else if (e->nt_full == 0) rows[fm] = c[fm][0];
+    else rows[fm] = tir_if(kb->t, tir_bin(kb->t, TIR_LT, ni, nn_i(kb, e->nt_full)), c[fm][1], c[fm][0]);
+  }
+  const tir_stmt_t* body = e->mrem == 0     ? rows[1]
+                           : e->mt_full == 0 ? rows[0]
+                                             : tir_if(kb->t, tir_bin(kb->t, TIR_LT, mi, nn_i(kb, e->mt_full)),
+                                                      rows[1], rows[0]);
+  body = nn_for(kb, vt, g->batch * tiles, body);
+  nn_parallel(kb, vt);
+  return body;
+}
+
 kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return NULL; /* empty output */
@@ -494,8 +535,9 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
     }
   }
   int64_t P = mode == PAR_BATCH ? g->batch : mode == PAR_NONE ? 1 : T;
+  const bool tiled = ctx->target == KILN_TARGET_CLASS_GPU && ctx->loop_limit > 0;
 
-  g->pack_l = !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
+  g->pack_l = !tiled && !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
   if (!g->pack_l) g->n_outer = false;
   if (g->pack_l) {
     int64_t T = g->taps > 0 ? g->taps : 1;
@@ -505,7 +547,10 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
   }
 
   const tir_stmt_t* body = NULL;
-  if (mode == PAR_BATCH) {
+  if (tiled) {
+    e.chunk = nn_i(kb, 0);
+    body = per_tile(&e, mt_all, nt_all);
+  } else if (mode == PAR_BATCH) {
     tir_var_t* vb = nn_var(kb, "b");
     e.b = e.chunk = nn_v(kb, vb);
     body = blk(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, nn_i(kb, 0), e.nt_full, e.nrem > 0);

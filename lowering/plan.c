@@ -254,7 +254,8 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
                             src_of(g), n->name, n->op_type);
   kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, o->target,
                           o->threads > 0 ? o->threads : default_threads(),
-                          n->n_inputs, in, in_t, n->n_outputs, out, out_t, p};
+                          n->n_inputs, in, in_t, n->n_outputs, out, out_t, p,
+                          o->target == KILN_TARGET_CLASS_GPU ? o->loop_limit : 0};
   KILN_RETURN_IF_ERROR(fn(&ctx), "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
   return NULL;
 }
@@ -289,13 +290,14 @@ static bool kernel_reduces(const tir_func_t* f) {
 
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan) {
-  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0};
+  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(*p), "plan", (void**)&p));
   p->allocator = allocator;
   p->graph = g;
   p->target = options->target;
+  p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
   tir_ctx_init(&p->tir, allocator);
   kiln_status_t s = NULL;
   if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",

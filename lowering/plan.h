@@ -79,6 +79,7 @@ typedef struct kiln_plan_s {
   tir_ctx_t tir;
   const kiln_graph_t* graph;
   kiln_target_class_t target;
+  int64_t loop_limit; /* kiln_plan_options_t.loop_limit (GPU plans; else 0) */
   kiln_plan_buffer_t* buffers;
   int32_t n_buffers, cap_buffers;
   kiln_plan_kernel_t* kernels;
@@ -98,6 +99,11 @@ typedef struct kiln_plan_s {
 typedef struct kiln_plan_options_s {
   kiln_target_class_t target;
   int32_t threads; /* 0 = number of cores */
+  /* GPU: loop iterations one invocation may run in all on the device the
+   * plan is for (kiln_device_info_t.loop_limit; 0 = no limit). With a
+   * limit, lowering splits work over more invocations (the GEMM generator
+   * computes one tile per invocation) so that no kernel needs more. */
+  int64_t loop_limit;
 } kiln_plan_options_t;
 
 /* Lowers every node of |g| (inputs must have static shapes). Unlowerable

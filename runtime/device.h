@@ -56,6 +56,12 @@ typedef struct kiln_device_info_s {
   uint64_t local_mem_bytes;   /* work-group (shared) memory; 0 = unknown (the tuner's limit) */
   int32_t subgroup_size;      /* 0 = unknown */
   int32_t compute_units;
+  /* Loop iterations one shader invocation may run in all before the driver
+   * ends it (0 = no known limit): Mesa's llvmpipe/lavapipe stops after
+   * 65535. Compiles for the device pass it to lowering
+   * (kiln_plan_options_t.loop_limit), which splits the work to fit; the
+   * device refuses a kernel recorded above it (kiln_program_kernel_t.loop_trips). */
+  int64_t loop_limit;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

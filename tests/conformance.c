@@ -405,7 +405,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {g_target->lowering, 0};
+        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit};
         if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
         kiln_fusion_report_t fr;
         if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;

@@ -238,7 +238,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;
@@ -899,7 +899,8 @@ static int cmd_run(int argc, char** argv) {
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
       prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget, opt, threads, dump_dir, lo.model, &prec, NULL, tuning_path, R.dev};
+      kiln_cli_compile_t cc = {ptarget,     opt,         threads, dump_dir, lo.model,
+                               &prec,       NULL,        tuning_path, R.dev, R.dev->info.loop_limit};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1081,7 +1082,10 @@ static const char* compile_help =
     "  --fp16-arith yes|no  with --precision fp16|auto: whether the device the module is for\n"
     "                     computes in half (OpenCL cl_khr_fp16, Vulkan shaderFloat16), instead\n"
     "                     of asking this machine's; for a module built here to run elsewhere\n"
-    "                     (an OpenCL module with it then needs cl_khr_fp16 to load)\n";
+    "                     (an OpenCL module with it then needs cl_khr_fp16 to load)\n"
+    "  --loop-limit N     loop iterations one shader invocation of the device the module is for\n"
+    "                     may run in all (0: none), instead of asking this machine's (lavapipe's:\n"
+    "                     65535); kernels are split over more invocations to stay under it\n";
 
 static kiln_status_t write_graph_files(const kiln_graph_t* g, const char* dir, const char* tag) {
   char path[4096];
@@ -1126,6 +1130,7 @@ static int cmd_compile(int argc, char** argv) {
   bool strict = false;
   char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
+  long long loop_limit = -1; /* --loop-limit: -1 ask the device */
   uint64_t seed = 0;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
@@ -1168,6 +1173,9 @@ static int cmd_compile(int argc, char** argv) {
       if (strcmp(v, "yes") && strcmp(v, "no"))
         return usage_error("compile", "--fp16-arith '%s': expected yes or no", v);
       fp16_arith = !strcmp(v, "yes");
+    } else if (!strcmp(a, "--loop-limit") && has) {
+      if (!parse_int(argv[++i], 0, INT64_MAX, &loop_limit))
+        return usage_error("compile", "--loop-limit '%s': expected a non-negative integer", argv[i]);
     } else if (!strcmp(a, "--seed") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, INT64_MAX, &v))
@@ -1211,7 +1219,8 @@ static int cmd_compile(int argc, char** argv) {
   kiln_compile_log_t log = {0};
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
-                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path};
+                              dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
+                              loop_limit};
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
   kiln_cli_print_log(&log, gd.printed);
   kiln_compile_log_free(&log);

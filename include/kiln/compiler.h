@@ -49,6 +49,10 @@
  *                     (x86-64-v3, x86-64-v4, aarch64, host; comma-separated;
  *                     default none: C source only), so libkiln_rt runs it without
  *                     a C compiler; another target refuses it at compile
+ *   loop-limit        N: loop iterations one shader invocation of the device the
+ *                     module is for may run in all (0: none); default: the
+ *                     target's device says (lavapipe: 65535). Kernels are split
+ *                     over more invocations to stay under it
  *   tuning-cache      FILE written by `kiln tune` (docs/TUNING.md): its records for
  *                     this device, driver and kiln version choose the tuned
  *                     kernels' points; a bad line is skipped with a warning

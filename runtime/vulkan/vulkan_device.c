@@ -558,6 +558,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   info->buffer_alignment = d->props.limits.minStorageBufferOffsetAlignment
                                ? d->props.limits.minStorageBufferOffsetAlignment : 1;
   info->max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
+  info->loop_limit = d->loop_limit;
   info->subgroup_size = (int32_t)q.v11.subgroupSize;
   info->compute_units = 0;
   *out = &d->base;

@@ -221,6 +221,10 @@ typedef struct kiln_cf_dialect_s {
   const char* collapse_clause; /* appended with the count ($N), NULL: no collapse */
   const char* simd_pragma;     /* for VECTORIZED loops printed scalar */
   const char* unroll_pragma;   /* $N */
+  /* > 0: unroll_pragma only on UNROLLED loops of at most this extent, as a
+   * full unroll (GLSL's [[unroll]] takes no count; a longer loop prints
+   * plain rather than unrolled whole) */
+  int64_t unroll_full_max;
 
   /* explicit vectors for VECTORIZED loops; vec_type NULL disables the path */
   int32_t vector_widths;       /* bit set of lane counts: 4 | 8 | 16 */

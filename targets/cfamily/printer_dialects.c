@@ -169,6 +169,15 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .local_qualifier = "shared ",
     .local_decl = KILN_CF_LOCAL_GLOBAL,
     .barrier = "memoryBarrierShared(); barrier();",
+    /* GL_EXT_control_flow_attributes (kernel_glsl enables it): the SPIR-V
+     * Unroll hint, which Mesa's NIR honours for a known trip count. An
+     * UNROLLED loop is a register tile's row loop: unrolled, its indices
+     * into the private accumulator array are constants and the array lives
+     * in registers (lavapipe indexes a private array with a variable
+     * through memory, lane by lane: ~100x slower), and it costs the
+     * invocation no loop iterations (runtime/vulkan loop_limit). */
+    .unroll_pragma = "[[unroll]]",
+    .unroll_full_max = 32,
     .ids = {NULL, "int(gl_WorkGroupID.x)", "int(gl_WorkGroupID.y)", "int(gl_WorkGroupID.z)",
             "int(gl_LocalInvocationID.x)", "int(gl_LocalInvocationID.y)",
             "int(gl_LocalInvocationID.z)"},

@@ -197,7 +197,8 @@ static void st_for(pr_t* p, const tir_stmt_t* s) {
       break;
     }
     case TIR_LOOP_UNROLLED:
-      if (d->unroll_pragma) put_pragma(p, d->unroll_pragma, e <= 32 ? e : 8);
+      if (d->unroll_pragma && (d->unroll_full_max <= 0 || e <= d->unroll_full_max))
+        put_pragma(p, d->unroll_pragma, e <= 32 ? e : 8);
       break;
     case TIR_LOOP_BOUND: {
       int t = (int)s->u.loop.tag;

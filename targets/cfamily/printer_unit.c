@@ -310,6 +310,7 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
   putf(p, "#version 450\n// kiln kernel %s\n", p->canon ? "KILN_KERNEL" : f->name);
   /* int64 is always enabled: I64 casts and helpers may appear in any kernel */
   put(p, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
+  put(p, "#extension GL_EXT_control_flow_attributes : require\n");
   if (i8) put(p, "#extension GL_EXT_shader_8bit_storage : require\n"
                  "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n");
   if (f16 || i16) put(p, "#extension GL_EXT_shader_16bit_storage : require\n");

@@ -1,7 +1,9 @@
 /* Loop iterations per shader invocation: Mesa's lavapipe ends an
- * invocation after 65535 of them, so the emitter records an upper
- * estimate per kernel and the device refuses one above the limit instead
- * of returning partial results. */
+ * invocation after 65535 of them (kiln_device_info_t.loop_limit). Lowering
+ * splits the work for such a device (kiln_plan_options_t.loop_limit: one
+ * GEMM tile per invocation); the emitter records an upper estimate per
+ * kernel and the device still refuses one above its limit instead of
+ * returning partial results. */
 #include "targets/vulkan/vulkan_internal.h"
 
 #define TRIPS_CAP ((int64_t)1 << 40)
@@ -33,6 +35,9 @@ int64_t kiln_vulkan_trips_of(const tir_stmt_t* st) {
     case TIR_FOR: {
       const int64_t body = kiln_vulkan_trips_of(st->u.loop.body), e = st->u.loop.extent > 0 ? st->u.loop.extent : 0;
       if (st->u.loop.kind == TIR_LOOP_BOUND) return body;
+      /* printed with [[unroll]] (kiln_cf_dialect_glsl.unroll_full_max):
+       * the body runs e times, the loop itself is gone */
+      if (st->u.loop.kind == TIR_LOOP_UNROLLED && e <= 32) return trips_mul(e, body);
       /* a short innermost loop of constant extent is unrolled by the
        * driver's compiler (NIR unrolls up to 32 trips): no back-edges; a
        * loop around it is not */

@@ -553,7 +553,8 @@ static void run_case(tg_t* t, const char* what, bool fuse, bool fp16, double rto
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(g, t->feeds, &ro, want))) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  /* lowering splits the work to the device's loop limit, as kiln run does */
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, dev->info.loop_limit};
   kiln_plan_t* p = NULL;
   int32_t nk = 0;
   if (CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
@@ -721,6 +722,32 @@ static void g_depthwise(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* GEMMs the templates leave to the printed loop nest (a Gemm's bias; a
+ * stride-2 conv with the SiLU epilogue x * sigmoid(x)) large enough that
+ * the chunked form (as many invocations as CPU threads, each with whole
+ * rows of tiles) runs past lavapipe's 65535 loop iterations per invocation
+ * on one thread. */
+static void g_gemm_bias_big(tg_t* t) {
+  tg_input(t, "a", F32, 2, DIMS(64, 1024));
+  tg_const(t, "w", F32, 2, DIMS(256, 1024));
+  tg_const(t, "c", F32, 1, DIMS(256));
+  kiln_attr_t tb = kiln_attr_make_int("transB", 1);
+  tg_node(t, "Gemm", "fc", 3, NAMES("a", "w", "c"), "y", 1, &tb);
+  tg_output(t, "y");
+}
+
+static void g_conv_silu(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 64, 48, 48));
+  tg_const(t, "w", F32, 4, DIMS(64, 64, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(64));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Sigmoid", "sig", 1, NAMES("c"), "s", 0, NULL);
+  tg_node(t, "Mul", "silu", 2, NAMES("c", "s"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_softmax(tg_t* t) {
   tg_input(t, "x", F32, 2, DIMS(6, 37));
   kiln_attr_t ax = kiln_attr_make_int("axis", -1);
@@ -768,7 +795,7 @@ static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
   build(&t);
   kiln_program_t* prog = NULL;
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0};
   kiln_fusion_report_t rep;
   kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
@@ -844,6 +871,50 @@ static void rm_tree(const char* dir) {
   rmdir(dir);
 }
 
+/* The most loop iterations one invocation of |build|'s fused Vulkan
+ * program runs, lowered for a device with |limit| (0: none) for one thread
+ * (without a limit: one invocation does it all). */
+static int64_t max_trips(build_fn build, int64_t limit) {
+  tg_t t;
+  tg_init(&t);
+  build(&t);
+  kiln_program_t* prog = NULL;
+  kiln_plan_t* p = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 1, limit};
+  int64_t most = -1;
+  if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
+      CHECK_OK(kiln_plan_fuse(p, NULL, NULL)) && CHECK_OK(plan_program(p, &prog)))
+    for (int32_t k = 0; k < prog->n_kernels; ++k)
+      if (prog->kernels[k].loop_trips > most) most = prog->kernels[k].loop_trips;
+  kiln_program_destroy(prog);
+  kiln_plan_destroy(p);
+  tg_free(&t);
+  return most;
+}
+
+/* A device loop limit splits the work instead of refusing the kernel: the
+ * same graph lowered without a limit needs more iterations per invocation
+ * than lavapipe allows (the refusal test_build_failures checks), with
+ * lavapipe's limit every kernel fits and the results match the reference
+ * (run_case compiles for this device's limit). */
+static void test_loop_limit(void) {
+  const build_fn big[2] = {g_gemm_bias_big, g_conv_silu};
+  const char* what[2] = {"gemm bias 64x256x1024", "conv s2 3x3 64ch + silu"};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t chunked = max_trips(big[i], 0), split = max_trips(big[i], 65535);
+    printf("  %-28s loop iterations per invocation: %lld chunked, %lld split\n", what[i], (long long)chunked,
+           (long long)split);
+    CHECK_MSG(chunked > 65535, "%s: %lld loop iterations unsplit: no longer a case that needs the split",
+              what[i], (long long)chunked);
+    CHECK_MSG(split >= 0 && split <= 65535, "%s: %lld loop iterations with the limit", what[i], (long long)split);
+    tg_t t;
+    tg_init(&t);
+    big[i](&t);
+    run_case(&t, what[i], true, false, 1e-4, 1e-4);
+    tg_free(&t);
+  }
+}
+
 int main(void) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_vk_test_%ld", (long)getpid());
   mkdir(tmp_dir, 0755);
@@ -857,6 +928,7 @@ int main(void) {
   RUN(test_build_failures);
   RUN(test_gemm_substitution);
   RUN(test_plans);
+  RUN(test_loop_limit);
   if (dev) {
     CHECK(kiln_vulkan_validation_messages(dev) == 0);
     dev->vt->destroy(dev);
