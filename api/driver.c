@@ -63,7 +63,7 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   prec.int8_rules = &int8_rules;
   if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
-  if (!s) s = kiln_compile_graph_passes(g, r->opt, log);
+  if (!s) s = kiln_compile_graph_passes(g, r->opt, r->target, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
   char devname[300];
   int64_t loop_limit = 0;

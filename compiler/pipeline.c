@@ -102,12 +102,13 @@ void kiln_compile_precision_default(kiln_compile_precision_t* p) {
   p->tolerance = 1e-2;
 }
 
-kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, kiln_compile_log_t* log) {
+kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, const kiln_target_t* target,
+                                       kiln_compile_log_t* log) {
   int32_t before = g->n_nodes;
   double t0 = now_s();
   mem_t m;
   KILN_RETURN_IF_ERROR(mem_open(&m));
-  kiln_status_t s = kiln_graph_optimize(g, opt, m.f);
+  kiln_status_t s = kiln_graph_optimize_except(g, opt, target ? target->skip_graph_passes : NULL, m.f);
   kiln_status_t ms = mem_close(&m, log, "passes");
   if (s) {
     kiln_status_free(ms);

@@ -82,7 +82,8 @@ typedef struct kiln_compile_config_s {
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging
  * the passes ("passes" section). */
-KILN_MUST_USE kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, kiln_compile_log_t* log);
+KILN_MUST_USE kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, const kiln_target_t* target,
+                                                      kiln_compile_log_t* log);
 
 /* Lowers, fuses, applies the precision (calibrating first for auto) and
  * builds the program of a prepared (and optimized) graph, logging each

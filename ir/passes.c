@@ -31,6 +31,16 @@ const kiln_graph_pass_t* kiln_graph_pass_find(const char* name) {
 }
 
 kiln_status_t kiln_graph_optimize(kiln_graph_t* g, int level, FILE* log) {
+  return kiln_graph_optimize_except(g, level, NULL, log);
+}
+
+static bool skipped(const char* name, const char* const* skip) {
+  for (; skip && *skip; ++skip)
+    if (!strcmp(*skip, name)) return true;
+  return false;
+}
+
+kiln_status_t kiln_graph_optimize_except(kiln_graph_t* g, int level, const char* const* skip, FILE* log) {
   if (level <= 0) return NULL;
   /* Level 1 runs the pipeline once; higher levels repeat it (a fold can
    * expose a new pattern) until nothing changes, at most 4 times. */
@@ -38,6 +48,7 @@ kiln_status_t kiln_graph_optimize(kiln_graph_t* g, int level, FILE* log) {
   for (int r = 0; r < rounds; ++r) {
     int32_t total = 0;
     for (size_t i = 0; i < kiln_graph_pass_count; ++i) {
+      if (skipped(kiln_graph_passes[i].name, skip)) continue;
       kiln_pass_stats_t st = {g->n_nodes, g->n_nodes, 0};
       KILN_RETURN_IF_ERROR(kiln_graph_passes[i].fn(g, &st), "pass '%s'",
                            kiln_graph_passes[i].name);

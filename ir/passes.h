@@ -61,6 +61,10 @@ const kiln_graph_pass_t* kiln_graph_pass_find(const char* name);
 /* Runs the default pipeline when |level| >= 1 (level 0: nothing). |log|
  * (may be NULL) gets one line per pass: name, rewrites, nodes before/after. */
 kiln_status_t kiln_graph_optimize(kiln_graph_t* g, int level, FILE* log);
+/* kiln_graph_optimize without the passes named in |skip| (NULL-terminated;
+ * NULL: none): a target leaves out a rewrite its kernels do not profit
+ * from (kiln_target_t.skip_graph_passes). */
+kiln_status_t kiln_graph_optimize_except(kiln_graph_t* g, int level, const char* const* skip, FILE* log);
 
 /* Removes nodes flagged in |dead| (n_nodes entries), compacts the node
  * array, and re-prepares the graph. Used by passes. */

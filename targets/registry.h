@@ -53,6 +53,10 @@ typedef struct kiln_target_s {
    * `kiln compile --cpu-target` takes them), added to prog->code after
    * emit. */
   kiln_status_t (*emit_native)(const kiln_plan_t* plan, kiln_program_t* prog, const char* levels);
+  /* Optional (NULL: every pass): graph passes (ir/passes.h names) left out
+   * for this target, NULL-terminated, because its kernels run the rewritten
+   * graph slower than the original. */
+  const char* const* skip_graph_passes;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

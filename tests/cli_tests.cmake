@@ -140,6 +140,9 @@ kiln_cli_test(compile_help
 kiln_cli_test(compile_fp16_arith_bad_value RC 2
   CHECK "STDERR_HAS=--fp16-arith 'maybe': expected yes or no"
   ARGS compile ${M} --precision fp16 --fp16-arith maybe)
+kiln_cli_test(compile_loop_limit_bad_value RC 2
+  CHECK "STDERR_HAS=--loop-limit '-3': expected a non-negative integer"
+  ARGS compile ${M} -t vulkan --loop-limit -3)
 kiln_cli_test(compile_fp16_arith_needs_fp16 RC 2
   CHECK "STDERR_HAS=--fp16-arith needs --precision fp16 or auto"
   ARGS compile ${M} --fp16-arith yes)

@@ -54,6 +54,7 @@ static void test_option_errors(void) {
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "dim", "N"), KILN_INVALID_ARGUMENT, "dim='N'", "SYMBOL=SIZE");
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "fp16-arith", "maybe"), KILN_INVALID_ARGUMENT, "fp16-arith='maybe'");
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "tolerance", "-1"), KILN_INVALID_ARGUMENT, "tolerance='-1'");
+  CHECK_ERR_ALL(kiln_compiler_set_option(c, "loop-limit", "-5"), KILN_INVALID_ARGUMENT, "loop-limit='-5'");
   CHECK_ERR_ALL(kiln_compiler_set_option(c, NULL, "x"), KILN_INVALID_ARGUMENT, "NULL");
   /* nothing loaded or compiled yet */
   CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_INVALID_ARGUMENT, "no model loaded");

@@ -176,6 +176,20 @@ static void test_manager(void) {
   CHECK_MSG(strstr(buf, "pass remove-noops") && strstr(buf, "pass dce"), "log: %s", buf);
   kiln_graph_destroy(g);
 
+  /* A target's skip list (kiln_target_t.skip_graph_passes): the named
+   * passes do not run, the others do. */
+  g = new_graph();
+  b_small(g);
+  CHECK_OK(kiln_graph_prepare(g));
+  static const char* const skip[] = {"remove-noops", NULL};
+  memset(buf, 0, sizeof buf);
+  log = fmemopen(buf, sizeof buf, "w");
+  CHECK_OK(kiln_graph_optimize_except(g, 1, skip, log));
+  fclose(log);
+  CHECK(g->n_nodes == 2 && count_op(g, "Identity") == 1 && count_op(g, "Sigmoid") == 0);
+  CHECK_MSG(!strstr(buf, "pass remove-noops") && strstr(buf, "pass dce"), "log: %s", buf);
+  kiln_graph_destroy(g);
+
   /* kiln_graph_remove_nodes: compacts and fixes producers. */
   g = new_graph();
   b_small(g);

@@ -877,7 +877,7 @@ static int cmd_run(int argc, char** argv) {
       kiln_compile_log_free(&qlog);
       if (s) goto done;
     }
-    if ((s = kiln_graph_optimize(g, opt, NULL))) goto done;
+    if ((s = kiln_graph_optimize_except(g, opt, ptarget ? ptarget->skip_graph_passes : NULL, NULL))) goto done;
     prof = (prof_t){ptimes, g->n_nodes};
     if (profile && use_ref) {
       ro.on_node = on_node;

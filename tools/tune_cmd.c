@@ -165,7 +165,7 @@ int kiln_cmd_tune(int argc, char** argv) {
       if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
   }
   if (!s) s = kiln_graph_prepare(g);
-  if (!s) s = kiln_graph_optimize(g, o.opt, NULL);
+  if (!s) s = kiln_graph_optimize_except(g, o.opt, tg ? tg->skip_graph_passes : NULL, NULL);
   /* Every round's program is new code: PoCL's own kernel cache would only
    * fill the disk with variants, and with it the default build (cached
    * from earlier runs) would understate what a round's build costs, which

@@ -293,6 +293,11 @@ done:
 
 /* ---- registration (targets/registry.h) ---------------------------------- */
 
+/* No int8 shader yet: a folded QLinearConv would run as plain integer
+ * loops instead of the conv shader the Q/DQ graph keeps (as on OpenCL,
+ * targets/opencl/opencl_target.c). */
+static const char* const vulkan_skip_passes[] = {"fold-qdq", NULL};
+
 /* The dump holds the GLSL of every shader, one after another. */
 const kiln_target_t kiln_target_vulkan = {
     .name = "vulkan",
@@ -300,4 +305,5 @@ const kiln_target_t kiln_target_vulkan = {
     .source_ext = "comp",
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,
+    .skip_graph_passes = vulkan_skip_passes,
 };
