@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "api/model_dims.h"
-#include "compiler/quantize_graph.h"
+#include "api/quantize_graph.h"
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"

@@ -60,7 +60,7 @@ typedef enum kiln_precision_mode_e {
   KILN_PRECISION_FP32 = 0,
   KILN_PRECISION_FP16,
   KILN_PRECISION_AUTO, /* resolved by kiln_calibrate_precision into a policy + FP16 */
-  KILN_PRECISION_INT8, /* the graph is quantized before its passes (compiler/quantize_graph.h);
+  KILN_PRECISION_INT8, /* the graph is quantized before its passes (api/quantize_graph.h);
                           the plan keeps its float tensors in fp32 */
 } kiln_precision_mode_t;
 
@@ -79,7 +79,7 @@ typedef struct kiln_precision_rule_s {
   char* name; /* owned */
   bool fp16;
   int32_t line; /* 1-based line in the file it came from, 0 if added in code */
-  bool int8;    /* "int8": the layer quantized under --precision auto (compiler/quantize_graph.h);
+  bool int8;    /* "int8": the layer quantized under --precision auto (api/quantize_graph.h);
                    says nothing about fp16 (its float parts follow the other rules) */
 } kiln_precision_rule_t;
 

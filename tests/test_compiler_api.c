@@ -159,7 +159,7 @@ static void test_compile_and_run(void) {
 }
 
 /* precision=int8 with calibrate: kiln quantize's calibration in memory
- * (compiler/quantize_graph.h), its report in section "quantize". */
+ * (api/quantize_graph.h), its report in section "quantize". */
 static void test_int8(void) {
   bm_model_t b;
   bm_init(&b, 13);

@@ -22,7 +22,7 @@
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
-#include "compiler/quantize_graph.h"
+#include "api/quantize_graph.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "api/driver.h"

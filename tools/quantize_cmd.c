@@ -9,7 +9,7 @@
 
 #include "compiler/calibrate.h"
 #include "compiler/quantize.h"
-#include "compiler/quantize_graph.h"
+#include "api/quantize_graph.h"
 #include "frontend/onnx.h"
 #include "frontend/onnx_qdq.h"
 #include "tools/cli_args.h"

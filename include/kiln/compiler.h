@@ -29,7 +29,7 @@
  *                     memory before the graph passes; its per-layer report in
  *                     section "quantize"); auto with calibrate also keeps in
  *                     int8 the layers that stay within half the tolerance
- *                     (policy rules may say int8; compiler/quantize_graph.h)
+ *                     (policy rules may say int8; api/quantize_graph.h)
  *   opt-level         0 | 1 (default): the graph passes' level; 1 also fuses kernels
  *   threads           CPU threads the plan is tiled for (0 = all cores, default)
  *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,

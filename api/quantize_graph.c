@@ -1,6 +1,6 @@
 /* `--precision int8`: a QDQ plan applied to a graph in memory (see
  * quantize_graph.h). */
-#include "compiler/quantize_graph.h"
+#include "api/quantize_graph.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -17,8 +17,8 @@
  *
  * Thread-compatible.
  */
-#ifndef KILN_COMPILER_QUANTIZE_GRAPH_H_
-#define KILN_COMPILER_QUANTIZE_GRAPH_H_
+#ifndef KILN_API_QUANTIZE_GRAPH_H_
+#define KILN_API_QUANTIZE_GRAPH_H_
 
 #include "compiler/pipeline.h"
 #include "compiler/quantize.h"
@@ -100,4 +100,4 @@ KILN_MUST_USE kiln_status_t kiln_quantize_for_precision(const char* model_path, 
 #ifdef __cplusplus
 }
 #endif
-#endif /* KILN_COMPILER_QUANTIZE_GRAPH_H_ */
+#endif /* KILN_API_QUANTIZE_GRAPH_H_ */
