@@ -13,10 +13,15 @@
 /* What the compile needs to know of the target device: whether it computes
  * in half (fp16/auto) and its loop limit (GPU targets), from the request
  * where it says, else from the device itself (opened without fallback: a
- * module for a GPU must not take the CPU's answer). A device that cannot
- * be opened counts as without fp16 arithmetic and without a limit. */
+ * module for a GPU must not take the CPU's answer), and the device whose
+ * tuning records apply. A device that cannot be opened counts as without
+ * fp16 arithmetic and without a limit. The opened device is returned in
+ * |*out_dev| (NULL when none was opened) for the tuning cache, so the
+ * records chosen are those of the device asked (`device`), opened once. */
 static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp16, kiln_compile_precision_t* prec,
-                                    int64_t* loop_limit, char* devname, size_t n, kiln_compile_log_t* log) {
+                                    int64_t* loop_limit, char* devname, size_t n, kiln_compile_log_t* log,
+                                    kiln_device_t** out_dev) {
+  *out_dev = NULL;
   const char* dev = r->device ? r->device : r->target->name;
   *loop_limit = r->loop_limit > 0 ? r->loop_limit : 0;
   const bool ask_fp16 = need_fp16 && r->fp16_arith < 0;
@@ -27,23 +32,25 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
     /* a module for another device: the request says what it computes in */
     snprintf(devname, n, "the %s device (--fp16-arith %s)", dev, r->fp16_arith == 1 ? "yes" : "no");
   }
-  if (!ask_fp16 && !ask_loops) return NULL;
+  if (!ask_fp16 && !ask_loops && !r->tuning_path) return NULL;
   kiln_device_open_options_t oo = {r->threads, true, NULL};
   kiln_device_t* d = NULL;
   kiln_status_t ds = kiln_device_open(dev, &oo, kiln_allocator_system(), &d);
   kiln_status_t s = NULL;
   if (ds) {
-    s = kiln_compile_log_line(log, "note", "%s device not available (%s); assuming %s", dev, kiln_status_message(ds),
-                              ask_fp16 && ask_loops ? "no fp16 arithmetic and no loop limit"
-                              : ask_fp16            ? "no fp16 arithmetic"
-                                                    : "no loop limit");
+    if (ask_fp16 || ask_loops)
+      s = kiln_compile_log_line(log, "note", "%s device not available (%s); assuming %s", dev,
+                                kiln_status_message(ds),
+                                ask_fp16 && ask_loops ? "no fp16 arithmetic and no loop limit"
+                                : ask_fp16            ? "no fp16 arithmetic"
+                                                      : "no loop limit");
     kiln_status_free(ds);
   } else {
     if (ask_fp16) prec->fp16_arith = d->info.fp16_arith;
     if (ask_loops) *loop_limit = d->info.loop_limit;
   }
   if (ask_fp16) snprintf(devname, n, "%s", d ? kiln_device_name(d) : dev);
-  kiln_device_release(d);
+  *out_dev = d;
   return s;
 }
 
@@ -68,11 +75,13 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   char devname[300];
   int64_t loop_limit = 0;
   const bool need_fp16 = prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO;
-  if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, devname, sizeof devname, log);
+  kiln_device_t* dev = NULL;
+  if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
-                              r->tuning_path, NULL, loop_limit};
+                              r->tuning_path, dev, loop_limit};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
+  kiln_device_release(dev);
   kiln_graph_destroy(g);
   kiln_precision_policy_free(&int8_rules);
   return s;
