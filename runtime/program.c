@@ -75,6 +75,19 @@ void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c) {
   memset(c, 0, sizeof *c);
 }
 
+void kiln_program_lifetimes(kiln_program_t* p) {
+  for (int32_t i = 0; i < p->n_buffers; ++i) p->buffers[i].first_use = p->buffers[i].last_use = -1;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t j = 0; j < p->kernels[k].n_args; ++j) {
+      const int32_t bs[2] = {p->kernels[k].args[j], kiln_program_root(p, p->kernels[k].args[j])};
+      for (int t = 0; t < 2; ++t) {
+        kiln_program_buffer_t* b = &p->buffers[bs[t]];
+        if (b->first_use < 0) b->first_use = k;
+        b->last_use = k;
+      }
+    }
+}
+
 int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device) {
   int32_t n = 0;
   for (int32_t k = 0; p && k < p->n_kernels; ++k) n += p->kernels[k].device == device;
@@ -424,6 +437,8 @@ static kiln_status_t validate_code_of(const kiln_program_t* p, const kiln_progra
  * for the host kernels (and none without them). */
 static kiln_status_t validate_code(const kiln_program_t* p) {
   const int32_t nh = kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST);
+  if (nh && p->target && !strcmp(p->target, KILN_HOST_TARGET))
+    return bad(p, "%s program has kernels on the host (only GPU targets fall back to the CPU)", p->target);
   KILN_RETURN_IF_ERROR(validate_code_of(p, &p->code, p->target, p->n_kernels - nh));
   const kiln_program_code_t* h = &p->host_code;
   if (!nh) {
@@ -431,8 +446,6 @@ static kiln_status_t validate_code(const kiln_program_t* p) {
       return bad(p, "%s", "host code without host kernels");
     return NULL;
   }
-  if (!strcmp(p->target, KILN_HOST_TARGET))
-    return bad(p, "%s program has kernels on the host (only GPU targets fall back to the CPU)", p->target);
   return kiln_status_annotate(validate_code_of(p, h, KILN_HOST_TARGET, nh), "host code");
 }
 

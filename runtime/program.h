@@ -244,6 +244,10 @@ kiln_status_t kiln_program_check_error(int32_t code, const char* where, const ch
 /* Kernels of |p| on |device| (KILN_KERNEL_ON_*). */
 int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device);
 
+/* Sets every buffer's first_use / last_use from the kernels' arguments
+ * (a view's uses extend its root's lifetime; unused: -1). */
+void kiln_program_lifetimes(kiln_program_t* p);
+
 /* Frees the code's arrays with |a| and zeroes it. */
 void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c);
 

@@ -198,15 +198,7 @@ static kiln_status_t seg_buffers(const kiln_program_t* p, kiln_program_t* q, con
 }
 
 static void seg_lifetimes(kiln_program_t* q) {
-  for (int32_t k = 0; k < q->n_kernels; ++k)
-    for (int32_t j = 0; j < q->kernels[k].n_args; ++j) {
-      const int32_t bs[2] = {q->kernels[k].args[j], kiln_program_root(q, q->kernels[k].args[j])};
-      for (int t = 0; t < 2; ++t) {
-        kiln_program_buffer_t* b = &q->buffers[bs[t]];
-        if (b->first_use < 0) b->first_use = k;
-        b->last_use = k;
-      }
-    }
+  kiln_program_lifetimes(q);
   /* constants no kernel of the segment reads carry no bytes here */
   for (int32_t i = 0; i < q->n_buffers; ++i)
     if (q->buffers[i].kind == KILN_PB_CONST && q->buffers[i].first_use < 0 && q->buffers[i].alias_of < 0)

@@ -95,19 +95,6 @@ static void part_free(kiln_allocator_t al, part_t* pt) {
   kiln_allocator_free(al, pt->orig);
 }
 
-static void recompute_lifetimes(kiln_program_t* prog) {
-  for (int32_t i = 0; i < prog->n_buffers; ++i) prog->buffers[i].first_use = prog->buffers[i].last_use = -1;
-  for (int32_t k = 0; k < prog->n_kernels; ++k)
-    for (int32_t j = 0; j < prog->kernels[k].n_args; ++j) {
-      const int32_t bs[2] = {prog->kernels[k].args[j], kiln_program_root(prog, prog->kernels[k].args[j])};
-      for (int t = 0; t < 2; ++t) {
-        kiln_program_buffer_t* b = &prog->buffers[bs[t]];
-        if (b->first_use < 0) b->first_use = k;
-        b->last_use = k;
-      }
-    }
-}
-
 kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t* prog) {
   const kiln_target_t* cpu = kiln_target_find(KILN_HOST_TARGET);
   if (!cpu) return kiln_make_status(KILN_INTERNAL, "heterogeneous program without a CPU target");
@@ -162,7 +149,7 @@ kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_targe
     prog->host_code = parts[KILN_KERNEL_ON_HOST].prog->code;
     memset(&parts[0].prog->code, 0, sizeof(kiln_program_code_t));
     memset(&parts[1].prog->code, 0, sizeof(kiln_program_code_t));
-    recompute_lifetimes(prog);
+    kiln_program_lifetimes(prog);
   }
   kiln_allocator_free(al, merged);
   kiln_allocator_free(al, index);

@@ -128,6 +128,23 @@ static void test_fallback(void) {
   }
   kiln_partition_report_free(&rep);
 
+  /* validation: a device other than the two, host kernels without host
+   * code, host code on a CPU program */
+  if (nh) {
+    prog->kernels[0].device = 2;
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "runs on device 2");
+    prog->kernels[0].device = KILN_KERNEL_ON_TARGET;
+    kiln_program_code_t hc = prog->host_code;
+    memset(&prog->host_code, 0, sizeof hc);
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "host code");
+    prog->host_code = hc;
+    const char* t = prog->target;
+    prog->target = "cpu";
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "kernels on the host");
+    prog->target = t;
+    CHECK_OK(kiln_program_validate(prog));
+  }
+
   /* the module file keeps the placement */
   char path[64];
   snprintf(path, sizeof path, "hetero_%s_%d.kiln", g_target_name, (int)getpid());
