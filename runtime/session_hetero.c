@@ -201,8 +201,10 @@ static void seg_lifetimes(kiln_program_t* q) {
   kiln_program_lifetimes(q);
   /* constants no kernel of the segment reads carry no bytes here */
   for (int32_t i = 0; i < q->n_buffers; ++i)
-    if (q->buffers[i].kind == KILN_PB_CONST && q->buffers[i].first_use < 0 && q->buffers[i].alias_of < 0)
+    if (q->buffers[i].kind == KILN_PB_CONST && q->buffers[i].first_use < 0) {
       q->buffers[i].bytes = 0;
+      q->buffers[i].const_offset = 0;
+    }
 }
 
 static kiln_status_t seg_io(kiln_program_t* q, seg_t* g, const bool* is_in, const bool* is_out) {
@@ -242,6 +244,30 @@ static kiln_status_t seg_io(kiln_program_t* q, seg_t* g, const bool* is_in, cons
   return NULL;
 }
 
+/* The constants the segment's kernels read (seg_lifetimes left the others
+ * without bytes), packed into a weights blob of its own at the 64-byte
+ * offsets the module format uses: a segment holds no copy of the weights
+ * only another device reads. */
+static kiln_status_t seg_weights(const kiln_program_t* p, kiln_program_t* q) {
+  uint64_t total = 0;
+  for (int32_t i = 0; i < q->n_buffers; ++i) {
+    kiln_program_buffer_t* b = &q->buffers[i];
+    if (b->kind != KILN_PB_CONST || b->alias_of >= 0 || !b->bytes) continue;
+    b->const_offset = total;
+    total += (b->bytes + 63) & ~(uint64_t)63;
+  }
+  if (!total) return NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(q->allocator, (size_t)total, "segment weights", (void**)&q->weights));
+  memset(q->weights, 0, (size_t)total);
+  q->weights_len = total;
+  for (int32_t i = 0; i < q->n_buffers; ++i) {
+    const kiln_program_buffer_t* b = &q->buffers[i];
+    if (b->kind != KILN_PB_CONST || b->alias_of >= 0 || !b->bytes) continue;
+    memcpy(q->weights + b->const_offset, p->weights + p->buffers[i].const_offset, (size_t)b->bytes);
+  }
+  return NULL;
+}
+
 /* The program of segment |g|: kernels [g->first, g->last] of |p|, built
  * for the device that runs them. */
 static kiln_status_t seg_program(const kiln_program_t* p, seg_t* g, kiln_program_t** out) {
@@ -272,11 +298,7 @@ static kiln_status_t seg_program(const kiln_program_t* p, seg_t* g, kiln_program
     }
     if (!s) seg_lifetimes(q);
     if (!s) s = seg_io(q, g, is_in, is_out);
-    if (!s && p->weights_len) {
-      s = kiln_allocator_malloc(q->allocator, (size_t)p->weights_len, "segment weights", (void**)&q->weights);
-      if (!s) memcpy(q->weights, p->weights, (size_t)p->weights_len);
-      q->weights_len = p->weights_len;
-    }
+    if (!s) s = seg_weights(p, q);
     /* a segment's kernels are consecutive among its device's: the blob of
      * its first is after those of the device's kernels before it */
     int32_t blob_first = 0;
