@@ -128,7 +128,7 @@ typedef struct kiln_plan_host_s {
 } kiln_plan_host_t;
 
 /* kiln_plan_build with some nodes on the host CPU (|host| NULL: none). */
-kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
+KILN_MUST_USE kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                    kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan);
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */

@@ -60,10 +60,10 @@ struct kiln_session_s {
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
  * name the model and the segment; kiln_session_destroy cleans up. */
-kiln_status_t kiln_hetero_session_create(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_hetero_session_create(kiln_session_t* s);
 void kiln_hetero_destroy(kiln_session_t* s);
-kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
-kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);
 /* Lines on the segments, their transfers and (profiled) their time. */
 void kiln_hetero_print(const kiln_session_t* s, FILE* out);

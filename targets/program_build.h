@@ -42,7 +42,7 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
  * prog->code, the CPU target the host kernels into prog->host_code, and
  * prog's kernels come back in plan order marked with their device.
  * kiln_program_build calls it when the plan has host kernels. */
-kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t* prog);
+KILN_MUST_USE kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t* prog);
 
 /* The templates |target| has (lowering/template.h), for the caller to pass
  * to kiln_template_choose after fusion and the precision pass: the

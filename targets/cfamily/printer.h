@@ -311,7 +311,7 @@ bool kiln_cf_func_computes_f16(const tir_func_t* f);
  * (and its name and parameters are printable); else the error printing it
  * would give (UNSUPPORTED naming the kernel, the dtype and the dialect).
  * Prints nothing: heterogeneous execution asks it before emitting. */
-kiln_status_t kiln_cf_check_types(const kiln_cf_dialect_t* d, const tir_func_t* f);
+KILN_MUST_USE kiln_status_t kiln_cf_check_types(const kiln_cf_dialect_t* d, const tir_func_t* f);
 /* Whether |f| has a parameter, allocation or value of dtype |t|. */
 bool kiln_cf_func_uses_dtype(const tir_func_t* f, kiln_dtype_t t);
 
