@@ -149,6 +149,36 @@ static void test_fallback(void) {
     CHECK_OK(kiln_program_validate(prog));
   }
 
+  /* a tampered 'HOST' section (checksums resealed): errors naming it */
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (nh && CHECK_OK(kiln_module_serialize(prog, al(), &bytes, &len))) {
+    size_t at = 0;
+    for (size_t off = 48; off + 16 <= len && !at;) {
+      uint32_t tag;
+      uint64_t plen;
+      memcpy(&tag, bytes + off, 4);
+      memcpy(&plen, bytes + off + 8, 8);
+      if (tag == KILN_MODULE_TAG_HOST) at = off + 16;
+      off += 16 + (size_t)plen;
+      off += (8 - off % 8) % 8;
+    }
+    CHECK_MSG(at > 0, "no 'HOST' section in a heterogeneous module");
+    for (int v = 0; v < 2 && at; ++v) {
+      uint8_t* b = malloc(len);
+      memcpy(b, bytes, len);
+      if (v == 0) b[at + 8] = 2; /* kernel 0 on device 2 */
+      else b[at] ^= 1;           /* the kernel count */
+      kiln_module_reseal(b, len);
+      kiln_program_t* q = NULL;
+      kiln_status_t st = kiln_module_parse(b, len, "tampered.kiln", al(), &q);
+      CHECK_ERR(st, KILN_PARSE_ERROR, v == 0 ? "runs on device 2" : "section 'HOST'");
+      kiln_program_destroy(q);
+      free(b);
+    }
+    kiln_allocator_free(al(), bytes);
+  }
+
   /* the module file keeps the placement */
   char path[64];
   snprintf(path, sizeof path, "hetero_%s_%d.kiln", g_target_name, (int)getpid());
