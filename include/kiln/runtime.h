@@ -193,6 +193,7 @@ typedef struct kiln_profile_entry_s {
   double start_s;    /* start of the last run's dispatch, from the run's start */
   double last_s;     /* duration in the last run */
   int64_t flops, bytes;
+  const char* device; /* the device API that ran it (heterogeneous sessions: "cpu" for fallbacks) */
 } kiln_profile_entry_t;
 
 /* Entries in dispatch order (n = kernels); *out_runs = profiled runs. NULL
