@@ -420,6 +420,12 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   memcpy(tmp + pl, ".tmp", 5);
 
   kiln_status_t st = NULL;
+  /* A path that names something other than a regular file (/dev/null, a
+   * FIFO) is written in place: renaming the temporary over it would replace
+   * the device node itself, which as root destroys /dev/null. */
+  struct stat sb;
+  bool in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  if (in_place) memcpy(tmp, path, pl + 1);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     st = kiln_make_status(errno == EACCES ? KILN_PERMISSION_DENIED : KILN_IO_ERROR,
@@ -429,13 +435,13 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   st = kiln_module_fd_write_all(fd, bytes, len, tmp);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
-  if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+  if (!st && !in_place && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
     st = kiln_make_status(KILN_IO_ERROR, "%s: flushing %s failed: %s", path, tmp, strerror(errno));
   if (close(fd) != 0 && !st)
     st = kiln_make_status(KILN_IO_ERROR, "%s: closing %s failed: %s", path, tmp, strerror(errno));
-  if (!st && rename(tmp, path) != 0)
+  if (!st && !in_place && rename(tmp, path) != 0)
     st = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-  if (st) unlink(tmp);
+  if (st && !in_place) unlink(tmp);
 done:
   free(tmp);
   return st;
