@@ -198,7 +198,7 @@ static const tir_stmt_t* init_body(gen_t* e, void* u, const tir_expr_t* i, const
   } else if (g->init) {
     v = g->init(kb, g, e->b, tile_m(e, t, i), tile_n(e, t, j));
   } else {
-    v = nn_f(kb, 0.0);
+    v = g->idot ? tir_const(kb->t, KILN_DTYPE_I32, 0) : nn_f(kb, 0.0);
   }
   return tir_store(kb->t, t->acc, NN_IDX(i, j), v);
 }
@@ -217,6 +217,7 @@ static const tir_stmt_t* fma_body(gen_t* e, void* u, const tir_expr_t* i, const 
   const tir_expr_t* krel = kflat(e, t->kv, t->tap);
   const tir_expr_t* l = l_elem(e, t->mt, i, kabs, krel, kout, t->grp, t->tv);
   const tir_expr_t* r = r_elem(e, t->nt, j, kout, t->grp, t->tv, kabs, krel);
+  if (e->g->idot) return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, TIR_DOT2_I16, 3, a, l, r));
   return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_add(kb->t, a, tir_mul(kb->t, l, r)));
 }
 
@@ -236,7 +237,8 @@ static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const 
                               int64_t nr, const tir_expr_t* k0, int64_t kl, const kpos_t* kp) {
   nn_kb_t* kb = e->kb;
   int64_t shape[2] = {mr, nr};
-  tile_t t = {.acc = tir_buffer(kb->t, "acc", KILN_DTYPE_F32, 2, shape, TIR_SCOPE_PRIVATE),
+  const kiln_dtype_t at = e->g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
+  tile_t t = {.acc = tir_buffer(kb->t, "acc", at, 2, shape, TIR_SCOPE_PRIVATE),
               .mt = mt,
               .nt = nt,
               .k0 = k0};
@@ -543,7 +545,8 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
     int64_t T = g->taps > 0 ? g->taps : 1;
     int64_t kcs = g->kc * T < g->K ? g->kc * T : g->K;
     int64_t shape[4] = {P, g->n_outer ? mt_all : 1, kcs, g->mr};
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lpack", KILN_DTYPE_F32, 4, shape, &e.slot));
+    KILN_RETURN_IF_ERROR(
+        kiln_lower_temp(ctx, "lpack", g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32, 4, shape, &e.slot));
   }
 
   const tir_stmt_t* body = NULL;
@@ -605,7 +608,9 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
   int64_t nkb = K > 0 ? (K + kbs - 1) / kbs : 1;
   int64_t total = nb * nkb * tiles * (kbs > 0 ? kbs : 1) * t;
   float* p;
+  /* int8 GEMMs (idot) pack i16 pairs as i32: same element size */
   KILN_RETURN_IF_ERROR(nn_alloc_f32(total, "packed constant", &p));
+  int32_t* pi = (int32_t*)(void*)p;
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t tt = 0; tt < tiles; ++tt)
       for (int64_t i = 0; i < t; ++i) {
@@ -613,15 +618,18 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
         if (r >= rows) continue; /* zero padding (calloc'd) */
         for (int64_t k = 0; k < K; ++k) {
           int64_t blk = k / kbs, kk = k % kbs;
-          p[(((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i] = get(user, b, r, k);
+          const int64_t o = (((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i;
+          if (g->idot) pi[o] = (int32_t)get(user, b, r, k);
+          else p[o] = (float)get(user, b, r, k);
         }
       }
+  const kiln_dtype_t dt = g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
   if (nkb == 1) {
     int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};
-    return nn_const_f32(ctx, name, 4, shape, p, out);
+    return nn_const_typed(ctx, name, dt, 4, shape, p, out);
   }
   int64_t shape[5] = {nb, nkb, tiles, kbs, t};
-  return nn_const_f32(ctx, name, 5, shape, p, out);
+  return nn_const_typed(ctx, name, dt, 5, shape, p, out);
 }
 
 kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,
@@ -794,7 +802,7 @@ static const tir_expr_t* gemm_epi(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
 }
 
 /* B'(k, n) of batch b from the compile-time value, as get(row = n, col = k). */
-static float mm_get_b(const void* user, int64_t b, int64_t n, int64_t k) {
+static double mm_get_b(const void* user, int64_t b, int64_t n, int64_t k) {
   const mm_t* mm = user;
   const float* base = mm->bval + b * mm->K * mm->N;
   if (mm->b1d) return base[k];

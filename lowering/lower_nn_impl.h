@@ -87,6 +87,9 @@ kiln_status_t nn_const_input_f32(kiln_lower_ctx_t* ctx, int32_t i, float** out);
  * the plan, also on error) as a compile-time f32 constant of |shape|. */
 kiln_status_t nn_const_f32(kiln_lower_ctx_t* ctx, const char* name, int32_t rank,
                            const int64_t* shape, float* data, const tir_buffer_t** out);
+/* The same for any dtype (|data| holds its elements). */
+kiln_status_t nn_const_typed(kiln_lower_ctx_t* ctx, const char* name, kiln_dtype_t dtype, int32_t rank,
+                             const int64_t* shape, void* data, const tir_buffer_t** out);
 /* Allocates |n| floats (zeroed) or fails naming |what|. */
 kiln_status_t nn_alloc_f32(int64_t n, const char* what, float** out);
 /* True when input |i| is present and a compile-time constant. */
@@ -210,6 +213,11 @@ struct nn_gemm_s {
   bool pack_l;        /* pack L micro-panels at run time (L not packed) */
   bool n_outer;       /* with pack_l: pack all M tiles of a K block, then
                        * loop N outside M (R streamed once: R = weights) */
+  /* The int8 GEMM: L and R elements are i32 holding two i16 values (K
+   * counts pairs), the accumulator is i32 and each step is dot2_i16; init
+   * and epi see i32, packed constants are i32 (get's value, exact in a
+   * double). No K blocking (reload NULL): the i32 sums never round. */
+  bool idot;
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
@@ -226,7 +234,7 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g);
  * |g| blocks K (kc * taps < K), K-block major [nb][nkb][ceil(rows/t)][kc *
  * taps][t], so the panels one K block reads lie one after another and the
  * weights stream from memory sequentially (the generator indexes either). */
-typedef float (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
+typedef double (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
 kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const char* name,
                             int64_t nb, int64_t rows, int64_t K, int64_t t, nn_get_fn get,
                             const void* user, const tir_buffer_t** out);
