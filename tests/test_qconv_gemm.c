@@ -4,8 +4,10 @@
  * orientation of tiny outputs, the im2col of many stride classes, groups,
  * 1x1) with u8 and i8 activations, per-tensor and per-channel weights,
  * with and without the i32 bias, on seeded random integers, compiled for
- * the target against the reference executor bit for bit (sums below 2^24:
- * the f32 GEMM sums those exactly). Weights fed at run time take the plain
+ * the target against the reference executor bit for bit. On the CPU the
+ * implicit-GEMM paths are the int8 GEMM (i16 channel pairs, i32 sums,
+ * dot2_i16); the im2col one sums the integer products in f32 (exact below
+ * 2^24). Weights fed at run time take the plain
  * loop lowering and must agree too. The GEMM path is the CPU target's; on
  * --target opencl|vulkan the same cases check the plain loops.
  *
@@ -101,6 +103,13 @@ static void test_paths(void) {
       {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true},
       {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true},
       {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false},
+      /* the int8 GEMM's channel pairs: an odd channel count (its last
+       * pair half empty), per group too, M and N remainders, a deep K */
+      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true},
+      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true},
+      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true},
+      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true},
+      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
 }
