@@ -126,6 +126,10 @@ typedef enum tir_intrin_e {
    * lower_nn_conv.c). The sum wraps like two's complement i32 (x86
    * vpmaddwd + vpaddd, or vpdpwssd with VNNI). */
   TIR_DOT2_I16,
+  /* 1 i16 arg -> i32: its two bytes as signed 8-bit values, each widened to
+   * a signed 16-bit half (low byte -> low half): int8 weights stored one
+   * byte each and expanded to dot2_i16's operand where they are read. */
+  TIR_WIDEN_I8X2,
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

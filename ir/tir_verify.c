@@ -378,7 +378,12 @@ static kiln_status_t check_expr(vctx_t* c, const tir_expr_t* e, bool in_select) 
       for (int32_t i = 0; i < e->u.call.n; ++i) {
         const tir_expr_t* a = e->u.call.args[i];
         TRY(check_expr(c, a, in_select));
-        if (fn == TIR_NOT ? a->dtype != KILN_DTYPE_BOOL : a->dtype != e->dtype) goto bad_dtype;
+        const kiln_dtype_t want = fn == TIR_NOT ? KILN_DTYPE_BOOL : fn == TIR_WIDEN_I8X2 ? KILN_DTYPE_I16 : e->dtype;
+        if (a->dtype != want) goto bad_dtype;
+      }
+      if (fn == TIR_WIDEN_I8X2) {
+        if (e->dtype != KILN_DTYPE_I32) goto bad_dtype;
+        return NULL;
       }
       if (fn == TIR_NOT) {
         if (e->dtype != KILN_DTYPE_BOOL) goto bad_dtype;

@@ -120,6 +120,11 @@ static const tir_expr_t* pbatch(gen_t* e, const nn_operand_t* op) {
   return op->packed->shape[0] == 1 ? nn_i(e->kb, 0) : e->b;
 }
 
+/* A packed constant's element as the GEMM reads it (int8 pairs widened). */
+static const tir_expr_t* packed_elem(gen_t* e, const tir_expr_t* ld) {
+  return e->g->w8 ? tir_call(e->kb->t, TIR_WIDEN_I8X2, 1, ld, NULL, NULL) : ld;
+}
+
 static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t* i,
                                 const tir_expr_t* kabs, const tir_expr_t* krel,
                                 const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
@@ -127,8 +132,8 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
   const nn_gemm_t* g = e->g;
   if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, e->stile, krel, i));
   if (g->L.packed && g->L.packed->rank == 5)
-    return tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i));
-  if (g->L.packed) return tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i));
+    return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i)));
+  if (g->L.packed) return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i)));
   const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
   if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
   return g->L.load(kb, g, e->b, m, kabs);
@@ -140,8 +145,8 @@ static const tir_expr_t* r_elem(gen_t* e, const tir_expr_t* nt, const tir_expr_t
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
   if (g->R.packed && g->R.packed->rank == 5)
-    return tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, nt, krel, j));
-  if (g->R.packed) return tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j));
+    return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, nt, krel, j)));
+  if (g->R.packed) return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j)));
   return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, g->nr), j));
 }
 
@@ -608,9 +613,11 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
   int64_t nkb = K > 0 ? (K + kbs - 1) / kbs : 1;
   int64_t total = nb * nkb * tiles * (kbs > 0 ? kbs : 1) * t;
   float* p;
-  /* int8 GEMMs (idot) pack i16 pairs as i32: same element size */
-  KILN_RETURN_IF_ERROR(nn_alloc_f32(total, "packed constant", &p));
+  /* int8 GEMMs (idot) pack i16 pairs as i32 (same element size), or int8
+   * pairs as i16 (w8: half) */
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(g->w8 ? (total + 1) / 2 : total, "packed constant", &p));
   int32_t* pi = (int32_t*)(void*)p;
+  int16_t* ph = (int16_t*)(void*)p;
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t tt = 0; tt < tiles; ++tt)
       for (int64_t i = 0; i < t; ++i) {
@@ -619,11 +626,12 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
         for (int64_t k = 0; k < K; ++k) {
           int64_t blk = k / kbs, kk = k % kbs;
           const int64_t o = (((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i;
-          if (g->idot) pi[o] = (int32_t)get(user, b, r, k);
+          if (g->w8) ph[o] = (int16_t)get(user, b, r, k);
+          else if (g->idot) pi[o] = (int32_t)get(user, b, r, k);
           else p[o] = (float)get(user, b, r, k);
         }
       }
-  const kiln_dtype_t dt = g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
+  const kiln_dtype_t dt = g->w8 ? KILN_DTYPE_I16 : g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
   if (nkb == 1) {
     int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};
     return nn_const_typed(ctx, name, dt, 4, shape, p, out);

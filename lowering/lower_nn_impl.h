@@ -218,6 +218,10 @@ struct nn_gemm_s {
    * and epi see i32, packed constants are i32 (get's value, exact in a
    * double). No K blocking (reload NULL): the i32 sums never round. */
   bool idot;
+  /* with idot: packed constant operands hold int8 pairs, one i16 each (low
+   * byte first), widened where they are read (widen_i8x2): int8 weights
+   * stored one byte each. */
+  bool w8;
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */

@@ -27,6 +27,7 @@ typedef struct qcv_s {
   bool per_chan;  /* one weight scale and zero point per output channel */
   bool bias;
   bool const_w;   /* weights as initializers (the GEMM path) */
+  bool sym;       /* weight zero points 0 (the int8 GEMM stores such weights one byte each) */
 } qcv_t;
 
 /* Array of dtype |t| filled with random integers in [lo, hi]. */
@@ -61,7 +62,7 @@ static void run_case(const qcv_t* c) {
   a[1] = rand_arr(xt, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
   a[2] = arr(KILN_DTYPE_F32, nch > 1 ? 1 : 0, &nch);
   for (int64_t i = 0; i < nch; ++i) ((float*)a[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
-  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, -3, 3);
+  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, c->sym ? 0 : -3, c->sym ? 0 : 3);
   a[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)a[4].data = sy;
   a[5] = rand_arr(xt, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
   a[6] = rand_arr(KILN_DTYPE_I32, 1, &c->M, -20000, 20000);
@@ -95,21 +96,27 @@ static void run_case(const qcv_t* c) {
 
 static void test_paths(void) {
   static const qcv_t cases[] = {
-      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const */
-      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true},
-      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true},
-      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true},
-      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true},
-      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true},
-      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true},
-      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false},
+      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const  sym */
+      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, false},
+      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true, false},
+      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, false},
+      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true, false},
+      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true, false},
+      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true, false},
+      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false, false},
       /* the int8 GEMM's channel pairs: an odd channel count (its last
        * pair half empty), per group too, M and N remainders, a deep K */
-      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true},
-      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true},
-      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true},
-      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true},
-      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true},
+      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true, false},
+      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true, false},
+      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true, false},
+      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true, false},
+      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true, false},
+      /* symmetric weights: int8 storage, widened where the GEMM reads them */
+      {"sym_pad3x3",   8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, true},
+      {"sym_odd_c",    5, 13, 9, 7, 3, 1, 1, 1, false, true, true, true, true},
+      {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true},
+      {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true},
+      {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
 }

@@ -237,3 +237,46 @@ KILN_INLINE kiln_vi8 kiln_vdot2_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return
 KILN_INLINE kiln_vi16 kiln_vdot2_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
   return (kiln_vi16)KILN_DPW16(acc, a, b);
 }
+/* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
+   byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
+   forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */
+KILN_INLINE int32_t kiln_widen2(int16_t x) {
+  uint32_t lo = (uint16_t)(int16_t)(int8_t)(uint8_t)(uint16_t)x;
+  uint32_t hi = (uint16_t)(int16_t)(int8_t)(uint8_t)((uint16_t)x >> 8);
+  return (int32_t)(lo | hi << 16);
+}
+typedef int8_t kiln_vb8 __attribute__((vector_size(8)));
+typedef int8_t kiln_vb16 __attribute__((vector_size(16)));
+typedef int8_t kiln_vb32 __attribute__((vector_size(32)));
+typedef int16_t kiln_vs4 __attribute__((vector_size(8)));
+/* one vpmovsxbw where GCC has the builtin (its generic conversion split the
+   256-bit one into two 128-bit halves on znver3) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+typedef char kiln_vc16 __attribute__((vector_size(16)));
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_ia32_pmovsxbw256((kiln_vc16)(b)))
+#else
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_convertvector(b, kiln_vs16))
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+typedef char kiln_vc32 __attribute__((vector_size(32)));
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_ia32_pmovsxbw512_mask((kiln_vc32)(b), (kiln_vs32){0}, 0xffffffffu))
+#else
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_convertvector(b, kiln_vs32))
+#endif
+#define KILN_SXBW4(b) ((kiln_vi4)__builtin_convertvector(b, kiln_vs8))
+#define KILN_VWDEF(W, VB, VSH)                                                     \
+  KILN_INLINE kiln_vi##W kiln_vwiden##W(const int16_t* p) {                       \
+    VB b;                                                                         \
+    memcpy(&b, p, sizeof b);                                                      \
+    return KILN_SXBW##W(b);                                                       \
+  }                                                                               \
+  KILN_INLINE kiln_vi##W kiln_vsplatw##W(const int16_t* p) {                      \
+    int16_t h;                                                                    \
+    memcpy(&h, p, 2);                                                             \
+    VSH v = {0};                                                                  \
+    v += h;                                                                       \
+    return KILN_SXBW##W((VB)v);                                                   \
+  }
+KILN_VWDEF(4, kiln_vb8, kiln_vs4)
+KILN_VWDEF(8, kiln_vb16, kiln_vs8)
+KILN_VWDEF(16, kiln_vb32, kiln_vs16)

@@ -249,6 +249,10 @@ typedef struct kiln_cf_dialect_s {
   const char* vstore_i32;      /* $B $I $V $W -> statement */
   const char* vsplat_i32;      /* scalar i32 $1 -> vector */
   const char* vdot2_i16;       /* $1 + pairwise i16 products of $2 and $3, per lane */
+  /* widen_i8x2 of an i16 load: $W contiguous ones from $B[$I], or the one
+   * at $B[$I] in every lane (NULL: such loops print scalar) */
+  const char* vwiden_i8x2;
+  const char* vsplat_i8x2;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

@@ -97,9 +97,23 @@ static bool varies(const pr_t* p, const tir_expr_t* e) {
   }
 }
 
-/* An i32 vector operand: invariant, or a contiguous i32 load. */
+/* widen_i8x2 of an i16 load? */
+static const tir_expr_t* widen_load(const tir_expr_t* e) {
+  if (e->kind != TIR_CALL || e->u.call.fn != TIR_WIDEN_I8X2) return NULL;
+  const tir_expr_t* a = e->u.call.args[0];
+  return a->kind == TIR_LOAD ? a : NULL;
+}
+
+/* An i32 vector operand: invariant, a contiguous i32 load, or widen_i8x2
+ * of an invariant or contiguous i16 load. */
 static bool vok_i32(const pr_t* p, const tir_expr_t* e) {
   if (e->dtype != KILN_DTYPE_I32 || !p->d->vload_i32) return false;
+  const tir_expr_t* w = widen_load(e);
+  if (w) {
+    if (!p->d->vwiden_i8x2 || !p->d->vsplat_i8x2) return false;
+    const int ac = access_class(w->u.load.buf, w->u.load.idx, p->lane);
+    return ac == 0 || ac == 1;
+  }
   if (!varies(p, e)) return true;
   return e->kind == TIR_LOAD && access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1;
 }
@@ -228,6 +242,13 @@ static void vtpl(pr_t* p, const char* fmt, targ_t a, targ_t b, targ_t c) {
 /* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
+  const tir_expr_t* w = e->dtype == KILN_DTYPE_I32 ? widen_load(e) : NULL;
+  if (w) { /* vok_i32: a widening load, or its broadcast */
+    kiln_cf_check_buf(p, w->u.load.buf);
+    tctx_t c = {.buf = w->u.load.buf, .idx = w->u.load.idx, .n = p->w};
+    kiln_cf_tpl(p, varies(p, w) ? d->vwiden_i8x2 : d->vsplat_i8x2, &c);
+    return;
+  }
   if (!varies(p, e)) {
     /* f32(f16 load) broadcast: widen once in the vector unit */
     if (e->kind == TIR_CAST && e->dtype == KILN_DTYPE_F32 && e->u.cast.value->kind == TIR_LOAD &&
