@@ -38,7 +38,16 @@
  * QLinearConv with constant weights takes the same paths but depthwise
  * (nn_conv_quantized): X loads subtract x's zero point (so the input is
  * always copied, never read as is), the weights are w - w_zp, the i32 bias
- * is the initial sum and the caller's requantization the epilogue.
+ * is the initial sum and the caller's requantization the epilogue. Cases
+ * 3 and 4 run as an int8 GEMM (cv_t.pair): the copy packs channels 2c and
+ * 2c+1 of x - x_zp as the i16 halves of one i32 (the k loop counts pairs),
+ * the weights likewise (one byte each when every w - w_zp fits int8), and
+ * the i32 accumulators step by dot2_i16: exact sums, two multiply-adds per
+ * lane per instruction (vpmaddwd + vpaddd; vpdpwssd with VNNI). i16 rather
+ * than vpmaddubsw's u8 x i8: its int16 pair sums saturate (255*127*2 >
+ * 32767), which oneDNN and onnxruntime accept (or avoid by 7-bit weights)
+ * and kiln's bit-exactness with the reference does not. The GEMM stores
+ * y's dtype (its crop temps too), so the requantization vectorizes.
  *
  * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
  * into a temp, then a col2im kernel adding each tap's columns into the

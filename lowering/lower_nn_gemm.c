@@ -32,6 +32,11 @@
  * major when K is blocked, so one K block's panels are one sequential run
  * in memory (nn_pack_const).
  *
+ * The int8 GEMM (idot: QLinearConv, lower_nn_conv.c) is the same nest on
+ * i32 elements holding two i16 values, i32 accumulators and
+ * acc = dot2_i16(acc, L, R), printed as vpmaddwd + vpaddd (one asm block so
+ * the 6 x 16 tile's accumulators stay in registers) or vpdpwssd.
+ *
  * Heuristics (nn_gemm_tiles), in units of the machine's f32 vector (L
  * lanes, R registers; nn_simd, detected at run time): nr = 2L when
  * N >= 2L, L when N >= L, else N; mr = the balanced split of M into tiles

@@ -250,16 +250,19 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
 
 /* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
 
-/* QLinearConv computed by Conv's GEMM lowering: products of (x - x_zp) and
- * the constant (w - w_zp) summed in f32 (exact while the partial sums stay
- * below 2^24; past that within the f32 rounding the requantization turns
- * into at most one step), the i32 bias as the GEMM's initial value, and
- * |requant| (the caller's arithmetic) applied to each final sum. */
+/* QLinearConv computed by Conv's GEMM lowering: the products of (x - x_zp)
+ * and the constant (w - w_zp) summed exactly in i32 by the int8 GEMM (the
+ * GEMM's idot: both as i16 channel pairs; w stored one byte each when every
+ * w - w_zp fits int8), the i32 bias as the GEMM's initial value, and
+ * |requant| (the caller's arithmetic, on the i32 sum, of y's dtype) applied
+ * to each final sum. The im2col path (more stride classes than
+ * NN_MAX_GROUPS) sums the products in f32 instead (exact below 2^24). */
 typedef struct nn_qconv_s {
   int32_t x, w, bias;      /* node input indices (bias -1: none) */
   const tir_buffer_t* xzp; /* x's zero point, a [1] view */
   float* wq;               /* w - w_zp, W's layout, owned by the caller */
-  /* The requantized value (any dtype) of sum |acc| (f32) of channel |ch|. */
+  /* The requantized value (any dtype) of sum |acc| (i32, or f32 on the
+   * im2col path) of channel |ch|. */
   const tir_expr_t* (*requant)(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
                                const tir_expr_t* acc);
   const void* user;

@@ -14,9 +14,10 @@
  * zeros); their indices are clamped as well, so the verifier can prove
  * every access in bounds. These are the correct, general kernels for every
  * target. On the CPU, QLinearConv with constant weights (what the "fold-qdq"
- * pass makes of QDQ models) instead goes through Conv's tiled GEMM lowering, summing
- * the exact integer products in f32 (kiln_lower_nn_qlinear_conv below);
- * integer dot-product kernels (vpmaddubsw/vpdpbusd) are later work. */
+ * pass makes of QDQ models) instead goes through Conv's tiled GEMM lowering
+ * as an int8 GEMM (kiln_lower_nn_qlinear_conv below; nn_conv_quantized):
+ * i16 channel pairs, i32 sums by the dot2_i16 intrinsic (vpmaddwd, vpdpwssd
+ * with VNNI), this requantization as its epilogue. */
 #include <stdlib.h>
 
 #include "ir/ops/nn_quant.h"
