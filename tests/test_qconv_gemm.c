@@ -8,8 +8,10 @@
  * implicit-GEMM paths are the int8 GEMM (i16 channel pairs, i32 sums,
  * dot2_i16); the im2col one sums the integer products in f32 (exact below
  * 2^24). Weights fed at run time take the plain
- * loop lowering and must agree too. The GEMM path is the CPU target's; on
- * --target opencl|vulkan the same cases check the plain loops.
+ * loop lowering and must agree too. QLinearMatMul with a constant B takes
+ * the int8 GEMM as well (odd K, batched A, per-column B parameters, one row).
+ * The GEMM path is the CPU target's; on --target opencl|vulkan the same
+ * cases check the plain loops.
  *
  *   test_qconv_gemm [--target cpu|opencl|vulkan] */
 #include "target_graph_util.h"
@@ -131,10 +133,71 @@ static void test_paths(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
 }
 
+/* QLinearMatMul with a constant 2-D B: the int8 GEMM too (A's rows read as
+ * i16 pairs, B packed; one byte per element when b - b_zp fits int8). */
+typedef struct qmm_case_s {
+  const char* what;
+  int64_t batch, M, K, N;
+  bool u8, per_col, sym;
+} qmm_case_t;
+
+static void run_mm(const qmm_case_t* c) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  CHECK_OK(kiln_graph_set_opset(g, "", 21));
+  rng = 99;
+  const kiln_dtype_t at = c->u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const int64_t ad3[3] = {c->batch, c->M, c->K}, bd[2] = {c->K, c->N};
+  const int64_t* ad = c->batch > 1 ? ad3 : ad3 + 1;
+  const int arank = c->batch > 1 ? 3 : 2;
+  const int64_t nb = c->per_col ? c->N : 1;
+  input(g, "a", at, arank, ad);
+  kiln_array_t a = rand_arr(at, arank, ad, c->u8 ? 0 : -128, c->u8 ? 255 : 127);
+  kiln_array_t b = rand_arr(KILN_DTYPE_I8, 2, bd, -127, 127);
+  kiln_array_t k[7];
+  k[0] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[0].data = 0.02f;
+  k[1] = rand_arr(at, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
+  k[2] = arr(KILN_DTYPE_F32, nb > 1 ? 1 : 0, &nb);
+  for (int64_t i = 0; i < nb; ++i) ((float*)k[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
+  k[3] = rand_arr(KILN_DTYPE_I8, nb > 1 ? 1 : 0, &nb, c->sym ? 0 : -3, c->sym ? 0 : 3);
+  k[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[4].data = 0.5f;
+  k[5] = rand_arr(at, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
+  const char* names[8] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz"};
+  kiln_array_t* consts[7] = {&k[0], &k[1], &b, &k[2], &k[3], &k[4], &k[5]};
+  for (int i = 0; i < 7; ++i) add_const(g, names[i + 1], consts[i]);
+  bool ok = node1(g, "QLinearMatMul", c->what, 8, names, "y", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, c->what);
+  kiln_array_t feed[1] = {a};
+  if (s) {
+    const int before = kiln_test_failures;
+    both_agree(g, s, feed);
+    if (kiln_test_failures != before) fprintf(stderr, "  (case %s)\n", c->what);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  free_arrays(feed, 1);
+  kiln_graph_destroy(g);
+}
+
+static void test_matmul(void) {
+  static const qmm_case_t cases[] = {
+      /* what       batch  M   K   N   u8     per_col sym */
+      {"mm_even",      1, 13, 64, 40, true,  true,  false},
+      {"mm_odd_k",     1,  7, 33, 19, false, false, false},
+      {"mm_batched",   3,  5, 18, 24, true,  true,  true},
+      {"mm_row",       1,  1, 512, 100, true, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_mm(&cases[i]);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   RUN(test_paths);
+  RUN(test_matmul);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
