@@ -44,6 +44,24 @@ static void add_const(kiln_graph_t* g, const char* name, kiln_array_t* a) {
   CHECK_OK(kiln_graph_add_initializer(g, name, a, NULL));
 }
 
+/* Output y, compile for the target, compare with the reference on |feed|
+ * (naming the case when they differ); frees the feed and the graph. */
+static void finish_case(kiln_graph_t* g, bool ok, const char* what, kiln_array_t* feed, int n_feed) {
+  ok = ok && CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, what);
+  if (s) {
+    const int before = kiln_test_failures;
+    both_agree(g, s, feed);
+    if (kiln_test_failures != before) fprintf(stderr, "  (case %s)\n", what);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  free_arrays(feed, n_feed);
+  kiln_graph_destroy(g);
+}
+
 static void run_case(const qcv_t* c) {
   kiln_graph_t* g = graph_new();
   if (!g) return;
@@ -84,20 +102,8 @@ static void run_case(const qcv_t* c) {
   const kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, pads),
                              kiln_attr_make_ints("strides", 2, strides),
                              kiln_attr_make_int("group", c->group)};
-  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at) &&
-            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
-  kiln_module_t* m = ok ? compile(g) : NULL;
-  kiln_session_t* s = session(m);
-  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, c->what);
-  if (s) {
-    const int before = kiln_test_failures;
-    both_agree(g, s, feed);
-    if (kiln_test_failures != before) fprintf(stderr, "  (case %s)\n", c->what);
-  }
-  kiln_session_destroy(s);
-  kiln_module_release(m);
-  free_arrays(feed, n_feed);
-  kiln_graph_destroy(g);
+  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at);
+  finish_case(g, ok, c->what, feed, n_feed);
 }
 
 static void test_paths(void) {
@@ -165,21 +171,9 @@ static void run_mm(const qmm_case_t* c) {
   const char* names[8] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz"};
   kiln_array_t* consts[7] = {&k[0], &k[1], &b, &k[2], &k[3], &k[4], &k[5]};
   for (int i = 0; i < 7; ++i) add_const(g, names[i + 1], consts[i]);
-  bool ok = node1(g, "QLinearMatMul", c->what, 8, names, "y", 0, NULL) &&
-            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
-  kiln_module_t* m = ok ? compile(g) : NULL;
-  kiln_session_t* s = session(m);
-  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, c->what);
+  bool ok = node1(g, "QLinearMatMul", c->what, 8, names, "y", 0, NULL);
   kiln_array_t feed[1] = {a};
-  if (s) {
-    const int before = kiln_test_failures;
-    both_agree(g, s, feed);
-    if (kiln_test_failures != before) fprintf(stderr, "  (case %s)\n", c->what);
-  }
-  kiln_session_destroy(s);
-  kiln_module_release(m);
-  free_arrays(feed, 1);
-  kiln_graph_destroy(g);
+  finish_case(g, ok, c->what, feed, 1);
 }
 
 static void test_matmul(void) {
