@@ -242,6 +242,17 @@ typedef struct kiln_cf_dialect_s {
   const char* vmin;            /* NaN-propagating */
   const char* vmax;
   const char* vabs;
+  /* i32 vectors (NULL: such loops print scalar), only for the int8 GEMM's
+   * accumulators: a store of $W lanes of dot2_i16(acc, a, b) whose operands
+   * are contiguous i32 loads or invariant (broadcast) values */
+  const char* vload_i32;       /* $B $I $W -> i32 vector */
+  const char* vstore_i32;      /* $B $I $V $W -> statement */
+  const char* vsplat_i32;      /* scalar i32 $1 -> vector */
+  const char* vdot2_i16;       /* $1 + pairwise i16 products of $2 and $3, per lane */
+  /* widen_i8x2 of an i16 load: $W contiguous ones from $B[$I], or the one
+   * at $B[$I] in every lane (NULL: such loops print scalar) */
+  const char* vwiden_i8x2;
+  const char* vsplat_i8x2;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;
