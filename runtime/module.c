@@ -239,3 +239,18 @@ kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dty
 kiln_shape_t kiln_module_output_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype) {
   return shape_of(m, i, false, out_dtype);
 }
+
+int32_t kiln_module_dim_count(const kiln_module_t* m) { return m && m->program ? m->program->n_dims : 0; }
+
+kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name, int64_t* out_lo,
+                              int64_t* out_hi) {
+  if (!m || !m->program || !out_name || !out_lo || !out_hi)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_dim: NULL argument");
+  const kiln_program_t* p = m->program;
+  if (i < 0 || i >= p->n_dims)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "%s: dynamic dim %d of %d", p->model_name, (int)i, (int)p->n_dims);
+  *out_name = p->dims[i].name;
+  *out_lo = p->dims[i].lo;
+  *out_hi = p->dims[i].hi;
+  return NULL;
+}

@@ -325,6 +325,19 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
+  /* The dynamic dims, only in modules that have them (older modules and
+   * static ones stay byte-identical). */
+  if (p->n_dims) {
+    s = section_begin(w, KILN_MODULE_TAG_DYNS);
+    put_u64(w, (uint64_t)p->n_dims);
+    for (int32_t i = 0; i < p->n_dims; ++i) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->dims[i].name, "dynamic dim name"));
+      put_i64(w, p->dims[i].lo);
+      put_i64(w, p->dims[i].hi);
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
   put_u64(w, c->text_len);
@@ -730,6 +743,27 @@ static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_DYNS = 4 + 8 + 8 };
+
+static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "dynamic dims", MIN_DYNS, &n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_dim_t), "dynamic dims", &m));
+  memset(m, 0, sizeof(kiln_program_dim_t) * (size_t)n);
+  p->dims = m;
+  p->n_dims = n;
+  r->item = "dynamic dim";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &p->dims[i].name));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "lo", &p->dims[i].lo));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "hi", &p->dims[i].hi)); /* the range: kiln_program_validate */
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 static kiln_status_t rd_io_list(rd_t* r, kiln_program_t* p, const char* what, int32_t* out_n,
                                 int32_t** out_idx, char*** out_names) {
   int32_t n;
@@ -895,6 +929,7 @@ static const struct {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
+    {KILN_MODULE_TAG_DYNS, rd_dyns},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 

@@ -15,6 +15,7 @@ static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
     [KILN_PLAN_INTERMEDIATE] = KILN_PB_INTERMEDIATE, [KILN_PLAN_CONST] = KILN_PB_CONST,
     [KILN_PLAN_TEMP] = KILN_PB_TEMP,           [KILN_PLAN_STATUS] = KILN_PB_STATUS,
+    [KILN_PLAN_DIMS] = KILN_PB_DIMS,
 };
 
 /* Kernels store lowering's check codes; the runtime decodes them as its own. */
@@ -169,6 +170,19 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
   return NULL;
 }
 
+/* The plan's dynamic dims (module section 'DYNS'). */
+static kiln_status_t build_dims(const kiln_plan_t* plan, kiln_program_t* prog) {
+  if (!plan->n_dims) return NULL;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)plan->n_dims, sizeof(kiln_program_dim_t), "dynamic dims", &prog->dims));
+  prog->n_dims = plan->n_dims;
+  for (int32_t i = 0; i < plan->n_dims; ++i) {
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, plan->dims[i].name, &prog->dims[i].name));
+    prog->dims[i].lo = plan->dims[i].lo;
+    prog->dims[i].hi = plan->dims[i].hi;
+  }
+  return NULL;
+}
+
 static kiln_status_t build_io(const kiln_plan_t* plan, kiln_program_t* prog) {
   const kiln_graph_t* g = plan->graph;
   prog->n_inputs = g->n_inputs;
@@ -213,6 +227,7 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = build_kernels(plan, prog);
   if (!s) s = build_io(plan, prog);
   if (!s) s = build_plugin_ops(plan, prog);
+  if (!s) s = build_dims(plan, prog);
   const bool code = !(options && options->no_code);
   if (!s && code) s = target->emit(plan, prog);
   const char* levels = options ? options->cpu_targets : NULL;

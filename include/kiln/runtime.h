@@ -168,12 +168,29 @@ KILN_API kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_a
 KILN_API kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs,
                                         kiln_array_t* outputs);
 
-/* Memory figures of the session (per slot). */
+/* Memory figures of the session (per slot). With a dynamic dim: the plan
+ * at the value the session planned last (its lowest before any run). */
 typedef struct kiln_session_memory_s {
   uint64_t arena_bytes, naive_bytes, lower_bound_bytes, weights_bytes;
   int32_t slots, barriers, dispatches;
 } kiln_session_memory_t;
 KILN_API void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+/* The memory plan's figures with the module's dynamic dim at |n| (planned
+ * for the asking; the session's own plan and arenas are left alone). A
+ * module without dynamic dims: kiln_session_memory. INVALID_ARGUMENT for
+ * |n| outside the range. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n,
+                                                            kiln_session_memory_t* out);
+
+/* ---- dynamic dims ------------------------------------------------------ */
+
+/* A module compiled for a range of a dim (kiln compile --dim NAME=LO..HI)
+ * runs inputs whose dim 0 is any value in the range; outputs come back with
+ * it as their dim 0. The count of such dims (0: static shapes), and dim
+ * |i|'s name (owned by the module) and inclusive range. */
+KILN_API int32_t kiln_module_dim_count(const kiln_module_t* m);
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name,
+                                                     int64_t* out_lo, int64_t* out_hi);
 
 /* ---- profiles --------------------------------------------------------- */
 
