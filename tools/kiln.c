@@ -835,10 +835,16 @@ static int cmd_run(int argc, char** argv) {
   if (module_file) {
     if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, module_input_dtype, R.module, max_input_bytes, strict, in)))
       goto done;
+    /* --dim NAME=V on a module: the value of its dynamic dim for the random
+     * inputs (dim 0; one sample's shape otherwise). */
+    int64_t dyn_value = 0;
+    for (int i = 0; i < lo.n_dims; ++i)
+      if ((s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
       kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
     }

@@ -94,7 +94,9 @@ typedef struct kiln_module_info_s {
 } kiln_module_info_t;
 KILN_API void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info);
 
-/* Name, dtype and shape of input/output |i| (i in range). */
+/* Name, dtype and shape of input/output |i| (i in range). A module with a
+ * dynamic dim gives one sample's shape: dim 0 is 1 and runs may pass any
+ * value of the dim's range there (kiln_module_dim). */
 KILN_API const char* kiln_module_input_name(const kiln_module_t* m, int32_t i);
 KILN_API const char* kiln_module_output_name(const kiln_module_t* m, int32_t i);
 KILN_API kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
@@ -191,6 +193,12 @@ KILN_API KILN_MUST_USE kiln_status_t kiln_session_memory_at(const kiln_session_t
 KILN_API int32_t kiln_module_dim_count(const kiln_module_t* m);
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name,
                                                      int64_t* out_lo, int64_t* out_hi);
+/* Parses "NAME=VALUE" (`kiln run m.kiln --dim batch=3`) against the
+ * module's dynamic dims: *out_value. INVALID_ARGUMENT naming the module,
+ * the dim, the value and the range for a value outside it or a malformed
+ * spec; NOT_FOUND listing the module's dims for another name. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec,
+                                                           int64_t* out_value);
 
 /* ---- profiles --------------------------------------------------------- */
 
