@@ -37,30 +37,30 @@ uint64_t kiln_program_bytes_at(const kiln_program_t* p, int32_t b, int64_t n) {
 
 static kiln_status_t bad(const kiln_program_t* p, const char* fmt, const char* a, long long x) {
   char msg[400];
-  snprintf(msg, sizeof msg, fmt, a, x);
+  snprintf(msg, sizeof msg, fmt, a, x); /* a format without %lld ignores x */
   return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: %s", pname(p), msg);
 }
 
 kiln_status_t kiln_program_validate_dims(const kiln_program_t* p) {
+  /* One outer dim is what the kernels and the session implement so far. */
+  if (p->n_dims < 0 || p->n_dims > 1 || (p->n_dims && !p->dims))
+    return bad(p, "%s: %lld dynamic dims (this kiln runs one, the outermost)", "dims", (long long)p->n_dims);
   int32_t n_dims_buffers = 0;
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (b->kind != KILN_PB_DIMS) continue;
     n_dims_buffers++;
+    if (!p->n_dims) return bad(p, "dims buffer '%s' in a program without dynamic dims", b->name, 0);
     if (b->dtype != KILN_DTYPE_I64 || b->alias_of >= 0 || b->bytes != 8 * (uint64_t)p->n_dims)
       return bad(p, "dims buffer '%s' is not an i64[%lld] buffer of its own", b->name, (long long)p->n_dims);
   }
-  if (p->n_dims == 0) {
-    if (n_dims_buffers) return bad(p, "%s: %lld dims buffers without a dynamic dim", "buffers", n_dims_buffers);
-    return NULL;
-  }
-  /* One outer dim is what the kernels and the session implement so far. */
-  if (p->n_dims != 1 || !p->dims)
-    return bad(p, "%s: %lld dynamic dims (this kiln runs one, the outermost)", "dims", (long long)p->n_dims);
+  if (p->n_dims == 0) return NULL;
   const kiln_program_dim_t* d = &p->dims[0];
   if (!d->name || !d->name[0]) return bad(p, "%s %lld has no name", "dynamic dim", 0);
   if (d->lo < 1 || d->hi < d->lo || d->hi > KILN_PROGRAM_MAX_DIM_VALUE)
-    return bad(p, "dynamic dim '%s' has the range [.., %lld] outside 1..2^20 or empty", d->name, (long long)d->hi);
+    return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: dynamic dim '%s' has the range %lld..%lld (needs "
+                            "1 <= lo <= hi <= %lld)", pname(p), d->name, (long long)d->lo, (long long)d->hi,
+                            KILN_PROGRAM_MAX_DIM_VALUE);
   if (n_dims_buffers != 1) return bad(p, "%s: %lld dims buffers (needs one)", "dynamic dims", n_dims_buffers);
   for (int32_t t = 0; t < 2; ++t) {
     const int32_t n = t ? p->n_outputs : p->n_inputs;
