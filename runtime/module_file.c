@@ -1026,7 +1026,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
-        known_sections[k].tag != KILN_MODULE_TAG_NATV) {
+        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);
