@@ -31,6 +31,9 @@ kiln_cli_test(dyn_rt_run_b3 EXE kiln_rt_run REQUIRES dyn_module FILE ${D}/rt_b3/
   ARGS ${D}/dyn_cnn.kiln --input input=${D}/dyn_cnn_in_b3.npy --output ${D}/rt_b3)
 kiln_cli_test(dyn_rt_run_dim EXE kiln_rt_run REQUIRES dyn_module CLEAN ${D}/rt_d5 FILE ${D}/rt_d5/logits.npy
   ARGS ${D}/dyn_cnn.kiln --dim batch=5 --output ${D}/rt_d5)
+kiln_cli_test(dyn_info REQUIRES dyn_module
+  CHECK "STDOUT_HAS=dynamic dim 'batch': 1..8" "STDOUT_HAS=input input: f32[1,3,32,32]"
+  ARGS info ${D}/dyn_cnn.kiln)
 kiln_cli_test(dyn_run_dim REQUIRES dyn_module CHECK "STDOUT_HAS=output logits: f32[6,10]"
   ARGS run ${D}/dyn_cnn.kiln --dim batch=6)
 # outside the range: named input, dim, value and range
@@ -57,7 +60,7 @@ foreach(t opencl vulkan)
       ARGS compile ${D}/dyn_cnn.onnx -t ${t} --dim batch=1..8 -o ${D}/bad.kiln)
   endif()
 endforeach()
-foreach(t compile ref_b1 ref_b3 ref_b8 run_b1 run_b3 run_b8 rt_run_b3 rt_run_dim run_dim run_b9 rt_run_b9 run_dim9
+foreach(t info compile ref_b1 ref_b3 ref_b8 run_b1 run_b3 run_b8 rt_run_b3 rt_run_dim run_dim run_b9 rt_run_b9 run_dim9
         run_dim_name compile_empty compile_zero compile_name compile_opencl compile_vulkan)
   if(TEST cli_dyn_${t})
     set_tests_properties(cli_dyn_${t} PROPERTIES LABELS models)

@@ -944,6 +944,20 @@ static int cmd_run(int argc, char** argv) {
     free(ts);
     if (s) goto done;
   }
+  /* A module with a dynamic dim: the plan at the value this run had (the
+   * session line above is the plan at the bottom of the range). */
+  if (R.session && R.module && kiln_module_dim_count(R.module) > 0 && n_in > 0 && in[0].shape.rank >= 1) {
+    kiln_session_memory_t sm;
+    const char* dn;
+    int64_t dlo, dhi;
+    if (!(s = kiln_module_dim(R.module, 0, &dn, &dlo, &dhi)) &&
+        !(s = kiln_session_memory_at(R.session, in[0].shape.dims[0], &sm)))
+      printf("dynamic dim '%s' = %lld (range %lld..%lld): arena %llu bytes, lower bound %llu (%.3fx)\n", dn,
+             (long long)in[0].shape.dims[0], (long long)dlo, (long long)dhi, (unsigned long long)sm.arena_bytes,
+             (unsigned long long)sm.lower_bound_bytes,
+             sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
+    if (s) goto done;
+  }
   if (profile && !use_ref) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];

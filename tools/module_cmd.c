@@ -70,6 +70,14 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("%s %s (%.1f KB)", i ? "," : "", p->code.native[i].isa, (double)p->code.native[i].len / 1e3);
     printf("; the C source is the fallback\n");
   }
+  /* A dynamic dim: dim 0 of the inputs and outputs below is its value. */
+  for (int32_t i = 0; i < kiln_module_dim_count(m); ++i) {
+    const char* dn;
+    int64_t lo_v, hi_v;
+    if (!kiln_module_dim(m, i, &dn, &lo_v, &hi_v))
+      printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
+             (long long)lo_v, (long long)hi_v);
+  }
   for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
     bool in = i < mi.n_inputs;
     int32_t k = in ? i : i - mi.n_inputs;

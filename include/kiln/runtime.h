@@ -158,7 +158,11 @@ KILN_API void kiln_session_destroy(kiln_session_t* s); /* waits for runs in flig
 /* Uploads |inputs| (one per module input, in order; shapes and dtypes must
  * match exactly -- an error names the input and both shapes) into a free
  * slot and queues the run. *out_run identifies it. LIMIT_EXCEEDED when every
- * slot is in flight (wait for one first). */
+ * slot is in flight (wait for one first). A module with a dynamic dim takes
+ * any value of its range as dim 0 of every input (the same in all; outputs
+ * come back with it): a value outside is INVALID_ARGUMENT naming the input,
+ * the dim, the value and the range. A new value re-plans the slot's memory
+ * (its arena grows to the largest value seen and is kept). */
 KILN_API kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs,
                                             uint64_t* out_run);
 /* Waits for run |run|, reads its outputs into |outputs| (one per module
