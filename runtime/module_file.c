@@ -718,17 +718,26 @@ static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+/* A counted table of |elem|-byte entries (at least |min_entry| bytes each
+ * in the file), zeroed, its entries then read as |item|. */
+static kiln_status_t rd_table(rd_t* r, kiln_program_t* p, const char* what, const char* item, size_t min_entry,
+                              size_t elem, void* out, int32_t* out_n) {
+  KILN_RETURN_IF_ERROR(rd_count(r, what, min_entry, out_n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)*out_n, elem, what, &m));
+  memset(m, 0, elem * (size_t)*out_n);
+  *(void**)out = m;
+  r->item = item;
+  return NULL;
+}
+
 enum { MIN_PLUG = 4 + 4 + 4 };
 
 static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
   int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "plugin ops", MIN_PLUG, &n));
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &m));
-  memset(m, 0, sizeof(kiln_program_plugin_op_t) * (size_t)n);
-  p->plugin_ops = m;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "plugin ops", "plugin op", MIN_PLUG, sizeof(kiln_program_plugin_op_t),
+                                &p->plugin_ops, &n));
   p->n_plugin_ops = n;
-  r->item = "plugin op";
   for (int32_t i = 0; i < n; ++i) {
     r->index = i;
     kiln_program_plugin_op_t* po = &p->plugin_ops[i];
@@ -747,13 +756,9 @@ enum { MIN_DYNS = 4 + 8 + 8 };
 
 static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
   int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "dynamic dims", MIN_DYNS, &n));
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_dim_t), "dynamic dims", &m));
-  memset(m, 0, sizeof(kiln_program_dim_t) * (size_t)n);
-  p->dims = m;
+  KILN_RETURN_IF_ERROR(
+      rd_table(r, p, "dynamic dims", "dynamic dim", MIN_DYNS, sizeof(kiln_program_dim_t), &p->dims, &n));
   p->n_dims = n;
-  r->item = "dynamic dim";
   for (int32_t i = 0; i < n; ++i) {
     r->index = i;
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &p->dims[i].name));

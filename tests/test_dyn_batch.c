@@ -84,6 +84,10 @@ static kiln_graph_t* cnn(int64_t batch) {
   return g;
 }
 
+/* The module file of the last dyn_module() (freed at exit). */
+static uint8_t* g_bytes;
+static size_t g_len;
+
 /* The per-sample module: the graph at batch 1, compiled with the dim
  * dynamic in [1, 8], through the module file and back. */
 static kiln_module_t* dyn_module(void) {
@@ -100,7 +104,9 @@ static kiln_module_t* dyn_module(void) {
     size_t len = 0;
     if (CHECK_OK(kiln_module_serialize(prog, al(), &bytes, &len)))
       CHECK_OK(kiln_module_load_memory(bytes, len, "cnn.kiln", al(), &m));
-    free(bytes);
+    free(g_bytes);
+    g_bytes = bytes;
+    g_len = len;
   }
   kiln_program_destroy(prog);
   kiln_compile_log_free(&log);
@@ -216,6 +222,18 @@ static void test_bad_dims_in_program(void) {
   kiln_module_release(m);
 }
 
+/* Every cut of a module with a DYNS section is a clean parse error. */
+static void test_truncated_module(void) {
+  if (!g_bytes) return;
+  for (size_t cut = 0; cut < g_len; cut += cut < 256 ? 1 : 97) {
+    kiln_module_t* m = NULL;
+    kiln_status_t s = kiln_module_load_memory(g_bytes, cut, "cut.kiln", al(), &m);
+    CHECK_MSG(s && kiln_status_code(s) == KILN_PARSE_ERROR, "cut at %zu: %s", cut, s ? kiln_status_message(s) : "loaded");
+    kiln_status_free(s);
+    kiln_module_release(m);
+  }
+}
+
 /* The compile-time check on the model with the dim symbolic. */
 static void expect_refused(const char* op, int n_in, const char* const* ins, int n_attrs, const kiln_attr_t* attrs,
                            const char* needle) {
@@ -268,5 +286,7 @@ int main(void) {
   RUN(test_per_sample_check);
   RUN(test_runs_at_each_batch);
   RUN(test_bad_dims_in_program);
+  RUN(test_truncated_module);
+  free(g_bytes);
   return kiln_test_finish();
 }
