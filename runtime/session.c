@@ -375,6 +375,12 @@ static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_
     char got[160], exp[160];
     kiln_shape_format(&a->shape, got, sizeof got);
     kiln_shape_format(&want, exp, sizeof exp);
+    if (p->n_dims && kiln_program_buffer_per_sample(p, p->inputs[i]))
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "%s: input '%s' has shape %s, but the module takes %s with dim 0 ('%s') any of "
+                              "%lld..%lld",
+                              mname(s), p->input_names[i], got, exp, p->dims[0].name, (long long)p->dims[0].lo,
+                              (long long)p->dims[0].hi);
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: input '%s' has shape %s, but the module was compiled for shape %s",
                             mname(s), p->input_names[i], got, exp);

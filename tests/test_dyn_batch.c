@@ -184,7 +184,8 @@ static void test_runs_at_each_batch(void) {
     kiln_array_t x0 = filled(4, (const int64_t[]){0, 3, 8, 8}, 9);
     CHECK_ERR(kiln_session_run(s, &x0, &out), KILN_INVALID_ARGUMENT, "is 0, outside the module's range 1..8");
     kiln_array_t xw = filled(4, (const int64_t[]){2, 3, 8, 7}, 9);
-    CHECK_ERR(kiln_session_run(s, &xw, &out), KILN_INVALID_ARGUMENT, "[2,3,8,7]");
+    CHECK_ERR(kiln_session_run(s, &xw, &out), KILN_INVALID_ARGUMENT,
+            "input 'x' has shape [2,3,8,7], but the module takes [2,3,8,8] with dim 0 ('batch') any of 1..8");
     CHECK(out.data == NULL);
     kiln_array_free(al(), &x9);
     kiln_array_free(al(), &x0);
@@ -200,6 +201,40 @@ static void test_runs_at_each_batch(void) {
   kiln_module_release(m);
 }
 
+/* Two slots in flight at different batches: each its own plan, views and
+ * command buffer; both results right. */
+static void test_two_slots_two_batches(void) {
+  kiln_module_t* m = dyn_module();
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.slots = 2;
+  if (m && CHECK_OK(kiln_device_open("cpu", NULL, al(), &d)) && CHECK_OK(kiln_session_create(m, d, &so, &s))) {
+    kiln_array_t x3 = filled(4, (const int64_t[]){3, 3, 8, 8}, 103), x8 = filled(4, (const int64_t[]){8, 3, 8, 8}, 108);
+    kiln_array_t y3, y8, r3, r8;
+    memset(&y3, 0, sizeof y3);
+    memset(&y8, 0, sizeof y8);
+    memset(&r3, 0, sizeof r3);
+    memset(&r8, 0, sizeof r8);
+    uint64_t a = 0, b = 0;
+    if (CHECK_OK(kiln_session_enqueue(s, &x3, &a)) && CHECK_OK(kiln_session_enqueue(s, &x8, &b)) &&
+        CHECK_OK(kiln_session_wait(s, b, &y8)) && CHECK_OK(kiln_session_wait(s, a, &y3))) {
+      /* the same batches one at a time, for the expected values */
+      if (CHECK_OK(kiln_session_run(s, &x3, &r3)) && CHECK_OK(kiln_session_run(s, &x8, &r8))) {
+        CHECK(y3.shape.dims[0] == 3 && y8.shape.dims[0] == 8);
+        CHECK(y3.nbytes == r3.nbytes && !memcmp(y3.data, r3.data, r3.nbytes));
+        CHECK(y8.nbytes == r8.nbytes && !memcmp(y8.data, r8.data, r8.nbytes));
+      }
+    }
+    kiln_array_t* all[] = {&x3, &x8, &y3, &y8, &r3, &r8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) kiln_array_free(al(), all[i]);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+}
+
 /* A program whose dims do not fit is refused before anything runs. */
 static void test_bad_dims_in_program(void) {
   kiln_module_t* m = dyn_module();
@@ -208,6 +243,8 @@ static void test_bad_dims_in_program(void) {
   const int64_t hi = p->dims[0].hi;
   p->dims[0].hi = 0;
   CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "dynamic dim 'batch'");
+  p->dims[0].hi = KILN_PROGRAM_MAX_DIM_VALUE + 1;
+  CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "1 <= lo <= hi <= 1048576");
   p->dims[0].hi = hi;
   p->n_dims = 2;
   CHECK_ERR(kiln_program_validate(p), KILN_PARSE_ERROR, "2 dynamic dims");
@@ -285,6 +322,7 @@ static void test_per_sample_check(void) {
 int main(void) {
   RUN(test_per_sample_check);
   RUN(test_runs_at_each_batch);
+  RUN(test_two_slots_two_batches);
   RUN(test_bad_dims_in_program);
   RUN(test_truncated_module);
   free(g_bytes);
