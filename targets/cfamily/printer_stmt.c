@@ -143,6 +143,14 @@ static void st_parallel(pr_t* p, const tir_stmt_t* s) {
     put(p, " ");
     kiln_cf_tpl(p, p->d->collapse_clause, &c);
   }
+  /* A loop over the samples alone (its kernel has no parallel loop of its
+   * own): one sample is what a static module runs without a parallel
+   * region, so one sample runs in this thread. */
+  if (n == 1 && s->u.loop.dyn_extent && p->d->parallel_if) {
+    putf(p, " %s(", p->d->parallel_if);
+    kiln_cf_expr(p, s->u.loop.dyn_extent, P_ANY);
+    put(p, " > 1)");
+  }
   put(p, "\n");
   int32_t pushed = 0;
   for (int32_t i = 0; i < n; ++i) {
