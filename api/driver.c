@@ -81,9 +81,15 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     dyn_lo = lo;
     dyn_hi = hi;
     kiln_graph_t* sym = NULL;
+    kiln_graph_t* at2 = NULL;
+    kiln_graph_t* at3 = NULL;
     if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &sym);
-    if (!s) s = kiln_model_check_per_sample(sym, name);
+    if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at2);
+    if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at3);
+    if (!s) s = kiln_model_check_per_sample(name, sym, at2, at3);
     kiln_graph_destroy(sym);
+    kiln_graph_destroy(at2);
+    kiln_graph_destroy(at3);
     char one[300];
     snprintf(one, sizeof one, "%s=1", name);
     if (!s) s = kiln_model_bind_dim(g, one);

@@ -28,14 +28,19 @@ int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n);
 KILN_MUST_USE kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64_t* out_lo,
                                                  int64_t* out_hi, bool* out_is_range);
 
-/* Checks that model |g| (parsed, not prepared: this prepares it with the
- * dim symbolic) computes each sample of dim |name| on its own, so that one
- * sample's code run per sample is the model: the dim is dim 0 of every
- * input, every output and every tensor that depends on it, and nowhere
- * else; no node reads it as a value (Shape, Size), moves it (Transpose,
- * Reshape into another dim), slices, pads, concatenates or reduces along it
- * (each changes dim 0), or mixes samples while keeping the shape (Softmax &
- * co. along axis 0, gathers and scatters of per-sample data, Einsum,
- * subgraphs, plugin ops, training-mode BatchNormalization). The error is
- * UNSUPPORTED naming the node (or input/output) and the dim. */
-KILN_MUST_USE kiln_status_t kiln_model_check_per_sample(kiln_graph_t* g, const char* name);
+/* Checks that the model computes each sample of dim |name| on its own, so
+ * that one sample's code run once per sample is the model (api/
+ * model_per_sample.c). |sym| is the model parsed (not prepared: its input
+ * shapes are checked with the dim symbolic), |at2| and |at3| two more
+ * parses of it, which this binds to 2 and 3 and prepares: a tensor whose
+ * shape differs between them must differ in dim 0 alone, by the dim's value;
+ * one whose shape agrees but whose folded value differs carries the dim as a
+ * value (Shape, Size and the arithmetic on them), which only a Reshape's
+ * target may take. Every node with a per-sample input keeps the dim as dim 0
+ * of every output and does not mix samples while keeping the shape
+ * (Softmax & co. along axis 0, gathers and scatters of per-sample data,
+ * Einsum, subgraphs, plugin ops, training-mode BatchNormalization). Errors:
+ * NOT_FOUND for a dim the model lacks, UNSUPPORTED naming the node (or
+ * input, output) and the dim. */
+KILN_MUST_USE kiln_status_t kiln_model_check_per_sample(const char* name, kiln_graph_t* sym, kiln_graph_t* at2,
+                                                        kiln_graph_t* at3);

@@ -271,42 +271,90 @@ static void test_truncated_module(void) {
   }
 }
 
-/* The compile-time check on the model with the dim symbolic. */
+/* The compile-time check: the model symbolic, at 2 and at 3, with node
+ * |op| (if any) reading y into z, an output. */
+static kiln_status_t check_with(const char* op, int n_in, const char* const* ins, int n_attrs,
+                                const kiln_attr_t* attrs, const char* dim) {
+  kiln_graph_t* g[3] = {cnn(0), cnn(0), cnn(0)};
+  kiln_status_t s = NULL;
+  for (int k = 0; k < 3 && !s; ++k) {
+    if (!g[k]) s = kiln_make_status(KILN_OUT_OF_MEMORY, "graph");
+    if (!s && op) s = kiln_graph_add_node(g[k], op, "mixer", n_in, ins, 1, (const char*[]){"z"}, n_attrs, attrs, NULL);
+    if (!s && op) s = kiln_graph_add_output(g[k], "z");
+  }
+  if (!s) s = kiln_model_check_per_sample(dim, g[0], g[1], g[2]);
+  for (int k = 0; k < 3; ++k) kiln_graph_destroy(g[k]);
+  return s;
+}
+
+/* y * float(Size(y)) and y reshaped to [Shape(y)[0], -1]: the dim as a
+ * value in arithmetic (refused) and as a Reshape's target (per sample). */
+static kiln_status_t check_valued(bool arithmetic) {
+  kiln_graph_t* g[3] = {cnn(0), cnn(0), cnn(0)};
+  kiln_status_t s = NULL;
+  const kiln_attr_t to = kiln_attr_make_int("to", KILN_DTYPE_F32);
+  for (int k = 0; k < 3 && !s; ++k) {
+    if (!g[k]) return kiln_make_status(KILN_OUT_OF_MEMORY, "graph");
+    kiln_graph_t* x = g[k];
+    if (arithmetic) {
+      s = kiln_graph_add_node(x, "Size", "size", 1, (const char*[]){"y"}, 1, (const char*[]){"n"}, 0, NULL, NULL);
+      if (!s) s = kiln_graph_add_node(x, "Cast", "cast", 1, (const char*[]){"n"}, 1, (const char*[]){"nf"}, 1, &to, NULL);
+      if (!s) s = kiln_graph_add_node(x, "Mul", "mixer", 2, (const char*[]){"y", "nf"}, 1, (const char*[]){"z"}, 0, NULL, NULL);
+    } else {
+      kiln_array_t i0, m1;
+      memset(&i0, 0, sizeof i0);
+      memset(&m1, 0, sizeof m1);
+      kiln_shape_t one = kiln_shape_make(1, (const int64_t[]){1});
+      s = kiln_array_alloc(al(), KILN_DTYPE_I64, &one, &i0);
+      if (!s) s = kiln_array_alloc(al(), KILN_DTYPE_I64, &one, &m1);
+      if (!s) {
+        ((int64_t*)i0.data)[0] = 0;
+        ((int64_t*)m1.data)[0] = -1;
+        s = kiln_graph_add_initializer(x, "i0", &i0, NULL);
+      }
+      if (!s) s = kiln_graph_add_initializer(x, "m1", &m1, NULL);
+      const kiln_attr_t ax = kiln_attr_make_int("axis", 0);
+      if (!s) s = kiln_graph_add_node(x, "Shape", "shape", 1, (const char*[]){"y"}, 1, (const char*[]){"sh"}, 0, NULL, NULL);
+      if (!s) s = kiln_graph_add_node(x, "Gather", "g0", 2, (const char*[]){"sh", "i0"}, 1, (const char*[]){"n"}, 0, NULL, NULL);
+      if (!s) s = kiln_graph_add_node(x, "Concat", "cat", 2, (const char*[]){"n", "m1"}, 1, (const char*[]){"t"}, 1, &ax, NULL);
+      if (!s) s = kiln_graph_add_node(x, "Reshape", "mixer", 2, (const char*[]){"y", "t"}, 1, (const char*[]){"z"}, 0, NULL, NULL);
+    }
+    if (!s) s = kiln_graph_add_output(x, "z");
+  }
+  if (!s) s = kiln_model_check_per_sample("batch", g[0], g[1], g[2]);
+  for (int k = 0; k < 3; ++k) kiln_graph_destroy(g[k]);
+  return s;
+}
+
 static void expect_refused(const char* op, int n_in, const char* const* ins, int n_attrs, const kiln_attr_t* attrs,
                            const char* needle) {
-  kiln_graph_t* g = cnn(0);
-  if (!g) return;
-  CHECK_OK(kiln_graph_add_node(g, op, "mixer", n_in, ins, 1, (const char*[]){"z"}, n_attrs, attrs, NULL));
-  CHECK_OK(kiln_graph_add_output(g, "z"));
-  kiln_status_t s = kiln_model_check_per_sample(g, "batch");
+  kiln_status_t s = check_with(op, n_in, ins, n_attrs, attrs, "batch");
   CHECK_MSG(s && strstr(kiln_status_message(s), "node 'mixer'") && strstr(kiln_status_message(s), "'batch'"),
             "%s: %s", op, s ? kiln_status_message(s) : "accepted");
   CHECK_ERR(s, KILN_UNSUPPORTED, needle);
-  kiln_graph_destroy(g);
 }
 
 static void test_per_sample_check(void) {
-  kiln_graph_t* g = cnn(0);
-  if (g) CHECK_OK(kiln_model_check_per_sample(g, "batch"));
-  kiln_graph_destroy(g);
-  g = cnn(0);
-  if (g) CHECK_ERR(kiln_model_check_per_sample(g, "seq"), KILN_NOT_FOUND, "no dimension named 'seq'");
-  kiln_graph_destroy(g);
+  CHECK_OK(check_with(NULL, 0, NULL, 0, NULL, "batch"));
+  CHECK_ERR(check_with(NULL, 0, NULL, 0, NULL, "seq"), KILN_NOT_FOUND, "no dimension named 'seq'");
   const kiln_attr_t ax0 = kiln_attr_make_int("axis", 0);
   expect_refused("Softmax", 1, (const char*[]){"y"}, 1, &ax0, "mixes samples");
-  expect_refused("Shape", 1, (const char*[]){"y"}, 0, NULL, "does not keep the dim");
   expect_refused("Transpose", 1, (const char*[]){"y"}, 0, NULL, "does not keep the dim");
   const kiln_attr_t keep[2] = {kiln_attr_make_ints("axes", 1, (const int64_t[]){0}), kiln_attr_make_int("keepdims", 1)};
   expect_refused("ReduceSum", 1, (const char*[]){"y"}, 0, NULL, "does not keep the dim");
   expect_refused("ReduceMax", 1, (const char*[]){"y"}, 2, keep, "does not keep the dim");
   expect_refused("Concat", 2, (const char*[]){"y", "y"}, 1, &ax0, "does not keep the dim");
+  /* the dim as a value: a Reshape's target may take it, nothing else */
+  CHECK_ERR(check_with("Shape", 1, (const char*[]){"y"}, 0, NULL, "batch"), KILN_UNSUPPORTED,
+            "output 'z' does not have it as dim 0");
+  CHECK_ERR(check_valued(true), KILN_UNSUPPORTED, "node 'mixer' (Mul): dim 'batch' cannot be dynamic: the node computes");
+  CHECK_OK(check_valued(false));
+  kiln_status_t s = check_with("Reshape", 2, (const char*[]){"y", "ys"}, 0, NULL, "batch");
+  CHECK_MSG(s != NULL, "Reshape to a missing tensor must fail");
+  kiln_status_free(s);
   /* a Softmax along the last axis is per sample */
-  g = cnn(0);
   const kiln_attr_t ax1 = kiln_attr_make_int("axis", -1);
-  if (g && CHECK_OK(kiln_graph_add_node(g, "Softmax", "sm", 1, (const char*[]){"y"}, 1, (const char*[]){"z"}, 1, &ax1,
-                                        NULL)))
-    CHECK_OK(kiln_model_check_per_sample(g, "batch"));
-  kiln_graph_destroy(g);
+  CHECK_OK(check_with("Softmax", 1, (const char*[]){"y"}, 1, &ax1, "batch"));
   /* --dim specs */
   char name[64];
   int64_t lo, hi;
