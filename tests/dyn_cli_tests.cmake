@@ -47,6 +47,20 @@ kiln_cli_test(dyn_run_dim9 RC 1 REQUIRES dyn_module CHECK "STDERR_HAS=dim 'batch
   ARGS run ${D}/dyn_cnn.kiln --dim batch=9)
 kiln_cli_test(dyn_run_dim_name RC 1 REQUIRES dyn_module CHECK "STDERR_HAS=the module's dynamic dim is 'batch' (1..8)"
   ARGS run ${D}/dyn_cnn.kiln --dim N=2)
+# A transformer encoder block (MatMul, Softmax, LayerNorm; its head reshapes
+# take the batch from Shape -> Gather -> Concat), compiled once for 1..4.
+kiln_cli_test(dyn_enc_compile FIXTURE dyn_enc_module REQUIRES dyn_cnn FILE ${D}/dyn_enc.kiln
+  CHECK "STDOUT_HAS=dynamic dim 'batch' = 1..4: compiled per sample"
+  ARGS compile ${D}/dyn_enc.onnx --dim batch=1..4 -o ${D}/dyn_enc.kiln)
+foreach(b 1 3)
+  kiln_cli_test(dyn_enc_ref_b${b} FIXTURE dyn_enc_ref_b${b} REQUIRES dyn_cnn FILE ${D}/enc_ref_b${b}/output.npy
+    ARGS run ${D}/dyn_enc.onnx --target ref --input input=${D}/dyn_enc_in_b${b}.npy --output ${D}/enc_ref_b${b}
+         --compare output=${D}/dyn_enc_ort_b${b}.npy --rtol 1e-3 --atol 1e-4)
+  kiln_cli_test(dyn_enc_run_b${b} REQUIRES dyn_enc_module dyn_enc_ref_b${b}
+    CHECK "STDOUT_HAS=output output: f32[${b},128,256]" "STDOUT_HAS=match: 0 of"
+    ARGS run ${D}/dyn_enc.kiln --input input=${D}/dyn_enc_in_b${b}.npy
+         --compare output=${D}/enc_ref_b${b}/output.npy --rtol 1e-3 --atol 1e-4)
+endforeach()
 # bad specs at compile time
 kiln_cli_test(dyn_compile_empty RC 1 REQUIRES dyn_cnn CHECK "STDERR_HAS=expected NAME=LO..HI with 1 <= LO <= HI"
   ARGS compile ${D}/dyn_cnn.onnx --dim batch=8..1 -o ${D}/bad.kiln)
@@ -60,7 +74,7 @@ foreach(t opencl vulkan)
       ARGS compile ${D}/dyn_cnn.onnx -t ${t} --dim batch=1..8 -o ${D}/bad.kiln)
   endif()
 endforeach()
-foreach(t info compile ref_b1 ref_b3 ref_b8 run_b1 run_b3 run_b8 rt_run_b3 rt_run_dim run_dim run_b9 rt_run_b9 run_dim9
+foreach(t enc_compile enc_ref_b1 enc_ref_b3 enc_run_b1 enc_run_b3 info compile ref_b1 ref_b3 ref_b8 run_b1 run_b3 run_b8 rt_run_b3 rt_run_dim run_dim run_b9 rt_run_b9 run_dim9
         run_dim_name compile_empty compile_zero compile_name compile_opencl compile_vulkan)
   if(TEST cli_dyn_${t})
     set_tests_properties(cli_dyn_${t} PROPERTIES LABELS models)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A small ResNet-style CNN with a dynamic batch, for the dynamic-dim tests.
+"""A small ResNet-style CNN and a transformer encoder block with a dynamic batch,
+for the dynamic-dim tests.
 
   export_dyn_cnn.py --out DIR [--size 32] [--width 16] [--batches 1,3,8]
 
@@ -8,6 +9,10 @@ Writes into DIR:
                         exported with torch dynamic_axes (batch symbolic "batch")
   dyn_cnn_in_bB.npy     float32 [B,3,S,S], np.random.default_rng(B)
   dyn_cnn_ort_bB.npy    onnxruntime's output on it, for each B of --batches
+  dyn_enc.onnx          export_encoder.py's encoder block (attention + FFN, LayerNorm), input
+                        "input" [batch,128,256], output "output", exported with dynamic_axes:
+                        its head reshapes take the batch from Shape -> Gather -> Concat
+  dyn_enc_in_bB.npy, dyn_enc_ort_bB.npy   the same for it
 
 The net is ResNet-18's pattern at a small scale: a 3x3 stem with BatchNorm and ReLU, a
 max pool, two basic blocks per stage over three stages (stride 2 with a 1x1 projection
@@ -18,6 +23,7 @@ statistics so its folding into the convolutions is exercised.
 
 import argparse
 import os
+import sys
 
 import numpy as np
 
@@ -71,6 +77,30 @@ def build(width):
     return net.eval()
 
 
+def export_encoder(out, batches):
+    import onnxruntime as ort
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import export_encoder as enc
+
+    model = enc.build_model()
+    path = os.path.join(out, "dyn_enc.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, torch.zeros((1, enc.SEQ, enc.D_MODEL)), path + ".tmp", opset_version=enc.OPSET,
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True)
+    os.replace(path + ".tmp", path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b in batches:
+        xb = np.random.default_rng(100 + b).standard_normal((b, enc.SEQ, enc.D_MODEL), dtype=np.float32)
+        y = sess.run(["output"], {"input": xb})[0]
+        if y.shape != (b, enc.SEQ, enc.D_MODEL):
+            raise SystemExit(f"export: encoder batch {b}: output shape {y.shape}")
+        np.save(os.path.join(out, f"dyn_enc_in_b{b}.npy"), xb)
+        np.save(os.path.join(out, f"dyn_enc_ort_b{b}.npy"), y)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -94,7 +124,9 @@ def main():
         raise SystemExit("export: the input's dim 0 is not the symbol 'batch'")
     os.replace(path + ".tmp", path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    for b in (int(s) for s in a.batches.split(",")):
+    batches = [int(s) for s in a.batches.split(",")]
+    export_encoder(a.out, batches)
+    for b in batches:
         xb = np.random.default_rng(b).standard_normal((b, 3, a.size, a.size), dtype=np.float32)
         y = sess.run(["logits"], {"input": xb})[0]
         with torch.no_grad():
