@@ -86,6 +86,12 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &sym);
     if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at2);
     if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at3);
+    /* the other dims at the sizes the compile gives them */
+    for (int32_t j = 0; j < r->n_dims && !s; ++j)
+      if (!strstr(r->dims[j], "..")) {
+        s = kiln_model_bind_dim(at2, r->dims[j]);
+        if (!s) s = kiln_model_bind_dim(at3, r->dims[j]);
+      }
     if (!s) s = kiln_model_check_per_sample(name, sym, at2, at3);
     kiln_graph_destroy(sym);
     kiln_graph_destroy(at2);
