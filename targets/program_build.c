@@ -150,8 +150,10 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
                            : tir_func_buffer_access(f, f->params[j]);
       kk->access[j] = (uint8_t)(((acc & TIR_ACCESS_LOAD) || !acc ? KILN_ARG_READ : 0) |
                                 ((acc & TIR_ACCESS_STORE) ? KILN_ARG_WRITE : 0));
-      /* Traffic estimate: saturates rather than overflows on huge buffers. */
-      const uint64_t sb = tir_buffer_span_bytes(f->params[j]);
+      /* Traffic estimate: saturates rather than overflows on huge buffers.
+       * The plan buffer's span: a per-sample kernel's parameter spans the
+       * top of its range (lowering/plan_dyn.h), the estimate one sample. */
+      const uint64_t sb = tir_buffer_span_bytes(plan->n_dims ? plan->buffers[pk->args[j]].buf : f->params[j]);
       const int64_t ways = ((kk->access[j] & KILN_ARG_READ) ? 1 : 0) + ((kk->access[j] & KILN_ARG_WRITE) ? 1 : 0);
       int64_t t;
       if (sb > INT64_MAX || __builtin_mul_overflow((int64_t)sb, ways, &t) ||
