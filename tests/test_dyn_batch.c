@@ -12,6 +12,8 @@
 #include "compiler/pipeline.h"
 #include "compiler/ref_exec.h"
 #include "ir/graph.h"
+#include "ir/tir.h"
+#include "ir/tir_interp.h"
 #include "kiln/runtime.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
@@ -235,6 +237,43 @@ static void test_two_slots_two_batches(void) {
   kiln_module_release(m);
 }
 
+/* The tensor IR's run-time extent: y[i] = 1 for i < n[0] (n[0] <= 4), run
+ * by the interpreter, verified, printed, and refused past its bound. */
+static void test_tir_dyn_loop(void) {
+  tir_ctx_t c;
+  tir_ctx_init(&c, al());
+  const int64_t four = 4, one = 1;
+  const tir_buffer_t* y = tir_buffer(&c, "y", KILN_DTYPE_F32, 1, &four, TIR_SCOPE_GLOBAL);
+  const tir_buffer_t* n = tir_buffer(&c, "n", KILN_DTYPE_I64, 1, &one, TIR_SCOPE_GLOBAL);
+  tir_var_t* i = tir_var(&c, "i");
+  const tir_expr_t* zero = tir_int(&c, 0);
+  const tir_expr_t* idx = tir_ref(&c, i);
+  const tir_stmt_t* body = tir_store(&c, y, &idx, tir_const(&c, KILN_DTYPE_F32, 1.0));
+  const tir_stmt_t* loop = tir_for_dyn(&c, i, 4, tir_load(&c, n, &zero), TIR_LOOP_SERIAL, body);
+  const tir_buffer_t* params[2] = {y, n};
+  tir_func_t* f = tir_func(&c, "dyn", 2, params, loop);
+  CHECK(tir_for_dyn(&c, i, 4, NULL, TIR_LOOP_SERIAL, body) == NULL);
+  CHECK(f != NULL);
+  if (f) {
+    CHECK_OK(tir_verify(f));
+    CHECK(tir_func_buffer_access(f, n) == TIR_ACCESS_LOAD); /* the extent reads it */
+    tir_func_t* simple = tir_simplify_func(&c, f);
+    CHECK(simple && simple->body->kind == TIR_FOR && simple->body->u.loop.dyn_extent != NULL);
+    float out[4] = {0, 0, 0, 0};
+    int64_t count = 3;
+    void* args[2] = {out, &count};
+    if (CHECK_OK(tir_interp_run(f, args, NULL, al()))) CHECK(out[0] == 1 && out[2] == 1 && out[3] == 0);
+    count = 5;
+    CHECK_ERR(tir_interp_run(f, args, NULL, al()), KILN_OUT_OF_RANGE, "runs 5 times, above its bound 4");
+    /* a float extent is malformed */
+    const tir_expr_t* fe = tir_const(&c, KILN_DTYPE_F32, 2.0);
+    tir_func_t* bad = tir_func(&c, "bad", 2, params, tir_for_dyn(&c, i, 4, fe, TIR_LOOP_SERIAL, body));
+    CHECK(bad != NULL);
+    if (bad) CHECK_ERR(tir_verify(bad), KILN_INVALID_ARGUMENT, "run-time extent that is not I64");
+  }
+  tir_ctx_deinit(&c);
+}
+
 /* A program whose dims do not fit is refused before anything runs. */
 static void test_bad_dims_in_program(void) {
   kiln_module_t* m = dyn_module();
@@ -370,6 +409,7 @@ static void test_per_sample_check(void) {
 int main(void) {
   RUN(test_per_sample_check);
   RUN(test_runs_at_each_batch);
+  RUN(test_tir_dyn_loop);
   RUN(test_two_slots_two_batches);
   RUN(test_bad_dims_in_program);
   RUN(test_truncated_module);
