@@ -77,6 +77,7 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
                            "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],
                            r->target->name);
+    if (!s) s = kiln_model_batch_alias(g, name, sizeof name);
     snprintf(dyn, sizeof dyn, "%s", name);
     dyn_lo = lo;
     dyn_hi = hi;

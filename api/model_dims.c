@@ -68,3 +68,18 @@ kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64
   *out_hi = hi;
   return NULL;
 }
+
+kiln_status_t kiln_model_batch_alias(const kiln_graph_t* g, char* name, size_t n) {
+  if (strcmp(name, "batch") != 0) return NULL;
+  for (int32_t k = 1; k <= g->n_symbols; ++k)
+    if (!strcmp(g->symbols[k], "batch")) return NULL;
+  const kiln_tensor_t* t = g->n_inputs > 0 ? &g->tensors[g->inputs[0]] : NULL;
+  int32_t sym = t && t->shape.rank >= 1 ? kiln_dim_symbol(t->shape.dims[0]) : 0;
+  if (!sym)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "--dim batch=..: the model has no dim named 'batch' and its first input%s%s%s has a "
+                            "fixed dim 0 (export it with a dynamic batch, e.g. torch dynamic_axes)",
+                            t ? " '" : "", t ? t->name : "", t ? "'" : "");
+  snprintf(name, n, "%s", g->symbols[sym]);
+  return NULL;
+}

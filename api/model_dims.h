@@ -28,6 +28,13 @@ int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n);
 KILN_MUST_USE kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64_t* out_lo,
                                                  int64_t* out_hi, bool* out_is_range);
 
+/* `batch` names the model's batch dim when no dim of it is called that: the
+ * symbol at dim 0 of its first input, copied into |name| (|n| bytes).
+ * |name| is left alone for another name or a model with a dim 'batch';
+ * UNSUPPORTED when the first input's dim 0 is a fixed size (the model was
+ * exported without a dynamic batch). */
+KILN_MUST_USE kiln_status_t kiln_model_batch_alias(const kiln_graph_t* g, char* name, size_t n);
+
 /* Checks that the model computes each sample of dim |name| on its own, so
  * that one sample's code run once per sample is the model (api/
  * model_per_sample.c). |sym| is the model parsed (not prepared: its input

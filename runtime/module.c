@@ -265,7 +265,9 @@ kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, in
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': expected NAME=VALUE", p->model_name, spec);
   for (int32_t i = 0; i < p->n_dims; ++i) {
     const kiln_program_dim_t* d = &p->dims[i];
-    if (strlen(d->name) != (size_t)(eq - spec) || strncmp(d->name, spec, (size_t)(eq - spec)) != 0) continue;
+    /* "batch" also names the one dynamic dim, which is the outermost */
+    const bool batch = eq - spec == 5 && !strncmp(spec, "batch", 5) && p->n_dims == 1;
+    if (!batch && (strlen(d->name) != (size_t)(eq - spec) || strncmp(d->name, spec, (size_t)(eq - spec)) != 0)) continue;
     char* end = NULL;
     errno = 0;
     long long v = strtoll(eq + 1, &end, 10);

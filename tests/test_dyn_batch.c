@@ -394,6 +394,20 @@ static void test_per_sample_check(void) {
   /* a Softmax along the last axis is per sample */
   const kiln_attr_t ax1 = kiln_attr_make_int("axis", -1);
   CHECK_OK(check_with("Softmax", 1, (const char*[]){"y"}, 1, &ax1, "batch"));
+  /* `batch` names the symbol at dim 0 of the first input; a fixed dim 0 is refused */
+  for (int fixed = 0; fixed < 2; ++fixed) {
+    kiln_graph_t* x = NULL;
+    int32_t sym = 0;
+    char nm[64] = "batch";
+    if (!CHECK_OK(kiln_graph_create(al(), &x))) continue;
+    if (CHECK_OK(kiln_graph_symbol(x, "N", &sym))) {
+      kiln_shape_t sh = kiln_shape_make(2, (const int64_t[]){fixed ? 1 : kiln_dim_from_symbol(sym), 4});
+      CHECK_OK(kiln_graph_add_input(x, "in", KILN_DTYPE_F32, &sh, NULL));
+      if (fixed) CHECK_ERR(kiln_model_batch_alias(x, nm, sizeof nm), KILN_UNSUPPORTED, "input 'in' has a fixed dim 0");
+      else CHECK(!kiln_model_batch_alias(x, nm, sizeof nm) && !strcmp(nm, "N"));
+    }
+    kiln_graph_destroy(x);
+  }
   /* --dim specs */
   char name[64];
   int64_t lo, hi;

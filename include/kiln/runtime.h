@@ -198,7 +198,8 @@ KILN_API int32_t kiln_module_dim_count(const kiln_module_t* m);
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name,
                                                      int64_t* out_lo, int64_t* out_hi);
 /* Parses "NAME=VALUE" (`kiln run m.kiln --dim batch=3`) against the
- * module's dynamic dims: *out_value. INVALID_ARGUMENT naming the module,
+ * module's dynamic dims ("batch" also names its one dynamic dim, the
+ * outermost, whatever the model called it): *out_value. INVALID_ARGUMENT naming the module,
  * the dim, the value and the range for a value outside it or a malformed
  * spec; NOT_FOUND listing the module's dims for another name. */
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec,
