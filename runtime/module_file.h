@@ -74,6 +74,12 @@
  *                      shared object }. The CPU device loads the best one
  *                      the running CPU executes, without a compiler; a reader
  *                      without it compiles the C source
+ *   'HOST' (after 'KERN' and 'CODE'; written, with the required flag, for
+ *                      heterogeneous programs only) count n (= kernels);
+ *                      n x u8 device (0: the target, 1: the host CPU),
+ *                      zero padding to 8; then the host kernels' CPU code
+ *                      in the 'CODE' layout. Older modules have none: every
+ *                      kernel runs on the target
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -140,6 +146,10 @@ extern "C" {
  * program.h); a kiln without it must refuse the module, whose kernels read
  * the dims' values */
 #define KILN_MODULE_TAG_DYNS KILN_MODULE_TAG('D', 'Y', 'N', 'S')
+/* Optional, required when present: heterogeneous execution, one device
+ * byte per kernel (0 the target, 1 the host CPU; padded to 8) and the host
+ * kernels' CPU code in the CODE layout. */
+#define KILN_MODULE_TAG_HOST KILN_MODULE_TAG('H', 'O', 'S', 'T')
 #define KILN_MODULE_MAX_ISA_NAME 63
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */

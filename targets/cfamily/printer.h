@@ -310,6 +310,11 @@ bool kiln_cf_valid_kernel_name(const char* s);
  * call: the kernels the precision pass retyped for fp16 arithmetic), not
  * only loads and stores f16 storage. */
 bool kiln_cf_func_computes_f16(const tir_func_t* f);
+/* NULL when |d| can spell every dtype |f| stores, loads or computes in
+ * (and its name and parameters are printable); else the error printing it
+ * would give (UNSUPPORTED naming the kernel, the dtype and the dialect).
+ * Prints nothing: heterogeneous execution asks it before emitting. */
+KILN_MUST_USE kiln_status_t kiln_cf_check_types(const kiln_cf_dialect_t* d, const tir_func_t* f);
 /* Whether |f| has a parameter, allocation or value of dtype |t|. */
 bool kiln_cf_func_uses_dtype(const tir_func_t* f, kiln_dtype_t t);
 
