@@ -16,6 +16,7 @@
 #include "compiler/tune.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
+#include "lowering/plan_dyn.h"
 #include "lowering/plan.h"
 #include "targets/program_build.h"
 
@@ -407,6 +408,12 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
   if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s && c->dyn_dim) {
+    s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
+    if (!s)
+      s = kiln_compile_log_line(log, "plan", "dynamic dim '%s' = %lld..%lld: %d kernels loop over it at run time",
+                                c->dyn_dim, (long long)c->dyn_lo, (long long)c->dyn_hi, plan->n_kernels);
+  }
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",

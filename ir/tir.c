@@ -212,7 +212,16 @@ const tir_stmt_t* tir_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, tir_
   s->u.loop.extent = extent;
   s->u.loop.kind = k;
   s->u.loop.tag = TIR_TAG_NONE;
+  s->u.loop.dyn_extent = NULL;
   s->u.loop.body = body;
+  return s;
+}
+
+const tir_stmt_t* tir_for_dyn(tir_ctx_t* c, const tir_var_t* v, int64_t max_extent,
+                              const tir_expr_t* dyn_extent, tir_loop_kind_t k, const tir_stmt_t* body) {
+  if (!dyn_extent) return NULL;
+  tir_stmt_t* s = (tir_stmt_t*)tir_for(c, v, max_extent, k, body);
+  if (s) s->u.loop.dyn_extent = dyn_extent;
   return s;
 }
 

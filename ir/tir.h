@@ -7,7 +7,10 @@
  * buffers, and barriers. Expressions are trees: immediates, loop variables,
  * arithmetic and comparisons, selects, n-d loads, casts and math intrinsics.
  * Shapes are static: kiln compiles for concrete input shapes (symbolic dims
- * are bound before lowering) and caches per shape.
+ * are bound before lowering) and caches per shape. The one exception is a
+ * loop with a run-time extent (tir_for_dyn): its |extent| is the static
+ * upper bound every analysis uses, and |dyn_extent| the value it runs to,
+ * read when the kernel runs (a dynamic dim, lowering/plan_dyn.h).
  *
  * All nodes live in a tir_ctx_t arena and are freed together; nodes are
  * immutable once built, so passes (simplify, schedule primitives) build new
@@ -218,6 +221,11 @@ struct tir_stmt_s {
     struct {
       const tir_var_t* var; /* runs 0 .. extent-1 */
       int64_t extent;
+      /* NULL, or the run-time trip count (I64; loads of kernel parameters
+       * only): the loop then runs 0 .. dyn_extent-1, and the code that
+       * launches the kernel guarantees 0 <= dyn_extent <= extent, so bounds
+       * and verification over [0, extent) stay sound. */
+      const tir_expr_t* dyn_extent;
       tir_loop_kind_t kind;
       tir_thread_tag_t tag;
       const tir_stmt_t* body;
@@ -245,6 +253,10 @@ struct tir_stmt_s {
 
 const tir_stmt_t* tir_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, tir_loop_kind_t k,
                           const tir_stmt_t* body);
+/* A loop that runs dyn_extent times, at most |max_extent| (see the loop
+ * struct); schedule primitives are not applied to such loops. */
+const tir_stmt_t* tir_for_dyn(tir_ctx_t* c, const tir_var_t* v, int64_t max_extent,
+                              const tir_expr_t* dyn_extent, tir_loop_kind_t k, const tir_stmt_t* body);
 const tir_stmt_t* tir_for_bound(tir_ctx_t* c, const tir_var_t* v, int64_t extent,
                                 tir_thread_tag_t tag, const tir_stmt_t* body);
 const tir_stmt_t* tir_store(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx,

@@ -382,8 +382,19 @@ static void exec_loop(run_t* r, const tir_stmt_t* s) {
          var->name, var->id);
     return;
   }
+  int64_t n = s->u.loop.extent;
+  if (s->u.loop.dyn_extent) {
+    tir_value_t d = eval(r, s->u.loop.dyn_extent);
+    if (r->err) return;
+    if (d.i < 0 || d.i > n) {
+      fail(r, KILN_OUT_OF_RANGE, "loop '%s' runs %lld times, above its bound %lld", var->name, (long long)d.i,
+           (long long)n);
+      return;
+    }
+    n = d.i;
+  }
   r->bound[var->id] = true;
-  for (int64_t i = 0; i < s->u.loop.extent && !r->err; ++i) {
+  for (int64_t i = 0; i < n && !r->err; ++i) {
     r->vars[var->id] = i;
     exec(r, s->u.loop.body);
   }

@@ -227,7 +227,13 @@ static void put_stmt(sink_t* s, const tir_stmt_t* st, int indent) {
       }
       put(s, "for (");
       put_var(s, st->u.loop.var);
-      put(s, ": 0..%lld) {\n", (long long)st->u.loop.extent);
+      if (st->u.loop.dyn_extent) {
+        put(s, ": 0..");
+        put_expr(s, st->u.loop.dyn_extent, true);
+        put(s, " <= %lld) {\n", (long long)st->u.loop.extent);
+      } else {
+        put(s, ": 0..%lld) {\n", (long long)st->u.loop.extent);
+      }
       put_stmt(s, st->u.loop.body, indent + 2);
       put(s, "%*s}\n", indent, "");
       break;

@@ -444,6 +444,11 @@ static kiln_status_t check_loop(vctx_t* c, const tir_stmt_t* s) {
   }
   if (c->n_loops >= MAX_LOOPS)
     return fail(c, KILN_LIMIT_EXCEEDED, "loops nested deeper than %d", MAX_LOOPS);
+  if (s->u.loop.dyn_extent) { /* read before the loop binds its variable */
+    if (s->u.loop.dyn_extent->dtype != KILN_DTYPE_I64)
+      return fail(c, KILN_INVALID_ARGUMENT, "loop '%s' has a run-time extent that is not I64", v->name);
+    KILN_RETURN_IF_ERROR(check_expr(c, s->u.loop.dyn_extent, false));
+  }
   c->loops[c->n_loops++] = s;
   tir_benv_push_var(&c->env, v, 0, s->u.loop.extent > 0 ? s->u.loop.extent - 1 : 0);
   if (s->u.loop.extent == 0) c->dead++;

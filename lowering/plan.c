@@ -411,6 +411,7 @@ static const char* kind_name(kiln_plan_buffer_kind_t k) {
     case KILN_PLAN_CONST: return "const";
     case KILN_PLAN_TEMP: return "temp";
     case KILN_PLAN_STATUS: return "status";
+    case KILN_PLAN_DIMS: return "dims";
   }
   return "?";
 }

@@ -26,7 +26,16 @@ typedef enum kiln_plan_buffer_kind_e {
    * every run; a kernel stores a KILN_CHECK_* code into it when the check
    * fails, and the runtime turns a non-zero word into the run's error. */
   KILN_PLAN_STATUS,
+  /* The dynamic dims' values (kiln_plan_make_dynamic): i64 per dim, which
+   * the runtime writes before every run and the kernels read. */
+  KILN_PLAN_DIMS,
 } kiln_plan_buffer_kind_t;
+
+/* A dim the plan runs for any value of in [lo, hi] (lowering/plan_dyn.h). */
+typedef struct kiln_plan_dim_s {
+  const char* name; /* in the plan's arena */
+  int64_t lo, hi;
+} kiln_plan_dim_t;
 
 /* What a failed run-time check stores into its status word. The runtime
  * reads the same numbers (runtime/program.h, KILN_PB_CHECK_*; the program
@@ -99,6 +108,10 @@ typedef struct kiln_plan_s {
    * buffer_index_n == n_buffers: plans built by hand fall back to a scan. */
   int32_t* buffer_index;
   int32_t buffer_index_cap, buffer_index_n;
+  /* Dynamic dims (kiln_plan_make_dynamic): 0, or 1 -- the outermost dim of
+   * every input and output, the plan then being one sample's. */
+  int32_t n_dims;
+  kiln_plan_dim_t dims[1];
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {

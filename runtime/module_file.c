@@ -338,6 +338,19 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
+  /* The dynamic dims, only in modules that have them (older modules and
+   * static ones stay byte-identical). */
+  if (p->n_dims) {
+    s = section_begin(w, KILN_MODULE_TAG_DYNS);
+    put_u64(w, (uint64_t)p->n_dims);
+    for (int32_t i = 0; i < p->n_dims; ++i) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->dims[i].name, "dynamic dim name"));
+      put_i64(w, p->dims[i].lo);
+      put_i64(w, p->dims[i].hi);
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
   put_code(w, c);
@@ -728,17 +741,26 @@ static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+/* A counted table of |elem|-byte entries (at least |min_entry| bytes each
+ * in the file), zeroed, its entries then read as |item|. */
+static kiln_status_t rd_table(rd_t* r, kiln_program_t* p, const char* what, const char* item, size_t min_entry,
+                              size_t elem, void* out, int32_t* out_n) {
+  KILN_RETURN_IF_ERROR(rd_count(r, what, min_entry, out_n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)*out_n, elem, what, &m));
+  memset(m, 0, elem * (size_t)*out_n);
+  *(void**)out = m;
+  r->item = item;
+  return NULL;
+}
+
 enum { MIN_PLUG = 4 + 4 + 4 };
 
 static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
   int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "plugin ops", MIN_PLUG, &n));
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &m));
-  memset(m, 0, sizeof(kiln_program_plugin_op_t) * (size_t)n);
-  p->plugin_ops = m;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "plugin ops", "plugin op", MIN_PLUG, sizeof(kiln_program_plugin_op_t),
+                                &p->plugin_ops, &n));
   p->n_plugin_ops = n;
-  r->item = "plugin op";
   for (int32_t i = 0; i < n; ++i) {
     r->index = i;
     kiln_program_plugin_op_t* po = &p->plugin_ops[i];
@@ -748,6 +770,23 @@ static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
     if (!po->domain[0] || !po->name[0] || po->version < 1)
       return rd_err(r, KILN_PARSE_ERROR, "'%s/%s' version %d is not a plugin op", po->domain, po->name,
                     (int)po->version);
+  }
+  r->item = NULL;
+  return NULL;
+}
+
+enum { MIN_DYNS = 4 + 8 + 8 };
+
+static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(
+      rd_table(r, p, "dynamic dims", "dynamic dim", MIN_DYNS, sizeof(kiln_program_dim_t), &p->dims, &n));
+  p->n_dims = n;
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &p->dims[i].name));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "lo", &p->dims[i].lo));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "hi", &p->dims[i].hi)); /* the range: kiln_program_validate */
   }
   r->item = NULL;
   return NULL;
@@ -934,7 +973,7 @@ static const struct {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
-    {KILN_MODULE_TAG_HOST, rd_host},
+    {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_HOST, rd_host},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1031,7 +1070,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
-        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_HOST) {
+        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
+        known_sections[k].tag != KILN_MODULE_TAG_HOST) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

@@ -142,6 +142,10 @@ extern "C" {
 /* optional: the plugin ops the program uses (domain, name, version each) */
 #define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
 #define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
+/* required when present: the dynamic dims (name, lo, hi each; runtime/
+ * program.h); a kiln without it must refuse the module, whose kernels read
+ * the dims' values */
+#define KILN_MODULE_TAG_DYNS KILN_MODULE_TAG('D', 'Y', 'N', 'S')
 /* Optional, required when present: heterogeneous execution, one device
  * byte per kernel (0 the target, 1 the host CPU; padded to 8) and the host
  * kernels' CPU code in the CODE layout. */

@@ -53,6 +53,8 @@ void kiln_program_destroy(kiln_program_t* p) {
     kiln_allocator_free(a, p->plugin_ops[i].name);
   }
   kiln_allocator_free(a, p->plugin_ops);
+  for (int32_t i = 0; p->dims && i < p->n_dims; ++i) kiln_allocator_free(a, p->dims[i].name);
+  kiln_allocator_free(a, p->dims);
   kiln_allocator_free(a, p->model_name);
   kiln_allocator_free(a, p->precision);
   kiln_allocator_free(a, p->options);
@@ -456,7 +458,7 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p) {
   KILN_RETURN_IF_ERROR(validate_kernels(p));
   KILN_RETURN_IF_ERROR(validate_io(p));
   KILN_RETURN_IF_ERROR(validate_code(p));
-  return NULL;
+  return kiln_program_validate_dims(p);
 }
 
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,

@@ -21,6 +21,11 @@ typedef struct kiln_session_slot_s {
   kiln_device_cmd_t* cmd;
   bool busy;
   uint64_t run;
+  /* Dynamic dims: the value the views and the command buffer are recorded
+   * for (0: none recorded), and the arena's size, which only grows (the
+   * largest value this slot has run). */
+  int64_t n;
+  uint64_t arena_bytes;
 } kiln_session_slot_t;
 
 typedef struct kiln_hetero_s kiln_hetero_t;
@@ -31,12 +36,14 @@ struct kiln_session_s {
   kiln_device_t* dev;
   kiln_session_options_t opts;
   kiln_device_executable_t* exe;
-  kiln_memory_plan_t mp;
+  kiln_memory_plan_t mp; /* the plan at dim value mp_n */
+  int64_t mp_n;          /* 1 without dynamic dims */
+  int32_t dims_buffer;   /* the KILN_PB_DIMS buffer, or -1 */
   uint64_t alignment;
   kiln_device_buffer_t* weights;
   uint64_t weights_bytes;
   kiln_device_buffer_t** weight_views; /* per program buffer: CONST views */
-  uint8_t* barrier_before;             /* per kernel: a barrier is recorded before it */
+  uint8_t* barrier_before;             /* per kernel, at mp_n: a barrier is recorded before it */
   /* Run-time checks (KILN_PB_STATUS words): the word's buffer and the
    * kernel that writes it, in kernel order. */
   int32_t n_checks;

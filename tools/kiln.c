@@ -836,10 +836,16 @@ static int cmd_run(int argc, char** argv) {
   if (module_file) {
     if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, module_input_dtype, R.module, max_input_bytes, strict, in)))
       goto done;
+    /* --dim NAME=V on a module: the value of its dynamic dim for the random
+     * inputs (dim 0; one sample's shape otherwise). */
+    int64_t dyn_value = 0;
+    for (int i = 0; i < lo.n_dims; ++i)
+      if ((s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
       kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
     }
@@ -937,6 +943,20 @@ static int cmd_run(int argc, char** argv) {
              repeat);
     }
     free(ts);
+    if (s) goto done;
+  }
+  /* A module with a dynamic dim: the plan at the value this run had (the
+   * session line above is the plan at the bottom of the range). */
+  if (R.session && R.module && kiln_module_dim_count(R.module) > 0 && n_in > 0 && in[0].shape.rank >= 1) {
+    kiln_session_memory_t sm;
+    const char* dn;
+    int64_t dlo, dhi;
+    if (!(s = kiln_module_dim(R.module, 0, &dn, &dlo, &dhi)) &&
+        !(s = kiln_session_memory_at(R.session, in[0].shape.dims[0], &sm)))
+      printf("dynamic dim '%s' = %lld (range %lld..%lld): arena %llu bytes, lower bound %llu (%.3fx)\n", dn,
+             (long long)in[0].shape.dims[0], (long long)dlo, (long long)dhi, (unsigned long long)sm.arena_bytes,
+             (unsigned long long)sm.lower_bound_bytes,
+             sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
   if (profile && !use_ref) {

@@ -70,6 +70,14 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("%s %s (%.1f KB)", i ? "," : "", p->code.native[i].isa, (double)p->code.native[i].len / 1e3);
     printf("; the C source is the fallback\n");
   }
+  /* A dynamic dim: dim 0 of the inputs and outputs below is its value. */
+  for (int32_t i = 0; i < kiln_module_dim_count(m); ++i) {
+    const char* dn;
+    int64_t lo_v, hi_v;
+    if (!kiln_module_dim(m, i, &dn, &lo_v, &hi_v))
+      printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
+             (long long)lo_v, (long long)hi_v);
+  }
   /* heterogeneous execution: the kernels that run on the CPU beside the target */
   const int32_t nh = p ? kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST) : 0;
   if (nh) {

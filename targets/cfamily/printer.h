@@ -219,6 +219,9 @@ typedef struct kiln_cf_dialect_s {
   /* loops */
   const char* parallel_pragma; /* NULL: PARALLEL prints serial */
   const char* collapse_clause; /* appended with the count ($N), NULL: no collapse */
+  /* The clause keyword ("if") that keeps a parallel loop with a run-time
+   * extent (tir_for_dyn) in one thread when it runs once; NULL: none. */
+  const char* parallel_if;
   const char* simd_pragma;     /* for VECTORIZED loops printed scalar */
   const char* unroll_pragma;   /* $N */
   /* > 0: unroll_pragma only on UNROLLED loops of at most this extent, as a

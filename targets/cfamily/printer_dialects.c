@@ -110,6 +110,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     /* OpenMP threads and SIMD; GCC's unroller */
     .parallel_pragma = "#pragma omp parallel for schedule(static)",
     .collapse_clause = "collapse($N)",
+    .parallel_if = "if",
     .simd_pragma = "#pragma omp simd",
     .unroll_pragma = "#pragma GCC unroll $N",
     /* GCC vector extensions: the prelude's kiln_v<W>f types and helpers */
