@@ -120,6 +120,7 @@ typedef enum tir_intrin_e {
   TIR_SIN, TIR_COS, TIR_TAN, TIR_ASIN, TIR_ACOS, TIR_ATAN,
   TIR_SINH, TIR_COSH, TIR_ASINH, TIR_ACOSH, TIR_ATANH,
   TIR_FMOD,       /* 2 args: C fmod (remainder with the sign of the dividend) */
+  TIR_SILU,       /* x * sigmoid(x): a fused Mul(x, Sigmoid(x)) (lowering/fuse.c), x once */
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

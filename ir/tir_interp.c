@@ -296,6 +296,7 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
     case TIR_ACOSH: v.f = M1(acosh); break;
     case TIR_ATANH: v.f = M1(atanh); break;
     case TIR_FMOD: v.f = M2(fmod); break;
+    case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
 #undef M1

@@ -91,7 +91,7 @@ static const char* intrin_name(tir_intrin_t fn) {
       [TIR_NOT] = "not",     [TIR_SIGMOID] = "sigmoid", [TIR_FMA] = "fma",
       [TIR_SIN] = "sin", [TIR_COS] = "cos", [TIR_TAN] = "tan", [TIR_ASIN] = "asin",
       [TIR_ACOS] = "acos", [TIR_ATAN] = "atan", [TIR_SINH] = "sinh", [TIR_COSH] = "cosh",
-      [TIR_ASINH] = "asinh", [TIR_ACOSH] = "acosh", [TIR_ATANH] = "atanh", [TIR_FMOD] = "fmod",
+      [TIR_ASINH] = "asinh", [TIR_ACOSH] = "acosh", [TIR_ATANH] = "atanh", [TIR_FMOD] = "fmod", [TIR_SILU] = "silu",
   };
   return (fn >= 0 && fn < TIR_INTRIN_COUNT_ && k[fn]) ? k[fn] : "?";
 }
