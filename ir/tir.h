@@ -133,6 +133,7 @@ typedef enum tir_intrin_e {
    * a signed 16-bit half (low byte -> low half): int8 weights stored one
    * byte each and expanded to dot2_i16's operand where they are read. */
   TIR_WIDEN_I8X2,
+  TIR_SILU,       /* x * sigmoid(x): a fused Mul(x, Sigmoid(x)) (lowering/fuse.c), x once */
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

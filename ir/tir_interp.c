@@ -308,6 +308,7 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
       v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)(a0 * b0 + a1 * b1));
       break;
     }
+    case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
 #undef M1

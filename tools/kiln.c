@@ -1140,6 +1140,15 @@ static kiln_status_t dump_graph(void* user, const kiln_graph_t* g, bool after) {
   return write_graph_files(g, d->dir, after ? "after" : "before");
 }
 
+/* A figure of the compile log (0 when it has none). */
+static double log_figure(const kiln_compile_log_t* log, const char* section, const char* key) {
+  for (int32_t i = 0; i < log->n; ++i)
+    if (!strcmp(log->entries[i].section, section) &&
+        log->entries[i].key && !strcmp(log->entries[i].key, key))
+      return log->entries[i].value;
+  return 0.0;
+}
+
 static int cmd_compile(int argc, char** argv) {
   load_opts_t lo = {0}; /* the model and --dim (kiln_driver_compile binds the rest to 1) */
   const char* graph_dir = NULL;
@@ -1244,8 +1253,13 @@ static int cmd_compile(int argc, char** argv) {
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
                               loop_limit};
+  double t_compile = now_s();
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
+  t_compile = now_s() - t_compile;
   kiln_cli_print_log(&log, gd.printed);
+  /* where the time went: the pipeline's figures, then the device's build */
+  double passes_ms = log_figure(&log, "passes", "ms"), lower_ms = log_figure(&log, "timing", "lowering_ms");
+  double codegen_ms = log_figure(&log, "timing", "codegen_ms");
   kiln_compile_log_free(&log);
   if (s) goto done;
   if (out_path) {
@@ -1268,7 +1282,15 @@ static int cmd_compile(int argc, char** argv) {
     so.threads = threads;
     so.dump_dir = dump_dir;
     s = kiln_cli_open_device(target, true, threads, &R.dev);
+    double t_build = now_s();
     if (!s) s = kiln_cli_session(R.module, R.dev, &so, &R.session);
+    t_build = now_s() - t_build;
+    if (!s)
+      printf("compile time %.2f s: graph passes %.1f ms, lowering %.1f ms, %s code generation %.1f ms, "
+             "the rest of the pipeline %.1f ms, device build (%s) %.1f ms\n",
+             t_compile + t_build, passes_ms, lower_ms, target, codegen_ms,
+             t_compile * 1e3 - passes_ms - lower_ms - codegen_ms,
+             !strcmp(kiln_device_api(R.dev), "cpu") ? "the C compiler" : "the driver", t_build * 1e3);
   }
 done:
   kiln_sign_secret_key_wipe(&sk);

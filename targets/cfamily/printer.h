@@ -256,6 +256,10 @@ typedef struct kiln_cf_dialect_s {
    * at $B[$I] in every lane (NULL: such loops print scalar) */
   const char* vwiden_i8x2;
   const char* vsplat_i8x2;
+  /* f32 math on a vector $1 of $W lanes (NULL: a loop using the intrinsic
+   * prints scalar); the C prelude's polynomial forms, so the loop calls no
+   * libm */
+  const char* vmath[TIR_INTRIN_COUNT_];
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

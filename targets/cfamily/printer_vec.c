@@ -160,7 +160,8 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
       bool ok = (e->dtype == KILN_DTYPE_F32 &&
-                 (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA)) ||
+                 (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA ||
+                  (fn >= 0 && fn < TIR_INTRIN_COUNT_ && p->d->vmath[fn]))) ||
                 (e->dtype == KILN_DTYPE_BOOL && fn == TIR_NOT);
       if (!ok) return false;
       for (int32_t i = 0; i < e->u.call.n; ++i)
@@ -316,6 +317,8 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
         close_p(p, o);
       } else if (fn == TIR_FABS) {
         vtpl(p, d->vabs, avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
+      } else if (fn != TIR_FMA && d->vmath[fn]) {
+        vtpl(p, d->vmath[fn], avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
       } else {
         kiln_cf_fma(p, e, need, true);
       }
