@@ -1,0 +1,235 @@
+/* kiln prune's device side (see prune_graph.h). */
+#include "api/prune_graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/driver.h"
+#include "kiln/runtime.h"
+#include "runtime/module_impl.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The group whose source layer is named |node| (-1: none). */
+static int32_t group_of_node(const kiln_pruner_t* p, const char* node) {
+  if (!node) return -1;
+  for (int32_t k = 0; k < p->deps.n_groups; ++k)
+    for (int32_t i = 0; i < p->deps.groups[k].n_sources; ++i)
+      if (!strcmp(p->g->nodes[p->deps.groups[k].sources[i]].name, node)) return k;
+  return -1;
+}
+
+static kiln_status_t time_session(const kiln_pruner_t* p, kiln_session_t* se, const kiln_array_t* inputs,
+                                  int32_t reps, double* out_s,
+                                  double* out_group_s) {
+  const int32_t no = p->g->n_outputs;
+  kiln_array_t* outs = calloc((size_t)no + 1, sizeof(kiln_array_t));
+  double* t = malloc(sizeof(double) * (size_t)(reps + 1));
+  kiln_status_t s = outs && t ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (int32_t r = -2; !s && r < reps; ++r) {
+    double t0 = now_s();
+    s = kiln_session_run(se, inputs, outs);
+    if (!s && r >= 0) t[r] = now_s() - t0;
+    for (int32_t o = 0; o < no; ++o) kiln_array_free(kiln_allocator_system(), &outs[o]);
+  }
+  if (!s) {
+    qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    *out_s = t[reps / 2];
+  }
+  if (!s && out_group_s) {
+    for (int32_t k = 0; k < p->deps.n_groups; ++k) out_group_s[k] = 0;
+    int32_t n = 0, runs = 0;
+    const kiln_profile_entry_t* e = kiln_session_profile(se, &n, &runs);
+    for (int32_t i = 0; e && runs > 0 && i < n; ++i) {
+      int32_t k = group_of_node(p, e[i].node);
+      if (k >= 0) out_group_s[k] += e[i].total_s / runs;
+    }
+  }
+  free(outs), free(t);
+  return s;
+}
+
+kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_t* b, const int64_t* counts,
+                                 double* out_s, double* out_group_s) {
+  kiln_prune_plan_t plan;
+  KILN_RETURN_IF_ERROR(kiln_pruner_plan(p, counts, &plan));
+  kiln_graph_t* pg = NULL;
+  kiln_status_t s = kiln_prune_apply(p->g, &plan, false, &pg);
+  kiln_prune_plan_free(&plan);
+  KILN_RETURN_IF_ERROR(s);
+  kiln_driver_request_t rq;
+  memset(&rq, 0, sizeof rq);
+  rq.model_path = p->g->source && p->g->source[0] ? p->g->source : "pruned";
+  rq.target = b->target;
+  rq.device = b->device;
+  rq.opt = 1;
+  rq.threads = b->threads;
+  rq.fp16_arith = 0;
+  kiln_compile_precision_default(&rq.precision);
+  rq.loop_limit = b->target->lowering == KILN_TARGET_CLASS_GPU ? -1 : 0;
+  kiln_compile_log_t log = {0};
+  kiln_program_t* prog = NULL;
+  s = kiln_driver_compile(&rq, pg, &log, &prog);
+  kiln_compile_log_free(&log);
+  kiln_module_t* m = NULL;
+  kiln_device_t* dev = NULL;
+  kiln_session_t* se = NULL;
+  if (!s && (s = kiln_module_wrap(prog, &m))) kiln_program_destroy(prog);
+  if (!s) {
+    kiln_device_open_options_t oo = {b->threads, true, NULL};
+    s = kiln_device_open(b->device ? b->device : b->target->name, &oo, kiln_allocator_system(), &dev);
+  }
+  if (!s) {
+    kiln_session_options_t so;
+    kiln_session_options_default(&so);
+    so.threads = b->threads;
+    so.profile = out_group_s != NULL;
+    so.slots = 1;
+    s = kiln_session_create(m, dev, &so, &se);
+  }
+  if (!s) s = time_session(p, se, b->inputs, b->reps > 0 ? b->reps : 20, out_s, out_group_s);
+  kiln_session_destroy(se);
+  kiln_device_release(dev);
+  kiln_module_release(m);
+  return s ? kiln_status_annotate(s, "timing the pruned model on %s", b->target->name) : NULL;
+}
+
+#define N_CAND 9
+
+/* Candidate |i| of a group with |C| channels asked to keep |c|. */
+static int64_t candidate(int64_t c, int64_t C, int i) {
+  static const int64_t q[] = {4, 8, 16, 32};
+  int64_t v = c;
+  if (i >= 1 && i <= 8) {
+    int64_t m = q[(i - 1) / 2];
+    v = (i % 2) ? (c / m) * m : ((c + m - 1) / m) * m;
+  }
+  if (v < 1) v = c;
+  return v > C ? C : v;
+}
+
+kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, int64_t* counts,
+                                       FILE* log) {
+  const int32_t ng = p->deps.n_groups;
+  double* t = malloc(sizeof(double) * (size_t)(ng * (N_CAND + 1) + 1));
+  int64_t* trial = malloc(sizeof(int64_t) * (size_t)(ng + 1));
+  int64_t* full = malloc(sizeof(int64_t) * (size_t)(ng + 1));
+  kiln_status_t s = t && trial && full ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  double model;
+  for (int32_t k = 0; !s && k < ng; ++k) full[k] = p->deps.groups[k].channels;
+  /* Index N_CAND: the unpruned model, every group's reference time. */
+  for (int i = 0; !s && i <= N_CAND; ++i) {
+    bool differs = i == N_CAND;
+    for (int32_t k = 0; k < ng; ++k) {
+      /* groups left whole stay whole in every candidate */
+      bool fixed = p->deps.groups[k].blocked || counts[k] == full[k];
+      trial[k] = i == N_CAND || fixed ? full[k] : candidate(counts[k], full[k], i);
+      differs = differs || i == 0 || (!fixed && trial[k] != counts[k]);
+    }
+    double* gt = malloc(sizeof(double) * (size_t)(ng + 1));
+    if (!gt) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+    if (!s && differs) s = kiln_prune_measure(p, b, trial, &model, gt);
+    for (int32_t k = 0; !s && k < ng; ++k) t[k * (N_CAND + 1) + i] = differs ? gt[k] : t[k * (N_CAND + 1)];
+    free(gt);
+  }
+  for (int32_t k = 0; !s && k < ng; ++k) {
+    const kiln_prune_group_t* gr = &p->deps.groups[k];
+    if (gr->blocked || counts[k] == full[k]) continue;
+    const double* tk = &t[k * (N_CAND + 1)];
+    double best = INFINITY;
+    for (int i = 0; i < N_CAND; ++i) best = fmin(best, tk[i]);
+    int64_t choice = full[k];
+    double chosen_t = tk[N_CAND];
+    for (int i = 0; i < N_CAND; ++i) {
+      int64_t v = candidate(counts[k], full[k], i);
+      if (tk[i] <= best * 1.03 && tk[i] < tk[N_CAND] &&
+          (choice == full[k] || llabs(v - counts[k]) < llabs(choice - counts[k])))
+        choice = v, chosen_t = tk[i];
+    }
+    if (log)
+      fprintf(log, "rounding %-24s %lld -> %lld channels (%.3f ms; unpruned %.3f ms)\n", kiln_pruner_group_name(p, k),
+              (long long)counts[k], (long long)choice, 1e3 * chosen_t, 1e3 * tk[N_CAND]);
+    counts[k] = choice;
+  }
+  free(t), free(trial), free(full);
+  return s;
+}
+
+kiln_status_t kiln_prune_fit_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, double ms, int64_t* counts,
+                                     FILE* log) {
+  double sec;
+  kiln_pruner_counts_for_ratio(p, 0.999, counts);
+  KILN_RETURN_IF_ERROR(kiln_prune_measure(p, b, counts, &sec, NULL));
+  if (1e3 * sec > ms)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "--latency-ms %.4g: below what removing every prunable channel reaches on %s (%.4g ms "
+                            "with one channel left per group)",
+                            ms, b->target->name, 1e3 * sec);
+  double lo = 0, hi = 0.999;
+  for (int it = 0; it < 8; ++it) {
+    double mid = 0.5 * (lo + hi);
+    kiln_pruner_counts_for_ratio(p, mid, counts);
+    KILN_RETURN_IF_ERROR(kiln_prune_measure(p, b, counts, &sec, NULL));
+    if (log) fprintf(log, "ratio %.3f: %.3f ms (budget %.3f)\n", mid, 1e3 * sec, ms);
+    if (1e3 * sec <= ms) hi = mid;
+    else lo = mid;
+  }
+  kiln_pruner_counts_for_ratio(p, hi, counts);
+  return kiln_prune_round_latency(p, b, counts, log);
+}
+
+kiln_status_t kiln_prune_analyze(const kiln_pruner_t* p, const kiln_prune_bench_t* b, const double* ratios,
+                                 int32_t n_ratios, FILE* out, FILE* csv) {
+  const int32_t ng = p->deps.n_groups;
+  int64_t* counts = malloc(sizeof(int64_t) * (size_t)(ng + 1));
+  double* gt = malloc(sizeof(double) * (size_t)(ng + 1));
+  kiln_status_t s = counts && gt ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  double model = 0;
+  for (int32_t k = 0; !s && k < ng; ++k) counts[k] = p->deps.groups[k].channels;
+  if (!s) s = kiln_prune_measure(p, b, counts, &model, gt);
+  if (!s) {
+    fprintf(out, "model: %lld params, %lld FLOPs, %.3f ms on %s\n", (long long)p->params, (long long)p->flops,
+            1e3 * model, b->target->name);
+    fprintf(out, "%-28s %8s %10s %12s %10s", "group (first layer)", "channels", "params", "FLOPs", "ms");
+    for (int32_t r = 0; r < n_ratios; ++r) fprintf(out, "  err@%.2f", ratios[r]);
+    fputc('\n', out);
+    if (csv) fprintf(csv, "group,channels,params,flops,latency_ms,ratio,error,agree\n");
+  }
+  for (int32_t k = 0; !s && k < ng; ++k) {
+    const kiln_prune_group_t* gr = &p->deps.groups[k];
+    int64_t params, flops;
+    kiln_pruner_group_cost(p, k, &params, &flops);
+    fprintf(out, "%-28s %8lld %10lld %12lld %10.4f", kiln_pruner_group_name(p, k), (long long)gr->channels,
+            (long long)params, (long long)flops, 1e3 * gt[k]);
+    if (gr->blocked) {
+      fprintf(out, "  unpruned: %s\n", gr->blocked);
+      continue;
+    }
+    for (int32_t r = 0; !s && r < n_ratios; ++r) {
+      for (int32_t i = 0; i < ng; ++i) counts[i] = p->deps.groups[i].channels;
+      int64_t keep = gr->channels - (int64_t)floor(gr->channels * ratios[r] + 0.5);
+      counts[k] = keep < 1 ? 1 : keep;
+      double err, agree;
+      s = kiln_pruner_error(p, counts, &err, &agree);
+      if (s) break;
+      fprintf(out, "  %8.3g", err);
+      if (csv)
+        fprintf(csv, "%s,%lld,%lld,%lld,%.6f,%.3f,%.6g,%.4f\n", kiln_pruner_group_name(p, k), (long long)gr->channels,
+                (long long)params, (long long)flops, 1e3 * gt[k], ratios[r], err, agree);
+    }
+    fputc('\n', out);
+  }
+  free(counts), free(gt);
+  return s;
+}

@@ -1,0 +1,68 @@
+/* What `kiln prune` measures on a device: a pruned graph compiled for the
+ * target and timed in a session (per model and per channel group, from the
+ * session's per-dispatch profile), latency-aware channel rounding, the
+ * --latency-ms budget, and the --analyze table. compiler/prune.h does the
+ * rest, which needs no device.
+ *
+ * Latency-aware rounding: each prunable group's channel count c (from
+ * --ratio, --flops or --tolerance) gets candidates c and c rounded down and
+ * up to multiples of 4, 8, 16 and 32 (within 1 .. the group's channels),
+ * the group's original count last. Candidate i of every group is compiled
+ * together (one compile and timing per candidate index, not per group),
+ * and each group takes the candidate whose layers -- the group's source
+ * Conv/Gemm/MatMul nodes, as the profile names them -- ran fastest, ties
+ * within 3% going to the candidate nearest c; a group whose best time is
+ * not below its unpruned time stays unpruned (a cut never makes a layer
+ * slower).
+ *
+ * Thread-compatible.
+ */
+#ifndef KILN_API_PRUNE_GRAPH_H_
+#define KILN_API_PRUNE_GRAPH_H_
+
+#include <stdio.h>
+
+#include "compiler/prune.h"
+#include "targets/registry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_prune_bench_s {
+  const kiln_target_t* target;
+  const char* device;         /* NULL: the target's name */
+  int32_t threads;            /* CPU threads (0: all cores) */
+  int32_t reps;               /* timed runs after two warm-ups (<= 0: 20) */
+  const kiln_array_t* inputs; /* one sample: g->n_inputs arrays */
+} kiln_prune_bench_t;
+
+/* Compiles the graph |counts| makes of p->g for b->target and runs it:
+ * |out_s| the median wall time of a run; |out_group_s| (may be NULL;
+ * n_groups entries) each group's source layers' time per run from the
+ * profile. Errors name the target. */
+KILN_MUST_USE kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_t* b,
+                                               const int64_t* counts, double* out_s, double* out_group_s);
+
+/* Latency-aware rounding of |counts| in place (see above); |log| (may be
+ * NULL) gets a line per group. */
+KILN_MUST_USE kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b,
+                                                     int64_t* counts, FILE* log);
+
+/* --latency-ms: the smallest uniform ratio (bisection, 8 measured steps)
+ * whose model runs in at most |ms|, rounded as above. An error naming the
+ * budget when even one channel per group is slower. */
+KILN_MUST_USE kiln_status_t kiln_prune_fit_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, double ms,
+                                                   int64_t* counts, FILE* log);
+
+/* --analyze: per prunable group its parameters, FLOPs, measured latency
+ * and the output error (needs samples) with that group alone at each of
+ * |n_ratios| ratios; printed to |out| and, with |csv| (may be NULL),
+ * written as CSV (group,channels,params,flops,latency_ms,ratio,error,agree). */
+KILN_MUST_USE kiln_status_t kiln_prune_analyze(const kiln_pruner_t* p, const kiln_prune_bench_t* b,
+                                               const double* ratios, int32_t n_ratios, FILE* out, FILE* csv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_API_PRUNE_GRAPH_H_ */
