@@ -148,12 +148,14 @@ kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_
     if (gr->blocked || counts[k] == full[k]) continue;
     const double* tk = &t[k * (N_CAND + 1)];
     double best = INFINITY;
-    for (int i = 0; i < N_CAND; ++i) best = fmin(best, tk[i]);
     int64_t choice = full[k];
     double chosen_t = tk[N_CAND];
+    for (int i = 0; i < N_CAND; ++i) best = candidate(counts[k], full[k], i) < full[k] ? fmin(best, tk[i]) : best;
     for (int i = 0; i < N_CAND; ++i) {
       int64_t v = candidate(counts[k], full[k], i);
-      if (tk[i] <= best * 1.03 && tk[i] < tk[N_CAND] &&
+      /* a whole group is the unpruned case, not a candidate; within 3% of
+       * the unpruned time is not measurably slower */
+      if (v < full[k] && tk[i] <= best * 1.03 && tk[i] <= tk[N_CAND] * 1.03 &&
           (choice == full[k] || llabs(v - counts[k]) < llabs(choice - counts[k])))
         choice = v, chosen_t = tk[i];
     }

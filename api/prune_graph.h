@@ -9,11 +9,11 @@
  * up to multiples of 4, 8, 16 and 32 (within 1 .. the group's channels),
  * the group's original count last. Candidate i of every group is compiled
  * together (one compile and timing per candidate index, not per group),
- * and each group takes the candidate whose layers -- the group's source
- * Conv/Gemm/MatMul nodes, as the profile names them -- ran fastest, ties
- * within 3% going to the candidate nearest c; a group whose best time is
- * not below its unpruned time stays unpruned (a cut never makes a layer
- * slower).
+ * and each group takes, of the candidates below its channel count, the one
+ * whose layers -- the group's source Conv/Gemm/MatMul nodes, as the profile
+ * names them -- ran fastest, ties within 3% going to the candidate nearest
+ * c; a group whose best candidate is more than 3% slower than the unpruned
+ * layers (timer noise) stays unpruned (a cut never makes a layer slower).
  *
  * Thread-compatible.
  */
