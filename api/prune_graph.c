@@ -105,66 +105,74 @@ kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_
   return s ? kiln_status_annotate(s, "timing the pruned model on %s", b->target->name) : NULL;
 }
 
-#define N_CAND 9
+#define N_CAND 5
 
-/* Candidate |i| of a group with |C| channels asked to keep |c|. */
+/* Candidate |i| of a group with |C| channels asked to keep |c|: c, then c
+ * rounded up to a multiple of 4, 8, 16, 32 (never a deeper cut than asked). */
 static int64_t candidate(int64_t c, int64_t C, int i) {
-  static const int64_t q[] = {4, 8, 16, 32};
-  int64_t v = c;
-  if (i >= 1 && i <= 8) {
-    int64_t m = q[(i - 1) / 2];
-    v = (i % 2) ? (c / m) * m : ((c + m - 1) / m) * m;
-  }
-  if (v < 1) v = c;
+  static const int64_t q[] = {1, 4, 8, 16, 32};
+  int64_t v = ((c + q[i] - 1) / q[i]) * q[i];
   return v > C ? C : v;
 }
 
-kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, int64_t* counts,
-                                       FILE* log) {
+kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, double max_flops,
+                                       int64_t* counts, FILE* log) {
   const int32_t ng = p->deps.n_groups;
   double* t = malloc(sizeof(double) * (size_t)(ng * (N_CAND + 1) + 1));
+  double* gt = malloc(sizeof(double) * (size_t)(ng + 1));
   int64_t* trial = malloc(sizeof(int64_t) * (size_t)(ng + 1));
-  int64_t* full = malloc(sizeof(int64_t) * (size_t)(ng + 1));
-  kiln_status_t s = t && trial && full ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  int64_t* asked = malloc(sizeof(int64_t) * (size_t)(ng + 1));
+  kiln_status_t s = t && gt && trial && asked ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
   double model;
-  for (int32_t k = 0; !s && k < ng; ++k) full[k] = p->deps.groups[k].channels;
-  /* Index N_CAND: the unpruned model, every group's reference time. */
+  for (int32_t k = 0; !s && k < ng; ++k) asked[k] = counts[k];
+  /* Index N_CAND: the unpruned model, every group's reference time. A
+   * candidate index that changes no group is not compiled again. */
   for (int i = 0; !s && i <= N_CAND; ++i) {
-    bool differs = i == N_CAND;
+    bool differs = i == 0 || i == N_CAND;
     for (int32_t k = 0; k < ng; ++k) {
-      /* groups left whole stay whole in every candidate */
-      bool fixed = p->deps.groups[k].blocked || counts[k] == full[k];
-      trial[k] = i == N_CAND || fixed ? full[k] : candidate(counts[k], full[k], i);
-      differs = differs || i == 0 || (!fixed && trial[k] != counts[k]);
+      const int64_t C = p->deps.groups[k].channels;
+      bool whole = p->deps.groups[k].blocked || asked[k] == C;
+      trial[k] = i == N_CAND || whole ? C : candidate(asked[k], C, i);
+      differs = differs || (!whole && trial[k] != asked[k] && trial[k] != candidate(asked[k], C, i - 1));
     }
-    double* gt = malloc(sizeof(double) * (size_t)(ng + 1));
-    if (!gt) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
-    if (!s && differs) s = kiln_prune_measure(p, b, trial, &model, gt);
-    for (int32_t k = 0; !s && k < ng; ++k) t[k * (N_CAND + 1) + i] = differs ? gt[k] : t[k * (N_CAND + 1)];
-    free(gt);
+    if (differs) s = kiln_prune_measure(p, b, trial, &model, gt);
+    for (int32_t k = 0; !s && k < ng; ++k) t[k * (N_CAND + 1) + i] = differs ? gt[k] : t[k * (N_CAND + 1) + i - 1];
   }
   for (int32_t k = 0; !s && k < ng; ++k) {
-    const kiln_prune_group_t* gr = &p->deps.groups[k];
-    if (gr->blocked || counts[k] == full[k]) continue;
+    const int64_t C = p->deps.groups[k].channels;
+    if (p->deps.groups[k].blocked || asked[k] == C) continue;
     const double* tk = &t[k * (N_CAND + 1)];
     double best = INFINITY;
-    int64_t choice = full[k];
+    for (int i = 0; i < N_CAND; ++i)
+      if (candidate(asked[k], C, i) < C) best = fmin(best, tk[i]);
+    /* The most channels that cost no more than the fastest cut (3% for
+     * timer noise), within the FLOP budget; none that is measurably slower
+     * than the unpruned layers. */
+    int64_t choice = C;
     double chosen_t = tk[N_CAND];
-    for (int i = 0; i < N_CAND; ++i) best = candidate(counts[k], full[k], i) < full[k] ? fmin(best, tk[i]) : best;
-    for (int i = 0; i < N_CAND; ++i) {
-      int64_t v = candidate(counts[k], full[k], i);
-      /* a whole group is the unpruned case, not a candidate; within 3% of
-       * the unpruned time is not measurably slower */
-      if (v < full[k] && tk[i] <= best * 1.03 && tk[i] <= tk[N_CAND] * 1.03 &&
-          (choice == full[k] || llabs(v - counts[k]) < llabs(choice - counts[k])))
-        choice = v, chosen_t = tk[i];
+    for (int i = 0; i < N_CAND && !s; ++i) {
+      int64_t v = candidate(asked[k], C, i);
+      if (v >= C || tk[i] > best * 1.03 || tk[i] > tk[N_CAND] * 1.03 || (choice < C && v <= choice)) continue;
+      if (max_flops > 0) {
+        int64_t params, flops, keep = counts[k];
+        counts[k] = v;
+        s = kiln_pruner_cost(p, counts, &params, &flops);
+        counts[k] = keep;
+        if (s || (double)flops > max_flops) continue;
+      }
+      choice = v, chosen_t = tk[i];
+    }
+    if (s) break;
+    if (choice == C && max_flops > 0) {
+      /* no candidate fits the budget with its time: the asked count */
+      choice = asked[k], chosen_t = tk[0];
     }
     if (log)
-      fprintf(log, "rounding %-24s %lld -> %lld channels (%.3f ms; unpruned %.3f ms)\n", kiln_pruner_group_name(p, k),
-              (long long)counts[k], (long long)choice, 1e3 * chosen_t, 1e3 * tk[N_CAND]);
+      fprintf(log, "rounding %-24s %lld -> %lld channels (%.4f ms; unpruned %.4f ms)\n", kiln_pruner_group_name(p, k),
+              (long long)asked[k], (long long)choice, 1e3 * chosen_t, 1e3 * tk[N_CAND]);
     counts[k] = choice;
   }
-  free(t), free(trial), free(full);
+  free(t), free(gt), free(trial), free(asked);
   return s;
 }
 
@@ -188,7 +196,7 @@ kiln_status_t kiln_prune_fit_latency(const kiln_pruner_t* p, const kiln_prune_be
     else lo = mid;
   }
   kiln_pruner_counts_for_ratio(p, hi, counts);
-  return kiln_prune_round_latency(p, b, counts, log);
+  return kiln_prune_round_latency(p, b, 0, counts, log);
 }
 
 kiln_status_t kiln_prune_analyze(const kiln_pruner_t* p, const kiln_prune_bench_t* b, const double* ratios,

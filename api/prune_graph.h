@@ -5,15 +5,17 @@
  * rest, which needs no device.
  *
  * Latency-aware rounding: each prunable group's channel count c (from
- * --ratio, --flops or --tolerance) gets candidates c and c rounded down and
- * up to multiples of 4, 8, 16 and 32 (within 1 .. the group's channels),
- * the group's original count last. Candidate i of every group is compiled
- * together (one compile and timing per candidate index, not per group),
- * and each group takes, of the candidates below its channel count, the one
- * whose layers -- the group's source Conv/Gemm/MatMul nodes, as the profile
- * names them -- ran fastest, ties within 3% going to the candidate nearest
- * c; a group whose best candidate is more than 3% slower than the unpruned
- * layers (timer noise) stays unpruned (a cut never makes a layer slower).
+ * --ratio, --flops or --tolerance) gets candidates c and c rounded up to
+ * multiples of 4, 8, 16 and 32 (below the group's channel count: never a
+ * deeper cut than asked). Candidate i of every group is compiled together
+ * (one compile and timing per candidate index, not per group), and each
+ * group takes the most channels whose layers -- its source Conv/Gemm/MatMul
+ * nodes, as the session's profile names them -- cost no more than its
+ * fastest candidate (3% for timer noise): channels the kernels' tiles pay
+ * for anyway are kept. A group whose candidates are all more than 3% slower
+ * than its unpruned layers stays unpruned (a cut never makes a layer
+ * slower). Under a FLOP budget a larger candidate is taken only while the
+ * model stays within it.
  *
  * Thread-compatible.
  */
@@ -44,10 +46,10 @@ typedef struct kiln_prune_bench_s {
 KILN_MUST_USE kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_t* b,
                                                const int64_t* counts, double* out_s, double* out_group_s);
 
-/* Latency-aware rounding of |counts| in place (see above); |log| (may be
- * NULL) gets a line per group. */
+/* Latency-aware rounding of |counts| in place (see above); |max_flops| > 0
+ * caps the model's FLOPs; |log| (may be NULL) gets a line per group. */
 KILN_MUST_USE kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b,
-                                                     int64_t* counts, FILE* log);
+                                                     double max_flops, int64_t* counts, FILE* log);
 
 /* --latency-ms: the smallest uniform ratio (bisection, 8 measured steps)
  * whose model runs in at most |ms|, rounded as above. An error naming the

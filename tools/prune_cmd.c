@@ -186,12 +186,13 @@ static void totals(const kiln_pruner_t* p, int64_t params, int64_t flops) {
 }
 
 static kiln_status_t choose(const opts_t* o, const kiln_pruner_t* p, const kiln_prune_bench_t* b, int64_t* counts) {
+  const double max_flops = o->flops <= 0 ? 0 : o->flops <= 1 ? o->flops * (double)p->flops : o->flops;
   if (o->ratio >= 0) kiln_pruner_counts_for_ratio(p, o->ratio, counts);
-  else if (o->flops > 0) KILN_RETURN_IF_ERROR(kiln_pruner_fit_flops(p, o->flops <= 1 ? o->flops * (double)p->flops : o->flops, counts));
+  else if (o->flops > 0) KILN_RETURN_IF_ERROR(kiln_pruner_fit_flops(p, max_flops, counts));
   else if (o->tolerance > 0) KILN_RETURN_IF_ERROR(kiln_pruner_fit_tolerance(p, o->tolerance, counts, stderr));
   else if (o->latency_ms > 0) return kiln_prune_fit_latency(p, b, o->latency_ms, counts, stderr);
   if (o->no_round) return NULL;
-  return kiln_prune_round_latency(p, b, counts, stderr);
+  return kiln_prune_round_latency(p, b, max_flops, counts, stderr);
 }
 
 int kiln_cmd_prune(int argc, char** argv) {

@@ -51,6 +51,7 @@ def ort_run(path, x):
 
 def prune_and_check(args, model, out, flags, x, y, targets, what):
     rc, log = kiln(args, "prune", model, "-o", out, *flags)
+    prune_log = log
     check(rc == 0, f"{what}: kiln prune {' '.join(flags)} ({log.strip().splitlines()[-1] if log.strip() else ''})")
     if rc:
         print(log)
@@ -74,7 +75,7 @@ def prune_and_check(args, model, out, flags, x, y, targets, what):
         check(rc == 0 and "outside" in log and " 0 of " in log, f"{what}: kiln -t {t} matches onnxruntime")
         if rc:
             print(log[-2000:])
-    return log, acc
+    return prune_log, acc
 
 
 def mixing_model(path):
