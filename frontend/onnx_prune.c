@@ -125,16 +125,5 @@ kiln_status_t kiln_onnx_write_pruned(const char* in_path, const kiln_prune_plan_
   free(data);
   if (!m) return kiln_make_status(KILN_PARSE_ERROR, "%s: not a valid ONNX protobuf", in_path);
   kiln_status_t s = m->graph ? rewrite(in_path, m->graph, plan) : kiln_make_status(KILN_PARSE_ERROR, "%s: no graph", in_path);
-  uint8_t* out = NULL;
-  size_t size = 0;
-  if (!s) {
-    size = onnx__model_proto__get_packed_size(m);
-    out = malloc(size + 1);
-    if (!out) s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: %zu bytes: out of memory", out_path, size);
-    else onnx__model_proto__pack(m, out);
-  }
-  onnx__model_proto__free_unpacked(m, NULL);
-  if (!s) s = kiln_onnx_write_file(out_path, out, size);
-  free(out);
-  return s;
+  return kiln_onnx_pack_write(m, s, out_path);
 }

@@ -307,18 +307,7 @@ kiln_status_t kiln_onnx_write_qdq(const char* in_path, const kiln_qdq_plan_t* pl
   if (!m) return kiln_make_status(KILN_PARSE_ERROR, "%s: not a valid ONNX protobuf", in_path);
   kiln_status_t s = check_model(in_path, m);
   if (!s) s = rewrite(in_path, m->graph, plan);
-  uint8_t* out = NULL;
-  size_t size = 0;
-  if (!s) {
-    size = onnx__model_proto__get_packed_size(m);
-    out = malloc(size + 1);
-    if (!out) s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: %zu bytes: out of memory", out_path, size);
-    else onnx__model_proto__pack(m, out);
-  }
-  onnx__model_proto__free_unpacked(m, NULL);
-  if (!s) s = kiln_onnx_write_file(out_path, out, size);
-  free(out);
-  return s;
+  return kiln_onnx_pack_write(m, s, out_path);
 }
 
 kiln_status_t kiln_onnx_write_file(const char* out_path, const uint8_t* out, size_t size) {
@@ -339,5 +328,20 @@ kiln_status_t kiln_onnx_write_file(const char* out_path, const uint8_t* out, siz
     }
   }
   free(tmp);
+  return s;
+}
+
+kiln_status_t kiln_onnx_pack_write(Onnx__ModelProto* m, kiln_status_t s, const char* out_path) {
+  uint8_t* out = NULL;
+  size_t size = 0;
+  if (!s) {
+    size = onnx__model_proto__get_packed_size(m);
+    out = malloc(size + 1);
+    if (!out) s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: %zu bytes: out of memory", out_path, size);
+    else onnx__model_proto__pack(m, out);
+  }
+  onnx__model_proto__free_unpacked(m, NULL);
+  if (!s) s = kiln_onnx_write_file(out_path, out, size);
+  free(out);
   return s;
 }
