@@ -124,6 +124,9 @@ def device_checks(args, targets):
     rows = open(csv).read().splitlines() if os.path.exists(csv) else []
     check(rc == 0 and len(rows) == 1 + 3 * 3 and rows[0].startswith("group,channels"),
           "cnn --analyze: 3 groups x 3 ratios in the CSV")
+    png = os.path.join(d, "analyze.png")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "plot_prune.py"), csv, "-o", png])
+    check(r.returncode == 0 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "bench/plot_prune.py: a PNG of the CSV")
 
     out = os.path.join(d, "bad.onnx")
     rc, log = kiln(args, "prune", cnn, "-o", out, "--latency-ms", "0.0000001", "--reps", "2")
