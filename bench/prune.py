@@ -60,7 +60,7 @@ def digits(args):
     y = np.load(os.path.join(d, "test_labels.npy"))
     rows = []
     base = {"variant": "fp32 (unpruned)", "top1": top1(cnn, x, y)}
-    variants = [("--ratio 0.25", ["--ratio", "0.25"]), ("--ratio 0.5", ["--ratio", "0.5"]),
+    variants = [("--ratio 0.25", ["--ratio", "0.25"]), ("--ratio 0.4", ["--ratio", "0.4"]), ("--ratio 0.5", ["--ratio", "0.5"]),
                 ("--ratio 0.75", ["--ratio", "0.75"])]
     for t in ("0.05", "0.1", "0.2", "0.3"):
         variants.append((f"--tolerance {t}", ["--calibrate", calib, "--tolerance", t]))

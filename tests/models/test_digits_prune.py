@@ -128,6 +128,25 @@ def device_checks(args, targets):
     r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "plot_prune.py"), csv, "-o", png])
     check(r.returncode == 0 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "bench/plot_prune.py: a PNG of the CSV")
 
+    # kiln eval: fp32 and prune:0.5 compiled for the CPU; their top-1 on the
+    # labelled digits equals onnxruntime's run of the same models.
+    ecsv = os.path.join(d, "eval.csv")
+    rc, log = kiln(args, "eval", cnn, "--variants", "fp32,fp16,prune:0.5", "--data", os.path.join(d, "test_images.npy"),
+                   "--labels", os.path.join(d, "test_labels.npy"), "--reps", "5", "--csv", ecsv)
+    rows = {r.split(",")[0]: r.split(",") for r in open(ecsv).read().splitlines()[1:]} if rc == 0 else {}
+    pruned = os.path.join(d, "cnn_eval_0.5.onnx")
+    kiln(args, "prune", cnn, "-o", pruned, "--ratio", "0.5", "--no-round")
+    want = {"fp32": 100 * float((ort_run(cnn, x).argmax(1) == y).mean()),
+            "prune:0.5": 100 * float((ort_run(pruned, x).argmax(1) == y).mean())}
+    for v, acc in want.items():
+        check(v in rows and abs(float(rows[v][4]) - acc) < 0.01, f"kiln eval {v}: top-1 {rows.get(v, ['', '', '', '', '?'])[4]} = onnxruntime's {acc:.2f}")
+    check("fp16" in rows and int(rows["fp16"][2]) < int(rows["fp32"][2]), "kiln eval: fp16 weights smaller than fp32")
+    if rc:
+        print(log)
+    png = os.path.join(d, "eval.png")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "bench", "plot_eval.py"), ecsv, "-o", png])
+    check(r.returncode == 0 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "bench/plot_eval.py: a PNG of the CSV")
+
     out = os.path.join(d, "bad.onnx")
     rc, log = kiln(args, "prune", cnn, "-o", out, "--latency-ms", "0.0000001", "--reps", "2")
     check(rc != 0 and "below what removing every prunable channel" in log, "bad input --latency-ms 1e-7")
@@ -196,6 +215,19 @@ def main():
                         (["--tolerance", "0.1"], "--tolerance needs --calibrate")):
         rc, log = kiln(args, "prune", cnn, "-o", out, "--no-round", *bad)
         check(rc != 0 and needle in log and "Sanitizer" not in log, f"bad input {' '.join(bad)}: '{needle}'")
+    # kiln eval's bad inputs (refused before anything compiles).
+    yfile = os.path.join(d, "test_labels.npy")
+    xfile = os.path.join(d, "test_images.npy")
+    np.save(os.path.join(d, "labels_short.npy"), y[:10])
+    for bad, needle in ((["--variants", "fp32,bogus"], "'bogus': expected fp32, fp16, int8, auto or prune:R"),
+                        (["--variants", "prune:1.5"], "expected prune:R with R in [0, 1)"),
+                        (["--variants", "int8"], "--variants int8 needs --calibrate DIR"),
+                        (["--variants", "fp32", "--labels", yfile], "--labels needs --data"),
+                        (["--variants", "fp32", "--data", xfile, "--labels", os.path.join(d, "labels_short.npy")],
+                         f"expected {len(y)} integer labels"),
+                        (["--variants", "fp32", "--data", yfile], "holds no samples of input 'input'")):
+        rc, log = kiln(args, "eval", cnn, *bad)
+        check(rc != 0 and needle in log and "Sanitizer" not in log, f"kiln eval bad input {' '.join(bad[:2])}: '{needle}'")
     mix = os.path.join(d, "mix.onnx")
     mixing_model(mix)
     rc, log = kiln(args, "prune", mix, "-o", out, "--ratio", "0.5", "--no-round")
