@@ -105,19 +105,22 @@ kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_
   return s ? kiln_status_annotate(s, "timing the pruned model on %s", b->target->name) : NULL;
 }
 
-#define N_CAND 5
+#define N_UP 5   /* c, and c rounded up to multiples of 4, 8, 16, 32 */
+#define N_CAND 8 /* under a FLOP budget also c rounded down to multiples of 8, 16, 32 */
 
-/* Candidate |i| of a group with |C| channels asked to keep |c|: c, then c
- * rounded up to a multiple of 4, 8, 16, 32 (never a deeper cut than asked). */
+/* Candidate |i| of a group with |C| channels asked to keep |c| (see
+ * prune_graph.h); a rounded-down count under 1 stays c. */
 static int64_t candidate(int64_t c, int64_t C, int i) {
-  static const int64_t q[] = {1, 4, 8, 16, 32};
-  int64_t v = ((c + q[i] - 1) / q[i]) * q[i];
+  static const int64_t q[] = {1, 4, 8, 16, 32, 8, 16, 32};
+  int64_t v = i < N_UP ? ((c + q[i] - 1) / q[i]) * q[i] : (c / q[i]) * q[i];
+  if (v < 1) v = c;
   return v > C ? C : v;
 }
 
 kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_bench_t* b, double max_flops,
                                        int64_t* counts, FILE* log) {
   const int32_t ng = p->deps.n_groups;
+  const int nc = max_flops > 0 ? N_CAND : N_UP; /* slot nc: the unpruned model */
   double* t = malloc(sizeof(double) * (size_t)(ng * (N_CAND + 1) + 1));
   double* gt = malloc(sizeof(double) * (size_t)(ng + 1));
   int64_t* trial = malloc(sizeof(int64_t) * (size_t)(ng + 1));
@@ -125,14 +128,14 @@ kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_
   kiln_status_t s = t && gt && trial && asked ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
   double model;
   for (int32_t k = 0; !s && k < ng; ++k) asked[k] = counts[k];
-  /* Index N_CAND: the unpruned model, every group's reference time. A
+  /* Slot nc: the unpruned model, every group's reference time. A
    * candidate index that changes no group is not compiled again. */
-  for (int i = 0; !s && i <= N_CAND; ++i) {
-    bool differs = i == 0 || i == N_CAND;
+  for (int i = 0; !s && i <= nc; ++i) {
+    bool differs = i == 0 || i == nc;
     for (int32_t k = 0; k < ng; ++k) {
       const int64_t C = p->deps.groups[k].channels;
       bool whole = p->deps.groups[k].blocked || asked[k] == C;
-      trial[k] = i == N_CAND || whole ? C : candidate(asked[k], C, i);
+      trial[k] = i == nc || whole ? C : candidate(asked[k], C, i);
       differs = differs || (!whole && trial[k] != asked[k] && trial[k] != candidate(asked[k], C, i - 1));
     }
     if (differs) s = kiln_prune_measure(p, b, trial, &model, gt);
@@ -143,16 +146,16 @@ kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_
     if (p->deps.groups[k].blocked || asked[k] == C) continue;
     const double* tk = &t[k * (N_CAND + 1)];
     double best = INFINITY;
-    for (int i = 0; i < N_CAND; ++i)
+    for (int i = 0; i < nc; ++i)
       if (candidate(asked[k], C, i) < C) best = fmin(best, tk[i]);
     /* The most channels that cost no more than the fastest cut (3% for
      * timer noise), within the FLOP budget; none that is measurably slower
      * than the unpruned layers. */
     int64_t choice = C;
-    double chosen_t = tk[N_CAND];
-    for (int i = 0; i < N_CAND && !s; ++i) {
+    double chosen_t = tk[nc];
+    for (int i = 0; i < nc && !s; ++i) {
       int64_t v = candidate(asked[k], C, i);
-      if (v >= C || tk[i] > best * 1.03 || tk[i] > tk[N_CAND] * 1.03 || (choice < C && v <= choice)) continue;
+      if (v >= C || tk[i] > best * 1.03 || tk[i] > tk[nc] * 1.03 || (choice < C && v <= choice)) continue;
       if (max_flops > 0) {
         int64_t params, flops, keep = counts[k];
         counts[k] = v;
@@ -169,7 +172,7 @@ kiln_status_t kiln_prune_round_latency(const kiln_pruner_t* p, const kiln_prune_
     }
     if (log)
       fprintf(log, "rounding %-24s %lld -> %lld channels (%.4f ms; unpruned %.4f ms)\n", kiln_pruner_group_name(p, k),
-              (long long)asked[k], (long long)choice, 1e3 * chosen_t, 1e3 * tk[N_CAND]);
+              (long long)asked[k], (long long)choice, 1e3 * chosen_t, 1e3 * tk[nc]);
     counts[k] = choice;
   }
   free(t), free(gt), free(trial), free(asked);

@@ -14,8 +14,10 @@
  * fastest candidate (3% for timer noise): channels the kernels' tiles pay
  * for anyway are kept. A group whose candidates are all more than 3% slower
  * than its unpruned layers stays unpruned (a cut never makes a layer
- * slower). Under a FLOP budget a larger candidate is taken only while the
- * model stays within it.
+ * slower). Under a FLOP budget (--flops) the candidates also include c
+ * rounded down to multiples of 8, 16 and 32 -- the budget, not the ratio,
+ * is what was asked, and a count fitted exactly to it rarely tiles well --
+ * and a larger candidate is taken only while the model stays within it.
  *
  * Thread-compatible.
  */
