@@ -16,6 +16,37 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+kiln_status_t kiln_graph_session_open(const kiln_driver_request_t* rq, kiln_graph_t* g, bool profile,
+                                      kiln_graph_session_t* out) {
+  memset(out, 0, sizeof *out);
+  kiln_compile_log_t log = {0};
+  kiln_program_t* prog = NULL;
+  kiln_status_t s = kiln_driver_compile(rq, g, &log, &prog);
+  kiln_compile_log_free(&log);
+  if (!s && (s = kiln_module_wrap(prog, &out->module))) kiln_program_destroy(prog);
+  if (!s) {
+    kiln_device_open_options_t oo = {rq->threads, true, NULL};
+    s = kiln_device_open(rq->device ? rq->device : rq->target->name, &oo, kiln_allocator_system(), &out->device);
+  }
+  if (!s) {
+    kiln_session_options_t so;
+    kiln_session_options_default(&so);
+    so.threads = rq->threads;
+    so.profile = profile;
+    so.slots = 1;
+    s = kiln_session_create(out->module, out->device, &so, &out->session);
+  }
+  if (s) kiln_graph_session_close(out);
+  return s;
+}
+
+void kiln_graph_session_close(kiln_graph_session_t* gs) {
+  kiln_session_destroy(gs->session);
+  kiln_device_release(gs->device);
+  kiln_module_release(gs->module);
+  memset(gs, 0, sizeof *gs);
+}
+
 static int cmp_double(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
@@ -78,30 +109,10 @@ kiln_status_t kiln_prune_measure(const kiln_pruner_t* p, const kiln_prune_bench_
   rq.fp16_arith = 0;
   kiln_compile_precision_default(&rq.precision);
   rq.loop_limit = b->target->lowering == KILN_TARGET_CLASS_GPU ? -1 : 0;
-  kiln_compile_log_t log = {0};
-  kiln_program_t* prog = NULL;
-  s = kiln_driver_compile(&rq, pg, &log, &prog);
-  kiln_compile_log_free(&log);
-  kiln_module_t* m = NULL;
-  kiln_device_t* dev = NULL;
-  kiln_session_t* se = NULL;
-  if (!s && (s = kiln_module_wrap(prog, &m))) kiln_program_destroy(prog);
-  if (!s) {
-    kiln_device_open_options_t oo = {b->threads, true, NULL};
-    s = kiln_device_open(b->device ? b->device : b->target->name, &oo, kiln_allocator_system(), &dev);
-  }
-  if (!s) {
-    kiln_session_options_t so;
-    kiln_session_options_default(&so);
-    so.threads = b->threads;
-    so.profile = out_group_s != NULL;
-    so.slots = 1;
-    s = kiln_session_create(m, dev, &so, &se);
-  }
-  if (!s) s = time_session(p, se, b->inputs, b->reps > 0 ? b->reps : 20, out_s, out_group_s);
-  kiln_session_destroy(se);
-  kiln_device_release(dev);
-  kiln_module_release(m);
+  kiln_graph_session_t gs;
+  s = kiln_graph_session_open(&rq, pg, out_group_s != NULL, &gs);
+  if (!s) s = time_session(p, gs.session, b->inputs, b->reps > 0 ? b->reps : 20, out_s, out_group_s);
+  kiln_graph_session_close(&gs);
   return s ? kiln_status_annotate(s, "timing the pruned model on %s", b->target->name) : NULL;
 }
 

@@ -26,12 +26,30 @@
 
 #include <stdio.h>
 
+#include "api/driver.h"
 #include "compiler/prune.h"
+#include "kiln/runtime.h"
 #include "targets/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A compiled graph in a session of its own (one slot): what `kiln prune`
+ * times and `kiln eval` measures. */
+typedef struct kiln_graph_session_s {
+  kiln_module_t* module;
+  kiln_device_t* device;
+  kiln_session_t* session;
+} kiln_graph_session_t;
+
+/* Compiles parsed |g| (consumed either way) as |rq| says, opens rq->device
+ * (NULL: the target's name; no CPU fallback) and a session on it, with
+ * per-dispatch profiling when |profile|. Close with kiln_graph_session_close
+ * (on error nothing is left open). */
+KILN_MUST_USE kiln_status_t kiln_graph_session_open(const kiln_driver_request_t* rq, kiln_graph_t* g, bool profile,
+                                                    kiln_graph_session_t* out);
+void kiln_graph_session_close(kiln_graph_session_t* gs);
 
 typedef struct kiln_prune_bench_s {
   const kiln_target_t* target;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "api/driver.h"
+#include "api/prune_graph.h"
 #include "api/model_dims.h"
 #include "compiler/calibrate.h"
 #include "compiler/prune.h"
@@ -17,7 +18,6 @@
 #include "frontend/onnx.h"
 #include "kiln/npy.h"
 #include "kiln/runtime.h"
-#include "runtime/module_impl.h"
 #include "targets/registry.h"
 
 static const char* help =
@@ -229,25 +229,9 @@ static kiln_status_t measure(eval_t* e, const kiln_target_t* target, variant_t* 
   rq.precision.calibrate_dir = e->calib;
   if (e->tolerance > 0) rq.precision.tolerance = e->tolerance;
   rq.loop_limit = target->lowering == KILN_TARGET_CLASS_GPU ? -1 : 0;
-  kiln_compile_log_t log = {0};
-  kiln_program_t* prog = NULL;
-  kiln_status_t s = kiln_driver_compile(&rq, g, &log, &prog);
-  kiln_compile_log_free(&log);
-  kiln_module_t* m = NULL;
-  kiln_device_t* dev = NULL;
-  kiln_session_t* se = NULL;
-  if (!s && (s = kiln_module_wrap(prog, &m))) kiln_program_destroy(prog);
-  if (!s) {
-    kiln_device_open_options_t oo = {e->threads, true, NULL};
-    s = kiln_device_open(target->name, &oo, kiln_allocator_system(), &dev);
-  }
-  if (!s) {
-    kiln_session_options_t so;
-    kiln_session_options_default(&so);
-    so.threads = e->threads;
-    so.slots = 1;
-    s = kiln_session_create(m, dev, &so, &se);
-  }
+  kiln_graph_session_t gs;
+  kiln_status_t s = kiln_graph_session_open(&rq, g, false, &gs);
+  kiln_session_t* se = gs.session;
   kiln_array_t* outs = calloc((size_t)n_outputs + 1, sizeof(kiln_array_t));
   double* t = malloc(sizeof(double) * (size_t)(e->reps + 1));
   if (!s && (!outs || !t)) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
@@ -284,9 +268,7 @@ static kiln_status_t measure(eval_t* e, const kiln_target_t* target, variant_t* 
     v->weights = mem.weights_bytes, v->arena = mem.arena_bytes;
   }
   free(outs), free(t);
-  kiln_session_destroy(se);
-  kiln_device_release(dev);
-  kiln_module_release(m);
+  kiln_graph_session_close(&gs);
   return s ? kiln_status_annotate(s, "variant %s", v->name) : NULL;
 }
 
