@@ -7,24 +7,16 @@ fp32), one labelled point per variant, marker size by weight bytes.
 Exit status 2 when the CSV cannot be read or has no rows.
 """
 
-import argparse
-import csv
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot_prune import load  # noqa: E402  (the shared CSV command line)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("csv")
-    ap.add_argument("-o", "--out", required=True)
-    args = ap.parse_args()
-    try:
-        with open(args.csv) as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        print(f"plot_eval.py: {args.csv}: {e}", file=sys.stderr)
-        return 2
-    if not rows:
-        print(f"plot_eval.py: {args.csv}: no rows", file=sys.stderr)
+    args, rows = load("plot_eval.py")
+    if rows is None:
         return 2
     import matplotlib
     matplotlib.use("Agg")  # no display on benchmark machines

@@ -13,7 +13,10 @@ import csv
 import sys
 
 
-def main():
+def load(tool):
+    """The command line (CSV -o PNG) and the CSV's rows, for plot_prune.py and
+    plot_eval.py; None when the CSV cannot be read or is empty (said on
+    stderr)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("-o", "--out", required=True)
@@ -22,10 +25,17 @@ def main():
         with open(args.csv) as f:
             rows = list(csv.DictReader(f))
     except OSError as e:
-        print(f"plot_prune.py: {args.csv}: {e}", file=sys.stderr)
-        return 2
+        print(f"{tool}: {args.csv}: {e}", file=sys.stderr)
+        return args, None
     if not rows:
-        print(f"plot_prune.py: {args.csv}: no rows", file=sys.stderr)
+        print(f"{tool}: {args.csv}: no rows", file=sys.stderr)
+        return args, None
+    return args, rows
+
+
+def main():
+    args, rows = load("plot_prune.py")
+    if rows is None:
         return 2
     import matplotlib
     matplotlib.use("Agg")  # no display on benchmark machines
