@@ -32,6 +32,8 @@
 #include "tools/cli_args.h"
 #include "tools/module_cmd.h"
 #include "tools/quantize_cmd.h"
+#include "tools/prune_cmd.h"
+#include "tools/eval_cmd.h"
 #include "tools/tune_cmd.h"
 #include "runtime/module_sign.h"
 
@@ -1372,6 +1374,10 @@ static const char* main_help =
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
     "  quantize MODEL.onnx --calibrate DIR -o OUT.onnx  post-training int8 quantization\n"
     "                    into a QDQ ONNX model, with a per-layer SQNR report\n"
+    "  prune MODEL.onnx -o OUT.onnx --ratio R  structured channel pruning (also --flops,\n"
+    "                    --latency-ms, --calibrate DIR --tolerance T; --analyze)\n"
+    "  eval MODEL.onnx --variants fp32,fp16,int8,auto,prune:R  latency, size and accuracy\n"
+    "                    of each variant compiled for the target, in one table\n"
     "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
     "  tune MODEL.onnx -t T  measure the template kernels' tiles into a tuning cache\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
@@ -1421,6 +1427,8 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
   if (!strcmp(cmd, "quantize")) return kiln_cmd_quantize(argc - 2, argv + 2);
+  if (!strcmp(cmd, "prune")) return kiln_cmd_prune(argc - 2, argv + 2);
+  if (!strcmp(cmd, "eval")) return kiln_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(cmd, "tune")) return kiln_cmd_tune(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;
