@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "onnx/onnx.pb-c.h"
@@ -312,7 +313,11 @@ kiln_status_t kiln_onnx_write_qdq(const char* in_path, const kiln_qdq_plan_t* pl
 
 kiln_status_t kiln_onnx_write_file(const char* out_path, const uint8_t* out, size_t size) {
   kiln_status_t s = NULL;
-  char* tmp = cat(out_path, ".tmp");
+  /* Not a regular file (/dev/null, a FIFO): written in place, since a rename
+   * would replace the node itself (as root, /dev/null for everyone). */
+  struct stat sb;
+  const bool in_place = stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  char* tmp = cat(out_path, in_place ? "" : ".tmp");
   if (!tmp) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
   if (!s) {
     FILE* f = fopen(tmp, "wb");
@@ -322,9 +327,9 @@ kiln_status_t kiln_onnx_write_file(const char* out_path, const uint8_t* out, siz
       bool ok = fwrite(out, 1, size, f) == size;
       ok = (fclose(f) == 0) && ok;
       if (!ok) s = kiln_make_status(KILN_IO_ERROR, "%s: write failed: %s", tmp, strerror(errno));
-      else if (rename(tmp, out_path) != 0)
+      else if (!in_place && rename(tmp, out_path) != 0)
         s = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
-      if (s) unlink(tmp);
+      if (s && !in_place) unlink(tmp);
     }
   }
   free(tmp);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "compiler/tune_cache.h"
+#include "frontend/onnx_file.h"
 #include "runtime/module_file.h"
 #include "testing.h"
 
@@ -92,6 +93,21 @@ static void test_tune_cache_into_fifo(void) {
   free(d.data);
 }
 
+/* The ONNX writer of kiln quantize and kiln prune. */
+static void test_onnx_into_fifo(void) {
+  const uint8_t bytes[] = "not really a model, only bytes";
+  drain_t d = {fifo, NULL, 0};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, drain, &d) == 0);
+  kiln_status_t st = kiln_onnx_write_file(fifo, bytes, sizeof bytes);
+  bool fifo_kept = still_fifo(fifo);
+  pthread_join(th, NULL);
+  CHECK_OK(st);
+  CHECK(fifo_kept);
+  CHECK(d.len == sizeof bytes && d.data && memcmp(d.data, bytes, sizeof bytes) == 0);
+  free(d.data);
+}
+
 int main(void) {
   char dir[] = "/tmp/kiln_outpath_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
@@ -101,6 +117,7 @@ int main(void) {
   CHECK(link(fifo, fifo_link) == 0);
   RUN(test_module_bytes_into_fifo);
   RUN(test_tune_cache_into_fifo);
+  RUN(test_onnx_into_fifo);
   unlink(fifo);
   unlink(fifo_link);
   rmdir(dir);
