@@ -353,8 +353,10 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
            low && pr->fp16_accumulate ? " fp16-accumulate" : "");
-  kiln_program_build_options_t bo = {c->model_name, pr ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
-                                     c->cpu_targets};
+  kiln_program_build_options_t bo = {.model_name = c->model_name,
+                                     .precision = pr ? kiln_precision_mode_name(pr->mode) : "fp32",
+                                     .options = opts,
+                                     .cpu_targets = c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
   double t2 = now_s();

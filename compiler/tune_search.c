@@ -1,12 +1,15 @@
 /* The measured search of `kiln tune` (see tune.h for the method).
  *
- * Why rounds of whole-model builds and not one kernel at a time: the
- * instances read the model's own buffers, epilogue operands and weight
- * layouts, and the program, memory plan and session already know how to
- * set those up and time every dispatch; a round gives every distinct
- * kernel a new point for the price of one build (PoCL builds ResNet-18 in
- * about half a second), and the model's outputs check every candidate of
- * the round against the default build's. */
+ * Two kinds of build. The whole model, twice: with the default tiles
+ * first (the reference outputs, each kernel's share of the model's time,
+ * which orders the search hottest first, and the default session every
+ * later whole-model build is timed beside), and with the chosen points at
+ * the end (the model's outputs checked against the default's, and the
+ * re-measurement that drops a point not faster in the model). Between
+ * them every point is a program of its kernel alone (tune_micro.h), which
+ * builds in about a second where the model takes a minute or two on a
+ * loaded machine: a 10-minute budget then tries tens of points per kernel
+ * instead of three. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 
 #include "compiler/compare.h"
 #include "compiler/tune.h"
+#include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
@@ -40,11 +44,14 @@ typedef struct {
   const char* name;
   int32_t n_inst, *inst;
   kiln_template_tiles_t dflt, best, cand, seed;
-  bool has_seed, has_cand, done;
+  bool has_seed, done;
   double t_default, t_best; /* last paired measurement, for the table */
   double q_best;            /* best time / default time, each pair in one window */
   int32_t trials, n_tried, cap_tried;
   kiln_template_tiles_t* tried;
+  kiln_tune_micro_t micro; /* the kernel alone (micro_ok) */
+  bool micro_ok;
+  double point_s; /* what its last point cost (build and runs), for the budget */
 } group_t;
 
 typedef struct {
@@ -135,13 +142,13 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
   return false;
 }
 
-/* Every instance of every group at its candidate (or |best| / default),
- * weights laid out for them. */
-static kiln_status_t set_tiles(tuner_t* t, int which /* 0 default, 1 candidate, 2 best */) {
+/* Every instance of every group at its default or best point, weights
+ * laid out for them. */
+static kiln_status_t set_tiles(tuner_t* t, bool best) {
   kiln_template_weights_restore(t->plan);
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     const group_t* g = &t->groups[gi];
-    const kiln_template_tiles_t* x = which == 0 ? &g->dflt : which == 2 ? &g->best : g->has_cand ? &g->cand : &g->best;
+    const kiln_template_tiles_t* x = best ? &g->best : &g->dflt;
     for (int32_t i = 0; i < g->n_inst; ++i) {
       kiln_template_t* d = t->plan->kernels[g->inst[i]].tmpl;
       d->tiles = *x;
@@ -198,7 +205,7 @@ static kiln_status_t measure(tuner_t* t, double* times, double* def_times, doubl
   double* wall = calloc(2 * (size_t)R + 2, sizeof(double));
   kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
-  kiln_program_build_options_t bo = {"tune", "fp32", "-O1 tune", false, NULL};
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
   if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
   if (!s && t->n_prog != prog->n_kernels)
     s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
@@ -349,52 +356,40 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   fflush(f);
 }
 
-/* One round: a candidate per group still searching, measured together
- * (*ran false when no group had one left). */
-static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* sum, bool* ran) {
-  int32_t n = 0;
-  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-    group_t* g = &t->groups[gi];
-    g->has_cand = false;
-    if (g->done) continue;
-    if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
-      g->done = true;
-      continue;
-    }
-    KILN_RETURN_IF_ERROR(remember(g, &g->cand));
-    g->has_cand = true;
-    g->trials++;
-    sum->trials++;
-    ++n;
+/* One point of |g|: built alone and timed beside its default. False in
+ * *ran when the kernel has no point left. */
+static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* ran) {
+  *ran = false;
+  if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
+    g->done = true;
+    return;
   }
-  *ran = n > 0;
-  if (!n) return NULL;
-  double model_s = 0, def_model_s = 0;
+  *ran = true;
+  if (remember(g, &g->cand)) { /* out of memory for the list: this kernel stops */
+    g->done = true;
+    return;
+  }
+  g->trials++;
+  sum->trials++;
+  const double t0 = now_s();
+  double tc = 0, td = 0;
   bool match = false;
-  double* def = times + t->n_groups;
-  kiln_status_t s = set_tiles(t, 1);
-  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match);
-  if (s) { /* a candidate the driver refuses: the round's points are dropped, not the search */
-    if (t->o->log) fprintf(t->o->log, "\ntune: round refused: %s\n", kiln_status_message(s));
+  const int32_t R = 3 * (t->o->repeats > 0 ? t->o->repeats : 1); /* runs of one kernel cost little */
+  kiln_status_t s = kiln_tune_micro_measure(&g->micro, &g->cand, R, &tc, &td, &match, t->o->log);
+  g->point_s = now_s() - t0;
+  if (s) { /* a point the driver refuses: dropped, not the search */
+    if (t->o->log) fprintf(t->o->log, "\ntune: a point of kernel '%s' refused: %s\n", g->name, kiln_status_message(s));
     kiln_status_free(s);
-    match = false;
   }
-  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-    group_t* g = &t->groups[gi];
-    if (!g->has_cand) continue;
-    if (!match) {
-      sum->rejected++;
-      continue;
-    }
-    const double q = def[gi] > 0 ? times[gi] / def[gi] : 1;
-    if (q < g->q_best) {
-      g->q_best = q;
-      g->best = g->cand;
-      g->t_best = times[gi];
-      g->t_default = def[gi];
-    }
+  if (s || !match) {
+    sum->rejected++;
+    return;
   }
-  return NULL;
+  const double q = td > 0 ? tc / td : 1;
+  if (q < g->q_best) {
+    g->q_best = q;
+    g->best = g->cand;
+  }
 }
 
 static void table(const tuner_t* t, FILE* f) {
@@ -419,7 +414,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   double* def = times + t->n_groups;
   double model_s = 0, def_model_s = 0;
   bool match = true;
-  kiln_status_t s = set_tiles(t, 0);
+  kiln_status_t s = set_tiles(t, false);
   if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
@@ -427,18 +422,59 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     g->q_best = 1;
   }
   const double first = now_s() - t0;
-  /* Rounds until the budget: each costs about what the last ones did (the
-   * first about what the default's measurement did), and one more closes
-   * the search: the best points measured again (a build like a round's). */
-  while (!s && !(o->stop && *o->stop)) {
-    const double el = now_s() - t0, per = sum->rounds ? (el - first) / sum->rounds : first;
-    if (el + 2 * per > o->budget_s) break;
-    bool ran = false;
-    s = round_once(t, times, sum, &ran);
-    if (!ran) break;
-    sum->rounds++;
+  /* Each kernel alone: its default point's program (the reference for its
+   * candidates). The plan goes back to the packed weights the points'
+   * layouts are made from. A kernel that cannot be set up alone is not
+   * searched (noted), never fatal. */
+  kiln_template_weights_restore(t->plan);
+  int32_t* order = s ? NULL : malloc(sizeof(int32_t) * (size_t)(t->n_groups + 1));
+  if (!s && !order) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+  for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) order[gi] = gi;
+  for (int32_t i = 1; !s && i < t->n_groups; ++i) /* hottest first */
+    for (int32_t j = i; j > 0 && t->groups[order[j]].t_default > t->groups[order[j - 1]].t_default; --j) {
+      const int32_t x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
+    group_t* g = &t->groups[order[i]];
+    const double t1 = now_s();
+    if (t1 - t0 + first > o->budget_s) break;
+    kiln_status_t ms = kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev, o->threads,
+                                            g->key.fingerprint ^ o->seed);
+    g->micro_ok = !ms;
+    g->point_s = now_s() - t1;
+    if (ms) {
+      if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
+      kiln_status_free(ms);
+    }
+  }
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].done |= !t->groups[gi].micro_ok;
+  /* Rounds of one point per kernel still searching, hottest first, while
+   * the point (what the kernel's last one cost) and the closing whole-model
+   * build (what the first one cost) fit the budget. */
+  bool any = true, out_of_time = false;
+  while (!s && any && !out_of_time && !(o->stop && *o->stop)) {
+    any = false;
+    for (int32_t i = 0; i < t->n_groups && !out_of_time && !(o->stop && *o->stop); ++i) {
+      group_t* g = &t->groups[order[i]];
+      if (g->done) continue;
+      if (now_s() - t0 + g->point_s + first > o->budget_s) {
+        out_of_time = true;
+        break;
+      }
+      bool ran = false;
+      point_once(t, g, sum, &ran);
+      any |= ran;
+    }
+    if (any) sum->rounds++;
     progress(t, sum->rounds, sum->trials, t0, o->budget_s, def_model_s * 1e3);
   }
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+    if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
+    t->groups[gi].micro_ok = false;
+  }
+  free(order);
   /* Never slower: the best points are built and measured again, together
    * and beside the default build; each is kept only where it beats the
    * default there. Without a changed point there is nothing to check. */
@@ -447,7 +483,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   bool changed = false;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
   if (!s && changed) {
-    s = set_tiles(t, 2);
+    s = set_tiles(t, true);
     if (!s) s = measure(t, times, def, &best_model, &def_model_s, &match);
     if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
       for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
