@@ -320,6 +320,10 @@ static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* 
   for (char* line = buf; !s && line && *line;) {
     char* nl = strchr(line, '\n');
     if (nl) *nl = 0;
+    if (c->tuning_default && !strncmp(line, "note: tuning: ", 14) && strstr(line, ") untuned")) {
+      line = nl ? nl + 1 : NULL;
+      continue;
+    }
     if (!strncmp(line, "warning: ", 9)) s = kiln_compile_log_line(log, "warning", "%s", line + 9);
     else if (!strncmp(line, "note: ", 6)) s = kiln_compile_log_line(log, "note", "%s", line + 6);
     else s = kiln_compile_log_line(log, "tuning", "%s", line);
@@ -359,6 +363,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
                                      .cpu_targets = c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
+  if (!s && c->tuning_path) s = kiln_tune_mark_program(plan, p);
   double t2 = now_s();
   if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
   if (!s && c->dump_dir) s = dump(plan, p, c, log);

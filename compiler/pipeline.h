@@ -78,6 +78,10 @@ typedef struct kiln_compile_config_s {
    * (kiln_device_info_t.loop_limit; 0: no limit): lowering splits kernels
    * over more invocations to stay under it. */
   int64_t loop_limit;
+  /* tuning_path is the cache folder's default file (`kiln compile|run`
+   * without --tuning-cache): the kernels it has no record for are counted,
+   * not noted one by one (a cache holds the models someone tuned) */
+  bool tuning_default;
 } kiln_compile_config_t;
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

@@ -30,6 +30,7 @@
 #include "ir/graph.h"
 #include "kiln/runtime.h"
 #include "lowering/template.h"
+#include "runtime/program.h"
 #include "targets/registry.h"
 
 #ifdef __cplusplus
@@ -73,6 +74,11 @@ KILN_MUST_USE kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_templ
 KILN_MUST_USE kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t* set, const char* path,
                                                   kiln_device_t* dev, const char* target, int32_t threads,
                                                   FILE* notes, kiln_tune_use_report_t* out);
+
+/* Records in |prog| (built from |plan|) the point of every instance whose
+ * tiles kiln_tune_choose took from a record (kiln_program_kernel_t.tuned,
+ * matched by kernel name). OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog);
 
 typedef struct kiln_tune_options_s {
   double budget_s;   /* wall-clock budget of the whole search (> 0) */

@@ -68,6 +68,10 @@
  *                      — the custom ops (include/kiln/custom_op.h) the
  *                      program needs; the module loader refuses the
  *                      module while no loaded plugin provides each of them
+ *   'TUNE' (optional; written when kernels were compiled with points from a
+ *                      tuning cache, docs/TUNING.md) count n; n x { i32
+ *                      kernel, str point }: a kernel at most once, the
+ *                      point its text (kiln_program_kernel_t.tuned)
  *   'NATV' (optional, after 'CODE'; written by `kiln compile --cpu-target`)
  *                      count n; n x { str isa ("x86-64-v3", "aarch64", ...,
  *                      1..63 bytes), u64 length, that many bytes: an ELF
@@ -136,6 +140,8 @@ extern "C" {
 /* optional: the plugin ops the program uses (domain, name, version each) */
 #define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
 #define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
+/* optional: the tuning-cache points template kernels were compiled with */
+#define KILN_MODULE_TAG_TUNE KILN_MODULE_TAG('T', 'U', 'N', 'E')
 #define KILN_MODULE_MAX_ISA_NAME 63
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */

@@ -70,6 +70,12 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("%s %s (%.1f KB)", i ? "," : "", p->code.native[i].isa, (double)p->code.native[i].len / 1e3);
     printf("; the C source is the fallback\n");
   }
+  /* The tuning-cache points the template kernels were compiled with. */
+  int32_t n_tuned = 0;
+  for (int32_t k = 0; p && k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
+  printf("tuned kernels: %d%s\n", (int)n_tuned, n_tuned ? "" : " (default tiles)");
+  for (int32_t k = 0; p && k < p->n_kernels; ++k)
+    if (p->kernels[k].tuned) printf("  %s: %s\n", p->kernels[k].name, p->kernels[k].tuned);
   for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
     bool in = i < mi.n_inputs;
     int32_t k = in ? i : i - mi.n_inputs;

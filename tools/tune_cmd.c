@@ -10,6 +10,7 @@
 #include "compiler/tune.h"
 #include "frontend/onnx.h"
 #include "ir/passes.h"
+#include "runtime/code_cache.h"
 #include "runtime/device_registry.h"
 #include "tools/cli_args.h"
 
@@ -18,12 +19,13 @@ static const char* tune_help =
     "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
     "Measures other tiles for every distinct template kernel of the model (deduplicated by\n"
     "fingerprint) on the target's device and writes the fastest point per kernel to a tuning\n"
-    "cache that `kiln compile|run --tuning-cache FILE` read (docs/TUNING.md).\n"
-    "  --target, -t T     the device: opencl[:N] (the targets with a search space)\n"
+    "cache, which `kiln compile|run` read (docs/TUNING.md).\n"
+    "  --target, -t T     the device: opencl[:N] or cpu (the targets with a search space)\n"
     "  --budget D         wall-clock budget: 90s, 10m, 1h or seconds (default 10m)\n"
     "  --trials N         at most N candidates per kernel (default: until the budget)\n"
     "  --repeats N        timed runs per measurement after one warm-up (default 5)\n"
-    "  --cache FILE       the tuning cache to add to (default tuning.tsv); its records for\n"
+    "  --cache FILE       the tuning cache to add to (default: tuning.tsv in the cache folder,\n"
+    "                     $KILN_CACHE_DIR or ~/.cache/kiln, which kiln compile|run read); its records for\n"
     "                     other devices, drivers or kiln versions seed the search\n"
     "  --resume           start every kernel from this device's record in the cache\n"
     "  --seed N           seed of the search and of the random inputs (default 0)\n"
@@ -116,7 +118,9 @@ int kiln_cmd_tune(int argc, char** argv) {
     }
     if (!strcmp(argv[i], "--merge")) return merge(argc, argv);
   }
-  const char *model = NULL, *target = NULL, *cache_path = "tuning.tsv";
+  char default_cache[1100];
+  kiln_tune_cache_default_path(default_cache, sizeof default_cache);
+  const char *model = NULL, *target = NULL, *cache_path = default_cache;
   kiln_tune_options_t o;
   kiln_tune_options_default(&o);
   for (int i = 0; i < argc; ++i) {
@@ -181,6 +185,13 @@ int kiln_cmd_tune(int argc, char** argv) {
     s = kiln_tune_model(g, tg, dev, &o, &cache, &sum);
     signal(SIGINT, SIG_DFL);
   }
+  if (!s && cache_path == default_cache) { /* the cache folder may not exist yet */
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", default_cache);
+    char* slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = 0;
+    s = kiln_code_cache_make_dirs(dir);
+  }
   if (!s) s = kiln_tune_cache_write(&cache, cache_path);
   if (!s) {
     printf("model: %.2f ms default, %.2f ms tuned (%.2fx); %d of %d kernels improved, %d reverted on "
@@ -193,4 +204,14 @@ int kiln_cmd_tune(int argc, char** argv) {
   kiln_graph_destroy(g);
   kiln_tune_cache_free(&cache);
   return s ? fail(s) : 0;
+}
+
+const char* kiln_cli_tuning_path(const char* given, bool off, char* buf, size_t n, bool* implicit) {
+  *implicit = false;
+  if (given) return given;
+  if (off) return NULL;
+  kiln_tune_cache_default_path(buf, n);
+  if (access(buf, F_OK) != 0) return NULL; /* nothing tuned on this machine yet */
+  *implicit = true;
+  return buf;
 }
