@@ -12,6 +12,7 @@
 
 #include "compiler/calibrate.h"
 #include "compiler/tune.h"
+#include "compiler/tune_cpu.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
@@ -306,17 +307,11 @@ static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* 
                                (double)p->code.text_len / 1e3, (double)p->weights_len / 1e6);
 }
 
-/* The template choice with a tuning cache (compiler/tune.h): its lines
- * into the log, "warning: " and "note: " ones in those sections. */
-static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_compile_config_t* c,
+/* A tuning cache's lines into the log, "warning: " and "note: " ones in
+ * those sections (a note per untuned kernel only when the cache was asked
+ * for); frees |buf|. */
+static kiln_status_t tuning_lines(char* buf, kiln_status_t s, const kiln_compile_config_t* c,
                                   kiln_compile_log_t* log) {
-  char* buf = NULL;
-  size_t len = 0;
-  FILE* notes = open_memstream(&buf, &len);
-  kiln_tune_use_report_t r;
-  kiln_status_t s = kiln_tune_choose_file(plan, set, c->tuning_path, c->tuning_device, c->target->name, c->threads,
-                                          notes, &r);
-  if (notes) fclose(notes);
   for (char* line = buf; !s && line && *line;) {
     char* nl = strchr(line, '\n');
     if (nl) *nl = 0;
@@ -330,6 +325,20 @@ static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* 
     line = nl ? nl + 1 : NULL;
   }
   free(buf);
+  return s;
+}
+
+/* The template choice with a tuning cache (compiler/tune.h). */
+static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_compile_config_t* c,
+                                  kiln_compile_log_t* log) {
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* notes = open_memstream(&buf, &len);
+  kiln_tune_use_report_t r;
+  kiln_status_t s = kiln_tune_choose_file(plan, set, c->tuning_path, c->tuning_device, c->target->name, c->threads,
+                                          notes, &r);
+  if (notes) fclose(notes);
+  s = tuning_lines(buf, s, c, log);
   if (!s) s = kiln_compile_log_value(log, "tuning", "tuned", r.tuned);
   if (!s) s = kiln_compile_log_value(log, "tuning", "untuned", r.untuned);
   return s;
@@ -342,7 +351,22 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
   double t0 = now_s();
-  kiln_status_t s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan);
+  /* the CPU's tuned knobs are the GEMMs' lowering (compiler/tune_cpu.h) */
+  const bool cpu_tuned = c->tuning_path && c->target->lowering == KILN_TARGET_CLASS_CPU;
+  kiln_tune_cpu_table_t cpu_gemms;
+  memset(&cpu_gemms, 0, sizeof cpu_gemms);
+  kiln_status_t s = NULL;
+  if (cpu_tuned) {
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* notes = open_memstream(&buf, &len);
+    s = kiln_tune_cpu_plan_build(g, &po, c->tuning_path, c->tuning_device, notes, c->tuning_default, &cpu_gemms,
+                                 &plan);
+    if (notes) fclose(notes);
+    s = tuning_lines(buf, s, c, log);
+  } else {
+    s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan);
+  }
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
   /* int8 quantized the graph before its passes; its float tensors are fp32 */
@@ -352,7 +376,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
    * and precision change what matches */
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
-  if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
@@ -363,7 +387,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
                                      .cpu_targets = c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
-  if (!s && c->tuning_path) s = kiln_tune_mark_program(plan, p);
+  if (!s && c->tuning_path) s = cpu_tuned ? kiln_tune_cpu_mark_program(g, &cpu_gemms, p) : kiln_tune_mark_program(plan, p);
+  kiln_tune_cpu_table_free(&cpu_gemms);
   double t2 = now_s();
   if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
   if (!s && c->dump_dir) s = dump(plan, p, c, log);

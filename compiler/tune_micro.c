@@ -83,11 +83,26 @@ static kiln_status_t find_io(kiln_tune_micro_t* m) {
   return NULL;
 }
 
+kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks, int32_t n, kiln_plan_buffer_t* bufs,
+                                   const int32_t* in, int32_t n_in, const int32_t* out, int32_t n_out,
+                                   const kiln_target_t* target, kiln_program_t** prog) {
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (bufs[i].kind == KILN_PLAN_INPUT || bufs[i].kind == KILN_PLAN_OUTPUT) bufs[i].kind = KILN_PLAN_INTERMEDIATE;
+  for (int32_t i = 0; i < n_in; ++i) bufs[in[i]].kind = KILN_PLAN_INPUT;
+  for (int32_t i = 0; i < n_out; ++i) bufs[out[i]].kind = KILN_PLAN_OUTPUT;
+  kiln_plan_t v = *p;
+  v.kernels = ks;
+  v.n_kernels = v.cap_kernels = n;
+  v.buffers = bufs;
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune",
+                                     .io_inputs = in, .io_outputs = out, .n_io_inputs = n_in, .n_io_outputs = n_out};
+  return kiln_program_build(&v, target, &bo, kiln_allocator_system(), prog);
+}
+
 /* The program of the instance at |tiles|. */
-static kiln_status_t build(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
+static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
   const kiln_plan_t* p = m->plan;
   const kiln_template_t* t = p->kernels[m->k].tmpl;
-  kiln_plan_t v = *p;
   kiln_plan_kernel_t ks[2];
   kiln_template_t* tt = calloc(2, sizeof *tt);
   kiln_plan_buffer_t* bufs = malloc(sizeof *bufs * (size_t)(p->n_buffers + 1));
@@ -96,10 +111,6 @@ static kiln_status_t build(kiln_tune_micro_t* m, const kiln_template_tiles_t* ti
   int32_t n = 0;
   if (!s) {
     memcpy(bufs, p->buffers, sizeof *bufs * (size_t)p->n_buffers);
-    for (int32_t i = 0; i < p->n_buffers; ++i)
-      if (bufs[i].kind == KILN_PLAN_INPUT || bufs[i].kind == KILN_PLAN_OUTPUT) bufs[i].kind = KILN_PLAN_INTERMEDIATE;
-    for (int32_t i = 0; i < m->n_in; ++i) bufs[m->in[i]].kind = KILN_PLAN_INPUT;
-    for (int32_t i = 0; i < m->n_out; ++i) bufs[m->out[i]].kind = KILN_PLAN_OUTPUT;
     const bool conv = t->kind == KILN_TEMPLATE_CONV || t->kind == KILN_TEMPLATE_WINOGRAD;
     if (conv && t->conv.gemm_kernel != m->k) {
       ks[n] = p->kernels[t->conv.gemm_kernel];
@@ -133,13 +144,7 @@ static kiln_status_t build(kiln_tune_micro_t* m, const kiln_template_tiles_t* ti
       }
     }
   }
-  if (!s) {
-    v.kernels = ks;
-    v.n_kernels = v.cap_kernels = n;
-    v.buffers = bufs;
-    kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune", .io_inputs = m->in, .io_outputs = m->out, .n_io_inputs = m->n_in, .n_io_outputs = m->n_out};
-    s = kiln_program_build(&v, m->target, &bo, kiln_allocator_system(), out);
-  }
+  if (!s) s = kiln_tune_view_build(p, ks, n, bufs, m->in, m->n_in, m->out, m->n_out, m->target, out);
   kiln_array_free(kiln_allocator_system(), &laid);
   free(bufs);
   free(tt);
@@ -149,7 +154,7 @@ static kiln_status_t build(kiln_tune_micro_t* m, const kiln_template_tiles_t* ti
 static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_module_t** mod,
                                 kiln_session_t** ses) {
   kiln_program_t* prog = NULL;
-  KILN_RETURN_IF_ERROR(build(m, tiles, &prog));
+  KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
   kiln_session_options_default(&so);
@@ -190,7 +195,15 @@ kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan
   m->threads = threads;
   tir_ctx_init(&m->tir, kiln_allocator_system());
   m->tir_ready = true;
+  m->build = build_tmpl;
   KILN_RETURN_IF_ERROR(find_io(m));
+  return kiln_tune_micro_start(m, &plan->kernels[k].tmpl->tiles, plan->kernels[k].func->name, seed);
+}
+
+kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt, const char* what,
+                                    uint64_t seed) {
+  const kiln_plan_t* plan = m->plan;
+  m->what = what;
   for (int32_t i = 0; i < m->n_in; ++i) {
     const tir_buffer_t* b = plan->buffers[m->in[i]].buf;
     kiln_shape_t sh = {.rank = b->rank};
@@ -201,9 +214,9 @@ kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan
     const size_t ne = m->inputs[i].nbytes / sizeof(float);
     for (size_t e = 0; e < ne; ++e) f[e] = (float)((double)(mix(&seed) >> 11) / 4503599627370496.0 - 1.0);
   }
-  kiln_status_t s = session_of(m, &plan->kernels[k].tmpl->tiles, &m->def_mod, &m->def_ses);
+  kiln_status_t s = session_of(m, dflt, &m->def_mod, &m->def_ses);
   if (!s) s = run_once(m, m->def_ses, m->ref, NULL);
-  if (s) return kiln_status_annotate(s, "tune: kernel '%s' alone", plan->kernels[k].func->name);
+  if (s) return kiln_status_annotate(s, "tune: kernel '%s' alone", what);
   return NULL;
 }
 
@@ -232,8 +245,8 @@ kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_
       if (!cr.ok) {
         *match = false;
         if (log)
-          fprintf(log, "\ntune: kernel '%s': a point's output differs from the default's: %s\n",
-                  m->plan->kernels[m->k].func->name, cr.message);
+          fprintf(log, "\ntune: kernel '%s': a point's output differs from the default's: %s\n", m->what,
+                  cr.message);
       }
     }
   }
@@ -255,5 +268,9 @@ void kiln_tune_micro_free(kiln_tune_micro_t* m) {
   kiln_session_destroy(m->def_ses);
   kiln_module_release(m->def_mod);
   if (m->tir_ready) tir_ctx_deinit(&m->tir);
+  for (int32_t i = 0; i < KILN_TUNE_MICRO_IO; ++i) {
+    free(m->in_name[i]);
+    free(m->out_name[i]);
+  }
   memset(m, 0, sizeof *m);
 }

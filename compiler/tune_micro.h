@@ -31,6 +31,8 @@ extern "C" {
 
 #define KILN_TUNE_MICRO_IO 16
 
+struct kiln_tune_cpu_table_s;
+
 typedef struct kiln_tune_micro_s {
   const kiln_plan_t* plan;
   const kiln_target_t* target;
@@ -46,6 +48,18 @@ typedef struct kiln_tune_micro_s {
   kiln_session_t* def_ses;
   tir_ctx_t tir; /* the weight buffers laid out for a point */
   bool tir_ready;
+  const char* what; /* the kernel, for messages */
+  /* the program of the kernel at a point, its inputs and outputs m->in and
+   * m->out in that order */
+  kiln_status_t (*build)(struct kiln_tune_micro_s* m, const kiln_template_tiles_t* tiles, kiln_program_t** out);
+  /* CPU (tune_micro_cpu.c): a point is a plan of the graph with the GEMM's
+   * knobs, of which the node's kernels make the program */
+  const kiln_graph_t* graph;
+  kiln_plan_options_t po;
+  int32_t opt, gemm, node;
+  struct kiln_tune_cpu_table_s* table;
+  char* in_name[KILN_TUNE_MICRO_IO];
+  char* out_name[KILN_TUNE_MICRO_IO];
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
@@ -68,7 +82,27 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const 
                                                     int32_t repeats, double* t, double* t_def, bool* match,
                                                     FILE* log);
 
+/* kiln_tune_micro_init for the CPU: the kernels of graph node |node| of
+ * |plan| (built from |graph| with |po| and the gemm hook over |table|,
+ * fused when |opt| >= 1), the GEMM being table->e[gemm]. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const kiln_plan_t* plan,
+                                                     const kiln_graph_t* graph, const kiln_plan_options_t* po,
+                                                     int32_t opt, struct kiln_tune_cpu_table_s* table, int32_t gemm,
+                                                     int32_t node, const kiln_target_t* target, kiln_device_t* dev,
+                                                     int32_t threads, uint64_t seed);
+
 void kiln_tune_micro_free(kiln_tune_micro_t* m);
+
+/* Shared by both: seeded inputs (m->in set), the default point's session
+ * and reference outputs. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt,
+                                                  const char* what, uint64_t seed);
+/* A program of kernels |ks| of |p| whose buffers are |bufs| (a copy of
+ * p->buffers the call marks: |in| inputs, |out| outputs). */
+KILN_MUST_USE kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks, int32_t n,
+                                                 kiln_plan_buffer_t* bufs, const int32_t* in, int32_t n_in,
+                                                 const int32_t* out, int32_t n_out, const kiln_target_t* target,
+                                                 kiln_program_t** prog);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 
 #include "compiler/compare.h"
 #include "compiler/tune.h"
+#include "compiler/tune_cpu.h"
 #include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
 #include "runtime/module_impl.h"
@@ -40,7 +41,8 @@ void kiln_tune_options_default(kiln_tune_options_t* o) {
 typedef struct {
   kiln_tune_key_t key;
   kiln_template_space_t space;
-  const kiln_template_t* rep; /* first instance (the constraints read it) */
+  const kiln_template_t* rep; /* first instance (the constraints read it); NULL on the CPU */
+  int32_t gemm;               /* CPU: its GEMM in tuner_t.gemms; inst are then graph nodes */
   const char* name;
   int32_t n_inst, *inst;
   kiln_template_tiles_t dflt, best, cand, seed;
@@ -71,6 +73,11 @@ typedef struct {
   kiln_module_t* def_mod;
   int32_t n_prog, *prog_kernel; /* program kernel i runs plan kernel prog_kernel[i] */
   uint64_t rng;
+  /* CPU: the knobs are the GEMMs' (compiler/tune_cpu.h); a plan is built
+   * with their points by the hook over |gemms| */
+  bool cpu;
+  kiln_tune_cpu_table_t gemms;
+  kiln_plan_options_t po;
 } tuner_t;
 
 static uint64_t rnd(tuner_t* t) {
@@ -106,7 +113,9 @@ static kiln_status_t remember(group_t* g, const kiln_template_tiles_t* x) {
 }
 
 static bool usable(const tuner_t* t, const group_t* g, const kiln_template_tiles_t* x) {
-  return !tried(g, x) && (!t->set.tiles_check || !t->set.tiles_check(g->rep, x, &t->where.limits));
+  if (tried(g, x)) return false;
+  if (t->cpu) return !kiln_tune_cpu_check(&t->gemms.e[g->gemm].problem, x);
+  return !t->set.tiles_check || !t->set.tiles_check(g->rep, x, &t->where.limits);
 }
 
 /* The next point for |g|: the cache's seed first, then random points,
@@ -144,7 +153,18 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
 
 /* Every instance of every group at its default or best point, weights
  * laid out for them. */
+static kiln_status_t plan_of(tuner_t* t);
+
 static kiln_status_t set_tiles(tuner_t* t, bool best) {
+  if (t->cpu) { /* the GEMMs' points, then the plan again */
+    for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+      const group_t* g = &t->groups[gi];
+      kiln_tune_cpu_gemm_t* e = &t->gemms.e[g->gemm];
+      e->has_point = best && !tiles_eq(&g->best, &g->dflt);
+      e->point = g->best;
+    }
+    return plan_of(t);
+  }
   kiln_template_weights_restore(t->plan);
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     const group_t* g = &t->groups[gi];
@@ -284,12 +304,41 @@ static kiln_status_t make_inputs(tuner_t* t) {
   return NULL;
 }
 
+/* Group |g|, new: its key, space and default, the cache's seed, room for
+ * |cap| instances. */
+static kiln_status_t new_group(tuner_t* t, group_t* g, uint64_t fp, const kiln_template_space_t* sp,
+                               const kiln_template_tiles_t* dflt, const char* name, int32_t cap,
+                               const kiln_tune_cache_t* cache) {
+  g->key.fingerprint = fp;
+  snprintf(g->key.target, sizeof g->key.target, "%s", t->where.target);
+  snprintf(g->key.space, sizeof g->key.space, "%s", sp->version);
+  snprintf(g->key.device, sizeof g->key.device, "%s", t->where.device);
+  snprintf(g->key.driver, sizeof g->key.driver, "%s", t->where.driver);
+  snprintf(g->key.kiln, sizeof g->key.kiln, "%s", KILN_VERSION);
+  g->space = *sp;
+  g->name = name;
+  g->dflt = g->best = *dflt;
+  g->inst = malloc(sizeof(int32_t) * (size_t)(cap + 1));
+  if (!g->inst) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  KILN_RETURN_IF_ERROR(remember(g, &g->dflt));
+  /* --resume: this machine's record first; another machine's or
+   * version's is only a starting point either way */
+  const kiln_tune_record_t* mine = kiln_tune_cache_find(cache, &g->key);
+  const kiln_tune_record_t* rec = t->o->resume ? mine : NULL;
+  if (!rec) rec = kiln_tune_cache_find_near(cache, &g->key);
+  if (rec == mine && !t->o->resume) rec = NULL; /* without --resume a search starts afresh here */
+  if (rec && rec->tiles.n == g->dflt.n) {
+    g->seed = rec->tiles;
+    g->has_seed = true;
+  }
+  return NULL;
+}
+
 /* The distinct tunable instances of the plan, grouped by fingerprint. */
 static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
   kiln_plan_t* p = t->plan;
   t->groups = calloc((size_t)p->n_kernels + 1, sizeof(group_t));
-  t->group_of = malloc(sizeof(int32_t) * (size_t)(p->n_kernels + 1));
-  if (!t->groups || !t->group_of) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  if (!t->groups) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     t->group_of[k] = -1;
     kiln_template_t* d = p->kernels[k].tmpl;
@@ -301,32 +350,68 @@ static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
     group_t* g = &t->groups[gi];
     if (gi == t->n_groups) {
       t->n_groups++;
-      g->key.fingerprint = fp;
-      snprintf(g->key.target, sizeof g->key.target, "%s", t->where.target);
-      snprintf(g->key.space, sizeof g->key.space, "%s", sp.version);
-      snprintf(g->key.device, sizeof g->key.device, "%s", t->where.device);
-      snprintf(g->key.driver, sizeof g->key.driver, "%s", t->where.driver);
-      snprintf(g->key.kiln, sizeof g->key.kiln, "%s", KILN_VERSION);
-      g->space = sp;
       g->rep = d;
-      g->name = p->kernels[k].func->name;
-      g->dflt = g->best = d->tiles;
-      g->inst = malloc(sizeof(int32_t) * (size_t)(p->n_kernels + 1));
-      if (!g->inst) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
-      KILN_RETURN_IF_ERROR(remember(g, &g->dflt));
-      /* --resume: this machine's record first; another machine's or
-       * version's is only a starting point either way */
-      const kiln_tune_record_t* mine = kiln_tune_cache_find(cache, &g->key);
-      const kiln_tune_record_t* rec = t->o->resume ? mine : NULL;
-      if (!rec) rec = kiln_tune_cache_find_near(cache, &g->key);
-      if (rec == mine && !t->o->resume) rec = NULL; /* without --resume a search starts afresh here */
-      if (rec && rec->tiles.n == g->dflt.n) {
-        g->seed = rec->tiles;
-        g->has_seed = true;
-      }
+      KILN_RETURN_IF_ERROR(new_group(t, g, fp, &sp, &d->tiles, p->kernels[k].func->name, p->n_kernels, cache));
     }
     g->inst[g->n_inst++] = k;
     t->group_of[k] = gi;
+  }
+  return NULL;
+}
+
+/* CPU: a group per distinct GEMM, its instances the graph nodes lowered
+ * with it. */
+static kiln_status_t make_cpu_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
+  if (t->gemms.oom) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: GEMMs");
+  t->groups = calloc((size_t)t->gemms.n + 1, sizeof(group_t));
+  if (!t->groups) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  for (int32_t i = 0; i < t->gemms.n; ++i) {
+    const kiln_tune_cpu_gemm_t* e = &t->gemms.e[i];
+    group_t* g = &t->groups[t->n_groups++];
+    kiln_template_space_t sp;
+    kiln_template_tiles_t dflt;
+    kiln_tune_cpu_space(&e->problem, &e->dflt, &sp);
+    kiln_tune_cpu_tiles_of(&e->dflt, &dflt);
+    const int32_t node = e->n_nodes ? e->nodes[0] : -1;
+    g->gemm = i;
+    KILN_RETURN_IF_ERROR(new_group(t, g, e->fingerprint, &sp, &dflt,
+                                   node >= 0 && node < t->g->n_nodes ? t->g->nodes[node].name : "?", e->n_nodes,
+                                   cache));
+    for (int32_t n = 0; n < e->n_nodes; ++n) g->inst[g->n_inst++] = e->nodes[n];
+  }
+  return NULL;
+}
+
+/* The plan (again on the CPU, with the GEMMs' points as they stand) and
+ * what maps its kernels: program kernel i runs plan kernel prog_kernel[i]
+ * (the plan's order without the conv GEMMs merged into their instances,
+ * targets/gpu_conv.c; tiles never change which), plan kernel k's time
+ * counts for group group_of[k] (on the CPU: every kernel of a node lowered
+ * with the group's GEMM). */
+static kiln_status_t plan_of(tuner_t* t) {
+  kiln_plan_destroy(t->plan);
+  t->plan = NULL;
+  kiln_status_t s = t->cpu ? kiln_plan_build_hooked(t->g, &t->po, kiln_tune_cpu_hook, &t->gemms,
+                                                    kiln_allocator_system(), &t->plan)
+                           : kiln_plan_build(t->g, &t->po, kiln_allocator_system(), &t->plan);
+  kiln_fusion_report_t fr;
+  if (!s && t->o->opt >= 1) s = kiln_plan_fuse(t->plan, &fr, NULL);
+  if (!s && !t->cpu) s = kiln_template_select(t->plan, &t->set);
+  if (s) return s;
+  const int32_t n = t->plan->n_kernels;
+  free(t->prog_kernel);
+  free(t->group_of);
+  t->prog_kernel = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  t->group_of = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!t->prog_kernel || !t->group_of) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+  t->n_prog = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (!t->plan->kernels[k].tmpl || t->plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
+      t->prog_kernel[t->n_prog++] = k;
+    t->group_of[k] = -1;
+    for (int32_t gi = 0; t->cpu && gi < t->n_groups && t->group_of[k] < 0; ++gi)
+      for (int32_t i = 0; i < t->groups[gi].n_inst; ++i)
+        if (t->groups[gi].inst[i] == t->plan->kernels[k].node) t->group_of[k] = gi;
   }
   return NULL;
 }
@@ -399,7 +484,8 @@ static void table(const tuner_t* t, FILE* f) {
     const group_t* g = &t->groups[gi];
     char tiles[128];
     kiln_tune_tiles_format(&g->best, tiles, sizeof tiles);
-    fprintf(f, "  %-44.44s %-9s %4d %10.1f %10.1f %7.2fx  %s%s\n", g->name, kiln_template_kind_name(g->rep->kind),
+    fprintf(f, "  %-44.44s %-9s %4d %10.1f %10.1f %7.2fx  %s%s\n", g->name,
+            g->rep ? kiln_template_kind_name(g->rep->kind) : t->gemms.e[g->gemm].problem.op,
             (int)g->n_inst, g->t_default * 1e6, g->t_best * 1e6, g->t_best > 0 ? g->t_default / g->t_best : 1.0, tiles,
             tiles_eq(&g->best, &g->dflt) ? " (default)" : "");
   }
@@ -440,8 +526,11 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     group_t* g = &t->groups[order[i]];
     const double t1 = now_s();
     if (t1 - t0 + first > o->budget_s) break;
-    kiln_status_t ms = kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev, o->threads,
-                                            g->key.fingerprint ^ o->seed);
+    kiln_status_t ms = t->cpu ? kiln_tune_micro_init_cpu(&g->micro, t->plan, t->g, &t->po, o->opt, &t->gemms, g->gemm,
+                                                         g->inst[0], t->target, t->dev, o->threads,
+                                                         g->key.fingerprint ^ o->seed)
+                              : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
+                                                     o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
     g->point_s = now_s() - t1;
     if (ms) {
@@ -528,26 +617,18 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   t.o = o;
   t.rng = o->seed * 2654435761u + 88172645463325252ull;
   kiln_tune_device_of(dev, &t.where);
-  kiln_program_templates(target, &t.set);
-  if (!t.set.space)
+  t.cpu = target->lowering == KILN_TARGET_CLASS_CPU;
+  if (!t.cpu) kiln_program_templates(target, &t.set);
+  if (!t.cpu && !t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);
-  kiln_plan_options_t po = {target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
+  t.po = (kiln_plan_options_t){target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
   kiln_status_t s = make_inputs(&t);
-  if (!s) s = kiln_plan_build(g, &po, kiln_allocator_system(), &t.plan);
-  kiln_fusion_report_t fr;
-  if (!s && o->opt >= 1) s = kiln_plan_fuse(t.plan, &fr, NULL);
-  if (!s) s = kiln_template_select(t.plan, &t.set);
-  if (!s) s = make_groups(&t, cache);
-  /* program kernel i runs plan kernel prog_kernel[i]: the plan's order
-   * without the conv GEMMs merged into their instances (targets/gpu_conv.c);
-   * tiles never change which */
+  if (!s) s = plan_of(&t);
+  if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);
+  if (!s && t.cpu) s = plan_of(&t); /* the kernels' groups, now that there are groups */
   if (!s) {
-    t.prog_kernel = malloc(sizeof(int32_t) * (size_t)(t.plan->n_kernels + 1));
     t.ref = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
-    if (!t.prog_kernel || !t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
-    for (int32_t k = 0; !s && k < t.plan->n_kernels; ++k)
-      if (!t.plan->kernels[k].tmpl || t.plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
-        t.prog_kernel[t.n_prog++] = k;
+    if (!t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   }
   if (!s && t.n_groups == 0)
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no template kernels to tune on %s", target->name);
@@ -563,6 +644,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
     free(t.groups[gi].inst);
     free(t.groups[gi].tried);
   }
+  kiln_tune_cpu_table_free(&t.gemms);
   for (int32_t i = 0; t.in && i < g->n_inputs; ++i) kiln_array_free(kiln_allocator_system(), &t.in[i]);
   for (int32_t i = 0; t.ref && i < g->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &t.ref[i]);
   kiln_session_destroy(t.def_ses);

@@ -210,6 +210,8 @@ struct nn_gemm_s {
   bool pack_l;        /* pack L micro-panels at run time (L not packed) */
   bool n_outer;       /* with pack_l: pack all M tiles of a K block, then
                        * loop N outside M (R streamed once: R = weights) */
+  int32_t par;        /* kiln_gemm_par_t: the split a gemm hook forced (AUTO: heuristic) */
+  int64_t nr_max;     /* for the hook: the widest nr the caller's layout allows (0: N) */
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */

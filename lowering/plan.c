@@ -290,6 +290,11 @@ static bool kernel_reduces(const tir_func_t* f) {
 
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  return kiln_plan_build_hooked(g, options, NULL, NULL, allocator, out_plan);
+}
+
+kiln_status_t kiln_plan_build_hooked(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_gemm_hook_fn hook,
+                                     void* user, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
   kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
@@ -298,6 +303,8 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
   p->graph = g;
   p->target = options->target;
   p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
+  p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
+  p->gemm_hook_user = user;
   tir_ctx_init(&p->tir, allocator);
   kiln_status_t s = NULL;
   if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",
