@@ -507,7 +507,9 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     g->t_default = g->t_best = times[gi];
     g->q_best = 1;
   }
-  const double first = now_s() - t0;
+  /* The closing whole-model build costs what this one did, give or take
+   * the machine's load (a fifth more), plus the default's runs beside it. */
+  const double first = 1.2 * (now_s() - t0) + (o->repeats + 1) * def_model_s;
   /* Each kernel alone: its default point's program (the reference for its
    * candidates). The plan goes back to the packed weights the points'
    * layouts are made from. A kernel that cannot be set up alone is not
@@ -522,17 +524,18 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       order[j] = order[j - 1];
       order[j - 1] = x;
     }
+  double last = 0; /* what the last kernel's set-up cost */
   for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
     group_t* g = &t->groups[order[i]];
     const double t1 = now_s();
-    if (t1 - t0 + first > o->budget_s) break;
+    if (t1 - t0 + last + first > o->budget_s) break;
     kiln_status_t ms = t->cpu ? kiln_tune_micro_init_cpu(&g->micro, t->plan, t->g, &t->po, o->opt, &t->gemms, g->gemm,
                                                          g->inst[0], t->target, t->dev, o->threads,
                                                          g->key.fingerprint ^ o->seed)
                               : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
                                                      o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
-    g->point_s = now_s() - t1;
+    g->point_s = last = now_s() - t1;
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
@@ -541,7 +544,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].done |= !t->groups[gi].micro_ok;
   /* Rounds of one point per kernel still searching, hottest first, while
    * the point (what the kernel's last one cost) and the closing whole-model
-   * build (what the first one cost) fit the budget. */
+   * build fit the budget. */
   bool any = true, out_of_time = false;
   while (!s && any && !out_of_time && !(o->stop && *o->stop)) {
     any = false;
