@@ -213,12 +213,11 @@ static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out
  * summed times (*times) and of the default's in the same window
  * (*def_times), the model's median wall times, and whether the outputs
  * match the default build's (the first call's outputs become them). */
-static kiln_status_t measure(tuner_t* t, double* times, double* def_times, double* model_s, double* def_model_s,
+static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_times, double* model_s, double* def_model_s,
                              bool* match) {
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
-  const int32_t R = t->o->repeats > 0 ? t->o->repeats : 1;
   const int32_t n_out = t->g->n_outputs;
   const size_t nper = (size_t)(t->n_groups + 1) * (size_t)R;
   double* per = calloc(2 * nper, sizeof(double));
@@ -470,8 +469,9 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
     sum->rejected++;
     return;
   }
+  /* at least 3% faster alone: below that a busy machine's noise picks winners */
   const double q = td > 0 ? tc / td : 1;
-  if (q < g->q_best) {
+  if (q < g->q_best && q < 0.97) {
     g->q_best = q;
     g->best = g->cand;
   }
@@ -495,13 +495,14 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const kiln_tune_options_t* o = t->o;
   const double t0 = now_s();
   /* times: [group] a build's, [n_groups + group] the default's beside it */
+  const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
   if (!times) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   double* def = times + t->n_groups;
   double model_s = 0, def_model_s = 0;
   bool match = true;
   kiln_status_t s = set_tiles(t, false);
-  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
+  if (!s) s = measure(t, reps, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
     g->t_default = g->t_best = times[gi];
@@ -509,7 +510,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   }
   /* The closing whole-model build costs what this one did, give or take
    * the machine's load (a fifth more), plus the default's runs beside it. */
-  const double first = 1.2 * (now_s() - t0) + (o->repeats + 1) * def_model_s;
+  const double first = 1.2 * (now_s() - t0) + (2 * reps + 1) * 2 * def_model_s;
   /* Each kernel alone: its default point's program (the reference for its
    * candidates). The plan goes back to the packed weights the points'
    * layouts are made from. A kernel that cannot be set up alone is not
@@ -576,7 +577,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
   if (!s && changed) {
     s = set_tiles(t, true);
-    if (!s) s = measure(t, times, def, &best_model, &def_model_s, &match);
+    if (!s) s = measure(t, 2 * reps, times, def, &best_model, &def_model_s, &match); /* twice the pairs: the last word */
     if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
       for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
