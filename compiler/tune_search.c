@@ -635,13 +635,14 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
     if (!t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   }
   if (!s && t.n_groups == 0)
-    s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no template kernels to tune on %s", target->name);
+    s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no %s to tune on %s",
+                         t.cpu ? "GEMMs (Conv, MatMul, Gemm)" : "template kernels", target->name);
   if (!s) {
     out->kernels = t.n_groups;
     for (int32_t gi = 0; gi < t.n_groups; ++gi) out->instances += t.groups[gi].n_inst;
     if (o->log)
-      fprintf(o->log, "tune: %d template instances, %d distinct kernels, on %s (%s), budget %.0f s\n",
-              (int)out->instances, (int)out->kernels, t.where.device, t.where.driver, o->budget_s);
+      fprintf(o->log, "tune: %d %s, %d distinct kernels, on %s (%s), budget %.0f s\n",
+              (int)out->instances, t.cpu ? "GEMM nodes" : "template instances", (int)out->kernels, t.where.device, t.where.driver, o->budget_s);
     s = search(&t, cache, out);
   }
   for (int32_t gi = 0; gi < t.n_groups; ++gi) {
