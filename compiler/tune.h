@@ -7,17 +7,18 @@
  * defaults, and the log says which kernels ran untuned.
  *
  * kiln_tune_model measures: it builds the model once with the defaults
- * and then in rounds, each round one new candidate point for every
- * distinct kernel (deduplicated by fingerprint) at once, one program and
- * session per round. The candidates are random points of the space first,
- * then neighbours of the best (one knob one step away); each kernel's time
- * is the median over the round's timed runs (after a warm-up run) of its
- * dispatches' device timestamps. A round whose model outputs differ from
- * the default build's (rtol 1e-3, atol 1e-4) rejects its candidates. At
- * the end the best points are measured again, together; a kernel whose
- * point is not faster there than its default was keeps the default
- * ("never slower"). Rounds go on while the time spent plus two rounds'
- * worth (the next one and the re-measurement) fits the budget.
+ * (the reference outputs, each kernel's time, the default session), then
+ * every point of every distinct kernel (deduplicated by fingerprint) as a
+ * program of that kernel alone on seeded buffers (tune_micro.h), timed run
+ * for run beside the kernel's default program and checked against its
+ * outputs (rtol 1e-3, atol 1e-4), in rounds of one point per kernel,
+ * hottest first. The candidates are random points of the space first,
+ * then neighbours of the best (one knob one step away). At the end the best
+ * points are built into the model and measured beside the default build; a
+ * kernel whose point is not faster there keeps the default ("never
+ * slower"), and outputs that differ from the default build's keep nothing.
+ * A point is tried while it and the closing build fit the budget. On the
+ * CPU the knobs are the GEMMs' schedules (tune_cpu.h).
  *
  * Thread-compatible; |stop| may be set from a signal handler. */
 #ifndef KILN_COMPILER_TUNE_H_

@@ -17,9 +17,9 @@
 static const char* tune_help =
     "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
     "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
-    "Measures other tiles for every distinct template kernel of the model (deduplicated by\n"
-    "fingerprint) on the target's device and writes the fastest point per kernel to a tuning\n"
-    "cache, which `kiln compile|run` read (docs/TUNING.md).\n"
+    "Measures other tiles for every distinct template kernel (OpenCL) or GEMM schedule (CPU)\n"
+    "of the model (deduplicated by fingerprint) on the target's device and writes the fastest\n"
+    "point per kernel to a tuning cache, which `kiln compile|run` read (docs/TUNING.md).\n"
     "  --target, -t T     the device: opencl[:N] or cpu (the targets with a search space)\n"
     "  --budget D         wall-clock budget: 90s, 10m, 1h or seconds (default 10m)\n"
     "  --trials N         at most N candidates per kernel (default: until the budget)\n"
@@ -32,7 +32,9 @@ static const char* tune_help =
     "  --threads N        CPU threads (default: all cores)\n"
     "  -O0 | -O1          graph passes and fusion (default -O1, as kiln run)\n"
     "  --merge A B ... -o C  merge caches (the faster record per key wins), write C\n"
-    "Ctrl-C ends the search after the current round and keeps what it found.\n";
+    "Each point is built and timed alone beside its kernel's default; the chosen points are\n"
+    "checked in the whole model at the end. Ctrl-C ends the search after the current point\n"
+    "and keeps what it found.\n";
 
 static volatile sig_atomic_t stop_flag = 0;
 static void on_sigint(int sig) {
