@@ -110,7 +110,7 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
     kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
     if (ds) {
       if (notes)
-        fprintf(notes, "warning: --tuning-cache %s not used: no %s device to match its records (%s)\n", path, target,
+        fprintf(notes, "warning: tuning cache %s not used: no %s device to match its records (%s)\n", path, target,
                 kiln_status_message(ds));
       kiln_status_free(ds);
       return kiln_template_choose(plan, set);
