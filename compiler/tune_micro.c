@@ -21,10 +21,12 @@ static int cmp_d(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-static double median(double* v, int32_t n) {
+double kiln_tune_median(double* v, int32_t n) {
   qsort(v, (size_t)n, sizeof *v, cmp_d);
   return n ? v[n / 2] : 0;
 }
+
+static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
 
 static bool has(const int32_t* v, int32_t n, int32_t x) {
   for (int32_t i = 0; i < n; ++i)

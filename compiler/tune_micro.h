@@ -93,6 +93,9 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const
 
 void kiln_tune_micro_free(kiln_tune_micro_t* m);
 
+/* The median of |v| (sorted in place; 0 when n is 0). */
+double kiln_tune_median(double* v, int32_t n);
+
 /* Shared by both: seeded inputs (m->in set), the default point's session
  * and reference outputs. */
 KILN_MUST_USE kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt,

@@ -178,15 +178,7 @@ static kiln_status_t set_tiles(tuner_t* t, bool best) {
   return kiln_template_weights_lay_out(t->plan);
 }
 
-static int cmp_d(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int32_t n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n ? v[n / 2] : 0;
-}
+static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
 
 /* One run of |ses|: its wall time into wall[r] and each group's summed
  * dispatch times into per[group * R + r] (r < 0: a warm-up, not kept). */
