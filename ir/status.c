@@ -99,6 +99,7 @@ const char* kiln_status_code_name(kiln_status_code_t code) {
     case KILN_PERMISSION_DENIED: return "PERMISSION_DENIED";
     case KILN_DEVICE_ERROR: return "DEVICE_ERROR";
     case KILN_INTERNAL: return "INTERNAL";
+    case KILN_CANCELLED: return "CANCELLED";
   }
   return "UNKNOWN";
 }

@@ -185,7 +185,9 @@ const tir_expr_t* tir_call(tir_ctx_t* c, tir_intrin_t fn, int32_t n, const tir_e
                            const tir_expr_t* a1, const tir_expr_t* a2) {
   KILN_ASSERT(n >= 1 && n <= 3);
   if (!a0 || (n > 1 && !a1) || (n > 2 && !a2)) return NULL;
-  tir_expr_t* e = new_expr(c, TIR_CALL, fn == TIR_NOT ? KILN_DTYPE_BOOL : a0->dtype);
+  tir_expr_t* e = new_expr(c, TIR_CALL, fn == TIR_NOT        ? KILN_DTYPE_BOOL
+                                         : fn == TIR_WIDEN_I8X2 ? KILN_DTYPE_I32
+                                                                : a0->dtype);
   if (!e) return NULL;
   e->u.call.fn = fn;
   e->u.call.n = n;

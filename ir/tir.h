@@ -120,6 +120,16 @@ typedef enum tir_intrin_e {
   TIR_SIN, TIR_COS, TIR_TAN, TIR_ASIN, TIR_ACOS, TIR_ATAN,
   TIR_SINH, TIR_COSH, TIR_ASINH, TIR_ACOSH, TIR_ATANH,
   TIR_FMOD,       /* 2 args: C fmod (remainder with the sign of the dividend) */
+  /* 3 i32 args (acc, a, b): acc + lo(a)*lo(b) + hi(a)*hi(b), where lo/hi are
+   * the signed low and high 16 bits of the 32-bit value: the integer
+   * dot-product step of the int8 GEMM (operands widened to i16 pairs; see
+   * lower_nn_conv.c). The sum wraps like two's complement i32 (x86
+   * vpmaddwd + vpaddd, or vpdpwssd with VNNI). */
+  TIR_DOT2_I16,
+  /* 1 i16 arg -> i32: its two bytes as signed 8-bit values, each widened to
+   * a signed 16-bit half (low byte -> low half): int8 weights stored one
+   * byte each and expanded to dot2_i16's operand where they are read. */
+  TIR_WIDEN_I8X2,
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

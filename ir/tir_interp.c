@@ -296,6 +296,18 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
     case TIR_ACOSH: v.f = M1(acosh); break;
     case TIR_ATANH: v.f = M1(atanh); break;
     case TIR_FMOD: v.f = M2(fmod); break;
+    case TIR_WIDEN_I8X2: {
+      const uint32_t lo = (uint16_t)(int16_t)(int8_t)(uint8_t)(uint64_t)a[0].i;
+      const uint32_t hi = (uint16_t)(int16_t)(int8_t)(uint8_t)((uint64_t)a[0].i >> 8);
+      v.i = (int32_t)(lo | hi << 16);
+      break;
+    }
+    case TIR_DOT2_I16: {
+      const int64_t a0 = (int16_t)(uint16_t)(uint64_t)a[1].i, a1 = (int16_t)(uint16_t)((uint64_t)a[1].i >> 16);
+      const int64_t b0 = (int16_t)(uint16_t)(uint64_t)a[2].i, b1 = (int16_t)(uint16_t)((uint64_t)a[2].i >> 16);
+      v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)(a0 * b0 + a1 * b1));
+      break;
+    }
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
 #undef M1

@@ -740,6 +740,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   kiln_plan_kernel_t* kc = &p->kernels[C];
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
+  if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
   const tir_buffer_t* X = param_of(p, kp, x);
   const tir_buffer_t* Xc = param_of(p, kc, x);
   if (!X || X != Xc || !kc->naive) return NULL;
@@ -847,6 +848,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   kiln_plan_kernel_t* kc = &p->kernels[C];
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
+  if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
   kiln_op_pattern_t pat = kiln_op_pattern(node_op(p, kp->node));
   /* An injective anchor with element-wise epilogues is still injective. */
   if (pat != KILN_PATTERN_INJECTIVE || !kp->naive) return NULL;

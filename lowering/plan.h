@@ -72,6 +72,11 @@ typedef struct kiln_plan_kernel_s {
    * |func| only names it and lists its parameters (its body is empty);
    * targets print the plugin's source instead. NULL: a kiln kernel. */
   const struct kiln_custom_instance_s* custom;
+  /* Heterogeneous execution: the node was lowered for the CPU (the GPU
+   * target refused it) and the kernel runs on the session's CPU device.
+   * Fusion never joins a host kernel with a device one, and templates are
+   * not chosen for it. false on CPU plans. */
+  bool host;
 } kiln_plan_kernel_t;
 
 typedef struct kiln_plan_s {
@@ -116,6 +121,22 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
  * GEMM's schedule knobs, with |user| (a tuner's points). */
 kiln_status_t kiln_plan_build_hooked(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_gemm_hook_fn hook,
                                      void* user, kiln_allocator_t allocator, kiln_plan_t** out_plan);
+
+/* Heterogeneous execution (targets/partition.h), for GPU plans: |nodes|
+ * per graph node, nonzero to lower it for the CPU class (its kernels get
+ * |host|). With |fallback| a node whose GPU lowering refuses (UNSUPPORTED)
+ * is lowered for the CPU instead: its entry is set to 1 and
+ * |reasons|[node] gets the refusal (malloc'd; the caller frees). Both
+ * arrays are caller-owned, g->n_nodes long (|reasons| may be NULL). */
+typedef struct kiln_plan_host_s {
+  uint8_t* nodes;
+  bool fallback;
+  char** reasons;
+} kiln_plan_host_t;
+
+/* kiln_plan_build with some nodes on the host CPU (|host| NULL: none). */
+KILN_MUST_USE kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                                   kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan);
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */
 int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);

@@ -207,6 +207,19 @@ static kiln_status_t check_shape(const kiln_program_t* p) {
   return NULL;
 }
 
+/* Text, parts and blobs of |c| (the CODE section's layout; HOST's too). */
+static void put_code(wr_t* w, const kiln_program_code_t* c) {
+  put_u64(w, c->text_len);
+  put_bytes(w, c->text, (size_t)c->text_len);
+  put_u64(w, (uint64_t)c->n_parts);
+  for (int32_t i = 0; i < 2 * c->n_parts; ++i) put_u64(w, c->parts[i]);
+  put_u64(w, (uint64_t)c->n_blobs);
+  for (int32_t i = 0; i < c->n_blobs; ++i) {
+    put_u64(w, c->blob_lens[i]);
+    put_bytes(w, c->blobs[i], (size_t)c->blob_lens[i]);
+  }
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -341,16 +354,20 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
 
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
-  put_u64(w, c->text_len);
-  put_bytes(w, c->text, (size_t)c->text_len);
-  put_u64(w, (uint64_t)c->n_parts);
-  for (int32_t i = 0; i < 2 * c->n_parts; ++i) put_u64(w, c->parts[i]);
-  put_u64(w, (uint64_t)c->n_blobs);
-  for (int32_t i = 0; i < c->n_blobs; ++i) {
-    put_u64(w, c->blob_lens[i]);
-    put_bytes(w, c->blobs[i], (size_t)c->blob_lens[i]);
-  }
+  put_code(w, c);
   section_end(w, s);
+
+  /* Heterogeneous programs: where each kernel runs and the CPU code of the
+   * host kernels. Required: a kiln that does not know it would run host
+   * kernels as the target's. */
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
+    s = section_begin(w, KILN_MODULE_TAG_HOST);
+    put_u64(w, (uint64_t)p->n_kernels);
+    for (int32_t k = 0; k < p->n_kernels; ++k) put_u8(w, p->kernels[k].device);
+    put_zeros(w, (8 - (size_t)p->n_kernels % 8) % 8);
+    put_code(w, &p->host_code);
+    section_end(w, s);
+  }
 
   /* Optional: a reader that does not know it compiles the C source. */
   if (c->n_native > 0) {
@@ -417,6 +434,12 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   memcpy(tmp + pl, ".tmp", 5);
 
   kiln_status_t st = NULL;
+  /* A path that names something other than a regular file (/dev/null, a
+   * FIFO) is written in place: renaming the temporary over it would replace
+   * the device node itself, which as root destroys /dev/null. */
+  struct stat sb;
+  bool in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  if (in_place) memcpy(tmp, path, pl + 1);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     st = kiln_make_status(errno == EACCES ? KILN_PERMISSION_DENIED : KILN_IO_ERROR,
@@ -426,13 +449,13 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   st = kiln_module_fd_write_all(fd, bytes, len, tmp);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
-  if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+  if (!st && !in_place && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
     st = kiln_make_status(KILN_IO_ERROR, "%s: flushing %s failed: %s", path, tmp, strerror(errno));
   if (close(fd) != 0 && !st)
     st = kiln_make_status(KILN_IO_ERROR, "%s: closing %s failed: %s", path, tmp, strerror(errno));
-  if (!st && rename(tmp, path) != 0)
+  if (!st && !in_place && rename(tmp, path) != 0)
     st = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-  if (st) unlink(tmp);
+  if (st && !in_place) unlink(tmp);
 done:
   free(tmp);
   return st;
@@ -822,8 +845,7 @@ static kiln_status_t rd_wght(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
-static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
-  kiln_program_code_t* c = &p->code;
+static kiln_status_t rd_code_into(rd_t* r, kiln_program_t* p, kiln_program_code_t* c) {
   uint64_t tl;
   KILN_RETURN_IF_ERROR(rd_u64(r, "code text length", &tl));
   if (tl > r->left)
@@ -882,6 +904,23 @@ static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) { return rd_code_into(r, p, &p->code); }
+
+/* Read after KERN (sections come in the order the writer puts them). */
+static kiln_status_t rd_host(rd_t* r, kiln_program_t* p) {
+  uint64_t n;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "kernel count", &n));
+  if (n != (uint64_t)p->n_kernels)
+    return rd_err(r, KILN_PARSE_ERROR, "places %llu kernels, the module has %d", (unsigned long long)n,
+                  (int)p->n_kernels);
+  for (int32_t k = 0; k < p->n_kernels; ++k) KILN_RETURN_IF_ERROR(rd_u8(r, "kernel device", &p->kernels[k].device));
+  size_t pad = (8 - (size_t)n % 8) % 8;
+  KILN_RETURN_IF_ERROR(need(r, pad, "padding"));
+  r->p += pad;
+  r->left -= pad;
+  return rd_code_into(r, p, &p->host_code);
+}
+
 enum { MIN_NATIVE = 4 + 1 + 8 };
 
 /* The objects are copied as they are: whether one is a loadable ELF for
@@ -931,6 +970,7 @@ static const struct {
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_TUNE, rd_tune},
+    {KILN_MODULE_TAG_HOST, rd_host},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1027,7 +1067,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
-        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_TUNE) {
+        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
+        known_sections[k].tag != KILN_MODULE_TAG_HOST) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

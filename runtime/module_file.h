@@ -78,6 +78,12 @@
  *                      shared object }. The CPU device loads the best one
  *                      the running CPU executes, without a compiler; a reader
  *                      without it compiles the C source
+ *   'HOST' (after 'KERN' and 'CODE'; written, with the required flag, for
+ *                      heterogeneous programs only) count n (= kernels);
+ *                      n x u8 device (0: the target, 1: the host CPU),
+ *                      zero padding to 8; then the host kernels' CPU code
+ *                      in the 'CODE' layout. Older modules have none: every
+ *                      kernel runs on the target
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -142,6 +148,10 @@ extern "C" {
 #define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
 /* optional: the tuning-cache points template kernels were compiled with */
 #define KILN_MODULE_TAG_TUNE KILN_MODULE_TAG('T', 'U', 'N', 'E')
+/* Optional, required when present: heterogeneous execution, one device
+ * byte per kernel (0 the target, 1 the host CPU; padded to 8) and the host
+ * kernels' CPU code in the CODE layout. */
+#define KILN_MODULE_TAG_HOST KILN_MODULE_TAG('H', 'O', 'S', 'T')
 #define KILN_MODULE_MAX_ISA_NAME 63
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */

@@ -130,7 +130,19 @@ typedef struct kiln_program_kernel_s {
    * compiler/tune.c), shown by `kiln info` and marked in profiles; NULL:
    * its default tiles (module section 'TUNE'). */
   char* tuned;
+  /* Heterogeneous execution: the device that runs it, KILN_KERNEL_ON_TARGET
+   * (the program's target; its code is in |code|) or KILN_KERNEL_ON_HOST
+   * (the CPU device of the same session; its code is in |host_code|). */
+  uint8_t device;
 } kiln_program_kernel_t;
+
+enum {
+  KILN_KERNEL_ON_TARGET = 0,
+  KILN_KERNEL_ON_HOST = 1,
+};
+
+/* The target the host kernels of a heterogeneous program are built for. */
+#define KILN_HOST_TARGET "cpu"
 
 /* Longest target name, NUL included ("cpu", "opencl", "vulkan"). */
 #define KILN_TARGET_NAME_MAX 16
@@ -193,6 +205,11 @@ typedef struct kiln_program_s {
   uint8_t* weights;   /* constants' bytes (64-byte aligned offsets) */
   uint64_t weights_len;
   kiln_program_code_t code;
+  /* Heterogeneous programs (some kernels KILN_KERNEL_ON_HOST): the CPU
+   * target's code of the host kernels, in their order (module section
+   * 'HOST'); |code| then holds the target's code of the other kernels
+   * only. Empty (all zero) when every kernel runs on the target. */
+  kiln_program_code_t host_code;
   int32_t n_plugin_ops; /* distinct plugin ops used (module section 'PLUG') */
   kiln_program_plugin_op_t* plugin_ops;
 } kiln_program_t;
@@ -228,6 +245,16 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p);
  * and the compiler's CPU executor so both say the same. */
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,
                                        const char* kernel);
+
+/* Kernels of |p| on |device| (KILN_KERNEL_ON_*). */
+int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device);
+
+/* Sets every buffer's first_use / last_use from the kernels' arguments
+ * (a view's uses extend its root's lifetime; unused: -1). */
+void kiln_program_lifetimes(kiln_program_t* p);
+
+/* Frees the code's arrays with |a| and zeroes it. */
+void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c);
 
 /* Follows alias_of to the buffer owning the memory (validated programs). */
 int32_t kiln_program_root(const kiln_program_t* p, int32_t buffer);

@@ -202,7 +202,8 @@ static kiln_status_t init_profile(kiln_session_t* s) {
   if (!s->prof || !s->ts) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     const kiln_program_kernel_t* kk = &p->kernels[k];
-    s->prof[k] = (kiln_profile_entry_t){kk->name, kk->node_name, kk->op_type, 0, 0, 0, kk->flops, kk->bytes};
+    s->prof[k] =
+        (kiln_profile_entry_t){kk->name, kk->node_name, kk->op_type, 0, 0, 0, kk->flops, kk->bytes, s->dev->info.api};
   }
   return NULL;
 }
@@ -235,6 +236,16 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
+    kiln_status_t st = kiln_hetero_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return kiln_status_annotate(st, "%s: creating a heterogeneous session on %s and the CPU", p->model_name,
+                                  device->info.name);
+    }
+    *out_session = s;
+    return NULL;
+  }
   kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads};
   kiln_status_t st = device->vt->executable_create(device, p, &bo, &s->exe);
   if (!st) st = kiln_memory_plan(p, s->alignment, kiln_allocator_system(), &s->mp);
@@ -260,6 +271,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
 
 void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
+  kiln_hetero_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
   for (int32_t i = 0; s->slots && i < s->n_slots; ++i) {
@@ -317,6 +329,7 @@ kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
   const kiln_program_t* p = s->p;
   for (int32_t i = 0; i < p->n_inputs; ++i) KILN_RETURN_IF_ERROR(check_input(s, i, &inputs[i]));
+  if (s->het) return kiln_hetero_enqueue(s, inputs, out_run);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
     if (!s->slots[i].busy) sl = &s->slots[i];
@@ -415,6 +428,7 @@ static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, ki
 kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
+  if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
     if (s->slots[i].busy && s->slots[i].run == run) sl = &s->slots[i];
@@ -442,6 +456,10 @@ kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs, ki
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
+  if (s->het) {
+    kiln_hetero_memory(s, out);
+    return;
+  }
   out->arena_bytes = s->mp.arena_bytes;
   out->naive_bytes = s->mp.naive_bytes;
   out->lower_bound_bytes = s->mp.lower_bound_bytes;

@@ -239,7 +239,9 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = options && options->io_inputs ? build_io_given(plan, options, prog) : build_io(plan, prog);
   if (!s) s = build_plugin_ops(plan, prog);
   const bool code = !(options && options->no_code);
-  if (!s && code) s = target->emit(plan, prog);
+  bool hetero = false;
+  for (int32_t k = 0; k < plan->n_kernels && !hetero; ++k) hetero = plan->kernels[k].host;
+  if (!s && code) s = hetero ? kiln_program_emit_hetero(plan, target, prog) : target->emit(plan, prog);
   const char* levels = options ? options->cpu_targets : NULL;
   if (!s && code && levels && levels[0]) {
     if (!target->emit_native)

@@ -76,6 +76,16 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
   printf("tuned kernels: %d%s\n", (int)n_tuned, n_tuned ? "" : " (default tiles)");
   for (int32_t k = 0; p && k < p->n_kernels; ++k)
     if (p->kernels[k].tuned) printf("  %s: %s\n", p->kernels[k].name, p->kernels[k].tuned);
+  /* heterogeneous execution: the kernels that run on the CPU beside the target */
+  const int32_t nh = p ? kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST) : 0;
+  if (nh) {
+    printf("heterogeneous: %d of %d kernels run on the cpu (%.1f KB of C):", (int)nh, (int)p->n_kernels,
+           (double)p->host_code.text_len / 1e3);
+    for (int32_t k = 0, shown = 0; k < p->n_kernels; ++k)
+      if (p->kernels[k].device == KILN_KERNEL_ON_HOST && shown++ < 8)
+        printf("%s %s (%s)", shown > 1 ? "," : "", p->kernels[k].node_name, p->kernels[k].op_type);
+    printf("%s\n", nh > 8 ? ", ..." : "");
+  }
   for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
     bool in = i < mi.n_inputs;
     int32_t k = in ? i : i - mi.n_inputs;

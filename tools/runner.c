@@ -68,7 +68,7 @@ kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_
          kiln_device_name(dev), kiln_device_api(dev), (now_s() - t0) * 1e3, a, (int)mem.slots, lb, nv, w,
          (int)mem.dispatches, (int)mem.barriers);
   const kiln_device_api_t* api = kiln_device_api_find(kiln_device_api(dev));
-  if (api && api->executable_report) api->executable_report(s->exe, stdout);
+  if (api && api->executable_report && s->exe) api->executable_report(s->exe, stdout); /* heterogeneous: none */
   *out_session = s;
   return NULL;
 }

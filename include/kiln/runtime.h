@@ -111,7 +111,14 @@ typedef struct kiln_device_open_options_s {
 /* Opens a device by name: "cpu", "opencl[:N]", "vulkan[:N]" (N = index in
  * `kiln devices`). Without the driver or device the call falls back to the
  * CPU and logs why, unless options->strict (then NOT_FOUND/DEVICE_ERROR with
- * the reason). Release with kiln_device_release. */
+ * the reason). Release with kiln_device_release.
+ * The first CPU device opened sets OMP_WAIT_POLICY=passive in the process
+ * environment unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: the CPU
+ * kernels' OpenMP threads then sleep between parallel regions instead of
+ * spinning, which otherwise starves other sessions and threads when the
+ * cores are shared (set OMP_WAIT_POLICY=active to keep spinning). Open it
+ * before starting threads that read the environment (setenv is not safe
+ * against a concurrent getenv). */
 KILN_API kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
                                         kiln_allocator_t allocator, kiln_device_t** out_device);
 KILN_API void kiln_device_retain(kiln_device_t* d);
@@ -186,6 +193,7 @@ typedef struct kiln_profile_entry_s {
   double start_s;    /* start of the last run's dispatch, from the run's start */
   double last_s;     /* duration in the last run */
   int64_t flops, bytes;
+  const char* device; /* the device API that ran it (heterogeneous sessions: "cpu" for fallbacks) */
 } kiln_profile_entry_t;
 
 /* Entries in dispatch order (n = kernels); *out_runs = profiled runs. NULL

@@ -40,6 +40,7 @@ typedef enum kiln_status_code_e {
                                 verify key a module (unsigned, wrong key, changed) */
   KILN_DEVICE_ERROR = 10,    /* a driver call failed */
   KILN_INTERNAL = 11,        /* a kiln bug */
+  KILN_CANCELLED = 12,       /* the work was dropped before it ran (a batcher shut down) */
 } kiln_status_code_t;
 
 typedef struct kiln_status_impl_s* kiln_status_t;

@@ -164,3 +164,119 @@ KILN_INLINE kiln_v16f kiln_vsplat16(float x) {
 KILN_VHDEF(4, 8)
 KILN_VHDEF(8, 16)
 KILN_VHDEF(16, 32)
+
+/* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
+   per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
+   their zero points, two channels per lane). Exact: |products| <= 255*255,
+   so only the i32 sum can wrap, as vpmaddwd + vpaddd (and vpdpwssd) do.
+   vpmaddubsw's u8 x i8 pairs would saturate at int16 and change results. */
+KILN_INLINE int32_t kiln_dot2(int32_t acc, int32_t a, int32_t b) {
+  int32_t s = (int32_t)(int16_t)(uint16_t)(uint32_t)a * (int16_t)(uint16_t)(uint32_t)b;
+  int32_t t = (int32_t)(int16_t)(uint16_t)((uint32_t)a >> 16) * (int16_t)(uint16_t)((uint32_t)b >> 16);
+  return (int32_t)((uint32_t)acc + (uint32_t)s + (uint32_t)t);
+}
+/* i32 vectors at any 4-byte address (the accumulators and packed panels). */
+#define KILN_VIDEF(W, BYTES)                                                       \
+  typedef int32_t kiln_vi##W __attribute__((vector_size(BYTES), aligned(4)));     \
+  typedef uint32_t kiln_vu##W __attribute__((vector_size(BYTES)));                \
+  KILN_INLINE kiln_vi##W kiln_vspliti##W(int32_t x) { return (kiln_vi##W){0} + x; } \
+  KILN_INLINE kiln_vi##W kiln_vdot2g_##W(kiln_vi##W acc, kiln_vi##W a, kiln_vi##W b) { \
+    kiln_vi##W al = (kiln_vi##W)((kiln_vu##W)a << 16) >> 16, ah = a >> 16;        \
+    kiln_vi##W bl = (kiln_vi##W)((kiln_vu##W)b << 16) >> 16, bh = b >> 16;        \
+    return (kiln_vi##W)((kiln_vu##W)acc + (kiln_vu##W)(al * bl) + (kiln_vu##W)(ah * bh)); \
+  }
+KILN_VIDEF(4, 16)
+KILN_VIDEF(8, 32)
+KILN_VIDEF(16, 64)
+/* One instruction where the CPU has it: vpdpwssd (AVX512-VNNI, with VL for
+   128/256 bits, or AVX-VNNI), else vpmaddwd + vpaddd; the portable lane code
+   elsewhere (NEON: GCC's own widening multiplies) and for other compilers.
+   GCC's builtins rather than <immintrin.h>, which costs ~0.4 s per unit. */
+typedef int16_t kiln_vs8 __attribute__((vector_size(16)));
+typedef int16_t kiln_vs16 __attribute__((vector_size(32)));
+typedef int16_t kiln_vs32 __attribute__((vector_size(64)));
+typedef int32_t kiln_vr4 __attribute__((vector_size(16)));
+typedef int32_t kiln_vr8 __attribute__((vector_size(32)));
+typedef int32_t kiln_vr16 __attribute__((vector_size(64)));
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+#define KILN_DPW4(c, a, b) __builtin_ia32_vpdpwssd_v4si((kiln_vr4)(c), (kiln_vr4)(a), (kiln_vr4)(b))
+#define KILN_DPW8(c, a, b) __builtin_ia32_vpdpwssd_v8si((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#else
+#define KILN_DPW4(c, a, b) ((kiln_vr4)(c) + __builtin_ia32_pmaddwd128((kiln_vs8)(a), (kiln_vs8)(b)))
+#if defined(__AVX2__)
+/* vpmaddwd + vpaddd kept together: written as two builtins, GCC computed a
+   whole tile's products before adding them and spilled the 6 x 16 tile's
+   accumulators to the stack (the ymm file is 16 registers). */
+KILN_INLINE kiln_vr8 kiln_dpw8_avx2(kiln_vr8 c, kiln_vr8 a, kiln_vr8 b) {
+  kiln_vr8 t;
+  __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]" : [c] "+x"(c), [t] "=&x"(t) : [a] "x"(a), [b] "xm"(b));
+  return c;
+}
+#define KILN_DPW8(c, a, b) kiln_dpw8_avx2((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#endif
+#endif
+#if defined(__AVX512VNNI__)
+#define KILN_DPW16(c, a, b) __builtin_ia32_vpdpwssd_v16si((kiln_vr16)(c), (kiln_vr16)(a), (kiln_vr16)(b))
+#elif defined(__AVX512BW__)
+#define KILN_DPW16(c, a, b) \
+  ((kiln_vr16)(c) + __builtin_ia32_pmaddwd512_mask((kiln_vs32)(a), (kiln_vs32)(b), (kiln_vr16){0}, 0xffff))
+#endif
+#endif
+#ifndef KILN_DPW4
+#define KILN_DPW4(c, a, b) kiln_vdot2g_4(c, a, b)
+#endif
+#ifndef KILN_DPW8
+#define KILN_DPW8(c, a, b) kiln_vdot2g_8(c, a, b)
+#endif
+#ifndef KILN_DPW16
+#define KILN_DPW16(c, a, b) kiln_vdot2g_16(c, a, b)
+#endif
+KILN_INLINE kiln_vi4 kiln_vdot2_4(kiln_vi4 acc, kiln_vi4 a, kiln_vi4 b) { return (kiln_vi4)KILN_DPW4(acc, a, b); }
+KILN_INLINE kiln_vi8 kiln_vdot2_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return (kiln_vi8)KILN_DPW8(acc, a, b); }
+KILN_INLINE kiln_vi16 kiln_vdot2_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
+  return (kiln_vi16)KILN_DPW16(acc, a, b);
+}
+/* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
+   byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
+   forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */
+KILN_INLINE int32_t kiln_widen2(int16_t x) {
+  uint32_t lo = (uint16_t)(int16_t)(int8_t)(uint8_t)(uint16_t)x;
+  uint32_t hi = (uint16_t)(int16_t)(int8_t)(uint8_t)((uint16_t)x >> 8);
+  return (int32_t)(lo | hi << 16);
+}
+typedef int8_t kiln_vb8 __attribute__((vector_size(8)));
+typedef int8_t kiln_vb16 __attribute__((vector_size(16)));
+typedef int8_t kiln_vb32 __attribute__((vector_size(32)));
+typedef int16_t kiln_vs4 __attribute__((vector_size(8)));
+/* one vpmovsxbw where GCC has the builtin (its generic conversion split the
+   256-bit one into two 128-bit halves on znver3) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+typedef char kiln_vc16 __attribute__((vector_size(16)));
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_ia32_pmovsxbw256((kiln_vc16)(b)))
+#else
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_convertvector(b, kiln_vs16))
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+typedef char kiln_vc32 __attribute__((vector_size(32)));
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_ia32_pmovsxbw512_mask((kiln_vc32)(b), (kiln_vs32){0}, 0xffffffffu))
+#else
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_convertvector(b, kiln_vs32))
+#endif
+#define KILN_SXBW4(b) ((kiln_vi4)__builtin_convertvector(b, kiln_vs8))
+#define KILN_VWDEF(W, VB, VSH)                                                     \
+  KILN_INLINE kiln_vi##W kiln_vwiden##W(const int16_t* p) {                       \
+    VB b;                                                                         \
+    memcpy(&b, p, sizeof b);                                                      \
+    return KILN_SXBW##W(b);                                                       \
+  }                                                                               \
+  KILN_INLINE kiln_vi##W kiln_vsplatw##W(const int16_t* p) {                      \
+    int16_t h;                                                                    \
+    memcpy(&h, p, 2);                                                             \
+    VSH v = {0};                                                                  \
+    v += h;                                                                       \
+    return KILN_SXBW##W((VB)v);                                                   \
+  }
+KILN_VWDEF(4, kiln_vb8, kiln_vs4)
+KILN_VWDEF(8, kiln_vb16, kiln_vs8)
+KILN_VWDEF(16, kiln_vb32, kiln_vs16)

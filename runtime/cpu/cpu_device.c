@@ -359,8 +359,26 @@ static void cpu_model_name(char* out, size_t n) {
   fclose(f);
 }
 
+/* Kernel objects are built with -fopenmp; libgomp, loaded with the first
+ * of them, reads its environment once. By default its idle threads spin
+ * after every parallel region, and a run is dozens of regions: with more
+ * runnable threads than cores (several sessions, a batcher's clients, the
+ * application's own threads, a loaded machine) the spinners take the
+ * cores from the threads with work (ResNet-18 on 2 cores under load: ~1000
+ * vs 115 ms/run; a batcher's small batch 17-28 vs 0.07 ms). So, unless the
+ * environment already says how OpenMP waits, idle threads sleep. Set once,
+ * before any kernel object is loaded (a runtime loaded earlier by the
+ * application keeps its own setting). setenv races getenv on other
+ * threads: open the first CPU device before starting threads that read
+ * the environment (include/kiln/runtime.h). */
+static pthread_once_t openmp_once = PTHREAD_ONCE_INIT;
+static void openmp_wait_passive(void) {
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+}
+
 kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator,
                                      kiln_device_t** out_device) {
+  pthread_once(&openmp_once, openmp_wait_passive);
   void* m = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(cpu_device_t), "cpu device", &m));
   cpu_device_t* d = m;

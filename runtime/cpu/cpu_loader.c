@@ -301,6 +301,7 @@ void kiln_cpu_module_unload(kiln_cpu_module_t* m) {
   if (!m) return;
   free(m->fns);
   if (m->handle) dlclose(m->handle);
+  if (m->owns_fd) close(m->fd);
   memset(m, 0, sizeof(*m));
 }
 

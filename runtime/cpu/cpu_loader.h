@@ -58,6 +58,14 @@ typedef struct kiln_cpu_module_s {
   void* handle;                  /* dlopen handle */
   kiln_cpu_kernel_fn* fns;       /* one per requested symbol (malloc'd) */
   void (*set_threads)(int);      /* kiln_set_threads from the .so */
+  /* A module's machine code loaded from an anonymous memory file: the file
+   * stays open while the object is loaded, because the dynamic loader
+   * knows the object by its name, /proc/self/fd/N, and hands an object
+   * already loaded under a name back for a new dlopen of that name; with
+   * the descriptor closed, the next module's memory file could get N, and
+   * its dlopen the first module's code. */
+  bool owns_fd;
+  int fd;
 } kiln_cpu_module_t;
 
 /* Compiles |code| (or finds it in the cache), loads it and resolves |names|

@@ -173,8 +173,15 @@ static kiln_status_t load_bytes(const kiln_program_native_t* nv, const char* wha
     }
   }
   if (!s) s = kiln_cpu_module_load_so(path, names, n, out);
-  /* The mapping outlives the descriptor and the name. */
-  close(fd);
+  /* A temporary file's name is unique: the mapping outlives its
+   * descriptor and name. A memory file's /proc/self/fd name is unique
+   * only while the descriptor is open (kiln_cpu_module_t.owns_fd). */
+  if (!s && !unlink_after) {
+    out->owns_fd = true;
+    out->fd = fd;
+  } else {
+    close(fd);
+  }
   if (unlink_after) unlink(path);
   if (s) return kiln_status_annotate(s, "%s: the %s machine code", what, nv->isa);
   return NULL;

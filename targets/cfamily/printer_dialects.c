@@ -119,6 +119,10 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     /* f16 buffers: the prelude converts a vector on load and store */
     .vload_half = "kiln_vh2f$W(&$B[$I])", .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
     .vsplat_half = "kiln_vsplath$W(&$B[$I])",
+    .vload_i32 = "(*(const kiln_vi$W*)&$B[$I])", .vstore_i32 = "*(kiln_vi$W*)&$B[$I] = $V",
+    .vsplat_i32 = "kiln_vspliti$W($1)", .vdot2_i16 = "kiln_vdot2_$W($1, $2, $3)",
+    .math[TIR_DOT2_I16] = "kiln_dot2($1, $2, $3)", .math[TIR_WIDEN_I8X2] = "kiln_widen2($1)",
+    .vwiden_i8x2 = "kiln_vwiden$W(&$B[$I])", .vsplat_i8x2 = "kiln_vsplatw$W(&$B[$I])",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {

@@ -29,7 +29,7 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     const bool half = b->dtype == KILN_DTYPE_F16;
     c.v = avex(half ? v->u.cast.value : v); /* vok_stmt: f16 <- f32(...) */
     c.n = p->w;
-    kiln_cf_tpl(p, half ? p->d->vstore_half : p->d->vstore, &c);
+    kiln_cf_tpl(p, half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : p->d->vstore, &c);
     put(p, ";\n");
     return;
   }

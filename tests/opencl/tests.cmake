@@ -148,3 +148,9 @@ if(TARGET kiln_cli)
   set_tests_properties(opencl_tune_cli PROPERTIES LABELS "target=opencl" TIMEOUT 600
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
+
+# Heterogeneous execution: OpenCL has f64, so the same model gets no host
+# kernels (tests/test_hetero.c; the CPU-only plugin op that falls back on
+# OpenCL is in test_plugin_example.py).
+add_test(NAME test_hetero_opencl COMMAND test_hetero --target opencl)
+set_tests_properties(test_hetero_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)

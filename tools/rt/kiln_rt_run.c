@@ -17,7 +17,17 @@
  * N > 1 the runs are pipelined through the session's slots (enqueue the next
  * before waiting for the previous) and the throughput is printed. With
  * --verify-key the module must be signed by that key (docs/TRUST.md);
- * anything else is refused before its code is built. */
+ * anything else is refused before its code is built.
+ *
+ *   kiln-rt-run MODULE.kiln --clients N [--max-batch N] [--max-delay-us US]
+ *               [--requests N | --seconds S] [--sample-module M1.kiln]
+ *
+ * drives the dynamic batcher (include/kiln/batcher.h, tools/rt/rt_clients.c):
+ * N client threads send single-sample requests, first each with its own
+ * session of the batch-1 module (--sample-module; MODULE itself when its
+ * batch is 1), then all through one batcher of MODULE, and the throughput
+ * and p50/p99 latency of both are printed (--requests per client and phase,
+ * default 20, or --seconds per phase). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,12 +39,15 @@
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "kiln/runtime.h"
+#include "tools/rt/rt_clients.h"
 
 #define DEFAULT_MAX_IO_BYTES (16ull << 30)
 
 static const char usage[] =
     "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] "
-    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...]\n";
+    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...]\n"
+    "       kiln-rt-run MODULE.kiln --clients N [--max-batch N] [--max-delay-us US] [--requests N | --seconds S]\n"
+    "                   [--sample-module M1.kiln] [--device D] [--verify-key KEY.pub]\n";
 
 static double now_s(void) {
   struct timespec t;
@@ -148,15 +161,21 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
   return NULL;
 }
 
+static int bad_number(const char* flag, const char* value, const char* range) {
+  fprintf(stderr, "kiln-rt-run: error: %s '%s' is not a whole number in %s\n", flag, value, range);
+  return 2;
+}
+
 /* Parses the command line; 0, or the exit status of a usage error (printed). */
 static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
                       const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap,
-                      const char** verify_key) {
+                      const char** verify_key, rt_clients_options_t* co) {
   const char* env = getenv("KILN_MAX_IO_BYTES");
   if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
     fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
     return 2;
   }
+  unsigned long long v = 0;
   for (int i = 1; i < argc; ++i) {
     const bool has = i + 1 < argc;
     if (!strcmp(argv[i], "--device") && has) *device = argv[++i];
@@ -173,6 +192,23 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
         fprintf(stderr, "kiln-rt-run: error: --runs '%s' is not a whole number in [1, 1e9]\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(argv[i], "--clients") && has) {
+      if (!parse_u64(argv[++i], 1, 1024, &v)) return bad_number("--clients", argv[i], "[1, 1024]");
+      co->clients = (int32_t)v;
+    } else if (!strcmp(argv[i], "--max-batch") && has) {
+      if (!parse_u64(argv[++i], 1, 1 << 20, &v)) return bad_number("--max-batch", argv[i], "[1, 2^20]");
+      co->max_batch = (int32_t)v;
+    } else if (!strcmp(argv[i], "--max-delay-us") && has) {
+      if (!parse_u64(argv[++i], 0, 60000000, &v)) return bad_number("--max-delay-us", argv[i], "[0, 6e7]");
+      co->max_delay_us = (int64_t)v;
+    } else if (!strcmp(argv[i], "--requests") && has) {
+      if (!parse_u64(argv[++i], 1, 1000000000, &v)) return bad_number("--requests", argv[i], "[1, 1e9]");
+      co->requests = (int64_t)v;
+    } else if (!strcmp(argv[i], "--seconds") && has) {
+      if (!parse_u64(argv[++i], 1, 86400, &v)) return bad_number("--seconds", argv[i], "[1, 86400]");
+      co->seconds = (double)v;
+    } else if (!strcmp(argv[i], "--sample-module") && has) {
+      co->sample_module = argv[++i];
     } else if (!strcmp(argv[i], "--max-io-bytes") && has) {
       if (!parse_u64(argv[++i], 1, ULLONG_MAX, cap)) {
         fprintf(stderr, "kiln-rt-run: error: --max-io-bytes '%s' is not a positive whole number of bytes\n",
@@ -187,6 +223,17 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
   }
   if (!*path) {
     fputs(usage, stderr);
+    return 2;
+  }
+  if (co->clients && (*n_inputs || *outdir || *runs != 1)) {
+    fprintf(stderr, "kiln-rt-run: error: --clients sends its own seeded samples: it takes no --input, "
+                    "--output or --runs\n");
+    return 2;
+  }
+  if (!co->clients && (co->max_batch || co->max_delay_us >= 0 || co->requests || co->seconds > 0 ||
+                       co->sample_module)) {
+    fprintf(stderr, "kiln-rt-run: error: --max-batch, --max-delay-us, --requests, --seconds and "
+                    "--sample-module go with --clients\n");
     return 2;
   }
   return 0;
@@ -207,7 +254,9 @@ int main(int argc, char** argv) {
     free(which);
     return 1;
   }
-  const int usage_rc = parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key);
+  rt_clients_options_t co = {.max_delay_us = -1};
+  const int usage_rc =
+      parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key, &co);
   if (usage_rc) {
     free(inputs);
     free(which);
@@ -225,6 +274,14 @@ int main(int argc, char** argv) {
   kiln_status_t st = kiln_module_load_file_opts(path, &lo, al, &m);
   const double t_loaded = now_s();
   if (st) goto done;
+  if (co.clients) {
+    co.device = device;
+    co.verify_key = verify_key;
+    if (co.max_delay_us < 0) co.max_delay_us = 2000;
+    if (!co.requests) co.requests = 20;
+    st = rt_clients_run(m, path, &co);
+    goto done;
+  }
   kiln_module_info(m, &mi);
   in = calloc((size_t)mi.n_inputs + 1, sizeof(kiln_array_t));
   out = calloc((size_t)mi.n_outputs + 1, sizeof(kiln_array_t));
