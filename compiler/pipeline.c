@@ -412,10 +412,13 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     char* buf = NULL;
     size_t len = 0;
     FILE* notes = open_memstream(&buf, &len);
-    s = kiln_tune_cpu_plan_build(g, &po, c->tuning_path, c->tuning_device, notes, c->tuning_default, &cpu_gemms,
+    kiln_tune_use_report_t r;
+    s = kiln_tune_cpu_plan_build(g, &po, c->tuning_path, c->tuning_device, notes, c->tuning_default, &cpu_gemms, &r,
                                  &plan);
     if (notes) fclose(notes);
     s = tuning_lines(buf, s, c, log);
+    if (!s) s = kiln_compile_log_value(log, "tuning", "tuned", r.tuned);
+    if (!s) s = kiln_compile_log_value(log, "tuning", "untuned", r.untuned);
   } else {
     /* GPU targets: the nodes the target refuses run on the CPU of the same
      * session (targets/partition.h), one line each; --strict refuses. */

@@ -180,10 +180,11 @@ static void use_records(kiln_tune_cpu_table_t* table, const kiln_tune_cache_t* c
 
 kiln_status_t kiln_tune_cpu_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* po, const char* path,
                                        kiln_device_t* dev, FILE* notes, bool quiet, kiln_tune_cpu_table_t* table,
-                                       kiln_plan_t** out) {
+                                       kiln_tune_use_report_t* report, kiln_plan_t** out) {
   memset(table, 0, sizeof *table);
+  memset(report, 0, sizeof *report);
   KILN_RETURN_IF_ERROR(kiln_plan_build_hooked(g, po, kiln_tune_cpu_hook, table, kiln_allocator_system(), out));
-  if (table->oom || !table->n) return NULL;
+  if (table->oom) return NULL;
   if (dev) {
     kiln_device_retain(dev);
   } else {
@@ -203,6 +204,7 @@ kiln_status_t kiln_tune_cpu_plan_build(const kiln_graph_t* g, const kiln_plan_op
   kiln_tune_use_report_t r;
   memset(&r, 0, sizeof r);
   if (!s) use_records(table, &cache, &where, g, notes, quiet, &r);
+  *report = r;
   if (!s && notes)
     fprintf(notes, "tuning: %d of %d CPU GEMMs tuned from %s (%d kept their defaults, %d untuned, %d refused, "
                    "%d cache lines ignored)\n",

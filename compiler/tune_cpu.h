@@ -33,6 +33,8 @@ extern "C" {
 
 #define KILN_TUNE_CPU_SPACE "cpu.gemm.1"
 
+struct kiln_tune_use_report_s; /* compiler/tune.h */
+
 uint64_t kiln_tune_cpu_fingerprint(const kiln_gemm_problem_t* p);
 /* The knobs of |p| around its default point |d|. */
 void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* d, kiln_template_space_t* out);
@@ -71,12 +73,13 @@ kiln_tune_cpu_gemm_t* kiln_tune_cpu_table_find(kiln_tune_cpu_table_t* t, uint64_
  * what it used (lines as kiln_tune_choose_file's; NULL: quiet; |quiet|:
  * |dev| is the CPU device whose records apply (NULL: the cpu device is
  * opened to ask its name);
- * no note per untuned GEMM). *table keeps the GEMMs for
+ * no note per untuned GEMM; *report gets the counts). *table keeps the GEMMs for
  * kiln_tune_cpu_mark_program. Never fatal for the cache: errors are the
  * plan build's. */
 KILN_MUST_USE kiln_status_t kiln_tune_cpu_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* po,
                                                      const char* path, kiln_device_t* dev, FILE* notes,
-                                                     bool quiet, kiln_tune_cpu_table_t* table, kiln_plan_t** out);
+                                                     bool quiet, kiln_tune_cpu_table_t* table,
+                                                     struct kiln_tune_use_report_s* report, kiln_plan_t** out);
 
 /* Records the point of every tuned GEMM of |table| on the program
  * kernels of its nodes (kiln_program_kernel_t.tuned). OUT_OF_MEMORY. */

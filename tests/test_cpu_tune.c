@@ -190,7 +190,9 @@ static void test_cache_at_compile_time(void) {
   size_t len = 0;
   FILE* notes = open_memstream(&buf, &len);
   kiln_tune_cpu_table_t table = {0};
-  if (CHECK_OK(kiln_tune_cpu_plan_build(g, &po, path, dev, notes, false, &table, &p))) {
+  kiln_tune_use_report_t rep;
+  if (CHECK_OK(kiln_tune_cpu_plan_build(g, &po, path, dev, notes, false, &table, &rep, &p))) {
+    CHECK(rep.tuned == 1 && rep.refused == (found.n >= 2 ? 1 : 0));
     fflush(notes);
     CHECK(strstr(buf, "tuning: 1 of ") != NULL);
     CHECK(found.n < 2 || strstr(buf, "is refused: mr outside 1..M") != NULL);
