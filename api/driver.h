@@ -30,6 +30,9 @@ typedef struct kiln_driver_request_s {
   const char* cpu_targets;
   /* `--tuning-cache FILE` (NULL: the default tiles): compiler/tune.h */
   const char* tuning_path;
+  /* tuning_path is the cache folder's tuning.tsv, read without being asked
+   * for: no note per kernel it has no record for */
+  bool tuning_default;
   /* Loop iterations one shader invocation may run in all (0: none; -1:
    * ask the target's device when the target is a GPU one, `--loop-limit`). */
   int64_t loop_limit;

@@ -72,7 +72,7 @@ static kiln_status_t build(const kiln_graph_t* g, const kiln_target_t* target, i
   kiln_template_set_t templates;
   kiln_program_templates(target, &templates);
   if (!s) s = kiln_template_choose(plan, &templates);
-  kiln_program_build_options_t bo = {NULL, mode16 ? "fp16" : "fp32", "-O1", false, NULL};
+  kiln_program_build_options_t bo = {.precision = mode16 ? "fp16" : "fp32", .options = "-O1"};
   if (!s) s = kiln_program_build(plan, target, &bo, a, &out->prog);
   kiln_plan_destroy(plan);
   if (s) return s;

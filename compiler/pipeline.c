@@ -14,6 +14,7 @@
 
 #include "compiler/calibrate.h"
 #include "compiler/tune.h"
+#include "compiler/tune_cpu.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "lowering/plan_dyn.h"
@@ -348,6 +349,27 @@ static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* 
                                (double)p->code.text_len / 1e3, (double)p->weights_len / 1e6);
 }
 
+/* A tuning cache's lines into the log, "warning: " and "note: " ones in
+ * those sections (a note per untuned kernel only when the cache was asked
+ * for); frees |buf|. */
+static kiln_status_t tuning_lines(char* buf, kiln_status_t s, const kiln_compile_config_t* c,
+                                  kiln_compile_log_t* log) {
+  for (char* line = buf; !s && line && *line;) {
+    char* nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (c->tuning_default && !strncmp(line, "note: tuning: ", 14) && strstr(line, ") untuned")) {
+      line = nl ? nl + 1 : NULL;
+      continue;
+    }
+    if (!strncmp(line, "warning: ", 9)) s = kiln_compile_log_line(log, "warning", "%s", line + 9);
+    else if (!strncmp(line, "note: ", 6)) s = kiln_compile_log_line(log, "note", "%s", line + 6);
+    else s = kiln_compile_log_line(log, "tuning", "%s", line);
+    line = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  return s;
+}
+
 static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t, const kiln_partition_report_t* r,
                                    kiln_compile_log_t* log) {
   if (!r->n) return NULL;
@@ -359,8 +381,7 @@ static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t
   return NULL;
 }
 
-/* The template choice with a tuning cache (compiler/tune.h): its lines
- * into the log, "warning: " and "note: " ones in those sections. */
+/* The template choice with a tuning cache (compiler/tune.h). */
 static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_compile_config_t* c,
                                   kiln_compile_log_t* log) {
   char* buf = NULL;
@@ -370,15 +391,7 @@ static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* 
   kiln_status_t s = kiln_tune_choose_file(plan, set, c->tuning_path, c->tuning_device, c->target->name, c->threads,
                                           notes, &r);
   if (notes) fclose(notes);
-  for (char* line = buf; !s && line && *line;) {
-    char* nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    if (!strncmp(line, "warning: ", 9)) s = kiln_compile_log_line(log, "warning", "%s", line + 9);
-    else if (!strncmp(line, "note: ", 6)) s = kiln_compile_log_line(log, "note", "%s", line + 6);
-    else s = kiln_compile_log_line(log, "tuning", "%s", line);
-    line = nl ? nl + 1 : NULL;
-  }
-  free(buf);
+  s = tuning_lines(buf, s, c, log);
   if (!s) s = kiln_compile_log_value(log, "tuning", "tuned", r.tuned);
   if (!s) s = kiln_compile_log_value(log, "tuning", "untuned", r.untuned);
   return s;
@@ -391,13 +404,31 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
   double t0 = now_s();
-  /* GPU targets: the nodes the target refuses run on the CPU of the same
-   * session (targets/partition.h), one line each; --strict refuses. */
-  kiln_partition_report_t fallbacks;
-  kiln_status_t s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict,
-                                              kiln_allocator_system(), &fallbacks, &plan);
-  if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
-  kiln_partition_report_free(&fallbacks);
+  /* the CPU's tuned knobs are the GEMMs' lowering (compiler/tune_cpu.h) */
+  const bool cpu_tuned = c->tuning_path && c->target->lowering == KILN_TARGET_CLASS_CPU;
+  kiln_tune_cpu_table_t cpu_gemms;
+  memset(&cpu_gemms, 0, sizeof cpu_gemms);
+  kiln_status_t s = NULL;
+  if (cpu_tuned) {
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* notes = open_memstream(&buf, &len);
+    kiln_tune_use_report_t r;
+    s = kiln_tune_cpu_plan_build(g, &po, c->tuning_path, c->tuning_device, notes, c->tuning_default, &cpu_gemms, &r,
+                                 &plan);
+    if (notes) fclose(notes);
+    s = tuning_lines(buf, s, c, log);
+    if (!s) s = kiln_compile_log_value(log, "tuning", "tuned", r.tuned);
+    if (!s) s = kiln_compile_log_value(log, "tuning", "untuned", r.untuned);
+  } else {
+    /* GPU targets: the nodes the target refuses run on the CPU of the same
+     * session (targets/partition.h), one line each; --strict refuses. */
+    kiln_partition_report_t fallbacks;
+    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, kiln_allocator_system(),
+                                  &fallbacks, &plan);
+    if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
+    kiln_partition_report_free(&fallbacks);
+  }
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
   /* int8 quantized the graph before its passes; its float tensors are fp32 */
@@ -407,7 +438,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
    * and precision change what matches */
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
-  if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
   if (!s && c->dyn_dim) {
     s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
     if (!s)
@@ -418,10 +449,14 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
            low && pr->fp16_accumulate ? " fp16-accumulate" : "");
-  kiln_program_build_options_t bo = {c->model_name, pr ? kiln_precision_mode_name(pr->mode) : "fp32", opts, false,
-                                     c->cpu_targets};
+  kiln_program_build_options_t bo = {.model_name = c->model_name,
+                                     .precision = pr ? kiln_precision_mode_name(pr->mode) : "fp32",
+                                     .options = opts,
+                                     .cpu_targets = c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
+  if (!s && c->tuning_path) s = cpu_tuned ? kiln_tune_cpu_mark_program(g, &cpu_gemms, p) : kiln_tune_mark_program(plan, p);
+  kiln_tune_cpu_table_free(&cpu_gemms);
   double t2 = now_s();
   if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
   if (!s) s = log_hetero(p, log);

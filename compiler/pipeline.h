@@ -83,6 +83,10 @@ typedef struct kiln_compile_config_s {
    * (lowering/plan_dyn.h). NULL: static shapes. */
   const char* dyn_dim;
   int64_t dyn_lo, dyn_hi;
+  /* tuning_path is the cache folder's default file (`kiln compile|run`
+   * without --tuning-cache): the kernels it has no record for are counted,
+   * not noted one by one (a cache holds the models someone tuned) */
+  bool tuning_default;
 } kiln_compile_config_t;
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

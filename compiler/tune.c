@@ -73,6 +73,7 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
     return;
   }
   t->tiles = rec->tiles;
+  t->tuned_speedup = rec->default_us / rec->tuned_us;
   if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
   r->tuned++;
   if (log) {
@@ -109,7 +110,7 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
     kiln_status_t ds = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
     if (ds) {
       if (notes)
-        fprintf(notes, "warning: --tuning-cache %s not used: no %s device to match its records (%s)\n", path, target,
+        fprintf(notes, "warning: tuning cache %s not used: no %s device to match its records (%s)\n", path, target,
                 kiln_status_message(ds));
       kiln_status_free(ds);
       return kiln_template_choose(plan, set);
@@ -128,4 +129,22 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
   kiln_tune_cache_free(&cache);
   kiln_device_release(dev);
   return s;
+}
+
+kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog) {
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    if (!t || t->tuned_speedup <= 0) continue;
+    const char* name = plan->kernels[k].func->name;
+    for (int32_t j = 0; j < prog->n_kernels; ++j) {
+      kiln_program_kernel_t* pk = &prog->kernels[j];
+      if (strcmp(pk->name, name) || pk->tuned) continue;
+      char tiles[128], text[256];
+      kiln_tune_tiles_format(&t->tiles, tiles, sizeof tiles);
+      snprintf(text, sizeof text, "%s %s, %.2fx when measured, %016llx", kiln_template_kind_name(t->kind), tiles,
+               t->tuned_speedup, (unsigned long long)kiln_template_fingerprint(t));
+      KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, text, &pk->tuned));
+    }
+  }
+  return NULL;
 }

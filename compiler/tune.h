@@ -7,17 +7,18 @@
  * defaults, and the log says which kernels ran untuned.
  *
  * kiln_tune_model measures: it builds the model once with the defaults
- * and then in rounds, each round one new candidate point for every
- * distinct kernel (deduplicated by fingerprint) at once, one program and
- * session per round. The candidates are random points of the space first,
- * then neighbours of the best (one knob one step away); each kernel's time
- * is the median over the round's timed runs (after a warm-up run) of its
- * dispatches' device timestamps. A round whose model outputs differ from
- * the default build's (rtol 1e-3, atol 1e-4) rejects its candidates. At
- * the end the best points are measured again, together; a kernel whose
- * point is not faster there than its default was keeps the default
- * ("never slower"). Rounds go on while the time spent plus two rounds'
- * worth (the next one and the re-measurement) fits the budget.
+ * (the reference outputs, each kernel's time, the default session), then
+ * every point of every distinct kernel (deduplicated by fingerprint) as a
+ * program of that kernel alone on seeded buffers (tune_micro.h), timed run
+ * for run beside the kernel's default program and checked against its
+ * outputs (rtol 1e-3, atol 1e-4), in rounds of one point per kernel,
+ * hottest first. The candidates are random points of the space first,
+ * then neighbours of the best (one knob one step away). At the end the best
+ * points are built into the model and measured beside the default build; a
+ * kernel whose point is not faster there keeps the default ("never
+ * slower"), and outputs that differ from the default build's keep nothing.
+ * A point is tried while it and the closing build fit the budget. On the
+ * CPU the knobs are the GEMMs' schedules (tune_cpu.h).
  *
  * Thread-compatible; |stop| may be set from a signal handler. */
 #ifndef KILN_COMPILER_TUNE_H_
@@ -30,6 +31,7 @@
 #include "ir/graph.h"
 #include "kiln/runtime.h"
 #include "lowering/template.h"
+#include "runtime/program.h"
 #include "targets/registry.h"
 
 #ifdef __cplusplus
@@ -73,6 +75,11 @@ KILN_MUST_USE kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_templ
 KILN_MUST_USE kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t* set, const char* path,
                                                   kiln_device_t* dev, const char* target, int32_t threads,
                                                   FILE* notes, kiln_tune_use_report_t* out);
+
+/* Records in |prog| (built from |plan|) the point of every instance whose
+ * tiles kiln_tune_choose took from a record (kiln_program_kernel_t.tuned,
+ * matched by kernel name). OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog);
 
 typedef struct kiln_tune_options_s {
   double budget_s;   /* wall-clock budget of the whole search (> 0) */

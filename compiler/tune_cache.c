@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/code_cache.h"
+
 static bool key_eq(const kiln_tune_key_t* a, const kiln_tune_key_t* b) {
   return a->fingerprint == b->fingerprint && !strcmp(a->target, b->target) && !strcmp(a->space, b->space) &&
          !strcmp(a->device, b->device) && !strcmp(a->driver, b->driver) && !strcmp(a->kiln, b->kiln);
@@ -269,4 +271,10 @@ kiln_status_t kiln_tune_cache_write(const kiln_tune_cache_t* c, const char* path
     return kiln_make_status(KILN_IO_ERROR, "tuning cache %s: write failed: %s", path, strerror(e));
   }
   return NULL;
+}
+
+void kiln_tune_cache_default_path(char* out, size_t n) {
+  char root[1024];
+  kiln_code_cache_root(root, sizeof root);
+  snprintf(out, n, "%s/tuning.tsv", root);
 }

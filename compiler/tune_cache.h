@@ -80,6 +80,11 @@ const kiln_tune_record_t* kiln_tune_cache_find_near(const kiln_tune_cache_t* c, 
 
 void kiln_tune_cache_free(kiln_tune_cache_t* c);
 
+/* The tuning cache `kiln tune` writes and `kiln compile|run` read unless
+ * told otherwise: tuning.tsv in the cache folder ($KILN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln; runtime/code_cache.h). */
+void kiln_tune_cache_default_path(char* out, size_t n);
+
 /* Parses one record line (no newline). NULL, or why it is refused. */
 const char* kiln_tune_record_parse(const char* line, kiln_tune_record_t* out);
 

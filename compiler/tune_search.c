@@ -1,12 +1,15 @@
 /* The measured search of `kiln tune` (see tune.h for the method).
  *
- * Why rounds of whole-model builds and not one kernel at a time: the
- * instances read the model's own buffers, epilogue operands and weight
- * layouts, and the program, memory plan and session already know how to
- * set those up and time every dispatch; a round gives every distinct
- * kernel a new point for the price of one build (PoCL builds ResNet-18 in
- * about half a second), and the model's outputs check every candidate of
- * the round against the default build's. */
+ * Two kinds of build. The whole model, twice: with the default tiles
+ * first (the reference outputs, each kernel's share of the model's time,
+ * which orders the search hottest first, and the default session every
+ * later whole-model build is timed beside), and with the chosen points at
+ * the end (the model's outputs checked against the default's, and the
+ * re-measurement that drops a point not faster in the model). Between
+ * them every point is a program of its kernel alone (tune_micro.h), which
+ * builds in about a second where the model takes a minute or two on a
+ * loaded machine: a 10-minute budget then tries tens of points per kernel
+ * instead of three. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 
 #include "compiler/compare.h"
 #include "compiler/tune.h"
+#include "compiler/tune_cpu.h"
+#include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
@@ -36,15 +41,19 @@ void kiln_tune_options_default(kiln_tune_options_t* o) {
 typedef struct {
   kiln_tune_key_t key;
   kiln_template_space_t space;
-  const kiln_template_t* rep; /* first instance (the constraints read it) */
+  const kiln_template_t* rep; /* first instance (the constraints read it); NULL on the CPU */
+  int32_t gemm;               /* CPU: its GEMM in tuner_t.gemms; inst are then graph nodes */
   const char* name;
   int32_t n_inst, *inst;
   kiln_template_tiles_t dflt, best, cand, seed;
-  bool has_seed, has_cand, done;
+  bool has_seed, done;
   double t_default, t_best; /* last paired measurement, for the table */
   double q_best;            /* best time / default time, each pair in one window */
   int32_t trials, n_tried, cap_tried;
   kiln_template_tiles_t* tried;
+  kiln_tune_micro_t micro; /* the kernel alone (micro_ok) */
+  bool micro_ok;
+  double point_s; /* what its last point cost (build and runs), for the budget */
 } group_t;
 
 typedef struct {
@@ -64,6 +73,11 @@ typedef struct {
   kiln_module_t* def_mod;
   int32_t n_prog, *prog_kernel; /* program kernel i runs plan kernel prog_kernel[i] */
   uint64_t rng;
+  /* CPU: the knobs are the GEMMs' (compiler/tune_cpu.h); a plan is built
+   * with their points by the hook over |gemms| */
+  bool cpu;
+  kiln_tune_cpu_table_t gemms;
+  kiln_plan_options_t po;
 } tuner_t;
 
 static uint64_t rnd(tuner_t* t) {
@@ -99,7 +113,9 @@ static kiln_status_t remember(group_t* g, const kiln_template_tiles_t* x) {
 }
 
 static bool usable(const tuner_t* t, const group_t* g, const kiln_template_tiles_t* x) {
-  return !tried(g, x) && (!t->set.tiles_check || !t->set.tiles_check(g->rep, x, &t->where.limits));
+  if (tried(g, x)) return false;
+  if (t->cpu) return !kiln_tune_cpu_check(&t->gemms.e[g->gemm].problem, x);
+  return !t->set.tiles_check || !t->set.tiles_check(g->rep, x, &t->where.limits);
 }
 
 /* The next point for |g|: the cache's seed first, then random points,
@@ -135,13 +151,24 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
   return false;
 }
 
-/* Every instance of every group at its candidate (or |best| / default),
- * weights laid out for them. */
-static kiln_status_t set_tiles(tuner_t* t, int which /* 0 default, 1 candidate, 2 best */) {
+/* Every instance of every group at its default or best point, weights
+ * laid out for them. */
+static kiln_status_t plan_of(tuner_t* t);
+
+static kiln_status_t set_tiles(tuner_t* t, bool best) {
+  if (t->cpu) { /* the GEMMs' points, then the plan again */
+    for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+      const group_t* g = &t->groups[gi];
+      kiln_tune_cpu_gemm_t* e = &t->gemms.e[g->gemm];
+      e->has_point = best && !tiles_eq(&g->best, &g->dflt);
+      e->point = g->best;
+    }
+    return plan_of(t);
+  }
   kiln_template_weights_restore(t->plan);
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     const group_t* g = &t->groups[gi];
-    const kiln_template_tiles_t* x = which == 0 ? &g->dflt : which == 2 ? &g->best : g->has_cand ? &g->cand : &g->best;
+    const kiln_template_tiles_t* x = best ? &g->best : &g->dflt;
     for (int32_t i = 0; i < g->n_inst; ++i) {
       kiln_template_t* d = t->plan->kernels[g->inst[i]].tmpl;
       d->tiles = *x;
@@ -151,15 +178,7 @@ static kiln_status_t set_tiles(tuner_t* t, int which /* 0 default, 1 candidate, 
   return kiln_template_weights_lay_out(t->plan);
 }
 
-static int cmp_d(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int32_t n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n ? v[n / 2] : 0;
-}
+static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
 
 /* One run of |ses|: its wall time into wall[r] and each group's summed
  * dispatch times into per[group * R + r] (r < 0: a warm-up, not kept). */
@@ -186,19 +205,18 @@ static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out
  * summed times (*times) and of the default's in the same window
  * (*def_times), the model's median wall times, and whether the outputs
  * match the default build's (the first call's outputs become them). */
-static kiln_status_t measure(tuner_t* t, double* times, double* def_times, double* model_s, double* def_model_s,
+static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_times, double* model_s, double* def_model_s,
                              bool* match) {
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
-  const int32_t R = t->o->repeats > 0 ? t->o->repeats : 1;
   const int32_t n_out = t->g->n_outputs;
   const size_t nper = (size_t)(t->n_groups + 1) * (size_t)R;
   double* per = calloc(2 * nper, sizeof(double));
   double* wall = calloc(2 * (size_t)R + 2, sizeof(double));
   kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
-  kiln_program_build_options_t bo = {"tune", "fp32", "-O1 tune", false, NULL};
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
   if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
   if (!s && t->n_prog != prog->n_kernels)
     s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
@@ -277,12 +295,41 @@ static kiln_status_t make_inputs(tuner_t* t) {
   return NULL;
 }
 
+/* Group |g|, new: its key, space and default, the cache's seed, room for
+ * |cap| instances. */
+static kiln_status_t new_group(tuner_t* t, group_t* g, uint64_t fp, const kiln_template_space_t* sp,
+                               const kiln_template_tiles_t* dflt, const char* name, int32_t cap,
+                               const kiln_tune_cache_t* cache) {
+  g->key.fingerprint = fp;
+  snprintf(g->key.target, sizeof g->key.target, "%s", t->where.target);
+  snprintf(g->key.space, sizeof g->key.space, "%s", sp->version);
+  snprintf(g->key.device, sizeof g->key.device, "%s", t->where.device);
+  snprintf(g->key.driver, sizeof g->key.driver, "%s", t->where.driver);
+  snprintf(g->key.kiln, sizeof g->key.kiln, "%s", KILN_VERSION);
+  g->space = *sp;
+  g->name = name;
+  g->dflt = g->best = *dflt;
+  g->inst = malloc(sizeof(int32_t) * (size_t)(cap + 1));
+  if (!g->inst) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  KILN_RETURN_IF_ERROR(remember(g, &g->dflt));
+  /* --resume: this machine's record first; another machine's or
+   * version's is only a starting point either way */
+  const kiln_tune_record_t* mine = kiln_tune_cache_find(cache, &g->key);
+  const kiln_tune_record_t* rec = t->o->resume ? mine : NULL;
+  if (!rec) rec = kiln_tune_cache_find_near(cache, &g->key);
+  if (rec == mine && !t->o->resume) rec = NULL; /* without --resume a search starts afresh here */
+  if (rec && rec->tiles.n == g->dflt.n) {
+    g->seed = rec->tiles;
+    g->has_seed = true;
+  }
+  return NULL;
+}
+
 /* The distinct tunable instances of the plan, grouped by fingerprint. */
 static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
   kiln_plan_t* p = t->plan;
   t->groups = calloc((size_t)p->n_kernels + 1, sizeof(group_t));
-  t->group_of = malloc(sizeof(int32_t) * (size_t)(p->n_kernels + 1));
-  if (!t->groups || !t->group_of) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  if (!t->groups) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     t->group_of[k] = -1;
     kiln_template_t* d = p->kernels[k].tmpl;
@@ -294,32 +341,68 @@ static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
     group_t* g = &t->groups[gi];
     if (gi == t->n_groups) {
       t->n_groups++;
-      g->key.fingerprint = fp;
-      snprintf(g->key.target, sizeof g->key.target, "%s", t->where.target);
-      snprintf(g->key.space, sizeof g->key.space, "%s", sp.version);
-      snprintf(g->key.device, sizeof g->key.device, "%s", t->where.device);
-      snprintf(g->key.driver, sizeof g->key.driver, "%s", t->where.driver);
-      snprintf(g->key.kiln, sizeof g->key.kiln, "%s", KILN_VERSION);
-      g->space = sp;
       g->rep = d;
-      g->name = p->kernels[k].func->name;
-      g->dflt = g->best = d->tiles;
-      g->inst = malloc(sizeof(int32_t) * (size_t)(p->n_kernels + 1));
-      if (!g->inst) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
-      KILN_RETURN_IF_ERROR(remember(g, &g->dflt));
-      /* --resume: this machine's record first; another machine's or
-       * version's is only a starting point either way */
-      const kiln_tune_record_t* mine = kiln_tune_cache_find(cache, &g->key);
-      const kiln_tune_record_t* rec = t->o->resume ? mine : NULL;
-      if (!rec) rec = kiln_tune_cache_find_near(cache, &g->key);
-      if (rec == mine && !t->o->resume) rec = NULL; /* without --resume a search starts afresh here */
-      if (rec && rec->tiles.n == g->dflt.n) {
-        g->seed = rec->tiles;
-        g->has_seed = true;
-      }
+      KILN_RETURN_IF_ERROR(new_group(t, g, fp, &sp, &d->tiles, p->kernels[k].func->name, p->n_kernels, cache));
     }
     g->inst[g->n_inst++] = k;
     t->group_of[k] = gi;
+  }
+  return NULL;
+}
+
+/* CPU: a group per distinct GEMM, its instances the graph nodes lowered
+ * with it. */
+static kiln_status_t make_cpu_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
+  if (t->gemms.oom) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: GEMMs");
+  t->groups = calloc((size_t)t->gemms.n + 1, sizeof(group_t));
+  if (!t->groups) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
+  for (int32_t i = 0; i < t->gemms.n; ++i) {
+    const kiln_tune_cpu_gemm_t* e = &t->gemms.e[i];
+    group_t* g = &t->groups[t->n_groups++];
+    kiln_template_space_t sp;
+    kiln_template_tiles_t dflt;
+    kiln_tune_cpu_space(&e->problem, &e->dflt, &sp);
+    kiln_tune_cpu_tiles_of(&e->dflt, &dflt);
+    const int32_t node = e->n_nodes ? e->nodes[0] : -1;
+    g->gemm = i;
+    KILN_RETURN_IF_ERROR(new_group(t, g, e->fingerprint, &sp, &dflt,
+                                   node >= 0 && node < t->g->n_nodes ? t->g->nodes[node].name : "?", e->n_nodes,
+                                   cache));
+    for (int32_t n = 0; n < e->n_nodes; ++n) g->inst[g->n_inst++] = e->nodes[n];
+  }
+  return NULL;
+}
+
+/* The plan (again on the CPU, with the GEMMs' points as they stand) and
+ * what maps its kernels: program kernel i runs plan kernel prog_kernel[i]
+ * (the plan's order without the conv GEMMs merged into their instances,
+ * targets/gpu_conv.c; tiles never change which), plan kernel k's time
+ * counts for group group_of[k] (on the CPU: every kernel of a node lowered
+ * with the group's GEMM). */
+static kiln_status_t plan_of(tuner_t* t) {
+  kiln_plan_destroy(t->plan);
+  t->plan = NULL;
+  kiln_status_t s = t->cpu ? kiln_plan_build_hooked(t->g, &t->po, kiln_tune_cpu_hook, &t->gemms,
+                                                    kiln_allocator_system(), &t->plan)
+                           : kiln_plan_build(t->g, &t->po, kiln_allocator_system(), &t->plan);
+  kiln_fusion_report_t fr;
+  if (!s && t->o->opt >= 1) s = kiln_plan_fuse(t->plan, &fr, NULL);
+  if (!s && !t->cpu) s = kiln_template_select(t->plan, &t->set);
+  if (s) return s;
+  const int32_t n = t->plan->n_kernels;
+  free(t->prog_kernel);
+  free(t->group_of);
+  t->prog_kernel = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  t->group_of = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!t->prog_kernel || !t->group_of) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+  t->n_prog = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (!t->plan->kernels[k].tmpl || t->plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
+      t->prog_kernel[t->n_prog++] = k;
+    t->group_of[k] = -1;
+    for (int32_t gi = 0; t->cpu && gi < t->n_groups && t->group_of[k] < 0; ++gi)
+      for (int32_t i = 0; i < t->groups[gi].n_inst; ++i)
+        if (t->groups[gi].inst[i] == t->plan->kernels[k].node) t->group_of[k] = gi;
   }
   return NULL;
 }
@@ -349,52 +432,41 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   fflush(f);
 }
 
-/* One round: a candidate per group still searching, measured together
- * (*ran false when no group had one left). */
-static kiln_status_t round_once(tuner_t* t, double* times, kiln_tune_summary_t* sum, bool* ran) {
-  int32_t n = 0;
-  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-    group_t* g = &t->groups[gi];
-    g->has_cand = false;
-    if (g->done) continue;
-    if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
-      g->done = true;
-      continue;
-    }
-    KILN_RETURN_IF_ERROR(remember(g, &g->cand));
-    g->has_cand = true;
-    g->trials++;
-    sum->trials++;
-    ++n;
+/* One point of |g|: built alone and timed beside its default. False in
+ * *ran when the kernel has no point left. */
+static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* ran) {
+  *ran = false;
+  if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
+    g->done = true;
+    return;
   }
-  *ran = n > 0;
-  if (!n) return NULL;
-  double model_s = 0, def_model_s = 0;
+  *ran = true;
+  if (remember(g, &g->cand)) { /* out of memory for the list: this kernel stops */
+    g->done = true;
+    return;
+  }
+  g->trials++;
+  sum->trials++;
+  const double t0 = now_s();
+  double tc = 0, td = 0;
   bool match = false;
-  double* def = times + t->n_groups;
-  kiln_status_t s = set_tiles(t, 1);
-  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match);
-  if (s) { /* a candidate the driver refuses: the round's points are dropped, not the search */
-    if (t->o->log) fprintf(t->o->log, "\ntune: round refused: %s\n", kiln_status_message(s));
+  const int32_t R = 3 * (t->o->repeats > 0 ? t->o->repeats : 1); /* runs of one kernel cost little */
+  kiln_status_t s = kiln_tune_micro_measure(&g->micro, &g->cand, R, &tc, &td, &match, t->o->log);
+  g->point_s = now_s() - t0;
+  if (s) { /* a point the driver refuses: dropped, not the search */
+    if (t->o->log) fprintf(t->o->log, "\ntune: a point of kernel '%s' refused: %s\n", g->name, kiln_status_message(s));
     kiln_status_free(s);
-    match = false;
   }
-  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-    group_t* g = &t->groups[gi];
-    if (!g->has_cand) continue;
-    if (!match) {
-      sum->rejected++;
-      continue;
-    }
-    const double q = def[gi] > 0 ? times[gi] / def[gi] : 1;
-    if (q < g->q_best) {
-      g->q_best = q;
-      g->best = g->cand;
-      g->t_best = times[gi];
-      g->t_default = def[gi];
-    }
+  if (s || !match) {
+    sum->rejected++;
+    return;
   }
-  return NULL;
+  /* at least 3% faster alone: below that a busy machine's noise picks winners */
+  const double q = td > 0 ? tc / td : 1;
+  if (q < g->q_best && q < 0.97) {
+    g->q_best = q;
+    g->best = g->cand;
+  }
 }
 
 static void table(const tuner_t* t, FILE* f) {
@@ -404,7 +476,8 @@ static void table(const tuner_t* t, FILE* f) {
     const group_t* g = &t->groups[gi];
     char tiles[128];
     kiln_tune_tiles_format(&g->best, tiles, sizeof tiles);
-    fprintf(f, "  %-44.44s %-9s %4d %10.1f %10.1f %7.2fx  %s%s\n", g->name, kiln_template_kind_name(g->rep->kind),
+    fprintf(f, "  %-44.44s %-9s %4d %10.1f %10.1f %7.2fx  %s%s\n", g->name,
+            g->rep ? kiln_template_kind_name(g->rep->kind) : t->gemms.e[g->gemm].problem.op,
             (int)g->n_inst, g->t_default * 1e6, g->t_best * 1e6, g->t_best > 0 ? g->t_default / g->t_best : 1.0, tiles,
             tiles_eq(&g->best, &g->dflt) ? " (default)" : "");
   }
@@ -414,31 +487,79 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const kiln_tune_options_t* o = t->o;
   const double t0 = now_s();
   /* times: [group] a build's, [n_groups + group] the default's beside it */
+  const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
   if (!times) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   double* def = times + t->n_groups;
   double model_s = 0, def_model_s = 0;
   bool match = true;
-  kiln_status_t s = set_tiles(t, 0);
-  if (!s) s = measure(t, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
+  kiln_status_t s = set_tiles(t, false);
+  if (!s) s = measure(t, reps, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
     g->t_default = g->t_best = times[gi];
     g->q_best = 1;
   }
-  const double first = now_s() - t0;
-  /* Rounds until the budget: each costs about what the last ones did (the
-   * first about what the default's measurement did), and one more closes
-   * the search: the best points measured again (a build like a round's). */
-  while (!s && !(o->stop && *o->stop)) {
-    const double el = now_s() - t0, per = sum->rounds ? (el - first) / sum->rounds : first;
-    if (el + 2 * per > o->budget_s) break;
-    bool ran = false;
-    s = round_once(t, times, sum, &ran);
-    if (!ran) break;
-    sum->rounds++;
+  /* The closing whole-model build costs what this one did, give or take
+   * the machine's load (a fifth more), plus the default's runs beside it. */
+  const double first = 1.2 * (now_s() - t0) + (2 * reps + 1) * 2 * def_model_s;
+  /* Each kernel alone: its default point's program (the reference for its
+   * candidates). The plan goes back to the packed weights the points'
+   * layouts are made from. A kernel that cannot be set up alone is not
+   * searched (noted), never fatal. */
+  kiln_template_weights_restore(t->plan);
+  int32_t* order = s ? NULL : malloc(sizeof(int32_t) * (size_t)(t->n_groups + 1));
+  if (!s && !order) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
+  for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) order[gi] = gi;
+  for (int32_t i = 1; !s && i < t->n_groups; ++i) /* hottest first */
+    for (int32_t j = i; j > 0 && t->groups[order[j]].t_default > t->groups[order[j - 1]].t_default; --j) {
+      const int32_t x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  double last = 0; /* what the last kernel's set-up cost */
+  for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
+    group_t* g = &t->groups[order[i]];
+    const double t1 = now_s();
+    if (t1 - t0 + last + first > o->budget_s) break;
+    kiln_status_t ms = t->cpu ? kiln_tune_micro_init_cpu(&g->micro, t->plan, t->g, &t->po, o->opt, &t->gemms, g->gemm,
+                                                         g->inst[0], t->target, t->dev, o->threads,
+                                                         g->key.fingerprint ^ o->seed)
+                              : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
+                                                     o->threads, g->key.fingerprint ^ o->seed);
+    g->micro_ok = !ms;
+    g->point_s = last = now_s() - t1;
+    if (ms) {
+      if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
+      kiln_status_free(ms);
+    }
+  }
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].done |= !t->groups[gi].micro_ok;
+  /* Rounds of one point per kernel still searching, hottest first, while
+   * the point (what the kernel's last one cost) and the closing whole-model
+   * build fit the budget. */
+  bool any = true, out_of_time = false;
+  while (!s && any && !out_of_time && !(o->stop && *o->stop)) {
+    any = false;
+    for (int32_t i = 0; i < t->n_groups && !out_of_time && !(o->stop && *o->stop); ++i) {
+      group_t* g = &t->groups[order[i]];
+      if (g->done) continue;
+      if (now_s() - t0 + g->point_s + first > o->budget_s) {
+        out_of_time = true;
+        break;
+      }
+      bool ran = false;
+      point_once(t, g, sum, &ran);
+      any |= ran;
+    }
+    if (any) sum->rounds++;
     progress(t, sum->rounds, sum->trials, t0, o->budget_s, def_model_s * 1e3);
   }
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+    if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
+    t->groups[gi].micro_ok = false;
+  }
+  free(order);
   /* Never slower: the best points are built and measured again, together
    * and beside the default build; each is kept only where it beats the
    * default there. Without a changed point there is nothing to check. */
@@ -447,8 +568,8 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   bool changed = false;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
   if (!s && changed) {
-    s = set_tiles(t, 2);
-    if (!s) s = measure(t, times, def, &best_model, &def_model_s, &match);
+    s = set_tiles(t, true);
+    if (!s) s = measure(t, 2 * reps, times, def, &best_model, &def_model_s, &match); /* twice the pairs: the last word */
     if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
       for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
@@ -492,41 +613,35 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   t.o = o;
   t.rng = o->seed * 2654435761u + 88172645463325252ull;
   kiln_tune_device_of(dev, &t.where);
-  kiln_program_templates(target, &t.set);
-  if (!t.set.space)
+  t.cpu = target->lowering == KILN_TARGET_CLASS_CPU;
+  if (!t.cpu) kiln_program_templates(target, &t.set);
+  if (!t.cpu && !t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);
-  kiln_plan_options_t po = {target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
+  t.po = (kiln_plan_options_t){target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
   kiln_status_t s = make_inputs(&t);
-  if (!s) s = kiln_plan_build(g, &po, kiln_allocator_system(), &t.plan);
-  kiln_fusion_report_t fr;
-  if (!s && o->opt >= 1) s = kiln_plan_fuse(t.plan, &fr, NULL);
-  if (!s) s = kiln_template_select(t.plan, &t.set);
-  if (!s) s = make_groups(&t, cache);
-  /* program kernel i runs plan kernel prog_kernel[i]: the plan's order
-   * without the conv GEMMs merged into their instances (targets/gpu_conv.c);
-   * tiles never change which */
+  if (!s) s = plan_of(&t);
+  if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);
+  if (!s && t.cpu) s = plan_of(&t); /* the kernels' groups, now that there are groups */
   if (!s) {
-    t.prog_kernel = malloc(sizeof(int32_t) * (size_t)(t.plan->n_kernels + 1));
     t.ref = calloc((size_t)g->n_outputs + 1, sizeof(kiln_array_t));
-    if (!t.prog_kernel || !t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
-    for (int32_t k = 0; !s && k < t.plan->n_kernels; ++k)
-      if (!t.plan->kernels[k].tmpl || t.plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
-        t.prog_kernel[t.n_prog++] = k;
+    if (!t.ref) s = kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   }
   if (!s && t.n_groups == 0)
-    s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no template kernels to tune on %s", target->name);
+    s = kiln_make_status(KILN_INVALID_ARGUMENT, "tune: the model has no %s to tune on %s",
+                         t.cpu ? "GEMMs (Conv, MatMul, Gemm)" : "template kernels", target->name);
   if (!s) {
     out->kernels = t.n_groups;
     for (int32_t gi = 0; gi < t.n_groups; ++gi) out->instances += t.groups[gi].n_inst;
     if (o->log)
-      fprintf(o->log, "tune: %d template instances, %d distinct kernels, on %s (%s), budget %.0f s\n",
-              (int)out->instances, (int)out->kernels, t.where.device, t.where.driver, o->budget_s);
+      fprintf(o->log, "tune: %d %s, %d distinct kernels, on %s (%s), budget %.0f s\n",
+              (int)out->instances, t.cpu ? "GEMM nodes" : "template instances", (int)out->kernels, t.where.device, t.where.driver, o->budget_s);
     s = search(&t, cache, out);
   }
   for (int32_t gi = 0; gi < t.n_groups; ++gi) {
     free(t.groups[gi].inst);
     free(t.groups[gi].tried);
   }
+  kiln_tune_cpu_table_free(&t.gemms);
   for (int32_t i = 0; t.in && i < g->n_inputs; ++i) kiln_array_free(kiln_allocator_system(), &t.in[i]);
   for (int32_t i = 0; t.ref && i < g->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &t.ref[i]);
   kiln_session_destroy(t.def_ses);

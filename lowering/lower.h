@@ -43,6 +43,38 @@ typedef struct kiln_cpu_simd_s {
 } kiln_cpu_simd_t;
 kiln_cpu_simd_t kiln_cpu_simd(void);
 
+/* ---- CPU GEMM schedule knobs (a tuner's points, compiler/tune_cpu.c) ------
+ * The GEMM generator (lowering/lower_nn_gemm.c) picks a register tile
+ * mr x nr, a K block kc and the loop its threads split by heuristics; a
+ * plan built with a gemm hook (kiln_plan_options_t) lets the hook replace
+ * them per GEMM of the CPU target. */
+typedef enum kiln_gemm_par_e {
+  KILN_GEMM_PAR_AUTO = 0, /* the heuristic's split */
+  KILN_GEMM_PAR_NONE,     /* one thread */
+  KILN_GEMM_PAR_BATCH,
+  KILN_GEMM_PAR_M,
+  KILN_GEMM_PAR_N,
+} kiln_gemm_par_t;
+
+typedef struct kiln_gemm_knobs_s {
+  int64_t mr, nr, kc; /* kc in k-loop iterations (K / taps) */
+  int32_t par;        /* kiln_gemm_par_t */
+} kiln_gemm_knobs_t;
+
+/* What the GEMM computes, as far as its tiles care. */
+typedef struct kiln_gemm_problem_s {
+  const char* op; /* the node's op type */
+  int64_t batch, M, N, K, taps;
+  bool k_blocks;  /* K may be split into blocks (else kc is the whole K) */
+  bool n_outer, l_load, l_lload, r_packed;
+  int64_t nr_max; /* the widest nr the lowering laid its grid out for (0: N) */
+  int32_t lanes, regs, threads;
+} kiln_gemm_problem_t;
+
+/* Called for every GEMM a CPU plan lowers, |k| holding the heuristic's
+ * knobs; it may change them (the generator clamps them to the problem). */
+typedef void (*kiln_gemm_hook_fn)(void* user, int32_t node, const kiln_gemm_problem_t* p, kiln_gemm_knobs_t* k);
+
 struct kiln_plan_s;
 
 typedef struct kiln_lower_ctx_s {

@@ -787,6 +787,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     g.R.rload = cv_rload;
     g.store = cv_store;
     g.reload = cv->dst->dtype == KILN_DTYPE_F32 && !cv->pair ? cv_reload : NULL;
+    g.nr_max = nr; /* the grid is rounded to whole tiles of it */
   }
   nn_gemm_tiles(ctx, &g);
   KILN_RETURN_IF_ERROR(pack_weights(kb, cv, &g));

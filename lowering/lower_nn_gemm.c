@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
+#include "lowering/plan.h"
 
 #define NN_L2_BUDGET (1 << 20)
 
@@ -93,6 +94,21 @@ void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g) {
   } else {
     int64_t nk = (K + 319) / 320;
     g->kc = (KO + nk - 1) / nk;
+  }
+  /* a tuner's knobs: f32 GEMMs (the int8 one's tiles follow its own rules) */
+  if (ctx && ctx->target == KILN_TARGET_CLASS_CPU && ctx->plan && ctx->plan->gemm_hook && !g->idot) {
+    kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, M, N, K, T, g->reload && K > 0,
+                             g->n_outer, g->L.load != NULL, g->L.lload != NULL, g->R.packed != NULL,
+                             g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads};
+    kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO};
+    ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
+    /* clamped to what the generator handles: any tile at the edges is
+     * generated exactly sized, so only the ranges matter */
+    const int64_t nmax = g->nr_max > 0 && g->nr_max < N ? g->nr_max : N;
+    g->mr = k.mr < 1 ? 1 : k.mr > (M > 0 ? M : 1) ? (M > 0 ? M : 1) : k.mr;
+    g->nr = k.nr < 1 ? 1 : k.nr > (nmax > 0 ? nmax : 1) ? (nmax > 0 ? nmax : 1) : k.nr;
+    if (p.k_blocks) g->kc = k.kc < 1 ? 1 : k.kc > KO ? (KO > 0 ? KO : 1) : k.kc;
+    g->par = k.par >= KILN_GEMM_PAR_AUTO && k.par <= KILN_GEMM_PAR_N ? k.par : KILN_GEMM_PAR_AUTO;
   }
   int64_t nct = NN_L2_BUDGET / (int64_t)sizeof(float) / (g->kc * T * g->nr);
   g->nc_tiles = nct < 1 ? 1 : nct;
@@ -546,6 +562,11 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
       mode = PAR_BATCH;
     }
   }
+  /* a gemm hook's split, where it has the work to split */
+  if (g->par == KILN_GEMM_PAR_NONE) mode = PAR_NONE;
+  else if (g->par == KILN_GEMM_PAR_BATCH && T > 1 && g->batch >= 2) mode = PAR_BATCH;
+  else if (g->par == KILN_GEMM_PAR_M && T > 1 && mt_all >= 2) mode = PAR_M;
+  else if (g->par == KILN_GEMM_PAR_N && T > 1 && nt_all >= 2) mode = PAR_N;
   int64_t P = mode == PAR_BATCH ? g->batch : mode == PAR_NONE ? 1 : T;
   const bool tiled = ctx->target == KILN_TARGET_CLASS_GPU && ctx->loop_limit > 0;
 

@@ -213,6 +213,8 @@ struct nn_gemm_s {
   bool pack_l;        /* pack L micro-panels at run time (L not packed) */
   bool n_outer;       /* with pack_l: pack all M tiles of a K block, then
                        * loop N outside M (R streamed once: R = weights) */
+  int32_t par;        /* kiln_gemm_par_t: the split a gemm hook forced (AUTO: heuristic) */
+  int64_t nr_max;     /* for the hook: the widest nr the caller's layout allows (0: N) */
   /* The int8 GEMM: L and R elements are i32 holding two i16 values (K
    * counts pairs), the accumulator is i32 and each step is dot2_i16; init
    * and epi see i32, packed constants are i32 (get's value, exact in a

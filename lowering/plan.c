@@ -310,8 +310,23 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
   return kiln_plan_build_host(g, options, NULL, allocator, out_plan);
 }
 
+static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
+                                kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
+                                kiln_plan_t** out_plan);
+
+kiln_status_t kiln_plan_build_hooked(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_gemm_hook_fn hook,
+                                     void* user, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  return plan_build(g, options, NULL, hook, user, allocator, out_plan);
+}
+
 kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                    kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  return plan_build(g, options, host, NULL, NULL, allocator, out_plan);
+}
+
+static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
+                                kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
+                                kiln_plan_t** out_plan) {
   kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
@@ -320,6 +335,8 @@ kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_option
   p->graph = g;
   p->target = options->target;
   p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
+  p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
+  p->gemm_hook_user = user;
   tir_ctx_init(&p->tir, allocator);
   kiln_status_t s = NULL;
   if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",

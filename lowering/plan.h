@@ -94,6 +94,8 @@ typedef struct kiln_plan_s {
   const kiln_graph_t* graph;
   kiln_target_class_t target;
   int64_t loop_limit; /* kiln_plan_options_t.loop_limit (GPU plans; else 0) */
+  kiln_gemm_hook_fn gemm_hook; /* kiln_plan_options_t's (CPU plans; else NULL) */
+  void* gemm_hook_user;
   kiln_plan_buffer_t* buffers;
   int32_t n_buffers, cap_buffers;
   kiln_plan_kernel_t* kernels;
@@ -128,6 +130,11 @@ typedef struct kiln_plan_options_s {
  * ops are listed in one UNSUPPORTED error. */
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan);
+/* kiln_plan_build with |hook| (CPU plans; NULL: none) called for every
+ * GEMM's schedule knobs, with |user| (a tuner's points). */
+kiln_status_t kiln_plan_build_hooked(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_gemm_hook_fn hook,
+                                     void* user, kiln_allocator_t allocator, kiln_plan_t** out_plan);
+
 /* Heterogeneous execution (targets/partition.h), for GPU plans: |nodes|
  * per graph node, nonzero to lower it for the CPU class (its kernels get
  * |host|). With |fallback| a node whose GPU lowering refuses (UNSUPPORTED)

@@ -276,6 +276,9 @@ typedef struct kiln_template_s {
   /* CONV with a grid parameter: partial sums between K slices stay in a
    * private f32 array (the instance was matched without the grid) */
   bool psum_private;
+  /* > 0: |tiles| came from a tuning cache record measured this much faster
+   * than the default (compiler/tune.c); the program records the point */
+  double tuned_speedup;
   kiln_template_gemm_t gemm;
   kiln_template_conv_t conv; /* CONV, WINOGRAD */
   kiln_template_dw_t dw;

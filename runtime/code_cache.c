@@ -61,6 +61,8 @@ static void root_dir(char* out, size_t n) {
   snprintf(out, n, "/tmp/kiln-cache-%ld", (long)getuid());
 }
 
+void kiln_code_cache_root(char* out, size_t n) { root_dir(out, n); }
+
 kiln_status_t kiln_code_cache_make_dirs(const char* path) {
   char buf[sizeof(((kiln_code_cache_t*)0)->dir)];
   size_t len = strlen(path);

@@ -71,6 +71,10 @@ void kiln_code_cache_key_str(kiln_code_cache_key_t* k, const char* s);
 /* 32 hex digits and a NUL. */
 void kiln_code_cache_key_hex(const kiln_code_cache_key_t* k, char out[33]);
 
+/* The root folder of the caches (see above) into |out|: the code cache's
+ * kinds and the tuning cache (compiler/tune_cache.h) live under it. */
+void kiln_code_cache_root(char* out, size_t n);
+
 /* mkdir -p |path| (new folders mode 0700): for the cache folders and for
  * the devices' dump folders. Errors: INVALID_ARGUMENT (empty or longer than
  * a cache folder name), IO_ERROR naming the folder that cannot be created

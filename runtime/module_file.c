@@ -351,6 +351,20 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
+  /* Optional: the tuning-cache points kernels were compiled with. */
+  int64_t n_tuned = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
+  if (n_tuned) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_TUNE, 0);
+    put_u64(w, (uint64_t)n_tuned);
+    for (int32_t k = 0; k < p->n_kernels; ++k) {
+      if (!p->kernels[k].tuned) continue;
+      put_i32(w, k);
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->kernels[k].tuned, "tuned point"));
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
   put_code(w, c);
@@ -792,6 +806,27 @@ static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_TUNE = 4 + 4 };
+
+/* 'TUNE' comes after 'KERN' in every file kiln writes: the kernels it
+ * names must exist. */
+static kiln_status_t rd_tune(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "tuned points", MIN_TUNE, &n));
+  r->item = "tuned point";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    int32_t k = -1;
+    KILN_RETURN_IF_ERROR(rd_i32(r, "kernel", &k));
+    if (k < 0 || k >= p->n_kernels || !p->kernels)
+      return rd_err(r, KILN_PARSE_ERROR, "kernel %d of %d (the section must follow 'KERN')", (int)k, (int)p->n_kernels);
+    if (p->kernels[k].tuned) return rd_err(r, KILN_PARSE_ERROR, "kernel %d appears twice", (int)k);
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "point", &p->kernels[k].tuned));
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 static kiln_status_t rd_io_list(rd_t* r, kiln_program_t* p, const char* what, int32_t* out_n,
                                 int32_t** out_idx, char*** out_names) {
   int32_t n;
@@ -973,7 +1008,8 @@ static const struct {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
-    {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_HOST, rd_host},
+    {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
+    {KILN_MODULE_TAG_HOST, rd_host},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1071,6 +1107,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   for (int k = 0; k < N_KNOWN; ++k)
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
+        known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
         known_sections[k].tag != KILN_MODULE_TAG_HOST) {
       char t[8];
       tag_text(known_sections[k].tag, t);

@@ -68,6 +68,10 @@
  *                      — the custom ops (include/kiln/custom_op.h) the
  *                      program needs; the module loader refuses the
  *                      module while no loaded plugin provides each of them
+ *   'TUNE' (optional; written when kernels were compiled with points from a
+ *                      tuning cache, docs/TUNING.md) count n; n x { i32
+ *                      kernel, str point }: a kernel at most once, the
+ *                      point its text (kiln_program_kernel_t.tuned)
  *   'NATV' (optional, after 'CODE'; written by `kiln compile --cpu-target`)
  *                      count n; n x { str isa ("x86-64-v3", "aarch64", ...,
  *                      1..63 bytes), u64 length, that many bytes: an ELF
@@ -146,6 +150,8 @@ extern "C" {
  * program.h); a kiln without it must refuse the module, whose kernels read
  * the dims' values */
 #define KILN_MODULE_TAG_DYNS KILN_MODULE_TAG('D', 'Y', 'N', 'S')
+/* optional: the tuning-cache points template kernels were compiled with */
+#define KILN_MODULE_TAG_TUNE KILN_MODULE_TAG('T', 'U', 'N', 'E')
 /* Optional, required when present: heterogeneous execution, one device
  * byte per kernel (0 the target, 1 the host CPU; padded to 8) and the host
  * kernels' CPU code in the CODE layout. */

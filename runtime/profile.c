@@ -48,6 +48,10 @@ void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_ro
    * symbol (the OpenCL emitter prints identical template instances once), and
    * a node's kernels (phase split, GEMM) share its name; the symbol, last,
    * tells them apart and finds the code in a --dump. */
+  /* a kernel compiled with a tuning-cache point says so after its symbol */
+  int32_t n_tuned = 0;
+  for (int32_t i = 0; i < n; ++i) n_tuned += s->p->kernels[i].tuned != NULL;
+  if (n_tuned) fprintf(out, "  %d kernels tuned (their point after the symbol; docs/TUNING.md)\n", (int)n_tuned);
   fprintf(out, "  %-36s %-14s %10s %7s %9s %8s  %s\n", "node", "op", "ms/run", "share", "GFLOP/s", "GB/s",
           s->het ? "kernel [device]" : "kernel");
   int32_t rows = max_rows > 0 && max_rows < n ? max_rows : n;
@@ -57,10 +61,12 @@ void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_ro
     /* a long node name keeps its tail (the layer), not its common prefix */
     const char* node = k->node ? k->node : "";
     const size_t nl = strlen(node);
+    const char* tuned = s->p->kernels[order[i]].tuned;
     fprintf(out, "  %s%-*s %-14.14s %10.3f %6.1f%% %9.2f %8.2f  %s", nl > 36 ? "~" : "", nl > 36 ? 35 : 36,
             nl > 36 ? node + nl - 35 : node, k->op, t * 1e3, total > 0 ? 100 * k->total_s / total : 0.0,
             t > 0 ? (double)k->flops / t * 1e-9 : 0.0, t > 0 ? (double)k->bytes / t * 1e-9 : 0.0, k->kernel);
     if (s->het) fprintf(out, " [%s]", k->device ? k->device : "?");
+    if (tuned) fprintf(out, "  [tuned: %s]", tuned);
     fputc('\n', out);
   }
   if (rows < n) fprintf(out, "  ... %d more kernels\n", (int)(n - rows));

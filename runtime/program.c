@@ -35,6 +35,7 @@ void kiln_program_destroy(kiln_program_t* p) {
     kiln_allocator_free(a, kk->name);
     kiln_allocator_free(a, kk->node_name);
     kiln_allocator_free(a, kk->op_type);
+    kiln_allocator_free(a, kk->tuned);
     kiln_allocator_free(a, kk->args);
     kiln_allocator_free(a, kk->access);
   }

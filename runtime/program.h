@@ -129,6 +129,11 @@ typedef struct kiln_program_kernel_s {
   /* The GEMM this kernel computes, for a library provider (valid false:
    * only the kernel's own code). */
   kiln_program_gemm_t gemm;
+  /* The tuning-cache point this template kernel was compiled with, as text
+   * ("gemm 1,16,16,1,2,112,1,1, 1.29x when measured, 8b39e41e5ce9db24";
+   * compiler/tune.c), shown by `kiln info` and marked in profiles; NULL:
+   * its default tiles (module section 'TUNE'). */
+  char* tuned;
   /* Heterogeneous execution: the device that runs it, KILN_KERNEL_ON_TARGET
    * (the program's target; its code is in |code|) or KILN_KERNEL_ON_HOST
    * (the CPU device of the same session; its code is in |host_code|). */

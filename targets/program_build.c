@@ -185,6 +185,31 @@ static kiln_status_t build_dims(const kiln_plan_t* plan, kiln_program_t* prog) {
   return NULL;
 }
 
+/* Explicit inputs and outputs (kiln_program_build_options_t.io_inputs):
+ * plan buffers named after themselves. */
+static kiln_status_t build_io_given(const kiln_plan_t* plan, const kiln_program_build_options_t* o,
+                                    kiln_program_t* prog) {
+  prog->n_inputs = o->n_io_inputs;
+  prog->n_outputs = o->n_io_outputs;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)prog->n_inputs, sizeof(int32_t), "inputs", &prog->inputs));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)prog->n_outputs, sizeof(int32_t), "outputs", &prog->outputs));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)prog->n_inputs, sizeof(char*), "input names", &prog->input_names));
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)prog->n_outputs, sizeof(char*), "output names", &prog->output_names));
+  for (int t = 0; t < 2; ++t) {
+    const int32_t n = t ? o->n_io_outputs : o->n_io_inputs;
+    const int32_t* from = t ? o->io_outputs : o->io_inputs;
+    for (int32_t i = 0; i < n; ++i) {
+      if (from[i] < 0 || from[i] >= plan->n_buffers)
+        return kiln_make_status(KILN_INVALID_ARGUMENT, "program build: %s %d is buffer %d of %d",
+                                t ? "output" : "input", (int)i, (int)from[i], (int)plan->n_buffers);
+      (t ? prog->outputs : prog->inputs)[i] = from[i];
+      KILN_RETURN_IF_ERROR(
+          kiln_program_strdup(prog, plan->buffers[from[i]].buf->name, &(t ? prog->output_names : prog->input_names)[i]));
+    }
+  }
+  return NULL;
+}
+
 static kiln_status_t build_io(const kiln_plan_t* plan, kiln_program_t* prog) {
   const kiln_graph_t* g = plan->graph;
   prog->n_inputs = g->n_inputs;
@@ -227,7 +252,7 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = kiln_program_strdup(prog, options ? options->options : "", &prog->options);
   if (!s) s = build_buffers(plan, prog);
   if (!s) s = build_kernels(plan, prog);
-  if (!s) s = build_io(plan, prog);
+  if (!s) s = options && options->io_inputs ? build_io_given(plan, options, prog) : build_io(plan, prog);
   if (!s) s = build_plugin_ops(plan, prog);
   if (!s) s = build_dims(plan, prog);
   const bool code = !(options && options->no_code);

@@ -29,6 +29,13 @@ typedef struct kiln_program_build_options_s {
    * emit_native; NULL or "": none). A target without emit_native refuses a
    * non-empty list. */
   const char* cpu_targets;
+  /* The program's inputs and outputs as plan buffers, named after them,
+   * in place of the graph's (the tuner's programs of one template
+   * instance, compiler/tune_micro.c; the plan's buffers must have the
+   * matching kinds). NULL: the graph's. */
+  const int32_t* io_inputs;
+  const int32_t* io_outputs;
+  int32_t n_io_inputs, n_io_outputs;
 } kiln_program_build_options_t;
 
 /* |target| from the registry (kiln_target_find). Errors: the emitter's

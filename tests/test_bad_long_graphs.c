@@ -136,7 +136,7 @@ static void run_case(const case_t* c) {
   CHECK_MSG(biggest <= MAX_NODES_PER_KERNEL, "%s: a kernel computes %d nodes", what, (int)biggest);
   if (c->level >= 1 && c->kind == KILN_LONG_CHAIN)
     CHECK_MSG(p->n_kernels < c->n / 2, "%s: %d kernels, the chain did not fuse", what, (int)p->n_kernels);
-  kiln_program_build_options_t bo = {what, NULL, NULL, false, NULL};
+  kiln_program_build_options_t bo = {.model_name = what};
   if (!CHECK_OK(kiln_program_build(p, t, &bo, A(), &prog))) goto done;
   CHECK(prog->code.text_len > 0);
   if (c->run && CHECK_OK(interp_plan(p, &x, n_out, got)))

@@ -576,6 +576,49 @@ static void test_plugin_section(void) {
   kiln_program_destroy(p);
 }
 
+/* 'TUNE': the points kernels were compiled with come back on their
+ * kernels; a kernel out of range or named twice is refused, naming the
+ * section. */
+static void test_tune_section(void) {
+  kiln_program_t* p = make_program("cpu");
+  p->kernels[0].tuned = pu_str(p, "gemm 1,16,16,1,2,112,1,1, 1.29x when measured, 8b39e41e5ce9db24");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) abort();
+  uint64_t plen = 0;
+  const size_t at = pu_find_section(bytes, len, KILN_MODULE_TAG_TUNE, &plen);
+  CHECK(at != 0);
+  kiln_program_t* q = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "tune.kiln", sys(), &q))) {
+    CHECK(q->kernels[0].tuned && !strcmp(q->kernels[0].tuned, p->kernels[0].tuned));
+    for (int32_t k = 1; k < q->n_kernels; ++k) CHECK(q->kernels[k].tuned == NULL);
+    kiln_program_destroy(q);
+  }
+  /* payload: u64 count, i32 kernel, str point: the kernel out of range */
+  if (at) {
+    const int32_t bad = p->n_kernels;
+    memcpy(bytes + at + 8, &bad, 4);
+    kiln_module_reseal(bytes, len);
+    CHECK_ERR(kiln_module_parse(bytes, len, "tune.kiln", sys(), &q), KILN_PARSE_ERROR, "TUNE");
+  }
+  kiln_allocator_free(sys(), bytes);
+  /* a kernel named twice */
+  kiln_program_destroy(p);
+  p = make_program("cpu");
+  for (int32_t k = 0; k < p->n_kernels && k < 2; ++k) p->kernels[k].tuned = pu_str(p, "point");
+  if (p->n_kernels >= 2 && CHECK_OK(kiln_module_serialize(p, sys(), &bytes, &len))) {
+    const size_t at2 = pu_find_section(bytes, len, KILN_MODULE_TAG_TUNE, &plen);
+    const int32_t zero = 0;
+    if (at2) {
+      memcpy(bytes + at2 + 8 + 4 + 4 + 5, &zero, 4); /* the second entry names kernel 0 too */
+      kiln_module_reseal(bytes, len);
+      CHECK_ERR(kiln_module_parse(bytes, len, "tune.kiln", sys(), &q), KILN_PARSE_ERROR, "twice");
+    }
+    kiln_allocator_free(sys(), bytes);
+  }
+  kiln_program_destroy(p);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_module_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -595,6 +638,7 @@ int main(void) {
   RUN(test_serialize_refuses);
   RUN(test_gemm_descriptor);
   RUN(test_plugin_section);
+  RUN(test_tune_section);
   unlink(tmp_path("tiny.kiln"));
   rmdir(tmpdir);
   return kiln_test_finish();

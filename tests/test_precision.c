@@ -212,7 +212,7 @@ static bool compile(const kiln_graph_t* g, kiln_precision_mode_t mode, const kil
         }
       }
     }
-    kiln_program_build_options_t bo = {"test", kiln_precision_mode_name(mode), "", false, NULL};
+    kiln_program_build_options_t bo = {.model_name = "test", .precision = kiln_precision_mode_name(mode), .options = ""};
     ok = CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), &bo, kiln_allocator_system(), &prog)) &&
          CHECK_OK(kiln_module_wrap(prog, &out->module));
   }

@@ -423,7 +423,9 @@ static const char* run_help =
     "  --strict                a GPU target that cannot be opened is an error, not a fallback;\n"
     "                          so is a node the GPU target cannot run (without it: on the CPU)\n"
     "  --tuning-cache FILE     template tiles from a cache `kiln tune` wrote (records for\n"
-    "                          this device, driver and kiln version; the rest keep defaults)\n"
+    "                          this device, driver and kiln version; the rest keep defaults);\n"
+    "                          default: tuning.tsv in the cache folder when it exists\n"
+    "  --no-tuning-cache       the default tiles, whatever the cache folder holds\n"
     "  --verify-key KEY.pub    a module must be signed by this key (`kiln keygen`,\n"
     "                          `kiln compile --sign`); unsigned or changed modules are refused\n"
     "                          before any of their code is built (docs/TRUST.md)\n"
@@ -673,6 +675,8 @@ static int cmd_run(int argc, char** argv) {
   const char* trace_path = NULL;
   const char* verify_key = NULL;
   const char* tuning_path = NULL;
+  bool no_tuning = false, tuning_default = false;
+  char tuning_buf[1100];
   int threads = 0;
   runner_t R;
   memset(&R, 0, sizeof R);
@@ -735,6 +739,8 @@ static int cmd_run(int argc, char** argv) {
       verify_key = argv[++i];
     } else if (!strcmp(a, "--tuning-cache") && has) {
       tuning_path = argv[++i];
+    } else if (!strcmp(a, "--no-tuning-cache")) {
+      no_tuning = true;
     } else if (!strcmp(a, "--trace") && has) {
       trace_path = argv[++i];
       profile = true;
@@ -774,6 +780,9 @@ static int cmd_run(int argc, char** argv) {
   if (tuning_path && module_file)
     return usage_error("run", "%s: a compiled module keeps the tiles it was compiled with; drop --tuning-cache",
                        lo.model);
+  if (no_tuning && tuning_path) return usage_error("run", "%s--tuning-cache and --no-tuning-cache", "");
+  if (!module_file)
+    tuning_path = kiln_cli_tuning_path(tuning_path, no_tuning, tuning_buf, sizeof tuning_buf, &tuning_default);
   if (prec.mode != KILN_PRECISION_FP32 && module_file)
     return usage_error("run", "%s: a compiled module keeps the precision it was compiled with; drop --precision",
                        lo.model);
@@ -909,7 +918,8 @@ static int cmd_run(int argc, char** argv) {
       prec.strict = strict;
       prec.seed = seed;
       kiln_cli_compile_t cc = {ptarget,     opt,         threads, dump_dir, lo.model,
-                               &prec,       NULL,        tuning_path, R.dev, R.dev->info.loop_limit};
+                               &prec,       NULL,        tuning_path, R.dev, R.dev->info.loop_limit,
+                               tuning_default};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1100,7 +1110,9 @@ static const char* compile_help =
     "                     DIR/graph.before.{txt,dot}, DIR/graph.after.{txt,dot}\n"
     "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
     "  --tuning-cache FILE  template tiles from a cache `kiln tune` wrote, for the target's\n"
-    "                     device on this machine (docs/TUNING.md)\n"
+    "                     device on this machine (docs/TUNING.md); default: tuning.tsv in the\n"
+    "                     cache folder ($KILN_CACHE_DIR or ~/.cache/kiln) when it exists\n"
+    "  --no-tuning-cache  the default tiles, whatever the cache folder holds\n"
     "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error;\n"
     "                     so is a node the GPU target cannot run (without it: a line per node\n"
     "                     it runs on the CPU of the same session)\n"
@@ -1159,6 +1171,8 @@ static int cmd_compile(int argc, char** argv) {
   const char* sign_key = NULL;
   const char* cpu_targets = NULL;
   const char* tuning_path = NULL;
+  bool no_tuning = false, tuning_default = false;
+  char tuning_buf[1100];
   const char* target = "cpu";
   int opt = 1, threads = 0;
   bool strict = false;
@@ -1195,6 +1209,8 @@ static int cmd_compile(int argc, char** argv) {
       cpu_targets = argv[++i];
     } else if (!strcmp(a, "--tuning-cache") && has) {
       tuning_path = argv[++i];
+    } else if (!strcmp(a, "--no-tuning-cache")) {
+      no_tuning = true;
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -1226,6 +1242,8 @@ static int cmd_compile(int argc, char** argv) {
     }
   }
   if (!lo.model) return usage_error("compile", "%sno model given", "");
+  if (no_tuning && tuning_path) return usage_error("compile", "%s--tuning-cache and --no-tuning-cache", "");
+  tuning_path = kiln_cli_tuning_path(tuning_path, no_tuning, tuning_buf, sizeof tuning_buf, &tuning_default);
   int prc = check_precision_opts("compile", &prec);
   if (prc) return prc;
   if (fp16_arith >= 0 && (prec.mode == KILN_PRECISION_FP32 || prec.mode == KILN_PRECISION_INT8))
@@ -1254,7 +1272,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              loop_limit};
+                              tuning_default, loop_limit};
   double t_compile = now_s();
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
   t_compile = now_s() - t_compile;

@@ -78,6 +78,12 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
              (long long)lo_v, (long long)hi_v);
   }
+  /* The tuning-cache points the template kernels were compiled with. */
+  int32_t n_tuned = 0;
+  for (int32_t k = 0; p && k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
+  printf("tuned kernels: %d%s\n", (int)n_tuned, n_tuned ? "" : " (default tiles)");
+  for (int32_t k = 0; p && k < p->n_kernels; ++k)
+    if (p->kernels[k].tuned) printf("  %s: %s\n", p->kernels[k].name, p->kernels[k].tuned);
   /* heterogeneous execution: the kernels that run on the CPU beside the target */
   const int32_t nh = p ? kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST) : 0;
   if (nh) {

@@ -10,27 +10,31 @@
 #include "compiler/tune.h"
 #include "frontend/onnx.h"
 #include "ir/passes.h"
+#include "runtime/code_cache.h"
 #include "runtime/device_registry.h"
 #include "tools/cli_args.h"
 
 static const char* tune_help =
     "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
     "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
-    "Measures other tiles for every distinct template kernel of the model (deduplicated by\n"
-    "fingerprint) on the target's device and writes the fastest point per kernel to a tuning\n"
-    "cache that `kiln compile|run --tuning-cache FILE` read (docs/TUNING.md).\n"
-    "  --target, -t T     the device: opencl[:N] (the targets with a search space)\n"
+    "Measures other tiles for every distinct template kernel (OpenCL) or GEMM schedule (CPU)\n"
+    "of the model (deduplicated by fingerprint) on the target's device and writes the fastest\n"
+    "point per kernel to a tuning cache, which `kiln compile|run` read (docs/TUNING.md).\n"
+    "  --target, -t T     the device: opencl[:N] or cpu (the targets with a search space)\n"
     "  --budget D         wall-clock budget: 90s, 10m, 1h or seconds (default 10m)\n"
     "  --trials N         at most N candidates per kernel (default: until the budget)\n"
     "  --repeats N        timed runs per measurement after one warm-up (default 5)\n"
-    "  --cache FILE       the tuning cache to add to (default tuning.tsv); its records for\n"
+    "  --cache FILE       the tuning cache to add to (default: tuning.tsv in the cache folder,\n"
+    "                     $KILN_CACHE_DIR or ~/.cache/kiln, which kiln compile|run read); its records for\n"
     "                     other devices, drivers or kiln versions seed the search\n"
     "  --resume           start every kernel from this device's record in the cache\n"
     "  --seed N           seed of the search and of the random inputs (default 0)\n"
     "  --threads N        CPU threads (default: all cores)\n"
     "  -O0 | -O1          graph passes and fusion (default -O1, as kiln run)\n"
     "  --merge A B ... -o C  merge caches (the faster record per key wins), write C\n"
-    "Ctrl-C ends the search after the current round and keeps what it found.\n";
+    "Each point is built and timed alone beside its kernel's default; the chosen points are\n"
+    "checked in the whole model at the end. Ctrl-C ends the search after the current point\n"
+    "and keeps what it found.\n";
 
 static volatile sig_atomic_t stop_flag = 0;
 static void on_sigint(int sig) {
@@ -116,7 +120,9 @@ int kiln_cmd_tune(int argc, char** argv) {
     }
     if (!strcmp(argv[i], "--merge")) return merge(argc, argv);
   }
-  const char *model = NULL, *target = NULL, *cache_path = "tuning.tsv";
+  char default_cache[1100];
+  kiln_tune_cache_default_path(default_cache, sizeof default_cache);
+  const char *model = NULL, *target = NULL, *cache_path = default_cache;
   kiln_tune_options_t o;
   kiln_tune_options_default(&o);
   for (int i = 0; i < argc; ++i) {
@@ -181,6 +187,13 @@ int kiln_cmd_tune(int argc, char** argv) {
     s = kiln_tune_model(g, tg, dev, &o, &cache, &sum);
     signal(SIGINT, SIG_DFL);
   }
+  if (!s && cache_path == default_cache) { /* the cache folder may not exist yet */
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", default_cache);
+    char* slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = 0;
+    s = kiln_code_cache_make_dirs(dir);
+  }
   if (!s) s = kiln_tune_cache_write(&cache, cache_path);
   if (!s) {
     printf("model: %.2f ms default, %.2f ms tuned (%.2fx); %d of %d kernels improved, %d reverted on "
@@ -193,4 +206,14 @@ int kiln_cmd_tune(int argc, char** argv) {
   kiln_graph_destroy(g);
   kiln_tune_cache_free(&cache);
   return s ? fail(s) : 0;
+}
+
+const char* kiln_cli_tuning_path(const char* given, bool off, char* buf, size_t n, bool* implicit) {
+  *implicit = false;
+  if (given) return given;
+  if (off) return NULL;
+  kiln_tune_cache_default_path(buf, n);
+  if (access(buf, F_OK) != 0) return NULL; /* nothing tuned on this machine yet */
+  *implicit = true;
+  return buf;
 }

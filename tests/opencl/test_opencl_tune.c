@@ -91,7 +91,7 @@ static void test_tune_and_use(void) {
   /* the search, with a tiny budget */
   kiln_tune_options_t o;
   kiln_tune_options_default(&o);
-  o.budget_s = 60;
+  o.budget_s = 100; /* a kernel's set-up alone costs 5-10 s of PoCL on a loaded 2-core machine */
   o.trials = 2;
   o.repeats = 2;
   o.log = stdout;
@@ -100,7 +100,7 @@ static void test_tune_and_use(void) {
   if (!CHECK_OK(kiln_tune_model(b.g, target, dev, &o, &cache, &sum))) goto out;
   printf("\n");
   CHECK_MSG(sum.kernels == 3 && sum.instances == 3, "%d kernels, %d instances", (int)sum.kernels, (int)sum.instances);
-  CHECK_MSG(sum.elapsed_s < 90, "a 60 s budget took %.1f s", sum.elapsed_s);
+  CHECK_MSG(sum.elapsed_s < 110, "a 100 s budget took %.1f s", sum.elapsed_s);
   CHECK_MSG(cache.n == sum.kernels && sum.trials >= 3 && sum.rejected == 0, "%d records, %d trials, %d rejected",
             (int)cache.n, (int)sum.trials, (int)sum.rejected);
   for (int32_t i = 0; i < cache.n; ++i) {

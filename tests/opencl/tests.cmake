@@ -108,14 +108,22 @@ set_tests_properties(test_lower_targets_opencl PROPERTIES LABELS "target=opencl"
 # --tuning-cache` on the merged copy, every template kernel is found (tuned
 # or kept at its default, none untuned) and the outputs still match the
 # reference; a cache for another driver leaves every kernel untuned.
+# A fresh machine: `kiln tune` without --cache writes machine A's cache
+# folder (HOME=a), that cache merged with another driver's and copied into
+# a fresh HOME b is what `kiln run` there uses without being told (every
+# kernel found), `--no-tuning-cache` turns it off; a module compiled with
+# points records them (`kiln info`) and `kiln run --profile` marks them.
 if(TARGET kiln_cli)
   set(_dir ${CMAKE_CURRENT_BINARY_DIR}/opencl_tune_cli)
   set(_k "'$<TARGET_FILE:kiln_cli>'")
   set(_m "'${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx'")
+  set(_a "env -u KILN_CACHE_DIR -u XDG_CACHE_HOME HOME='${_dir}/a'")
+  set(_b "env -u KILN_CACHE_DIR -u XDG_CACHE_HOME HOME='${_dir}/b'")
   add_test(NAME opencl_tune_cli
-           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'; cd '${_dir}'
-             ${_k} tune ${_m} -t opencl --budget 60s --trials 1 --repeats 2 --cache a.tsv > tune.log
-             grep -q '^wrote a.tsv (2 records)' tune.log
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}/a' '${_dir}/b/.cache/kiln'; cd '${_dir}'
+             ${_a} ${_k} tune ${_m} -t opencl --budget 60s --trials 1 --repeats 2 > tune.log
+             grep -q 'tuning.tsv (2 records)' tune.log
+             cp a/.cache/kiln/tuning.tsv a.tsv
              printf 'garbage line\\n' > b.tsv
              ${_k} tune --merge a.tsv b.tsv -o c.tsv 2> merge.err
              grep -q 'b.tsv:1: not 9 tab-separated fields' merge.err
@@ -125,6 +133,17 @@ if(TARGET kiln_cli)
              ${_k} run ${_m} -t opencl --strict --tuning-cache d.tsv > run2.log 2> run2.err
              grep -q '^tuning: 0 of 2 template kernels tuned from d.tsv .* 2 untuned' run2.log
              grep -q 'another device, driver or kiln version' run2.err
+             ${_k} tune --merge a/.cache/kiln/tuning.tsv d.tsv -o b/.cache/kiln/tuning.tsv > merge2.log
+             ${_b} ${_k} run ${_m} -t opencl --strict --check-ref > run3.log
+             grep -Eq '^tuning: [0-9]+ of 2 template kernels tuned from .*/b/.cache/kiln/tuning.tsv .* 0 untuned, 0 refused' run3.log
+             ${_b} ${_k} run ${_m} -t opencl --strict --no-tuning-cache > run4.log
+             ! grep -q '^tuning:' run4.log
+             awk -F '\t' -v OFS='\t' '/^#/ { print; next } { $9 = $8 / 2; print }' c.tsv > e.tsv
+             ${_k} compile ${_m} -t opencl --tuning-cache e.tsv -o m.kiln > compile.log
+             ${_k} info m.kiln > info.log
+             grep -q '^tuned kernels: 2$' info.log
+             ${_k} run m.kiln --profile > run5.log
+             grep -q '\\[tuned: ' run5.log
              echo ok")
   set_tests_properties(opencl_tune_cli PROPERTIES LABELS "target=opencl" TIMEOUT 600
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")

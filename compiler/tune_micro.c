@@ -1,0 +1,278 @@
+/* Programs of one template instance (see tune_micro.h).
+ *
+ * The program is built from a view of the tuner's plan: the same buffers
+ * (copied, so their kinds can say which are this program's inputs and
+ * outputs, and the weight constant can hold the layout of the point under
+ * test) and one or two kernels (the instance; for a cropped Conv first its
+ * GEMM kernel, MERGED into the instance: it names the weights and input
+ * planes the instance reads, so the program builder keeps them). The view
+ * is never freed as a plan: it owns nothing but what this file allocates. */
+#include "compiler/tune_micro.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compare.h"
+#include "runtime/module_impl.h"
+#include "targets/program_build.h"
+
+static int cmp_d(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+double kiln_tune_median(double* v, int32_t n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n ? v[n / 2] : 0;
+}
+
+static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
+
+static bool has(const int32_t* v, int32_t n, int32_t x) {
+  for (int32_t i = 0; i < n; ++i)
+    if (v[i] == x) return true;
+  return false;
+}
+
+/* Buffer |b| (a root) among the inputs or outputs, once; constants are
+ * the program's own weights. */
+static kiln_status_t add_io(kiln_tune_micro_t* m, int32_t b, bool out) {
+  if (b < 0 || b >= m->plan->n_buffers) return NULL;
+  b = kiln_plan_root(m->plan, b);
+  const kiln_plan_buffer_kind_t kind = m->plan->buffers[b].kind;
+  if (kind == KILN_PLAN_CONST || kind == KILN_PLAN_STATUS) return NULL;
+  int32_t* v = out ? m->out : m->in;
+  int32_t* n = out ? &m->n_out : &m->n_in;
+  if (has(m->in, m->n_in, b) || has(m->out, m->n_out, b)) return NULL;
+  if (*n == KILN_TUNE_MICRO_IO)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: kernel '%s' has more than %d buffers",
+                            m->plan->kernels[m->k].func->name, KILN_TUNE_MICRO_IO);
+  v[(*n)++] = b;
+  return NULL;
+}
+
+/* The instance's outputs (its 'Y') first, then what it reads; scratch
+ * (a conv's grid 'F', the GEMM's unused workspace '-') stays the program's. */
+static kiln_status_t find_io(kiln_tune_micro_t* m) {
+  const kiln_plan_kernel_t* pk = &m->plan->kernels[m->k];
+  const kiln_template_t* t = pk->tmpl;
+  const char* roles = NULL;
+  const int32_t* args = pk->args;
+  int32_t n = 0;
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM:
+      roles = t->gemm.roles, n = t->gemm.n_params;
+      break;
+    case KILN_TEMPLATE_CONV:
+    case KILN_TEMPLATE_WINOGRAD:
+      roles = t->conv.roles, n = t->conv.n_params, args = t->conv.args;
+      break;
+    case KILN_TEMPLATE_DEPTHWISE:
+      n = pk->func->n_params;
+      KILN_RETURN_IF_ERROR(add_io(m, args[t->dw.bind_y], true));
+      for (int32_t j = 0; j < n; ++j)
+        if (j != t->dw.bind_y) KILN_RETURN_IF_ERROR(add_io(m, args[j], false));
+      return NULL;
+    default:
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: kernel '%s' is not a template instance", pk->func->name);
+  }
+  for (int32_t j = 0; j < n; ++j)
+    if (roles[j] == 'Y') KILN_RETURN_IF_ERROR(add_io(m, args[j], true));
+  for (int32_t j = 0; j < n; ++j)
+    if (roles[j] != 'Y' && roles[j] != 'F' && roles[j] != '-') KILN_RETURN_IF_ERROR(add_io(m, args[j], false));
+  if (!m->n_out)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: kernel '%s' has no output buffer", pk->func->name);
+  return NULL;
+}
+
+kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks, int32_t n, kiln_plan_buffer_t* bufs,
+                                   const int32_t* in, int32_t n_in, const int32_t* out, int32_t n_out,
+                                   const kiln_target_t* target, kiln_program_t** prog) {
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (bufs[i].kind == KILN_PLAN_INPUT || bufs[i].kind == KILN_PLAN_OUTPUT) bufs[i].kind = KILN_PLAN_INTERMEDIATE;
+  for (int32_t i = 0; i < n_in; ++i) bufs[in[i]].kind = KILN_PLAN_INPUT;
+  for (int32_t i = 0; i < n_out; ++i) bufs[out[i]].kind = KILN_PLAN_OUTPUT;
+  kiln_plan_t v = *p;
+  v.kernels = ks;
+  v.n_kernels = v.cap_kernels = n;
+  v.buffers = bufs;
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune",
+                                     .io_inputs = in, .io_outputs = out, .n_io_inputs = n_in, .n_io_outputs = n_out};
+  return kiln_program_build(&v, target, &bo, kiln_allocator_system(), prog);
+}
+
+/* The program of the instance at |tiles|. */
+static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
+  const kiln_plan_t* p = m->plan;
+  const kiln_template_t* t = p->kernels[m->k].tmpl;
+  kiln_plan_kernel_t ks[2];
+  kiln_template_t* tt = calloc(2, sizeof *tt);
+  kiln_plan_buffer_t* bufs = malloc(sizeof *bufs * (size_t)(p->n_buffers + 1));
+  kiln_array_t laid = {0};
+  kiln_status_t s = tt && bufs ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: kernel '%s'", p->kernels[m->k].func->name);
+  int32_t n = 0;
+  if (!s) {
+    memcpy(bufs, p->buffers, sizeof *bufs * (size_t)p->n_buffers);
+    const bool conv = t->kind == KILN_TEMPLATE_CONV || t->kind == KILN_TEMPLATE_WINOGRAD;
+    if (conv && t->conv.gemm_kernel != m->k) {
+      ks[n] = p->kernels[t->conv.gemm_kernel];
+      tt[n] = (kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = n + 1, .weights.buffer = -1};
+      ks[n].tmpl = &tt[n];
+      ++n;
+    }
+    ks[n] = p->kernels[m->k];
+    tt[n] = *t;
+    tt[n].tiles = *tiles;
+    tt[n].weights.laid_out = false;
+    if (conv) {
+      tt[n].conv.gemm_kernel = 0;
+      tt[n].conv.slot = n;
+    }
+    ks[n].tmpl = &tt[n];
+    ++n;
+    kiln_template_t* x = &tt[n - 1];
+    const int32_t wb = x->weights.buffer;
+    if (conv && x->weights.layout != KILN_TEMPLATE_W_PACKED && wb >= 0 && wb < p->n_buffers) {
+      if (m->set->weight_blocks) m->set->weight_blocks(x);
+      s = kiln_template_weights_convert(x, &p->buffers[wb], &laid);
+      if (!s) {
+        const tir_buffer_t* old = p->buffers[wb].buf;
+        bufs[wb].buf = tir_buffer(&m->tir, old->name, old->dtype, 1, &laid.shape.dims[0], old->scope);
+        bufs[wb].value = laid;
+        bufs[wb].owned = false;
+        memset(&bufs[wb].before_layout, 0, sizeof bufs[wb].before_layout);
+        x->weights.laid_out = true;
+        if (!bufs[wb].buf) s = tir_ctx_status(&m->tir);
+      }
+    }
+  }
+  if (!s) s = kiln_tune_view_build(p, ks, n, bufs, m->in, m->n_in, m->out, m->n_out, m->target, out);
+  kiln_array_free(kiln_allocator_system(), &laid);
+  free(bufs);
+  free(tt);
+  return s;
+}
+
+static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_module_t** mod,
+                                kiln_session_t** ses) {
+  kiln_program_t* prog = NULL;
+  KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
+  KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.profile = true;
+  so.threads = m->threads;
+  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
+  return kiln_session_create(*mod, m->dev, &so, ses);
+}
+
+/* One run: the instance's summed dispatch times into *t (NULL: a warm-up). */
+static kiln_status_t run_once(kiln_tune_micro_t* m, kiln_session_t* ses, kiln_array_t* out, double* t) {
+  for (int32_t i = 0; i < m->n_out; ++i) kiln_array_free(kiln_allocator_system(), &out[i]);
+  KILN_RETURN_IF_ERROR(kiln_session_run(ses, m->inputs, out));
+  if (!t) return NULL;
+  int32_t n = 0, runs = 0;
+  const kiln_profile_entry_t* e = kiln_session_profile(ses, &n, &runs);
+  *t = 0;
+  for (int32_t i = 0; e && i < n; ++i) *t += e[i].last_s;
+  return NULL;
+}
+
+static uint64_t mix(uint64_t* x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan, int32_t k,
+                                   const kiln_target_t* target, const kiln_template_set_t* set, kiln_device_t* dev,
+                                   int32_t threads, uint64_t seed) {
+  memset(m, 0, sizeof *m);
+  m->plan = plan;
+  m->k = k;
+  m->target = target;
+  m->set = set;
+  m->dev = dev;
+  m->threads = threads;
+  tir_ctx_init(&m->tir, kiln_allocator_system());
+  m->tir_ready = true;
+  m->build = build_tmpl;
+  KILN_RETURN_IF_ERROR(find_io(m));
+  return kiln_tune_micro_start(m, &plan->kernels[k].tmpl->tiles, plan->kernels[k].func->name, seed);
+}
+
+kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt, const char* what,
+                                    uint64_t seed) {
+  const kiln_plan_t* plan = m->plan;
+  m->what = what;
+  for (int32_t i = 0; i < m->n_in; ++i) {
+    const tir_buffer_t* b = plan->buffers[m->in[i]].buf;
+    kiln_shape_t sh = {.rank = b->rank};
+    for (int32_t d = 0; d < b->rank; ++d) sh.dims[d] = b->shape[d];
+    KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), b->dtype, &sh, &m->inputs[i]));
+    if (b->dtype != KILN_DTYPE_F32) continue; /* tuning builds are fp32: other buffers stay zero */
+    float* f = m->inputs[i].data;
+    const size_t ne = m->inputs[i].nbytes / sizeof(float);
+    for (size_t e = 0; e < ne; ++e) f[e] = (float)((double)(mix(&seed) >> 11) / 4503599627370496.0 - 1.0);
+  }
+  kiln_status_t s = session_of(m, dflt, &m->def_mod, &m->def_ses);
+  if (!s) s = run_once(m, m->def_ses, m->ref, NULL);
+  if (s) return kiln_status_annotate(s, "tune: kernel '%s' alone", what);
+  return NULL;
+}
+
+kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, int32_t repeats,
+                                      double* t, double* t_def, bool* match, FILE* log) {
+  const int32_t R = repeats > 0 ? repeats : 1;
+  kiln_module_t* mod = NULL;
+  kiln_session_t* ses = NULL;
+  kiln_array_t out[KILN_TUNE_MICRO_IO], dout[KILN_TUNE_MICRO_IO];
+  memset(out, 0, sizeof out);
+  memset(dout, 0, sizeof dout);
+  double* v = calloc(2 * (size_t)R, sizeof(double));
+  kiln_status_t s = v ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
+  if (!s) s = session_of(m, tiles, &mod, &ses);
+  for (int32_t r = -1; r < R && !s; ++r) {
+    s = run_once(m, m->def_ses, dout, r < 0 ? NULL : &v[R + r]);
+    if (!s) s = run_once(m, ses, out, r < 0 ? NULL : &v[r]);
+  }
+  if (!s) {
+    *t = median(v, R);
+    *t_def = median(v + R, R);
+    *match = true;
+    for (int32_t i = 0; i < m->n_out; ++i) {
+      kiln_compare_result_t cr;
+      kiln_compare(&out[i], &m->ref[i], 1e-3, 1e-4, &cr);
+      if (!cr.ok) {
+        *match = false;
+        if (log)
+          fprintf(log, "\ntune: kernel '%s': a point's output differs from the default's: %s\n", m->what,
+                  cr.message);
+      }
+    }
+  }
+  for (int32_t i = 0; i < m->n_out; ++i) {
+    kiln_array_free(kiln_allocator_system(), &out[i]);
+    kiln_array_free(kiln_allocator_system(), &dout[i]);
+  }
+  free(v);
+  kiln_session_destroy(ses);
+  kiln_module_release(mod);
+  return s;
+}
+
+void kiln_tune_micro_free(kiln_tune_micro_t* m) {
+  for (int32_t i = 0; i < KILN_TUNE_MICRO_IO; ++i) {
+    kiln_array_free(kiln_allocator_system(), &m->inputs[i]);
+    kiln_array_free(kiln_allocator_system(), &m->ref[i]);
+  }
+  kiln_session_destroy(m->def_ses);
+  kiln_module_release(m->def_mod);
+  if (m->tir_ready) tir_ctx_deinit(&m->tir);
+  for (int32_t i = 0; i < KILN_TUNE_MICRO_IO; ++i) {
+    free(m->in_name[i]);
+    free(m->out_name[i]);
+  }
+  memset(m, 0, sizeof *m);
+}

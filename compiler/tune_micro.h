@@ -1,0 +1,113 @@
+/* One template instance alone: the tuner's cheap measurement (tune.h).
+ *
+ * A round of whole-model builds costs what building the model costs (a
+ * minute or two of PoCL on a loaded 2-core machine for MobileNetV2); a
+ * program holding just the instance under test (plus the Conv GEMM kernel
+ * merged into it, which leaves the program) builds in about a second. The
+ * instance reads its own buffers, filled with seeded data (floats in
+ * [-1, 1): the same data for every point of the kernel), and writes its
+ * output, which the default point's program computed first: a candidate
+ * whose output differs (rtol 1e-3, atol 1e-4; the tiles change the order
+ * of the f32 sums) is rejected. Each point is timed beside the default
+ * point's program, run for run (default, candidate, default, ...), and
+ * ranked by the ratio of the two medians, which a busy machine moves far
+ * less than either time.
+ *
+ * Not thread-safe; the plan must hold the lowering's packed weights
+ * (kiln_template_weights_restore) while points are built. */
+#ifndef KILN_COMPILER_TUNE_MICRO_H_
+#define KILN_COMPILER_TUNE_MICRO_H_
+
+#include <stdio.h>
+
+#include "ir/tir.h"
+#include "kiln/runtime.h"
+#include "lowering/template.h"
+#include "targets/registry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_TUNE_MICRO_IO 16
+
+struct kiln_tune_cpu_table_s;
+
+typedef struct kiln_tune_micro_s {
+  const kiln_plan_t* plan;
+  const kiln_target_t* target;
+  const kiln_template_set_t* set;
+  kiln_device_t* dev;
+  int32_t threads;
+  int32_t k; /* the plan kernel of the instance */
+  int32_t n_in, n_out;
+  int32_t in[KILN_TUNE_MICRO_IO], out[KILN_TUNE_MICRO_IO]; /* plan buffers (roots) */
+  kiln_array_t inputs[KILN_TUNE_MICRO_IO];
+  kiln_array_t ref[KILN_TUNE_MICRO_IO]; /* the default point's outputs */
+  kiln_module_t* def_mod;
+  kiln_session_t* def_ses;
+  tir_ctx_t tir; /* the weight buffers laid out for a point */
+  bool tir_ready;
+  const char* what; /* the kernel, for messages */
+  /* the program of the kernel at a point, its inputs and outputs m->in and
+   * m->out in that order */
+  kiln_status_t (*build)(struct kiln_tune_micro_s* m, const kiln_template_tiles_t* tiles, kiln_program_t** out);
+  /* CPU (tune_micro_cpu.c): a point is a plan of the graph with the GEMM's
+   * knobs, of which the node's kernels make the program */
+  const kiln_graph_t* graph;
+  kiln_plan_options_t po;
+  int32_t opt, gemm, node;
+  struct kiln_tune_cpu_table_s* table;
+  char* in_name[KILN_TUNE_MICRO_IO];
+  char* out_name[KILN_TUNE_MICRO_IO];
+} kiln_tune_micro_t;
+
+/* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
+ * are the default point): finds its buffers, fills its inputs from
+ * |seed|, builds the default point's program and runs it once for the
+ * reference outputs. Errors: INVALID_ARGUMENT when the instance has more
+ * buffers than KILN_TUNE_MICRO_IO, the build's or run's errors (naming the
+ * kernel), OUT_OF_MEMORY. kiln_tune_micro_free afterwards in every case. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan, int32_t k,
+                                                 const kiln_target_t* target, const kiln_template_set_t* set,
+                                                 kiln_device_t* dev, int32_t threads, uint64_t seed);
+
+/* Builds the instance with |tiles| and times it |repeats| times (after a
+ * warm-up run), each run right after one of the default point's:
+ * *t and *t_def the medians of the instance's dispatch times, seconds;
+ * *match whether every output equals the default's within tolerance (a
+ * mismatch is described on |log|, NULL: quiet). Errors: the build's or
+ * run's (a point the driver refuses), OUT_OF_MEMORY. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles,
+                                                    int32_t repeats, double* t, double* t_def, bool* match,
+                                                    FILE* log);
+
+/* kiln_tune_micro_init for the CPU: the kernels of graph node |node| of
+ * |plan| (built from |graph| with |po| and the gemm hook over |table|,
+ * fused when |opt| >= 1), the GEMM being table->e[gemm]. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const kiln_plan_t* plan,
+                                                     const kiln_graph_t* graph, const kiln_plan_options_t* po,
+                                                     int32_t opt, struct kiln_tune_cpu_table_s* table, int32_t gemm,
+                                                     int32_t node, const kiln_target_t* target, kiln_device_t* dev,
+                                                     int32_t threads, uint64_t seed);
+
+void kiln_tune_micro_free(kiln_tune_micro_t* m);
+
+/* The median of |v| (sorted in place; 0 when n is 0). */
+double kiln_tune_median(double* v, int32_t n);
+
+/* Shared by both: seeded inputs (m->in set), the default point's session
+ * and reference outputs. */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt,
+                                                  const char* what, uint64_t seed);
+/* A program of kernels |ks| of |p| whose buffers are |bufs| (a copy of
+ * p->buffers the call marks: |in| inputs, |out| outputs). */
+KILN_MUST_USE kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks, int32_t n,
+                                                 kiln_plan_buffer_t* bufs, const int32_t* in, int32_t n_in,
+                                                 const int32_t* out, int32_t n_out, const kiln_target_t* target,
+                                                 kiln_program_t** prog);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
