@@ -74,6 +74,15 @@
  *                      shared object }. The CPU device loads the best one
  *                      the running CPU executes, without a compiler; a reader
  *                      without it compiles the C source
+ *   'DBIN' (optional, after 'CODE'; written by `kiln compile -t opencl -o`)
+ *                      count n; n x { str device, str vendor, str driver,
+ *                      str kiln_version, u64 length, that many bytes: the
+ *                      driver's program binary of the CODE text }. The
+ *                      OpenCL device builds the one whose four strings
+ *                      match it exactly (clCreateProgramWithBinary) and the
+ *                      source when none does or the driver refuses it (a
+ *                      warning naming the module); a reader without it
+ *                      builds the source
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -137,6 +146,8 @@ extern "C" {
 #define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
 #define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
 #define KILN_MODULE_MAX_ISA_NAME 63
+/* optional: device program binaries (OpenCL), keyed by device and driver */
+#define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);

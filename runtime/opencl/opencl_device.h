@@ -74,6 +74,9 @@ bool kiln_opencl_is_device(const kiln_device_t* d);
 typedef struct kiln_opencl_build_stats_s {
   bool cache_hit;          /* loaded from the binary cache */
   bool cache_rejected;     /* a cache entry existed but was corrupt/refused */
+  int32_t n_embedded;      /* program binaries the module carries (any device) */
+  bool embedded_used;      /* built from the module's binary for this device */
+  bool embedded_refused;   /* that binary existed but the driver refused it */
   double build_s;          /* seconds in executable_create */
   char cache_path[1024];   /* the cache file ("" when the cache is off) */
   /* GEMM providers (runtime/opencl/opencl_gemm_provider.h): kernels with a
