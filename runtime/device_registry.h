@@ -63,8 +63,9 @@ typedef struct kiln_device_api_s {
    * |program|'s code for |device| (one of this API's) and adds the
    * device's own form of it to the program (OpenCL: the program binary,
    * module section 'DBIN'), which a later load on the same device and
-   * driver uses instead of building. `kiln compile -o` calls it. */
-  kiln_status_t (*embed_binaries)(kiln_device_t* device, kiln_program_t* program);
+   * driver uses instead of building. `kiln compile -o` calls it. A
+   * progress line goes to |progress| (NULL: quiet). */
+  kiln_status_t (*embed_binaries)(kiln_device_t* device, kiln_program_t* program, FILE* progress);
 } kiln_device_api_t;
 
 /* The API named |name| (exact match), NULL when this build has none. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend/onnx.h"
 #include "ir/op.h"
@@ -1071,6 +1072,8 @@ static const char* compile_help =
     "                     program binary built on device N (default 0, skipped with a note when\n"
     "                     it cannot be had); a load on the same device, driver and kiln version\n"
     "                     uses it instead of building, others build the source. none: source only\n"
+    "  --progress         the device build's progress line on stderr even when it is not a\n"
+    "                     terminal (one line per tenth of the work); on a terminal it is always shown\n"
     "  --cpu-target LIST  with -t cpu -o: also compile the C to machine code for these ISA\n"
     "                     levels (comma-separated: x86-64-v3, x86-64-v4, aarch64, host, none;\n"
     "                     default host), so libkiln_rt runs the module without a C compiler;\n"
@@ -1133,7 +1136,7 @@ static int cmd_compile(int argc, char** argv) {
   int opt = 1, threads = 0;
   int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
   char device_name[64];
-  bool strict = false;
+  bool strict = false, progress = false;
   char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
   long long loop_limit = -1; /* --loop-limit: -1 ask the device */
@@ -1179,6 +1182,8 @@ static int cmd_compile(int argc, char** argv) {
       threads = (int)v;
     } else if (!strcmp(a, "--strict")) {
       strict = true;
+    } else if (!strcmp(a, "--progress")) {
+      progress = true;
     } else if (!strcmp(a, "--fp16-arith") && has) {
       const char* v = argv[++i];
       if (strcmp(v, "yes") && strcmp(v, "no"))
@@ -1244,7 +1249,10 @@ static int cmd_compile(int argc, char** argv) {
   kiln_cli_print_log(&log, gd.printed);
   kiln_compile_log_free(&log);
   if (s) goto done;
-  if (out_path && (s = kiln_cli_embed_binaries(prog, target, device, threads))) goto done;
+  if (out_path &&
+      (s = kiln_cli_embed_binaries(prog, target, device, threads,
+                                   progress || isatty(fileno(stderr)) ? stderr : NULL)))
+    goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
       goto done;

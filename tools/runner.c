@@ -45,7 +45,8 @@ static void human(double v, char* buf, size_t n) {
   else snprintf(buf, n, "%.0f B", v);
 }
 
-kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads) {
+kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
+                                      FILE* progress) {
   const kiln_device_api_t* api = kiln_device_api_find(target);
   if (!api || !api->embed_binaries || device == KILN_CLI_NO_DEVICE) return NULL;
   char name[64];
@@ -56,7 +57,7 @@ kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, 
   kiln_status_t s = kiln_device_open(name, &oo, kiln_allocator_system(), &dev);
   uint64_t before = 0;
   for (int32_t i = 0; i < prog->code.n_devbin; ++i) before += prog->code.devbin[i].len;
-  if (!s) s = api->embed_binaries(dev, prog);
+  if (!s) s = api->embed_binaries(dev, prog, progress);
   if (!s) {
     uint64_t after = 0;
     for (int32_t i = 0; i < prog->code.n_devbin; ++i) after += prog->code.devbin[i].len;

@@ -47,9 +47,11 @@ void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
  * it embedded. |device| -1: device 0, and a device that cannot be had or
  * cannot build the code (a module for another machine) is a note and no
  * binary; KILN_CLI_NO_DEVICE: nothing. An explicit device that fails is an
- * error. Targets without device code: nothing. */
+ * error. Targets without device code: nothing. The build's progress line
+ * goes to |progress| (NULL: quiet). */
 #define KILN_CLI_NO_DEVICE (-2)
-kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads);
+kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
+                                      FILE* progress);
 
 /* Opens a device by name ("cpu", "opencl:1", ...); without its driver it
  * falls back to the CPU with the reason on stderr, unless |strict|. */

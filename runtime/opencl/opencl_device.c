@@ -983,7 +983,32 @@ static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
  * scratch buffers of its arguments' sizes, so the binary taken afterwards
  * holds the code a load runs. Zeros are an input like any other (indices
  * 0, status words left as they are). */
-static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_program prog) {
+/* The progress line of a model's build (`kiln compile`): |done| of |total|
+ * steps (the program, then each kernel's first launch), rewritten in place
+ * on a terminal, else a line per tenth of the work; NULL |f|: quiet. */
+typedef struct build_progress_s {
+  FILE* f;
+  bool tty;
+  const char* device;
+  double t0, last;
+  int32_t done, total, last_tenth;
+} build_progress_t;
+
+static void progress_step(build_progress_t* pr, const char* phase) {
+  if (!pr->f) return;
+  ++pr->done;
+  const double t = now_s(), el = t - pr->t0;
+  const bool end = pr->done >= pr->total;
+  const int32_t tenth = pr->done * 10 / (pr->total ? pr->total : 1);
+  if (pr->tty ? (t - pr->last < 0.1 && !end) : (tenth == pr->last_tenth && !end)) return;
+  pr->last = t;
+  pr->last_tenth = tenth;
+  fprintf(pr->f, "%sbuilding for %s: %s, %d/%d steps, %.1f s, ETA %.1f s%s", pr->tty ? "\r" : "", pr->device, phase,
+          (int)pr->done, (int)pr->total, el, el / pr->done * (pr->total - pr->done), pr->tty && !end ? "   " : "\n");
+  fflush(pr->f);
+}
+
+static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_program prog, build_progress_t* pr) {
   kiln_status_t s = NULL;
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
@@ -1016,6 +1041,7 @@ static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_p
       if (mems[a]) clReleaseMemObject(mems[a]);
     free(mems);
     clReleaseKernel(kk);
+    if (!s) progress_step(pr, "kernels compiled");
   }
   return s;
 }
@@ -1024,7 +1050,7 @@ static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_p
  * the binary cache, as a load would) and adds the driver's binary to |p|
  * under this device's key; an entry |p| had under the same key is
  * replaced. */
-static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p) {
+static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE* progress) {
   if (!kiln_opencl_is_device(base))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: embedding binaries needs an OpenCL device");
   ocl_device_t* d = D(base);
@@ -1039,9 +1065,12 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p) {
   memset(&st, 0, sizeof st);
   cl_program prog = NULL;
   char name[48];
+  build_progress_t pr = {progress, progress && isatty(fileno(progress)), d->base.info.name, now_s(), now_s(), 0,
+                         1 + p->n_kernels, -1};
   KILN_RETURN_IF_ERROR(get_program(d, p, NULL, true, &cache, &cache_on, name, &st, &prog),
                        "embedding the program binary");
-  kiln_status_t ws = warm_kernels(d, p, prog);
+  progress_step(&pr, st.cache_hit ? "program from the binary cache" : "program built");
+  kiln_status_t ws = warm_kernels(d, p, prog, &pr);
   if (ws) {
     clReleaseProgram(prog);
     return kiln_status_annotate(ws, "embedding the program binary");

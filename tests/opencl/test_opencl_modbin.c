@@ -113,12 +113,28 @@ static void test_embedded_binaries(void) {
   if (!p) goto done;
   const kiln_device_api_t* api = kiln_device_api_find("opencl");
   CHECK(api && api->embed_binaries);
-  if (!api || !api->embed_binaries || !CHECK_OK(api->embed_binaries(dev, p))) goto done;
+  /* The progress line, not on a terminal: a line per tenth of the steps,
+   * the last one all of them (the program, then each kernel). */
+  FILE* prog_log = tmpfile();
+  if (!api || !api->embed_binaries || !CHECK_OK(api->embed_binaries(dev, p, prog_log))) {
+    if (prog_log) fclose(prog_log);
+    goto done;
+  }
+  if (prog_log) {
+    char text[2048] = "", want_end[128];
+    rewind(prog_log);
+    size_t n = fread(text, 1, sizeof text - 1, prog_log);
+    text[n] = 0;
+    fclose(prog_log);
+    snprintf(want_end, sizeof want_end, "kernels compiled, %d/%d steps", (int)p->n_kernels + 1,
+             (int)p->n_kernels + 1);
+    CHECK_MSG(strstr(text, "building for ") && strstr(text, want_end) && !strchr(text, '\r'), "progress '%s'", text);
+  }
   CHECK(p->code.n_devbin == 1 && p->code.devbin[0].len > 0);
   CHECK(!strcmp(p->code.devbin[0].device, dev->info.name) && p->code.devbin[0].driver[0] &&
         p->code.devbin[0].kiln[0]);
   /* Embedding twice replaces the entry for the same key. */
-  CHECK_OK(api->embed_binaries(dev, p));
+  CHECK_OK(api->embed_binaries(dev, p, NULL));
   CHECK_MSG(p->code.n_devbin == 1, "%d binaries after embedding twice", (int)p->code.n_devbin);
 
   /* Round trip: the binary is used, nothing is built from source. */

@@ -131,7 +131,8 @@ if(TARGET kiln_cli)
 endif()
 
 # OpenCL program binaries in modules (module section 'DBIN'): kiln compile
-# -t opencl -o embeds device 0's binary, and a run with an empty PoCL cache
+# -t opencl -o embeds device 0's binary (a progress line with --progress,
+# none off a terminal without it), and a run with an empty PoCL cache
 # builds from it; --device none leaves the source only; an explicit device
 # that is not there is an error naming it; --device on the CPU target a
 # usage error.
@@ -142,8 +143,11 @@ if(TARGET kiln_cli)
   add_test(NAME opencl_module_binary
            COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}/pocl' '${_dir}/kiln'
              export KILN_CACHE_DIR='${_dir}/kiln'
-             ${_kiln} compile ${_m} -t opencl -o '${_dir}/m.kiln' > '${_dir}/compile.log'
+             ${_kiln} compile ${_m} -t opencl -o '${_dir}/m.kiln' > '${_dir}/compile.log' 2> '${_dir}/compile.err'
              grep -q '^embedded the opencl:0 program binary for .* KB' '${_dir}/compile.log'
+             if grep -q 'building for' '${_dir}/compile.err'; then echo 'progress line off a terminal'; exit 1; fi
+             ${_kiln} compile ${_m} -t opencl --progress -o '${_dir}/m2.kiln' > /dev/null 2> '${_dir}/progress.err'
+             grep -Eq '^building for .*: kernels compiled, ([0-9]+)/\\1 steps, ' '${_dir}/progress.err'
              POCL_CACHE_DIR='${_dir}/pocl' ${_kiln} run '${_dir}/m.kiln' --target opencl --strict > '${_dir}/run.log'
              grep -q '^opencl program: built from the module.s program binary' '${_dir}/run.log'
              ${_kiln} compile ${_m} -t opencl --device none -o '${_dir}/src.kiln' > '${_dir}/src.log'
