@@ -364,6 +364,7 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
       KILN_RETURN_IF_ERROR(put_str(w, p, b->vendor, "device binary's vendor"));
       KILN_RETURN_IF_ERROR(put_str(w, p, b->driver, "device binary's driver version"));
       KILN_RETURN_IF_ERROR(put_str(w, p, b->kiln, "device binary's kiln version"));
+      put_u64(w, b->source_crc);
       put_u64(w, b->len);
       put_bytes(w, b->bytes, (size_t)b->len);
     }
@@ -913,7 +914,7 @@ static kiln_status_t rd_natv(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
-enum { MIN_DEVBIN = 4 * 4 + 8 + 1 };
+enum { MIN_DEVBIN = 4 * 4 + 8 + 8 + 1 };
 
 /* Copied as they are: whether the driver takes a binary is the device's
  * question at load (it falls back to the source when not). */
@@ -935,6 +936,7 @@ static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "driver version", &b->driver));
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "kiln version", &b->kiln));
     if (!b->device[0]) return rd_err(r, KILN_PARSE_ERROR, "empty device name");
+    KILN_RETURN_IF_ERROR(rd_u64(r, "source checksum", &b->source_crc));
     KILN_RETURN_IF_ERROR(rd_blob(r, p, "binary", b->device, &b->bytes, &b->len));
   }
   r->item = NULL;

@@ -76,13 +76,15 @@
  *                      without it compiles the C source
  *   'DBIN' (optional, after 'CODE'; written by `kiln compile -t opencl -o`)
  *                      count n; n x { str device, str vendor, str driver,
- *                      str kiln_version, u64 length, that many bytes: the
- *                      driver's program binary of the CODE text }. The
- *                      OpenCL device builds the one whose four strings
+ *                      str kiln_version, u64 source_crc (CRC-64/XZ of the
+ *                      CODE text it was built from), u64 length, that many
+ *                      bytes: the driver's program binary of the CODE text }.
+ *                      The OpenCL device builds the one whose four strings
  *                      match it exactly (clCreateProgramWithBinary) and the
- *                      source when none does or the driver refuses it (a
- *                      warning naming the module); a reader without it
- *                      builds the source
+ *                      source when none does, or with a warning naming the
+ *                      module when its source_crc is not the text's or the
+ *                      driver refuses it; a reader without it builds the
+ *                      source
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader

@@ -113,6 +113,7 @@ kiln_status_t kiln_program_devbin_add(kiln_program_t* p, const kiln_program_devb
   memcpy(m, bytes, (size_t)len);
   b.bytes = m;
   b.len = len;
+  b.source_crc = key->source_crc;
   p->code.devbin = arr;
   p->code.devbin[p->code.n_devbin++] = b;
   return NULL;

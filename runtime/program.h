@@ -150,7 +150,8 @@ typedef struct kiln_program_native_s {
  * --device N`: the OpenCL driver's program binary), keyed by everything
  * that decides whether another process may use it: the device's name and
  * vendor, the driver's version and the kiln version that built it (which
- * fixes the build options). The device uses one whose key matches it
+ * fixes the build options), and the checksum of the source it was built
+ * from (a binary moved into another module's section is not that code). The device uses one whose key matches it
  * exactly and builds the source when none does or when the driver refuses
  * it; the source stays the truth. Module section 'DBIN'. */
 typedef struct kiln_program_devbin_s {
@@ -158,6 +159,7 @@ typedef struct kiln_program_devbin_s {
   char* vendor;
   char* driver;
   char* kiln;
+  uint64_t source_crc; /* CRC-64/XZ of the code text it was built from */
   uint8_t* bytes;
   uint64_t len;
 } kiln_program_devbin_t;

@@ -16,6 +16,7 @@
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
 #include "runtime/code_cache.h"
+#include "runtime/module_file.h"
 
 #define OCL_STR_(x) #x
 #define OCL_STR(x) OCL_STR_(x)
@@ -544,7 +545,15 @@ static cl_program load_embedded(ocl_device_t* d, const kiln_program_t* p, const 
   const kiln_program_devbin_t* b = find_devbin(d, p);
   if (!b) return NULL;
   kiln_status_t why = NULL;
-  cl_program prog = program_from_binary(d, p, b->bytes, (size_t)b->len, source, &why);
+  cl_program prog = NULL;
+  /* A driver trusts its binaries (PoCL reads past the end of a short one):
+   * only the code this module's source compiled to is handed over. */
+  const uint64_t crc = kiln_module_crc64(0, source, (size_t)p->code.text_len);
+  if (crc != b->source_crc)
+    why = kiln_make_status(KILN_PARSE_ERROR, "it was built from other source (checksum %016llx, the source's %016llx)",
+                           (unsigned long long)b->source_crc, (unsigned long long)crc);
+  else
+    prog = program_from_binary(d, p, b->bytes, (size_t)b->len, source, &why);
   if (why) {
     fprintf(stderr,
             "kiln: warning: opencl: module '%s': its program binary for %s (driver %s) was refused, building "
@@ -1088,7 +1097,8 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE*
   }
   /* The cache gets the warmed binary too (a load without it still hits). */
   if (cache_on) kiln_code_cache_write(&cache, name, bin, len);
-  kiln_program_devbin_t key = {d->base.info.name, d->vendor, d->drv, (char*)KILN_OPENCL_KILN_VERSION, NULL, 0};
+  kiln_program_devbin_t key = {d->base.info.name, d->vendor, d->drv, (char*)KILN_OPENCL_KILN_VERSION,
+                               kiln_module_crc64(0, p->code.text, (size_t)p->code.text_len), NULL, 0};
   /* Replaced, not duplicated: the loader takes the first match. */
   const kiln_program_devbin_t* old = find_devbin(d, p);
   kiln_status_t s = NULL;
@@ -1102,6 +1112,7 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE*
       kiln_allocator_free(p->allocator, cur->bytes);
       cur->bytes = m;
       cur->len = len;
+      cur->source_crc = key.source_crc;
     }
   } else {
     s = kiln_program_devbin_add(p, &key, bin, len);
