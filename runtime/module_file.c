@@ -869,6 +869,18 @@ static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
 
 enum { MIN_NATIVE = 4 + 1 + 8 };
 
+/* A count of |what| (entries of at least |min_entry| bytes) and a zeroed
+ * table of that many |elem|-byte entries owned by the program. */
+static kiln_status_t rd_table(rd_t* r, kiln_program_t* p, const char* what, size_t min_entry, size_t elem, void** out,
+                              int32_t* out_n) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, what, min_entry, &n));
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, elem, what, out));
+  if (n) memset(*out, 0, (size_t)n * elem);
+  *out_n = n;
+  return NULL;
+}
+
 /* A u64 length and that many bytes (at least one), copied; |what| and
  * |owner| name it in errors ("'x86-64-v3' object claims ..."). */
 static kiln_status_t rd_blob(rd_t* r, kiln_program_t* p, const char* what, const char* owner, uint8_t** out,
@@ -893,15 +905,11 @@ static kiln_status_t rd_blob(rd_t* r, kiln_program_t* p, const char* what, const
  * before anything is mapped. */
 static kiln_status_t rd_natv(rd_t* r, kiln_program_t* p) {
   kiln_program_code_t* c = &p->code;
-  int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "native code objects", MIN_NATIVE, &n));
   void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_native_t), "native code", &m));
-  if (n) memset(m, 0, (size_t)n * sizeof(kiln_program_native_t));
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "native code objects", MIN_NATIVE, sizeof(kiln_program_native_t), &m, &c->n_native));
   c->native = m;
-  c->n_native = n;
   r->item = "native code object";
-  for (int32_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < c->n_native; ++i) {
     kiln_program_native_t* nv = &c->native[i];
     r->index = i;
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "ISA name", &nv->isa));
@@ -920,15 +928,11 @@ enum { MIN_DEVBIN = 4 * 4 + 8 + 8 + 1 };
  * question at load (it falls back to the source when not). */
 static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
   kiln_program_code_t* c = &p->code;
-  int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "device binaries", MIN_DEVBIN, &n));
   void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_devbin_t), "device binaries", &m));
-  if (n) memset(m, 0, (size_t)n * sizeof(kiln_program_devbin_t));
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "device binaries", MIN_DEVBIN, sizeof(kiln_program_devbin_t), &m, &c->n_devbin));
   c->devbin = m;
-  c->n_devbin = n;
   r->item = "device binary";
-  for (int32_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < c->n_devbin; ++i) {
     kiln_program_devbin_t* b = &c->devbin[i];
     r->index = i;
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "device name", &b->device));
