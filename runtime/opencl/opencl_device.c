@@ -564,8 +564,8 @@ static cl_program load_embedded(ocl_device_t* d, const kiln_program_t* p, const 
     prog = program_from_binary(d, p, b->bytes, (size_t)b->len, source, &why);
   if (why) {
     fprintf(stderr,
-            "kiln: warning: opencl: module '%s': its program binary for %s (driver %s) was refused, building "
-            "the program from source: %s\n",
+            "kiln: warning: opencl: the program binary in the module of '%s' for %s (driver %s) was refused, "
+            "building the program from source: %s\n",
             p->model_name && *p->model_name ? p->model_name : "program", b->device, b->driver,
             kiln_status_message(why));
     kiln_status_free(why);

@@ -148,6 +148,8 @@ if(TARGET kiln_cli)
              if grep -q 'building for' '${_dir}/compile.err'; then echo 'progress line off a terminal'; exit 1; fi
              ${_kiln} compile ${_m} -t opencl --progress -o '${_dir}/m2.kiln' > /dev/null 2> '${_dir}/progress.err'
              grep -Eq '^building for .*: kernels compiled, ([0-9]+)/\\1 steps, ' '${_dir}/progress.err'
+             ${_kiln} info '${_dir}/m.kiln' > '${_dir}/info.log'
+             grep -q '^program binary: .* (.*, driver .*, kiln [0-9.]*, [0-9.]* KB); the source is the fallback' '${_dir}/info.log'
              POCL_CACHE_DIR='${_dir}/pocl' ${_kiln} run '${_dir}/m.kiln' --target opencl --strict > '${_dir}/run.log'
              grep -q '^opencl program: built from the module.s program binary' '${_dir}/run.log'
              ${_kiln} compile ${_m} -t opencl --device none -o '${_dir}/src.kiln' > '${_dir}/src.log'
