@@ -255,7 +255,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
    * unless POCL_KERNEL_CACHE=0), so a rebuild from source is already fast;
    * and its CL_PROGRAM_BINARIES compiles a generic work-group function for
    * every kernel when asked: ResNet-18's cold load took 238 s with kiln's
-   * binary cache and 86 s without. The kiln binary cache is skipped there. */
+   * binary cache and 67-86 s without. The kiln binary cache is skipped there. */
   const char* pkc = getenv("POCL_KERNEL_CACHE");
   d->own_cache = strstr(pver, "PoCL") != NULL && !(pkc && !strcmp(pkc, "0"));
   info->fp16_storage = true; /* vload_half / vstore_half are core OpenCL */

@@ -29,7 +29,7 @@
  * Not used on PoCL, which caches every program it builds itself (unless
  * POCL_KERNEL_CACHE=0) and compiles a generic work-group function for each
  * kernel when its binary is asked for: on ResNet-18 that query cost more
- * than the cold build it would save (238 s cold load with it, 86 s
+ * than the cold build it would save (238 s cold load with it, 67-86 s
  * without).
  *
  * Errors: DEVICE_ERROR with the CL error name and the call ("opencl:
