@@ -59,7 +59,54 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   kiln_graph_t* g = parsed;
   if (!g) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &g));
   kiln_status_t s = NULL;
-  for (int32_t i = 0; i < r->n_dims && !s; ++i) s = kiln_model_bind_dim(g, r->dims[i]);
+  /* A dynamic dim (NAME=LO..HI): checked on the model with the dim
+   * symbolic (parsed again: this one is prepared with the dim at 1, one
+   * sample), then made per-sample after lowering (lowering/plan_dyn.h). */
+  char dyn[256] = "";
+  int64_t dyn_lo = 0, dyn_hi = 0;
+  for (int32_t i = 0; i < r->n_dims && !s; ++i) {
+    char name[256];
+    int64_t lo, hi;
+    bool range = false;
+    s = kiln_model_dim_range(r->dims[i], name, sizeof name, &lo, &hi, &range);
+    if (s || !range) continue;
+    if (dyn[0])
+      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dynamic dim per module so far)",
+                           r->dims[i], dyn);
+    else if (strcmp(r->target->name, "cpu") != 0)
+      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
+                           "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],
+                           r->target->name);
+    if (!s) s = kiln_model_batch_alias(g, name, sizeof name);
+    snprintf(dyn, sizeof dyn, "%s", name);
+    dyn_lo = lo;
+    dyn_hi = hi;
+    kiln_graph_t* sym = NULL;
+    kiln_graph_t* at2 = NULL;
+    kiln_graph_t* at3 = NULL;
+    if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &sym);
+    if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at2);
+    if (!s) s = kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &at3);
+    /* the other dims at the sizes the compile gives them */
+    for (int32_t j = 0; j < r->n_dims && !s; ++j)
+      if (!strstr(r->dims[j], "..")) {
+        s = kiln_model_bind_dim(at2, r->dims[j]);
+        if (!s) s = kiln_model_bind_dim(at3, r->dims[j]);
+      }
+    if (!s) s = kiln_model_check_per_sample(name, sym, at2, at3);
+    kiln_graph_destroy(sym);
+    kiln_graph_destroy(at2);
+    kiln_graph_destroy(at3);
+    char one[300];
+    snprintf(one, sizeof one, "%s=1", name);
+    if (!s) s = kiln_model_bind_dim(g, one);
+    if (!s) s = kiln_compile_log_line(log, "model", "dynamic dim '%s' = %lld..%lld: compiled per sample", name,
+                                      (long long)lo, (long long)hi);
+  }
+  for (int32_t i = 0; i < r->n_dims && !s; ++i) {
+    if (strstr(r->dims[i], "..")) continue;
+    s = kiln_model_bind_dim(g, r->dims[i]);
+  }
   char bound[1024];
   if (!s && kiln_model_bind_rest_to_one(g, bound, sizeof bound))
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
@@ -79,7 +126,7 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
-                              r->tuning_path, dev, loop_limit};
+                              r->tuning_path, dev, loop_limit, dyn[0] ? dyn : NULL, dyn_lo, dyn_hi};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_device_release(dev);
   kiln_graph_destroy(g);

@@ -45,3 +45,41 @@ int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n) {
   }
   return bound;
 }
+
+kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64_t* out_lo, int64_t* out_hi,
+                                   bool* out_is_range) {
+  *out_is_range = false;
+  const char* eq = strchr(spec, '=');
+  const char* dots = eq ? strstr(eq + 1, "..") : NULL;
+  if (!dots) return NULL;
+  *out_is_range = true;
+  char* end = NULL;
+  errno = 0;
+  long long lo = strtoll(eq + 1, &end, 10);
+  bool ok = end == dots && end != eq + 1 && errno != ERANGE;
+  long long hi = ok ? strtoll(dots + 2, &end, 10) : 0;
+  ok = ok && end != dots + 2 && !*end && errno != ERANGE && eq != spec;
+  if (!ok || lo < 1 || hi < lo || hi > (1ll << 20))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "--dim '%s': expected NAME=LO..HI with 1 <= LO <= HI <= %lld (a dynamic dim)", spec,
+                            1ll << 20);
+  snprintf(name, n, "%.*s", (int)(eq - spec), spec);
+  *out_lo = lo;
+  *out_hi = hi;
+  return NULL;
+}
+
+kiln_status_t kiln_model_batch_alias(const kiln_graph_t* g, char* name, size_t n) {
+  if (strcmp(name, "batch") != 0) return NULL;
+  for (int32_t k = 1; k <= g->n_symbols; ++k)
+    if (!strcmp(g->symbols[k], "batch")) return NULL;
+  const kiln_tensor_t* t = g->n_inputs > 0 ? &g->tensors[g->inputs[0]] : NULL;
+  int32_t sym = t && t->shape.rank >= 1 ? kiln_dim_symbol(t->shape.dims[0]) : 0;
+  if (!sym)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "--dim batch=..: the model has no dim named 'batch' and its first input%s%s%s has a "
+                            "fixed dim 0 (export it with a dynamic batch, e.g. torch dynamic_axes)",
+                            t ? " '" : "", t ? t->name : "", t ? "'" : "");
+  snprintf(name, n, "%s", g->symbols[sym]);
+  return NULL;
+}

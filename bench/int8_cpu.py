@@ -8,15 +8,16 @@ running the same QDQ model (its int8 kernels) and the fp32 model, in one run.
               [--threads 2] [--repeat 10]
 
 DIR holds what tests/models writes: qdq_float.onnx (export_qdq.py, the small
-CNN of the model_qdq tests) and resnet18.onnx (export_models.py, random
-weights); missing ones are skipped. Each float model is quantized here by
+CNN of the model_qdq tests), resnet18.onnx and mobilenet_v2.onnx
+(export_models.py, random weights); missing ones are skipped. Each float model is quantized here by
 onnxruntime (QDQ, u8 activations per tensor, i8 weights per channel, MinMax
 on 8 seeded N(0,1) inputs). kiln: `kiln run --target cpu --threads T
 --repeat R` (median); onnxruntime: CPUExecutionProvider, all graph
 optimisations on, median of R runs after warm-up; minima beside (the
 machine may be shared). The fold-qdq rewrites (folded Conv/MatMul) that
-`kiln compile` reports are printed, and the SQNR of kiln's int8 output
-against onnxruntime running the Q/DQ nodes as written.
+`kiln compile` reports are printed, the module weights of kiln's int8
+against its fp32 (w8/w32), and the SQNR of kiln's int8 output against
+onnxruntime running the Q/DQ nodes as written.
 """
 
 import argparse
@@ -32,7 +33,8 @@ import numpy as np
 
 LATENCY_RE = re.compile(r"^latency: median (\S+) ms, min (\S+) ms", re.M)
 FOLD_RE = re.compile(r"^pass fold-qdq\s+rewrites\s+(\d+)", re.M)
-MODELS = {"qdq": "qdq_float.onnx", "resnet18": "resnet18.onnx"}
+WEIGHTS_RE = re.compile(r"^compiled .*?([0-9.]+) MB of weights", re.M)
+MODELS = {"qdq": "qdq_float.onnx", "resnet18": "resnet18.onnx", "mobilenet_v2": "mobilenet_v2.onnx"}
 
 
 def run(cmd):
@@ -115,14 +117,14 @@ def main():
     args = ap.parse_args()
     print("ms per run, median (min) of --repeat runs; SQNR: kiln int8's output against\n"
           "onnxruntime running the same QDQ model's Q/DQ nodes as written (optimisations off)")
-    print(f"{'model':<9} {'folded':>6} {'kiln fp32':>16} {'kiln int8':>16} {'ORT fp32':>16} "
-          f"{'ORT int8':>16} {'int8/fp32':>9} {'int8/ORT8':>9} {'SQNR dB':>8}")
+    print(f"{'model':<12} {'folded':>6} {'kiln fp32':>16} {'kiln int8':>16} {'ORT fp32':>16} "
+          f"{'ORT int8':>16} {'int8/fp32':>9} {'int8/ORT8':>9} {'SQNR dB':>8} {'w8/w32 MB':>14}")
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.names.split(","):
             model = os.path.join(args.models, MODELS[key])
             if not os.path.exists(model):
-                print(f"{key:<10} skipped: {model} missing")
+                print(f"{key:<12} skipped: {model} missing")
                 continue
             name, dims = input_of(model)
             x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
@@ -131,8 +133,12 @@ def main():
             q = os.path.join(tmp, f"{key}.int8.onnx")
             try:
                 quantize(model, name, dims, q)
-                m = FOLD_RE.search(run([args.kiln, "compile", q, "--target", "cpu"]))
+                out8 = run([args.kiln, "compile", q, "--target", "cpu"])
+                m = FOLD_RE.search(out8)
                 folded = m.group(1) if m else "?"
+                w8 = WEIGHTS_RE.search(out8)
+                w32 = WEIGHTS_RE.search(run([args.kiln, "compile", model, "--target", "cpu"]))
+                wcell = f"{w8.group(1)}/{w32.group(1)}" if w8 and w32 else "?"
                 k32 = kiln_latency(args.kiln, model, name, inp, args.threads, args.repeat)
                 outdir = os.path.join(tmp, f"{key}_out")
                 k8 = kiln_latency(args.kiln, q, name, inp, args.threads, args.repeat, outdir)
@@ -141,13 +147,13 @@ def main():
                 spec = ort_latency(q, name, x, args.threads, 0)
                 got = np.load(os.path.join(outdir, sorted(os.listdir(outdir))[0]))
             except RuntimeError as e:
-                print(f"{key:<9} failed: {e}")
+                print(f"{key:<12} failed: {e}")
                 failed = True
                 continue
             cell = lambda t: f"{t[0]:.3f} ({t[1]:.3f})"  # noqa: E731
-            print(f"{key:<9} {folded:>6} {cell(k32):>16} {cell(k8):>16} {cell(o32):>16} "
+            print(f"{key:<12} {folded:>6} {cell(k32):>16} {cell(k8):>16} {cell(o32):>16} "
                   f"{cell(o8):>16} {k8[0] / k32[0]:>9.2f} {k8[0] / o8[0]:>9.2f} "
-                  f"{sqnr(spec, got.reshape(spec.shape)):>8.1f}")
+                  f"{sqnr(spec, got.reshape(spec.shape)):>8.1f} {wcell:>14}", flush=True)
     return 1 if failed else 0
 
 

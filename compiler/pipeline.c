@@ -4,6 +4,8 @@
 #define _GNU_SOURCE /* vasprintf */
 #include "compiler/pipeline.h"
 
+#include "targets/partition.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "compiler/tune.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
+#include "lowering/plan_dyn.h"
 #include "lowering/plan.h"
 #include "targets/program_build.h"
 
@@ -279,6 +282,45 @@ static kiln_status_t dump(const kiln_plan_t* plan, const kiln_program_t* p, cons
   return NULL;
 }
 
+/* A heterogeneous program's device switches and the bytes crossing them
+ * per run: a root read on one device after the other wrote it (or a model
+ * input first read on the CPU) moves once per switch. */
+static kiln_status_t log_hetero(const kiln_program_t* p, kiln_compile_log_t* log) {
+  const int32_t nh = kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST);
+  if (!nh) return NULL;
+  uint8_t* where = calloc((size_t)p->n_buffers + 1, 1); /* device + 1 of the last write; 0: none */
+  if (!where) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (int32_t i = 0; i < p->n_inputs; ++i) where[kiln_program_root(p, p->inputs[i])] = KILN_KERNEL_ON_TARGET + 1;
+  uint64_t bytes = 0;
+  int32_t switches = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_program_kernel_t* kk = &p->kernels[k];
+    switches += k > 0 && kk->device != p->kernels[k - 1].device;
+    for (int32_t j = 0; j < kk->n_args; ++j) {
+      const int32_t r = kiln_program_root(p, kk->args[j]);
+      if (p->buffers[r].kind == KILN_PB_CONST) continue;
+      if (where[r] && where[r] != kk->device + 1) {
+        bytes += p->buffers[r].bytes;
+        where[r] = (uint8_t)(kk->device + 1); /* now on both; counted once */
+      }
+      if (kk->access[j] & KILN_ARG_WRITE) where[r] = (uint8_t)(kk->device + 1);
+    }
+  }
+  for (int32_t i = 0; i < p->n_outputs; ++i) {
+    const int32_t r = kiln_program_root(p, p->outputs[i]);
+    if (where[r] == KILN_KERNEL_ON_HOST + 1) bytes += p->buffers[r].bytes; /* read back from the CPU's arena */
+  }
+  free(where);
+  kiln_status_t s = kiln_compile_log_value(log, "fallback", "kernels_on_cpu", nh);
+  if (!s) s = kiln_compile_log_value(log, "fallback", "device_switches", switches);
+  if (!s) s = kiln_compile_log_value(log, "fallback", "transfer_bytes", (double)bytes);
+  if (!s)
+    s = kiln_compile_log_line(log, "fallback",
+                              "heterogeneous: %d of %d kernels on the cpu, %d device switches, %.3f MB moved between "
+                              "devices per run", (int)nh, (int)p->n_kernels, (int)switches, (double)bytes / 1e6);
+  return s;
+}
+
 static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* p, const kiln_compile_config_t* c,
                                  const kiln_fusion_report_t* fu, double lower_ms, double codegen_ms,
                                  kiln_compile_log_t* log) {
@@ -304,6 +346,17 @@ static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* 
                                "%.1f MB of weights",
                                plan->n_kernels, c->target->name, lower_ms, codegen_ms,
                                (double)p->code.text_len / 1e3, (double)p->weights_len / 1e6);
+}
+
+static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t, const kiln_partition_report_t* r,
+                                   kiln_compile_log_t* log) {
+  if (!r->n) return NULL;
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "fallback", "nodes", r->n));
+  for (int32_t i = 0; i < r->n; ++i)
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "fallback", "fallback: node '%s' (%s) runs on the cpu: %s says: %s",
+                                               g->nodes[r->nodes[i]].name, g->nodes[r->nodes[i]].op_type, t->name,
+                                               r->reasons[i] ? r->reasons[i] : "refuses it"));
+  return NULL;
 }
 
 /* The template choice with a tuning cache (compiler/tune.h): its lines
@@ -338,7 +391,13 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
   double t0 = now_s();
-  kiln_status_t s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan);
+  /* GPU targets: the nodes the target refuses run on the CPU of the same
+   * session (targets/partition.h), one line each; --strict refuses. */
+  kiln_partition_report_t fallbacks;
+  kiln_status_t s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict,
+                                              kiln_allocator_system(), &fallbacks, &plan);
+  if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
+  kiln_partition_report_free(&fallbacks);
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
   /* int8 quantized the graph before its passes; its float tensors are fp32 */
@@ -349,6 +408,12 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
   if (!s) s = c->tuning_path ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s && c->dyn_dim) {
+    s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
+    if (!s)
+      s = kiln_compile_log_line(log, "plan", "dynamic dim '%s' = %lld..%lld: %d kernels loop over it at run time",
+                                c->dyn_dim, (long long)c->dyn_lo, (long long)c->dyn_hi, plan->n_kernels);
+  }
   double t1 = now_s();
   char opts[128];
   snprintf(opts, sizeof opts, "-O%d%s%s", c->opt, low && pr->fp16_arith ? " fp16-arith" : "",
@@ -359,6 +424,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
   double t2 = now_s();
   if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
+  if (!s) s = log_hetero(p, log);
   if (!s && c->dump_dir) s = dump(plan, p, c, log);
   kiln_plan_destroy(plan);
   if (s) {

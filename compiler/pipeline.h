@@ -78,6 +78,11 @@ typedef struct kiln_compile_config_s {
    * (kiln_device_info_t.loop_limit; 0: no limit): lowering splits kernels
    * over more invocations to stay under it. */
   int64_t loop_limit;
+  /* A dynamic outer dim (kiln compile --dim NAME=LO..HI): the graph was
+   * prepared with it at 1 and the plan becomes per-sample
+   * (lowering/plan_dyn.h). NULL: static shapes. */
+  const char* dyn_dim;
+  int64_t dyn_lo, dyn_hi;
 } kiln_compile_config_t;
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

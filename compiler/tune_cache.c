@@ -240,6 +240,11 @@ kiln_status_t kiln_tune_cache_write(const kiln_tune_cache_t* c, const char* path
   qsort(sorted, (size_t)c->n, sizeof *sorted, rec_cmp);
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  /* Not a regular file (/dev/null, a FIFO): written in place, since a rename
+   * would replace the node itself (as root, /dev/null for everyone). */
+  struct stat sb;
+  bool in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  if (in_place) snprintf(tmp, sizeof tmp, "%s", path);
   FILE* f = fopen(tmp, "w");
   if (!f) {
     free(sorted);
@@ -258,9 +263,9 @@ kiln_status_t kiln_tune_cache_write(const kiln_tune_cache_t* c, const char* path
   free(sorted);
   bool bad = ferror(f) != 0;
   if (fclose(f) != 0) bad = true;
-  if (bad || rename(tmp, path) != 0) {
+  if (bad || (!in_place && rename(tmp, path) != 0)) {
     int e = errno;
-    unlink(tmp);
+    if (!in_place) unlink(tmp);
     return kiln_make_status(KILN_IO_ERROR, "tuning cache %s: write failed: %s", path, strerror(e));
   }
   return NULL;

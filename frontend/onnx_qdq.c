@@ -3,11 +3,13 @@
  * here with malloc is freed by protobuf_c_message_free_unpacked with the
  * rest, splice in the Q/DQ nodes and quantized initializers, pack, write. */
 #include "frontend/onnx_qdq.h"
+#include "frontend/onnx_file.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "onnx/onnx.pb-c.h"
@@ -99,7 +101,7 @@ static Onnx__NodeProto* new_qdq_node(const char* op, const char* x, const char* 
   return n;
 }
 
-static kiln_status_t read_all(const char* path, uint8_t** out, size_t* out_n) {
+kiln_status_t kiln_onnx_read_file(const char* path, uint8_t** out, size_t* out_n) {
   FILE* f = fopen(path, "rb");
   if (!f) return kiln_make_status(KILN_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
   kiln_status_t s = NULL;
@@ -300,12 +302,41 @@ kiln_status_t kiln_onnx_write_qdq(const char* in_path, const kiln_qdq_plan_t* pl
                                   const char* out_path) {
   uint8_t* data = NULL;
   size_t n = 0;
-  KILN_RETURN_IF_ERROR(read_all(in_path, &data, &n));
+  KILN_RETURN_IF_ERROR(kiln_onnx_read_file(in_path, &data, &n));
   Onnx__ModelProto* m = onnx__model_proto__unpack(NULL, n, data);
   free(data);
   if (!m) return kiln_make_status(KILN_PARSE_ERROR, "%s: not a valid ONNX protobuf", in_path);
   kiln_status_t s = check_model(in_path, m);
   if (!s) s = rewrite(in_path, m->graph, plan);
+  return kiln_onnx_pack_write(m, s, out_path);
+}
+
+kiln_status_t kiln_onnx_write_file(const char* out_path, const uint8_t* out, size_t size) {
+  kiln_status_t s = NULL;
+  /* Not a regular file (/dev/null, a FIFO): written in place, since a rename
+   * would replace the node itself (as root, /dev/null for everyone). */
+  struct stat sb;
+  const bool in_place = stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  char* tmp = cat(out_path, in_place ? "" : ".tmp");
+  if (!tmp) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  if (!s) {
+    FILE* f = fopen(tmp, "wb");
+    if (!f) {
+      s = kiln_make_status(KILN_IO_ERROR, "%s: cannot create: %s", tmp, strerror(errno));
+    } else {
+      bool ok = fwrite(out, 1, size, f) == size;
+      ok = (fclose(f) == 0) && ok;
+      if (!ok) s = kiln_make_status(KILN_IO_ERROR, "%s: write failed: %s", tmp, strerror(errno));
+      else if (!in_place && rename(tmp, out_path) != 0)
+        s = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
+      if (s && !in_place) unlink(tmp);
+    }
+  }
+  free(tmp);
+  return s;
+}
+
+kiln_status_t kiln_onnx_pack_write(Onnx__ModelProto* m, kiln_status_t s, const char* out_path) {
   uint8_t* out = NULL;
   size_t size = 0;
   if (!s) {
@@ -315,22 +346,7 @@ kiln_status_t kiln_onnx_write_qdq(const char* in_path, const kiln_qdq_plan_t* pl
     else onnx__model_proto__pack(m, out);
   }
   onnx__model_proto__free_unpacked(m, NULL);
-  char* tmp = s ? NULL : cat(out_path, ".tmp");
-  if (!s && !tmp) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
-  if (!s) {
-    FILE* f = fopen(tmp, "wb");
-    if (!f) {
-      s = kiln_make_status(KILN_IO_ERROR, "%s: cannot create: %s", tmp, strerror(errno));
-    } else {
-      bool ok = fwrite(out, 1, size, f) == size;
-      ok = (fclose(f) == 0) && ok;
-      if (!ok) s = kiln_make_status(KILN_IO_ERROR, "%s: write failed: %s", tmp, strerror(errno));
-      else if (rename(tmp, out_path) != 0)
-        s = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
-      if (s) unlink(tmp);
-    }
-  }
-  free(tmp);
+  if (!s) s = kiln_onnx_write_file(out_path, out, size);
   free(out);
   return s;
 }

@@ -185,7 +185,9 @@ const tir_expr_t* tir_call(tir_ctx_t* c, tir_intrin_t fn, int32_t n, const tir_e
                            const tir_expr_t* a1, const tir_expr_t* a2) {
   KILN_ASSERT(n >= 1 && n <= 3);
   if (!a0 || (n > 1 && !a1) || (n > 2 && !a2)) return NULL;
-  tir_expr_t* e = new_expr(c, TIR_CALL, fn == TIR_NOT ? KILN_DTYPE_BOOL : a0->dtype);
+  tir_expr_t* e = new_expr(c, TIR_CALL, fn == TIR_NOT        ? KILN_DTYPE_BOOL
+                                         : fn == TIR_WIDEN_I8X2 ? KILN_DTYPE_I32
+                                                                : a0->dtype);
   if (!e) return NULL;
   e->u.call.fn = fn;
   e->u.call.n = n;
@@ -210,7 +212,16 @@ const tir_stmt_t* tir_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, tir_
   s->u.loop.extent = extent;
   s->u.loop.kind = k;
   s->u.loop.tag = TIR_TAG_NONE;
+  s->u.loop.dyn_extent = NULL;
   s->u.loop.body = body;
+  return s;
+}
+
+const tir_stmt_t* tir_for_dyn(tir_ctx_t* c, const tir_var_t* v, int64_t max_extent,
+                              const tir_expr_t* dyn_extent, tir_loop_kind_t k, const tir_stmt_t* body) {
+  if (!dyn_extent) return NULL;
+  tir_stmt_t* s = (tir_stmt_t*)tir_for(c, v, max_extent, k, body);
+  if (s) s->u.loop.dyn_extent = dyn_extent;
   return s;
 }
 

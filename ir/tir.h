@@ -7,7 +7,10 @@
  * buffers, and barriers. Expressions are trees: immediates, loop variables,
  * arithmetic and comparisons, selects, n-d loads, casts and math intrinsics.
  * Shapes are static: kiln compiles for concrete input shapes (symbolic dims
- * are bound before lowering) and caches per shape.
+ * are bound before lowering) and caches per shape. The one exception is a
+ * loop with a run-time extent (tir_for_dyn): its |extent| is the static
+ * upper bound every analysis uses, and |dyn_extent| the value it runs to,
+ * read when the kernel runs (a dynamic dim, lowering/plan_dyn.h).
  *
  * All nodes live in a tir_ctx_t arena and are freed together; nodes are
  * immutable once built, so passes (simplify, schedule primitives) build new
@@ -120,6 +123,17 @@ typedef enum tir_intrin_e {
   TIR_SIN, TIR_COS, TIR_TAN, TIR_ASIN, TIR_ACOS, TIR_ATAN,
   TIR_SINH, TIR_COSH, TIR_ASINH, TIR_ACOSH, TIR_ATANH,
   TIR_FMOD,       /* 2 args: C fmod (remainder with the sign of the dividend) */
+  /* 3 i32 args (acc, a, b): acc + lo(a)*lo(b) + hi(a)*hi(b), where lo/hi are
+   * the signed low and high 16 bits of the 32-bit value: the integer
+   * dot-product step of the int8 GEMM (operands widened to i16 pairs; see
+   * lower_nn_conv.c). The sum wraps like two's complement i32 (x86
+   * vpmaddwd + vpaddd, or vpdpwssd with VNNI). */
+  TIR_DOT2_I16,
+  /* 1 i16 arg -> i32: its two bytes as signed 8-bit values, each widened to
+   * a signed 16-bit half (low byte -> low half): int8 weights stored one
+   * byte each and expanded to dot2_i16's operand where they are read. */
+  TIR_WIDEN_I8X2,
+  TIR_SILU,       /* x * sigmoid(x): a fused Mul(x, Sigmoid(x)) (lowering/fuse.c), x once */
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 
@@ -208,6 +222,11 @@ struct tir_stmt_s {
     struct {
       const tir_var_t* var; /* runs 0 .. extent-1 */
       int64_t extent;
+      /* NULL, or the run-time trip count (I64; loads of kernel parameters
+       * only): the loop then runs 0 .. dyn_extent-1, and the code that
+       * launches the kernel guarantees 0 <= dyn_extent <= extent, so bounds
+       * and verification over [0, extent) stay sound. */
+      const tir_expr_t* dyn_extent;
       tir_loop_kind_t kind;
       tir_thread_tag_t tag;
       const tir_stmt_t* body;
@@ -235,6 +254,10 @@ struct tir_stmt_s {
 
 const tir_stmt_t* tir_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, tir_loop_kind_t k,
                           const tir_stmt_t* body);
+/* A loop that runs dyn_extent times, at most |max_extent| (see the loop
+ * struct); schedule primitives are not applied to such loops. */
+const tir_stmt_t* tir_for_dyn(tir_ctx_t* c, const tir_var_t* v, int64_t max_extent,
+                              const tir_expr_t* dyn_extent, tir_loop_kind_t k, const tir_stmt_t* body);
 const tir_stmt_t* tir_for_bound(tir_ctx_t* c, const tir_var_t* v, int64_t extent,
                                 tir_thread_tag_t tag, const tir_stmt_t* body);
 const tir_stmt_t* tir_store(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx,

@@ -296,6 +296,19 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
     case TIR_ACOSH: v.f = M1(acosh); break;
     case TIR_ATANH: v.f = M1(atanh); break;
     case TIR_FMOD: v.f = M2(fmod); break;
+    case TIR_WIDEN_I8X2: {
+      const uint32_t lo = (uint16_t)(int16_t)(int8_t)(uint8_t)(uint64_t)a[0].i;
+      const uint32_t hi = (uint16_t)(int16_t)(int8_t)(uint8_t)((uint64_t)a[0].i >> 8);
+      v.i = (int32_t)(lo | hi << 16);
+      break;
+    }
+    case TIR_DOT2_I16: {
+      const int64_t a0 = (int16_t)(uint16_t)(uint64_t)a[1].i, a1 = (int16_t)(uint16_t)((uint64_t)a[1].i >> 16);
+      const int64_t b0 = (int16_t)(uint16_t)(uint64_t)a[2].i, b1 = (int16_t)(uint16_t)((uint64_t)a[2].i >> 16);
+      v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)(a0 * b0 + a1 * b1));
+      break;
+    }
+    case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }
 #undef M1
@@ -370,8 +383,19 @@ static void exec_loop(run_t* r, const tir_stmt_t* s) {
          var->name, var->id);
     return;
   }
+  int64_t n = s->u.loop.extent;
+  if (s->u.loop.dyn_extent) {
+    tir_value_t d = eval(r, s->u.loop.dyn_extent);
+    if (r->err) return;
+    if (d.i < 0 || d.i > n) {
+      fail(r, KILN_OUT_OF_RANGE, "loop '%s' runs %lld times, above its bound %lld", var->name, (long long)d.i,
+           (long long)n);
+      return;
+    }
+    n = d.i;
+  }
   r->bound[var->id] = true;
-  for (int64_t i = 0; i < s->u.loop.extent && !r->err; ++i) {
+  for (int64_t i = 0; i < n && !r->err; ++i) {
     r->vars[var->id] = i;
     exec(r, s->u.loop.body);
   }

@@ -92,6 +92,7 @@ static const char* intrin_name(tir_intrin_t fn) {
       [TIR_SIN] = "sin", [TIR_COS] = "cos", [TIR_TAN] = "tan", [TIR_ASIN] = "asin",
       [TIR_ACOS] = "acos", [TIR_ATAN] = "atan", [TIR_SINH] = "sinh", [TIR_COSH] = "cosh",
       [TIR_ASINH] = "asinh", [TIR_ACOSH] = "acosh", [TIR_ATANH] = "atanh", [TIR_FMOD] = "fmod",
+      [TIR_DOT2_I16] = "dot2_i16", [TIR_WIDEN_I8X2] = "widen_i8x2", [TIR_SILU] = "silu",
   };
   return (fn >= 0 && fn < TIR_INTRIN_COUNT_ && k[fn]) ? k[fn] : "?";
 }
@@ -226,7 +227,13 @@ static void put_stmt(sink_t* s, const tir_stmt_t* st, int indent) {
       }
       put(s, "for (");
       put_var(s, st->u.loop.var);
-      put(s, ": 0..%lld) {\n", (long long)st->u.loop.extent);
+      if (st->u.loop.dyn_extent) {
+        put(s, ": 0..");
+        put_expr(s, st->u.loop.dyn_extent, true);
+        put(s, " <= %lld) {\n", (long long)st->u.loop.extent);
+      } else {
+        put(s, ": 0..%lld) {\n", (long long)st->u.loop.extent);
+      }
       put_stmt(s, st->u.loop.body, indent + 2);
       put(s, "%*s}\n", indent, "");
       break;

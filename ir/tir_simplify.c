@@ -216,6 +216,7 @@ static bool fold_call(tir_intrin_t fn, kiln_dtype_t t, const double* a, double* 
     case TIR_ACOSH: r = M1(acosh); break;
     case TIR_ATANH: r = M1(atanh); break;
     case TIR_FMOD: r = M2(fmod); break;
+    case TIR_SILU: r = dbl ? a[0] / (1.0 + exp(-a[0])) : x * (1.0f / (1.0f + expf(-x))); break;
     default: return false;
   }
 #undef M1
@@ -837,7 +838,7 @@ static const tir_stmt_t* simp_loop(sctx_t* s, const tir_stmt_t* st) {
   if (ext <= 0) return NULL;
   /* Bound loops stay (they define the launch geometry); their variable is
    * still folded to 0 through its [0, 0] range. */
-  if (ext == 1 && st->u.loop.kind != TIR_LOOP_BOUND && s->n_zero < TIR_BENV_MAX_VARS) {
+  if (ext == 1 && st->u.loop.kind != TIR_LOOP_BOUND && !st->u.loop.dyn_extent && s->n_zero < TIR_BENV_MAX_VARS) {
     s->zero[s->n_zero++] = st->u.loop.var;
     const tir_stmt_t* body = simp_stmt(s, st->u.loop.body);
     s->n_zero--;
@@ -848,6 +849,8 @@ static const tir_stmt_t* simp_loop(sctx_t* s, const tir_stmt_t* st) {
   if (pushed) s->env.n_vars--;
   if (!body) return NULL;
   if (body == st->u.loop.body) return st;
+  if (st->u.loop.dyn_extent)
+    return tir_for_dyn(s->c, st->u.loop.var, ext, st->u.loop.dyn_extent, st->u.loop.kind, body);
   if (st->u.loop.kind == TIR_LOOP_BOUND)
     return tir_for_bound(s->c, st->u.loop.var, ext, st->u.loop.tag, body);
   return tir_for(s->c, st->u.loop.var, ext, st->u.loop.kind, body);

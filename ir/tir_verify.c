@@ -149,7 +149,7 @@ static bool is_float(kiln_dtype_t t) { return kiln_dtype_is_float(t); }
 static bool is_int(kiln_dtype_t t) { return kiln_dtype_is_int(t); }
 
 static int32_t intrin_arity(tir_intrin_t fn) {
-  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA ? 3 : 1);
+  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA || fn == TIR_DOT2_I16 ? 3 : 1);
 }
 
 static const char* binop_name(tir_binop_t op) {
@@ -378,12 +378,20 @@ static kiln_status_t check_expr(vctx_t* c, const tir_expr_t* e, bool in_select) 
       for (int32_t i = 0; i < e->u.call.n; ++i) {
         const tir_expr_t* a = e->u.call.args[i];
         TRY(check_expr(c, a, in_select));
-        if (fn == TIR_NOT ? a->dtype != KILN_DTYPE_BOOL : a->dtype != e->dtype) goto bad_dtype;
+        const kiln_dtype_t want = fn == TIR_NOT ? KILN_DTYPE_BOOL : fn == TIR_WIDEN_I8X2 ? KILN_DTYPE_I16 : e->dtype;
+        if (a->dtype != want) goto bad_dtype;
+      }
+      if (fn == TIR_WIDEN_I8X2) {
+        if (e->dtype != KILN_DTYPE_I32) goto bad_dtype;
+        return NULL;
       }
       if (fn == TIR_NOT) {
         if (e->dtype != KILN_DTYPE_BOOL) goto bad_dtype;
         return NULL;
       }
+      if (fn == TIR_DOT2_I16) return e->dtype == KILN_DTYPE_I32 ? NULL : fail(c, KILN_INVALID_ARGUMENT,
+                                                                              "dot2_i16 on %s values",
+                                                                              kiln_dtype_name(e->dtype));
       /* neg, fabs and pow also work on integers; the others are float math. */
       if (fn != TIR_NEG && fn != TIR_FABS && fn != TIR_POW && !is_float(e->dtype)) goto bad_dtype;
       if (e->dtype == KILN_DTYPE_BOOL) goto bad_dtype;
@@ -436,6 +444,11 @@ static kiln_status_t check_loop(vctx_t* c, const tir_stmt_t* s) {
   }
   if (c->n_loops >= MAX_LOOPS)
     return fail(c, KILN_LIMIT_EXCEEDED, "loops nested deeper than %d", MAX_LOOPS);
+  if (s->u.loop.dyn_extent) { /* read before the loop binds its variable */
+    if (s->u.loop.dyn_extent->dtype != KILN_DTYPE_I64)
+      return fail(c, KILN_INVALID_ARGUMENT, "loop '%s' has a run-time extent that is not I64", v->name);
+    KILN_RETURN_IF_ERROR(check_expr(c, s->u.loop.dyn_extent, false));
+  }
   c->loops[c->n_loops++] = s;
   tir_benv_push_var(&c->env, v, 0, s->u.loop.extent > 0 ? s->u.loop.extent - 1 : 0);
   if (s->u.loop.extent == 0) c->dead++;

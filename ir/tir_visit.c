@@ -41,6 +41,7 @@ void tir_visit_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
   const bool exprs = v->expr_pre || v->expr_post;
   switch (s->kind) {
     case TIR_FOR:
+      if (exprs && s->u.loop.dyn_extent) tir_visit_expr(v, s->u.loop.dyn_extent);
       tir_visit_stmt(v, s->u.loop.body);
       break;
     case TIR_STORE:
@@ -71,6 +72,8 @@ void tir_visit_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
 const tir_stmt_t* tir_for_with_body(tir_ctx_t* c, const tir_stmt_t* loop, const tir_stmt_t* body) {
   if (!body) return NULL;
   if (body == loop->u.loop.body) return loop;
+  if (loop->u.loop.dyn_extent)
+    return tir_for_dyn(c, loop->u.loop.var, loop->u.loop.extent, loop->u.loop.dyn_extent, loop->u.loop.kind, body);
   if (loop->u.loop.kind == TIR_LOOP_BOUND)
     return tir_for_bound(c, loop->u.loop.var, loop->u.loop.extent, loop->u.loop.tag, body);
   return tir_for(c, loop->u.loop.var, loop->u.loop.extent, loop->u.loop.kind, body);

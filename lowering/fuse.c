@@ -16,6 +16,7 @@
 
 #include "ir/graph.h"
 #include "ir/op.h"
+#include "ir/tir_analysis.h"
 #include "ir/tir_visit.h"
 
 /* ---- op patterns ----------------------------------------------------- */
@@ -631,6 +632,27 @@ static const tir_expr_t* epi_load(void* user, const tir_expr_t* load) {
   return ((epi_t*)user)->v;
 }
 
+/* SiLU / Swish: f32 a * sigmoid(a) (either order) becomes silu(a), which
+ * computes the same two roundings with |a| once. Fused into the kernel
+ * before it, |a| is that kernel's value (a depthwise conv's sum, a GEMM
+ * accumulator), which the product would otherwise evaluate twice. */
+static const tir_expr_t* silu_post(tir_mutator_t* m, const tir_expr_t* e) {
+  if (e->kind != TIR_BINARY || e->u.bin.op != TIR_MUL || e->dtype != KILN_DTYPE_F32) return e;
+  for (int side = 0; side < 2; ++side) {
+    const tir_expr_t* s = side ? e->u.bin.a : e->u.bin.b;
+    const tir_expr_t* a = side ? e->u.bin.b : e->u.bin.a;
+    if (s->kind == TIR_CALL && s->u.call.fn == TIR_SIGMOID && s->dtype == KILN_DTYPE_F32 &&
+        a->dtype == KILN_DTYPE_F32 && tir_expr_equal(s->u.call.args[0], a))
+      return tir_call(m->ctx, TIR_SILU, 1, a, NULL, NULL);
+  }
+  return e;
+}
+
+static const tir_expr_t* fold_silu(tir_ctx_t* c, const tir_expr_t* e) {
+  tir_mutator_t m = {.ctx = c, .expr_post = silu_post};
+  return tir_mutate_expr(&m, e);
+}
+
 static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   epi_t* E = user;
   /* The fused value holds f_loads copies of the stored one: when that alone
@@ -649,7 +671,7 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   if (!f1) return NULL;
   E->v = st->u.store.value;
   rw_t r = {.load_buf = E->x, .load_fn = epi_load, .user = E};
-  const tir_expr_t* f2 = rw_expr(E->c, &r, f1);
+  const tir_expr_t* f2 = fold_silu(E->c, rw_expr(E->c, &r, f1));
   if (!f2) return NULL;
   if (expr_size_upto(f2, E->max_size) > E->max_size) E->too_big = true;
   return tir_store(E->c, E->y, st->u.store.idx, f2);
@@ -740,6 +762,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   kiln_plan_kernel_t* kc = &p->kernels[C];
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
+  if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
   const tir_buffer_t* X = param_of(p, kp, x);
   const tir_buffer_t* Xc = param_of(p, kc, x);
   if (!X || X != Xc || !kc->naive) return NULL;
@@ -847,6 +870,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   kiln_plan_kernel_t* kc = &p->kernels[C];
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
+  if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
   kiln_op_pattern_t pat = kiln_op_pattern(node_op(p, kp->node));
   /* An injective anchor with element-wise epilogues is still injective. */
   if (pat != KILN_PATTERN_INJECTIVE || !kp->naive) return NULL;

@@ -7,7 +7,10 @@
  * compiled kernels give the same numbers:
  *   - floats compute in f32; f16 is widened on load and rounded once on
  *     store; NaN in either input of Max/Min gives NaN (comparisons, not
- *     fmaxf); Sigmoid uses exp(-|x|) on both sides like the reference;
+ *     fmaxf); Sigmoid is one TIR_SIGMOID, which every dialect computes
+ *     from exp(-|x|) on both sides like the reference (one call rather than
+ *     the expanded select, whose tree holds x four times: fused into a conv
+ *     epilogue, each copy recomputed the convolution);
  *   - integer Add/Sub/Mul/Neg/Abs wrap at the element width (the reference
  *     computes in uint64; TIR integer arithmetic wraps, see the C printer);
  *   - integer Div truncates, x / -1 negates with wrap-around. A zero
@@ -375,12 +378,7 @@ static const tir_expr_t* u_leaky(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t*
 static const tir_expr_t* u_sigmoid(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
                                    const uparams_t* p) {
   (void)t, (void)p;
-  /* exp of a non-positive number only: v >= 0 ? 1/(1+e) : e/(1+e) with
-   * e = exp(-|v|), which is exactly the reference's two branches. */
-  const tir_expr_t* e = tir_call(c, TIR_EXP, 1, tir_call(c, TIR_NEG, 1, tir_call(c, TIR_FABS, 1, v, NULL, NULL), NULL, NULL), NULL, NULL);
-  const tir_expr_t* den = tir_add(c, f32c(c, 1.0), e);
-  return tir_select(c, tir_bin(c, TIR_GE, v, f32c(c, 0.0)), tir_bin(c, TIR_DIV, f32c(c, 1.0), den),
-                    tir_bin(c, TIR_DIV, e, den));
+  return tir_call(c, TIR_SIGMOID, 1, v, NULL, NULL);
 }
 static const tir_expr_t* u_call(tir_ctx_t* c, tir_intrin_t fn, const tir_expr_t* v) {
   return tir_call(c, fn, 1, v, NULL, NULL);

@@ -287,12 +287,17 @@ kiln_status_t nn_const_input_f32(kiln_lower_ctx_t* ctx, int32_t i, float** out) 
 
 kiln_status_t nn_const_f32(kiln_lower_ctx_t* ctx, const char* name, int32_t rank,
                            const int64_t* shape, float* data, const tir_buffer_t** out) {
+  return nn_const_typed(ctx, name, KILN_DTYPE_F32, rank, shape, data, out);
+}
+
+kiln_status_t nn_const_typed(kiln_lower_ctx_t* ctx, const char* name, kiln_dtype_t dtype, int32_t rank,
+                             const int64_t* shape, void* data, const tir_buffer_t** out) {
   kiln_array_t a;
   memset(&a, 0, sizeof a);
-  a.dtype = KILN_DTYPE_F32;
+  a.dtype = dtype;
   a.shape = kiln_shape_make(rank, shape);
   a.data = data;
-  a.nbytes = sizeof(float) * (size_t)kiln_shape_count(&a.shape);
+  a.nbytes = kiln_dtype_size(dtype) * (size_t)kiln_shape_count(&a.shape);
   kiln_status_t st = kiln_lower_const(ctx, name, &a, out);
   /* The plan owns the data once it accepted it (it zeroes a.data). */
   if (st && a.data) kiln_allocator_free(kiln_allocator_system(), a.data);

@@ -38,7 +38,16 @@
  * QLinearConv with constant weights takes the same paths but depthwise
  * (nn_conv_quantized): X loads subtract x's zero point (so the input is
  * always copied, never read as is), the weights are w - w_zp, the i32 bias
- * is the initial sum and the caller's requantization the epilogue.
+ * is the initial sum and the caller's requantization the epilogue. Cases
+ * 3 and 4 run as an int8 GEMM (cv_t.pair): the copy packs channels 2c and
+ * 2c+1 of x - x_zp as the i16 halves of one i32 (the k loop counts pairs),
+ * the weights likewise (one byte each when every w - w_zp fits int8), and
+ * the i32 accumulators step by dot2_i16: exact sums, two multiply-adds per
+ * lane per instruction (vpmaddwd + vpaddd; vpdpwssd with VNNI). i16 rather
+ * than vpmaddubsw's u8 x i8: its int16 pair sums saturate (255*127*2 >
+ * 32767), which oneDNN and onnxruntime accept (or avoid by 7-bit weights)
+ * and kiln's bit-exactness with the reference does not. The GEMM stores
+ * y's dtype (its crop temps too), so the requantization vectorizes.
  *
  * ConvTranspose is a GEMM col[(m, tap)][i] = sum_c W[c][m, tap] * X[c][i]
  * into a temp, then a col2im kernel adding each tap's columns into the
@@ -69,7 +78,26 @@ typedef struct cv_s {
   int64_t obase[NN_MAX_GROUPS], ostr[3];
   const float* wval;
   const nn_qconv_t* q; /* QLinearConv (nn_conv_quantized), else NULL */
+  /* QLinearConv as an int8 GEMM (the GEMM's idot): src holds channel pairs
+   * [N][G*Cgp][plane] as i32 (two i16 of x - x_zp, the second 0 past an odd
+   * Cg), K = Cgp*T, the weights pack w - w_zp pairs the same way. */
+  bool pair;
+  bool w8; /* with pair: every w - w_zp fits int8, stored one byte each */
+  const tir_buffer_t* w8buf; /* those weights as L: [G][Mg][K][1] i16 pairs */
+  int64_t Cgp;
 } cv_t;
+
+/* (lo & 0xffff) | hi << 16 of two i32 values in [-32768, 32767] (i32 ops). */
+static const tir_expr_t* pack_i16(nn_kb_t* kb, const tir_expr_t* lo, const tir_expr_t* hi) {
+  tir_ctx_t* t = kb->t;
+  return tir_add(t, tir_bin(t, TIR_BAND, lo, tir_const(t, KILN_DTYPE_I32, 0xffff)),
+                 tir_mul(t, hi, tir_const(t, KILN_DTYPE_I32, 65536)));
+}
+
+/* The source-plane channel count: channels, or pairs of them. */
+static int64_t cv_src_ch(const cv_t* cv) { return cv->pair ? cv->G * cv->Cgp : cv->C; }
+/* Channels (pairs) per group as the GEMM's k loop counts them. */
+static int64_t cv_kch(const cv_t* cv) { return cv->pair ? cv->Cgp : cv->Cg; }
 
 /* X[idx] as f32; QLinearConv subtracts x's zero point (padding reads 0,
  * which is then x - x_zp outside the input, as ONNX pads). */
@@ -77,6 +105,30 @@ static const tir_expr_t* cv_ldx(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* c
   const tir_expr_t* x = nn_ldf(kb, cv->x, idx);
   if (!cv->q) return x;
   return tir_sub(kb->t, x, nn_ldf(kb, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
+}
+
+/* The pair of x - x_zp at channels idx[1] and idx[1] + 1 (pair |c| of the
+ * source plane; the second 0 when Cg is odd and c is a group's last pair),
+ * packed as i16 halves of an i32. */
+static const tir_expr_t* cv_ldx_pair(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* c,
+                                     const tir_expr_t* const* idx) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* zp = tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
+  const tir_expr_t* lo = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->x, idx)), zp);
+  const tir_expr_t* i2[KILN_MAX_RANK];
+  for (int32_t d = 0; d < cv->x->rank; ++d) i2[d] = idx[d];
+  const tir_expr_t* hi;
+  if (cv->Cg % 2 == 0) {
+    i2[1] = nn_addc(kb, idx[1], 1);
+    hi = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->x, i2)), zp);
+  } else {
+    /* the last pair of a group has no second channel: clamp, then 0 */
+    const tir_expr_t* ok = tir_bin(t, TIR_LT, nn_modc(kb, c, cv->Cgp), nn_i(kb, cv->Cgp - 1));
+    i2[1] = nn_clamp(kb, nn_addc(kb, idx[1], 1), 0, cv->C - 1);
+    hi = tir_select(t, ok, tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->x, i2)), zp),
+                    tir_const(t, KILN_DTYPE_I32, 0));
+  }
+  return pack_i16(kb, lo, hi);
 }
 
 /* Index list of a rank nsp+2 tensor from n, c and three spatial indices. */
@@ -104,10 +156,11 @@ static const tir_expr_t* cv_rload(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
                                   const tir_expr_t* c, int32_t grp, const tir_expr_t* const* kv,
                                   const tir_expr_t* q) {
   const cv_t* cv = g->user;
-  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Cg), c);
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv_kch(cv)), c);
   const tir_expr_t* off = nn_i(kb, cv->obase[grp]);
   for (int d = 0; d < 3; ++d) off = nn_add(kb, off, nn_mulc(kb, kv[d], cv->ostr[d]));
-  return nn_ldf(kb, cv->src, NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, q, off)));
+  const tir_expr_t* const* idx = NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, q, off));
+  return cv->pair ? tir_load(kb->t, cv->src, idx) : nn_ldf(kb, cv->src, idx);
 }
 
 /* Output index of element (m, q) of GEMM batch b: the flat temp or Y. */
@@ -143,7 +196,9 @@ static const tir_expr_t* cv_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr
                                  const tir_expr_t* m, const tir_expr_t* q) {
   const cv_t* cv = g->user;
   (void)q;
-  return nn_ldf(kb, cv->bias, NN_IDX(nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), m)));
+  const tir_expr_t* const* idx = NN_IDX(nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), m));
+  if (cv->pair) return tir_cast(kb->t, KILN_DTYPE_I32, tir_load(kb->t, cv->bias, idx));
+  return nn_ldf(kb, cv->bias, idx);
 }
 
 /* QLinearConv: the final sum of output channel g*Mg + m (transposed mode:
@@ -153,7 +208,10 @@ static const tir_expr_t* cv_requant(nn_kb_t* kb, const nn_gemm_t* g, const tir_e
                                     const tir_expr_t* acc) {
   const cv_t* cv = g->user;
   const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Mg), cv->trans ? n : m);
-  return tir_cast(kb->t, KILN_DTYPE_F32, cv->q->requant(kb, cv->q->user, ch, acc));
+  const tir_expr_t* v = cv->q->requant(kb, cv->q->user, ch, acc);
+  /* the int8 GEMM stores y's dtype (its temps have it): no f32 round trip,
+   * which kept GCC from vectorizing the epilogue */
+  return cv->pair ? v : tir_cast(kb->t, KILN_DTYPE_F32, v);
 }
 
 /* Transposed mode: GEMM rows are the dense output positions q (read from
@@ -170,10 +228,11 @@ static const tir_expr_t* cvt_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_ex
                                    const tir_expr_t* c, int32_t grp, const tir_expr_t* const* kv,
                                    const tir_expr_t* q) {
   const cv_t* cv = g->user;
-  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv->Cg), c);
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, cv_g(kb, cv, b), cv_kch(cv)), c);
   const tir_expr_t* off = nn_i(kb, cv->obase[grp]);
   for (int d = 0; d < 3; ++d) off = nn_add(kb, off, nn_mulc(kb, kv[d], cv->ostr[d]));
-  return nn_ldf(kb, cv->src, NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, cvt_qpos(kb, cv, q), off)));
+  const tir_expr_t* const* idx = NN_IDX(cv_n(kb, cv, b), ch, nn_add(kb, cvt_qpos(kb, cv, q), off));
+  return cv->pair ? tir_load(kb->t, cv->src, idx) : nn_ldf(kb, cv->src, idx);
 }
 
 static const tir_stmt_t* cvt_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
@@ -196,9 +255,25 @@ static const tir_expr_t* cvt_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
 }
 
 /* Packed weights: batch g, row m, col kk = c * T + tap. */
-static float cv_get_w(const void* user, int64_t g, int64_t m, int64_t kk) {
+static double cv_get_w(const void* user, int64_t g, int64_t m, int64_t kk) {
   const cv_t* cv = user;
-  return cv->wval[((g * cv->Mg + m) * cv->Cg) * cv->T + kk];
+  const float* w = cv->wval + (g * cv->Mg + m) * cv->Cg * cv->T;
+  if (!cv->pair) return w[kk];
+  /* kk = pair * T + tap: channels 2*pair and 2*pair + 1 (0 past Cg) */
+  const int64_t c0 = kk / cv->T * 2, tap = kk % cv->T;
+  const int32_t lo = (int32_t)w[c0 * cv->T + tap], hi = c0 + 1 < cv->Cg ? (int32_t)w[(c0 + 1) * cv->T + tap] : 0;
+  /* int8 pairs in an i16 (cv->w8), else i16 pairs in an i32 */
+  if (cv->w8) return (double)(int16_t)(uint16_t)(((uint32_t)lo & 0xffu) | (((uint32_t)hi & 0xffu) << 8));
+  return (double)(int32_t)(((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16));
+}
+
+/* L element (m, k) of batch b from the int8 weights (pack_weights' panel
+ * case), widened to dot2_i16's operand. */
+static const tir_expr_t* cv_load_w8(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* m, const tir_expr_t* k) {
+  const cv_t* cv = g->user;
+  const tir_expr_t* ld = tir_load(kb->t, cv->w8buf, NN_IDX(cv_g(kb, cv, b), m, k, nn_i(kb, 0)));
+  return tir_call(kb->t, TIR_WIDEN_I8X2, 1, ld, NULL, NULL);
 }
 
 /* W[dim0][flat], with |flat| spread over the weight's dims 1..rank-1
@@ -230,7 +305,7 @@ static const tir_stmt_t* zero_run(nn_kb_t* kb, const cv_t* cv, const tir_expr_t*
   if (len <= 0) return NULL;
   tir_var_t* ve = nn_var(kb, "z");
   const tir_stmt_t* s = tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, base, nn_v(kb, ve))),
-                                  nn_f(kb, 0.0));
+                                  cv->pair ? tir_const(kb->t, KILN_DTYPE_I32, 0) : nn_f(kb, 0.0));
   nn_vectorize(kb, ve);
   return nn_for(kb, ve, len, s);
 }
@@ -249,8 +324,12 @@ static kiln_status_t phase_split(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64
                                  int64_t plane) {
   tir_var_t* vnc = nn_var(kb, "nc");
   const tir_expr_t* nc = nn_v(kb, vnc);
-  const tir_expr_t* n = nn_divc(kb, nc, cv->C);
-  const tir_expr_t* c = nn_modc(kb, nc, cv->C);
+  const int64_t SC = cv_src_ch(cv);
+  const tir_expr_t* n = nn_divc(kb, nc, SC);
+  const tir_expr_t* c = nn_modc(kb, nc, SC); /* the source plane's channel (pair) */
+  /* x's channel: c, or the pair's first channel g*Cg + 2*(c % Cgp) */
+  const tir_expr_t* cx = !cv->pair ? c
+      : nn_add(kb, nn_mulc(kb, nn_divc(kb, c, cv->Cgp), cv->Cg), nn_mulc(kb, nn_modc(kb, c, cv->Cgp), 2));
   const int64_t Dq = cv->q3[0], Hq = cv->q3[1], Wq = cv->q3[2], PS = Dq * Hq * Wq;
   const tir_stmt_t* body = NULL;
   for (int32_t p = 0; p < nph; ++p) {
@@ -279,9 +358,9 @@ static kiln_status_t phase_split(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64
         nn_addc(kb, nn_mulc(kb, j, cv->a3[1].s), ph[p][1] - cv->a3[1].p),
         nn_addc(kb, nn_mulc(kb, l, cv->a3[2].s), ph[p][2] - cv->a3[2].p)};
     const tir_expr_t* xi[KILN_MAX_RANK];
-    sp_idx(cv->nsp, n, c, s3, xi);
+    sp_idx(cv->nsp, n, cx, s3, xi);
     const tir_stmt_t* copy =
-        tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, row, l)), cv_ldx(kb, cv, xi));
+        tir_store(kb->t, cv->src, NN_IDX(n, c, nn_add(kb, row, l)), cv->pair ? cv_ldx_pair(kb, cv, c, xi) : cv_ldx(kb, cv, xi));
     copy = nn_for(kb, vl, hi[2] - lo[2], copy);
     if (cv->a3[2].s == 1) nn_vectorize(kb, vl);
     const tir_stmt_t* rowb[3] = {zero_run(kb, cv, n, c, row, lo[2]), copy,
@@ -293,8 +372,8 @@ static kiln_status_t phase_split(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64
     body = tir_seq2(kb->t, body, nn_for(kb, vi, hi[0] - lo[0], tir_seq(kb->t, 3, slabb)));
   }
   body = tir_seq2(kb->t, body, zero_run(kb, cv, n, c, nn_i(kb, nph * PS), plane - nph * PS));
-  body = nn_for(kb, vnc, cv->N * cv->C, body);
-  if (cv->N * cv->C > 1) nn_parallel(kb, vnc);
+  body = nn_for(kb, vnc, cv->N * SC, body);
+  if (cv->N * SC > 1) nn_parallel(kb, vnc);
   return nn_emit(kb, body);
 }
 
@@ -449,11 +528,18 @@ static kiln_status_t pack_weights(nn_kb_t* kb, cv_t* cv, nn_gemm_t* g) {
   if (cv->q) {
     /* constant by nn_conv_quantized's contract; the caller owns them */
     cv->wval = cv->q->wq;
-    kiln_status_t st =
-        nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, wt, cv_get_w, cv, &wop->packed);
+    /* int8 weights as the broadcast operand (L): stored [G][Mg][K] and
+     * widened into the GEMM's per-chunk L panel (pack_l), reused by every
+     * N tile. Read in place, each row's pair would cost a vpbroadcastw and
+     * a vpmovsxbw where an i16 pair is one vpbroadcastd load (ResNet-18
+     * 15-30% slower on AVX2). As R they are widened by the vector load. */
+    const bool panel = g->w8 && !cv->trans;
+    kiln_status_t st = nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, panel ? 1 : wt, cv_get_w, cv,
+                                     panel ? &cv->w8buf : &wop->packed);
     cv->wval = NULL;
     KILN_RETURN_IF_ERROR(st);
-    wop->bmap = cv_bmap;
+    if (panel) g->L.load = cv_load_w8;
+    else wop->bmap = cv_bmap;
     return NULL;
   }
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
@@ -578,7 +664,10 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
    * (a patchify conv has one per tap) gather the patches instead. */
   int64_t classes = 1;
   for (int32_t d = 0; d < 3; ++d) classes *= a3[d].s < a3[d].k ? a3[d].s : a3[d].k;
-  if (classes > NN_MAX_GROUPS) return conv_im2col(kb, cv);
+  if (classes > NN_MAX_GROUPS) {
+    cv->pair = cv->w8 = false; /* the patch matrix stays f32 (exact integer products summed in f32) */
+    return conv_im2col(kb, cv);
+  }
   /* Phase images: (k-1)*d/s extra positions past the output per axis. */
   for (int32_t d = 0; d < 3; ++d) cv->q3[d] = a3[d].out + (a3[d].k - 1) * a3[d].d / a3[d].s;
   /* Tap groups: per axis the taps k with the same k % s (k = k1*s + a)
@@ -659,16 +748,18 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     int64_t shape[3] = {cv->N, cv->C, PS};
     KILN_RETURN_IF_ERROR(nn_view(ctx, cv->x, "xflat", 3, shape, &cv->src));
   } else {
-    int64_t shape[3] = {cv->N, cv->C, plane};
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xphase", KILN_DTYPE_F32, 3, shape, &cv->src));
+    int64_t shape[3] = {cv->N, cv_src_ch(cv), plane};
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xphase", cv->pair ? KILN_DTYPE_I32 : KILN_DTYPE_F32, 3, shape,
+                                         &cv->src));
     KILN_RETURN_IF_ERROR(phase_split(kb, cv, nph, (const int64_t(*)[3])ph, plane));
   }
+  const kiln_dtype_t dt = cv->pair ? cv->y->dtype : KILN_DTYPE_F32;
   if (cv->trans) {
     int64_t shape[3] = {cv->N * cv->G, cv->Qd, cv->Mg};
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yt", KILN_DTYPE_F32, 3, shape, &cv->dst));
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yt", dt, 3, shape, &cv->dst));
   } else if (cv->crop) {
     int64_t shape[3] = {cv->N * cv->G, cv->Mg, cv->Q};
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yflat", KILN_DTYPE_F32, 3, shape, &cv->dst));
+    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "yflat", dt, 3, shape, &cv->dst));
   } else {
     int64_t shape[3] = {cv->N, cv->M, cv->Q};
     KILN_RETURN_IF_ERROR(nn_view(ctx, cv->y, "yflat", 3, shape, &cv->dst));
@@ -677,7 +768,9 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
   g.batch = cv->N * cv->G;
-  g.K = cv->Cg * cv->T, g.taps = cv->T;
+  g.K = cv_kch(cv) * cv->T, g.taps = cv->T;
+  g.idot = cv->pair;
+  g.w8 = cv->pair && cv->w8;
   g.n_groups = cv->ng;
   g.groups = cv->tg;
   g.user = cv;
@@ -688,12 +781,12 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     g.n_outer = true; /* the weights (R) are the big operand */
     g.L.lload = cvt_lload;
     g.store = cvt_store;
-    g.reload = cvt_reload;
+    g.reload = cv->pair ? NULL : cvt_reload;
   } else {
     g.M = cv->Mg, g.N = cv->Q;
     g.R.rload = cv_rload;
     g.store = cv_store;
-    g.reload = cv->dst->dtype == KILN_DTYPE_F32 ? cv_reload : NULL;
+    g.reload = cv->dst->dtype == KILN_DTYPE_F32 && !cv->pair ? cv_reload : NULL;
   }
   nn_gemm_tiles(ctx, &g);
   KILN_RETURN_IF_ERROR(pack_weights(kb, cv, &g));
@@ -743,6 +836,13 @@ kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q) {
   cv_t cv;
   KILN_RETURN_IF_ERROR(conv_setup(ctx, q->x, q->w, q->bias, &cv));
   cv.q = q;
+  cv.pair = true;
+  cv.Cgp = (cv.Cg + 1) / 2;
+  /* i8 weights with zero point 0 (symmetric, what quantizers write) and u8
+   * ones around 128 fit int8 after the zero point: one byte per weight */
+  cv.w8 = true;
+  const int64_t nw = tir_buffer_numel(cv.w);
+  for (int64_t i = 0; i < nw && cv.w8; ++i) cv.w8 = q->wq[i] >= -128.0f && q->wq[i] <= 127.0f;
   if (tir_buffer_numel(cv.y) == 0) return NULL;
   return conv_float(&kb, &cv);
 }
@@ -835,7 +935,7 @@ static const tir_expr_t* ct_bmap(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr
 }
 
 /* L row r = m*T + tap, col c of group g: W[g*Cg + c][m][tap]. */
-static float ct_get_w(const void* user, int64_t g, int64_t r, int64_t c) {
+static double ct_get_w(const void* user, int64_t g, int64_t r, int64_t c) {
   const ct_t* ct = user;
   return ct->wval[((g * ct->Cg + c) * ct->Mg) * ct->T + r];
 }

@@ -32,6 +32,11 @@
  * major when K is blocked, so one K block's panels are one sequential run
  * in memory (nn_pack_const).
  *
+ * The int8 GEMM (idot: QLinearConv, lower_nn_conv.c) is the same nest on
+ * i32 elements holding two i16 values, i32 accumulators and
+ * acc = dot2_i16(acc, L, R), printed as vpmaddwd + vpaddd (one asm block so
+ * the 6 x 16 tile's accumulators stay in registers) or vpdpwssd.
+ *
  * Heuristics (nn_gemm_tiles), in units of the machine's f32 vector (L
  * lanes, R registers; nn_simd, detected at run time): nr = 2L when
  * N >= 2L, L when N >= L, else N; mr = the balanced split of M into tiles
@@ -120,6 +125,11 @@ static const tir_expr_t* pbatch(gen_t* e, const nn_operand_t* op) {
   return op->packed->shape[0] == 1 ? nn_i(e->kb, 0) : e->b;
 }
 
+/* A packed constant's element as the GEMM reads it (int8 pairs widened). */
+static const tir_expr_t* packed_elem(gen_t* e, const tir_expr_t* ld) {
+  return e->g->w8 ? tir_call(e->kb->t, TIR_WIDEN_I8X2, 1, ld, NULL, NULL) : ld;
+}
+
 static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t* i,
                                 const tir_expr_t* kabs, const tir_expr_t* krel,
                                 const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
@@ -127,8 +137,8 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
   const nn_gemm_t* g = e->g;
   if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, e->stile, krel, i));
   if (g->L.packed && g->L.packed->rank == 5)
-    return tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i));
-  if (g->L.packed) return tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i));
+    return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i)));
+  if (g->L.packed) return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i)));
   const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
   if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
   return g->L.load(kb, g, e->b, m, kabs);
@@ -140,8 +150,8 @@ static const tir_expr_t* r_elem(gen_t* e, const tir_expr_t* nt, const tir_expr_t
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
   if (g->R.packed && g->R.packed->rank == 5)
-    return tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, nt, krel, j));
-  if (g->R.packed) return tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j));
+    return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, nt, krel, j)));
+  if (g->R.packed) return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j)));
   return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, g->nr), j));
 }
 
@@ -198,7 +208,7 @@ static const tir_stmt_t* init_body(gen_t* e, void* u, const tir_expr_t* i, const
   } else if (g->init) {
     v = g->init(kb, g, e->b, tile_m(e, t, i), tile_n(e, t, j));
   } else {
-    v = nn_f(kb, 0.0);
+    v = g->idot ? tir_const(kb->t, KILN_DTYPE_I32, 0) : nn_f(kb, 0.0);
   }
   return tir_store(kb->t, t->acc, NN_IDX(i, j), v);
 }
@@ -217,6 +227,7 @@ static const tir_stmt_t* fma_body(gen_t* e, void* u, const tir_expr_t* i, const 
   const tir_expr_t* krel = kflat(e, t->kv, t->tap);
   const tir_expr_t* l = l_elem(e, t->mt, i, kabs, krel, kout, t->grp, t->tv);
   const tir_expr_t* r = r_elem(e, t->nt, j, kout, t->grp, t->tv, kabs, krel);
+  if (e->g->idot) return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, TIR_DOT2_I16, 3, a, l, r));
   return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_add(kb->t, a, tir_mul(kb->t, l, r)));
 }
 
@@ -236,7 +247,8 @@ static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const 
                               int64_t nr, const tir_expr_t* k0, int64_t kl, const kpos_t* kp) {
   nn_kb_t* kb = e->kb;
   int64_t shape[2] = {mr, nr};
-  tile_t t = {.acc = tir_buffer(kb->t, "acc", KILN_DTYPE_F32, 2, shape, TIR_SCOPE_PRIVATE),
+  const kiln_dtype_t at = e->g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
+  tile_t t = {.acc = tir_buffer(kb->t, "acc", at, 2, shape, TIR_SCOPE_PRIVATE),
               .mt = mt,
               .nt = nt,
               .k0 = k0};
@@ -543,7 +555,8 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
     int64_t T = g->taps > 0 ? g->taps : 1;
     int64_t kcs = g->kc * T < g->K ? g->kc * T : g->K;
     int64_t shape[4] = {P, g->n_outer ? mt_all : 1, kcs, g->mr};
-    KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "lpack", KILN_DTYPE_F32, 4, shape, &e.slot));
+    KILN_RETURN_IF_ERROR(
+        kiln_lower_temp(ctx, "lpack", g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32, 4, shape, &e.slot));
   }
 
   const tir_stmt_t* body = NULL;
@@ -605,7 +618,11 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
   int64_t nkb = K > 0 ? (K + kbs - 1) / kbs : 1;
   int64_t total = nb * nkb * tiles * (kbs > 0 ? kbs : 1) * t;
   float* p;
-  KILN_RETURN_IF_ERROR(nn_alloc_f32(total, "packed constant", &p));
+  /* int8 GEMMs (idot) pack i16 pairs as i32 (same element size), or int8
+   * pairs as i16 (w8: half) */
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(g->w8 ? (total + 1) / 2 : total, "packed constant", &p));
+  int32_t* pi = (int32_t*)(void*)p;
+  int16_t* ph = (int16_t*)(void*)p;
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t tt = 0; tt < tiles; ++tt)
       for (int64_t i = 0; i < t; ++i) {
@@ -613,15 +630,19 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
         if (r >= rows) continue; /* zero padding (calloc'd) */
         for (int64_t k = 0; k < K; ++k) {
           int64_t blk = k / kbs, kk = k % kbs;
-          p[(((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i] = get(user, b, r, k);
+          const int64_t o = (((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i;
+          if (g->w8) ph[o] = (int16_t)get(user, b, r, k);
+          else if (g->idot) pi[o] = (int32_t)get(user, b, r, k);
+          else p[o] = (float)get(user, b, r, k);
         }
       }
+  const kiln_dtype_t dt = g->w8 ? KILN_DTYPE_I16 : g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
   if (nkb == 1) {
     int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};
-    return nn_const_f32(ctx, name, 4, shape, p, out);
+    return nn_const_typed(ctx, name, dt, 4, shape, p, out);
   }
   int64_t shape[5] = {nb, nkb, tiles, kbs, t};
-  return nn_const_f32(ctx, name, 5, shape, p, out);
+  return nn_const_typed(ctx, name, dt, 5, shape, p, out);
 }
 
 kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,
@@ -794,7 +815,7 @@ static const tir_expr_t* gemm_epi(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
 }
 
 /* B'(k, n) of batch b from the compile-time value, as get(row = n, col = k). */
-static float mm_get_b(const void* user, int64_t b, int64_t n, int64_t k) {
+static double mm_get_b(const void* user, int64_t b, int64_t n, int64_t k) {
   const mm_t* mm = user;
   const float* base = mm->bval + b * mm->K * mm->N;
   if (mm->b1d) return base[k];

@@ -87,6 +87,9 @@ kiln_status_t nn_const_input_f32(kiln_lower_ctx_t* ctx, int32_t i, float** out);
  * the plan, also on error) as a compile-time f32 constant of |shape|. */
 kiln_status_t nn_const_f32(kiln_lower_ctx_t* ctx, const char* name, int32_t rank,
                            const int64_t* shape, float* data, const tir_buffer_t** out);
+/* The same for any dtype (|data| holds its elements). */
+kiln_status_t nn_const_typed(kiln_lower_ctx_t* ctx, const char* name, kiln_dtype_t dtype, int32_t rank,
+                             const int64_t* shape, void* data, const tir_buffer_t** out);
 /* Allocates |n| floats (zeroed) or fails naming |what|. */
 kiln_status_t nn_alloc_f32(int64_t n, const char* what, float** out);
 /* True when input |i| is present and a compile-time constant. */
@@ -210,6 +213,15 @@ struct nn_gemm_s {
   bool pack_l;        /* pack L micro-panels at run time (L not packed) */
   bool n_outer;       /* with pack_l: pack all M tiles of a K block, then
                        * loop N outside M (R streamed once: R = weights) */
+  /* The int8 GEMM: L and R elements are i32 holding two i16 values (K
+   * counts pairs), the accumulator is i32 and each step is dot2_i16; init
+   * and epi see i32, packed constants are i32 (get's value, exact in a
+   * double). No K blocking (reload NULL): the i32 sums never round. */
+  bool idot;
+  /* with idot: packed constant operands hold int8 pairs, one i16 each (low
+   * byte first), widened where they are read (widen_i8x2): int8 weights
+   * stored one byte each. */
+  bool w8;
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
@@ -226,7 +238,7 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g);
  * |g| blocks K (kc * taps < K), K-block major [nb][nkb][ceil(rows/t)][kc *
  * taps][t], so the panels one K block reads lie one after another and the
  * weights stream from memory sequentially (the generator indexes either). */
-typedef float (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
+typedef double (*nn_get_fn)(const void* user, int64_t b, int64_t row, int64_t col);
 kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const char* name,
                             int64_t nb, int64_t rows, int64_t K, int64_t t, nn_get_fn get,
                             const void* user, const tir_buffer_t** out);
@@ -238,16 +250,19 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
 
 /* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
 
-/* QLinearConv computed by Conv's GEMM lowering: products of (x - x_zp) and
- * the constant (w - w_zp) summed in f32 (exact while the partial sums stay
- * below 2^24; past that within the f32 rounding the requantization turns
- * into at most one step), the i32 bias as the GEMM's initial value, and
- * |requant| (the caller's arithmetic) applied to each final sum. */
+/* QLinearConv computed by Conv's GEMM lowering: the products of (x - x_zp)
+ * and the constant (w - w_zp) summed exactly in i32 by the int8 GEMM (the
+ * GEMM's idot: both as i16 channel pairs; w stored one byte each when every
+ * w - w_zp fits int8), the i32 bias as the GEMM's initial value, and
+ * |requant| (the caller's arithmetic, on the i32 sum, of y's dtype) applied
+ * to each final sum. The im2col path (more stride classes than
+ * NN_MAX_GROUPS) sums the products in f32 instead (exact below 2^24). */
 typedef struct nn_qconv_s {
   int32_t x, w, bias;      /* node input indices (bias -1: none) */
   const tir_buffer_t* xzp; /* x's zero point, a [1] view */
   float* wq;               /* w - w_zp, W's layout, owned by the caller */
-  /* The requantized value (any dtype) of sum |acc| (f32) of channel |ch|. */
+  /* The requantized value (any dtype) of sum |acc| (i32, or f32 on the
+   * im2col path) of channel |ch|. */
   const tir_expr_t* (*requant)(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
                                const tir_expr_t* acc);
   const void* user;

@@ -14,9 +14,11 @@
  * zeros); their indices are clamped as well, so the verifier can prove
  * every access in bounds. These are the correct, general kernels for every
  * target. On the CPU, QLinearConv with constant weights (what the "fold-qdq"
- * pass makes of QDQ models) instead goes through Conv's tiled GEMM lowering, summing
- * the exact integer products in f32 (kiln_lower_nn_qlinear_conv below);
- * integer dot-product kernels (vpmaddubsw/vpdpbusd) are later work. */
+ * pass makes of QDQ models) instead goes through Conv's tiled GEMM lowering
+ * as an int8 GEMM (kiln_lower_nn_qlinear_conv below; nn_conv_quantized):
+ * i16 channel pairs, i32 sums by the dot2_i16 intrinsic (vpmaddwd, vpdpwssd
+ * with VNNI), this requantization as its epilogue; QLinearMatMul with a
+ * constant 2-D B and per-tensor A parameters likewise (qmm_* below). */
 #include <stdlib.h>
 
 #include "ir/ops/nn_quant.h"
@@ -340,9 +342,125 @@ kiln_status_t kiln_lower_nn_matmul_integer(kiln_lower_ctx_t* ctx) {
   return lower_mm(ctx, ops, NULL);
 }
 
+/* QLinearMatMul as the CPU's int8 GEMM (nn_gemm_t.idot): A [..., M, K]
+ * (per-tensor scale and zero point) read as rows of i16 pairs of a - a_zp
+ * into the GEMM's L panels, the constant B [K, N] packed as pairs of
+ * b - b_zp[n] (one byte each when they fit int8), i32 sums, this
+ * requantization as the epilogue. */
+typedef struct qmm_s {
+  iprod_t p;
+  requant_t r;
+  const float* bval; /* b - b_zp, [K][N] (packing only) */
+  int64_t K, N;
+  bool w8;
+} qmm_t;
+
+static const tir_expr_t* qmm_load_a(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                    const tir_expr_t* m, const tir_expr_t* kp) {
+  const qmm_t* q = g->user;
+  tir_ctx_t* t = kb->t;
+  (void)b;
+  const tir_expr_t* zp = ldi_or0(kb, q->p.az, nn_i(kb, 0));
+  const tir_expr_t* i0 = nn_add(kb, nn_mulc(kb, m, q->K), nn_mulc(kb, kp, 2));
+  const tir_expr_t* lo = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, ld(kb, q->p.a, i0)), zp);
+  const tir_expr_t* hi;
+  if (q->K % 2 == 0) {
+    hi = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, ld(kb, q->p.a, nn_addc(kb, i0, 1))), zp);
+  } else { /* the last pair of a row has no second column */
+    const tir_expr_t* ok = tir_bin(t, TIR_LT, kp, nn_i(kb, q->K / 2));
+    const tir_expr_t* i1 = nn_clamp(kb, nn_addc(kb, i0, 1), 0, tir_buffer_numel(q->p.a) - 1);
+    hi = tir_select(t, ok, tir_sub(t, tir_cast(t, KILN_DTYPE_I32, ld(kb, q->p.a, i1)), zp),
+                    tir_const(t, KILN_DTYPE_I32, 0));
+  }
+  return tir_add(t, tir_bin(t, TIR_BAND, lo, tir_const(t, KILN_DTYPE_I32, 0xffff)),
+                 tir_mul(t, hi, tir_const(t, KILN_DTYPE_I32, 65536)));
+}
+
+/* R element (n, kp): the pair b[2kp][n], b[2kp + 1][n] (0 past K). */
+static double qmm_get_b(const void* user, int64_t b, int64_t n, int64_t kp) {
+  const qmm_t* q = user;
+  (void)b;
+  const int32_t lo = (int32_t)q->bval[2 * kp * q->N + n];
+  const int32_t hi = 2 * kp + 1 < q->K ? (int32_t)q->bval[(2 * kp + 1) * q->N + n] : 0;
+  if (q->w8) return (double)(int16_t)(uint16_t)(((uint32_t)lo & 0xffu) | (((uint32_t)hi & 0xffu) << 8));
+  return (double)(int32_t)(((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16));
+}
+
+static const tir_expr_t* qmm_epi(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                 const tir_expr_t* m, const tir_expr_t* n, const tir_expr_t* acc) {
+  const qmm_t* q = g->user;
+  (void)b;
+  (void)m;
+  return finish(kb, &q->p, &q->r, acc, n);
+}
+
+static const tir_stmt_t* qmm_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
+                                   const tir_expr_t* m, const tir_expr_t* n, const tir_expr_t* v) {
+  const qmm_t* q = g->user;
+  (void)b;
+  return tir_store(kb->t, q->p.y, NN_IDX(nn_add(kb, nn_mulc(kb, m, q->N), n)), tir_cast(kb->t, q->p.y->dtype, v));
+}
+
+/* b - b_zp[n] of a constant 2-D B with constant zero points as f32 (*out
+ * NULL when the GEMM does not apply: A's parameters per row, B batched or
+ * not constant). */
+static kiln_status_t qmm_const_b(kiln_lower_ctx_t* ctx, float** out) {
+  *out = NULL;
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !nn_is_const(ctx, 3) || !nn_is_const(ctx, 5) ||
+      ctx->in[3]->rank != 2 || tir_buffer_numel(ctx->in[1]) != 1 || tir_buffer_numel(ctx->in[2]) != 1)
+    return NULL;
+  const kiln_array_t* w = &ctx->in_tensor[3]->value;
+  const kiln_array_t* z = &ctx->in_tensor[5]->value;
+  const int64_t n = kiln_array_numel(w), nz = kiln_array_numel(z), N = ctx->in[3]->shape[1];
+  if (nz != 1 && nz != N) return NULL;
+  float* f;
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(n, "QLinearMatMul weights", &f));
+  for (int64_t i = 0; i < n; ++i)
+    f[i] = (float)(kiln_load_f64(w->dtype, w->data, (size_t)i) -
+                   kiln_load_f64(z->dtype, z->data, (size_t)(nz == 1 ? 0 : i % N)));
+  *out = f;
+  return NULL;
+}
+
 kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
   static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
-  return lower_mm(ctx, ops, rq);
+  float* bval = NULL;
+  KILN_RETURN_IF_ERROR(qmm_const_b(ctx, &bval));
+  if (!bval) return lower_mm(ctx, ops, rq);
+  const tir_buffer_t* Y = ctx->out[0];
+  qmm_t q;
+  memset(&q, 0, sizeof q);
+  q.bval = bval;
+  q.K = ctx->in[3]->shape[0], q.N = ctx->in[3]->shape[1];
+  q.w8 = true;
+  for (int64_t i = 0; i < q.K * q.N && q.w8; ++i) q.w8 = bval[i] >= -128.0f && bval[i] <= 127.0f;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  nn_gemm_t g;
+  memset(&g, 0, sizeof g);
+  /* views of what the kernel reads only (B and its zero points are packed) */
+  const tir_buffer_t* f[4];
+  kiln_status_t s = NULL;
+  if (tir_buffer_numel(Y) > 0) {
+    s = flat(ctx, ctx->in[0], "af", &q.p.a);
+    if (!s) s = flat(ctx, ctx->in[2], "az", &q.p.az);
+    if (!s) s = flat(ctx, Y, "yf", &q.p.y);
+    if (!s) s = flats(ctx, rq, 4, f);
+    if (!s) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+  }
+  if (!s && tir_buffer_numel(Y) > 0) {
+    g.batch = 1, g.M = tir_buffer_numel(Y) / q.N, g.N = q.N, g.K = (q.K + 1) / 2;
+    g.idot = true, g.w8 = q.w8;
+    g.user = &q;
+    g.L.load = qmm_load_a;
+    g.epi = qmm_epi;
+    g.store = qmm_store;
+    nn_gemm_tiles(ctx, &g);
+    s = nn_pack_const(ctx, &g, "bpack", 1, q.N, g.K, g.nr, qmm_get_b, &q, &g.R.packed);
+    if (!s) s = nn_gemm_emit(&kb, &g);
+  }
+  free(bval);
+  return s;
 }
 
 /* ---- integer convolutions ------------------------------------------------- */

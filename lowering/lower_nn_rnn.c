@@ -64,7 +64,7 @@ static const tir_expr_t* proj_load_w(nn_kb_t* kb, const nn_gemm_t* g, const tir_
   return nn_ldf(kb, ((const rl_t*)g->user)->w, NN_IDX(b, n, k));
 }
 
-static float proj_get_w(const void* user, int64_t b, int64_t n, int64_t k) {
+static double proj_get_w(const void* user, int64_t b, int64_t n, int64_t k) {
   const rl_t* rl = user;
   return rl->wval[(b * rl->G * rl->H + n) * rl->I + k];
 }

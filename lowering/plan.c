@@ -223,7 +223,7 @@ static kiln_lower_fn lower_fn_of(const kiln_node_t* n) {
   return kiln_lower_lookup(n->op_type);
 }
 
-static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_options_t* o) {
+static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_options_t* o, kiln_plan_host_t* h) {
   const kiln_graph_t* g = p->graph;
   const kiln_node_t* n = &g->nodes[ni];
   const tir_buffer_t* in[KILN_MAX_NODE_INPUTS];
@@ -252,11 +252,28 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
   if (!fn)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s': op %s has no lowering for this target",
                             src_of(g), n->name, n->op_type);
-  kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, o->target,
+  const bool gpu = o->target == KILN_TARGET_CLASS_GPU;
+  const bool host = gpu && h && h->nodes && h->nodes[ni];
+  kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, host ? KILN_TARGET_CLASS_CPU : o->target,
                           o->threads > 0 ? o->threads : default_threads(),
                           n->n_inputs, in, in_t, n->n_outputs, out, out_t, p,
-                          o->target == KILN_TARGET_CLASS_GPU ? o->loop_limit : 0};
-  KILN_RETURN_IF_ERROR(fn(&ctx), "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+                          gpu && !host ? o->loop_limit : 0};
+  const int32_t first = p->n_kernels;
+  kiln_status_t s = fn(&ctx);
+  if (s && kiln_status_code(s) == KILN_UNSUPPORTED && gpu && !host && h && h->fallback && h->nodes) {
+    /* The GPU lowering refused this node: lower it for the CPU instead
+     * (heterogeneous execution). Kernels it emitted before refusing go;
+     * buffers it added stay unused (no kernel touches them). */
+    p->n_kernels = first;
+    h->nodes[ni] = 1;
+    if (h->reasons && !h->reasons[ni]) h->reasons[ni] = strdup(kiln_status_message(s));
+    kiln_status_free(s);
+    ctx.target = KILN_TARGET_CLASS_CPU;
+    ctx.loop_limit = 0;
+    s = fn(&ctx);
+  }
+  KILN_RETURN_IF_ERROR(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+  for (int32_t k = first; gpu && k < p->n_kernels; ++k) p->kernels[k].host = h && h->nodes && h->nodes[ni];
   return NULL;
 }
 
@@ -290,6 +307,11 @@ static bool kernel_reduces(const tir_func_t* f) {
 
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  return kiln_plan_build_host(g, options, NULL, allocator, out_plan);
+}
+
+kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                                   kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
   kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
@@ -329,7 +351,7 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
       ++n_missing;
       continue;
     }
-    if ((s = lower_node(p, ni, options))) goto fail;
+    if ((s = lower_node(p, ni, options, host))) goto fail;
   }
   if (n_missing) {
     s = kiln_make_status(KILN_UNSUPPORTED, "%s: no lowering for: %s", src_of(g), missing);
@@ -389,6 +411,7 @@ static const char* kind_name(kiln_plan_buffer_kind_t k) {
     case KILN_PLAN_CONST: return "const";
     case KILN_PLAN_TEMP: return "temp";
     case KILN_PLAN_STATUS: return "status";
+    case KILN_PLAN_DIMS: return "dims";
   }
   return "?";
 }

@@ -26,7 +26,16 @@ typedef enum kiln_plan_buffer_kind_e {
    * every run; a kernel stores a KILN_CHECK_* code into it when the check
    * fails, and the runtime turns a non-zero word into the run's error. */
   KILN_PLAN_STATUS,
+  /* The dynamic dims' values (kiln_plan_make_dynamic): i64 per dim, which
+   * the runtime writes before every run and the kernels read. */
+  KILN_PLAN_DIMS,
 } kiln_plan_buffer_kind_t;
+
+/* A dim the plan runs for any value of in [lo, hi] (lowering/plan_dyn.h). */
+typedef struct kiln_plan_dim_s {
+  const char* name; /* in the plan's arena */
+  int64_t lo, hi;
+} kiln_plan_dim_t;
 
 /* What a failed run-time check stores into its status word. The runtime
  * reads the same numbers (runtime/program.h, KILN_PB_CHECK_*; the program
@@ -72,6 +81,11 @@ typedef struct kiln_plan_kernel_s {
    * |func| only names it and lists its parameters (its body is empty);
    * targets print the plugin's source instead. NULL: a kiln kernel. */
   const struct kiln_custom_instance_s* custom;
+  /* Heterogeneous execution: the node was lowered for the CPU (the GPU
+   * target refused it) and the kernel runs on the session's CPU device.
+   * Fusion never joins a host kernel with a device one, and templates are
+   * not chosen for it. false on CPU plans. */
+  bool host;
 } kiln_plan_kernel_t;
 
 typedef struct kiln_plan_s {
@@ -94,6 +108,10 @@ typedef struct kiln_plan_s {
    * buffer_index_n == n_buffers: plans built by hand fall back to a scan. */
   int32_t* buffer_index;
   int32_t buffer_index_cap, buffer_index_n;
+  /* Dynamic dims (kiln_plan_make_dynamic): 0, or 1 -- the outermost dim of
+   * every input and output, the plan then being one sample's. */
+  int32_t n_dims;
+  kiln_plan_dim_t dims[1];
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {
@@ -110,6 +128,21 @@ typedef struct kiln_plan_options_s {
  * ops are listed in one UNSUPPORTED error. */
 kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                               kiln_allocator_t allocator, kiln_plan_t** out_plan);
+/* Heterogeneous execution (targets/partition.h), for GPU plans: |nodes|
+ * per graph node, nonzero to lower it for the CPU class (its kernels get
+ * |host|). With |fallback| a node whose GPU lowering refuses (UNSUPPORTED)
+ * is lowered for the CPU instead: its entry is set to 1 and
+ * |reasons|[node] gets the refusal (malloc'd; the caller frees). Both
+ * arrays are caller-owned, g->n_nodes long (|reasons| may be NULL). */
+typedef struct kiln_plan_host_s {
+  uint8_t* nodes;
+  bool fallback;
+  char** reasons;
+} kiln_plan_host_t;
+
+/* kiln_plan_build with some nodes on the host CPU (|host| NULL: none). */
+KILN_MUST_USE kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                                   kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan);
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */
 int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);

@@ -105,6 +105,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
   kiln_status_t s = kiln_allocator_malloc(plan->allocator, sizeof *t, "templates", (void**)&t);
   for (int32_t k = 0; k < plan->n_kernels && !s; ++k) {
     if (plan->kernels[k].tmpl) continue; /* a conv instance's slot */
+    if (plan->kernels[k].host) continue; /* printed by the CPU target from its tensor IR */
     memset(t, 0, sizeof *t);
     t->weights.buffer = -1;
     int32_t at = k;

@@ -49,6 +49,7 @@ struct kiln_batcher_s {
   kiln_array_t* batch_out; /* one run's outputs (the session allocates them) */
   request_t** taken;       /* the batch being run */
   int32_t module_batch, max_batch;
+  int32_t dyn_lo; /* a module compiled for a batch range: its lowest value; 0: a fixed batch */
   int64_t max_delay_us;
 
   pthread_mutex_t mu;
@@ -82,15 +83,13 @@ static struct timespec plus_us(struct timespec t, int64_t us) {
   return t;
 }
 
-/* How many rows the session runs |n| waiting requests at. A module's
- * shapes are fixed when it is compiled today, so every batch runs at the
- * module's batch and a partial one is padded (the cost is the padded rows'
- * compute, counted in stats.padded_rows). This is the one place a module
- * whose batch dim is a run-time range (issue 25, items 1-3) changes: it
- * returns n (at least the range's lower bound), the arrays below are shaped
- * with it and nothing is padded. */
+/* The rows a batch of |n| requests runs as. A module compiled for a batch
+ * range (kiln compile --dim batch=LO..HI) runs exactly n (at least LO);
+ * a fixed-shape module runs its own batch, the rows past n padded with
+ * copies of the first request (their compute is the cost, counted in the
+ * stats). */
 static int32_t batch_rows(const kiln_batcher_t* b, int32_t n) {
-  (void)n;
+  if (b->dyn_lo) return n > b->dyn_lo ? n : b->dyn_lo;
   return b->module_batch;
 }
 
@@ -107,6 +106,8 @@ static kiln_status_t describe_ports(kiln_batcher_t* b, bool outputs) {
     port_t* p = &ports[i];
     p->name = outputs ? kiln_module_output_name(m, i) : kiln_module_input_name(m, i);
     p->shape = outputs ? kiln_module_output_shape(m, i, &p->dtype) : kiln_module_input_shape(m, i, &p->dtype);
+    /* a batch-range module describes one sample: its arrays hold the most */
+    if (b->dyn_lo && p->shape.rank >= 1 && p->shape.dims[0] == 1) p->shape.dims[0] = b->module_batch;
     char sh[160];
     kiln_shape_format(&p->shape, sh, sizeof sh);
     if (p->shape.rank < 1 || p->shape.dims[0] < 1 || p->shape.dims[0] > INT32_MAX)
@@ -208,6 +209,19 @@ kiln_status_t kiln_batcher_create(kiln_module_t* module, kiln_device_t* device,
   kiln_status_t st = NULL;
   if (b->n_in < 1)
     st = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: a module without inputs has nothing to batch", b->model);
+  if (!st && kiln_module_dim_count(module) > 0) {
+    /* the one dynamic dim is the outermost: the batch */
+    const char* name = NULL;
+    int64_t lo = 0, hi = 0;
+    st = kiln_module_dim(module, 0, &name, &lo, &hi);
+    if (!st && (lo < 1 || hi > INT32_MAX))
+      st = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: dim '%s' range %lld..%lld is not a batch range", b->model,
+                            name, (long long)lo, (long long)hi);
+    if (!st) {
+      b->dyn_lo = (int32_t)lo;
+      b->module_batch = (int32_t)hi;
+    }
+  }
   if (!st) st = describe_ports(b, false);
   if (!st) st = describe_ports(b, true);
   if (!st) st = check_options(b, options);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -238,4 +239,47 @@ kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dty
 
 kiln_shape_t kiln_module_output_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype) {
   return shape_of(m, i, false, out_dtype);
+}
+
+int32_t kiln_module_dim_count(const kiln_module_t* m) { return m && m->program ? m->program->n_dims : 0; }
+
+kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name, int64_t* out_lo,
+                              int64_t* out_hi) {
+  if (!m || !m->program || !out_name || !out_lo || !out_hi)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_dim: NULL argument");
+  const kiln_program_t* p = m->program;
+  if (i < 0 || i >= p->n_dims)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "%s: dynamic dim %d of %d", p->model_name, (int)i, (int)p->n_dims);
+  *out_name = p->dims[i].name;
+  *out_lo = p->dims[i].lo;
+  *out_hi = p->dims[i].hi;
+  return NULL;
+}
+
+kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, int64_t* out_value) {
+  if (!m || !m->program || !spec || !out_value)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_dim_parse: NULL argument");
+  const kiln_program_t* p = m->program;
+  const char* eq = strchr(spec, '=');
+  if (!eq || eq == spec)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': expected NAME=VALUE", p->model_name, spec);
+  for (int32_t i = 0; i < p->n_dims; ++i) {
+    const kiln_program_dim_t* d = &p->dims[i];
+    /* "batch" also names the one dynamic dim, which is the outermost */
+    const bool batch = eq - spec == 5 && !strncmp(spec, "batch", 5) && p->n_dims == 1;
+    if (!batch && (strlen(d->name) != (size_t)(eq - spec) || strncmp(d->name, spec, (size_t)(eq - spec)) != 0)) continue;
+    char* end = NULL;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (end == eq + 1 || *end || errno == ERANGE || v < d->lo || v > d->hi)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': dim '%s' takes a value in %lld..%lld",
+                              p->model_name, spec, d->name, (long long)d->lo, (long long)d->hi);
+    *out_value = v;
+    return NULL;
+  }
+  if (!p->n_dims)
+    return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module has static shapes (no dynamic dim)",
+                            p->model_name, spec);
+  return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module's dynamic dim is '%s' (%lld..%lld)",
+                          p->model_name, spec, p->dims[0].name, (long long)p->dims[0].lo, (long long)p->dims[0].hi);
 }

@@ -210,6 +210,19 @@ static kiln_status_t check_shape(const kiln_program_t* p) {
   return NULL;
 }
 
+/* Text, parts and blobs of |c| (the CODE section's layout; HOST's too). */
+static void put_code(wr_t* w, const kiln_program_code_t* c) {
+  put_u64(w, c->text_len);
+  put_bytes(w, c->text, (size_t)c->text_len);
+  put_u64(w, (uint64_t)c->n_parts);
+  for (int32_t i = 0; i < 2 * c->n_parts; ++i) put_u64(w, c->parts[i]);
+  put_u64(w, (uint64_t)c->n_blobs);
+  for (int32_t i = 0; i < c->n_blobs; ++i) {
+    put_u64(w, c->blob_lens[i]);
+    put_bytes(w, c->blobs[i], (size_t)c->blob_lens[i]);
+  }
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -328,18 +341,35 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
+  /* The dynamic dims, only in modules that have them (older modules and
+   * static ones stay byte-identical). */
+  if (p->n_dims) {
+    s = section_begin(w, KILN_MODULE_TAG_DYNS);
+    put_u64(w, (uint64_t)p->n_dims);
+    for (int32_t i = 0; i < p->n_dims; ++i) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, p->dims[i].name, "dynamic dim name"));
+      put_i64(w, p->dims[i].lo);
+      put_i64(w, p->dims[i].hi);
+    }
+    section_end(w, s);
+  }
+
   const kiln_program_code_t* c = &p->code;
   s = section_begin(w, KILN_MODULE_TAG_CODE);
-  put_u64(w, c->text_len);
-  put_bytes(w, c->text, (size_t)c->text_len);
-  put_u64(w, (uint64_t)c->n_parts);
-  for (int32_t i = 0; i < 2 * c->n_parts; ++i) put_u64(w, c->parts[i]);
-  put_u64(w, (uint64_t)c->n_blobs);
-  for (int32_t i = 0; i < c->n_blobs; ++i) {
-    put_u64(w, c->blob_lens[i]);
-    put_bytes(w, c->blobs[i], (size_t)c->blob_lens[i]);
-  }
+  put_code(w, c);
   section_end(w, s);
+
+  /* Heterogeneous programs: where each kernel runs and the CPU code of the
+   * host kernels. Required: a kiln that does not know it would run host
+   * kernels as the target's. */
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
+    s = section_begin(w, KILN_MODULE_TAG_HOST);
+    put_u64(w, (uint64_t)p->n_kernels);
+    for (int32_t k = 0; k < p->n_kernels; ++k) put_u8(w, p->kernels[k].device);
+    put_zeros(w, (8 - (size_t)p->n_kernels % 8) % 8);
+    put_code(w, &p->host_code);
+    section_end(w, s);
+  }
 
   /* Optional: a reader that does not know it compiles the C source. */
   if (c->n_native > 0) {
@@ -423,6 +453,12 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   memcpy(tmp + pl, ".tmp", 5);
 
   kiln_status_t st = NULL;
+  /* A path that names something other than a regular file (/dev/null, a
+   * FIFO) is written in place: renaming the temporary over it would replace
+   * the device node itself, which as root destroys /dev/null. */
+  struct stat sb;
+  bool in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  if (in_place) memcpy(tmp, path, pl + 1);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     st = kiln_make_status(errno == EACCES ? KILN_PERMISSION_DENIED : KILN_IO_ERROR,
@@ -432,13 +468,13 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   st = kiln_module_fd_write_all(fd, bytes, len, tmp);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
-  if (!st && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+  if (!st && !in_place && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
     st = kiln_make_status(KILN_IO_ERROR, "%s: flushing %s failed: %s", path, tmp, strerror(errno));
   if (close(fd) != 0 && !st)
     st = kiln_make_status(KILN_IO_ERROR, "%s: closing %s failed: %s", path, tmp, strerror(errno));
-  if (!st && rename(tmp, path) != 0)
+  if (!st && !in_place && rename(tmp, path) != 0)
     st = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-  if (st) unlink(tmp);
+  if (st && !in_place) unlink(tmp);
 done:
   free(tmp);
   return st;
@@ -725,17 +761,26 @@ static kiln_status_t rd_gemm(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+/* A counted table of |elem|-byte entries (at least |min_entry| bytes each
+ * in the file), zeroed, its entries then read as |item|. */
+static kiln_status_t rd_table(rd_t* r, kiln_program_t* p, const char* what, const char* item, size_t min_entry,
+                              size_t elem, void* out, int32_t* out_n) {
+  KILN_RETURN_IF_ERROR(rd_count(r, what, min_entry, out_n));
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)*out_n, elem, what, &m));
+  memset(m, 0, elem * (size_t)*out_n);
+  *(void**)out = m;
+  r->item = item;
+  return NULL;
+}
+
 enum { MIN_PLUG = 4 + 4 + 4 };
 
 static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
   int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "plugin ops", MIN_PLUG, &n));
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_plugin_op_t), "plugin ops", &m));
-  memset(m, 0, sizeof(kiln_program_plugin_op_t) * (size_t)n);
-  p->plugin_ops = m;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "plugin ops", "plugin op", MIN_PLUG, sizeof(kiln_program_plugin_op_t),
+                                &p->plugin_ops, &n));
   p->n_plugin_ops = n;
-  r->item = "plugin op";
   for (int32_t i = 0; i < n; ++i) {
     r->index = i;
     kiln_program_plugin_op_t* po = &p->plugin_ops[i];
@@ -745,6 +790,23 @@ static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
     if (!po->domain[0] || !po->name[0] || po->version < 1)
       return rd_err(r, KILN_PARSE_ERROR, "'%s/%s' version %d is not a plugin op", po->domain, po->name,
                     (int)po->version);
+  }
+  r->item = NULL;
+  return NULL;
+}
+
+enum { MIN_DYNS = 4 + 8 + 8 };
+
+static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(
+      rd_table(r, p, "dynamic dims", "dynamic dim", MIN_DYNS, sizeof(kiln_program_dim_t), &p->dims, &n));
+  p->n_dims = n;
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "name", &p->dims[i].name));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "lo", &p->dims[i].lo));
+    KILN_RETURN_IF_ERROR(rd_i64(r, "hi", &p->dims[i].hi)); /* the range: kiln_program_validate */
   }
   r->item = NULL;
   return NULL;
@@ -807,8 +869,7 @@ static kiln_status_t rd_wght(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
-static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
-  kiln_program_code_t* c = &p->code;
+static kiln_status_t rd_code_into(rd_t* r, kiln_program_t* p, kiln_program_code_t* c) {
   uint64_t tl;
   KILN_RETURN_IF_ERROR(rd_u64(r, "code text length", &tl));
   if (tl > r->left)
@@ -867,19 +928,24 @@ static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
-enum { MIN_NATIVE = 4 + 1 + 8 };
+static kiln_status_t rd_code(rd_t* r, kiln_program_t* p) { return rd_code_into(r, p, &p->code); }
 
-/* A count of |what| (entries of at least |min_entry| bytes) and a zeroed
- * table of that many |elem|-byte entries owned by the program. */
-static kiln_status_t rd_table(rd_t* r, kiln_program_t* p, const char* what, size_t min_entry, size_t elem, void** out,
-                              int32_t* out_n) {
-  int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, what, min_entry, &n));
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, elem, what, out));
-  if (n) memset(*out, 0, (size_t)n * elem);
-  *out_n = n;
-  return NULL;
+/* Read after KERN (sections come in the order the writer puts them). */
+static kiln_status_t rd_host(rd_t* r, kiln_program_t* p) {
+  uint64_t n;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "kernel count", &n));
+  if (n != (uint64_t)p->n_kernels)
+    return rd_err(r, KILN_PARSE_ERROR, "places %llu kernels, the module has %d", (unsigned long long)n,
+                  (int)p->n_kernels);
+  for (int32_t k = 0; k < p->n_kernels; ++k) KILN_RETURN_IF_ERROR(rd_u8(r, "kernel device", &p->kernels[k].device));
+  size_t pad = (8 - (size_t)n % 8) % 8;
+  KILN_RETURN_IF_ERROR(need(r, pad, "padding"));
+  r->p += pad;
+  r->left -= pad;
+  return rd_code_into(r, p, &p->host_code);
 }
+
+enum { MIN_NATIVE = 4 + 1 + 8 };
 
 /* A u64 length and that many bytes (at least one), copied; |what| and
  * |owner| name it in errors ("'x86-64-v3' object claims ..."). */
@@ -905,10 +971,8 @@ static kiln_status_t rd_blob(rd_t* r, kiln_program_t* p, const char* what, const
  * before anything is mapped. */
 static kiln_status_t rd_natv(rd_t* r, kiln_program_t* p) {
   kiln_program_code_t* c = &p->code;
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_table(r, p, "native code objects", MIN_NATIVE, sizeof(kiln_program_native_t), &m, &c->n_native));
-  c->native = m;
-  r->item = "native code object";
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "native code objects", "native code object", MIN_NATIVE,
+                                sizeof(kiln_program_native_t), &c->native, &c->n_native));
   for (int32_t i = 0; i < c->n_native; ++i) {
     kiln_program_native_t* nv = &c->native[i];
     r->index = i;
@@ -928,10 +992,8 @@ enum { MIN_DEVBIN = 4 * 4 + 8 + 8 + 1 };
  * question at load (it falls back to the source when not). */
 static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
   kiln_program_code_t* c = &p->code;
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_table(r, p, "device binaries", MIN_DEVBIN, sizeof(kiln_program_devbin_t), &m, &c->n_devbin));
-  c->devbin = m;
-  r->item = "device binary";
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "device binaries", "device binary", MIN_DEVBIN, sizeof(kiln_program_devbin_t),
+                                &c->devbin, &c->n_devbin));
   for (int32_t i = 0; i < c->n_devbin; ++i) {
     kiln_program_devbin_t* b = &c->devbin[i];
     r->index = i;
@@ -956,7 +1018,7 @@ static const struct {
     {KILN_MODULE_TAG_META, rd_meta}, {KILN_MODULE_TAG_BUFS, rd_bufs}, {KILN_MODULE_TAG_KERN, rd_kern},
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
-    {KILN_MODULE_TAG_DBIN, rd_dbin},
+    {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1053,7 +1115,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     return perr(name, KILN_PARSE_ERROR, "%zu bytes after the last of %u sections", size - off, n_sections);
   for (int k = 0; k < N_KNOWN; ++k)
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
-        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DBIN) {
+        known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
+        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

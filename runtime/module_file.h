@@ -85,6 +85,12 @@
  *                      module when its source_crc is not the text's or the
  *                      driver refuses it; a reader without it builds the
  *                      source
+ *   'HOST' (after 'KERN' and 'CODE'; written, with the required flag, for
+ *                      heterogeneous programs only) count n (= kernels);
+ *                      n x u8 device (0: the target, 1: the host CPU),
+ *                      zero padding to 8; then the host kernels' CPU code
+ *                      in the 'CODE' layout. Older modules have none: every
+ *                      kernel runs on the target
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -147,6 +153,14 @@ extern "C" {
 /* optional: the plugin ops the program uses (domain, name, version each) */
 #define KILN_MODULE_TAG_PLUG KILN_MODULE_TAG('P', 'L', 'U', 'G')
 #define KILN_MODULE_TAG_NATV KILN_MODULE_TAG('N', 'A', 'T', 'V')
+/* required when present: the dynamic dims (name, lo, hi each; runtime/
+ * program.h); a kiln without it must refuse the module, whose kernels read
+ * the dims' values */
+#define KILN_MODULE_TAG_DYNS KILN_MODULE_TAG('D', 'Y', 'N', 'S')
+/* Optional, required when present: heterogeneous execution, one device
+ * byte per kernel (0 the target, 1 the host CPU; padded to 8) and the host
+ * kernels' CPU code in the CODE layout. */
+#define KILN_MODULE_TAG_HOST KILN_MODULE_TAG('H', 'O', 'S', 'T')
 #define KILN_MODULE_MAX_ISA_NAME 63
 /* optional: device program binaries (OpenCL), keyed by device and driver */
 #define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')

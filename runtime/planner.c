@@ -123,6 +123,10 @@ static kiln_status_t lives_build(const kiln_program_t* p, kiln_allocator_t a, li
     if (x == y || !lx->planned || !ly->planned || lx->out || ly->in) continue;
     if (lx->end != k || ly->start != k || ly->prev >= 0) continue;
     if (p->buffers[x].bytes < p->buffers[y].bytes) continue;
+    /* Per-sample programs (dynamic dims): the kernel reads sample i of the
+     * input and writes sample i of the output at their roots' strides,
+     * which must then be the same for one memory to serve both. */
+    if (p->n_dims > 0 && p->buffers[x].bytes != p->buffers[y].bytes) continue;
     ly->prev = x;
     ly->head = lx->head;
   }

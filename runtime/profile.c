@@ -49,7 +49,7 @@ void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_ro
    * a node's kernels (phase split, GEMM) share its name; the symbol, last,
    * tells them apart and finds the code in a --dump. */
   fprintf(out, "  %-36s %-14s %10s %7s %9s %8s  %s\n", "node", "op", "ms/run", "share", "GFLOP/s", "GB/s",
-          "kernel");
+          s->het ? "kernel [device]" : "kernel");
   int32_t rows = max_rows > 0 && max_rows < n ? max_rows : n;
   for (int32_t i = 0; i < rows; ++i) {
     const kiln_profile_entry_t* k = &e[order[i]];
@@ -57,11 +57,14 @@ void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_ro
     /* a long node name keeps its tail (the layer), not its common prefix */
     const char* node = k->node ? k->node : "";
     const size_t nl = strlen(node);
-    fprintf(out, "  %s%-*s %-14.14s %10.3f %6.1f%% %9.2f %8.2f  %s\n", nl > 36 ? "~" : "", nl > 36 ? 35 : 36,
+    fprintf(out, "  %s%-*s %-14.14s %10.3f %6.1f%% %9.2f %8.2f  %s", nl > 36 ? "~" : "", nl > 36 ? 35 : 36,
             nl > 36 ? node + nl - 35 : node, k->op, t * 1e3, total > 0 ? 100 * k->total_s / total : 0.0,
             t > 0 ? (double)k->flops / t * 1e-9 : 0.0, t > 0 ? (double)k->bytes / t * 1e-9 : 0.0, k->kernel);
+    if (s->het) fprintf(out, " [%s]", k->device ? k->device : "?");
+    fputc('\n', out);
   }
   if (rows < n) fprintf(out, "  ... %d more kernels\n", (int)(n - rows));
+  kiln_hetero_print(s, out);
   free(order);
 }
 
@@ -102,7 +105,7 @@ kiln_status_t kiln_profile_write_trace(const kiln_session_t* s, const char* path
     json_str(f, x->node);
     fprintf(f, ",\"flops\":%lld,\"bytes\":%lld,\"gflops\":%.3f,\"gbps\":%.3f,\"barrier_before\":%s}}",
             (long long)x->flops, (long long)x->bytes, x->last_s > 0 ? (double)x->flops / x->last_s * 1e-9 : 0.0,
-            x->last_s > 0 ? (double)x->bytes / x->last_s * 1e-9 : 0.0, s->barrier_before[k] ? "true" : "false");
+            x->last_s > 0 ? (double)x->bytes / x->last_s * 1e-9 : 0.0, s->barrier_before && s->barrier_before[k] ? "true" : "false");
   }
   fprintf(f, "\n]}\n");
   if (ferror(f) | (fclose(f) != 0))

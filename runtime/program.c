@@ -53,37 +53,64 @@ void kiln_program_destroy(kiln_program_t* p) {
     kiln_allocator_free(a, p->plugin_ops[i].name);
   }
   kiln_allocator_free(a, p->plugin_ops);
+  for (int32_t i = 0; p->dims && i < p->n_dims; ++i) kiln_allocator_free(a, p->dims[i].name);
+  kiln_allocator_free(a, p->dims);
   kiln_allocator_free(a, p->model_name);
   kiln_allocator_free(a, p->precision);
   kiln_allocator_free(a, p->options);
-  kiln_allocator_free(a, p->code.text);
-  kiln_allocator_free(a, p->code.parts);
-  for (int32_t i = 0; p->code.blobs && i < p->code.n_blobs; ++i)
-    kiln_allocator_free(a, p->code.blobs[i]);
-  kiln_allocator_free(a, p->code.blobs);
-  kiln_allocator_free(a, p->code.blob_lens);
-  for (int32_t i = 0; p->code.native && i < p->code.n_native; ++i) {
-    kiln_allocator_free(a, p->code.native[i].isa);
-    kiln_allocator_free(a, p->code.native[i].bytes);
-  }
-  kiln_allocator_free(a, p->code.native);
-  kiln_program_devbins_free(p);
+  kiln_program_code_free(a, &p->code);
+  kiln_program_code_free(a, &p->host_code);
   kiln_allocator_free(a, p);
 }
 
-void kiln_program_devbins_free(kiln_program_t* p) {
-  kiln_allocator_t a = p->allocator;
-  for (int32_t i = 0; p->code.devbin && i < p->code.n_devbin; ++i) {
-    kiln_program_devbin_t* b = &p->code.devbin[i];
+static void devbins_free(kiln_allocator_t a, kiln_program_code_t* c) {
+  for (int32_t i = 0; c->devbin && i < c->n_devbin; ++i) {
+    kiln_program_devbin_t* b = &c->devbin[i];
     kiln_allocator_free(a, b->device);
     kiln_allocator_free(a, b->vendor);
     kiln_allocator_free(a, b->driver);
     kiln_allocator_free(a, b->kiln);
     kiln_allocator_free(a, b->bytes);
   }
-  kiln_allocator_free(a, p->code.devbin);
-  p->code.devbin = NULL;
-  p->code.n_devbin = 0;
+  kiln_allocator_free(a, c->devbin);
+  c->devbin = NULL;
+  c->n_devbin = 0;
+}
+
+void kiln_program_devbins_free(kiln_program_t* p) { devbins_free(p->allocator, &p->code); }
+
+void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c) {
+  kiln_allocator_free(a, c->text);
+  kiln_allocator_free(a, c->parts);
+  for (int32_t i = 0; c->blobs && i < c->n_blobs; ++i) kiln_allocator_free(a, c->blobs[i]);
+  kiln_allocator_free(a, c->blobs);
+  kiln_allocator_free(a, c->blob_lens);
+  for (int32_t i = 0; c->native && i < c->n_native; ++i) {
+    kiln_allocator_free(a, c->native[i].isa);
+    kiln_allocator_free(a, c->native[i].bytes);
+  }
+  kiln_allocator_free(a, c->native);
+  devbins_free(a, c);
+  memset(c, 0, sizeof *c);
+}
+
+void kiln_program_lifetimes(kiln_program_t* p) {
+  for (int32_t i = 0; i < p->n_buffers; ++i) p->buffers[i].first_use = p->buffers[i].last_use = -1;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    for (int32_t j = 0; j < p->kernels[k].n_args; ++j) {
+      const int32_t bs[2] = {p->kernels[k].args[j], kiln_program_root(p, p->kernels[k].args[j])};
+      for (int t = 0; t < 2; ++t) {
+        kiln_program_buffer_t* b = &p->buffers[bs[t]];
+        if (b->first_use < 0) b->first_use = k;
+        b->last_use = k;
+      }
+    }
+}
+
+int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device) {
+  int32_t n = 0;
+  for (int32_t k = 0; p && k < p->n_kernels; ++k) n += p->kernels[k].device == device;
+  return n;
 }
 
 kiln_status_t kiln_program_devbin_add(kiln_program_t* p, const kiln_program_devbin_t* key, const void* bytes,
@@ -345,6 +372,8 @@ static kiln_status_t validate_kernels(const kiln_program_t* p) {
     if (!kk->name || !kk->name[0]) return bad(p, "%s %lld has no name", "kernel", (long long)k);
     if (!kk->node_name || !kk->op_type)
       return bad(p, "kernel '%s' has no node", kk->name);
+    if (kk->device != KILN_KERNEL_ON_TARGET && kk->device != KILN_KERNEL_ON_HOST)
+      return bad(p, "kernel '%s' runs on device %lld (0: the target, 1: the host CPU)", kk->name, (long long)kk->device);
     if (kk->n_args < 0 || kk->n_args > 4096 || (kk->n_args > 0 && (!kk->args || !kk->access)))
       return bad(p, "kernel '%s' has %lld arguments", kk->name, (long long)kk->n_args);
     for (int32_t j = 0; j < kk->n_args; ++j) {
@@ -413,12 +442,13 @@ static kiln_status_t validate_io(const kiln_program_t* p) {
   return NULL;
 }
 
-static kiln_status_t validate_code(const kiln_program_t* p) {
-  const kiln_program_code_t* c = &p->code;
-  const kiln_device_api_t* api = kiln_device_api_find(p->target);
+/* Code |c| for |target|'s API, covering |nk| kernels. */
+static kiln_status_t validate_code_of(const kiln_program_t* p, const kiln_program_code_t* c, const char* target,
+                                      int32_t nk) {
+  const kiln_device_api_t* api = kiln_device_api_find(target);
   if (!api) {
     char names[256];
-    return bad(p, "target '%s' is not built into this kiln (it has %s)", p->target ? p->target : "(none)",
+    return bad(p, "target '%s' is not built into this kiln (it has %s)", target ? target : "(none)",
                kiln_device_api_names("", names, sizeof names));
   }
   if (c->text_len > 0 && !c->text) return bad(p, "%s of %lld bytes is missing", "code text", (long long)c->text_len);
@@ -452,17 +482,32 @@ static kiln_status_t validate_code(const kiln_program_t* p) {
   if (c->n_devbin > 0 && api->code_form != KILN_CODE_SOURCE)
     return bad(p, "%s target carries device program binaries", p->target);
   if (c->n_native > 0 && api->code_form != KILN_CODE_SOURCE_PARTS)
-    return bad(p, "%s target carries CPU machine code", p->target);
-  if (p->n_kernels > 0) {
+    return bad(p, "%s target carries CPU machine code", target);
+  if (nk > 0) {
     if (api->code_form != KILN_CODE_BLOB_PER_KERNEL && !c->text_len)
-      return bad(p, "%s target has no kernel source", p->target);
+      return bad(p, "%s target has no kernel source", target);
     if (api->code_form == KILN_CODE_SOURCE_PARTS && c->n_parts < 2)
-      return bad(p, "%s code has %lld parts, needs prelude and epilogue", p->target, (long long)c->n_parts);
-    if (api->code_form == KILN_CODE_BLOB_PER_KERNEL && c->n_blobs != p->n_kernels)
-      return bad(p, "%s code: %lld binaries for %lld kernels", p->target, (long long)c->n_blobs,
-                 (long long)p->n_kernels);
+      return bad(p, "%s code has %lld parts, needs prelude and epilogue", target, (long long)c->n_parts);
+    if (api->code_form == KILN_CODE_BLOB_PER_KERNEL && c->n_blobs != nk)
+      return bad(p, "%s code: %lld binaries for %lld kernels", target, (long long)c->n_blobs, (long long)nk);
   }
   return NULL;
+}
+
+/* The target's code for its kernels; a heterogeneous program's host code
+ * for the host kernels (and none without them). */
+static kiln_status_t validate_code(const kiln_program_t* p) {
+  const int32_t nh = kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST);
+  if (nh && p->target && !strcmp(p->target, KILN_HOST_TARGET))
+    return bad(p, "%s program has kernels on the host (only GPU targets fall back to the CPU)", p->target);
+  KILN_RETURN_IF_ERROR(validate_code_of(p, &p->code, p->target, p->n_kernels - nh));
+  const kiln_program_code_t* h = &p->host_code;
+  if (!nh) {
+    if (h->text_len || h->n_parts || h->n_blobs || h->n_native)
+      return bad(p, "%s", "host code without host kernels");
+    return NULL;
+  }
+  return kiln_status_annotate(validate_code_of(p, h, KILN_HOST_TARGET, nh), "host code");
 }
 
 kiln_status_t kiln_program_validate(const kiln_program_t* p) {
@@ -472,7 +517,7 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p) {
   KILN_RETURN_IF_ERROR(validate_kernels(p));
   KILN_RETURN_IF_ERROR(validate_io(p));
   KILN_RETURN_IF_ERROR(validate_code(p));
-  return NULL;
+  return kiln_program_validate_dims(p);
 }
 
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,

@@ -44,6 +44,10 @@ typedef enum kiln_program_buffer_kind_e {
    * it before every run and fails a run that leaves a KILN_PB_CHECK_* code
    * in it, naming the node of the kernel that wrote it. */
   KILN_PB_STATUS = 5,
+  /* The values of the program's dynamic dims (kiln_program_dim_t): i64 per
+   * dim, written by the session before every run and read by the kernels
+   * as their loops' run-time extents. */
+  KILN_PB_DIMS = 6,
   KILN_PB_KIND_COUNT_
 } kiln_program_buffer_kind_t;
 
@@ -125,7 +129,19 @@ typedef struct kiln_program_kernel_s {
   /* The GEMM this kernel computes, for a library provider (valid false:
    * only the kernel's own code). */
   kiln_program_gemm_t gemm;
+  /* Heterogeneous execution: the device that runs it, KILN_KERNEL_ON_TARGET
+   * (the program's target; its code is in |code|) or KILN_KERNEL_ON_HOST
+   * (the CPU device of the same session; its code is in |host_code|). */
+  uint8_t device;
 } kiln_program_kernel_t;
+
+enum {
+  KILN_KERNEL_ON_TARGET = 0,
+  KILN_KERNEL_ON_HOST = 1,
+};
+
+/* The target the host kernels of a heterogeneous program are built for. */
+#define KILN_HOST_TARGET "cpu"
 
 /* Longest target name, NUL included ("cpu", "opencl", "vulkan"). */
 #define KILN_TARGET_NAME_MAX 16
@@ -187,6 +203,23 @@ typedef struct kiln_program_plugin_op_s {
   int32_t version;
 } kiln_program_plugin_op_t;
 
+/* A dynamic dim (module section 'DYNS'): the program runs for any value of
+ * it in [lo, hi]. Format so far: one dim, outermost in every model input
+ * and output (the batch). Such a program is compiled per sample: every
+ * INPUT, OUTPUT, INTERMEDIATE and TEMP buffer's shape and bytes are those
+ * of one sample (dim 0 of an input or output is 1), and at run time with
+ * the dim at n the buffer holds n copies, its root's bytes apart (sizes are
+ * linear in n: kiln_program_bytes_at); kernels loop over the copies up to
+ * the value in the KILN_PB_DIMS buffer. CONST, STATUS and DIMS buffers
+ * have one copy. */
+typedef struct kiln_program_dim_s {
+  char* name;     /* the model's symbol ("batch", "N") */
+  int64_t lo, hi; /* inclusive */
+} kiln_program_dim_t;
+
+/* The largest value a dynamic dim may declare. */
+#define KILN_PROGRAM_MAX_DIM_VALUE (1ll << 20)
+
 typedef struct kiln_program_s {
   kiln_allocator_t allocator;
   char* model_name;   /* where it came from (file name), for messages */
@@ -208,8 +241,15 @@ typedef struct kiln_program_s {
   uint8_t* weights;   /* constants' bytes (64-byte aligned offsets) */
   uint64_t weights_len;
   kiln_program_code_t code;
+  /* Heterogeneous programs (some kernels KILN_KERNEL_ON_HOST): the CPU
+   * target's code of the host kernels, in their order (module section
+   * 'HOST'); |code| then holds the target's code of the other kernels
+   * only. Empty (all zero) when every kernel runs on the target. */
+  kiln_program_code_t host_code;
   int32_t n_plugin_ops; /* distinct plugin ops used (module section 'PLUG') */
   kiln_program_plugin_op_t* plugin_ops;
+  int32_t n_dims;       /* dynamic dims (section 'DYNS'); 0: static shapes */
+  kiln_program_dim_t* dims;
 } kiln_program_t;
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */
@@ -251,11 +291,47 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p);
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,
                                        const char* kernel);
 
+/* Kernels of |p| on |device| (KILN_KERNEL_ON_*). */
+int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device);
+
+/* Sets every buffer's first_use / last_use from the kernels' arguments
+ * (a view's uses extend its root's lifetime; unused: -1). */
+void kiln_program_lifetimes(kiln_program_t* p);
+
+/* Frees the code's arrays with |a| and zeroes it. */
+void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c);
+
 /* Follows alias_of to the buffer owning the memory (validated programs). */
 int32_t kiln_program_root(const kiln_program_t* p, int32_t buffer);
 
 /* Bytes of one element of |b| times its element count (dense size). */
 uint64_t kiln_program_buffer_dense_bytes(const kiln_program_buffer_t* b);
+
+/* ---- dynamic dims (runtime/program_dims.c) ---- */
+
+/* Whether buffer |b| holds one copy per value of the dynamic dim. */
+bool kiln_program_buffer_per_sample(const kiln_program_t* p, int32_t b);
+/* Bytes buffer |b| spans with the dynamic dim at |n| (validated programs,
+ * 1 <= n <= hi): a root's bytes times n, a view's bytes plus (n - 1) times
+ * its root's; |b|'s own bytes when it has one copy or |p| no dynamic dim. */
+uint64_t kiln_program_bytes_at(const kiln_program_t* p, int32_t b, int64_t n);
+/* The value of the dynamic dim |inputs| carry (dim 0 of every per-sample
+ * model input, which must agree), checked against the range and the other
+ * dims: INVALID_ARGUMENT naming the input, the dim, its value and the range
+ * (or the two inputs that disagree). 1 for a program without dynamic dims
+ * (shapes are checked by the session as before). */
+kiln_status_t kiln_program_dim_value(const kiln_program_t* p, const kiln_array_t* inputs, const char* where,
+                                     int64_t* out_n);
+/* |p| evaluated at |n|: a shallow copy whose buffers (a new array from
+ * |allocator|) carry kiln_program_bytes_at sizes and, for model inputs and
+ * outputs, n as dim 0 -- what the memory planner plans. Free with
+ * kiln_program_at_free; |p| must outlive it. */
+/* The dynamic-dim part of kiln_program_validate: the dims, the DIMS
+ * buffer, per-sample model inputs and outputs with 1 as dim 0, and every
+ * buffer's size at the top of the range inside the buffer limit. */
+kiln_status_t kiln_program_validate_dims(const kiln_program_t* p);
+kiln_status_t kiln_program_at(const kiln_program_t* p, int64_t n, kiln_allocator_t allocator, kiln_program_t* out);
+void kiln_program_at_free(kiln_allocator_t allocator, kiln_program_t* at);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,13 @@
  * plan, the barriers (from read/write hazards on arena byte ranges), the
  * buffer views and one command buffer per slot. A run is then: copy the
  * inputs into a free slot's arena, submit its command buffer; waiting reads
- * the outputs back. Nothing is allocated on the device per run. */
+ * the outputs back. Nothing is allocated on the device per run.
+ *
+ * A module with a dynamic dim (runtime/program.h) is planned again for each
+ * new value a run brings (sizes are linear in it: kiln_program_at), and a
+ * slot re-records its views and command buffer when its value changes; its
+ * arena grows to the largest value it has run and is never shrunk, so
+ * going back to a smaller value allocates nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +45,8 @@ static kiln_status_t plan_barriers(kiln_session_t* s) {
   const kiln_program_t* p = s->p;
   int32_t cap = 0;
   for (int32_t k = 0; k < p->n_kernels; ++k) cap += p->kernels[k].n_args;
+  free(s->barrier_before);
+  s->n_barriers = 0;
   s->barrier_before = calloc((size_t)p->n_kernels + 1, 1);
   range_t* rd = calloc((size_t)cap + 1, sizeof(range_t));
   range_t* wr = calloc((size_t)cap + 1, sizeof(range_t));
@@ -55,7 +63,7 @@ static kiln_status_t plan_barriers(kiln_session_t* s) {
       int32_t b = kk->args[j];
       uint64_t off = s->mp.offsets[b];
       if (off == UINT64_MAX) continue;
-      range_t r = {off, off + p->buffers[b].bytes};
+      range_t r = {off, off + kiln_program_bytes_at(p, b, s->mp_n)};
       if ((kk->access[j] & KILN_ARG_READ) && hits(wr, nw, r)) hazard = true;
       if ((kk->access[j] & KILN_ARG_WRITE) && (hits(wr, nw, r) || hits(rd, nr, r))) hazard = true;
     }
@@ -68,7 +76,7 @@ static kiln_status_t plan_barriers(kiln_session_t* s) {
       int32_t b = kk->args[j];
       uint64_t off = s->mp.offsets[b];
       if (off == UINT64_MAX) continue;
-      range_t r = {off, off + p->buffers[b].bytes};
+      range_t r = {off, off + kiln_program_bytes_at(p, b, s->mp_n)};
       if (kk->access[j] & KILN_ARG_READ) rd[nr++] = r;
       if (kk->access[j] & KILN_ARG_WRITE) wr[nw++] = r;
     }
@@ -111,18 +119,67 @@ static kiln_status_t upload_weights(kiln_session_t* s) {
   return st;
 }
 
-static kiln_status_t make_slot(kiln_session_t* s, kiln_session_slot_t* sl, int32_t index) {
+/* The memory plan and the barriers at dim value |n| (the session's current
+ * ones when they are for |n| already). */
+static kiln_status_t plan_at(kiln_session_t* s, int64_t n) {
+  if (s->mp.offsets && s->mp_n == n) return NULL;
+  kiln_memory_plan_free(kiln_allocator_system(), &s->mp);
+  memset(&s->mp, 0, sizeof s->mp);
+  kiln_program_t at;
+  KILN_RETURN_IF_ERROR(kiln_program_at(s->p, n, kiln_allocator_system(), &at));
+  kiln_status_t st = kiln_memory_plan(&at, s->alignment, kiln_allocator_system(), &s->mp);
+  kiln_program_at_free(kiln_allocator_system(), &at);
+  if (st) return st;
+  s->mp_n = n;
+  return plan_barriers(s);
+}
+
+/* Drops a slot's views and command buffer (not its arena). */
+static void unrecord_slot(kiln_session_t* s, kiln_session_slot_t* sl) {
+  kiln_device_t* d = s->dev;
+  if (sl->cmd) d->vt->cmd_destroy(d, sl->cmd);
+  sl->cmd = NULL;
+  for (int32_t b = 0; sl->views && b < s->p->n_buffers; ++b) d->vt->buffer_destroy(d, sl->views[b]);
+  free(sl->views);
+  sl->views = NULL;
+  sl->n = 0;
+}
+
+static kiln_status_t record_slot(kiln_session_t* s, kiln_session_slot_t* sl);
+
+/* Makes slot |sl| ready for dim value |n| (planning at |n| when needed):
+ * its arena grown to the plan, its views and command buffer recorded. */
+static kiln_status_t slot_at(kiln_session_t* s, kiln_session_slot_t* sl, int32_t index, int64_t n) {
+  if (sl->n == n && sl->cmd) return NULL;
+  KILN_RETURN_IF_ERROR(plan_at(s, n), "%s: planning memory with '%s' = %lld", mname(s),
+                       s->p->n_dims ? s->p->dims[0].name : "-", (long long)n);
+  unrecord_slot(s, sl);
+  kiln_device_t* d = s->dev;
+  uint64_t need = s->mp.arena_bytes ? s->mp.arena_bytes : 64;
+  if (!sl->arena || sl->arena_bytes < need) {
+    d->vt->buffer_destroy(d, sl->arena);
+    sl->arena = NULL;
+    sl->arena_bytes = 0;
+    char what[64];
+    snprintf(what, sizeof what, "arena %d", (int)index);
+    KILN_RETURN_IF_ERROR(d->vt->buffer_create(d, need, what, &sl->arena));
+    sl->arena_bytes = need;
+  }
+  KILN_RETURN_IF_ERROR(record_slot(s, sl));
+  sl->n = n;
+  return NULL;
+}
+
+static kiln_status_t record_slot(kiln_session_t* s, kiln_session_slot_t* sl) {
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
-  char what[64];
-  snprintf(what, sizeof what, "arena %d", (int)index);
-  KILN_RETURN_IF_ERROR(d->vt->buffer_create(d, s->mp.arena_bytes ? s->mp.arena_bytes : 64, what, &sl->arena));
   sl->views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
   if (!sl->views) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
-    if (s->mp.offsets[i] == UINT64_MAX || !b->bytes) continue;
-    KILN_RETURN_IF_ERROR(d->vt->view_create(d, sl->arena, s->mp.offsets[i], b->bytes, &sl->views[i]),
+    uint64_t bytes = kiln_program_bytes_at(p, i, s->mp_n);
+    if (s->mp.offsets[i] == UINT64_MAX || !bytes) continue;
+    KILN_RETURN_IF_ERROR(d->vt->view_create(d, sl->arena, s->mp.offsets[i], bytes, &sl->views[i]),
                          "buffer '%s'", b->name);
   }
   int32_t nts = s->opts.profile ? 2 * p->n_kernels : 0;
@@ -152,7 +209,8 @@ static kiln_status_t make_slot(kiln_session_t* s, kiln_session_slot_t* sl, int32
       int32_t best = j;
       if (oj == UINT64_MAX || args[j] == sl->arena) continue;
       for (int32_t i = 0; i < kk->n_args; ++i) {
-        uint64_t bi = p->buffers[kk->args[i]].bytes, bb = p->buffers[kk->args[best]].bytes;
+        uint64_t bi = kiln_program_bytes_at(p, kk->args[i], s->mp_n),
+                 bb = kiln_program_bytes_at(p, kk->args[best], s->mp_n);
         if (s->mp.offsets[kk->args[i]] == oj && sl->views[kk->args[i]] && (bi > bb || (bi == bb && i < best)))
           best = i;
       }
@@ -202,7 +260,8 @@ static kiln_status_t init_profile(kiln_session_t* s) {
   if (!s->prof || !s->ts) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     const kiln_program_kernel_t* kk = &p->kernels[k];
-    s->prof[k] = (kiln_profile_entry_t){kk->name, kk->node_name, kk->op_type, 0, 0, 0, kk->flops, kk->bytes};
+    s->prof[k] =
+        (kiln_profile_entry_t){kk->name, kk->node_name, kk->op_type, 0, 0, 0, kk->flops, kk->bytes, s->dev->info.api};
   }
   return NULL;
 }
@@ -235,10 +294,24 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
+    kiln_status_t st = kiln_hetero_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return kiln_status_annotate(st, "%s: creating a heterogeneous session on %s and the CPU", p->model_name,
+                                  device->info.name);
+    }
+    *out_session = s;
+    return NULL;
+  }
   kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads};
   kiln_status_t st = device->vt->executable_create(device, p, &bo, &s->exe);
-  if (!st) st = kiln_memory_plan(p, s->alignment, kiln_allocator_system(), &s->mp);
-  if (!st) st = plan_barriers(s);
+  s->dims_buffer = -1;
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (p->buffers[i].kind == KILN_PB_DIMS) s->dims_buffer = i;
+  /* a module with dynamic dims starts at the bottom of its range */
+  const int64_t n0 = p->n_dims ? p->dims[0].lo : 1;
+  if (!st) st = plan_at(s, n0);
   if (!st) st = upload_weights(s);
   if (!st) st = init_checks(s);
   if (!st && s->opts.profile) st = init_profile(s);
@@ -248,7 +321,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   }
   for (int32_t i = 0; i < s->opts.slots && !st; ++i) {
     s->n_slots = i + 1;
-    st = make_slot(s, &s->slots[i], i);
+    st = slot_at(s, &s->slots[i], i, n0);
   }
   if (st) {
     kiln_session_destroy(s);
@@ -260,16 +333,13 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
 
 void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
+  kiln_hetero_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
   for (int32_t i = 0; s->slots && i < s->n_slots; ++i) {
     kiln_session_slot_t* sl = &s->slots[i];
-    if (sl->cmd) {
-      if (sl->busy) kiln_status_free(d->vt->wait(d, sl->cmd));
-      d->vt->cmd_destroy(d, sl->cmd);
-    }
-    for (int32_t b = 0; sl->views && b < p->n_buffers; ++b) d->vt->buffer_destroy(d, sl->views[b]);
-    free(sl->views);
+    if (sl->cmd && sl->busy) kiln_status_free(d->vt->wait(d, sl->cmd));
+    unrecord_slot(s, sl);
     d->vt->buffer_destroy(d, sl->arena);
   }
   free(s->slots);
@@ -290,10 +360,26 @@ void kiln_session_destroy(kiln_session_t* s) {
 
 /* ---- runs ------------------------------------------------------------- */
 
-static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_array_t* a) {
+/* The shape of model input or output buffer |b| at dim value |n|. */
+static kiln_shape_t io_shape(const kiln_program_t* p, int32_t b, int64_t n) {
+  const kiln_program_buffer_t* pb = &p->buffers[b];
+  kiln_shape_t sh = kiln_shape_make(pb->rank, pb->shape);
+  if (kiln_program_buffer_per_sample(p, b) && sh.rank >= 1) sh.dims[0] = n;
+  return sh;
+}
+
+/* Validated programs: the product stays inside the buffer limit. */
+static uint64_t io_bytes(const kiln_program_t* p, int32_t b, int64_t n) {
+  kiln_shape_t sh = io_shape(p, b, n);
+  uint64_t bytes = kiln_dtype_size(p->buffers[b].dtype);
+  for (int32_t d = 0; d < sh.rank; ++d) bytes *= (uint64_t)sh.dims[d];
+  return bytes;
+}
+
+static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_array_t* a, int64_t n) {
   const kiln_program_t* p = s->p;
   const kiln_program_buffer_t* b = &p->buffers[p->inputs[i]];
-  kiln_shape_t want = kiln_shape_make(b->rank, b->shape);
+  kiln_shape_t want = io_shape(p, p->inputs[i], n);
   if (a->dtype != b->dtype)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' has dtype %s, the module expects %s",
                             mname(s), p->input_names[i], kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
@@ -301,11 +387,17 @@ static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_
     char got[160], exp[160];
     kiln_shape_format(&a->shape, got, sizeof got);
     kiln_shape_format(&want, exp, sizeof exp);
+    if (p->n_dims && kiln_program_buffer_per_sample(p, p->inputs[i]))
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "%s: input '%s' has shape %s, but the module takes %s with dim 0 ('%s') any of "
+                              "%lld..%lld",
+                              mname(s), p->input_names[i], got, exp, p->dims[0].name, (long long)p->dims[0].lo,
+                              (long long)p->dims[0].hi);
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: input '%s' has shape %s, but the module was compiled for shape %s",
                             mname(s), p->input_names[i], got, exp);
   }
-  uint64_t need = kiln_program_buffer_dense_bytes(b);
+  uint64_t need = io_bytes(p, p->inputs[i], n);
   if (a->nbytes < need || (need && !a->data))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' holds %zu bytes, needs %llu", mname(s),
                             p->input_names[i], a->nbytes, (unsigned long long)need);
@@ -316,19 +408,27 @@ kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs
   if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
   const kiln_program_t* p = s->p;
-  for (int32_t i = 0; i < p->n_inputs; ++i) KILN_RETURN_IF_ERROR(check_input(s, i, &inputs[i]));
+  int64_t n = 1;
+  KILN_RETURN_IF_ERROR(kiln_program_dim_value(p, inputs, mname(s), &n));
+  for (int32_t i = 0; i < p->n_inputs; ++i) KILN_RETURN_IF_ERROR(check_input(s, i, &inputs[i], n));
+  if (s->het) return kiln_hetero_enqueue(s, inputs, out_run);
   kiln_session_slot_t* sl = NULL;
+  int32_t index = 0;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
-    if (!s->slots[i].busy) sl = &s->slots[i];
+    if (!s->slots[i].busy) sl = &s->slots[i], index = i;
   if (!sl)
     return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
                             mname(s), (int)s->n_slots);
   kiln_device_t* d = s->dev;
+  if (p->n_dims) {
+    KILN_RETURN_IF_ERROR(slot_at(s, sl, index, n));
+    kiln_device_buffer_t* v = s->dims_buffer >= 0 ? sl->views[s->dims_buffer] : NULL;
+    if (v) KILN_RETURN_IF_ERROR(d->vt->buffer_write(d, v, 0, &n, sizeof n), "%s: writing the dims", mname(s));
+  }
   for (int32_t i = 0; i < p->n_inputs; ++i) {
     int32_t b = p->inputs[i];
     if (p->buffers[kiln_program_root(p, b)].kind == KILN_PB_CONST || !sl->views[b]) continue;
-    KILN_RETURN_IF_ERROR(d->vt->buffer_write(d, sl->views[b], 0, inputs[i].data,
-                                             kiln_program_buffer_dense_bytes(&p->buffers[b])),
+    KILN_RETURN_IF_ERROR(d->vt->buffer_write(d, sl->views[b], 0, inputs[i].data, io_bytes(p, b, n)),
                          "%s: uploading input '%s'", mname(s), p->input_names[i]);
   }
   /* Status words start every run at zero (a previous run may have failed). */
@@ -400,7 +500,7 @@ static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, ki
   for (int32_t i = 0; i < p->n_outputs && !st; ++i) {
     int32_t b = p->outputs[i];
     const kiln_program_buffer_t* pb = &p->buffers[b];
-    kiln_shape_t sh = kiln_shape_make(pb->rank, pb->shape);
+    kiln_shape_t sh = io_shape(p, b, sl->n ? sl->n : 1);
     st = kiln_array_alloc(kiln_allocator_system(), pb->dtype, &sh, &outputs[i]);
     int32_t r = kiln_program_root(p, b);
     kiln_device_buffer_t* v = p->buffers[r].kind == KILN_PB_CONST ? s->weight_views[r] : sl->views[b];
@@ -415,6 +515,7 @@ static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, ki
 kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
+  if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
     if (s->slots[i].busy && s->slots[i].run == run) sl = &s->slots[i];
@@ -439,9 +540,39 @@ kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs, ki
   return kiln_session_wait(s, run, outputs);
 }
 
+kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_session_memory_t* out) {
+  if (!s || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_memory_at: NULL argument");
+  const kiln_program_t* p = s->p;
+  if (!p->n_dims) {
+    kiln_session_memory(s, out);
+    return NULL;
+  }
+  if (n < p->dims[0].lo || n > p->dims[0].hi)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: dim '%s' = %lld is outside the module's range %lld..%lld",
+                            mname(s), p->dims[0].name, (long long)n, (long long)p->dims[0].lo,
+                            (long long)p->dims[0].hi);
+  kiln_program_t at;
+  kiln_memory_plan_t mp;
+  memset(&mp, 0, sizeof mp);
+  KILN_RETURN_IF_ERROR(kiln_program_at(p, n, kiln_allocator_system(), &at));
+  kiln_status_t st = kiln_memory_plan(&at, s->alignment, kiln_allocator_system(), &mp);
+  kiln_program_at_free(kiln_allocator_system(), &at);
+  if (st) return st;
+  kiln_session_memory(s, out);
+  out->arena_bytes = mp.arena_bytes;
+  out->naive_bytes = mp.naive_bytes;
+  out->lower_bound_bytes = mp.lower_bound_bytes;
+  kiln_memory_plan_free(kiln_allocator_system(), &mp);
+  return NULL;
+}
+
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
+  if (s->het) {
+    kiln_hetero_memory(s, out);
+    return;
+  }
   out->arena_bytes = s->mp.arena_bytes;
   out->naive_bytes = s->mp.naive_bytes;
   out->lower_bound_bytes = s->mp.lower_bound_bytes;

@@ -3,6 +3,8 @@
 #ifndef KILN_RUNTIME_SESSION_IMPL_H_
 #define KILN_RUNTIME_SESSION_IMPL_H_
 
+#include <stdio.h>
+
 #include "kiln/runtime.h"
 #include "runtime/device.h"
 #include "runtime/planner.h"
@@ -19,7 +21,14 @@ typedef struct kiln_session_slot_s {
   kiln_device_cmd_t* cmd;
   bool busy;
   uint64_t run;
+  /* Dynamic dims: the value the views and the command buffer are recorded
+   * for (0: none recorded), and the arena's size, which only grows (the
+   * largest value this slot has run). */
+  int64_t n;
+  uint64_t arena_bytes;
 } kiln_session_slot_t;
+
+typedef struct kiln_hetero_s kiln_hetero_t;
 
 struct kiln_session_s {
   kiln_module_t* module;
@@ -27,12 +36,14 @@ struct kiln_session_s {
   kiln_device_t* dev;
   kiln_session_options_t opts;
   kiln_device_executable_t* exe;
-  kiln_memory_plan_t mp;
+  kiln_memory_plan_t mp; /* the plan at dim value mp_n */
+  int64_t mp_n;          /* 1 without dynamic dims */
+  int32_t dims_buffer;   /* the KILN_PB_DIMS buffer, or -1 */
   uint64_t alignment;
   kiln_device_buffer_t* weights;
   uint64_t weights_bytes;
   kiln_device_buffer_t** weight_views; /* per program buffer: CONST views */
-  uint8_t* barrier_before;             /* per kernel: a barrier is recorded before it */
+  uint8_t* barrier_before;             /* per kernel, at mp_n: a barrier is recorded before it */
   /* Run-time checks (KILN_PB_STATUS words): the word's buffer and the
    * kernel that writes it, in kernel order. */
   int32_t n_checks;
@@ -48,7 +59,21 @@ struct kiln_session_s {
   int32_t prof_runs;
   bool prof_first_dropped; /* the warm-up run left the totals */
   double last_run_s; /* device time of the last profiled run */
+  /* Heterogeneous programs (kernels on the host CPU too): the segments and
+   * their sessions (runtime/session_hetero.c); then |exe|, |slots| and the
+   * other per-device fields above stay empty. NULL otherwise. */
+  kiln_hetero_t* het;
 };
+
+/* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
+ * name the model and the segment; kiln_session_destroy cleans up. */
+KILN_MUST_USE kiln_status_t kiln_hetero_session_create(kiln_session_t* s);
+void kiln_hetero_destroy(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+/* Lines on the segments, their transfers and (profiled) their time. */
+void kiln_hetero_print(const kiln_session_t* s, FILE* out);
 
 #ifdef __cplusplus
 }

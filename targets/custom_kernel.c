@@ -26,11 +26,11 @@ kiln_status_t kiln_custom_kernel_of(const kiln_custom_instance_t* ci, const char
                                                               : NULL;
   if (!k || !k->source)
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "plugin op %s/%s (plugin '%s') at node '%s' has no kernel for target %s (%s source); "
-                            "kiln runs a program on one device and has no heterogeneous execution to run it on the "
-                            "CPU instead: give the plugin a %s kernel or compile for a target it has",
+                            "plugin op %s/%s (plugin '%s') at node '%s' has no kernel for target %s (%s source): "
+                            "give the plugin one, or compile for a target it has one for (a GPU target runs it on "
+                            "the CPU when the plugin has a CPU kernel, unless --strict)",
                             op->domain, op->name, kiln_custom_op_plugin(op), ci->node, target,
-                            k ? kernel_key(target) : "no", k ? kernel_key(target) : target);
+                            k ? kernel_key(target) : "no");
   *out = k;
   return NULL;
 }

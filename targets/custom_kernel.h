@@ -15,8 +15,9 @@ extern "C" {
 #endif
 
 /* The plugin's kernel for |target| ("cpu", "opencl", "vulkan"), or
- * UNSUPPORTED naming the op, its plugin, the node and the target (kiln has
- * no heterogeneous execution to run it elsewhere). */
+ * UNSUPPORTED naming the op, its plugin, the node and the target (a GPU
+ * target's partition asks first and runs such a node on the CPU, unless
+ * --strict: targets/partition.h). */
 KILN_MUST_USE kiln_status_t kiln_custom_kernel_of(const kiln_custom_instance_t* ci, const char* target,
                                                   const kiln_custom_kernel_t** out);
 /* Appends plan kernel |k|'s (a plugin kernel) code for |target| to |out|

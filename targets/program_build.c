@@ -15,6 +15,7 @@ static const kiln_program_buffer_kind_t kind_map[] = {
     [KILN_PLAN_INPUT] = KILN_PB_INPUT,         [KILN_PLAN_OUTPUT] = KILN_PB_OUTPUT,
     [KILN_PLAN_INTERMEDIATE] = KILN_PB_INTERMEDIATE, [KILN_PLAN_CONST] = KILN_PB_CONST,
     [KILN_PLAN_TEMP] = KILN_PB_TEMP,           [KILN_PLAN_STATUS] = KILN_PB_STATUS,
+    [KILN_PLAN_DIMS] = KILN_PB_DIMS,
 };
 
 /* Kernels store lowering's check codes; the runtime decodes them as its own. */
@@ -149,8 +150,10 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
                            : tir_func_buffer_access(f, f->params[j]);
       kk->access[j] = (uint8_t)(((acc & TIR_ACCESS_LOAD) || !acc ? KILN_ARG_READ : 0) |
                                 ((acc & TIR_ACCESS_STORE) ? KILN_ARG_WRITE : 0));
-      /* Traffic estimate: saturates rather than overflows on huge buffers. */
-      const uint64_t sb = tir_buffer_span_bytes(f->params[j]);
+      /* Traffic estimate: saturates rather than overflows on huge buffers.
+       * The plan buffer's span: a per-sample kernel's parameter spans the
+       * top of its range (lowering/plan_dyn.h), the estimate one sample. */
+      const uint64_t sb = tir_buffer_span_bytes(plan->n_dims ? plan->buffers[pk->args[j]].buf : f->params[j]);
       const int64_t ways = ((kk->access[j] & KILN_ARG_READ) ? 1 : 0) + ((kk->access[j] & KILN_ARG_WRITE) ? 1 : 0);
       int64_t t;
       if (sb > INT64_MAX || __builtin_mul_overflow((int64_t)sb, ways, &t) ||
@@ -165,6 +168,19 @@ static kiln_status_t build_kernels(const kiln_plan_t* plan, kiln_program_t* prog
       kk->inplace_in = in;
       kk->inplace_out = out;
     }
+  }
+  return NULL;
+}
+
+/* The plan's dynamic dims (module section 'DYNS'). */
+static kiln_status_t build_dims(const kiln_plan_t* plan, kiln_program_t* prog) {
+  if (!plan->n_dims) return NULL;
+  KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)plan->n_dims, sizeof(kiln_program_dim_t), "dynamic dims", &prog->dims));
+  prog->n_dims = plan->n_dims;
+  for (int32_t i = 0; i < plan->n_dims; ++i) {
+    KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, plan->dims[i].name, &prog->dims[i].name));
+    prog->dims[i].lo = plan->dims[i].lo;
+    prog->dims[i].hi = plan->dims[i].hi;
   }
   return NULL;
 }
@@ -213,8 +229,11 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
   if (!s) s = build_kernels(plan, prog);
   if (!s) s = build_io(plan, prog);
   if (!s) s = build_plugin_ops(plan, prog);
+  if (!s) s = build_dims(plan, prog);
   const bool code = !(options && options->no_code);
-  if (!s && code) s = target->emit(plan, prog);
+  bool hetero = false;
+  for (int32_t k = 0; k < plan->n_kernels && !hetero; ++k) hetero = plan->kernels[k].host;
+  if (!s && code) s = hetero ? kiln_program_emit_hetero(plan, target, prog) : target->emit(plan, prog);
   const char* levels = options ? options->cpu_targets : NULL;
   if (!s && code && levels && levels[0]) {
     if (!target->emit_native)

@@ -37,6 +37,13 @@ kiln_status_t kiln_program_build(const kiln_plan_t* plan, const kiln_target_t* t
                                  const kiln_program_build_options_t* options,
                                  kiln_allocator_t allocator, kiln_program_t** out_program);
 
+/* Emits a heterogeneous program (some plan kernels host, from
+ * targets/partition.h): |target| prints the device kernels into
+ * prog->code, the CPU target the host kernels into prog->host_code, and
+ * prog's kernels come back in plan order marked with their device.
+ * kiln_program_build calls it when the plan has host kernels. */
+KILN_MUST_USE kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t* prog);
+
 /* The templates |target| has (lowering/template.h), for the caller to pass
  * to kiln_template_choose after fusion and the precision pass: the
  * target's own set (kiln_opencl_templates, kiln_spirv_templates), none for

@@ -57,6 +57,13 @@ typedef struct kiln_target_s {
    * for this target, NULL-terminated, because its kernels run the rewritten
    * graph slower than the original. */
   const char* const* skip_graph_passes;
+  /* Optional (NULL: it prints every kernel lowering gives it): whether the
+   * target can print plan kernel |k| of a plan lowered for it, asked
+   * before templates are chosen. NULL when it can; else UNSUPPORTED whose
+   * message is the reason (a dtype its dialect lacks, a plugin op without a
+   * kernel for it). Heterogeneous execution (targets/partition.h) runs the
+   * refused nodes on the CPU device of the same session. */
+  kiln_status_t (*kernel_check)(const kiln_plan_t* plan, int32_t k);
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

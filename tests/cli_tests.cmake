@@ -498,6 +498,20 @@ kiln_cli_test(quantize_bad_method RC 2 CHECK "STDERR_HAS=--method 'kl'"
               ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method kl)
 kiln_cli_test(quantize_bad_percentile RC 2 CHECK "STDERR_HAS=--percentile '101'"
               ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --method percentile --percentile 101)
+
+# ---- kiln prune / kiln eval usage (their runs: tests/models, prune_digits) ----
+kiln_cli_test(prune_help CHECK "STDOUT_HAS=usage: kiln prune" "STDOUT_HAS=--latency-ms L" "STDERR_EMPTY=1"
+              ARGS prune --help)
+kiln_cli_test(prune_in_main_help CHECK "STDOUT_HAS=  prune MODEL.onnx" "STDOUT_HAS=  eval MODEL.onnx" ARGS --help)
+kiln_cli_test(prune_no_budget RC 2 CHECK "STDERR_HAS=give --ratio, --flops, --latency-ms or --tolerance"
+              ARGS prune ${M} -o ${W}/p.onnx)
+kiln_cli_test(prune_two_budgets RC 2 CHECK "STDERR_HAS=give one of --ratio, --flops"
+              ARGS prune ${M} -o ${W}/p.onnx --ratio 0.5 --flops 0.5)
+kiln_cli_test(prune_bad_method RC 2 CHECK "STDERR_HAS=--method 'l3'" ARGS prune ${M} -o ${W}/p.onnx --ratio 0.5 --method l3)
+kiln_cli_test(prune_csv_needs_analyze RC 2 CHECK "STDERR_HAS=--csv needs --analyze"
+              ARGS prune ${M} -o ${W}/p.onnx --ratio 0.5 --csv ${W}/a.csv)
+kiln_cli_test(eval_help CHECK "STDOUT_HAS=usage: kiln eval" "STDOUT_HAS=prune:R" "STDERR_EMPTY=1" ARGS eval --help)
+kiln_cli_test(eval_no_variants RC 2 CHECK "STDERR_HAS=--variants is required" ARGS eval ${M})
 kiln_cli_test(quantize_percentile_needs_method RC 2 CHECK "STDERR_HAS=--percentile needs --method percentile"
               ARGS quantize ${M} --calibrate ${W} -o ${W}/q.onnx --percentile 99)
 kiln_cli_test(quantize_missing_folder RC 1

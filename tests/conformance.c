@@ -41,6 +41,7 @@
 #include "compiler/ref_exec.h"
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
+#include "targets/partition.h"
 #include "targets/program_build.h"
 #include "conformance_light.h"
 
@@ -52,6 +53,7 @@ static double ATOL = 1e-5;
  * and exact cases stay as they are). */
 static bool g_fp16 = false;
 static int g_fp16_cases = 0; /* cases where the pass turned at least one buffer f16 */
+static int g_fallback_cases = 0; /* cases with nodes the GPU target refused, run on the CPU */
 
 typedef struct {
   char op[64];
@@ -406,7 +408,14 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           gc = go;
         }
         kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit};
-        if ((s = kiln_plan_build(gc, &po, al, &plan))) goto fail_status;
+        /* nodes the GPU target refuses run on the CPU (heterogeneous
+         * execution); a case stays skipped when the CPU cannot run them
+         * either (UNSUPPORTED) */
+        kiln_partition_report_t fb;
+        s = kiln_partition_plan_build(gc, &po, g_target, false, al, &fb, &plan);
+        if (!s && fb.n) ++g_fallback_cases;
+        kiln_partition_report_free(&fb);
+        if (s) goto fail_status;
         kiln_fusion_report_t fr;
         if (g_opt >= 1 && (s = kiln_plan_fuse(plan, &fr, NULL))) goto fail_status;
         if (g_fp16) {
@@ -656,6 +665,8 @@ int main(int argc, char** argv) {
     printf("\nfailures:\n");
     for (int i = 0; i < rep.n_failures; ++i) printf("  %s\n", rep.failures[i]);
   }
+  if (g_fallback_cases)
+    printf("\nheterogeneous: %d cases ran nodes the %s target refused on the CPU\n", g_fallback_cases, g_target->name);
   if (g_fp16) printf("\nfp16: %d cases compiled with f16 buffers (the others have no float weights or workspaces)\n", g_fp16_cases);
   printf("\n%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   for (int i = 0; i < n_names; ++i) free(names[i]);

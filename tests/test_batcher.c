@@ -14,6 +14,8 @@
  *   - a request of the wrong shape, dtype or size is an error naming the
  *     input and both shapes; bad options and a module without a batch dim
  *     are errors naming what is wrong;
+ *   - a module compiled for batches 1..4 runs each batch at its request
+ *     count (nothing padded), bit for bit the module's run of each sample;
  *   - a batch whose run fails (integer division by zero in one request)
  *     fails every request of that batch with the run's error, and the
  *     batcher goes on serving.
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compiler/pipeline.h"
 #include "kiln/batcher.h"
 #include "target_graph_util.h"
 
@@ -52,8 +55,9 @@ static bool weight(kiln_graph_t* g, const char* name, int rank, const int64_t* d
   return w.data && CHECK_OK(kiln_graph_add_initializer(g, name, &w, NULL));
 }
 
-/* The model at batch |b|; the same weights for every b (a fixed seed). */
-static kiln_module_t* model(int64_t b) {
+/* The model's graph at batch |b|; the same weights for every b (a fixed
+ * seed). Prepared, and optimised when |optimize|. */
+static kiln_graph_t* model_graph(int64_t b, bool optimize) {
   seed_state = 0x9E3779B97F4A7C15ull;
   kiln_graph_t* g = graph_new();
   if (!g) return NULL;
@@ -68,8 +72,32 @@ static kiln_module_t* model(int64_t b) {
             node1(g, "Gemm", "fc", 3, (const char*[]){"f", "wg", "bg"}, "y", 0, NULL) &&
             node1(g, "Mul", "square", 2, (const char*[]){"t", "t"}, "z", 0, NULL) &&
             CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_add_output(g, "z")) &&
-            CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
-  kiln_module_t* m = ok ? compile(g) : NULL;
+            CHECK_OK(kiln_graph_prepare(g)) && (!optimize || CHECK_OK(kiln_graph_optimize(g, 1, NULL)));
+  if (!ok) kiln_graph_destroy(g);
+  return ok ? g : NULL;
+}
+
+/* The model compiled for batch |b|. */
+static kiln_module_t* model(int64_t b) {
+  kiln_graph_t* g = model_graph(b, true);
+  kiln_module_t* m = g ? compile(g) : NULL;
+  kiln_graph_destroy(g);
+  return m;
+}
+
+/* The model compiled once for batches 1..BATCH (kiln compile --dim
+ * batch=1..4): a batch-range module the batcher runs at exactly n rows. */
+static kiln_module_t* dyn_model(void) {
+  kiln_graph_t* g = model_graph(1, false);
+  kiln_program_t* prog = NULL;
+  kiln_module_t* m = NULL;
+  kiln_compile_log_t log = {0};
+  kiln_compile_config_t cc = {.target = kiln_target_find("cpu"), .opt = 1, .threads = 2, .model_name = "ranged",
+                              .dyn_dim = "batch", .dyn_lo = 1, .dyn_hi = BATCH};
+  if (g && CHECK_OK(kiln_compile_graph_passes(g, 1, cc.target, &log)) &&
+      CHECK_OK(kiln_compile_program(g, &cc, &log, &prog)))
+    CHECK_OK(kiln_module_wrap(prog, &m)); /* owns prog, even on failure */
+  kiln_compile_log_free(&log);
   kiln_graph_destroy(g);
   return m;
 }
@@ -215,6 +243,66 @@ static void test_threads_bit_exact(void) {
   kiln_session_destroy(s4);
   kiln_module_release(m1);
   kiln_module_release(m4);
+}
+
+/* ---- a batch-range module ---------------------------------------------- */
+
+/* Batches run at exactly their request count: a lone request is one row
+ * (nothing padded), and 8 clients' outputs equal, bit for bit, the same
+ * module run on each sample alone (a session at batch 1). */
+static void test_range_module(void) {
+  kiln_module_t* m = dyn_model();
+  kiln_session_t* s = session(m);
+  kiln_batcher_t* b = batcher(m, 0, 5000);
+  static client_t clients[THREADS];
+  memset(clients, 0, sizeof clients);
+  kiln_array_t in[2], out[2];
+  memset(out, 0, sizeof out);
+  seed_state = 7;
+  sample(in);
+  if (b && s && CHECK_OK(kiln_batcher_run(b, in, out))) {
+    kiln_batcher_stats_t st;
+    kiln_batcher_stats(b, &st);
+    CHECK(st.module_batch == BATCH && st.batches == 1 && st.rows_run == 1 && st.padded_rows == 0);
+    free_arrays(out, 2);
+  }
+  free_arrays(in, 2);
+  for (int c = 0; c < THREADS; ++c) {
+    clients[c].b = b;
+    for (int k = 0; k < PER_THREAD; ++k) sample(clients[c].in[k]);
+  }
+  pthread_t th[THREADS];
+  int started = 0;
+  for (int c = 0; c < THREADS && b && s; ++c, ++started)
+    if (pthread_create(&th[c], NULL, client_main, &clients[c])) break;
+  for (int c = 0; c < started; ++c) pthread_join(th[c], NULL);
+  int differ = 0;
+  for (int c = 0; c < started; ++c) {
+    CHECK_MSG(clients[c].failures == 0, "client %d: %s", c, clients[c].first_error);
+    for (int k = 0; k < PER_THREAD && !clients[c].failures; ++k) {
+      kiln_array_t alone[2];
+      memset(alone, 0, sizeof alone);
+      if (CHECK_OK(kiln_session_run(s, clients[c].in[k], alone)))
+        for (int o = 0; o < 2; ++o)
+          differ += clients[c].out[k][o].nbytes != alone[o].nbytes ||
+                    memcmp(clients[c].out[k][o].data, alone[o].data, alone[o].nbytes) != 0;
+      free_arrays(alone, 2);
+    }
+  }
+  CHECK_MSG(differ == 0, "%d outputs differ from the module's run of the sample alone", differ);
+  kiln_batcher_stats_t st;
+  kiln_batcher_stats(b, &st);
+  printf("  batch range 1..%d, %d threads: %llu batches, %llu rows, %llu padded\n", BATCH, THREADS,
+         (unsigned long long)st.batches, (unsigned long long)st.rows_run, (unsigned long long)st.padded_rows);
+  if (b && s) CHECK(st.padded_rows == 0 && st.rows_run == st.requests && st.batches < st.requests);
+  for (int c = 0; c < THREADS; ++c)
+    for (int k = 0; k < PER_THREAD; ++k) {
+      free_arrays(clients[c].in[k], 2);
+      free_arrays(clients[c].out[k], 2);
+    }
+  kiln_batcher_destroy(b);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
 }
 
 /* ---- max delay with one client ---------------------------------------- */
@@ -473,6 +561,7 @@ int main(int argc, char** argv) {
   if (rc) return rc;
   RUN(test_threads_bit_exact);
   RUN(test_max_delay_flush);
+  RUN(test_range_module);
   RUN(test_shutdown_pending);
   RUN(test_bad_requests);
   RUN(test_failed_batch);

@@ -912,24 +912,30 @@ static void test_dedup_and_parts(void) {
   const int64_t n = 32;
   const tir_buffer_t* X = tp_buf(&t, "X", KILN_DTYPE_F32, 1, &n, KILN_PLAN_INPUT);
   const tir_buffer_t* prev = X;
-  /* a chain of 10 distinct kernels and 2 duplicates of the first */
-  for (int k = 0; k < 12; ++k) {
+  /* a chain of 12 distinct kernels and 2 duplicates of the first */
+  for (int k = 0; k < 14; ++k) {
     char bn[16], kn[16];
     snprintf(bn, sizeof bn, "Y%d", k);
     snprintf(kn, sizeof kn, "chain_%d", k);
     const tir_buffer_t* Y =
-        tp_buf(&t, bn, KILN_DTYPE_F32, 1, &n, k == 11 ? KILN_PLAN_OUTPUT : KILN_PLAN_INTERMEDIATE);
-    add_scale(&t, kn, prev, Y, k >= 10 ? 1.0 : 1.0 + k);
+        tp_buf(&t, bn, KILN_DTYPE_F32, 1, &n, k == 13 ? KILN_PLAN_OUTPUT : KILN_PLAN_INTERMEDIATE);
+    add_scale(&t, kn, prev, Y, k >= 12 ? 1.0 : 1.0 + k);
     prev = Y;
   }
   char* src = source_of(&t);
-  CHECK(src && strstr(src, "void chain_10(void* const* args) __attribute__((alias(\"chain_0\")));"));
-  CHECK(src && strstr(src, "void chain_11(void* const* args) __attribute__((alias(\"chain_0\")));"));
+  CHECK(src && strstr(src, "void chain_12(void* const* args) __attribute__((alias(\"chain_0\")));"));
+  CHECK(src && strstr(src, "void chain_13(void* const* args) __attribute__((alias(\"chain_0\")));"));
   free(src);
-  setenv("KILN_CPU_JOBS", "2", 1); /* forces the split path (10 units / 4 >= 2) */
+  /* the split path: 12 units / 4 = 3 parts, more than the 2 jobs, so the
+   * third starts when one of the first two ends */
+  setenv("KILN_CPU_JOBS", "2", 1);
   kiln_cpu_options_t o = opts();
   kiln_cpu_exec_t* e = NULL;
-  CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, NULL));
+  kiln_cpu_compile_stats_t st;
+  memset(&st, 0, sizeof st);
+  CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, &st));
+  CHECK_MSG(st.cache_hit || (st.parts == 3 && st.jobs == 2 && st.compiler_cpu_s > 0.0),
+            "parts %d, jobs %d, compiler CPU %g s", (int)st.parts, (int)st.jobs, st.compiler_cpu_s);
   if (e) {
     kiln_array_t in[1] = {arr(KILN_DTYPE_F32, 1, &n)};
     for (int i = 0; i < n; ++i) ((float*)in[0].data)[i] = (float)i * 0.125f;
@@ -938,7 +944,7 @@ static void test_dedup_and_parts(void) {
     int bad = 0;
     for (int i = 0; i < n; ++i) {
       float v = (float)i * 0.125f;
-      for (int k = 0; k < 12; ++k) v = v * (k >= 10 ? 1.0f : 1.0f + (float)k) + 1.0f;
+      for (int k = 0; k < 14; ++k) v = v * (k >= 12 ? 1.0f : 1.0f + (float)k) + 1.0f;
       bad += fabsf(((float*)out[0].data)[i] - v) > 1e-5f * fabsf(v);
     }
     CHECK_MSG(bad == 0, "%d chain mismatches", bad);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/tir_visit.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "lowering/template.h"
@@ -409,6 +410,50 @@ static void test_depthwise_clip(void) {
   tg_free(&t);
 }
 
+/* Does |e| call |fn| anywhere? */
+typedef struct find_call_s {
+  tir_intrin_t fn;
+  bool found;
+} find_call_t;
+static bool find_call_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  find_call_t* f = v->user;
+  if (e->kind == TIR_CALL && e->u.call.fn == f->fn) f->found = true;
+  return !f->found;
+}
+static bool kernel_calls(const kiln_plan_kernel_t* k, tir_intrin_t fn) {
+  find_call_t f = {fn, false};
+  tir_visitor_t v = {.user = &f, .expr_pre = find_call_pre};
+  tir_visit_stmt(&v, k->func->body);
+  return f.found;
+}
+
+/* SiLU as torch exports it, Mul(c, Sigmoid(c)) after a depthwise conv (both
+ * operand orders): one kernel, whose value is TIR_SILU of the conv's sum
+ * (the sum evaluated once, not in the product and again in the sigmoid),
+ * matching the reference on values that reach the sigmoid's both branches. */
+static void test_depthwise_silu(void) {
+  for (int order = 0; order < 2; ++order) {
+    tg_t t;
+    tg_init(&t);
+    tg_input(&t, "x", F32, 4, DIMS(1, 24, 15, 15));
+    tg_const(&t, "w", F32, 4, DIMS(24, 1, 3, 3));
+    kiln_attr_t at[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 24)};
+    tg_node(&t, "Conv", "dw", 2, NAMES("x", "w"), "c", 2, at);
+    tg_node(&t, "Sigmoid", "sig", 1, NAMES("c"), "s", 0, NULL);
+    tg_node(&t, "Mul", "mul", 2, order ? NAMES("s", "c") : NAMES("c", "s"), "y", 0, NULL);
+    tg_output(&t, "y");
+    result_t r = run_case(&t, "depthwise+silu", 1e-5);
+    if (r.plan) {
+      CHECK(r.after == 1);
+      CHECK(kernel_of_node(r.plan, "mul") == kernel_of_node(r.plan, "dw"));
+      CHECK(r.plan->n_kernels == 1 && kernel_calls(&r.plan->kernels[0], TIR_SILU));
+      CHECK(r.plan->n_kernels == 1 && !kernel_calls(&r.plan->kernels[0], TIR_SIGMOID));
+    }
+    kiln_plan_destroy(r.plan);
+    tg_free(&t);
+  }
+}
+
 /* Five element-wise ops with broadcasts become one kernel. */
 static void test_elementwise_chain(void) {
   tg_t t;
@@ -663,6 +708,7 @@ int main(void) {
   RUN(test_matmul_gelu_chain);
   RUN(test_gemm_gelu);
   RUN(test_depthwise_clip);
+  RUN(test_depthwise_silu);
   RUN(test_elementwise_chain);
   RUN(test_f16_chain);
   RUN(test_no_fuse);

@@ -14,8 +14,10 @@ and checks, on each target built (--strict: no fallback):
   - a module written with the plugin records its ops: kiln-rt-run refuses it
     without --plugin, naming them, and runs it with --plugin;
   - plugin errors: kernels no compiler accepts, an op without a kernel for
-    the target (kiln has no heterogeneous execution), a model using plugin
-    ops without the plugin, --plugin without a path.
+    the target (an error on the CPU and under --strict; on a GPU target it
+    runs on the CPU of the same session, also from a module through
+    kiln-rt-run), a model using plugin ops without the plugin, --plugin
+    without a path.
 Run by ctest (tests/plugin_tests.cmake).
 """
 import argparse
@@ -245,10 +247,34 @@ def main():
         onnx.save(one_op_model("com.kiln.bad", other), w("no_kernel.onnx"))
         rc, out = run([kiln, "run", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t, "--strict"])
         check(rc == 1 and f"com.kiln.bad/{other}" in out and f"no kernel for target {t}" in out and
-              "heterogeneous" in out, f"{t}: an op without a kernel for the target is an error naming both")
-        rc, out = run([kiln, "run", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t])
-        check(rc == 1 and f"no kernel for target {t}" in out,
-              f"{t}: without --strict too (no heterogeneous fallback to fake)")
+              (t == "cpu" or ("--strict" in out and f"the {t} target cannot run it" in out)),
+              f"{t}: an op without a kernel for the target is an error naming both (--strict)" + "\n" + out)
+        if t == "cpu":
+            rc, out = run([kiln, "run", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t])
+            check(rc == 1 and f"no kernel for target {t}" in out,
+                  f"{t}: without --strict too (the CPU has no device to fall back to)")
+        else:
+            # heterogeneous execution: the op runs on the CPU of the same session
+            np.save(w("x.no_kernel.npy"), np.random.default_rng(3).standard_normal((2, 3, 40)).astype(np.float32))
+            rc, out = run([kiln, "run", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t,
+                           "--input", "x=" + w("x.no_kernel.npy"), "--check-ref", "--profile"])
+            check(rc == 0 and f"fallback: node" in out and f"com.kiln.bad/{other}" in out and "check y" in out and
+                  "heterogeneous:" in out and "[cpu]" in out,
+                  f"{t}: a plugin op with only a CPU kernel runs on the CPU in the {t} session, matching its "
+                  f"reference kernel, and the profile says where (rc {rc})" + ("" if rc == 0 else "\n" + out))
+            m = w(f"no_kernel_{t}.kiln")
+            rc, out = run([kiln, "compile", w("no_kernel.onnx"), "--plugin", a.bad_plugin, "-t", t, "-o", m])
+            check(rc == 0 and "fallback: node" in out and "heterogeneous:" in out,
+                  f"{t}: kiln compile prints a line per fallback (rc {rc})" + ("" if rc == 0 else "\n" + out))
+            o = w("out_no_kernel_" + t)
+            rc, out = run([a.rt_run, m, "--plugin", a.bad_plugin, "--input", "x=" + w("x.no_kernel.npy"),
+                           "--output", o])
+            ok = rc == 0 and os.path.exists(os.path.join(o, "y.npy"))
+            if ok:
+                got = np.load(os.path.join(o, "y.npy"))
+                ok = np.array_equal(got, np.load(w("x.no_kernel.npy")))  # CpuOnly copies its input
+            check(ok, f"{t}: kiln-rt-run runs the heterogeneous module ({t} and the CPU) (rc {rc})"
+                  + ("" if rc == 0 else "\n" + out))
         if t != "cpu":
             onnx.save(one_op_model("com.kiln.bad", "BadLaunch"), w("bad_launch.onnx"))
             rc, out = run([kiln, "run", w("bad_launch.onnx"), "--plugin", a.bad_plugin, "-t", t, "--strict"])

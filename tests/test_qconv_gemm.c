@@ -4,10 +4,14 @@
  * orientation of tiny outputs, the im2col of many stride classes, groups,
  * 1x1) with u8 and i8 activations, per-tensor and per-channel weights,
  * with and without the i32 bias, on seeded random integers, compiled for
- * the target against the reference executor bit for bit (sums below 2^24:
- * the f32 GEMM sums those exactly). Weights fed at run time take the plain
- * loop lowering and must agree too. The GEMM path is the CPU target's; on
- * --target opencl|vulkan the same cases check the plain loops.
+ * the target against the reference executor bit for bit. On the CPU the
+ * implicit-GEMM paths are the int8 GEMM (i16 channel pairs, i32 sums,
+ * dot2_i16); the im2col one sums the integer products in f32 (exact below
+ * 2^24). Weights fed at run time take the plain
+ * loop lowering and must agree too. QLinearMatMul with a constant B takes
+ * the int8 GEMM as well (odd K, batched A, per-column B parameters, one row).
+ * The GEMM path is the CPU target's; on --target opencl|vulkan the same
+ * cases check the plain loops.
  *
  *   test_qconv_gemm [--target cpu|opencl|vulkan] */
 #include "target_graph_util.h"
@@ -25,6 +29,7 @@ typedef struct qcv_s {
   bool per_chan;  /* one weight scale and zero point per output channel */
   bool bias;
   bool const_w;   /* weights as initializers (the GEMM path) */
+  bool sym;       /* weight zero points 0 (the int8 GEMM stores such weights one byte each) */
 } qcv_t;
 
 /* Array of dtype |t| filled with random integers in [lo, hi]. */
@@ -37,6 +42,24 @@ static kiln_array_t rand_arr(kiln_dtype_t t, int rank, const int64_t* dims, int3
 
 static void add_const(kiln_graph_t* g, const char* name, kiln_array_t* a) {
   CHECK_OK(kiln_graph_add_initializer(g, name, a, NULL));
+}
+
+/* Output y, compile for the target, compare with the reference on |feed|
+ * (naming the case when they differ); frees the feed and the graph. */
+static void finish_case(kiln_graph_t* g, bool ok, const char* what, kiln_array_t* feed, int n_feed) {
+  ok = ok && CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_module_t* m = ok ? compile(g) : NULL;
+  kiln_session_t* s = session(m);
+  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, what);
+  if (s) {
+    const int before = kiln_test_failures;
+    both_agree(g, s, feed);
+    if (kiln_test_failures != before) fprintf(stderr, "  (case %s)\n", what);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  free_arrays(feed, n_feed);
+  kiln_graph_destroy(g);
 }
 
 static void run_case(const qcv_t* c) {
@@ -59,7 +82,7 @@ static void run_case(const qcv_t* c) {
   a[1] = rand_arr(xt, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
   a[2] = arr(KILN_DTYPE_F32, nch > 1 ? 1 : 0, &nch);
   for (int64_t i = 0; i < nch; ++i) ((float*)a[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
-  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, -3, 3);
+  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, c->sym ? 0 : -3, c->sym ? 0 : 3);
   a[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)a[4].data = sy;
   a[5] = rand_arr(xt, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
   a[6] = rand_arr(KILN_DTYPE_I32, 1, &c->M, -20000, 20000);
@@ -79,36 +102,96 @@ static void run_case(const qcv_t* c) {
   const kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, pads),
                              kiln_attr_make_ints("strides", 2, strides),
                              kiln_attr_make_int("group", c->group)};
-  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at) &&
-            CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
-  kiln_module_t* m = ok ? compile(g) : NULL;
-  kiln_session_t* s = session(m);
-  CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, c->what);
-  if (s) both_agree(g, s, feed);
-  kiln_session_destroy(s);
-  kiln_module_release(m);
-  free_arrays(feed, n_feed);
-  kiln_graph_destroy(g);
+  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at);
+  finish_case(g, ok, c->what, feed, n_feed);
 }
 
 static void test_paths(void) {
   static const qcv_t cases[] = {
-      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const */
-      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true},
-      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true},
-      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true},
-      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true},
-      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true},
-      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true},
-      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false},
+      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const  sym */
+      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, false},
+      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true, false},
+      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, false},
+      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true, false},
+      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true, false},
+      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true, false},
+      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false, false},
+      /* the int8 GEMM's channel pairs: an odd channel count (its last
+       * pair half empty), per group too, M and N remainders, a deep K */
+      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true, false},
+      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true, false},
+      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true, false},
+      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true, false},
+      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true, false},
+      /* symmetric weights: int8 storage, widened where the GEMM reads them */
+      {"sym_pad3x3",   8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, true},
+      {"sym_odd_c",    5, 13, 9, 7, 3, 1, 1, 1, false, true, true, true, true},
+      {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true},
+      {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true},
+      {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true},
+      /* depthwise (one input channel per group): through the GEMM (a
+       * direct int8 depthwise kernel, as in kiln_lower_nn_conv, is not
+       * written yet) */
+      {"depthwise",   12, 12, 9, 11, 3, 1, 1, 12, true, true, true, true, false},
+      {"dw_stride2",  10, 10, 9, 9, 3, 2, 1, 10, false, false, true, true, false},
+      {"dw_mult2",     6, 12, 8, 8, 5, 1, 2, 6, true, true, false, true, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
+}
+
+/* QLinearMatMul with a constant 2-D B: the int8 GEMM too (A's rows read as
+ * i16 pairs, B packed; one byte per element when b - b_zp fits int8). */
+typedef struct qmm_case_s {
+  const char* what;
+  int64_t batch, M, K, N;
+  bool u8, per_col, sym;
+} qmm_case_t;
+
+static void run_mm(const qmm_case_t* c) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  CHECK_OK(kiln_graph_set_opset(g, "", 21));
+  rng = 99;
+  const kiln_dtype_t at = c->u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const int64_t ad3[3] = {c->batch, c->M, c->K}, bd[2] = {c->K, c->N};
+  const int64_t* ad = c->batch > 1 ? ad3 : ad3 + 1;
+  const int arank = c->batch > 1 ? 3 : 2;
+  const int64_t nb = c->per_col ? c->N : 1;
+  input(g, "a", at, arank, ad);
+  kiln_array_t a = rand_arr(at, arank, ad, c->u8 ? 0 : -128, c->u8 ? 255 : 127);
+  kiln_array_t b = rand_arr(KILN_DTYPE_I8, 2, bd, -127, 127);
+  kiln_array_t k[7];
+  k[0] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[0].data = 0.02f;
+  k[1] = rand_arr(at, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
+  k[2] = arr(KILN_DTYPE_F32, nb > 1 ? 1 : 0, &nb);
+  for (int64_t i = 0; i < nb; ++i) ((float*)k[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
+  k[3] = rand_arr(KILN_DTYPE_I8, nb > 1 ? 1 : 0, &nb, c->sym ? 0 : -3, c->sym ? 0 : 3);
+  k[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[4].data = 0.5f;
+  k[5] = rand_arr(at, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
+  const char* names[8] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz"};
+  kiln_array_t* consts[7] = {&k[0], &k[1], &b, &k[2], &k[3], &k[4], &k[5]};
+  for (int i = 0; i < 7; ++i) add_const(g, names[i + 1], consts[i]);
+  bool ok = node1(g, "QLinearMatMul", c->what, 8, names, "y", 0, NULL);
+  kiln_array_t feed[1] = {a};
+  finish_case(g, ok, c->what, feed, 1);
+}
+
+static void test_matmul(void) {
+  static const qmm_case_t cases[] = {
+      /* what       batch  M   K   N   u8     per_col sym */
+      {"mm_even",      1, 13, 64, 40, true,  true,  false},
+      {"mm_odd_k",     1,  7, 33, 19, false, false, false},
+      {"mm_batched",   3,  5, 18, 24, true,  true,  true},
+      {"mm_row",       1,  1, 512, 100, true, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_mm(&cases[i]);
 }
 
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   RUN(test_paths);
+  RUN(test_matmul);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

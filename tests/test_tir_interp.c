@@ -156,6 +156,17 @@ static void test_casts_and_intrinsics(void) {
         (double)kiln_f16_to_f32(kiln_f32_to_f16(sinf(a * 2.0f))));
   CHECK(val(tir_call(&C, TIR_FABS, 1, F(KILN_DTYPE_F32, -1.25), NULL, NULL)).f == 1.25);
   CHECK(val(tir_call(&C, TIR_FABS, 1, I(-4), NULL, NULL)).i == 4);
+  /* the int8 GEMM's intrinsics: acc + lo*lo + hi*hi of signed i16 halves
+   * (the sum wraps like i32), and two signed bytes widened to i16 halves */
+#define I32(v) F(KILN_DTYPE_I32, (double)(int32_t)(v))
+  CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(5), I32(0x0002fffd), I32(0x00070003))).i == 5 - 9 + 14);
+  CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(0), I32(0x80008000u), I32(0x80008000u))).i == INT32_MIN);
+  CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(INT32_MAX), I32(0x00000001), I32(0x00000001))).i == INT32_MIN);
+  CHECK(val(tir_call(&C, TIR_WIDEN_I8X2, 1, F(KILN_DTYPE_I16, (int16_t)0x80ff), NULL, NULL)).i ==
+        (int32_t)0xff80ffffu);
+  CHECK(val(tir_call(&C, TIR_WIDEN_I8X2, 1, F(KILN_DTYPE_I16, 0x7f01), NULL, NULL)).i == 0x007f0001);
+  CHECK(tir_call(&C, TIR_WIDEN_I8X2, 1, F(KILN_DTYPE_I16, 0), NULL, NULL)->dtype == KILN_DTYPE_I32);
+#undef I32
   CHECK(val(tir_call(&C, TIR_NEG, 1, I(4), NULL, NULL)).i == -4);
   CHECK(val(tir_call(&C, TIR_FLOOR, 1, F(KILN_DTYPE_F32, -1.5), NULL, NULL)).f == -2.0);
   CHECK(val(tir_call(&C, TIR_CEIL, 1, F(KILN_DTYPE_F32, -1.5), NULL, NULL)).f == -1.0);

@@ -173,6 +173,20 @@ static void add_2d(list_t* l, const char* suite, bench_kind_t kind, const char* 
   c->est_bytes = bytes_per * (double)n;
 }
 
+/* A transcendental activation over 16M elements (64 MB in, 64 MB out: far
+ * past the caches), to hold against the bandwidth roof. */
+static void add_unary(list_t* l, const char* op, const char* name, double flops_per) {
+  bench_case_t* c = push(l, "elementwise", BENCH_UNARY);
+  if (!c) return;
+  const int64_t rows = 16384, cols = 1024;
+  snprintf(c->name, sizeof c->name, "%s.%lldM", name, (long long)((rows * cols) >> 20));
+  snprintf(c->shape, sizeof c->shape, "%lldx%lld", (long long)rows, (long long)cols);
+  c->p[0] = rows, c->p[1] = cols;
+  c->op = op;
+  c->est_flops = flops_per * (double)(rows * cols);
+  c->est_bytes = 8.0 * (double)(rows * cols);
+}
+
 static void add_reduce(list_t* l, bench_kind_t kind, const char* op, int64_t d0, int64_t d1,
                        int64_t d2, int64_t axis) {
   bench_case_t* c = push(l, "reduce", kind);
@@ -207,6 +221,14 @@ bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n) {
       add_2d(&l, "elementwise", BENCH_RELU, "relu", rows, 1024, 1, 8);
       add_2d(&l, "elementwise", BENCH_MUL_BCAST, "mul_bcast", rows, 1024, 1, 8);
     }
+    /* FLOPs per element as the reference counts them (one per output
+     * element; SiLU is two nodes) */
+    static const struct { const char *op, *name; double flops; } kUnary[] = {
+        {"Sigmoid", "sigmoid", 1}, {"Tanh", "tanh", 1},       {"Exp", "exp", 1},
+        {"Erf", "erf", 1},         {"Gelu", "gelu", 1},       {"SiLU", "silu", 2},
+        {"HardSwish", "hardswish", 1}, {"Softplus", "softplus", 1}};
+    for (size_t i = 0; i < sizeof kUnary / sizeof kUnary[0]; ++i)
+      add_unary(&l, kUnary[i].op, kUnary[i].name, kUnary[i].flops);
   }
   if (suites & BENCH_SUITE_REDUCE) {
     add_reduce(&l, BENCH_REDUCE_SUM, "reduce_sum", 8, 512, 1024, 2);
@@ -269,7 +291,8 @@ static kiln_status_t axes_const(kiln_graph_t* g, const char* name, int64_t axis)
 }
 
 static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
-  KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, "", 17));
+  /* Gelu is an ONNX op from opset 20 */
+  KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, "", c->kind == BENCH_UNARY ? 20 : 17));
   const int64_t* p = c->p;
   const char* y[1] = {"Y"};
   switch (c->kind) {
@@ -303,6 +326,19 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
       const char* op = c->kind == BENCH_ADD ? "Add" : c->kind == BENCH_RELU ? "Relu" : "Mul";
       KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, "ew", c->kind == BENCH_RELU ? 1 : 2, in, 1,
                                                y, 0, NULL, NULL));
+      break;
+    }
+    case BENCH_UNARY: {
+      int64_t a[2] = {p[0], p[1]};
+      KILN_RETURN_IF_ERROR(input(g, "A", 2, a));
+      const char* in[2] = {"A", "S"};
+      if (strcmp(c->op, "SiLU") == 0) {
+        const char* s[1] = {"S"};
+        KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "Sigmoid", "sigmoid", 1, in, 1, s, 0, NULL, NULL));
+        KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "Mul", "mul", 2, in, 1, y, 0, NULL, NULL));
+      } else {
+        KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, c->op, "act", 1, in, 1, y, 0, NULL, NULL));
+      }
       break;
     }
     case BENCH_REDUCE_SUM:

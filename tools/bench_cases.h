@@ -18,6 +18,7 @@ typedef enum bench_kind_e {
   BENCH_REDUCE_MEAN, /* p: d0 d1 d2 axis */
   BENCH_SOFTMAX,     /* p: rows cols (axis -1) */
   BENCH_LAYERNORM,   /* p: rows cols (axis -1, scale and bias const) */
+  BENCH_UNARY,       /* p: rows cols; Y = op(A), op the case's ONNX type ("SiLU": Sigmoid, Mul) */
 } bench_kind_t;
 
 /* Suites, as bits. */
@@ -43,6 +44,7 @@ typedef struct bench_case_s {
   bench_kind_t kind;
   int64_t p[8];
   const char* peer;   /* NULL: kiln; "openblas": the peer row for a gemm */
+  const char* op;     /* BENCH_UNARY: the op type */
   double est_flops;   /* analytic, for the ETA only */
   double est_bytes;
 } bench_case_t;

@@ -33,6 +33,8 @@
 #include "tools/cli_args.h"
 #include "tools/module_cmd.h"
 #include "tools/quantize_cmd.h"
+#include "tools/prune_cmd.h"
+#include "tools/eval_cmd.h"
 #include "tools/tune_cmd.h"
 #include "runtime/module_sign.h"
 
@@ -419,7 +421,8 @@ static const char* run_help =
     "                          without the driver kiln falls back to the CPU and says why)\n"
     "                          or ref (the reference interpreter). A module runs on its own\n"
     "                          target.\n"
-    "  --strict                a GPU target that cannot be opened is an error, not a fallback\n"
+    "  --strict                a GPU target that cannot be opened is an error, not a fallback;\n"
+    "                          so is a node the GPU target cannot run (without it: on the CPU)\n"
     "  --tuning-cache FILE     template tiles from a cache `kiln tune` wrote (records for\n"
     "                          this device, driver and kiln version; the rest keep defaults)\n"
     "  --verify-key KEY.pub    a module must be signed by this key (`kiln keygen`,\n"
@@ -836,10 +839,16 @@ static int cmd_run(int argc, char** argv) {
   if (module_file) {
     if ((s = read_input_files(inputs, n_inputs, n_in, module_input_name, module_input_dtype, R.module, max_input_bytes, strict, in)))
       goto done;
+    /* --dim NAME=V on a module: the value of its dynamic dim for the random
+     * inputs (dim 0; one sample's shape otherwise). */
+    int64_t dyn_value = 0;
+    for (int i = 0; i < lo.n_dims; ++i)
+      if ((s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
       kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
     }
@@ -937,6 +946,20 @@ static int cmd_run(int argc, char** argv) {
              repeat);
     }
     free(ts);
+    if (s) goto done;
+  }
+  /* A module with a dynamic dim: the plan at the value this run had (the
+   * session line above is the plan at the bottom of the range). */
+  if (R.session && R.module && kiln_module_dim_count(R.module) > 0 && n_in > 0 && in[0].shape.rank >= 1) {
+    kiln_session_memory_t sm;
+    const char* dn;
+    int64_t dlo, dhi;
+    if (!(s = kiln_module_dim(R.module, 0, &dn, &dlo, &dhi)) &&
+        !(s = kiln_session_memory_at(R.session, in[0].shape.dims[0], &sm)))
+      printf("dynamic dim '%s' = %lld (range %lld..%lld): arena %llu bytes, lower bound %llu (%.3fx)\n", dn,
+             (long long)in[0].shape.dims[0], (long long)dlo, (long long)dhi, (unsigned long long)sm.arena_bytes,
+             (unsigned long long)sm.lower_bound_bytes,
+             sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
   if (profile && !use_ref) {
@@ -1085,7 +1108,9 @@ static const char* compile_help =
     "  --dump DIR         write the plan (kernels, schedules, tensor IR) and the generated source\n"
     "  --tuning-cache FILE  template tiles from a cache `kiln tune` wrote, for the target's\n"
     "                     device on this machine (docs/TUNING.md)\n"
-    "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error\n"
+    "  --strict           --precision fp16|auto on a target without fp16 arithmetic is an error;\n"
+    "                     so is a node the GPU target cannot run (without it: a line per node\n"
+    "                     it runs on the CPU of the same session)\n"
     "  --fp16-arith yes|no  with --precision fp16|auto: whether the device the module is for\n"
     "                     computes in half (OpenCL cl_khr_fp16, Vulkan shaderFloat16), instead\n"
     "                     of asking this machine's; for a module built here to run elsewhere\n"
@@ -1122,6 +1147,15 @@ static kiln_status_t dump_graph(void* user, const kiln_graph_t* g, bool after) {
   kiln_cli_print_log(d->log, d->printed);
   d->printed = d->log->n;
   return write_graph_files(g, d->dir, after ? "after" : "before");
+}
+
+/* A figure of the compile log (0 when it has none). */
+static double log_figure(const kiln_compile_log_t* log, const char* section, const char* key) {
+  for (int32_t i = 0; i < log->n; ++i)
+    if (!strcmp(log->entries[i].section, section) &&
+        log->entries[i].key && !strcmp(log->entries[i].key, key))
+      return log->entries[i].value;
+  return 0.0;
 }
 
 static int cmd_compile(int argc, char** argv) {
@@ -1245,8 +1279,13 @@ static int cmd_compile(int argc, char** argv) {
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;
   }
+  double t_compile = now_s();
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
+  t_compile = now_s() - t_compile;
   kiln_cli_print_log(&log, gd.printed);
+  /* where the time went: the pipeline's figures, then the device's build */
+  double passes_ms = log_figure(&log, "passes", "ms"), lower_ms = log_figure(&log, "timing", "lowering_ms");
+  double codegen_ms = log_figure(&log, "timing", "codegen_ms");
   kiln_compile_log_free(&log);
   if (s) goto done;
   if (out_path &&
@@ -1273,7 +1312,15 @@ static int cmd_compile(int argc, char** argv) {
     so.threads = threads;
     so.dump_dir = dump_dir;
     s = kiln_cli_open_device(target, true, threads, &R.dev);
+    double t_build = now_s();
     if (!s) s = kiln_cli_session(R.module, R.dev, &so, &R.session);
+    t_build = now_s() - t_build;
+    if (!s)
+      printf("compile time %.2f s: graph passes %.1f ms, lowering %.1f ms, %s code generation %.1f ms, "
+             "the rest of the pipeline %.1f ms, device build (%s) %.1f ms\n",
+             t_compile + t_build, passes_ms, lower_ms, target, codegen_ms,
+             t_compile * 1e3 - passes_ms - lower_ms - codegen_ms,
+             !strcmp(kiln_device_api(R.dev), "cpu") ? "the C compiler" : "the driver", t_build * 1e3);
   }
 done:
   kiln_sign_secret_key_wipe(&sk);
@@ -1355,6 +1402,10 @@ static const char* main_help =
     "                    module file (.kiln) that `kiln run` runs without the compiler\n"
     "  quantize MODEL.onnx --calibrate DIR -o OUT.onnx  post-training int8 quantization\n"
     "                    into a QDQ ONNX model, with a per-layer SQNR report\n"
+    "  prune MODEL.onnx -o OUT.onnx --ratio R  structured channel pruning (also --flops,\n"
+    "                    --latency-ms, --calibrate DIR --tolerance T; --analyze)\n"
+    "  eval MODEL.onnx --variants fp32,fp16,int8,auto,prune:R  latency, size and accuracy\n"
+    "                    of each variant compiled for the target, in one table\n"
     "  keygen -o KEYBASE  an Ed25519 key pair for signing modules (docs/TRUST.md)\n"
     "  tune MODEL.onnx -t T  measure the template kernels' tiles into a tuning cache\n"
     "  devices           the CPU, OpenCL and Vulkan devices kiln can use\n"
@@ -1404,6 +1455,8 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "devices")) return kiln_cmd_devices(argc - 2, argv + 2);
   if (!strcmp(cmd, "keygen")) return kiln_cmd_keygen(argc - 2, argv + 2);
   if (!strcmp(cmd, "quantize")) return kiln_cmd_quantize(argc - 2, argv + 2);
+  if (!strcmp(cmd, "prune")) return kiln_cmd_prune(argc - 2, argv + 2);
+  if (!strcmp(cmd, "eval")) return kiln_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(cmd, "tune")) return kiln_cmd_tune(argc - 2, argv + 2);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", cmd, main_help);
   return 2;

@@ -77,6 +77,24 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
     printf("program binary: %s (%s, driver %s, kiln %s, %.1f KB); the source is the fallback\n", b->device,
            b->vendor, b->driver, b->kiln, (double)b->len / 1e3);
   }
+  /* A dynamic dim: dim 0 of the inputs and outputs below is its value. */
+  for (int32_t i = 0; i < kiln_module_dim_count(m); ++i) {
+    const char* dn;
+    int64_t lo_v, hi_v;
+    if (!kiln_module_dim(m, i, &dn, &lo_v, &hi_v))
+      printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
+             (long long)lo_v, (long long)hi_v);
+  }
+  /* heterogeneous execution: the kernels that run on the CPU beside the target */
+  const int32_t nh = p ? kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST) : 0;
+  if (nh) {
+    printf("heterogeneous: %d of %d kernels run on the cpu (%.1f KB of C):", (int)nh, (int)p->n_kernels,
+           (double)p->host_code.text_len / 1e3);
+    for (int32_t k = 0, shown = 0; k < p->n_kernels; ++k)
+      if (p->kernels[k].device == KILN_KERNEL_ON_HOST && shown++ < 8)
+        printf("%s %s (%s)", shown > 1 ? "," : "", p->kernels[k].node_name, p->kernels[k].op_type);
+    printf("%s\n", nh > 8 ? ", ..." : "");
+  }
   for (int32_t i = 0; i < mi.n_inputs + mi.n_outputs; ++i) {
     bool in = i < mi.n_inputs;
     int32_t k = in ? i : i - mi.n_inputs;

@@ -30,7 +30,7 @@ void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
 
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
   kiln_compile_config_t cc = {c->target, c->opt, c->threads, c->dump_dir, c->model_name, c->precision,
-                              c->cpu_targets, c->tuning_path, c->device, c->loop_limit};
+                              c->cpu_targets, c->tuning_path, c->device, c->loop_limit, NULL, 0, 0};
   kiln_compile_log_t log = {0};
   kiln_status_t s = kiln_compile_program(g, &cc, &log, out);
   kiln_cli_print_log(&log, 0);
@@ -101,7 +101,7 @@ kiln_status_t kiln_cli_session(kiln_module_t* m, kiln_device_t* dev, const kiln_
          kiln_device_name(dev), kiln_device_api(dev), (now_s() - t0) * 1e3, a, (int)mem.slots, lb, nv, w,
          (int)mem.dispatches, (int)mem.barriers);
   const kiln_device_api_t* api = kiln_device_api_find(kiln_device_api(dev));
-  if (api && api->executable_report) api->executable_report(s->exe, stdout);
+  if (api && api->executable_report && s->exe) api->executable_report(s->exe, stdout); /* heterogeneous: none */
   *out_session = s;
   return NULL;
 }

@@ -21,9 +21,10 @@
  * fixed batch B runs every batch at B: a partial batch (a max_delay flush)
  * is padded with copies of its first request, which costs the compute of
  * the padded rows -- kiln_batcher_stats reports them (padded_rows against
- * rows_run). A module whose batch dim is a run-time range (issue 25's
- * dynamic-shape modules) is where that function returns n and nothing is
- * padded. max_batch may not exceed a fixed module's B.
+ * rows_run). A module compiled for a batch range (kiln compile --dim
+ * batch=LO..HI) runs each batch at exactly n rows (at least LO), so nothing
+ * is padded above LO. max_batch may not exceed a fixed module's B or a
+ * range's HI.
  *
  * Threads: kiln_batcher_run is thread-safe; kiln_batcher_stats and
  * kiln_batcher_shutdown may be called from any thread at any time. The

@@ -34,7 +34,9 @@
  *   threads           CPU threads the plan is tiled for (0 = all cores, default)
  *   dim               SYMBOL=SIZE: binds a symbolic input dimension (repeatable,
  *                     one per symbol: the last size set wins; symbols left
- *                     unbound become 1)
+ *                     unbound become 1), or SYMBOL=LO..HI: one module that
+ *                     runs every value of that outermost (batch) dim in the
+ *                     range (cpu target; runtime.h, kiln_module_dim)
  *   device            the device whose fp16 arithmetic fp16/auto use ("opencl:1";
  *                     default: the target's first device, opened without fallback)
  *   fp16-arith        yes | no: say it instead of asking a device

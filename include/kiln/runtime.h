@@ -94,7 +94,9 @@ typedef struct kiln_module_info_s {
 } kiln_module_info_t;
 KILN_API void kiln_module_info(const kiln_module_t* m, kiln_module_info_t* out_info);
 
-/* Name, dtype and shape of input/output |i| (i in range). */
+/* Name, dtype and shape of input/output |i| (i in range). A module with a
+ * dynamic dim gives one sample's shape: dim 0 is 1 and runs may pass any
+ * value of the dim's range there (kiln_module_dim). */
 KILN_API const char* kiln_module_input_name(const kiln_module_t* m, int32_t i);
 KILN_API const char* kiln_module_output_name(const kiln_module_t* m, int32_t i);
 KILN_API kiln_shape_t kiln_module_input_shape(const kiln_module_t* m, int32_t i, kiln_dtype_t* out_dtype);
@@ -163,7 +165,11 @@ KILN_API void kiln_session_destroy(kiln_session_t* s); /* waits for runs in flig
 /* Uploads |inputs| (one per module input, in order; shapes and dtypes must
  * match exactly -- an error names the input and both shapes) into a free
  * slot and queues the run. *out_run identifies it. LIMIT_EXCEEDED when every
- * slot is in flight (wait for one first). */
+ * slot is in flight (wait for one first). A module with a dynamic dim takes
+ * any value of its range as dim 0 of every input (the same in all; outputs
+ * come back with it): a value outside is INVALID_ARGUMENT naming the input,
+ * the dim, the value and the range. A new value re-plans the slot's memory
+ * (its arena grows to the largest value seen and is kept). */
 KILN_API kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs,
                                             uint64_t* out_run);
 /* Waits for run |run|, reads its outputs into |outputs| (one per module
@@ -175,12 +181,36 @@ KILN_API kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_a
 KILN_API kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs,
                                         kiln_array_t* outputs);
 
-/* Memory figures of the session (per slot). */
+/* Memory figures of the session (per slot). With a dynamic dim: the plan
+ * at the value the session planned last (its lowest before any run). */
 typedef struct kiln_session_memory_s {
   uint64_t arena_bytes, naive_bytes, lower_bound_bytes, weights_bytes;
   int32_t slots, barriers, dispatches;
 } kiln_session_memory_t;
 KILN_API void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+/* The memory plan's figures with the module's dynamic dim at |n| (planned
+ * for the asking; the session's own plan and arenas are left alone). A
+ * module without dynamic dims: kiln_session_memory. INVALID_ARGUMENT for
+ * |n| outside the range. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n,
+                                                            kiln_session_memory_t* out);
+
+/* ---- dynamic dims ------------------------------------------------------ */
+
+/* A module compiled for a range of a dim (kiln compile --dim NAME=LO..HI)
+ * runs inputs whose dim 0 is any value in the range; outputs come back with
+ * it as their dim 0. The count of such dims (0: static shapes), and dim
+ * |i|'s name (owned by the module) and inclusive range. */
+KILN_API int32_t kiln_module_dim_count(const kiln_module_t* m);
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name,
+                                                     int64_t* out_lo, int64_t* out_hi);
+/* Parses "NAME=VALUE" (`kiln run m.kiln --dim batch=3`) against the
+ * module's dynamic dims ("batch" also names its one dynamic dim, the
+ * outermost, whatever the model called it): *out_value. INVALID_ARGUMENT naming the module,
+ * the dim, the value and the range for a value outside it or a malformed
+ * spec; NOT_FOUND listing the module's dims for another name. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec,
+                                                           int64_t* out_value);
 
 /* ---- profiles --------------------------------------------------------- */
 
@@ -193,6 +223,7 @@ typedef struct kiln_profile_entry_s {
   double start_s;    /* start of the last run's dispatch, from the run's start */
   double last_s;     /* duration in the last run */
   int64_t flops, bytes;
+  const char* device; /* the device API that ran it (heterogeneous sessions: "cpu" for fallbacks) */
 } kiln_profile_entry_t;
 
 /* Entries in dispatch order (n = kernels); *out_runs = profiled runs. NULL

@@ -81,11 +81,6 @@ KILN_INLINE int64_t kiln_f2i(float x) {
   return x != x ? 0 : x >= 9223372036854775808.0f ? INT64_MAX
        : x <= -9223372036854775808.0f ? INT64_MIN : (int64_t)x;
 }
-KILN_INLINE float kiln_sigmoidf(float v) {
-  if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-  float e = expf(v);
-  return e / (1.0f + e);
-}
 /* The f64 forms of the float helpers, computed in double. */
 KILN_INLINE double kiln_fmind(double a, double b) { return (a < b || a != a) ? a : b; }
 KILN_INLINE double kiln_fmaxd(double a, double b) { return (a > b || a != a) ? a : b; }
@@ -121,6 +116,7 @@ KILN_INLINE double kiln_sigmoidd(double v) {
   KILN_INLINE kiln_v##W##f kiln_vabs##W(kiln_v##W##f a) {                      \
     return (kiln_v##W##f)((kiln_v##W##i)a & 0x7fffffff);                        \
   }
+KILN_VDEF(1, 4)
 KILN_VDEF(4, 16)
 KILN_VDEF(8, 32)
 KILN_VDEF(16, 64)
@@ -164,3 +160,229 @@ KILN_INLINE kiln_v16f kiln_vsplat16(float x) {
 KILN_VHDEF(4, 8)
 KILN_VHDEF(8, 16)
 KILN_VHDEF(16, 32)
+
+/* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
+   per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
+   their zero points, two channels per lane). Exact: |products| <= 255*255,
+   so only the i32 sum can wrap, as vpmaddwd + vpaddd (and vpdpwssd) do.
+   vpmaddubsw's u8 x i8 pairs would saturate at int16 and change results. */
+KILN_INLINE int32_t kiln_dot2(int32_t acc, int32_t a, int32_t b) {
+  int32_t s = (int32_t)(int16_t)(uint16_t)(uint32_t)a * (int16_t)(uint16_t)(uint32_t)b;
+  int32_t t = (int32_t)(int16_t)(uint16_t)((uint32_t)a >> 16) * (int16_t)(uint16_t)((uint32_t)b >> 16);
+  return (int32_t)((uint32_t)acc + (uint32_t)s + (uint32_t)t);
+}
+/* i32 vectors at any 4-byte address (the accumulators and packed panels). */
+#define KILN_VIDEF(W, BYTES)                                                       \
+  typedef int32_t kiln_vi##W __attribute__((vector_size(BYTES), aligned(4)));     \
+  typedef uint32_t kiln_vu##W __attribute__((vector_size(BYTES)));                \
+  KILN_INLINE kiln_vi##W kiln_vspliti##W(int32_t x) { return (kiln_vi##W){0} + x; } \
+  KILN_INLINE kiln_vi##W kiln_vdot2g_##W(kiln_vi##W acc, kiln_vi##W a, kiln_vi##W b) { \
+    kiln_vi##W al = (kiln_vi##W)((kiln_vu##W)a << 16) >> 16, ah = a >> 16;        \
+    kiln_vi##W bl = (kiln_vi##W)((kiln_vu##W)b << 16) >> 16, bh = b >> 16;        \
+    return (kiln_vi##W)((kiln_vu##W)acc + (kiln_vu##W)(al * bl) + (kiln_vu##W)(ah * bh)); \
+  }
+KILN_VIDEF(4, 16)
+KILN_VIDEF(8, 32)
+KILN_VIDEF(16, 64)
+/* One instruction where the CPU has it: vpdpwssd (AVX512-VNNI, with VL for
+   128/256 bits, or AVX-VNNI), else vpmaddwd + vpaddd; the portable lane code
+   elsewhere (NEON: GCC's own widening multiplies) and for other compilers.
+   GCC's builtins rather than <immintrin.h>, which costs ~0.4 s per unit. */
+typedef int16_t kiln_vs8 __attribute__((vector_size(16)));
+typedef int16_t kiln_vs16 __attribute__((vector_size(32)));
+typedef int16_t kiln_vs32 __attribute__((vector_size(64)));
+typedef int32_t kiln_vr4 __attribute__((vector_size(16)));
+typedef int32_t kiln_vr8 __attribute__((vector_size(32)));
+typedef int32_t kiln_vr16 __attribute__((vector_size(64)));
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+#define KILN_DPW4(c, a, b) __builtin_ia32_vpdpwssd_v4si((kiln_vr4)(c), (kiln_vr4)(a), (kiln_vr4)(b))
+#define KILN_DPW8(c, a, b) __builtin_ia32_vpdpwssd_v8si((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#else
+#define KILN_DPW4(c, a, b) ((kiln_vr4)(c) + __builtin_ia32_pmaddwd128((kiln_vs8)(a), (kiln_vs8)(b)))
+#if defined(__AVX2__)
+/* vpmaddwd + vpaddd kept together: written as two builtins, GCC computed a
+   whole tile's products before adding them and spilled the 6 x 16 tile's
+   accumulators to the stack (the ymm file is 16 registers). */
+KILN_INLINE kiln_vr8 kiln_dpw8_avx2(kiln_vr8 c, kiln_vr8 a, kiln_vr8 b) {
+  kiln_vr8 t;
+  __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]" : [c] "+x"(c), [t] "=&x"(t) : [a] "x"(a), [b] "xm"(b));
+  return c;
+}
+#define KILN_DPW8(c, a, b) kiln_dpw8_avx2((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#endif
+#endif
+#if defined(__AVX512VNNI__)
+#define KILN_DPW16(c, a, b) __builtin_ia32_vpdpwssd_v16si((kiln_vr16)(c), (kiln_vr16)(a), (kiln_vr16)(b))
+#elif defined(__AVX512BW__)
+#define KILN_DPW16(c, a, b) \
+  ((kiln_vr16)(c) + __builtin_ia32_pmaddwd512_mask((kiln_vs32)(a), (kiln_vs32)(b), (kiln_vr16){0}, 0xffff))
+#endif
+#endif
+#ifndef KILN_DPW4
+#define KILN_DPW4(c, a, b) kiln_vdot2g_4(c, a, b)
+#endif
+#ifndef KILN_DPW8
+#define KILN_DPW8(c, a, b) kiln_vdot2g_8(c, a, b)
+#endif
+#ifndef KILN_DPW16
+#define KILN_DPW16(c, a, b) kiln_vdot2g_16(c, a, b)
+#endif
+KILN_INLINE kiln_vi4 kiln_vdot2_4(kiln_vi4 acc, kiln_vi4 a, kiln_vi4 b) { return (kiln_vi4)KILN_DPW4(acc, a, b); }
+KILN_INLINE kiln_vi8 kiln_vdot2_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return (kiln_vi8)KILN_DPW8(acc, a, b); }
+KILN_INLINE kiln_vi16 kiln_vdot2_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
+  return (kiln_vi16)KILN_DPW16(acc, a, b);
+}
+/* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
+   byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
+   forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */
+KILN_INLINE int32_t kiln_widen2(int16_t x) {
+  uint32_t lo = (uint16_t)(int16_t)(int8_t)(uint8_t)(uint16_t)x;
+  uint32_t hi = (uint16_t)(int16_t)(int8_t)(uint8_t)((uint16_t)x >> 8);
+  return (int32_t)(lo | hi << 16);
+}
+typedef int8_t kiln_vb8 __attribute__((vector_size(8)));
+typedef int8_t kiln_vb16 __attribute__((vector_size(16)));
+typedef int8_t kiln_vb32 __attribute__((vector_size(32)));
+typedef int16_t kiln_vs4 __attribute__((vector_size(8)));
+/* one vpmovsxbw where GCC has the builtin (its generic conversion split the
+   256-bit one into two 128-bit halves on znver3) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+typedef char kiln_vc16 __attribute__((vector_size(16)));
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_ia32_pmovsxbw256((kiln_vc16)(b)))
+#else
+#define KILN_SXBW8(b) ((kiln_vi8)__builtin_convertvector(b, kiln_vs16))
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+typedef char kiln_vc32 __attribute__((vector_size(32)));
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_ia32_pmovsxbw512_mask((kiln_vc32)(b), (kiln_vs32){0}, 0xffffffffu))
+#else
+#define KILN_SXBW16(b) ((kiln_vi16)__builtin_convertvector(b, kiln_vs32))
+#endif
+#define KILN_SXBW4(b) ((kiln_vi4)__builtin_convertvector(b, kiln_vs8))
+#define KILN_VWDEF(W, VB, VSH)                                                     \
+  KILN_INLINE kiln_vi##W kiln_vwiden##W(const int16_t* p) {                       \
+    VB b;                                                                         \
+    memcpy(&b, p, sizeof b);                                                      \
+    return KILN_SXBW##W(b);                                                       \
+  }                                                                               \
+  KILN_INLINE kiln_vi##W kiln_vsplatw##W(const int16_t* p) {                      \
+    int16_t h;                                                                    \
+    memcpy(&h, p, 2);                                                             \
+    VSH v = {0};                                                                  \
+    v += h;                                                                       \
+    return KILN_SXBW##W((VB)v);                                                   \
+  }
+KILN_VWDEF(4, kiln_vb8, kiln_vs4)
+KILN_VWDEF(8, kiln_vb16, kiln_vs8)
+KILN_VWDEF(16, kiln_vb32, kiln_vs16)
+/* f32 exp, log, tanh, erf, sigmoid and silu without libm (issue 22): the
+   approximations are written once with the vector extensions, so the
+   printer's vector loops call kiln_v<name><W> and stay in the vector unit,
+   and the scalar loops call the one-lane form (kiln_expf, ...: a one-lane
+   vector compiles to plain scalar code), so a value does not depend on which
+   loop computed it. Max errors over a dense sweep against double precision
+   are held by tests/test_cpu_vmath.c (exp, log, tanh <= 2 ulp, sigmoid 2.5,
+   silu 3.5, erf <= 4e-7 absolute). NaN in gives NaN out; the edges are
+   exact: exp(-inf) = 0, exp(+inf) = exp(89) = +inf, exp underflows through
+   the subnormals (2^n applied as two factors), log(0) = -inf, log(x < 0) =
+   NaN, log(+inf) = +inf, log of a subnormal scaled first, tanh and erf(+-inf)
+   = +-1, sigmoid(-inf) = 0.
+   exp and log: Cephes' expf/logf (range reduction by n ln2 in two parts,
+   degree-5/8 polynomials); tanh: Cephes' odd polynomial below 0.625, else
+   1 - 2 / (exp(2|x|) + 1); erf: a rational x P(x^2) / Q(x^2) on [-4, 4]
+   (erf is +-1 in f32 beyond), the minimax fit Eigen and TensorFlow use;
+   sigmoid: exp(-|x|) on both sides like the reference. */
+#define KILN_VMATHDEF(W)                                                          \
+  KILN_INLINE kiln_v##W##f kiln_vexp##W(kiln_v##W##f x0) {                        \
+    const kiln_v##W##f z = {0};                                                   \
+    kiln_v##W##i nan = x0 != x0;                                                  \
+    kiln_v##W##f x = kiln_vsel##W(nan, z, x0);                                    \
+    x = kiln_vsel##W(x > 89.0f, z + 89.0f, x);                                    \
+    x = kiln_vsel##W(x < -104.0f, z - 104.0f, x);                                 \
+    kiln_v##W##f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;      \
+    kiln_v##W##f r = x - n * 0.693359375f;                                        \
+    r = r - n * -2.12194440e-4f;                                                  \
+    kiln_v##W##f p = r * 1.9875691500e-4f + 1.3981999507e-3f;                     \
+    p = p * r + 8.3334519073e-3f;                                                 \
+    p = p * r + 4.1665795894e-2f;                                                 \
+    p = p * r + 1.6666665459e-1f;                                                 \
+    p = p * r + 5.0000001201e-1f;                                                 \
+    p = p * (r * r) + r + 1.0f;                                                   \
+    kiln_v##W##i ni = __builtin_convertvector(n, kiln_v##W##i);                   \
+    kiln_v##W##i n1 = ni >> 1, n2 = ni - n1; /* each in [-75, 64]: normal */     \
+    kiln_v##W##f y = p * (kiln_v##W##f)((n1 + 127) << 23) * (kiln_v##W##f)((n2 + 127) << 23); \
+    return kiln_vsel##W(nan, x0, y);                                              \
+  }                                                                               \
+  KILN_INLINE kiln_v##W##f kiln_vlog##W(kiln_v##W##f x0) {                        \
+    const kiln_v##W##f z = {0};                                                   \
+    kiln_v##W##i sub = x0 < 1.17549435e-38f; /* subnormal (or <= 0: fixed below) */ \
+    kiln_v##W##f x = kiln_vsel##W(sub, x0 * 8388608.0f, x0);                      \
+    kiln_v##W##i bits = (kiln_v##W##i)x;                                          \
+    kiln_v##W##i e = ((bits >> 23) & 0xff) - 126 + (sub & -23);                   \
+    kiln_v##W##f m = (kiln_v##W##f)((bits & 0x007fffff) | 0x3f000000); /* [0.5, 1) */ \
+    kiln_v##W##i lo = m < 0.707106781186547524f;                                  \
+    e = e + lo;                                                                   \
+    m = kiln_vsel##W(lo, m + m, m) - 1.0f;                                        \
+    kiln_v##W##f q = m * m;                                                       \
+    kiln_v##W##f p = m * 7.0376836292e-2f - 1.1514610310e-1f;                     \
+    p = p * m + 1.1676998740e-1f;                                                 \
+    p = p * m - 1.2420140846e-1f;                                                 \
+    p = p * m + 1.4249322787e-1f;                                                 \
+    p = p * m - 1.6668057665e-1f;                                                 \
+    p = p * m + 2.0000714765e-1f;                                                 \
+    p = p * m - 2.4999993993e-1f;                                                 \
+    p = p * m + 3.3333331174e-1f;                                                 \
+    kiln_v##W##f fe = __builtin_convertvector(e, kiln_v##W##f);                   \
+    kiln_v##W##f y = p * m * q + fe * -2.12194440e-4f - 0.5f * q;                 \
+    y = m + y + fe * 0.693359375f;                                                \
+    y = kiln_vsel##W(x0 == __builtin_inff(), x0, y);                              \
+    y = kiln_vsel##W(x0 == 0.0f, z - __builtin_inff(), y);                        \
+    return kiln_vsel##W((x0 < 0.0f) | (x0 != x0), z + __builtin_nanf(""), y);     \
+  }                                                                               \
+  KILN_INLINE kiln_v##W##f kiln_vtanh##W(kiln_v##W##f x) {                        \
+    kiln_v##W##f a = kiln_vabs##W(x), q = x * x;                                  \
+    kiln_v##W##f p = q * -5.70498872745e-3f + 2.06390887954e-2f;                  \
+    p = p * q - 5.37397155531e-2f;                                                \
+    p = p * q + 1.33314422036e-1f;                                                \
+    p = p * q - 3.33332819422e-1f;                                                \
+    p = p * q * a + a; /* on |x|, the sign put back last: tanh(-0) = -0 */       \
+    kiln_v##W##f l = 1.0f - 2.0f / (kiln_vexp##W(a + a) + 1.0f);                  \
+    kiln_v##W##i r = (kiln_v##W##i)kiln_vsel##W(a < 0.625f, p, l);                \
+    return (kiln_v##W##f)(r | ((kiln_v##W##i)x & (int32_t)0x80000000u));          \
+  }                                                                               \
+  KILN_INLINE kiln_v##W##f kiln_verf##W(kiln_v##W##f x0) {                        \
+    const kiln_v##W##f z = {0};                                                   \
+    kiln_v##W##f x = kiln_vsel##W(x0 > 4.0f, z + 4.0f, x0);                       \
+    x = kiln_vsel##W(x < -4.0f, z - 4.0f, x);                                     \
+    kiln_v##W##f q = x * x;                                                       \
+    kiln_v##W##f p = q * -2.72614225801306e-10f + 2.77068142495902e-08f;          \
+    p = p * q - 2.10102402082508e-06f;                                            \
+    p = p * q - 5.69250639462346e-05f;                                            \
+    p = p * q - 7.34990630326855e-04f;                                            \
+    p = p * q - 2.95459980854025e-03f;                                            \
+    p = p * q - 1.60960333262415e-02f;                                            \
+    kiln_v##W##f d = q * -1.45660718464996e-05f - 2.13374055278905e-04f;          \
+    d = d * q - 1.68282697438203e-03f;                                            \
+    d = d * q - 7.37332916720468e-03f;                                            \
+    d = d * q - 1.42647390514189e-02f;                                            \
+    return kiln_vsel##W(x0 != x0, x0, x * p / d);                                 \
+  }                                                                               \
+  KILN_INLINE kiln_v##W##f kiln_vsigmoid##W(kiln_v##W##f x) {                     \
+    kiln_v##W##f e = kiln_vexp##W(-kiln_vabs##W(x));                              \
+    const kiln_v##W##f z = {0}; /* 1 or e over 1 + e: one division */           \
+    return kiln_vsel##W(x >= 0.0f, z + 1.0f, e) / (1.0f + e);                     \
+  }                                                                               \
+  KILN_INLINE kiln_v##W##f kiln_vsilu##W(kiln_v##W##f x) { return x * kiln_vsigmoid##W(x); }
+KILN_VMATHDEF(1)
+KILN_VMATHDEF(4)
+KILN_VMATHDEF(8)
+KILN_VMATHDEF(16)
+#define KILN_SMATH(NAME) \
+  KILN_INLINE float kiln_##NAME##f(float x) { return kiln_v##NAME##1((kiln_v1f){x})[0]; }
+KILN_SMATH(exp)
+KILN_SMATH(log)
+KILN_SMATH(tanh)
+KILN_SMATH(erf)
+KILN_SMATH(sigmoid)
+KILN_SMATH(silu)

@@ -35,6 +35,8 @@ KILN_INLINE float kiln_sigmoidf(float v) {
   float e = exp(v);
   return e / (1.0f + e);
 }
+/* TIR_SILU: a fused Mul(x, Sigmoid(x)), the same two roundings */
+KILN_INLINE float kiln_siluf(float v) { return v * kiln_sigmoidf(v); }
 /* f64 helpers, only in a program that enables cl_khr_fp64 (KILN_FP64). */
 #ifdef KILN_FP64
 KILN_INLINE double kiln_fmind(double a, double b) { return (a < b || isnan(a)) ? a : b; }

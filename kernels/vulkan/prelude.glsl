@@ -45,6 +45,8 @@ float kiln_sigmoidf(float v) {
   float e = exp(v);
   return e / (1.0 + e);
 }
+/* TIR_SILU: a fused Mul(x, Sigmoid(x)), the same two roundings */
+float kiln_siluf(float v) { return v * kiln_sigmoidf(v); }
 /* erf: Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) */
 float kiln_erf(float x) {
   float t = 1.0 / (1.0 + 0.3275911 * abs(x));

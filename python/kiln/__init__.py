@@ -176,14 +176,16 @@ class Session:
 
     def profile(self):
         """Per dispatch of the profiled runs (profile=True), in dispatch order: a list of dicts
-        with kernel, node, op, total_s (summed over runs), last_s, start_s, flops, bytes, runs."""
+        with kernel, node, op, total_s (summed over runs), last_s, start_s, flops, bytes, runs and
+        device (the device API that ran it: "cpu" for a heterogeneous session's fallbacks)."""
         n, runs = ctypes.c_int32(), ctypes.c_int32()
         p = rt.kiln_session_profile(self._ptr, ctypes.byref(n), ctypes.byref(runs))
         if not p:
             return []
         return [{"kernel": _str(p[i].kernel), "node": _str(p[i].node), "op": _str(p[i].op),
                  "total_s": p[i].total_s, "last_s": p[i].last_s, "start_s": p[i].start_s,
-                 "flops": p[i].flops, "bytes": p[i].bytes, "runs": runs.value} for i in range(n.value)]
+                 "flops": p[i].flops, "bytes": p[i].bytes, "runs": runs.value, "device": _str(p[i].device)}
+                for i in range(n.value)]
 
     def close(self):
         if getattr(self, "_ptr", None):

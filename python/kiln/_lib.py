@@ -53,7 +53,8 @@ class ModuleInfo(ctypes.Structure):
 class ProfileEntry(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char_p), ("node", ctypes.c_char_p), ("op", ctypes.c_char_p),
                 ("total_s", ctypes.c_double), ("start_s", ctypes.c_double),
-                ("last_s", ctypes.c_double), ("flops", ctypes.c_int64), ("bytes", ctypes.c_int64)]
+                ("last_s", ctypes.c_double), ("flops", ctypes.c_int64), ("bytes", ctypes.c_int64),
+                ("device", ctypes.c_char_p)]
 
 
 class ReportEntry(ctypes.Structure):

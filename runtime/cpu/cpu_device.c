@@ -25,6 +25,7 @@ struct kiln_device_executable_s {
   int32_t threads;
   const char* isa; /* the module's machine code that runs, NULL: built from C */
   char note[600];  /* why the module's machine code was not used, "" if it was */
+  kiln_cpu_compile_stats_t stats; /* built from C: the C compiler's share of the wait */
 };
 
 enum { OP_DISPATCH, OP_BARRIER, OP_TIMESTAMP };
@@ -221,9 +222,8 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     co.threads = e->threads;
     if (o && o->cache_dir) co.cache_dir = o->cache_dir;
     if (o) co.dump_dir = o->dump_dir;
-    kiln_cpu_compile_stats_t st;
-    memset(&st, 0, sizeof st);
-    s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &st);
+    memset(&e->stats, 0, sizeof e->stats);
+    s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &e->stats);
     if (s && e->note[0])
       s = kiln_status_annotate(s, "%s; compiling its C source instead failed", e->note);
   }
@@ -437,6 +437,15 @@ static kiln_status_t cpu_api_list(FILE* out) {
 static void cpu_api_report(const kiln_device_executable_t* e, FILE* out) {
   if (e->isa) fprintf(out, "cpu: kernels from the module's %s machine code (no compiler)\n", e->isa);
   else if (e->note[0]) fprintf(out, "cpu: note: %s; kernels compiled from the C source\n", e->note);
+  if (e->isa || e->n_kernels == 0) return;
+  const kiln_cpu_compile_stats_t* st = &e->stats;
+  if (st->cache_hit)
+    fprintf(out, "cpu: C compiler: none (compile cache hit), loaded in %.1f ms\n", st->load_s * 1e3);
+  else
+    fprintf(out,
+            "cpu: C compiler %.1f ms (%.1f s of CPU, %d part%s on %d job%s), loaded in %.1f ms\n",
+            st->compile_s * 1e3, st->compiler_cpu_s, (int)st->parts, st->parts == 1 ? "" : "s",
+            (int)st->jobs, st->jobs == 1 ? "" : "s", st->load_s * 1e3);
 }
 
 const kiln_device_api_t kiln_device_api_cpu = {

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -121,22 +122,38 @@ static kiln_status_t spawn_tool(char* const* argv, const char* log_path, pid_t* 
   return NULL;
 }
 
-/* Waits for |pid|; *out_rc is its exit status (128+signal when killed). */
-static kiln_status_t wait_tool(pid_t pid, const char* what, int* out_rc) {
+/* Waits for |pid| (|nohang|: only looks; *out_done says whether it had
+ * ended); *out_rc is its exit status (128+signal when killed) and its CPU
+ * seconds are added to *cpu_s (when not NULL): wait4 reports that child's
+ * own, where RUSAGE_CHILDREN would mix in other threads' children. */
+static kiln_status_t wait_tool_ex(pid_t pid, const char* what, bool nohang, bool* out_done,
+                                  int* out_rc, double* cpu_s) {
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0) {
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  pid_t r;
+  while ((r = wait4(pid, &st, nohang ? WNOHANG : 0, &ru)) < 0) {
     if (errno != EINTR)
       return kiln_make_status(KILN_IO_ERROR, "cpu: waiting for '%s' failed: %s", what,
                               strerror(errno));
   }
+  if (out_done) *out_done = r == pid;
+  if (r != pid) return NULL;
   *out_rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  if (cpu_s)
+    *cpu_s += (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
   return NULL;
 }
 
-static kiln_status_t run_tool(char* const* argv, const char* log_path, int* out_rc) {
+static kiln_status_t run_tool_cpu(char* const* argv, const char* log_path, int* out_rc, double* cpu_s) {
   pid_t pid = 0;
   KILN_RETURN_IF_ERROR(spawn_tool(argv, log_path, &pid));
-  return wait_tool(pid, argv[0], out_rc);
+  return wait_tool_ex(pid, argv[0], false, NULL, out_rc, cpu_s);
+}
+
+static kiln_status_t run_tool(char* const* argv, const char* log_path, int* out_rc) {
+  return run_tool_cpu(argv, log_path, out_rc, NULL);
 }
 
 /* Trimmed compiler output for an error message (malloc'd). */
@@ -431,22 +448,63 @@ static void assign_parts(const kiln_program_code_t* src, int32_t nparts, int32_t
   free(done);
 }
 
+/* Parts per compiler job: more parts than jobs, handed to the jobs as they
+ * free up, even out what the text sizes mispredict (a GEMM's few lines
+ * unroll into far more work than an element-wise kernel's); each part
+ * costs one more parse of the prelude. */
+#define PARTS_PER_JOB 3
+#define MAX_PARTS 64 /* assign_parts' table */
+
+/* What building a shared object did, for kiln_cpu_compile_stats_t. */
+typedef struct build_info_s {
+  double cpu_s;  /* compiler and linker CPU seconds */
+  int32_t parts; /* translation units (1: the code as one file) */
+  int32_t jobs;  /* compilers run at once */
+} build_info_t;
+
+/* Waits for one of the |n| running compiles in |pids| (-1: not running) to
+ * end: polls them (a library must not reap children it did not start, so
+ * no waitpid(-1)); returns its index in *out_q. */
+static kiln_status_t wait_any(pid_t* pids, int32_t n, const char* cc, int32_t* out_q, int* out_rc,
+                              double* cpu_s) {
+  for (;;) {
+    for (int32_t q = 0; q < n; ++q) {
+      if (pids[q] < 0) continue;
+      bool done = false;
+      KILN_RETURN_IF_ERROR(wait_tool_ex(pids[q], cc, true, &done, out_rc, cpu_s));
+      if (done) {
+        pids[q] = -1;
+        *out_q = q;
+        return NULL;
+      }
+    }
+    struct timespec ts = {0, 2000000}; /* 2 ms: compiles take 100s of ms */
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* Compiles |src| into |so|. Small units (or one job) compile as one file;
- * otherwise parts are compiled to objects concurrently and linked. */
+ * otherwise parts are compiled to objects concurrently, at most |jobs| at a
+ * time, and linked. */
 static kiln_status_t build_so(const char* cc, const char* flags, const kiln_program_code_t* src,
                               const char* dir, const char* key, const char* src_path,
-                              const char* so, const char* kept) {
+                              const char* so, const char* kept, build_info_t* info) {
   char flagbuf[2048], log[1024];
   char* argv[128];
   int32_t jobs = compile_jobs();
   int32_t nparts = n_units(src) / 4;
-  if (nparts > jobs) nparts = jobs;
+  if (jobs < 2) nparts = 1; /* nothing to overlap: parts would only add prelude parses */
+  if (nparts > PARTS_PER_JOB * jobs) nparts = PARTS_PER_JOB * jobs;
+  if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+  memset(info, 0, sizeof *info);
+  info->parts = nparts < 2 ? 1 : nparts;
+  info->jobs = nparts < 2 ? 1 : nparts < jobs ? nparts : jobs;
   if (nparts < 2) {
     const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
     KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv));
     kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     int rc = 0;
-    kiln_status_t s = run_tool(argv, log, &rc);
+    kiln_status_t s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, src_path, kept, NULL);
     unlink(log);
     return s;
@@ -483,19 +541,31 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
       fwrite(text + src->parts[2 * (src->n_parts - 1)], 1, (size_t)src->parts[2 * src->n_parts - 1], f);
     if (fclose(f) != 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", cpath[q]);
   }
-  int32_t started = 0;
-  for (int32_t q = 0; q < nparts && !s; ++q) {
-    const char* extra[] = {"-fPIC", "-c", "-o", opath[q], cpath[q]};
-    s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 5, argv);
-    if (!s) s = spawn_tool(argv, lpath[q], &pids[q]);
-    if (!s) started++;
-  }
-  for (int32_t q = 0; q < started; ++q) {
+  /* Parts in order (assign_parts fills the heaviest first), at most
+   * info->jobs running; after an error no new one starts and the running
+   * ones are waited for. */
+  for (int32_t q = 0; q < nparts; ++q) pids[q] = -1;
+  int32_t next = 0, running = 0;
+  while (next < nparts || running > 0) {
+    if (!s && failed < 0 && next < nparts && running < info->jobs) {
+      const char* extra[] = {"-fPIC", "-c", "-o", opath[next], cpath[next]};
+      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 5, argv);
+      if (!s) s = spawn_tool(argv, lpath[next], &pids[next]);
+      if (!s) running++;
+      next++;
+      continue;
+    }
+    if (running == 0) break;
+    int32_t q = -1;
     int rc = 0;
-    kiln_status_t w = wait_tool(pids[q], cc, &rc);
-    if (w && !s) s = w;
-    else kiln_status_free(w);
-    if (!w && rc != 0 && failed < 0) {
+    kiln_status_t w = wait_any(pids, nparts, cc, &q, &rc, &info->cpu_s);
+    if (w) { /* the children cannot be waited for: stop here */
+      if (!s) s = w;
+      else kiln_status_free(w);
+      break;
+    }
+    running--;
+    if (rc != 0 && failed < 0) {
       failed = q;
       failed_rc = rc;
     }
@@ -503,7 +573,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   if (!s && failed >= 0)
     s = build_failure(cc, flags, failed_rc, lpath[failed], cpath[failed], kept, cpath[failed]);
   if (!s) {
-    const char* extra[70];
+    const char* extra[MAX_PARTS + 6];
     int32_t ne = 0;
     extra[ne++] = "-shared";
     extra[ne++] = "-fPIC";
@@ -514,7 +584,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
     kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, ne, argv);
     int rc = 0;
-    if (!s) s = run_tool(argv, log, &rc);
+    if (!s) s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, "", kept, NULL);
     unlink(log);
   }
@@ -609,11 +679,12 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   }
 
   char src_tmp[sizeof dir + 96], so_tmp[sizeof dir + 96];
+  build_info_t info = {0};
   kiln_code_cache_temp_path(dir, key, ".c", src_tmp, sizeof src_tmp);
   kiln_code_cache_temp_path(dir, key, ".so", so_tmp, sizeof so_tmp);
   s = write_file(src_tmp, source, len);
   if (!s) {
-    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp);
+    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp, &info);
     if (s) {
       unlink(so_tmp);
       if (cached) rename(src_tmp, src_final); /* kept for the error message */
@@ -646,6 +717,9 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   if (stats) {
     stats->cache_hit = false;
     stats->compile_s = t1 - t0;
+    stats->compiler_cpu_s = info.cpu_s;
+    stats->parts = info.parts;
+    stats->jobs = info.jobs;
     stats->load_s = kiln_cpu_now() - t1;
     if (!committed) snprintf(stats->so_path, sizeof stats->so_path, "%s", so_tmp);
   }
@@ -663,7 +737,8 @@ kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* src, const char* 
   char src_path[1100];
   snprintf(src_path, sizeof src_path, "%s/kernels.c", dir);
   kiln_status_t s = write_file(src_path, src->text ? src->text : "", (size_t)src->text_len);
-  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path);
+  build_info_t info;
+  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path, &info);
   /* A failed build keeps the source its message points at. */
   if (!s) unlink(src_path);
   if (!s) rmdir(dir);

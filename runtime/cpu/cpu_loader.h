@@ -7,7 +7,8 @@
  * just printed with it. The input is the code section as a module holds it
  * (kiln_program_code_t: one C translation unit plus (offset, length) parts
  * [0] prelude, [1..n-2] units, [n-1] epilogue), so large units compile as
- * parts in parallel ($KILN_CPU_JOBS). Compiler $KILN_CC or "cc", flags
+ * parts in parallel: up to 3 parts per job, at most $KILN_CPU_JOBS (default:
+ * the cores) compilers at once, each starting the next part as it ends. Compiler $KILN_CC or "cc", flags
  * $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno";
  * $KILN_CPU_DUMP names a folder that receives the source. Objects are cached
  * by a hash of the source, compiler, flags, compiler version and CPU.
@@ -42,9 +43,14 @@ typedef struct kiln_cpu_options_s {
 void kiln_cpu_options_default(kiln_cpu_options_t* o);
 
 /* Timings of a compile. kiln_cpu_module_load fills compile_s, load_s,
- * cache_hit and so_path; kiln_cpu_compile adds codegen_s and source_bytes. */
+ * cache_hit, so_path and, when it ran the compiler, compiler_cpu_s (the
+ * compilers' and the linker's CPU seconds, all parts together), parts (the
+ * translation units the code was split into) and jobs (compilers run at
+ * once); kiln_cpu_compile adds codegen_s and source_bytes. */
 typedef struct kiln_cpu_compile_stats_s {
   double codegen_s, compile_s, load_s;
+  double compiler_cpu_s;
+  int32_t parts, jobs;
   bool cache_hit;
   size_t source_bytes;
   char so_path[1024];

@@ -1082,6 +1082,13 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE*
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: program '%s' has no OpenCL source",
                             p->model_name ? p->model_name : "");
   KILN_RETURN_IF_ERROR(check_extensions(d, p));
+  /* A heterogeneous program is built per segment at load (runtime/
+   * session_hetero.c), never as this whole program. */
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST))
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "opencl: program '%s' runs some kernels on the CPU; its OpenCL part is built per "
+                            "segment at load, no binary embedded",
+                            p->model_name ? p->model_name : "");
   kiln_code_cache_t cache;
   bool cache_on = false;
   kiln_opencl_build_stats_t st;

@@ -219,6 +219,9 @@ typedef struct kiln_cf_dialect_s {
   /* loops */
   const char* parallel_pragma; /* NULL: PARALLEL prints serial */
   const char* collapse_clause; /* appended with the count ($N), NULL: no collapse */
+  /* The clause keyword ("if") that keeps a parallel loop with a run-time
+   * extent (tir_for_dyn) in one thread when it runs once; NULL: none. */
+  const char* parallel_if;
   const char* simd_pragma;     /* for VECTORIZED loops printed scalar */
   const char* unroll_pragma;   /* $N */
   /* > 0: unroll_pragma only on UNROLLED loops of at most this extent, as a
@@ -242,6 +245,21 @@ typedef struct kiln_cf_dialect_s {
   const char* vmin;            /* NaN-propagating */
   const char* vmax;
   const char* vabs;
+  /* i32 vectors (NULL: such loops print scalar), only for the int8 GEMM's
+   * accumulators: a store of $W lanes of dot2_i16(acc, a, b) whose operands
+   * are contiguous i32 loads or invariant (broadcast) values */
+  const char* vload_i32;       /* $B $I $W -> i32 vector */
+  const char* vstore_i32;      /* $B $I $V $W -> statement */
+  const char* vsplat_i32;      /* scalar i32 $1 -> vector */
+  const char* vdot2_i16;       /* $1 + pairwise i16 products of $2 and $3, per lane */
+  /* widen_i8x2 of an i16 load: $W contiguous ones from $B[$I], or the one
+   * at $B[$I] in every lane (NULL: such loops print scalar) */
+  const char* vwiden_i8x2;
+  const char* vsplat_i8x2;
+  /* f32 math on a vector $1 of $W lanes (NULL: a loop using the intrinsic
+   * prints scalar); the C prelude's polynomial forms, so the loop calls no
+   * libm */
+  const char* vmath[TIR_INTRIN_COUNT_];
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;
@@ -307,6 +325,11 @@ bool kiln_cf_valid_kernel_name(const char* s);
  * call: the kernels the precision pass retyped for fp16 arithmetic), not
  * only loads and stores f16 storage. */
 bool kiln_cf_func_computes_f16(const tir_func_t* f);
+/* NULL when |d| can spell every dtype |f| stores, loads or computes in
+ * (and its name and parameters are printable); else the error printing it
+ * would give (UNSUPPORTED naming the kernel, the dtype and the dialect).
+ * Prints nothing: heterogeneous execution asks it before emitting. */
+KILN_MUST_USE kiln_status_t kiln_cf_check_types(const kiln_cf_dialect_t* d, const tir_func_t* f);
 /* Whether |f| has a parameter, allocation or value of dtype |t|. */
 bool kiln_cf_func_uses_dtype(const tir_func_t* f, kiln_dtype_t t);
 

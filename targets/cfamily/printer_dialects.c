@@ -34,7 +34,7 @@ extern const char kiln_cf_glsl_prelude[];   /* kernels/vulkan/prelude.glsl */
            [TIR_TAN] = "tan($1)", [TIR_ASIN] = "asin($1)", [TIR_ACOS] = "acos($1)",             \
            [TIR_ATAN] = "atan($1)", [TIR_SINH] = "sinh($1)", [TIR_COSH] = "cosh($1)",           \
            [TIR_ASINH] = "asinh($1)", [TIR_ACOSH] = "acosh($1)", [TIR_ATANH] = "atanh($1)",     \
-           [TIR_FMOD] = "fmod($1, $2)"},                                                        \
+           [TIR_FMOD] = "fmod($1, $2)", [TIR_SILU] = "kiln_siluf($1)"},                         \
   .fmin_f = "kiln_fminf($1, $2)", .fmax_f = "kiln_fmaxf($1, $2)",                               \
   .ffloordiv = "kiln_ffloordiv($1, $2)", .ffloormod = "kiln_ffloormod($1, $2)",                 \
   .imin = "kiln_imin($1, $2)", .imax = "kiln_imax($1, $2)",                                     \
@@ -97,28 +97,39 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .int64_suffix = "LL",
     .half_load = "kiln_h2f($B[$I])",
     .half_store = "$B[$I] = kiln_f2h($V)",
-    /* libm's float functions */
-    .math = {[TIR_EXP] = "expf($1)", [TIR_LOG] = "logf($1)", [TIR_SQRT] = "sqrtf($1)",
-             [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "tanhf($1)",
-             [TIR_ERF] = "erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
+    /* libm's float functions, but for the prelude's exp, log, tanh, erf and
+     * sigmoid (the one-lane forms of its vector math, so a vector loop and
+     * its scalar tail compute the same value) */
+    .math = {[TIR_EXP] = "kiln_expf($1)", [TIR_LOG] = "kiln_logf($1)", [TIR_SQRT] = "sqrtf($1)",
+             [TIR_RSQRT] = "(1.0f / sqrtf($1))", [TIR_TANH] = "kiln_tanhf($1)",
+             [TIR_ERF] = "kiln_erff($1)", [TIR_FABS] = "fabsf($1)", [TIR_FLOOR] = "floorf($1)",
              [TIR_CEIL] = "ceilf($1)", [TIR_ROUND_EVEN] = "nearbyintf($1)",
              [TIR_POW] = "powf($1, $2)", [TIR_SIGMOID] = "kiln_sigmoidf($1)",
              [TIR_SIN] = "sinf($1)", [TIR_COS] = "cosf($1)", [TIR_TAN] = "tanf($1)",
              [TIR_ASIN] = "asinf($1)", [TIR_ACOS] = "acosf($1)", [TIR_ATAN] = "atanf($1)",
              [TIR_SINH] = "sinhf($1)", [TIR_COSH] = "coshf($1)", [TIR_ASINH] = "asinhf($1)",
-             [TIR_ACOSH] = "acoshf($1)", [TIR_ATANH] = "atanhf($1)", [TIR_FMOD] = "fmodf($1, $2)"},
+             [TIR_ACOSH] = "acoshf($1)", [TIR_ATANH] = "atanhf($1)", [TIR_FMOD] = "fmodf($1, $2)",
+             [TIR_SILU] = "kiln_siluf($1)"},
     /* OpenMP threads and SIMD; GCC's unroller */
     .parallel_pragma = "#pragma omp parallel for schedule(static)",
     .collapse_clause = "collapse($N)",
+    .parallel_if = "if",
     .simd_pragma = "#pragma omp simd",
     .unroll_pragma = "#pragma GCC unroll $N",
     /* GCC vector extensions: the prelude's kiln_v<W>f types and helpers */
     CF_VECTORS(4 | 8 | 16, "kiln_v$Wf", "(*(const kiln_v$Wf*)&$B[$I])", "*(kiln_v$Wf*)&$B[$I] = $V",
                "kiln_vsplat$W($1)", "kiln_vsel$W($1, $2, $3)", "kiln_vmask$W($1)",
                "kiln_vmin$W($1, $2)", "kiln_vmax$W($1, $2)", "kiln_vabs$W($1)"),
+    .vmath = {[TIR_EXP] = "kiln_vexp$W($1)", [TIR_LOG] = "kiln_vlog$W($1)",
+              [TIR_TANH] = "kiln_vtanh$W($1)", [TIR_ERF] = "kiln_verf$W($1)",
+              [TIR_SIGMOID] = "kiln_vsigmoid$W($1)", [TIR_SILU] = "kiln_vsilu$W($1)"},
     /* f16 buffers: the prelude converts a vector on load and store */
     .vload_half = "kiln_vh2f$W(&$B[$I])", .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
     .vsplat_half = "kiln_vsplath$W(&$B[$I])",
+    .vload_i32 = "(*(const kiln_vi$W*)&$B[$I])", .vstore_i32 = "*(kiln_vi$W*)&$B[$I] = $V",
+    .vsplat_i32 = "kiln_vspliti$W($1)", .vdot2_i16 = "kiln_vdot2_$W($1, $2, $3)",
+    .math[TIR_DOT2_I16] = "kiln_dot2($1, $2, $3)", .math[TIR_WIDEN_I8X2] = "kiln_widen2($1)",
+    .vwiden_i8x2 = "kiln_vwiden$W(&$B[$I])", .vsplat_i8x2 = "kiln_vsplatw$W(&$B[$I])",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {

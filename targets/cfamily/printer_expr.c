@@ -7,6 +7,7 @@
  * dialect computes in a native half type). */
 #include <math.h>
 
+#include "ir/tir_analysis.h"
 #include "targets/cfamily/printer_impl.h"
 
 /* Non-negative over the enclosing loop ranges? (H-tir's interval analysis;
@@ -458,6 +459,39 @@ static void ex_binary(pr_t* p, const tir_expr_t* e, int need) {
   half_round_close(p, hr);
 }
 
+/* Is f32 |e| never NaN, with its value in [*lo, *hi] (bounds may be
+ * infinite)? Recognises what the quantized ops' saturation builds:
+ * min(max(select(x == x, x, c), lo), hi). */
+static bool nonnan_range(const tir_expr_t* e, double* lo, double* hi) {
+  double l1, h1, l2, h2;
+  switch (e->kind) {
+    case TIR_FLOAT:
+      if (!isfinite(e->u.f)) return false;
+      *lo = *hi = e->u.f;
+      return true;
+    case TIR_BINARY: {
+      const tir_binop_t op = e->u.bin.op;
+      if ((op != TIR_MIN && op != TIR_MAX) || !nonnan_range(e->u.bin.a, &l1, &h1) ||
+          !nonnan_range(e->u.bin.b, &l2, &h2))
+        return false;
+      *lo = op == TIR_MIN ? fmin(l1, l2) : fmax(l1, l2);
+      *hi = op == TIR_MIN ? fmin(h1, h2) : fmax(h1, h2);
+      return true;
+    }
+    case TIR_SELECT: {
+      const tir_expr_t* c = e->u.sel.cond;
+      /* x == x ? x : f: x where it is not NaN, else f */
+      if (c->kind != TIR_BINARY || c->u.bin.op != TIR_EQ || !tir_expr_equal(c->u.bin.a, c->u.bin.b) ||
+          !tir_expr_equal(c->u.bin.a, e->u.sel.t) || !nonnan_range(e->u.sel.f, &l2, &h2))
+        return false;
+      *lo = -INFINITY, *hi = INFINITY;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
   const tir_expr_t* v = e->u.cast.value;
   kiln_dtype_t s = v->dtype, t = e->dtype;
@@ -493,6 +527,18 @@ static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
     } else {
       put_cast(p, vtype(p, t), v, need);
     }
+    return;
+  }
+  double lo, hi;
+  if (s == KILN_DTYPE_F32 && !d->constructor_casts && kiln_dtype_size(t) <= 4 && nonnan_range(v, &lo, &hi) &&
+      lo > -2147483648.0 && hi < 2147483647.0) {
+    /* in the int32 range and never NaN (quantized outputs): a plain
+     * conversion, which vectorizes (cvttps2dq), where kiln_f2i's int64
+     * saturation kept the requantization epilogues scalar */
+    bool o = open_p(p, P_UNARY, need);
+    putf(p, "(%s)(%s)", stype(p, t), stype(p, KILN_DTYPE_I32));
+    kiln_cf_expr(p, v, P_UNARY);
+    close_p(p, o);
     return;
   }
   if (is_float(s)) { /* float -> int: truncate, saturate to int64, wrap */
@@ -533,6 +579,17 @@ static void ex_call(pr_t* p, const tir_expr_t* e, int need) {
     put(p, "!");
     kiln_cf_expr(p, a, P_UNARY + 1);
     close_p(p, o);
+    return;
+  }
+  if (fn == TIR_DOT2_I16 || fn == TIR_WIDEN_I8X2) {
+    if (!d->math[fn]) {
+      kiln_cf_fail(p, KILN_UNSUPPORTED, "intrinsic %s has no spelling in this dialect",
+                   fn == TIR_DOT2_I16 ? "dot2_i16" : "widen_i8x2");
+      return;
+    }
+    tctx_t c = {.a = {aex(a)}};
+    if (fn == TIR_DOT2_I16) c.a[1] = aex(e->u.call.args[1]), c.a[2] = aex(e->u.call.args[2]);
+    kiln_cf_tpl(p, d->math[fn], &c);
     return;
   }
   if (!is_float(t)) {

@@ -29,7 +29,7 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     const bool half = b->dtype == KILN_DTYPE_F16;
     c.v = avex(half ? v->u.cast.value : v); /* vok_stmt: f16 <- f32(...) */
     c.n = p->w;
-    kiln_cf_tpl(p, half ? p->d->vstore_half : p->d->vstore, &c);
+    kiln_cf_tpl(p, half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : p->d->vstore, &c);
     put(p, ";\n");
     return;
   }
@@ -67,12 +67,20 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
   put(p, ";\n");
 }
 
-static void put_for_header(pr_t* p, const tir_var_t* v, int64_t extent, int64_t step) {
+/* |dyn| (a run-time extent, tir_for_dyn) replaces |extent| as the bound the
+ * loop tests; the bounds analysis still uses |extent|, its maximum. */
+static void put_for_header(pr_t* p, const tir_var_t* v, int64_t extent, const tir_expr_t* dyn, int64_t step) {
   putf(p, "for (%s ", p->d->index_type);
   kiln_cf_put_var(p, v);
   put(p, " = 0; ");
   kiln_cf_put_var(p, v);
-  putf(p, " < %lld; ", (long long)extent);
+  if (dyn) {
+    put(p, " < ");
+    kiln_cf_expr(p, dyn, P_ANY);
+    put(p, "; ");
+  } else {
+    putf(p, " < %lld; ", (long long)extent);
+  }
   kiln_cf_put_var(p, v);
   if (step == 1) put(p, "++) {\n");
   else putf(p, " += %lld) {\n", (long long)step);
@@ -111,7 +119,7 @@ static bool has_loop(const tir_stmt_t* s) {
 static void st_loop_plain(pr_t* p, const tir_stmt_t* s) {
   const tir_var_t* v = s->u.loop.var;
   line(p);
-  put_for_header(p, v, s->u.loop.extent, 1);
+  put_for_header(p, v, s->u.loop.extent, s->u.loop.dyn_extent, 1);
   p->ind++;
   if (push_var(p, v, s->u.loop.extent)) {
     kiln_cf_stmt(p, s->u.loop.body);
@@ -125,7 +133,8 @@ static void st_parallel(pr_t* p, const tir_stmt_t* s) {
   int32_t n = 1;
   while (n < 3 && nest[n - 1]->u.loop.body->kind == TIR_FOR &&
          nest[n - 1]->u.loop.body->u.loop.kind == TIR_LOOP_PARALLEL &&
-         nest[n - 1]->u.loop.body->u.loop.extent > 0 && p->d->collapse_clause)
+         nest[n - 1]->u.loop.body->u.loop.extent > 0 && !nest[n - 1]->u.loop.body->u.loop.dyn_extent &&
+         p->d->collapse_clause)
     nest[n] = nest[n - 1]->u.loop.body, n++;
   line(p);
   tctx_t c = {.n = n};
@@ -134,11 +143,19 @@ static void st_parallel(pr_t* p, const tir_stmt_t* s) {
     put(p, " ");
     kiln_cf_tpl(p, p->d->collapse_clause, &c);
   }
+  /* A loop over the samples alone (its kernel has no parallel loop of its
+   * own): one sample is what a static module runs without a parallel
+   * region, so one sample runs in this thread. */
+  if (n == 1 && s->u.loop.dyn_extent && p->d->parallel_if) {
+    putf(p, " %s(", p->d->parallel_if);
+    kiln_cf_expr(p, s->u.loop.dyn_extent, P_ANY);
+    put(p, " > 1)");
+  }
   put(p, "\n");
   int32_t pushed = 0;
   for (int32_t i = 0; i < n; ++i) {
     line(p);
-    put_for_header(p, nest[i]->u.loop.var, nest[i]->u.loop.extent, 1);
+    put_for_header(p, nest[i]->u.loop.var, nest[i]->u.loop.extent, nest[i]->u.loop.dyn_extent, 1);
     p->ind++;
     if (push_var(p, nest[i]->u.loop.var, nest[i]->u.loop.extent)) pushed++;
   }
@@ -154,7 +171,7 @@ static void st_vector(pr_t* p, const tir_stmt_t* s, int32_t w) {
   int64_t e = s->u.loop.extent;
   if (e / w > 1 && p->d->unroll_pragma) put_pragma(p, p->d->unroll_pragma, e / w <= 16 ? e / w : 4);
   line(p);
-  put_for_header(p, v, e, w);
+  put_for_header(p, v, e, NULL, w);
   p->ind++;
   if (push_var(p, v, e)) {
     p->lane = v;
@@ -171,6 +188,17 @@ static void st_for(pr_t* p, const tir_stmt_t* s) {
   const kiln_cf_dialect_t* d = p->d;
   int64_t e = s->u.loop.extent;
   if (e <= 0) return;
+  /* A run-time extent: a parallel or a plain loop (vector, simd and unroll
+   * paths need the trip count when printing). */
+  if (s->u.loop.dyn_extent) {
+    if (s->u.loop.kind == TIR_LOOP_PARALLEL && d->parallel_pragma && !p->in_par && !p->in_simd && !p->lane)
+      st_parallel(p, s);
+    else if (s->u.loop.kind == TIR_LOOP_BOUND)
+      kiln_cf_fail(p, KILN_UNSUPPORTED, "loop '%s' bound to a GPU id has a run-time extent", s->u.loop.var->name);
+    else
+      st_loop_plain(p, s);
+    return;
+  }
   switch (s->u.loop.kind) {
     case TIR_LOOP_PARALLEL:
       if (d->parallel_pragma && !p->in_par && !p->in_simd && !p->lane) {

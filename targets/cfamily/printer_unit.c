@@ -338,6 +338,14 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
   put(p, "}\n");
 }
 
+kiln_status_t kiln_cf_check_types(const kiln_cf_dialect_t* d, const tir_func_t* f) {
+  pr_t p;
+  memset(&p, 0, sizeof p);
+  p.d = d;
+  p.f = f;
+  return check_func(&p);
+}
+
 kiln_status_t kiln_cf_print_kernel(const kiln_cf_dialect_t* d, const tir_func_t* f,
                                    const kiln_cf_kernel_info_t* info, kiln_cf_out_t* out) {
   pr_t p;

@@ -97,6 +97,38 @@ static bool varies(const pr_t* p, const tir_expr_t* e) {
   }
 }
 
+/* widen_i8x2 of an i16 load? */
+static const tir_expr_t* widen_load(const tir_expr_t* e) {
+  if (e->kind != TIR_CALL || e->u.call.fn != TIR_WIDEN_I8X2) return NULL;
+  const tir_expr_t* a = e->u.call.args[0];
+  return a->kind == TIR_LOAD ? a : NULL;
+}
+
+/* An i32 vector operand: invariant, a contiguous i32 load, or widen_i8x2
+ * of an invariant or contiguous i16 load. */
+static bool vok_i32(const pr_t* p, const tir_expr_t* e) {
+  if (e->dtype != KILN_DTYPE_I32 || !p->d->vload_i32) return false;
+  const tir_expr_t* w = widen_load(e);
+  if (w) {
+    if (!p->d->vwiden_i8x2 || !p->d->vsplat_i8x2) return false;
+    const int ac = access_class(w->u.load.buf, w->u.load.idx, p->lane);
+    return ac == 0 || ac == 1;
+  }
+  if (!varies(p, e)) return true;
+  return e->kind == TIR_LOAD && access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1;
+}
+
+/* The value of a vector i32 store: invariant, or dot2_i16 of vector
+ * operands. */
+static bool vok_i32_value(const pr_t* p, const tir_expr_t* e) {
+  if (e->dtype != KILN_DTYPE_I32 || !p->d->vstore_i32) return false;
+  if (!varies(p, e)) return true;
+  if (e->kind != TIR_CALL || e->u.call.fn != TIR_DOT2_I16 || !p->d->vdot2_i16) return false;
+  for (int32_t i = 0; i < 3; ++i)
+    if (!vok_i32(p, e->u.call.args[i])) return false;
+  return true;
+}
+
 static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
   if (!varies(p, e)) return true;
   switch (e->kind) {
@@ -128,7 +160,8 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
       bool ok = (e->dtype == KILN_DTYPE_F32 &&
-                 (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA)) ||
+                 (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA ||
+                  (fn >= 0 && fn < TIR_INTRIN_COUNT_ && p->d->vmath[fn]))) ||
                 (e->dtype == KILN_DTYPE_BOOL && fn == TIR_NOT);
       if (!ok) return false;
       for (int32_t i = 0; i < e->u.call.n; ++i)
@@ -145,7 +178,8 @@ static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
     case TIR_STORE: {
       const tir_expr_t* v = s->u.store.value;
       if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
-      if (s->u.store.buf->dtype == KILN_DTYPE_F32) return vok_expr(p, v);
+      if (s->u.store.buf->dtype == KILN_DTYPE_F32) return v->dtype == KILN_DTYPE_F32 && vok_expr(p, v);
+      if (s->u.store.buf->dtype == KILN_DTYPE_I32) return vok_i32_value(p, v);
       /* f16 <- f32(...) narrowed by the vector store */
       return s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->kind == TIR_CAST &&
              v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
@@ -209,6 +243,13 @@ static void vtpl(pr_t* p, const char* fmt, targ_t a, targ_t b, targ_t c) {
 /* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
+  const tir_expr_t* w = e->dtype == KILN_DTYPE_I32 ? widen_load(e) : NULL;
+  if (w) { /* vok_i32: a widening load, or its broadcast */
+    kiln_cf_check_buf(p, w->u.load.buf);
+    tctx_t c = {.buf = w->u.load.buf, .idx = w->u.load.idx, .n = p->w};
+    kiln_cf_tpl(p, varies(p, w) ? d->vwiden_i8x2 : d->vsplat_i8x2, &c);
+    return;
+  }
   if (!varies(p, e)) {
     /* f32(f16 load) broadcast: widen once in the vector unit */
     if (e->kind == TIR_CAST && e->dtype == KILN_DTYPE_F32 && e->u.cast.value->kind == TIR_LOAD &&
@@ -219,14 +260,15 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       kiln_cf_tpl(p, d->vsplat_half, &c);
       return;
     }
-    vtpl(p, e->dtype == KILN_DTYPE_BOOL ? d->vmask : d->vsplat, aex(e), (targ_t){0}, (targ_t){0});
+    vtpl(p, e->dtype == KILN_DTYPE_BOOL ? d->vmask : e->dtype == KILN_DTYPE_I32 ? d->vsplat_i32 : d->vsplat,
+         aex(e), (targ_t){0}, (targ_t){0});
     return;
   }
   switch (e->kind) {
     case TIR_LOAD: {
       kiln_cf_check_buf(p, e->u.load.buf);
       tctx_t c = {.buf = e->u.load.buf, .idx = e->u.load.idx, .n = p->w};
-      kiln_cf_tpl(p, d->vload, &c);
+      kiln_cf_tpl(p, e->dtype == KILN_DTYPE_I32 ? d->vload_i32 : d->vload, &c);
       return;
     }
     case TIR_BINARY: {
@@ -266,13 +308,17 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
     }
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
-      if (fn == TIR_NEG || fn == TIR_NOT) {
+      if (fn == TIR_DOT2_I16) {
+        vtpl(p, d->vdot2_i16, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
+      } else if (fn == TIR_NEG || fn == TIR_NOT) {
         bool o = open_p(p, P_UNARY, need);
         put(p, fn == TIR_NEG ? "-" : "~");
         kiln_cf_vexpr(p, e->u.call.args[0], P_UNARY + 1);
         close_p(p, o);
       } else if (fn == TIR_FABS) {
         vtpl(p, d->vabs, avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
+      } else if (fn != TIR_FMA && d->vmath[fn]) {
+        vtpl(p, d->vmath[fn], avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
       } else {
         kiln_cf_fma(p, e, need, true);
       }

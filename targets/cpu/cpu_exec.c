@@ -128,6 +128,10 @@ static int32_t default_threads(void) {
 kiln_status_t kiln_cpu_compile(const kiln_plan_t* plan, const kiln_cpu_options_t* options,
                                kiln_cpu_exec_t** out_exec, kiln_cpu_compile_stats_t* out_stats) {
   if (!plan || !out_exec) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: NULL plan");
+  /* Its kernels would read a dims buffer nobody writes: sessions run those. */
+  if (plan->n_dims)
+    return kiln_make_status(KILN_UNSUPPORTED, "cpu: the plan has dynamic dim '%s'; run its module in a session",
+                            plan->dims[0].name);
   kiln_cpu_options_t defaults;
   kiln_cpu_options_default(&defaults);
   const kiln_cpu_options_t* o = options ? options : &defaults;

@@ -8,6 +8,7 @@
 #include "targets/custom_kernel.h"
 #include "targets/gpu_conv.h"
 #include "targets/opencl/opencl_internal.h"
+#include "targets/partition.h"
 #include "targets/registry.h"
 
 /* Parameter i may be declared restrict unless another parameter of the
@@ -330,6 +331,11 @@ static void opencl_templates(kiln_template_set_t* out) { kiln_opencl_templates(N
  * onnxruntime QDQ ResNet-18 on PoCL: 2764 ms folded, 271 ms not). */
 static const char* const opencl_skip_passes[] = {"fold-qdq", NULL};
 
+/* Heterogeneous execution asks before emitting (targets/partition.h). */
+static kiln_status_t opencl_kernel_check(const kiln_plan_t* plan, int32_t k) {
+  return kiln_partition_gpu_check(plan, k, "opencl", &kiln_cf_dialect_opencl);
+}
+
 const kiln_target_t kiln_target_opencl = {
     .name = "opencl",
     .lowering = KILN_TARGET_CLASS_GPU,
@@ -337,4 +343,5 @@ const kiln_target_t kiln_target_opencl = {
     .emit = kiln_opencl_emit,
     .templates = opencl_templates,
     .skip_graph_passes = opencl_skip_passes,
+    .kernel_check = opencl_kernel_check,
 };

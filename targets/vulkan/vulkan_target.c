@@ -18,6 +18,7 @@
 #include "targets/custom_kernel.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
+#include "targets/partition.h"
 #include "targets/registry.h"
 #include "targets/vulkan/vulkan_internal.h"
 
@@ -299,6 +300,11 @@ done:
 static const char* const vulkan_skip_passes[] = {"fold-qdq", NULL};
 
 /* The dump holds the GLSL of every shader, one after another. */
+/* Heterogeneous execution asks before emitting (targets/partition.h). */
+static kiln_status_t vulkan_kernel_check(const kiln_plan_t* plan, int32_t k) {
+  return kiln_partition_gpu_check(plan, k, "vulkan", &kiln_cf_dialect_glsl);
+}
+
 const kiln_target_t kiln_target_vulkan = {
     .name = "vulkan",
     .lowering = KILN_TARGET_CLASS_GPU,
@@ -306,4 +312,5 @@ const kiln_target_t kiln_target_vulkan = {
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,
     .skip_graph_passes = vulkan_skip_passes,
+    .kernel_check = vulkan_kernel_check,
 };

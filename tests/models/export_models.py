@@ -36,7 +36,9 @@ import numpy as np
 
 from model_files import save_npy, up_to_date
 
-MODELS = ("resnet18", "mobilenet_v2", "resnet50")
+# efficientnet_b0 (SiLU and squeeze-excite) and densenet121 (long concat chains, the
+# cold-compile case) are for the CPU target's bench and its EfficientNet test.
+MODELS = ("resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0", "densenet121")
 OPSET = 13
 # Logits smaller than this would make the atol of the kiln comparison meaningless.
 MIN_LOGIT_SCALE = 0.1

@@ -166,3 +166,8 @@ if(TARGET kiln_cli)
              echo ok")
   set_tests_properties(opencl_module_binary PROPERTIES LABELS "target=opencl" TIMEOUT 600)
 endif()
+# Heterogeneous execution: OpenCL has f64, so the same model gets no host
+# kernels (tests/test_hetero.c; the CPU-only plugin op that falls back on
+# OpenCL is in test_plugin_example.py).
+add_test(NAME test_hetero_opencl COMMAND test_hetero --target opencl)
+set_tests_properties(test_hetero_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)

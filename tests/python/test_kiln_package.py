@@ -83,6 +83,7 @@ def test_profile(module):
     assert prof and all(set(p) >= {"kernel", "node", "op", "total_s", "last_s", "flops", "bytes"} for p in prof)
     assert {p["node"] for p in prof} & {"conv", "fc"}
     assert all(p["total_s"] >= 0 for p in prof)
+    assert all(p["device"] == "cpu" for p in prof)  # the struct's last field: the stride matches the C one
     assert module.session().profile() == []  # profiling off
 
 

@@ -93,3 +93,13 @@ set_tests_properties(test_lower_targets_vulkan PROPERTIES LABELS "target=vulkan"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+
+# Heterogeneous execution: the f64 nodes GLSL cannot spell run on the CPU of
+# the same session (tests/test_hetero.c), and --strict refuses them by name.
+add_test(NAME test_hetero_vulkan COMMAND test_hetero --target vulkan)
+set_tests_properties(test_hetero_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+if(KILN_SANITIZE)
+  set_property(TEST test_hetero_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+endif()

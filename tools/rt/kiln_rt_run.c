@@ -4,8 +4,11 @@
  *
  *   kiln-rt-run MODULE.kiln [--device cpu|opencl[:N]|vulkan[:N]]
  *               [--input NAME=FILE.npy ...] [--output DIR] [--runs N]
- *               [--max-io-bytes N] [--verify-key KEY.pub]
+ *               [--max-io-bytes N] [--verify-key KEY.pub] [--dim NAME=VALUE]
  *
+ * --dim sets a module's dynamic dim (kiln compile --dim NAME=LO..HI) for
+ * the zero inputs; inputs from files bring their own (dim 0), and the I/O
+ * cap is checked at the top of the dim's range.
  * Inputs not given are zero. An --input naming no input of the module, or
  * naming one twice, is an error that lists the module's inputs. Every input
  * and output's byte size is checked, overflow-safe, against a cap before
@@ -45,7 +48,7 @@
 
 static const char usage[] =
     "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] "
-    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...]\n"
+    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...] [--dim NAME=VALUE]\n"
     "       kiln-rt-run MODULE.kiln --clients N [--max-batch N] [--max-delay-us US] [--requests N | --seconds S]\n"
     "                   [--sample-module M1.kiln] [--device D] [--verify-key KEY.pub]\n";
 
@@ -137,6 +140,9 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
       kiln_dtype_t dt;
       kiln_shape_t sh = t ? kiln_module_output_shape(m, k, &dt) : kiln_module_input_shape(m, k, &dt);
       const char* name = t ? kiln_module_output_name(m, k) : kiln_module_input_name(m, k);
+      const char* dim;
+      int64_t lo, hi;
+      if (kiln_module_dim_count(m) > 0 && sh.rank >= 1 && !kiln_module_dim(m, 0, &dim, &lo, &hi)) sh.dims[0] = hi;
       char shape[160];
       kiln_shape_format(&sh, shape, sizeof shape);
       unsigned long long bytes = 0;
@@ -169,7 +175,7 @@ static int bad_number(const char* flag, const char* value, const char* range) {
 /* Parses the command line; 0, or the exit status of a usage error (printed). */
 static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
                       const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap,
-                      const char** verify_key, rt_clients_options_t* co) {
+                      const char** verify_key, const char** dim, rt_clients_options_t* co) {
   const char* env = getenv("KILN_MAX_IO_BYTES");
   if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
     fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
@@ -182,6 +188,7 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
     else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
     else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
     else if (!strcmp(argv[i], "--verify-key") && has) *verify_key = argv[++i];
+    else if (!strcmp(argv[i], "--dim") && has) *dim = argv[++i];
     else if (!strcmp(argv[i], "--plugin") && has) {
       /* a module using plugin ops loads only with their plugins */
       kiln_status_t s = kiln_plugin_load(argv[++i]);
@@ -244,6 +251,7 @@ int main(int argc, char** argv) {
   const char* device = NULL;
   const char* outdir = NULL;
   const char* verify_key = NULL;
+  const char* dim = NULL;
   const char** inputs = calloc((size_t)argc + 1, sizeof(char*));
   int32_t* which = calloc((size_t)argc + 1, sizeof(int32_t));
   int n_inputs = 0;
@@ -256,7 +264,7 @@ int main(int argc, char** argv) {
   }
   rt_clients_options_t co = {.max_delay_us = -1};
   const int usage_rc =
-      parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key, &co);
+      parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key, &dim, &co);
   if (usage_rc) {
     free(inputs);
     free(which);
@@ -289,7 +297,9 @@ int main(int argc, char** argv) {
     st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
-  st = match_inputs(m, mi.n_inputs, inputs, n_inputs, which);
+  int64_t dim_value = 0;
+  if (dim) st = kiln_module_dim_parse(m, dim, &dim_value);
+  if (!st) st = match_inputs(m, mi.n_inputs, inputs, n_inputs, which);
   if (!st) st = check_io_sizes(m, mi.n_inputs, mi.n_outputs, inputs, n_inputs, which, cap);
   for (int i = 0; i < n_inputs && !st; ++i) {
     st = kiln_npy_read(strchr(inputs[i], '=') + 1, al, &in[which[i]]);
@@ -299,6 +309,7 @@ int main(int argc, char** argv) {
     if (in[k].data) continue;
     kiln_dtype_t dt;
     kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
+    if (dim_value && sh.rank >= 1) sh.dims[0] = dim_value;
     st = kiln_array_alloc(al, dt, &sh, &in[k]);
     if (st) st = kiln_status_annotate(st, "zeros for input '%s'", kiln_module_input_name(m, k));
   }

@@ -1,0 +1,278 @@
+/* Heterogeneous execution on a GPU target (targets/partition.h,
+ * runtime/session_hetero.c):
+ *
+ *   test_hetero --target vulkan|opencl
+ *
+ *   - f32 -> Relu -> Cast f64 -> Mul (f64 weight) -> Reshape -> Cast f32 ->
+ *     MatMul (f32 weight) -> Add -> Tanh, with an f64 output in the middle: on Vulkan (GLSL has no
+ *     f64) the f64 nodes are lowered for the CPU, their kernels marked host,
+ *     and one session runs the GPU, CPU and GPU segments with the transfers
+ *     between them; the outputs match the reference executor bit for bit
+ *     where the reference computes the same (f64 on the CPU) and to 1e-5
+ *     after the GPU's MatMul and Tanh;
+ *   - --strict (the partition's strict) refuses it, naming the node, the
+ *     target and the reason;
+ *   - the module written to a .kiln file (section 'HOST') and loaded back
+ *     places the same kernels on the same devices and runs the same;
+ *   - a profiled session names the device of every kernel and prints the
+ *     segments and their transfers;
+ *   - a target that runs everything (OpenCL has f64) gets no host kernels.
+ */
+#include <math.h>
+#include <unistd.h>
+
+#include "runtime/module_file.h"
+#include "runtime/session_impl.h"
+#include "target_graph_util.h"
+#include "targets/partition.h"
+
+static bool refuses_f64(void) { return strcmp(g_target_name, "vulkan") == 0; }
+
+static kiln_graph_t* model(void) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return NULL;
+  int64_t xd[2] = {4, 8}, one[1] = {1}, sd[1] = {2}, flat[2] = {8, 4};
+  int64_t wd[2] = {4, 4};
+  kiln_array_t k = arr(KILN_DTYPE_F64, 1, one), shp = arr(KILN_DTYPE_I64, 1, sd), w = arr(KILN_DTYPE_F32, 2, wd);
+  if (k.data) ((double*)k.data)[0] = 1.0 / 3.0;
+  for (int i = 0; i < 16 && w.data; ++i) ((float*)w.data)[i] = (float)((i * 7) % 5 - 2) * 0.25f;
+  if (shp.data) memcpy(shp.data, flat, sizeof flat);
+  kiln_attr_t to64 = kiln_attr_make_int("to", 11), to32 = kiln_attr_make_int("to", 1);
+  int64_t yd[2] = {8, 4};
+  bool ok = k.data && shp.data && w.data && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) && input(g, "x", KILN_DTYPE_F32, 2, xd) && input(g, "y", KILN_DTYPE_F32, 2, yd) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "k", &k, NULL)) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "shp", &shp, NULL)) &&
+            node1(g, "Relu", "relu", 1, (const char*[]){"x"}, "r", 0, NULL) &&
+            node1(g, "Cast", "c64", 1, (const char*[]){"r"}, "rd", 1, &to64) &&
+            node1(g, "Mul", "mul64", 2, (const char*[]){"rd", "k"}, "m", 0, NULL) &&
+            node1(g, "Reshape", "flat", 2, (const char*[]){"m", "shp"}, "mf", 0, NULL) &&
+            node1(g, "Cast", "c32", 1, (const char*[]){"mf"}, "f", 1, &to32) &&
+            node1(g, "MatMul", "mm", 2, (const char*[]){"f", "w"}, "fw", 0, NULL) &&
+            node1(g, "Add", "add", 2, (const char*[]){"fw", "y"}, "a", 0, NULL) &&
+            node1(g, "Tanh", "tanh", 1, (const char*[]){"a"}, "out", 0, NULL) &&
+            CHECK_OK(kiln_graph_add_output(g, "out")) && CHECK_OK(kiln_graph_add_output(g, "m")) &&
+            CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_array_free(al(), &k);
+  kiln_array_free(al(), &shp);
+  kiln_array_free(al(), &w);
+  if (!ok) {
+    kiln_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static void inputs(kiln_array_t in[2]) {
+  int64_t xd[2] = {4, 8}, yd[2] = {8, 4};
+  in[0] = arr(KILN_DTYPE_F32, 2, xd);
+  in[1] = arr(KILN_DTYPE_F32, 2, yd);
+  for (int i = 0; i < 32 && in[0].data && in[1].data; ++i) {
+    ((float*)in[0].data)[i] = (float)(i - 13) * 0.37f;
+    ((float*)in[1].data)[i] = (float)(i % 5) * -0.21f;
+  }
+}
+
+/* Partition, fuse, choose templates, build: the compile pipeline's steps. */
+static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_report_t* rep, kiln_program_t** out) {
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit};
+  kiln_plan_t* plan = NULL;
+  kiln_template_set_t templates;
+  kiln_program_templates(g_target, &templates);
+  kiln_status_t s = kiln_partition_plan_build(g, &po, g_target, strict, al(), rep, &plan);
+  if (!s) s = kiln_plan_fuse(plan, NULL, NULL);
+  if (!s) s = kiln_template_choose(plan, &templates);
+  if (!s) s = kiln_program_build(plan, g_target, NULL, al(), out);
+  kiln_plan_destroy(plan);
+  return s;
+}
+
+static void check_run(kiln_session_t* s, const kiln_graph_t* g, const char* what) {
+  kiln_array_t in[2], got[2] = {{0}}, want[2] = {{0}};
+  inputs(in);
+  if (CHECK_OK(kiln_ref_run(g, in, NULL, want)) && CHECK_OK(kiln_session_run(s, in, got))) {
+    for (int k = 0; k < 2; ++k) CHECK(got[k].dtype == want[k].dtype && got[k].nbytes == want[k].nbytes);
+    /* the f64 output comes from the CPU's kernels: exactly the reference's */
+    CHECK_MSG(got[1].nbytes == want[1].nbytes && !memcmp(got[1].data, want[1].data, want[1].nbytes),
+              "%s %s: the f64 output differs from the reference", g_target_name, what);
+    for (int i = 0; i < 32 && got[0].nbytes == want[0].nbytes; ++i)
+      CHECK_NEAR(((float*)got[0].data)[i], ((float*)want[0].data)[i], 1e-5);
+  }
+  free_arrays(got, 2);
+  free_arrays(want, 2);
+  free_arrays(in, 2);
+}
+
+static bool report_names(const kiln_graph_t* g, const kiln_partition_report_t* r, const char* node) {
+  for (int32_t i = 0; i < r->n; ++i)
+    if (!strcmp(g->nodes[r->nodes[i]].name, node)) return r->reasons[i] && strstr(r->reasons[i], "f64");
+  return false;
+}
+
+static void test_fallback(void) {
+  kiln_graph_t* g = model();
+  if (!g) return;
+  kiln_partition_report_t rep;
+  kiln_program_t* prog = NULL;
+  if (!CHECK_OK(build(g, false, &rep, &prog))) {
+    kiln_partition_report_free(&rep);
+    kiln_graph_destroy(g);
+    return;
+  }
+  const int32_t nh = kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST);
+  if (refuses_f64()) {
+    CHECK_MSG(rep.n >= 3, "vulkan: %d nodes fell back, expected the f64 casts and the Mul", (int)rep.n);
+    CHECK(report_names(g, &rep, "c64") && report_names(g, &rep, "mul64") && report_names(g, &rep, "c32"));
+    CHECK(!report_names(g, &rep, "relu") && !report_names(g, &rep, "tanh"));
+    CHECK(nh > 0 && nh < prog->n_kernels && prog->host_code.text_len > 0);
+    /* the first and last kernels stay on the GPU: three segments */
+    CHECK(prog->kernels[0].device == KILN_KERNEL_ON_TARGET &&
+          prog->kernels[prog->n_kernels - 1].device == KILN_KERNEL_ON_TARGET);
+  } else {
+    CHECK_MSG(rep.n == 0 && nh == 0, "%s: %d nodes fell back, the target runs them all", g_target_name, (int)rep.n);
+  }
+  kiln_partition_report_free(&rep);
+
+  /* validation: a device other than the two, host kernels without host
+   * code, host code on a CPU program */
+  if (nh) {
+    prog->kernels[0].device = 2;
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "runs on device 2");
+    prog->kernels[0].device = KILN_KERNEL_ON_TARGET;
+    kiln_program_code_t hc = prog->host_code;
+    memset(&prog->host_code, 0, sizeof hc);
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "host code");
+    prog->host_code = hc;
+    const char* t = prog->target;
+    prog->target = "cpu";
+    CHECK_ERR(kiln_program_validate(prog), KILN_PARSE_ERROR, "kernels on the host");
+    prog->target = t;
+    CHECK_OK(kiln_program_validate(prog));
+  }
+
+  /* a tampered 'HOST' section (checksums resealed): errors naming it */
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (nh && CHECK_OK(kiln_module_serialize(prog, al(), &bytes, &len))) {
+    size_t at = 0;
+    for (size_t off = 48; off + 16 <= len && !at;) {
+      uint32_t tag;
+      uint64_t plen;
+      memcpy(&tag, bytes + off, 4);
+      memcpy(&plen, bytes + off + 8, 8);
+      if (tag == KILN_MODULE_TAG_HOST) at = off + 16;
+      off += 16 + (size_t)plen;
+      off += (8 - off % 8) % 8;
+    }
+    CHECK_MSG(at > 0, "no 'HOST' section in a heterogeneous module");
+    for (int v = 0; v < 2 && at; ++v) {
+      uint8_t* b = malloc(len);
+      memcpy(b, bytes, len);
+      if (v == 0) b[at + 8] = 2; /* kernel 0 on device 2 */
+      else b[at] ^= 1;           /* the kernel count */
+      kiln_module_reseal(b, len);
+      kiln_program_t* q = NULL;
+      kiln_status_t st = kiln_module_parse(b, len, "tampered.kiln", al(), &q);
+      CHECK_ERR(st, KILN_PARSE_ERROR, v == 0 ? "runs on device 2" : "section 'HOST'");
+      kiln_program_destroy(q);
+      free(b);
+    }
+    kiln_allocator_free(al(), bytes);
+  }
+
+  /* the module file keeps the placement */
+  char path[64];
+  snprintf(path, sizeof path, "hetero_%s_%d.kiln", g_target_name, (int)getpid());
+  kiln_module_t* m = NULL;
+  if (CHECK_OK(kiln_module_write_file(prog, path)) && CHECK_OK(kiln_module_load_file(path, al(), &m))) {
+    const kiln_program_t* q = kiln_module_program(m);
+    CHECK(q->n_kernels == prog->n_kernels && kiln_program_kernels_on(q, KILN_KERNEL_ON_HOST) == nh);
+    for (int32_t k = 0; k < q->n_kernels && q->n_kernels == prog->n_kernels; ++k)
+      CHECK(q->kernels[k].device == prog->kernels[k].device);
+    CHECK(q->host_code.text_len == prog->host_code.text_len);
+    kiln_session_t* s = session(m);
+    CHECK(s != NULL);
+    if (s) check_run(s, g, "module file");
+    kiln_session_destroy(s);
+  }
+  kiln_module_release(m);
+  remove(path);
+
+  /* in memory, profiled: every kernel names its device */
+  kiln_module_t* mm = NULL;
+  if (CHECK_OK(kiln_module_wrap(prog, &mm))) {
+    kiln_session_options_t so;
+    kiln_session_options_default(&so);
+    so.profile = true;
+    kiln_session_t* s = NULL;
+    if (CHECK_OK(kiln_session_create(mm, g_device, &so, &s))) {
+      check_run(s, g, "profiled");
+      check_run(s, g, "profiled, again");
+      int32_t n = 0, runs = 0;
+      const kiln_profile_entry_t* e = kiln_session_profile(s, &n, &runs);
+      CHECK(e && n == kiln_module_program(mm)->n_kernels && runs >= 1);
+      int32_t on_cpu = 0;
+      for (int32_t k = 0; e && k < n; ++k) {
+        CHECK(e[k].device != NULL);
+        on_cpu += e[k].device && strcmp(e[k].device, g_device->info.api) != 0; /* the fallback device */
+      }
+      CHECK_MSG(on_cpu == nh, "%s: %d profile rows off the target's device, %d host kernels", g_target_name, (int)on_cpu, (int)nh);
+      char* text = NULL;
+      size_t len = 0;
+      FILE* f = open_memstream(&text, &len);
+      if (f) {
+        kiln_profile_print_table(s, f, 0);
+        fclose(f);
+      }
+      if (nh) CHECK_MSG(text && strstr(text, "heterogeneous: 3 segments") && strstr(text, "[cpu]") &&
+                            strstr(text, "ms/run in transfers and sync"),
+                        "profile table:\n%s", text ? text : "");
+      free(text);
+      kiln_session_memory_t mem;
+      kiln_session_memory(s, &mem);
+      CHECK(mem.dispatches == n && (!nh || mem.arena_bytes > 0));
+      /* runs in flight: a second enqueue waits in the next slot */
+      kiln_array_t in[2], o1[2] = {{0}}, o2[2] = {{0}};
+      inputs(in);
+      uint64_t r1 = 0, r2 = 0;
+      if (CHECK_OK(kiln_session_enqueue(s, in, &r1)) && CHECK_OK(kiln_session_enqueue(s, in, &r2))) {
+        CHECK_OK(kiln_session_wait(s, r2, o2));
+        CHECK_OK(kiln_session_wait(s, r1, o1));
+        CHECK(o1[0].nbytes == o2[0].nbytes && !memcmp(o1[0].data, o2[0].data, o1[0].nbytes));
+        CHECK_ERR(kiln_session_wait(s, r1, o1 + 1), KILN_INVALID_ARGUMENT, "not in flight");
+      }
+      free_arrays(o1, 2);
+      free_arrays(o2, 2);
+      free_arrays(in, 2);
+    }
+    kiln_session_destroy(s);
+  }
+  kiln_module_release(mm);
+  kiln_graph_destroy(g);
+}
+
+static void test_strict(void) {
+  if (!refuses_f64()) return;
+  kiln_graph_t* g = model();
+  if (!g) return;
+  kiln_partition_report_t rep;
+  kiln_program_t* prog = NULL;
+  kiln_status_t s = build(g, true, &rep, &prog);
+  CHECK(prog == NULL);
+  if (s) {
+    const char* msg = kiln_status_message(s);
+    CHECK_MSG(strstr(msg, "node 'c64'") && strstr(msg, "vulkan") && strstr(msg, "f64") && strstr(msg, "--strict"),
+              "strict: %s", msg);
+  }
+  CHECK_ERR(s, KILN_UNSUPPORTED, "no CPU fallback");
+  kiln_partition_report_free(&rep);
+  kiln_graph_destroy(g);
+}
+
+int main(int argc, char** argv) {
+  int rc = target_open(argc, argv);
+  if (rc) return rc;
+  test_fallback();
+  test_strict();
+  kiln_device_release(g_device);
+  return kiln_test_finish();
+}
