@@ -59,6 +59,13 @@ typedef struct kiln_device_api_s {
    * printed by `kiln run` after a session is made (e.g. OpenCL's GEMM
    * provider choices). Prints nothing when there is nothing to report. */
   void (*executable_report)(const kiln_device_executable_t* exe, FILE* out);
+  /* Optional (NULL: the target's programs carry no device code): builds
+   * |program|'s code for |device| (one of this API's) and adds the
+   * device's own form of it to the program (OpenCL: the program binary,
+   * module section 'DBIN'), which a later load on the same device and
+   * driver uses instead of building. `kiln compile -o` calls it. A
+   * progress line goes to |progress| (NULL: quiet). */
+  kiln_status_t (*embed_binaries)(kiln_device_t* device, kiln_program_t* program, FILE* progress);
 } kiln_device_api_t;
 
 /* The API named |name| (exact match), NULL when this build has none. */

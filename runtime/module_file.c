@@ -202,6 +202,9 @@ static kiln_status_t check_shape(const kiln_program_t* p) {
       return bad_arg(p, "native code ISA name length", isa ? (long long)strlen(isa) : -1);
     if (c->native[i].len && !c->native[i].bytes) return bad_arg(p, "native code missing", i);
   }
+  if (c->n_devbin < 0 || (c->n_devbin && !c->devbin)) return bad_arg(p, "device binary count", c->n_devbin);
+  for (int32_t i = 0; i < c->n_devbin; ++i)
+    if (!c->devbin[i].len || !c->devbin[i].bytes) return bad_arg(p, "device binary missing", i);
   if (c->text_len && memchr(c->text, 0, (size_t)c->text_len))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: code text contains a NUL byte", prog_name(p));
   return NULL;
@@ -391,6 +394,23 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
       KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
       put_u64(w, nv->len);
       put_bytes(w, nv->bytes, (size_t)nv->len);
+    }
+    section_end(w, s);
+  }
+
+  /* Optional: a reader that does not know it builds the source. */
+  if (c->n_devbin > 0) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_DBIN, 0);
+    put_u64(w, (uint64_t)c->n_devbin);
+    for (int32_t i = 0; i < c->n_devbin; ++i) {
+      const kiln_program_devbin_t* b = &c->devbin[i];
+      KILN_RETURN_IF_ERROR(put_str(w, p, b->device, "device binary's device name"));
+      KILN_RETURN_IF_ERROR(put_str(w, p, b->vendor, "device binary's vendor"));
+      KILN_RETURN_IF_ERROR(put_str(w, p, b->driver, "device binary's driver version"));
+      KILN_RETURN_IF_ERROR(put_str(w, p, b->kiln, "device binary's kiln version"));
+      put_u64(w, b->source_crc);
+      put_u64(w, b->len);
+      put_bytes(w, b->bytes, (size_t)b->len);
     }
     section_end(w, s);
   }
@@ -962,38 +982,63 @@ static kiln_status_t rd_host(rd_t* r, kiln_program_t* p) {
 
 enum { MIN_NATIVE = 4 + 1 + 8 };
 
+/* A u64 length and that many bytes (at least one), copied; |what| and
+ * |owner| name it in errors ("'x86-64-v3' object claims ..."). */
+static kiln_status_t rd_blob(rd_t* r, kiln_program_t* p, const char* what, const char* owner, uint8_t** out,
+                             uint64_t* out_len) {
+  uint64_t len;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+  if (len == 0 || len > r->left)
+    return rd_err(r, KILN_PARSE_ERROR, "'%s' %s claims %llu bytes, %zu left", owner, what, (unsigned long long)len,
+                  r->left);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, what, &m));
+  memcpy(m, r->p, (size_t)len);
+  *out = m;
+  *out_len = len;
+  r->p += len;
+  r->left -= (size_t)len;
+  return NULL;
+}
+
 /* The objects are copied as they are: whether one is a loadable ELF for
  * this CPU is the CPU device's question (runtime/cpu/cpu_native.c), asked
  * before anything is mapped. */
 static kiln_status_t rd_natv(rd_t* r, kiln_program_t* p) {
   kiln_program_code_t* c = &p->code;
-  int32_t n;
-  KILN_RETURN_IF_ERROR(rd_count(r, "native code objects", MIN_NATIVE, &n));
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_program_native_t), "native code", &m));
-  if (n) memset(m, 0, (size_t)n * sizeof(kiln_program_native_t));
-  c->native = m;
-  c->n_native = n;
-  r->item = "native code object";
-  for (int32_t i = 0; i < n; ++i) {
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "native code objects", "native code object", MIN_NATIVE,
+                                sizeof(kiln_program_native_t), &c->native, &c->n_native));
+  for (int32_t i = 0; i < c->n_native; ++i) {
     kiln_program_native_t* nv = &c->native[i];
     r->index = i;
     KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "ISA name", &nv->isa));
     size_t il = strlen(nv->isa);
     if (il == 0 || il > KILN_MODULE_MAX_ISA_NAME)
       return rd_err(r, KILN_PARSE_ERROR, "ISA name of %zu bytes (1..%d)", il, KILN_MODULE_MAX_ISA_NAME);
-    uint64_t len;
-    KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
-    if (len == 0 || len > r->left)
-      return rd_err(r, KILN_PARSE_ERROR, "'%s' object claims %llu bytes, %zu left", nv->isa,
-                    (unsigned long long)len, r->left);
-    m = NULL;
-    KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, "native code object", &m));
-    memcpy(m, r->p, (size_t)len);
-    nv->bytes = m;
-    nv->len = len;
-    r->p += len;
-    r->left -= (size_t)len;
+    KILN_RETURN_IF_ERROR(rd_blob(r, p, "object", nv->isa, &nv->bytes, &nv->len));
+  }
+  r->item = NULL;
+  return NULL;
+}
+
+enum { MIN_DEVBIN = 4 * 4 + 8 + 8 + 1 };
+
+/* Copied as they are: whether the driver takes a binary is the device's
+ * question at load (it falls back to the source when not). */
+static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
+  kiln_program_code_t* c = &p->code;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "device binaries", "device binary", MIN_DEVBIN, sizeof(kiln_program_devbin_t),
+                                &c->devbin, &c->n_devbin));
+  for (int32_t i = 0; i < c->n_devbin; ++i) {
+    kiln_program_devbin_t* b = &c->devbin[i];
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "device name", &b->device));
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "vendor", &b->vendor));
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "driver version", &b->driver));
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "kiln version", &b->kiln));
+    if (!b->device[0]) return rd_err(r, KILN_PARSE_ERROR, "empty device name");
+    KILN_RETURN_IF_ERROR(rd_u64(r, "source checksum", &b->source_crc));
+    KILN_RETURN_IF_ERROR(rd_blob(r, p, "binary", b->device, &b->bytes, &b->len));
   }
   r->item = NULL;
   return NULL;
@@ -1009,7 +1054,7 @@ static const struct {
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
-    {KILN_MODULE_TAG_HOST, rd_host},
+    {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1108,7 +1153,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
-        known_sections[k].tag != KILN_MODULE_TAG_HOST) {
+        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

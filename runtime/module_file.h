@@ -78,6 +78,17 @@
  *                      shared object }. The CPU device loads the best one
  *                      the running CPU executes, without a compiler; a reader
  *                      without it compiles the C source
+ *   'DBIN' (optional, after 'CODE'; written by `kiln compile -t opencl -o`)
+ *                      count n; n x { str device, str vendor, str driver,
+ *                      str kiln_version, u64 source_crc (CRC-64/XZ of the
+ *                      CODE text it was built from), u64 length, that many
+ *                      bytes: the driver's program binary of the CODE text }.
+ *                      The OpenCL device builds the one whose four strings
+ *                      match it exactly (clCreateProgramWithBinary) and the
+ *                      source when none does, or with a warning naming the
+ *                      module when its source_crc is not the text's or the
+ *                      driver refuses it; a reader without it builds the
+ *                      source
  *   'HOST' (after 'KERN' and 'CODE'; written, with the required flag, for
  *                      heterogeneous programs only) count n (= kernels);
  *                      n x u8 device (0: the target, 1: the host CPU),
@@ -157,6 +168,8 @@ extern "C" {
  * kernels' CPU code in the CODE layout. */
 #define KILN_MODULE_TAG_HOST KILN_MODULE_TAG('H', 'O', 'S', 'T')
 #define KILN_MODULE_MAX_ISA_NAME 63
+/* optional: device program binaries (OpenCL), keyed by device and driver */
+#define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);

@@ -64,6 +64,22 @@ void kiln_program_destroy(kiln_program_t* p) {
   kiln_allocator_free(a, p);
 }
 
+static void devbins_free(kiln_allocator_t a, kiln_program_code_t* c) {
+  for (int32_t i = 0; c->devbin && i < c->n_devbin; ++i) {
+    kiln_program_devbin_t* b = &c->devbin[i];
+    kiln_allocator_free(a, b->device);
+    kiln_allocator_free(a, b->vendor);
+    kiln_allocator_free(a, b->driver);
+    kiln_allocator_free(a, b->kiln);
+    kiln_allocator_free(a, b->bytes);
+  }
+  kiln_allocator_free(a, c->devbin);
+  c->devbin = NULL;
+  c->n_devbin = 0;
+}
+
+void kiln_program_devbins_free(kiln_program_t* p) { devbins_free(p->allocator, &p->code); }
+
 void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c) {
   kiln_allocator_free(a, c->text);
   kiln_allocator_free(a, c->parts);
@@ -75,6 +91,7 @@ void kiln_program_code_free(kiln_allocator_t a, kiln_program_code_t* c) {
     kiln_allocator_free(a, c->native[i].bytes);
   }
   kiln_allocator_free(a, c->native);
+  devbins_free(a, c);
   memset(c, 0, sizeof *c);
 }
 
@@ -95,6 +112,39 @@ int32_t kiln_program_kernels_on(const kiln_program_t* p, uint8_t device) {
   int32_t n = 0;
   for (int32_t k = 0; p && k < p->n_kernels; ++k) n += p->kernels[k].device == device;
   return n;
+}
+
+kiln_status_t kiln_program_devbin_add(kiln_program_t* p, const kiln_program_devbin_t* key, const void* bytes,
+                                      uint64_t len) {
+  if (!len || !bytes || !key->device || !key->device[0])
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: device binary without bytes or device name",
+                            p->model_name ? p->model_name : "program");
+  kiln_program_devbin_t b = {0};
+  kiln_status_t s = kiln_program_strdup(p, key->device, &b.device);
+  if (!s) s = kiln_program_strdup(p, key->vendor, &b.vendor);
+  if (!s) s = kiln_program_strdup(p, key->driver, &b.driver);
+  if (!s) s = kiln_program_strdup(p, key->kiln, &b.kiln);
+  void* m = NULL;
+  if (!s) s = kiln_allocator_malloc(p->allocator, (size_t)len, "device binary", &m);
+  void* arr = p->code.devbin;
+  if (!s)
+    s = kiln_allocator_realloc(p->allocator, sizeof(kiln_program_devbin_t) * (size_t)(p->code.n_devbin + 1),
+                               "device binaries", &arr);
+  if (s) {
+    kiln_allocator_free(p->allocator, b.device);
+    kiln_allocator_free(p->allocator, b.vendor);
+    kiln_allocator_free(p->allocator, b.driver);
+    kiln_allocator_free(p->allocator, b.kiln);
+    kiln_allocator_free(p->allocator, m);
+    return s;
+  }
+  memcpy(m, bytes, (size_t)len);
+  b.bytes = m;
+  b.len = len;
+  b.source_crc = key->source_crc;
+  p->code.devbin = arr;
+  p->code.devbin[p->code.n_devbin++] = b;
+  return NULL;
 }
 
 kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out) {
@@ -423,6 +473,15 @@ static kiln_status_t validate_code_of(const kiln_program_t* p, const kiln_progra
       if (strcmp(c->native[j].isa, nv->isa) == 0)
         return bad(p, "%s for '%s' appears twice", "native code object", nv->isa);
   }
+  if (c->n_devbin < 0 || (c->n_devbin > 0 && !c->devbin))
+    return bad(p, "%s %lld", "device binary count", (long long)c->n_devbin);
+  for (int32_t i = 0; i < c->n_devbin; ++i) {
+    const kiln_program_devbin_t* b = &c->devbin[i];
+    if (!b->device || !b->device[0] || !b->vendor || !b->driver || !b->kiln || !b->len || !b->bytes)
+      return bad(p, "%s %lld has no device name or no bytes", "device binary", (long long)i);
+  }
+  if (c->n_devbin > 0 && api->code_form != KILN_CODE_SOURCE)
+    return bad(p, "%s target carries device program binaries", p->target);
   if (c->n_native > 0 && api->code_form != KILN_CODE_SOURCE_PARTS)
     return bad(p, "%s target carries CPU machine code", target);
   if (nk > 0) {

@@ -167,6 +167,24 @@ typedef struct kiln_program_native_s {
   uint64_t len;
 } kiln_program_native_t;
 
+/* A device's build of the program's source (`kiln compile -t opencl -o
+ * --device N`: the OpenCL driver's program binary), keyed by everything
+ * that decides whether another process may use it: the device's name and
+ * vendor, the driver's version and the kiln version that built it (which
+ * fixes the build options), and the checksum of the source it was built
+ * from (a binary moved into another module's section is not that code). The device uses one whose key matches it
+ * exactly and builds the source when none does or when the driver refuses
+ * it; the source stays the truth. Module section 'DBIN'. */
+typedef struct kiln_program_devbin_s {
+  char* device; /* NUL-terminated strings owned by the program */
+  char* vendor;
+  char* driver;
+  char* kiln;
+  uint64_t source_crc; /* CRC-64/XZ of the code text it was built from */
+  uint8_t* bytes;
+  uint64_t len;
+} kiln_program_devbin_t;
+
 typedef struct kiln_program_code_s {
   char* text;
   uint64_t text_len;
@@ -177,6 +195,8 @@ typedef struct kiln_program_code_s {
   uint64_t* blob_lens;
   int32_t n_native; /* CPU only; 0 = C source only */
   kiln_program_native_t* native;
+  int32_t n_devbin; /* OpenCL only; 0 = source only */
+  kiln_program_devbin_t* devbin;
 } kiln_program_code_t;
 
 /* A plugin op the program's kernels compute (include/kiln/custom_op.h):
@@ -244,6 +264,13 @@ void kiln_program_destroy(kiln_program_t* p);
 
 /* A copy of |s| owned by the program (NULL -> ""). */
 kiln_status_t kiln_program_strdup(kiln_program_t* p, const char* s, char** out);
+
+/* Appends a device binary: |key|'s strings and |len| bytes are copied.
+ * Errors: INVALID_ARGUMENT (no bytes or no device name), OUT_OF_MEMORY. */
+kiln_status_t kiln_program_devbin_add(kiln_program_t* p, const kiln_program_devbin_t* key, const void* bytes,
+                                      uint64_t len);
+/* Frees every device binary of |p| (n_devbin becomes 0). */
+void kiln_program_devbins_free(kiln_program_t* p);
 
 /* Checks every invariant the runtime relies on: indices in range, alias
  * chains acyclic and fitting, kinds and dtypes valid, every buffer's byte

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend/onnx.h"
 #include "ir/op.h"
@@ -1100,6 +1101,12 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --device N|none    with -o and a target whose driver builds binaries (-t opencl): embed the\n"
+    "                     program binary built on device N (default 0, skipped with a note when\n"
+    "                     it cannot be had); a load on the same device, driver and kiln version\n"
+    "                     uses it instead of building, others build the source. none: source only\n"
+    "  --progress         the device build's progress line on stderr even when it is not a\n"
+    "                     terminal (one line per tenth of the work); on a terminal it is always shown\n"
     "  --cpu-target LIST  with -t cpu -o: also compile the C to machine code for these ISA\n"
     "                     levels (comma-separated: x86-64-v3, x86-64-v4, aarch64, host, none;\n"
     "                     default host), so libkiln_rt runs the module without a C compiler;\n"
@@ -1175,7 +1182,9 @@ static int cmd_compile(int argc, char** argv) {
   char tuning_buf[1100];
   const char* target = "cpu";
   int opt = 1, threads = 0;
-  bool strict = false;
+  int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
+  char device_name[64];
+  bool strict = false, progress = false;
   char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
   long long loop_limit = -1; /* --loop-limit: -1 ask the device */
@@ -1207,6 +1216,11 @@ static int cmd_compile(int argc, char** argv) {
       sign_key = argv[++i];
     } else if (!strcmp(a, "--cpu-target") && has) {
       cpu_targets = argv[++i];
+    } else if (!strcmp(a, "--device") && has) {
+      long long v;
+      if (!strcmp(argv[++i], "none")) device = KILN_CLI_NO_DEVICE;
+      else if (parse_int(argv[i], 0, 63, &v)) device = (int32_t)v;
+      else return usage_error("compile", "--device '%s': expected a device index (0..63) or none", argv[i]);
     } else if (!strcmp(a, "--tuning-cache") && has) {
       tuning_path = argv[++i];
     } else if (!strcmp(a, "--no-tuning-cache")) {
@@ -1218,6 +1232,8 @@ static int cmd_compile(int argc, char** argv) {
       threads = (int)v;
     } else if (!strcmp(a, "--strict")) {
       strict = true;
+    } else if (!strcmp(a, "--progress")) {
+      progress = true;
     } else if (!strcmp(a, "--fp16-arith") && has) {
       const char* v = argv[++i];
       if (strcmp(v, "yes") && strcmp(v, "no"))
@@ -1255,6 +1271,10 @@ static int cmd_compile(int argc, char** argv) {
   if (sign_key && !out_path) return usage_error("compile", "%s--sign needs -o FILE.kiln", "");
   if (cpu_targets && (!out_path || !ptarget->emit_native))
     return usage_error("compile", "%s--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)", "");
+  const kiln_device_api_t* papi = kiln_device_api_find(target);
+  if (device != -1 && (!out_path || !papi || !papi->embed_binaries))
+    return usage_error("compile", "%s--device needs -o FILE.kiln and a target whose driver builds binaries (-t opencl)",
+                       "");
   /* A CPU module carries this machine's machine code unless told otherwise:
    * libkiln_rt then runs it where no C compiler is. */
   if (!cpu_targets && out_path && ptarget->emit_native) cpu_targets = "host";
@@ -1273,6 +1293,10 @@ static int cmd_compile(int argc, char** argv) {
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
                               tuning_default, loop_limit};
+  if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
+    snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
+    rq.device = device_name;
+  }
   double t_compile = now_s();
   s = kiln_driver_compile(&rq, NULL, &log, &prog);
   t_compile = now_s() - t_compile;
@@ -1282,6 +1306,10 @@ static int cmd_compile(int argc, char** argv) {
   double codegen_ms = log_figure(&log, "timing", "codegen_ms");
   kiln_compile_log_free(&log);
   if (s) goto done;
+  if (out_path &&
+      (s = kiln_cli_embed_binaries(prog, target, device, threads,
+                                   progress || isatty(fileno(stderr)) ? stderr : NULL)))
+    goto done;
   if (out_path) {
     if ((s = sign_key ? kiln_module_write_signed_file(prog, out_path, &sk) : kiln_module_write_file(prog, out_path)))
       goto done;

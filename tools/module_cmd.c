@@ -70,6 +70,13 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("%s %s (%.1f KB)", i ? "," : "", p->code.native[i].isa, (double)p->code.native[i].len / 1e3);
     printf("; the C source is the fallback\n");
   }
+  /* Device program binaries (`kiln compile -t opencl -o`): where the
+   * module loads without building. */
+  for (int32_t i = 0; p && i < p->code.n_devbin; ++i) {
+    const kiln_program_devbin_t* b = &p->code.devbin[i];
+    printf("program binary: %s (%s, driver %s, kiln %s, %.1f KB); the source is the fallback\n", b->device,
+           b->vendor, b->driver, b->kiln, (double)b->len / 1e3);
+  }
   /* A dynamic dim: dim 0 of the inputs and outputs below is its value. */
   for (int32_t i = 0; i < kiln_module_dim_count(m); ++i) {
     const char* dn;

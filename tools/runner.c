@@ -46,6 +46,40 @@ static void human(double v, char* buf, size_t n) {
   else snprintf(buf, n, "%.0f B", v);
 }
 
+kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
+                                      FILE* progress) {
+  const kiln_device_api_t* api = kiln_device_api_find(target);
+  if (!api || !api->embed_binaries || device == KILN_CLI_NO_DEVICE) return NULL;
+  char name[64];
+  snprintf(name, sizeof name, "%s:%d", target, device < 0 ? 0 : (int)device);
+  kiln_device_open_options_t oo = {threads, true, NULL};
+  kiln_device_t* dev = NULL;
+  double t0 = now_s();
+  kiln_status_t s = kiln_device_open(name, &oo, kiln_allocator_system(), &dev);
+  uint64_t before = 0;
+  for (int32_t i = 0; i < prog->code.n_devbin; ++i) before += prog->code.devbin[i].len;
+  if (!s) s = api->embed_binaries(dev, prog, progress);
+  if (!s) {
+    uint64_t after = 0;
+    for (int32_t i = 0; i < prog->code.n_devbin; ++i) after += prog->code.devbin[i].len;
+    printf("embedded the %s program binary for %s (%.1f KB, built in %.1f s): used at load on the same device "
+           "and driver\n",
+           name, kiln_device_name(dev), (double)(after - before) / 1e3, now_s() - t0);
+  } else if (device < 0) {
+    /* Not asked for a device: a module for elsewhere still is one. */
+    fflush(stdout);
+    fprintf(stderr, "kiln: note: no %s program binary embedded (%s); the module carries the source only, built at "
+                    "load\n",
+            name, kiln_status_message(s));
+    kiln_status_free(s);
+    s = NULL;
+  } else {
+    s = kiln_status_annotate(s, "--device %d", (int)device);
+  }
+  kiln_device_release(dev);
+  return s;
+}
+
 kiln_status_t kiln_cli_open_device(const char* name, bool strict, int threads, kiln_device_t** out) {
   kiln_device_open_options_t oo = {threads, strict, stderr};
   return kiln_device_open(name, &oo, kiln_allocator_system(), out);

@@ -42,6 +42,18 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
  * stderr ("kiln: warning: ..."), the rest on stdout. */
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
 
+/* `kiln compile -o` for a target whose device has its own code form
+ * (OpenCL program binaries; kiln_device_api_t.embed_binaries): builds
+ * |prog|'s code on |target|:|device| and adds it to |prog|, printing what
+ * it embedded. |device| -1: device 0, and a device that cannot be had or
+ * cannot build the code (a module for another machine) is a note and no
+ * binary; KILN_CLI_NO_DEVICE: nothing. An explicit device that fails is an
+ * error. Targets without device code: nothing. The build's progress line
+ * goes to |progress| (NULL: quiet). */
+#define KILN_CLI_NO_DEVICE (-2)
+kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
+                                      FILE* progress);
+
 /* Opens a device by name ("cpu", "opencl:1", ...); without its driver it
  * falls back to the CPU with the reason on stderr, unless |strict|. */
 kiln_status_t kiln_cli_open_device(const char* name, bool strict, int threads, kiln_device_t** out);

@@ -16,6 +16,12 @@
 #include "runtime/opencl/opencl_gemm_provider.h"
 #include "runtime/opencl/opencl_util.h"
 #include "runtime/code_cache.h"
+#include "runtime/module_file.h"
+
+#define OCL_STR_(x) #x
+#define OCL_STR(x) OCL_STR_(x)
+/* This kiln's version, the last part of a module binary's key. */
+#define KILN_OPENCL_KILN_VERSION OCL_STR(KILN_OPENCL_KILN_VERSION_NUMBER)
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -27,6 +33,9 @@ typedef struct ocl_device_s {
   cl_command_queue q;
   int32_t index;
   char version[128];  /* CL_DEVICE_VERSION */
+  char vendor[128];   /* CL_DEVICE_VENDOR: with the name, driver and kiln */
+  char drv[256];      /* CL_DRIVER_VERSION   version, a module binary's key */
+  bool own_cache;     /* the driver caches built programs itself (PoCL) */
   bool lost;
 } ocl_device_t;
 
@@ -236,10 +245,19 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   char drv[128], pver[128];
   dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
   dev_str(d->dev, CL_DEVICE_VERSION, d->version, sizeof d->version);
+  dev_str(d->dev, CL_DEVICE_VENDOR, d->vendor, sizeof d->vendor);
+  snprintf(d->drv, sizeof d->drv, "%s", drv);
   if (clGetPlatformInfo(d->platform, CL_PLATFORM_VERSION, sizeof pver, pver, NULL) != CL_SUCCESS)
     pver[0] = 0;
   pver[sizeof pver - 1] = 0;
   snprintf(info->driver, sizeof info->driver, "%s, driver %s", pver, drv);
+  /* PoCL keeps every program it builds in its own cache (POCL_CACHE_DIR,
+   * unless POCL_KERNEL_CACHE=0), so a rebuild from source is already fast;
+   * and its CL_PROGRAM_BINARIES compiles a generic work-group function for
+   * every kernel when asked: ResNet-18's cold load took 238 s with kiln's
+   * binary cache and 67-86 s without. The kiln binary cache is skipped there. */
+  const char* pkc = getenv("POCL_KERNEL_CACHE");
+  d->own_cache = strstr(pver, "PoCL") != NULL && !(pkc && !strcmp(pkc, "0"));
   info->fp16_storage = true; /* vload_half / vstore_half are core OpenCL */
   info->fp16_arith = dev_has_ext(d->dev, "cl_khr_fp16");
   info->int8 = true;
@@ -466,6 +484,29 @@ static void free_executable(ocl_device_t* d, kiln_device_executable_t* e) {
   kiln_allocator_free(d->base.allocator, e);
 }
 
+/* A program built from |len| bytes of driver binary; NULL with *why set
+ * when the driver refuses it (never trusted further than the driver's own
+ * checks: the caller then builds the source). */
+static cl_program program_from_binary(ocl_device_t* d, const kiln_program_t* p, const uint8_t* bin, size_t len,
+                                      const char* source, kiln_status_t* why) {
+  cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
+  const unsigned char* bp = bin;
+  *why = NULL;
+  cl_program prog = clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bp, &bst, &err);
+  if (!prog || err != CL_SUCCESS || bst != CL_SUCCESS) {
+    *why = kiln_make_status(KILN_PARSE_ERROR, "clCreateProgramWithBinary: %s",
+                            kiln_cl_error_name(err != CL_SUCCESS ? err : bst));
+    if (prog) clReleaseProgram(prog);
+    return NULL;
+  }
+  *why = build_program(d, prog, p, source, true);
+  if (*why) {
+    clReleaseProgram(prog);
+    return NULL;
+  }
+  return prog;
+}
+
 /* The program from cache entry |name|: NULL when there is none or it is
  * unusable (the code cache or this function warned; a binary the driver
  * refuses is deleted). */
@@ -478,21 +519,7 @@ static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p,
   *rejected = r == KILN_CODE_CACHE_REJECTED;
   if (r != KILN_CODE_CACHE_HIT) return NULL;
   kiln_status_t s = NULL;
-  cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
-  const unsigned char* bp = bin;
-  cl_program prog = clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bp, &bst, &err);
-  if (!prog || err != CL_SUCCESS || bst != CL_SUCCESS) {
-    s = kiln_make_status(KILN_PARSE_ERROR, "clCreateProgramWithBinary: %s",
-                         kiln_cl_error_name(err != CL_SUCCESS ? err : bst));
-    if (prog) clReleaseProgram(prog);
-    prog = NULL;
-  } else {
-    s = build_program(d, prog, p, source, true);
-    if (s) {
-      clReleaseProgram(prog);
-      prog = NULL;
-    }
-  }
+  cl_program prog = program_from_binary(d, p, bin, len, source, &s);
   free(bin);
   if (s) {
     fprintf(stderr, "kiln: warning: opencl cache: ignoring unusable entry '%s': %s\n", path,
@@ -501,6 +528,50 @@ static cl_program load_cached(ocl_device_t* d, const kiln_program_t* p,
     unlink(path);
     *rejected = true;
   }
+  return prog;
+}
+
+/* The module's binary for this device (module section 'DBIN'): the entry
+ * whose device name, vendor, driver version and kiln version all equal
+ * this device's and this kiln's, NULL when none does. */
+static const kiln_program_devbin_t* find_devbin(const ocl_device_t* d, const kiln_program_t* p) {
+  for (int32_t i = 0; i < p->code.n_devbin; ++i) {
+    const kiln_program_devbin_t* b = &p->code.devbin[i];
+    if (!strcmp(b->device, d->base.info.name) && !strcmp(b->vendor, d->vendor) && !strcmp(b->driver, d->drv) &&
+        !strcmp(b->kiln, KILN_OPENCL_KILN_VERSION))
+      return b;
+  }
+  return NULL;
+}
+
+/* The module's own binary when it has one for this device; one the driver
+ * refuses (corrupt, built by a driver that reports the same version) costs
+ * a warning and a build from source, never the load. */
+static cl_program load_embedded(ocl_device_t* d, const kiln_program_t* p, const char* source,
+                                kiln_opencl_build_stats_t* st) {
+  st->n_embedded = p->code.n_devbin;
+  const kiln_program_devbin_t* b = find_devbin(d, p);
+  if (!b) return NULL;
+  kiln_status_t why = NULL;
+  cl_program prog = NULL;
+  /* A driver trusts its binaries (PoCL reads past the end of a short one):
+   * only the code this module's source compiled to is handed over. */
+  const uint64_t crc = kiln_module_crc64(0, source, (size_t)p->code.text_len);
+  if (crc != b->source_crc)
+    why = kiln_make_status(KILN_PARSE_ERROR, "it was built from other source (checksum %016llx, the source's %016llx)",
+                           (unsigned long long)b->source_crc, (unsigned long long)crc);
+  else
+    prog = program_from_binary(d, p, b->bytes, (size_t)b->len, source, &why);
+  if (why) {
+    fprintf(stderr,
+            "kiln: warning: opencl: the program binary in the module of '%s' for %s (driver %s) was refused, "
+            "building the program from source: %s\n",
+            p->model_name && *p->model_name ? p->model_name : "program", b->device, b->driver,
+            kiln_status_message(why));
+    kiln_status_free(why);
+    st->embedded_refused = true;
+  }
+  st->embedded_used = prog != NULL;
   return prog;
 }
 
@@ -516,6 +587,69 @@ static void store_cached(cl_program prog, const kiln_code_cache_t* cache, const 
   free(bin);
 }
 
+/* An extension the program enables and the device lacks (cl_khr_fp16 for
+ * a module compiled with fp16 arithmetic on another device) fails here,
+ * by name, not as a compiler error about 'half' somewhere in the log. */
+static kiln_status_t check_extensions(ocl_device_t* d, const kiln_program_t* p) {
+  const char* source = p->code.text;
+  char ext[128];
+  for (size_t pos = 0; kiln_opencl_next_enabled_extension(source, (size_t)p->code.text_len, &pos, ext, sizeof ext);)
+    if (!dev_has_ext(d->dev, ext))
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "opencl: program '%s' needs %s, which %s does not have%s",
+                              p->model_name && *p->model_name ? p->model_name : "program", ext, d->base.info.name,
+                              strcmp(ext, "cl_khr_fp16") ? ""
+                                                         : " (it was compiled with fp16 arithmetic for another "
+                                                           "device; compile it for this one: fp16 storage with "
+                                                           "fp32 arithmetic)");
+  return NULL;
+}
+
+/* |p|'s program for |d|, built: from the module's binary for this device
+ * (unless |embedding|), else from the binary cache, else from source
+ * (then stored in the cache, unless |embedding|). *name: the cache entry
+ * ("" when the binary cache is not used: off, or a driver with its own). *cache / *cache_on: the cache opened for |cache_dir|
+ * (see opencl_device.h), for the caller's other records. */
+static kiln_status_t get_program(ocl_device_t* d, const kiln_program_t* p, const char* cache_dir, bool embedding,
+                                 kiln_code_cache_t* cache, bool* cache_on, char name[48],
+                                 kiln_opencl_build_stats_t* st, cl_program* out) {
+  const char* source = p->code.text;
+  *out = NULL;
+  *cache_on = kiln_code_cache_open(cache, "opencl", cache_dir);
+  bool bins = *cache_on && !d->own_cache; /* the binary cache; the folder serves other records */
+  st->driver_cache = d->own_cache;
+  name[0] = 0;
+  if (bins) {
+    char key[33];
+    kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, d->drv, d->version,
+                          KILN_OPENCL_BUILD_OPTIONS, key);
+    snprintf(name, 48, "%.32s.clbin", key);
+    bins = kiln_code_cache_path(cache, name, st->cache_path, sizeof st->cache_path);
+    if (!bins) name[0] = 0;
+  }
+  cl_program prog = embedding ? NULL : load_embedded(d, p, source, st);
+  if (!prog && bins) {
+    prog = load_cached(d, p, cache, name, st->cache_path, source, &st->cache_rejected);
+    st->cache_hit = prog != NULL;
+  }
+  if (!prog) {
+    cl_int err = CL_SUCCESS;
+    size_t len = (size_t)p->code.text_len;
+    prog = clCreateProgramWithSource(d->ctx, 1, &source, &len, &err);
+    if (!prog || err != CL_SUCCESS) return cl_fail(d, err, "clCreateProgramWithSource", p->model_name);
+    kiln_status_t s = build_program(d, prog, p, source, false);
+    if (s) {
+      clReleaseProgram(prog);
+      return s;
+    }
+    /* Not when embedding: the driver may fix its binary at the first
+     * query, and the embedder asks only after warm_kernels. */
+    if (bins && !embedding) store_cached(prog, cache, name);
+  }
+  *out = prog;
+  return NULL;
+}
+
 static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                            const kiln_device_build_options_t* o,
                                            kiln_device_executable_t** out) {
@@ -529,19 +663,7 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   if (o && o->dump_dir && *o->dump_dir)
     KILN_RETURN_IF_ERROR(kiln_opencl_dump_source(o->dump_dir, p->model_name, source,
                                                  (size_t)p->code.text_len));
-  /* An extension the program enables and the device lacks (cl_khr_fp16 for
-   * a module compiled with fp16 arithmetic on another device) fails here,
-   * by name, not as a compiler error about 'half' somewhere in the log. */
-  char ext[128];
-  for (size_t pos = 0; kiln_opencl_next_enabled_extension(source, (size_t)p->code.text_len, &pos, ext, sizeof ext);)
-    if (!dev_has_ext(d->dev, ext))
-      return kiln_make_status(KILN_UNSUPPORTED,
-                              "opencl: program '%s' needs %s, which %s does not have%s",
-                              p->model_name && *p->model_name ? p->model_name : "program", ext, d->base.info.name,
-                              strcmp(ext, "cl_khr_fp16") ? ""
-                                                         : " (it was compiled with fp16 arithmetic for another "
-                                                           "device; compile it for this one: fp16 storage with "
-                                                           "fp32 arithmetic)");
+  KILN_RETURN_IF_ERROR(check_extensions(d, p));
   kiln_device_executable_t* e = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(d->base.allocator, sizeof *e, "opencl", (void**)&e), "opencl executable");
   memset(e, 0, sizeof *e);
@@ -557,33 +679,10 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   }
   e->n_kernels = p->n_kernels;
 
-  char drv[256]; /* part of the cache key and of the GEMM provider record */
-  dev_str(d->dev, CL_DRIVER_VERSION, drv, sizeof drv);
   kiln_code_cache_t cache;
-  bool cache_on = kiln_code_cache_open(&cache, "opencl", o ? o->cache_dir : NULL);
+  bool cache_on = false;
   char name[48];
-  if (cache_on) {
-    char key[33];
-    kiln_opencl_cache_key(source, (size_t)p->code.text_len, d->base.info.name, drv, d->version,
-                          KILN_OPENCL_BUILD_OPTIONS, key);
-    snprintf(name, sizeof name, "%.32s.clbin", key);
-    cache_on = kiln_code_cache_path(&cache, name, e->stats.cache_path, sizeof e->stats.cache_path);
-  }
-  if (cache_on) {
-    e->prog = load_cached(d, p, &cache, name, e->stats.cache_path, source, &e->stats.cache_rejected);
-    e->stats.cache_hit = e->prog != NULL;
-  }
-  if (!e->prog) {
-    cl_int err = CL_SUCCESS;
-    size_t len = (size_t)p->code.text_len;
-    e->prog = clCreateProgramWithSource(d->ctx, 1, &source, &len, &err);
-    if (!e->prog || err != CL_SUCCESS) {
-      e->prog = NULL;
-      s = cl_fail(d, err, "clCreateProgramWithSource", p->model_name);
-    }
-    if (!s) s = build_program(d, e->prog, p, source, false);
-    if (!s && cache_on) store_cached(e->prog, &cache, name);
-  }
+  s = get_program(d, p, o ? o->cache_dir : NULL, false, &cache, &cache_on, name, &e->stats, &e->prog);
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
     ocl_kernel_t* ek = &e->kernels[k];
@@ -622,7 +721,7 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     ocl_kernel_t* ek = &e->kernels[k];
     if (!g->valid) continue;
     kiln_ocl_gemm_choice_t ch;
-    s = kiln_ocl_gemm_choose(d->ctx, d->q, d->base.info.name, drv, ek->k, ek->n_args, ek->global, ek->local, g,
+    s = kiln_ocl_gemm_choose(d->ctx, d->q, d->base.info.name, d->drv, ek->k, ek->n_args, ek->global, ek->local, g,
                              e->stats.gemm_record, &ch);
     if (s) {
       s = kiln_status_annotate(s, "kernel '%s' (node '%s')", p->kernels[k].name, p->kernels[k].node_name);
@@ -887,9 +986,160 @@ static kiln_status_t ocl_api_open(int32_t index, const kiln_device_open_options_
 static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
   kiln_opencl_build_stats_t st;
   kiln_opencl_executable_stats(e, &st);
+  fprintf(out, "opencl program: built from %s in %.2f s%s\n",
+          st.embedded_used ? "the module's program binary"
+          : st.cache_hit   ? "the binary cache"
+                           : "source",
+          st.build_s,
+          st.embedded_refused                    ? " (the module's binary was refused)"
+          : st.n_embedded && !st.embedded_used ? " (the module's binaries are for other devices or drivers)"
+          : st.driver_cache && !st.embedded_used ? " (the driver's own program cache serves rebuilds)"
+                                                 : "");
   if (st.n_gemm_choices)
     fprintf(out, "opencl GEMM providers: %d of %d GEMMs on CLBlast, %d measured now%s%s\n", (int)st.n_gemm_clblast,
             (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "", st.gemm_record);
+}
+
+/* Drivers that finish a kernel's code at its first launch, for the launch's
+ * geometry (PoCL compiles a work-group function per local size there),
+ * would leave that work for every load: launch each kernel once, on zeroed
+ * scratch buffers of its arguments' sizes, so the binary taken afterwards
+ * holds the code a load runs. Zeros are an input like any other (indices
+ * 0, status words left as they are). */
+/* The progress line of a model's build (`kiln compile`): |done| of |total|
+ * steps (the program, then each kernel's first launch), rewritten in place
+ * on a terminal, else a line per tenth of the work; NULL |f|: quiet. */
+typedef struct build_progress_s {
+  FILE* f;
+  bool tty;
+  const char* device;
+  double t0, last;
+  int32_t done, total, last_tenth;
+} build_progress_t;
+
+static void progress_step(build_progress_t* pr, const char* phase) {
+  if (!pr->f) return;
+  ++pr->done;
+  const double t = now_s(), el = t - pr->t0;
+  const bool end = pr->done >= pr->total;
+  const int32_t tenth = pr->done * 10 / (pr->total ? pr->total : 1);
+  if (pr->tty ? (t - pr->last < 0.1 && !end) : (tenth == pr->last_tenth && !end)) return;
+  pr->last = t;
+  pr->last_tenth = tenth;
+  fprintf(pr->f, "%sbuilding for %s: %s, %d/%d steps, %.1f s, ETA %.1f s%s", pr->tty ? "\r" : "", pr->device, phase,
+          (int)pr->done, (int)pr->total, el, el / pr->done * (pr->total - pr->done), pr->tty && !end ? "   " : "\n");
+  fflush(pr->f);
+}
+
+static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_program prog, build_progress_t* pr) {
+  kiln_status_t s = NULL;
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
+    const kiln_program_kernel_t* pk = &p->kernels[k];
+    cl_int err = CL_SUCCESS;
+    cl_kernel kk = clCreateKernel(prog, pk->name, &err);
+    if (!kk || err != CL_SUCCESS) return cl_fail(d, err, "clCreateKernel", pk->name);
+    cl_mem* mems = calloc((size_t)pk->n_args + 1, sizeof(cl_mem));
+    if (!mems) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: warming kernel '%s'", pk->name);
+    for (int32_t a = 0; a < pk->n_args && !s; ++a) {
+      const uint64_t bytes = p->buffers[pk->args[a]].bytes;
+      const size_t n = bytes ? (size_t)bytes : 1;
+      mems[a] = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+      const cl_uchar zero = 0;
+      if (mems[a] && err == CL_SUCCESS) err = clEnqueueFillBuffer(d->q, mems[a], &zero, 1, 0, n, 0, NULL, NULL);
+      if (err == CL_SUCCESS) err = clSetKernelArg(kk, (cl_uint)a, sizeof(cl_mem), &mems[a]);
+      if (err != CL_SUCCESS) s = cl_fail(d, err, "warming the kernels", pk->name);
+    }
+    if (!s) {
+      size_t global[3], local[3];
+      for (int i = 0; i < 3; ++i) {
+        int64_t g = pk->groups[i] > 0 ? pk->groups[i] : 1, l = pk->local[i] > 0 ? pk->local[i] : 1;
+        local[i] = (size_t)l;
+        global[i] = (size_t)(g * l);
+      }
+      err = clEnqueueNDRangeKernel(d->q, kk, 3, NULL, global, local, 0, NULL, NULL);
+      if (err == CL_SUCCESS) err = clFinish(d->q);
+      if (err != CL_SUCCESS) s = cl_fail(d, err, "clEnqueueNDRangeKernel (warming)", pk->name);
+    }
+    for (int32_t a = 0; mems && a < pk->n_args; ++a)
+      if (mems[a]) clReleaseMemObject(mems[a]);
+    free(mems);
+    clReleaseKernel(kk);
+    if (!s) progress_step(pr, "kernels compiled");
+  }
+  return s;
+}
+
+/* `kiln compile -t opencl -o`: builds |p|'s source for |base| (through
+ * the binary cache, as a load would) and adds the driver's binary to |p|
+ * under this device's key; an entry |p| had under the same key is
+ * replaced. */
+static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE* progress) {
+  if (!kiln_opencl_is_device(base))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: embedding binaries needs an OpenCL device");
+  ocl_device_t* d = D(base);
+  CHECK_LOST(d);
+  if (!p->code.text || !p->code.text_len)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: program '%s' has no OpenCL source",
+                            p->model_name ? p->model_name : "");
+  KILN_RETURN_IF_ERROR(check_extensions(d, p));
+  /* A heterogeneous program is built per segment at load (runtime/
+   * session_hetero.c), never as this whole program. */
+  if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST))
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "opencl: program '%s' runs some kernels on the CPU; its OpenCL part is built per "
+                            "segment at load, no binary embedded",
+                            p->model_name ? p->model_name : "");
+  kiln_code_cache_t cache;
+  bool cache_on = false;
+  kiln_opencl_build_stats_t st;
+  memset(&st, 0, sizeof st);
+  cl_program prog = NULL;
+  char name[48];
+  build_progress_t pr = {progress, progress && isatty(fileno(progress)), d->base.info.name, now_s(), now_s(), 0,
+                         1 + p->n_kernels, -1};
+  KILN_RETURN_IF_ERROR(get_program(d, p, NULL, true, &cache, &cache_on, name, &st, &prog),
+                       "embedding the program binary");
+  progress_step(&pr, st.cache_hit ? "program from the binary cache" : "program built");
+  kiln_status_t ws = warm_kernels(d, p, prog, &pr);
+  if (ws) {
+    clReleaseProgram(prog);
+    return kiln_status_annotate(ws, "embedding the program binary");
+  }
+  size_t len = 0;
+  unsigned char* bin = NULL;
+  cl_int err = clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL);
+  if (err == CL_SUCCESS && len == 0) err = CL_INVALID_PROGRAM_EXECUTABLE;
+  if (err == CL_SUCCESS && !(bin = malloc(len))) err = CL_OUT_OF_HOST_MEMORY;
+  if (err == CL_SUCCESS) err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL);
+  clReleaseProgram(prog);
+  if (err != CL_SUCCESS) {
+    free(bin);
+    return cl_fail(d, err, "clGetProgramInfo(CL_PROGRAM_BINARIES)", p->model_name);
+  }
+  /* The cache gets the warmed binary too (a load without it still hits). */
+  if (cache_on && name[0]) kiln_code_cache_write(&cache, name, bin, len);
+  kiln_program_devbin_t key = {d->base.info.name, d->vendor, d->drv, (char*)KILN_OPENCL_KILN_VERSION,
+                               kiln_module_crc64(0, p->code.text, (size_t)p->code.text_len), NULL, 0};
+  /* Replaced, not duplicated: the loader takes the first match. */
+  const kiln_program_devbin_t* old = find_devbin(d, p);
+  kiln_status_t s = NULL;
+  if (old) {
+    int32_t at = (int32_t)(old - p->code.devbin);
+    kiln_program_devbin_t* cur = &p->code.devbin[at];
+    void* m = NULL;
+    s = kiln_allocator_malloc(p->allocator, len, "device binary", &m);
+    if (!s) {
+      memcpy(m, bin, len);
+      kiln_allocator_free(p->allocator, cur->bytes);
+      cur->bytes = m;
+      cur->len = len;
+      cur->source_crc = key.source_crc;
+    }
+  } else {
+    s = kiln_program_devbin_add(p, &key, bin, len);
+  }
+  free(bin);
+  return s;
 }
 
 const kiln_device_api_t kiln_device_api_opencl = {
@@ -898,4 +1148,5 @@ const kiln_device_api_t kiln_device_api_opencl = {
     .open = ocl_api_open,
     .list = kiln_opencl_list_devices,
     .executable_report = ocl_api_report,
+    .embed_binaries = ocl_api_embed,
 };

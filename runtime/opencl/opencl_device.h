@@ -26,6 +26,11 @@
  * else $XDG_CACHE_HOME/kiln/opencl, else ~/.cache/kiln/opencl). An entry
  * that fails the cache's checks is ignored and one the driver rejects is
  * deleted, with a warning on stderr, and the program is built from source.
+ * Not used on PoCL, which caches every program it builds itself (unless
+ * POCL_KERNEL_CACHE=0) and compiles a generic work-group function for each
+ * kernel when its binary is asked for: on ResNet-18 that query cost more
+ * than the cold build it would save (238 s cold load with it, 67-86 s
+ * without).
  *
  * Errors: DEVICE_ERROR with the CL error name and the call ("opencl:
  * clEnqueueNDRangeKernel(kernel 'conv_0'): CL_INVALID_WORK_GROUP_SIZE");
@@ -74,6 +79,10 @@ bool kiln_opencl_is_device(const kiln_device_t* d);
 typedef struct kiln_opencl_build_stats_s {
   bool cache_hit;          /* loaded from the binary cache */
   bool cache_rejected;     /* a cache entry existed but was corrupt/refused */
+  int32_t n_embedded;      /* program binaries the module carries (any device) */
+  bool embedded_used;      /* built from the module's binary for this device */
+  bool embedded_refused;   /* that binary existed but the driver refused it */
+  bool driver_cache;       /* the driver caches programs itself: no binary cache */
   double build_s;          /* seconds in executable_create */
   char cache_path[1024];   /* the cache file ("" when the cache is off) */
   /* GEMM providers (runtime/opencl/opencl_gemm_provider.h): kernels with a

@@ -22,6 +22,10 @@ kiln_embed_sources(KILN_OPENCL_EMBEDDED kiln_cl_ ${KILN_OPENCL_KERNELS})
 file(GLOB KILN_OPENCL_TARGET_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/targets/opencl/*.c)
 file(GLOB KILN_OPENCL_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/opencl/*.c)
 
+# The kiln version is part of a module's program binary key (it fixes the
+# build options and the kernels' calling conventions).
+set_property(SOURCE ${CMAKE_SOURCE_DIR}/runtime/opencl/opencl_device.c APPEND PROPERTY COMPILE_DEFINITIONS
+             "KILN_OPENCL_KILN_VERSION_NUMBER=${PROJECT_VERSION}")
 target_sources(kiln PRIVATE ${KILN_OPENCL_TARGET_SOURCES} ${KILN_OPENCL_RT_SOURCES}
                ${KILN_OPENCL_EMBEDDED})
 target_link_libraries(kiln PUBLIC OpenCL::OpenCL)

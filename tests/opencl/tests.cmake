@@ -149,6 +149,42 @@ if(TARGET kiln_cli)
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
 
+# OpenCL program binaries in modules (module section 'DBIN'): kiln compile
+# -t opencl -o embeds device 0's binary (a progress line with --progress,
+# none off a terminal without it), and a run with an empty PoCL cache
+# builds from it; --device none leaves the source only; an explicit device
+# that is not there is an error naming it; --device on the CPU target a
+# usage error.
+if(TARGET kiln_cli)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/opencl_module_binary)
+  set(_kiln "'$<TARGET_FILE:kiln_cli>'")
+  set(_m "'${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx'")
+  add_test(NAME opencl_module_binary
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}/pocl' '${_dir}/kiln'
+             export KILN_CACHE_DIR='${_dir}/kiln'
+             ${_kiln} compile ${_m} -t opencl -o '${_dir}/m.kiln' > '${_dir}/compile.log' 2> '${_dir}/compile.err'
+             grep -q '^embedded the opencl:0 program binary for .* KB' '${_dir}/compile.log'
+             if grep -q 'building for' '${_dir}/compile.err'; then echo 'progress line off a terminal'; exit 1; fi
+             ${_kiln} compile ${_m} -t opencl --progress -o '${_dir}/m2.kiln' > /dev/null 2> '${_dir}/progress.err'
+             grep -Eq '^building for .*: kernels compiled, ([0-9]+)/\\1 steps, ' '${_dir}/progress.err'
+             ${_kiln} info '${_dir}/m.kiln' > '${_dir}/info.log'
+             grep -q '^program binary: .* (.*, driver .*, kiln [0-9.]*, [0-9.]* KB); the source is the fallback' '${_dir}/info.log'
+             POCL_CACHE_DIR='${_dir}/pocl' ${_kiln} run '${_dir}/m.kiln' --target opencl --strict > '${_dir}/run.log'
+             grep -q '^opencl program: built from the module.s program binary' '${_dir}/run.log'
+             ${_kiln} compile ${_m} -t opencl --device none -o '${_dir}/src.kiln' > '${_dir}/src.log'
+             if grep -q embedded '${_dir}/src.log'; then echo 'embedded with --device none'; exit 1; fi
+             ${_kiln} run '${_dir}/src.kiln' --target opencl --strict > '${_dir}/src_run.log'
+             grep -Eq '^opencl program: built from (source|the binary cache)' '${_dir}/src_run.log'
+             if ${_kiln} compile ${_m} -t opencl --device 63 -o '${_dir}/x.kiln' 2> '${_dir}/d63.err'; then exit 1; fi
+             grep -q 'opencl: device 63 not found' '${_dir}/d63.err'
+             grep -q -- '--device 63' '${_dir}/d63.err'
+             test ! -e '${_dir}/x.kiln'
+             set +e; ${_kiln} compile ${_m} --device 0 -o '${_dir}/y.kiln' 2> '${_dir}/cpu.err'; rc=$?; set -e
+             test $rc = 2
+             grep -q -- '--device needs -o FILE.kiln and a target whose driver builds binaries' '${_dir}/cpu.err'
+             echo ok")
+  set_tests_properties(opencl_module_binary PROPERTIES LABELS "target=opencl" TIMEOUT 600)
+endif()
 # Heterogeneous execution: OpenCL has f64, so the same model gets no host
 # kernels (tests/test_hetero.c; the CPU-only plugin op that falls back on
 # OpenCL is in test_plugin_example.py).
