@@ -14,7 +14,10 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   t.shared = 2;
   t.tm = M > 16 ? 32 : 16;
   t.rm = t.tm;
-  t.rn = Q >= 64 ? 8 : 4;
+  /* 4, not 8, positions each: the store (crop + fused epilogue) is
+   * unrolled per output, and 32 x 8 of them made LLVM's compile in
+   * lavapipe minutes long for a few percent of speed */
+  t.rn = 4;
   t.tn = 8 * t.rn;
   t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
   return t;
