@@ -206,7 +206,7 @@ static kiln_status_t bench_shader(kiln_device_t* d, int64_t n, const opts_t* o, 
     kiln_spirv_gemm_tiles_t t = o->tiles.tm ? o->tiles : kiln_spirv_gemm_default_tiles(n, n);
     printf("shader %5lld^3  tiles %dx%dx%d/%dx%d %s  %8.2f GFLOP/s (device %.3f ms)  %8.2f GFLOP/s (wall %.3f ms)  "
            "check %s (max abs err %.2e)\n",
-           (long long)n, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared ? "shared" : "direct", flop / td * 1e-9, td * 1e3, flop / tw * 1e-9, tw * 1e3,
+           (long long)n, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared == 2 ? "subgroup" : t.shared ? "shared" : "direct", flop / td * 1e-9, td * 1e3, flop / tw * 1e-9, tw * 1e3,
            cr.ok ? "ok" : "FAILED", cr.max_abs_err);
     if (out_gflops) *out_gflops = flop / td * 1e-9;
     if (compile_line)
@@ -401,7 +401,8 @@ int main(int argc, char** argv) {
       static const kiln_spirv_gemm_tiles_t cand[] = {
           {64, 64, 16, 4, 4, 1},  {64, 64, 16, 8, 8, 1},  {128, 128, 16, 8, 8, 1}, {32, 32, 16, 2, 2, 1},
           {64, 64, 16, 8, 8, 0},  {32, 64, 8, 8, 8, 0},   {16, 128, 16, 8, 16, 0}, {8, 128, 8, 8, 16, 0},
-          {128, 128, 16, 16, 16, 0}};
+          {128, 128, 16, 16, 16, 0}, {16, 32, 2, 16, 4, 2}, {32, 32, 2, 32, 4, 2},  {32, 64, 4, 32, 8, 2},
+          {64, 64, 2, 64, 8, 2}};
       double best = 0;
       int best_i = -1;
       for (int c = 0; !rc && o.sweep && c < (int)(sizeof cand / sizeof cand[0]); ++c) {

@@ -1,4 +1,5 @@
-/* Tests of `kiln bench` (tools/bench_cmd.c, tools/bench_cases.c) and the
+/* Tests of `kiln bench` (tools/bench_cmd.c, tools/bench_cases.c,
+ * tools/bench_gpu.c) and the
  * peak probe (compiler/peak.c). The CLI sources are not in libkiln, so they
  * are compiled into this test directly. The smoke run is kept small with the
  * hidden --cases / --peak-mb options (a few seconds with a warm kernel cache). */
@@ -9,6 +10,7 @@
 #include "testing.h"
 #include "../tools/bench_cases.c"
 #include "../tools/bench_cmd.c"
+#include "../tools/bench_gpu.c"
 
 /* ---- a minimal JSON syntax checker ---------------------------------------- */
 
@@ -133,8 +135,10 @@ static void test_usage_errors(void) {
   CHECK(bench(3, a3) == 2);
   const char* a4[] = {"bench", "--repeat", "x"};
   CHECK(bench(3, a4) == 2);
-  const char* a5[] = {"bench", "--target", "opencl"};
+  const char* a5[] = {"bench", "--target", "metal"};
   CHECK(bench(3, a5) == 2);
+  const char* a5b[] = {"bench", "--target", "vulkan", "--suite", "conv"}; /* GPU targets: gemm only */
+  CHECK(bench(5, a5b) == 2);
   const char* a6[] = {"bench", "--json"};
   CHECK(bench(2, a6) == 2);
   const char* a7[] = {"bench", "--help"};
@@ -253,11 +257,31 @@ static void test_empty_selection(void) {
   free(s);
 }
 
+/* --target vulkan: the smallest gemm case on the device (checked against
+ * the reference inside the run); without a Vulkan device the command fails
+ * (1) instead of falling back to the CPU. */
+static void test_gpu_target(void) {
+  kiln_device_t* d = NULL;
+  kiln_status_t s = bench_gpu_open("vulkan", &d);
+  const bool have = s == NULL;
+  kiln_status_free(s);
+  kiln_device_release(d);
+  const char* json = "bench_vulkan.json";
+  const char* a[] = {"bench", "--target", "vulkan", "--quick", "--filter", "square.64", "--repeat", "1",
+                     "--peak-mb", "8", "--json", json};
+  CHECK(bench((int)(sizeof a / sizeof a[0]), a) == (have ? 0 : 1));
+  if (!have) return;
+  char* t = slurp(json);
+  CHECK(t && json_valid(t) && strstr(t, "\"target\": \"vulkan\"") && strstr(t, "square.64"));
+  free(t);
+}
+
 int main(void) {
   RUN(test_usage_errors);
   RUN(test_cases);
   RUN(test_peak);
   RUN(test_smoke_json_csv);
   RUN(test_empty_selection);
+  RUN(test_gpu_target);
   return kiln_test_finish();
 }

@@ -31,13 +31,14 @@
 #include "compiler/peak.h"
 #include "targets/cpu/cpu_backend.h"
 #include "tools/bench_cases.h"
+#include "tools/bench_gpu.h"
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "dev"
 #endif
 
 static const char* bench_help =
-    "usage: kiln bench [--target cpu] [--suite LIST] [--quick] [--threads N]\n"
+    "usage: kiln bench [--target cpu|opencl[:N]|vulkan[:N]] [--suite LIST] [--quick] [--threads N]\n"
     "                  [--repeat N] [--warmup N] [--filter TEXT] [--csv FILE] [--json FILE]\n"
     "\n"
     "Kernel microbenchmarks. Measures the machine's peak FLOP/s (an FMA kernel)\n"
@@ -60,7 +61,13 @@ static const char* bench_help =
     "  --json FILE    write {\"machine\": {...}, \"cases\": [...]}\n"
     "\n"
     "OpenBLAS sgemm runs as a peer in the gemm suite when libopenblas.so.0 is\n"
-    "installed. Exit status: 0 ok, 1 some case failed (the rest still run),\n"
+    "installed.\n"
+    "\n"
+    "--target opencl|vulkan runs the gemm suite on that device (no fallback):\n"
+    "each case compiled as `kiln compile -O1` would, its time the device's\n"
+    "kernel timestamps, checked against the reference interpreter up to 1024^3;\n"
+    "the peak columns are the CPU's. There is no GPU peer library in this row\n"
+    "yet (bench/opencl_sgemm.c has CLBlast). Exit status: 0 ok, 1 some case failed (the rest still run),\n"
     "2 usage error.\n";
 
 static int usage(const char* fmt, const char* arg) {
@@ -96,6 +103,7 @@ typedef struct opts_s {
   int64_t peak_bytes;       /* hidden --peak-mb M: bandwidth probe footprint */
   bool no_peer;             /* hidden --no-peer */
   const char* filter;
+  const char* target; /* NULL: the CPU backend */
   const char* csv;
   const char* json;
 } opts_t;
@@ -127,7 +135,10 @@ static int parse_opts(int argc, char** argv, opts_t* o, bool* help) {
     const char* v = argv[++i];
     long long n = 0;
     if (!strcmp(a, "--target")) {
-      if (strcmp(v, "cpu") != 0) return usage("unsupported target '%s' (kiln bench has: cpu)", v);
+      if (!strncmp(v, "opencl", 6) || !strncmp(v, "vulkan", 6))
+        o->target = v;
+      else if (strcmp(v, "cpu") != 0)
+        return usage("unsupported target '%s' (kiln bench has: cpu, opencl[:N], vulkan[:N])", v);
     } else if (!strcmp(a, "--suite")) {
       char buf[256];
       if (strlen(v) >= sizeof buf) return usage("--suite '%s' is too long", v);
@@ -165,7 +176,9 @@ static int parse_opts(int argc, char** argv, opts_t* o, bool* help) {
       o->filter = v;
     }
   }
-  if (!o->suites) o->suites = BENCH_SUITE_ALL;
+  if (!o->suites) o->suites = o->target ? BENCH_SUITE_GEMM : BENCH_SUITE_ALL;
+  if (o->target && o->suites != BENCH_SUITE_GEMM)
+    return usage("--target %s: only the gemm suite runs on a GPU target (--suite gemm)", o->target);
   if (o->repeat < 0) o->repeat = o->quick ? 5 : 20;
   return 0;
 }
@@ -370,7 +383,9 @@ static kiln_status_t write_json(const char* path, const machine_t* m, const opts
                                 const row_t* rows, int32_t n) {
   FILE* f = fopen(path, "w");
   if (!f) return kiln_make_status(KILN_IO_ERROR, "cannot write '%s': %s", path, strerror(errno));
-  fprintf(f, "{\"machine\": {\"target\": \"cpu\", \"cpu\": ");
+  fprintf(f, "{\"machine\": {\"target\": ");
+  json_str(f, o->target ? o->target : "cpu");
+  fprintf(f, ", \"cpu\": ");
   json_str(f, m->cpu);
   fprintf(f, ", \"threads\": %d, \"peak_gflops\": ", (int)m->peak.threads);
   json_num(f, m->peak.gflops);
@@ -497,6 +512,17 @@ int kiln_cmd_bench(int argc, char** argv) {
     fprintf(stderr, "kiln: error: out of memory\n");
     return 1;
   }
+  kiln_device_t* gpu = NULL;
+  if (o.target) {
+    kiln_status_t ds = bench_gpu_open(o.target, &gpu);
+    if (ds) {
+      fprintf(stderr, "kiln bench: --target %s: %s\n", o.target, kiln_status_message(ds));
+      kiln_status_free(ds);
+      free(all);
+      return 1;
+    }
+    o.no_peer = true; /* OpenBLAS is a CPU peer */
+  }
   blas_t blas = {0};
   if ((o.suites & BENCH_SUITE_GEMM) && !o.no_peer) blas_open(&blas, o.threads);
 
@@ -529,8 +555,13 @@ int kiln_cmd_bench(int argc, char** argv) {
   machine_t m;
   memset(&m, 0, sizeof m);
   kiln_peak_cpu_model(m.cpu, sizeof m.cpu);
-  printf("kiln bench: target cpu, %s, %d threads, median of %d runs after %d warm-up\n", m.cpu,
-         (int)o.threads, (int)o.repeat, (int)o.warmup);
+  if (gpu)
+    printf("kiln bench: target %s (%s), mean kernel time of %d runs after %d warm-up; peaks below are the CPU's "
+           "(%s)\n",
+           kiln_device_api(gpu), kiln_device_name(gpu), (int)o.repeat, (int)(o.warmup > 0 ? o.warmup : 1), m.cpu);
+  else
+    printf("kiln bench: target cpu, %s, %d threads, median of %d runs after %d warm-up\n", m.cpu, (int)o.threads,
+           (int)o.repeat, (int)o.warmup);
   fflush(stdout);
   kiln_peak_options_t po;
   kiln_peak_options_default(&po);
@@ -562,7 +593,9 @@ int kiln_cmd_bench(int argc, char** argv) {
     row_t* r = &rows[i];
     r->c = c;
     double t0 = now_s();
-    kiln_status_t cs = c->peer ? run_openblas(c, &o, &blas, r) : run_kiln(c, &o, r);
+    kiln_status_t cs = c->peer  ? run_openblas(c, &o, &blas, r)
+                       : gpu      ? bench_gpu_run(gpu, c, o.warmup > 0 ? o.warmup : 1, o.repeat, &r->ms, &r->flops, &r->bytes)
+                                  : run_kiln(c, &o, r);
     r->wall_s = now_s() - t0;
     r->ok = cs == NULL;
     char label[48];
@@ -600,6 +633,7 @@ int kiln_cmd_bench(int argc, char** argv) {
   for (int32_t i = 0; i < n; ++i) free(rows[i].error);
   free(rows);
   free(cases);
+  kiln_device_release(gpu);
   /* OpenBLAS stays loaded: unloading it under its idle threads can crash. */
   return failed ? 1 : rc;
 }

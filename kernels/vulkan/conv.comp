@@ -1,5 +1,8 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : enable
 // kiln implicit-GEMM convolution, f32 (targets/gpu_conv.h has the layout):
 //
 //   Y[b][m][p] = EPI(bias[m] + sum_{c, tap} W[m][c*CT + tap] * XP[b][c][TOFF[tap] + q(p)])
@@ -23,6 +26,13 @@
 //   TM TN TK RM RN SHARED  tiles, as in gemm.comp (a work-group of
 //                       (TN/RN) x (TM/RM) threads computes TM channels x
 //                       TN grid positions, each thread an RM x RN tile)
+//   SHARED 2 (the default) is gemm.comp's subgroup mode: a work-group of 8
+//                       invocations (TN/RN == 8, RM == TM), invocation l
+//                       computing all TM channels of grid positions
+//                       q0 + l*RN .. + RN-1 with the weights loaded once per
+//                       subgroup and broadcast; W64 1: f32 weights read in
+//                       pairs of channels as 64-bit words (CPT and CM even,
+//                       TM % 16 == 0)
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
@@ -52,12 +62,83 @@ float load_b(int xb, int k, int q) {
   return float(xp[xb + (k / CT) * CPLANE + TOFF[k % CT] + q]);
 }
 
-#if SHARED
+#ifndef W64
+#define W64 0
+#endif
+#if SHARED == 2 && W64
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW2 { uint64_t w2[]; };
+#endif
+
+#if SHARED == 1
 // +1 padding keeps column walks off one shared-memory bank.
 shared float As[TK][TM + 1];
 shared float Bs[TK][TN + 1];
 #endif
 
+#if SHARED == 2
+#define SG 8
+#define RPL (1 + W64)   // channels per invocation and load
+#define GR (SG * RPL)   // channels per broadcast group
+float w_at(int m, int k) { return float(w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT]); }
+// this invocation's RPL channels m, (m + 1) of W at k (m < CM, even with W64)
+void w_load(int m, int k, out float wv[RPL]) {
+#if W64
+  const uint64_t v = w2[((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT) >> 1];
+  wv[0] = uintBitsToFloat(uint(v));
+  wv[1] = uintBitsToFloat(uint(v >> 32));
+#else
+  wv[0] = w_at(m, k);
+#endif
+}
+
+void main() {
+  // where subgroups hold fewer than 8 invocations, every invocation loads
+  // the weights itself instead of taking them from a broadcast
+  const bool bc = gl_SubgroupSize >= SG;
+  const int lane = bc ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
+  const int q0 = int(gl_WorkGroupID.x) * TN + lane * RN;
+  const int m0 = int(gl_WorkGroupID.y) * TM;
+  const int bz = int(gl_WorkGroupID.z);
+  const int xb = bz * CC * CPLANE;
+  float acc[TM][RN];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+  int myrow[TM / GR], qc[RN];
+  [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
+  [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
+  for (int k0 = 0; k0 < CK; k0 += TK) {
+    [[unroll]] for (int kk = 0; kk < TK; ++kk) {
+      const int k = min(k0 + kk, CK - 1);
+      const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
+      const int xk = xb + (k / CT) * CPLANE + TOFF[k % CT];
+      float bv[RN];
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp[xk + qc[j]]);
+      [[unroll]] for (int r = 0; r < TM / GR; ++r) {
+        float wv[RPL], av[GR];
+        w_load(myrow[r], k, wv);
+        [[unroll]] for (int e = 0; e < RPL; ++e) {
+          if (bc) {
+            // subgroupBroadcast wants a constant id: spelled out
+            av[0 * RPL + e] = subgroupBroadcast(wv[e], 0);
+            av[1 * RPL + e] = subgroupBroadcast(wv[e], 1);
+            av[2 * RPL + e] = subgroupBroadcast(wv[e], 2);
+            av[3 * RPL + e] = subgroupBroadcast(wv[e], 3);
+            av[4 * RPL + e] = subgroupBroadcast(wv[e], 4);
+            av[5 * RPL + e] = subgroupBroadcast(wv[e], 5);
+            av[6 * RPL + e] = subgroupBroadcast(wv[e], 6);
+            av[7 * RPL + e] = subgroupBroadcast(wv[e], 7);
+          } else {
+            [[unroll]] for (int i = 0; i < SG; ++i) av[i * RPL + e] = w_at(min(m0 + r * GR + i * RPL + e, CM - 1), k);
+          }
+        }
+        [[unroll]] for (int i = 0; i < GR; ++i)
+          [[unroll]] for (int j = 0; j < RN; ++j) acc[r * GR + i][j] = fma(av[i], bv[j], acc[r * GR + i][j]);
+      }
+    }
+  }
+#define ROW_OF(i) (m0 + (i))
+#define COL_OF(j) (q0 + (j))
+#else
 void main() {
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
@@ -71,7 +152,7 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
   for (int k0 = 0; k0 < CK; k0 += TK) {
-#if SHARED
+#if SHARED == 1
     const int tid = ty * LX + tx;
     for (int e = tid; e < TM * TK; e += NT) As[e % TK][e / TK] = load_a(m0 + e / TK, k0 + e % TK);
     for (int e = tid; e < TK * TN; e += NT) Bs[e / TN][e % TN] = load_b(xb, k0 + e / TN, q0 + e % TN);
@@ -80,7 +161,7 @@ void main() {
     for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
       float av[RM], bv[RN];
       // Thread (tx, ty) owns channels ty + i*LY and positions tx + j*LX.
-#if SHARED
+#if SHARED == 1
       [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[kk][ty + i * LY];
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[kk][tx + j * LX];
 #else
@@ -90,17 +171,20 @@ void main() {
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
-#if SHARED
+#if SHARED == 1
     barrier();
 #endif
   }
+#define ROW_OF(i) (m0 + ty + (i) * LY)
+#define COL_OF(j) (q0 + tx + (j) * LX)
+#endif
 
   const int yb = bz * CM * CP;
   [[unroll]] for (int i = 0; i < RM; ++i) {
-    const int gm = m0 + ty + i * LY;
+    const int gm = ROW_OF(i);
     if (gm >= CM) continue;
     [[unroll]] for (int j = 0; j < RN; ++j) {
-      const int q = q0 + tx + j * LX;
+      const int q = COL_OF(j);
       if (q >= CQ) continue;
 #if CCROP
       // grid position -> output (d, h, w); the pitch's extra columns and

@@ -5,8 +5,12 @@
 //   Y[b][m][oh][ow] = EPI(bias[m] + sum_{kh, kw} W[m][kh][kw] * X[b][m / MG][ih][iw]),
 //   ih = oh*SH + kh*DH - PH, iw = ow*SW + kw*DW - PW (taps outside X add 0)
 //
-// One invocation per output position: the taps are unrolled, so an
-// invocation runs no loop at all (lavapipe's 65535-iteration limit is far).
+// One invocation per RW neighbouring outputs of a row: the taps are
+// unrolled, so an invocation runs no loop at all (lavapipe's
+// 65535-iteration limit is far). Why RW outputs: on lavapipe a load whose
+// address differs between invocations costs a loop over the SIMD lanes, and
+// RW outputs of a row share their weights and most of their input row
+// (KH*KW + KH*SEG loads for RW outputs instead of 2*KH*KW per output).
 // The host puts after the #extension lines: the element types TX TW TC TY,
 // the bindings BIND_X BIND_W BIND_C BIND_Y (kernel parameter order), the
 // epilogue operands' buffers (e0, e1, ...) and KC_EPI(v, b, m, p) as for
@@ -16,7 +20,8 @@
 //   KH KW SH SW DH DW PH PW  window
 //   CHAS_BIAS     bias per output channel
 //   WG            invocations per work-group
-// Dispatch: (ceil(OH*OW / WG), CN*CM, 1) work-groups.
+//   RW            outputs per invocation (along a row)
+// Dispatch: (ceil(OH*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x[]; };
@@ -26,27 +31,46 @@ layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bia
 #endif
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 
+#define OWB ((OW + RW - 1) / RW)
+// the input a row segment of RW outputs reads: (RW-1)*SW + (KW-1)*DW + 1
+#define SEG ((RW - 1) * SW + (KW - 1) * DW + 1)
+
 void main() {
   const int p = int(gl_GlobalInvocationID.x);
-  if (p >= OH * OW) return;
+  if (p >= OH * OWB) return;
   const int nm = int(gl_WorkGroupID.y);
   const int b = nm / CM, m = nm % CM;
-  const int oh = p / OW, ow = p % OW;
+  const int oh = p / OWB, ow0 = (p % OWB) * RW;
   const int xb = (b * CC + m / MG) * IH * IW;
+  float wt[KH * KW];
+  [[unroll]] for (int t = 0; t < KH * KW; ++t) wt[t] = float(w[m * KH * KW + t]);
+  float v[RW];
 #if CHAS_BIAS
-  float v = float(bias[m]);
+  const float b0 = float(bias[m]);
 #else
-  float v = 0.0;
+  const float b0 = 0.0;
 #endif
+  [[unroll]] for (int r = 0; r < RW; ++r) v[r] = b0;
+  const int iw0 = ow0 * SW - PW;
   [[unroll]] for (int kh = 0; kh < KH; ++kh) {
     const int ih = oh * SH + kh * DH - PH;
     if (ih < 0 || ih >= IH) continue;
-    [[unroll]] for (int kw = 0; kw < KW; ++kw) {
-      const int iw = ow * SW + kw * DW - PW;
-      if (iw < 0 || iw >= IW) continue;
-      v = fma(float(x[xb + ih * IW + iw]), float(w[(m * KH + kh) * KW + kw]), v);
+    float xs[SEG];
+    // taps left and right of the input (padding) read a clamped index and add 0
+    [[unroll]] for (int s = 0; s < SEG; ++s) {
+      const int iw = iw0 + s;
+      const float x1 = float(x[xb + ih * IW + clamp(iw, 0, IW - 1)]);
+      xs[s] = iw >= 0 && iw < IW ? x1 : 0.0;
     }
+    [[unroll]] for (int r = 0; r < RW; ++r)
+      [[unroll]] for (int kw = 0; kw < KW; ++kw) v[r] = fma(xs[r * SW + kw * DW], wt[kh * KW + kw], v[r]);
   }
-  KC_EPI(v, b, m, p);
-  y[nm * OH * OW + p] = TY(v);
+  [[unroll]] for (int r = 0; r < RW; ++r) {
+    const int ow = ow0 + r;
+    if (ow >= OW) break;
+    float vr = v[r];
+    const int q = oh * OW + ow;
+    KC_EPI(vr, b, m, q);
+    y[nm * OH * OW + q] = TY(vr);
+  }
 }

@@ -1,5 +1,8 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_ballot : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : enable
 // kiln tiled SGEMM: C[M,N] = A[M,K] * B, f32, row-major.
 //
 // The host inserts its #defines right after the #version line (the values
@@ -19,10 +22,17 @@
 //              share of both tiles).
 //   SHARED     1: stage A and B tiles in shared memory (the GPU way);
 //              0: every thread reads its A rows and B columns straight from
-//              the buffers, TK only sets the unrolled K step. On CPU
-//              implementations (lavapipe runs a work-group as coroutines,
-//              switching at every barrier) 0 is much faster: the caches
-//              do the staging.
+//              the buffers, TK only sets the unrolled K step;
+//              2: subgroup mode (below), the default: a work-group of 8
+//              invocations (TN/RN == 8, RM == TM, TM % 8 == 0, TK even)
+//              in which invocation l loads rows l, l+8, ... of A and
+//              subgroupBroadcast hands them to the others. Needs subgroup
+//              ballot operations, subgroups of 8 or more invocations (with
+//              fewer, every invocation loads A itself) and shaderInt64
+//              (A64 / B64: pairs of floats read as one 64-bit word).
+//   A64 B64    (SHARED 2) 1 when A / B can be read in aligned pairs: A
+//              along K (K even), B along N (B_MODE 0: N even; 2: PT and N
+//              even) or along K (B_MODE 1: K even).
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 // Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups.
 // Bindings (set 0): BIND_A, BIND_B, BIND_C (default 0, 1, 2).
@@ -83,8 +93,20 @@
 #define NT (LX * LY)
 
 layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
+#ifndef A64
+#define A64 0
+#endif
+#ifndef B64
+#define B64 0
+#endif
 layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { float a[]; };
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { float b[]; };
+#if SHARED == 2 && A64
+layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint64_t a2[]; };
+#endif
+#if SHARED == 2 && B64
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB2 { uint64_t b2[]; };
+#endif
 layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { float c[]; };
 
 #if EVEN
@@ -114,12 +136,145 @@ float load_b(int k, int n) {
 #endif
 }
 
-#if SHARED
+#if SHARED == 1
 // +1 padding keeps column walks off one shared-memory bank.
 shared float As[TK][TM + 1];
 shared float Bs[TK][TN + 1];
 #endif
 
+#if SHARED == 2
+// ---- subgroup mode (SHARED 2) ----------------------------------------------
+// A work-group is 8 invocations (one subgroup where subgroups have 8 or
+// more); invocation l computes all TM rows of columns col0 + l*RN .. + RN-1.
+// Why: lavapipe runs the 8 invocations as the lanes of one SIMD register and
+// turns every load whose address differs between lanes into a loop over the
+// lanes (a scalar load and a vector rebuilt through memory per lane and per
+// component), so loads, not arithmetic, set the speed. Here invocation l
+// loads rows l, l+8, ... of A and subgroupBroadcast (one register shuffle)
+// hands each value to the others: TM/8 + RN loads per K step for TM*RN
+// fmas, and 64-bit words (A64/B64) halve the loads again.
+#define SG 8
+float a_at(int r, int k) { return a[r * K + k]; }
+float b_at(int k, int n) {
+#if B_MODE == 1
+  return b[n * K + k];
+#elif B_MODE == 2
+  return b[(((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT];
+#else
+  return b[k * N + n];
+#endif
+}
+vec2 u64f(uint64_t v) { return vec2(uintBitsToFloat(uint(v)), uintBitsToFloat(uint(v >> 32))); }
+// A(r, k), A(r, k + 1); k even, k + 1 < K, r < M
+vec2 a_pair(int r, int k) {
+#if A64
+  return u64f(a2[(r * K + k) >> 1]);
+#else
+  return vec2(a_at(r, k), a_at(r, k + 1));
+#endif
+}
+// B(k, n), B(k + 1, n) (B_MODE 1, n < N) or B(k, n), B(k, n + 1) (n even;
+// the pair's start is clamped into B here, so columns past N read real
+// values that are never stored)
+vec2 b_pair(int k, int n) {
+#if B_MODE == 1
+#if B64
+  return u64f(b2[(n * K + k) >> 1]);
+#else
+  return vec2(b_at(k, n), b_at(k + 1, n));
+#endif
+#elif B64
+  const int nn = min(n, N - 2);
+#if B_MODE == 2
+  return u64f(b2[((((k / PKBS) * PTILES + nn / PT) * PKBS + k % PKBS) * PT + nn % PT) >> 1]);
+#else
+  return u64f(b2[(k * N + nn) >> 1]);
+#endif
+#else
+  return vec2(b_at(k, min(n, N - 1)), b_at(k, min(n + 1, N - 1)));
+#endif
+}
+// av[0..7] = the value X of invocations 0..7 (LOADI: the same read for
+// row group index i, where subgroups are smaller than 8)
+#define BCAST8(av, X, LOADI)                                            \
+  if (gl_SubgroupSize >= SG) {                                          \
+    av[0] = subgroupBroadcast(X, 0);                                    \
+    av[1] = subgroupBroadcast(X, 1);                                    \
+    av[2] = subgroupBroadcast(X, 2);                                    \
+    av[3] = subgroupBroadcast(X, 3);                                    \
+    av[4] = subgroupBroadcast(X, 4);                                    \
+    av[5] = subgroupBroadcast(X, 5);                                    \
+    av[6] = subgroupBroadcast(X, 6);                                    \
+    av[7] = subgroupBroadcast(X, 7);                                    \
+  } else {                                                              \
+    [[unroll]] for (int i = 0; i < SG; ++i) av[i] = LOADI;              \
+  }
+// acc += A(rows, k) x B(k, columns) with A's value of row group r being
+// X (this invocation's row), B's of column j BJ
+#define SG_STEP(X, LOADI, BJ)                                           \
+  [[unroll]] for (int r = 0; r < TM / SG; ++r) {                        \
+    float av[SG];                                                       \
+    BCAST8(av, X, LOADI)                                                \
+    [[unroll]] for (int i = 0; i < SG; ++i)                             \
+      [[unroll]] for (int j = 0; j < RN; ++j)                           \
+        acc[r * SG + i][j] = fma(av[i], BJ, acc[r * SG + i][j]);        \
+  }
+
+void main() {
+  const int lane = gl_SubgroupSize >= SG ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
+  const int row0 = int(gl_WorkGroupID.y) * TM;
+  const int col0 = int(gl_WorkGroupID.x) * TN + lane * RN;
+  float acc[TM][RN];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+  int myrow[TM / SG];
+  [[unroll]] for (int r = 0; r < TM / SG; ++r) myrow[r] = min(row0 + r * SG + lane, M - 1);
+#define ROWI min(row0 + r * SG + i, M - 1)
+  const int KMAIN = K - K % TK;
+  for (int k0 = 0; k0 < KMAIN; k0 += TK) {
+    float ar[TM / SG][TK];
+    [[unroll]] for (int r = 0; r < TM / SG; ++r)
+      [[unroll]] for (int kk = 0; kk < TK; kk += 2) {
+        const vec2 v = a_pair(myrow[r], k0 + kk);
+        ar[r][kk] = v.x;
+        ar[r][kk + 1] = v.y;
+      }
+    float bv[TK][RN];
+    [[unroll]] for (int kk = 0; kk < TK; kk += 2)
+      [[unroll]] for (int j = 0; j < RN; j += 2) {
+#if B_MODE == 1
+        const vec2 v0 = b_pair(k0 + kk, min(col0 + j, N - 1)), v1 = b_pair(k0 + kk, min(col0 + j + 1, N - 1));
+        bv[kk][j] = v0.x;
+        bv[kk + 1][j] = v0.y;
+        bv[kk][j + 1] = v1.x;
+        bv[kk + 1][j + 1] = v1.y;
+#else
+        const vec2 v0 = b_pair(k0 + kk, col0 + j), v1 = b_pair(k0 + kk + 1, col0 + j);
+        bv[kk][j] = v0.x;
+        bv[kk][j + 1] = v0.y;
+        bv[kk + 1][j] = v1.x;
+        bv[kk + 1][j + 1] = v1.y;
+#endif
+      }
+    [[unroll]] for (int kk = 0; kk < TK; ++kk) { SG_STEP(ar[r][kk], a_at(ROWI, k0 + kk), bv[kk][j]) }
+  }
+  // the last K % TK steps, one value at a time
+  for (int k = KMAIN; k < K; ++k) {
+    float ar[TM / SG];
+    [[unroll]] for (int r = 0; r < TM / SG; ++r) ar[r] = a_at(myrow[r], k);
+    float bv[RN];
+    [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = b_at(k, min(col0 + j, N - 1));
+    SG_STEP(ar[r], a_at(ROWI, k), bv[j])
+  }
+  [[unroll]] for (int i = 0; i < TM; ++i) {
+    const int gr = row0 + i;
+    [[unroll]] for (int j = 0; j < RN; ++j) {
+      const int gc = col0 + j;
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j];
+    }
+  }
+}
+#else
 void main() {
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
@@ -131,7 +286,7 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
   for (int k0 = 0; k0 < K; k0 += TK) {
-#if SHARED
+#if SHARED == 1
     const int tid = ty * LX + tx;
     // A tile: TM rows x TK columns; B tile: TK rows x TN columns.
     for (int e = tid; e < TM * TK; e += NT) As[e % TK][e / TK] = load_a(row0 + e / TK, k0 + e % TK);
@@ -142,7 +297,7 @@ void main() {
       float av[RM], bv[RN];
       // Thread (tx, ty) owns rows ty + i*LY and columns tx + j*LX:
       // neighbouring threads read neighbouring words.
-#if SHARED
+#if SHARED == 1
       [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[kk][ty + i * LY];
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[kk][tx + j * LX];
 #else
@@ -152,7 +307,7 @@ void main() {
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
-#if SHARED
+#if SHARED == 1
     barrier();
 #endif
   }
@@ -164,3 +319,4 @@ void main() {
     }
   }
 }
+#endif

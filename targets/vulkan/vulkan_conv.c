@@ -8,7 +8,19 @@
 
 kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   kiln_spirv_gemm_tiles_t t;
-  return kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t) ? t : kiln_spirv_gemm_default_tiles(M, Q);
+  if (kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t)) return t;
+  /* the subgroup mode as for GEMM (kiln_spirv_gemm_default_tiles): all
+   * TM channels of 8 x RN grid positions per 8 invocations */
+  t.shared = 2;
+  t.tm = M > 16 ? 32 : 16;
+  t.rm = t.tm;
+  /* 4, not 8, positions each: the store (crop + fused epilogue) is
+   * unrolled per output, and 32 x 8 of them made LLVM's compile in
+   * lavapipe minutes long for a few percent of speed */
+  t.rn = 4;
+  t.tn = 8 * t.rn;
+  t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
+  return t;
 }
 
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
@@ -16,10 +28,13 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
                                       int64_t* out_trips) {
   const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
-  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 ||
-      (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': tiles %dx%dx%d / %dx%d do not divide", name,
-                            t.tm, t.tn, t.tk, t.rm, t.rn);
+  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 2 ||
+      (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
+      (t.shared == 2 && (lx != 8 || ly != 1 || t.tm % 8)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "conv '%s': tiles %dx%dx%d / %dx%d (mode %d) do not divide (mode 2: 8 threads, RM == TM, "
+                            "TM %% 8 == 0)",
+                            name, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared);
   const int64_t cp = c->od * c->oh * c->ow;
   if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * (c->crop ? cp : c->Q) > INT32_MAX ||
       c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
@@ -59,6 +74,8 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
     free(b.p);
     return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
   }
+  /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
+  const int w64 = !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
             type[3]);
   kiln_vulkan_sb_printf(&b,
@@ -67,12 +84,13 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             "#define CPLANE %lld\n#define CBATCH %lld\n#define CPT %lld\n#define CKBS %lld\n"
             "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
             "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
-            "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n",
+            "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n"
+            "#define W64 %d\n",
             bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0);
+            t.tn, t.tk, t.rm, t.rn, t.shared, w64);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
@@ -83,7 +101,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
     return kiln_make_status(KILN_OUT_OF_MEMORY, "conv '%s': shader text", name);
   }
   *out_glsl = b.p;
-  *out_trips = kiln_vulkan_trips_tiled(c->K, &t, false);
+  *out_trips = kiln_vulkan_trips_tiled(c->K, &t, t.shared == 2); /* the subgroup mode unrolls TK */
   groups[0] = (c->Q + t.tn - 1) / t.tn;
   groups[1] = (c->M + t.tm - 1) / t.tm;
   groups[2] = c->batch > 0 ? c->batch : 1;

@@ -16,6 +16,8 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, con
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
   bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
   for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
+  /* up to 8 outputs of a row per invocation (depthwise.comp says why) */
+  const int64_t rw = d->ow >= 8 ? 8 : d->ow > 0 ? d->ow : 1;
   kiln_vulkan_sb_t b = {0};
   kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_depthwise) + 1, kiln_vk_depthwise);
   if (f16)
@@ -36,12 +38,12 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, con
             "#define IH %lld\n#define IW %lld\n#define OH %lld\n#define OW %lld\n"
             "#define KH %lld\n#define KW %lld\n#define SH %lld\n#define SW %lld\n"
             "#define DH %lld\n#define DW %lld\n#define PH %lld\n#define PW %lld\n"
-            "#define CHAS_BIAS %d\n#define WG %d\n",
+            "#define CHAS_BIAS %d\n#define WG %d\n#define RW %d\n",
             (int)d->bind_x, (int)d->bind_w, d->bind_c < 0 ? 0 : (int)d->bind_c, (int)d->bind_y, (long long)d->N,
             (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
             (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
             (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
-            d->bind_c >= 0 ? 1 : 0, wg);
+            d->bind_c >= 0 ? 1 : 0, wg, (int)rw);
   kiln_vulkan_epi_print(&b, &d->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {
@@ -49,7 +51,7 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, con
     return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);
   }
   *out_glsl = b.p;
-  groups[0] = (d->oh * d->ow + wg - 1) / wg;
+  groups[0] = (d->oh * ((d->ow + rw - 1) / rw) + wg - 1) / wg;
   groups[1] = d->N * d->M;
   groups[2] = 1;
   local[0] = wg;

@@ -19,15 +19,16 @@ bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out) {
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
   kiln_spirv_gemm_tiles_t t;
   if (kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &t)) return t;
-  /* 8 x 8 threads, each with up to 8 x 8 outputs in registers: the
-   * register tile does the reuse, so few threads wait at each barrier
-   * (lavapipe runs a work-group's threads as coroutines). */
-  t.shared = 1;
-  t.tm = M >= 64 ? 64 : M >= 32 ? 32 : 16;
-  t.tn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
-  t.tk = 16;
-  t.rm = t.tm / 8;
-  t.rn = t.tn / 8;
+  /* The subgroup mode (gemm.comp, SHARED 2): 8 invocations, each with
+   * all TM rows of 8 columns; up to 32 rows (fewer for short M: the rows
+   * past M cost loads). On lavapipe loads set the speed and this mode
+   * needs the fewest (1024^3: ~10x the shared-memory 64x64 tiles). */
+  t.shared = 2;
+  t.tm = M >= 32 ? 32 : M > 8 ? 16 : 8;
+  t.rm = t.tm;
+  t.rn = N >= 64 ? 8 : 4;
+  t.tn = 8 * t.rn;
+  t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
   return t;
 }
 
@@ -39,16 +40,21 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d do not divide",
                             t.tm, t.tn, t.tk, t.rm, t.rn);
   int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
-  if (nt > 1024 || (t.shared && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)))
+  if (nt > 1024 || (uint32_t)t.shared > 2 || (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
+      (t.shared == 2 && (lx != 8 || ly != 1 || t.tm % 8)))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
-                            "gemm tiles %dx%dx%d / %dx%d: %lld threads do not split the tiles", t.tm,
-                            t.tn, t.tk, t.rm, t.rn, (long long)nt);
+                            "gemm tiles %dx%dx%d / %dx%d (mode %d): %lld threads do not split the tiles "
+                            "(mode 2: 8 threads, RM == TM, TM %% 8, TK and RN even)",
+                            t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, (long long)nt);
   if (g->M <= 0 || g->N <= 0 || g->K <= 0 || g->M * g->K > INT32_MAX || g->K * g->N > INT32_MAX ||
       g->M * g->N > INT32_MAX || (uint32_t)g->b_mode > 2)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm %lldx%lldx%lld (mode %d) does not fit the shader",
                             (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode);
   const char* nl = strchr(kiln_vk_gemm, '\n');
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
+  /* (subgroup mode) pairs of floats as one 64-bit word where they are aligned */
+  const int a64 = g->K % 2 == 0;
+  const int b64 = g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0);
   bool even = g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
   char defs[700];
   int dl = snprintf(defs, sizeof defs,
@@ -56,12 +62,12 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                     "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
                     "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
                     "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
-                    "#define SHARED %d\n#define EVEN %d\n",
+                    "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n",
                     (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
-                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared ? 1 : 0, even ? 1 : 0);
-  if (dl < 0 || (size_t)dl >= sizeof defs) /* 17 numbers cannot fill 700 bytes; never copy past defs */
+                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, even ? 1 : 0, a64, b64);
+  if (dl < 0 || (size_t)dl >= sizeof defs) /* 19 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
   size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;

@@ -59,9 +59,11 @@ int64_t kiln_vulkan_trips_of(const tir_stmt_t* st) {
 }
 
 /* The shared-memory tiled shaders (gemm.comp, conv.comp): K/TK slices,
- * each with the loads of both tiles and TK steps (gemm.comp unrolls them). */
+ * each with the loads of both tiles (shared-memory mode) and TK steps
+ * (gemm.comp unrolls them); the subgroup mode's tail of K % TK single
+ * steps is within the rounding up. */
 int64_t kiln_vulkan_trips_tiled(int64_t K, const kiln_spirv_gemm_tiles_t* t, bool k_unrolled) {
   const int64_t nt = (int64_t)(t->tn / t->rn) * (t->tm / t->rm);
-  const int64_t loads = t->shared && nt > 0 ? ((int64_t)t->tm * t->tk + (int64_t)t->tk * t->tn + nt - 1) / nt : 0;
+  const int64_t loads = t->shared == 1 && nt > 0 ? ((int64_t)t->tm * t->tk + (int64_t)t->tk * t->tn + nt - 1) / nt : 0;
   return trips_mul((K + t->tk - 1) / t->tk, 1 + loads + (k_unrolled ? 0 : t->tk));
 }

@@ -815,10 +815,10 @@ static void check_gemm(build_fn build, bool fuse, const char* want_mode) {
   bool tiled = strstr(prog->code.text, "kiln tiled SGEMM") != NULL;
   CHECK_MSG(tiled == (want_mode != NULL), "tiled GEMM %s", tiled ? "used" : "not used");
   if (want_mode) CHECK_MSG(strstr(prog->code.text, want_mode) != NULL, "expected %s", want_mode);
-  int n64 = 0;
+  int n_sg = 0; /* the default tiles: the subgroup mode's 8 x 1 work-group */
   for (int32_t k = 0; k < prog->n_kernels; ++k)
-    n64 += prog->kernels[k].local[0] == 8 && prog->kernels[k].local[1] == 8;
-  if (want_mode) CHECK(n64 >= 1);
+    n_sg += prog->kernels[k].local[0] == 8 && prog->kernels[k].local[1] == 1;
+  if (want_mode) CHECK(n_sg >= 1);
   kiln_program_destroy(prog);
 }
 

@@ -1,0 +1,105 @@
+/* `kiln bench --target opencl|vulkan` (bench_gpu.h): a case's one-node
+ * graph compiled as `kiln compile -O1 -t TARGET` compiles it (the device's
+ * loop limit, the target's templates), wrapped in an in-memory module and
+ * run in a session with per-dispatch timestamps, so the time is the
+ * device's kernel time, as the CPU rows time kernels only. */
+#include "tools/bench_gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compare.h"
+#include "compiler/pipeline.h"
+#include "compiler/ref_exec.h"
+#include "runtime/device.h"
+#include "runtime/module_impl.h"
+#include "targets/registry.h"
+
+kiln_status_t bench_gpu_open(const char* target, kiln_device_t** out) {
+  kiln_device_open_options_t oo = {.strict = true};
+  return kiln_device_open(target, &oo, kiln_allocator_system(), out);
+}
+
+/* The reference interpreter is naive: products beyond this many FLOPs are
+ * not checked (the gemm suite's largest; `kiln bench --quick` stays below). */
+#define CHECK_MAX_FLOPS 2.2e9
+
+kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, int32_t warmup, int32_t repeat,
+                            double* out_ms, double* out_flops, double* out_bytes) {
+  const kiln_target_t* target = kiln_target_find(kiln_device_api(d));
+  if (!target) return kiln_make_status(KILN_UNSUPPORTED, "bench: no compiler target '%s'", kiln_device_api(d));
+  kiln_graph_t* g = NULL;
+  kiln_program_t* prog = NULL;
+  kiln_module_t* m = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in[4], out[2], want[2];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  memset(want, 0, sizeof want);
+  kiln_compile_log_t log = {0};
+  kiln_status_t st = bench_build_graph(c, &g);
+  if (!st && (g->n_inputs > 4 || g->n_outputs != 1))
+    st = kiln_make_status(KILN_INTERNAL, "bench: case '%s' has %d inputs, %d outputs", c->name, (int)g->n_inputs,
+                          (int)g->n_outputs);
+  kiln_compile_config_t cc = {.target = target, .opt = 1, .model_name = c->name, .loop_limit = d->info.loop_limit};
+  if (!st) st = kiln_compile_program(g, &cc, &log, &prog);
+  double flops = 0, bytes = 0;
+  for (int32_t k = 0; !st && k < prog->n_kernels; ++k) flops += (double)prog->kernels[k].flops;
+  if (!st) st = kiln_module_wrap(prog, &m); /* takes prog */
+  prog = NULL;
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.profile = true;
+  so.slots = 1;
+  if (!st) st = kiln_session_create(m, d, &so, &s);
+  for (int32_t i = 0; !st && i < g->n_inputs; ++i) {
+    const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
+    const int64_t n = kiln_shape_count(&t->shape);
+    float* p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!p) {
+      st = kiln_make_status(KILN_OUT_OF_MEMORY, "bench: input '%s'", t->name);
+      break;
+    }
+    bench_fill(p, n, 7u + (uint32_t)i);
+    in[i] = (kiln_array_t){t->dtype, t->shape, p, (uint64_t)n * sizeof(float)};
+    bytes += (double)in[i].nbytes;
+  }
+  /* the first run pays for lazy driver work and is left out of the profile */
+  for (int32_t r = 0; !st && r < warmup + repeat; ++r) {
+    kiln_array_free(kiln_allocator_system(), &out[0]);
+    st = kiln_session_run(s, in, out);
+  }
+  int32_t n_prof = 0, runs = 0;
+  const kiln_profile_entry_t* prof = st ? NULL : kiln_session_profile(s, &n_prof, &runs);
+  double total = 0;
+  for (int32_t k = 0; prof && k < n_prof; ++k) total += prof[k].total_s;
+  if (!st && (!prof || runs <= 0))
+    st = kiln_make_status(KILN_INTERNAL, "bench: case '%s': the session recorded no profile", c->name);
+  if (!st) bytes += (double)out[0].nbytes;
+  if (!st && flops <= CHECK_MAX_FLOPS) {
+    kiln_ref_options_t ro;
+    kiln_ref_options_default(&ro);
+    st = kiln_ref_run(g, in, &ro, want);
+    if (!st) {
+      kiln_compare_result_t cr;
+      kiln_compare(&out[0], &want[0], 1e-3, 1e-4, &cr);
+      if (!cr.ok)
+        st = kiln_make_status(KILN_INTERNAL, "bench: case '%s' on %s does not match the reference: %s", c->name,
+                              kiln_device_api(d), cr.message);
+      kiln_array_free(ro.allocator, &want[0]);
+    }
+  }
+  if (!st) {
+    *out_ms = total / runs * 1e3;
+    *out_flops = flops;
+    *out_bytes = bytes;
+  }
+  kiln_array_free(kiln_allocator_system(), &out[0]);
+  for (int32_t i = 0; i < 4; ++i) free(in[i].data);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_program_destroy(prog);
+  kiln_compile_log_free(&log);
+  kiln_graph_destroy(g);
+  return st;
+}
