@@ -19,9 +19,10 @@
  * |*out_dev| (NULL when none was opened) for the tuning cache, so the
  * records chosen are those of the device asked (`device`), opened once. */
 static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp16, kiln_compile_precision_t* prec,
-                                    int64_t* loop_limit, char* devname, size_t n, kiln_compile_log_t* log,
-                                    kiln_device_t** out_dev) {
+                                    int64_t* loop_limit, uint32_t* gpu_lacks, char* devname, size_t n,
+                                    kiln_compile_log_t* log, kiln_device_t** out_dev) {
   *out_dev = NULL;
+  *gpu_lacks = 0;
   const char* dev = r->device ? r->device : r->target->name;
   *loop_limit = r->loop_limit > 0 ? r->loop_limit : 0;
   const bool ask_fp16 = need_fp16 && r->fp16_arith < 0;
@@ -32,7 +33,10 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
     /* a module for another device: the request says what it computes in */
     snprintf(devname, n, "the %s device (--fp16-arith %s)", dev, r->fp16_arith == 1 ? "yes" : "no");
   }
-  if (!ask_fp16 && !ask_loops && !r->tuning_path) return NULL;
+  /* a GPU target's shaders use only the features its device has; with no
+   * device to ask, none of the optional ones (kiln_compile_gpu_lacks) */
+  const bool ask_feats = r->target->lowering == KILN_TARGET_CLASS_GPU;
+  if (!ask_fp16 && !ask_loops && !ask_feats && !r->tuning_path) return NULL;
   kiln_device_open_options_t oo = {r->threads, true, NULL};
   kiln_device_t* d = NULL;
   kiln_status_t ds = kiln_device_open(dev, &oo, kiln_allocator_system(), &d);
@@ -45,7 +49,14 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
                                 : ask_fp16            ? "no fp16 arithmetic"
                                                       : "no loop limit");
     kiln_status_free(ds);
+    if (ask_feats) {
+      *gpu_lacks = kiln_compile_gpu_lacks(NULL);
+      if (!s)
+        s = kiln_compile_log_line(log, "note", "%s device not available; its shaders use no 64-bit integers "
+                                  "and no subgroup operations", dev);
+    }
   } else {
+    if (ask_feats) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);
     if (ask_fp16) prec->fp16_arith = d->info.fp16_arith;
     if (ask_loops) *loop_limit = d->info.loop_limit;
   }
@@ -121,13 +132,14 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
   char devname[300];
   int64_t loop_limit = 0;
+  uint32_t gpu_lacks = 0;
   const bool need_fp16 = prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO;
   kiln_device_t* dev = NULL;
-  if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, devname, sizeof devname, log, &dev);
+  if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, &gpu_lacks, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
                               r->tuning_path, dev, loop_limit, dyn[0] ? dyn : NULL, dyn_lo, dyn_hi,
-                              r->tuning_default};
+                              r->tuning_default, gpu_lacks};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_device_release(dev);
   kiln_graph_destroy(g);

@@ -438,6 +438,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
    * and precision change what matches */
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
+  templates.gpu_lacks = c->gpu_lacks;
   if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
   if (!s && c->dyn_dim) {
     s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
@@ -468,4 +469,10 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   }
   *out = p;
   return NULL;
+}
+
+uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
+  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP;
+  return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
+         (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP);
 }

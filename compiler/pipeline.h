@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "kiln/compiler.h"
 #include "lowering/precision.h"
+#include "runtime/device.h"
 #include "runtime/program.h"
 #include "targets/registry.h"
 #include "kiln/runtime.h"
@@ -87,7 +88,15 @@ typedef struct kiln_compile_config_s {
    * without --tuning-cache): the kernels it has no record for are counted,
    * not noted one by one (a cache holds the models someone tuned) */
   bool tuning_default;
+  /* Shader features the target device lacks (KILN_GPU_LACKS_*,
+   * lowering/template.h; 0: it has all): the Vulkan GEMM/conv shaders then
+   * avoid 64-bit words and the subgroup mode. */
+  uint32_t gpu_lacks;
 } kiln_compile_config_t;
+
+/* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a
+ * device; NULL (no device to ask): all of them, the conservative shaders. */
+uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info);
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging
  * the passes ("passes" section). */

@@ -332,6 +332,11 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
 /* The templates a target has and the rules it measured for them; the
  * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
  * never names a target. All false: no templates. */
+/* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks):
+ * 64-bit integers (kiln_device_info_t.shader_int64) and subgroup ballot
+ * operations in compute shaders (.subgroup_ballot). */
+enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2 };
+
 typedef struct kiln_template_set_s {
   bool gemm;
   kiln_template_gemm_rules_t gemm_rules;
@@ -359,7 +364,10 @@ typedef struct kiln_template_set_s {
    * t->tiles for the instance |t| describes (kind and descriptor set),
    * including the target's environment overrides (KILN_OPENCL_*_TILES,
    * KILN_SPIRV_*_TILES). */
-  void (*tiles)(kiln_template_t* t);
+  void (*tiles)(kiln_template_t* t, uint32_t gpu_lacks);
+  /* Device features the tiles must do without (KILN_GPU_LACKS_*, handed to
+   * |tiles|; 0: all there): kiln_compile_config_t.gpu_lacks. */
+  uint32_t gpu_lacks;
   /* Optional: for a TILED or WINOGRAD weight layout, the geometry those
    * tiles read (t->weights.block, .slice, .panel) from t->tiles. */
   void (*weight_blocks)(kiln_template_t* t);

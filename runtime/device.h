@@ -62,6 +62,15 @@ typedef struct kiln_device_info_s {
    * (kiln_plan_options_t.loop_limit), which splits the work to fit; the
    * device refuses a kernel recorded above it (kiln_program_kernel_t.loop_trips). */
   int64_t loop_limit;
+  /* Vulkan shader features the fast GEMM/conv shaders use (false on other
+   * devices): 64-bit integers (shaderInt64: aligned float pairs read as one
+   * word) and subgroup ballot operations in compute shaders (the subgroup
+   * mode's broadcasts). Compiles for a device without them choose shaders
+   * that need neither (kiln_compile_config_t.gpu_lacks). The environment
+   * variable KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them (tests of
+   * the conservative path on a device that has both). */
+  bool shader_int64;
+  bool subgroup_ballot;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

@@ -31,7 +31,11 @@ void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
 kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
   kiln_compile_config_t cc = {c->target, c->opt, c->threads, c->dump_dir, c->model_name, c->precision,
                               c->cpu_targets, c->tuning_path, c->device, c->loop_limit, NULL, 0, 0,
-                              c->tuning_default};
+                              c->tuning_default,
+                              /* the shader features of the device it runs on */
+                              c->device && c->target->lowering == KILN_TARGET_CLASS_GPU
+                                  ? kiln_compile_gpu_lacks(&c->device->info)
+                                  : 0};
   kiln_compile_log_t log = {0};
   kiln_status_t s = kiln_compile_program(g, &cc, &log, out);
   kiln_cli_print_log(&log, 0);

@@ -164,7 +164,9 @@ float b_at(int k, int n) {
   return b[k * N + n];
 #endif
 }
+#if A64 || B64  // (else no 64-bit type: devices without shaderInt64)
 vec2 u64f(uint64_t v) { return vec2(uintBitsToFloat(uint(v)), uintBitsToFloat(uint(v >> 32))); }
+#endif
 // A(r, k), A(r, k + 1); k even, k + 1 < K, r < M
 vec2 a_pair(int r, int k) {
 #if A64

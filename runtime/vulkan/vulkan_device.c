@@ -561,6 +561,14 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   info->loop_limit = d->loop_limit;
   info->subgroup_size = (int32_t)q.v11.subgroupSize;
   info->compute_units = 0;
+  /* subgroup properties come with Vulkan 1.2's query (query_props); older
+   * devices count as without ballot (the shared-memory shaders) */
+  info->shader_int64 = en.f2.features.shaderInt64;
+  info->subgroup_ballot = api >= VK_API_VERSION_1_2 && (q.v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (q.v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+  const char* hide = getenv("KILN_VULKAN_FEATURES");
+  if (hide && strstr(hide, "no-int64")) info->shader_int64 = false;
+  if (hide && strstr(hide, "no-subgroup")) info->subgroup_ballot = false;
   *out = &d->base;
   return NULL;
 fail:

@@ -166,7 +166,7 @@ kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_openc
  * kiln_template_tiles_t (GEMM and conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
  * tm,tn,wx,wy,cb; depthwise vw,rh,wg), and the weight geometry conv.cl
  * and winograd.cl read with them. */
-void kiln_opencl_template_tiles(kiln_template_t* t);
+void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 
 /* The set's search space and constraints (kiln_template_set_t.space,

@@ -18,7 +18,8 @@ static kiln_template_tiles_t gemm_record(const kiln_opencl_gemm_tiles_t* t) {
   return record((const int32_t[]){t->tm, t->tn, t->vw, t->wx, t->wy, t->bk, t->mm, t->mn}, 8);
 }
 
-void kiln_opencl_template_tiles(kiln_template_t* t) {
+void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
+  (void)gpu_lacks; /* the OpenCL kernels use no 64-bit words or subgroups */
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM: {
       const kiln_opencl_gemm_tiles_t g = kiln_opencl_gemm_tiles(&t->gemm);

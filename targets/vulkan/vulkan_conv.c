@@ -28,9 +28,9 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
                                       int64_t* out_trips) {
   const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
-  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 2 ||
+  if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 3 ||
       (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
-      (t.shared == 2 && (lx != 8 || ly != 1 || t.tm % 8)))
+      (t.shared >= 2 && (lx != 8 || ly != 1 || t.tm % 8)))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "conv '%s': tiles %dx%dx%d / %dx%d (mode %d) do not divide (mode 2: 8 threads, RM == TM, "
                             "TM %% 8 == 0)",
@@ -75,7 +75,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
     return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
   }
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
-  const int w64 = !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
+  const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
             type[3]);
   kiln_vulkan_sb_printf(&b,
@@ -90,7 +90,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared, w64);
+            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
@@ -101,7 +101,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
     return kiln_make_status(KILN_OUT_OF_MEMORY, "conv '%s': shader text", name);
   }
   *out_glsl = b.p;
-  *out_trips = kiln_vulkan_trips_tiled(c->K, &t, t.shared == 2); /* the subgroup mode unrolls TK */
+  *out_trips = kiln_vulkan_trips_tiled(c->K, &t, t.shared >= 2); /* the subgroup mode unrolls TK */
   groups[0] = (c->Q + t.tn - 1) / t.tn;
   groups[1] = (c->M + t.tm - 1) / t.tm;
   groups[2] = c->batch > 0 ? c->batch : 1;

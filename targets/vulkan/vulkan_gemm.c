@@ -40,8 +40,8 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d do not divide",
                             t.tm, t.tn, t.tk, t.rm, t.rn);
   int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
-  if (nt > 1024 || (uint32_t)t.shared > 2 || (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
-      (t.shared == 2 && (lx != 8 || ly != 1 || t.tm % 8)))
+  if (nt > 1024 || (uint32_t)t.shared > 3 || (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
+      (t.shared >= 2 && (lx != 8 || ly != 1 || t.tm % 8)))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "gemm tiles %dx%dx%d / %dx%d (mode %d): %lld threads do not split the tiles "
                             "(mode 2: 8 threads, RM == TM, TM %% 8, TK and RN even)",
@@ -53,8 +53,10 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   const char* nl = strchr(kiln_vk_gemm, '\n');
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
   /* (subgroup mode) pairs of floats as one 64-bit word where they are aligned */
-  const int a64 = g->K % 2 == 0;
-  const int b64 = g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0);
+  const bool w64 = t.shared == 2; /* mode 3: no 64-bit integers in the shader */
+  const int a64 = w64 && g->K % 2 == 0;
+  const int b64 =
+      w64 && (g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0));
   bool even = g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
   char defs[700];
   int dl = snprintf(defs, sizeof defs,
@@ -66,7 +68,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                     (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
-                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, even ? 1 : 0, a64, b64);
+                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64);
   if (dl < 0 || (size_t)dl >= sizeof defs) /* 19 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;

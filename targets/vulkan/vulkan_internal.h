@@ -97,8 +97,10 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, con
 /* The set's tile rules (kiln_template_set_t.tiles): GEMM and conv
  * instances get kiln_spirv_gemm_default_tiles / kiln_spirv_conv_default_tiles
  * (with their environment overrides) recorded as tm,tn,tk,rm,rn,shared,
- * depthwise ones their work-group size. */
-void kiln_vulkan_template_tiles(kiln_template_t* t);
+ * depthwise ones their work-group size. For a device without subgroup
+ * ballot (KILN_GPU_LACKS_SUBGROUP) the subgroup modes become shared-memory
+ * tiles; without 64-bit integers (KILN_GPU_LACKS_INT64) mode 2 becomes 3. */
+void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 /* The tiles recorded in |t| for kernel |name|: a GEMM or conv instance's,
  * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
  * one the Vulkan rules wrote (another set, or none). */

@@ -72,7 +72,10 @@ kiln_status_t kiln_spirv_compile_glsl(const char* name, const char* glsl, kiln_a
  * (ceil(N/TN), ceil(M/TM), 1), local = (TN/RN, TM/RM, 1). */
 typedef struct kiln_spirv_gemm_tiles_s {
   int32_t tm, tn, tk, rm, rn;
-  int32_t shared; /* 1: tiles staged in shared memory; 0: read from the buffers */
+  /* 1: tiles staged in shared memory; 0: read from the buffers; 2: the
+   * subgroup mode (needs subgroup ballot), aligned float pairs read as 64-bit
+   * words (needs shaderInt64); 3: the subgroup mode with 32-bit reads only */
+  int32_t shared;
 } kiln_spirv_gemm_tiles_t;
 
 typedef struct kiln_spirv_gemm_s {

@@ -11,14 +11,33 @@ static kiln_template_tiles_t record(const kiln_spirv_gemm_tiles_t* t) {
   return (kiln_template_tiles_t){.n = 6, .v = {t->tm, t->tn, t->tk, t->rm, t->rn, t->shared}};
 }
 
-void kiln_vulkan_template_tiles(kiln_template_t* t) {
+/* |t| (M x N outputs) as the device can run it: the subgroup mode needs
+ * ballot operations in compute shaders (else the shared-memory tiles of
+ * 64 x 64 x 16, 8 x 8 per invocation, smaller for narrow problems) and its
+ * 64-bit pair reads need shaderInt64 (else mode 3, 32-bit reads). */
+static kiln_spirv_gemm_tiles_t fit(kiln_spirv_gemm_tiles_t t, int64_t M, int64_t N, uint32_t lacks) {
+  if (t.shared >= 2 && (lacks & KILN_GPU_LACKS_SUBGROUP)) {
+    t.shared = 1;
+    t.tm = M >= 64 ? 64 : M >= 32 ? 32 : 16;
+    t.tn = N >= 64 ? 64 : N >= 32 ? 32 : 16;
+    t.tk = 16;
+    t.rm = t.tm / 8;
+    t.rn = t.tn / 8;
+  } else if (t.shared == 2 && (lacks & KILN_GPU_LACKS_INT64)) {
+    t.shared = 3;
+  }
+  return t;
+}
+
+void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   t->tiles = (kiln_template_tiles_t){0};
   if (t->kind == KILN_TEMPLATE_GEMM) {
     const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
-    const kiln_spirv_gemm_tiles_t gt = kiln_spirv_gemm_default_tiles(g.M, g.N);
+    const kiln_spirv_gemm_tiles_t gt = fit(kiln_spirv_gemm_default_tiles(g.M, g.N), g.M, g.N, gpu_lacks);
     t->tiles = record(&gt);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
-    const kiln_spirv_gemm_tiles_t ct = kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q);
+    const kiln_spirv_gemm_tiles_t ct =
+        fit(kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q), t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
     /* one output position per invocation, 64 a work-group (not tuned) */

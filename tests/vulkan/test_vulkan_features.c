@@ -1,0 +1,186 @@
+/* The Vulkan GEMM/conv shaders follow the device's features: a device
+ * without shaderInt64 gets no 64-bit words (A64 = B64 = W64 = 0), one
+ * without subgroup ballot the shared-memory tiles (SHARED 1). lavapipe has
+ * both; KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them where the
+ * device info is filled (runtime/vulkan/vulkan_device.c), and the compile
+ * (kiln_compiler_*, which asks the target's device: api/driver.c) must then
+ * pick the conservative shaders. Per mode: the device info, the #defines of
+ * the dumped GLSL, and the results of a MatMul and a Conv on the device
+ * against loops here. */
+#include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kiln/compiler.h"
+#include "kiln/runtime.h"
+#include "runtime/device.h"
+#include "testing.h"
+
+enum { GM = 16, GK = 64, GN = 48, CC = 8, CH = 12, CM = 16, CO = CH - 2 };
+
+static char g_dir[512];
+static char g_model[600];
+
+/* Y = X * W (X [16,64], W [64,48]); Z = Conv(I [1,8,12,12], V [16,8,3,3]) */
+static void write_model(void) {
+  bm_model_t b;
+  bm_init(&b, 13);
+  int64_t xd[2] = {GM, GK}, id[4] = {1, CC, CH, CH};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, xd, NULL);
+  b.g.input[b.g.n_input++] = bm_value(&b, "I", BM_F32, 4, id, NULL);
+  int64_t wd[2] = {GK, GN}, vd[4] = {CM, CC, 3, 3};
+  bm_init_f32(&b, "W", 2, wd);
+  bm_init_f32(&b, "V", 4, vd);
+  bm_node(&b, "MatMul", "mm", "X,W", "Y");
+  bm_node(&b, "Conv", "conv", "I,V", "Z");
+  bm_output(&b, "Y");
+  bm_output(&b, "Z");
+  snprintf(g_model, sizeof g_model, "%s/mm_conv.onnx", g_dir);
+  CHECK(bm_write(&b, g_model));
+  bm_free(&b);
+}
+
+static float init_at(int64_t i) { return 0.5f * (float)(i % 7 + 1); } /* bm_init_f32's values */
+static float x_at(int64_t i) { return (float)(i % 11) * 0.125f - 0.5f; }
+
+static char* read_text(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char* s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  if (s) s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+static int count(const char* s, const char* needle) {
+  int n = 0;
+  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}
+
+static void run_and_compare(const void* data, size_t n, const char* mode) {
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in[2] = {{0}}, out[2] = {{0}};
+  int64_t xd[2] = {GM, GK}, id[4] = {1, CC, CH, CH};
+  kiln_shape_t xs = kiln_shape_make(2, xd), is = kiln_shape_make(4, id);
+  if (!CHECK_OK(kiln_module_load_memory(data, n, "mm_conv", al, &m))) return;
+  if (CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &xs, &in[0])) &&
+      CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &is, &in[1]))) {
+    for (int64_t i = 0; i < GM * GK; ++i) ((float*)in[0].data)[i] = x_at(i);
+    for (int64_t i = 0; i < CC * CH * CH; ++i) ((float*)in[1].data)[i] = x_at(i + 3);
+    if (CHECK_OK(kiln_device_open("vulkan", NULL, al, &d))) CHECK_OK(kiln_session_create(m, d, NULL, &s));
+  }
+  if (s && CHECK_OK(kiln_session_run(s, in, out))) {
+    const float* y = out[0].data;
+    int bad = 0;
+    for (int r = 0; r < GM; ++r)
+      for (int c = 0; c < GN; ++c) {
+        double want = 0;
+        for (int k = 0; k < GK; ++k) want += (double)x_at(r * GK + k) * init_at(k * GN + c);
+        bad += fabs(y[r * GN + c] - want) > 1e-4 * (1 + fabs(want));
+      }
+    CHECK_MSG(bad == 0, "%s: MatMul: %d of %d outputs differ from the reference", mode, bad, GM * GN);
+    const float* z = out[1].data;
+    bad = 0;
+    for (int o = 0; o < CM; ++o)
+      for (int p = 0; p < CO; ++p)
+        for (int q = 0; q < CO; ++q) {
+          double want = 0;
+          for (int c = 0; c < CC; ++c)
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 3; ++j)
+                want += (double)x_at((c * CH + p + i) * CH + q + j + 3) * init_at(((o * CC + c) * 3 + i) * 3 + j);
+          bad += fabs(z[(o * CO + p) * CO + q] - want) > 1e-4 * (1 + fabs(want));
+        }
+    CHECK_MSG(bad == 0, "%s: Conv: %d of %d outputs differ from the reference", mode, bad, CM * CO * CO);
+  }
+  for (int i = 0; i < 2; ++i) {
+    kiln_array_free(al, &in[i]);
+    kiln_array_free(al, &out[i]);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+}
+
+/* |hide|: KILN_VULKAN_FEATURES (NULL: unset); the features the device must
+ * then report and the shader modes the compile must pick. */
+static void check_mode(const char* hide, bool int64, bool ballot) {
+  const char* mode = hide ? hide : "all features";
+  if (hide)
+    setenv("KILN_VULKAN_FEATURES", hide, 1);
+  else
+    unsetenv("KILN_VULKAN_FEATURES");
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
+  const bool has64 = d->info.shader_int64, hasb = d->info.subgroup_ballot;
+  kiln_device_release(d);
+  if (hide) {
+    CHECK_MSG(has64 == int64 && hasb == ballot, "%s: device reports int64 %d ballot %d", mode, has64, hasb);
+  } else if (!has64 || !hasb) {
+    printf("  (this device lacks int64 %d / ballot %d: default mode checked as such)\n", !has64, !hasb);
+    int64 = has64;
+    ballot = hasb;
+  }
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/dump-%s", g_dir, hide ? hide : "all");
+  CHECK(mkdir(dump, 0755) == 0); /* kiln writes into an existing folder */
+  kiln_compiler_t* c = NULL;
+  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
+  CHECK_OK(kiln_compiler_load_model(c, g_model));
+  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
+  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (CHECK_OK(kiln_compiler_compile(c))) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/kernels.comp", dump);
+    char* glsl = read_text(path);
+    CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
+    if (glsl) {
+      /* both templates matched: the GEMM's and the conv's #define blocks */
+      CHECK_MSG(strstr(glsl, "#define B_MODE") && strstr(glsl, "#define CPLANE"), "%s: GEMM and conv shaders", mode);
+      /* each instance's block names its mode (gemm.comp's own fallback
+       * "#define SHARED 1" under #ifndef SHARED is counted too) */
+      const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
+      CHECK_MSG(ballot ? n2 == 2 : n2 == 0 && n1 >= 2, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
+      const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
+                         strstr(glsl, "#define W64 1");
+      CHECK_MSG(words == (int64 && ballot), "%s: 64-bit words %d", mode, words);
+      free(glsl);
+    }
+    const void* data = NULL;
+    size_t n = 0;
+    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_compare(data, n, mode);
+  }
+  kiln_compiler_destroy(c);
+}
+
+static void test_default(void) { check_mode(NULL, true, true); }
+static void test_no_int64(void) { check_mode("no-int64", false, true); }
+static void test_conservative(void) { check_mode("no-int64,no-subgroup", false, false); }
+
+int main(void) {
+  if (!bm_tmpdir("vulkan_features", g_dir, sizeof g_dir)) {
+    fprintf(stderr, "cannot create a temp folder\n");
+    return 1;
+  }
+  write_model();
+  RUN(test_default);
+  RUN(test_no_int64);
+  RUN(test_conservative);
+  unsetenv("KILN_VULKAN_FEATURES");
+  bm_rmtree(g_dir);
+  return kiln_test_finish();
+}
