@@ -241,7 +241,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;
@@ -1292,7 +1292,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              tuning_default, loop_limit};
+                              tuning_default, loop_limit, 0};
   if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;
