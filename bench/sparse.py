@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Block-sparse weights benchmark (issue 27 item 4): what `kiln prune
+--sparsity` and the CPU's block-sparse conv kernel buy and cost.
+
+  sparse.py --kiln BUILD/kiln --out DIR [--resnet MODELS_DIR] [--sparsity 0.8]
+            [--threads 1] [--repeat 15]
+
+1. The digits CNN (tests/models/train_digits.py, seeded): held-out top-1 in
+   onnxruntime before and after `kiln prune --sparsity S` for several S,
+   every conv/GEMM layer sparsified, and only the conv (--keep the Gemms, the
+   layers the sparse kernel does not run), without fine-tuning.
+2. ResNet-18 (export_models.py's resnet18.onnx, seeded random weights;
+   exported into DIR without --resnet): its 3x3 convs at block sparsity S
+   (the stem, the 1x1 downsamples and the fc kept dense), compiled twice for
+   the CPU from the same sparse model -- the compiler option sparse=on (the
+   block-sparse kernel) and sparse=off (the dense kernel) -- and run
+   interleaved in this one process (A B A B ..., medians): whole-model
+   latency, each 3x3 conv's time from profiled sessions (also interleaved),
+   module and weight bytes, and the largest difference between the two
+   outputs. sparse=auto's choice is checked against the measured one.
+
+The machine's load (os.getloadavg) is printed with every figure: compare
+only the ratios of one run. Writes DIR/sparse.md and DIR/sparse.json.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def sh(cmd, timeout=3600):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+    return r.stdout + r.stderr
+
+
+def load():
+    return "load %.1f/%.1f/%.1f on %d cores" % (*os.getloadavg(), os.cpu_count())
+
+
+def top1(model, x, y):
+    import onnxruntime as ort
+    s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return 100.0 * float((s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) == y).mean())
+
+
+def digits(args):
+    d = os.path.join(args.out, "digits")
+    sh([sys.executable, os.path.join(ROOT, "tests", "models", "train_digits.py"), "--out", d])
+    cnn = os.path.join(d, "digits_cnn.onnx")
+    x = np.load(os.path.join(d, "test_images.npy"))
+    y = np.load(os.path.join(d, "test_labels.npy"))
+    import onnx
+    gemms = ",".join(n.name for n in onnx.load(cnn).graph.node if n.op_type in ("Gemm", "MatMul"))
+    rows = [{"sparsity": 0.0, "top1_all": top1(cnn, x, y), "top1_conv": top1(cnn, x, y)}]
+    for s in args.digits_sparsities.split(","):
+        row = {"sparsity": float(s)}
+        for key, extra in (("top1_all", []), ("top1_conv", ["--keep", gemms])):
+            out = os.path.join(d, f"cnn_sparse_{s}_{key}.onnx")
+            sh([args.kiln, "prune", cnn, "--sparsity", s, "-o", out, *extra])
+            row[key] = top1(out, x, y)
+        rows.append(row)
+    return rows
+
+
+def resnet_model(args):
+    if args.resnet:
+        return os.path.join(args.resnet, "resnet18.onnx")
+    m = os.path.join(args.out, "models")
+    sh([sys.executable, os.path.join(ROOT, "tests", "models", "export_models.py"), "--out", m, "--models", "resnet18"])
+    return os.path.join(m, "resnet18.onnx")
+
+
+def median_runs(sessions, x, repeat):
+    """Interleaved runs (A B A B ...) after a warm-up each: median seconds per session."""
+    for s in sessions:
+        s.run(x)
+    t = [[] for _ in sessions]
+    for _ in range(repeat):
+        for i, s in enumerate(sessions):
+            t0 = time.perf_counter()
+            s.run(x)
+            t[i].append(time.perf_counter() - t0)
+    return [float(np.median(v)) for v in t]
+
+
+def resnet(args):
+    import kiln
+    import onnx
+    src = resnet_model(args)
+    m = onnx.load(src)
+    inits = {i.name: i for i in m.graph.initializer}
+    keep = []
+    convs3 = []
+    for n in m.graph.node:
+        if n.op_type == "Conv" and len(n.input) > 1 and n.input[1] in inits:
+            dims = list(inits[n.input[1]].dims)
+            if dims[2:] == [3, 3] and dims[1] > 1:
+                convs3.append(n.name)
+                continue
+        if n.op_type in ("Conv", "Gemm", "MatMul"):
+            keep.append(n.name)
+    out = os.path.join(args.out, f"resnet18_sparse_{args.sparsity}.onnx")
+    log = sh([args.kiln, "prune", src, "--sparsity", str(args.sparsity), "--keep", ",".join(keep), "-o", out])
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    feeds = {"input": x}
+    mods = {}
+    for mode in ("on", "off", "auto"):
+        t0 = time.perf_counter()
+        mods[mode] = kiln.compile(out, target="cpu", threads=args.threads, dims={"N": 1}, sparse=mode)
+        print(f"compiled sparse={mode} in {time.perf_counter() - t0:.1f} s", flush=True)
+    lines = {mode: [e["text"] for e in mods[mode].report if e["section"] == "sparse" and e["key"] == "line"]
+             for mode in mods}
+    auto_sparse = sum("block-sparse kernel" in l for l in lines["auto"])
+    ss = {mode: mods[mode].session(threads=args.threads) for mode in ("on", "off")}
+    y_on, y_off = ss["on"].run(feeds)[0], ss["off"].run(feeds)[0]
+    diff = float(np.abs(y_on - y_off).max() / max(1e-12, np.abs(y_off).max()))
+    ld0 = load()
+    t_on, t_off = median_runs([ss["on"], ss["off"]], feeds, args.repeat)
+    ld1 = load()
+    # per conv: profiled sessions, interleaved too
+    ps = {mode: mods[mode].session(threads=args.threads, profile=True) for mode in ("on", "off")}
+    for _ in range(max(3, args.repeat // 3)):
+        for mode in ("on", "off"):
+            ps[mode].run(feeds)
+    per = {}
+    for mode in ("on", "off"):
+        for e in ps[mode].profile():
+            if e["node"] in convs3:
+                per.setdefault(e["node"], {}).setdefault(mode, 0.0)
+                per[e["node"]][mode] += e["total_s"] / e["runs"]
+    weights = {mode: next((e["value"] for e in mods[mode].report if e["section"] == "plan" and e["key"] == "weights_bytes"), 0)
+               for mode in ("on", "off")}
+    return {"model": src, "sparsity": args.sparsity, "threads": args.threads, "convs3": len(convs3),
+            "auto_sparse_layers": auto_sparse, "latency_ms_sparse": 1e3 * t_on, "latency_ms_dense": 1e3 * t_off,
+            "speedup": t_off / t_on, "load_before": ld0, "load_after": ld1, "max_rel_diff": diff,
+            "module_bytes": {m: len(mods[m].data) for m in ("on", "off")}, "weights_bytes": weights,
+            "per_conv_ms": {k: {m: 1e3 * v[m] for m in v} for k, v in per.items()}, "prune_log": log,
+            "report_on": lines["on"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--resnet", help="folder with resnet18.onnx (export_models.py); default: export into --out")
+    ap.add_argument("--sparsity", type=float, default=0.8)
+    ap.add_argument("--digits-sparsities", default="0.5,0.8,0.9")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--skip-digits", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    res = {}
+    md = []
+    if not args.skip_digits:
+        res["digits"] = digits(args)
+        md += ["## Digits CNN: held-out top-1 (onnxruntime) at block sparsity, no fine-tuning", "",
+               "| sparsity | every conv/GEMM layer | the conv only (Gemms kept) |", "| --- | --- | --- |"]
+        md += [f"| {r['sparsity']:.2f} | {r['top1_all']:.2f}% | {r['top1_conv']:.2f}% |" for r in res["digits"]]
+        md.append("")
+    r = res["resnet18"] = resnet(args)
+    md += [f"## ResNet-18, its {r['convs3']} 3x3 convs at block sparsity {r['sparsity']} (CPU, {r['threads']} thread(s))", "",
+           f"Same sparse model, sparse=on vs sparse=off, {args.repeat} interleaved runs each, medians; "
+           f"{r['load_before']} before, {r['load_after']} after.", "",
+           "| | block-sparse | dense | dense / sparse |", "| --- | --- | --- | --- |",
+           f"| whole model | {r['latency_ms_sparse']:.2f} ms | {r['latency_ms_dense']:.2f} ms | {r['speedup']:.2f}x |"]
+    tot = {"on": 0.0, "off": 0.0}
+    for k, v in r["per_conv_ms"].items():
+        if "on" in v and "off" in v:
+            tot["on"] += v["on"]
+            tot["off"] += v["off"]
+            md.append(f"| {k} | {v['on']:.3f} ms | {v['off']:.3f} ms | {v['off'] / v['on']:.2f}x |")
+    if tot["on"] > 0:
+        md.append(f"| all 3x3 convs (profiled) | {tot['on']:.2f} ms | {tot['off']:.2f} ms | {tot['off'] / tot['on']:.2f}x |")
+    md += ["", f"Weights in the module: {r['weights_bytes']['on'] / 1e6:.2f} MB block-sparse vs "
+           f"{r['weights_bytes']['off'] / 1e6:.2f} MB dense (module files {r['module_bytes']['on'] / 1e6:.2f} vs "
+           f"{r['module_bytes']['off'] / 1e6:.2f} MB); outputs differ by {r['max_rel_diff']:.2e} of the largest; "
+           f"sparse=auto ran {r['auto_sparse_layers']} of the {r['convs3']} 3x3 convs block-sparse."]
+    text = "\n".join(md) + "\n"
+    print(text)
+    with open(os.path.join(args.out, "sparse.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out, "sparse.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
