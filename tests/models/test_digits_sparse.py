@@ -8,7 +8,10 @@ on the block-sparse kernel (its compile report says so). Also --keep and the
 bad inputs: --sparsity outside [0, 1) or not a number, combined with channel
 pruning, without -o, and a --keep layer that does not exist.
 
-  test_digits_sparse.py --kiln BUILD/kiln --out DIR
+  test_digits_sparse.py --kiln BUILD/kiln --out DIR [--data DIGITS_DIR]
+
+--data: where train_digits.py exports the digits models (default DIR; the
+ctest shares prune_digits' folder, so the training runs once).
 
 Exit status 0 when every check passed.
 """
@@ -54,15 +57,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--data")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if subprocess.run([sys.executable, os.path.join(HERE, "train_digits.py"), "--out", args.out]).returncode:
+    data = args.data or args.out
+    if subprocess.run([sys.executable, os.path.join(HERE, "train_digits.py"), "--out", data]).returncode:
         print("FAIL  train_digits.py")
         return 1
     d = args.out
-    x = np.load(os.path.join(d, "test_images.npy"))
-    y = np.load(os.path.join(d, "test_labels.npy"))
-    cnn = os.path.join(d, "digits_cnn.onnx")
+    x = np.load(os.path.join(data, "test_images.npy"))
+    y = np.load(os.path.join(data, "test_labels.npy"))
+    cnn = os.path.join(data, "digits_cnn.onnx")
     import onnx
     base = weights(cnn)
     acc0 = float((ort_run(cnn, x).argmax(1) == y).mean())
