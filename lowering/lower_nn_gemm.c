@@ -652,6 +652,7 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
       nn_parallel(kb, vc);
     }
   }
+  if (g->sparse) kb->name_suffix = "_sparse";
   return nn_emit(kb, body);
 }
 

@@ -27,6 +27,9 @@ typedef struct nn_kb_s {
   const char* names[NN_MAX_NAMES]; /* loop names used in this kernel */
   int32_t counts[NN_MAX_NAMES];
   int32_t extra; /* numbering once the name table is full */
+  /* appended to the next kernel's name (the block-sparse GEMM's "_sparse",
+   * which profiles and --dump show); NULL: none */
+  const char* name_suffix;
 } nn_kb_t;
 
 void nn_kb_init(nn_kb_t* kb, kiln_lower_ctx_t* ctx);

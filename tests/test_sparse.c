@@ -108,6 +108,10 @@ static void run_mode(const kiln_graph_t* g, int32_t mode, const kiln_array_t* x,
   const kiln_plan_sparse_note_t* n = note_of(plan);
   if (n) *out_note = *n;
   *out_weights = prog->weights_len;
+  /* the block-sparse GEMM says so in its name (profiles, --dump) */
+  int32_t named = 0;
+  for (int32_t k = 0; k < prog->n_kernels; ++k) named += strstr(prog->kernels[k].name, "_sparse") != NULL;
+  CHECK_MSG(named == (n && n->sparse ? 1 : 0), "%s: %d kernels named _sparse", what, (int)named);
   kiln_plan_destroy(plan);
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
