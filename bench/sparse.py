@@ -15,7 +15,8 @@
    the CPU from the same sparse model -- the compiler option sparse=on (the
    block-sparse kernel) and sparse=off (the dense kernel) -- and run
    interleaved in this one process (A B A B ..., medians): whole-model
-   latency, each 3x3 conv's time from profiled sessions (also interleaved),
+   latency (wall and process CPU time), each 3x3 conv's time from profiled
+   sessions (also interleaved; the least of the runs),
    module and weight bytes, and the largest difference between the two
    outputs. sparse=auto's choice is checked against the measured one.
 
@@ -83,16 +84,22 @@ def resnet_model(args):
 
 
 def median_runs(sessions, x, repeat):
-    """Interleaved runs (A B A B ...) after a warm-up each: median seconds per session."""
+    """Interleaved runs (A B A B ...) after a warm-up each: median wall seconds per session, and
+    median CPU seconds of this process (with 1 thread, the one worker's: the CPU time leaves
+    out the time the process waited for a core, which on a loaded machine is most of the wall
+    time)."""
     for s in sessions:
         s.run(x)
     t = [[] for _ in sessions]
-    for _ in range(repeat):
-        for i, s in enumerate(sessions):
-            t0 = time.perf_counter()
+    c = [[] for _ in sessions]
+    for r in range(repeat):
+        # alternate which goes first, so neither always follows the other
+        for i, s in (list(enumerate(sessions)) if r % 2 == 0 else list(enumerate(sessions))[::-1]):
+            t0, c0 = time.perf_counter(), time.process_time()
             s.run(x)
             t[i].append(time.perf_counter() - t0)
-    return [float(np.median(v)) for v in t]
+            c[i].append(time.process_time() - c0)
+    return [float(np.median(v)) for v in t], [float(np.median(v)) for v in c]
 
 
 def resnet(args):
@@ -127,24 +134,29 @@ def resnet(args):
     y_on, y_off = ss["on"].run(feeds)[0], ss["off"].run(feeds)[0]
     diff = float(np.abs(y_on - y_off).max() / max(1e-12, np.abs(y_off).max()))
     ld0 = load()
-    t_on, t_off = median_runs([ss["on"], ss["off"]], feeds, args.repeat)
+    (t_on, t_off), (c_on, c_off) = median_runs([ss["on"], ss["off"]], feeds, args.repeat)
     ld1 = load()
     # per conv: profiled sessions, interleaved too
+    # (each run's last_s per kernel, a conv's kernels summed, the least over runs: on a loaded
+    # machine a kernel of several ms is preempted in most runs, a short one in few, so medians
+    # of wall time favour the shorter kernel; the least is each one's undisturbed time)
     ps = {mode: mods[mode].session(threads=args.threads, profile=True) for mode in ("on", "off")}
-    for _ in range(max(3, args.repeat // 3)):
-        for mode in ("on", "off"):
+    samples = {}
+    for r in range(args.repeat):
+        for mode in ("on", "off") if r % 2 else ("off", "on"):
             ps[mode].run(feeds)
-    per = {}
-    for mode in ("on", "off"):
-        for e in ps[mode].profile():
-            if e["node"] in convs3:
-                per.setdefault(e["node"], {}).setdefault(mode, 0.0)
-                per[e["node"]][mode] += e["total_s"] / e["runs"]
+            run = {}
+            for e in ps[mode].profile():
+                if e["node"] in convs3:
+                    run[e["node"]] = run.get(e["node"], 0.0) + e["last_s"]
+            for k, v in run.items():
+                samples.setdefault(k, {}).setdefault(mode, []).append(v)
+    per = {k: {m: float(np.min(v)) for m, v in d.items()} for k, d in samples.items()}
     weights = {mode: next((e["value"] for e in mods[mode].report if e["section"] == "plan" and e["key"] == "weights_bytes"), 0)
                for mode in ("on", "off")}
     return {"model": src, "sparsity": args.sparsity, "threads": args.threads, "convs3": len(convs3),
             "auto_sparse_layers": auto_sparse, "latency_ms_sparse": 1e3 * t_on, "latency_ms_dense": 1e3 * t_off,
-            "speedup": t_off / t_on, "load_before": ld0, "load_after": ld1, "max_rel_diff": diff,
+            "speedup": t_off / t_on, "cpu_ms_sparse": 1e3 * c_on, "cpu_ms_dense": 1e3 * c_off, "load_before": ld0, "load_after": ld1, "max_rel_diff": diff,
             "module_bytes": {m: len(mods[m].data) for m in ("on", "off")}, "weights_bytes": weights,
             "per_conv_ms": {k: {m: 1e3 * v[m] for m in v} for k, v in per.items()}, "prune_log": log,
             "report_on": lines["on"]}
@@ -175,7 +187,11 @@ def main():
            f"Same sparse model, sparse=on vs sparse=off, {args.repeat} interleaved runs each, medians; "
            f"{r['load_before']} before, {r['load_after']} after.", "",
            "| | block-sparse | dense | dense / sparse |", "| --- | --- | --- | --- |",
-           f"| whole model | {r['latency_ms_sparse']:.2f} ms | {r['latency_ms_dense']:.2f} ms | {r['speedup']:.2f}x |"]
+           f"| whole model, wall | {r['latency_ms_sparse']:.2f} ms | {r['latency_ms_dense']:.2f} ms | {r['speedup']:.2f}x |"]
+    if r["threads"] == 1:
+        md.append(f"| whole model, CPU time of the process | {r['cpu_ms_sparse']:.2f} ms | {r['cpu_ms_dense']:.2f} ms | "
+                  f"{r['cpu_ms_dense'] / r['cpu_ms_sparse']:.2f}x |")
+    md.append("| per 3x3 conv (profiled sessions, wall, least of the runs): | | | |")
     tot = {"on": 0.0, "off": 0.0}
     for k, v in r["per_conv_ms"].items():
         if "on" in v and "off" in v:
