@@ -27,8 +27,6 @@ only the ratios of one run. Writes DIR/sparse.md and DIR/sparse.json.
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 
@@ -37,23 +35,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
-
-
-def sh(cmd, timeout=3600):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if r.returncode:
-        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
-    return r.stdout + r.stderr
+sys.path.insert(0, HERE)
+from prune import sh, top1  # noqa: E402  (bench/prune.py's: a command's output, onnxruntime top-1)
 
 
 def load():
     return "load %.1f/%.1f/%.1f on %d cores" % (*os.getloadavg(), os.cpu_count())
-
-
-def top1(model, x, y):
-    import onnxruntime as ort
-    s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    return 100.0 * float((s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) == y).mean())
 
 
 def digits(args):

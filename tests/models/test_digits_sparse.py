@@ -25,26 +25,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def kiln(args, *rest):
-    r = subprocess.run([args.kiln, *rest], capture_output=True, text=True, timeout=600)
-    return r.returncode, r.stdout + r.stderr
-
-
-def ort_run(path, x):
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return s.run(None, {s.get_inputs()[0].name: x})[0]
+sys.path.insert(0, HERE)
+# the digits prune test's helpers: check() records into its failures list
+from test_digits_prune import check, failures, kiln, ort_run  # noqa: E402
 
 
 def weights(path):
