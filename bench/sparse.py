@@ -3,7 +3,7 @@
 --sparsity` and the CPU's block-sparse conv kernel buy and cost.
 
   sparse.py --kiln BUILD/kiln --out DIR [--resnet MODELS_DIR] [--sparsity 0.8]
-            [--threads 1] [--repeat 15]
+            [--threads 1] [--repeat 15] [--sweep 0,0.2,0.35,0.5] [--skip-digits] [--skip-resnet]
 
 1. The digits CNN (tests/models/train_digits.py, seeded): held-out top-1 in
    onnxruntime before and after `kiln prune --sparsity S` for several S,
@@ -19,6 +19,10 @@
    sessions (also interleaved; the least of the runs),
    module and weight bytes, and the largest difference between the two
    outputs. sparse=auto's choice is checked against the measured one.
+
+3. With --sweep: single 3x3 convs of ResNet-18's four shapes at those
+   zero-block fractions, sparse=on vs off (the measurements behind AUTO's
+   rule, lowering/sparse_block.h).
 
 The machine's load (os.getloadavg) is printed with every figure: compare
 only the ratios of one run. Writes DIR/sparse.md and DIR/sparse.json.
@@ -149,6 +153,44 @@ def resnet(args):
             "report_on": lines["on"]}
 
 
+def conv_model(path, C, H, zero, seed=1):
+    """One 3x3 conv C -> C on HxW (pad 1) + Relu, |zero| of its 4 x 9 weight blocks zeroed at random."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((C, C, 3, 3)).astype(np.float32)
+    for t in range(0, C, 4):
+        for c in range(C):
+            if rng.random() < zero:
+                w[t:t + 4, c] = 0
+    b = rng.standard_normal(C).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def sweep(args):
+    """AUTO's rule: ResNet-18's 3x3 conv shapes at several zero-block fractions, sparse=on vs off."""
+    import kiln
+    rows = []
+    for C, H in ((64, 56), (128, 28), (256, 14), (512, 7)):
+        for z in (float(v) for v in args.sweep.split(",")):
+            path = os.path.join(args.out, f"conv{C}_{z}.onnx")
+            conv_model(path, C, H, z)
+            x = {"x": np.random.default_rng(2).standard_normal((1, C, H, H)).astype(np.float32)}
+            ss = [kiln.compile(path, target="cpu", threads=args.threads, sparse=m).session(threads=args.threads)
+                  for m in ("on", "off")]
+            (t_on, t_off), (c_on, c_off) = median_runs(ss, x, args.repeat)
+            rows.append({"C": C, "H": H, "zero": z, "ms_sparse": 1e3 * t_on, "ms_dense": 1e3 * t_off,
+                         "cpu_ms_sparse": 1e3 * c_on, "cpu_ms_dense": 1e3 * c_off, "load": load()})
+            print(f"conv {C}x{H}x{H} zero {z:.2f}: dense/sparse {t_off / t_on:.2f}x wall, {c_off / c_on:.2f}x CPU",
+                  flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -159,6 +201,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--skip-digits", action="store_true")
+    ap.add_argument("--skip-resnet", action="store_true")
+    ap.add_argument("--sweep", help="zero-block fractions, e.g. 0,0.2,0.35,0.5: single 3x3 convs of ResNet-18's "
+                    "shapes sparse vs dense at each (AUTO's rule)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     res = {}
@@ -169,28 +214,37 @@ def main():
                "| sparsity | every conv/GEMM layer | the conv only (Gemms kept) |", "| --- | --- | --- |"]
         md += [f"| {r['sparsity']:.2f} | {r['top1_all']:.2f}% | {r['top1_conv']:.2f}% |" for r in res["digits"]]
         md.append("")
-    r = res["resnet18"] = resnet(args)
-    md += [f"## ResNet-18, its {r['convs3']} 3x3 convs at block sparsity {r['sparsity']} (CPU, {r['threads']} thread(s))", "",
-           f"Same sparse model, sparse=on vs sparse=off, {args.repeat} interleaved runs each, medians; "
-           f"{r['load_before']} before, {r['load_after']} after.", "",
-           "| | block-sparse | dense | dense / sparse |", "| --- | --- | --- | --- |",
-           f"| whole model, wall | {r['latency_ms_sparse']:.2f} ms | {r['latency_ms_dense']:.2f} ms | {r['speedup']:.2f}x |"]
-    if r["threads"] == 1:
-        md.append(f"| whole model, CPU time of the process | {r['cpu_ms_sparse']:.2f} ms | {r['cpu_ms_dense']:.2f} ms | "
-                  f"{r['cpu_ms_dense'] / r['cpu_ms_sparse']:.2f}x |")
-    md.append("| per 3x3 conv (profiled sessions, wall, least of the runs): | | | |")
-    tot = {"on": 0.0, "off": 0.0}
-    for k, v in r["per_conv_ms"].items():
-        if "on" in v and "off" in v:
-            tot["on"] += v["on"]
-            tot["off"] += v["off"]
-            md.append(f"| {k} | {v['on']:.3f} ms | {v['off']:.3f} ms | {v['off'] / v['on']:.2f}x |")
-    if tot["on"] > 0:
-        md.append(f"| all 3x3 convs (profiled) | {tot['on']:.2f} ms | {tot['off']:.2f} ms | {tot['off'] / tot['on']:.2f}x |")
-    md += ["", f"Weights in the module: {r['weights_bytes']['on'] / 1e6:.2f} MB block-sparse vs "
-           f"{r['weights_bytes']['off'] / 1e6:.2f} MB dense (module files {r['module_bytes']['on'] / 1e6:.2f} vs "
-           f"{r['module_bytes']['off'] / 1e6:.2f} MB); outputs differ by {r['max_rel_diff']:.2e} of the largest; "
-           f"sparse=auto ran {r['auto_sparse_layers']} of the {r['convs3']} 3x3 convs block-sparse."]
+    if args.sweep:
+        res["sweep"] = sweep(args)
+        md += ["## Single 3x3 convs (ResNet-18's shapes): dense / sparse by zero-block fraction", "",
+               f"{args.threads} thread(s), {args.repeat} interleaved runs each, medians of wall and process CPU time.", "",
+               "| conv | zero blocks | wall | CPU | load |", "| --- | --- | --- | --- | --- |"]
+        md += [f"| {q['C']}x{q['H']}x{q['H']} | {100 * q['zero']:.0f}% | {q['ms_dense'] / q['ms_sparse']:.2f}x | "
+               f"{q['cpu_ms_dense'] / q['cpu_ms_sparse']:.2f}x | {q['load']} |" for q in res["sweep"]]
+        md.append("")
+    r = res["resnet18"] = resnet(args) if not args.skip_resnet else None
+    if r:
+        md += [f"## ResNet-18, its {r['convs3']} 3x3 convs at block sparsity {r['sparsity']} (CPU, {r['threads']} thread(s))", "",
+               f"Same sparse model, sparse=on vs sparse=off, {args.repeat} interleaved runs each, medians; "
+               f"{r['load_before']} before, {r['load_after']} after.", "",
+               "| | block-sparse | dense | dense / sparse |", "| --- | --- | --- | --- |",
+               f"| whole model, wall | {r['latency_ms_sparse']:.2f} ms | {r['latency_ms_dense']:.2f} ms | {r['speedup']:.2f}x |"]
+        if r["threads"] == 1:
+            md.append(f"| whole model, CPU time of the process | {r['cpu_ms_sparse']:.2f} ms | {r['cpu_ms_dense']:.2f} ms | "
+                      f"{r['cpu_ms_dense'] / r['cpu_ms_sparse']:.2f}x |")
+        md.append("| per 3x3 conv (profiled sessions, wall, least of the runs): | | | |")
+        tot = {"on": 0.0, "off": 0.0}
+        for k, v in r["per_conv_ms"].items():
+            if "on" in v and "off" in v:
+                tot["on"] += v["on"]
+                tot["off"] += v["off"]
+                md.append(f"| {k} | {v['on']:.3f} ms | {v['off']:.3f} ms | {v['off'] / v['on']:.2f}x |")
+        if tot["on"] > 0:
+            md.append(f"| all 3x3 convs (profiled) | {tot['on']:.2f} ms | {tot['off']:.2f} ms | {tot['off'] / tot['on']:.2f}x |")
+        md += ["", f"Weights in the module: {r['weights_bytes']['on'] / 1e6:.2f} MB block-sparse vs "
+               f"{r['weights_bytes']['off'] / 1e6:.2f} MB dense (module files {r['module_bytes']['on'] / 1e6:.2f} vs "
+               f"{r['module_bytes']['off'] / 1e6:.2f} MB); outputs differ by {r['max_rel_diff']:.2e} of the largest; "
+               f"sparse=auto ran {r['auto_sparse_layers']} of the {r['convs3']} 3x3 convs block-sparse."]
     text = "\n".join(md) + "\n"
     print(text)
     with open(os.path.join(args.out, "sparse.md"), "w") as f:
