@@ -43,11 +43,11 @@ typedef enum kiln_sparse_mode_e {
 /* AUTO's rule: sparse when at least this fraction of a layer's blocks are
  * zero. Measured (bench/sparse.py --sweep: single 3x3 convs of ResNet-18's
  * shapes, 1 thread, an AVX2 machine): with no zero blocks the sparse
- * kernel runs at 0.64-1.09x of the dense one (its 4-row tile reuses each
+ * kernel runs at 0.77-1.10x of the dense one (its 4-row tile reuses each
  * input vector 4 times where the dense 6 x 16 tile does 6, and it gives
- * up K blocking), it breaks even at 20-35% zero blocks (35-50% for 7x7
- * outputs), and at 50% it was 1.20-1.95x faster in every shape -- a
- * margin for the machines not measured. A rule rather than timing each layer at
+ * up K blocking), it breaks even at 20-35% zero blocks, and at 50% it was
+ * 1.43-2.01x faster in every shape -- a margin for the machines not
+ * measured. A rule rather than timing each layer at
  * compile time: compiles stay deterministic and need no idle CPU. */
 #define KILN_SPARSE_AUTO_MIN_ZERO 0.5
 
