@@ -209,6 +209,15 @@ kiln_status_t kiln_module_fd_write_all(int fd, const void* data, size_t n, const
 kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
                                 kiln_allocator_t a, kiln_program_t** out_program);
 
+/* kiln_module_parse, except that the program's weights are not copied: they
+ * point into |data| (kiln_program_t.weights_borrowed), whose 'WGHT'
+ * payload the writer aligned to 64 bytes in the file. The caller keeps
+ * |data| alive and unchanged for the program's life; kiln_module_load_file
+ * maps the file read-only for it, so a 47 MB ResNet-18 is neither read nor
+ * copied, only checksummed. */
+kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name,
+                                          kiln_allocator_t a, kiln_program_t** out_program);
+
 #ifdef __cplusplus
 }
 #endif

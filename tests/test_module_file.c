@@ -350,6 +350,12 @@ static void test_file_write_read(void) {
     check_same_program(p, kiln_module_program(m));
     struct stat st;
     CHECK(stat(path, &st) == 0 && (size_t)st.st_size == m->file_bytes);
+    /* Mapped: the weights are the file's bytes where they lie, 64-byte
+     * aligned (the writer pads the 'WGHT' payload to 64 in the file). */
+    const kiln_program_t* q = kiln_module_program(m);
+    CHECK(m->map != NULL && m->map_len == m->file_bytes && q->weights_borrowed);
+    CHECK(q->weights >= (const uint8_t*)m->map && q->weights + q->weights_len <= (const uint8_t*)m->map + m->map_len);
+    CHECK(((uintptr_t)q->weights & 63) == 0);
     /* Shared: two references, released twice. */
     kiln_module_retain(m);
     CHECK(atomic_load(&m->refs) == 2);
@@ -359,6 +365,16 @@ static void test_file_write_read(void) {
   }
   kiln_module_release(NULL);
   kiln_module_retain(NULL);
+
+  /* no_map: read and copied, the same program. */
+  kiln_module_load_options_t lo = {.no_map = true};
+  m = NULL;
+  if (CHECK_OK(kiln_module_load_file_opts(path, &lo, sys(), &m))) {
+    check_info(m, p, KILN_MODULE_FORMAT_VERSION);
+    check_same_program(p, kiln_module_program(m));
+    CHECK(m->map == NULL && !kiln_module_program(m)->weights_borrowed);
+    kiln_module_release(m);
+  }
 
   /* The same bytes from memory. */
   uint8_t* bytes = NULL;

@@ -135,6 +135,22 @@ static kiln_status_t cpu_buffer_create(kiln_device_t* base, uint64_t bytes, cons
   return NULL;
 }
 
+/* The weights of a mapped module, used where they lie (device.h). Not
+ * owned, so buffer_destroy frees only the handle. */
+static kiln_status_t cpu_buffer_wrap(kiln_device_t* base, const void* host, uint64_t bytes, const char* what,
+                                     kiln_device_buffer_t** out) {
+  if (!host || ((uintptr_t)host & 63))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: %s: host memory at %p is not 64-byte aligned",
+                            what ? what : "buffer", host);
+  kiln_device_buffer_t* b = calloc(1, sizeof(*b));
+  if (!b) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory wrapping %s", what ? what : "a buffer");
+  b->base = (uint8_t*)(uintptr_t)host;
+  b->bytes = bytes;
+  b->owned = false;
+  *out = b;
+  return NULL;
+}
+
 static kiln_status_t cpu_view_create(kiln_device_t* base, kiln_device_buffer_t* parent,
                                      uint64_t offset, uint64_t bytes, kiln_device_buffer_t** out) {
   if (!parent || offset > parent->bytes || bytes > parent->bytes - offset)
@@ -340,7 +356,7 @@ static kiln_status_t cpu_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t cpu_vtable = KILN_DEVICE_VTABLE(cpu);
+static const kiln_device_vtable_t cpu_vtable = {KILN_DEVICE_VTABLE_REQUIRED(cpu) .buffer_wrap = cpu_buffer_wrap};
 
 static void cpu_model_name(char* out, size_t n) {
   snprintf(out, n, "host cpu");
