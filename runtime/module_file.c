@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,27 +26,10 @@
 
 #include "runtime/device_registry.h"
 
-/* ---- CRC-64/XZ ------------------------------------------------------------ */
-
-static uint64_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  const uint64_t poly = 0xC96C5795D7870F42ull; /* ECMA-182, reflected */
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint64_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
-    crc_table[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i)
-    for (int t = 1; t < 8; ++t)
-      crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
 static uint64_t load_le64(const uint8_t* p) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   uint64_t v;
-  memcpy(&v, p, 8); /* one unaligned load: this is the CRC's inner loop */
+  memcpy(&v, p, 8); /* one unaligned load */
   return v;
 #else
   uint64_t v = 0;
@@ -63,25 +45,6 @@ static void store_le64(uint8_t* p, uint64_t v) {
 }
 static void store_le32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Slice-by-8: eight table lookups per 8 bytes, ~1-2 GB/s, so checking a
- * large weights blob costs little next to reading it from disk. */
-uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t* p = data;
-  crc = ~crc;
-  while (n >= 8) {
-    crc ^= load_le64(p);
-    crc = crc_table[7][crc & 0xff] ^ crc_table[6][(crc >> 8) & 0xff] ^
-          crc_table[5][(crc >> 16) & 0xff] ^ crc_table[4][(crc >> 24) & 0xff] ^
-          crc_table[3][(crc >> 32) & 0xff] ^ crc_table[2][(crc >> 40) & 0xff] ^
-          crc_table[1][(crc >> 48) & 0xff] ^ crc_table[0][crc >> 56];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-  return ~crc;
 }
 
 void kiln_module_reseal(uint8_t* bytes, size_t len) {

@@ -171,8 +171,11 @@ extern "C" {
 /* optional: device program binaries (OpenCL), keyed by device and driver */
 #define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')
 
-/* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
+/* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0)
+ * (runtime/module_crc.c: carry-less multiplication where the CPU has it). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);
+/* The same with the portable tables only (tests compare the two). */
+uint64_t kiln_module_crc64_tables(uint64_t crc, const void* data, size_t n);
 
 /* Recomputes both checksums of the module in |bytes| (at least the header
  * long) after an edit; the total length field is left alone. For tests and
