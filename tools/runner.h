@@ -1,6 +1,7 @@
-/* The compile-and-run path shared by `kiln run`, `kiln compile` and
- * `kiln devices`: a prepared graph -> plan -> fused plan -> program ->
- * module, and a module -> device -> session. */
+/* What `kiln run`, `kiln compile` and `kiln devices` share around the
+ * compile driver (api/driver.h, which owns the order of the compile's
+ * steps): printing its log, embedding device binaries, opening a device,
+ * and a module -> device -> session with its memory plan printed. */
 #ifndef KILN_TOOLS_RUNNER_H_
 #define KILN_TOOLS_RUNNER_H_
 
