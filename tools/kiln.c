@@ -23,6 +23,7 @@
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
 #include "runtime/module_file.h"
+#include "runtime/module_impl.h"
 #include "api/driver.h"
 #include "api/model_dims.h"
 #include "tools/runner.h"
