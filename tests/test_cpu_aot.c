@@ -383,6 +383,24 @@ static void test_mapped_in_place(void) {
     kiln_device_release(d);
     kiln_module_release(m);
   }
+  /* Wrapping the weights fails (or a view of them, or the device is lost
+   * there): the session is refused with the device's error, nothing leaks. */
+  const kiln_fault_spec_t faults[3] = {{KILN_DEVICE_CALL_BUFFER_WRAP, 1, KILN_FAULT_FAIL},
+                                       {KILN_DEVICE_CALL_BUFFER_WRAP, 1, KILN_FAULT_DEVICE_LOST},
+                                       {KILN_DEVICE_CALL_VIEW_CREATE, 2, KILN_FAULT_OUT_OF_MEMORY}};
+  for (int f = 0; f < 3; ++f) {
+    kiln_module_t* m = NULL;
+    kiln_device_t *d = NULL, *fd = NULL;
+    kiln_session_t* s = NULL;
+    kiln_device_open_options_t dop = {2, true, NULL};
+    if (CHECK_OK(kiln_module_load_file(path, sys(), &m)) && CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) &&
+        CHECK_OK(kiln_device_fault_wrap(d, &faults[f], &fd)))
+      CHECK_ERR(kiln_session_create(m, fd, NULL, &s), -1, d->info.name);
+    CHECK(s == NULL);
+    kiln_device_release(fd);
+    kiln_device_release(d);
+    kiln_module_release(m);
+  }
   with_compiler();
   unlink(path);
   rmdir(dir);
