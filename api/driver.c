@@ -66,7 +66,7 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
       *gpu_lacks = kiln_compile_gpu_lacks(NULL);
       if (!s)
         s = kiln_compile_log_line(log, "note", "%s device not available; its shaders use no 64-bit integers "
-                                  "and no subgroup operations", dev);
+                                  "and no subgroup operations, and f64 nodes run on the CPU", dev);
     }
   } else {
     if (ask_feats) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);

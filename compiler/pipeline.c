@@ -453,7 +453,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     /* GPU targets: the nodes the target refuses run on the CPU of the same
      * session (targets/partition.h), one line each; --strict refuses. */
     kiln_partition_report_t fallbacks;
-    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, kiln_allocator_system(),
+    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, c->gpu_lacks,
+                                  kiln_allocator_system(),
                                   &fallbacks, &plan);
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
     kiln_partition_report_free(&fallbacks);
@@ -502,7 +503,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 }
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
-  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP;
+  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
-         (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP);
+         (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
+         (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64);
 }

@@ -106,6 +106,11 @@ typedef struct kiln_plan_s {
   const kiln_graph_t* graph;
   kiln_target_class_t target;
   int64_t loop_limit; /* kiln_plan_options_t.loop_limit (GPU plans; else 0) */
+  /* GPU: what the device lacks (KILN_GPU_LACKS_*, lowering/template.h),
+   * set by kiln_partition_plan_build for the target's kernel_check
+   * (targets/registry.h): an OpenCL device without fp64 gets no f64
+   * kernel. 0 elsewhere. */
+  uint32_t gpu_lacks;
   kiln_gemm_hook_fn gemm_hook; /* kiln_plan_options_t's (CPU plans; else NULL) */
   void* gemm_hook_user;
   kiln_plan_buffer_t* buffers;

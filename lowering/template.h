@@ -332,10 +332,11 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
 /* The templates a target has and the rules it measured for them; the
  * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
  * never names a target. All false: no templates. */
-/* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks):
- * 64-bit integers (kiln_device_info_t.shader_int64) and subgroup ballot
- * operations in compute shaders (.subgroup_ballot). */
-enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2 };
+/* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks,
+ * kiln_plan_options_t.gpu_lacks): 64-bit integers
+ * (kiln_device_info_t.shader_int64), subgroup ballot operations in compute
+ * shaders (.subgroup_ballot) and f64 arithmetic (.fp64). */
+enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2, KILN_GPU_LACKS_FP64 = 4 };
 
 typedef struct kiln_template_set_s {
   bool gemm;

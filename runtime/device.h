@@ -71,6 +71,11 @@ typedef struct kiln_device_info_s {
    * the conservative path on a device that has both). */
   bool shader_int64;
   bool subgroup_ballot;
+  /* f64 arithmetic (OpenCL cl_khr_fp64 or a double FP config; the CPU has
+   * it). A compile for a device without it runs the nodes that compute in
+   * f64 on the CPU of the same session (KILN_GPU_LACKS_FP64), never in f32.
+   * KILN_OPENCL_FEATURES=no-fp64 hides it (tests of that path on PoCL). */
+  bool fp64;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

@@ -426,6 +426,7 @@ kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator
   info->total_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
   info->max_alloc_bytes = info->total_bytes ? info->total_bytes : (1ull << 40);
   info->fp16_storage = true;
+  info->fp64 = true;
   info->int8 = true;
   info->timestamps = true;
   info->buffer_alignment = 64;
