@@ -294,6 +294,17 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  /* a bucket's own session (module->parent set) runs its program alone,
+   * bucket 0's included, which is the program that carries the others */
+  if (p->n_buckets && !module->parent) {
+    kiln_status_t st = kiln_buckets_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return st;
+    }
+    *out_session = s;
+    return NULL;
+  }
   if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
     kiln_status_t st = kiln_hetero_session_create(s);
     if (st) {
@@ -333,6 +344,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
 
 void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
+  kiln_buckets_destroy(s);
   kiln_hetero_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
@@ -407,6 +419,7 @@ static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_
 kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run) {
   if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
+  if (s->buckets) return kiln_buckets_enqueue(s, inputs, out_run);
   const kiln_program_t* p = s->p;
   int64_t n = 1;
   KILN_RETURN_IF_ERROR(kiln_program_dim_value(p, inputs, mname(s), &n));
@@ -515,6 +528,7 @@ static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, ki
 kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
+  if (s->buckets) return kiln_buckets_wait(s, run, outputs);
   if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
@@ -542,6 +556,7 @@ kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs, ki
 
 kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_session_memory_t* out) {
   if (!s || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_memory_at: NULL argument");
+  s = kiln_session_current(s);
   const kiln_program_t* p = s->p;
   if (!p->n_dims) {
     kiln_session_memory(s, out);
@@ -569,6 +584,7 @@ kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_se
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
+  s = kiln_session_current(s);
   if (s->het) {
     kiln_hetero_memory(s, out);
     return;

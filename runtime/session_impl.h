@@ -63,6 +63,13 @@ struct kiln_session_s {
    * their sessions (runtime/session_hetero.c); then |exe|, |slots| and the
    * other per-device fields above stay empty. NULL otherwise. */
   kiln_hetero_t* het;
+  /* Shape buckets (runtime/session_buckets.c): one session per bucket of
+   * the module, bucket 0's made with this one, the others at their first
+   * run; |last_bucket| ran last and is the one whose memory figures and
+   * profile this session reports. NULL without buckets (then nothing here
+   * is used); with them, every other per-device field stays empty. */
+  kiln_session_t** buckets;
+  int32_t n_buckets, last_bucket;
 };
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
@@ -72,6 +79,14 @@ void kiln_hetero_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+
+/* runtime/session_buckets.c: |s| has module, p, dev and opts set. */
+KILN_MUST_USE kiln_status_t kiln_buckets_session_create(kiln_session_t* s);
+void kiln_buckets_destroy(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_buckets_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_buckets_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* The session whose figures |s| reports: the bucket that ran last, or |s|. */
+const kiln_session_t* kiln_session_current(const kiln_session_t* s);
 /* Lines on the segments, their transfers and (profiled) their time. */
 void kiln_hetero_print(const kiln_session_t* s, FILE* out);
 

@@ -85,6 +85,15 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
              (long long)lo_v, (long long)hi_v);
   }
+  /* Shape buckets: the sizes of the bucketed dim, one static program each. */
+  for (int32_t k = 0; k < kiln_module_bucket_count(m); ++k) {
+    const char* bn;
+    int64_t v;
+    const kiln_program_t* b = kiln_program_bucket(p, k);
+    if (!kiln_module_bucket(m, k, &bn, &v) && b)
+      printf("%s%s=%lld (%d kernels, %.1f MB of weights)%s", k ? ", " : "shape buckets: ", bn, (long long)v,
+             (int)b->n_kernels, (double)b->weights_len / 1e6, k + 1 == kiln_module_bucket_count(m) ? "; shapes below are the first's\n" : "");
+  }
   /* The tuning-cache points the template kernels were compiled with. */
   int32_t n_tuned = 0;
   for (int32_t k = 0; p && k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
