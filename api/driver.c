@@ -152,8 +152,9 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     s = kiln_model_dim_range(r->dims[i], name, sizeof name, &lo, &hi, &range);
     if (s || !range) continue;
     if (dyn[0])
-      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dynamic dim per module so far)",
-                           r->dims[i], dyn);
+      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dim per module takes a "
+                           "range so far; a dim inside the kernels' shapes can be compiled for a set of sizes, one "
+                           "static program each: --dim %s=16,64,128)", r->dims[i], dyn, name);
     else if (strcmp(r->target->name, "cpu") != 0)
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
                            "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],

@@ -233,10 +233,17 @@ static kiln_status_t put_buckets(wr_t* w, const kiln_program_t* p) {
   for (int32_t k = 0; k < p->n_buckets; ++k) put_i64(w, p->bucket_values[k]);
   for (int32_t k = 1; k < p->n_buckets; ++k) {
     if (!p->buckets || !p->buckets[k - 1] || p->buckets[k - 1]->n_buckets) return bad_arg(p, "shape bucket", k);
+    /* Weights the same as the first program's (the sizes change the
+     * activations, rarely the packed weights) are stored once: the image
+     * then has none and flag 1 says whose to take. */
+    kiln_program_t b = *p->buckets[k - 1];
+    const bool shared = b.weights_len && b.weights_len == p->weights_len && !memcmp(b.weights, p->weights, b.weights_len);
+    if (shared) b.weights = NULL, b.weights_len = 0;
     uint8_t* bytes = NULL;
     size_t len = 0;
-    KILN_RETURN_IF_ERROR(kiln_module_serialize(p->buckets[k - 1], kiln_allocator_system(), &bytes, &len),
+    KILN_RETURN_IF_ERROR(kiln_module_serialize(&b, kiln_allocator_system(), &bytes, &len),
                          "%s: shape bucket %s=%lld", prog_name(p), p->bucket_dim, (long long)p->bucket_values[k]);
+    put_u64(w, shared ? 1 : 0);
     put_u64(w, (uint64_t)len);
     put_bytes(w, bytes, len);
     put_zeros(w, (8 - len % 8) % 8);
@@ -1071,7 +1078,10 @@ static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
-enum { MIN_BUCKET = 8 + KILN_MODULE_HEADER_LEN };
+enum { MIN_BUCKET = 16 + KILN_MODULE_HEADER_LEN };
+
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                  const kiln_program_t* weights_of, kiln_program_t** out_program);
 
 /* Each bucket's image is parsed (and validated) as a module of its own;
  * kiln_program_validate then checks that the buckets fit together. */
@@ -1095,7 +1105,9 @@ static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
   r->item = "bucket";
   for (int32_t k = 1; k < n; ++k) {
     r->index = k;
-    uint64_t len;
+    uint64_t flags, len;
+    KILN_RETURN_IF_ERROR(rd_u64(r, "flags", &flags));
+    if (flags > 1) return rd_err(r, KILN_PARSE_ERROR, "flags 0x%llx unknown to this kiln", (unsigned long long)flags);
     KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
     if (len < MIN_BUCKET || len > r->left)
       return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len,
@@ -1103,7 +1115,7 @@ static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
     char name[160];
     snprintf(name, sizeof name, "%s (bucket %s=%lld)", r->name, p->bucket_dim, (long long)p->bucket_values[k]);
     bucket_depth++;
-    kiln_status_t st = kiln_module_parse(r->p, (size_t)len, name, p->allocator, &p->buckets[k - 1]);
+    kiln_status_t st = parse_module(r->p, (size_t)len, name, p->allocator, flags ? p : NULL, &p->buckets[k - 1]);
     bucket_depth--;
     KILN_RETURN_IF_ERROR(st);
     size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
@@ -1235,6 +1247,13 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
 
 kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
                                 kiln_program_t** out_program) {
+  return parse_module(data, size, name, a, NULL, out_program);
+}
+
+/* |weights_of|: a bucket's image stored without weights takes a copy of
+ * that program's (section BUCK, flag 1) before it is validated. */
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                  const kiln_program_t* weights_of, kiln_program_t** out_program) {
   if (!name || !name[0]) name = "module";
   if (!out_program) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_program", name);
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
@@ -1245,6 +1264,17 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
   kiln_status_t st = parse_sections(d, size, name, n_sections, version, p);
+  if (!st && weights_of && p->weights_len)
+    st = kiln_make_status(KILN_PARSE_ERROR, "%s: has weights of its own but says it shares the first bucket's", name);
+  if (!st && weights_of && weights_of->weights_len) {
+    void* m = NULL;
+    st = kiln_allocator_malloc(a, (size_t)weights_of->weights_len, "bucket weights", &m);
+    if (!st) {
+      memcpy(m, weights_of->weights, (size_t)weights_of->weights_len);
+      p->weights = m;
+      p->weights_len = weights_of->weights_len;
+    }
+  }
   if (!st) {
     st = kiln_program_validate(p);
     if (st) st = kiln_status_annotate(st, "%s", name);
