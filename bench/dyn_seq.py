@@ -31,7 +31,7 @@ import numpy as np
 from dyn_batch import STATIC_RE, measure, run  # the same runs and CPU-time measure as the batch bench
 
 BUCKET_RE = re.compile(r"^shape bucket '[^']*' = (\d+) \(\d+ of \d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
-MATCH_RE = re.compile(r"match: (\d+) of (\d+) elements outside .*?max abs err (\S+);", re.M)
+MATCH_RE = re.compile(r"match: (\d+) of (\d+) elements outside .*?max abs err ([^,;\s]+)", re.M)
 
 
 def main():

@@ -66,6 +66,14 @@ kiln_cli_test(dyn_seq_compile_range RC 1 REQUIRES dyn_cnn
 kiln_cli_test(dyn_seq_compile_ranges RC 1 REQUIRES dyn_cnn
   CHECK "STDERR_HAS=--dim 'seq=8..512': dim 'batch' is dynamic already" "STDERR_HAS=--dim seq=16,64,128"
   ARGS compile ${D}/dyn_encseq.onnx --dim batch=1..2 --dim seq=8..512 -o ${D}/bad.kiln)
+foreach(t opencl vulkan)
+  if(t IN_LIST KILN_TARGETS_BUILT)
+    kiln_cli_test(dyn_seq_compile_${t} RC 1 REQUIRES dyn_cnn
+      CHECK "STDERR_HAS=shape buckets are compiled for the cpu target only so far"
+      ARGS compile ${D}/dyn_encseq.onnx -t ${t} --dim seq=16,77 -o ${D}/bad.kiln)
+    list(APPEND _seq_tests compile_${t})
+  endif()
+endforeach()
 list(APPEND _seq_tests rt_run_s77 rt_s77_matches rt_run_dim run_dim info run_s64 rt_run_s64 run_dim65 compile_range
      compile_ranges)
 foreach(t ${_seq_tests})
