@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 
@@ -99,19 +100,28 @@ static kiln_status_t upload_weights(kiln_session_t* s) {
     return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
   }
   uint64_t total = 0;
+  /* Shape buckets (session_buckets.c): where the module's 64-byte layout
+   * suits the device, the weights keep it, so that a bucket whose blob is
+   * the first bucket's views that bucket's copy instead of making its own. */
+  const kiln_session_t* from = s->weights_of;
+  const bool blob = s->bucket_weights && s->alignment == KILN_MODULE_WEIGHTS_ALIGN;
+  const bool borrow = blob && from && from->weights && from->p->weights_len == p->weights_len &&
+                      !memcmp(from->p->weights, p->weights, (size_t)p->weights_len);
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (b->kind != KILN_PB_CONST || !b->bytes) continue;
-    off[i] = total;
+    off[i] = blob ? b->const_offset : total;
     total += (b->bytes + s->alignment - 1) & ~(s->alignment - 1);
   }
+  if (blob) total = p->weights_len;
   s->weights_bytes = total;
   kiln_status_t st = NULL;
-  if (total) st = d->vt->buffer_create(d, total, "weights", &s->weights);
+  if (borrow) s->weights = from->weights, s->weights_borrowed = true;
+  else if (total) st = d->vt->buffer_create(d, total, "weights", &s->weights);
   for (int32_t i = 0; i < p->n_buffers && !st && total; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (b->kind != KILN_PB_CONST || !b->bytes) continue;
-    st = d->vt->buffer_write(d, s->weights, off[i], p->weights + b->const_offset, b->bytes);
+    if (!borrow) st = d->vt->buffer_write(d, s->weights, off[i], p->weights + b->const_offset, b->bytes);
     if (!st) st = d->vt->view_create(d, s->weights, off[i], b->bytes, &s->weight_views[i]);
     if (st) st = kiln_status_annotate(st, "constant '%s'", b->name);
   }
@@ -269,6 +279,12 @@ static kiln_status_t init_profile(kiln_session_t* s) {
 kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
                                   const kiln_session_options_t* options,
                                   kiln_session_t** out_session) {
+  return kiln_session_create_bucket(module, device, options, false, NULL, out_session);
+}
+
+kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* device,
+                                         const kiln_session_options_t* options, bool bucket,
+                                         const kiln_session_t* weights_of, kiln_session_t** out_session) {
   if (!module || !device || !out_session)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_create: NULL argument");
   const kiln_program_t* p = kiln_module_program(module);
@@ -283,6 +299,8 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   s->module = module;
   s->p = p;
   s->dev = device;
+  s->bucket_weights = bucket;
+  s->weights_of = weights_of;
   kiln_module_retain(module);
   kiln_device_retain(device);
   if (options) s->opts = *options;
@@ -357,7 +375,7 @@ void kiln_session_destroy(kiln_session_t* s) {
   free(s->slots);
   for (int32_t b = 0; s->weight_views && b < p->n_buffers; ++b) d->vt->buffer_destroy(d, s->weight_views[b]);
   free(s->weight_views);
-  d->vt->buffer_destroy(d, s->weights);
+  if (!s->weights_borrowed) d->vt->buffer_destroy(d, s->weights);
   d->vt->executable_destroy(d, s->exe);
   kiln_memory_plan_free(kiln_allocator_system(), &s->mp);
   free(s->barrier_before);

@@ -3,8 +3,9 @@
  * command buffers, so a run at a bucket's size costs what a module compiled
  * for that size alone costs. Bucket 0's session is made with this one (a
  * module whose code does not build fails at creation); the others at their
- * first run, so sizes a process never runs cost it no memory. Run ids carry
- * the bucket in their low bits. */
+ * first run, so sizes a process never runs cost it no memory; a bucket whose
+ * weights equal the first's views the first's device copy (session.c,
+ * upload_weights). Run ids carry the bucket in their low bits. */
 #include <stdlib.h>
 
 #include "runtime/module_impl.h"
@@ -20,7 +21,7 @@ static kiln_status_t open_bucket(kiln_session_t* s, int32_t k) {
   if (s->buckets[k]) return NULL;
   kiln_module_t* bm = NULL;
   KILN_RETURN_IF_ERROR(kiln_module_bucket_module(s->module, k, &bm));
-  kiln_status_t st = kiln_session_create(bm, s->dev, &s->opts, &s->buckets[k]);
+  kiln_status_t st = kiln_session_create_bucket(bm, s->dev, &s->opts, true, k ? s->buckets[0] : NULL, &s->buckets[k]);
   kiln_module_release(bm); /* the session holds its own reference */
   if (st)
     return kiln_status_annotate(st, "%s: shape bucket %s=%lld", mname(s), s->p->bucket_dim,
@@ -37,7 +38,8 @@ kiln_status_t kiln_buckets_session_create(kiln_session_t* s) {
 }
 
 void kiln_buckets_destroy(kiln_session_t* s) {
-  for (int32_t k = 0; s->buckets && k < s->n_buckets; ++k) kiln_session_destroy(s->buckets[k]);
+  /* bucket 0's last: the others may view its weights */
+  for (int32_t k = s->n_buckets - 1; s->buckets && k >= 0; --k) kiln_session_destroy(s->buckets[k]);
   free(s->buckets);
   s->buckets = NULL;
 }

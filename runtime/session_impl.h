@@ -70,6 +70,11 @@ struct kiln_session_s {
    * is used); with them, every other per-device field stays empty. */
   kiln_session_t** buckets;
   int32_t n_buckets, last_bucket;
+  /* A bucket's own session: its weights keep the module's layout, and a
+   * blob equal to |weights_of|'s (the first bucket's session, which
+   * outlives it) is viewed there rather than copied (|weights_borrowed|). */
+  bool bucket_weights, weights_borrowed;
+  const kiln_session_t* weights_of;
 };
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
@@ -79,6 +84,13 @@ void kiln_hetero_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+
+/* kiln_session_create for a shape bucket's module (session_buckets.c):
+ * |bucket| keeps the weights in the module's layout; |weights_of| (NULL:
+ * none) is a session whose equal weights it shares. */
+KILN_MUST_USE kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* device,
+                                                       const kiln_session_options_t* options, bool bucket,
+                                                       const kiln_session_t* weights_of, kiln_session_t** out_session);
 
 /* runtime/session_buckets.c: |s| has module, p, dev and opts set. */
 KILN_MUST_USE kiln_status_t kiln_buckets_session_create(kiln_session_t* s);

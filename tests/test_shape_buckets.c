@@ -19,6 +19,7 @@
 #include "kiln/runtime.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
+#include "runtime/session_impl.h"
 #include "testing.h"
 
 static char g_dir[512];
@@ -165,6 +166,9 @@ static void test_buckets(void) {
     check_run(s, 3, 7);
     check_run(s, 2, 16);
     check_run(s, 1, 7); /* back to a bucket that has run, at another batch */
+    /* the buckets' equal weights: one device copy, the first bucket's */
+    CHECK(s->n_buckets == 3 && s->buckets[0] && s->buckets[2] && !s->buckets[0]->weights_borrowed &&
+          s->buckets[2]->weights_borrowed && s->buckets[2]->weights == s->buckets[0]->weights);
     kiln_array_t x = filled(1, 5, 1), y[1];
     CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "input 'X'", "dim 1", "'seq'", "is 5",
                   "4, 7, 16");
