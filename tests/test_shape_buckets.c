@@ -215,6 +215,76 @@ static void test_buckets(void) {
   free(bytes);
 }
 
+static uint64_t le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+static void put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The payload of section BUCK in module |b| (NULL when absent). */
+static uint8_t* buck_payload(uint8_t* b, size_t len) {
+  for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
+    const uint64_t n = le64(b + off + 8);
+    if (!memcmp(b + off, "BUCK", 4)) return b + off + 16;
+    off += 16 + (size_t)n;
+    off += (8 - off % 8) % 8;
+  }
+  return NULL;
+}
+
+/* Each edit of one field of section BUCK (the checksums made right again)
+ * fails the load with a message that names it. */
+static void test_bad_section(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile((const char*[]){"seq=4,7", NULL}, &bytes, &len)) || !bytes) return;
+  uint8_t* pl = buck_payload(bytes, len);
+  CHECK(pl != NULL);
+  if (!pl) {
+    free(bytes);
+    return;
+  }
+  /* name (u32 + "seq"), count, 2 sizes, then flags and length of bucket 1 */
+  uint8_t* count = pl + 4 + 3;
+  uint8_t* sizes = count + 8;
+  uint8_t* flags = sizes + 16;
+  uint8_t* blen = flags + 8;
+  CHECK(le64(count) == 2 && le64(sizes) == 4 && le64(sizes + 8) == 7 && le64(flags) == 1);
+  const struct {
+    uint8_t* at;
+    uint64_t value;
+    int code;
+    const char* needle;
+  } edits[] = {
+      {count, 1, KILN_PARSE_ERROR, "1 shape buckets (needs 2..16)"},
+      {count, 1ull << 30, KILN_PARSE_ERROR, "claims 1073741824 shape buckets"},
+      {sizes, 9, KILN_PARSE_ERROR, "not above the one before it"},
+      {flags, 2, KILN_PARSE_ERROR, "flags 0x2 unknown"},
+      {flags, 0, KILN_PARSE_ERROR, "bucket seq=7"}, /* its image has no weights of its own */
+      {blen, 1ull << 40, KILN_PARSE_ERROR, "claims a 1099511627776-byte module image"},
+      {blen, 8, KILN_PARSE_ERROR, "claims a 8-byte module image"},
+  };
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; ++i) {
+    const uint64_t old = le64(edits[i].at);
+    put64(edits[i].at, edits[i].value);
+    kiln_module_reseal(bytes, len);
+    kiln_module_t* m = NULL;
+    CHECK_ERR_ALL(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m), edits[i].code, "attn.kiln",
+                  edits[i].needle);
+    kiln_module_release(m);
+    put64(edits[i].at, old);
+  }
+  kiln_module_reseal(bytes, len);
+  kiln_module_t* m = NULL;
+  CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m)); /* every edit undone */
+  kiln_module_release(m);
+  free(bytes);
+}
+
 static void test_refusals(void) {
   CHECK_ERR_ALL(compile((const char*[]){"seq=4,4", NULL}, NULL, NULL), KILN_INVALID_ARGUMENT, "seq=4,4",
                 "different sizes");
@@ -234,6 +304,7 @@ int main(void) {
   if (!bm_tmpdir("shape_buckets", g_dir, sizeof g_dir)) return 1;
   write_model();
   RUN(test_buckets);
+  RUN(test_bad_section);
   RUN(test_refusals);
   bm_rmtree(g_dir);
   return kiln_test_finish();
