@@ -132,10 +132,6 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     int64_t values[KILN_PROGRAM_MAX_BUCKETS];
     int32_t nv = 0;
     kiln_status_t bs = kiln_model_dim_set(r->dims[i], name, sizeof name, values, KILN_PROGRAM_MAX_BUCKETS, &nv);
-    if (!bs && nv && strcmp(r->target->name, "cpu") != 0)
-      bs = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': shape buckets are compiled for the cpu target only so far "
-                            "(each bucket is a static program, but sessions of several on the %s target are not "
-                            "tested yet); compile with -t cpu or one size", r->dims[i], r->target->name);
     if (bs || nv) {
       kiln_graph_destroy(parsed);
       return bs ? bs : compile_buckets(r, i, name, values, nv, log, out);

@@ -62,13 +62,17 @@ static void write_model(void) {
   bm_free(&b);
 }
 
-/* Compiles g_model with |dims| (NULL-terminated); the status, and the
- * module bytes in |out| (malloc'd) when |out| is given and it compiled. */
+static const char* g_target = "cpu"; /* --target T: the GPU part on T */
+
+/* Compiles g_model with |dims| (NULL-terminated) for g_target; the status,
+ * and the module bytes in |out| (malloc'd) when |out| is given and it
+ * compiled. */
 static kiln_status_t compile(const char* const* dims, uint8_t** out, size_t* out_len) {
   kiln_compiler_t* c = NULL;
   kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
   if (!s) s = kiln_compiler_load_model(c, g_model);
   if (!s) s = kiln_compiler_set_option(c, "threads", "2");
+  if (!s) s = kiln_compiler_set_option(c, "target", g_target);
   for (int i = 0; dims[i] && !s; ++i) s = kiln_compiler_set_option(c, "dim", dims[i]);
   if (!s) s = kiln_compiler_compile(c);
   const void* data = NULL;
@@ -99,6 +103,7 @@ static kiln_array_t filled(int64_t batch, int64_t seq, uint32_t seed) {
 /* The session at (batch, seq) against the reference executor on the model
  * bound to the same sizes. */
 static void check_run(kiln_session_t* s, int64_t batch, int64_t seq) {
+  const double tol = strcmp(g_target, "cpu") ? 1e-3 : 1e-4; /* GPU: other summation orders */
   kiln_graph_t* g = NULL;
   char b[64], q[64];
   snprintf(b, sizeof b, "batch=%lld", (long long)batch);
@@ -116,7 +121,7 @@ static void check_run(kiln_session_t* s, int64_t batch, int64_t seq) {
     double worst = 0;
     for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
       worst = fmax(worst, fabs(((float*)got.data)[i] - ((float*)want.data)[i]));
-    CHECK_MSG(got.nbytes == want.nbytes && worst < 1e-4, "batch %lld seq %lld: max abs error %g", (long long)batch,
+    CHECK_MSG(got.nbytes == want.nbytes && worst < tol, "batch %lld seq %lld: max abs error %g", (long long)batch,
               (long long)seq, worst);
     /* the plan of the bucket that ran, at this batch, against its bound */
     kiln_session_memory_t m;
@@ -285,6 +290,34 @@ static void test_bad_section(void) {
   free(bytes);
 }
 
+/* The GPU part (--target T): buckets without a batch range, compiled for
+ * T and run on its device 0 at each size against the reference; a batch
+ * range on T stays refused. */
+static void test_gpu(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile((const char*[]){"seq=7,4", NULL}, &bytes, &len)) || !bytes) return;
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  if (CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open(g_target, &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s))) {
+    CHECK(kiln_module_bucket_count(m) == 2 && kiln_module_dim_count(m) == 0);
+    check_run(s, 1, 7);
+    check_run(s, 1, 4);
+    kiln_array_t x = filled(1, 5, 1), y[1];
+    CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "input 'X'", "('seq') is 5", "4, 7");
+    kiln_array_free(al(), &x);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  free(bytes);
+  CHECK_ERR_ALL(compile((const char*[]){"batch=1..2", "seq=4,7", NULL}, NULL, NULL), KILN_UNSUPPORTED,
+                "shape bucket seq=4", "cpu target only");
+}
+
 static void test_refusals(void) {
   CHECK_ERR_ALL(compile((const char*[]){"seq=4,4", NULL}, NULL, NULL), KILN_INVALID_ARGUMENT, "seq=4,4",
                 "different sizes");
@@ -300,9 +333,15 @@ static void test_refusals(void) {
                 "input 'X'", "inside the shape", "--dim seq=16,64,128");
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc == 3 && !strcmp(argv[1], "--target")) g_target = argv[2];
   if (!bm_tmpdir("shape_buckets", g_dir, sizeof g_dir)) return 1;
   write_model();
+  if (strcmp(g_target, "cpu") != 0) {
+    RUN(test_gpu);
+    bm_rmtree(g_dir);
+    return kiln_test_finish();
+  }
   RUN(test_buckets);
   RUN(test_bad_section);
   RUN(test_refusals);
