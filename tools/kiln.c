@@ -850,18 +850,9 @@ static int cmd_run(int argc, char** argv) {
       goto done;
     /* --dim NAME=V on a module: the value of its dynamic dim for the random
      * inputs (dim 0; one sample's shape otherwise). */
-    /* A module with shape buckets: --dim NAME=SIZE of its bucketed dim
-     * picks the bucket whose shapes the random inputs take. */
     int64_t dyn_value = 0;
-    int32_t bucket = 0;
-    for (int i = 0; i < lo.n_dims; ++i) {
-      s = kiln_module_bucket_parse(R.module, lo.dims[i], &bucket);
-      if (s && kiln_status_code(s) == KILN_NOT_FOUND) {
-        kiln_status_free(s);
-        s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value);
-      }
-      if (s) goto done;
-    }
+    int32_t bucket = 0; /* shape buckets: --dim seq=64 picks the bucket */
+    if ((s = kiln_cli_module_dims(R.module, lo.dims, lo.n_dims, &dyn_value, &bucket))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
@@ -981,32 +972,8 @@ static int cmd_run(int argc, char** argv) {
              sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
-  /* Shape buckets: the plan of the bucket this run took (the session line
-   * above is the first bucket's). */
-  if (R.session && R.module && kiln_module_bucket_count(R.module) > 0 && n_in > 0) {
-    const bool dyn = kiln_module_dim_count(R.module) > 0 && in[0].shape.rank >= 1;
-    kiln_session_memory_t sm;
-    kiln_session_memory(R.session, &sm);
-    if (dyn && (s = kiln_session_memory_at(R.session, in[0].shape.dims[0], &sm))) goto done;
-    const char* bn = "";
-    int64_t bv = 0;
-    int32_t k = -1;
-    for (int32_t j = 0; j < kiln_module_bucket_count(R.module) && k < 0; ++j) {
-      bool same = true;
-      for (int32_t i = 0; i < n_in && same; ++i) {
-        kiln_shape_t bs = kiln_module_bucket_input_shape(R.module, j, i, NULL);
-        if (dyn && bs.rank >= 1 && in[i].shape.rank >= 1) bs.dims[0] = in[i].shape.dims[0];
-        same = kiln_shape_equal(&bs, &in[i].shape);
-      }
-      if (same) k = j;
-    }
-    if (k >= 0 && !(s = kiln_module_bucket(R.module, k, &bn, &bv)))
-      printf("shape bucket '%s' = %lld (%d of %d): arena %llu bytes, lower bound %llu (%.3fx)\n", bn, (long long)bv,
-             (int)k + 1, (int)kiln_module_bucket_count(R.module), (unsigned long long)sm.arena_bytes,
-             (unsigned long long)sm.lower_bound_bytes,
-             sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
-    if (s) goto done;
-  }
+  /* Shape buckets: the plan of the bucket this run took */
+  if (R.session && R.module && (s = kiln_cli_print_bucket_memory(R.module, R.session, in, n_in))) goto done;
   if (profile && !use_ref) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];
