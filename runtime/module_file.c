@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,27 +26,10 @@
 
 #include "runtime/device_registry.h"
 
-/* ---- CRC-64/XZ ------------------------------------------------------------ */
-
-static uint64_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  const uint64_t poly = 0xC96C5795D7870F42ull; /* ECMA-182, reflected */
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint64_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
-    crc_table[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i)
-    for (int t = 1; t < 8; ++t)
-      crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
 static uint64_t load_le64(const uint8_t* p) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   uint64_t v;
-  memcpy(&v, p, 8); /* one unaligned load: this is the CRC's inner loop */
+  memcpy(&v, p, 8); /* one unaligned load */
   return v;
 #else
   uint64_t v = 0;
@@ -63,25 +45,6 @@ static void store_le64(uint8_t* p, uint64_t v) {
 }
 static void store_le32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Slice-by-8: eight table lookups per 8 bytes, ~1-2 GB/s, so checking a
- * large weights blob costs little next to reading it from disk. */
-uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t* p = data;
-  crc = ~crc;
-  while (n >= 8) {
-    crc ^= load_le64(p);
-    crc = crc_table[7][crc & 0xff] ^ crc_table[6][(crc >> 8) & 0xff] ^
-          crc_table[5][(crc >> 16) & 0xff] ^ crc_table[4][(crc >> 24) & 0xff] ^
-          crc_table[3][(crc >> 32) & 0xff] ^ crc_table[2][(crc >> 40) & 0xff] ^
-          crc_table[1][(crc >> 48) & 0xff] ^ crc_table[0][crc >> 56];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-  return ~crc;
 }
 
 void kiln_module_reseal(uint8_t* bytes, size_t len) {
@@ -551,6 +514,7 @@ typedef struct rd_s {
   const uint8_t* p;
   size_t left;
   uint32_t version;    /* the file's format version */
+  bool borrow;         /* weights point into the bytes instead of a copy */
 } rd_t;
 
 static void tag_text(uint32_t tag, char out[8]) {
@@ -926,7 +890,13 @@ static kiln_status_t rd_wght(rd_t* r, kiln_program_t* p) {
   if (len != r->left)
     return rd_err(r, KILN_PARSE_ERROR, "weights claim %llu bytes, section holds %zu",
                   (unsigned long long)len, r->left);
-  if (len) {
+  if (len && r->borrow) {
+    /* In place: the caller keeps the bytes mapped, read-only, for the
+     * program's life (kiln_module_parse_borrowing). */
+    p->weights = (uint8_t*)(uintptr_t)r->p;
+    p->weights_borrowed = true;
+    p->weights_len = len;
+  } else if (len) {
     void* m = NULL;
     KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, "weights", &m));
     memcpy(m, r->p, (size_t)len);
@@ -1080,8 +1050,8 @@ static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
 
 enum { MIN_BUCKET = 16 + KILN_MODULE_HEADER_LEN };
 
-static kiln_status_t parse_module(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                  const kiln_program_t* weights_of, kiln_program_t** out_program);
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program);
 
 /* Each bucket's image is parsed (and validated) as a module of its own;
  * kiln_program_validate then checks that the buckets fit together. */
@@ -1115,7 +1085,7 @@ static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
     char name[160];
     snprintf(name, sizeof name, "%s (bucket %s=%lld)", r->name, p->bucket_dim, (long long)p->bucket_values[k]);
     bucket_depth++;
-    kiln_status_t st = parse_module(r->p, (size_t)len, name, p->allocator, flags ? p : NULL, &p->buckets[k - 1]);
+    kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, flags ? p : NULL, p->allocator, &p->buckets[k - 1]);
     bucket_depth--;
     KILN_RETURN_IF_ERROR(st);
     size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
@@ -1195,7 +1165,7 @@ static kiln_status_t check_header(const uint8_t* d, size_t size, const char* nam
 }
 
 static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* name, uint32_t n_sections,
-                                    uint32_t version, kiln_program_t* p) {
+                                    uint32_t version, bool borrow, kiln_program_t* p) {
   bool seen[N_KNOWN] = {false};
   size_t off = KILN_MODULE_HEADER_LEN;
   for (uint32_t s = 0; s < n_sections; ++s) {
@@ -1203,7 +1173,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
       return perr(name, KILN_PARSE_ERROR, "section %u of %u starts past the end of the file", s, n_sections);
     uint32_t tag = load_le32(d + off), flags = load_le32(d + off + 4);
     uint64_t len = load_le64(d + off + 8);
-    rd_t r = {.name = name, .version = version};
+    rd_t r = {.name = name, .version = version, .borrow = borrow};
     tag_text(tag, r.section);
     if (len > size - off - 16)
       return rd_err(&r, KILN_PARSE_ERROR, "payload of %llu bytes runs past the end of the file",
@@ -1245,15 +1215,11 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   return NULL;
 }
 
-kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                kiln_program_t** out_program) {
-  return parse_module(data, size, name, a, NULL, out_program);
-}
-
-/* |weights_of|: a bucket's image stored without weights takes a copy of
- * that program's (section BUCK, flag 1) before it is validated. */
-static kiln_status_t parse_module(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                  const kiln_program_t* weights_of, kiln_program_t** out_program) {
+/* |weights_of|: a bucket's image stored without weights (section BUCK,
+ * flag 1) takes that program's, borrowed: the bucket program is owned and
+ * destroyed by it. */
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program) {
   if (!name || !name[0]) name = "module";
   if (!out_program) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_program", name);
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
@@ -1263,17 +1229,13 @@ static kiln_status_t parse_module(const void* data, size_t size, const char* nam
   KILN_RETURN_IF_ERROR(check_header(d, size, name, &n_sections, &version));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
-  kiln_status_t st = parse_sections(d, size, name, n_sections, version, p);
+  kiln_status_t st = parse_sections(d, size, name, n_sections, version, borrow, p);
   if (!st && weights_of && p->weights_len)
     st = kiln_make_status(KILN_PARSE_ERROR, "%s: has weights of its own but says it shares the first bucket's", name);
   if (!st && weights_of && weights_of->weights_len) {
-    void* m = NULL;
-    st = kiln_allocator_malloc(a, (size_t)weights_of->weights_len, "bucket weights", &m);
-    if (!st) {
-      memcpy(m, weights_of->weights, (size_t)weights_of->weights_len);
-      p->weights = m;
-      p->weights_len = weights_of->weights_len;
-    }
+    p->weights = weights_of->weights;
+    p->weights_len = weights_of->weights_len;
+    p->weights_borrowed = true;
   }
   if (!st) {
     st = kiln_program_validate(p);
@@ -1285,4 +1247,14 @@ static kiln_status_t parse_module(const void* data, size_t size, const char* nam
   }
   *out_program = p;
   return NULL;
+}
+
+kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                kiln_program_t** out_program) {
+  return parse_module(data, size, name, false, NULL, a, out_program);
+}
+
+kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                          kiln_program_t** out_program) {
+  return parse_module(data, size, name, true, NULL, a, out_program);
 }

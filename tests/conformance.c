@@ -407,7 +407,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit};
+        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0};
         /* nodes the GPU target refuses run on the CPU (heterogeneous
          * execution); a case stays skipped when the CPU cannot run them
          * either (UNSUPPORTED) */

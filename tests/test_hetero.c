@@ -74,7 +74,7 @@ static void inputs(kiln_array_t in[2]) {
 
 /* Partition, fuse, choose templates, build: the compile pipeline's steps. */
 static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_report_t* rep, kiln_program_t** out) {
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0};
   kiln_plan_t* plan = NULL;
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);
