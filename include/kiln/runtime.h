@@ -228,7 +228,9 @@ KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* 
  * per run by the inputs' shapes (a size outside the set is INVALID_ARGUMENT
  * naming the input, the axis, the dim, the value and the sizes). The count
  * of buckets (0: none), the dim's name (owned by the module) and bucket
- * |k|'s size; sizes ascend. */
+ * |k|'s size; sizes ascend. A session's memory figures and profile are
+ * those of the bucket that ran last (the first before any run); each bucket
+ * gets its own plan and arenas at its first run. */
 KILN_API int32_t kiln_module_bucket_count(const kiln_module_t* m);
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_bucket(const kiln_module_t* m, int32_t k, const char** out_name,
                                                         int64_t* out_value);
