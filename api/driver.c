@@ -2,6 +2,7 @@
 #include "api/driver.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/model_dims.h"
@@ -9,6 +10,7 @@
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/program.h"
 
 /* What the compile needs to know of the target device: whether it computes
  * in half (fp16/auto) and its loop limit (GPU targets), from the request
@@ -78,6 +80,64 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
   return s;
 }
 
+/* Shape buckets (--dim NAME=V1,V2,...): the whole compile once per size,
+ * with NAME bound to it, into one program that carries the others
+ * (runtime/program_buckets.c). */
+static kiln_status_t compile_buckets(const kiln_driver_request_t* r, int32_t at, const char* name,
+                                     const int64_t* values, int32_t nv, kiln_compile_log_t* log, kiln_program_t** out) {
+  for (int32_t i = 0; i < r->n_dims; ++i) {
+    char other[256];
+    int64_t v[KILN_PROGRAM_MAX_BUCKETS];
+    int32_t n = 0;
+    if (i != at && !kiln_model_dim_set(r->dims[i], other, sizeof other, v, KILN_PROGRAM_MAX_BUCKETS, &n) && n)
+      return kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' has shape buckets already (one such dim per "
+                              "module so far)", r->dims[i], name);
+  }
+  const char** dims = calloc((size_t)r->n_dims, sizeof(char*));
+  kiln_program_t** progs = calloc((size_t)nv, sizeof(kiln_program_t*));
+  char spec[300];
+  kiln_status_t s = dims && progs ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory compiling buckets");
+  for (int32_t i = 0; i < r->n_dims && !s; ++i) dims[i] = i == at ? spec : r->dims[i];
+  for (int32_t k = 0; k < nv && !s; ++k) {
+    snprintf(spec, sizeof spec, "%s=%lld", name, (long long)values[k]);
+    kiln_driver_request_t rk = *r;
+    rk.dims = dims;
+    s = kiln_compile_log_line(log, "model", "shape bucket %d of %d: %s", (int)k + 1, (int)nv, spec);
+    if (!s) s = kiln_driver_compile(&rk, NULL, log, &progs[k]);
+    if (s) s = kiln_status_annotate(s, "shape bucket %s", spec);
+  }
+  kiln_program_t* p = s ? NULL : progs[0];
+  if (!s) s = kiln_program_strdup(p, name, &p->bucket_dim);
+  if (!s) {
+    void* m = NULL;
+    s = kiln_allocator_malloc(p->allocator, sizeof(int64_t) * (size_t)nv, "bucket sizes", &m);
+    if (!s) memcpy(p->bucket_values = m, values, sizeof(int64_t) * (size_t)nv);
+    if (!s) s = kiln_allocator_malloc(p->allocator, sizeof(kiln_program_t*) * (size_t)(nv - 1), "buckets", &m);
+    if (!s) {
+      memcpy(p->buckets = m, progs + 1, sizeof(kiln_program_t*) * (size_t)(nv - 1));
+      p->n_buckets = nv; /* p owns them from here on */
+      for (int32_t k = 1; k < nv; ++k) progs[k] = NULL;
+    }
+  }
+  int32_t key_in = -1, key_axis = -1;
+  if (!s) kiln_program_bucket_key(p, &key_in, &key_axis);
+  if (!s && key_in < 0)
+    s = kiln_make_status(KILN_UNSUPPORTED, "--dim %s=..: no input's shape changes with dim '%s' (nothing to pick a "
+                         "bucket by)", name, name);
+  if (!s) s = kiln_program_validate_buckets(p);
+  if (!s)
+    s = kiln_compile_log_line(log, "model", "shape buckets: dim '%s' at %d sizes, one static program each, picked "
+                              "by input '%s' dim %d at run time", name, (int)nv, p->input_names[key_in],
+                              (int)key_axis);
+  if (s)
+    for (int32_t k = 0; progs && k < nv; ++k) kiln_program_destroy(progs[k]);
+  else
+    *out = p;
+  free(dims);
+  free(progs);
+  return s;
+}
+
 void kiln_driver_graph_free(kiln_driver_graph_t* dg) {
   if (!dg) return;
   kiln_graph_destroy(dg->g);
@@ -105,8 +165,9 @@ kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* pa
     s = kiln_model_dim_range(r->dims[i], name, sizeof name, &lo, &hi, &range);
     if (s || !range) continue;
     if (dyn[0])
-      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dynamic dim per module so far)",
-                           r->dims[i], dyn);
+      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dim per module takes a "
+                           "range so far; a dim inside the kernels' shapes can be compiled for a set of sizes, one "
+                           "static program each: --dim %s=16,64,128)", r->dims[i], dyn, name);
     else if (!r->target || strcmp(r->target->name, "cpu") != 0)
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
                            "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],
@@ -174,6 +235,16 @@ kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_grap
 
 kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
                                   kiln_program_t** out) {
+  for (int32_t i = 0; i < r->n_dims; ++i) {
+    char name[256];
+    int64_t values[KILN_PROGRAM_MAX_BUCKETS];
+    int32_t nv = 0;
+    kiln_status_t bs = kiln_model_dim_set(r->dims[i], name, sizeof name, values, KILN_PROGRAM_MAX_BUCKETS, &nv);
+    if (bs || nv) {
+      kiln_graph_destroy(parsed);
+      return bs ? bs : compile_buckets(r, i, name, values, nv, log, out);
+    }
+  }
   kiln_driver_graph_t dg;
   kiln_status_t s = kiln_driver_graph(r, parsed, log, &dg);
   if (!s) s = kiln_driver_build(r, &dg, log, out);

@@ -42,6 +42,7 @@ static kiln_status_t make_module(kiln_program_t* p, kiln_allocator_t a, uint32_t
   mod->file_bytes = file_bytes;
   mod->signer_key_id[0] = 0;
   mod->signature_verified = false;
+  mod->parent = NULL;
   mod->map = NULL;
   mod->map_len = 0;
   *out = mod;
@@ -203,8 +204,12 @@ void kiln_module_retain(kiln_module_t* m) {
 void kiln_module_release(kiln_module_t* m) {
   if (!m) return;
   if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
-  kiln_program_destroy(m->program);
-  if (m->map) munmap(m->map, m->map_len);
+  if (m->parent) {
+    kiln_module_release(m->parent); /* a bucket's view: the parent owns the program */
+  } else {
+    kiln_program_destroy(m->program);
+    if (m->map) munmap(m->map, m->map_len);
+  }
   kiln_allocator_free(m->allocator, m);
 }
 
@@ -301,9 +306,83 @@ kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, in
     *out_value = v;
     return NULL;
   }
+  if (p->n_buckets && !p->n_dims)
+    return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module's only dim with several sizes is '%s' "
+                            "(shape buckets)", p->model_name, spec, p->bucket_dim);
   if (!p->n_dims)
     return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module has static shapes (no dynamic dim)",
                             p->model_name, spec);
   return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module's dynamic dim is '%s' (%lld..%lld)",
                           p->model_name, spec, p->dims[0].name, (long long)p->dims[0].lo, (long long)p->dims[0].hi);
+}
+
+/* ---- shape buckets ---- */
+
+int32_t kiln_module_bucket_count(const kiln_module_t* m) { return m && m->program ? m->program->n_buckets : 0; }
+
+kiln_status_t kiln_module_bucket(const kiln_module_t* m, int32_t k, const char** out_name, int64_t* out_value) {
+  if (!m || !m->program || !out_name || !out_value)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket: NULL argument");
+  const kiln_program_t* p = m->program;
+  if (k < 0 || k >= p->n_buckets)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "%s: shape bucket %d of %d", p->model_name, (int)k, (int)p->n_buckets);
+  *out_name = p->bucket_dim;
+  *out_value = p->bucket_values[k];
+  return NULL;
+}
+
+static kiln_shape_t bucket_shape(const kiln_module_t* m, int32_t k, int32_t i, bool input, kiln_dtype_t* out_dtype) {
+  if (out_dtype) *out_dtype = KILN_DTYPE_UNDEFINED;
+  const kiln_program_t* p = m ? kiln_program_bucket(m->program, k) : NULL;
+  if (!p || i < 0 || i >= (input ? p->n_inputs : p->n_outputs)) return kiln_shape_unknown();
+  const kiln_program_buffer_t* b = &p->buffers[input ? p->inputs[i] : p->outputs[i]];
+  if (out_dtype) *out_dtype = b->dtype;
+  return kiln_shape_make(b->rank, b->shape);
+}
+
+kiln_shape_t kiln_module_bucket_input_shape(const kiln_module_t* m, int32_t k, int32_t i, kiln_dtype_t* out_dtype) {
+  return bucket_shape(m, k, i, true, out_dtype);
+}
+
+kiln_shape_t kiln_module_bucket_output_shape(const kiln_module_t* m, int32_t k, int32_t i, kiln_dtype_t* out_dtype) {
+  return bucket_shape(m, k, i, false, out_dtype);
+}
+
+kiln_status_t kiln_module_bucket_parse(const kiln_module_t* m, const char* spec, int32_t* out_k) {
+  if (!m || !m->program || !spec || !out_k)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_parse: NULL argument");
+  const kiln_program_t* p = m->program;
+  const char* eq = strchr(spec, '=');
+  if (!p->n_buckets || !eq || strlen(p->bucket_dim) != (size_t)(eq - spec) ||
+      strncmp(p->bucket_dim, spec, (size_t)(eq - spec)) != 0)
+    return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': not the module's bucketed dim", p->model_name, spec);
+  char* end = NULL;
+  errno = 0;
+  long long v = strtoll(eq + 1, &end, 10);
+  for (int32_t k = 0; end != eq + 1 && !*end && errno != ERANGE && k < p->n_buckets; ++k)
+    if (p->bucket_values[k] == v) {
+      *out_k = k;
+      return NULL;
+    }
+  char sizes[KILN_PROGRAM_MAX_BUCKETS * 24] = "";
+  size_t n = 0;
+  for (int32_t k = 0; k < p->n_buckets && n < sizeof sizes; ++k)
+    n += (size_t)snprintf(sizes + n, sizeof sizes - n, "%s%lld", k ? ", " : "", (long long)p->bucket_values[k]);
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': dim '%s' takes one of the sizes %s (shape buckets)",
+                          p->model_name, spec, p->bucket_dim, sizes);
+}
+
+kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out) {
+  const kiln_program_t* b = m ? kiln_program_bucket(m->program, k) : NULL;
+  if (!b || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_module: no bucket %d", (int)k);
+  void* mem = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(m->allocator, sizeof(kiln_module_t), "bucket module", &mem));
+  kiln_module_t* bm = mem;
+  *bm = (kiln_module_t){.allocator = m->allocator, .program = (kiln_program_t*)b, .format_version = m->format_version,
+                        .file_bytes = m->file_bytes, .signature_verified = m->signature_verified, .parent = m};
+  atomic_init(&bm->refs, 1);
+  memcpy(bm->signer_key_id, m->signer_key_id, sizeof bm->signer_key_id);
+  kiln_module_retain(m);
+  *out = bm;
+  return NULL;
 }

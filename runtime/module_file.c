@@ -186,6 +186,36 @@ static void put_code(wr_t* w, const kiln_program_code_t* c) {
   }
 }
 
+/* Section BUCK: the dim's name, the sizes, then each bucket after the
+ * first as a u64 length and its module image (serialised here in both
+ * writer passes: the measuring pass needs its length). */
+static kiln_status_t put_buckets(wr_t* w, const kiln_program_t* p) {
+  size_t s = section_begin(w, KILN_MODULE_TAG_BUCK);
+  KILN_RETURN_IF_ERROR(put_str(w, p, p->bucket_dim, "bucketed dim name"));
+  put_u64(w, (uint64_t)p->n_buckets);
+  for (int32_t k = 0; k < p->n_buckets; ++k) put_i64(w, p->bucket_values[k]);
+  for (int32_t k = 1; k < p->n_buckets; ++k) {
+    if (!p->buckets || !p->buckets[k - 1] || p->buckets[k - 1]->n_buckets) return bad_arg(p, "shape bucket", k);
+    /* Weights the same as the first program's (the sizes change the
+     * activations, rarely the packed weights) are stored once: the image
+     * then has none and flag 1 says whose to take. */
+    kiln_program_t b = *p->buckets[k - 1];
+    const bool shared = b.weights_len && b.weights_len == p->weights_len && !memcmp(b.weights, p->weights, b.weights_len);
+    if (shared) b.weights = NULL, b.weights_len = 0;
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    KILN_RETURN_IF_ERROR(kiln_module_serialize(&b, kiln_allocator_system(), &bytes, &len),
+                         "%s: shape bucket %s=%lld", prog_name(p), p->bucket_dim, (long long)p->bucket_values[k]);
+    put_u64(w, shared ? 1 : 0);
+    put_u64(w, (uint64_t)len);
+    put_bytes(w, bytes, len);
+    put_zeros(w, (8 - len % 8) % 8);
+    kiln_allocator_free(kiln_allocator_system(), bytes);
+  }
+  section_end(w, s);
+  return NULL;
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -316,6 +346,10 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     }
     section_end(w, s);
   }
+
+  /* Shape buckets: the other sizes' programs, each a whole module image.
+   * Required: a kiln without it would run every size with the first's. */
+  if (p->n_buckets) KILN_RETURN_IF_ERROR(put_buckets(w, p));
 
   /* Optional: the tuning-cache points kernels were compiled with. */
   int64_t n_tuned = 0;
@@ -1014,6 +1048,55 @@ static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_BUCKET = 16 + KILN_MODULE_HEADER_LEN };
+
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program);
+
+/* Each bucket's image is parsed (and validated) as a module of its own;
+ * kiln_program_validate then checks that the buckets fit together. */
+static _Thread_local int bucket_depth; /* a bucket's image inside a bucket's image: refused, not recursed into */
+
+static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
+  if (bucket_depth) return rd_err(r, KILN_PARSE_ERROR, "a shape bucket's module has shape buckets of its own");
+  KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "bucketed dim name", &p->bucket_dim));
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "shape buckets", 8, &n));
+  if (n < 2 || n > KILN_PROGRAM_MAX_BUCKETS)
+    return rd_err(r, KILN_PARSE_ERROR, "%d shape buckets (needs 2..%d)", (int)n, KILN_PROGRAM_MAX_BUCKETS);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(int64_t), "bucket sizes", &m));
+  p->bucket_values = m;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n - 1, sizeof(kiln_program_t*), "bucket programs", &m));
+  memset(m, 0, sizeof(kiln_program_t*) * ((size_t)n - 1));
+  p->buckets = m;
+  p->n_buckets = n; /* the programs are freed with it from here on */
+  for (int32_t k = 0; k < n; ++k) KILN_RETURN_IF_ERROR(rd_i64(r, "bucket size", &p->bucket_values[k]));
+  r->item = "bucket";
+  for (int32_t k = 1; k < n; ++k) {
+    r->index = k;
+    uint64_t flags, len;
+    KILN_RETURN_IF_ERROR(rd_u64(r, "flags", &flags));
+    if (flags > 1) return rd_err(r, KILN_PARSE_ERROR, "flags 0x%llx unknown to this kiln", (unsigned long long)flags);
+    KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+    if (len < MIN_BUCKET || len > r->left)
+      return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len,
+                    r->left);
+    char name[160];
+    snprintf(name, sizeof name, "%s (bucket %s=%lld)", r->name, p->bucket_dim, (long long)p->bucket_values[k]);
+    bucket_depth++;
+    kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, flags ? p : NULL, p->allocator, &p->buckets[k - 1]);
+    bucket_depth--;
+    KILN_RETURN_IF_ERROR(st);
+    size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
+    if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
+    r->p += pad;
+    r->left -= pad;
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 typedef kiln_status_t (*section_fn)(rd_t* r, kiln_program_t* p);
 
 static const struct {
@@ -1024,7 +1107,7 @@ static const struct {
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
-    {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin},
+    {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin}, {KILN_MODULE_TAG_BUCK, rd_buck},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1123,7 +1206,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
-        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN) {
+        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN &&
+        known_sections[k].tag != KILN_MODULE_TAG_BUCK) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);
@@ -1131,8 +1215,11 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   return NULL;
 }
 
-static kiln_status_t parse(const void* data, size_t size, const char* name, bool borrow, kiln_allocator_t a,
-                           kiln_program_t** out_program) {
+/* |weights_of|: a bucket's image stored without weights (section BUCK,
+ * flag 1) takes that program's, borrowed: the bucket program is owned and
+ * destroyed by it. */
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program) {
   if (!name || !name[0]) name = "module";
   if (!out_program) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_program", name);
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
@@ -1143,6 +1230,13 @@ static kiln_status_t parse(const void* data, size_t size, const char* name, bool
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
   kiln_status_t st = parse_sections(d, size, name, n_sections, version, borrow, p);
+  if (!st && weights_of && p->weights_len)
+    st = kiln_make_status(KILN_PARSE_ERROR, "%s: has weights of its own but says it shares the first bucket's", name);
+  if (!st && weights_of && weights_of->weights_len) {
+    p->weights = weights_of->weights;
+    p->weights_len = weights_of->weights_len;
+    p->weights_borrowed = true;
+  }
   if (!st) {
     st = kiln_program_validate(p);
     if (st) st = kiln_status_annotate(st, "%s", name);
@@ -1157,10 +1251,10 @@ static kiln_status_t parse(const void* data, size_t size, const char* name, bool
 
 kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
                                 kiln_program_t** out_program) {
-  return parse(data, size, name, false, a, out_program);
+  return parse_module(data, size, name, false, NULL, a, out_program);
 }
 
 kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name, kiln_allocator_t a,
                                           kiln_program_t** out_program) {
-  return parse(data, size, name, true, a, out_program);
+  return parse_module(data, size, name, true, NULL, a, out_program);
 }

@@ -170,6 +170,10 @@ extern "C" {
 #define KILN_MODULE_MAX_ISA_NAME 63
 /* optional: device program binaries (OpenCL), keyed by device and driver */
 #define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')
+/* Required when present: shape buckets (kiln compile --dim seq=16,64,...):
+ * the dim, its sizes and the programs of all sizes but the first, each a
+ * whole module image (runtime/program_buckets.c). */
+#define KILN_MODULE_TAG_BUCK KILN_MODULE_TAG('B', 'U', 'C', 'K')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0)
  * (runtime/module_crc.c: carry-less multiplication where the CPU has it). */

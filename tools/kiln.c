@@ -850,12 +850,12 @@ static int cmd_run(int argc, char** argv) {
     /* --dim NAME=V on a module: the value of its dynamic dim for the random
      * inputs (dim 0; one sample's shape otherwise). */
     int64_t dyn_value = 0;
-    for (int i = 0; i < lo.n_dims; ++i)
-      if ((s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value))) goto done;
+    int32_t bucket = 0; /* shape buckets: --dim seq=64 picks the bucket */
+    if ((s = kiln_cli_module_dims(R.module, lo.dims, lo.n_dims, &dyn_value, &bucket))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
-      kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      kiln_shape_t sh = kiln_module_bucket_input_shape(R.module, bucket, k, &dt);
       if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
@@ -975,6 +975,8 @@ static int cmd_run(int argc, char** argv) {
              sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
+  /* Shape buckets: the plan of the bucket this run took */
+  if (R.session && R.module && (s = kiln_cli_print_bucket_memory(R.module, R.session, in, n_in))) goto done;
   if (profile && !use_ref) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];

@@ -36,7 +36,9 @@
  *                     one per symbol: the last size set wins; symbols left
  *                     unbound become 1), or SYMBOL=LO..HI: one module that
  *                     runs every value of that outermost (batch) dim in the
- *                     range (cpu target; runtime.h, kiln_module_dim)
+ *                     range (cpu target; runtime.h, kiln_module_dim), or
+ *                     SYMBOL=S1,S2,...: shape buckets, one static program per
+ *                     size in one module (runtime.h, kiln_module_bucket)
  *   device            the device whose fp16 arithmetic fp16/auto use ("opencl:1";
  *                     default: the target's first device, opened without fallback)
  *   fp16-arith        yes | no: say it instead of asking a device

@@ -221,6 +221,31 @@ KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec,
                                                            int64_t* out_value);
 
+/* ---- shape buckets ----------------------------------------------------- */
+
+/* A module compiled for a set of sizes of a dim inside its kernels' shapes
+ * (kiln compile --dim seq=16,64,128): one static program per size, picked
+ * per run by the inputs' shapes (a size outside the set is INVALID_ARGUMENT
+ * naming the input, the axis, the dim, the value and the sizes). The count
+ * of buckets (0: none), the dim's name (owned by the module) and bucket
+ * |k|'s size; sizes ascend. A session's memory figures and profile are
+ * those of the bucket that ran last (the first before any run); each bucket
+ * gets its own plan and arenas at its first run. */
+KILN_API int32_t kiln_module_bucket_count(const kiln_module_t* m);
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_bucket(const kiln_module_t* m, int32_t k, const char** out_name,
+                                                        int64_t* out_value);
+/* Input / output |i|'s shape in bucket |k| (kiln_module_input_shape and
+ * kiln_module_output_shape give bucket 0's); a module without buckets has
+ * bucket 0 only. */
+KILN_API kiln_shape_t kiln_module_bucket_input_shape(const kiln_module_t* m, int32_t k, int32_t i,
+                                                     kiln_dtype_t* out_dtype);
+KILN_API kiln_shape_t kiln_module_bucket_output_shape(const kiln_module_t* m, int32_t k, int32_t i,
+                                                      kiln_dtype_t* out_dtype);
+/* Parses "NAME=SIZE" for the bucketed dim: *out_k. NOT_FOUND when NAME is
+ * not that dim; INVALID_ARGUMENT listing the sizes for another size. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_bucket_parse(const kiln_module_t* m, const char* spec,
+                                                              int32_t* out_k);
+
 /* ---- profiles --------------------------------------------------------- */
 
 /* Per-dispatch times accumulated over the profiled runs (options.profile):

@@ -8,7 +8,9 @@
  *
  * --dim sets a module's dynamic dim (kiln compile --dim NAME=LO..HI) for
  * the zero inputs; inputs from files bring their own (dim 0), and the I/O
- * cap is checked at the top of the dim's range.
+ * cap is checked at the top of the dim's range. A module with shape
+ * buckets (kiln compile --dim seq=16,64,128) takes --dim seq=64 too: the
+ * zero inputs then have that bucket's shapes (at most one --dim of each).
  * Inputs not given are zero. An --input naming no input of the module, or
  * naming one twice, is an error that lists the module's inputs. Every input
  * and output's byte size is checked, overflow-safe, against a cap before
@@ -141,7 +143,9 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
   for (int t = 0; t < 2; ++t) {
     for (int32_t k = 0; k < (t ? n_out : n_in); ++k) {
       kiln_dtype_t dt;
-      kiln_shape_t sh = t ? kiln_module_output_shape(m, k, &dt) : kiln_module_input_shape(m, k, &dt);
+      /* the largest shape bucket's shapes (the last) */
+      const int32_t nb = kiln_module_bucket_count(m), last = nb ? nb - 1 : 0;
+      kiln_shape_t sh = t ? kiln_module_bucket_output_shape(m, last, k, &dt) : kiln_module_bucket_input_shape(m, last, k, &dt);
       const char* name = t ? kiln_module_output_name(m, k) : kiln_module_input_name(m, k);
       const char* dim;
       int64_t lo, hi;
@@ -178,7 +182,7 @@ static int bad_number(const char* flag, const char* value, const char* range) {
 /* Parses the command line; 0, or the exit status of a usage error (printed). */
 static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
                       const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap,
-                      const char** verify_key, const char** dim, bool* no_map, rt_clients_options_t* co) {
+                      const char** verify_key, const char** dims, bool* no_map, rt_clients_options_t* co) {
   const char* env = getenv("KILN_MAX_IO_BYTES");
   if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
     fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
@@ -191,7 +195,14 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
     else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
     else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
     else if (!strcmp(argv[i], "--verify-key") && has) *verify_key = argv[++i];
-    else if (!strcmp(argv[i], "--dim") && has) *dim = argv[++i];
+    else if (!strcmp(argv[i], "--dim") && has) {
+      /* the dynamic dim and the bucketed dim: at most one each */
+      if (dims[0] && dims[1]) {
+        fprintf(stderr, "kiln-rt-run: error: --dim given more than twice\n");
+        return 2;
+      }
+      dims[dims[0] ? 1 : 0] = argv[++i];
+    }
     else if (!strcmp(argv[i], "--no-map")) *no_map = true;
     else if (!strcmp(argv[i], "--plugin") && has) {
       /* a module using plugin ops loads only with their plugins */
@@ -255,7 +266,7 @@ int main(int argc, char** argv) {
   const char* device = NULL;
   const char* outdir = NULL;
   const char* verify_key = NULL;
-  const char* dim = NULL;
+  const char* dims[2] = {NULL, NULL};
   const char** inputs = calloc((size_t)argc + 1, sizeof(char*));
   int32_t* which = calloc((size_t)argc + 1, sizeof(int32_t));
   int n_inputs = 0;
@@ -269,7 +280,7 @@ int main(int argc, char** argv) {
   rt_clients_options_t co = {.max_delay_us = -1};
   bool no_map = false;
   const int usage_rc = parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key,
-                                  &dim, &no_map, &co);
+                                  dims, &no_map, &co);
   if (usage_rc) {
     free(inputs);
     free(which);
@@ -302,8 +313,17 @@ int main(int argc, char** argv) {
     st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
+  /* --dim: the dynamic dim's value (dim 0) and the shape bucket of the
+   * zero inputs */
   int64_t dim_value = 0;
-  if (dim) st = kiln_module_dim_parse(m, dim, &dim_value);
+  int32_t bucket = 0;
+  for (int i = 0; i < 2 && dims[i] && !st; ++i) {
+    st = kiln_module_bucket_parse(m, dims[i], &bucket);
+    if (st && kiln_status_code(st) == KILN_NOT_FOUND) {
+      kiln_status_free(st);
+      st = kiln_module_dim_parse(m, dims[i], &dim_value);
+    }
+  }
   if (!st) st = match_inputs(m, mi.n_inputs, inputs, n_inputs, which);
   if (!st) st = check_io_sizes(m, mi.n_inputs, mi.n_outputs, inputs, n_inputs, which, cap);
   for (int i = 0; i < n_inputs && !st; ++i) {
@@ -313,7 +333,7 @@ int main(int argc, char** argv) {
   for (int32_t k = 0; k < mi.n_inputs && !st; ++k) {
     if (in[k].data) continue;
     kiln_dtype_t dt;
-    kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
+    kiln_shape_t sh = kiln_module_bucket_input_shape(m, bucket, k, &dt);
     if (dim_value && sh.rank >= 1) sh.dims[0] = dim_value;
     st = kiln_array_alloc(al, dt, &sh, &in[k]);
     if (st) st = kiln_status_annotate(st, "zeros for input '%s'", kiln_module_input_name(m, k));
