@@ -16,7 +16,7 @@ kiln_status_t kiln_lower_custom(kiln_lower_ctx_t* ctx) {
   ci->node = ctx->node->name;
   KILN_RETURN_IF_ERROR(kiln_custom_node_attrs(op, ctx->node, ci->attrs));
   ci->epilogue = op->epilogue ? kiln_custom_node_epilogue(ctx->node, &ci->epilogue_alpha) : NULL;
-  const tir_buffer_t* params[2 * KILN_CUSTOM_MAX_IO];
+  const tir_buffer_t* params[2 * KILN_CUSTOM_MAX_IO + 1];
   int32_t np = 0;
   for (int32_t i = 0; i < op->n_inputs; ++i) {
     ci->in_arg[i] = -1;
@@ -37,6 +37,16 @@ kiln_status_t kiln_lower_custom(kiln_lower_ctx_t* ctx) {
     for (int32_t d = 0; d < b->rank; ++d) ci->out[j].dims[d] = b->shape[d];
     ci->out_arg[j] = np;
     params[np++] = b;
+  }
+  /* A CPU function cannot return an error through the kernel's void
+   * signature: it reports through the node's status word, which the
+   * runtime checks after the run like kiln's own run-time checks. */
+  ci->status_arg = -1;
+  if (ctx->target == KILN_TARGET_CLASS_CPU && op->cpu_fn) {
+    const tir_buffer_t* st = NULL;
+    KILN_RETURN_IF_ERROR(kiln_lower_status(ctx, &st));
+    ci->status_arg = np;
+    params[np++] = st;
   }
   tir_func_t* f = tir_func(ctx->tir, kiln_lower_kernel_name(ctx), np, params, tir_seq(ctx->tir, 0, NULL));
   if (!f) return tir_ctx_status(ctx->tir);

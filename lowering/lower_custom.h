@@ -23,6 +23,10 @@ typedef struct kiln_custom_instance_s {
   kiln_custom_attr_t attrs[KILN_CUSTOM_MAX_ATTRS]; /* borrow the graph's storage */
   const char* epilogue; /* the activation fused into output 0 ("Relu", ...), or NULL */
   float epilogue_alpha; /* LeakyRelu's */
+  /* CPU class with the op's cpu_fn: the kernel parameter of the node's
+   * status word (kiln_lower_status), the last one, where the printed call
+   * stores KILN_PB_CHECK_PLUGIN_FN when the function fails; else -1. */
+  int32_t status_arg;
 } kiln_custom_instance_t;
 
 /* The lowering of every plugin op (its node's schema is custom). */

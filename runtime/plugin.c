@@ -10,7 +10,17 @@
  * once per node on hot paths (resolve, infer, lowering); entries are
  * written before the count that publishes them (release store), and
  * nothing is removed except by kiln_plugin_unload_all, which tests call
- * between cases with no compile in flight. */
+ * between cases with no compile in flight.
+ *
+ * Why one registry per process, the runtime library's: libkiln.so links
+ * its own private copy of the runtime (and tests link the static library
+ * beside libkiln_rt), so this file may be in a process several times. A
+ * copy that finds libkiln_rt loaded (by its soname; libkiln.so needs it,
+ * so it always is there) forwards the public registry functions to it, and
+ * every other function here goes through those: a plugin loaded through
+ * kiln_compiler_load_plugin or kiln_plugin_load serves the compiler and
+ * the runtime alike. libkiln_rt itself, and the static CLI without it,
+ * keep the registry below. */
 #include "runtime/plugin.h"
 
 #include <dlfcn.h>
@@ -18,6 +28,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +46,7 @@ typedef struct plugin_s {
 static struct {
   plugin_t plugins[MAX_PLUGINS];
   int32_t n_plugins;
-  const kiln_custom_op_t* ops[MAX_OPS];
+  const kiln_custom_op_t* ops[MAX_OPS]; /* the registry's copies (descriptor_size), owned */
   int32_t op_plugin[MAX_OPS];
   int32_t n_ops;
   const kiln_custom_pattern_t* patterns[MAX_PATTERNS];
@@ -51,6 +62,8 @@ typedef struct staging_s {
   int32_t n_ops;
   const kiln_custom_pattern_t* patterns[MAX_PATTERNS];
   int32_t n_patterns;
+  kiln_custom_op_t* copies[MAX_OPS]; /* every descriptor copied, registered or not */
+  int32_t n_copies;
   char error[768];
   bool failed;
 } staging_t;
@@ -85,6 +98,58 @@ static bool is_domain(const char* s) {
 }
 
 static const char* str_or(const char* s, const char* def) { return s && s[0] ? s : def; }
+
+/* ---- forwarding to libkiln_rt's registry --------------------------------- */
+
+typedef struct peer_s {
+  kiln_status_t (*load)(const char*);
+  void (*unload_all)(void);
+  int32_t (*op_count)(void);
+  const kiln_custom_op_t* (*op_at)(int32_t);
+  const kiln_custom_op_t* (*op_find)(const char*, const char*);
+  const char* (*op_plugin)(const kiln_custom_op_t*);
+  int32_t (*pattern_count)(void);
+  const kiln_custom_pattern_t* (*pattern_at)(int32_t);
+} peer_t;
+
+static peer_t peer_table;
+static const peer_t* peer_ptr;
+static pthread_once_t peer_once = PTHREAD_ONCE_INIT;
+
+#define PEER_SYM(field, name)                       \
+  do {                                              \
+    void* sym_ = dlsym(h, name);                    \
+    if (!sym_) return;                              \
+    memcpy(&t.field, &sym_, sizeof sym_);           \
+  } while (0)
+
+static void find_peer(void) {
+#ifdef KILN_RT_SONAME
+  /* RTLD_NOLOAD: only a libkiln_rt already in the process; the reference
+   * is kept (it is needed as long as the functions are called) */
+  void* h = dlopen(KILN_RT_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return;
+  peer_t t;
+  PEER_SYM(load, "kiln_plugin_load");
+  kiln_status_t (*self)(const char*) = kiln_plugin_load;
+  if (t.load == self) return; /* this copy is libkiln_rt's */
+  PEER_SYM(unload_all, "kiln_plugin_unload_all");
+  PEER_SYM(op_count, "kiln_custom_op_count");
+  PEER_SYM(op_at, "kiln_custom_op_at");
+  PEER_SYM(op_find, "kiln_custom_op_find");
+  PEER_SYM(op_plugin, "kiln_custom_op_plugin");
+  PEER_SYM(pattern_count, "kiln_custom_pattern_count");
+  PEER_SYM(pattern_at, "kiln_custom_pattern_at");
+  peer_table = t;
+  peer_ptr = &peer_table;
+#endif
+}
+
+/* libkiln_rt's registry when this copy is not it, else NULL. */
+static const peer_t* peer(void) {
+  pthread_once(&peer_once, find_peer);
+  return peer_ptr;
+}
 
 static int32_t find_op(const char* domain, const char* name) {
   int32_t n = __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE);
@@ -131,14 +196,30 @@ static int check_attrs(staging_t* st, const char* opn, const kiln_custom_op_t* o
   return 0;
 }
 
-static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* op) {
+static bool api_version_ok(int32_t v) { return v >= KILN_CUSTOM_OP_API_VERSION_MIN && v <= KILN_CUSTOM_OP_API_VERSION; }
+
+/* The registry keeps its own copy of each descriptor, as large as this
+ * kiln's struct: a descriptor of an older API version is shorter (the
+ * fields a later version appended are not there to read), so only its own
+ * version's prefix is copied and the rest stays zero. */
+static size_t descriptor_size(int32_t version) {
+  return version == 1 ? offsetof(kiln_custom_op_t, cpu_fn) : sizeof(kiln_custom_op_t);
+}
+
+static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* plugin_op) {
   staging_t* st = host->impl;
-  if (!op) return refuse(st, "register_op(NULL)");
+  if (!plugin_op) return refuse(st, "register_op(NULL)");
   char opn[300];
-  snprintf(opn, sizeof opn, "%s/%s", str_or(op->domain, "?"), str_or(op->name, "?"));
-  if (op->api_version != KILN_CUSTOM_OP_API_VERSION)
-    return refuse(st, "op '%s': built against custom-op API version %d, this kiln has version %d", opn,
-                  (int)op->api_version, KILN_CUSTOM_OP_API_VERSION);
+  /* api_version, domain and name lead the descriptor in every version */
+  snprintf(opn, sizeof opn, "%s/%s", str_or(plugin_op->domain, "?"), str_or(plugin_op->name, "?"));
+  if (!api_version_ok(plugin_op->api_version))
+    return refuse(st, "op '%s': built against custom-op API version %d, this kiln takes versions %d..%d", opn,
+                  (int)plugin_op->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
+  if (st->n_ops == MAX_OPS) return refuse(st, "more than %d custom ops", MAX_OPS);
+  kiln_custom_op_t* op = calloc(1, sizeof *op);
+  if (!op) return refuse(st, "out of memory");
+  memcpy(op, plugin_op, descriptor_size(plugin_op->api_version));
+  st->copies[st->n_copies++] = op;
   if (!is_domain(op->domain) || !strcmp(op->domain, "ai.onnx"))
     return refuse(st, "op '%s': domain '%s' is not allowed (a non-empty custom domain such as com.example; "
                   "ai.onnx belongs to kiln's own ops)", opn, str_or(op->domain, ""));
@@ -166,6 +247,8 @@ static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* op
       return refuse(st, "op '%s': %s kernel has a launch function but no source", opn, kn[i]);
     if (i == 0 && ks[i]->launch) return refuse(st, "op '%s': the cpu kernel takes no launch function", opn);
   }
+  if (op->cpu_fn && op->cpu.source)
+    return refuse(st, "op '%s': both a cpu kernel source and a cpu_fn (give one of them)", opn);
   if (st->n_ops == MAX_OPS || __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE) + st->n_ops >= MAX_OPS)
     return refuse(st, "op '%s': more than %d custom ops", opn, MAX_OPS);
   st->ops[st->n_ops++] = op;
@@ -177,9 +260,9 @@ static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pat
   if (!p) return refuse(st, "register_pattern(NULL)");
   char opn[300];
   snprintf(opn, sizeof opn, "%s/%s", str_or(p->domain, "?"), str_or(p->name, "?"));
-  if (p->api_version != KILN_CUSTOM_OP_API_VERSION)
-    return refuse(st, "pattern for op '%s': built against custom-op API version %d, this kiln has version %d", opn,
-                  (int)p->api_version, KILN_CUSTOM_OP_API_VERSION);
+  if (!api_version_ok(p->api_version))
+    return refuse(st, "pattern for op '%s': built against custom-op API version %d, this kiln takes versions %d..%d",
+                  opn, (int)p->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
   const kiln_custom_op_t* op = p->domain && p->name ? staged_op(st, p->domain, p->name) : NULL;
   if (!op) return refuse(st, "pattern for op '%s': the plugin registers no such op (register it first)", opn);
   if (p->n_nodes < 2 || p->n_nodes > 8 || !p->ops || !p->slots)
@@ -201,6 +284,7 @@ static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pat
 }
 
 kiln_status_t kiln_plugin_load(const char* path) {
+  if (peer()) return peer()->load(path);
   if (!path || !path[0]) return kiln_make_status(KILN_INVALID_ARGUMENT, "--plugin: empty path");
   char real[PATH_MAX];
   if (!realpath(path, real)) return kiln_make_status(KILN_NOT_FOUND, "plugin '%s': no such file", path);
@@ -246,6 +330,7 @@ kiln_status_t kiln_plugin_load(const char* path) {
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "plugin '%s': %s; nothing of it was registered", path, st->error);
     free(p1);
     free(p2);
+    for (int32_t i = 0; i < st->n_copies; ++i) free(st->copies[i]);
     free(st);
     dlclose(h);
     goto out;
@@ -269,9 +354,15 @@ out:
 }
 
 void kiln_plugin_unload_all(void) {
+  if (peer()) {
+    peer()->unload_all();
+    return;
+  }
   pthread_mutex_lock(&reg_lock);
+  const int32_t n_ops = reg.n_ops;
   __atomic_store_n(&reg.n_ops, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&reg.n_patterns, 0, __ATOMIC_RELEASE);
+  for (int32_t i = 0; i < n_ops; ++i) free((void*)reg.ops[i]);
   for (int32_t i = 0; i < reg.n_plugins; ++i) {
     dlclose(reg.plugins[i].handle);
     free(reg.plugins[i].path);
@@ -281,28 +372,38 @@ void kiln_plugin_unload_all(void) {
   pthread_mutex_unlock(&reg_lock);
 }
 
-int32_t kiln_custom_op_count(void) { return __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE); }
+int32_t kiln_custom_op_count(void) {
+  if (peer()) return peer()->op_count();
+  return __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE);
+}
 
 const kiln_custom_op_t* kiln_custom_op_at(int32_t i) {
+  if (peer()) return peer()->op_at(i);
   return i >= 0 && i < kiln_custom_op_count() ? reg.ops[i] : NULL;
 }
 
 const kiln_custom_op_t* kiln_custom_op_find(const char* domain, const char* name) {
+  if (peer()) return peer()->op_find(domain, name);
   if (!domain || !name) return NULL;
   int32_t i = find_op(domain, name);
   return i >= 0 ? reg.ops[i] : NULL;
 }
 
 const char* kiln_custom_op_plugin(const kiln_custom_op_t* op) {
+  if (peer()) return peer()->op_plugin(op);
   int32_t n = kiln_custom_op_count();
   for (int32_t i = 0; i < n; ++i)
     if (reg.ops[i] == op) return reg.plugins[reg.op_plugin[i]].path;
   return "";
 }
 
-int32_t kiln_custom_pattern_count(void) { return __atomic_load_n(&reg.n_patterns, __ATOMIC_ACQUIRE); }
+int32_t kiln_custom_pattern_count(void) {
+  if (peer()) return peer()->pattern_count();
+  return __atomic_load_n(&reg.n_patterns, __ATOMIC_ACQUIRE);
+}
 
 const kiln_custom_pattern_t* kiln_custom_pattern_at(int32_t i) {
+  if (peer()) return peer()->pattern_at(i);
   return i >= 0 && i < kiln_custom_pattern_count() ? reg.patterns[i] : NULL;
 }
 
@@ -327,4 +428,45 @@ kiln_status_t kiln_plugin_check_program(const kiln_program_t* p, const char* nam
                           "--plugin lib.so, or kiln_plugin_load)",
                           name && name[0] ? name : "module", n_missing > 1 ? "s" : "", n_missing > 1 ? "are" : "is",
                           missing);
+}
+
+/* The resolver a unit's kiln_plugin_bind calls once per kernel that calls a
+ * plugin's cpu_fn. */
+typedef struct bind_host_s {
+  char error[700];
+} bind_host_t;
+
+static int resolve_cpu_fn(void* host, const char* domain, const char* name, int32_t version, const char* node,
+                          kiln_custom_cpu_fn* fn, void** user) {
+  bind_host_t* bh = host;
+  const kiln_custom_op_t* op = kiln_custom_op_find(domain, name);
+  if (op && op->version == version && op->cpu_fn) {
+    *fn = op->cpu_fn;
+    *user = op->cpu_user_data;
+    return 0;
+  }
+  if (!op)
+    snprintf(bh->error, sizeof bh->error, "no loaded plugin provides op %s/%s", domain, name);
+  else if (op->version != version)
+    snprintf(bh->error, sizeof bh->error, "plugin '%s' provides op %s/%s at version %d", kiln_custom_op_plugin(op),
+             domain, name, (int)op->version);
+  else
+    snprintf(bh->error, sizeof bh->error, "plugin '%s' registers op %s/%s without a CPU function (cpu_fn)",
+             kiln_custom_op_plugin(op), domain, name);
+  snprintf(bh->error + strlen(bh->error), sizeof bh->error - strlen(bh->error),
+           ", but the CPU code of node '%s' calls the cpu_fn of %s/%s version %d", node, domain, name, (int)version);
+  return 1;
+}
+
+typedef int (*bind_resolve_fn)(void*, const char*, const char*, int32_t, const char*, kiln_custom_cpu_fn*, void**);
+typedef int (*bind_fn)(bind_resolve_fn, void*);
+
+kiln_status_t kiln_plugin_bind_cpu_fns(void* bind) {
+  bind_fn b;
+  memcpy(&b, &bind, sizeof b);
+  bind_host_t host = {""};
+  if (b(resolve_cpu_fn, &host))
+    return kiln_make_status(KILN_NOT_FOUND, "cpu: %s (load a plugin that provides it: --plugin lib.so, or kiln_plugin_load)",
+                            host.error[0] ? host.error : "a plugin CPU function is missing");
+  return NULL;
 }

@@ -24,7 +24,8 @@ kiln_status_t kiln_custom_kernel_of(const kiln_custom_instance_t* ci, const char
                                   : !strcmp(target, "opencl") ? &op->opencl
                                   : !strcmp(target, "vulkan") ? &op->glsl
                                                               : NULL;
-  if (!k || !k->source)
+  const bool has = k && (k->source || (k == &op->cpu && op->cpu_fn));
+  if (!has)
     return kiln_make_status(KILN_UNSUPPORTED,
                             "plugin op %s/%s (plugin '%s') at node '%s' has no kernel for target %s (%s source): "
                             "give the plugin one, or compile for a target it has one for (a GPU target runs it on "
@@ -172,6 +173,150 @@ static kiln_status_t launch_of(const kiln_custom_instance_t* ci, const kiln_cust
   return NULL;
 }
 
+/* ---- a CPU kernel given as a function (kiln_custom_op_t.cpu_fn) -------- */
+
+/* The layout of include/kiln/custom_op.h's kiln_custom_tensor_t,
+ * kiln_custom_attr_t and kiln_custom_ctx_t (enums are int-sized; the unit
+ * is compiled without kiln's headers), the function types, and the
+ * resolver the runtime passes to kiln_plugin_bind (runtime/cpu/cpu_loader.c
+ * defines the other side). Guarded: every part of a unit that needs it
+ * prints it. */
+static const char call_types[] =
+    "#ifndef KILN_PLUGIN_CALL_TYPES\n#define KILN_PLUGIN_CALL_TYPES\n"
+    "typedef struct { int32_t dtype; int32_t rank; int64_t dims[8]; void* data; } kiln_pc_tensor;\n"
+    "typedef struct { const char* name; int32_t type; int64_t i; float f; int64_t count; const int64_t* ints;\n"
+    "                 const float* floats; } kiln_pc_attr;\n"
+    "typedef struct { const char* node; const char* target; int32_t n_in; const kiln_pc_tensor* in; int32_t n_out;\n"
+    "                 kiln_pc_tensor* out; int32_t n_attrs; const kiln_pc_attr* attrs; char* error;\n"
+    "                 size_t error_cap; } kiln_pc_ctx;\n"
+    "typedef int (*kiln_pc_fn)(kiln_pc_ctx* ctx, void* user_data);\n"
+    "typedef int (*kiln_pc_resolve)(void* host, const char* domain, const char* name, int32_t version,\n"
+    "                               const char* node, kiln_pc_fn* fn, void** user_data);\n"
+    "#endif\n";
+
+/* |s| as a C string literal. */
+static void put_cstr(kiln_cf_out_t* o, const char* s) {
+  kiln_cf_out_puts(o, "\"");
+  for (const unsigned char* p = (const unsigned char*)s; *p; ++p) {
+    if (*p == '"' || *p == '\\') kiln_cf_out_printf(o, "\\%c", *p);
+    else if (*p < 32 || *p > 126) kiln_cf_out_printf(o, "\\%03o", *p);
+    else kiln_cf_out_printf(o, "%c", *p);
+  }
+  kiln_cf_out_puts(o, "\"");
+}
+
+static void put_tensor(kiln_cf_out_t* o, const kiln_custom_tensor_t* t, const char* var) {
+  kiln_cf_out_printf(o, "{%d, %d, {", (int)t->dtype, (int)t->rank);
+  for (int32_t d = 0; d < t->rank; ++d) kiln_cf_out_printf(o, "%s%lldLL", d ? ", " : "", (long long)t->dims[d]);
+  kiln_cf_out_printf(o, "%s}, (void*)%s}", t->rank ? "" : "0", var);
+}
+
+/* The kernel: kiln's header, the tensors and attributes as the plugin's
+ * structs, the call through the pointer kiln_plugin_bind set at load, the
+ * status word on failure, then a fused activation over output 0. */
+static void print_cpu_call(const kiln_custom_instance_t* ci, const tir_func_t* f, const char* name,
+                           kiln_cf_out_t* o) {
+  const kiln_custom_op_t* op = ci->op;
+  kiln_cf_out_puts(o, call_types);
+  kiln_cf_out_printf(o, "static kiln_pc_fn %s_fn;\nstatic void* %s_user;\n", name, name);
+  kiln_cf_out_printf(o, "int kiln_pbind_%s(kiln_pc_resolve r, void* host) {\n  return r(host, ", name);
+  put_cstr(o, op->domain);
+  kiln_cf_out_puts(o, ", ");
+  put_cstr(o, op->name);
+  kiln_cf_out_printf(o, ", %d, ", (int)op->version);
+  put_cstr(o, ci->node);
+  kiln_cf_out_printf(o, ", &%s_fn, &%s_user);\n}\n", name, name);
+  kiln_cf_out_printf(o, "void %s(void* const* args) {\n", name);
+  for (int32_t s = 0; s < 2; ++s)
+    for (int32_t i = 0; i < (s ? op->n_outputs : op->n_inputs); ++i) {
+      const int32_t a = s ? ci->out_arg[i] : ci->in_arg[i];
+      if (a < 0) continue;
+      const char* ty = kiln_cf_dialect_c.types[f->params[a]->dtype];
+      kiln_cf_out_printf(o, "  %s%s* %s%d = (%s%s*)args[%d];\n", s ? "" : "const ", ty, s ? "out" : "in", (int)i,
+                         s ? "" : "const ", ty, (int)a);
+    }
+  kiln_cf_out_printf(o, "  kiln_pc_tensor in[%d] = {", (int)op->n_inputs);
+  for (int32_t i = 0; i < op->n_inputs; ++i) {
+    char var[16];
+    snprintf(var, sizeof var, "in%d", (int)i);
+    kiln_cf_out_puts(o, i ? ", " : "");
+    if (ci->in_arg[i] < 0) kiln_cf_out_puts(o, "{0, 0, {0}, (void*)0}");
+    else put_tensor(o, &ci->in[i], var);
+  }
+  kiln_cf_out_printf(o, "};\n  kiln_pc_tensor out[%d] = {", (int)op->n_outputs);
+  for (int32_t i = 0; i < op->n_outputs; ++i) {
+    char var[16];
+    snprintf(var, sizeof var, "out%d", (int)i);
+    kiln_cf_out_puts(o, i ? ", " : "");
+    put_tensor(o, &ci->out[i], var);
+  }
+  kiln_cf_out_puts(o, "};\n");
+  for (int32_t i = 0; i < op->n_attrs; ++i) {
+    const kiln_custom_attr_t* a = &ci->attrs[i];
+    if (a->type == KILN_CUSTOM_ATTR_INTS && a->count > 0) {
+      kiln_cf_out_printf(o, "  static const int64_t a%d[] = {", (int)i);
+      for (int64_t j = 0; j < a->count; ++j) kiln_cf_out_printf(o, "%s%lldLL", j ? ", " : "", (long long)a->ints[j]);
+      kiln_cf_out_puts(o, "};\n");
+    } else if (a->type == KILN_CUSTOM_ATTR_FLOATS && a->count > 0) {
+      kiln_cf_out_printf(o, "  static const float a%d[] = {", (int)i);
+      for (int64_t j = 0; j < a->count; ++j) {
+        kiln_cf_out_puts(o, j ? ", " : "");
+        put_float(o, a->floats[j], false);
+      }
+      kiln_cf_out_puts(o, "};\n");
+    }
+  }
+  kiln_cf_out_printf(o, "  static const kiln_pc_attr attrs[%d] = {", op->n_attrs ? (int)op->n_attrs : 1);
+  for (int32_t i = 0; i < op->n_attrs; ++i) {
+    const kiln_custom_attr_t* a = &ci->attrs[i];
+    const bool arr = (a->type == KILN_CUSTOM_ATTR_INTS || a->type == KILN_CUSTOM_ATTR_FLOATS) && a->count > 0;
+    kiln_cf_out_puts(o, i ? ",\n      {" : "{");
+    put_cstr(o, a->name);
+    kiln_cf_out_printf(o, ", %d, %lldLL, ", (int)a->type, (long long)a->i);
+    put_float(o, a->f, false);
+    kiln_cf_out_printf(o, ", %lldLL, ", (long long)a->count);
+    if (arr && a->type == KILN_CUSTOM_ATTR_INTS) kiln_cf_out_printf(o, "a%d, 0}", (int)i);
+    else if (arr) kiln_cf_out_printf(o, "0, a%d}", (int)i);
+    else kiln_cf_out_puts(o, "0, 0}");
+  }
+  if (!op->n_attrs) kiln_cf_out_puts(o, "{0}");
+  kiln_cf_out_puts(o, "};\n  char err[256] = \"\";\n  kiln_pc_ctx ctx = {");
+  put_cstr(o, ci->node);
+  kiln_cf_out_printf(o, ", \"cpu\", %d, in, %d, out, %d, attrs, err, sizeof err};\n", (int)op->n_inputs,
+                     (int)op->n_outputs, (int)op->n_attrs);
+  kiln_cf_out_printf(o, "  if (%s_fn(&ctx, %s_user)) {\n    *(int32_t*)args[%d] = %d;\n    return;\n  }\n", name, name,
+                     (int)ci->status_arg, 4 /* KILN_PB_CHECK_PLUGIN_FN (runtime/program.h) */);
+  if (ci->epilogue && ci->out_arg[0] >= 0) {
+    const bool half = ci->out[0].dtype == KILN_DTYPE_F16;
+    int64_t n = 1;
+    for (int32_t d = 0; d < ci->out[0].rank; ++d) n *= ci->out[0].dims[d];
+    kiln_cf_out_printf(o, "  #pragma omp parallel for\n  for (int64_t i = 0; i < %lldLL; ++i) {\n    float v = %s;\n"
+                       "    out0[i] = %s;\n  }\n", (long long)n, half ? "kiln_h2f(out0[i])" : "out0[i]",
+                       half ? "kiln_f2h(KILN_EPILOGUE0(v))" : "KILN_EPILOGUE0(v)");
+  }
+  kiln_cf_out_puts(o, "}\n");
+}
+
+bool kiln_custom_calls_cpu_fn(const kiln_plan_kernel_t* pk) {
+  return pk->custom && pk->custom->status_arg >= 0 && pk->custom->op->cpu_fn;
+}
+
+void kiln_custom_print_bind(const kiln_plan_t* plan, kiln_cf_out_t* o) {
+  bool any = false;
+  for (int32_t k = 0; k < plan->n_kernels && !any; ++k) any = kiln_custom_calls_cpu_fn(&plan->kernels[k]);
+  if (!any) return;
+  kiln_cf_out_puts(o, call_types);
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    if (kiln_custom_calls_cpu_fn(&plan->kernels[k]))
+      kiln_cf_out_printf(o, "int kiln_pbind_%s(kiln_pc_resolve r, void* host);\n", plan->kernels[k].func->name);
+  kiln_cf_out_puts(o, "/* Exported: the loader sets every plugin CPU function pointer of the unit. */\n"
+                      "int kiln_plugin_bind(kiln_pc_resolve r, void* host) {\n");
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    if (kiln_custom_calls_cpu_fn(&plan->kernels[k]))
+      kiln_cf_out_printf(o, "  if (kiln_pbind_%s(r, host)) return 1;\n", plan->kernels[k].func->name);
+  kiln_cf_out_puts(o, "  return 0;\n}\n");
+}
+
 kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* target, const char* name,
                                 kiln_cf_out_t* o, int64_t groups[3], int64_t local[3]) {
   const kiln_plan_kernel_t* pk = &plan->kernels[k];
@@ -211,6 +356,20 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
                                 op->domain, op->name, ci->node, (long long)groups[d], d);
   defs_t d = {.o = o};
   kiln_cf_out_init(&d.undef);
+  if (!glsl && !ocl && !kern->source) { /* op->cpu_fn (kiln_custom_kernel_of) */
+    if (ci->status_arg < 0)
+      return kiln_make_status(KILN_INTERNAL, "plugin op %s/%s at node '%s': a cpu_fn kernel lowered without its "
+                              "status word", op->domain, op->name, ci->node);
+    kiln_cf_out_printf(o, "\n/* plugin op %s/%s (plugin '%s'), node '%s': calls the plugin's cpu_fn */\n",
+                       op->domain, op->name, kiln_custom_op_plugin(op), ci->node);
+    def_epilogue(&d, ci, true, false);
+    print_cpu_call(ci, f, name, o);
+    kiln_cf_out_puts(o, d.undef.data ? d.undef.data : "");
+    const bool oom = d.undef.oom;
+    kiln_cf_out_free(&d.undef);
+    if (oom || o->oom) return kiln_make_status(KILN_OUT_OF_MEMORY, "plugin kernel '%s'", name);
+    return NULL;
+  }
   if (glsl) {
     bool i8 = false, f16 = false;
     for (int32_t a = 0; a < f->n_params; ++a) {

@@ -3,13 +3,26 @@
 # (tests/plugins/bad_plugin.c), the C test of registration, inference,
 # patterns and the reference kernel (test_bad_plugins), and the end-to-end
 # test of the example on every target built (test_plugin_example.py).
-add_library(kiln_example_plugin MODULE ${CMAKE_SOURCE_DIR}/examples/plugin/example_plugin.c)
-target_include_directories(kiln_example_plugin PRIVATE ${CMAKE_SOURCE_DIR}/include)
-target_link_libraries(kiln_example_plugin PRIVATE m)
-set_target_properties(kiln_example_plugin PROPERTIES PREFIX "lib" OUTPUT_NAME kiln_example)
+# The example's cpu_fn kernel (ScaledSwishFn) is built as kiln builds its
+# own CPU code (-O3 -fno-math-errno, OpenMP), so bench/plugin.py compares
+# the call with the same loop compiled into a module. The _nofn build
+# registers that op with a source kernel instead (a module compiled against
+# the cpu_fn build must be refused with it).
+find_package(OpenMP COMPONENTS C)
+foreach(_variant "" _nofn)
+  add_library(kiln_example_plugin${_variant} MODULE ${CMAKE_SOURCE_DIR}/examples/plugin/example_plugin.c)
+  target_include_directories(kiln_example_plugin${_variant} PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_compile_options(kiln_example_plugin${_variant} PRIVATE -O3 -fno-math-errno)
+  target_link_libraries(kiln_example_plugin${_variant} PRIVATE m)
+  if(OpenMP_C_FOUND)
+    target_link_libraries(kiln_example_plugin${_variant} PRIVATE OpenMP::OpenMP_C)
+  endif()
+  set_target_properties(kiln_example_plugin${_variant} PROPERTIES PREFIX "lib" OUTPUT_NAME kiln_example${_variant})
+endforeach()
+target_compile_definitions(kiln_example_plugin_nofn PRIVATE EXAMPLE_NO_CPU_FN)
 set(_bad_plugins)
 set(_bad_targets)
-foreach(bad NO_ENTRY VERSION DUP HALF OPS)
+foreach(bad NO_ENTRY VERSION DUP HALF OPS BOTH V1)
   string(TOLOWER ${bad} _lower)
   add_library(kiln_bad_plugin_${_lower} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/bad_plugin.c)
   target_include_directories(kiln_bad_plugin_${_lower} PRIVATE ${CMAKE_SOURCE_DIR}/include)
@@ -23,6 +36,16 @@ if(TEST test_bad_plugins)
   add_dependencies(test_bad_plugins kiln_example_plugin ${_bad_targets})
   set_property(TEST test_bad_plugins APPEND PROPERTY ENVIRONMENT
                "KILN_EXAMPLE_PLUGIN=$<TARGET_FILE:kiln_example_plugin>" ${_bad_plugins})
+endif()
+if(TEST test_plugin_cpu_fn)
+  add_dependencies(test_plugin_cpu_fn kiln_example_plugin kiln_example_plugin_nofn kiln_bad_plugin_both
+                   kiln_bad_plugin_v1)
+  set_property(TEST test_plugin_cpu_fn APPEND PROPERTY ENVIRONMENT
+               "KILN_EXAMPLE_PLUGIN=$<TARGET_FILE:kiln_example_plugin>"
+               "KILN_EXAMPLE_PLUGIN_NOFN=$<TARGET_FILE:kiln_example_plugin_nofn>"
+               "KILN_BAD_PLUGIN_BOTH=$<TARGET_FILE:kiln_bad_plugin_both>"
+               "KILN_BAD_PLUGIN_V1=$<TARGET_FILE:kiln_bad_plugin_v1>"
+               "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
 endif()
 if(KILN_PYTHON AND TARGET kiln_cli)
   string(REPLACE ";" "," _plugin_targets "${KILN_TARGETS_BUILT}")

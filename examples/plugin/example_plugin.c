@@ -322,8 +322,67 @@ static const kiln_custom_op_t swish_op = {
     .epilogue = 1,
 };
 
+/* ---- ScaledSwishFn: the CPU kernel as a function -------------------------
+ *
+ * The same op as ScaledSwish, with its CPU kernel given as a C function
+ * (cpu_fn, API version 2) instead of source: what a plugin does when its
+ * vendor's kernel is a binary library. kiln's CPU code calls it in-process
+ * with the tensors and attributes as the reference kernel gets them; it has
+ * no GPU kernel, so an OpenCL or Vulkan session runs it on the CPU
+ * (heterogeneous execution). kiln applies a fused epilogue after it. */
+__attribute__((unused)) /* in the _nofn build */
+static int swish_fn(kiln_custom_ctx_t* c, void* user_data) {
+  if (user_data != &swish_op) return fail(c, "wrong user_data"); /* registered below */
+  const float beta = attr(c, "beta")->f;
+  /* as a vendor library might refuse its input at run time */
+  if (!isfinite(beta)) return fail(c, "beta must be finite");
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  if (c->in[0].dtype == KILN_DTYPE_F16) {
+    const uint16_t* x = c->in[0].data;
+    uint16_t* y = c->out[0].data;
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = h2f(x[i]);
+      y[i] = f2h(v / (1.0f + expf(-beta * v)));
+    }
+    return 0;
+  }
+  const float* x = c->in[0].data;
+  float* y = c->out[0].data;
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + expf(-beta * x[i]));
+  return 0;
+}
+
+static const kiln_custom_op_t swish_fn_op = {
+    .api_version = KILN_CUSTOM_OP_API_VERSION,
+    .domain = DOMAIN,
+    .name = "ScaledSwishFn",
+    .since_version = 1,
+    .version = 1,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .inputs = swish_inputs,
+    .outputs = swish_outputs,
+    .n_attrs = 1,
+    .attrs = swish_attrs,
+    .shape = swish_shape,
+    .reference = swish_reference,
+    .epilogue = 1,
+#ifndef EXAMPLE_NO_CPU_FN
+    .cpu_fn = swish_fn,
+    .cpu_user_data = (void*)&swish_op,
+#else
+    /* tests: a build that registers the op with its CPU kernel as source,
+     * so a module compiled against the cpu_fn build is refused */
+    .cpu = {swish_cpu, NULL},
+#endif
+};
+
 KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {
   if (host->register_op(host, &cbr_op)) return 1;
   if (host->register_pattern(host, &cbr_pattern)) return 1;
-  return host->register_op(host, &swish_op);
+  if (host->register_op(host, &swish_op)) return 1;
+  return host->register_op(host, &swish_fn_op);
 }

@@ -80,9 +80,14 @@
 extern "C" {
 #endif
 
-/* Bumped on any change of the structs below; a descriptor of another
+/* The version of the structs below a plugin is built against. Version 2
+ * appended the CPU kernel as a function (kiln_custom_op_t.cpu_fn,
+ * .cpu_user_data) and changed nothing before it, so kiln accepts
+ * descriptors of versions 1 and 2: a version-1 descriptor is read only up
+ * to its end (the fields version 2 appended count as NULL/0). Any other
  * version is refused. */
-#define KILN_CUSTOM_OP_API_VERSION 1
+#define KILN_CUSTOM_OP_API_VERSION 2
+#define KILN_CUSTOM_OP_API_VERSION_MIN 1
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -165,6 +170,15 @@ typedef struct kiln_custom_ctx_s {
 } kiln_custom_ctx_t;
 
 typedef int (*kiln_custom_fn)(kiln_custom_ctx_t* ctx);
+/* A CPU kernel given as a function (API version 2): the CPU device calls
+ * it in-process, from the module's code, once per run of the node, with
+ * |ctx| as the reference kernel gets it (in[i].data and out[i].data point
+ * at the device's dense row-major buffers, outputs allocated; ctx->target
+ * is "cpu") and the op's cpu_user_data. It may use threads of its own. It
+ * returns 0, or non-zero to fail the run (an error naming the node and the
+ * op; the message it writes into ctx->error is not carried, the run's error
+ * says the function failed). */
+typedef int (*kiln_custom_cpu_fn)(kiln_custom_ctx_t* ctx, void* user_data);
 /* Work-items per dimension (global, > 0) and the work-group size (local,
  * > 0; the GLSL body's local_size is set from it). NULL launch: one
  * work-item per element of output 0 in groups of 64. */
@@ -196,8 +210,18 @@ typedef struct kiln_custom_op_s {
    * element-wise activation that follows the op (Relu, LeakyRelu, Sigmoid,
    * Tanh; its node then disappears) into it; kiln applies the same
    * activation after the reference kernel. Without a fused activation
-   * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. */
+   * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. A cpu_fn kernel
+   * cannot store through a macro: kiln applies the fused activation to
+   * output 0 after the function returns. */
   int epilogue;
+  /* ---- API version 2 (a version-1 descriptor ends above) ---- */
+  /* The CPU kernel as a function instead of source (cpu.source must then
+   * be NULL): for kernels whose code is a binary library. A module whose
+   * CPU code calls it records the op in its plugin list like any other;
+   * loading that code where the loaded plugin registers the op without a
+   * cpu_fn is an error naming the op and the plugin. */
+  kiln_custom_cpu_fn cpu_fn;
+  void* cpu_user_data; /* passed to cpu_fn as is */
 } kiln_custom_op_t;
 
 /* A chain of ai.onnx nodes the graph passes replace by the op |domain| /
@@ -210,7 +234,7 @@ typedef struct kiln_custom_op_s {
  * become the op's. Applied by the graph passes (-O1, the default), before
  * kiln's own folds. */
 typedef struct kiln_custom_pattern_s {
-  int32_t api_version; /* KILN_CUSTOM_OP_API_VERSION */
+  int32_t api_version; /* KILN_CUSTOM_OP_API_VERSION (1 accepted) */
   const char* domain;
   const char* name;
   int32_t n_nodes; /* 2..8 */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_loader.h"
+#include "runtime/plugin.h"
 #include "runtime/code_cache.h"
 
 extern char** environ;
@@ -307,6 +308,18 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
     free(fns);
     dlclose(h);
     return kiln_make_status(KILN_NOT_FOUND, "cpu: symbol '%s' missing from '%s'", missing, path);
+  }
+  /* Kernels that call a plugin's CPU function get its address now, from
+   * the plugins loaded in this process (targets/custom_kernel.c prints
+   * kiln_plugin_bind only into units that have such kernels). */
+  void* bind = dlsym(h, "kiln_plugin_bind");
+  if (bind) {
+    kiln_status_t bs = kiln_plugin_bind_cpu_fns(bind);
+    if (bs) {
+      free(fns);
+      dlclose(h);
+      return bs;
+    }
   }
   m->handle = h;
   m->fns = fns;

@@ -9,7 +9,14 @@
  *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
  *                  ClOnly (an OpenCL kernel only), BadLaunch (its launch
  *                  function fails); and MinMax, a working op with two
- *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch */
+ *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch
+ *   BAD_BOTH       an op with a CPU kernel as source and as a function
+ *   BAD_V1         not bad: an API-version-1 op (Old, CPU source kernel)
+ *                  in a buffer exactly as long as a version-1 descriptor,
+ *                  so reading a field version 2 appended is a
+ *                  heap-buffer-overflow under ASan */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/custom_op.h"
@@ -133,11 +140,31 @@ static const kiln_custom_op_t ops[] = {
     OP("com.kiln.bad", "BadLaunch", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, failing_launch},
        .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n", failing_launch}),
 };
+#elif defined(BAD_BOTH)
+static int some_fn(kiln_custom_ctx_t* c, void* user) {
+  (void)user;
+  return identity(c);
+}
+static const kiln_custom_op_t op = OP("com.kiln.bad", "Both", copy_shape, identity, .cpu = {copy_cpu, NULL},
+                                      .cpu_fn = some_fn);
+#elif defined(BAD_V1)
+static const kiln_custom_op_t v1 = {.api_version = 1, .domain = "com.kiln.bad", .name = "Old", .since_version = 1,
+                                    .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
+                                    .shape = copy_shape, .reference = identity, .cpu = {copy_cpu, NULL}};
+static void* v1_copy; /* what kiln reads while the plugin is loaded */
+__attribute__((destructor)) static void free_v1(void) { free(v1_copy); } /* on dlclose */
 #endif
 
 #ifndef BAD_NO_ENTRY
 KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {
-#if defined(BAD_OPS)
+#if defined(BAD_V1)
+  /* what a plugin built against the version-1 header hands over: the
+   * struct ended after .epilogue */
+  const size_t v1_size = offsetof(kiln_custom_op_t, cpu_fn);
+  if (!v1_copy && !(v1_copy = malloc(v1_size))) return 1;
+  memcpy(v1_copy, &v1, v1_size);
+  return host->register_op(host, (const kiln_custom_op_t*)v1_copy);
+#elif defined(BAD_OPS)
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
     if (host->register_op(host, &ops[i])) return 1;
   return 0;
