@@ -21,6 +21,7 @@
  * kiln_compiler_load_plugin or kiln_plugin_load serves the compiler and
  * the runtime alike. libkiln_rt itself, and the static CLI without it,
  * keep the registry below. */
+#define _GNU_SOURCE /* dladdr */
 #include "runtime/plugin.h"
 
 #include <dlfcn.h>
@@ -131,8 +132,17 @@ static void find_peer(void) {
   if (!h) return;
   peer_t t;
   PEER_SYM(load, "kiln_plugin_load");
-  kiln_status_t (*self)(const char*) = kiln_plugin_load;
-  if (t.load == self) return; /* this copy is libkiln_rt's */
+  /* Is this copy libkiln_rt's? Compared by the object that holds the code,
+   * not by kiln_plugin_load's address: an executable that links the
+   * static library exports its copy's symbols, which then interpose on
+   * libkiln_rt's own references. find_peer is static: always this copy. */
+  Dl_info mine, theirs;
+  void* self = NULL;
+  void (*here)(void) = find_peer;
+  memcpy(&self, &here, sizeof self);
+  void* load_sym = NULL;
+  memcpy(&load_sym, &t.load, sizeof load_sym);
+  if (!dladdr(self, &mine) || !dladdr(load_sym, &theirs) || mine.dli_fbase == theirs.dli_fbase) return;
   PEER_SYM(unload_all, "kiln_plugin_unload_all");
   PEER_SYM(op_count, "kiln_custom_op_count");
   PEER_SYM(op_at, "kiln_custom_op_at");

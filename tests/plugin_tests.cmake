@@ -47,6 +47,17 @@ if(TEST test_plugin_cpu_fn)
                "KILN_BAD_PLUGIN_V1=$<TARGET_FILE:kiln_bad_plugin_v1>"
                "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
 endif()
+if(TEST test_plugin_registry)
+  # through libkiln.so, as applications use it (tests/CMakeLists.txt links
+  # the static library too: a third copy of the registry code)
+  target_link_libraries(test_plugin_registry PRIVATE kiln_compiler)
+  target_compile_definitions(test_plugin_registry PRIVATE
+                             "KILN_RT_SONAME=\"libkiln_rt.so.${PROJECT_VERSION_MAJOR}\"")
+  add_dependencies(test_plugin_registry kiln_example_plugin)
+  set_property(TEST test_plugin_registry APPEND PROPERTY ENVIRONMENT
+               "KILN_EXAMPLE_PLUGIN=$<TARGET_FILE:kiln_example_plugin>"
+               "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
+endif()
 if(KILN_PYTHON AND TARGET kiln_cli)
   string(REPLACE ";" "," _plugin_targets "${KILN_TARGETS_BUILT}")
   # the Python package too, but not under the sanitizer: Python cannot
@@ -60,6 +71,11 @@ if(KILN_PYTHON AND TARGET kiln_cli)
                    --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
                    --plugin $<TARGET_FILE:kiln_example_plugin> --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
                    --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example ${_py_args})
+  add_test(NAME plugin_cpu_fn
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_cpu_fn.py
+                   --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
+                   --plugin $<TARGET_FILE:kiln_example_plugin> --plugin-nofn $<TARGET_FILE:kiln_example_plugin_nofn>
+                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_cpu_fn ${_py_args})
   set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
   # Under the sanitizer: PoCL's known leaks are suppressed as for the other
   # OpenCL tests; the Vulkan runs go without leak checking, since lavapipe's
@@ -71,4 +87,5 @@ if(KILN_PYTHON AND TARGET kiln_cli)
          "KILN_TEST_VULKAN_NO_LEAK_CHECK=1")
   endif()
   set_tests_properties(plugin_example PROPERTIES LABELS "onnx;badinput" TIMEOUT 900 ENVIRONMENT "${_env}")
+  set_tests_properties(plugin_cpu_fn PROPERTIES LABELS "onnx;badinput" TIMEOUT 600 ENVIRONMENT "${_env}")
 endif()

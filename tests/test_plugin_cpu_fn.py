@@ -1,0 +1,163 @@
+"""End-to-end test of plugin CPU kernels given as functions (custom-op API
+version 2, kiln_custom_op_t.cpu_fn): the example's ScaledSwishFn, whose CPU
+kernel is a C function in the plugin and which has no GPU kernel.
+
+  - cpu: `kiln run` matches onnxruntime on the unfused model (x*sigmoid(1.5x)
+    then LeakyRelu, fused into the call as its epilogue) and the plugin's
+    reference kernel; the generated C calls the function;
+  - cpu: a module with machine code (`kiln compile`, section NATV) and one
+    without (--cpu-target none: C compiled at load) run through
+    `kiln-rt-run --plugin`; loaded with a build of the plugin that registers
+    the op without a function (the example's _nofn build), the module is
+    refused naming the op, the plugin and the node;
+  - opencl, vulkan: the op runs on the CPU of the GPU session (heterogeneous
+    execution) through the function, from `kiln run` and from a module
+    through `kiln-rt-run --plugin`; --strict refuses it;
+  - one registry: from Python, kiln.load_plugin (one load) serves both
+    kiln.compile (libkiln) and the session (libkiln_rt).
+Run by ctest (tests/plugin_tests.cmake).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+DOMAIN = "com.kiln.example"
+failures = []
+
+
+def check(cond, what, out=""):
+    print(("ok   " if cond else "FAIL ") + what + ("" if cond or not out else "\n" + out), flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(cmd):
+    env = os.environ.copy()
+    if os.environ.get("KILN_TEST_VULKAN_NO_LEAK_CHECK") == "1" and any("vulkan" in c for c in cmd):
+        env["LSAN_OPTIONS"] = "detect_leaks=0"  # tests/plugin_tests.cmake says why
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    return p.returncode, p.stdout + p.stderr
+
+
+def model(plugin):
+    """x -> Conv -> ScaledSwishFn(1.5) -> LeakyRelu(0.2) -> Add -> y (plain: Mul, Sigmoid, Mul)"""
+    rng = np.random.default_rng(5)
+    inits = [nh.from_array((rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32), "w"),
+             nh.from_array(rng.standard_normal((1, 8, 1, 1)).astype(np.float32), "b")]
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])]
+    if plugin:
+        nodes.append(h.make_node("ScaledSwishFn", ["c"], ["s"], domain=DOMAIN, beta=1.5))
+    else:
+        inits.append(nh.from_array(np.array(1.5, np.float32), "beta"))
+        nodes += [h.make_node("Mul", ["c", "beta"], ["cb"]), h.make_node("Sigmoid", ["cb"], ["sg"]),
+                  h.make_node("Mul", ["c", "sg"], ["s"])]
+    nodes += [h.make_node("LeakyRelu", ["s"], ["l"], alpha=0.2), h.make_node("Add", ["l", "b"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 17, 17])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    ops = [h.make_opsetid("", 17)] + ([h.make_opsetid(DOMAIN, 1)] if plugin else [])
+    return h.make_model(g, opset_imports=ops)
+
+
+def close(path, want):
+    if not os.path.exists(path):
+        return False
+    got = np.load(path)
+    return got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--rt-run", required=True)
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--plugin-nofn", required=True)
+    ap.add_argument("--targets", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--python-package")
+    ap.add_argument("--lib-dir")
+    a = ap.parse_args()
+    targets = [t for t in a.targets.split(",") if t]
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    w = lambda *p: os.path.join(a.work, *p)
+    onnx.save(model(False), w("plain.onnx"))
+    onnx.save(model(True), w("fn.onnx"))
+    x = np.random.default_rng(1).standard_normal((1, 4, 17, 17)).astype(np.float32)
+    np.save(w("x.npy"), x)
+    expected = ort.InferenceSession(w("plain.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.save(w("expected.npy"), expected)
+    kiln, P = a.kiln, a.plugin
+
+    for t in targets:
+        d = w("dump_" + t)
+        os.makedirs(d)
+        rc, out = run([kiln, "run", w("fn.onnx"), "--plugin", P, "-t", t, "--input", "x=" + w("x.npy"),
+                       "--compare", w("expected.npy"), "--check-ref", "--dump", d])
+        src = os.path.join(d, "kernels.c" if t == "cpu" else "host_kernels.c")
+        text = open(src).read() if os.path.exists(src) else ""
+        if t != "cpu" and not text:  # where the dump keeps the host code of a GPU session
+            for f in os.listdir(d):
+                if f.endswith(".c"):
+                    text += open(os.path.join(d, f)).read()
+        check(rc == 0 and "compare y" in out and "check y" in out and
+              "calls the plugin's cpu_fn" in text and "#define KILN_EPILOGUE0(v) ((v) >= 0.0" in text,
+              f"{t}: ScaledSwishFn's cpu_fn (LeakyRelu fused after it) matches onnxruntime and its reference "
+              f"kernel (rc {rc})", out)
+        if t != "cpu":
+            check("fallback: node" in out and "ScaledSwishFn" in out,
+                  f"{t}: the op runs on the CPU of the {t} session", out)
+            rc, out = run([kiln, "run", w("fn.onnx"), "--plugin", P, "-t", t, "--strict"])
+            check(rc == 1 and "ScaledSwishFn" in out and f"no kernel for target {t}" in out,
+                  f"{t}: --strict refuses the op without a {t} kernel", out)
+        modes = [("", [])] if t != "cpu" else [("", []), ("_src", ["--cpu-target", "none"])]
+        for tag, extra in modes:
+            m = w(f"fn_{t}{tag}.kiln")
+            rc, out = run([kiln, "compile", w("fn.onnx"), "--plugin", P, "-t", t, "-o", m] + extra)
+            check(rc == 0, f"{t}{tag}: kiln compile with the cpu_fn plugin (rc {rc})", out)
+            o = w(f"out_{t}{tag}")
+            rc, out = run([a.rt_run, m, "--plugin", P, "--input", "x=" + w("x.npy"), "--output", o])
+            check(rc == 0 and close(os.path.join(o, "y.npy"), expected),
+                  f"{t}{tag}: kiln-rt-run --plugin runs the module through the function (rc {rc})", out)
+            rc, out = run([a.rt_run, m, "--plugin", a.plugin_nofn, "--input", "x=" + w("x.npy")])
+            check(rc != 0 and "com.kiln.example/ScaledSwishFn" in out and os.path.basename(a.plugin_nofn) in out
+                  and "without a CPU function" in out and "node '" in out,
+                  f"{t}{tag}: the module with a plugin whose op has no cpu_fn is refused naming op, plugin, node",
+                  out)
+
+    if a.python_package:
+        script = f"""
+import ctypes, sys, numpy as np
+sys.path.insert(0, {a.python_package!r})
+import kiln
+from kiln import _lib
+kiln.load_plugin({P!r})
+# one load serves both libraries: libkiln_rt's registry has the ops
+rt = _lib.rt
+rt.kiln_custom_op_find.restype = ctypes.c_void_p
+rt.kiln_custom_op_find.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+assert rt.kiln_custom_op_find(b"com.kiln.example", b"ScaledSwishFn"), "libkiln_rt does not see the plugin"
+m = kiln.compile({w("fn.onnx")!r}, target="cpu")
+(y,) = m.session("cpu").run({{"x": np.load({w("x.npy")!r})}})
+assert np.allclose(y, np.load({w("expected.npy")!r}), rtol=1e-4, atol=1e-5), "mismatch"
+print("python ok")
+"""
+        env = dict(os.environ, KILN_LIBRARY_PATH=a.lib_dir or "")
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+        check(p.returncode == 0 and "python ok" in p.stdout,
+              "python: one kiln.load_plugin serves kiln.compile and the session (cpu_fn model)",
+              p.stdout + p.stderr)
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
