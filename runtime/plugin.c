@@ -24,6 +24,8 @@
 #define _GNU_SOURCE /* dladdr */
 #include "runtime/plugin.h"
 
+#include "runtime/cpu/cpu_loader.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -257,6 +259,8 @@ static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* pl
       return refuse(st, "op '%s': %s kernel has a launch function but no source", opn, kn[i]);
     if (i == 0 && ks[i]->launch) return refuse(st, "op '%s': the cpu kernel takes no launch function", opn);
   }
+  if (op->glsl_loop_trips && !op->glsl.source)
+    return refuse(st, "op '%s': glsl_loop_trips without a glsl kernel", opn);
   if (op->cpu_fn && op->cpu.source)
     return refuse(st, "op '%s': both a cpu kernel source and a cpu_fn (give one of them)", opn);
   if (st->n_ops == MAX_OPS || __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE) + st->n_ops >= MAX_OPS)
@@ -314,6 +318,9 @@ kiln_status_t kiln_plugin_load(const char* path) {
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "plugin '%s': cannot load the library: %s", path, e ? e : "?");
     goto out;
   }
+  /* a plugin's kernels may use OpenMP (the example's cpu_fn does): its
+   * runtime must stay when the plugin is unloaded (cpu_loader.h) */
+  kiln_cpu_pin_openmp();
   kiln_plugin_register_fn entry;
   void* sym = dlsym(h, "kiln_plugin_register");
   memcpy(&entry, &sym, sizeof entry);

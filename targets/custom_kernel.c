@@ -297,6 +297,34 @@ static void print_cpu_call(const kiln_custom_instance_t* ci, const tir_func_t* f
   kiln_cf_out_puts(o, "}\n");
 }
 
+kiln_status_t kiln_custom_glsl_trips(const kiln_plan_t* plan, int32_t k, int64_t* out_trips) {
+  const kiln_custom_instance_t* ci = plan->kernels[k].custom;
+  const kiln_custom_op_t* op = ci->op;
+  *out_trips = 0;
+  if (!op->glsl_loop_trips) return NULL;
+  int64_t global[3], local[3];
+  KILN_RETURN_IF_ERROR(launch_of(ci, &op->glsl, "vulkan", global, local));
+  char err[300] = "";
+  kiln_custom_ctx_t c = {.node = ci->node, .target = "vulkan", .n_in = op->n_inputs, .in = ci->in,
+                         .n_out = op->n_outputs, .out = (kiln_custom_tensor_t*)ci->out, .n_attrs = op->n_attrs,
+                         .attrs = ci->attrs, .error = err, .error_cap = sizeof err};
+  const int64_t trips = op->glsl_loop_trips(&c, global, local);
+  if (trips < 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "plugin op %s/%s (plugin '%s') at node '%s': its glsl_loop_trips "
+                            "function failed: %s", op->domain, op->name, kiln_custom_op_plugin(op), ci->node,
+                            err[0] ? err : "(no message)");
+  if (plan->loop_limit > 0 && trips > plan->loop_limit)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "plugin op %s/%s (plugin '%s') at node '%s': one vulkan work-item runs %lld loop "
+                            "iterations (its glsl_loop_trips), the device ends an invocation after %lld, which would "
+                            "leave the outputs partial: give the op a launch that spreads the work over more "
+                            "work-items, or run it on another target",
+                            op->domain, op->name, kiln_custom_op_plugin(op), ci->node, (long long)trips,
+                            (long long)plan->loop_limit);
+  *out_trips = trips;
+  return NULL;
+}
+
 bool kiln_custom_calls_cpu_fn(const kiln_plan_kernel_t* pk) {
   return pk->custom && pk->custom->status_arg >= 0 && pk->custom->op->cpu_fn;
 }

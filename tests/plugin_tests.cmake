@@ -71,11 +71,12 @@ if(KILN_PYTHON AND TARGET kiln_cli)
                    --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
                    --plugin $<TARGET_FILE:kiln_example_plugin> --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
                    --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_example ${_py_args})
-  add_test(NAME plugin_cpu_fn
-           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_cpu_fn.py
+  add_test(NAME plugin_api2
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test_plugin_api2.py
                    --kiln $<TARGET_FILE:kiln_cli> --rt-run $<TARGET_FILE:kiln_rt_run>
                    --plugin $<TARGET_FILE:kiln_example_plugin> --plugin-nofn $<TARGET_FILE:kiln_example_plugin_nofn>
-                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_cpu_fn ${_py_args})
+                   --bad-plugin $<TARGET_FILE:kiln_bad_plugin_ops>
+                   --targets ${_plugin_targets} --work ${CMAKE_CURRENT_BINARY_DIR}/plugin_api2 ${_py_args})
   set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
   # Under the sanitizer: PoCL's known leaks are suppressed as for the other
   # OpenCL tests; the Vulkan runs go without leak checking, since lavapipe's
@@ -87,5 +88,5 @@ if(KILN_PYTHON AND TARGET kiln_cli)
          "KILN_TEST_VULKAN_NO_LEAK_CHECK=1")
   endif()
   set_tests_properties(plugin_example PROPERTIES LABELS "onnx;badinput" TIMEOUT 900 ENVIRONMENT "${_env}")
-  set_tests_properties(plugin_cpu_fn PROPERTIES LABELS "onnx;badinput" TIMEOUT 600 ENVIRONMENT "${_env}")
+  set_tests_properties(plugin_api2 PROPERTIES LABELS "onnx;badinput" TIMEOUT 600 ENVIRONMENT "${_env}")
 endif()

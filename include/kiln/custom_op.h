@@ -43,7 +43,9 @@
  *
  * On Mesa's lavapipe (Vulkan on the CPU) an invocation ends after 65535
  * loop iterations; kiln cannot count a plugin body's loops, so keep each
- * GLSL work-item's loops below that (spread the work over work-items).
+ * GLSL work-item's loops below that (spread the work over work-items), and
+ * declare the count (glsl_loop_trips, API version 2) so that kiln refuses
+ * the kernel, naming the op, where it would be cut short.
  *
  * A kernel a compiler rejects fails the compile or the module load with the
  * compiler's log, which names the plugin and the op: kiln marks every body
@@ -222,6 +224,17 @@ typedef struct kiln_custom_op_s {
    * cpu_fn is an error naming the op and the plugin. */
   kiln_custom_cpu_fn cpu_fn;
   void* cpu_user_data; /* passed to cpu_fn as is */
+  /* Optional: the most loop iterations one work-item of the GLSL kernel
+   * runs, all its loops together, for the launch (global, local) the op
+   * gets; < 0 when it fails (a message in ctx->error). Some Vulkan
+   * devices end an invocation after a number of iterations (Mesa's
+   * lavapipe: 65535; kiln_device_info_t.loop_limit) and would leave the
+   * outputs partial: kiln refuses the kernel on such a device, naming the
+   * op, when the count is above it -- at compile time when it compiles
+   * for the device, else when the module is loaded (the count is recorded
+   * with the kernel). kiln cannot count the loops of a body itself: an op
+   * without this function is not checked. */
+  int64_t (*glsl_loop_trips)(kiln_custom_ctx_t* ctx, const int64_t global[3], const int64_t local[3]);
 } kiln_custom_op_t;
 
 /* A chain of ai.onnx nodes the graph passes replace by the op |domain| /

@@ -260,6 +260,10 @@ static void read_cpu_identity(void) {
  * unloading it under them (dlclose of the last kernel object when the host
  * does not link OpenMP itself) crashes them. So every loaded OpenMP runtime
  * is promoted to RTLD_NODELETE. */
+static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data);
+
+void kiln_cpu_pin_openmp(void) { dl_iterate_phdr(pin_openmp, NULL); }
+
 static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   (void)data;
@@ -286,7 +290,7 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
    * initialised (and allocated) on load, and a dlclose that unloaded it
    * with the object on the error paths below would leak what it holds
    * (a module whose code lacks a kernel's symbol). */
-  dl_iterate_phdr(pin_openmp, NULL);
+  kiln_cpu_pin_openmp();
   kiln_cpu_kernel_fn* fns = calloc((size_t)(n ? n : 1), sizeof(*fns));
   if (!fns) {
     dlclose(h);

@@ -8,7 +8,10 @@
  *                  function fails), Nonsense (returns rank 99), BadKernel
  *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
  *                  ClOnly (an OpenCL kernel only), BadLaunch (its launch
- *                  function fails); and MinMax, a working op with two
+ *                  function fails); LoopHeavy (each GLSL work-item
+ *                  loops over the whole input, declared by its
+ *                  glsl_loop_trips: refused on a device with a loop limit
+ *                  once the input is larger than it); and MinMax, a working op with two
  *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch
  *   BAD_BOTH       an op with a CPU kernel as source and as a function
  *   BAD_V1         not bad: an API-version-1 op (Old, CPU source kernel)
@@ -115,6 +118,21 @@ MAYBE_UNUSED static int failing_launch(kiln_custom_ctx_t* c, int64_t global[3], 
 #define MM_2D(x, y) \
   "int cx = " x ", cy = " y ";\nint i = cy * KILN_GLOBAL_X + cx;\nif (cx < KILN_GLOBAL_X && cy < KILN_GLOBAL_Y) " MM_ELEMENT
 
+MAYBE_UNUSED static int64_t whole_input_trips(kiln_custom_ctx_t* c, const int64_t global[3], const int64_t local[3]) {
+  (void)global;
+  (void)local;
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  return n;
+}
+MAYBE_UNUSED static const char loop_heavy_glsl[] =
+    "int i = int(gl_GlobalInvocationID.x);\n"
+    "if (i < KILN_OUT0_SIZE) {\n"
+    "  float m = in0[i];\n"
+    "  for (int j = 0; j < KILN_IN0_SIZE; ++j) m = max(m, in0[j] - 1e30);\n"
+    "  out0[i] = m;\n"
+    "}\n";
+
 #if defined(BAD_VERSION)
 static const kiln_custom_op_t op = {.api_version = 99, .domain = "com.kiln.bad", .name = "Future", .since_version = 1,
                                     .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
@@ -137,6 +155,8 @@ static const kiln_custom_op_t ops[] = {
      .reference = mm_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " MM_ELEMENT, NULL},
      .opencl = {MM_2D("(int)get_global_id(0)", "(int)get_global_id(1)"), mm_launch},
      .glsl = {MM_2D("int(gl_GlobalInvocationID.x)", "int(gl_GlobalInvocationID.y)"), mm_launch}},
+    OP("com.kiln.bad", "LoopHeavy", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, NULL},
+       .glsl = {loop_heavy_glsl, NULL}, .glsl_loop_trips = whole_input_trips),
     OP("com.kiln.bad", "BadLaunch", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, failing_launch},
        .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n", failing_launch}),
 };

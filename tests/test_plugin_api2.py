@@ -1,6 +1,6 @@
-"""End-to-end test of plugin CPU kernels given as functions (custom-op API
-version 2, kiln_custom_op_t.cpu_fn): the example's ScaledSwishFn, whose CPU
-kernel is a C function in the plugin and which has no GPU kernel.
+"""End-to-end test of what custom-op API version 2 added. CPU kernels given
+as functions (kiln_custom_op_t.cpu_fn): the example's ScaledSwishFn, whose
+CPU kernel is a C function in the plugin and which has no GPU kernel.
 
   - cpu: `kiln run` matches onnxruntime on the unfused model (x*sigmoid(1.5x)
     then LeakyRelu, fused into the call as its epilogue) and the plugin's
@@ -13,6 +13,9 @@ kernel is a C function in the plugin and which has no GPU kernel.
   - opencl, vulkan: the op runs on the CPU of the GPU session (heterogeneous
     execution) through the function, from `kiln run` and from a module
     through `kiln-rt-run --plugin`; --strict refuses it;
+  - vulkan: a GLSL kernel whose declared loop count (glsl_loop_trips) is
+    above the device's loop limit (lavapipe: 65535) is refused naming the
+    op (tests/plugins/bad_plugin.c LoopHeavy), one below it runs;
   - one registry: from Python, kiln.load_plugin (one load) serves both
     kiln.compile (libkiln) and the session (libkiln_rt).
 Run by ctest (tests/plugin_tests.cmake).
@@ -80,6 +83,7 @@ def main():
     ap.add_argument("--rt-run", required=True)
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--plugin-nofn", required=True)
+    ap.add_argument("--bad-plugin", required=True)
     ap.add_argument("--targets", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--python-package")
@@ -132,6 +136,24 @@ def main():
                   and "without a CPU function" in out and "node '" in out,
                   f"{t}{tag}: the module with a plugin whose op has no cpu_fn is refused naming op, plugin, node",
                   out)
+
+    if "vulkan" in targets:
+        B = a.bad_plugin
+        for n, ok in ((240, True), (70000, False)):
+            nodes = [h.make_node("LoopHeavy", ["x"], ["y"], domain="com.kiln.bad")]
+            g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, n])],
+                             [h.make_tensor_value_info("y", T.FLOAT, None)])
+            onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.kiln.bad", 1)]),
+                      w(f"loop_{n}.onnx"))
+            rc, out = run([a.kiln, "run", w(f"loop_{n}.onnx"), "--plugin", B, "-t", "vulkan", "--strict",
+                           "--check-ref"])
+            if ok:
+                check(rc == 0 and "check y" in out,
+                      f"vulkan: LoopHeavy over {n} elements (declared loop count {n}) runs (rc {rc})", out)
+            else:
+                check(rc == 1 and "com.kiln.bad/LoopHeavy" in out and "70000 loop iterations" in out and
+                      "65535" in out and "glsl_loop_trips" in out,
+                      f"vulkan: LoopHeavy over {n} elements is refused on lavapipe, naming the op (rc {rc})", out)
 
     if a.python_package:
         script = f"""
