@@ -113,12 +113,22 @@ static void def_attrs(defs_t* d, const kiln_custom_instance_t* ci, bool glsl) {
 }
 
 /* KILN_EPILOGUE0(v): the activation fused into output 0, in the dialect
- * (f32 arithmetic, as kiln_custom_epilogue_apply). */
-static void def_epilogue(defs_t* d, const kiln_custom_instance_t* ci, bool c_lang, bool glsl) {
-  if (!ci->op->epilogue) return;
+ * (f32 arithmetic, as kiln_custom_epilogue_apply), then what kiln's fusion
+ * added (ci->epi_expr), printed as the function |epi_fn| by the C-family
+ * printer from the fused kernels' tensor IR. */
+static kiln_status_t def_epilogue(defs_t* d, const kiln_custom_instance_t* ci, const kiln_cf_dialect_t* dl,
+                                  const char* epi_fn) {
+  if (!ci->op->epilogue) return NULL;
+  const bool glsl = dl->lang == KILN_CF_LANG_GLSL, c_lang = dl->lang == KILN_CF_LANG_C;
+  for (int32_t j = 0; j < ci->n_epi; ++j) {
+    char fn[340];
+    snprintf(fn, sizeof fn, "%s_%d", epi_fn, (int)j);
+    KILN_RETURN_IF_ERROR(kiln_cf_print_value_fn(dl, fn, ci->epi_var[j], ci->epi_expr[j], d->o));
+  }
   const char* k = ci->epilogue ? ci->epilogue : "";
   const char* zero = glsl ? "0.0" : "0.0f";
   kiln_cf_out_puts(d->o, "#define KILN_EPILOGUE0(v) ");
+  for (int32_t j = ci->n_epi - 1; j >= 0; --j) kiln_cf_out_printf(d->o, "%s_%d(", epi_fn, (int)j);
   if (!strcmp(k, "Relu")) {
     kiln_cf_out_printf(d->o, "((v) > %s ? (v) : %s)", zero, zero);
   } else if (!strcmp(k, "LeakyRelu")) {
@@ -132,8 +142,10 @@ static void def_epilogue(defs_t* d, const kiln_custom_instance_t* ci, bool c_lan
   } else {
     kiln_cf_out_puts(d->o, "(v)");
   }
+  for (int32_t j = 0; j < ci->n_epi; ++j) kiln_cf_out_puts(d->o, ")");
   kiln_cf_out_puts(d->o, "\n");
   kiln_cf_out_puts(&d->undef, "#undef KILN_EPILOGUE0\n");
+  return NULL;
 }
 
 /* The plugin's launch geometry (or the default), checked. */
@@ -390,7 +402,13 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
                               "status word", op->domain, op->name, ci->node);
     kiln_cf_out_printf(o, "\n/* plugin op %s/%s (plugin '%s'), node '%s': calls the plugin's cpu_fn */\n",
                        op->domain, op->name, kiln_custom_op_plugin(op), ci->node);
-    def_epilogue(&d, ci, true, false);
+    char epi_fn[300];
+    snprintf(epi_fn, sizeof epi_fn, "kiln_epi_%s", name);
+    kiln_status_t es = def_epilogue(&d, ci, dl, epi_fn);
+    if (es) {
+      kiln_cf_out_free(&d.undef);
+      return es;
+    }
     print_cpu_call(ci, f, name, o);
     kiln_cf_out_puts(o, d.undef.data ? d.undef.data : "");
     const bool oom = d.undef.oom;
@@ -419,7 +437,13 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
   for (int32_t i = 0; i < op->n_inputs; ++i) def_tensor(&d, "IN", i, &ci->in[i], glsl);
   for (int32_t i = 0; i < op->n_outputs; ++i) def_tensor(&d, "OUT", i, &ci->out[i], glsl);
   def_attrs(&d, ci, glsl);
-  def_epilogue(&d, ci, !glsl && !ocl, glsl);
+  char epi_fn[300];
+  snprintf(epi_fn, sizeof epi_fn, "kiln_epi_%s", glsl ? "main_value" : name);
+  kiln_status_t es = def_epilogue(&d, ci, dl, epi_fn);
+  if (es) {
+    kiln_cf_out_free(&d.undef);
+    return es;
+  }
   if (glsl || ocl) {
     static const char* const xyz[3] = {"X", "Y", "Z"};
     char nm[32];

@@ -70,6 +70,35 @@ def model(plugin):
     return h.make_model(g, opset_imports=ops)
 
 
+def epi_model(plugin, op="ScaledSwish", full_add=False):
+    """x -> ScaledSwish -> Tanh -> Mul(1.7) -> Add(-0.3) -> Clip(-1, 2) -> Elu(0.5) -> HardSwish -> Gelu
+    -> HardSigmoid(0.3, 0.4) [-> Add(full tensor)] -> y. With the plugin: the Tanh fused by the graph
+    pass, the rest by kiln's kernel fusion into the plugin's KILN_EPILOGUE0; an Add of a whole tensor
+    depends on the index and stays a kernel of its own. Plain: Mul, Sigmoid, Mul for the op."""
+    rng = np.random.default_rng(9)
+    c = lambda n, v: inits.append(nh.from_array(np.array(v, np.float32), n))
+    inits = []
+    if plugin:
+        nodes = [h.make_node(op, ["x"], ["s"], domain=DOMAIN, beta=1.5)]
+    else:
+        c("beta", 1.5)
+        nodes = [h.make_node("Mul", ["x", "beta"], ["xb"]), h.make_node("Sigmoid", ["xb"], ["sg"]),
+                 h.make_node("Mul", ["x", "sg"], ["s"])]
+    c("k_mul", 1.7), c("k_add", -0.3), c("lo", -1.0), c("hi", 2.0)
+    nodes += [h.make_node("Tanh", ["s"], ["t"]), h.make_node("Mul", ["t", "k_mul"], ["m"]),
+              h.make_node("Add", ["m", "k_add"], ["a"]), h.make_node("Clip", ["a", "lo", "hi"], ["cl"]),
+              h.make_node("Elu", ["cl"], ["e"], alpha=0.5), h.make_node("HardSwish", ["e"], ["hs"]),
+              h.make_node("Gelu", ["hs"], ["g"]),
+              h.make_node("HardSigmoid", ["g"], ["y" if not full_add else "hg"], alpha=0.3, beta=0.4)]
+    if full_add:
+        inits.append(nh.from_array(rng.standard_normal((1, 4, 17, 17)).astype(np.float32), "full"))
+        nodes.append(h.make_node("Add", ["hg", "full"], ["y"]))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 17, 17])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    ops = [h.make_opsetid("", 20)] + ([h.make_opsetid(DOMAIN, 1)] if plugin else [])
+    return h.make_model(g, opset_imports=ops)
+
+
 def close(path, want):
     if not os.path.exists(path):
         return False
@@ -100,6 +129,28 @@ def main():
     expected = ort.InferenceSession(w("plain.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.save(w("expected.npy"), expected)
     kiln, P = a.kiln, a.plugin
+
+    for full in (False, True):
+        tag = "_full" if full else ""
+        onnx.save(epi_model(False, full_add=full), w(f"epi_plain{tag}.onnx"))
+        want = ort.InferenceSession(w(f"epi_plain{tag}.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.save(w(f"epi_expected{tag}.npy"), want)
+        for op in ("ScaledSwish", "ScaledSwishFn"):
+            onnx.save(epi_model(True, op, full), w(f"epi_{op}{tag}.onnx"))
+    for t in targets:
+        for op in ("ScaledSwish", "ScaledSwishFn"):
+            for full in (False, True):
+                tag = "_full" if full else ""
+                rc, out = run([kiln, "run", w(f"epi_{op}{tag}.onnx"), "--plugin", P, "-t", t, "--input",
+                               "x=" + w("x.npy"), "--compare", w(f"epi_expected{tag}.npy"), "--check-ref"])
+                # the plugin kernel, plus the whole-tensor Add; in a GPU session ScaledSwishFn runs
+                # on the CPU and the chain after it on the GPU (fusion keeps devices apart)
+                fused = (f"compiled {1 + full} kernels" in out if op == "ScaledSwish" or t == "cpu"
+                         else "heterogeneous: 1 of" in out)
+                check(rc == 0 and "compare y" in out and "check y" in out and fused,
+                      f"{t}: {op} takes Tanh (graph pass) and Mul, Add, Clip, Elu, HardSwish, Gelu, HardSigmoid "
+                      f"(kiln's fusion) as its epilogue{', not a whole-tensor Add' if full else ''}; matches "
+                      f"onnxruntime on the unfused model and the reference (rc {rc})", out)
 
     for t in targets:
         d = w("dump_" + t)
