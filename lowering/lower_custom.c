@@ -26,6 +26,11 @@ kiln_status_t kiln_lower_custom(kiln_lower_ctx_t* ctx) {
     ci->in[i].dtype = b->dtype;
     ci->in[i].rank = b->rank;
     for (int32_t d = 0; d < b->rank; ++d) ci->in[i].dims[d] = b->shape[d];
+    /* one tensor in two slots (a pattern's fan-in, Add(x, Conv(x))) is
+     * one kernel parameter: the targets alias the second slot to it */
+    for (int32_t j = 0; j < np && ci->in_arg[i] < 0; ++j)
+      if (params[j] == b) ci->in_arg[i] = j;
+    if (ci->in_arg[i] >= 0) continue;
     ci->in_arg[i] = np;
     params[np++] = b;
   }

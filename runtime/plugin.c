@@ -52,7 +52,7 @@ static struct {
   const kiln_custom_op_t* ops[MAX_OPS]; /* the registry's copies (descriptor_size), owned */
   int32_t op_plugin[MAX_OPS];
   int32_t n_ops;
-  const kiln_custom_pattern_t* patterns[MAX_PATTERNS];
+  const kiln_custom_pattern_t* patterns[MAX_PATTERNS]; /* copies, owned */
   int32_t n_patterns;
 } reg;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,6 +67,8 @@ typedef struct staging_s {
   int32_t n_patterns;
   kiln_custom_op_t* copies[MAX_OPS]; /* every descriptor copied, registered or not */
   int32_t n_copies;
+  kiln_custom_pattern_t* pattern_copies[MAX_PATTERNS];
+  int32_t n_pattern_copies;
   char error[768];
   bool failed;
 } staging_t;
@@ -269,26 +271,62 @@ static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* pl
   return 0;
 }
 
-static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pattern_t* p) {
+/* A pattern given as a graph (API version 2): every binding in range,
+ * every slot bound, every node but the last read by a later node. */
+static int check_graph_pattern(staging_t* st, const char* opn, const kiln_custom_pattern_t* p,
+                               const kiln_custom_op_t* op) {
+  if (!p->n_node_inputs) return refuse(st, "pattern for op '%s': inputs without n_node_inputs", opn);
+  bool bound[KILN_CUSTOM_MAX_IO] = {false}, read[8] = {false};
+  for (int32_t k = 0; k < p->n_nodes; ++k) {
+    const int32_t n = p->n_node_inputs[k];
+    if (n < 0 || n > KILN_CUSTOM_MAX_IO || (n && !p->inputs[k]))
+      return refuse(st, "pattern for op '%s': node %d (%s) has %d inputs (0..%d, with a table)", opn, (int)k,
+                    p->ops[k], (int)n, KILN_CUSTOM_MAX_IO);
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t b = p->inputs[k][j];
+      if (b >= 0 && b < op->n_inputs) bound[b] = true;
+      else if (b <= KILN_PATTERN_NODE(0) && KILN_PATTERN_NODE(0) - b < k) read[KILN_PATTERN_NODE(0) - b] = true;
+      else if (b != KILN_PATTERN_NONE)
+        return refuse(st, "pattern for op '%s': node %d (%s) input %d is bound to %d (a slot below %d, a node "
+                      "before it, or none)", opn, (int)k, p->ops[k], (int)j, (int)b, (int)op->n_inputs);
+    }
+  }
+  for (int32_t i = 0; i < op->n_inputs; ++i)
+    if (!bound[i]) return refuse(st, "pattern for op '%s': the op's input %d is bound to no node input", opn, (int)i);
+  for (int32_t k = 0; k + 1 < p->n_nodes; ++k)
+    if (!read[k]) return refuse(st, "pattern for op '%s': node %d (%s) is read by no later node", opn, (int)k, p->ops[k]);
+  return 0;
+}
+
+static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pattern_t* plugin_p) {
   staging_t* st = host->impl;
-  if (!p) return refuse(st, "register_pattern(NULL)");
+  if (!plugin_p) return refuse(st, "register_pattern(NULL)");
   char opn[300];
-  snprintf(opn, sizeof opn, "%s/%s", str_or(p->domain, "?"), str_or(p->name, "?"));
-  if (!api_version_ok(p->api_version))
+  snprintf(opn, sizeof opn, "%s/%s", str_or(plugin_p->domain, "?"), str_or(plugin_p->name, "?"));
+  if (!api_version_ok(plugin_p->api_version))
     return refuse(st, "pattern for op '%s': built against custom-op API version %d, this kiln takes versions %d..%d",
-                  opn, (int)p->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
+                  opn, (int)plugin_p->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
+  if (st->n_pattern_copies == MAX_PATTERNS) return refuse(st, "more than %d patterns", MAX_PATTERNS);
+  /* copied as the ops are (descriptor_size) */
+  kiln_custom_pattern_t* p = calloc(1, sizeof *p);
+  if (!p) return refuse(st, "out of memory");
+  memcpy(p, plugin_p, plugin_p->api_version == 1 ? offsetof(kiln_custom_pattern_t, inputs) : sizeof *p);
+  st->pattern_copies[st->n_pattern_copies++] = p;
   const kiln_custom_op_t* op = p->domain && p->name ? staged_op(st, p->domain, p->name) : NULL;
   if (!op) return refuse(st, "pattern for op '%s': the plugin registers no such op (register it first)", opn);
-  if (p->n_nodes < 2 || p->n_nodes > 8 || !p->ops || !p->slots)
-    return refuse(st, "pattern for op '%s': %d nodes (2..8, with ops and slots tables)", opn, (int)p->n_nodes);
-  int32_t total = 0;
-  for (int32_t k = 0; k < p->n_nodes; ++k) {
+  if (p->n_nodes < 2 || p->n_nodes > 8 || !p->ops || (!p->slots && !p->inputs))
+    return refuse(st, "pattern for op '%s': %d nodes (2..8, with ops and slots or inputs tables)", opn,
+                  (int)p->n_nodes);
+  for (int32_t k = 0; k < p->n_nodes; ++k)
     if (!is_ident(p->ops[k])) return refuse(st, "pattern for op '%s': node %d op type is not a name", opn, (int)k);
+  if (p->inputs && check_graph_pattern(st, opn, p, op)) return 1;
+  int32_t total = 0;
+  for (int32_t k = 0; k < p->n_nodes && !p->inputs; ++k) {
     if (p->slots[k] < 0 || p->slots[k] > KILN_CUSTOM_MAX_IO)
       return refuse(st, "pattern for op '%s': node %d (%s) has %d slots", opn, (int)k, p->ops[k], (int)p->slots[k]);
     total += p->slots[k];
   }
-  if (total != op->n_inputs)
+  if (!p->inputs && total != op->n_inputs)
     return refuse(st, "pattern for op '%s': its slots add up to %d inputs, the op declares %d", opn, (int)total,
                   (int)op->n_inputs);
   if (st->n_patterns == MAX_PATTERNS || reg.n_patterns + st->n_patterns >= MAX_PATTERNS)
@@ -348,6 +386,7 @@ kiln_status_t kiln_plugin_load(const char* path) {
     free(p1);
     free(p2);
     for (int32_t i = 0; i < st->n_copies; ++i) free(st->copies[i]);
+    for (int32_t i = 0; i < st->n_pattern_copies; ++i) free(st->pattern_copies[i]);
     free(st);
     dlclose(h);
     goto out;
@@ -376,10 +415,11 @@ void kiln_plugin_unload_all(void) {
     return;
   }
   pthread_mutex_lock(&reg_lock);
-  const int32_t n_ops = reg.n_ops;
+  const int32_t n_ops = reg.n_ops, n_patterns = reg.n_patterns;
   __atomic_store_n(&reg.n_ops, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&reg.n_patterns, 0, __ATOMIC_RELEASE);
   for (int32_t i = 0; i < n_ops; ++i) free((void*)reg.ops[i]);
+  for (int32_t i = 0; i < n_patterns; ++i) free((void*)reg.patterns[i]);
   for (int32_t i = 0; i < reg.n_plugins; ++i) {
     dlclose(reg.plugins[i].handle);
     free(reg.plugins[i].path);

@@ -357,6 +357,13 @@ void kiln_custom_print_bind(const kiln_plan_t* plan, kiln_cf_out_t* o) {
   kiln_cf_out_puts(o, "  return 0;\n}\n");
 }
 
+/* The first input slot before |i| on the same kernel parameter, or -1. */
+static int32_t shared_slot(const kiln_custom_instance_t* ci, int32_t i) {
+  for (int32_t j = 0; j < i; ++j)
+    if (ci->in_arg[j] >= 0 && ci->in_arg[j] == ci->in_arg[i]) return j;
+  return -1;
+}
+
 kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* target, const char* name,
                                 kiln_cf_out_t* o, int64_t groups[3], int64_t local[3]) {
   const kiln_plan_kernel_t* pk = &plan->kernels[k];
@@ -462,6 +469,11 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
       for (int32_t i = 0; i < (s ? op->n_outputs : op->n_inputs); ++i) {
         const int32_t a = s ? ci->out_arg[i] : ci->in_arg[i];
         if (a < 0) continue;
+        const int32_t sh = s ? -1 : shared_slot(ci, i);
+        if (sh >= 0) {
+          kiln_cf_out_printf(o, "#define in%d in%d\n", (int)i, (int)sh);
+          continue;
+        }
         kiln_cf_out_printf(o, "layout(std430, set = 0, binding = %d) %sbuffer kiln_b_%s%d { %s %s%d[]; };\n", (int)a,
                            s ? "" : "readonly ", s ? "out" : "in", (int)i, dl->types[f->params[a]->dtype],
                            s ? "out" : "in", (int)i);
@@ -478,6 +490,7 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
         const char* ty = dl->types[f->params[a]->dtype];
         const char* cq = s ? "" : "const ";
         const char* io = s ? "out" : "in";
+        if (ocl && !s && shared_slot(ci, i) >= 0) continue; /* aliased after the signature */
         if (ocl)
           kiln_cf_out_printf(o, "%s__global %s%s* restrict %s%d", first ? "" : ", ", cq, ty, io, (int)i);
         else
@@ -485,6 +498,12 @@ kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k, const char* 
         first = false;
       }
     if (ocl) kiln_cf_out_puts(o, ") {\n");
+    for (int32_t i = 0; i < op->n_inputs && ocl; ++i) {
+      const int32_t sh = shared_slot(ci, i);
+      if (sh >= 0)
+        kiln_cf_out_printf(o, "  __global const %s* in%d = in%d;\n", dl->types[f->params[ci->in_arg[i]]->dtype],
+                           (int)i, (int)sh);
+    }
   }
   kiln_cf_out_printf(o, "#line 1 \"%s:%s/%s:%s\"\n", kiln_custom_op_plugin(op), op->domain, op->name,
                      kernel_key(target));

@@ -22,7 +22,7 @@ endforeach()
 target_compile_definitions(kiln_example_plugin_nofn PRIVATE EXAMPLE_NO_CPU_FN)
 set(_bad_plugins)
 set(_bad_targets)
-foreach(bad NO_ENTRY VERSION DUP HALF OPS BOTH V1)
+foreach(bad NO_ENTRY VERSION DUP HALF OPS BOTH V1 PATTERN)
   string(TOLOWER ${bad} _lower)
   add_library(kiln_bad_plugin_${_lower} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/bad_plugin.c)
   target_include_directories(kiln_bad_plugin_${_lower} PRIVATE ${CMAKE_SOURCE_DIR}/include)
@@ -46,6 +46,13 @@ if(TEST test_plugin_cpu_fn)
                "KILN_BAD_PLUGIN_BOTH=$<TARGET_FILE:kiln_bad_plugin_both>"
                "KILN_BAD_PLUGIN_V1=$<TARGET_FILE:kiln_bad_plugin_v1>"
                "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-plugin-cache")
+endif()
+if(TEST test_plugin_patterns)
+  add_dependencies(test_plugin_patterns kiln_example_plugin kiln_bad_plugin_ops kiln_bad_plugin_pattern)
+  set_property(TEST test_plugin_patterns APPEND PROPERTY ENVIRONMENT
+               "KILN_EXAMPLE_PLUGIN=$<TARGET_FILE:kiln_example_plugin>"
+               "KILN_BAD_PLUGIN_OPS=$<TARGET_FILE:kiln_bad_plugin_ops>"
+               "KILN_BAD_PLUGIN_PATTERN=$<TARGET_FILE:kiln_bad_plugin_pattern>")
 endif()
 if(TEST test_plugin_registry)
   # through libkiln.so, as applications use it (tests/CMakeLists.txt links

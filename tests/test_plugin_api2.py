@@ -16,6 +16,8 @@ CPU kernel is a C function in the plugin and which has no GPU kernel.
   - vulkan: a GLSL kernel whose declared loop count (glsl_loop_trips) is
     above the device's loop limit (lavapipe: 65535) is refused naming the
     op (tests/plugins/bad_plugin.c LoopHeavy), one below it runs;
+  - cpu, opencl, vulkan: a residual block's tail becomes the example's
+    FusedConvBNAddReLU through a pattern that is a graph, not a chain;
   - one registry: from Python, kiln.load_plugin (one load) serves both
     kiln.compile (libkiln) and the session (libkiln_rt).
 Run by ctest (tests/plugin_tests.cmake).
@@ -99,6 +101,24 @@ def epi_model(plugin, op="ScaledSwish", full_add=False):
     return h.make_model(g, opset_imports=ops)
 
 
+def residual_model():
+    """x -> Conv -> BatchNormalization -> Add(., x) -> Relu -> y: a residual block's tail, which the
+    example's graph pattern (not a chain: the Add reads the BN and the block's input) makes one
+    FusedConvBNAddReLU"""
+    rng = np.random.default_rng(13)
+    inits = [nh.from_array((rng.standard_normal((4, 4, 3, 3)) * 0.3).astype(np.float32), "w"),
+             nh.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "cb")]
+    for n, v in (("scale", rng.standard_normal(4)), ("bias", rng.standard_normal(4) * 0.2),
+                 ("mean", rng.standard_normal(4) * 0.1), ("var", rng.random(4) + 0.5)):
+        inits.append(nh.from_array(v.astype(np.float32), n))
+    nodes = [h.make_node("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["b"], epsilon=1e-3),
+             h.make_node("Add", ["x", "b"], ["a"]), h.make_node("Relu", ["a"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 17, 17])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
 def close(path, want):
     if not os.path.exists(path):
         return False
@@ -137,6 +157,21 @@ def main():
         np.save(w(f"epi_expected{tag}.npy"), want)
         for op in ("ScaledSwish", "ScaledSwishFn"):
             onnx.save(epi_model(True, op, full), w(f"epi_{op}{tag}.onnx"))
+    onnx.save(residual_model(), w("residual.onnx"))
+    res_want = ort.InferenceSession(w("residual.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.save(w("res_expected.npy"), res_want)
+    for t in targets:
+        d = w("dump_res_" + t)
+        os.makedirs(d)
+        rc, out = run([kiln, "run", w("residual.onnx"), "--plugin", P, "-t", t, "--strict", "--input",
+                       "x=" + w("x.npy"), "--compare", w("res_expected.npy"), "--check-ref", "--dump", d])
+        code = "".join(open(os.path.join(d, f), errors="replace").read() for f in os.listdir(d)
+                       if f.startswith("kernels."))
+        check(rc == 0 and "compare y" in out and "check y" in out and "compiled 1 kernels" in out and
+              "plugin op com.kiln.example/FusedConvBNAddReLU" in code,
+              f"{t}: the residual tail Conv -> BN -> Add(x, .) -> Relu becomes FusedConvBNAddReLU (a graph "
+              f"pattern) and matches onnxruntime on the model as written (rc {rc})", out)
+
     for t in targets:
         for op in ("ScaledSwish", "ScaledSwishFn"):
             for full in (False, True):

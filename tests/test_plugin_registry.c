@@ -108,7 +108,7 @@ static void test_through_the_runtime(void) {
   CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_UNSUPPORTED, "ScaledSwishFn");
   kiln_compiler_destroy(c);
   CHECK_OK(kiln_plugin_load(getenv("KILN_EXAMPLE_PLUGIN")));
-  CHECK(rt_count() == 3);
+  CHECK(rt_count() == 4);
   compile_and_run();
 }
 

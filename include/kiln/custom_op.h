@@ -237,7 +237,8 @@ typedef struct kiln_custom_op_s {
   int64_t (*glsl_loop_trips)(kiln_custom_ctx_t* ctx, const int64_t global[3], const int64_t local[3]);
 } kiln_custom_op_t;
 
-/* A chain of ai.onnx nodes the graph passes replace by the op |domain| /
+/* A chain (or, API version 2, a graph: |inputs|) of ai.onnx nodes the
+ * graph passes replace by the op |domain| /
  * |name| (registered by the same plugin): ops[0] feeds ops[1] (as its
  * input 0) and so on, each intermediate read only by the next node and not
  * a graph output. The new node's inputs are, node by node, the inputs
@@ -253,7 +254,25 @@ typedef struct kiln_custom_pattern_s {
   int32_t n_nodes; /* 2..8 */
   const char* const* ops;
   const int32_t* slots;
+  /* ---- API version 2 (a version-1 pattern ends above) ---- */
+  /* Optional (NULL: the chain above, |slots| used): the pattern as a graph
+   * of its n_nodes nodes in topological order, the last one's output 0
+   * becoming the op's. inputs[k] says what each input of node k is
+   * (n_node_inputs[k] entries; a node with an input present beyond them
+   * does not match): KILN_PATTERN_SLOT(i), the op's input i; a slot bound
+   * at several places matches only where they are one tensor (a fan-in:
+   * Mul(x, x), a residual's skip that is the block's input);
+   * KILN_PATTERN_NODE(m), output 0 of node m < k, an intermediate read by
+   * the pattern's nodes only and not a graph output; KILN_PATTERN_NONE,
+   * absent. Every slot 0..n_inputs-1 is bound, every node but the last is
+   * read by a later one. |slots| is not read then. */
+  const int32_t* const* inputs;
+  const int32_t* n_node_inputs;
 } kiln_custom_pattern_t;
+
+#define KILN_PATTERN_SLOT(i) (i)
+#define KILN_PATTERN_NODE(m) (-2 - (m))
+#define KILN_PATTERN_NONE (-1)
 
 /* What kiln_plugin_register receives. Each call returns 0, or non-zero
  * after recording the reason (the whole plugin is then refused). */
