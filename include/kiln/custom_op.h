@@ -18,7 +18,8 @@
  *   - a reference kernel in C, run in-process by kiln's reference executor
  *     (`kiln run --target ref`, --check-ref) and used as the oracle;
  *   - optional kernels per target, as source text kiln compiles with the
- *     model's own kernels: the body of a C function for the CPU target, of
+ *     model's own kernels (the CPU kernel may instead be a C function in
+ *     the plugin, cpu_fn, API version 2): the body of a C function for the CPU target, of
  *     an OpenCL C kernel, of a GLSL compute shader's main(). kiln writes the
  *     function header itself, so arguments can never disagree with the
  *     plan; the body reads inputs as in0, in1, ... and writes out0, ...
@@ -51,9 +52,10 @@
  * compiler's log, which names the plugin and the op: kiln marks every body
  * with a #line directive (C, OpenCL) or the error names them (GLSL).
  *
- * A plugin op without a kernel for the chosen target is an error naming the
- * op and the target: kiln runs a whole program on one device and has no
- * heterogeneous execution to hand such an op to the CPU.
+ * A plugin op without a kernel for a GPU target runs on the CPU of the same
+ * session (heterogeneous execution), through its CPU kernel, source or
+ * cpu_fn; under --strict, and on the CPU target without a CPU kernel, it is
+ * an error naming the op and the target.
  *
  * Registration is all or nothing per plugin: a descriptor that fails its
  * checks (another API version, a duplicate or built-in name, a missing
@@ -62,9 +64,12 @@
  * names the plugin, the op and the reason.
  *
  * Lifetime: descriptors and every string and table they point to must stay
- * valid while the plugin is loaded (static storage); kiln keeps the
+ * valid while the plugin is loaded (static storage; kiln copies the
+ * descriptor structs themselves); kiln keeps the
  * library loaded until kiln_plugin_unload_all. The registry is
- * process-wide; loading is serialized by a lock, the lookups read a
+ * process-wide, one per process even where libkiln and libkiln_rt are both
+ * loaded (libkiln forwards to libkiln_rt's, so kiln_plugin_load and
+ * kiln_compiler_load_plugin are the same); loading is serialized by a lock, the lookups read a
  * registry that only grows, so loading plugins while compiling in another
  * thread is not supported.
  */
@@ -210,8 +215,11 @@ typedef struct kiln_custom_op_s {
   /* Non-zero: the kernels store each value of output 0 through
    * KILN_EPILOGUE0(v) (an f32 expression), so the graph passes may fuse an
    * element-wise activation that follows the op (Relu, LeakyRelu, Sigmoid,
-   * Tanh; its node then disappears) into it; kiln applies the same
-   * activation after the reference kernel. Without a fused activation
+   * Tanh; its node then disappears) into it, and kiln's kernel fusion the
+   * element-wise kernels after that whose value depends on the element
+   * and one-element constants only (Clip, Elu, HardSwish, Gelu, Mul by a
+   * scalar, ...: the reference runs those nodes as they are; the fused
+   * activation it applies after the reference kernel). Without any
    * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. A cpu_fn kernel
    * cannot store through a macro: kiln applies the fused activation to
    * output 0 after the function returns. */
