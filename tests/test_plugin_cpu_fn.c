@@ -17,26 +17,8 @@
 
 #include "ir/ops/custom.h"
 #include "kiln/custom_op.h"
+#include "plugin_test_util.h"
 #include "target_graph_util.h"
-
-static const char* plugin(const char* var) {
-  const char* p = getenv(var);
-  CHECK_MSG(p && p[0], "%s is not set (run through ctest)", var);
-  return p ? p : "";
-}
-
-static void check_error(kiln_status_t s, const char* const* needles, int n) {
-  CHECK_MSG(s != NULL, "expected an error containing '%s'", needles[0]);
-  if (!s) return;
-  const char* m = kiln_status_message(s);
-  for (int i = 0; i < n; ++i) CHECK_MSG(strstr(m, needles[i]) != NULL, "'%s' not in: %s", needles[i], m);
-  kiln_status_free(s);
-}
-#define CHECK_ERROR(expr, ...)                                        \
-  do {                                                                \
-    const char* const needles_[] = {__VA_ARGS__};                     \
-    check_error((expr), needles_, sizeof needles_ / sizeof *needles_); \
-  } while (0)
 
 /* x[2,3,40] -> Cast(dt) -> domain/op(beta) -> LeakyRelu(0.2) -> Cast(f32) -> y, optimized (-O1). */
 static kiln_graph_t* swish_graph(const char* domain, const char* op, kiln_dtype_t dt, float beta) {
