@@ -193,6 +193,8 @@ static kiln_status_t launch_of(const kiln_custom_instance_t* ci, const kiln_cust
  * resolver the runtime passes to kiln_plugin_bind (runtime/cpu/cpu_loader.c
  * defines the other side). Guarded: every part of a unit that needs it
  * prints it. */
+_Static_assert(KILN_MAX_RANK == 8 && sizeof(kiln_dtype_t) == sizeof(int32_t),
+               "call_types spells kiln_custom_tensor_t as {int32_t, int32_t, int64_t[8], void*}");
 static const char call_types[] =
     "#ifndef KILN_PLUGIN_CALL_TYPES\n#define KILN_PLUGIN_CALL_TYPES\n"
     "typedef struct { int32_t dtype; int32_t rank; int64_t dims[8]; void* data; } kiln_pc_tensor;\n"
