@@ -23,6 +23,19 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
                                     kiln_compile_log_t* log, kiln_device_t** out_dev) {
   *out_dev = NULL;
   *gpu_lacks = 0;
+  if (r->run_device) { /* the device it will run on, asked already */
+    kiln_device_t* d = r->run_device;
+    if (r->target->lowering == KILN_TARGET_CLASS_GPU) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);
+    *loop_limit = r->loop_limit >= 0 ? r->loop_limit : d->info.loop_limit;
+    if (need_fp16) {
+      prec->fp16_arith = r->fp16_arith < 0 ? d->info.fp16_arith : r->fp16_arith == 1;
+      prec->device = devname;
+      snprintf(devname, n, "%s", kiln_device_name(d));
+    }
+    kiln_device_retain(d);
+    *out_dev = d;
+    return NULL;
+  }
   const char* dev = r->device ? r->device : r->target->name;
   *loop_limit = r->loop_limit > 0 ? r->loop_limit : 0;
   const bool ask_fp16 = need_fp16 && r->fp16_arith < 0;
@@ -53,7 +66,7 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
       *gpu_lacks = kiln_compile_gpu_lacks(NULL);
       if (!s)
         s = kiln_compile_log_line(log, "note", "%s device not available; its shaders use no 64-bit integers "
-                                  "and no subgroup operations", dev);
+                                  "and no subgroup operations, and f64 nodes run on the CPU", dev);
     }
   } else {
     if (ask_feats) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);
@@ -65,16 +78,26 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
   return s;
 }
 
-kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
-                                  kiln_program_t** out) {
-  kiln_graph_t* g = parsed;
-  if (!g) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &g));
+void kiln_driver_graph_free(kiln_driver_graph_t* dg) {
+  if (!dg) return;
+  kiln_graph_destroy(dg->g);
+  kiln_precision_policy_free(&dg->int8_rules);
+  memset(dg, 0, sizeof *dg);
+}
+
+kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
+                                kiln_driver_graph_t* out) {
+  memset(out, 0, sizeof *out);
+  out->prec = r->precision;
+  out->prec.int8_rules = &out->int8_rules;
+  if (!parsed) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &parsed));
+  kiln_graph_t* g = out->g = parsed;
   kiln_status_t s = NULL;
   /* A dynamic dim (NAME=LO..HI): checked on the model with the dim
    * symbolic (parsed again: this one is prepared with the dim at 1, one
    * sample), then made per-sample after lowering (lowering/plan_dyn.h). */
-  char dyn[256] = "";
-  int64_t dyn_lo = 0, dyn_hi = 0;
+  char* dyn = out->dyn;
+  const size_t dyn_n = sizeof out->dyn;
   for (int32_t i = 0; i < r->n_dims && !s; ++i) {
     char name[256];
     int64_t lo, hi;
@@ -84,14 +107,14 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     if (dyn[0])
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dynamic dim per module so far)",
                            r->dims[i], dyn);
-    else if (strcmp(r->target->name, "cpu") != 0)
+    else if (!r->target || strcmp(r->target->name, "cpu") != 0)
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
                            "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],
-                           r->target->name);
+                           r->target ? r->target->name : "reference");
     if (!s) s = kiln_model_batch_alias(g, name, sizeof name);
-    snprintf(dyn, sizeof dyn, "%s", name);
-    dyn_lo = lo;
-    dyn_hi = hi;
+    snprintf(dyn, dyn_n, "%s", name);
+    out->dyn_lo = lo;
+    out->dyn_hi = hi;
     kiln_graph_t* sym = NULL;
     kiln_graph_t* at2 = NULL;
     kiln_graph_t* at3 = NULL;
@@ -123,13 +146,17 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
   if (!s) s = kiln_graph_prepare(g);
   /* int8 (and auto's int8 layers) before the passes, which see the Q/DQ nodes */
-  kiln_compile_precision_t prec = r->precision;
-  kiln_precision_policy_t int8_rules = {0};
-  prec.int8_rules = &int8_rules;
-  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
+  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &out->prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, r->target, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
+  return s;
+}
+
+kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_graph_t* dg, kiln_compile_log_t* log,
+                                kiln_program_t** out) {
+  kiln_compile_precision_t prec = dg->prec;
+  kiln_status_t s = NULL;
   char devname[300];
   int64_t loop_limit = 0;
   uint32_t gpu_lacks = 0;
@@ -138,11 +165,18 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, &gpu_lacks, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
-                              r->tuning_path, dev, loop_limit, dyn[0] ? dyn : NULL, dyn_lo, dyn_hi,
-                              r->tuning_default, gpu_lacks};
-  if (!s) s = kiln_compile_program(g, &cc, log, out);
+                              r->tuning_path, dev, loop_limit, dg->dyn[0] ? dg->dyn : NULL, dg->dyn_lo, dg->dyn_hi,
+                              r->tuning_default, gpu_lacks, r->sparse};
+  if (!s) s = kiln_compile_program(dg->g, &cc, log, out);
   kiln_device_release(dev);
-  kiln_graph_destroy(g);
-  kiln_precision_policy_free(&int8_rules);
+  return s;
+}
+
+kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
+                                  kiln_program_t** out) {
+  kiln_driver_graph_t dg;
+  kiln_status_t s = kiln_driver_graph(r, parsed, log, &dg);
+  if (!s) s = kiln_driver_build(r, &dg, log, out);
+  kiln_driver_graph_free(&dg);
   return s;
 }

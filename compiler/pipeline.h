@@ -92,6 +92,10 @@ typedef struct kiln_compile_config_s {
    * lowering/template.h; 0: it has all): the Vulkan GEMM/conv shaders then
    * avoid 64-bit words and the subgroup mode. */
   uint32_t gpu_lacks;
+  /* CPU: where convolutions with constant weights run block-sparse
+   * (kiln_sparse_mode_t, lowering/sparse_block.h; 0 = AUTO, the measured
+   * rule). The compile report has a "sparse" line per layer it looked at. */
+  int32_t sparse;
 } kiln_compile_config_t;
 
 /* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a

@@ -208,6 +208,7 @@ void kiln_plan_destroy(kiln_plan_t* p) {
   kiln_allocator_free(a, p->outputs);
   kiln_allocator_free(a, p->tensor_buffer);
   kiln_allocator_free(a, p->buffer_index);
+  free(p->sparse_notes);
   tir_ctx_deinit(&p->tir);
   kiln_allocator_free(a, p);
 }
@@ -327,7 +328,7 @@ kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_option
 static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
                                 kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
                                 kiln_plan_t** out_plan) {
-  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0};
+  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(*p), "plan", (void**)&p));
@@ -337,6 +338,9 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
   p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
   p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
   p->gemm_hook_user = user;
+  p->sparse_mode = options->sparse;
+  p->sparse_notes = NULL;
+  p->n_sparse_notes = p->cap_sparse_notes = 0;
   tir_ctx_init(&p->tir, allocator);
   kiln_status_t s = NULL;
   if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",

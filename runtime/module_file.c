@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,27 +26,10 @@
 
 #include "runtime/device_registry.h"
 
-/* ---- CRC-64/XZ ------------------------------------------------------------ */
-
-static uint64_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  const uint64_t poly = 0xC96C5795D7870F42ull; /* ECMA-182, reflected */
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint64_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
-    crc_table[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i)
-    for (int t = 1; t < 8; ++t)
-      crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
 static uint64_t load_le64(const uint8_t* p) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   uint64_t v;
-  memcpy(&v, p, 8); /* one unaligned load: this is the CRC's inner loop */
+  memcpy(&v, p, 8); /* one unaligned load */
   return v;
 #else
   uint64_t v = 0;
@@ -63,25 +45,6 @@ static void store_le64(uint8_t* p, uint64_t v) {
 }
 static void store_le32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Slice-by-8: eight table lookups per 8 bytes, ~1-2 GB/s, so checking a
- * large weights blob costs little next to reading it from disk. */
-uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t* p = data;
-  crc = ~crc;
-  while (n >= 8) {
-    crc ^= load_le64(p);
-    crc = crc_table[7][crc & 0xff] ^ crc_table[6][(crc >> 8) & 0xff] ^
-          crc_table[5][(crc >> 16) & 0xff] ^ crc_table[4][(crc >> 24) & 0xff] ^
-          crc_table[3][(crc >> 32) & 0xff] ^ crc_table[2][(crc >> 40) & 0xff] ^
-          crc_table[1][(crc >> 48) & 0xff] ^ crc_table[0][crc >> 56];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-  return ~crc;
 }
 
 void kiln_module_reseal(uint8_t* bytes, size_t len) {
@@ -517,6 +480,7 @@ typedef struct rd_s {
   const uint8_t* p;
   size_t left;
   uint32_t version;    /* the file's format version */
+  bool borrow;         /* weights point into the bytes instead of a copy */
 } rd_t;
 
 static void tag_text(uint32_t tag, char out[8]) {
@@ -892,7 +856,13 @@ static kiln_status_t rd_wght(rd_t* r, kiln_program_t* p) {
   if (len != r->left)
     return rd_err(r, KILN_PARSE_ERROR, "weights claim %llu bytes, section holds %zu",
                   (unsigned long long)len, r->left);
-  if (len) {
+  if (len && r->borrow) {
+    /* In place: the caller keeps the bytes mapped, read-only, for the
+     * program's life (kiln_module_parse_borrowing). */
+    p->weights = (uint8_t*)(uintptr_t)r->p;
+    p->weights_borrowed = true;
+    p->weights_len = len;
+  } else if (len) {
     void* m = NULL;
     KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, "weights", &m));
     memcpy(m, r->p, (size_t)len);
@@ -1112,7 +1082,7 @@ static kiln_status_t check_header(const uint8_t* d, size_t size, const char* nam
 }
 
 static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* name, uint32_t n_sections,
-                                    uint32_t version, kiln_program_t* p) {
+                                    uint32_t version, bool borrow, kiln_program_t* p) {
   bool seen[N_KNOWN] = {false};
   size_t off = KILN_MODULE_HEADER_LEN;
   for (uint32_t s = 0; s < n_sections; ++s) {
@@ -1120,7 +1090,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
       return perr(name, KILN_PARSE_ERROR, "section %u of %u starts past the end of the file", s, n_sections);
     uint32_t tag = load_le32(d + off), flags = load_le32(d + off + 4);
     uint64_t len = load_le64(d + off + 8);
-    rd_t r = {.name = name, .version = version};
+    rd_t r = {.name = name, .version = version, .borrow = borrow};
     tag_text(tag, r.section);
     if (len > size - off - 16)
       return rd_err(&r, KILN_PARSE_ERROR, "payload of %llu bytes runs past the end of the file",
@@ -1161,8 +1131,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   return NULL;
 }
 
-kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                kiln_program_t** out_program) {
+static kiln_status_t parse(const void* data, size_t size, const char* name, bool borrow, kiln_allocator_t a,
+                           kiln_program_t** out_program) {
   if (!name || !name[0]) name = "module";
   if (!out_program) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_program", name);
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
@@ -1172,7 +1142,7 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   KILN_RETURN_IF_ERROR(check_header(d, size, name, &n_sections, &version));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
-  kiln_status_t st = parse_sections(d, size, name, n_sections, version, p);
+  kiln_status_t st = parse_sections(d, size, name, n_sections, version, borrow, p);
   if (!st) {
     st = kiln_program_validate(p);
     if (st) st = kiln_status_annotate(st, "%s", name);
@@ -1183,4 +1153,14 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   }
   *out_program = p;
   return NULL;
+}
+
+kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                kiln_program_t** out_program) {
+  return parse(data, size, name, false, a, out_program);
+}
+
+kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                          kiln_program_t** out_program) {
+  return parse(data, size, name, true, a, out_program);
 }

@@ -29,6 +29,11 @@ struct kiln_module_s {
    * unsigned; verified when the load had a verify key. */
   char signer_key_id[KILN_SIGN_KEY_ID_TEXT + 1];
   bool signature_verified;
+  /* The file mapped read-only (kiln_module_load_file), which the program's
+   * weights point into (weights_borrowed); unmapped after the program is
+   * destroyed. NULL when the module was read, copied or wrapped. */
+  void* map;
+  size_t map_len;
 };
 
 /* The program inside |m| (borrowed; valid while |m| lives). NULL for NULL. */

@@ -48,7 +48,7 @@ void kiln_program_destroy(kiln_program_t* p) {
   kiln_allocator_free(a, p->output_names);
   kiln_allocator_free(a, p->inputs);
   kiln_allocator_free(a, p->outputs);
-  kiln_allocator_free(a, p->weights);
+  if (!p->weights_borrowed) kiln_allocator_free(a, p->weights);
   for (int32_t i = 0; p->plugin_ops && i < p->n_plugin_ops; ++i) {
     kiln_allocator_free(a, p->plugin_ops[i].domain);
     kiln_allocator_free(a, p->plugin_ops[i].name);

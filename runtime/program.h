@@ -256,6 +256,12 @@ typedef struct kiln_program_s {
   kiln_program_plugin_op_t* plugin_ops;
   int32_t n_dims;       /* dynamic dims (section 'DYNS'); 0: static shapes */
   kiln_program_dim_t* dims;
+  /* |weights| point into memory the program does not own -- the module
+   * file mapped read-only by kiln_module_load_file, which the module keeps
+   * mapped while the program lives -- so kiln_program_destroy leaves them
+   * alone, and nothing may write them (no kernel writes a constant:
+   * kiln_program_validate). */
+  bool weights_borrowed;
 } kiln_program_t;
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */

@@ -88,9 +88,45 @@ static kiln_status_t plan_barriers(kiln_session_t* s) {
 
 /* ---- creation --------------------------------------------------------- */
 
+/* The weights used where the module holds them, when the device runs on
+ * host memory (buffer_wrap) and every constant starts at a view-aligned
+ * address (a mapped module file: its weights are 64-byte aligned in the
+ * file, the constants at 64-byte offsets). *out_done false: copy them. */
+static kiln_status_t wrap_weights(kiln_session_t* s, bool* out_done) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  *out_done = false;
+  if (!d->vt->buffer_wrap || !p->weights || !p->weights_len || ((uintptr_t)p->weights & (s->alignment - 1)))
+    return NULL;
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (p->buffers[i].kind == KILN_PB_CONST && p->buffers[i].bytes && (p->buffers[i].const_offset & (s->alignment - 1)))
+      return NULL;
+  s->weight_views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
+  if (!s->weight_views) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  kiln_status_t st = d->vt->buffer_wrap(d, p->weights, p->weights_len, "weights", &s->weights);
+  if (st && kiln_status_code(st) == KILN_UNSUPPORTED) {
+    kiln_status_free(st);
+    free(s->weight_views);
+    s->weight_views = NULL;
+    return NULL;
+  }
+  for (int32_t i = 0; i < p->n_buffers && !st; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (b->kind != KILN_PB_CONST || !b->bytes) continue;
+    st = d->vt->view_create(d, s->weights, b->const_offset, b->bytes, &s->weight_views[i]);
+    if (st) st = kiln_status_annotate(st, "constant '%s'", b->name);
+  }
+  s->weights_bytes = p->weights_len;
+  *out_done = true;
+  return st;
+}
+
 static kiln_status_t upload_weights(kiln_session_t* s) {
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
+  bool wrapped = false;
+  KILN_RETURN_IF_ERROR(wrap_weights(s, &wrapped));
+  if (wrapped) return NULL;
   /* Re-laid out at the device's view alignment (the module's blob uses 64). */
   uint64_t* off = calloc((size_t)p->n_buffers + 1, sizeof(uint64_t));
   s->weight_views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));

@@ -37,6 +37,7 @@
 #include "lowering/fuse.h"
 #include "lowering/precision.h"
 #include "compiler/compare.h"
+#include "compiler/pipeline.h"
 #include "runtime/device.h"
 #include "compiler/ref_exec.h"
 #include "kiln/runtime.h"
@@ -407,12 +408,13 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit};
+        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0};
         /* nodes the GPU target refuses run on the CPU (heterogeneous
          * execution); a case stays skipped when the CPU cannot run them
          * either (UNSUPPORTED) */
         kiln_partition_report_t fb;
-        s = kiln_partition_plan_build(gc, &po, g_target, false, al, &fb, &plan);
+        s = kiln_partition_plan_build(gc, &po, g_target, false, kiln_compile_gpu_lacks(&g_device->info), al, &fb,
+                                      &plan);
         if (!s && fb.n) ++g_fallback_cases;
         kiln_partition_report_free(&fb);
         if (s) goto fail_status;

@@ -58,6 +58,12 @@
  *   tuning-cache      FILE written by `kiln tune` (docs/TUNING.md): its records for
  *                     this device, driver and kiln version choose the tuned
  *                     kernels' points; a bad line is skipped with a warning
+ *   sparse            auto (default) | on | off: CPU convolutions with constant
+ *                     weights run on the block-sparse kernel, their zero blocks
+ *                     of 4 output x 1 input channel(s) with all taps neither
+ *                     stored nor multiplied -- auto where at least half the
+ *                     blocks are zero (the measured break-even), on wherever
+ *                     it applies; report section "sparse", a line per layer
  *
  * Threads: a compiler object is thread-compatible: calls on it must not
  * overlap. Concurrent compiles on separate objects are not tested.

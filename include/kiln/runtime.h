@@ -46,7 +46,8 @@ typedef struct kiln_session_s kiln_session_t;
 
 /* ---- modules ---------------------------------------------------------- */
 
-/* Reads and validates a module file. Errors: NOT_FOUND/IO_ERROR (file),
+/* Reads and validates a module file (mapped in place: see
+ * kiln_module_load_options_t.no_map). Errors: NOT_FOUND/IO_ERROR (file),
  * PARSE_ERROR (bad magic, version, checksum, truncation, inconsistent
  * contents), LIMIT_EXCEEDED (absurd counts). */
 KILN_API kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
@@ -66,6 +67,14 @@ typedef struct kiln_module_load_options_s {
    * (NOT_FOUND, IO_ERROR, PARSE_ERROR). NULL: no check (a signature, if
    * any, is only reported by kiln_module_info). */
   const char* verify_key_file;
+  /* kiln_module_load_file maps the file read-only and leaves the weights
+   * in place (no read, no copy: sessions on the CPU use them where they
+   * lie), so the file must not be truncated or rewritten while the module
+   * lives -- the OS would fault the process on the next touch of a lost
+   * page. true: read the file into memory and copy the weights instead
+   * (a file on a share others may rewrite). Checksums and signatures are
+   * checked over every byte either way. */
+  bool no_map;
 } kiln_module_load_options_t;
 
 /* kiln_module_load_file / _load_memory with |options| (NULL: defaults). */
