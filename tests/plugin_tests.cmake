@@ -95,5 +95,6 @@ if(KILN_PYTHON AND TARGET kiln_cli)
          "KILN_TEST_VULKAN_NO_LEAK_CHECK=1")
   endif()
   set_tests_properties(plugin_example PROPERTIES LABELS "onnx;badinput" TIMEOUT 900 ENVIRONMENT "${_env}")
-  set_tests_properties(plugin_api2 PROPERTIES LABELS "onnx;badinput" TIMEOUT 600 ENVIRONMENT "${_env}")
+  # cold (PoCL and shaderc compiles of every target) about a minute: slow
+  set_tests_properties(plugin_api2 PROPERTIES LABELS "onnx;badinput;slow" TIMEOUT 600 ENVIRONMENT "${_env}")
 endif()
