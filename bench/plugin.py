@@ -18,6 +18,13 @@ Two cases, each one ONNX graph run with and without the plugin
          pattern replaces the chain; a direct convolution, one work-item per
          output). It measures what a naive fused plugin kernel costs next to
          kiln's own, not plugin overhead.
+  fn     (cpu only) the same X -> x * sigmoid(1.5 x) as the plugin's
+         ScaledSwish (the loop as source, compiled into kiln's module) against
+         ScaledSwishFn (the same loop in a C function inside the plugin,
+         cpu_fn, called by the module's code through a pointer): what a
+         kernel given as a function costs against the same code compiled
+         into kiln. The plugin is built -O3 -fno-math-errno -fopenmp,
+         without kiln's -march=native (tests/plugin_tests.cmake).
 Rounds alternate the two variants so a slow spell hits both; a figure is
 the median of the per-round medians. The first round checks both variants
 against the reference (--check-ref) and is not timed unless --rounds is 1.
@@ -39,11 +46,11 @@ from onnx import numpy_helper as nh
 LAT = re.compile(r"latency: median ([0-9.]+) ms")
 
 
-def swish(plugin):
+def swish(plugin, op="ScaledSwish"):
     x = h.make_tensor_value_info("x", T.FLOAT, [1, 64, 128, 128])
     y = h.make_tensor_value_info("y", T.FLOAT, None)
     if plugin:
-        nodes, inits = [h.make_node("ScaledSwish", ["x"], ["y"], domain="com.kiln.example", beta=1.5)], []
+        nodes, inits = [h.make_node(op, ["x"], ["y"], domain="com.kiln.example", beta=1.5)], []
     else:
         inits = [nh.from_array(np.array(1.5, np.float32), "beta")]
         nodes = [h.make_node("Mul", ["x", "beta"], ["xb"]), h.make_node("Sigmoid", ["xb"], ["s"]),
@@ -86,21 +93,28 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     paths = {}
-    for name, m in (("swish_kiln", swish(False)), ("swish_plugin", swish(True)), ("cbr", cbr())):
+    for name, m in (("swish_kiln", swish(False)), ("swish_plugin", swish(True)),
+                    ("swish_fn", swish(True, "ScaledSwishFn")), ("cbr", cbr())):
         paths[name] = os.path.join(a.work, name + ".onnx")
         onnx.save(m, paths[name])
-    cases = {"swish": (paths["swish_kiln"], paths["swish_plugin"]), "cbr": (paths["cbr"], paths["cbr"])}
+    # case: (label A, model A, A loads the plugin, label B, model B); B always loads it
+    cases = {"swish": ("kiln", paths["swish_kiln"], False, "plugin", paths["swish_plugin"]),
+             "cbr": ("kiln", paths["cbr"], False, "plugin", paths["cbr"]),
+             "fn": ("source", paths["swish_plugin"], True, "cpu_fn", paths["swish_fn"])}
     for t in [t for t in a.targets.split(",") if t]:
-        for case, (kiln_model, plugin_model) in cases.items():
-            times = {"kiln": [], "plugin": []}
+        for case, (la, ma, pa, lb, mb) in cases.items():
+            if case == "fn" and t != "cpu":
+                continue  # a cpu_fn runs on the CPU only
+            times = {la: [], lb: []}
+            plug = ["--plugin", a.plugin]
             for r in range(a.rounds):
-                for who, model, extra in (("kiln", kiln_model, []), ("plugin", plugin_model, ["--plugin", a.plugin])):
+                for who, model, extra in ((la, ma, plug if pa else []), (lb, mb, plug)):
                     cmd = [a.kiln, "run", model, "-t", t, "--strict", "--repeat", str(a.repeat)] + extra
                     out = run(cmd + (["--check-ref"] if r == 0 else []))
                     if r > 0 or a.rounds == 1:
                         times[who].append(float(LAT.search(out).group(1)))
-            k, p = statistics.median(times["kiln"]), statistics.median(times["plugin"])
-            print(f"plugin {t} {case}: kiln {k:.3f} ms, plugin {p:.3f} ms ({p / k:.2f}x kiln)", flush=True)
+            k, p = statistics.median(times[la]), statistics.median(times[lb])
+            print(f"plugin {t} {case}: {la} {k:.3f} ms, {lb} {p:.3f} ms ({p / k:.2f}x {la})", flush=True)
 
 
 if __name__ == "__main__":

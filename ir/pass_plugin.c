@@ -7,6 +7,10 @@
  * take the chain apart first (BatchNormalization after a Conv is folded
  * into the Conv's weights by fold-batchnorm).
  *
+ * A pattern given as a graph (API version 2) is matched from its last
+ * node backwards through the inputs it binds to earlier pattern nodes; a
+ * slot bound at several places must be one tensor there (a fan-in).
+ *
  * Why an attribute the op does not declare blocks the match: the op could
  * not honour it (a Conv with auto_pad, say), so rewriting would change the
  * model's meaning; the chain then stays as it is. */
@@ -110,22 +114,86 @@ static bool op_accepts(const kiln_graph_t* g, const kiln_custom_op_t* op, const 
   return op->shape(&cx) == 0;
 }
 
-static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op,
-                             const int32_t* chain, bool* done) {
-  kiln_graph_t* g = c->g;
-  const char* in_names[KILN_CUSTOM_MAX_IO];
-  int32_t in_t[KILN_CUSTOM_MAX_IO];
+/* The op's inputs of a matched chain: node by node, its slots' inputs. */
+static int32_t chain_inputs(const kiln_graph_t* g, const kiln_custom_pattern_t* p, const int32_t* chain,
+                            int32_t* in_t) {
   int32_t n_in = 0;
   for (int32_t k = 0; k < p->n_nodes; ++k) {
     const kiln_node_t* n = &g->nodes[chain[k]];
     const int32_t first = k ? 1 : 0;
     for (int32_t s = 0; s < p->slots[k]; ++s) {
       const int32_t j = first + s;
-      in_t[n_in] = j < n->n_inputs ? n->inputs[j] : -1;
-      in_names[n_in] = in_t[n_in] >= 0 ? g->tensors[in_t[n_in]].name : "";
-      ++n_in;
+      in_t[n_in++] = j < n->n_inputs ? n->inputs[j] : -1;
     }
   }
+  return n_in;
+}
+
+/* ---- patterns given as graphs (kiln_custom_pattern_t.inputs) ----------- */
+
+typedef struct gmatch_s {
+  int32_t node[MAX_CHAIN];          /* graph node of pattern node k, -1: not yet */
+  int32_t slot[KILN_CUSTOM_MAX_IO]; /* tensor bound to the op's input i, -2: not yet */
+} gmatch_t;
+
+/* Pattern node |k| at graph node |gi|, and what its inputs bind,
+ * recursively (the nodes it reads come before it). */
+static bool match_node(const pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op, int32_t k,
+                       int32_t gi, gmatch_t* m) {
+  const kiln_graph_t* g = c->g;
+  if (m->node[k] >= 0) return m->node[k] == gi; /* read twice: the same node */
+  for (int32_t q = 0; q < p->n_nodes; ++q)
+    if (m->node[q] == gi) return false; /* one graph node per pattern node */
+  const kiln_node_t* n = &g->nodes[gi];
+  if (c->dead[gi] || !pu_op(n, p->ops[k]) || n->n_inputs > p->n_node_inputs[k]) return false;
+  for (int32_t j = 0; j < n->n_attrs; ++j)
+    if (!declared(op, n->attrs[j].name)) return false;
+  for (int32_t j = 1; j < n->n_outputs; ++j)
+    if (n->outputs[j] >= 0) return false;
+  m->node[k] = gi;
+  for (int32_t j = 0; j < p->n_node_inputs[k]; ++j) {
+    const int32_t b = p->inputs[k][j], t = j < n->n_inputs ? n->inputs[j] : -1;
+    if (b == KILN_PATTERN_NONE) {
+      if (t >= 0) return false;
+    } else if (b >= 0) {
+      if (m->slot[b] == -2) m->slot[b] = t;
+      else if (m->slot[b] != t) return false; /* a fan-in reads one tensor */
+    } else {
+      const int32_t pr = t >= 0 ? g->tensors[t].producer : -1;
+      if (pr < 0 || g->nodes[pr].n_outputs < 1 || g->nodes[pr].outputs[0] != t ||
+          !match_node(c, p, op, KILN_PATTERN_NODE(0) - b, pr, m))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* The graph pattern |p| with its last node at graph node |root|. */
+static bool match_graph(const pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op,
+                        int32_t root, gmatch_t* m) {
+  for (int32_t k = 0; k < MAX_CHAIN; ++k) m->node[k] = -1;
+  for (int32_t i = 0; i < KILN_CUSTOM_MAX_IO; ++i) m->slot[i] = -2;
+  if (op->n_outputs != 1 || !match_node(c, p, op, p->n_nodes - 1, root, m)) return false;
+  /* every intermediate read by the pattern's nodes only (as often as they read it) */
+  for (int32_t k = 0; k + 1 < p->n_nodes; ++k) {
+    if (m->node[k] < 0) return false;
+    const int32_t t = c->g->nodes[m->node[k]].outputs[0];
+    int32_t reads = 0;
+    for (int32_t q = k + 1; q < p->n_nodes; ++q)
+      for (int32_t j = 0; j < p->n_node_inputs[q]; ++j) reads += p->inputs[q][j] == KILN_PATTERN_NODE(k);
+    if (c->uses[t] != reads || pu_is_output(c->g, t)) return false;
+  }
+  return true;
+}
+
+/* The op node replacing |nodes| (the pattern's, in its order: the first
+ * node with an attribute the op declares gives it), reading |in_t|, or
+ * nothing when the op's shape function refuses them (*done false). */
+static kiln_status_t rewrite(pu_ctx_t* c, const kiln_custom_pattern_t* p, const kiln_custom_op_t* op,
+                             const int32_t* chain, const int32_t* in_t, int32_t n_in, bool* done) {
+  kiln_graph_t* g = c->g;
+  const char* in_names[KILN_CUSTOM_MAX_IO];
+  for (int32_t i = 0; i < n_in; ++i) in_names[i] = in_t[i] >= 0 ? g->tensors[in_t[i]].name : "";
   kiln_attr_t attrs[KILN_CUSTOM_MAX_ATTRS];
   int32_t n_attrs = 0;
   for (int32_t i = 0; i < op->n_attrs; ++i)
@@ -231,10 +299,19 @@ kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st) 
     const kiln_custom_op_t* op = p ? kiln_custom_op_find(p->domain, p->name) : NULL;
     if (!op || p->n_nodes > MAX_CHAIN) continue;
     for (int32_t i = 0; i < n0 && !s; ++i) {
-      int32_t chain[MAX_CHAIN];
-      if (!match(&c, consumer, p, op, i, chain)) continue;
+      int32_t chain[MAX_CHAIN], in_t[KILN_CUSTOM_MAX_IO], n_in;
+      if (p->inputs) {
+        gmatch_t m;
+        if (!match_graph(&c, p, op, i, &m)) continue;
+        memcpy(chain, m.node, sizeof chain);
+        n_in = op->n_inputs;
+        for (int32_t k = 0; k < n_in; ++k) in_t[k] = m.slot[k];
+      } else {
+        if (!match(&c, consumer, p, op, i, chain)) continue;
+        n_in = chain_inputs(g, p, chain, in_t);
+      }
       bool done = false;
-      s = rewrite(&c, p, op, chain, &done);
+      s = rewrite(&c, p, op, chain, in_t, n_in, &done);
       if (!s && done) ++st->rewrites;
     }
   }

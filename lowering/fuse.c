@@ -18,6 +18,7 @@
 #include "ir/op.h"
 #include "ir/tir_analysis.h"
 #include "ir/tir_visit.h"
+#include "lowering/lower_custom.h"
 
 /* ---- op patterns ----------------------------------------------------- */
 
@@ -751,12 +752,88 @@ static kiln_status_t commit_fusion(fz_t* z, bool epilogue, int32_t P, int32_t C,
   return NULL;
 }
 
+/* A plugin kernel whose op declares epilogue takes an element-wise consumer
+ * of its output 0 the same way, when the consumer's value depends on that
+ * element and one-element constants only: the plugin's body is source, its
+ * stores are unknown to kiln, so the value goes to the plugin's
+ * KILN_EPILOGUE0(v) as an expression of v (lowering/lower_custom.h), and
+ * the consumer's output takes output 0's place. */
+static kiln_status_t try_custom_epilogue(fz_t* z, int32_t x, int32_t P, int32_t C, bool* done) {
+  kiln_plan_t* p = z->p;
+  const kiln_plan_kernel_t* kp = &p->kernels[P];
+  const kiln_plan_kernel_t* kc = &p->kernels[C];
+  const kiln_custom_instance_t* ci = kp->custom;
+  if (kc->custom || !ci->op->epilogue || kp->host != kc->host || !kc->naive || ci->n_epi == KILN_CUSTOM_MAX_EPI)
+    return NULL;
+  if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
+  if (acc_get(&z->acc, C, x) != ACC_LOAD) return NULL;
+  const int32_t a0 = ci->out_arg[0];
+  if (a0 < 0 || kiln_plan_root(p, kp->args[a0]) != x) return NULL;
+  for (int32_t i = 0; i < kp->func->n_params; ++i) /* output 0 and nothing else of the plugin's */
+    if (i != a0 && kiln_plan_root(p, kp->args[i]) == x) return NULL;
+  const tir_buffer_t* X = kp->func->params[a0];
+  if (param_of(p, kc, x) != X) return NULL;
+  nest_t nest;
+  if (!match_nest(kc->naive, &nest)) return NULL;
+  const tir_buffer_t* Y = nest.store->u.store.buf;
+  if (Y == X || Y->dtype != X->dtype || X->rank != Y->rank) return NULL;
+  for (int32_t i = 0; i < X->rank; ++i)
+    if (X->shape[i] != Y->shape[i]) return NULL;
+  const tir_expr_t* fval = nest.store->u.store.value;
+  if (!identity_loads(fval, X, &nest) || load_count_e(fval, Y) > 0) return NULL;
+  int32_t y = -1, y_arg = -1;
+  for (int32_t i = 0; i < kc->func->n_params; ++i)
+    if (kc->func->params[i] == Y) y = kiln_plan_root(p, y_arg = kc->args[i]);
+  if (y < 0) return NULL;
+  const row_t* rowc = &z->acc.rows[C];
+  for (int32_t i = 0; i < rowc->n; ++i)
+    if ((rowc->e[i].flags & ACC_STORE) && rowc->e[i].root != y) return NULL;
+  /* the fused kernel runs at P: nothing in between may see Y */
+  if (acc_get(&z->acc, P, y) || any_between(&z->acc, &z->acc.users[y], y, ACC_LOAD | ACC_STORE, P, C))
+    return NULL;
+  const tir_expr_t* g;
+  const tir_var_t* var;
+  if (!kiln_custom_epilogue_expr(&p->tir, p, kc, X, fval, nest.rank, nest.var, &g, &var)) return NULL;
+  KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
+  if (!g) return oom();
+  if (expr_size_upto(g, FUSE_MAX_EXPR) > FUSE_MAX_EXPR) return NULL; /* one step, printed as one function */
+  const int32_t np = kp->func->n_params;
+  kiln_custom_instance_t* nci = kiln_arena_alloc(&p->tir.arena, sizeof *nci);
+  const tir_buffer_t** params = kiln_arena_alloc(&p->tir.arena, sizeof(*params) * (size_t)np);
+  int32_t* args = kiln_arena_alloc(&p->tir.arena, sizeof(*args) * (size_t)np);
+  if (!nci || !params || !args) return oom();
+  *nci = *ci;
+  nci->epi_expr[nci->n_epi] = g;
+  nci->epi_var[nci->n_epi++] = var;
+  for (int32_t i = 0; i < np; ++i) {
+    params[i] = i == a0 ? Y : kp->func->params[i];
+    args[i] = i == a0 ? y_arg : kp->args[i];
+  }
+  tir_func_t* nf = tir_func(&p->tir, kp->func->name, np, params, kp->func->body);
+  KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
+  kiln_plan_kernel_t k = *kp;
+  k.func = nf;
+  k.naive = nf;
+  k.args = args;
+  k.custom = nci;
+  k.flops = kp->flops + kc->flops;
+  KILN_RETURN_IF_ERROR(merge_nodes(z, &k, kc));
+  logf_(z, "fuse: epilogue %s (%s '%s') -> plugin kernel %s (%s '%s'), %s no longer in memory", kc->func->name,
+        node_op(p, kc->node), node_name(p, kc->node), kp->func->name, node_op(p, kp->node), node_name(p, kp->node),
+        X->name);
+  KILN_RETURN_IF_ERROR(replace_two(z, P, C, P, &k));
+  z->rep->epilogues_fused++;
+  *done = true;
+  return NULL;
+}
+
 static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   kiln_plan_t* p = z->p;
   *done = false;
   if (!private_intermediate(z, x)) return NULL;
   int32_t P, C;
   if (users(z, x, &P, &C) != 2) return NULL;
+  if (p->kernels[P].custom) return try_custom_epilogue(z, x, P, C, done);
   if (acc_get(&z->acc, P, x) != ACC_STORE || acc_get(&z->acc, C, x) != ACC_LOAD) return NULL;
   kiln_plan_kernel_t* kp = &p->kernels[P];
   kiln_plan_kernel_t* kc = &p->kernels[C];

@@ -10,14 +10,28 @@
  * once per node on hot paths (resolve, infer, lowering); entries are
  * written before the count that publishes them (release store), and
  * nothing is removed except by kiln_plugin_unload_all, which tests call
- * between cases with no compile in flight. */
+ * between cases with no compile in flight.
+ *
+ * Why one registry per process, the runtime library's: libkiln.so links
+ * its own private copy of the runtime (and tests link the static library
+ * beside libkiln_rt), so this file may be in a process several times. A
+ * copy that finds libkiln_rt loaded (by its soname; libkiln.so needs it,
+ * so it always is there) forwards the public registry functions to it, and
+ * every other function here goes through those: a plugin loaded through
+ * kiln_compiler_load_plugin or kiln_plugin_load serves the compiler and
+ * the runtime alike. libkiln_rt itself, and the static CLI without it,
+ * keep the registry below. */
+#define _GNU_SOURCE /* dladdr */
 #include "runtime/plugin.h"
+
+#include "runtime/cpu/cpu_loader.h"
 
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +49,10 @@ typedef struct plugin_s {
 static struct {
   plugin_t plugins[MAX_PLUGINS];
   int32_t n_plugins;
-  const kiln_custom_op_t* ops[MAX_OPS];
+  const kiln_custom_op_t* ops[MAX_OPS]; /* the registry's copies (descriptor_size), owned */
   int32_t op_plugin[MAX_OPS];
   int32_t n_ops;
-  const kiln_custom_pattern_t* patterns[MAX_PATTERNS];
+  const kiln_custom_pattern_t* patterns[MAX_PATTERNS]; /* copies, owned */
   int32_t n_patterns;
 } reg;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,6 +65,10 @@ typedef struct staging_s {
   int32_t n_ops;
   const kiln_custom_pattern_t* patterns[MAX_PATTERNS];
   int32_t n_patterns;
+  kiln_custom_op_t* copies[MAX_OPS]; /* every descriptor copied, registered or not */
+  int32_t n_copies;
+  kiln_custom_pattern_t* pattern_copies[MAX_PATTERNS];
+  int32_t n_pattern_copies;
   char error[768];
   bool failed;
 } staging_t;
@@ -85,6 +103,67 @@ static bool is_domain(const char* s) {
 }
 
 static const char* str_or(const char* s, const char* def) { return s && s[0] ? s : def; }
+
+/* ---- forwarding to libkiln_rt's registry --------------------------------- */
+
+typedef struct peer_s {
+  kiln_status_t (*load)(const char*);
+  void (*unload_all)(void);
+  int32_t (*op_count)(void);
+  const kiln_custom_op_t* (*op_at)(int32_t);
+  const kiln_custom_op_t* (*op_find)(const char*, const char*);
+  const char* (*op_plugin)(const kiln_custom_op_t*);
+  int32_t (*pattern_count)(void);
+  const kiln_custom_pattern_t* (*pattern_at)(int32_t);
+} peer_t;
+
+static peer_t peer_table;
+static const peer_t* peer_ptr;
+static pthread_once_t peer_once = PTHREAD_ONCE_INIT;
+
+#define PEER_SYM(field, name)                       \
+  do {                                              \
+    void* sym_ = dlsym(h, name);                    \
+    if (!sym_) return;                              \
+    memcpy(&t.field, &sym_, sizeof sym_);           \
+  } while (0)
+
+static void find_peer(void) {
+#ifdef KILN_RT_SONAME
+  /* RTLD_NOLOAD: only a libkiln_rt already in the process; the reference
+   * is kept (it is needed as long as the functions are called) */
+  void* h = dlopen(KILN_RT_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return;
+  peer_t t;
+  PEER_SYM(load, "kiln_plugin_load");
+  /* Is this copy libkiln_rt's? Compared by the object that holds the code,
+   * not by kiln_plugin_load's address: an executable that links the
+   * static library exports its copy's symbols, which then interpose on
+   * libkiln_rt's own references. find_peer is static: always this copy. */
+  Dl_info mine, theirs;
+  void* self = NULL;
+  void (*here)(void) = find_peer;
+  memcpy(&self, &here, sizeof self);
+  void* load_sym = NULL;
+  memcpy(&load_sym, &t.load, sizeof load_sym);
+  if (!dladdr(self, &mine) || !dladdr(load_sym, &theirs) || mine.dli_fbase == theirs.dli_fbase) return;
+  PEER_SYM(unload_all, "kiln_plugin_unload_all");
+  PEER_SYM(op_count, "kiln_custom_op_count");
+  PEER_SYM(op_at, "kiln_custom_op_at");
+  PEER_SYM(op_find, "kiln_custom_op_find");
+  PEER_SYM(op_plugin, "kiln_custom_op_plugin");
+  PEER_SYM(pattern_count, "kiln_custom_pattern_count");
+  PEER_SYM(pattern_at, "kiln_custom_pattern_at");
+  peer_table = t;
+  peer_ptr = &peer_table;
+#endif
+}
+
+/* libkiln_rt's registry when this copy is not it, else NULL. */
+static const peer_t* peer(void) {
+  pthread_once(&peer_once, find_peer);
+  return peer_ptr;
+}
 
 static int32_t find_op(const char* domain, const char* name) {
   int32_t n = __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE);
@@ -131,14 +210,30 @@ static int check_attrs(staging_t* st, const char* opn, const kiln_custom_op_t* o
   return 0;
 }
 
-static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* op) {
+static bool api_version_ok(int32_t v) { return v >= KILN_CUSTOM_OP_API_VERSION_MIN && v <= KILN_CUSTOM_OP_API_VERSION; }
+
+/* The registry keeps its own copy of each descriptor, as large as this
+ * kiln's struct: a descriptor of an older API version is shorter (the
+ * fields a later version appended are not there to read), so only its own
+ * version's prefix is copied and the rest stays zero. */
+static size_t descriptor_size(int32_t version) {
+  return version == 1 ? offsetof(kiln_custom_op_t, cpu_fn) : sizeof(kiln_custom_op_t);
+}
+
+static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* plugin_op) {
   staging_t* st = host->impl;
-  if (!op) return refuse(st, "register_op(NULL)");
+  if (!plugin_op) return refuse(st, "register_op(NULL)");
   char opn[300];
-  snprintf(opn, sizeof opn, "%s/%s", str_or(op->domain, "?"), str_or(op->name, "?"));
-  if (op->api_version != KILN_CUSTOM_OP_API_VERSION)
-    return refuse(st, "op '%s': built against custom-op API version %d, this kiln has version %d", opn,
-                  (int)op->api_version, KILN_CUSTOM_OP_API_VERSION);
+  /* api_version, domain and name lead the descriptor in every version */
+  snprintf(opn, sizeof opn, "%s/%s", str_or(plugin_op->domain, "?"), str_or(plugin_op->name, "?"));
+  if (!api_version_ok(plugin_op->api_version))
+    return refuse(st, "op '%s': built against custom-op API version %d, this kiln takes versions %d..%d", opn,
+                  (int)plugin_op->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
+  if (st->n_ops == MAX_OPS) return refuse(st, "more than %d custom ops", MAX_OPS);
+  kiln_custom_op_t* op = calloc(1, sizeof *op);
+  if (!op) return refuse(st, "out of memory");
+  memcpy(op, plugin_op, descriptor_size(plugin_op->api_version));
+  st->copies[st->n_copies++] = op;
   if (!is_domain(op->domain) || !strcmp(op->domain, "ai.onnx"))
     return refuse(st, "op '%s': domain '%s' is not allowed (a non-empty custom domain such as com.example; "
                   "ai.onnx belongs to kiln's own ops)", opn, str_or(op->domain, ""));
@@ -166,32 +261,72 @@ static int host_register_op(kiln_plugin_host_t* host, const kiln_custom_op_t* op
       return refuse(st, "op '%s': %s kernel has a launch function but no source", opn, kn[i]);
     if (i == 0 && ks[i]->launch) return refuse(st, "op '%s': the cpu kernel takes no launch function", opn);
   }
+  if (op->glsl_loop_trips && !op->glsl.source)
+    return refuse(st, "op '%s': glsl_loop_trips without a glsl kernel", opn);
+  if (op->cpu_fn && op->cpu.source)
+    return refuse(st, "op '%s': both a cpu kernel source and a cpu_fn (give one of them)", opn);
   if (st->n_ops == MAX_OPS || __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE) + st->n_ops >= MAX_OPS)
     return refuse(st, "op '%s': more than %d custom ops", opn, MAX_OPS);
   st->ops[st->n_ops++] = op;
   return 0;
 }
 
-static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pattern_t* p) {
+/* A pattern given as a graph (API version 2): every binding in range,
+ * every slot bound, every node but the last read by a later node. */
+static int check_graph_pattern(staging_t* st, const char* opn, const kiln_custom_pattern_t* p,
+                               const kiln_custom_op_t* op) {
+  if (!p->n_node_inputs) return refuse(st, "pattern for op '%s': inputs without n_node_inputs", opn);
+  bool bound[KILN_CUSTOM_MAX_IO] = {false}, read[8] = {false};
+  for (int32_t k = 0; k < p->n_nodes; ++k) {
+    const int32_t n = p->n_node_inputs[k];
+    if (n < 0 || n > KILN_CUSTOM_MAX_IO || (n && !p->inputs[k]))
+      return refuse(st, "pattern for op '%s': node %d (%s) has %d inputs (0..%d, with a table)", opn, (int)k,
+                    p->ops[k], (int)n, KILN_CUSTOM_MAX_IO);
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t b = p->inputs[k][j];
+      if (b >= 0 && b < op->n_inputs) bound[b] = true;
+      else if (b <= KILN_PATTERN_NODE(0) && KILN_PATTERN_NODE(0) - b < k) read[KILN_PATTERN_NODE(0) - b] = true;
+      else if (b != KILN_PATTERN_NONE)
+        return refuse(st, "pattern for op '%s': node %d (%s) input %d is bound to %d (a slot below %d, a node "
+                      "before it, or none)", opn, (int)k, p->ops[k], (int)j, (int)b, (int)op->n_inputs);
+    }
+  }
+  for (int32_t i = 0; i < op->n_inputs; ++i)
+    if (!bound[i]) return refuse(st, "pattern for op '%s': the op's input %d is bound to no node input", opn, (int)i);
+  for (int32_t k = 0; k + 1 < p->n_nodes; ++k)
+    if (!read[k]) return refuse(st, "pattern for op '%s': node %d (%s) is read by no later node", opn, (int)k, p->ops[k]);
+  return 0;
+}
+
+static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pattern_t* plugin_p) {
   staging_t* st = host->impl;
-  if (!p) return refuse(st, "register_pattern(NULL)");
+  if (!plugin_p) return refuse(st, "register_pattern(NULL)");
   char opn[300];
-  snprintf(opn, sizeof opn, "%s/%s", str_or(p->domain, "?"), str_or(p->name, "?"));
-  if (p->api_version != KILN_CUSTOM_OP_API_VERSION)
-    return refuse(st, "pattern for op '%s': built against custom-op API version %d, this kiln has version %d", opn,
-                  (int)p->api_version, KILN_CUSTOM_OP_API_VERSION);
+  snprintf(opn, sizeof opn, "%s/%s", str_or(plugin_p->domain, "?"), str_or(plugin_p->name, "?"));
+  if (!api_version_ok(plugin_p->api_version))
+    return refuse(st, "pattern for op '%s': built against custom-op API version %d, this kiln takes versions %d..%d",
+                  opn, (int)plugin_p->api_version, KILN_CUSTOM_OP_API_VERSION_MIN, KILN_CUSTOM_OP_API_VERSION);
+  if (st->n_pattern_copies == MAX_PATTERNS) return refuse(st, "more than %d patterns", MAX_PATTERNS);
+  /* copied as the ops are (descriptor_size) */
+  kiln_custom_pattern_t* p = calloc(1, sizeof *p);
+  if (!p) return refuse(st, "out of memory");
+  memcpy(p, plugin_p, plugin_p->api_version == 1 ? offsetof(kiln_custom_pattern_t, inputs) : sizeof *p);
+  st->pattern_copies[st->n_pattern_copies++] = p;
   const kiln_custom_op_t* op = p->domain && p->name ? staged_op(st, p->domain, p->name) : NULL;
   if (!op) return refuse(st, "pattern for op '%s': the plugin registers no such op (register it first)", opn);
-  if (p->n_nodes < 2 || p->n_nodes > 8 || !p->ops || !p->slots)
-    return refuse(st, "pattern for op '%s': %d nodes (2..8, with ops and slots tables)", opn, (int)p->n_nodes);
-  int32_t total = 0;
-  for (int32_t k = 0; k < p->n_nodes; ++k) {
+  if (p->n_nodes < 2 || p->n_nodes > 8 || !p->ops || (!p->slots && !p->inputs))
+    return refuse(st, "pattern for op '%s': %d nodes (2..8, with ops and slots or inputs tables)", opn,
+                  (int)p->n_nodes);
+  for (int32_t k = 0; k < p->n_nodes; ++k)
     if (!is_ident(p->ops[k])) return refuse(st, "pattern for op '%s': node %d op type is not a name", opn, (int)k);
+  if (p->inputs && check_graph_pattern(st, opn, p, op)) return 1;
+  int32_t total = 0;
+  for (int32_t k = 0; k < p->n_nodes && !p->inputs; ++k) {
     if (p->slots[k] < 0 || p->slots[k] > KILN_CUSTOM_MAX_IO)
       return refuse(st, "pattern for op '%s': node %d (%s) has %d slots", opn, (int)k, p->ops[k], (int)p->slots[k]);
     total += p->slots[k];
   }
-  if (total != op->n_inputs)
+  if (!p->inputs && total != op->n_inputs)
     return refuse(st, "pattern for op '%s': its slots add up to %d inputs, the op declares %d", opn, (int)total,
                   (int)op->n_inputs);
   if (st->n_patterns == MAX_PATTERNS || reg.n_patterns + st->n_patterns >= MAX_PATTERNS)
@@ -201,6 +336,7 @@ static int host_register_pattern(kiln_plugin_host_t* host, const kiln_custom_pat
 }
 
 kiln_status_t kiln_plugin_load(const char* path) {
+  if (peer()) return peer()->load(path);
   if (!path || !path[0]) return kiln_make_status(KILN_INVALID_ARGUMENT, "--plugin: empty path");
   char real[PATH_MAX];
   if (!realpath(path, real)) return kiln_make_status(KILN_NOT_FOUND, "plugin '%s': no such file", path);
@@ -220,6 +356,9 @@ kiln_status_t kiln_plugin_load(const char* path) {
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "plugin '%s': cannot load the library: %s", path, e ? e : "?");
     goto out;
   }
+  /* a plugin's kernels may use OpenMP (the example's cpu_fn does): its
+   * runtime must stay when the plugin is unloaded (cpu_loader.h) */
+  kiln_cpu_pin_openmp();
   kiln_plugin_register_fn entry;
   void* sym = dlsym(h, "kiln_plugin_register");
   memcpy(&entry, &sym, sizeof entry);
@@ -246,6 +385,8 @@ kiln_status_t kiln_plugin_load(const char* path) {
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "plugin '%s': %s; nothing of it was registered", path, st->error);
     free(p1);
     free(p2);
+    for (int32_t i = 0; i < st->n_copies; ++i) free(st->copies[i]);
+    for (int32_t i = 0; i < st->n_pattern_copies; ++i) free(st->pattern_copies[i]);
     free(st);
     dlclose(h);
     goto out;
@@ -269,9 +410,16 @@ out:
 }
 
 void kiln_plugin_unload_all(void) {
+  if (peer()) {
+    peer()->unload_all();
+    return;
+  }
   pthread_mutex_lock(&reg_lock);
+  const int32_t n_ops = reg.n_ops, n_patterns = reg.n_patterns;
   __atomic_store_n(&reg.n_ops, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&reg.n_patterns, 0, __ATOMIC_RELEASE);
+  for (int32_t i = 0; i < n_ops; ++i) free((void*)reg.ops[i]);
+  for (int32_t i = 0; i < n_patterns; ++i) free((void*)reg.patterns[i]);
   for (int32_t i = 0; i < reg.n_plugins; ++i) {
     dlclose(reg.plugins[i].handle);
     free(reg.plugins[i].path);
@@ -281,28 +429,38 @@ void kiln_plugin_unload_all(void) {
   pthread_mutex_unlock(&reg_lock);
 }
 
-int32_t kiln_custom_op_count(void) { return __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE); }
+int32_t kiln_custom_op_count(void) {
+  if (peer()) return peer()->op_count();
+  return __atomic_load_n(&reg.n_ops, __ATOMIC_ACQUIRE);
+}
 
 const kiln_custom_op_t* kiln_custom_op_at(int32_t i) {
+  if (peer()) return peer()->op_at(i);
   return i >= 0 && i < kiln_custom_op_count() ? reg.ops[i] : NULL;
 }
 
 const kiln_custom_op_t* kiln_custom_op_find(const char* domain, const char* name) {
+  if (peer()) return peer()->op_find(domain, name);
   if (!domain || !name) return NULL;
   int32_t i = find_op(domain, name);
   return i >= 0 ? reg.ops[i] : NULL;
 }
 
 const char* kiln_custom_op_plugin(const kiln_custom_op_t* op) {
+  if (peer()) return peer()->op_plugin(op);
   int32_t n = kiln_custom_op_count();
   for (int32_t i = 0; i < n; ++i)
     if (reg.ops[i] == op) return reg.plugins[reg.op_plugin[i]].path;
   return "";
 }
 
-int32_t kiln_custom_pattern_count(void) { return __atomic_load_n(&reg.n_patterns, __ATOMIC_ACQUIRE); }
+int32_t kiln_custom_pattern_count(void) {
+  if (peer()) return peer()->pattern_count();
+  return __atomic_load_n(&reg.n_patterns, __ATOMIC_ACQUIRE);
+}
 
 const kiln_custom_pattern_t* kiln_custom_pattern_at(int32_t i) {
+  if (peer()) return peer()->pattern_at(i);
   return i >= 0 && i < kiln_custom_pattern_count() ? reg.patterns[i] : NULL;
 }
 
@@ -327,4 +485,45 @@ kiln_status_t kiln_plugin_check_program(const kiln_program_t* p, const char* nam
                           "--plugin lib.so, or kiln_plugin_load)",
                           name && name[0] ? name : "module", n_missing > 1 ? "s" : "", n_missing > 1 ? "are" : "is",
                           missing);
+}
+
+/* The resolver a unit's kiln_plugin_bind calls once per kernel that calls a
+ * plugin's cpu_fn. */
+typedef struct bind_host_s {
+  char error[700];
+} bind_host_t;
+
+static int resolve_cpu_fn(void* host, const char* domain, const char* name, int32_t version, const char* node,
+                          kiln_custom_cpu_fn* fn, void** user) {
+  bind_host_t* bh = host;
+  const kiln_custom_op_t* op = kiln_custom_op_find(domain, name);
+  if (op && op->version == version && op->cpu_fn) {
+    *fn = op->cpu_fn;
+    *user = op->cpu_user_data;
+    return 0;
+  }
+  if (!op)
+    snprintf(bh->error, sizeof bh->error, "no loaded plugin provides op %s/%s", domain, name);
+  else if (op->version != version)
+    snprintf(bh->error, sizeof bh->error, "plugin '%s' provides op %s/%s at version %d", kiln_custom_op_plugin(op),
+             domain, name, (int)op->version);
+  else
+    snprintf(bh->error, sizeof bh->error, "plugin '%s' registers op %s/%s without a CPU function (cpu_fn)",
+             kiln_custom_op_plugin(op), domain, name);
+  snprintf(bh->error + strlen(bh->error), sizeof bh->error - strlen(bh->error),
+           ", but the CPU code of node '%s' calls the cpu_fn of %s/%s version %d", node, domain, name, (int)version);
+  return 1;
+}
+
+typedef int (*bind_resolve_fn)(void*, const char*, const char*, int32_t, const char*, kiln_custom_cpu_fn*, void**);
+typedef int (*bind_fn)(bind_resolve_fn, void*);
+
+kiln_status_t kiln_plugin_bind_cpu_fns(void* bind) {
+  bind_fn b;
+  memcpy(&b, &bind, sizeof b);
+  bind_host_t host = {""};
+  if (b(resolve_cpu_fn, &host))
+    return kiln_make_status(KILN_NOT_FOUND, "cpu: %s (load a plugin that provides it: --plugin lib.so, or kiln_plugin_load)",
+                            host.error[0] ? host.error : "a plugin CPU function is missing");
+  return NULL;
 }

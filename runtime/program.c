@@ -539,6 +539,11 @@ kiln_status_t kiln_program_check_error(int32_t code, const char* where, const ch
                             "%s: node '%s' (%s): %s: sequence length out of range (a length is outside [0, T] of "
                             "the time axis; kernel '%s')",
                             where, node, op, op, kernel);
+  if (code == KILN_PB_CHECK_PLUGIN_FN)
+    return kiln_make_status(KILN_DEVICE_ERROR,
+                            "%s: node '%s' (%s): the plugin op's CPU function (cpu_fn) failed (returned non-zero; "
+                            "kernel '%s')",
+                            where, node, op, kernel);
   return kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): kernel '%s' failed a check with code %d", where, node,
                           op, kernel, (int)code);
 }

@@ -56,6 +56,7 @@ enum {
   KILN_PB_CHECK_DIV_ZERO = 1,    /* integer division by zero */
   KILN_PB_CHECK_INDEX_RANGE = 2, /* an index outside [-n, n) of its axis */
   KILN_PB_CHECK_LENGTH_RANGE = 3, /* a sequence length outside [0, T] */
+  KILN_PB_CHECK_PLUGIN_FN = 4,    /* a plugin op's CPU function returned non-zero */
 };
 
 /* The most bytes one buffer may span (256 TiB): far above any device, and

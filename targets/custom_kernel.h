@@ -27,6 +27,19 @@ KILN_MUST_USE kiln_status_t kiln_custom_print(const kiln_plan_t* plan, int32_t k
                                               const char* name, kiln_cf_out_t* out, int64_t groups[3],
                                               int64_t local[3]);
 
+/* The loop iterations one work-item of plan kernel |k|'s (a plugin
+ * kernel) GLSL body runs, as its op's glsl_loop_trips declares (0 when it
+ * declares none), for the program's loop_trips; UNSUPPORTED naming the op
+ * when above the plan's loop_limit (a device that cuts invocations short). */
+KILN_MUST_USE kiln_status_t kiln_custom_glsl_trips(const kiln_plan_t* plan, int32_t k, int64_t* out_trips);
+/* True for a CPU plan kernel that calls its plugin's cpu_fn. */
+bool kiln_custom_calls_cpu_fn(const kiln_plan_kernel_t* pk);
+/* Appends to a CPU unit's epilogue, when |plan| has kernels that call a
+ * plugin's cpu_fn, the exported `int kiln_plugin_bind(resolve, host)` the
+ * loader calls to set their function pointers (runtime/cpu/cpu_loader.h);
+ * nothing otherwise. */
+void kiln_custom_print_bind(const kiln_plan_t* plan, kiln_cf_out_t* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -99,9 +99,12 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
   return NULL;
 }
 
+/* The kernel parameters that are inputs: the first ones (two slots may
+ * share one, lowering/lower_custom.c). */
 static int32_t custom_inputs(const kiln_custom_instance_t* ci) {
   int32_t n = 0;
-  for (int32_t i = 0; i < ci->op->n_inputs; ++i) n += ci->in_arg[i] >= 0;
+  for (int32_t i = 0; i < ci->op->n_inputs; ++i)
+    if (ci->in_arg[i] + 1 > n) n = ci->in_arg[i] + 1;
   return n;
 }
 

@@ -7,7 +7,12 @@
  *     the chain get the fused op without being edited.
  *   ScaledSwish(X) = X * sigmoid(beta * X), f32 or f16 (computed in f32).
  *
- * Both store through KILN_EPILOGUE0, so kiln fuses a Relu, LeakyRelu,
+ *   FusedConvBNAddReLU(X, W, B?, scale, bias, mean, var, skip)
+ *     = Relu(BatchNorm(Conv(X, W, B)) + skip), a residual block's tail, with
+ *     a pattern that is a graph, not a chain (the Add reads two tensors).
+ *   ScaledSwishFn: ScaledSwish with its CPU kernel as a C function (cpu_fn).
+ *
+ * All store through KILN_EPILOGUE0, so kiln fuses a Relu, LeakyRelu,
  * Sigmoid or Tanh that follows either of them into its kernel.
  *
  * Each op has its reference kernel (the oracle kiln's reference executor
@@ -90,7 +95,8 @@ static int cbr_shape(kiln_custom_ctx_t* c) {
   return 0;
 }
 
-static int cbr_reference(kiln_custom_ctx_t* c) {
+/* Relu(BN(Conv)), and with |skip| Relu(BN(Conv) + skip). */
+static int cbr_compute(kiln_custom_ctx_t* c, const float* skip) {
   conv_t p;
   if (!conv_params(c, &p)) return fail(c, "bad conv attributes");
   const kiln_custom_tensor_t *x = &c->in[0], *w = &c->in[1], *y = &c->out[0];
@@ -117,11 +123,14 @@ static int cbr_reference(kiln_custom_ctx_t* c) {
                        W[((m * cpg + ic) * KH + kh) * KW + kw];
               }
             }
-          const double v = (acc - mean[m]) * (scale[m] / sqrt((double)var[m] + p.eps)) + bias[m];
-          Y[((n * M + m) * OH + oh) * OW + ow] = (float)(v > 0 ? v : 0);
+          const int64_t at = ((n * M + m) * OH + oh) * OW + ow;
+          const double v = (acc - mean[m]) * (scale[m] / sqrt((double)var[m] + p.eps)) + bias[m] + (skip ? skip[at] : 0);
+          Y[at] = (float)(v > 0 ? v : 0);
         }
   return 0;
 }
+
+static int cbr_reference(kiln_custom_ctx_t* c) { return cbr_compute(c, NULL); }
 
 /* The conv geometry from the attribute macros kiln defines. */
 #define CBR_PRELUDE                                   \
@@ -167,6 +176,9 @@ static int cbr_reference(kiln_custom_ctx_t* c) {
   "    acc += in2[oc];\n"                                                                     \
   "#endif\n"                                                                                  \
   "    float v = (acc - in5[oc]) * (in3[oc] / sqrt(in6[oc] + KILN_ATTR_epsilon)) + in4[oc];\n" \
+  "#if KILN_IN7_PRESENT\n" /* FusedConvBNAddReLU's skip */                                      \
+  "    v += in7[idx];\n"                                                                        \
+  "#endif\n"                                                                                   \
   "    out0[idx] = KILN_EPILOGUE0(v > 0.0f ? v : 0.0f);\n"
 
 static const char cbr_cpu[] = CBR_PRELUDE
@@ -216,8 +228,72 @@ static const kiln_custom_op_t cbr_op = {
 
 static const char* const cbr_chain[] = {"Conv", "BatchNormalization", "Relu"};
 static const int32_t cbr_slots[] = {3, 4, 0}; /* X W B | scale bias mean var | - */
-static const kiln_custom_pattern_t cbr_pattern = {KILN_CUSTOM_OP_API_VERSION, DOMAIN, "FusedConvBNReLU", 3,
-                                                  cbr_chain, cbr_slots};
+static const kiln_custom_pattern_t cbr_pattern = {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = DOMAIN,
+                                                  .name = "FusedConvBNReLU", .n_nodes = 3, .ops = cbr_chain,
+                                                  .slots = cbr_slots};
+
+/* ---- FusedConvBNAddReLU: a residual block's tail ---------------------------
+ *
+ * Relu(BN(Conv(X, W, B)) + skip): the same kernels with the skip added
+ * (KILN_IN7_PRESENT), and a pattern that is not a chain (API version 2):
+ * the Add has two graph inputs, the BatchNormalization's output and the
+ * skip, in either order (two patterns). */
+static int cbra_shape(kiln_custom_ctx_t* c) {
+  if (cbr_shape(c)) return 1;
+  const kiln_custom_tensor_t *s = &c->in[7], *y = &c->out[0];
+  if (s->dtype != KILN_DTYPE_F32 || s->rank != 4) return fail(c, "skip must be 4-D f32");
+  for (int d = 0; d < 4; ++d)
+    if (s->dims[d] >= 0 && y->dims[d] >= 0 && s->dims[d] != y->dims[d])
+      return fail(c, "skip must have Y's shape (no broadcasting)");
+  return 0;
+}
+
+static int cbra_reference(kiln_custom_ctx_t* c) { return cbr_compute(c, c->in[7].data); }
+
+static const kiln_custom_io_t cbra_inputs[] = {
+    {"X", F32, 0},    {"W", F32, 0},   {"B", F32, 1}, {"scale", F32, 0},
+    {"bias", F32, 0}, {"mean", F32, 0}, {"var", F32, 0}, {"skip", F32, 0},
+};
+
+static const kiln_custom_op_t cbra_op = {
+    .api_version = KILN_CUSTOM_OP_API_VERSION,
+    .domain = DOMAIN,
+    .name = "FusedConvBNAddReLU",
+    .since_version = 1,
+    .version = 1,
+    .n_inputs = 8,
+    .n_outputs = 1,
+    .inputs = cbra_inputs,
+    .outputs = cbr_outputs,
+    .n_attrs = 7,
+    .attrs = cbr_attrs,
+    .shape = cbra_shape,
+    .reference = cbra_reference,
+    .cpu = {cbr_cpu, NULL},
+    .opencl = {cbr_opencl, NULL},
+    .glsl = {cbr_glsl, NULL},
+    .epilogue = 1,
+};
+
+static const char* const cbra_ops[] = {"Conv", "BatchNormalization", "Add", "Relu"};
+#define S KILN_PATTERN_SLOT
+#define N KILN_PATTERN_NODE
+static const int32_t cbra_conv[] = {S(0), S(1), S(2)};
+static const int32_t cbra_bn[] = {N(0), S(3), S(4), S(5), S(6)};
+static const int32_t cbra_add_bn_skip[] = {N(1), S(7)};
+static const int32_t cbra_add_skip_bn[] = {S(7), N(1)};
+static const int32_t cbra_relu[] = {N(2)};
+#undef S
+#undef N
+static const int32_t cbra_counts[] = {3, 5, 2, 1};
+static const int32_t* const cbra_inputs_a[] = {cbra_conv, cbra_bn, cbra_add_bn_skip, cbra_relu};
+static const int32_t* const cbra_inputs_b[] = {cbra_conv, cbra_bn, cbra_add_skip_bn, cbra_relu};
+static const kiln_custom_pattern_t cbra_patterns[2] = {
+    {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = DOMAIN, .name = "FusedConvBNAddReLU", .n_nodes = 4,
+     .ops = cbra_ops, .inputs = cbra_inputs_a, .n_node_inputs = cbra_counts},
+    {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = DOMAIN, .name = "FusedConvBNAddReLU", .n_nodes = 4,
+     .ops = cbra_ops, .inputs = cbra_inputs_b, .n_node_inputs = cbra_counts},
+};
 
 /* ---- ScaledSwish -------------------------------------------------------- */
 
@@ -322,8 +398,69 @@ static const kiln_custom_op_t swish_op = {
     .epilogue = 1,
 };
 
+/* ---- ScaledSwishFn: the CPU kernel as a function -------------------------
+ *
+ * The same op as ScaledSwish, with its CPU kernel given as a C function
+ * (cpu_fn, API version 2) instead of source: what a plugin does when its
+ * vendor's kernel is a binary library. kiln's CPU code calls it in-process
+ * with the tensors and attributes as the reference kernel gets them; it has
+ * no GPU kernel, so an OpenCL or Vulkan session runs it on the CPU
+ * (heterogeneous execution). kiln applies a fused epilogue after it. */
+__attribute__((unused)) /* in the _nofn build */
+static int swish_fn(kiln_custom_ctx_t* c, void* user_data) {
+  if (user_data != &swish_op) return fail(c, "wrong user_data"); /* registered below */
+  const float beta = attr(c, "beta")->f;
+  /* as a vendor library might refuse its input at run time */
+  if (!isfinite(beta)) return fail(c, "beta must be finite");
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  if (c->in[0].dtype == KILN_DTYPE_F16) {
+    const uint16_t* x = c->in[0].data;
+    uint16_t* y = c->out[0].data;
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = h2f(x[i]);
+      y[i] = f2h(v / (1.0f + expf(-beta * v)));
+    }
+    return 0;
+  }
+  const float* x = c->in[0].data;
+  float* y = c->out[0].data;
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + expf(-beta * x[i]));
+  return 0;
+}
+
+static const kiln_custom_op_t swish_fn_op = {
+    .api_version = KILN_CUSTOM_OP_API_VERSION,
+    .domain = DOMAIN,
+    .name = "ScaledSwishFn",
+    .since_version = 1,
+    .version = 1,
+    .n_inputs = 1,
+    .n_outputs = 1,
+    .inputs = swish_inputs,
+    .outputs = swish_outputs,
+    .n_attrs = 1,
+    .attrs = swish_attrs,
+    .shape = swish_shape,
+    .reference = swish_reference,
+    .epilogue = 1,
+#ifndef EXAMPLE_NO_CPU_FN
+    .cpu_fn = swish_fn,
+    .cpu_user_data = (void*)&swish_op,
+#else
+    /* tests: a build that registers the op with its CPU kernel as source,
+     * so a module compiled against the cpu_fn build is refused */
+    .cpu = {swish_cpu, NULL},
+#endif
+};
+
 KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {
   if (host->register_op(host, &cbr_op)) return 1;
   if (host->register_pattern(host, &cbr_pattern)) return 1;
-  return host->register_op(host, &swish_op);
+  if (host->register_op(host, &cbra_op)) return 1;
+  if (host->register_pattern(host, &cbra_patterns[0]) || host->register_pattern(host, &cbra_patterns[1])) return 1;
+  if (host->register_op(host, &swish_op)) return 1;
+  return host->register_op(host, &swish_fn_op);
 }

@@ -100,11 +100,11 @@ KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_create(int32_t abi_v
                                                                    kiln_compiler_t** out_compiler);
 KILN_COMPILER_API void kiln_compiler_destroy(kiln_compiler_t* c); /* NULL: no-op */
 
-/* Loads the custom-op plugin at |path| (include/kiln/custom_op.h) into
- * the compiler's op registry, for every compiler of the process. libkiln
- * carries its own copy of the runtime, so a module using the plugin's ops
- * also needs it loaded into libkiln_rt where it runs (kiln_plugin_load;
- * the Python package's kiln.load_plugin does both). Errors name the
+/* Loads the custom-op plugin at |path| (include/kiln/custom_op.h) for
+ * every compiler and every session of the process: the same as
+ * kiln_plugin_load. The process has one plugin registry, libkiln_rt's
+ * (libkiln, which carries a private copy of the runtime, forwards to it),
+ * so one load of either serves compiling and running. Errors name the
  * plugin, the op and the reason; nothing is registered then. */
 KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_load_plugin(const char* path);
 

@@ -18,7 +18,8 @@
  *   - a reference kernel in C, run in-process by kiln's reference executor
  *     (`kiln run --target ref`, --check-ref) and used as the oracle;
  *   - optional kernels per target, as source text kiln compiles with the
- *     model's own kernels: the body of a C function for the CPU target, of
+ *     model's own kernels (the CPU kernel may instead be a C function in
+ *     the plugin, cpu_fn, API version 2): the body of a C function for the CPU target, of
  *     an OpenCL C kernel, of a GLSL compute shader's main(). kiln writes the
  *     function header itself, so arguments can never disagree with the
  *     plan; the body reads inputs as in0, in1, ... and writes out0, ...
@@ -43,15 +44,18 @@
  *
  * On Mesa's lavapipe (Vulkan on the CPU) an invocation ends after 65535
  * loop iterations; kiln cannot count a plugin body's loops, so keep each
- * GLSL work-item's loops below that (spread the work over work-items).
+ * GLSL work-item's loops below that (spread the work over work-items), and
+ * declare the count (glsl_loop_trips, API version 2) so that kiln refuses
+ * the kernel, naming the op, where it would be cut short.
  *
  * A kernel a compiler rejects fails the compile or the module load with the
  * compiler's log, which names the plugin and the op: kiln marks every body
  * with a #line directive (C, OpenCL) or the error names them (GLSL).
  *
- * A plugin op without a kernel for the chosen target is an error naming the
- * op and the target: kiln runs a whole program on one device and has no
- * heterogeneous execution to hand such an op to the CPU.
+ * A plugin op without a kernel for a GPU target runs on the CPU of the same
+ * session (heterogeneous execution), through its CPU kernel, source or
+ * cpu_fn; under --strict, and on the CPU target without a CPU kernel, it is
+ * an error naming the op and the target.
  *
  * Registration is all or nothing per plugin: a descriptor that fails its
  * checks (another API version, a duplicate or built-in name, a missing
@@ -60,9 +64,12 @@
  * names the plugin, the op and the reason.
  *
  * Lifetime: descriptors and every string and table they point to must stay
- * valid while the plugin is loaded (static storage); kiln keeps the
+ * valid while the plugin is loaded (static storage; kiln copies the
+ * descriptor structs themselves); kiln keeps the
  * library loaded until kiln_plugin_unload_all. The registry is
- * process-wide; loading is serialized by a lock, the lookups read a
+ * process-wide, one per process even where libkiln and libkiln_rt are both
+ * loaded (libkiln forwards to libkiln_rt's, so kiln_plugin_load and
+ * kiln_compiler_load_plugin are the same); loading is serialized by a lock, the lookups read a
  * registry that only grows, so loading plugins while compiling in another
  * thread is not supported.
  */
@@ -80,9 +87,14 @@
 extern "C" {
 #endif
 
-/* Bumped on any change of the structs below; a descriptor of another
+/* The version of the structs below a plugin is built against. Version 2
+ * appended the CPU kernel as a function (kiln_custom_op_t.cpu_fn,
+ * .cpu_user_data) and changed nothing before it, so kiln accepts
+ * descriptors of versions 1 and 2: a version-1 descriptor is read only up
+ * to its end (the fields version 2 appended count as NULL/0). Any other
  * version is refused. */
-#define KILN_CUSTOM_OP_API_VERSION 1
+#define KILN_CUSTOM_OP_API_VERSION 2
+#define KILN_CUSTOM_OP_API_VERSION_MIN 1
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -165,6 +177,15 @@ typedef struct kiln_custom_ctx_s {
 } kiln_custom_ctx_t;
 
 typedef int (*kiln_custom_fn)(kiln_custom_ctx_t* ctx);
+/* A CPU kernel given as a function (API version 2): the CPU device calls
+ * it in-process, from the module's code, once per run of the node, with
+ * |ctx| as the reference kernel gets it (in[i].data and out[i].data point
+ * at the device's dense row-major buffers, outputs allocated; ctx->target
+ * is "cpu") and the op's cpu_user_data. It may use threads of its own. It
+ * returns 0, or non-zero to fail the run (an error naming the node and the
+ * op; the message it writes into ctx->error is not carried, the run's error
+ * says the function failed). */
+typedef int (*kiln_custom_cpu_fn)(kiln_custom_ctx_t* ctx, void* user_data);
 /* Work-items per dimension (global, > 0) and the work-group size (local,
  * > 0; the GLSL body's local_size is set from it). NULL launch: one
  * work-item per element of output 0 in groups of 64. */
@@ -194,13 +215,38 @@ typedef struct kiln_custom_op_s {
   /* Non-zero: the kernels store each value of output 0 through
    * KILN_EPILOGUE0(v) (an f32 expression), so the graph passes may fuse an
    * element-wise activation that follows the op (Relu, LeakyRelu, Sigmoid,
-   * Tanh; its node then disappears) into it; kiln applies the same
-   * activation after the reference kernel. Without a fused activation
-   * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. */
+   * Tanh; its node then disappears) into it, and kiln's kernel fusion the
+   * element-wise kernels after that whose value depends on the element
+   * and one-element constants only (Clip, Elu, HardSwish, Gelu, Mul by a
+   * scalar, ...: the reference runs those nodes as they are; the fused
+   * activation it applies after the reference kernel). Without any
+   * KILN_EPILOGUE0(v) is (v). Output 0 must be f32 or f16. A cpu_fn kernel
+   * cannot store through a macro: kiln applies the fused activation to
+   * output 0 after the function returns. */
   int epilogue;
+  /* ---- API version 2 (a version-1 descriptor ends above) ---- */
+  /* The CPU kernel as a function instead of source (cpu.source must then
+   * be NULL): for kernels whose code is a binary library. A module whose
+   * CPU code calls it records the op in its plugin list like any other;
+   * loading that code where the loaded plugin registers the op without a
+   * cpu_fn is an error naming the op and the plugin. */
+  kiln_custom_cpu_fn cpu_fn;
+  void* cpu_user_data; /* passed to cpu_fn as is */
+  /* Optional: the most loop iterations one work-item of the GLSL kernel
+   * runs, all its loops together, for the launch (global, local) the op
+   * gets; < 0 when it fails (a message in ctx->error). Some Vulkan
+   * devices end an invocation after a number of iterations (Mesa's
+   * lavapipe: 65535; kiln_device_info_t.loop_limit) and would leave the
+   * outputs partial: kiln refuses the kernel on such a device, naming the
+   * op, when the count is above it -- at compile time when it compiles
+   * for the device, else when the module is loaded (the count is recorded
+   * with the kernel). kiln cannot count the loops of a body itself: an op
+   * without this function is not checked. */
+  int64_t (*glsl_loop_trips)(kiln_custom_ctx_t* ctx, const int64_t global[3], const int64_t local[3]);
 } kiln_custom_op_t;
 
-/* A chain of ai.onnx nodes the graph passes replace by the op |domain| /
+/* A chain (or, API version 2, a graph: |inputs|) of ai.onnx nodes the
+ * graph passes replace by the op |domain| /
  * |name| (registered by the same plugin): ops[0] feeds ops[1] (as its
  * input 0) and so on, each intermediate read only by the next node and not
  * a graph output. The new node's inputs are, node by node, the inputs
@@ -210,13 +256,31 @@ typedef struct kiln_custom_op_s {
  * become the op's. Applied by the graph passes (-O1, the default), before
  * kiln's own folds. */
 typedef struct kiln_custom_pattern_s {
-  int32_t api_version; /* KILN_CUSTOM_OP_API_VERSION */
+  int32_t api_version; /* KILN_CUSTOM_OP_API_VERSION (1 accepted) */
   const char* domain;
   const char* name;
   int32_t n_nodes; /* 2..8 */
   const char* const* ops;
   const int32_t* slots;
+  /* ---- API version 2 (a version-1 pattern ends above) ---- */
+  /* Optional (NULL: the chain above, |slots| used): the pattern as a graph
+   * of its n_nodes nodes in topological order, the last one's output 0
+   * becoming the op's. inputs[k] says what each input of node k is
+   * (n_node_inputs[k] entries; a node with an input present beyond them
+   * does not match): KILN_PATTERN_SLOT(i), the op's input i; a slot bound
+   * at several places matches only where they are one tensor (a fan-in:
+   * Mul(x, x), a residual's skip that is the block's input);
+   * KILN_PATTERN_NODE(m), output 0 of node m < k, an intermediate read by
+   * the pattern's nodes only and not a graph output; KILN_PATTERN_NONE,
+   * absent. Every slot 0..n_inputs-1 is bound, every node but the last is
+   * read by a later one. |slots| is not read then. */
+  const int32_t* const* inputs;
+  const int32_t* n_node_inputs;
 } kiln_custom_pattern_t;
+
+#define KILN_PATTERN_SLOT(i) (i)
+#define KILN_PATTERN_NODE(m) (-2 - (m))
+#define KILN_PATTERN_NONE (-1)
 
 /* What kiln_plugin_register receives. Each call returns 0, or non-zero
  * after recording the reason (the whole plugin is then refused). */

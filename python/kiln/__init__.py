@@ -250,10 +250,8 @@ def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **opt
 
 def load_plugin(path):
     """Loads a custom-op plugin (include/kiln/custom_op.h) for compiling and for running modules
-    that use its ops (into both libkiln and libkiln_rt)."""
-    p = os.fspath(path).encode()
-    _check(cc.kiln_compiler_load_plugin(p))
-    _check(rt.kiln_plugin_load(p))
+    that use its ops: the process has one plugin registry, libkiln_rt's, which libkiln uses too."""
+    _check(rt.kiln_plugin_load(os.fspath(path).encode()))
 
 
 def load(path):

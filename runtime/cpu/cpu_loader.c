@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "runtime/cpu/cpu_loader.h"
+#include "runtime/plugin.h"
 #include "runtime/code_cache.h"
 
 extern char** environ;
@@ -259,6 +260,10 @@ static void read_cpu_identity(void) {
  * unloading it under them (dlclose of the last kernel object when the host
  * does not link OpenMP itself) crashes them. So every loaded OpenMP runtime
  * is promoted to RTLD_NODELETE. */
+static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data);
+
+void kiln_cpu_pin_openmp(void) { dl_iterate_phdr(pin_openmp, NULL); }
+
 static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   (void)data;
@@ -285,7 +290,7 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
    * initialised (and allocated) on load, and a dlclose that unloaded it
    * with the object on the error paths below would leak what it holds
    * (a module whose code lacks a kernel's symbol). */
-  dl_iterate_phdr(pin_openmp, NULL);
+  kiln_cpu_pin_openmp();
   kiln_cpu_kernel_fn* fns = calloc((size_t)(n ? n : 1), sizeof(*fns));
   if (!fns) {
     dlclose(h);
@@ -307,6 +312,18 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
     free(fns);
     dlclose(h);
     return kiln_make_status(KILN_NOT_FOUND, "cpu: symbol '%s' missing from '%s'", missing, path);
+  }
+  /* Kernels that call a plugin's CPU function get its address now, from
+   * the plugins loaded in this process (targets/custom_kernel.c prints
+   * kiln_plugin_bind only into units that have such kernels). */
+  void* bind = dlsym(h, "kiln_plugin_bind");
+  if (bind) {
+    kiln_status_t bs = kiln_plugin_bind_cpu_fns(bind);
+    if (bs) {
+      free(fns);
+      dlclose(h);
+      return bs;
+    }
   }
   m->handle = h;
   m->fns = fns;

@@ -101,6 +101,12 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
 kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* code, const char* cc, const char* flags,
                                     const char* so_path);
 
+/* Promotes every OpenMP runtime loaded in the process to RTLD_NODELETE: its
+ * worker threads outlive a parallel region, so it must outlive the object
+ * that pulled it in (a kernel object, a plugin). Call after each dlopen of
+ * code that may use OpenMP. */
+void kiln_cpu_pin_openmp(void);
+
 /* Unloads and zeroes |m|; a zeroed module is a no-op. */
 void kiln_cpu_module_unload(kiln_cpu_module_t* m);
 

@@ -313,6 +313,13 @@ kiln_status_t kiln_cf_print_unit(const kiln_cf_dialect_t* d, const tir_func_t* c
                                  int32_t n, const kiln_cf_kernel_info_t* infos,
                                  kiln_cf_out_t* out) KILN_MUST_USE;
 
+/* Prints `float NAME(float V) { return E; }` (C: static inline): an f32
+ * value |e| of variable |v| and constants, no loads (a plugin kernel's
+ * fused epilogue, targets/custom_kernel.c; |v| stands for an f32 value
+ * although tir variables are I64 elsewhere). */
+kiln_status_t kiln_cf_print_value_fn(const kiln_cf_dialect_t* d, const char* name, const tir_var_t* v,
+                                     const tir_expr_t* e, kiln_cf_out_t* out) KILN_MUST_USE;
+
 /* GPU launch geometry of a kernel from its BOUND loops: local[d] is the
  * largest extent bound to THREAD_X+d, groups[d] the largest bound to
  * BLOCK_X+d (1 where nothing is bound). */

@@ -416,3 +416,21 @@ kiln_status_t kiln_cf_print_unit(const kiln_cf_dialect_t* d, const tir_func_t* c
   if (d->epilogue) kiln_cf_out_puts(out, d->epilogue);
   return out->oom ? kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory printing source") : NULL;
 }
+
+kiln_status_t kiln_cf_print_value_fn(const kiln_cf_dialect_t* d, const char* name, const tir_var_t* v,
+                                     const tir_expr_t* e, kiln_cf_out_t* out) {
+  pr_t* p = calloc(1, sizeof *p); /* large (the canonical-name table) */
+  if (!p) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: printing '%s'", d->name, name);
+  p->d = d;
+  p->o = out;
+  const char* ft = vtype(p, KILN_DTYPE_F32);
+  putf(p, "%s%s %s(%s ", d->lang == KILN_CF_LANG_C ? "static inline " : "", ft, name, ft);
+  kiln_cf_put_var(p, v);
+  if (d->constructor_casts) putf(p, ") {\n  return %s(", ft);
+  else putf(p, ") {\n  return (%s)(", ft);
+  kiln_cf_expr(p, e, P_ANY);
+  put(p, ");\n}\n");
+  kiln_status_t s = p->err;
+  free(p);
+  return s;
+}

@@ -214,6 +214,7 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
   size_t epilogue_off = o->len;
   kiln_cf_out_puts(o, "\n");
   kiln_cf_out_puts(o, kiln_cf_dialect_c.epilogue);
+  kiln_custom_print_bind(plan, o);
   out->parts[2 * out->n_parts] = epilogue_off;
   out->parts[2 * out->n_parts + 1] = o->len - epilogue_off;
   out->n_parts++;

@@ -124,11 +124,12 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       kiln_cf_out_t out;
       kiln_cf_out_init(&out);
       s = kiln_custom_print(plan, k, "vulkan", name, &out, dims[k], dims[k] + 3);
+      if (!s) s = kiln_custom_glsl_trips(plan, k, &trips[k]); /* 0: not declared */
       if (s) {
         kiln_cf_out_free(&out);
         break;
       }
-      units[k].text = out.data; /* ownership moves; trips stay 0 (not known) */
+      units[k].text = out.data; /* ownership moves */
     } else if (kind == KILN_TEMPLATE_CONV) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
       /* the tiles lowering chose (kiln_vulkan_template_tiles) */

@@ -8,8 +8,21 @@
  *                  function fails), Nonsense (returns rank 99), BadKernel
  *                  (kernels no compiler accepts), CpuOnly (no GPU kernels),
  *                  ClOnly (an OpenCL kernel only), BadLaunch (its launch
- *                  function fails); and MinMax, a working op with two
- *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch */
+ *                  function fails); LoopHeavy (each GLSL work-item
+ *                  loops over the whole input, declared by its
+ *                  glsl_loop_trips: refused on a device with a loop limit
+ *                  once the input is larger than it); SquarePlus (A*A + B,
+ *                  with the fan-in pattern Mul(x, x) -> Add(., b)); and MinMax, a working op with two
+ *                  inputs, two outputs, f32 or i8 tensors and a 2-D launch
+ *   BAD_BOTH       an op with a CPU kernel as source and as a function
+ *   BAD_PATTERN    a graph pattern (API version 2) whose first node no
+ *                  later node reads
+ *   BAD_V1         not bad: an API-version-1 op (Old, CPU source kernel)
+ *                  in a buffer exactly as long as a version-1 descriptor,
+ *                  so reading a field version 2 appended is a
+ *                  heap-buffer-overflow under ASan */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/custom_op.h"
@@ -108,6 +121,48 @@ MAYBE_UNUSED static int failing_launch(kiln_custom_ctx_t* c, int64_t global[3], 
 #define MM_2D(x, y) \
   "int cx = " x ", cy = " y ";\nint i = cy * KILN_GLOBAL_X + cx;\nif (cx < KILN_GLOBAL_X && cy < KILN_GLOBAL_Y) " MM_ELEMENT
 
+MAYBE_UNUSED static int64_t whole_input_trips(kiln_custom_ctx_t* c, const int64_t global[3], const int64_t local[3]) {
+  (void)global;
+  (void)local;
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  return n;
+}
+MAYBE_UNUSED static const char loop_heavy_glsl[] =
+    "int i = int(gl_GlobalInvocationID.x);\n"
+    "if (i < KILN_OUT0_SIZE) {\n"
+    "  float m = in0[i];\n"
+    "  for (int j = 0; j < KILN_IN0_SIZE; ++j) m = max(m, in0[j] - 1e30);\n"
+    "  out0[i] = m;\n"
+    "}\n";
+
+MAYBE_UNUSED static const kiln_custom_io_t sqp_in[] = {{"A", F32, 0}, {"B", F32, 0}};
+MAYBE_UNUSED static int sqp_shape(kiln_custom_ctx_t* c) {
+  for (int32_t d = 0; d < c->in[0].rank; ++d)
+    if (c->in[0].rank != c->in[1].rank || c->in[0].dims[d] != c->in[1].dims[d]) {
+      strncpy(c->error, "A and B differ in shape", c->error_cap - 1);
+      return 1;
+    }
+  c->out[0] = c->in[0];
+  return 0;
+}
+MAYBE_UNUSED static int sqp_reference(kiln_custom_ctx_t* c) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < c->in[0].rank; ++d) n *= c->in[0].dims[d];
+  const float *a = c->in[0].data, *b = c->in[1].data;
+  for (int64_t i = 0; i < n; ++i) ((float*)c->out[0].data)[i] = a[i] * a[i] + b[i];
+  return 0;
+}
+#define SQP_ELEMENT "out0[i] = in0[i] * in0[i] + in1[i];\n"
+MAYBE_UNUSED static const char* const sqp_ops[] = {"Mul", "Add"};
+MAYBE_UNUSED static const int32_t sqp_mul[] = {KILN_PATTERN_SLOT(0), KILN_PATTERN_SLOT(0)};
+MAYBE_UNUSED static const int32_t sqp_add[] = {KILN_PATTERN_NODE(0), KILN_PATTERN_SLOT(1)};
+MAYBE_UNUSED static const int32_t* const sqp_inputs[] = {sqp_mul, sqp_add};
+MAYBE_UNUSED static const int32_t sqp_counts[] = {2, 2};
+MAYBE_UNUSED static const kiln_custom_pattern_t sqp_pattern = {
+    .api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad", .name = "SquarePlus", .n_nodes = 2,
+    .ops = sqp_ops, .inputs = sqp_inputs, .n_node_inputs = sqp_counts};
+
 #if defined(BAD_VERSION)
 static const kiln_custom_op_t op = {.api_version = 99, .domain = "com.kiln.bad", .name = "Future", .since_version = 1,
                                     .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
@@ -130,20 +185,61 @@ static const kiln_custom_op_t ops[] = {
      .reference = mm_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " MM_ELEMENT, NULL},
      .opencl = {MM_2D("(int)get_global_id(0)", "(int)get_global_id(1)"), mm_launch},
      .glsl = {MM_2D("int(gl_GlobalInvocationID.x)", "int(gl_GlobalInvocationID.y)"), mm_launch}},
+    {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad", .name = "SquarePlus", .since_version = 1,
+     .version = 1, .n_inputs = 2, .n_outputs = 1, .inputs = sqp_in, .outputs = io, .shape = sqp_shape,
+     .reference = sqp_reference, .cpu = {"for (long i = 0; i < KILN_OUT0_SIZE; ++i) " SQP_ELEMENT, NULL},
+     .opencl = {"int i = (int)get_global_id(0);\nif (i < KILN_OUT0_SIZE) " SQP_ELEMENT, NULL},
+     .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) " SQP_ELEMENT, NULL}},
+    OP("com.kiln.bad", "LoopHeavy", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, NULL},
+       .glsl = {loop_heavy_glsl, NULL}, .glsl_loop_trips = whole_input_trips),
     OP("com.kiln.bad", "BadLaunch", copy_shape, identity, .cpu = {copy_cpu, NULL}, .opencl = {copy_cl, failing_launch},
        .glsl = {"int i = int(gl_GlobalInvocationID.x);\nif (i < KILN_OUT0_SIZE) out0[i] = in0[i];\n", failing_launch}),
 };
+#elif defined(BAD_BOTH)
+static int some_fn(kiln_custom_ctx_t* c, void* user) {
+  (void)user;
+  return identity(c);
+}
+static const kiln_custom_op_t op = OP("com.kiln.bad", "Both", copy_shape, identity, .cpu = {copy_cpu, NULL},
+                                      .cpu_fn = some_fn);
+#elif defined(BAD_PATTERN)
+static const kiln_custom_op_t op = OP("com.kiln.bad", "Lonely", copy_shape, identity, .cpu = {copy_cpu, NULL});
+static const char* const lonely_ops[] = {"Relu", "Relu"};
+static const int32_t lonely_first[] = {KILN_PATTERN_SLOT(0)};
+static const int32_t lonely_second[] = {KILN_PATTERN_SLOT(0)}; /* not NODE(0) */
+static const int32_t* const lonely_inputs[] = {lonely_first, lonely_second};
+static const int32_t lonely_counts[] = {1, 1};
+static const kiln_custom_pattern_t lonely = {.api_version = KILN_CUSTOM_OP_API_VERSION, .domain = "com.kiln.bad",
+                                             .name = "Lonely", .n_nodes = 2, .ops = lonely_ops,
+                                             .inputs = lonely_inputs, .n_node_inputs = lonely_counts};
+#elif defined(BAD_V1)
+static const kiln_custom_op_t v1 = {.api_version = 1, .domain = "com.kiln.bad", .name = "Old", .since_version = 1,
+                                    .version = 1, .n_inputs = 1, .n_outputs = 1, .inputs = io, .outputs = io,
+                                    .shape = copy_shape, .reference = identity, .cpu = {copy_cpu, NULL}};
+static void* v1_copy; /* what kiln reads while the plugin is loaded */
+__attribute__((destructor)) static void free_v1(void) { free(v1_copy); } /* on dlclose */
 #endif
 
 #ifndef BAD_NO_ENTRY
 KILN_PLUGIN_EXPORT int kiln_plugin_register(kiln_plugin_host_t* host) {
-#if defined(BAD_OPS)
+#if defined(BAD_V1)
+  /* what a plugin built against the version-1 header hands over: the
+   * struct ended after .epilogue */
+  const size_t v1_size = offsetof(kiln_custom_op_t, cpu_fn);
+  if (!v1_copy && !(v1_copy = malloc(v1_size))) return 1;
+  memcpy(v1_copy, &v1, v1_size);
+  return host->register_op(host, (const kiln_custom_op_t*)v1_copy);
+#elif defined(BAD_OPS)
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
     if (host->register_op(host, &ops[i])) return 1;
-  return 0;
+  return host->register_pattern(host, &sqp_pattern);
 #else
 #if defined(BAD_HALF)
   if (host->register_op(host, &good)) return 1;
+#endif
+#if defined(BAD_PATTERN)
+  if (host->register_op(host, &op)) return 1;
+  return host->register_pattern(host, &lonely);
 #endif
   return host->register_op(host, &op);
 #endif
