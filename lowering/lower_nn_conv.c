@@ -59,7 +59,6 @@
 #include "lowering/lower_nn_impl.h"
 
 #define NN_MAX_TAPS 4096
-#define NN_MAX_GROUPS 64
 
 typedef struct cv_s {
   const tir_buffer_t *x, *w, *bias, *y;
@@ -662,9 +661,8 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
   const nn_axis_t* a3 = cv->a3;
   /* One tap group per stride residue class present: past NN_MAX_GROUPS
    * (a patchify conv has one per tap) gather the patches instead. */
-  int64_t classes = 1;
-  for (int32_t d = 0; d < 3; ++d) classes *= a3[d].s < a3[d].k ? a3[d].s : a3[d].k;
-  if (classes > NN_MAX_GROUPS) {
+  const int64_t k3[3] = {a3[0].k, a3[1].k, a3[2].k}, s3[3] = {a3[0].s, a3[1].s, a3[2].s};
+  if (nn_stride_classes(k3, s3) > NN_MAX_GROUPS) {
     cv->pair = cv->w8 = false; /* the patch matrix stays f32 (exact integer products summed in f32) */
     return conv_im2col(kb, cv);
   }

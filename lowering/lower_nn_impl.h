@@ -270,6 +270,14 @@ typedef struct nn_qconv_s {
   const void* user;
 } nn_qconv_t;
 kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
+/* Stride residue classes of a window (kernel |k|, strides |s|, 3 axes): past
+ * NN_MAX_GROUPS Conv's lowering gathers patches (im2col) instead. */
+#define NN_MAX_GROUPS 64
+static inline int64_t nn_stride_classes(const int64_t* k, const int64_t* s) {
+  int64_t c = 1;
+  for (int32_t d = 0; d < 3; ++d) c *= s[d] < k[d] ? s[d] : k[d];
+  return c;
+}
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
@@ -288,6 +296,7 @@ kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_
     kiln_lower_nn_det;
 kiln_lower_op_t kiln_lower_nn_quantize_linear, kiln_lower_nn_dequantize_linear,
     kiln_lower_nn_dynamic_quantize_linear, kiln_lower_nn_matmul_integer,
-    kiln_lower_nn_qlinear_matmul, kiln_lower_nn_conv_integer, kiln_lower_nn_qlinear_conv;
+    kiln_lower_nn_qlinear_matmul, kiln_lower_nn_conv_integer, kiln_lower_nn_qlinear_conv,
+    kiln_lower_nn_qlinear_add, kiln_lower_nn_qlinear_global_avgpool;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */
