@@ -103,6 +103,7 @@ static int64_t cv_kch(const cv_t* cv) { return cv->pair ? cv->Cgp : cv->Cg; }
 static const tir_expr_t* cv_ldx(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* const* idx) {
   const tir_expr_t* x = nn_ldf(kb, cv->x, idx);
   if (!cv->q) return x;
+  if (cv->q->xzp_is_imm) return tir_sub(kb->t, x, nn_f(kb, (double)cv->q->xzp_imm));
   return tir_sub(kb->t, x, nn_ldf(kb, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
 }
 
@@ -112,7 +113,9 @@ static const tir_expr_t* cv_ldx(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* c
 static const tir_expr_t* cv_ldx_pair(nn_kb_t* kb, const cv_t* cv, const tir_expr_t* c,
                                      const tir_expr_t* const* idx) {
   tir_ctx_t* t = kb->t;
-  const tir_expr_t* zp = tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
+  const tir_expr_t* zp = cv->q->xzp_is_imm
+                             ? tir_const(t, KILN_DTYPE_I32, cv->q->xzp_imm)
+                             : tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->q->xzp, NN_IDX(nn_i(kb, 0))));
   const tir_expr_t* lo = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, cv->x, idx)), zp);
   const tir_expr_t* i2[KILN_MAX_RANK];
   for (int32_t d = 0; d < cv->x->rank; ++d) i2[d] = idx[d];

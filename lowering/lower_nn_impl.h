@@ -268,6 +268,10 @@ typedef struct nn_qconv_s {
   const tir_expr_t* (*requant)(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
                                const tir_expr_t* acc);
   const void* user;
+  /* x's zero point as an immediate (xzp_imm) when it is a constant: a load
+   * of it beside u8 stores may alias them and keeps GCC from vectorizing */
+  bool xzp_is_imm;
+  int32_t xzp_imm;
 } nn_qconv_t;
 kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
 /* Stride residue classes of a window (kernel |k|, strides |s|, 3 axes): past

@@ -221,9 +221,16 @@ typedef struct iprod_s {
   const tir_expr_t* row; /* the row of a (per-row a parameters), or NULL */
 } iprod_t;
 
-/* Requantization inputs of the QLinear ops (flat views; bias may be NULL). */
+/* Requantization inputs of the QLinear ops (flat views; bias may be NULL).
+ * With constant scales and zero point the GEMM paths set |mult| (a [n]
+ * constant of (s_a * s_b[c]) / s_y, computed in f32 as the kernel would)
+ * and the zero point as an immediate: no division and no loads that may
+ * alias the int8 stores in the epilogue. */
 typedef struct requant_s {
   const tir_buffer_t *as, *bs, *ys, *yz, *bias;
+  const tir_buffer_t* mult;
+  bool yz_is_imm;
+  double yz_imm;
 } requant_t;
 
 static kiln_status_t flats(kiln_lower_ctx_t* ctx, const int32_t* idx, int32_t n,
@@ -244,11 +251,16 @@ static const tir_expr_t* finish(nn_kb_t* kb, const iprod_t* p, const requant_t* 
   if (!r) return acc;
   const tir_expr_t* z = nn_i(kb, 0);
   if (r->bias) acc = tir_add(t, acc, ldi_or0(kb, r->bias, chan(kb, r->bias, c)));
-  const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
-  const tir_expr_t* mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
-                                   nn_ldf(kb, r->ys, NN_IDX(z)));
+  const tir_expr_t* mult;
+  if (r->mult) {
+    mult = nn_ldf(kb, r->mult, NN_IDX(chan(kb, r->mult, c)));
+  } else {
+    const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
+    mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
+                   nn_ldf(kb, r->ys, NN_IDX(z)));
+  }
   const tir_expr_t* v = round_even(kb, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, acc), mult));
-  v = tir_add(t, v, ldf_or(kb, r->yz, z, 0.0));
+  v = tir_add(t, v, r->yz_is_imm ? nn_f(kb, r->yz_imm) : ldf_or(kb, r->yz, z, 0.0));
   return saturate(kb, p->y->dtype, v);
 }
 
@@ -305,7 +317,7 @@ static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
   if (!rq) return NULL;
   KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
-  *r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+  *r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   const tir_buffer_t* bias = bias_i >= 0 && bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
   KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r->bias));
   *rp = r;
@@ -336,6 +348,34 @@ static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I32, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_stmt_t* loops = nn_for(&kb, vk, K, mac(&kb, &p, acc, p.a, NN_IDX(ai), bi, n));
   return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, loops, e, n));
+}
+
+/* With the scales (inputs rq[0..3): a, b, y scales, y zero point) all
+ * constant and a's per tensor: r->mult = (s_a * s_b[c]) / s_y for the |n|
+ * channels as a constant (f32 arithmetic, as finish() would compute it)
+ * and y's zero point as an immediate (r's buffers are then not needed).
+ * Otherwise r stays as it is. */
+static kiln_status_t const_requant(kiln_lower_ctx_t* ctx, const int32_t* rq, int64_t n,
+                                   requant_t* r) {
+  for (int32_t k = 0; k < 4; ++k)
+    if (rq[k] >= ctx->n_in || !nn_is_const(ctx, rq[k])) return NULL;
+  const kiln_array_t *as = &ctx->in_tensor[rq[0]]->value, *bs = &ctx->in_tensor[rq[1]]->value;
+  const kiln_array_t *ys = &ctx->in_tensor[rq[2]]->value, *yz = &ctx->in_tensor[rq[3]]->value;
+  const int64_t nb = kiln_array_numel(bs);
+  if (kiln_array_numel(as) != 1 || kiln_array_numel(ys) != 1 || kiln_array_numel(yz) != 1 ||
+      (nb != 1 && nb != n))
+    return NULL;
+  float* m = malloc(sizeof(float) * (size_t)(nb > 0 ? nb : 1));
+  if (!m) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: requantization", ctx->node->name);
+  const float a = (float)kiln_load_f64(as->dtype, as->data, 0), y = (float)kiln_load_f64(ys->dtype, ys->data, 0);
+  for (int64_t c = 0; c < nb; ++c) {
+    const float b = (float)kiln_load_f64(bs->dtype, bs->data, (size_t)c);
+    m[c] = a * b / y; /* f32 operations in the kernel's order */
+  }
+  KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "mult", 1, &nb, m, &r->mult));
+  r->yz_is_imm = true;
+  r->yz_imm = (double)kiln_load_i64(yz->dtype, yz->data, 0);
+  return NULL;
 }
 
 /* QLinearMatMul as the CPU's int8 GEMM (nn_gemm_t.idot): A [..., M, K]
@@ -450,8 +490,9 @@ static kiln_status_t qmm_gemm(kiln_lower_ctx_t* ctx, float* bval, int32_t bi, in
     s = flat(ctx, ctx->in[0], "af", &q.p.a);
     if (!s) s = flat(ctx, opt_buf(ctx, azi), "az", &q.p.az);
     if (!s) s = flat(ctx, Y, "yf", &q.p.y);
-    if (!s && rq) s = flats(ctx, rq, 4, f);
-    if (!s && rq) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+    if (!s && rq) s = const_requant(ctx, rq, q.N, &q.r);
+    if (!s && rq && !q.r.mult) s = flats(ctx, rq, 4, f);
+    if (!s && rq && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   }
   if (!s && tir_buffer_numel(Y) > 0) {
     g.batch = 1, g.M = tir_buffer_numel(Y) / q.N, g.N = q.N, g.K = (q.K + 1) / 2;
@@ -545,6 +586,14 @@ static kiln_status_t lower_conv(kiln_lower_ctx_t* ctx, const int32_t* ops, const
 }
 
 
+/* x's zero point (input |i|) as an immediate of |c| when it is constant. */
+static void xzp_imm(kiln_lower_ctx_t* ctx, int32_t i, nn_qconv_t* c) {
+  if (i >= ctx->n_in || !nn_is_const(ctx, i)) return;
+  const kiln_array_t* v = &ctx->in_tensor[i]->value;
+  c->xzp_is_imm = true;
+  c->xzp_imm = (int32_t)kiln_load_i64(v->dtype, v->data, 0);
+}
+
 /* QLinearConv with constant weights and zero points goes, on the CPU,
  * through Conv's GEMM (nn_conv_quantized: register tiles, packed weights, the i32 bias as
  * the initial sum) with this requantization as its epilogue. */
@@ -590,12 +639,12 @@ kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
   memset(&q, 0, sizeof q);
   q.p.y = ctx->out[0];
   const tir_buffer_t* f[4];
-  nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q};
-  kiln_status_t s = flats(ctx, rq, 4, f);
-  if (!s) {
-    q.r = (requant_t){f[0], f[1], f[2], f[3], NULL};
-    s = flat(ctx, ctx->in[2], "xz", &c.xzp);
-  }
+  nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q, false, 0};
+  kiln_status_t s = const_requant(ctx, rq, ctx->out[0]->shape[1], &q.r);
+  if (!s && !q.r.mult) s = flats(ctx, rq, 4, f);
+  if (!s && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
+  xzp_imm(ctx, 2, &c);
+  if (!s && !c.xzp_is_imm) s = flat(ctx, ctx->in[2], "xz", &c.xzp);
   if (!s) s = nn_conv_quantized(ctx, &c);
   free(wq);
   return s;
@@ -736,15 +785,11 @@ kiln_status_t kiln_lower_nn_conv_integer(kiln_lower_ctx_t* ctx) {
     wq = NULL;
   }
   if (!wq) return lower_conv(ctx, ops, NULL, -1);
-  nn_qconv_t c = {0, 1, -1, NULL, wq, sums_as_is, NULL};
+  nn_qconv_t c = {0, 1, -1, NULL, wq, sums_as_is, NULL, !xz, 0};
   kiln_status_t s = NULL;
-  if (xz) {
-    s = flat(ctx, xz, "xz", &c.xzp);
-  } else { /* no zero point: a constant 0 of x's dtype */
-    const int64_t one = 1;
-    void* zero = calloc(1, 8);
-    s = zero ? nn_const_typed(ctx, "xz", ctx->in[0]->dtype, 1, &one, zero, &c.xzp)
-             : kiln_make_status(KILN_OUT_OF_MEMORY, "ConvInteger: zero point");
+  if (xz) { /* else the immediate 0 */
+    xzp_imm(ctx, 2, &c);
+    if (!c.xzp_is_imm) s = flat(ctx, xz, "xz", &c.xzp);
   }
   if (!s) s = nn_conv_quantized(ctx, &c);
   free(wq);
