@@ -252,7 +252,8 @@ kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name,
 
 /* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
 
-/* QLinearConv computed by Conv's GEMM lowering: the products of (x - x_zp)
+/* QLinearConv computed by Conv's lowering (depthwise with sums below 2^24:
+ * the direct kernel in f32, exact; else the GEMM): the products of (x - x_zp)
  * and the constant (w - w_zp) summed exactly in i32 by the int8 GEMM (the
  * GEMM's idot: both as i16 channel pairs; w stored one byte each when every
  * w - w_zp fits int8), the i32 bias as the GEMM's initial value, and

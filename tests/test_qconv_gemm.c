@@ -131,10 +131,11 @@ static void test_paths(void) {
       {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true},
       {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true},
       {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true},
-      /* depthwise (one input channel per group): through the GEMM (a
-       * direct int8 depthwise kernel, as in kiln_lower_nn_conv, is not
-       * written yet) */
+      /* depthwise (one input channel per group): the direct kernel with
+       * exact f32 sums (stride 1 rows as vectors of widened u8/i8 loads and
+       * narrowed stores), channel multiplier 2, stride 2 */
       {"depthwise",   12, 12, 9, 11, 3, 1, 1, 12, true, true, true, true, false},
+      {"dw_i8_wide",   8, 8, 6, 30, 3, 1, 1, 8, false, true, true, true, false},
       {"dw_stride2",  10, 10, 9, 9, 3, 2, 1, 10, false, false, true, true, false},
       {"dw_mult2",     6, 12, 8, 8, 5, 1, 2, 6, true, true, false, true, true},
   };

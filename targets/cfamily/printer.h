@@ -260,6 +260,14 @@ typedef struct kiln_cf_dialect_s {
    * prints scalar); the C prelude's polynomial forms, so the loop calls no
    * libm */
   const char* vmath[TIR_INTRIN_COUNT_];
+  /* u8 / i8 buffers in vector loops (the quantized kernels; NULL: such
+   * loops print scalar): $W bytes at $B[$I] widened to an f32 vector
+   * (f32(load)); an f32 vector $V of integers in the byte's range narrowed
+   * into them (a store of u8/i8(f32 value)) */
+  const char* vload_u8;
+  const char* vload_i8;
+  const char* vstore_u8;
+  const char* vstore_i8;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;
