@@ -66,7 +66,9 @@
  *               whose stores are contiguous in the loop variable (flattened
  *               index coefficient 1), whose loads are contiguous or invariant
  *               in it, and whose varying values are f32 arithmetic,
- *               comparisons, selects, min/max, abs, neg and fma, and the
+ *               comparisons, selects, min/max, abs, neg, fma and round
+ *               half to even (f16 and u8/i8 loads widened to f32, stores
+ *               narrowed), and the
  *               extent is a multiple of 4: GCC vector-extension code (16, 8
  *               or 4 lanes) with unaligned vector loads/stores. Otherwise a
  *               scalar loop under `#pragma omp simd`.

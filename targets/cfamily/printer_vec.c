@@ -2,7 +2,8 @@
  * VECTORIZED loop rules in printer.h): whether a VECTORIZED loop's body can
  * print as explicit W-lane vector code (stores contiguous in the lane
  * variable, loads contiguous or invariant, f32 arithmetic, comparisons,
- * selects, min/max, abs, neg, fma, f16 widening loads / narrowing stores),
+ * selects, min/max, abs, neg, fma, f16 and u8/i8 widening loads / narrowing
+ * stores),
  * and the vector expressions inside such a loop. */
 #include <stdio.h>
 
