@@ -57,20 +57,16 @@ static const tir_expr_t* chan(nn_kb_t* kb, const tir_buffer_t* p, const tir_expr
 
 /* min(max(v, lo), hi) in f32, then converted to |t|; NaN gives lo, as in
  * the reference (the dialects' min/max propagate NaN, and converting NaN
- * to an integer is undefined), unless |may_be_nan| is false (the value is
- * an integer sum times a finite multiplier: the select would only repeat
- * the value's whole expression). */
-static const tir_expr_t* clamp_to(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v, bool may_be_nan) {
+ * to an integer is undefined). The select also lets the printer prove the
+ * value's range, so the conversion is a plain (int32_t) cast that vectorizes
+ * (without it: kiln_f2i, and the GEMM epilogues ran scalar). */
+static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
   int64_t lo = 0, hi = 0;
   kiln_nn_quant_range(t, &lo, &hi);
-  if (may_be_nan) v = tir_select(kb->t, tir_bin(kb->t, TIR_EQ, v, v), v, nn_f(kb, (double)lo));
+  v = tir_select(kb->t, tir_bin(kb->t, TIR_EQ, v, v), v, nn_f(kb, (double)lo));
   v = tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, v, nn_f(kb, (double)lo)),
               nn_f(kb, (double)hi));
   return tir_cast(kb->t, t, v);
-}
-
-static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
-  return clamp_to(kb, t, v, true);
 }
 
 static const tir_expr_t* round_even(nn_kb_t* kb, const tir_expr_t* v) {
@@ -237,7 +233,6 @@ typedef struct requant_s {
   const tir_buffer_t* mult;
   bool yz_is_imm;
   double yz_imm;
-  bool mult_finite; /* every mult finite: an integer sum times it is no NaN */
 } requant_t;
 
 static kiln_status_t flats(kiln_lower_ctx_t* ctx, const int32_t* idx, int32_t n,
@@ -268,7 +263,7 @@ static const tir_expr_t* finish(nn_kb_t* kb, const iprod_t* p, const requant_t* 
   }
   const tir_expr_t* v = round_even(kb, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, acc), mult));
   v = tir_add(t, v, r->yz_is_imm ? nn_f(kb, r->yz_imm) : ldf_or(kb, r->yz, z, 0.0));
-  return clamp_to(kb, p->y->dtype, v, !r->mult_finite);
+  return saturate(kb, p->y->dtype, v);
 }
 
 /* acc += (a[ai...] - a_zp[row]) * (b[bi] - b_zp[c]) in i32. */
@@ -324,7 +319,7 @@ static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
   if (!rq) return NULL;
   KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
-  *r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0, false};
+  *r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   const tir_buffer_t* bias = bias_i >= 0 && bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
   KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r->bias));
   *rp = r;
@@ -379,8 +374,6 @@ static kiln_status_t const_requant(kiln_lower_ctx_t* ctx, const int32_t* rq, int
     const float b = (float)kiln_load_f64(bs->dtype, bs->data, (size_t)c);
     m[c] = a * b / y; /* f32 operations in the kernel's order */
   }
-  r->mult_finite = true;
-  for (int64_t c = 0; c < nb; ++c) r->mult_finite = r->mult_finite && isfinite(m[c]);
   KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "mult", 1, &nb, m, &r->mult));
   r->yz_is_imm = true;
   r->yz_imm = (double)kiln_load_i64(yz->dtype, yz->data, 0);
@@ -501,7 +494,7 @@ static kiln_status_t qmm_gemm(kiln_lower_ctx_t* ctx, float* bval, int32_t bi, in
     if (!s) s = flat(ctx, Y, "yf", &q.p.y);
     if (!s && rq) s = const_requant(ctx, rq, q.N, &q.r);
     if (!s && rq && !q.r.mult) s = flats(ctx, rq, 4, f);
-    if (!s && rq && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0, false};
+    if (!s && rq && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   }
   if (!s && tir_buffer_numel(Y) > 0) {
     g.batch = 1, g.M = tir_buffer_numel(Y) / q.N, g.N = q.N, g.K = (q.K + 1) / 2;
@@ -651,7 +644,7 @@ kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
   nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q, false, 0};
   kiln_status_t s = const_requant(ctx, rq, ctx->out[0]->shape[1], &q.r);
   if (!s && !q.r.mult) s = flats(ctx, rq, 4, f);
-  if (!s && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0, false};
+  if (!s && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   xzp_imm(ctx, 2, &c);
   if (!s && !c.xzp_is_imm) s = flat(ctx, ctx->in[2], "xz", &c.xzp);
   if (!s) s = nn_conv_quantized(ctx, &c);
