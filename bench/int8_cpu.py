@@ -1,47 +1,40 @@
 #!/usr/bin/env python3
-"""Issue 21's CPU speed goal: batch-1 latency of kiln's int8 (an onnxruntime
-quantize_static QDQ model, which kiln's "fold-qdq" pass turns into
-QLinearConv/QLinearMatMul) against kiln's own fp32 and against onnxruntime
-running the same QDQ model (its int8 kernels) and the fp32 model, in one run.
+"""Issue 21's CPU goals in one run: batch-1 latency of kiln int8 (an onnxruntime
+quantize_static QDQ model, which kiln's "fold-qdq" pass turns into int8 ops
+end to end) against kiln fp32, onnxruntime fp32 and onnxruntime running the
+same QDQ model (its own int8 kernels); module weights and arena of kiln's
+int8 against its fp32; the SQNR of each runtime's int8 logits against fp32.
 
-  int8_cpu.py --kiln build/kiln --models DIR [--names qdq,resnet18]
-              [--threads 2] [--repeat 10]
+  int8_cpu.py --models DIR [--names resnet18,mobilenet_v2,resnet50]
+              [--threads 1,2] [--repeat 15] [--sqnr-inputs 100]
 
 DIR holds what tests/models writes: qdq_float.onnx (export_qdq.py, the small
-CNN of the model_qdq tests), resnet18.onnx and mobilenet_v2.onnx
-(export_models.py, random weights); missing ones are skipped. Each float model is quantized here by
-onnxruntime (QDQ, u8 activations per tensor, i8 weights per channel, MinMax
-on 8 seeded N(0,1) inputs). kiln: `kiln run --target cpu --threads T
---repeat R` (median); onnxruntime: CPUExecutionProvider, all graph
-optimisations on, median of R runs after warm-up; minima beside (the
-machine may be shared). The fold-qdq rewrites (folded Conv/MatMul) that
-`kiln compile` reports are printed, the module weights of kiln's int8
-against its fp32 (w8/w32), and the SQNR of kiln's int8 output against
-onnxruntime running the Q/DQ nodes as written.
+CNN of the model_qdq tests), resnet18.onnx, mobilenet_v2.onnx and
+resnet50.onnx (export_models.py, random weights); missing ones are skipped.
+Each float model is quantized here by onnxruntime (QDQ, u8 activations per
+tensor, i8 weights per channel, MinMax on 8 seeded N(0,1) inputs); kiln and
+onnxruntime run that same QDQ file. kiln runs in this process through its
+Python bindings (python/kiln; KILN_LIBRARY_PATH names the build folder), so
+the four runtimes are timed interleaved, one run each per round (A B C D A B
+C D ...), and the ratios are of medians taken under the same load. Latency
+columns: median ms (min). SQNR (dB, higher is better) of the int8 logits
+against onnxruntime's fp32 logits over --sqnr-inputs seeded N(0,1) inputs:
+kiln int8 beside onnxruntime int8; "spec" is kiln int8 against onnxruntime
+running the Q/DQ nodes as written (optimisations off).
 """
 
 import argparse
+import ctypes
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-LATENCY_RE = re.compile(r"^latency: median (\S+) ms, min (\S+) ms", re.M)
-FOLD_RE = re.compile(r"^pass fold-qdq\s+rewrites\s+(\d+)", re.M)
-WEIGHTS_RE = re.compile(r"^compiled .*?([0-9.]+) MB of weights", re.M)
-MODELS = {"qdq": "qdq_float.onnx", "resnet18": "resnet18.onnx", "mobilenet_v2": "mobilenet_v2.onnx"}
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
+MODELS = {"qdq": "qdq_float.onnx", "resnet18": "resnet18.onnx", "mobilenet_v2": "mobilenet_v2.onnx",
+          "resnet50": "resnet50.onnx"}
 
 
 def input_of(model):
@@ -70,56 +63,59 @@ def quantize(model, name, dims, out):
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
 
 
-def ort_latency(model, name, x, threads, repeat):
+def ort_session(model, threads, optimize=True):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    if not repeat:  # the Q/DQ nodes as written (optimisations off): the output
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-        return sess.run(None, {name: x})[0]
-    for _ in range(3):
-        sess.run(None, {name: x})
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sess.run(None, {name: x})
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts), min(ts)
+    so.log_severity_level = 3  # no warnings about initializers the quantizer left
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def kiln_latency(kiln, model, name, inp, threads, repeat, outdir=None):
-    cmd = [kiln, "run", model, "--target", "cpu", "--threads", str(threads),
-           "--input", f"{name}={inp}", "--repeat", str(repeat)]
-    out = run(cmd + (["--output", outdir] if outdir else []))
-    m = LATENCY_RE.search(out)
-    if not m:
-        raise RuntimeError(f"no latency line from kiln run {model}:\n{out}")
-    return float(m.group(1)), float(m.group(2))
+class SessionMemory(ctypes.Structure):  # kiln_session_memory_t (include/kiln/runtime.h)
+    _fields_ = [("arena_bytes", ctypes.c_uint64), ("naive_bytes", ctypes.c_uint64),
+                ("lower_bound_bytes", ctypes.c_uint64), ("weights_bytes", ctypes.c_uint64),
+                ("slots", ctypes.c_int32), ("barriers", ctypes.c_int32), ("dispatches", ctypes.c_int32)]
+
+
+def kiln_memory(kiln, sess):
+    m = SessionMemory()
+    kiln.rt.kiln_session_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(SessionMemory)]
+    kiln.rt.kiln_session_memory.restype = None
+    kiln.rt.kiln_session_memory(sess._ptr, ctypes.byref(m))
+    return m.arena_bytes / 1e6, m.weights_bytes / 1e6
+
+
+def folds(module):
+    for r in module.report:
+        if r["section"] == "passes" and r["text"].startswith("pass fold-qdq"):
+            return int(r["text"].split()[3])
+    return -1
 
 
 def sqnr(ref, got):
     """dB of |ref|^2 over |ref - got|^2 (inf when equal)."""
-    err = float(np.sum((ref.astype(np.float64) - got) ** 2))
-    return float("inf") if err == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / err)
+    ref = np.asarray(ref, np.float64)
+    err = float(np.sum((ref - got) ** 2))
+    return float("inf") if err == 0 else 10 * np.log10(float(np.sum(ref ** 2)) / err)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--kiln", required=True)
     ap.add_argument("--models", required=True)
-    ap.add_argument("--names", default="qdq,resnet18")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--names", default="resnet18,mobilenet_v2,resnet50")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--repeat", type=int, default=15, help="interleaved rounds per thread count")
+    ap.add_argument("--sqnr-inputs", type=int, default=100)
     args = ap.parse_args()
-    print("ms per run, median (min) of --repeat runs; SQNR: kiln int8's output against\n"
-          "onnxruntime running the same QDQ model's Q/DQ nodes as written (optimisations off)")
-    print(f"{'model':<12} {'folded':>6} {'kiln fp32':>16} {'kiln int8':>16} {'ORT fp32':>16} "
-          f"{'ORT int8':>16} {'int8/fp32':>9} {'int8/ORT8':>9} {'SQNR dB':>8} {'w8/w32 MB':>14}")
+    import kiln
+    print(f"load average {os.getloadavg()[0]:.1f} at start; ms median (min) of {args.repeat} interleaved rounds")
+    print(f"{'model':<12} {'thr':>3} {'kiln fp32':>15} {'kiln int8':>15} {'ORT fp32':>15} {'ORT int8':>15} "
+          f"{'k8/k32':>6} {'k8/ORT8':>7}")
     failed = False
+    notes = []
     with tempfile.TemporaryDirectory() as tmp:
         for key in args.names.split(","):
             model = os.path.join(args.models, MODELS[key])
@@ -127,33 +123,58 @@ def main():
                 print(f"{key:<12} skipped: {model} missing")
                 continue
             name, dims = input_of(model)
-            x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
-            inp = os.path.join(tmp, f"{key}_input.npy")
-            np.save(inp, x)
             q = os.path.join(tmp, f"{key}.int8.onnx")
             try:
                 quantize(model, name, dims, q)
-                out8 = run([args.kiln, "compile", q, "--target", "cpu"])
-                m = FOLD_RE.search(out8)
-                folded = m.group(1) if m else "?"
-                w8 = WEIGHTS_RE.search(out8)
-                w32 = WEIGHTS_RE.search(run([args.kiln, "compile", model, "--target", "cpu"]))
-                wcell = f"{w8.group(1)}/{w32.group(1)}" if w8 and w32 else "?"
-                k32 = kiln_latency(args.kiln, model, name, inp, args.threads, args.repeat)
-                outdir = os.path.join(tmp, f"{key}_out")
-                k8 = kiln_latency(args.kiln, q, name, inp, args.threads, args.repeat, outdir)
-                o32 = ort_latency(model, name, x, args.threads, args.repeat)
-                o8 = ort_latency(q, name, x, args.threads, args.repeat)
-                spec = ort_latency(q, name, x, args.threads, 0)
-                got = np.load(os.path.join(outdir, sorted(os.listdir(outdir))[0]))
-            except RuntimeError as e:
+                m32, m8 = kiln.compile(model, target="cpu"), kiln.compile(q, target="cpu")
+            except Exception as e:  # noqa: BLE001 (report and go on with the next model)
                 print(f"{key:<12} failed: {e}")
                 failed = True
                 continue
-            cell = lambda t: f"{t[0]:.3f} ({t[1]:.3f})"  # noqa: E731
-            print(f"{key:<12} {folded:>6} {cell(k32):>16} {cell(k8):>16} {cell(o32):>16} "
-                  f"{cell(o8):>16} {k8[0] / k32[0]:>9.2f} {k8[0] / o8[0]:>9.2f} "
-                  f"{sqnr(spec, got.reshape(spec.shape)):>8.1f} {wcell:>14}", flush=True)
+            x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
+            mem = {}
+            for threads in [int(t) for t in args.threads.split(",")]:
+                runs = {"kiln fp32": kiln.Session(m32, "cpu", threads=threads),
+                        "kiln int8": kiln.Session(m8, "cpu", threads=threads)}
+                mem = {k: kiln_memory(kiln, s) for k, s in runs.items()}
+                o32, o8 = ort_session(model, threads), ort_session(q, threads)
+                fns = [lambda s=runs["kiln fp32"]: s.run({name: x}), lambda s=runs["kiln int8"]: s.run({name: x}),
+                       lambda: o32.run(None, {name: x}), lambda: o8.run(None, {name: x})]
+                for f in fns:  # warm-up
+                    f()
+                    f()
+                ts = [[] for _ in fns]
+                for _ in range(args.repeat):
+                    for i, f in enumerate(fns):
+                        t0 = time.perf_counter()
+                        f()
+                        ts[i].append((time.perf_counter() - t0) * 1e3)
+                med = [statistics.median(t) for t in ts]
+                cell = lambda i: f"{med[i]:.1f} ({min(ts[i]):.1f})"  # noqa: E731
+                print(f"{key:<12} {threads:>3} {cell(0):>15} {cell(1):>15} {cell(2):>15} {cell(3):>15} "
+                      f"{med[1] / med[0]:>6.2f} {med[1] / med[3]:>7.2f}   (load {os.getloadavg()[0]:.1f})",
+                      flush=True)
+                if threads == 1:  # accuracy once, single-threaded
+                    spec = ort_session(q, 1, optimize=False)
+                    refs, k8s, o8s, specs = [], [], [], []
+                    for i in range(args.sqnr_inputs):
+                        xi = np.random.default_rng(1000 + i).standard_normal(dims).astype(np.float32)
+                        refs.append(o32.run(None, {name: xi})[0].ravel())
+                        k8s.append(runs["kiln int8"].run({name: xi})[0].ravel())
+                        o8s.append(o8.run(None, {name: xi})[0].ravel())
+                        specs.append(spec.run(None, {name: xi})[0].ravel())
+                    ref = np.concatenate(refs)
+                    notes.append(f"{key:<12} folds {folds(m8):>3}  SQNR vs fp32 over {args.sqnr_inputs} inputs: "
+                                 f"kiln int8 {sqnr(ref, np.concatenate(k8s)):.1f} dB, ORT int8 "
+                                 f"{sqnr(ref, np.concatenate(o8s)):.1f} dB; kiln int8 vs the Q/DQ spec "
+                                 f"{sqnr(np.concatenate(specs), np.concatenate(k8s)):.1f} dB")
+                for s in runs.values():
+                    s.close()
+            w32, w8 = mem["kiln fp32"][1], mem["kiln int8"][1]
+            a32, a8 = mem["kiln fp32"][0], mem["kiln int8"][0]
+            notes.append(f"{key:<12} weights int8 {w8:.2f} / fp32 {w32:.2f} MB = {w8 / w32:.3f}x; "
+                         f"arena (per slot) {a8:.2f} / {a32:.2f} MB = {a8 / a32:.3f}x")
+    print("\n".join(notes))
     return 1 if failed else 0
 
 

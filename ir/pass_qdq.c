@@ -36,9 +36,21 @@
  * boundary of the output grid: the results are within one quantization
  * step of each other (most elements are identical).
  *
- * Gemm (transposes, alpha/beta, its own bias) is not folded: QLinearMatMul
- * has none of those. The DequantizeLinear nodes left without readers go to
- * "dce". */
+ * The rest of a quantized network folds too, so the tensors stay int8 from
+ * the first layer to the logits (fold_move, fold_add, fold_gap, fold_gemm
+ * below):
+ *  - DQ -> MaxPool | Flatten | Reshape -> Q with the same scale and zero
+ *    point on both sides: the op on the integers (exact);
+ *  - DQ(a), DQ(b) -> Add -> [Relu | Clip implied] -> Q: QLinearAdd (the
+ *    contrib op; the same f32 expression, exact);
+ *  - DQ -> GlobalAveragePool -> Q: QLinearGlobalAveragePool (an integer
+ *    sum: within one step);
+ *  - DQ -> Gemm (transA 0, alpha 1, beta 1, i32 bias) -> [Relu | Clip
+ *    implied] -> Q: Reshape -> 1x1 QLinearConv -> Reshape, which takes the
+ *    int8 GEMM and keeps the classifier's weights one byte each.
+ * AveragePool is not folded (no model here has it between Q/DQ nodes).
+ * The DequantizeLinear nodes left without readers go to "dce". */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -214,6 +226,153 @@ static kiln_status_t fold_one(pu_ctx_t* c, int32_t ai, bool* done) {
   return NULL;
 }
 
+/* ---- the rest of a quantized network ------------------------------------ */
+
+/* Q(x)'s scale |s| and zero point |zp| equal DQ |x|'s, element for element,
+ * and the scale is a normal f32 with 255 * scale finite: then
+ * Q(DQ(q)) == q for every q of the type (|q - zp| <= 255 needs 8 bits, the
+ * scale 24: the product and the quotient are each within half an ulp, so
+ * the quotient rounds back to q - zp). */
+static bool same_params(const kiln_graph_t* g, const dq_t* x, int32_t s, int32_t zp) {
+  const float xs = at_f32(g, x->s, 0);
+  if (at_f32(g, s, 0) != xs || !(xs >= FLT_MIN) || !(xs <= FLT_MAX / 256.0f)) return false;
+  return kiln_load_i64(g->tensors[zp].value.dtype, g->tensors[zp].value.data, 0) ==
+         kiln_load_i64(g->tensors[x->zp].value.dtype, g->tensors[x->zp].value.data, 0);
+}
+
+/* Replaces anchor |ai| (and the Relu/Clip |act| the requantization
+ * implies, and QuantizeLinear |qi|) by |op|(in...) writing qi's output. */
+static kiln_status_t replace(pu_ctx_t* c, int32_t ai, int32_t act, int32_t qi, const char* op,
+                             int32_t n_in, const int32_t* in, int32_t n_attrs,
+                             const kiln_attr_t* attrs) {
+  kiln_graph_t* g = c->g;
+  const int32_t out = g->nodes[qi].outputs[0];
+  const char* name = g->nodes[ai].name;
+  c->dead[qi] = c->dead[ai] = true;
+  if (act >= 0) c->dead[act] = true;
+  pu_detach(c, out);
+  KILN_RETURN_IF_ERROR(pu_add_node(c, op, name, n_in, in, out, n_attrs, attrs, NULL));
+  pu_count_uses(c);
+  return NULL;
+}
+
+/* DQ -> MaxPool | Flatten | Reshape -> Q with the same parameters on both
+ * sides: the op on the integers, exactly (max commutes with the increasing
+ * dequantization, and Q(DQ(q)) == q by same_params). */
+static kiln_status_t fold_move(pu_ctx_t* c, int32_t ai, bool* done) {
+  const kiln_graph_t* g = c->g;
+  const kiln_node_t* a = &g->nodes[ai];
+  const bool pool = pu_op(a, "MaxPool");
+  if (!pool && !pu_op(a, "Flatten") && !pu_op(a, "Reshape")) return NULL;
+  if (a->n_outputs != 1 || a->n_inputs < 1) return NULL; /* MaxPool's indices: stay f32 */
+  dq_t x, y;
+  int32_t qi, act;
+  if (!act_operand(c, a->inputs[0], &x) || !requant_of(c, ai, &qi, &act, &y)) return NULL;
+  if (g->tensors[g->nodes[qi].outputs[0]].dtype != g->tensors[x.q].dtype ||
+      !same_params(g, &x, y.s, y.zp))
+    return NULL;
+  int32_t in[2] = {x.q, a->n_inputs > 1 ? a->inputs[1] : -1};
+  KILN_RETURN_IF_ERROR(replace(c, ai, act, qi, a->op_type, a->n_inputs > 1 ? 2 : 1, in,
+                               a->n_attrs, a->attrs));
+  *done = true;
+  return NULL;
+}
+
+/* DQ(a), DQ(b) -> Add -> [Relu | Clip implied] -> Q: QLinearAdd, which
+ * computes the same f32 expression (ir/ops/nn_quant.c), so exactly. */
+static kiln_status_t fold_add(pu_ctx_t* c, int32_t ai, bool* done) {
+  const kiln_graph_t* g = c->g;
+  const kiln_node_t* a = &g->nodes[ai];
+  if (!pu_op(a, "Add") || a->n_inputs != 2 || a->n_outputs != 1) return NULL;
+  dq_t x, w, y;
+  int32_t qi, act;
+  if (!act_operand(c, a->inputs[0], &x) || !act_operand(c, a->inputs[1], &w) ||
+      !requant_of(c, ai, &qi, &act, &y))
+    return NULL;
+  const kiln_dtype_t t = g->tensors[x.q].dtype;
+  if (g->tensors[w.q].dtype != t || g->tensors[g->nodes[qi].outputs[0]].dtype != t) return NULL;
+  const int32_t in[8] = {x.q, x.s, x.zp, w.q, w.s, w.zp, y.s, y.zp};
+  KILN_RETURN_IF_ERROR(replace(c, ai, act, qi, "QLinearAdd", 8, in, 0, NULL));
+  *done = true;
+  return NULL;
+}
+
+/* DQ -> GlobalAveragePool -> Q: QLinearGlobalAveragePool (an exact integer
+ * sum; within one step of the f32 graph, see ir/ops/nn_quant.c). */
+static kiln_status_t fold_gap(pu_ctx_t* c, int32_t ai, bool* done) {
+  const kiln_graph_t* g = c->g;
+  const kiln_node_t* a = &g->nodes[ai];
+  if (!pu_op(a, "GlobalAveragePool") || a->n_inputs != 1 || a->n_outputs != 1) return NULL;
+  dq_t x, y;
+  int32_t qi, act;
+  if (!act_operand(c, a->inputs[0], &x) || g->tensors[x.q].shape.rank < 3 ||
+      !requant_of(c, ai, &qi, &act, &y))
+    return NULL;
+  if (g->tensors[g->nodes[qi].outputs[0]].dtype != g->tensors[x.q].dtype) return NULL;
+  const int32_t in[5] = {x.q, x.s, x.zp, y.s, y.zp};
+  KILN_RETURN_IF_ERROR(replace(c, ai, act, qi, "QLinearGlobalAveragePool", 5, in, 0, NULL));
+  *done = true;
+  return NULL;
+}
+
+/* Gemm(A [M,K], B, C) with transA 0 and alpha = beta = 1 over DQ operands
+ * (B constant, per tensor or per output column; C the int32 bias at
+ * s_a * s_b) -> Q: a 1x1 QLinearConv of A seen as [M,K,1,1] with B as
+ * [N,K,1,1] (transposed when transB is 0), reshaped back to [M,N]. The
+ * QLinearConv folds exactly as the Conv pattern above does. */
+static kiln_status_t fold_gemm(pu_ctx_t* c, int32_t ai, bool* done) {
+  kiln_graph_t* g = c->g;
+  const kiln_node_t* a = &g->nodes[ai];
+  if (!pu_op(a, "Gemm") || a->n_inputs < 2 || a->n_outputs != 1) return NULL;
+  int64_t ta = 0, tb = 0;
+  float alpha = 1.0f, beta = 1.0f;
+  if (kiln_attr_int(a, "transA", 0, &ta) || kiln_attr_int(a, "transB", 0, &tb) ||
+      kiln_attr_float(a, "alpha", 1.0f, &alpha) || kiln_attr_float(a, "beta", 1.0f, &beta))
+    return NULL;
+  const bool has_c = a->n_inputs > 2 && a->inputs[2] >= 0;
+  if (ta != 0 || alpha != 1.0f || (has_c && beta != 1.0f)) return NULL;
+  dq_t x, w, y;
+  if (!act_operand(c, a->inputs[0], &x)) return NULL;
+  const kiln_shape_t* xs = &g->tensors[x.q].shape;
+  const kiln_shape_t* ws = &g->tensors[a->inputs[1]].shape;
+  if (xs->rank != 2 || ws->rank != 2 || !kiln_shape_is_static(ws) || !kiln_dim_known(xs->dims[1]))
+    return NULL;
+  const int64_t K = tb ? ws->dims[1] : ws->dims[0], N = tb ? ws->dims[0] : ws->dims[1];
+  if (K != xs->dims[1] || !weight_operand(c, a->inputs[1], tb ? 0 : 1, &w)) return NULL;
+  int32_t bq = -1, qi, act;
+  if (has_c && !bias_operand(c, a->inputs[2], &x, &w, N, &bq)) return NULL;
+  if (!requant_of(c, ai, &qi, &act, &y)) return NULL;
+
+  /* the weights as [N, K, 1, 1], one byte each */
+  const kiln_array_t* wv = &g->tensors[w.q].value;
+  uint8_t* w4 = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(g->allocator, (size_t)(N * K) + 1, "fold-qdq", (void**)&w4));
+  const uint8_t* src = wv->data;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w4[n * K + k] = tb ? src[n * K + k] : src[k * N + n];
+  const kiln_shape_t s4 = kiln_shape_make(4, (int64_t[]){N, K, 1, 1});
+  int32_t wt, shape_in, shape_out, xr, y4;
+  const char* base = g->tensors[a->outputs[0]].name;
+  kiln_status_t s = pu_add_const(c, g->tensors[w.q].name, wv->dtype, &s4, w4, &wt);
+  kiln_allocator_free(g->allocator, w4);
+  KILN_RETURN_IF_ERROR(s);
+  KILN_RETURN_IF_ERROR(pu_add_i64(c, base, (int64_t[]){-1, K, 1, 1}, 4, &shape_in));
+  KILN_RETURN_IF_ERROR(pu_add_i64(c, base, (int64_t[]){-1, N}, 2, &shape_out));
+  KILN_RETURN_IF_ERROR(pu_new_tensor(c, base, "qx", &xr));
+  KILN_RETURN_IF_ERROR(pu_new_tensor(c, base, "qy", &y4));
+  a = &g->nodes[ai]; /* the graph's arrays may have moved */
+  char name[256];
+  pu_name(c, a->name, "in", name, sizeof name);
+  KILN_RETURN_IF_ERROR(pu_add_node(c, "Reshape", name, 2, (int32_t[]){x.q, shape_in}, xr, 0, NULL, NULL));
+  const int32_t in[9] = {xr, x.s, x.zp, wt, w.s, w.zp, y.s, y.zp, bq};
+  pu_name(c, g->nodes[ai].name, "conv", name, sizeof name);
+  KILN_RETURN_IF_ERROR(pu_add_node(c, "QLinearConv", name, bq >= 0 ? 9 : 8, in, y4, 0, NULL, NULL));
+  const int32_t rin[2] = {y4, shape_out};
+  KILN_RETURN_IF_ERROR(replace(c, ai, act, qi, "Reshape", 2, rin, 0, NULL));
+  *done = true;
+  return NULL;
+}
+
 kiln_status_t kiln_pass_fold_qdq(kiln_graph_t* g, kiln_pass_stats_t* st) {
   pu_ctx_t c;
   KILN_RETURN_IF_ERROR(pu_begin(&c, g));
@@ -223,6 +382,10 @@ kiln_status_t kiln_pass_fold_qdq(kiln_graph_t* g, kiln_pass_stats_t* st) {
     if (c.dead[i]) continue;
     bool done = false;
     s = fold_one(&c, i, &done);
+    if (!s && !done) s = fold_gemm(&c, i, &done);
+    if (!s && !done) s = fold_add(&c, i, &done);
+    if (!s && !done) s = fold_gap(&c, i, &done);
+    if (!s && !done) s = fold_move(&c, i, &done);
     if (done) st->rewrites++;
   }
   return pu_end(&c, s);

@@ -73,6 +73,12 @@ const char* pu_name(pu_ctx_t* c, const char* base, const char* tag, char* buf, s
 /* Adds a f32 initializer (data copied). */
 kiln_status_t pu_add_f32(pu_ctx_t* c, const char* base, const kiln_shape_t* shape,
                          const float* data, int32_t* out_t);
+/* Adds an initializer of any dtype (|data| holds its elements, copied). */
+kiln_status_t pu_add_const(pu_ctx_t* c, const char* base, kiln_dtype_t dt,
+                           const kiln_shape_t* shape, const void* data, int32_t* out_t);
+/* A fresh intermediate tensor "<base>__<tag>_<n>" (shape and dtype left to
+ * inference). */
+kiln_status_t pu_new_tensor(pu_ctx_t* c, const char* base, const char* tag, int32_t* out_t);
 kiln_status_t pu_add_i64(pu_ctx_t* c, const char* base, const int64_t* data, int32_t n,
                          int32_t* out_t);
 /* Adds a node by tensor indices (outputs must be unproduced); grows dead. */

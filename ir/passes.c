@@ -264,6 +264,18 @@ static kiln_status_t add_const(pu_ctx_t* c, const char* base, kiln_dtype_t dt,
   return pu_sync(c);
 }
 
+kiln_status_t pu_add_const(pu_ctx_t* c, const char* base, kiln_dtype_t dt,
+                           const kiln_shape_t* shape, const void* data, int32_t* out_t) {
+  return add_const(c, base, dt, shape, data, out_t);
+}
+
+kiln_status_t pu_new_tensor(pu_ctx_t* c, const char* base, const char* tag, int32_t* out_t) {
+  char buf[256];
+  KILN_RETURN_IF_ERROR(
+      kiln_graph_get_or_add_tensor(c->g, pu_name(c, base, tag, buf, sizeof buf), out_t));
+  return pu_sync(c);
+}
+
 kiln_status_t pu_add_f32(pu_ctx_t* c, const char* base, const kiln_shape_t* shape,
                          const float* data, int32_t* out_t) {
   return add_const(c, base, KILN_DTYPE_F32, shape, data, out_t);

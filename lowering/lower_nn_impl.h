@@ -282,7 +282,8 @@ kiln_status_t nn_sparse_try(kiln_lower_ctx_t* ctx, nn_gemm_t* g, int64_t nb, nn_
 
 /* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
 
-/* QLinearConv computed by Conv's GEMM lowering: the products of (x - x_zp)
+/* QLinearConv computed by Conv's lowering (depthwise with sums below 2^24:
+ * the direct kernel in f32, exact; else the GEMM): the products of (x - x_zp)
  * and the constant (w - w_zp) summed exactly in i32 by the int8 GEMM (the
  * GEMM's idot: both as i16 channel pairs; w stored one byte each when every
  * w - w_zp fits int8), the i32 bias as the GEMM's initial value, and
@@ -298,8 +299,20 @@ typedef struct nn_qconv_s {
   const tir_expr_t* (*requant)(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
                                const tir_expr_t* acc);
   const void* user;
+  /* x's zero point as an immediate (xzp_imm) when it is a constant: a load
+   * of it beside u8 stores may alias them and keeps GCC from vectorizing */
+  bool xzp_is_imm;
+  int32_t xzp_imm;
 } nn_qconv_t;
 kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
+/* Stride residue classes of a window (kernel |k|, strides |s|, 3 axes): past
+ * NN_MAX_GROUPS Conv's lowering gathers patches (im2col) instead. */
+#define NN_MAX_GROUPS 64
+static inline int64_t nn_stride_classes(const int64_t* k, const int64_t* s) {
+  int64_t c = 1;
+  for (int32_t d = 0; d < 3; ++d) c *= s[d] < k[d] ? s[d] : k[d];
+  return c;
+}
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
@@ -318,6 +331,7 @@ kiln_lower_op_t kiln_lower_nn_conv, kiln_lower_nn_conv_transpose, kiln_lower_nn_
     kiln_lower_nn_det;
 kiln_lower_op_t kiln_lower_nn_quantize_linear, kiln_lower_nn_dequantize_linear,
     kiln_lower_nn_dynamic_quantize_linear, kiln_lower_nn_matmul_integer,
-    kiln_lower_nn_qlinear_matmul, kiln_lower_nn_conv_integer, kiln_lower_nn_qlinear_conv;
+    kiln_lower_nn_qlinear_matmul, kiln_lower_nn_conv_integer, kiln_lower_nn_qlinear_conv,
+    kiln_lower_nn_qlinear_add, kiln_lower_nn_qlinear_global_avgpool;
 
 #endif /* KILN_LOWERING_LOWER_NN_IMPL_H_ */

@@ -19,6 +19,7 @@
  * i16 channel pairs, i32 sums by the dot2_i16 intrinsic (vpmaddwd, vpdpwssd
  * with VNNI), this requantization as its epilogue; QLinearMatMul with a
  * constant 2-D B and per-tensor A parameters likewise (qmm_* below). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "ir/ops/nn_quant.h"
@@ -56,7 +57,9 @@ static const tir_expr_t* chan(nn_kb_t* kb, const tir_buffer_t* p, const tir_expr
 
 /* min(max(v, lo), hi) in f32, then converted to |t|; NaN gives lo, as in
  * the reference (the dialects' min/max propagate NaN, and converting NaN
- * to an integer is undefined). */
+ * to an integer is undefined). The select also lets the printer prove the
+ * value's range, so the conversion is a plain (int32_t) cast that vectorizes
+ * (without it: kiln_f2i, and the GEMM epilogues ran scalar). */
 static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
   int64_t lo = 0, hi = 0;
   kiln_nn_quant_range(t, &lo, &hi);
@@ -220,9 +223,16 @@ typedef struct iprod_s {
   const tir_expr_t* row; /* the row of a (per-row a parameters), or NULL */
 } iprod_t;
 
-/* Requantization inputs of the QLinear ops (flat views; bias may be NULL). */
+/* Requantization inputs of the QLinear ops (flat views; bias may be NULL).
+ * With constant scales and zero point the GEMM paths set |mult| (a [n]
+ * constant of (s_a * s_b[c]) / s_y, computed in f32 as the kernel would)
+ * and the zero point as an immediate: no division and no loads that may
+ * alias the int8 stores in the epilogue. */
 typedef struct requant_s {
   const tir_buffer_t *as, *bs, *ys, *yz, *bias;
+  const tir_buffer_t* mult;
+  bool yz_is_imm;
+  double yz_imm;
 } requant_t;
 
 static kiln_status_t flats(kiln_lower_ctx_t* ctx, const int32_t* idx, int32_t n,
@@ -243,11 +253,16 @@ static const tir_expr_t* finish(nn_kb_t* kb, const iprod_t* p, const requant_t* 
   if (!r) return acc;
   const tir_expr_t* z = nn_i(kb, 0);
   if (r->bias) acc = tir_add(t, acc, ldi_or0(kb, r->bias, chan(kb, r->bias, c)));
-  const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
-  const tir_expr_t* mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
-                                   nn_ldf(kb, r->ys, NN_IDX(z)));
+  const tir_expr_t* mult;
+  if (r->mult) {
+    mult = nn_ldf(kb, r->mult, NN_IDX(chan(kb, r->mult, c)));
+  } else {
+    const tir_expr_t* as = nn_ldf(kb, r->as, NN_IDX(chan(kb, r->as, p->row ? p->row : z)));
+    mult = tir_bin(t, TIR_DIV, tir_mul(t, as, nn_ldf(kb, r->bs, NN_IDX(chan(kb, r->bs, c)))),
+                   nn_ldf(kb, r->ys, NN_IDX(z)));
+  }
   const tir_expr_t* v = round_even(kb, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, acc), mult));
-  v = tir_add(t, v, ldf_or(kb, r->yz, z, 0.0));
+  v = tir_add(t, v, r->yz_is_imm ? nn_f(kb, r->yz_imm) : ldf_or(kb, r->yz, z, 0.0));
   return saturate(kb, p->y->dtype, v);
 }
 
@@ -304,7 +319,7 @@ static kiln_status_t operands(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &p->y));
   if (!rq) return NULL;
   KILN_RETURN_IF_ERROR(flats(ctx, rq, 4, f));
-  *r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+  *r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   const tir_buffer_t* bias = bias_i >= 0 && bias_i < ctx->n_in ? ctx->in[bias_i] : NULL;
   KILN_RETURN_IF_ERROR(flat(ctx, bias, "bias", &r->bias));
   *rp = r;
@@ -337,9 +352,32 @@ static kiln_status_t lower_mm(kiln_lower_ctx_t* ctx, const int32_t* ops, const i
   return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, loops, e, n));
 }
 
-kiln_status_t kiln_lower_nn_matmul_integer(kiln_lower_ctx_t* ctx) {
-  static const int32_t ops[4] = {0, 1, 2, 3};
-  return lower_mm(ctx, ops, NULL);
+/* With the scales (inputs rq[0..3): a, b, y scales, y zero point) all
+ * constant and a's per tensor: r->mult = (s_a * s_b[c]) / s_y for the |n|
+ * channels as a constant (f32 arithmetic, as finish() would compute it)
+ * and y's zero point as an immediate (r's buffers are then not needed).
+ * Otherwise r stays as it is. */
+static kiln_status_t const_requant(kiln_lower_ctx_t* ctx, const int32_t* rq, int64_t n,
+                                   requant_t* r) {
+  for (int32_t k = 0; k < 4; ++k)
+    if (rq[k] >= ctx->n_in || !nn_is_const(ctx, rq[k])) return NULL;
+  const kiln_array_t *as = &ctx->in_tensor[rq[0]]->value, *bs = &ctx->in_tensor[rq[1]]->value;
+  const kiln_array_t *ys = &ctx->in_tensor[rq[2]]->value, *yz = &ctx->in_tensor[rq[3]]->value;
+  const int64_t nb = kiln_array_numel(bs);
+  if (kiln_array_numel(as) != 1 || kiln_array_numel(ys) != 1 || kiln_array_numel(yz) != 1 ||
+      (nb != 1 && nb != n))
+    return NULL;
+  float* m = malloc(sizeof(float) * (size_t)(nb > 0 ? nb : 1));
+  if (!m) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: requantization", ctx->node->name);
+  const float a = (float)kiln_load_f64(as->dtype, as->data, 0), y = (float)kiln_load_f64(ys->dtype, ys->data, 0);
+  for (int64_t c = 0; c < nb; ++c) {
+    const float b = (float)kiln_load_f64(bs->dtype, bs->data, (size_t)c);
+    m[c] = a * b / y; /* f32 operations in the kernel's order */
+  }
+  KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "mult", 1, &nb, m, &r->mult));
+  r->yz_is_imm = true;
+  r->yz_imm = (double)kiln_load_i64(yz->dtype, yz->data, 0);
+  return NULL;
 }
 
 /* QLinearMatMul as the CPU's int8 GEMM (nn_gemm_t.idot): A [..., M, K]
@@ -353,6 +391,7 @@ typedef struct qmm_s {
   const float* bval; /* b - b_zp, [K][N] (packing only) */
   int64_t K, N;
   bool w8;
+  bool requant; /* QLinearMatMul; MatMulInteger stores the sums */
 } qmm_t;
 
 static const tir_expr_t* qmm_load_a(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
@@ -391,7 +430,7 @@ static const tir_expr_t* qmm_epi(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr
   const qmm_t* q = g->user;
   (void)b;
   (void)m;
-  return finish(kb, &q->p, &q->r, acc, n);
+  return finish(kb, &q->p, q->requant ? &q->r : NULL, acc, n);
 }
 
 static const tir_stmt_t* qmm_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b,
@@ -401,38 +440,46 @@ static const tir_stmt_t* qmm_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_ex
   return tir_store(kb->t, q->p.y, NN_IDX(nn_add(kb, nn_mulc(kb, m, q->N), n)), tir_cast(kb->t, q->p.y->dtype, v));
 }
 
-/* b - b_zp[n] of a constant 2-D B with constant zero points as f32 (*out
- * NULL when the GEMM does not apply: A's parameters per row, B batched or
- * not constant). */
-static kiln_status_t qmm_const_b(kiln_lower_ctx_t* ctx, float** out) {
+/* Input |i| when present, else NULL. */
+static const tir_buffer_t* opt_buf(const kiln_lower_ctx_t* ctx, int32_t i) {
+  return i < ctx->n_in ? ctx->in[i] : NULL;
+}
+
+/* b - b_zp[n] of a constant 2-D B (input |bi|) with constant (or absent)
+ * zero points |bzi| as f32 (*out NULL when the GEMM does not apply: A's
+ * zero point |azi| per row, B batched or not constant). */
+static kiln_status_t qmm_const_b(kiln_lower_ctx_t* ctx, int32_t bi, int32_t bzi, int32_t azi,
+                                 float** out) {
   *out = NULL;
-  if (ctx->target != KILN_TARGET_CLASS_CPU || !nn_is_const(ctx, 3) || !nn_is_const(ctx, 5) ||
-      ctx->in[3]->rank != 2 || tir_buffer_numel(ctx->in[1]) != 1 || tir_buffer_numel(ctx->in[2]) != 1)
+  const tir_buffer_t *bz = opt_buf(ctx, bzi), *az = opt_buf(ctx, azi);
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !nn_is_const(ctx, bi) || (bz && !nn_is_const(ctx, bzi)) ||
+      ctx->in[bi]->rank != 2 || (az && tir_buffer_numel(az) != 1))
     return NULL;
-  const kiln_array_t* w = &ctx->in_tensor[3]->value;
-  const kiln_array_t* z = &ctx->in_tensor[5]->value;
-  const int64_t n = kiln_array_numel(w), nz = kiln_array_numel(z), N = ctx->in[3]->shape[1];
+  const kiln_array_t* w = &ctx->in_tensor[bi]->value;
+  const kiln_array_t* z = bz ? &ctx->in_tensor[bzi]->value : NULL;
+  const int64_t n = kiln_array_numel(w), nz = z ? kiln_array_numel(z) : 1, N = ctx->in[bi]->shape[1];
   if (nz != 1 && nz != N) return NULL;
   float* f;
-  KILN_RETURN_IF_ERROR(nn_alloc_f32(n, "QLinearMatMul weights", &f));
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(n, ctx->node->op_type, &f));
   for (int64_t i = 0; i < n; ++i)
     f[i] = (float)(kiln_load_f64(w->dtype, w->data, (size_t)i) -
-                   kiln_load_f64(z->dtype, z->data, (size_t)(nz == 1 ? 0 : i % N)));
+                   (z ? kiln_load_f64(z->dtype, z->data, (size_t)(nz == 1 ? 0 : i % N)) : 0.0));
   *out = f;
   return NULL;
 }
 
-kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
-  static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
-  float* bval = NULL;
-  KILN_RETURN_IF_ERROR(qmm_const_b(ctx, &bval));
-  if (!bval) return lower_mm(ctx, ops, rq);
+/* The int8 GEMM of A (input 0, its zero point |azi|) by the packed |bval|
+ * (B is input |bi|), requantized by inputs |rq| (QLinearMatMul) or stored
+ * as the i32 sums (MatMulInteger, |rq| NULL). Frees |bval|. */
+static kiln_status_t qmm_gemm(kiln_lower_ctx_t* ctx, float* bval, int32_t bi, int32_t azi,
+                              const int32_t* rq) {
   const tir_buffer_t* Y = ctx->out[0];
   qmm_t q;
   memset(&q, 0, sizeof q);
   q.bval = bval;
-  q.K = ctx->in[3]->shape[0], q.N = ctx->in[3]->shape[1];
+  q.K = ctx->in[bi]->shape[0], q.N = ctx->in[bi]->shape[1];
   q.w8 = true;
+  q.requant = rq != NULL;
   for (int64_t i = 0; i < q.K * q.N && q.w8; ++i) q.w8 = bval[i] >= -128.0f && bval[i] <= 127.0f;
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
@@ -443,10 +490,11 @@ kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
   kiln_status_t s = NULL;
   if (tir_buffer_numel(Y) > 0) {
     s = flat(ctx, ctx->in[0], "af", &q.p.a);
-    if (!s) s = flat(ctx, ctx->in[2], "az", &q.p.az);
+    if (!s) s = flat(ctx, opt_buf(ctx, azi), "az", &q.p.az);
     if (!s) s = flat(ctx, Y, "yf", &q.p.y);
-    if (!s) s = flats(ctx, rq, 4, f);
-    if (!s) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL};
+    if (!s && rq) s = const_requant(ctx, rq, q.N, &q.r);
+    if (!s && rq && !q.r.mult) s = flats(ctx, rq, 4, f);
+    if (!s && rq && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   }
   if (!s && tir_buffer_numel(Y) > 0) {
     g.batch = 1, g.M = tir_buffer_numel(Y) / q.N, g.N = q.N, g.K = (q.K + 1) / 2;
@@ -461,6 +509,24 @@ kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
   }
   free(bval);
   return s;
+}
+
+kiln_status_t kiln_lower_nn_qlinear_matmul(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 3, 2, 5}, rq[4] = {1, 4, 6, 7};
+  float* bval = NULL;
+  if (tir_buffer_numel(ctx->in[1]) == 1) KILN_RETURN_IF_ERROR(qmm_const_b(ctx, 3, 5, 2, &bval));
+  if (!bval) return lower_mm(ctx, ops, rq);
+  return qmm_gemm(ctx, bval, 3, 2, rq);
+}
+
+/* MatMulInteger with a constant 2-D B: the same int8 GEMM, its i32 sums
+ * stored as they are (exact: i32 accumulators). */
+kiln_status_t kiln_lower_nn_matmul_integer(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 1, 2, 3};
+  float* bval = NULL;
+  KILN_RETURN_IF_ERROR(qmm_const_b(ctx, 1, 3, 2, &bval));
+  if (!bval) return lower_mm(ctx, ops, NULL);
+  return qmm_gemm(ctx, bval, 1, 2, NULL);
 }
 
 /* ---- integer convolutions ------------------------------------------------- */
@@ -521,9 +587,13 @@ static kiln_status_t lower_conv(kiln_lower_ctx_t* ctx, const int32_t* ops, const
   return emit_each(&kb, ve, n_all, reduce_store(&kb, &p, rp, acc, s, e, m));
 }
 
-kiln_status_t kiln_lower_nn_conv_integer(kiln_lower_ctx_t* ctx) {
-  static const int32_t ops[4] = {0, 1, 2, 3};
-  return lower_conv(ctx, ops, NULL, -1);
+
+/* x's zero point (input |i|) as an immediate of |c| when it is constant. */
+static void xzp_imm(kiln_lower_ctx_t* ctx, int32_t i, nn_qconv_t* c) {
+  if (i >= ctx->n_in || !nn_is_const(ctx, i)) return;
+  const kiln_array_t* v = &ctx->in_tensor[i]->value;
+  c->xzp_is_imm = true;
+  c->xzp_imm = (int32_t)kiln_load_i64(v->dtype, v->data, 0);
 }
 
 /* QLinearConv with constant weights and zero points goes, on the CPU,
@@ -540,20 +610,21 @@ static const tir_expr_t* qconv_requant(nn_kb_t* kb, const void* user, const tir_
   return finish(kb, &q->p, &q->r, acc, ch);
 }
 
-/* w - w_zp[channel] of the constant weights as f32 (*out NULL when the
- * weights or their zero points are not constant). */
-static kiln_status_t const_weights(kiln_lower_ctx_t* ctx, float** out) {
+/* w - w_zp[channel] of the constant weights (input |wi|, zero points |zi|,
+ * absent: 0) as f32 (*out NULL when either is not constant). */
+static kiln_status_t const_weights(kiln_lower_ctx_t* ctx, int32_t wi, int32_t zi, float** out) {
   *out = NULL;
-  if (!nn_is_const(ctx, 3) || !nn_is_const(ctx, 5)) return NULL;
-  const kiln_array_t* w = &ctx->in_tensor[3]->value;
-  const kiln_array_t* z = &ctx->in_tensor[5]->value;
-  const int64_t n = kiln_array_numel(w), nz = kiln_array_numel(z);
+  const bool has_z = opt_buf(ctx, zi) != NULL;
+  if (!nn_is_const(ctx, wi) || (has_z && !nn_is_const(ctx, zi))) return NULL;
+  const kiln_array_t* w = &ctx->in_tensor[wi]->value;
+  const kiln_array_t* z = has_z ? &ctx->in_tensor[zi]->value : NULL;
+  const int64_t n = kiln_array_numel(w), nz = z ? kiln_array_numel(z) : 1;
   if (nz < 1 || n % nz) return NULL;
   float* f;
-  KILN_RETURN_IF_ERROR(nn_alloc_f32(n, "QLinearConv weights", &f));
+  KILN_RETURN_IF_ERROR(nn_alloc_f32(n, ctx->node->op_type, &f));
   for (int64_t i = 0; i < n; ++i)
     f[i] = (float)(kiln_load_f64(w->dtype, w->data, (size_t)i) -
-                   kiln_load_f64(z->dtype, z->data, (size_t)(i / (n / nz))));
+                   (z ? kiln_load_f64(z->dtype, z->data, (size_t)(i / (n / nz))) : 0.0));
   *out = f;
   return NULL;
 }
@@ -564,17 +635,163 @@ kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
   /* CPU only: the GPU targets print Conv's GEMM lowering as a fallback of
    * their templates, and on lavapipe it made model_qdq_pc_vulkan take 306 s
    * (compile and run) against 1.5 s with these loops. */
-  if (ctx->target == KILN_TARGET_CLASS_CPU) KILN_RETURN_IF_ERROR(const_weights(ctx, &wq));
+  if (ctx->target == KILN_TARGET_CLASS_CPU) KILN_RETURN_IF_ERROR(const_weights(ctx, 3, 5, &wq));
   if (!wq) return lower_conv(ctx, ops, rq, 8);
   qconv_rq_t q;
   memset(&q, 0, sizeof q);
   q.p.y = ctx->out[0];
   const tir_buffer_t* f[4];
-  nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q};
-  kiln_status_t s = flats(ctx, rq, 4, f);
-  if (!s) {
-    q.r = (requant_t){f[0], f[1], f[2], f[3], NULL};
-    s = flat(ctx, ctx->in[2], "xz", &c.xzp);
+  nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q, false, 0};
+  kiln_status_t s = const_requant(ctx, rq, ctx->out[0]->shape[1], &q.r);
+  if (!s && !q.r.mult) s = flats(ctx, rq, 4, f);
+  if (!s && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
+  xzp_imm(ctx, 2, &c);
+  if (!s && !c.xzp_is_imm) s = flat(ctx, ctx->in[2], "xz", &c.xzp);
+  if (!s) s = nn_conv_quantized(ctx, &c);
+  free(wq);
+  return s;
+}
+
+/* ---- QLinearAdd / QLinearGlobalAveragePool -------------------------------- */
+
+/* Flat index into operand |b| (numpy-broadcast to |y|) of output element |e|. */
+static const tir_expr_t* bcast_index(nn_kb_t* kb, const tir_buffer_t* b, const tir_buffer_t* y,
+                                     const tir_expr_t* e) {
+  const kiln_shape_t bs = kiln_shape_make(b->rank, b->shape);
+  const kiln_shape_t ys = kiln_shape_make(y->rank, y->shape);
+  if (kiln_shape_equal(&bs, &ys)) return e;
+  int64_t st[KILN_MAX_RANK];
+  kiln_broadcast_strides(&bs, &ys, st);
+  const tir_expr_t* idx = nn_i(kb, 0);
+  int64_t inner = 1;
+  for (int32_t d = y->rank - 1; d >= 0; --d) {
+    if (st[d]) idx = nn_add(kb, idx, nn_mulc(kb, nn_modc(kb, nn_divc(kb, e, inner), y->shape[d]), st[d]));
+    inner *= y->shape[d];
+  }
+  return idx;
+}
+
+/* (f32(q[i]) - f32(zp)) * scale rounded once to f32. On the CPU the product
+ * is formed in f64, where it is exact (8 by 24 bits), and then rounded: the
+ * C compiler contracts a f32 product followed by an add into one FMA
+ * (-ffp-contract=fast, GCC's default), which would skip the rounding the
+ * reference's DequantizeLinear makes. */
+static const tir_expr_t* dq_value(nn_kb_t* kb, const tir_buffer_t* q, const tir_expr_t* i,
+                                  const tir_buffer_t* s, const tir_buffer_t* zp) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t* d = tir_sub(t, nn_ldf(kb, q, NN_IDX(i)), ldf_or(kb, zp, z, 0.0));
+  const tir_expr_t* sc = nn_ldf(kb, s, NN_IDX(z));
+  if (kb->ctx->target != KILN_TARGET_CLASS_CPU) return tir_mul(t, d, sc);
+  const tir_expr_t* p = tir_mul(t, tir_cast(t, KILN_DTYPE_F64, d), tir_cast(t, KILN_DTYPE_F64, sc));
+  return tir_cast(t, KILN_DTYPE_F32, p);
+}
+
+kiln_status_t kiln_lower_nn_qlinear_add(kiln_lower_ctx_t* ctx) {
+  static const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  if (tir_buffer_numel(ctx->out[0]) == 0) return NULL;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *f[8], *y;
+  KILN_RETURN_IF_ERROR(flats(ctx, idx, 8, f));
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
+  tir_var_t* ve = nn_var(&kb, "e");
+  const tir_expr_t *e = nn_v(&kb, ve), *z = nn_i(&kb, 0);
+  const tir_expr_t* a = dq_value(&kb, f[0], bcast_index(&kb, ctx->in[0], ctx->out[0], e), f[1], f[2]);
+  const tir_expr_t* b = dq_value(&kb, f[3], bcast_index(&kb, ctx->in[3], ctx->out[0], e), f[4], f[5]);
+  const tir_expr_t* v =
+      round_even(&kb, tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_ldf(&kb, f[6], NN_IDX(z))));
+  v = tir_add(t, v, ldf_or(&kb, f[7], z, 0.0));
+  return emit_each(&kb, ve, tir_buffer_numel(y), tir_store(t, y, NN_IDX(e), saturate(&kb, y->dtype, v)));
+}
+
+/* One work-item per (n, c) plane: the exact i32 sum of x - x_zp, then
+ * ((f32(sum) * x_scale) / plane) / y_scale rounded, as the reference. */
+kiln_status_t kiln_lower_nn_qlinear_global_avgpool(kiln_lower_ctx_t* ctx) {
+  static const int32_t idx[5] = {0, 1, 2, 3, 4};
+  const tir_buffer_t* X = ctx->in[0];
+  const int64_t planes = X->shape[0] * X->shape[1];
+  if (planes == 0) return NULL;
+  const int64_t plane = tir_buffer_numel(X) / planes, one = 1;
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *f[5], *y, *x2;
+  KILN_RETURN_IF_ERROR(flats(ctx, idx, 5, f));
+  KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
+  const int64_t x2s[2] = {planes, plane};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, X, "x2", 2, x2s, &x2));
+  tir_var_t *vp = nn_var(&kb, "p"), *vi = nn_var(&kb, "i");
+  const tir_expr_t *p = nn_v(&kb, vp), *z = nn_i(&kb, 0);
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_I32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_expr_t* xv = tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, x2, NN_IDX(p, nn_v(&kb, vi)))),
+                                 ldi_or0(&kb, f[2], z));
+  const tir_stmt_t* sum = nn_for(&kb, vi, plane,
+                                 tir_store(t, acc, NN_IDX(z), tir_add(t, tir_load(t, acc, NN_IDX(z)), xv)));
+  const tir_expr_t* mean = tir_bin(
+      t, TIR_DIV, tir_mul(t, tir_cast(t, KILN_DTYPE_F32, tir_load(t, acc, NN_IDX(z))), nn_ldf(&kb, f[1], NN_IDX(z))),
+      nn_f(&kb, (double)plane));
+  const tir_expr_t* v = round_even(&kb, tir_bin(t, TIR_DIV, mean, nn_ldf(&kb, f[3], NN_IDX(z))));
+  v = tir_add(t, v, ldf_or(&kb, f[4], z, 0.0));
+  const tir_stmt_t* s[3] = {tir_store(t, acc, NN_IDX(z), tir_const(t, KILN_DTYPE_I32, 0)), sum,
+                            tir_store(t, y, NN_IDX(p), saturate(&kb, y->dtype, v))};
+  return emit_each(&kb, vp, planes, tir_alloc(t, acc, tir_seq(t, 3, s)));
+}
+
+/* ConvInteger's output is the sum itself, so the GEMM takes it only where
+ * the sums are exact i32: the int8 GEMM of nn_conv_quantized (at most
+ * NN_MAX_GROUPS stride classes), or its im2col path's f32 sums when no sum
+ * can reach 2^24 (sum over taps of 255 * |w - w_zp| below it). */
+static bool conv_integer_exact(kiln_lower_ctx_t* ctx, const float* wq) {
+  kiln_nn_window_t win;
+  int64_t group;
+  kiln_shape_t out;
+  kiln_status_t st = kiln_nn_conv_shape(ctx->node, "ConvInteger", &ctx->in_tensor[0]->shape,
+                                        ctx->in_tensor[0]->name, &ctx->in_tensor[1]->shape,
+                                        ctx->in_tensor[1]->name, NULL, &win, &group, &out);
+  if (st) {
+    kiln_status_free(st);
+    return false;
+  }
+  kiln_nn_win3_t w3;
+  kiln_nn_win3(&win, ctx->in[0]->shape + 2, ctx->out[0]->shape + 2, &w3);
+  if (nn_stride_classes(w3.k, w3.s) <= NN_MAX_GROUPS) return true;
+  const tir_buffer_t* W = ctx->in[1];
+  const int64_t per = tir_buffer_numel(W) / W->shape[0];
+  for (int64_t m = 0; m < W->shape[0]; ++m) {
+    double bound = 0;
+    for (int64_t i = 0; i < per; ++i) bound += 255.0 * fabs((double)wq[m * per + i]);
+    if (bound >= 16777216.0) return false;
+  }
+  return true;
+}
+
+static const tir_expr_t* sums_as_is(nn_kb_t* kb, const void* user, const tir_expr_t* ch,
+                                    const tir_expr_t* acc) {
+  (void)kb, (void)user, (void)ch;
+  return acc;
+}
+
+/* ConvInteger with constant weights (and zero points) and a per-tensor
+ * x zero point: on the CPU through nn_conv_quantized, the i32 sums stored
+ * as they are; else the plain loops. */
+kiln_status_t kiln_lower_nn_conv_integer(kiln_lower_ctx_t* ctx) {
+  static const int32_t ops[4] = {0, 1, 2, 3};
+  float* wq = NULL;
+  const tir_buffer_t* xz = opt_buf(ctx, 2);
+  if (ctx->target == KILN_TARGET_CLASS_CPU && (!xz || tir_buffer_numel(xz) == 1))
+    KILN_RETURN_IF_ERROR(const_weights(ctx, 1, 3, &wq));
+  if (wq && !conv_integer_exact(ctx, wq)) {
+    free(wq);
+    wq = NULL;
+  }
+  if (!wq) return lower_conv(ctx, ops, NULL, -1);
+  nn_qconv_t c = {0, 1, -1, NULL, wq, sums_as_is, NULL, !xz, 0};
+  kiln_status_t s = NULL;
+  if (xz) { /* else the immediate 0 */
+    xzp_imm(ctx, 2, &c);
+    if (!c.xzp_is_imm) s = flat(ctx, xz, "xz", &c.xzp);
   }
   if (!s) s = nn_conv_quantized(ctx, &c);
   free(wq);

@@ -10,6 +10,8 @@
  * 2^24). Weights fed at run time take the plain
  * loop lowering and must agree too. QLinearMatMul with a constant B takes
  * the int8 GEMM as well (odd K, batched A, per-column B parameters, one row).
+ * ConvInteger and MatMulInteger with constant weights take it too, their
+ * i32 sums stored as they are (test_integer).
  * The GEMM path is the CPU target's; on --target opencl|vulkan the same
  * cases check the plain loops.
  *
@@ -129,10 +131,11 @@ static void test_paths(void) {
       {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true},
       {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true},
       {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true},
-      /* depthwise (one input channel per group): through the GEMM (a
-       * direct int8 depthwise kernel, as in kiln_lower_nn_conv, is not
-       * written yet) */
+      /* depthwise (one input channel per group): the direct kernel with
+       * exact f32 sums (stride 1 rows as vectors of widened u8/i8 loads and
+       * narrowed stores), channel multiplier 2, stride 2 */
       {"depthwise",   12, 12, 9, 11, 3, 1, 1, 12, true, true, true, true, false},
+      {"dw_i8_wide",   8, 8, 6, 30, 3, 1, 1, 8, false, true, true, true, false},
       {"dw_stride2",  10, 10, 9, 9, 3, 2, 1, 10, false, false, true, true, false},
       {"dw_mult2",     6, 12, 8, 8, 5, 1, 2, 6, true, true, false, true, true},
   };
@@ -187,11 +190,70 @@ static void test_matmul(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_mm(&cases[i]);
 }
 
+/* ConvInteger and MatMulInteger with constant weights: the same int8 GEMM,
+ * the i32 sums stored as they are (exact, also past 2^24: a deep K of
+ * 255 * 127 products); zero points absent, per tensor, or per output
+ * channel / column. The patchify case takes the im2col path, whose f32 sums
+ * the lowering allows only while no sum can reach 2^24. */
+typedef struct int_case_s {
+  const char* what;
+  bool conv;
+  int64_t C, M, H, k, s, p, group; /* conv; matmul: M rows, C = K, H = N */
+  bool u8, zps;                     /* x/a dtype; zero points present */
+} int_case_t;
+
+static void run_integer(const int_case_t* c) {
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  CHECK_OK(kiln_graph_set_opset(g, "", 21));
+  rng = 777;
+  const kiln_dtype_t xt = c->u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const int32_t xlo = c->u8 ? 0 : -128, xhi = c->u8 ? 255 : 127;
+  const int64_t xd[4] = {1, c->C, c->H, c->H}, wd[4] = {c->M, c->C / c->group, c->k, c->k};
+  const int64_t ad[2] = {c->M, c->C}, bd[2] = {c->C, c->H};
+  const int64_t nz = c->conv ? c->M : c->H;
+  input(g, "x", xt, c->conv ? 4 : 2, c->conv ? xd : ad);
+  kiln_array_t x = rand_arr(xt, c->conv ? 4 : 2, c->conv ? xd : ad, xlo, xhi);
+  kiln_array_t w = rand_arr(KILN_DTYPE_I8, c->conv ? 4 : 2, c->conv ? wd : bd, -127, 127);
+  add_const(g, "w", &w);
+  const char* names[4] = {"x", "w", "xz", "wz"};
+  if (c->zps) {
+    kiln_array_t xz = rand_arr(xt, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
+    kiln_array_t wz = rand_arr(KILN_DTYPE_I8, 1, &nz, -3, 3);
+    add_const(g, "xz", &xz);
+    add_const(g, "wz", &wz);
+  }
+  const int64_t pads[4] = {c->p, c->p, c->p, c->p}, strides[2] = {c->s, c->s};
+  const kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, pads),
+                             kiln_attr_make_ints("strides", 2, strides),
+                             kiln_attr_make_int("group", c->group)};
+  bool ok = node1(g, c->conv ? "ConvInteger" : "MatMulInteger", c->what, c->zps ? 4 : 2, names, "y",
+                  c->conv ? 3 : 0, at);
+  kiln_array_t feed[1] = {x};
+  finish_case(g, ok, c->what, feed, 1);
+}
+
+static void test_integer(void) {
+  static const int_case_t cases[] = {
+      /* what          conv   C   M   H  k  s  p  g  u8     zps */
+      {"ci_pad3x3",    true,  8, 16, 10, 3, 1, 1, 1, true,  true},
+      {"ci_no_zp",     true,  6, 12, 9,  3, 2, 1, 1, false, false},
+      {"ci_depthwise", true, 12, 12, 9,  3, 1, 1, 12, true, true},
+      {"ci_patchify",  true,  3, 8, 18,  9, 9, 0, 1, true,  true},
+      {"ci_deep",      true, 600, 8, 3,  3, 1, 1, 1, true,  false},
+      {"mi_even",      false, 64, 13, 40, 0, 0, 0, 1, true, true},
+      {"mi_odd_k",     false, 33, 7, 19, 0, 0, 0, 1, false, false},
+      {"mi_deep",      false, 1030, 2, 24, 0, 0, 0, 1, true, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_integer(&cases[i]);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   RUN(test_paths);
   RUN(test_matmul);
+  RUN(test_integer);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

@@ -59,6 +59,8 @@ KILN_NN_DECLARE(matmul_integer)
 KILN_NN_DECLARE(qlinear_matmul)
 KILN_NN_DECLARE(conv_integer)
 KILN_NN_DECLARE(qlinear_conv)
+KILN_NN_DECLARE(qlinear_add)
+KILN_NN_DECLARE(qlinear_global_avgpool)
 
 #undef KILN_NN_DECLARE
 

@@ -681,3 +681,143 @@ kiln_status_t kiln_nn_qlinear_conv_run(const kiln_ref_ctx_t* ctx) {
   kiln_nn_scratch_free(ctx, acc);
   return st;
 }
+
+/* ---- QLinearAdd / QLinearGlobalAveragePool -------------------------------- */
+
+/* onnxruntime's contrib ops (domain com.microsoft), which "fold-qdq" makes
+ * of DequantizeLinear -> Add | GlobalAveragePool -> QuantizeLinear so the
+ * tensors between quantized layers stay int8. Every scale and zero point is
+ * per tensor; A, B and the output share one dtype (u8 or i8).
+ *
+ * QLinearAdd(A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp), numpy
+ * broadcasting, computes what the graph it replaces computes, in the same
+ * f32 operations and order, so the fold is exact:
+ *   a = (f32(A) - f32(A_zp)) * A_scale,  b likewise,
+ *   C = saturate(round_even((a + b) / C_scale) + C_zp).
+ *
+ * QLinearGlobalAveragePool(X, x_scale, x_zp, y_scale, y_zp) sums the plane
+ * exactly in int32, s = sum(X - x_zp), and computes
+ *   Y = saturate(round_even(((f32(s) * x_scale) / f32(plane)) / y_scale) + y_zp).
+ * The graph it replaces sums the dequantized f32 values (in double, in the
+ * reference) before dividing; the two means differ by a few ulps, so the
+ * results agree except where the mean lies within those ulps of a .5 tie of
+ * the output grid, and then by one step (tests/test_pass_qdq.c). */
+
+static kiln_status_t same_q8(const kiln_infer_t* ctx, const char* op, int32_t a, int32_t b) {
+  const kiln_dtype_t ta = ctx->in[a]->dtype, tb = ctx->in[b]->dtype;
+  if (ta == KILN_DTYPE_UNDEFINED || tb == KILN_DTYPE_UNDEFINED || ta == tb) return NULL;
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: '%s' has dtype %s but '%s' has dtype %s",
+                          op, kiln_nn_in_name(ctx, a), kiln_dtype_name(ta),
+                          kiln_nn_in_name(ctx, b), kiln_dtype_name(tb));
+}
+
+/* Scale |si| and zero point |si| + 1 of data |xi|: per tensor, valid. */
+static kiln_status_t tensor_qparams(const kiln_infer_t* ctx, const char* op, int32_t xi,
+                                    int32_t si) {
+  KILN_RETURN_IF_ERROR(kiln_nn_require_float(ctx, op, si));
+  KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, si, false, 1, "tensor"));
+  KILN_RETURN_IF_ERROR(check_channel_param(ctx, op, si + 1, false, 1, "tensor"));
+  if (xi >= 0) KILN_RETURN_IF_ERROR(zp_dtype(ctx, op, xi, si + 1));
+  return check_scale_values(ctx, op, si);
+}
+
+kiln_status_t kiln_nn_qlinear_add_infer(kiln_infer_t* ctx) {
+  const char* op = "QLinearAdd";
+  KILN_RETURN_IF_ERROR(require_q8(ctx, op, 0));
+  KILN_RETURN_IF_ERROR(require_q8(ctx, op, 3));
+  KILN_RETURN_IF_ERROR(same_q8(ctx, op, 0, 3));
+  KILN_RETURN_IF_ERROR(tensor_qparams(ctx, op, 0, 1));
+  KILN_RETURN_IF_ERROR(tensor_qparams(ctx, op, 3, 4));
+  KILN_RETURN_IF_ERROR(tensor_qparams(ctx, op, 0, 6));
+  kiln_shape_t out;
+  KILN_RETURN_IF_ERROR(kiln_infer_broadcast(&ctx->in[0]->shape, &ctx->in[3]->shape, &out));
+  kiln_infer_set(ctx, 0, ctx->in[0]->dtype, &out);
+  return NULL;
+}
+
+int64_t kiln_nn_qlinear_add_flops(const kiln_infer_t* ctx) {
+  if (!ctx->out[0] || !kiln_shape_is_static(&ctx->out[0]->shape)) return 0;
+  return kiln_shape_count(&ctx->out[0]->shape);
+}
+
+/* round_even(v) + zp, saturated to [lo, hi] (NaN gives lo), as
+ * QuantizeLinear's reference computes it. */
+static int64_t sat_round(float v, int64_t zp, int64_t lo, int64_t hi) {
+  v = nearbyintf(v) + (float)zp;
+  return !(v > (float)lo) ? lo : v >= (float)hi ? hi : (int64_t)v;
+}
+
+kiln_status_t kiln_nn_qlinear_add_run(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t *A = ctx->in[0], *B = ctx->in[3];
+  kiln_array_t* Y = ctx->out[0];
+  const kiln_shape_t* ys = &Y->shape;
+  int64_t sa[KILN_MAX_RANK], sb[KILN_MAX_RANK], lo, hi;
+  kiln_broadcast_strides(&A->shape, ys, sa);
+  kiln_broadcast_strides(&B->shape, ys, sb);
+  kiln_nn_quant_range(Y->dtype, &lo, &hi);
+  const float as = ldf_at(ctx->in[1], 0), bs = ldf_at(ctx->in[4], 0), cs = ldf_at(ctx->in[6], 0);
+  const float az = (float)ld_or0(ctx->in[2], 0), bz = (float)ld_or0(ctx->in[5], 0);
+  const int64_t cz = ctx->n_in > 7 ? ld_or0(ctx->in[7], 0) : 0;
+  const int64_t n = kiln_array_numel(Y);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t ia = 0, ib = 0, r = e;
+    for (int32_t d = ys->rank - 1; d >= 0; --d) {
+      const int64_t i = r % ys->dims[d];
+      r /= ys->dims[d];
+      ia += i * sa[d], ib += i * sb[d];
+    }
+    /* each product exact in double, then rounded once to f32: a f32
+     * product beside the add may be contracted into an FMA by the compiler */
+    const float a = (float)((double)((float)kiln_load_i64(A->dtype, A->data, (size_t)ia) - az) * as);
+    const float b = (float)((double)((float)kiln_load_i64(B->dtype, B->data, (size_t)ib) - bz) * bs);
+    kiln_store_i64(Y->dtype, Y->data, (size_t)e, sat_round((a + b) / cs, cz, lo, hi));
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_nn_qlinear_global_avgpool_infer(kiln_infer_t* ctx) {
+  const char* op = "QLinearGlobalAveragePool";
+  int64_t cl = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "channels_last", 0, &cl));
+  if (cl != 0) {
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "%s: channels_last=%lld; kiln takes channels first (NCHW) only", op,
+                            (long long)cl);
+  }
+  KILN_RETURN_IF_ERROR(require_q8(ctx, op, 0));
+  KILN_RETURN_IF_ERROR(tensor_qparams(ctx, op, 0, 1));
+  KILN_RETURN_IF_ERROR(tensor_qparams(ctx, op, 0, 3));
+  const kiln_shape_t* x = &ctx->in[0]->shape;
+  if (x->rank >= 0 && x->rank < 3) {
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' has rank %d, expected >= 3",
+                            op, kiln_nn_in_name(ctx, 0), (int)x->rank);
+  }
+  kiln_shape_t out = *x;
+  for (int32_t i = 2; i < out.rank; ++i) out.dims[i] = 1;
+  kiln_infer_set(ctx, 0, ctx->in[0]->dtype, &out);
+  return NULL;
+}
+
+int64_t kiln_nn_qlinear_global_avgpool_flops(const kiln_infer_t* ctx) {
+  const kiln_shape_t* x = &ctx->in[0]->shape;
+  return kiln_shape_is_static(x) ? kiln_shape_count(x) : 0;
+}
+
+kiln_status_t kiln_nn_qlinear_global_avgpool_run(const kiln_ref_ctx_t* ctx) {
+  const kiln_array_t* X = ctx->in[0];
+  kiln_array_t* Y = ctx->out[0];
+  const int64_t planes = X->shape.dims[0] * X->shape.dims[1];
+  const int64_t plane = kiln_nn_prod(&X->shape, 2, X->shape.rank);
+  int64_t lo, hi;
+  kiln_nn_quant_range(Y->dtype, &lo, &hi);
+  const int64_t xz = ld_or0(ctx->in[2], 0), yz = ctx->n_in > 4 ? ld_or0(ctx->in[4], 0) : 0;
+  const float xs = ldf_at(ctx->in[1], 0), ys = ldf_at(ctx->in[3], 0);
+  for (int64_t p = 0; p < planes; ++p) {
+    uint32_t s = 0;
+    for (int64_t i = 0; i < plane; ++i)
+      s += (uint32_t)(kiln_load_i64(X->dtype, X->data, (size_t)(p * plane + i)) - xz);
+    const float mean = ((float)(int32_t)s * xs) / (float)plane;
+    kiln_store_i64(Y->dtype, Y->data, (size_t)p, sat_round(mean / ys, yz, lo, hi));
+  }
+  return NULL;
+}

@@ -21,8 +21,15 @@ static bool is_onnx_domain(const char* d) {
   return !d || !d[0] || strcmp(d, "ai.onnx") == 0;
 }
 
+/* onnxruntime's contrib ops kiln implements (quantized models in the
+ * QOperator format; "fold-qdq" makes them too, in the default domain). */
+static bool is_contrib_op(const char* d, const char* op) {
+  return d && strcmp(d, "com.microsoft") == 0 && op &&
+         (strcmp(op, "QLinearAdd") == 0 || strcmp(op, "QLinearGlobalAveragePool") == 0);
+}
+
 const kiln_op_schema_t* kiln_op_lookup(const char* domain, const char* op_type) {
-  if (!is_onnx_domain(domain) || !op_type) return NULL;
+  if ((!is_onnx_domain(domain) && !is_contrib_op(domain, op_type)) || !op_type) return NULL;
   for (size_t f = 0; f < N_FAMILIES; ++f)
     for (size_t i = 0; i < families[f]->count; ++i)
       if (strcmp(families[f]->ops[i].op_type, op_type) == 0) return &families[f]->ops[i];

@@ -161,6 +161,105 @@ KILN_VHDEF(4, 8)
 KILN_VHDEF(8, 16)
 KILN_VHDEF(16, 32)
 
+/* Bytes <-> f32 vectors for the quantized kernels: u8/i8 widened on load
+   (one vpmovzxbd / vpmovsxbd where GCC has the builtin: its generic
+   conversion inserts the bytes one by one), an f32 vector of integers
+   already saturated to the byte's range narrowed on store (the scalar
+   code's (uint8_t)(int32_t)v: the low byte of each i32 lane, picked by a
+   shuffle). kiln_vrint rounds half to even as nearbyintf does lane by lane
+   (default rounding mode): below 2^23, (|x| + 2^23) - 2^23 rounds once, to
+   an integer, and x's sign is put back (-0.0 stays -0.0); from 2^23 on x is
+   an integer already (or inf, NaN) and is kept. */
+typedef long long kiln_vq2 __attribute__((vector_size(16)));
+typedef char kiln_vq16 __attribute__((vector_size(16)));
+typedef uint8_t kiln_vbu4 __attribute__((vector_size(4), aligned(1)));
+typedef uint8_t kiln_vbu8 __attribute__((vector_size(8), aligned(1)));
+typedef uint8_t kiln_vbu16 __attribute__((vector_size(16), aligned(1)));
+typedef uint8_t kiln_vub16 __attribute__((vector_size(16)));
+typedef uint8_t kiln_vub32 __attribute__((vector_size(32)));
+typedef uint8_t kiln_vub64 __attribute__((vector_size(64)));
+KILN_INLINE kiln_vq16 kiln_bytes16(const void* p, size_t n) { /* n <= 16 bytes, the rest 0 */
+  kiln_vq2 q = {0, 0};
+  memcpy(&q, p, n);
+  return (kiln_vq16)q;
+}
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+#define KILN_ZXBD8(p) __builtin_ia32_pmovzxbd256(kiln_bytes16(p, 8))
+#define KILN_SXBD8(p) __builtin_ia32_pmovsxbd256(kiln_bytes16(p, 8))
+#define KILN_ZXBD4(p) __builtin_ia32_pmovzxbd128(kiln_bytes16(p, 4))
+#define KILN_SXBD4(p) __builtin_ia32_pmovsxbd128(kiln_bytes16(p, 4))
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define KILN_ZXBD16(p) __builtin_ia32_pmovzxbd512_mask(kiln_bytes16(p, 16), (kiln_v16i){0}, 0xffff)
+#define KILN_SXBD16(p) __builtin_ia32_pmovsxbd512_mask(kiln_bytes16(p, 16), (kiln_v16i){0}, 0xffff)
+#endif
+#define KILN_VQLOAD(W, NAME, T, EXT)                                               \
+  KILN_INLINE kiln_v##W##f NAME##W(const T* p) {                                  \
+    kiln_v##W##i r = (kiln_v##W##i)EXT##W(p);                                     \
+    return __builtin_convertvector(r, kiln_v##W##f);                              \
+  }
+#define KILN_VQLOADG(W, NAME, T)                                                   \
+  KILN_INLINE kiln_v##W##f NAME##W(const T* p) {                                  \
+    kiln_v##W##f r;                                                               \
+    for (int l = 0; l < W; ++l) r[l] = (float)p[l];                               \
+    return r;                                                                     \
+  }
+#ifdef KILN_ZXBD4
+KILN_VQLOAD(4, kiln_vu8f, uint8_t, KILN_ZXBD)
+KILN_VQLOAD(8, kiln_vu8f, uint8_t, KILN_ZXBD)
+KILN_VQLOAD(4, kiln_vs8f, int8_t, KILN_SXBD)
+KILN_VQLOAD(8, kiln_vs8f, int8_t, KILN_SXBD)
+#else
+KILN_VQLOADG(4, kiln_vu8f, uint8_t)
+KILN_VQLOADG(8, kiln_vu8f, uint8_t)
+KILN_VQLOADG(4, kiln_vs8f, int8_t)
+KILN_VQLOADG(8, kiln_vs8f, int8_t)
+#endif
+#ifdef KILN_ZXBD16
+KILN_VQLOAD(16, kiln_vu8f, uint8_t, KILN_ZXBD)
+KILN_VQLOAD(16, kiln_vs8f, int8_t, KILN_SXBD)
+#else
+KILN_VQLOADG(16, kiln_vu8f, uint8_t)
+KILN_VQLOADG(16, kiln_vs8f, int8_t)
+#endif
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define KILN_HAS_SHUFFLE 1
+#endif
+#endif
+#ifdef KILN_HAS_SHUFFLE
+#define KILN_LOW4(b) __builtin_shufflevector(b, b, 0, 4, 8, 12)
+#define KILN_LOW8(b) __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28)
+#define KILN_LOW16(b) __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60)
+#define KILN_VQSTORE(W, BYTES, T)                                                  \
+  KILN_INLINE void kiln_vf2##T##W(T##_t* p, kiln_v##W##f v) {                    \
+    kiln_vub##BYTES b = (kiln_vub##BYTES)__builtin_convertvector(v, kiln_v##W##i); \
+    kiln_vbu##W low = KILN_LOW##W(b);                                              \
+    memcpy(p, &low, W);                                                           \
+  }
+#else
+#define KILN_VQSTORE(W, BYTES, T)                                                  \
+  KILN_INLINE void kiln_vf2##T##W(T##_t* p, kiln_v##W##f v) {                    \
+    for (int l = 0; l < W; ++l) p[l] = (T##_t)(int32_t)v[l];                     \
+  }
+#endif
+KILN_VQSTORE(4, 16, uint8)
+KILN_VQSTORE(8, 32, uint8)
+KILN_VQSTORE(16, 64, uint8)
+KILN_VQSTORE(4, 16, int8)
+KILN_VQSTORE(8, 32, int8)
+KILN_VQSTORE(16, 64, int8)
+#define KILN_VRINT(W)                                                              \
+  KILN_INLINE kiln_v##W##f kiln_vrint##W(kiln_v##W##f x) {                      \
+    kiln_v##W##f a = kiln_vabs##W(x);                                           \
+    kiln_v##W##f r = (a + 8388608.0f) - 8388608.0f;                             \
+    r = (kiln_v##W##f)((kiln_v##W##i)r | ((kiln_v##W##i)x & INT32_MIN));        \
+    return kiln_vsel##W(a < 8388608.0f, r, x);                                  \
+  }
+KILN_VRINT(4)
+KILN_VRINT(8)
+KILN_VRINT(16)
+
 /* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
    per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
    their zero points, two channels per lane). Exact: |products| <= 255*255,
@@ -216,7 +315,7 @@ KILN_INLINE kiln_vr8 kiln_dpw8_avx2(kiln_vr8 c, kiln_vr8 a, kiln_vr8 b) {
 #define KILN_DPW16(c, a, b) __builtin_ia32_vpdpwssd_v16si((kiln_vr16)(c), (kiln_vr16)(a), (kiln_vr16)(b))
 #elif defined(__AVX512BW__)
 #define KILN_DPW16(c, a, b) \
-  ((kiln_vr16)(c) + __builtin_ia32_pmaddwd512_mask((kiln_vs32)(a), (kiln_vs32)(b), (kiln_vr16){0}, 0xffff))
+  ((kiln_vr16)(c) + __builtin_ia32_pmaddwd512_mask((kiln_vs32)(a), (kiln_vs32)(b), (kiln_v16i){0}, 0xffff))
 #endif
 #endif
 #ifndef KILN_DPW4

@@ -66,7 +66,9 @@
  *               whose stores are contiguous in the loop variable (flattened
  *               index coefficient 1), whose loads are contiguous or invariant
  *               in it, and whose varying values are f32 arithmetic,
- *               comparisons, selects, min/max, abs, neg and fma, and the
+ *               comparisons, selects, min/max, abs, neg, fma and round
+ *               half to even (f16 and u8/i8 loads widened to f32, stores
+ *               narrowed), and the
  *               extent is a multiple of 4: GCC vector-extension code (16, 8
  *               or 4 lanes) with unaligned vector loads/stores. Otherwise a
  *               scalar loop under `#pragma omp simd`.
@@ -260,6 +262,14 @@ typedef struct kiln_cf_dialect_s {
    * prints scalar); the C prelude's polynomial forms, so the loop calls no
    * libm */
   const char* vmath[TIR_INTRIN_COUNT_];
+  /* u8 / i8 buffers in vector loops (the quantized kernels; NULL: such
+   * loops print scalar): $W bytes at $B[$I] widened to an f32 vector
+   * (f32(load)); an f32 vector $V of integers in the byte's range narrowed
+   * into them (a store of u8/i8(f32 value)) */
+  const char* vload_u8;
+  const char* vload_i8;
+  const char* vstore_u8;
+  const char* vstore_i8;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

@@ -130,6 +130,9 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vsplat_i32 = "kiln_vspliti$W($1)", .vdot2_i16 = "kiln_vdot2_$W($1, $2, $3)",
     .math[TIR_DOT2_I16] = "kiln_dot2($1, $2, $3)", .math[TIR_WIDEN_I8X2] = "kiln_widen2($1)",
     .vwiden_i8x2 = "kiln_vwiden$W(&$B[$I])", .vsplat_i8x2 = "kiln_vsplatw$W(&$B[$I])",
+    .vmath[TIR_ROUND_EVEN] = "kiln_vrint$W($1)",
+    .vload_u8 = "kiln_vu8f$W(&$B[$I])", .vload_i8 = "kiln_vs8f$W(&$B[$I])",
+    .vstore_u8 = "kiln_vf2uint8$W(&$B[$I], $V)", .vstore_i8 = "kiln_vf2int8$W(&$B[$I], $V)",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {

@@ -161,6 +161,8 @@ int kiln_cf_binop_prec(tir_binop_t op);
 int32_t kiln_cf_vec_width(pr_t* p, const tir_stmt_t* s);
 /* |e| as a W-lane f32 vector or lane mask (inside a vector loop). */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need);
+/* The dialect's narrowing vector store into a u8 / i8 buffer of |t|, or NULL. */
+const char* kiln_cf_vstore_byte(const pr_t* p, kiln_dtype_t t);
 
 /* ---- statements (printer_stmt.c) -------------------------------------- */
 

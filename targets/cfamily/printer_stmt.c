@@ -26,10 +26,11 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
   line(p);
   tctx_t c = {.buf = b, .idx = s->u.store.idx};
   if (p->lane) {
+    const char* byte = kiln_cf_vstore_byte(p, b->dtype);
     const bool half = b->dtype == KILN_DTYPE_F16;
-    c.v = avex(half ? v->u.cast.value : v); /* vok_stmt: f16 <- f32(...) */
+    c.v = avex(half || byte ? v->u.cast.value : v); /* vok_stmt: f16 / u8 / i8 <- f32(...) */
     c.n = p->w;
-    kiln_cf_tpl(p, half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : p->d->vstore, &c);
+    kiln_cf_tpl(p, byte ? byte : half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : p->d->vstore, &c);
     put(p, ";\n");
     return;
   }

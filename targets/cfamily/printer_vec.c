@@ -2,7 +2,8 @@
  * VECTORIZED loop rules in printer.h): whether a VECTORIZED loop's body can
  * print as explicit W-lane vector code (stores contiguous in the lane
  * variable, loads contiguous or invariant, f32 arithmetic, comparisons,
- * selects, min/max, abs, neg, fma, f16 widening loads / narrowing stores),
+ * selects, min/max, abs, neg, fma, f16 and u8/i8 widening loads / narrowing
+ * stores),
  * and the vector expressions inside such a loop. */
 #include <stdio.h>
 
@@ -129,6 +130,18 @@ static bool vok_i32_value(const pr_t* p, const tir_expr_t* e) {
   return true;
 }
 
+/* The dialect's widening load (narrowing store) for a u8 / i8 buffer of
+ * |t|, or NULL. */
+static const char* byte_vload(const pr_t* p, kiln_dtype_t t) {
+  return t == KILN_DTYPE_U8 ? p->d->vload_u8 : t == KILN_DTYPE_I8 ? p->d->vload_i8 : NULL;
+}
+static const char* byte_vstore(const pr_t* p, kiln_dtype_t t) {
+  return t == KILN_DTYPE_U8 ? p->d->vstore_u8 : t == KILN_DTYPE_I8 ? p->d->vstore_i8 : NULL;
+}
+static bool byte_load(const pr_t* p, const tir_expr_t* e) {
+  return e->kind == TIR_LOAD && byte_vload(p, e->dtype) != NULL;
+}
+
 static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
   if (!varies(p, e)) return true;
   switch (e->kind) {
@@ -155,6 +168,9 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
           p->d->vload_half)
         return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
+      /* f32(u8 / i8 load), contiguous: a widening vector load */
+      if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && byte_load(p, v))
+        return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
       return e->dtype == KILN_DTYPE_F32 && v->dtype == KILN_DTYPE_BOOL && vok_expr(p, v);
     }
     case TIR_CALL: {
@@ -180,6 +196,10 @@ static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
       if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
       if (s->u.store.buf->dtype == KILN_DTYPE_F32) return v->dtype == KILN_DTYPE_F32 && vok_expr(p, v);
       if (s->u.store.buf->dtype == KILN_DTYPE_I32) return vok_i32_value(p, v);
+      /* u8 / i8 <- u8 / i8(f32 value) narrowed by the vector store */
+      if (byte_vstore(p, s->u.store.buf->dtype))
+        return v->kind == TIR_CAST && v->dtype == s->u.store.buf->dtype &&
+               v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
       /* f16 <- f32(...) narrowed by the vector store */
       return s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->kind == TIR_CAST &&
              v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
@@ -294,10 +314,10 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       return;
     case TIR_CAST: { /* f32(f16 load), or a bool mask -> 1.0 / 0.0 */
       const tir_expr_t* v = e->u.cast.value;
-      if (v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16) {
+      if (v->kind == TIR_LOAD && (v->dtype == KILN_DTYPE_F16 || byte_load(p, v))) {
         kiln_cf_check_buf(p, v->u.load.buf);
         tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
-        kiln_cf_tpl(p, d->vload_half, &c);
+        kiln_cf_tpl(p, v->dtype == KILN_DTYPE_F16 ? d->vload_half : byte_vload(p, v->dtype), &c);
         return;
       }
       char one[96], zero[96];
@@ -328,3 +348,5 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       kiln_cf_fail(p, KILN_INTERNAL, "expression cannot be vectorized");
   }
 }
+
+const char* kiln_cf_vstore_byte(const pr_t* p, kiln_dtype_t t) { return byte_vstore(p, t); }
