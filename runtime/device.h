@@ -71,6 +71,13 @@ typedef struct kiln_device_info_s {
    * the conservative path on a device that has both). */
   bool shader_int64;
   bool subgroup_ballot;
+  /* 4x8-bit integer dot products: Vulkan's shaderIntegerDotProduct
+   * (VK_KHR_shader_integer_dot_product, core in 1.3; enabled when present),
+   * OpenCL's cl_khr_integer_dot_product. The int8 templates accumulate with
+   * them where present (Vulkan: the compile chooses, KILN_GPU_LACKS_IDOT;
+   * OpenCL: q8.cl asks the device compiler's feature macros). Hidden by
+   * KILN_VULKAN_FEATURES=no-idot. */
+  bool int_dot;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

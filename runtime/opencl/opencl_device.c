@@ -261,6 +261,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   info->fp16_storage = true; /* vload_half / vstore_half are core OpenCL */
   info->fp16_arith = dev_has_ext(d->dev, "cl_khr_fp16");
   info->int8 = true;
+  info->int_dot = dev_has_ext(d->dev, "cl_khr_integer_dot_product");
   info->timestamps = true;
   info->max_alloc_bytes = dev_u64(d->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   info->total_bytes = dev_u64(d->dev, CL_DEVICE_GLOBAL_MEM_SIZE);

@@ -7,7 +7,7 @@
 #include "targets/opencl/opencl_internal.h"
 
 /* Record orders: GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
- * tm,tn,wx,wy,cb; depthwise vw,rh,wg (the typedefs' field order). */
+ * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg (the typedefs' field order). */
 static kiln_template_tiles_t record(const int32_t* v, int32_t n) {
   kiln_template_tiles_t r = {.n = n};
   for (int32_t i = 0; i < n; ++i) r.v[i] = v[i];
@@ -39,6 +39,11 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     case KILN_TEMPLATE_DEPTHWISE: {
       const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw);
       t->tiles = record((const int32_t[]){d.vw, d.rh, d.wg}, 3);
+      break;
+    }
+    case KILN_TEMPLATE_Q8: {
+      const kiln_opencl_q8_tiles_t q = kiln_opencl_q8_default_tiles(&t->q8);
+      t->tiles = record((const int32_t[]){q.tm, q.tp, q.wg}, 3);
       break;
     }
     case KILN_TEMPLATE_NONE:
@@ -105,5 +110,11 @@ kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* na
 kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out) {
   KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
   *out = (kiln_opencl_dw_tiles_t){t->tiles.v[0], t->tiles.v[1], t->tiles.v[2]};
+  return NULL;
+}
+
+kiln_status_t kiln_opencl_q8_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_q8_tiles_t* out) {
+  KILN_RETURN_IF_ERROR(want(t, 3, "int8", name));
+  *out = (kiln_opencl_q8_tiles_t){t->tiles.v[0], t->tiles.v[1], t->tiles.v[2]};
   return NULL;
 }

@@ -41,7 +41,13 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
     /* one output position per invocation, 64 a work-group (not tuned) */
-    t->tiles = (kiln_template_tiles_t){.n = 1, .v = {64}};
+    t->tiles = (kiln_template_tiles_t){.n = 1, .v = {64}};  } else if (t->kind == KILN_TEMPLATE_Q8) {
+    /* 4 channels (fewer where a group has fewer) x 4 positions per
+     * invocation, 64 a work-group (not tuned); packed dot products where
+     * the device has them */
+    const int64_t mg = t->q8.Mg;
+    t->tiles = (kiln_template_tiles_t){
+        .n = 4, .v = {mg >= 4 ? 4 : mg >= 2 ? 2 : 1, 4, 64, (gpu_lacks & KILN_GPU_LACKS_IDOT) ? 0 : 1}};
   }
 }
 
