@@ -210,11 +210,12 @@ kiln_status_t kiln_opencl_list_devices(FILE* out) {
     dev_str(refs[i].dev, CL_DRIVER_VERSION, drv, sizeof drv);
     fprintf(out,
             "opencl:%d  platform \"%s\"  device \"%s\"  %s (driver %s)  %u compute units  "
-            "%.1f GiB global (max alloc %.1f GiB)  fp16 %s  base-address alignment %u bytes\n",
+            "%.1f GiB global (max alloc %.1f GiB)  fp16 %s  int-dot %s  base-address alignment %u bytes\n",
             (int)i, plat, name, ver, drv, dev_u32(refs[i].dev, CL_DEVICE_MAX_COMPUTE_UNITS),
             (double)dev_u64(refs[i].dev, CL_DEVICE_GLOBAL_MEM_SIZE) / (1024.0 * 1024 * 1024),
             (double)dev_u64(refs[i].dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE) / (1024.0 * 1024 * 1024),
             dev_has_ext(refs[i].dev, "cl_khr_fp16") ? "yes" : "no",
+            dev_has_ext(refs[i].dev, "cl_khr_integer_dot_product") ? "yes" : "no",
             dev_u32(refs[i].dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
   }
   return NULL;

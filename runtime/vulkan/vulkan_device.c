@@ -391,11 +391,12 @@ kiln_status_t kiln_vulkan_list_devices(FILE* out) {
       snprintf(drv, sizeof drv, "driver 0x%x", p->driverVersion);
     fprintf(out,
             "vulkan:%u  %s  type=%s  api=%u.%u.%u  driver=%s  fp16=%s  16bit-storage=%s  "
-            "int8=%s  subgroup=%u  max-workgroup=%u (%u x %u x %u)\n",
+            "int8=%s  int-dot=%s  subgroup=%u  max-workgroup=%u (%u x %u x %u)\n",
             i, p->deviceName, type_name(p->deviceType), VK_API_VERSION_MAJOR(p->apiVersion),
             VK_API_VERSION_MINOR(p->apiVersion), VK_API_VERSION_PATCH(p->apiVersion), drv,
             f.v12.shaderFloat16 ? "yes" : "no", f.v11.storageBuffer16BitAccess ? "yes" : "no",
-            f.v12.shaderInt8 && f.v12.storageBuffer8BitAccess ? "yes" : "no", q.v11.subgroupSize,
+            f.v12.shaderInt8 && f.v12.storageBuffer8BitAccess ? "yes" : "no",
+            f.has_idot && f.idot.shaderIntegerDotProduct ? "yes" : "no", q.v11.subgroupSize,
             p->limits.maxComputeWorkGroupInvocations, p->limits.maxComputeWorkGroupSize[0],
             p->limits.maxComputeWorkGroupSize[1], p->limits.maxComputeWorkGroupSize[2]);
   }
