@@ -250,8 +250,13 @@ typedef struct kiln_template_q8_s {
  * QLinearConv (1-3 spatial dims, any group) or a QLinearMatMul with a 2-D
  * B and one A scale and zero point, u8/i8 operands, f32 scales, an i32
  * bias, nothing fused in, every parameter bound to one role, indices
- * within int32 and K <= |max_k| (0: any); fills |out|. */
-bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_k, kiln_template_q8_t* out);
+ * within int32 and kiln_template_q8_trips <= |max_trips| (0: any); fills
+ * |out|. */
+bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_trips, kiln_template_q8_t* out);
+
+/* Loop iterations per work-item of the templates' K loops: taps x
+ * (ceil(Cg / 4) + 1) (4 input channels a step inside a loop over taps). */
+int64_t kiln_template_q8_trips(const kiln_template_q8_t* q);
 
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
 
@@ -423,10 +428,11 @@ typedef struct kiln_template_set_s {
    * record asks before anything is built. */
   const char* (*tiles_check)(const kiln_template_t* t, const kiln_template_tiles_t* tiles,
                              const kiln_template_limits_t* lim);
-  /* int8 products (kiln_template_q8_match) with a reduction of at most
-   * q8_max_k (0: any; a per-invocation loop limit bounds it) */
+  /* int8 products (kiln_template_q8_match) whose work-items loop at most
+   * q8_max_trips times (kiln_template_q8_trips; 0: any; a per-invocation
+   * loop limit bounds it) */
   bool q8;
-  int64_t q8_max_k;
+  int64_t q8_max_trips;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

@@ -102,7 +102,12 @@ static bool matmul_shape(const tir_buffer_t* A, const tir_buffer_t* B, const tir
   return Y->shape[Y->rank - 1] == q->M && q->P * q->K == tir_buffer_numel(A);
 }
 
-bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_k, kiln_template_q8_t* q) {
+int64_t kiln_template_q8_trips(const kiln_template_q8_t* q) {
+  const int64_t taps = q->k[0] * q->k[1] * q->k[2];
+  return taps * ((q->Cg + 3) / 4 + 1);
+}
+
+bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_trips, kiln_template_q8_t* q) {
   memset(q, 0, sizeof *q);
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* g = plan->graph;
@@ -120,7 +125,7 @@ bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_k, k
   bool shaped = conv ? conv_shape(n, X, W, Y, &g->tensors[n->inputs[0]].shape, &g->tensors[n->inputs[3]].shape, q)
                      : matmul_shape(X, W, Y, q);
   if (!shaped || q->P < 1 || q->M < 1 || q->K < 1 || !operands_ok(plan, n, q)) return false;
-  if (max_k > 0 && q->K > max_k) return false;
+  if (max_trips > 0 && kiln_template_q8_trips(q) > max_trips) return false;
   /* the templates index in int, and tile the outputs in a 2-D launch */
   if (tir_buffer_numel(X) > INT32_MAX / 2 || tir_buffer_numel(W) > INT32_MAX / 2 ||
       tir_buffer_numel(Y) > INT32_MAX / 2 || q->N * q->G * q->Mg > 65535 * 4)

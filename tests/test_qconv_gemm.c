@@ -14,9 +14,11 @@
  * cases check the int8 templates (kernels/opencl/q8.cl,
  * kernels/vulkan/q8.comp), which must be chosen for every case (the code
  * is searched for them), plus u8 weights, dilation and a y type other
- * than x's; on vulkan with the packed integer dot product (OpSDotKHR:
- * lavapipe has it), then every third conv case and every matmul one
- * without it (plain int sums).
+ * than x's; twice: compiled for a device with the 4x8-bit dot product
+ * (vulkan: OpSDotKHR, which lavapipe has; opencl: q8.cl's work-item
+ * kernel, dot() where the compiler has it, PoCL does not), then for one
+ * without it (vulkan: plain int sums, every third conv case; opencl: the
+ * row-vector conv kernel).
  *
  *   test_qconv_gemm [--target cpu|opencl|vulkan] */
 #include "target_graph_util.h"
@@ -239,9 +241,9 @@ int main(int argc, char** argv) {
   if (rc) return rc;
   RUN(test_paths);
   RUN(test_matmul);
-  if (!strcmp(g_target_name, "vulkan")) { /* again without the dot product */
+  if (g_target->lowering == KILN_TARGET_CLASS_GPU) { /* again for a device without the dot product */
     g_gpu_lacks = KILN_GPU_LACKS_IDOT;
-    g_case_stride = 3;
+    g_case_stride = strcmp(g_target_name, "vulkan") ? 1 : 3;
     RUN(test_paths);
     RUN(test_matmul);
   }

@@ -9,22 +9,23 @@
  * as the reference's do), the requantization the same f32 operations.
  *
  * A work-item computes KQ_TM output channels x KQ_TP output positions of
- * one image and group, K in steps of 4: each step reads 4 k-values of
- * every position (a gather through the conv window; taps outside X read
- * the zero point, so they add 0) and of every channel (a 4-byte vector
- * load along K for conv weights [M][K] and matmul rows of A), as values
- * centred on the byte range: c = v - 128 for u8, v for i8 (every centred
- * value fits a signed byte). Then
- *   - the plain path: int4 sums of (cx - czx) * (cw - czw[m]), reduced at
- *     the end;
+ * one image and group: positions pt + j * ceil(CP / KQ_TP), so neighbouring
+ * work-items read neighbouring positions (PoCL vectorizes across the
+ * work-items of a group: those loads become vector loads, the weights one
+ * scalar load for all). K runs as taps (outer: the window's bounds checked
+ * once per tap and position) x input channels (inner, 4 a step); values
+ * are centred on the byte range: c = v - 128 for u8, v for i8 (every
+ * centred value fits a signed byte). Then
+ *   - the plain path: 32-bit sums of (cx - czx) * (cw - czw[m]);
  *   - the integer dot-product path, where the device's compiler reports
  *     4x8-bit dot products (cl_khr_integer_dot_product: the OpenCL C 3.0
  *     feature macro, or the extension macro before 3.0): D += dot(cx, cw)
  *     on char4 (exact, no saturation), with the sums of cx per position and
  *     of cw per channel, and
  *       sum (cx - czx)(cw - czw) = D - czw*Sx - czx*Sw + n*czx*czw
- *     over the n terms counted (the K tail's padding reads cx = czx, which
- *     adds 0 to either form), in wrapping 32-bit arithmetic: the same i32.
+ *     over the n terms counted (taps outside X and the channel tail past
+ *     CCG read cx = czx, which adds 0 to either form), in wrapping 32-bit
+ *     arithmetic: the same i32.
  * Remainder channels and positions compute a clamped copy and store
  * nothing.
  *
@@ -40,8 +41,10 @@
  *   KQ_WPC                  1: WS and WZ per output channel
  *   KQ_BIAS                 1: BIAS (i32 per output channel)
  *   KQ_TM KQ_TP KQ_WG       channels and positions per work-item, work-group
+ *   KQ_ROWVEC               1: the row-vector conv kernel below (KQ_TP unused)
+ *   KQ_YU8                  1: Y is uchar
  * Launch: global (ceil(ceil(CP/KQ_TP) / KQ_WG) * KQ_WG, CN*CG*ceil(CMG/KQ_TM)),
- * local (KQ_WG, 1).
+ * local (KQ_WG, 1); KQ_ROWVEC: OD*OH*ceil(OW/8) in place of ceil(CP/KQ_TP).
  */
 #if defined(__opencl_c_integer_dot_product_input_4x8bit) || \
     (defined(cl_khr_integer_dot_product) && (!defined(__OPENCL_C_VERSION__) || __OPENCL_C_VERSION__ < 300))
@@ -54,136 +57,111 @@
 #define KQ_TAPS (KD * KH * KW)
 #define KQ_XSH (KQ_XU8 ? 128 : 0)
 #define KQ_WSH (KQ_WU8 ? 128 : 0)
-
-/* One step of 4 k-values from k0 (TAIL: some may be >= CK). Reads into
- * cx[j] / cw[i] (centred int4), then accumulates. */
 #if KQ_MATMUL
-#define KQ_LOAD_X(k0, TAIL)                                                                      \
-  for (int j = 0; j < KQ_TP; ++j) {                                                              \
-    const __global KQ_TX* row = X + pj[j] * CK + (k0);                                           \
-    if (!(TAIL)) {                                                                               \
-      cx[j] = convert_int4(vload4(0, row)) - KQ_XSH;                                             \
-    } else {                                                                                     \
-      cx[j] = (int4)(czx);                                                                       \
-      if ((k0) + 0 < CK) cx[j].s0 = (int)row[0] - KQ_XSH;                                        \
-      if ((k0) + 1 < CK) cx[j].s1 = (int)row[1] - KQ_XSH;                                        \
-      if ((k0) + 2 < CK) cx[j].s2 = (int)row[2] - KQ_XSH;                                        \
-    }                                                                                            \
-  }
-#define KQ_W_AT(m, k) ((int)W[(k) * CM + (m)])
-#define KQ_LOAD_W(k0, TAIL)                                                                      \
-  for (int i = 0; i < KQ_TM; ++i) {                                                              \
-    const int k3 = (TAIL) ? CK - 1 : (k0) + 3;                                                   \
-    const int k2 = (TAIL) && (k0) + 2 >= CK ? CK - 1 : (k0) + 2;                                 \
-    const int k1 = (TAIL) && (k0) + 1 >= CK ? CK - 1 : (k0) + 1;                                 \
-    cw[i] = (int4)(KQ_W_AT(mi[i], (k0)), KQ_W_AT(mi[i], k1), KQ_W_AT(mi[i], k2), KQ_W_AT(mi[i], k3)) - KQ_WSH; \
-  }
+#define KQ_XCS 1                 /* x: next input channel (column of A) */
+#define KQ_WMS 1                 /* w: next output channel (column of B) */
+#define KQ_WCS CM                /* w: next input channel (row of B) */
 #else
-#define KQ_LOAD_X(k0, TAIL)                                                                      \
-  {                                                                                              \
-    int koff[4], kz[4], ky[4], kx[4];                                                            \
-    bool kin[4];                                                                                 \
-    for (int q = 0; q < 4; ++q) {                                                                \
-      const int k = (k0) + q;                                                                    \
-      const int c = k / KQ_TAPS, t = k - c * KQ_TAPS;                                            \
-      kz[q] = (t / (KH * KW)) * DD;                                                              \
-      ky[q] = (t / KW % KH) * DH;                                                                \
-      kx[q] = (t % KW) * DW;                                                                     \
-      koff[q] = c * (ID * IH * IW) + (kz[q] * IH + ky[q]) * IW + kx[q];                          \
-      kin[q] = !(TAIL) || k < CK; /* past K: reads the zero point */                             \
-    }                                                                                            \
-    for (int j = 0; j < KQ_TP; ++j) {                                                            \
-      int v[4];                                                                                  \
-      for (int q = 0; q < 4; ++q) {                                                              \
-        const int iz = bz[j] + kz[q], iy = by[j] + ky[q], ix = bx[j] + kx[q];                    \
-        const bool in = kin[q] && iz >= 0 && iz < ID && iy >= 0 && iy < IH && ix >= 0 && ix < IW; \
-        v[q] = in ? (int)X[xb + xo[j] + koff[q]] - KQ_XSH : czx;                                 \
-      }                                                                                          \
-      cx[j] = (int4)(v[0], v[1], v[2], v[3]);                                                    \
-    }                                                                                            \
-  }
-#define KQ_LOAD_W(k0, TAIL)                                                                      \
-  for (int i = 0; i < KQ_TM; ++i) {                                                              \
-    const __global KQ_TW* wr = W + mi[i] * CK + (k0);                                            \
-    if (!(TAIL)) {                                                                               \
-      cw[i] = convert_int4(vload4(0, wr)) - KQ_WSH;                                              \
-    } else {                                                                                     \
-      cw[i] = (int4)(0);                                                                         \
-      if ((k0) + 0 < CK) cw[i].s0 = (int)wr[0] - KQ_WSH;                                         \
-      if ((k0) + 1 < CK) cw[i].s1 = (int)wr[1] - KQ_WSH;                                         \
-      if ((k0) + 2 < CK) cw[i].s2 = (int)wr[2] - KQ_WSH;                                         \
-    }                                                                                            \
-  }
+#define KQ_XCS (ID * IH * IW)
+#define KQ_WMS CK
+#define KQ_WCS KQ_TAPS
 #endif
 
-#if KQ_IDOT
-#define KQ_ACC()                                                                                 \
-  for (int j = 0; j < KQ_TP; ++j) sx[j] += cx[j].s0 + cx[j].s1 + cx[j].s2 + cx[j].s3;            \
-  for (int i = 0; i < KQ_TM; ++i) {                                                              \
-    sw[i] += cw[i].s0 + cw[i].s1 + cw[i].s2 + cw[i].s3;                                          \
-    const char4 wc = convert_char4(cw[i]);                                                       \
-    for (int j = 0; j < KQ_TP; ++j) acc[i][j] += (uint)dot(convert_char4(cx[j]), wc);            \
-  }
-#else
-#define KQ_ACC()                                                                                 \
-  for (int i = 0; i < KQ_TM; ++i) {                                                              \
-    const int4 wd = cw[i] - czw[i];                                                              \
-    for (int j = 0; j < KQ_TP; ++j) acc4[i][j] += as_uint4((cx[j] - czx) * wd);                  \
-  }
-#endif
-
+#if !KQ_ROWVEC
 __kernel __attribute__((reqd_work_group_size(KQ_WG, 1, 1))) void KQ_NAME(KQ_SIGNATURE) {
   const int pt = get_global_id(0);
   if (pt >= KQ_PT) return;
   const int r = get_global_id(1);
   const int mt = r % KQ_MT, g = r / KQ_MT % CG, n = r / (KQ_MT * CG);
   const int czx = (int)XZ[0] - KQ_XSH;
+  /* position j of the item: pt + j * KQ_PT (neighbouring items read
+   * neighbouring positions); channel i: the group's mt * KQ_TM + i */
   int mi[KQ_TM], czw[KQ_TM], pj[KQ_TP];
+#pragma unroll
   for (int i = 0; i < KQ_TM; ++i) {
-    const int mg = min(mt * KQ_TM + i, CMG - 1);
-    mi[i] = g * CMG + mg;
+    mi[i] = g * CMG + min(mt * KQ_TM + i, CMG - 1);
     czw[i] = (int)WZ[KQ_WPC ? mi[i] : 0] - KQ_WSH;
   }
-  for (int j = 0; j < KQ_TP; ++j) pj[j] = min(pt * KQ_TP + j, CP - 1);
-#if !KQ_MATMUL
-  /* each position's window corner and offset in its image's group */
-  const int xb = (n * CG + g) * CCG * (ID * IH * IW);
-  int bz[KQ_TP], by[KQ_TP], bx[KQ_TP], xo[KQ_TP];
-  for (int j = 0; j < KQ_TP; ++j) {
-    bz[j] = pj[j] / (OH * OW) * SD - PD;
-    by[j] = pj[j] / OW % OH * SH - PH;
-    bx[j] = pj[j] % OW * SW - PW;
-    xo[j] = (bz[j] * IH + by[j]) * IW + bx[j];
-  }
-#endif
-  int4 cx[KQ_TP], cw[KQ_TM];
+#pragma unroll
+  for (int j = 0; j < KQ_TP; ++j) pj[j] = min(pt + j * KQ_PT, CP - 1);
 #if KQ_IDOT
   uint acc[KQ_TM][KQ_TP];
   int sx[KQ_TP], sw[KQ_TM];
+#pragma unroll
   for (int j = 0; j < KQ_TP; ++j) sx[j] = 0;
-  for (int i = 0; i < KQ_TM; ++i) {
-    sw[i] = 0;
-    for (int j = 0; j < KQ_TP; ++j) acc[i][j] = 0;
-  }
+#pragma unroll
+  for (int i = 0; i < KQ_TM; ++i) sw[i] = 0;
 #else
-  uint4 acc4[KQ_TM][KQ_TP];
+  uint acc[KQ_TM][KQ_TP]; /* 32-bit sums wrap, as the reference's */
+#endif
+#pragma unroll
   for (int i = 0; i < KQ_TM; ++i)
-    for (int j = 0; j < KQ_TP; ++j) acc4[i][j] = (uint4)(0);
+#pragma unroll
+    for (int j = 0; j < KQ_TP; ++j) acc[i][j] = 0;
+  /* K as taps (outer) x input channels (inner, 4 a step): the window's
+   * bounds are checked once per tap and position */
+  for (int tap = 0; tap < KQ_TAPS; ++tap) {
+    int xo[KQ_TP];
+    bool xin[KQ_TP];
+#if KQ_MATMUL
+#pragma unroll
+    for (int j = 0; j < KQ_TP; ++j) xo[j] = pj[j] * CK, xin[j] = true;
+#else
+    const int tz = tap / (KH * KW) * DD, ty = tap / KW % KH * DH, tx = tap % KW * DW;
+    const int xb = (n * CG + g) * CCG * KQ_XCS;
+#pragma unroll
+    for (int j = 0; j < KQ_TP; ++j) {
+      const int iz = pj[j] / (OH * OW) * SD - PD + tz, iy = pj[j] / OW % OH * SH - PH + ty;
+      const int ix = pj[j] % OW * SW - PW + tx;
+      xin[j] = iz >= 0 && iz < ID && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
+      xo[j] = xin[j] ? xb + (iz * IH + iy) * IW + ix : 0;
+    }
 #endif
-  for (int k0 = 0; k0 < CK / 4 * 4; k0 += 4) {
-    KQ_LOAD_X(k0, 0)
-    KQ_LOAD_W(k0, 0)
-    KQ_ACC()
-  }
-#if CK % 4
-  {
-    const int k0 = CK / 4 * 4;
-    KQ_LOAD_X(k0, 1)
-    KQ_LOAD_W(k0, 1)
-    KQ_ACC()
-  }
+    for (int c0 = 0; c0 < CCG; c0 += 4) {
+      int cx[KQ_TP][4], cw[KQ_TM][4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        /* past the group's channels: x reads the zero point (adds 0) */
+        const bool cin = CCG % 4 == 0 || c0 + q < CCG;
+        const int c = cin ? c0 + q : 0;
+#pragma unroll
+        for (int j = 0; j < KQ_TP; ++j) {
+          /* a load from a valid address either way (vectorizes unmasked) */
+          const int v = (int)X[xo[j] + c * KQ_XCS] - KQ_XSH;
+          cx[j][q] = xin[j] && cin ? v : czx;
+        }
+#pragma unroll
+        for (int i = 0; i < KQ_TM; ++i) cw[i][q] = (int)W[mi[i] * KQ_WMS + c * KQ_WCS + tap] - KQ_WSH;
+      }
+#if KQ_IDOT
+#pragma unroll
+      for (int j = 0; j < KQ_TP; ++j) sx[j] += cx[j][0] + cx[j][1] + cx[j][2] + cx[j][3];
+#pragma unroll
+      for (int i = 0; i < KQ_TM; ++i) {
+        sw[i] += cw[i][0] + cw[i][1] + cw[i][2] + cw[i][3];
+        const char4 wc = (char4)((char)cw[i][0], (char)cw[i][1], (char)cw[i][2], (char)cw[i][3]);
+#pragma unroll
+        for (int j = 0; j < KQ_TP; ++j)
+          acc[i][j] += (uint)dot((char4)((char)cx[j][0], (char)cx[j][1], (char)cx[j][2], (char)cx[j][3]), wc);
+      }
+#else
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int j = 0; j < KQ_TP; ++j) cx[j][q] -= czx;
+#pragma unroll
+        for (int i = 0; i < KQ_TM; ++i) cw[i][q] -= czw[i];
+      }
+#pragma unroll
+      for (int i = 0; i < KQ_TM; ++i)
+#pragma unroll
+        for (int j = 0; j < KQ_TP; ++j)
+          acc[i][j] += (uint)(cx[j][0] * cw[i][0] + cx[j][1] * cw[i][1] + cx[j][2] * cw[i][2] + cx[j][3] * cw[i][3]);
 #endif
+    }
+  }
   const float xs = XS[0], ys = YS[0], yz = (float)YZ[0];
+#pragma unroll
   for (int i = 0; i < KQ_TM; ++i) {
     if (mt * KQ_TM + i >= CMG) break;
     const int m = mi[i];
@@ -193,14 +171,14 @@ __kernel __attribute__((reqd_work_group_size(KQ_WG, 1, 1))) void KQ_NAME(KQ_SIGN
 #else
     const uint b = 0;
 #endif
+#pragma unroll
     for (int j = 0; j < KQ_TP; ++j) {
-      if (pt * KQ_TP + j >= CP) break;
+      if (pt + j * KQ_PT >= CP) break;
 #if KQ_IDOT
-      const uint nt = (uint)((CK + 3) / 4 * 4);
+      const uint nt = (uint)(KQ_TAPS * ((CCG + 3) / 4 * 4));
       const uint s = acc[i][j] - (uint)czw[i] * (uint)sx[j] - (uint)czx * (uint)sw[i] + nt * (uint)czx * (uint)czw[i];
 #else
-      const uint4 a4 = acc4[i][j];
-      const uint s = a4.s0 + a4.s1 + a4.s2 + a4.s3;
+      const uint s = acc[i][j];
 #endif
       float v = rint((float)as_int(s + b) * mult) + yz;
       v = v == v ? v : KQ_YLO;
@@ -213,13 +191,99 @@ __kernel __attribute__((reqd_work_group_size(KQ_WG, 1, 1))) void KQ_NAME(KQ_SIGN
     }
   }
 }
+#else
+/* KQ_ROWVEC: a conv on a CPU-like device without the dot product (PoCL):
+ * a work-item computes KQ_TM channels x 8 neighbouring outputs of one
+ * output row as int8 vectors, the input row segment of each tap and input
+ * channel read with one vector load (stride 1: vload8; stride 2: the even
+ * lanes of a vload16) where it lies inside the row, else lane by lane with
+ * the zero point outside; the weight of a tap and channel is one scalar
+ * for all 8 lanes. (The work-item-parallel form above leaves PoCL a byte
+ * gather per lane: 3-5x slower on ResNet-18's shapes.) */
+#define KQ_VW 8
+#define KQ_OWB ((OW + KQ_VW - 1) / KQ_VW)
+__kernel __attribute__((reqd_work_group_size(KQ_WG, 1, 1))) void KQ_NAME(KQ_SIGNATURE) {
+  const int pt = get_global_id(0);
+  if (pt >= OD * OH * KQ_OWB) return;
+  const int r = get_global_id(1);
+  const int mt = r % KQ_MT, g = r / KQ_MT % CG, n = r / (KQ_MT * CG);
+  const int row = pt / KQ_OWB, ow0 = pt % KQ_OWB * KQ_VW, oz = row / OH, oy = row % OH;
+  const int xz = (int)XZ[0];
+  int mi[KQ_TM], wz[KQ_TM];
+  uint8 acc[KQ_TM]; /* 32-bit sums wrap, as the reference's */
+#pragma unroll
+  for (int i = 0; i < KQ_TM; ++i) {
+    mi[i] = g * CMG + min(mt * KQ_TM + i, CMG - 1);
+    wz[i] = (int)WZ[KQ_WPC ? mi[i] : 0];
+    acc[i] = (uint8)(0);
+  }
+  const int xb = (n * CG + g) * CCG * KQ_XCS;
+  const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int tap = 0; tap < KQ_TAPS; ++tap) {
+    const int iz = oz * SD - PD + tap / (KH * KW) * DD, iy = oy * SH - PH + tap / KW % KH * DH;
+    if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) continue; /* x - xz is 0 there */
+    const int ix0 = ow0 * SW - PW + tap % KW * DW;
+    const int8 ix = ix0 + lane * SW;
+    const int8 inside = ix >= 0 && ix < IW;
+    const int8 ixc = clamp(ix, 0, IW - 1) - ix0;
+    const bool full = ix0 >= 0 && ix0 + (SW == 2 ? 2 * KQ_VW : (KQ_VW - 1) * SW + 1) <= IW && (SW == 1 || SW == 2);
+    const __global KQ_TX* px = X + xb + (iz * IH + iy) * IW + ix0;
+    for (int c = 0; c < CCG; ++c, px += KQ_XCS) {
+      int8 xv;
+      if (full) {
+#if SW == 2
+        xv = convert_int8(vload16(0, px).even);
+#else
+        xv = convert_int8(vload8(0, px));
+#endif
+      } else {
+        xv = (int8)((int)px[ixc.s0], (int)px[ixc.s1], (int)px[ixc.s2], (int)px[ixc.s3], (int)px[ixc.s4],
+                    (int)px[ixc.s5], (int)px[ixc.s6], (int)px[ixc.s7]);
+        xv = select((int8)(xz), xv, inside);
+      }
+      xv -= xz;
+#pragma unroll
+      for (int i = 0; i < KQ_TM; ++i) acc[i] += as_uint8(xv * ((int)W[mi[i] * KQ_WMS + c * KQ_WCS + tap] - wz[i]));
+    }
+  }
+  const float xs = XS[0], ys = YS[0], yz = (float)YZ[0];
+#pragma unroll
+  for (int i = 0; i < KQ_TM; ++i) {
+    if (mt * KQ_TM + i >= CMG) break;
+    const int m = mi[i];
+    const float mult = xs * WS[KQ_WPC ? m : 0] / ys;
+#if KQ_BIAS
+    const int8 b = (int8)(BIAS[m]);
+#else
+    const int8 b = (int8)(0);
+#endif
+    const int8 a = as_int8(acc[i] + as_uint8(b));
+    float8 v = rint(convert_float8(a) * mult) + yz;
+    v = select(v, (float8)(KQ_YLO), isnan(v));
+    v = fmin(fmax(v, KQ_YLO), KQ_YHI);
+    const int8 q = convert_int8(v);
+    __global KQ_TY* py = Y + (n * CM + m) * CP + row * OW + ow0;
+    if (ow0 + KQ_VW <= OW) {
+#if KQ_YU8
+      vstore8(convert_uchar8(q), 0, py);
+#else
+      vstore8(convert_char8(q), 0, py);
+#endif
+    } else {
+      const int q0[8] = {q.s0, q.s1, q.s2, q.s3, q.s4, q.s5, q.s6, q.s7};
+      for (int l = 0; l < OW - ow0; ++l) py[l] = (KQ_TY)q0[l];
+    }
+  }
+}
+#undef KQ_VW
+#undef KQ_OWB
+#endif
 #undef KQ_IDOT
 #undef KQ_MT
 #undef KQ_PT
 #undef KQ_TAPS
 #undef KQ_XSH
 #undef KQ_WSH
-#undef KQ_LOAD_X
-#undef KQ_LOAD_W
-#undef KQ_W_AT
-#undef KQ_ACC
+#undef KQ_XCS
+#undef KQ_WMS
+#undef KQ_WCS

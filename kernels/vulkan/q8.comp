@@ -11,7 +11,9 @@
 // requantization, so the result is bit-exact. kernels/opencl/q8.cl is the
 // same algorithm; its comment has the details:
 //   an invocation computes TM output channels x TP output positions of one
-//   image and group, K in steps of 4 (taps outside X read the zero point);
+//   image and group (positions pt + j * ceil(CP / TP)), K as taps (outer)
+//   x input channels (inner, 4 a step; taps outside X and channels past
+//   CCG read the zero point);
 //   values are centred on the byte range (v - 128 for u8, v for i8);
 //   IDOT 0: int sums of (cx - czx) * (cw - czw[m]);
 //   IDOT 1 (VK_KHR_shader_integer_dot_product): each step's 4 centred bytes
@@ -19,8 +21,8 @@
 //   the two (4x8-bit packed, exact), and
 //     sum (cx - czx)(cw - czw) = D - czw*Sx - czx*Sw + n*czx*czw
 //   over the n terms counted.
-// An invocation loops ceil(CK / 4) times and nothing else (lavapipe's
-// 65535-iteration limit: the template set admits K <= 4 * 65535).
+// An invocation loops TAPS * (ceil(CCG / 4) + 1) times (lavapipe's
+// 65535-iteration limit: the template set admits instances within it).
 //
 // The host puts after the #extension lines: the 8-bit storage extensions
 // (and, with IDOT, GL_EXT_spirv_intrinsics and kiln_sdot4), the buffers
@@ -43,64 +45,18 @@ layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 #define TAPS (KD * KH * KW)
 #define XSH (XU8 != 0 ? 128 : 0)
 #define WSH (WU8 != 0 ? 128 : 0)
-
-int mi[TM], czw[TM], pj[TP];
-#if MATMUL == 0
-int xb, bz[TP], by[TP], bx[TP], xo[TP];
-#endif
-ivec4 cx[TP], cw[TM];
-int czx;
-
-// cx[j] for k0 .. k0 + 3 (past CK: the zero point)
-void load_x(int k0) {
 #if MATMUL
-  [[unroll]] for (int j = 0; j < TP; ++j) {
-    const int row = pj[j] * CK + k0;
-    ivec4 v = ivec4(czx);
-    [[unroll]] for (int q = 0; q < 4; ++q)
-      if (k0 + q < CK) v[q] = int(x[row + q]) - XSH;
-    cx[j] = v;
-  }
+#define XCS 1   // x: next input channel (column of A)
+#define WMS 1   // w: next output channel (column of B)
+#define WCS CM  // w: next input channel (row of B)
 #else
-  int koff[4], kz[4], ky[4], kx[4];
-  bool kin[4];
-  [[unroll]] for (int q = 0; q < 4; ++q) {
-    const int k = k0 + q;
-    const int c = k / TAPS, t = k - c * TAPS;
-    kz[q] = (t / (KH * KW)) * DD;
-    ky[q] = (t / KW % KH) * DH;
-    kx[q] = (t % KW) * DW;
-    koff[q] = c * (ID * IH * IW) + (kz[q] * IH + ky[q]) * IW + kx[q];
-    kin[q] = k < CK;
-  }
-  [[unroll]] for (int j = 0; j < TP; ++j) {
-    ivec4 v;
-    [[unroll]] for (int q = 0; q < 4; ++q) {
-      const int iz = bz[j] + kz[q], iy = by[j] + ky[q], ix = bx[j] + kx[q];
-      const bool inside = kin[q] && iz >= 0 && iz < ID && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
-      v[q] = inside ? int(x[xb + xo[j] + koff[q]]) - XSH : czx;
-    }
-    cx[j] = v;
-  }
+#define XCS (ID * IH * IW)
+#define WMS CK
+#define WCS TAPS
 #endif
-}
-
-// cw[i] for k0 .. k0 + 3 (past CK: 0; those terms read cx = czx and add 0)
-void load_w(int k0) {
-  [[unroll]] for (int i = 0; i < TM; ++i) {
-    ivec4 v = ivec4(0);
-    [[unroll]] for (int q = 0; q < 4; ++q)
-#if MATMUL
-      if (k0 + q < CK) v[q] = int(w[(k0 + q) * CM + mi[i]]) - WSH;
-#else
-      if (k0 + q < CK) v[q] = int(w[mi[i] * CK + k0 + q]) - WSH;
-#endif
-    cw[i] = v;
-  }
-}
 
 #if IDOT
-int pack4(ivec4 v) { return (v.x & 255) | ((v.y & 255) << 8) | ((v.z & 255) << 16) | (v.w << 24); }
+int pack4(int a, int b, int c, int d) { return (a & 255) | ((b & 255) << 8) | ((c & 255) << 16) | (d << 24); }
 #endif
 
 void main() {
@@ -108,53 +64,75 @@ void main() {
   if (pt >= PT) return;
   const int r = int(gl_WorkGroupID.y);
   const int mt = r % MT, g = r / MT % CG, n = r / (MT * CG);
-  czx = int(xz[0]) - XSH;
+  const int czx = int(xz[0]) - XSH;
+  // position j: pt + j * PT (neighbouring invocations, neighbouring positions)
+  int mi[TM], czw[TM], pj[TP];
   [[unroll]] for (int i = 0; i < TM; ++i) {
     mi[i] = g * CMG + min(mt * TM + i, CMG - 1);
     czw[i] = int(wz[WPC != 0 ? mi[i] : 0]) - WSH;
   }
-  [[unroll]] for (int j = 0; j < TP; ++j) pj[j] = min(pt * TP + j, CP - 1);
-#if MATMUL == 0
-  xb = (n * CG + g) * CCG * (ID * IH * IW);
-  [[unroll]] for (int j = 0; j < TP; ++j) {
-    bz[j] = pj[j] / (OH * OW) * SD - PD;
-    by[j] = pj[j] / OW % OH * SH - PH;
-    bx[j] = pj[j] % OW * SW - PW;
-    xo[j] = (bz[j] * IH + by[j]) * IW + bx[j];
-  }
-#endif
+  [[unroll]] for (int j = 0; j < TP; ++j) pj[j] = min(pt + j * PT, CP - 1);
+  int acc[TM][TP];
 #if IDOT
-  int acc[TM][TP], sx[TP], sw[TM];
+  int sx[TP], sw[TM];
   [[unroll]] for (int j = 0; j < TP; ++j) sx[j] = 0;
-  [[unroll]] for (int i = 0; i < TM; ++i) {
-    sw[i] = 0;
-    [[unroll]] for (int j = 0; j < TP; ++j) acc[i][j] = 0;
-  }
-#else
-  ivec4 acc4[TM][TP];
+  [[unroll]] for (int i = 0; i < TM; ++i) sw[i] = 0;
+#endif
   [[unroll]] for (int i = 0; i < TM; ++i)
-    [[unroll]] for (int j = 0; j < TP; ++j) acc4[i][j] = ivec4(0);
-#endif
-  for (int k0 = 0; k0 < CK; k0 += 4) {
-    load_x(k0);
-    load_w(k0);
-#if IDOT
-    int px[TP];
+    [[unroll]] for (int j = 0; j < TP; ++j) acc[i][j] = 0;
+  // K as taps (outer: the window's bounds checked once per tap and
+  // position) x input channels (inner, 4 a step)
+  for (int tap = 0; tap < TAPS; ++tap) {
+    int xo[TP];
+    bool xin[TP];
+#if MATMUL
     [[unroll]] for (int j = 0; j < TP; ++j) {
-      px[j] = pack4(cx[j]);
-      sx[j] += cx[j].x + cx[j].y + cx[j].z + cx[j].w;
-    }
-    [[unroll]] for (int i = 0; i < TM; ++i) {
-      sw[i] += cw[i].x + cw[i].y + cw[i].z + cw[i].w;
-      const int pw = pack4(cw[i]);
-      [[unroll]] for (int j = 0; j < TP; ++j) acc[i][j] += kiln_sdot4(px[j], pw, 0);
+      xo[j] = pj[j] * CK;
+      xin[j] = true;
     }
 #else
-    [[unroll]] for (int i = 0; i < TM; ++i) {
-      const ivec4 wd = cw[i] - czw[i];
-      [[unroll]] for (int j = 0; j < TP; ++j) acc4[i][j] += (cx[j] - czx) * wd;
+    const int tz = tap / (KH * KW) * DD, ty = tap / KW % KH * DH, tx = tap % KW * DW;
+    const int xb = (n * CG + g) * CCG * XCS;
+    [[unroll]] for (int j = 0; j < TP; ++j) {
+      const int iz = pj[j] / (OH * OW) * SD - PD + tz, iy = pj[j] / OW % OH * SH - PH + ty;
+      const int ix = pj[j] % OW * SW - PW + tx;
+      xin[j] = iz >= 0 && iz < ID && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
+      xo[j] = xin[j] ? xb + (iz * IH + iy) * IW + ix : 0;
     }
 #endif
+    for (int c0 = 0; c0 < CCG; c0 += 4) {
+      ivec4 cx[TP], cw[TM];
+      [[unroll]] for (int q = 0; q < 4; ++q) {
+        // past the group's channels: x reads the zero point (adds 0)
+        const bool cin = (CCG % 4) == 0 || c0 + q < CCG;
+        const int c = cin ? c0 + q : 0;
+        [[unroll]] for (int j = 0; j < TP; ++j) {
+          const int v = int(x[xo[j] + c * XCS]) - XSH;
+          cx[j][q] = xin[j] && cin ? v : czx;
+        }
+        [[unroll]] for (int i = 0; i < TM; ++i) cw[i][q] = int(w[mi[i] * WMS + c * WCS + tap]) - WSH;
+      }
+#if IDOT
+      int px[TP];
+      [[unroll]] for (int j = 0; j < TP; ++j) {
+        px[j] = pack4(cx[j].x, cx[j].y, cx[j].z, cx[j].w);
+        sx[j] += cx[j].x + cx[j].y + cx[j].z + cx[j].w;
+      }
+      [[unroll]] for (int i = 0; i < TM; ++i) {
+        sw[i] += cw[i].x + cw[i].y + cw[i].z + cw[i].w;
+        const int pw = pack4(cw[i].x, cw[i].y, cw[i].z, cw[i].w);
+        [[unroll]] for (int j = 0; j < TP; ++j) acc[i][j] += kiln_sdot4(px[j], pw, 0);
+      }
+#else
+      [[unroll]] for (int i = 0; i < TM; ++i) {
+        const ivec4 wd = cw[i] - czw[i];
+        [[unroll]] for (int j = 0; j < TP; ++j) {
+          const ivec4 t = (cx[j] - czx) * wd;
+          acc[i][j] += t.x + t.y + t.z + t.w;
+        }
+      }
+#endif
+    }
   }
   const float fxs = xs[0], fys = ys[0], fyz = float(yz[0]);
   [[unroll]] for (int i = 0; i < TM; ++i) {
@@ -167,13 +145,12 @@ void main() {
     const int b = 0;
 #endif
     [[unroll]] for (int j = 0; j < TP; ++j) {
-      if (pt * TP + j >= CP) break;
+      if (pt + j * PT >= CP) break;
 #if IDOT
-      const int nt = (CK + 3) / 4 * 4;
+      const int nt = TAPS * ((CCG + 3) / 4 * 4);
       const int s = acc[i][j] - czw[i] * sx[j] - czx * sw[i] + nt * czx * czw[i];
 #else
-      const ivec4 a4 = acc4[i][j];
-      const int s = a4.x + a4.y + a4.z + a4.w;
+      const int s = acc[i][j];
 #endif
       float v = roundEven(float(s + b) * mult) + fyz;
       v = isnan(v) ? YLO : v;

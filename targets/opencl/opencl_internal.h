@@ -165,15 +165,18 @@ kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_openc
 extern const char kiln_cl_q8[];
 extern const size_t kiln_cl_q8_len;
 
-/* Output channels (tm: 1, 2 or 4) and positions (tp: 1, 2 or 4) per
- * work-item, work-items per work-group (wg: 1..256). */
+/* Output channels (tm: 1, 2, 4 or 8) and positions (tp: 1, 2, 4 or 8)
+ * per work-item, work-items per work-group (wg: 1..256); rowvec 1 (convs
+ * only): q8.cl's row-vector kernel (8 outputs of a row as int vectors;
+ * no dot product). */
 typedef struct kiln_opencl_q8_tiles_s {
-  int32_t tm, tp, wg;
+  int32_t tm, tp, wg, rowvec;
 } kiln_opencl_q8_tiles_t;
 
-/* The instance's tiles; KILN_OPENCL_Q8_TILES="tm,tp,wg" overrides them
- * (ignored unless valid). */
-kiln_opencl_q8_tiles_t kiln_opencl_q8_default_tiles(const kiln_template_q8_t* q);
+/* The instance's tiles for a device lacking |gpu_lacks|;
+ * KILN_OPENCL_Q8_TILES="tm,tp,wg,rowvec" overrides them (ignored unless
+ * valid). */
+kiln_opencl_q8_tiles_t kiln_opencl_q8_default_tiles(const kiln_template_q8_t* q, uint32_t gpu_lacks);
 
 void kiln_opencl_q8_launch(const kiln_template_q8_t* q, const kiln_opencl_q8_tiles_t* t, int64_t groups[3],
                            int64_t local[3]);
@@ -189,7 +192,7 @@ kiln_status_t kiln_opencl_q8_print(const kiln_template_q8_t* q, const kiln_openc
 /* The set's tile rules (kiln_template_set_t.tiles, .weight_blocks): the
  * defaults below and their environment overrides, recorded as
  * kiln_template_tiles_t (GEMM and conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
- * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg), and the weight geometry conv.cl
+ * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec), and the weight geometry conv.cl
  * and winograd.cl read with them. */
 void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);

@@ -25,7 +25,8 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
                             "(choose the templates with the Vulkan set, kiln_spirv_templates)",
                             name, (int)tiles->n);
   const int32_t tm = tiles->v[0], tp = tiles->v[1], wg = tiles->v[2], idot = tiles->v[3];
-  if ((tm != 1 && tm != 2 && tm != 4) || (tp != 1 && tp != 2 && tp != 4) || wg < 1 || wg > 1024 || (idot & ~1))
+  if ((tm != 1 && tm != 2 && tm != 4 && tm != 8) || (tp != 1 && tp != 2 && tp != 4 && tp != 8) || wg < 1 || wg > 1024 ||
+      (idot & ~1))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: int8 kernel '%s': bad tiles %d x %d, work-group %d", name,
                             (int)tm, (int)tp, (int)wg);
   const char* nl = strstr(kiln_vk_q8, "#extension");
@@ -78,6 +79,6 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
   groups[2] = 1;
   local[0] = wg;
   local[1] = local[2] = 1;
-  *out_trips = (q->K + 3) / 4;
+  *out_trips = kiln_template_q8_trips(q);
   return NULL;
 }

@@ -34,9 +34,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .conv = conv,
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
-                               /* q8.comp loops ceil(K / 4) times: lavapipe's limit */
+                               /* q8.comp's K loops within lavapipe's limit */
                                .q8 = conv,
-                               .q8_max_k = 4 * 65535,
+                               .q8_max_trips = 65535,
                                /* tiles: defaults and KILN_SPIRV_*_TILES (vulkan_tiles.c) */
                                .tiles = kiln_vulkan_template_tiles};
 }
