@@ -370,6 +370,26 @@ static kiln_status_t tuning_lines(char* buf, kiln_status_t s, const kiln_compile
   return s;
 }
 
+/* A QLinearConv / QLinearMatMul kernel of a GPU plan that no int8
+ * template took runs as the lowering's plain integer loops (correct, one
+ * work-item per output, slow): a note names it. */
+static kiln_status_t log_q8_untemplated(const kiln_plan_t* plan, const kiln_target_t* t,
+                                        const kiln_template_set_t* set, kiln_compile_log_t* log) {
+  if (t->lowering != KILN_TARGET_CLASS_GPU || !set->q8 || !plan->graph) return NULL;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_plan_kernel_t* pk = &plan->kernels[k];
+    if (pk->tmpl || pk->host || pk->node < 0 || pk->node >= plan->graph->n_nodes) continue;
+    const kiln_node_t* n = &plan->graph->nodes[pk->node];
+    if (strcmp(n->op_type, "QLinearConv") && strcmp(n->op_type, "QLinearMatMul")) continue;
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+        log, "note",
+        "%s '%s' runs as plain integer loops on %s: no int8 template takes it (they need u8/i8 operands, f32 "
+        "scales, one x scale and zero point, QLinearMatMul's B 2-D, nothing fused in%s)",
+        n->op_type, n->name, t->name, set->q8_max_trips ? ", and the device's loop limit" : ""));
+  }
+  return NULL;
+}
+
 static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t, const kiln_partition_report_t* r,
                                    kiln_compile_log_t* log) {
   if (!r->n) return NULL;
@@ -440,6 +460,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_program_templates(c->target, &templates);
   templates.gpu_lacks = c->gpu_lacks;
   if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s) s = log_q8_untemplated(plan, c->target, &templates, log);
   if (!s && c->dyn_dim) {
     s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
     if (!s)

@@ -10,9 +10,8 @@
  *
  * A work-item computes KQ_TM output channels x KQ_TP output positions of
  * one image and group: positions pt + j * ceil(CP / KQ_TP), so neighbouring
- * work-items read neighbouring positions (PoCL vectorizes across the
- * work-items of a group: those loads become vector loads, the weights one
- * scalar load for all). K runs as taps (outer: the window's bounds checked
+ * work-items read neighbouring positions (coalesced on a GPU; the weights
+ * are the same for the whole work-group). K runs as taps (outer: the window's bounds checked
  * once per tap and position) x input channels (inner, 4 a step); values
  * are centred on the byte range: c = v - 128 for u8, v for i8 (every
  * centred value fits a signed byte). Then
