@@ -77,6 +77,20 @@ if(KILN_TEST_CLANG AND TARGET kiln_cli)
                        FIXTURES_REQUIRED models_qdq LABELS "models;target=opencl" TIMEOUT 600)
 endif()
 
+# A QLinearMatMul no int8 template takes (a 3-D B) runs as the plain
+# integer loops with a compile note naming it; a 2-D one takes the template
+# (kernels/opencl/q8.cl) and gets no note.
+if(KILN_NODE_TEST_DIR AND TARGET kiln_cli)
+  set(_n ${KILN_NODE_TEST_DIR})
+  add_test(NAME opencl_q8_untemplated_note
+           COMMAND sh -c "set -e
+             '$<TARGET_FILE:kiln_cli>' compile '${_n}/test_qlinearmatmul_3D_uint8_float32/model.onnx' -t opencl 2>&1 | grep -q \"QLinearMatMul 'QLinearMatMul_0' runs as plain integer loops on opencl: no int8 template\"
+             if '$<TARGET_FILE:kiln_cli>' compile '${_n}/test_qlinearmatmul_2D_uint8_float32/model.onnx' -t opencl 2>&1 | grep -q 'plain integer loops'; then exit 1; fi
+             echo ok")
+  set_tests_properties(opencl_q8_untemplated_note PROPERTIES LABELS "onnx;target=opencl" TIMEOUT 300
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+endif()
+
 # ONNX node conformance on the OpenCL device, against the ONNX expected
 # outputs and the reference interpreter, with and without fusion (label
 # "onnx" like the CPU runs, plus target=opencl).
