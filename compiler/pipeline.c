@@ -110,11 +110,21 @@ void kiln_compile_precision_default(kiln_compile_precision_t* p) {
 
 kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, const kiln_target_t* target,
                                        kiln_compile_log_t* log) {
+  return kiln_compile_graph_passes_except(g, opt, target, NULL, log);
+}
+
+kiln_status_t kiln_compile_graph_passes_except(kiln_graph_t* g, int opt, const kiln_target_t* target,
+                                              const char* extra_skip, kiln_compile_log_t* log) {
   int32_t before = g->n_nodes;
   double t0 = now_s();
+  /* the target's skipped passes and |extra_skip| */
+  const char* skip[17] = {0};
+  int32_t ns = 0;
+  for (const char* const* p = target ? target->skip_graph_passes : NULL; p && *p && ns < 15; ++p) skip[ns++] = *p;
+  if (extra_skip) skip[ns++] = extra_skip;
   mem_t m;
   KILN_RETURN_IF_ERROR(mem_open(&m));
-  kiln_status_t s = kiln_graph_optimize_except(g, opt, target ? target->skip_graph_passes : NULL, m.f);
+  kiln_status_t s = kiln_graph_optimize_except(g, opt, ns ? skip : NULL, m.f);
   kiln_status_t ms = mem_close(&m, log, "passes");
   if (s) {
     kiln_status_free(ms);
@@ -399,6 +409,26 @@ static kiln_status_t tuning_lines(char* buf, kiln_status_t s, const kiln_compile
   return s;
 }
 
+/* A QLinearConv / QLinearMatMul kernel of a GPU plan that no int8
+ * template took runs as the lowering's plain integer loops (correct, one
+ * work-item per output, slow): a note names it. */
+static kiln_status_t log_q8_untemplated(const kiln_plan_t* plan, const kiln_target_t* t,
+                                        const kiln_template_set_t* set, kiln_compile_log_t* log) {
+  if (t->lowering != KILN_TARGET_CLASS_GPU || !set->q8 || !plan->graph) return NULL;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_plan_kernel_t* pk = &plan->kernels[k];
+    if (pk->tmpl || pk->host || pk->node < 0 || pk->node >= plan->graph->n_nodes) continue;
+    const kiln_node_t* n = &plan->graph->nodes[pk->node];
+    if (strcmp(n->op_type, "QLinearConv") && strcmp(n->op_type, "QLinearMatMul")) continue;
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+        log, "note",
+        "%s '%s' runs as plain integer loops on %s: no int8 template takes it (they need u8/i8 operands, f32 "
+        "scales, one x scale and zero point, QLinearMatMul's B 2-D, nothing fused in%s)",
+        n->op_type, n->name, t->name, set->q8_max_trips ? ", and the device's loop limit" : ""));
+  }
+  return NULL;
+}
+
 static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t, const kiln_partition_report_t* r,
                                    kiln_compile_log_t* log) {
   if (!r->n) return NULL;
@@ -470,6 +500,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_program_templates(c->target, &templates);
   templates.gpu_lacks = c->gpu_lacks;
   if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
+  if (!s) s = log_q8_untemplated(plan, c->target, &templates, log);
   if (!s && c->dyn_dim) {
     s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
     if (!s)
@@ -503,8 +534,9 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 }
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
-  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64;
+  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64 | KILN_GPU_LACKS_IDOT;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
          (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
-         (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64);
+         (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64) |
+         (info->int_dot ? 0u : (uint32_t)KILN_GPU_LACKS_IDOT);
 }

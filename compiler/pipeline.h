@@ -106,6 +106,9 @@ uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info);
  * the passes ("passes" section). */
 KILN_MUST_USE kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, const kiln_target_t* target,
                                                       kiln_compile_log_t* log);
+/* The same, also leaving out the pass named |extra_skip| (NULL: none). */
+KILN_MUST_USE kiln_status_t kiln_compile_graph_passes_except(kiln_graph_t* g, int opt, const kiln_target_t* target,
+                                                             const char* extra_skip, kiln_compile_log_t* log);
 
 /* Lowers, fuses, applies the precision (calibrating first for auto) and
  * builds the program of a prepared (and optimized) graph, logging each

@@ -215,6 +215,49 @@ typedef struct kiln_template_dw_s {
  * |f16_ok|: buffers may hold f16 (storage; the sums stay f32). */
 bool kiln_template_dw_match(const kiln_plan_t* plan, int32_t k, bool f16_ok, kiln_template_dw_t* out);
 
+/* ---- int8 products (template_q8.c) ------------------------------------------ */
+
+/* One QLinearConv / QLinearMatMul instance, as the GPU lowering computes it
+ * directly (lowering/lower_nn_quant.c: one plan kernel, one work-item per
+ * output element, the node's inputs read through flat views), seen as a
+ * grouped integer GEMM:
+ *   Y[n][m][p] = requant_m(bias[m] + sum_{k < K} (X(n, p, k) - xz) * (W(m, k) - wz[m]))
+ * with requant_m(a) = saturate(round_even(f32(a) * ((xs * ws[m]) / ys)) + yz),
+ * the lowering's arithmetic, so an instance is bit-exact with the reference.
+ *   conv:   m an output channel of group g = m / Mg, p an output position
+ *           (od * oh * ow per image), k = (c, kd, kh, kw) over the group's
+ *           Cg input channels; taps outside X read xz (they add 0);
+ *   matmul: N = G = 1, m a column of the constant 2-D B [K, M], p a row of A
+ *           (A's batches stacked: [P, K]); Y[p][m].
+ * The template replaces that plan kernel and keeps its parameter list:
+ * bind[role] is the parameter index reading each role (roles in the
+ * node's input order: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp,
+ * bias, then y; -1: no bias). */
+enum { KILN_Q8_X, KILN_Q8_XS, KILN_Q8_XZ, KILN_Q8_W, KILN_Q8_WS, KILN_Q8_WZ, KILN_Q8_YS, KILN_Q8_YZ,
+       KILN_Q8_BIAS, KILN_Q8_Y, KILN_Q8_ROLES };
+
+typedef struct kiln_template_q8_s {
+  bool matmul;
+  bool x_u8, w_u8, y_u8; /* else i8 */
+  bool w_per_chan;       /* w_scale / w_zp per output channel (column) */
+  int64_t N, G, M, Mg, Cg, K, P;
+  /* conv window over 3 spatial dims (leading ones 1 for 1-D / 2-D) */
+  int64_t in[3], out[3], k[3], s[3], d[3], p[3];
+  int32_t bind[KILN_Q8_ROLES];
+} kiln_template_q8_t;
+
+/* True when plan kernel |k| is the GPU lowering's direct kernel of a
+ * QLinearConv (1-3 spatial dims, any group) or a QLinearMatMul with a 2-D
+ * B and one A scale and zero point, u8/i8 operands, f32 scales, an i32
+ * bias, nothing fused in, every parameter bound to one role, indices
+ * within int32 and kiln_template_q8_trips <= |max_trips| (0: any); fills
+ * |out|. */
+bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_trips, kiln_template_q8_t* out);
+
+/* Loop iterations per work-item of the templates' K loops: taps x
+ * (ceil(Cg / 4) + 1) (4 input channels a step inside a loop over taps). */
+int64_t kiln_template_q8_trips(const kiln_template_q8_t* q);
+
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
 
 typedef enum kiln_template_kind_e {
@@ -224,6 +267,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_WINOGRAD,  /* conv: Winograd F(2x2, 3x3), in the slot kernel */
   KILN_TEMPLATE_DEPTHWISE, /* dw */
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
+  KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
 } kiln_template_kind_t;
 
 /* The tile parameters of one instance, in the order its target's template
@@ -282,6 +326,7 @@ typedef struct kiln_template_s {
   kiln_template_gemm_t gemm;
   kiln_template_conv_t conv; /* CONV, WINOGRAD */
   kiln_template_dw_t dw;
+  kiln_template_q8_t q8;
 } kiln_template_t;
 
 /* ---- search spaces and fingerprints (template_tune.c) ----------------------
@@ -338,17 +383,18 @@ bool kiln_template_space_index(const kiln_template_space_t* sp, const kiln_templ
  * same tiles, in any model. 0 for NONE and MERGED. */
 uint64_t kiln_template_fingerprint(const kiln_template_t* t);
 
-/* "gemm", "conv", "winograd", "depthwise", "merged", "none". */
+/* "gemm", "conv", "winograd", "depthwise", "merged", "q8", "none". */
 const char* kiln_template_kind_name(kiln_template_kind_t kind);
 
 /* The templates a target has and the rules it measured for them; the
  * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
  * never names a target. All false: no templates. */
 /* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks,
- * kiln_plan_options_t.gpu_lacks): 64-bit integers
- * (kiln_device_info_t.shader_int64), subgroup ballot operations in compute
- * shaders (.subgroup_ballot) and f64 arithmetic (.fp64). */
-enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2, KILN_GPU_LACKS_FP64 = 4 };
+ * kiln_plan_t.gpu_lacks): 64-bit integers (kiln_device_info_t.shader_int64),
+ * subgroup ballot operations in compute shaders (.subgroup_ballot), f64
+ * arithmetic (.fp64) and the 4x8-bit integer dot product (.int_dot: the
+ * int8 templates' packed-dot path). */
+enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2, KILN_GPU_LACKS_FP64 = 4, KILN_GPU_LACKS_IDOT = 8 };
 
 typedef struct kiln_template_set_s {
   bool gemm;
@@ -404,6 +450,11 @@ typedef struct kiln_template_set_s {
    * lie: larger register tiles on lavapipe); returns how many. A tuner
    * still checks each. */
   int32_t (*tiles_hints)(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
+  /* int8 products (kiln_template_q8_match) whose work-items loop at most
+   * q8_max_trips times (kiln_template_q8_trips; 0: any; a per-invocation
+   * loop limit bounds it) */
+  bool q8;
+  int64_t q8_max_trips;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

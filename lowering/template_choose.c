@@ -119,6 +119,8 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
         s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
     } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
       t->kind = KILN_TEMPLATE_DEPTHWISE;
+    } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {
+      t->kind = KILN_TEMPLATE_Q8;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
   }

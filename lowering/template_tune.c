@@ -92,6 +92,16 @@ static void put_dw(fnv_t* f, const kiln_template_dw_t* d) {
   }
 }
 
+static void put_q8(fnv_t* f, const kiln_template_q8_t* q) {
+  const int64_t v[] = {q->matmul, q->x_u8, q->w_u8, q->y_u8, q->w_per_chan, q->N, q->G, q->M, q->Mg, q->Cg, q->K, q->P};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) put_i(f, v[i]);
+  for (int i = 0; i < 3; ++i) {
+    const int64_t w[] = {q->in[i], q->out[i], q->k[i], q->s[i], q->d[i], q->p[i]};
+    for (size_t j = 0; j < sizeof w / sizeof w[0]; ++j) put_i(f, w[j]);
+  }
+  for (int r = 0; r < KILN_Q8_ROLES; ++r) put_i(f, q->bind[r]);
+}
+
 uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   if (!t || t->kind == KILN_TEMPLATE_NONE || t->kind == KILN_TEMPLATE_MERGED) return 0;
   fnv_t f = {14695981039346656037ull};
@@ -100,6 +110,7 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   put_i(&f, t->psum_private);
   if (t->kind == KILN_TEMPLATE_GEMM) put_gemm(&f, &t->gemm);
   else if (t->kind == KILN_TEMPLATE_DEPTHWISE) put_dw(&f, &t->dw);
+  else if (t->kind == KILN_TEMPLATE_Q8) put_q8(&f, &t->q8);
   else put_conv(&f, &t->conv);
   return f.h ? f.h : 1;
 }
@@ -111,6 +122,7 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind) {
     case KILN_TEMPLATE_WINOGRAD: return "winograd";
     case KILN_TEMPLATE_DEPTHWISE: return "depthwise";
     case KILN_TEMPLATE_MERGED: return "merged";
+    case KILN_TEMPLATE_Q8: return "q8";
     case KILN_TEMPLATE_NONE: break;
   }
   return "none";

@@ -76,6 +76,18 @@ typedef struct kiln_device_info_s {
    * f64 on the CPU of the same session (KILN_GPU_LACKS_FP64), never in f32.
    * KILN_OPENCL_FEATURES=no-fp64 hides it (tests of that path on PoCL). */
   bool fp64;
+  /* 4x8-bit integer dot products: Vulkan's shaderIntegerDotProduct
+   * (VK_KHR_shader_integer_dot_product, core in 1.3; enabled when present),
+   * OpenCL's cl_khr_integer_dot_product. The int8 templates accumulate with
+   * them where present (Vulkan: the compile chooses, KILN_GPU_LACKS_IDOT;
+   * OpenCL: q8.cl asks the device compiler's feature macros). Hidden by
+   * KILN_VULKAN_FEATURES=no-idot. */
+  bool int_dot;
+  /* The device runs on the host's CPU (PoCL's CPU device, lavapipe): there
+   * the int8 templates lose to the float ones (ResNet-18 QDQ folded: 2.4x
+   * slower on PoCL, 4.7x on lavapipe), so a compile for it keeps QDQ
+   * models' Q/DQ pairs unfolded (api/driver.c). */
+  bool cpu_backed;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

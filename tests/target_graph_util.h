@@ -26,6 +26,8 @@
 static const char* g_target_name = "cpu";
 static const kiln_target_t* g_target = NULL;
 static kiln_device_t* g_device = NULL;
+/* KILN_GPU_LACKS_* the compiles assume of the device (0: every feature) */
+static uint32_t g_gpu_lacks = 0;
 
 static inline kiln_allocator_t al(void) { return kiln_allocator_system(); }
 
@@ -68,6 +70,7 @@ static inline kiln_module_t* compile_fused(const kiln_graph_t* g, bool fuse) {
   kiln_module_t* m = NULL;
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);
+  templates.gpu_lacks = g_gpu_lacks;
   if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && (!fuse || CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) &&
       CHECK_OK(kiln_template_choose(plan, &templates)))
     CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));

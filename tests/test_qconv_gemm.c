@@ -13,12 +13,22 @@
  * ConvInteger and MatMulInteger with constant weights take it too, their
  * i32 sums stored as they are (test_integer).
  * The GEMM path is the CPU target's; on --target opencl|vulkan the same
- * cases check the plain loops.
+ * cases check the int8 templates (kernels/opencl/q8.cl,
+ * kernels/vulkan/q8.comp), which must be chosen for every case (the code
+ * is searched for them), plus u8 weights, dilation and a y type other
+ * than x's; twice: compiled for a device with the 4x8-bit dot product
+ * (vulkan: OpSDotKHR, which lavapipe has; opencl: q8.cl's work-item
+ * kernel, dot() where the compiler has it, PoCL does not), then for one
+ * without it (vulkan: plain int sums, every third conv case; opencl: the
+ * row-vector conv kernel).
  *
  *   test_qconv_gemm [--target cpu|opencl|vulkan] */
 #include "target_graph_util.h"
 
 static uint64_t rng = 1;
+/* every case, or every third (vulkan's second pass: lavapipe compiles each
+ * shader for seconds) */
+static size_t g_case_stride = 1;
 static int32_t rnd(int32_t lo, int32_t hi) {
   rng = rng * 6364136223846793005ull + 1442695040888963407ull;
   return lo + (int32_t)((rng >> 33) % (uint64_t)(hi - lo + 1));
@@ -32,6 +42,9 @@ typedef struct qcv_s {
   bool bias;
   bool const_w;   /* weights as initializers (the GEMM path) */
   bool sym;       /* weight zero points 0 (the int8 GEMM stores such weights one byte each) */
+  bool w_u8;      /* u8 weights (else i8) */
+  int64_t dil;    /* dilation (0: 1) */
+  bool y_other;   /* y of the other 8-bit type than x */
 } qcv_t;
 
 /* Array of dtype |t| filled with random integers in [lo, hi]. */
@@ -46,10 +59,35 @@ static void add_const(kiln_graph_t* g, const char* name, kiln_array_t* a) {
   CHECK_OK(kiln_graph_add_initializer(g, name, a, NULL));
 }
 
+/* On a GPU target: the program of |g| holds the int8 template, and on
+ * vulkan its packed dot product exactly when the compile may use it. */
+static void check_template(const kiln_graph_t* g, const char* what) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return;
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0};
+  kiln_plan_t* plan = NULL;
+  kiln_program_t* prog = NULL;
+  kiln_template_set_t templates;
+  kiln_program_templates(g_target, &templates);
+  templates.gpu_lacks = g_gpu_lacks;
+  if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
+      CHECK_OK(kiln_template_choose(plan, &templates)))
+    CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));
+  const char* text = prog && prog->code.text ? prog->code.text : "";
+  CHECK_MSG(strstr(text, "kiln int8") != NULL, "%s: %s did not take the int8 template", g_target_name, what);
+  if (!strcmp(g_target_name, "vulkan")) {
+    const bool dot = strstr(text, "spirv_instruction") != NULL, want = !(g_gpu_lacks & KILN_GPU_LACKS_IDOT);
+    CHECK_MSG(dot == want, "vulkan: %s: dot product %s, expected %s", what, dot ? "used" : "not used",
+              want ? "used" : "not");
+  }
+  kiln_program_destroy(prog);
+  kiln_plan_destroy(plan);
+}
+
 /* Output y, compile for the target, compare with the reference on |feed|
  * (naming the case when they differ); frees the feed and the graph. */
 static void finish_case(kiln_graph_t* g, bool ok, const char* what, kiln_array_t* feed, int n_feed) {
   ok = ok && CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  if (ok) check_template(g, what);
   kiln_module_t* m = ok ? compile(g) : NULL;
   kiln_session_t* s = session(m);
   CHECK_MSG(s != NULL, "%s: %s did not compile", g_target_name, what);
@@ -70,12 +108,15 @@ static void run_case(const qcv_t* c) {
   CHECK_OK(kiln_graph_set_opset(g, "", 21));
   rng = 1234;
   const kiln_dtype_t xt = c->u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const kiln_dtype_t wt = c->w_u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  const bool yu8 = c->u8 != c->y_other;
+  const kiln_dtype_t yt = yu8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
   const int32_t xlo = c->u8 ? 0 : -128, xhi = c->u8 ? 255 : 127;
   const int64_t xd[4] = {1, c->C, c->H, c->W}, wd[4] = {c->M, c->C / c->group, c->k, c->k};
   const int64_t nch = c->per_chan ? c->M : 1;
   input(g, "x", xt, 4, xd);
   kiln_array_t x = rand_arr(xt, 4, xd, xlo, xhi);
-  kiln_array_t w = rand_arr(KILN_DTYPE_I8, 4, wd, -127, 127);
+  kiln_array_t w = rand_arr(wt, 4, wd, c->w_u8 ? 0 : -127, c->w_u8 ? 255 : 127);
   /* scales keep |acc * mult| near the output range so most values land
    * inside it and rounding is exercised, not only saturation */
   const float sx = 0.02f, sy = 0.5f;
@@ -84,9 +125,9 @@ static void run_case(const qcv_t* c) {
   a[1] = rand_arr(xt, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
   a[2] = arr(KILN_DTYPE_F32, nch > 1 ? 1 : 0, &nch);
   for (int64_t i = 0; i < nch; ++i) ((float*)a[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
-  a[3] = rand_arr(KILN_DTYPE_I8, nch > 1 ? 1 : 0, &nch, c->sym ? 0 : -3, c->sym ? 0 : 3);
+  a[3] = rand_arr(wt, nch > 1 ? 1 : 0, &nch, c->w_u8 ? 125 : c->sym ? 0 : -3, c->w_u8 ? 131 : c->sym ? 0 : 3);
   a[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)a[4].data = sy;
-  a[5] = rand_arr(xt, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
+  a[5] = rand_arr(yt, 0, NULL, yu8 ? 0 : -10, yu8 ? 20 : 10);
   a[6] = rand_arr(KILN_DTYPE_I32, 1, &c->M, -20000, 20000);
   const char* names[9] = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"};
   kiln_array_t* consts[8] = {&a[0], &a[1], &w, &a[2], &a[3], &a[4], &a[5], &a[6]};
@@ -94,52 +135,57 @@ static void run_case(const qcv_t* c) {
   int n_feed = 1;
   for (int i = 0; i < 8; ++i) {
     if (i == 2 && !c->const_w) {
-      input(g, "w", KILN_DTYPE_I8, 4, wd);
+      input(g, "w", wt, 4, wd);
       feed[n_feed++] = w;
       continue;
     }
     add_const(g, names[i + 1], consts[i]);
   }
   const int64_t pads[4] = {c->p, c->p, c->p, c->p}, strides[2] = {c->s, c->s};
-  const kiln_attr_t at[3] = {kiln_attr_make_ints("pads", 4, pads),
-                             kiln_attr_make_ints("strides", 2, strides),
-                             kiln_attr_make_int("group", c->group)};
-  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 3, at);
+  const int64_t dil[2] = {c->dil ? c->dil : 1, c->dil ? c->dil : 1};
+  const kiln_attr_t at[4] = {kiln_attr_make_ints("pads", 4, pads), kiln_attr_make_ints("strides", 2, strides),
+                             kiln_attr_make_int("group", c->group), kiln_attr_make_ints("dilations", 2, dil)};
+  bool ok = node1(g, "QLinearConv", c->what, c->bias ? 9 : 8, names, "y", 4, at);
   finish_case(g, ok, c->what, feed, n_feed);
 }
 
 static void test_paths(void) {
   static const qcv_t cases[] = {
-      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const  sym */
-      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, false},
-      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true, false},
-      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, false},
-      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true, false},
-      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true, false},
-      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true, false},
-      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false, false},
+      /* what          C   M   H   W  k  s  p  g  u8     pc     bias   const  sym    w_u8  dil y_other */
+      {"pad3x3",       8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, false, false, 1, false},
+      {"stride2",      6, 12, 11, 9, 3, 2, 1, 1, false, false, true, true, false, false, 1, false},
+      {"tiny_trans",  16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, false, false, 1, false},
+      {"pointwise",   16, 24, 7, 7, 1, 1, 0, 1, false, true, false, true, false, false, 1, false},
+      {"grouped",      8, 12, 6, 6, 3, 1, 1, 4, true, true, true, true, false, false, 1, false},
+      {"patchify",     3, 8, 18, 18, 9, 9, 0, 1, true, false, true, true, false, false, 1, false},
+      {"runtime_w",    8, 16, 10, 10, 3, 1, 1, 1, true, true, true, false, false, false, 1, false},
       /* the int8 GEMM's channel pairs: an odd channel count (its last
        * pair half empty), per group too, M and N remainders, a deep K */
-      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true, false},
-      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true, false},
-      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true, false},
-      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true, false},
-      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true, false},
+      {"odd_c",        5, 13, 9, 7, 3, 1, 1, 1, true, true, true, true, false, false, 1, false},
+      {"odd_grouped",  9, 6, 6, 6, 3, 1, 1, 3, false, true, true, true, false, false, 1, false},
+      {"odd_trans",    7, 40, 3, 3, 3, 1, 1, 1, false, false, false, true, false, false, 1, false},
+      {"deep",        96, 20, 6, 6, 3, 1, 1, 1, true, true, true, true, false, false, 1, false},
+      {"stem7x7",      3, 16, 20, 20, 7, 2, 3, 1, true, true, true, true, false, false, 1, false},
       /* symmetric weights: int8 storage, widened where the GEMM reads them */
-      {"sym_pad3x3",   8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, true},
-      {"sym_odd_c",    5, 13, 9, 7, 3, 1, 1, 1, false, true, true, true, true},
-      {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true},
-      {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true},
-      {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true},
-      /* depthwise (one input channel per group): the direct kernel with
-       * exact f32 sums (stride 1 rows as vectors of widened u8/i8 loads and
-       * narrowed stores), channel multiplier 2, stride 2 */
-      {"depthwise",   12, 12, 9, 11, 3, 1, 1, 12, true, true, true, true, false},
-      {"dw_i8_wide",   8, 8, 6, 30, 3, 1, 1, 8, false, true, true, true, false},
-      {"dw_stride2",  10, 10, 9, 9, 3, 2, 1, 10, false, false, true, true, false},
-      {"dw_mult2",     6, 12, 8, 8, 5, 1, 2, 6, true, true, false, true, true},
+      {"sym_pad3x3",   8, 16, 10, 10, 3, 1, 1, 1, true, true, true, true, true, false, 1, false},
+      {"sym_odd_c",    5, 13, 9, 7, 3, 1, 1, 1, false, true, true, true, true, false, 1, false},
+      {"sym_trans",   16, 40, 4, 4, 3, 2, 1, 1, true, true, true, true, true, false, 1, false},
+      {"sym_grouped",  9, 6, 6, 6, 3, 1, 1, 3, true, false, true, true, true, false, 1, false},
+      {"sym_deep",    96, 20, 6, 6, 3, 1, 1, 1, false, true, true, true, true, false, 1, false},
+      /* depthwise (one input channel per group): on the CPU the direct kernel
+       * with exact f32 sums (stride 1 rows as vectors of widened u8/i8 loads
+       * and narrowed stores), channel multiplier 2, stride 2 */
+      {"depthwise",   12, 12, 9, 11, 3, 1, 1, 12, true, true, true, true, false, false, 1, false},
+      {"dw_i8_wide",   8, 8, 6, 30, 3, 1, 1, 8, false, true, true, true, false, false, 1, false},
+      {"dw_stride2",  10, 10, 9, 9, 3, 2, 1, 10, false, false, true, true, false, false, 1, false},
+      {"dw_mult2",     6, 12, 8, 8, 5, 1, 2, 6, true, true, false, true, true, false, 1, false},
+      /* u8 weights (zero points near 128), dilation, y of the other type */
+      {"u8_weights",   7, 10, 9, 8, 3, 1, 1, 1, false, true, true, true, false, true, 1, false},
+      {"dilated",      6, 9, 12, 11, 3, 1, 2, 1, true, false, true, true, false, false, 2, false},
+      {"y_other",      5, 6, 7, 7, 3, 2, 1, 1, true, true, false, true, false, true, 1, true},
+      {"i8_to_u8",     4, 8, 6, 6, 1, 1, 0, 2, false, false, true, true, true, false, 1, true},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i += g_case_stride) run_case(&cases[i]);
 }
 
 /* QLinearMatMul with a constant 2-D B: the int8 GEMM too (A's rows read as
@@ -148,6 +194,7 @@ typedef struct qmm_case_s {
   const char* what;
   int64_t batch, M, K, N;
   bool u8, per_col, sym;
+  bool w_u8; /* u8 B (else i8) */
 } qmm_case_t;
 
 static void run_mm(const qmm_case_t* c) {
@@ -162,13 +209,14 @@ static void run_mm(const qmm_case_t* c) {
   const int64_t nb = c->per_col ? c->N : 1;
   input(g, "a", at, arank, ad);
   kiln_array_t a = rand_arr(at, arank, ad, c->u8 ? 0 : -128, c->u8 ? 255 : 127);
-  kiln_array_t b = rand_arr(KILN_DTYPE_I8, 2, bd, -127, 127);
+  const kiln_dtype_t bt = c->w_u8 ? KILN_DTYPE_U8 : KILN_DTYPE_I8;
+  kiln_array_t b = rand_arr(bt, 2, bd, c->w_u8 ? 0 : -127, c->w_u8 ? 255 : 127);
   kiln_array_t k[7];
   k[0] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[0].data = 0.02f;
   k[1] = rand_arr(at, 0, NULL, c->u8 ? 100 : -20, c->u8 ? 140 : 20);
   k[2] = arr(KILN_DTYPE_F32, nb > 1 ? 1 : 0, &nb);
   for (int64_t i = 0; i < nb; ++i) ((float*)k[2].data)[i] = 0.004f + 0.001f * (float)rnd(0, 8);
-  k[3] = rand_arr(KILN_DTYPE_I8, nb > 1 ? 1 : 0, &nb, c->sym ? 0 : -3, c->sym ? 0 : 3);
+  k[3] = rand_arr(bt, nb > 1 ? 1 : 0, &nb, c->w_u8 ? 120 : c->sym ? 0 : -3, c->w_u8 ? 136 : c->sym ? 0 : 3);
   k[4] = arr(KILN_DTYPE_F32, 0, NULL), *(float*)k[4].data = 0.5f;
   k[5] = rand_arr(at, 0, NULL, c->u8 ? 0 : -10, c->u8 ? 20 : 10);
   const char* names[8] = {"a", "as", "az", "b", "bs", "bz", "ys", "yz"};
@@ -182,10 +230,11 @@ static void run_mm(const qmm_case_t* c) {
 static void test_matmul(void) {
   static const qmm_case_t cases[] = {
       /* what       batch  M   K   N   u8     per_col sym */
-      {"mm_even",      1, 13, 64, 40, true,  true,  false},
-      {"mm_odd_k",     1,  7, 33, 19, false, false, false},
-      {"mm_batched",   3,  5, 18, 24, true,  true,  true},
-      {"mm_row",       1,  1, 512, 100, true, true, true},
+      {"mm_even",      1, 13, 64, 40, true,  true,  false, false},
+      {"mm_odd_k",     1,  7, 33, 19, false, false, false, false},
+      {"mm_batched",   3,  5, 18, 24, true,  true,  true, false},
+      {"mm_row",       1,  1, 512, 100, true, true, true, false},
+      {"mm_u8_b",      2,  3, 10, 6, true, true, false, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_mm(&cases[i]);
 }
@@ -254,6 +303,12 @@ int main(int argc, char** argv) {
   RUN(test_paths);
   RUN(test_matmul);
   RUN(test_integer);
+  if (g_target->lowering == KILN_TARGET_CLASS_GPU) { /* again for a device without the dot product */
+    g_gpu_lacks = KILN_GPU_LACKS_IDOT;
+    g_case_stride = strcmp(g_target_name, "vulkan") ? 1 : 3;
+    RUN(test_paths);
+    RUN(test_matmul);
+  }
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

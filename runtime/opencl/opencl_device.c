@@ -210,11 +210,12 @@ kiln_status_t kiln_opencl_list_devices(FILE* out) {
     dev_str(refs[i].dev, CL_DRIVER_VERSION, drv, sizeof drv);
     fprintf(out,
             "opencl:%d  platform \"%s\"  device \"%s\"  %s (driver %s)  %u compute units  "
-            "%.1f GiB global (max alloc %.1f GiB)  fp16 %s  base-address alignment %u bytes\n",
+            "%.1f GiB global (max alloc %.1f GiB)  fp16 %s  int-dot %s  base-address alignment %u bytes\n",
             (int)i, plat, name, ver, drv, dev_u32(refs[i].dev, CL_DEVICE_MAX_COMPUTE_UNITS),
             (double)dev_u64(refs[i].dev, CL_DEVICE_GLOBAL_MEM_SIZE) / (1024.0 * 1024 * 1024),
             (double)dev_u64(refs[i].dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE) / (1024.0 * 1024 * 1024),
             dev_has_ext(refs[i].dev, "cl_khr_fp16") ? "yes" : "no",
+            dev_has_ext(refs[i].dev, "cl_khr_integer_dot_product") ? "yes" : "no",
             dev_u32(refs[i].dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
   }
   return NULL;
@@ -268,6 +269,10 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   const char* hide = getenv("KILN_OPENCL_FEATURES");
   if (hide && strstr(hide, "no-fp64")) info->fp64 = false;
   info->int8 = true;
+  cl_device_type dtype = 0;
+  if (clGetDeviceInfo(d->dev, CL_DEVICE_TYPE, sizeof dtype, &dtype, NULL) != CL_SUCCESS) dtype = 0;
+  info->cpu_backed = (dtype & CL_DEVICE_TYPE_CPU) != 0;
+  info->int_dot = dev_has_ext(d->dev, "cl_khr_integer_dot_product");
   info->timestamps = true;
   info->max_alloc_bytes = dev_u64(d->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   info->total_bytes = dev_u64(d->dev, CL_DEVICE_GLOBAL_MEM_SIZE);

@@ -293,19 +293,25 @@ typedef struct features_s {
   VkPhysicalDeviceFeatures2 f2;
   VkPhysicalDeviceVulkan11Features v11;
   VkPhysicalDeviceVulkan12Features v12;
-  bool has12;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idot;
+  bool has12, has_idot;
 } features_t;
 
-/* Queries the features kiln uses (Vulkan 1.2 structs need a 1.2 device). */
+/* Queries the features kiln uses (Vulkan 1.2 structs need a 1.2 device;
+ * the integer dot product's, 1.3 or its KHR extension). */
 static void query_features(VkPhysicalDevice p, uint32_t api, features_t* f) {
   memset(f, 0, sizeof *f);
   f->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   f->v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f->v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  f->idot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   f->has12 = api >= VK_API_VERSION_1_2;
+  f->has_idot = f->has12 && (api >= VK_API_VERSION_1_3 ||
+                             has_device_ext(p, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME));
   if (f->has12) {
     f->f2.pNext = &f->v11;
     f->v11.pNext = &f->v12;
+    if (f->has_idot) f->v12.pNext = &f->idot;
     vkGetPhysicalDeviceFeatures2(p, &f->f2);
   } else {
     vkGetPhysicalDeviceFeatures(p, &f->f2.features);
@@ -385,11 +391,12 @@ kiln_status_t kiln_vulkan_list_devices(FILE* out) {
       snprintf(drv, sizeof drv, "driver 0x%x", p->driverVersion);
     fprintf(out,
             "vulkan:%u  %s  type=%s  api=%u.%u.%u  driver=%s  fp16=%s  16bit-storage=%s  "
-            "int8=%s  subgroup=%u  max-workgroup=%u (%u x %u x %u)\n",
+            "int8=%s  int-dot=%s  subgroup=%u  max-workgroup=%u (%u x %u x %u)\n",
             i, p->deviceName, type_name(p->deviceType), VK_API_VERSION_MAJOR(p->apiVersion),
             VK_API_VERSION_MINOR(p->apiVersion), VK_API_VERSION_PATCH(p->apiVersion), drv,
             f.v12.shaderFloat16 ? "yes" : "no", f.v11.storageBuffer16BitAccess ? "yes" : "no",
-            f.v12.shaderInt8 && f.v12.storageBuffer8BitAccess ? "yes" : "no", q.v11.subgroupSize,
+            f.v12.shaderInt8 && f.v12.storageBuffer8BitAccess ? "yes" : "no",
+            f.has_idot && f.idot.shaderIntegerDotProduct ? "yes" : "no", q.v11.subgroupSize,
             p->limits.maxComputeWorkGroupInvocations, p->limits.maxComputeWorkGroupSize[0],
             p->limits.maxComputeWorkGroupSize[1], p->limits.maxComputeWorkGroupSize[2]);
   }
@@ -488,7 +495,9 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
     en.v12.shaderInt8 = have.v12.shaderInt8;
     en.v12.storageBuffer8BitAccess = have.v12.storageBuffer8BitAccess;
   }
-  const char* dexts[1];
+  en.idot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  const bool idot = have.has_idot && have.idot.shaderIntegerDotProduct;
+  const char* dexts[2];
   uint32_t n_dexts = 0;
   if (api < VK_API_VERSION_1_3 &&
       has_device_ext(d->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME)) {
@@ -496,6 +505,11 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
     d->creation_feedback = true;
   } else if (api >= VK_API_VERSION_1_3) {
     d->creation_feedback = true; /* core in 1.3 */
+  }
+  if (idot) {
+    en.idot.shaderIntegerDotProduct = VK_TRUE;
+    en.v12.pNext = &en.idot;
+    if (api < VK_API_VERSION_1_3) dexts[n_dexts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
   }
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -537,6 +551,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   kiln_device_info_t* info = &d->base.info;
   snprintf(info->api, sizeof info->api, "vulkan");
   snprintf(info->name, sizeof info->name, "%s", d->props.deviceName);
+  info->cpu_backed = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   if (api >= VK_API_VERSION_1_2)
     snprintf(info->driver, sizeof info->driver, "%.100s %.120s (Vulkan %u.%u.%u)", q.drv.driverName,
              q.drv.driverInfo, VK_API_VERSION_MAJOR(d->props.apiVersion),
@@ -569,6 +584,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   const char* hide = getenv("KILN_VULKAN_FEATURES");
   if (hide && strstr(hide, "no-int64")) info->shader_int64 = false;
   if (hide && strstr(hide, "no-subgroup")) info->subgroup_ballot = false;
+  info->int_dot = idot && !(hide && strstr(hide, "no-idot"));
   *out = &d->base;
   return NULL;
 fail:

@@ -159,12 +159,40 @@ void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_til
 kiln_status_t kiln_opencl_dw_print(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int32_t n_params,
                                    const char* name, kiln_cf_out_t* out);
 
+/* ---- int8 product instances (opencl_q8.c) --------------------------------- */
+
+/* Embedded kernels/opencl/q8.cl. */
+extern const char kiln_cl_q8[];
+extern const size_t kiln_cl_q8_len;
+
+/* Output channels (tm: 1, 2, 4 or 8) and positions (tp: 1, 2, 4 or 8)
+ * per work-item, work-items per work-group (wg: 1..256); rowvec 1 (convs
+ * only): q8.cl's row-vector kernel (8 outputs of a row as int vectors;
+ * no dot product). */
+typedef struct kiln_opencl_q8_tiles_s {
+  int32_t tm, tp, wg, rowvec;
+} kiln_opencl_q8_tiles_t;
+
+/* The instance's tiles for a device lacking |gpu_lacks|;
+ * KILN_OPENCL_Q8_TILES="tm,tp,wg,rowvec" overrides them (ignored unless
+ * valid). */
+kiln_opencl_q8_tiles_t kiln_opencl_q8_default_tiles(const kiln_template_q8_t* q, uint32_t gpu_lacks);
+
+void kiln_opencl_q8_launch(const kiln_template_q8_t* q, const kiln_opencl_q8_tiles_t* t, int64_t groups[3],
+                           int64_t local[3]);
+
+/* Appends the instance named |name| with the plan kernel's |n_params|
+ * parameters, in its order (q->bind). INVALID_ARGUMENT for bad tiles,
+ * INTERNAL for a parameter without a role. */
+kiln_status_t kiln_opencl_q8_print(const kiln_template_q8_t* q, const kiln_opencl_q8_tiles_t* t, int32_t n_params,
+                                   const char* name, kiln_cf_out_t* out);
+
 /* ---- tiles in the descriptors (opencl_tiles.c) ----------------------------- */
 
 /* The set's tile rules (kiln_template_set_t.tiles, .weight_blocks): the
  * defaults below and their environment overrides, recorded as
  * kiln_template_tiles_t (GEMM and conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
- * tm,tn,wx,wy,cb; depthwise vw,rh,wg), and the weight geometry conv.cl
+ * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec), and the weight geometry conv.cl
  * and winograd.cl read with them. */
 void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
@@ -184,6 +212,7 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
 kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemm_tiles_t* out);
 kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out);
 kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out);
+kiln_status_t kiln_opencl_q8_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_q8_tiles_t* out);
 
 /* A copy of |f| whose outermost PARALLEL loop is bound to work-groups and
  * work-items (*out NULL when |f| has no such loop, or already binds ids or

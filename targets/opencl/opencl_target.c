@@ -138,6 +138,8 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       /* what `kiln tune` searches and may choose (opencl_tune.c) */
       .space = kiln_opencl_tune_space,
       .tiles_check = kiln_opencl_tune_check,
+      /* QLinearConv / QLinearMatMul: kernels/opencl/q8.cl (no loop limit) */
+      .q8 = true,
   };
 }
 
@@ -176,6 +178,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_opencl_gemm_tiles_t* gtiles = NULL; /* GEMM and conv instances (same tiles) */
   kiln_opencl_wino_tiles_t* wtiles = NULL;
   kiln_opencl_dw_tiles_t* dtiles = NULL;
+  kiln_opencl_q8_tiles_t* qtiles = NULL;
   int64_t total_args = 0;
   for (int32_t k = 0; k < n; ++k) total_args += prog->kernels[k].n_args;
   s = kiln_allocator_malloc(al, sizeof *funcs * (size_t)(n + 1), "opencl emit", (void**)&funcs);
@@ -184,6 +187,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *gtiles * (size_t)(n + 1), "opencl emit", (void**)&gtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *qtiles * (size_t)(n + 1), "opencl emit", (void**)&qtiles);
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -219,6 +223,12 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
         s = kiln_opencl_dw_tiles_of(t, f->name, &dtiles[k]);
         if (s) break;
         kiln_opencl_dw_launch(&t->dw, &dtiles[k], pk->groups, pk->local);
+        continue;
+      case KILN_TEMPLATE_Q8:
+        ++n_templ;
+        s = kiln_opencl_q8_tiles_of(t, f->name, &qtiles[k]);
+        if (s) break;
+        kiln_opencl_q8_launch(&t->q8, &qtiles[k], pk->groups, pk->local);
         continue;
       case KILN_TEMPLATE_NONE: break;
     }
@@ -273,6 +283,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
     else if (t->kind == KILN_TEMPLATE_WINOGRAD) s = kiln_opencl_wino_print(&t->conv, &wtiles[k], name, &one);
+    else if (t->kind == KILN_TEMPLATE_Q8)
+      s = kiln_opencl_q8_print(&t->q8, &qtiles[k], prog->kernels[k].n_args, name, &one);
     else
       s = kiln_opencl_conv_print(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED, t->psum_private,
                                  name, &one);
@@ -313,6 +325,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, gtiles);
   kiln_allocator_free(al, wtiles);
   kiln_allocator_free(al, dtiles);
+  kiln_allocator_free(al, qtiles);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;
@@ -326,11 +339,6 @@ kiln_status_t kiln_opencl_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
 
 /* The default template set (no tests' switches). */
 static void opencl_templates(kiln_template_set_t* out) { kiln_opencl_templates(NULL, out); }
-
-/* No int8 template yet: a folded QLinearConv would run as plain integer
- * loops, while the Q/DQ graph keeps its convs on the fp32 templates (an
- * onnxruntime QDQ ResNet-18 on PoCL: 2764 ms folded, 271 ms not). */
-static const char* const opencl_skip_passes[] = {"fold-qdq", NULL};
 
 /* The OpenCL dialect without f64, for devices without fp64 (many phone
  * GPUs): what kiln_cf_check_types refuses there runs on the CPU. */
@@ -365,6 +373,5 @@ const kiln_target_t kiln_target_opencl = {
     .source_ext = "cl",
     .emit = kiln_opencl_emit,
     .templates = opencl_templates,
-    .skip_graph_passes = opencl_skip_passes,
     .kernel_check = opencl_kernel_check,
 };

@@ -50,6 +50,7 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KNOB(out, "rh", d[1], 1, 2, 4);
       KNOB(out, "wg", d[2], 16, 32, 64, 128, 256);
       return true;
+    case KILN_TEMPLATE_Q8: /* not tuned */
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -98,6 +99,7 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
       if (d->N * d->M * ((d->oh + v[1] - 1) / v[1]) + v[2] > INT32_MAX) return "work-items past int32";
       return fits(lim, v[2], 0);
     }
+    case KILN_TEMPLATE_Q8: /* not tuned */
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

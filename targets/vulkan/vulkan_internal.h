@@ -8,6 +8,7 @@
  *   vulkan_gemm.c       the tiled GEMM shader's instances (kernels/vulkan/gemm.comp)
  *   vulkan_conv.c       the implicit-GEMM conv shader's (kernels/vulkan/conv.comp)
  *   vulkan_depthwise.c  the depthwise shader's (kernels/vulkan/depthwise.comp)
+ *   vulkan_q8.c         the int8 QLinearConv / QLinearMatMul shader's (kernels/vulkan/q8.comp)
  *   vulkan_epilogue.c   shader header text and the fused epilogue as GLSL
  * Instances are printed from lowering's template descriptors
  * (lowering/template.h); nothing here reads the graph. */
@@ -30,6 +31,8 @@ extern const char kiln_vk_conv[];
 extern const size_t kiln_vk_conv_len;
 extern const char kiln_vk_depthwise[];
 extern const size_t kiln_vk_depthwise_len;
+extern const char kiln_vk_q8[];
+extern const size_t kiln_vk_q8_len;
 
 /* ---- vulkan_compile.c ---------------------------------------------------- */
 
@@ -91,6 +94,15 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
  * (malloc'd; caller frees) with its launch geometry. */
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]);
+
+/* ---- vulkan_q8.c ---------------------------------------------------------- */
+
+/* The GLSL of an int8 product instance with tiles |tiles| (tm, tp, wg,
+ * idot: kernels/vulkan/q8.comp; idot 1 packs the bytes for OpSDotKHR)
+ * (malloc'd; caller frees) with its launch geometry and loop trips per
+ * invocation. INVALID_ARGUMENT for a record that is not the Vulkan rule's. */
+kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_template_tiles_t* tiles, const char* name,
+                                    char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* out_trips);
 
 /* ---- vulkan_tiles.c ---------------------------------------------------------- */
 

@@ -34,6 +34,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .conv = conv,
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
+                               /* q8.comp's K loops within lavapipe's limit */
+                               .q8 = conv,
+                               .q8_max_trips = 65535,
                                /* tiles: defaults and KILN_SPIRV_*_TILES (vulkan_tiles.c) */
                                .tiles = kiln_vulkan_template_tiles,
                                /* what `kiln tune` searches and may choose (vulkan_tune.c) */
@@ -142,6 +145,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       s = kiln_vulkan_dw_tiles_of(t, name, &wg, &rw);
       if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, rw, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_Q8) {
+      s = kiln_vulkan_q8_source(&t->q8, &t->tiles, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_GEMM) {
       kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
@@ -300,11 +306,6 @@ done:
 
 /* ---- registration (targets/registry.h) ---------------------------------- */
 
-/* No int8 shader yet: a folded QLinearConv would run as plain integer
- * loops instead of the conv shader the Q/DQ graph keeps (as on OpenCL,
- * targets/opencl/opencl_target.c). */
-static const char* const vulkan_skip_passes[] = {"fold-qdq", NULL};
-
 /* The dump holds the GLSL of every shader, one after another. */
 /* Heterogeneous execution asks before emitting (targets/partition.h). */
 static kiln_status_t vulkan_kernel_check(const kiln_plan_t* plan, int32_t k) {
@@ -317,6 +318,5 @@ const kiln_target_t kiln_target_vulkan = {
     .source_ext = "comp",
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,
-    .skip_graph_passes = vulkan_skip_passes,
     .kernel_check = vulkan_kernel_check,
 };

@@ -6,6 +6,9 @@
  * lowering's packed weights as they are (no weight layout of their own). */
 #include "targets/vulkan/vulkan_internal.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 /* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared; depthwise wg,rw. */
 static kiln_template_tiles_t record(const kiln_spirv_gemm_tiles_t* t) {
   return (kiln_template_tiles_t){.n = 6, .v = {t->tm, t->tn, t->tk, t->rm, t->rn, t->shared}};
@@ -44,6 +47,20 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
      * (depthwise.comp says why) */
     const int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
     t->tiles = (kiln_template_tiles_t){.n = 2, .v = {64, rw}};
+  } else if (t->kind == KILN_TEMPLATE_Q8) {
+    /* 4 channels (fewer where a group has fewer) x 4 positions per
+     * invocation, 64 a work-group (lavapipe, 128 -> 128 channels 28x28:
+     * 4x4 and 4x8 fastest, 8x1 / 4x1 / 2x4 2-3.5x slower); packed dot
+     * products where the device has them. KILN_SPIRV_Q8_TILES="tm,tp,wg"
+     * overrides them when valid. */
+    int32_t tm = 4, tp = 4, wg = 64;
+    const char* env = getenv("KILN_SPIRV_Q8_TILES");
+    int32_t o[3];
+    if (env && sscanf(env, "%d,%d,%d", &o[0], &o[1], &o[2]) == 3 && (o[0] == 1 || o[0] == 2 || o[0] == 4 || o[0] == 8) &&
+        (o[1] == 1 || o[1] == 2 || o[1] == 4 || o[1] == 8) && o[2] >= 1 && o[2] <= 1024)
+      tm = o[0], tp = o[1], wg = o[2];
+    while (tm > 1 && tm > t->q8.Mg) tm /= 2;
+    t->tiles = (kiln_template_tiles_t){.n = 4, .v = {tm, tp, wg, (gpu_lacks & KILN_GPU_LACKS_IDOT) ? 0 : 1}};
   }
 }
 

@@ -48,6 +48,7 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KILN_TEMPLATE_KNOB(out, "rw", d[1], 1, 2, 4, 8);
       return true;
     case KILN_TEMPLATE_WINOGRAD: /* the Vulkan set has none */
+    case KILN_TEMPLATE_Q8:       /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -124,6 +125,7 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:
+    case KILN_TEMPLATE_Q8:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

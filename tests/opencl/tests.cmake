@@ -56,6 +56,39 @@ if(KILN_TEST_CLANG AND TARGET kiln_cli)
   set_tests_properties(opencl_fp16_arith_module PROPERTIES
                        FIXTURES_REQUIRED models LABELS "models;target=opencl" TIMEOUT 600
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+  # The int8 template's integer dot-product path (kernels/opencl/q8.cl),
+  # which PoCL here does not take (no cl_khr_integer_dot_product): the
+  # folded QDQ model's program compiles with clang for OpenCL C 3.0 with
+  # the 4x8-bit dot-product feature (the builtin dot(char4, char4) called)
+  # and for OpenCL C 1.2 without it (the plain path: no such call).
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/opencl_q8_int_dot)
+  set(_clang_ir "'${KILN_TEST_CLANG}' -x cl -target spir64-unknown-unknown -Xclang -finclude-default-header -O1 -S -emit-llvm")
+  add_test(NAME opencl_q8_int_dot_compile
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'
+             '$<TARGET_FILE:kiln_cli>' compile '${CMAKE_BINARY_DIR}/models/qdq_pc.onnx' -t opencl --device none --dump '${_dir}' -o '${_dir}/q.kiln' > '${_dir}/compile.log'
+             grep -q '^pass fold-qdq  *rewrites  *3 ' '${_dir}/compile.log'
+             test \$(grep -c '^/\\* kiln int8 conv template' '${_dir}/kernels.cl') -ge 1
+             ${_clang_ir} -cl-std=CL3.0 -Xclang -cl-ext=+__opencl_c_integer_dot_product_input_4x8bit -o '${_dir}/dot.ll' '${_dir}/kernels.cl'
+             grep -q 'call.*@_Z3dotDv4_cS_' '${_dir}/dot.ll'
+             ${_clang_ir} -cl-std=CL1.2 -o '${_dir}/plain.ll' '${_dir}/kernels.cl'
+             if grep -q '@_Z3dotDv4_cS_' '${_dir}/plain.ll'; then echo 'dot product without the extension'; exit 1; fi
+             echo ok")
+  set_tests_properties(opencl_q8_int_dot_compile PROPERTIES
+                       FIXTURES_REQUIRED models_qdq LABELS "models;target=opencl" TIMEOUT 600)
+endif()
+
+# A QLinearMatMul no int8 template takes (a 3-D B) runs as the plain
+# integer loops with a compile note naming it; a 2-D one takes the template
+# (kernels/opencl/q8.cl) and gets no note.
+if(KILN_NODE_TEST_DIR AND TARGET kiln_cli)
+  set(_n ${KILN_NODE_TEST_DIR})
+  add_test(NAME opencl_q8_untemplated_note
+           COMMAND sh -c "set -e
+             '$<TARGET_FILE:kiln_cli>' compile '${_n}/test_qlinearmatmul_3D_uint8_float32/model.onnx' -t opencl 2>&1 | grep -q \"QLinearMatMul 'QLinearMatMul_0' runs as plain integer loops on opencl: no int8 template\"
+             if '$<TARGET_FILE:kiln_cli>' compile '${_n}/test_qlinearmatmul_2D_uint8_float32/model.onnx' -t opencl 2>&1 | grep -q 'plain integer loops'; then exit 1; fi
+             echo ok")
+  set_tests_properties(opencl_q8_untemplated_note PROPERTIES LABELS "onnx;target=opencl" TIMEOUT 300
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
 
 # ONNX node conformance on the OpenCL device, against the ONNX expected
