@@ -60,9 +60,13 @@ static void add_const(kiln_graph_t* g, const char* name, kiln_array_t* a) {
 }
 
 /* On a GPU target: the program of |g| holds the int8 template, and on
- * vulkan its packed dot product exactly when the compile may use it. */
+ * vulkan its packed dot product exactly when the compile may use it
+ * (QLinearConv / QLinearMatMul: MatMulInteger and ConvInteger have none). */
 static void check_template(const kiln_graph_t* g, const char* what) {
   if (g_target->lowering != KILN_TARGET_CLASS_GPU) return;
+  bool qlinear = false;
+  for (int32_t i = 0; i < g->n_nodes; ++i) qlinear |= !strncmp(g->nodes[i].op_type, "QLinear", 7);
+  if (!qlinear) return;
   kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
