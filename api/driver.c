@@ -139,7 +139,7 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
                               r->tuning_path, dev, loop_limit, dyn[0] ? dyn : NULL, dyn_lo, dyn_hi,
-                              r->tuning_default, gpu_lacks};
+                              r->tuning_default, gpu_lacks, r->layout};
   if (!s) s = kiln_compile_program(g, &cc, log, out);
   kiln_device_release(dev);
   kiln_graph_destroy(g);

@@ -36,6 +36,8 @@ typedef struct kiln_driver_request_s {
   /* Loop iterations one shader invocation may run in all (0: none; -1:
    * ask the target's device when the target is a GPU one, `--loop-limit`). */
   int64_t loop_limit;
+  /* `--layout nchw|auto` (kiln_layout_mode_t; 0: the default) */
+  int layout;
 } kiln_driver_request_t;
 
 /* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,

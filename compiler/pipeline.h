@@ -92,7 +92,22 @@ typedef struct kiln_compile_config_s {
    * lowering/template.h; 0: it has all): the Vulkan GEMM/conv shaders then
    * avoid 64-bit words and the subgroup mode. */
   uint32_t gpu_lacks;
+  /* Memory layouts on the CPU target (lowering/layout.h): NCHWc where the
+   * layout pass chooses it, at -O1 (-O0 keeps NCHW). DEFAULT: the
+   * environment's KILN_LAYOUT (nchw|auto), else kiln_compile_layout_default. */
+  int layout; /* kiln_layout_mode_t */
 } kiln_compile_config_t;
+
+typedef enum kiln_layout_mode_e {
+  KILN_LAYOUT_MODE_DEFAULT = 0,
+  KILN_LAYOUT_MODE_NCHW = 1,
+  KILN_LAYOUT_MODE_AUTO = 2,
+} kiln_layout_mode_t;
+
+/* "nchw" / "auto" -> the mode; -1 for anything else. */
+int kiln_compile_layout_parse(const char* s);
+/* The block (floats per channel block; 0: NCHW) a compile with |c| uses. */
+int32_t kiln_compile_layout_block(const kiln_compile_config_t* c);
 
 /* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a
  * device; NULL (no device to ask): all of them, the conservative shaders. */

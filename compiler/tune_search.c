@@ -617,7 +617,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   if (!t.cpu) kiln_program_templates(target, &t.set);
   if (!t.cpu && !t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);
-  t.po = (kiln_plan_options_t){target->lowering, o->threads, 0}; /* OpenCL: no loop limit */
+  t.po = (kiln_plan_options_t){target->lowering, o->threads, 0, 0}; /* OpenCL: no loop limit; NCHW */
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);

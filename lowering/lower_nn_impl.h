@@ -224,6 +224,13 @@ struct nn_gemm_s {
    * byte first), widened where they are read (widen_i8x2): int8 weights
    * stored one byte each. */
   bool w8;
+  /* L is read in place (lload, no run-time micro-panels): the caller's L
+   * rows are cheap, affine loads (a blocked conv over a padded input) */
+  bool direct_l;
+  /* > 0: the tile's j loop is cut into vectors of this many lanes (nr a
+   * multiple of it), so each piece stays within one block of an NCHWc
+   * output whose block is jblock wide */
+  int64_t jblock;
 };
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
@@ -270,6 +277,11 @@ typedef struct nn_qconv_s {
   const void* user;
 } nn_qconv_t;
 kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
+/* The blocked-layout kernels (lower_nn_conv_blocked.c, lowering/layout.h):
+ * Conv writing NCHWc (group 1 from either layout, depthwise from NCHWc),
+ * GlobalAveragePool from NCHWc (the reorders: kiln_layout_emit_reorder). */
+kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx);
+kiln_status_t nn_global_avgpool_blocked(kiln_lower_ctx_t* ctx);
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 

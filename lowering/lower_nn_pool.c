@@ -330,6 +330,7 @@ static kiln_status_t global_pool(kiln_lower_ctx_t* ctx, const char* op, bool is_
 }
 
 kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_global_avgpool_blocked(ctx);
   return global_pool(ctx, "GlobalAveragePool", false);
 }
 kiln_status_t kiln_lower_nn_global_maxpool(kiln_lower_ctx_t* ctx) {

@@ -114,6 +114,11 @@ typedef struct kiln_plan_s {
    * every input and output, the plan then being one sample's. */
   int32_t n_dims;
   kiln_plan_dim_t dims[1];
+  /* The memory layouts (kiln_plan_options_t.layout_block; lowering/layout.h),
+   * NULL when every tensor is plain, and per graph tensor the plan buffer
+   * holding it in the other layout (a reorder's output), or -1. */
+  struct kiln_layout_s* layout;
+  int32_t* reorder_buf;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {
@@ -124,6 +129,9 @@ typedef struct kiln_plan_options_s {
    * limit, lowering splits work over more invocations (the GEMM generator
    * computes one tile per invocation) so that no kernel needs more. */
   int64_t loop_limit;
+  /* CPU: block the channels of the tensors the layout pass chooses by this
+   * many floats (NCHWc; lowering/layout.h); 0: every tensor NCHW. */
+  int32_t layout_block;
 } kiln_plan_options_t;
 
 /* Lowers every node of |g| (inputs must have static shapes). Unlowerable

@@ -450,6 +450,8 @@ static const char* run_help =
     "                          dispatch (MODEL.trace.json, or --trace FILE), for Perfetto\n"
     "  --trace FILE            where --profile writes the trace (implies --profile)\n"
     "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
+    "  --layout nchw|auto      CPU: NCHWc where the layout pass chooses it (auto, the default at\n"
+    "                          -O1; or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol, default 1e-2 /\n"
     "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n";
@@ -691,7 +693,7 @@ static int cmd_run(int argc, char** argv) {
   bool profile = false;
   bool check_ref = false;
   bool strict = false;
-  int opt = 1;
+  int opt = 1, layout = 0;
   char names[256]; /* the registry's target names, for help and errors */
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
@@ -751,6 +753,9 @@ static int cmd_run(int argc, char** argv) {
       strict = true;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
+    } else if (!strcmp(a, "--layout") && has) {
+      layout = kiln_compile_layout_parse(argv[++i]);
+      if (layout < 0) return usage_error("run", "--layout '%s': expected nchw or auto", argv[i]);
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -920,7 +925,7 @@ static int cmd_run(int argc, char** argv) {
       prec.seed = seed;
       kiln_cli_compile_t cc = {ptarget,     opt,         threads, dump_dir, lo.model,
                                &prec,       NULL,        tuning_path, R.dev, R.dev->info.loop_limit,
-                               tuning_default};
+                               tuning_default, layout};
       kiln_program_t* prog = NULL;
       if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
       if ((s = kiln_module_wrap(prog, &R.module))) goto done;
@@ -1101,6 +1106,8 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --layout nchw|auto CPU: NCHWc where the layout pass chooses it (auto, the default at -O1;\n"
+    "                     or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
     "  --device N|none    with -o and a target whose driver builds binaries (-t opencl): embed the\n"
     "                     program binary built on device N (default 0, skipped with a note when\n"
     "                     it cannot be had); a load on the same device, driver and kiln version\n"
@@ -1181,7 +1188,7 @@ static int cmd_compile(int argc, char** argv) {
   bool no_tuning = false, tuning_default = false;
   char tuning_buf[1100];
   const char* target = "cpu";
-  int opt = 1, threads = 0;
+  int opt = 1, threads = 0, layout = 0;
   int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
   char device_name[64];
   bool strict = false, progress = false;
@@ -1202,6 +1209,9 @@ static int cmd_compile(int argc, char** argv) {
       return 0;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
+    } else if (!strcmp(a, "--layout") && has) {
+      layout = kiln_compile_layout_parse(argv[++i]);
+      if (layout < 0) return usage_error("compile", "--layout '%s': expected nchw or auto", argv[i]);
     } else if (!strcmp(a, "--dim") && has) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
     } else if (!strcmp(a, "--dump-graph") && has) {
@@ -1292,7 +1302,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              tuning_default, loop_limit};
+                              tuning_default, loop_limit, layout};
   if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;

@@ -35,7 +35,8 @@ kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kil
                               /* the shader features of the device it runs on */
                               c->device && c->target->lowering == KILN_TARGET_CLASS_GPU
                                   ? kiln_compile_gpu_lacks(&c->device->info)
-                                  : 0};
+                                  : 0,
+                              c->layout};
   kiln_compile_log_t log = {0};
   kiln_status_t s = kiln_compile_program(g, &cc, &log, out);
   kiln_cli_print_log(&log, 0);

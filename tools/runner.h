@@ -31,6 +31,7 @@ typedef struct kiln_cli_compile_s {
   kiln_device_t* device;   /* whose records apply (NULL: the target's device is asked) */
   int64_t loop_limit;      /* the device's (kiln_device_info_t.loop_limit); 0 = none */
   bool tuning_default;     /* tuning_path is the cache folder's (kiln_compile_config_t) */
+  int layout;              /* --layout (kiln_layout_mode_t; 0: the default) */
 } kiln_cli_compile_t;
 
 /* kiln_compile_program (compiler/pipeline.h), printing the lines of its
