@@ -108,6 +108,13 @@ static const tir_stmt_t* bc_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
   return nn_stf(kb, ((const bc_t*)g->user)->y, idx, v);
 }
 
+static const tir_expr_t* bc_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
+                                   const tir_expr_t* n) {
+  const tir_expr_t* idx[5];
+  bc_yidx(kb, g->user, b, m, n, idx);
+  return nn_ldf(kb, ((const bc_t*)g->user)->y, idx);
+}
+
 static const tir_expr_t* bc_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
                                  const tir_expr_t* n) {
   (void)b, (void)m;
@@ -212,9 +219,11 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   g.init = bc->bias ? bc_init : NULL;
   g.L.lload = bc_lload;
   g.store = bc_store;
-  /* no K blocks: a K block's partial sums would be read back from Y,
-   * which keeps epilogues (Relu, the residual Add) out of the kernel */
-  g.reload = NULL;
+  /* Row mode has no K blocks: a K block's partial sums would be read back
+   * from Y, which keeps epilogues (Relu, the residual Add) out of the
+   * kernel, and its weights stay in L2 anyway. Position panels of a long K
+   * (512 x 3x3: 221 KB a panel) need them. */
+  g.reload = bc->row ? NULL : bc_reload;
   g.n_outer = !bc->row; /* the weights (R) are the big operand */
   g.direct_l = bc->row;
   g.nr_max = 2 * bc->c;
