@@ -66,6 +66,9 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n) {
       return KILN_LAYOUT_DEPTHWISE;
     return KILN_LAYOUT_PLAIN_ONLY;
   }
+  if (!strcmp(n->op_type, "MaxPool") || !strcmp(n->op_type, "AveragePool")) {
+    return n->n_inputs == 1 && f32_4d(g, n->inputs[0]) ? KILN_LAYOUT_POOL : KILN_LAYOUT_PLAIN_ONLY;
+  }
   if (!strcmp(n->op_type, "GlobalAveragePool")) {
     return n->n_inputs == 1 && f32_4d(g, n->inputs[0]) ? KILN_LAYOUT_GAP : KILN_LAYOUT_PLAIN_ONLY;
   }
@@ -96,6 +99,7 @@ int32_t kiln_layout_in_port(const kiln_layout_t* l, const kiln_graph_t* g, int32
   switch ((kiln_layout_role_t)l->role[ni]) {
     case KILN_LAYOUT_CONV: return j == 0 ? l->tensor_block[n->inputs[0]] : 0; /* reads either */
     case KILN_LAYOUT_DEPTHWISE:
+    case KILN_LAYOUT_POOL:
     case KILN_LAYOUT_GAP: return j == 0 ? l->block : 0;
     case KILN_LAYOUT_EW: return ew_full(g, n, j) ? l->block : 0;
     default: return 0;
@@ -173,6 +177,7 @@ kiln_status_t kiln_layout_choose(const kiln_graph_t* g, int32_t block, kiln_layo
         case KILN_LAYOUT_DEPTHWISE:
           on = l.tensor_block[n->inputs[0]] > 0 || blk_use[n->outputs[0]];
           break;
+        case KILN_LAYOUT_POOL:
         case KILN_LAYOUT_GAP: on = l.tensor_block[n->inputs[0]] > 0; break;
         case KILN_LAYOUT_EW:
           for (int32_t j = 0; j < n->n_inputs; ++j)

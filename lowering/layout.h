@@ -27,7 +27,8 @@
  * Blocked nodes: Conv (2-D, f32, constant weights, group 1 or depthwise
  * with one output channel per group, constant or no bias), the element-wise
  * ops of kiln_layout_ew_ok (every input either of the output's shape or one
- * element), GlobalAveragePool. */
+ * element), MaxPool (without Indices) and AveragePool (2-D), which run
+ * blocked when their input is, GlobalAveragePool. */
 #ifndef KILN_LOWERING_LAYOUT_H_
 #define KILN_LOWERING_LAYOUT_H_
 
@@ -45,6 +46,7 @@ typedef enum kiln_layout_role_e {
   KILN_LAYOUT_DEPTHWISE,      /* Conv, one channel per group */
   KILN_LAYOUT_EW,             /* element-wise over same-shape inputs and scalars */
   KILN_LAYOUT_GAP,            /* GlobalAveragePool: blocked in, plain out */
+  KILN_LAYOUT_POOL,           /* MaxPool (no Indices), AveragePool */
 } kiln_layout_role_t;
 
 typedef struct kiln_layout_s {

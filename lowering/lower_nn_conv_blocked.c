@@ -251,19 +251,36 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   return nn_gemm_emit(kb, &g);
 }
 
-/* ---- depthwise --------------------------------------------------------------- */
+/* ---- depthwise and pooling: windows over c-lane vectors -------------------- */
+
+typedef enum { WIN_DEPTHWISE, WIN_MAX, WIN_AVG } win_kind_t;
 
 typedef struct bdw_s {
   const bc_t* bc;
-  const tir_buffer_t *w, *bias; /* [CB][T][c], [CB][c] */
+  win_kind_t kind;
+  bool include_pad;             /* AveragePool's count_include_pad */
+  const tir_buffer_t *w, *bias; /* depthwise: [CB][T][c], [CB][c] */
   const tir_expr_t *n, *cb, *oh, *ow;
   bool rows_guarded, cols_guarded;
 } bdw_t;
 
+static const tir_expr_t* and_or(tir_ctx_t* t, tir_binop_t op, const tir_expr_t* a, const tir_expr_t* b) {
+  return !a ? b : !b ? a : tir_bin(t, op, a, b);
+}
+
+/* Output vector (n, cb, oh, ow, lanes l) of a window: the depthwise sum
+ * (taps outside the input read 0, the reference's order), MaxPool's
+ * maximum (the first valid tap taken, later ones when strictly greater:
+ * the reference's tie and NaN rule) or AveragePool's mean (over the kernel
+ * with count_include_pad, else over the valid taps). Validity is one flag
+ * per position, the same for every lane. */
 static const tir_stmt_t* bdw_body(nn_kb_t* kb, const bdw_t* d, const tir_expr_t* l) {
   const bc_t* bc = d->bc;
   tir_ctx_t* t = kb->t;
-  const tir_expr_t* acc = d->bias ? nn_ldf(kb, d->bias, NN_IDX(d->cb, l)) : nn_f(kb, 0.0);
+  const tir_expr_t* acc = d->kind == WIN_DEPTHWISE && d->bias ? nn_ldf(kb, d->bias, NN_IDX(d->cb, l)) : nn_f(kb, 0.0);
+  const tir_expr_t* count = nn_f(kb, 0.0); /* AveragePool: valid taps */
+  const tir_expr_t* seen = NULL;          /* MaxPool: earlier valid taps, f32 (NULL: none) */
+  bool seen_all = false;                  /* ... and one was always valid */
   for (int64_t kh = 0; kh < bc->ah.k; ++kh)
     for (int64_t kw = 0; kw < bc->aw.k; ++kw) {
       const tir_expr_t* valid = NULL;
@@ -272,9 +289,28 @@ static const tir_stmt_t* bdw_body(nn_kb_t* kb, const bdw_t* d, const tir_expr_t*
       if (d->rows_guarded) ih = bc_coord(kb, &bc->ah, d->oh, nn_i(kb, kh), &valid);
       if (d->cols_guarded) iw = bc_coord(kb, &bc->aw, d->ow, nn_i(kb, kw), &valid);
       const tir_expr_t* x = nn_ldf(kb, bc->x, NN_IDX(d->n, d->cb, ih, iw, l));
+      if (d->kind == WIN_MAX) {
+        /* take = valid && (!seen || x > acc) */
+        const tir_expr_t* take =
+            seen_all ? tir_bin(t, TIR_GT, x, acc)
+            : !seen  ? NULL
+                     : tir_bin(t, TIR_OR, tir_bin(t, TIR_LT, seen, nn_f(kb, 0.5)), tir_bin(t, TIR_GT, x, acc));
+        take = and_or(t, TIR_AND, valid, take);
+        acc = take ? tir_select(t, take, x, acc) : x;
+        if (!valid) seen_all = true;
+        else seen = tir_add(t, seen ? seen : nn_f(kb, 0.0), tir_select(t, valid, nn_f(kb, 1.0), nn_f(kb, 0.0)));
+        continue;
+      }
       if (valid) x = tir_select(t, valid, x, nn_f(kb, 0.0));
-      acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, d->w, NN_IDX(d->cb, nn_i(kb, kh * bc->aw.k + kw), l))));
+      if (d->kind == WIN_AVG) {
+        acc = tir_add(t, acc, x);
+        count = tir_add(t, count, valid ? tir_select(t, valid, nn_f(kb, 1.0), nn_f(kb, 0.0)) : nn_f(kb, 1.0));
+      } else {
+        acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, d->w, NN_IDX(d->cb, nn_i(kb, kh * bc->aw.k + kw), l))));
+      }
     }
+  if (d->kind == WIN_AVG)
+    acc = tir_bin(t, TIR_DIV, acc, d->include_pad ? nn_f(kb, (double)(bc->ah.k * bc->aw.k)) : count);
   return nn_stf(kb, bc->y, NN_IDX(d->n, d->cb, d->oh, d->ow, l), acc);
 }
 
@@ -290,6 +326,37 @@ static const tir_stmt_t* bdw_cols(nn_kb_t* kb, bdw_t* d, int64_t o0, int64_t len
   return nn_for(kb, vw, len, s);
 }
 
+/* The window kernel: parallel over (image, channel block), rows and columns
+ * split into the interior (no guard) and the borders (masked taps). */
+static kiln_status_t win_emit(nn_kb_t* kb, bdw_t* d) {
+  const bc_t* bc = d->bc;
+  const int64_t CB = (bc->C + bc->c - 1) / bc->c;
+  tir_var_t* vnc = nn_var(kb, "ncb");
+  d->n = nn_divc(kb, nn_v(kb, vnc), CB);
+  d->cb = nn_modc(kb, nn_v(kb, vnc), CB);
+  int64_t hlo, hhi, wlo, whi;
+  nn_axis_interior(&bc->ah, &hlo, &hhi);
+  nn_axis_interior(&bc->aw, &wlo, &whi);
+  const int64_t segh[4] = {0, hlo, hhi, bc->ah.out}, segw[4] = {0, wlo, whi, bc->aw.out};
+  const tir_stmt_t* body = NULL;
+  for (int sh = 0; sh < 3; ++sh) {
+    int64_t nh = segh[sh + 1] - segh[sh];
+    if (nh <= 0) continue;
+    tir_var_t* vh = nn_var(kb, "oh");
+    d->oh = nn_addc(kb, nn_v(kb, vh), segh[sh]);
+    d->rows_guarded = sh != 1;
+    const tir_stmt_t* row = NULL;
+    for (int sw = 0; sw < 3; ++sw) {
+      d->cols_guarded = sw != 1;
+      row = tir_seq2(kb->t, row, bdw_cols(kb, d, segw[sw], segw[sw + 1] - segw[sw]));
+    }
+    body = tir_seq2(kb->t, body, nn_for(kb, vh, nh, row));
+  }
+  body = nn_for(kb, vnc, bc->N * CB, body);
+  if (bc->N * CB > 1) nn_parallel(kb, vnc);
+  return nn_emit(kb, body);
+}
+
 static kiln_status_t conv_depthwise_blocked(nn_kb_t* kb, bc_t* bc) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   const int64_t c = bc->c, CB = (bc->C + c - 1) / c, T = bc->T;
@@ -303,35 +370,35 @@ static kiln_status_t conv_depthwise_blocked(nn_kb_t* kb, bc_t* bc) {
       for (int64_t tap = 0; tap < T; ++tap) wp[((ch / c) * T + tap) * c + ch % c] = wval[ch * T + tap];
   free(wval);
   KILN_RETURN_IF_ERROR(s);
-  bdw_t d = {.bc = bc};
+  bdw_t d = {.bc = bc, .kind = WIN_DEPTHWISE};
   int64_t ws[3] = {CB, T, c};
   KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "wdw_blk", 3, ws, wp, &d.w));
   const int64_t bs[2] = {CB, c};
   KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 2, bs, &d.bias));
-  tir_var_t* vnc = nn_var(kb, "ncb");
-  d.n = nn_divc(kb, nn_v(kb, vnc), CB);
-  d.cb = nn_modc(kb, nn_v(kb, vnc), CB);
-  int64_t hlo, hhi, wlo, whi;
-  nn_axis_interior(&bc->ah, &hlo, &hhi);
-  nn_axis_interior(&bc->aw, &wlo, &whi);
-  const int64_t segh[4] = {0, hlo, hhi, bc->ah.out}, segw[4] = {0, wlo, whi, bc->aw.out};
-  const tir_stmt_t* body = NULL;
-  for (int sh = 0; sh < 3; ++sh) {
-    int64_t nh = segh[sh + 1] - segh[sh];
-    if (nh <= 0) continue;
-    tir_var_t* vh = nn_var(kb, "oh");
-    d.oh = nn_addc(kb, nn_v(kb, vh), segh[sh]);
-    d.rows_guarded = sh != 1;
-    const tir_stmt_t* row = NULL;
-    for (int sw = 0; sw < 3; ++sw) {
-      d.cols_guarded = sw != 1;
-      row = tir_seq2(kb->t, row, bdw_cols(kb, &d, segw[sw], segw[sw + 1] - segw[sw]));
-    }
-    body = tir_seq2(kb->t, body, nn_for(kb, vh, nh, row));
-  }
-  body = nn_for(kb, vnc, bc->N * CB, body);
-  if (bc->N * CB > 1) nn_parallel(kb, vnc);
-  return nn_emit(kb, body);
+  return win_emit(kb, &d);
+}
+
+/* MaxPool (no Indices) and AveragePool on NCHWc. */
+kiln_status_t nn_pool_blocked(kiln_lower_ctx_t* ctx, bool is_max) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  const char* op = is_max ? "MaxPool" : "AveragePool";
+  const kiln_tensor_t *xt = ctx->in_tensor[0], *yt = ctx->out_tensor[0];
+  if (!xt || !yt || xt->shape.rank != 4 || ctx->in_block[0] <= 0 || ctx->out_block[0] != ctx->in_block[0])
+    return kiln_make_status(KILN_INTERNAL, "%s: the blocked layout takes 2-D pools in and out of NCHWc", op);
+  int64_t ceil_mode = 0, cip = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "ceil_mode", 0, &ceil_mode));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "count_include_pad", 0, &cip));
+  bc_t bc;
+  memset(&bc, 0, sizeof bc);
+  bc.x = ctx->in[0], bc.y = ctx->out[0], bc.xb = bc.c = ctx->in_block[0];
+  bc.N = xt->shape.dims[0], bc.C = bc.M = xt->shape.dims[1];
+  nn_axis_t ax[2];
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, op, 2, xt->shape.dims + 2, yt->shape.dims + 2, NULL, ceil_mode != 0, ax));
+  bc.ah = ax[0], bc.aw = ax[1];
+  if (kiln_shape_count(&yt->shape) == 0) return NULL;
+  bdw_t d = {.bc = &bc, .kind = is_max ? WIN_MAX : WIN_AVG, .include_pad = cip != 0};
+  return win_emit(&kb, &d);
 }
 
 kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx) {

@@ -282,6 +282,7 @@ kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
  * GlobalAveragePool from NCHWc (the reorders: kiln_layout_emit_reorder). */
 kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx);
 kiln_status_t nn_global_avgpool_blocked(kiln_lower_ctx_t* ctx);
+kiln_status_t nn_pool_blocked(kiln_lower_ctx_t* ctx, bool is_max);
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 

@@ -282,8 +282,14 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
   return nn_emit(&kb, s);
 }
 
-kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
-kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
+kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_pool_blocked(ctx, true);
+  return pool_lower(ctx, POOL_MAX);
+}
+kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_pool_blocked(ctx, false);
+  return pool_lower(ctx, POOL_AVG);
+}
 kiln_status_t kiln_lower_nn_lppool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_LP); }
 
 /* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */

@@ -11,7 +11,8 @@
  * The kernels: convolutions with strides, pads (asymmetric), dilation,
  * depthwise groups, with and without bias, channel counts that are not
  * multiples of the block (remainder lanes), from a plain input (a stem)
- * and from a blocked one, GlobalAveragePool and element-wise ops with a
+ * and from a blocked one, MaxPool (ceil mode) and AveragePool (with and
+ * without count_include_pad), GlobalAveragePool and element-wise ops with a
  * scalar, run on the CPU backend with blocks of 8 and 16 lanes against
  * the reference executor. KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
@@ -30,7 +31,7 @@
 #define F32 KILN_DTYPE_F32
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
 #define NAMES(...) (const char*[]){__VA_ARGS__}
-#define MAX_FEEDS 16
+#define MAX_FEEDS 20
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
@@ -263,6 +264,18 @@ static void build_cases(tg_t* t) {
   snprintf(last, sizeof last, "h%d", N_CASES - 1);
   tg_node(t, "GlobalAveragePool", "gap", 1, NAMES(last), "gapo", 0, NULL);
   tg_output(t, "gapo");
+  /* pools on case 1's blocked conv output [1,16,9,9] */
+  static const int64_t pp[4] = {1, 1, 1, 1}, pa[4] = {0, 1, 1, 0}, k3[2] = {3, 3}, s2[2] = {2, 2};
+  kiln_attr_t mp[4] = {ints("kernel_shape", 2, k3), ints("strides", 2, s2), ints("pads", 4, pp), one_int("ceil_mode", 1)};
+  tg_node(t, "MaxPool", "mpool", 1, NAMES("h1"), "mpo", 4, mp);
+  tg_output(t, "mpo");
+  kiln_attr_t ap[3] = {ints("kernel_shape", 2, k3), ints("pads", 4, pa), one_int("count_include_pad", 0)};
+  tg_node(t, "AveragePool", "apool", 1, NAMES("h1"), "apo", 3, ap);
+  tg_output(t, "apo");
+  kiln_attr_t ap1[4] = {ints("kernel_shape", 2, k3), ints("pads", 4, pp), ints("strides", 2, s2),
+                        one_int("count_include_pad", 1)};
+  tg_node(t, "AveragePool", "apool1", 1, NAMES("h1"), "apo1", 4, ap1);
+  tg_output(t, "apo1");
   tg_scalar(t, "half", 0.5);
   tg_node(t, "Mul", "scale", 2, NAMES("h1", "half"), "sc", 0, NULL);
   tg_node(t, "Sigmoid", "sig", 1, NAMES("sc"), "sg", 0, NULL);
@@ -304,7 +317,8 @@ static void test_kernels(int32_t block) {
       CHECK_MSG(p->layout->node_blocked[node(g, n1)], "block %d: conv%d not blocked", (int)block, i);
     }
     CHECK(p->layout->node_blocked[node(g, "scale")] && p->layout->node_blocked[node(g, "sig")] &&
-          p->layout->node_blocked[node(g, "gap")]);
+          p->layout->node_blocked[node(g, "gap")] && p->layout->node_blocked[node(g, "mpool")] &&
+          p->layout->node_blocked[node(g, "apool")] && p->layout->node_blocked[node(g, "apool1")]);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
     kiln_cpu_options_t o;
