@@ -44,7 +44,7 @@ static bool same_dims(const kiln_graph_t* g, int32_t a, int32_t b) {
   return true;
 }
 
-static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n) {
+static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, int32_t block) {
   if (n->domain && n->domain[0]) return KILN_LAYOUT_PLAIN_ONLY;
   if (n->n_outputs < 1 || !f32_4d(g, n->outputs[0])) return KILN_LAYOUT_PLAIN_ONLY;
   for (int32_t j = 1; j < n->n_outputs; ++j)
@@ -68,6 +68,19 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n) {
   }
   if (!strcmp(n->op_type, "MaxPool") || !strcmp(n->op_type, "AveragePool")) {
     return n->n_inputs == 1 && f32_4d(g, n->inputs[0]) ? KILN_LAYOUT_POOL : KILN_LAYOUT_PLAIN_ONLY;
+  }
+  if (!strcmp(n->op_type, "Concat")) {
+    /* axis 1 as written (the lowering normalises a negative axis against
+     * the blocked buffer's rank); every offset a whole number of blocks */
+    int64_t axis = 0;
+    kiln_status_t s = kiln_attr_int(n, "axis", 0, &axis);
+    if (s) kiln_status_free(s);
+    if (s || axis != 1 || n->n_inputs < 1) return KILN_LAYOUT_PLAIN_ONLY;
+    for (int32_t j = 0; j < n->n_inputs; ++j) {
+      if (!f32_4d(g, n->inputs[j])) return KILN_LAYOUT_PLAIN_ONLY;
+      if (j + 1 < n->n_inputs && g->tensors[n->inputs[j]].shape.dims[1] % block) return KILN_LAYOUT_PLAIN_ONLY;
+    }
+    return KILN_LAYOUT_CONCAT;
   }
   if (!strcmp(n->op_type, "GlobalAveragePool")) {
     return n->n_inputs == 1 && f32_4d(g, n->inputs[0]) ? KILN_LAYOUT_GAP : KILN_LAYOUT_PLAIN_ONLY;
@@ -102,6 +115,7 @@ int32_t kiln_layout_in_port(const kiln_layout_t* l, const kiln_graph_t* g, int32
     case KILN_LAYOUT_POOL:
     case KILN_LAYOUT_GAP: return j == 0 ? l->block : 0;
     case KILN_LAYOUT_EW: return ew_full(g, n, j) ? l->block : 0;
+    case KILN_LAYOUT_CONCAT: return l->block;
     default: return 0;
   }
 }
@@ -156,7 +170,7 @@ kiln_status_t kiln_layout_choose(const kiln_graph_t* g, int32_t block, kiln_layo
   if (block > 0) {
     for (int32_t ni = 0; ni < g->n_nodes; ++ni) {
       const kiln_node_t* n = &g->nodes[ni];
-      l.role[ni] = (uint8_t)role_of(g, n);
+      l.role[ni] = (uint8_t)role_of(g, n, block);
       for (int32_t j = 0; j < n->n_inputs && l.role[ni] != KILN_LAYOUT_PLAIN_ONLY; ++j)
         if (n->inputs[j] >= 0) blk_use[n->inputs[j]] = 1;
     }
@@ -165,7 +179,8 @@ kiln_status_t kiln_layout_choose(const kiln_graph_t* g, int32_t block, kiln_layo
       const kiln_node_t* n = &g->nodes[ni];
       if (l.role[ni] == KILN_LAYOUT_PLAIN_ONLY) continue;
       for (int32_t j = 0; j < n->n_inputs; ++j)
-        if (n->inputs[j] >= 0 && (j == 0 || (l.role[ni] == KILN_LAYOUT_EW && ew_full(g, n, j)))) ++l.n_reorders_naive;
+        if (n->inputs[j] >= 0 && (j == 0 || l.role[ni] == KILN_LAYOUT_CONCAT || (l.role[ni] == KILN_LAYOUT_EW && ew_full(g, n, j))))
+          ++l.n_reorders_naive;
       if (l.role[ni] != KILN_LAYOUT_GAP) ++l.n_reorders_naive;
     }
     /* Cancelling the pairs, in topological order. */
@@ -182,6 +197,10 @@ kiln_status_t kiln_layout_choose(const kiln_graph_t* g, int32_t block, kiln_layo
         case KILN_LAYOUT_EW:
           for (int32_t j = 0; j < n->n_inputs; ++j)
             if (ew_full(g, n, j) && l.tensor_block[n->inputs[j]] > 0) on = true;
+          break;
+        case KILN_LAYOUT_CONCAT:
+          for (int32_t j = 0; j < n->n_inputs; ++j)
+            if (l.tensor_block[n->inputs[j]] > 0) on = true;
           break;
         default: break;
       }

@@ -28,7 +28,9 @@
  * with one output channel per group, constant or no bias), the element-wise
  * ops of kiln_layout_ew_ok (every input either of the output's shape or one
  * element), MaxPool (without Indices) and AveragePool (2-D), which run
- * blocked when their input is, GlobalAveragePool. */
+ * blocked when their input is, GlobalAveragePool, and Concat on axis 1
+ * whose inputs but the last have whole blocks of channels (the blocks then
+ * concatenate as they are), which runs blocked when one input is. */
 #ifndef KILN_LOWERING_LAYOUT_H_
 #define KILN_LOWERING_LAYOUT_H_
 
@@ -47,6 +49,7 @@ typedef enum kiln_layout_role_e {
   KILN_LAYOUT_EW,             /* element-wise over same-shape inputs and scalars */
   KILN_LAYOUT_GAP,            /* GlobalAveragePool: blocked in, plain out */
   KILN_LAYOUT_POOL,           /* MaxPool (no Indices), AveragePool */
+  KILN_LAYOUT_CONCAT,         /* Concat on channels at offsets that are whole blocks */
 } kiln_layout_role_t;
 
 typedef struct kiln_layout_s {

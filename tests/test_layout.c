@@ -12,7 +12,8 @@
  * depthwise groups, with and without bias, channel counts that are not
  * multiples of the block (remainder lanes), from a plain input (a stem)
  * and from a blocked one, MaxPool (ceil mode) and AveragePool (with and
- * without count_include_pad), GlobalAveragePool and element-wise ops with a
+ * without count_include_pad), Concat on channels, GlobalAveragePool and
+ * element-wise ops with a
  * scalar, run on the CPU backend with blocks of 8 and 16 lanes against
  * the reference executor. KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
@@ -276,6 +277,13 @@ static void build_cases(tg_t* t) {
                         one_int("count_include_pad", 1)};
   tg_node(t, "AveragePool", "apool1", 1, NAMES("h1"), "apo1", 4, ap1);
   tg_output(t, "apo1");
+  /* Concat of case 1's output (16 channels: whole blocks of 8 and 16) and
+   * a 1x1 conv of it to 20 (a remainder in the last input) */
+  tg_const(t, "wcat", 4, DIMS(20, 16, 1, 1));
+  tg_node(t, "Conv", "catc", 2, NAMES("h1", "wcat"), "h1b", 0, NULL);
+  tg_node(t, "Concat", "cat", 2, NAMES("h1", "h1b"), "cato", 1, (kiln_attr_t[]){one_int("axis", 1)});
+  tg_node(t, "Relu", "catr", 1, NAMES("cato"), "catro", 0, NULL);
+  tg_output(t, "catro");
   tg_scalar(t, "half", 0.5);
   tg_node(t, "Mul", "scale", 2, NAMES("h1", "half"), "sc", 0, NULL);
   tg_node(t, "Sigmoid", "sig", 1, NAMES("sc"), "sg", 0, NULL);
@@ -318,7 +326,8 @@ static void test_kernels(int32_t block) {
     }
     CHECK(p->layout->node_blocked[node(g, "scale")] && p->layout->node_blocked[node(g, "sig")] &&
           p->layout->node_blocked[node(g, "gap")] && p->layout->node_blocked[node(g, "mpool")] &&
-          p->layout->node_blocked[node(g, "apool")] && p->layout->node_blocked[node(g, "apool1")]);
+          p->layout->node_blocked[node(g, "apool")] && p->layout->node_blocked[node(g, "apool1")] &&
+          p->layout->node_blocked[node(g, "cat")]);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
     kiln_cpu_options_t o;
