@@ -452,6 +452,9 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
     kiln_partition_report_free(&fallbacks);
   }
+  const char* env_layout = getenv("KILN_LAYOUT");
+  if (!s && c->layout == KILN_LAYOUT_MODE_DEFAULT && env_layout && kiln_compile_layout_parse(env_layout) < 0)
+    s = kiln_compile_log_line(log, "warning", "KILN_LAYOUT='%s' is neither nchw nor auto: ignored", env_layout);
   if (!s && plan->layout) {
     char ln[24];
     const kiln_layout_t* L = plan->layout;
