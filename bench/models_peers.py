@@ -23,7 +23,11 @@ layout pass, NCHWc where it chooses; nchw turns it off), reported as "kiln cpu"
 (kiln auto, kiln nchw, onnxruntime, [PyTorch], then again), so a loaded machine
 slows them alike, and reports the median of the R medians; the load average
 before and after goes into the notes. kiln's compile cache is cold for its first
-round only (the compile time is that round's).
+round only (the compile time is that round's). --cpu-time reports CPU time per run
+(user + system, all threads) instead of the wall-clock median: on a machine loaded by
+other jobs wall time mostly measures the scheduler, CPU time the work (kiln: the
+rusage of `kiln run --repeat N+1` minus that of `--repeat 1`; onnxruntime:
+time.process_time over N runs after warm-up).
 Prints a line per model as it finishes (with an ETA), then a table; --json writes
 {"threads", "repeat", "machine", "versions", "notes", "models": [{"name",
 "latency_ms": {"kiln cpu", "onnxruntime", "pytorch"}, "compile_s", "kernels",
@@ -34,6 +38,8 @@ runtime failed on any model (the others still run), 2 on a bad command line.
 import argparse
 import json
 import os
+import resource
+import subprocess
 import platform
 import statistics
 import sys
@@ -79,6 +85,37 @@ def kiln_latency(kiln, model, inp, threads, repeat, layout=None, cache=None):
     c = models_cpu.COMPILE_RE.search(out)
     compile_s = sum(float(c.group(i)) for i in (2, 3, 5, 6)) / 1e3 if c else None
     return float(m.group(1)), compile_s, int(c.group(1)) if c else None
+
+
+def kiln_cpu_ms(kiln, model, inp, threads, repeat, layout, cache):
+    """CPU ms per run of `kiln run` (the difference of repeat+1 and 1 runs)."""
+    def used(n):
+        cmd = [kiln, "run", model, "--target", "cpu", "--threads", str(threads),
+               "--input", f"input={inp}", "--repeat", str(n)] + (["--layout", layout] if layout else [])
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DIR=cache))
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    one = used(1)
+    return (used(repeat + 1) - one) * 1e3 / repeat
+
+
+def ort_cpu_ms(model, x, threads, repeat):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    for _ in range(WARMUP):
+        sess.run(None, {name: x})
+    t0 = time.process_time()
+    for _ in range(repeat):
+        sess.run(None, {name: x})
+    return (time.process_time() - t0) * 1e3 / repeat
 
 
 def torch_available():
@@ -150,6 +187,7 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch")
     ap.add_argument("--layouts", default="auto", help="kiln's CPU layouts to run: auto, nchw or both")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (median of their medians)")
+    ap.add_argument("--cpu-time", action="store_true", help="CPU time per run instead of wall-clock latency")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeat < 1 or args.rounds < 1:
         ap.error("--threads, --repeat and --rounds must be >= 1")
@@ -178,6 +216,9 @@ def main(argv=None):
         notes.append("PyTorch: eager torchvision model with the same seeded weights as the ONNX "
                      "file (BatchNorm not folded, nothing fused), torch.set_num_threads = threads.")
     kiln_rt = {"auto": KILN, "nchw": KILN_NCHW}
+    if args.cpu_time and not why_no_torch:
+        why_no_torch = "--cpu-time (not measured for PyTorch)"
+        notes.append(f"PyTorch skipped: {why_no_torch}.")
     runtimes = [kiln_rt[x] for x in layouts] + [ORT] + ([] if why_no_torch else [TORCH])
     load0 = os.getloadavg()
 
@@ -206,9 +247,13 @@ def main(argv=None):
                     os.makedirs(cache, exist_ok=True)
                     try:
                         # one layout per cache folder: cold on the first round only
-                        ms, comp, kern = kiln_latency(args.kiln, model, inp, args.threads, args.repeat,
+                        ms, comp, kern = kiln_latency(args.kiln, model, inp, args.threads,
+                                                      1 if args.cpu_time else args.repeat,
                                                       None if lay == "auto" and len(layouts) == 1 else lay,
                                                       cache)
+                        if args.cpu_time:
+                            ms = kiln_cpu_ms(args.kiln, model, inp, args.threads, args.repeat,
+                                             None if lay == "auto" and len(layouts) == 1 else lay, cache)
                         got[r].append(ms)
                         if rnd == 0 and r == runtimes[0]:
                             row["compile_s"], row["kernels"] = comp, kern
@@ -219,7 +264,8 @@ def main(argv=None):
                         row["errors"][r] = str(e)
                 if ORT not in row["errors"]:
                     try:
-                        got[ORT].append(models_cpu.ort_latency(model, x, args.threads, args.repeat))
+                        got[ORT].append(ort_cpu_ms(model, x, args.threads, args.repeat) if args.cpu_time
+                                        else models_cpu.ort_latency(model, x, args.threads, args.repeat))
                     except Exception as e:
                         row["errors"][ORT] = str(e)
                 if TORCH in runtimes and TORCH not in row["errors"]:
@@ -271,12 +317,15 @@ def main(argv=None):
             line += f"{fmt(ratio(lat.get(first), lat.get(TORCH))) + 'x':>12}"
         line += f"{fmt(row['compile_s']):>11}"
         print(line)
+    if args.cpu_time:
+        print("figures are CPU ms per run (user + system, all threads), not latency")
     print("ratios < 1 mean kiln is faster; compile = cold cache (lowering + codegen + cc + load)")
     for n in notes:
         print(f"note: {n}")
 
     if args.json:
         res = {"threads": args.threads, "repeat": args.repeat, "rounds": args.rounds, "layouts": layouts,
+               "metric": "cpu_ms" if args.cpu_time else "latency_ms",
                "machine": {"cpu": cpu_name(), "threads": os.cpu_count()},
                "versions": versions, "notes": notes, "models": rows}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
