@@ -93,8 +93,10 @@ typedef struct kiln_compile_config_s {
    * avoid 64-bit words and the subgroup mode. */
   uint32_t gpu_lacks;
   /* Memory layouts on the CPU target (lowering/layout.h): NCHWc where the
-   * layout pass chooses it, at -O1 (-O0 keeps NCHW). DEFAULT: the
-   * environment's KILN_LAYOUT (nchw|auto), else kiln_compile_layout_default. */
+   * layout pass chooses it, at -O1 (-O0 keeps NCHW, and so do auto
+   * precision, dynamic dims and an explicit tuning cache, whose knobs are
+   * the NCHW GEMMs'). DEFAULT: the environment's KILN_LAYOUT (nchw|auto),
+   * else auto. */
   int layout; /* kiln_layout_mode_t */
 } kiln_compile_config_t;
 

@@ -230,8 +230,12 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   g.n_outer = !bc->row; /* the weights (R) are the big operand */
   g.direct_l = bc->row;
   g.nr_max = 2 * bc->c;
-  nn_gemm_tiles(ctx, &g);
-  /* one channel block per tile column: the store is one vector of Y */
+  /* Tiles here, not by nn_gemm_tiles: its gemm hook (a tuner's knobs,
+   * searched on the NCHW GEMMs) would not fit these columns. K blocks of
+   * about 320 as there. */
+  const int64_t KO = bc->C, nk = (g.K + 319) / 320;
+  g.kc = !g.reload || g.K <= 512 ? KO : (KO + nk - 1) / nk;
+  /* one or two channel blocks per tile column: each vector is one block of Y */
   int64_t lanes, regs;
   nn_simd(ctx, &lanes, &regs);
   g.nr = bc->Mp % (2 * bc->c) == 0 ? 2 * bc->c : bc->c;
