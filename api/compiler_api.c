@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/driver.h"
+#include "lowering/sparse_block.h"
 #include "frontend/onnx.h"
 #include "kiln/custom_op.h"
 #include "runtime/device_registry.h"
@@ -36,6 +37,7 @@ struct kiln_compiler_s {
   int opt, threads;
   int fp16_arith; /* -1: ask the device */
   int64_t loop_limit; /* -1: ask the device (GPU targets) */
+  int32_t sparse;     /* kiln_sparse_mode_t */
   kiln_compile_precision_t prec;
   uint8_t* module;
   size_t module_len;
@@ -210,6 +212,13 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
   if (!strcmp(name, "dump")) return set_str(c, OPT_DUMP, value);
   if (!strcmp(name, "cpu-target")) return set_str(c, OPT_CPU_TARGET, value);
   if (!strcmp(name, "tuning-cache")) return set_str(c, OPT_TUNING_CACHE, value);
+  if (!strcmp(name, "sparse")) {
+    if (!strcmp(value, "auto")) c->sparse = KILN_SPARSE_AUTO;
+    else if (!strcmp(value, "off")) c->sparse = KILN_SPARSE_OFF;
+    else if (!strcmp(value, "on")) c->sparse = KILN_SPARSE_ON;
+    else return kiln_make_status(KILN_INVALID_ARGUMENT, "option sparse='%s': expected auto, on or off", value);
+    return NULL;
+  }
   return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_set_option: unknown option '%s' (value '%s')", name,
                           value);
 }
@@ -238,6 +247,7 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   r.model_name = c->strs[OPT_MODEL_NAME];
   r.cpu_targets = c->strs[OPT_CPU_TARGET];
   r.tuning_path = c->strs[OPT_TUNING_CACHE];
+  r.sparse = c->sparse;
   /* the graph parsed by load_model serves the first compile; later ones parse again */
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;

@@ -2,6 +2,7 @@
 #include "api/driver.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/model_dims.h"
@@ -9,6 +10,7 @@
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/program.h"
 
 /* What the compile needs to know of the target device: whether it computes
  * in half (fp16/auto) and its loop limit (GPU targets), from the request
@@ -23,6 +25,19 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
                                     kiln_compile_log_t* log, kiln_device_t** out_dev) {
   *out_dev = NULL;
   *gpu_lacks = 0;
+  if (r->run_device) { /* the device it will run on, asked already */
+    kiln_device_t* d = r->run_device;
+    if (r->target->lowering == KILN_TARGET_CLASS_GPU) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);
+    *loop_limit = r->loop_limit >= 0 ? r->loop_limit : d->info.loop_limit;
+    if (need_fp16) {
+      prec->fp16_arith = r->fp16_arith < 0 ? d->info.fp16_arith : r->fp16_arith == 1;
+      prec->device = devname;
+      snprintf(devname, n, "%s", kiln_device_name(d));
+    }
+    kiln_device_retain(d);
+    *out_dev = d;
+    return NULL;
+  }
   const char* dev = r->device ? r->device : r->target->name;
   *loop_limit = r->loop_limit > 0 ? r->loop_limit : 0;
   const bool ask_fp16 = need_fp16 && r->fp16_arith < 0;
@@ -53,7 +68,7 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
       *gpu_lacks = kiln_compile_gpu_lacks(NULL);
       if (!s)
         s = kiln_compile_log_line(log, "note", "%s device not available; its shaders use no 64-bit integers "
-                                  "and no subgroup operations", dev);
+                                  "and no subgroup operations, and f64 nodes run on the CPU", dev);
     }
   } else {
     if (ask_feats) *gpu_lacks = kiln_compile_gpu_lacks(&d->info);
@@ -65,16 +80,84 @@ static kiln_status_t resolve_device(const kiln_driver_request_t* r, bool need_fp
   return s;
 }
 
-kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
-                                  kiln_program_t** out) {
-  kiln_graph_t* g = parsed;
-  if (!g) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &g));
+/* Shape buckets (--dim NAME=V1,V2,...): the whole compile once per size,
+ * with NAME bound to it, into one program that carries the others
+ * (runtime/program_buckets.c). */
+static kiln_status_t compile_buckets(const kiln_driver_request_t* r, int32_t at, const char* name,
+                                     const int64_t* values, int32_t nv, kiln_compile_log_t* log, kiln_program_t** out) {
+  for (int32_t i = 0; i < r->n_dims; ++i) {
+    char other[256];
+    int64_t v[KILN_PROGRAM_MAX_BUCKETS];
+    int32_t n = 0;
+    if (i != at && !kiln_model_dim_set(r->dims[i], other, sizeof other, v, KILN_PROGRAM_MAX_BUCKETS, &n) && n)
+      return kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' has shape buckets already (one such dim per "
+                              "module so far)", r->dims[i], name);
+  }
+  const char** dims = calloc((size_t)r->n_dims, sizeof(char*));
+  kiln_program_t** progs = calloc((size_t)nv, sizeof(kiln_program_t*));
+  char spec[300];
+  kiln_status_t s = dims && progs ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory compiling buckets");
+  for (int32_t i = 0; i < r->n_dims && !s; ++i) dims[i] = i == at ? spec : r->dims[i];
+  for (int32_t k = 0; k < nv && !s; ++k) {
+    snprintf(spec, sizeof spec, "%s=%lld", name, (long long)values[k]);
+    kiln_driver_request_t rk = *r;
+    rk.dims = dims;
+    s = kiln_compile_log_line(log, "model", "shape bucket %d of %d: %s", (int)k + 1, (int)nv, spec);
+    if (!s) s = kiln_driver_compile(&rk, NULL, log, &progs[k]);
+    if (s) s = kiln_status_annotate(s, "shape bucket %s", spec);
+  }
+  kiln_program_t* p = s ? NULL : progs[0];
+  if (!s) s = kiln_program_strdup(p, name, &p->bucket_dim);
+  if (!s) {
+    void* m = NULL;
+    s = kiln_allocator_malloc(p->allocator, sizeof(int64_t) * (size_t)nv, "bucket sizes", &m);
+    if (!s) memcpy(p->bucket_values = m, values, sizeof(int64_t) * (size_t)nv);
+    if (!s) s = kiln_allocator_malloc(p->allocator, sizeof(kiln_program_t*) * (size_t)(nv - 1), "buckets", &m);
+    if (!s) {
+      memcpy(p->buckets = m, progs + 1, sizeof(kiln_program_t*) * (size_t)(nv - 1));
+      p->n_buckets = nv; /* p owns them from here on */
+      for (int32_t k = 1; k < nv; ++k) progs[k] = NULL;
+    }
+  }
+  int32_t key_in = -1, key_axis = -1;
+  if (!s) kiln_program_bucket_key(p, &key_in, &key_axis);
+  if (!s && key_in < 0)
+    s = kiln_make_status(KILN_UNSUPPORTED, "--dim %s=..: no input's shape changes with dim '%s' (nothing to pick a "
+                         "bucket by)", name, name);
+  if (!s) s = kiln_program_validate_buckets(p);
+  if (!s)
+    s = kiln_compile_log_line(log, "model", "shape buckets: dim '%s' at %d sizes, one static program each, picked "
+                              "by input '%s' dim %d at run time", name, (int)nv, p->input_names[key_in],
+                              (int)key_axis);
+  if (s)
+    for (int32_t k = 0; progs && k < nv; ++k) kiln_program_destroy(progs[k]);
+  else
+    *out = p;
+  free(dims);
+  free(progs);
+  return s;
+}
+
+void kiln_driver_graph_free(kiln_driver_graph_t* dg) {
+  if (!dg) return;
+  kiln_graph_destroy(dg->g);
+  kiln_precision_policy_free(&dg->int8_rules);
+  memset(dg, 0, sizeof *dg);
+}
+
+kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
+                                kiln_driver_graph_t* out) {
+  memset(out, 0, sizeof *out);
+  out->prec = r->precision;
+  out->prec.int8_rules = &out->int8_rules;
+  if (!parsed) KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(r->model_path, NULL, kiln_allocator_system(), &parsed));
+  kiln_graph_t* g = out->g = parsed;
   kiln_status_t s = NULL;
   /* A dynamic dim (NAME=LO..HI): checked on the model with the dim
    * symbolic (parsed again: this one is prepared with the dim at 1, one
    * sample), then made per-sample after lowering (lowering/plan_dyn.h). */
-  char dyn[256] = "";
-  int64_t dyn_lo = 0, dyn_hi = 0;
+  char* dyn = out->dyn;
+  const size_t dyn_n = sizeof out->dyn;
   for (int32_t i = 0; i < r->n_dims && !s; ++i) {
     char name[256];
     int64_t lo, hi;
@@ -82,16 +165,17 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     s = kiln_model_dim_range(r->dims[i], name, sizeof name, &lo, &hi, &range);
     if (s || !range) continue;
     if (dyn[0])
-      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dynamic dim per module so far)",
-                           r->dims[i], dyn);
-    else if (strcmp(r->target->name, "cpu") != 0)
+      s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dim per module takes a "
+                           "range so far; a dim inside the kernels' shapes can be compiled for a set of sizes, one "
+                           "static program each: --dim %s=16,64,128)", r->dims[i], dyn, name);
+    else if (!r->target || strcmp(r->target->name, "cpu") != 0)
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu target only so far (the "
                            "%s target's kernels launch a fixed grid); compile with -t cpu or a fixed size", r->dims[i],
-                           r->target->name);
+                           r->target ? r->target->name : "reference");
     if (!s) s = kiln_model_batch_alias(g, name, sizeof name);
-    snprintf(dyn, sizeof dyn, "%s", name);
-    dyn_lo = lo;
-    dyn_hi = hi;
+    snprintf(dyn, dyn_n, "%s", name);
+    out->dyn_lo = lo;
+    out->dyn_hi = hi;
     kiln_graph_t* sym = NULL;
     kiln_graph_t* at2 = NULL;
     kiln_graph_t* at3 = NULL;
@@ -123,13 +207,17 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
     s = kiln_compile_log_line(log, "model", "note: symbolic dims bound to 1 for costs (set with --dim):%s", bound);
   if (!s) s = kiln_graph_prepare(g);
   /* int8 (and auto's int8 layers) before the passes, which see the Q/DQ nodes */
-  kiln_compile_precision_t prec = r->precision;
-  kiln_precision_policy_t int8_rules = {0};
-  prec.int8_rules = &int8_rules;
-  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &prec, log);
+  if (!s) s = kiln_quantize_for_precision(r->model_path, g, &out->prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   if (!s) s = kiln_compile_graph_passes(g, r->opt, r->target, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
+  return s;
+}
+
+kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_graph_t* dg, kiln_compile_log_t* log,
+                                kiln_program_t** out) {
+  kiln_compile_precision_t prec = dg->prec;
+  kiln_status_t s = NULL;
   char devname[300];
   int64_t loop_limit = 0;
   uint32_t gpu_lacks = 0;
@@ -138,11 +226,28 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
   if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, &gpu_lacks, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
-                              r->tuning_path, dev, loop_limit, dyn[0] ? dyn : NULL, dyn_lo, dyn_hi,
-                              r->tuning_default, gpu_lacks, r->layout};
-  if (!s) s = kiln_compile_program(g, &cc, log, out);
+                              r->tuning_path, dev, loop_limit, dg->dyn[0] ? dg->dyn : NULL, dg->dyn_lo, dg->dyn_hi,
+                              r->tuning_default, gpu_lacks, r->sparse, r->layout};
+  if (!s) s = kiln_compile_program(dg->g, &cc, log, out);
   kiln_device_release(dev);
-  kiln_graph_destroy(g);
-  kiln_precision_policy_free(&int8_rules);
+  return s;
+}
+
+kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
+                                  kiln_program_t** out) {
+  for (int32_t i = 0; i < r->n_dims; ++i) {
+    char name[256];
+    int64_t values[KILN_PROGRAM_MAX_BUCKETS];
+    int32_t nv = 0;
+    kiln_status_t bs = kiln_model_dim_set(r->dims[i], name, sizeof name, values, KILN_PROGRAM_MAX_BUCKETS, &nv);
+    if (bs || nv) {
+      kiln_graph_destroy(parsed);
+      return bs ? bs : compile_buckets(r, i, name, values, nv, log, out);
+    }
+  }
+  kiln_driver_graph_t dg;
+  kiln_status_t s = kiln_driver_graph(r, parsed, log, &dg);
+  if (!s) s = kiln_driver_build(r, &dg, log, out);
+  kiln_driver_graph_free(&dg);
   return s;
 }

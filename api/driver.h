@@ -1,10 +1,13 @@
-/* The whole compile of an ONNX model, as `kiln compile` and the compiler
- * API (kiln/compiler.h) both run it: parse, bind dims, prepare, graph
- * passes, the fp16 arithmetic of the target device, then the pipeline of
+/* The whole compile of an ONNX model, as `kiln compile`, `kiln run` and
+ * the compiler API (kiln/compiler.h) all run it: parse, bind dims,
+ * prepare, int8 quantization (--precision int8|auto), graph passes, the
+ * fp16 arithmetic of the target device, then the pipeline of
  * compiler/pipeline.h, everything it did going into the log. The API
  * wraps it with string options; the CLI with its flags, a hook to write
  * the graph around the passes (--dump-graph), module signing and the
- * session it makes without -o. */
+ * session it makes without -o. `kiln run` takes the two halves apart
+ * (kiln_driver_graph, then kiln_driver_build) because it keeps the graph
+ * for the reference interpreter (-t ref, --check-ref). */
 #ifndef KILN_API_DRIVER_H_
 #define KILN_API_DRIVER_H_
 
@@ -36,9 +39,39 @@ typedef struct kiln_driver_request_s {
   /* Loop iterations one shader invocation may run in all (0: none; -1:
    * ask the target's device when the target is a GPU one, `--loop-limit`). */
   int64_t loop_limit;
+  /* CPU block-sparse convolutions (kiln_compile_config_t.sparse; 0 = AUTO) */
+  int32_t sparse;
+  /* The device the program will run on, already open (`kiln run`, which
+   * opens it first so a GPU that falls back to the CPU gets CPU code):
+   * its fp16 arithmetic (fp16_arith -1), loop limit (loop_limit -1),
+   * shader features and tuning records apply, and |device| is not opened
+   * again. NULL: asked by name as above. Borrowed. */
+  kiln_device_t* run_device;
   /* `--layout nchw|auto` (kiln_layout_mode_t; 0: the default) */
   int layout;
 } kiln_driver_request_t;
+
+/* The first half of a compile: the graph after its passes, and what the
+ * second half needs of the first. Owned by the caller's variable (not
+ * movable: |prec| points into it); free with kiln_driver_graph_free. */
+typedef struct kiln_driver_graph_s {
+  kiln_graph_t* g;               /* prepared, quantized, optimised */
+  kiln_compile_precision_t prec; /* the request's, with the int8 layers below */
+  kiln_precision_policy_t int8_rules;
+  char dyn[256];                 /* the dynamic dim ("" none) and its range */
+  int64_t dyn_lo, dyn_hi;
+} kiln_driver_graph_t;
+
+/* Parse (unless |parsed|, consumed either way), dims, prepare, quantize,
+ * passes (r->target's; NULL: every pass, for the reference interpreter).
+ * *out is set up even on failure (free it either way). */
+KILN_MUST_USE kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* parsed,
+                                              kiln_compile_log_t* log, kiln_driver_graph_t* out);
+/* The second half: the target device's answers, then kiln_compile_program
+ * on dg->g (which stays dg's). */
+KILN_MUST_USE kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_graph_t* dg,
+                                              kiln_compile_log_t* log, kiln_program_t** out);
+void kiln_driver_graph_free(kiln_driver_graph_t* dg);
 
 /* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,
  * unprepared graph of the model, consumed either way. Log sections beyond

@@ -69,6 +69,36 @@ kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64
   return NULL;
 }
 
+kiln_status_t kiln_model_dim_set(const char* spec, char* name, size_t n, int64_t* values, int32_t max,
+                                 int32_t* out_n) {
+  *out_n = 0;
+  const char* eq = strchr(spec, '=');
+  if (!eq || !strchr(eq + 1, ',')) return NULL;
+  int32_t cnt = 0;
+  const char* at = eq + 1;
+  bool ok = eq != spec;
+  while (ok) {
+    char* end = NULL;
+    errno = 0;
+    long long v = strtoll(at, &end, 10);
+    ok = end != at && errno != ERANGE && v >= 1 && v <= (1ll << 20) && cnt < max && (*end == ',' || !*end);
+    if (!ok) break;
+    int32_t i = cnt++; /* insertion sort: a handful of sizes */
+    while (i > 0 && values[i - 1] > v) values[i] = values[i - 1], --i;
+    ok = !(i > 0 && values[i - 1] == v);
+    values[i] = v;
+    if (!*end) break;
+    at = end + 1;
+  }
+  if (!ok || cnt < 2)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "--dim '%s': expected NAME=SIZE,SIZE,... with 2 to %d different sizes in 1..%lld (shape "
+                            "buckets)", spec, (int)max, 1ll << 20);
+  snprintf(name, n, "%.*s", (int)(eq - spec), spec);
+  *out_n = cnt;
+  return NULL;
+}
+
 kiln_status_t kiln_model_batch_alias(const kiln_graph_t* g, char* name, size_t n) {
   if (strcmp(name, "batch") != 0) return NULL;
   for (int32_t k = 1; k <= g->n_symbols; ++k)

@@ -28,6 +28,14 @@ int32_t kiln_model_bind_rest_to_one(kiln_graph_t* g, char* names, size_t n);
 KILN_MUST_USE kiln_status_t kiln_model_dim_range(const char* spec, char* name, size_t n, int64_t* out_lo,
                                                  int64_t* out_hi, bool* out_is_range);
 
+/* Whether |spec| asks for shape buckets ("NAME=V1,V2,..."): *out_n sizes
+ * (0 when it does not), the name (truncated to |n| bytes) and the sizes,
+ * ascending, into |values| (room for |max|). INVALID_ARGUMENT quoting
+ * |spec| for a malformed list, a size outside 1..2^20, a repeated size,
+ * fewer than 2 or more than |max| sizes. */
+KILN_MUST_USE kiln_status_t kiln_model_dim_set(const char* spec, char* name, size_t n, int64_t* values, int32_t max,
+                                               int32_t* out_n);
+
 /* `batch` names the model's batch dim when no dim of it is called that: the
  * symbol at dim 0 of its first input, copied into |name| (|n| bytes).
  * |name| is left alone for another name or a model with a dim 'batch';

@@ -76,11 +76,17 @@ kiln_status_t kiln_model_check_per_sample(const char* name, kiln_graph_t* sym, k
     const kiln_tensor_t* t = &sym->tensors[sym->inputs[i]];
     bool at0 = t->shape.rank >= 1 && kiln_dim_symbol(t->shape.dims[0]) == s, elsewhere = false;
     for (int32_t d = 1; d < t->shape.rank; ++d) elsewhere |= kiln_dim_symbol(t->shape.dims[d]) == s;
+    int32_t where = -1;
+    for (int32_t d = 1; d < t->shape.rank && where < 0; ++d)
+      if (kiln_dim_symbol(t->shape.dims[d]) == s) where = d;
     if (!at0 || elsewhere)
       return kiln_make_status(KILN_UNSUPPORTED,
-                              "dim '%s' cannot be dynamic: input '%s' does not have it as its dim 0 alone (a "
-                              "dynamic dim is the outermost dim of every input and output so far)",
-                              name, t->name);
+                              "dim '%s' cannot be dynamic: input '%s' does not have it as its dim 0 alone%s (a "
+                              "range is compiled for the outermost dim of every input and output so far; a dim "
+                              "inside the kernels' shapes can be compiled for a set of sizes, one static program "
+                              "each: --dim %s=16,64,128)",
+                              name, t->name, where > 0 ? " (it is inside the shape, where the kernels' loops and "
+                              "tiles are fixed)" : "", name);
   }
   KILN_RETURN_IF_ERROR(bind_prepare(at2, name, 2), "checking dynamic dim '%s' at 2", name);
   KILN_RETURN_IF_ERROR(bind_prepare(at3, name, 3), "checking dynamic dim '%s' at 3", name);

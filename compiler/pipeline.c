@@ -5,6 +5,7 @@
 #include "compiler/pipeline.h"
 
 #include "lowering/layout.h"
+#include "lowering/sparse_block.h"
 
 #include "targets/partition.h"
 
@@ -351,6 +352,33 @@ static kiln_status_t log_results(const kiln_plan_t* plan, const kiln_program_t* 
                                (double)p->code.text_len / 1e3, (double)p->weights_len / 1e6);
 }
 
+/* Block-sparse weights: a line per convolution whose weights have zero
+ * blocks (or that runs sparse), and the totals. */
+static kiln_status_t log_sparse(const kiln_plan_t* plan, kiln_compile_log_t* log) {
+  int32_t n_sparse = 0;
+  int64_t dense = 0, sparse = 0;
+  for (int32_t i = 0; i < plan->n_sparse_notes; ++i) {
+    const kiln_plan_sparse_note_t* n = &plan->sparse_notes[i];
+    const char* name = n->node >= 0 && n->node < plan->graph->n_nodes ? plan->graph->nodes[n->node].name : "?";
+    n_sparse += n->sparse;
+    dense += n->dense_bytes;
+    sparse += n->sparse ? n->sparse_bytes : n->dense_bytes;
+    if (n->sparse)
+      KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+          log, "sparse", "sparse: %s: %.1f%% of its %lldx%lld weight blocks zero: block-sparse kernel, weights %.1f -> %.1f KB",
+          name, 100 * n->zero_blocks, (long long)n->rows, (long long)n->cols, (double)n->dense_bytes / 1e3,
+          (double)n->sparse_bytes / 1e3));
+    else
+      KILN_RETURN_IF_ERROR(kiln_compile_log_line(
+          log, "sparse", "sparse: %s: %.1f%% of its %lldx%lld weight blocks zero: dense kernel (below the %.0f%% rule)",
+          name, 100 * n->zero_blocks, (long long)n->rows, (long long)n->cols, 100 * KILN_SPARSE_AUTO_MIN_ZERO));
+  }
+  if (!plan->n_sparse_notes) return NULL;
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "sparse", "layers", n_sparse));
+  KILN_RETURN_IF_ERROR(kiln_compile_log_value(log, "sparse", "weights_bytes_dense", (double)dense));
+  return kiln_compile_log_value(log, "sparse", "weights_bytes", (double)sparse);
+}
+
 /* A tuning cache's lines into the log, "warning: " and "note: " ones in
  * those sections (a note per untuned kernel only when the cache was asked
  * for); frees |buf|. */
@@ -420,12 +448,14 @@ int32_t kiln_compile_layout_block(const kiln_compile_config_t* c) {
   /* an explicit CPU tuning cache holds knobs `kiln tune` searched on the
    * NCHW GEMMs (compiler/tune_cpu.h) */
   if (c->tuning_path && !c->tuning_default) return 0;
+  /* block-sparse convs forced on: that kernel is an NCHW one */
+  if (c->sparse == KILN_SPARSE_ON) return 0;
   return kiln_cpu_simd().lanes;
 }
 
 kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                    kiln_program_t** out) {
-  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, kiln_compile_layout_block(c)};
+  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, c->sparse, kiln_compile_layout_block(c)};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
@@ -450,7 +480,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     /* GPU targets: the nodes the target refuses run on the CPU of the same
      * session (targets/partition.h), one line each; --strict refuses. */
     kiln_partition_report_t fallbacks;
-    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, kiln_allocator_system(),
+    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, c->gpu_lacks,
+                                  kiln_allocator_system(),
                                   &fallbacks, &plan);
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
     kiln_partition_report_free(&fallbacks);
@@ -497,6 +528,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   double t2 = now_s();
   if (!s) s = log_results(plan, p, c, &fusion, (t1 - t0) * 1e3, (t2 - t1) * 1e3, log);
   if (!s) s = log_hetero(p, log);
+  if (!s) s = log_sparse(plan, log);
   if (!s && c->dump_dir) s = dump(plan, p, c, log);
   kiln_plan_destroy(plan);
   if (s) {
@@ -508,7 +540,8 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 }
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
-  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP;
+  if (!info) return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
-         (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP);
+         (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
+         (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64);
 }

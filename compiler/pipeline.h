@@ -92,6 +92,10 @@ typedef struct kiln_compile_config_s {
    * lowering/template.h; 0: it has all): the Vulkan GEMM/conv shaders then
    * avoid 64-bit words and the subgroup mode. */
   uint32_t gpu_lacks;
+  /* CPU: where convolutions with constant weights run block-sparse
+   * (kiln_sparse_mode_t, lowering/sparse_block.h; 0 = AUTO, the measured
+   * rule). The compile report has a "sparse" line per layer it looked at. */
+  int32_t sparse;
   /* Memory layouts on the CPU target (lowering/layout.h): NCHWc where the
    * layout pass chooses it, at -O1 (-O0 keeps NCHW, and so do auto
    * precision, dynamic dims and an explicit tuning cache, whose knobs are

@@ -37,6 +37,8 @@ void kiln_tune_options_default(kiln_tune_options_t* o) {
   o->opt = 1;
 }
 
+#define KILN_TUNE_HINTS_MAX 8
+
 /* One distinct kernel: every instance with its fingerprint. */
 typedef struct {
   kiln_tune_key_t key;
@@ -54,6 +56,10 @@ typedef struct {
   kiln_tune_micro_t micro; /* the kernel alone (micro_ok) */
   bool micro_ok;
   double point_s; /* what its last point cost (build and runs), for the budget */
+  double setup_s; /* what its default point alone cost to build */
+  double best_s;  /* what its best point cost, to plan the closing build */
+  int32_t n_hints, next_hint; /* the target's points to try first (set.tiles_hints) */
+  kiln_template_tiles_t hints[KILN_TUNE_HINTS_MAX];
 } group_t;
 
 typedef struct {
@@ -130,6 +136,14 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
       return true;
     }
   }
+  while (g->next_hint < g->n_hints) {
+    kiln_template_tiles_t x = g->hints[g->next_hint++];
+    if (t->set.tiles_tie) t->set.tiles_tie(g->rep, &x);
+    if (usable(t, g, &x)) {
+      *out = x;
+      return true;
+    }
+  }
   int32_t idx[KILN_TEMPLATE_TILES_MAX];
   const bool local = g->trials >= 3 && kiln_template_space_index(sp, &g->best, idx);
   for (int attempt = 0; attempt < 200; ++attempt) {
@@ -143,6 +157,7 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
     } else {
       for (int32_t i = 0; i < sp->n_knobs; ++i) x.v[i] = sp->knobs[i].v[rnd(t) % (uint64_t)sp->knobs[i].n];
     }
+    if (!t->cpu && t->set.tiles_tie) t->set.tiles_tie(g->rep, &x);
     if (usable(t, g, &x)) {
       *out = x;
       return true;
@@ -325,6 +340,17 @@ static kiln_status_t new_group(tuner_t* t, group_t* g, uint64_t fp, const kiln_t
   return NULL;
 }
 
+/* The target's first points for |g| (set.tiles_hints), kept in the space. */
+static void hints_of(const tuner_t* t, group_t* g) {
+  g->n_hints = g->next_hint = 0;
+  if (t->cpu || !t->set.tiles_hints || !g->rep) return;
+  kiln_template_tiles_t h[KILN_TUNE_HINTS_MAX];
+  const int32_t n = t->set.tiles_hints(g->rep, h, KILN_TUNE_HINTS_MAX);
+  int32_t idx[KILN_TEMPLATE_TILES_MAX];
+  for (int32_t i = 0; i < n && i < KILN_TUNE_HINTS_MAX; ++i)
+    if (kiln_template_space_index(&g->space, &h[i], idx)) g->hints[g->n_hints++] = h[i];
+}
+
 /* The distinct tunable instances of the plan, grouped by fingerprint. */
 static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
   kiln_plan_t* p = t->plan;
@@ -343,6 +369,7 @@ static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
       t->n_groups++;
       g->rep = d;
       KILN_RETURN_IF_ERROR(new_group(t, g, fp, &sp, &d->tiles, p->kernels[k].func->name, p->n_kernels, cache));
+      hints_of(t, g);
     }
     g->inst[g->n_inst++] = k;
     t->group_of[k] = gi;
@@ -466,6 +493,7 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   if (q < g->q_best && q < 0.97) {
     g->q_best = q;
     g->best = g->cand;
+    g->best_s = g->point_s;
   }
 }
 
@@ -528,7 +556,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
                               : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
                                                      o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
-    g->point_s = last = now_s() - t1;
+    g->point_s = g->setup_s = last = now_s() - t1;
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
@@ -544,7 +572,14 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     for (int32_t i = 0; i < t->n_groups && !out_of_time && !(o->stop && *o->stop); ++i) {
       group_t* g = &t->groups[order[i]];
       if (g->done) continue;
-      if (now_s() - t0 + g->point_s + first > o->budget_s) {
+      /* the closing build compiles the best points, which may cost more
+       * than the defaults it was planned from (larger unrolled bodies) */
+      double extra = 0;
+      for (int32_t j = 0; j < t->n_groups; ++j) {
+        const group_t* h = &t->groups[j];
+        if (!tiles_eq(&h->best, &h->dflt) && h->best_s > h->setup_s) extra += h->best_s - h->setup_s;
+      }
+      if (now_s() - t0 + g->point_s + first + extra > o->budget_s) {
         out_of_time = true;
         break;
       }
@@ -617,7 +652,11 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   if (!t.cpu) kiln_program_templates(target, &t.set);
   if (!t.cpu && !t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);
-  t.po = (kiln_plan_options_t){target->lowering, o->threads, 0, 0}; /* OpenCL: no loop limit; NCHW */
+  /* the plan and tiles a compile for this device makes (api/driver.c):
+   * its loop limit splits the work, its missing features pick the tiles */
+  t.set.gpu_lacks = t.cpu ? 0 : t.where.limits.gpu_lacks;
+  t.po = (kiln_plan_options_t){target->lowering, o->threads,
+                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0, 0}; /* NCHW */
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);

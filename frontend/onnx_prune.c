@@ -38,6 +38,19 @@ static kiln_status_t raw_bytes(const char* path, const Onnx__TensorProto* t, siz
   return s;
 }
 
+/* The tensor's data as raw_data |dst| of |len| bytes (owned from now on):
+ * every typed field cleared. */
+static void set_raw(Onnx__TensorProto* t, uint8_t* dst, size_t len) {
+  free(t->float_data), t->float_data = NULL, t->n_float_data = 0;
+  free(t->double_data), t->double_data = NULL, t->n_double_data = 0;
+  free(t->int64_data), t->int64_data = NULL, t->n_int64_data = 0;
+  free(t->int32_data), t->int32_data = NULL, t->n_int32_data = 0;
+  free(t->raw_data.data);
+  t->raw_data.data = dst;
+  t->raw_data.len = len;
+  t->has_raw_data = 1;
+}
+
 static kiln_status_t slice_init(const char* path, Onnx__TensorProto* t, const kiln_prune_slice_t* sl) {
   if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: initializer '%s' keeps its data in an external file; kiln prune writes self-contained models only", path, S(t->name));
@@ -65,15 +78,7 @@ static kiln_status_t slice_init(const char* path, Onnx__TensorProto* t, const ki
     for (int64_t i = 0; i < sl->len; ++i)
       if (sl->keep[i]) memcpy(d, src + (size_t)(o * sl->len + i) * row, row), d += row;
   free(src);
-  /* Every typed field cleared: the data lives in raw_data from now on. */
-  free(t->float_data), t->float_data = NULL, t->n_float_data = 0;
-  free(t->double_data), t->double_data = NULL, t->n_double_data = 0;
-  free(t->int64_data), t->int64_data = NULL, t->n_int64_data = 0;
-  free(t->int32_data), t->int32_data = NULL, t->n_int32_data = 0;
-  free(t->raw_data.data);
-  t->raw_data.data = dst;
-  t->raw_data.len = (size_t)(d - dst);
-  t->has_raw_data = 1;
+  set_raw(t, dst, (size_t)(d - dst));
   t->dims[sl->axis] = kept;
   return NULL;
 }
@@ -115,6 +120,44 @@ static kiln_status_t rewrite(const char* path, Onnx__GraphProto* gp, const kiln_
   gp->value_info = NULL;
   gp->n_value_info = 0;
   return NULL;
+}
+
+/* Zeroes the elements of initializer |name| that |mask| (|count| entries)
+ * marks; floating-point zero is all-zero bytes in every float dtype. */
+static kiln_status_t zero_init(const char* path, Onnx__GraphProto* gp, const char* name, const uint8_t* mask,
+                               int64_t count) {
+  Onnx__TensorProto* t = NULL;
+  for (size_t k = 0; k < gp->n_initializer && !t; ++k)
+    if (!strcmp(S(gp->initializer[k]->name), name)) t = gp->initializer[k];
+  if (!t) return kiln_make_status(KILN_NOT_FOUND, "%s: no initializer named '%s' to sparsify", path, name);
+  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: initializer '%s' keeps its data in an external file; kiln prune writes self-contained models only", path, name);
+  kiln_dtype_t dt = kiln_dtype_from_onnx(t->data_type);
+  size_t es = kiln_dtype_size(dt);
+  int64_t n = 1;
+  for (size_t i = 0; i < t->n_dims; ++i) n *= t->dims[i];
+  if (!es || !kiln_dtype_is_float(dt) || n != count)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: initializer '%s' is not the float tensor of %lld elements the mask was made for", path, name, (long long)count);
+  uint8_t* b = NULL;
+  KILN_RETURN_IF_ERROR(raw_bytes(path, t, es, n, &b));
+  for (int64_t i = 0; i < n; ++i)
+    if (mask[i]) memset(b + (size_t)i * es, 0, es);
+  set_raw(t, b, (size_t)n * es);
+  return NULL;
+}
+
+kiln_status_t kiln_onnx_write_zeroed(const char* in_path, int32_t n, const char* const* names,
+                                     const uint8_t* const* masks, const int64_t* counts, const char* out_path) {
+  uint8_t* data = NULL;
+  size_t len = 0;
+  KILN_RETURN_IF_ERROR(kiln_onnx_read_file(in_path, &data, &len));
+  Onnx__ModelProto* m = onnx__model_proto__unpack(NULL, len, data);
+  free(data);
+  if (!m) return kiln_make_status(KILN_PARSE_ERROR, "%s: not a valid ONNX protobuf", in_path);
+  kiln_status_t s = m->graph ? NULL : kiln_make_status(KILN_PARSE_ERROR, "%s: no graph", in_path);
+  for (int32_t i = 0; i < n && !s; ++i)
+    if (masks[i]) s = zero_init(in_path, m->graph, names[i], masks[i], counts[i]);
+  return kiln_onnx_pack_write(m, s, out_path);
 }
 
 kiln_status_t kiln_onnx_write_pruned(const char* in_path, const kiln_prune_plan_t* plan, const char* out_path) {

@@ -24,6 +24,14 @@ extern "C" {
 KILN_MUST_USE kiln_status_t kiln_onnx_write_pruned(const char* in_path, const kiln_prune_plan_t* plan,
                                                    const char* out_path);
 
+/* `kiln prune --sparsity` (compiler/prune_sparse.h): a copy of the model
+ * with the elements of initializer |names|[i] that |masks|[i] marks (1 =
+ * zero it; |counts|[i] elements; a NULL mask leaves it) set to zero, the
+ * shapes and everything else as they were. Float initializers only. */
+KILN_MUST_USE kiln_status_t kiln_onnx_write_zeroed(const char* in_path, int32_t n, const char* const* names,
+                                                   const uint8_t* const* masks, const int64_t* counts,
+                                                   const char* out_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,10 @@ const tir_stmt_t* tir_sch_for(tir_ctx_t* c, const tir_var_t* v, int64_t extent, 
 }
 
 const tir_stmt_t* tir_sch_for_like(tir_ctx_t* c, const tir_stmt_t* l, const tir_stmt_t* body) {
+  /* a loop with a run-time trip count keeps it when a primitive rewrites
+   * inside it (the block-sparse GEMM's loop over a tile's blocks) */
+  if (l->u.loop.dyn_extent && l->u.loop.kind != TIR_LOOP_BOUND)
+    return tir_for_dyn(c, l->u.loop.var, l->u.loop.extent, l->u.loop.dyn_extent, l->u.loop.kind, body);
   return tir_sch_for(c, l->u.loop.var, l->u.loop.extent, l->u.loop.kind, l->u.loop.tag, body);
 }
 

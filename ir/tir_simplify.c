@@ -844,13 +844,16 @@ static const tir_stmt_t* simp_loop(sctx_t* s, const tir_stmt_t* st) {
     s->n_zero--;
     return body;
   }
+  /* a run-time trip count is read before the loop binds its variable, and
+   * may use the enclosing loops' (folded like any expression) */
+  const tir_expr_t* dyn = st->u.loop.dyn_extent ? simp(s, st->u.loop.dyn_extent) : NULL;
+  if (st->u.loop.dyn_extent && !dyn) return NULL;
   bool pushed = tir_benv_push_var(&s->env, st->u.loop.var, 0, ext - 1);
   const tir_stmt_t* body = simp_stmt(s, st->u.loop.body);
   if (pushed) s->env.n_vars--;
   if (!body) return NULL;
-  if (body == st->u.loop.body) return st;
-  if (st->u.loop.dyn_extent)
-    return tir_for_dyn(s->c, st->u.loop.var, ext, st->u.loop.dyn_extent, st->u.loop.kind, body);
+  if (body == st->u.loop.body && dyn == st->u.loop.dyn_extent) return st;
+  if (dyn) return tir_for_dyn(s->c, st->u.loop.var, ext, dyn, st->u.loop.kind, body);
   if (st->u.loop.kind == TIR_LOOP_BOUND)
     return tir_for_bound(s->c, st->u.loop.var, ext, st->u.loop.tag, body);
   return tir_for(s->c, st->u.loop.var, ext, st->u.loop.kind, body);

@@ -174,8 +174,16 @@ static const tir_stmt_t* rebuild_stmt(tir_mutator_t* m, const tir_stmt_t* s) {
   /* Without expression callbacks every expression comes back unchanged. */
   const bool exprs = m->expr_pre || m->expr_post;
   switch (s->kind) {
-    case TIR_FOR:
-      return tir_for_with_body(c, s, tir_mutate_stmt(m, s->u.loop.body));
+    case TIR_FOR: {
+      /* a run-time trip count may use enclosing loops' variables (the
+       * block-sparse GEMM's per-tile block count): mutated like the body */
+      const tir_expr_t* dyn = s->u.loop.dyn_extent;
+      if (exprs && dyn && !(dyn = tir_mutate_expr(m, dyn))) return NULL;
+      const tir_stmt_t* body = tir_mutate_stmt(m, s->u.loop.body);
+      if (!body) return NULL;
+      if (dyn == s->u.loop.dyn_extent) return tir_for_with_body(c, s, body);
+      return tir_for_dyn(c, s->u.loop.var, s->u.loop.extent, dyn, s->u.loop.kind, body);
+    }
     case TIR_STORE: {
       if (!exprs) return s;
       const tir_expr_t* idx[KILN_MAX_RANK];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "lowering/sparse_block.h"
 
 /* Element-wise ops computed the same on any layout (the value of each
  * element depends only on the same element of each input). */
@@ -44,6 +45,18 @@ static bool same_dims(const kiln_graph_t* g, int32_t a, int32_t b) {
   return true;
 }
 
+/* Weights with at least KILN_SPARSE_AUTO_MIN_ZERO of their values zero
+ * (a pruned layer: a zero block needs every value zero) are left to the
+ * block-sparse NCHW kernel (lowering/sparse_block.h), which the blocked
+ * conv does not have. */
+static bool maybe_sparse(const kiln_tensor_t* w) {
+  const int64_t n = kiln_array_numel(&w->value);
+  const float* v = w->value.data;
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) zeros += v[i] == 0.0f;
+  return n > 0 && (double)zeros >= KILN_SPARSE_AUTO_MIN_ZERO * (double)n;
+}
+
 static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, int32_t block) {
   if (n->domain && n->domain[0]) return KILN_LAYOUT_PLAIN_ONLY;
   if (n->n_outputs < 1 || !f32_4d(g, n->outputs[0])) return KILN_LAYOUT_PLAIN_ONLY;
@@ -53,7 +66,7 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, i
     if (n->n_inputs < 2 || !f32_4d(g, n->inputs[0]) || !is_const(g, n->inputs[1])) return KILN_LAYOUT_PLAIN_ONLY;
     if (n->n_inputs > 2 && n->inputs[2] >= 0 && !is_const(g, n->inputs[2])) return KILN_LAYOUT_PLAIN_ONLY;
     const kiln_tensor_t* w = &g->tensors[n->inputs[1]];
-    if (w->dtype != KILN_DTYPE_F32 || w->shape.rank != 4) return KILN_LAYOUT_PLAIN_ONLY;
+    if (w->dtype != KILN_DTYPE_F32 || w->shape.rank != 4 || maybe_sparse(w)) return KILN_LAYOUT_PLAIN_ONLY;
     int64_t G = 1;
     kiln_status_t s = kiln_attr_int(n, "group", 1, &G);
     if (s) {

@@ -125,6 +125,12 @@ kiln_status_t nn_emit(nn_kb_t* kb, const tir_stmt_t* body) {
   for (int32_t j = 0; j < seen.n; ++j)
     if (!used[j]) order[n++] = seen.v[j];
   const char* name = kiln_lower_kernel_name(ctx);
+  if (name && kb->name_suffix) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s%s", name, kb->name_suffix);
+    name = kiln_arena_strndup(&kb->t->arena, buf, strlen(buf));
+    kb->name_suffix = NULL;
+  }
   if (!name) return kiln_make_status(KILN_OUT_OF_MEMORY, "kernel name");
   tir_func_t* f = tir_func(kb->t, name, n, order, body);
   KILN_RETURN_IF_ERROR(tir_ctx_status(kb->t));

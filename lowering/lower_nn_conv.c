@@ -85,6 +85,7 @@ typedef struct cv_s {
   bool w8; /* with pair: every w - w_zp fits int8, stored one byte each */
   const tir_buffer_t* w8buf; /* those weights as L: [G][Mg][K][1] i16 pairs */
   int64_t Cgp;
+  nn_sparse_t sp; /* the weights' block-sparse form when the GEMM uses it */
 } cv_t;
 
 /* (lo & 0xffff) | hi << 16 of two i32 values in [-32768, 32767] (i32 ops). */
@@ -545,8 +546,20 @@ static kiln_status_t pack_weights(nn_kb_t* kb, cv_t* cv, nn_gemm_t* g) {
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
   if (wval) {
     cv->wval = wval;
-    kiln_status_t st =
-        nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, wt, cv_get_w, cv, &wop->packed);
+    /* Constant weights as L on the CPU: block-sparse when enough of their
+     * blocks are zero (lower_nn_sparse.c). */
+    kiln_status_t st = NULL;
+    if (ctx->target == KILN_TARGET_CLASS_CPU && !cv->trans) {
+      st = nn_sparse_try(ctx, g, cv->G, cv_get_w, cv, &cv->sp);
+      if (!st && g->sparse) {
+        free(wval);
+        cv->wval = NULL;
+        g->L.packed = cv->sp.vals;
+        g->L.bmap = cv_bmap;
+        return NULL;
+      }
+    }
+    if (!st) st = nn_pack_const(ctx, g, "wpack", cv->G, cv->Mg, g->K, wt, cv_get_w, cv, &wop->packed);
     free(wval);
     cv->wval = NULL;
     KILN_RETURN_IF_ERROR(st);

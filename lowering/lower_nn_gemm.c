@@ -124,6 +124,7 @@ typedef struct gen_s {
   const tir_buffer_t* slot; /* [chunks][tiles][kc][mr] or NULL */
   const tir_expr_t* stile;  /* slot tile being packed / read */
   const tir_expr_t* kblk;   /* K block being generated */
+  const tir_expr_t* sblk;   /* sparse: the non-zero block the k loop is in */
   int64_t mt_full, mrem, nt_full, nrem;
   int64_t nkb_full, ktail;
 } gen_t;
@@ -151,6 +152,8 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
                                 const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
+  /* krel is the k offset inside the block: the k loop runs over its kr */
+  if (g->sparse) return tir_load(kb->t, g->sparse->vals, NN_IDX(e->sblk, krel, i));
   if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, e->stile, krel, i));
   if (g->L.packed && g->L.packed->rank == 5)
     return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i)));
@@ -267,7 +270,27 @@ static const tir_stmt_t* store_body(gen_t* e, void* u, const tir_expr_t* i, cons
   return g->store(kb, g, e->b, m, n, v);
 }
 
-/* One mr x nr register tile over K range [k0, k0 + kl). */
+/* Block-sparse L: the first k-loop unit of the tile's current non-zero
+ * block (the block loop's variable goes to *out_var, its trip count, the
+ * tile's block count read from ptr, to *out_n; e->sblk becomes the block's
+ * index). Every index read from the weights is clamped into its range, so
+ * the accesses stay provably in bounds whatever the constants hold. */
+static const tir_expr_t* sparse_k0(gen_t* e, const tir_expr_t* mt, tir_var_t** out_var, const tir_expr_t** out_n) {
+  nn_kb_t* kb = e->kb;
+  const nn_sparse_t* sp = e->g->sparse;
+  const tir_expr_t* b = pbatch(e, &e->g->L);
+  const tir_expr_t* p0 = tir_cast(kb->t, KILN_DTYPE_I64, tir_load(kb->t, sp->ptr, NN_IDX(b, mt)));
+  const tir_expr_t* p1 = tir_cast(kb->t, KILN_DTYPE_I64, tir_load(kb->t, sp->ptr, NN_IDX(b, nn_addc(kb, mt, 1))));
+  *out_n = nn_clamp(kb, tir_bin(kb->t, TIR_SUB, p1, p0), 0, sp->max_blocks);
+  *out_var = nn_var(kb, "blk");
+  const int64_t last = sp->nnzb > 0 ? sp->nnzb - 1 : 0;
+  e->sblk = nn_clamp(kb, nn_add(kb, p0, nn_v(kb, *out_var)), 0, last);
+  const int64_t KO = e->g->K / (e->g->taps > 0 ? e->g->taps : 1);
+  return nn_clamp(kb, tir_cast(kb->t, KILN_DTYPE_I64, tir_load(kb->t, sp->kidx, NN_IDX(e->sblk))), 0, KO - sp->kr);
+}
+
+/* One mr x nr register tile over K range [k0, k0 + kl) (block-sparse L:
+ * over the tile's non-zero blocks instead). */
 static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const tir_expr_t* nt,
                               int64_t nr, const tir_expr_t* k0, int64_t kl, const kpos_t* kp) {
   nn_kb_t* kb = e->kb;
@@ -287,6 +310,10 @@ static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const 
   /* k loop */
   tir_var_t* vk = nn_var(kb, "k");
   t.kv = nn_v(kb, vk);
+  const nn_sparse_t* sp = e->g->sparse;
+  tir_var_t* vblk = NULL;
+  const tir_expr_t* nblk = NULL;
+  if (sp) t.k0 = sparse_k0(e, mt, &vblk, &nblk);
   const tir_stmt_t* taps = NULL;
   static const nn_tap_group_t one = {{1, 1, 1}, 0, {0, 0, 0}};
   const int32_t ng = e->g->n_groups > 0 ? e->g->n_groups : 1;
@@ -308,7 +335,8 @@ static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const 
       if (tv[d]) s = nn_for(kb, tv[d], tg->ext[d], s);
     taps = tir_seq2(kb->t, taps, s);
   }
-  const tir_stmt_t* body = nn_for(kb, vk, kl, taps);
+  const tir_stmt_t* body = nn_for(kb, vk, sp ? sp->kr : kl, taps);
+  if (sp) body = tir_for_dyn(kb->t, vblk, sp->max_blocks, nblk, TIR_LOOP_SERIAL, body);
   /* store */
   t.mode = 1;
   const tir_stmt_t* w1 = kp->last != 0 ? ij_nest(e, mr, nr, store_body, &t) : NULL;
@@ -633,6 +661,7 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
       nn_parallel(kb, vc);
     }
   }
+  if (g->sparse) kb->name_suffix = "_sparse";
   return nn_emit(kb, body);
 }
 

@@ -27,6 +27,9 @@ typedef struct nn_kb_s {
   const char* names[NN_MAX_NAMES]; /* loop names used in this kernel */
   int32_t counts[NN_MAX_NAMES];
   int32_t extra; /* numbering once the name table is full */
+  /* appended to the next kernel's name (the block-sparse GEMM's "_sparse",
+   * which profiles and --dump show); NULL: none */
+  const char* name_suffix;
 } nn_kb_t;
 
 void nn_kb_init(nn_kb_t* kb, kiln_lower_ctx_t* ctx);
@@ -224,6 +227,9 @@ struct nn_gemm_s {
    * byte first), widened where they are read (widen_i8x2): int8 weights
    * stored one byte each. */
   bool w8;
+  /* Block-sparse constant L (lower_nn_sparse.c; NULL: dense): the k loop
+   * of each M tile runs over that tile's non-zero blocks only. */
+  const struct nn_sparse_s* sparse;
   /* L is read in place (lload, no run-time micro-panels): the caller's L
    * rows are cheap, affine loads (a blocked conv over a padded input) */
   bool direct_l;
@@ -232,6 +238,22 @@ struct nn_gemm_s {
    * output whose block is jblock wide */
   int64_t jblock;
 };
+
+/* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */
+
+/* A constant L operand stored as its non-zero blocks of mr rows (the
+ * GEMM's M tile, lowering/sparse_block.h's rows) x kr k-loop units (input
+ * channels, each with all its taps): for batch entry b (a conv group) and
+ * M tile t, blocks ptr[b][t] .. ptr[b][t+1]-1 of vals, block j starting
+ * at k-loop unit kidx[j]. The GEMM must use mr = KILN_SPARSE_BLOCK_ROWS,
+ * kc = K / taps (no K blocking) and L.bmap for the batch entry. */
+typedef struct nn_sparse_s {
+  const tir_buffer_t* ptr;  /* I32 [nb][tiles + 1] */
+  const tir_buffer_t* kidx; /* I32 [max(nnzb, 1)] */
+  const tir_buffer_t* vals; /* F32 [max(nnzb, 1)][kr * taps][mr] */
+  int64_t kr, nnzb, max_blocks, tiles;
+} nn_sparse_t;
+
 
 /* Chooses mr, nr, kc for the shape (after M, N, K, batch are set). */
 void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g);
@@ -256,6 +278,14 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
 kiln_status_t nn_pack_runtime(nn_kb_t* kb, const nn_gemm_t* g, const char* name, int64_t nb,
                               int64_t rows, int64_t K, int64_t t, nn_elem_fn load,
                               const tir_buffer_t** out);
+
+/* After nn_gemm_tiles on a GEMM whose L is the constant |get| (|nb| batch
+ * entries of M rows x K): counts its zero blocks, notes them in the plan
+ * and, when the plan's mode and rule say so, packs the block-sparse form
+ * into |sp| (which must outlive nn_gemm_emit) and sets g->sparse and the
+ * sparse tile (mr, nr, kc). Leaves g dense otherwise. */
+kiln_status_t nn_sparse_try(kiln_lower_ctx_t* ctx, nn_gemm_t* g, int64_t nb, nn_get_fn get, const void* user,
+                            nn_sparse_t* sp);
 
 /* ---- quantized convolution through the Conv GEMM (lower_nn_conv.c) ------ */
 

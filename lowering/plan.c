@@ -217,6 +217,7 @@ void kiln_plan_destroy(kiln_plan_t* p) {
   kiln_allocator_free(a, p->outputs);
   kiln_allocator_free(a, p->tensor_buffer);
   kiln_allocator_free(a, p->buffer_index);
+  free(p->sparse_notes);
   kiln_layout_free(p->layout);
   free(p->layout);
   free(p->reorder_buf);
@@ -428,6 +429,9 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
   p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
   p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
   p->gemm_hook_user = user;
+  p->sparse_mode = options->sparse;
+  p->sparse_notes = NULL;
+  p->n_sparse_notes = p->cap_sparse_notes = 0;
   tir_ctx_init(&p->tir, allocator);
   kiln_status_t s = NULL;
   if ((s = kiln_allocator_malloc(allocator, sizeof(int32_t) * (size_t)(g->n_tensors + 1), "plan",

@@ -88,12 +88,29 @@ typedef struct kiln_plan_kernel_s {
   bool host;
 } kiln_plan_kernel_t;
 
+/* A convolution's weights as the block-sparse lowering saw them: blocks
+ * of |rows| x |cols| weights, the fraction of them that is zero, the bytes
+ * of the packed dense and the block-sparse forms, and whether the layer
+ * runs on the sparse kernel (the mode or AUTO's rule decided). */
+typedef struct kiln_plan_sparse_note_s {
+  int32_t node;
+  int64_t rows, cols;
+  double zero_blocks;
+  int64_t dense_bytes, sparse_bytes;
+  bool sparse;
+} kiln_plan_sparse_note_t;
+
 typedef struct kiln_plan_s {
   kiln_allocator_t allocator;
   tir_ctx_t tir;
   const kiln_graph_t* graph;
   kiln_target_class_t target;
   int64_t loop_limit; /* kiln_plan_options_t.loop_limit (GPU plans; else 0) */
+  /* GPU: what the device lacks (KILN_GPU_LACKS_*, lowering/template.h),
+   * set by kiln_partition_plan_build for the target's kernel_check
+   * (targets/registry.h): an OpenCL device without fp64 gets no f64
+   * kernel. 0 elsewhere. */
+  uint32_t gpu_lacks;
   kiln_gemm_hook_fn gemm_hook; /* kiln_plan_options_t's (CPU plans; else NULL) */
   void* gemm_hook_user;
   kiln_plan_buffer_t* buffers;
@@ -114,6 +131,12 @@ typedef struct kiln_plan_s {
    * every input and output, the plan then being one sample's. */
   int32_t n_dims;
   kiln_plan_dim_t dims[1];
+  /* Block-sparse weights (lowering/sparse_block.h): the options' mode, and
+   * one note per convolution with constant weights the CPU lowering
+   * looked at (malloc'd; the compile report lists them). */
+  int32_t sparse_mode;
+  kiln_plan_sparse_note_t* sparse_notes;
+  int32_t n_sparse_notes, cap_sparse_notes;
   /* The memory layouts (kiln_plan_options_t.layout_block; lowering/layout.h),
    * NULL when every tensor is plain, and per graph tensor the plan buffer
    * holding it in the other layout (a reorder's output), or -1. */
@@ -129,6 +152,9 @@ typedef struct kiln_plan_options_s {
    * limit, lowering splits work over more invocations (the GEMM generator
    * computes one tile per invocation) so that no kernel needs more. */
   int64_t loop_limit;
+  /* CPU: where convolutions run block-sparse (kiln_sparse_mode_t,
+   * lowering/sparse_block.h; 0 = AUTO). */
+  int32_t sparse;
   /* CPU: block the channels of the tensors the layout pass chooses by this
    * many floats (NCHWc; lowering/layout.h); 0: every tensor NCHW. */
   int32_t layout_block;

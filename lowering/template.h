@@ -309,10 +309,22 @@ typedef struct kiln_template_space_s {
 typedef struct kiln_template_limits_s {
   int64_t max_workgroup_size;
   uint64_t local_mem_bytes;
+  /* loop iterations one invocation may run (kiln_device_info_t.loop_limit) */
+  int64_t loop_limit;
+  /* shader features the device lacks (KILN_GPU_LACKS_*) */
+  uint32_t gpu_lacks;
 } kiln_template_limits_t;
 
 /* Adds |value| to |knob| (kept ascending; no-op when present or full). */
 void kiln_template_knob_add(kiln_template_knob_t* knob, int32_t value);
+
+/* Appends knob |name| with the |n| values |v| and |dflt| (the hand default
+ * is always a candidate) to |sp| (at most KILN_TEMPLATE_TILES_MAX knobs).
+ * KILN_TEMPLATE_KNOB(sp, "tm", dflt, 1, 2, 4) lists the values inline. */
+void kiln_template_space_knob(kiln_template_space_t* sp, const char* name, const int32_t* v, int32_t n, int32_t dflt);
+#define KILN_TEMPLATE_KNOB(sp, name, dflt, ...)                                                         \
+  kiln_template_space_knob(sp, name, (const int32_t[]){__VA_ARGS__},                                   \
+                           (int32_t)(sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), dflt)
 
 /* The index of tiles->v[i] in knob i for every knob, into idx; false when
  * a value is not in the space or the counts differ. */
@@ -332,10 +344,11 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
 /* The templates a target has and the rules it measured for them; the
  * target fills it (kiln_opencl_templates, kiln_spirv_templates), lowering
  * never names a target. All false: no templates. */
-/* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks):
- * 64-bit integers (kiln_device_info_t.shader_int64) and subgroup ballot
- * operations in compute shaders (.subgroup_ballot). */
-enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2 };
+/* Shader features a GPU device may lack (kiln_template_set_t.gpu_lacks,
+ * kiln_plan_options_t.gpu_lacks): 64-bit integers
+ * (kiln_device_info_t.shader_int64), subgroup ballot operations in compute
+ * shaders (.subgroup_ballot) and f64 arithmetic (.fp64). */
+enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2, KILN_GPU_LACKS_FP64 = 4 };
 
 typedef struct kiln_template_set_s {
   bool gemm;
@@ -381,6 +394,16 @@ typedef struct kiln_template_set_s {
    * record asks before anything is built. */
   const char* (*tiles_check)(const kiln_template_t* t, const kiln_template_tiles_t* tiles,
                              const kiln_template_limits_t* lim);
+  /* Optional, with |space|: makes a point a tuner drew consistent where
+   * the template ties entries together (the Vulkan subgroup mode: RM is
+   * TM and TN is 8 RN), so single-knob steps stay valid; run before
+   * |tiles_check|. */
+  void (*tiles_tie)(const kiln_template_t* t, kiln_template_tiles_t* tiles);
+  /* Optional, with |space|: up to |cap| points worth measuring first, in
+   * order, before the random draws (where a device's speed is known to
+   * lie: larger register tiles on lavapipe); returns how many. A tuner
+   * still checks each. */
+  int32_t (*tiles_hints)(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

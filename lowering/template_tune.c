@@ -125,6 +125,16 @@ void kiln_template_knob_add(kiln_template_knob_t* knob, int32_t value) {
   knob->n++;
 }
 
+void kiln_template_space_knob(kiln_template_space_t* sp, const char* name, const int32_t* v, int32_t n,
+                              int32_t dflt) {
+  if (sp->n_knobs >= KILN_TEMPLATE_TILES_MAX) return;
+  kiln_template_knob_t* k = &sp->knobs[sp->n_knobs++];
+  memset(k, 0, sizeof *k);
+  k->name = name;
+  for (int32_t i = 0; i < n; ++i) kiln_template_knob_add(k, v[i]);
+  kiln_template_knob_add(k, dflt);
+}
+
 bool kiln_template_space_index(const kiln_template_space_t* sp, const kiln_template_tiles_t* tiles, int32_t* idx) {
   if (sp->n_knobs != tiles->n) return false;
   for (int32_t i = 0; i < sp->n_knobs; ++i) {

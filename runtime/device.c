@@ -30,7 +30,7 @@ const char* kiln_device_name(const kiln_device_t* d) { return d ? d->info.name :
 static const char* const call_names[KILN_DEVICE_CALL_COUNT_] = {
     "any",      "buffer_create", "view_create",  "buffer_write",     "buffer_read",
     "executable_create", "cmd_create", "cmd_dispatch", "cmd_barrier", "cmd_timestamp",
-    "cmd_end",  "submit",        "wait",         "timestamps_read",
+    "cmd_end",  "submit",        "wait",         "timestamps_read", "buffer_wrap",
 };
 
 const char* kiln_device_call_name(kiln_device_call_t c) {
@@ -224,7 +224,18 @@ static kiln_status_t fd_timestamps_read(kiln_device_t* d, kiln_device_cmd_t* c, 
   return in->vt->timestamps_read(in, c, ns, n);
 }
 
-static const kiln_device_vtable_t fault_vtable = KILN_DEVICE_VTABLE(fd);
+/* Counted (and failed) only where the device behind has the slot: a caller
+ * told UNSUPPORTED copies instead, as it would without the wrapper. */
+static kiln_status_t fd_buffer_wrap(kiln_device_t* d, const void* host, uint64_t bytes, const char* what,
+                                    kiln_device_buffer_t** out) {
+  kiln_device_t* in = fd_of(d)->inner;
+  if (!in->vt->buffer_wrap)
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: cannot use host memory in place", in->info.name);
+  KILN_RETURN_IF_ERROR(trip(d, KILN_DEVICE_CALL_BUFFER_WRAP, bytes));
+  return in->vt->buffer_wrap(in, host, bytes, what, out);
+}
+
+static const kiln_device_vtable_t fault_vtable = {KILN_DEVICE_VTABLE_REQUIRED(fd) .buffer_wrap = fd_buffer_wrap};
 
 kiln_status_t kiln_device_fault_wrap(kiln_device_t* inner, const kiln_fault_spec_t* spec,
                                      kiln_device_t** out) {

@@ -71,6 +71,11 @@ typedef struct kiln_device_info_s {
    * the conservative path on a device that has both). */
   bool shader_int64;
   bool subgroup_ballot;
+  /* f64 arithmetic (OpenCL cl_khr_fp64 or a double FP config; the CPU has
+   * it). A compile for a device without it runs the nodes that compute in
+   * f64 on the CPU of the same session (KILN_GPU_LACKS_FP64), never in f32.
+   * KILN_OPENCL_FEATURES=no-fp64 hides it (tests of that path on PoCL). */
+  bool fp64;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */
@@ -96,12 +101,14 @@ typedef enum kiln_device_call_e {
   KILN_DEVICE_CALL_SUBMIT,
   KILN_DEVICE_CALL_WAIT,
   KILN_DEVICE_CALL_TIMESTAMPS_READ,
+  KILN_DEVICE_CALL_BUFFER_WRAP,
   KILN_DEVICE_CALL_COUNT_
 } kiln_device_call_t;
 
 const char* kiln_device_call_name(kiln_device_call_t c);
 
-/* The backend interface. |destroy| first; every slot is required. */
+/* The backend interface. |destroy| first; every slot is required except
+ * the optional ones at the end (NULL: the default their comment names). */
 typedef struct kiln_device_vtable_s {
   void (*destroy)(kiln_device_t* d);
 
@@ -150,14 +157,29 @@ typedef struct kiln_device_vtable_s {
    * submission, on one device clock. */
   kiln_status_t (*timestamps_read)(kiln_device_t* d, kiln_device_cmd_t* c, uint64_t* out_ns,
                                    int32_t n);
+
+  /* Optional. A buffer over |bytes| of host memory at |host| (aligned to
+   * info.buffer_alignment), used in place: for devices that run kernels on
+   * host memory (the CPU), so a session binds a module's weights where the
+   * module holds them (mapped from its file) instead of copying them. The
+   * memory is read-only to the buffer's users (no buffer_write, no kernel
+   * writes it) and the caller keeps it alive until the buffer and its views
+   * are destroyed. NULL: the device cannot; callers copy into buffer_create
+   * memory instead. A slot that forwards (the fault wrapper) returns
+   * UNSUPPORTED when the device behind it cannot. */
+  kiln_status_t (*buffer_wrap)(kiln_device_t* d, const void* host, uint64_t bytes, const char* what,
+                               kiln_device_buffer_t** out);
 } kiln_device_vtable_t;
 
 /* A backend's vtable from its functions PREFIX_destroy, PREFIX_buffer_create,
  * ... PREFIX_timestamps_read, one per slot, named after the slot:
  *   static const kiln_device_vtable_t ocl_vtable = KILN_DEVICE_VTABLE(ocl);
- * Every backend fills every slot, so the names are the whole contract. */
-#define KILN_DEVICE_VTABLE(prefix)                                                        \
-  {                                                                                       \
+ * Every backend fills every required slot, so the names are the whole
+ * contract. */
+#define KILN_DEVICE_VTABLE(prefix) {KILN_DEVICE_VTABLE_REQUIRED(prefix)}
+/* The required slots alone, for a backend that adds optional ones:
+ *   {KILN_DEVICE_VTABLE_REQUIRED(cpu) .buffer_wrap = cpu_buffer_wrap} */
+#define KILN_DEVICE_VTABLE_REQUIRED(prefix)                                               \
     .destroy = prefix##_destroy, .buffer_create = prefix##_buffer_create,                 \
     .view_create = prefix##_view_create, .buffer_destroy = prefix##_buffer_destroy,       \
     .buffer_write = prefix##_buffer_write, .buffer_read = prefix##_buffer_read,           \
@@ -166,8 +188,7 @@ typedef struct kiln_device_vtable_s {
     .cmd_destroy = prefix##_cmd_destroy, .cmd_dispatch = prefix##_cmd_dispatch,           \
     .cmd_barrier = prefix##_cmd_barrier, .cmd_timestamp = prefix##_cmd_timestamp,         \
     .cmd_end = prefix##_cmd_end, .submit = prefix##_submit, .wait = prefix##_wait,        \
-    .timestamps_read = prefix##_timestamps_read,                                          \
-  }
+    .timestamps_read = prefix##_timestamps_read,
 
 /* The common head of every backend's device struct (backends embed it
  * first). Reference counted: kiln_device_retain / kiln_device_release. */

@@ -2,13 +2,17 @@
  *
  * A module owns one validated program (runtime/program.h) read from a .kiln
  * file (runtime/module_file.h) or handed over by the compiler
- * (kiln_module_wrap). Reading a file reads it whole: the checksum covers
- * every byte, so nothing can be used before all of it has been seen.
+ * (kiln_module_wrap). A file is mapped read-only and checked whole before
+ * anything in it is used (the checksum, and the signature when asked for,
+ * cover every byte); the weights then stay where they lie in the mapping,
+ * so loading a model costs one pass over its bytes (the checksum) instead
+ * of a read, a copy into the program and another into the session.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +42,9 @@ static kiln_status_t make_module(kiln_program_t* p, kiln_allocator_t a, uint32_t
   mod->file_bytes = file_bytes;
   mod->signer_key_id[0] = 0;
   mod->signature_verified = false;
+  mod->parent = NULL;
+  mod->map = NULL;
+  mod->map_len = 0;
   *out = mod;
   return NULL;
 }
@@ -81,12 +88,13 @@ static void note_signature(kiln_module_t* m, const void* data, size_t size, bool
 
 /* Parses |data| (borrowed) into a module; the version is read back from the
  * header, which the parser has checked. */
-static kiln_status_t from_bytes(const void* data, size_t size, const char* name,
+static kiln_status_t from_bytes(const void* data, size_t size, const char* name, bool borrow,
                                 const kiln_module_load_options_t* o, kiln_allocator_t a, kiln_module_t** out) {
   bool verified;
   KILN_RETURN_IF_ERROR(check_signature(data, size, name, o, &verified));
   kiln_program_t* p = NULL;
-  KILN_RETURN_IF_ERROR(kiln_module_parse(data, size, name, a, &p));
+  KILN_RETURN_IF_ERROR(borrow ? kiln_module_parse_borrowing(data, size, name, a, &p)
+                              : kiln_module_parse(data, size, name, a, &p));
   kiln_status_t ps = kiln_plugin_check_program(p, name);
   if (ps) {
     kiln_program_destroy(p);
@@ -104,7 +112,7 @@ kiln_status_t kiln_module_load_memory_opts(const void* data, size_t size, const 
                                            kiln_module_t** out_module) {
   if (!name || !name[0]) name = "module";
   if (!out_module) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_module", name);
-  return from_bytes(data, size, name, options, allocator, out_module);
+  return from_bytes(data, size, name, false, options, allocator, out_module);
 }
 
 kiln_status_t kiln_module_load_memory(const void* data, size_t size, const char* name,
@@ -148,6 +156,22 @@ kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_loa
     goto done;
   }
   size_t size = (size_t)sb.st_size, got = 0;
+  if (size && !(options && options->no_map)) {
+    /* MAP_POPULATE: one call fills the page table from the page cache
+     * instead of one fault per 4 KiB page during the checksum. A file
+     * system that cannot map falls through to reading. */
+    void* map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (map != MAP_FAILED) {
+      close(fd);
+      st = from_bytes(map, size, path, true, options, allocator, out_module);
+      if (st) munmap(map, size);
+      else {
+        (*out_module)->map = map;
+        (*out_module)->map_len = size;
+      }
+      return st;
+    }
+  }
   if (size) {
     st = kiln_allocator_malloc(allocator, size, "module file", &buf);
     if (st) {
@@ -166,7 +190,7 @@ kiln_status_t kiln_module_load_file_opts(const char* path, const kiln_module_loa
     if (k == 0) break; /* shrank while reading: parse what is there (it will say truncated) */
     got += (size_t)k;
   }
-  st = from_bytes(buf, got, path, options, allocator, out_module);
+  st = from_bytes(buf, got, path, false, options, allocator, out_module);
 done:
   kiln_allocator_free(allocator, buf);
   close(fd);
@@ -180,7 +204,12 @@ void kiln_module_retain(kiln_module_t* m) {
 void kiln_module_release(kiln_module_t* m) {
   if (!m) return;
   if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
-  kiln_program_destroy(m->program);
+  if (m->parent) {
+    kiln_module_release(m->parent); /* a bucket's view: the parent owns the program */
+  } else {
+    kiln_program_destroy(m->program);
+    if (m->map) munmap(m->map, m->map_len);
+  }
   kiln_allocator_free(m->allocator, m);
 }
 
@@ -277,9 +306,83 @@ kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, in
     *out_value = v;
     return NULL;
   }
+  if (p->n_buckets && !p->n_dims)
+    return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module's only dim with several sizes is '%s' "
+                            "(shape buckets)", p->model_name, spec, p->bucket_dim);
   if (!p->n_dims)
     return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module has static shapes (no dynamic dim)",
                             p->model_name, spec);
   return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': the module's dynamic dim is '%s' (%lld..%lld)",
                           p->model_name, spec, p->dims[0].name, (long long)p->dims[0].lo, (long long)p->dims[0].hi);
+}
+
+/* ---- shape buckets ---- */
+
+int32_t kiln_module_bucket_count(const kiln_module_t* m) { return m && m->program ? m->program->n_buckets : 0; }
+
+kiln_status_t kiln_module_bucket(const kiln_module_t* m, int32_t k, const char** out_name, int64_t* out_value) {
+  if (!m || !m->program || !out_name || !out_value)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket: NULL argument");
+  const kiln_program_t* p = m->program;
+  if (k < 0 || k >= p->n_buckets)
+    return kiln_make_status(KILN_OUT_OF_RANGE, "%s: shape bucket %d of %d", p->model_name, (int)k, (int)p->n_buckets);
+  *out_name = p->bucket_dim;
+  *out_value = p->bucket_values[k];
+  return NULL;
+}
+
+static kiln_shape_t bucket_shape(const kiln_module_t* m, int32_t k, int32_t i, bool input, kiln_dtype_t* out_dtype) {
+  if (out_dtype) *out_dtype = KILN_DTYPE_UNDEFINED;
+  const kiln_program_t* p = m ? kiln_program_bucket(m->program, k) : NULL;
+  if (!p || i < 0 || i >= (input ? p->n_inputs : p->n_outputs)) return kiln_shape_unknown();
+  const kiln_program_buffer_t* b = &p->buffers[input ? p->inputs[i] : p->outputs[i]];
+  if (out_dtype) *out_dtype = b->dtype;
+  return kiln_shape_make(b->rank, b->shape);
+}
+
+kiln_shape_t kiln_module_bucket_input_shape(const kiln_module_t* m, int32_t k, int32_t i, kiln_dtype_t* out_dtype) {
+  return bucket_shape(m, k, i, true, out_dtype);
+}
+
+kiln_shape_t kiln_module_bucket_output_shape(const kiln_module_t* m, int32_t k, int32_t i, kiln_dtype_t* out_dtype) {
+  return bucket_shape(m, k, i, false, out_dtype);
+}
+
+kiln_status_t kiln_module_bucket_parse(const kiln_module_t* m, const char* spec, int32_t* out_k) {
+  if (!m || !m->program || !spec || !out_k)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_parse: NULL argument");
+  const kiln_program_t* p = m->program;
+  const char* eq = strchr(spec, '=');
+  if (!p->n_buckets || !eq || strlen(p->bucket_dim) != (size_t)(eq - spec) ||
+      strncmp(p->bucket_dim, spec, (size_t)(eq - spec)) != 0)
+    return kiln_make_status(KILN_NOT_FOUND, "%s: --dim '%s': not the module's bucketed dim", p->model_name, spec);
+  char* end = NULL;
+  errno = 0;
+  long long v = strtoll(eq + 1, &end, 10);
+  for (int32_t k = 0; end != eq + 1 && !*end && errno != ERANGE && k < p->n_buckets; ++k)
+    if (p->bucket_values[k] == v) {
+      *out_k = k;
+      return NULL;
+    }
+  char sizes[KILN_PROGRAM_MAX_BUCKETS * 24] = "";
+  size_t n = 0;
+  for (int32_t k = 0; k < p->n_buckets && n < sizeof sizes; ++k)
+    n += (size_t)snprintf(sizes + n, sizeof sizes - n, "%s%lld", k ? ", " : "", (long long)p->bucket_values[k]);
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': dim '%s' takes one of the sizes %s (shape buckets)",
+                          p->model_name, spec, p->bucket_dim, sizes);
+}
+
+kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out) {
+  const kiln_program_t* b = m ? kiln_program_bucket(m->program, k) : NULL;
+  if (!b || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_module: no bucket %d", (int)k);
+  void* mem = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(m->allocator, sizeof(kiln_module_t), "bucket module", &mem));
+  kiln_module_t* bm = mem;
+  *bm = (kiln_module_t){.allocator = m->allocator, .program = (kiln_program_t*)b, .format_version = m->format_version,
+                        .file_bytes = m->file_bytes, .signature_verified = m->signature_verified, .parent = m};
+  atomic_init(&bm->refs, 1);
+  memcpy(bm->signer_key_id, m->signer_key_id, sizeof bm->signer_key_id);
+  kiln_module_retain(m);
+  *out = bm;
+  return NULL;
 }

@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,27 +26,10 @@
 
 #include "runtime/device_registry.h"
 
-/* ---- CRC-64/XZ ------------------------------------------------------------ */
-
-static uint64_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  const uint64_t poly = 0xC96C5795D7870F42ull; /* ECMA-182, reflected */
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint64_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
-    crc_table[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i)
-    for (int t = 1; t < 8; ++t)
-      crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
 static uint64_t load_le64(const uint8_t* p) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   uint64_t v;
-  memcpy(&v, p, 8); /* one unaligned load: this is the CRC's inner loop */
+  memcpy(&v, p, 8); /* one unaligned load */
   return v;
 #else
   uint64_t v = 0;
@@ -63,25 +45,6 @@ static void store_le64(uint8_t* p, uint64_t v) {
 }
 static void store_le32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Slice-by-8: eight table lookups per 8 bytes, ~1-2 GB/s, so checking a
- * large weights blob costs little next to reading it from disk. */
-uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t* p = data;
-  crc = ~crc;
-  while (n >= 8) {
-    crc ^= load_le64(p);
-    crc = crc_table[7][crc & 0xff] ^ crc_table[6][(crc >> 8) & 0xff] ^
-          crc_table[5][(crc >> 16) & 0xff] ^ crc_table[4][(crc >> 24) & 0xff] ^
-          crc_table[3][(crc >> 32) & 0xff] ^ crc_table[2][(crc >> 40) & 0xff] ^
-          crc_table[1][(crc >> 48) & 0xff] ^ crc_table[0][crc >> 56];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-  return ~crc;
 }
 
 void kiln_module_reseal(uint8_t* bytes, size_t len) {
@@ -223,6 +186,36 @@ static void put_code(wr_t* w, const kiln_program_code_t* c) {
   }
 }
 
+/* Section BUCK: the dim's name, the sizes, then each bucket after the
+ * first as a u64 length and its module image (serialised here in both
+ * writer passes: the measuring pass needs its length). */
+static kiln_status_t put_buckets(wr_t* w, const kiln_program_t* p) {
+  size_t s = section_begin(w, KILN_MODULE_TAG_BUCK);
+  KILN_RETURN_IF_ERROR(put_str(w, p, p->bucket_dim, "bucketed dim name"));
+  put_u64(w, (uint64_t)p->n_buckets);
+  for (int32_t k = 0; k < p->n_buckets; ++k) put_i64(w, p->bucket_values[k]);
+  for (int32_t k = 1; k < p->n_buckets; ++k) {
+    if (!p->buckets || !p->buckets[k - 1] || p->buckets[k - 1]->n_buckets) return bad_arg(p, "shape bucket", k);
+    /* Weights the same as the first program's (the sizes change the
+     * activations, rarely the packed weights) are stored once: the image
+     * then has none and flag 1 says whose to take. */
+    kiln_program_t b = *p->buckets[k - 1];
+    const bool shared = b.weights_len && b.weights_len == p->weights_len && !memcmp(b.weights, p->weights, b.weights_len);
+    if (shared) b.weights = NULL, b.weights_len = 0;
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    KILN_RETURN_IF_ERROR(kiln_module_serialize(&b, kiln_allocator_system(), &bytes, &len),
+                         "%s: shape bucket %s=%lld", prog_name(p), p->bucket_dim, (long long)p->bucket_values[k]);
+    put_u64(w, shared ? 1 : 0);
+    put_u64(w, (uint64_t)len);
+    put_bytes(w, bytes, len);
+    put_zeros(w, (8 - len % 8) % 8);
+    kiln_allocator_free(kiln_allocator_system(), bytes);
+  }
+  section_end(w, s);
+  return NULL;
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -353,6 +346,10 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     }
     section_end(w, s);
   }
+
+  /* Shape buckets: the other sizes' programs, each a whole module image.
+   * Required: a kiln without it would run every size with the first's. */
+  if (p->n_buckets) KILN_RETURN_IF_ERROR(put_buckets(w, p));
 
   /* Optional: the tuning-cache points kernels were compiled with. */
   int64_t n_tuned = 0;
@@ -517,6 +514,7 @@ typedef struct rd_s {
   const uint8_t* p;
   size_t left;
   uint32_t version;    /* the file's format version */
+  bool borrow;         /* weights point into the bytes instead of a copy */
 } rd_t;
 
 static void tag_text(uint32_t tag, char out[8]) {
@@ -892,7 +890,13 @@ static kiln_status_t rd_wght(rd_t* r, kiln_program_t* p) {
   if (len != r->left)
     return rd_err(r, KILN_PARSE_ERROR, "weights claim %llu bytes, section holds %zu",
                   (unsigned long long)len, r->left);
-  if (len) {
+  if (len && r->borrow) {
+    /* In place: the caller keeps the bytes mapped, read-only, for the
+     * program's life (kiln_module_parse_borrowing). */
+    p->weights = (uint8_t*)(uintptr_t)r->p;
+    p->weights_borrowed = true;
+    p->weights_len = len;
+  } else if (len) {
     void* m = NULL;
     KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)len, 1, "weights", &m));
     memcpy(m, r->p, (size_t)len);
@@ -1044,6 +1048,55 @@ static kiln_status_t rd_dbin(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+enum { MIN_BUCKET = 16 + KILN_MODULE_HEADER_LEN };
+
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program);
+
+/* Each bucket's image is parsed (and validated) as a module of its own;
+ * kiln_program_validate then checks that the buckets fit together. */
+static _Thread_local int bucket_depth; /* a bucket's image inside a bucket's image: refused, not recursed into */
+
+static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
+  if (bucket_depth) return rd_err(r, KILN_PARSE_ERROR, "a shape bucket's module has shape buckets of its own");
+  KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "bucketed dim name", &p->bucket_dim));
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "shape buckets", 8, &n));
+  if (n < 2 || n > KILN_PROGRAM_MAX_BUCKETS)
+    return rd_err(r, KILN_PARSE_ERROR, "%d shape buckets (needs 2..%d)", (int)n, KILN_PROGRAM_MAX_BUCKETS);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(int64_t), "bucket sizes", &m));
+  p->bucket_values = m;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n - 1, sizeof(kiln_program_t*), "bucket programs", &m));
+  memset(m, 0, sizeof(kiln_program_t*) * ((size_t)n - 1));
+  p->buckets = m;
+  p->n_buckets = n; /* the programs are freed with it from here on */
+  for (int32_t k = 0; k < n; ++k) KILN_RETURN_IF_ERROR(rd_i64(r, "bucket size", &p->bucket_values[k]));
+  r->item = "bucket";
+  for (int32_t k = 1; k < n; ++k) {
+    r->index = k;
+    uint64_t flags, len;
+    KILN_RETURN_IF_ERROR(rd_u64(r, "flags", &flags));
+    if (flags > 1) return rd_err(r, KILN_PARSE_ERROR, "flags 0x%llx unknown to this kiln", (unsigned long long)flags);
+    KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+    if (len < MIN_BUCKET || len > r->left)
+      return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len,
+                    r->left);
+    char name[160];
+    snprintf(name, sizeof name, "%s (bucket %s=%lld)", r->name, p->bucket_dim, (long long)p->bucket_values[k]);
+    bucket_depth++;
+    kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, flags ? p : NULL, p->allocator, &p->buckets[k - 1]);
+    bucket_depth--;
+    KILN_RETURN_IF_ERROR(st);
+    size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
+    if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
+    r->p += pad;
+    r->left -= pad;
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 typedef kiln_status_t (*section_fn)(rd_t* r, kiln_program_t* p);
 
 static const struct {
@@ -1054,7 +1107,7 @@ static const struct {
     {KILN_MODULE_TAG_IO, rd_io},     {KILN_MODULE_TAG_WGHT, rd_wght}, {KILN_MODULE_TAG_CODE, rd_code},
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
-    {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin},
+    {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin}, {KILN_MODULE_TAG_BUCK, rd_buck},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1112,7 +1165,7 @@ static kiln_status_t check_header(const uint8_t* d, size_t size, const char* nam
 }
 
 static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* name, uint32_t n_sections,
-                                    uint32_t version, kiln_program_t* p) {
+                                    uint32_t version, bool borrow, kiln_program_t* p) {
   bool seen[N_KNOWN] = {false};
   size_t off = KILN_MODULE_HEADER_LEN;
   for (uint32_t s = 0; s < n_sections; ++s) {
@@ -1120,7 +1173,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
       return perr(name, KILN_PARSE_ERROR, "section %u of %u starts past the end of the file", s, n_sections);
     uint32_t tag = load_le32(d + off), flags = load_le32(d + off + 4);
     uint64_t len = load_le64(d + off + 8);
-    rd_t r = {.name = name, .version = version};
+    rd_t r = {.name = name, .version = version, .borrow = borrow};
     tag_text(tag, r.section);
     if (len > size - off - 16)
       return rd_err(&r, KILN_PARSE_ERROR, "payload of %llu bytes runs past the end of the file",
@@ -1153,7 +1206,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
     if (!seen[k] && known_sections[k].tag != KILN_MODULE_TAG_GEMM && known_sections[k].tag != KILN_MODULE_TAG_PLUG &&
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
-        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN) {
+        known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN &&
+        known_sections[k].tag != KILN_MODULE_TAG_BUCK) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);
@@ -1161,8 +1215,11 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
   return NULL;
 }
 
-kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
-                                kiln_program_t** out_program) {
+/* |weights_of|: a bucket's image stored without weights (section BUCK,
+ * flag 1) takes that program's, borrowed: the bucket program is owned and
+ * destroyed by it. */
+static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
+                                  const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program) {
   if (!name || !name[0]) name = "module";
   if (!out_program) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL out_program", name);
   if (!data && size) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NULL data", name);
@@ -1172,7 +1229,14 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   KILN_RETURN_IF_ERROR(check_header(d, size, name, &n_sections, &version));
   kiln_program_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_program_create(a, &p), "%s", name);
-  kiln_status_t st = parse_sections(d, size, name, n_sections, version, p);
+  kiln_status_t st = parse_sections(d, size, name, n_sections, version, borrow, p);
+  if (!st && weights_of && p->weights_len)
+    st = kiln_make_status(KILN_PARSE_ERROR, "%s: has weights of its own but says it shares the first bucket's", name);
+  if (!st && weights_of && weights_of->weights_len) {
+    p->weights = weights_of->weights;
+    p->weights_len = weights_of->weights_len;
+    p->weights_borrowed = true;
+  }
   if (!st) {
     st = kiln_program_validate(p);
     if (st) st = kiln_status_annotate(st, "%s", name);
@@ -1183,4 +1247,14 @@ kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
   }
   *out_program = p;
   return NULL;
+}
+
+kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                kiln_program_t** out_program) {
+  return parse_module(data, size, name, false, NULL, a, out_program);
+}
+
+kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name, kiln_allocator_t a,
+                                          kiln_program_t** out_program) {
+  return parse_module(data, size, name, true, NULL, a, out_program);
 }

@@ -170,9 +170,16 @@ extern "C" {
 #define KILN_MODULE_MAX_ISA_NAME 63
 /* optional: device program binaries (OpenCL), keyed by device and driver */
 #define KILN_MODULE_TAG_DBIN KILN_MODULE_TAG('D', 'B', 'I', 'N')
+/* Required when present: shape buckets (kiln compile --dim seq=16,64,...):
+ * the dim, its sizes and the programs of all sizes but the first, each a
+ * whole module image (runtime/program_buckets.c). */
+#define KILN_MODULE_TAG_BUCK KILN_MODULE_TAG('B', 'U', 'C', 'K')
 
-/* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0). */
+/* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0)
+ * (runtime/module_crc.c: carry-less multiplication where the CPU has it). */
 uint64_t kiln_module_crc64(uint64_t crc, const void* data, size_t n);
+/* The same with the portable tables only (tests compare the two). */
+uint64_t kiln_module_crc64_tables(uint64_t crc, const void* data, size_t n);
 
 /* Recomputes both checksums of the module in |bytes| (at least the header
  * long) after an edit; the total length field is left alone. For tests and
@@ -208,6 +215,15 @@ kiln_status_t kiln_module_fd_write_all(int fd, const void* data, size_t n, const
  * success. */
 kiln_status_t kiln_module_parse(const void* data, size_t size, const char* name,
                                 kiln_allocator_t a, kiln_program_t** out_program);
+
+/* kiln_module_parse, except that the program's weights are not copied: they
+ * point into |data| (kiln_program_t.weights_borrowed), whose 'WGHT'
+ * payload the writer aligned to 64 bytes in the file. The caller keeps
+ * |data| alive and unchanged for the program's life; kiln_module_load_file
+ * maps the file read-only for it, so a 47 MB ResNet-18 is neither read nor
+ * copied, only checksummed. */
+kiln_status_t kiln_module_parse_borrowing(const void* data, size_t size, const char* name,
+                                          kiln_allocator_t a, kiln_program_t** out_program);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,14 @@ struct kiln_module_s {
    * unsigned; verified when the load had a verify key. */
   char signer_key_id[KILN_SIGN_KEY_ID_TEXT + 1];
   bool signature_verified;
+  /* The file mapped read-only (kiln_module_load_file), which the program's
+   * weights point into (weights_borrowed); unmapped after the program is
+   * destroyed. NULL when the module was read, copied or wrapped. */
+  void* map;
+  size_t map_len;
+  /* A shape bucket's view (kiln_module_bucket_module): the module whose
+   * program owns |program| (retained); NULL for a module of its own. */
+  kiln_module_t* parent;
 };
 
 /* The program inside |m| (borrowed; valid while |m| lives). NULL for NULL. */
@@ -39,6 +47,10 @@ const kiln_program_t* kiln_module_program(const kiln_module_t* m);
  * in every case: on failure (kiln_program_validate's error, OUT_OF_MEMORY)
  * |p| has been destroyed. The module uses |p|'s allocator. */
 kiln_status_t kiln_module_wrap(kiln_program_t* p, kiln_module_t** out_module);
+
+/* A module (one reference) for shape bucket |k| of |m|'s program, which
+ * it borrows: it retains |m| until released. For the bucket's session. */
+kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out);
 
 #ifdef __cplusplus
 }

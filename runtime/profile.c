@@ -11,6 +11,7 @@
 
 const kiln_profile_entry_t* kiln_session_profile(const kiln_session_t* s, int32_t* out_n,
                                                  int32_t* out_runs) {
+  if (s) s = kiln_session_current(s);
   if (!s || !s->prof) return NULL;
   if (out_n) *out_n = s->p->n_kernels;
   if (out_runs) *out_runs = s->prof_runs;
@@ -18,6 +19,7 @@ const kiln_profile_entry_t* kiln_session_profile(const kiln_session_t* s, int32_
 }
 
 void kiln_profile_print_table(const kiln_session_t* s, FILE* out, int32_t max_rows) {
+  if (s) s = kiln_session_current(s);
   int32_t n = 0, runs = 0;
   const kiln_profile_entry_t* e = kiln_session_profile(s, &n, &runs);
   if (!e || runs == 0) {
@@ -86,6 +88,7 @@ static void json_str(FILE* f, const char* s) {
 }
 
 kiln_status_t kiln_profile_write_trace(const kiln_session_t* s, const char* path) {
+  if (s) s = kiln_session_current(s);
   int32_t n = 0, runs = 0;
   const kiln_profile_entry_t* e = kiln_session_profile(s, &n, &runs);
   if (!e || runs == 0)

@@ -48,7 +48,7 @@ void kiln_program_destroy(kiln_program_t* p) {
   kiln_allocator_free(a, p->output_names);
   kiln_allocator_free(a, p->inputs);
   kiln_allocator_free(a, p->outputs);
-  kiln_allocator_free(a, p->weights);
+  if (!p->weights_borrowed) kiln_allocator_free(a, p->weights);
   for (int32_t i = 0; p->plugin_ops && i < p->n_plugin_ops; ++i) {
     kiln_allocator_free(a, p->plugin_ops[i].domain);
     kiln_allocator_free(a, p->plugin_ops[i].name);
@@ -56,6 +56,7 @@ void kiln_program_destroy(kiln_program_t* p) {
   kiln_allocator_free(a, p->plugin_ops);
   for (int32_t i = 0; p->dims && i < p->n_dims; ++i) kiln_allocator_free(a, p->dims[i].name);
   kiln_allocator_free(a, p->dims);
+  kiln_program_buckets_free(p);
   kiln_allocator_free(a, p->model_name);
   kiln_allocator_free(a, p->precision);
   kiln_allocator_free(a, p->options);
@@ -518,7 +519,8 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p) {
   KILN_RETURN_IF_ERROR(validate_kernels(p));
   KILN_RETURN_IF_ERROR(validate_io(p));
   KILN_RETURN_IF_ERROR(validate_code(p));
-  return kiln_program_validate_dims(p);
+  KILN_RETURN_IF_ERROR(kiln_program_validate_dims(p));
+  return kiln_program_validate_buckets(p);
 }
 
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,

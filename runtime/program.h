@@ -225,7 +225,8 @@ typedef struct kiln_program_dim_s {
 /* The largest value a dynamic dim may declare. */
 #define KILN_PROGRAM_MAX_DIM_VALUE (1ll << 20)
 
-typedef struct kiln_program_s {
+typedef struct kiln_program_s kiln_program_t;
+struct kiln_program_s {
   kiln_allocator_t allocator;
   char* model_name;   /* where it came from (file name), for messages */
   /* The target it was built for, by name: the device API of the same name
@@ -255,7 +256,24 @@ typedef struct kiln_program_s {
   kiln_program_plugin_op_t* plugin_ops;
   int32_t n_dims;       /* dynamic dims (section 'DYNS'); 0: static shapes */
   kiln_program_dim_t* dims;
-} kiln_program_t;
+  /* |weights| point into memory the program does not own -- the module
+   * file mapped read-only by kiln_module_load_file, which the module keeps
+   * mapped while the program lives -- so kiln_program_destroy leaves them
+   * alone, and nothing may write them (no kernel writes a constant:
+   * kiln_program_validate). */
+  bool weights_borrowed;
+  /* Shape buckets (module section 'BUCK'; runtime/program_buckets.c): a
+   * dim compiled at a set of sizes (kiln compile --dim seq=16,64,128), one
+   * program per size, each with static shapes in that dim. This program is
+   * the smallest size's; the others follow, owned, in |buckets| (none of
+   * them with buckets of its own). n_buckets 0: no buckets; else >= 2,
+   * counting this program. A run takes the program whose input shapes its
+   * inputs have (kiln_program_bucket_select). */
+  char* bucket_dim;
+  int32_t n_buckets;
+  int64_t* bucket_values;    /* n_buckets, ascending */
+  kiln_program_t** buckets;  /* n_buckets - 1: the sizes after the first */
+};
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */
 kiln_status_t kiln_program_create(kiln_allocator_t allocator, kiln_program_t** out_program);
@@ -337,6 +355,30 @@ kiln_status_t kiln_program_dim_value(const kiln_program_t* p, const kiln_array_t
 kiln_status_t kiln_program_validate_dims(const kiln_program_t* p);
 kiln_status_t kiln_program_at(const kiln_program_t* p, int64_t n, kiln_allocator_t allocator, kiln_program_t* out);
 void kiln_program_at_free(kiln_allocator_t allocator, kiln_program_t* at);
+
+/* ---- shape buckets (runtime/program_buckets.c) ---- */
+
+/* Most sizes one bucketed dim may list. */
+#define KILN_PROGRAM_MAX_BUCKETS 16
+
+/* Bucket |k|'s program (0: |p| itself), NULL outside 0..n_buckets-1 (a
+ * program without buckets is its own bucket 0). */
+const kiln_program_t* kiln_program_bucket(const kiln_program_t* p, int32_t k);
+/* The model input and axis that tell the buckets apart (the first whose
+ * size differs between them), for messages and for picking one. */
+void kiln_program_bucket_key(const kiln_program_t* p, int32_t* out_input, int32_t* out_axis);
+/* The bucket whose input shapes |inputs| have (dim 0 of per-sample inputs
+ * left to the dynamic dim): INVALID_ARGUMENT naming the input, its axis,
+ * the bucketed dim, the value and the sizes the module has when none does.
+ * 0 for a program without buckets. */
+kiln_status_t kiln_program_bucket_select(const kiln_program_t* p, const kiln_array_t* inputs, const char* where,
+                                         int32_t* out_k);
+/* The bucket part of kiln_program_validate: the sizes, every bucket's own
+ * validity, and that all of them have the same target, dims, inputs and
+ * outputs (names, dtypes, ranks) apart from their shapes. */
+kiln_status_t kiln_program_validate_buckets(const kiln_program_t* p);
+/* Frees the buckets (kiln_program_destroy calls it). */
+void kiln_program_buckets_free(kiln_program_t* p);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 
@@ -88,9 +89,45 @@ static kiln_status_t plan_barriers(kiln_session_t* s) {
 
 /* ---- creation --------------------------------------------------------- */
 
+/* The weights used where the module holds them, when the device runs on
+ * host memory (buffer_wrap) and every constant starts at a view-aligned
+ * address (a mapped module file: its weights are 64-byte aligned in the
+ * file, the constants at 64-byte offsets). *out_done false: copy them. */
+static kiln_status_t wrap_weights(kiln_session_t* s, bool* out_done) {
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  *out_done = false;
+  if (!d->vt->buffer_wrap || !p->weights || !p->weights_len || ((uintptr_t)p->weights & (s->alignment - 1)))
+    return NULL;
+  for (int32_t i = 0; i < p->n_buffers; ++i)
+    if (p->buffers[i].kind == KILN_PB_CONST && p->buffers[i].bytes && (p->buffers[i].const_offset & (s->alignment - 1)))
+      return NULL;
+  s->weight_views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
+  if (!s->weight_views) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
+  kiln_status_t st = d->vt->buffer_wrap(d, p->weights, p->weights_len, "weights", &s->weights);
+  if (st && kiln_status_code(st) == KILN_UNSUPPORTED) {
+    kiln_status_free(st);
+    free(s->weight_views);
+    s->weight_views = NULL;
+    return NULL;
+  }
+  for (int32_t i = 0; i < p->n_buffers && !st; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    if (b->kind != KILN_PB_CONST || !b->bytes) continue;
+    st = d->vt->view_create(d, s->weights, b->const_offset, b->bytes, &s->weight_views[i]);
+    if (st) st = kiln_status_annotate(st, "constant '%s'", b->name);
+  }
+  s->weights_bytes = p->weights_len;
+  *out_done = true;
+  return st;
+}
+
 static kiln_status_t upload_weights(kiln_session_t* s) {
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
+  bool wrapped = false;
+  KILN_RETURN_IF_ERROR(wrap_weights(s, &wrapped));
+  if (wrapped) return NULL;
   /* Re-laid out at the device's view alignment (the module's blob uses 64). */
   uint64_t* off = calloc((size_t)p->n_buffers + 1, sizeof(uint64_t));
   s->weight_views = calloc((size_t)p->n_buffers + 1, sizeof(kiln_device_buffer_t*));
@@ -99,19 +136,28 @@ static kiln_status_t upload_weights(kiln_session_t* s) {
     return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", mname(s));
   }
   uint64_t total = 0;
+  /* Shape buckets (session_buckets.c): where the module's 64-byte layout
+   * suits the device, the weights keep it, so that a bucket whose blob is
+   * the first bucket's views that bucket's copy instead of making its own. */
+  const kiln_session_t* from = s->weights_of;
+  const bool blob = s->bucket_weights && s->alignment == KILN_MODULE_WEIGHTS_ALIGN;
+  const bool borrow = blob && from && from->weights && from->p->weights_len == p->weights_len &&
+                      !memcmp(from->p->weights, p->weights, (size_t)p->weights_len);
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (b->kind != KILN_PB_CONST || !b->bytes) continue;
-    off[i] = total;
+    off[i] = blob ? b->const_offset : total;
     total += (b->bytes + s->alignment - 1) & ~(s->alignment - 1);
   }
+  if (blob) total = p->weights_len;
   s->weights_bytes = total;
   kiln_status_t st = NULL;
-  if (total) st = d->vt->buffer_create(d, total, "weights", &s->weights);
+  if (borrow) s->weights = from->weights, s->weights_borrowed = true;
+  else if (total) st = d->vt->buffer_create(d, total, "weights", &s->weights);
   for (int32_t i = 0; i < p->n_buffers && !st && total; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
     if (b->kind != KILN_PB_CONST || !b->bytes) continue;
-    st = d->vt->buffer_write(d, s->weights, off[i], p->weights + b->const_offset, b->bytes);
+    if (!borrow) st = d->vt->buffer_write(d, s->weights, off[i], p->weights + b->const_offset, b->bytes);
     if (!st) st = d->vt->view_create(d, s->weights, off[i], b->bytes, &s->weight_views[i]);
     if (st) st = kiln_status_annotate(st, "constant '%s'", b->name);
   }
@@ -269,6 +315,12 @@ static kiln_status_t init_profile(kiln_session_t* s) {
 kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
                                   const kiln_session_options_t* options,
                                   kiln_session_t** out_session) {
+  return kiln_session_create_bucket(module, device, options, false, NULL, out_session);
+}
+
+kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* device,
+                                         const kiln_session_options_t* options, bool bucket,
+                                         const kiln_session_t* weights_of, kiln_session_t** out_session) {
   if (!module || !device || !out_session)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_create: NULL argument");
   const kiln_program_t* p = kiln_module_program(module);
@@ -283,6 +335,8 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   s->module = module;
   s->p = p;
   s->dev = device;
+  s->bucket_weights = bucket;
+  s->weights_of = weights_of;
   kiln_module_retain(module);
   kiln_device_retain(device);
   if (options) s->opts = *options;
@@ -294,6 +348,17 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  /* a bucket's own session (module->parent set) runs its program alone,
+   * bucket 0's included, which is the program that carries the others */
+  if (p->n_buckets && !module->parent) {
+    kiln_status_t st = kiln_buckets_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return st;
+    }
+    *out_session = s;
+    return NULL;
+  }
   if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
     kiln_status_t st = kiln_hetero_session_create(s);
     if (st) {
@@ -333,6 +398,7 @@ kiln_status_t kiln_session_create(kiln_module_t* module, kiln_device_t* device,
 
 void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
+  kiln_buckets_destroy(s);
   kiln_hetero_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
@@ -345,7 +411,7 @@ void kiln_session_destroy(kiln_session_t* s) {
   free(s->slots);
   for (int32_t b = 0; s->weight_views && b < p->n_buffers; ++b) d->vt->buffer_destroy(d, s->weight_views[b]);
   free(s->weight_views);
-  d->vt->buffer_destroy(d, s->weights);
+  if (!s->weights_borrowed) d->vt->buffer_destroy(d, s->weights);
   d->vt->executable_destroy(d, s->exe);
   kiln_memory_plan_free(kiln_allocator_system(), &s->mp);
   free(s->barrier_before);
@@ -407,6 +473,7 @@ static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_
 kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run) {
   if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
+  if (s->buckets) return kiln_buckets_enqueue(s, inputs, out_run);
   const kiln_program_t* p = s->p;
   int64_t n = 1;
   KILN_RETURN_IF_ERROR(kiln_program_dim_value(p, inputs, mname(s), &n));
@@ -515,6 +582,7 @@ static kiln_status_t read_outputs(kiln_session_t* s, kiln_session_slot_t* sl, ki
 kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
+  if (s->buckets) return kiln_buckets_wait(s, run, outputs);
   if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
@@ -542,6 +610,7 @@ kiln_status_t kiln_session_run(kiln_session_t* s, const kiln_array_t* inputs, ki
 
 kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_session_memory_t* out) {
   if (!s || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_memory_at: NULL argument");
+  s = kiln_session_current(s);
   const kiln_program_t* p = s->p;
   if (!p->n_dims) {
     kiln_session_memory(s, out);
@@ -569,6 +638,7 @@ kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_se
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
+  s = kiln_session_current(s);
   if (s->het) {
     kiln_hetero_memory(s, out);
     return;

@@ -63,6 +63,18 @@ struct kiln_session_s {
    * their sessions (runtime/session_hetero.c); then |exe|, |slots| and the
    * other per-device fields above stay empty. NULL otherwise. */
   kiln_hetero_t* het;
+  /* Shape buckets (runtime/session_buckets.c): one session per bucket of
+   * the module, bucket 0's made with this one, the others at their first
+   * run; |last_bucket| ran last and is the one whose memory figures and
+   * profile this session reports. NULL without buckets (then nothing here
+   * is used); with them, every other per-device field stays empty. */
+  kiln_session_t** buckets;
+  int32_t n_buckets, last_bucket;
+  /* A bucket's own session: its weights keep the module's layout, and a
+   * blob equal to |weights_of|'s (the first bucket's session, which
+   * outlives it) is viewed there rather than copied (|weights_borrowed|). */
+  bool bucket_weights, weights_borrowed;
+  const kiln_session_t* weights_of;
 };
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
@@ -72,6 +84,21 @@ void kiln_hetero_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+
+/* kiln_session_create for a shape bucket's module (session_buckets.c):
+ * |bucket| keeps the weights in the module's layout; |weights_of| (NULL:
+ * none) is a session whose equal weights it shares. */
+KILN_MUST_USE kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* device,
+                                                       const kiln_session_options_t* options, bool bucket,
+                                                       const kiln_session_t* weights_of, kiln_session_t** out_session);
+
+/* runtime/session_buckets.c: |s| has module, p, dev and opts set. */
+KILN_MUST_USE kiln_status_t kiln_buckets_session_create(kiln_session_t* s);
+void kiln_buckets_destroy(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_buckets_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_buckets_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* The session whose figures |s| reports: the bucket that ran last, or |s|. */
+const kiln_session_t* kiln_session_current(const kiln_session_t* s);
 /* Lines on the segments, their transfers and (profiled) their time. */
 void kiln_hetero_print(const kiln_session_t* s, FILE* out);
 

@@ -81,7 +81,8 @@ static kiln_status_t fill_report(const kiln_graph_t* g, const uint8_t* host, cha
 }
 
 kiln_status_t kiln_partition_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
-                                        const kiln_target_t* target, bool strict, kiln_allocator_t allocator,
+                                        const kiln_target_t* target, bool strict, uint32_t gpu_lacks,
+                                        kiln_allocator_t allocator,
                                         kiln_partition_report_t* report, kiln_plan_t** out_plan) {
   if (report) memset(report, 0, sizeof *report);
   if (!g || !options || !target || !out_plan)
@@ -102,6 +103,7 @@ kiln_status_t kiln_partition_plan_build(const kiln_graph_t* g, const kiln_plan_o
    * more build settles it; the bound is a guard. */
   for (int round = 0; round < 4; ++round) {
     s = kiln_plan_build_host(g, options, &h, allocator, &plan);
+    if (!s) plan->gpu_lacks = gpu_lacks; /* what the target's kernel_check reads */
     if (s && strict && kiln_status_code(s) == KILN_UNSUPPORTED)
       s = kiln_status_annotate(s, "the %s target refuses it (--strict: no CPU fallback)", target->name);
     int32_t fresh = 0;

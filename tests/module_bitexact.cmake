@@ -1,7 +1,7 @@
 # The module round trip of the command line, bit for bit:
 #   kiln compile MODEL -o W/m.kiln
 #   kiln run MODEL / kiln run W/m.kiln          (seeded random inputs, same seed)
-#   kiln run MODEL / kiln run W/m.kiln / kiln-rt-run W/m.kiln  (the --input files)
+#   kiln run MODEL / kiln run W/m.kiln / kiln-rt-run W/m.kiln [--no-map]  (the --input files)
 # and every output file of a group must be identical.
 #   cmake -DKILN=... -DKILN_RT_RUN=... -DMODEL=... -DWORK=... -DINPUTS="name=file;..."
 #         -DOUTPUTS="name;..." -P module_bitexact.cmake
@@ -31,8 +31,10 @@ endforeach()
 run(${KILN} run ${MODEL} ${in_args} --output ${WORK}/direct)
 run(${KILN} run ${WORK}/m.kiln ${in_args} --output ${WORK}/module)
 run(${KILN_RT_RUN} ${WORK}/m.kiln ${in_args} --output ${WORK}/rt --runs 3)
+# read and copied instead of mapped with the weights in place: the same bytes
+run(${KILN_RT_RUN} ${WORK}/m.kiln ${in_args} --output ${WORK}/rt_copied --no-map)
 foreach(o IN LISTS OUTPUTS)
-  foreach(other module rt)
+  foreach(other module rt rt_copied)
     execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/direct/${o}.npy ${WORK}/${other}/${o}.npy
                     RESULT_VARIABLE same)
     if(NOT same EQUAL 0)

@@ -109,12 +109,25 @@ static double now_s(void) {
 }
 
 /* Parses |len| bytes (from an exact-size copy) and returns the status; a
- * program that parsed is destroyed. */
+ * program that parsed is destroyed. The bytes are parsed twice, copying
+ * the weights and leaving them in place (what a mapped file gets), and
+ * both must come to the same verdict with the same message. */
 static kiln_status_t parse_copy(const uint8_t* bytes, size_t len, const char* name) {
   uint8_t* copy = malloc(len ? len : 1);
   if (len) memcpy(copy, bytes, len);
   kiln_program_t* p = NULL;
+  kiln_program_t* q = NULL;
   kiln_status_t s = kiln_module_parse(len ? copy : NULL, len, name, sys(), &p);
+  kiln_status_t t = kiln_module_parse_borrowing(len ? copy : NULL, len, name, sys(), &q);
+  CHECK_MSG(!s == !t && (!s || !strcmp(kiln_status_message(s), kiln_status_message(t))),
+            "%s: copying parse says '%s', borrowing parse '%s'", name, s ? kiln_status_message(s) : "ok",
+            t ? kiln_status_message(t) : "ok");
+  if (!t) {
+    CHECK(q->weights_borrowed == (q->weights_len > 0));
+    CHECK(!q->weights_len || (q->weights >= copy && q->weights + q->weights_len <= copy + len));
+    kiln_program_destroy(q);
+  }
+  kiln_status_free(t);
   free(copy);
   if (!s) kiln_program_destroy(p);
   return s;

@@ -8,7 +8,8 @@
  * -- is refused before the dynamic loader sees it, with a message naming the
  * module and level: the C source is then the fallback where a compiler
  * exists, and without one the error says both reasons; a signature covers
- * the machine code (one byte of it changed and the module is refused). */
+ * the machine code (one byte of it changed and the module is refused); a
+ * module file is mapped and a session uses its weights in place. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <math.h>
@@ -44,7 +45,7 @@ static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
   kiln_graph_t* g = NULL;
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
   kiln_program_build_options_t bo = {.model_name = "tiny.kiln", .cpu_targets = levels};
   bool ok = CHECK_OK(kiln_onnx_parse_model(path, &oo, sys(), &g));
   if (ok) {
@@ -337,6 +338,74 @@ static void test_signed_machine_code(void) {
   kiln_allocator_free(sys(), signed_bytes);
 }
 
+/* A module file is mapped and its weights used where they lie: the
+ * program's weights point into the mapping and the session wraps them
+ * (buffer_wrap once, no weight written to the device) -- and the output is
+ * that of the copied path (no_map: read, weights copied, uploaded). */
+static void test_mapped_in_place(void) {
+  char dir[] = "/tmp/kiln-aot-map-XXXXXX", path[64];
+  if (!mkdtemp(dir)) return;
+  snprintf(path, sizeof path, "%s/tiny.kiln", dir);
+  FILE* f = fopen(path, "wb");
+  CHECK(f && fwrite(g_bytes, 1, g_len, f) == g_len);
+  if (f) fclose(f);
+  no_compiler();
+  for (int mapped = 1; mapped >= 0; --mapped) {
+    kiln_module_load_options_t lo = {.no_map = !mapped};
+    kiln_module_t* m = NULL;
+    kiln_device_t *d = NULL, *fd = NULL;
+    kiln_session_t* s = NULL;
+    kiln_array_t in = {0}, out = {0};
+    kiln_fault_spec_t never = {KILN_DEVICE_CALL_ANY, 1 << 30, KILN_FAULT_FAIL}; /* counts only */
+    kiln_device_open_options_t dop = {2, true, NULL};
+    if (CHECK_OK(kiln_module_load_file_opts(path, &lo, sys(), &m)) &&
+        CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) && CHECK_OK(kiln_device_fault_wrap(d, &never, &fd)) &&
+        CHECK_OK(kiln_session_create(m, fd, NULL, &s))) {
+      const kiln_program_t* p = kiln_module_program(m);
+      CHECK(p->weights_len > 0 && p->weights_borrowed == mapped);
+      if (mapped) {
+        CHECK(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRAP) == 1);
+        CHECK_MSG(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE) == 0,
+                  "%d buffer writes building a session of a mapped module",
+                  kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE));
+      }
+      kiln_dtype_t dt;
+      kiln_shape_t sh = kiln_module_input_shape(m, 0, &dt);
+      if (CHECK_OK(kiln_array_alloc(sys(), dt, &sh, &in))) {
+        for (int64_t i = 0; i < kiln_shape_count(&sh); ++i) ((float*)in.data)[i] = (float)sin(0.37 * (double)i);
+        if (CHECK_OK(kiln_session_run(s, &in, &out))) check_output(&out, mapped ? "mapped" : "read and copied");
+      }
+    }
+    kiln_array_free(sys(), &in);
+    kiln_array_free(sys(), &out);
+    kiln_session_destroy(s);
+    kiln_device_release(fd);
+    kiln_device_release(d);
+    kiln_module_release(m);
+  }
+  /* Wrapping the weights fails (or a view of them, or the device is lost
+   * there): the session is refused with the device's error, nothing leaks. */
+  const kiln_fault_spec_t faults[3] = {{KILN_DEVICE_CALL_BUFFER_WRAP, 1, KILN_FAULT_FAIL},
+                                       {KILN_DEVICE_CALL_BUFFER_WRAP, 1, KILN_FAULT_DEVICE_LOST},
+                                       {KILN_DEVICE_CALL_VIEW_CREATE, 2, KILN_FAULT_OUT_OF_MEMORY}};
+  for (int f = 0; f < 3; ++f) {
+    kiln_module_t* m = NULL;
+    kiln_device_t *d = NULL, *fd = NULL;
+    kiln_session_t* s = NULL;
+    kiln_device_open_options_t dop = {2, true, NULL};
+    if (CHECK_OK(kiln_module_load_file(path, sys(), &m)) && CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) &&
+        CHECK_OK(kiln_device_fault_wrap(d, &faults[f], &fd)))
+      CHECK_ERR(kiln_session_create(m, fd, NULL, &s), -1, d->info.name);
+    CHECK(s == NULL);
+    kiln_device_release(fd);
+    kiln_device_release(d);
+    kiln_module_release(m);
+  }
+  with_compiler();
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   if (!kiln_cpu_isa_host()) {
     printf("skipped: this CPU has none of kiln's ISA levels (%s)\n", kiln_cpu_isa_names());
@@ -350,6 +419,7 @@ int main(void) {
   RUN(test_no_object_for_this_cpu);
   RUN(test_bad_section);
   RUN(test_signed_machine_code);
+  RUN(test_mapped_in_place);
   with_compiler();
   free(saved_path);
   kiln_array_free(sys(), &g_expect);

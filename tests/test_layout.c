@@ -182,7 +182,7 @@ static void test_pass(void) {
   kiln_layout_free(&l);
 
   /* The plan: blocked buffers, reorder kernels, weights re-laid out. */
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 8};
+  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = 8};
   kiln_plan_t* p = NULL;
   if (CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
     const tir_buffer_t* h2 = p->buffers[p->tensor_buffer[tensor(g, "h2")]].buf;
@@ -203,7 +203,7 @@ static void test_pass(void) {
   }
   kiln_plan_destroy(p);
   /* A GPU plan ignores the block (the pass is the CPU target's for now). */
-  kiln_plan_options_t pg = {KILN_TARGET_CLASS_GPU, 0, 0, 8};
+  kiln_plan_options_t pg = {.target = KILN_TARGET_CLASS_GPU, .layout_block = 8};
   if (CHECK_OK(kiln_plan_build(g, &pg, A(), &p))) CHECK(p->layout == NULL);
   kiln_plan_destroy(p);
   tg_free(&t);
@@ -315,7 +315,7 @@ static void test_kernels(int32_t block) {
   memset(got, 0, sizeof got);
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, block};
+  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
   kiln_plan_t* p = NULL;
   if (CHECK_OK(kiln_ref_run(g, t.feeds, &ro, want)) && CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
     /* every conv and the element-wise ops of case 1 run blocked */

@@ -176,6 +176,24 @@ static void test_crc64(void) {
     uint64_t c = kiln_module_crc64(0, buf, cut);
     CHECK(kiln_module_crc64(c, buf + cut, sizeof buf - cut) == whole);
   }
+  /* The folding path (carry-less multiplication, where the CPU has it) is
+   * the tables' CRC on every length around its 16- and 64-byte steps, at
+   * every alignment, from any starting state. */
+  enum { BIG = 4096 + 64 };
+  static uint8_t big[BIG + 16];
+  uint64_t r = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < BIG + 16; ++i) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    big[i] = (uint8_t)r;
+  }
+  int bad = 0;
+  for (size_t off = 0; off < 16; ++off)
+    for (size_t n = 0; n <= 300; ++n)
+      bad += kiln_module_crc64(off * 77, big + off, n) != kiln_module_crc64_tables(off * 77, big + off, n);
+  for (size_t n = BIG - 40; n <= BIG; ++n)
+    bad += kiln_module_crc64(0, big + 3, n) != kiln_module_crc64_tables(0, big + 3, n);
+  CHECK_MSG(bad == 0, "%d lengths where the folded CRC is not the tables'", bad);
+  CHECK(kiln_module_crc64_tables(0, "123456789", 9) == 0x995DC9BBDF1939FAull);
 }
 
 static void round_trip(const char* target) {
@@ -350,6 +368,12 @@ static void test_file_write_read(void) {
     check_same_program(p, kiln_module_program(m));
     struct stat st;
     CHECK(stat(path, &st) == 0 && (size_t)st.st_size == m->file_bytes);
+    /* Mapped: the weights are the file's bytes where they lie, 64-byte
+     * aligned (the writer pads the 'WGHT' payload to 64 in the file). */
+    const kiln_program_t* q = kiln_module_program(m);
+    CHECK(m->map != NULL && m->map_len == m->file_bytes && q->weights_borrowed);
+    CHECK(q->weights >= (const uint8_t*)m->map && q->weights + q->weights_len <= (const uint8_t*)m->map + m->map_len);
+    CHECK(((uintptr_t)q->weights & 63) == 0);
     /* Shared: two references, released twice. */
     kiln_module_retain(m);
     CHECK(atomic_load(&m->refs) == 2);
@@ -359,6 +383,16 @@ static void test_file_write_read(void) {
   }
   kiln_module_release(NULL);
   kiln_module_retain(NULL);
+
+  /* no_map: read and copied, the same program. */
+  kiln_module_load_options_t lo = {.no_map = true};
+  m = NULL;
+  if (CHECK_OK(kiln_module_load_file_opts(path, &lo, sys(), &m))) {
+    check_info(m, p, KILN_MODULE_FORMAT_VERSION);
+    check_same_program(p, kiln_module_program(m));
+    CHECK(m->map == NULL && !kiln_module_program(m)->weights_borrowed);
+    kiln_module_release(m);
+  }
 
   /* The same bytes from memory. */
   uint8_t* bytes = NULL;

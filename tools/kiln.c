@@ -18,12 +18,10 @@
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "compiler/compare.h"
-#include "runtime/device.h"
 #include "runtime/device_registry.h"
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
-#include "api/quantize_graph.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "api/driver.h"
@@ -241,7 +239,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;
@@ -687,7 +685,8 @@ static int cmd_run(int argc, char** argv) {
   bool tol_set = false;
   kiln_cli_precision_t prec;
   kiln_cli_precision_default(&prec);
-  kiln_precision_policy_t int8_rules = {0}; /* auto's int8 layers, for --write-policy */
+  kiln_driver_graph_t dg; /* the compile driver's graph (not a model file) */
+  memset(&dg, 0, sizeof dg);
   uint64_t seed = 0;
   uint64_t max_input_bytes = KILN_RUN_MAX_INPUT_BYTES;
   bool profile = false;
@@ -856,20 +855,19 @@ static int cmd_run(int argc, char** argv) {
     /* --dim NAME=V on a module: the value of its dynamic dim for the random
      * inputs (dim 0; one sample's shape otherwise). */
     int64_t dyn_value = 0;
-    for (int i = 0; i < lo.n_dims; ++i)
-      if ((s = kiln_module_dim_parse(R.module, lo.dims[i], &dyn_value))) goto done;
+    int32_t bucket = 0; /* shape buckets: --dim seq=64 picks the bucket */
+    if ((s = kiln_cli_module_dims(R.module, lo.dims, lo.n_dims, &dyn_value, &bucket))) goto done;
     for (int32_t k = 0; k < n_in; ++k) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
-      kiln_shape_t sh = kiln_module_input_shape(R.module, k, &dt);
+      kiln_shape_t sh = kiln_module_bucket_input_shape(R.module, bucket, k, &dt);
       if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
     }
   } else {
     sym_val = malloc(sizeof(int64_t) * (size_t)(g->n_symbols + 1));
-    ptimes = calloc((size_t)g->n_nodes + 1, sizeof(double));
-    if (!sym_val || !ptimes) {
+    if (!sym_val) {
       s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
       goto done;
     }
@@ -891,17 +889,42 @@ static int cmd_run(int argc, char** argv) {
       for (int32_t d = 0; d < t->shape.rank && d < in[k].shape.rank; ++d)
         if (t->shape.dims[d] < 0) t->shape.dims[d] = in[k].shape.dims[d];
     }
-    if ((s = kiln_graph_prepare(g))) goto done;
-    if (prec.mode == KILN_PRECISION_INT8 || prec.mode == KILN_PRECISION_AUTO) {
-      /* quantized before the passes, which then see the Q/DQ nodes */
-      kiln_compile_log_t qlog = {0};
-      prec.int8_rules = &int8_rules;
-      s = kiln_quantize_for_precision(lo.model, g, &prec, &qlog);
-      kiln_cli_print_log(&qlog, 0);
-      kiln_compile_log_free(&qlog);
-      if (s) goto done;
+  }
+  R.ref = use_ref;
+  R.ro = &ro;
+  /* The device first: a GPU that falls back to the CPU gets CPU code. */
+  if (!use_ref && (s = kiln_cli_open_device(target ? target : api, strict, threads, &R.dev))) goto done;
+  if (!module_file) {
+    /* The compile driver's steps (api/driver.h), as `kiln compile` takes
+     * them: the graph bound to the inputs' shapes above, then prepare,
+     * int8 quantization, passes, the device's answers and the pipeline.
+     * The graph stays here for the reference interpreter. */
+    prec.strict = strict;
+    prec.seed = seed;
+    if (!use_ref && !(ptarget = kiln_target_find(kiln_device_api(R.dev)))) {
+      s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(R.dev));
+      goto done;
     }
-    if ((s = kiln_graph_optimize_except(g, opt, ptarget ? ptarget->skip_graph_passes : NULL, NULL))) goto done;
+    kiln_driver_request_t rq = {.model_path = lo.model, .target = use_ref ? NULL : ptarget, .opt = opt,
+                                .threads = threads, .fp16_arith = -1, .precision = prec, .dump_dir = dump_dir,
+                                .tuning_path = tuning_path, .tuning_default = tuning_default, .loop_limit = -1,
+                                .run_device = R.dev, .layout = layout};
+    kiln_compile_log_t log = {0};
+    s = kiln_driver_graph(&rq, g, &log, &dg);
+    g = NULL; /* dg's now */
+    int32_t printed = kiln_cli_print_log_but(&log, 0, "passes");
+    kiln_program_t* prog = NULL;
+    if (!s && !use_ref) s = kiln_driver_build(&rq, &dg, &log, &prog);
+    kiln_cli_print_log_but(&log, printed, "passes");
+    kiln_compile_log_free(&log);
+    if (s) goto done;
+    g = dg.g;
+    if (prog && (s = kiln_module_wrap(prog, &R.module))) goto done;
+    ptimes = calloc((size_t)g->n_nodes + 1, sizeof(double));
+    if (!ptimes) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+      goto done;
+    }
     prof = (prof_t){ptimes, g->n_nodes};
     if (profile && use_ref) {
       ro.on_node = on_node;
@@ -909,27 +932,7 @@ static int cmd_run(int argc, char** argv) {
     }
   }
   R.g = g;
-  R.ref = use_ref;
-  R.ro = &ro;
   if (!use_ref) {
-    /* The device first: a GPU that falls back to the CPU gets CPU code. */
-    if ((s = kiln_cli_open_device(target ? target : api, strict, threads, &R.dev))) goto done;
-    if (!module_file && !(ptarget = kiln_target_find(kiln_device_api(R.dev)))) {
-      s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(R.dev));
-      goto done;
-    }
-    if (!module_file) {
-      prec.fp16_arith = R.dev->info.fp16_arith;
-      prec.device = kiln_device_name(R.dev);
-      prec.strict = strict;
-      prec.seed = seed;
-      kiln_cli_compile_t cc = {ptarget,     opt,         threads, dump_dir, lo.model,
-                               &prec,       NULL,        tuning_path, R.dev, R.dev->info.loop_limit,
-                               tuning_default, layout};
-      kiln_program_t* prog = NULL;
-      if ((s = kiln_cli_compile(g, &cc, &prog))) goto done;
-      if ((s = kiln_module_wrap(prog, &R.module))) goto done;
-    }
     kiln_session_options_t so;
     kiln_session_options_default(&so);
     so.profile = profile;
@@ -977,6 +980,8 @@ static int cmd_run(int argc, char** argv) {
              sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
+  /* Shape buckets: the plan of the bucket this run took */
+  if (R.session && R.module && (s = kiln_cli_print_bucket_memory(R.module, R.session, in, n_in))) goto done;
   if (profile && !use_ref) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];
@@ -1087,8 +1092,8 @@ done:
   free(sym_val);
   free(ptimes);
   runner_destroy(&R);
-  kiln_graph_destroy(g);
-  kiln_precision_policy_free(&int8_rules);
+  if (g != dg.g) kiln_graph_destroy(g);
+  kiln_driver_graph_free(&dg);
   return rc;
 }
 
@@ -1302,7 +1307,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              tuning_default, loop_limit, layout};
+                              tuning_default, loop_limit, 0, NULL, layout};
   if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;

@@ -85,6 +85,15 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
              (long long)lo_v, (long long)hi_v);
   }
+  /* Shape buckets: the sizes of the bucketed dim, one static program each. */
+  for (int32_t k = 0; k < kiln_module_bucket_count(m); ++k) {
+    const char* bn;
+    int64_t v;
+    const kiln_program_t* b = kiln_program_bucket(p, k);
+    if (!kiln_module_bucket(m, k, &bn, &v) && b)
+      printf("%s%s=%lld (%d kernels, %.1f MB of weights)%s", k ? ", " : "shape buckets: ", bn, (long long)v,
+             (int)b->n_kernels, (double)b->weights_len / 1e6, k + 1 == kiln_module_bucket_count(m) ? "; shapes below are the first's\n" : "");
+  }
   /* The tuning-cache points the template kernels were compiled with. */
   int32_t n_tuned = 0;
   for (int32_t k = 0; p && k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
@@ -119,4 +128,45 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
     printf("signature: signed by key id %s (not verified: give --verify-key KEY.pub)\n", mi.signer_key_id);
   kiln_module_release(m);
   return 0;
+}
+
+kiln_status_t kiln_cli_module_dims(const kiln_module_t* m, const char* const* dims, int n, int64_t* out_value,
+                                   int32_t* out_bucket) {
+  for (int i = 0; i < n; ++i) {
+    kiln_status_t s = kiln_module_bucket_parse(m, dims[i], out_bucket);
+    if (s && kiln_status_code(s) == KILN_NOT_FOUND) {
+      kiln_status_free(s);
+      s = kiln_module_dim_parse(m, dims[i], out_value);
+    }
+    if (s) return s;
+  }
+  return NULL;
+}
+
+kiln_status_t kiln_cli_print_bucket_memory(const kiln_module_t* m, const kiln_session_t* s, const kiln_array_t* in,
+                                           int32_t n_in) {
+  if (kiln_module_bucket_count(m) <= 0 || n_in <= 0) return NULL;
+  const bool dyn = kiln_module_dim_count(m) > 0 && in[0].shape.rank >= 1;
+  kiln_session_memory_t sm;
+  kiln_session_memory(s, &sm);
+  if (dyn) KILN_RETURN_IF_ERROR(kiln_session_memory_at(s, in[0].shape.dims[0], &sm));
+  int32_t k = -1;
+  for (int32_t j = 0; j < kiln_module_bucket_count(m) && k < 0; ++j) {
+    bool same = true;
+    for (int32_t i = 0; i < n_in && same; ++i) {
+      kiln_shape_t bs = kiln_module_bucket_input_shape(m, j, i, NULL);
+      if (dyn && bs.rank >= 1 && in[i].shape.rank >= 1) bs.dims[0] = in[i].shape.dims[0];
+      same = kiln_shape_equal(&bs, &in[i].shape);
+    }
+    if (same) k = j;
+  }
+  const char* bn = "";
+  int64_t bv = 0;
+  if (k < 0) return NULL;
+  KILN_RETURN_IF_ERROR(kiln_module_bucket(m, k, &bn, &bv));
+  printf("shape bucket '%s' = %lld (%d of %d): arena %llu bytes, lower bound %llu (%.3fx)\n", bn, (long long)bv,
+         (int)k + 1, (int)kiln_module_bucket_count(m), (unsigned long long)sm.arena_bytes,
+         (unsigned long long)sm.lower_bound_bytes,
+         sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
+  return NULL;
 }

@@ -12,6 +12,7 @@
 #include "api/prune_graph.h"
 #include "api/quantize_graph.h"
 #include "compiler/calibrate.h"
+#include "compiler/prune_sparse.h"
 #include "frontend/onnx.h"
 #include "frontend/onnx_prune.h"
 
@@ -19,6 +20,7 @@ static const char* help =
     "usage: kiln prune MODEL.onnx -o PRUNED.onnx [--ratio R | --flops F | --latency-ms L |\n"
     "                  --calibrate DIR --tolerance T] [options]\n"
     "       kiln prune MODEL.onnx --analyze [--calibrate DIR] [--csv FILE]\n"
+    "       kiln prune MODEL.onnx --sparsity S -o SPARSE.onnx [--keep A,B]\n"
     "\n"
     "Structured pruning: removes whole output channels of Conv, Gemm and MatMul layers,\n"
     "the least important first, with everything that reads them (the next layer's input\n"
@@ -48,6 +50,14 @@ static const char* help =
     "  --reps N             timed runs per measurement (default 20)\n"
     "  --no-round           skip the latency-aware rounding (no compile, no device)\n"
     "  --dim SYM=N          bind a symbolic input dim (others: the calibration sample's, or 1)\n"
+    "  --sparsity S         block sparsity instead of channel pruning: in every Conv (not\n"
+    "                       depthwise), Gemm and MatMul with constant weights, zero the\n"
+    "                       fraction S in [0, 1) of the weight blocks with the smallest mean\n"
+    "                       |w| -- blocks of 4 output channels x 1 input channel with all\n"
+    "                       its taps (4x4 for 1x1 convs and GEMMs), the blocks kiln's CPU\n"
+    "                       block-sparse kernel skips -- keeping the shapes; kiln compile\n"
+    "                       then stores and runs those convs block-sparse where that is\n"
+    "                       faster (report section 'sparse'); --keep leaves those layers dense\n"
     "  --analyze            per prunable group: parameters, FLOPs, measured latency and\n"
     "                       output error at ratios 0.25, 0.5, 0.75 (seeded random inputs\n"
     "                       without --calibrate); bench/plot_prune.py plots the CSV\n"
@@ -80,7 +90,7 @@ static bool parse_num(const char* v, double* out) {
 typedef struct opts_s {
   const char *model, *out, *dir, *csv, *target, *device;
   kiln_prune_method_t method;
-  double ratio, flops, latency_ms, tolerance;
+  double ratio, flops, latency_ms, tolerance, sparsity;
   const char* keep[64];
   int32_t n_keep;
   const char* dims[16];
@@ -119,6 +129,10 @@ static int parse(int argc, char** argv, opts_t* o, char* keepbuf) {
       ++i;
       if (!parse_num(v, &o->tolerance) || !(o->tolerance > 0))
         return usage("--tolerance '%s': expected a positive number", v);
+    } else if (!strcmp(a, "--sparsity") && v) {
+      ++i;
+      if (!parse_num(v, &o->sparsity) || !(o->sparsity >= 0 && o->sparsity < 1))
+        return usage("--sparsity '%s': expected a number in [0, 1)", v);
     } else if (!strcmp(a, "--calibrate") && v) {
       o->dir = v, ++i;
     } else if (!strcmp(a, "--keep") && v) {
@@ -156,8 +170,16 @@ static int parse(int argc, char** argv, opts_t* o, char* keepbuf) {
   }
   if (!o->model) return usage("%sno model given", "");
   int budgets = (o->ratio >= 0) + (o->flops > 0) + (o->latency_ms > 0) + (o->tolerance > 0);
+  if (o->sparsity >= 0) {
+    if (budgets || o->analyze)
+      return usage("%s--sparsity zeroes weight blocks; it does not combine with channel pruning (--ratio, --flops, "
+                   "--latency-ms, --tolerance, --analyze)", "");
+    if (!o->out) return usage("%s-o FILE is required (the sparse model to write)", "");
+    return 0;
+  }
   if (budgets > 1) return usage("%sgive one of --ratio, --flops, --latency-ms and --tolerance", "");
-  if (!o->analyze && !budgets) return usage("%sgive --ratio, --flops, --latency-ms or --tolerance (or --analyze)", "");
+  if (!o->analyze && !budgets)
+    return usage("%sgive --ratio, --flops, --latency-ms or --tolerance (or --sparsity, or --analyze)", "");
   if (!o->analyze && !o->out) return usage("%s-o FILE is required (the pruned model to write)", "");
   if (o->tolerance > 0 && !o->dir) return usage("%s--tolerance needs --calibrate DIR", "");
   if (o->csv && !o->analyze) return usage("%s--csv needs --analyze", "");
@@ -195,10 +217,38 @@ static kiln_status_t choose(const opts_t* o, const kiln_pruner_t* p, const kiln_
   return kiln_prune_round_latency(p, b, max_flops, counts, stderr);
 }
 
+/* --sparsity: zero the weakest weight blocks (compiler/prune_sparse.h). */
+static int sparsify(const opts_t* o) {
+  kiln_graph_t* g = NULL;
+  kiln_sparsifier_t sp;
+  memset(&sp, 0, sizeof sp);
+  kiln_status_t s = load(o, &g);
+  if (!s) s = kiln_sparsify(g, o->sparsity, o->keep, o->n_keep, &sp);
+  const char** names = NULL;
+  const uint8_t** masks = NULL;
+  int64_t* counts = NULL;
+  if (!s) {
+    kiln_sparsify_report_print(g, &sp, stdout);
+    names = calloc((size_t)sp.n_layers + 1, sizeof *names);
+    masks = calloc((size_t)sp.n_layers + 1, sizeof *masks);
+    counts = calloc((size_t)sp.n_layers + 1, sizeof *counts);
+    if (!names || !masks || !counts) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  }
+  for (int32_t i = 0; !s && i < sp.n_layers; ++i)
+    names[i] = sp.layers[i].weight, masks[i] = sp.layers[i].mask, counts[i] = sp.layers[i].count;
+  if (!s) s = kiln_onnx_write_zeroed(o->model, sp.n_layers, names, masks, counts, o->out);
+  if (!s) printf("wrote %s\n", o->out);
+  free(names), free(masks), free(counts);
+  kiln_sparsify_free(&sp);
+  kiln_graph_destroy(g);
+  return s ? fail(s) : 0;
+}
+
 int kiln_cmd_prune(int argc, char** argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
   o.ratio = -1;
+  o.sparsity = -1;
   o.target = "cpu";
   char* keepbuf = malloc(4096);
   if (!keepbuf) return fail(kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory"));
@@ -216,6 +266,11 @@ int kiln_cmd_prune(int argc, char** argv) {
   if (o.dir && (stat(o.dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
     free(keepbuf);
     return fail(kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", o.dir));
+  }
+  if (o.sparsity >= 0) {
+    int rc2 = sparsify(&o);
+    free(keepbuf);
+    return rc2;
   }
   kiln_graph_t* g = NULL;
   kiln_pruner_t p;

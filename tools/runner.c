@@ -15,6 +15,15 @@ static double now_s(void) {
 }
 
 
+int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, const char* skip) {
+  for (int32_t i = from; i < log->n; ++i) {
+    if (!strcmp(log->entries[i].section, skip)) continue;
+    kiln_compile_log_t one = {&log->entries[i], 1, 1};
+    kiln_cli_print_log(&one, 0);
+  }
+  return log->n;
+}
+
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
   for (int32_t i = from; i < log->n; ++i) {
     const kiln_compile_report_entry_t* e = &log->entries[i];
@@ -26,22 +35,6 @@ void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
       printf("%s\n", e->text);
     }
   }
-}
-
-kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out) {
-  kiln_compile_config_t cc = {c->target, c->opt, c->threads, c->dump_dir, c->model_name, c->precision,
-                              c->cpu_targets, c->tuning_path, c->device, c->loop_limit, NULL, 0, 0,
-                              c->tuning_default,
-                              /* the shader features of the device it runs on */
-                              c->device && c->target->lowering == KILN_TARGET_CLASS_GPU
-                                  ? kiln_compile_gpu_lacks(&c->device->info)
-                                  : 0,
-                              c->layout};
-  kiln_compile_log_t log = {0};
-  kiln_status_t s = kiln_compile_program(g, &cc, &log, out);
-  kiln_cli_print_log(&log, 0);
-  kiln_compile_log_free(&log);
-  return s;
 }
 
 static void human(double v, char* buf, size_t n) {

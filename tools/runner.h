@@ -1,6 +1,7 @@
-/* The compile-and-run path shared by `kiln run`, `kiln compile` and
- * `kiln devices`: a prepared graph -> plan -> fused plan -> program ->
- * module, and a module -> device -> session. */
+/* What `kiln run`, `kiln compile` and `kiln devices` share around the
+ * compile driver (api/driver.h, which owns the order of the compile's
+ * steps): printing its log, embedding device binaries, opening a device,
+ * and a module -> device -> session with its memory plan printed. */
 #ifndef KILN_TOOLS_RUNNER_H_
 #define KILN_TOOLS_RUNNER_H_
 
@@ -19,29 +20,13 @@ typedef kiln_compile_precision_t kiln_cli_precision_t;
 
 static inline void kiln_cli_precision_default(kiln_cli_precision_t* p) { kiln_compile_precision_default(p); }
 
-typedef struct kiln_cli_compile_s {
-  const kiln_target_t* target; /* from the registry (kiln_target_find) */
-  int opt;              /* -O level: >= 1 fuses kernels */
-  int threads;
-  const char* dump_dir; /* plan and generated source */
-  const char* model_name;
-  const kiln_cli_precision_t* precision; /* NULL: fp32 */
-  const char* cpu_targets; /* ahead-of-time ISA levels (kiln_program_build_options_t) */
-  const char* tuning_path; /* --tuning-cache FILE (NULL: the default tiles) */
-  kiln_device_t* device;   /* whose records apply (NULL: the target's device is asked) */
-  int64_t loop_limit;      /* the device's (kiln_device_info_t.loop_limit); 0 = none */
-  bool tuning_default;     /* tuning_path is the cache folder's (kiln_compile_config_t) */
-  int layout;              /* --layout (kiln_layout_mode_t; 0: the default) */
-} kiln_cli_compile_t;
-
-/* kiln_compile_program (compiler/pipeline.h), printing the lines of its
- * report ("fused ...", "precision: ...", "compiled N kernels ..."); its
- * warnings go to stderr. */
-kiln_status_t kiln_cli_compile(kiln_graph_t* g, const kiln_cli_compile_t* c, kiln_program_t** out);
-
 /* Prints the lines of |log| from entry |from| on: warnings and notes on
  * stderr ("kiln: warning: ..."), the rest on stdout. */
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
+/* The same without section |skip|'s lines (`kiln run` leaves the graph
+ * passes' lines to `kiln compile`); returns the entries seen, where the
+ * next call starts. */
+int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, const char* skip);
 
 /* `kiln compile -o` for a target whose device has its own code form
  * (OpenCL program binaries; kiln_device_api_t.embed_binaries): builds

@@ -17,10 +17,10 @@
 static const char* tune_help =
     "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
     "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
-    "Measures other tiles for every distinct template kernel (OpenCL) or GEMM schedule (CPU)\n"
+    "Measures other tiles for every distinct template kernel (OpenCL, Vulkan) or GEMM schedule (CPU)\n"
     "of the model (deduplicated by fingerprint) on the target's device and writes the fastest\n"
     "point per kernel to a tuning cache, which `kiln compile|run` read (docs/TUNING.md).\n"
-    "  --target, -t T     the device: opencl[:N] or cpu (the targets with a search space)\n"
+    "  --target, -t T     the device: opencl[:N], vulkan[:N] or cpu (the targets with a search space)\n"
     "  --budget D         wall-clock budget: 90s, 10m, 1h or seconds (default 10m)\n"
     "  --trials N         at most N candidates per kernel (default: until the budget)\n"
     "  --repeats N        timed runs per measurement after one warm-up (default 5)\n"

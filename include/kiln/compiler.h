@@ -36,7 +36,9 @@
  *                     one per symbol: the last size set wins; symbols left
  *                     unbound become 1), or SYMBOL=LO..HI: one module that
  *                     runs every value of that outermost (batch) dim in the
- *                     range (cpu target; runtime.h, kiln_module_dim)
+ *                     range (cpu target; runtime.h, kiln_module_dim), or
+ *                     SYMBOL=S1,S2,...: shape buckets, one static program per
+ *                     size in one module (runtime.h, kiln_module_bucket)
  *   device            the device whose fp16 arithmetic fp16/auto use ("opencl:1";
  *                     default: the target's first device, opened without fallback)
  *   fp16-arith        yes | no: say it instead of asking a device
@@ -58,6 +60,12 @@
  *   tuning-cache      FILE written by `kiln tune` (docs/TUNING.md): its records for
  *                     this device, driver and kiln version choose the tuned
  *                     kernels' points; a bad line is skipped with a warning
+ *   sparse            auto (default) | on | off: CPU convolutions with constant
+ *                     weights run on the block-sparse kernel, their zero blocks
+ *                     of 4 output x 1 input channel(s) with all taps neither
+ *                     stored nor multiplied -- auto where at least half the
+ *                     blocks are zero (the measured break-even), on wherever
+ *                     it applies; report section "sparse", a line per layer
  *
  * Threads: a compiler object is thread-compatible: calls on it must not
  * overlap. Concurrent compiles on separate objects are not tested.

@@ -46,7 +46,8 @@ typedef struct kiln_session_s kiln_session_t;
 
 /* ---- modules ---------------------------------------------------------- */
 
-/* Reads and validates a module file. Errors: NOT_FOUND/IO_ERROR (file),
+/* Reads and validates a module file (mapped in place: see
+ * kiln_module_load_options_t.no_map). Errors: NOT_FOUND/IO_ERROR (file),
  * PARSE_ERROR (bad magic, version, checksum, truncation, inconsistent
  * contents), LIMIT_EXCEEDED (absurd counts). */
 KILN_API kiln_status_t kiln_module_load_file(const char* path, kiln_allocator_t allocator,
@@ -66,6 +67,14 @@ typedef struct kiln_module_load_options_s {
    * (NOT_FOUND, IO_ERROR, PARSE_ERROR). NULL: no check (a signature, if
    * any, is only reported by kiln_module_info). */
   const char* verify_key_file;
+  /* kiln_module_load_file maps the file read-only and leaves the weights
+   * in place (no read, no copy: sessions on the CPU use them where they
+   * lie), so the file must not be truncated or rewritten while the module
+   * lives -- the OS would fault the process on the next touch of a lost
+   * page. true: read the file into memory and copy the weights instead
+   * (a file on a share others may rewrite). Checksums and signatures are
+   * checked over every byte either way. */
+  bool no_map;
 } kiln_module_load_options_t;
 
 /* kiln_module_load_file / _load_memory with |options| (NULL: defaults). */
@@ -211,6 +220,31 @@ KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int
  * spec; NOT_FOUND listing the module's dims for another name. */
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec,
                                                            int64_t* out_value);
+
+/* ---- shape buckets ----------------------------------------------------- */
+
+/* A module compiled for a set of sizes of a dim inside its kernels' shapes
+ * (kiln compile --dim seq=16,64,128): one static program per size, picked
+ * per run by the inputs' shapes (a size outside the set is INVALID_ARGUMENT
+ * naming the input, the axis, the dim, the value and the sizes). The count
+ * of buckets (0: none), the dim's name (owned by the module) and bucket
+ * |k|'s size; sizes ascend. A session's memory figures and profile are
+ * those of the bucket that ran last (the first before any run); each bucket
+ * gets its own plan and arenas at its first run. */
+KILN_API int32_t kiln_module_bucket_count(const kiln_module_t* m);
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_bucket(const kiln_module_t* m, int32_t k, const char** out_name,
+                                                        int64_t* out_value);
+/* Input / output |i|'s shape in bucket |k| (kiln_module_input_shape and
+ * kiln_module_output_shape give bucket 0's); a module without buckets has
+ * bucket 0 only. */
+KILN_API kiln_shape_t kiln_module_bucket_input_shape(const kiln_module_t* m, int32_t k, int32_t i,
+                                                     kiln_dtype_t* out_dtype);
+KILN_API kiln_shape_t kiln_module_bucket_output_shape(const kiln_module_t* m, int32_t k, int32_t i,
+                                                      kiln_dtype_t* out_dtype);
+/* Parses "NAME=SIZE" for the bucketed dim: *out_k. NOT_FOUND when NAME is
+ * not that dim; INVALID_ARGUMENT listing the sizes for another size. */
+KILN_API KILN_MUST_USE kiln_status_t kiln_module_bucket_parse(const kiln_module_t* m, const char* spec,
+                                                              int32_t* out_k);
 
 /* ---- profiles --------------------------------------------------------- */
 

@@ -56,13 +56,17 @@ def _shape(s):
 class Module:
     """A compiled model: the .kiln bytes and the runtime's module loaded from them."""
 
-    def __init__(self, data, name="<memory>", report=None):
+    def __init__(self, data, name="<memory>", report=None, path=None):
         self._ptr = None
-        self.data = bytes(data)
+        self._data = None if data is None else bytes(data)
+        self._path = path
         self.report = report or []  # the compile report (kiln.compile only): a list of dicts
         p = ctypes.c_void_p()
-        _check(rt.kiln_module_load_memory(self.data, len(self.data), name.encode(), SYSTEM_ALLOCATOR,
-                                          ctypes.byref(p)))
+        if path is not None:  # mapped by the runtime, weights used in place (kiln.load)
+            _check(rt.kiln_module_load_file(os.fspath(path).encode(), SYSTEM_ALLOCATOR, ctypes.byref(p)))
+        else:
+            _check(rt.kiln_module_load_memory(self._data, len(self._data), name.encode(), SYSTEM_ALLOCATOR,
+                                              ctypes.byref(p)))
         self._ptr = p
         info = _lib.ModuleInfo()
         rt.kiln_module_info(self._ptr, ctypes.byref(info))
@@ -77,6 +81,14 @@ class Module:
         dt = ctypes.c_int()
         shape = shape_fn(self._ptr, i, ctypes.byref(dt))
         return {"name": _str(name_fn(self._ptr, i)), "shape": _shape(shape), "dtype": np.dtype(_DTYPES[dt.value])}
+
+    @property
+    def data(self):
+        """The .kiln bytes (a loaded file's are read when first asked for)."""
+        if self._data is None:
+            with open(self._path, "rb") as f:
+                self._data = f.read()
+        return self._data
 
     @property
     def target(self):
@@ -245,9 +257,9 @@ def load_plugin(path):
 
 
 def load(path):
-    """Loads a .kiln module file."""
-    with open(path, "rb") as f:
-        return Module(f.read(), name=os.fspath(path))
+    """Loads a .kiln module file: mapped by the runtime, its weights used where they lie (a CPU
+    session copies none), so the file must not be truncated while the module lives."""
+    return Module(None, name=os.fspath(path), path=path)
 
 
 def devices():

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,8 +17,15 @@
 struct kiln_device_buffer_s {
   uint8_t* base;
   uint64_t bytes;
-  bool owned; /* false for views */
+  bool owned;  /* false for views and wrapped host memory */
+  size_t mmapped; /* owned and from mmap: its length (0: from posix_memalign) */
 };
+
+/* Buffers from this size on come from mmap: the OS hands out zero pages as
+ * they are first touched, so a session's arenas cost nothing until a run
+ * uses them (a second slot that never runs is never paid for) instead of a
+ * memset of every byte at session creation. */
+#define MMAP_FROM_BYTES (256u << 10)
 
 struct kiln_device_executable_s {
   kiln_cpu_module_t module;
@@ -122,15 +130,36 @@ static kiln_status_t cpu_buffer_create(kiln_device_t* base, uint64_t bytes, cons
   kiln_device_buffer_t* b = calloc(1, sizeof(*b));
   size_t sz = (size_t)((bytes + 63) & ~(uint64_t)63);
   void* m = NULL;
-  if (!b || posix_memalign(&m, 64, sz ? sz : 64) != 0 || !m) {
+  if (b && sz >= MMAP_FROM_BYTES) {
+    m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) m = NULL;
+    else b->mmapped = sz;
+  }
+  if (!b || (!m && (posix_memalign(&m, 64, sz ? sz : 64) != 0 || !m))) {
     free(b);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: cannot allocate %llu bytes for %s",
                             (unsigned long long)bytes, what ? what : "a buffer");
   }
-  memset(m, 0, sz ? sz : 64);
+  if (!b->mmapped) memset(m, 0, sz ? sz : 64);
   b->base = m;
   b->bytes = bytes;
   b->owned = true;
+  *out = b;
+  return NULL;
+}
+
+/* The weights of a mapped module, used where they lie (device.h). Not
+ * owned, so buffer_destroy frees only the handle. */
+static kiln_status_t cpu_buffer_wrap(kiln_device_t* base, const void* host, uint64_t bytes, const char* what,
+                                     kiln_device_buffer_t** out) {
+  if (!host || ((uintptr_t)host & 63))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: %s: host memory at %p is not 64-byte aligned",
+                            what ? what : "buffer", host);
+  kiln_device_buffer_t* b = calloc(1, sizeof(*b));
+  if (!b) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory wrapping %s", what ? what : "a buffer");
+  b->base = (uint8_t*)(uintptr_t)host;
+  b->bytes = bytes;
+  b->owned = false;
   *out = b;
   return NULL;
 }
@@ -151,7 +180,8 @@ static kiln_status_t cpu_view_create(kiln_device_t* base, kiln_device_buffer_t* 
 
 static void cpu_buffer_destroy(kiln_device_t* base, kiln_device_buffer_t* b) {
   if (!b) return;
-  if (b->owned) free(b->base);
+  if (b->owned && b->mmapped) munmap(b->base, b->mmapped);
+  else if (b->owned) free(b->base);
   free(b);
 }
 
@@ -340,7 +370,7 @@ static kiln_status_t cpu_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t cpu_vtable = KILN_DEVICE_VTABLE(cpu);
+static const kiln_device_vtable_t cpu_vtable = {KILN_DEVICE_VTABLE_REQUIRED(cpu) .buffer_wrap = cpu_buffer_wrap};
 
 static void cpu_model_name(char* out, size_t n) {
   snprintf(out, n, "host cpu");
@@ -396,6 +426,7 @@ kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator
   info->total_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
   info->max_alloc_bytes = info->total_bytes ? info->total_bytes : (1ull << 40);
   info->fp16_storage = true;
+  info->fp64 = true;
   info->int8 = true;
   info->timestamps = true;
   info->buffer_alignment = 64;

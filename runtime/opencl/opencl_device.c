@@ -260,6 +260,13 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   d->own_cache = strstr(pver, "PoCL") != NULL && !(pkc && !strcmp(pkc, "0"));
   info->fp16_storage = true; /* vload_half / vstore_half are core OpenCL */
   info->fp16_arith = dev_has_ext(d->dev, "cl_khr_fp16");
+  /* OpenCL 1.2+ reports double support as a non-zero FP config; older
+   * drivers only through the extension */
+  cl_device_fp_config fp64 = 0;
+  if (clGetDeviceInfo(d->dev, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL) != CL_SUCCESS) fp64 = 0;
+  info->fp64 = fp64 != 0 || dev_has_ext(d->dev, "cl_khr_fp64");
+  const char* hide = getenv("KILN_OPENCL_FEATURES");
+  if (hide && strstr(hide, "no-fp64")) info->fp64 = false;
   info->int8 = true;
   info->timestamps = true;
   info->max_alloc_bytes = dev_u64(d->dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);

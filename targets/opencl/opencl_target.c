@@ -1,6 +1,7 @@
 /* kiln OpenCL target (see opencl_target.h). */
 #include "targets/opencl/opencl_target.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,9 +332,31 @@ static void opencl_templates(kiln_template_set_t* out) { kiln_opencl_templates(N
  * onnxruntime QDQ ResNet-18 on PoCL: 2764 ms folded, 271 ms not). */
 static const char* const opencl_skip_passes[] = {"fold-qdq", NULL};
 
-/* Heterogeneous execution asks before emitting (targets/partition.h). */
+/* The OpenCL dialect without f64, for devices without fp64 (many phone
+ * GPUs): what kiln_cf_check_types refuses there runs on the CPU. */
+static kiln_cf_dialect_t no_fp64_dialect;
+static pthread_once_t no_fp64_once = PTHREAD_ONCE_INIT;
+static void no_fp64_init(void) {
+  no_fp64_dialect = kiln_cf_dialect_opencl;
+  no_fp64_dialect.types[KILN_DTYPE_F64] = NULL;
+  no_fp64_dialect.value_types[KILN_DTYPE_F64] = NULL;
+}
+
+/* Heterogeneous execution asks before emitting (targets/partition.h): a
+ * kernel that computes in f64 on a device without fp64 is refused (its
+ * nodes run on the CPU, or --strict names them), never narrowed to f32. */
 static kiln_status_t opencl_kernel_check(const kiln_plan_t* plan, int32_t k) {
-  return kiln_partition_gpu_check(plan, k, "opencl", &kiln_cf_dialect_opencl);
+  kiln_status_t s = kiln_partition_gpu_check(plan, k, "opencl", &kiln_cf_dialect_opencl);
+  const kiln_plan_kernel_t* pk = &plan->kernels[k];
+  if (s || !(plan->gpu_lacks & KILN_GPU_LACKS_FP64) || pk->tmpl || pk->custom) return s;
+  pthread_once(&no_fp64_once, no_fp64_init);
+  s = kiln_cf_check_types(&no_fp64_dialect, pk->func);
+  if (!s) return NULL;
+  kiln_status_free(s);
+  return kiln_make_status(KILN_UNSUPPORTED,
+                          "kernel '%s' computes in f64 and the OpenCL device has no fp64 (cl_khr_fp64); f64 is "
+                          "never narrowed to f32",
+                          pk->func->name);
 }
 
 const kiln_target_t kiln_target_opencl = {

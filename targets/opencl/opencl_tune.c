@@ -15,16 +15,7 @@
  * spills them and a GPU runs out of registers. The defaults use 256. */
 #define PRIVATE_TILE_MAX 512
 
-static void knob(kiln_template_space_t* sp, const char* name, const int32_t* v, int32_t n, int32_t dflt) {
-  kiln_template_knob_t* k = &sp->knobs[sp->n_knobs++];
-  memset(k, 0, sizeof *k);
-  k->name = name;
-  for (int32_t i = 0; i < n; ++i) kiln_template_knob_add(k, v[i]);
-  kiln_template_knob_add(k, dflt); /* the hand default is always a candidate */
-}
-
-#define KNOB(sp, name, dflt, ...) \
-  knob(sp, name, (const int32_t[]){__VA_ARGS__}, (int32_t)(sizeof((int32_t[]){__VA_ARGS__}) / sizeof(int32_t)), dflt)
+#define KNOB KILN_TEMPLATE_KNOB
 
 bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
   memset(out, 0, sizeof *out);

@@ -9,15 +9,13 @@
 /* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
-kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, const char* name, char** out_glsl,
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
   bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
   for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
-  /* up to 8 outputs of a row per invocation (depthwise.comp says why) */
-  const int64_t rw = d->ow >= 8 ? 8 : d->ow > 0 ? d->ow : 1;
   kiln_vulkan_sb_t b = {0};
   kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_depthwise) + 1, kiln_vk_depthwise);
   if (f16)

@@ -89,7 +89,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
                                       int64_t* out_trips);
 /* The GLSL of a depthwise instance with |wg| invocations a work-group
  * (malloc'd; caller frees) with its launch geometry. */
-kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, const char* name, char** out_glsl,
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]);
 
 /* ---- vulkan_tiles.c ---------------------------------------------------------- */
@@ -105,7 +105,18 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
  * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
  * one the Vulkan rules wrote (another set, or none). */
 kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, kiln_spirv_gemm_tiles_t* out);
-kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg);
+kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg,
+                                      int32_t* out_rw);
+
+/* ---- vulkan_tune.c ------------------------------------------------------- */
+
+/* The set's search space, constraints and subgroup-mode ties
+ * (kiln_template_set_t.space / .tiles_check / .tiles_tie). */
+bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out);
+const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* x,
+                                   const kiln_template_limits_t* lim);
+void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x);
+int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,12 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* tiles: defaults and KILN_SPIRV_*_TILES (vulkan_tiles.c) */
-                               .tiles = kiln_vulkan_template_tiles};
+                               .tiles = kiln_vulkan_template_tiles,
+                               /* what `kiln tune` searches and may choose (vulkan_tune.c) */
+                               .space = kiln_vulkan_tune_space,
+                               .tiles_check = kiln_vulkan_tune_check,
+                               .tiles_tie = kiln_vulkan_tune_tie,
+                               .tiles_hints = kiln_vulkan_tune_hints};
 }
 
 /* ---- emit --------------------------------------------------------------- */
@@ -132,9 +137,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       if (!s) s = kiln_vulkan_conv_source(&t->conv, &ct, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
-      int32_t wg = 0;
-      s = kiln_vulkan_dw_tiles_of(t, name, &wg);
-      if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, name, &units[k].text, dims[k], dims[k] + 3);
+      int32_t wg = 0, rw = 0;
+      s = kiln_vulkan_dw_tiles_of(t, name, &wg, &rw);
+      if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, rw, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_GEMM) {

@@ -6,7 +6,7 @@
  * lowering's packed weights as they are (no weight layout of their own). */
 #include "targets/vulkan/vulkan_internal.h"
 
-/* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared; depthwise wg. */
+/* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared; depthwise wg,rw. */
 static kiln_template_tiles_t record(const kiln_spirv_gemm_tiles_t* t) {
   return (kiln_template_tiles_t){.n = 6, .v = {t->tm, t->tn, t->tk, t->rm, t->rn, t->shared}};
 }
@@ -40,8 +40,10 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
         fit(kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q), t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
-    /* one output position per invocation, 64 a work-group (not tuned) */
-    t->tiles = (kiln_template_tiles_t){.n = 1, .v = {64}};
+    /* 64 invocations a work-group, each with up to 8 outputs of a row
+     * (depthwise.comp says why) */
+    const int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
+    t->tiles = (kiln_template_tiles_t){.n = 2, .v = {64, rw}};
   }
 }
 
@@ -61,11 +63,14 @@ kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, k
   return NULL;
 }
 
-kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg) {
-  KILN_RETURN_IF_ERROR(want(t, 1, name));
-  if (t->tiles.v[0] < 1 || t->tiles.v[0] > 1024)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: kernel '%s': depthwise work-group of %d", name,
-                            (int)t->tiles.v[0]);
+kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg,
+                                      int32_t* out_rw) {
+  KILN_RETURN_IF_ERROR(want(t, 2, name));
+  if (t->tiles.v[0] < 1 || t->tiles.v[0] > 1024 || t->tiles.v[1] < 1 || t->tiles.v[1] > 8)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "spirv: kernel '%s': depthwise work-group of %d, %d outputs per invocation", name,
+                            (int)t->tiles.v[0], (int)t->tiles.v[1]);
   *out_wg = t->tiles.v[0];
+  *out_rw = t->tiles.v[1];
   return NULL;
 }

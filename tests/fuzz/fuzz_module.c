@@ -1,7 +1,8 @@
 /* libFuzzer harness: the .kiln module loader (runtime/module_file.c and
  * runtime/module.c) -- parsing and validation only: nothing is compiled or
  * run (the CPU section is C built at session creation, which is code by the
- * trust model and out of scope here).
+ * trust model and out of scope here). Each input is parsed twice: loaded
+ * from memory (weights copied) and as a mapped file is (weights in place).
  *
  * A forger recomputes checksums, so the harness does too: when the input
  * holds a header, its total-length field is set to the input's length and
@@ -48,6 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   kiln_status_free(s);
   kiln_module_release(m);
+  /* The parse a mapped module file gets: weights left in the bytes. */
+  kiln_program_t* p = NULL;
+  s = kiln_module_parse_borrowing(copy, size, "fuzz.kiln", kiln_allocator_system(), &p);
+  kiln_status_free(s);
+  kiln_program_destroy(p);
   free(copy);
   return 0;
 }

@@ -13,6 +13,9 @@ Writes into DIR:
                         "input" [batch,128,256], output "output", exported with dynamic_axes:
                         its head reshapes take the batch from Shape -> Gather -> Concat
   dyn_enc_in_bB.npy, dyn_enc_ort_bB.npy   the same for it
+  dyn_encseq.onnx       the same block exported with dynamic_axes on batch and sequence
+                        ("batch", "seq"): input "input" [batch,seq,256]
+  dyn_encseq_in_bB_sS.npy, dyn_encseq_ort_bB_sS.npy   for (B,S) in (1,16), (2,77), (1,128), (1,64)
 
 The net is ResNet-18's pattern at a small scale: a 3x3 stem with BatchNorm and ReLU, a
 max pool, two basic blocks per stage over three stages (stride 2 with a 1x1 projection
@@ -101,6 +104,35 @@ def export_encoder(out, batches):
         np.save(os.path.join(out, f"dyn_enc_ort_b{b}.npy"), y)
 
 
+SEQ_SHAPES = [(1, 16), (2, 77), (1, 128), (1, 64)]
+
+
+def export_encoder_seq(out):
+    """The encoder with a dynamic batch and sequence, for the shape-bucket tests."""
+    import onnxruntime as ort
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import export_encoder as enc
+
+    model = enc.build_model()
+    path = os.path.join(out, "dyn_encseq.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, torch.zeros((1, 16, enc.D_MODEL)), path + ".tmp", opset_version=enc.OPSET,
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}},
+                          do_constant_folding=True)
+    os.replace(path + ".tmp", path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b, s in SEQ_SHAPES:
+        xb = np.random.default_rng(1000 * b + s).standard_normal((b, s, enc.D_MODEL), dtype=np.float32)
+        y = sess.run(["output"], {"input": xb})[0]
+        if y.shape != (b, s, enc.D_MODEL):
+            raise SystemExit(f"export: encoder batch {b} seq {s}: output shape {y.shape}")
+        np.save(os.path.join(out, f"dyn_encseq_in_b{b}_s{s}.npy"), xb)
+        np.save(os.path.join(out, f"dyn_encseq_ort_b{b}_s{s}.npy"), y)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -126,6 +158,7 @@ def main():
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     batches = [int(s) for s in a.batches.split(",")]
     export_encoder(a.out, batches)
+    export_encoder_seq(a.out)
     for b in batches:
         xb = np.random.default_rng(b).standard_normal((b, 3, a.size, a.size), dtype=np.float32)
         y = sess.run(["logits"], {"input": xb})[0]

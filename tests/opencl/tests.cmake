@@ -190,3 +190,8 @@ endif()
 # OpenCL is in test_plugin_example.py).
 add_test(NAME test_hetero_opencl COMMAND test_hetero --target opencl)
 set_tests_properties(test_hetero_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)
+# The same on an OpenCL device without fp64 (PoCL's hidden): asked per node,
+# the f64 nodes run on the CPU of the session and --strict names them.
+add_test(NAME test_hetero_opencl_nofp64 COMMAND test_hetero --target opencl)
+set_tests_properties(test_hetero_opencl_nofp64 PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                     ENVIRONMENT "KILN_OPENCL_FEATURES=no-fp64")

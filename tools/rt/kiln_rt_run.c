@@ -4,11 +4,13 @@
  *
  *   kiln-rt-run MODULE.kiln [--device cpu|opencl[:N]|vulkan[:N]]
  *               [--input NAME=FILE.npy ...] [--output DIR] [--runs N]
- *               [--max-io-bytes N] [--verify-key KEY.pub] [--dim NAME=VALUE]
+ *               [--max-io-bytes N] [--verify-key KEY.pub] [--dim NAME=VALUE] [--no-map]
  *
  * --dim sets a module's dynamic dim (kiln compile --dim NAME=LO..HI) for
  * the zero inputs; inputs from files bring their own (dim 0), and the I/O
- * cap is checked at the top of the dim's range.
+ * cap is checked at the top of the dim's range. A module with shape
+ * buckets (kiln compile --dim seq=16,64,128) takes --dim seq=64 too: the
+ * zero inputs then have that bucket's shapes (at most one --dim of each).
  * Inputs not given are zero. An --input naming no input of the module, or
  * naming one twice, is an error that lists the module's inputs. Every input
  * and output's byte size is checked, overflow-safe, against a cap before
@@ -20,7 +22,10 @@
  * N > 1 the runs are pipelined through the session's slots (enqueue the next
  * before waiting for the previous) and the throughput is printed. With
  * --verify-key the module must be signed by that key (docs/TRUST.md);
- * anything else is refused before its code is built.
+ * anything else is refused before its code is built. The module file is
+ * mapped and its weights used in place (kiln_module_load_options_t.no_map);
+ * --no-map reads and copies it instead. The times printed -- module load,
+ * session build, first run and their sum -- are what an app pays at start.
  *
  *   kiln-rt-run MODULE.kiln --clients N [--max-batch N] [--max-delay-us US]
  *               [--requests N | --seconds S] [--sample-module M1.kiln]
@@ -48,7 +53,7 @@
 
 static const char usage[] =
     "usage: kiln-rt-run MODULE.kiln [--device D] [--input NAME=FILE.npy ...] [--output DIR] [--runs N] "
-    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...] [--dim NAME=VALUE]\n"
+    "[--max-io-bytes N] [--verify-key KEY.pub] [--plugin LIB.so ...] [--dim NAME=VALUE] [--no-map]\n"
     "       kiln-rt-run MODULE.kiln --clients N [--max-batch N] [--max-delay-us US] [--requests N | --seconds S]\n"
     "                   [--sample-module M1.kiln] [--device D] [--verify-key KEY.pub]\n";
 
@@ -138,7 +143,9 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
   for (int t = 0; t < 2; ++t) {
     for (int32_t k = 0; k < (t ? n_out : n_in); ++k) {
       kiln_dtype_t dt;
-      kiln_shape_t sh = t ? kiln_module_output_shape(m, k, &dt) : kiln_module_input_shape(m, k, &dt);
+      /* the largest shape bucket's shapes (the last) */
+      const int32_t nb = kiln_module_bucket_count(m), last = nb ? nb - 1 : 0;
+      kiln_shape_t sh = t ? kiln_module_bucket_output_shape(m, last, k, &dt) : kiln_module_bucket_input_shape(m, last, k, &dt);
       const char* name = t ? kiln_module_output_name(m, k) : kiln_module_input_name(m, k);
       const char* dim;
       int64_t lo, hi;
@@ -175,7 +182,7 @@ static int bad_number(const char* flag, const char* value, const char* range) {
 /* Parses the command line; 0, or the exit status of a usage error (printed). */
 static int parse_args(int argc, char** argv, const char** path, const char** device, const char** outdir,
                       const char** inputs, int* n_inputs, unsigned long long* runs, unsigned long long* cap,
-                      const char** verify_key, const char** dim, rt_clients_options_t* co) {
+                      const char** verify_key, const char** dims, bool* no_map, rt_clients_options_t* co) {
   const char* env = getenv("KILN_MAX_IO_BYTES");
   if (env && !parse_u64(env, 1, ULLONG_MAX, cap)) {
     fprintf(stderr, "kiln-rt-run: error: KILN_MAX_IO_BYTES='%s' is not a positive whole number of bytes\n", env);
@@ -188,7 +195,15 @@ static int parse_args(int argc, char** argv, const char** path, const char** dev
     else if (!strcmp(argv[i], "--output") && has) *outdir = argv[++i];
     else if (!strcmp(argv[i], "--input") && has) inputs[(*n_inputs)++] = argv[++i];
     else if (!strcmp(argv[i], "--verify-key") && has) *verify_key = argv[++i];
-    else if (!strcmp(argv[i], "--dim") && has) *dim = argv[++i];
+    else if (!strcmp(argv[i], "--dim") && has) {
+      /* the dynamic dim and the bucketed dim: at most one each */
+      if (dims[0] && dims[1]) {
+        fprintf(stderr, "kiln-rt-run: error: --dim given more than twice\n");
+        return 2;
+      }
+      dims[dims[0] ? 1 : 0] = argv[++i];
+    }
+    else if (!strcmp(argv[i], "--no-map")) *no_map = true;
     else if (!strcmp(argv[i], "--plugin") && has) {
       /* a module using plugin ops loads only with their plugins */
       kiln_status_t s = kiln_plugin_load(argv[++i]);
@@ -251,7 +266,7 @@ int main(int argc, char** argv) {
   const char* device = NULL;
   const char* outdir = NULL;
   const char* verify_key = NULL;
-  const char* dim = NULL;
+  const char* dims[2] = {NULL, NULL};
   const char** inputs = calloc((size_t)argc + 1, sizeof(char*));
   int32_t* which = calloc((size_t)argc + 1, sizeof(int32_t));
   int n_inputs = 0;
@@ -263,8 +278,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   rt_clients_options_t co = {.max_delay_us = -1};
-  const int usage_rc =
-      parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key, &dim, &co);
+  bool no_map = false;
+  const int usage_rc = parse_args(argc, argv, &path, &device, &outdir, inputs, &n_inputs, &runs, &cap, &verify_key,
+                                  dims, &no_map, &co);
   if (usage_rc) {
     free(inputs);
     free(which);
@@ -277,7 +293,7 @@ int main(int argc, char** argv) {
   kiln_array_t* in = NULL;
   kiln_array_t* out = NULL;
   kiln_module_info_t mi = {0};
-  kiln_module_load_options_t lo = {.verify_key_file = verify_key};
+  kiln_module_load_options_t lo = {.verify_key_file = verify_key, .no_map = no_map};
   const double t_load = now_s();
   kiln_status_t st = kiln_module_load_file_opts(path, &lo, al, &m);
   const double t_loaded = now_s();
@@ -297,8 +313,17 @@ int main(int argc, char** argv) {
     st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
+  /* --dim: the dynamic dim's value (dim 0) and the shape bucket of the
+   * zero inputs */
   int64_t dim_value = 0;
-  if (dim) st = kiln_module_dim_parse(m, dim, &dim_value);
+  int32_t bucket = 0;
+  for (int i = 0; i < 2 && dims[i] && !st; ++i) {
+    st = kiln_module_bucket_parse(m, dims[i], &bucket);
+    if (st && kiln_status_code(st) == KILN_NOT_FOUND) {
+      kiln_status_free(st);
+      st = kiln_module_dim_parse(m, dims[i], &dim_value);
+    }
+  }
   if (!st) st = match_inputs(m, mi.n_inputs, inputs, n_inputs, which);
   if (!st) st = check_io_sizes(m, mi.n_inputs, mi.n_outputs, inputs, n_inputs, which, cap);
   for (int i = 0; i < n_inputs && !st; ++i) {
@@ -308,7 +333,7 @@ int main(int argc, char** argv) {
   for (int32_t k = 0; k < mi.n_inputs && !st; ++k) {
     if (in[k].data) continue;
     kiln_dtype_t dt;
-    kiln_shape_t sh = kiln_module_input_shape(m, k, &dt);
+    kiln_shape_t sh = kiln_module_bucket_input_shape(m, bucket, k, &dt);
     if (dim_value && sh.rank >= 1) sh.dims[0] = dim_value;
     st = kiln_array_alloc(al, dt, &sh, &in[k]);
     if (st) st = kiln_status_annotate(st, "zeros for input '%s'", kiln_module_input_name(m, k));
@@ -348,8 +373,8 @@ int main(int argc, char** argv) {
   }
   if (st) goto done;
   double dt = now_s() - t0;
-  printf("%s on %s: %llu runs in %.2f ms (%.3f ms/run, pipelined); load + first run %.1f ms\n", path,
-         kiln_device_name(d), runs, dt * 1e3, dt * 1e3 / (double)runs,
+  printf("%s on %s: %llu runs in %.2f ms (%.3f ms/run, pipelined); first run %.1f ms; load + first run %.1f ms\n",
+         path, kiln_device_name(d), runs, dt * 1e3, dt * 1e3 / (double)runs, first_s * 1e3,
          (t_loaded - t_load + t0 - t_session + first_s) * 1e3);
   if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
     st = kiln_make_status(KILN_IO_ERROR, "--output %s: cannot create the folder: %s", outdir, strerror(errno));

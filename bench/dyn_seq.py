@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""One module for several sequence lengths vs one static module per length (issue 25).
+
+  dyn_seq.py --kiln build/kiln --model dyn_encseq.onnx --seqs 16,64,128,256
+             [--batch 1..2] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5] [--no-check]
+
+The model has a symbolic sequence dim "seq" inside MatMul, Softmax, Reshape and
+Transpose shapes (tests/models/export_dyn_cnn.py writes dyn_encseq.onnx: the encoder
+block of export_encoder.py with dynamic_axes on batch and sequence). It is compiled ONCE
+with `--dim seq=S1,S2,...` (shape buckets: one static program per length in one module;
+with --batch LO..HI the batch is a dynamic range on top) and once per length with
+`--dim seq=S` (static). Then, interleaved round by round so that a busy machine slows
+both alike, `kiln run MODULE --threads T --repeat R` (random inputs; the bucketed module
+at `--dim seq=S`), parsing `latency: median <ms> ms`; with --threads 1 also the CPU time
+one run costs (getrusage of the child: (CPU of --repeat R+2) - (CPU of --repeat 2), over
+R runs), which other processes barely move. Prints per length the medians, the ratio
+(bucketed / static; the goal is <= 1.15), the bucketed module's arena at that length
+against that length's lower bound (`shape bucket 'seq' = S ...: arena X bytes, lower
+bound Y`) and, unless --no-check, the largest difference of its output from the
+reference interpreter's on the same input (kiln run MODEL.onnx --target ref).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import sys
+
+import numpy as np
+
+from dyn_batch import STATIC_RE, measure, run  # the same runs and CPU-time measure as the batch bench
+
+BUCKET_RE = re.compile(r"^shape bucket '[^']*' = (\d+) \(\d+ of \d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
+MATCH_RE = re.compile(r"match: (\d+) of (\d+) elements outside .*?max abs err ([^,;\s]+)", re.M)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--seqs", default="16,64,128,256")
+    ap.add_argument("--batch", default="1", help="a size, or LO..HI for a dynamic batch on top")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-check", action="store_true")
+    a = ap.parse_args()
+    work = a.work or os.path.dirname(os.path.abspath(a.model))
+    stem = os.path.splitext(os.path.basename(a.model))[0]
+    seqs = [int(s) for s in a.seqs.split(",")]
+    bdim = a.batch.replace("..", "_")
+    dyn = os.path.join(work, f"{stem}_seq_buckets_b{bdim}.kiln")
+    static = {s: os.path.join(work, f"{stem}_b1_s{s}.kiln") for s in seqs}
+    compiles = 0
+    for path, dims in [(dyn, ["--dim", f"batch={a.batch}", "--dim", f"seq={a.seqs}"])] + \
+                      [(static[s], ["--dim", "batch=1", "--dim", f"seq={s}"]) for s in seqs]:
+        if not os.path.exists(path):
+            run([a.kiln, "compile", a.model, *dims, "-o", path])
+            compiles += path == dyn
+            print(f"compiled {os.path.basename(path)} ({' '.join(dims)})", flush=True)
+    err = {}
+    if not a.no_check:
+        for s in seqs:
+            x = np.random.default_rng(s).standard_normal((1, s, 256), dtype=np.float32)
+            xin = os.path.join(work, f"{stem}_in_s{s}.npy")
+            np.save(xin, x)
+            ref = os.path.join(work, f"{stem}_ref_s{s}")
+            run([a.kiln, "run", a.model, "--target", "ref", "--input", f"input={xin}", "--output", ref])
+            out = run([a.kiln, "run", dyn, "--input", f"input={xin}", "--compare", f"output={ref}/output.npy",
+                       "--rtol", "1e-3", "--atol", "1e-4"])
+            m = MATCH_RE.search(out)
+            err[s] = (int(m.group(1)), float(m.group(3)))
+    lat = {(k, s): [] for k in ("dyn", "static") for s in seqs}
+    cpu = {(k, s): [] for k in ("dyn", "static") for s in seqs}
+    mem = {}
+    use_cpu = a.threads == 1
+    for _ in range(a.rounds):
+        for s in seqs:
+            at1 = ["--dim", "batch=1"] if ".." in a.batch else []
+            out, w, c = measure([a.kiln, "run", dyn, "--dim", f"seq={s}", *at1, "--threads", str(a.threads)],
+                                a.repeat, use_cpu)
+            lat[("dyn", s)].append(w)
+            cpu[("dyn", s)].append(c)
+            m = BUCKET_RE.search(out)
+            mem[("dyn", s)] = (int(m.group(2)), int(m.group(3)))
+            out, w, c = measure([a.kiln, "run", static[s], "--threads", str(a.threads)], a.repeat, use_cpu)
+            lat[("static", s)].append(w)
+            cpu[("static", s)].append(c)
+            m = STATIC_RE.search(out)
+            mem[("static", s)] = (m.group(1), m.group(2))
+    print(f"{stem}: one module for seq={a.seqs} (batch {a.batch}; compiled once{'' if compiles else ', cached'}) "
+          f"vs a static module per length, batch 1, {a.threads} thread(s), median of {a.rounds} rounds x median "
+          f"of {a.repeat} runs; load {os.getloadavg()[0]:.1f}")
+    print("| seq | buckets ms (wall) | static ms (wall) | ratio | buckets CPU ms | static CPU ms | ratio "
+          "| arena | lower bound | arena / bound | static arena (bound) | vs reference |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for s in seqs:
+        d = statistics.median(lat[("dyn", s)])
+        st = statistics.median(lat[("static", s)])
+        cells = ["-", "-", "-"]
+        if use_cpu:
+            dc = statistics.median(cpu[("dyn", s)])
+            sc = statistics.median(cpu[("static", s)])
+            cells = [f"{dc:.2f}", f"{sc:.2f}", f"{dc / sc:.3f}"]
+            worst = max(worst, dc / sc)
+        else:
+            worst = max(worst, d / st)
+        ar, lb = mem[("dyn", s)]
+        sa, sl = mem[("static", s)]
+        chk = "-" if s not in err else f"{err[s][0]} outside, max abs err {err[s][1]:.2g}"
+        print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.2f} MB | "
+              f"{lb / 1e6:.2f} MB | {ar / lb:.3f} | {sa} ({sl}) | {chk} |")
+    print(f"worst bucketed / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

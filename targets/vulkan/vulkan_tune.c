@@ -1,0 +1,161 @@
+/* The Vulkan templates' search spaces, as data beside their tile rules
+ * (kiln_template_set_t.space / .tiles_check / .tiles_tie,
+ * lowering/template.h): which values each entry of an instance's tiles
+ * record may take, which points the shaders print on a device, and the
+ * ties the subgroup mode puts between entries. The defaults
+ * (vulkan_tiles.c) are always in the space, so `kiln tune -t vulkan`
+ * starts from them and a point replaces them only after it measured
+ * faster.
+ *
+ * Record orders (vulkan_tiles.c): GEMM / conv tm,tn,tk,rm,rn,shared;
+ * depthwise wg,rw. */
+#include <string.h>
+
+#include "targets/vulkan/vulkan_internal.h"
+
+/* Accumulators per invocation (floats): past this a GPU runs out of
+ * registers and lavapipe spills its SIMD registers to the stack. The
+ * subgroup default (32 rows x 8 columns) uses 256. */
+#define REGISTER_TILE_MAX 512
+
+/* Multiply-adds in one unrolled K step of an invocation (RM x RN x TK):
+ * the shaders unroll it, and the driver's compile time grows with it
+ * (lavapipe: about a minute for 64 x 8 x 16 = 8192, which no speed-up
+ * pays back within a tuning budget). Four times the subgroup default. */
+#define UNROLLED_STEP_MAX 2048
+
+bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
+  memset(out, 0, sizeof *out);
+  const int32_t* d = t->tiles.v;
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM:
+    case KILN_TEMPLATE_CONV:
+      if (t->tiles.n != 6) return false;
+      out->version = t->kind == KILN_TEMPLATE_GEMM ? "vulkan.gemm.1" : "vulkan.conv.1";
+      KILN_TEMPLATE_KNOB(out, "tm", d[0], 8, 16, 32, 64);
+      KILN_TEMPLATE_KNOB(out, "tn", d[1], 8, 16, 32, 64);
+      KILN_TEMPLATE_KNOB(out, "tk", d[2], 1, 2, 4, 8, 16);
+      KILN_TEMPLATE_KNOB(out, "rm", d[3], 1, 2, 4, 8, 16, 32, 64);
+      KILN_TEMPLATE_KNOB(out, "rn", d[4], 1, 2, 4, 8);
+      /* 0 direct reads, 1 shared-memory tiles, 2 subgroup mode with 64-bit
+       * pair reads, 3 subgroup mode with 32-bit reads */
+      KILN_TEMPLATE_KNOB(out, "shared", d[5], 0, 1, 2, 3);
+      return true;
+    case KILN_TEMPLATE_DEPTHWISE:
+      if (t->tiles.n != 2) return false;
+      out->version = "vulkan.depthwise.1";
+      KILN_TEMPLATE_KNOB(out, "wg", d[0], 16, 32, 64, 128, 256);
+      KILN_TEMPLATE_KNOB(out, "rw", d[1], 1, 2, 4, 8);
+      return true;
+    case KILN_TEMPLATE_WINOGRAD: /* the Vulkan set has none */
+    case KILN_TEMPLATE_NONE:
+    case KILN_TEMPLATE_MERGED: break;
+  }
+  return false;
+}
+
+void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
+  if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n != 6) return;
+  int32_t* v = x->v;
+  /* the subgroup mode: a work-group is 8 invocations, each with all TM
+   * rows of RN columns */
+  if (v[5] >= 2) {
+    v[3] = v[0];
+    v[1] = 8 * v[4];
+  }
+}
+
+static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const kiln_template_limits_t* lim) {
+  const kiln_spirv_gemm_tiles_t g = {v[0], v[1], v[2], v[3], v[4], v[5]};
+  if (g.tm % g.rm || g.tn % g.rn) return "RM must divide TM and RN divide TN";
+  const int64_t lx = g.tn / g.rn, ly = g.tm / g.rm, nt = lx * ly;
+  if ((int64_t)g.rm * g.rn > REGISTER_TILE_MAX) return "RM x RN accumulators past the register budget";
+  if ((int64_t)g.rm * g.rn * g.tk > UNROLLED_STEP_MAX) return "RM x RN x TK unrolled multiply-adds past the compile budget";
+  if (nt > 1024 || (lim && lim->max_workgroup_size > 0 && nt > lim->max_workgroup_size))
+    return "work-group larger than the device allows";
+  switch (g.shared) {
+    case 0: break;
+    case 1:
+      if ((int64_t)g.tm * g.tk % nt || (int64_t)g.tk * g.tn % nt)
+        return "shared-memory tiles: TM x TK and TK x TN must split evenly over the invocations";
+      /* gemm.comp / conv.comp: As[TK][TM + 1], Bs[TK][TN + 1] */
+      if (lim && lim->local_mem_bytes > 0 &&
+          (uint64_t)g.tk * (uint64_t)(g.tm + 1 + g.tn + 1) * 4 > lim->local_mem_bytes)
+        return "shared-memory tiles larger than the device's shared memory";
+      break;
+    case 2:
+    case 3:
+      if (lx != 8 || ly != 1 || g.tm % 8 || g.tk % 2)
+        return "subgroup mode: TN = 8 RN, RM = TM, TM a multiple of 8 and TK even";
+      if (lim && (lim->gpu_lacks & KILN_GPU_LACKS_SUBGROUP)) return "subgroup mode: the device has no subgroup ballot";
+      if (g.shared == 2 && lim && (lim->gpu_lacks & KILN_GPU_LACKS_INT64))
+        return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
+      break;
+    default: return "SHARED is 0, 1, 2 or 3";
+  }
+  /* an invocation past the device's loop limit ends early (lavapipe):
+   * such a point is never built */
+  const int64_t K = t->kind == KILN_TEMPLATE_GEMM ? t->gemm.K : t->conv.K;
+  const bool k_unrolled = t->kind == KILN_TEMPLATE_GEMM || g.shared >= 2; /* as the emitter counts them */
+  if (lim && lim->loop_limit > 0 && kiln_vulkan_trips_tiled(K, &g, k_unrolled) > lim->loop_limit)
+    return "more loop iterations per invocation than the device's limit";
+  return NULL;
+}
+
+const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* x,
+                                   const kiln_template_limits_t* lim) {
+  const int32_t* v = x->v;
+  for (int32_t i = 0; i < x->n; ++i)
+    if (v[i] < 0 || v[i] > 4096) return "a tile outside 0..4096";
+  switch (t->kind) {
+    case KILN_TEMPLATE_GEMM:
+    case KILN_TEMPLATE_CONV:
+      if (x->n != 6) return "a GEMM/conv record has 6 tiles";
+      for (int32_t i = 0; i < 5; ++i)
+        if (v[i] < 1) return "TM, TN, TK, RM and RN are at least 1";
+      return gemm_check(t, v, lim);
+    case KILN_TEMPLATE_DEPTHWISE:
+      if (x->n != 2) return "a depthwise record has 2 tiles";
+      if (v[0] < 1 || v[0] > 1024 || (lim && lim->max_workgroup_size > 0 && v[0] > lim->max_workgroup_size))
+        return "work-group larger than the device allows";
+      /* depthwise.comp unrolls the taps of RW outputs: past 8 the unrolled
+       * body only grows the driver's compile */
+      if (v[1] < 1 || v[1] > 8) return "RW is 1..8 outputs per invocation";
+      if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
+      return NULL;
+    case KILN_TEMPLATE_WINOGRAD:
+    case KILN_TEMPLATE_NONE:
+    case KILN_TEMPLATE_MERGED: break;
+  }
+  return "not a tunable template";
+}
+
+/* Where lavapipe's speed lies (measured on ResNet-18 and MobileNetV2
+ * convs): the subgroup mode with more rows and columns per invocation than
+ * the defaults, which keep them small for the driver's compile time, and
+ * longer unrolled K steps; then the other subgroup read width. A tuner
+ * tries these before random points (each still checked). */
+int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap) {
+  int32_t n = 0;
+  const kiln_template_tiles_t d = t->tiles;
+#define HINT(...)                                                            \
+  do {                                                                       \
+    if (n < cap) out[n++] = (kiln_template_tiles_t){.n = d.n, .v = {__VA_ARGS__}}; \
+  } while (0)
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] >= 2) {
+    const int32_t tm = d.v[0], tk = d.v[2], rn = d.v[4], sh = d.v[5];
+    const int32_t tm2 = tm < 64 ? 2 * tm : tm, rn2 = rn < 8 ? 2 * rn : rn;
+    HINT(tm2, 8 * rn2, tk, tm2, rn2, sh);
+    HINT(tm, 8 * rn2, tk, tm, rn2, sh);
+    HINT(tm2, 8 * rn, tk, tm2, rn, sh);
+    HINT(tm, 8 * rn2, 4 * tk, tm, rn2, sh);
+    HINT(tm, 8 * rn, 4 * tk, tm, rn, sh);
+    HINT(tm2, 8 * rn2, tk, tm2, rn2, sh == 2 ? 3 : 2);
+  } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && d.n == 2) {
+    HINT(2 * d.v[0], d.v[1]);
+    HINT(d.v[0] / 2, d.v[1]);
+    HINT(d.v[0], d.v[1] > 1 ? d.v[1] / 2 : 1);
+  }
+#undef HINT
+  return n;
+}

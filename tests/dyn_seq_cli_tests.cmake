@@ -1,0 +1,84 @@
+# Shape buckets through the command line (issue 25, label "models"): the
+# transformer encoder block exported with dynamic_axes on batch AND sequence
+# (tests/models/export_dyn_cnn.py, dyn_encseq.onnx), compiled ONCE with
+# --dim batch=1..2 --dim seq=16,77,128 (the sequence dim sits inside MatMul,
+# Softmax, Reshape and Transpose shapes: one static program per size, the
+# batch dynamic in each), run at (1,16), (2,77), (1,128) against the
+# reference interpreter at each shape; kiln-rt-run on the same module; the
+# errors for a size outside the set and for a range on the inner dim.
+# Included from tests/CMakeLists.txt after dyn_cli_tests.cmake (its fixture
+# dyn_cnn exports the models).
+
+if(NOT KILN_PYTHON OR NOT EXISTS "${KILN_PYTHON}")
+  return()
+endif()
+set(D ${CMAKE_BINARY_DIR}/models/dyn)
+kiln_cli_test(dyn_seq_compile FIXTURE dyn_seq_module REQUIRES dyn_cnn FILE ${D}/dyn_encseq.kiln
+  CHECK "STDOUT_HAS=shape buckets: dim 'seq' at 3 sizes, one static program each, picked by input 'input' dim 1"
+        "STDOUT_HAS=dynamic dim 'batch' = 1..2: compiled per sample"
+  ARGS compile ${D}/dyn_encseq.onnx --dim batch=1..2 --dim seq=16,77,128 -o ${D}/dyn_encseq.kiln)
+set(_seq_tests compile)
+foreach(bs "1;16" "2;77" "1;128")
+  list(GET bs 0 b)
+  list(GET bs 1 q)
+  set(t b${b}_s${q})
+  kiln_cli_test(dyn_seq_ref_${t} FIXTURE dyn_seq_ref_${t} REQUIRES dyn_cnn FILE ${D}/encseq_ref_${t}/output.npy
+    ARGS run ${D}/dyn_encseq.onnx --target ref --input input=${D}/dyn_encseq_in_${t}.npy --output ${D}/encseq_ref_${t}
+         --compare output=${D}/dyn_encseq_ort_${t}.npy --rtol 1e-3 --atol 1e-4)
+  kiln_cli_test(dyn_seq_run_${t} REQUIRES dyn_seq_module dyn_seq_ref_${t}
+    CHECK "STDOUT_HAS=output output: f32[${b},${q},256]" "STDOUT_HAS=match: 0 of" "STDOUT_HAS=shape bucket 'seq' = ${q}"
+    ARGS run ${D}/dyn_encseq.kiln --input input=${D}/dyn_encseq_in_${t}.npy
+         --compare output=${D}/encseq_ref_${t}/output.npy --rtol 1e-3 --atol 1e-4)
+  list(APPEND _seq_tests ref_${t} run_${t})
+endforeach()
+# kiln-rt-run at seq 77 from a file, its output checked against the reference's
+kiln_cli_test(dyn_seq_rt_run_s77 EXE kiln_rt_run REQUIRES dyn_seq_module FIXTURE dyn_seq_rt_s77 CLEAN ${D}/rt_s77
+  FILE ${D}/rt_s77/output.npy ARGS ${D}/dyn_encseq.kiln --input input=${D}/dyn_encseq_in_b2_s77.npy --output ${D}/rt_s77)
+add_test(NAME cli_dyn_seq_rt_s77_matches
+         COMMAND ${KILN_PYTHON} -c "import numpy as n,sys; a=n.load(sys.argv[1]); b=n.load(sys.argv[2]); sys.exit(0 if a.shape==b.shape==(2,77,256) and n.allclose(a,b,1e-3,1e-4) else 1)"
+                 ${D}/rt_s77/output.npy ${D}/encseq_ref_b2_s77/output.npy)
+set_tests_properties(cli_dyn_seq_rt_s77_matches PROPERTIES FIXTURES_REQUIRED "dyn_seq_rt_s77;dyn_seq_ref_b2_s77")
+# --dim picks the bucket (and the batch) of the zero inputs
+kiln_cli_test(dyn_seq_rt_run_dim EXE kiln_rt_run REQUIRES dyn_seq_module CLEAN ${D}/rt_s128 FILE ${D}/rt_s128/output.npy
+  ARGS ${D}/dyn_encseq.kiln --dim seq=128 --dim batch=2 --output ${D}/rt_s128)
+kiln_cli_test(dyn_seq_run_dim REQUIRES dyn_seq_module
+  CHECK "STDOUT_HAS=output output: f32[2,77,256]" "STDOUT_HAS=shape bucket 'seq' = 77 (2 of 3)"
+  ARGS run ${D}/dyn_encseq.kiln --dim seq=77 --dim batch=2)
+kiln_cli_test(dyn_seq_info REQUIRES dyn_seq_module
+  CHECK "STDOUT_HAS=shape buckets: seq=16 (" "STDOUT_HAS=, seq=77 (" "STDOUT_HAS=, seq=128 ("
+        "STDOUT_HAS=dynamic dim 'batch': 1..2" "STDOUT_HAS=input input: f32[1,16,256]"
+  ARGS info ${D}/dyn_encseq.kiln)
+# a size outside the set: named input, dim, value and sizes
+kiln_cli_test(dyn_seq_run_s64 RC 1 REQUIRES dyn_seq_module
+  CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 64; the module was compiled for the sizes 16, 77, 128 there"
+  ARGS run ${D}/dyn_encseq.kiln --input input=${D}/dyn_encseq_in_b1_s64.npy)
+kiln_cli_test(dyn_seq_rt_run_s64 EXE kiln_rt_run RC 1 REQUIRES dyn_seq_module
+  CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 64; the module was compiled for the sizes 16, 77, 128 there"
+  ARGS ${D}/dyn_encseq.kiln --input input=${D}/dyn_encseq_in_b1_s64.npy)
+kiln_cli_test(dyn_seq_run_dim65 RC 1 REQUIRES dyn_seq_module
+  CHECK "STDERR_HAS=--dim 'seq=65': dim 'seq' takes one of the sizes 16, 77, 128"
+  ARGS run ${D}/dyn_encseq.kiln --dim seq=65)
+# a range on the sequence dim is refused, naming the input and the set form
+kiln_cli_test(dyn_seq_compile_range RC 1 REQUIRES dyn_cnn
+  CHECK "STDERR_HAS=dim 'seq' cannot be dynamic: input 'input' does not have it as its dim 0 alone"
+        "STDERR_HAS=--dim seq=16,64,128"
+  ARGS compile ${D}/dyn_encseq.onnx --dim seq=8..512 -o ${D}/bad.kiln)
+kiln_cli_test(dyn_seq_compile_ranges RC 1 REQUIRES dyn_cnn
+  CHECK "STDERR_HAS=--dim 'seq=8..512': dim 'batch' is dynamic already" "STDERR_HAS=--dim seq=16,64,128"
+  ARGS compile ${D}/dyn_encseq.onnx --dim batch=1..2 --dim seq=8..512 -o ${D}/bad.kiln)
+foreach(t opencl vulkan)
+  if(t IN_LIST KILN_TARGETS_BUILT)
+    # buckets run on the GPU targets (test_shape_buckets_${t}); a batch range there does not
+    kiln_cli_test(dyn_seq_compile_${t} RC 1 REQUIRES dyn_cnn
+      CHECK "STDERR_HAS=shape bucket seq=16" "STDERR_HAS=dynamic dims are compiled for the cpu target only"
+      ARGS compile ${D}/dyn_encseq.onnx -t ${t} --dim batch=1..2 --dim seq=16,77 -o ${D}/bad.kiln)
+    list(APPEND _seq_tests compile_${t})
+  endif()
+endforeach()
+list(APPEND _seq_tests rt_run_s77 rt_s77_matches rt_run_dim run_dim info run_s64 rt_run_s64 run_dim65 compile_range
+     compile_ranges)
+foreach(t ${_seq_tests})
+  if(TEST cli_dyn_seq_${t})
+    set_tests_properties(cli_dyn_seq_${t} PROPERTIES LABELS models)
+  endif()
+endforeach()

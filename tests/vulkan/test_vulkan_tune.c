@@ -1,0 +1,260 @@
+/* Auto-tuning on the Vulkan device (targets/vulkan/vulkan_tune.c through
+ * compiler/tune.h). Without a device: each template's default tiles are in
+ * its space and pass the constraints; every point of a conv's and a GEMM's
+ * space that the constraints accept (after the subgroup-mode ties) prints
+ * as GLSL, and a spread of them compiles to valid SPIR-V; the constraints
+ * refuse what the shaders or the device cannot take (untied subgroup
+ * points, missing ballot or shaderInt64, the loop limit, oversized
+ * unrolled steps and work-groups). On lavapipe: `kiln tune` of a small
+ * model measures its hints and random points, every candidate checked
+ * against the default's output (none rejected), within its budget. */
+#include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compiler/tune.h"
+#include "frontend/onnx.h"
+#include "ir/passes.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "kiln/runtime.h"
+#include "runtime/device.h"
+#include "targets/program_build.h"
+#include "targets/registry.h"
+#include "targets/vulkan/vulkan_internal.h"
+#include "testing.h"
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* X [32,96] x W [96,64] -> Y; I [1,16,20,20] -> Conv 3x3 pad 1 (32) ->
+ * Relu -> depthwise 3x3 (32 groups) -> Z */
+static bool write_model(const char* path) {
+  bm_model_t b;
+  bm_init(&b, 13);
+  int64_t xd[2] = {32, 96}, id[4] = {1, 16, 20, 20};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, xd, NULL);
+  b.g.input[b.g.n_input++] = bm_value(&b, "I", BM_F32, 4, id, NULL);
+  int64_t wd[2] = {96, 64}, vd[4] = {32, 16, 3, 3}, dd[4] = {32, 1, 3, 3};
+  bm_init_f32(&b, "W", 2, wd);
+  bm_init_f32(&b, "V", 4, vd);
+  bm_init_f32(&b, "D", 4, dd);
+  bm_node(&b, "MatMul", "mm", "X,W", "Y");
+  Onnx__NodeProto* c = bm_node(&b, "Conv", "conv", "I,V", "C");
+  bm_attr_ints(&b, c, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  bm_node(&b, "Relu", "relu", "C", "R");
+  Onnx__NodeProto* d = bm_node(&b, "Conv", "dw", "R,D", "Z");
+  bm_attr_int(&b, d, "group", 32);
+  bm_output(&b, "Y");
+  bm_output(&b, "Z");
+  const bool ok = bm_write(&b, path);
+  bm_free(&b);
+  return ok;
+}
+
+static kiln_status_t load(const char* path, kiln_graph_t** g) {
+  KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(path, NULL, A(), g));
+  KILN_RETURN_IF_ERROR(kiln_graph_prepare(*g));
+  return kiln_graph_optimize(*g, 1, NULL);
+}
+
+static bool in_space(const kiln_template_space_t* sp, const kiln_template_tiles_t* x) {
+  int32_t idx[KILN_TEMPLATE_TILES_MAX];
+  return kiln_template_space_index(sp, x, idx);
+}
+
+/* Every point of |t|'s space: the constraints and the emitter agree on
+ * the tied ones; every |stride|-th accepted point compiles and validates. */
+static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_template_limits_t* lim,
+                  int32_t stride) {
+  kiln_template_space_t sp;
+  const bool has = set->space(t, &sp);
+  CHECK(has);
+  if (!has) return;
+  int64_t total = 1, accepted = 0, compiled = 0;
+  for (int32_t i = 0; i < sp.n_knobs; ++i) total *= sp.knobs[i].n;
+  kiln_vulkan_cc_t cc;
+  if (!CHECK_OK(kiln_vulkan_cc_init(&cc))) return;
+  for (int64_t p = 0; p < total; ++p) {
+    kiln_template_tiles_t x = {.n = sp.n_knobs};
+    int64_t r = p;
+    for (int32_t i = 0; i < sp.n_knobs; ++i) {
+      x.v[i] = sp.knobs[i].v[r % sp.knobs[i].n];
+      r /= sp.knobs[i].n;
+    }
+    const kiln_template_tiles_t drawn = x;
+    set->tiles_tie(t, &x);
+    /* each tied point once: as drawn with its ties already in place */
+    if (memcmp(&drawn, &x, sizeof x) || set->tiles_check(t, &x, lim)) continue;
+    char* glsl = NULL;
+    int64_t dims[6], trips = 0;
+    kiln_status_t s;
+    if (t->kind == KILN_TEMPLATE_GEMM) {
+      kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
+      g.tiles = (kiln_spirv_gemm_tiles_t){x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
+      s = kiln_spirv_gemm_source(&g, &glsl, dims, dims + 3);
+    } else if (t->kind == KILN_TEMPLATE_CONV) {
+      const kiln_spirv_gemm_tiles_t ct = {x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
+      s = kiln_vulkan_conv_source(&t->conv, &ct, "sweep", &glsl, dims, dims + 3, &trips);
+    } else {
+      s = kiln_vulkan_dw_source(&t->dw, x.v[0], x.v[1], "sweep", &glsl, dims, dims + 3);
+    }
+    CHECK_MSG(s == NULL, "%s point %d,%d,%d,%d,%d,%d accepted but not printed: %s", kiln_template_kind_name(t->kind),
+              x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5], s ? kiln_status_message(s) : "");
+    if (s) {
+      kiln_status_free(s);
+      continue;
+    }
+    if (accepted++ % stride == 0) {
+      uint8_t* spv = NULL;
+      uint64_t len = 0;
+      s = kiln_vulkan_cc_compile(&cc, "sweep", glsl, A(), &spv, &len);
+      CHECK_MSG(s == NULL, "%s point %d,%d,%d,%d,%d,%d: %s", kiln_template_kind_name(t->kind), x.v[0], x.v[1],
+                x.v[2], x.v[3], x.v[4], x.v[5], s ? kiln_status_message(s) : "");
+      kiln_status_free(s);
+      if (spv) A().free(A().self, spv);
+      compiled++;
+    }
+    free(glsl);
+  }
+  kiln_vulkan_cc_free(&cc);
+  printf("  %s: %lld points, %lld accepted, %lld compiled\n", kiln_template_kind_name(t->kind), (long long)total,
+         (long long)accepted, (long long)compiled);
+  CHECK(accepted >= 4);
+}
+
+static void test_space(void) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kiln_test_vulkan_tune_%ld.onnx", (long)getpid());
+  const bool written = write_model(path);
+  CHECK(written);
+  if (!written) return;
+  kiln_graph_t* g = NULL;
+  kiln_plan_t* plan = NULL;
+  const kiln_target_t* target = kiln_target_find("vulkan");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  CHECK(set.space && set.tiles_check && set.tiles_tie && set.tiles_hints);
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0};
+  kiln_fusion_report_t fr;
+  if (!CHECK_OK(load(path, &g)) || !CHECK_OK(kiln_plan_build(g, &po, A(), &plan)) ||
+      !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL)) || !CHECK_OK(kiln_template_select(plan, &set)))
+    goto out;
+  const kiln_template_limits_t lim = {.max_workgroup_size = 1024, .local_mem_bytes = 32768, .loop_limit = 65535};
+  int32_t kinds = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    kiln_template_space_t sp;
+    if (!t || !set.space(t, &sp)) continue;
+    kinds |= 1 << t->kind;
+    CHECK_MSG(in_space(&sp, &t->tiles), "kernel %d's default outside its space", (int)k);
+    CHECK_MSG(set.tiles_check(t, &t->tiles, &lim) == NULL, "kernel %d's default refused: %s", (int)k,
+              set.tiles_check(t, &t->tiles, &lim));
+    kiln_template_tiles_t h[8];
+    const int32_t nh = set.tiles_hints(t, h, 8);
+    int32_t ok = 0;
+    for (int32_t i = 0; i < nh; ++i) {
+      set.tiles_tie(t, &h[i]);
+      ok += in_space(&sp, &h[i]) && !set.tiles_check(t, &h[i], &lim);
+    }
+    CHECK_MSG(ok >= 2, "kernel %d: %d of %d hints usable", (int)k, (int)ok, (int)nh);
+    sweep(&set, t, &lim, t->kind == KILN_TEMPLATE_DEPTHWISE ? 5 : 300);
+    if (t->kind == KILN_TEMPLATE_DEPTHWISE) continue;
+    /* GEMM / conv: the default is the subgroup mode on a device with all features */
+    CHECK(t->tiles.v[5] == 2);
+    kiln_template_tiles_t x = t->tiles;
+    x.v[3] = x.v[0] / 2; /* RM != TM in the subgroup mode */
+    CHECK(set.tiles_check(t, &x, &lim) != NULL);
+    set.tiles_tie(t, &x);
+    CHECK(x.v[3] == x.v[0] && x.v[1] == 8 * x.v[4] && set.tiles_check(t, &x, &lim) == NULL);
+    kiln_template_limits_t no = lim;
+    no.gpu_lacks = KILN_GPU_LACKS_INT64;
+    CHECK(set.tiles_check(t, &t->tiles, &no) != NULL); /* mode 2 reads 64-bit words */
+    x = t->tiles;
+    x.v[5] = 3;
+    CHECK(set.tiles_check(t, &x, &no) == NULL);
+    no.gpu_lacks = KILN_GPU_LACKS_SUBGROUP;
+    CHECK(set.tiles_check(t, &x, &no) != NULL);
+    no = lim;
+    no.loop_limit = 4; /* K / TK slices past it */
+    CHECK(set.tiles_check(t, &t->tiles, &no) != NULL);
+    x = t->tiles;
+    x.v[0] = x.v[3] = 64, x.v[4] = 8, x.v[1] = 64, x.v[2] = 16; /* 8192 unrolled multiply-adds */
+    CHECK(set.tiles_check(t, &x, &lim) != NULL);
+    x = (kiln_template_tiles_t){.n = 6, .v = {64, 64, 16, 2, 2, 1}}; /* 1024 invocations */
+    no.loop_limit = 0;
+    no.max_workgroup_size = 256;
+    CHECK(set.tiles_check(t, &x, &no) != NULL);
+    no.max_workgroup_size = 1024;
+    no.local_mem_bytes = 1024; /* 16 x (65 + 65) floats of shared memory */
+    CHECK(set.tiles_check(t, &x, &no) != NULL);
+  }
+  CHECK_MSG(kinds == ((1 << KILN_TEMPLATE_GEMM) | (1 << KILN_TEMPLATE_CONV) | (1 << KILN_TEMPLATE_DEPTHWISE)),
+            "template kinds %#x", (unsigned)kinds);
+out:
+  kiln_plan_destroy(plan);
+  kiln_graph_destroy(g);
+  unlink(path);
+}
+
+static void test_tune_on_device(void) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kiln_test_vulkan_tune_d_%ld.onnx", (long)getpid());
+  const bool written = write_model(path);
+  CHECK(written);
+  if (!written) return;
+  kiln_graph_t* g = NULL;
+  kiln_device_t* dev = NULL;
+  kiln_tune_cache_t cache = {0};
+  const kiln_target_t* target = kiln_target_find("vulkan");
+  kiln_device_open_options_t oo = {0, true, stderr};
+  kiln_status_t s = kiln_device_open("vulkan", &oo, A(), &dev);
+  if (s) {
+    printf("no Vulkan device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    CHECK(false);
+    goto out;
+  }
+  if (!CHECK_OK(load(path, &g))) goto out;
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  o.budget_s = 120;
+  o.trials = 1; /* the first hint of each kernel */
+  o.repeats = 2;
+  o.log = stdout;
+  kiln_tune_summary_t sum;
+  if (!CHECK_OK(kiln_tune_model(g, target, dev, &o, &cache, &sum))) goto out;
+  printf("\n");
+  CHECK_MSG(sum.kernels == 3, "%d kernels", (int)sum.kernels);
+  CHECK_MSG(sum.elapsed_s < 1.05 * o.budget_s, "a %.0f s budget took %.1f s", o.budget_s, sum.elapsed_s);
+  /* every candidate matched the default's output */
+  CHECK_MSG(sum.trials >= 2 && sum.rejected == 0, "%d trials, %d rejected", (int)sum.trials, (int)sum.rejected);
+  CHECK(cache.n == sum.kernels);
+  for (int32_t i = 0; i < cache.n; ++i) {
+    CHECK(!strcmp(cache.r[i].key.target, "vulkan") && !strncmp(cache.r[i].key.space, "vulkan.", 7));
+    CHECK_MSG(cache.r[i].tuned_us <= cache.r[i].default_us, "record %d slower than its default", (int)i);
+  }
+out:
+  kiln_tune_cache_free(&cache);
+  kiln_graph_destroy(g);
+  kiln_device_release(dev);
+  unlink(path);
+}
+
+int main(void) {
+  const double t0 = now_s();
+  RUN(test_space);
+  const double t1 = now_s();
+  RUN(test_tune_on_device);
+  printf("space %.1f s, tune %.1f s\n", t1 - t0, now_s() - t1);
+  return kiln_test_finish();
+}
