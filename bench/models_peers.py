@@ -103,15 +103,7 @@ def kiln_cpu_ms(kiln, model, inp, threads, repeat, layout, cache):
 
 
 def ort_cpu_ms(model, x, threads, repeat):
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    for _ in range(WARMUP):
-        sess.run(None, {name: x})
+    sess, name = models_cpu.ort_session(model, x, threads)
     t0 = time.process_time()
     for _ in range(repeat):
         sess.run(None, {name: x})
