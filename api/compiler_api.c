@@ -38,6 +38,7 @@ struct kiln_compiler_s {
   int fp16_arith; /* -1: ask the device */
   int64_t loop_limit; /* -1: ask the device (GPU targets) */
   int32_t sparse;     /* kiln_sparse_mode_t */
+  int layout;         /* kiln_layout_mode_t (0: KILN_LAYOUT, else auto) */
   kiln_compile_precision_t prec;
   uint8_t* module;
   size_t module_len;
@@ -219,6 +220,12 @@ kiln_status_t kiln_compiler_set_option(kiln_compiler_t* c, const char* name, con
     else return kiln_make_status(KILN_INVALID_ARGUMENT, "option sparse='%s': expected auto, on or off", value);
     return NULL;
   }
+  if (!strcmp(name, "layout")) {
+    int m = kiln_compile_layout_parse(value);
+    if (m < 0) return kiln_make_status(KILN_INVALID_ARGUMENT, "option layout='%s': expected nchw or auto", value);
+    c->layout = m;
+    return NULL;
+  }
   return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_set_option: unknown option '%s' (value '%s')", name,
                           value);
 }
@@ -248,6 +255,7 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   r.cpu_targets = c->strs[OPT_CPU_TARGET];
   r.tuning_path = c->strs[OPT_TUNING_CACHE];
   r.sparse = c->sparse;
+  r.layout = c->layout;
   /* the graph parsed by load_model serves the first compile; later ones parse again */
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;

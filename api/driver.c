@@ -267,7 +267,7 @@ kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_grap
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,
                               r->tuning_path, dev, loop_limit, dg->dyn[0] ? dg->dyn : NULL, dg->dyn_lo, dg->dyn_hi,
-                              r->tuning_default, gpu_lacks, r->sparse};
+                              r->tuning_default, gpu_lacks, r->sparse, r->layout};
   if (!s) s = kiln_compile_program(dg->g, &cc, log, out);
   kiln_device_release(dev);
   return s;

@@ -47,6 +47,8 @@ typedef struct kiln_driver_request_s {
    * shader features and tuning records apply, and |device| is not opened
    * again. NULL: asked by name as above. Borrowed. */
   kiln_device_t* run_device;
+  /* `--layout nchw|auto` (kiln_layout_mode_t; 0: the default) */
+  int layout;
 } kiln_driver_request_t;
 
 /* The first half of a compile: the graph after its passes, and what the

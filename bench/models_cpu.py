@@ -39,7 +39,9 @@ def run(cmd, env=None):
     return p.stdout
 
 
-def ort_latency(model, x, threads, repeat):
+def ort_session(model, x, threads):
+    """An onnxruntime CPU session (all optimisations, |threads| intra-op)
+    and its input name, after 3 warm-up runs on |x|."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -49,6 +51,11 @@ def ort_latency(model, x, threads, repeat):
     name = sess.get_inputs()[0].name
     for _ in range(3):
         sess.run(None, {name: x})
+    return sess, name
+
+
+def ort_latency(model, x, threads, repeat):
+    sess, name = ort_session(model, x, threads)
     ts = []
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -3,6 +3,7 @@
 
   models_peers.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2,resnet50]
                   [--threads N] [--repeat N] [--json FILE] [--no-torch]
+                  [--layouts auto,nchw] [--rounds R]
 
 DIR holds what tests/models/export_models.py writes (<name>.onnx, <name>_input.npy);
 missing torchvision models are exported first. For each model, with the same input,
@@ -16,6 +17,17 @@ the same thread count and the median of --repeat runs after warm-up:
     built by export_models.build_model, i.e. the same seeded weights as the ONNX
     file (its output is checked against <name>_ort.npy when present), but BatchNorm
     is not folded and nothing is fused: this is PyTorch as users run it.
+--layouts runs kiln once per CPU memory layout (`kiln run --layout L`: auto is the
+layout pass, NCHWc where it chooses; nchw turns it off), reported as "kiln cpu"
+(auto) and "kiln cpu nchw". --rounds R measures every runtime R times in turn
+(kiln auto, kiln nchw, onnxruntime, [PyTorch], then again), so a loaded machine
+slows them alike, and reports the median of the R medians; the load average
+before and after goes into the notes. kiln's compile cache is cold for its first
+round only (the compile time is that round's). --cpu-time reports CPU time per run
+(user + system, all threads) instead of the wall-clock median: on a machine loaded by
+other jobs wall time mostly measures the scheduler, CPU time the work (kiln: the
+rusage of `kiln run --repeat N+1` minus that of `--repeat 1`; onnxruntime:
+time.process_time over N runs after warm-up).
 Prints a line per model as it finishes (with an ETA), then a table; --json writes
 {"threads", "repeat", "machine", "versions", "notes", "models": [{"name",
 "latency_ms": {"kiln cpu", "onnxruntime", "pytorch"}, "compile_s", "kernels",
@@ -26,6 +38,8 @@ runtime failed on any model (the others still run), 2 on a bad command line.
 import argparse
 import json
 import os
+import resource
+import subprocess
 import platform
 import statistics
 import sys
@@ -40,6 +54,7 @@ sys.path.insert(1, os.path.join(HERE, "..", "tests", "models"))
 import models_cpu  # noqa: E402  (LATENCY_RE, COMPILE_RE, run, ort_latency)
 
 KILN, ORT, TORCH = "kiln cpu", "onnxruntime", "pytorch"
+KILN_NCHW = "kiln cpu nchw"
 WARMUP = 3
 
 
@@ -54,18 +69,45 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def kiln_latency(kiln, model, inp, threads, repeat):
-    """(median ms, cold compile s or None, kernel count or None)."""
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, KILN_CACHE_DIR=cache)
-        out = models_cpu.run([kiln, "run", model, "--target", "cpu", "--threads", str(threads),
-                              "--input", f"input={inp}", "--repeat", str(repeat)], env=env)
+def kiln_latency(kiln, model, inp, threads, repeat, layout=None, cache=None):
+    """(median ms, cold compile s or None, kernel count or None); |cache|: a
+    compile cache folder to use (else a fresh one)."""
+    with tempfile.TemporaryDirectory() as fresh:
+        env = dict(os.environ, KILN_CACHE_DIR=cache or fresh)
+        cmd = [kiln, "run", model, "--target", "cpu", "--threads", str(threads),
+               "--input", f"input={inp}", "--repeat", str(repeat)]
+        if layout:
+            cmd += ["--layout", layout]
+        out = models_cpu.run(cmd, env=env)
     m = models_cpu.LATENCY_RE.search(out)
     if not m:
         raise RuntimeError(f"no 'latency: median' line in kiln's output:\n{out}")
     c = models_cpu.COMPILE_RE.search(out)
     compile_s = sum(float(c.group(i)) for i in (2, 3, 5, 6)) / 1e3 if c else None
     return float(m.group(1)), compile_s, int(c.group(1)) if c else None
+
+
+def kiln_cpu_ms(kiln, model, inp, threads, repeat, layout, cache):
+    """CPU ms per run of `kiln run` (the difference of repeat+1 and 1 runs)."""
+    def used(n):
+        cmd = [kiln, "run", model, "--target", "cpu", "--threads", str(threads),
+               "--input", f"input={inp}", "--repeat", str(n)] + (["--layout", layout] if layout else [])
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_CACHE_DIR=cache))
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    one = used(1)
+    return (used(repeat + 1) - one) * 1e3 / repeat
+
+
+def ort_cpu_ms(model, x, threads, repeat):
+    sess, name = models_cpu.ort_session(model, x, threads)
+    t0 = time.process_time()
+    for _ in range(repeat):
+        sess.run(None, {name: x})
+    return (time.process_time() - t0) * 1e3 / repeat
 
 
 def torch_available():
@@ -135,9 +177,15 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch")
+    ap.add_argument("--layouts", default="auto", help="kiln's CPU layouts to run: auto, nchw or both")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (median of their medians)")
+    ap.add_argument("--cpu-time", action="store_true", help="CPU time per run instead of wall-clock latency")
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.repeat < 1:
-        ap.error("--threads and --repeat must be >= 1")
+    if args.threads < 1 or args.repeat < 1 or args.rounds < 1:
+        ap.error("--threads, --repeat and --rounds must be >= 1")
+    layouts = [x for x in args.layouts.split(",") if x]
+    if not layouts or any(x not in ("auto", "nchw") for x in layouts):
+        ap.error("--layouts: a comma-separated list of auto and nchw")
     names = [n for n in args.names.split(",") if n]
     if not names:
         ap.error("--names is empty")
@@ -159,10 +207,17 @@ def main(argv=None):
         versions.update(torch=torch.__version__, torchvision=torchvision.__version__)
         notes.append("PyTorch: eager torchvision model with the same seeded weights as the ONNX "
                      "file (BatchNorm not folded, nothing fused), torch.set_num_threads = threads.")
-    runtimes = [KILN, ORT] + ([] if why_no_torch else [TORCH])
+    kiln_rt = {"auto": KILN, "nchw": KILN_NCHW}
+    if args.cpu_time and not why_no_torch:
+        why_no_torch = "--cpu-time (not measured for PyTorch)"
+        notes.append(f"PyTorch skipped: {why_no_torch}.")
+    runtimes = [kiln_rt[x] for x in layouts] + [ORT] + ([] if why_no_torch else [TORCH])
+    load0 = os.getloadavg()
 
     print(f"batch 1, {args.threads} threads, median of {args.repeat} runs after {WARMUP} warm-up "
-          f"runs; runtimes: {', '.join(runtimes)}", flush=True)
+          f"runs, {args.rounds} interleaved round(s); runtimes: {', '.join(runtimes)}; "
+          f"load average {load0[0]:.2f}", flush=True)
+    caches = tempfile.TemporaryDirectory()
     rows = []
     failed = False
     t_start = time.perf_counter()
@@ -174,24 +229,50 @@ def main(argv=None):
             row["errors"]["all"] = f"{model} or {inp} missing"
         else:
             x = np.load(inp)
-            try:
-                ms, row["compile_s"], row["kernels"] = kiln_latency(args.kiln, model, inp,
-                                                                    args.threads, args.repeat)
-                row["latency_ms"][KILN] = ms
-            except Exception as e:
-                row["errors"][KILN] = str(e)
-            try:
-                row["latency_ms"][ORT] = models_cpu.ort_latency(model, x, args.threads, args.repeat)
-            except Exception as e:
-                row["errors"][ORT] = str(e)
-            if TORCH in runtimes:
-                try:
-                    ms, diff = torch_latency(name, x, args.threads, args.repeat,
-                                             os.path.join(args.models, name + "_ort.npy"))
-                    row["latency_ms"][TORCH] = ms
-                    row["torch_vs_ort_max_abs"] = diff
-                except Exception as e:
-                    row["errors"][TORCH] = str(e)
+            got = {r: [] for r in runtimes}
+            for rnd in range(args.rounds):
+                for lay in layouts:
+                    r = kiln_rt[lay]
+                    if r in row["errors"]:
+                        continue
+                    cache = os.path.join(caches.name, f"{name}-{lay}")
+                    os.makedirs(cache, exist_ok=True)
+                    try:
+                        # one layout per cache folder: cold on the first round only
+                        ms, comp, kern = kiln_latency(args.kiln, model, inp, args.threads,
+                                                      1 if args.cpu_time else args.repeat,
+                                                      None if lay == "auto" and len(layouts) == 1 else lay,
+                                                      cache)
+                        if args.cpu_time:
+                            ms = kiln_cpu_ms(args.kiln, model, inp, args.threads, args.repeat,
+                                             None if lay == "auto" and len(layouts) == 1 else lay, cache)
+                        got[r].append(ms)
+                        if rnd == 0 and r == runtimes[0]:
+                            row["compile_s"], row["kernels"] = comp, kern
+                        if rnd == 0:
+                            row.setdefault("compile_s_by_layout", {})[lay] = comp
+                            row.setdefault("kernels_by_layout", {})[lay] = kern
+                    except Exception as e:
+                        row["errors"][r] = str(e)
+                if ORT not in row["errors"]:
+                    try:
+                        got[ORT].append(ort_cpu_ms(model, x, args.threads, args.repeat) if args.cpu_time
+                                        else models_cpu.ort_latency(model, x, args.threads, args.repeat))
+                    except Exception as e:
+                        row["errors"][ORT] = str(e)
+                if TORCH in runtimes and TORCH not in row["errors"]:
+                    try:
+                        ms, diff = torch_latency(name, x, args.threads, args.repeat,
+                                                 os.path.join(args.models, name + "_ort.npy"))
+                        got[TORCH].append(ms)
+                        row["torch_vs_ort_max_abs"] = diff
+                    except Exception as e:
+                        row["errors"][TORCH] = str(e)
+            for r, v in got.items():
+                if v and r not in row["errors"]:
+                    row["latency_ms"][r] = statistics.median(v)
+                    if args.rounds > 1:
+                        row.setdefault("rounds_ms", {})[r] = v
         rows.append(row)
         failed |= bool(row["errors"])
         elapsed = time.perf_counter() - t_start
@@ -203,29 +284,40 @@ def main(argv=None):
         for r, e in row["errors"].items():
             print(f"  {name} {r}: {e}", file=sys.stderr)
 
+    caches.cleanup()
+    load1 = os.getloadavg()
+    notes.append(f"load average {load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} before, "
+                 f"{load1[0]:.2f} / {load1[1]:.2f} / {load1[2]:.2f} after ({os.cpu_count()} CPUs)")
     diffs = [r["torch_vs_ort_max_abs"] for r in rows if r.get("torch_vs_ort_max_abs") is not None]
     if diffs:
         notes.append(f"PyTorch outputs match the onnxruntime reference outputs (<name>_ort.npy) "
                      f"to max |diff| {max(diffs):.1e}: same weights, same computation.")
     print()
     head = f"{'model':<14}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
-    head += f"{'kiln/ORT':>10}" + (f"{'kiln/torch':>12}" if TORCH in runtimes else "")
+    head += f"{'kiln/ORT':>10}" + (f"{'nchw/ORT':>10}" if KILN_NCHW in runtimes and KILN in runtimes else "")
+    head += f"{'kiln/torch':>12}" if TORCH in runtimes else ""
     head += f"{'compile s':>11}"
     print(head)
     for row in rows:
         lat = row["latency_ms"]
         line = f"{row['name']:<14}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
-        line += f"{fmt(ratio(lat.get(KILN), lat.get(ORT))) + 'x':>10}"
+        first = KILN if KILN in runtimes else KILN_NCHW
+        line += f"{fmt(ratio(lat.get(first), lat.get(ORT))) + 'x':>10}"
+        if KILN_NCHW in runtimes and KILN in runtimes:
+            line += f"{fmt(ratio(lat.get(KILN_NCHW), lat.get(ORT))) + 'x':>10}"
         if TORCH in runtimes:
-            line += f"{fmt(ratio(lat.get(KILN), lat.get(TORCH))) + 'x':>12}"
+            line += f"{fmt(ratio(lat.get(first), lat.get(TORCH))) + 'x':>12}"
         line += f"{fmt(row['compile_s']):>11}"
         print(line)
+    if args.cpu_time:
+        print("figures are CPU ms per run (user + system, all threads), not latency")
     print("ratios < 1 mean kiln is faster; compile = cold cache (lowering + codegen + cc + load)")
     for n in notes:
         print(f"note: {n}")
 
     if args.json:
-        res = {"threads": args.threads, "repeat": args.repeat,
+        res = {"threads": args.threads, "repeat": args.repeat, "rounds": args.rounds, "layouts": layouts,
+               "metric": "cpu_ms" if args.cpu_time else "latency_ms",
                "machine": {"cpu": cpu_name(), "threads": os.cpu_count()},
                "versions": versions, "notes": notes, "models": rows}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

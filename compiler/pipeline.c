@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* vasprintf */
 #include "compiler/pipeline.h"
 
+#include "lowering/layout.h"
 #include "lowering/sparse_block.h"
 
 #include "targets/partition.h"
@@ -456,9 +457,35 @@ static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* 
   return s;
 }
 
+int kiln_compile_layout_parse(const char* s) {
+  if (!s) return -1;
+  if (!strcmp(s, "nchw")) return KILN_LAYOUT_MODE_NCHW;
+  if (!strcmp(s, "auto")) return KILN_LAYOUT_MODE_AUTO;
+  return -1;
+}
+
+int32_t kiln_compile_layout_block(const kiln_compile_config_t* c) {
+  int mode = c->layout;
+  if (mode == KILN_LAYOUT_MODE_DEFAULT) {
+    int e = kiln_compile_layout_parse(getenv("KILN_LAYOUT"));
+    mode = e > 0 ? e : KILN_LAYOUT_MODE_AUTO;
+  }
+  /* -O0 keeps NCHW; so does auto precision, whose calibration compares
+   * intermediates in the graph's layout */
+  if (mode != KILN_LAYOUT_MODE_AUTO || c->opt < 1 || c->target->lowering != KILN_TARGET_CLASS_CPU) return 0;
+  if (c->precision && c->precision->mode == KILN_PRECISION_AUTO) return 0;
+  if (c->dyn_dim) return 0;
+  /* an explicit CPU tuning cache holds knobs `kiln tune` searched on the
+   * NCHW GEMMs (compiler/tune_cpu.h) */
+  if (c->tuning_path && !c->tuning_default) return 0;
+  /* block-sparse convs forced on: that kernel is an NCHW one */
+  if (c->sparse == KILN_SPARSE_ON) return 0;
+  return kiln_cpu_simd().lanes;
+}
+
 kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                    kiln_program_t** out) {
-  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, c->sparse};
+  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, c->sparse, kiln_compile_layout_block(c)};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);
@@ -488,6 +515,16 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
                                   &fallbacks, &plan);
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
     kiln_partition_report_free(&fallbacks);
+  }
+  const char* env_layout = getenv("KILN_LAYOUT");
+  if (!s && c->layout == KILN_LAYOUT_MODE_DEFAULT && env_layout && kiln_compile_layout_parse(env_layout) < 0)
+    s = kiln_compile_log_line(log, "warning", "KILN_LAYOUT='%s' is neither nchw nor auto: ignored", env_layout);
+  if (!s && plan->layout) {
+    char ln[24];
+    const kiln_layout_t* L = plan->layout;
+    s = kiln_compile_log_line(log, "plan", "layout: %s, %d of %d nodes blocked, %d tensors, %d reorders (%d before the pairs cancelled)",
+                              kiln_layout_name(L->block, ln, sizeof ln), L->n_blocked_nodes, g->n_nodes,
+                              L->n_blocked_tensors, L->n_reorders, L->n_reorders_naive);
   }
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;

@@ -96,7 +96,24 @@ typedef struct kiln_compile_config_s {
    * (kiln_sparse_mode_t, lowering/sparse_block.h; 0 = AUTO, the measured
    * rule). The compile report has a "sparse" line per layer it looked at. */
   int32_t sparse;
+  /* Memory layouts on the CPU target (lowering/layout.h): NCHWc where the
+   * layout pass chooses it, at -O1 (-O0 keeps NCHW, and so do auto
+   * precision, dynamic dims and an explicit tuning cache, whose knobs are
+   * the NCHW GEMMs'). DEFAULT: the environment's KILN_LAYOUT (nchw|auto),
+   * else auto. */
+  int layout; /* kiln_layout_mode_t */
 } kiln_compile_config_t;
+
+typedef enum kiln_layout_mode_e {
+  KILN_LAYOUT_MODE_DEFAULT = 0,
+  KILN_LAYOUT_MODE_NCHW = 1,
+  KILN_LAYOUT_MODE_AUTO = 2,
+} kiln_layout_mode_t;
+
+/* "nchw" / "auto" -> the mode; -1 for anything else. */
+int kiln_compile_layout_parse(const char* s);
+/* The block (floats per channel block; 0: NCHW) a compile with |c| uses. */
+int32_t kiln_compile_layout_block(const kiln_compile_config_t* c);
 
 /* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a
  * device; NULL (no device to ask): all of them, the conservative shaders. */

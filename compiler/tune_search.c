@@ -656,7 +656,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
    * its loop limit splits the work, its missing features pick the tiles */
   t.set.gpu_lacks = t.cpu ? 0 : t.where.limits.gpu_lacks;
   t.po = (kiln_plan_options_t){target->lowering, o->threads,
-                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0};
+                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0, 0}; /* NCHW */
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);

@@ -95,6 +95,11 @@ typedef struct kiln_lower_ctx_s {
   /* GPU: loop iterations one invocation may run on the device the plan is
    * for (kiln_plan_options_t.loop_limit; 0 = no limit) */
   int64_t loop_limit;
+  /* The memory layout of each input / output buffer (lowering/layout.h):
+   * 0 plain, c for NCHWc (the buffer is then [N][ceil(C/c)][H][W][c] while
+   * the tensor stays [N][C][H][W]). NULL: all plain. */
+  const int32_t* in_block;
+  const int32_t* out_block;
 } kiln_lower_ctx_t;
 
 /* Emits a kernel: |naive| is the plain loop nest, |schedule| (may be NULL or

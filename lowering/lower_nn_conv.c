@@ -906,6 +906,7 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
   if (ctx->in[0] && !kiln_dtype_is_float(ctx->in[0]->dtype)) {
     return kiln_make_status(KILN_UNSUPPORTED, "Conv: dtype %s", kiln_dtype_name(ctx->in[0]->dtype));
   }
+  if (ctx->out_block && ctx->out_block[0] > 0) return nn_conv_blocked(ctx);
   cv_t cv;
   KILN_RETURN_IF_ERROR(conv_setup(ctx, 0, 1, 2, &cv));
   if (tir_buffer_numel(cv.y) == 0) return NULL;

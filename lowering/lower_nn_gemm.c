@@ -187,6 +187,15 @@ static const tir_stmt_t* ij_nest(gen_t* e, int64_t mr, int64_t nr, ij_body_fn fn
   const tir_expr_t* i = nn_v(kb, vi);
   const tir_stmt_t* parts[4] = {NULL, NULL, NULL, NULL};
   int64_t j0 = 0;
+  if (e->g->jblock > 0 && nr % e->g->jblock == 0 && nr / e->g->jblock <= 4) {
+    /* one piece per block of the caller's layout */
+    for (int p = 0; j0 < nr; ++p, j0 += e->g->jblock) {
+      tir_var_t* vj = nn_var(kb, "j");
+      parts[p] = nn_for(kb, vj, e->g->jblock, fn(e, u, i, nn_addc(kb, nn_v(kb, vj), j0)));
+      nn_vectorize(kb, vj);
+    }
+    j0 = nr;
+  }
   for (int p = 0; p < 4 && j0 < nr; ++p) {
     int64_t w = p == 0 ? (nr / 16) * 16 : p == 1 ? ((nr - j0) / 8) * 8
                 : p == 2 ? ((nr - j0) / 4) * 4 : nr - j0;
@@ -598,7 +607,7 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
   int64_t P = mode == PAR_BATCH ? g->batch : mode == PAR_NONE ? 1 : T;
   const bool tiled = ctx->target == KILN_TARGET_CLASS_GPU && ctx->loop_limit > 0;
 
-  g->pack_l = !tiled && !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
+  g->pack_l = !tiled && !g->direct_l && !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
   if (!g->pack_l) g->n_outer = false;
   if (g->pack_l) {
     int64_t T = g->taps > 0 ? g->taps : 1;

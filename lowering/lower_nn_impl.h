@@ -230,6 +230,13 @@ struct nn_gemm_s {
   /* Block-sparse constant L (lower_nn_sparse.c; NULL: dense): the k loop
    * of each M tile runs over that tile's non-zero blocks only. */
   const struct nn_sparse_s* sparse;
+  /* L is read in place (lload, no run-time micro-panels): the caller's L
+   * rows are cheap, affine loads (a blocked conv over a padded input) */
+  bool direct_l;
+  /* > 0: the tile's j loop is cut into vectors of this many lanes (nr a
+   * multiple of it), so each piece stays within one block of an NCHWc
+   * output whose block is jblock wide */
+  int64_t jblock;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */
@@ -313,6 +320,12 @@ static inline int64_t nn_stride_classes(const int64_t* k, const int64_t* s) {
   for (int32_t d = 0; d < 3; ++d) c *= s[d] < k[d] ? s[d] : k[d];
   return c;
 }
+/* The blocked-layout kernels (lower_nn_conv_blocked.c, lowering/layout.h):
+ * Conv writing NCHWc (group 1 from either layout, depthwise from NCHWc),
+ * GlobalAveragePool from NCHWc (the reorders: kiln_layout_emit_reorder). */
+kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx);
+kiln_status_t nn_global_avgpool_blocked(kiln_lower_ctx_t* ctx);
+kiln_status_t nn_pool_blocked(kiln_lower_ctx_t* ctx, bool is_max);
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 

@@ -282,8 +282,14 @@ static kiln_status_t pool_lower(kiln_lower_ctx_t* ctx, pool_kind_t kind) {
   return nn_emit(&kb, s);
 }
 
-kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_MAX); }
-kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_AVG); }
+kiln_status_t kiln_lower_nn_maxpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_pool_blocked(ctx, true);
+  return pool_lower(ctx, POOL_MAX);
+}
+kiln_status_t kiln_lower_nn_avgpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_pool_blocked(ctx, false);
+  return pool_lower(ctx, POOL_AVG);
+}
 kiln_status_t kiln_lower_nn_lppool(kiln_lower_ctx_t* ctx) { return pool_lower(ctx, POOL_LP); }
 
 /* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------ */
@@ -330,6 +336,7 @@ static kiln_status_t global_pool(kiln_lower_ctx_t* ctx, const char* op, bool is_
 }
 
 kiln_status_t kiln_lower_nn_global_avgpool(kiln_lower_ctx_t* ctx) {
+  if (ctx->in_block && ctx->in_block[0] > 0) return nn_global_avgpool_blocked(ctx);
   return global_pool(ctx, "GlobalAveragePool", false);
 }
 kiln_status_t kiln_lower_nn_global_maxpool(kiln_lower_ctx_t* ctx) {

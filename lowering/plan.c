@@ -15,6 +15,7 @@
 #include "ir/op.h"
 #include "ir/tir_visit.h"
 #include "lowering/fuse.h"
+#include "lowering/layout.h"
 
 static kiln_status_t grow(kiln_plan_t* p, void** arr, int32_t* cap, int32_t need, size_t elem,
                           const char* what) {
@@ -180,8 +181,16 @@ static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
   for (const char* c = tt->name; *c && o < sizeof name - 1; ++c)
     name[o++] = isalnum((unsigned char)*c) ? *c : '_';
   name[o] = 0;
-  const tir_buffer_t* b =
-      tir_buffer(&p->tir, name, tt->dtype, tt->shape.rank, tt->shape.dims, TIR_SCOPE_GLOBAL);
+  const int32_t blk = p->layout ? p->layout->tensor_block[t] : 0;
+  const tir_buffer_t* b;
+  if (blk > 0) {
+    /* NCHWc: [N][ceil(C/c)][H][W][c] (lowering/layout.h) */
+    const int64_t* d = tt->shape.dims;
+    const int64_t shape[5] = {d[0], (d[1] + blk - 1) / blk, d[2], d[3], blk};
+    b = tir_buffer(&p->tir, name, tt->dtype, 5, shape, TIR_SCOPE_GLOBAL);
+  } else {
+    b = tir_buffer(&p->tir, name, tt->dtype, tt->shape.rank, tt->shape.dims, TIR_SCOPE_GLOBAL);
+  }
   if (!b) return tir_ctx_status(&p->tir);
   kiln_plan_buffer_kind_t kind = KILN_PLAN_INTERMEDIATE;
   if (tt->flags & KILN_TENSOR_CONST) kind = KILN_PLAN_CONST;
@@ -209,6 +218,9 @@ void kiln_plan_destroy(kiln_plan_t* p) {
   kiln_allocator_free(a, p->tensor_buffer);
   kiln_allocator_free(a, p->buffer_index);
   free(p->sparse_notes);
+  kiln_layout_free(p->layout);
+  free(p->layout);
+  free(p->reorder_buf);
   tir_ctx_deinit(&p->tir);
   kiln_allocator_free(a, p);
 }
@@ -222,6 +234,55 @@ static int32_t default_threads(void) {
 static kiln_lower_fn lower_fn_of(const kiln_node_t* n) {
   if (kiln_op_schema_is_custom(n->schema)) return kiln_lower_custom;
   return kiln_lower_lookup(n->op_type);
+}
+
+/* A plan buffer (no graph tensor) holding tensor |t| in block |blk|, named
+ * after it. */
+static kiln_status_t layout_buffer(kiln_plan_t* p, int32_t t, int32_t blk, int32_t* out) {
+  const kiln_tensor_t* tt = &p->graph->tensors[t];
+  char name[112], ln[24];
+  size_t o = 0;
+  for (const char* c = tt->name; *c && o < 80; ++c) name[o++] = isalnum((unsigned char)*c) ? *c : '_';
+  snprintf(name + o, sizeof name - o, "_%s", kiln_layout_name(blk, ln, sizeof ln));
+  const int64_t* d = tt->shape.dims;
+  const int64_t shape[5] = {d[0], blk > 0 ? (d[1] + blk - 1) / blk : d[1], d[2], d[3], blk};
+  const tir_buffer_t* b = tir_buffer(&p->tir, name, tt->dtype, blk > 0 ? 5 : 4, shape, TIR_SCOPE_GLOBAL);
+  if (!b) return tir_ctx_status(&p->tir);
+  return kiln_plan_add_buffer(p, b, KILN_PLAN_INTERMEDIATE, -1, out);
+}
+
+/* Names the reorder kernel just emitted after what it does. */
+static void name_reorder(kiln_plan_t* p, int32_t first, int32_t blk) {
+  char ln[24], buf[128];
+  for (int32_t k = first; k < p->n_kernels; ++k) {
+    snprintf(buf, sizeof buf, "%s_reorder_%s", p->kernels[k].func->name, kiln_layout_name(blk, ln, sizeof ln));
+    const char* nm = kiln_arena_strndup(&p->tir.arena, buf, strlen(buf));
+    if (nm) p->kernels[k].func->name = nm;
+  }
+}
+
+/* Tensor |t| in block |blk| for a consumer lowered with |ctx|: the
+ * tensor's buffer, or (emitted once per tensor) a reorder's output. */
+static kiln_status_t layout_input(kiln_plan_t* p, kiln_lower_ctx_t* ctx, int32_t t, int32_t blk,
+                                  const tir_buffer_t** out) {
+  int32_t b = p->tensor_buffer[t];
+  const int32_t have = p->layout->tensor_block[t];
+  if (blk == have) {
+    *out = p->buffers[b].buf;
+    return NULL;
+  }
+  if (p->reorder_buf[t] < 0) {
+    int32_t rb;
+    KILN_RETURN_IF_ERROR(layout_buffer(p, t, blk, &rb));
+    const int32_t first = p->n_kernels;
+    /* the buffer index may move while the reorder is emitted */
+    const tir_buffer_t *src = p->buffers[b].buf, *dst = p->buffers[rb].buf;
+    KILN_RETURN_IF_ERROR(kiln_layout_emit_reorder(ctx, src, have, dst, blk, p->graph->tensors[t].shape.dims));
+    name_reorder(p, first, blk);
+    p->reorder_buf[t] = rb;
+  }
+  *out = p->buffers[p->reorder_buf[t]].buf;
+  return NULL;
 }
 
 static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_options_t* o, kiln_plan_host_t* h) {
@@ -258,7 +319,28 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
   kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, host ? KILN_TARGET_CLASS_CPU : o->target,
                           o->threads > 0 ? o->threads : default_threads(),
                           n->n_inputs, in, in_t, n->n_outputs, out, out_t, p,
-                          gpu && !host ? o->loop_limit : 0};
+                          gpu && !host ? o->loop_limit : 0, NULL, NULL};
+  /* Layouts: inputs whose tensor is in another layout than the node reads
+   * come through a reorder; an output the node writes in another layout
+   * than its tensor's goes through one after the node. */
+  int32_t in_blk[KILN_MAX_NODE_INPUTS], out_blk[KILN_MAX_NODE_OUTPUTS];
+  int32_t out_fix[KILN_MAX_NODE_OUTPUTS];
+  if (p->layout) {
+    for (int32_t j = 0; j < n->n_inputs; ++j) {
+      in_blk[j] = n->inputs[j] >= 0 ? kiln_layout_in_port(p->layout, g, ni, j) : 0;
+      if (n->inputs[j] >= 0) KILN_RETURN_IF_ERROR(layout_input(p, &ctx, n->inputs[j], in_blk[j], &in[j]));
+    }
+    for (int32_t j = 0; j < n->n_outputs; ++j) {
+      out_blk[j] = n->outputs[j] >= 0 ? kiln_layout_out_port(p->layout, g, ni, j) : 0;
+      out_fix[j] = -1;
+      if (n->outputs[j] >= 0 && out_blk[j] != p->layout->tensor_block[n->outputs[j]]) {
+        KILN_RETURN_IF_ERROR(layout_buffer(p, n->outputs[j], out_blk[j], &out_fix[j]));
+        out[j] = p->buffers[out_fix[j]].buf;
+      }
+    }
+    ctx.in_block = in_blk;
+    ctx.out_block = out_blk;
+  }
   const int32_t first = p->n_kernels;
   kiln_status_t s = fn(&ctx);
   if (s && kiln_status_code(s) == KILN_UNSUPPORTED && gpu && !host && h && h->fallback && h->nodes) {
@@ -274,6 +356,15 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
     s = fn(&ctx);
   }
   KILN_RETURN_IF_ERROR(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+  for (int32_t j = 0; p->layout && j < n->n_outputs; ++j) {
+    if (out_fix[j] < 0) continue;
+    const int32_t t = n->outputs[j], k0 = p->n_kernels;
+    const tir_buffer_t* dst = p->buffers[p->tensor_buffer[t]].buf;
+    KILN_RETURN_IF_ERROR(kiln_layout_emit_reorder(&ctx, p->buffers[out_fix[j]].buf, out_blk[j], dst,
+                                                  p->layout->tensor_block[t], g->tensors[t].shape.dims),
+                         "%s: node '%s' (%s): output reorder", src_of(g), n->name, n->op_type);
+    name_reorder(p, k0, p->layout->tensor_block[t]);
+  }
   for (int32_t k = first; gpu && k < p->n_kernels; ++k) p->kernels[k].host = h && h->nodes && h->nodes[ni];
   return NULL;
 }
@@ -328,7 +419,7 @@ kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_option
 static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
                                 kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
                                 kiln_plan_t** out_plan) {
-  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0};
+  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(*p), "plan", (void**)&p));
@@ -351,6 +442,16 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
                                  (void**)&p->outputs)))
     goto fail;
   for (int32_t t = 0; t < g->n_tensors; ++t) p->tensor_buffer[t] = -1;
+  if (options->target == KILN_TARGET_CLASS_CPU && options->layout_block > 0 && !host) {
+    p->layout = calloc(1, sizeof *p->layout);
+    p->reorder_buf = malloc(sizeof(int32_t) * ((size_t)g->n_tensors + 1));
+    if (!p->layout || !p->reorder_buf) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "plan: out of memory for the layouts");
+      goto fail;
+    }
+    for (int32_t t = 0; t < g->n_tensors; ++t) p->reorder_buf[t] = -1;
+    if ((s = kiln_layout_choose(g, options->layout_block, p->layout))) goto fail;
+  }
   for (int32_t i = 0; i < g->n_inputs; ++i)
     if ((s = tensor_buffer(p, g->inputs[i], &p->inputs[i]))) goto fail;
 
@@ -439,12 +540,15 @@ static const char* kind_name(kiln_plan_buffer_kind_t k) {
 
 void kiln_plan_dump(const kiln_plan_t* p, FILE* out, bool verbose) {
   fprintf(out, "plan: %d buffers, %d kernels\n", p->n_buffers, p->n_kernels);
+  if (p->layout) kiln_layout_dump(p->layout, p->graph, out);
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_plan_buffer_t* b = &p->buffers[i];
     char sh[160];
     kiln_shape_t s = kiln_shape_make(b->buf->rank, b->buf->shape);
     fprintf(out, "  buffer %-3d %-12s %-32s %s%s", i, kind_name(b->kind), b->buf->name,
             kiln_dtype_name(b->buf->dtype), kiln_shape_format(&s, sh, sizeof sh));
+    if (b->buf->rank == 5 && b->tensor >= 0 && p->layout && p->layout->tensor_block[b->tensor] > 0)
+      fprintf(out, "  layout nchw%dc", (int)p->layout->tensor_block[b->tensor]);
     if (b->alias_of >= 0) fprintf(out, "  alias of %d", b->alias_of);
     if (b->first_use >= 0) fprintf(out, "  live %d..%d", b->first_use, b->last_use);
     fputc('\n', out);

@@ -137,6 +137,11 @@ typedef struct kiln_plan_s {
   int32_t sparse_mode;
   kiln_plan_sparse_note_t* sparse_notes;
   int32_t n_sparse_notes, cap_sparse_notes;
+  /* The memory layouts (kiln_plan_options_t.layout_block; lowering/layout.h),
+   * NULL when every tensor is plain, and per graph tensor the plan buffer
+   * holding it in the other layout (a reorder's output), or -1. */
+  struct kiln_layout_s* layout;
+  int32_t* reorder_buf;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {
@@ -150,6 +155,9 @@ typedef struct kiln_plan_options_s {
   /* CPU: where convolutions run block-sparse (kiln_sparse_mode_t,
    * lowering/sparse_block.h; 0 = AUTO). */
   int32_t sparse;
+  /* CPU: block the channels of the tensors the layout pass chooses by this
+   * many floats (NCHWc; lowering/layout.h); 0: every tensor NCHW. */
+  int32_t layout_block;
 } kiln_plan_options_t;
 
 /* Lowers every node of |g| (inputs must have static shapes). Unlowerable

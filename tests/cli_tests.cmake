@@ -380,12 +380,29 @@ if(TEST cli_make_zeros1_npy)
                        ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
 endif()
 
+# ---- --layout nchw|auto (lowering/layout.h) -----------------------------------
+kiln_cli_test(run_layout_auto
+  CHECK "STDOUT_MATCHES=layout: nchw[0-9]+c, [0-9]+ of [0-9]+ nodes blocked" "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} --layout auto --check-ref)
+kiln_cli_test(run_layout_nchw
+  CHECK "STDOUT_LACKS=layout: nchw" "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} --layout nchw --check-ref)
+kiln_cli_test(run_layout_O0
+  CHECK "STDOUT_LACKS=layout: nchw" "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} -O0 --layout auto --check-ref)
+kiln_cli_test(run_layout_bad RC 2
+  CHECK "STDERR_HAS=--layout 'nhwc': expected nchw or auto"
+  ARGS run ${M} --layout nhwc)
+kiln_cli_test(compile_layout_bad RC 2
+  CHECK "STDERR_HAS=--layout 'x': expected nchw or auto"
+  ARGS compile ${M} --layout x)
+
 # ---- --precision fp16 | auto (lowering/precision.h, compiler/calibrate.h) -----
 kiln_cli_test(run_fp16
   CHECK "STDOUT_MATCHES=precision: 8 of 8 kernels fp16 \\(0 with fp16 arithmetic\\), [0-9]+ buffers f16"
         "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_HAS=rtol 0.01 atol 0.001"
         "STDERR_HAS=has no fp16 arithmetic; using fp16 storage with fp32 arithmetic"
-  ARGS run ${M} --precision fp16 --check-ref)
+  ARGS run ${M} --precision fp16 --check-ref --layout nchw) # the NCHW plan's 8 kernels
 kiln_cli_test(run_fp16_strict RC 1
   CHECK "STDERR_HAS=has no fp16 arithmetic (--strict" "STDOUT_LACKS=output probs"
   ARGS run ${M} --precision fp16 --strict)
@@ -412,7 +429,7 @@ kiln_cli_test(compile_auto FIXTURE cli_policy
        --precision-report ${W}/tiny-precision.txt -o ${W}/tiny16.kiln)
 kiln_cli_test(run_policy_file REQUIRES cli_policy
   CHECK "STDOUT_HAS=check probs vs reference interpreter: match" "STDOUT_MATCHES=precision: [0-9]+ of 8 kernels fp16"
-  ARGS run ${M} --precision fp16 --precision-policy ${W}/tiny.policy --check-ref)
+  ARGS run ${M} --precision fp16 --precision-policy ${W}/tiny.policy --check-ref --layout nchw) # as auto wrote it
 kiln_cli_test(run_auto_module REQUIRES cli_policy
   CHECK "STDOUT_MATCHES=module [^\n]*tiny16.kiln: cpu target, auto," "STDOUT_HAS=output probs: f32[1,10]"
   ARGS run ${W}/tiny16.kiln)

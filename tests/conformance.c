@@ -6,7 +6,8 @@
  * through the runtime (a session on the device, opened once with no CPU
  * fallback) and compares its outputs with the ONNX expected outputs and with
  * the reference executor (run on the graph as loaded); -O1 compiles after
- * the graph passes and with kernel fusion.
+ * the graph passes and with kernel fusion (on the CPU with the memory
+ * layouts of lowering/layout.h unless KILN_LAYOUT=nchw).
  * NODE_TEST_DIR is onnx/backend/test/data/node from the onnx wheel: one
  * folder per case with model.onnx and test_data_set_N/{input,output}_K.pb.
  * A case runs when kiln supports everything in it; it is skipped when kiln
@@ -408,7 +409,10 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gc = go;
         }
-        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0};
+        /* -O1 on the CPU: the layouts `kiln compile` would choose
+         * (KILN_LAYOUT=nchw|auto picks, as for the CLI) */
+        kiln_compile_config_t lc = {.target = g_target, .opt = g_opt};
+        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0, kiln_compile_layout_block(&lc)};
         /* nodes the GPU target refuses run on the CPU (heterogeneous
          * execution); a case stays skipped when the CPU cannot run them
          * either (UNSUPPORTED) */

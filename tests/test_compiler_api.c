@@ -55,6 +55,8 @@ static void test_option_errors(void) {
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "fp16-arith", "maybe"), KILN_INVALID_ARGUMENT, "fp16-arith='maybe'");
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "tolerance", "-1"), KILN_INVALID_ARGUMENT, "tolerance='-1'");
   CHECK_ERR_ALL(kiln_compiler_set_option(c, "loop-limit", "-5"), KILN_INVALID_ARGUMENT, "loop-limit='-5'");
+  CHECK_ERR_ALL(kiln_compiler_set_option(c, "layout", "nhwc"), KILN_INVALID_ARGUMENT, "layout='nhwc'", "nchw or auto");
+  CHECK_OK(kiln_compiler_set_option(c, "layout", "nchw"));
   CHECK_ERR_ALL(kiln_compiler_set_option(c, NULL, "x"), KILN_INVALID_ARGUMENT, "NULL");
   /* nothing loaded or compiled yet */
   CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_INVALID_ARGUMENT, "no model loaded");

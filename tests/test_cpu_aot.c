@@ -45,7 +45,7 @@ static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
   kiln_graph_t* g = NULL;
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
   kiln_program_build_options_t bo = {.model_name = "tiny.kiln", .cpu_targets = levels};
   bool ok = CHECK_OK(kiln_onnx_parse_model(path, &oo, sys(), &g));
   if (ok) {

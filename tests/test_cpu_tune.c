@@ -122,7 +122,7 @@ static kiln_graph_t* tinycnn(void) {
 static void test_hook_on_a_model(void) {
   kiln_graph_t* g = tinycnn();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
   kiln_tune_cpu_table_t table = {0};
   spy_t spy = {&table, {{0}}, 0};
   kiln_plan_t* p = NULL;
@@ -159,7 +159,7 @@ static void test_hook_on_a_model(void) {
 static void test_cache_at_compile_time(void) {
   kiln_graph_t* g = tinycnn();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
   kiln_tune_cpu_table_t found = {0};
   kiln_plan_t* p = NULL;
   kiln_device_t* dev = NULL;

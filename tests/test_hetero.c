@@ -81,7 +81,7 @@ static void inputs(kiln_array_t in[2]) {
 static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_report_t* rep, kiln_program_t** out) {
   /* what the device lacks, as a compile for it asks (api/driver.c) */
   const uint32_t lacks = kiln_compile_gpu_lacks(&g_device->info);
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);

@@ -239,7 +239,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;
@@ -448,6 +448,8 @@ static const char* run_help =
     "                          dispatch (MODEL.trace.json, or --trace FILE), for Perfetto\n"
     "  --trace FILE            where --profile writes the trace (implies --profile)\n"
     "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
+    "  --layout nchw|auto      CPU: NCHWc where the layout pass chooses it (auto, the default at\n"
+    "                          -O1; or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol, default 1e-2 /\n"
     "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n";
@@ -690,7 +692,7 @@ static int cmd_run(int argc, char** argv) {
   bool profile = false;
   bool check_ref = false;
   bool strict = false;
-  int opt = 1;
+  int opt = 1, layout = 0;
   char names[256]; /* the registry's target names, for help and errors */
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
@@ -750,6 +752,9 @@ static int cmd_run(int argc, char** argv) {
       strict = true;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
+    } else if (!strcmp(a, "--layout") && has) {
+      layout = kiln_compile_layout_parse(argv[++i]);
+      if (layout < 0) return usage_error("run", "--layout '%s': expected nchw or auto", argv[i]);
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -903,7 +908,7 @@ static int cmd_run(int argc, char** argv) {
     kiln_driver_request_t rq = {.model_path = lo.model, .target = use_ref ? NULL : ptarget, .opt = opt,
                                 .threads = threads, .fp16_arith = -1, .precision = prec, .dump_dir = dump_dir,
                                 .tuning_path = tuning_path, .tuning_default = tuning_default, .loop_limit = -1,
-                                .run_device = R.dev};
+                                .run_device = R.dev, .layout = layout};
     kiln_compile_log_t log = {0};
     s = kiln_driver_graph(&rq, g, &log, &dg);
     g = NULL; /* dg's now */
@@ -1106,6 +1111,8 @@ static const char* compile_help =
     "memory plan. Symbolic dims are bound to 1 unless set with --dim.\n"
     "  -t, --target T     %s (default cpu)\n"
     "  -o FILE.kiln       write the module\n"
+    "  --layout nchw|auto CPU: NCHWc where the layout pass chooses it (auto, the default at -O1;\n"
+    "                     or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
     "  --device N|none    with -o and a target whose driver builds binaries (-t opencl): embed the\n"
     "                     program binary built on device N (default 0, skipped with a note when\n"
     "                     it cannot be had); a load on the same device, driver and kiln version\n"
@@ -1186,7 +1193,7 @@ static int cmd_compile(int argc, char** argv) {
   bool no_tuning = false, tuning_default = false;
   char tuning_buf[1100];
   const char* target = "cpu";
-  int opt = 1, threads = 0;
+  int opt = 1, threads = 0, layout = 0;
   int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
   char device_name[64];
   bool strict = false, progress = false;
@@ -1207,6 +1214,9 @@ static int cmd_compile(int argc, char** argv) {
       return 0;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
+    } else if (!strcmp(a, "--layout") && has) {
+      layout = kiln_compile_layout_parse(argv[++i]);
+      if (layout < 0) return usage_error("compile", "--layout '%s': expected nchw or auto", argv[i]);
     } else if (!strcmp(a, "--dim") && has) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
     } else if (!strcmp(a, "--dump-graph") && has) {
@@ -1297,7 +1307,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              tuning_default, loop_limit, 0, NULL};
+                              tuning_default, loop_limit, 0, NULL, layout};
   if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;

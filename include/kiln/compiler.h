@@ -66,6 +66,10 @@
  *                     stored nor multiplied -- auto where at least half the
  *                     blocks are zero (the measured break-even), on wherever
  *                     it applies; report section "sparse", a line per layer
+ *   layout            auto | nchw: CPU at opt-level 1, NCHWc tensors where the
+ *                     layout pass chooses them, or NCHW everywhere (default:
+ *                     $KILN_LAYOUT, else auto); report section "plan", line
+ *                     "layout: ..."
  *
  * Threads: a compiler object is thread-compatible: calls on it must not
  * overlap. Concurrent compiles on separate objects are not tested.

@@ -144,7 +144,7 @@ static void test_space(void) {
   kiln_template_set_t set;
   kiln_program_templates(target, &set);
   CHECK(set.space && set.tiles_check && set.tiles_tie && set.tiles_hints);
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
   kiln_fusion_report_t fr;
   if (!CHECK_OK(load(path, &g)) || !CHECK_OK(kiln_plan_build(g, &po, A(), &plan)) ||
       !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL)) || !CHECK_OK(kiln_template_select(plan, &set)))

@@ -1,0 +1,516 @@
+/* Kernels on the blocked NCHWc layout (lowering/layout.h): Conv (group 1,
+ * and depthwise), GlobalAveragePool and the reorders between layouts.
+ *
+ * A blocked tensor [N][C][H][W] lives as [N][CB][H][W][c] with CB =
+ * ceil(C/c); lanes past C in the last block are never read.
+ *
+ * Conv (group 1) is one GEMM per image whose rows are the dense output
+ * positions (no padded grid) and whose columns are the output channels,
+ * one register tile column per channel block (nr = c): the tile's vector
+ * of c lanes is one block of Y, so the GEMM stores Y[n][ob][oh][ow][0..c)
+ * in place (no workspace, no crop) and epilogue fusion sees an ordinary
+ * store into the tensor. Its L micro-panels (mr positions x a K block of
+ * channel x tap) are gathered from X, blocked or plain (a 3-channel stem
+ * reads the model input as is), with taps outside the input read as 0, and
+ * reused by every column tile; the weights are R, packed at compile time
+ * [ceil(M/c)][C*T][c] with zero columns past M.
+ *
+ * Depthwise convs are direct: per (image, channel block) and output
+ * position a c-lane vector accumulates the taps, split into interior rows
+ * and columns (no guard) and borders (masked taps); weights and bias are
+ * re-laid out at compile time as [CB][KH*KW][c] and [CB][c].
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering/layout.h"
+#include "lowering/lower_nn_impl.h"
+
+typedef struct bc_s {
+  const tir_buffer_t *x, *y, *bias; /* bias: padded to Mp, or NULL */
+  int32_t xb, c;                    /* x's block (0: plain NCHW), the block */
+  int64_t N, C, M, Mp, T;
+  nn_axis_t ah, aw;                 /* the two spatial axes */
+  const float* wval;
+  /* Row mode: one GEMM batch per output row (b = n * OH + oh, m = ow),
+   * reading |src| in place: X, or X zero-padded by ph/pw on every side
+   * where a tap reads outside it (then padh/padw = ph/pw), in X's layout */
+  bool row;
+  const tir_buffer_t* src;
+  int64_t padh, padw;
+} bc_t;
+
+/* Image, output row and column of GEMM batch b, row m. */
+static const tir_expr_t* bc_img(nn_kb_t* kb, const bc_t* bc, const tir_expr_t* b) {
+  return bc->row ? nn_divc(kb, b, bc->ah.out) : b;
+}
+static const tir_expr_t* bc_pos_h(nn_kb_t* kb, const bc_t* bc, const tir_expr_t* b, const tir_expr_t* m) {
+  return bc->row ? nn_modc(kb, b, bc->ah.out) : nn_divc(kb, m, bc->aw.out);
+}
+static const tir_expr_t* bc_pos_w(nn_kb_t* kb, const bc_t* bc, const tir_expr_t* m) {
+  return bc->row ? m : nn_modc(kb, m, bc->aw.out);
+}
+
+/* Element (n, channel ch, row ih, column iw) of |x| in X's layout. */
+static const tir_expr_t* bc_x(nn_kb_t* kb, const bc_t* bc, const tir_buffer_t* x, const tir_expr_t* n,
+                              const tir_expr_t* ch, const tir_expr_t* ih, const tir_expr_t* iw) {
+  if (bc->xb) return nn_ldf(kb, x, NN_IDX(n, nn_divc(kb, ch, bc->xb), ih, iw, nn_modc(kb, ch, bc->xb)));
+  return nn_ldf(kb, x, NN_IDX(n, ch, ih, iw));
+}
+
+/* Coordinate o*s + k*d - p along |a|, clamped with its validity folded into
+ * *valid when some tap may fall outside the input. */
+static const tir_expr_t* bc_coord(nn_kb_t* kb, const nn_axis_t* a, const tir_expr_t* o, const tir_expr_t* k,
+                                  const tir_expr_t** valid) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* e = nn_addc(kb, nn_add(kb, nn_mulc(kb, o, a->s), nn_mulc(kb, k, a->d)), -a->p);
+  if (a->p <= 0 && (a->out - 1) * a->s + (a->k - 1) * a->d - a->p < a->in) return e;
+  const tir_expr_t* ok =
+      tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, e, nn_i(kb, 0)), tir_bin(t, TIR_LT, e, nn_i(kb, a->in)));
+  *valid = *valid ? tir_bin(t, TIR_AND, *valid, ok) : ok;
+  return nn_clamp(kb, e, 0, a->in - 1);
+}
+
+/* L element: output position m's tap (kv[1], kv[2]) of input channel c. */
+static const tir_expr_t* bc_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* c,
+                                  int32_t grp, const tir_expr_t* const* kv, const tir_expr_t* m) {
+  const bc_t* bc = g->user;
+  (void)grp;
+  if (bc->row) {
+    /* every tap inside src: plain affine loads */
+    const tir_expr_t* ih = nn_addc(kb, nn_add(kb, nn_mulc(kb, bc_pos_h(kb, bc, b, m), bc->ah.s), nn_mulc(kb, kv[1], bc->ah.d)),
+                                   bc->padh - bc->ah.p);
+    const tir_expr_t* iw = nn_addc(kb, nn_add(kb, nn_mulc(kb, m, bc->aw.s), nn_mulc(kb, kv[2], bc->aw.d)), bc->padw - bc->aw.p);
+    return bc_x(kb, bc, bc->src, bc_img(kb, bc, b), c, ih, iw);
+  }
+  const tir_expr_t* valid = NULL;
+  const tir_expr_t* ih = bc_coord(kb, &bc->ah, bc_pos_h(kb, bc, b, m), kv[1], &valid);
+  const tir_expr_t* iw = bc_coord(kb, &bc->aw, bc_pos_w(kb, bc, m), kv[2], &valid);
+  const tir_expr_t* x = bc_x(kb, bc, bc->x, b, c, ih, iw);
+  return valid ? tir_select(kb->t, valid, x, nn_f(kb, 0.0)) : x;
+}
+
+static void bc_yidx(nn_kb_t* kb, const bc_t* bc, const tir_expr_t* b, const tir_expr_t* m, const tir_expr_t* n,
+                    const tir_expr_t** idx) {
+  /* n = nt * c + j with j < c: the simplifier folds the block to nt and the
+   * lane to j, so the store is the tile's contiguous vector */
+  idx[0] = bc_img(kb, bc, b);
+  idx[1] = nn_divc(kb, n, bc->c);
+  idx[2] = bc_pos_h(kb, bc, b, m);
+  idx[3] = bc_pos_w(kb, bc, m);
+  idx[4] = nn_modc(kb, n, bc->c);
+}
+
+static const tir_stmt_t* bc_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
+                                  const tir_expr_t* n, const tir_expr_t* v) {
+  const tir_expr_t* idx[5];
+  bc_yidx(kb, g->user, b, m, n, idx);
+  return nn_stf(kb, ((const bc_t*)g->user)->y, idx, v);
+}
+
+static const tir_expr_t* bc_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
+                                   const tir_expr_t* n) {
+  const tir_expr_t* idx[5];
+  bc_yidx(kb, g->user, b, m, n, idx);
+  return nn_ldf(kb, ((const bc_t*)g->user)->y, idx);
+}
+
+static const tir_expr_t* bc_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
+                                 const tir_expr_t* n) {
+  (void)b, (void)m;
+  return nn_ldf(kb, ((const bc_t*)g->user)->bias, NN_IDX(n));
+}
+
+/* Packed weights: row (output channel) m, column kk = c * T + tap. */
+static double bc_get_w(const void* user, int64_t gi, int64_t m, int64_t kk) {
+  const bc_t* bc = user;
+  (void)gi;
+  return bc->wval[m * bc->C * bc->T + kk];
+}
+
+/* The bias padded to |len| channels (zeros past the model's), as a
+ * compile-time constant; NULL without a bias. */
+static kiln_status_t padded_bias(kiln_lower_ctx_t* ctx, int64_t M, int32_t rank, const int64_t* shape,
+                                 const tir_buffer_t** out) {
+  *out = NULL;
+  int64_t len = 1;
+  for (int32_t i = 0; i < rank; ++i) len *= shape[i];
+  if (ctx->n_in < 3 || !ctx->in[2]) return NULL;
+  float* b = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 2, &b));
+  if (!b) return kiln_make_status(KILN_INTERNAL, "Conv: blocked layout needs a constant bias");
+  float* p = NULL;
+  kiln_status_t s = nn_alloc_f32(len, "padded bias", &p);
+  if (!s) memcpy(p, b, sizeof(float) * (size_t)M);
+  free(b);
+  KILN_RETURN_IF_ERROR(s);
+  return nn_const_f32(ctx, "bias_blk", rank, shape, p, out);
+}
+
+/* Extent of src along |a| in row mode: what the taps of every output read. */
+static int64_t bc_extent(const nn_axis_t* a) { return (a->out - 1) * a->s + (a->k - 1) * a->d + 1; }
+
+static bool bc_outside(const nn_axis_t* a) { return a->p > 0 || bc_extent(a) - a->p > a->in; }
+
+/* Row mode's zero-padded copy of X (same layout): src[n][ch][hs][ws][l] =
+ * X[n][ch][hs - ph][ws - pw][l], 0 outside X. One pass over the input;
+ * the GEMM then reads its rows as affine loads without guards. */
+static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  tir_ctx_t* t = kb->t;
+  const tir_buffer_t* x = bc->x;
+  int64_t shape[5];
+  for (int32_t i = 0; i < x->rank; ++i) shape[i] = x->shape[i];
+  shape[2] = bc_extent(&bc->ah), shape[3] = bc_extent(&bc->aw);
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xpad_blk", KILN_DTYPE_F32, x->rank, shape, &bc->src));
+  bc->padh = bc->ah.p, bc->padw = bc->aw.p;
+  tir_var_t* vo = nn_var(kb, "nc");
+  tir_var_t* vh = nn_var(kb, "hs");
+  tir_var_t* vw = nn_var(kb, "ws");
+  const tir_expr_t* o = nn_v(kb, vo);
+  const tir_expr_t *n = nn_divc(kb, o, shape[1]), *ch = nn_modc(kb, o, shape[1]);
+  const tir_expr_t* ih = nn_addc(kb, nn_v(kb, vh), -bc->padh);
+  const tir_expr_t* iw = nn_addc(kb, nn_v(kb, vw), -bc->padw);
+  const tir_expr_t* ok = tir_bin(t, TIR_AND,
+                                 tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)), tir_bin(t, TIR_LT, ih, nn_i(kb, bc->ah.in))),
+                                 tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, iw, nn_i(kb, 0)), tir_bin(t, TIR_LT, iw, nn_i(kb, bc->aw.in))));
+  const tir_expr_t* ihc = nn_clamp(kb, ih, 0, bc->ah.in - 1);
+  const tir_expr_t* iwc = nn_clamp(kb, iw, 0, bc->aw.in - 1);
+  const tir_stmt_t* s;
+  if (x->rank == 5) {
+    tir_var_t* vl = nn_var(kb, "l");
+    const tir_expr_t* l = nn_v(kb, vl);
+    s = tir_store(t, bc->src, NN_IDX(n, ch, nn_v(kb, vh), nn_v(kb, vw), l),
+                  tir_select(t, ok, nn_ldf(kb, x, NN_IDX(n, ch, ihc, iwc, l)), nn_f(kb, 0.0)));
+    s = nn_for(kb, vl, x->shape[4], s);
+    nn_vectorize(kb, vl);
+  } else {
+    s = tir_store(t, bc->src, NN_IDX(n, ch, nn_v(kb, vh), nn_v(kb, vw)),
+                  tir_select(t, ok, nn_ldf(kb, x, NN_IDX(n, ch, ihc, iwc)), nn_f(kb, 0.0)));
+  }
+  s = nn_for(kb, vo, shape[0] * shape[1], nn_for(kb, vh, shape[2], nn_for(kb, vw, shape[3], s)));
+  if (shape[0] * shape[1] > 1) nn_parallel(kb, vo);
+  return nn_emit(kb, s);
+}
+
+static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 1, &bc->Mp, &bc->bias));
+  /* Row mode re-reads the weights once per output row: where they stay in
+   * L2 or rows are long enough to pay for it. Else every position of an
+   * image is one GEMM whose micro-panels gather the taps. (Measured on
+   * AVX2, 1 thread, chains of four 3x3 convs: 256 channels at 14x14 0.73x
+   * the NCHW path in row mode, 0.84x with panels; 512 at 7x7 1.38x in row
+   * mode, 0.96x with panels.) */
+  const int64_t wbytes = bc->Mp * bc->C * bc->T * (int64_t)sizeof(float);
+  bc->row = wbytes <= (512 << 10) || (bc->aw.out >= 14 && bc->aw.s == 1);
+  if (bc->row) {
+    bc->src = bc->x;
+    if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc));
+  }
+  nn_tap_group_t tg = {{1, bc->ah.k, bc->aw.k}, 0, {0, bc->aw.k, 1}};
+  nn_gemm_t g;
+  memset(&g, 0, sizeof g);
+  g.batch = bc->row ? bc->N * bc->ah.out : bc->N;
+  g.M = bc->row ? bc->aw.out : bc->ah.out * bc->aw.out;
+  g.N = bc->Mp;
+  g.K = bc->C * bc->T;
+  g.taps = bc->T;
+  g.n_groups = 1;
+  g.groups = &tg;
+  g.user = bc;
+  g.init = bc->bias ? bc_init : NULL;
+  g.L.lload = bc_lload;
+  g.store = bc_store;
+  /* Row mode has no K blocks: a K block's partial sums would be read back
+   * from Y, which keeps epilogues (Relu, the residual Add) out of the
+   * kernel, and its weights stay in L2 anyway. Position panels of a long K
+   * (512 x 3x3: 221 KB a panel) need them. */
+  g.reload = bc->row ? NULL : bc_reload;
+  g.n_outer = !bc->row; /* the weights (R) are the big operand */
+  g.direct_l = bc->row;
+  g.nr_max = 2 * bc->c;
+  /* Tiles here, not by nn_gemm_tiles: its gemm hook (a tuner's knobs,
+   * searched on the NCHW GEMMs) would not fit these columns. K blocks of
+   * about 320 as there. */
+  const int64_t KO = bc->C, nk = (g.K + 319) / 320;
+  g.kc = !g.reload || g.K <= 512 ? KO : (KO + nk - 1) / nk;
+  /* one or two channel blocks per tile column: each vector is one block of Y */
+  int64_t lanes, regs;
+  nn_simd(ctx, &lanes, &regs);
+  g.nr = bc->Mp % (2 * bc->c) == 0 ? 2 * bc->c : bc->c;
+  g.jblock = bc->c;
+  int64_t vecs = (g.nr + lanes - 1) / lanes, mr_max = (regs - 4) / vecs;
+  if (mr_max > 14) mr_max = 14;
+  if (mr_max < 1) mr_max = 1;
+  int64_t tiles = (g.M + mr_max - 1) / mr_max;
+  g.mr = (g.M + tiles - 1) / tiles;
+  int64_t nct = (1 << 20) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
+  g.nc_tiles = nct < 1 ? 1 : nct;
+  float* wval = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
+  if (!wval) return kiln_make_status(KILN_INTERNAL, "Conv: blocked layout needs constant weights");
+  bc->wval = wval;
+  kiln_status_t s = nn_pack_const(ctx, &g, "wpack_blk", 1, bc->M, g.K, g.nr, bc_get_w, bc, &g.R.packed);
+  free(wval);
+  bc->wval = NULL;
+  KILN_RETURN_IF_ERROR(s);
+  return nn_gemm_emit(kb, &g);
+}
+
+/* ---- depthwise and pooling: windows over c-lane vectors -------------------- */
+
+typedef enum { WIN_DEPTHWISE, WIN_MAX, WIN_AVG } win_kind_t;
+
+typedef struct bdw_s {
+  const bc_t* bc;
+  win_kind_t kind;
+  bool include_pad;             /* AveragePool's count_include_pad */
+  const tir_buffer_t *w, *bias; /* depthwise: [CB][T][c], [CB][c] */
+  const tir_expr_t *n, *cb, *oh, *ow;
+  bool rows_guarded, cols_guarded;
+} bdw_t;
+
+static const tir_expr_t* and_or(tir_ctx_t* t, tir_binop_t op, const tir_expr_t* a, const tir_expr_t* b) {
+  return !a ? b : !b ? a : tir_bin(t, op, a, b);
+}
+
+/* Output vector (n, cb, oh, ow, lanes l) of a window: the depthwise sum
+ * (taps outside the input read 0, the reference's order), MaxPool's
+ * maximum (the first valid tap taken, later ones when strictly greater:
+ * the reference's tie and NaN rule) or AveragePool's mean (over the kernel
+ * with count_include_pad, else over the valid taps). Validity is one flag
+ * per position, the same for every lane. */
+static const tir_stmt_t* bdw_body(nn_kb_t* kb, const bdw_t* d, const tir_expr_t* l) {
+  const bc_t* bc = d->bc;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* acc = d->kind == WIN_DEPTHWISE && d->bias ? nn_ldf(kb, d->bias, NN_IDX(d->cb, l)) : nn_f(kb, 0.0);
+  const tir_expr_t* count = nn_f(kb, 0.0); /* AveragePool: valid taps */
+  const tir_expr_t* seen = NULL;          /* MaxPool: earlier valid taps, f32 (NULL: none) */
+  bool seen_all = false;                  /* ... and one was always valid */
+  for (int64_t kh = 0; kh < bc->ah.k; ++kh)
+    for (int64_t kw = 0; kw < bc->aw.k; ++kw) {
+      const tir_expr_t* valid = NULL;
+      const tir_expr_t* ih = nn_addc(kb, nn_mulc(kb, d->oh, bc->ah.s), kh * bc->ah.d - bc->ah.p);
+      const tir_expr_t* iw = nn_addc(kb, nn_mulc(kb, d->ow, bc->aw.s), kw * bc->aw.d - bc->aw.p);
+      if (d->rows_guarded) ih = bc_coord(kb, &bc->ah, d->oh, nn_i(kb, kh), &valid);
+      if (d->cols_guarded) iw = bc_coord(kb, &bc->aw, d->ow, nn_i(kb, kw), &valid);
+      const tir_expr_t* x = nn_ldf(kb, bc->x, NN_IDX(d->n, d->cb, ih, iw, l));
+      if (d->kind == WIN_MAX) {
+        /* take = valid && (!seen || x > acc) */
+        const tir_expr_t* take =
+            seen_all ? tir_bin(t, TIR_GT, x, acc)
+            : !seen  ? NULL
+                     : tir_bin(t, TIR_OR, tir_bin(t, TIR_LT, seen, nn_f(kb, 0.5)), tir_bin(t, TIR_GT, x, acc));
+        take = and_or(t, TIR_AND, valid, take);
+        acc = take ? tir_select(t, take, x, acc) : x;
+        if (!valid) seen_all = true;
+        else seen = tir_add(t, seen ? seen : nn_f(kb, 0.0), tir_select(t, valid, nn_f(kb, 1.0), nn_f(kb, 0.0)));
+        continue;
+      }
+      if (valid) x = tir_select(t, valid, x, nn_f(kb, 0.0));
+      if (d->kind == WIN_AVG) {
+        acc = tir_add(t, acc, x);
+        count = tir_add(t, count, valid ? tir_select(t, valid, nn_f(kb, 1.0), nn_f(kb, 0.0)) : nn_f(kb, 1.0));
+      } else {
+        acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, d->w, NN_IDX(d->cb, nn_i(kb, kh * bc->aw.k + kw), l))));
+      }
+    }
+  if (d->kind == WIN_AVG)
+    acc = tir_bin(t, TIR_DIV, acc, d->include_pad ? nn_f(kb, (double)(bc->ah.k * bc->aw.k)) : count);
+  return nn_stf(kb, bc->y, NN_IDX(d->n, d->cb, d->oh, d->ow, l), acc);
+}
+
+/* One output column segment [o0, o0 + len): a loop over columns, then the
+ * vector of lanes. */
+static const tir_stmt_t* bdw_cols(nn_kb_t* kb, bdw_t* d, int64_t o0, int64_t len) {
+  if (len <= 0) return NULL;
+  tir_var_t* vw = nn_var(kb, "ow");
+  tir_var_t* vl = nn_var(kb, "l");
+  d->ow = nn_addc(kb, nn_v(kb, vw), o0);
+  const tir_stmt_t* s = nn_for(kb, vl, d->bc->c, bdw_body(kb, d, nn_v(kb, vl)));
+  nn_vectorize(kb, vl);
+  return nn_for(kb, vw, len, s);
+}
+
+/* The window kernel: parallel over (image, channel block), rows and columns
+ * split into the interior (no guard) and the borders (masked taps). */
+static kiln_status_t win_emit(nn_kb_t* kb, bdw_t* d) {
+  const bc_t* bc = d->bc;
+  const int64_t CB = (bc->C + bc->c - 1) / bc->c;
+  tir_var_t* vnc = nn_var(kb, "ncb");
+  d->n = nn_divc(kb, nn_v(kb, vnc), CB);
+  d->cb = nn_modc(kb, nn_v(kb, vnc), CB);
+  int64_t hlo, hhi, wlo, whi;
+  nn_axis_interior(&bc->ah, &hlo, &hhi);
+  nn_axis_interior(&bc->aw, &wlo, &whi);
+  const int64_t segh[4] = {0, hlo, hhi, bc->ah.out}, segw[4] = {0, wlo, whi, bc->aw.out};
+  const tir_stmt_t* body = NULL;
+  for (int sh = 0; sh < 3; ++sh) {
+    int64_t nh = segh[sh + 1] - segh[sh];
+    if (nh <= 0) continue;
+    tir_var_t* vh = nn_var(kb, "oh");
+    d->oh = nn_addc(kb, nn_v(kb, vh), segh[sh]);
+    d->rows_guarded = sh != 1;
+    const tir_stmt_t* row = NULL;
+    for (int sw = 0; sw < 3; ++sw) {
+      d->cols_guarded = sw != 1;
+      row = tir_seq2(kb->t, row, bdw_cols(kb, d, segw[sw], segw[sw + 1] - segw[sw]));
+    }
+    body = tir_seq2(kb->t, body, nn_for(kb, vh, nh, row));
+  }
+  body = nn_for(kb, vnc, bc->N * CB, body);
+  if (bc->N * CB > 1) nn_parallel(kb, vnc);
+  return nn_emit(kb, body);
+}
+
+static kiln_status_t conv_depthwise_blocked(nn_kb_t* kb, bc_t* bc) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  const int64_t c = bc->c, CB = (bc->C + c - 1) / c, T = bc->T;
+  float* wval = NULL;
+  KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));
+  if (!wval) return kiln_make_status(KILN_INTERNAL, "Conv: blocked layout needs constant weights");
+  float* wp = NULL;
+  kiln_status_t s = nn_alloc_f32(CB * T * c, "blocked depthwise weights", &wp);
+  if (!s)
+    for (int64_t ch = 0; ch < bc->C; ++ch)
+      for (int64_t tap = 0; tap < T; ++tap) wp[((ch / c) * T + tap) * c + ch % c] = wval[ch * T + tap];
+  free(wval);
+  KILN_RETURN_IF_ERROR(s);
+  bdw_t d = {.bc = bc, .kind = WIN_DEPTHWISE};
+  int64_t ws[3] = {CB, T, c};
+  KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "wdw_blk", 3, ws, wp, &d.w));
+  const int64_t bs[2] = {CB, c};
+  KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 2, bs, &d.bias));
+  return win_emit(kb, &d);
+}
+
+/* MaxPool (no Indices) and AveragePool on NCHWc. */
+kiln_status_t nn_pool_blocked(kiln_lower_ctx_t* ctx, bool is_max) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  const char* op = is_max ? "MaxPool" : "AveragePool";
+  const kiln_tensor_t *xt = ctx->in_tensor[0], *yt = ctx->out_tensor[0];
+  if (!xt || !yt || xt->shape.rank != 4 || ctx->in_block[0] <= 0 || ctx->out_block[0] != ctx->in_block[0])
+    return kiln_make_status(KILN_INTERNAL, "%s: the blocked layout takes 2-D pools in and out of NCHWc", op);
+  int64_t ceil_mode = 0, cip = 0;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "ceil_mode", 0, &ceil_mode));
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "count_include_pad", 0, &cip));
+  bc_t bc;
+  memset(&bc, 0, sizeof bc);
+  bc.x = ctx->in[0], bc.y = ctx->out[0], bc.xb = bc.c = ctx->in_block[0];
+  bc.N = xt->shape.dims[0], bc.C = bc.M = xt->shape.dims[1];
+  nn_axis_t ax[2];
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, op, 2, xt->shape.dims + 2, yt->shape.dims + 2, NULL, ceil_mode != 0, ax));
+  bc.ah = ax[0], bc.aw = ax[1];
+  if (kiln_shape_count(&yt->shape) == 0) return NULL;
+  bdw_t d = {.bc = &bc, .kind = is_max ? WIN_MAX : WIN_AVG, .include_pad = cip != 0};
+  return win_emit(&kb, &d);
+}
+
+kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  const kiln_tensor_t *xt = ctx->in_tensor[0], *wt = ctx->in_tensor[1], *yt = ctx->out_tensor[0];
+  if (!xt || !wt || !yt || xt->shape.rank != 4 || wt->shape.rank != 4 || yt->shape.rank != 4)
+    return kiln_make_status(KILN_INTERNAL, "Conv: the blocked layout takes 2-D convolutions only");
+  bc_t bc;
+  memset(&bc, 0, sizeof bc);
+  bc.x = ctx->in[0], bc.y = ctx->out[0];
+  bc.xb = ctx->in_block ? ctx->in_block[0] : 0;
+  bc.c = ctx->out_block[0];
+  bc.N = xt->shape.dims[0], bc.C = xt->shape.dims[1], bc.M = wt->shape.dims[0];
+  bc.Mp = (bc.M + bc.c - 1) / bc.c * bc.c;
+  nn_axis_t ax[2];
+  KILN_RETURN_IF_ERROR(nn_window(ctx->node, "Conv", 2, xt->shape.dims + 2, yt->shape.dims + 2, wt->shape.dims + 2,
+                                 false, ax));
+  bc.ah = ax[0], bc.aw = ax[1];
+  bc.T = bc.ah.k * bc.aw.k;
+  int64_t G = 1;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "group", 1, &G));
+  if (kiln_shape_count(&yt->shape) == 0) return NULL;
+  if (G == 1) return conv_gemm_blocked(&kb, &bc);
+  if (G == bc.C && bc.M == bc.C && wt->shape.dims[1] == 1 && bc.xb == bc.c) return conv_depthwise_blocked(&kb, &bc);
+  return kiln_make_status(KILN_INTERNAL, "Conv: group %lld has no blocked kernel", (long long)G);
+}
+
+/* ---- GlobalAveragePool ----------------------------------------------------- */
+
+/* Y[n][ch][0][0] (plain) = mean over the plane of blocked X: per (image,
+ * block) a c-lane vector sums the plane, then the real lanes are stored. */
+kiln_status_t nn_global_avgpool_blocked(kiln_lower_ctx_t* ctx) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  tir_ctx_t* t = kb.t;
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  const int64_t c = ctx->in_block[0];
+  if (!x || !y || x->rank != 5 || x->shape[4] != c || y->rank != 4)
+    return kiln_make_status(KILN_INTERNAL, "GlobalAveragePool: not a blocked input");
+  const int64_t N = x->shape[0], CB = x->shape[1], C = y->shape[1], P = x->shape[2] * x->shape[3];
+  if (N * C == 0) return NULL;
+  const tir_buffer_t* acc = tir_buffer(t, "acc", KILN_DTYPE_F32, 1, &c, TIR_SCOPE_PRIVATE);
+  tir_var_t* vnc = nn_var(&kb, "ncb");
+  tir_var_t* vl0 = nn_var(&kb, "l");
+  tir_var_t* vp = nn_var(&kb, "p");
+  tir_var_t* vl1 = nn_var(&kb, "l");
+  tir_var_t* vl2 = nn_var(&kb, "l");
+  const tir_expr_t* n = nn_divc(&kb, nn_v(&kb, vnc), CB);
+  const tir_expr_t* cb = nn_modc(&kb, nn_v(&kb, vnc), CB);
+  const tir_stmt_t* zero = nn_for(&kb, vl0, c, tir_store(t, acc, NN_IDX(nn_v(&kb, vl0)), nn_f(&kb, 0.0)));
+  nn_vectorize(&kb, vl0);
+  const tir_expr_t* l1 = nn_v(&kb, vl1);
+  const tir_expr_t* p = nn_v(&kb, vp);
+  const tir_expr_t* xv = nn_ldf(&kb, x, NN_IDX(n, cb, nn_divc(&kb, p, x->shape[3]), nn_modc(&kb, p, x->shape[3]), l1));
+  const tir_stmt_t* sum =
+      nn_for(&kb, vp, P, nn_for(&kb, vl1, c, tir_store(t, acc, NN_IDX(l1), tir_add(t, tir_load(t, acc, NN_IDX(l1)), xv))));
+  nn_vectorize(&kb, vl1);
+  /* lanes of the block that are channels: min(c, C - cb*c) */
+  const tir_expr_t* l2 = nn_v(&kb, vl2);
+  const tir_expr_t* ch = nn_add(&kb, nn_mulc(&kb, cb, c), l2);
+  const tir_expr_t* ok = tir_bin(t, TIR_LT, ch, nn_i(&kb, C));
+  const tir_expr_t* v = tir_bin(t, TIR_DIV, tir_load(t, acc, NN_IDX(l2)), nn_f(&kb, (double)P));
+  const tir_stmt_t* st = tir_if(t, ok, nn_stf(&kb, y, NN_IDX(n, nn_clamp(&kb, ch, 0, C - 1), nn_i(&kb, 0), nn_i(&kb, 0)), v), NULL);
+  const tir_stmt_t* items[3] = {zero, sum, nn_for(&kb, vl2, c, st)};
+  const tir_stmt_t* s = nn_for(&kb, vnc, N * CB, tir_alloc(t, acc, tir_seq(t, 3, items)));
+  if (N * CB > 1 && N * CB * P * c >= 4096) nn_parallel(&kb, vnc);
+  return nn_emit(&kb, s);
+}
+
+/* ---- reorders ------------------------------------------------------------------ */
+
+kiln_status_t kiln_layout_emit_reorder(kiln_lower_ctx_t* ctx, const tir_buffer_t* src, int32_t sb,
+                                       const tir_buffer_t* dst, int32_t db, const int64_t* dims) {
+  nn_kb_t kb;
+  nn_kb_init(&kb, ctx);
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
+  if (N * C * H * W == 0) return NULL;
+  tir_var_t* vo = nn_var(&kb, "nc");
+  tir_var_t* vh = nn_var(&kb, "h");
+  tir_var_t* vw = nn_var(&kb, "w");
+  const tir_expr_t *h = nn_v(&kb, vh), *w = nn_v(&kb, vw);
+  const tir_stmt_t* s;
+  int64_t outer;
+  if (db > 0 && sb == 0) {
+    /* plain -> blocked: lanes past C repeat the last channel (never read) */
+    const int64_t CB = (C + db - 1) / db;
+    tir_var_t* vl = nn_var(&kb, "l");
+    const tir_expr_t* o = nn_v(&kb, vo);
+    const tir_expr_t *n = nn_divc(&kb, o, CB), *cb = nn_modc(&kb, o, CB), *l = nn_v(&kb, vl);
+    const tir_expr_t* ch = nn_clamp(&kb, nn_add(&kb, nn_mulc(&kb, cb, db), l), 0, C - 1);
+    s = tir_store(kb.t, dst, NN_IDX(n, cb, h, w, l), tir_load(kb.t, src, NN_IDX(n, ch, h, w)));
+    s = nn_for(&kb, vl, db, s);
+    outer = N * CB;
+  } else if (sb > 0 && db == 0) {
+    const tir_expr_t* o = nn_v(&kb, vo);
+    const tir_expr_t *n = nn_divc(&kb, o, C), *ch = nn_modc(&kb, o, C);
+    s = tir_store(kb.t, dst, NN_IDX(n, ch, h, w), tir_load(kb.t, src, NN_IDX(n, nn_divc(&kb, ch, sb), h, w, nn_modc(&kb, ch, sb))));
+    outer = N * C;
+  } else {
+    return kiln_make_status(KILN_INTERNAL, "layout: no reorder from block %d to block %d", (int)sb, (int)db);
+  }
+  s = nn_for(&kb, vw, W, s);
+  s = nn_for(&kb, vh, H, s);
+  s = nn_for(&kb, vo, outer, s);
+  if (outer > 1 && outer * H * W >= 4096) nn_parallel(&kb, vo);
+  return nn_emit(&kb, s);
+}
