@@ -53,6 +53,31 @@ kiln_status_t kiln_check_input(const kiln_graph_t* g, int32_t input, const kiln_
   return NULL;
 }
 
+/* kiln_ref_ctx_t.run_graph: a subgraph (If branch, Loop/Scan body) on the
+ * reference kernels, with the same options. */
+static kiln_status_t run_subgraph(void* user, const kiln_graph_t* g, const kiln_array_t* inputs,
+                                  kiln_array_t* outputs) {
+  return kiln_ref_run(g, inputs, (const kiln_ref_options_t*)user, outputs);
+}
+
+/* After a kernel that sized its outputs: each present output allocated and
+ * within the tensor limit; marks them owned. */
+static kiln_status_t check_sized(const kiln_node_t* n, kiln_array_t* const* aout, const kiln_ref_options_t* o,
+                                 uint8_t* owned) {
+  kiln_status_t s = NULL;
+  for (int32_t j = 0; j < n->n_outputs; ++j) {
+    if (!aout[j]) continue;
+    owned[n->outputs[j]] = 1;
+    size_t want = (size_t)kiln_shape_count(&aout[j]->shape) * kiln_dtype_size(aout[j]->dtype);
+    if (!s && (!kiln_dtype_size(aout[j]->dtype) || aout[j]->nbytes < want))
+      s = kiln_make_status(KILN_INTERNAL, "output %d was not sized by the kernel", j);
+    else if (!s && (int64_t)aout[j]->nbytes > o->max_tensor_bytes)
+      s = kiln_make_status(KILN_LIMIT_EXCEEDED, "output %d: %zu bytes exceed the %lld-byte tensor limit", j,
+                           aout[j]->nbytes, (long long)o->max_tensor_bytes);
+  }
+  return s;
+}
+
 kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
                            const kiln_ref_options_t* options, kiln_array_t* outputs) {
   kiln_ref_options_t defaults;
@@ -130,9 +155,17 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
       s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
       goto done;
     }
+    /* Outputs sized by values or by a subgraph: the kernel allocates them
+     * once it knows (kiln_op_sizes_outputs). */
+    const bool sizes = kiln_op_sizes_outputs(n);
     for (int32_t j = 0; j < n->n_outputs; ++j) {
       int32_t t = n->outputs[j];
       if (t < 0) continue;
+      if (sizes) {
+        memset(&vals[t], 0, sizeof vals[t]);
+        aout[j] = &vals[t];
+        continue;
+      }
       if (!kiln_shape_is_static(&tout[j].shape)) {
         s = kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): output '%s' shape not static at run time",
                              src_of(g), n->name, n->op_type, tout[j].name);
@@ -153,10 +186,11 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
       owned[t] = 1;
       aout[j] = &vals[t];
     }
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a};
+    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a, run_subgraph, (void*)options};
     double t0 = now_s();
     s = n->schema->run(&rc);
     double dt = now_s() - t0;
+    if (!s && sizes) s = check_sized(n, aout, options, owned);
     if (s) {
       s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
       goto done;

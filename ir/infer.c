@@ -257,7 +257,7 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
   for (int32_t j = 0; j < n->n_inputs; ++j)
     inp[j] = n->inputs[j] >= 0 ? &g->tensors[n->inputs[j]].value : NULL;
   if (!s) {
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator};
+    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator, NULL, NULL};
     s = n->schema->run(&rc);
   }
   for (int32_t j = 0; j < n->n_outputs && !s; ++j) {
