@@ -190,3 +190,7 @@ endif()
 # OpenCL is in test_plugin_example.py).
 add_test(NAME test_hetero_opencl COMMAND test_hetero --target opencl)
 set_tests_properties(test_hetero_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)
+# Data-dependent shapes and control flow: host nodes as the CPU fallback
+# between stages compiled for the device (tests/test_dataflow.c).
+add_test(NAME test_dataflow_opencl COMMAND test_dataflow --target opencl)
+set_tests_properties(test_dataflow_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)
