@@ -23,6 +23,7 @@
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
+#include "compiler/staged.h"
 #include "api/quantize_graph.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
@@ -566,14 +567,19 @@ typedef struct {
   kiln_module_t* module;
   kiln_device_t* dev;
   kiln_session_t* session;
+  /* a graph with data-dependent shapes or control flow: compiled stage by
+   * stage between its host nodes (compiler/staged.h), no single module */
+  kiln_staged_t* staged;
 } runner_t;
 
 static kiln_status_t runner_run(runner_t* r, const kiln_array_t* in, kiln_array_t* out) {
   if (r->ref) return kiln_ref_run(r->g, in, r->ro, out);
+  if (r->staged) return kiln_staged_run(r->staged, in, out);
   return kiln_session_run(r->session, in, out);
 }
 
 static void runner_destroy(runner_t* r) {
+  kiln_staged_destroy(r->staged);
   kiln_session_destroy(r->session);
   kiln_device_release(r->dev);
   kiln_module_release(r->module);
@@ -913,7 +919,18 @@ static int cmd_run(int argc, char** argv) {
       s = kiln_make_status(KILN_INTERNAL, "device api '%s' has no target", kiln_device_api(R.dev));
       goto done;
     }
-    if (!module_file) {
+    if (!module_file && kiln_graph_needs_staging(g)) {
+      /* data-dependent shapes or control flow: the host nodes named (on a
+       * GPU target as CPU fallbacks; --strict refuses them), the stages
+       * compiled as each run meets their shapes */
+      kiln_compile_log_t slog = {0};
+      s = kiln_staged_log(g, ptarget, &slog);
+      kiln_cli_print_log(&slog, 0);
+      kiln_compile_log_free(&slog);
+      kiln_staged_options_t sto = {ptarget, R.dev, opt, threads, R.dev->info.loop_limit, strict, 0};
+      if (!s) s = kiln_staged_create(g, &sto, &R.staged);
+      if (s) goto done;
+    } else if (!module_file) {
       prec.fp16_arith = R.dev->info.fp16_arith;
       prec.device = kiln_device_name(R.dev);
       prec.strict = strict;
@@ -930,7 +947,7 @@ static int cmd_run(int argc, char** argv) {
     so.profile = profile;
     so.threads = threads;
     so.dump_dir = dump_dir;
-    if ((s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
+    if (!R.staged && (s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
   }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;
@@ -972,7 +989,13 @@ static int cmd_run(int argc, char** argv) {
              sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;
   }
-  if (profile && !use_ref) {
+  if (R.staged) {
+    kiln_staged_stats_t ss;
+    kiln_staged_stats(R.staged, &ss);
+    printf("staged: %d stages around %d host nodes; %d stage programs compiled, %d runs reused one\n", ss.stages,
+           ss.host_nodes, ss.compiles, ss.reuses);
+  }
+  if (profile && !use_ref && R.session) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];
     if (!trace_path) {
