@@ -234,8 +234,10 @@ static void test_if(void) {
   kiln_graph_destroy(g);
 }
 
-/* Loop M times: y = y + x (x from the outer scope), scanning each y. */
-static kiln_graph_t* loop_model(void) {
+/* Loop M times: y = y + x (x from the outer scope), scanning each y; M, y0
+ * and x graph inputs, or with |konst| constants (M = 3, y0 = 1, x = 2:
+ * nothing may fold the Loop without running its body). */
+static kiln_graph_t* loop_model(bool konst) {
   kiln_graph_t* g = graph_new();
   kiln_graph_t* b = graph_new();
   int64_t two[1] = {2};
@@ -251,8 +253,24 @@ static kiln_graph_t* loop_model(void) {
     return NULL;
   }
   kiln_attr_t body = {.name = "body", .type = KILN_ATTR_GRAPH, .graph = b};
-  ok = input(g, "M", KILN_DTYPE_I64, 0, NULL) && input(g, "y0", KILN_DTYPE_F32, 1, two) &&
-       input(g, "x", KILN_DTYPE_F32, 1, two) &&
+  if (konst) {
+    kiln_array_t m = arr(KILN_DTYPE_I64, 0, NULL), y0 = arr(KILN_DTYPE_F32, 1, two), x = arr(KILN_DTYPE_F32, 1, two);
+    ok = m.data && y0.data && x.data;
+    if (ok) {
+      ((int64_t*)m.data)[0] = 3;
+      ((float*)y0.data)[0] = ((float*)y0.data)[1] = 1;
+      ((float*)x.data)[0] = ((float*)x.data)[1] = 2;
+    }
+    ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "M", &m, NULL)) &&
+         CHECK_OK(kiln_graph_add_initializer(g, "y0", &y0, NULL)) && CHECK_OK(kiln_graph_add_initializer(g, "x", &x, NULL));
+    kiln_array_free(al(), &m);
+    kiln_array_free(al(), &y0);
+    kiln_array_free(al(), &x);
+  } else {
+    ok = input(g, "M", KILN_DTYPE_I64, 0, NULL) && input(g, "y0", KILN_DTYPE_F32, 1, two) &&
+         input(g, "x", KILN_DTYPE_F32, 1, two);
+  }
+  ok = ok &&
        CHECK_OK(kiln_graph_add_node(g, "Loop", "loop", 4, (const char*[]){"M", "", "y0", "x"}, 2,
                                     (const char*[]){"yf", "ys"}, 1, &body, NULL)) &&
        CHECK_OK(kiln_graph_add_output(g, "yf")) && CHECK_OK(kiln_graph_add_output(g, "ys")) &&
@@ -265,7 +283,19 @@ static kiln_graph_t* loop_model(void) {
 }
 
 static void test_loop(void) {
-  kiln_graph_t* g = loop_model();
+  kiln_graph_t* g = loop_model(true);
+  if (g && CHECK_OK(kiln_graph_optimize(g, 1, NULL))) {
+    kiln_staged_t* st = staged(g);
+    kiln_array_t out[2] = {{0}};
+    if (st && CHECK_OK(kiln_staged_run(st, NULL, out)) && out[1].data) {
+      CHECK(out[1].shape.rank == 2 && out[1].shape.dims[0] == 3);
+      CHECK_NEAR(((float*)out[0].data)[1], 7.0, 1e-6);
+    }
+    free_arrays(out, 2);
+    kiln_staged_destroy(st);
+  }
+  kiln_graph_destroy(g);
+  g = loop_model(false);
   if (!g) return;
   CHECK(g->tensors[kiln_graph_find_tensor(g, "ys")].flags & KILN_TENSOR_DATADEP);
   kiln_staged_t* st = staged(g);
