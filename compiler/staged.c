@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "compiler/ref_exec.h"
 #include "ir/op.h"
@@ -53,6 +54,12 @@ struct kiln_staged_s {
   kiln_staged_stats_t* stats; /* the root's */
   kiln_staged_stats_t own;
 };
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static const char* src_of(const kiln_graph_t* g) { return g->source && g->source[0] ? g->source : "graph"; }
 
@@ -385,7 +392,9 @@ static kiln_status_t run_stage(kiln_staged_t* st, int32_t si, kiln_array_t* vals
     s->entries = grown;
     e = &s->entries[s->n_entries];
     memset(e, 0, sizeof *e);
+    double t0 = now_s();
     kiln_status_t cs = compile_entry(st, s, vals, e);
+    st->stats->compile_s += now_s() - t0;
     if (!cs && !key) cs = make_key(s, vals, s->binds == 1, &key, &key_len);
     if (cs) {
       free(key);
@@ -476,7 +485,13 @@ static kiln_status_t run_graph_on(kiln_staged_t* st, const kiln_array_t* inputs,
   }
   for (int32_t si = 0; si < st->n_segs && !s; ++si) {
     const seg_t* sg = &st->segs[si];
-    s = sg->host ? run_host(st, sg->a, vals, owned) : run_stage(st, si, vals, owned);
+    if (sg->host) {
+      double t0 = now_s(), c0 = st->stats->compile_s;
+      s = run_host(st, sg->a, vals, owned);
+      st->stats->host_s += now_s() - t0 - (st->stats->compile_s - c0); /* its bodies' compiles apart */
+    } else {
+      s = run_stage(st, si, vals, owned);
+    }
     for (int32_t t = 0; t < nt; ++t)
       if (owned[t] && st->last_seg[t] <= si) {
         kiln_array_free(a, &vals[t]);

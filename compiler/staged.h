@@ -60,6 +60,8 @@ typedef struct kiln_staged_stats_s {
   int32_t compiles;      /* stage programs compiled so far (subgraphs too) */
   int32_t reuses;        /* stage runs that found their program cached */
   int32_t on_reference;  /* stages that ran on the reference kernels */
+  double host_s;         /* time in host nodes (their subgraphs included) */
+  double compile_s;      /* time compiling stages and creating their sessions */
 } kiln_staged_stats_t;
 
 /* True when |g| has a node that must run between compiled stages. */

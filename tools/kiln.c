@@ -992,8 +992,9 @@ static int cmd_run(int argc, char** argv) {
   if (R.staged) {
     kiln_staged_stats_t ss;
     kiln_staged_stats(R.staged, &ss);
-    printf("staged: %d stages around %d host nodes; %d stage programs compiled, %d runs reused one\n", ss.stages,
-           ss.host_nodes, ss.compiles, ss.reuses);
+    printf("staged: %d stages around %d host nodes; %d stage programs compiled (%.1f s), %d runs reused one, %d "
+           "stage runs on the reference kernels; %.1f ms in host nodes over all runs\n",
+           ss.stages, ss.host_nodes, ss.compiles, ss.compile_s, ss.reuses, ss.on_reference, ss.host_s * 1e3);
   }
   if (profile && !use_ref && R.session) {
     kiln_profile_print_table(R.session, stdout, 40);
