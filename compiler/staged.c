@@ -135,6 +135,11 @@ kiln_status_t kiln_staged_create(const kiln_graph_t* g, const kiln_staged_option
         return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) cannot run on the %s target (--strict): %s",
                                 src_of(g), g->nodes[i].name, g->nodes[i].op_type, options->target->name,
                                 host_reason(&g->nodes[i]));
+  if (options->precision && options->precision->mode != KILN_PRECISION_FP32 &&
+      options->precision->mode != KILN_PRECISION_FP16)
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: --precision %s calibrates the whole graph; a graph run in stages "
+                            "(data-dependent shapes, control flow) takes fp32 or fp16", src_of(g),
+                            kiln_precision_mode_name(options->precision->mode));
   kiln_staged_t* st = calloc(1, sizeof *st);
   int32_t* tensor_seg = NULL;
   kiln_status_t s = NULL;
@@ -325,7 +330,8 @@ static kiln_status_t compile_entry(kiln_staged_t* st, seg_t* s, const kiln_array
   if (np == 0) return NULL;
   kiln_compile_log_t log = {0};
   kiln_compile_precision_t prec;
-  kiln_compile_precision_default(&prec);
+  if (st->o.precision) prec = *st->o.precision;
+  else kiln_compile_precision_default(&prec);
   prec.strict = st->o.strict;
   kiln_compile_config_t cc = {0};
   cc.target = st->o.target;

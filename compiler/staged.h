@@ -52,6 +52,9 @@ typedef struct kiln_staged_options_s {
   int64_t loop_limit;          /* kiln_compile_config_t.loop_limit */
   bool strict;                 /* a host node on a GPU target is an error */
   int32_t max_specializations; /* per stage; <= 0: 16 */
+  /* The stages' precision (fp16: kiln_compile_program's; int8 and auto,
+   * which calibrate the whole graph, are refused); NULL: fp32. Borrowed. */
+  const kiln_compile_precision_t* precision;
 } kiln_staged_options_t;
 
 typedef struct kiln_staged_stats_s {

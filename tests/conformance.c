@@ -398,7 +398,11 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
           gs = go;
         }
-        kiln_staged_options_t sto = {g_target, g_device, g_opt, 0, g_device->info.loop_limit, false, 0};
+        kiln_compile_precision_t sp;
+        kiln_compile_precision_default(&sp);
+        sp.mode = g_fp16 ? KILN_PRECISION_FP16 : KILN_PRECISION_FP32;
+        sp.fp16_arith = g_device->info.fp16_arith;
+        kiln_staged_options_t sto = {g_target, g_device, g_opt, 0, g_device->info.loop_limit, false, 0, &sp};
         if ((s = kiln_staged_create(gs, &sto, &staged))) goto fail_status;
         ++g_staged_cases;
         if (g_target->lowering == KILN_TARGET_CLASS_GPU) ++g_fallback_cases;

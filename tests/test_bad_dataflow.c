@@ -61,7 +61,7 @@ static void test_loop(void) {
   if (g && CHECK_OK(kiln_graph_prepare(g))) {
     kiln_array_t v = arr(KILN_DTYPE_F32, 0, NULL), out = {0};
     CHECK_ERR(kiln_ref_run(g, &v, NULL, &out), KILN_INVALID_ARGUMENT, "node 'loop' (Loop): Loop: neither a trip count");
-    kiln_staged_options_t o = {g_target, g_device, 1, 2, 0, false, 0};
+    kiln_staged_options_t o = {g_target, g_device, 1, 2, 0, false, 0, NULL};
     kiln_staged_t* st = NULL;
     if (CHECK_OK(kiln_staged_create(g, &o, &st)))
       CHECK_ERR(kiln_staged_run(st, &v, &out), KILN_INVALID_ARGUMENT, "node 'loop' (Loop): Loop: neither a trip count");

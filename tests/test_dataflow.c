@@ -21,7 +21,7 @@
 #include "target_graph_util.h"
 
 static kiln_staged_t* staged(const kiln_graph_t* g) {
-  kiln_staged_options_t o = {g_target, g_device, 1, 2, g_device->info.loop_limit, false, 0};
+  kiln_staged_options_t o = {g_target, g_device, 1, 2, g_device->info.loop_limit, false, 0, NULL};
   kiln_staged_t* st = NULL;
   if (!CHECK_OK(kiln_staged_create(g, &o, &st))) return NULL;
   return st;
@@ -333,7 +333,7 @@ static void test_log_and_strict(void) {
     CHECK_MSG(named, "the log does not name the host node");
   }
   kiln_compile_log_free(&log);
-  kiln_staged_options_t o = {g_target, g_device, 1, 2, 0, true, 0};
+  kiln_staged_options_t o = {g_target, g_device, 1, 2, 0, true, 0, NULL};
   kiln_staged_t* st = NULL;
   kiln_status_t s = kiln_staged_create(g, &o, &st);
   if (g_target->lowering == KILN_TARGET_CLASS_GPU)

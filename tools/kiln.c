@@ -927,7 +927,10 @@ static int cmd_run(int argc, char** argv) {
       s = kiln_staged_log(g, ptarget, &slog);
       kiln_cli_print_log(&slog, 0);
       kiln_compile_log_free(&slog);
-      kiln_staged_options_t sto = {ptarget, R.dev, opt, threads, R.dev->info.loop_limit, strict, 0};
+      prec.fp16_arith = R.dev->info.fp16_arith;
+      prec.device = kiln_device_name(R.dev);
+      prec.strict = strict;
+      kiln_staged_options_t sto = {ptarget, R.dev, opt, threads, R.dev->info.loop_limit, strict, 0, &prec};
       if (!s) s = kiln_staged_create(g, &sto, &R.staged);
       if (s) goto done;
     } else if (!module_file) {
