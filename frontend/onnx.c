@@ -244,7 +244,12 @@ typedef struct {
   const kiln_onnx_options_t* o;
   kiln_allocator_t a;
   int64_t total_bytes;
+  int depth; /* subgraphs being converted (If/Loop/Scan bodies) */
 } loader_t;
+
+/* Subgraphs nested in subgraphs: each level is a recursion of the
+ * converter, so the depth is capped whatever max_nesting allows. */
+#define KILN_ONNX_MAX_SUBGRAPH_DEPTH 16
 
 static kiln_status_t check_external_path(const loader_t* L, const char* tname,
                                          const char* loc, char** out_full) {
@@ -589,6 +594,9 @@ static kiln_status_t convert_attr(loader_t* L, kiln_graph_t* g, const char* node
       if (!p->g)
         return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: node '%s': graph attribute '%s' has no graph", L->path,
                                 node, a->name);
+      if (L->depth >= KILN_ONNX_MAX_SUBGRAPH_DEPTH)
+        return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: node '%s': subgraphs nested deeper than %d levels", L->path,
+                                node, KILN_ONNX_MAX_SUBGRAPH_DEPTH);
       kiln_graph_t* sub = NULL;
       KILN_RETURN_IF_ERROR(kiln_graph_create(L->a, &sub));
       /* the parent owns it from here on, whatever fails later */
@@ -596,7 +604,10 @@ static kiln_status_t convert_attr(loader_t* L, kiln_graph_t* g, const char* node
       sub->source = g->source;
       for (int32_t i = 0; i < g->n_opsets; ++i)
         KILN_RETURN_IF_ERROR(kiln_graph_set_opset(sub, g->opsets[i].domain, g->opsets[i].version));
-      KILN_RETURN_IF_ERROR(convert_graph_body(L, p->g, sub, true), "node '%s' attribute '%s'", node, a->name);
+      L->depth++;
+      kiln_status_t bs = convert_graph_body(L, p->g, sub, true);
+      L->depth--;
+      KILN_RETURN_IF_ERROR(bs, "node '%s' attribute '%s'", node, a->name);
       KILN_RETURN_IF_ERROR(kiln_graph_collect_outer(sub), "node '%s' attribute '%s'", node, a->name);
       a->graph = sub;
       break;
@@ -772,7 +783,7 @@ kiln_status_t kiln_onnx_parse_model(const char* path, const kiln_onnx_options_t*
   if (!s) s = kiln_graph_create(allocator, &g);
   if (!s) {
     g->source = kiln_graph_strdup(g, path);
-    loader_t L = {path, dir, options, allocator, 0};
+    loader_t L = {path, dir, options, allocator, 0, 0};
     if (!m->graph && !m->has_ir_version && m->n_opset_import == 0)
       s = kiln_make_status(KILN_PARSE_ERROR, "%s: not an ONNX model (no graph, IR version or opset)",
                            path);
@@ -823,7 +834,7 @@ kiln_status_t kiln_onnx_load_tensor(const char* path, const kiln_onnx_options_t*
   if (s) return s;
   const Onnx__TensorProto* t = (const Onnx__TensorProto*)msg;
   char* dir = dir_of(path);
-  loader_t L = {path, dir ? dir : ".", options, allocator, 0};
+  loader_t L = {path, dir ? dir : ".", options, allocator, 0, 0};
   s = convert_tensor(&L, t, "tensor", out);
   if (!s && out_name && t->name && t->name[0]) {
     *out_name = strdup(t->name);

@@ -412,21 +412,25 @@ kiln_status_t kiln_graph_adopt_subgraph(kiln_graph_t* g, kiln_graph_t* sub) {
 
 kiln_status_t kiln_graph_collect_outer(kiln_graph_t* sub) {
   int32_t nt = sub->n_tensors;
-  for (int32_t t = 0; t < nt; ++t) {
+  uint8_t* used = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(sub->allocator, (size_t)nt + 1, "subgraph", (void**)&used));
+  memset(used, 0, (size_t)nt + 1);
+  for (int32_t i = 0; i < sub->n_nodes; ++i)
+    for (int32_t j = 0; j < sub->nodes[i].n_inputs; ++j)
+      if (sub->nodes[i].inputs[j] >= 0) used[sub->nodes[i].inputs[j]] = 1;
+  kiln_status_t s = NULL;
+  for (int32_t t = 0; t < nt && !s; ++t) {
     kiln_tensor_t* tt = &sub->tensors[t];
     if (tt->producer >= 0 || (tt->flags & (KILN_TENSOR_INPUT | KILN_TENSOR_INITIALIZER))) continue;
-    bool used = (tt->flags & KILN_TENSOR_OUTPUT) != 0;
-    for (int32_t i = 0; i < sub->n_nodes && !used; ++i)
-      for (int32_t j = 0; j < sub->nodes[i].n_inputs; ++j)
-        if (sub->nodes[i].inputs[j] == t) used = true;
-    if (!used) continue;
-    KILN_RETURN_IF_ERROR(grow(sub, (void**)&sub->inputs, &sub->cap_inputs, sub->n_inputs + 1, sizeof(int32_t),
-                              "inputs"));
+    if (!used[t] && !(tt->flags & KILN_TENSOR_OUTPUT)) continue;
+    s = grow(sub, (void**)&sub->inputs, &sub->cap_inputs, sub->n_inputs + 1, sizeof(int32_t), "inputs");
+    if (s) break;
     sub->tensors[t].flags |= KILN_TENSOR_INPUT;
     sub->inputs[sub->n_inputs++] = t;
     sub->n_outer++;
   }
-  return NULL;
+  kiln_allocator_free(sub->allocator, used);
+  return s;
 }
 
 kiln_status_t kiln_graph_datadep_dim(kiln_graph_t* g, const char* node, const char* what, int64_t bound,
