@@ -131,27 +131,31 @@ kiln_status_t kiln_tensor_if_infer(kiln_infer_t* ctx) {
   const kiln_tensor_t* c = ctx->in[0];
   if (c->dtype != KILN_DTYPE_BOOL)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "If: cond '%s' is %s, not bool", c->name, kiln_dtype_name(c->dtype));
-  KILN_TRY(prepare_body(ctx, tb, "then_branch", tbase, 0, NULL, NULL));
-  KILN_TRY(prepare_body(ctx, eb, "else_branch", ebase, 0, NULL, NULL));
   if (tb->n_outputs != ctx->n_out || eb->n_outputs != ctx->n_out)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "If: %d outputs, then_branch has %d and else_branch %d", ctx->n_out,
                             tb->n_outputs, eb->n_outputs);
+  /* A known condition prepares only the branch taken: ONNX functions guard
+   * a branch that does not fit these shapes (a rank test) with one. */
   const kiln_array_t* cv = kiln_tensor_value(ctx, 0);
+  const int known = cv && kiln_array_numel(cv) == 1 ? (((const uint8_t*)cv->data)[0] != 0) : -1;
+  if (known != 0) KILN_TRY(prepare_body(ctx, tb, "then_branch", tbase, 0, NULL, NULL));
+  if (known != 1) KILN_TRY(prepare_body(ctx, eb, "else_branch", ebase, 0, NULL, NULL));
   for (int32_t i = 0; i < ctx->n_out; ++i) {
     const kiln_tensor_t *a = body_out(tb, i), *b = body_out(eb, i);
     if (a->dtype != b->dtype && a->dtype != KILN_DTYPE_UNDEFINED && b->dtype != KILN_DTYPE_UNDEFINED)
       return kiln_make_status(KILN_INVALID_ARGUMENT, "If: output %d is %s in then_branch and %s in else_branch", i,
                               kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
     kiln_shape_t s = unsymbolic(a->shape);
-    if (cv && kiln_array_numel(cv) == 1) {
-      s = unsymbolic(((const uint8_t*)cv->data)[0] ? a->shape : b->shape);
+    if (known >= 0) {
+      s = unsymbolic(known ? a->shape : b->shape);
     } else if (a->shape.rank != b->shape.rank) {
       s = kiln_shape_unknown();
     } else {
       for (int32_t d = 0; d < s.rank; ++d)
         if (a->shape.dims[d] != b->shape.dims[d]) s.dims[d] = KILN_DIM_UNKNOWN;
     }
-    KILN_TRY(lift(ctx, i, a->dtype != KILN_DTYPE_UNDEFINED ? a->dtype : b->dtype, s, -1));
+    kiln_dtype_t dt = known == 0 ? b->dtype : a->dtype != KILN_DTYPE_UNDEFINED ? a->dtype : b->dtype;
+    KILN_TRY(lift(ctx, i, dt, s, -1));
   }
   return NULL;
 }
