@@ -53,6 +53,7 @@ struct kiln_staged_s {
   int32_t n_children;
   kiln_staged_stats_t* stats; /* the root's */
   kiln_staged_stats_t own;
+  kiln_compile_precision_t prec; /* o.precision points here when given */
 };
 
 static double now_s(void) {
@@ -146,6 +147,10 @@ kiln_status_t kiln_staged_create(const kiln_graph_t* g, const kiln_staged_option
   if (!st) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory creating the staged executor");
   st->g = g;
   st->o = *options;
+  if (options->precision) {
+    st->prec = *options->precision;
+    st->o.precision = &st->prec;
+  }
   if (st->o.max_specializations <= 0) st->o.max_specializations = 16;
   st->stats = &st->own;
   st->segs = calloc((size_t)g->n_nodes + 1, sizeof(seg_t));

@@ -53,7 +53,8 @@ typedef struct kiln_staged_options_s {
   bool strict;                 /* a host node on a GPU target is an error */
   int32_t max_specializations; /* per stage; <= 0: 16 */
   /* The stages' precision (fp16: kiln_compile_program's; int8 and auto,
-   * which calibrate the whole graph, are refused); NULL: fp32. Borrowed. */
+   * which calibrate the whole graph, are refused); NULL: fp32. Copied (its
+   * pointers -- policy file, device name -- borrowed). */
   const kiln_compile_precision_t* precision;
 } kiln_staged_options_t;
 
