@@ -251,7 +251,7 @@ static kiln_status_t run_sample(cal_t* c, int32_t k, const uint8_t* fp16, kiln_a
       }
     }
     if (s) break;
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a};
+    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a, NULL, NULL};
     if ((s = n->schema->run(&rc))) {
       s = kiln_status_annotate(s, "calibration: node '%s' (%s)", n->name, n->op_type);
       break;

@@ -53,6 +53,116 @@ kiln_status_t kiln_check_input(const kiln_graph_t* g, int32_t input, const kiln_
   return NULL;
 }
 
+/* kiln_ref_ctx_t.run_graph: a subgraph (If branch, Loop/Scan body) on the
+ * reference kernels, with the same options. */
+static kiln_status_t run_subgraph(void* user, const kiln_graph_t* g, const kiln_array_t* inputs,
+                                  kiln_array_t* outputs) {
+  return kiln_ref_run(g, inputs, (const kiln_ref_options_t*)user, outputs);
+}
+
+/* After a kernel that sized its outputs: each present output allocated and
+ * within the tensor limit; marks them owned. */
+static kiln_status_t check_sized(const kiln_node_t* n, kiln_array_t* const* aout, const kiln_ref_options_t* o,
+                                 uint8_t* owned) {
+  kiln_status_t s = NULL;
+  for (int32_t j = 0; j < n->n_outputs; ++j) {
+    if (!aout[j]) continue;
+    owned[n->outputs[j]] = 1;
+    size_t want = (size_t)kiln_shape_count(&aout[j]->shape) * kiln_dtype_size(aout[j]->dtype);
+    if (!s && (!kiln_dtype_size(aout[j]->dtype) || aout[j]->nbytes < want))
+      s = kiln_make_status(KILN_INTERNAL, "output %d was not sized by the kernel", j);
+    else if (!s && (int64_t)aout[j]->nbytes > o->max_tensor_bytes)
+      s = kiln_make_status(KILN_LIMIT_EXCEEDED, "output %d: %zu bytes exceed the %lld-byte tensor limit", j,
+                           aout[j]->nbytes, (long long)o->max_tensor_bytes);
+  }
+  return s;
+}
+
+kiln_status_t kiln_ref_node_run(const kiln_graph_t* g, int32_t ni, kiln_array_t* vals, uint8_t* owned,
+                                const kiln_ref_options_t* options,
+                                kiln_status_t (*run_graph)(void*, const kiln_graph_t*, const kiln_array_t*,
+                                                           kiln_array_t*),
+                                void* run_graph_user, kiln_array_t** aout, double* out_seconds) {
+  const kiln_node_t* n = &g->nodes[ni];
+  kiln_allocator_t a = options->allocator;
+  kiln_status_t s = NULL;
+  kiln_tensor_t tin[KILN_MAX_NODE_INPUTS], tout[KILN_MAX_NODE_OUTPUTS];
+  kiln_tensor_t* pin[KILN_MAX_NODE_INPUTS];
+  kiln_tensor_t* pout[KILN_MAX_NODE_OUTPUTS];
+  const kiln_array_t* ain[KILN_MAX_NODE_INPUTS];
+  for (int32_t j = 0; j < n->n_inputs; ++j) {
+    int32_t t = n->inputs[j];
+    pin[j] = NULL;
+    ain[j] = NULL;
+    if (t < 0) continue;
+    memset(&tin[j], 0, sizeof tin[j]);
+    tin[j].name = g->tensors[t].name;
+    tin[j].dtype = vals[t].dtype;
+    tin[j].shape = vals[t].shape;
+    tin[j].producer = g->tensors[t].producer;
+    tin[j].flags = KILN_TENSOR_CONST;
+    tin[j].value = vals[t];
+    pin[j] = &tin[j];
+    ain[j] = &vals[t];
+  }
+  for (int32_t j = 0; j < n->n_outputs; ++j) {
+    pout[j] = NULL;
+    aout[j] = NULL;
+    if (n->outputs[j] < 0) continue;
+    memset(&tout[j], 0, sizeof tout[j]);
+    tout[j].name = g->tensors[n->outputs[j]].name;
+    tout[j].shape = kiln_shape_unknown();
+    tout[j].producer = ni;
+    pout[j] = &tout[j];
+  }
+  kiln_infer_t ic = {(kiln_graph_t*)g, n, g->opset, n->n_inputs, pin, n->n_outputs, pout, a, true};
+  if ((s = n->schema->infer(&ic))) {
+    s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+    return s;
+  }
+  /* Outputs sized by values or by a subgraph: the kernel allocates them
+   * once it knows (kiln_op_sizes_outputs). */
+  const bool sizes = kiln_op_sizes_outputs(n);
+  for (int32_t j = 0; j < n->n_outputs; ++j) {
+    int32_t t = n->outputs[j];
+    if (t < 0) continue;
+    if (sizes) {
+      memset(&vals[t], 0, sizeof vals[t]);
+      aout[j] = &vals[t];
+      continue;
+    }
+    if (!kiln_shape_is_static(&tout[j].shape)) {
+      s = kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): output '%s' shape not static at run time",
+                           src_of(g), n->name, n->op_type, tout[j].name);
+      return s;
+    }
+    int64_t numel = 0;
+    if ((s = kiln_shape_numel(&tout[j].shape, &numel)) ||
+        (numel > options->max_tensor_bytes / (int64_t)kiln_dtype_size(tout[j].dtype) &&
+         (s = kiln_make_status(KILN_LIMIT_EXCEEDED,
+                               "%lld elements of %s exceed the %lld-byte tensor limit",
+                               (long long)numel, kiln_dtype_name(tout[j].dtype),
+                               (long long)options->max_tensor_bytes))) ||
+        (s = kiln_array_alloc(a, tout[j].dtype, &tout[j].shape, &vals[t]))) {
+      s = kiln_status_annotate(s, "%s: node '%s' (%s) output '%s'", src_of(g), n->name,
+                               n->op_type, tout[j].name);
+      return s;
+    }
+    owned[t] = 1;
+    aout[j] = &vals[t];
+  }
+  kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a, run_graph, run_graph_user};
+  double t0 = now_s();
+  s = n->schema->run(&rc);
+  *out_seconds = now_s() - t0;
+  if (!s && sizes) s = check_sized(n, aout, options, owned);
+  if (s) {
+    s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
+    return s;
+  }
+  return NULL;
+}
+
 kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
                            const kiln_ref_options_t* options, kiln_array_t* outputs) {
   kiln_ref_options_t defaults;
@@ -95,72 +205,9 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
       if (n->outputs[j] >= 0 && !(g->tensors[n->outputs[j]].flags & KILN_TENSOR_CONST))
         all_const = false;
     if (all_const) continue; /* folded at load time */
-    kiln_tensor_t tin[KILN_MAX_NODE_INPUTS], tout[KILN_MAX_NODE_OUTPUTS];
-    kiln_tensor_t* pin[KILN_MAX_NODE_INPUTS];
-    kiln_tensor_t* pout[KILN_MAX_NODE_OUTPUTS];
-    const kiln_array_t* ain[KILN_MAX_NODE_INPUTS];
     kiln_array_t* aout[KILN_MAX_NODE_OUTPUTS];
-    for (int32_t j = 0; j < n->n_inputs; ++j) {
-      int32_t t = n->inputs[j];
-      pin[j] = NULL;
-      ain[j] = NULL;
-      if (t < 0) continue;
-      memset(&tin[j], 0, sizeof tin[j]);
-      tin[j].name = g->tensors[t].name;
-      tin[j].dtype = vals[t].dtype;
-      tin[j].shape = vals[t].shape;
-      tin[j].producer = g->tensors[t].producer;
-      tin[j].flags = KILN_TENSOR_CONST;
-      tin[j].value = vals[t];
-      pin[j] = &tin[j];
-      ain[j] = &vals[t];
-    }
-    for (int32_t j = 0; j < n->n_outputs; ++j) {
-      pout[j] = NULL;
-      aout[j] = NULL;
-      if (n->outputs[j] < 0) continue;
-      memset(&tout[j], 0, sizeof tout[j]);
-      tout[j].name = g->tensors[n->outputs[j]].name;
-      tout[j].shape = kiln_shape_unknown();
-      tout[j].producer = ni;
-      pout[j] = &tout[j];
-    }
-    kiln_infer_t ic = {(kiln_graph_t*)g, n, g->opset, n->n_inputs, pin, n->n_outputs, pout, a, true};
-    if ((s = n->schema->infer(&ic))) {
-      s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
-      goto done;
-    }
-    for (int32_t j = 0; j < n->n_outputs; ++j) {
-      int32_t t = n->outputs[j];
-      if (t < 0) continue;
-      if (!kiln_shape_is_static(&tout[j].shape)) {
-        s = kiln_make_status(KILN_INTERNAL, "%s: node '%s' (%s): output '%s' shape not static at run time",
-                             src_of(g), n->name, n->op_type, tout[j].name);
-        goto done;
-      }
-      int64_t numel = 0;
-      if ((s = kiln_shape_numel(&tout[j].shape, &numel)) ||
-          (numel > options->max_tensor_bytes / (int64_t)kiln_dtype_size(tout[j].dtype) &&
-           (s = kiln_make_status(KILN_LIMIT_EXCEEDED,
-                                 "%lld elements of %s exceed the %lld-byte tensor limit",
-                                 (long long)numel, kiln_dtype_name(tout[j].dtype),
-                                 (long long)options->max_tensor_bytes))) ||
-          (s = kiln_array_alloc(a, tout[j].dtype, &tout[j].shape, &vals[t]))) {
-        s = kiln_status_annotate(s, "%s: node '%s' (%s) output '%s'", src_of(g), n->name,
-                                 n->op_type, tout[j].name);
-        goto done;
-      }
-      owned[t] = 1;
-      aout[j] = &vals[t];
-    }
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, ain, n->n_outputs, aout, a};
-    double t0 = now_s();
-    s = n->schema->run(&rc);
-    double dt = now_s() - t0;
-    if (s) {
-      s = kiln_status_annotate(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
-      goto done;
-    }
+    double dt = 0;
+    if ((s = kiln_ref_node_run(g, ni, vals, owned, options, run_subgraph, (void*)options, aout, &dt))) goto done;
     if (options->on_node) options->on_node(options->user, g, ni, dt);
     if (options->on_outputs && (s = options->on_outputs(options->user, g, ni, aout))) goto done;
     for (int32_t j = 0; j < n->n_inputs; ++j) {

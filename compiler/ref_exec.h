@@ -59,6 +59,20 @@ kiln_status_t kiln_ref_run(const kiln_graph_t* g, const kiln_array_t* inputs,
                            const kiln_ref_options_t* options,
                            kiln_array_t* outputs);
 
+/* Runs node |ni| of |g| alone: re-infers it from |vals| (per tensor of |g|,
+ * its inputs' values), allocates its outputs into |vals| (marking them in
+ * |owned|; a kernel that sizes its outputs allocates them itself) and runs
+ * its reference kernel with |run_graph| for its subgraphs. |aout| receives
+ * the node's output arrays (NULL for omitted ones), |out_seconds| the
+ * kernel's time. Errors name the node; outputs allocated before a failure
+ * stay marked in |owned| for the caller to free. The staged executor runs
+ * its host nodes with it (compiler/staged.h). */
+kiln_status_t kiln_ref_node_run(const kiln_graph_t* g, int32_t ni, kiln_array_t* vals, uint8_t* owned,
+                                const kiln_ref_options_t* options,
+                                kiln_status_t (*run_graph)(void*, const kiln_graph_t*, const kiln_array_t*,
+                                                           kiln_array_t*),
+                                void* run_graph_user, kiln_array_t** aout, double* out_seconds);
+
 #ifdef __cplusplus
 }
 #endif

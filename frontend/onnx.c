@@ -244,7 +244,12 @@ typedef struct {
   const kiln_onnx_options_t* o;
   kiln_allocator_t a;
   int64_t total_bytes;
+  int depth; /* subgraphs being converted (If/Loop/Scan bodies) */
 } loader_t;
+
+/* Subgraphs nested in subgraphs: each level is a recursion of the
+ * converter, so the depth is capped whatever max_nesting allows. */
+#define KILN_ONNX_MAX_SUBGRAPH_DEPTH 16
 
 static kiln_status_t check_external_path(const loader_t* L, const char* tname,
                                          const char* loc, char** out_full) {
@@ -529,6 +534,8 @@ static kiln_status_t convert_value_info(loader_t* L, kiln_graph_t* g, const Onnx
   return NULL;
 }
 
+static kiln_status_t convert_graph_body(loader_t* L, const Onnx__GraphProto* gp, kiln_graph_t* g, bool sub);
+
 static kiln_status_t convert_attr(loader_t* L, kiln_graph_t* g, const char* node,
                                   const Onnx__AttributeProto* p, kiln_attr_t* a,
                                   kiln_array_t* scratch, int64_t* n_scratch) {
@@ -582,7 +589,29 @@ static kiln_status_t convert_attr(loader_t* L, kiln_graph_t* g, const char* node
                            "node '%s' attribute '%s'", node, a->name);
       a->tensor = &scratch[(*n_scratch)++];
       break;
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: a->type = KILN_ATTR_GRAPH; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: {
+      a->type = KILN_ATTR_GRAPH;
+      if (!p->g)
+        return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: node '%s': graph attribute '%s' has no graph", L->path,
+                                node, a->name);
+      if (L->depth >= KILN_ONNX_MAX_SUBGRAPH_DEPTH)
+        return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: node '%s': subgraphs nested deeper than %d levels", L->path,
+                                node, KILN_ONNX_MAX_SUBGRAPH_DEPTH);
+      kiln_graph_t* sub = NULL;
+      KILN_RETURN_IF_ERROR(kiln_graph_create(L->a, &sub));
+      /* the parent owns it from here on, whatever fails later */
+      KILN_RETURN_IF_ERROR(kiln_graph_adopt_subgraph(g, sub));
+      sub->source = g->source;
+      for (int32_t i = 0; i < g->n_opsets; ++i)
+        KILN_RETURN_IF_ERROR(kiln_graph_set_opset(sub, g->opsets[i].domain, g->opsets[i].version));
+      L->depth++;
+      kiln_status_t bs = convert_graph_body(L, p->g, sub, true);
+      L->depth--;
+      KILN_RETURN_IF_ERROR(bs, "node '%s' attribute '%s'", node, a->name);
+      KILN_RETURN_IF_ERROR(kiln_graph_collect_outer(sub), "node '%s' attribute '%s'", node, a->name);
+      a->graph = sub;
+      break;
+    }
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS: a->type = KILN_ATTR_GRAPHS; break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
       return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s': attribute '%s' of type tensors",
@@ -625,11 +654,29 @@ static kiln_status_t convert_node(loader_t* L, kiln_graph_t* g, const Onnx__Node
     s = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: node '%s' has no op_type", L->path, nname);
     goto done;
   }
+  /* the names subgraphs read from this scope become inputs of the node
+   * too, after its own, in attribute order (ir/graph.h) */
+  size_t n_in = n->n_input;
+  for (size_t i = 0; i < n->n_attribute; ++i)
+    if (attrs[i].type == KILN_ATTR_GRAPH && attrs[i].graph) n_in += (size_t)attrs[i].graph->n_outer;
+  if (n_in > n->n_input) {
+    const char** more = realloc(ins, sizeof(char*) * (n_in + 1));
+    if (!more) {
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory converting node '%s'", nname);
+      goto done;
+    }
+    ins = more;
+  }
   for (size_t i = 0; i < n->n_input; ++i) ins[i] = S(n->input[i]);
+  for (size_t i = 0, k = n->n_input; i < n->n_attribute; ++i) {
+    const kiln_graph_t* sub = attrs[i].type == KILN_ATTR_GRAPH ? attrs[i].graph : NULL;
+    for (int32_t j = 0; sub && j < sub->n_outer; ++j)
+      ins[k++] = sub->tensors[sub->inputs[sub->n_inputs - sub->n_outer + j]].name;
+  }
   for (size_t i = 0; i < n->n_output; ++i) outs[i] = S(n->output[i]);
   int32_t ni;
   s = kiln_graph_add_node(g, S(n->op_type), n->name && n->name[0] ? n->name : NULL,
-                          (int32_t)n->n_input, ins, (int32_t)n->n_output, outs,
+                          (int32_t)n_in, ins, (int32_t)n->n_output, outs,
                           (int32_t)n->n_attribute, attrs, &ni);
   if (s) {
     s = kiln_status_annotate(s, "%s", L->path);
@@ -648,13 +695,20 @@ done:
 static kiln_status_t convert_graph(loader_t* L, const Onnx__ModelProto* m, kiln_graph_t* g) {
   const Onnx__GraphProto* gp = m->graph;
   if (!gp) return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: model has no graph", L->path);
-  g->name = kiln_graph_strdup(g, S(gp->name));
   if (m->n_opset_import == 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: model imports no opset", L->path);
   for (size_t i = 0; i < m->n_opset_import; ++i) {
     const Onnx__OperatorSetIdProto* o = m->opset_import[i];
     KILN_RETURN_IF_ERROR(kiln_graph_set_opset(g, S(o->domain), o->has_version ? o->version : 0));
   }
+  return convert_graph_body(L, gp, g, false);
+}
+
+/* The graph |gp| into |g| (opsets set): the model's, or with |sub| a
+ * subgraph of a node, whose inputs may leave their types to the node's
+ * inference and whose outputs may name outer tensors. */
+static kiln_status_t convert_graph_body(loader_t* L, const Onnx__GraphProto* gp, kiln_graph_t* g, bool sub) {
+  g->name = kiln_graph_strdup(g, S(gp->name));
   if ((int64_t)gp->n_node > L->o->max_nodes)
     return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: graph has %zu nodes, over the limit of %lld",
                             L->path, gp->n_node, (long long)L->o->max_nodes);
@@ -681,7 +735,7 @@ static kiln_status_t convert_graph(loader_t* L, const Onnx__ModelProto* m, kiln_
     kiln_dtype_t dt;
     kiln_shape_t sh;
     KILN_RETURN_IF_ERROR(convert_value_info(L, g, v, "input", &dt, &sh));
-    if (!v->type)
+    if (!v->type && !sub)
       return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: graph input '%s' has no type", L->path,
                               S(v->name));
     KILN_RETURN_IF_ERROR(kiln_graph_add_input(g, S(v->name), dt, &sh, NULL), "%s", L->path);
@@ -729,7 +783,7 @@ kiln_status_t kiln_onnx_parse_model(const char* path, const kiln_onnx_options_t*
   if (!s) s = kiln_graph_create(allocator, &g);
   if (!s) {
     g->source = kiln_graph_strdup(g, path);
-    loader_t L = {path, dir, options, allocator, 0};
+    loader_t L = {path, dir, options, allocator, 0, 0};
     if (!m->graph && !m->has_ir_version && m->n_opset_import == 0)
       s = kiln_make_status(KILN_PARSE_ERROR, "%s: not an ONNX model (no graph, IR version or opset)",
                            path);
@@ -780,7 +834,7 @@ kiln_status_t kiln_onnx_load_tensor(const char* path, const kiln_onnx_options_t*
   if (s) return s;
   const Onnx__TensorProto* t = (const Onnx__TensorProto*)msg;
   char* dir = dir_of(path);
-  loader_t L = {path, dir ? dir : ".", options, allocator, 0};
+  loader_t L = {path, dir ? dir : ".", options, allocator, 0, 0};
   s = convert_tensor(&L, t, "tensor", out);
   if (!s && out_name && t->name && t->name[0]) {
     *out_name = strdup(t->name);

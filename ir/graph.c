@@ -35,6 +35,9 @@ void kiln_graph_destroy(kiln_graph_t* g) {
   kiln_allocator_free(a, g->symbols);
   kiln_allocator_free(a, g->opsets);
   kiln_allocator_free(a, g->name_table);
+  for (int32_t i = 0; i < g->n_subgraphs; ++i) kiln_graph_destroy(g->subgraphs[i]);
+  kiln_allocator_free(a, g->subgraphs);
+  kiln_allocator_free(a, g->datadep);
   kiln_arena_deinit(&g->arena);
   kiln_allocator_free(a, g);
 }
@@ -394,6 +397,65 @@ kiln_status_t kiln_graph_set_opset(kiln_graph_t* g, const char* domain, int64_t 
   g->n_opsets++;
   if (onnx) g->opset = version;
   return NULL;
+}
+
+kiln_status_t kiln_graph_adopt_subgraph(kiln_graph_t* g, kiln_graph_t* sub) {
+  kiln_status_t s = grow(g, (void**)&g->subgraphs, &g->cap_subgraphs, g->n_subgraphs + 1, sizeof(kiln_graph_t*),
+                         "subgraphs");
+  if (s) {
+    kiln_graph_destroy(sub);
+    return s;
+  }
+  g->subgraphs[g->n_subgraphs++] = sub;
+  return NULL;
+}
+
+kiln_status_t kiln_graph_collect_outer(kiln_graph_t* sub) {
+  int32_t nt = sub->n_tensors;
+  uint8_t* used = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(sub->allocator, (size_t)nt + 1, "subgraph", (void**)&used));
+  memset(used, 0, (size_t)nt + 1);
+  for (int32_t i = 0; i < sub->n_nodes; ++i)
+    for (int32_t j = 0; j < sub->nodes[i].n_inputs; ++j)
+      if (sub->nodes[i].inputs[j] >= 0) used[sub->nodes[i].inputs[j]] = 1;
+  kiln_status_t s = NULL;
+  for (int32_t t = 0; t < nt && !s; ++t) {
+    kiln_tensor_t* tt = &sub->tensors[t];
+    if (tt->producer >= 0 || (tt->flags & (KILN_TENSOR_INPUT | KILN_TENSOR_INITIALIZER))) continue;
+    if (!used[t] && !(tt->flags & KILN_TENSOR_OUTPUT)) continue;
+    s = grow(sub, (void**)&sub->inputs, &sub->cap_inputs, sub->n_inputs + 1, sizeof(int32_t), "inputs");
+    if (s) break;
+    sub->tensors[t].flags |= KILN_TENSOR_INPUT;
+    sub->inputs[sub->n_inputs++] = t;
+    sub->n_outer++;
+  }
+  kiln_allocator_free(sub->allocator, used);
+  return s;
+}
+
+kiln_status_t kiln_graph_datadep_dim(kiln_graph_t* g, const char* node, const char* what, int64_t bound,
+                                     int64_t* out_dim) {
+  char name[256];
+  snprintf(name, sizeof name, "%.180s:%.60s", node, what);
+  int32_t sym;
+  KILN_RETURN_IF_ERROR(kiln_graph_symbol(g, name, &sym));
+  int32_t k = 0;
+  while (k < g->n_datadep && g->datadep[k].sym != sym) ++k;
+  if (k == g->n_datadep) {
+    KILN_RETURN_IF_ERROR(grow(g, (void**)&g->datadep, &g->cap_datadep, g->n_datadep + 1,
+                              sizeof(kiln_datadep_dim_t), "data-dependent dims"));
+    g->datadep[g->n_datadep++].sym = sym;
+  }
+  g->datadep[k].bound = bound;
+  *out_dim = kiln_dim_from_symbol(sym);
+  return NULL;
+}
+
+int64_t kiln_graph_datadep_bound(const kiln_graph_t* g, int64_t dim) {
+  int32_t sym = kiln_dim_symbol(dim);
+  for (int32_t k = 0; sym && k < g->n_datadep; ++k)
+    if (g->datadep[k].sym == sym) return g->datadep[k].bound;
+  return -1;
 }
 
 const kiln_attr_t* kiln_node_attr(const kiln_node_t* n, const char* name) {

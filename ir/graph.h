@@ -35,7 +35,7 @@ typedef enum kiln_attr_type_e {
   KILN_ATTR_INT,
   KILN_ATTR_STRING,
   KILN_ATTR_TENSOR,
-  KILN_ATTR_GRAPH, /* parsed as an opaque marker; kiln has no control flow */
+  KILN_ATTR_GRAPH, /* a subgraph (If/Loop/Scan bodies): kiln_attr_t.graph */
   KILN_ATTR_FLOATS,
   KILN_ATTR_INTS,
   KILN_ATTR_STRINGS,
@@ -55,6 +55,10 @@ typedef struct kiln_attr_s {
   const int64_t* ints;
   const char* const* strings;
   kiln_array_t* tensor;  /* TENSOR: one; TENSORS: |count| */
+  /* GRAPH: the subgraph, owned by the graph holding the node (its
+   * |subgraphs| list; copying the attribute copies the pointer). NULL for a
+   * GRAPH attribute made by hand without one. */
+  struct kiln_graph_s* graph;
 } kiln_attr_t;
 
 enum {
@@ -62,6 +66,11 @@ enum {
   KILN_TENSOR_OUTPUT = 1u << 1,      /* graph output */
   KILN_TENSOR_INITIALIZER = 1u << 2, /* weights from the model file */
   KILN_TENSOR_CONST = 1u << 3,       /* value known at compile time */
+  /* A dim of it depends on values, not shapes (NonZero, Unique, NMS, a TopK
+   * with a run-time K, Loop's scan outputs): the dim is a symbol of its own
+   * whose upper bound, where known, is in the graph's |datadep| list, and
+   * executors size the tensor after its producer ran (compiler/staged.h). */
+  KILN_TENSOR_DATADEP = 1u << 4,
 };
 
 typedef struct kiln_tensor_s {
@@ -118,7 +127,27 @@ typedef struct kiln_graph_s {
   /* name -> tensor index hash table (open addressing). */
   int32_t* name_table;
   int32_t name_table_cap;
+
+  /* Control flow. The subgraphs of this graph's If/Loop/Scan nodes, owned
+   * (destroyed with it). In a subgraph, the last |n_outer| inputs are the
+   * names it reads from the enclosing scope: the frontend appends them to
+   * the owning node's inputs too, so that dependencies, liveness and
+   * ordering see them. |sub_prepared|: inference ran on it once (the
+   * owning node's infer prepares it with the outer tensors' types). */
+  struct kiln_graph_s** subgraphs;
+  int32_t n_subgraphs, cap_subgraphs;
+  int32_t n_outer;
+  bool sub_prepared;
+  /* Data-dependent dims (KILN_TENSOR_DATADEP): symbol and upper bound
+   * (-1: none known) of each. */
+  struct kiln_datadep_dim_s* datadep;
+  int32_t n_datadep, cap_datadep;
 } kiln_graph_t;
+
+typedef struct kiln_datadep_dim_s {
+  int32_t sym;
+  int64_t bound;
+} kiln_datadep_dim_t;
 
 kiln_status_t kiln_graph_create(kiln_allocator_t allocator,
                                 kiln_graph_t** out_graph);
@@ -192,6 +221,21 @@ static inline kiln_attr_t kiln_attr_make_tensor(const char* name, kiln_array_t* 
   kiln_attr_t a = {.name = name, .type = KILN_ATTR_TENSOR, .tensor = t};
   return a;
 }
+
+/* Takes ownership of |sub| (destroyed with |g|, or at once on failure). */
+kiln_status_t kiln_graph_adopt_subgraph(kiln_graph_t* g, kiln_graph_t* sub);
+/* Makes every tensor |sub|'s nodes or outputs read that nothing in |sub|
+ * defines an input from the enclosing scope (appended to its inputs with
+ * no type yet; |sub|->n_outer counts them). Call after adding its nodes. */
+kiln_status_t kiln_graph_collect_outer(kiln_graph_t* sub);
+/* A fresh data-dependent dim for output |what| of node |node| (a symbol
+ * named "node:what") with upper bound |bound| (-1: unknown): the dim
+ * value to put in the shape. */
+kiln_status_t kiln_graph_datadep_dim(kiln_graph_t* g, const char* node, const char* what, int64_t bound,
+                                     int64_t* out_dim);
+/* The upper bound of data-dependent dim |dim|, or -1 (not one, or none
+ * known). */
+int64_t kiln_graph_datadep_bound(const kiln_graph_t* g, int64_t dim);
 
 /* Attribute lookup; NULL if absent. */
 const kiln_attr_t* kiln_node_attr(const kiln_node_t* n, const char* name);

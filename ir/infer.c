@@ -219,7 +219,9 @@ static const char* src_of(const kiln_graph_t* g) {
  * input is a known constant and the outputs are small. */
 static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
   kiln_node_t* n = &g->nodes[ni];
-  if (!n->schema->run || n->n_outputs == 0) return NULL;
+  /* kernels that size their outputs fold in their own infer, and subgraphs
+   * need an executor */
+  if (!n->schema->run || n->n_outputs == 0 || kiln_op_sizes_outputs(n)) return NULL;
   for (int32_t j = 0; j < n->n_inputs; ++j) {
     int32_t t = n->inputs[j];
     if (t >= 0 && !((g->tensors[t].flags & KILN_TENSOR_CONST) && g->tensors[t].value.data))
@@ -257,7 +259,7 @@ static kiln_status_t try_fold(kiln_graph_t* g, int32_t ni) {
   for (int32_t j = 0; j < n->n_inputs; ++j)
     inp[j] = n->inputs[j] >= 0 ? &g->tensors[n->inputs[j]].value : NULL;
   if (!s) {
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator};
+    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator, NULL, NULL};
     s = n->schema->run(&rc);
   }
   for (int32_t j = 0; j < n->n_outputs && !s; ++j) {

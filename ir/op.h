@@ -54,6 +54,15 @@ typedef struct kiln_ref_ctx_s {
   int32_t n_out;
   kiln_array_t* const* out;       /* NULL for omitted optional outputs */
   kiln_allocator_t allocator;     /* for scratch */
+  /* Runs subgraph |g| (an If branch, a Loop or Scan body) on |inputs|
+   * (g->n_inputs: its formal inputs, then its outer-scope ones), filling
+   * |outputs| (g->n_outputs, allocated with |allocator|). Set by the
+   * executor running the graph (the reference executor runs it on the
+   * reference kernels, the staged executor on compiled subprograms); NULL
+   * where nothing can run a subgraph (constant folding). */
+  kiln_status_t (*run_graph)(void* user, const kiln_graph_t* g, const kiln_array_t* inputs,
+                             kiln_array_t* outputs);
+  void* run_graph_user;
 } kiln_ref_ctx_t;
 
 /* What an op's kernel may fuse with, in the spirit of TVM's op patterns
@@ -122,6 +131,15 @@ uint32_t kiln_op_node_templates(const kiln_node_t* n);
 size_t kiln_op_count(void);
 const kiln_op_schema_t* kiln_op_at(size_t i);
 
+/* True when |n|'s reference kernel sizes its outputs itself: its output
+ * shapes depend on values (NonZero, Unique, Compress, NonMaxSuppression)
+ * or on a subgraph's run (If, Loop, Scan). Executors then pass the outputs
+ * zeroed and the kernel allocates them with the context's allocator. */
+bool kiln_op_sizes_outputs(const kiln_node_t* n);
+/* True when |n| must run on the host between compiled stages: it sizes its
+ * outputs, or it is a TopK whose K is not known at compile time. */
+bool kiln_op_is_host_only(const kiln_graph_t* g, const kiln_node_t* n);
+
 /* ---- attribute helpers (node may be any node) ------------------------ */
 
 /* Value of an INT attribute or |def| when absent. A present attribute of the
@@ -161,6 +179,12 @@ kiln_status_t kiln_infer_read_ints(const kiln_infer_t* ctx, int32_t i,
  * load time this marks the tensor CONST so later nodes can use it. */
 kiln_status_t kiln_infer_set_value(kiln_infer_t* ctx, int32_t i,
                                    const kiln_array_t* value);
+/* The dim to put where output |i|'s size depends on values: at load time a
+ * fresh data-dependent symbol with upper bound |bound| (-1: unknown), the
+ * output marked KILN_TENSOR_DATADEP; at run time KILN_DIM_UNKNOWN (the
+ * kernel sizes it). */
+kiln_status_t kiln_infer_datadep(kiln_infer_t* ctx, int32_t i, const char* what, int64_t bound,
+                                 int64_t* out_dim);
 /* Sets output |i| dtype and shape if present. */
 void kiln_infer_set(kiln_infer_t* ctx, int32_t i, kiln_dtype_t dtype,
                     const kiln_shape_t* shape);

@@ -18,7 +18,7 @@ static kiln_status_t compute(kiln_graph_t* g, int32_t ni, bool* ok) {
   kiln_node_t* n = &g->nodes[ni];
   *ok = false;
   if (!n->schema || !n->schema->run || n->n_outputs > KILN_MAX_NODE_OUTPUTS ||
-      n->n_inputs > KILN_MAX_NODE_INPUTS)
+      n->n_inputs > KILN_MAX_NODE_INPUTS || kiln_op_sizes_outputs(n)) /* If/Loop need an executor */
     return NULL;
   for (int32_t j = 0; j < n->n_outputs; ++j) {
     int32_t t = n->outputs[j];
@@ -50,7 +50,7 @@ static kiln_status_t compute(kiln_graph_t* g, int32_t ni, bool* ok) {
   for (int32_t j = 0; j < n->n_inputs; ++j)
     inp[j] = n->inputs[j] >= 0 ? &g->tensors[n->inputs[j]].value : NULL;
   if (!s && need) {
-    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator};
+    kiln_ref_ctx_t rc = {n, g->opset, n->n_inputs, inp, n->n_outputs, outp, g->allocator, NULL, NULL};
     s = n->schema->run(&rc);
   }
   for (int32_t j = 0; j < n->n_outputs && !s; ++j) {

@@ -19,6 +19,7 @@ kiln_status_t kiln_pass_dce(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_fold_qdq(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_einsum(kiln_graph_t* g, kiln_pass_stats_t* st);
 kiln_status_t kiln_pass_plugin_patterns(kiln_graph_t* g, kiln_pass_stats_t* st);
+kiln_status_t kiln_pass_inline_const_if(kiln_graph_t* g, kiln_pass_stats_t* st); /* pass_control.c */
 
 /* Per-pass scratch: consumer counts and the dead-node mask. */
 typedef struct pu_ctx_s {

@@ -15,6 +15,8 @@ const kiln_graph_pass_t kiln_graph_passes[] = {
      * into f32 initializers */
     {"fold-qdq", kiln_pass_fold_qdq},
     {"fold-constants", kiln_pass_fold_constants},
+    /* after fold-constants: a condition computed from shapes is known now */
+    {"inline-const-if", kiln_pass_inline_const_if},
     {"fold-batchnorm", kiln_pass_fold_batchnorm},
     {"fold-reshape-chains", kiln_pass_fold_chains},
     {"recognize-patterns", kiln_pass_patterns},

@@ -31,5 +31,8 @@ kiln_lower_op_t kiln_lower_tensor_gather_elements, kiln_lower_tensor_gather_nd,
     kiln_lower_tensor_mel_weight_matrix, kiln_lower_tensor_grid_sample,
     kiln_lower_tensor_affine_grid, kiln_lower_tensor_col2im, kiln_lower_tensor_dft,
     kiln_lower_tensor_stft, kiln_lower_tensor_roi_align, kiln_lower_tensor_max_unpool;
+/* lowering/lower_tensor_host.c: the ops that run on the host between
+ * compiled stages (data-dependent shapes, control flow) */
+kiln_lower_op_t kiln_lower_tensor_host;
 
 #endif /* KILN_LOWERING_LOWER_TENSOR_IMPL_H_ */

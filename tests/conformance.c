@@ -41,6 +41,7 @@
 #include "compiler/pipeline.h"
 #include "runtime/device.h"
 #include "compiler/ref_exec.h"
+#include "compiler/staged.h"
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "targets/partition.h"
@@ -56,6 +57,7 @@ static double ATOL = 1e-5;
 static bool g_fp16 = false;
 static int g_fp16_cases = 0; /* cases where the pass turned at least one buffer f16 */
 static int g_fallback_cases = 0; /* cases with nodes the GPU target refused, run on the CPU */
+static int g_staged_cases = 0;   /* cases run by the staged executor (data-dependent shapes, control flow) */
 
 typedef struct {
   char op[64];
@@ -349,6 +351,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
   kiln_plan_t* plan = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
+  kiln_staged_t* staged = NULL; /* graphs with data-dependent shapes or control flow */
   kiln_array_t* in = NULL;
   kiln_array_t* out = NULL;
   kiln_array_t* ref = NULL;
@@ -386,10 +389,30 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
     if (s) goto fail_status;
     if (set == 0) {
       if ((s = bind_and_prepare(g, in, NULL))) goto fail_status;
+      /* Data-dependent shapes and control flow: host nodes between stages
+       * compiled for the shapes each run observes (compiler/staged.h). */
+      if (g_cpu && kiln_graph_needs_staging(g)) {
+        const kiln_graph_t* gs = g;
+        if (g_opt >= 1) { /* after the graph passes (an If on a constant is inlined) */
+          snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
+          if ((s = kiln_onnx_parse_model(path, NULL, al, &go))) goto fail_status;
+          if ((s = bind_and_prepare(go, in, NULL))) goto fail_status;
+          if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
+          gs = go;
+        }
+        kiln_compile_precision_t sp;
+        kiln_compile_precision_default(&sp);
+        sp.mode = g_fp16 ? KILN_PRECISION_FP16 : KILN_PRECISION_FP32;
+        sp.fp16_arith = g_device->info.fp16_arith;
+        kiln_staged_options_t sto = {g_target, g_device, g_opt, 0, g_device->info.loop_limit, false, 0, &sp};
+        if ((s = kiln_staged_create(gs, &sto, &staged))) goto fail_status;
+        ++g_staged_cases;
+        if (g_target->lowering == KILN_TARGET_CLASS_GPU) ++g_fallback_cases;
+      }
       /* Shapes that depend on input values (a Reshape target fed at run
        * time): specialize those inputs and compile for their values. */
       bool spec[KILN_MAX_NODE_INPUTS] = {false};
-      for (int round = 0; g_cpu && round < 8 && nin <= KILN_MAX_NODE_INPUTS &&
+      for (int round = 0; g_cpu && !staged && round < 8 && nin <= KILN_MAX_NODE_INPUTS &&
                           !kiln_graph_all_static(g) && find_shape_inputs(g, in, spec);
            ++round) {
         kiln_graph_destroy(g);
@@ -398,7 +421,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         if ((s = kiln_onnx_parse_model(path, NULL, al, &g))) goto fail_status;
         if ((s = bind_and_prepare(g, in, spec))) goto fail_status;
       }
-      if (g_cpu) {
+      if (g_cpu && !staged) {
         /* The reference runs the graph as loaded; the CPU target compiles it
          * after the graph passes and with kernel fusion when -O1. */
         const kiln_graph_t* gc = g;
@@ -459,7 +482,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
     }
     ++sets;
     if ((s = kiln_ref_run(g, in, NULL, ref))) goto fail_status;
-    if (g_cpu && (s = kiln_session_run(ses, in, out))) goto fail_status;
+    if (g_cpu && (s = staged ? kiln_staged_run(staged, in, out) : kiln_session_run(ses, in, out))) goto fail_status;
     for (int32_t k = 0; k < nout && result == CASE_PASS; ++k) {
       kiln_array_t want;
       snprintf(path, sizeof path, "%s/output_%d.pb", sdir, k);
@@ -507,6 +530,7 @@ done:
   free(out);
   free(ref);
   kiln_session_destroy(ses);
+  kiln_staged_destroy(staged);
   kiln_module_release(mod);
   kiln_plan_destroy(plan);
   kiln_graph_destroy(go);
@@ -671,6 +695,9 @@ int main(int argc, char** argv) {
     printf("\nfailures:\n");
     for (int i = 0; i < rep.n_failures; ++i) printf("  %s\n", rep.failures[i]);
   }
+  if (g_staged_cases)
+    printf("\nstaged: %d cases ran data-dependent or control-flow nodes on the host between compiled stages\n",
+           g_staged_cases);
   if (g_fallback_cases)
     printf("\nheterogeneous: %d cases ran nodes the %s target refused on the CPU\n", g_fallback_cases, g_target->name);
   if (g_fp16) printf("\nfp16: %d cases compiled with f16 buffers (the others have no float weights or workspaces)\n", g_fp16_cases);

@@ -155,10 +155,10 @@ static void b_small(kiln_graph_t* g) {
 
 static void test_manager(void) {
   static const char* const names[] = {"plugin-patterns", "einsum-to-matmul", "remove-noops", "fold-qdq",
-                                      "fold-constants", "fold-batchnorm", "fold-reshape-chains",
-                                      "recognize-patterns", "cse", "dce"};
-  CHECK(kiln_graph_pass_count == 10);
-  for (size_t i = 0; i < 10; ++i) {
+                                      "fold-constants", "inline-const-if", "fold-batchnorm",
+                                      "fold-reshape-chains", "recognize-patterns", "cse", "dce"};
+  CHECK(kiln_graph_pass_count == 11);
+  for (size_t i = 0; i < 11; ++i) {
     CHECK(kiln_graph_pass_find(names[i]) == &kiln_graph_passes[i]);
   }
   CHECK(kiln_graph_pass_find("no-such-pass") == NULL);

@@ -22,6 +22,8 @@
 #include "kiln/custom_op.h"
 #include "kiln/npy.h"
 #include "compiler/ref_exec.h"
+#include "compiler/staged.h"
+#include "api/quantize_graph.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "api/driver.h"
@@ -566,14 +568,19 @@ typedef struct {
   kiln_module_t* module;
   kiln_device_t* dev;
   kiln_session_t* session;
+  /* a graph with data-dependent shapes or control flow: compiled stage by
+   * stage between its host nodes (compiler/staged.h), no single module */
+  kiln_staged_t* staged;
 } runner_t;
 
 static kiln_status_t runner_run(runner_t* r, const kiln_array_t* in, kiln_array_t* out) {
   if (r->ref) return kiln_ref_run(r->g, in, r->ro, out);
+  if (r->staged) return kiln_staged_run(r->staged, in, out);
   return kiln_session_run(r->session, in, out);
 }
 
 static void runner_destroy(runner_t* r) {
+  kiln_staged_destroy(r->staged);
   kiln_session_destroy(r->session);
   kiln_device_release(r->dev);
   kiln_module_release(r->module);
@@ -914,7 +921,18 @@ static int cmd_run(int argc, char** argv) {
     g = NULL; /* dg's now */
     int32_t printed = kiln_cli_print_log_but(&log, 0, "passes");
     kiln_program_t* prog = NULL;
-    if (!s && !use_ref) s = kiln_driver_build(&rq, &dg, &log, &prog);
+    if (!s && !use_ref && kiln_graph_needs_staging(dg.g)) {
+      /* data-dependent shapes or control flow (compiler/staged.h): the host
+       * nodes named (on a GPU target as CPU fallbacks; --strict refuses
+       * them), the stages compiled as each run meets their shapes */
+      s = kiln_staged_log(dg.g, ptarget, &log);
+      dg.prec.fp16_arith = R.dev->info.fp16_arith;
+      dg.prec.device = kiln_device_name(R.dev);
+      kiln_staged_options_t sto = {ptarget, R.dev, opt, threads, R.dev->info.loop_limit, strict, 0, &dg.prec};
+      if (!s) s = kiln_staged_create(dg.g, &sto, &R.staged);
+    } else if (!s && !use_ref) {
+      s = kiln_driver_build(&rq, &dg, &log, &prog);
+    }
     kiln_cli_print_log_but(&log, printed, "passes");
     kiln_compile_log_free(&log);
     if (s) goto done;
@@ -938,7 +956,7 @@ static int cmd_run(int argc, char** argv) {
     so.profile = profile;
     so.threads = threads;
     so.dump_dir = dump_dir;
-    if ((s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
+    if (!R.staged && (s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
   }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;
@@ -982,7 +1000,14 @@ static int cmd_run(int argc, char** argv) {
   }
   /* Shape buckets: the plan of the bucket this run took */
   if (R.session && R.module && (s = kiln_cli_print_bucket_memory(R.module, R.session, in, n_in))) goto done;
-  if (profile && !use_ref) {
+  if (R.staged) {
+    kiln_staged_stats_t ss;
+    kiln_staged_stats(R.staged, &ss);
+    printf("staged: %d stages around %d host nodes; %d stage programs compiled (%.1f s), %d runs reused one, %d "
+           "stage runs on the reference kernels; %.1f ms in host nodes over all runs\n",
+           ss.stages, ss.host_nodes, ss.compiles, ss.compile_s, ss.reuses, ss.on_reference, ss.host_s * 1e3);
+  }
+  if (profile && !use_ref && R.session) {
     kiln_profile_print_table(R.session, stdout, 40);
     char tpath[4096];
     if (!trace_path) {

@@ -18,6 +18,9 @@
  *   tensor_dft.c     DFT STFT
  *   tensor_roi_align.c RoiAlign
  *   tensor_unpool.c  MaxUnpool
+ *   tensor_dataflow.c NonZero Compress Unique NonMaxSuppression (outputs
+ *                    sized by values)
+ *   tensor_control.c If Loop Scan (subgraphs)
  *
  * Every infer works on possibly-unknown shapes (load time) and on static
  * shapes with every value known (run time); when an integer input such as a
@@ -154,6 +157,13 @@ KILN_TENSOR_OP(dft);
 KILN_TENSOR_OP(stft);
 KILN_TENSOR_OP(roi_align);
 KILN_TENSOR_OP(max_unpool);
+KILN_TENSOR_OP(nonzero);
+KILN_TENSOR_OP(compress);
+KILN_TENSOR_OP(unique);
+KILN_TENSOR_OP(nms);
+KILN_TENSOR_OP(if);
+KILN_TENSOR_OP(loop);
+KILN_TENSOR_OP(scan);
 
 #undef KILN_TENSOR_OP
 

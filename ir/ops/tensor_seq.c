@@ -112,6 +112,10 @@ kiln_status_t kiln_tensor_topk_infer(kiln_infer_t* ctx) {
     const kiln_array_t* kv = kiln_tensor_value(ctx, 1);
     out.dims[axis] = KILN_DIM_UNKNOWN;
     if (kv) KILN_TRY(topk_k(kv, x->shape.dims[axis], &out.dims[axis]));
+    /* K known only at run time: a data-dependent dim bounded by the axis */
+    int64_t bound = kiln_dim_known(x->shape.dims[axis]) ? x->shape.dims[axis] : -1;
+    if (!kv) KILN_TRY(kiln_infer_datadep(ctx, 0, "k", bound, &out.dims[axis]));
+    if (!kv) KILN_TRY(kiln_infer_datadep(ctx, 1, "k", bound, &out.dims[axis]));
   }
   kiln_infer_set(ctx, 0, x->dtype, &out);
   kiln_infer_set(ctx, 1, KILN_DTYPE_I64, &out);

@@ -228,3 +228,7 @@ set_tests_properties(test_hetero_opencl PROPERTIES LABELS "target=opencl" TIMEOU
 add_test(NAME test_hetero_opencl_nofp64 COMMAND test_hetero --target opencl)
 set_tests_properties(test_hetero_opencl_nofp64 PROPERTIES LABELS "target=opencl" TIMEOUT 600
                      ENVIRONMENT "KILN_OPENCL_FEATURES=no-fp64")
+# Data-dependent shapes and control flow: host nodes as the CPU fallback
+# between stages compiled for the device (tests/test_dataflow.c).
+add_test(NAME test_dataflow_opencl COMMAND test_dataflow --target opencl)
+set_tests_properties(test_dataflow_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)

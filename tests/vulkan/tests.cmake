@@ -105,3 +105,15 @@ set_tests_properties(test_hetero_vulkan PROPERTIES LABELS "target=vulkan" TIMEOU
 if(KILN_SANITIZE)
   set_property(TEST test_hetero_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
+# Data-dependent shapes and control flow: host nodes as the CPU fallback
+# between stages compiled for the device (tests/test_dataflow.c).
+add_test(NAME test_dataflow_vulkan COMMAND test_dataflow --target vulkan)
+set_tests_properties(test_dataflow_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# Under the sanitizer, as test_hetero_vulkan: ASan and UBSan without leak
+# checking (lavapipe's one block needs the slow unwinder, which deadlocks in
+# lavapipe's threads here); test_dataflow on the CPU is leak-checked.
+if(KILN_SANITIZE)
+  set_property(TEST test_dataflow_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+endif()
