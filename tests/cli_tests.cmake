@@ -496,7 +496,7 @@ kiln_cli_test(run_int8_empty_dir RC 1
 kiln_cli_test(run_fp16_weights_only
   CHECK "STDOUT_MATCHES=weights (0\\.04 -> 0\\.02|0\\.06 -> 0\\.03) MB, intermediates 0\\.07 -> 0\\.07 MB"
         "STDOUT_HAS=check probs vs reference interpreter: match"
-  ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref)
+  ARGS run ${M} --precision fp16 --fp16-weights-only --check-ref --layout nchw) # the NCHW plan's buffers
 include(${CMAKE_CURRENT_LIST_DIR}/cli_sign_tests.cmake)
 
 # ---- kiln quantize (its runs on real models: tests/models, quant_digits) ------
