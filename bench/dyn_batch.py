@@ -21,9 +21,10 @@ import argparse
 import os
 import re
 import resource
-import statistics
 import subprocess
 import sys
+
+import dyn_common
 
 LATENCY_RE = re.compile(r"^latency: median (\S+) ms", re.M)
 DYN_RE = re.compile(r"^dynamic dim '[^']*' = \d+ \(range [^)]*\): arena (\d+) bytes, lower bound (\d+)", re.M)
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
     work = a.work or os.path.dirname(os.path.abspath(a.model))
+    os.makedirs(work, exist_ok=True)
     stem = os.path.splitext(os.path.basename(a.model))[0]
     batches = [int(b) for b in a.batches.split(",")]
     dyn = os.path.join(work, f"{stem}_dyn.kiln")
@@ -100,18 +102,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for b in batches:
-        d = statistics.median(lat[("dyn", b)])
-        s = statistics.median(lat[("static", b)])
-        cells = ["-", "-", "-"]
-        if use_cpu:
-            dc = statistics.median(cpu[("dyn", b)])
-            sc = statistics.median(cpu[("static", b)])
-            cells = [f"{dc:.2f}", f"{sc:.2f}", f"{dc / sc:.3f}"]
-            worst = max(worst, dc / sc)
-        else:
-            worst = max(worst, d / s)
-        ar, lb = mem[("dyn", b)]
-        sa, sl = mem[("static", b)]
+        d, s, cells, ratio, (ar, lb), (sa, sl) = dyn_common.row(lat, cpu, mem, b, use_cpu)
+        worst = max(worst, ratio)
         print(f"| {b} | {d:.2f} | {s:.2f} | {d / s:.3f} | {' | '.join(cells)} | {ar / 1e6:.2f} MB | "
               f"{lb / 1e6:.2f} MB | {ar / lb:.3f} | {sa} ({sl}) |")
     print(f"worst dynamic / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")

@@ -23,11 +23,11 @@ reference interpreter's on the same input (kiln run MODEL.onnx --target ref).
 import argparse
 import os
 import re
-import statistics
 import sys
 
 import numpy as np
 
+import dyn_common
 from dyn_batch import STATIC_RE, measure, run  # the same runs and CPU-time measure as the batch bench
 
 BUCKET_RE = re.compile(r"^shape bucket '[^']*' = (\d+) \(\d+ of \d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--no-check", action="store_true")
     a = ap.parse_args()
     work = a.work or os.path.dirname(os.path.abspath(a.model))
+    os.makedirs(work, exist_ok=True)
     stem = os.path.splitext(os.path.basename(a.model))[0]
     seqs = [int(s) for s in a.seqs.split(",")]
     bdim = a.batch.replace("..", "_")
@@ -97,18 +98,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for s in seqs:
-        d = statistics.median(lat[("dyn", s)])
-        st = statistics.median(lat[("static", s)])
-        cells = ["-", "-", "-"]
-        if use_cpu:
-            dc = statistics.median(cpu[("dyn", s)])
-            sc = statistics.median(cpu[("static", s)])
-            cells = [f"{dc:.2f}", f"{sc:.2f}", f"{dc / sc:.3f}"]
-            worst = max(worst, dc / sc)
-        else:
-            worst = max(worst, d / st)
-        ar, lb = mem[("dyn", s)]
-        sa, sl = mem[("static", s)]
+        d, st, cells, ratio, (ar, lb), (sa, sl) = dyn_common.row(lat, cpu, mem, s, use_cpu)
+        worst = max(worst, ratio)
         chk = "-" if s not in err else f"{err[s][0]} outside, max abs err {err[s][1]:.2g}"
         print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.2f} MB | "
               f"{lb / 1e6:.2f} MB | {ar / lb:.3f} | {sa} ({sl}) | {chk} |")
