@@ -397,6 +397,18 @@ kiln_cli_test(compile_layout_bad RC 2
   CHECK "STDERR_HAS=--layout 'x': expected nchw or auto"
   ARGS compile ${M} --layout x)
 
+# ---- --sparse auto|on|off (lowering/sparse_block.h) --------------------------
+# tinycnn's dense conv forced onto the block-sparse kernel still matches.
+kiln_cli_test(run_sparse_on
+  CHECK "STDOUT_HAS=block-sparse kernel" "STDOUT_HAS=check probs vs reference interpreter: match"
+  ARGS run ${M} --sparse on --check-ref)
+kiln_cli_test(run_sparse_bad RC 2
+  CHECK "STDERR_HAS=--sparse 'maybe': expected auto, on or off"
+  ARGS run ${M} --sparse maybe)
+kiln_cli_test(compile_sparse_bad RC 2
+  CHECK "STDERR_HAS=--sparse 'x': expected auto, on or off"
+  ARGS compile ${M} --sparse x)
+
 # ---- --precision fp16 | auto (lowering/precision.h, compiler/calibrate.h) -----
 kiln_cli_test(run_fp16
   CHECK "STDOUT_MATCHES=precision: 8 of 8 kernels fp16 \\(0 with fp16 arithmetic\\), [0-9]+ buffers f16"

@@ -27,6 +27,7 @@
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "api/driver.h"
+#include "lowering/sparse_block.h"
 #include "api/model_dims.h"
 #include "tools/runner.h"
 #include "tools/bench_cmd.h"
@@ -452,6 +453,8 @@ static const char* run_help =
     "  -O0 | -O1               graph passes and kernel fusion off / on (default -O1)\n"
     "  --layout nchw|auto      CPU: NCHWc where the layout pass chooses it (auto, the default at\n"
     "                          -O1; or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
+    "  --sparse auto|on|off    CPU: convs with block-sparse weights on the sparse kernel where at\n"
+    "                          least half their blocks are zero (auto, the default), always, never\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol, default 1e-2 /\n"
     "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n";
@@ -672,6 +675,12 @@ static kiln_dtype_t module_input_dtype(void* ctx, int32_t k) {
   return dt;
 }
 
+/* --sparse: the CPU's block-sparse convs (lowering/sparse_block.h); -1 when
+ * |v| is none of auto, on, off. */
+static int parse_sparse(const char* v) {
+  return !strcmp(v, "auto") ? KILN_SPARSE_AUTO : !strcmp(v, "on") ? KILN_SPARSE_ON : !strcmp(v, "off") ? KILN_SPARSE_OFF : -1;
+}
+
 static int cmd_run(int argc, char** argv) {
   load_opts_t lo = {0};
   const char* inputs[MAX_ARGS];
@@ -699,7 +708,7 @@ static int cmd_run(int argc, char** argv) {
   bool profile = false;
   bool check_ref = false;
   bool strict = false;
-  int opt = 1, layout = 0;
+  int opt = 1, layout = 0, sparse = KILN_SPARSE_AUTO;
   char names[256]; /* the registry's target names, for help and errors */
   for (int i = 0; i < argc; ++i) {
     const char* a = argv[i];
@@ -762,6 +771,9 @@ static int cmd_run(int argc, char** argv) {
     } else if (!strcmp(a, "--layout") && has) {
       layout = kiln_compile_layout_parse(argv[++i]);
       if (layout < 0) return usage_error("run", "--layout '%s': expected nchw or auto", argv[i]);
+    } else if (!strcmp(a, "--sparse") && has) {
+      sparse = parse_sparse(argv[++i]);
+      if (sparse < 0) return usage_error("run", "--sparse '%s': expected auto, on or off", argv[i]);
     } else if (!strcmp(a, "--threads") && has) {
       long long v;
       if (!parse_int(argv[++i], 0, 1024, &v))
@@ -915,7 +927,7 @@ static int cmd_run(int argc, char** argv) {
     kiln_driver_request_t rq = {.model_path = lo.model, .target = use_ref ? NULL : ptarget, .opt = opt,
                                 .threads = threads, .fp16_arith = -1, .precision = prec, .dump_dir = dump_dir,
                                 .tuning_path = tuning_path, .tuning_default = tuning_default, .loop_limit = -1,
-                                .run_device = R.dev, .layout = layout};
+                                .run_device = R.dev, .layout = layout, .sparse = sparse};
     kiln_compile_log_t log = {0};
     s = kiln_driver_graph(&rq, g, &log, &dg);
     g = NULL; /* dg's now */
@@ -1138,6 +1150,8 @@ static const char* compile_help =
     "  -o FILE.kiln       write the module\n"
     "  --layout nchw|auto CPU: NCHWc where the layout pass chooses it (auto, the default at -O1;\n"
     "                     or KILN_LAYOUT) or NCHW everywhere (-O0 always)\n"
+    "  --sparse auto|on|off  CPU: convs with block-sparse weights on the sparse kernel where at\n"
+    "                     least half their blocks are zero (auto, the default), always, never\n"
     "  --device N|none    with -o and a target whose driver builds binaries (-t opencl): embed the\n"
     "                     program binary built on device N (default 0, skipped with a note when\n"
     "                     it cannot be had); a load on the same device, driver and kiln version\n"
@@ -1218,7 +1232,7 @@ static int cmd_compile(int argc, char** argv) {
   bool no_tuning = false, tuning_default = false;
   char tuning_buf[1100];
   const char* target = "cpu";
-  int opt = 1, threads = 0, layout = 0;
+  int opt = 1, threads = 0, layout = 0, sparse = KILN_SPARSE_AUTO;
   int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
   char device_name[64];
   bool strict = false, progress = false;
@@ -1242,6 +1256,9 @@ static int cmd_compile(int argc, char** argv) {
     } else if (!strcmp(a, "--layout") && has) {
       layout = kiln_compile_layout_parse(argv[++i]);
       if (layout < 0) return usage_error("compile", "--layout '%s': expected nchw or auto", argv[i]);
+    } else if (!strcmp(a, "--sparse") && has) {
+      sparse = parse_sparse(argv[++i]);
+      if (sparse < 0) return usage_error("compile", "--sparse '%s': expected auto, on or off", argv[i]);
     } else if (!strcmp(a, "--dim") && has) {
       if (lo.n_dims < MAX_ARGS) lo.dims[lo.n_dims++] = argv[++i];
     } else if (!strcmp(a, "--dump-graph") && has) {
@@ -1332,7 +1349,7 @@ static int cmd_compile(int argc, char** argv) {
   graph_dump_t gd = {graph_dir, &log, 0};
   kiln_driver_request_t rq = {lo.model, lo.dims, lo.n_dims, ptarget, target, opt, threads, fp16_arith, prec,
                               dump_dir, lo.model, graph_dir ? dump_graph : NULL, &gd, cpu_targets, tuning_path,
-                              tuning_default, loop_limit, 0, NULL, layout};
+                              tuning_default, loop_limit, sparse, NULL, layout};
   if (device >= 0) { /* its fp16 arithmetic and loop limit count too */
     snprintf(device_name, sizeof device_name, "%s:%d", target, (int)device);
     rq.device = device_name;
