@@ -241,13 +241,17 @@ static void test_patterns(void) {
    * The quantized ops stay unfused too: each reads its operands through
    * flat views with parameter indices of its own, and DynamicQuantizeLinear
    * reduces before it quantizes; grouping them is the Q/DQ folding pass's
-   * work (issue 21), not the generic fuser's. */
+   * work (issue 21), not the generic fuser's. The ops with data-dependent
+   * output shapes and the control flow run on the host between compiled
+   * stages (compiler/staged.h), never inside a kernel. */
   static const char* const opaque[] = {"Shape", "Scatter", "ScatterElements", "ScatterND", "CumSum", "TopK",
                                        "LSTM", "GRU", "RNN", "Det",
                                        "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
                                        "MaxUnpool" /* zeros, then a scatter */,
                                        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
-                                       "MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv"};
+                                       "MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv",
+                                       "QLinearAdd", "QLinearGlobalAveragePool",
+                                       "NonZero", "Compress", "Unique", "NonMaxSuppression", "If", "Loop", "Scan"};
   for (size_t i = 0; i < kiln_op_count(); ++i) {
     const char* op = kiln_op_at(i)->op_type;
     bool want_opaque = false;
