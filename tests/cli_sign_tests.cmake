@@ -67,7 +67,8 @@ kiln_cli_test(info_unsigned REQUIRES cli_module
 # check refuses it before the parser's checksum would.
 if(KILN_SH)
   add_test(NAME cli_sign_make_tampered
-           COMMAND ${KILN_SH} -c "cp '${K}/signed.kiln' '${K}/tampered.kiln' && printf '\\377' | dd of='${K}/tampered.kiln' bs=1 seek=2000 conv=notrunc 2>/dev/null && ! cmp -s '${K}/signed.kiln' '${K}/tampered.kiln'")
+           # byte 2000 plus one (mod 256), so the copy differs whatever the byte was
+           COMMAND ${KILN_SH} -c "cp '${K}/signed.kiln' '${K}/tampered.kiln' && dd if='${K}/signed.kiln' bs=1 skip=2000 count=1 2>/dev/null | tr '\\000-\\377' '\\001-\\377\\000' | dd of='${K}/tampered.kiln' bs=1 seek=2000 conv=notrunc 2>/dev/null && ! cmp -s '${K}/signed.kiln' '${K}/tampered.kiln'")
   set_tests_properties(cli_sign_make_tampered PROPERTIES LABELS unit FIXTURES_REQUIRED cli_signed_module
                        FIXTURES_SETUP cli_sign_tampered)
   kiln_cli_test(run_tampered REQUIRES cli_sign_tampered RC 1
