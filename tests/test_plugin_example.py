@@ -33,6 +33,8 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from plugin_run import run
+
 DOMAIN = "com.kiln.example"
 failures = []
 
@@ -41,15 +43,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def run(cmd):
-    env = os.environ.copy()
-    gpu = [t for t in os.environ.get("KILN_TEST_GPU_NO_LEAK_CHECK", "").split(",") if t]
-    if any(t in c for t in gpu for c in cmd):
-        env["LSAN_OPTIONS"] = "detect_leaks=0"  # tests/plugin_tests.cmake says why
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    return p.returncode, p.stdout + p.stderr
 
 
 def cbr(nodes, inits, rng, x, y, cin, cout, name, **conv):

@@ -19,6 +19,7 @@
 #include "kiln/npy.h"
 #include "kiln/runtime.h"
 #include "targets/registry.h"
+#include "tools/runner.h"
 
 static const char* help =
     "usage: kiln eval MODEL.onnx --variants fp32,fp16,int8,auto,prune:0.3 [-t TARGET]\n"
@@ -76,12 +77,6 @@ static int usage(const char* fmt, const char* arg) {
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nTry 'kiln eval --help'.\n");
   return 2;
-}
-
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
 }
 
 static double now_s(void) {
@@ -368,5 +363,5 @@ int kiln_cmd_eval(int argc, char** argv) {
     kiln_array_free(kiln_allocator_system(), &e.truth[k]);
   free(e.x), free(e.truth), free(e.label);
   kiln_graph_destroy(g);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }

@@ -45,12 +45,6 @@
  * frontend's default cap on one tensor. */
 #define KILN_RUN_MAX_INPUT_BYTES (4ull << 30)
 
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
-}
-
 static int usage_error(const char* cmd, const char* fmt, ...) KILN_PRINTF(2, 3);
 static int usage_error(const char* cmd, const char* fmt, ...) {
   fprintf(stderr, "kiln %s: ", cmd);
@@ -250,10 +244,10 @@ static int cmd_info(int argc, char** argv) {
   if (verify_key) return usage_error("info", "%s: --verify-key applies to module files (.kiln)", lo.model);
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
-  if (s) return fail(s);
+  if (s) return kiln_cli_fail(s);
   s = kiln_cli_print_graph_info(g, lo.model, fused);
   kiln_graph_destroy(g);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }
 
 /* ---- kiln run -------------------------------------------------------- */
@@ -640,7 +634,7 @@ static int cmd_run(int argc, char** argv) {
   if (!lo.model) return usage_error("run", "%sno model given", "");
   if (outdir) { /* before the run: a bad folder should not cost a run */
     kiln_status_t ds = make_dirs("--output", outdir);
-    if (ds) return fail(ds);
+    if (ds) return kiln_cli_fail(ds);
   }
   int prc = check_precision_opts("run", &prec);
   if (prc) return prc;
@@ -704,7 +698,7 @@ static int cmd_run(int argc, char** argv) {
     n_out = mi.n_outputs;
   } else {
     lo.no_prepare = true;
-    if ((s = load(&lo, &g))) return fail(s);
+    if ((s = load(&lo, &g))) return kiln_cli_fail(s);
     n_in = g->n_inputs;
     n_out = g->n_outputs;
   }
@@ -967,7 +961,7 @@ static int cmd_run(int argc, char** argv) {
     kiln_array_free(al, &want);
   }
 done:
-  if (s) rc = fail(s);
+  if (s) rc = kiln_cli_fail(s);
   for (int32_t k = 0; in && k < n_in; ++k) kiln_array_free(al, &in[k]);
   for (int32_t k = 0; out && k < n_out; ++k) kiln_array_free(al, &out[k]);
   free(in);
@@ -1185,7 +1179,7 @@ static int cmd_compile(int argc, char** argv) {
   kiln_sign_secret_key_t sk;
   memset(&sk, 0, sizeof sk);
   kiln_status_t s = sign_key ? kiln_sign_secret_key_read(sign_key, &sk) : NULL;
-  if (s) return fail(kiln_status_annotate(s, "--sign"));
+  if (s) return kiln_cli_fail(kiln_status_annotate(s, "--sign"));
   runner_t R;
   memset(&R, 0, sizeof R);
   kiln_program_t* prog = NULL;
@@ -1247,7 +1241,7 @@ done:
   kiln_sign_secret_key_wipe(&sk);
   kiln_program_destroy(prog);
   runner_destroy(&R);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }
 
 /* ---- kiln dot / dump / ops ------------------------------------------- */
@@ -1281,17 +1275,17 @@ static int cmd_graph_print(const char* cmd, int argc, char** argv) {
   if (!lo.model) return usage_error(cmd, "%sno model given", "");
   kiln_graph_t* g = NULL;
   kiln_status_t s = load(&lo, &g);
-  if (s) return fail(s);
+  if (s) return kiln_cli_fail(s);
   FILE* f = outpath ? fopen(outpath, "w") : stdout;
   if (!f) {
     kiln_graph_destroy(g);
-    return fail(kiln_make_status(KILN_IO_ERROR, "%s: cannot create: %s", outpath, strerror(errno)));
+    return kiln_cli_fail(kiln_make_status(KILN_IO_ERROR, "%s: cannot create: %s", outpath, strerror(errno)));
   }
   if (!strcmp(cmd, "dot")) kiln_graph_write_dot(g, f);
   else kiln_graph_dump(g, f);
   int rc = 0;
   if (outpath && fclose(f) != 0)
-    rc = fail(kiln_make_status(KILN_IO_ERROR, "%s: write failed", outpath));
+    rc = kiln_cli_fail(kiln_make_status(KILN_IO_ERROR, "%s: write failed", outpath));
   kiln_graph_destroy(g);
   return rc;
 }
@@ -1349,7 +1343,7 @@ static int load_plugins(int* argc, char** argv) {
         return 2;
       }
       kiln_status_t s = kiln_plugin_load(argv[++i]);
-      if (s) return fail(s);
+      if (s) return kiln_cli_fail(s);
       continue;
     }
     argv[o++] = argv[i];

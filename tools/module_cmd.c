@@ -7,6 +7,7 @@
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "runtime/module_sign.h"
+#include "tools/runner.h"
 
 static const char* keygen_help =
     "usage: kiln keygen -o KEYBASE\n"
@@ -17,12 +18,6 @@ static const char* keygen_help =
     "               `kiln-rt-run --verify-key KEYBASE.pub`\n"
     "Both are two lines of text: 'kiln-ed25519-{secret,public}-key v1' and 64 hex\n"
     "digits. Existing files are never overwritten.\n";
-
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
-}
 
 int kiln_cmd_keygen(int argc, char** argv) {
   const char* base = NULL;
@@ -43,7 +38,7 @@ int kiln_cmd_keygen(int argc, char** argv) {
   }
   kiln_sign_public_key_t pub;
   kiln_status_t s = kiln_sign_keygen(base, &pub);
-  if (s) return fail(s);
+  if (s) return kiln_cli_fail(s);
   char id[KILN_SIGN_KEY_ID_TEXT + 1];
   kiln_sign_key_id_text(pub.id, id);
   printf("wrote %s.key (secret, mode 0600) and %s.pub (public); key id %s\n", base, base, id);
@@ -54,7 +49,7 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
   kiln_module_load_options_t lo = {.verify_key_file = verify_key};
   kiln_module_t* m = NULL;
   kiln_status_t s = kiln_module_load_file_opts(path, &lo, kiln_allocator_system(), &m);
-  if (s) return fail(s);
+  if (s) return kiln_cli_fail(s);
   kiln_module_info_t mi;
   kiln_module_info(m, &mi);
   printf("module: %s  (format version %u, model '%s')\n", path, mi.format_version, mi.model_name);

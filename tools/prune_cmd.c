@@ -15,6 +15,7 @@
 #include "compiler/prune_sparse.h"
 #include "frontend/onnx.h"
 #include "frontend/onnx_prune.h"
+#include "tools/runner.h"
 
 static const char* help =
     "usage: kiln prune MODEL.onnx -o PRUNED.onnx [--ratio R | --flops F | --latency-ms L |\n"
@@ -68,12 +69,6 @@ static int usage(const char* fmt, const char* arg) {
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nTry 'kiln prune --help'.\n");
   return 2;
-}
-
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
 }
 
 static bool parse_num(const char* v, double* out) {
@@ -241,7 +236,7 @@ static int sparsify(const opts_t* o) {
   free(names), free(masks), free(counts);
   kiln_sparsify_free(&sp);
   kiln_graph_destroy(g);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }
 
 int kiln_cmd_prune(int argc, char** argv) {
@@ -251,7 +246,7 @@ int kiln_cmd_prune(int argc, char** argv) {
   o.sparsity = -1;
   o.target = "cpu";
   char* keepbuf = malloc(4096);
-  if (!keepbuf) return fail(kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory"));
+  if (!keepbuf) return kiln_cli_fail(kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory"));
   int rc = parse(argc, argv, &o, keepbuf);
   if (rc) {
     free(keepbuf);
@@ -265,7 +260,7 @@ int kiln_cmd_prune(int argc, char** argv) {
   struct stat st;
   if (o.dir && (stat(o.dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
     free(keepbuf);
-    return fail(kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", o.dir));
+    return kiln_cli_fail(kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", o.dir));
   }
   if (o.sparsity >= 0) {
     int rc2 = sparsify(&o);
@@ -327,5 +322,5 @@ int kiln_cmd_prune(int argc, char** argv) {
   kiln_pruner_free(&p);
   kiln_graph_destroy(g);
   free(keepbuf);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }

@@ -13,6 +13,7 @@
 #include "frontend/onnx.h"
 #include "frontend/onnx_qdq.h"
 #include "tools/cli_args.h"
+#include "tools/runner.h"
 
 static const char* help =
     "usage: kiln quantize MODEL.onnx --calibrate DIR -o MODEL.int8.onnx [options]\n"
@@ -43,12 +44,6 @@ static int usage(const char* fmt, const char* arg) {
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nTry 'kiln quantize --help'.\n");
   return 2;
-}
-
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
 }
 
 int kiln_cmd_quantize(int argc, char** argv) {
@@ -106,7 +101,7 @@ int kiln_cmd_quantize(int argc, char** argv) {
   }
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return fail(kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", dir));
+    return kiln_cli_fail(kiln_make_status(KILN_NOT_FOUND, "%s: the calibration folder does not exist", dir));
 
   kiln_graph_t* g = NULL;
   kiln_status_t s = kiln_onnx_parse_model(model, NULL, kiln_allocator_system(), &g);
@@ -137,5 +132,5 @@ int kiln_cmd_quantize(int argc, char** argv) {
   kiln_quant_result_free(&r);
   if (inputs) kiln_calibrate_inputs_free(g, inputs, n);
   kiln_graph_destroy(g);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }

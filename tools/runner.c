@@ -24,6 +24,12 @@ int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, cons
   return log->n;
 }
 
+int kiln_cli_fail(kiln_status_t s) {
+  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
+  kiln_status_free(s);
+  return 1;
+}
+
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from) {
   for (int32_t i = from; i < log->n; ++i) {
     const kiln_compile_report_entry_t* e = &log->entries[i];

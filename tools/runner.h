@@ -22,6 +22,10 @@ static inline void kiln_cli_precision_default(kiln_cli_precision_t* p) { kiln_co
 
 /* Prints the lines of |log| from entry |from| on: warnings and notes on
  * stderr ("kiln: warning: ..."), the rest on stdout. */
+/* Prints "kiln: error: MESSAGE" for |s| (consumed) to stderr; returns 1,
+ * the exit status of a command that failed. */
+int kiln_cli_fail(kiln_status_t s);
+
 void kiln_cli_print_log(const kiln_compile_log_t* log, int32_t from);
 /* The same without section |skip|'s lines (`kiln run` leaves the graph
  * passes' lines to `kiln compile`); returns the entries seen, where the

@@ -13,6 +13,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/device_registry.h"
 #include "tools/cli_args.h"
+#include "tools/runner.h"
 
 static const char* tune_help =
     "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
@@ -54,12 +55,6 @@ static bool parse_budget(const char* s, double* out) {
   return true;
 }
 
-static int fail(kiln_status_t s) {
-  fprintf(stderr, "kiln: error: %s\n", kiln_status_message(s));
-  kiln_status_free(s);
-  return 1;
-}
-
 static int usage(const char* msg, const char* arg) {
   fprintf(stderr, "kiln tune: %s%s%s\n(kiln tune --help)\n", msg, arg ? ": " : "", arg ? arg : "");
   return 2;
@@ -97,7 +92,7 @@ static int merge(int argc, char** argv) {
       kiln_status_t s = read_cache(&c, argv[i]);
       if (s) {
         kiln_tune_cache_free(&c);
-        return fail(s);
+        return kiln_cli_fail(s);
       }
       ++n_in;
     }
@@ -109,7 +104,7 @@ static int merge(int argc, char** argv) {
   kiln_status_t s = kiln_tune_cache_write(&c, out);
   if (!s) printf("merged %d caches: %d records (%d lines ignored) -> %s\n", n_in, (int)c.n, (int)c.skipped, out);
   kiln_tune_cache_free(&c);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }
 
 int kiln_cmd_tune(int argc, char** argv) {
@@ -205,7 +200,7 @@ int kiln_cmd_tune(int argc, char** argv) {
   kiln_device_release(dev);
   kiln_graph_destroy(g);
   kiln_tune_cache_free(&cache);
-  return s ? fail(s) : 0;
+  return s ? kiln_cli_fail(s) : 0;
 }
 
 const char* kiln_cli_tuning_path(const char* given, bool off, char* buf, size_t n, bool* implicit) {
