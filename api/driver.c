@@ -142,6 +142,7 @@ void kiln_driver_graph_free(kiln_driver_graph_t* dg) {
   if (!dg) return;
   kiln_graph_destroy(dg->g);
   kiln_precision_policy_free(&dg->int8_rules);
+  kiln_device_release(dg->dev);
   memset(dg, 0, sizeof *dg);
 }
 
@@ -152,35 +153,47 @@ void kiln_driver_graph_free(kiln_driver_graph_t* dg) {
  * PoCL, 4.7x on lavapipe), so fold-qdq is left out there, with a note; a
  * real GPU, or no device to ask, folds. KILN_GPU_INT8_FOLD=on|off decides
  * instead. *out_skip: the pass to leave out (NULL: none). */
-static kiln_status_t int8_fold_policy(const kiln_driver_request_t* r, const kiln_graph_t* g, kiln_compile_log_t* log,
-                                      const char** out_skip) {
+kiln_status_t kiln_driver_int8_fold_policy(const kiln_target_t* target, int opt, const kiln_graph_t* g,
+                                           const kiln_device_t* d, kiln_compile_log_t* log, const char** out_skip) {
   *out_skip = NULL;
-  if (!r->target || r->target->lowering != KILN_TARGET_CLASS_GPU || r->opt < 1) return NULL;
-  bool qdq = false;
-  for (int32_t i = 0; i < g->n_nodes && !qdq; ++i) qdq = !strcmp(g->nodes[i].op_type, "DequantizeLinear");
-  if (!qdq) return NULL;
+  if (!target || target->lowering != KILN_TARGET_CLASS_GPU || opt < 1 || !kiln_driver_graph_has_qdq(g)) return NULL;
   const char* env = getenv("KILN_GPU_INT8_FOLD");
   if (env && (!strcmp(env, "on") || !strcmp(env, "off"))) {
     if (!strcmp(env, "off")) *out_skip = "fold-qdq";
     return kiln_compile_log_line(log, "note", "int8: Q/DQ pairs %s (KILN_GPU_INT8_FOLD=%s)",
                                  *out_skip ? "kept around the float templates" : "folded into int8 ops", env);
   }
-  kiln_device_t* d = r->run_device;
-  if (!d) {
-    kiln_device_open_options_t oo = {r->threads, true, NULL};
-    kiln_status_t ds = kiln_device_open(r->device ? r->device : r->target->name, &oo, kiln_allocator_system(), &d);
-    kiln_status_free(ds); /* no device to ask: a real GPU is assumed */
-  }
-  const bool cpu_backed = d && d->info.cpu_backed;
-  char name[256];
-  snprintf(name, sizeof name, "%s", d ? kiln_device_name(d) : "");
-  if (d && d != r->run_device) kiln_device_release(d);
-  if (!cpu_backed) return NULL;
+  if (!d || !d->info.cpu_backed) return NULL; /* no device to ask: a real GPU is assumed */
   *out_skip = "fold-qdq";
   return kiln_compile_log_line(log, "note",
                                "int8: Q/DQ pairs kept around the float templates on %s, which runs on the host CPU "
                                "(its int8 templates measured slower there; KILN_GPU_INT8_FOLD=on folds them)",
-                               name);
+                               kiln_device_name(d));
+}
+
+bool kiln_driver_graph_has_qdq(const kiln_graph_t* g) {
+  for (int32_t i = 0; i < g->n_nodes; ++i)
+    if (!strcmp(g->nodes[i].op_type, "DequantizeLinear")) return true;
+  return false;
+}
+
+/* The device the fold policy asks: the run's, or the compile's own,
+ * opened here and kept in |dg| for the build half's questions (fp16,
+ * loop limit, features), so a QDQ compile opens it once. */
+static kiln_status_t graph_fold_policy(const kiln_driver_request_t* r, kiln_driver_graph_t* dg,
+                                       kiln_compile_log_t* log, const char** out_skip) {
+  *out_skip = NULL;
+  const kiln_device_t* d = r->run_device;
+  const bool ask = r->target && r->target->lowering == KILN_TARGET_CLASS_GPU && r->opt >= 1 && !d &&
+                   !getenv("KILN_GPU_INT8_FOLD") && kiln_driver_graph_has_qdq(dg->g);
+  if (ask) {
+    kiln_device_open_options_t oo = {r->threads, true, NULL};
+    kiln_status_t ds = kiln_device_open(r->device ? r->device : r->target->name, &oo, kiln_allocator_system(),
+                                        &dg->dev);
+    kiln_status_free(ds); /* no device to ask: a real GPU is assumed, and the build half says so */
+    d = dg->dev;
+  }
+  return kiln_driver_int8_fold_policy(r->target, r->opt, dg->g, d, log, out_skip);
 }
 
 kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
@@ -248,7 +261,7 @@ kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* pa
   if (!s) s = kiln_quantize_for_precision(r->model_path, g, &out->prec, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, false);
   const char* skip = NULL;
-  if (!s) s = int8_fold_policy(r, g, log, &skip);
+  if (!s) s = graph_fold_policy(r, out, log, &skip);
   if (!s) s = kiln_compile_graph_passes_except(g, r->opt, r->target, skip, log);
   if (!s && r->graph_hook) s = r->graph_hook(r->hook_user, g, true);
   return s;
@@ -263,6 +276,9 @@ kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_grap
   uint32_t gpu_lacks = 0;
   const bool need_fp16 = prec.mode == KILN_PRECISION_FP16 || prec.mode == KILN_PRECISION_AUTO;
   kiln_device_t* dev = NULL;
+  kiln_driver_request_t rd = *r; /* the graph half's device, where it opened one */
+  if (!rd.run_device) rd.run_device = dg->dev;
+  r = &rd;
   if (!s) s = resolve_device(r, need_fp16, &prec, &loop_limit, &gpu_lacks, devname, sizeof devname, log, &dev);
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir,
                               r->model_name ? r->model_name : r->model_path, &prec, r->cpu_targets,

@@ -60,6 +60,9 @@ typedef struct kiln_driver_graph_s {
   kiln_precision_policy_t int8_rules;
   char dyn[256];                 /* the dynamic dim ("" none) and its range */
   int64_t dyn_lo, dyn_hi;
+  /* the GPU device the int8 fold policy opened to ask (NULL: none); the
+   * build half asks it too instead of opening another */
+  kiln_device_t* dev;
 } kiln_driver_graph_t;
 
 /* Parse (unless |parsed|, consumed either way), dims, prepare, quantize,
@@ -72,6 +75,17 @@ KILN_MUST_USE kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, ki
 KILN_MUST_USE kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_graph_t* dg,
                                               kiln_compile_log_t* log, kiln_program_t** out);
 void kiln_driver_graph_free(kiln_driver_graph_t* dg);
+
+/* Whether a GPU compile folds a QDQ graph's Q/DQ pairs into int8 ops:
+ * *out_skip is "fold-qdq" (keep them around the float templates) on a
+ * device that runs on the host CPU (|d|->info.cpu_backed), NULL otherwise
+ * (no device |d| to ask: a real GPU is assumed); KILN_GPU_INT8_FOLD=on|off
+ * decides instead. Logs a note when it leaves the pass out. kiln tune
+ * asks it as the compile does, so it tunes the graph the compile builds. */
+KILN_MUST_USE kiln_status_t kiln_driver_int8_fold_policy(const kiln_target_t* target, int opt,
+                                                         const kiln_graph_t* g, const kiln_device_t* d,
+                                                         kiln_compile_log_t* log, const char** out_skip);
+bool kiln_driver_graph_has_qdq(const kiln_graph_t* g);
 
 /* Compiles |r|. |parsed| (may be NULL: parse model_path) is a parsed,
  * unprepared graph of the model, consumed either way. Log sections beyond

@@ -84,6 +84,14 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
     b->const_offset = total;
     total += (b->bytes + 63) & ~(uint64_t)63;
   }
+  /* views of a constant left without bytes, unused as it is, carry none
+   * either (a program of a few kernels, as kiln tune builds, leaves most
+   * constants and their views unused) */
+  for (int32_t i = 0; i < n; ++i) {
+    kiln_program_buffer_t* b = &prog->buffers[i];
+    const kiln_program_buffer_t* r = &prog->buffers[kiln_plan_root(plan, i)];
+    if (b->alias_of >= 0 && b->first_use < 0 && r->kind == KILN_PB_CONST && !r->bytes) b->bytes = 0;
+  }
   prog->weights_len = total;
   if (total) {
     void* w = NULL;

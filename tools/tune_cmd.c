@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/driver.h"
+#include "compiler/pipeline.h"
 #include "compiler/tune.h"
 #include "frontend/onnx.h"
 #include "ir/passes.h"
@@ -166,7 +168,6 @@ int kiln_cmd_tune(int argc, char** argv) {
       if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
   }
   if (!s) s = kiln_graph_prepare(g);
-  if (!s) s = kiln_graph_optimize_except(g, o.opt, tg ? tg->skip_graph_passes : NULL, NULL);
   /* Every round's program is new code: PoCL's own kernel cache would only
    * fill the disk with variants, and with it the default build (cached
    * from earlier runs) would understate what a round's build costs, which
@@ -174,6 +175,16 @@ int kiln_cmd_tune(int argc, char** argv) {
   setenv("POCL_KERNEL_CACHE", "0", 0);
   kiln_device_open_options_t oo = {o.threads, true, stderr};
   if (!s) s = kiln_device_open(target, &oo, kiln_allocator_system(), &dev);
+  /* the graph passes as kiln compile runs them for this device: a QDQ
+   * model's pairs folded or not by the same policy, so the kernels tuned
+   * are the ones the compile builds */
+  kiln_compile_log_t plog = {0};
+  const char* skip = NULL;
+  if (!s) s = kiln_driver_int8_fold_policy(tg, o.opt, g, dev, &plog, &skip);
+  if (!s) s = kiln_compile_graph_passes_except(g, o.opt, tg, skip, &plog);
+  for (int32_t k = 0; k < plog.n; ++k)
+    if (!strcmp(plog.entries[k].section, "note") && plog.entries[k].text) printf("note: %s\n", plog.entries[k].text);
+  kiln_compile_log_free(&plog);
   kiln_tune_summary_t sum;
   if (!s) {
     signal(SIGINT, on_sigint);

@@ -117,3 +117,20 @@ set_tests_properties(test_dataflow_vulkan PROPERTIES LABELS "target=vulkan" TIME
 if(KILN_SANITIZE)
   set_property(TEST test_dataflow_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
+# kiln tune runs the graph passes as the compile does: on lavapipe (a
+# device on the host CPU) a QDQ model's pairs stay around the float
+# templates (api/driver.c's fold policy, with its note), and every kernel
+# of that graph is searched alone (the unused constants' views of such a
+# kernel-alone program carry no bytes: targets/program_build.c).
+if(TARGET kiln_cli)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/vulkan_tune_qdq)
+  add_test(NAME vulkan_tune_qdq_cli
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'
+             '$<TARGET_FILE:kiln_cli>' tune '${CMAKE_BINARY_DIR}/models/qdq_s8.onnx' -t vulkan --budget 60s --trials 1 --repeats 2 --cache '${_dir}/t.tsv' > '${_dir}/tune.log' 2>&1
+             grep -q 'note: int8: Q/DQ pairs kept around the float templates' '${_dir}/tune.log'
+             if grep -q 'not searched' '${_dir}/tune.log'; then cat '${_dir}/tune.log'; exit 1; fi
+             grep -q 'rounds, [1-9][0-9]* trials' '${_dir}/tune.log'
+             echo ok")
+  set_tests_properties(vulkan_tune_qdq_cli PROPERTIES FIXTURES_REQUIRED models_qdq LABELS "models;target=vulkan"
+                       TIMEOUT 600 ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+endif()
