@@ -7,6 +7,7 @@
 
 #include "api/model_dims.h"
 #include "api/quantize_graph.h"
+#include "compiler/staged.h"
 #include "frontend/onnx.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
@@ -275,6 +276,14 @@ kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_grap
 
 kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
                                   kiln_program_t** out) {
+  return kiln_driver_compile_or_stage(r, parsed, log, out, NULL);
+}
+
+kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_request_t* r, kiln_graph_t* parsed,
+                                           kiln_compile_log_t* log, kiln_program_t** out,
+                                           kiln_driver_graph_t* staged) {
+  *out = NULL;
+  if (staged) memset(staged, 0, sizeof *staged);
   for (int32_t i = 0; i < r->n_dims; ++i) {
     char name[256];
     int64_t values[KILN_PROGRAM_MAX_BUCKETS];
@@ -285,9 +294,11 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
       return bs ? bs : compile_buckets(r, i, name, values, nv, log, out);
     }
   }
-  kiln_driver_graph_t dg;
-  kiln_status_t s = kiln_driver_graph(r, parsed, log, &dg);
-  if (!s) s = kiln_driver_build(r, &dg, log, out);
-  kiln_driver_graph_free(&dg);
+  kiln_driver_graph_t own;
+  kiln_driver_graph_t* dg = staged ? staged : &own;
+  kiln_status_t s = kiln_driver_graph(r, parsed, log, dg);
+  if (!s && staged && kiln_graph_needs_staging(dg->g)) return NULL; /* the caller runs it in stages */
+  if (!s) s = kiln_driver_build(r, dg, log, out);
+  kiln_driver_graph_free(dg);
   return s;
 }
