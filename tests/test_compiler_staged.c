@@ -6,9 +6,13 @@
  * names the host node), runs through a runner with outputs of the real
  * sizes (hand-computed), compiles a stage once per count and reuses it,
  * outlives its compiler, and refuses bad inputs, a device of another API
- * and the precisions that calibrate the whole graph. */
+ * and the precisions that calibrate the whole graph. With KILN_CLI (set by
+ * ctest): `kiln info` lists the stages and host nodes, `kiln compile`
+ * refuses the model naming the host node and what runs it. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/compiler.h"
@@ -250,6 +254,35 @@ static void test_errors(void) {
   kiln_compiler_destroy(c);
 }
 
+/* Runs |cmd| through the shell; its stdout and stderr into |out|. */
+static int shell(const char* cmd, char* out, size_t n) {
+  FILE* f = popen(cmd, "r");
+  if (!f) return -1;
+  size_t got = fread(out, 1, n - 1, f);
+  out[got] = 0;
+  return pclose(f);
+}
+
+static void test_cli(void) {
+  const char* cli = getenv("KILN_CLI");
+  if (!cli) {
+    printf("  (KILN_CLI not set: kiln info/compile not checked)\n");
+    return;
+  }
+  static char out[1 << 16];
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' info '%s' 2>&1", cli, g_model);
+  CHECK(shell(cmd, out, sizeof out) == 0);
+  CHECK_MSG(strstr(out, "staged: ") && strstr(out, "3 of them host nodes"), "%s", out);
+  CHECK(strstr(out, "  node 'nms' (NonMaxSuppression) runs on the host") != NULL);
+  CHECK(strstr(out, "  node 'topk' (TopK) runs on the host: its K is known only at run time") != NULL);
+  snprintf(cmd, sizeof cmd, "'%s' compile '%s' -o '%s/d.kiln' 2>&1", cli, g_model, g_dir);
+  CHECK(shell(cmd, out, sizeof out) != 0);
+  CHECK_MSG(strstr(out, "node 'nms' (NonMaxSuppression)") && strstr(out, "no module form yet") &&
+                strstr(out, "kiln run") && strstr(out, "kiln_compiler_runner_create"),
+            "%s", out);
+}
+
 int main(void) {
   if (!bm_tmpdir("compiler_staged", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
@@ -258,6 +291,7 @@ int main(void) {
   write_model();
   RUN(test_detector);
   RUN(test_errors);
+  RUN(test_cli);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }
