@@ -117,3 +117,10 @@ set_tests_properties(test_dataflow_vulkan PROPERTIES LABELS "target=vulkan" TIME
 if(KILN_SANITIZE)
   set_property(TEST test_dataflow_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
+
+# RoiAlign's two kernels against the reference on the Vulkan device
+# (tests/test_roi_align_targets.c), validation layer on.
+add_test(NAME test_roi_align_targets_vulkan COMMAND test_roi_align_targets --target vulkan)
+set_tests_properties(test_roi_align_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
