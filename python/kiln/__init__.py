@@ -165,7 +165,20 @@ class Module:
             self._ptr = None
 
 
-class Session:
+class _Closing:
+    """close() when collected or at the end of a with block."""
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Session(_Closing):
     """Runs a module on a device. Not thread-safe: one session per thread."""
 
     def __init__(self, module, device="cpu", profile=False, threads=0, slots=1, cache_dir=None, strict=True):
@@ -221,15 +234,6 @@ class Session:
             rt.kiln_device_release(self._dev)
             self._dev = None
 
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 class StagedModel:
     """A compiled model that runs in stages: data-dependent shapes (NonZero, NonMaxSuppression,
@@ -269,7 +273,7 @@ class StagedModel:
             self._c = None
 
 
-class StagedSession:
+class StagedSession(_Closing):
     """Runs a StagedModel on a device. Not thread-safe: one per thread."""
 
     def __init__(self, model, device=None):
@@ -299,15 +303,6 @@ class StagedSession:
         if getattr(self, "_ptr", None):
             cc.kiln_compiler_runner_destroy(self._ptr)
             self._ptr = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **options):
