@@ -40,7 +40,7 @@ static const tir_expr_t* fc(tir_ctx_t* c, double v) { return tir_const(c, KILN_D
  * fill them, and from them the four corner weights and indices. */
 typedef struct {
   const tir_buffer_t *pt, *pl, *pi;
-  const tir_stmt_t* st[8];
+  const tir_stmt_t* st[9]; /* 8 here, one more for the caller's accumulation */
   int32_t ns;
   const tir_expr_t* valid;  /* inside [-1, size] on both axes */
   const tir_expr_t* w[4];   /* corner (cy, cx) at 2 * cy + cx: wy * wx */
@@ -147,7 +147,7 @@ static kiln_status_t ra_per_bin(kiln_lower_ctx_t* ctx, const roi_align_t* a, con
   ra_sample(c, a, rois, H, W, r, ph, pw, vy, vx, &sm);
   /* sample s = sy * G + sx, its corner k at 4 * s + k */
   const tir_expr_t* s_at = tir_add(c, tir_mul(c, tir_ref(c, vy), tir_int(c, G)), tir_ref(c, vx));
-  const tir_stmt_t* st[8 + 13];
+  const tir_stmt_t* st[9 + 13];
   int32_t ns = 0;
   for (int32_t k = 0; k < sm.ns; ++k) st[ns++] = sm.st[k];
   for (int k = 0; k < 4; ++k) {
