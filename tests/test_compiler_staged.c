@@ -132,6 +132,12 @@ done:
   kiln_array_free(al, &in[1]);
 }
 
+/* True for OK; frees an error. */
+static bool kiln_status_ok_free(kiln_status_t s) {
+  kiln_status_free(s);
+  return s == NULL;
+}
+
 static bool has_line(const kiln_compiler_t* c, const char* section, const char* text) {
   for (int32_t i = 0; i < kiln_compiler_report_count(c); ++i) {
     const kiln_compile_report_entry_t* e = kiln_compiler_report_at(c, i);
@@ -234,6 +240,19 @@ static void test_errors(void) {
   CHECK_OK(kiln_compiler_set_option(c, "fp16-arith", "no"));
   CHECK_OK(kiln_compiler_compile(c));
   CHECK(kiln_compiler_host_nodes(c) == 3);
+  /* a GPU target (where the build has one): the host nodes are CPU
+   * fallbacks in the report, and strict refuses them at compile */
+  if (!kiln_status_ok_free(kiln_compiler_set_option(c, "target", "opencl"))) {
+    printf("  (no opencl target in this build: GPU fallback not checked)\n");
+  } else {
+    CHECK_OK(kiln_compiler_set_option(c, "precision", "fp32"));
+    CHECK_OK(kiln_compiler_compile(c));
+    CHECK(kiln_compiler_host_nodes(c) == 3);
+    CHECK(has_line(c, "fallback", "fallback: node 'nms' (NonMaxSuppression) runs on the cpu"));
+    CHECK_OK(kiln_compiler_set_option(c, "strict", "yes"));
+    CHECK_ERR_ALL(kiln_compiler_compile(c), KILN_UNSUPPORTED, "node 'nms'", "cannot run on the opencl target");
+    CHECK(kiln_compiler_host_nodes(c) == 0);
+  }
   kiln_compiler_destroy(c);
   /* a model without host nodes is a module, not a staged model */
   bm_model_t b;
