@@ -211,7 +211,8 @@ KILN_COMPILER_API const char* kiln_compiler_staged_io(const kiln_compiler_t* c, 
 typedef struct kiln_compiler_runner_s kiln_compiler_runner_t;
 
 /* A runner of the last compile's staged model on |device| ("cpu",
- * "opencl:1", ...; NULL or "": the compile's target's first device),
+ * "opencl:1", ...; NULL or "": the compile's "device" option, else the
+ * target's first device),
  * opened without falling back to another device; its API must be the
  * compile's target (INVALID_ARGUMENT naming both). The runner shares the
  * compiled graph: it may outlive |c|, later compiles and
