@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/compiler_staged.h"
 #include "api/driver.h"
 #include "lowering/sparse_block.h"
 #include "frontend/onnx.h"
@@ -42,8 +43,11 @@ struct kiln_compiler_s {
   kiln_compile_precision_t prec;
   uint8_t* module;
   size_t module_len;
+  kiln_api_staged_t* staged; /* instead of a module: a model run in stages */
   kiln_compile_log_t log;
 };
+
+kiln_api_staged_t* kiln_api_compiler_staged(const kiln_compiler_t* c) { return c ? c->staged : NULL; }
 
 #define STR2(x) #x
 #define STR(x) STR2(x)
@@ -71,6 +75,8 @@ static void drop_results(kiln_compiler_t* c) {
   free(c->module);
   c->module = NULL;
   c->module_len = 0;
+  kiln_api_staged_release(c->staged);
+  c->staged = NULL;
   kiln_compile_log_free(&c->log);
 }
 
@@ -260,8 +266,29 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
   kiln_graph_t* g = c->parsed;
   c->parsed = NULL;
   kiln_program_t* prog = NULL;
-  kiln_status_t s = kiln_driver_compile(&r, g, &c->log, &prog);
-  if (!s) s = kiln_module_serialize(prog, kiln_allocator_system(), &c->module, &c->module_len);
+  kiln_api_staged_t* m = NULL;
+  kiln_status_t s = kiln_api_staged_new(&m);
+  if (s) {
+    kiln_graph_destroy(g);
+    return s;
+  }
+  s = kiln_driver_compile_or_stage(&r, g, &c->log, &prog, &m->dg);
+  if (!s && prog) {
+    s = kiln_module_serialize(prog, kiln_allocator_system(), &c->module, &c->module_len);
+  } else if (!s) { /* data-dependent shapes or control flow: kept for runners */
+    m->target = r.target;
+    m->opt = r.opt;
+    m->threads = r.threads;
+    m->strict = c->prec.strict;
+    if (r.device && !(m->device = strdup(r.device)))
+      s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", c->model_path);
+    if (!s) s = kiln_api_staged_check(m, &c->log);
+    if (!s) {
+      c->staged = m;
+      m = NULL;
+    }
+  }
+  kiln_api_staged_release(m);
   kiln_program_destroy(prog);
   if (s) drop_results(c);
   return s;
@@ -269,6 +296,13 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
 
 kiln_status_t kiln_compiler_module(const kiln_compiler_t* c, const void** out_data, size_t* out_size) {
   if (!c || !out_data || !out_size) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_module: NULL argument");
+  if (c->staged) {
+    char first[300];
+    kiln_api_staged_first(c->staged, first, sizeof first);
+    return kiln_make_status(KILN_UNSUPPORTED, "%s: %s runs on the host between compiled stages (data-dependent "
+                            "shapes or control flow), and such a model has no module form yet; run it with "
+                            "kiln_compiler_runner_create", c->model_path, first);
+  }
   if (!c->module)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_module: nothing compiled (kiln_compiler_compile)");
   *out_data = c->module;

@@ -7,7 +7,9 @@
 
 #include "api/model_dims.h"
 #include "api/quantize_graph.h"
+#include "compiler/staged.h"
 #include "frontend/onnx.h"
+#include "ir/op.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
 #include "runtime/program.h"
@@ -291,6 +293,14 @@ kiln_status_t kiln_driver_build(const kiln_driver_request_t* r, kiln_driver_grap
 
 kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed, kiln_compile_log_t* log,
                                   kiln_program_t** out) {
+  return kiln_driver_compile_or_stage(r, parsed, log, out, NULL);
+}
+
+kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_request_t* r, kiln_graph_t* parsed,
+                                           kiln_compile_log_t* log, kiln_program_t** out,
+                                           kiln_driver_graph_t* staged) {
+  *out = NULL;
+  if (staged) memset(staged, 0, sizeof *staged);
   for (int32_t i = 0; i < r->n_dims; ++i) {
     char name[256];
     int64_t values[KILN_PROGRAM_MAX_BUCKETS];
@@ -301,9 +311,23 @@ kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* 
       return bs ? bs : compile_buckets(r, i, name, values, nv, log, out);
     }
   }
-  kiln_driver_graph_t dg;
-  kiln_status_t s = kiln_driver_graph(r, parsed, log, &dg);
-  if (!s) s = kiln_driver_build(r, &dg, log, out);
-  kiln_driver_graph_free(&dg);
+  kiln_driver_graph_t own;
+  kiln_driver_graph_t* dg = staged ? staged : &own;
+  kiln_status_t s = kiln_driver_graph(r, parsed, log, dg);
+  if (!s && kiln_graph_needs_staging(dg->g)) {
+    if (staged) return NULL; /* the caller runs it in stages */
+    /* no module form yet (docs/DESIGN.md, "Data-dependent shapes"): say
+     * so, and what runs it, instead of the lowering's refusal of the node */
+    const kiln_node_t* n = NULL;
+    for (int32_t i = 0; i < dg->g->n_nodes && !n; ++i)
+      if (kiln_op_is_host_only(dg->g, &dg->g->nodes[i])) n = &dg->g->nodes[i];
+    s = kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has a data-dependent output shape or runs a subgraph, "
+                         "so the model runs in stages compiled per shape between host nodes, which has no module "
+                         "form yet; run it with `kiln run`, or compile and run it through the compiler API "
+                         "(kiln_compiler_runner_create; Python: kiln.compile(...).session())",
+                         r->model_path, n ? n->name : "?", n ? n->op_type : "?");
+  }
+  if (!s) s = kiln_driver_build(r, dg, log, out);
+  kiln_driver_graph_free(dg);
   return s;
 }

@@ -94,4 +94,14 @@ bool kiln_driver_graph_has_qdq(const kiln_graph_t* g);
 KILN_MUST_USE kiln_status_t kiln_driver_compile(const kiln_driver_request_t* r, kiln_graph_t* parsed,
                                                 kiln_compile_log_t* log, kiln_program_t** out);
 
+/* kiln_driver_compile, except that a model that must run in stages
+ * (kiln_graph_needs_staging: data-dependent shapes, control flow) is not
+ * built: *out stays NULL and its prepared graph is left in |*staged| (set
+ * up in place, as by kiln_driver_graph; the caller frees it either way),
+ * for a staged executor (compiler/staged.h). Shape buckets compile as
+ * kiln_driver_compile does. */
+KILN_MUST_USE kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_request_t* r, kiln_graph_t* parsed,
+                                                         kiln_compile_log_t* log, kiln_program_t** out,
+                                                         kiln_driver_graph_t* staged);
+
 #endif

@@ -6,7 +6,8 @@
  *
  *   - CumSum over f32 and i32, every axis position, exclusive and reverse;
  *   - TopK largest and smallest, on either axis, with ties (broken by the
- *     lower index) and NaN (above every number), values and indices;
+ *     lower index) and NaN (above every number), values and indices, with
+ *     K near the axis and far below it (the reference's heap);
  *   - ReverseSequence with run-time lengths on both axis orders; a length
  *     outside [0, T] fails the run on both naming the node, and the session
  *     runs clean again afterwards;
@@ -61,13 +62,14 @@ static void test_cumsum(void) {
   cumsum_case(KILN_DTYPE_I32, 2, 1, 1);
 }
 
-/* x f32[4,9] with repeated values and NaNs; K = 4 on |axis|. */
-static void topk_case(int64_t axis, int64_t largest) {
+/* x f32[4,cols] with repeated values and NaNs; K = |k| on |axis| (the
+ * reference takes a heap of the K best where 8 K < the axis). */
+static void topk_case(int64_t axis, int64_t largest, int64_t cols, int64_t k) {
   kiln_graph_t* g = graph_new();
   if (!g) return;
-  int64_t d[2] = {4, 9}, one[1] = {1};
+  int64_t d[2] = {4, cols}, one[1] = {1};
   kiln_array_t kk = arr(KILN_DTYPE_I64, 1, one);
-  if (kk.data) ((int64_t*)kk.data)[0] = axis == 0 ? 3 : 4;
+  if (kk.data) ((int64_t*)kk.data)[0] = k;
   kiln_attr_t at[2] = {kiln_attr_make_int("axis", axis), kiln_attr_make_int("largest", largest)};
   bool ok = kk.data && input(g, "x", KILN_DTYPE_F32, 2, d) && CHECK_OK(kiln_graph_add_initializer(g, "k", &kk, NULL)) &&
             CHECK_OK(kiln_graph_add_node(g, "TopK", "topk", 2, (const char*[]){"x", "k"}, 2,
@@ -78,8 +80,8 @@ static void topk_case(int64_t axis, int64_t largest) {
   kiln_session_t* s = session(m);
   CHECK_MSG(s != NULL, "%s: TopK did not compile", g_target_name);
   kiln_array_t in = arr(KILN_DTYPE_F32, 2, d);
-  for (int i = 0; in.data && i < 36; ++i) {
-    float v = (float)((i * 5) % 7) - 3.0f; /* many ties */
+  for (int i = 0; in.data && i < 4 * cols; ++i) {
+    float v = (float)((i * 5) % 7) - 3.0f + (float)((i * 7919) % 61) * 0.125f; /* many ties */
     if (i % 10 == 4) v = __builtin_nanf("");
     ((float*)in.data)[i] = v;
   }
@@ -93,7 +95,11 @@ static void topk_case(int64_t axis, int64_t largest) {
 
 static void test_topk(void) {
   for (int64_t axis = -1; axis <= 0; ++axis)
-    for (int64_t l = 0; l < 2; ++l) topk_case(axis, l);
+    for (int64_t l = 0; l < 2; ++l) topk_case(axis, l, 9, axis == 0 ? 3 : 4);
+  for (int64_t l = 0; l < 2; ++l) {
+    topk_case(-1, l, 301, 5);
+    topk_case(-1, l, 301, 37);
+  }
 }
 
 /* x f32[5,3,2] as [T, B, 2] (time_axis 0) or [B, T, 2] read as such. */

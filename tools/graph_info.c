@@ -1,12 +1,13 @@
 /* `kiln info MODEL.onnx`: the graph's inputs, outputs, op histogram, a
- * line per node with its costs, totals, and (--fused) the fusion report
- * (tools/graph_info.h). */
+ * line per node with its costs, totals, the stages of a model that runs in
+ * stages, and (--fused) the fusion report (tools/graph_info.h). */
 #include "tools/graph_info.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/staged.h"
 #include "ir/op.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
@@ -70,6 +71,31 @@ static kiln_status_t print_fusion(kiln_graph_t* g) {
   }
   kiln_plan_destroy(p);
   return NULL;
+}
+
+/* A model with data-dependent shapes or control flow: how the staged
+ * executor splits it (compiler/staged.h), with each host node and why it
+ * runs on the host. */
+static kiln_status_t print_stages(const kiln_graph_t* g) {
+  if (!kiln_graph_needs_staging(g)) return NULL;
+  const kiln_target_t* cpu = kiln_target_find("cpu");
+  if (!cpu) return NULL;
+  kiln_staged_options_t o = {cpu, NULL, 1, 0, 0, false, 0, NULL};
+  kiln_staged_t* st = NULL;
+  KILN_RETURN_IF_ERROR(kiln_staged_create(g, &o, &st));
+  kiln_staged_stats_t ss;
+  kiln_staged_stats(st, &ss);
+  kiln_staged_destroy(st);
+  kiln_compile_log_t log = {0};
+  kiln_status_t s = kiln_staged_log(g, cpu, &log);
+  if (!s) {
+    printf("staged: %d segments, %d of them host nodes; the others compile per input shape met (kiln run, the "
+           "compiler API's runner; no module form yet)\n", (int)ss.stages, (int)ss.host_nodes);
+    for (int32_t i = 0; i < log.n; ++i)
+      if (!strcmp(log.entries[i].key, "line")) printf("  %s\n", log.entries[i].text + strlen("staged: "));
+  }
+  kiln_compile_log_free(&log);
+  return s;
 }
 
 kiln_status_t kiln_cli_print_graph_info(kiln_graph_t* g, const char* model, bool fused) {
@@ -162,5 +188,6 @@ kiln_status_t kiln_cli_print_graph_info(kiln_graph_t* g, const char* model, bool
   printf("total: %s parameters (%lld, %.2f MB of weights), %s%s FLOPs, %s%s bytes moved\n", b2,
          (long long)all_params, (double)weight_bytes / 1e6, b3, flops_unknown ? "+?" : "", b4,
          bytes_unknown ? "+?" : "");
+  KILN_RETURN_IF_ERROR(print_stages(g));
   return fused ? print_fusion(g) : NULL;
 }

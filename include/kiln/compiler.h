@@ -80,6 +80,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/array.h"
 #include "kiln/export.h"
 #include "kiln/status.h"
 
@@ -164,6 +165,89 @@ typedef struct kiln_compile_report_entry_s {
 KILN_COMPILER_API int32_t kiln_compiler_report_count(const kiln_compiler_t* c);
 /* Entry |i| (0 <= i < count), NULL out of range. */
 KILN_COMPILER_API const kiln_compile_report_entry_t* kiln_compiler_report_at(const kiln_compiler_t* c, int32_t i);
+
+/* ---- staged models ----------------------------------------------------
+ *
+ * A model with data-dependent shapes (NonZero, Compress, Unique,
+ * NonMaxSuppression, a TopK whose K is computed at run time) or control
+ * flow (If, Loop, Scan) is not one program of fixed buffers and has no
+ * module form yet. kiln_compiler_compile takes it as far as can be done
+ * before a run -- dims, graph passes, the split into stages, the checks of
+ * the precision and of strict -- names its host nodes in the report
+ * (section "staged", or "fallback" on a GPU target, whose host nodes are
+ * CPU fallbacks; figure host_nodes) and keeps the prepared graph;
+ * kiln_compiler_module and kiln_compiler_write_module are then UNSUPPORTED
+ * naming the first host node. Such a model runs through a runner, as
+ * `kiln run` runs it: the host nodes on the host's reference kernels, the
+ * runs of nodes between them (stages) compiled for the target when a run
+ * first meets their input shapes, cached per shape, each planned for its
+ * exact sizes. Precision fp32 or fp16 (int8 and auto calibrate the whole
+ * graph: refused at compile).
+ *
+ *   if (kiln_compiler_host_nodes(c) > 0) {
+ *     kiln_compiler_runner_t* r;
+ *     KILN_RETURN_IF_ERROR(kiln_compiler_runner_create(c, NULL, &r));
+ *     KILN_RETURN_IF_ERROR(kiln_compiler_runner_run(r, inputs, outputs));
+ *     ...
+ *     kiln_compiler_runner_destroy(r);
+ *   } */
+
+/* The host nodes of the last compile's model: > 0 when it is staged (no
+ * module: run it with a runner), 0 when the compile made a module or
+ * nothing is compiled. */
+KILN_COMPILER_API int32_t kiln_compiler_host_nodes(const kiln_compiler_t* c);
+
+/* The number of inputs (|output| 0) or outputs (|output| 1) of the last
+ * compile's staged model; 0 when there is none (a module's are the
+ * module's: kiln_module_input_name & co.). */
+KILN_COMPILER_API int32_t kiln_compiler_staged_count(const kiln_compiler_t* c, int32_t output);
+/* Input or output |i| of the staged model: its name (NULL out of range;
+ * valid until the next load/compile or destroy), its dtype and its shape
+ * (either out pointer may be NULL). An output dim that depends on data is
+ * negative: its size is known after a run. */
+KILN_COMPILER_API const char* kiln_compiler_staged_io(const kiln_compiler_t* c, int32_t output, int32_t i,
+                                                      kiln_dtype_t* out_dtype, kiln_shape_t* out_shape);
+
+typedef struct kiln_compiler_runner_s kiln_compiler_runner_t;
+
+/* A runner of the last compile's staged model on |device| ("cpu",
+ * "opencl:1", ...; NULL or "": the compile's "device" option, else the
+ * target's first device),
+ * opened without falling back to another device; its API must be the
+ * compile's target (INVALID_ARGUMENT naming both). The runner shares the
+ * compiled graph: it may outlive |c|, later compiles and
+ * kiln_compiler_destroy. Errors: INVALID_ARGUMENT when the last compile
+ * made a module or failed; the device's open error, naming it.
+ * Thread-compatible: one run at a time per runner; separate runners are
+ * independent. Destroy with kiln_compiler_runner_destroy. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_runner_create(const kiln_compiler_t* c,
+                                                                          const char* device,
+                                                                          kiln_compiler_runner_t** out_runner);
+KILN_COMPILER_API void kiln_compiler_runner_destroy(kiln_compiler_runner_t* r); /* NULL: no-op */
+
+/* Runs the model on |inputs| (kiln_compiler_staged_count(c, 0) arrays in
+ * input order, of the declared dtypes and shapes: otherwise an error
+ * naming the input and both shapes). |outputs| (one per output) receive
+ * host arrays of their real shapes, allocated with the system allocator:
+ * free each with kiln_array_free(kiln_allocator_system(), ...). On failure
+ * nothing is returned and the error names the node or the stage. */
+KILN_COMPILER_API KILN_MUST_USE kiln_status_t kiln_compiler_runner_run(kiln_compiler_runner_t* r,
+                                                                       const kiln_array_t* inputs,
+                                                                       kiln_array_t* outputs);
+
+/* What a runner did so far. */
+typedef struct kiln_compiler_runner_stats_s {
+  int32_t stages;       /* of the top graph */
+  int32_t host_nodes;   /* nodes of the top graph run on the host */
+  int32_t compiles;     /* stage programs compiled (subgraphs' too) */
+  int32_t reuses;       /* stage runs that found their program compiled */
+  int32_t on_reference; /* stages run on the reference kernels (too many shape variants) */
+  double host_s;        /* seconds in host nodes */
+  double compile_s;     /* seconds compiling stages */
+} kiln_compiler_runner_stats_t;
+
+KILN_COMPILER_API void kiln_compiler_runner_stats(const kiln_compiler_runner_t* r,
+                                                  kiln_compiler_runner_stats_t* out_stats);
 
 #ifdef __cplusplus
 }

@@ -130,29 +130,55 @@ static bool topk_before(double a, int64_t j, double b, int64_t i, bool largest) 
   return largest ? a > b : a < b;
 }
 
-typedef struct {
-  const kiln_array_t* x;
-  int64_t base, stride;
-  bool largest, fl;
-} topk_line_t;
-
-static double topk_val(const topk_line_t* l, int64_t i) {
-  size_t at = (size_t)(l->base + i * l->stride);
-  return l->fl ? kiln_load_f64(l->x->dtype, l->x->data, at) : (double)kiln_load_i64(l->x->dtype, l->x->data, at);
-}
-
-/* Stable merge sort of |idx| (n entries) by topk_before; |tmp| scratch. */
-static void topk_sort(const topk_line_t* l, int64_t* idx, int64_t* tmp, int64_t n) {
+/* Stable merge sort of |idx| (n entries) by topk_before on the values |v|;
+ * |tmp| scratch. */
+static void topk_sort(const double* v, bool largest, int64_t* idx, int64_t* tmp, int64_t n) {
   if (n < 2) return;
   int64_t h = n / 2;
-  topk_sort(l, idx, tmp, h);
-  topk_sort(l, idx + h, tmp, n - h);
+  topk_sort(v, largest, idx, tmp, h);
+  topk_sort(v, largest, idx + h, tmp, n - h);
   int64_t a = 0, b = h, o = 0;
   while (a < h || b < n) {
-    bool take_b = a >= h || (b < n && topk_before(topk_val(l, idx[b]), idx[b], topk_val(l, idx[a]), idx[a], l->largest));
+    bool take_b = a >= h || (b < n && topk_before(v[idx[b]], idx[b], v[idx[a]], idx[a], largest));
     tmp[o++] = take_b ? idx[b++] : idx[a++];
   }
   memcpy(idx, tmp, sizeof(int64_t) * (size_t)n);
+}
+
+/* Restores the heap |h| (m entries) below |at|: the root comes last in
+ * topk_before's order, so it is the one a better element replaces. */
+static void topk_sift(const double* v, bool largest, int64_t* h, int64_t m, int64_t at) {
+  for (;;) {
+    int64_t c = 2 * at + 1;
+    if (c >= m) return;
+    if (c + 1 < m && topk_before(v[h[c]], h[c], v[h[c + 1]], h[c + 1], largest)) ++c;
+    if (!topk_before(v[h[at]], h[at], v[h[c]], h[c], largest)) return;
+    int64_t t = h[at];
+    h[at] = h[c];
+    h[c] = t;
+    at = c;
+  }
+}
+
+/* The first |k| of the |n| values |v| in topk_before's order into
+ * idx[0..k) (|idx| and |tmp| hold n). The order is total (ties by index),
+ * so a heap of the k best seen -- O(n log k), where K is much smaller than
+ * the axis, as in a detector's top scores -- then a sort of those k gives
+ * what sorting all n would. */
+static void topk_select(const double* v, bool largest, int64_t n, int64_t k, int64_t* idx, int64_t* tmp) {
+  if (k * 8 >= n) {
+    for (int64_t i = 0; i < n; ++i) idx[i] = i;
+    topk_sort(v, largest, idx, tmp, n);
+    return;
+  }
+  for (int64_t i = 0; i < k; ++i) idx[i] = i;
+  for (int64_t i = k / 2 - 1; i >= 0; --i) topk_sift(v, largest, idx, k, i);
+  for (int64_t i = k; i < n; ++i)
+    if (topk_before(v[i], i, v[idx[0]], idx[0], largest)) {
+      idx[0] = i;
+      topk_sift(v, largest, idx, k, 0);
+    }
+  topk_sort(v, largest, idx, tmp, k);
 }
 
 kiln_status_t kiln_tensor_topk_run(const kiln_ref_ctx_t* ctx) {
@@ -171,17 +197,23 @@ kiln_status_t kiln_tensor_topk_run(const kiln_ref_ctx_t* ctx) {
       (yi && (yi->dtype != KILN_DTYPE_I64 || !kiln_shape_equal(&yi->shape, &want))))
     return kiln_make_status(KILN_INTERNAL, "TopK: outputs do not match the input");
   if (n == 0 || k == 0) return NULL;
+  /* idx, scratch, and the line's values read once (not per comparison) */
   int64_t* idx = NULL;
-  KILN_TRY(kiln_allocator_malloc(ctx->allocator, sizeof(int64_t) * (size_t)n * 2, "TopK scratch", (void**)&idx));
+  KILN_TRY(kiln_allocator_malloc(ctx->allocator, sizeof(int64_t) * (size_t)n * 3, "TopK scratch", (void**)&idx));
+  double* v = (double*)(idx + 2 * n);
   const size_t esz = kiln_dtype_size(x->dtype);
+  const bool fl = kiln_dtype_is_float(x->dtype);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t e = 0; e < inner; ++e) {
-      topk_line_t l = {x, o * n * inner + e, inner, largest, kiln_dtype_is_float(x->dtype)};
-      for (int64_t i = 0; i < n; ++i) idx[i] = i;
-      topk_sort(&l, idx, idx + n, n);
+      const int64_t base = o * n * inner + e;
+      for (int64_t i = 0; i < n; ++i) {
+        size_t at = (size_t)(base + i * inner);
+        v[i] = fl ? kiln_load_f64(x->dtype, x->data, at) : (double)kiln_load_i64(x->dtype, x->data, at);
+      }
+      topk_select(v, largest, n, k, idx, idx + n);
       for (int64_t r = 0; r < k; ++r) {
         size_t at = (size_t)((o * k + r) * inner + e);
-        if (yv) memcpy((char*)yv->data + at * esz, (const char*)x->data + (size_t)(l.base + idx[r] * inner) * esz, esz);
+        if (yv) memcpy((char*)yv->data + at * esz, (const char*)x->data + (size_t)(base + idx[r] * inner) * esz, esz);
         if (yi) ((int64_t*)yi->data)[at] = idx[r];
       }
     }

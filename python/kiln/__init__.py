@@ -5,6 +5,8 @@
     m.save("m.kiln")
     s = kiln.load("m.kiln").session()          # on the module's target
     outputs = s.run({"input": x})               # a list of numpy arrays, in output order
+    d = kiln.compile("detector.onnx")           # NonZero, NMS, If, Loop...: a StagedModel
+    boxes, scores = d.session().run({"image": img})   # stages compiled per shape met
     kiln.devices()                              # [{"name": "cpu:0", ...}, ...]
 
 Everything goes through ctypes to libkiln (the compiler) and libkiln_rt (the
@@ -18,7 +20,7 @@ import numpy as np
 from . import _lib
 from ._lib import Array, SYSTEM_ALLOCATOR, cc, rt
 
-__all__ = ["KilnError", "Module", "Session", "compile", "load", "load_plugin", "devices", "__version__"]
+__all__ = ["KilnError", "Module", "Session", "StagedModel", "StagedSession", "compile", "load", "load_plugin", "devices", "__version__"]
 
 __version__ = cc.kiln_version().decode()
 
@@ -51,6 +53,55 @@ def _str(v):
 
 def _shape(s):
     return tuple(int(s.dims[i]) for i in range(s.rank))
+
+
+def _marshal(inputs, decls, slots):
+    """Checks |inputs| ({name: array} or a list in order) against |decls| (the inputs' dicts)
+    and points the kiln_array_t |slots| at them; returns the arrays, to be kept alive."""
+    if isinstance(inputs, dict):
+        extra = set(inputs) - {i["name"] for i in decls}
+        if extra:
+            raise KilnError("INVALID_ARGUMENT", f"no module input named {sorted(extra)}; the inputs are "
+                            f"{[i['name'] for i in decls]}")
+        missing = [i["name"] for i in decls if i["name"] not in inputs]
+        if missing:
+            raise KilnError("INVALID_ARGUMENT", f"missing input(s) {missing}")
+        arrays = [inputs[i["name"]] for i in decls]
+    else:
+        arrays = list(inputs)
+        if len(arrays) != len(decls):
+            raise KilnError("INVALID_ARGUMENT", f"{len(arrays)} inputs given, the module has {len(decls)}")
+    keep = []
+    for k, (a, decl) in enumerate(zip(arrays, decls)):
+        a = np.asarray(a)
+        if a.dtype != decl["dtype"]:
+            raise KilnError("INVALID_ARGUMENT", f"input '{decl['name']}': dtype {a.dtype}, the module takes "
+                            f"{decl['dtype']}")
+        if a.ndim > _lib.KILN_MAX_RANK:
+            raise KilnError("INVALID_ARGUMENT", f"input '{decl['name']}': rank {a.ndim} > {_lib.KILN_MAX_RANK}")
+        a = np.ascontiguousarray(a)
+        keep.append(a)
+        arr = slots[k]
+        arr.dtype = next(c for c, t in _DTYPES.items() if np.dtype(t) == a.dtype)
+        arr.shape.rank = a.ndim
+        for d, n in enumerate(a.shape):
+            arr.shape.dims[d] = n
+        arr.data = a.ctypes.data
+        arr.nbytes = a.nbytes
+    return keep
+
+
+def _collect(slots, n):
+    """The |n| output arrays a run wrote into |slots|, copied into numpy arrays and freed."""
+    outs = []
+    for k in range(n):
+        o = slots[k]
+        shape = _shape(o.shape)
+        dt = np.dtype(_DTYPES[o.dtype])
+        buf = (ctypes.c_char * o.nbytes).from_address(o.data) if o.nbytes else b""
+        outs.append(np.frombuffer(buf, dtype=dt).reshape(shape).copy())
+        rt.kiln_array_free(SYSTEM_ALLOCATOR, ctypes.byref(o))
+    return outs
 
 
 class Module:
@@ -114,7 +165,20 @@ class Module:
             self._ptr = None
 
 
-class Session:
+class _Closing:
+    """close() when collected or at the end of a with block."""
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Session(_Closing):
     """Runs a module on a device. Not thread-safe: one session per thread."""
 
     def __init__(self, module, device="cpu", profile=False, threads=0, slots=1, cache_dir=None, strict=True):
@@ -144,47 +208,10 @@ class Session:
     def run(self, inputs):
         """inputs: {name: numpy array} for every module input (or a list in input order).
         Returns the outputs as a list of numpy arrays in output order."""
-        mod = self.module
-        if isinstance(inputs, dict):
-            extra = set(inputs) - {i["name"] for i in mod.inputs}
-            if extra:
-                raise KilnError("INVALID_ARGUMENT", f"no module input named {sorted(extra)}; the inputs are "
-                                f"{[i['name'] for i in mod.inputs]}")
-            missing = [i["name"] for i in mod.inputs if i["name"] not in inputs]
-            if missing:
-                raise KilnError("INVALID_ARGUMENT", f"missing input(s) {missing}")
-            arrays = [inputs[i["name"]] for i in mod.inputs]
-        else:
-            arrays = list(inputs)
-            if len(arrays) != len(mod.inputs):
-                raise KilnError("INVALID_ARGUMENT", f"{len(arrays)} inputs given, the module has {len(mod.inputs)}")
-        keep = []
-        for k, (a, decl) in enumerate(zip(arrays, mod.inputs)):
-            a = np.asarray(a)
-            if a.dtype != decl["dtype"]:
-                raise KilnError("INVALID_ARGUMENT", f"input '{decl['name']}': dtype {a.dtype}, the module takes "
-                                f"{decl['dtype']}")
-            if a.ndim > _lib.KILN_MAX_RANK:
-                raise KilnError("INVALID_ARGUMENT", f"input '{decl['name']}': rank {a.ndim} > {_lib.KILN_MAX_RANK}")
-            a = np.ascontiguousarray(a)
-            keep.append(a)
-            arr = self._in[k]
-            arr.dtype = next(c for c, t in _DTYPES.items() if np.dtype(t) == a.dtype)
-            arr.shape.rank = a.ndim
-            for d, n in enumerate(a.shape):
-                arr.shape.dims[d] = n
-            arr.data = a.ctypes.data
-            arr.nbytes = a.nbytes
+        keep = _marshal(inputs, self.module.inputs, self._in)
         _check(rt.kiln_session_run(self._ptr, self._in, self._out))
-        outs = []
-        for k in range(len(mod.outputs)):
-            o = self._out[k]
-            shape = _shape(o.shape)
-            dt = np.dtype(_DTYPES[o.dtype])
-            buf = (ctypes.c_char * o.nbytes).from_address(o.data) if o.nbytes else b""
-            outs.append(np.frombuffer(buf, dtype=dt).reshape(shape).copy())
-            rt.kiln_array_free(SYSTEM_ALLOCATOR, ctypes.byref(o))
-        return outs
+        del keep
+        return _collect(self._out, len(self.module.outputs))
 
     def profile(self):
         """Per dispatch of the profiled runs (profile=True), in dispatch order: a list of dicts
@@ -207,18 +234,80 @@ class Session:
             rt.kiln_device_release(self._dev)
             self._dev = None
 
+
+class StagedModel:
+    """A compiled model that runs in stages: data-dependent shapes (NonZero, NonMaxSuppression,
+    Unique, Compress, TopK with a run-time K) or control flow (If, Loop, Scan). Its host nodes run
+    on the host, the runs of nodes between them are compiled for the target when a run first meets
+    their input shapes and cached per shape (kiln/compiler.h, "staged models"). It has no .kiln
+    form yet: save() raises, naming the first host node. Output dims that depend on data are None
+    in .outputs."""
+
+    def __init__(self, compiler, target, report):
+        self._c = compiler  # owned: the staged graph lives in it until the last session ends
+        self.target = target
+        self.report = report
+        self.host_nodes = cc.kiln_compiler_host_nodes(compiler)
+        self.inputs = [self._io(0, i) for i in range(cc.kiln_compiler_staged_count(compiler, 0))]
+        self.outputs = [self._io(1, i) for i in range(cc.kiln_compiler_staged_count(compiler, 1))]
+
+    def _io(self, output, i):
+        dt, shape = ctypes.c_int(), _lib.Shape()
+        name = cc.kiln_compiler_staged_io(self._c, output, i, ctypes.byref(dt), ctypes.byref(shape))
+        dims = tuple(int(shape.dims[d]) if shape.dims[d] >= 0 else None for d in range(shape.rank))
+        return {"name": _str(name), "shape": dims, "dtype": np.dtype(_DTYPES[dt.value])}
+
+    def save(self, path):
+        """Raises KilnError (UNSUPPORTED): a staged model has no module form yet."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(cc.kiln_compiler_module(self._c, ctypes.byref(data), ctypes.byref(size)))
+        raise KilnError("INTERNAL", "a staged model produced module bytes")
+
+    def session(self, device=None):
+        """A runner on |device| ("cpu", "opencl:1", ...; default: the target's first device)."""
+        return StagedSession(self, device)
+
     def __del__(self):
-        self.close()
+        if getattr(self, "_c", None):
+            cc.kiln_compiler_destroy(self._c)
+            self._c = None
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
+class StagedSession(_Closing):
+    """Runs a StagedModel on a device. Not thread-safe: one per thread."""
+
+    def __init__(self, model, device=None):
+        self._ptr = None
+        self.model = model
+        r = ctypes.c_void_p()
+        _check(cc.kiln_compiler_runner_create(model._c, device.encode() if device else None, ctypes.byref(r)))
+        self._ptr = r
+        self._in = (Array * max(len(model.inputs), 1))()
+        self._out = (Array * max(len(model.outputs), 1))()
+
+    def run(self, inputs):
+        """As Session.run: outputs have the sizes this run's data gave them."""
+        keep = _marshal(inputs, self.model.inputs, self._in)
+        _check(cc.kiln_compiler_runner_run(self._ptr, self._in, self._out))
+        del keep
+        return _collect(self._out, len(self.model.outputs))
+
+    def stats(self):
+        """What the runner did so far: {"stages", "host_nodes", "compiles", "reuses",
+        "on_reference", "host_s", "compile_s"}."""
+        st = _lib.RunnerStats()
+        cc.kiln_compiler_runner_stats(self._ptr, ctypes.byref(st))
+        return {f: getattr(st, f) for f, _ in _lib.RunnerStats._fields_}
+
+    def close(self):
+        if getattr(self, "_ptr", None):
+            cc.kiln_compiler_runner_destroy(self._ptr)
+            self._ptr = None
 
 
 def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **options):
-    """Compiles the ONNX file |model| for |target| ("cpu", "opencl", "vulkan") and returns the Module.
+    """Compiles the ONNX file |model| for |target| ("cpu", "opencl", "vulkan") and returns the Module,
+    or a StagedModel for a model with data-dependent shapes or control flow (no module form yet).
 
     dims: {symbol: size} for symbolic input dimensions (the rest become 1). Other options are
     kiln/compiler.h's, with _ for - (threads=4, fp16_arith="yes", calibrate="dir", ...).
@@ -236,15 +325,19 @@ def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **opt
         for k, v in opts:
             _check(cc.kiln_compiler_set_option(c, k.encode(), v.encode()))
         _check(cc.kiln_compiler_compile(c))
-        data, size = ctypes.c_void_p(), ctypes.c_size_t()
-        _check(cc.kiln_compiler_module(c, ctypes.byref(data), ctypes.byref(size)))
-        blob = ctypes.string_at(data, size.value)
         report = []
         for i in range(cc.kiln_compiler_report_count(c)):
             e = cc.kiln_compiler_report_at(c, i).contents
             report.append({"section": _str(e.section), "key": _str(e.key), "value": e.value, "text": _str(e.text)})
+        if cc.kiln_compiler_host_nodes(c) > 0:
+            staged, c = StagedModel(c, target, report), None  # the model owns the compiler now
+            return staged
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(cc.kiln_compiler_module(c, ctypes.byref(data), ctypes.byref(size)))
+        blob = ctypes.string_at(data, size.value)
     finally:
-        cc.kiln_compiler_destroy(c)
+        if c:
+            cc.kiln_compiler_destroy(c)
     return Module(blob, name=os.fspath(model), report=report)
 
 

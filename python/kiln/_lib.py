@@ -57,6 +57,12 @@ class ProfileEntry(ctypes.Structure):
                 ("device", ctypes.c_char_p)]
 
 
+class RunnerStats(ctypes.Structure):
+    _fields_ = [("stages", ctypes.c_int32), ("host_nodes", ctypes.c_int32), ("compiles", ctypes.c_int32),
+                ("reuses", ctypes.c_int32), ("on_reference", ctypes.c_int32), ("host_s", ctypes.c_double),
+                ("compile_s", ctypes.c_double)]
+
+
 class ReportEntry(ctypes.Structure):
     _fields_ = [("section", ctypes.c_char_p), ("key", ctypes.c_char_p),
                 ("value", ctypes.c_double), ("text", ctypes.c_char_p)]
@@ -140,5 +146,13 @@ _declare(cc, "kiln_compiler_compile", P, P)
 _declare(cc, "kiln_compiler_module", P, P, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t))
 _declare(cc, "kiln_compiler_report_count", ctypes.c_int32, P)
 _declare(cc, "kiln_compiler_report_at", ctypes.POINTER(ReportEntry), P, ctypes.c_int32)
+_declare(cc, "kiln_compiler_host_nodes", ctypes.c_int32, P)
+_declare(cc, "kiln_compiler_staged_count", ctypes.c_int32, P, ctypes.c_int32)
+_declare(cc, "kiln_compiler_staged_io", ctypes.c_char_p, P, ctypes.c_int32, ctypes.c_int32,
+         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(Shape))
+_declare(cc, "kiln_compiler_runner_create", P, P, ctypes.c_char_p, PP)
+_declare(cc, "kiln_compiler_runner_destroy", None, P)
+_declare(cc, "kiln_compiler_runner_run", P, P, ctypes.POINTER(Array), ctypes.POINTER(Array))
+_declare(cc, "kiln_compiler_runner_stats", None, P, ctypes.POINTER(RunnerStats))
 
 SYSTEM_ALLOCATOR = rt.kiln_allocator_system()

@@ -232,3 +232,10 @@ set_tests_properties(test_hetero_opencl_nofp64 PROPERTIES LABELS "target=opencl"
 # between stages compiled for the device (tests/test_dataflow.c).
 add_test(NAME test_dataflow_opencl COMMAND test_dataflow --target opencl)
 set_tests_properties(test_dataflow_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600)
+
+# RoiAlign's two kernels (per bin, per output element) against the
+# reference on the OpenCL device: tests/test_roi_align_targets.c.
+add_test(NAME test_roi_align_targets_opencl COMMAND test_roi_align_targets --target opencl)
+set_tests_properties(test_roi_align_targets_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 900
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")

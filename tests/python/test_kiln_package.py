@@ -132,3 +132,61 @@ def test_errors(module, tmp_path):
         s.run({"input": np.zeros((2, 3, 12, 12), np.float32)})
     with pytest.raises(kiln.KilnError):
         kiln.Session(module, "nosuchapi")
+
+
+DETECTOR = os.path.join(MODELS, "detector.onnx")
+DETECTOR_OUTPUTS = ["boxes_out", "top", "strong", "topsum", "sel"]
+
+
+def detector_run(r):
+    inputs = {n: np.load(os.path.join(MODELS, f"detector_{n}_r{r}.npy")) for n in ("boxes", "scores")}
+    expect = [np.load(os.path.join(MODELS, f"detector_{n}_r{r}.npy")) for n in DETECTOR_OUTPUTS]
+    return inputs, expect
+
+
+def test_staged_detector_matches_onnxruntime():
+    """NonMaxSuppression, NonZero, a TopK with a run-time K, If and Loop: a StagedModel whose
+    stages compile per shape met, against onnxruntime's outputs on three inputs."""
+    m = kiln.compile(DETECTOR, target="cpu")
+    assert isinstance(m, kiln.StagedModel)
+    assert m.host_nodes >= 5  # nms, nz, topk, if, loop
+    staged = [r["text"] for r in m.report if r["section"] == "staged" and r["key"] == "line"]
+    assert any("'nms' (NonMaxSuppression) runs on the host" in t for t in staged)
+    assert any("'sum_top' (Loop)" in t for t in staged)
+    assert [i["name"] for i in m.inputs] == ["boxes", "scores"]
+    assert [o["name"] for o in m.outputs] == DETECTOR_OUTPUTS
+    assert m.inputs[0]["shape"] == (1, 8, 4) and m.outputs[0]["shape"][1] == 4
+    assert m.outputs[0]["shape"][0] is None  # how many boxes NMS keeps: known after a run
+    s = m.session()
+    for r in (0, 1, 2, 0):
+        inputs, expect = detector_run(r)
+        got = s.run(inputs)
+        for name, g, e in zip(DETECTOR_OUTPUTS, got, expect):
+            assert g.shape == e.shape and g.dtype == e.dtype, (r, name, g.shape, e.shape)
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"run {r} output {name}")
+    st = s.stats()
+    assert st["host_nodes"] == m.host_nodes and st["compiles"] > 0 and st["reuses"] > 0
+    compiles = st["compiles"]
+    s.run(detector_run(1)[0])  # sizes met before: nothing compiled again
+    assert s.stats()["compiles"] == compiles
+    s.close()
+
+
+def test_staged_errors(tmp_path):
+    m = kiln.compile(DETECTOR, target="cpu")
+    with pytest.raises(kiln.KilnError, match="'nms'.*no module form") as e:
+        m.save(str(tmp_path / "detector.kiln"))
+    assert e.value.code == "UNSUPPORTED"
+    s = m.session("cpu")
+    inputs, _ = detector_run(0)
+    with pytest.raises(kiln.KilnError, match="dtype float64"):
+        s.run({"boxes": inputs["boxes"].astype(np.float64), "scores": inputs["scores"]})
+    with pytest.raises(kiln.KilnError, match="boxes"):  # wrong shape: named by the runner
+        s.run({"boxes": np.zeros((1, 9, 4), np.float32), "scores": inputs["scores"]})
+    with pytest.raises(kiln.KilnError, match="missing input"):
+        s.run({"boxes": inputs["boxes"]})
+    with pytest.raises(kiln.KilnError, match="nosuchapi"):
+        m.session("nosuchapi")
+    with pytest.raises(kiln.KilnError, match="fp32 or fp16"):
+        kiln.compile(DETECTOR, precision="auto")
+    np.testing.assert_allclose(s.run(inputs)[1], detector_run(0)[1][1], rtol=1e-6)  # still runs

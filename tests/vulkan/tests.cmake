@@ -134,3 +134,10 @@ if(TARGET kiln_cli)
   set_tests_properties(vulkan_tune_qdq_cli PROPERTIES FIXTURES_REQUIRED models_qdq LABELS "models;target=vulkan"
                        TIMEOUT 600 ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 endif()
+
+# RoiAlign's two kernels against the reference on the Vulkan device
+# (tests/test_roi_align_targets.c), validation layer on.
+add_test(NAME test_roi_align_targets_vulkan COMMAND test_roi_align_targets --target vulkan)
+set_tests_properties(test_roi_align_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
