@@ -265,6 +265,64 @@ static void test_refused(void) {
   tir_ctx_deinit(&c);
 }
 
+/* ---- strides of a run-time size ------------------------------------------ */
+
+#define SQ 19
+
+/* P[h, i, j] = X[h, i, j] - X[h, i, 0] over [4, n, n] stored dense at the
+ * run's n (flat: strides n * n and n, as attention scores at a sequence
+ * length), params (n, X, P). */
+static tir_func_t* square_kernel(tir_ctx_t* c) {
+  const int64_t one = 1, numel = 4 * SQ * SQ;
+  const tir_buffer_t* n = tir_buffer(c, "n", KILN_DTYPE_I64, 1, &one, TIR_SCOPE_GLOBAL);
+  const tir_buffer_t* X = tir_buffer(c, "X", KILN_DTYPE_F32, 1, &numel, TIR_SCOPE_GLOBAL);
+  const tir_buffer_t* P = tir_buffer(c, "P", KILN_DTYPE_F32, 1, &numel, TIR_SCOPE_GLOBAL);
+  tir_var_t* h = tir_var(c, "h");
+  tir_var_t* i = tir_var(c, "i");
+  tir_var_t* j = tir_var(c, "j");
+  const tir_expr_t* zero = tir_int(c, 0);
+  const tir_expr_t* nn = tir_load(c, n, &zero);
+  const tir_expr_t* row = tir_add(c, tir_mul(c, tir_ref(c, h), tir_mul(c, nn, nn)), tir_mul(c, tir_ref(c, i), nn));
+  const tir_expr_t* at = tir_add(c, row, tir_ref(c, j));
+  const tir_stmt_t* body = tir_store(c, P, &at, tir_sub(c, tir_load(c, X, &at), tir_load(c, X, &row)));
+  body = tir_for_dyn(c, j, SQ, nn, TIR_LOOP_SERIAL, body);
+  body = tir_for_dyn(c, i, SQ, nn, TIR_LOOP_SERIAL, body);
+  body = tir_for(c, h, 4, TIR_LOOP_SERIAL, body);
+  const tir_buffer_t* params[3] = {n, X, P};
+  return tir_func(c, "square", 3, params, body);
+}
+
+static void test_run_time_strides(void) {
+  tir_ctx_t c;
+  tir_ctx_init(&c, al());
+  tir_func_t* f = square_kernel(&c);
+  if (!f) {
+    CHECK(f != NULL);
+    tir_ctx_deinit(&c);
+    return;
+  }
+  const tir_buffer_t* dims = f->params[0];
+  const int64_t lo = 1, hi = SQ, over = SQ + 1;
+  /* without the range the flat index is unbounded data */
+  CHECK_ERR(tir_verify(f), KILN_OUT_OF_RANGE, "depends on loaded data and cannot be bounded");
+  CHECK_OK(tir_verify_dims(f, dims, 1, &lo, &hi));
+  /* one past the top: 4 * 20 * 20 elements do not fit 4 * 19 * 19 */
+  CHECK_ERR(tir_verify_dims(f, dims, 1, &lo, &over), KILN_OUT_OF_RANGE, "ranges over [0, 1578], outside [0, 1444) of buffer 'P'");
+  CHECK_ERR(tir_verify_dims(f, dims, 1, &hi, &lo), KILN_INVALID_ARGUMENT, "range 19..1 is empty");
+  CHECK_ERR(tir_verify_dims(f, dims, 2, &lo, &hi), KILN_INVALID_ARGUMENT, "2 dims");
+  tir_schedule_t* s = tir_schedule_new(&c);
+  tir_sched_parallel(&c, s, "h");
+  tir_sched_split(&c, s, "j", 8);
+  tir_sched_vectorize(&c, s, "j.i");
+  tir_func_t* g = NULL;
+  if (CHECK_OK(tir_schedule_apply(&c, f, s, &g))) {
+    STR_EQ(sig(g), "h[4]p(i[~19](j.o[~2](j.i[8]v(.));j.r[~7](?(.))))");
+    CHECK_OK(tir_verify_dims(g, dims, 1, &lo, &hi));
+    CHECK_COUNTS(f, g, SQ);
+  }
+  tir_ctx_deinit(&c);
+}
+
 /* ---- through the CPU target's C printer and compiler ------------------- */
 
 #define W 40
@@ -360,6 +418,7 @@ int main(void) {
   RUN(test_split);
   RUN(test_fuse_reorder_kinds);
   RUN(test_refused);
+  RUN(test_run_time_strides);
   RUN(test_cpu_printed);
   return kiln_test_finish();
 }
