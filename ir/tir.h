@@ -309,7 +309,7 @@ kiln_status_t tir_verify(const tir_func_t* f);
  * compute with them -- a stride of seq * 64 in a kernel whose tensors are
  * dense at the run's size -- are then bounded like any other. */
 #define TIR_VERIFY_MAX_DIMS 8
-kiln_status_t tir_verify_dims(const tir_func_t* f, const tir_buffer_t* dims, int32_t n, const int64_t* lo,
+KILN_MUST_USE kiln_status_t tir_verify_dims(const tir_func_t* f, const tir_buffer_t* dims, int32_t n, const int64_t* lo,
                               const int64_t* hi);
 
 /* Constant folding, algebraic identities on index arithmetic (x*1, x+0,

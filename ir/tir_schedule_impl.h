@@ -251,13 +251,13 @@ kiln_status_t tir_sch_apply_compute_at(tir_sch_state_t* S, const char* bname, co
 /* split of |L| (a tir_for_dyn loop) into full tiles ("L.o" dynamic, |ni|
  * static) and the remainder loop "L.r" (a copy of the body, its loops
  * renamed "<name>.L.r"). */
-kiln_status_t tir_sch_split_dyn(tir_sch_state_t* S, const tir_stmt_t* L, const char* no, const char* ni,
+KILN_MUST_USE kiln_status_t tir_sch_split_dyn(tir_sch_state_t* S, const tir_stmt_t* L, const char* no, const char* ni,
                                 int64_t factor);
 /* Loop kind |k| for dynamic loop |L|, keeping its run-time count; refuses
  * vectorizing (split it first) and GPU ids. */
-kiln_status_t tir_sch_dyn_kind(tir_sch_state_t* S, const tir_stmt_t* L, tir_loop_kind_t k);
+KILN_MUST_USE kiln_status_t tir_sch_dyn_kind(tir_sch_state_t* S, const tir_stmt_t* L, tir_loop_kind_t k);
 /* Refuses a loop order (outermost first) that puts a dynamic loop outside
  * a loop whose variable its trip count reads. */
-kiln_status_t tir_sch_dyn_order(const tir_stmt_t* const* order, int32_t m);
+KILN_MUST_USE kiln_status_t tir_sch_dyn_order(const tir_stmt_t* const* order, int32_t m);
 
 #endif /* KILN_IR_TIR_SCHEDULE_IMPL_H_ */

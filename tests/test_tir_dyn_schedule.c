@@ -307,7 +307,8 @@ static void test_run_time_strides(void) {
   CHECK_ERR(tir_verify(f), KILN_OUT_OF_RANGE, "depends on loaded data and cannot be bounded");
   CHECK_OK(tir_verify_dims(f, dims, 1, &lo, &hi));
   /* one past the top: 4 * 20 * 20 elements do not fit 4 * 19 * 19 */
-  CHECK_ERR(tir_verify_dims(f, dims, 1, &lo, &over), KILN_OUT_OF_RANGE, "ranges over [0, 1578], outside [0, 1444) of buffer 'P'");
+  CHECK_ERR(tir_verify_dims(f, dims, 1, &lo, &over), KILN_OUT_OF_RANGE,
+            "ranges over [0, 1578], outside [0, 1444) of buffer 'P'");
   CHECK_ERR(tir_verify_dims(f, dims, 1, &hi, &lo), KILN_INVALID_ARGUMENT, "range 19..1 is empty");
   CHECK_ERR(tir_verify_dims(f, dims, 2, &lo, &hi), KILN_INVALID_ARGUMENT, "2 dims");
   tir_schedule_t* s = tir_schedule_new(&c);
