@@ -303,6 +303,14 @@ void tir_print_expr(const tir_expr_t* e, FILE* out);
  * barrier in between (race check). The status names the kernel, buffer and
  * the offending access. */
 kiln_status_t tir_verify(const tir_func_t* f);
+/* tir_verify knowing the run-time dims: every load dims[i] (i < n, a
+ * constant index) lies in [lo[i], hi[i]] (a dynamic dim's value, which the
+ * session checks against the module's range before a run). Indices that
+ * compute with them -- a stride of seq * 64 in a kernel whose tensors are
+ * dense at the run's size -- are then bounded like any other. */
+#define TIR_VERIFY_MAX_DIMS 8
+KILN_MUST_USE kiln_status_t tir_verify_dims(const tir_func_t* f, const tir_buffer_t* dims, int32_t n, const int64_t* lo,
+                              const int64_t* hi);
 
 /* Constant folding, algebraic identities on index arithmetic (x*1, x+0,
  * (a*k+b)/k with 0<=b<k, (a*k+b)%k, nested floordiv/mod), dead loops

@@ -246,4 +246,18 @@ kiln_status_t tir_sch_apply_cache(tir_sch_state_t* S, const tir_sched_step_t* st
 kiln_status_t tir_sch_apply_inline(tir_sch_state_t* S, const char* bname);
 kiln_status_t tir_sch_apply_compute_at(tir_sch_state_t* S, const char* bname, const char* lname);
 
+/* ---- loops with a run-time trip count: tir_schedule_dyn.c ---- */
+
+/* split of |L| (a tir_for_dyn loop) into full tiles ("L.o" dynamic, |ni|
+ * static) and the remainder loop "L.r" (a copy of the body, its loops
+ * renamed "<name>.L.r"). */
+KILN_MUST_USE kiln_status_t tir_sch_split_dyn(tir_sch_state_t* S, const tir_stmt_t* L, const char* no, const char* ni,
+                                int64_t factor);
+/* Loop kind |k| for dynamic loop |L|, keeping its run-time count; refuses
+ * vectorizing (split it first) and GPU ids. */
+KILN_MUST_USE kiln_status_t tir_sch_dyn_kind(tir_sch_state_t* S, const tir_stmt_t* L, tir_loop_kind_t k);
+/* Refuses a loop order (outermost first) that puts a dynamic loop outside
+ * a loop whose variable its trip count reads. */
+KILN_MUST_USE kiln_status_t tir_sch_dyn_order(const tir_stmt_t* const* order, int32_t m);
+
 #endif /* KILN_IR_TIR_SCHEDULE_IMPL_H_ */

@@ -14,6 +14,7 @@ kiln_status_t tir_sch_apply_split(tir_sch_state_t* S, const char* name, int64_t 
   if (!no || !ni) return NULL; /* OOM: reported by the caller */
   KILN_RETURN_IF_ERROR(tir_sch_check_new_loop(S, no));
   KILN_RETURN_IF_ERROR(tir_sch_check_new_loop(S, ni));
+  if (L->u.loop.dyn_extent) return tir_sch_split_dyn(S, L, no, ni, factor);
   int64_t e = L->u.loop.extent;
   /* A factor above the extent only adds a guard: clamp it. */
   int64_t f = (e > 0 && factor > e) ? e : factor;
@@ -111,6 +112,7 @@ kiln_status_t tir_sch_apply_reorder(tir_sch_state_t* S, int32_t n, const char* c
   const tir_stmt_t* order[TIR_SCH_MAX_DEPTH];
   for (int32_t t = 0; t < m; ++t) order[t] = chain[t];
   for (int32_t i = 0; i < n; ++i) order[pos[i]] = loops[i];
+  KILN_RETURN_IF_ERROR(tir_sch_dyn_order(order, m));
   for (int32_t g = 0; g < ng; ++g) {
     gpos[g] = -1;
     for (int32_t t = 0; t < m; ++t)
@@ -151,6 +153,9 @@ kiln_status_t tir_sch_apply_fuse(tir_sch_state_t* S, const char* a, const char* 
   const tir_stmt_t* lb;
   KILN_RETURN_IF_ERROR(tir_sch_find_loop(S, a, &la, NULL));
   KILN_RETURN_IF_ERROR(tir_sch_find_loop(S, b, &lb, NULL));
+  if (lb->u.loop.dyn_extent)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "loop '%s' has a run-time trip count: fused as the inner loop it would divide by it", b);
   /* Guards between the two loops can only use |a|'s variable (or outer
    * ones): they move inside the fused loop. */
   const tir_expr_t* guard[TIR_SCH_MAX_DEPTH];
@@ -185,8 +190,12 @@ kiln_status_t tir_sch_apply_fuse(tir_sch_state_t* S, const char* a, const char* 
   for (int32_t g = ng - 1; g >= 0; --g) body = tir_if(c, guard[g], body, NULL);
   body = tir_substitute_stmt(c, body, 2, vars, vals);
   bool same = la->u.loop.kind == lb->u.loop.kind && la->u.loop.tag == lb->u.loop.tag;
-  const tir_stmt_t* out = tir_sch_for(c, vf, ea * eb, same ? la->u.loop.kind : TIR_LOOP_SERIAL,
-                                      same ? la->u.loop.tag : TIR_TAG_NONE, body);
+  const tir_loop_kind_t k = same ? la->u.loop.kind : TIR_LOOP_SERIAL;
+  /* an outer loop with a run-time count n runs n * eb fused iterations */
+  const tir_stmt_t* out =
+      la->u.loop.dyn_extent && k != TIR_LOOP_BOUND
+          ? tir_for_dyn(c, vf, ea * eb, tir_mul(c, la->u.loop.dyn_extent, div), k, body)
+          : tir_sch_for(c, vf, ea * eb, k, same ? la->u.loop.tag : TIR_TAG_NONE, body);
   if (out) S->body = tir_sch_replace(c, S->body, la, out);
   return NULL;
 }
@@ -195,6 +204,7 @@ kiln_status_t tir_sch_apply_kind(tir_sch_state_t* S, const char* name, tir_loop_
                                  tir_thread_tag_t tag) {
   const tir_stmt_t* L;
   KILN_RETURN_IF_ERROR(tir_sch_find_loop(S, name, &L, NULL));
+  if (L->u.loop.dyn_extent) return tir_sch_dyn_kind(S, L, k);
   const tir_stmt_t* out =
       tir_sch_for(S->c, L->u.loop.var, L->u.loop.extent, k, tag, L->u.loop.body);
   if (out) S->body = tir_sch_replace(S->c, S->body, L, out);

@@ -885,7 +885,16 @@ static void collect_tvars(rctx_t* r, const tir_stmt_t* s) {
 
 /* ---- entry ------------------------------------------------------------- */
 
-kiln_status_t tir_verify(const tir_func_t* f) {
+/* The values of dims[i] (what tir_verify_dims knows), as facts the interval
+ * engine matches structurally against the kernel's loads of them. */
+typedef struct dim_facts_s {
+  tir_expr_t idx[TIR_VERIFY_MAX_DIMS];
+  const tir_expr_t* pidx[TIR_VERIFY_MAX_DIMS];
+  tir_expr_t load[TIR_VERIFY_MAX_DIMS];
+} dim_facts_t;
+
+static kiln_status_t verify(const tir_func_t* f, const tir_buffer_t* dims, int32_t n_dims, const int64_t* lo,
+                            const int64_t* hi) {
   if (!f || !f->body)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tir_verify: kernel %s has no body",
                             f && f->name ? f->name : "(null)");
@@ -893,6 +902,14 @@ kiln_status_t tir_verify(const tir_func_t* f) {
   if (!c) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory verifying kernel %s", f->name);
   c->f = f;
   kiln_status_t st = NULL;
+  dim_facts_t* df = n_dims > 0 ? calloc(1, sizeof(*df)) : NULL;
+  if (n_dims > 0 && !df) st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory verifying kernel %s", f->name);
+  for (int32_t i = 0; i < n_dims && !st; ++i) {
+    df->idx[i] = (tir_expr_t){.kind = TIR_INT, .dtype = KILN_DTYPE_I64, .u.i = i};
+    df->pidx[i] = &df->idx[i];
+    df->load[i] = (tir_expr_t){.kind = TIR_LOAD, .dtype = dims->dtype, .u.load = {dims, &df->pidx[i]}};
+    c->env.facts[c->env.n_facts++] = (tir_fact_t){&df->load[i], lo[i], hi[i], false};
+  }
   for (int32_t i = 0; i < f->n_params && !st; ++i) {
     const tir_buffer_t* b = f->params[i];
     if (!b) st = fail(c, KILN_INVALID_ARGUMENT, "parameter %d is NULL", i);
@@ -905,6 +922,7 @@ kiln_status_t tir_verify(const tir_func_t* f) {
   }
   if (!st) st = check_stmt(c, f->body);
   free(c);
+  free(df);
   if (st) return st;
 
   rctx_t r;
@@ -916,4 +934,18 @@ kiln_status_t tir_verify(const tir_func_t* f) {
   st = race_stmt(&r, f->body, &e);
   if (!st) eff_free(&e);
   return st;
+}
+
+kiln_status_t tir_verify(const tir_func_t* f) { return verify(f, NULL, 0, NULL, NULL); }
+
+kiln_status_t tir_verify_dims(const tir_func_t* f, const tir_buffer_t* dims, int32_t n, const int64_t* lo,
+                              const int64_t* hi) {
+  if (n < 0 || n > TIR_VERIFY_MAX_DIMS || (n && (!dims || dims->rank != 1 || dims->shape[0] < n || !lo || !hi)))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "tir_verify_dims: %d dims (at most %d) in buffer '%s'", (int)n,
+                            TIR_VERIFY_MAX_DIMS, dims ? dims->name : "(null)");
+  for (int32_t i = 0; i < n; ++i)
+    if (lo[i] > hi[i])
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "tir_verify_dims: dim %d range %lld..%lld is empty", (int)i,
+                              (long long)lo[i], (long long)hi[i]);
+  return verify(f, dims, n, lo, hi);
 }

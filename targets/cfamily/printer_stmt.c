@@ -77,7 +77,7 @@ static void put_for_header(pr_t* p, const tir_var_t* v, int64_t extent, const ti
   kiln_cf_put_var(p, v);
   if (dyn) {
     put(p, " < ");
-    kiln_cf_expr(p, dyn, P_ANY);
+    kiln_cf_expr(p, dyn, P_SHIFT); /* an operand of '<': `n & 7` needs its parentheses */
     put(p, "; ");
   } else {
     putf(p, " < %lld; ", (long long)extent);
@@ -149,7 +149,7 @@ static void st_parallel(pr_t* p, const tir_stmt_t* s) {
    * region, so one sample runs in this thread. */
   if (n == 1 && s->u.loop.dyn_extent && p->d->parallel_if) {
     putf(p, " %s(", p->d->parallel_if);
-    kiln_cf_expr(p, s->u.loop.dyn_extent, P_ANY);
+    kiln_cf_expr(p, s->u.loop.dyn_extent, P_SHIFT);
     put(p, " > 1)");
   }
   put(p, "\n");
