@@ -36,48 +36,48 @@ static void test_literal_scan(void) {
       "  float v1[96] __attribute__((aligned(64)));\n"
       "  #pragma GCC unroll 6\n"
       "  for (int64_t v2 = 0; v2 < 6; v2++) {\n"
-      "    for (int64_t v3 = 0; v3 < 64; v3 += 8) {\n"
-      "      p0[v2 * 25088 + v3 % 7] = 1.5f + 2e-05f + 0x10 + 3000000000 + 4u + .5f + v1[v3];\n"
+      "    for (int64_t v4 = 0; v4 < 64; v4++) {\n"
+      "      for (int64_t v3 = 0; v3 < 16; v3 += 8) {\n"
+      "        p0[v2 * 25088 + v4 % 7 + v3] = 1.5f + 2e-05f + 0x10 + 3000000000 + 4u + .5f + v1[v3];\n"
+      "      }\n"
       "    }\n"
       "  }\n"
       "}\n";
   kiln_cpu_shape_t s = shape_of(a);
   /* parameters: args[0] (a plain int, but equal in every member that can
-   * share), the inner loop's 0 and 64, 25088 and 7; the outer loop under
-   * the unroll pragma, the pragma, the array size, the step, the floats,
-   * hex, too large and suffixed literals stay in the shape */
-  static const int32_t want[] = {0, 0, 64, 25088, 7};
-  CHECK_MSG(s.n_lits == 5, "%d literals", (int)s.n_lits);
-  for (int32_t i = 0; i < s.n_lits && i < 5; ++i)
+   * share), the middle loop's 0 and 64, and 25088; the loop under the
+   * unroll pragma, the innermost loop, the pragma, the array size, the
+   * divisor 7, the floats, hex, too large and suffixed literals stay in the
+   * shape */
+  static const int32_t want[] = {0, 0, 64, 25088};
+  CHECK_MSG(s.n_lits == 4, "%d literals", (int)s.n_lits);
+  for (int32_t i = 0; i < s.n_lits && i < 4; ++i)
     CHECK_MSG(s.lits[i] == want[i], "literal %d is %d", (int)i, (int)s.lits[i]);
   CHECK(strstr(s.skel, "unroll 6\n") && strstr(s.skel, "v2 < 6;") && strstr(s.skel, "[96]") &&
-        strstr(s.skel, "+= 8)") && strstr(s.skel, "1.5f + 2e-05f + 0x10 + 3000000000 + 4u + .5f"));
-  /* another member: other inner trip and stride; same shape */
+        strstr(s.skel, "v3 < 16; v3 += 8)") && strstr(s.skel, "% 7 ") &&
+        strstr(s.skel, "1.5f + 2e-05f + 0x10 + 3000000000 + 4u + .5f"));
+  /* another member: another middle trip and stride; same shape */
   char b[1024];
   snprintf(b, sizeof b, "%s", a);
-  char* at = strstr(b, "v3 < 64");
-  memcpy(at, "v3 < 32", 7);
+  char* at = strstr(b, "v4 < 64");
+  memcpy(at, "v4 < 32", 7);
   at = strstr(b, "25088");
   memcpy(at, "12544", 5);
   kiln_cpu_shape_t t = shape_of(b);
   CHECK(kiln_cpu_shape_same(&s, &t));
   kiln_cpu_shape_free(&t);
-  /* another register tile (the unroll count and its loop's trip): another shape */
-  snprintf(b, sizeof b, "%s", a);
-  at = strstr(b, "unroll 6");
-  at[7] = '5';
-  at = strstr(b, "v2 < 6");
-  at[5] = '5';
-  t = shape_of(b);
-  CHECK(!kiln_cpu_shape_same(&s, &t));
-  kiln_cpu_shape_free(&t);
-  /* another float constant: another shape */
-  snprintf(b, sizeof b, "%s", a);
-  at = strstr(b, "1.5f");
-  at[2] = '7';
-  t = shape_of(b);
-  CHECK(!kiln_cpu_shape_same(&s, &t));
-  kiln_cpu_shape_free(&t);
+  /* another register tile (the unroll count and its loop's trip), another
+   * innermost trip, another divisor, another float: each another shape */
+  const char* edits[][2] = {{"unroll 6\n  for (int64_t v2 = 0; v2 < 6;", "unroll 5\n  for (int64_t v2 = 0; v2 < 5;"},
+                            {"v3 < 16", "v3 < 24"}, {"% 7", "% 9"}, {"1.5f", "1.7f"}};
+  for (int i = 0; i < 4; ++i) {
+    snprintf(b, sizeof b, "%s", a);
+    at = strstr(b, edits[i][0]);
+    memcpy(at, edits[i][1], strlen(edits[i][1]));
+    t = shape_of(b);
+    CHECK_MSG(!kiln_cpu_shape_same(&s, &t), "edit %d keeps the shape", i);
+    kiln_cpu_shape_free(&t);
+  }
   kiln_cpu_shape_free(&s);
 }
 
