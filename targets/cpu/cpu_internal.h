@@ -1,6 +1,7 @@
 /* Private parts of the CPU backend, shared by its files:
  *   cpu_codegen.c  plan -> one C translation unit (through the C-family printer)
  *   cpu_exec.c     kiln_cpu_compile, buffer allocation, kiln_cpu_run
+ *   cpu_share.c    kernels equal up to integer constants: one shared body
  * Compiling and loading the C (compiler, cached .so, dlopen/dlsym) is the
  * runtime's CPU loader, runtime/cpu/cpu_loader.h.
  */
