@@ -200,12 +200,14 @@ static kiln_status_t print_group(const kiln_plan_t* plan, const kiln_cf_dialect_
   for (int32_t i = 0; i < nl && !s; ++i) {
     param_of[i] = -1;
     bool differs = false;
-    for (int32_t m = g->next[c]; m >= 0 && !differs; m = g->next[m]) differs = shapes[m].lits[i] != lead->lits[i];
+    for (int32_t m = g->next[c]; m >= 0 && !differs; m = g->next[m])
+      differs = shapes[m].lits[i] != lead->lits[i];
     if (!differs) continue;
     for (int32_t j = 0; j < i && param_of[i] < 0; ++j) {
       if (param_of[j] < 0 || lead->lits[j] != lead->lits[i]) continue;
       bool same = true;
-      for (int32_t m = g->next[c]; m >= 0 && same; m = g->next[m]) same = shapes[m].lits[j] == shapes[m].lits[i];
+      for (int32_t m = g->next[c]; m >= 0 && same; m = g->next[m])
+        same = shapes[m].lits[j] == shapes[m].lits[i];
       if (same) param_of[i] = param_of[j];
     }
     if (param_of[i] < 0) param_of[i] = n_params++;
