@@ -26,6 +26,7 @@ enum { /* C operator precedence, higher binds tighter */
 
 #define MAX_DEPTH 64
 #define MAX_SEEN 2048
+#define MAX_BIND 64
 
 typedef struct pr_s {
   const kiln_cf_dialect_t* d;
@@ -51,6 +52,12 @@ typedef struct pr_s {
   bool canon;
   const void* seen[MAX_SEEN];
   int32_t nseen;
+  /* C vector selects whose operands recur in their condition (MaxPool's
+   * running maximum): operands bound to locals kiln_s<id> of a statement
+   * expression, printed once each instead of once per use (printer_vec.c) */
+  const tir_expr_t* bind_e[MAX_BIND];
+  int32_t bind_id[MAX_BIND];
+  int32_t nbind, nbound;
 } pr_t;
 
 /* ---- text ------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "targets/cfamily/printer_impl.h"
+#include "ir/tir_analysis.h"
 
 /* ---- lane analysis ---------------------------------------------------- */
 
@@ -260,9 +261,55 @@ static void vtpl(pr_t* p, const char* fmt, targ_t a, targ_t b, targ_t c) {
   kiln_cf_tpl(p, fmt, &t);
 }
 
+/* Whether |x| is |c| or an operand of its comparisons and logic, |depth|
+ * levels down. */
+static bool in_cond(const tir_expr_t* c, const tir_expr_t* x, int depth) {
+  if (tir_expr_equal(c, x)) return true; /* structurally: mutators copy shared nodes */
+  if (depth == 0 || c->kind != TIR_BINARY) return false;
+  return in_cond(c->u.bin.a, x, depth - 1) || in_cond(c->u.bin.b, x, depth - 1);
+}
+
+/* select(cond, t, f) where t or f recurs in cond (select(x > acc, x, acc)):
+ * printed as a C statement expression that evaluates t and f once into
+ * locals, because as a tree a chain of such selects doubles in text per
+ * link (a 3x3 MaxPool printed 2^9 copies of its first load, ~120 KB of C
+ * that took the compiler 0.4 s). Both operands are evaluated either way
+ * (a vector select computes both). False when this does not apply. */
+static bool vselect_bound(pr_t* p, const tir_expr_t* e) {
+  const tir_expr_t *c = e->u.sel.cond, *t = e->u.sel.t, *f = e->u.sel.f;
+  if (p->d->lang != KILN_CF_LANG_C || e->dtype != KILN_DTYPE_F32 || p->nbind + 2 > MAX_BIND ||
+      !(in_cond(c, t, 3) || in_cond(c, f, 3)))
+    return false;
+  char vt[64];
+  expand1(p->d->vec_type, "", p->w, vt, sizeof vt);
+  int32_t id = p->nbound;
+  p->nbound += 2;
+  putf(p, "({ %s kiln_s%d = ", vt, (int)id);
+  kiln_cf_vexpr(p, t, P_ANY);
+  putf(p, "; %s kiln_s%d = ", vt, (int)id + 1);
+  kiln_cf_vexpr(p, f, P_ANY);
+  put(p, "; ");
+  p->bind_e[p->nbind] = t;
+  p->bind_id[p->nbind++] = id;
+  p->bind_e[p->nbind] = f;
+  p->bind_id[p->nbind++] = id + 1;
+  char nt[32], nf[32];
+  snprintf(nt, sizeof nt, "kiln_s%d", (int)id);
+  snprintf(nf, sizeof nf, "kiln_s%d", (int)id + 1);
+  vtpl(p, p->d->vsel, avex(c), atext(nt), atext(nf));
+  p->nbind -= 2;
+  put(p, "; })");
+  return true;
+}
+
 /* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
+  for (int32_t i = p->nbind - 1; i >= 0; --i)
+    if (tir_expr_equal(p->bind_e[i], e)) {
+      putf(p, "kiln_s%d", (int)p->bind_id[i]);
+      return;
+    }
   const tir_expr_t* w = e->dtype == KILN_DTYPE_I32 ? widen_load(e) : NULL;
   if (w) { /* vok_i32: a widening load, or its broadcast */
     kiln_cf_check_buf(p, w->u.load.buf);
@@ -307,7 +354,7 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
     }
     case TIR_SELECT:
       if (varies(p, e->u.sel.cond)) {
-        vtpl(p, d->vsel, avex(e->u.sel.cond), avex(e->u.sel.t), avex(e->u.sel.f));
+        if (!vselect_bound(p, e)) vtpl(p, d->vsel, avex(e->u.sel.cond), avex(e->u.sel.t), avex(e->u.sel.f));
       } else {
         kiln_cf_select(p, e, need, true);
       }

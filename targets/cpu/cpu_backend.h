@@ -4,8 +4,10 @@
  * C-family printer (targets/cfamily/printer.h, C dialect), compiled with the
  * system compiler ($KILN_CC or "cc"; flags $KILN_CPU_FLAGS or "-O3
  * -march=native -fopenmp -fno-math-errno") into a shared object -- large
- * units are split into parts compiled in parallel ($KILN_CPU_JOBS) and
- * kernels that print identically share one body -- which is cached on disk
+ * units are split into parts compiled in parallel ($KILN_CPU_JOBS),
+ * kernels that print identically share one body, and kernels equal up to
+ * integer constants one body taking the constants (cpu_share.c,
+ * $KILN_CPU_SHARE=0 turns that off) -- which is cached on disk
  * in the code cache's cpu folder ($KILN_CACHE_DIR/cpu, see
  * runtime/code_cache.h) by a hash of the source, compiler, flags, compiler
  * version and CPU, and loaded

@@ -1,6 +1,7 @@
 /* Private parts of the CPU backend, shared by its files:
  *   cpu_codegen.c  plan -> one C translation unit (through the C-family printer)
  *   cpu_exec.c     kiln_cpu_compile, buffer allocation, kiln_cpu_run
+ *   cpu_share.c    kernels equal up to integer constants: one shared body
  * Compiling and loading the C (compiler, cached .so, dlopen/dlsym) is the
  * runtime's CPU loader, runtime/cpu/cpu_loader.h.
  */
@@ -30,6 +31,8 @@ typedef struct kiln_cpu_source_s {
   int32_t n_parts;
   uint64_t* parts;          /* 2 * n_parts: offset, length */
   int32_t n_aliases;        /* kernels emitted as aliases of an identical one */
+  int32_t n_shared;         /* kernels emitted as calls of a shared body (cpu_share.c) */
+  int32_t n_bodies;         /* ... and the shared bodies they call */
 } kiln_cpu_source_t;
 
 kiln_status_t kiln_cpu_codegen(const kiln_plan_t* plan, kiln_cpu_source_t* out);
@@ -44,6 +47,38 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
  * NOT_FOUND when a level's compiler is missing, the compiler's errors. */
 kiln_status_t kiln_cpu_aot_build(const kiln_plan_t* plan, kiln_program_t* prog, const char* list);
 void kiln_cpu_source_free(kiln_cpu_source_t* s);
+
+/* Shape sharing (cpu_share.c, see its header comment): kernels whose
+ * canonical texts are equal up to integer literals print one body that
+ * reads the literals that differ from an array its callers pass.
+ * $KILN_CPU_SHARE=0 turns it off (for comparisons). */
+typedef struct kiln_cpu_shape_s {
+  char* skel;       /* the text, each literal that may vary replaced by \x01 */
+  size_t skel_len;
+  uint64_t hash;    /* of skel */
+  int32_t* lits;    /* the literals' values, in text order */
+  int32_t n_lits;
+} kiln_cpu_shape_t;
+
+/* The shape of a canonical kernel text. Errors: OUT_OF_MEMORY. */
+kiln_status_t kiln_cpu_shape_of(const char* text, size_t len, kiln_cpu_shape_t* out);
+bool kiln_cpu_shape_same(const kiln_cpu_shape_t* a, const kiln_cpu_shape_t* b);
+void kiln_cpu_shape_free(kiln_cpu_shape_t* s);
+/* Defines KILN_SHARED; printed once before the first shared body. */
+extern const char kiln_cpu_shared_macro[];
+/* Prints `kiln_shared_<group>`, the body of |text| (a member's own print,
+ * whose literals are |lits|, n_lits of them) with literal i read from
+ * parameter kc[param_of[i]] where that is >= 0 (n_params of them, numbered
+ * in the order of their first literal; literals with the same values in
+ * every member share one). False, printing nothing, when the text does not
+ * have those literals. */
+bool kiln_cpu_print_shared_body(kiln_cf_out_t* o, int32_t group, const char* text, size_t len,
+                                const int32_t* lits, const int32_t* param_of, int32_t n_lits,
+                                int32_t n_params);
+/* Prints kernel |name| as a call of kiln_shared_<group> passing its
+ * literals |lits| as the parameters |param_of| maps them to. */
+void kiln_cpu_print_shared_call(kiln_cf_out_t* o, const char* name, int32_t group,
+                                const int32_t* lits, const int32_t* param_of, int32_t n_lits);
 
 #ifdef __cplusplus
 }
