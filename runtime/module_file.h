@@ -174,6 +174,7 @@ extern "C" {
  * the dim, its sizes and the programs of all sizes but the first, each a
  * whole module image (runtime/program_buckets.c). */
 #define KILN_MODULE_TAG_BUCK KILN_MODULE_TAG('B', 'U', 'C', 'K')
+#define KILN_MODULE_TAG_STGS KILN_MODULE_TAG('S', 'T', 'G', 'S')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0)
  * (runtime/module_crc.c: carry-less multiplication where the CPU has it). */

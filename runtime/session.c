@@ -348,6 +348,15 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  if (p->staged) { /* a shell: the stages' sessions run it */
+    kiln_status_t st = kiln_staged_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return st;
+    }
+    *out_session = s;
+    return NULL;
+  }
   /* a bucket's own session (module->parent set) runs its program alone,
    * bucket 0's included, which is the program that carries the others */
   if (p->n_buckets && !module->parent) {
@@ -400,6 +409,7 @@ void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
   kiln_buckets_destroy(s);
   kiln_hetero_destroy(s);
+  kiln_staged_session_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
   for (int32_t i = 0; s->slots && i < s->n_slots; ++i) {
@@ -474,6 +484,7 @@ kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs
   if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
   if (s->buckets) return kiln_buckets_enqueue(s, inputs, out_run);
+  if (s->stg) return kiln_staged_enqueue(s, inputs, out_run);
   const kiln_program_t* p = s->p;
   int64_t n = 1;
   KILN_RETURN_IF_ERROR(kiln_program_dim_value(p, inputs, mname(s), &n));
@@ -583,6 +594,7 @@ kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* o
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
   if (s->buckets) return kiln_buckets_wait(s, run, outputs);
+  if (s->stg) return kiln_staged_wait(s, run, outputs);
   if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)

@@ -75,6 +75,10 @@ struct kiln_session_s {
    * outlives it) is viewed there rather than copied (|weights_borrowed|). */
   bool bucket_weights, weights_borrowed;
   const kiln_session_t* weights_of;
+  /* A staged module (runtime/session_staged.c): the stages' sessions and
+   * the runs in flight; every per-device field above stays empty. NULL
+   * otherwise. */
+  struct kiln_staged_session_s* stg;
 };
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
@@ -97,6 +101,11 @@ KILN_MUST_USE kiln_status_t kiln_buckets_session_create(kiln_session_t* s);
 void kiln_buckets_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_buckets_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_buckets_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* runtime/session_staged.c: |s| has module, p, dev and opts set. */
+KILN_MUST_USE kiln_status_t kiln_staged_session_create(kiln_session_t* s);
+void kiln_staged_session_destroy(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_staged_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_staged_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 /* The session whose figures |s| reports: the bucket that ran last, or |s|. */
 const kiln_session_t* kiln_session_current(const kiln_session_t* s);
 /* Lines on the segments, their transfers and (profiled) their time. */
