@@ -79,9 +79,9 @@ static kiln_status_t bad(const kiln_program_t* p, int32_t seg, const char* fmt, 
   va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
-  if (seg < 0) return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: staged: %s", pname(p), m);
+  if (seg < 0) return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: section 'STGS': %s", pname(p), m);
   const kiln_staged_segment_t* s = &p->staged->segments[seg];
-  return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: staged: segment %d ('%s'): %s", pname(p), (int)seg,
+  return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: section 'STGS': segment %d ('%s'): %s", pname(p), (int)seg,
                           s->name ? s->name : "", m);
 }
 
@@ -153,7 +153,7 @@ static kiln_status_t check_segment(const kiln_program_t* p, int32_t seg, uint8_t
   if (s->n_attrs) return BAD("a stage with attributes");
   const kiln_program_t* q = s->prog;
   if (q->staged || q->n_buckets) return BAD("a stage's program is staged or has shape buckets of its own");
-  KILN_RETURN_IF_ERROR(kiln_program_validate(q), "%s: staged: segment %d ('%s')", pname(p), (int)seg, s->name);
+  KILN_RETURN_IF_ERROR(kiln_program_validate(q), "%s: section 'STGS': segment %d ('%s')", pname(p), (int)seg, s->name);
   if (strcmp(q->target, p->target) != 0) return BAD("compiled for %s in a %s module", q->target, p->target);
   if (q->n_inputs != s->n_in || q->n_outputs != s->n_out)
     return BAD("its program has %d inputs and %d outputs, the segment %d and %d", (int)q->n_inputs, (int)q->n_outputs,
