@@ -1,8 +1,10 @@
 /* Host nodes of staged modules (runtime/program_staged.h): the kernels
  * libkiln_rt runs between compiled stages, with the semantics of the
  * reference kernels (ir/ops/tensor_dataflow.c) -- the same outputs, bit for
- * bit -- but on plain arrays, with every shape checked here, since the
- * module that feeds them may be hostile. Outputs are allocated with the
+ * bit; ir/ and runtime/ may not include each other, so this is a second
+ * copy, which test_staged_module checks against the reference -- on plain
+ * arrays, with every shape checked here, since the module that feeds them
+ * may be hostile. Outputs are allocated with the
  * system allocator once their size is known. */
 #include <math.h>
 #include <stdlib.h>
@@ -36,9 +38,16 @@ static kiln_status_t nonzero(const kiln_array_t* x, kiln_array_t* out, const cha
 
 /* ---- NonMaxSuppression: onnxruntime's rule, as the reference kernel ---- */
 
+/* fminf/fmaxf without the libm call (the IoU test is NMS's inner loop):
+ * NaN gives the other operand as they do; of two zeros either may come
+ * back, which no decision below depends on (a zero width, height or area
+ * never suppresses). */
+
 static inline float fmin2(float a, float b) { return a != a ? b : b != b ? a : a < b ? a : b; }
 static inline float fmax2(float a, float b) { return a != a ? b : b != b ? a : a > b ? a : b; }
 
+/* A box's corners (either order in the input, or center + size) and area,
+ * computed once per box instead of once per pair. */
 typedef struct {
   float y0, y1, x0, x1, area;
 } box_t;
@@ -54,6 +63,8 @@ static box_t corners(const float* a, bool center) {
   return o;
 }
 
+/* Whether |a| and |b| overlap by more than |thr| (onnxruntime's rule:
+ * corners in either order, empty boxes never suppress). */
 static bool overlaps(const box_t* a, const box_t* b, float thr) {
   const float iw = fmax2(fmin2(a->x1, b->x1) - fmax2(a->x0, b->x0), 0.0f);
   const float ih = fmax2(fmin2(a->y1, b->y1) - fmax2(a->y0, b->y0), 0.0f);
@@ -91,6 +102,48 @@ static kiln_status_t scalar(const kiln_array_t* const* in, int32_t n_in, int32_t
   return NULL;
 }
 
+kiln_status_t kiln_nms_select(const float* boxes, const float* scores, int64_t B, int64_t C, int64_t N, int64_t per,
+                              float iou, bool has_sthr, float sthr, bool center, int64_t** out_sel, int64_t* out_n) {
+  *out_sel = NULL;
+  *out_n = 0;
+  if (per < 0) per = 0;
+  const int64_t cap = B * C * per;
+  int64_t* buf = malloc(sizeof(int64_t) * (size_t)(3 * N + 1));
+  int64_t* sel = malloc(sizeof(int64_t) * (size_t)(3 * cap + 1));
+  box_t* nb = malloc(sizeof(box_t) * (size_t)(N + 1));
+  if (!buf || !sel || !nb) {
+    free(buf);
+    free(sel);
+    free(nb);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "NonMaxSuppression: out of memory for %lld boxes", (long long)N);
+  }
+  int64_t *idx = buf, *tmp = buf + N, *keep = buf + 2 * N;
+  int64_t n_sel = 0;
+  for (int64_t b = 0; b < B && per > 0; ++b) {
+    for (int64_t i = 0; i < N; ++i) nb[i] = corners(boxes + (b * N + i) * 4, center);
+    for (int64_t c = 0; c < C; ++c) {
+      const float* s = scores + (b * C + c) * N;
+      int64_t n = 0, nk = 0;
+      for (int64_t i = 0; i < N; ++i)
+        if (!has_sthr || s[i] > sthr) idx[n++] = i;
+      by_score(s, idx, tmp, n);
+      for (int64_t k = 0; k < n && nk < per; ++k) {
+        bool drop = false;
+        for (int64_t j = 0; j < nk && !drop; ++j) drop = overlaps(&nb[keep[j]], &nb[idx[k]], iou);
+        if (drop) continue;
+        keep[nk++] = idx[k];
+        sel[3 * n_sel] = b, sel[3 * n_sel + 1] = c, sel[3 * n_sel + 2] = idx[k];
+        ++n_sel;
+      }
+    }
+  }
+  free(nb);
+  free(buf);
+  *out_sel = sel;
+  *out_n = n_sel;
+  return NULL;
+}
+
 static kiln_status_t nms(const kiln_array_t* const* in, int32_t n_in, int64_t cpb, kiln_array_t* out, const char* where) {
   const kiln_array_t *bx = in[0], *sc = in[1];
   if (bx->dtype != KILN_DTYPE_F32 || sc->dtype != KILN_DTYPE_F32 || bx->shape.rank != 3 || sc->shape.rank != 3 ||
@@ -102,44 +155,17 @@ static kiln_status_t nms(const kiln_array_t* const* in, int32_t n_in, int64_t cp
   KILN_RETURN_IF_ERROR(scalar(in, n_in, 2, 0, where, &maxo));
   KILN_RETURN_IF_ERROR(scalar(in, n_in, 3, 0, where, &iou));
   KILN_RETURN_IF_ERROR(scalar(in, n_in, 4, -INFINITY, where, &sthr));
-  const bool has_sthr = n_in > 4 && in[4];
-  const int64_t B = sc->shape.dims[0], C = sc->shape.dims[1], N = sc->shape.dims[2];
+  const int64_t N = sc->shape.dims[2];
   const int64_t per = maxo <= 0 ? 0 : maxo < (double)N ? (int64_t)maxo : N;
-  const int64_t cap = B * C * per;
-  int64_t* buf = malloc(sizeof(int64_t) * (size_t)(3 * N + 3 * cap + 1));
-  box_t* nb = malloc(sizeof(box_t) * (size_t)(N + 1));
-  if (!buf || !nb) {
-    free(buf);
-    free(nb);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: NonMaxSuppression: out of memory", where);
-  }
-  int64_t *idx = buf, *tmp = buf + N, *keep = buf + 2 * N, *sel = buf + 3 * N;
-  const float* boxes = bx->data;
-  const float* scores = sc->data;
+  int64_t* sel = NULL;
   int64_t n_sel = 0;
-  for (int64_t b = 0; b < B && per > 0; ++b) {
-    for (int64_t i = 0; i < N; ++i) nb[i] = corners(boxes + (b * N + i) * 4, cpb == 1);
-    for (int64_t c = 0; c < C; ++c) {
-      const float* s = scores + (b * C + c) * N;
-      int64_t n = 0, nk = 0;
-      for (int64_t i = 0; i < N; ++i)
-        if (!has_sthr || s[i] > (float)sthr) idx[n++] = i;
-      by_score(s, idx, tmp, n);
-      for (int64_t k = 0; k < n && nk < per; ++k) {
-        bool drop = false;
-        for (int64_t j = 0; j < nk && !drop; ++j) drop = overlaps(&nb[keep[j]], &nb[idx[k]], (float)iou);
-        if (drop) continue;
-        keep[nk++] = idx[k];
-        sel[3 * n_sel] = b, sel[3 * n_sel + 1] = c, sel[3 * n_sel + 2] = idx[k];
-        ++n_sel;
-      }
-    }
-  }
+  KILN_RETURN_IF_ERROR(kiln_nms_select(bx->data, sc->data, sc->shape.dims[0], sc->shape.dims[1], N, per, (float)iou,
+                                       n_in > 4 && in[4], (float)sthr, cpb == 1, &sel, &n_sel),
+                       "%s", where);
   kiln_shape_t os = kiln_shape_make(2, (int64_t[]){n_sel, 3});
   kiln_status_t st = kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_I64, &os, out);
   if (!st && n_sel) memcpy(out->data, sel, sizeof(int64_t) * 3 * (size_t)n_sel);
-  free(nb);
-  free(buf);
+  free(sel);
   return st;
 }
 
