@@ -647,12 +647,27 @@ kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_se
   return NULL;
 }
 
+void kiln_session_memory_add(kiln_session_memory_t* out, const kiln_session_t* part) {
+  kiln_session_memory_t m;
+  kiln_session_memory(part, &m);
+  out->arena_bytes += m.arena_bytes;
+  out->naive_bytes += m.naive_bytes;
+  out->lower_bound_bytes += m.lower_bound_bytes;
+  out->weights_bytes += m.weights_bytes;
+  out->barriers += m.barriers;
+  out->dispatches += m.dispatches;
+}
+
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
   s = kiln_session_current(s);
   if (s->het) {
     kiln_hetero_memory(s, out);
+    return;
+  }
+  if (s->stg) {
+    kiln_staged_memory(s, out);
     return;
   }
   out->arena_bytes = s->mp.arena_bytes;

@@ -538,15 +538,7 @@ kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* ou
 
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   const kiln_hetero_t* h = s->het;
-  for (int32_t i = 0; i < h->n_segs; ++i) {
-    kiln_session_memory_t m;
-    kiln_session_memory(h->segs[i].ses, &m);
-    out->arena_bytes += m.arena_bytes;
-    out->naive_bytes += m.naive_bytes;
-    out->lower_bound_bytes += m.lower_bound_bytes;
-    out->weights_bytes += m.weights_bytes;
-    out->barriers += m.barriers;
-  }
+  for (int32_t i = 0; i < h->n_segs; ++i) kiln_session_memory_add(out, h->segs[i].ses);
   out->slots = h->n_pend;
   out->dispatches = s->p->n_kernels;
 }

@@ -106,6 +106,11 @@ KILN_MUST_USE kiln_status_t kiln_staged_session_create(kiln_session_t* s);
 void kiln_staged_session_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_staged_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_staged_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* The stages' sessions' figures, summed. */
+void kiln_staged_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+/* Adds |part|'s memory figures (arenas, weights, barriers, dispatches) to
+ * |out|: a session made of the sessions of its parts. */
+void kiln_session_memory_add(kiln_session_memory_t* out, const kiln_session_t* part);
 /* The session whose figures |s| reports: the bucket that ran last, or |s|. */
 const kiln_session_t* kiln_session_current(const kiln_session_t* s);
 /* Lines on the segments, their transfers and (profiled) their time. */

@@ -184,3 +184,10 @@ kiln_status_t kiln_staged_wait(kiln_session_t* s, uint64_t run, kiln_array_t* ou
   }
   return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s), (unsigned long long)run);
 }
+
+void kiln_staged_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
+  const struct kiln_staged_session_s* g = s->stg;
+  for (int32_t i = 0; i < s->p->staged->n_segments; ++i)
+    if (g->ses[i]) kiln_session_memory_add(out, g->ses[i]);
+  out->slots = g->n_pend;
+}
