@@ -647,6 +647,57 @@ kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_se
   return NULL;
 }
 
+kiln_status_t kiln_done_runs_init(const kiln_session_t* s, kiln_done_runs_t* d, int32_t slots) {
+  d->runs = calloc((size_t)slots + 1, sizeof(kiln_done_run_t));
+  if (!d->runs) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
+  d->n = slots;
+  for (int32_t i = 0; i < slots; ++i)
+    if (!(d->runs[i].outputs = calloc((size_t)s->p->n_outputs + 1, sizeof(kiln_array_t))))
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
+  return NULL;
+}
+
+void kiln_done_runs_free(const kiln_session_t* s, kiln_done_runs_t* d) {
+  for (int32_t i = 0; d->runs && i < d->n; ++i) {
+    for (int32_t o = 0; d->runs[i].outputs && o < s->p->n_outputs; ++o)
+      kiln_array_free(kiln_allocator_system(), &d->runs[i].outputs[o]);
+    free(d->runs[i].outputs);
+  }
+  free(d->runs);
+  d->runs = NULL;
+  d->n = 0;
+}
+
+kiln_status_t kiln_done_runs_slot(const kiln_session_t* s, kiln_done_runs_t* d, kiln_done_run_t** out) {
+  for (int32_t i = 0; i < d->n; ++i)
+    if (!d->runs[i].busy) {
+      *out = &d->runs[i];
+      return NULL;
+    }
+  return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
+                          mname(s), (int)d->n);
+}
+
+void kiln_done_runs_keep(kiln_session_t* s, kiln_done_run_t* r, uint64_t* out_run) {
+  r->busy = true;
+  r->run = ++s->next_run;
+  *out_run = r->run;
+}
+
+kiln_status_t kiln_done_runs_take(const kiln_session_t* s, kiln_done_runs_t* d, uint64_t run, kiln_array_t* outputs) {
+  for (int32_t i = 0; i < d->n; ++i) {
+    kiln_done_run_t* r = &d->runs[i];
+    if (!r->busy || r->run != run) continue;
+    for (int32_t o = 0; o < s->p->n_outputs; ++o) {
+      outputs[o] = r->outputs[o]; /* ownership moves to the caller */
+      memset(&r->outputs[o], 0, sizeof(kiln_array_t));
+    }
+    r->busy = false;
+    return NULL;
+  }
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s), (unsigned long long)run);
+}
+
 void kiln_session_memory_add(kiln_session_memory_t* out, const kiln_session_t* part) {
   kiln_session_memory_t m;
   kiln_session_memory(part, &m);

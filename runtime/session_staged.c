@@ -18,16 +18,9 @@
 #include "runtime/session_impl.h"
 #include "runtime/staged_ops.h"
 
-typedef struct {
-  bool busy;
-  uint64_t run;
-  kiln_array_t* outputs;
-} pending_t;
-
 struct kiln_staged_session_s {
-  kiln_session_t** ses; /* per segment; NULL for host nodes */
-  pending_t pend[16];
-  int32_t n_pend;
+  kiln_session_t** ses;  /* per segment; NULL for host nodes */
+  kiln_done_runs_t done; /* runs finished at enqueue, until their wait */
 };
 
 static const char* mname(const kiln_session_t* s) {
@@ -43,11 +36,7 @@ kiln_status_t kiln_staged_session_create(kiln_session_t* s) {
     return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
   }
   s->stg = g;
-  g->n_pend = s->opts.slots < 16 ? s->opts.slots : 16;
-  for (int32_t i = 0; i < g->n_pend; ++i) {
-    g->pend[i].outputs = calloc((size_t)s->p->n_outputs + 1, sizeof(kiln_array_t));
-    if (!g->pend[i].outputs) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
-  }
+  KILN_RETURN_IF_ERROR(kiln_done_runs_init(s, &g->done, s->opts.slots));
   kiln_session_options_t so = s->opts;
   so.slots = 1; /* a stage runs once per run, which waits for it */
   for (int32_t i = 0; i < t->n_segments; ++i) {
@@ -67,11 +56,7 @@ void kiln_staged_session_destroy(kiln_session_t* s) {
   struct kiln_staged_session_s* g = s->stg;
   if (!g) return;
   for (int32_t i = 0; g->ses && i < s->p->staged->n_segments; ++i) kiln_session_destroy(g->ses[i]);
-  for (int32_t i = 0; i < g->n_pend; ++i) {
-    for (int32_t o = 0; g->pend[i].outputs && o < s->p->n_outputs; ++o)
-      kiln_array_free(kiln_allocator_system(), &g->pend[i].outputs[o]);
-    free(g->pend[i].outputs);
-  }
+  kiln_done_runs_free(s, &g->done);
   free(g->ses);
   free(g);
   s->stg = NULL;
@@ -156,38 +141,20 @@ static kiln_status_t run_all(kiln_session_t* s, const kiln_array_t* inputs, kiln
 }
 
 kiln_status_t kiln_staged_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run) {
-  struct kiln_staged_session_s* g = s->stg;
-  pending_t* pd = NULL;
-  for (int32_t i = 0; i < g->n_pend && !pd; ++i)
-    if (!g->pend[i].busy) pd = &g->pend[i];
-  if (!pd)
-    return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
-                            mname(s), (int)g->n_pend);
-  KILN_RETURN_IF_ERROR(run_all(s, inputs, pd->outputs));
-  pd->busy = true;
-  pd->run = ++s->next_run;
-  *out_run = pd->run;
+  kiln_done_run_t* r = NULL;
+  KILN_RETURN_IF_ERROR(kiln_done_runs_slot(s, &s->stg->done, &r));
+  KILN_RETURN_IF_ERROR(run_all(s, inputs, r->outputs));
+  kiln_done_runs_keep(s, r, out_run);
   return NULL;
 }
 
 kiln_status_t kiln_staged_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
-  struct kiln_staged_session_s* g = s->stg;
-  for (int32_t i = 0; i < g->n_pend; ++i) {
-    pending_t* pd = &g->pend[i];
-    if (!pd->busy || pd->run != run) continue;
-    for (int32_t o = 0; o < s->p->n_outputs; ++o) {
-      outputs[o] = pd->outputs[o]; /* ownership moves to the caller */
-      memset(&pd->outputs[o], 0, sizeof(kiln_array_t));
-    }
-    pd->busy = false;
-    return NULL;
-  }
-  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s), (unsigned long long)run);
+  return kiln_done_runs_take(s, &s->stg->done, run, outputs);
 }
 
 void kiln_staged_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   const struct kiln_staged_session_s* g = s->stg;
   for (int32_t i = 0; i < s->p->staged->n_segments; ++i)
     if (g->ses[i]) kiln_session_memory_add(out, g->ses[i]);
-  out->slots = g->n_pend;
+  out->slots = g->done.n;
 }
