@@ -207,6 +207,16 @@ static kiln_status_t stage_segment(bld_t* b, kiln_driver_graph_t* dg, kiln_compi
     sdg.g = sg;
     st = kiln_driver_build(b->r, &sdg, log, &prog);
   }
+  /* the program's inputs and outputs are the segment's, in its order:
+   * checked by name, as two of one shape would pass the table's checks */
+  for (int32_t k = 0; !st && prog && k < in->n_in; ++k)
+    if (k >= prog->n_inputs || strcmp(prog->input_names[k], b->g->tensors[in->in[k]].name) != 0)
+      st = kiln_make_status(KILN_INTERNAL, "%s: stage '%s': its program's input %d is not '%s'", src(b),
+                            b->g->nodes[in->a].name, (int)k, b->g->tensors[in->in[k]].name);
+  for (int32_t k = 0; !st && prog && k < np; ++k)
+    if (k >= prog->n_outputs || strcmp(prog->output_names[k], b->g->tensors[prog_t[k]].name) != 0)
+      st = kiln_make_status(KILN_INTERNAL, "%s: stage '%s': its program's output %d is not '%s'", src(b),
+                            b->g->nodes[in->a].name, (int)k, b->g->tensors[prog_t[k]].name);
   kiln_staged_segment_t* seg = NULL;
   if (!st && np) st = new_segment(b, KILN_STAGED_STAGE, b->g->nodes[in->a].name, in->n_in, np, &seg);
   if (!st && np) {

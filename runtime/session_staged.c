@@ -78,7 +78,9 @@ static kiln_status_t made(const kiln_session_t* s, int32_t seg, int32_t k, const
   const kiln_program_staged_t* t = s->p->staged;
   const kiln_staged_segment_t* sg = &t->segments[seg];
   if (fits(a, &t->values[sg->out[k]])) return NULL;
-  return kiln_make_status(KILN_INTERNAL, "%s: staged segment %d ('%s'): output %d (%s, rank %d) does not fit value %d",
+  return kiln_make_status(KILN_INVALID_ARGUMENT,
+                          "%s: staged segment %d ('%s'): output %d (%s, rank %d) does not fit value %d of the module's "
+                          "table (its size or bound)",
                           mname(s), (int)seg, sg->name, (int)k, kiln_dtype_name(a->dtype), (int)a->shape.rank,
                           (int)sg->out[k]);
 }

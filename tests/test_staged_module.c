@@ -303,6 +303,47 @@ static void parse_edited(const uint8_t* d, size_t n, const char* a, const char* 
   free(c);
 }
 
+/* A module whose table bounds NMS's output below what a run makes: the run
+ * is refused naming the segment, not written past the bound. */
+static void test_bound_too_small(void) {
+  if (!g_bytes) return;
+  kiln_program_t* p = fresh();
+  if (!p) return;
+  const int32_t v = p->staged->segments[find_op(p, KILN_STAGED_NMS)].out[0];
+  p->staged->values[v].dims[0] = 1;
+  for (int32_t i = 0; i < p->n_outputs; ++i)
+    if (p->staged->model_out[i] == v) {
+      p->buffers[p->outputs[i]].shape[0] = 1;
+      p->buffers[p->outputs[i]].bytes = 3 * sizeof(int64_t);
+    }
+  uint8_t* bytes = NULL;
+  size_t n = 0;
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in[2] = {{0}, {0}}, out[3];
+  memset(out, 0, sizeof out);
+  int64_t bd[3] = {1, NB, 4}, sd[3] = {1, 1, NB};
+  kiln_shape_t bs = kiln_shape_make(3, bd), ss = kiln_shape_make(3, sd);
+  if (CHECK_OK(kiln_module_serialize(p, al, &bytes, &n)) && CHECK_OK(kiln_module_load_memory(bytes, n, "b.kiln", al, &m)) &&
+      CHECK_OK(kiln_device_open("cpu", NULL, al, &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+      CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &bs, &in[0])) && CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &ss, &in[1]))) {
+    const float boxes[NB * 4] = {0, 0, 1, 1, 0, 2, 1, 3, 0, 4, 1, 5, 0, 6, 1, 7, 0, 8, 1, 9, 0, 10, 1, 11};
+    const float scores[NB] = {0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.4f}; /* apart: three kept */
+    memcpy(in[0].data, boxes, sizeof boxes);
+    memcpy(in[1].data, scores, sizeof scores);
+    CHECK_ERR_ALL(kiln_session_run(s, in, out), KILN_INVALID_ARGUMENT, "segment", "('nms')", "does not fit value");
+  }
+  kiln_array_free(al, &in[0]);
+  kiln_array_free(al, &in[1]);
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  free(bytes);
+  kiln_program_destroy(p);
+}
+
 static void test_bad_bytes(void) {
   size_t off = 0;
   uint64_t len = 0;
@@ -383,6 +424,7 @@ int main(void) {
   RUN(test_run);
   RUN(test_refused);
   RUN(test_bad_contents);
+  RUN(test_bound_too_small);
   RUN(test_bad_bytes);
   free(g_bytes);
   bm_rmtree(g_dir);
