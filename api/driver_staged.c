@@ -98,15 +98,22 @@ static kiln_status_t new_segment(bld_t* b, int32_t op, const char* name, int32_t
   return NULL;
 }
 
+/* Host node |n| has no kernel in the runtime's table. */
+static kiln_status_t refuse_host(const bld_t* b, const kiln_node_t* n) {
+  return kiln_make_status(KILN_UNSUPPORTED,
+                          "%s: node '%s' (%s) runs on the host between stages, and staged modules have host kernels "
+                          "for NonZero and NonMaxSuppression only; run the model with `kiln run` or the compiler "
+                          "API's runner (kiln_compiler_runner_create), which compile it per shape",
+                          src(b), n->name, n->op_type);
+}
+
+/* Stage |in| reads tensor |ti|, whose size depends on data. */
+static kiln_status_t refuse_read(const bld_t* b, const kiln_staged_segment_info_t* in, int32_t ti);
+
 static kiln_status_t host_segment(bld_t* b, const kiln_staged_segment_info_t* in) {
   const kiln_node_t* n = &b->g->nodes[in->a];
   const int32_t op = kiln_staged_op_of(n->op_type);
-  if (op == KILN_STAGED_STAGE || (n->domain && n->domain[0]))
-    return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: node '%s' (%s) runs on the host between stages, and staged modules have host kernels "
-                            "for NonZero and NonMaxSuppression only; run the model with `kiln run` or the compiler "
-                            "API's runner (kiln_compiler_runner_create), which compile it per shape",
-                            src(b), n->name, n->op_type);
+  if (op == KILN_STAGED_STAGE || (n->domain && n->domain[0])) return refuse_host(b, n);
   if (n->n_outputs != 1 || n->n_inputs > KILN_STAGED_MAX_IO)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has %d outputs", src(b), n->name, n->op_type,
                             (int)n->n_outputs);
@@ -145,6 +152,39 @@ static const kiln_node_t* reader_of(const bld_t* b, const kiln_staged_segment_in
   return &b->g->nodes[in->a];
 }
 
+static kiln_status_t refuse_read(const bld_t* b, const kiln_staged_segment_info_t* in, int32_t ti) {
+  const kiln_node_t* rn = reader_of(b, in, ti);
+  const kiln_node_t* mk = b->g->tensors[ti].producer >= 0 ? &b->g->nodes[b->g->tensors[ti].producer] : NULL;
+  return kiln_make_status(KILN_UNSUPPORTED,
+                          "%s: node '%s' (%s) reads '%s', whose size depends on data%s%s%s; `kiln compile` stores "
+                          "only stages whose inputs have fixed sizes (the bucketed stages of docs/DESIGN.md are not "
+                          "built yet): run the model with `kiln run` or the compiler API's runner "
+                          "(kiln_compiler_runner_create), which compile it per shape",
+                          src(b), rn->name, rn->op_type, b->g->tensors[ti].name, mk ? " (made by node '" : "",
+                          mk ? mk->name : "", mk ? "')" : "");
+}
+
+/* What this version does not store, found before any stage is compiled (a
+ * detector's backbone takes seconds to compile; its refusal should not). */
+static kiln_status_t precheck(const bld_t* b) {
+  uint8_t* from_host = calloc((size_t)b->g->n_tensors + 1, 1);
+  if (!from_host) return oom(b);
+  kiln_status_t st = NULL;
+  for (int32_t si = 0; si < kiln_staged_segment_count(b->st) && !st; ++si) {
+    kiln_staged_segment_info_t in;
+    kiln_staged_segment_info(b->st, si, &in);
+    const kiln_node_t* n = &b->g->nodes[in.a];
+    if (in.host && (kiln_staged_op_of(n->op_type) == KILN_STAGED_STAGE || (n->domain && n->domain[0])))
+      st = refuse_host(b, n);
+    for (int32_t k = 0; !st && !in.host && k < in.n_in; ++k)
+      if (from_host[in.in[k]]) st = refuse_read(b, &in, in.in[k]);
+    for (int32_t k = 0; in.host && k < n->n_outputs; ++k)
+      if (n->outputs[k] >= 0) from_host[n->outputs[k]] = 1;
+  }
+  free(from_host);
+  return st;
+}
+
 static kiln_status_t stage_segment(bld_t* b, kiln_driver_graph_t* dg, kiln_compile_log_t* log,
                                    const kiln_staged_segment_info_t* in) {
   kiln_array_t* vals = calloc((size_t)b->g->n_tensors + 1, sizeof(kiln_array_t));
@@ -152,16 +192,8 @@ static kiln_status_t stage_segment(bld_t* b, kiln_driver_graph_t* dg, kiln_compi
   for (int32_t k = 0; k < in->n_in; ++k) {
     const int32_t ti = in->in[k], v = b->vid[ti];
     if (v < 0 || b->t->values[v].datadep) {
-      const kiln_node_t* rn = reader_of(b, in, ti);
-      const kiln_node_t* mk = b->g->tensors[ti].producer >= 0 ? &b->g->nodes[b->g->tensors[ti].producer] : NULL;
       free(vals);
-      return kiln_make_status(KILN_UNSUPPORTED,
-                              "%s: node '%s' (%s) reads '%s', whose size depends on data%s%s%s; `kiln compile` stores "
-                              "only stages whose inputs have fixed sizes (the bucketed stages of docs/DESIGN.md are not "
-                              "built yet): run the model with `kiln run` or the compiler API's runner "
-                              "(kiln_compiler_runner_create), which compile it per shape",
-                              src(b), rn->name, rn->op_type, b->g->tensors[ti].name, mk ? " (made by node '" : "",
-                              mk ? mk->name : "", mk ? "')" : "");
+      return refuse_read(b, in, ti);
     }
     vals[ti].dtype = b->t->values[v].dtype;
     vals[ti].shape.rank = b->t->values[v].rank;
@@ -324,6 +356,7 @@ kiln_status_t kiln_driver_build_staged(const kiln_driver_request_t* r, kiln_driv
     b.p->target = r->target->name;
     s = kiln_program_strdup(b.p, r->model_name ? r->model_name : r->model_path, &b.p->model_name);
   }
+  if (!s) s = precheck(&b);
   if (!s) s = build(&b, dg, log);
   if (!s) s = kiln_program_validate(b.p);
   free(b.vid);
