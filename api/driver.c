@@ -316,16 +316,11 @@ kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_request_t* r, kiln_
   kiln_status_t s = kiln_driver_graph(r, parsed, log, dg);
   if (!s && kiln_graph_needs_staging(dg->g)) {
     if (staged) return NULL; /* the caller runs it in stages */
-    /* no module form yet (docs/DESIGN.md, "Data-dependent shapes"): say
-     * so, and what runs it, instead of the lowering's refusal of the node */
-    const kiln_node_t* n = NULL;
-    for (int32_t i = 0; i < dg->g->n_nodes && !n; ++i)
-      if (kiln_op_is_host_only(dg->g, &dg->g->nodes[i])) n = &dg->g->nodes[i];
-    s = kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has a data-dependent output shape or runs a subgraph, "
-                         "so the model runs in stages compiled per shape between host nodes, which has no module "
-                         "form yet; run it with `kiln run`, or compile and run it through the compiler API "
-                         "(kiln_compiler_runner_create; Python: kiln.compile(...).session())",
-                         r->model_path, n ? n->name : "?", n ? n->op_type : "?");
+    /* the staged module: its stages compiled here, its host nodes stored
+     * for the runtime's kernels (docs/DESIGN.md, "Data-dependent shapes") */
+    s = kiln_driver_build_staged(r, dg, log, out);
+    kiln_driver_graph_free(dg);
+    return s;
   }
   if (!s) s = kiln_driver_build(r, dg, log, out);
   kiln_driver_graph_free(dg);

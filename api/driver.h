@@ -104,4 +104,12 @@ KILN_MUST_USE kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_reque
                                                          kiln_compile_log_t* log, kiln_program_t** out,
                                                          kiln_driver_graph_t* staged);
 
+/* The staged module of a model kiln_graph_needs_staging says must run in
+ * stages (api/driver_staged.c; runtime/program_staged.h): |dg| as
+ * kiln_driver_graph left it. UNSUPPORTED naming the node for what this
+ * version does not store: a stage reading a data-dependent value, a host
+ * node outside the runtime's table, an axis without a known bound. */
+KILN_MUST_USE kiln_status_t kiln_driver_build_staged(const kiln_driver_request_t* r, kiln_driver_graph_t* dg,
+                                                     kiln_compile_log_t* log, kiln_program_t** out);
+
 #endif

@@ -531,3 +531,17 @@ done:
 kiln_status_t kiln_staged_run(kiln_staged_t* st, const kiln_array_t* inputs, kiln_array_t* outputs) {
   return run_graph_on(st, inputs, outputs);
 }
+
+/* ---- the segments, for the module form (api/driver_staged.c) ---- */
+
+int32_t kiln_staged_segment_count(const kiln_staged_t* st) { return st->n_segs; }
+
+void kiln_staged_segment_info(const kiln_staged_t* st, int32_t si, kiln_staged_segment_info_t* out) {
+  const seg_t* s = &st->segs[si];
+  *out = (kiln_staged_segment_info_t){s->host, s->a, s->b, s->n_in, s->in, s->n_out, s->out};
+}
+
+kiln_status_t kiln_staged_segment_graph(const kiln_staged_t* st, int32_t si, const kiln_array_t* vals,
+                                        kiln_graph_t** out) {
+  return stage_graph(st, &st->segs[si], vals, false, out);
+}

@@ -92,4 +92,24 @@ void kiln_staged_stats(const kiln_staged_t* st, kiln_staged_stats_t* out);
 KILN_MUST_USE kiln_status_t kiln_staged_log(const kiln_graph_t* g, const kiln_target_t* target,
                                             kiln_compile_log_t* log);
 
+/* ---- the segments, for the module form (api/driver_staged.c) ---- */
+
+typedef struct kiln_staged_segment_info_s {
+  bool host;              /* one host node; else a stage */
+  int32_t a, b;           /* nodes [a, b) of the graph (folded ones among them skipped) */
+  int32_t n_in;
+  const int32_t* in;      /* tensors of the graph it reads (no constants), in its inputs' order */
+  int32_t n_out;
+  const int32_t* out;     /* tensors it makes that later segments or the outputs read */
+} kiln_staged_segment_info_t;
+
+int32_t kiln_staged_segment_count(const kiln_staged_t* st);
+void kiln_staged_segment_info(const kiln_staged_t* st, int32_t si, kiln_staged_segment_info_t* out);
+/* Stage |si| as a prepared graph of its own (as a run compiles it): its
+ * inputs of the dtypes and shapes of |vals| (indexed by tensor; only those
+ * fields are read), the constants it reads as initializers, its outputs
+ * those of the info. Caller destroys it. */
+KILN_MUST_USE kiln_status_t kiln_staged_segment_graph(const kiln_staged_t* st, int32_t si, const kiln_array_t* vals,
+                                                      kiln_graph_t** out);
+
 #endif /* KILN_COMPILER_STAGED_H_ */

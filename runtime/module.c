@@ -372,9 +372,8 @@ kiln_status_t kiln_module_bucket_parse(const kiln_module_t* m, const char* spec,
                           p->model_name, spec, p->bucket_dim, sizes);
 }
 
-kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out) {
-  const kiln_program_t* b = m ? kiln_program_bucket(m->program, k) : NULL;
-  if (!b || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_module: no bucket %d", (int)k);
+kiln_status_t kiln_module_child(kiln_module_t* m, const kiln_program_t* b, kiln_module_t** out) {
+  if (!m || !b || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_child: NULL argument");
   void* mem = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(m->allocator, sizeof(kiln_module_t), "bucket module", &mem));
   kiln_module_t* bm = mem;
@@ -385,4 +384,10 @@ kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module
   kiln_module_retain(m);
   *out = bm;
   return NULL;
+}
+
+kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out) {
+  const kiln_program_t* b = m ? kiln_program_bucket(m->program, k) : NULL;
+  if (!b || !out) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_bucket_module: no bucket %d", (int)k);
+  return kiln_module_child(m, b, out);
 }

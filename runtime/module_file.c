@@ -13,6 +13,7 @@
  * only makes sure the program it hands over is memory-safe to validate.
  */
 #include "runtime/module_file.h"
+#include "runtime/program_staged.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -216,6 +217,59 @@ static kiln_status_t put_buckets(wr_t* w, const kiln_program_t* p) {
   return NULL;
 }
 
+/* Section STGS (runtime/program_staged.h): the value table, the model's
+ * inputs and outputs as value ids, then the segments, a stage with its
+ * module image as BUCK stores one (serialised in both writer passes). */
+static kiln_status_t put_staged(wr_t* w, const kiln_program_t* p) {
+  const kiln_program_staged_t* t = p->staged;
+  size_t s = section_begin(w, KILN_MODULE_TAG_STGS);
+  put_u64(w, (uint64_t)t->n_values);
+  for (int32_t i = 0; i < t->n_values; ++i) {
+    const kiln_staged_value_t* v = &t->values[i];
+    if (v->rank < 0 || v->rank > KILN_MAX_RANK) return bad_arg(p, "staged value rank", v->rank);
+    put_u32(w, (uint32_t)v->dtype);
+    put_i32(w, v->rank);
+    put_u32(w, v->datadep);
+    for (int32_t d = 0; d < v->rank; ++d) put_i64(w, v->dims[d]);
+    put_u8(w, v->data ? 1 : 0);
+    if (v->data) {
+      put_u64(w, v->nbytes);
+      put_bytes(w, v->data, (size_t)v->nbytes);
+    }
+  }
+  put_u64(w, (uint64_t)p->n_inputs);
+  for (int32_t i = 0; i < p->n_inputs; ++i) put_i32(w, t->model_in[i]);
+  put_u64(w, (uint64_t)p->n_outputs);
+  for (int32_t i = 0; i < p->n_outputs; ++i) put_i32(w, t->model_out[i]);
+  put_u64(w, (uint64_t)t->n_segments);
+  for (int32_t i = 0; i < t->n_segments; ++i) {
+    const kiln_staged_segment_t* g = &t->segments[i];
+    put_u32(w, (uint32_t)g->op);
+    KILN_RETURN_IF_ERROR(put_str(w, p, g->name, "staged segment name"));
+    put_u64(w, (uint64_t)g->n_in);
+    for (int32_t k = 0; k < g->n_in; ++k) put_i32(w, g->in[k]);
+    put_u64(w, (uint64_t)g->n_out);
+    for (int32_t k = 0; k < g->n_out; ++k) put_i32(w, g->out[k]);
+    put_u64(w, (uint64_t)g->n_attrs);
+    for (int32_t k = 0; k < g->n_attrs; ++k) {
+      KILN_RETURN_IF_ERROR(put_str(w, p, g->attrs[k].name, "staged attribute name"));
+      put_i64(w, g->attrs[k].value);
+    }
+    if (g->op != KILN_STAGED_STAGE) continue;
+    if (!g->prog || g->prog->staged) return bad_arg(p, "staged stage program", i);
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    KILN_RETURN_IF_ERROR(kiln_module_serialize(g->prog, kiln_allocator_system(), &bytes, &len),
+                         "%s: staged segment %d ('%s')", prog_name(p), (int)i, g->name);
+    put_u64(w, (uint64_t)len);
+    put_bytes(w, bytes, len);
+    put_zeros(w, (8 - len % 8) % 8);
+    kiln_allocator_free(kiln_allocator_system(), bytes);
+  }
+  section_end(w, s);
+  return NULL;
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -350,6 +404,7 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Shape buckets: the other sizes' programs, each a whole module image.
    * Required: a kiln without it would run every size with the first's. */
   if (p->n_buckets) KILN_RETURN_IF_ERROR(put_buckets(w, p));
+  if (p->staged) KILN_RETURN_IF_ERROR(put_staged(w, p));
 
   /* Optional: the tuning-cache points kernels were compiled with. */
   int64_t n_tuned = 0;
@@ -1097,6 +1152,124 @@ static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+/* Section STGS: read as written (put_staged); the ids, counts and the
+ * stages' fit are checked after by kiln_program_validate_staged. A stage's
+ * image is parsed as a module of its own, named after the segment. */
+static _Thread_local int staged_depth; /* a stage's image with stages of its own: refused, not recursed into */
+
+static kiln_status_t rd_ids(rd_t* r, kiln_program_t* p, const char* what, int32_t want, int32_t* n_out,
+                            int32_t** out) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, what, 4, &n));
+  if (want >= 0 && n != want) return rd_err(r, KILN_PARSE_ERROR, "%d %s for the model's %d", (int)n, what, (int)want);
+  if (n > KILN_STAGED_MAX_IO && want < 0) return rd_err(r, KILN_PARSE_ERROR, "%d %s (at most %d)", (int)n, what, KILN_STAGED_MAX_IO);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n + 1, sizeof(int32_t), what, &m));
+  *out = m;
+  if (n_out) *n_out = n;
+  for (int32_t k = 0; k < n; ++k) KILN_RETURN_IF_ERROR(rd_i32(r, "value id", &(*out)[k]));
+  return NULL;
+}
+
+static kiln_status_t rd_value(rd_t* r, kiln_program_t* p, kiln_staged_value_t* v) {
+  uint32_t dtype;
+  uint8_t is_const;
+  KILN_RETURN_IF_ERROR(rd_u32(r, "dtype", &dtype));
+  v->dtype = (kiln_dtype_t)dtype;
+  KILN_RETURN_IF_ERROR(rd_i32(r, "rank", &v->rank));
+  if (v->rank < 0 || v->rank > KILN_MAX_RANK) return rd_err(r, KILN_PARSE_ERROR, "rank %d", (int)v->rank);
+  KILN_RETURN_IF_ERROR(rd_u32(r, "data-dependent axes", &v->datadep));
+  for (int32_t d = 0; d < v->rank; ++d) KILN_RETURN_IF_ERROR(rd_i64(r, "size", &v->dims[d]));
+  KILN_RETURN_IF_ERROR(rd_u8(r, "constant flag", &is_const));
+  if (is_const > 1) return rd_err(r, KILN_PARSE_ERROR, "constant flag %u", is_const);
+  if (!is_const) return NULL;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "constant length", &v->nbytes));
+  if (v->nbytes > r->left)
+    return rd_err(r, KILN_PARSE_ERROR, "a %llu-byte constant, %zu bytes left", (unsigned long long)v->nbytes, r->left);
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)v->nbytes + 1, 1, "staged constant", &m));
+  memcpy(m, r->p, (size_t)v->nbytes);
+  v->data = m;
+  r->p += v->nbytes;
+  r->left -= (size_t)v->nbytes;
+  return NULL;
+}
+
+static kiln_status_t rd_stage_image(rd_t* r, kiln_program_t* p, kiln_staged_segment_t* g, int32_t i) {
+  uint64_t len;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+  if (len < MIN_BUCKET || len > r->left)
+    return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len, r->left);
+  char name[200];
+  snprintf(name, sizeof name, "%s (section 'STGS': segment %d '%.60s')", r->name, (int)i, g->name);
+  staged_depth++;
+  kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, NULL, p->allocator, &g->prog);
+  staged_depth--;
+  KILN_RETURN_IF_ERROR(st);
+  size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
+  if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
+  r->p += pad;
+  r->left -= pad;
+  return NULL;
+}
+
+static kiln_status_t rd_stgs(rd_t* r, kiln_program_t* p) {
+  if (staged_depth) return rd_err(r, KILN_PARSE_ERROR, "a stage's module has stages of its own");
+  if (p->n_outputs < 1) return rd_err(r, KILN_PARSE_ERROR, "comes before section 'IO  '");
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, 1, sizeof(kiln_program_staged_t), "staged table", &m));
+  memset(m, 0, sizeof(kiln_program_staged_t));
+  kiln_program_staged_t* t = p->staged = m;
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_count(r, "staged values", 13, &n));
+  if (n < 1 || n > KILN_STAGED_MAX_VALUES) return rd_err(r, KILN_PARSE_ERROR, "%d values (needs 1..%d)", (int)n, KILN_STAGED_MAX_VALUES);
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_staged_value_t), "staged values", &m));
+  memset(m, 0, sizeof(kiln_staged_value_t) * (size_t)n);
+  t->values = m;
+  t->n_values = n;
+  r->item = "value";
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_value(r, p, &t->values[i]));
+  }
+  r->item = NULL;
+  KILN_RETURN_IF_ERROR(rd_ids(r, p, "model inputs", p->n_inputs, NULL, &t->model_in));
+  KILN_RETURN_IF_ERROR(rd_ids(r, p, "model outputs", p->n_outputs, NULL, &t->model_out));
+  KILN_RETURN_IF_ERROR(rd_count(r, "staged segments", 32, &n));
+  if (n < 1 || n > KILN_STAGED_MAX_SEGMENTS)
+    return rd_err(r, KILN_PARSE_ERROR, "%d segments (needs 1..%d)", (int)n, KILN_STAGED_MAX_SEGMENTS);
+  KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)n, sizeof(kiln_staged_segment_t), "staged segments", &m));
+  memset(m, 0, sizeof(kiln_staged_segment_t) * (size_t)n);
+  t->segments = m;
+  t->n_segments = n;
+  r->item = "segment";
+  for (int32_t i = 0; i < n; ++i) {
+    kiln_staged_segment_t* g = &t->segments[i];
+    r->index = i;
+    uint32_t op;
+    KILN_RETURN_IF_ERROR(rd_u32(r, "op", &op));
+    if (op >= KILN_STAGED_OP_COUNT_) return rd_err(r, KILN_PARSE_ERROR, "host op number %u unknown to this kiln", op);
+    g->op = (int32_t)op;
+    KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "segment name", &g->name));
+    KILN_RETURN_IF_ERROR(rd_ids(r, p, "segment inputs", -1, &g->n_in, &g->in));
+    KILN_RETURN_IF_ERROR(rd_ids(r, p, "segment outputs", -1, &g->n_out, &g->out));
+    int32_t na;
+    KILN_RETURN_IF_ERROR(rd_count(r, "attributes", 12, &na));
+    if (na > KILN_STAGED_MAX_ATTRS) return rd_err(r, KILN_PARSE_ERROR, "%d attributes (at most %d)", (int)na, KILN_STAGED_MAX_ATTRS);
+    KILN_RETURN_IF_ERROR(rd_alloc(r, p->allocator, (size_t)na + 1, sizeof(kiln_staged_attr_t), "attributes", &m));
+    memset(m, 0, sizeof(kiln_staged_attr_t) * ((size_t)na + 1));
+    g->attrs = m;
+    g->n_attrs = na;
+    for (int32_t k = 0; k < na; ++k) {
+      KILN_RETURN_IF_ERROR(rd_str(r, p->allocator, "attribute name", &g->attrs[k].name));
+      KILN_RETURN_IF_ERROR(rd_i64(r, "attribute value", &g->attrs[k].value));
+    }
+    if (op == KILN_STAGED_STAGE) KILN_RETURN_IF_ERROR(rd_stage_image(r, p, g, i));
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 typedef kiln_status_t (*section_fn)(rd_t* r, kiln_program_t* p);
 
 static const struct {
@@ -1108,6 +1281,7 @@ static const struct {
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
     {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin}, {KILN_MODULE_TAG_BUCK, rd_buck},
+    {KILN_MODULE_TAG_STGS, rd_stgs},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1207,7 +1381,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
         known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN &&
-        known_sections[k].tag != KILN_MODULE_TAG_BUCK) {
+        known_sections[k].tag != KILN_MODULE_TAG_BUCK && known_sections[k].tag != KILN_MODULE_TAG_STGS) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

@@ -95,6 +95,20 @@
  *                      zero padding to 8; then the host kernels' CPU code
  *                      in the 'CODE' layout. Older modules have none: every
  *                      kernel runs on the target
+ *   'STGS' (required; staged models only, after 'IO  '; runtime/program_staged.h)
+ *                      count n_values; n x { u32 dtype, i32 rank, u32 datadep
+ *                      (bit d: axis d depends on data, its size is then the
+ *                      bound), i64 size[rank], u8 constant (0/1), when 1:
+ *                      u64 length and the bytes }; count n_inputs, i32 value
+ *                      per model input; count n_outputs, i32 value per model
+ *                      output; count n_segments; n x { u32 op (0 a compiled
+ *                      stage, 1 NonZero, 2 NonMaxSuppression), str name,
+ *                      count n_in, i32 value each (-1: an omitted optional
+ *                      input), count n_out, i32 value each, count n_attrs,
+ *                      n_attrs x { str name, i64 value }; a stage then: u64
+ *                      length, its module image, zero padding to 8 }. The
+ *                      program carrying it is a shell of the model's inputs
+ *                      and outputs without kernels or code
  *   'SIGN' (optional, always last; runtime/module_sign.h) an Ed25519
  *                      signature over the rest of the file; checked only
  *                      when a verify key is given, skipped by this reader
@@ -174,6 +188,7 @@ extern "C" {
  * the dim, its sizes and the programs of all sizes but the first, each a
  * whole module image (runtime/program_buckets.c). */
 #define KILN_MODULE_TAG_BUCK KILN_MODULE_TAG('B', 'U', 'C', 'K')
+#define KILN_MODULE_TAG_STGS KILN_MODULE_TAG('S', 'T', 'G', 'S')
 
 /* CRC-64/XZ of |n| bytes, continuing from |crc| (start with 0)
  * (runtime/module_crc.c: carry-less multiplication where the CPU has it). */

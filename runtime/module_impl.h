@@ -34,7 +34,7 @@ struct kiln_module_s {
    * destroyed. NULL when the module was read, copied or wrapped. */
   void* map;
   size_t map_len;
-  /* A shape bucket's view (kiln_module_bucket_module): the module whose
+  /* A shape bucket's or a stage's view (kiln_module_child): the module whose
    * program owns |program| (retained); NULL for a module of its own. */
   kiln_module_t* parent;
 };
@@ -51,6 +51,9 @@ kiln_status_t kiln_module_wrap(kiln_program_t* p, kiln_module_t** out_module);
 /* A module (one reference) for shape bucket |k| of |m|'s program, which
  * it borrows: it retains |m| until released. For the bucket's session. */
 kiln_status_t kiln_module_bucket_module(kiln_module_t* m, int32_t k, kiln_module_t** out);
+/* The same for any program |b| that |m|'s program owns (a staged module's
+ * stage). */
+kiln_status_t kiln_module_child(kiln_module_t* m, const kiln_program_t* b, kiln_module_t** out);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
  * program) and the runtime: after it passes, the session and the planner
  * index buffers and kernels without re-checking. */
 #include "runtime/program.h"
+#include "runtime/program_staged.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ void kiln_program_destroy(kiln_program_t* p) {
   for (int32_t i = 0; p->dims && i < p->n_dims; ++i) kiln_allocator_free(a, p->dims[i].name);
   kiln_allocator_free(a, p->dims);
   kiln_program_buckets_free(p);
+  kiln_program_staged_free(p);
   kiln_allocator_free(a, p->model_name);
   kiln_allocator_free(a, p->precision);
   kiln_allocator_free(a, p->options);
@@ -523,7 +525,8 @@ kiln_status_t kiln_program_validate(const kiln_program_t* p) {
   KILN_RETURN_IF_ERROR(validate_io(p));
   KILN_RETURN_IF_ERROR(validate_code(p));
   KILN_RETURN_IF_ERROR(kiln_program_validate_dims(p));
-  return kiln_program_validate_buckets(p);
+  KILN_RETURN_IF_ERROR(kiln_program_validate_buckets(p));
+  return kiln_program_validate_staged(p);
 }
 
 kiln_status_t kiln_program_check_error(int32_t code, const char* where, const char* node, const char* op,

@@ -274,6 +274,10 @@ struct kiln_program_s {
   int32_t n_buckets;
   int64_t* bucket_values;    /* n_buckets, ascending */
   kiln_program_t** buckets;  /* n_buckets - 1: the sizes after the first */
+  /* A staged model (module section 'STGS'; runtime/program_staged.h): this
+   * program is then a shell of the model's inputs and outputs, and a
+   * session runs the segments. NULL for every other program. */
+  struct kiln_program_staged_s* staged;
 };
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */

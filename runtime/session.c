@@ -348,6 +348,15 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
   if (s->alignment & (s->alignment - 1))
     s->alignment = 256; /* not a power of two: a safe common multiple */
 
+  if (p->staged) { /* a shell: the stages' sessions run it */
+    kiln_status_t st = kiln_staged_session_create(s);
+    if (st) {
+      kiln_session_destroy(s);
+      return st;
+    }
+    *out_session = s;
+    return NULL;
+  }
   /* a bucket's own session (module->parent set) runs its program alone,
    * bucket 0's included, which is the program that carries the others */
   if (p->n_buckets && !module->parent) {
@@ -400,6 +409,7 @@ void kiln_session_destroy(kiln_session_t* s) {
   if (!s) return;
   kiln_buckets_destroy(s);
   kiln_hetero_destroy(s);
+  kiln_staged_session_destroy(s);
   kiln_device_t* d = s->dev;
   const kiln_program_t* p = s->p;
   for (int32_t i = 0; s->slots && i < s->n_slots; ++i) {
@@ -474,6 +484,7 @@ kiln_status_t kiln_session_enqueue(kiln_session_t* s, const kiln_array_t* inputs
   if (!s || !out_run || (s->p->n_inputs > 0 && !inputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_enqueue: NULL argument");
   if (s->buckets) return kiln_buckets_enqueue(s, inputs, out_run);
+  if (s->stg) return kiln_staged_enqueue(s, inputs, out_run);
   const kiln_program_t* p = s->p;
   int64_t n = 1;
   KILN_RETURN_IF_ERROR(kiln_program_dim_value(p, inputs, mname(s), &n));
@@ -583,6 +594,7 @@ kiln_status_t kiln_session_wait(kiln_session_t* s, uint64_t run, kiln_array_t* o
   if (!s || (s->p->n_outputs > 0 && !outputs))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_session_wait: NULL argument");
   if (s->buckets) return kiln_buckets_wait(s, run, outputs);
+  if (s->stg) return kiln_staged_wait(s, run, outputs);
   if (s->het) return kiln_hetero_wait(s, run, outputs);
   kiln_session_slot_t* sl = NULL;
   for (int32_t i = 0; i < s->n_slots && !sl; ++i)
@@ -635,12 +647,78 @@ kiln_status_t kiln_session_memory_at(const kiln_session_t* s, int64_t n, kiln_se
   return NULL;
 }
 
+kiln_status_t kiln_done_runs_init(const kiln_session_t* s, kiln_done_runs_t* d, int32_t slots) {
+  d->runs = calloc((size_t)slots + 1, sizeof(kiln_done_run_t));
+  if (!d->runs) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
+  d->n = slots;
+  for (int32_t i = 0; i < slots; ++i)
+    if (!(d->runs[i].outputs = calloc((size_t)s->p->n_outputs + 1, sizeof(kiln_array_t))))
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory creating a session", mname(s));
+  return NULL;
+}
+
+void kiln_done_runs_free(const kiln_session_t* s, kiln_done_runs_t* d) {
+  for (int32_t i = 0; d->runs && i < d->n; ++i) {
+    for (int32_t o = 0; d->runs[i].outputs && o < s->p->n_outputs; ++o)
+      kiln_array_free(kiln_allocator_system(), &d->runs[i].outputs[o]);
+    free(d->runs[i].outputs);
+  }
+  free(d->runs);
+  d->runs = NULL;
+  d->n = 0;
+}
+
+kiln_status_t kiln_done_runs_slot(const kiln_session_t* s, kiln_done_runs_t* d, kiln_done_run_t** out) {
+  for (int32_t i = 0; i < d->n; ++i)
+    if (!d->runs[i].busy) {
+      *out = &d->runs[i];
+      return NULL;
+    }
+  return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
+                          mname(s), (int)d->n);
+}
+
+void kiln_done_runs_keep(kiln_session_t* s, kiln_done_run_t* r, uint64_t* out_run) {
+  r->busy = true;
+  r->run = ++s->next_run;
+  *out_run = r->run;
+}
+
+kiln_status_t kiln_done_runs_take(const kiln_session_t* s, kiln_done_runs_t* d, uint64_t run, kiln_array_t* outputs) {
+  for (int32_t i = 0; i < d->n; ++i) {
+    kiln_done_run_t* r = &d->runs[i];
+    if (!r->busy || r->run != run) continue;
+    for (int32_t o = 0; o < s->p->n_outputs; ++o) {
+      outputs[o] = r->outputs[o]; /* ownership moves to the caller */
+      memset(&r->outputs[o], 0, sizeof(kiln_array_t));
+    }
+    r->busy = false;
+    return NULL;
+  }
+  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s), (unsigned long long)run);
+}
+
+void kiln_session_memory_add(kiln_session_memory_t* out, const kiln_session_t* part) {
+  kiln_session_memory_t m;
+  kiln_session_memory(part, &m);
+  out->arena_bytes += m.arena_bytes;
+  out->naive_bytes += m.naive_bytes;
+  out->lower_bound_bytes += m.lower_bound_bytes;
+  out->weights_bytes += m.weights_bytes;
+  out->barriers += m.barriers;
+  out->dispatches += m.dispatches;
+}
+
 void kiln_session_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   memset(out, 0, sizeof(*out));
   if (!s) return;
   s = kiln_session_current(s);
   if (s->het) {
     kiln_hetero_memory(s, out);
+    return;
+  }
+  if (s->stg) {
+    kiln_staged_memory(s, out);
     return;
   }
   out->arena_bytes = s->mp.arena_bytes;

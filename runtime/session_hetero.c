@@ -41,20 +41,13 @@ typedef struct seg_s {
   double start_s;          /* start in the last run, from the run's start */
 } seg_t;
 
-typedef struct pending_s {
-  bool busy;
-  uint64_t run;
-  kiln_array_t* outputs;
-} pending_t;
-
 struct kiln_hetero_s {
   kiln_device_t* host; /* the CPU device */
   int32_t n_segs;
   seg_t* segs;
   kiln_array_t* copy;  /* per parent buffer (roots): the host copy of its bytes */
   bool* owned;         /* copy[i] was allocated here (else a caller's input) */
-  pending_t* pend;
-  int32_t n_pend;
+  kiln_done_runs_t done; /* runs finished at enqueue, until their wait */
   int32_t runs;
 };
 
@@ -343,12 +336,7 @@ void kiln_hetero_destroy(kiln_session_t* s) {
   drop_copies(s);
   free(h->copy);
   free(h->owned);
-  for (int32_t i = 0; h->pend && i < h->n_pend; ++i) {
-    for (int32_t o = 0; h->pend[i].outputs && o < s->p->n_outputs; ++o)
-      kiln_array_free(kiln_allocator_system(), &h->pend[i].outputs[o]);
-    free(h->pend[i].outputs);
-  }
-  free(h->pend);
+  kiln_done_runs_free(s, &h->done);
   kiln_device_release(h->host);
   free(h);
   s->het = NULL;
@@ -378,11 +366,8 @@ kiln_status_t kiln_hetero_session_create(kiln_session_t* s) {
   h->segs = calloc((size_t)h->n_segs + 1, sizeof(seg_t));
   h->copy = calloc((size_t)p->n_buffers + 1, sizeof(kiln_array_t));
   h->owned = calloc((size_t)p->n_buffers + 1, sizeof(bool));
-  h->n_pend = s->opts.slots;
-  h->pend = calloc((size_t)h->n_pend, sizeof(pending_t));
-  if (!h->segs || !h->copy || !h->owned || !h->pend) return oom(s);
-  for (int32_t i = 0; i < h->n_pend; ++i)
-    if (!(h->pend[i].outputs = calloc((size_t)p->n_outputs + 1, sizeof(kiln_array_t)))) return oom(s);
+  if (!h->segs || !h->copy || !h->owned) return oom(s);
+  KILN_RETURN_IF_ERROR(kiln_done_runs_init(s, &h->done, s->opts.slots));
   kiln_session_options_t so = s->opts;
   so.slots = 1; /* the segments run one after another, inside enqueue */
   for (int32_t i = 0, k = 0; i < h->n_segs; ++i) {
@@ -504,50 +489,25 @@ static kiln_status_t run_all(kiln_session_t* s, const kiln_array_t* inputs, kiln
 
 kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run) {
   kiln_hetero_t* h = s->het;
-  pending_t* pd = NULL;
-  for (int32_t i = 0; i < h->n_pend && !pd; ++i)
-    if (!h->pend[i].busy) pd = &h->pend[i];
-  if (!pd)
-    return kiln_make_status(KILN_LIMIT_EXCEEDED, "%s: all %d session slots have a run in flight; wait for one first",
-                            mname(s), (int)h->n_pend);
+  kiln_done_run_t* pd = NULL;
+  KILN_RETURN_IF_ERROR(kiln_done_runs_slot(s, &h->done, &pd));
   kiln_status_t st = run_all(s, inputs, pd->outputs);
   if (st) {
     drop_copies(s);
     return kiln_status_annotate(st, "%s: heterogeneous run", mname(s));
   }
-  pd->busy = true;
-  pd->run = ++s->next_run;
-  *out_run = pd->run;
+  kiln_done_runs_keep(s, pd, out_run);
   return NULL;
 }
 
 kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs) {
-  kiln_hetero_t* h = s->het;
-  for (int32_t i = 0; i < h->n_pend; ++i) {
-    pending_t* pd = &h->pend[i];
-    if (!pd->busy || pd->run != run) continue;
-    for (int32_t o = 0; o < s->p->n_outputs; ++o) {
-      outputs[o] = pd->outputs[o]; /* ownership moves to the caller */
-      memset(&pd->outputs[o], 0, sizeof(kiln_array_t));
-    }
-    pd->busy = false;
-    return NULL;
-  }
-  return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: run %llu is not in flight", mname(s), (unsigned long long)run);
+  return kiln_done_runs_take(s, &s->het->done, run, outputs);
 }
 
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out) {
   const kiln_hetero_t* h = s->het;
-  for (int32_t i = 0; i < h->n_segs; ++i) {
-    kiln_session_memory_t m;
-    kiln_session_memory(h->segs[i].ses, &m);
-    out->arena_bytes += m.arena_bytes;
-    out->naive_bytes += m.naive_bytes;
-    out->lower_bound_bytes += m.lower_bound_bytes;
-    out->weights_bytes += m.weights_bytes;
-    out->barriers += m.barriers;
-  }
-  out->slots = h->n_pend;
+  for (int32_t i = 0; i < h->n_segs; ++i) kiln_session_memory_add(out, h->segs[i].ses);
+  out->slots = h->done.n;
   out->dispatches = s->p->n_kernels;
 }
 

@@ -75,7 +75,36 @@ struct kiln_session_s {
    * outlives it) is viewed there rather than copied (|weights_borrowed|). */
   bool bucket_weights, weights_borrowed;
   const kiln_session_t* weights_of;
+  /* A staged module (runtime/session_staged.c): the stages' sessions and
+   * the runs in flight; every per-device field above stays empty. NULL
+   * otherwise. */
+  struct kiln_staged_session_s* stg;
 };
+
+/* Runs that a session made of other sessions (heterogeneous, staged) ran
+ * whole at enqueue: their outputs wait here for kiln_session_wait. */
+typedef struct kiln_done_run_s {
+  bool busy;
+  uint64_t run;
+  kiln_array_t* outputs; /* the program's n_outputs, owned until taken */
+} kiln_done_run_t;
+typedef struct kiln_done_runs_s {
+  kiln_done_run_t* runs;
+  int32_t n;
+} kiln_done_runs_t;
+
+/* |slots| runs of |s|'s outputs; kiln_done_runs_free undoes it, also after
+ * a failure. Errors: OUT_OF_MEMORY naming the model. */
+KILN_MUST_USE kiln_status_t kiln_done_runs_init(const kiln_session_t* s, kiln_done_runs_t* d, int32_t slots);
+void kiln_done_runs_free(const kiln_session_t* s, kiln_done_runs_t* d);
+/* A free run to fill (LIMIT_EXCEEDED when all hold one), then, once it is
+ * filled, kiln_done_runs_keep gives it the session's next run id. */
+KILN_MUST_USE kiln_status_t kiln_done_runs_slot(const kiln_session_t* s, kiln_done_runs_t* d, kiln_done_run_t** out);
+void kiln_done_runs_keep(kiln_session_t* s, kiln_done_run_t* r, uint64_t* out_run);
+/* Moves run |run|'s outputs to |outputs|; INVALID_ARGUMENT when it is not
+ * held. */
+KILN_MUST_USE kiln_status_t kiln_done_runs_take(const kiln_session_t* s, kiln_done_runs_t* d, uint64_t run,
+                                                kiln_array_t* outputs);
 
 /* runtime/session_hetero.c: |s| has module, p, dev and opts set. Errors
  * name the model and the segment; kiln_session_destroy cleans up. */
@@ -97,6 +126,16 @@ KILN_MUST_USE kiln_status_t kiln_buckets_session_create(kiln_session_t* s);
 void kiln_buckets_destroy(kiln_session_t* s);
 KILN_MUST_USE kiln_status_t kiln_buckets_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_buckets_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* runtime/session_staged.c: |s| has module, p, dev and opts set. */
+KILN_MUST_USE kiln_status_t kiln_staged_session_create(kiln_session_t* s);
+void kiln_staged_session_destroy(kiln_session_t* s);
+KILN_MUST_USE kiln_status_t kiln_staged_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
+KILN_MUST_USE kiln_status_t kiln_staged_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
+/* The stages' sessions' figures, summed. */
+void kiln_staged_memory(const kiln_session_t* s, kiln_session_memory_t* out);
+/* Adds |part|'s memory figures (arenas, weights, barriers, dispatches) to
+ * |out|: a session made of the sessions of its parts. */
+void kiln_session_memory_add(kiln_session_memory_t* out, const kiln_session_t* part);
 /* The session whose figures |s| reports: the bucket that ran last, or |s|. */
 const kiln_session_t* kiln_session_current(const kiln_session_t* s);
 /* Lines on the segments, their transfers and (profiled) their time. */

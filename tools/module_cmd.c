@@ -6,6 +6,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
+#include "runtime/program_staged.h"
 #include "runtime/module_sign.h"
 #include "tools/runner.h"
 
@@ -43,6 +44,32 @@ int kiln_cmd_keygen(int argc, char** argv) {
   kiln_sign_key_id_text(pub.id, id);
   printf("wrote %s.key (secret, mode 0600) and %s.pub (public); key id %s\n", base, base, id);
   return 0;
+}
+
+/* A staged module's segments: the compiled stages and the host nodes, with
+ * the values each reads and makes (runtime/program_staged.h). */
+static void print_ids(const int32_t* ids, int32_t n) {
+  for (int32_t k = 0; k < n; ++k) printf(k ? ",%d" : "%d", (int)ids[k]);
+}
+
+static void print_staged(const kiln_program_t* p) {
+  const kiln_program_staged_t* t = p->staged;
+  int32_t stages = 0;
+  for (int32_t i = 0; i < t->n_segments; ++i) stages += t->segments[i].op == KILN_STAGED_STAGE;
+  printf("staged: %d segments, %d compiled stages and %d host nodes, over %d values\n", (int)t->n_segments, (int)stages,
+         (int)(t->n_segments - stages), (int)t->n_values);
+  for (int32_t i = 0; i < t->n_segments; ++i) {
+    const kiln_staged_segment_t* g = &t->segments[i];
+    if (g->op == KILN_STAGED_STAGE)
+      printf("  %d: stage '%s' (%d kernels, %.1f KB of weights): values ", (int)i, g->name, (int)g->prog->n_kernels,
+             (double)g->prog->weights_len / 1e3);
+    else
+      printf("  %d: host node '%s' (%s): values ", (int)i, g->name, kiln_staged_op_name(g->op));
+    print_ids(g->in, g->n_in);
+    printf(" -> ");
+    print_ids(g->out, g->n_out);
+    printf("\n");
+  }
 }
 
 int kiln_cmd_module_info(const char* path, const char* verify_key) {
@@ -89,6 +116,7 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
       printf("%s%s=%lld (%d kernels, %.1f MB of weights)%s", k ? ", " : "shape buckets: ", bn, (long long)v,
              (int)b->n_kernels, (double)b->weights_len / 1e6, k + 1 == kiln_module_bucket_count(m) ? "; shapes below are the first's\n" : "");
   }
+  if (p && p->staged) print_staged(p);
   /* The tuning-cache points the template kernels were compiled with. */
   int32_t n_tuned = 0;
   for (int32_t k = 0; p && k < p->n_kernels; ++k) n_tuned += p->kernels[k].tuned != NULL;
@@ -112,7 +140,10 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
     kiln_shape_t sh = in ? kiln_module_input_shape(m, k, &dt) : kiln_module_output_shape(m, k, &dt);
     printf("%s %s: %s[", in ? "input" : "output", in ? kiln_module_input_name(m, k) : kiln_module_output_name(m, k),
            kiln_dtype_name(dt));
-    for (int32_t d = 0; d < sh.rank; ++d) printf("%s%lld", d ? "," : "", (long long)sh.dims[d]);
+    /* a staged module's data-dependent axis: its bound */
+    const kiln_program_staged_t* t = p ? p->staged : NULL;
+    const uint32_t dd = t ? t->values[in ? t->model_in[k] : t->model_out[k]].datadep : 0;
+    for (int32_t d = 0; d < sh.rank; ++d) printf("%s%s%lld", d ? "," : "", (dd >> d) & 1 ? "<=" : "", (long long)sh.dims[d]);
     printf("]\n");
   }
   if (!mi.signer_key_id[0])

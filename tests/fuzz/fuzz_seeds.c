@@ -7,7 +7,9 @@
  *                 shape ops, a symbolic dim, typed float_data, external data
  *                 in "w.bin" (which fuzz_onnx provides), plus EXTRA models;
  * OUT_DIR/module: those models compiled (graph passes, fusion, templates)
- *                 and serialised as .kiln modules for every target built in;
+ *                 and serialised as .kiln modules for every target built in,
+ *                 and a staged module (section STGS: NonMaxSuppression and
+ *                 NonZero after a compiled stage) for the CPU;
  * OUT_DIR/npy:    one .npy file per dtype kiln reads, a float64 file, a
  *                 version 2.0 header and a 0-d array.
  * Exit status 0 when every seed was written. */
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "api/driver.h"
 #include "ir/passes.h"
 #include "kiln/npy.h"
 #include "lowering/fuse.h"
@@ -129,6 +132,25 @@ static void m_ext(bm_model_t* b) {
   bm_output(b, "Y");
 }
 
+/* data-dependent sizes: a stage, then NonMaxSuppression and NonZero on its
+ * outputs (written as a staged module, section STGS, below) */
+static void m_staged(bm_model_t* b) {
+  int64_t bd[3] = {1, 4, 4}, sd[3] = {1, 1, 4}, one[1] = {1};
+  const int64_t max_out = 2;
+  const float two = 2.0f, iou = 0.5f;
+  bm_input(b, "boxes", BM_F32, 3, bd);
+  bm_input(b, "scores", BM_F32, 3, sd);
+  bm_initializer(b, "two", BM_F32, 1, one, &two, sizeof two);
+  bm_initializer(b, "max_out", BM_I64, 1, one, &max_out, sizeof max_out);
+  bm_initializer(b, "iou", BM_F32, 1, one, &iou, sizeof iou);
+  bm_node(b, "Mul", "scale", "scores,two", "s2");
+  bm_node(b, "Relu", "relu", "s2", "r");
+  bm_node(b, "NonMaxSuppression", "nms", "boxes,s2,max_out,iou", "sel");
+  bm_node(b, "NonZero", "nz", "r", "nz");
+  bm_output(b, "sel");
+  bm_output(b, "nz");
+}
+
 typedef struct {
   const char* name;
   void (*build)(bm_model_t*);
@@ -138,9 +160,33 @@ typedef struct {
 static const seed_model_t k_models[] = {
     {"relu", m_relu, true},   {"cnn", m_cnn, true},    {"mlp", m_mlp, true}, {"shape", m_shape, true},
     {"sym", m_sym, true},    {"typed", m_typed, true}, {"ext", m_ext, false},
+    {"staged", m_staged, false},
 };
 
 /* ---- modules ------------------------------------------------------------- */
+
+/* The staged model as `kiln compile` writes it (api/driver_staged.c): the
+ * STGS section with its stage images, host nodes and inline constants. */
+static void write_staged_module(const char* model) {
+  kiln_driver_request_t rq;
+  memset(&rq, 0, sizeof rq);
+  rq.model_path = model;
+  rq.target = kiln_target_find("cpu");
+  rq.opt = 1;
+  rq.threads = 1;
+  kiln_compile_precision_default(&rq.precision);
+  kiln_compile_log_t log = {0};
+  kiln_program_t* prog = NULL;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  kiln_status_t s = kiln_driver_compile(&rq, NULL, &log, &prog);
+  kiln_compile_log_free(&log);
+  if (!s) s = kiln_module_serialize(prog, kiln_allocator_system(), &bytes, &len);
+  kiln_program_destroy(prog);
+  if (s) fail("staged module", s);
+  else if (!bm_write_bytes(out_path("module", "staged-cpu-O1.kiln"), bytes, len)) fail("staged-cpu-O1.kiln", NULL);
+  free(bytes);
+}
 
 static void write_modules(const char* model, const char* stem) {
   kiln_allocator_t al = kiln_allocator_system();
@@ -262,6 +308,7 @@ int main(int argc, char** argv) {
       if (s) fail(path, s);
     }
     if (k_models[i].module) write_modules(path, k_models[i].name);
+    if (!strcmp(k_models[i].name, "staged")) write_staged_module(path);
   }
   for (int i = 2; i < argc; ++i) {
     const char* base = strrchr(argv[i], '/');
