@@ -85,7 +85,7 @@ static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, con
   init(t, yz, KILN_DTYPE_U8, 0, NULL, 100, 150);
   if (bias_mag > 0) init(t, b, KILN_DTYPE_I32, 1, DIMS(M), -bias_mag, bias_mag);
   kiln_attr_t at[4];
-  memcpy(at, attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
+  if (n_attrs > 0) memcpy(at, attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
   at[n_attrs] = (kiln_attr_t){.name = "group", .type = KILN_ATTR_INT, .i = group};
   node(t, "QLinearConv", name, bias_mag > 0 ? 9 : 8, NAMES(x, xs, xz, w, ws, wz, ys, yz, b), out, n_attrs + 1, at);
 }
