@@ -11,7 +11,10 @@
  *                group, up to 7x7) from NCHWc;
  *   QLinearAdd   both data inputs of the output's shape, per-tensor
  *                parameters: element-wise (its flat loop is the same on
- *                two buffers of one blocked shape).
+ *                two buffers of one blocked shape);
+ *   MaxPool      on u8/i8 (no Indices) as on f32, blocked when its input
+ *                is (the f32 window kernel: a maximum of bytes is exact),
+ *                so ResNet's stem output needs no reorder copy around it.
  * Everything else (QuantizeLinear at the model input, the GlobalAveragePool,
  * the classifier) stays NCHW behind the plan's reorders. */
 #include <string.h>
@@ -76,6 +79,9 @@ static kiln_layout_role_t qconv_role(const kiln_graph_t* g, const kiln_node_t* n
 
 int32_t kiln_layout_q8_role(const kiln_graph_t* g, const kiln_node_t* n) {
   const bool conv = !strcmp(n->op_type, "QLinearConv"), add = !strcmp(n->op_type, "QLinearAdd");
+  if (!strcmp(n->op_type, "MaxPool") && n->n_inputs == 1 && n->n_outputs == 1 && q8_4d(g, n->inputs[0]) &&
+      !(n->domain && n->domain[0]))
+    return q8_4d(g, n->outputs[0]) ? KILN_LAYOUT_POOL : KILN_LAYOUT_PLAIN_ONLY;
   if (!conv && !add) return -1;
   if ((n->domain && n->domain[0] && strcmp(n->domain, "com.microsoft")) || n->n_outputs != 1 ||
       !q8_4d(g, n->outputs[0]))

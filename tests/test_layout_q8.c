@@ -6,12 +6,13 @@
  *
  *   x f32 [1,3,13,13] -> QuantizeLinear (u8) -> stem QLinearConv 3x3
  *   stride 2 pad 1 (3 input channels: an odd count, read from the plain
- *   quantized input; per-channel weights, bias) -> depthwise 3x3 pad 1 ->
+ *   quantized input; per-channel weights, bias) -> u8 MaxPool 3x3 pad 1
+ *   -> depthwise 3x3 pad 1 ->
  *   1x1 QLinearConv (no bias) -> QLinearAdd with the depthwise output ->
  *   depthwise 3x3 stride 2 with asymmetric pads and a bias near 2^24 (the
  *   i32 sums, not the f32 ones) -> DequantizeLinear -> y.
  * 20 channels: the last block has lanes past the channels. Checked too:
- * which nodes run blocked (every conv and the add), and that only the
+ * which nodes run blocked (every conv, the pool and the add), and that only the
  * model's edges reorder. KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,7 +106,9 @@ static void build(q8g_t* t) {
   const kiln_attr_t p1[1] = {ints("pads", 4, DIMS(1, 1, 1, 1))};
   const kiln_attr_t s2asym[2] = {ints("strides", 2, DIMS(2, 2)), ints("pads", 4, DIMS(0, 1, 1, 0))};
   qconv(t, "stem", "xq", "x_s", "x_z", 3, CH, 3, 1, 3000, 2, s2p1);           /* [1,20,7,7] */
-  qconv(t, "dw", "stem_o", "stem_s", "stem_z", CH, CH, 3, CH, 2000, 1, p1);   /* [1,20,7,7] */
+  const kiln_attr_t pool[2] = {ints("kernel_shape", 2, DIMS(3, 3)), ints("pads", 4, DIMS(1, 1, 1, 1))};
+  node(t, "MaxPool", "pool", 1, NAMES("stem_o"), "pool_o", 2, pool);
+  qconv(t, "dw", "pool_o", "stem_s", "stem_z", CH, CH, 3, CH, 2000, 1, p1);   /* [1,20,7,7] */
   qconv(t, "pw", "dw_o", "dw_s", "dw_z", CH, CH, 1, 1, 0, 0, NULL);           /* [1,20,7,7] */
   init(t, "add_s", KILN_DTYPE_F32, 0, NULL, 0.03, 0.06);
   init(t, "add_z", KILN_DTYPE_U8, 0, NULL, 110, 140);
@@ -139,8 +142,8 @@ static void test_blocked(int32_t block) {
   kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
   kiln_plan_t* p = NULL;
   if (CHECK_OK(kiln_ref_run(g, &t.x, &ro, &want)) && CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
-    static const char* const blocked[] = {"stem", "dw", "pw", "add", "dw2"};
-    for (int i = 0; i < 5; ++i)
+    static const char* const blocked[] = {"stem", "pool", "dw", "pw", "add", "dw2"};
+    for (int i = 0; i < 6; ++i)
       CHECK_MSG(p->layout->node_blocked[node_index(g, blocked[i])], "block %d: %s not blocked", (int)block,
                 blocked[i]);
     CHECK(!p->layout->node_blocked[node_index(g, "q")] && !p->layout->node_blocked[node_index(g, "dq")]);
