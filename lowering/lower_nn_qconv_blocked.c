@@ -38,6 +38,11 @@ typedef struct qb_s {
   nn_axis_t ah, aw;
   bool w8;
   bool dwf; /* depthwise sums in f32 (exact) */
+  /* the GEMM: x's zero point folded into the bias (sum of x * w, less
+   * x_zp * sum of w: no subtraction per element), and x as a flat view of
+   * positions (1x1 stride 1 unpadded) */
+  bool zfold;
+  const tir_buffer_t* xf;
 } qb_t;
 
 /* x's zero point as an i32 expression. */
@@ -47,13 +52,12 @@ static const tir_expr_t* qb_zp(nn_kb_t* kb, const qb_t* qb) {
   return tir_cast(t, KILN_DTYPE_I32, tir_load(t, qb->q->xzp, NN_IDX(nn_i(kb, 0))));
 }
 
-/* i32(x) - x_zp at (n, channel ch, ih, iw) in x's layout. */
+/* i32(x) at (n, channel ch, ih, iw) in x's layout. */
 static const tir_expr_t* qb_x(nn_kb_t* kb, const qb_t* qb, const tir_expr_t* n, const tir_expr_t* ch,
                               const tir_expr_t* ih, const tir_expr_t* iw) {
-  tir_ctx_t* t = kb->t;
   const tir_expr_t* const* idx = qb->xb ? NN_IDX(n, nn_divc(kb, ch, qb->xb), ih, iw, nn_modc(kb, ch, qb->xb))
                                         : NN_IDX(n, ch, ih, iw);
-  return tir_sub(t, tir_cast(t, KILN_DTYPE_I32, tir_load(t, qb->x, idx)), qb_zp(kb, qb));
+  return tir_cast(kb->t, KILN_DTYPE_I32, tir_load(kb->t, qb->x, idx));
 }
 
 /* Input coordinate o*s + k*d - p along |a|; where a tap may fall outside
@@ -93,23 +97,46 @@ static kiln_status_t qb_bias(kiln_lower_ctx_t* ctx, const qb_t* qb, int64_t len,
 
 /* ---- group 1: the int8 GEMM ------------------------------------------------ */
 
-/* L element: output position m's tap (kv[1], kv[2]) of channel pair |cp|. */
+/* i32(x) at channel |ch| of position |pos| of the flat view [N][C or
+ * CB][H*W]([c]) (1x1 stride 1 unpadded convs: the GEMM row is the input
+ * position, no division into row and column). */
+static const tir_expr_t* qb_xflat(nn_kb_t* kb, const qb_t* qb, const tir_expr_t* n, const tir_expr_t* ch,
+                                  const tir_expr_t* pos) {
+  const tir_expr_t* const* idx = qb->xb ? NN_IDX(n, nn_divc(kb, ch, qb->xb), pos, nn_modc(kb, ch, qb->xb))
+                                        : NN_IDX(n, ch, pos);
+  return tir_cast(kb->t, KILN_DTYPE_I32, tir_load(kb->t, qb->xf, idx));
+}
+
+/* L element: output position m's tap (kv[1], kv[2]) of channel pair |cp|:
+ * x - x_zp of both channels, or x itself when the zero point is folded
+ * into the bias (qb->zfold: taps outside the input then read x_zp). */
 static const tir_expr_t* qb_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* cp,
                                   int32_t grp, const tir_expr_t* const* kv, const tir_expr_t* m) {
   const qb_t* qb = g->user;
   tir_ctx_t* t = kb->t;
   (void)grp;
-  const tir_expr_t* valid = NULL;
-  const tir_expr_t* ih = qb_coord(kb, &qb->ah, nn_divc(kb, m, qb->aw.out), kv[1], true, &valid);
-  const tir_expr_t* iw = qb_coord(kb, &qb->aw, nn_modc(kb, m, qb->aw.out), kv[2], true, &valid);
   const tir_expr_t* c0 = nn_mulc(kb, cp, 2);
   /* an odd C's last pair reads channel C - 1 twice: its weight is 0 */
   const tir_expr_t* c1 = qb->C % 2 ? nn_clamp(kb, nn_addc(kb, c0, 1), 0, qb->C - 1) : nn_addc(kb, c0, 1);
-  const tir_expr_t* lo = qb_x(kb, qb, b, c0, ih, iw);
-  const tir_expr_t* hi = qb_x(kb, qb, b, c1, ih, iw);
+  const tir_expr_t* valid = NULL;
+  const tir_expr_t *lo, *hi;
+  if (qb->xf) {
+    lo = qb_xflat(kb, qb, b, c0, m), hi = qb_xflat(kb, qb, b, c1, m);
+  } else {
+    const tir_expr_t* ih = qb_coord(kb, &qb->ah, nn_divc(kb, m, qb->aw.out), kv[1], true, &valid);
+    const tir_expr_t* iw = qb_coord(kb, &qb->aw, nn_modc(kb, m, qb->aw.out), kv[2], true, &valid);
+    lo = qb_x(kb, qb, b, c0, ih, iw), hi = qb_x(kb, qb, b, c1, ih, iw);
+  }
+  if (!qb->zfold) {
+    const tir_expr_t* zp = qb_zp(kb, qb);
+    lo = tir_sub(t, lo, zp), hi = tir_sub(t, hi, zp);
+  }
   const tir_expr_t* v = tir_add(t, tir_bin(t, TIR_BAND, lo, tir_const(t, KILN_DTYPE_I32, 0xffff)),
                                 tir_mul(t, hi, tir_const(t, KILN_DTYPE_I32, 65536)));
-  return valid ? tir_select(t, valid, v, tir_const(t, KILN_DTYPE_I32, 0)) : v;
+  /* the pair (x_zp, x_zp) as the packing above forms it */
+  const uint32_t z = (uint32_t)qb->q->xzp_imm;
+  const int32_t pad = qb->zfold ? (int32_t)((z & 0xffffu) + z * 65536u) : 0;
+  return valid ? tir_select(t, valid, v, tir_const(t, KILN_DTYPE_I32, pad)) : v;
 }
 
 /* Packed weights: output channel m, column kk = pair * T + tap, channels
@@ -152,7 +179,24 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   int32_t* bias = NULL;
   KILN_RETURN_IF_ERROR(qb_bias(ctx, qb, qb->Mp, &bias));
+  /* a constant zero point folds into the bias: sum (x - z) w = sum x w - z sum w */
+  qb->zfold = qb->q->xzp_is_imm;
+  if (qb->zfold && qb->q->xzp_imm != 0) {
+    if (!bias && !(bias = calloc((size_t)qb->Mp, sizeof(int32_t))))
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: blocked bias", ctx->node->name);
+    for (int64_t m = 0; m < qb->M; ++m) {
+      int64_t sw = 0;
+      for (int64_t k = 0; k < qb->C * qb->T; ++k) sw += (int64_t)qb->q->wq[m * qb->C * qb->T + k];
+      bias[m] = (int32_t)((int64_t)bias[m] - (int64_t)qb->q->xzp_imm * sw);
+    }
+  }
   if (bias) KILN_RETURN_IF_ERROR(nn_const_typed(ctx, "qbias_blk", KILN_DTYPE_I32, 1, &qb->Mp, bias, &qb->bias));
+  if (qb->T == 1 && qb->ah.s == 1 && qb->aw.s == 1 && qb->ah.p == 0 && qb->aw.p == 0 && qb->ah.out == qb->ah.in &&
+      qb->aw.out == qb->aw.in) {
+    const int64_t P = qb->ah.in * qb->aw.in;
+    const int64_t fs[4] = {qb->N, qb->x->shape[1], P, qb->xb};
+    KILN_RETURN_IF_ERROR(nn_view(ctx, qb->x, "xq_flat", qb->xb ? 4 : 3, fs, &qb->xf));
+  }
   qb->Cp = (qb->C + 1) / 2;
   qb->w8 = true;
   for (int64_t i = 0; i < qb->M * qb->C * qb->T && qb->w8; ++i) qb->w8 = qb->q->wq[i] >= -128.0f && qb->q->wq[i] <= 127.0f;
@@ -224,7 +268,7 @@ static const tir_stmt_t* qdw_body(nn_kb_t* kb, const qdw_t* d, const tir_expr_t*
       const tir_expr_t* ih = qb_coord(kb, &qb->ah, d->oh, nn_i(kb, kh), d->rows_guarded, &valid);
       const tir_expr_t* iw = qb_coord(kb, &qb->aw, d->ow, nn_i(kb, kw), d->cols_guarded, &valid);
       const tir_expr_t* x = f ? tir_sub(t, nn_ldf(kb, qb->x, NN_IDX(d->n, d->cb, ih, iw, l)), zp)
-                              : qb_x(kb, qb, d->n, ch, ih, iw);
+                              : tir_sub(t, qb_x(kb, qb, d->n, ch, ih, iw), qb_zp(kb, qb));
       if (valid) x = tir_select(t, valid, x, zero);
       const int64_t tap = kh * qb->aw.k + kw;
       const tir_expr_t* wv = d->wv ? tir_load(t, d->wv, NN_IDX(nn_addc(kb, l, tap * qb->c)))
