@@ -38,9 +38,9 @@ typedef struct qb_s {
   nn_axis_t ah, aw;
   bool w8;
   bool dwf; /* depthwise sums in f32 (exact) */
-  /* the GEMM: x's zero point folded into the bias (sum of x * w, less
-   * x_zp * sum of w: no subtraction per element), and x as a flat view of
-   * positions (1x1 stride 1 unpadded) */
+  /* x's zero point folded into the bias (sum of x * w, less x_zp * sum of
+   * w: no subtraction per element; GEMM, and depthwise with f32 sums), and
+   * the GEMM's x as a flat view of positions (1x1 stride 1 unpadded) */
   bool zfold;
   const tir_buffer_t* xf;
 } qb_t;
@@ -267,9 +267,11 @@ static const tir_stmt_t* qdw_body(nn_kb_t* kb, const qdw_t* d, const tir_expr_t*
       const tir_expr_t* valid = NULL;
       const tir_expr_t* ih = qb_coord(kb, &qb->ah, d->oh, nn_i(kb, kh), d->rows_guarded, &valid);
       const tir_expr_t* iw = qb_coord(kb, &qb->aw, d->ow, nn_i(kb, kw), d->cols_guarded, &valid);
-      const tir_expr_t* x = f ? tir_sub(t, nn_ldf(kb, qb->x, NN_IDX(d->n, d->cb, ih, iw, l)), zp)
-                              : tir_sub(t, qb_x(kb, qb, d->n, ch, ih, iw), qb_zp(kb, qb));
-      if (valid) x = tir_select(t, valid, x, zero);
+      const tir_expr_t* x = f ? nn_ldf(kb, qb->x, NN_IDX(d->n, d->cb, ih, iw, l)) : qb_x(kb, qb, d->n, ch, ih, iw);
+      /* with the zero point in the bias (qb->zfold) x as it is, and x_zp
+       * outside the input; else x - x_zp, and 0 outside */
+      if (!qb->zfold) x = tir_sub(t, x, f ? zp : qb_zp(kb, qb));
+      if (valid) x = tir_select(t, valid, x, qb->zfold ? zp : zero);
       const int64_t tap = kh * qb->aw.k + kw;
       const tir_expr_t* wv = d->wv ? tir_load(t, d->wv, NN_IDX(nn_addc(kb, l, tap * qb->c)))
                                    : tir_load(t, qb->w, NN_IDX(d->cb, nn_i(kb, tap), l));
@@ -301,6 +303,23 @@ static kiln_status_t qconv_depthwise_blocked(nn_kb_t* kb, qb_t* qb) {
     double bound = bias ? fabs((double)bias[ch]) : 0.0;
     for (int64_t tap = 0; tap < T; ++tap) bound += 255.0 * fabs((double)qb->q->wq[ch * T + tap]);
     qb->dwf = bound < 16777216.0;
+  }
+  /* x_zp folded into the bias when constant: the partial sums then stay
+   * within |bias| + 510 * sum |w - w_zp| */
+  qb->zfold = qb->dwf && qb->q->xzp_is_imm;
+  for (int64_t ch = 0; ch < qb->C && qb->zfold; ++ch) {
+    double bound = bias ? fabs((double)bias[ch]) : 0.0;
+    for (int64_t tap = 0; tap < T; ++tap) bound += 510.0 * fabs((double)qb->q->wq[ch * T + tap]);
+    qb->zfold = bound < 16777216.0;
+  }
+  if (qb->zfold && qb->q->xzp_imm != 0) {
+    if (!bias && !(bias = calloc((size_t)(CB * c), sizeof(int32_t))))
+      return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: blocked depthwise bias", ctx->node->name);
+    for (int64_t ch = 0; ch < qb->C; ++ch) {
+      int64_t sw = 0;
+      for (int64_t tap = 0; tap < T; ++tap) sw += (int64_t)qb->q->wq[ch * T + tap];
+      bias[ch] = (int32_t)((int64_t)bias[ch] - (int64_t)qb->q->xzp_imm * sw);
+    }
   }
   const kiln_dtype_t dt = qb->dwf ? KILN_DTYPE_F32 : KILN_DTYPE_I32;
   /* f32 sums read int8 weights (one byte each, widened by the vector
