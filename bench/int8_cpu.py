@@ -21,6 +21,9 @@ columns: median ms (min). SQNR (dB, higher is better) of the int8 logits
 against onnxruntime's fp32 logits over --sqnr-inputs seeded N(0,1) inputs:
 kiln int8 beside onnxruntime int8; "spec" is kiln int8 against onnxruntime
 running the Q/DQ nodes as written (optimisations off).
+The two "cpu" columns are the same ratios of median process CPU time per
+run (time.process_time: it leaves out the time a loaded machine makes a
+run wait for a core, which swings the wall-clock medians).
 """
 
 import argparse
@@ -113,7 +116,7 @@ def main():
     import kiln
     print(f"load average {os.getloadavg()[0]:.1f} at start; ms median (min) of {args.repeat} interleaved rounds")
     print(f"{'model':<12} {'thr':>3} {'kiln fp32':>15} {'kiln int8':>15} {'ORT fp32':>15} {'ORT int8':>15} "
-          f"{'k8/k32':>6} {'k8/ORT8':>7}")
+          f"{'k8/k32':>6} {'k8/ORT8':>7} {'cpu':>6} {'cpu':>7}")
     failed = False
     notes = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,15 +147,19 @@ def main():
                     f()
                     f()
                 ts = [[] for _ in fns]
+                cpu = [[] for _ in fns]  # process CPU time: leaves out the waits for a core
                 for _ in range(args.repeat):
                     for i, f in enumerate(fns):
-                        t0 = time.perf_counter()
+                        c0, t0 = time.process_time(), time.perf_counter()
                         f()
                         ts[i].append((time.perf_counter() - t0) * 1e3)
+                        cpu[i].append((time.process_time() - c0) * 1e3)
                 med = [statistics.median(t) for t in ts]
+                mcpu = [statistics.median(t) for t in cpu]
                 cell = lambda i: f"{med[i]:.1f} ({min(ts[i]):.1f})"  # noqa: E731
                 print(f"{key:<12} {threads:>3} {cell(0):>15} {cell(1):>15} {cell(2):>15} {cell(3):>15} "
-                      f"{med[1] / med[0]:>6.2f} {med[1] / med[3]:>7.2f}   (load {os.getloadavg()[0]:.1f})",
+                      f"{med[1] / med[0]:>6.2f} {med[1] / med[3]:>7.2f} {mcpu[1] / mcpu[0]:>6.2f} "
+                      f"{mcpu[1] / mcpu[3]:>7.2f}   (load {os.getloadavg()[0]:.1f})",
                       flush=True)
                 if threads == 1:  # accuracy once, single-threaded
                     spec = ort_session(q, 1, optimize=False)

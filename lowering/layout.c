@@ -58,6 +58,8 @@ static bool maybe_sparse(const kiln_tensor_t* w) {
 }
 
 static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, int32_t block) {
+  const int32_t q8 = kiln_layout_q8_role(g, n); /* the int8 ops: layout_q8.c */
+  if (q8 >= 0) return (kiln_layout_role_t)q8;
   if (n->domain && n->domain[0]) return KILN_LAYOUT_PLAIN_ONLY;
   if (n->n_outputs < 1 || !f32_4d(g, n->outputs[0])) return KILN_LAYOUT_PLAIN_ONLY;
   for (int32_t j = 1; j < n->n_outputs; ++j)
@@ -115,6 +117,7 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, i
 
 /* A full-shape data input of an element-wise node (not a scalar). */
 static bool ew_full(const kiln_graph_t* g, const kiln_node_t* n, int32_t j) {
+  if (kiln_layout_q8_full(g, n, j)) return true;
   return n->inputs[j] >= 0 && f32_4d(g, n->inputs[j]) && same_dims(g, n->inputs[j], n->outputs[0]);
 }
 

@@ -73,6 +73,11 @@ int32_t kiln_layout_in_port(const kiln_layout_t* l, const kiln_graph_t* g, int32
 int32_t kiln_layout_out_port(const kiln_layout_t* l, const kiln_graph_t* g, int32_t ni, int32_t j);
 /* The op types that run blocked element-wise. */
 bool kiln_layout_ew_ok(const char* op_type);
+/* The role of int8 node |n| (QLinearConv, QLinearAdd: layout_q8.c), or -1
+ * for any other op; and whether its input |j| is a full-shape data input
+ * of a blocked element-wise QLinearAdd. */
+int32_t kiln_layout_q8_role(const kiln_graph_t* g, const kiln_node_t* n);
+bool kiln_layout_q8_full(const kiln_graph_t* g, const kiln_node_t* n, int32_t j);
 /* "nchw" or "nchw8c" etc. into |buf|. */
 const char* kiln_layout_name(int32_t block, char* buf, size_t n);
 /* Emits the kernel copying [N][C][H][W] tensor (|dims|) from |src| in

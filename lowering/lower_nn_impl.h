@@ -312,6 +312,9 @@ typedef struct nn_qconv_s {
   int32_t xzp_imm;
 } nn_qconv_t;
 kiln_status_t nn_conv_quantized(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
+/* The same on the blocked layout (ctx->out_block[0] > 0; group 1 from
+ * either layout, depthwise from NCHWc): lower_nn_qconv_blocked.c. */
+kiln_status_t nn_qconv_blocked(kiln_lower_ctx_t* ctx, const nn_qconv_t* q);
 /* Stride residue classes of a window (kernel |k|, strides |s|, 3 axes): past
  * NN_MAX_GROUPS Conv's lowering gathers patches (im2col) instead. */
 #define NN_MAX_GROUPS 64

@@ -642,12 +642,14 @@ kiln_status_t kiln_lower_nn_qlinear_conv(kiln_lower_ctx_t* ctx) {
   q.p.y = ctx->out[0];
   const tir_buffer_t* f[4];
   nn_qconv_t c = {0, 3, ctx->n_in > 8 ? 8 : -1, NULL, wq, qconv_requant, &q, false, 0};
-  kiln_status_t s = const_requant(ctx, rq, ctx->out[0]->shape[1], &q.r);
+  /* the logical channel count (a blocked output's buffer has blocks there) */
+  kiln_status_t s = const_requant(ctx, rq, ctx->out_tensor[0]->shape.dims[1], &q.r);
   if (!s && !q.r.mult) s = flats(ctx, rq, 4, f);
   if (!s && !q.r.mult) q.r = (requant_t){f[0], f[1], f[2], f[3], NULL, NULL, false, 0.0};
   xzp_imm(ctx, 2, &c);
   if (!s && !c.xzp_is_imm) s = flat(ctx, ctx->in[2], "xz", &c.xzp);
-  if (!s) s = nn_conv_quantized(ctx, &c);
+  /* on NCHWc where the layout pass chose it (lowering/layout_q8.c) */
+  if (!s) s = ctx->out_block && ctx->out_block[0] > 0 ? nn_qconv_blocked(ctx, &c) : nn_conv_quantized(ctx, &c);
   free(wq);
   return s;
 }

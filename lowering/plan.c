@@ -586,7 +586,12 @@ bool kiln_plan_kernel_inplace(const kiln_plan_t* p, int32_t k, int32_t* out_in, 
   if (!g || kk->custom) return false; /* a plugin's kernel promises nothing about aliasing */
   for (int32_t i = -1; i < kk->n_fused_nodes; ++i) {
     int32_t n = i < 0 ? kk->node : kk->fused_nodes[i];
-    if (n < 0 || n >= g->n_nodes || !pointwise(kiln_op_pattern(g->nodes[n].op_type))) return false;
+    /* QLinearAdd's pattern is opaque (fusion does not know its integer
+     * arithmetic) but its flat loop reads a full-shape input at the
+     * output element's own index as well (lower_nn_quant.c) */
+    if (n < 0 || n >= g->n_nodes ||
+        !(pointwise(kiln_op_pattern(g->nodes[n].op_type)) || !strcmp(g->nodes[n].op_type, "QLinearAdd")))
+      return false;
   }
   const tir_func_t* f = kk->func;
   int32_t out = -1;

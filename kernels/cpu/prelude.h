@@ -222,6 +222,16 @@ KILN_VQLOAD(16, kiln_vs8f, int8_t, KILN_SXBD)
 KILN_VQLOADG(16, kiln_vu8f, uint8_t)
 KILN_VQLOADG(16, kiln_vs8f, int8_t)
 #endif
+/* W i32 converted to f32 (the int8 GEMM's requantization of its sums) */
+#define KILN_VI2F(W)                                                               \
+  KILN_INLINE kiln_v##W##f kiln_vi2f##W(const int32_t* p) {                        \
+    kiln_v##W##i r;                                                               \
+    memcpy(&r, p, sizeof r);                                                      \
+    return __builtin_convertvector(r, kiln_v##W##f);                              \
+  }
+KILN_VI2F(4)
+KILN_VI2F(8)
+KILN_VI2F(16)
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_shufflevector)
 #define KILN_HAS_SHUFFLE 1

@@ -270,6 +270,9 @@ typedef struct kiln_cf_dialect_s {
   const char* vload_i8;
   const char* vstore_u8;
   const char* vstore_i8;
+  /* $W i32 at $B[$I] converted to an f32 vector (f32(i32 load): the int8
+   * GEMM's requantization reads its i32 accumulators so; NULL: scalar) */
+  const char* vload_i32f;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

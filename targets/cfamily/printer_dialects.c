@@ -133,6 +133,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vmath[TIR_ROUND_EVEN] = "kiln_vrint$W($1)",
     .vload_u8 = "kiln_vu8f$W(&$B[$I])", .vload_i8 = "kiln_vs8f$W(&$B[$I])",
     .vstore_u8 = "kiln_vf2uint8$W(&$B[$I], $V)", .vstore_i8 = "kiln_vf2int8$W(&$B[$I], $V)",
+    .vload_i32f = "kiln_vi2f$W(&$B[$I])",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {

@@ -132,8 +132,9 @@ static bool vok_i32_value(const pr_t* p, const tir_expr_t* e) {
 }
 
 /* The dialect's widening load (narrowing store) for a u8 / i8 buffer of
- * |t|, or NULL. */
+ * |t| (loads: also i32, converted), or NULL. */
 static const char* byte_vload(const pr_t* p, kiln_dtype_t t) {
+  if (t == KILN_DTYPE_I32) return p->d->vload_i32f;
   return t == KILN_DTYPE_U8 ? p->d->vload_u8 : t == KILN_DTYPE_I8 ? p->d->vload_i8 : NULL;
 }
 static const char* byte_vstore(const pr_t* p, kiln_dtype_t t) {
@@ -169,7 +170,7 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
           p->d->vload_half)
         return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
-      /* f32(u8 / i8 load), contiguous: a widening vector load */
+      /* f32(u8 / i8 / i32 load), contiguous: a widening vector load */
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && byte_load(p, v))
         return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
       return e->dtype == KILN_DTYPE_F32 && v->dtype == KILN_DTYPE_BOOL && vok_expr(p, v);

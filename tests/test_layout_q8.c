@@ -1,0 +1,183 @@
+/* The int8 ops on the blocked NCHWc layout (lowering/layout_q8.c,
+ * lowering/lower_nn_qconv_blocked.c): an int8 graph shaped like a
+ * MobileNetV2 block, built here, run on the CPU backend with blocks of 8
+ * and 16 against the reference executor, bit for bit (every sum is exact
+ * and the requantization is the reference's arithmetic).
+ *
+ *   x f32 [1,3,13,13] -> QuantizeLinear (u8) -> stem QLinearConv 3x3
+ *   stride 2 pad 1 (3 input channels: an odd count, read from the plain
+ *   quantized input; per-channel weights, bias) -> u8 MaxPool 3x3 pad 1
+ *   -> depthwise 3x3 pad 1 ->
+ *   1x1 QLinearConv (no bias) -> QLinearAdd with the depthwise output ->
+ *   depthwise 3x3 stride 2 with asymmetric pads and a bias near 2^24 (the
+ *   i32 sums, not the f32 ones) -> DequantizeLinear -> y.
+ * 20 channels: the last block has lanes past the channels. Checked too:
+ * which nodes run blocked (every conv, the pool and the add), and that only the
+ * model's edges reorder. KILN_TEST_NO_CPU=1 skips the native runs. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/ref_exec.h"
+#include "ir/op.h"
+#include "lowering/fuse.h"
+#include "lowering/layout.h"
+#include "lowering/plan.h"
+#include "targets/cpu/cpu_backend.h"
+#include "testing.h"
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}
+#define NAMES(...) (const char*[]){__VA_ARGS__}
+#define CH 20
+
+static kiln_allocator_t A(void) { return kiln_allocator_system(); }
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static double rnd(void) { /* [-1, 1) */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+typedef struct q8g_s {
+  kiln_graph_t* g;
+  kiln_array_t x;
+  bool ok;
+} q8g_t;
+
+/* Initializer |name| of |dtype| and dims (rank 0: a scalar), values
+ * lo + (hi - lo) * u with u uniform in [0, 1), rounded for integer types. */
+static void init(q8g_t* t, const char* name, kiln_dtype_t dt, int rank, const int64_t* d, double lo, double hi) {
+  if (!t->ok) return;
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(rank, d);
+  KILN_ASSERT(!kiln_array_alloc(A(), dt, &s, &a));
+  for (int64_t i = 0; i < kiln_array_numel(&a); ++i) {
+    double v = lo + (hi - lo) * (rnd() + 1.0) / 2.0;
+    kiln_store_f64(dt, a.data, (size_t)i, kiln_dtype_is_float(dt) ? v : (double)(int64_t)v);
+  }
+  t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, name, &a, NULL));
+}
+
+static void node(q8g_t* t, const char* op, const char* name, int n_in, const char* const* in, const char* out,
+                 int n_attrs, const kiln_attr_t* attrs) {
+  if (t->ok) t->ok = CHECK_OK(kiln_graph_add_node(t->g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
+}
+
+static kiln_attr_t ints(const char* name, int n, const int64_t* v) {
+  return (kiln_attr_t){.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
+}
+
+/* QLinearConv |name| from (x, its scale and zero point) to |out| with M
+ * output channels of k x k taps over C / group input channels each; its
+ * weights, per-channel scales (zero points 0), output parameters and, when
+ * bias_mag > 0, an i32 bias in [-bias_mag, bias_mag) are made here. */
+static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, const char* xz, int64_t C, int64_t M,
+                  int64_t k, int64_t group, double bias_mag, int n_attrs, const kiln_attr_t* attrs) {
+  char w[32], ws[32], wz[32], ys[32], yz[32], b[32], out[32];
+  snprintf(w, sizeof w, "%s_w", name), snprintf(ws, sizeof ws, "%s_ws", name), snprintf(wz, sizeof wz, "%s_wz", name);
+  snprintf(ys, sizeof ys, "%s_s", name), snprintf(yz, sizeof yz, "%s_z", name), snprintf(b, sizeof b, "%s_b", name);
+  snprintf(out, sizeof out, "%s_o", name);
+  init(t, w, KILN_DTYPE_I8, 4, DIMS(M, C / group, k, k), -127, 128);
+  init(t, ws, KILN_DTYPE_F32, 1, DIMS(M), 0.002, 0.01);
+  init(t, wz, KILN_DTYPE_I8, 1, DIMS(M), 0, 0);
+  init(t, ys, KILN_DTYPE_F32, 0, NULL, 0.02, 0.05);
+  init(t, yz, KILN_DTYPE_U8, 0, NULL, 100, 150);
+  if (bias_mag > 0) init(t, b, KILN_DTYPE_I32, 1, DIMS(M), -bias_mag, bias_mag);
+  kiln_attr_t at[4];
+  if (n_attrs > 0) memcpy(at, attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
+  at[n_attrs] = (kiln_attr_t){.name = "group", .type = KILN_ATTR_INT, .i = group};
+  node(t, "QLinearConv", name, bias_mag > 0 ? 9 : 8, NAMES(x, xs, xz, w, ws, wz, ys, yz, b), out, n_attrs + 1, at);
+}
+
+static void build(q8g_t* t) {
+  memset(t, 0, sizeof *t);
+  t->ok = CHECK_OK(kiln_graph_create(A(), &t->g)) && CHECK_OK(kiln_graph_set_opset(t->g, "", 17));
+  if (!t->ok) return;
+  kiln_shape_t xs = kiln_shape_make(4, DIMS(1, 3, 13, 13));
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &xs, &t->x));
+  for (int64_t i = 0; i < kiln_array_numel(&t->x); ++i) kiln_store_f64(KILN_DTYPE_F32, t->x.data, (size_t)i, 3 * rnd());
+  t->ok = CHECK_OK(kiln_graph_add_input(t->g, "x", KILN_DTYPE_F32, &xs, NULL));
+  init(t, "x_s", KILN_DTYPE_F32, 0, NULL, 0.02, 0.03);
+  init(t, "x_z", KILN_DTYPE_U8, 0, NULL, 120, 136);
+  node(t, "QuantizeLinear", "q", 3, NAMES("x", "x_s", "x_z"), "xq", 0, NULL);
+  const kiln_attr_t s2p1[2] = {ints("strides", 2, DIMS(2, 2)), ints("pads", 4, DIMS(1, 1, 1, 1))};
+  const kiln_attr_t p1[1] = {ints("pads", 4, DIMS(1, 1, 1, 1))};
+  const kiln_attr_t s2asym[2] = {ints("strides", 2, DIMS(2, 2)), ints("pads", 4, DIMS(0, 1, 1, 0))};
+  qconv(t, "stem", "xq", "x_s", "x_z", 3, CH, 3, 1, 3000, 2, s2p1);           /* [1,20,7,7] */
+  const kiln_attr_t pool[2] = {ints("kernel_shape", 2, DIMS(3, 3)), ints("pads", 4, DIMS(1, 1, 1, 1))};
+  node(t, "MaxPool", "pool", 1, NAMES("stem_o"), "pool_o", 2, pool);
+  qconv(t, "dw", "pool_o", "stem_s", "stem_z", CH, CH, 3, CH, 2000, 1, p1);   /* [1,20,7,7] */
+  qconv(t, "pw", "dw_o", "dw_s", "dw_z", CH, CH, 1, 1, 0, 0, NULL);           /* [1,20,7,7] */
+  init(t, "add_s", KILN_DTYPE_F32, 0, NULL, 0.03, 0.06);
+  init(t, "add_z", KILN_DTYPE_U8, 0, NULL, 110, 140);
+  node(t, "QLinearAdd", "add", 8, NAMES("pw_o", "pw_s", "pw_z", "dw_o", "dw_s", "dw_z", "add_s", "add_z"), "add_o",
+       0, NULL);
+  qconv(t, "dw2", "add_o", "add_s", "add_z", CH, CH, 3, CH, 20000000, 2, s2asym); /* [1,20,4,4] */
+  node(t, "DequantizeLinear", "dq", 3, NAMES("dw2_o", "dw2_s", "dw2_z"), "y", 0, NULL);
+  if (t->ok) t->ok = CHECK_OK(kiln_graph_add_output(t->g, "y"));
+}
+
+static int32_t node_index(const kiln_graph_t* g, const char* name) {
+  for (int32_t i = 0; i < g->n_nodes; ++i)
+    if (!strcmp(g->nodes[i].name, name)) return i;
+  return -1;
+}
+
+static void test_blocked(int32_t block) {
+  q8g_t t;
+  build(&t);
+  if (!t.ok || !CHECK_OK(kiln_graph_prepare(t.g))) {
+    kiln_array_free(A(), &t.x);
+    kiln_graph_destroy(t.g);
+    return;
+  }
+  const kiln_graph_t* g = t.g;
+  kiln_array_t want, got;
+  memset(&want, 0, sizeof want);
+  memset(&got, 0, sizeof got);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
+  kiln_plan_t* p = NULL;
+  if (CHECK_OK(kiln_ref_run(g, &t.x, &ro, &want)) && CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
+    static const char* const blocked[] = {"stem", "pool", "dw", "pw", "add", "dw2"};
+    for (int i = 0; i < 6; ++i)
+      CHECK_MSG(p->layout->node_blocked[node_index(g, blocked[i])], "block %d: %s not blocked", (int)block,
+                blocked[i]);
+    CHECK(!p->layout->node_blocked[node_index(g, "q")] && !p->layout->node_blocked[node_index(g, "dq")]);
+    /* one reorder: dw2's blocked output back to NCHW for the DequantizeLinear */
+    CHECK_MSG(p->layout->n_reorders == 1, "block %d: %d reorders", (int)block, (int)p->layout->n_reorders);
+    kiln_fusion_report_t fr;
+    CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
+    kiln_cpu_options_t o;
+    kiln_cpu_options_default(&o);
+    o.threads = 2;
+    kiln_cpu_exec_t* e = NULL;
+    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
+        CHECK_OK(kiln_cpu_run(e, &t.x, &got, NULL, NULL))) {
+      CHECK(kiln_shape_equal(&got.shape, &want.shape));
+      int64_t diff = 0;
+      for (int64_t i = 0; i < kiln_array_numel(&want) && kiln_shape_equal(&got.shape, &want.shape); ++i)
+        diff += kiln_load_f64(KILN_DTYPE_F32, got.data, (size_t)i) != kiln_load_f64(KILN_DTYPE_F32, want.data, (size_t)i);
+      CHECK_MSG(diff == 0, "block %d: %lld of %lld outputs differ from the reference", (int)block, (long long)diff,
+                (long long)kiln_array_numel(&want));
+    }
+    kiln_cpu_exec_destroy(e);
+  }
+  kiln_array_free(A(), &want);
+  kiln_array_free(A(), &got);
+  kiln_plan_destroy(p);
+  kiln_array_free(A(), &t.x);
+  kiln_graph_destroy(t.g);
+}
+
+static void test_blocked_8(void) { test_blocked(8); }
+static void test_blocked_16(void) { test_blocked(16); }
+
+int main(void) {
+  RUN(test_blocked_8);
+  RUN(test_blocked_16);
+  return kiln_test_finish();
+}
