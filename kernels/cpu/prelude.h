@@ -394,21 +394,27 @@ KILN_VWDEF(16, kiln_vb32, kiln_vs16)
    (erf is +-1 in f32 beyond), the minimax fit Eigen and TensorFlow use;
    sigmoid: exp(-|x|) on both sides like the reference. */
 #define KILN_VMATHDEF(W)                                                          \
+  /* Cephes' exp reduction of finite x: *n = round(x / ln2) and expm1(r) =    \
+     r + r^2 P(r) of r = x - n ln2 (ln2 in two parts), exp(x) = 2^n (1 + it) */ \
+  KILN_INLINE kiln_v##W##f kiln_vexpm1r##W(kiln_v##W##f x, kiln_v##W##f* n) {    \
+    *n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;                  \
+    kiln_v##W##f r = x - *n * 0.693359375f;                                       \
+    r = r - *n * -2.12194440e-4f;                                                 \
+    kiln_v##W##f p = r * 1.9875691500e-4f + 1.3981999507e-3f;                     \
+    p = p * r + 8.3334519073e-3f;                                                 \
+    p = p * r + 4.1665795894e-2f;                                                 \
+    p = p * r + 1.6666665459e-1f;                                                 \
+    p = p * r + 5.0000001201e-1f;                                                 \
+    return p * (r * r) + r;                                                       \
+  }                                                                               \
   KILN_INLINE kiln_v##W##f kiln_vexp##W(kiln_v##W##f x0) {                        \
     const kiln_v##W##f z = {0};                                                   \
     kiln_v##W##i nan = x0 != x0;                                                  \
     kiln_v##W##f x = kiln_vsel##W(nan, z, x0);                                    \
     x = kiln_vsel##W(x > 89.0f, z + 89.0f, x);                                    \
     x = kiln_vsel##W(x < -104.0f, z - 104.0f, x);                                 \
-    kiln_v##W##f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;      \
-    kiln_v##W##f r = x - n * 0.693359375f;                                        \
-    r = r - n * -2.12194440e-4f;                                                  \
-    kiln_v##W##f p = r * 1.9875691500e-4f + 1.3981999507e-3f;                     \
-    p = p * r + 8.3334519073e-3f;                                                 \
-    p = p * r + 4.1665795894e-2f;                                                 \
-    p = p * r + 1.6666665459e-1f;                                                 \
-    p = p * r + 5.0000001201e-1f;                                                 \
-    p = p * (r * r) + r + 1.0f;                                                   \
+    kiln_v##W##f n;                                                               \
+    kiln_v##W##f p = kiln_vexpm1r##W(x, &n) + 1.0f;                               \
     kiln_v##W##i ni = __builtin_convertvector(n, kiln_v##W##i);                   \
     kiln_v##W##i n1 = ni >> 1, n2 = ni - n1; /* each in [-75, 64]: normal */     \
     kiln_v##W##f y = p * (kiln_v##W##f)((n1 + 127) << 23) * (kiln_v##W##f)((n2 + 127) << 23); \
@@ -449,16 +455,8 @@ KILN_VWDEF(16, kiln_vb32, kiln_vs16)
     kiln_v##W##f a = kiln_vabs##W(x);                                             \
     kiln_v##W##i nan = x != x;                                                    \
     a = kiln_vsel##W((a > 9.0f) | nan, z + 9.0f, a); /* n in [0, 26] below */     \
-    kiln_v##W##f t = a + a;                                                       \
-    kiln_v##W##f n = (t * 1.44269504088896341f + 12582912.0f) - 12582912.0f;      \
-    kiln_v##W##f r = t - n * 0.693359375f;                                        \
-    r = r - n * -2.12194440e-4f;                                                  \
-    kiln_v##W##f p = r * 1.9875691500e-4f + 1.3981999507e-3f;                     \
-    p = p * r + 8.3334519073e-3f;                                                 \
-    p = p * r + 4.1665795894e-2f;                                                 \
-    p = p * r + 1.6666665459e-1f;                                                 \
-    p = p * r + 5.0000001201e-1f;                                                 \
-    p = p * (r * r) + r;                                                          \
+    kiln_v##W##f n;                                                               \
+    kiln_v##W##f p = kiln_vexpm1r##W(a + a, &n);                                  \
     kiln_v##W##i ni = __builtin_convertvector(n, kiln_v##W##i);                   \
     kiln_v##W##f s = (kiln_v##W##f)((ni + 127) << 23);                            \
     kiln_v##W##f e = s * p + (s - 1.0f);                                          \
