@@ -57,6 +57,17 @@ static bool maybe_sparse(const kiln_tensor_t* w) {
   return n > 0 && (double)zeros >= KILN_SPARSE_AUTO_MIN_ZERO * (double)n;
 }
 
+/* A run-time [1 or N, C, 1, 1] input of an element-wise node whose output
+ * is [N, C, H, W] with H * W > 1 (squeeze-excite's channel scale): blocked
+ * as [.., CB, 1, 1, c] it broadcasts against the blocked output lane by
+ * lane, so the node runs blocked instead of reordering the big operand to
+ * NCHW and back. */
+static bool chan_vector(const kiln_graph_t* g, int32_t t, int32_t y) {
+  if (!f32_4d(g, t) || !f32_4d(g, y)) return false;
+  const int64_t *d = g->tensors[t].shape.dims, *o = g->tensors[y].shape.dims;
+  return (d[0] == 1 || d[0] == o[0]) && d[1] == o[1] && d[2] == 1 && d[3] == 1 && o[2] * o[3] > 1;
+}
+
 static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, int32_t block) {
   const int32_t q8 = kiln_layout_q8_role(g, n); /* the int8 ops: layout_q8.c */
   if (q8 >= 0) return (kiln_layout_role_t)q8;
@@ -108,7 +119,7 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, i
       const kiln_tensor_t* tt = &g->tensors[t];
       if (tt->dtype != KILN_DTYPE_F32 || !kiln_shape_is_static(&tt->shape)) return KILN_LAYOUT_PLAIN_ONLY;
       if (f32_4d(g, t) && same_dims(g, t, n->outputs[0])) full = true;
-      else if (kiln_shape_count(&tt->shape) != 1) return KILN_LAYOUT_PLAIN_ONLY;
+      else if (!chan_vector(g, t, n->outputs[0]) && kiln_shape_count(&tt->shape) != 1) return KILN_LAYOUT_PLAIN_ONLY;
     }
     return full ? KILN_LAYOUT_EW : KILN_LAYOUT_PLAIN_ONLY;
   }
@@ -121,6 +132,12 @@ static bool ew_full(const kiln_graph_t* g, const kiln_node_t* n, int32_t j) {
   return n->inputs[j] >= 0 && f32_4d(g, n->inputs[j]) && same_dims(g, n->inputs[j], n->outputs[0]);
 }
 
+/* An input a blocked element-wise node reads blocked: full-shape or a
+ * channel vector (chan_vector). */
+static bool ew_blocked_in(const kiln_graph_t* g, const kiln_node_t* n, int32_t j) {
+  return ew_full(g, n, j) || (n->inputs[j] >= 0 && chan_vector(g, n->inputs[j], n->outputs[0]));
+}
+
 int32_t kiln_layout_in_port(const kiln_layout_t* l, const kiln_graph_t* g, int32_t ni, int32_t j) {
   if (!l || l->block <= 0 || !l->node_blocked[ni]) return 0;
   const kiln_node_t* n = &g->nodes[ni];
@@ -130,7 +147,7 @@ int32_t kiln_layout_in_port(const kiln_layout_t* l, const kiln_graph_t* g, int32
     case KILN_LAYOUT_DEPTHWISE:
     case KILN_LAYOUT_POOL:
     case KILN_LAYOUT_GAP: return j == 0 ? l->block : 0;
-    case KILN_LAYOUT_EW: return ew_full(g, n, j) ? l->block : 0;
+    case KILN_LAYOUT_EW: return ew_blocked_in(g, n, j) ? l->block : 0;
     case KILN_LAYOUT_CONCAT: return l->block;
     default: return 0;
   }
@@ -195,7 +212,7 @@ kiln_status_t kiln_layout_choose(const kiln_graph_t* g, int32_t block, kiln_layo
       const kiln_node_t* n = &g->nodes[ni];
       if (l.role[ni] == KILN_LAYOUT_PLAIN_ONLY) continue;
       for (int32_t j = 0; j < n->n_inputs; ++j)
-        if (n->inputs[j] >= 0 && (j == 0 || l.role[ni] == KILN_LAYOUT_CONCAT || (l.role[ni] == KILN_LAYOUT_EW && ew_full(g, n, j))))
+        if (n->inputs[j] >= 0 && (j == 0 || l.role[ni] == KILN_LAYOUT_CONCAT || (l.role[ni] == KILN_LAYOUT_EW && ew_blocked_in(g, n, j))))
           ++l.n_reorders_naive;
       if (l.role[ni] != KILN_LAYOUT_GAP) ++l.n_reorders_naive;
     }

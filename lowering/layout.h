@@ -26,8 +26,9 @@
  *
  * Blocked nodes: Conv (2-D, f32, constant weights, group 1 or depthwise
  * with one output channel per group, constant or no bias), the element-wise
- * ops of kiln_layout_ew_ok (every input either of the output's shape or one
- * element), MaxPool (without Indices) and AveragePool (2-D), which run
+ * ops of kiln_layout_ew_ok (every input of the output's shape, one element,
+ * or a run-time [1 or N, C, 1, 1] channel vector such as squeeze-excite's
+ * scale, read blocked and broadcast lane by lane), MaxPool (without Indices) and AveragePool (2-D), which run
  * blocked when their input is, GlobalAveragePool, and Concat on axis 1
  * whose inputs but the last have whole blocks of channels (the blocks then
  * concatenate as they are), which runs blocked when one input is. */

@@ -416,14 +416,31 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
     tir_var_t* vi = nn_var(&kb, "i");
     const tir_expr_t* i = nn_v(&kb, vi);
     const tir_expr_t* d = tir_sub(t, nn_ldf(&kb, xr, NN_IDX(o, i)), tir_load(t, s.mx, NN_IDX(z)));
-    const tir_expr_t* v =
-        log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(z)), NULL, NULL))
-                 : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, sum, NN_IDX(z)));
-    const tir_stmt_t* items[3] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s),
-                                  lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s),
-                                  nn_for(&kb, vi, n, nn_stf(&kb, yr, NN_IDX(o, i), v))};
-    nn_vectorize(&kb, vi);
-    body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 3, items)));
+    const tir_stmt_t* items[4] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s), NULL, NULL, NULL};
+    if (log_form || yr->dtype != KILN_DTYPE_F32) {
+      const tir_expr_t* v =
+          log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(z)), NULL, NULL))
+                   : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, sum, NN_IDX(z)));
+      items[1] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s);
+      items[2] = nn_for(&kb, vi, n, nn_stf(&kb, yr, NN_IDX(o, i), v));
+      nn_vectorize(&kb, vi);
+    } else {
+      /* exp once per element: stored into the row of y, summed from there
+       * and scaled by 1 / sum (the row is in L1 for the last two passes) */
+      items[1] = nn_for(&kb, vi, n, tir_store(t, yr, NN_IDX(o, i), tir_call(t, TIR_EXP, 1, d, NULL, NULL)));
+      nn_vectorize(&kb, vi);
+      sm_t ys = {.xv = yr, .row = o};
+      items[2] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_x, &ys);
+      tir_var_t* vj = nn_var(&kb, "i");
+      const tir_expr_t* j = nn_v(&kb, vj);
+      const tir_expr_t* r = tir_bin(t, TIR_DIV, nn_f(&kb, 1.0), tir_load(t, sum, NN_IDX(z)));
+      items[3] = tir_seq2(t, tir_store(t, sum, NN_IDX(z), r),
+                          nn_for(&kb, vj, n, tir_store(t, yr, NN_IDX(o, j),
+                                                       tir_mul(t, tir_load(t, yr, NN_IDX(o, j)),
+                                                               tir_load(t, sum, NN_IDX(z))))));
+      nn_vectorize(&kb, vj);
+    }
+    body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 4, items)));
   } else {
     /* strided axis: PRIVATE rows over the inner extent */
     const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);

@@ -228,6 +228,8 @@ static const conv_case_t k_cases[] = {
     {20, 20, 11, 9, 3, 1, 1, 1, 1, 1, 1, 20, true, true},   /* depthwise */
     {12, 12, 10, 10, 5, 2, 1, 2, 2, 2, 2, 12, true, true},  /* depthwise 5x5 stride 2 */
     {10, 10, 7, 7, 3, 1, 2, 2, 1, 2, 1, 10, false, true},   /* depthwise dilated, remainder */
+    {16, 16, 12, 23, 5, 2, 1, 2, 2, 2, 2, 16, true, true},  /* depthwise 5x5 s2: 4-column tiles + rest */
+    {8, 8, 6, 14, 5, 1, 1, 2, 2, 2, 2, 8, false, true},     /* depthwise 5x5 s1: 2 tiles */
     {256, 256, 4, 4, 3, 1, 1, 1, 1, 1, 1, 1, true, true},   /* big weights, small rows: position panels */
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
@@ -284,6 +286,15 @@ static void build_cases(tg_t* t) {
   tg_node(t, "Concat", "cat", 2, NAMES("h1", "h1b"), "cato", 1, (kiln_attr_t[]){one_int("axis", 1)});
   tg_node(t, "Relu", "catr", 1, NAMES("cato"), "catro", 0, NULL);
   tg_output(t, "catro");
+  /* squeeze-excite on the 20-channel conv output (a remainder block): its
+   * channel scale [1,20,1,1] is read blocked, so the Mul runs blocked */
+  tg_const(t, "wse", 4, DIMS(20, 20, 1, 1));
+  tg_node(t, "GlobalAveragePool", "segap", 1, NAMES("h1b"), "sep", 0, NULL);
+  tg_node(t, "Conv", "seconv", 2, NAMES("sep", "wse"), "sec", 0, NULL);
+  tg_node(t, "Sigmoid", "sesig", 1, NAMES("sec"), "ses", 0, NULL);
+  tg_node(t, "Mul", "semul", 2, NAMES("ses", "h1b"), "sem", 0, NULL);
+  tg_node(t, "Relu", "serelu", 1, NAMES("sem"), "sero", 0, NULL);
+  tg_output(t, "sero");
   tg_scalar(t, "half", 0.5);
   tg_node(t, "Mul", "scale", 2, NAMES("h1", "half"), "sc", 0, NULL);
   tg_node(t, "Sigmoid", "sig", 1, NAMES("sc"), "sg", 0, NULL);
@@ -328,6 +339,9 @@ static void test_kernels(int32_t block) {
           p->layout->node_blocked[node(g, "gap")] && p->layout->node_blocked[node(g, "mpool")] &&
           p->layout->node_blocked[node(g, "apool")] && p->layout->node_blocked[node(g, "apool1")] &&
           p->layout->node_blocked[node(g, "cat")]);
+    const int32_t se = node(g, "semul");
+    CHECK(p->layout->node_blocked[se] && p->layout->node_blocked[node(g, "sesig")] &&
+          kiln_layout_in_port(p->layout, g, se, 0) == block && kiln_layout_in_port(p->layout, g, se, 1) == block);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
     kiln_cpu_options_t o;
