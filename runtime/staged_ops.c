@@ -12,6 +12,8 @@
 
 #include "runtime/staged_ops.h"
 
+#include "kernels/host/nms_box.h"
+
 static kiln_status_t nonzero(const kiln_array_t* x, kiln_array_t* out, const char* where) {
   const int64_t n = kiln_array_numel(x);
   const bool fl = kiln_dtype_is_float(x->dtype);
@@ -38,42 +40,6 @@ static kiln_status_t nonzero(const kiln_array_t* x, kiln_array_t* out, const cha
 
 /* ---- NonMaxSuppression: onnxruntime's rule, as the reference kernel ---- */
 
-/* fminf/fmaxf without the libm call (the IoU test is NMS's inner loop):
- * NaN gives the other operand as they do; of two zeros either may come
- * back, which no decision below depends on (a zero width, height or area
- * never suppresses). */
-
-static inline float fmin2(float a, float b) { return a != a ? b : b != b ? a : a < b ? a : b; }
-static inline float fmax2(float a, float b) { return a != a ? b : b != b ? a : a > b ? a : b; }
-
-/* A box's corners (either order in the input, or center + size) and area,
- * computed once per box instead of once per pair. */
-typedef struct {
-  float y0, y1, x0, x1, area;
-} box_t;
-
-static box_t corners(const float* a, bool center) {
-  box_t o;
-  if (center) {
-    o.x0 = a[0] - a[2] / 2, o.x1 = a[0] + a[2] / 2, o.y0 = a[1] - a[3] / 2, o.y1 = a[1] + a[3] / 2;
-  } else {
-    o.y0 = fmin2(a[0], a[2]), o.y1 = fmax2(a[0], a[2]), o.x0 = fmin2(a[1], a[3]), o.x1 = fmax2(a[1], a[3]);
-  }
-  o.area = (o.x1 - o.x0) * (o.y1 - o.y0);
-  return o;
-}
-
-/* Whether |a| and |b| overlap by more than |thr| (onnxruntime's rule:
- * corners in either order, empty boxes never suppress). */
-static bool overlaps(const box_t* a, const box_t* b, float thr) {
-  const float iw = fmax2(fmin2(a->x1, b->x1) - fmax2(a->x0, b->x0), 0.0f);
-  const float ih = fmax2(fmin2(a->y1, b->y1) - fmax2(a->y0, b->y0), 0.0f);
-  const float inter = iw * ih;
-  if (inter <= 0.0f) return false;
-  const float uni = a->area + b->area - inter;
-  if (a->area <= 0.0f || b->area <= 0.0f || uni <= 0.0f) return false;
-  return inter / uni > thr;
-}
 
 /* |idx| (n) by descending score, equal scores by index: a stable merge. */
 static void by_score(const float* sc, int64_t* idx, int64_t* tmp, int64_t n) {
@@ -110,7 +76,7 @@ kiln_status_t kiln_nms_select(const float* boxes, const float* scores, int64_t B
   const int64_t cap = B * C * per;
   int64_t* buf = malloc(sizeof(int64_t) * (size_t)(3 * N + 1));
   int64_t* sel = malloc(sizeof(int64_t) * (size_t)(3 * cap + 1));
-  box_t* nb = malloc(sizeof(box_t) * (size_t)(N + 1));
+  kiln_nms_box_t* nb = malloc(sizeof(kiln_nms_box_t) * (size_t)(N + 1));
   if (!buf || !sel || !nb) {
     free(buf);
     free(sel);
@@ -120,7 +86,7 @@ kiln_status_t kiln_nms_select(const float* boxes, const float* scores, int64_t B
   int64_t *idx = buf, *tmp = buf + N, *keep = buf + 2 * N;
   int64_t n_sel = 0;
   for (int64_t b = 0; b < B && per > 0; ++b) {
-    for (int64_t i = 0; i < N; ++i) nb[i] = corners(boxes + (b * N + i) * 4, center);
+    for (int64_t i = 0; i < N; ++i) nb[i] = kiln_nms_box(boxes + (b * N + i) * 4, center);
     for (int64_t c = 0; c < C; ++c) {
       const float* s = scores + (b * C + c) * N;
       int64_t n = 0, nk = 0;
@@ -129,7 +95,7 @@ kiln_status_t kiln_nms_select(const float* boxes, const float* scores, int64_t B
       by_score(s, idx, tmp, n);
       for (int64_t k = 0; k < n && nk < per; ++k) {
         bool drop = false;
-        for (int64_t j = 0; j < nk && !drop; ++j) drop = overlaps(&nb[keep[j]], &nb[idx[k]], iou);
+        for (int64_t j = 0; j < nk && !drop; ++j) drop = kiln_nms_suppress(&nb[keep[j]], &nb[idx[k]], iou);
         if (drop) continue;
         keep[nk++] = idx[k];
         sel[3 * n_sel] = b, sel[3 * n_sel + 1] = c, sel[3 * n_sel + 2] = idx[k];

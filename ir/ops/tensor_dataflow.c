@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ir/ops/tensor_impl.h"
+#include "kernels/host/nms_box.h"
 
 static const char* const k_sizes_outputs[] = {"NonZero", "Compress", "Unique", "NonMaxSuppression",
                                               "If",      "Loop",     "Scan"};
@@ -390,41 +391,6 @@ kiln_status_t kiln_tensor_nms_infer(kiln_infer_t* ctx) {
   return NULL;
 }
 
-/* fminf/fmaxf without the libm call (the IoU test is NMS's inner loop):
- * NaN gives the other operand as they do; of two zeros either may come
- * back, which no decision below depends on (a zero width, height or area
- * never suppresses). */
-static inline float nms_min(float a, float b) { return a != a ? b : b != b ? a : a < b ? a : b; }
-static inline float nms_max(float a, float b) { return a != a ? b : b != b ? a : a > b ? a : b; }
-
-/* A box's corners (either order in the input, or center + size) and area,
- * computed once per box instead of once per pair. */
-typedef struct {
-  float y0, y1, x0, x1, area;
-} nms_box_t;
-
-static nms_box_t nms_box(const float* a, bool center) {
-  nms_box_t o;
-  if (center) {
-    o.x0 = a[0] - a[2] / 2, o.x1 = a[0] + a[2] / 2, o.y0 = a[1] - a[3] / 2, o.y1 = a[1] + a[3] / 2;
-  } else {
-    o.y0 = nms_min(a[0], a[2]), o.y1 = nms_max(a[0], a[2]), o.x0 = nms_min(a[1], a[3]), o.x1 = nms_max(a[1], a[3]);
-  }
-  o.area = (o.x1 - o.x0) * (o.y1 - o.y0);
-  return o;
-}
-
-/* Whether boxes |a| and |b| overlap by more than |thr| (onnxruntime's rule:
- * corners in either order, empty boxes never suppress). */
-static bool nms_suppress(const nms_box_t* a, const nms_box_t* b, float thr) {
-  float iw = nms_max(nms_min(a->x1, b->x1) - nms_max(a->x0, b->x0), 0.0f);
-  float ih = nms_max(nms_min(a->y1, b->y1) - nms_max(a->y0, b->y0), 0.0f);
-  float inter = iw * ih;
-  if (inter <= 0.0f) return false;
-  float uni = a->area + b->area - inter;
-  if (a->area <= 0.0f || b->area <= 0.0f || uni <= 0.0f) return false;
-  return inter / uni > thr;
-}
 
 /* Sorts |idx| (n) by descending score, ties by index (stable merge). */
 static void nms_sort(const float* sc, int64_t* idx, int64_t* tmp, int64_t n) {
@@ -468,11 +434,11 @@ kiln_status_t kiln_tensor_nms_run(const kiln_ref_ctx_t* ctx) {
   int64_t B = sc->shape.dims[0], C = sc->shape.dims[1], N = sc->shape.dims[2];
   int64_t per = maxo <= 0 ? 0 : maxo < (double)N ? (int64_t)maxo : N;
   int64_t* buf = NULL;
-  nms_box_t* nb = NULL;
+  kiln_nms_box_t* nb = NULL;
   int64_t cap = B * C * per;
   KILN_TRY(kiln_allocator_malloc(ctx->allocator, sizeof(int64_t) * (size_t)(3 * N + 3 * cap + 1), "NonMaxSuppression",
                                  (void**)&buf));
-  kiln_status_t ms = kiln_allocator_malloc(ctx->allocator, sizeof(nms_box_t) * (size_t)(N + 1), "NonMaxSuppression boxes",
+  kiln_status_t ms = kiln_allocator_malloc(ctx->allocator, sizeof(kiln_nms_box_t) * (size_t)(N + 1), "NonMaxSuppression boxes",
                                            (void**)&nb);
   if (ms) {
     kiln_allocator_free(ctx->allocator, buf);
@@ -483,7 +449,7 @@ kiln_status_t kiln_tensor_nms_run(const kiln_ref_ctx_t* ctx) {
   const float* scores = (const float*)sc->data;
   int64_t n_sel = 0;
   for (int64_t b = 0; b < B && per > 0; ++b) {
-    for (int64_t i = 0; i < N; ++i) nb[i] = nms_box(boxes + (b * N + i) * 4, cpb == 1);
+    for (int64_t i = 0; i < N; ++i) nb[i] = kiln_nms_box(boxes + (b * N + i) * 4, cpb == 1);
     for (int64_t c = 0; c < C; ++c) {
       const float* s = scores + (b * C + c) * N;
       int64_t n = 0;
@@ -492,9 +458,9 @@ kiln_status_t kiln_tensor_nms_run(const kiln_ref_ctx_t* ctx) {
       nms_sort(s, idx, tmp, n);
       int64_t nk = 0;
       for (int64_t k = 0; k < n && nk < per; ++k) {
-        const nms_box_t* cand = &nb[idx[k]];
+        const kiln_nms_box_t* cand = &nb[idx[k]];
         bool drop = false;
-        for (int64_t j = 0; j < nk && !drop; ++j) drop = nms_suppress(&nb[keep[j]], cand, (float)iou);
+        for (int64_t j = 0; j < nk && !drop; ++j) drop = kiln_nms_suppress(&nb[keep[j]], cand, (float)iou);
         if (drop) continue;
         keep[nk++] = idx[k];
         sel[3 * n_sel] = b, sel[3 * n_sel + 1] = c, sel[3 * n_sel + 2] = idx[k];
