@@ -237,6 +237,11 @@ struct nn_gemm_s {
    * multiple of it), so each piece stays within one block of an NCHWc
    * output whose block is jblock wide */
   int64_t jblock;
+  /* The tile's tap loops outside its k loop (direct L only: the order of
+   * the sums changes, not their terms), and with ksplit > 1 the k loop cut
+   * into pieces of ksplit (L's channel block) where the k range divides */
+  bool taps_outer;
+  int64_t ksplit;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */
