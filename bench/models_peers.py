@@ -306,14 +306,15 @@ def main(argv=None):
         notes.append(f"PyTorch outputs match the onnxruntime reference outputs (<name>_ort.npy) "
                      f"to max |diff| {max(diffs):.1e}: same weights, same computation.")
     print()
-    head = f"{'model':<14}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
+    w = max([14] + [len(r["name"]) + 1 for r in rows])  # model column
+    head = f"{'model':<{w}}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
     head += f"{'kiln/ORT':>10}" + (f"{'nchw/ORT':>10}" if KILN_NCHW in runtimes and KILN in runtimes else "")
     head += f"{'kiln/torch':>12}" if TORCH in runtimes else ""
     head += f"{'compile s':>11}"
     print(head)
     for row in rows:
         lat = row["latency_ms"]
-        line = f"{row['name']:<14}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
+        line = f"{row['name']:<{w}}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
         first = KILN if KILN in runtimes else KILN_NCHW
         line += f"{fmt(ratio(lat.get(first), lat.get(ORT))) + 'x':>10}"
         if KILN_NCHW in runtimes and KILN in runtimes:
@@ -326,7 +327,7 @@ def main(argv=None):
     ratios = [ratio(r["latency_ms"].get(first), r["latency_ms"].get(ORT)) for r in rows]
     gm = geomean(ratios)
     n_gm = sum(1 for x in ratios if x is not None and x > 0)
-    print(f"{'geomean':<14}" + " " * (16 * len(runtimes)) + f"{fmt(gm) + 'x':>10}"
+    print(f"{'geomean':<{w}}" + " " * (16 * len(runtimes)) + f"{fmt(gm) + 'x':>10}"
           + f"   kiln/ORT over {n_gm} model(s)")
     if args.cpu_time:
         print("figures are CPU ms per run (user + system, all threads), not latency")

@@ -97,13 +97,6 @@ static const tir_stmt_t* bc_store(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
   return nn_stf(kb, ((const bc_t*)g->user)->y, idx, v);
 }
 
-static const tir_expr_t* bc_reload(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
-                                   const tir_expr_t* n) {
-  const tir_expr_t* idx[5];
-  bc_yidx(kb, g->user, b, m, n, idx);
-  return nn_ldf(kb, ((const bc_t*)g->user)->y, idx);
-}
-
 static const tir_expr_t* bc_init(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* m,
                                  const tir_expr_t* n) {
   (void)b, (void)m;
@@ -187,11 +180,12 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
 /* Channels per K block of a direct conv over C input channels (block xb):
  * the largest multiple of xb dividing C, at most 64. A K block's input
  * channels at every position and its weights stay in L1/L2 while the tiles
- * sweep them; the partial sums go through Y (which keeps epilogues out of
- * the kernel: they run as kernels of their own). Measured on AVX2 (znver3),
- * 1 thread, kiln / onnxruntime by CPU time: ResNet-50 1.25x with K blocks
- * only at 7x7, 1.06x with them everywhere (32 channels: 1.16x, 128:
- * 1.25x); ResNet-18 1.07x / 1.06x. */
+ * sweep them; the partial sums wait in the GEMM's per-thread scratch, so Y
+ * is stored once and epilogues still fuse. Measured on AVX2 (znver3), 1
+ * thread, kiln / onnxruntime by CPU time, with the partial sums in Y then
+ * (epilogues not fused): ResNet-50 1.25x with K blocks only at 7x7, 1.06x
+ * with them everywhere (32 channels: 1.16x, 128: 1.25x); ResNet-18 1.07x
+ * / 1.06x. */
 static int64_t bc_kblock(const bc_t* bc) {
   if (bc->xb <= 0 || bc->C <= 64) return bc->C;
   for (int64_t kc = 64 / bc->xb * bc->xb; kc >= bc->xb; kc -= bc->xb)
@@ -225,7 +219,7 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   g.L.lload = bc_lload;
   g.store = bc_store;
   bc->kc = bc_kblock(bc);
-  g.reload = bc->kc < bc->C ? bc_reload : NULL;
+  g.psum = true;
   g.direct_l = true;
   g.taps_outer = true;
   g.ksplit = bc->xb;

@@ -242,6 +242,10 @@ struct nn_gemm_s {
    * into pieces of ksplit (L's channel block) where the k range divides */
   bool taps_outer;
   int64_t ksplit;
+  /* K blocks (kc < K) without reload: the partial sums of each group of M
+   * tiles live in a per-chunk scratch (the output is stored once, at the
+   * last K block, so epilogues fuse) */
+  bool psum;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */
