@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Whole-model batch-1 latency: kiln CPU backend vs onnxruntime vs PyTorch, one run.
 
-  models_peers.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2,resnet50]
+  models_peers.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2,...]
                   [--threads N] [--repeat N] [--json FILE] [--no-torch]
                   [--layouts auto,nchw] [--rounds R]
 
 DIR holds what tests/models/export_models.py writes (<name>.onnx, <name>_input.npy);
-missing torchvision models are exported first. For each model, with the same input,
+missing torchvision models are exported first. The default --names are every torchvision
+CNN the tests export (ResNet-18/-50, MobileNetV2, EfficientNet-B0, DenseNet-121,
+SqueezeNet 1.1, ShuffleNetV2 x1.0), and the table ends with the geometric mean of
+kiln/ORT over the models both ran (issue 22's goal is <= 1.0). For each model, with the same input,
 the same thread count and the median of --repeat runs after warm-up:
   - kiln: `kiln run --target cpu --threads N --input input=<npy> --repeat N` with a
     fresh KILN_CACHE_DIR, parsing `latency: median X ms` and the cold compile time
@@ -37,6 +40,7 @@ runtime failed on any model (the others still run), 2 on a bad command line.
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -55,6 +59,9 @@ import models_cpu  # noqa: E402  (LATENCY_RE, COMPILE_RE, run, ort_latency)
 
 KILN, ORT, TORCH = "kiln cpu", "onnxruntime", "pytorch"
 KILN_NCHW = "kiln cpu nchw"
+# every torchvision CNN tests/models/export_models.py exports
+CNNS = ("resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0", "densenet121", "squeezenet1_1",
+        "shufflenet_v2_x1_0")
 WARMUP = 3
 
 
@@ -168,11 +175,17 @@ def ratio(a, b):
     return None if a is None or not b else a / b
 
 
+def geomean(values):
+    """Geometric mean of the positive values, None when there are none."""
+    v = [x for x in values if x is not None and x > 0]
+    return None if not v else math.exp(sum(math.log(x) for x in v) / len(v))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kiln", required=True, help="the kiln CLI (build/kiln)")
     ap.add_argument("--models", required=True, help="folder of <name>.onnx + <name>_input.npy")
-    ap.add_argument("--names", default="resnet18,mobilenet_v2,resnet50")
+    ap.add_argument("--names", default=",".join(CNNS))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--json", help="write the results here")
@@ -293,14 +306,15 @@ def main(argv=None):
         notes.append(f"PyTorch outputs match the onnxruntime reference outputs (<name>_ort.npy) "
                      f"to max |diff| {max(diffs):.1e}: same weights, same computation.")
     print()
-    head = f"{'model':<14}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
+    w = max([14] + [len(r["name"]) + 1 for r in rows])  # model column
+    head = f"{'model':<{w}}" + "".join(f"{r + ' ms':>16}" for r in runtimes)
     head += f"{'kiln/ORT':>10}" + (f"{'nchw/ORT':>10}" if KILN_NCHW in runtimes and KILN in runtimes else "")
     head += f"{'kiln/torch':>12}" if TORCH in runtimes else ""
     head += f"{'compile s':>11}"
     print(head)
     for row in rows:
         lat = row["latency_ms"]
-        line = f"{row['name']:<14}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
+        line = f"{row['name']:<{w}}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
         first = KILN if KILN in runtimes else KILN_NCHW
         line += f"{fmt(ratio(lat.get(first), lat.get(ORT))) + 'x':>10}"
         if KILN_NCHW in runtimes and KILN in runtimes:
@@ -309,6 +323,12 @@ def main(argv=None):
             line += f"{fmt(ratio(lat.get(first), lat.get(TORCH))) + 'x':>12}"
         line += f"{fmt(row['compile_s']):>11}"
         print(line)
+    first = KILN if KILN in runtimes else KILN_NCHW
+    ratios = [ratio(r["latency_ms"].get(first), r["latency_ms"].get(ORT)) for r in rows]
+    gm = geomean(ratios)
+    n_gm = sum(1 for x in ratios if x is not None and x > 0)
+    print(f"{'geomean':<{w}}" + " " * (16 * len(runtimes)) + f"{fmt(gm) + 'x':>10}"
+          + f"   kiln/ORT over {n_gm} model(s)")
     if args.cpu_time:
         print("figures are CPU ms per run (user + system, all threads), not latency")
     print("ratios < 1 mean kiln is faster; compile = cold cache (lowering + codegen + cc + load)")
@@ -319,7 +339,8 @@ def main(argv=None):
         res = {"threads": args.threads, "repeat": args.repeat, "rounds": args.rounds, "layouts": layouts,
                "metric": "cpu_ms" if args.cpu_time else "latency_ms",
                "machine": {"cpu": cpu_name(), "threads": os.cpu_count()},
-               "versions": versions, "notes": notes, "models": rows}
+               "versions": versions, "notes": notes, "models": rows,
+               "geomean_kiln_per_ort": gm}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -237,6 +237,15 @@ struct nn_gemm_s {
    * multiple of it), so each piece stays within one block of an NCHWc
    * output whose block is jblock wide */
   int64_t jblock;
+  /* The tile's tap loops outside its k loop (direct L only: the order of
+   * the sums changes, not their terms), and with ksplit > 1 the k loop cut
+   * into pieces of ksplit (L's channel block) where the k range divides */
+  bool taps_outer;
+  int64_t ksplit;
+  /* K blocks (kc < K) without reload: the partial sums of each group of M
+   * tiles live in a per-chunk scratch (the output is stored once, at the
+   * last K block, so epilogues fuse) */
+  bool psum;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */

@@ -219,7 +219,7 @@ typedef struct conv_case_s {
 static const conv_case_t k_cases[] = {
     /* C   M   H   W  k  s  d pt pl pb pr grp bias blocked_in */
     {3, 16, 17, 15, 7, 2, 1, 3, 3, 3, 3, 1, true, false},   /* stem from NCHW */
-    {16, 16, 9, 9, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     /* row mode, padded copy */
+    {16, 16, 9, 9, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     /* padded copy */
     {5, 12, 8, 11, 3, 1, 1, 1, 0, 2, 1, 1, false, true},    /* remainders, asymmetric pads */
     {13, 20, 10, 10, 3, 2, 1, 1, 1, 1, 1, 1, true, true},   /* stride 2 */
     {12, 9, 12, 12, 3, 1, 2, 2, 2, 2, 2, 1, true, true},    /* dilation 2 */
@@ -230,7 +230,11 @@ static const conv_case_t k_cases[] = {
     {10, 10, 7, 7, 3, 1, 2, 2, 1, 2, 1, 10, false, true},   /* depthwise dilated, remainder */
     {16, 16, 12, 23, 5, 2, 1, 2, 2, 2, 2, 16, true, true},  /* depthwise 5x5 s2: 4-column tiles + rest */
     {8, 8, 6, 14, 5, 1, 1, 2, 2, 2, 2, 8, false, true},     /* depthwise 5x5 s1: 2 tiles */
-    {256, 256, 4, 4, 3, 1, 1, 1, 1, 1, 1, 1, true, true},   /* big weights, small rows: position panels */
+    {128, 256, 4, 4, 3, 1, 1, 1, 1, 1, 1, 1, true, true},   /* big weights: N blocks, K blocks of 64 */
+    {96, 24, 6, 5, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     /* K blocks of 48 (block 8 and 16) */
+    {128, 16, 7, 7, 3, 2, 1, 1, 1, 1, 1, 1, false, true},   /* K blocks, stride 2, no bias */
+    {100, 12, 5, 5, 1, 1, 1, 0, 0, 0, 0, 1, true, true},    /* C not whole blocks: one K block */
+    {80, 16, 6, 6, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    /* many channels from NCHW */
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 

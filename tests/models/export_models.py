@@ -37,8 +37,12 @@ import numpy as np
 from model_files import save_npy, up_to_date
 
 # efficientnet_b0 (SiLU and squeeze-excite) and densenet121 (long concat chains, the
-# cold-compile case) are for the CPU target's bench and its EfficientNet test.
-MODELS = ("resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0", "densenet121")
+# cold-compile case) are for the CPU target's bench and its EfficientNet test;
+# squeezenet1_1 (fire modules: 1x1 and 3x3 expands concatenated, no BatchNorm) and
+# shufflenet_v2_x1_0 (channel split and shuffle around depthwise convs) complete the
+# bench's set of torchvision CNNs (bench/models_peers.py, issue 22).
+MODELS = ("resnet18", "mobilenet_v2", "resnet50", "efficientnet_b0", "densenet121",
+          "squeezenet1_1", "shufflenet_v2_x1_0")
 OPSET = 13
 # Logits smaller than this would make the atol of the kiln comparison meaningless.
 MIN_LOGIT_SCALE = 0.1
