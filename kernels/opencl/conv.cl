@@ -220,12 +220,23 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
     const __local float* as = As;
 #endif
     /* B: rows of the phase planes, shifted per tap; vector copies. */
+#if CRT
+    /* run-time sizes: the row kk, its channel ci and tap ti advance with e
+     * instead of being divided out per element (a division by a run-time
+     * value costs tens of cycles, by a constant a multiply) */
+    int kk = lid / (KG_BN / VW), nv = lid % (KG_BN / VW);
+    int ci = (k0 + kk) / CT, ti = (k0 + kk) % CT;
+    for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
+      const int nn = nv * VW;
+#else
     for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
       const int kk = e / (KG_BN / VW), nn = (e % (KG_BN / VW)) * VW;
+      const int ci = (k0 + kk) / CT, ti = (k0 + kk) % CT;
+#endif
       const int gn = n0 + nn, gk = k0 + kk;
       KG_VT v;
       if (KG_EVEN_K ? 1 : gk < CK) {
-        const __global KC_TX* src = xb + (gk / CT) * CPLANE + KC_TOFF[gk % CT] + gn;
+        const __global KC_TX* src = xb + ci * CPLANE + KC_TOFF[ti] + gn;
         if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
           v = KC_VLD(CX_F16, src);
         } else {
@@ -236,6 +247,15 @@ KC_LANES
         v = (KG_VT)(0.0f);
       }
       KG_VSTORE(v, Bs + (nn / TN) * (BK * TN) + kk * TN + nn % TN);
+#if CRT
+      for (nv += WX * WY; nv >= KG_BN / VW; nv -= KG_BN / VW) {
+        ++kk;
+        if (++ti == CT) {
+          ti = 0;
+          ++ci;
+        }
+      }
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool first = k0 == 0, last = k0 + BK >= CK;

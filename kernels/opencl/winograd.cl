@@ -132,6 +132,21 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
   const __global KW_WT* ub = W + (long)mb * 16 * KW_CP * TM;
   KW_VT acc[16][TM];
+#if CRT
+  /* the first row and column of each group of four tiles, divided out once
+   * per work-item instead of per element of every slice (a division by a
+   * run-time value costs tens of cycles, by a constant a multiply) */
+  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];
+  for (int q = 0; q < KW_BT / 4; ++q) {
+    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * 2;
+    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * 2;
+  }
+#define KW_R0(tl, t) kw_r0[(tl) / 4]
+#define KW_S0(tl, t) kw_s0[(tl) / 4]
+#else
+#define KW_R0(tl, t) (((t) / KW_TWP) * 2)
+#define KW_S0(tl, t) (((t) % KW_TWP) * 2)
+#endif
   for (int c0 = 0; c0 < CC; c0 += CB) {
     /* input transform of CB channels x BT tiles, four tiles of a row at a
      * time (their patches are columns 2j.. of 10 consecutive columns) */
@@ -139,7 +154,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       const int cl = e / (KW_BT / 4), tl = (e % (KW_BT / 4)) * 4;
       const int c = c0 + cl, t = t0 + tl;
       float4 d[4][4]; /* d[r][s]: row r, column s of the four patches */
-      const int r0 = (t / KW_TWP) * 2, s0 = (t % KW_TWP) * 2;
+      const int r0 = KW_R0(tl, t), s0 = KW_S0(tl, t);
       const __global KW_TX* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
       if ((c < CC) & (t < KW_NT) & (r0 + 4 <= CHO + 2) & (s0 + 10 <= CWO + 2)) {
 #pragma unroll
@@ -336,3 +351,5 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #undef KW_VSTH
 #undef KW_RT_DECL
 #undef KW_LANES
+#undef KW_R0
+#undef KW_S0
