@@ -63,17 +63,13 @@ void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out
                      role_f16(c, 'W'), role_f16(c, 'X'), role_f16(c, 'C'), role_f16(c, 'Y'));
 }
 
-void kiln_opencl_conv_epi_f16(const kiln_template_conv_t* c, bool* f16) {
+void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, int32_t ks, kiln_cf_out_t* out) {
+  bool f16[KILN_TEMPLATE_EPI_MAX] = {false};
   for (int32_t j = 0; j < c->n_params; ++j) {
     const int e = c->roles[j] - '0';
     if (e >= 0 && e < KILN_TEMPLATE_EPI_MAX) f16[e] = c->f16[j];
   }
-}
-
-void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out) {
-  bool f16[KILN_TEMPLATE_EPI_MAX] = {false};
-  kiln_opencl_conv_epi_f16(c, f16);
-  kiln_opencl_epi_print(&c->epi, f16, macro, "E", out);
+  kiln_opencl_epi_print_ks(&c->epi, f16, macro, "E", ks, out);
 }
 
 /* The run-time shapes of |c| with tiles |t| into |ks| (conv.cl's KC_RT_DECL
@@ -147,13 +143,7 @@ kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kil
                        name, name);
   }
   kiln_opencl_conv_print_params(c, rt, out);
-  if (rt) {
-    bool f16[KILN_TEMPLATE_EPI_MAX] = {false};
-    kiln_opencl_conv_epi_f16(c, f16);
-    kiln_opencl_epi_print_ks(&c->epi, f16, "KC_EPI", "E", 17, out);
-  } else {
-    kiln_opencl_conv_epi_print(c, "KC_EPI", out);
-  }
+  kiln_opencl_conv_epi_print(c, "KC_EPI", rt ? 17 : -1, out);
   kiln_opencl_conv_print_f16_flags(c, out);
   kiln_cf_out_printf(out, "#define CPSUM %d\n#define CRT %d\n", psum_private ? 1 : 0, rt ? 1 : 0);
   if (rt)

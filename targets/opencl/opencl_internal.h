@@ -121,18 +121,16 @@ kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kil
  * macro conv.cl and winograd.cl are defined with. */
 void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, bool ks, kiln_cf_out_t* out);
 
-/* f16[j]: epilogue operand j of |c| is an f16 buffer (KILN_TEMPLATE_EPI_MAX
- * entries, the caller zeroes them). */
-void kiln_opencl_conv_epi_f16(const kiln_template_conv_t* c, bool* f16);
 
 /* Prints "#define CW_F16 .. CY_F16" (1 where the W, XP, BIAS or Y
  * parameter is an f16 buffer, 0 where it is f32 or absent), as conv.cl and
  * winograd.cl read them. */
 void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out_t* out);
 
-/* kiln_opencl_epi_print of |c|'s epilogue, each operand f16 as its
- * parameter is, operand j named Ej. */
-void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out);
+/* kiln_opencl_epi_print_ks of |c|'s epilogue, each operand f16 as its
+ * parameter is, operand j named Ej, its strides from KS[ks + 2j ..] (ks < 0:
+ * the numbers). */
+void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, int32_t ks, kiln_cf_out_t* out);
 
 /* Binds every kernel k of |prog| whose instance printed run-time shapes
  * (ks[keep[k]].n > 0; keep NULL: ks[k]) to an i32 constant of its values,

@@ -86,13 +86,7 @@ kiln_status_t kiln_opencl_wino_print_ks(const kiln_template_conv_t* c, const kil
                        (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
   kiln_cf_out_printf(out, "#define KILN_WINO_NAME %s\n#define KILN_WINO_SIGNATURE ", name);
   kiln_opencl_conv_print_params(c, rt, out);
-  if (rt) {
-    bool f16[KILN_TEMPLATE_EPI_MAX] = {false};
-    kiln_opencl_conv_epi_f16(c, f16);
-    kiln_opencl_epi_print_ks(&c->epi, f16, "KW_EPI", "E", 6, out);
-  } else {
-    kiln_opencl_conv_epi_print(c, "KW_EPI", out);
-  }
+  kiln_opencl_conv_epi_print(c, "KW_EPI", rt ? 6 : -1, out);
   kiln_opencl_conv_print_f16_flags(c, out);
   if (!rt)
     kiln_cf_out_printf(out, "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
