@@ -113,6 +113,14 @@ kiln_status_t kiln_program_emit_hetero(const kiln_plan_t* plan, const kiln_targe
     s = make_view(plan, d == KILN_KERNEL_ON_HOST, index, &parts[d]);
     if (!s) s = make_part_program(prog, &parts[d], t->name, &parts[d].prog);
     if (!s) s = t->emit(&parts[d].view, parts[d].prog);
+    if (!s) {
+      /* an emitter may add constants (OpenCL's run-time shapes): the
+       * buffers and weights it grew are the whole program's */
+      prog->buffers = parts[d].prog->buffers;
+      prog->n_buffers = parts[d].prog->n_buffers;
+      prog->weights = parts[d].prog->weights;
+      prog->weights_len = parts[d].prog->weights_len;
+    }
     if (s) s = kiln_status_annotate(s, "the %s kernels of a heterogeneous program", d ? "host (cpu)" : target->name);
   }
   /* Back into plan order: an emitter keeps its kernels in order and only

@@ -78,8 +78,39 @@
  *     it runs in the scope of KC_EPI_PRE(b, m), which loads the operands
  *     that are the same for all positions once
  *   TM TN VW WX WY BK MM MN  tiles, as in gemm.cl
+ *   CRT           0: the above are macros (one kernel per shape);
+ *                 1: run-time shapes (below)
  * Launch: global (ceil(CQ/BN)*WX, ceil(CM/BM)*WY, CBATCH), local (WX, WY, 1).
+ *
+ * Run-time shapes (CRT 1): PoCL compiles every kernel of a program at its
+ * first launch, about 1.5 s of CPU each here, so a kernel per conv shape
+ * made most of a cold start (ResNet-18: 7 conv shapes). Then the sizes
+ * (CM .. CWO), the K slice BK and the micro-tile counts MM MN are read at
+ * the start from the kernel's last parameter KS (an int constant buffer:
+ * opencl_conv.c writes its layout, the epilogue's strides and the tap
+ * shifts KC_TOFF come from it too), the local and private arrays are sized
+ * for the largest KC_BKX, KC_MMX, KC_MNX the instance allows, and one kernel
+ * serves every conv with the same tiles TM TN VW WX WY, epilogue and
+ * flags. The register tile and its loops stay compile-time, so the
+ * micro-kernel is the same code.
  */
+#if CRT
+#define KC_RT_DECL                                                                                       \
+  const int CM = KS[0], CQ = KS[1], CK = KS[2], CT = KS[3], CC = KS[4], CPLANE = KS[5], CPT = KS[6];   \
+  const int CKBS = KS[7], CTILES = KS[8], CQ1 = KS[9], CQ2 = KS[10], CDO = KS[11], CHO = KS[12];       \
+  const int CWO = KS[13], BK = KS[14], MM = KS[15], MN = KS[16];
+#define KC_TOFF (KS + KC_KS_TOFF)
+/* the lane-by-lane paths (row ends, the grid's tail) as loops: unrolled,
+ * their VW copies of the epilogue per register-tile entry were most of
+ * the code PoCL compiles, and they run once per output */
+#define KC_LANES _Pragma("unroll 1")
+#else
+#define KC_RT_DECL
+#define KC_LANES _Pragma("unroll")
+#define KC_BKX BK
+#define KC_MMX MM
+#define KC_MNX MN
+#endif
 #define KG_BM (TM * WY * MM)
 #define KG_BN (TN * WX * MN)
 #define KG_NV (TN / VW)
@@ -145,16 +176,17 @@
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KILN_CONV_SIGNATURE) {
 #if !CWTILED || CW_F16
-  __local float As[BK * KG_BM]; /* As[(m / TM) * BK * TM + k * TM + m % TM] */
+  __local float As[KC_BKX * TM * WY * KC_MMX]; /* As[(m / TM) * BK * TM + k * TM + m % TM] */
 #endif
-  __local float Bs[BK * KG_BN]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
+  __local float Bs[KC_BKX * TN * WX * KC_MNX]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
+  KC_RT_DECL
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int lid = ty * WX + tx;
   const int n0 = (int)get_group_id(0) * KG_BN, m0 = (int)get_group_id(1) * KG_BM;
   const int bz = (int)get_group_id(2);
   const __global KC_TX* xb = XP + (long)bz * CC * CPLANE;
 #if CPSUM
-  KG_VT pacc[MN * MM * TM * KG_NV]; /* f32 partial sums of the item's micro-tiles */
+  KG_VT pacc[KC_MNX * KC_MMX * TM * KG_NV]; /* f32 partial sums of the item's micro-tiles */
 #else
   __global float* ps = KC_PS + (long)bz * CM * CQ;
 #endif
@@ -168,11 +200,10 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
      * multiply-add, and MN micro-tiles read each weight) */
     {
       const __global half* ws = W + ((long)(m0 / KG_BM) * KC_NKS + k0 / BK) * (BK * KG_BM);
-#if BK * KG_BM % 16 == 0
-      for (int e = lid * 16; e < BK * KG_BM; e += WX * WY * 16) vstore16(vload_half16(0, ws + e), 0, As + e);
-#else
-      for (int e = lid; e < BK * KG_BM; e += WX * WY) As[e] = vload_half(e, ws);
-#endif
+      if (BK * KG_BM % 16 == 0)
+        for (int e = lid * 16; e < BK * KG_BM; e += WX * WY * 16) vstore16(vload_half16(0, ws + e), 0, As + e);
+      else
+        for (int e = lid; e < BK * KG_BM; e += WX * WY) As[e] = vload_half(e, ws);
     }
     const __local float* as = As;
 #elif CWTILED
@@ -189,22 +220,42 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
     const __local float* as = As;
 #endif
     /* B: rows of the phase planes, shifted per tap; vector copies. */
+#if CRT
+    /* run-time sizes: the row kk, its channel ci and tap ti advance with e
+     * instead of being divided out per element (a division by a run-time
+     * value costs tens of cycles, by a constant a multiply) */
+    int kk = lid / (KG_BN / VW), nv = lid % (KG_BN / VW);
+    int ci = (k0 + kk) / CT, ti = (k0 + kk) % CT;
+    for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
+      const int nn = nv * VW;
+#else
     for (int e = lid; e < BK * (KG_BN / VW); e += WX * WY) {
       const int kk = e / (KG_BN / VW), nn = (e % (KG_BN / VW)) * VW;
+      const int ci = (k0 + kk) / CT, ti = (k0 + kk) % CT;
+#endif
       const int gn = n0 + nn, gk = k0 + kk;
       KG_VT v;
       if (KG_EVEN_K ? 1 : gk < CK) {
-        const __global KC_TX* src = xb + (gk / CT) * CPLANE + KC_TOFF[gk % CT] + gn;
+        const __global KC_TX* src = xb + ci * CPLANE + KC_TOFF[ti] + gn;
         if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
           v = KC_VLD(CX_F16, src);
         } else {
-#pragma unroll
+KC_LANES
           for (int l = 0; l < VW; ++l) KG_LANE(v, l) = gn + l < CQ ? KC_LD(CX_F16, src, l) : 0.0f;
         }
       } else {
         v = (KG_VT)(0.0f);
       }
       KG_VSTORE(v, Bs + (nn / TN) * (BK * TN) + kk * TN + nn % TN);
+#if CRT
+      for (nv += WX * WY; nv >= KG_BN / VW; nv -= KG_BN / VW) {
+        ++kk;
+        if (++ti == CT) {
+          ti = 0;
+          ++ci;
+        }
+      }
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool first = k0 == 0, last = k0 + BK >= CK;
@@ -237,7 +288,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
               if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
                 acc[i][j] = KG_VLOAD(ps + gm * CQ + gn);
               } else {
-                #pragma unroll
+                KC_LANES
                 for (int l = 0; l < VW; ++l)
                   if (gn + l < CQ) KG_LANE(acc[i][j], l) = ps[gm * CQ + gn + l];
               }
@@ -273,7 +324,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
               if (KG_EVEN_N ? 1 : gn + VW <= CQ) {
                 KG_VSTORE(v, ps + gm * CQ + gn);
               } else {
-                #pragma unroll
+                KC_LANES
                 for (int l = 0; l < VW; ++l)
                   if (gn + l < CQ) ps[gm * CQ + gn + l] = KG_LANE(v, l);
               }
@@ -295,7 +346,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
               KC_EPI(v, bz, gm, p, KG_VLOAD, KG_VLOADH);
               KC_VST(CY_F16, v, yb + gm * KC_CP + p);
             } else {
-              #pragma unroll
+              KC_LANES
               for (int l = 0; l < VW; ++l) {
                 const int q = gn + l;
                 const int qd = q / (CQ1 * CQ2), qr = q % (CQ1 * CQ2);
@@ -313,7 +364,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
               KC_EPI(v, bz, gm, gn, KG_VLOAD, KG_VLOADH);
               KC_VST(CY_F16, v, yb + gm * KC_CP + gn);
             } else {
-              #pragma unroll
+              KC_LANES
               for (int l = 0; l < VW; ++l)
                 if (gn + l < CQ) {
                   float s = KG_LANE(v, l);
@@ -364,3 +415,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_CONV_NAME(KI
 #undef KG_SLOADH
 #undef KC_TX
 #undef KC_TY
+#undef KC_RT_DECL
+#undef KC_LANES
+#undef KC_TOFF
+#if !CRT
+#undef KC_BKX
+#undef KC_MMX
+#undef KC_MNX
+#endif

@@ -54,8 +54,22 @@
  *   TM TN WX WY CB  tiles: channels per item, tiles per item (vector width:
  *                   1, 2, 4, 8 or 16; TN * WX a multiple of 4), items per
  *                   group, channels per slice
+ *   CRT           0: the sizes above are macros; 1: run-time shapes, read
+ *                 from the kernel's last parameter KS (CM CC CPLANE CQ2 CHO
+ *                 CWO, then the epilogue's strides: opencl_winograd.c), so
+ *                 one kernel serves every 3x3 conv with the same tiles,
+ *                 epilogue and flags (PoCL compiles each kernel at its first
+ *                 launch: see conv.cl)
  * Launch: global (ceil(KW_NT/BT)*WX, ceil(CM/BM)*WY, CBATCH), local (WX, WY, 1).
  */
+#if CRT
+#define KW_RT_DECL const int CM = KS[0], CC = KS[1], CPLANE = KS[2], CQ2 = KS[3], CHO = KS[4], CWO = KS[5];
+/* the output tiles' lanes as loops (as conv.cl's KC_LANES) */
+#define KW_LANES _Pragma("unroll 1")
+#else
+#define KW_RT_DECL
+#define KW_LANES
+#endif
 #define KW_TH ((CHO + 1) / 2)
 #define KW_TW ((CWO + 1) / 2)
 #define KW_TWP ((KW_TW + 3) / 4 * 4)
@@ -109,6 +123,7 @@
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
   __local float Vs[16 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
+  KW_RT_DECL
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int lid = ty * WX + tx;
   const int t0 = (int)get_group_id(0) * KW_BT;
@@ -117,6 +132,21 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
   const __global KW_WT* ub = W + (long)mb * 16 * KW_CP * TM;
   KW_VT acc[16][TM];
+#if CRT
+  /* the first row and column of each group of four tiles, divided out once
+   * per work-item instead of per element of every slice (a division by a
+   * run-time value costs tens of cycles, by a constant a multiply) */
+  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];
+  for (int q = 0; q < KW_BT / 4; ++q) {
+    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * 2;
+    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * 2;
+  }
+#define KW_R0(tl, t) kw_r0[(tl) / 4]
+#define KW_S0(tl, t) kw_s0[(tl) / 4]
+#else
+#define KW_R0(tl, t) (((t) / KW_TWP) * 2)
+#define KW_S0(tl, t) (((t) % KW_TWP) * 2)
+#endif
   for (int c0 = 0; c0 < CC; c0 += CB) {
     /* input transform of CB channels x BT tiles, four tiles of a row at a
      * time (their patches are columns 2j.. of 10 consecutive columns) */
@@ -124,7 +154,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       const int cl = e / (KW_BT / 4), tl = (e % (KW_BT / 4)) * 4;
       const int c = c0 + cl, t = t0 + tl;
       float4 d[4][4]; /* d[r][s]: row r, column s of the four patches */
-      const int r0 = (t / KW_TWP) * 2, s0 = (t % KW_TWP) * 2;
+      const int r0 = KW_R0(tl, t), s0 = KW_S0(tl, t);
       const __global KW_TX* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
       if ((c < CC) & (t < KW_NT) & (r0 + 4 <= CHO + 2) & (s0 + 10 <= CWO + 2)) {
 #pragma unroll
@@ -253,6 +283,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         KW_VT ov = o[r][s] + (KW_VT)(bias);
+        KW_LANES
         for (int l = 0; l < TN; ++l) {
           const int t = t0 + tx * TN + l;
           const int oy = (t / KW_TWP) * 2 + r, ox = (t % KW_TWP) * 2 + s;
@@ -264,6 +295,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
         }
         ushort hv[TN];
         KW_VSTH(ov, (__private half*)hv);
+        KW_LANES
         for (int l = 0; l < TN; ++l) {
           const int t = t0 + tx * TN + l;
           const int oy = (t / KW_TWP) * 2 + r, ox = (t % KW_TWP) * 2 + s;
@@ -271,6 +303,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
         }
       }
 #else
+    KW_LANES
     for (int l = 0; l < TN; ++l) {
       const int t = t0 + tx * TN + l;
       if (t >= KW_NT) break;
@@ -316,3 +349,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #undef KW_TY
 #undef KW_ST
 #undef KW_VSTH
+#undef KW_RT_DECL
+#undef KW_LANES
+#undef KW_R0
+#undef KW_S0

@@ -1017,7 +1017,9 @@ static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
  * would leave that work for every load: launch each kernel once, on zeroed
  * scratch buffers of its arguments' sizes, so the binary taken afterwards
  * holds the code a load runs. Zeros are an input like any other (indices
- * 0, status words left as they are). */
+ * 0, status words left as they are); constants hold their values (the
+ * run-time shapes of the conv templates are constants: zero sizes would
+ * divide by zero). */
 /* The progress line of a model's build (`kiln compile`): |done| of |total|
  * steps (the program, then each kernel's first launch), rewritten in place
  * on a terminal, else a line per tenth of the work; NULL |f|: quiet. */
@@ -1057,7 +1059,11 @@ static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_p
       const size_t n = bytes ? (size_t)bytes : 1;
       mems[a] = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, n, NULL, &err);
       const cl_uchar zero = 0;
+      const kiln_program_buffer_t* b = &p->buffers[pk->args[a]];
       if (mems[a] && err == CL_SUCCESS) err = clEnqueueFillBuffer(d->q, mems[a], &zero, 1, 0, n, 0, NULL, NULL);
+      if (err == CL_SUCCESS && b->kind == KILN_PB_CONST && bytes && p->weights && b->alias_of < 0)
+        err = clEnqueueWriteBuffer(d->q, mems[a], CL_TRUE, 0, (size_t)bytes, p->weights + b->const_offset, 0, NULL,
+                                   NULL);
       if (err == CL_SUCCESS) err = clSetKernelArg(kk, (cl_uint)a, sizeof(cl_mem), &mems[a]);
       if (err != CL_SUCCESS) s = cl_fail(d, err, "warming the kernels", pk->name);
     }

@@ -13,34 +13,52 @@
 
 #include "targets/opencl/opencl_internal.h"
 
-static void operand_ref(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix,
+/* Operand i's stride along n (which 0) or m (1): the number, or with
+ * run-time shapes (ks >= 0) its slot of the instance's KS parameter. */
+static void stride(const kiln_template_epi_t* e, int32_t i, int which, int32_t ks, kiln_cf_out_t* out) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
+  if (ks >= 0) kiln_cf_out_printf(out, "KS[%d]", (int)(ks + 2 * i + which));
+  else kiln_cf_out_printf(out, "%lld", (long long)(which ? o->sm : o->sn));
+}
+
+static void operand_ref(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix, int32_t ks,
                         kiln_cf_out_t* out) {
   const kiln_template_epi_operand_t* o = &e->operands[i];
   const bool h = f16 && f16[i];
-  if (o->sp)
-    kiln_cf_out_printf(out, "%s(%s%d + (long)(b) * %lld + (long)(m) * %lld + (p))", h ? "LDH" : "LD", prefix,
-                       (int)i, (long long)o->sn, (long long)o->sm);
-  else
+  if (o->sp) {
+    kiln_cf_out_printf(out, "%s(%s%d + (long)(b) * ", h ? "LDH" : "LD", prefix, (int)i);
+    stride(e, i, 0, ks, out);
+    kiln_cf_out_puts(out, " + (long)(m) * ");
+    stride(e, i, 1, ks, out);
+    kiln_cf_out_puts(out, " + (p))");
+  } else {
     kiln_cf_out_printf(out, "kepi_%s%d", prefix, (int)i);
+  }
 }
 
 /* The value of broadcast operand i for image b, channel m. */
-static void operand_pre(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix,
+static void operand_pre(const kiln_template_epi_t* e, const bool* f16, int32_t i, const char* prefix, int32_t ks,
                         kiln_cf_out_t* out) {
-  const kiln_template_epi_operand_t* o = &e->operands[i];
-  if (f16 && f16[i])
-    kiln_cf_out_printf(out, " const float kepi_%s%d = vload_half((long)(b) * %lld + (long)(m) * %lld, %s%d);", prefix,
-                       (int)i, (long long)o->sn, (long long)o->sm, prefix, (int)i);
-  else
-    kiln_cf_out_printf(out, " const float kepi_%s%d = %s%d[(long)(b) * %lld + (long)(m) * %lld];", prefix, (int)i,
-                       prefix, (int)i, (long long)o->sn, (long long)o->sm);
+  const bool h = f16 && f16[i];
+  if (h) kiln_cf_out_printf(out, " const float kepi_%s%d = vload_half((long)(b) * ", prefix, (int)i);
+  else kiln_cf_out_printf(out, " const float kepi_%s%d = %s%d[(long)(b) * ", prefix, (int)i, prefix, (int)i);
+  stride(e, i, 0, ks, out);
+  kiln_cf_out_puts(out, " + (long)(m) * ");
+  stride(e, i, 1, ks, out);
+  if (h) kiln_cf_out_printf(out, ", %s%d);", prefix, (int)i);
+  else kiln_cf_out_puts(out, "];");
 }
 
 void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
                            kiln_cf_out_t* out) {
+  kiln_opencl_epi_print_ks(e, f16, macro, prefix, -1, out);
+}
+
+void kiln_opencl_epi_print_ks(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
+                              int32_t ks, kiln_cf_out_t* out) {
   kiln_cf_out_printf(out, "#define %s_PRE(b, m)", macro);
   for (int32_t i = 0; i < e->n_operands; ++i)
-    if (!e->operands[i].sp) operand_pre(e, f16, i, prefix, out);
+    if (!e->operands[i].sp) operand_pre(e, f16, i, prefix, ks, out);
   kiln_cf_out_puts(out, "\n");
   kiln_cf_out_printf(out, "#define %s(v, b, m, p, LD, LDH) do {", macro);
   for (int32_t i = 0; i < e->n_ops; ++i) {
@@ -54,11 +72,11 @@ void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const 
         break;
       case 'c':
         kiln_cf_out_puts(out, "v = fmin(fmax(v, ");
-        if (op->a >= 0) operand_ref(e, f16, op->a, prefix, out);
+        if (op->a >= 0) operand_ref(e, f16, op->a, prefix, ks, out);
         else if (isinf(op->lo)) kiln_cf_out_puts(out, op->lo < 0 ? "-INFINITY" : "INFINITY");
         else kiln_cf_out_printf(out, "%.9ef", (double)op->lo);
         kiln_cf_out_puts(out, "), ");
-        if (op->b >= 0) operand_ref(e, f16, op->b, prefix, out);
+        if (op->b >= 0) operand_ref(e, f16, op->b, prefix, ks, out);
         else if (isinf(op->hi)) kiln_cf_out_puts(out, op->hi < 0 ? "-INFINITY" : "INFINITY");
         else kiln_cf_out_printf(out, "%.9ef", (double)op->hi);
         kiln_cf_out_puts(out, ");");
@@ -66,11 +84,11 @@ void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const 
       default:
         if (op->swap) {
           kiln_cf_out_puts(out, "v = ");
-          operand_ref(e, f16, op->a, prefix, out);
+          operand_ref(e, f16, op->a, prefix, ks, out);
           kiln_cf_out_printf(out, " %c v;", op->op);
         } else {
           kiln_cf_out_printf(out, "v = v %c ", op->op);
-          operand_ref(e, f16, op->a, prefix, out);
+          operand_ref(e, f16, op->a, prefix, ks, out);
           kiln_cf_out_puts(out, ";");
         }
         break;

@@ -68,6 +68,21 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
  * or vload_half a half (opencl_epilogue.c). */
 void kiln_opencl_epi_print(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
                            kiln_cf_out_t* out);
+/* The same, operand j's strides along n and m read from KS[ks + 2j] and
+ * KS[ks + 2j + 1] (the run-time shapes of conv.cl and winograd.cl; ks < 0:
+ * the numbers, as kiln_opencl_epi_print). */
+void kiln_opencl_epi_print_ks(const kiln_template_epi_t* e, const bool* f16, const char* macro, const char* prefix,
+                              int32_t ks, kiln_cf_out_t* out);
+
+/* The run-time shapes of a conv or Winograd instance (conv.cl and
+ * winograd.cl with CRT 1): the int values its kernel reads from its last
+ * parameter KS, a constant buffer the emitter adds to the program. Sizes,
+ * then the epilogue's strides, then (conv.cl) the tap shifts. */
+#define KILN_OPENCL_KS_MAX (24 + 2 * KILN_TEMPLATE_EPI_MAX + KILN_TEMPLATE_CONV_MAX_TAPS)
+typedef struct kiln_opencl_ks_s {
+  int32_t n;
+  int32_t v[KILN_OPENCL_KS_MAX];
+} kiln_opencl_ks_t;
 
 /* Embedded kernels/opencl/conv.cl. */
 extern const char kiln_cl_conv[];
@@ -94,20 +109,35 @@ void kiln_opencl_conv_launch(const kiln_template_conv_t* c, const kiln_opencl_co
  * for in an f16 buffer or a missing grid. */
 kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out);
+/* The same with run-time shapes when |ks| is not NULL: the kernel takes one
+ * more parameter, KS, whose values *ks receives (ks->n 0: a value does not
+ * fit an int, and the instance was printed with its shapes as numbers). */
+kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
+                                        bool wtiled, bool psum_private, const char* name, kiln_opencl_ks_t* ks,
+                                        kiln_cf_out_t* out);
 
-/* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0..) and a
- * newline: the body of the KILN_*_SIGNATURE macro conv.cl and winograd.cl
- * are defined with. */
-void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, kiln_cf_out_t* out);
+/* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0.., and KS
+ * with run-time shapes) and a newline: the body of the KILN_*_SIGNATURE
+ * macro conv.cl and winograd.cl are defined with. */
+void kiln_opencl_conv_print_params(const kiln_template_conv_t* c, bool ks, kiln_cf_out_t* out);
+
 
 /* Prints "#define CW_F16 .. CY_F16" (1 where the W, XP, BIAS or Y
  * parameter is an f16 buffer, 0 where it is f32 or absent), as conv.cl and
  * winograd.cl read them. */
 void kiln_opencl_conv_print_f16_flags(const kiln_template_conv_t* c, kiln_cf_out_t* out);
 
-/* kiln_opencl_epi_print of |c|'s epilogue, each operand f16 as its
- * parameter is, operand j named Ej. */
-void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, kiln_cf_out_t* out);
+/* kiln_opencl_epi_print_ks of |c|'s epilogue, each operand f16 as its
+ * parameter is, operand j named Ej, its strides from KS[ks + 2j ..] (ks < 0:
+ * the numbers). */
+void kiln_opencl_conv_epi_print(const kiln_template_conv_t* c, const char* macro, int32_t ks, kiln_cf_out_t* out);
+
+/* Binds every kernel k of |prog| whose instance printed run-time shapes
+ * (ks[keep[k]].n > 0; keep NULL: ks[k]) to an i32 constant of its values,
+ * appended to the program's buffers and weights (identical values share
+ * one), as its last argument; the lifetimes are recomputed
+ * (opencl_ks.c). */
+kiln_status_t kiln_opencl_ks_attach(kiln_program_t* prog, const int32_t* keep, const kiln_opencl_ks_t* ks);
 
 /* ---- Winograd F(2x2, 3x3) instances (opencl_winograd.c) ------------------- */
 
@@ -131,6 +161,10 @@ void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wi
  * KILN_TEMPLATE_W_WINOGRAD, lowering/template_weights.c). */
 kiln_status_t kiln_opencl_wino_print(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
+/* The same with run-time shapes when |ks| is not NULL (as
+ * kiln_opencl_conv_print_ks). */
+kiln_status_t kiln_opencl_wino_print_ks(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
+                                        const char* name, kiln_opencl_ks_t* ks, kiln_cf_out_t* out);
 
 /* ---- depthwise conv instances (opencl_depthwise.c) ------------------------ */
 

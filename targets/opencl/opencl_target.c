@@ -60,11 +60,13 @@ static kiln_status_t blank_name(kiln_allocator_t al, const char* text, const cha
   return NULL;
 }
 
-static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t k, const kiln_cf_out_t* one,
-                                  kiln_cf_out_t* out) {
+/* Records |canon| (owned; freed here when an earlier kernel has the same
+ * text) for kernel k: *fresh false when an earlier kernel printed the same
+ * text, whose name kernel k then takes (*n_shared counts them). */
+static kiln_status_t dedup(instances_t* t, kiln_program_t* prog, int32_t k, char* canon, int32_t* n_shared,
+                           bool* fresh) {
   kiln_allocator_t al = prog->allocator;
-  char* canon = NULL;
-  KILN_RETURN_IF_ERROR(blank_name(al, one->data ? one->data : "", prog->kernels[k].name, &canon));
+  *fresh = false;
   for (int32_t i = 0; i < t->n; ++i) {
     if (strcmp(t->canon[i], canon)) continue;
     kiln_allocator_free(al, canon);
@@ -72,7 +74,7 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
     KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, t->name[i], &shared));
     kiln_allocator_free(al, prog->kernels[k].name);
     prog->kernels[k].name = shared;
-    t->n_shared++;
+    (*n_shared)++;
     return NULL;
   }
   if (t->n == t->cap) {
@@ -92,7 +94,55 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
   t->canon[t->n] = canon;
   t->name[t->n] = prog->kernels[k].name;
   t->n++;
-  kiln_cf_out_puts(out, one->data ? one->data : "");
+  *fresh = true;
+  return NULL;
+}
+
+static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t k, const kiln_cf_out_t* one,
+                                  kiln_cf_out_t* out) {
+  char* canon = NULL;
+  bool fresh = false;
+  KILN_RETURN_IF_ERROR(blank_name(prog->allocator, one->data ? one->data : "", prog->kernels[k].name, &canon));
+  KILN_RETURN_IF_ERROR(dedup(t, prog, k, canon, &t->n_shared, &fresh));
+  if (fresh) kiln_cf_out_puts(out, one->data ? one->data : "");
+  return NULL;
+}
+
+/* The printed kernels (no template) after the prelude, each printed in the
+ * printer's canonical form (named KILN_KERNEL, buffers and variables
+ * numbered) as its dedup key: a kernel whose text an earlier one has
+ * (DenseNet-121's Concat copies of one feature map into each later layer's
+ * input, element-wise kernels of repeated blocks) calls that kernel, so
+ * PoCL, which compiles every kernel at its first launch, compiles it once
+ * (DenseNet-121's program: 849 kernels -> 147, ResNet-18's 29 -> 20; with
+ * the conv templates' run-time shapes, 910 and 39 before). */
+static kiln_status_t print_printed(const kiln_cf_dialect_t* d, const tir_func_t* const* funcs, const int32_t* plan_k,
+                                   int32_t n, const kiln_cf_kernel_info_t* infos, instances_t* t,
+                                   kiln_program_t* prog, int32_t* n_shared, kiln_cf_out_t* out) {
+  KILN_RETURN_IF_ERROR(kiln_cf_print_prelude(d, out));
+  kiln_cf_out_puts(out, "\n");
+  for (int32_t i = 0; i < n; ++i) {
+    kiln_cf_kernel_info_t info = infos[i];
+    info.canonical = true;
+    kiln_cf_out_t one;
+    kiln_cf_out_init(&one);
+    kiln_status_t s = kiln_cf_print_kernel(d, funcs[i], &info, &one);
+    if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
+    char* canon = NULL;
+    bool fresh = false;
+    const char* text = one.data ? one.data : "";
+    if (!s) s = kiln_program_strdup(prog, text, &canon);
+    if (!s) s = dedup(t, prog, plan_k[i], canon, n_shared, &fresh);
+    const char* at = strstr(text, "KILN_KERNEL");
+    if (!s && fresh && at) {
+      kiln_cf_out_printf(out, "%.*s%s%s", (int)(at - text), text, funcs[i]->name, at + strlen("KILN_KERNEL"));
+    } else if (!s && fresh) {
+      kiln_cf_out_puts(out, text);
+    }
+    kiln_cf_out_free(&one);
+    KILN_RETURN_IF_ERROR(s);
+  }
+  if (d->epilogue) kiln_cf_out_puts(out, d->epilogue);
   return NULL;
 }
 
@@ -179,6 +229,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_opencl_wino_tiles_t* wtiles = NULL;
   kiln_opencl_dw_tiles_t* dtiles = NULL;
   kiln_opencl_q8_tiles_t* qtiles = NULL;
+  kiln_opencl_ks_t* ks = NULL; /* run-time shapes per plan kernel (n 0: none) */
+  int32_t* keep = NULL;
+  int32_t* plan_k = NULL; /* plan kernel of each printed kernel */
+  /* KILN_OPENCL_SHAPES=static: every conv and Winograd instance with its
+   * shapes as numbers (a kernel per shape, as before run-time shapes;
+   * for measuring one against the other) */
+  const char* shapes = getenv("KILN_OPENCL_SHAPES");
+  const bool rt_shapes = !(shapes && !strcmp(shapes, "static"));
   int64_t total_args = 0;
   for (int32_t k = 0; k < n; ++k) total_args += prog->kernels[k].n_args;
   s = kiln_allocator_malloc(al, sizeof *funcs * (size_t)(n + 1), "opencl emit", (void**)&funcs);
@@ -188,6 +246,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *qtiles * (size_t)(n + 1), "opencl emit", (void**)&qtiles);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *ks * (size_t)(n + 1), "opencl emit", (void**)&ks);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *plan_k * (size_t)(n + 1), "opencl emit", (void**)&plan_k);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *keep * (size_t)(n + 1), "opencl emit", (void**)&keep);
   int32_t n_print = 0, n_templ = 0, n_rebound = 0, n_wino = 0;
   bool* na = noalias;
   for (int32_t k = 0; k < n && !s; ++k) {
@@ -246,6 +307,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     infos[n_print].param_noalias = na;
     infos[n_print].canonical = false;
     na += pk->n_args;
+    plan_k[n_print] = k;
     funcs[n_print++] = f;
     kiln_cf_launch_dims(f, pk->groups, pk->local);
   }
@@ -268,8 +330,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   bool uses_f64 = false;
   for (int32_t i = 0; i < n_print && !uses_f64; ++i) uses_f64 = kiln_cf_func_uses_dtype(funcs[i], KILN_DTYPE_F64);
   if (uses_f64 && kiln_cf_dialect_fp64(dialect, &fp64_dialect)) dialect = &fp64_dialect;
-  if (!s) s = kiln_cf_print_unit(dialect, funcs, n_print, infos, &out);
   instances_t inst = {0};
+  int32_t n_printed_shared = 0;
+  if (!s) s = print_printed(dialect, funcs, plan_k, n_print, infos, &inst, prog, &n_printed_shared, &out);
   for (int32_t k = 0; k < n && !s; ++k) {
     const kiln_template_t* t = plan->kernels[k].tmpl;
     const bool custom = plan->kernels[k].custom != NULL;
@@ -282,25 +345,28 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
-    else if (t->kind == KILN_TEMPLATE_WINOGRAD) s = kiln_opencl_wino_print(&t->conv, &wtiles[k], name, &one);
+    else if (t->kind == KILN_TEMPLATE_WINOGRAD)
+      s = kiln_opencl_wino_print_ks(&t->conv, &wtiles[k], name, rt_shapes ? &ks[k] : NULL, &one);
     else if (t->kind == KILN_TEMPLATE_Q8)
       s = kiln_opencl_q8_print(&t->q8, &qtiles[k], prog->kernels[k].n_args, name, &one);
     else
-      s = kiln_opencl_conv_print(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED, t->psum_private,
-                                 name, &one);
+      s = kiln_opencl_conv_print_ks(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED,
+                                    t->psum_private, name, rt_shapes ? &ks[k] : NULL, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
     if (!s) s = add_instance(&inst, prog, k, &one, &out);
     kiln_cf_out_free(&one);
   }
   instances_free(&inst, al);
   if (o->n_shared) *o->n_shared = inst.n_shared;
+  if (o->n_shared_printed) *o->n_shared_printed = n_printed_shared;
   if (!s && out.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
   if (!s) {
     char* text = NULL;
     s = kiln_allocator_malloc(al, out.len + 1, "opencl source", (void**)&text);
     /* the weights are the plan's, laid out for the instances by lowering */
     if (!s && kiln_gpu_conv_any(plan)) {
-      s = kiln_gpu_conv_rewrite(prog, plan, NULL);
+      s = kiln_gpu_conv_rewrite(prog, plan, keep);
+      if (!s) s = kiln_opencl_ks_attach(prog, keep, ks);
       if (s) kiln_allocator_free(al, text);
     }
     if (!s) {
@@ -326,6 +392,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, wtiles);
   kiln_allocator_free(al, dtiles);
   kiln_allocator_free(al, qtiles);
+  kiln_allocator_free(al, ks);
+  kiln_allocator_free(al, keep);
+  kiln_allocator_free(al, plan_k);
   tir_ctx_deinit(&ctx);
   if (s) return kiln_status_annotate(s, "opencl target");
   return NULL;

@@ -91,6 +91,8 @@ typedef struct kiln_opencl_emit_options_s {
   int32_t* n_shared;      /* out (may be NULL): template instances that call an identical
                              earlier instance's kernel (printed once) */
   int32_t* n_winograd;    /* out (may be NULL): conv instances that are Winograd ones */
+  int32_t* n_shared_printed; /* out (may be NULL): printed kernels that call an earlier printed
+                                kernel of the same text (canonical form: printed once) */
 } kiln_opencl_emit_options_t;
 
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,

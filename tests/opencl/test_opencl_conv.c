@@ -40,6 +40,10 @@ static kiln_status_t run_on_device(const kiln_program_t* p, const kiln_array_t* 
  * templates on exactly |templated| kernels must be template instances
  * (-1: any). */
 static int expect_shared = -1; /* instances printed once for an identical earlier one (-1: any) */
+static int expect_min_shared = 0; /* at least this many of them (template variants) */
+static const char* expect_text = NULL; /* in the source of every template variant (NULL: any) */
+static const char* refuse_text = NULL; /* in none of them (NULL: any) */
+static int expect_printed_shared = -1; /* printed kernels calling an earlier one of the same text (-1: any) */
 
 static void check_graph(gb_t* b, const char* what, int templated, int wino) {
   if (!CHECK_OK(b->st)) goto done;
@@ -65,8 +69,9 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
                                                  .memory_conv_sums = variant == 3, .no_winograd = variant == 4};
       if (!CHECK_OK(choose_opencl_templates(plan, &to))) break;
       if (!CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), &bo, A(), &prog))) break;
-      int32_t n_templ = 0, n_shared = 0, n_wino = 0;
-      kiln_opencl_emit_options_t eo = {.n_templated = &n_templ, .n_shared = &n_shared, .n_winograd = &n_wino};
+      int32_t n_templ = 0, n_shared = 0, n_wino = 0, n_psh = 0;
+      kiln_opencl_emit_options_t eo = {
+          .n_templated = &n_templ, .n_shared = &n_shared, .n_winograd = &n_wino, .n_shared_printed = &n_psh};
       if (!CHECK_OK(kiln_opencl_emit_ex(plan, prog, &eo)) || !CHECK_OK(kiln_program_validate(prog))) {
         kiln_program_destroy(prog);
         break;
@@ -74,6 +79,18 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       if (variant != 1 && expect_shared >= 0)
         CHECK_MSG(n_shared == expect_shared, "%s: %d shared instances, expected %d", what, (int)n_shared,
                   expect_shared);
+      if (expect_printed_shared >= 0)
+        CHECK_MSG(n_psh == expect_printed_shared, "%s (%s): %d shared printed kernels, expected %d", what,
+                  variants[variant], (int)n_psh, expect_printed_shared);
+      if (variant != 1)
+        CHECK_MSG(n_shared >= expect_min_shared, "%s (%s): %d shared instances, expected at least %d", what,
+                  variants[variant], (int)n_shared, expect_min_shared);
+      if (variant != 1 && expect_text)
+        CHECK_MSG(strstr(prog->code.text, expect_text) != NULL, "%s (%s): no '%s' in the source", what,
+                  variants[variant], expect_text);
+      if (variant != 1 && refuse_text)
+        CHECK_MSG(!strstr(prog->code.text, refuse_text), "%s (%s): '%s' in the source", what, variants[variant],
+                  refuse_text);
       if (variant != 1 && templated >= 0)
         CHECK_MSG(n_templ == templated, "%s: %d template kernels, expected %d", what, (int)n_templ, templated);
       if (variant == 1) CHECK_MSG(n_templ == 0, "%s: %d template kernels with the templates off", what, (int)n_templ);
@@ -242,8 +259,82 @@ static void test_identical_instances(void) {
   expect_shared = -1;
 }
 
+/* Run-time shapes (conv.cl / winograd.cl CRT 1): two Winograd convs and two
+ * strided implicit-GEMM convs, all of different shapes, each pair with the
+ * same tiles and epilogue, share one kernel per pair (their shapes in a
+ * constant each); with KILN_OPENCL_SHAPES=static every instance has its
+ * own kernel with its shapes as numbers. Both against the reference. */
+static void rt_shapes_graph(gb_t* b) {
+  gb_init(b);
+  input(b, "x", DIMS(1, 32, 16, 16));
+  konst(b, "w1", DIMS(64, 32, 3, 3));
+  konst(b, "w2", DIMS(64, 64, 3, 3));
+  konst(b, "w3", DIMS(32, 64, 3, 3));
+  konst(b, "w4", DIMS(48, 64, 3, 3));
+  const char* bn[4] = {"b1", "b2", "b3", "b4"};
+  const int64_t bm[4] = {64, 64, 32, 48};
+  for (int i = 0; i < 4; ++i) konst(b, bn[i], DIMS(bm[i]));
+  kiln_attr_t p1[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  kiln_attr_t p0[1] = {kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  kiln_attr_t s2[3] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3}),
+                       kiln_attr_make_ints("strides", 2, (int64_t[]){2, 2})};
+  node(b, "Conv", IN("x", "w1", "b1"), "c1", 2, p1); /* Winograd, 16x16 */
+  node(b, "Relu", IN("c1"), "y1", 0, NULL);
+  node(b, "Conv", IN("y1", "w2", "b2"), "c2", 1, p0); /* Winograd, 14x14 */
+  node(b, "Relu", IN("c2"), "y2", 0, NULL);
+  node(b, "Conv", IN("y2", "w3", "b3"), "c3", 3, s2); /* implicit GEMM, 32 channels */
+  node(b, "Relu", IN("c3"), "out1", 0, NULL);
+  node(b, "Conv", IN("y2", "w4", "b4"), "c4", 3, s2); /* implicit GEMM, 48 channels */
+  node(b, "Relu", IN("c4"), "out2", 0, NULL);
+  kiln_graph_add_output(b->g, "out1");
+  kiln_graph_add_output(b->g, "out2");
+}
+
+static void test_runtime_shapes(void) {
+  gb_t b;
+  rt_shapes_graph(&b);
+  expect_min_shared = 2;
+  expect_text = "__global const int* restrict KS";
+  check_graph(&b, "four convs, run-time shapes", 4, 2);
+  rt_shapes_graph(&b);
+  setenv("KILN_OPENCL_SHAPES", "static", 1);
+  expect_min_shared = 0;
+  expect_shared = 0;
+  expect_text = NULL;
+  refuse_text = "restrict KS";
+  check_graph(&b, "four convs, static shapes", 4, 2);
+  unsetenv("KILN_OPENCL_SHAPES");
+  expect_shared = -1;
+  refuse_text = NULL;
+}
+
+/* Printed kernels (no template) whose canonical text is the same -- two
+ * Concats' copies of equal-sized inputs at the same offsets, the Relus
+ * before them -- call the first one's kernel; both outputs right. */
+static void test_printed_shared(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "a", DIMS(1, 8, 5, 5));
+  input(&b, "b", DIMS(1, 8, 5, 5));
+  input(&b, "c", DIMS(1, 8, 5, 5));
+  node(&b, "Relu", IN("a"), "ra", 0, NULL);
+  node(&b, "Relu", IN("b"), "rb", 0, NULL);
+  kiln_attr_t ax[1] = {kiln_attr_make_int("axis", 1)};
+  node(&b, "Concat", IN("ra", "c"), "out1", 1, ax);
+  node(&b, "Concat", IN("rb", "c"), "out2", 1, ax);
+  kiln_graph_add_output(b.g, "out1");
+  kiln_graph_add_output(b.g, "out2");
+  expect_printed_shared = 3;
+  check_graph(&b, "two relu + concat pairs", 0, 0);
+  expect_printed_shared = -1;
+}
+
 int main(void) {
   if (!(dev = open_opencl_device_0())) return 1;
+  RUN(test_printed_shared);
+  RUN(test_runtime_shapes);
   RUN(test_conv_shapes);
   RUN(test_shared_weights);
   RUN(test_identical_instances);
