@@ -33,6 +33,9 @@
 //                       subgroup and broadcast; W64 1: f32 weights read in
 //                       pairs of channels as 64-bit words (CPT and CM even,
 //                       TM % 16 == 0)
+//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 32 == 0, RN % 4 == 0):
+//                       W and X as uniform texel buffers of vec4 texels
+//                       (kiln's tile mode 4; W64 0)
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends

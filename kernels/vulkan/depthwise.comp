@@ -21,6 +21,7 @@
 //   CHAS_BIAS     bias per output channel
 //   WG            invocations per work-group
 //   RW            outputs per invocation (along a row)
+//   TEXEL         1: X (f32) is a uniform texel buffer of vec4 texels
 // Dispatch: (ceil(OH*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;

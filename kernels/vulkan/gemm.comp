@@ -33,6 +33,9 @@
 //   A64 B64    (SHARED 2) 1 when A / B can be read in aligned pairs: A
 //              along K (K even), B along N (B_MODE 0: N even; 2: PT and N
 //              even) or along K (B_MODE 1: K even).
+//   TEXEL      (SHARED 2) 1: A and B are uniform texel buffers of vec4 texels
+//              read whole (TK and RN multiples of 4, K too, and N (B_MODE 0)
+//              or PT (B_MODE 2)): kiln's tile mode 4; A64 = B64 = 0.
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 // Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups.
 // Bindings (set 0): BIND_A, BIND_B, BIND_C (default 0, 1, 2).

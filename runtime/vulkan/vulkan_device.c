@@ -1132,6 +1132,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if (k->owner != i) {
       vk_kernel_t* src = &e->k[k->owner];
       k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
+      k->texel = src->texel; /* the layout's texel bindings */
       continue;
     }
     bool hit = false;
