@@ -206,7 +206,7 @@ static kiln_status_t bench_shader(kiln_device_t* d, int64_t n, const opts_t* o, 
     kiln_spirv_gemm_tiles_t t = o->tiles.tm ? o->tiles : kiln_spirv_gemm_default_tiles(n, n);
     printf("shader %5lld^3  tiles %dx%dx%d/%dx%d %s  %8.2f GFLOP/s (device %.3f ms)  %8.2f GFLOP/s (wall %.3f ms)  "
            "check %s (max abs err %.2e)\n",
-           (long long)n, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared == 2 ? "subgroup" : t.shared ? "shared" : "direct", flop / td * 1e-9, td * 1e3, flop / tw * 1e-9, tw * 1e3,
+           (long long)n, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared == 4 ? "texel" : t.shared >= 2 ? "subgroup" : t.shared ? "shared" : "direct", flop / td * 1e-9, td * 1e3, flop / tw * 1e-9, tw * 1e3,
            cr.ok ? "ok" : "FAILED", cr.max_abs_err);
     if (out_gflops) *out_gflops = flop / td * 1e-9;
     if (compile_line)

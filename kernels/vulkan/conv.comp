@@ -33,6 +33,9 @@
 //                       subgroup and broadcast; W64 1: f32 weights read in
 //                       pairs of channels as 64-bit words (CPT and CM even,
 //                       TM % 16 == 0)
+//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 32 == 0, RN % 4 == 0):
+//                       W and X as uniform texel buffers of vec4 texels
+//                       (kiln's tile mode 4; W64 0)
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
@@ -45,8 +48,26 @@
 #define CP (CDO * CHO * CWO)
 
 layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
-layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]; };
-layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp[]; };
+#ifndef TEXEL
+#define TEXEL 0
+#endif
+#if TEXEL
+// (SHARED 2, f32) W and X as uniform texel buffers of vec4 texels, as in
+// gemm.comp: a vec4 texelFetch is one 16-byte load per lane on lavapipe
+// where a buffer load is a loop over the lanes. Invocation l reads
+// channels m0 + 4l .. + 3 of W in one texel (CPT a multiple of 4) and its
+// RN grid positions from RN/4 + 1 texels, shifted by the tap's offset
+// within a texel (the same for all lanes).
+layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define w(i) texelFetch(tw, (i) >> 2)[(i) & 3]
+#define xp(i) texelFetch(tx, (i) >> 2)[(i) & 3]
+#else
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w_[]; };
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp_[]; };
+#define w(i) w_[i]
+#define xp(i) xp_[i]
+#endif
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
@@ -54,12 +75,12 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[
 
 float load_a(int m, int k) {
   if (m >= CM || k >= CK) return 0.0;
-  return float(w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT]);
+  return float(w((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT));
 }
 
 float load_b(int xb, int k, int q) {
   if (k >= CK || q >= CQ) return 0.0;
-  return float(xp[xb + (k / CT) * CPLANE + TOFF[k % CT] + q]);
+  return float(xp(xb + (k / CT) * CPLANE + TOFF[k % CT] + q));
 }
 
 #ifndef W64
@@ -77,12 +98,21 @@ shared float Bs[TK][TN + 1];
 
 #if SHARED == 2
 #define SG 8
+#if TEXEL
+#define RPL 4           // channels per invocation and load
+#else
 #define RPL (1 + W64)   // channels per invocation and load
+#endif
 #define GR (SG * RPL)   // channels per broadcast group
-float w_at(int m, int k) { return float(w[(((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT]); }
+#define W_IDX(m, k) ((((k) / CKBS) * CTILES + (m) / CPT) * CKBS + (k) % CKBS) * CPT + (m) % CPT
+float w_at(int m, int k) { return float(w(W_IDX(m, k))); }
 // this invocation's RPL channels m, (m + 1) of W at k (m < CM, even with W64)
 void w_load(int m, int k, out float wv[RPL]) {
-#if W64
+#if TEXEL
+  // channels past CM (m's tile past CTILES) read other weights, never stored
+  const vec4 v = texelFetch(tw, W_IDX(m, k) >> 2);
+  [[unroll]] for (int e = 0; e < 4; ++e) wv[e] = v[e];
+#elif W64
   const uint64_t v = w2[((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT) >> 1];
   wv[0] = uintBitsToFloat(uint(v));
   wv[1] = uintBitsToFloat(uint(v >> 32));
@@ -104,7 +134,11 @@ void main() {
   [[unroll]] for (int i = 0; i < TM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
   int myrow[TM / GR], qc[RN];
+#if TEXEL
+  [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = m0 + r * GR + lane * RPL;
+#else
   [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
+#endif
   [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
   for (int k0 = 0; k0 < CK; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
@@ -112,7 +146,20 @@ void main() {
       const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
       const int xk = xb + (k / CT) * CPLANE + TOFF[k % CT];
       float bv[RN];
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp[xk + qc[j]]);
+#if TEXEL
+      // positions q0 .. q0 + RN - 1 start at texel component s; those past
+      // CQ read other values (or zeros past the buffer), never stored
+      const int xa = xk + q0, s = xa & 3;
+      float xs[RN + 4];
+      [[unroll]] for (int f = 0; f <= RN / 4; ++f) {
+        const vec4 v = texelFetch(tx, (xa >> 2) + f);
+        [[unroll]] for (int e = 0; e < 4; ++e) xs[4 * f + e] = v[e];
+      }
+      [[unroll]] for (int j = 0; j < RN; ++j)
+        bv[j] = kin * (s == 0 ? xs[j] : s == 1 ? xs[j + 1] : s == 2 ? xs[j + 2] : xs[j + 3]);
+#else
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp(xk + qc[j]));
+#endif
       [[unroll]] for (int r = 0; r < TM / GR; ++r) {
         float wv[RPL], av[GR];
         w_load(myrow[r], k, wv);

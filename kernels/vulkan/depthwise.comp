@@ -21,10 +21,22 @@
 //   CHAS_BIAS     bias per output channel
 //   WG            invocations per work-group
 //   RW            outputs per invocation (along a row)
+//   TEXEL         1: X (f32) is a uniform texel buffer of vec4 texels
 // Dispatch: (ceil(OH*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+#ifndef TEXEL
+#define TEXEL 0
+#endif
+#if TEXEL
+// (f32 X) X as a uniform texel buffer of vec4 texels (gemm.comp says why):
+// a row segment is SEG / 4 + 2 texel reads shifted by its start within a
+// texel instead of SEG loads that lavapipe runs as loops over the lanes
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define NF ((SEG + 6) / 4)
+#else
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x[]; };
+#endif
 layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]; };
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
@@ -56,12 +68,28 @@ void main() {
     const int ih = oh * SH + kh * DH - PH;
     if (ih < 0 || ih >= IH) continue;
     float xs[SEG];
+#if TEXEL
+    // the segment's texels (before the buffer's start, the first reads
+    // zeros); values of other rows or past the row (padding) add 0
+    const int a = xb + ih * IW + iw0, sh = a & 3;
+    float win[4 * NF];
+    [[unroll]] for (int f = 0; f < NF; ++f) {
+      const vec4 v = texelFetch(tx, (a >> 2) + f);
+      [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = v[e];
+    }
+    [[unroll]] for (int s = 0; s < SEG; ++s) {
+      const int iw = iw0 + s;
+      const float x1 = sh == 0 ? win[s] : sh == 1 ? win[s + 1] : sh == 2 ? win[s + 2] : win[s + 3];
+      xs[s] = iw >= 0 && iw < IW ? x1 : 0.0;
+    }
+#else
     // taps left and right of the input (padding) read a clamped index and add 0
     [[unroll]] for (int s = 0; s < SEG; ++s) {
       const int iw = iw0 + s;
       const float x1 = float(x[xb + ih * IW + clamp(iw, 0, IW - 1)]);
       xs[s] = iw >= 0 && iw < IW ? x1 : 0.0;
     }
+#endif
     [[unroll]] for (int r = 0; r < RW; ++r)
       [[unroll]] for (int kw = 0; kw < KW; ++kw) v[r] = fma(xs[r * SW + kw * DW], wt[kh * KW + kw], v[r]);
   }

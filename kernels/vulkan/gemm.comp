@@ -33,6 +33,9 @@
 //   A64 B64    (SHARED 2) 1 when A / B can be read in aligned pairs: A
 //              along K (K even), B along N (B_MODE 0: N even; 2: PT and N
 //              even) or along K (B_MODE 1: K even).
+//   TEXEL      (SHARED 2) 1: A and B are uniform texel buffers of vec4 texels
+//              read whole (TK and RN multiples of 4, K too, and N (B_MODE 0)
+//              or PT (B_MODE 2)): kiln's tile mode 4; A64 = B64 = 0.
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 // Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups.
 // Bindings (set 0): BIND_A, BIND_B, BIND_C (default 0, 1, 2).
@@ -99,8 +102,27 @@ layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #ifndef B64
 #define B64 0
 #endif
-layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { float a[]; };
-layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { float b[]; };
+#ifndef TEXEL
+#define TEXEL 0
+#endif
+#if TEXEL
+// (SHARED 2) A and B as uniform texel buffers of vec4 texels (the device
+// binds every samplerBuffer as an RGBA32F view): on lavapipe a vec4
+// texelFetch is one 16-byte load per lane where a buffer load whose address
+// differs between lanes is a loop over the lanes with a stack round trip
+// per lane and component (runtime/vulkan/vulkan_texel.c). The main loop
+// reads whole texels (TK, RN multiples of 4; K, and N or PT, too: rows
+// start on a texel); single values (the K tail) pick one component.
+layout(set = 0, binding = BIND_A) uniform samplerBuffer ta;
+layout(set = 0, binding = BIND_B) uniform samplerBuffer tb;
+#define a(i) texelFetch(ta, (i) >> 2)[(i) & 3]
+#define b(i) texelFetch(tb, (i) >> 2)[(i) & 3]
+#else
+layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { float a_[]; };
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { float b_[]; };
+#define a(i) a_[i]
+#define b(i) b_[i]
+#endif
 #if SHARED == 2 && A64
 layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint64_t a2[]; };
 #endif
@@ -118,9 +140,9 @@ layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { float
 // A(r, k) and B(k, n) with zero outside the matrices.
 float load_a(int r, int k) {
 #if EVEN
-  return a[r * K + k];
+  return a(r * K + k);
 #else
-  return (r < M && k < K) ? a[r * K + k] : 0.0;
+  return (r < M && k < K) ? a(r * K + k) : 0.0;
 #endif
 }
 float load_b(int k, int n) {
@@ -128,11 +150,11 @@ float load_b(int k, int n) {
   if (k >= K || n >= N) return 0.0;
 #endif
 #if B_MODE == 1
-  return b[n * K + k];
+  return b(n * K + k);
 #elif B_MODE == 2
-  return b[(((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT];
+  return b((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT);
 #else
-  return b[k * N + n];
+  return b(k * N + n);
 #endif
 }
 
@@ -154,14 +176,14 @@ shared float Bs[TK][TN + 1];
 // hands each value to the others: TM/8 + RN loads per K step for TM*RN
 // fmas, and 64-bit words (A64/B64) halve the loads again.
 #define SG 8
-float a_at(int r, int k) { return a[r * K + k]; }
+float a_at(int r, int k) { return a(r * K + k); }
 float b_at(int k, int n) {
 #if B_MODE == 1
-  return b[n * K + k];
+  return b(n * K + k);
 #elif B_MODE == 2
-  return b[(((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT];
+  return b((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT);
 #else
-  return b[k * N + n];
+  return b(k * N + n);
 #endif
 }
 #if A64 || B64  // (else no 64-bit type: devices without shaderInt64)
@@ -234,6 +256,34 @@ void main() {
 #define ROWI min(row0 + r * SG + i, M - 1)
   const int KMAIN = K - K % TK;
   for (int k0 = 0; k0 < KMAIN; k0 += TK) {
+#if TEXEL
+    float ar[TM / SG][TK];
+    [[unroll]] for (int r = 0; r < TM / SG; ++r)
+      [[unroll]] for (int kk = 0; kk < TK; kk += 4) {
+        const vec4 v = texelFetch(ta, (myrow[r] * K + k0 + kk) >> 2);
+        [[unroll]] for (int e = 0; e < 4; ++e) ar[r][kk + e] = v[e];
+      }
+    float bv[TK][RN];
+#if B_MODE == 1
+    [[unroll]] for (int j = 0; j < RN; ++j)
+      [[unroll]] for (int kk = 0; kk < TK; kk += 4) {
+        const vec4 v = texelFetch(tb, (min(col0 + j, N - 1) * K + k0 + kk) >> 2);
+        [[unroll]] for (int e = 0; e < 4; ++e) bv[kk + e][j] = v[e];
+      }
+#else
+    // columns past N read other values (or zeros past the buffer), never stored
+    [[unroll]] for (int kk = 0; kk < TK; ++kk)
+      [[unroll]] for (int j = 0; j < RN; j += 4) {
+        const int k = k0 + kk, n = col0 + j;
+#if B_MODE == 2
+        const vec4 v = texelFetch(tb, ((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT) >> 2);
+#else
+        const vec4 v = texelFetch(tb, (k * N + n) >> 2);
+#endif
+        [[unroll]] for (int e = 0; e < 4; ++e) bv[kk][j + e] = v[e];
+      }
+#endif
+#else
     float ar[TM / SG][TK];
     [[unroll]] for (int r = 0; r < TM / SG; ++r)
       [[unroll]] for (int kk = 0; kk < TK; kk += 2) {
@@ -258,6 +308,7 @@ void main() {
         bv[kk + 1][j + 1] = v1.y;
 #endif
       }
+#endif
     [[unroll]] for (int kk = 0; kk < TK; ++kk) { SG_STEP(ar[r][kk], a_at(ROWI, k0 + kk), bv[kk][j]) }
   }
   // the last K % TK steps, one value at a time

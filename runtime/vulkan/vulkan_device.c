@@ -26,6 +26,7 @@
 #include <vulkan/vulkan.h>
 
 #include "runtime/device_registry.h"
+#include "runtime/vulkan/vulkan_texel.h"
 
 #define STAGING_MAX (64ull << 20)
 #define SETS_PER_POOL 128
@@ -68,7 +69,7 @@ struct kiln_device_buffer_s {
   VkDeviceMemory mem; /* VK_NULL_HANDLE for views */
   uint64_t offset;    /* into buf */
   uint64_t size;
-  uint64_t avail;     /* bytes of buf from offset to its end (>= size, 4-byte padded) */
+  uint64_t avail;     /* bytes of buf from offset to its end (>= size, 16-byte padded) */
   bool view;
 };
 
@@ -81,6 +82,7 @@ typedef struct vk_kernel_s {
   VkDescriptorSetLayout dsl;
   VkPipelineLayout layout;
   VkPipeline pipe;
+  uint64_t texel; /* bit j: binding j is a uniform texel buffer (vulkan_texel.c) */
 } vk_kernel_t;
 
 struct kiln_device_executable_s {
@@ -97,6 +99,8 @@ struct kiln_device_cmd_s {
   int32_t max_ts;
   VkDescriptorPool* pools;
   int32_t n_pools, cap_pools, sets_in_last;
+  VkBufferView* views; /* the texel buffer views its dispatches bind */
+  int32_t n_views, cap_views;
   bool ended, pending, finished;
 };
 
@@ -570,8 +574,11 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   for (uint32_t i = 0; i < d->mem.memoryHeapCount; ++i)
     if (d->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) total += d->mem.memoryHeaps[i].size;
   info->total_bytes = total;
+  /* buffers start where both a storage descriptor and a texel view may */
   info->buffer_alignment = d->props.limits.minStorageBufferOffsetAlignment
                                ? d->props.limits.minStorageBufferOffsetAlignment : 1;
+  if (d->props.limits.minTexelBufferOffsetAlignment > info->buffer_alignment)
+    info->buffer_alignment = d->props.limits.minTexelBufferOffsetAlignment;
   info->max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
   info->loop_limit = d->loop_limit;
   info->subgroup_size = (int32_t)q.v11.subgroupSize;
@@ -713,14 +720,15 @@ static kiln_status_t vk_buffer_create(kiln_device_t* base, uint64_t bytes, const
                             "(%llu bytes)",
                             what, (unsigned long long)bytes, d->props.deviceName,
                             (unsigned long long)d->max_alloc);
-  /* Vulkan has no empty buffers; fills and views want 4-byte multiples. */
-  uint64_t size = bytes < 4 ? 4 : (bytes + 3) & ~3ull;
+  /* Vulkan has no empty buffers; fills and views want 4-byte multiples,
+   * texel buffer views (vec4 texels) 16-byte ones. */
+  uint64_t size = bytes < 16 ? 16 : (bytes + 15) & ~15ull;
   kiln_device_buffer_t* b = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(base->allocator, sizeof *b, "vulkan buffer", (void**)&b));
   memset(b, 0, sizeof *b);
   kiln_status_t s = make_buffer(d, size,
-                                VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, what, &b->buf, &b->mem);
   if (!s) {
     b->size = bytes;
@@ -968,6 +976,7 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
   VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                   .codeSize = (size_t)len,
                                   .pCode = (const uint32_t*)blob};
+  KILN_RETURN_IF_ERROR(kiln_vk_texel_bindings((const uint32_t*)blob, (size_t)(len / 4), k->name, &k->texel));
   VkResult r = vkCreateShaderModule(d->dev, &smi, NULL, &k->module);
   if (r != VK_SUCCESS)
     return kiln_status_annotate(vkfail(d, r, "vkCreateShaderModule"), "kernel '%s'", k->name);
@@ -979,7 +988,9 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
   }
   for (int32_t j = 0; j < k->n_args; ++j)
     bp[j] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)j,
-                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .descriptorType = j < 64 && (k->texel >> j & 1)
+                                                                 ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                 : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                            .descriptorCount = 1,
                                            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
   VkDescriptorSetLayoutCreateInfo dli = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
@@ -1121,6 +1132,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if (k->owner != i) {
       vk_kernel_t* src = &e->k[k->owner];
       k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
+      k->texel = src->texel; /* the layout's texel bindings */
       continue;
     }
     bool hit = false;
@@ -1150,6 +1162,8 @@ static void vk_cmd_destroy(kiln_device_t* base, kiln_device_cmd_t* c) {
   if (d->lost) vkDeviceWaitIdle(d->dev);
   for (int32_t i = 0; i < c->n_pools; ++i) vkDestroyDescriptorPool(d->dev, c->pools[i], NULL);
   free(c->pools);
+  for (int32_t i = 0; i < c->n_views; ++i) vkDestroyBufferView(d->dev, c->views[i], NULL);
+  free(c->views);
   if (c->qp) vkDestroyQueryPool(d->dev, c->qp, NULL);
   if (c->fence) vkDestroyFence(d->dev, c->fence, NULL);
   if (c->cb) vkFreeCommandBuffers(d->dev, d->pool, 1, &c->cb);
@@ -1227,11 +1241,12 @@ static kiln_status_t alloc_set(vk_dev_t* d, kiln_device_cmd_t* c, VkDescriptorSe
       c->cap_pools = cap;
     }
     int32_t per = c->exe && c->exe->max_args > 0 ? c->exe->max_args : 1;
-    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(SETS_PER_POOL * per)};
+    VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(SETS_PER_POOL * per)},
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, (uint32_t)(SETS_PER_POOL * per)}};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .maxSets = SETS_PER_POOL,
-                                      .poolSizeCount = 1,
-                                      .pPoolSizes = &ps};
+                                      .poolSizeCount = 2,
+                                      .pPoolSizes = ps};
     VKR(d, vkCreateDescriptorPool(d->dev, &dpi, NULL, &c->pools[c->n_pools]), "vkCreateDescriptorPool");
     ++c->n_pools;
     c->sets_in_last = 0;
@@ -1242,6 +1257,27 @@ static kiln_status_t alloc_set(vk_dev_t* d, kiln_device_cmd_t* c, VkDescriptorSe
                                     .pSetLayouts = &layout};
   VKR(d, vkAllocateDescriptorSets(d->dev, &ai, out), "vkAllocateDescriptorSets");
   ++c->sets_in_last;
+  return NULL;
+}
+
+/* Binding |j| of |k| as a texel buffer: a view of |bi|'s range (in *view,
+ * which |w| points at), kept until the command buffer is destroyed. */
+static kiln_status_t texel_write(vk_dev_t* d, kiln_device_cmd_t* c, const vk_kernel_t* k, int32_t j,
+                                 const VkDescriptorBufferInfo* bi, uint64_t avail, VkBufferView* view,
+                                 VkWriteDescriptorSet* w) {
+  if (c->n_views == c->cap_views) {
+    int32_t cap = c->cap_views ? 2 * c->cap_views : 16;
+    VkBufferView* nv = realloc(c->views, sizeof *nv * (size_t)cap);
+    if (!nv) return kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: kernel '%s': texel buffer views", k->name);
+    c->views = nv;
+    c->cap_views = cap;
+  }
+  KILN_RETURN_IF_ERROR(kiln_vk_texel_view(d->dev, bi->buffer, bi->offset, bi->range, avail,
+                                          d->props.limits.maxTexelBufferElements, k->name, j, view));
+  c->views[c->n_views++] = *view;
+  w->descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+  w->pBufferInfo = NULL;
+  w->pTexelBufferView = view;
   return NULL;
 }
 
@@ -1258,6 +1294,7 @@ static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, 
                             k->name, (int)k->n_args, (int)n_args);
   VkDescriptorBufferInfo bi[64];
   VkWriteDescriptorSet wr[64];
+  VkBufferView tv[64]; /* texel bindings are 0-63 */
   VkDescriptorBufferInfo* bip = bi;
   VkWriteDescriptorSet* wrp = wr;
   if (n_args > 64) {
@@ -1295,6 +1332,7 @@ static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, 
                                       .descriptorCount = 1,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &bip[j]};
+      if (j < 64 && (k->texel >> j & 1)) s = texel_write(d, c, k, j, &bip[j], b->avail, &tv[j], &wrp[j]);
     }
   }
   VkDescriptorSet set = VK_NULL_HANDLE;

@@ -23,12 +23,13 @@ kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N) {
    * all TM rows of 8 columns; up to 32 rows (fewer for short M: the rows
    * past M cost loads). On lavapipe loads set the speed and this mode
    * needs the fewest (1024^3: ~10x the shared-memory 64x64 tiles). */
-  t.shared = 2;
+  /* mode 4: A and B read as vec4 texels, 4 K steps unrolled (TK 4) */
+  t.shared = 4;
   t.tm = M >= 32 ? 32 : M > 8 ? 16 : 8;
   t.rm = t.tm;
   t.rn = N >= 64 ? 8 : 4;
   t.tn = 8 * t.rn;
-  t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
+  t.tk = 4; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
   return t;
 }
 
@@ -40,7 +41,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d do not divide",
                             t.tm, t.tn, t.tk, t.rm, t.rn);
   int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
-  if (nt > 1024 || (uint32_t)t.shared > 3 || (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
+  if (nt > 1024 || (uint32_t)t.shared > 4 || (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
       (t.shared >= 2 && (lx != 8 || ly != 1 || t.tm % 8)))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "gemm tiles %dx%dx%d / %dx%d (mode %d): %lld threads do not split the tiles "
@@ -52,6 +53,11 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                             (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode);
   const char* nl = strchr(kiln_vk_gemm, '\n');
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
+  /* mode 4: the subgroup mode reading A and B as vec4 texels where rows
+   * start on a texel (gemm.comp, TEXEL); elsewhere mode 3 */
+  const int texel = t.shared == 4 && t.tk % 4 == 0 && t.rn % 4 == 0 && g->K % 4 == 0 &&
+                    (g->b_mode == 1 || (g->b_mode == 0 && g->N % 4 == 0) ||
+                     (g->b_mode == 2 && (g->pt > 0 ? g->pt : 1) % 4 == 0));
   /* (subgroup mode) pairs of floats as one 64-bit word where they are aligned */
   const bool w64 = t.shared == 2; /* mode 3: no 64-bit integers in the shader */
   const int a64 = w64 && g->K % 2 == 0;
@@ -64,11 +70,11 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                     "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
                     "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
                     "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
-                    "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n",
+                    "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n#define TEXEL %d\n",
                     (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
-                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64);
+                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
   if (dl < 0 || (size_t)dl >= sizeof defs) /* 19 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;

@@ -117,6 +117,15 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
  * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
  * one the Vulkan rules wrote (another set, or none). */
 kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, kiln_spirv_gemm_tiles_t* out);
+/* The weight layout of the Vulkan conv (kiln_template_set_t.weight_blocks):
+ * a conv's own weights in panels of KILN_VULKAN_W_PANEL channels over the
+ * whole K (TILED with one K slice), which conv.comp's packed-layout index
+ * reads with CPT = panel and CKBS = K. */
+#define KILN_VULKAN_W_PANEL 32
+void kiln_vulkan_template_weight_blocks(kiln_template_t* t);
+/* |t|'s conv descriptor as conv.comp reads its weights: the lowering's
+ * packed panels, or the TILED panels above (which must be laid out). */
+kiln_status_t kiln_vulkan_conv_weights(const kiln_template_t* t, const char* name, kiln_template_conv_t* out);
 kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg,
                                       int32_t* out_rw);
 

@@ -39,6 +39,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .q8_max_trips = 65535,
                                /* tiles: defaults and KILN_SPIRV_*_TILES (vulkan_tiles.c) */
                                .tiles = kiln_vulkan_template_tiles,
+                               /* a conv's own weights in 32-channel panels (vulkan_tiles.c) */
+                               .conv_tiled_weights = true,
+                               .weight_blocks = kiln_vulkan_template_weight_blocks,
                                /* what `kiln tune` searches and may choose (vulkan_tune.c) */
                                .space = kiln_vulkan_tune_space,
                                .tiles_check = kiln_vulkan_tune_check,
@@ -137,8 +140,10 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       /* GEMM + crop + epilogue in the crop's slot; the GEMM kernel goes */
       /* the tiles lowering chose (kiln_vulkan_template_tiles) */
       kiln_spirv_gemm_tiles_t ct;
+      kiln_template_conv_t cw;
       s = kiln_vulkan_tiles_of(t, name, &ct);
-      if (!s) s = kiln_vulkan_conv_source(&t->conv, &ct, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      if (!s) s = kiln_vulkan_conv_weights(t, name, &cw);
+      if (!s) s = kiln_vulkan_conv_source(&cw, &ct, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
       int32_t wg = 0, rw = 0;

@@ -32,6 +32,16 @@ static kiln_spirv_gemm_tiles_t fit(kiln_spirv_gemm_tiles_t t, int64_t M, int64_t
   return t;
 }
 
+/* conv.comp reads vec4 texels (mode 4) for f32 weights and input, weights
+ * in panels of a multiple of 4 channels (the Vulkan panels where the
+ * weights are the conv's own) and 32 channels a work-group */
+static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d) {
+  const kiln_template_conv_t* c = &t->conv;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
+  return d->tm % 32 == 0 && d->rn % 4 == 0 && (t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0);
+}
+
 void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   t->tiles = (kiln_template_tiles_t){0};
   if (t->kind == KILN_TEMPLATE_GEMM) {
@@ -39,8 +49,13 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     const kiln_spirv_gemm_tiles_t gt = fit(kiln_spirv_gemm_default_tiles(g.M, g.N), g.M, g.N, gpu_lacks);
     t->tiles = record(&gt);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
-    const kiln_spirv_gemm_tiles_t ct =
-        fit(kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q), t->conv.M, t->conv.Q, gpu_lacks);
+    kiln_spirv_gemm_tiles_t d = kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q);
+    if (d.shared == 4 && !texel_ok(t, &d)) { /* mode 2 with 4 positions (compile time) */
+      d.shared = 2;
+      d.rn = d.rn > 4 ? 4 : d.rn;
+      d.tn = 8 * d.rn;
+    }
+    const kiln_spirv_gemm_tiles_t ct = fit(d, t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
     /* 64 invocations a work-group, each with up to 8 outputs of a row
@@ -62,6 +77,37 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     while (tm > 1 && tm > t->q8.Mg) tm /= 2;
     t->tiles = (kiln_template_tiles_t){.n = 4, .v = {tm, tp, wg, (gpu_lacks & KILN_GPU_LACKS_IDOT) ? 0 : 1}};
   }
+}
+
+/* Panels of 32 channels (whole blocks, zero-padded past M) over all of K:
+ * the subgroup mode's vec4 texel reads take 4 channels of one panel per
+ * invocation (a panel of the lowering's width, 14 in ResNet-18, has no
+ * aligned groups of 4), and channels past M read zeros. */
+void kiln_vulkan_template_weight_blocks(kiln_template_t* t) {
+  kiln_template_weights_t* w = &t->weights;
+  w->block = w->slice = w->panel = 0;
+  if (w->layout == KILN_TEMPLATE_W_TILED && t->kind == KILN_TEMPLATE_CONV && t->conv.K > 0) {
+    w->block = w->panel = KILN_VULKAN_W_PANEL;
+    w->slice = t->conv.K;
+  }
+}
+
+kiln_status_t kiln_vulkan_conv_weights(const kiln_template_t* t, const char* name, kiln_template_conv_t* out) {
+  *out = t->conv;
+  if (t->weights.layout == KILN_TEMPLATE_W_PACKED) return NULL;
+  kiln_template_t g = *t;
+  kiln_vulkan_template_weight_blocks(&g);
+  const kiln_template_weights_t* w = &t->weights;
+  if (t->weights.layout != KILN_TEMPLATE_W_TILED || !w->laid_out || g.weights.block == 0 ||
+      g.weights.block != w->block || g.weights.slice != w->slice || g.weights.panel != w->panel)
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "spirv: kernel '%s': its conv weights are not laid out in the Vulkan panels "
+                            "(kiln_template_weights_lay_out after choosing the tiles)",
+                            name);
+  out->pt = w->panel;
+  out->kbs = w->slice;
+  out->tiles = (t->conv.M + w->block - 1) / w->block * (w->block / w->panel);
+  return NULL;
 }
 
 static kiln_status_t want(const kiln_template_t* t, int32_t n, const char* name) {

@@ -38,8 +38,9 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KILN_TEMPLATE_KNOB(out, "rm", d[3], 1, 2, 4, 8, 16, 32, 64);
       KILN_TEMPLATE_KNOB(out, "rn", d[4], 1, 2, 4, 8);
       /* 0 direct reads, 1 shared-memory tiles, 2 subgroup mode with 64-bit
-       * pair reads, 3 subgroup mode with 32-bit reads */
-      KILN_TEMPLATE_KNOB(out, "shared", d[5], 0, 1, 2, 3);
+       * pair reads, 3 subgroup mode with 32-bit reads, 4 subgroup mode with
+       * vec4 texel reads (mode 3 where the shapes do not allow them) */
+      KILN_TEMPLATE_KNOB(out, "shared", d[5], 0, 1, 2, 3, 4);
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
       if (t->tiles.n != 2) return false;
@@ -86,13 +87,14 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
       break;
     case 2:
     case 3:
+    case 4:
       if (lx != 8 || ly != 1 || g.tm % 8 || g.tk % 2)
         return "subgroup mode: TN = 8 RN, RM = TM, TM a multiple of 8 and TK even";
       if (lim && (lim->gpu_lacks & KILN_GPU_LACKS_SUBGROUP)) return "subgroup mode: the device has no subgroup ballot";
       if (g.shared == 2 && lim && (lim->gpu_lacks & KILN_GPU_LACKS_INT64))
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
       break;
-    default: return "SHARED is 0, 1, 2 or 3";
+    default: return "SHARED is 0, 1, 2, 3 or 4";
   }
   /* an invocation past the device's loop limit ends early (lavapipe):
    * such a point is never built */
@@ -144,7 +146,17 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
   do {                                                                       \
     if (n < cap) out[n++] = (kiln_template_tiles_t){.n = d.n, .v = {__VA_ARGS__}}; \
   } while (0)
-  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] >= 2) {
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 4) {
+    /* mode 4's defaults are already its larger register tiles: first the
+     * points lavapipe compiles fastest (half the columns, the 64-bit
+     * subgroup mode), then more rows and a longer K step */
+    const int32_t tm = d.v[0], tk = d.v[2], rn = d.v[4];
+    const int32_t rnh = rn > 4 ? rn / 2 : rn, tm2 = tm < 64 ? 2 * tm : tm;
+    HINT(tm, 8 * rnh, tk, tm, rnh, 4);
+    HINT(tm, 8 * rn, tk, tm, rn, 2);
+    HINT(tm2, 8 * rn, tk, tm2, rn, 4);
+    HINT(tm, 8 * rn, 2 * tk, tm, rn, 4);
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] >= 2) {
     const int32_t tm = d.v[0], tk = d.v[2], rn = d.v[4], sh = d.v[5];
     const int32_t tm2 = tm < 64 ? 2 * tm : tm, rn2 = rn < 8 ? 2 * rn : rn;
     HINT(tm2, 8 * rn2, tk, tm2, rn2, sh);

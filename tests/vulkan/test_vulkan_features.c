@@ -1,6 +1,9 @@
 /* The Vulkan GEMM/conv shaders follow the device's features: a device
  * without shaderInt64 gets no 64-bit words (A64 = B64 = W64 = 0), one
- * without subgroup ballot the shared-memory tiles (SHARED 1). lavapipe has
+ * without subgroup ballot the shared-memory tiles (SHARED 1); with ballot
+ * the MatMul and the 40-channel Conv read vec4 texels (TEXEL 1: tile mode
+ * 4, int64 or not) and the 16-channel Conv 64-bit words where int64 is
+ * there. lavapipe has
  * both; KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them where the
  * device info is filled (runtime/vulkan/vulkan_device.c), and the compile
  * (kiln_compiler_*, which asks the target's device: api/driver.c) must then
@@ -19,25 +22,29 @@
 #include "runtime/device.h"
 #include "testing.h"
 
-enum { GM = 16, GK = 64, GN = 48, CC = 8, CH = 12, CM = 16, CO = CH - 2 };
+enum { GM = 16, GK = 64, GN = 48, CC = 8, CH = 12, CM = 16, CM2 = 40, CO = CH - 2 };
 
 static char g_dir[512];
 static char g_model[600];
 
-/* Y = X * W (X [16,64], W [64,48]); Z = Conv(I [1,8,12,12], V [16,8,3,3]) */
+/* Y = X * W (X [16,64], W [64,48]); Z = Conv(I [1,8,12,12], V [16,8,3,3]);
+ * Z2 = Conv(I, V2 [40,8,3,3]) (channels past 32 in a zero-padded panel) */
 static void write_model(void) {
   bm_model_t b;
   bm_init(&b, 13);
   int64_t xd[2] = {GM, GK}, id[4] = {1, CC, CH, CH};
   b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, xd, NULL);
   b.g.input[b.g.n_input++] = bm_value(&b, "I", BM_F32, 4, id, NULL);
-  int64_t wd[2] = {GK, GN}, vd[4] = {CM, CC, 3, 3};
+  int64_t wd[2] = {GK, GN}, vd[4] = {CM, CC, 3, 3}, v2d[4] = {CM2, CC, 3, 3};
   bm_init_f32(&b, "W", 2, wd);
   bm_init_f32(&b, "V", 4, vd);
+  bm_init_f32(&b, "V2", 4, v2d);
   bm_node(&b, "MatMul", "mm", "X,W", "Y");
   bm_node(&b, "Conv", "conv", "I,V", "Z");
+  bm_node(&b, "Conv", "conv2", "I,V2", "Z2");
   bm_output(&b, "Y");
   bm_output(&b, "Z");
+  bm_output(&b, "Z2");
   snprintf(g_model, sizeof g_model, "%s/mm_conv.onnx", g_dir);
   CHECK(bm_write(&b, g_model));
   bm_free(&b);
@@ -68,12 +75,28 @@ static int count(const char* s, const char* needle) {
   return n;
 }
 
+/* outputs of Conv(I, V) with |cm| channels that differ from loops here */
+static int conv_bad(const float* z, int cm) {
+  int bad = 0;
+  for (int o = 0; o < cm; ++o)
+    for (int p = 0; p < CO; ++p)
+      for (int q = 0; q < CO; ++q) {
+        double want = 0;
+        for (int c = 0; c < CC; ++c)
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j)
+              want += (double)x_at((c * CH + p + i) * CH + q + j + 3) * init_at(((o * CC + c) * 3 + i) * 3 + j);
+        bad += fabs(z[(o * CO + p) * CO + q] - want) > 1e-4 * (1 + fabs(want));
+      }
+  return bad;
+}
+
 static void run_and_compare(const void* data, size_t n, const char* mode) {
   kiln_allocator_t al = kiln_allocator_system();
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
   kiln_session_t* s = NULL;
-  kiln_array_t in[2] = {{0}}, out[2] = {{0}};
+  kiln_array_t in[2] = {{0}}, out[3] = {{0}};
   int64_t xd[2] = {GM, GK}, id[4] = {1, CC, CH, CH};
   kiln_shape_t xs = kiln_shape_make(2, xd), is = kiln_shape_make(4, id);
   if (!CHECK_OK(kiln_module_load_memory(data, n, "mm_conv", al, &m))) return;
@@ -93,22 +116,14 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
         bad += fabs(y[r * GN + c] - want) > 1e-4 * (1 + fabs(want));
       }
     CHECK_MSG(bad == 0, "%s: MatMul: %d of %d outputs differ from the reference", mode, bad, GM * GN);
-    const float* z = out[1].data;
-    bad = 0;
-    for (int o = 0; o < CM; ++o)
-      for (int p = 0; p < CO; ++p)
-        for (int q = 0; q < CO; ++q) {
-          double want = 0;
-          for (int c = 0; c < CC; ++c)
-            for (int i = 0; i < 3; ++i)
-              for (int j = 0; j < 3; ++j)
-                want += (double)x_at((c * CH + p + i) * CH + q + j + 3) * init_at(((o * CC + c) * 3 + i) * 3 + j);
-          bad += fabs(z[(o * CO + p) * CO + q] - want) > 1e-4 * (1 + fabs(want));
-        }
+    bad = conv_bad(out[1].data, CM);
     CHECK_MSG(bad == 0, "%s: Conv: %d of %d outputs differ from the reference", mode, bad, CM * CO * CO);
+    bad = conv_bad(out[2].data, CM2);
+    CHECK_MSG(bad == 0, "%s: Conv (40 channels): %d of %d outputs differ from the reference", mode, bad,
+              CM2 * CO * CO);
   }
-  for (int i = 0; i < 2; ++i) {
-    kiln_array_free(al, &in[i]);
+  for (int i = 0; i < 3; ++i) {
+    if (i < 2) kiln_array_free(al, &in[i]);
     kiln_array_free(al, &out[i]);
   }
   kiln_session_destroy(s);
@@ -154,7 +169,9 @@ static void check_mode(const char* hide, bool int64, bool ballot) {
       /* each instance's block names its mode (gemm.comp's own fallback
        * "#define SHARED 1" under #ifndef SHARED is counted too) */
       const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
-      CHECK_MSG(ballot ? n2 == 2 : n2 == 0 && n1 >= 2, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
+      CHECK_MSG(ballot ? n2 == 3 : n2 == 0 && n1 >= 3, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
+      const int nt = count(glsl, "#define TEXEL 1\n");
+      CHECK_MSG(nt == (ballot ? 2 : 0), "%s: TEXEL 1 x %d", mode, nt);
       const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
                          strstr(glsl, "#define W64 1");
       CHECK_MSG(words == (int64 && ballot), "%s: 64-bit words %d", mode, words);
