@@ -187,6 +187,19 @@ static void put_code(wr_t* w, const kiln_program_code_t* c) {
   }
 }
 
+/* A module image inside a section (BUCK, STGS): its length as a u64, its
+ * bytes, zeros to the next 8-byte boundary (rd_image reads it back). */
+static kiln_status_t put_image(wr_t* w, const kiln_program_t* img) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  KILN_RETURN_IF_ERROR(kiln_module_serialize(img, kiln_allocator_system(), &bytes, &len));
+  put_u64(w, (uint64_t)len);
+  put_bytes(w, bytes, len);
+  put_zeros(w, (8 - len % 8) % 8);
+  kiln_allocator_free(kiln_allocator_system(), bytes);
+  return NULL;
+}
+
 /* Section BUCK: the dim's name, the sizes, then each bucket after the
  * first as a u64 length and its module image (serialised here in both
  * writer passes: the measuring pass needs its length). */
@@ -203,15 +216,9 @@ static kiln_status_t put_buckets(wr_t* w, const kiln_program_t* p) {
     kiln_program_t b = *p->buckets[k - 1];
     const bool shared = b.weights_len && b.weights_len == p->weights_len && !memcmp(b.weights, p->weights, b.weights_len);
     if (shared) b.weights = NULL, b.weights_len = 0;
-    uint8_t* bytes = NULL;
-    size_t len = 0;
-    KILN_RETURN_IF_ERROR(kiln_module_serialize(&b, kiln_allocator_system(), &bytes, &len),
-                         "%s: shape bucket %s=%lld", prog_name(p), p->bucket_dim, (long long)p->bucket_values[k]);
     put_u64(w, shared ? 1 : 0);
-    put_u64(w, (uint64_t)len);
-    put_bytes(w, bytes, len);
-    put_zeros(w, (8 - len % 8) % 8);
-    kiln_allocator_free(kiln_allocator_system(), bytes);
+    KILN_RETURN_IF_ERROR(put_image(w, &b), "%s: shape bucket %s=%lld", prog_name(p), p->bucket_dim,
+                         (long long)p->bucket_values[k]);
   }
   section_end(w, s);
   return NULL;
@@ -257,14 +264,7 @@ static kiln_status_t put_staged(wr_t* w, const kiln_program_t* p) {
     }
     if (g->op != KILN_STAGED_STAGE) continue;
     if (!g->prog || g->prog->staged) return bad_arg(p, "staged stage program", i);
-    uint8_t* bytes = NULL;
-    size_t len = 0;
-    KILN_RETURN_IF_ERROR(kiln_module_serialize(g->prog, kiln_allocator_system(), &bytes, &len),
-                         "%s: staged segment %d ('%s')", prog_name(p), (int)i, g->name);
-    put_u64(w, (uint64_t)len);
-    put_bytes(w, bytes, len);
-    put_zeros(w, (8 - len % 8) % 8);
-    kiln_allocator_free(kiln_allocator_system(), bytes);
+    KILN_RETURN_IF_ERROR(put_image(w, g->prog), "%s: staged segment %d ('%s')", prog_name(p), (int)i, g->name);
   }
   section_end(w, s);
   return NULL;
@@ -1108,6 +1108,28 @@ enum { MIN_BUCKET = 16 + KILN_MODULE_HEADER_LEN };
 static kiln_status_t parse_module(const void* data, size_t size, const char* name, bool borrow,
                                   const kiln_program_t* weights_of, kiln_allocator_t a, kiln_program_t** out_program);
 
+/* A module image inside a section (put_image): its length, the image
+ * parsed (and validated) as a module of its own named |name| (its weights
+ * |weights_of|'s where it was stored without), with *depth counted up
+ * while it is, then its padding. */
+static kiln_status_t rd_image(rd_t* r, const char* name, const kiln_program_t* weights_of, kiln_allocator_t a,
+                              int* depth, kiln_program_t** out) {
+  uint64_t len;
+  KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
+  if (len < MIN_BUCKET || len > r->left)
+    return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len,
+                  r->left);
+  ++*depth;
+  kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, weights_of, a, out);
+  --*depth;
+  KILN_RETURN_IF_ERROR(st);
+  size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
+  if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
+  r->p += pad;
+  r->left -= pad;
+  return NULL;
+}
+
 /* Each bucket's image is parsed (and validated) as a module of its own;
  * kiln_program_validate then checks that the buckets fit together. */
 static _Thread_local int bucket_depth; /* a bucket's image inside a bucket's image: refused, not recursed into */
@@ -1130,23 +1152,12 @@ static kiln_status_t rd_buck(rd_t* r, kiln_program_t* p) {
   r->item = "bucket";
   for (int32_t k = 1; k < n; ++k) {
     r->index = k;
-    uint64_t flags, len;
+    uint64_t flags;
     KILN_RETURN_IF_ERROR(rd_u64(r, "flags", &flags));
     if (flags > 1) return rd_err(r, KILN_PARSE_ERROR, "flags 0x%llx unknown to this kiln", (unsigned long long)flags);
-    KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
-    if (len < MIN_BUCKET || len > r->left)
-      return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len,
-                    r->left);
     char name[160];
     snprintf(name, sizeof name, "%s (bucket %s=%lld)", r->name, p->bucket_dim, (long long)p->bucket_values[k]);
-    bucket_depth++;
-    kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, flags ? p : NULL, p->allocator, &p->buckets[k - 1]);
-    bucket_depth--;
-    KILN_RETURN_IF_ERROR(st);
-    size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
-    if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
-    r->p += pad;
-    r->left -= pad;
+    KILN_RETURN_IF_ERROR(rd_image(r, name, flags ? p : NULL, p->allocator, &bucket_depth, &p->buckets[k - 1]));
   }
   r->item = NULL;
   return NULL;
@@ -1196,21 +1207,9 @@ static kiln_status_t rd_value(rd_t* r, kiln_program_t* p, kiln_staged_value_t* v
 }
 
 static kiln_status_t rd_stage_image(rd_t* r, kiln_program_t* p, kiln_staged_segment_t* g, int32_t i) {
-  uint64_t len;
-  KILN_RETURN_IF_ERROR(rd_u64(r, "length", &len));
-  if (len < MIN_BUCKET || len > r->left)
-    return rd_err(r, KILN_PARSE_ERROR, "claims a %llu-byte module image, %zu bytes left", (unsigned long long)len, r->left);
   char name[200];
   snprintf(name, sizeof name, "%s (section 'STGS': segment %d '%.60s')", r->name, (int)i, g->name);
-  staged_depth++;
-  kiln_status_t st = parse_module(r->p, (size_t)len, name, r->borrow, NULL, p->allocator, &g->prog);
-  staged_depth--;
-  KILN_RETURN_IF_ERROR(st);
-  size_t pad = (size_t)len + (8 - (size_t)len % 8) % 8;
-  if (pad > r->left) return rd_err(r, KILN_PARSE_ERROR, "padding runs past the section");
-  r->p += pad;
-  r->left -= pad;
-  return NULL;
+  return rd_image(r, name, NULL, p->allocator, &staged_depth, &g->prog);
 }
 
 static kiln_status_t rd_stgs(rd_t* r, kiln_program_t* p) {
