@@ -95,11 +95,19 @@ endif()
 # outputs and the reference interpreter, with and without fusion (label
 # "onnx" like the CPU runs, plus target=opencl).
 if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
+  # Under the sanitizer through tests/lsan_cold_run.sh: LSan's own tracer
+  # has died at the -O0 run's exit on one host (google/sanitizers#1353),
+  # which the script tells from a leak (then the run is checked again
+  # without the leak check and reported skipped).
+  set(_lsan_wrap)
+  if(KILN_SANITIZE)
+    set(_lsan_wrap sh ${CMAKE_SOURCE_DIR}/tests/lsan_cold_run.sh -)
+  endif()
   foreach(level O1 O0)
     add_test(NAME conformance_onnx_node_opencl_${level}
-             COMMAND kiln_conformance --target opencl -${level} --quiet ${KILN_NODE_TEST_DIR})
+             COMMAND ${_lsan_wrap} $<TARGET_FILE:kiln_conformance> --target opencl -${level} --quiet ${KILN_NODE_TEST_DIR})
     set_tests_properties(conformance_onnx_node_opencl_${level} PROPERTIES
-                         LABELS "onnx;target=opencl" TIMEOUT 3600
+                         LABELS "onnx;target=opencl" TIMEOUT 3600 SKIP_RETURN_CODE 77
                          ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
   endforeach()
 endif()
