@@ -180,7 +180,7 @@ static kiln_status_t topk(const kiln_staged_segment_t* seg, const kiln_array_t* 
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: input is bool", where);
   KILN_RETURN_IF_ERROR(split(x, attr(seg, "axis", -1), false, &outer, &n, &inner, &a, where, "TopK"));
   if (kiln_array_numel(kv) != 1 || (kv->dtype != KILN_DTYPE_I64 && kv->dtype != KILN_DTYPE_I32))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: K must be one i64", where);
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: K must be one integer", where);
   const int64_t k = kiln_load_i64(kv->dtype, kv->data, 0);
   if (k < 0 || k > n)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: K = %lld is not in [0, %lld]", where, (long long)k,
