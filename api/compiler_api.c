@@ -283,6 +283,8 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
     if (r.device && !(m->device = strdup(r.device)))
       s = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", c->model_path);
     if (!s) s = kiln_api_staged_check(m, &c->log);
+    /* the module `kiln compile` writes, where every stage has fixed sizes */
+    if (!s) s = kiln_api_staged_module(m, &r, &c->log, &c->module, &c->module_len);
     if (!s) {
       c->staged = m;
       m = NULL;
@@ -296,12 +298,14 @@ kiln_status_t kiln_compiler_compile(kiln_compiler_t* c) {
 
 kiln_status_t kiln_compiler_module(const kiln_compiler_t* c, const void** out_data, size_t* out_size) {
   if (!c || !out_data || !out_size) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_module: NULL argument");
-  if (c->staged) {
+  if (c->staged && !c->module) {
     char first[300];
     kiln_api_staged_first(c->staged, first, sizeof first);
-    return kiln_make_status(KILN_UNSUPPORTED, "%s: %s runs on the host between compiled stages (data-dependent "
-                            "shapes or control flow), and such a model has no module form yet; run it with "
-                            "kiln_compiler_runner_create", c->model_path, first);
+    const kiln_status_t why = c->staged->module_err;
+    return kiln_make_status(why ? kiln_status_code(why) : KILN_UNSUPPORTED,
+                            "%s: %s runs on the host between compiled stages (data-dependent shapes or control "
+                            "flow), and this model has no staged module: %s; run it with kiln_compiler_runner_create",
+                            c->model_path, first, why ? kiln_status_message(why) : "none was built");
   }
   if (!c->module)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_compiler_module: nothing compiled (kiln_compiler_compile)");

@@ -11,6 +11,9 @@
 #include "ir/op.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/module_file.h"
+#include "runtime/program.h"
+#include "runtime/program_staged.h"
 
 struct kiln_compiler_runner_s {
   kiln_api_staged_t* m; /* retained */
@@ -29,6 +32,7 @@ kiln_status_t kiln_api_staged_new(kiln_api_staged_t** out) {
 void kiln_api_staged_release(kiln_api_staged_t* m) {
   if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
   kiln_driver_graph_free(&m->dg);
+  kiln_status_free(m->module_err);
   free((char*)m->device);
   free(m);
 }
@@ -67,8 +71,28 @@ kiln_status_t kiln_api_staged_check(kiln_api_staged_t* m, kiln_compile_log_t* lo
   kiln_staged_destroy(st);
   return kiln_compile_log_line(log, m->target->lowering == KILN_TARGET_CLASS_GPU ? "fallback" : "staged",
                                "staged: %d stages around %d host nodes, each stage compiled when a run first meets "
-                               "its input shapes (no module form yet; run with a runner)",
+                               "its input shapes (a runner), or stored in a staged module where every stage's inputs have fixed sizes",
                                (int)ss.stages, (int)ss.host_nodes);
+}
+
+kiln_status_t kiln_api_staged_module(kiln_api_staged_t* m, const kiln_driver_request_t* r, kiln_compile_log_t* log,
+                                     uint8_t** out, size_t* out_len) {
+  *out = NULL;
+  *out_len = 0;
+  kiln_status_free(m->module_err);
+  m->module_err = NULL;
+  kiln_program_t* p = NULL;
+  kiln_status_t s = kiln_driver_build_staged(r, &m->dg, log, &p);
+  if (!s) s = kiln_module_serialize(p, kiln_allocator_system(), out, out_len);
+  const int32_t segs = p && p->staged ? p->staged->n_segments : 0;
+  kiln_program_destroy(p);
+  if (s && kiln_status_code(s) == KILN_OUT_OF_MEMORY) return s;
+  if (s) {
+    m->module_err = s;
+    return kiln_compile_log_line(log, "staged", "staged: no module: %s", kiln_status_message(s));
+  }
+  return kiln_compile_log_line(log, "staged", "staged: module of %d segments, %zu bytes (section STGS)", (int)segs,
+                               *out_len);
 }
 
 int32_t kiln_compiler_host_nodes(const kiln_compiler_t* c) {

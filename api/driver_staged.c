@@ -4,7 +4,8 @@
  * (compiler/staged.h); each stage is compiled as kiln_driver_build compiles
  * a model, for the shapes its inputs have, and each host node is stored as
  * an op of the runtime's closed table with its integer attributes and its
- * constant inputs inline. This version stores stages whose inputs all have
+ * constant inputs inline (NonZero, NonMaxSuppression, TopK with a run-time
+ * K, Compress). This version stores stages whose inputs all have
  * fixed shapes: a stage that reads a data-dependent value (it would need
  * the bucket sizes of the design) and a host node outside the table are
  * refused naming the node, pointing at `kiln run` and the compiler API,
@@ -102,8 +103,9 @@ static kiln_status_t new_segment(bld_t* b, int32_t op, const char* name, int32_t
 static kiln_status_t refuse_host(const bld_t* b, const kiln_node_t* n) {
   return kiln_make_status(KILN_UNSUPPORTED,
                           "%s: node '%s' (%s) runs on the host between stages, and staged modules have host kernels "
-                          "for NonZero and NonMaxSuppression only; run the model with `kiln run` or the compiler "
-                          "API's runner (kiln_compiler_runner_create), which compile it per shape",
+                          "for NonZero, NonMaxSuppression, Compress and TopK only; run the model with `kiln "
+                          "run` or the compiler API's runner (kiln_compiler_runner_create), which compile it per "
+                          "shape",
                           src(b), n->name, n->op_type);
 }
 
@@ -114,11 +116,11 @@ static kiln_status_t host_segment(bld_t* b, const kiln_staged_segment_info_t* in
   const kiln_node_t* n = &b->g->nodes[in->a];
   const int32_t op = kiln_staged_op_of(n->op_type);
   if (op == KILN_STAGED_STAGE || (n->domain && n->domain[0])) return refuse_host(b, n);
-  if (n->n_outputs != 1 || n->n_inputs > KILN_STAGED_MAX_IO)
+  if (n->n_outputs < 1 || n->n_outputs > KILN_STAGED_MAX_IO || n->n_inputs > KILN_STAGED_MAX_IO)
     return kiln_make_status(KILN_UNSUPPORTED, "%s: node '%s' (%s) has %d outputs", src(b), n->name, n->op_type,
                             (int)n->n_outputs);
   kiln_staged_segment_t* s = NULL;
-  KILN_RETURN_IF_ERROR(new_segment(b, op, n->name, n->n_inputs, 1, &s));
+  KILN_RETURN_IF_ERROR(new_segment(b, op, n->name, n->n_inputs, n->n_outputs, &s));
   for (int32_t j = 0; j < n->n_inputs; ++j) {
     const int32_t ti = n->inputs[j];
     int32_t v = -1;
@@ -138,9 +140,11 @@ static kiln_status_t host_segment(bld_t* b, const kiln_staged_segment_info_t* in
     s->attrs[s->n_attrs].value = v;
     KILN_RETURN_IF_ERROR(kiln_program_strdup(b->p, n->attrs[k].name, &s->attrs[s->n_attrs++].name));
   }
-  int32_t v;
-  KILN_RETURN_IF_ERROR(add_value(b, n->outputs[0], n, &v));
-  b->t->segments[b->t->n_segments - 1].out[0] = v;
+  for (int32_t k = 0; k < n->n_outputs; ++k) {
+    int32_t v = -1; /* an output the model does not name: made and dropped */
+    if (n->outputs[k] >= 0) KILN_RETURN_IF_ERROR(add_value(b, n->outputs[k], n, &v));
+    b->t->segments[b->t->n_segments - 1].out[k] = v;
+  }
   return NULL;
 }
 
@@ -179,7 +183,8 @@ static kiln_status_t precheck(const bld_t* b) {
     for (int32_t k = 0; !st && !in.host && k < in.n_in; ++k)
       if (from_host[in.in[k]]) st = refuse_read(b, &in, in.in[k]);
     for (int32_t k = 0; in.host && k < n->n_outputs; ++k)
-      if (n->outputs[k] >= 0) from_host[n->outputs[k]] = 1;
+      if (n->outputs[k] >= 0 && !kiln_shape_is_static(&b->g->tensors[n->outputs[k]].shape))
+        from_host[n->outputs[k]] = 1; /* a data-dependent size */
   }
   free(from_host);
   return st;

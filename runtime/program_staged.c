@@ -12,11 +12,15 @@
 
 static const struct {
   const char* name;
-  int32_t min_in, max_in; /* inputs from index min_in on are optional (-1) */
+  int8_t min_in, max_in; /* inputs from index min_in on are optional (-1) */
+  int8_t max_out;        /* outputs after the first are optional (-1) */
+  int8_t out_like_in;    /* output 0 has input 0's dtype (else every output is i64) */
   const char* attrs[KILN_STAGED_MAX_ATTRS];
 } k_ops[KILN_STAGED_OP_COUNT_] = {
-    [KILN_STAGED_NONZERO] = {"NonZero", 1, 1, {NULL}},
-    [KILN_STAGED_NMS] = {"NonMaxSuppression", 2, 5, {"center_point_box", NULL}},
+    [KILN_STAGED_NONZERO] = {"NonZero", 1, 1, 1, 0, {NULL}},
+    [KILN_STAGED_NMS] = {"NonMaxSuppression", 2, 5, 1, 0, {"center_point_box", NULL}},
+    [KILN_STAGED_TOPK] = {"TopK", 2, 2, 2, 1, {"axis", "largest", NULL}},
+    [KILN_STAGED_COMPRESS] = {"Compress", 2, 2, 1, 1, {"axis", NULL}},
 };
 
 const char* kiln_staged_op_name(int32_t op) {
@@ -133,20 +137,26 @@ static kiln_status_t check_segment(const kiln_program_t* p, int32_t seg, uint8_t
   }
   for (int32_t k = 0; k < s->n_out; ++k) {
     const int32_t v = s->out[k];
+    if (v == -1 && host && k > 0) continue;
     if (v < 0 || v >= t->n_values) return BAD("output %d is value %d of %d", (int)k, (int)v, (int)t->n_values);
     if (made[v]) return BAD("output %d makes value %d, which is made before", (int)k, (int)v);
     made[v] = 1;
   }
   if (host) {
     if (s->prog) return BAD("a host node with a program");
-    if (s->n_in < k_ops[s->op].min_in || s->n_in > k_ops[s->op].max_in || s->n_out != 1)
-      return BAD("%s takes %d..%d inputs and 1 output, not %d and %d", k_ops[s->op].name, (int)k_ops[s->op].min_in,
-                 (int)k_ops[s->op].max_in, (int)s->n_in, (int)s->n_out);
+    if (s->n_in < k_ops[s->op].min_in || s->n_in > k_ops[s->op].max_in || s->n_out > k_ops[s->op].max_out)
+      return BAD("%s takes %d..%d inputs and 1..%d outputs, not %d and %d", k_ops[s->op].name,
+                 (int)k_ops[s->op].min_in, (int)k_ops[s->op].max_in, (int)k_ops[s->op].max_out, (int)s->n_in,
+                 (int)s->n_out);
     for (int32_t k = 0; k < s->n_attrs; ++k)
       if (!s->attrs[k].name || !kiln_staged_attr_known(s->op, s->attrs[k].name))
         return BAD("%s has no attribute '%s'", k_ops[s->op].name, s->attrs[k].name ? s->attrs[k].name : "");
-    const kiln_staged_value_t* o = &t->values[s->out[0]];
-    if (o->dtype != KILN_DTYPE_I64 || o->rank != 2) return BAD("its output is not an i64 matrix");
+    /* the dtypes the kernel makes (their shapes are checked as they are made) */
+    for (int32_t k = 0; k < s->n_out; ++k) {
+      const bool like = k == 0 && k_ops[s->op].out_like_in;
+      if (s->out[k] >= 0 && t->values[s->out[k]].dtype != (like ? t->values[s->in[0]].dtype : KILN_DTYPE_I64))
+        return BAD("output %d is not %s", (int)k, like ? "of input 0's dtype" : "i64");
+    }
     return NULL;
   }
   if (!s->prog) return BAD("a stage without a program");

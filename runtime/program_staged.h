@@ -32,6 +32,8 @@ typedef enum kiln_staged_op_e {
   KILN_STAGED_STAGE = 0,
   KILN_STAGED_NONZERO = 1,
   KILN_STAGED_NMS = 2, /* NonMaxSuppression */
+  KILN_STAGED_TOPK = 3, /* TopK whose K is computed at run time */
+  KILN_STAGED_COMPRESS = 4,
   KILN_STAGED_OP_COUNT_
 } kiln_staged_op_t;
 
@@ -59,7 +61,7 @@ typedef struct kiln_staged_segment_s {
   char* name; /* the node's name (a stage: its first node's), owned */
   int32_t n_in, n_out;
   int32_t* in;  /* value ids; -1 an omitted optional input (host nodes) */
-  int32_t* out; /* value ids */
+  int32_t* out; /* value ids; -1 an output nothing reads (host nodes, not the first) */
   int32_t n_attrs;
   kiln_staged_attr_t* attrs;
   /* A stage: its program, owned (inputs and outputs in the order of

@@ -93,11 +93,20 @@ static kiln_status_t run_segment(kiln_session_t* s, int32_t i, kiln_array_t* val
   if (sg->op != KILN_STAGED_STAGE) {
     const kiln_array_t* in[KILN_STAGED_MAX_IO];
     for (int32_t k = 0; k < sg->n_in; ++k) in[k] = sg->in[k] >= 0 ? &vals[sg->in[k]] : NULL;
-    kiln_array_t o = {0};
-    KILN_RETURN_IF_ERROR(kiln_staged_op_run(sg, in, &o, where));
-    vals[sg->out[0]] = o;
-    owned[sg->out[0]] = true;
-    return made(s, i, 0, &o);
+    kiln_array_t o[KILN_STAGED_MAX_IO];
+    memset(o, 0, sizeof o);
+    KILN_RETURN_IF_ERROR(kiln_staged_op_run(sg, in, o, where));
+    kiln_status_t st = NULL;
+    for (int32_t k = 0; k < sg->n_out; ++k) {
+      if (sg->out[k] < 0) { /* an output nothing reads */
+        kiln_array_free(kiln_allocator_system(), &o[k]);
+        continue;
+      }
+      vals[sg->out[k]] = o[k];
+      owned[sg->out[k]] = true;
+      if (!st) st = made(s, i, k, &o[k]);
+    }
+    return st;
   }
   kiln_array_t in[KILN_STAGED_MAX_IO], out[KILN_STAGED_MAX_IO];
   for (int32_t k = 0; k < sg->n_in; ++k) in[k] = vals[sg->in[k]];

@@ -1,8 +1,10 @@
 /* Host nodes of staged modules (runtime/program_staged.h): the kernels
  * libkiln_rt runs between compiled stages, with the semantics of the
- * reference kernels (ir/ops/tensor_dataflow.c) -- the same outputs, bit for
- * bit; ir/ and runtime/ may not include each other, so this is a second
- * copy, which test_staged_module checks against the reference -- on plain
+ * reference kernels (ir/ops/tensor_dataflow.c, tensor_seq.c) -- the same
+ * outputs, bit for bit: TopK and Compress compute through the
+ * reference's own pieces (kernels/host/dataflow.h), NonZero and NMS are a
+ * second copy (ir/ and runtime/ may not include each other), which
+ * test_staged_module checks against the reference -- on plain
  * arrays, with every shape checked here, since the module that feeds them
  * may be hostile. Outputs are allocated with the
  * system allocator once their size is known. */
@@ -12,6 +14,7 @@
 
 #include "runtime/staged_ops.h"
 
+#include "kernels/host/dataflow.h"
 #include "kernels/host/nms_box.h"
 
 static kiln_status_t nonzero(const kiln_array_t* x, kiln_array_t* out, const char* where) {
@@ -135,23 +138,103 @@ static kiln_status_t nms(const kiln_array_t* const* in, int32_t n_in, int64_t cp
   return st;
 }
 
+/* Attribute |name| of host node |seg|, |def| when it has none. */
+static int64_t attr(const kiln_staged_segment_t* seg, const char* name, int64_t def) {
+  for (int32_t k = 0; k < seg->n_attrs; ++k)
+    if (!strcmp(seg->attrs[k].name, name)) return seg->attrs[k].value;
+  return def;
+}
+
+/* |axis| (of |x|; |flat|: -1 when absent, the input flattened) split into
+ * outer x len x inner. */
+static kiln_status_t split(const kiln_array_t* x, int64_t axis, bool flat, int64_t* outer, int64_t* len,
+                           int64_t* inner, int32_t* out_axis, const char* where, const char* op) {
+  const int32_t r = x->shape.rank;
+  *outer = *inner = 1;
+  *len = kiln_array_numel(x);
+  *out_axis = -1;
+  if (flat && axis == -1 - (int64_t)KILN_MAX_RANK) return NULL;
+  if (axis < -r || axis >= r || r == 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: %s: axis %lld is outside rank %d", where, op, (long long)axis,
+                            (int)r);
+  const int32_t a = (int32_t)(axis < 0 ? axis + r : axis);
+  for (int32_t d = 0; d < a; ++d) *outer *= x->shape.dims[d];
+  for (int32_t d = a + 1; d < r; ++d) *inner *= x->shape.dims[d];
+  *len = x->shape.dims[a];
+  *out_axis = a;
+  return NULL;
+}
+
+/* Frees outputs[0..n) on an error. */
+static kiln_status_t drop(kiln_status_t st, kiln_array_t* out, int32_t n) {
+  for (int32_t k = 0; st && k < n; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
+  return st;
+}
+
+static kiln_status_t topk(const kiln_staged_segment_t* seg, const kiln_array_t* const* in, kiln_array_t* out,
+                          const char* where) {
+  const kiln_array_t *x = in[0], *kv = in[1];
+  int64_t outer, n, inner;
+  int32_t a;
+  if (x->dtype == KILN_DTYPE_BOOL)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: input is bool", where);
+  KILN_RETURN_IF_ERROR(split(x, attr(seg, "axis", -1), false, &outer, &n, &inner, &a, where, "TopK"));
+  if (kiln_array_numel(kv) != 1 || (kv->dtype != KILN_DTYPE_I64 && kv->dtype != KILN_DTYPE_I32))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: K must be one integer", where);
+  const int64_t k = kiln_load_i64(kv->dtype, kv->data, 0);
+  if (k < 0 || k > n)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: TopK: K = %lld is not in [0, %lld]", where, (long long)k,
+                            (long long)n);
+  kiln_shape_t os = x->shape;
+  os.dims[a] = k;
+  kiln_status_t st = kiln_array_alloc(kiln_allocator_system(), x->dtype, &os, &out[0]);
+  if (!st && seg->n_out > 1) st = kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_I64, &os, &out[1]);
+  int64_t* scratch = NULL;
+  if (!st && n && k && !(scratch = malloc(sizeof(int64_t) * 3 * (size_t)n)))
+    st = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: TopK: out of memory", where);
+  if (!st && n && k) kiln_topk_run(x, outer, n, inner, k, attr(seg, "largest", 1) != 0, out[0].data, out[1].data, scratch);
+  free(scratch);
+  return drop(st, out, seg->n_out);
+}
+
+static kiln_status_t compress(const kiln_staged_segment_t* seg, const kiln_array_t* const* in, kiln_array_t* out,
+                              const char* where) {
+  const kiln_array_t *x = in[0], *c = in[1];
+  int64_t outer, len, inner;
+  int32_t a;
+  KILN_RETURN_IF_ERROR(split(x, attr(seg, "axis", -1 - KILN_MAX_RANK), true, &outer, &len, &inner, &a, where, "Compress"));
+  const int64_t nc = kiln_array_numel(c);
+  if (c->dtype != KILN_DTYPE_BOOL || c->shape.rank > 1 || nc > len)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: Compress: its condition is not a bool vector of at most %lld",
+                            where, (long long)len);
+  int64_t cnt = kiln_compress_count(c->data, nc);
+  kiln_shape_t os = a < 0 ? kiln_shape_make(1, &cnt) : x->shape;
+  if (a >= 0) os.dims[a] = cnt;
+  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), x->dtype, &os, &out[0]), "%s: Compress", where);
+  kiln_compress_copy(x->data, kiln_dtype_size(x->dtype), outer, len, inner, c->data, nc, out[0].data);
+  return NULL;
+}
+
 kiln_status_t kiln_staged_op_run(const kiln_staged_segment_t* seg, const kiln_array_t* const* in, kiln_array_t* out,
                                  const char* where) {
   for (int32_t k = 0; k < seg->n_in; ++k)
-    if (in[k] && kiln_array_numel(in[k]) && !in[k]->data)
-      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input %d has no data", where, (int)k);
+    if (in[k] && kiln_array_numel(in[k]) &&
+        (!in[k]->data || in[k]->nbytes < (size_t)kiln_array_numel(in[k]) * kiln_dtype_size(in[k]->dtype)))
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input %d has no data or too few bytes", where, (int)k);
   switch (seg->op) {
     case KILN_STAGED_NONZERO:
       return nonzero(in[0], out, where);
     case KILN_STAGED_NMS: {
-      int64_t cpb = 0;
-      for (int32_t k = 0; k < seg->n_attrs; ++k)
-        if (!strcmp(seg->attrs[k].name, "center_point_box")) cpb = seg->attrs[k].value;
+      const int64_t cpb = attr(seg, "center_point_box", 0);
       if (cpb != 0 && cpb != 1)
         return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: NonMaxSuppression: center_point_box = %lld is not 0 or 1",
                                 where, (long long)cpb);
       return nms(in, seg->n_in, cpb, out, where);
     }
+    case KILN_STAGED_TOPK:
+      return topk(seg, in, out, where);
+    case KILN_STAGED_COMPRESS:
+      return compress(seg, in, out, where);
     default:
       return kiln_make_status(KILN_INTERNAL, "%s: op number %d is not a host node", where, (int)seg->op);
   }

@@ -8,7 +8,9 @@
 #include "runtime/program_staged.h"
 
 /* Runs host node |seg| on |in| (seg->n_in; NULL: an omitted optional
- * input) into |out|, allocated with the system allocator at its real size.
+ * input) into |out| (seg->n_out arrays, zeroed, KILN_STAGED_MAX_IO room:
+ * every output is made, those nothing reads too), allocated with the
+ * system allocator at their real sizes; on an error none is left.
  * Errors name |where| and the op: INVALID_ARGUMENT for inputs of the wrong
  * dtype, shape or size, OUT_OF_MEMORY. */
 KILN_MUST_USE kiln_status_t kiln_staged_op_run(const kiln_staged_segment_t* seg, const kiln_array_t* const* in,

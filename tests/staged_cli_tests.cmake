@@ -1,5 +1,6 @@
 # Staged modules through the command line (section STGS): a model with a
-# compiled stage feeding NonMaxSuppression and NonZero, written with
+# compiled stage feeding NonMaxSuppression and NonZero (and, at the end, one
+# with Compress and TopK), written with
 # onnx.helper (tests/models/staged_det.py, which also runs onnxruntime),
 # compiled by `kiln compile`, listed by `kiln info`, run by `kiln run` on the
 # module and by `kiln-rt-run`: every output equal to onnxruntime's. Included
@@ -30,4 +31,26 @@ foreach(run run rt onnx)
   add_test(NAME staged_check_${run}
            COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/models/staged_det.py --out ${D} --check ${D}/${run})
   set_tests_properties(staged_check_${run} PROPERTIES LABELS unit FIXTURES_REQUIRED "staged_det;staged_out_${run}")
+endforeach()
+
+# Compress and TopK with a run-time K as host nodes of a staged module
+# (ops.onnx, written by staged_det.py beside det.onnx): compiled, run by
+# `kiln run` and `kiln-rt-run` on the module, equal to onnxruntime's outputs.
+kiln_cli_test(staged_ops_compile FIXTURE staged_ops_module REQUIRES staged_det FILE ${D}/ops.kiln
+  CHECK "STDOUT_HAS=wrote ${D}/ops.kiln"
+  ARGS compile ${D}/ops.onnx -o ${D}/ops.kiln)
+kiln_cli_test(staged_ops_info REQUIRES staged_ops_module
+  CHECK "STDOUT_HAS=host node 'keep_cols' (Compress)" "STDOUT_HAS=host node 'top' (TopK)"
+        "STDOUT_HAS=output c: f32[3,<=20]" "STDOUT_HAS=output topi: i64[<=20]"
+  ARGS info ${D}/ops.kiln)
+kiln_cli_test(staged_ops_run_module FIXTURE staged_ops_out_run REQUIRES staged_ops_module CLEAN ${D}/ops_run
+  FILE ${D}/ops_run/top.npy
+  ARGS run ${D}/ops.kiln --input x=${D}/x.npy --input s=${D}/s.npy --output ${D}/ops_run)
+kiln_cli_test(staged_ops_rt_run EXE kiln_rt_run FIXTURE staged_ops_out_rt REQUIRES staged_ops_module CLEAN ${D}/ops_rt
+  FILE ${D}/ops_rt/top.npy
+  ARGS ${D}/ops.kiln --input x=${D}/x.npy --input s=${D}/s.npy --output ${D}/ops_rt --runs 3)
+foreach(run run rt)
+  add_test(NAME staged_ops_check_${run}
+           COMMAND ${KILN_PYTHON} ${CMAKE_SOURCE_DIR}/tests/models/staged_det.py --out ${D} --check-ops ${D}/ops_${run})
+  set_tests_properties(staged_ops_check_${run} PROPERTIES LABELS unit FIXTURES_REQUIRED "staged_det;staged_ops_out_${run}")
 endforeach()

@@ -3,13 +3,16 @@
  * -- NonMaxSuppression, then a Gather of the kept boxes and a Mul compiled
  * after it; NonZero of the scores above a threshold, whose count is the
  * run-time K of a TopK -- compiles to a staged model (no module: the error
- * names the host node), runs through a runner with outputs of the real
+ * names the host node and the stage that reads a data-dependent value), runs through a runner with outputs of the real
  * sizes (hand-computed), compiles a stage once per count and reuses it,
  * outlives its compiler, and refuses bad inputs, a device of another API
  * and the precisions that calibrate the whole graph. With KILN_CLI (set by
  * ctest): `kiln info` lists the stages and host nodes, `kiln compile`
  * refuses the model naming the stage after the NMS (staged modules store
- * fixed-shape stages only: test_staged_module) and what runs it. */
+ * fixed-shape stages only: test_staged_module) and what runs it. A second
+ * model, of fixed-size stages around NMS and NonZero, gives its staged
+ * module through kiln_compiler_module, which libkiln_rt runs as the runner
+ * does. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <stdio.h>
@@ -155,11 +158,13 @@ static void test_detector(void) {
   CHECK(kiln_compiler_host_nodes(c) == 3); /* NMS, NonZero, TopK */
   CHECK(has_line(c, "staged", "node 'nms' (NonMaxSuppression) runs on the host"));
   CHECK(has_line(c, "staged", "node 'topk' (TopK) runs on the host"));
-  /* no module form: the error names the model and the first host node */
+  /* no staged module (a stage reads the boxes NMS kept): the error names
+   * the model, the first host node and the reason */
   const void* data = NULL;
   size_t n = 0;
+  CHECK(has_line(c, "staged", "staged: no module: "));
   CHECK_ERR_ALL(kiln_compiler_module(c, &data, &n), KILN_UNSUPPORTED, "detector.onnx", "node 'nms'",
-                "kiln_compiler_runner_create");
+                "node 'pick' (Gather) reads 'sel'", "kiln_compiler_runner_create");
   char path[700];
   snprintf(path, sizeof path, "%s/detector.kiln", g_dir);
   CHECK_ERR_ALL(kiln_compiler_write_module(c, path), KILN_UNSUPPORTED, "node 'nms'");
@@ -305,6 +310,104 @@ static void test_cli(void) {
             "%s", out);
 }
 
+/* A model `kiln compile` stores as a staged module: stages of fixed sizes
+ * around NonMaxSuppression and NonZero --
+ *   sel = NonMaxSuppression(boxes, 2 * scores, 3, iou 0.5, score 0.1)   [k,3]
+ *   nz = NonZero(Relu(scores - 0.3))                                    [3,m]
+ *   r = Relu(scores - 0.3)                                              [1,1,NB]
+ * kiln_compiler_module gives the module's bytes (a "staged" report line
+ * says so), libkiln_rt runs them with the runner's outputs, bit for bit. */
+static void test_module(void) {
+  char model[700];
+  snprintf(model, sizeof model, "%s/nms_nz.onnx", g_dir);
+  bm_model_t b;
+  bm_init(&b, 13);
+  int64_t bd[3] = {1, NB, 4}, sd[3] = {1, 1, NB}, one[1] = {1};
+  bm_input(&b, "boxes", BM_F32, 3, bd);
+  bm_input(&b, "scores", BM_F32, 3, sd);
+  const int64_t max_out = 3;
+  const float iou = 0.5f, thr = 0.1f, cut = 0.3f, twice = 2.0f;
+  bm_initializer(&b, "max_out", BM_I64, 1, one, &max_out, sizeof max_out);
+  bm_initializer(&b, "iou", BM_F32, 1, one, &iou, sizeof iou);
+  bm_initializer(&b, "thr", BM_F32, 1, one, &thr, sizeof thr);
+  bm_initializer(&b, "cut", BM_F32, 1, one, &cut, sizeof cut);
+  bm_initializer(&b, "twice", BM_F32, 1, one, &twice, sizeof twice);
+  bm_node(&b, "Mul", "scale", "scores,twice", "s2");
+  bm_node(&b, "NonMaxSuppression", "nms", "boxes,s2,max_out,iou,thr", "sel");
+  bm_node(&b, "Sub", "minus", "scores,cut", "d");
+  bm_node(&b, "Relu", "relu", "d", "r");
+  bm_node(&b, "NonZero", "nz", "r", "nzi");
+  bm_output(&b, "sel");
+  bm_output(&b, "nzi");
+  bm_output(&b, "r");
+  CHECK(bm_write(&b, model));
+  bm_free(&b);
+
+  kiln_compiler_t* c = NULL;
+  CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c));
+  if (!c) return;
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_compiler_runner_t* r = NULL;
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in[2] = {{0}, {0}}, want[3], got[3];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  const void* data = NULL;
+  size_t n = 0;
+  if (!CHECK_OK(kiln_compiler_load_model(c, model)) || !CHECK_OK(kiln_compiler_compile(c))) goto done;
+  CHECK(kiln_compiler_host_nodes(c) == 2);
+  CHECK(has_line(c, "staged", "staged: module of 4 segments"));
+  if (!CHECK_OK(kiln_compiler_module(c, &data, &n))) goto done;
+  CHECK(n > 0 && data != NULL);
+  char path[800];
+  snprintf(path, sizeof path, "%s/nms_nz.kiln", g_dir);
+  CHECK_OK(kiln_compiler_write_module(c, path));
+  /* the module's inputs and outputs: a data-dependent axis at its bound */
+  if (!CHECK_OK(kiln_module_load_memory(data, n, "nms_nz.kiln", al, &m)) ||
+      !CHECK_OK(kiln_device_open("cpu", NULL, al, &d)) || !CHECK_OK(kiln_session_create(m, d, NULL, &s)) ||
+      !CHECK_OK(kiln_compiler_runner_create(c, "cpu", &r)))
+    goto done;
+  kiln_shape_t bs = kiln_shape_make(3, bd), ss = kiln_shape_make(3, sd);
+  if (!CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &bs, &in[0])) ||
+      !CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &ss, &in[1])))
+    goto done;
+  memcpy(in[0].data, kBoxes, sizeof kBoxes);
+  const float sets[2][NB] = {{0.9f, 0.8f, 0.7f, 0.05f, 0.6f, 0.4f}, {0.2f, 0.05f, 0.35f, 0.02f, 0.9f, 0.01f}};
+  for (int run = 0; run < 2; ++run) {
+    memcpy(in[1].data, sets[run], sizeof sets[run]);
+    if (!CHECK_OK(kiln_compiler_runner_run(r, in, want)) || !CHECK_OK(kiln_session_run(s, in, got))) break;
+    for (int k = 0; k < 3; ++k) {
+      CHECK_MSG(got[k].dtype == want[k].dtype && kiln_shape_equal(&got[k].shape, &want[k].shape) &&
+                    got[k].nbytes == want[k].nbytes && !memcmp(got[k].data, want[k].data, want[k].nbytes),
+                "run %d output %d: the module's differs from the runner's", run, k);
+      kiln_array_free(al, &got[k]);
+      kiln_array_free(al, &want[k]);
+    }
+  }
+  /* the first set keeps boxes 0, 2 and 5 (4 under 2; 1 under 0) */
+  memcpy(in[1].data, sets[0], sizeof sets[0]);
+  if (CHECK_OK(kiln_session_run(s, in, got))) {
+    CHECK(got[0].shape.rank == 2 && got[0].shape.dims[0] == 3 && got[0].shape.dims[1] == 3);
+    if (got[0].shape.dims[0] == 3)
+      CHECK(((int64_t*)got[0].data)[2] == 0 && ((int64_t*)got[0].data)[5] == 2 && ((int64_t*)got[0].data)[8] == 5);
+    CHECK(got[1].shape.rank == 2 && got[1].shape.dims[0] == 3 && got[1].shape.dims[1] == 5); /* 5 above 0.3 */
+  }
+done:
+  for (int k = 0; k < 3; ++k) {
+    kiln_array_free(al, &got[k]);
+    kiln_array_free(al, &want[k]);
+  }
+  kiln_array_free(al, &in[0]);
+  kiln_array_free(al, &in[1]);
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  kiln_compiler_runner_destroy(r);
+  kiln_compiler_destroy(c);
+}
+
 int main(void) {
   if (!bm_tmpdir("compiler_staged", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
@@ -314,6 +417,7 @@ int main(void) {
   RUN(test_detector);
   RUN(test_errors);
   RUN(test_cli);
+  RUN(test_module);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

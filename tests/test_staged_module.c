@@ -6,7 +6,8 @@
  * the outputs (of their real sizes) equal the reference interpreter's for
  * several inputs, and the writer is deterministic. Refused at compile: a
  * stage that reads a data-dependent value (named with the node that reads
- * it). Bad STGS contents (BAD_INPUTS.md row 15): every truncation of the
+ * it). A second model runs the other host kernels, TopK with a run-time K
+ * and Compress, against the reference. Bad STGS contents (BAD_INPUTS.md row 15): every truncation of the
  * section, value ids out of range or read before they are made, an unknown
  * op, an unknown attribute, a constant of the wrong size, a stage's corrupt
  * image, the section unknown to an older reader -- each a clear error
@@ -75,6 +76,42 @@ static void write_model(void) {
   bm_output(&b, "y");
   snprintf(g_bad_model, sizeof g_bad_model, "%s/after.onnx", g_dir);
   CHECK(bm_write(&b, g_bad_model));
+  bm_free(&b);
+}
+
+/* The other host kernels of the table: x [2,NB], s [NB] ->
+ *   m = s > 0.5; k = ReduceSum(Cast(m, i64), keepdims)          (stage)
+ *   c = Compress(x, m, axis 1)                                  [2,cnt]
+ *   cf = Compress(s, m)                                         [cnt]
+ *   top, topi = TopK(s, k)                                      [k]
+ *   low = TopK(s, k, largest 0), indices not read               [k]
+ * outputs c, cf, top, topi, low */
+static char g_model2[600];
+
+static void write_model2(void) {
+  bm_model_t b;
+  bm_init(&b, 13);
+  int64_t xd[2] = {2, NB}, sd[1] = {NB}, one[1] = {1};
+  bm_input(&b, "x", BM_F32, 2, xd);
+  bm_input(&b, "s", BM_F32, 1, sd);
+  const float half = 0.5f;
+  const int64_t axes = 0;
+  bm_initializer(&b, "half", BM_F32, 0, NULL, &half, sizeof half);
+  bm_initializer(&b, "axes", BM_I64, 1, one, &axes, sizeof axes);
+  bm_node(&b, "Greater", "mask", "s,half", "m");
+  bm_attr_int(&b, bm_node(&b, "Cast", "to_int", "m", "mi"), "to", BM_I64);
+  bm_attr_int(&b, bm_node(&b, "ReduceSum", "count", "mi,axes", "k"), "keepdims", 1);
+  bm_attr_int(&b, bm_node(&b, "Compress", "keep_cols", "x,m", "c"), "axis", 1);
+  bm_node(&b, "Compress", "keep_flat", "s,m", "cf");
+  bm_node(&b, "TopK", "top", "s,k", "top,topi");
+  bm_attr_int(&b, bm_node(&b, "TopK", "low", "s,k", "low,"), "largest", 0);
+  bm_output(&b, "c");
+  bm_output(&b, "cf");
+  bm_output(&b, "top");
+  bm_output(&b, "topi");
+  bm_output(&b, "low");
+  snprintf(g_model2, sizeof g_model2, "%s/ops.onnx", g_dir);
+  CHECK(bm_write(&b, g_model2));
   bm_free(&b);
 }
 
@@ -195,6 +232,77 @@ static void test_refused(void) {
   CHECK(p == NULL);
 }
 
+static uint8_t* g_bytes2;
+static size_t g_len2;
+
+/* TopK with a run-time K (both outputs, and the values alone) and Compress
+ * (along an axis and flattened) run by libkiln_rt equal the reference's. */
+static void test_ops(void) {
+  kiln_program_t* p = NULL;
+  if (!CHECK_OK(compile(g_model2, &p))) return;
+  int32_t ops[KILN_STAGED_OP_COUNT_] = {0};
+  for (int32_t i = 0; i < p->staged->n_segments; ++i) ops[p->staged->segments[i].op]++;
+  CHECK_MSG(ops[KILN_STAGED_STAGE] >= 1 && ops[KILN_STAGED_TOPK] == 2 && ops[KILN_STAGED_COMPRESS] == 2,
+            "%d stages, %d TopK, %d Compress", (int)ops[0], (int)ops[KILN_STAGED_TOPK], (int)ops[KILN_STAGED_COMPRESS]);
+  for (int32_t i = 0; i < p->staged->n_segments; ++i) /* the indices of 'low' are made and dropped */
+    if (!strcmp(p->staged->segments[i].name, "low")) CHECK(p->staged->segments[i].n_out == 2 && p->staged->segments[i].out[1] == -1);
+  CHECK_OK(kiln_module_serialize(p, kiln_allocator_system(), &g_bytes2, &g_len2));
+  kiln_program_destroy(p);
+  if (!g_bytes2) return;
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* ses = NULL;
+  kiln_graph_t* g = NULL;
+  kiln_array_t in[2] = {{0}, {0}}, got[5], want[5];
+  memset(got, 0, sizeof got);
+  memset(want, 0, sizeof want);
+  int64_t xd[2] = {2, NB}, sd[1] = {NB};
+  kiln_shape_t xs = kiln_shape_make(2, xd), ss = kiln_shape_make(1, sd);
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  if (!CHECK_OK(kiln_module_load_memory(g_bytes2, g_len2, "ops.kiln", al, &m)) ||
+      !CHECK_OK(kiln_device_open("cpu", NULL, al, &d)) || !CHECK_OK(kiln_session_create(m, d, NULL, &ses)) ||
+      !CHECK_OK(kiln_onnx_load_model(g_model2, NULL, al, &g)) || !CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &xs, &in[0])) ||
+      !CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &ss, &in[1])))
+    goto done;
+  for (int i = 0; i < 2 * NB; ++i) ((float*)in[0].data)[i] = (float)(i * 3 % 7) - 2.5f;
+  const float sets[4][NB] = {{0.9f, 0.1f, 0.7f, 0.2f, 0.6f, 0.4f},
+                             {0.1f, 0.2f, 0.3f, 0.4f, 0.45f, 0.0f}, /* K 0, nothing kept */
+                             {0.8f, 0.8f, 0.6f, 0.8f, 0.6f, 0.9f},  /* ties: by index; all kept */
+                             {0.55f, -1.0f, 0.51f, 0.3f, 2.0f, 0.52f}};
+  for (int k = 0; k < 4; ++k) {
+    memcpy(in[1].data, sets[k], sizeof sets[k]);
+    if (!CHECK_OK(kiln_session_run(ses, in, got)) || !CHECK_OK(kiln_ref_run(g, in, &ro, want))) break;
+    for (int i = 0; i < 5; ++i) {
+      bool same = got[i].dtype == want[i].dtype && kiln_shape_equal(&got[i].shape, &want[i].shape) &&
+                  got[i].nbytes == want[i].nbytes && (!want[i].nbytes || !memcmp(got[i].data, want[i].data, want[i].nbytes));
+      CHECK_MSG(same, "set %d output %d: rank %d [%lld] vs the reference's [%lld]", k, i, got[i].shape.rank,
+                (long long)got[i].shape.dims[got[i].shape.rank - 1], (long long)want[i].shape.dims[want[i].shape.rank - 1]);
+      kiln_array_free(al, &got[i]);
+      kiln_array_free(ro.allocator.alloc ? ro.allocator : al, &want[i]);
+    }
+  }
+  /* the first set: columns 0, 2, 4 kept; the top three 0.9 0.7 0.6 */
+  memcpy(in[1].data, sets[0], sizeof sets[0]);
+  if (CHECK_OK(kiln_session_run(ses, in, got))) {
+    CHECK(got[0].shape.rank == 2 && got[0].shape.dims[0] == 2 && got[0].shape.dims[1] == 3);
+    CHECK(got[2].shape.dims[0] == 3 && ((float*)got[2].data)[1] == 0.7f && ((int64_t*)got[3].data)[2] == 4);
+    CHECK(got[4].shape.dims[0] == 3 && ((float*)got[4].data)[0] == 0.1f);
+  }
+done:
+  for (int i = 0; i < 5; ++i) {
+    kiln_array_free(al, &got[i]);
+    kiln_array_free(ro.allocator.alloc ? ro.allocator : al, &want[i]);
+  }
+  kiln_array_free(al, &in[0]);
+  kiln_array_free(al, &in[1]);
+  kiln_graph_destroy(g);
+  kiln_session_destroy(ses);
+  kiln_device_release(d);
+  kiln_module_release(m);
+}
+
 /* ---- bad STGS contents ------------------------------------------------------ */
 
 /* |p| re-serialised and parsed: the error must have every string. */
@@ -259,6 +367,34 @@ static void test_bad_contents(void) {
     p->staged->model_out[0] = p->staged->model_in[0];
     expect_bad(p, "model output 0", "differs");
     kiln_program_destroy(p);
+  }
+  kiln_program_t* q = NULL;
+  if (g_bytes2 && CHECK_OK(kiln_module_parse(g_bytes2, g_len2, "ops.kiln", kiln_allocator_system(), &q))) {
+    kiln_staged_segment_t* t = &q->staged->segments[find_op(q, KILN_STAGED_TOPK)];
+    const int32_t v = t->out[1];
+    t->out[1] = t->out[0]; /* TopK's indices as a value of the input's dtype */
+    t->out[0] = v;
+    expect_bad(q, "('top')", "output 0 is not of input 0's dtype");
+    t->out[0] = t->out[1];
+    t->out[1] = -1;
+    expect_bad(q, "model output 3", "nothing makes");
+    t->out[1] = v;
+    t->out[0] = -1; /* only outputs after the first may be dropped */
+    expect_bad(q, "('top')", "output 0 is value -1");
+    kiln_program_destroy(q);
+  }
+  if (g_bytes2 && CHECK_OK(kiln_module_parse(g_bytes2, g_len2, "ops.kiln", kiln_allocator_system(), &q))) {
+    kiln_staged_segment_t* c = &q->staged->segments[find_op(q, KILN_STAGED_COMPRESS)];
+    CHECK(c->n_attrs == 1 && !strcmp(c->attrs[0].name, "axis"));
+    if (c->n_attrs == 1) {
+      c->attrs[0].name[0] = 'b';
+      expect_bad(q, "('keep_cols')", "Compress has no attribute 'bxis'");
+    }
+    if (c->n_attrs == 1) c->attrs[0].name[0] = 'a'; /* TopK has an axis too */
+    c->op = KILN_STAGED_TOPK;
+    c->out[0] = q->staged->segments[find_op(q, KILN_STAGED_TOPK)].out[1];
+    expect_bad(q, "('keep_cols')", "made before");
+    kiln_program_destroy(q);
   }
   if ((p = fresh())) { /* a NonZero with two outputs */
     kiln_staged_segment_t* s = &p->staged->segments[find_op(p, KILN_STAGED_NONZERO)];
@@ -344,7 +480,39 @@ static void test_bound_too_small(void) {
   kiln_program_destroy(p);
 }
 
+/* Every truncation of module |bytes|' STGS payload (the section's length
+ * shrunk with it, the rest of the file dropped): a parse error naming it. */
+static void truncations(const uint8_t* bytes, size_t blen) {
+  size_t off = 0;
+  uint64_t len = 0;
+  const bool found = bytes && find_stgs(bytes, blen, &off, &len);
+  CHECK(found);
+  if (!found) return;
+  for (uint64_t cut = 0; cut < len; cut += (cut < 256 ? 1 : 97)) {
+    size_t n = off + 16 + (size_t)cut;
+    n += (8 - n % 8) % 8;
+    uint8_t* c = calloc(1, n);
+    memcpy(c, bytes, off + 16 + (size_t)cut);
+    memcpy(c + off + 8, &cut, 8);
+    /* STGS is the last section the writer puts before optional ones; keep
+     * only the sections up to it */
+    uint32_t count = 0;
+    for (size_t o = KILN_MODULE_HEADER_LEN; o <= off; ++count) {
+      uint64_t l;
+      memcpy(&l, bytes + o + 8, 8);
+      o += 16 + (size_t)l;
+      o += (8 - o % 8) % 8;
+    }
+    memcpy(c + KILN_MODULE_OFF_SECTIONS, &count, 4);
+    uint64_t total = n;
+    memcpy(c + KILN_MODULE_OFF_TOTAL_LEN, &total, 8);
+    parse_edited(c, n, "section 'STGS'", "");
+    free(c);
+  }
+}
+
 static void test_bad_bytes(void) {
+  truncations(g_bytes2, g_len2);
   size_t off = 0;
   uint64_t len = 0;
   const bool found = g_bytes && find_stgs(g_bytes, g_len, &off, &len);
@@ -420,13 +588,16 @@ int main(void) {
     return 1;
   }
   write_model();
+  write_model2();
   RUN(test_compile);
   RUN(test_run);
   RUN(test_refused);
+  RUN(test_ops);
   RUN(test_bad_contents);
   RUN(test_bound_too_small);
   RUN(test_bad_bytes);
   free(g_bytes);
+  free(g_bytes2);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

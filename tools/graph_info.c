@@ -91,7 +91,8 @@ static kiln_status_t print_stages(const kiln_graph_t* g) {
   if (!s) {
     printf("staged: %d segments, %d of them host nodes; the others compile per input shape met (kiln run, the "
            "compiler API's runner; `kiln compile` writes a staged module when every stage's inputs have fixed "
-           "sizes and the host nodes are NonZero or NonMaxSuppression)\n", (int)ss.stages, (int)ss.host_nodes);
+           "sizes and the host nodes are NonZero, NonMaxSuppression, Compress or a run-time TopK)\n",
+           (int)ss.stages, (int)ss.host_nodes);
     for (int32_t i = 0; i < log.n; ++i)
       if (!strcmp(log.entries[i].key, "line")) printf("  %s\n", log.entries[i].text + strlen("staged: "));
   }

@@ -170,14 +170,20 @@ KILN_COMPILER_API const kiln_compile_report_entry_t* kiln_compiler_report_at(con
  *
  * A model with data-dependent shapes (NonZero, Compress, Unique,
  * NonMaxSuppression, a TopK whose K is computed at run time) or control
- * flow (If, Loop, Scan) is not one program of fixed buffers and has no
- * module form yet. kiln_compiler_compile takes it as far as can be done
- * before a run -- dims, graph passes, the split into stages, the checks of
- * the precision and of strict -- names its host nodes in the report
- * (section "staged", or "fallback" on a GPU target, whose host nodes are
- * CPU fallbacks; figure host_nodes) and keeps the prepared graph;
- * kiln_compiler_module and kiln_compiler_write_module are then UNSUPPORTED
- * naming the first host node. Such a model runs through a runner, as
+ * flow (If, Loop, Scan) is not one program of fixed buffers.
+ * kiln_compiler_compile takes it as far as can be done before a run --
+ * dims, graph passes, the split into stages, the checks of the precision
+ * and of strict -- names its host nodes in the report (section "staged",
+ * or "fallback" on a GPU target, whose host nodes are CPU fallbacks;
+ * figure host_nodes) and keeps the prepared graph. Where `kiln compile`
+ * would write a staged module (section STGS: every stage's inputs of
+ * fixed sizes, host nodes the runtime implements; docs/DESIGN.md
+ * "Data-dependent shapes") it also builds that module:
+ * kiln_compiler_module returns its bytes, which libkiln_rt runs as any
+ * module; otherwise kiln_compiler_module and kiln_compiler_write_module are
+ * UNSUPPORTED naming the first host node and why no module was built (a
+ * "staged" report line says which happened). Such a model also runs
+ * through a runner, as
  * `kiln run` runs it: the host nodes on the host's reference kernels, the
  * runs of nodes between them (stages) compiled for the target when a run
  * first meets their input shapes, cached per shape, each planned for its
@@ -192,9 +198,9 @@ KILN_COMPILER_API const kiln_compile_report_entry_t* kiln_compiler_report_at(con
  *     kiln_compiler_runner_destroy(r);
  *   } */
 
-/* The host nodes of the last compile's model: > 0 when it is staged (no
- * module: run it with a runner), 0 when the compile made a module or
- * nothing is compiled. */
+/* The host nodes of the last compile's model: > 0 when it is staged (run
+ * it with a runner, or its staged module where kiln_compiler_module gives
+ * one), 0 when the compile made a plain module or nothing is compiled. */
 KILN_COMPILER_API int32_t kiln_compiler_host_nodes(const kiln_compiler_t* c);
 
 /* The number of inputs (|output| 0) or outputs (|output| 1) of the last

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ir/ops/tensor_impl.h"
+#include "kernels/host/dataflow.h"
 #include "kernels/host/nms_box.h"
 
 static const char* const k_sizes_outputs[] = {"NonZero", "Compress", "Unique", "NonMaxSuppression",
@@ -168,67 +169,17 @@ kiln_status_t kiln_tensor_compress_run(const kiln_ref_ctx_t* ctx) {
     return kiln_make_status(KILN_INVALID_ARGUMENT, "Compress: condition has %lld entries, the %s has %lld",
                             (long long)nc, axis < 0 ? "flattened input" : "axis", (long long)len);
   const uint8_t* cv = (const uint8_t*)c->data;
-  int64_t cnt = 0;
-  for (int64_t i = 0; i < nc; ++i) cnt += cv[i] != 0;
+  int64_t cnt = kiln_compress_count(cv, nc);
   kiln_shape_t os = axis < 0 ? kiln_shape_make(1, &cnt) : x->shape;
   if (axis >= 0) os.dims[axis] = cnt;
   KILN_TRY(kiln_array_alloc(ctx->allocator, x->dtype, &os, ctx->out[0]));
-  size_t esz = kiln_dtype_size(x->dtype);
-  char* o = (char*)ctx->out[0]->data;
-  const char* xs = (const char*)x->data;
-  for (int64_t a = 0; a < outer; ++a)
-    for (int64_t i = 0; i < nc; ++i) {
-      if (!cv[i]) continue;
-      memcpy(o, xs + (size_t)((a * len + i) * inner) * esz, (size_t)inner * esz);
-      o += (size_t)inner * esz;
-    }
+  kiln_compress_copy(x->data, kiln_dtype_size(x->dtype), outer, len, inner, cv, nc, ctx->out[0]->data);
   return NULL;
 }
 
 /* ---- Unique ------------------------------------------------------------------ */
 
-typedef struct {
-  const kiln_array_t* x;
-  int64_t outer, len, inner; /* slice i: elements (a, i, k) */
-} uniq_t;
-
-static int elem_cmp(kiln_dtype_t t, const void* d, size_t i, size_t j) {
-  if (kiln_dtype_is_float(t)) {
-    double a = kiln_load_f64(t, d, i), b = kiln_load_f64(t, d, j);
-    return a < b ? -1 : a > b ? 1 : 0;
-  }
-  if (kiln_dtype_is_unsigned(t)) {
-    uint64_t a = (uint64_t)kiln_load_i64(t, d, i), b = (uint64_t)kiln_load_i64(t, d, j);
-    return a < b ? -1 : a > b ? 1 : 0;
-  }
-  int64_t a = kiln_load_i64(t, d, i), b = kiln_load_i64(t, d, j);
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/* Lexicographic order of slices |i| and |j|. */
-static int slice_cmp(const uniq_t* u, int64_t i, int64_t j) {
-  for (int64_t a = 0; a < u->outer; ++a)
-    for (int64_t k = 0; k < u->inner; ++k) {
-      int c = elem_cmp(u->x->dtype, u->x->data, (size_t)((a * u->len + i) * u->inner + k),
-                       (size_t)((a * u->len + j) * u->inner + k));
-      if (c) return c;
-    }
-  return 0;
-}
-
-/* Stable merge sort of |idx| (n entries) by slice_cmp; |tmp| scratch. */
-static void slice_sort(const uniq_t* u, int64_t* idx, int64_t* tmp, int64_t n) {
-  for (int64_t w = 1; w < n; w *= 2) {
-    for (int64_t lo = 0; lo < n; lo += 2 * w) {
-      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-      int64_t a = lo, b = mid, k = lo;
-      while (a < mid && b < hi) tmp[k++] = slice_cmp(u, idx[b], idx[a]) < 0 ? idx[b++] : idx[a++];
-      while (a < mid) tmp[k++] = idx[a++];
-      while (b < hi) tmp[k++] = idx[b++];
-    }
-    memcpy(idx, tmp, sizeof(int64_t) * (size_t)n);
-  }
-}
+/* The order, the grouping and the outputs: kernels/host/dataflow.h. */
 
 static kiln_status_t unique_attrs(const kiln_node_t* n, int32_t rank, int32_t* axis, bool* sorted) {
   int64_t s = 1;
@@ -280,7 +231,7 @@ kiln_status_t kiln_tensor_unique_run(const kiln_ref_ctx_t* ctx) {
   int32_t axis;
   bool sorted;
   KILN_TRY(unique_attrs(ctx->node, x->shape.rank, &axis, &sorted));
-  uniq_t u = {x, 1, kiln_array_numel(x), 1};
+  kiln_uniq_t u = {x, 1, kiln_array_numel(x), 1};
   if (axis >= 0) {
     u.len = x->shape.dims[axis];
     for (int32_t d = 0; d < axis; ++d) u.outer *= x->shape.dims[d];
@@ -289,48 +240,19 @@ kiln_status_t kiln_tensor_unique_run(const kiln_ref_ctx_t* ctx) {
   int64_t m = u.len;
   int64_t* buf = NULL;
   KILN_TRY(kiln_allocator_malloc(ctx->allocator, sizeof(int64_t) * (size_t)(4 * m + 1), "Unique", (void**)&buf));
-  int64_t *idx = buf, *tmp = buf + m, *first = buf + 2 * m, *group = buf + 3 * m;
-  for (int64_t i = 0; i < m; ++i) idx[i] = i;
-  slice_sort(&u, idx, tmp, m);
-  /* groups of equal slices in sorted order; stability makes the first of
-   * each its first occurrence */
-  int64_t nu = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    if (i == 0 || slice_cmp(&u, idx[i - 1], idx[i]) != 0) first[nu++] = idx[i];
-    group[idx[i]] = nu - 1;
-  }
-  /* order of the uniques: sorted, or by first occurrence; rank[g] = output
-   * position of group g (tmp reused) */
-  int64_t* order = tmp;
-  for (int64_t g = 0; g < nu; ++g) order[g] = g;
-  if (!sorted) /* insertion by first index: groups are few or the input small */
-    for (int64_t a = 1; a < nu; ++a)
-      for (int64_t b = a; b > 0 && first[order[b]] < first[order[b - 1]]; --b) {
-        int64_t t = order[b];
-        order[b] = order[b - 1];
-        order[b - 1] = t;
-      }
-  int64_t* pos = idx; /* idx no longer needed */
-  for (int64_t k = 0; k < nu; ++k) pos[order[k]] = k;
+  int64_t nu = kiln_uniq_group(&u, sorted, buf);
   kiln_status_t s = NULL;
   kiln_shape_t ys = axis < 0 ? kiln_shape_make(1, &nu) : x->shape;
   if (axis >= 0) ys.dims[axis] = nu;
   kiln_shape_t us = kiln_shape_make(1, &nu), ms = kiln_shape_make(1, &m);
-  if (ctx->out[0] && !(s = kiln_array_alloc(ctx->allocator, x->dtype, &ys, ctx->out[0]))) {
-    size_t esz = kiln_dtype_size(x->dtype);
-    for (int64_t a = 0; a < u.outer; ++a)
-      for (int64_t k = 0; k < nu; ++k)
-        memcpy((char*)ctx->out[0]->data + (size_t)((a * nu + k) * u.inner) * esz,
-               (const char*)x->data + (size_t)((a * m + first[order[k]]) * u.inner) * esz, (size_t)u.inner * esz);
-  }
-  if (!s && ctx->n_out > 1 && ctx->out[1] && !(s = kiln_array_alloc(ctx->allocator, KILN_DTYPE_I64, &us, ctx->out[1])))
-    for (int64_t k = 0; k < nu; ++k) ((int64_t*)ctx->out[1]->data)[k] = first[order[k]];
-  if (!s && ctx->n_out > 2 && ctx->out[2] && !(s = kiln_array_alloc(ctx->allocator, KILN_DTYPE_I64, &ms, ctx->out[2])))
-    for (int64_t i = 0; i < m; ++i) ((int64_t*)ctx->out[2]->data)[i] = pos[group[i]];
-  if (!s && ctx->n_out > 3 && ctx->out[3] && !(s = kiln_array_alloc(ctx->allocator, KILN_DTYPE_I64, &us, ctx->out[3]))) {
-    int64_t* cnt = (int64_t*)ctx->out[3]->data;
-    for (int64_t i = 0; i < m; ++i) cnt[pos[group[i]]]++;
-  }
+  kiln_array_t* o[4] = {NULL, NULL, NULL, NULL};
+  for (int32_t i = 0; i < 4 && i < ctx->n_out; ++i) o[i] = ctx->out[i];
+  if (o[0]) s = kiln_array_alloc(ctx->allocator, x->dtype, &ys, o[0]);
+  for (int32_t i = 1; i < 4 && !s; ++i)
+    if (o[i]) s = kiln_array_alloc(ctx->allocator, KILN_DTYPE_I64, i == 2 ? &ms : &us, o[i]);
+  if (!s)
+    kiln_uniq_write(&u, buf, nu, o[0] ? o[0]->data : NULL, o[1] ? (int64_t*)o[1]->data : NULL,
+                    o[2] ? (int64_t*)o[2]->data : NULL, o[3] ? (int64_t*)o[3]->data : NULL);
   kiln_allocator_free(ctx->allocator, buf);
   if (s)
     for (int32_t i = 0; i < ctx->n_out; ++i)

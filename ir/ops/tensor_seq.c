@@ -5,11 +5,13 @@
  * so both give the same bits: CumSum adds one element at a time to the
  * previous output (floats in double, rounded to the element type at each
  * step, which for f32 is f32 addition); TopK orders by value with NaN above
- * every number and ties broken by the lower index. */
+ * every number and ties broken by the lower index (kernels/host/dataflow.h,
+ * which libkiln_rt's TopK of staged modules shares). */
 #include <string.h>
 
 #include "ir/ops/tensor_impl.h"
 #include "ir/ops/tensor_index.h"
+#include "kernels/host/dataflow.h"
 
 /* Splits |s| around |axis|: outer (dims before), n (the axis), inner. */
 static void split_axis(const kiln_shape_t* s, int32_t axis, int64_t* outer, int64_t* n, int64_t* inner) {
@@ -122,64 +124,8 @@ kiln_status_t kiln_tensor_topk_infer(kiln_infer_t* ctx) {
   return NULL;
 }
 
-/* True when element |j| comes before element |i| (values a, b). */
-static bool topk_before(double a, int64_t j, double b, int64_t i, bool largest) {
-  bool na = a != a, nb = b != b;
-  if (na || nb) return na && nb ? j < i : (largest ? na : nb); /* NaN is above every number */
-  if (a == b) return j < i;
-  return largest ? a > b : a < b;
-}
-
-/* Stable merge sort of |idx| (n entries) by topk_before on the values |v|;
- * |tmp| scratch. */
-static void topk_sort(const double* v, bool largest, int64_t* idx, int64_t* tmp, int64_t n) {
-  if (n < 2) return;
-  int64_t h = n / 2;
-  topk_sort(v, largest, idx, tmp, h);
-  topk_sort(v, largest, idx + h, tmp, n - h);
-  int64_t a = 0, b = h, o = 0;
-  while (a < h || b < n) {
-    bool take_b = a >= h || (b < n && topk_before(v[idx[b]], idx[b], v[idx[a]], idx[a], largest));
-    tmp[o++] = take_b ? idx[b++] : idx[a++];
-  }
-  memcpy(idx, tmp, sizeof(int64_t) * (size_t)n);
-}
-
-/* Restores the heap |h| (m entries) below |at|: the root comes last in
- * topk_before's order, so it is the one a better element replaces. */
-static void topk_sift(const double* v, bool largest, int64_t* h, int64_t m, int64_t at) {
-  for (;;) {
-    int64_t c = 2 * at + 1;
-    if (c >= m) return;
-    if (c + 1 < m && topk_before(v[h[c]], h[c], v[h[c + 1]], h[c + 1], largest)) ++c;
-    if (!topk_before(v[h[at]], h[at], v[h[c]], h[c], largest)) return;
-    int64_t t = h[at];
-    h[at] = h[c];
-    h[c] = t;
-    at = c;
-  }
-}
-
-/* The first |k| of the |n| values |v| in topk_before's order into
- * idx[0..k) (|idx| and |tmp| hold n). The order is total (ties by index),
- * so a heap of the k best seen -- O(n log k), where K is much smaller than
- * the axis, as in a detector's top scores -- then a sort of those k gives
- * what sorting all n would. */
-static void topk_select(const double* v, bool largest, int64_t n, int64_t k, int64_t* idx, int64_t* tmp) {
-  if (k * 8 >= n) {
-    for (int64_t i = 0; i < n; ++i) idx[i] = i;
-    topk_sort(v, largest, idx, tmp, n);
-    return;
-  }
-  for (int64_t i = 0; i < k; ++i) idx[i] = i;
-  for (int64_t i = k / 2 - 1; i >= 0; --i) topk_sift(v, largest, idx, k, i);
-  for (int64_t i = k; i < n; ++i)
-    if (topk_before(v[i], i, v[idx[0]], idx[0], largest)) {
-      idx[0] = i;
-      topk_sift(v, largest, idx, k, 0);
-    }
-  topk_sort(v, largest, idx, tmp, k);
-}
+/* The order, the heap of the K best and the copy: kernels/host/dataflow.h,
+ * shared with libkiln_rt's host kernel for staged modules. */
 
 kiln_status_t kiln_tensor_topk_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* x = ctx->in[0];
@@ -200,24 +146,7 @@ kiln_status_t kiln_tensor_topk_run(const kiln_ref_ctx_t* ctx) {
   /* idx, scratch, and the line's values read once (not per comparison) */
   int64_t* idx = NULL;
   KILN_TRY(kiln_allocator_malloc(ctx->allocator, sizeof(int64_t) * (size_t)n * 3, "TopK scratch", (void**)&idx));
-  double* v = (double*)(idx + 2 * n);
-  const size_t esz = kiln_dtype_size(x->dtype);
-  const bool fl = kiln_dtype_is_float(x->dtype);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t e = 0; e < inner; ++e) {
-      const int64_t base = o * n * inner + e;
-      for (int64_t i = 0; i < n; ++i) {
-        size_t at = (size_t)(base + i * inner);
-        v[i] = fl ? kiln_load_f64(x->dtype, x->data, at) : (double)kiln_load_i64(x->dtype, x->data, at);
-      }
-      topk_select(v, largest, n, k, idx, idx + n);
-      for (int64_t r = 0; r < k; ++r) {
-        size_t at = (size_t)((o * k + r) * inner + e);
-        if (yv) memcpy((char*)yv->data + at * esz, (const char*)x->data + (size_t)(base + idx[r] * inner) * esz, esz);
-        if (yi) ((int64_t*)yi->data)[at] = idx[r];
-      }
-    }
-  }
+  kiln_topk_run(x, outer, n, inner, k, largest, yv ? yv->data : NULL, yi ? (int64_t*)yi->data : NULL, idx);
   kiln_allocator_free(ctx->allocator, idx);
   return NULL;
 }

@@ -7,6 +7,7 @@
     outputs = s.run({"input": x})               # a list of numpy arrays, in output order
     d = kiln.compile("detector.onnx")           # NonZero, NMS, If, Loop...: a StagedModel
     boxes, scores = d.session().run({"image": img})   # stages compiled per shape met
+    d.save("detector.kiln")                     # its staged module, where it has one
     kiln.devices()                              # [{"name": "cpu:0", ...}, ...]
 
 Everything goes through ctypes to libkiln (the compiler) and libkiln_rt (the
@@ -239,13 +240,16 @@ class StagedModel:
     """A compiled model that runs in stages: data-dependent shapes (NonZero, NonMaxSuppression,
     Unique, Compress, TopK with a run-time K) or control flow (If, Loop, Scan). Its host nodes run
     on the host, the runs of nodes between them are compiled for the target when a run first meets
-    their input shapes and cached per shape (kiln/compiler.h, "staged models"). It has no .kiln
-    form yet: save() raises, naming the first host node. Output dims that depend on data are None
-    in .outputs."""
+    their input shapes and cached per shape (kiln/compiler.h, "staged models"). Where every
+    stage's inputs have fixed sizes and the host nodes are ones libkiln_rt runs, it also has a
+    .kiln form, the staged module `kiln compile` writes: module() loads it, save() writes it;
+    otherwise both raise KilnError naming the first host node and why. Output dims that depend on
+    data are None in .outputs."""
 
-    def __init__(self, compiler, target, report):
+    def __init__(self, compiler, target, report, name="<memory>"):
         self._c = compiler  # owned: the staged graph lives in it until the last session ends
         self.target = target
+        self.name = name
         self.report = report
         self.host_nodes = cc.kiln_compiler_host_nodes(compiler)
         self.inputs = [self._io(0, i) for i in range(cc.kiln_compiler_staged_count(compiler, 0))]
@@ -257,11 +261,24 @@ class StagedModel:
         dims = tuple(int(shape.dims[d]) if shape.dims[d] >= 0 else None for d in range(shape.rank))
         return {"name": _str(name), "shape": dims, "dtype": np.dtype(_DTYPES[dt.value])}
 
-    def save(self, path):
-        """Raises KilnError (UNSUPPORTED): a staged model has no module form yet."""
+    @property
+    def data(self):
+        """The staged module's .kiln bytes (KilnError where the model has none)."""
         data, size = ctypes.c_void_p(), ctypes.c_size_t()
         _check(cc.kiln_compiler_module(self._c, ctypes.byref(data), ctypes.byref(size)))
-        raise KilnError("INTERNAL", "a staged model produced module bytes")
+        return ctypes.string_at(data, size.value)
+
+    def module(self):
+        """The staged module as a kiln.Module (its sessions run it as kiln.load's do)."""
+        return Module(self.data, name=self.name, report=self.report)
+
+    def save(self, path):
+        """Writes the staged module (what kiln.load, `kiln run` and `kiln-rt-run` read)."""
+        blob = self.data
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
 
     def session(self, device=None):
         """A runner on |device| ("cpu", "opencl:1", ...; default: the target's first device)."""
@@ -307,7 +324,8 @@ class StagedSession(_Closing):
 
 def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **options):
     """Compiles the ONNX file |model| for |target| ("cpu", "opencl", "vulkan") and returns the Module,
-    or a StagedModel for a model with data-dependent shapes or control flow (no module form yet).
+    or a StagedModel for a model with data-dependent shapes or control flow (StagedModel.save()
+    writes its staged module where it has one).
 
     dims: {symbol: size} for symbolic input dimensions (the rest become 1). Other options are
     kiln/compiler.h's, with _ for - (threads=4, fp16_arith="yes", calibrate="dir", ...).
@@ -330,7 +348,7 @@ def compile(model, target="cpu", precision="fp32", opt_level=1, dims=None, **opt
             e = cc.kiln_compiler_report_at(c, i).contents
             report.append({"section": _str(e.section), "key": _str(e.key), "value": e.value, "text": _str(e.text)})
         if cc.kiln_compiler_host_nodes(c) > 0:
-            staged, c = StagedModel(c, target, report), None  # the model owns the compiler now
+            staged, c = StagedModel(c, target, report, os.fspath(model)), None  # the model owns the compiler now
             return staged
         data, size = ctypes.c_void_p(), ctypes.c_size_t()
         _check(cc.kiln_compiler_module(c, ctypes.byref(data), ctypes.byref(size)))

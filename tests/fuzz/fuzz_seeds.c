@@ -8,8 +8,8 @@
  *                 in "w.bin" (which fuzz_onnx provides), plus EXTRA models;
  * OUT_DIR/module: those models compiled (graph passes, fusion, templates)
  *                 and serialised as .kiln modules for every target built in,
- *                 and a staged module (section STGS: NonMaxSuppression and
- *                 NonZero after a compiled stage) for the CPU;
+ *                 and a staged module (section STGS: NonMaxSuppression,
+ *                 NonZero, Compress and TopK after compiled stages) for the CPU;
  * OUT_DIR/npy:    one .npy file per dtype kiln reads, a float64 file, a
  *                 version 2.0 header and a 0-d array.
  * Exit status 0 when every seed was written. */
@@ -132,8 +132,9 @@ static void m_ext(bm_model_t* b) {
   bm_output(b, "Y");
 }
 
-/* data-dependent sizes: a stage, then NonMaxSuppression and NonZero on its
- * outputs (written as a staged module, section STGS, below) */
+/* data-dependent sizes: a stage, then NonMaxSuppression, NonZero, Compress
+ * and a run-time TopK on its outputs (written as a staged module, section
+ * STGS, below) */
 static void m_staged(bm_model_t* b) {
   int64_t bd[3] = {1, 4, 4}, sd[3] = {1, 1, 4}, one[1] = {1};
   const int64_t max_out = 2;
@@ -147,8 +148,22 @@ static void m_staged(bm_model_t* b) {
   bm_node(b, "Relu", "relu", "s2", "r");
   bm_node(b, "NonMaxSuppression", "nms", "boxes,s2,max_out,iou", "sel");
   bm_node(b, "NonZero", "nz", "r", "nz");
+  /* Compress and a TopK whose K a stage counts */
+  const int64_t flat = 4, axes = 0;
+  const float half = 0.5f;
+  bm_initializer(b, "flat", BM_I64, 1, one, &flat, sizeof flat);
+  bm_initializer(b, "axes", BM_I64, 1, one, &axes, sizeof axes);
+  bm_initializer(b, "half", BM_F32, 1, one, &half, sizeof half);
+  bm_node(b, "Reshape", "flatten", "scores,flat", "sf");
+  bm_node(b, "Greater", "mask", "sf,half", "mk");
+  bm_attr_int(b, bm_node(b, "Cast", "to_int", "mk", "mi"), "to", BM_I64);
+  bm_attr_int(b, bm_node(b, "ReduceSum", "count", "mi,axes", "k"), "keepdims", 1);
+  bm_node(b, "Compress", "keep", "sf,mk", "c");
+  bm_node(b, "TopK", "top", "sf,k", "top,topi");
   bm_output(b, "sel");
   bm_output(b, "nz");
+  bm_output(b, "c");
+  bm_output(b, "topi");
 }
 
 typedef struct {

@@ -7,6 +7,9 @@ Relu, Add) feeding NonMaxSuppression and NonZero, which run on the host.
                                    DIR/ort/{sel,nz,r}.npy
   staged_det.py --out DIR --check D  exit 1 unless D/{sel,nz,r}.npy equal
                                    onnxruntime's exactly (dtype, shape, values)
+  staged_det.py --out DIR --check-ops D  the same for ops.onnx (Compress and
+                                   TopK with a run-time K, write_ops):
+                                   D/{c,cf,top,topi,low}.npy
 """
 import argparse
 import os
@@ -59,10 +62,46 @@ def write(out):
     assert 0 < res[0].shape[0] < 12 and 0 < res[1].shape[1] < 16, (res[0].shape, res[1].shape)
 
 
-def check(out, d):
+OPS_OUTS = ["c", "cf", "top", "topi", "low"]
+
+
+def write_ops(out):
+    """The other host kernels of staged modules: Compress (along an axis and
+    flattened) and TopK whose K a stage computes (both outputs, and the
+    smallest values alone) -- ops.onnx, x.npy, s.npy, ort_ops/*.npy."""
+    nodes = [
+        h.make_node("Greater", ["s", "half"], ["m"], name="mask"),
+        h.make_node("Cast", ["m"], ["mi"], name="to_int", to=T.INT64),
+        h.make_node("ReduceSum", ["mi", "axes"], ["k"], name="count", keepdims=1),
+        h.make_node("Compress", ["x", "m"], ["c"], name="keep_cols", axis=1),
+        h.make_node("Compress", ["s", "m"], ["cf"], name="keep_flat"),
+        h.make_node("TopK", ["s", "k"], ["top", "topi"], name="top"),
+        h.make_node("TopK", ["s", "k"], ["low", "lowi"], name="low", largest=0),  # lowi read by nothing
+    ]
+    inits = [nh.from_array(np.array(0.5, np.float32), "half"), nh.from_array(np.array([0], np.int64), "axes")]
+    g = h.make_graph(nodes, "staged_ops",
+                     [h.make_tensor_value_info("x", T.FLOAT, [3, 20]), h.make_tensor_value_info("s", T.FLOAT, [20])],
+                     [h.make_tensor_value_info(n, T.INT64 if n == "topi" else T.FLOAT, None) for n in OPS_OUTS], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    os.makedirs(os.path.join(out, "ort_ops"), exist_ok=True)
+    onnx.save(m, os.path.join(out, "ops.onnx"))
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    s = rng.random(20, dtype=np.float32)
+    s[3] = s[7] = s[12]  # ties, broken by index
+    np.save(os.path.join(out, "x.npy"), x)
+    np.save(os.path.join(out, "s.npy"), s)
+    res = ort.InferenceSession(os.path.join(out, "ops.onnx")).run(OPS_OUTS, {"x": x, "s": s})
+    for n, v in zip(OPS_OUTS, res):
+        np.save(os.path.join(out, "ort_ops", n + ".npy"), v)
+    assert 0 < res[2].shape[0] < 20, res[2].shape
+
+
+def check(out, d, outs=OUTS, ref="ort"):
     bad = 0
-    for n in OUTS:
-        want = np.load(os.path.join(out, "ort", n + ".npy"))
+    for n in outs:
+        want = np.load(os.path.join(out, ref, n + ".npy"))
         got = np.load(os.path.join(d, n + ".npy"))
         if got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(got, want):
             print(f"{n}: {got.dtype}{list(got.shape)} differs from onnxruntime's {want.dtype}{list(want.shape)}")
@@ -76,7 +115,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--check")
+    ap.add_argument("--check-ops")
     a = ap.parse_args()
     if a.check:
         sys.exit(check(a.out, a.check))
+    if a.check_ops:
+        sys.exit(check(a.out, a.check_ops, OPS_OUTS, "ort_ops"))
     write(a.out)
+    write_ops(a.out)

@@ -18,6 +18,9 @@ tests themselves run in a fresh venv without them and read what this writes:
                         the top scores
   detector_{boxes,scores}_rN.npy   inputs for runs N = 0..2 (different counts)
   detector_<output>_rN.npy         onnxruntime's outputs on them
+  staged.onnx           fixed-size stages around NonMaxSuppression and NonZero:
+                        a StagedModel with a staged module (save())
+  staged_<output>_rN.npy           onnxruntime's outputs on the detector inputs
 """
 import os
 import sys
@@ -114,6 +117,34 @@ def build_detector(path):
     onnx.save(model, path)
 
 
+STAGED_OUTPUTS = ["sel", "nz", "r"]
+
+
+def build_staged(path):
+    """Stages of fixed sizes around NonMaxSuppression and NonZero: a model with a staged module."""
+    f32 = lambda name, v: numpy_helper.from_array(np.array([v], np.float32), name)
+    inits = [numpy_helper.from_array(np.array([4], np.int64), "max_out"), f32("iou", 0.5), f32("thr", 0.3),
+             f32("two", 2.0), f32("cut", 0.4)]
+    nodes = [
+        helper.make_node("Mul", ["scores", "two"], ["s2"], name="scale"),
+        helper.make_node("NonMaxSuppression", ["boxes", "s2", "max_out", "iou", "thr"], ["sel"], name="nms"),
+        helper.make_node("Sub", ["scores", "cut"], ["d"], name="minus"),
+        helper.make_node("Relu", ["d"], ["r"], name="relu"),
+        helper.make_node("NonZero", ["r"], ["nz"], name="nz"),
+    ]
+    graph = helper.make_graph(
+        nodes, "staged",
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 8, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 8])],
+        [helper.make_tensor_value_info("sel", TensorProto.INT64, ["k", 3]),
+         helper.make_tensor_value_info("nz", TensorProto.INT64, [3, "m"]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 def detector_inputs(r):
     """Boxes in clusters (so NMS suppresses some) and scores that differ per run."""
     rng = np.random.default_rng(100 + r)
@@ -147,6 +178,13 @@ def main():
         np.save(os.path.join(out, f"detector_scores_r{r}.npy"), scores)
         for name, v in zip(DETECTOR_OUTPUTS, sess.run(DETECTOR_OUTPUTS, {"boxes": boxes, "scores": scores})):
             np.save(os.path.join(out, f"detector_{name}_r{r}.npy"), v)
+    stg = os.path.join(out, "staged.onnx")
+    build_staged(stg)
+    sess = ort.InferenceSession(stg, providers=["CPUExecutionProvider"])
+    for r in range(3):
+        boxes, scores = detector_inputs(r)
+        for name, v in zip(STAGED_OUTPUTS, sess.run(STAGED_OUTPUTS, {"boxes": boxes, "scores": scores})):
+            np.save(os.path.join(out, f"staged_{name}_r{r}.npy"), v)
 
 
 if __name__ == "__main__":

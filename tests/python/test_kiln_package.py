@@ -174,7 +174,7 @@ def test_staged_detector_matches_onnxruntime():
 
 def test_staged_errors(tmp_path):
     m = kiln.compile(DETECTOR, target="cpu")
-    with pytest.raises(kiln.KilnError, match="'nms'.*no module form") as e:
+    with pytest.raises(kiln.KilnError, match="'nms'.*no staged module.*reads 'sel'") as e:
         m.save(str(tmp_path / "detector.kiln"))
     assert e.value.code == "UNSUPPORTED"
     s = m.session("cpu")
@@ -190,3 +190,31 @@ def test_staged_errors(tmp_path):
     with pytest.raises(kiln.KilnError, match="fp32 or fp16"):
         kiln.compile(DETECTOR, precision="auto")
     np.testing.assert_allclose(s.run(inputs)[1], detector_run(0)[1][1], rtol=1e-6)  # still runs
+
+
+STAGED = os.path.join(MODELS, "staged.onnx")
+STAGED_OUTPUTS = ["sel", "nz", "r"]
+
+
+def test_staged_module_save(tmp_path):
+    """A StagedModel whose stages have fixed sizes (NMS and NonZero between them) has the staged
+    module `kiln compile` writes: save() writes it, kiln.load runs it on libkiln_rt, and its
+    outputs equal onnxruntime's and the runner's."""
+    m = kiln.compile(STAGED, target="cpu")
+    assert isinstance(m, kiln.StagedModel) and m.host_nodes == 2
+    assert any(r["section"] == "staged" and "staged: module of" in r["text"] for r in m.report)
+    path = str(tmp_path / "staged.kiln")
+    m.save(path)
+    loaded = kiln.load(path)
+    assert [i["name"] for i in loaded.inputs] == ["boxes", "scores"]
+    assert [o["name"] for o in loaded.outputs] == STAGED_OUTPUTS
+    with open(path, "rb") as f:
+        assert f.read() == m.data
+    s, mine, runner = loaded.session(), m.module().session(), m.session()
+    for r in (0, 1, 2):
+        inputs, _ = detector_run(r)
+        want = [np.load(os.path.join(MODELS, f"staged_{n}_r{r}.npy")) for n in STAGED_OUTPUTS]
+        for got in (s.run(inputs), mine.run(inputs), runner.run(inputs)):
+            for name, g, e in zip(STAGED_OUTPUTS, got, want):
+                assert g.dtype == e.dtype and g.shape == e.shape, (r, name, g.shape, e.shape)
+                np.testing.assert_array_equal(g, e, err_msg=f"run {r} output {name}")
