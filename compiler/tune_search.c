@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "compiler/compare.h"
+#include "compiler/pipeline.h"
 #include "compiler/tune.h"
 #include "compiler/tune_cpu.h"
 #include "compiler/tune_micro.h"
@@ -655,8 +656,15 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   /* the plan and tiles a compile for this device makes (api/driver.c):
    * its loop limit splits the work, its missing features pick the tiles */
   t.set.gpu_lacks = t.cpu ? 0 : t.where.limits.gpu_lacks;
+  /* the CPU plan in the layout a compile of the model makes (NCHWc at -O1,
+   * compiler/pipeline.c), whose convs have their own space */
+  kiln_compile_config_t lc;
+  memset(&lc, 0, sizeof lc);
+  lc.target = target;
+  lc.opt = o->opt;
   t.po = (kiln_plan_options_t){target->lowering, o->threads,
-                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0, 0}; /* NCHW */
+                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0,
+                               t.cpu ? kiln_compile_layout_block(&lc) : 0};
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);
