@@ -14,7 +14,10 @@ Per model and target:
      GPU modules are compiled with --device none: no program binary, the driver builds and
      caches the program at the first run).
   3. --rounds rounds of `kiln run MODULE --repeat R --profile`, default then tuned, interleaved,
-     so both see the same machine load. Latency: the median of the rounds' medians.
+     so both see the same machine load. Latency: the median of the rounds' medians, and the
+     minimum of all runs; the median over the rounds of each `kiln run` process's CPU seconds
+     (user + sys: module load, session and the R runs; what a loaded machine's waits for a
+     core leave out).
      Re-measurement per kernel: every node with a kernel the tuned module marks `[tuned: ...]`
      has its kernels' ms/run summed, per round, in both modules; a node whose median over the
      rounds is higher tuned than default counts as slower (and separately when more than 5%
@@ -29,17 +32,25 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return p.returncode, p.stdout
+def run(cmd, cpu=None):
+    """(exit status, output); the process's CPU seconds (user + sys) appended to |cpu|."""
+    with tempfile.TemporaryFile(mode="w+") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if cpu is not None:
+            cpu.append(ru.ru_utime + ru.ru_stime)
+        f.seek(0)
+        return p.returncode, f.read()
 
 
-def latency(out):
-    m = re.search(r"latency: median ([0-9.]+) ms", out)
-    return float(m.group(1)) if m else None
+def latency(out, what="median"):
+    m = re.search(r"latency: median ([0-9.]+) ms, min ([0-9.]+) ms", out)
+    return float(m.group(1 if what == "median" else 2)) if m else None
 
 
 ROW = re.compile(r"^  ~?(\S+)\s+(\S+)\s+([0-9.]+)\s+[0-9.]+%\s+[0-9.]+\s+[0-9.]+\s+(\S+)(.*)$")
@@ -100,7 +111,7 @@ def main():
                 mods[kind] = os.path.join(a.out, f"{kind}-{name}-{t}.kiln")
                 # GPU modules without the device's program binary: its build launches every
                 # kernel (minutes on PoCL here); runs build from source, which the drivers cache
-                nodev = [] if t == "cpu" else ["--device", "none"]
+                nodev = ["--device", "none"] if t == "opencl" else []
                 rc, o = run([a.kiln, "compile", model, "-t", t, "-o", mods[kind]] + flag + thr + nodev)
                 if rc:
                     print(o, flush=True)
@@ -111,13 +122,14 @@ def main():
             if not mods:
                 rows.append((name, t, None, None, took, "compile failed"))
                 continue
-            d, u, pd, pu, tuned_nodes = [], [], [], [], set()
+            d, u, dmin, umin, pd, pu, tuned_nodes = [], [], [], [], [], [], set()
+            cpu = {"default": [], "tuned": []}
             for r in range(a.rounds):
                 res = {}
                 for kind in ("default", "tuned"):
                     trace = os.path.join(a.out, f"{kind}-{name}-{t}.trace.json")
                     rc, o = run([a.kiln, "run", mods[kind], "-t", t, "--repeat", str(a.repeat), "--profile",
-                                 "--trace", trace])
+                                 "--trace", trace] + thr, cpu[kind])
                     if rc or latency(o) is None:
                         print(o, flush=True)
                         res = None
@@ -127,12 +139,16 @@ def main():
                     break
                 d.append(latency(res["default"]))
                 u.append(latency(res["tuned"]))
+                dmin.append(latency(res["default"], "min"))
+                umin.append(latency(res["tuned"], "min"))
                 per_d, _ = profile(res["default"])
                 per_u, tn = profile(res["tuned"])
                 tuned_nodes |= tn
                 pd.append(per_d)
                 pu.append(per_u)
-                print(f"round {r + 1}: default {d[-1]:.2f} ms, tuned {u[-1]:.2f} ms", flush=True)
+                print(f"round {r + 1}: default {d[-1]:.2f} ms (min {dmin[-1]:.2f}, process CPU "
+                      f"{cpu['default'][-1]:.2f} s), tuned {u[-1]:.2f} ms (min {umin[-1]:.2f}, "
+                      f"{cpu['tuned'][-1]:.2f} s)", flush=True)
             if not d:
                 rows.append((name, t, None, None, took, "run failed"))
                 continue
@@ -149,13 +165,17 @@ def main():
                     print(f"  slower tuned: {node} {md:.3f} -> {mu:.3f} ms", flush=True)
                 if mu > 1.05 * md:
                     slower5 += 1
+            md, mu = min(dmin), min(umin)
+            cd, cu = statistics.median(cpu["default"]), statistics.median(cpu["tuned"])
             rows.append((name, t, statistics.median(d), statistics.median(u), took,
+                         f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.2f} -> {cu:.2f} s "
+                         f"({cd / cu:.2f}x); "
                          f"{improved} of {kernels} kernels improved, {reverted} reverted by the tune; "
                          f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%); "
                          f"budget {'kept' if within else 'EXCEEDED'} ({100 * took / budget_s(a.budget):.0f}%)"))
     print(f"\nkiln tune, budget {a.budget} ({budget_s(a.budget):.0f} s), {a.rounds} x {a.repeat} runs "
           f"interleaved, threads {a.threads or 'all'}")
-    print("| model | target | default ms | tuned ms | speed-up | tuning s | kernels |")
+    print("| model | target | default ms (median) | tuned ms | speed-up | tuning s | notes |")
     print("|---|---|---|---|---|---|---|")
     for name, t, d, u, took, note in rows:
         if d is None:
