@@ -147,8 +147,8 @@ def main():
                 pd.append(per_d)
                 pu.append(per_u)
                 print(f"round {r + 1}: default {d[-1]:.2f} ms (min {dmin[-1]:.2f}, process CPU "
-                      f"{cpu['default'][-1]:.2f} s), tuned {u[-1]:.2f} ms (min {umin[-1]:.2f}, "
-                      f"{cpu['tuned'][-1]:.2f} s)", flush=True)
+                      f"{cpu['default'][-1]:.3f} s), tuned {u[-1]:.2f} ms (min {umin[-1]:.2f}, "
+                      f"{cpu['tuned'][-1]:.3f} s)", flush=True)
             if not d:
                 rows.append((name, t, None, None, took, "run failed"))
                 continue
@@ -168,7 +168,7 @@ def main():
             md, mu = min(dmin), min(umin)
             cd, cu = statistics.median(cpu["default"]), statistics.median(cpu["tuned"])
             rows.append((name, t, statistics.median(d), statistics.median(u), took,
-                         f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.2f} -> {cu:.2f} s "
+                         f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.3f} -> {cu:.3f} s "
                          f"({cd / cu:.2f}x); "
                          f"{improved} of {kernels} kernels improved, {reverted} reverted by the tune; "
                          f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%); "
