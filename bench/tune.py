@@ -2,16 +2,29 @@
 """Tuned vs default latency in the same run (issue 24).
 
   tune.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2]
-          [--targets opencl] [--budget 10m] [--repeat 20] [--rounds 3] [--threads 2] [--out DIR]
+          [--targets opencl,vulkan,cpu] [--budget 10m] [--repeat 20] [--rounds 3]
+          [--threads 2] [--out DIR]
 
-Per model and target: `kiln tune MODEL -t T --budget B --cache OUT/tune-NAME-T.tsv` on a
-fresh cache (its time is the tuning time), then `kiln run` without and with
-`--tuning-cache` interleaved for --rounds rounds of --repeat runs each (the median of the
-rounds' medians is reported), so both see the same machine load. Prints a table: default and
-tuned batch-1 latency, speed-up, tuning time against the budget, kernels improved, kernels
-whose tuned point lost on re-measurement (kept at their default: never slower) and kernels
-left untuned, and whether the tuning time kept within 5% of the budget. The default runs pass
---no-tuning-cache (kiln compile|run read the cache folder's tuning.tsv otherwise).
+Per model and target:
+  1. `kiln tune MODEL -t T --budget B --cache OUT/tune-NAME-T.tsv` on a fresh cache; its wall
+     time is the tuning time, checked against the budget (+5%).
+  2. The model compiled twice into modules, `--no-tuning-cache` (the defaults) and
+     `--tuning-cache OUT/tune-NAME-T.tsv` (the tuned points), so the rounds below time runs,
+     not compiles (kiln compile|run read the cache folder's tuning.tsv unless told not to;
+     GPU modules are compiled with --device none: no program binary, the driver builds and
+     caches the program at the first run).
+  3. --rounds rounds of `kiln run MODULE --repeat R --profile`, default then tuned, interleaved,
+     so both see the same machine load. Latency: the median of the rounds' medians, and the
+     minimum of all runs; the median over the rounds of each `kiln run` process's CPU seconds
+     (user + sys: module load, session and the R runs; what a loaded machine's waits for a
+     core leave out).
+     Re-measurement per kernel: every node with a kernel the tuned module marks `[tuned: ...]`
+     has its kernels' ms/run summed, per round, in both modules; a node whose median over the
+     rounds is higher tuned than default counts as slower (and separately when more than 5%
+     slower, the noise band of a loaded machine).
+Prints a table: default and tuned batch-1 latency, speed-up, tuning time against the budget,
+kernels improved / reverted by `kiln tune` itself, tuned nodes re-measured and how many of them
+were slower than their default.
 """
 import argparse
 import os
@@ -19,17 +32,42 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return p.returncode, p.stdout
+def run(cmd, cpu=None):
+    """(exit status, output); the process's CPU seconds (user + sys) appended to |cpu|."""
+    with tempfile.TemporaryFile(mode="w+") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if cpu is not None:
+            cpu.append(ru.ru_utime + ru.ru_stime)
+        f.seek(0)
+        return p.returncode, f.read()
 
 
-def latency(out):
-    m = re.search(r"latency: median ([0-9.]+) ms", out)
-    return float(m.group(1)) if m else None
+def latency(out, what="median"):
+    m = re.search(r"latency: median ([0-9.]+) ms, min ([0-9.]+) ms", out)
+    return float(m.group(1 if what == "median" else 2)) if m else None
+
+
+ROW = re.compile(r"^  ~?(\S+)\s+(\S+)\s+([0-9.]+)\s+[0-9.]+%\s+[0-9.]+\s+[0-9.]+\s+(\S+)(.*)$")
+
+
+def profile(out):
+    """{node: ms/run summed over its kernels}, and the set of nodes with a tuned kernel."""
+    per, tuned = {}, set()
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        node, ms, rest = m.group(1), float(m.group(3)), m.group(5)
+        per[node] = per.get(node, 0.0) + ms
+        if "[tuned:" in rest:
+            tuned.add(node)
+    return per, tuned
 
 
 def budget_s(b):
@@ -42,7 +80,7 @@ def main():
     ap.add_argument("--kiln", default="build/kiln")
     ap.add_argument("--models", default="build/models")
     ap.add_argument("--names", default="resnet18,mobilenet_v2")
-    ap.add_argument("--targets", default="opencl,cpu")
+    ap.add_argument("--targets", default="opencl,vulkan,cpu")
     ap.add_argument("--budget", default="10m")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
@@ -50,6 +88,7 @@ def main():
     ap.add_argument("--out", default="build/bench-out")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    thr = ["--threads", str(a.threads)] if a.threads else []
     rows = []
     for name in a.names.split(","):
         model = os.path.join(a.models, name + ".onnx")
@@ -58,8 +97,7 @@ def main():
             if os.path.exists(cache):
                 os.remove(cache)
             t0 = time.time()
-            rc, out = run([a.kiln, "tune", model, "-t", t, "--budget", a.budget, "--cache", cache,
-                           "--threads", str(a.threads)])
+            rc, out = run([a.kiln, "tune", model, "-t", t, "--budget", a.budget, "--cache", cache] + thr)
             took = time.time() - t0
             print(out.replace("\r", "\n"), flush=True)
             if rc != 0:
@@ -67,31 +105,78 @@ def main():
                 continue
             m = re.search(r"(\d+) of (\d+) kernels improved, (\d+) reverted", out)
             improved, kernels, reverted = (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", "?")
-            base = [a.kiln, "run", model, "-t", t, "--repeat", str(a.repeat), "--threads", str(a.threads)]
             within = took <= budget_s(a.budget) * 1.05
-            d, u, untuned = [], [], "?"
-            for _ in range(a.rounds):
-                rc1, o1 = run(base + ["--no-tuning-cache"])
-                rc2, o2 = run(base + ["--tuning-cache", cache])
-                if rc1 or rc2 or latency(o1) is None or latency(o2) is None:
-                    print(o1, o2)
+            mods = {}
+            for kind, flag in (("default", ["--no-tuning-cache"]), ("tuned", ["--tuning-cache", cache])):
+                mods[kind] = os.path.join(a.out, f"{kind}-{name}-{t}.kiln")
+                # GPU modules without the device's program binary: its build launches every
+                # kernel (minutes on PoCL here); runs build from source, which the drivers cache
+                nodev = ["--device", "none"] if t == "opencl" else []
+                rc, o = run([a.kiln, "compile", model, "-t", t, "-o", mods[kind]] + flag + thr + nodev)
+                if rc:
+                    print(o, flush=True)
+                    mods = None
                     break
-                d.append(latency(o1))
-                u.append(latency(o2))
-                m2 = re.search(r"tuning: (\d+) of (\d+) (?:template kernels|CPU GEMMs) tuned.*?(\d+) untuned", o2)
-                if m2:
-                    untuned = m2.group(3)
+                if kind == "tuned":
+                    print("\n".join(l for l in o.splitlines() if l.startswith("tuning:")), flush=True)
+            if not mods:
+                rows.append((name, t, None, None, took, "compile failed"))
+                continue
+            d, u, dmin, umin, pd, pu, tuned_nodes = [], [], [], [], [], [], set()
+            cpu = {"default": [], "tuned": []}
+            for r in range(a.rounds):
+                res = {}
+                for kind in ("default", "tuned"):
+                    trace = os.path.join(a.out, f"{kind}-{name}-{t}.trace.json")
+                    rc, o = run([a.kiln, "run", mods[kind], "-t", t, "--repeat", str(a.repeat), "--profile",
+                                 "--trace", trace] + thr, cpu[kind])
+                    if rc or latency(o) is None:
+                        print(o, flush=True)
+                        res = None
+                        break
+                    res[kind] = o
+                if not res:
+                    break
+                d.append(latency(res["default"]))
+                u.append(latency(res["tuned"]))
+                dmin.append(latency(res["default"], "min"))
+                umin.append(latency(res["tuned"], "min"))
+                per_d, _ = profile(res["default"])
+                per_u, tn = profile(res["tuned"])
+                tuned_nodes |= tn
+                pd.append(per_d)
+                pu.append(per_u)
+                print(f"round {r + 1}: default {d[-1]:.2f} ms (min {dmin[-1]:.2f}, process CPU "
+                      f"{cpu['default'][-1]:.3f} s), tuned {u[-1]:.2f} ms (min {umin[-1]:.2f}, "
+                      f"{cpu['tuned'][-1]:.3f} s)", flush=True)
             if not d:
                 rows.append((name, t, None, None, took, "run failed"))
                 continue
+            slower, slower5, compared = 0, 0, 0
+            for node in sorted(tuned_nodes):
+                a_ = [p[node] for p in pd if node in p]
+                b_ = [p[node] for p in pu if node in p]
+                if len(a_) != len(pd) or len(b_) != len(pu):
+                    continue  # past the profile's 40 rows in some round
+                compared += 1
+                md, mu = statistics.median(a_), statistics.median(b_)
+                if mu > md:
+                    slower += 1
+                    print(f"  slower tuned: {node} {md:.3f} -> {mu:.3f} ms", flush=True)
+                if mu > 1.05 * md:
+                    slower5 += 1
+            md, mu = min(dmin), min(umin)
+            cd, cu = statistics.median(cpu["default"]), statistics.median(cpu["tuned"])
             rows.append((name, t, statistics.median(d), statistics.median(u), took,
-                         f"{improved} of {kernels} kernels improved, {reverted} slower on re-measurement "
-                         f"(kept default), {untuned} untuned; budget {'kept' if within else 'EXCEEDED'} "
-                         f"({100 * took / budget_s(a.budget):.0f}%)"))
+                         f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.3f} -> {cu:.3f} s "
+                         f"({cd / cu:.2f}x); "
+                         f"{improved} of {kernels} kernels improved, {reverted} reverted by the tune; "
+                         f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%); "
+                         f"budget {'kept' if within else 'EXCEEDED'} ({100 * took / budget_s(a.budget):.0f}%)"))
     print(f"\nkiln tune, budget {a.budget} ({budget_s(a.budget):.0f} s), {a.rounds} x {a.repeat} runs "
           f"interleaved, threads {a.threads or 'all'}")
-    print(f"| model | target | default ms | tuned ms | speed-up | tuning s | kernels |")
-    print(f"|---|---|---|---|---|---|---|")
+    print("| model | target | default ms (median) | tuned ms | speed-up | tuning s | notes |")
+    print("|---|---|---|---|---|---|---|")
     for name, t, d, u, took, note in rows:
         if d is None:
             print(f"| {name} | {t} | | | | {took:.0f} | {note} |")

@@ -475,9 +475,6 @@ int32_t kiln_compile_layout_block(const kiln_compile_config_t* c) {
   if (mode != KILN_LAYOUT_MODE_AUTO || c->opt < 1 || c->target->lowering != KILN_TARGET_CLASS_CPU) return 0;
   if (c->precision && c->precision->mode == KILN_PRECISION_AUTO) return 0;
   if (c->dyn_dim) return 0;
-  /* an explicit CPU tuning cache holds knobs `kiln tune` searched on the
-   * NCHW GEMMs (compiler/tune_cpu.h) */
-  if (c->tuning_path && !c->tuning_default) return 0;
   /* block-sparse convs forced on: that kernel is an NCHW one */
   if (c->sparse == KILN_SPARSE_ON) return 0;
   return kiln_cpu_simd().lanes;

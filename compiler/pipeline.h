@@ -98,9 +98,9 @@ typedef struct kiln_compile_config_s {
   int32_t sparse;
   /* Memory layouts on the CPU target (lowering/layout.h): NCHWc where the
    * layout pass chooses it, at -O1 (-O0 keeps NCHW, and so do auto
-   * precision, dynamic dims and an explicit tuning cache, whose knobs are
-   * the NCHW GEMMs'). DEFAULT: the environment's KILN_LAYOUT (nchw|auto),
-   * else auto. */
+   * precision and dynamic dims; `kiln tune` plans in the same layout, so
+   * a tuning cache's records fit it). DEFAULT: the environment's
+   * KILN_LAYOUT (nchw|auto), else auto. */
   int layout; /* kiln_layout_mode_t */
 } kiln_compile_config_t;
 

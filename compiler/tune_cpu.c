@@ -26,29 +26,66 @@ uint64_t kiln_tune_cpu_fingerprint(const kiln_gemm_problem_t* p) {
   const int64_t v[] = {p->batch, p->M, p->N, p->K, p->taps, p->k_blocks, p->n_outer, p->l_load, p->l_lload,
                        p->r_packed, p->nr_max, p->lanes, p->regs, p->threads};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) put(&f, v[i]);
+  if (p->block > 0) { /* the NCHWc conv (the generic GEMMs' fingerprints as before) */
+    put(&f, p->block);
+    put(&f, p->in_block);
+  }
   return f.h ? f.h : 1;
 }
 
+const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p) {
+  return p->block > 0 ? KILN_TUNE_CPU_SPACE_NCHWC : KILN_TUNE_CPU_SPACE;
+}
+
+/* The NCHWc conv's points have a fifth knob, the N block's KB of weights;
+ * tiles_of writes it when knobs->nblock_kb is set (the hook gives it
+ * there), knobs_of reads it from a 5-knob point. */
 void kiln_tune_cpu_tiles_of(const kiln_gemm_knobs_t* k, kiln_template_tiles_t* out) {
   *out = (kiln_template_tiles_t){4, {(int32_t)k->mr, (int32_t)k->nr, (int32_t)k->kc, k->par + 1}};
+  if (k->nblock_kb > 0) out->v[out->n++] = (int32_t)k->nblock_kb;
 }
 
 void kiln_tune_cpu_knobs_of(const kiln_template_tiles_t* x, kiln_gemm_knobs_t* out) {
-  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1};
+  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1, x->n >= 5 ? x->v[4] : 0};
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
 
+/* The NCHWc conv: rows 1-14, one or two channel blocks of columns, K
+ * blocks of in_block x 2^i channels dividing C (or all C), the splits and
+ * 32 KB - 2 MB of weights per N block. */
+static void space_nchwc(const kiln_gemm_problem_t* p, kiln_template_space_t* out) {
+  static const int32_t mrs[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14};
+  for (size_t i = 0; i < sizeof mrs / sizeof mrs[0]; ++i)
+    if (mrs[i] <= p->M) kiln_template_knob_add(&out->knobs[0], mrs[i]);
+  kiln_template_knob_add(&out->knobs[1], p->block);
+  if (p->N % (2 * p->block) == 0) kiln_template_knob_add(&out->knobs[1], 2 * p->block);
+  const int64_t C = p->K / (p->taps > 0 ? p->taps : 1);
+  if (C > 0 && C <= 65536) kiln_template_knob_add(&out->knobs[2], (int32_t)C);
+  for (int64_t kc = p->in_block; p->in_block > 0 && kc < C; kc *= 2)
+    if (C % kc == 0) kiln_template_knob_add(&out->knobs[2], (int32_t)kc);
+  static const int32_t kbs[] = {32, 64, 128, 256, 512, 1024, 2048};
+  for (size_t i = 0; i < sizeof kbs / sizeof kbs[0]; ++i) kiln_template_knob_add(&out->knobs[4], kbs[i]);
+}
+
 void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* d, kiln_template_space_t* out) {
   memset(out, 0, sizeof *out);
-  out->version = KILN_TUNE_CPU_SPACE;
-  out->n_knobs = 4;
+  out->version = kiln_tune_cpu_space_name(p);
+  out->n_knobs = p->block > 0 ? 5 : 4;
   kiln_template_tiles_t dt;
-  kiln_tune_cpu_tiles_of(d, &dt);
-  static const char* names[4] = {"mr", "nr", "kc", "split"};
-  for (int i = 0; i < 4; ++i) {
+  kiln_gemm_knobs_t dk = *d;
+  dk.nblock_kb = p->block > 0 ? (d->nblock_kb > 0 ? d->nblock_kb : 256) : 0;
+  kiln_tune_cpu_tiles_of(&dk, &dt);
+  static const char* names[5] = {"mr", "nr", "kc", "split", "nblock_kb"};
+  for (int i = 0; i < out->n_knobs; ++i) {
     out->knobs[i].name = names[i];
     kiln_template_knob_add(&out->knobs[i], dt.v[i]); /* the default first: a full list keeps it */
+  }
+  for (int32_t s = KILN_GEMM_PAR_AUTO; p->threads > 1 && s <= KILN_GEMM_PAR_N; ++s)
+    kiln_template_knob_add(&out->knobs[3], s + 1);
+  if (p->block > 0) {
+    space_nchwc(p, out);
+    return;
   }
   static const int32_t mrs[] = {1, 2, 3, 4, 6, 8, 10, 12, 14};
   for (size_t i = 0; i < sizeof mrs / sizeof mrs[0]; ++i)
@@ -62,20 +99,27 @@ void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* 
   for (size_t i = 0; p->k_blocks && i < sizeof kcs / sizeof kcs[0]; ++i)
     if (kcs[i] < KO) kiln_template_knob_add(&out->knobs[2], kcs[i]);
   if (p->k_blocks && KO > 0 && KO <= 65536) kiln_template_knob_add(&out->knobs[2], (int32_t)KO);
-  for (int32_t s = KILN_GEMM_PAR_AUTO; p->threads > 1 && s <= KILN_GEMM_PAR_N; ++s)
-    kiln_template_knob_add(&out->knobs[3], s + 1);
 }
 
 const char* kiln_tune_cpu_check(const kiln_gemm_problem_t* p, const kiln_template_tiles_t* x) {
-  if (x->n != 4) return "a CPU GEMM point has 4 knobs";
+  if (p->block > 0 && x->n != 5) return "a CPU NCHWc conv point has 5 knobs";
+  if (p->block <= 0 && x->n != 4) return "a CPU GEMM point has 4 knobs";
   kiln_gemm_knobs_t k;
   kiln_tune_cpu_knobs_of(x, &k);
   const int64_t L = p->lanes > 0 ? p->lanes : 8, regs = p->regs > 0 ? p->regs : 16;
   const int64_t KO = p->K / (p->taps > 0 ? p->taps : 1);
   const int64_t nmax = p->nr_max > 0 && p->nr_max < p->N ? p->nr_max : p->N;
   if (k.mr < 1 || k.mr > (p->M > 0 ? p->M : 1)) return "mr outside 1..M";
-  if (k.nr < 1 || k.nr > (nmax > 0 ? nmax : 1)) return "nr outside 1..N (or the conv grid's tile)";
-  if (k.kc < 1 || (k.kc > KO && KO > 0) || (!p->k_blocks && k.kc != (KO > 0 ? KO : 1)))
+  if (p->block > 0) { /* what lower_nn_conv_blocked.c's kernel takes */
+    if (k.nr != p->block && (k.nr != 2 * p->block || p->N % (2 * p->block)))
+      return "nr neither one channel block nor two that divide the output channels";
+    if (k.kc < 1 || k.kc > KO || KO % k.kc || (k.kc != KO && (p->in_block <= 0 || k.kc % p->in_block)))
+      return "kc neither all input channels nor a multiple of the input's block dividing them";
+    if (k.nblock_kb < 16 || k.nblock_kb > 16384) return "nblock_kb outside 16..16384";
+  } else if (k.nr < 1 || k.nr > (nmax > 0 ? nmax : 1)) {
+    return "nr outside 1..N (or the conv grid's tile)";
+  }
+  if (p->block <= 0 && (k.kc < 1 || (k.kc > KO && KO > 0) || (!p->k_blocks && k.kc != (KO > 0 ? KO : 1))))
     return "kc outside 1..K (or a K block where the GEMM cannot block K)";
   const int64_t vecs = cdiv(k.nr, L);
   if (k.mr * vecs + vecs + 1 > regs) return "the accumulators do not fit the vector registers";
@@ -143,7 +187,7 @@ static void use_records(kiln_tune_cpu_table_t* table, const kiln_tune_cache_t* c
     memset(&key, 0, sizeof key);
     key.fingerprint = e->fingerprint;
     snprintf(key.target, sizeof key.target, "cpu");
-    snprintf(key.space, sizeof key.space, "%s", KILN_TUNE_CPU_SPACE);
+    snprintf(key.space, sizeof key.space, "%s", kiln_tune_cpu_space_name(&e->problem));
     snprintf(key.device, sizeof key.device, "%s", where->device);
     snprintf(key.driver, sizeof key.driver, "%s", where->driver);
     snprintf(key.kiln, sizeof key.kiln, "%s", KILN_VERSION);
@@ -227,7 +271,8 @@ kiln_status_t kiln_tune_cpu_mark_program(const kiln_graph_t* g, const kiln_tune_
     if (!e->has_point) continue;
     char tiles[128], text[256];
     kiln_tune_tiles_format(&e->point, tiles, sizeof tiles);
-    snprintf(text, sizeof text, "cpu gemm %s (mr,nr,kc,split), %016llx", tiles, (unsigned long long)e->fingerprint);
+    snprintf(text, sizeof text, "cpu %s %s (mr,nr,kc,split%s), %016llx", e->problem.block > 0 ? "nchwc conv" : "gemm",
+             tiles, e->problem.block > 0 ? ",nblock_kb" : "", (unsigned long long)e->fingerprint);
     for (int32_t n = 0; n < e->n_nodes; ++n) {
       const int32_t node = e->nodes[n];
       if (node < 0 || node >= g->n_nodes) continue;

@@ -32,6 +32,17 @@ extern "C" {
 #endif
 
 #define KILN_TUNE_CPU_SPACE "cpu.gemm.1"
+/* The NCHWc conv's GEMM (lowering/lower_nn_conv_blocked.c; problem block
+ * > 0), tiles {mr, nr, kc, split, nblock_kb}: mr 1-14 rows, nr one or two
+ * channel blocks, kc input channels per K block (the input's block times
+ * a power of two dividing C, or C), split as above, nblock_kb 32-2048 KB
+ * of one K block's weights per N block; the lowering's point always a
+ * candidate. Valid: the registers as above, nr two blocks only where they
+ * divide the output channels, kc dividing C. */
+#define KILN_TUNE_CPU_SPACE_NCHWC "cpu.conv_nchwc.1"
+
+/* The space a problem's records are under (KILN_TUNE_CPU_SPACE or _NCHWC). */
+const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p);
 
 struct kiln_tune_use_report_s; /* compiler/tune.h */
 

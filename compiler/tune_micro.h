@@ -60,6 +60,11 @@ typedef struct kiln_tune_micro_s {
   struct kiln_tune_cpu_table_s* table;
   char* in_name[KILN_TUNE_MICRO_IO];
   char* out_name[KILN_TUNE_MICRO_IO];
+  /* CPU with one thread: a run's time is the process's CPU time around
+   * it, not its dispatches' wall stamps (on a machine shared with other
+   * jobs the wall time of a 1 ms kernel moves 2-10x with the load, the
+   * CPU time it takes far less) */
+  bool cpu_time;
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are

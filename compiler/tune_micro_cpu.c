@@ -132,6 +132,7 @@ kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const kiln_plan_t* 
   m->dev = dev;
   m->threads = threads;
   m->build = build_cpu;
+  m->cpu_time = threads == 1;
   const char* what = node >= 0 && node < graph->n_nodes ? graph->nodes[node].name : "?";
   kiln_plan_kernel_t ks[NODE_KERNELS];
   int32_t n = 0;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "compiler/compare.h"
+#include "compiler/pipeline.h"
 #include "compiler/tune.h"
 #include "compiler/tune_cpu.h"
 #include "compiler/tune_micro.h"
@@ -511,6 +512,10 @@ static void table(const tuner_t* t, FILE* f) {
   }
 }
 
+/* Points each kernel set up should get at least (the first of them are
+ * the target's hints or random draws, then neighbours of the best). */
+#define TUNE_MIN_POINTS 3
+
 static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summary_t* sum) {
   const kiln_tune_options_t* o = t->o;
   const double t0 = now_s();
@@ -546,22 +551,41 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       order[j - 1] = x;
     }
   double last = 0; /* what the last kernel's set-up cost */
+  int32_t n_set = 0, n_left = 0;
+  /* with --trials the caller chose how deep; the cut then only keeps a
+   * point for every kernel set up */
+  const int32_t min_points = o->trials > 0 ? 1 : TUNE_MIN_POINTS;
   for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
     group_t* g = &t->groups[order[i]];
     const double t1 = now_s();
     if (t1 - t0 + last + first > o->budget_s) break;
+    /* A budget too small for every kernel goes to the hottest: the next
+     * set-up only while it and TUNE_MIN_POINTS points (one with --trials)
+     * for each kernel set up so far (a point costs about a set-up: one
+     * kernel's build and runs) still fit; the rest keep their defaults.
+     * On a loaded machine a PoCL or lavapipe point costs 5-60 s, and 17
+     * set-ups with one point each found nothing where 8 with three each
+     * may. */
+    if (n_set > 0 && t1 - t0 + first + last * (1 + min_points * (n_set + 1)) > o->budget_s) {
+      n_left = t->n_groups - i;
+      break;
+    }
     kiln_status_t ms = t->cpu ? kiln_tune_micro_init_cpu(&g->micro, t->plan, t->g, &t->po, o->opt, &t->gemms, g->gemm,
                                                          g->inst[0], t->target, t->dev, o->threads,
                                                          g->key.fingerprint ^ o->seed)
                               : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
                                                      o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
+    n_set += !ms;
     g->point_s = g->setup_s = last = now_s() - t1;
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
     }
   }
+  if (n_left && o->log)
+    fprintf(o->log, "\ntune: the budget holds about %d points each for the %d hottest kernels only; the other "
+                    "%d keep their defaults\n", (int)min_points, (int)n_set, (int)n_left);
   for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].done |= !t->groups[gi].micro_ok;
   /* Rounds of one point per kernel still searching, hottest first, while
    * the point (what the kernel's last one cost) and the closing whole-model
@@ -655,8 +679,15 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   /* the plan and tiles a compile for this device makes (api/driver.c):
    * its loop limit splits the work, its missing features pick the tiles */
   t.set.gpu_lacks = t.cpu ? 0 : t.where.limits.gpu_lacks;
+  /* the CPU plan in the layout a compile of the model makes (NCHWc at -O1,
+   * compiler/pipeline.c), whose convs have their own space */
+  kiln_compile_config_t lc;
+  memset(&lc, 0, sizeof lc);
+  lc.target = target;
+  lc.opt = o->opt;
   t.po = (kiln_plan_options_t){target->lowering, o->threads,
-                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0, 0}; /* NCHW */
+                               target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0,
+                               t.cpu ? kiln_compile_layout_block(&lc) : 0};
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);

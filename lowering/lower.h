@@ -59,6 +59,10 @@ typedef enum kiln_gemm_par_e {
 typedef struct kiln_gemm_knobs_s {
   int64_t mr, nr, kc; /* kc in k-loop iterations (K / taps) */
   int32_t par;        /* kiln_gemm_par_t */
+  /* The NCHWc conv (problem block > 0) only: the KB of one K block's
+   * weights an N block holds while every position sweeps them (0 there:
+   * its default, 256) */
+  int64_t nblock_kb;
 } kiln_gemm_knobs_t;
 
 /* What the GEMM computes, as far as its tiles care. */
@@ -69,6 +73,11 @@ typedef struct kiln_gemm_problem_s {
   bool n_outer, l_load, l_lload, r_packed;
   int64_t nr_max; /* the widest nr the lowering laid its grid out for (0: N) */
   int32_t lanes, regs, threads;
+  /* > 0: the NCHWc conv's GEMM (lowering/lower_nn_conv_blocked.c) on
+   * channel blocks of this many lanes: kc counts input channels (a
+   * multiple of in_block dividing K / taps), nr is one or two blocks, and
+   * nblock_kb is a knob; 0: the generic GEMM (nn_gemm_tiles) */
+  int32_t block, in_block;
 } kiln_gemm_problem_t;
 
 /* Called for every GEMM a CPU plan lowers, |k| holding the heuristic's

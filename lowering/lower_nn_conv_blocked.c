@@ -28,6 +28,7 @@
 
 #include "lowering/layout.h"
 #include "lowering/lower_nn_impl.h"
+#include "lowering/plan.h"
 
 typedef struct bc_s {
   const tir_buffer_t *x, *y, *bias; /* bias: padded to Mp, or NULL */
@@ -194,6 +195,27 @@ static int64_t bc_kblock(const bc_t* bc) {
   return bc->C;
 }
 
+/* A tuner's knobs (the plan's gemm hook, CPU plans only): register tile
+ * rows mr, columns nr (one or two channel blocks), channels per K block
+ * kc, the threads' split and the KB of weights per N block. What the hook
+ * returns is used only where this kernel can take it (kc a multiple of
+ * X's block dividing C, nr one block or two that divide the columns),
+ * else the default stays. */
+static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes, int64_t regs, int64_t* nblock_kb) {
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->plan || !ctx->plan->gemm_hook) return;
+  kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, g->M, g->N, g->K, bc->T, true,
+                           false, false, true, true, g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads,
+                           (int32_t)bc->c, (int32_t)bc->xb};
+  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO, *nblock_kb};
+  ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
+  if (k.mr >= 1 && k.mr <= g->M) g->mr = k.mr;
+  if (k.nr == bc->c || (k.nr == 2 * bc->c && g->N % (2 * bc->c) == 0)) g->nr = k.nr;
+  if (k.kc >= 1 && k.kc <= bc->C && bc->C % k.kc == 0 && (k.kc == bc->C || (bc->xb > 0 && k.kc % bc->xb == 0)))
+    g->kc = bc->kc = k.kc;
+  if (k.par >= KILN_GEMM_PAR_AUTO && k.par <= KILN_GEMM_PAR_N) g->par = k.par;
+  if (k.nblock_kb >= 1 && k.nblock_kb <= (1 << 20)) *nblock_kb = k.nblock_kb;
+}
+
 static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 1, &bc->Mp, &bc->bias));
@@ -225,8 +247,9 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   g.taps_outer = true;
   g.ksplit = bc->xb;
   g.nr_max = 2 * bc->c;
-  /* Tiles here, not by nn_gemm_tiles: its gemm hook (a tuner's knobs,
-   * searched on the NCHW GEMMs) would not fit these columns. */
+  /* Tiles here, not by nn_gemm_tiles (these columns are channel blocks);
+   * a gemm hook sees them as a problem with |block| set (a tuner's space
+   * of its own, compiler/tune_cpu.c). */
   g.kc = bc->kc;
   /* one or two channel blocks per tile column: each vector is one block of Y */
   int64_t lanes, regs;
@@ -241,7 +264,9 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   /* N blocks whose weights (one K block of them) stay within 256 KB, half
    * the smallest L2 of the machines this runs on, while every position
    * sweeps them */
-  int64_t nct = (256 << 10) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
+  int64_t nblock_kb = 256;
+  bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb);
+  int64_t nct = (nblock_kb << 10) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;
   float* wval = NULL;
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &wval));

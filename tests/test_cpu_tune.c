@@ -22,7 +22,7 @@
 #include "testing.h"
 
 static kiln_gemm_problem_t conv_problem(void) {
-  return (kiln_gemm_problem_t){"Conv", 1, 64, 3136, 4608, 9, true, false, false, true, false, 16, 8, 16, 2};
+  return (kiln_gemm_problem_t){"Conv", 1, 64, 3136, 4608, 9, true, false, false, true, false, 16, 8, 16, 2, 0, 0};
 }
 
 static const char* check(const kiln_gemm_problem_t* p, int32_t mr, int32_t nr, int32_t kc, int32_t split) {
@@ -36,7 +36,7 @@ static kiln_template_tiles_t pt(int32_t mr, int32_t nr, int32_t kc, int32_t spli
 
 static void test_space_and_checks(void) {
   const kiln_gemm_problem_t p = conv_problem();
-  const kiln_gemm_knobs_t d = {6, 16, 320, KILN_GEMM_PAR_AUTO};
+  const kiln_gemm_knobs_t d = {6, 16, 320, KILN_GEMM_PAR_AUTO, 0};
   kiln_template_space_t sp;
   kiln_tune_cpu_space(&p, &d, &sp);
   CHECK(!strcmp(sp.version, KILN_TUNE_CPU_SPACE) && sp.n_knobs == 4);
@@ -220,9 +220,102 @@ static void test_cache_at_compile_time(void) {
   kiln_graph_destroy(g);
 }
 
+/* The NCHWc conv's space (cpu.conv_nchwc.1): a 3x3 conv of 64 channels
+ * at 56x56 on 8-lane blocks; then tinycnn planned in NCHWc, as `kiln
+ * tune` and a compile at -O1 plan it, reports its blocked convs to the
+ * hook and lowers them with a point. */
+static const char* check5(const kiln_gemm_problem_t* p, int32_t mr, int32_t nr, int32_t kc, int32_t split, int32_t kb) {
+  const kiln_template_tiles_t x = {5, {mr, nr, kc, split, kb}};
+  return kiln_tune_cpu_check(p, &x);
+}
+
+static void test_nchwc_space(void) {
+  const kiln_gemm_problem_t p = {"Conv", 1, 3136, 64, 576, 9, true, false, false, true, true, 16, 8, 16, 2, 8, 8};
+  const kiln_gemm_knobs_t d = {6, 16, 64, KILN_GEMM_PAR_AUTO, 256};
+  kiln_template_space_t sp;
+  kiln_tune_cpu_space(&p, &d, &sp);
+  CHECK(!strcmp(sp.version, KILN_TUNE_CPU_SPACE_NCHWC) && sp.n_knobs == 5);
+  CHECK(!strcmp(kiln_tune_cpu_space_name(&p), KILN_TUNE_CPU_SPACE_NCHWC));
+  kiln_template_tiles_t dt;
+  kiln_tune_cpu_tiles_of(&d, &dt);
+  CHECK(dt.n == 5 && dt.v[4] == 256);
+  int32_t idx[KILN_TEMPLATE_TILES_MAX];
+  CHECK(kiln_template_space_index(&sp, &dt, idx));
+  for (int32_t i = 0; i < sp.n_knobs; ++i) {
+    CHECK(sp.knobs[i].n >= 2);
+    for (int32_t j = 1; j < sp.knobs[i].n; ++j) CHECK(sp.knobs[i].v[j - 1] < sp.knobs[i].v[j]);
+  }
+  /* K blocks: 8, 16, 32 and all 64 channels */
+  CHECK(sp.knobs[2].n == 4 && sp.knobs[2].v[0] == 8 && sp.knobs[2].v[3] == 64);
+  CHECK(kiln_tune_cpu_check(&p, &dt) == NULL);
+  kiln_gemm_knobs_t back;
+  kiln_tune_cpu_knobs_of(&dt, &back);
+  CHECK(back.mr == 6 && back.nr == 16 && back.kc == 64 && back.nblock_kb == 256);
+  /* every point of the space the constraints take is one the kernel takes */
+  CHECK(check5(&p, 14, 8, 16, 1 + KILN_GEMM_PAR_N, 64) == NULL);
+  CHECK(check5(&p, 7, 16, 64, 1, 256) != NULL);  /* 14 + 3 registers > 16 */
+  CHECK(check5(&p, 4, 24, 64, 1, 256) != NULL);  /* three blocks */
+  CHECK(check5(&p, 4, 4, 64, 1, 256) != NULL);   /* half a block */
+  CHECK(check5(&p, 4, 8, 24, 1, 256) != NULL);   /* does not divide 64 */
+  CHECK(check5(&p, 4, 8, 4, 1, 256) != NULL);    /* less than the input's block */
+  CHECK(check5(&p, 4, 8, 128, 1, 256) != NULL);  /* more than C */
+  CHECK(check5(&p, 4, 8, 64, 1, 0) != NULL);     /* no N block */
+  CHECK(check5(&p, 4, 8, 64, 1, 1 << 16) != NULL);
+  CHECK(check5(&p, 4, 8, 64, 1 + KILN_GEMM_PAR_BATCH, 256) != NULL);
+  CHECK(check(&p, 4, 8, 64, 1) != NULL); /* a GEMM point (4 knobs) is not one of these */
+  kiln_gemm_problem_t odd = p;
+  odd.N = 72; /* nine blocks: two per tile does not divide them */
+  CHECK(check5(&odd, 4, 16, 64, 1, 256) != NULL && check5(&odd, 4, 8, 64, 1, 256) == NULL);
+  kiln_gemm_problem_t plain = p;
+  plain.in_block = 0; /* a plain input (the stem): all channels in one block */
+  CHECK(check5(&plain, 4, 8, 8, 1, 256) != NULL && check5(&plain, 4, 8, 64, 1, 256) == NULL);
+  kiln_gemm_problem_t gemm = p;
+  gemm.block = gemm.in_block = 0;
+  CHECK(kiln_tune_cpu_fingerprint(&gemm) != kiln_tune_cpu_fingerprint(&p));
+  CHECK(!strcmp(kiln_tune_cpu_space_name(&gemm), KILN_TUNE_CPU_SPACE));
+
+  kiln_graph_t* g = tinycnn();
+  if (!g) return;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, kiln_cpu_simd().lanes};
+  kiln_tune_cpu_table_t table = {0};
+  spy_t spy = {&table, {{0}}, 0};
+  kiln_plan_t* pl = NULL;
+  int32_t blocked = -1;
+  if (CHECK_OK(kiln_plan_build_hooked(g, &po, spy_hook, &spy, kiln_allocator_system(), &pl))) {
+    CHECK(pl->layout != NULL);
+    for (int32_t i = 0; i < table.n; ++i) {
+      kiln_template_tiles_t dd;
+      kiln_tune_cpu_tiles_of(&table.e[i].dflt, &dd);
+      CHECK(kiln_tune_cpu_check(&table.e[i].problem, &dd) == NULL);
+      if (table.e[i].problem.block > 0 && blocked < 0) blocked = i;
+    }
+  }
+  CHECK(blocked >= 0); /* tinycnn's convs run on NCHWc */
+  kiln_plan_destroy(pl);
+  pl = NULL;
+  if (blocked >= 0) {
+    kiln_tune_cpu_gemm_t* e = &table.e[blocked];
+    CHECK(e->dflt.nblock_kb == 256);
+    e->has_point = true;
+    e->point = (kiln_template_tiles_t){5, {1, (int32_t)e->problem.block, (int32_t)e->dflt.kc, 1 + KILN_GEMM_PAR_NONE, 32}};
+    CHECK(kiln_tune_cpu_check(&e->problem, &e->point) == NULL);
+    spy.n = 0;
+    if (CHECK_OK(kiln_plan_build_hooked(g, &po, spy_hook, &spy, kiln_allocator_system(), &pl))) {
+      bool seen = false;
+      for (int i = 0; i < spy.n; ++i)
+        seen |= spy.last[i].mr == 1 && spy.last[i].par == KILN_GEMM_PAR_NONE && spy.last[i].nblock_kb == 32;
+      CHECK(seen);
+    }
+    kiln_plan_destroy(pl);
+  }
+  kiln_tune_cpu_table_free(&table);
+  kiln_graph_destroy(g);
+}
+
 int main(void) {
   RUN(test_space_and_checks);
   RUN(test_hook_on_a_model);
   RUN(test_cache_at_compile_time);
+  RUN(test_nchwc_space);
   return kiln_test_finish();
 }
