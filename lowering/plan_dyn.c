@@ -123,11 +123,16 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
                                  const char* dim, int64_t hi) {
   kiln_plan_kernel_t* kk = &p->kernels[k];
   tir_ctx_t* c = &p->tir;
-  if (kk->tmpl || kk->custom)
+  if (kk->tmpl) {
+    bool printed = false; /* a template that hands the kernel back to its tensor IR */
+    KILN_RETURN_IF_ERROR(kiln_plan_dyn_template(p, k, dim, &printed));
+    if (!printed) return NULL;
+  }
+  if (kk->custom)
     return kiln_make_status(KILN_UNSUPPORTED,
                             "node '%s' (%s): dim '%s' cannot be dynamic: the node runs as a %s, which takes no "
                             "run-time extent yet",
-                            node_name(p, kk), node_op(p, kk), dim, kk->tmpl ? "template kernel" : "plugin kernel");
+                            node_name(p, kk), node_op(p, kk), dim, "plugin kernel");
   const tir_func_t* f = kk->func;
   const int32_t np = f->n_params + 1;
   const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)np);

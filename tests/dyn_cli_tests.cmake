@@ -68,9 +68,10 @@ kiln_cli_test(dyn_compile_zero RC 1 REQUIRES dyn_cnn CHECK "STDERR_HAS=--dim 'ba
   ARGS compile ${D}/dyn_cnn.onnx --dim batch=0..4 -o ${D}/bad.kiln)
 kiln_cli_test(dyn_compile_name RC 1 REQUIRES dyn_cnn CHECK "STDERR_HAS=the model has no dimension named 'seq'"
   ARGS compile ${D}/dyn_cnn.onnx --dim seq=1..4 -o ${D}/bad.kiln)
-foreach(t opencl vulkan)
+foreach(t vulkan)
   if(t IN_LIST KILN_TARGETS_BUILT)
-    kiln_cli_test(dyn_compile_${t} RC 1 REQUIRES dyn_cnn CHECK "STDERR_HAS=dynamic dims are compiled for the cpu target only"
+    kiln_cli_test(dyn_compile_${t} RC 1 REQUIRES dyn_cnn
+      CHECK "STDERR_HAS=dynamic dims are compiled for the cpu and opencl targets only so far (the ${t} target"
       ARGS compile ${D}/dyn_cnn.onnx -t ${t} --dim batch=1..8 -o ${D}/bad.kiln)
   endif()
 endforeach()
