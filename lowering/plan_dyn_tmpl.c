@@ -97,22 +97,34 @@ static kiln_status_t gemm_samples(const kiln_plan_t* p, const kiln_plan_kernel_t
   return NULL;
 }
 
-kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim, bool* out_printed) {
+/* The template of kernel |kk| leaves it: its own tensor IR runs. */
+static kiln_status_t drop(const kiln_plan_t* p, kiln_plan_kernel_t* kk, const char* dim, const char* tmpl,
+                          bool* out_printed) {
+  if (kk->tmpl->weights.laid_out) return refuse(p, kk, dim, tmpl, "has its weights laid out for it", NULL);
+  kk->tmpl = NULL;
+  *out_printed = true;
+  return NULL;
+}
+
+kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim, const kiln_template_set_t* set,
+                                     bool* out_printed) {
   kiln_plan_kernel_t* kk = &p->kernels[k];
   kiln_template_t* t = kk->tmpl;
   *out_printed = false;
   switch (t->kind) {
     case KILN_TEMPLATE_MERGED: return NULL; /* leaves the program */
-    case KILN_TEMPLATE_GEMM: return gemm_samples(p, kk, &t->gemm, dim);
+    case KILN_TEMPLATE_GEMM:
+      /* without batch strides (Vulkan's gemm.comp) the rows of all samples
+       * would be one run-time M; a GEMM batched already (attention's heads)
+       * would need a second batch dim */
+      if ((set && !set->gemm_rules.batched) || t->gemm.batch != 1) return drop(p, kk, dim, "GEMM", out_printed);
+      return gemm_samples(p, kk, &t->gemm, dim);
     case KILN_TEMPLATE_CONV: return conv_samples(p, kk, &t->conv, dim, "conv");
     case KILN_TEMPLATE_WINOGRAD: return conv_samples(p, kk, &t->conv, dim, "Winograd");
     case KILN_TEMPLATE_DEPTHWISE:
       /* its grid folds the images into dim 0: the kernel's own tensor IR
        * (the printed kernel the template replaced) runs instead */
-      if (t->weights.laid_out) return refuse(p, kk, dim, "depthwise", "has its weights laid out for it", NULL);
-      kk->tmpl = NULL;
-      *out_printed = true;
-      return NULL;
+      return drop(p, kk, dim, "depthwise", out_printed);
     case KILN_TEMPLATE_Q8: return refuse(p, kk, dim, "int8 (q8)", "folds the images into its grid", NULL);
     case KILN_TEMPLATE_NONE: *out_printed = true; return NULL;
   }

@@ -1,14 +1,15 @@
-/* Dynamic batch on a GPU target (kiln compile -t opencl --dim NAME=LO..HI):
- * a small per-sample CNN whose convs take the conv and Winograd templates
- * (one with a per-sample residual in its epilogue), a strided depthwise
- * conv (its template hands the kernel back to the printed one), pooling
- * and a Gemm template, compiled ONCE for batch 1..4.
+/* Dynamic batch on a GPU target (kiln compile -t opencl|vulkan --dim
+ * NAME=LO..HI): a small per-sample CNN whose convs take the conv and (on
+ * OpenCL) Winograd templates (one with a per-sample residual in its
+ * epilogue), a strided depthwise conv (its template hands the kernel back
+ * to the printed one), pooling and a Gemm (OpenCL's template; Vulkan's has
+ * no batch strides and hands it back too), compiled ONCE for batch 1..4.
  *
  * Without arguments: the compiled program (no device): every kernel's grid
- * is one sample's (groups[2] 1), the templates are in its source, the dims
- * are carried; a model with a template that cannot step between samples is
- * refused naming the node, kernel and template.
- * --target opencl: the module run on the target's device 0 at batches 1, 4,
+ * is one sample's (groups[2] 1), the templates are in its source, the
+ * printed kernels read the sample from dim 2, the dims round-trip through
+ * the module file.
+ * --target opencl|vulkan: the module run on the target's device 0 at batches 1, 4,
  * 2, 4, 3 (up, down, up: one arena, re-recorded grids) against the
  * reference at each, two slots in flight at different batches, and a batch
  * outside the range refused naming the input, dim, value and range. */
