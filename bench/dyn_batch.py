@@ -2,7 +2,7 @@
 """One module for a range of batch sizes vs one static module per size (issue 25).
 
   dyn_batch.py --kiln build/kiln --model resnet18.onnx --dim N --range 1..8 --batches 1,4,8
-               [--target cpu|opencl] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5]
+               [--target cpu|opencl|vulkan] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5]
 
 Compiles the model once with `--dim N=LO..HI` (the per-sample module: kernels loop
 over the batch at run time) and once per batch with `--dim N=B` (static shapes), then
@@ -18,7 +18,8 @@ and the dynamic module's arena at that batch against that batch's lower bound
 
 --target opencl compiles both for the OpenCL target (`-t opencl --device none`: no program
 binary in the module; the driver's own cache, PoCL's, serves every run after the first) and
-runs them on its device 0; the goal there is <= 1.3. The device's threads are its own, so the
+runs them on its device 0 (--target vulkan: `-t vulkan`, the module holds the SPIR-V); the goal
+there is <= 1.3. The device's threads are its own, so the
 CPU time (taken at any --threads) sums them: the work a run costs, not its latency. A first,
 unmeasured run of each module warms the driver's caches.
 """
@@ -73,7 +74,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
+    ap.add_argument("--target", default="cpu", choices=["cpu", "opencl", "vulkan"])
     a = ap.parse_args()
     gpu = a.target != "cpu"
     goal = 1.3 if gpu else 1.15
@@ -84,7 +85,7 @@ def main():
     tag = "" if not gpu else f"_{a.target}"
     dyn = os.path.join(work, f"{stem}{tag}_dyn.kiln")
     static = {b: os.path.join(work, f"{stem}{tag}_b{b}.kiln") for b in batches}
-    target_args = ["-t", a.target, "--device", "none"] if gpu else []
+    target_args = (["-t", a.target] + (["--device", "none"] if a.target == "opencl" else [])) if gpu else []
     for path, spec in [(dyn, a.range)] + [(static[b], str(b)) for b in batches]:
         if not os.path.exists(path):
             run([a.kiln, "compile", a.model, "--dim", f"{a.dim}={spec}", "-o", path] + target_args)
