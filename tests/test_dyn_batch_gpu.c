@@ -145,6 +145,50 @@ static void test_program(void) {
   kiln_program_destroy(p);
 }
 
+static bool scalar(kiln_graph_t* g, const char* name, kiln_dtype_t t, float v) {
+  kiln_array_t a;
+  memset(&a, 0, sizeof a);
+  kiln_shape_t sh = kiln_shape_make(0, NULL);
+  if (!CHECK_OK(kiln_array_alloc(al(), t, &sh, &a))) return false;
+  if (t == KILN_DTYPE_F32) *(float*)a.data = v;
+  else if (t == KILN_DTYPE_U8) *(uint8_t*)a.data = (uint8_t)v;
+  else *(int8_t*)a.data = (int8_t)v;
+  return CHECK_OK(kiln_graph_add_initializer(g, name, &a, NULL));
+}
+
+/* A QLinearConv (the int8 template, which folds the images into its grid):
+ * refused for a range, naming the node and the template. */
+static void test_q8_refused(void) {
+  kiln_graph_t* g = NULL;
+  if (!CHECK_OK(kiln_graph_create(al(), &g))) return;
+  bool ok = CHECK_OK(kiln_graph_set_opset(g, "", 17));
+  kiln_shape_t xs = kiln_shape_make(4, (const int64_t[]){1, 8, 10, 10});
+  ok = ok && CHECK_OK(kiln_graph_add_input(g, "x", KILN_DTYPE_U8, &xs, NULL));
+  kiln_array_t w;
+  memset(&w, 0, sizeof w);
+  kiln_shape_t ws = kiln_shape_make(4, (const int64_t[]){16, 8, 3, 3});
+  ok = ok && CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_I8, &ws, &w));
+  for (size_t i = 0; ok && i < w.nbytes; ++i) ((int8_t*)w.data)[i] = (int8_t)((int)(i * 7 % 15) - 7);
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL));
+  ok = ok && scalar(g, "xs", KILN_DTYPE_F32, 0.02f) && scalar(g, "xz", KILN_DTYPE_U8, 128) &&
+       scalar(g, "ws", KILN_DTYPE_F32, 0.01f) && scalar(g, "wz", KILN_DTYPE_I8, 0) &&
+       scalar(g, "ys", KILN_DTYPE_F32, 0.5f) && scalar(g, "yz", KILN_DTYPE_U8, 10);
+  const int64_t pads[4] = {1, 1, 1, 1};
+  const kiln_attr_t pa = kiln_attr_make_ints("pads", 4, pads);
+  ok = ok && node(g, "QLinearConv", "qconv", 8, (const char*[]){"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, "y",
+                  1, &pa);
+  ok = ok && CHECK_OK(kiln_graph_add_output(g, "y"));
+  kiln_program_t* prog = NULL;
+  kiln_compile_log_t log = {0};
+  kiln_compile_config_t cc = {.target = kiln_target_find("opencl"), .opt = 1, .threads = 2, .model_name = "q8",
+                              .dyn_dim = "batch", .dyn_lo = 1, .dyn_hi = 4};
+  if (ok && CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_compile_graph_passes(g, 1, cc.target, &log)))
+    CHECK_ERR(kiln_compile_program(g, &cc, &log, &prog), KILN_UNSUPPORTED, "dim 'batch' cannot be dynamic: its int8 (q8) template");
+  kiln_program_destroy(prog);
+  kiln_compile_log_free(&log);
+  kiln_graph_destroy(g);
+}
+
 /* Session output at batch |n| against the reference run of the graph
  * built at |n|. */
 static void check_batch(kiln_session_t* s, int64_t n) {
@@ -229,6 +273,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (g_target) RUN(test_device_target);
-  else RUN(test_program);
+  else {
+    RUN(test_program);
+    RUN(test_q8_refused);
+  }
   return kiln_test_finish();
 }
