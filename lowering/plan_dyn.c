@@ -124,6 +124,11 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
                                  const char* dim, int64_t hi, const kiln_template_set_t* set) {
   kiln_plan_kernel_t* kk = &p->kernels[k];
   tir_ctx_t* c = &p->tir;
+  if (kk->host)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "node '%s' (%s): dim '%s' cannot be dynamic: the node runs on the host CPU beside the GPU "
+                            "target (a fallback), which takes no run-time batch yet",
+                            node_name(p, kk), node_op(p, kk), dim);
   if (kk->tmpl) {
     bool printed = false; /* a template that hands the kernel back to its tensor IR */
     KILN_RETURN_IF_ERROR(kiln_plan_dyn_template(p, k, dim, set, &printed));

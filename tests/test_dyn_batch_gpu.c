@@ -189,6 +189,31 @@ static void test_q8_refused(void) {
   kiln_graph_destroy(g);
 }
 
+/* A node that falls back to the host CPU (f64 on Vulkan: GLSL has none):
+ * refused for a range at compile time, naming it. */
+static void test_host_refused(void) {
+  if (!kiln_target_find("vulkan")) return;
+  kiln_graph_t* g = NULL;
+  if (!CHECK_OK(kiln_graph_create(al(), &g))) return;
+  bool ok = CHECK_OK(kiln_graph_set_opset(g, "", 17));
+  kiln_shape_t xs = kiln_shape_make(2, (const int64_t[]){1, 16});
+  ok = ok && CHECK_OK(kiln_graph_add_input(g, "x", KILN_DTYPE_F32, &xs, NULL));
+  const kiln_attr_t to64 = kiln_attr_make_int("to", 11), to32 = kiln_attr_make_int("to", 1); /* ONNX DOUBLE, FLOAT */
+  ok = ok && node(g, "Cast", "wide", 1, (const char*[]){"x"}, "x64", 1, &to64) &&
+       node(g, "Mul", "square64", 2, (const char*[]){"x64", "x64"}, "s64", 0, NULL) &&
+       node(g, "Cast", "narrow", 1, (const char*[]){"s64"}, "y", 1, &to32);
+  ok = ok && CHECK_OK(kiln_graph_add_output(g, "y"));
+  kiln_program_t* prog = NULL;
+  kiln_compile_log_t log = {0};
+  kiln_compile_config_t cc = {.target = kiln_target_find("vulkan"), .opt = 1, .threads = 2, .model_name = "f64",
+                              .dyn_dim = "batch", .dyn_lo = 1, .dyn_hi = 4};
+  if (ok && CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_compile_graph_passes(g, 1, cc.target, &log)))
+    CHECK_ERR(kiln_compile_program(g, &cc, &log, &prog), KILN_UNSUPPORTED, "runs on the host CPU beside the GPU");
+  kiln_program_destroy(prog);
+  kiln_compile_log_free(&log);
+  kiln_graph_destroy(g);
+}
+
 /* Session output at batch |n| against the reference run of the graph
  * built at |n|. */
 static void check_batch(kiln_session_t* s, int64_t n) {
@@ -276,6 +301,7 @@ int main(int argc, char** argv) {
   else {
     RUN(test_program);
     RUN(test_q8_refused);
+    RUN(test_host_refused);
   }
   return kiln_test_finish();
 }
