@@ -81,6 +81,8 @@ if("opencl" IN_LIST KILN_TARGETS_BUILT)
       ARGS run ${D}/dyn_cnn_cl.kiln --input input=${D}/dyn_cnn_in_b${b}.npy
            --compare logits=${D}/ref_b${b}/logits.npy --rtol 1e-4 --atol 1e-5)
   endforeach()
+  kiln_cli_test(dyn_opencl_rt_run_dim EXE kiln_rt_run REQUIRES dyn_opencl_module CLEAN ${D}/rt_cl_d5
+    FILE ${D}/rt_cl_d5/logits.npy ARGS ${D}/dyn_cnn_cl.kiln --dim batch=5 --output ${D}/rt_cl_d5)
   kiln_cli_test(dyn_opencl_run_b9 RC 1 REQUIRES dyn_opencl_module
     CHECK "STDERR_HAS=input 'input' dim 0 ('batch') is 9, outside the module's range 1..8"
     ARGS run ${D}/dyn_cnn_cl.kiln --input input=${D}/dyn_cnn_in_b9.npy)
@@ -91,7 +93,7 @@ foreach(t enc_compile enc_ref_b1 enc_ref_b3 enc_run_b1 enc_run_b3 info compile r
     set_tests_properties(cli_dyn_${t} PROPERTIES LABELS models)
   endif()
 endforeach()
-foreach(t opencl_compile opencl_run_b3 opencl_run_b8 opencl_run_b9)
+foreach(t opencl_compile opencl_run_b3 opencl_run_b8 opencl_rt_run_dim opencl_run_b9)
   if(TEST cli_dyn_${t})
     set_tests_properties(cli_dyn_${t} PROPERTIES LABELS "models;target=opencl")
   endif()
