@@ -536,7 +536,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
   if (!s) s = log_q8_untemplated(plan, c->target, &templates, log);
   if (!s && c->dyn_dim) {
-    s = kiln_plan_make_dynamic(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi);
+    s = kiln_plan_make_dynamic_set(plan, c->dyn_dim, c->dyn_lo, c->dyn_hi, &templates);
     if (!s)
       s = kiln_compile_log_line(log, "plan", "dynamic dim '%s' = %lld..%lld: %d kernels loop over it at run time",
                                 c->dyn_dim, (long long)c->dyn_lo, (long long)c->dyn_hi, plan->n_kernels);

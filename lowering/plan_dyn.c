@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/tir_visit.h"
+#include "lowering/template.h"
 
 /* Plan-internal (plan.c), declared where it is used as lower.c does. */
 kiln_status_t kiln_plan_add_buffer(kiln_plan_t* p, const tir_buffer_t* b, kiln_plan_buffer_kind_t kind,
@@ -120,14 +121,24 @@ static kiln_status_t make_repl(kiln_plan_t* p, const kiln_plan_kernel_t* kk, con
 }
 
 static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* dims, int32_t dims_index,
-                                 const char* dim, int64_t hi) {
+                                 const char* dim, int64_t hi, const kiln_template_set_t* set) {
   kiln_plan_kernel_t* kk = &p->kernels[k];
   tir_ctx_t* c = &p->tir;
-  if (kk->tmpl || kk->custom)
+  if (kk->host)
+    return kiln_make_status(KILN_UNSUPPORTED,
+                            "node '%s' (%s): dim '%s' cannot be dynamic: the node runs on the host CPU beside the GPU "
+                            "target (a fallback), which takes no run-time batch yet",
+                            node_name(p, kk), node_op(p, kk), dim);
+  if (kk->tmpl) {
+    bool printed = false; /* a template that hands the kernel back to its tensor IR */
+    KILN_RETURN_IF_ERROR(kiln_plan_dyn_template(p, k, dim, set, &printed));
+    if (!printed) return NULL;
+  }
+  if (kk->custom)
     return kiln_make_status(KILN_UNSUPPORTED,
                             "node '%s' (%s): dim '%s' cannot be dynamic: the node runs as a %s, which takes no "
                             "run-time extent yet",
-                            node_name(p, kk), node_op(p, kk), dim, kk->tmpl ? "template kernel" : "plugin kernel");
+                            node_name(p, kk), node_op(p, kk), dim, "plugin kernel");
   const tir_func_t* f = kk->func;
   const int32_t np = f->n_params + 1;
   const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)np);
@@ -165,6 +176,11 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
 }
 
 kiln_status_t kiln_plan_make_dynamic(kiln_plan_t* p, const char* name, int64_t lo, int64_t hi) {
+  return kiln_plan_make_dynamic_set(p, name, lo, hi, NULL);
+}
+
+kiln_status_t kiln_plan_make_dynamic_set(kiln_plan_t* p, const char* name, int64_t lo, int64_t hi,
+                                         const kiln_template_set_t* set) {
   if (!p || !name || !name[0]) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_plan_make_dynamic: no plan or dim");
   if (p->n_dims) return kiln_make_status(KILN_UNSUPPORTED, "dim '%s': the plan is dynamic in '%s' already (one dim so far)",
                                          name, p->dims[0].name);
@@ -190,7 +206,7 @@ kiln_status_t kiln_plan_make_dynamic(kiln_plan_t* p, const char* name, int64_t l
   if (!dims || !copy) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory making dim '%s' dynamic", name);
   int32_t di = -1;
   KILN_RETURN_IF_ERROR(kiln_plan_add_buffer(p, dims, KILN_PLAN_DIMS, -1, &di));
-  for (int32_t k = 0; k < p->n_kernels; ++k) KILN_RETURN_IF_ERROR(wrap_kernel(p, k, dims, di, name, hi));
+  for (int32_t k = 0; k < p->n_kernels; ++k) KILN_RETURN_IF_ERROR(wrap_kernel(p, k, dims, di, name, hi, set));
   p->buffers[di].first_use = 0;
   p->buffers[di].last_use = p->n_kernels - 1;
   p->dims[0] = (kiln_plan_dim_t){copy, lo, hi};

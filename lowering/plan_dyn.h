@@ -26,4 +26,21 @@
  * INVALID_ARGUMENT for a range outside 1..2^20. */
 KILN_MUST_USE kiln_status_t kiln_plan_make_dynamic(kiln_plan_t* p, const char* name, int64_t lo, int64_t hi);
 
+struct kiln_template_set_s;
+/* The same, for a plan whose templates |set| chose (NULL: as above): a
+ * template the set cannot run per sample (a GEMM without batch strides)
+ * hands its kernel back to the tensor IR. */
+KILN_MUST_USE kiln_status_t kiln_plan_make_dynamic_set(kiln_plan_t* p, const char* name, int64_t lo, int64_t hi,
+                                                       const struct kiln_template_set_s* set);
+
+/* Template kernel |k| of a plan being made per-sample in |dim| (plan_dyn_tmpl.c):
+ * a GPU template takes the samples as its grid's dim 2, which the device
+ * launches once per sample (its strides set here to the samples' distance;
+ * it takes no dims buffer); *out_printed true when the kernel runs as its
+ * own tensor IR instead (template dropped: the caller wraps it as any
+ * printed kernel). UNSUPPORTED naming the node, kernel and template for one
+ * that cannot step between samples. */
+KILN_MUST_USE kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim,
+                                                   const struct kiln_template_set_s* set, bool* out_printed);
+
 #endif

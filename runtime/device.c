@@ -235,7 +235,16 @@ static kiln_status_t fd_buffer_wrap(kiln_device_t* d, const void* host, uint64_t
   return in->vt->buffer_wrap(in, host, bytes, what, out);
 }
 
-static const kiln_device_vtable_t fault_vtable = {KILN_DEVICE_VTABLE_REQUIRED(fd) .buffer_wrap = fd_buffer_wrap};
+/* A dynamic dim's value: forwarded where the device takes one; for one
+ * that does not (the CPU: its kernels read the dims buffer) nothing to do,
+ * which is what NULL means. */
+static kiln_status_t fd_cmd_dim(kiln_device_t* d, kiln_device_cmd_t* c, int64_t n) {
+  kiln_device_t* in = fd_of(d)->inner;
+  return in->vt->cmd_dim ? in->vt->cmd_dim(in, c, n) : NULL;
+}
+
+static const kiln_device_vtable_t fault_vtable = {KILN_DEVICE_VTABLE_REQUIRED(fd) .buffer_wrap = fd_buffer_wrap,
+                                                  .cmd_dim = fd_cmd_dim};
 
 kiln_status_t kiln_device_fault_wrap(kiln_device_t* inner, const kiln_fault_spec_t* spec,
                                      kiln_device_t** out) {

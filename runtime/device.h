@@ -181,6 +181,13 @@ typedef struct kiln_device_vtable_s {
    * UNSUPPORTED when the device behind it cannot. */
   kiln_status_t (*buffer_wrap)(kiln_device_t* d, const void* host, uint64_t bytes, const char* what,
                                kiln_device_buffer_t** out);
+  /* Optional. The value |n| of a per-sample program's dynamic dim for the
+   * dispatches recorded into |c| after it: a GPU device launches each
+   * kernel's grid dim 2 |n| times (the program's groups[2] is one
+   * sample's). NULL: the kernels loop over the samples themselves (the
+   * CPU, from the dims buffer); a GPU device without it cannot run such a
+   * program. */
+  kiln_status_t (*cmd_dim)(kiln_device_t* d, kiln_device_cmd_t* c, int64_t n);
 } kiln_device_vtable_t;
 
 /* A backend's vtable from its functions PREFIX_destroy, PREFIX_buffer_create,

@@ -230,6 +230,8 @@ static kiln_status_t record_slot(kiln_session_t* s, kiln_session_slot_t* sl) {
   }
   int32_t nts = s->opts.profile ? 2 * p->n_kernels : 0;
   KILN_RETURN_IF_ERROR(d->vt->cmd_create(d, s->exe, nts, &sl->cmd));
+  /* a GPU launches dim 2 once per sample (device.h) */
+  if (p->n_dims && d->vt->cmd_dim) KILN_RETURN_IF_ERROR(d->vt->cmd_dim(d, sl->cmd, s->mp_n), "%s", mname(s));
   int32_t max_args = 1;
   for (int32_t k = 0; k < p->n_kernels; ++k)
     if (p->kernels[k].n_args > max_args) max_args = p->kernels[k].n_args;
@@ -367,6 +369,17 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
     }
     *out_session = s;
     return NULL;
+  }
+  /* a per-sample GPU program needs the device to scale its grids (device.h) */
+  const bool gpu_dims = p->n_dims && p->target && strcmp(p->target, "cpu") != 0;
+  if (gpu_dims && (!device->vt->cmd_dim || kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST))) {
+    kiln_status_t st = kiln_make_status(KILN_UNSUPPORTED, "%s: a module with dynamic dim '%s' for the %s target %s",
+                                        p->model_name, p->dims[0].name, p->target,
+                                        device->vt->cmd_dim ? "runs some kernels on the CPU, which is not supported yet"
+                                                            : "does not run on this device (it launches no grid per "
+                                                              "sample)");
+    kiln_session_destroy(s);
+    return st;
   }
   if (kiln_program_kernels_on(p, KILN_KERNEL_ON_HOST)) {
     kiln_status_t st = kiln_hetero_session_create(s);

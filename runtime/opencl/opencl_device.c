@@ -68,6 +68,7 @@ typedef struct op_s {
   op_kind_t kind;
   int32_t kernel, slot; /* DISPATCH: kernel; TIMESTAMP: slot */
   int32_t first_arg, n_args; /* into cmd->args */
+  int64_t samples;           /* DISPATCH: grid dim 2 times this (a dynamic dim's value) */
 } op_t;
 
 struct kiln_device_cmd_s {
@@ -80,11 +81,22 @@ struct kiln_device_cmd_s {
   cl_event* ts;  /* per slot: marker of the last submission (or NULL) */
   cl_event last; /* end marker of the last submission */
   bool ended;
+  int64_t dim; /* the dynamic dim's value for dispatches recorded from now (0: none) */
 };
 
 static const kiln_device_vtable_t ocl_vtable;
 
 static ocl_device_t* D(kiln_device_t* d) { return (ocl_device_t*)d; }
+
+/* A per-sample program's dispatches launch the grid's dim 2 |n| times
+ * (targets/gpu_bind_dyn.h; the conv, Winograd and GEMM templates step
+ * between images by get_group_id(2) too). */
+static kiln_status_t ocl_cmd_dim(kiln_device_t* base, kiln_device_cmd_t* c, int64_t n) {
+  (void)base;
+  if (n < 1) return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: dynamic dim value %lld", (long long)n);
+  c->dim = n;
+  return NULL;
+}
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -851,7 +863,7 @@ static kiln_status_t ocl_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c,
     c->args = p;
     c->cap_args = cap;
   }
-  op_t op = {OP_DISPATCH, kernel, 0, c->n_args, n_args};
+  op_t op = {OP_DISPATCH, kernel, 0, c->n_args, n_args, c->dim > 0 ? c->dim : 1};
   KILN_RETURN_IF_ERROR(push_op(d, c, op));
   for (int32_t i = 0; i < n_args; ++i) {
     c->args[c->n_args++] = args[i]->mem;
@@ -863,7 +875,7 @@ static kiln_status_t ocl_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c,
 static kiln_status_t ocl_cmd_barrier(kiln_device_t* base, kiln_device_cmd_t* c) {
   ocl_device_t* d = D(base);
   CHECK_LOST(d);
-  op_t op = {OP_BARRIER, 0, 0, 0, 0};
+  op_t op = {OP_BARRIER, 0, 0, 0, 0, 0};
   return push_op(d, c, op);
 }
 
@@ -873,7 +885,7 @@ static kiln_status_t ocl_cmd_timestamp(kiln_device_t* base, kiln_device_cmd_t* c
   if (slot < 0 || slot >= c->max_ts)
     return kiln_make_status(KILN_OUT_OF_RANGE, "opencl: timestamp slot %d (command buffer has %d)",
                             (int)slot, (int)c->max_ts);
-  op_t op = {OP_TIMESTAMP, 0, slot, 0, 0};
+  op_t op = {OP_TIMESTAMP, 0, slot, 0, 0, 0};
   return push_op(d, c, op);
 }
 
@@ -915,11 +927,13 @@ static kiln_status_t ocl_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
             return cl_fail(d, err, "clSetKernelArg", what);
           }
         }
-        err = clEnqueueNDRangeKernel(d->q, k->k, 3, NULL, k->global, k->local, 0, NULL, NULL);
+        /* a per-sample program's grid: dim 2 once per sample of the run */
+        const size_t global[3] = {k->global[0], k->global[1], k->global[2] * (size_t)op->samples};
+        err = clEnqueueNDRangeKernel(d->q, k->k, 3, NULL, global, k->local, 0, NULL, NULL);
         if (err != CL_SUCCESS) {
           char what[400];
           snprintf(what, sizeof what, "(kernel '%s', global %zux%zux%zu, local %zux%zux%zu)", k->name,
-                   k->global[0], k->global[1], k->global[2], k->local[0], k->local[1], k->local[2]);
+                   global[0], global[1], global[2], k->local[0], k->local[1], k->local[2]);
           if (err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE)
             return kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: clEnqueueNDRangeKernel %s: %s", what,
                                     kiln_cl_error_name(err));
@@ -986,7 +1000,7 @@ static kiln_status_t ocl_timestamps_read(kiln_device_t* base, kiln_device_cmd_t*
   return NULL;
 }
 
-static const kiln_device_vtable_t ocl_vtable = KILN_DEVICE_VTABLE(ocl);
+static const kiln_device_vtable_t ocl_vtable = {KILN_DEVICE_VTABLE_REQUIRED(ocl) .cmd_dim = ocl_cmd_dim};
 
 /* ---- registration (runtime/device_registry.h) -------------------------- */
 

@@ -102,6 +102,7 @@ struct kiln_device_cmd_s {
   VkBufferView* views; /* the texel buffer views its dispatches bind */
   int32_t n_views, cap_views;
   bool ended, pending, finished;
+  int64_t dim; /* the dynamic dim's value for dispatches recorded from now (0: none) */
 };
 
 /* ---- errors ----------------------------------------------------------- */
@@ -1281,6 +1282,22 @@ static kiln_status_t texel_write(vk_dev_t* d, kiln_device_cmd_t* c, const vk_ker
   return NULL;
 }
 
+/* A per-sample program's dispatches launch the grid's dim 2 |n| times
+ * (targets/gpu_bind_dyn.h; the conv template steps between images by
+ * gl_WorkGroupID.z too). */
+static kiln_status_t vk_cmd_dim(kiln_device_t* base, kiln_device_cmd_t* c, int64_t n) {
+  vk_dev_t* d = D(base);
+  KILN_RETURN_IF_ERROR(recordable(d, c));
+  for (int32_t k = 0; c->exe && k < c->exe->n; ++k)
+    if (n < 1 || (uint64_t)c->exe->k[k].groups[2] * (uint64_t)n > d->props.limits.maxComputeWorkGroupCount[2])
+      return kiln_make_status(KILN_UNSUPPORTED, "vulkan: kernel '%s' at dynamic dim value %lld: %llu work-groups in "
+                              "dim 2, device '%s' launches at most %u", c->exe->k[k].name, (long long)n,
+                              (unsigned long long)c->exe->k[k].groups[2] * (unsigned long long)n,
+                              d->props.deviceName, d->props.limits.maxComputeWorkGroupCount[2]);
+  c->dim = n;
+  return NULL;
+}
+
 static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, int32_t kernel,
                                      kiln_device_buffer_t* const* args, int32_t n_args) {
   vk_dev_t* d = D(base);
@@ -1342,7 +1359,7 @@ static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, 
     if (n_args > 0) vkUpdateDescriptorSets(d->dev, (uint32_t)n_args, wrp, 0, NULL);
     vkCmdBindPipeline(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipe);
     vkCmdBindDescriptorSets(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set, 0, NULL);
-    vkCmdDispatch(c->cb, k->groups[0], k->groups[1], k->groups[2]);
+    vkCmdDispatch(c->cb, k->groups[0], k->groups[1], k->groups[2] * (uint32_t)(c->dim > 0 ? c->dim : 1));
   }
   if (bip != bi) free(bip);
   if (wrp != wr) free(wrp);
@@ -1442,7 +1459,7 @@ static kiln_status_t vk_timestamps_read(kiln_device_t* base, kiln_device_cmd_t* 
   return NULL;
 }
 
-static const kiln_device_vtable_t vk_vtable = KILN_DEVICE_VTABLE(vk);
+static const kiln_device_vtable_t vk_vtable = {KILN_DEVICE_VTABLE_REQUIRED(vk) .cmd_dim = vk_cmd_dim};
 
 /* ---- registration (runtime/device_registry.h) -------------------------- */
 

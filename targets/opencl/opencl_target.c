@@ -7,6 +7,7 @@
 
 #include "targets/cfamily/printer.h"
 #include "targets/custom_kernel.h"
+#include "targets/gpu_bind_dyn.h"
 #include "targets/gpu_conv.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/partition.h"
@@ -264,7 +265,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
         s = kiln_opencl_gemm_tiles_of(t, f->name, &gtiles[k]);
         if (s) break;
         kiln_opencl_gemm_launch(&t->gemm, &gtiles[k], pk->groups, pk->local);
-        kiln_opencl_gemm_describe(&t->gemm, &pk->gemm);
+        /* a library GEMM (opencl_gemm_provider.h) takes a fixed batch */
+        if (!plan->n_dims) kiln_opencl_gemm_describe(&t->gemm, &pk->gemm);
         continue;
       case KILN_TEMPLATE_CONV:
         ++n_templ;
@@ -294,7 +296,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       case KILN_TEMPLATE_NONE: break;
     }
     if (s) break;
-    if (!o->no_bind_parallel) {
+    if (plan->n_dims) {
+      /* per-sample kernels: the samples on the grid's dim 2 (gpu_bind_dyn.h) */
+      const tir_func_t* g = NULL;
+      s = kiln_gpu_bind_samples(&ctx, f, o->no_bind_parallel ? NULL : kiln_opencl_bind_parallel, &g);
+      if (s) break;
+      f = g;
+      ++n_rebound;
+    } else if (!o->no_bind_parallel) {
       const tir_func_t* g = NULL;
       s = kiln_opencl_bind_parallel(&ctx, f, &g);
       if (s) break;
@@ -310,6 +319,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     plan_k[n_print] = k;
     funcs[n_print++] = f;
     kiln_cf_launch_dims(f, pk->groups, pk->local);
+    if (plan->n_dims) pk->groups[2] = 1; /* per sample: the device scales it */
   }
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);

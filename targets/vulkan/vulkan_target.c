@@ -17,6 +17,7 @@
 #include "targets/cfamily/printer.h"
 #include "targets/custom_kernel.h"
 #include "targets/gpu_bind.h"
+#include "targets/gpu_bind_dyn.h"
 #include "targets/gpu_conv.h"
 #include "targets/partition.h"
 #include "targets/registry.h"
@@ -50,6 +51,13 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
 }
 
 /* ---- emit --------------------------------------------------------------- */
+
+/* CPU-style PARALLEL loops onto work-groups x invocations (one sample's
+ * body of a per-sample kernel: kiln_gpu_bind_samples). */
+static kiln_status_t vk_bind(tir_ctx_t* c, const tir_func_t* f, const tir_func_t** out) {
+  const kiln_gpu_bind_t how = {.small_extent = 8, .lanes = 64};
+  return kiln_gpu_bind_parallel(c, f, &how, out);
+}
 
 typedef struct unit_s {
   char* text;     /* GLSL (malloc) */
@@ -173,7 +181,16 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
        * runs an invocation per SIMD lane and groups on its threads. */
       const tir_func_t* f = pk->func;
       const tir_func_t* bound = NULL;
-      if (!no_bind) {
+      if (plan->n_dims) {
+        /* per-sample kernels: the samples on the grid's dim 2 (gpu_bind_dyn.h) */
+        s = kiln_gpu_bind_samples(&ctx, f, no_bind ? NULL : vk_bind, &bound);
+        if (s) {
+          if (na != noalias) free(na);
+          s = kiln_status_annotate(s, "spirv: kernel '%s'", name);
+          break;
+        }
+        f = bound;
+      } else if (!no_bind) {
         kiln_gpu_bind_t how = {.small_extent = 8, .lanes = 64};
         s = kiln_gpu_bind_parallel(&ctx, f, &how, &bound);
         if (s) {
@@ -290,6 +307,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       prog->kernels[k].groups[d] = dims[k][d] > 0 ? dims[k][d] : 1;
       prog->kernels[k].local[d] = dims[k][3 + d] > 0 ? dims[k][3 + d] : 1;
     }
+  /* a per-sample program's grids are one sample's: the device scales dim 2 */
+  for (int32_t k = 0; plan->n_dims && k < nkept; ++k) prog->kernels[k].groups[2] = 1;
   blobs = NULL;
   lens = NULL;
   text = NULL;
