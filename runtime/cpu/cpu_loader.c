@@ -230,6 +230,19 @@ static kiln_status_t compiler_version(const char* cc, const char* workdir, kiln_
  * when something must be compiled, so a cache hit never pays for the probe,
  * and once per process: a clang that fails it is not asked again. */
 #define AUTO_CC "clang"
+/* Except in sanitizer builds: LeakSanitizer's tracer crashes at exit on
+ * libomp's parked worker threads (as on PoCL's, google/sanitizers#1353),
+ * which would end every ASan run of CPU kernels; libgomp's do not. */
+#if defined(__SANITIZE_ADDRESS__)
+#define AUTO_CLANG_ALLOWED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AUTO_CLANG_ALLOWED 0
+#endif
+#endif
+#ifndef AUTO_CLANG_ALLOWED
+#define AUTO_CLANG_ALLOWED 1
+#endif
 static pthread_mutex_t auto_mu = PTHREAD_MUTEX_INITIALIZER;
 static int auto_clang; /* 0 not tried, 1 links OpenMP, -1 does not */
 
@@ -251,7 +264,7 @@ static const char* auto_compiler(void) {
   pthread_mutex_lock(&auto_mu);
   int st = auto_clang;
   pthread_mutex_unlock(&auto_mu);
-  return st >= 0 && on_path(AUTO_CC) ? AUTO_CC : "cc";
+  return AUTO_CLANG_ALLOWED && st >= 0 && on_path(AUTO_CC) ? AUTO_CC : "cc";
 }
 
 /* Whether clang builds an OpenMP shared object in |dir| (once per process). */
