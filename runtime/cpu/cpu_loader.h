@@ -8,7 +8,8 @@
  * (kiln_program_code_t: one C translation unit plus (offset, length) parts
  * [0] prelude, [1..n-2] units, [n-1] epilogue), so large units compile as
  * parts in parallel: up to 3 parts per job, at most $KILN_CPU_JOBS (default:
- * the cores) compilers at once, each starting the next part as it ends. Compiler $KILN_CC or "cc", flags
+ * the cores) compilers at once, each starting the next part as it ends. Compiler $KILN_CC, else
+ * clang where it is on PATH and links OpenMP code, else "cc"; flags
  * $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno";
  * $KILN_CPU_DUMP names a folder that receives the source. Objects are cached
  * by a hash of the source, compiler, flags, compiler version and CPU.
@@ -31,7 +32,7 @@ extern "C" {
 #endif
 
 typedef struct kiln_cpu_options_s {
-  const char* compiler;   /* default: $KILN_CC or "cc" */
+  const char* compiler;   /* default: $KILN_CC, or NULL: clang when usable, else "cc" */
   const char* flags;      /* default: $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno" */
   const char* cache_dir;  /* default: see above; "" disables the cache */
   int32_t threads;        /* 0 = number of cores (the executors' setting; loading ignores it) */
@@ -46,7 +47,7 @@ void kiln_cpu_options_default(kiln_cpu_options_t* o);
  * cache_hit, so_path and, when it ran the compiler, compiler_cpu_s (the
  * compilers' and the linker's CPU seconds, all parts together), parts (the
  * translation units the code was split into) and jobs (compilers run at
- * once); kiln_cpu_compile adds codegen_s and source_bytes. */
+ * once) and compiler; kiln_cpu_compile adds codegen_s and source_bytes. */
 typedef struct kiln_cpu_compile_stats_s {
   double codegen_s, compile_s, load_s;
   double compiler_cpu_s;
@@ -54,6 +55,7 @@ typedef struct kiln_cpu_compile_stats_s {
   bool cache_hit;
   size_t source_bytes;
   char so_path[1024];
+  char compiler[64]; /* the compiler that ran (a miss only) */
 } kiln_cpu_compile_stats_t;
 
 /* What every generated kernel is: arguments in the kernel's parameter order. */
