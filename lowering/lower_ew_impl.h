@@ -29,7 +29,10 @@
 #include "lowering/lower.h"
 #include "lowering/plan.h"
 
-#define KILN_LEW_PARALLEL_MIN 65536
+/* 32k: a 4 x 64 x 128 Transpose (24 us on one core) ran serial at 64k,
+ * and the OpenMP threads, idle longer than their spin, slept until the
+ * next kernel woke them (the transformer encoder block: 9% of a run). */
+#define KILN_LEW_PARALLEL_MIN 32768
 
 typedef struct kiln_lew_nest_s {
   int32_t rank;

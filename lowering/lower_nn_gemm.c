@@ -22,8 +22,8 @@
  * generated assembly: vbroadcastss + vfmadd231ps zmm only). Tiles at the M
  * and N edges are generated as separate, exactly sized tiles (their j loop
  * cut into 16/8/4-lane pieces), so no guard ever runs inside a tile. Chunks
- * get equal numbers of full tiles; the leftover tiles go to the last chunk
- * under an `if (chunk == last)` (a condition on the chunk only, so every
+ * get as equal numbers of tiles as whole tiles allow, the partial tile the
+ * last chunk's last (balanced_chunks: branches on the chunk only, so every
  * access index stays provably in bounds).
  *
  * With n_outer (the implicit GEMM whose R is the weights) the L panels of
@@ -574,6 +574,41 @@ static const tir_stmt_t* mgroups(gen_t* e, const tir_expr_t* mfirst, int64_t mcn
 
 enum { PAR_NONE, PAR_BATCH, PAR_M, PAR_N };
 
+/* |cnt| tiles of the split dimension from |first| (the last one partial
+ * when |part|), all tiles of the other. */
+static const tir_stmt_t* split_run(gen_t* e, const tir_expr_t* first, int64_t cnt, bool part, bool split_m) {
+  nn_kb_t* kb = e->kb;
+  return split_m ? mgroups(e, first, cnt, part, nn_i(kb, 0), e->nt_full, e->nrem > 0)
+                 : mgroups(e, nn_i(kb, 0), e->mt_full, e->mrem > 0, first, cnt, part);
+}
+
+/* Chunk c's tiles when the P chunks share the split dimension's |full| full
+ * tiles and (|part|) its partial one as evenly as whole tiles allow: of the
+ * all = full + part tiles, chunk c gets base = all / P, plus one for the
+ * first all % P chunks; the partial tile is the last chunk's last. (Giving
+ * the leftover tiles all to the last chunk left a 128-row MatMul split 52
+ * and 76 rows on 2 threads.) Needs all >= P. Each branch's conditions
+ * bound c, so every index stays provably in bounds. */
+static const tir_stmt_t* balanced_chunks(gen_t* e, const tir_expr_t* c, int64_t P, int64_t full, bool part,
+                                         bool split_m) {
+  nn_kb_t* kb = e->kb;
+  const int64_t all = full + (part ? 1 : 0), base = all / P, rem = all % P;
+  /* the last chunk: base tiles, the partial one last */
+  const tir_stmt_t* body =
+      split_run(e, nn_i(kb, (P - 1) * base + rem), part ? base - 1 : base, part, split_m);
+  /* chunks rem .. P-2: base full tiles */
+  if (P - 2 >= rem) {
+    const tir_stmt_t* mid = split_run(e, nn_addc(kb, nn_mulc(kb, c, base), rem), base, false, split_m);
+    body = tir_if(kb->t, tir_bin(kb->t, TIR_LT, c, nn_i(kb, P - 1)), mid, body);
+  }
+  /* chunks 0 .. rem-1: base + 1 full tiles */
+  if (rem > 0) {
+    const tir_stmt_t* more = split_run(e, nn_mulc(kb, c, base + 1), base + 1, false, split_m);
+    body = tir_if(kb->t, tir_bin(kb->t, TIR_LT, c, nn_i(kb, rem)), more, body);
+  }
+  return body;
+}
+
 /* One tile per invocation, for a GPU whose invocations may only run so many
  * loop iterations (ctx->loop_limit): the chunked form gives each of a few
  * chunks whole rows of tiles (CPU threads), which on such a device ends
@@ -704,6 +739,8 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
     int64_t q = full / P, extra = full % P;
     if (mode == PAR_NONE) {
       body = mgroups(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, nn_i(kb, 0), e.nt_full, e.nrem > 0);
+    } else if (full + part >= P && (extra > 0 || part)) {
+      body = balanced_chunks(&e, c, P, full, part, split_m);
     } else {
       /* Equal shares of full tiles... */
       const tir_expr_t* first = nn_mulc(kb, c, q);

@@ -123,13 +123,15 @@ typedef struct kiln_device_open_options_s {
  * `kiln devices`). Without the driver or device the call falls back to the
  * CPU and logs why, unless options->strict (then NOT_FOUND/DEVICE_ERROR with
  * the reason). Release with kiln_device_release.
- * The first CPU device opened sets OMP_WAIT_POLICY=passive in the process
- * environment unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: the CPU
- * kernels' OpenMP threads then sleep between parallel regions instead of
- * spinning, which otherwise starves other sessions and threads when the
- * cores are shared (set OMP_WAIT_POLICY=active to keep spinning). Open it
- * before starting threads that read the environment (setenv is not safe
- * against a concurrent getenv). */
+ * The first CPU device opened sets GOMP_SPINCOUNT (and KMP_BLOCKTIME=0
+ * unless set) in the process environment unless OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT is set: the CPU kernels' OpenMP threads then spin about
+ * 10 us after a parallel region (enough to catch the next kernel's) and
+ * then sleep, instead of libgomp's default ~7 ms of spinning, which
+ * starves other sessions and threads when the cores are shared (set
+ * OMP_WAIT_POLICY=passive to sleep at once, =active to keep spinning).
+ * Open it before starting threads that read the environment (setenv is
+ * not safe against a concurrent getenv). */
 KILN_API kiln_status_t kiln_device_open(const char* name, const kiln_device_open_options_t* options,
                                         kiln_allocator_t allocator, kiln_device_t** out_device);
 KILN_API void kiln_device_retain(kiln_device_t* d);

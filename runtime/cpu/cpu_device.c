@@ -391,24 +391,67 @@ static void cpu_model_name(char* out, size_t n) {
 
 /* Kernel objects are built with -fopenmp; libgomp, loaded with the first
  * of them, reads its environment once. By default its idle threads spin
- * after every parallel region, and a run is dozens of regions: with more
- * runnable threads than cores (several sessions, a batcher's clients, the
- * application's own threads, a loaded machine) the spinners take the
- * cores from the threads with work (ResNet-18 on 2 cores under load: ~1000
- * vs 115 ms/run; a batcher's small batch 17-28 vs 0.07 ms). So, unless the
- * environment already says how OpenMP waits, idle threads sleep. Set once,
- * before any kernel object is loaded (a runtime loaded earlier by the
- * application keeps its own setting). setenv races getenv on other
- * threads: open the first CPU device before starting threads that read
- * the environment (include/kiln/runtime.h). */
+ * ~300000 times (~7 ms) after every parallel region, and a run is dozens
+ * of regions: with more runnable threads than cores (several sessions, a
+ * batcher's clients, the application's own threads, a loaded machine) the
+ * spinners take the cores from the threads with work (ResNet-18 on 2 cores
+ * under load: ~1000 vs 115 ms/run; a batcher's small batch 17-28 vs 0.07
+ * ms). Sleeping at once (OMP_WAIT_POLICY=passive) costs a futex wake-up
+ * per region instead, 10-20 us on a VM's idle core, which is most of a
+ * small kernel: MobileNetV2 at 2 threads ran no faster than at 1. So,
+ * unless the environment already says how OpenMP waits, idle threads spin
+ * for about SPIN_NS -- long enough to catch the next kernel's region,
+ * since a run's kernels follow each other within microseconds -- then
+ * sleep (GOMP_SPINCOUNT; libgomp's own cap for more threads than cores,
+ * 100 spins, still applies). A spin is an atomic load and a pause (23 ns
+ * on Zen 5, 3-40 ns elsewhere), so the count is calibrated here. libomp
+ * (KILN_CC=clang) keeps sleeping at once (KMP_BLOCKTIME=0, as passive
+ * did). Set once, before any kernel object is loaded (a runtime loaded
+ * earlier by the application keeps its own setting). setenv races getenv
+ * on other threads: open the first CPU device before starting threads
+ * that read the environment (include/kiln/runtime.h). */
+#define SPIN_NS 10000.0
+
+static void spin_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause(); /* libgomp's cpu_relax on x86 */
+#else
+  __asm__ volatile("" ::: "memory");
+#endif
+}
+
+/* Spins in SPIN_NS, timed like libgomp's do_spin loop (fastest of 3). */
+static long calibrated_spins(void) {
+  static volatile int flag;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 1000; ++i) {
+      if (__atomic_load_n(&flag, __ATOMIC_RELAXED)) break;
+      spin_relax();
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    if (r == 0 || ns < best) best = ns;
+  }
+  double per = best / 1000.0;
+  long n = per > 0.1 ? (long)(SPIN_NS / per) : 100000;
+  return n < 100 ? 100 : n > 100000 ? 100000 : n;
+}
+
 static pthread_once_t openmp_once = PTHREAD_ONCE_INIT;
-static void openmp_wait_passive(void) {
-  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+static void openmp_wait_short(void) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  char n[32];
+  snprintf(n, sizeof n, "%ld", calibrated_spins());
+  setenv("GOMP_SPINCOUNT", n, 0);
+  if (!getenv("KMP_BLOCKTIME")) setenv("KMP_BLOCKTIME", "0", 0);
 }
 
 kiln_status_t kiln_cpu_device_create(int32_t threads, kiln_allocator_t allocator,
                                      kiln_device_t** out_device) {
-  pthread_once(&openmp_once, openmp_wait_passive);
+  pthread_once(&openmp_once, openmp_wait_short);
   void* m = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(cpu_device_t), "cpu device", &m));
   cpu_device_t* d = m;
