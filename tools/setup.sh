@@ -25,7 +25,7 @@ PACKAGES="build-essential cmake pkg-config git
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools vulkan-validationlayers vulkan-tools
   python3 python3-venv python3-pip python3-numpy python3-pytest python3-torch python3-torchvision python3-sympy
   python3-matplotlib python3-sklearn
-  gcc-aarch64-linux-gnu qemu-user libsodium-dev:arm64 libprotobuf-c-dev:arm64 libgomp1:arm64"
+  gcc-aarch64-linux-gnu qemu-user libc6-dev:arm64 libsodium-dev:arm64 libprotobuf-c-dev:arm64 libgomp1:arm64"
 
 echo "setup: installing Debian packages"
 # aarch64 (tests/aarch64): libkiln_rt and kiln-rt-run cross-built with Debian's
