@@ -342,6 +342,53 @@ KILN_INLINE kiln_vi8 kiln_vdot2_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return
 KILN_INLINE kiln_vi16 kiln_vdot2_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
   return (kiln_vi16)KILN_DPW16(acc, a, b);
 }
+/* Tensor-IR dot4_u8i8: acc + the four products of a's bytes as u8 and b's
+   as s8, per 32-bit lane (u8 activations, four channels, times int8
+   weights). One vpdpbusd where the CPU has VNNI (exact: that instruction
+   sums the four products in 32 bits, no 16-bit saturation as vpmaddubsw's
+   pairs), else the portable lane code. */
+KILN_INLINE int32_t kiln_dot4(int32_t acc, int32_t a, int32_t b) {
+  uint32_t s = (uint32_t)acc;
+  for (int k = 0; k < 4; ++k)
+    s += (uint32_t)((int32_t)(uint8_t)((uint32_t)a >> (8 * k)) * (int32_t)(int8_t)(uint8_t)((uint32_t)b >> (8 * k)));
+  return (int32_t)s;
+}
+#define KILN_VD4DEF(W)                                                             \
+  KILN_INLINE kiln_vi##W kiln_vdot4g_##W(kiln_vi##W acc, kiln_vi##W a, kiln_vi##W b) { \
+    kiln_vu##W s = (kiln_vu##W)acc;                                               \
+    for (int k = 0; k < 4; ++k) {                                                 \
+      kiln_vi##W ab = (kiln_vi##W)(((kiln_vu##W)a >> (8 * k)) & 255u);             \
+      kiln_vi##W bb = (kiln_vi##W)((kiln_vu##W)b << (24 - 8 * k)) >> 24;          \
+      s += (kiln_vu##W)(ab * bb);                                                 \
+    }                                                                             \
+    return (kiln_vi##W)s;                                                         \
+  }
+KILN_VD4DEF(4)
+KILN_VD4DEF(8)
+KILN_VD4DEF(16)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+#define KILN_DPB4(c, a, b) __builtin_ia32_vpdpbusd_v4si((kiln_vr4)(c), (kiln_vr4)(a), (kiln_vr4)(b))
+#define KILN_DPB8(c, a, b) __builtin_ia32_vpdpbusd_v8si((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#endif
+#if defined(__AVX512VNNI__)
+#define KILN_DPB16(c, a, b) __builtin_ia32_vpdpbusd_v16si((kiln_vr16)(c), (kiln_vr16)(a), (kiln_vr16)(b))
+#endif
+#endif
+#ifndef KILN_DPB4
+#define KILN_DPB4(c, a, b) kiln_vdot4g_4(c, a, b)
+#endif
+#ifndef KILN_DPB8
+#define KILN_DPB8(c, a, b) kiln_vdot4g_8(c, a, b)
+#endif
+#ifndef KILN_DPB16
+#define KILN_DPB16(c, a, b) kiln_vdot4g_16(c, a, b)
+#endif
+KILN_INLINE kiln_vi4 kiln_vdot4_4(kiln_vi4 acc, kiln_vi4 a, kiln_vi4 b) { return (kiln_vi4)KILN_DPB4(acc, a, b); }
+KILN_INLINE kiln_vi8 kiln_vdot4_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return (kiln_vi8)KILN_DPB8(acc, a, b); }
+KILN_INLINE kiln_vi16 kiln_vdot4_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
+  return (kiln_vi16)KILN_DPB16(acc, a, b);
+}
 /* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
    byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
    forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */

@@ -125,7 +125,9 @@ static bool vok_i32(const pr_t* p, const tir_expr_t* e) {
 static bool vok_i32_value(const pr_t* p, const tir_expr_t* e) {
   if (e->dtype != KILN_DTYPE_I32 || !p->d->vstore_i32) return false;
   if (!varies(p, e)) return true;
-  if (e->kind != TIR_CALL || e->u.call.fn != TIR_DOT2_I16 || !p->d->vdot2_i16) return false;
+  if (e->kind != TIR_CALL) return false;
+  if (e->u.call.fn == TIR_DOT2_I16 ? !p->d->vdot2_i16 : e->u.call.fn != TIR_DOT4_U8I8 || !p->d->vdot4_u8i8)
+    return false;
   for (int32_t i = 0; i < 3; ++i)
     if (!vok_i32(p, e->u.call.args[i])) return false;
   return true;
@@ -376,8 +378,8 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
     }
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
-      if (fn == TIR_DOT2_I16) {
-        vtpl(p, d->vdot2_i16, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
+      if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8) {
+        vtpl(p, fn == TIR_DOT2_I16 ? d->vdot2_i16 : d->vdot4_u8i8, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
       } else if (fn == TIR_NEG || fn == TIR_NOT) {
         bool o = open_p(p, P_UNARY, need);
         put(p, fn == TIR_NEG ? "-" : "~");
