@@ -259,6 +259,9 @@ KILN_VQSTORE(16, 64, uint8)
 KILN_VQSTORE(4, 16, int8)
 KILN_VQSTORE(8, 32, int8)
 KILN_VQSTORE(16, 64, int8)
+typedef float kiln_vx4f __attribute__((vector_size(16)));
+typedef float kiln_vx8f __attribute__((vector_size(32)));
+typedef float kiln_vx16f __attribute__((vector_size(64)));
 #define KILN_VRINT(W)                                                              \
   KILN_INLINE kiln_v##W##f kiln_vrint##W(kiln_v##W##f x) {                      \
     kiln_v##W##f a = kiln_vabs##W(x);                                           \
@@ -266,9 +269,27 @@ KILN_VQSTORE(16, 64, int8)
     r = (kiln_v##W##f)((kiln_v##W##i)r | ((kiln_v##W##i)x & INT32_MIN));        \
     return kiln_vsel##W(a < 8388608.0f, r, x);                                  \
   }
+/* One instruction where GCC has the builtin (vroundps / vrndscaleps with
+   round-to-nearest-even, exceptions suppressed): the same values, signed
+   zeros and NaNs as the form above, ~5 instructions fewer in the int8
+   requantization that runs on every output vector. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__SSE4_1__)
+KILN_INLINE kiln_v4f kiln_vrint4(kiln_v4f x) { return (kiln_v4f)__builtin_ia32_roundps((kiln_vx4f)x, 8); }
+#else
 KILN_VRINT(4)
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX__)
+KILN_INLINE kiln_v8f kiln_vrint8(kiln_v8f x) { return (kiln_v8f)__builtin_ia32_roundps256((kiln_vx8f)x, 8); }
+#else
 KILN_VRINT(8)
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+KILN_INLINE kiln_v16f kiln_vrint16(kiln_v16f x) {
+  return (kiln_v16f)__builtin_ia32_rndscaleps_mask((kiln_vx16f)x, 8, (kiln_vx16f)x, (unsigned short)0xffff, 4);
+}
+#else
 KILN_VRINT(16)
+#endif
 
 /* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
    per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
