@@ -181,7 +181,7 @@ static const tir_expr_t* qb_lload4d(nn_kb_t* kb, const nn_gemm_t* g, const tir_e
                                     int32_t grp, const tir_expr_t* const* kv, const tir_expr_t* m) {
   const qb_t* qb = g->user;
   (void)grp;
-  const int64_t qpb = qb->xb / 4;
+  const int64_t qpb = qb->xb ? qb->xb / 4 : 1;
   const tir_expr_t* blk = nn_divc(kb, cq, qpb);
   const tir_expr_t* lane = nn_modc(kb, cq, qpb);
   if (qb->xf && qb->src == qb->xq) return tir_load(kb->t, qb->xq, NN_IDX(b, blk, m, lane));
@@ -199,23 +199,26 @@ static bool qb_outside(const nn_axis_t* a) { return a->p > 0 || (a->out - 1) * a
  * padded with zu by padh/padw (x's padding) where taps fall outside x,
  * sign bits flipped for i8 x: src[n][cb][hs][ws][q] = xq[n][cb][hs - padh]
  * [ws - padw][q] (^ 0x80808080), zu in every byte outside. One pass over
- * x, in i32 units. */
+ * x, in i32 units. A plain x (the stem: no xq) is always copied, as
+ * src[n][quad][hs][ws][0], the quad's four channels' bytes gathered from
+ * their planes (channels past C read channel C - 1: their weights are 0). */
 static kiln_status_t qb_src4(nn_kb_t* kb, qb_t* qb) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   tir_ctx_t* t = kb->t;
   const bool flip = qb->x->dtype == KILN_DTYPE_I8, pad = qb_outside(&qb->ah) || qb_outside(&qb->aw);
   qb->src = qb->xq;
   qb->padh = qb->padw = 0;
-  if (!flip && !pad) return NULL;
+  if (!flip && !pad && qb->xb) return NULL;
   if (pad) qb->padh = qb->ah.p > 0 ? qb->ah.p : 0, qb->padw = qb->aw.p > 0 ? qb->aw.p : 0;
   const int64_t* xs = qb->x->shape;
   const int64_t eh = (qb->ah.out - 1) * qb->ah.s + (qb->ah.k - 1) * qb->ah.d + 1,
                 ew = (qb->aw.out - 1) * qb->aw.s + (qb->aw.k - 1) * qb->aw.d + 1;
-  const int64_t shape[5] = {xs[0], xs[1], pad ? eh : xs[2], pad ? ew : xs[3], qb->xb / 4};
+  const int64_t shape[5] = {xs[0], qb->xb ? xs[1] : (qb->C + 3) / 4, pad ? eh : xs[2], pad ? ew : xs[3],
+                            qb->xb ? qb->xb / 4 : 1};
   KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xq_src", KILN_DTYPE_I32, 5, shape, &qb->src));
   /* the 5-D view of x (xq may be the flat one) */
   const tir_buffer_t* xv = qb->xq;
-  if (qb->xq->rank != 5) {
+  if (qb->xb && qb->xq->rank != 5) {
     const int64_t s5[5] = {xs[0], xs[1], xs[2], xs[3], qb->xb / 4};
     KILN_RETURN_IF_ERROR(qb_view_i32(ctx, qb->x, "xq_i32_5d", 5, s5, &xv));
   }
@@ -227,8 +230,29 @@ static kiln_status_t qb_src4(nn_kb_t* kb, qb_t* qb) {
   const tir_expr_t *n = nn_divc(kb, o, shape[1]), *cb = nn_modc(kb, o, shape[1]), *l = nn_v(kb, vl);
   const tir_expr_t* ih = nn_addc(kb, nn_v(kb, vh), -qb->padh);
   const tir_expr_t* iw = nn_addc(kb, nn_v(kb, vw), -qb->padw);
-  const tir_expr_t* v = tir_load(t, xv, NN_IDX(n, cb, nn_clamp(kb, ih, 0, xs[2] - 1), nn_clamp(kb, iw, 0, xs[3] - 1), l));
-  if (flip) v = tir_bin(t, TIR_BXOR, v, tir_const(t, KILN_DTYPE_I32, (int32_t)0x80808080u));
+  const tir_expr_t *ihc = nn_clamp(kb, ih, 0, xs[2] - 1), *iwc = nn_clamp(kb, iw, 0, xs[3] - 1);
+  const tir_expr_t* v;
+  if (qb->xb) {
+    v = tir_load(t, xv, NN_IDX(n, cb, ihc, iwc, l));
+  } else {
+    /* bytes b0 + b1 2^8 + b2 2^16 + s3 2^24, s3 the top byte as signed
+     * (b3 - 256 above 127): no i32 overflow */
+    v = NULL;
+    for (int64_t k = 0; k < 4; ++k) {
+      const tir_expr_t* ch = nn_clamp(kb, nn_addc(kb, nn_mulc(kb, cb, 4), k), 0, qb->C - 1);
+      const tir_expr_t* b =
+          tir_bin(t, TIR_BAND, tir_cast(t, KILN_DTYPE_I32, tir_load(t, qb->x, NN_IDX(n, ch, ihc, iwc))),
+                  tir_const(t, KILN_DTYPE_I32, 255));
+      if (flip) b = tir_bin(t, TIR_BXOR, b, tir_const(t, KILN_DTYPE_I32, 128));
+      if (k == 3)
+        b = tir_mul(t, tir_sub(t, tir_bin(t, TIR_BXOR, b, tir_const(t, KILN_DTYPE_I32, 128)), tir_const(t, KILN_DTYPE_I32, 128)),
+                    tir_const(t, KILN_DTYPE_I32, 16777216));
+      else if (k > 0)
+        b = tir_mul(t, b, tir_const(t, KILN_DTYPE_I32, (int32_t)1 << (8 * k)));
+      v = v ? tir_add(t, v, b) : b;
+    }
+  }
+  if (flip && qb->xb) v = tir_bin(t, TIR_BXOR, v, tir_const(t, KILN_DTYPE_I32, (int32_t)0x80808080u));
   if (pad) {
     const tir_expr_t* ok =
         tir_bin(t, TIR_AND, tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)), tir_bin(t, TIR_LT, ih, nn_i(kb, xs[2]))),
@@ -312,7 +336,7 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
   for (int64_t i = 0; i < qb->M * qb->C * qb->T && qb->w8; ++i) qb->w8 = qb->q->wq[i] >= -128.0f && qb->q->wq[i] <= 127.0f;
   /* VNNI: quads of u8 x int8 (a blocked x, whole quads per block, int8
    * weights, a constant zero point) */
-  qb->q4 = qb->w8 && qb->q->xzp_is_imm && qb->xb > 0 && qb->xb % 4 == 0 && qb_vnni(ctx) &&
+  qb->q4 = qb->w8 && qb->q->xzp_is_imm && qb->xb % 4 == 0 && qb_vnni(ctx) &&
            (qb->x->dtype == KILN_DTYPE_U8 || qb->x->dtype == KILN_DTYPE_I8);
   qb->zu = qb->q->xzp_imm + (qb->x->dtype == KILN_DTYPE_I8 ? 128 : 0);
   /* a constant zero point folds into the bias: sum (x - z) w = sum x w - z sum w
@@ -335,7 +359,7 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
     const int64_t fs[4] = {qb->N, qb->x->shape[1], P, qb->xb};
     KILN_RETURN_IF_ERROR(nn_view(ctx, qb->x, "xq_flat", qb->xb ? 4 : 3, fs, &qb->xf));
   }
-  if (qb->q4) {
+  if (qb->q4 && qb->xb) {
     const int64_t* xs = qb->x->shape;
     const int64_t s5[5] = {xs[0], xs[1], xs[2], xs[3], qb->xb / 4}, s4[4] = {xs[0], xs[1], xs[2] * xs[3], qb->xb / 4};
     KILN_RETURN_IF_ERROR(qb_view_i32(ctx, qb->x, "xq_i32", qb->xf ? 4 : 5, qb->xf ? s4 : s5, &qb->xq));

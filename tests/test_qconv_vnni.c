@@ -7,7 +7,7 @@
  * i8 and blocks of 8, against the reference executor, bit for bit:
  *
  *   x f32 [1,22,9,9] -> QuantizeLinear -> a 3x3 pad 1 (the stem, plain
- *   input) -> b 3x3 pad 1 (22 input channels: a last quad and block past
+ *   input: quads gathered from the channel planes) -> b 3x3 pad 1 (22 input channels: a last quad and block past
  *   the channels) -> c 3x3 stride 2 pads (1,0,0,1) -> d 1x1 (flat) -> e 1x1
  *   stride 2 -> DequantizeLinear -> y.
  * KILN_TEST_NO_CPU=1 skips the native runs. */
