@@ -410,6 +410,39 @@ KILN_INLINE kiln_vi8 kiln_vdot4_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return
 KILN_INLINE kiln_vi16 kiln_vdot4_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
   return (kiln_vi16)KILN_DPB16(acc, a, b);
 }
+/* The quantized ops' saturation min(max(select(x == x, x, lo), lo), hi)
+   (constant lo <= hi) as the vector unit's max then min, which return
+   their second operand for a NaN and for equal values: NaN -> lo, and the
+   same signed zeros as the NaN-propagating kiln_vmax / kiln_vmin with the
+   select. Two instructions instead of ~10 on every requantized vector. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__SSE__) && defined(__x86_64__)
+KILN_INLINE kiln_v4f kiln_vqsat4(kiln_v4f x, kiln_v4f lo, kiln_v4f hi) {
+  return (kiln_v4f)__builtin_ia32_minps(__builtin_ia32_maxps((kiln_vx4f)x, (kiln_vx4f)lo), (kiln_vx4f)hi);
+}
+#else
+KILN_INLINE kiln_v4f kiln_vqsat4(kiln_v4f x, kiln_v4f lo, kiln_v4f hi) {
+  return kiln_vmin4(kiln_vmax4(kiln_vsel4(x == x, x, lo), lo), hi);
+}
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX__)
+KILN_INLINE kiln_v8f kiln_vqsat8(kiln_v8f x, kiln_v8f lo, kiln_v8f hi) {
+  return (kiln_v8f)__builtin_ia32_minps256(__builtin_ia32_maxps256((kiln_vx8f)x, (kiln_vx8f)lo), (kiln_vx8f)hi);
+}
+#else
+KILN_INLINE kiln_v8f kiln_vqsat8(kiln_v8f x, kiln_v8f lo, kiln_v8f hi) {
+  return kiln_vmin8(kiln_vmax8(kiln_vsel8(x == x, x, lo), lo), hi);
+}
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+KILN_INLINE kiln_v16f kiln_vqsat16(kiln_v16f x, kiln_v16f lo, kiln_v16f hi) {
+  kiln_vx16f m = __builtin_ia32_maxps512_mask((kiln_vx16f)x, (kiln_vx16f)lo, (kiln_vx16f)lo, (unsigned short)0xffff, 4);
+  return (kiln_v16f)__builtin_ia32_minps512_mask(m, (kiln_vx16f)hi, (kiln_vx16f)hi, (unsigned short)0xffff, 4);
+}
+#else
+KILN_INLINE kiln_v16f kiln_vqsat16(kiln_v16f x, kiln_v16f lo, kiln_v16f hi) {
+  return kiln_vmin16(kiln_vmax16(kiln_vsel16(x == x, x, lo), lo), hi);
+}
+#endif
 /* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
    byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
    forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */
