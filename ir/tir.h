@@ -134,6 +134,12 @@ typedef enum tir_intrin_e {
    * byte each and expanded to dot2_i16's operand where they are read. */
   TIR_WIDEN_I8X2,
   TIR_SILU,       /* x * sigmoid(x): a fused Mul(x, Sigmoid(x)) (lowering/fuse.c), x once */
+  /* 3 i32 args (acc, a, b): acc + the sum over the four bytes k of
+   * u8(byte k of a) * s8(byte k of b), wrapping like two's complement i32:
+   * x86 vpdpbusd (AVX512-VNNI / AVX-VNNI), the int8 GEMM's step on four
+   * channels of u8 activations and int8 weights (lower_nn_qconv_blocked.c).
+   * No intermediate saturation: |sum of four products| <= 4 * 255 * 128. */
+  TIR_DOT4_U8I8,
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

@@ -308,6 +308,13 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
       v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)(a0 * b0 + a1 * b1));
       break;
     }
+    case TIR_DOT4_U8I8: {
+      int64_t s = 0;
+      for (int k = 0; k < 4; ++k)
+        s += (int64_t)(uint8_t)((uint64_t)a[1].i >> (8 * k)) * (int8_t)(uint8_t)((uint64_t)a[2].i >> (8 * k));
+      v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)s);
+      break;
+    }
     case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }

@@ -149,7 +149,7 @@ static bool is_float(kiln_dtype_t t) { return kiln_dtype_is_float(t); }
 static bool is_int(kiln_dtype_t t) { return kiln_dtype_is_int(t); }
 
 static int32_t intrin_arity(tir_intrin_t fn) {
-  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA || fn == TIR_DOT2_I16 ? 3 : 1);
+  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA || fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8 ? 3 : 1);
 }
 
 static const char* binop_name(tir_binop_t op) {
@@ -389,9 +389,10 @@ static kiln_status_t check_expr(vctx_t* c, const tir_expr_t* e, bool in_select) 
         if (e->dtype != KILN_DTYPE_BOOL) goto bad_dtype;
         return NULL;
       }
-      if (fn == TIR_DOT2_I16) return e->dtype == KILN_DTYPE_I32 ? NULL : fail(c, KILN_INVALID_ARGUMENT,
-                                                                              "dot2_i16 on %s values",
-                                                                              kiln_dtype_name(e->dtype));
+      if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8)
+        return e->dtype == KILN_DTYPE_I32 ? NULL
+                                          : fail(c, KILN_INVALID_ARGUMENT, "%s on %s values",
+                                                 fn == TIR_DOT2_I16 ? "dot2_i16" : "dot4_u8i8", kiln_dtype_name(e->dtype));
       /* neg, fabs and pow also work on integers; the others are float math. */
       if (fn != TIR_NEG && fn != TIR_FABS && fn != TIR_POW && !is_float(e->dtype)) goto bad_dtype;
       if (e->dtype == KILN_DTYPE_BOOL) goto bad_dtype;

@@ -263,7 +263,8 @@ static const tir_stmt_t* fma_body(gen_t* e, void* u, const tir_expr_t* i, const 
   const tir_expr_t* krel = kflat(e, t->kv, t->tap);
   const tir_expr_t* l = l_elem(e, t->mt, i, kabs, krel, kout, t->grp, t->tv);
   const tir_expr_t* r = r_elem(e, t->nt, j, kout, t->grp, t->tv, kabs, krel);
-  if (e->g->idot) return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, TIR_DOT2_I16, 3, a, l, r));
+  if (e->g->idot)
+    return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, e->g->dot4 ? TIR_DOT4_U8I8 : TIR_DOT2_I16, 3, a, l, r));
   return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_add(kb->t, a, tir_mul(kb->t, l, r)));
 }
 
@@ -692,7 +693,9 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
 
   /* taps outside k only with the caller's L in place and whole K blocks
    * (packed K is tap-major within each block) */
-  if (g->taps_outer && (!g->direct_l || g->sparse || g->idot || g->kc <= 0 || g->K % (g->kc * (g->taps > 0 ? g->taps : 1))))
+  /* (int8: one K block, its i32 sums are never reloaded) */
+  if (g->taps_outer && (!g->direct_l || g->sparse || g->kc <= 0 || g->K % (g->kc * (g->taps > 0 ? g->taps : 1)) ||
+                        (g->idot && g->kc * (g->taps > 0 ? g->taps : 1) != g->K)))
     return kiln_make_status(KILN_INTERNAL, "GEMM: taps outside the k loop need a direct L and equal K blocks");
   g->pack_l = !tiled && !g->direct_l && !g->L.packed && (g->L.load || g->L.lload) && g->mr > 1 && nt_all >= 2 && g->K > 0;
   if (!g->pack_l) g->n_outer = false;

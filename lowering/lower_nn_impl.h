@@ -246,6 +246,9 @@ struct nn_gemm_s {
    * tiles live in a per-chunk scratch (the output is stored once, at the
    * last K block, so epilogues fuse) */
   bool psum;
+  /* with idot: each step is dot4_u8i8 (L: four u8, R: four int8 in an
+   * i32; K counts quads; packed constants i32, w8 unused) */
+  bool dot4;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */

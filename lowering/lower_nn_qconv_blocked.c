@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
+#include "lowering/plan.h"
 
 typedef struct qb_s {
   const nn_qconv_t* q;
@@ -43,6 +44,19 @@ typedef struct qb_s {
    * the GEMM's x as a flat view of positions (1x1 stride 1 unpadded) */
   bool zfold;
   const tir_buffer_t* xf;
+  /* The VNNI form (q4: dot4_u8i8): GEMM elements are quads of channels
+   * (4q .. 4q + 3) of one tap, read as one i32 from xq, an i32 view of x
+   * ([N][CB][H][W][c/4], or [N][CB][P][c/4] where xf is flat); i8 x is
+   * made u8 by flipping the sign bits (x + 128), and zu (x_zp, + 128 for
+   * i8) is folded into the bias; taps outside the input read zu. */
+  bool q4;
+  const tir_buffer_t* xq;
+  int32_t zu;
+  /* q4 reads L in place (the GEMM's direct L, taps outside its k loop):
+   * from xq, or from src, xq copied with zu-padding where taps fall
+   * outside x (and with i8 made u8); padh/padw its padding */
+  const tir_buffer_t* src;
+  int64_t padh, padw;
 } qb_t;
 
 /* x's zero point as an i32 expression. */
@@ -139,6 +153,145 @@ static const tir_expr_t* qb_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
   return valid ? tir_select(t, valid, v, tir_const(t, KILN_DTYPE_I32, pad)) : v;
 }
 
+/* An i32 view of |base| (u8 / i8 bytes, 4 per element) of |shape|. */
+static kiln_status_t qb_view_i32(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name, int32_t rank,
+                                 const int64_t* shape, const tir_buffer_t** out) {
+  kiln_plan_t* p = ctx->plan;
+  int32_t bi = -1;
+  for (int32_t i = p->n_buffers - 1; i >= 0 && bi < 0; --i)
+    if (p->buffers[i].buf == base) bi = i;
+  int64_t n = 1;
+  for (int32_t i = 0; i < rank; ++i) n *= shape[i];
+  if (bi < 0 || kiln_dtype_size(base->dtype) != 1 || 4 * n != tir_buffer_numel(base))
+    return kiln_make_status(KILN_INTERNAL, "%s: i32 view '%s' of buffer '%s' does not fit", ctx->node->name, name,
+                            base->name);
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, name, KILN_DTYPE_I32, rank, shape, out));
+  for (int32_t i = p->n_buffers - 1; i >= 0; --i) {
+    if (p->buffers[i].buf == *out) {
+      p->buffers[i].alias_of = bi;
+      return NULL;
+    }
+  }
+  return kiln_make_status(KILN_INTERNAL, "%s: view '%s' not in the plan", ctx->node->name, name);
+}
+
+/* q4's L element read in place: src at the quad |cq| of output position
+ * m's tap (kv[1], kv[2]), affine (src holds every tap). */
+static const tir_expr_t* qb_lload4d(nn_kb_t* kb, const nn_gemm_t* g, const tir_expr_t* b, const tir_expr_t* cq,
+                                    int32_t grp, const tir_expr_t* const* kv, const tir_expr_t* m) {
+  const qb_t* qb = g->user;
+  (void)grp;
+  const int64_t qpb = qb->xb ? qb->xb / 4 : 1;
+  const tir_expr_t* blk = nn_divc(kb, cq, qpb);
+  const tir_expr_t* lane = nn_modc(kb, cq, qpb);
+  if (qb->xf && qb->src == qb->xq) return tir_load(kb->t, qb->xq, NN_IDX(b, blk, m, lane));
+  const tir_expr_t* ih = nn_addc(kb, nn_add(kb, nn_mulc(kb, nn_divc(kb, m, qb->aw.out), qb->ah.s), nn_mulc(kb, kv[1], qb->ah.d)),
+                                 qb->padh - qb->ah.p);
+  const tir_expr_t* iw = nn_addc(kb, nn_add(kb, nn_mulc(kb, nn_modc(kb, m, qb->aw.out), qb->aw.s), nn_mulc(kb, kv[2], qb->aw.d)),
+                                 qb->padw - qb->aw.p);
+  return tir_load(kb->t, qb->src, NN_IDX(b, blk, ih, iw, lane));
+}
+
+/* Taps of |a| that fall outside the input. */
+static bool qb_outside(const nn_axis_t* a) { return a->p > 0 || (a->out - 1) * a->s + (a->k - 1) * a->d - a->p >= a->in; }
+
+/* src for q4's direct L: xq as it is (u8 x, every tap inside), or a copy
+ * padded with zu by padh/padw (x's padding) where taps fall outside x,
+ * sign bits flipped for i8 x: src[n][cb][hs][ws][q] = xq[n][cb][hs - padh]
+ * [ws - padw][q] (^ 0x80808080), zu in every byte outside. One pass over
+ * x, in i32 units. A plain x (the stem: no xq) is always copied, as
+ * src[n][quad][hs][ws][0], the quad's four channels' bytes gathered from
+ * their planes (channels past C read channel C - 1: their weights are 0). */
+static kiln_status_t qb_src4(nn_kb_t* kb, qb_t* qb) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  tir_ctx_t* t = kb->t;
+  const bool flip = qb->x->dtype == KILN_DTYPE_I8, pad = qb_outside(&qb->ah) || qb_outside(&qb->aw);
+  qb->src = qb->xq;
+  qb->padh = qb->padw = 0;
+  if (!flip && !pad && qb->xb) return NULL;
+  if (pad) qb->padh = qb->ah.p > 0 ? qb->ah.p : 0, qb->padw = qb->aw.p > 0 ? qb->aw.p : 0;
+  const int64_t* xs = qb->x->shape;
+  const int64_t eh = (qb->ah.out - 1) * qb->ah.s + (qb->ah.k - 1) * qb->ah.d + 1,
+                ew = (qb->aw.out - 1) * qb->aw.s + (qb->aw.k - 1) * qb->aw.d + 1;
+  const int64_t shape[5] = {xs[0], qb->xb ? xs[1] : (qb->C + 3) / 4, pad ? eh : xs[2], pad ? ew : xs[3],
+                            qb->xb ? qb->xb / 4 : 1};
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xq_src", KILN_DTYPE_I32, 5, shape, &qb->src));
+  /* the 5-D view of x (xq may be the flat one) */
+  const tir_buffer_t* xv = qb->xq;
+  if (qb->xb && qb->xq->rank != 5) {
+    const int64_t s5[5] = {xs[0], xs[1], xs[2], xs[3], qb->xb / 4};
+    KILN_RETURN_IF_ERROR(qb_view_i32(ctx, qb->x, "xq_i32_5d", 5, s5, &xv));
+  }
+  tir_var_t* vo = nn_var(kb, "nc");
+  tir_var_t* vh = nn_var(kb, "hs");
+  tir_var_t* vw = nn_var(kb, "ws");
+  tir_var_t* vl = nn_var(kb, "q");
+  const tir_expr_t* o = nn_v(kb, vo);
+  const tir_expr_t *n = nn_divc(kb, o, shape[1]), *cb = nn_modc(kb, o, shape[1]), *l = nn_v(kb, vl);
+  const tir_expr_t* ih = nn_addc(kb, nn_v(kb, vh), -qb->padh);
+  const tir_expr_t* iw = nn_addc(kb, nn_v(kb, vw), -qb->padw);
+  const tir_expr_t *ihc = nn_clamp(kb, ih, 0, xs[2] - 1), *iwc = nn_clamp(kb, iw, 0, xs[3] - 1);
+  const tir_expr_t* v;
+  if (qb->xb) {
+    v = tir_load(t, xv, NN_IDX(n, cb, ihc, iwc, l));
+  } else {
+    /* bytes b0 + b1 2^8 + b2 2^16 + s3 2^24, s3 the top byte as signed
+     * (b3 - 256 above 127): no i32 overflow */
+    v = NULL;
+    for (int64_t k = 0; k < 4; ++k) {
+      const tir_expr_t* ch = nn_clamp(kb, nn_addc(kb, nn_mulc(kb, cb, 4), k), 0, qb->C - 1);
+      const tir_expr_t* b =
+          tir_bin(t, TIR_BAND, tir_cast(t, KILN_DTYPE_I32, tir_load(t, qb->x, NN_IDX(n, ch, ihc, iwc))),
+                  tir_const(t, KILN_DTYPE_I32, 255));
+      if (flip) b = tir_bin(t, TIR_BXOR, b, tir_const(t, KILN_DTYPE_I32, 128));
+      if (k == 3)
+        b = tir_mul(t, tir_sub(t, tir_bin(t, TIR_BXOR, b, tir_const(t, KILN_DTYPE_I32, 128)), tir_const(t, KILN_DTYPE_I32, 128)),
+                    tir_const(t, KILN_DTYPE_I32, 16777216));
+      else if (k > 0)
+        b = tir_mul(t, b, tir_const(t, KILN_DTYPE_I32, (int32_t)1 << (8 * k)));
+      v = v ? tir_add(t, v, b) : b;
+    }
+  }
+  if (flip && qb->xb) v = tir_bin(t, TIR_BXOR, v, tir_const(t, KILN_DTYPE_I32, (int32_t)0x80808080u));
+  if (pad) {
+    const tir_expr_t* ok =
+        tir_bin(t, TIR_AND, tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)), tir_bin(t, TIR_LT, ih, nn_i(kb, xs[2]))),
+                tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, iw, nn_i(kb, 0)), tir_bin(t, TIR_LT, iw, nn_i(kb, xs[3]))));
+    v = tir_select(t, ok, v, tir_const(t, KILN_DTYPE_I32, (int32_t)((uint32_t)qb->zu * 0x01010101u)));
+  }
+  const tir_stmt_t* s = tir_store(t, qb->src, NN_IDX(n, cb, nn_v(kb, vh), nn_v(kb, vw), l), v);
+  s = nn_for(kb, vo, shape[0] * shape[1],
+             nn_for(kb, vh, shape[2], nn_for(kb, vw, shape[3], nn_for(kb, vl, shape[4], s))));
+  if (shape[0] * shape[1] > 1) nn_parallel(kb, vo);
+  return nn_emit(kb, s);
+}
+
+/* q4's packed weights: output channel m, column kk = tap * Cq + quad (the
+ * taps outside the GEMM's k loop), the int8 weights of channels 4 quad ..
+ * 4 quad + 3 (0 past C), low byte first. */
+static double qb_get_w4(const void* user, int64_t gi, int64_t m, int64_t kk) {
+  const qb_t* qb = user;
+  (void)gi;
+  const float* w = qb->q->wq + m * qb->C * qb->T;
+  const int64_t c0 = kk % qb->Cp * 4, tap = kk / qb->Cp;
+  uint32_t v = 0;
+  for (int64_t k = 0; k < 4; ++k)
+    if (c0 + k < qb->C) v |= ((uint32_t)(int32_t)w[(c0 + k) * qb->T + tap] & 0xffu) << (8 * k);
+  return (double)(int32_t)v;
+}
+
+/* VNNI (vpdpbusd) on the CPU this process runs on, where the CPU target
+ * compiles its C with -march=native (lowering/cpu_simd.c's rule). */
+static bool qb_vnni(const kiln_lower_ctx_t* ctx) {
+  if (ctx->target != KILN_TARGET_CLASS_CPU) return false;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
+
 /* Packed weights: output channel m, column kk = pair * T + tap, channels
  * 2*pair and 2*pair + 1 (0 past C): int8 pairs in an i16 (w8), else i16
  * pairs in an i32, as Conv's int8 GEMM packs them. */
@@ -179,15 +332,24 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   int32_t* bias = NULL;
   KILN_RETURN_IF_ERROR(qb_bias(ctx, qb, qb->Mp, &bias));
-  /* a constant zero point folds into the bias: sum (x - z) w = sum x w - z sum w */
+  qb->w8 = true;
+  for (int64_t i = 0; i < qb->M * qb->C * qb->T && qb->w8; ++i) qb->w8 = qb->q->wq[i] >= -128.0f && qb->q->wq[i] <= 127.0f;
+  /* VNNI: quads of u8 x int8 (a blocked x, whole quads per block, int8
+   * weights, a constant zero point) */
+  qb->q4 = qb->w8 && qb->q->xzp_is_imm && qb->xb % 4 == 0 && qb_vnni(ctx) &&
+           (qb->x->dtype == KILN_DTYPE_U8 || qb->x->dtype == KILN_DTYPE_I8);
+  qb->zu = qb->q->xzp_imm + (qb->x->dtype == KILN_DTYPE_I8 ? 128 : 0);
+  /* a constant zero point folds into the bias: sum (x - z) w = sum x w - z sum w
+   * (q4: x + 128 and z + 128 for i8 x) */
   qb->zfold = qb->q->xzp_is_imm;
-  if (qb->zfold && qb->q->xzp_imm != 0) {
+  const int32_t zf = qb->q4 ? qb->zu : qb->q->xzp_imm;
+  if (qb->zfold && zf != 0) {
     if (!bias && !(bias = calloc((size_t)qb->Mp, sizeof(int32_t))))
       return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: blocked bias", ctx->node->name);
     for (int64_t m = 0; m < qb->M; ++m) {
       int64_t sw = 0;
       for (int64_t k = 0; k < qb->C * qb->T; ++k) sw += (int64_t)qb->q->wq[m * qb->C * qb->T + k];
-      bias[m] = (int32_t)((int64_t)bias[m] - (int64_t)qb->q->xzp_imm * sw);
+      bias[m] = (int32_t)((int64_t)bias[m] - (int64_t)zf * sw);
     }
   }
   if (bias) KILN_RETURN_IF_ERROR(nn_const_typed(ctx, "qbias_blk", KILN_DTYPE_I32, 1, &qb->Mp, bias, &qb->bias));
@@ -197,9 +359,12 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
     const int64_t fs[4] = {qb->N, qb->x->shape[1], P, qb->xb};
     KILN_RETURN_IF_ERROR(nn_view(ctx, qb->x, "xq_flat", qb->xb ? 4 : 3, fs, &qb->xf));
   }
-  qb->Cp = (qb->C + 1) / 2;
-  qb->w8 = true;
-  for (int64_t i = 0; i < qb->M * qb->C * qb->T && qb->w8; ++i) qb->w8 = qb->q->wq[i] >= -128.0f && qb->q->wq[i] <= 127.0f;
+  if (qb->q4 && qb->xb) {
+    const int64_t* xs = qb->x->shape;
+    const int64_t s5[5] = {xs[0], xs[1], xs[2], xs[3], qb->xb / 4}, s4[4] = {xs[0], xs[1], xs[2] * xs[3], qb->xb / 4};
+    KILN_RETURN_IF_ERROR(qb_view_i32(ctx, qb->x, "xq_i32", qb->xf ? 4 : 5, qb->xf ? s4 : s5, &qb->xq));
+  }
+  qb->Cp = qb->q4 ? (qb->C + 3) / 4 : (qb->C + 1) / 2;
   nn_tap_group_t tg = {{1, qb->ah.k, qb->aw.k}, 0, {0, qb->aw.k, 1}};
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
@@ -212,10 +377,20 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
   g.groups = &tg;
   g.user = qb;
   g.idot = true;
-  g.w8 = qb->w8;
+  g.dot4 = qb->q4;
+  g.w8 = qb->w8 && !qb->q4;
   g.init = qb->bias ? qb_init : NULL;
   g.epi = qb_epi;
   g.L.lload = qb_lload;
+  if (qb->q4) {
+    /* L in place, the taps outside the k loop, which runs over one x
+     * block's quads at a time (loads at constant offsets) */
+    KILN_RETURN_IF_ERROR(qb_src4(kb, qb));
+    g.L.lload = qb_lload4d;
+    g.direct_l = true;
+    g.taps_outer = true;
+    g.ksplit = qb->xb / 4;
+  }
   g.store = qb_store;
   g.nr_max = 2 * qb->c;
   g.kc = qb->Cp; /* idot: no K blocks (the i32 sums are never reloaded) */
@@ -232,7 +407,8 @@ static kiln_status_t qconv_gemm_blocked(nn_kb_t* kb, qb_t* qb) {
   g.mr = (g.M + tiles - 1) / tiles;
   const int64_t nct = (1 << 20) / (int64_t)sizeof(int32_t) / (g.K * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;
-  KILN_RETURN_IF_ERROR(nn_pack_const(ctx, &g, "wpack_qblk", 1, qb->M, g.K, g.nr, qb_get_w, qb, &g.R.packed));
+  KILN_RETURN_IF_ERROR(
+      nn_pack_const(ctx, &g, "wpack_qblk", 1, qb->M, g.K, g.nr, qb->q4 ? qb_get_w4 : qb_get_w, qb, &g.R.packed));
   return nn_gemm_emit(kb, &g);
 }
 

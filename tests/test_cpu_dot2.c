@@ -1,7 +1,8 @@
 /* The CPU prelude's int8 GEMM step (tensor-IR dot2_i16, kernels/cpu/prelude.h):
  * kiln_vdot2_{4,8,16} against the scalar kiln_dot2 and the portable lane
  * code, bit for bit, on random and extreme i16 pairs (-32768 * -32768 twice
- * wraps the i32 sum). The prelude is compiled by the CPU target's compiler
+ * wraps the i32 sum), and dot4_u8i8's kiln_vdot4_{4,8,16} (vpdpbusd with
+ * VNNI) against kiln_dot4 and its lane code. The prelude is compiled by the CPU target's compiler
  * ($KILN_CC or cc) once per instruction set it has a path for: x86-64-v3
  * (vpmaddwd + vpaddd), with AVX-VNNI, x86-64-v4 (AVX512-BW), with
  * AVX512-VNNI (vpdpwssd), and the aarch64 cross compiler when installed.
@@ -39,7 +40,17 @@ static const char* k_main =
     "    for (int l = 0; l < 16; ++l) bad += (v16[l] != ref[l]) + (g16[l] != ref[l]);\n"
     "    for (int l = 0; l < 8; ++l) bad += v8[l] != ref[l];\n"
     "    for (int l = 0; l < 4; ++l) bad += v4[l] != ref[12 + l];\n"
+    "    /* dot4_u8i8 (vpdpbusd with VNNI) on the same bits */\n"
+    "    kiln_vi16 d16 = kiln_vdot4_16(acc, a, b), e16 = kiln_vdot4g_16(acc, a, b);\n"
+    "    kiln_vi8 d8 = kiln_vdot4_8(*(kiln_vi8*)&acc[0], *(kiln_vi8*)&a[0], *(kiln_vi8*)&b[0]);\n"
+    "    kiln_vi4 d4 = kiln_vdot4_4(*(kiln_vi4*)&acc[12], *(kiln_vi4*)&a[12], *(kiln_vi4*)&b[12]);\n"
+    "    for (int l = 0; l < 16; ++l) {\n"
+    "      const int32_t r4 = kiln_dot4(acc[l], a[l], b[l]);\n"
+    "      bad += (d16[l] != r4) + (e16[l] != r4) + (l < 8 && d8[l] != r4) + (l >= 12 && d4[l - 12] != r4);\n"
+    "    }\n"
     "  }\n"
+    "  /* four 255 * -128: -130560, no 16-bit saturation */\n"
+    "  if (kiln_dot4(0, (int32_t)0xffffffffu, (int32_t)0x80808080u) != -130560) ++bad;\n"
     "  /* the pair -32768*-32768 twice is 2^31: wraps to INT32_MIN */\n"
     "  if (kiln_dot2(0, (int32_t)0x80008000u, (int32_t)0x80008000u) != INT32_MIN) ++bad;\n"
     "  if (kiln_dot2(5, 0x0002fffd, 0x00070003) != 5 + (-3 * 3) + 2 * 7) ++bad;\n"

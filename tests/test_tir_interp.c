@@ -162,6 +162,9 @@ static void test_casts_and_intrinsics(void) {
   CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(5), I32(0x0002fffd), I32(0x00070003))).i == 5 - 9 + 14);
   CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(0), I32(0x80008000u), I32(0x80008000u))).i == INT32_MIN);
   CHECK(val(tir_call(&C, TIR_DOT2_I16, 3, I32(INT32_MAX), I32(0x00000001), I32(0x00000001))).i == INT32_MIN);
+  /* dot4_u8i8: bytes of a as u8, of b as s8 (255 * -128 four times, no saturation) */
+  CHECK(val(tir_call(&C, TIR_DOT4_U8I8, 3, I32(7), I32(0x04030201), I32(0xff02fd01u))).i == 7 + 1 - 6 + 6 - 4);
+  CHECK(val(tir_call(&C, TIR_DOT4_U8I8, 3, I32(0), I32(0xffffffffu), I32(0x80808080u))).i == -4 * 255 * 128);
   CHECK(val(tir_call(&C, TIR_WIDEN_I8X2, 1, F(KILN_DTYPE_I16, (int16_t)0x80ff), NULL, NULL)).i ==
         (int32_t)0xff80ffffu);
   CHECK(val(tir_call(&C, TIR_WIDEN_I8X2, 1, F(KILN_DTYPE_I16, 0x7f01), NULL, NULL)).i == 0x007f0001);

@@ -259,6 +259,9 @@ KILN_VQSTORE(16, 64, uint8)
 KILN_VQSTORE(4, 16, int8)
 KILN_VQSTORE(8, 32, int8)
 KILN_VQSTORE(16, 64, int8)
+typedef float kiln_vx4f __attribute__((vector_size(16)));
+typedef float kiln_vx8f __attribute__((vector_size(32)));
+typedef float kiln_vx16f __attribute__((vector_size(64)));
 #define KILN_VRINT(W)                                                              \
   KILN_INLINE kiln_v##W##f kiln_vrint##W(kiln_v##W##f x) {                      \
     kiln_v##W##f a = kiln_vabs##W(x);                                           \
@@ -266,9 +269,27 @@ KILN_VQSTORE(16, 64, int8)
     r = (kiln_v##W##f)((kiln_v##W##i)r | ((kiln_v##W##i)x & INT32_MIN));        \
     return kiln_vsel##W(a < 8388608.0f, r, x);                                  \
   }
+/* One instruction where GCC has the builtin (vroundps / vrndscaleps with
+   round-to-nearest-even, exceptions suppressed): the same values, signed
+   zeros and NaNs as the form above, ~5 instructions fewer in the int8
+   requantization that runs on every output vector. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__SSE4_1__)
+KILN_INLINE kiln_v4f kiln_vrint4(kiln_v4f x) { return (kiln_v4f)__builtin_ia32_roundps((kiln_vx4f)x, 8); }
+#else
 KILN_VRINT(4)
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX__)
+KILN_INLINE kiln_v8f kiln_vrint8(kiln_v8f x) { return (kiln_v8f)__builtin_ia32_roundps256((kiln_vx8f)x, 8); }
+#else
 KILN_VRINT(8)
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+KILN_INLINE kiln_v16f kiln_vrint16(kiln_v16f x) {
+  return (kiln_v16f)__builtin_ia32_rndscaleps_mask((kiln_vx16f)x, 8, (kiln_vx16f)x, (unsigned short)0xffff, 4);
+}
+#else
 KILN_VRINT(16)
+#endif
 
 /* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
    per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
@@ -342,6 +363,86 @@ KILN_INLINE kiln_vi8 kiln_vdot2_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return
 KILN_INLINE kiln_vi16 kiln_vdot2_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
   return (kiln_vi16)KILN_DPW16(acc, a, b);
 }
+/* Tensor-IR dot4_u8i8: acc + the four products of a's bytes as u8 and b's
+   as s8, per 32-bit lane (u8 activations, four channels, times int8
+   weights). One vpdpbusd where the CPU has VNNI (exact: that instruction
+   sums the four products in 32 bits, no 16-bit saturation as vpmaddubsw's
+   pairs), else the portable lane code. */
+KILN_INLINE int32_t kiln_dot4(int32_t acc, int32_t a, int32_t b) {
+  uint32_t s = (uint32_t)acc;
+  for (int k = 0; k < 4; ++k)
+    s += (uint32_t)((int32_t)(uint8_t)((uint32_t)a >> (8 * k)) * (int32_t)(int8_t)(uint8_t)((uint32_t)b >> (8 * k)));
+  return (int32_t)s;
+}
+#define KILN_VD4DEF(W)                                                             \
+  KILN_INLINE kiln_vi##W kiln_vdot4g_##W(kiln_vi##W acc, kiln_vi##W a, kiln_vi##W b) { \
+    kiln_vu##W s = (kiln_vu##W)acc;                                               \
+    for (int k = 0; k < 4; ++k) {                                                 \
+      kiln_vi##W ab = (kiln_vi##W)(((kiln_vu##W)a >> (8 * k)) & 255u);             \
+      kiln_vi##W bb = (kiln_vi##W)((kiln_vu##W)b << (24 - 8 * k)) >> 24;          \
+      s += (kiln_vu##W)(ab * bb);                                                 \
+    }                                                                             \
+    return (kiln_vi##W)s;                                                         \
+  }
+KILN_VD4DEF(4)
+KILN_VD4DEF(8)
+KILN_VD4DEF(16)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+#define KILN_DPB4(c, a, b) __builtin_ia32_vpdpbusd_v4si((kiln_vr4)(c), (kiln_vr4)(a), (kiln_vr4)(b))
+#define KILN_DPB8(c, a, b) __builtin_ia32_vpdpbusd_v8si((kiln_vr8)(c), (kiln_vr8)(a), (kiln_vr8)(b))
+#endif
+#if defined(__AVX512VNNI__)
+#define KILN_DPB16(c, a, b) __builtin_ia32_vpdpbusd_v16si((kiln_vr16)(c), (kiln_vr16)(a), (kiln_vr16)(b))
+#endif
+#endif
+#ifndef KILN_DPB4
+#define KILN_DPB4(c, a, b) kiln_vdot4g_4(c, a, b)
+#endif
+#ifndef KILN_DPB8
+#define KILN_DPB8(c, a, b) kiln_vdot4g_8(c, a, b)
+#endif
+#ifndef KILN_DPB16
+#define KILN_DPB16(c, a, b) kiln_vdot4g_16(c, a, b)
+#endif
+KILN_INLINE kiln_vi4 kiln_vdot4_4(kiln_vi4 acc, kiln_vi4 a, kiln_vi4 b) { return (kiln_vi4)KILN_DPB4(acc, a, b); }
+KILN_INLINE kiln_vi8 kiln_vdot4_8(kiln_vi8 acc, kiln_vi8 a, kiln_vi8 b) { return (kiln_vi8)KILN_DPB8(acc, a, b); }
+KILN_INLINE kiln_vi16 kiln_vdot4_16(kiln_vi16 acc, kiln_vi16 a, kiln_vi16 b) {
+  return (kiln_vi16)KILN_DPB16(acc, a, b);
+}
+/* The quantized ops' saturation min(max(select(x == x, x, lo), lo), hi)
+   (constant lo <= hi) as the vector unit's max then min, which return
+   their second operand for a NaN and for equal values: NaN -> lo, and the
+   same signed zeros as the NaN-propagating kiln_vmax / kiln_vmin with the
+   select. Two instructions instead of ~10 on every requantized vector. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__SSE__) && defined(__x86_64__)
+KILN_INLINE kiln_v4f kiln_vqsat4(kiln_v4f x, kiln_v4f lo, kiln_v4f hi) {
+  return (kiln_v4f)__builtin_ia32_minps(__builtin_ia32_maxps((kiln_vx4f)x, (kiln_vx4f)lo), (kiln_vx4f)hi);
+}
+#else
+KILN_INLINE kiln_v4f kiln_vqsat4(kiln_v4f x, kiln_v4f lo, kiln_v4f hi) {
+  return kiln_vmin4(kiln_vmax4(kiln_vsel4(x == x, x, lo), lo), hi);
+}
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX__)
+KILN_INLINE kiln_v8f kiln_vqsat8(kiln_v8f x, kiln_v8f lo, kiln_v8f hi) {
+  return (kiln_v8f)__builtin_ia32_minps256(__builtin_ia32_maxps256((kiln_vx8f)x, (kiln_vx8f)lo), (kiln_vx8f)hi);
+}
+#else
+KILN_INLINE kiln_v8f kiln_vqsat8(kiln_v8f x, kiln_v8f lo, kiln_v8f hi) {
+  return kiln_vmin8(kiln_vmax8(kiln_vsel8(x == x, x, lo), lo), hi);
+}
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+KILN_INLINE kiln_v16f kiln_vqsat16(kiln_v16f x, kiln_v16f lo, kiln_v16f hi) {
+  kiln_vx16f m = __builtin_ia32_maxps512_mask((kiln_vx16f)x, (kiln_vx16f)lo, (kiln_vx16f)lo, (unsigned short)0xffff, 4);
+  return (kiln_v16f)__builtin_ia32_minps512_mask(m, (kiln_vx16f)hi, (kiln_vx16f)hi, (unsigned short)0xffff, 4);
+}
+#else
+KILN_INLINE kiln_v16f kiln_vqsat16(kiln_v16f x, kiln_v16f lo, kiln_v16f hi) {
+  return kiln_vmin16(kiln_vmax16(kiln_vsel16(x == x, x, lo), lo), hi);
+}
+#endif
 /* int8 weights, one byte each, two per i16 (tensor-IR widen_i8x2): each
    byte sign-extended into a 16-bit half of dot2_i16's operand. The vector
    forms are vpmovsxbw of 16 bytes (a row of pairs) or of a broadcast pair. */

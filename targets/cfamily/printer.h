@@ -273,6 +273,14 @@ typedef struct kiln_cf_dialect_s {
   /* $W i32 at $B[$I] converted to an f32 vector (f32(i32 load): the int8
    * GEMM's requantization reads its i32 accumulators so; NULL: scalar) */
   const char* vload_i32f;
+  /* $1 + the sums of four u8 x s8 byte products of $2 and $3, per i32 lane
+   * (dot4_u8i8, vpdpbusd; NULL: such loops print scalar) */
+  const char* vdot4_u8i8;
+  /* min(max($1, $2), $3) by the vector unit's own max and min (x86
+   * maxps/minps: the second operand for a NaN or equal values): the
+   * quantized ops' saturation (printer_vec.c's qsat_value; NULL: the
+   * NaN-propagating vmin/vmax and the select as written) */
+  const char* vqsat;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

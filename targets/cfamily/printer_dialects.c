@@ -129,6 +129,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vload_i32 = "(*(const kiln_vi$W*)&$B[$I])", .vstore_i32 = "*(kiln_vi$W*)&$B[$I] = $V",
     .vsplat_i32 = "kiln_vspliti$W($1)", .vdot2_i16 = "kiln_vdot2_$W($1, $2, $3)",
     .math[TIR_DOT2_I16] = "kiln_dot2($1, $2, $3)", .math[TIR_WIDEN_I8X2] = "kiln_widen2($1)",
+    .math[TIR_DOT4_U8I8] = "kiln_dot4($1, $2, $3)", .vdot4_u8i8 = "kiln_vdot4_$W($1, $2, $3)",
+    .vqsat = "kiln_vqsat$W($1, $2, $3)",
     .vwiden_i8x2 = "kiln_vwiden$W(&$B[$I])", .vsplat_i8x2 = "kiln_vsplatw$W(&$B[$I])",
     .vmath[TIR_ROUND_EVEN] = "kiln_vrint$W($1)",
     .vload_u8 = "kiln_vu8f$W(&$B[$I])", .vload_i8 = "kiln_vs8f$W(&$B[$I])",

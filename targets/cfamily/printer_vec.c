@@ -5,6 +5,7 @@
  * selects, min/max, abs, neg, fma, f16 and u8/i8 widening loads / narrowing
  * stores),
  * and the vector expressions inside such a loop. */
+#include <math.h>
 #include <stdio.h>
 
 #include "targets/cfamily/printer_impl.h"
@@ -125,7 +126,9 @@ static bool vok_i32(const pr_t* p, const tir_expr_t* e) {
 static bool vok_i32_value(const pr_t* p, const tir_expr_t* e) {
   if (e->dtype != KILN_DTYPE_I32 || !p->d->vstore_i32) return false;
   if (!varies(p, e)) return true;
-  if (e->kind != TIR_CALL || e->u.call.fn != TIR_DOT2_I16 || !p->d->vdot2_i16) return false;
+  if (e->kind != TIR_CALL) return false;
+  if (e->u.call.fn == TIR_DOT2_I16 ? !p->d->vdot2_i16 : e->u.call.fn != TIR_DOT4_U8I8 || !p->d->vdot4_u8i8)
+    return false;
   for (int32_t i = 0; i < 3; ++i)
     if (!vok_i32(p, e->u.call.args[i])) return false;
   return true;
@@ -303,6 +306,25 @@ static bool vselect_bound(pr_t* p, const tir_expr_t* e) {
   return true;
 }
 
+/* The quantized ops' saturation min(max(select(x == x, x, f), lo), hi)
+ * with constant f <= lo and hi (lowering/lower_nn_quant.c): x, where the
+ * dialect prints it as one max and one min of the vector unit (vqsat;
+ * those return their second operand for a NaN and for equal values, as
+ * the whole expression does: NaN -> lo, and the same signed zeros), else
+ * NULL. */
+static const tir_expr_t* qsat_value(const pr_t* p, const tir_expr_t* e) {
+  if (!p->d->vqsat || e->kind != TIR_BINARY || e->u.bin.op != TIR_MIN || e->dtype != KILN_DTYPE_F32) return NULL;
+  const tir_expr_t *mx = e->u.bin.a, *hi = e->u.bin.b;
+  if (hi->kind != TIR_FLOAT || !isfinite(hi->u.f) || mx->kind != TIR_BINARY || mx->u.bin.op != TIR_MAX) return NULL;
+  const tir_expr_t *s = mx->u.bin.a, *lo = mx->u.bin.b;
+  if (lo->kind != TIR_FLOAT || !isfinite(lo->u.f) || s->kind != TIR_SELECT) return NULL;
+  const tir_expr_t *c = s->u.sel.cond, *f = s->u.sel.f;
+  if (f->kind != TIR_FLOAT || !(f->u.f <= lo->u.f) || c->kind != TIR_BINARY || c->u.bin.op != TIR_EQ ||
+      !tir_expr_equal(c->u.bin.a, c->u.bin.b) || !tir_expr_equal(c->u.bin.a, s->u.sel.t))
+    return NULL;
+  return s->u.sel.t;
+}
+
 /* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
@@ -343,7 +365,10 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       tir_binop_t op = e->u.bin.op;
       const tir_expr_t* a = e->u.bin.a;
       const tir_expr_t* b = e->u.bin.b;
-      if (op == TIR_MIN || op == TIR_MAX) {
+      const tir_expr_t* qx = op == TIR_MIN ? qsat_value(p, e) : NULL;
+      if (qx) {
+        vtpl(p, d->vqsat, avex(qx), avex(a->u.bin.b), avex(b));
+      } else if (op == TIR_MIN || op == TIR_MAX) {
         vtpl(p, op == TIR_MIN ? d->vmin : d->vmax, avex(a), avex(b), (targ_t){0});
       } else if (op == TIR_AND || op == TIR_OR) {
         kiln_cf_infix(p, a, op == TIR_AND ? "&" : "|", b, op == TIR_AND ? P_BAND : P_BOR, false,
@@ -376,8 +401,8 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
     }
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
-      if (fn == TIR_DOT2_I16) {
-        vtpl(p, d->vdot2_i16, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
+      if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8) {
+        vtpl(p, fn == TIR_DOT2_I16 ? d->vdot2_i16 : d->vdot4_u8i8, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
       } else if (fn == TIR_NEG || fn == TIR_NOT) {
         bool o = open_p(p, P_UNARY, need);
         put(p, fn == TIR_NEG ? "-" : "~");
