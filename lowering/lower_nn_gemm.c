@@ -969,7 +969,9 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   tir_var_t* vk = nn_var(kb, "k");
   const tir_expr_t *b = nn_v(kb, vb), *m = nn_v(kb, vm), *n = nn_v(kb, vn), *k = nn_v(kb, vk);
   int64_t one = 1;
-  const kiln_dtype_t at = mm->y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_I64;
+  /* a plain f32/f16 nest (kiln_plan_options_t.plain_loops) accumulates in f32 */
+  const bool plain = kiln_dtype_is_float(mm->y->dtype) && mm->y->dtype != KILN_DTYPE_F64;
+  const kiln_dtype_t at = plain ? KILN_DTYPE_F32 : mm->y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_I64;
   const tir_buffer_t* acc = tir_buffer(t, "acc", at, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_expr_t* z[1] = {nn_i(kb, 0)};
   const tir_expr_t *ai[KILN_MAX_RANK], *bi[KILN_MAX_RANK], *yi[KILN_MAX_RANK];
@@ -987,12 +989,15 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
                                    tir_cast(t, at, tir_load(t, mm->b, bi)));
   const tir_stmt_t* upd = tir_store(t, acc, z, tir_add(t, tir_load(t, acc, z), prod));
   const tir_expr_t* v = tir_load(t, acc, z);
-  if (mm->c) {
+  if (plain && mm->alpha != 1.0f) v = tir_mul(t, v, tir_const(t, at, mm->alpha));
+  if (mm->c && (!plain || mm->beta != 0.0f)) {
     const tir_expr_t* ci[2];
     int32_t r = mm->c->rank;
     const tir_expr_t* mn[2] = {mm->cstr[0] ? m : nn_i(kb, 0), mm->cstr[1] ? n : nn_i(kb, 0)};
     for (int32_t i = 0; i < r; ++i) ci[i] = mn[2 - r + i];
-    v = tir_add(t, v, tir_cast(t, at, tir_load(t, mm->c, ci)));
+    const tir_expr_t* cv = tir_cast(t, at, tir_load(t, mm->c, ci));
+    if (plain && mm->beta != 1.0f) cv = tir_mul(t, cv, tir_const(t, at, mm->beta));
+    v = tir_add(t, v, cv);
   }
   const tir_stmt_t* items[3] = {tir_store(t, acc, z, tir_const(t, at, 0.0)), nn_for(kb, vk, mm->K, upd),
                                 tir_store(t, mm->y, yi, tir_cast(t, mm->y->dtype, v))};
@@ -1018,6 +1023,7 @@ static kiln_status_t mm_run(nn_kb_t* kb, mm_t* mm, int64_t batch) {
     }
     return int_matmul(kb, mm, batch);
   }
+  if (ctx->plan && ctx->plan->plain_loops) return int_matmul(kb, mm, batch);
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
   g.batch = batch;
