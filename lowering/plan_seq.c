@@ -77,6 +77,13 @@ typedef struct seq_s {
   varmap_t* vars;
   int32_t nvars, capvars;
   const char* why; /* the first mismatch (static text) */
+  /* the vectorized loops open around the statement being unified, and
+   * whether an index steps with one of them by a stride that depends on
+   * the dim (its lanes are then no static stride apart: the loop turns
+   * serial) */
+  const tir_var_t* vec[KILN_MAX_RANK * 4];
+  bool vec_bad[KILN_MAX_RANK * 4];
+  int32_t nvec;
 } seq_t;
 
 static kiln_status_t oom(const seq_t* S) {
@@ -192,6 +199,32 @@ static const bufmap_t* add_buf(seq_t* S, const tir_buffer_t* const* b) {
 
 static const tir_expr_t* unify_expr(seq_t* S, const tir_expr_t* const* e);
 
+static bool uses_var(const tir_expr_t* e, const tir_var_t* v) {
+  if (!e) return false;
+  switch (e->kind) {
+    case TIR_VARREF: return e->u.var == v;
+    case TIR_BINARY: return uses_var(e->u.bin.a, v) || uses_var(e->u.bin.b, v);
+    case TIR_SELECT: return uses_var(e->u.sel.cond, v) || uses_var(e->u.sel.t, v) || uses_var(e->u.sel.f, v);
+    case TIR_CAST: return uses_var(e->u.cast.value, v);
+    case TIR_CALL:
+      for (int32_t k = 0; k < e->u.call.n; ++k)
+        if (uses_var(e->u.call.args[k], v)) return true;
+      return false;
+    case TIR_LOAD:
+      for (int32_t d = 0; d < e->u.load.buf->rank; ++d)
+        if (uses_var(e->u.load.idx[d], v)) return true;
+      return false;
+    default: return false;
+  }
+}
+
+/* Index |u| steps by a stride that depends on the dim: the vector loops
+ * it steps with cannot stay vector loops. */
+static void mark_vec(seq_t* S, const tir_expr_t* u) {
+  for (int32_t i = 0; i < S->nvec; ++i)
+    if (uses_var(u, S->vec[i])) S->vec_bad[i] = true;
+}
+
 /* Indices of an access to m (the plans' idx[s][]), unified; flat when the
  * buffer is. |out| has KILN_MAX_RANK entries. */
 static bool unify_idx(seq_t* S, const bufmap_t* m, const tir_expr_t* const* const* idx, const tir_expr_t** out) {
@@ -203,6 +236,7 @@ static bool unify_idx(seq_t* S, const bufmap_t* m, const tir_expr_t* const* cons
     const tir_expr_t* u = unify_expr(S, ed);
     if (!u) return false;
     if (m->flat) {
+      if (m->stride[d].c[1] || m->stride[d].c[2]) mark_vec(S, u);
       const tir_expr_t* st = poly_expr(S, &m->stride[d]);
       flat = tir_add(S->c, flat, tir_mul(S->c, u, st));
     } else {
@@ -298,48 +332,17 @@ static const tir_expr_t* unify_expr(seq_t* S, const tir_expr_t* const* e) {
   return fail(S, "an unknown expression");
 }
 
-/* Whether |s| (unified) reads the dim: a loop over it would not be safe to
- * vectorize as a static tile. */
-static bool reads_dims_expr(const tir_expr_t* e, const tir_buffer_t* dims);
-
-static bool reads_dims_expr(const tir_expr_t* e, const tir_buffer_t* dims) {
-  if (!e) return false;
-  switch (e->kind) {
-    case TIR_BINARY: return reads_dims_expr(e->u.bin.a, dims) || reads_dims_expr(e->u.bin.b, dims);
-    case TIR_SELECT:
-      return reads_dims_expr(e->u.sel.cond, dims) || reads_dims_expr(e->u.sel.t, dims) ||
-             reads_dims_expr(e->u.sel.f, dims);
-    case TIR_CAST: return reads_dims_expr(e->u.cast.value, dims);
-    case TIR_CALL:
-      for (int32_t k = 0; k < e->u.call.n; ++k)
-        if (reads_dims_expr(e->u.call.args[k], dims)) return true;
-      return false;
-    case TIR_LOAD:
-      if (e->u.load.buf->id == dims->id) return true;
-      for (int32_t d = 0; d < e->u.load.buf->rank; ++d)
-        if (reads_dims_expr(e->u.load.idx[d], dims)) return true;
-      return false;
-    default: return false;
-  }
-}
-
-static bool reads_dims(const tir_stmt_t* s, const tir_buffer_t* dims) {
+/* Whether |s| (unified) has a loop with a run-time trip count. */
+static bool has_dyn_loop(const tir_stmt_t* s) {
   if (!s) return false;
   switch (s->kind) {
-    case TIR_FOR:
-      return (s->u.loop.dyn_extent != NULL) || reads_dims(s->u.loop.body, dims);
-    case TIR_STORE:
-      for (int32_t d = 0; d < s->u.store.buf->rank; ++d)
-        if (reads_dims_expr(s->u.store.idx[d], dims)) return true;
-      return reads_dims_expr(s->u.store.value, dims);
+    case TIR_FOR: return s->u.loop.dyn_extent != NULL || has_dyn_loop(s->u.loop.body);
     case TIR_SEQ:
       for (int32_t i = 0; i < s->u.seq.n; ++i)
-        if (reads_dims(s->u.seq.items[i], dims)) return true;
+        if (has_dyn_loop(s->u.seq.items[i])) return true;
       return false;
-    case TIR_IF:
-      return reads_dims_expr(s->u.cond.cond, dims) || reads_dims(s->u.cond.then_s, dims) ||
-             reads_dims(s->u.cond.else_s, dims);
-    case TIR_ALLOC: return reads_dims(s->u.alloc.body, dims);
+    case TIR_IF: return has_dyn_loop(s->u.cond.then_s) || has_dyn_loop(s->u.cond.else_s);
+    case TIR_ALLOC: return has_dyn_loop(s->u.alloc.body);
     default: return false;
   }
 }
@@ -369,14 +372,21 @@ static const tir_stmt_t* unify_stmt(seq_t* S, const tir_stmt_t* const* t, const 
         u[s] = L->u.loop.body;
       }
       if (!add_var(S, v)) return NULL;
-      const tir_stmt_t* body = unify_stmt(S, u, dims);
-      if (!body) return NULL;
       tir_loop_kind_t k = T->u.loop.kind;
+      const bool vec = same && k == TIR_LOOP_VECTORIZED && S->nvec < (int32_t)(sizeof S->vec / sizeof S->vec[0]);
+      if (vec) {
+        S->vec[S->nvec] = T->u.loop.var;
+        S->vec_bad[S->nvec++] = false;
+      }
+      const tir_stmt_t* body = unify_stmt(S, u, dims);
+      bool bad = false;
+      if (vec) bad = S->vec_bad[--S->nvec];
+      if (!body) return NULL;
       if (same) {
         if (k == TIR_LOOP_BOUND) return tir_for_bound(c, T->u.loop.var, T->u.loop.extent, T->u.loop.tag, body);
-        /* a vector tile whose body indexes with the dim's value stays a
-         * scalar loop (its lanes' addresses are not a static stride) */
-        if (k == TIR_LOOP_VECTORIZED && reads_dims(body, dims)) k = TIR_LOOP_SERIAL;
+        /* a vector loop whose lanes an index steps through by a stride of
+         * the dim, or with a run-time loop inside, stays scalar */
+        if (k == TIR_LOOP_VECTORIZED && (bad || has_dyn_loop(body))) k = TIR_LOOP_SERIAL;
         return tir_for(c, T->u.loop.var, T->u.loop.extent, k, body);
       }
       if (k == TIR_LOOP_BOUND) return sfail(S, "a loop bound to a GPU id changes its extent with the dim");
@@ -535,10 +545,10 @@ static kiln_status_t unify_kernel(seq_t* S, int32_t k, const tir_buffer_t* dims)
     KILN_RETURN_IF_ERROR(unify_func(S, f, dims, &nf));
     if (!nf) return refuse(S, "%s", S->why ? S->why : why_sched);
     naive = true;
-    tir_func_t* sf = tir_simplify_func(S->c, nf);
-    if (!sf) return oom(S);
-    nf = sf;
   }
+  tir_func_t* sf = tir_simplify_func(S->c, nf); /* 0 * stride(n) and the like */
+  if (!sf) return oom(S);
+  nf = sf;
   const int64_t lo = S->lo, hi = S->hi;
   kiln_status_t st = tir_verify_dims(nf, dims, 1, &lo, &hi);
   if (st) return kiln_status_annotate(st, "node '%s' (%s): kernel over a range of dim '%s'", S->node, S->op, S->dim);
