@@ -15,6 +15,7 @@
 #include "api/model_dims.h"
 #include "compiler/ref_exec.h"
 #include "frontend/onnx.h"
+#include "kiln/batcher.h"
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
 #include "testing.h"
@@ -157,6 +158,10 @@ static void test_range(void) {
     x = filled(3, 1);
     CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "('seq') is 3", "range 4..24");
     kiln_array_free(al(), &x);
+    /* the length is no batch to gather requests along */
+    kiln_batcher_t* bt = NULL;
+    CHECK_ERR_ALL(kiln_batcher_create(m, d, NULL, NULL, &bt), KILN_INVALID_ARGUMENT, "dim 'seq'", "not a batch range");
+    CHECK(bt == NULL);
   }
   kiln_session_destroy(s);
   kiln_device_release(d);
