@@ -365,7 +365,11 @@ static const tir_stmt_t* unify_stmt(seq_t* S, const tir_stmt_t* const* t, const 
       bool same = true;
       for (int s = 0; s < NS; ++s) {
         const tir_stmt_t* L = t[s];
-        if (L->u.loop.kind != T->u.loop.kind || L->u.loop.tag != T->u.loop.tag || L->u.loop.dyn_extent)
+        /* a schedule that parallelizes or vectorizes a loop only from some
+         * size on: what it does at the top of the range is legal at every
+         * size (the loop's dependences do not change with its extent) */
+        const bool bound = L->u.loop.kind == TIR_LOOP_BOUND || T->u.loop.kind == TIR_LOOP_BOUND;
+        if ((bound && L->u.loop.kind != T->u.loop.kind) || L->u.loop.tag != T->u.loop.tag || L->u.loop.dyn_extent)
           return sfail(S, "a loop's kind changes with the dim");
         v[s] = L->u.loop.var;
         same &= (y[s] = L->u.loop.extent) == T->u.loop.extent;
