@@ -41,7 +41,11 @@ kiln_status_t kiln_driver_compile_seq_range(const kiln_driver_request_t* r, kiln
     bool range = false;
     char nm[256];
     int64_t l, h;
-    if (kiln_model_dim_range(r->dims[i], nm, sizeof nm, &l, &h, &range)) continue; /* reported later */
+    kiln_status_t rs = kiln_model_dim_range(r->dims[i], nm, sizeof nm, &l, &h, &range);
+    if (rs) { /* reported by the compile that takes it */
+      kiln_status_free(rs);
+      continue;
+    }
     bool inside = false;
     if (range) KILN_RETURN_IF_ERROR(dim_inside(r->model_path, nm, &inside));
     if (range && inside) {
