@@ -6,7 +6,8 @@
  * against the reference executor at each; a length outside the range names
  * the input, its axis, the dim, the value and the range; a node whose loops
  * do not follow the length (a mean over it: 1/seq is a float constant) is
- * refused naming the node and the dim and pointing at the set form. */
+ * refused naming the node and the dim and pointing at the set form; a
+ * damaged DYNA section fails the load naming the input or output. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "kiln/batcher.h"
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
+#include "runtime/module_file.h"
 #include "testing.h"
 
 static char g_dir[512];
@@ -169,6 +171,66 @@ static void test_range(void) {
   free(bytes);
 }
 
+static uint64_t rd64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+static void wr32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Section DYNA's payload in a module image. */
+static uint8_t* dyna_payload(uint8_t* b, size_t len) {
+  for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
+    const uint64_t n = rd64(b + off + 8);
+    if (!memcmp(b + off, "DYNA", 4)) return b + off + 16;
+    off += 16 + (size_t)n;
+    off += (8 - off % 8) % 8;
+  }
+  return NULL;
+}
+
+/* Each edit of section DYNA (checksums made right again) fails the load
+ * naming what is wrong. */
+static void test_bad_section(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
+  uint8_t* pl = dyna_payload(bytes, len);
+  CHECK(pl && rd64(pl) == 2);
+  const struct {
+    size_t at; /* 0: the count (u64), else the byte offset of an i32 axis */
+    int64_t value;
+    const char* needle;
+  } edits[] = {
+      {0, 3, "claims 3 dynamic dim axes"},
+      {0, 1, "1 axes for 2 inputs and outputs"},
+      {8, 5, "'X': its axis 5 is not the dynamic dim"},
+      {8, 0, "'X': its axis 0 is not the dynamic dim"},
+      {12, -2, "'Y': its axis -2 is not the dynamic dim"},
+  };
+  for (size_t i = 0; pl && i < sizeof edits / sizeof edits[0]; ++i) {
+    uint8_t old[8];
+    memcpy(old, pl + edits[i].at, 8);
+    if (edits[i].at == 0)
+      for (int k = 0; k < 8; ++k) pl[k] = (uint8_t)((uint64_t)edits[i].value >> (8 * k));
+    else
+      wr32(pl + edits[i].at, (uint32_t)(int32_t)edits[i].value);
+    kiln_module_reseal(bytes, len);
+    kiln_module_t* m = NULL;
+    CHECK_ERR_ALL(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m), KILN_PARSE_ERROR, edits[i].needle);
+    kiln_module_release(m);
+    memcpy(pl + edits[i].at, old, 8);
+  }
+  kiln_module_reseal(bytes, len);
+  kiln_module_t* m = NULL;
+  CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m));
+  kiln_module_release(m);
+  free(bytes);
+}
+
 static void test_refusals(void) {
   /* 1/seq in the mean: refused by node and dim, pointing at the set form */
   CHECK_ERR_ALL(compile(g_mean, "seq=4..24", NULL, NULL), KILN_UNSUPPORTED, "node 'pool' (ReduceMean)",
@@ -181,6 +243,7 @@ int main(void) {
   if (!bm_tmpdir("dyn_seq_range", g_dir, sizeof g_dir)) return 1;
   write_models();
   RUN(test_range);
+  RUN(test_bad_section);
   RUN(test_refusals);
   bm_rmtree(g_dir);
   return kiln_test_finish();
