@@ -302,6 +302,12 @@ kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_request_t* r, kiln_
                                            kiln_driver_graph_t* staged) {
   *out = NULL;
   if (staged) memset(staged, 0, sizeof *staged);
+  bool taken = false;
+  kiln_status_t ss = kiln_driver_compile_seq_range(r, log, &taken, out);
+  if (ss || taken) {
+    kiln_graph_destroy(parsed);
+    return ss;
+  }
   for (int32_t i = 0; i < r->n_dims; ++i) {
     char name[256];
     int64_t values[KILN_PROGRAM_MAX_BUCKETS];

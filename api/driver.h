@@ -112,4 +112,11 @@ KILN_MUST_USE kiln_status_t kiln_driver_compile_or_stage(const kiln_driver_reque
 KILN_MUST_USE kiln_status_t kiln_driver_build_staged(const kiln_driver_request_t* r, kiln_driver_graph_t* dg,
                                                      kiln_compile_log_t* log, kiln_program_t** out);
 
+/* A range on a dim inside the kernels' shapes (--dim seq=8..256 where seq
+ * is not dim 0 of the inputs; api/driver_seq.c): *out_taken false when the
+ * request has none (the caller compiles as before), else the compile's
+ * result in |out| or the error. */
+KILN_MUST_USE kiln_status_t kiln_driver_compile_seq_range(const kiln_driver_request_t* r, kiln_compile_log_t* log,
+                                                          bool* out_taken, kiln_program_t** out);
+
 #endif

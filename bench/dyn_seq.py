@@ -2,7 +2,7 @@
 """One module for several sequence lengths vs one static module per length (issue 25).
 
   dyn_seq.py --kiln build/kiln --model dyn_encseq.onnx --seqs 16,64,128,256
-             [--batch 1..2] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5] [--no-check]
+             [--batch 1..2 | --range 8..256] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5] [--no-check]
 
 The model has a symbolic sequence dim "seq" inside MatMul, Softmax, Reshape and
 Transpose shapes (tests/models/export_dyn_cnn.py writes dyn_encseq.onnx: the encoder
@@ -18,6 +18,9 @@ R runs), which other processes barely move. Prints per length the medians, the r
 against that length's lower bound (`shape bucket 'seq' = S ...: arena X bytes, lower
 bound Y`) and, unless --no-check, the largest difference of its output from the
 reference interpreter's on the same input (kiln run MODEL.onnx --target ref).
+With --range LO..HI the one module is `--dim batch=1 --dim seq=LO..HI` instead (a range
+inside the shapes, lowering/plan_seq.h: one program whose kernels run to the run's
+length), its arena the one `kiln run` reports for the length.
 """
 
 import argparse
@@ -31,6 +34,7 @@ import dyn_common
 from dyn_batch import STATIC_RE, measure, run  # the same runs and CPU-time measure as the batch bench
 
 BUCKET_RE = re.compile(r"^shape bucket '[^']*' = (\d+) \(\d+ of \d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
+RANGE_RE = re.compile(r"^dynamic dim '[^']*' = (\d+) \(range \d+\.\.\d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
 MATCH_RE = re.compile(r"match: (\d+) of (\d+) elements outside .*?max abs err ([^,;\s]+)", re.M)
 
 
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--seqs", default="16,64,128,256")
     ap.add_argument("--batch", default="1", help="a size, or LO..HI for a dynamic batch on top")
+    ap.add_argument("--range", default=None, help="LO..HI: one module for a range of lengths instead of buckets")
     ap.add_argument("--work", default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
@@ -52,9 +57,13 @@ def main():
     seqs = [int(s) for s in a.seqs.split(",")]
     bdim = a.batch.replace("..", "_")
     dyn = os.path.join(work, f"{stem}_seq_buckets_b{bdim}.kiln")
+    dyn_dims = ["--dim", f"batch={a.batch}", "--dim", f"seq={a.seqs}"]
+    if a.range:
+        dyn = os.path.join(work, f"{stem}_seq_range_{a.range.replace('..', '_')}.kiln")
+        dyn_dims = ["--dim", "batch=1", "--dim", f"seq={a.range}"]
     static = {s: os.path.join(work, f"{stem}_b1_s{s}.kiln") for s in seqs}
     compiles = 0
-    for path, dims in [(dyn, ["--dim", f"batch={a.batch}", "--dim", f"seq={a.seqs}"])] + \
+    for path, dims in [(dyn, dyn_dims)] + \
                       [(static[s], ["--dim", "batch=1", "--dim", f"seq={s}"]) for s in seqs]:
         if not os.path.exists(path):
             run([a.kiln, "compile", a.model, *dims, "-o", path])
@@ -78,22 +87,23 @@ def main():
     use_cpu = a.threads == 1
     for _ in range(a.rounds):
         for s in seqs:
-            at1 = ["--dim", "batch=1"] if ".." in a.batch else []
+            at1 = ["--dim", "batch=1"] if ".." in a.batch and not a.range else []
             out, w, c = measure([a.kiln, "run", dyn, "--dim", f"seq={s}", *at1, "--threads", str(a.threads)],
                                 a.repeat, use_cpu)
             lat[("dyn", s)].append(w)
             cpu[("dyn", s)].append(c)
-            m = BUCKET_RE.search(out)
+            m = (RANGE_RE if a.range else BUCKET_RE).search(out)
             mem[("dyn", s)] = (int(m.group(2)), int(m.group(3)))
             out, w, c = measure([a.kiln, "run", static[s], "--threads", str(a.threads)], a.repeat, use_cpu)
             lat[("static", s)].append(w)
             cpu[("static", s)].append(c)
             m = STATIC_RE.search(out)
             mem[("static", s)] = (m.group(1), m.group(2))
-    print(f"{stem}: one module for seq={a.seqs} (batch {a.batch}; compiled once{'' if compiles else ', cached'}) "
+    what = f"seq={a.range}" if a.range else f"seq={a.seqs}"
+    print(f"{stem}: one module for {what} (batch {a.batch if not a.range else 1}; compiled once{'' if compiles else ', cached'}) "
           f"vs a static module per length, batch 1, {a.threads} thread(s), median of {a.rounds} rounds x median "
           f"of {a.repeat} runs; load {os.getloadavg()[0]:.1f}")
-    print("| seq | buckets ms (wall) | static ms (wall) | ratio | buckets CPU ms | static CPU ms | ratio "
+    print("| seq | one module ms (wall) | static ms (wall) | ratio | one module CPU ms | static CPU ms | ratio "
           "| arena | lower bound | arena / bound | static arena (bound) | vs reference |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
@@ -103,7 +113,7 @@ def main():
         chk = "-" if s not in err else f"{err[s][0]} outside, max abs err {err[s][1]:.2g}"
         print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.2f} MB | "
               f"{lb / 1e6:.2f} MB | {ar / lb:.3f} | {sa} ({sl}) | {chk} |")
-    print(f"worst bucketed / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")
+    print(f"worst one module / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")
     return 0
 
 

@@ -1009,7 +1009,9 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   tir_var_t* vk = nn_var(kb, "k");
   const tir_expr_t *b = nn_v(kb, vb), *m = nn_v(kb, vm), *n = nn_v(kb, vn), *k = nn_v(kb, vk);
   int64_t one = 1;
-  const kiln_dtype_t at = mm->y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_I64;
+  /* a plain f32/f16 nest (kiln_plan_options_t.plain_loops) accumulates in f32 */
+  const bool plain = kiln_dtype_is_float(mm->y->dtype) && mm->y->dtype != KILN_DTYPE_F64;
+  const kiln_dtype_t at = plain ? KILN_DTYPE_F32 : mm->y->dtype == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_I64;
   const tir_buffer_t* acc = tir_buffer(t, "acc", at, 1, &one, TIR_SCOPE_PRIVATE);
   const tir_expr_t* z[1] = {nn_i(kb, 0)};
   const tir_expr_t *ai[KILN_MAX_RANK], *bi[KILN_MAX_RANK], *yi[KILN_MAX_RANK];
@@ -1027,18 +1029,56 @@ static kiln_status_t int_matmul(nn_kb_t* kb, mm_t* mm, int64_t batch) {
                                    tir_cast(t, at, tir_load(t, mm->b, bi)));
   const tir_stmt_t* upd = tir_store(t, acc, z, tir_add(t, tir_load(t, acc, z), prod));
   const tir_expr_t* v = tir_load(t, acc, z);
-  if (mm->c) {
+  if (plain && mm->alpha != 1.0f) v = tir_mul(t, v, tir_const(t, at, mm->alpha));
+  if (mm->c && (!plain || mm->beta != 0.0f)) {
     const tir_expr_t* ci[2];
     int32_t r = mm->c->rank;
     const tir_expr_t* mn[2] = {mm->cstr[0] ? m : nn_i(kb, 0), mm->cstr[1] ? n : nn_i(kb, 0)};
     for (int32_t i = 0; i < r; ++i) ci[i] = mn[2 - r + i];
-    v = tir_add(t, v, tir_cast(t, at, tir_load(t, mm->c, ci)));
+    const tir_expr_t* cv = tir_cast(t, at, tir_load(t, mm->c, ci));
+    if (plain && mm->beta != 1.0f) cv = tir_mul(t, cv, tir_const(t, at, mm->beta));
+    v = tir_add(t, v, cv);
   }
   const tir_stmt_t* items[3] = {tir_store(t, acc, z, tir_const(t, at, 0.0)), nn_for(kb, vk, mm->K, upd),
                                 tir_store(t, mm->y, yi, tir_cast(t, mm->y->dtype, v))};
-  const tir_stmt_t* s = tir_alloc(t, acc, tir_seq(t, 3, items));
-  s = nn_for(kb, vn, mm->N, s);
-  s = nn_for(kb, vm, mm->M, s);
+  const tir_stmt_t* s = NULL;
+  if (plain && mm->N <= 8192) {
+    /* plain float: a row of N sums per m (k outside n, so the n loops read
+     * B's rows contiguously and vectorize), rows in parallel */
+    int64_t nr = mm->N;
+    const tir_buffer_t* row = tir_buffer(t, "accrow", at, 1, &nr, TIR_SCOPE_PRIVATE);
+    tir_var_t* vn0 = nn_var(kb, "n");
+    tir_var_t* vn1 = nn_var(kb, "n");
+    const tir_expr_t* rn[1] = {n};
+    const tir_expr_t* rn0[1] = {nn_v(kb, vn0)};
+    const tir_expr_t* rn1[1] = {nn_v(kb, vn1)};
+    const tir_var_t* from[1] = {vn};
+    const tir_expr_t* to[1] = {rn1[0]};
+    const tir_expr_t* out = tir_load(t, row, rn1);
+    if (mm->alpha != 1.0f) out = tir_mul(t, out, tir_const(t, at, mm->alpha));
+    if (mm->c && mm->beta != 0.0f) {
+      const tir_expr_t* ci[2];
+      int32_t r = mm->c->rank;
+      const tir_expr_t* mn[2] = {mm->cstr[0] ? m : nn_i(kb, 0), mm->cstr[1] ? rn1[0] : nn_i(kb, 0)};
+      for (int32_t i = 0; i < r; ++i) ci[i] = mn[2 - r + i];
+      const tir_expr_t* cv = tir_cast(t, at, tir_load(t, mm->c, ci));
+      if (mm->beta != 1.0f) cv = tir_mul(t, cv, tir_const(t, at, mm->beta));
+      out = tir_add(t, out, cv);
+    }
+    const tir_expr_t* yo[KILN_MAX_RANK];
+    for (int32_t i = 0; i < mm->y->rank; ++i) yo[i] = tir_substitute_expr(t, yi[i], 1, from, to);
+    const tir_stmt_t* ritems[3] = {
+        nn_for(kb, vn0, mm->N, tir_store(t, row, rn0, tir_const(t, at, 0.0))),
+        nn_for(kb, vk, mm->K, nn_for(kb, vn, mm->N, tir_store(t, row, rn, tir_add(t, tir_load(t, row, rn), prod)))),
+        nn_for(kb, vn1, mm->N, tir_store(t, mm->y, yo, tir_cast(t, mm->y->dtype, out)))};
+    s = nn_for(kb, vm, mm->M, tir_alloc(t, row, tir_seq(t, 3, ritems)));
+    nn_vectorize(kb, vn0);
+    nn_vectorize(kb, vn);
+    nn_vectorize(kb, vn1);
+    nn_parallel(kb, vm);
+  } else {
+    s = nn_for(kb, vm, mm->M, nn_for(kb, vn, mm->N, tir_alloc(t, acc, tir_seq(t, 3, items))));
+  }
   s = nn_for(kb, vb, batch, s);
   return nn_emit(kb, s);
 }
@@ -1058,6 +1098,7 @@ static kiln_status_t mm_run(nn_kb_t* kb, mm_t* mm, int64_t batch) {
     }
     return int_matmul(kb, mm, batch);
   }
+  if (ctx->plan && ctx->plan->plain_loops) return int_matmul(kb, mm, batch);
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
   g.batch = batch;
@@ -1134,7 +1175,7 @@ kiln_status_t kiln_lower_nn_matmul(kiln_lower_ctx_t* ctx) {
    * and where none applies (a fused epilogue) the printed kernel's batch
    * loop is what spreads the work over work-groups. */
   bool shared_b = ctx->target == KILN_TARGET_CLASS_CPU && !mm.a1d && !mm.b1d && batch > 1 &&
-                  kiln_dtype_is_float(y->dtype);
+                  kiln_dtype_is_float(y->dtype) && !(ctx->plan && ctx->plan->plain_loops);
   for (int32_t i = 0; i < mm.b_brank && shared_b; ++i) shared_b = b->shape[i] == 1;
   if (shared_b) {
     mm.fold = mm.M;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
+#include "lowering/plan.h"
 
 /* ---- row reduction --------------------------------------------------------- */
 
@@ -65,7 +66,10 @@ const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop
                                  const tir_expr_t* ident, int64_t n, nn_val_fn f,
                                  const void* user) {
   tir_ctx_t* t = kb->t;
-  const bool lanes_ok = dst->dtype == KILN_DTYPE_F32 && n >= 64;
+  /* a plan of plain loops (kiln_plan_build_plain) reduces one element at a
+   * time: its lanes and tail would depend on n */
+  const bool plain = kb->ctx->plan && kb->ctx->plan->plain_loops;
+  const bool lanes_ok = dst->dtype == KILN_DTYPE_F32 && n >= 64 && !plain;
   if (lanes_ok && n >= 65536) return lane_reduce_blocked(kb, dst, op, ident, n, f, user);
   const int64_t L = lanes_ok ? 16 : 1;
   const tir_expr_t* z = nn_i(kb, 0);

@@ -403,21 +403,26 @@ kiln_status_t kiln_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* 
 }
 
 static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
-                                kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
+                                kiln_gemm_hook_fn hook, void* user, bool plain, kiln_allocator_t allocator,
                                 kiln_plan_t** out_plan);
 
 kiln_status_t kiln_plan_build_hooked(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_gemm_hook_fn hook,
                                      void* user, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
-  return plan_build(g, options, NULL, hook, user, allocator, out_plan);
+  return plan_build(g, options, NULL, hook, user, false, allocator, out_plan);
+}
+
+kiln_status_t kiln_plan_build_plain(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                                    kiln_allocator_t allocator, kiln_plan_t** out_plan) {
+  return plan_build(g, options, NULL, NULL, NULL, true, allocator, out_plan);
 }
 
 kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                    kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan) {
-  return plan_build(g, options, host, NULL, NULL, allocator, out_plan);
+  return plan_build(g, options, host, NULL, NULL, false, allocator, out_plan);
 }
 
 static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
-                                kiln_gemm_hook_fn hook, void* user, kiln_allocator_t allocator,
+                                kiln_gemm_hook_fn hook, void* user, bool plain, kiln_allocator_t allocator,
                                 kiln_plan_t** out_plan) {
   kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
   if (!options) options = &defaults;
@@ -430,6 +435,7 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
   p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
   p->gemm_hook_user = user;
   p->sparse_mode = options->sparse;
+  p->plain_loops = plain && options->target == KILN_TARGET_CLASS_CPU;
   p->sparse_notes = NULL;
   p->n_sparse_notes = p->cap_sparse_notes = 0;
   tir_ctx_init(&p->tir, allocator);

@@ -142,6 +142,14 @@ typedef struct kiln_plan_s {
    * holding it in the other layout (a reorder's output), or -1. */
   struct kiln_layout_s* layout;
   int32_t* reorder_buf;
+  /* A range on a dim inside the shapes (lowering/plan_seq.h): per graph
+   * input, then output, the axis that is the dynamic dim (-1: none), in the
+   * plan's arena. NULL: the dynamic dim, if any, is the per-sample one. */
+  int32_t* dim_axis;
+  /* kiln_plan_build_plain: float MatMul/Gemm as one plain loop nest (no
+   * tiles, no packing) and row reductions one element at a time (no lanes
+   * and tails): loop nests whose form does not depend on the sizes. */
+  bool plain_loops;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {
@@ -184,6 +192,12 @@ typedef struct kiln_plan_host_s {
 /* kiln_plan_build with some nodes on the host CPU (|host| NULL: none). */
 KILN_MUST_USE kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                    kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan);
+/* kiln_plan_build (CPU) with float MatMul and Gemm as one plain loop nest
+ * each and row reductions (Softmax, LayerNormalization, ...) one element at
+ * a time, whose form does not depend on the sizes: what a range inside the
+ * shapes anti-unifies (lowering/plan_seq.h). Slower than the tiled GEMM. */
+KILN_MUST_USE kiln_status_t kiln_plan_build_plain(const kiln_graph_t* g, const kiln_plan_options_t* options,
+                                                  kiln_allocator_t allocator, kiln_plan_t** out_plan);
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */
 int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);

@@ -214,7 +214,9 @@ kiln_status_t kiln_batcher_create(kiln_module_t* module, kiln_device_t* device,
     const char* name = NULL;
     int64_t lo = 0, hi = 0;
     st = kiln_module_dim(module, 0, &name, &lo, &hi);
-    if (!st && (lo < 1 || hi > INT32_MAX))
+    int32_t ax = -1;
+    for (int32_t i = 0; i < b->n_in && ax <= 0; ++i) ax = kiln_module_dim_axis(module, false, i);
+    if (!st && (lo < 1 || hi > INT32_MAX || ax > 0))
       st = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: dim '%s' range %lld..%lld is not a batch range", b->model,
                             name, (long long)lo, (long long)hi);
     if (!st) {

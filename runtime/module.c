@@ -285,6 +285,13 @@ kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** ou
   return NULL;
 }
 
+int32_t kiln_module_dim_axis(const kiln_module_t* m, bool output, int32_t i) {
+  const kiln_program_t* p = m ? m->program : NULL;
+  if (!p || !p->n_dims || i < 0 || i >= (output ? p->n_outputs : p->n_inputs)) return -1;
+  const int32_t b = output ? p->outputs[i] : p->inputs[i];
+  return kiln_program_buffer_per_sample(p, b) ? 0 : kiln_program_io_dim_axis(p, b);
+}
+
 kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, int64_t* out_value) {
   if (!m || !m->program || !spec || !out_value)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_dim_parse: NULL argument");
@@ -294,8 +301,8 @@ kiln_status_t kiln_module_dim_parse(const kiln_module_t* m, const char* spec, in
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: --dim '%s': expected NAME=VALUE", p->model_name, spec);
   for (int32_t i = 0; i < p->n_dims; ++i) {
     const kiln_program_dim_t* d = &p->dims[i];
-    /* "batch" also names the one dynamic dim, which is the outermost */
-    const bool batch = eq - spec == 5 && !strncmp(spec, "batch", 5) && p->n_dims == 1;
+    /* "batch" also names the one dynamic dim when it is the outermost */
+    const bool batch = eq - spec == 5 && !strncmp(spec, "batch", 5) && p->n_dims == 1 && !p->dim_axis;
     if (!batch && (strlen(d->name) != (size_t)(eq - spec) || strncmp(d->name, spec, (size_t)(eq - spec)) != 0)) continue;
     char* end = NULL;
     errno = 0;

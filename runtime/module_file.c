@@ -400,6 +400,12 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     }
     section_end(w, s);
   }
+  if (p->dim_axis) {
+    s = section_begin(w, KILN_MODULE_TAG_DYNA);
+    put_u64(w, (uint64_t)(p->n_inputs + p->n_outputs));
+    for (int32_t i = 0; i < p->n_inputs + p->n_outputs; ++i) put_i32(w, p->dim_axis[i]);
+    section_end(w, s);
+  }
 
   /* Shape buckets: the other sizes' programs, each a whole module image.
    * Required: a kiln without it would run every size with the first's. */
@@ -862,6 +868,19 @@ static kiln_status_t rd_plug(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+static kiln_status_t rd_dyna(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "dynamic dim axes", "axis", 4, sizeof(int32_t), &p->dim_axis, &n));
+  if (n != p->n_inputs + p->n_outputs)
+    return rd_err(r, KILN_PARSE_ERROR, "%d axes for %d inputs and outputs", (int)n, (int)(p->n_inputs + p->n_outputs));
+  for (int32_t i = 0; i < n; ++i) {
+    r->index = i;
+    KILN_RETURN_IF_ERROR(rd_i32(r, "axis", &p->dim_axis[i])); /* checked by kiln_program_validate */
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 enum { MIN_DYNS = 4 + 8 + 8 };
 
 static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
@@ -1280,7 +1299,7 @@ static const struct {
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
     {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin}, {KILN_MODULE_TAG_BUCK, rd_buck},
-    {KILN_MODULE_TAG_STGS, rd_stgs},
+    {KILN_MODULE_TAG_STGS, rd_stgs}, {KILN_MODULE_TAG_DYNA, rd_dyna},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1380,7 +1399,8 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
         known_sections[k].tag != KILN_MODULE_TAG_NATV && known_sections[k].tag != KILN_MODULE_TAG_DYNS &&
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
         known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN &&
-        known_sections[k].tag != KILN_MODULE_TAG_BUCK && known_sections[k].tag != KILN_MODULE_TAG_STGS) {
+        known_sections[k].tag != KILN_MODULE_TAG_BUCK && known_sections[k].tag != KILN_MODULE_TAG_STGS &&
+        known_sections[k].tag != KILN_MODULE_TAG_DYNA) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

@@ -175,6 +175,10 @@ extern "C" {
  * program.h); a kiln without it must refuse the module, whose kernels read
  * the dims' values */
 #define KILN_MODULE_TAG_DYNS KILN_MODULE_TAG('D', 'Y', 'N', 'S')
+/* required when present: the dynamic dim inside the shapes (runtime/
+ * program.h, kiln_program_t.dim_axis): u64 count (inputs + outputs), then
+ * an i32 axis each (-1: none), after 'DYNS' and 'IO  ' */
+#define KILN_MODULE_TAG_DYNA KILN_MODULE_TAG('D', 'Y', 'N', 'A')
 /* optional: the tuning-cache points template kernels were compiled with */
 #define KILN_MODULE_TAG_TUNE KILN_MODULE_TAG('T', 'U', 'N', 'E')
 /* Optional, required when present: heterogeneous execution, one device

@@ -278,6 +278,13 @@ struct kiln_program_s {
    * program is then a shell of the model's inputs and outputs, and a
    * session runs the segments. NULL for every other program. */
   struct kiln_program_staged_s* staged;
+  /* A dynamic dim inside the shapes (module section 'DYNA'; lowering/
+   * plan_seq.h): n_inputs + n_outputs entries, the axis of each model input
+   * and then output that is the dim (-1: none), whose shape holds the top
+   * of the range there. Every buffer keeps the top of the range's size and
+   * the kernels index them dense at the run's value (the DIMS buffer).
+   * NULL: the dynamic dim, if any, is the per-sample one. */
+  int32_t* dim_axis;
 };
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */
@@ -359,6 +366,9 @@ kiln_status_t kiln_program_dim_value(const kiln_program_t* p, const kiln_array_t
  * buffer's size at the top of the range inside the buffer limit. */
 kiln_status_t kiln_program_validate_dims(const kiln_program_t* p);
 kiln_status_t kiln_program_at(const kiln_program_t* p, int64_t n, kiln_allocator_t allocator, kiln_program_t* out);
+/* The axis of model input or output buffer |b| that is the dynamic dim
+ * inside the shapes (kiln_program_t.dim_axis), -1 when none. */
+int32_t kiln_program_io_dim_axis(const kiln_program_t* p, int32_t b);
 void kiln_program_at_free(kiln_allocator_t allocator, kiln_program_t* at);
 
 /* ---- shape buckets (runtime/program_buckets.c) ---- */

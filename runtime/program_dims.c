@@ -17,7 +17,7 @@ static const char* pname(const kiln_program_t* p) {
 }
 
 bool kiln_program_buffer_per_sample(const kiln_program_t* p, int32_t b) {
-  if (p->n_dims <= 0) return false;
+  if (p->n_dims <= 0 || p->dim_axis) return false;
   switch (p->buffers[kiln_program_root(p, b)].kind) {
     case KILN_PB_INPUT:
     case KILN_PB_OUTPUT:
@@ -45,6 +45,7 @@ kiln_status_t kiln_program_validate_dims(const kiln_program_t* p) {
   /* One outer dim is what the kernels and the session implement so far. */
   if (p->n_dims < 0 || p->n_dims > 1 || (p->n_dims && !p->dims))
     return bad(p, "%s: %lld dynamic dims (this kiln runs one, the outermost)", "dims", (long long)p->n_dims);
+  if (p->dim_axis && p->n_dims != 1) return bad(p, "%s without %lld dynamic dim", "dynamic dim axes", 1);
   int32_t n_dims_buffers = 0;
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
@@ -62,6 +63,19 @@ kiln_status_t kiln_program_validate_dims(const kiln_program_t* p) {
                             "1 <= lo <= hi <= %lld)", pname(p), d->name, (long long)d->lo, (long long)d->hi,
                             KILN_PROGRAM_MAX_DIM_VALUE);
   if (n_dims_buffers != 1) return bad(p, "%s: %lld dims buffers (needs one)", "dynamic dims", n_dims_buffers);
+  if (p->dim_axis) {
+    /* the dim inside the shapes: every buffer at the top of the range */
+    for (int32_t i = 0; i < p->n_inputs + p->n_outputs; ++i) {
+      const bool in = i < p->n_inputs;
+      const int32_t io = in ? p->inputs[i] : p->outputs[i - p->n_inputs];
+      const char* nm = in ? p->input_names[i] : p->output_names[i - p->n_inputs];
+      const int32_t ax = p->dim_axis[i];
+      const kiln_program_buffer_t* b = &p->buffers[io];
+      if (ax < -1 || ax >= b->rank || (ax >= 0 && b->shape[ax] != d->hi))
+        return bad(p, "'%s': its axis %lld is not the dynamic dim at the top of its range", nm, (long long)ax);
+    }
+    return NULL;
+  }
   for (int32_t t = 0; t < 2; ++t) {
     const int32_t n = t ? p->n_outputs : p->n_inputs;
     const int32_t* io = t ? p->outputs : p->inputs;
@@ -91,6 +105,26 @@ kiln_status_t kiln_program_dim_value(const kiln_program_t* p, const kiln_array_t
   if (p->n_dims <= 0) return NULL;
   const kiln_program_dim_t* d = &p->dims[0];
   int32_t first = -1;
+  for (int32_t i = 0; p->dim_axis && i < p->n_inputs; ++i) {
+    const int32_t ax = p->dim_axis[i];
+    const kiln_array_t* a = &inputs[i];
+    if (ax < 0) continue;
+    if (a->shape.rank != p->buffers[p->inputs[i]].rank)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: input '%s' has rank %d, the module takes rank %d", where,
+                              p->input_names[i], (int)a->shape.rank, (int)p->buffers[p->inputs[i]].rank);
+    const int64_t v = a->shape.dims[ax];
+    if (v < d->lo || v > d->hi)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "%s: input '%s' dim %d ('%s') is %lld, outside the module's range %lld..%lld", where,
+                              p->input_names[i], (int)ax, d->name, (long long)v, (long long)d->lo, (long long)d->hi);
+    if (first >= 0 && v != *out_n)
+      return kiln_make_status(KILN_INVALID_ARGUMENT,
+                              "%s: inputs '%s' and '%s' disagree on dynamic dim '%s' (%lld and %lld)", where,
+                              p->input_names[first], p->input_names[i], d->name, (long long)*out_n, (long long)v);
+    if (first < 0) first = i;
+    *out_n = v;
+  }
+  if (p->dim_axis) return NULL;
   for (int32_t i = 0; i < p->n_inputs; ++i) {
     if (!kiln_program_buffer_per_sample(p, p->inputs[i])) continue;
     const kiln_array_t* a = &inputs[i];
@@ -124,8 +158,11 @@ kiln_status_t kiln_program_at(const kiln_program_t* p, int64_t n, kiln_allocator
   for (int32_t t = 0; t < 2; ++t) {
     const int32_t cnt = t ? p->n_outputs : p->n_inputs;
     const int32_t* io = t ? p->outputs : p->inputs;
-    for (int32_t i = 0; i < cnt; ++i)
+    for (int32_t i = 0; i < cnt; ++i) {
       if (kiln_program_buffer_per_sample(p, io[i]) && bufs[io[i]].rank >= 1) bufs[io[i]].shape[0] = n;
+      const int32_t ax = p->dim_axis ? p->dim_axis[(t ? p->n_inputs : 0) + i] : -1;
+      if (ax >= 0) bufs[io[i]].shape[ax] = n;
+    }
   }
   out->buffers = bufs;
   return NULL;
@@ -133,4 +170,10 @@ kiln_status_t kiln_program_at(const kiln_program_t* p, int64_t n, kiln_allocator
 
 void kiln_program_at_free(kiln_allocator_t allocator, kiln_program_t* at) {
   if (at) kiln_allocator_free(allocator, at->buffers);
+}
+
+int32_t kiln_program_io_dim_axis(const kiln_program_t* p, int32_t b) {
+  for (int32_t i = 0; p->dim_axis && i < p->n_inputs + p->n_outputs; ++i)
+    if ((i < p->n_inputs ? p->inputs[i] : p->outputs[i - p->n_inputs]) == b) return p->dim_axis[i];
+  return -1;
 }

@@ -454,6 +454,8 @@ static kiln_shape_t io_shape(const kiln_program_t* p, int32_t b, int64_t n) {
   const kiln_program_buffer_t* pb = &p->buffers[b];
   kiln_shape_t sh = kiln_shape_make(pb->rank, pb->shape);
   if (kiln_program_buffer_per_sample(p, b) && sh.rank >= 1) sh.dims[0] = n;
+  const int32_t ax = kiln_program_io_dim_axis(p, b);
+  if (ax >= 0) sh.dims[ax] = n;
   return sh;
 }
 
@@ -476,12 +478,13 @@ static kiln_status_t check_input(const kiln_session_t* s, int32_t i, const kiln_
     char got[160], exp[160];
     kiln_shape_format(&a->shape, got, sizeof got);
     kiln_shape_format(&want, exp, sizeof exp);
-    if (p->n_dims && kiln_program_buffer_per_sample(p, p->inputs[i]))
+    const int32_t ax = kiln_program_buffer_per_sample(p, p->inputs[i]) ? 0 : kiln_program_io_dim_axis(p, p->inputs[i]);
+    if (p->n_dims && ax >= 0)
       return kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "%s: input '%s' has shape %s, but the module takes %s with dim 0 ('%s') any of "
+                              "%s: input '%s' has shape %s, but the module takes %s with dim %d ('%s') any of "
                               "%lld..%lld",
-                              mname(s), p->input_names[i], got, exp, p->dims[0].name, (long long)p->dims[0].lo,
-                              (long long)p->dims[0].hi);
+                              mname(s), p->input_names[i], got, exp, (int)ax, p->dims[0].name,
+                              (long long)p->dims[0].lo, (long long)p->dims[0].hi);
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "%s: input '%s' has shape %s, but the module was compiled for shape %s",
                             mname(s), p->input_names[i], got, exp);

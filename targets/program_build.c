@@ -193,6 +193,11 @@ static kiln_status_t build_dims(const kiln_plan_t* plan, kiln_program_t* prog) {
     prog->dims[i].lo = plan->dims[i].lo;
     prog->dims[i].hi = plan->dims[i].hi;
   }
+  if (plan->dim_axis) {
+    const int32_t n = plan->graph->n_inputs + plan->graph->n_outputs;
+    KILN_RETURN_IF_ERROR(alloc_zero(prog, (size_t)n + 1, sizeof(int32_t), "dynamic dim axes", &prog->dim_axis));
+    memcpy(prog->dim_axis, plan->dim_axis, sizeof(int32_t) * (size_t)n);
+  }
   return NULL;
 }
 

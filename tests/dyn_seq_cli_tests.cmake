@@ -58,14 +58,34 @@ kiln_cli_test(dyn_seq_rt_run_s64 EXE kiln_rt_run RC 1 REQUIRES dyn_seq_module
 kiln_cli_test(dyn_seq_run_dim65 RC 1 REQUIRES dyn_seq_module
   CHECK "STDERR_HAS=--dim 'seq=65': dim 'seq' takes one of the sizes 16, 77, 128"
   ARGS run ${D}/dyn_encseq.kiln --dim seq=65)
-# a range on the sequence dim is refused, naming the input and the set form
-kiln_cli_test(dyn_seq_compile_range RC 1 REQUIRES dyn_cnn
-  CHECK "STDERR_HAS=dim 'seq' cannot be dynamic: input 'input' does not have it as its dim 0 alone"
-        "STDERR_HAS=--dim seq=16,64,128"
-  ARGS compile ${D}/dyn_encseq.onnx --dim seq=8..512 -o ${D}/bad.kiln)
+# a range on the sequence dim (lowering/plan_seq.h): ONE compile, run at 16, 64, 77, 128 and 256 against the
+# reference interpreter; a size outside the range names the input, the axis, the dim, the value and the range
+kiln_cli_test(dyn_seq_compile_range REQUIRES dyn_cnn FIXTURE dyn_seqr_module FILE ${D}/dyn_encseqr.kiln
+  CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
+  ARGS compile ${D}/dyn_encseq.onnx --dim batch=1 --dim seq=8..256 -o ${D}/dyn_encseqr.kiln)
+foreach(q 16 64 77 128 256)
+  kiln_cli_test(dyn_seqr_ref_s${q} FIXTURE dyn_seqr_ref_s${q} REQUIRES dyn_cnn FILE ${D}/encseqr_ref_s${q}/output.npy
+    ARGS run ${D}/dyn_encseq.onnx --target ref --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+         --output ${D}/encseqr_ref_s${q} --compare output=${D}/dyn_encseq_ort_b1_s${q}.npy --rtol 1e-3 --atol 1e-4)
+  kiln_cli_test(dyn_seqr_run_s${q} REQUIRES dyn_seqr_module dyn_seqr_ref_s${q}
+    CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+    ARGS run ${D}/dyn_encseqr.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+         --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
+  set_tests_properties(cli_dyn_seqr_ref_s${q} cli_dyn_seqr_run_s${q} PROPERTIES LABELS models)
+endforeach()
+kiln_cli_test(dyn_seqr_run_s300 RC 1 REQUIRES dyn_seqr_module
+  CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 300, outside the module's range 8..256"
+  ARGS run ${D}/dyn_encseqr.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
+kiln_cli_test(dyn_seqr_info REQUIRES dyn_seqr_module
+  CHECK "STDOUT_HAS=dynamic dim 'seq': 8..256" "STDOUT_HAS=input input: f32[1,256,256]"
+  ARGS info ${D}/dyn_encseqr.kiln)
+set_tests_properties(cli_dyn_seqr_run_s300 cli_dyn_seqr_info PROPERTIES LABELS models)
 kiln_cli_test(dyn_seq_compile_ranges RC 1 REQUIRES dyn_cnn
-  CHECK "STDERR_HAS=--dim 'seq=8..512': dim 'batch' is dynamic already" "STDERR_HAS=--dim seq=16,64,128"
+  CHECK "STDERR_HAS=--dim 'batch=1..2': dim 'seq' is a range inside the shapes already" "STDERR_HAS=--dim batch=1"
   ARGS compile ${D}/dyn_encseq.onnx --dim batch=1..2 --dim seq=8..512 -o ${D}/bad.kiln)
+kiln_cli_test(dyn_seq_compile_short RC 1 REQUIRES dyn_cnn
+  CHECK "STDERR_HAS=--dim 'seq=8..10': a range inside the shapes needs at least 5 values" "STDERR_HAS=--dim seq=8,10"
+  ARGS compile ${D}/dyn_encseq.onnx --dim batch=1 --dim seq=8..10 -o ${D}/bad.kiln)
 # buckets with a batch range on the GPU targets: each bucket per-sample in
 # the batch (its batched attention GEMMs hand their template back to the
 # printed kernel); on OpenCL run at (2,77) against the reference (lavapipe's
@@ -90,7 +110,7 @@ if("opencl" IN_LIST KILN_TARGETS_BUILT)
   list(APPEND _seq_tests run_opencl_b2_s77)
 endif()
 list(APPEND _seq_tests rt_run_s77 rt_s77_matches rt_run_dim run_dim info run_s64 rt_run_s64 run_dim65 compile_range
-     compile_ranges)
+     compile_ranges compile_short)
 foreach(t ${_seq_tests})
   if(TEST cli_dyn_seq_${t})
     set_tests_properties(cli_dyn_seq_${t} PROPERTIES LABELS models)

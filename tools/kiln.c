@@ -720,7 +720,8 @@ static int cmd_run(int argc, char** argv) {
       if (in[k].data) continue;
       kiln_dtype_t dt;
       kiln_shape_t sh = kiln_module_bucket_input_shape(R.module, bucket, k, &dt);
-      if (dyn_value && sh.rank >= 1) sh.dims[0] = dyn_value;
+      const int32_t ax = kiln_module_dim_axis(R.module, false, k);
+      if (dyn_value && ax >= 0 && sh.rank > ax) sh.dims[ax] = dyn_value;
       if ((s = random_array(kiln_module_input_name(R.module, k), dt, &sh, seed, max_input_bytes, &in[k])))
         goto done;
     }
@@ -838,14 +839,17 @@ static int cmd_run(int argc, char** argv) {
   }
   /* A module with a dynamic dim: the plan at the value this run had (the
    * session line above is the plan at the bottom of the range). */
-  if (R.session && R.module && kiln_module_dim_count(R.module) > 0 && n_in > 0 && in[0].shape.rank >= 1) {
+  int32_t dax = -1, din = 0;
+  for (int32_t k = 0; R.module && k < n_in && dax < 0; ++k)
+    if ((dax = kiln_module_dim_axis(R.module, false, k)) >= 0) din = k;
+  if (R.session && R.module && kiln_module_dim_count(R.module) > 0 && dax >= 0 && in[din].shape.rank > dax) {
     kiln_session_memory_t sm;
     const char* dn;
     int64_t dlo, dhi;
-    if (!(s = kiln_module_dim(R.module, 0, &dn, &dlo, &dhi)) &&
-        !(s = kiln_session_memory_at(R.session, in[0].shape.dims[0], &sm)))
+    const int64_t dv = in[din].shape.dims[dax];
+    if (!(s = kiln_module_dim(R.module, 0, &dn, &dlo, &dhi)) && !(s = kiln_session_memory_at(R.session, dv, &sm)))
       printf("dynamic dim '%s' = %lld (range %lld..%lld): arena %llu bytes, lower bound %llu (%.3fx)\n", dn,
-             (long long)in[0].shape.dims[0], (long long)dlo, (long long)dhi, (unsigned long long)sm.arena_bytes,
+             (long long)dv, (long long)dlo, (long long)dhi, (unsigned long long)sm.arena_bytes,
              (unsigned long long)sm.lower_bound_bytes,
              sm.lower_bound_bytes ? (double)sm.arena_bytes / (double)sm.lower_bound_bytes : 1.0);
     if (s) goto done;

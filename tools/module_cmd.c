@@ -103,7 +103,14 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
   for (int32_t i = 0; i < kiln_module_dim_count(m); ++i) {
     const char* dn;
     int64_t lo_v, hi_v;
-    if (!kiln_module_dim(m, i, &dn, &lo_v, &hi_v))
+    int32_t ax = -1, in = -1;
+    for (int32_t k = 0; k < mi.n_inputs && ax < 0; ++k)
+      if ((ax = kiln_module_dim_axis(m, false, k)) >= 0) in = k;
+    if (kiln_module_dim(m, i, &dn, &lo_v, &hi_v)) continue;
+    if (ax > 0)
+      printf("dynamic dim '%s': %lld..%lld (inside the shapes: input '%s' dim %d; shapes below are the top of the "
+             "range's)\n", dn, (long long)lo_v, (long long)hi_v, kiln_module_input_name(m, in), (int)ax);
+    else
       printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
              (long long)lo_v, (long long)hi_v);
   }

@@ -215,6 +215,12 @@ KILN_API KILN_MUST_USE kiln_status_t kiln_session_memory_at(const kiln_session_t
 KILN_API int32_t kiln_module_dim_count(const kiln_module_t* m);
 KILN_API KILN_MUST_USE kiln_status_t kiln_module_dim(const kiln_module_t* m, int32_t i, const char** out_name,
                                                      int64_t* out_lo, int64_t* out_hi);
+/* The axis of model input (|output| false) or output |i| that is the
+ * dynamic dim: 0 for a range on the outermost dim (the batch), the axis
+ * inside the shape for a range there (kiln compile --dim seq=8..256; the
+ * module's shape holds the top of the range there); -1 when it does not
+ * have the dim or the module has none. */
+KILN_API int32_t kiln_module_dim_axis(const kiln_module_t* m, bool output, int32_t i);
 /* Parses "NAME=VALUE" (`kiln run m.kiln --dim batch=3`) against the
  * module's dynamic dims ("batch" also names its one dynamic dim, the
  * outermost, whatever the model called it): *out_value. INVALID_ARGUMENT naming the module,

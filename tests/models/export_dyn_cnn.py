@@ -15,7 +15,8 @@ Writes into DIR:
   dyn_enc_in_bB.npy, dyn_enc_ort_bB.npy   the same for it
   dyn_encseq.onnx       the same block exported with dynamic_axes on batch and sequence
                         ("batch", "seq"): input "input" [batch,seq,256]
-  dyn_encseq_in_bB_sS.npy, dyn_encseq_ort_bB_sS.npy   for (B,S) in (1,16), (2,77), (1,128), (1,64)
+  dyn_encseq_in_bB_sS.npy, dyn_encseq_ort_bB_sS.npy   for (B,S) in (1,16), (2,77), (1,128), (1,64),
+                                                           (1,77), (1,256), (1,300)
 
 The net is ResNet-18's pattern at a small scale: a 3x3 stem with BatchNorm and ReLU, a
 max pool, two basic blocks per stage over three stages (stride 2 with a 1x1 projection
@@ -104,7 +105,7 @@ def export_encoder(out, batches):
         np.save(os.path.join(out, f"dyn_enc_ort_b{b}.npy"), y)
 
 
-SEQ_SHAPES = [(1, 16), (2, 77), (1, 128), (1, 64)]
+SEQ_SHAPES = [(1, 16), (2, 77), (1, 128), (1, 64), (1, 77), (1, 256), (1, 300)]
 
 
 def export_encoder_seq(out):

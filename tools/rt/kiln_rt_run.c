@@ -149,7 +149,9 @@ static kiln_status_t check_io_sizes(const kiln_module_t* m, int32_t n_in, int32_
       const char* name = t ? kiln_module_output_name(m, k) : kiln_module_input_name(m, k);
       const char* dim;
       int64_t lo, hi;
-      if (kiln_module_dim_count(m) > 0 && sh.rank >= 1 && !kiln_module_dim(m, 0, &dim, &lo, &hi)) sh.dims[0] = hi;
+      const int32_t ax = kiln_module_dim_axis(m, t != 0, k);
+      if (kiln_module_dim_count(m) > 0 && ax >= 0 && sh.rank > ax && !kiln_module_dim(m, 0, &dim, &lo, &hi))
+        sh.dims[ax] = hi;
       char shape[160];
       kiln_shape_format(&sh, shape, sizeof shape);
       unsigned long long bytes = 0;
@@ -334,7 +336,8 @@ int main(int argc, char** argv) {
     if (in[k].data) continue;
     kiln_dtype_t dt;
     kiln_shape_t sh = kiln_module_bucket_input_shape(m, bucket, k, &dt);
-    if (dim_value && sh.rank >= 1) sh.dims[0] = dim_value;
+    const int32_t ax = kiln_module_dim_axis(m, false, k);
+    if (dim_value && ax >= 0 && sh.rank > ax) sh.dims[ax] = dim_value;
     st = kiln_array_alloc(al, dt, &sh, &in[k]);
     if (st) st = kiln_status_annotate(st, "zeros for input '%s'", kiln_module_input_name(m, k));
   }

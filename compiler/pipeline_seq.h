@@ -1,0 +1,18 @@
+/* The compile of a range on a dim inside the kernels' shapes (kiln compile
+ * --dim seq=8..256): the graph prepared at the sizes lowering/plan_seq.h
+ * takes, lowered and fused at each, the plans anti-unified into one, and
+ * that plan's program built once. */
+#ifndef KILN_COMPILER_PIPELINE_SEQ_H_
+#define KILN_COMPILER_PIPELINE_SEQ_H_
+
+#include "compiler/pipeline.h"
+#include "lowering/plan_seq.h"
+
+/* |gs|: the graph prepared (and optimized) with dim |name| at each of
+ * kiln_plan_seq_sizes(lo, hi); read only. fp32 on the CPU target only
+ * (UNSUPPORTED naming the target or precision otherwise). */
+KILN_MUST_USE kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name, int64_t lo, int64_t hi,
+                                                     const kiln_compile_config_t* c, kiln_compile_log_t* log,
+                                                     kiln_program_t** out);
+
+#endif

@@ -1,0 +1,250 @@
+/* A range on a dim inside the kernels' shapes (kiln compile --dim
+ * seq=4..24, lowering/plan_seq.h): an attention block with a residual and a
+ * LayerNormalization, written here as ONNX, compiled ONCE through the
+ * compiler API and loaded back from its bytes (section DYNA round trip),
+ * run at lengths of the range (both ends, and lengths no compile saw)
+ * against the reference executor at each; a length outside the range names
+ * the input, its axis, the dim, the value and the range; a node whose loops
+ * do not follow the length (a mean over it: 1/seq is a float constant) is
+ * refused naming the node and the dim and pointing at the set form; a
+ * damaged DYNA section fails the load naming the input or output. */
+#include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <math.h>
+#include <string.h>
+
+#include "api/model_dims.h"
+#include "compiler/ref_exec.h"
+#include "frontend/onnx.h"
+#include "kiln/batcher.h"
+#include "kiln/compiler.h"
+#include "kiln/runtime.h"
+#include "runtime/module_file.h"
+#include "testing.h"
+
+static char g_dir[512];
+static char g_attn[700];
+static char g_mean[700];
+
+static kiln_allocator_t al(void) { return kiln_allocator_system(); }
+
+/* X [1,seq,8] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv), and
+ * X [1,seq,8] -> ReduceMean over seq. */
+static void write_models(void) {
+  bm_model_t b;
+  bm_init(&b, 17);
+  const char* params[3] = {NULL, "seq", NULL};
+  int64_t xd[3] = {1, 0, 8};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
+  int64_t wd[2] = {8, 8}, one = 1, eight = 8;
+  bm_init_f32(&b, "Wq", 2, wd);
+  bm_init_f32(&b, "Wk", 2, wd);
+  bm_init_f32(&b, "Wv", 2, wd);
+  bm_init_f32(&b, "gamma", 1, &eight);
+  bm_init_f32(&b, "beta", 1, &eight);
+  float* sc = bm_alloc(&b, sizeof(float));
+  *sc = 0.1f;
+  bm_initializer(&b, "scale", BM_F32, 1, &one, sc, sizeof(float));
+  bm_node(&b, "MatMul", "q", "X,Wq", "Q");
+  bm_node(&b, "MatMul", "k", "X,Wk", "K");
+  bm_node(&b, "MatMul", "v", "X,Wv", "V");
+  Onnx__NodeProto* kt = bm_node(&b, "Transpose", "kt", "K", "Kt");
+  bm_attr_ints(&b, kt, "perm", 3, (const int64_t[]){0, 2, 1});
+  bm_node(&b, "MatMul", "scores", "Q,Kt", "S");
+  bm_node(&b, "Mul", "scaled", "S,scale", "S2");
+  Onnx__NodeProto* sm = bm_node(&b, "Softmax", "softmax", "S2", "P");
+  bm_attr_int(&b, sm, "axis", -1);
+  bm_node(&b, "MatMul", "mix", "P,V", "H");
+  bm_node(&b, "Add", "residual", "H,X", "R");
+  Onnx__NodeProto* ln = bm_node(&b, "LayerNormalization", "ln", "R,gamma,beta", "Y");
+  bm_attr_int(&b, ln, "axis", -1);
+  bm_output(&b, "Y");
+  snprintf(g_attn, sizeof g_attn, "%s/attn.onnx", g_dir);
+  CHECK(bm_write(&b, g_attn));
+  bm_free(&b);
+
+  bm_init(&b, 13);
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
+  Onnx__NodeProto* rm = bm_node(&b, "ReduceMean", "pool", "X", "M");
+  bm_attr_ints(&b, rm, "axes", 1, (const int64_t[]){1});
+  bm_output(&b, "M");
+  snprintf(g_mean, sizeof g_mean, "%s/mean.onnx", g_dir);
+  CHECK(bm_write(&b, g_mean));
+  bm_free(&b);
+}
+
+/* Compiles |model| for the CPU with |dim|; the status, and the module
+ * bytes in |out| (malloc'd) when |out| is given and it compiled. */
+static kiln_status_t compile(const char* model, const char* dim, uint8_t** out, size_t* out_len) {
+  kiln_compiler_t* c = NULL;
+  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
+  if (!s) s = kiln_compiler_load_model(c, model);
+  if (!s) s = kiln_compiler_set_option(c, "threads", "2");
+  if (!s) s = kiln_compiler_set_option(c, "target", "cpu");
+  if (!s) s = kiln_compiler_set_option(c, "dim", dim);
+  if (!s) s = kiln_compiler_compile(c);
+  const void* data = NULL;
+  size_t len = 0;
+  if (!s && out) s = kiln_compiler_module(c, &data, &len);
+  if (!s && out) {
+    *out = malloc(len);
+    if (*out) memcpy(*out, data, len);
+    *out_len = len;
+  }
+  kiln_compiler_destroy(c);
+  return s;
+}
+
+static kiln_array_t filled(int64_t seq, uint32_t seed) {
+  kiln_array_t a;
+  memset(&a, 0, sizeof a);
+  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, 8});
+  if (!CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &s, &a))) return a;
+  float* f = a.data;
+  for (size_t i = 0; i < a.nbytes / 4; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    f[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return a;
+}
+
+/* The session at |seq| against the reference executor on the model bound
+ * to it. */
+static void check_run(kiln_session_t* s, int64_t seq) {
+  kiln_graph_t* g = NULL;
+  char q[64];
+  snprintf(q, sizeof q, "seq=%lld", (long long)seq);
+  kiln_array_t x = filled(seq, 11u * (uint32_t)seq), want, got;
+  memset(&want, 0, sizeof want);
+  memset(&got, 0, sizeof got);
+  if (CHECK_OK(kiln_onnx_parse_model(g_attn, NULL, al(), &g)) && CHECK_OK(kiln_model_bind_dim(g, q)) &&
+      CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) &&
+      CHECK_OK(kiln_session_run(s, &x, &got))) {
+    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, 8});
+    CHECK_MSG(kiln_shape_equal(&got.shape, &wsh), "seq %lld: output shape", (long long)seq);
+    double worst = 0;
+    for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
+      worst = fmax(worst, fabs(((float*)got.data)[i] - ((float*)want.data)[i]));
+    CHECK_MSG(got.nbytes == want.nbytes && worst < 1e-4, "seq %lld: max abs error %g", (long long)seq, worst);
+  }
+  kiln_graph_destroy(g);
+  kiln_array_free(al(), &x);
+  kiln_array_free(al(), &want);
+  kiln_array_free(al(), &got);
+}
+
+static void test_range(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  if (CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open("cpu", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s))) {
+    const char* name = NULL;
+    int64_t lo = 0, hi = 0;
+    CHECK(kiln_module_dim_count(m) == 1 && kiln_module_bucket_count(m) == 0);
+    CHECK(CHECK_OK(kiln_module_dim(m, 0, &name, &lo, &hi)) && !strcmp(name, "seq") && lo == 4 && hi == 24);
+    CHECK(kiln_module_dim_axis(m, false, 0) == 1 && kiln_module_dim_axis(m, true, 0) == 1);
+    /* the ends, lengths the compile lowered at (5, 14, 23) and ones it did not */
+    const int64_t seqs[] = {4, 24, 7, 13, 5, 19, 14, 23};
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; ++i) check_run(s, seqs[i]);
+    int64_t v = 0;
+    CHECK(CHECK_OK(kiln_module_dim_parse(m, "seq=9", &v)) && v == 9);
+    kiln_array_t x = filled(25, 1), y[1];
+    CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "input 'X' dim 1 ('seq') is 25",
+                  "range 4..24");
+    kiln_array_free(al(), &x);
+    x = filled(3, 1);
+    CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "('seq') is 3", "range 4..24");
+    kiln_array_free(al(), &x);
+    /* the length is no batch to gather requests along */
+    kiln_batcher_t* bt = NULL;
+    CHECK_ERR_ALL(kiln_batcher_create(m, d, NULL, NULL, &bt), KILN_INVALID_ARGUMENT, "dim 'seq'", "not a batch range");
+    CHECK(bt == NULL);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  free(bytes);
+}
+
+static uint64_t rd64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+static void wr32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Section DYNA's payload in a module image. */
+static uint8_t* dyna_payload(uint8_t* b, size_t len) {
+  for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
+    const uint64_t n = rd64(b + off + 8);
+    if (!memcmp(b + off, "DYNA", 4)) return b + off + 16;
+    off += 16 + (size_t)n;
+    off += (8 - off % 8) % 8;
+  }
+  return NULL;
+}
+
+/* Each edit of section DYNA (checksums made right again) fails the load
+ * naming what is wrong. */
+static void test_bad_section(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
+  uint8_t* pl = dyna_payload(bytes, len);
+  CHECK(pl && rd64(pl) == 2);
+  const struct {
+    size_t at; /* 0: the count (u64), else the byte offset of an i32 axis */
+    int64_t value;
+    const char* needle;
+  } edits[] = {
+      {0, 3, "claims 3 dynamic dim axes"},
+      {0, 1, "1 axes for 2 inputs and outputs"},
+      {8, 5, "'X': its axis 5 is not the dynamic dim"},
+      {8, 0, "'X': its axis 0 is not the dynamic dim"},
+      {12, -2, "'Y': its axis -2 is not the dynamic dim"},
+  };
+  for (size_t i = 0; pl && i < sizeof edits / sizeof edits[0]; ++i) {
+    uint8_t old[8];
+    memcpy(old, pl + edits[i].at, 8);
+    if (edits[i].at == 0)
+      for (int k = 0; k < 8; ++k) pl[k] = (uint8_t)((uint64_t)edits[i].value >> (8 * k));
+    else
+      wr32(pl + edits[i].at, (uint32_t)(int32_t)edits[i].value);
+    kiln_module_reseal(bytes, len);
+    kiln_module_t* m = NULL;
+    CHECK_ERR_ALL(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m), KILN_PARSE_ERROR, edits[i].needle);
+    kiln_module_release(m);
+    memcpy(pl + edits[i].at, old, 8);
+  }
+  kiln_module_reseal(bytes, len);
+  kiln_module_t* m = NULL;
+  CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m));
+  kiln_module_release(m);
+  free(bytes);
+}
+
+static void test_refusals(void) {
+  /* 1/seq in the mean: refused by node and dim, pointing at the set form */
+  CHECK_ERR_ALL(compile(g_mean, "seq=4..24", NULL, NULL), KILN_UNSUPPORTED, "node 'pool' (ReduceMean)",
+                "dim 'seq' cannot be a range (4..24)", "--dim seq=16,64,128");
+  CHECK_ERR_ALL(compile(g_attn, "seq=4..7", NULL, NULL), KILN_INVALID_ARGUMENT, "at least 5 values");
+  CHECK_ERR_ALL(compile(g_attn, "seq=0..7", NULL, NULL), KILN_INVALID_ARGUMENT, "seq=0..7");
+}
+
+int main(void) {
+  if (!bm_tmpdir("dyn_seq_range", g_dir, sizeof g_dir)) return 1;
+  write_models();
+  RUN(test_range);
+  RUN(test_bad_section);
+  RUN(test_refusals);
+  bm_rmtree(g_dir);
+  return kiln_test_finish();
+}
