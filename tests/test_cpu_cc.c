@@ -1,7 +1,8 @@
-/* The CPU loader's choice of compiler (runtime/cpu/cpu_loader.c) when
- * neither the options nor $KILN_CC name one: clang where it is on PATH and
- * links OpenMP code, else cc.
+/* The CPU loader's choice of compiler (runtime/cpu/cpu_loader.c): cc by
+ * default; with KILN_CC=auto clang where it is on PATH and links OpenMP
+ * code, else cc.
  *
+ * - without KILN_CC the default options name cc;
  * - with the PATH's own compilers: the unit compiles and runs, with clang
  *   exactly when a `clang -fopenmp -shared` of this test builds, and a
  *   second load is a cache hit;
@@ -171,9 +172,19 @@ static void test_broken_clang(void) {
   CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 }
 
+static void test_default_cc(void) {
+  unsetenv("KILN_CC");
+  kiln_cpu_options_t o;
+  kiln_cpu_options_default(&o);
+  CHECK_MSG(o.compiler && strcmp(o.compiler, "cc") == 0, "default compiler '%s'", o.compiler ? o.compiler : "(auto)");
+  setenv("KILN_CC", "auto", 1);
+  kiln_cpu_options_default(&o);
+  CHECK_MSG(!o.compiler, "KILN_CC=auto gave '%s'", o.compiler ? o.compiler : "");
+}
+
 int main(void) {
   if (getenv("KILN_TEST_NO_CPU")) return 0;
-  unsetenv("KILN_CC");
+  RUN(test_default_cc); /* leaves KILN_CC=auto for the tests below */
   RUN(test_broken_clang); /* first: a child forked later would inherit the probe's answer */
   RUN(test_path_compilers);
   return kiln_test_finish();

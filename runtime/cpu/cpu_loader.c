@@ -52,8 +52,9 @@ double kiln_cpu_now(void) {
 
 void kiln_cpu_options_default(kiln_cpu_options_t* o) {
   memset(o, 0, sizeof(*o));
+  /* cc unless $KILN_CC names one; KILN_CC=auto: auto_compiler() (NULL) */
   const char* cc = getenv("KILN_CC");
-  o->compiler = cc && *cc ? cc : NULL; /* NULL: auto_compiler() */
+  o->compiler = !cc || !*cc ? "cc" : strcmp(cc, "auto") == 0 ? NULL : cc;
   const char* fl = getenv("KILN_CPU_FLAGS");
   o->flags = fl && *fl ? fl : DEFAULT_FLAGS;
   const char* dump = getenv("KILN_CPU_DUMP");
@@ -222,10 +223,15 @@ static kiln_status_t compiler_version(const char* cc, const char* workdir, kiln_
   return NULL;
 }
 
-/* The compiler when neither the options nor $KILN_CC name one: clang where
- * it is on PATH and builds OpenMP code, else cc. On kiln's kernels clang 14
- * -O3 takes about 2/3 of GCC 12's CPU time for the same C, with the same
- * run time (README, "Cold compile"). clang is found on PATH without running
+/* The compiler for KILN_CC=auto: clang where it is on PATH and builds
+ * OpenMP code, else cc. On kiln's kernels clang 14 -O3 takes about 2/3 of
+ * GCC 12's CPU time for the same C, with the same single-thread run time
+ * (README, "Cold compile"). It is not the default: its kernels run on
+ * libomp, whose shortest spin before a worker sleeps is 1 ms (KMP_BLOCKTIME
+ * takes whole milliseconds), where libgomp's is set to about 10 us
+ * (cpu_device.c); sleeping at once, MobileNetV2 at 2 threads took 4.0 ms
+ * against GCC's 2.7 (the wake-up per kernel), and a 1 ms spin burns a core
+ * between runs. clang is found on PATH without running
  * it; whether it links OpenMP (its libomp and omp.h installed) is tried only
  * when something must be compiled, so a cache hit never pays for the probe,
  * and once per process: a clang that fails it is not asked again. */
@@ -706,7 +712,7 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
   kiln_cpu_options_default(&defaults);
   const kiln_cpu_options_t* o = options ? options : &defaults;
   const char* cc = o->compiler && *o->compiler ? o->compiler : defaults.compiler;
-  bool auto_cc = !cc; /* neither the options nor $KILN_CC name one */
+  bool auto_cc = !cc; /* KILN_CC=auto (or options naming none over it) */
   if (auto_cc) cc = auto_compiler();
   const char* flags = o->flags ? o->flags : DEFAULT_FLAGS;
   const char* source = src->text ? src->text : "";
