@@ -164,14 +164,17 @@ static void test_kernel_matches_reference(void) {
 }
 
 /* AUTO: sparse at 80% zero blocks, dense (noted) at 25%; OFF: no note.
- * The module's weights shrink with the blocks. */
+ * The module's weights shrink with the blocks. 16x16 outputs: at 8x8 the
+ * padded grid wastes enough of AVX-512's 32-column tiles that the conv
+ * takes its weights as the GEMM's R (the transposed form), which has no
+ * block-sparse kernel, and no note is made. */
 static void test_modes_and_weight_bytes(void) {
-  conv_case_t c = {"auto", 1, 64, 64, 8, 3, 1, 1, 1, 1, 4, 0.8, true, true};
+  conv_case_t c = {"auto", 1, 64, 64, 16, 3, 1, 1, 1, 1, 4, 0.8, true, true};
   for (int pass = 0; pass < 2; ++pass) {
     c.zero = pass ? 0.25 : 0.8;
     kiln_graph_t* g = conv_model(&c);
     if (!g) continue;
-    kiln_array_t x = rt_random(4, (int64_t[]){1, 64, 8, 8}), want = {0};
+    kiln_array_t x = rt_random(4, (int64_t[]){1, 64, 16, 16}), want = {0};
     if (CHECK_OK(kiln_ref_run(g, &x, NULL, &want))) {
       kiln_plan_sparse_note_t na, no;
       uint64_t wa = 0, wo = 0;
