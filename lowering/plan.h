@@ -142,6 +142,11 @@ typedef struct kiln_plan_s {
    * holding it in the other layout (a reorder's output), or -1. */
   struct kiln_layout_s* layout;
   int32_t* reorder_buf;
+  /* GPU: the most vec4 texels one texel buffer may hold on the device the
+   * plan is compiled for (kiln_device_info_t.max_texels; 0: not checked).
+   * The Vulkan target prints a kernel whose buffers exceed it without
+   * texel reads. */
+  uint64_t max_texels;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {
