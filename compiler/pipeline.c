@@ -523,6 +523,9 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
                               kiln_layout_name(L->block, ln, sizeof ln), L->n_blocked_nodes, g->n_nodes,
                               L->n_blocked_tensors, L->n_reorders, L->n_reorders_naive);
   }
+  /* the device's texel buffer size (the Vulkan texel reads keep to it) */
+  if (!s && c->target->lowering == KILN_TARGET_CLASS_GPU && c->tuning_device)
+    plan->max_texels = c->tuning_device->info.max_texels;
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
   /* int8 quantized the graph before its passes; its float tensors are fp32 */

@@ -477,7 +477,7 @@ typedef struct fz_s {
   acc_t acc;
   FILE* log;
   kiln_fusion_report_t* rep;
-  uint8_t* blocked;   /* [nb] roots other code can see (precomputed) */
+  uint8_t* blocked;   /* [nb] roots other code can see (precomputed): BLOCK_* */
   int32_t* node_mark; /* [graph nodes] stamp, for merge_nodes */
   int32_t stamp;
 } fz_t;
@@ -503,6 +503,10 @@ static int32_t users(fz_t* z, int32_t b, int32_t* k0, int32_t* k1) {
   return m;
 }
 
+/* Why a root is visible outside its kernels: a graph output (or an output
+ * aliasing it), or a view of it that kernels use. */
+enum { BLOCK_OUTPUT = 1, BLOCK_VIEW = 2 };
+
 /* Roots that the outputs or a view make visible outside their kernels. A
  * view's users keep the view as their argument through every fusion (only
  * the eliminated root's own parameter is dropped), so this is decided once,
@@ -513,16 +517,16 @@ static kiln_status_t find_blocked(fz_t* z) {
   if (!z->blocked) return oom();
   for (int32_t o = 0; o < p->graph->n_outputs; ++o) {
     int32_t r = kiln_plan_root(p, p->outputs[o]);
-    if (r >= 0) z->blocked[r] = 1;
+    if (r >= 0) z->blocked[r] |= BLOCK_OUTPUT;
   }
   for (int32_t b = 0; b < p->n_buffers; ++b) {
     int32_t r = kiln_plan_root(p, b);
-    if (b != r && r >= 0 && p->buffers[b].kind == KILN_PLAN_OUTPUT) z->blocked[r] = 1;
+    if (b != r && r >= 0 && p->buffers[b].kind == KILN_PLAN_OUTPUT) z->blocked[r] |= BLOCK_OUTPUT;
   }
   for (int32_t k = 0; k < p->n_kernels; ++k)
     for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a) {
       int32_t b = p->kernels[k].args[a], r = kiln_plan_root(p, b);
-      if (b != r && r >= 0) z->blocked[r] = 1; /* used through a view */
+      if (b != r && r >= 0) z->blocked[r] |= BLOCK_VIEW; /* used through a view */
     }
   return NULL;
 }
@@ -540,10 +544,11 @@ static const tir_buffer_t* param_of(const kiln_plan_t* p, const kiln_plan_kernel
   return NULL;
 }
 
-/* The fused kernel's parameter list: |a|'s params without |drop|, then |b|'s
- * params not yet present (and not |drop|). */
+/* The fused kernel's parameter list: |a|'s params without |drop| (and
+ * |drop2| when not NULL), then |b|'s params not yet present (nor dropped). */
 static kiln_status_t merge_params(fz_t* z, const kiln_plan_kernel_t* a,
                                   const kiln_plan_kernel_t* b, const tir_buffer_t* drop,
+                                  const tir_buffer_t* drop2,
                                   const tir_buffer_t*** out_params, int32_t** out_args,
                                   int32_t* out_n) {
   kiln_plan_t* p = z->p;
@@ -556,7 +561,7 @@ static kiln_status_t merge_params(fz_t* z, const kiln_plan_kernel_t* a,
   for (int32_t q = 0; q < 2; ++q)
     for (int32_t i = 0; i < ks[q]->func->n_params; ++i) {
       const tir_buffer_t* t = ks[q]->func->params[i];
-      if (t == drop) continue;
+      if (t == drop || (drop2 && t == drop2)) continue;
       bool dup = false;
       for (int32_t j = 0; j < n && !dup; ++j) dup = ps[j] == t;
       if (dup) continue;
@@ -618,7 +623,7 @@ static kiln_status_t replace_two(fz_t* z, int32_t a, int32_t b, int32_t at,
 
 typedef struct epi_s {
   tir_ctx_t* c;
-  const tir_buffer_t* x;     /* eliminated buffer */
+  const tir_buffer_t* x;     /* eliminated buffer (as the consumer reads it) */
   const tir_buffer_t* y;     /* consumer output */
   const nest_t* nest;        /* consumer nest */
   const tir_expr_t* f;       /* consumer value */
@@ -626,6 +631,11 @@ typedef struct epi_s {
   int64_t max_size;
   int64_t f_loads;           /* loads of x in f (as a tree) */
   bool too_big;
+  /* The producer writes x through a reshape view |xv| that only merges
+   * dims (try_epilogue's view case; NULL: it writes x itself): its stores
+   * go to |xv|, which becomes a view of y, and the consumer's indices are
+   * the view's split back into x's dims. */
+  const tir_buffer_t* xv;
 } epi_t;
 
 static const tir_expr_t* epi_load(void* user, const tir_expr_t* load) {
@@ -654,6 +664,49 @@ static const tir_expr_t* fold_silu(tir_ctx_t* c, const tir_expr_t* e) {
   return tir_mutate_expr(&m, e);
 }
 
+/* Whether |v| is |x| reshaped by merging runs of consecutive dims (each of
+ * v's dims the product of the next run of x's; dims of 1 anywhere). */
+static bool merges_dims(const tir_buffer_t* x, const tir_buffer_t* v) {
+  if (x->dtype != v->dtype || tir_buffer_numel(x) != tir_buffer_numel(v)) return false;
+  int32_t i = 0;
+  for (int32_t j = 0; j < v->rank; ++j) {
+    int64_t prod = 1;
+    while (i < x->rank && prod * x->shape[i] <= v->shape[j] && v->shape[j] % (prod * x->shape[i]) == 0 &&
+           (prod < v->shape[j] || x->shape[i] == 1))
+      prod *= x->shape[i++];
+    if (prod != v->shape[j]) return false;
+  }
+  while (i < x->rank && x->shape[i] == 1) ++i;
+  return i == x->rank;
+}
+
+/* x's indices of the element at |vidx| of its view |v| (merges_dims): each
+ * view index split into its run of x's dims, (vi / inner) % extent. */
+static void split_index(tir_ctx_t* c, const tir_buffer_t* x, const tir_buffer_t* v, const tir_expr_t* const* vidx,
+                        const tir_expr_t** out) {
+  int32_t i = 0;
+  for (int32_t j = 0; j < v->rank; ++j) {
+    int32_t i0 = i;
+    int64_t prod = 1;
+    while (i < x->rank && prod * x->shape[i] <= v->shape[j] && v->shape[j] % (prod * x->shape[i]) == 0 &&
+           (prod < v->shape[j] || x->shape[i] == 1))
+      prod *= x->shape[i++];
+    int64_t inner = prod;
+    for (int32_t k = i0; k < i; ++k) {
+      inner /= x->shape[k];
+      const tir_expr_t* e = vidx[j];
+      if (x->shape[k] == 1) e = tir_int(c, 0);
+      else if (k == i0 && inner == 1) e = vidx[j];
+      else {
+        if (inner > 1) e = tir_bin(c, TIR_FLOORDIV, e, tir_int(c, inner));
+        if (k > i0) e = tir_bin(c, TIR_FLOORMOD, e, tir_int(c, x->shape[k]));
+      }
+      out[k] = e;
+    }
+  }
+  for (; i < x->rank; ++i) out[i] = tir_int(c, 0);
+}
+
 static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   epi_t* E = user;
   /* The fused value holds f_loads copies of the stored one: when that alone
@@ -666,7 +719,9 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
     return st;
   }
   const tir_expr_t* vals[KILN_MAX_RANK];
-  for (int32_t i = 0; i < E->nest->rank; ++i) vals[i] = st->u.store.idx[i];
+  if (E->xv) split_index(E->c, E->x, E->xv, st->u.store.idx, vals);
+  else
+    for (int32_t i = 0; i < E->nest->rank; ++i) vals[i] = st->u.store.idx[i];
   /* f with v_i := e_i, then X[e...] := v. */
   const tir_expr_t* f1 = tir_substitute_expr(E->c, E->f, E->nest->rank, E->nest->var, vals);
   if (!f1) return NULL;
@@ -675,12 +730,12 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   const tir_expr_t* f2 = fold_silu(E->c, rw_expr(E->c, &r, f1));
   if (!f2) return NULL;
   if (expr_size_upto(f2, E->max_size) > E->max_size) E->too_big = true;
-  return tir_store(E->c, E->y, st->u.store.idx, f2);
+  return tir_store(E->c, E->xv ? E->xv : E->y, st->u.store.idx, f2);
 }
 
 static tir_func_t* epi_rewrite(fz_t* z, epi_t* E, const tir_func_t* f,
                                const tir_buffer_t* const* params, int32_t n_params) {
-  rw_t r = {.store_buf = E->x, .store_fn = epi_store, .user = E};
+  rw_t r = {.store_buf = E->xv ? E->xv : E->x, .store_fn = epi_store, .user = E};
   const tir_stmt_t* body = rw_stmt(E->c, &r, f->body);
   if (!body) return NULL;
   return tir_func(E->c, f->name, n_params, params, body);
@@ -827,27 +882,57 @@ static kiln_status_t try_custom_epilogue(fz_t* z, int32_t x, int32_t P, int32_t 
   return NULL;
 }
 
+/* The view case of an epilogue (GPU plans): the producer |kp| writes
+ * intermediate |x| only through a view that merges dims (a 1x1 conv's GEMM
+ * storing [N][M][H*W] into [N][M][H][W]) and the consumer |kc| reads |x|
+ * itself. *out_vb: the view's plan buffer, *out_xv its tir buffer. */
+static bool view_case(const fz_t* z, int32_t x, const kiln_plan_kernel_t* kp, const kiln_plan_kernel_t* kc,
+                      int32_t* out_vb, const tir_buffer_t** out_xv) {
+  const kiln_plan_t* p = z->p;
+  const kiln_plan_buffer_t* xb = &p->buffers[x];
+  if (p->target != KILN_TARGET_CLASS_GPU || xb->kind != KILN_PLAN_INTERMEDIATE || xb->alias_of >= 0 ||
+      z->blocked[x] != BLOCK_VIEW)
+    return false;
+  int32_t vb = -1, j = -1;
+  for (int32_t i = 0; i < kp->func->n_params; ++i)
+    if (kiln_plan_root(p, kp->args[i]) == x) {
+      if (vb >= 0 || kp->args[i] == x) return false;
+      vb = kp->args[i], j = i;
+    }
+  if (vb < 0 || p->buffers[vb].alias_of != x || p->buffers[vb].kind != KILN_PLAN_TEMP) return false;
+  for (int32_t i = 0; i < kc->func->n_params; ++i)
+    if (kiln_plan_root(p, kc->args[i]) == x && kc->args[i] != x) return false;
+  const tir_buffer_t* xv = kp->func->params[j];
+  if (!merges_dims(xb->buf, xv)) return false;
+  *out_vb = vb;
+  *out_xv = xv;
+  return true;
+}
+
 static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   kiln_plan_t* p = z->p;
   *done = false;
-  if (!private_intermediate(z, x)) return NULL;
+  const bool priv = private_intermediate(z, x);
+  if (!priv && z->blocked[x] != BLOCK_VIEW) return NULL;
   int32_t P, C;
   if (users(z, x, &P, &C) != 2) return NULL;
-  if (p->kernels[P].custom) return try_custom_epilogue(z, x, P, C, done);
+  if (p->kernels[P].custom) return priv ? try_custom_epilogue(z, x, P, C, done) : NULL;
   if (acc_get(&z->acc, P, x) != ACC_STORE || acc_get(&z->acc, C, x) != ACC_LOAD) return NULL;
   kiln_plan_kernel_t* kp = &p->kernels[P];
   kiln_plan_kernel_t* kc = &p->kernels[C];
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
   if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
-  const tir_buffer_t* X = param_of(p, kp, x);
-  const tir_buffer_t* Xc = param_of(p, kc, x);
-  if (!X || X != Xc || !kc->naive) return NULL;
+  int32_t vb = -1;
+  const tir_buffer_t* xv = NULL;
+  if (!priv && !view_case(z, x, kp, kc, &vb, &xv)) return NULL;
+  const tir_buffer_t* X = param_of(p, kc, x);
+  if (!X || (priv && param_of(p, kp, x) != X) || !kc->naive) return NULL;
 
   nest_t nest;
   if (!match_nest(kc->naive, &nest)) return NULL;
   const tir_buffer_t* Y = nest.store->u.store.buf;
-  if (Y == X || X->rank != Y->rank) return NULL;
+  if (Y == X || X->rank != Y->rank || (xv && Y->dtype != xv->dtype)) return NULL;
   for (int32_t i = 0; i < X->rank; ++i)
     if (X->shape[i] != Y->shape[i]) return NULL;
   const tir_expr_t* fval = nest.store->u.store.value;
@@ -856,6 +941,10 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   for (int32_t i = 0; i < kc->func->n_params; ++i)
     if (kc->func->params[i] == Y) y = kiln_plan_root(p, kc->args[i]);
   if (y < 0) return NULL;
+  /* the view becomes one of y: y must be a plain intermediate */
+  if (xv && (p->buffers[y].kind != KILN_PLAN_INTERMEDIATE || p->buffers[y].alias_of >= 0 ||
+             (z->blocked[y] & BLOCK_OUTPUT)))
+    return NULL;
   /* The consumer's scheduled kernel must be only that store too. */
   const row_t* rowc = &z->acc.rows[C];
   const row_t* rowp = &z->acc.rows[P];
@@ -868,7 +957,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
     if (b != x && (rowc->e[i].flags & ACC_LOAD) && (row_get(rowp, b) & ACC_STORE)) return NULL;
   }
   /* Every element of X must be stored (the memory is not zero-filled). */
-  if (store_count(kp->func->body, X) < tir_buffer_numel(X)) return NULL;
+  if (store_count(kp->func->body, xv ? xv : X) < tir_buffer_numel(X)) return NULL;
 
   /* Placement: at P when C's other inputs are ready there (nothing in
    * between writes them or Y), else at C when nothing in between touches
@@ -903,15 +992,21 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   const tir_buffer_t** params;
   int32_t* args;
   int32_t np;
-  KILN_RETURN_IF_ERROR(merge_params(z, kp, kc, X, &params, &args, &np));
+  /* the view case drops y's own parameter too: the producer's stores go
+   * to the view, which becomes a view of y */
+  KILN_RETURN_IF_ERROR(merge_params(z, kp, kc, X, xv ? Y : NULL, &params, &args, &np));
   int32_t nodes = kp->n_fused_nodes + kc->n_fused_nodes + 2;
   int64_t budget = nodes <= FUSE_FULL_BUDGET_NODES ? FUSE_MAX_EXPR : FUSE_MAX_EXPR_CHAIN;
-  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false};
+  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false, xv};
   tir_func_t* nf = epi_rewrite(z, &E, kp->func, params, np);
   tir_func_t* nn = kp->naive ? epi_rewrite(z, &E, kp->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
   if (!nf || E.too_big) return NULL;
-  return commit_fusion(z, true, P, C, at, X, nf, nn, args, done);
+  if (vb >= 0) p->buffers[vb].alias_of = y; /* before the fused kernel's row is built */
+  kiln_status_t s = commit_fusion(z, true, P, C, at, X, nf, nn, args, done);
+  if (vb >= 0 && !*done) p->buffers[vb].alias_of = x;
+  if (vb >= 0 && *done) z->blocked[y] |= BLOCK_VIEW;
+  return s;
 }
 
 /* ---- producer inlining --------------------------------------------------- */
@@ -975,7 +1070,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   const tir_buffer_t** params;
   int32_t* args;
   int32_t np;
-  KILN_RETURN_IF_ERROR(merge_params(z, kc, kp, X, &params, &args, &np));
+  KILN_RETURN_IF_ERROR(merge_params(z, kc, kp, X, NULL, &params, &args, &np));
   inl_t I = {&p->tir, &nest, g};
   tir_func_t* nf = inl_rewrite(&p->tir, &I, X, kc->func, params, np);
   tir_func_t* nn = kc->naive ? inl_rewrite(&p->tir, &I, X, kc->naive, params, np) : NULL;

@@ -150,6 +150,11 @@ typedef struct kiln_plan_s {
    * tiles, no packing) and row reductions one element at a time (no lanes
    * and tails): loop nests whose form does not depend on the sizes. */
   bool plain_loops;
+  /* GPU: the most vec4 texels one texel buffer may hold on the device the
+   * plan is compiled for (kiln_device_info_t.max_texels; 0: not checked).
+   * The Vulkan target prints a kernel whose buffers exceed it without
+   * texel reads. */
+  uint64_t max_texels;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {

@@ -59,7 +59,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   memset(c, 0, sizeof *c);
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* gr = plan->graph;
-  if (!gr || kk->node < 0 || kk->node >= gr->n_nodes || kk->n_fused_nodes > 0) return false;
+  if (!gr || kk->node < 0 || kk->node >= gr->n_nodes) return false;
   const kiln_node_t* n = &gr->nodes[kk->node];
   if (!(kiln_op_node_templates(n) & KILN_OP_TMPL_CONV) || (n->domain && n->domain[0])) return false;
   if (n->n_inputs < 2 || n->n_outputs < 1 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->outputs[0] < 0)
@@ -70,6 +70,17 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   const tir_buffer_t* X = plan->buffers[bx].buf;
   const tir_buffer_t* Yt = plan->buffers[by].buf;
   if (!kiln_template_dense_float(X, f16_ok) || !kiln_template_dense_float(Yt, f16_ok) || X->rank < 3 || X->rank > 5 || Yt->rank != X->rank) return false;
+  /* An epilogue fused into the GEMM kernel itself (fuse.c's view case: a
+   * grid that is Y, written through a view that becomes the epilogue
+   * output's): its operands are parameters of the GEMM kernel. */
+  int32_t bepi = -1;
+  if (kk->n_fused_nodes > 0) {
+    if (!kiln_template_epi_parse(plan, k, n->outputs[0], Yt->shape, Yt->rank, f16_ok, &c->epi)) return false;
+    bepi = plan->tensor_buffer[c->epi.out_tensor];
+    if (bepi < 0 || !kiln_template_dense_float(plan->buffers[bepi].buf, f16_ok) ||
+        !same_shape(plan->buffers[bepi].buf, Yt->rank, Yt->shape))
+      return false;
+  }
   int64_t group = 1;
   {
     kiln_status_t s = kiln_attr_int(n, "group", 1, &group);
@@ -86,6 +97,12 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   for (int32_t j = 0; j < np; ++j) {
     const int32_t pb = kk->args[j];
     const kiln_plan_buffer_t* b = &plan->buffers[pb];
+    bool operand = false;
+    for (int32_t i = 0; i < c->epi.n_operands && bepi >= 0; ++i) operand = operand || c->epi.operands[i].buffer == pb;
+    if (operand) {
+      if (stores(kk, j)) return false;
+      continue;
+    }
     if (pb == bbias && jb < 0) jb = j;
     else if (stores(kk, j)) {
       if (jdst >= 0) return false;
@@ -199,7 +216,8 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
     if (!patches && M >= 32 && qeff * 2 >= Qd * 3) return false;
   }
   /* The grid: Y itself (a view of it) or a temp the crop kernel reads. */
-  const bool dst_is_y = kiln_plan_root(plan, kk->args[jdst]) == kiln_plan_root(plan, by);
+  const bool dst_is_y = kiln_plan_root(plan, kk->args[jdst]) == kiln_plan_root(plan, bepi >= 0 ? bepi : by);
+  if (bepi >= 0 && !dst_is_y) return false;
   if (DST->shape[0] != N || DST->shape[1] != M || DST->shape[2] < Qv) return false;
   const int64_t Q = DST->shape[2];
   if (dst_is_y && (Q != Qd || Qv != Qd)) return false;
@@ -279,6 +297,14 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
       if (kiln_plan_root(plan, c->epi.operands[i].buffer) == kiln_plan_root(plan, bout)) return false;
     }
     c->roles[p] = 'Y', c->args[p++] = bout;
+    for (int32_t i = 0; i < c->epi.n_operands; ++i)
+      c->roles[p] = (char)('0' + i), c->args[p++] = c->epi.operands[i].buffer;
+  } else if (bepi >= 0) {
+    for (int32_t i = 0; i < c->epi.n_operands; ++i) {
+      if (param_of(kk, c->epi.operands[i].buffer) < 0) return false;
+      if (kiln_plan_root(plan, c->epi.operands[i].buffer) == kiln_plan_root(plan, bepi)) return false;
+    }
+    c->roles[p] = 'Y', c->args[p++] = kk->args[jdst];
     for (int32_t i = 0; i < c->epi.n_operands; ++i)
       c->roles[p] = (char)('0' + i), c->args[p++] = c->epi.operands[i].buffer;
   } else {

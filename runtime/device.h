@@ -88,6 +88,12 @@ typedef struct kiln_device_info_s {
    * slower on PoCL, 4.7x on lavapipe), so a compile for it keeps QDQ
    * models' Q/DQ pairs unfolded (api/driver.c). */
   bool cpu_backed;
+  /* Vulkan: the most texels a texel buffer view may hold
+   * (maxTexelBufferElements; 0 elsewhere). The shaders that read vec4
+   * texels (tile mode 4) keep to it: the compile reads it from the device
+   * and prints the plain mode for a kernel whose buffers exceed it.
+   * KILN_VULKAN_FEATURES=texels=N lowers it to N (tests). */
+  uint64_t max_texels;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

@@ -704,6 +704,56 @@ static void test_templates_depthwise_gemm(void) {
   tg_free(&t);
 }
 
+/* On GPU plans a 1x1 conv's GEMM writes its output through a [N][M][H*W]
+ * view of it: an Add of a [1][M][H][W] constant and a Clip (min/max as inputs) after it
+ * fold into that GEMM through the view (fuse.c's view case) when a MaxPool,
+ * not the graph, reads the result; the fused plan matches the reference
+ * (run on the CPU device), and the conv template takes the chain as its
+ * epilogue, with its operands as parameters of the GEMM kernel. */
+static void test_gpu_view_epilogue(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 16, 8, 8));
+  tg_const(&t, "w", F32, 4, DIMS(32, 16, 1, 1));
+  tg_const(&t, "b", F32, 4, DIMS(1, 32, 8, 8)); /* per position: the view index split back */
+  tg_scalar(&t, "lo", F32, 0.0);
+  tg_scalar(&t, "hi", F32, 0.5);
+  tg_node(&t, "Conv", "pw", 2, NAMES("x", "w"), "c", 0, NULL);
+  tg_node(&t, "Add", "add", 2, NAMES("c", "b"), "a", 0, NULL);
+  tg_node(&t, "Clip", "clip", 3, NAMES("a", "lo", "hi"), "r", 0, NULL);
+  kiln_attr_t at[2] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(2, 2)), kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(&t, "MaxPool", "pool", 1, NAMES("r"), "y", 2, at);
+  tg_output(&t, "y");
+  kiln_plan_t* p = gpu_plan(&t);
+  if (p) {
+    const int32_t k = kernel_of_node(p, "pw");
+    CHECK(k >= 0 && kernel_of_node(p, "add") == k && kernel_of_node(p, "clip") == k);
+    for (int32_t j = 0; j < p->n_kernels; ++j)
+      CHECK_MSG(!tir_verify(p->kernels[j].func), "kernel %d fails verify", j);
+    kiln_array_t want = {0}, got = {0};
+    kiln_ref_options_t ro;
+    kiln_ref_options_default(&ro);
+    if (use_cpu && CHECK_OK(kiln_ref_run(t.g, t.feeds, &ro, &want)) && CHECK_OK(cpu_plan(p, t.feeds, &got))) {
+      const double e = rel_err(&got, &want);
+      CHECK_MSG(e <= 1e-5, "fused through the view: rel err %g", e);
+    }
+    kiln_array_free(A(), &want);
+    kiln_array_free(A(), &got);
+    int32_t slot = -1;
+    kiln_template_set_t set = {.conv = true};
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1 && slot == k);
+    if (slot >= 0) {
+      const kiln_template_conv_t* c = &p->kernels[slot].tmpl->conv;
+      CHECK(!c->crop && c->gemm_kernel == slot && c->slot == slot);
+      CHECK(c->epi.n_ops == 2 && c->epi.ops[0].op == '+' && c->epi.ops[1].op == 'c');
+      CHECK(c->epi.n_operands == 3 && has_role(c, '0') && has_role(c, '2') && has_role(c, 'Y'));
+    }
+  }
+  kiln_plan_destroy(p);
+  tg_free(&t);
+}
+
 int main(void) {
   use_cpu = !getenv("KILN_TEST_NO_CPU");
   RUN(test_patterns);
@@ -719,5 +769,6 @@ int main(void) {
   RUN(test_inline_injective);
   RUN(test_templates_conv);
   RUN(test_templates_depthwise_gemm);
+  RUN(test_gpu_view_epilogue);
   return kiln_test_finish();
 }

@@ -593,6 +593,12 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   if (hide && strstr(hide, "no-int64")) info->shader_int64 = false;
   if (hide && strstr(hide, "no-subgroup")) info->subgroup_ballot = false;
   info->int_dot = idot && !(hide && strstr(hide, "no-idot"));
+  info->max_texels = d->props.limits.maxTexelBufferElements;
+  const char* tx = hide ? strstr(hide, "texels=") : NULL;
+  if (tx) {
+    const unsigned long long n = strtoull(tx + 7, NULL, 10);
+    if (n > 0 && n < info->max_texels) d->props.limits.maxTexelBufferElements = (uint32_t)n, info->max_texels = n;
+  }
   *out = &d->base;
   return NULL;
 fail:

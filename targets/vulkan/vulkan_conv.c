@@ -27,8 +27,8 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
 }
 
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
-                                      const char* name, char** out_glsl, int64_t groups[3], int64_t local[3],
-                                      int64_t* out_trips) {
+                                      bool texels_fit, const char* name, char** out_glsl, int64_t groups[3],
+                                      int64_t local[3], int64_t* out_trips) {
   const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
   if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 4 ||
@@ -80,7 +80,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
   /* mode 4: the subgroup mode reading f32 weights and input as vec4 texels
    * (conv.comp, TEXEL: 4 channels of a weight tile per invocation);
    * elsewhere mode 3 */
-  const int texel = t.shared == 4 && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
+  const int texel = t.shared == 4 && texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
                     t.tm % 32 == 0 && t.rn % 4 == 0;
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;

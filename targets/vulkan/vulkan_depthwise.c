@@ -9,8 +9,8 @@
 /* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
-kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, const char* name, char** out_glsl,
-                                    int64_t groups[3], int64_t local[3]) {
+kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
+                                    const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
@@ -41,7 +41,7 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
             (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
             (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
             (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
-            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x ? 0 : 1 /* vec4 texel reads of f32 X */);
+            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */);
   kiln_vulkan_epi_print(&b, &d->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {

@@ -55,7 +55,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
   /* mode 4: the subgroup mode reading A and B as vec4 texels where rows
    * start on a texel (gemm.comp, TEXEL); elsewhere mode 3 */
-  const int texel = t.shared == 4 && t.tk % 4 == 0 && t.rn % 4 == 0 && g->K % 4 == 0 &&
+  const int texel = t.shared == 4 && !g->no_texel && t.tk % 4 == 0 && t.rn % 4 == 0 && g->K % 4 == 0 &&
                     (g->b_mode == 1 || (g->b_mode == 0 && g->N % 4 == 0) ||
                      (g->b_mode == 2 && (g->pt > 0 ? g->pt : 1) % 4 == 0));
   /* (subgroup mode) pairs of floats as one 64-bit word where they are aligned */

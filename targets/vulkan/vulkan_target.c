@@ -86,6 +86,16 @@ static void noalias_of(const kiln_plan_t* plan, const kiln_program_kernel_t* pk,
   }
 }
 
+/* Whether plan buffer |pb| fits one texel buffer of the device the plan is
+ * for (kiln_plan_t.max_texels vec4 texels; 0: not checked). */
+static bool texels_fit(const kiln_plan_t* plan, int32_t pb) {
+  if (!plan->max_texels) return true;
+  if (pb < 0 || pb >= plan->n_buffers || !plan->buffers[pb].buf) return false;
+  const tir_buffer_t* b = plan->buffers[pb].buf;
+  const uint64_t bytes = (uint64_t)tir_buffer_numel(b) * (uint64_t)kiln_dtype_size(b->dtype);
+  return (bytes + 15) / 16 <= plan->max_texels;
+}
+
 kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   if (!plan || !prog) return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: NULL plan or program");
   if (prog->n_kernels != plan->n_kernels)
@@ -151,12 +161,16 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       kiln_template_conv_t cw;
       s = kiln_vulkan_tiles_of(t, name, &ct);
       if (!s) s = kiln_vulkan_conv_weights(t, name, &cw);
-      if (!s) s = kiln_vulkan_conv_source(&cw, &ct, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      bool fit = true;
+      for (int32_t j = 0; j < cw.n_params; ++j)
+        if (cw.roles[j] == 'W' || cw.roles[j] == 'X') fit = fit && texels_fit(plan, cw.args[j]);
+      if (!s) s = kiln_vulkan_conv_source(&cw, &ct, fit, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
       int32_t wg = 0, rw = 0;
       s = kiln_vulkan_dw_tiles_of(t, name, &wg, &rw);
-      if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, rw, name, &units[k].text, dims[k], dims[k] + 3);
+      const bool fit = t->dw.bind_x >= 0 && t->dw.bind_x < pk->func->n_params && texels_fit(plan, pk->args[t->dw.bind_x]);
+      if (!s) s = kiln_vulkan_dw_source(&t->dw, wg, rw, fit, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_Q8) {
@@ -165,6 +179,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     } else if (kind == KILN_TEMPLATE_GEMM) {
       kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
       s = kiln_vulkan_tiles_of(t, name, &g.tiles);
+      g.no_texel = !(g.bind_a >= 0 && g.bind_a < pk->func->n_params && texels_fit(plan, pk->args[g.bind_a]) &&
+                     g.bind_b >= 0 && g.bind_b < pk->func->n_params && texels_fit(plan, pk->args[g.bind_b]));
       if (!s) s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
       if (s) break;
       trips[k] = kiln_vulkan_trips_tiled(g.K, &g.tiles, true);

@@ -84,6 +84,9 @@ typedef struct kiln_spirv_gemm_s {
   int64_t pt, ptiles, pkbs;          /* b_mode 2 */
   int32_t bind_a, bind_b, bind_c;    /* bindings (= kernel parameter indices) */
   kiln_spirv_gemm_tiles_t tiles;     /* tm == 0: kiln_spirv_gemm_default_tiles */
+  /* A or B holds more vec4 texels than the device's texel buffers
+   * (kiln_plan_t.max_texels): mode 4 prints as mode 3 */
+  bool no_texel;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"

@@ -9,7 +9,9 @@
  * (kiln_compiler_*, which asks the target's device: api/driver.c) must then
  * pick the conservative shaders. Per mode: the device info, the #defines of
  * the dumped GLSL, and the results of a MatMul and a Conv on the device
- * against loops here. */
+ * against loops here. KILN_VULKAN_FEATURES=texels=N lowers the device's
+ * maxTexelBufferElements to N: a kernel whose texel-read buffers hold more
+ * vec4 texels must be compiled without texel reads (and still run). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <stdio.h>
@@ -133,7 +135,7 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
 
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); the features the device must
  * then report and the shader modes the compile must pick. */
-static void check_mode(const char* hide, bool int64, bool ballot) {
+static void check_mode_texels(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels) {
   const char* mode = hide ? hide : "all features";
   if (hide)
     setenv("KILN_VULKAN_FEATURES", hide, 1);
@@ -142,7 +144,10 @@ static void check_mode(const char* hide, bool int64, bool ballot) {
   kiln_device_t* d = NULL;
   if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
   const bool has64 = d->info.shader_int64, hasb = d->info.subgroup_ballot;
+  const uint64_t maxt = d->info.max_texels;
   kiln_device_release(d);
+  CHECK_MSG(max_texels ? maxt == max_texels : maxt >= 65536, "%s: device reports %llu texels", mode,
+            (unsigned long long)maxt);
   if (hide) {
     CHECK_MSG(has64 == int64 && hasb == ballot, "%s: device reports int64 %d ballot %d", mode, has64, hasb);
   } else if (!has64 || !hasb) {
@@ -171,7 +176,7 @@ static void check_mode(const char* hide, bool int64, bool ballot) {
       const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
       CHECK_MSG(ballot ? n2 == 3 : n2 == 0 && n1 >= 3, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
       const int nt = count(glsl, "#define TEXEL 1\n");
-      CHECK_MSG(nt == (ballot ? 2 : 0), "%s: TEXEL 1 x %d", mode, nt);
+      CHECK_MSG(nt == (ballot ? texels : 0), "%s: TEXEL 1 x %d", mode, nt);
       const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
                          strstr(glsl, "#define W64 1");
       CHECK_MSG(words == (int64 && ballot), "%s: 64-bit words %d", mode, words);
@@ -184,9 +189,17 @@ static void check_mode(const char* hide, bool int64, bool ballot) {
   kiln_compiler_destroy(c);
 }
 
+static void check_mode(const char* hide, bool int64, bool ballot) { check_mode_texels(hide, int64, ballot, 2, 0); }
+
 static void test_default(void) { check_mode(NULL, true, true); }
 static void test_no_int64(void) { check_mode("no-int64", false, true); }
 static void test_conservative(void) { check_mode("no-int64,no-subgroup", false, false); }
+/* texels of the texel-read buffers: the MatMul's X 256 and packed W 1024,
+ * the 40-channel conv's planes 308 and weights 1152 (two 32-channel panels) */
+static void test_texel_limit(void) {
+  check_mode_texels("texels=1100", true, true, 1, 1100); /* the conv's weights exceed it */
+  check_mode_texels("texels=512", true, true, 0, 512);   /* both exceed it */
+}
 
 int main(void) {
   if (!bm_tmpdir("vulkan_features", g_dir, sizeof g_dir)) {
@@ -197,6 +210,7 @@ int main(void) {
   RUN(test_default);
   RUN(test_no_int64);
   RUN(test_conservative);
+  RUN(test_texel_limit);
   unsetenv("KILN_VULKAN_FEATURES");
   bm_rmtree(g_dir);
   return kiln_test_finish();
