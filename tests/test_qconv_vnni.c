@@ -21,74 +21,10 @@
 #include "lowering/layout.h"
 #include "lowering/plan.h"
 #include "targets/cpu/cpu_backend.h"
+#include "q8_graph_util.h"
 #include "testing.h"
 
-#define DIMS(...) (int64_t[]){__VA_ARGS__}
-#define NAMES(...) (const char*[]){__VA_ARGS__}
 #define CH 22
-
-static kiln_dtype_t act_type = KILN_DTYPE_U8;
-
-static kiln_allocator_t A(void) { return kiln_allocator_system(); }
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double rnd(void) { /* [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
-}
-
-typedef struct q8g_s {
-  kiln_graph_t* g;
-  kiln_array_t x;
-  bool ok;
-} q8g_t;
-
-/* Initializer |name| of |dtype| and dims (rank 0: a scalar), values
- * lo + (hi - lo) * u with u uniform in [0, 1), rounded for integer types. */
-static void init(q8g_t* t, const char* name, kiln_dtype_t dt, int rank, const int64_t* d, double lo, double hi) {
-  if (!t->ok) return;
-  kiln_array_t a;
-  kiln_shape_t s = kiln_shape_make(rank, d);
-  KILN_ASSERT(!kiln_array_alloc(A(), dt, &s, &a));
-  for (int64_t i = 0; i < kiln_array_numel(&a); ++i) {
-    double v = lo + (hi - lo) * (rnd() + 1.0) / 2.0;
-    kiln_store_f64(dt, a.data, (size_t)i, kiln_dtype_is_float(dt) ? v : (double)(int64_t)v);
-  }
-  t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, name, &a, NULL));
-}
-
-static void node(q8g_t* t, const char* op, const char* name, int n_in, const char* const* in, const char* out,
-                 int n_attrs, const kiln_attr_t* attrs) {
-  if (t->ok) t->ok = CHECK_OK(kiln_graph_add_node(t->g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
-}
-
-static kiln_attr_t ints(const char* name, int n, const int64_t* v) {
-  return (kiln_attr_t){.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
-}
-
-/* QLinearConv |name| from (x, its scale and zero point) to |out| with M
- * output channels of k x k taps over C / group input channels each; its
- * weights, per-channel scales (zero points 0), output parameters and, when
- * bias_mag > 0, an i32 bias in [-bias_mag, bias_mag) are made here. */
-static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, const char* xz, int64_t C, int64_t M,
-                  int64_t k, int64_t group, double bias_mag, int n_attrs, const kiln_attr_t* attrs) {
-  char w[32], ws[32], wz[32], ys[32], yz[32], b[32], out[32];
-  snprintf(w, sizeof w, "%s_w", name), snprintf(ws, sizeof ws, "%s_ws", name), snprintf(wz, sizeof wz, "%s_wz", name);
-  snprintf(ys, sizeof ys, "%s_s", name), snprintf(yz, sizeof yz, "%s_z", name), snprintf(b, sizeof b, "%s_b", name);
-  snprintf(out, sizeof out, "%s_o", name);
-  init(t, w, KILN_DTYPE_I8, 4, DIMS(M, C / group, k, k), -127, 128);
-  init(t, ws, KILN_DTYPE_F32, 1, DIMS(M), 0.002, 0.01);
-  init(t, wz, KILN_DTYPE_I8, 1, DIMS(M), 0, 0);
-  init(t, ys, KILN_DTYPE_F32, 0, NULL, 0.02, 0.05);
-  init(t, yz, act_type, 0, NULL, act_type == KILN_DTYPE_U8 ? 100 : -30, act_type == KILN_DTYPE_U8 ? 150 : 30);
-  if (bias_mag > 0) init(t, b, KILN_DTYPE_I32, 1, DIMS(M), -bias_mag, bias_mag);
-  kiln_attr_t at[4];
-  if (n_attrs > 0) memcpy(at, attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
-  at[n_attrs] = (kiln_attr_t){.name = "group", .type = KILN_ATTR_INT, .i = group};
-  node(t, "QLinearConv", name, bias_mag > 0 ? 9 : 8, NAMES(x, xs, xz, w, ws, wz, ys, yz, b), out, n_attrs + 1, at);
-}
 
 static void build(q8g_t* t) {
   memset(t, 0, sizeof *t);
@@ -99,7 +35,7 @@ static void build(q8g_t* t) {
   for (int64_t i = 0; i < kiln_array_numel(&t->x); ++i) kiln_store_f64(KILN_DTYPE_F32, t->x.data, (size_t)i, 3 * rnd());
   t->ok = CHECK_OK(kiln_graph_add_input(t->g, "x", KILN_DTYPE_F32, &xs, NULL));
   init(t, "x_s", KILN_DTYPE_F32, 0, NULL, 0.02, 0.03);
-  if (act_type == KILN_DTYPE_U8) init(t, "x_z", KILN_DTYPE_U8, 0, NULL, 120, 136);
+  if (q8_act_type == KILN_DTYPE_U8) init(t, "x_z", KILN_DTYPE_U8, 0, NULL, 120, 136);
   else init(t, "x_z", KILN_DTYPE_I8, 0, NULL, -20, 20);
   node(t, "QuantizeLinear", "q", 3, NAMES("x", "x_s", "x_z"), "xq", 0, NULL);
   const kiln_attr_t p1[1] = {ints("pads", 4, DIMS(1, 1, 1, 1))};
@@ -121,7 +57,7 @@ static int32_t node_index(const kiln_graph_t* g, const char* name) {
 }
 
 static void run(int32_t block, kiln_dtype_t act) {
-  act_type = act;
+  q8_act_type = act;
   q8g_t t;
   build(&t);
   if (!t.ok || !CHECK_OK(kiln_graph_prepare(t.g))) {
