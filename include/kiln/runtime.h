@@ -126,7 +126,7 @@ typedef struct kiln_device_open_options_s {
  * The first CPU device opened sets GOMP_SPINCOUNT (and KMP_BLOCKTIME=0
  * unless set) in the process environment unless OMP_WAIT_POLICY or
  * GOMP_SPINCOUNT is set: the CPU kernels' OpenMP threads then spin about
- * 10 us after a parallel region (enough to catch the next kernel's) and
+ * 100 us after a parallel region (enough to catch the next kernel's) and
  * then sleep, instead of libgomp's default ~7 ms of spinning, which
  * starves other sessions and threads when the cores are shared (set
  * OMP_WAIT_POLICY=passive to sleep at once, =active to keep spinning).

@@ -400,7 +400,7 @@ static void cpu_model_name(char* out, size_t n) {
  * per region instead, 10-20 us on a VM's idle core, which is most of a
  * small kernel: MobileNetV2 at 2 threads ran no faster than at 1. So,
  * unless the environment already says how OpenMP waits, idle threads spin
- * for about SPIN_NS -- long enough to catch the next kernel's region,
+ * for about SPIN_NS (100 us) -- long enough to catch the next kernel's region,
  * since a run's kernels follow each other within microseconds -- then
  * sleep (GOMP_SPINCOUNT; libgomp's own cap for more threads than cores,
  * 100 spins, still applies). A spin is an atomic load and a pause (23 ns
@@ -409,8 +409,15 @@ static void cpu_model_name(char* out, size_t n) {
  * did). Set once, before any kernel object is loaded (a runtime loaded
  * earlier by the application keeps its own setting). setenv races getenv
  * on other threads: open the first CPU device before starting threads
- * that read the environment (include/kiln/runtime.h). */
-#define SPIN_NS 10000.0
+ * that read the environment (include/kiln/runtime.h). SPIN_NS: on an
+ * idle 2-core Zen 5 VM, `bench/models_peers.py --threads 2` gave kiln /
+ * onnxruntime geometric means of 1.14, 1.14 and 1.03 with 10 us and 0.94
+ * and 0.97 with 100 us (interleaved runs; a halted vCPU wakes slowly, and
+ * the small-kernel models alternated between fast and slow processes at
+ * 10 us). Under load the spin is CPU taken from other work (MobileNetV2
+ * 5.1 ms of CPU per run at 10 us, 9.3 at 46 us, at load 25), still far
+ * below libgomp's own ~7 ms; OMP_WAIT_POLICY=passive sleeps at once. */
+#define SPIN_NS 100000.0
 
 static void spin_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
