@@ -38,11 +38,7 @@ static bool is_const(const kiln_graph_t* g, int32_t t) {
 }
 
 static bool same_dims(const kiln_graph_t* g, int32_t a, int32_t b) {
-  const kiln_shape_t *x = &g->tensors[a].shape, *y = &g->tensors[b].shape;
-  if (x->rank != y->rank) return false;
-  for (int32_t i = 0; i < x->rank; ++i)
-    if (x->dims[i] != y->dims[i]) return false;
-  return true;
+  return kiln_shape_equal(&g->tensors[a].shape, &g->tensors[b].shape);
 }
 
 /* Weights with at least KILN_SPARSE_AUTO_MIN_ZERO of their values zero

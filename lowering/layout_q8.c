@@ -41,14 +41,6 @@ static bool scalar(const kiln_graph_t* g, int32_t t) {
   return t >= 0 && kiln_shape_is_static(&g->tensors[t].shape) && kiln_shape_count(&g->tensors[t].shape) == 1;
 }
 
-static bool same_dims(const kiln_graph_t* g, int32_t a, int32_t b) {
-  const kiln_shape_t *x = &g->tensors[a].shape, *y = &g->tensors[b].shape;
-  if (x->rank != y->rank) return false;
-  for (int32_t i = 0; i < x->rank; ++i)
-    if (x->dims[i] != y->dims[i]) return false;
-  return true;
-}
-
 static kiln_layout_role_t qconv_role(const kiln_graph_t* g, const kiln_node_t* n) {
   if (n->n_inputs < 8) return KILN_LAYOUT_PLAIN_ONLY;
   for (int32_t j = 0; j < 8; ++j)
@@ -91,7 +83,8 @@ int32_t kiln_layout_q8_role(const kiln_graph_t* g, const kiln_node_t* n) {
   for (int32_t j = 0; j < n->n_inputs; ++j) {
     const int32_t t = n->inputs[j];
     if (j == 0 || j == 3) {
-      if (!q8_4d(g, t) || !same_dims(g, t, n->outputs[0])) return KILN_LAYOUT_PLAIN_ONLY;
+      if (!q8_4d(g, t) || !kiln_shape_equal(&g->tensors[t].shape, &g->tensors[n->outputs[0]].shape))
+        return KILN_LAYOUT_PLAIN_ONLY;
     } else if (t >= 0 && !scalar(g, t)) {
       return KILN_LAYOUT_PLAIN_ONLY;
     }

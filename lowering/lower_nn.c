@@ -241,17 +241,23 @@ bool nn_is_const(const kiln_lower_ctx_t* ctx, int32_t i) {
 
 kiln_status_t nn_view(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name,
                       int32_t rank, const int64_t* shape, const tir_buffer_t** out) {
+  return nn_view_typed(ctx, base, name, base->dtype, rank, shape, out);
+}
+
+kiln_status_t nn_view_typed(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name, kiln_dtype_t dtype,
+                            int32_t rank, const int64_t* shape, const tir_buffer_t** out) {
   kiln_plan_t* p = ctx->plan;
   int32_t bi = -1;
   for (int32_t i = p->n_buffers - 1; i >= 0 && bi < 0; --i)
     if (p->buffers[i].buf == base) bi = i;
   int64_t n = 1;
   for (int32_t i = 0; i < rank; ++i) n *= shape[i];
-  if (bi < 0 || n != tir_buffer_numel(base)) {
+  const uint64_t bytes = (uint64_t)tir_buffer_numel(base) * kiln_dtype_size(base->dtype);
+  if (bi < 0 || (uint64_t)n * kiln_dtype_size(dtype) != bytes) {
     return kiln_make_status(KILN_INTERNAL, "%s: view '%s' of buffer '%s' does not fit",
                             ctx->node->op_type, name, base->name);
   }
-  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, name, base->dtype, rank, shape, out));
+  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, name, dtype, rank, shape, out));
   for (int32_t i = p->n_buffers - 1; i >= 0; --i) {
     if (p->buffers[i].buf == *out) {
       p->buffers[i].alias_of = bi;

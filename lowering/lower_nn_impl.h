@@ -104,6 +104,10 @@ bool nn_is_const(const kiln_lower_ctx_t* ctx, int32_t i);
  * mechanism for a kernel-private view.) */
 kiln_status_t nn_view(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name,
                       int32_t rank, const int64_t* shape, const tir_buffer_t** out);
+/* The same with elements of |dtype| over |base|'s bytes (e.g. an i32 view
+ * of u8 data, four bytes an element): the view's bytes must be base's. */
+kiln_status_t nn_view_typed(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name, kiln_dtype_t dtype,
+                            int32_t rank, const int64_t* shape, const tir_buffer_t** out);
 
 /* ---- windows (conv/pool) ------------------------------------------------ */
 

@@ -156,23 +156,10 @@ static const tir_expr_t* qb_lload(nn_kb_t* kb, const nn_gemm_t* g, const tir_exp
 /* An i32 view of |base| (u8 / i8 bytes, 4 per element) of |shape|. */
 static kiln_status_t qb_view_i32(kiln_lower_ctx_t* ctx, const tir_buffer_t* base, const char* name, int32_t rank,
                                  const int64_t* shape, const tir_buffer_t** out) {
-  kiln_plan_t* p = ctx->plan;
-  int32_t bi = -1;
-  for (int32_t i = p->n_buffers - 1; i >= 0 && bi < 0; --i)
-    if (p->buffers[i].buf == base) bi = i;
-  int64_t n = 1;
-  for (int32_t i = 0; i < rank; ++i) n *= shape[i];
-  if (bi < 0 || kiln_dtype_size(base->dtype) != 1 || 4 * n != tir_buffer_numel(base))
-    return kiln_make_status(KILN_INTERNAL, "%s: i32 view '%s' of buffer '%s' does not fit", ctx->node->name, name,
+  if (kiln_dtype_size(base->dtype) != 1)
+    return kiln_make_status(KILN_INTERNAL, "%s: i32 view '%s' of buffer '%s' needs bytes", ctx->node->name, name,
                             base->name);
-  KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, name, KILN_DTYPE_I32, rank, shape, out));
-  for (int32_t i = p->n_buffers - 1; i >= 0; --i) {
-    if (p->buffers[i].buf == *out) {
-      p->buffers[i].alias_of = bi;
-      return NULL;
-    }
-  }
-  return kiln_make_status(KILN_INTERNAL, "%s: view '%s' not in the plan", ctx->node->name, name);
+  return nn_view_typed(ctx, base, name, KILN_DTYPE_I32, rank, shape, out);
 }
 
 /* q4's L element read in place: src at the quad |cq| of output position

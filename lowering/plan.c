@@ -143,6 +143,16 @@ int32_t kiln_plan_root(const kiln_plan_t* p, int32_t b) {
   return b;
 }
 
+const char* kiln_plan_kernel_node_name(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
+  const kiln_graph_t* g = p->graph;
+  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].name : kk->func->name;
+}
+
+const char* kiln_plan_kernel_node_op(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
+  const kiln_graph_t* g = p->graph;
+  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].op_type : "?";
+}
+
 static const char* src_of(const kiln_graph_t* g) {
   return g->source && g->source[0] ? g->source : "graph";
 }

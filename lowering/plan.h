@@ -206,6 +206,10 @@ KILN_MUST_USE kiln_status_t kiln_plan_build_plain(const kiln_graph_t* g, const k
 void kiln_plan_destroy(kiln_plan_t* p);
 /* Follows aliases to the buffer that owns the memory. */
 int32_t kiln_plan_root(const kiln_plan_t* p, int32_t buffer);
+/* The graph node kernel |kk| was lowered from, for messages: its name (the
+ * kernel's own name without one) and op type ("?" without one). */
+const char* kiln_plan_kernel_node_name(const kiln_plan_t* p, const kiln_plan_kernel_t* kk);
+const char* kiln_plan_kernel_node_op(const kiln_plan_t* p, const kiln_plan_kernel_t* kk);
 /* In-place candidate of kernel |k|: parameter *out_out may share the memory
  * of parameter *out_in. True only for kernels whose every node is
  * element-wise or broadcast (each output element is computed from the same

@@ -73,17 +73,7 @@ static bool has_parallel(const tir_stmt_t* s) {
   return found;
 }
 
-static const char* node_name(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
-  const kiln_graph_t* g = p->graph;
-  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].name : kk->func->name;
-}
-
-static const char* node_op(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
-  const kiln_graph_t* g = p->graph;
-  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].op_type : "?";
-}
-
-static bool per_sample(const kiln_plan_t* p, int32_t b) {
+bool kiln_plan_dyn_per_sample(const kiln_plan_t* p, int32_t b) {
   switch (p->buffers[kiln_plan_root(p, b)].kind) {
     case KILN_PLAN_INPUT:
     case KILN_PLAN_OUTPUT:
@@ -107,7 +97,8 @@ static kiln_status_t make_repl(kiln_plan_t* p, const kiln_plan_kernel_t* kk, con
     return kiln_make_status(KILN_UNSUPPORTED,
                             "node '%s' (%s): dim '%s' cannot be dynamic: its kernel's buffer '%s' (rank %d) cannot "
                             "step from one sample to the next along its dim 0",
-                            node_name(p, kk), node_op(p, kk), dim, b->name, (int)b->rank);
+                            kiln_plan_kernel_node_name(p, kk), kiln_plan_kernel_node_op(p, kk), dim, b->name,
+                            (int)b->rank);
   const int64_t step = (int64_t)(root_bytes / esize) / stride0;
   tir_buffer_t* nb = kiln_arena_alloc(&c->arena, sizeof(*nb));
   if (!nb) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory making '%s' dynamic", b->name);
@@ -128,7 +119,7 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
     return kiln_make_status(KILN_UNSUPPORTED,
                             "node '%s' (%s): dim '%s' cannot be dynamic: the node runs on the host CPU beside the GPU "
                             "target (a fallback), which takes no run-time batch yet",
-                            node_name(p, kk), node_op(p, kk), dim);
+                            kiln_plan_kernel_node_name(p, kk), kiln_plan_kernel_node_op(p, kk), dim);
   if (kk->tmpl) {
     bool printed = false; /* a template that hands the kernel back to its tensor IR */
     KILN_RETURN_IF_ERROR(kiln_plan_dyn_template(p, k, dim, set, &printed));
@@ -138,7 +129,7 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
     return kiln_make_status(KILN_UNSUPPORTED,
                             "node '%s' (%s): dim '%s' cannot be dynamic: the node runs as a %s, which takes no "
                             "run-time extent yet",
-                            node_name(p, kk), node_op(p, kk), dim, "plugin kernel");
+                            kiln_plan_kernel_node_name(p, kk), kiln_plan_kernel_node_op(p, kk), dim, "plugin kernel");
   const tir_func_t* f = kk->func;
   const int32_t np = f->n_params + 1;
   const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)np);
@@ -150,7 +141,7 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
   for (int32_t j = 0; j < f->n_params; ++j) {
     params[j] = f->params[j];
     args[j] = kk->args[j];
-    if (!per_sample(p, kk->args[j])) continue;
+    if (!kiln_plan_dyn_per_sample(p, kk->args[j])) continue;
     KILN_RETURN_IF_ERROR(make_repl(p, kk, f->params[j], kk->args[j], dim, hi, &repl[w.nr]));
     params[j] = repl[w.nr++].to;
   }
@@ -169,7 +160,8 @@ static kiln_status_t wrap_kernel(kiln_plan_t* p, int32_t k, const tir_buffer_t* 
   tir_func_t* nf = body ? tir_func(c, f->name, np, params, body) : NULL;
   if (!nf) return tir_ctx_status(c) ? tir_ctx_status(c) : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
   kiln_status_t s = tir_verify(nf);
-  if (s) return kiln_status_annotate(s, "node '%s': kernel over dynamic dim '%s'", node_name(p, kk), dim);
+  if (s)
+    return kiln_status_annotate(s, "node '%s': kernel over dynamic dim '%s'", kiln_plan_kernel_node_name(p, kk), dim);
   kk->func = nf;
   kk->args = args;
   return NULL;
@@ -193,7 +185,7 @@ kiln_status_t kiln_plan_make_dynamic_set(kiln_plan_t* p, const char* name, int64
     const int32_t* io = t ? p->outputs : p->inputs;
     for (int32_t i = 0; i < n; ++i) {
       const tir_buffer_t* b = p->buffers[io[i]].buf;
-      if (!per_sample(p, io[i])) continue;
+      if (!kiln_plan_dyn_per_sample(p, io[i])) continue;
       if (b->rank < 1 || b->shape[0] != 1)
         return kiln_make_status(KILN_UNSUPPORTED, "dim '%s' cannot be dynamic: %s '%s' does not have it as dim 0", name,
                                 t ? "output" : "input", b->name);

@@ -26,6 +26,10 @@
  * INVALID_ARGUMENT for a range outside 1..2^20. */
 KILN_MUST_USE kiln_status_t kiln_plan_make_dynamic(kiln_plan_t* p, const char* name, int64_t lo, int64_t hi);
 
+/* Whether plan buffer |b| has one slice per sample: its root is a model
+ * input or output, an intermediate or a temporary (not a constant). */
+bool kiln_plan_dyn_per_sample(const kiln_plan_t* p, int32_t b);
+
 struct kiln_template_set_s;
 /* The same, for a plan whose templates |set| chose (NULL: as above): a
  * template the set cannot run per sample (a GEMM without batch strides)

@@ -8,18 +8,6 @@
 
 #include "lowering/template.h"
 
-static bool per_sample(const kiln_plan_t* p, int32_t b) {
-  switch (p->buffers[kiln_plan_root(p, b)].kind) {
-    case KILN_PLAN_INPUT:
-    case KILN_PLAN_OUTPUT:
-    case KILN_PLAN_INTERMEDIATE:
-    case KILN_PLAN_TEMP:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /* Elements between samples of plan buffer |b| (its root's span), or -1
  * when the root is not a whole number of |b|'s elements. */
 static int64_t sample_elems(const kiln_plan_t* p, int32_t b) {
@@ -28,16 +16,12 @@ static int64_t sample_elems(const kiln_plan_t* p, int32_t b) {
   return es && root % es == 0 ? (int64_t)(root / es) : -1;
 }
 
-static const char* node_name(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
-  const kiln_graph_t* g = p->graph;
-  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].name : kk->func->name;
-}
-
 static kiln_status_t refuse(const kiln_plan_t* p, const kiln_plan_kernel_t* kk, const char* dim, const char* tmpl,
                             const char* why, const char* buf) {
   return kiln_make_status(KILN_UNSUPPORTED,
                           "node '%s' (kernel '%s'): dim '%s' cannot be dynamic: its %s template %s%s%s",
-                          node_name(p, kk), kk->func->name, dim, tmpl, why, buf ? " " : "", buf ? buf : "");
+                          kiln_plan_kernel_node_name(p, kk), kk->func->name, dim, tmpl, why, buf ? " " : "",
+                          buf ? buf : "");
 }
 
 /* One conv or Winograd instance: its strides are its own shapes, which
@@ -49,7 +33,7 @@ static kiln_status_t conv_samples(const kiln_plan_t* p, const kiln_plan_kernel_t
     const int32_t b = c->args[j];
     const char r = c->roles[j];
     const char* name = p->buffers[b].buf->name;
-    const bool ps = per_sample(p, b);
+    const bool ps = kiln_plan_dyn_per_sample(p, b);
     const int64_t n = ps ? sample_elems(p, b) : 0;
     int64_t want = -1;
     switch (r) {
@@ -83,7 +67,7 @@ static kiln_status_t gemm_samples(const kiln_plan_t* p, const kiln_plan_kernel_t
   for (int32_t j = 0; j < g->n_params && j < kk->func->n_params; ++j) {
     const int32_t b = kk->args[j];
     const char* name = p->buffers[b].buf->name;
-    if (!per_sample(p, b)) continue;
+    if (!kiln_plan_dyn_per_sample(p, b)) continue;
     const int64_t n = sample_elems(p, b);
     if (n <= 0) return refuse(p, kk, dim, "GEMM", "cannot step between samples of", name);
     switch (g->roles[j]) {

@@ -469,16 +469,6 @@ static const tir_stmt_t* unify_stmt(seq_t* S, const tir_stmt_t* const* t, const 
   return sfail(S, "an unknown statement");
 }
 
-static const char* node_name(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
-  const kiln_graph_t* g = p->graph;
-  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].name : kk->func->name;
-}
-
-static const char* node_op(const kiln_plan_t* p, const kiln_plan_kernel_t* kk) {
-  const kiln_graph_t* g = p->graph;
-  return g && kk->node >= 0 && kk->node < g->n_nodes ? g->nodes[kk->node].op_type : "?";
-}
-
 /* Kernel |k|'s functions f[] (scheduled or naive forms of the five plans)
  * unified into *out; *out NULL with S->why set when they do not unify. */
 static kiln_status_t unify_func(seq_t* S, const tir_func_t* const* f, const tir_buffer_t* dims, tir_func_t** out) {
@@ -524,8 +514,8 @@ static kiln_status_t refuse(const seq_t* S, const char* fmt, const char* what) {
 static kiln_status_t unify_kernel(seq_t* S, int32_t k, const tir_buffer_t* dims) {
   kiln_plan_t* B = S->P[BASE];
   kiln_plan_kernel_t* kk = &B->kernels[k];
-  S->node = node_name(B, kk);
-  S->op = node_op(B, kk);
+  S->node = kiln_plan_kernel_node_name(B, kk);
+  S->op = kiln_plan_kernel_node_op(B, kk);
   for (int s = 0; s < NS; ++s) {
     const kiln_plan_kernel_t* ks = &S->P[s]->kernels[k];
     if (ks->tmpl || ks->custom || ks->host)
