@@ -7,9 +7,13 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/graph.h"
+#include "lowering/fuse.h"
+#include "lowering/plan.h"
+#include "targets/cpu/cpu_backend.h"
 #include "testing.h"
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
@@ -77,6 +81,38 @@ static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, con
   if (n_attrs > 0) memcpy(at, attrs, sizeof(kiln_attr_t) * (size_t)n_attrs);
   at[n_attrs] = (kiln_attr_t){.name = "group", .type = KILN_ATTR_INT, .i = group};
   node(t, "QLinearConv", name, bias_mag > 0 ? 9 : 8, NAMES(x, xs, xz, w, ws, wz, ys, yz, b), out, n_attrs + 1, at);
+}
+
+static int32_t node_index(const kiln_graph_t* g, const char* name) {
+  for (int32_t i = 0; i < g->n_nodes; ++i)
+    if (!strcmp(g->nodes[i].name, name)) return i;
+  return -1;
+}
+
+/* Fuses |p|, compiles it for the CPU (2 threads), runs it on |x| and checks
+ * every output value equals |want|'s bit for bit; |what| names the case.
+ * KILN_TEST_NO_CPU=1 skips the native run. */
+static void q8_check_cpu_exact(kiln_plan_t* p, const kiln_array_t* x, const kiln_array_t* want, const char* what) {
+  kiln_fusion_report_t fr;
+  CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
+  kiln_cpu_options_t o;
+  kiln_cpu_options_default(&o);
+  o.threads = 2;
+  kiln_cpu_exec_t* e = NULL;
+  kiln_array_t got;
+  memset(&got, 0, sizeof got);
+  if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
+      CHECK_OK(kiln_cpu_run(e, x, &got, NULL, NULL))) {
+    CHECK(kiln_shape_equal(&got.shape, &want->shape));
+    int64_t diff = 0;
+    for (int64_t i = 0; i < kiln_array_numel(want) && kiln_shape_equal(&got.shape, &want->shape); ++i)
+      diff += kiln_load_f64(KILN_DTYPE_F32, got.data, (size_t)i) !=
+              kiln_load_f64(KILN_DTYPE_F32, want->data, (size_t)i);
+    CHECK_MSG(diff == 0, "%s: %lld of %lld outputs differ from the reference", what, (long long)diff,
+              (long long)kiln_array_numel(want));
+  }
+  kiln_cpu_exec_destroy(e);
+  kiln_array_free(A(), &got);
 }
 
 #endif  // KILN_TESTS_Q8_GRAPH_UTIL_H_

@@ -50,12 +50,6 @@ static void build(q8g_t* t) {
   if (t->ok) t->ok = CHECK_OK(kiln_graph_add_output(t->g, "y"));
 }
 
-static int32_t node_index(const kiln_graph_t* g, const char* name) {
-  for (int32_t i = 0; i < g->n_nodes; ++i)
-    if (!strcmp(g->nodes[i].name, name)) return i;
-  return -1;
-}
-
 static void run(int32_t block, kiln_dtype_t act) {
   q8_act_type = act;
   q8g_t t;
@@ -66,9 +60,8 @@ static void run(int32_t block, kiln_dtype_t act) {
     return;
   }
   const kiln_graph_t* g = t.g;
-  kiln_array_t want, got;
+  kiln_array_t want;
   memset(&want, 0, sizeof want);
-  memset(&got, 0, sizeof got);
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
   kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
@@ -79,25 +72,11 @@ static void run(int32_t block, kiln_dtype_t act) {
     for (int i = 0; i < 5; ++i)
       CHECK_MSG(p->layout->node_blocked[node_index(g, blocked[i])], "block %d %s: %s not blocked", (int)block, act_name,
                 blocked[i]);
-    kiln_fusion_report_t fr;
-    CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
-    kiln_cpu_options_t o;
-    kiln_cpu_options_default(&o);
-    o.threads = 2;
-    kiln_cpu_exec_t* e = NULL;
-    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
-        CHECK_OK(kiln_cpu_run(e, &t.x, &got, NULL, NULL))) {
-      CHECK(kiln_shape_equal(&got.shape, &want.shape));
-      int64_t diff = 0;
-      for (int64_t i = 0; i < kiln_array_numel(&want) && kiln_shape_equal(&got.shape, &want.shape); ++i)
-        diff += kiln_load_f64(KILN_DTYPE_F32, got.data, (size_t)i) != kiln_load_f64(KILN_DTYPE_F32, want.data, (size_t)i);
-      CHECK_MSG(diff == 0, "block %d %s: %lld of %lld outputs differ from the reference", (int)block, act_name,
-                (long long)diff, (long long)kiln_array_numel(&want));
-    }
-    kiln_cpu_exec_destroy(e);
+    char what[32];
+    snprintf(what, sizeof what, "block %d %s", (int)block, act_name);
+    q8_check_cpu_exact(p, &t.x, &want, what);
   }
   kiln_array_free(A(), &want);
-  kiln_array_free(A(), &got);
   kiln_plan_destroy(p);
   kiln_array_free(A(), &t.x);
   kiln_graph_destroy(t.g);
