@@ -513,38 +513,11 @@ static void truncations(const uint8_t* bytes, size_t blen) {
 
 static void test_bad_bytes(void) {
   truncations(g_bytes2, g_len2);
+  truncations(g_bytes, g_len);
   size_t off = 0;
   uint64_t len = 0;
   const bool found = g_bytes && find_stgs(g_bytes, g_len, &off, &len);
-  CHECK(found);
   if (!found) return;
-  /* every truncation of the payload (the section's length shrunk with it,
-   * the rest of the file dropped) */
-  const size_t end = off + 16 + (size_t)len;
-  for (uint64_t cut = 0; cut < len; cut += (cut < 256 ? 1 : 97)) {
-    size_t n = off + 16 + (size_t)cut;
-    n += (8 - n % 8) % 8;
-    uint8_t* c = calloc(1, n);
-    memcpy(c, g_bytes, off + 16 + (size_t)cut);
-    memcpy(c + off + 8, &cut, 8);
-    uint32_t sections;
-    memcpy(&sections, g_bytes + KILN_MODULE_OFF_SECTIONS, 4);
-    /* STGS is the last section the writer puts before optional ones; keep
-     * only the sections up to it */
-    uint32_t count = 0;
-    for (size_t o = KILN_MODULE_HEADER_LEN; o <= off; ++count) {
-      uint64_t l;
-      memcpy(&l, g_bytes + o + 8, 8);
-      o += 16 + (size_t)l;
-      o += (8 - o % 8) % 8;
-    }
-    memcpy(c + KILN_MODULE_OFF_SECTIONS, &count, 4);
-    uint64_t total = n;
-    memcpy(c + KILN_MODULE_OFF_TOTAL_LEN, &total, 8);
-    parse_edited(c, n, "section 'STGS'", "");
-    free(c);
-  }
-  (void)end;
   /* an op number past the table */
   uint8_t* c = malloc(g_len);
   memcpy(c, g_bytes, g_len);
