@@ -221,8 +221,7 @@ kiln_status_t kiln_driver_graph(const kiln_driver_request_t* r, kiln_graph_t* pa
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dim '%s' is dynamic already (one dim per module takes a "
                            "range so far; a dim inside the kernels' shapes can be compiled for a set of sizes, one "
                            "static program each: --dim %s=16,64,128)", r->dims[i], dyn, name);
-    else if (!r->target || (strcmp(r->target->name, "cpu") != 0 && strcmp(r->target->name, "opencl") != 0 &&
-                            strcmp(r->target->name, "vulkan") != 0))
+    else if (!r->target || !r->target->dyn_batch)
       s = kiln_make_status(KILN_UNSUPPORTED, "--dim '%s': dynamic dims are compiled for the cpu, opencl and vulkan "
                            "targets only so far (the %s target's kernels take no run-time batch); compile with -t cpu, "
                            "opencl or vulkan, or a fixed size", r->dims[i], r->target ? r->target->name : "reference");

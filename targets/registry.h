@@ -64,6 +64,10 @@ typedef struct kiln_target_s {
    * kernel for it). Heterogeneous execution (targets/partition.h) runs the
    * refused nodes on the CPU device of the same session. */
   kiln_status_t (*kernel_check)(const kiln_plan_t* plan, int32_t k);
+  /* Whether the target emits a per-sample plan (lowering/plan_dyn.h: a
+   * dynamic batch read from the dims buffer at run time, or the samples on
+   * the grid), so `--dim batch=LO..HI` may compile for it. */
+  bool dyn_batch;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

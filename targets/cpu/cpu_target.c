@@ -32,4 +32,5 @@ const kiln_target_t kiln_target_cpu = {
     .fp16_keeps_f32_workspaces = true,
     .emit = cpu_emit,
     .emit_native = kiln_cpu_aot_build,
+    .dyn_batch = true,
 };

@@ -453,4 +453,5 @@ const kiln_target_t kiln_target_opencl = {
     .emit = kiln_opencl_emit,
     .templates = opencl_templates,
     .kernel_check = opencl_kernel_check,
+    .dyn_batch = true,
 };

@@ -359,4 +359,5 @@ const kiln_target_t kiln_target_vulkan = {
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,
     .kernel_check = vulkan_kernel_check,
+    .dyn_batch = true,
 };
