@@ -51,6 +51,7 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
                                      .cpu_targets = c->cpu_targets};
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
+  if (!s) s = kiln_compile_seq_memory(plans, name, lo, hi, log, p);
   if (!s)
     s = kiln_compile_log_line(log, "plan", "compiled %d kernels for %s: %.1f KB of code, %.1f MB of weights",
                               plan->n_kernels, c->target->name, (double)p->code.text_len / 1e3,

@@ -450,11 +450,19 @@ static kiln_status_t check_loop(vctx_t* c, const tir_stmt_t* s) {
       return fail(c, KILN_INVALID_ARGUMENT, "loop '%s' has a run-time extent that is not I64", v->name);
     KILN_RETURN_IF_ERROR(check_expr(c, s->u.loop.dyn_extent, false));
   }
+  /* A run-time extent bounds the variable tighter than the static one when
+   * the dims' facts bound it (tir_verify_dims at one value of a dim): the
+   * launch guarantees it is at most the static extent. */
+  int64_t ext = s->u.loop.extent;
+  if (s->u.loop.dyn_extent) {
+    const tir_ival_t r = tir_bounds_eval(&c->env, s->u.loop.dyn_extent);
+    if (r.hi != TIR_POS_INF && r.hi < ext) ext = r.hi > 0 ? r.hi : 0;
+  }
   c->loops[c->n_loops++] = s;
-  tir_benv_push_var(&c->env, v, 0, s->u.loop.extent > 0 ? s->u.loop.extent - 1 : 0);
-  if (s->u.loop.extent == 0) c->dead++;
+  tir_benv_push_var(&c->env, v, 0, ext > 0 ? ext - 1 : 0);
+  if (ext == 0) c->dead++;
   kiln_status_t st = check_stmt(c, s->u.loop.body);
-  if (s->u.loop.extent == 0) c->dead--;
+  if (ext == 0) c->dead--;
   c->env.n_vars--;
   c->n_loops--;
   return st;

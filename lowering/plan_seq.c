@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/tir_analysis.h"
+#include "lowering/plan_seq_mem.h"
 
 /* Plan-internal (plan.c), declared where it is used as lower.c does. */
 kiln_status_t kiln_plan_add_buffer(kiln_plan_t* p, const tir_buffer_t* b, kiln_plan_buffer_kind_t kind,
@@ -30,24 +31,7 @@ static __int128 poly_eval(const poly_t* p, int64_t n) {
   return (__int128)p->c[0] + (__int128)p->c[1] * n + (__int128)p->c[2] * n * n;
 }
 
-/* The polynomial with integer coefficients through (x[i], y[i]) fitted on
- * points 0, 2 and 4 (divided differences, exact) and checked on all. */
-static bool poly_fit(const int64_t* x, const int64_t* y, poly_t* out) {
-  const __int128 x0 = x[0], x1 = x[2], x2 = x[4], y0 = y[0], y1 = y[2], y2 = y[4];
-  if ((y1 - y0) % (x1 - x0) || (y2 - y1) % (x2 - x1)) return false;
-  const __int128 d01 = (y1 - y0) / (x1 - x0), d12 = (y2 - y1) / (x2 - x1);
-  if ((d12 - d01) % (x2 - x0)) return false;
-  const __int128 a = (d12 - d01) / (x2 - x0);
-  const __int128 b = d01 - a * (x0 + x1);
-  const __int128 c = y0 - a * x0 * x0 - b * x0;
-  if (a > INT32_MAX || a < INT32_MIN || b > INT64_MAX / 4 || b < INT64_MIN / 4 || c > INT64_MAX / 4 ||
-      c < INT64_MIN / 4)
-    return false;
-  *out = (poly_t){{(int64_t)c, (int64_t)b, (int64_t)a}};
-  for (int i = 0; i < NS; ++i)
-    if (poly_eval(out, x[i]) != y[i]) return false;
-  return true;
-}
+static bool poly_fit(const int64_t* x, const int64_t* y, poly_t* out) { return kiln_plan_seq_fit(x, y, out->c); }
 
 /* A buffer of the kernel as the five plans have it, and what the unified
  * kernel uses: the same buffer, or one indexed flat with strides that are

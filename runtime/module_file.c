@@ -406,6 +406,13 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     for (int32_t i = 0; i < p->n_inputs + p->n_outputs; ++i) put_i32(w, p->dim_axis[i]);
     section_end(w, s);
   }
+  /* Optional: a kiln without it runs every buffer at the top of the range. */
+  if (p->dim_bytes) {
+    s = section_begin_flags(w, KILN_MODULE_TAG_DYNM, 0);
+    put_u64(w, (uint64_t)p->n_buffers);
+    for (int32_t i = 0; i < 3 * p->n_buffers; ++i) put_i64(w, p->dim_bytes[i]);
+    section_end(w, s);
+  }
 
   /* Shape buckets: the other sizes' programs, each a whole module image.
    * Required: a kiln without it would run every size with the first's. */
@@ -881,6 +888,20 @@ static kiln_status_t rd_dyna(rd_t* r, kiln_program_t* p) {
   return NULL;
 }
 
+/* 'DYNM' comes after 'BUFS': one size polynomial per buffer. */
+static kiln_status_t rd_dynm(rd_t* r, kiln_program_t* p) {
+  int32_t n;
+  KILN_RETURN_IF_ERROR(rd_table(r, p, "sizes", "buffer", 24, 3 * sizeof(int64_t), &p->dim_bytes, &n));
+  if (n != p->n_buffers || !p->buffers)
+    return rd_err(r, KILN_PARSE_ERROR, "%d sizes for %d buffers", (int)n, (int)p->n_buffers);
+  for (int32_t i = 0; i < 3 * n; ++i) {
+    r->index = i / 3;
+    KILN_RETURN_IF_ERROR(rd_i64(r, "size", &p->dim_bytes[i])); /* kiln_program_validate */
+  }
+  r->item = NULL;
+  return NULL;
+}
+
 enum { MIN_DYNS = 4 + 8 + 8 };
 
 static kiln_status_t rd_dyns(rd_t* r, kiln_program_t* p) {
@@ -1299,7 +1320,7 @@ static const struct {
     {KILN_MODULE_TAG_GEMM, rd_gemm}, {KILN_MODULE_TAG_PLUG, rd_plug}, {KILN_MODULE_TAG_NATV, rd_natv},
     {KILN_MODULE_TAG_DYNS, rd_dyns}, {KILN_MODULE_TAG_TUNE, rd_tune},
     {KILN_MODULE_TAG_HOST, rd_host}, {KILN_MODULE_TAG_DBIN, rd_dbin}, {KILN_MODULE_TAG_BUCK, rd_buck},
-    {KILN_MODULE_TAG_STGS, rd_stgs}, {KILN_MODULE_TAG_DYNA, rd_dyna},
+    {KILN_MODULE_TAG_STGS, rd_stgs}, {KILN_MODULE_TAG_DYNA, rd_dyna}, {KILN_MODULE_TAG_DYNM, rd_dynm},
 };
 enum { N_KNOWN = sizeof known_sections / sizeof known_sections[0] };
 
@@ -1400,7 +1421,7 @@ static kiln_status_t parse_sections(const uint8_t* d, size_t size, const char* n
         known_sections[k].tag != KILN_MODULE_TAG_TUNE &&
         known_sections[k].tag != KILN_MODULE_TAG_HOST && known_sections[k].tag != KILN_MODULE_TAG_DBIN &&
         known_sections[k].tag != KILN_MODULE_TAG_BUCK && known_sections[k].tag != KILN_MODULE_TAG_STGS &&
-        known_sections[k].tag != KILN_MODULE_TAG_DYNA) {
+        known_sections[k].tag != KILN_MODULE_TAG_DYNA && known_sections[k].tag != KILN_MODULE_TAG_DYNM) {
       char t[8];
       tag_text(known_sections[k].tag, t);
       return perr(name, KILN_PARSE_ERROR, "section '%s' is missing", t);

@@ -179,6 +179,11 @@ extern "C" {
  * program.h, kiln_program_t.dim_axis): u64 count (inputs + outputs), then
  * an i32 axis each (-1: none), after 'DYNS' and 'IO  ' */
 #define KILN_MODULE_TAG_DYNA KILN_MODULE_TAG('D', 'Y', 'N', 'A')
+/* optional, after 'BUFS' and 'DYNA': u64 count (the buffers), then per
+ * buffer its bytes at the dim's value n as three i64 c0, c1, c2 (c0 + c1*n
+ * + c2*n^2; kiln_program_t.dim_bytes). A kiln without it plans every buffer
+ * at the top of the range, which is correct, only larger. */
+#define KILN_MODULE_TAG_DYNM KILN_MODULE_TAG('D', 'Y', 'N', 'M')
 /* optional: the tuning-cache points template kernels were compiled with */
 #define KILN_MODULE_TAG_TUNE KILN_MODULE_TAG('T', 'U', 'N', 'E')
 /* Optional, required when present: heterogeneous execution, one device

@@ -58,6 +58,7 @@ void kiln_program_destroy(kiln_program_t* p) {
   for (int32_t i = 0; p->dims && i < p->n_dims; ++i) kiln_allocator_free(a, p->dims[i].name);
   kiln_allocator_free(a, p->dims);
   kiln_allocator_free(a, p->dim_axis);
+  kiln_allocator_free(a, p->dim_bytes);
   kiln_program_buckets_free(p);
   kiln_program_staged_free(p);
   kiln_allocator_free(a, p->model_name);

@@ -285,6 +285,12 @@ struct kiln_program_s {
    * the kernels index them dense at the run's value (the DIMS buffer).
    * NULL: the dynamic dim, if any, is the per-sample one. */
   int32_t* dim_axis;
+  /* With |dim_axis|: each buffer's bytes at the dim's value n as
+   * c0 + c1*n + c2*n^2, three i64 per buffer (module section 'DYNM',
+   * optional; lowering/plan_seq_mem.h), which kiln_program_bytes_at
+   * evaluates, so the planner places every buffer at the run's size. NULL:
+   * every buffer keeps the top of the range's size (older modules). */
+  int64_t* dim_bytes;
 };
 
 /* An empty program owned by |allocator| (fill it with the helpers below). */
@@ -348,7 +354,8 @@ uint64_t kiln_program_buffer_dense_bytes(const kiln_program_buffer_t* b);
 bool kiln_program_buffer_per_sample(const kiln_program_t* p, int32_t b);
 /* Bytes buffer |b| spans with the dynamic dim at |n| (validated programs,
  * 1 <= n <= hi): a root's bytes times n, a view's bytes plus (n - 1) times
- * its root's; |b|'s own bytes when it has one copy or |p| no dynamic dim. */
+ * its root's; with a dim inside the shapes, its polynomial at n (|dim_bytes|,
+ * lo <= n <= hi); |b|'s own bytes when it has one copy or |p| no dynamic dim. */
 uint64_t kiln_program_bytes_at(const kiln_program_t* p, int32_t b, int64_t n);
 /* The value of the dynamic dim |inputs| carry (dim 0 of every per-sample
  * model input, which must agree), checked against the range and the other

@@ -29,8 +29,15 @@ bool kiln_program_buffer_per_sample(const kiln_program_t* p, int32_t b) {
   }
 }
 
+/* c[0] + c[1] n + c[2] n^2: no overflow for n <= 2^20 with the coefficients
+ * validate_dim_bytes allows */
+static int64_t q_at(const int64_t* c, int64_t n) { return c[0] + c[1] * n + c[2] * n * n; }
+
 uint64_t kiln_program_bytes_at(const kiln_program_t* p, int32_t b, int64_t n) {
   const uint64_t own = p->buffers[b].bytes;
+  if (p->dim_bytes && p->dim_axis && n >= p->dims[0].lo && n <= p->dims[0].hi) {
+    return (uint64_t)q_at(p->dim_bytes + 3 * (size_t)b, n); /* validated: inside [0, own] */
+  }
   if (n <= 1 || !kiln_program_buffer_per_sample(p, b)) return own;
   return own + (uint64_t)(n - 1) * p->buffers[kiln_program_root(p, b)].bytes;
 }
@@ -41,11 +48,40 @@ static kiln_status_t bad(const kiln_program_t* p, const char* fmt, const char* a
   return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: %s", pname(p), msg);
 }
 
+/* The sizes per value of a dim inside the shapes (section 'DYNM'): the
+ * buffer's own bytes at hi, inside 0..them over the range (checked at the
+ * ends and next to the vertex), constants, status words and the dims fixed.
+ * A view longer than its root or an input longer than its buffer at some
+ * value fails that run where the device checks its views and copies. */
+static kiln_status_t validate_dim_bytes(const kiln_program_t* p) {
+  const kiln_program_dim_t* d = &p->dims[0];
+  for (int32_t i = 0; i < p->n_buffers; ++i) {
+    const kiln_program_buffer_t* b = &p->buffers[i];
+    const int64_t* c = p->dim_bytes + 3 * (size_t)i;
+    const int64_t own = (int64_t)b->bytes;
+    bool ok = c[0] >= -(1ll << 48) && c[0] <= (1ll << 48) && c[1] >= -(1ll << 40) && c[1] <= (1ll << 40) &&
+              c[2] >= -(1ll << 20) && c[2] <= (1ll << 20) && q_at(c, d->hi) == own &&
+              ((b->kind != KILN_PB_CONST && b->kind != KILN_PB_STATUS && b->kind != KILN_PB_DIMS) || (!c[1] && !c[2]));
+    const int64_t t = c[2] ? -c[1] / (2 * c[2]) : d->lo, at[5] = {d->lo, d->hi, t - 1, t, t + 1};
+    for (int k = 0; k < 5 && ok; ++k) {
+      const int64_t v = at[k] >= d->lo && at[k] <= d->hi ? q_at(c, at[k]) : 0;
+      ok = v >= 0 && v <= own;
+    }
+    if (!ok)
+      return kiln_make_status(KILN_PARSE_ERROR, "%s: invalid program: 'DYNM': buffer '%s' takes %lld%+lld*n%+lld*n^2 "
+                              "bytes, not 0..%llu for n in %lld..%lld", pname(p), b->name, (long long)c[0],
+                              (long long)c[1], (long long)c[2], (unsigned long long)b->bytes, (long long)d->lo,
+                              (long long)d->hi);
+  }
+  return NULL;
+}
+
 kiln_status_t kiln_program_validate_dims(const kiln_program_t* p) {
   /* One outer dim is what the kernels and the session implement so far. */
   if (p->n_dims < 0 || p->n_dims > 1 || (p->n_dims && !p->dims))
     return bad(p, "%s: %lld dynamic dims (this kiln runs one, the outermost)", "dims", (long long)p->n_dims);
   if (p->dim_axis && p->n_dims != 1) return bad(p, "%s without %lld dynamic dim", "dynamic dim axes", 1);
+  if (p->dim_bytes && !p->dim_axis) return bad(p, "'%s' without 'DYNA'", "DYNM", 0);
   int32_t n_dims_buffers = 0;
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const kiln_program_buffer_t* b = &p->buffers[i];
@@ -74,7 +110,7 @@ kiln_status_t kiln_program_validate_dims(const kiln_program_t* p) {
       if (ax < -1 || ax >= b->rank || (ax >= 0 && b->shape[ax] != d->hi))
         return bad(p, "'%s': its axis %lld is not the dynamic dim at the top of its range", nm, (long long)ax);
     }
-    return NULL;
+    return p->dim_bytes ? validate_dim_bytes(p) : NULL;
   }
   for (int32_t t = 0; t < 2; ++t) {
     const int32_t n = t ? p->n_outputs : p->n_inputs;
