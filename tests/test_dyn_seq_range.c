@@ -7,7 +7,12 @@
  * the input, its axis, the dim, the value and the range; a node whose loops
  * do not follow the length (a mean over it: 1/seq is a float constant) is
  * refused naming the node and the dim and pointing at the set form; a
- * damaged DYNA section fails the load naming the input or output. */
+ * damaged DYNA section fails the load naming the input or output. Memory:
+ * the arena a run at a length plans is within 1.05x of the lower bound of
+ * the module compiled statically for that length, a slot's arena grows to
+ * the longest run and stays, a damaged DYNM section (the sizes per length)
+ * fails the load naming it, and a module without it runs at the top of the
+ * range's sizes. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -20,7 +25,12 @@
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
 #include "runtime/module_file.h"
+#include "runtime/session_impl.h"
 #include "testing.h"
+
+/* The model's width: rows of 32 floats keep the 64-byte alignment of
+ * every buffer in the arena a small part of it. */
+#define W 32
 
 static char g_dir[512];
 static char g_attn[700];
@@ -28,20 +38,20 @@ static char g_mean[700];
 
 static kiln_allocator_t al(void) { return kiln_allocator_system(); }
 
-/* X [1,seq,8] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv), and
- * X [1,seq,8] -> ReduceMean over seq. */
+/* X [1,seq,W] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv), and
+ * X [1,seq,W] -> ReduceMean over seq. */
 static void write_models(void) {
   bm_model_t b;
   bm_init(&b, 17);
   const char* params[3] = {NULL, "seq", NULL};
-  int64_t xd[3] = {1, 0, 8};
+  int64_t xd[3] = {1, 0, W};
   b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
-  int64_t wd[2] = {8, 8}, one = 1, eight = 8;
+  int64_t wd[2] = {W, W}, one = 1, width = W;
   bm_init_f32(&b, "Wq", 2, wd);
   bm_init_f32(&b, "Wk", 2, wd);
   bm_init_f32(&b, "Wv", 2, wd);
-  bm_init_f32(&b, "gamma", 1, &eight);
-  bm_init_f32(&b, "beta", 1, &eight);
+  bm_init_f32(&b, "gamma", 1, &width);
+  bm_init_f32(&b, "beta", 1, &width);
   float* sc = bm_alloc(&b, sizeof(float));
   *sc = 0.1f;
   bm_initializer(&b, "scale", BM_F32, 1, &one, sc, sizeof(float));
@@ -98,7 +108,7 @@ static kiln_status_t compile(const char* model, const char* dim, uint8_t** out, 
 static kiln_array_t filled(int64_t seq, uint32_t seed) {
   kiln_array_t a;
   memset(&a, 0, sizeof a);
-  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, 8});
+  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, W});
   if (!CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &s, &a))) return a;
   float* f = a.data;
   for (size_t i = 0; i < a.nbytes / 4; ++i) {
@@ -120,7 +130,7 @@ static void check_run(kiln_session_t* s, int64_t seq) {
   if (CHECK_OK(kiln_onnx_parse_model(g_attn, NULL, al(), &g)) && CHECK_OK(kiln_model_bind_dim(g, q)) &&
       CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) &&
       CHECK_OK(kiln_session_run(s, &x, &got))) {
-    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, 8});
+    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, W});
     CHECK_MSG(kiln_shape_equal(&got.shape, &wsh), "seq %lld: output shape", (long long)seq);
     double worst = 0;
     for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
@@ -181,11 +191,11 @@ static void wr32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Section DYNA's payload in a module image. */
-static uint8_t* dyna_payload(uint8_t* b, size_t len) {
+/* Section |tag|'s payload in a module image. */
+static uint8_t* payload(uint8_t* b, size_t len, const char* tag) {
   for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
     const uint64_t n = rd64(b + off + 8);
-    if (!memcmp(b + off, "DYNA", 4)) return b + off + 16;
+    if (!memcmp(b + off, tag, 4)) return b + off + 16;
     off += 16 + (size_t)n;
     off += (8 - off % 8) % 8;
   }
@@ -198,7 +208,7 @@ static void test_bad_section(void) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
-  uint8_t* pl = dyna_payload(bytes, len);
+  uint8_t* pl = payload(bytes, len, "DYNA");
   CHECK(pl && rd64(pl) == 2);
   const struct {
     size_t at; /* 0: the count (u64), else the byte offset of an i32 axis */
@@ -231,6 +241,148 @@ static void test_bad_section(void) {
   free(bytes);
 }
 
+/* A session of module image |bytes| on the CPU (NULL on failure, checked). */
+static kiln_session_t* session_of(const uint8_t* bytes, size_t len, kiln_device_t* d, kiln_module_t** m) {
+  kiln_session_t* s = NULL;
+  *m = NULL;
+  if (!CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), m))) return NULL;
+  if (!CHECK_OK(kiln_session_create(*m, d, NULL, &s))) return NULL;
+  return s;
+}
+
+/* The largest arena of the session's slots (what it holds). */
+static uint64_t held(const kiln_session_t* s) {
+  uint64_t b = 0;
+  for (int32_t i = 0; i < s->n_slots; ++i)
+    if (s->slots[i].arena_bytes > b) b = s->slots[i].arena_bytes;
+  return b;
+}
+
+/* The arena a run at each length plans against the lower bound of the
+ * module compiled for that length alone, and the slots' arenas growing to
+ * the longest run and staying there. */
+static void test_memory(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  kiln_device_t* d = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes || !CHECK_OK(kiln_device_open("cpu", &o, al(), &d)))
+    return;
+  kiln_module_t* m = NULL;
+  kiln_session_t* s = session_of(bytes, len, d, &m);
+  /* not compiled at 6, 11, 17 or 21 (4, 5, 14, 23, 24 were) */
+  const int64_t seqs[] = {4, 6, 11, 14, 17, 21, 24};
+  uint64_t at[sizeof seqs / sizeof seqs[0]] = {0};
+  for (size_t i = 0; s && i < sizeof seqs / sizeof seqs[0]; ++i) {
+    check_run(s, seqs[i]);
+    kiln_session_memory_t got, want;
+    kiln_session_memory(s, &got);
+    at[i] = got.arena_bytes;
+    CHECK_MSG(got.arena_bytes <= got.lower_bound_bytes * 105 / 100, "seq %lld: arena %llu, its bound %llu",
+              (long long)seqs[i], (unsigned long long)got.arena_bytes, (unsigned long long)got.lower_bound_bytes);
+    kiln_session_memory_t q;
+    CHECK(CHECK_OK(kiln_session_memory_at(s, seqs[i], &q)) && q.arena_bytes == got.arena_bytes);
+    char dim[32];
+    snprintf(dim, sizeof dim, "seq=%lld", (long long)seqs[i]);
+    uint8_t* sb = NULL;
+    size_t sl = 0;
+    kiln_module_t* sm = NULL;
+    kiln_session_t* ss = NULL;
+    if (CHECK_OK(compile(g_attn, dim, &sb, &sl)) && sb && (ss = session_of(sb, sl, d, &sm))) {
+      kiln_session_memory(ss, &want);
+      CHECK_MSG(got.arena_bytes <= want.lower_bound_bytes * 105 / 100,
+                "seq %lld: arena %llu against the static module's bound %llu (arena %llu)", (long long)seqs[i],
+                (unsigned long long)got.arena_bytes, (unsigned long long)want.lower_bound_bytes, (unsigned long long)want.arena_bytes);
+    }
+    kiln_session_destroy(ss);
+    kiln_module_release(sm);
+    free(sb);
+  }
+  CHECK_MSG(at[0] * 4 < at[6], "the arena at 4 (%llu) is not far below the one at 24 (%llu)", (unsigned long long)at[0],
+            (unsigned long long)at[6]);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  /* a fresh session: each slot's arena grows with a longer run and keeps
+   * its size when a shorter one follows */
+  s = session_of(bytes, len, d, &m);
+  if (s) {
+    CHECK(held(s) == at[0]);
+    check_run(s, 11);
+    CHECK(held(s) == at[2]);
+    check_run(s, 24);
+    CHECK(held(s) == at[6]);
+    check_run(s, 6);
+    kiln_session_memory_t got;
+    kiln_session_memory(s, &got);
+    CHECK(held(s) == at[6] && got.arena_bytes == at[1]);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_device_release(d);
+  free(bytes);
+}
+
+/* Edits of section DYNM fail the load naming it; a module without it (the
+ * tag renamed into an optional section this kiln does not know, as an
+ * older kiln would skip DYNM) runs every length at the top of the range's
+ * sizes, with the same outputs. */
+static void test_bad_sizes(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
+  uint8_t* pl = payload(bytes, len, "DYNM");
+  CHECK(pl != NULL);
+  if (!pl) {
+    free(bytes);
+    return;
+  }
+  const uint64_t nb = rd64(pl);
+  /* the first buffer whose size changes with the length */
+  size_t at = 0;
+  for (uint64_t i = 0; i < nb && !at; ++i)
+    if (rd64(pl + 8 + 24 * i + 8) || rd64(pl + 8 + 24 * i + 16)) at = 8 + 24 * (size_t)i;
+  CHECK(at > 0);
+  const struct {
+    size_t at; /* byte offset of a u64 in the payload */
+    uint64_t value;
+    const char* needle;
+  } edits[] = {
+      {0, nb + 1, "'DYNM'"},
+      {0, nb - 1, "sizes for"},
+      {at, rd64(pl + at) + 1, "'DYNM': buffer"},          /* not its size at the top */
+      {at + 16, (uint64_t)1 << 30, "'DYNM': buffer"},       /* beyond the coefficients' bounds */
+      {at + 8, rd64(pl + at + 8) + 8, "'DYNM': buffer"},    /* not its size at the top */
+  };
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; ++i) {
+    uint8_t old[8];
+    memcpy(old, pl + edits[i].at, 8);
+    for (int k = 0; k < 8; ++k) pl[edits[i].at + k] = (uint8_t)(edits[i].value >> (8 * k));
+    kiln_module_reseal(bytes, len);
+    kiln_module_t* m = NULL;
+    CHECK_ERR_ALL(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m), KILN_PARSE_ERROR, edits[i].needle);
+    kiln_module_release(m);
+    memcpy(pl + edits[i].at, old, 8);
+  }
+  memcpy(pl - 16, "DYNX", 4);
+  kiln_module_reseal(bytes, len);
+  kiln_device_t* d = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  kiln_module_t* m = NULL;
+  kiln_session_t* s = NULL;
+  if (CHECK_OK(kiln_device_open("cpu", &o, al(), &d)) && (s = session_of(bytes, len, d, &m))) {
+    kiln_session_memory_t lo, hi;
+    check_run(s, 4);
+    kiln_session_memory(s, &lo);
+    check_run(s, 24);
+    kiln_session_memory(s, &hi);
+    CHECK(lo.arena_bytes == hi.arena_bytes);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_device_release(d);
+  free(bytes);
+}
+
 static void test_refusals(void) {
   /* 1/seq in the mean: refused by node and dim, pointing at the set form */
   CHECK_ERR_ALL(compile(g_mean, "seq=4..24", NULL, NULL), KILN_UNSUPPORTED, "node 'pool' (ReduceMean)",
@@ -245,6 +397,8 @@ int main(void) {
   RUN(test_range);
   RUN(test_bad_section);
   RUN(test_refusals);
+  RUN(test_memory);
+  RUN(test_bad_sizes);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }
