@@ -62,6 +62,7 @@ kiln_cli_test(dyn_seq_run_dim65 RC 1 REQUIRES dyn_seq_module
 # reference interpreter; a size outside the range names the input, the axis, the dim, the value and the range
 kiln_cli_test(dyn_seq_compile_range REQUIRES dyn_cnn FIXTURE dyn_seqr_module FILE ${D}/dyn_encseqr.kiln
   CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
+        "STDOUT_HAS=buffers sized per value (0 roots that change keep the top of the range's size); arena"
   ARGS compile ${D}/dyn_encseq.onnx --dim batch=1 --dim seq=8..256 -o ${D}/dyn_encseqr.kiln)
 foreach(q 16 64 77 128 256)
   kiln_cli_test(dyn_seqr_ref_s${q} FIXTURE dyn_seqr_ref_s${q} REQUIRES dyn_cnn FILE ${D}/encseqr_ref_s${q}/output.npy
@@ -69,6 +70,7 @@ foreach(q 16 64 77 128 256)
          --output ${D}/encseqr_ref_s${q} --compare output=${D}/dyn_encseq_ort_b1_s${q}.npy --rtol 1e-3 --atol 1e-4)
   kiln_cli_test(dyn_seqr_run_s${q} REQUIRES dyn_seqr_module dyn_seqr_ref_s${q}
     CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+          "STDOUT_HAS=dynamic dim 'seq' = ${q} (range 8..256): arena"
     ARGS run ${D}/dyn_encseqr.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
          --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
   set_tests_properties(cli_dyn_seqr_ref_s${q} cli_dyn_seqr_run_s${q} PROPERTIES LABELS models)
@@ -78,6 +80,7 @@ kiln_cli_test(dyn_seqr_run_s300 RC 1 REQUIRES dyn_seqr_module
   ARGS run ${D}/dyn_encseqr.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
 kiln_cli_test(dyn_seqr_info REQUIRES dyn_seqr_module
   CHECK "STDOUT_HAS=dynamic dim 'seq': 8..256" "STDOUT_HAS=input input: f32[1,256,256]"
+        "STDOUT_HAS=memory (cpu, per slot): arena" "STDOUT_HAS=MB at seq=8 (lower bound"
   ARGS info ${D}/dyn_encseqr.kiln)
 set_tests_properties(cli_dyn_seqr_run_s300 cli_dyn_seqr_info PROPERTIES LABELS models)
 kiln_cli_test(dyn_seq_compile_ranges RC 1 REQUIRES dyn_cnn

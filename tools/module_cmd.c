@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/pipeline_seq.h"
 #include "kiln/runtime.h"
 #include "runtime/module_impl.h"
 #include "runtime/program_staged.h"
@@ -107,9 +108,15 @@ int kiln_cmd_module_info(const char* path, const char* verify_key) {
     for (int32_t k = 0; k < mi.n_inputs && ax < 0; ++k)
       if ((ax = kiln_module_dim_axis(m, false, k)) >= 0) in = k;
     if (kiln_module_dim(m, i, &dn, &lo_v, &hi_v)) continue;
-    if (ax > 0)
+    char mem[300];
+    if (ax > 0) {
       printf("dynamic dim '%s': %lld..%lld (inside the shapes: input '%s' dim %d; shapes below are the top of the "
              "range's)\n", dn, (long long)lo_v, (long long)hi_v, kiln_module_input_name(m, in), (int)ax);
+      /* the planner at both ends (a module without sizes per length: the top's at both) */
+      kiln_status_t ms = kiln_seq_memory_text(p, 64, mem, sizeof mem);
+      if (!ms) printf("memory (cpu, per slot): %s%s\n", mem, p->dim_bytes ? "" : "; no sizes per length (section DYNM)");
+      kiln_status_free(ms);
+    }
     else
       printf("dynamic dim '%s': %lld..%lld (dim 0 of every input and output; shapes below are one sample's)\n", dn,
              (long long)lo_v, (long long)hi_v);
