@@ -37,7 +37,8 @@ kiln_status_t kiln_compile_seq_memory(kiln_plan_t* const* plans, const char* nam
                                       kiln_compile_log_t* log, kiln_program_t* p) {
   int64_t* sizes = NULL;
   int32_t kept = 0, varies = 0;
-  KILN_RETURN_IF_ERROR(kiln_plan_seq_bytes(plans, lo, hi, p->allocator, &sizes, &kept));
+  bool unverified = false;
+  KILN_RETURN_IF_ERROR(kiln_plan_seq_bytes(plans, lo, hi, p->allocator, &sizes, &kept, &unverified));
   for (int32_t i = 0; i < p->n_buffers; ++i) {
     const bool v = sizes[3 * i + 1] || sizes[3 * i + 2];
     varies += v;
@@ -47,6 +48,11 @@ kiln_status_t kiln_compile_seq_memory(kiln_plan_t* const* plans, const char* nam
   KILN_RETURN_IF_ERROR(kiln_program_validate(p), "sizes per value of dim '%s'", name);
   char text[300];
   KILN_RETURN_IF_ERROR(kiln_seq_memory_text(p, 64, text, sizeof text));
+  if (unverified)
+    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "memory", "dim '%s': %lld..%lld is too long a range to check "
+                                               "every kernel at every length (more than %lld checks): every buffer "
+                                               "keeps the top of the range's size", name, (long long)lo,
+                                               (long long)hi, (long long)KILN_PLAN_SEQ_MEM_CHECKS));
   return kiln_compile_log_line(log, "memory", "dim '%s': %d buffers sized per value (%d roots that change keep the "
                                "top of the range's size); %s", name, (int)varies, (int)kept, text);
 }

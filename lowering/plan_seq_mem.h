@@ -24,12 +24,19 @@
  * to evaluate in 64 bits over 1..2^20). */
 bool kiln_plan_seq_fit(const int64_t* x, const int64_t* y, int64_t c[3]);
 
+/* The most kernel checks (a kernel at one value; about 10 us each) the
+ * sizes may take: above it (a long range over many kernels) every buffer
+ * keeps the top of the range's size. */
+#define KILN_PLAN_SEQ_MEM_CHECKS (1ll << 22)
+
 /* Sizes per value of the dim for plans[KILN_PLAN_SEQ_SIZES - 1] after
  * kiln_plan_seq_unify (same arguments): *out (from |a|, 3 i64 per buffer of
  * that plan, kiln_program_t.dim_bytes' layout); *out_kept the root buffers
- * whose size changes with the dim that keep the top of the range's. The kernels are left as
- * they were. OUT_OF_MEMORY, or a verifier error other than a bound. */
+ * whose size changes with the dim that keep the top of the range's;
+ * *out_unverified true when the checks would pass KILN_PLAN_SEQ_MEM_CHECKS
+ * (then every buffer keeps it). The kernels are left as they were.
+ * OUT_OF_MEMORY, or a verifier error other than a bound. */
 KILN_MUST_USE kiln_status_t kiln_plan_seq_bytes(kiln_plan_t* const* plans, int64_t lo, int64_t hi, kiln_allocator_t a,
-                                                int64_t** out, int32_t* out_kept);
+                                                int64_t** out, int32_t* out_kept, bool* out_unverified);
 
 #endif
