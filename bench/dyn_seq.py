@@ -16,7 +16,7 @@ one run costs (getrusage of the child: (CPU of --repeat R+2) - (CPU of --repeat 
 R runs), which other processes barely move. Prints per length the medians, the ratio
 (bucketed / static; the goal is <= 1.15), the bucketed module's arena at that length
 against that length's lower bound (`shape bucket 'seq' = S ...: arena X bytes, lower
-bound Y`) and, unless --no-check, the largest difference of its output from the
+bound Y`) and against the static module's bound, and, unless --no-check, the largest difference of its output from the
 reference interpreter's on the same input (kiln run MODEL.onnx --target ref).
 With --range LO..HI the one module is `--dim batch=1 --dim seq=LO..HI` instead (a range
 inside the shapes, lowering/plan_seq.h: one program whose kernels run to the run's
@@ -35,6 +35,15 @@ from dyn_batch import STATIC_RE, measure, run  # the same runs and CPU-time meas
 
 BUCKET_RE = re.compile(r"^shape bucket '[^']*' = (\d+) \(\d+ of \d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
 RANGE_RE = re.compile(r"^dynamic dim '[^']*' = (\d+) \(range \d+\.\.\d+\): arena (\d+) bytes, lower bound (\d+)", re.M)
+UNIT = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def size_bytes(text):
+    """Bytes of a size as `kiln run` prints it ("114.7 KB")."""
+    v, u = text.split()
+    return float(v) * UNIT[u]
+
+
 MATCH_RE = re.compile(r"match: (\d+) of (\d+) elements outside .*?max abs err ([^,;\s]+)", re.M)
 
 
@@ -104,16 +113,21 @@ def main():
           f"vs a static module per length, batch 1, {a.threads} thread(s), median of {a.rounds} rounds x median "
           f"of {a.repeat} runs; load {os.getloadavg()[0]:.1f}")
     print("| seq | one module ms (wall) | static ms (wall) | ratio | one module CPU ms | static CPU ms | ratio "
-          "| arena | lower bound | arena / bound | static arena (bound) | vs reference |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| arena | lower bound | arena / bound | static arena (bound) | arena / static bound | vs reference |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
+    worst_mem = [0.0, 0.0]
     for s in seqs:
         d, st, cells, ratio, (ar, lb), (sa, sl) = dyn_common.row(lat, cpu, mem, s, use_cpu)
         worst = max(worst, ratio)
         chk = "-" if s not in err else f"{err[s][0]} outside, max abs err {err[s][1]:.2g}"
-        print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.2f} MB | "
-              f"{lb / 1e6:.2f} MB | {ar / lb:.3f} | {sa} ({sl}) | {chk} |")
+        vs_static = ar / size_bytes(sl)
+        worst_mem = [max(worst_mem[0], ar / lb), max(worst_mem[1], vs_static)]
+        print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.3f} MB | "
+              f"{lb / 1e6:.3f} MB | {ar / lb:.3f} | {sa} ({sl}) | {vs_static:.3f} | {chk} |")
     print(f"worst one module / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")
+    print(f"worst arena / its lower bound: {worst_mem[0]:.3f}, / the static module's bound: {worst_mem[1]:.3f} "
+          f"(goal <= 1.05; the static bound as printed, 3-4 digits)")
     return 0
 
 
