@@ -21,7 +21,7 @@
  *
  * The result is the plan at hi, made dynamic in place: n_dims 1 and
  * |dim_axis| set (the axis of every model input and output that has the
- * dim; the runtime plans the buffers at the top of the range). */
+ * dim; lowering/plan_seq_mem.h gives the buffers their sizes per value). */
 #ifndef KILN_LOWERING_PLAN_SEQ_H_
 #define KILN_LOWERING_PLAN_SEQ_H_
 

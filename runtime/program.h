@@ -281,8 +281,9 @@ struct kiln_program_s {
   /* A dynamic dim inside the shapes (module section 'DYNA'; lowering/
    * plan_seq.h): n_inputs + n_outputs entries, the axis of each model input
    * and then output that is the dim (-1: none), whose shape holds the top
-   * of the range there. Every buffer keeps the top of the range's size and
-   * the kernels index them dense at the run's value (the DIMS buffer).
+   * of the range there. Every buffer keeps the top of the range's size
+   * (unless |dim_bytes| gives it one per value) and the kernels index them
+   * dense at the run's value (the DIMS buffer).
    * NULL: the dynamic dim, if any, is the per-sample one. */
   int32_t* dim_axis;
   /* With |dim_axis|: each buffer's bytes at the dim's value n as
