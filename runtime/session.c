@@ -9,8 +9,10 @@
  * A module with a dynamic dim (runtime/program.h) is planned again for each
  * new value a run brings (sizes are linear in it: kiln_program_at), and a
  * slot re-records its views and command buffer when its value changes; its
- * arena grows to the largest value it has run and is never shrunk, so
- * going back to a smaller value allocates nothing. */
+ * arena grows to the largest value it has run (or the one the options
+ * reserve) and is never shrunk, so going back to a smaller value allocates
+ * nothing. A dim inside the shapes has sizes per value too (program.h,
+ * |dim_bytes|): each value is planned at its own sizes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -406,9 +408,14 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
     s->slots = calloc((size_t)s->opts.slots, sizeof(kiln_session_slot_t));
     if (!s->slots) st = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
   }
+  const int64_t r = s->opts.dim_reserve;
+  if (!st && r && p->n_dims && (r < n0 || r > p->dims[0].hi))
+    st = kiln_make_status(KILN_INVALID_ARGUMENT, "dim_reserve %lld is outside the range %lld..%lld of dim '%s'",
+                          (long long)r, (long long)n0, (long long)p->dims[0].hi, p->dims[0].name);
   for (int32_t i = 0; i < s->opts.slots && !st; ++i) {
     s->n_slots = i + 1;
-    st = slot_at(s, &s->slots[i], i, n0);
+    if (r && p->n_dims) st = slot_at(s, &s->slots[i], i, r);
+    if (!st) st = slot_at(s, &s->slots[i], i, n0);
   }
   if (st) {
     kiln_session_destroy(s);

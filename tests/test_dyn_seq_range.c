@@ -10,7 +10,8 @@
  * damaged DYNA section fails the load naming the input or output. Memory:
  * the arena a run at a length plans is within 1.05x of the lower bound of
  * the module compiled statically for that length, a slot's arena grows to
- * the longest run and stays, a damaged DYNM section (the sizes per length)
+ * the longest run and stays (or to a length declared at creation), a
+ * damaged DYNM section (the sizes per length)
  * fails the load naming it, and a module without it runs at the top of the
  * range's sizes. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
@@ -242,12 +243,20 @@ static void test_bad_section(void) {
 }
 
 /* A session of module image |bytes| on the CPU (NULL on failure, checked). */
-static kiln_session_t* session_of(const uint8_t* bytes, size_t len, kiln_device_t* d, kiln_module_t** m) {
+static kiln_session_t* session_at(const uint8_t* bytes, size_t len, kiln_device_t* d, int64_t reserve,
+                                  kiln_module_t** m) {
   kiln_session_t* s = NULL;
+  kiln_session_options_t o;
+  kiln_session_options_default(&o);
+  o.dim_reserve = reserve;
   *m = NULL;
   if (!CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), m))) return NULL;
-  if (!CHECK_OK(kiln_session_create(*m, d, NULL, &s))) return NULL;
+  if (!CHECK_OK(kiln_session_create(*m, d, &o, &s))) return NULL;
   return s;
+}
+
+static kiln_session_t* session_of(const uint8_t* bytes, size_t len, kiln_device_t* d, kiln_module_t** m) {
+  return session_at(bytes, len, d, 0, m);
 }
 
 /* The largest arena of the session's slots (what it holds). */
@@ -320,6 +329,26 @@ static void test_memory(void) {
     CHECK(held(s) == at[6] && got.arena_bytes == at[1]);
   }
   kiln_session_destroy(s);
+  kiln_module_release(m);
+  /* the arena reserved at creation for a declared length: no run up to it
+   * allocates */
+  s = session_at(bytes, len, d, 21, &m);
+  if (s) {
+    CHECK(held(s) == at[5]);
+    check_run(s, 4);
+    check_run(s, 21);
+    CHECK(held(s) == at[5]);
+  }
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.dim_reserve = 25;
+  s = NULL;
+  if (CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m)))
+    CHECK_ERR_ALL(kiln_session_create(m, d, &so, &s), KILN_INVALID_ARGUMENT,
+                  "dim_reserve 25 is outside the range 4..24 of dim 'seq'");
+  CHECK(s == NULL);
   kiln_module_release(m);
   kiln_device_release(d);
   free(bytes);

@@ -161,6 +161,10 @@ typedef struct kiln_session_options_s {
   const char* cache_dir;  /* compiled-code cache (NULL: default) */
   const char* dump_dir;   /* write generated code here */
   int32_t threads;        /* CPU threads (0 = all cores) */
+  /* A module with a dynamic dim: each slot's arena is allocated at creation
+   * for this value of it (0: the bottom of the range), so that no run up to
+   * it allocates; INVALID_ARGUMENT outside the range. */
+  int64_t dim_reserve;
 } kiln_session_options_t;
 
 KILN_API void kiln_session_options_default(kiln_session_options_t* o);
