@@ -48,12 +48,15 @@ static void keep_top(mem_t* M, int32_t i) {
     }
 }
 
-/* Within 0..top at every value, and a view within its root. */
+/* Within 0..top at every value, a view within its root, and coefficients
+ * the runtime evaluates in 64 bits (runtime/program_dims.c). */
 static bool in_range(const mem_t* M, int32_t i) {
   const int64_t* c = M->c + 3 * (size_t)i;
   const int64_t* r = M->c + 3 * (size_t)kiln_plan_root(M->B, i);
   const __int128 top = (__int128)tir_buffer_span_bytes(M->B->buffers[i].buf);
-  if (eval(c, M->hi) != top) return false;
+  if (eval(c, M->hi) != top || c[0] < -(1ll << 48) || c[0] > (1ll << 48) || c[1] < -(1ll << 40) ||
+      c[1] > (1ll << 40) || c[2] < -(1ll << 20) || c[2] > (1ll << 20))
+    return false;
   for (int64_t n = M->lo; n <= M->hi; ++n) {
     const __int128 v = eval(c, n);
     if (v < 0 || v > top || v > eval(r, n)) return false;
