@@ -689,23 +689,52 @@ static const tir_expr_t* dq_value(nn_kb_t* kb, const tir_buffer_t* q, const tir_
   return tir_cast(t, KILN_DTYPE_F32, p);
 }
 
+/* The QLinearAdd store of output element |e|: a + b dequantized, divided
+ * by y's scale, rounded, y's zero point added, saturated. */
+static const tir_stmt_t* qadd_store(nn_kb_t* kb, const tir_buffer_t* const* f, const tir_buffer_t* y,
+                                    const tir_expr_t* e) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t* a = dq_value(kb, f[0], bcast_index(kb, ctx->in[0], ctx->out[0], e), f[1], f[2]);
+  const tir_expr_t* b = dq_value(kb, f[3], bcast_index(kb, ctx->in[3], ctx->out[0], e), f[4], f[5]);
+  const tir_expr_t* v = round_even(kb, tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_ldf(kb, f[6], NN_IDX(z))));
+  v = tir_add(t, v, ldf_or(kb, f[7], z, 0.0));
+  return tir_store(t, y, NN_IDX(e), saturate(kb, y->dtype, v));
+}
+
+/* Elements per iteration of the CPU's parallel loop: a VECTORIZED loop
+ * (the C printer's f32 vectors, the products rounded on their own) */
+#define QADD_CHUNK 256
+
 kiln_status_t kiln_lower_nn_qlinear_add(kiln_lower_ctx_t* ctx) {
   static const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   if (tir_buffer_numel(ctx->out[0]) == 0) return NULL;
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
-  tir_ctx_t* t = kb.t;
   const tir_buffer_t *f[8], *y;
   KILN_RETURN_IF_ERROR(flats(ctx, idx, 8, f));
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
-  tir_var_t* ve = nn_var(&kb, "e");
-  const tir_expr_t *e = nn_v(&kb, ve), *z = nn_i(&kb, 0);
-  const tir_expr_t* a = dq_value(&kb, f[0], bcast_index(&kb, ctx->in[0], ctx->out[0], e), f[1], f[2]);
-  const tir_expr_t* b = dq_value(&kb, f[3], bcast_index(&kb, ctx->in[3], ctx->out[0], e), f[4], f[5]);
-  const tir_expr_t* v =
-      round_even(&kb, tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_ldf(&kb, f[6], NN_IDX(z))));
-  v = tir_add(t, v, ldf_or(&kb, f[7], z, 0.0));
-  return emit_each(&kb, ve, tir_buffer_numel(y), tir_store(t, y, NN_IDX(e), saturate(&kb, y->dtype, v)));
+  const int64_t n = tir_buffer_numel(y);
+  const kiln_shape_t ys = kiln_shape_make(ctx->out[0]->rank, ctx->out[0]->shape);
+  const kiln_shape_t as = kiln_shape_make(ctx->in[0]->rank, ctx->in[0]->shape);
+  const kiln_shape_t bs = kiln_shape_make(ctx->in[3]->rank, ctx->in[3]->shape);
+  if (ctx->target != KILN_TARGET_CLASS_CPU || n < QADD_CHUNK || !kiln_shape_equal(&as, &ys) ||
+      !kiln_shape_equal(&bs, &ys)) {
+    tir_var_t* ve = nn_var(&kb, "e");
+    return emit_each(&kb, ve, n, qadd_store(&kb, f, y, nn_v(&kb, ve)));
+  }
+  /* chunks of QADD_CHUNK lanes, then the rest one by one */
+  const int64_t nch = n / QADD_CHUNK, rest = n % QADD_CHUNK;
+  tir_var_t *vc = nn_var(&kb, "c"), *vl = nn_var(&kb, "l");
+  const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vc), QADD_CHUNK), nn_v(&kb, vl));
+  const tir_stmt_t* lanes = nn_for(&kb, vl, QADD_CHUNK, qadd_store(&kb, f, y, e));
+  nn_vectorize(&kb, vl);
+  if (nch > 1) nn_parallel(&kb, vc);
+  KILN_RETURN_IF_ERROR(nn_emit(&kb, nn_for(&kb, vc, nch, lanes)));
+  if (!rest) return NULL;
+  tir_var_t* vr = nn_var(&kb, "r");
+  return nn_emit(&kb, nn_for(&kb, vr, rest, qadd_store(&kb, f, y, nn_addc(&kb, nn_v(&kb, vr), nch * QADD_CHUNK))));
 }
 
 /* One work-item per (n, c) plane: the exact i32 sum of x - x_zp, then
