@@ -286,6 +286,9 @@ typedef struct kiln_cf_dialect_s {
    * (tensor IR's f32(f64(a) * f64(b)) of f32 a, b: exactly that product,
    * printer_vec.c's f32_product; NULL: such loops print scalar) */
   const char* vmulr;
+  /* the same for one f32 value outside vector loops (NULL: printed as
+   * written, f32(f64 product)) */
+  const char* mulr;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;
