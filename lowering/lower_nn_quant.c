@@ -689,23 +689,113 @@ static const tir_expr_t* dq_value(nn_kb_t* kb, const tir_buffer_t* q, const tir_
   return tir_cast(t, KILN_DTYPE_F32, p);
 }
 
+/* QLinearAdd's parameters as immediates where all six are constants (the
+ * folded models'): the kernel then loads only the two operands. With |mul|
+ * y's scale divides as a product by inv = f32(1 / s_y), where that gives
+ * the reference's byte for every pair of input bytes (checked here over all
+ * 65536: the divisions are the loop's most expensive operation, and a
+ * product differs from the quotient by at most an ulp, which changes the
+ * rounded result only near a .5 tie). */
+typedef struct qadd_imm_s {
+  bool on, mul;
+  float as, az, bs, bz, ys, yz, inv;
+} qadd_imm_t;
+
+static float qadd_param(const kiln_lower_ctx_t* ctx, int32_t i) {
+  const kiln_array_t* v = &ctx->in_tensor[i]->value;
+  return (float)kiln_load_f64(v->dtype, v->data, 0);
+}
+
+/* The reference's result (ir/ops/nn_quant.c) for dequantized operands'
+ * sum |s| and quotient q = s / s_y or s * inv. */
+static int64_t qadd_byte(float q, float yz, int64_t lo, int64_t hi) {
+  const float v = nearbyintf(q) + yz;
+  return !(v > (float)lo) ? lo : v >= (float)hi ? hi : (int64_t)v;
+}
+
+static void qadd_setup(const kiln_lower_ctx_t* ctx, qadd_imm_t* m) {
+  memset(m, 0, sizeof *m);
+  for (int32_t i = 1; i < 8; ++i)
+    if (i != 3 && (i >= ctx->n_in || !ctx->in[i] || !nn_is_const(ctx, i) || tir_buffer_numel(ctx->in[i]) != 1))
+      return;
+  m->on = true;
+  m->as = qadd_param(ctx, 1), m->az = qadd_param(ctx, 2), m->bs = qadd_param(ctx, 4);
+  m->bz = qadd_param(ctx, 5), m->ys = qadd_param(ctx, 6), m->yz = qadd_param(ctx, 7);
+  m->inv = 1.0f / m->ys;
+  if (!isfinite(m->inv) || !isfinite(m->ys) || m->ys == 0.0f) return;
+  int64_t lo, hi;
+  kiln_nn_quant_range(ctx->in[0]->dtype, &lo, &hi);
+  m->mul = true;
+  for (int64_t qa = lo; qa <= hi && m->mul; ++qa)
+    for (int64_t qb = lo; qb <= hi && m->mul; ++qb) {
+      /* each product rounded once to f32 (exact in double), as the kernel */
+      const float a = (float)((double)((float)qa - m->az) * (double)m->as);
+      const float b = (float)((double)((float)qb - m->bz) * (double)m->bs);
+      const float sum = a + b;
+      m->mul = qadd_byte(sum / m->ys, m->yz, lo, hi) == qadd_byte(sum * m->inv, m->yz, lo, hi);
+    }
+}
+
+/* The QLinearAdd store of output element |e|: a + b dequantized, divided
+ * by y's scale, rounded, y's zero point added, saturated. */
+static const tir_stmt_t* qadd_store(nn_kb_t* kb, const tir_buffer_t* const* f, const tir_buffer_t* y,
+                                    const qadd_imm_t* m, const tir_expr_t* e) {
+  kiln_lower_ctx_t* ctx = kb->ctx;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t *a, *b, *v;
+  if (m->on) {
+    /* dq_value with immediates: the products exact in f64, rounded once */
+    const tir_expr_t* da = tir_sub(t, nn_ldf(kb, f[0], NN_IDX(e)), nn_f(kb, m->az));
+    const tir_expr_t* db = tir_sub(t, nn_ldf(kb, f[3], NN_IDX(e)), nn_f(kb, m->bz));
+    a = tir_cast(t, KILN_DTYPE_F32, tir_mul(t, tir_cast(t, KILN_DTYPE_F64, da), tir_cast(t, KILN_DTYPE_F64, nn_f(kb, m->as))));
+    b = tir_cast(t, KILN_DTYPE_F32, tir_mul(t, tir_cast(t, KILN_DTYPE_F64, db), tir_cast(t, KILN_DTYPE_F64, nn_f(kb, m->bs))));
+    v = m->mul ? tir_mul(t, tir_add(t, a, b), nn_f(kb, m->inv)) : tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_f(kb, m->ys));
+    v = tir_add(t, round_even(kb, v), nn_f(kb, m->yz));
+  } else {
+    a = dq_value(kb, f[0], bcast_index(kb, ctx->in[0], ctx->out[0], e), f[1], f[2]);
+    b = dq_value(kb, f[3], bcast_index(kb, ctx->in[3], ctx->out[0], e), f[4], f[5]);
+    v = round_even(kb, tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_ldf(kb, f[6], NN_IDX(z))));
+    v = tir_add(t, v, ldf_or(kb, f[7], z, 0.0));
+  }
+  return tir_store(t, y, NN_IDX(e), saturate(kb, y->dtype, v));
+}
+
+/* Elements per iteration of the CPU's parallel loop: a VECTORIZED loop
+ * (the C printer's f32 vectors, the products rounded on their own) */
+#define QADD_CHUNK 256
+
 kiln_status_t kiln_lower_nn_qlinear_add(kiln_lower_ctx_t* ctx) {
   static const int32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   if (tir_buffer_numel(ctx->out[0]) == 0) return NULL;
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
-  tir_ctx_t* t = kb.t;
   const tir_buffer_t *f[8], *y;
   KILN_RETURN_IF_ERROR(flats(ctx, idx, 8, f));
   KILN_RETURN_IF_ERROR(flat(ctx, ctx->out[0], "yf", &y));
-  tir_var_t* ve = nn_var(&kb, "e");
-  const tir_expr_t *e = nn_v(&kb, ve), *z = nn_i(&kb, 0);
-  const tir_expr_t* a = dq_value(&kb, f[0], bcast_index(&kb, ctx->in[0], ctx->out[0], e), f[1], f[2]);
-  const tir_expr_t* b = dq_value(&kb, f[3], bcast_index(&kb, ctx->in[3], ctx->out[0], e), f[4], f[5]);
-  const tir_expr_t* v =
-      round_even(&kb, tir_bin(t, TIR_DIV, tir_add(t, a, b), nn_ldf(&kb, f[6], NN_IDX(z))));
-  v = tir_add(t, v, ldf_or(&kb, f[7], z, 0.0));
-  return emit_each(&kb, ve, tir_buffer_numel(y), tir_store(t, y, NN_IDX(e), saturate(&kb, y->dtype, v)));
+  const int64_t n = tir_buffer_numel(y);
+  const kiln_shape_t ys = kiln_shape_make(ctx->out[0]->rank, ctx->out[0]->shape);
+  const kiln_shape_t as = kiln_shape_make(ctx->in[0]->rank, ctx->in[0]->shape);
+  const kiln_shape_t bs = kiln_shape_make(ctx->in[3]->rank, ctx->in[3]->shape);
+  qadd_imm_t m;
+  memset(&m, 0, sizeof m);
+  if (ctx->target != KILN_TARGET_CLASS_CPU || n < QADD_CHUNK || !kiln_shape_equal(&as, &ys) ||
+      !kiln_shape_equal(&bs, &ys)) {
+    tir_var_t* ve = nn_var(&kb, "e");
+    return emit_each(&kb, ve, n, qadd_store(&kb, f, y, &m, nn_v(&kb, ve)));
+  }
+  qadd_setup(ctx, &m);
+  /* chunks of QADD_CHUNK lanes, then the rest one by one */
+  const int64_t nch = n / QADD_CHUNK, rest = n % QADD_CHUNK;
+  tir_var_t *vc = nn_var(&kb, "c"), *vl = nn_var(&kb, "l");
+  const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vc), QADD_CHUNK), nn_v(&kb, vl));
+  const tir_stmt_t* lanes = nn_for(&kb, vl, QADD_CHUNK, qadd_store(&kb, f, y, &m, e));
+  nn_vectorize(&kb, vl);
+  if (nch > 1) nn_parallel(&kb, vc);
+  KILN_RETURN_IF_ERROR(nn_emit(&kb, nn_for(&kb, vc, nch, lanes)));
+  if (!rest) return NULL;
+  tir_var_t* vr = nn_var(&kb, "r");
+  return nn_emit(&kb, nn_for(&kb, vr, rest, qadd_store(&kb, f, y, &m, nn_addc(&kb, nn_v(&kb, vr), nch * QADD_CHUNK))));
 }
 
 /* One work-item per (n, c) plane: the exact i32 sum of x - x_zp, then

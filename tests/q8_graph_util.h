@@ -57,7 +57,7 @@ static void node(q8g_t* t, const char* op, const char* name, int n_in, const cha
   if (t->ok) t->ok = CHECK_OK(kiln_graph_add_node(t->g, op, name, n_in, in, 1, (const char*[]){out}, n_attrs, attrs, NULL));
 }
 
-static kiln_attr_t ints(const char* name, int n, const int64_t* v) {
+static inline kiln_attr_t ints(const char* name, int n, const int64_t* v) {
   return (kiln_attr_t){.name = name, .type = KILN_ATTR_INTS, .count = n, .ints = v};
 }
 
@@ -65,7 +65,7 @@ static kiln_attr_t ints(const char* name, int n, const int64_t* v) {
  * output channels of k x k taps over C / group input channels each; its
  * weights, per-channel scales (zero points 0), output parameters and, when
  * bias_mag > 0, an i32 bias in [-bias_mag, bias_mag) are made here. */
-static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, const char* xz, int64_t C, int64_t M,
+static inline void qconv(q8g_t* t, const char* name, const char* x, const char* xs, const char* xz, int64_t C, int64_t M,
                   int64_t k, int64_t group, double bias_mag, int n_attrs, const kiln_attr_t* attrs) {
   char w[32], ws[32], wz[32], ys[32], yz[32], b[32], out[32];
   snprintf(w, sizeof w, "%s_w", name), snprintf(ws, sizeof ws, "%s_ws", name), snprintf(wz, sizeof wz, "%s_wz", name);
@@ -83,7 +83,7 @@ static void qconv(q8g_t* t, const char* name, const char* x, const char* xs, con
   node(t, "QLinearConv", name, bias_mag > 0 ? 9 : 8, NAMES(x, xs, xz, w, ws, wz, ys, yz, b), out, n_attrs + 1, at);
 }
 
-static int32_t node_index(const kiln_graph_t* g, const char* name) {
+static inline int32_t node_index(const kiln_graph_t* g, const char* name) {
   for (int32_t i = 0; i < g->n_nodes; ++i)
     if (!strcmp(g->nodes[i].name, name)) return i;
   return -1;

@@ -291,6 +291,63 @@ KILN_INLINE kiln_v16f kiln_vrint16(kiln_v16f x) {
 KILN_VRINT(16)
 #endif
 
+/* kiln_mulrf / kiln_vmulr: the f32 product a * b rounded to f32 on its
+   own, which is what tensor IR's f32(f64(a) * f64(b)) of f32 a, b is (24 x
+   24 significant bits fit an f64 exactly, so the one rounding is the f32
+   product's): the QLinearAdd's dequantized operands. The compiler narrows
+   that f64 form to a plain `a * b` and then contracts `a * b + c` into one
+   FMA (-ffp-contract=fast), skipping the rounding; an empty asm it cannot
+   see through holds the rounded product in a register (one vmulps) where
+   the value fits one, a volatile local elsewhere. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__)
+#define KILN_MULR_REG "v"
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define KILN_MULR_REG "w"
+#endif
+#define KILN_VMULR_MEM(W, T)                                                       \
+  KILN_INLINE T kiln_vmulr##W(T a, T b) {                                         \
+    volatile T r = a * b;                                                         \
+    return r;                                                                     \
+  }
+#define KILN_VMULR_ASM(W, T)                                                       \
+  KILN_INLINE T kiln_vmulr##W(T a, T b) {                                         \
+    T r = a * b;                                                                  \
+    __asm__("" : "+" KILN_MULR_REG(r));                                           \
+    return r;                                                                     \
+  }
+/* a vector of two register halves (AVX2's 16 lanes, SSE's 8) */
+#define KILN_VMULR_SPLIT(W, T, H)                                                  \
+  KILN_INLINE T kiln_vmulr##W(T a, T b) {                                         \
+    T r = a * b;                                                                  \
+    H h[2];                                                                       \
+    memcpy(h, &r, sizeof r);                                                      \
+    __asm__("" : "+" KILN_MULR_REG(h[0]), "+" KILN_MULR_REG(h[1]));               \
+    memcpy(&r, h, sizeof r);                                                      \
+    return r;                                                                     \
+  }
+#ifdef KILN_MULR_REG
+KILN_VMULR_ASM(1, float)
+KILN_VMULR_ASM(4, kiln_v4f)
+#else
+KILN_VMULR_MEM(1, float)
+KILN_VMULR_MEM(4, kiln_v4f)
+#endif
+#if defined(KILN_MULR_REG) && defined(__AVX__)
+KILN_VMULR_ASM(8, kiln_v8f)
+#elif defined(KILN_MULR_REG)
+KILN_VMULR_SPLIT(8, kiln_v8f, kiln_v4f)
+#else
+KILN_VMULR_MEM(8, kiln_v8f)
+#endif
+#if defined(KILN_MULR_REG) && defined(__AVX512F__)
+KILN_VMULR_ASM(16, kiln_v16f)
+#elif defined(KILN_MULR_REG) && defined(__AVX__)
+KILN_VMULR_SPLIT(16, kiln_v16f, kiln_v8f)
+#else
+KILN_VMULR_MEM(16, kiln_v16f)
+#endif
+#define kiln_mulrf kiln_vmulr1
+
 /* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
    per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
    their zero points, two channels per lane). Exact: |products| <= 255*255,

@@ -68,7 +68,8 @@
  *               in it, and whose varying values are f32 arithmetic,
  *               comparisons, selects, min/max, abs, neg, fma and round
  *               half to even (f16 and u8/i8 loads widened to f32, stores
- *               narrowed), and the
+ *               narrowed; f32(f64(a) * f64(b)) of f32 a, b as the f32
+ *               product kept unfused, the dialect's vmulr), and the
  *               extent is a multiple of 4: GCC vector-extension code (16, 8
  *               or 4 lanes) with unaligned vector loads/stores. Otherwise a
  *               scalar loop under `#pragma omp simd`.
@@ -281,6 +282,13 @@ typedef struct kiln_cf_dialect_s {
    * quantized ops' saturation (printer_vec.c's qsat_value; NULL: the
    * NaN-propagating vmin/vmax and the select as written) */
   const char* vqsat;
+  /* $1 * $2 rounded to f32 on its own, never fused into a following add
+   * (tensor IR's f32(f64(a) * f64(b)) of f32 a, b: exactly that product,
+   * printer_vec.c's f32_product; NULL: such loops print scalar) */
+  const char* vmulr;
+  /* the same for one f32 value outside vector loops (NULL: printed as
+   * written, f32(f64 product)) */
+  const char* mulr;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

@@ -508,6 +508,11 @@ static void ex_cast(pr_t* p, const tir_expr_t* e, int need) {
     close_p(p, o);
     return;
   }
+  const tir_expr_t *ma, *mb;
+  if (d->mulr && kiln_cf_f32_product(e, &ma, &mb)) { /* the f32 product, kept unfused */
+    tpl2(p, d->mulr, aex(ma), aex(mb));
+    return;
+  }
   if (is_float(s) && is_float(t)) {
     /* to or from double: an explicit conversion, so f32 arithmetic never
      * widens silently and f64 arithmetic never narrows */

@@ -170,6 +170,11 @@ int32_t kiln_cf_vec_width(pr_t* p, const tir_stmt_t* s);
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need);
 /* The dialect's narrowing vector store into a u8 / i8 buffer of |t|, or NULL. */
 const char* kiln_cf_vstore_byte(const pr_t* p, kiln_dtype_t t);
+/* Whether |e| is f32(f64(a) * f64(b)) of f32 a and b (either may be an f64
+ * constant that f32 holds exactly): the f32 product rounded once, which
+ * the dialect's mulr / vmulr print unfused. Sets *a and *b (f32
+ * expressions, or those constants). */
+bool kiln_cf_f32_product(const tir_expr_t* e, const tir_expr_t** a, const tir_expr_t** b);
 
 /* ---- statements (printer_stmt.c) -------------------------------------- */
 

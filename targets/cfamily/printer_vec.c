@@ -3,7 +3,7 @@
  * print as explicit W-lane vector code (stores contiguous in the lane
  * variable, loads contiguous or invariant, f32 arithmetic, comparisons,
  * selects, min/max, abs, neg, fma, f16 and u8/i8 widening loads / narrowing
- * stores),
+ * stores, rounded f32 products),
  * and the vector expressions inside such a loop. */
 #include <math.h>
 #include <stdio.h>
@@ -147,6 +147,28 @@ static bool byte_load(const pr_t* p, const tir_expr_t* e) {
   return e->kind == TIR_LOAD && byte_vload(p, e->dtype) != NULL;
 }
 
+/* An f32 operand of kiln_cf_f32_product: f64(x) of an f32 x (x), or an
+ * f64 constant f32 holds exactly (lowering's f64(f32 constant), folded). */
+static const tir_expr_t* f32_operand(const tir_expr_t* x) {
+  if (x->kind == TIR_CAST && x->dtype == KILN_DTYPE_F64 && x->u.cast.value->dtype == KILN_DTYPE_F32)
+    return x->u.cast.value;
+  if (x->kind == TIR_FLOAT && x->dtype == KILN_DTYPE_F64 && (double)(float)x->u.f == x->u.f) return x;
+  return NULL;
+}
+
+/* The f64 product is exact (24 x 24 significant bits), so its one rounding
+ * to f32 is the f32 product's; lowering writes it so where a product must
+ * keep its rounding (QLinearAdd's dequantized operands). A C compiler
+ * narrows f32(f64(a) * f64(b)) to a * b (the same value) and may then fuse
+ * it into a following add, so the printers do not leave it as written. */
+bool kiln_cf_f32_product(const tir_expr_t* e, const tir_expr_t** a, const tir_expr_t** b) {
+  if (e->kind != TIR_CAST || e->dtype != KILN_DTYPE_F32) return false;
+  const tir_expr_t* m = e->u.cast.value;
+  if (m->kind != TIR_BINARY || m->u.bin.op != TIR_MUL || m->dtype != KILN_DTYPE_F64) return false;
+  *a = f32_operand(m->u.bin.a), *b = f32_operand(m->u.bin.b);
+  return *a && *b && !((*a)->kind == TIR_FLOAT && (*b)->kind == TIR_FLOAT);
+}
+
 static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
   if (!varies(p, e)) return true;
   switch (e->kind) {
@@ -169,6 +191,8 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
              vok_expr(p, e->u.sel.t) && vok_expr(p, e->u.sel.f);
     case TIR_CAST: {
       const tir_expr_t* v = e->u.cast.value;
+      const tir_expr_t *fa, *fb;
+      if (kiln_cf_f32_product(e, &fa, &fb)) return p->d->vmulr && vok_expr(p, fa) && vok_expr(p, fb);
       /* f32(f16 load), contiguous along the lane: a widening vector load */
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
           p->d->vload_half)
@@ -385,8 +409,13 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
         kiln_cf_select(p, e, need, true);
       }
       return;
-    case TIR_CAST: { /* f32(f16 load), or a bool mask -> 1.0 / 0.0 */
+    case TIR_CAST: { /* f32(f16 load), the rounded product, or a bool mask -> 1.0 / 0.0 */
       const tir_expr_t* v = e->u.cast.value;
+      const tir_expr_t *fa, *fb;
+      if (kiln_cf_f32_product(e, &fa, &fb)) {
+        vtpl(p, d->vmulr, avex(fa), avex(fb), (targ_t){0});
+        return;
+      }
       if (v->kind == TIR_LOAD && (v->dtype == KILN_DTYPE_F16 || byte_load(p, v))) {
         kiln_cf_check_buf(p, v->u.load.buf);
         tctx_t c = {.buf = v->u.load.buf, .idx = v->u.load.idx, .n = p->w};
