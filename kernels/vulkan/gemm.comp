@@ -14,6 +14,8 @@
 //              element (k, n) at (((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS)
 //              * PT + n % PT), as the CPU-oriented lowering leaves it
 //   BIND_A BIND_B BIND_C  binding of each operand (the kernel's parameter order)
+//   HAS_BIAS BIND_BIAS BIAS_SM BIAS_SN BETA  Gemm's C added as BETA * bias
+//              [r * BIAS_SM + n * BIAS_SN] (strides 0 where it broadcasts)
 //   TM TN      outputs per work-group (rows x columns)
 //   TK         K slice staged in shared memory per step
 //   RM RN      outputs per thread (register tile); the work-group is
@@ -130,6 +132,16 @@ layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint6
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB2 { uint64_t b2[]; };
 #endif
 layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { float c[]; };
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#if HAS_BIAS
+// Gemm's C: c = A * B + BETA * bias[r * BIAS_SM + n * BIAS_SN]
+layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { float bias_[]; };
+#define BIAS(r, n) (BETA * bias_[(r) * BIAS_SM + (n) * BIAS_SN])
+#else
+#define BIAS(r, n) 0.0
+#endif
 
 #if EVEN
 #define INSIDE(r, cc, k) true
@@ -339,7 +351,7 @@ void main() {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACC(i, j);
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACC(i, j) + BIAS(gr, gc);
     }
   }
 }
@@ -384,7 +396,7 @@ void main() {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j];
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j] + BIAS(gr, gc);
     }
   }
 }
