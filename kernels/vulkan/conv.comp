@@ -36,6 +36,11 @@
 //   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 32 == 0, RN % 4 == 0):
 //                       W and X as uniform texel buffers of vec4 texels
 //                       (kiln's tile mode 4; W64 0)
+//   XALIGNED 1 (TEXEL 1): CPLANE and every TOFF multiples of 4, so the RN
+//                       positions of every K step are RN/4 whole texels
+//   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y): Y as a storage texel
+//                       buffer (rgba32f imageBuffer), each invocation's RN
+//                       positions of a channel stored as RN/4 whole texels
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
@@ -54,10 +59,10 @@ layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #if TEXEL
 // (SHARED 2, f32) W and X as uniform texel buffers of vec4 texels, as in
 // gemm.comp: a vec4 texelFetch is one 16-byte load per lane on lavapipe
-// where a buffer load is a loop over the lanes. Invocation l reads
-// channels m0 + 4l .. + 3 of W in one texel (CPT a multiple of 4) and its
-// RN grid positions from RN/4 + 1 texels, shifted by the tap's offset
-// within a texel (the same for all lanes).
+// where a buffer load is a loop over the lanes. Every invocation reads the
+// TM channels of W at k itself, 4 a texel (CPT a multiple of 4; no
+// broadcast), and its RN grid positions from RN/4 + 1 texels, shifted by
+// the tap's offset within a texel (the same for all lanes).
 layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
 layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
 #define w(i) texelFetch(tw, (i) >> 2)[(i) & 3]
@@ -71,7 +76,16 @@ layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp_
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
+#ifndef TEXEL_Y
+#define TEXEL_Y 0
+#endif
+#if TEXEL_Y
+// lavapipe stores a vec4 texel with one 16-byte store per lane; a storage
+// buffer store is a loop over the lanes for every float
+layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
+#endif
 
 float load_a(int m, int k) {
   if (m >= CM || k >= CK) return 0.0;
@@ -107,12 +121,9 @@ shared float Bs[TK][TN + 1];
 #define W_IDX(m, k) ((((k) / CKBS) * CTILES + (m) / CPT) * CKBS + (k) % CKBS) * CPT + (m) % CPT
 float w_at(int m, int k) { return float(w(W_IDX(m, k))); }
 // this invocation's RPL channels m, (m + 1) of W at k (m < CM, even with W64)
+// (TEXEL reads the weights in main, no broadcast)
 void w_load(int m, int k, out float wv[RPL]) {
-#if TEXEL
-  // channels past CM (m's tile past CTILES) read other weights, never stored
-  const vec4 v = texelFetch(tw, W_IDX(m, k) >> 2);
-  [[unroll]] for (int e = 0; e < 4; ++e) wv[e] = v[e];
-#elif W64
+#if W64
   const uint64_t v = w2[((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT) >> 1];
   wv[0] = uintBitsToFloat(uint(v));
   wv[1] = uintBitsToFloat(uint(v >> 32));
@@ -130,36 +141,58 @@ void main() {
   const int m0 = int(gl_WorkGroupID.y) * TM;
   const int bz = int(gl_WorkGroupID.z);
   const int xb = bz * CC * CPLANE;
+#if TEXEL
+  vec4 acc4[TM][RN / 4];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = vec4(0.0);
+#define ACC(i, j) acc4[i][(j) >> 2][(j) & 3]
+#else
   float acc[TM][RN];
   [[unroll]] for (int i = 0; i < TM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
-  int myrow[TM / GR], qc[RN];
-#if TEXEL
-  [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = m0 + r * GR + lane * RPL;
-#else
-  [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
+#define ACC(i, j) acc[i][j]
 #endif
+  int myrow[TM / GR], qc[RN];
+  [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
   [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
   for (int k0 = 0; k0 < CK; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
       const int k = min(k0 + kk, CK - 1);
       const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
       const int xk = xb + (k / CT) * CPLANE + TOFF[k % CT];
-      float bv[RN];
 #if TEXEL
       // positions q0 .. q0 + RN - 1 start at texel component s; those past
       // CQ read other values (or zeros past the buffer), never stored
       const int xa = xk + q0, s = xa & 3;
-      float xs[RN + 4];
-      [[unroll]] for (int f = 0; f <= RN / 4; ++f) {
-        const vec4 v = texelFetch(tx, (xa >> 2) + f);
-        [[unroll]] for (int e = 0; e < 4; ++e) xs[4 * f + e] = v[e];
-      }
-      [[unroll]] for (int j = 0; j < RN; ++j)
-        bv[j] = kin * (s == 0 ? xs[j] : s == 1 ? xs[j + 1] : s == 2 ? xs[j + 2] : xs[j + 3]);
+      vec4 bv4[RN / 4];
+#if XALIGNED
+      // (planes and tap offsets multiples of 4: every shift s is 0)
+      [[unroll]] for (int f = 0; f < RN / 4; ++f) bv4[f] = kin * texelFetch(tx, (xa >> 2) + f);
 #else
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp(xk + qc[j]));
+      vec4 xt[RN / 4 + 1];
+      [[unroll]] for (int f = 0; f <= RN / 4; ++f) xt[f] = texelFetch(tx, (xa >> 2) + f);
+      [[unroll]] for (int f = 0; f < RN / 4; ++f) {
+        const vec4 a = xt[f], b = xt[f + 1];
+        bv4[f] = kin * (s == 0 ? a : s == 1 ? vec4(a.yzw, b.x) : s == 2 ? vec4(a.zw, b.xy) : vec4(a.w, b.xyz));
+      }
 #endif
+      // Every invocation reads all TM channels of W at k itself (the same
+      // texels in all lanes; channels past CM, in the panel's zero padding
+      // or a tile past CTILES, read other weights or zeros, never stored):
+      // on lavapipe a texelFetch costs about what one subgroupBroadcast
+      // does (a loop over the lanes per value), so this is TM / 4 fetches
+      // where the broadcasts were 1 + TM (3x3 convs of 64..512 channels:
+      // 18-21 -> 41-46 GFLOP/s). The sums are vec4s of positions, used as
+      // read: arrays of floats made shaderc's optimizer 2-3x slower.
+      // (where CM <= TM, one channel tile: only its channels, in 4s)
+      [[unroll]] for (int i = 0; i < (CM < TM ? (CM + 3) / 4 * 4 : TM); i += 4) {
+        const vec4 v = texelFetch(tw, W_IDX(m0 + i, k) >> 2);
+        [[unroll]] for (int e = 0; e < 4; ++e)
+          [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i + e][f] = fma(vec4(v[e]), bv4[f], acc4[i + e][f]);
+      }
+#else
+      float bv[RN];
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp(xk + qc[j]));
       [[unroll]] for (int r = 0; r < TM / GR; ++r) {
         float wv[RPL], av[GR];
         w_load(myrow[r], k, wv);
@@ -181,6 +214,7 @@ void main() {
         [[unroll]] for (int i = 0; i < GR; ++i)
           [[unroll]] for (int j = 0; j < RN; ++j) acc[r * GR + i][j] = fma(av[i], bv[j], acc[r * GR + i][j]);
       }
+#endif
     }
   }
 #define ROW_OF(i) (m0 + (i))
@@ -222,11 +256,35 @@ void main() {
     barrier();
 #endif
   }
+#define ACC(i, j) acc[i][j]
 #define ROW_OF(i) (m0 + ty + (i) * LY)
 #define COL_OF(j) (q0 + tx + (j) * LX)
 #endif
 
   const int yb = bz * CM * CP;
+#if TEXEL_Y
+  // no crop: grid position q is output position q; RN positions from a
+  // multiple of 4 (q0, RN and CP multiples of 4) are RN/4 whole texels,
+  // each inside Y when its first position is
+  [[unroll]] for (int i = 0; i < RM; ++i) {
+    const int gm = ROW_OF(i);
+    if (gm >= CM) continue;
+    [[unroll]] for (int j = 0; j < RN; j += 4) {
+      const int q = COL_OF(j);
+      if (q >= CQ) continue;
+      vec4 o;
+      [[unroll]] for (int e = 0; e < 4; ++e) {
+        float v = ACC(i, j + e);
+#if CHAS_BIAS
+        v += float(bias[gm]);
+#endif
+        KC_EPI(v, bz, gm, q + e);
+        o[e] = v;
+      }
+      imageStore(ty, (yb + gm * CP + q) >> 2, o);
+    }
+  }
+#else
   [[unroll]] for (int i = 0; i < RM; ++i) {
     const int gm = ROW_OF(i);
     if (gm >= CM) continue;
@@ -243,7 +301,7 @@ void main() {
 #else
       const int p = q;
 #endif
-      float v = acc[i][j];
+      float v = ACC(i, j);
 #if CHAS_BIAS
       v += float(bias[gm]);
 #endif
@@ -251,4 +309,5 @@ void main() {
       y[yb + gm * CP + p] = TY(v);
     }
   }
+#endif
 }

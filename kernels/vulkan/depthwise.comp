@@ -22,6 +22,9 @@
 //   WG            invocations per work-group
 //   RW            outputs per invocation (along a row)
 //   TEXEL         1: X (f32) is a uniform texel buffer of vec4 texels
+//   TEXEL_W       1: W (f32) is one too (a channel's taps from whole texels)
+//   TEXEL_Y       1: Y (f32, OW and RW multiples of 4) is a storage texel
+//                 buffer: RW outputs stored as RW/4 vec4 texels
 // Dispatch: (ceil(OH*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
@@ -37,11 +40,31 @@ layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
 #else
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x[]; };
 #endif
+#ifndef TEXEL_W
+#define TEXEL_W 0
+#endif
+#ifndef TEXEL_Y
+#define TEXEL_Y 0
+#endif
+#if TEXEL_W
+// a channel's KH*KW taps from (KH*KW + 6) / 4 texels shifted by their start
+// within a texel: the same for all lanes, a few texel reads where the
+// buffer loads were a loop over the lanes per tap
+layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
+#define NW ((KH * KW + 6) / 4)
+#else
 layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]; };
+#endif
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
+#if TEXEL_Y
+// RW outputs of a row as RW/4 vec4 texels (one 16-byte store per lane on
+// lavapipe where a buffer store is a loop over the lanes per float)
+layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
+#endif
 
 #define OWB ((OW + RW - 1) / RW)
 // the input a row segment of RW outputs reads: (RW-1)*SW + (KW-1)*DW + 1
@@ -55,7 +78,20 @@ void main() {
   const int oh = p / OWB, ow0 = (p % OWB) * RW;
   const int xb = (b * CC + m / MG) * IH * IW;
   float wt[KH * KW];
+#if TEXEL_W
+  {
+    const int a = m * KH * KW, sh = a & 3;
+    float win[4 * NW];
+    [[unroll]] for (int f = 0; f < NW; ++f) {
+      const vec4 v = texelFetch(tw, (a >> 2) + f);
+      [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = v[e];
+    }
+    [[unroll]] for (int t = 0; t < KH * KW; ++t)
+      wt[t] = sh == 0 ? win[t] : sh == 1 ? win[t + 1] : sh == 2 ? win[t + 2] : win[t + 3];
+  }
+#else
   [[unroll]] for (int t = 0; t < KH * KW; ++t) wt[t] = float(w[m * KH * KW + t]);
+#endif
   float v[RW];
 #if CHAS_BIAS
   const float b0 = float(bias[m]);
@@ -93,6 +129,21 @@ void main() {
     [[unroll]] for (int r = 0; r < RW; ++r)
       [[unroll]] for (int kw = 0; kw < KW; ++kw) v[r] = fma(xs[r * SW + kw * DW], wt[kh * KW + kw], v[r]);
   }
+#if TEXEL_Y
+  // OW a multiple of 4: a texel of outputs lies in Y's row when its first does
+  [[unroll]] for (int r = 0; r < RW; r += 4) {
+    const int ow = ow0 + r;
+    if (ow >= OW) break;
+    const int q = oh * OW + ow;
+    vec4 o;
+    [[unroll]] for (int e = 0; e < 4; ++e) {
+      float vr = v[r + e];
+      KC_EPI(vr, b, m, q + e);
+      o[e] = vr;
+    }
+    imageStore(ty, (nm * OH * OW + q) >> 2, o);
+  }
+#else
   [[unroll]] for (int r = 0; r < RW; ++r) {
     const int ow = ow0 + r;
     if (ow >= OW) break;
@@ -101,4 +152,5 @@ void main() {
     KC_EPI(vr, b, m, q);
     y[nm * OH * OW + q] = TY(vr);
   }
+#endif
 }

@@ -14,6 +14,8 @@
 //              element (k, n) at (((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS)
 //              * PT + n % PT), as the CPU-oriented lowering leaves it
 //   BIND_A BIND_B BIND_C  binding of each operand (the kernel's parameter order)
+//   HAS_BIAS BIND_BIAS BIAS_SM BIAS_SN BETA  Gemm's C added as BETA * bias
+//              [r * BIAS_SM + n * BIAS_SN] (strides 0 where it broadcasts)
 //   TM TN      outputs per work-group (rows x columns)
 //   TK         K slice staged in shared memory per step
 //   RM RN      outputs per thread (register tile); the work-group is
@@ -130,6 +132,16 @@ layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint6
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB2 { uint64_t b2[]; };
 #endif
 layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { float c[]; };
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#if HAS_BIAS
+// Gemm's C: c = A * B + BETA * bias[r * BIAS_SM + n * BIAS_SN]
+layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { float bias_[]; };
+#define BIAS(r, n) (BETA * bias_[(r) * BIAS_SM + (n) * BIAS_SN])
+#else
+#define BIAS(r, n) 0.0
+#endif
 
 #if EVEN
 #define INSIDE(r, cc, k) true
@@ -241,34 +253,43 @@ vec2 b_pair(int k, int n) {
     BCAST8(av, X, LOADI)                                                \
     [[unroll]] for (int i = 0; i < SG; ++i)                             \
       [[unroll]] for (int j = 0; j < RN; ++j)                           \
-        acc[r * SG + i][j] = fma(av[i], BJ, acc[r * SG + i][j]);        \
+        ACC(r * SG + i, j) = fma(av[i], BJ, ACC(r * SG + i, j));        \
   }
 
 void main() {
   const int lane = gl_SubgroupSize >= SG ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
   const int row0 = int(gl_WorkGroupID.y) * TM;
   const int col0 = int(gl_WorkGroupID.x) * TN + lane * RN;
+#if TEXEL
+  // vec4s of columns, used as read: arrays of floats made shaderc's
+  // optimizer several times slower
+  vec4 acc4[TM][RN / 4];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = vec4(0.0);
+#define ACC(i, j) acc4[i][(j) >> 2][(j) & 3]
+#else
   float acc[TM][RN];
   [[unroll]] for (int i = 0; i < TM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+#define ACC(i, j) acc[i][j]
+#endif
   int myrow[TM / SG];
   [[unroll]] for (int r = 0; r < TM / SG; ++r) myrow[r] = min(row0 + r * SG + lane, M - 1);
 #define ROWI min(row0 + r * SG + i, M - 1)
   const int KMAIN = K - K % TK;
   for (int k0 = 0; k0 < KMAIN; k0 += TK) {
 #if TEXEL
-    float ar[TM / SG][TK];
-    [[unroll]] for (int r = 0; r < TM / SG; ++r)
-      [[unroll]] for (int kk = 0; kk < TK; kk += 4) {
-        const vec4 v = texelFetch(ta, (myrow[r] * K + k0 + kk) >> 2);
-        [[unroll]] for (int e = 0; e < 4; ++e) ar[r][kk + e] = v[e];
-      }
-    float bv[TK][RN];
+    // every invocation reads all TM rows of A itself (the same texels in
+    // all lanes; rows past M read row M - 1, never stored): on lavapipe a
+    // texelFetch costs about what one subgroupBroadcast does (a loop over
+    // the lanes per value), so TM / 4 fetches per K step where the
+    // broadcasts were TM
+    vec4 bv4[TK][RN / 4];
 #if B_MODE == 1
     [[unroll]] for (int j = 0; j < RN; ++j)
       [[unroll]] for (int kk = 0; kk < TK; kk += 4) {
         const vec4 v = texelFetch(tb, (min(col0 + j, N - 1) * K + k0 + kk) >> 2);
-        [[unroll]] for (int e = 0; e < 4; ++e) bv[kk + e][j] = v[e];
+        [[unroll]] for (int e = 0; e < 4; ++e) bv4[kk + e][j >> 2][j & 3] = v[e];
       }
 #else
     // columns past N read other values (or zeros past the buffer), never stored
@@ -276,13 +297,20 @@ void main() {
       [[unroll]] for (int j = 0; j < RN; j += 4) {
         const int k = k0 + kk, n = col0 + j;
 #if B_MODE == 2
-        const vec4 v = texelFetch(tb, ((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT) >> 2);
+        bv4[kk][j >> 2] = texelFetch(tb, ((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT) >> 2);
 #else
-        const vec4 v = texelFetch(tb, (k * N + n) >> 2);
+        bv4[kk][j >> 2] = texelFetch(tb, (k * N + n) >> 2);
 #endif
-        [[unroll]] for (int e = 0; e < 4; ++e) bv[kk][j + e] = v[e];
       }
 #endif
+    // A's values used as read (no array of them: shaderc's optimizer);
+    // where M <= TM (one row tile) only its M rows (the classifier's M = 1)
+    [[unroll]] for (int kk = 0; kk < TK; kk += 4)
+      [[unroll]] for (int i = 0; i < (M < TM ? M : TM); ++i) {
+        const vec4 v = texelFetch(ta, (min(row0 + i, M - 1) * K + k0 + kk) >> 2);
+        [[unroll]] for (int e = 0; e < 4; ++e)
+          [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = fma(vec4(v[e]), bv4[kk + e][f], acc4[i][f]);
+      }
 #else
     float ar[TM / SG][TK];
     [[unroll]] for (int r = 0; r < TM / SG; ++r)
@@ -308,8 +336,8 @@ void main() {
         bv[kk + 1][j + 1] = v1.y;
 #endif
       }
-#endif
     [[unroll]] for (int kk = 0; kk < TK; ++kk) { SG_STEP(ar[r][kk], a_at(ROWI, k0 + kk), bv[kk][j]) }
+#endif
   }
   // the last K % TK steps, one value at a time
   for (int k = KMAIN; k < K; ++k) {
@@ -323,7 +351,7 @@ void main() {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j];
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACC(i, j) + BIAS(gr, gc);
     }
   }
 }
@@ -368,7 +396,7 @@ void main() {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j];
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j] + BIAS(gr, gc);
     }
   }
 }

@@ -83,6 +83,7 @@ typedef struct vk_kernel_s {
   VkPipelineLayout layout;
   VkPipeline pipe;
   uint64_t texel; /* bit j: binding j is a uniform texel buffer (vulkan_texel.c) */
+  uint64_t stexel; /* bit j: binding j is a storage texel buffer */
 } vk_kernel_t;
 
 struct kiln_device_executable_s {
@@ -735,7 +736,7 @@ static kiln_status_t vk_buffer_create(kiln_device_t* base, uint64_t bytes, const
   memset(b, 0, sizeof *b);
   kiln_status_t s = make_buffer(d, size,
                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-                                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                    VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, what, &b->buf, &b->mem);
   if (!s) {
     b->size = bytes;
@@ -983,7 +984,7 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
   VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                   .codeSize = (size_t)len,
                                   .pCode = (const uint32_t*)blob};
-  KILN_RETURN_IF_ERROR(kiln_vk_texel_bindings((const uint32_t*)blob, (size_t)(len / 4), k->name, &k->texel));
+  KILN_RETURN_IF_ERROR(kiln_vk_texel_bindings((const uint32_t*)blob, (size_t)(len / 4), k->name, &k->texel, &k->stexel));
   VkResult r = vkCreateShaderModule(d->dev, &smi, NULL, &k->module);
   if (r != VK_SUCCESS)
     return kiln_status_annotate(vkfail(d, r, "vkCreateShaderModule"), "kernel '%s'", k->name);
@@ -997,6 +998,8 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
     bp[j] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)j,
                                            .descriptorType = j < 64 && (k->texel >> j & 1)
                                                                  ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                             : j < 64 && (k->stexel >> j & 1)
+                                                                 ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER
                                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                            .descriptorCount = 1,
                                            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
@@ -1139,7 +1142,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if (k->owner != i) {
       vk_kernel_t* src = &e->k[k->owner];
       k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
-      k->texel = src->texel; /* the layout's texel bindings */
+      k->texel = src->texel, k->stexel = src->stexel; /* the layout's texel bindings */
       continue;
     }
     bool hit = false;
@@ -1248,11 +1251,12 @@ static kiln_status_t alloc_set(vk_dev_t* d, kiln_device_cmd_t* c, VkDescriptorSe
       c->cap_pools = cap;
     }
     int32_t per = c->exe && c->exe->max_args > 0 ? c->exe->max_args : 1;
-    VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(SETS_PER_POOL * per)},
-                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, (uint32_t)(SETS_PER_POOL * per)}};
+    VkDescriptorPoolSize ps[3] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(SETS_PER_POOL * per)},
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, (uint32_t)(SETS_PER_POOL * per)},
+                                  {VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, (uint32_t)(SETS_PER_POOL * per)}};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .maxSets = SETS_PER_POOL,
-                                      .poolSizeCount = 2,
+                                      .poolSizeCount = 3,
                                       .pPoolSizes = ps};
     VKR(d, vkCreateDescriptorPool(d->dev, &dpi, NULL, &c->pools[c->n_pools]), "vkCreateDescriptorPool");
     ++c->n_pools;
@@ -1267,11 +1271,12 @@ static kiln_status_t alloc_set(vk_dev_t* d, kiln_device_cmd_t* c, VkDescriptorSe
   return NULL;
 }
 
-/* Binding |j| of |k| as a texel buffer: a view of |bi|'s range (in *view,
- * which |w| points at), kept until the command buffer is destroyed. */
+/* Binding |j| of |k| as a texel buffer of descriptor type |type|: a view
+ * of |bi|'s range (in *view, which |w| points at), kept until the command
+ * buffer is destroyed. */
 static kiln_status_t texel_write(vk_dev_t* d, kiln_device_cmd_t* c, const vk_kernel_t* k, int32_t j,
-                                 const VkDescriptorBufferInfo* bi, uint64_t avail, VkBufferView* view,
-                                 VkWriteDescriptorSet* w) {
+                                 const VkDescriptorBufferInfo* bi, uint64_t avail, VkDescriptorType type,
+                                 VkBufferView* view, VkWriteDescriptorSet* w) {
   if (c->n_views == c->cap_views) {
     int32_t cap = c->cap_views ? 2 * c->cap_views : 16;
     VkBufferView* nv = realloc(c->views, sizeof *nv * (size_t)cap);
@@ -1282,7 +1287,7 @@ static kiln_status_t texel_write(vk_dev_t* d, kiln_device_cmd_t* c, const vk_ker
   KILN_RETURN_IF_ERROR(kiln_vk_texel_view(d->dev, bi->buffer, bi->offset, bi->range, avail,
                                           d->props.limits.maxTexelBufferElements, k->name, j, view));
   c->views[c->n_views++] = *view;
-  w->descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+  w->descriptorType = type;
   w->pBufferInfo = NULL;
   w->pTexelBufferView = view;
   return NULL;
@@ -1355,7 +1360,11 @@ static kiln_status_t vk_cmd_dispatch(kiln_device_t* base, kiln_device_cmd_t* c, 
                                       .descriptorCount = 1,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &bip[j]};
-      if (j < 64 && (k->texel >> j & 1)) s = texel_write(d, c, k, j, &bip[j], b->avail, &tv[j], &wrp[j]);
+      if (j < 64 && ((k->texel | k->stexel) >> j & 1))
+        s = texel_write(d, c, k, j, &bip[j], b->avail,
+                        (k->texel >> j & 1) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                            : VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER,
+                        &tv[j], &wrp[j]);
     }
   }
   VkDescriptorSet set = VK_NULL_HANDLE;

@@ -24,14 +24,16 @@ enum {
   DIM_BUFFER = 5,
 };
 
-kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* kernel, uint64_t* out) {
-  *out = 0;
+kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* kernel, uint64_t* out,
+                                     uint64_t* out_storage) {
+  *out = *out_storage = 0;
   if (n < 5) return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: kernel '%s': SPIR-V shorter than its header", kernel);
   const uint32_t bound = w[3];
   if (bound == 0 || bound > (1u << 22))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "vulkan: kernel '%s': SPIR-V id bound %u", kernel, bound);
   /* per id: 1 a buffer image type (sampled), 2 a pointer to one, 3 a
-   * variable of such a pointer; binding + 1 of decorated ids */
+   * variable of such a pointer; 4, 5, 6 the same for a storage buffer image
+   * (an imageBuffer: a storage texel buffer); binding + 1 of decorated ids */
   uint8_t* kind = calloc(bound, 1);
   uint32_t* binding = calloc(bound, sizeof *binding);
   if (!kind || !binding) {
@@ -50,13 +52,13 @@ kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* ke
     const uint32_t* a = w + i + 1; /* operands */
 #define ID_OK(x) ((x) < bound)
     if (op == OP_TYPE_IMAGE && wc >= 9 && ID_OK(a[0])) {
-      if (a[2] == DIM_BUFFER && a[6] == 1) kind[a[0]] = 1;
+      if (a[2] == DIM_BUFFER && (a[6] == 1 || a[6] == 2)) kind[a[0]] = a[6] == 1 ? 1 : 4;
     } else if (op == OP_TYPE_SAMPLED_IMAGE && wc >= 3 && ID_OK(a[0]) && ID_OK(a[1])) {
       if (kind[a[1]] == 1) kind[a[0]] = 1;
     } else if (op == OP_TYPE_POINTER && wc >= 4 && ID_OK(a[0]) && ID_OK(a[2])) {
-      if (kind[a[2]] == 1) kind[a[0]] = 2;
+      if (kind[a[2]] == 1 || kind[a[2]] == 4) kind[a[0]] = kind[a[2]] + 1;
     } else if (op == OP_VARIABLE && wc >= 4 && ID_OK(a[0]) && ID_OK(a[1])) {
-      if (kind[a[0]] == 2) kind[a[1]] = 3;
+      if (kind[a[0]] == 2 || kind[a[0]] == 5) kind[a[1]] = kind[a[0]] + 1;
     } else if (op == OP_DECORATE && wc >= 4 && ID_OK(a[0]) && a[1] == DECORATION_BINDING) {
       binding[a[0]] = a[2] + 1;
     }
@@ -64,12 +66,12 @@ kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* ke
     i += wc;
   }
   for (uint32_t id = 0; id < bound && !s; ++id) {
-    if (kind[id] != 3 || binding[id] == 0) continue;
+    if ((kind[id] != 3 && kind[id] != 6) || binding[id] == 0) continue;
     if (binding[id] - 1 >= 64)
       s = kiln_make_status(KILN_UNSUPPORTED, "vulkan: kernel '%s': texel buffer at binding %u (the device takes 0-63)",
                            kernel, binding[id] - 1);
     else
-      *out |= 1ull << (binding[id] - 1);
+      *(kind[id] == 3 ? out : out_storage) |= 1ull << (binding[id] - 1);
   }
   free(kind);
   free(binding);

@@ -11,9 +11,11 @@
 #include "kiln/status.h"
 
 /* Bit j of *out set when binding j (set 0) of the SPIR-V |w| (|n| words)
- * is a sampled buffer image (a uniform texel buffer). Errors name
- * |kernel|. */
-kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* kernel, uint64_t* out);
+ * is a sampled buffer image (a uniform texel buffer), of *out_storage when
+ * it is a storage buffer image (imageBuffer: a storage texel buffer).
+ * Errors name |kernel|. */
+kiln_status_t kiln_vk_texel_bindings(const uint32_t* w, size_t n, const char* kernel, uint64_t* out,
+                                     uint64_t* out_storage);
 
 /* An R32G32B32A32_SFLOAT view (kiln's texel: 4 floats) of |range| bytes of
  * |buf| from |offset| (rounded up to whole texels within the |avail| bytes

@@ -27,7 +27,7 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
 }
 
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
-                                      bool texels_fit, const char* name, char** out_glsl, int64_t groups[3],
+                                      bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips) {
   const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
@@ -82,6 +82,16 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
    * elsewhere mode 3 */
   const int texel = t.shared == 4 && texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
                     t.tm % 32 == 0 && t.rn % 4 == 0;
+  /* (mode 4) the output as a storage texel buffer, stored in whole vec4
+   * texels: where the output is the grid itself (no crop) and its planes
+   * are whole texels, so an invocation's RN positions are RN/4 aligned
+   * texels; lavapipe stores a vec4 texel with one 16-byte store per lane
+   * where a storage-buffer store is a loop over the lanes per float */
+  const int texel_y = texel && y_texels_fit && !c->crop && cp == c->Q && cp % 4 == 0 && !strcmp(type[3], "float");
+  /* (mode 4) every K step's input positions start on a texel: the planes
+   * and the taps' offsets are whole texels (1x1 convs of planes of 4k) */
+  int xaligned = texel && c->plane % 4 == 0;
+  for (int64_t i = 0; i < c->T; ++i) xaligned = xaligned && c->toff[i] % 4 == 0;
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
@@ -93,12 +103,12 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
             "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
             "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n"
-            "#define W64 %d\n#define TEXEL %d\n",
+            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n",
             bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel);
+            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");

@@ -10,7 +10,8 @@
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
-                                    const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]) {
+                                    bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
+                                    int64_t groups[3], int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
@@ -36,12 +37,16 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
             "#define IH %lld\n#define IW %lld\n#define OH %lld\n#define OW %lld\n"
             "#define KH %lld\n#define KW %lld\n#define SH %lld\n#define SW %lld\n"
             "#define DH %lld\n#define DW %lld\n#define PH %lld\n#define PW %lld\n"
-            "#define CHAS_BIAS %d\n#define WG %d\n#define RW %d\n#define TEXEL %d\n",
+            "#define CHAS_BIAS %d\n#define WG %d\n#define RW %d\n#define TEXEL %d\n#define TEXEL_W %d\n"
+            "#define TEXEL_Y %d\n",
             (int)d->bind_x, (int)d->bind_w, d->bind_c < 0 ? 0 : (int)d->bind_c, (int)d->bind_y, (long long)d->N,
             (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
             (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
             (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
-            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */);
+            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */,
+            d->f16_w || !w_texels_fit ? 0 : 1 /* of f32 W */,
+            /* vec4 texel stores of f32 Y: whole texels of a row */
+            d->f16_y || !y_texels_fit || d->ow % 4 || rw % 4 ? 0 : 1);
   kiln_vulkan_epi_print(&b, &d->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {

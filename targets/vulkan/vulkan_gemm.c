@@ -75,6 +75,11 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
                     (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
+  if (dl >= 0 && (size_t)dl < sizeof defs && g->has_bias)
+    dl += snprintf(defs + dl, sizeof defs - (size_t)dl,
+                   "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"
+                   "#define BETA %.9e\n",
+                   (int)g->bind_bias, (long long)g->bias_sm, (long long)g->bias_sn, (double)g->beta);
   if (dl < 0 || (size_t)dl >= sizeof defs) /* 19 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
@@ -96,7 +101,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
 }
 
 /* The shader's view of a GEMM descriptor (kiln_spirv_templates allows only
- * f32 rank-2 A [M,K] and Y, no bias, no alpha, no transA): B plain,
+ * f32 operands, no alpha, no transA; Gemm's C as a bias): B plain,
  * transposed or in the lowering's packed panels; bindings are the kernel's
  * parameter indices. */
 kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
@@ -107,6 +112,11 @@ kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
     if (t->roles[j] == 'A') g.bind_a = j;
     if (t->roles[j] == 'B') g.bind_b = j;
     if (t->roles[j] == 'Y') g.bind_c = j;
+    if (t->roles[j] == 'C') g.bind_bias = j;
   }
+  g.has_bias = t->has_bias;
+  g.bias_sm = t->bias_sm;
+  g.bias_sn = t->bias_sn;
+  g.beta = t->beta;
   return g;
 }

@@ -88,15 +88,19 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
 /* The GLSL of a conv instance with tiles |t| (malloc'd; caller frees)
  * with its launch geometry and loop trips per invocation. |texels_fit|:
  * its weights and input fit the device's texel buffers (else mode 4 prints
- * as mode 2 with the same tiles). */
+ * as mode 2 with the same tiles); |y_texels_fit|: its output does (mode 4
+ * then stores whole vec4 texels where the output is the grid itself). */
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
-                                      bool texels_fit, const char* name, char** out_glsl, int64_t groups[3],
+                                      bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips);
 /* The GLSL of a depthwise instance with |wg| invocations a work-group
  * (malloc'd; caller frees) with its launch geometry; f32 X read as vec4
- * texels where |texels_fit| (the device's texel buffers hold it). */
+ * texels where |texels_fit| (the device's texel buffers hold it), f32 W
+ * where |w_texels_fit|, f32 Y stored as vec4 texels where |y_texels_fit|
+ * and its rows are whole texels. */
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
-                                    const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]);
+                                    bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
+                                    int64_t groups[3], int64_t local[3]);
 
 /* ---- vulkan_q8.c ---------------------------------------------------------- */
 

@@ -87,6 +87,12 @@ typedef struct kiln_spirv_gemm_s {
   /* A or B holds more vec4 texels than the device's texel buffers
    * (kiln_plan_t.max_texels): mode 4 prints as mode 3 */
   bool no_texel;
+  /* Gemm's C: Y = A * B + beta * C[m * bias_sm + n * bias_sn] (f32) at
+   * binding bind_bias where has_bias */
+  bool has_bias;
+  int32_t bind_bias;
+  int64_t bias_sm, bias_sn;
+  float beta;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"

@@ -167,7 +167,8 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     HINT(tm2, 8 * rn2, tk, tm2, rn2, sh == 2 ? 3 : 2);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && d.n == 2) {
     HINT(2 * d.v[0], d.v[1]);
-    HINT(d.v[0] / 2, d.v[1]);
+    /* (the default's smallest work-group, 8 for small planes, has no half) */
+    HINT(d.v[0] >= 16 ? d.v[0] / 2 : 4 * d.v[0], d.v[1]);
     HINT(d.v[0], d.v[1] > 1 ? d.v[1] / 2 : 1);
   }
 #undef HINT

@@ -632,7 +632,7 @@ static void g_matmul_const(tg_t* t) { /* constant B packed at compile time, K bl
   tg_output(t, "y");
 }
 
-static void g_gemm_bias(tg_t* t) { /* transB + bias: the printed loop nest */
+static void g_gemm_bias(tg_t* t) { /* transB + bias: the tiled GEMM with its bias */
   tg_input(t, "a", F32, 2, DIMS(9, 33));
   tg_const(t, "w", F32, 2, DIMS(21, 33));
   tg_const(t, "c", F32, 1, DIMS(21));
@@ -727,12 +727,14 @@ static void g_depthwise(tg_t* t) {
  * the chunked form (as many invocations as CPU threads, each with whole
  * rows of tiles) runs past lavapipe's 65535 loop iterations per invocation
  * on one thread. */
+/* alpha != 1 keeps the printed loop nest (the tiled GEMM takes a bias, no
+ * alpha): a printed kernel past the loop limit unsplit */
 static void g_gemm_bias_big(tg_t* t) {
   tg_input(t, "a", F32, 2, DIMS(64, 1024));
   tg_const(t, "w", F32, 2, DIMS(256, 1024));
   tg_const(t, "c", F32, 1, DIMS(256));
-  kiln_attr_t tb = kiln_attr_make_int("transB", 1);
-  tg_node(t, "Gemm", "fc", 3, NAMES("a", "w", "c"), "y", 1, &tb);
+  kiln_attr_t ga[2] = {kiln_attr_make_int("transB", 1), kiln_attr_make_float("alpha", 0.5f)};
+  tg_node(t, "Gemm", "fc", 3, NAMES("a", "w", "c"), "y", 2, ga);
   tg_output(t, "y");
 }
 
@@ -841,7 +843,7 @@ static void test_gemm_substitution(void) {
   check_gemm(g_matmul_packed, false, "#define B_MODE 2"); /* pack kernel + tiled */
   check_gemm(g_matmul_packed, true, NULL);                /* relu fused into the GEMM */
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
-  check_gemm(g_gemm_bias, false, NULL);
+  check_gemm(g_gemm_bias, false, "#define HAS_BIAS 1");
   check_conv(g_conv_s2, false, 2); /* phase split + conv */
   check_conv(g_conv_residual, false, 2);
   check_conv(g_conv_1x1, false, 1);
@@ -853,6 +855,7 @@ static void test_gemm_substitution(void) {
     kiln_program_destroy(prog);
   }
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */
+  check_gemm(g_gemm_bias_big, false, NULL);             /* alpha: the printed loop nest */
 }
 
 static void rm_tree(const char* dir) {
@@ -899,7 +902,7 @@ static int64_t max_trips(build_fn build, int64_t limit) {
  * (run_case compiles for this device's limit). */
 static void test_loop_limit(void) {
   const build_fn big[2] = {g_gemm_bias_big, g_conv_silu};
-  const char* what[2] = {"gemm bias 64x256x1024", "conv s2 3x3 64ch + silu"};
+  const char* what[2] = {"gemm alpha+bias 64x256x1024", "conv s2 3x3 64ch + silu"};
   for (int i = 0; i < 2; ++i) {
     const int64_t chunked = max_trips(big[i], 0), split = max_trips(big[i], 65535);
     printf("  %-28s loop iterations per invocation: %lld chunked, %lld split\n", what[i], (long long)chunked,

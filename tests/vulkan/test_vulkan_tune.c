@@ -104,9 +104,9 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
       s = kiln_spirv_gemm_source(&g, &glsl, dims, dims + 3);
     } else if (t->kind == KILN_TEMPLATE_CONV) {
       const kiln_spirv_gemm_tiles_t ct = {x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
-      s = kiln_vulkan_conv_source(&t->conv, &ct, true, "sweep", &glsl, dims, dims + 3, &trips);
+      s = kiln_vulkan_conv_source(&t->conv, &ct, true, true, "sweep", &glsl, dims, dims + 3, &trips);
     } else {
-      s = kiln_vulkan_dw_source(&t->dw, x.v[0], x.v[1], true, "sweep", &glsl, dims, dims + 3);
+      s = kiln_vulkan_dw_source(&t->dw, x.v[0], x.v[1], true, true, true, "sweep", &glsl, dims, dims + 3);
     }
     CHECK_MSG(s == NULL, "%s point %d,%d,%d,%d,%d,%d accepted but not printed: %s", kiln_template_kind_name(t->kind),
               x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5], s ? kiln_status_message(s) : "");
