@@ -180,17 +180,23 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
 }
 
 /* Channels per K block of a direct conv over C input channels (block xb):
- * the largest multiple of xb dividing C, at most 64. A K block's input
- * channels at every position and its weights stay in L1/L2 while the tiles
- * sweep them; the partial sums wait in the GEMM's per-thread scratch, so Y
- * is stored once and epilogues still fuse. Measured on AVX2 (znver3), 1
- * thread, kiln / onnxruntime by CPU time, with the partial sums in Y then
- * (epilogues not fused): ResNet-50 1.25x with K blocks only at 7x7, 1.06x
- * with them everywhere (32 channels: 1.16x, 128: 1.25x); ResNet-18 1.07x
- * / 1.06x. */
+ * the largest multiple of xb dividing C with at most max(64, 512 / T)
+ * channels (T taps). A K block's input channels at every position and its
+ * weights stay in L1/L2 while the tiles sweep them; the partial sums wait
+ * in the GEMM's per-thread scratch, so Y is stored once and epilogues
+ * still fuse. Measured on AVX2 (znver3), 1 thread, kiln / onnxruntime by
+ * CPU time, with the partial sums in Y then (epilogues not fused):
+ * ResNet-50 1.25x with K blocks only at 7x7, 1.06x with them everywhere
+ * (32 channels: 1.16x, 128: 1.25x); ResNet-18 1.07x / 1.06x. A 1x1 conv's
+ * k loop then ran only 64 steps per visit of the scratch (a 3x3's 576):
+ * with up to 512 channels for 1x1 convs, on AVX-512 (Zen 5, 14 x 32
+ * tiles, 1 thread, kernel time of chains of 1x1 convs whose weights come
+ * from memory), 1024 <-> 256 at 14x14 went 19.1 -> 17.9 ms for 40 convs,
+ * 2048 <-> 512 at 7x7 8.4 -> 7.4 ms for 10, the strided 1x1s 3.5 -> 3.4. */
 static int64_t bc_kblock(const bc_t* bc) {
-  if (bc->xb <= 0 || bc->C <= 64) return bc->C;
-  for (int64_t kc = 64 / bc->xb * bc->xb; kc >= bc->xb; kc -= bc->xb)
+  const int64_t most = bc->T * 64 >= 512 ? 64 : 512 / bc->T;
+  if (bc->xb <= 0 || bc->C <= most) return bc->C;
+  for (int64_t kc = most / bc->xb * bc->xb; kc >= bc->xb; kc -= bc->xb)
     if (bc->C % kc == 0) return kc;
   return bc->C;
 }
@@ -206,7 +212,7 @@ static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes
   kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, g->M, g->N, g->K, bc->T, true,
                            false, false, true, true, g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads,
                            (int32_t)bc->c, (int32_t)bc->xb};
-  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO, *nblock_kb};
+  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb};
   ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
   if (k.mr >= 1 && k.mr <= g->M) g->mr = k.mr;
   if (k.nr == bc->c || (k.nr == 2 * bc->c && g->N % (2 * bc->c) == 0)) g->nr = k.nr;
@@ -265,6 +271,15 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
    * the smallest L2 of the machines this runs on, while every position
    * sweeps them */
   int64_t nblock_kb = 256;
+  /* Threads share the output channels, not the positions, where an image's
+   * weights outweigh its input and the channel tiles split evenly: each
+   * thread then reads half the weights (from memory: ResNet-50's 25 M
+   * floats stay in no cache) and all of X (from L2/L3) instead of all the
+   * weights and half of X. */
+  const int64_t thr = ctx->threads > 1 ? ctx->threads : 1, ntiles = g.N / g.nr;
+  if (thr > 1 && g.N % g.nr == 0 && ntiles % thr == 0 &&
+      g.K * g.N > bc->C * bc->ah.in * bc->aw.in)
+    g.par = KILN_GEMM_PAR_N;
   bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb);
   int64_t nct = (nblock_kb << 10) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;
