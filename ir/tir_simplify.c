@@ -336,6 +336,38 @@ static bool one_period(tir_ival_t r, int64_t k, int64_t* m) {
   return *m == tir_floordiv_i64(r.hi, k);
 }
 
+/* (g*x + r) // (g*k') == x // k' and (g*x + r) % (g*k') == g * (x % k') + r
+ * for 0 <= r < g: a GEMM row mt*mr + i of a register tile (x = mt, r = i)
+ * against an image width that mr divides, so the tile's rows share one
+ * base (the tile's row and column) instead of a division each, which cost
+ * a register (or a spill) per row. Finds the largest such g among the
+ * terms' coefficients dividing k: H gets x (the terms g divides, over g),
+ * S gets r (the others and the constant). */
+static bool tile_split(sctx_t* s, const lin_t* R, int64_t k, lin_t* H, lin_t* S, int64_t* g_out) {
+  int64_t best = 0;
+  for (int32_t i = 0; i < R->n; ++i) {
+    const int64_t c = R->k[i] < 0 ? -R->k[i] : R->k[i];
+    if (c <= 1 || c >= k || k % c != 0 || c <= best) continue;
+    lin_t h, r;
+    lin_init(&h);
+    lin_init(&r);
+    r.c = R->c;
+    for (int32_t j = 0; j < R->n; ++j) {
+      if (R->k[j] % c == 0) lin_term(&h, R->t[j], R->k[j] / c);
+      else lin_term(&r, R->t[j], R->k[j]);
+    }
+    if (!h.ok || !r.ok || r.n == 0) continue;
+    const tir_ival_t b = lin_bounds(s, &r);
+    if (b.lo >= 0 && b.hi < c) {
+      best = c;
+      *H = h;
+      *S = r;
+    }
+  }
+  *g_out = best;
+  return best > 0;
+}
+
 /* floordiv / floormod of simplified operands. */
 static const tir_expr_t* divmod(sctx_t* s, const tir_expr_t* orig, tir_binop_t op,
                                 const tir_expr_t* a, const tir_expr_t* b) {
@@ -387,6 +419,14 @@ static const tir_expr_t* divmod(sctx_t* s, const tir_expr_t* orig, tir_binop_t o
       M.c = q;
       return lin_build(s, &M);
     }
+    lin_t H, S;
+    int64_t tg;
+    if (R.n > 1 && tile_split(s, &R, k, &H, &S, &tg)) {
+      const tir_expr_t* q = divmod(s, NULL, TIR_FLOORDIV, lin_build(s, &H), tir_int(s->c, k / tg));
+      if (!q) return NULL;
+      lin_term(&M, q, 1);
+      if (M.ok) return lin_build(s, &M);
+    }
     if (M.n > 0 || M.c != 0) return mk_bin(s, orig, op, a, b);
     /* From here R == L. */
     /* (g*x + c) // (g*k') == (x + c // g) // k' (one term: guard facts on
@@ -425,6 +465,14 @@ static const tir_expr_t* divmod(sctx_t* s, const tir_expr_t* orig, tir_binop_t o
       !__builtin_sub_overflow(R.c, mk, &rc)) {
     R.c = rc;
     return lin_build(s, &R);
+  }
+  lin_t H, S;
+  int64_t tg;
+  if (R.n > 1 && tile_split(s, &R, k, &H, &S, &tg)) {
+    const tir_expr_t* inner = divmod(s, NULL, TIR_FLOORMOD, lin_build(s, &H), tir_int(s->c, k / tg));
+    if (!inner) return NULL;
+    lin_collect(&S, inner, tg);
+    if (S.ok) return lin_build(s, &S);
   }
   /* (g*P + c) % (g*k') == g * ((P + c // g) % k') + c % g */
   if (g > 1 && k % g == 0) {

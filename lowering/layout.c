@@ -107,6 +107,22 @@ static kiln_layout_role_t role_of(const kiln_graph_t* g, const kiln_node_t* n, i
   if (!strcmp(n->op_type, "GlobalAveragePool")) {
     return n->n_inputs == 1 && f32_4d(g, n->inputs[0]) ? KILN_LAYOUT_GAP : KILN_LAYOUT_PLAIN_ONLY;
   }
+  if (!strcmp(n->op_type, "BatchNormalization")) {
+    /* inference with constant statistics: y = x * a[c] + b[c], per channel
+     * like an element-wise op with channel vectors (DenseNet's norm after
+     * each Concat, which no conv absorbs) */
+    int64_t training = 0;
+    kiln_status_t s = kiln_attr_int(n, "training_mode", 0, &training);
+    if (s) kiln_status_free(s);
+    if (s || training || n->n_inputs != 5 || !f32_4d(g, n->inputs[0]) || !same_dims(g, n->inputs[0], n->outputs[0]))
+      return KILN_LAYOUT_PLAIN_ONLY;
+    const int64_t C = g->tensors[n->inputs[0]].shape.dims[1];
+    for (int32_t j = 1; j < 5; ++j)
+      if (!is_const(g, n->inputs[j]) || g->tensors[n->inputs[j]].dtype != KILN_DTYPE_F32 ||
+          kiln_shape_count(&g->tensors[n->inputs[j]].shape) != C)
+        return KILN_LAYOUT_PLAIN_ONLY;
+    return KILN_LAYOUT_EW;
+  }
   if (kiln_layout_ew_ok(n->op_type)) {
     bool full = false;
     for (int32_t j = 0; j < n->n_inputs; ++j) {

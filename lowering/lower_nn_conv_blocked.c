@@ -13,8 +13,8 @@
  * 3-channel stem reads the model input as is), or from a zero-padded copy
  * of X where taps fall outside it; the tile's k loop runs over the input
  * channels of one tap at a time (cut at X's channel blocks, so its loads
- * are constant offsets from hoisted pointers), over K blocks of at most 64
- * channels. The weights are R, packed at compile time
+ * are constant offsets from hoisted pointers), over K blocks of at most
+ * max(64, 512 / taps) channels (bc_kblock). The weights are R, packed at compile time
  * [ceil(M/c)][C*T][c] (per K block tap-major) with zero columns past M.
  *
  * Depthwise convs are direct: per (image, channel block) and output
@@ -150,12 +150,14 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
   shape[2] = bc_extent(&bc->ah), shape[3] = bc_extent(&bc->aw);
   KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xpad_blk", KILN_DTYPE_F32, x->rank, shape, &bc->src));
   bc->padh = bc->ah.p, bc->padw = bc->aw.p;
-  tir_var_t* vo = nn_var(kb, "nc");
-  tir_var_t* vh = nn_var(kb, "hs");
+  /* parallel over (image, padded row): the threads that split a conv's
+   * positions write (and then read) rows near the ones they computed */
+  tir_var_t* vo = nn_var(kb, "nh");
+  tir_var_t* vc = nn_var(kb, "ch");
   tir_var_t* vw = nn_var(kb, "ws");
   const tir_expr_t* o = nn_v(kb, vo);
-  const tir_expr_t *n = nn_divc(kb, o, shape[1]), *ch = nn_modc(kb, o, shape[1]);
-  const tir_expr_t* ih = nn_addc(kb, nn_v(kb, vh), -bc->padh);
+  const tir_expr_t *n = nn_divc(kb, o, shape[2]), *hs = nn_modc(kb, o, shape[2]), *ch = nn_v(kb, vc);
+  const tir_expr_t* ih = nn_addc(kb, hs, -bc->padh);
   const tir_expr_t* iw = nn_addc(kb, nn_v(kb, vw), -bc->padw);
   const tir_expr_t* ok = tir_bin(t, TIR_AND,
                                  tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ih, nn_i(kb, 0)), tir_bin(t, TIR_LT, ih, nn_i(kb, bc->ah.in))),
@@ -166,31 +168,37 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
   if (x->rank == 5) {
     tir_var_t* vl = nn_var(kb, "l");
     const tir_expr_t* l = nn_v(kb, vl);
-    s = tir_store(t, bc->src, NN_IDX(n, ch, nn_v(kb, vh), nn_v(kb, vw), l),
+    s = tir_store(t, bc->src, NN_IDX(n, ch, hs, nn_v(kb, vw), l),
                   tir_select(t, ok, nn_ldf(kb, x, NN_IDX(n, ch, ihc, iwc, l)), nn_f(kb, 0.0)));
     s = nn_for(kb, vl, x->shape[4], s);
     nn_vectorize(kb, vl);
   } else {
-    s = tir_store(t, bc->src, NN_IDX(n, ch, nn_v(kb, vh), nn_v(kb, vw)),
+    s = tir_store(t, bc->src, NN_IDX(n, ch, hs, nn_v(kb, vw)),
                   tir_select(t, ok, nn_ldf(kb, x, NN_IDX(n, ch, ihc, iwc)), nn_f(kb, 0.0)));
   }
-  s = nn_for(kb, vo, shape[0] * shape[1], nn_for(kb, vh, shape[2], nn_for(kb, vw, shape[3], s)));
-  if (shape[0] * shape[1] > 1) nn_parallel(kb, vo);
+  s = nn_for(kb, vo, shape[0] * shape[2], nn_for(kb, vc, shape[1], nn_for(kb, vw, shape[3], s)));
+  if (shape[0] * shape[2] > 1) nn_parallel(kb, vo);
   return nn_emit(kb, s);
 }
 
 /* Channels per K block of a direct conv over C input channels (block xb):
- * the largest multiple of xb dividing C, at most 64. A K block's input
- * channels at every position and its weights stay in L1/L2 while the tiles
- * sweep them; the partial sums wait in the GEMM's per-thread scratch, so Y
- * is stored once and epilogues still fuse. Measured on AVX2 (znver3), 1
- * thread, kiln / onnxruntime by CPU time, with the partial sums in Y then
- * (epilogues not fused): ResNet-50 1.25x with K blocks only at 7x7, 1.06x
- * with them everywhere (32 channels: 1.16x, 128: 1.25x); ResNet-18 1.07x
- * / 1.06x. */
+ * the largest multiple of xb dividing C with at most max(64, 512 / T)
+ * channels (T taps). A K block's input channels at every position and its
+ * weights stay in L1/L2 while the tiles sweep them; the partial sums wait
+ * in the GEMM's per-thread scratch, so Y is stored once and epilogues
+ * still fuse. Measured on AVX2 (znver3), 1 thread, kiln / onnxruntime by
+ * CPU time, with the partial sums in Y then (epilogues not fused):
+ * ResNet-50 1.25x with K blocks only at 7x7, 1.06x with them everywhere
+ * (32 channels: 1.16x, 128: 1.25x); ResNet-18 1.07x / 1.06x. A 1x1 conv's
+ * k loop then ran only 64 steps per visit of the scratch (a 3x3's 576):
+ * with up to 512 channels for 1x1 convs, on AVX-512 (Zen 5, 14 x 32
+ * tiles, 1 thread, kernel time of chains of 1x1 convs whose weights come
+ * from memory), 1024 <-> 256 at 14x14 went 19.1 -> 17.9 ms for 40 convs,
+ * 2048 <-> 512 at 7x7 8.4 -> 7.4 ms for 10, the strided 1x1s 3.5 -> 3.4. */
 static int64_t bc_kblock(const bc_t* bc) {
-  if (bc->xb <= 0 || bc->C <= 64) return bc->C;
-  for (int64_t kc = 64 / bc->xb * bc->xb; kc >= bc->xb; kc -= bc->xb)
+  const int64_t most = bc->T * 64 >= 512 ? 64 : 512 / bc->T;
+  if (bc->xb <= 0 || bc->C <= most) return bc->C;
+  for (int64_t kc = most / bc->xb * bc->xb; kc >= bc->xb; kc -= bc->xb)
     if (bc->C % kc == 0) return kc;
   return bc->C;
 }
@@ -206,7 +214,7 @@ static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes
   kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, g->M, g->N, g->K, bc->T, true,
                            false, false, true, true, g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads,
                            (int32_t)bc->c, (int32_t)bc->xb};
-  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO, *nblock_kb};
+  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb};
   ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
   if (k.mr >= 1 && k.mr <= g->M) g->mr = k.mr;
   if (k.nr == bc->c || (k.nr == 2 * bc->c && g->N % (2 * bc->c) == 0)) g->nr = k.nr;
@@ -261,10 +269,35 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   if (mr_max < 1) mr_max = 1;
   int64_t tiles = (g.M + mr_max - 1) / mr_max;
   g.mr = (g.M + tiles - 1) / tiles;
+  /* A 1x1 conv's tiles within one output row where a divisor of the width
+   * of at least half the tallest tile exists: the simplifier then gives a
+   * tile's rows one base (tile_split in ir/tir_simplify.c) instead of a
+   * division and a register each. ResNet-50's 2048 <-> 512 at 7x7 (13-row
+   * tiles before), 10 convs whose weights come from memory, on Zen 5: 7.04
+   * -> 6.58 ms at 1 thread, 3.46 -> 3.32 ms at 2; 3x3 convs at 7x7 ran 2%
+   * slower with 7-row tiles, so they keep theirs. */
+  if (bc->T == 1)
+    for (int64_t r = mr_max; r >= (mr_max + 1) / 2 && r > 1; --r)
+      if (bc->aw.out % r == 0) {
+        g.mr = r;
+        break;
+      }
   /* N blocks whose weights (one K block of them) stay within 256 KB, half
    * the smallest L2 of the machines this runs on, while every position
    * sweeps them */
   int64_t nblock_kb = 256;
+  /* Threads share the output channels, not the positions, where an image's
+   * weights are more than twice its input and the channel tiles split
+   * evenly: each thread then reads half the weights (from memory:
+   * ResNet-50's 25 M floats stay in no cache) and all of X (from L2/L3)
+   * instead of all the weights and half of X. (Chains of 1024 <-> 256 1x1
+   * convs at 14x14, 2 threads, Zen 5: 10.3 ms for 40 with both split by
+   * channels, 9.8 with the 1024 -> 256 ones, whose weights are 1.3x their
+   * input, split by positions.) */
+  const int64_t thr = ctx->threads > 1 ? ctx->threads : 1, ntiles = g.N / g.nr;
+  if (thr > 1 && g.N % g.nr == 0 && ntiles % thr == 0 &&
+      g.K * g.N > 2 * bc->C * bc->ah.in * bc->aw.in)
+    g.par = KILN_GEMM_PAR_N;
   bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb);
   int64_t nct = (nblock_kb << 10) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;

@@ -124,6 +124,81 @@ static const tir_stmt_t* lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_b
 
 /* ---- BatchNormalization ------------------------------------------------------ */
 
+/* Per-channel a = scale / sqrt(var + eps) and b = B - mean * a of constant
+ * statistics, |len| >= C floats each (zeros past C). */
+static kiln_status_t batchnorm_affine(kiln_lower_ctx_t* ctx, int64_t C, int64_t len, float eps, float** out_a,
+                                      float** out_b) {
+  float* prm[5] = {NULL};
+  kiln_status_t st = NULL;
+  for (int32_t i = 1; i < 5 && !st; ++i) st = nn_const_input_f32(ctx, i, &prm[i]);
+  float *av = NULL, *bv = NULL;
+  if (!st) st = nn_alloc_f32(len, "BatchNormalization scale", &av);
+  if (!st) st = nn_alloc_f32(len, "BatchNormalization shift", &bv);
+  if (!st) {
+    memset(av, 0, sizeof(float) * (size_t)len);
+    memset(bv, 0, sizeof(float) * (size_t)len);
+    for (int64_t k = 0; k < C; ++k) {
+      double s = (double)prm[1][k] / sqrt((double)prm[4][k] + (double)eps);
+      av[k] = (float)s;
+      bv[k] = (float)((double)prm[2][k] - (double)prm[3][k] * s);
+    }
+  }
+  for (int32_t i = 1; i < 5; ++i) free(prm[i]);
+  if (st) {
+    free(av);
+    free(bv);
+    return st;
+  }
+  *out_a = av;
+  *out_b = bv;
+  return NULL;
+}
+
+/* On NCHWc (lowering/layout.c: constant statistics only): per (image,
+ * channel block) and position, a c-lane vector y = x * a + b with a and b
+ * padded to whole blocks. */
+static kiln_status_t batchnorm_blocked(kiln_lower_ctx_t* ctx, nn_kb_t* kb, float eps) {
+  tir_ctx_t* t = kb->t;
+  const tir_buffer_t *x = ctx->in[0], *y = ctx->out[0];
+  const int64_t c = ctx->in_block[0];
+  if (x->rank != 5 || !ctx->out_block || ctx->out_block[0] != c || !ctx->in_tensor[0])
+    return kiln_make_status(KILN_INTERNAL, "BatchNormalization: the blocked layout takes NCHWc in and out");
+  for (int32_t i = 1; i < 5; ++i)
+    if (!nn_is_const(ctx, i))
+      return kiln_make_status(KILN_INTERNAL, "BatchNormalization: the blocked layout needs constant statistics");
+  const int64_t N = x->shape[0], CB = x->shape[1], P = x->shape[2] * x->shape[3];
+  const int64_t C = ctx->in_tensor[0]->shape.dims[1], len = CB * c;
+  for (int32_t i = 1; i < 5; ++i)
+    if (tir_buffer_numel(ctx->in[i]) != C)
+      return kiln_make_status(KILN_INVALID_ARGUMENT, "BatchNormalization: input %d has %lld elements, expected %lld",
+                              (int)i, (long long)tir_buffer_numel(ctx->in[i]), (long long)C);
+  if (N * CB * P == 0) return NULL;
+  float *av = NULL, *bv = NULL;
+  KILN_RETURN_IF_ERROR(batchnorm_affine(ctx, C, len, eps, &av, &bv));
+  const tir_buffer_t *ab = NULL, *bb = NULL;
+  kiln_status_t st = nn_const_f32(ctx, "scale_blk", 1, &len, av, &ab);
+  av = NULL;
+  if (!st) st = nn_const_f32(ctx, "shift_blk", 1, &len, bv, &bb);
+  else free(bv);
+  KILN_RETURN_IF_ERROR(st);
+  const tir_buffer_t *xv, *yv;
+  int64_t vs[3] = {N * CB, P, c};
+  KILN_RETURN_IF_ERROR(nn_view(ctx, x, "xblk", 3, vs, &xv));
+  KILN_RETURN_IF_ERROR(nn_view(ctx, y, "yblk", 3, vs, &yv));
+  tir_var_t* vp = nn_var(kb, "ncb");
+  tir_var_t* vi = nn_var(kb, "i");
+  tir_var_t* vl = nn_var(kb, "l");
+  const tir_expr_t *p = nn_v(kb, vp), *i = nn_v(kb, vi), *l = nn_v(kb, vl);
+  const tir_expr_t* ch = nn_add(kb, nn_mulc(kb, nn_modc(kb, p, CB), c), l);
+  const tir_expr_t* v = tir_add(t, tir_mul(t, nn_ldf(kb, xv, NN_IDX(p, i, l)), tir_load(t, ab, NN_IDX(ch))),
+                                tir_load(t, bb, NN_IDX(ch)));
+  const tir_stmt_t* s = nn_stf(kb, yv, NN_IDX(p, i, l), v);
+  s = nn_for(kb, vp, N * CB, nn_for(kb, vi, P, nn_for(kb, vl, c, s)));
+  nn_vectorize(kb, vl);
+  if (N * CB > 1 && N * CB * P * c >= 4096) nn_parallel(kb, vp);
+  return nn_emit(kb, s);
+}
+
 kiln_status_t kiln_lower_nn_batchnorm(kiln_lower_ctx_t* ctx) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
@@ -142,6 +217,7 @@ kiln_status_t kiln_lower_nn_batchnorm(kiln_lower_ctx_t* ctx) {
   }
   float eps = 1e-5f;
   KILN_RETURN_IF_ERROR(kiln_attr_float(ctx->node, "epsilon", 1e-5f, &eps));
+  if (ctx->in_block && ctx->in_block[0] > 0) return batchnorm_blocked(ctx, &kb, eps);
   const int64_t N = x->shape[0], C = x->shape[1];
   int64_t plane = 1;
   for (int32_t i = 2; i < x->rank; ++i) plane *= x->shape[i];

@@ -12,8 +12,8 @@
  * depthwise groups, with and without bias, channel counts that are not
  * multiples of the block (remainder lanes), from a plain input (a stem)
  * and from a blocked one, MaxPool (ceil mode) and AveragePool (with and
- * without count_include_pad), Concat on channels, GlobalAveragePool and
- * element-wise ops with a
+ * without count_include_pad), Concat on channels, GlobalAveragePool,
+ * BatchNormalization with constant statistics and element-wise ops with a
  * scalar, run on the CPU backend with blocks of 8 and 16 lanes against
  * the reference executor. KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
@@ -299,6 +299,21 @@ static void build_cases(tg_t* t) {
   tg_node(t, "Mul", "semul", 2, NAMES("ses", "h1b"), "sem", 0, NULL);
   tg_node(t, "Relu", "serelu", 1, NAMES("sem"), "sero", 0, NULL);
   tg_output(t, "sero");
+  /* BatchNormalization after a Relu (no conv absorbs it) on the
+   * 20-channel output: runs blocked, its per-channel a and b padded to
+   * whole blocks; var positive */
+  tg_const(t, "bns", 1, DIMS(20));
+  tg_const(t, "bnb", 1, DIMS(20));
+  tg_const(t, "bnm", 1, DIMS(20));
+  if (t->ok) {
+    kiln_array_t v = rand_array(1, DIMS(20));
+    for (int64_t k = 0; k < 20; ++k) kiln_store_f64(F32, v.data, (size_t)k, 0.25 + fabs(kiln_load_f64(F32, v.data, (size_t)k)));
+    t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, "bnv", &v, NULL));
+  }
+  tg_node(t, "Relu", "bnin", 1, NAMES("h1b"), "bni", 0, NULL);
+  tg_node(t, "BatchNormalization", "bn", 5, NAMES("bni", "bns", "bnb", "bnm", "bnv"), "bno", 0, NULL);
+  tg_node(t, "Relu", "bnrelu", 1, NAMES("bno"), "bnro", 0, NULL);
+  tg_output(t, "bnro");
   tg_scalar(t, "half", 0.5);
   tg_node(t, "Mul", "scale", 2, NAMES("h1", "half"), "sc", 0, NULL);
   tg_node(t, "Sigmoid", "sig", 1, NAMES("sc"), "sg", 0, NULL);
@@ -353,6 +368,9 @@ static void test_kernels(int32_t block) {
     const int32_t se = node(g, "semul");
     CHECK(p->layout->node_blocked[se] && p->layout->node_blocked[node(g, "sesig")] &&
           kiln_layout_in_port(p->layout, g, se, 0) == block && kiln_layout_in_port(p->layout, g, se, 1) == block);
+    const int32_t bn = node(g, "bn");
+    CHECK(bn >= 0 && p->layout->node_blocked[bn] && kiln_layout_in_port(p->layout, g, bn, 0) == block &&
+          kiln_layout_in_port(p->layout, g, bn, 1) == 0 && p->layout->node_blocked[node(g, "bnrelu")]);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
     kiln_cpu_options_t o;

@@ -646,8 +646,14 @@ static void test_simplify_index_arith(void) {
             "(((o * 2) + i) // 2)");
   CHECK_STR(simp_in_loops(BIN(TIR_FLOORMOD, ADD(MUL(R(o), I(2)), R(i)), I(2)), o, 4, i, 3),
             "(i % 2)");
-  /* Fused index of a split loop stays as it is (nothing to prove). */
-  CHECK_STR(simp_in_loops(BIN(TIR_FLOORDIV, w, I(64)), o, 8, i, 16), "(((o * 16) + i) // 64)");
+  /* (g*x + r) // (g*k') == x // k' and % == g * (x % k') + r for 0 <= r < g
+   * (a register tile's rows against an image width the tile height
+   * divides: the rows share one base); a remainder past g stays whole. */
+  CHECK_STR(simp_in_loops(BIN(TIR_FLOORDIV, w, I(64)), o, 8, i, 16), "(o // 4)");
+  CHECK_STR(simp_in_loops(BIN(TIR_FLOORMOD, w, I(64)), o, 8, i, 16), "(i + ((o % 4) * 16))");
+  CHECK_STR(simp_in_loops(BIN(TIR_FLOORDIV, ADD(MUL(R(o), I(14)), R(i)), I(112)), o, 896, i, 14), "(o // 8)");
+  CHECK_STR(simp_in_loops(BIN(TIR_FLOORDIV, ADD(MUL(R(o), I(16)), R(i)), I(64)), o, 8, i, 17),
+            "(((o * 16) + i) // 64)");
   /* Common factors cancel. */
   CHECK_STR(simp_in_loops(BIN(TIR_FLOORDIV, MUL(R(o), I(16)), I(64)), o, 8, i, 16), "(o // 4)");
   CHECK_STR(simp_in_loops(BIN(TIR_FLOORMOD, MUL(R(o), I(16)), I(64)), o, 8, i, 16),
