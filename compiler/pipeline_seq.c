@@ -52,9 +52,9 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   const kiln_cpu_simd_t simd = kiln_cpu_simd();
   if (!s) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
   if (!s)
-    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles, %d lane reductions, "
-                              "%d vector loops, with run-time tile counts", name, fast.gemms, simd.lanes,
-                              fast.reductions, fast.maps);
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
+                              "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
+                              fast.gemms, simd.lanes, fast.packed, fast.reductions, fast.maps);
   if (!s && fast.kept)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d kernels keep their plain loops (the first, '%s': %s)",
                               name, fast.kept, fast.kept_kernel, fast.kept_why);

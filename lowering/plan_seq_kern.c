@@ -14,10 +14,26 @@
  * the CPU's vectors). */
 enum { LANES = 16, MR_CAP = 14 };
 
+#define MAX_PACKS 8
+
+/* A constant B of a GEMM laid out in column panels ([N/nr][K][nr]: each
+ * tile's kc x nr panel one contiguous run, as nn_pack_const lays out the
+ * static GEMM's), committed when the kernel passes the verifier. */
+typedef struct pack_s {
+  int32_t param;            /* the kernel parameter */
+  const tir_buffer_t* to;   /* its buffer in the packed layout */
+  int64_t K, N, nr;
+} pack_t;
+
 typedef struct kx_s {
   tir_ctx_t* c;
   int32_t lanes, regs;
   int32_t gemms, reductions, maps;
+  const kiln_plan_t* plan; /* NULL: no constants packed */
+  int32_t kernel;
+  const tir_func_t* f;
+  pack_t packs[MAX_PACKS];
+  int32_t npacks;
 } kx_t;
 
 /* ---- analysis ------------------------------------------------------------ */
@@ -304,6 +320,8 @@ typedef struct gemm_s {
   const tir_buffer_t* row;
   const tir_var_t *m, *n, *k, *n1;
   const tir_expr_t* P;      /* row[n] += P(m, k, n) */
+  const tir_buffer_t* bc;   /* a constant B that P reads (packed), or NULL */
+  const pack_t* pack;
   bool p_first;             /* written P + row[n] */
   const tir_stmt_t* epi;    /* the last loop's body, over m, n1 and row[n1] */
   int64_t mr, nr;
@@ -381,6 +399,111 @@ static const tir_expr_t* rowload_post(tir_mutator_t* m, const tir_expr_t* e) {
   return tir_load(c, G->tile, &ix);
 }
 
+typedef struct packed_s {
+  const tir_buffer_t *from, *to;
+  const tir_expr_t* idx[3];
+} packed_t;
+
+/* B[k, n] -> Bp[n / nr, k, n % nr] for the tile's (nt, k, j) */
+static const tir_expr_t* packed_post(tir_mutator_t* m, const tir_expr_t* e) {
+  const packed_t* pk = m->user;
+  if (e->kind != TIR_LOAD || e->u.load.buf != pk->from) return e;
+  return tir_load(m->ctx, pk->to, pk->idx);
+}
+
+typedef struct count_s {
+  const tir_buffer_t* b;
+  int32_t n;
+} count_t;
+
+static bool count_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  count_t* c = v->user;
+  if (e->kind == TIR_LOAD && e->u.load.buf == c->b) c->n++;
+  return true;
+}
+
+typedef struct findld_s {
+  const tir_buffer_t* b;
+  const tir_expr_t* at;
+} findld_t;
+
+static bool findld_pre(tir_visitor_t* v, const tir_expr_t* e) {
+  findld_t* f = v->user;
+  if (e->kind == TIR_LOAD && e->u.load.buf == f->b && !f->at) {
+    f->at = e;
+    v->stop = true;
+  }
+  return true;
+}
+
+static const tir_expr_t* find_load(const tir_expr_t* e, const tir_buffer_t* b) {
+  findld_t f = {b, NULL};
+  tir_visitor_t v = {.user = &f, .expr_pre = findld_pre};
+  tir_visit_expr(&v, e);
+  return f.at;
+}
+
+/* Whether the B that P reads is a constant only this GEMM reads, dense
+ * [K][N] and read as B[k][n]: then it is laid out in the tiles' panels
+ * (the plain nest read its rows N floats apart, which at N = 1024 puts
+ * a tile's whole panel into a few L1 sets and a page per row). */
+static void try_pack(kx_t* X, gemm_t* G) {
+  const kiln_plan_t* P = X->plan;
+  const tir_func_t* f = X->f;
+  const tir_stmt_t *K = G->kloop, *N = G->nloop;
+  if (!P || K->u.loop.dyn_extent || N->u.loop.dyn_extent || X->npacks == MAX_PACKS) return;
+  const int64_t kk = K->u.loop.extent, nn = N->u.loop.extent;
+  if (nn % G->nr || kk < 1) return;
+  for (int32_t j = 0; j < f->n_params; ++j) {
+    const tir_buffer_t* b = f->params[j];
+    const int32_t pb = P->kernels[X->kernel].args[j];
+    if (pb < 0 || pb >= P->n_buffers || P->buffers[pb].kind != KILN_PLAN_CONST || b->dtype != KILN_DTYPE_F32 ||
+        P->buffers[pb].value.dtype != KILN_DTYPE_F32 || !P->buffers[pb].value.data ||
+        P->buffers[pb].value.nbytes != (size_t)(kk * nn) * 4 || tir_buffer_numel(b) != kk * nn ||
+        !mentions(G->P, NULL, b))
+      continue;
+    /* dense row-major */
+    int64_t st = 1;
+    bool dense = true;
+    for (int32_t d = b->rank - 1; d >= 0; --d) {
+      dense &= b->strides[d] == st;
+      st *= b->shape[d];
+    }
+    /* read once in the kernel (this P), by no other kernel */
+    count_t cnt = {b, 0};
+    tir_visitor_t v = {.user = &cnt, .expr_pre = count_pre};
+    tir_visit_stmt(&v, f->body);
+    int32_t users = 0;
+    for (int32_t k = 0; k < P->n_kernels; ++k)
+      for (int32_t a = 0; a < P->kernels[k].func->n_params; ++a) users += P->kernels[k].args[a] == pb;
+    if (!dense || cnt.n != 1 || users != 1) return;
+    /* the one load: offset k * N + n exactly */
+    const tir_expr_t* ld = find_load(G->P, b);
+    if (!ld) return;
+    int64_t sk, sn;
+    if (!access_step(b, ld->u.load.idx, G->k, &sk) || !access_step(b, ld->u.load.idx, G->n, &sn) || sk != nn || sn != 1)
+      return;
+    const tir_expr_t* zero = tir_int(X->c, 0);
+    const tir_var_t* kn[2] = {G->k, G->n};
+    const tir_expr_t* z2[2] = {zero, zero};
+    for (int32_t d = 0; d < b->rank; ++d) {
+      const tir_expr_t* e = tir_simplify_expr(X->c, tir_substitute_expr(X->c, ld->u.load.idx[d], 2, kn, z2));
+      if (!e || e->kind != TIR_INT || e->u.i != 0) return;
+    }
+    tir_buffer_t* nb = kiln_arena_alloc(&X->c->arena, sizeof *nb);
+    if (!nb) return;
+    *nb = *b; /* the same id and name: the printer spells it as before */
+    nb->rank = 3;
+    nb->shape[0] = nn / G->nr, nb->shape[1] = kk, nb->shape[2] = G->nr;
+    nb->strides[0] = kk * G->nr, nb->strides[1] = G->nr, nb->strides[2] = 1;
+    pack_t* pk = &X->packs[X->npacks++];
+    *pk = (pack_t){j, nb, kk, nn, G->nr};
+    G->bc = b;
+    G->pack = pk;
+    return;
+  }
+}
+
 /* The mr x nr register tile at rows rb.., columns cb.. (G->rb, G->R). */
 static const tir_stmt_t* gemm_tile(kx_t* X, void* u, const tir_expr_t* cb, int64_t C) {
   gemm_t* G = u;
@@ -400,6 +523,12 @@ static const tir_stmt_t* gemm_tile(kx_t* X, void* u, const tir_expr_t* cb, int64
   const tir_var_t* from[3] = {G->m, G->n, G->k};
   const tir_expr_t* to[3] = {ADD(X, G->rb, V(X, i1)), ADD(X, cb, V(X, j1)), V(X, kv)};
   const tir_expr_t* p = tir_substitute_expr(c, G->P, 3, from, to);
+  if (G->pack) {
+    const tir_expr_t* nt = tir_simplify_expr(c, tir_bin(c, TIR_FLOORDIV, cb, I(X, G->pack->nr)));
+    packed_t pk = {G->bc, G->pack->to, {nt, V(X, kv), V(X, j1)}};
+    tir_mutator_t mp = {.ctx = c, .user = &pk, .expr_post = packed_post};
+    p = nt ? tir_mutate_expr(&mp, p) : NULL;
+  }
   const tir_expr_t* cur = tir_load(c, acc, &a1);
   const tir_stmt_t* upd = tir_store(c, acc, &a1, G->p_first ? tir_add(c, p, cur) : tir_add(c, cur, p));
   upd = tir_for(c, i1, R, TIR_LOOP_UNROLLED, tir_for(c, j1, C, jk, upd));
@@ -449,6 +578,7 @@ static const tir_stmt_t* gemm_post(tir_mutator_t* m, const tir_stmt_t* s) {
   G.mr = (X->regs - 4) / vecs;
   if (G.mr > MR_CAP) G.mr = MR_CAP;
   if (G.mr < 1) G.mr = 1;
+  try_pack(X, &G);
   const tir_loop_kind_t mk = s->u.loop.kind == TIR_LOOP_PARALLEL ? TIR_LOOP_PARALLEL : TIR_LOOP_SERIAL;
   /* tiles of balanced heights where a tile's columns are one static nest
    * (a code per height); over a run-time N, full tiles and halving pieces
@@ -590,6 +720,27 @@ static const tir_stmt_t* map_post(tir_mutator_t* m, const tir_stmt_t* s) {
 
 /* ---- driver ---------------------------------------------------------------------- */
 
+/* Lays constant B out in its tile panels (checked by try_pack: dense
+ * [K][N] f32, N a multiple of nr) and gives its plan buffer the packed
+ * buffer. */
+static kiln_status_t commit_pack(kiln_plan_t* plan, int32_t k, const pack_t* pk) {
+  kiln_plan_buffer_t* pb = &plan->buffers[plan->kernels[k].args[pk->param]];
+  kiln_shape_t shape = kiln_shape_make(3, pk->to->shape);
+  kiln_array_t v;
+  KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &shape, &v),
+                       "packing constant '%s' of kernel '%s'", pk->to->name, plan->kernels[k].func->name);
+  const float* src = pb->value.data;
+  float* dst = v.data;
+  for (int64_t t = 0; t < pk->N / pk->nr; ++t)
+    for (int64_t kk = 0; kk < pk->K; ++kk)
+      memcpy(dst + (t * pk->K + kk) * pk->nr, src + kk * pk->N + t * pk->nr, sizeof(float) * (size_t)pk->nr);
+  if (pb->owned) kiln_array_free(kiln_allocator_system(), &pb->value);
+  pb->value = v;
+  pb->owned = true;
+  pb->buf = pk->to;
+  return NULL;
+}
+
 static const tir_stmt_t* walk(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* (*post)(tir_mutator_t*, const tir_stmt_t*)) {
   tir_mutator_t m = {.ctx = X->c, .user = X, .stmt_post = post};
   return tir_mutate_stmt(&m, s);
@@ -607,11 +758,19 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
     const tir_func_t* f = kk->func;
     if (kk->tmpl || kk->custom || kk->host || f->n_params < 1) continue;
     const tir_buffer_t* dims = f->params[f->n_params - 1];
-    kx_t X = {c, lanes > 0 ? lanes : 4, regs > 0 ? regs : 16, 0, 0, 0};
+    kx_t X;
+    memset(&X, 0, sizeof X);
+    X.c = c, X.lanes = lanes > 0 ? lanes : 4, X.regs = regs > 0 ? regs : 16;
+    X.plan = plan, X.kernel = k, X.f = f;
     const tir_stmt_t* b = walk(&X, f->body, gemm_post);
     if (b) b = walk(&X, b, reduce_post);
     if (b) b = walk(&X, b, map_post);
-    tir_func_t* nf = b ? tir_func(c, f->name, f->n_params, f->params, b) : NULL;
+    const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)f->n_params);
+    if (params) {
+      memcpy(params, f->params, sizeof(*params) * (size_t)f->n_params);
+      for (int32_t i = 0; i < X.npacks; ++i) params[X.packs[i].param] = X.packs[i].to;
+    }
+    tir_func_t* nf = b && params ? tir_func(c, f->name, f->n_params, params, b) : NULL;
     if (nf) nf = tir_simplify_func(c, nf);
     if (!nf) {
       kiln_status_t st = tir_ctx_status(c);
@@ -630,10 +789,13 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
       kiln_status_free(st);
       continue;
     }
+    for (int32_t i = 0; i < X.npacks; ++i)
+      KILN_RETURN_IF_ERROR(commit_pack(plan, k, &X.packs[i]));
     kk->func = nf;
     out->gemms += X.gemms;
     out->reductions += X.reductions;
     out->maps += X.maps;
+    out->packed += X.npacks;
   }
   return NULL;
 }

@@ -17,6 +17,10 @@
  *    length: a run-time extent E runs E / t full tiles, then the rest
  *    E % t in pieces of t/2, t/4, ..., 1 rows (or columns), each under a
  *    guard `its last row < E` that is true exactly when the piece runs.
+ *    A constant B that only that GEMM reads, dense [K][N] with N a multiple
+ *    of nr, is laid out in the tiles' panels ([N/nr][K][nr], as the static
+ *    GEMM packs its weights): the plan buffer gets the packed value and
+ *    buffer (the same bytes in another order).
  *  - Reductions into one PRIVATE element (`d = ident; for r: d = op(d,
  *    f(r))`, op +, max or min): 16 lanes in a PRIVATE vector, folded, and
  *    the rest of a run-time extent one element at a time.
@@ -41,6 +45,7 @@ typedef struct kiln_plan_seq_kern_report_s {
   int32_t gemms;      /* plain GEMM nests turned into register tiles */
   int32_t reductions; /* reductions turned into 16-lane ones */
   int32_t maps;       /* loops vectorized (split where the extent is run-time) */
+  int32_t packed;     /* constant Bs laid out in the tiles' panels */
   int32_t kept;       /* kernels that kept their plain form: the check failed */
   /* the first kernel kept and why (static text or the plan's arena) */
   const char* kept_kernel;

@@ -1,6 +1,7 @@
 /* The fast kernels of a range program (lowering/plan_seq_kern.h): an
- * encoder block whose widths are no multiple of the register tile (d 40,
- * FFN 72: a 32-wide column tile and an 8-wide piece), compiled ONCE for
+ * encoder block whose widths are partly off the register tile (d 40,
+ * a 32-wide column tile and an 8-wide piece; FFN 64: whole tiles over a
+ * constant B laid out in panels), compiled ONCE for
  * seq=3..72 and run at EVERY length of the range against the reference
  * executor, so that every row-tile height (1..14 on AVX-512, 1..6 on AVX2),
  * every split of a run-time column count into full tiles and pieces, and
@@ -19,7 +20,7 @@
 #include "kiln/runtime.h"
 #include "testing.h"
 
-enum { D = 40, F = 72, LO = 3, HI = 72 };
+enum { D = 40, F = 64, LO = 3, HI = 72 };
 
 static char g_dir[512];
 static char g_model[700];
@@ -157,6 +158,7 @@ static void test_every_length(void) {
   /* q, k, v, scores, mix, ff1, ff2: every GEMM tiled; the softmax's max
    * and sum and the LayerNorm's mean and variance in lanes */
   CHECK_MSG(strstr(plan, ": 7 GEMMs in ") != NULL, "plan report: %s", plan);
+  CHECK_MSG(strstr(plan, "(1 constant Bs in tile panels)") != NULL, "plan report: %s", plan); /* ff1's W1 */
   CHECK_MSG(strstr(plan, " 4 lane reductions") != NULL, "plan report: %s", plan);
   CHECK_MSG(strstr(plan, "keep their plain loops") == NULL, "plan report: %s", plan);
   kiln_module_t* m = NULL;
