@@ -370,6 +370,11 @@ static bool match_gemm(const tir_stmt_t* s, gemm_t* G) {
     return false;
   G->mloop = s, G->kloop = U, G->nloop = N, G->row = row, G->epi = Ep->u.loop.body;
   G->m = s->u.loop.var, G->k = U->u.loop.var, G->n = N->u.loop.var, G->n1 = Ep->u.loop.var;
+  /* the tiles run K and N outside any one row: their extents must not
+   * follow the row (or the k loop) */
+  const tir_expr_t* ek = U->u.loop.dyn_extent;
+  const tir_expr_t* en = N->u.loop.dyn_extent;
+  if ((ek && mentions(ek, G->m, NULL)) || (en && (mentions(en, G->m, NULL) || mentions(en, G->k, NULL)))) return false;
   /* the epilogue: stores contiguous in n1, loads of row at n1 only */
   deps_t D = {.v = G->n1, .skip = row, .ok = true};
   if (!collect_stores(&D, G->epi) || !deps_stmt(&D, G->epi)) return false;
