@@ -325,6 +325,7 @@ typedef struct gemm_s {
   bool p_first;             /* written P + row[n] */
   const tir_stmt_t* epi;    /* the last loop's body, over m, n1 and row[n1] */
   int64_t mr, nr;
+  const tir_stmt_t* bloop; /* a serial loop around the rows, moved inside them, or NULL */
   /* the tile being built */
   const tir_expr_t* rb;
   int64_t R;
@@ -568,15 +569,113 @@ static const tir_stmt_t* gemm_rows(kx_t* X, void* u, const tir_expr_t* rb, int64
   G->rb = rb, G->R = R;
   const tir_stmt_t* s = blocked(X, G->nloop, G->nr, TIR_LOOP_SERIAL, "nt", gemm_tile, G);
   G->rb = save_rb, G->R = save_R;
+  if (s && G->bloop) {
+    /* the rows of every batch: one parallel loop over the row tiles, not
+     * one parallel region per batch */
+    const tir_var_t* ob = G->bloop->u.loop.var;
+    const tir_var_t* nb = tir_var(X->c, ob->name);
+    const tir_expr_t* r = nb ? V(X, nb) : NULL;
+    s = r ? tir_substitute_stmt(X->c, s, 1, &ob, &r) : NULL;
+    s = s ? tir_for(X->c, nb, G->bloop->u.loop.extent, TIR_LOOP_SERIAL, s) : NULL;
+  }
   return s;
 }
 
-static const tir_stmt_t* gemm_post(tir_mutator_t* m, const tir_stmt_t* s) {
+typedef struct dimsub_s {
+  const tir_buffer_t* dims;
+  int64_t n;
+} dimsub_t;
+
+static const tir_expr_t* dimsub_post(tir_mutator_t* m, const tir_expr_t* e) {
+  const dimsub_t* d = m->user;
+  return e->kind == TIR_LOAD && e->u.load.buf == d->dims ? tir_int(m->ctx, d->n) : e;
+}
+
+/* |e| with the dim's run-time value |n| in place of its loads. */
+static const tir_expr_t* at_n(kx_t* X, const tir_expr_t* e, int64_t n) {
+  dimsub_t d = {X->f->params[X->f->n_params - 1], n};
+  tir_mutator_t m = {.ctx = X->c, .user = &d, .expr_post = dimsub_post};
+  const tir_expr_t* r = tir_mutate_expr(&m, e);
+  return r ? tir_simplify_expr(X->c, r) : NULL;
+}
+
+static bool extent_at(kx_t* X, const tir_stmt_t* L, int64_t n, int64_t* out) {
+  if (!L->u.loop.dyn_extent) return (*out = L->u.loop.extent), true;
+  const tir_expr_t* e = at_n(X, L->u.loop.dyn_extent, n);
+  if (!e || e->kind != TIR_INT) return false;
+  *out = e->u.i;
+  return true;
+}
+
+/* Whether the iterations of serial loop |B| around the GEMM's rows write
+ * disjoint elements (then the row tiles may run every batch, in parallel):
+ * for every value of the dim, the interval each batch's epilogue stores
+ * span (over its rows and columns) lies above the previous batch's. The
+ * rows of one batch are independent already (their loop is parallel),
+ * the GEMM reads nothing its epilogue writes, and the epilogue reads what
+ * it writes only at the element it stores (match_gemm). */
+static bool batches_disjoint(kx_t* X, const tir_stmt_t* B, const gemm_t* G) {
+  const kiln_plan_t* P = X->plan;
+  if (!P || P->n_dims != 1 || P->dims[0].hi - P->dims[0].lo > 4096) return false;
+  deps_t D = {.v = G->n1, .skip = G->row, .ok = true};
+  if (!collect_stores(&D, G->epi)) return false;
+  for (int32_t w = 0; w < D.nw; ++w)
+    for (int32_t x = 0; x < w; ++x)
+      if (D.wb[w] == D.wb[x]) return false;
+  const tir_var_t* vars[3] = {B->u.loop.var, G->m, G->n1};
+  for (int64_t n = P->dims[0].lo; n <= P->dims[0].hi; ++n) {
+    int64_t M, N;
+    if (!extent_at(X, G->mloop, n, &M) || !extent_at(X, G->nloop, n, &N)) return false;
+    if (M < 1 || N < 1) continue;
+    for (int32_t w = 0; w < D.nw; ++w) {
+      const tir_expr_t* F = tir_int(X->c, 0);
+      for (int32_t d = 0; d < D.wb[w]->rank; ++d)
+        F = ADD(X, F, MULC(X, D.wi[w][d], D.wb[w]->strides[d]));
+      F = at_n(X, F, n);
+      if (!F) return false;
+      int64_t prev = -1;
+      for (int64_t b = 0; b < B->u.loop.extent; ++b) {
+        const int64_t lo[3] = {b, 0, 0}, hi[3] = {b, M - 1, N - 1};
+        int64_t l, h;
+        if (!tir_expr_bounds(F, 3, vars, lo, hi, &l, &h) || l <= prev) return false;
+        prev = h;
+      }
+    }
+  }
+  return true;
+}
+
+static const tir_stmt_t* gemm_build(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* bloop);
+
+/* A serial batch loop whose body is a GEMM's parallel row loop: the rows
+ * tiled with the batch loop inside them (one parallel region, not one per
+ * batch), where the batches write disjoint elements. */
+static bool gemm_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** out) {
   kx_t* X = m->user;
   gemm_t G;
+  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_SERIAL || s->u.loop.dyn_extent || s->u.loop.extent < 2)
+    return false;
+  const tir_stmt_t* r = s->u.loop.body;
+  if (r->kind != TIR_FOR || r->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(r, &G)) return false;
+  if ((r->u.loop.dyn_extent && mentions(r->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.nloop->u.loop.dyn_extent && mentions(G.nloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.kloop->u.loop.dyn_extent && mentions(G.kloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      !batches_disjoint(X, s, &G))
+    return false;
+  *out = gemm_build(X, r, s);
+  return true;
+}
+
+static const tir_stmt_t* gemm_post(tir_mutator_t* m, const tir_stmt_t* s) {
+  return gemm_build(m->user, s, NULL);
+}
+
+static const tir_stmt_t* gemm_build(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* bloop) {
+  gemm_t G;
   if (s->kind != TIR_FOR || !match_gemm(s, &G)) return s;
+  G.bloop = bloop;
   const int64_t N = G.nloop->u.loop.extent, L = X->lanes;
-  if (N < 1 || s->u.loop.extent < 1) return s;
+  if (N < 1 || s->u.loop.extent < 1) return bloop ? tir_for_with_body(X->c, bloop, s) : s;
   /* nn_gemm_tiles' register tile */
   G.nr = N >= 2 * L ? 2 * L : N >= L ? L : N;
   const int64_t vecs = (G.nr + L - 1) / L;
@@ -748,6 +847,7 @@ static kiln_status_t commit_pack(kiln_plan_t* plan, int32_t k, const pack_t* pk)
 
 static const tir_stmt_t* walk(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* (*post)(tir_mutator_t*, const tir_stmt_t*)) {
   tir_mutator_t m = {.ctx = X->c, .user = X, .stmt_post = post};
+  if (post == gemm_post) m.stmt_pre = gemm_pre;
   return tir_mutate_stmt(&m, s);
 }
 
