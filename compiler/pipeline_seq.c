@@ -6,6 +6,7 @@
 
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
+#include "lowering/plan_seq_kern.h"
 #include "targets/program_build.h"
 
 kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name, int64_t lo, int64_t hi,
@@ -45,6 +46,18 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
                               "value at run time (%d in their naive form), lowered at %s=%lld,%lld,%lld,%lld,%lld",
                               name, (long long)lo, (long long)hi, plan->n_kernels, naive, name, (long long)x[0],
                               (long long)x[1], (long long)x[2], (long long)x[3], (long long)x[4]);
+  /* the plain nests into register tiles, lane reductions and vector loops
+   * with run-time counts (lowering/plan_seq_kern.h) */
+  kiln_plan_seq_kern_report_t fast;
+  const kiln_cpu_simd_t simd = kiln_cpu_simd();
+  if (!s) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
+  if (!s)
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
+                              "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
+                              fast.gemms, simd.lanes, fast.packed, fast.reductions, fast.maps);
+  if (!s && fast.kept)
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d kernels keep their plain loops (the first, '%s': %s)",
+                              name, fast.kept, fast.kept_kernel, fast.kept_why);
   char opts[64];
   snprintf(opts, sizeof opts, "-O%d", c->opt);
   kiln_program_build_options_t bo = {.model_name = c->model_name, .precision = "fp32", .options = opts,
