@@ -281,6 +281,13 @@ typedef struct kiln_cf_dialect_s {
    * quantized ops' saturation (printer_vec.c's qsat_value; NULL: the
    * NaN-propagating vmin/vmax and the select as written) */
   const char* vqsat;
+  /* f32 a * b + c rounded once ($1 $2 $3; tensor-IR fma, the GEMMs' step),
+   * scalar and on a vector of $W lanes. NULL: printed a * b + c, which the
+   * compiler contracts or not as it likes (GCC's Zen tunings leave 128- and
+   * 256-bit and scalar chains unfused while fusing 512-bit ones, so a
+   * GEMM's edge tile summed with other roundings than its full tiles). */
+  const char* fma_f;
+  const char* vfma;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

@@ -136,6 +136,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vload_u8 = "kiln_vu8f$W(&$B[$I])", .vload_i8 = "kiln_vs8f$W(&$B[$I])",
     .vstore_u8 = "kiln_vf2uint8$W(&$B[$I], $V)", .vstore_i8 = "kiln_vf2int8$W(&$B[$I], $V)",
     .vload_i32f = "kiln_vi2f$W(&$B[$I])",
+    .fma_f = "kiln_fmaf($1, $2, $3)", .vfma = "kiln_vfma$W($1, $2, $3)",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {
