@@ -507,8 +507,10 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     /* GPU targets: the nodes the target refuses run on the CPU of the same
      * session (targets/partition.h), one line each; --strict refuses. */
     kiln_partition_report_t fallbacks;
+    /* a buffer the device cannot bind in one piece sends its node there too */
+    const uint64_t max_binding = c->tuning_device ? c->tuning_device->info.max_binding_bytes : 0;
     s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, c->gpu_lacks,
-                                  kiln_allocator_system(),
+                                  max_binding, kiln_allocator_system(),
                                   &fallbacks, &plan);
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);
     kiln_partition_report_free(&fallbacks);

@@ -345,6 +345,7 @@ static kiln_status_t compile_entry(kiln_staged_t* st, seg_t* s, const kiln_array
   cc.model_name = src_of(st->g);
   cc.precision = &prec;
   cc.loop_limit = st->o.loop_limit;
+  cc.tuning_device = st->o.device; /* its limits (texels, bindings); no tuning cache is read */
   cc.gpu_lacks = st->o.target->lowering == KILN_TARGET_CLASS_GPU ? kiln_compile_gpu_lacks(&st->o.device->info) : 0;
   kiln_status_t s2 = st->o.opt >= 1 ? kiln_compile_graph_passes(sg, st->o.opt, st->o.target, &log) : NULL;
   kiln_program_t* prog = NULL;

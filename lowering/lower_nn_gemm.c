@@ -265,7 +265,9 @@ static const tir_stmt_t* fma_body(gen_t* e, void* u, const tir_expr_t* i, const 
   const tir_expr_t* r = r_elem(e, t->nt, j, kout, t->grp, t->tv, kabs, krel);
   if (e->g->idot)
     return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, e->g->dot4 ? TIR_DOT4_U8I8 : TIR_DOT2_I16, 3, a, l, r));
-  return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_add(kb->t, a, tir_mul(kb->t, l, r)));
+  /* one rounding per step, spelled as such: every tile, whatever its
+   * width, sums a column in the same order with the same roundings */
+  return tir_store(kb->t, t->acc, NN_IDX(i, j), tir_call(kb->t, TIR_FMA, 3, l, r, a));
 }
 
 static const tir_stmt_t* store_body(gen_t* e, void* u, const tir_expr_t* i, const tir_expr_t* j) {

@@ -155,6 +155,11 @@ typedef struct kiln_plan_s {
    * The Vulkan target prints a kernel whose buffers exceed it without
    * texel reads. */
   uint64_t max_texels;
+  /* GPU: the most bytes one kernel argument may span on the device the
+   * plan is for (kiln_device_info_t.max_binding_bytes; 0: not checked),
+   * set by kiln_partition_plan_build: a GPU target's kernel_check refuses
+   * a kernel binding a larger buffer, so its node runs on the CPU. */
+  uint64_t max_binding;
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {

@@ -94,6 +94,13 @@ typedef struct kiln_device_info_s {
    * and prints the plain mode for a kernel whose buffers exceed it.
    * KILN_VULKAN_FEATURES=texels=N lowers it to N (tests). */
   uint64_t max_texels;
+  /* The most bytes one kernel argument may span (Vulkan:
+   * maxStorageBufferRange, 128 MiB on lavapipe; 0: no limit beyond
+   * max_alloc_bytes). A compile for the device runs a node whose kernel
+   * would bind a larger buffer (AlexNet's and VGG-19's first FC weights) on
+   * the CPU of the same session (kiln_plan_options_t.max_binding).
+   * KILN_VULKAN_FEATURES=binding=N lowers it to N bytes (tests). */
+  uint64_t max_binding_bytes;
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

@@ -14,9 +14,31 @@ void kiln_partition_report_free(kiln_partition_report_t* r) {
   memset(r, 0, sizeof *r);
 }
 
+/* Bytes of plan buffer |pb| and of the buffer whose memory it shares. */
+static uint64_t buffer_bytes(const kiln_plan_t* plan, int32_t pb) {
+  uint64_t most = 0;
+  const int32_t ids[2] = {pb, kiln_plan_root(plan, pb)};
+  for (int i = 0; i < 2; ++i) {
+    if (ids[i] < 0 || ids[i] >= plan->n_buffers || !plan->buffers[ids[i]].buf) continue;
+    const tir_buffer_t* b = plan->buffers[ids[i]].buf;
+    const uint64_t n = (uint64_t)tir_buffer_numel(b) * (uint64_t)kiln_dtype_size(b->dtype);
+    if (n > most) most = n;
+  }
+  return most;
+}
+
 kiln_status_t kiln_partition_gpu_check(const kiln_plan_t* plan, int32_t k, const char* target,
                                        const kiln_cf_dialect_t* dialect) {
   const kiln_plan_kernel_t* pk = &plan->kernels[k];
+  /* every argument is bound whole: one larger than the device binds (a big
+   * FC layer's weights on lavapipe) cannot run there */
+  for (int32_t a = 0; plan->max_binding && pk->func && pk->args && a < pk->func->n_params; ++a) {
+    const uint64_t bytes = buffer_bytes(plan, pk->args[a]);
+    if (bytes > plan->max_binding)
+      return kiln_make_status(KILN_UNSUPPORTED, "buffer '%s' spans %llu bytes, the %s device binds at most %llu",
+                              pk->func->params[a]->name, (unsigned long long)bytes, target,
+                              (unsigned long long)plan->max_binding);
+  }
   if (pk->tmpl) return NULL;
   if (pk->custom) {
     const kiln_custom_kernel_t* kern = NULL;
@@ -82,7 +104,7 @@ static kiln_status_t fill_report(const kiln_graph_t* g, const uint8_t* host, cha
 
 kiln_status_t kiln_partition_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                         const kiln_target_t* target, bool strict, uint32_t gpu_lacks,
-                                        kiln_allocator_t allocator,
+                                        uint64_t max_binding, kiln_allocator_t allocator,
                                         kiln_partition_report_t* report, kiln_plan_t** out_plan) {
   if (report) memset(report, 0, sizeof *report);
   if (!g || !options || !target || !out_plan)
@@ -103,7 +125,10 @@ kiln_status_t kiln_partition_plan_build(const kiln_graph_t* g, const kiln_plan_o
    * more build settles it; the bound is a guard. */
   for (int round = 0; round < 4; ++round) {
     s = kiln_plan_build_host(g, options, &h, allocator, &plan);
-    if (!s) plan->gpu_lacks = gpu_lacks; /* what the target's kernel_check reads */
+    if (!s) { /* what the target's kernel_check reads */
+      plan->gpu_lacks = gpu_lacks;
+      plan->max_binding = max_binding;
+    }
     if (s && strict && kiln_status_code(s) == KILN_UNSUPPORTED)
       s = kiln_status_annotate(s, "the %s target refuses it (--strict: no CPU fallback)", target->name);
     int32_t fresh = 0;

@@ -42,12 +42,14 @@ void kiln_partition_report_free(kiln_partition_report_t* r);
  * CPU targets (nothing to fall back to) build the plain plan. |strict|:
  * the first refusal is an UNSUPPORTED error naming the node, its op, the
  * target and the reason. |gpu_lacks|: what the device lacks
- * (KILN_GPU_LACKS_*, kiln_compile_gpu_lacks), kept in the plan for the
- * target's kernel_check. |report| (may be NULL) lists the fallbacks; free
+ * (KILN_GPU_LACKS_*, kiln_compile_gpu_lacks), and |max_binding|: the most
+ * bytes one kernel argument may span on it (kiln_device_info_t.
+ * max_binding_bytes; 0: no limit), kept in the plan for the target's
+ * kernel_check. |report| (may be NULL) lists the fallbacks; free
  * it with kiln_partition_report_free, also after an error. */
 KILN_MUST_USE kiln_status_t kiln_partition_plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                                       const kiln_target_t* target, bool strict, uint32_t gpu_lacks,
-                                                      kiln_allocator_t allocator, kiln_partition_report_t* report,
+                                                      uint64_t max_binding, kiln_allocator_t allocator, kiln_partition_report_t* report,
                                                       kiln_plan_t** out_plan);
 
 /* The kernel_check of a GPU target printing tensor IR in |dialect| and

@@ -440,7 +440,8 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
          * execution); a case stays skipped when the CPU cannot run them
          * either (UNSUPPORTED) */
         kiln_partition_report_t fb;
-        s = kiln_partition_plan_build(gc, &po, g_target, false, kiln_compile_gpu_lacks(&g_device->info), al, &fb,
+        s = kiln_partition_plan_build(gc, &po, g_target, false, kiln_compile_gpu_lacks(&g_device->info),
+                                      g_device->info.max_binding_bytes, al, &fb,
                                       &plan);
         if (!s && fb.n) ++g_fallback_cases;
         kiln_partition_report_free(&fb);

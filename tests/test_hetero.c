@@ -16,6 +16,10 @@
  *     places the same kernels on the same devices and runs the same;
  *   - a profiled session names the device of every kernel and prints the
  *     segments and their transfers;
+ *   - a kernel binding a buffer larger than the device binds in one piece
+ *     (kiln_device_info_t.max_binding_bytes; lavapipe: 128 MiB, here a
+ *     limit of 32 KiB against a 75 KiB weight) runs on the CPU, the rest on
+ *     the GPU, and the run matches the reference;
  *   - a target that runs everything (OpenCL with fp64) gets no host kernels;
  *     an OpenCL device without fp64 (test_hetero_opencl_nofp64) is asked per
  *     node like Vulkan: its f64 nodes run on the CPU, --strict names them.
@@ -78,7 +82,8 @@ static void inputs(kiln_array_t in[2]) {
 }
 
 /* Partition, fuse, choose templates, build: the compile pipeline's steps. */
-static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_report_t* rep, kiln_program_t** out) {
+static kiln_status_t build_bound(const kiln_graph_t* g, bool strict, uint64_t max_binding, kiln_partition_report_t* rep,
+                                 kiln_program_t** out) {
   /* what the device lacks, as a compile for it asks (api/driver.c) */
   const uint32_t lacks = kiln_compile_gpu_lacks(&g_device->info);
   kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0};
@@ -86,12 +91,16 @@ static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_re
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);
   templates.gpu_lacks = lacks;
-  kiln_status_t s = kiln_partition_plan_build(g, &po, g_target, strict, lacks, al(), rep, &plan);
+  kiln_status_t s = kiln_partition_plan_build(g, &po, g_target, strict, lacks, max_binding, al(), rep, &plan);
   if (!s) s = kiln_plan_fuse(plan, NULL, NULL);
   if (!s) s = kiln_template_choose(plan, &templates);
   if (!s) s = kiln_program_build(plan, g_target, NULL, al(), out);
   kiln_plan_destroy(plan);
   return s;
+}
+
+static kiln_status_t build(const kiln_graph_t* g, bool strict, kiln_partition_report_t* rep, kiln_program_t** out) {
+  return build_bound(g, strict, 0, rep, out);
 }
 
 static void check_run(kiln_session_t* s, const kiln_graph_t* g, const char* what) {
@@ -276,11 +285,64 @@ static void test_strict(void) {
   kiln_graph_destroy(g);
 }
 
+/* x[2,64] -> MatMul (w: 64 x 300 f32, 76,800 bytes) -> Relu, with a
+ * device said to bind at most 32 KiB per argument: the MatMul runs on the
+ * CPU, the Relu on the GPU. */
+static void test_binding_limit(void) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return; /* the CPU binds nothing */
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t xd[2] = {2, 64}, wd[2] = {64, 300};
+  kiln_array_t w = arr(KILN_DTYPE_F32, 2, wd);
+  for (int i = 0; i < 64 * 300 && w.data; ++i) ((float*)w.data)[i] = (float)((i * 37) % 11 - 5) * 0.125f;
+  bool ok = w.data && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) && input(g, "x", KILN_DTYPE_F32, 2, xd) &&
+            node1(g, "MatMul", "mm", 2, (const char*[]){"x", "w"}, "t", 0, NULL) &&
+            node1(g, "Relu", "relu", 1, (const char*[]){"t"}, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+            CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_array_free(al(), &w);
+  for (int limit = 0; ok && limit <= 1; ++limit) {
+    kiln_partition_report_t rep;
+    kiln_program_t* prog = NULL;
+    if (!CHECK_OK(build_bound(g, false, limit ? 32768 : 0, &rep, &prog))) {
+      kiln_partition_report_free(&rep);
+      break;
+    }
+    const int32_t nh = kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST);
+    if (limit) {
+      CHECK_MSG(rep.n == 1 && !strcmp(g->nodes[rep.nodes[0]].name, "mm") && rep.reasons[0] &&
+                    strstr(rep.reasons[0], "binds at most 32768"),
+                "%s: %d nodes fell back (%s)", g_target_name, (int)rep.n, rep.n ? rep.reasons[0] : "");
+      CHECK(nh > 0 && nh < prog->n_kernels);
+    } else {
+      CHECK_MSG(rep.n == 0 && nh == 0, "%s: %d nodes fell back without a limit", g_target_name, (int)rep.n);
+    }
+    kiln_partition_report_free(&rep);
+    kiln_module_t* m = NULL;
+    kiln_session_t* s = NULL;
+    if (CHECK_OK(kiln_module_wrap(prog, &m))) s = session(m); /* wrap owns prog either way */
+    kiln_array_t in = arr(KILN_DTYPE_F32, 2, xd), got = {0}, want = {0};
+    for (int i = 0; i < 128 && in.data; ++i) ((float*)in.data)[i] = (float)(i % 13 - 6) * 0.3f;
+    CHECK(s != NULL);
+    if (s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, &want)) && CHECK_OK(kiln_session_run(s, &in, &got))) {
+      CHECK(got.nbytes == want.nbytes && want.nbytes == 600 * sizeof(float));
+      for (int i = 0; i < 600 && got.nbytes == want.nbytes; ++i)
+        CHECK_NEAR(((float*)got.data)[i], ((float*)want.data)[i], 1e-4);
+    }
+    kiln_array_free(al(), &in);
+    kiln_array_free(al(), &got);
+    kiln_array_free(al(), &want);
+    kiln_session_destroy(s);
+    kiln_module_release(m);
+  }
+  kiln_graph_destroy(g);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   test_fallback();
   test_strict();
+  test_binding_limit();
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

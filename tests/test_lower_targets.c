@@ -15,7 +15,12 @@
  *     lowered kernel: one GEMM over the 197 stacked rows, no loop over the
  *     197 batches;
  *   - Identity nodes on a shared initializer (two feeding MatMuls, one a
- *     graph output): buffers that alias a constant.
+ *     graph output): buffers that alias a constant;
+ *   - a MatMul whose weight columns are all equal ([1,2048] x [2048,1000]:
+ *     31 tiles of 32 columns and an 8-column edge on the CPU): every column
+ *     of the output bit for bit the same (VGG-19 on the onnx runner's
+ *     weights: its edge tile once summed with other roundings, and Softmax
+ *     turned 1,000 equal logits into 8 of 0.125).
  * Tolerance: |got - want| <= 1e-4 |want| + 2e-5 max(1, max |want|).
  */
 #include <math.h>
@@ -286,6 +291,51 @@ static void test_identity_shared_initializer(void) {
   }
 }
 
+/* ---- Equal weight columns ----------------------------------------------- */
+
+static void test_matmul_equal_columns(void) {
+  enum { M = 1, K = 2048, N = 1000 };
+  gb_t b;
+  gb_init(&b);
+  gb_input(&b, "x", 2, (int64_t[]){M, K});
+  kiln_array_t w;
+  memset(&w, 0, sizeof w);
+  kiln_shape_t ws = kiln_shape_make(2, (int64_t[]){K, N});
+  b.ok = b.ok && CHECK_OK(kiln_array_alloc(b.g->allocator, KILN_DTYPE_F32, &ws, &w));
+  for (int k = 0; b.ok && k < K; ++k) {
+    const float v = rnd();
+    for (int n = 0; n < N; ++n) ((float*)w.data)[(size_t)k * N + n] = v;
+  }
+  b.ok = b.ok && CHECK_OK(kiln_graph_add_initializer(b.g, "w", &w, NULL));
+  gb_node(&b, "MatMul", 2, (const char*[]){"x", "w"}, "y", 0, NULL);
+  b.ok = b.ok && CHECK_OK(kiln_graph_add_output(b.g, "y"));
+  if (!b.ok || !CHECK_OK(kiln_graph_prepare(b.g))) {
+    gb_free(&b);
+    return;
+  }
+  for (int opt = 0; opt <= 1; ++opt) {
+    if (opt == 1 && !CHECK_OK(kiln_graph_optimize(b.g, 1, NULL))) break;
+    kiln_module_t* m = compile_fused(b.g, opt >= 1);
+    kiln_session_t* s = session(m);
+    kiln_array_t got;
+    memset(&got, 0, sizeof got);
+    if (s && CHECK_OK(kiln_session_run(s, b.feeds, &got))) {
+      const float* y = got.data;
+      CHECK(got.nbytes == sizeof(float) * M * N);
+      for (int i = 0; i < M && got.nbytes == sizeof(float) * M * N; ++i) {
+        int n = 1;
+        while (n < N && !memcmp(&y[i * N + n], &y[i * N], sizeof(float))) ++n;
+        CHECK_MSG(n == N, "%s -O%d row %d: column %d is %.9g, column 0 %.9g (equal weight columns)", g_target_name,
+                  opt, i, n, n < N ? (double)y[i * N + n] : 0.0, (double)y[i * N]);
+      }
+    }
+    kiln_array_free(al(), &got);
+    kiln_session_destroy(s);
+    kiln_module_release(m);
+  }
+  gb_free(&b);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
@@ -295,6 +345,7 @@ int main(int argc, char** argv) {
   RUN(test_matmul_shared_b);
   RUN(test_matmul_runtime_b);
   RUN(test_identity_shared_initializer);
+  RUN(test_matmul_equal_columns);
   kiln_device_release(g_device);
   return kiln_test_finish();
 }

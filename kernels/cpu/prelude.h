@@ -348,6 +348,51 @@ KILN_VMULR_MEM(16, kiln_v16f)
 #endif
 #define kiln_mulrf kiln_vmulr1
 
+/* a * b + c rounded once (tensor-IR fma: the f32 GEMMs' step), spelled
+   out rather than left to -ffp-contract: GCC's Zen tunings fuse 512-bit
+   chains but leave 256-bit, 128-bit and scalar ones as a multiply and an
+   add, so a GEMM's 8-column edge tile rounded differently from its 32-column
+   tiles (VGG-19's equal logits came out unequal). One vfmadd per vector on
+   x86 with FMA (GCC's builtins; clang's elementwise one); a * b + c where
+   neither applies (no FMA unit on x86: never fused; elsewhere the
+   compiler's contraction, the same at every width). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__FMA__)
+#define KILN_FMA_BUILTINS 1
+KILN_INLINE float kiln_fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+KILN_INLINE kiln_v4f kiln_vfma4(kiln_v4f a, kiln_v4f b, kiln_v4f c) {
+  return (kiln_v4f)__builtin_ia32_vfmaddps((kiln_vx4f)a, (kiln_vx4f)b, (kiln_vx4f)c);
+}
+KILN_INLINE kiln_v8f kiln_vfma8(kiln_v8f a, kiln_v8f b, kiln_v8f c) {
+  return (kiln_v8f)__builtin_ia32_vfmaddps256((kiln_vx8f)a, (kiln_vx8f)b, (kiln_vx8f)c);
+}
+#if defined(__AVX512F__)
+KILN_INLINE kiln_v16f kiln_vfma16(kiln_v16f a, kiln_v16f b, kiln_v16f c) {
+  return (kiln_v16f)__builtin_ia32_vfmaddps512_mask((kiln_vx16f)a, (kiln_vx16f)b, (kiln_vx16f)c,
+                                                    (unsigned short)0xffff, 4);
+}
+#else
+KILN_INLINE kiln_v16f kiln_vfma16(kiln_v16f a, kiln_v16f b, kiln_v16f c) {
+  kiln_v16f r; /* never printed without AVX-512 (the dialect's widths) */
+  for (int l = 0; l < 16; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+  return r;
+}
+#endif
+#elif defined(__clang__) && defined(__has_builtin)
+#if __has_builtin(__builtin_elementwise_fma) && (defined(__FMA__) || !defined(__x86_64__))
+#define KILN_FMA_BUILTINS 1
+KILN_INLINE float kiln_fmaf(float a, float b, float c) { return __builtin_elementwise_fma(a, b, c); }
+KILN_INLINE kiln_v4f kiln_vfma4(kiln_v4f a, kiln_v4f b, kiln_v4f c) { return __builtin_elementwise_fma(a, b, c); }
+KILN_INLINE kiln_v8f kiln_vfma8(kiln_v8f a, kiln_v8f b, kiln_v8f c) { return __builtin_elementwise_fma(a, b, c); }
+KILN_INLINE kiln_v16f kiln_vfma16(kiln_v16f a, kiln_v16f b, kiln_v16f c) { return __builtin_elementwise_fma(a, b, c); }
+#endif
+#endif
+#ifndef KILN_FMA_BUILTINS
+KILN_INLINE float kiln_fmaf(float a, float b, float c) { return a * b + c; }
+KILN_INLINE kiln_v4f kiln_vfma4(kiln_v4f a, kiln_v4f b, kiln_v4f c) { return a * b + c; }
+KILN_INLINE kiln_v8f kiln_vfma8(kiln_v8f a, kiln_v8f b, kiln_v8f c) { return a * b + c; }
+KILN_INLINE kiln_v16f kiln_vfma16(kiln_v16f a, kiln_v16f b, kiln_v16f c) { return a * b + c; }
+#endif
+
 /* The int8 GEMM's step (tensor-IR dot2_i16): acc + lo(a)*lo(b) + hi(a)*hi(b)
    per 32-bit lane, lo/hi the signed 16-bit halves (u8/i8 operands minus
    their zero points, two channels per lane). Exact: |products| <= 255*255,

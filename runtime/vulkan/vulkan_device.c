@@ -600,6 +600,13 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
     const unsigned long long n = strtoull(tx + 7, NULL, 10);
     if (n > 0 && n < info->max_texels) d->props.limits.maxTexelBufferElements = (uint32_t)n, info->max_texels = n;
   }
+  info->max_binding_bytes = d->props.limits.maxStorageBufferRange;
+  const char* bd = hide ? strstr(hide, "binding=") : NULL;
+  if (bd) {
+    const unsigned long long n = strtoull(bd + 8, NULL, 10);
+    if (n > 0 && n < info->max_binding_bytes)
+      d->props.limits.maxStorageBufferRange = (uint32_t)n, info->max_binding_bytes = n;
+  }
   *out = &d->base;
   return NULL;
 fail:

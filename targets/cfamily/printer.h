@@ -289,6 +289,13 @@ typedef struct kiln_cf_dialect_s {
   /* the same for one f32 value outside vector loops (NULL: printed as
    * written, f32(f64 product)) */
   const char* mulr;
+  /* f32 a * b + c rounded once ($1 $2 $3; tensor-IR fma, the GEMMs' step),
+   * scalar and on a vector of $W lanes. NULL: printed a * b + c, which the
+   * compiler contracts or not as it likes (GCC's Zen tunings leave 128- and
+   * 256-bit and scalar chains unfused while fusing 512-bit ones, so a
+   * GEMM's edge tile summed with other roundings than its full tiles). */
+  const char* fma_f;
+  const char* vfma;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;

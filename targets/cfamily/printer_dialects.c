@@ -137,6 +137,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vstore_u8 = "kiln_vf2uint8$W(&$B[$I], $V)", .vstore_i8 = "kiln_vf2int8$W(&$B[$I], $V)",
     .vload_i32f = "kiln_vi2f$W(&$B[$I])",
     .vmulr = "kiln_vmulr$W($1, $2)", .mulr = "kiln_mulrf($1, $2)",
+    .fma_f = "kiln_fmaf($1, $2, $3)", .vfma = "kiln_vfma$W($1, $2, $3)",
 };
 
 const kiln_cf_dialect_t kiln_cf_dialect_opencl = {

@@ -275,8 +275,18 @@ void kiln_cf_select(pr_t* p, const tir_expr_t* e, int need, bool vector) {
   close_p(p, o);
 }
 
-/* FMA(a, b, c) as a * b + c: the compiler contracts it (-ffp-contract). */
+/* FMA(a, b, c): the dialect's fused form for f32 where it has one, else
+ * a * b + c (the compiler contracts it or not: -ffp-contract). */
 void kiln_cf_fma(pr_t* p, const tir_expr_t* e, int need, bool vector) {
+  const char* fused = e->dtype != KILN_DTYPE_F32 ? NULL : vector ? p->d->vfma : p->d->fma_f;
+  if (fused) {
+    const tir_expr_t* const* a = e->u.call.args;
+    tctx_t c = {.a = {vector ? avex(a[0]) : aex(a[0]), vector ? avex(a[1]) : aex(a[1]),
+                      vector ? avex(a[2]) : aex(a[2])},
+                .n = p->w};
+    kiln_cf_tpl(p, fused, &c);
+    return;
+  }
   bool o = open_p(p, P_ADD, need);
   operand(p, e->u.call.args[0], P_MUL, vector);
   put(p, " * ");

@@ -85,14 +85,14 @@ endif()
 # f64 on Vulkan: the GLSL dialect has no f64, so compiling refuses it by name.
 add_test(NAME test_f64_target_vulkan COMMAND test_f64_target --target vulkan)
 set_tests_properties(test_f64_target_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
-
-# Patchify convs, MatMul with a shared B and Identity on shared initializers
-# at -O0 and -O1 on the Vulkan device (tests/test_lower_targets.c --target
-# vulkan), validation layer on.
-add_test(NAME test_lower_targets_vulkan COMMAND test_lower_targets --target vulkan)
-set_tests_properties(test_lower_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+
+# Patchify convs, MatMul with a shared B, Identity on shared initializers and
+# equal weight columns at -O0 and -O1 on the Vulkan device
+# (tests/test_lower_targets.c --target vulkan), validation layer on.
+add_test(NAME test_lower_targets_vulkan COMMAND test_lower_targets --target vulkan)
+set_tests_properties(test_lower_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 
