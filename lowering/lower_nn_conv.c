@@ -326,6 +326,48 @@ static void phase_range(const nn_axis_t* ax, int64_t a, int64_t len, int64_t* lo
   kiln_nn_valid_range(off, ax->s, ax->in, len, lo, hi);
 }
 
+/* The phase split for a device with a loop limit (lavapipe: 65,535
+ * iterations per invocation) when a plane is past half of it (a 3-channel
+ * 320x320 stride-2 stem: 4 phases of 161x161 per invocation): one work-item
+ * per element of src, its phase p and position (i, j, l) from its index,
+ * X read at clamped coordinates and replaced by 0 outside X or past the
+ * used phases. Not for the paired int8 planes. */
+static kiln_status_t phase_split_flat(nn_kb_t* kb, cv_t* cv, int32_t nph, const int64_t (*ph)[3],
+                                      int64_t plane) {
+  tir_ctx_t* t = kb->t;
+  tir_var_t* vq = nn_var(kb, "q");
+  const tir_expr_t* q = nn_v(kb, vq);
+  const int64_t SC = cv_src_ch(cv);
+  const int64_t Dq = cv->q3[0], Hq = cv->q3[1], Wq = cv->q3[2], PS = Dq * Hq * Wq;
+  const tir_expr_t* nc = nn_divc(kb, q, plane);
+  const tir_expr_t* e = nn_modc(kb, q, plane);
+  const tir_expr_t* n = nn_divc(kb, nc, SC);
+  const tir_expr_t* c = nn_modc(kb, nc, SC);
+  const tir_expr_t* p = nn_divc(kb, e, PS);
+  const tir_expr_t* r = nn_modc(kb, e, PS);
+  const tir_expr_t* pos[3] = {nn_divc(kb, r, Hq * Wq), nn_modc(kb, nn_divc(kb, r, Wq), Hq),
+                              nn_modc(kb, r, Wq)};
+  const tir_expr_t* ok = tir_bin(t, TIR_LT, p, nn_i(kb, nph));
+  const tir_expr_t* s3[3];
+  for (int32_t d = 0; d < 3; ++d) {
+    /* the phase's offset along d: a select over the used phases */
+    const tir_expr_t* a = nn_i(kb, ph[0][d]);
+    for (int32_t k = 1; k < nph; ++k)
+      a = tir_select(t, tir_bin(t, TIR_EQ, p, nn_i(kb, k)), nn_i(kb, ph[k][d]), a);
+    const nn_axis_t* ax = &cv->a3[d];
+    const tir_expr_t* x = tir_sub(t, tir_add(t, nn_mulc(kb, pos[d], ax->s), a), nn_i(kb, ax->p));
+    ok = tir_bin(t, TIR_AND, ok,
+                 tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, x, nn_i(kb, 0)), tir_bin(t, TIR_LT, x, nn_i(kb, ax->in))));
+    s3[d] = nn_clamp(kb, x, 0, ax->in - 1);
+  }
+  const tir_expr_t* xi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, n, c, s3, xi);
+  const tir_stmt_t* body =
+      tir_store(t, cv->src, NN_IDX(n, c, e), tir_select(t, ok, cv_ldx(kb, cv, xi), nn_f(kb, 0.0)));
+  nn_parallel(kb, vq);
+  return nn_emit(kb, nn_for(kb, vq, cv->N * SC * plane, body));
+}
+
 /* The phase-split kernel: for every used phase (ad, ah, aw) and phase image
  * position (i, j, l): src[n][c][ph*PS + (i*Hq + j)*Wq + l] =
  * X[n][c][i*sd + ad - pd][j*sh + ah - ph][l*sw + aw - pw] (0 outside X),
@@ -795,7 +837,11 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     int64_t shape[3] = {cv->N, cv_src_ch(cv), plane};
     KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xphase", cv->pair ? KILN_DTYPE_I32 : KILN_DTYPE_F32, 3, shape,
                                          &cv->src));
-    KILN_RETURN_IF_ERROR(phase_split(kb, cv, nph, (const int64_t(*)[3])ph, plane));
+    if (!cv->pair && ctx->loop_limit > 0 && plane > ctx->loop_limit / 2) {
+      KILN_RETURN_IF_ERROR(phase_split_flat(kb, cv, nph, (const int64_t(*)[3])ph, plane));
+    } else {
+      KILN_RETURN_IF_ERROR(phase_split(kb, cv, nph, (const int64_t(*)[3])ph, plane));
+    }
   }
   const kiln_dtype_t dt = cv->pair ? cv->y->dtype : KILN_DTYPE_F32;
   if (cv->trans) {

@@ -12,10 +12,13 @@ For each model NAME this writes, into DIR:
 and NAME.archetype.json, its manifest entry (one file per model, so that
 exports of different models may run at once): its tier
 ("default": small, a few seconds per target; "slow": the full-size torchvision
-networks; "detector": the torchvision detectors with their NMS post-processing), input and output files and a suggested tolerance.
+networks; "detector": the torchvision detectors with their NMS post-processing;
+"bench": ViT-B/16 at 224x224 for the CPU speed comparison, exported only when
+named or with --tier bench), input and output files and a suggested tolerance.
 
 The transformer blocks (BERT-like, GPT-2-like, llama-like), the GroupNorm UNet
-block, the wav2vec2-style conv front end and the YOLO-style head are small
+block, the wav2vec2-style conv front end, the YOLO-style head and the LSTM and
+GRU taggers are small
 nn.Modules written here; the others are torchvision architectures built with
 weights=None at small input sizes. BatchNorm layers get random affine
 parameters and calibrated statistics (export_models.calibrate_batchnorm) so
@@ -288,6 +291,33 @@ def build_yolo_head():
     return model, _image((1, 3, 128, 128)), ["predictions"]
 
 
+def _recurrent(cell):
+    """A speech-style recurrent tagger: 40 features per frame, 64 frames,
+    2-layer bidirectional nn.LSTM / nn.GRU (hidden 128, batch_first: the
+    exporter adds the transposes), a per-frame Linear to 32 classes."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(nn, cell)(40, 128, num_layers=2, bidirectional=True, batch_first=True)
+            self.out = nn.Linear(256, 32)
+
+        def forward(self, x):
+            return self.out(self.rnn(x)[0])
+
+    return Tagger().eval(), _image((1, 64, 40)), ["output"]
+
+
+def build_lstm():
+    return _recurrent("LSTM")
+
+
+def build_gru():
+    return _recurrent("GRU")
+
+
 # ---- torchvision architectures ----------------------------------------------------------
 
 def _tv(name, size, **kw):
@@ -311,6 +341,12 @@ def build_vit_b_16():
     model = _tv("vit_b_16", 112, image_size=112)
     _random_head(model.heads.head)
     return model, _image((1, 3, 112, 112)), ["logits"]
+
+
+def build_vit_b_16_224():
+    model = _tv("vit_b_16", 224)
+    _random_head(model.heads.head)
+    return model, _image((1, 3, 224, 224)), ["logits"]
 
 
 def build_swin_t():
@@ -397,12 +433,15 @@ ARCHETYPES = {
     "wav2vec2": (build_wav2vec2, "default", "wav2vec2-style conv front end, 8000 samples"),
     "yolo_head": (build_yolo_head, "default", "YOLO-style two-scale head with box decode, 128x128"),
     "regnet_y_400mf": (build_regnet_y_400mf, "default", "torchvision regnet_y_400mf, 128x128"),
+    "lstm": (build_lstm, "default", "2-layer bidirectional LSTM tagger, 64 frames x 40, hidden 128"),
+    "gru": (build_gru, "default", "2-layer bidirectional GRU tagger, 64 frames x 40, hidden 128"),
     "convnext_tiny": (build_convnext_tiny, "slow", "torchvision convnext_tiny, 64x64"),
     "vit_b_16": (build_vit_b_16, "slow", "torchvision vit_b_16, 112x112"),
     "swin_t": (build_swin_t, "slow", "torchvision swin_t, 112x112"),
     "deeplabv3": (build_deeplabv3, "slow", "torchvision deeplabv3_mobilenet_v3_large, 8 classes, 128x128"),
     "ssdlite": (build_ssdlite, "detector", "torchvision ssdlite320_mobilenet_v3_large with NMS, 320x320"),
     "fasterrcnn": (build_fasterrcnn, "detector", "torchvision fasterrcnn_mobilenet_v3_large_320_fpn, 320x320"),
+    "vit_b_16_224": (build_vit_b_16_224, "bench", "torchvision vit_b_16 at its 224x224 (the CPU speed goal's size)"),
 }
 
 
@@ -480,7 +519,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory (created if missing)")
     ap.add_argument("--models", default="", help="comma-separated subset (default: all; see --list)")
-    ap.add_argument("--tier", default="", help="only the archetypes of this tier (default, slow, detector)")
+    ap.add_argument("--tier", default="", help="only the archetypes of this tier (default, slow, detector, bench)")
     ap.add_argument("--force", action="store_true", help="re-export even if up to date")
     ap.add_argument("--list", action="store_true", help="print the archetype names and exit")
     args = ap.parse_args(argv)
@@ -488,7 +527,10 @@ def main(argv=None):
         for n, (_, tier, desc) in ARCHETYPES.items():
             print(f"{n:16} {tier:8} {desc}")
         return 0
-    names = [n.strip() for n in args.models.split(",") if n.strip()] or list(ARCHETYPES)
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    if not names:
+        # tier "bench" (ViT-B/16 at 224x224 for bench/models_peers.py) only when asked for
+        names = [n for n in ARCHETYPES if ARCHETYPES[n][1] != "bench" or args.tier == "bench"]
     if args.tier:
         names = [n for n in names if n in ARCHETYPES and ARCHETYPES[n][1] == args.tier]
     unknown = [n for n in names if n not in ARCHETYPES]
