@@ -153,12 +153,14 @@ class Module:
             f.write(self.data)
         os.replace(tmp, path)
 
-    def session(self, device=None, profile=False, threads=0, slots=1, cache_dir=None, strict=True):
+    def session(self, device=None, profile=False, threads=0, slots=1, cache_dir=None, strict=True,
+                dim_reserve=0):
         """A session on |device| ("cpu", "opencl:1", ...; default: the module's target). A device
         that cannot be opened is an error (strict=False: the runtime falls back to the CPU, which
-        then needs a CPU module)."""
+        then needs a CPU module). dim_reserve: for a module with a dynamic dim, allocate each
+        slot's arena for that value at creation (0: the bottom of the range)."""
         return Session(self, device or self.target, profile=profile, threads=threads, slots=slots,
-                       cache_dir=cache_dir, strict=strict)
+                       cache_dir=cache_dir, strict=strict, dim_reserve=dim_reserve)
 
     def __del__(self):
         if getattr(self, "_ptr", None):
@@ -182,7 +184,8 @@ class _Closing:
 class Session(_Closing):
     """Runs a module on a device. Not thread-safe: one session per thread."""
 
-    def __init__(self, module, device="cpu", profile=False, threads=0, slots=1, cache_dir=None, strict=True):
+    def __init__(self, module, device="cpu", profile=False, threads=0, slots=1, cache_dir=None, strict=True,
+                 dim_reserve=0):
         self._ptr = None
         self._dev = None
         self.module = module
@@ -195,6 +198,7 @@ class Session(_Closing):
         so.slots = slots
         so.profile = profile
         so.threads = threads
+        so.dim_reserve = dim_reserve  # a module with a dynamic dim: arena for this value at creation
         if cache_dir:
             self._cache_dir = cache_dir.encode()
             so.cache_dir = self._cache_dir

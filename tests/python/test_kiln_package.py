@@ -3,6 +3,7 @@
 Run by tests/python/run_pytest.sh in a fresh venv where `pip install ./python`
 put the package; KILN_TEST_MODELS is the folder make_models.py wrote.
 """
+import ctypes
 import os
 
 import numpy as np
@@ -218,3 +219,13 @@ def test_staged_module_save(tmp_path):
             for name, g, e in zip(STAGED_OUTPUTS, got, want):
                 assert g.dtype == e.dtype and g.shape == e.shape, (r, name, g.shape, e.shape)
                 np.testing.assert_array_equal(g, e, err_msg=f"run {r} output {name}")
+
+
+def test_session_options_layout():
+    # kiln_session_options_default fills the whole C struct: a ctypes mirror
+    # shorter than it (a field added in C only) lets it write past the
+    # Python object, which corrupted the heap before dim_reserve was added here
+    n = ctypes.sizeof(kiln._lib.SessionOptions)
+    buf = (ctypes.c_uint8 * (n + 64))(*([0xA5] * (n + 64)))
+    kiln._lib.rt.kiln_session_options_default(ctypes.cast(buf, ctypes.POINTER(kiln._lib.SessionOptions)))
+    assert list(buf[n:]) == [0xA5] * 64
