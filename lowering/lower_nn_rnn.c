@@ -292,6 +292,40 @@ static const tir_stmt_t* step_lstm(nn_kb_t* kb, const rl_t* rl, const row_t* w,
   return tir_seq(t, 6, s);
 }
 
+/* A GRU's gates for unit j after its GEMV into ga: z and r through f,
+ * then with linear_before_reset the new h (h~ = g(Xh + r * (H Rh^T +
+ * Rbh)), gate 2 holding H Rh^T and proj Xh + Wbh), without it z and r . H
+ * into gs for the second phase (gru_candidate). */
+static void gru_gates(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j,
+                      const tir_expr_t* hprev, const tir_stmt_t* out[3]) {
+  tir_ctx_t* t = kb->t;
+  const kiln_nn_rnn_act_t* a = rl->r.act[w->d];
+  out[0] = acc_set(kb, rl, w, j, 0, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))));
+  out[1] = acc_set(kb, rl, w, j, 1, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 1))));
+  if (rl->r.lbr) {
+    const tir_expr_t* rec = accv(kb, rl, w, j, 2);
+    if (rl->bias)
+      rec = tir_add(t, rec, nn_ldf(kb, rl->bias, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, 5 * rl->H))));
+    const tir_expr_t* hg = act_expr(
+        kb, &a[1], clip(kb, rl, tir_add(t, proj_at(kb, rl, w, 2, j), tir_mul(t, accv(kb, rl, w, j, 1), rec))));
+    const tir_expr_t* z = accv(kb, rl, w, j, 0);
+    out[2] = put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, nn_f(kb, 1), z), hg), tir_mul(t, z, hprev)));
+  } else {
+    out[2] = tir_seq2(t, tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j), accv(kb, rl, w, j, 0)),
+                      tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 1), j), tir_mul(t, accv(kb, rl, w, j, 1), hprev)));
+  }
+}
+
+/* A GRU's second phase for unit j (without linear_before_reset), after the
+ * GEMV of (r . H) into gate 2: h = (1 - z) h~ + z h, z from gs. */
+static const tir_stmt_t* gru_candidate(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j,
+                                       const tir_expr_t* hprev) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = tir_load(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j));
+  const tir_expr_t* hg = act_expr(kb, &rl->r.act[w->d][1], clip(kb, rl, accv(kb, rl, w, j, 2)));
+  return put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, nn_f(kb, 1), z), hg), tir_mul(t, z, hprev)));
+}
+
 /* The body of one step for row |w|: loops over the hidden units. */
 static const tir_stmt_t* step(nn_kb_t* kb, const rl_t* rl, const row_t* w) {
   tir_ctx_t* t = kb->t;
@@ -308,36 +342,15 @@ static const tir_stmt_t* step(nn_kb_t* kb, const rl_t* rl, const row_t* w) {
                            put_h(kb, rl, w, j, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))))));
   }
   /* GRU. z and r first (with linear_before_reset also h's recurrent term). */
-  const bool lbr = rl->r.lbr;
-  const tir_expr_t* one = nn_f(kb, 1);
-  const tir_stmt_t* s1[4];
-  const tir_stmt_t* mv = gemv(kb, rl, w, 0, lbr ? 3 : 2, 2, src_h);
-  s1[0] = NULL;
-  s1[1] = acc_set(kb, rl, w, j, 0, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))));
-  s1[2] = acc_set(kb, rl, w, j, 1, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 1))));
-  if (lbr) {
-    /* h~ = g(Xh + r * (H Rh^T + Rbh)): gate 2 holds H Rh^T, proj Xh + Wbh. */
-    const tir_expr_t* rec = accv(kb, rl, w, j, 2);
-    if (rl->bias)
-      rec = tir_add(t, rec, nn_ldf(kb, rl->bias, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, 5 * rl->H))));
-    const tir_expr_t* hg = act_expr(
-        kb, &a[1], clip(kb, rl, tir_add(t, proj_at(kb, rl, w, 2, j), tir_mul(t, accv(kb, rl, w, j, 1), rec))));
-    const tir_expr_t* z = accv(kb, rl, w, j, 0);
-    s1[3] = put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hprev)));
-    return tir_seq2(t, mv, nn_for(kb, vj, rl->H, tir_seq(t, 4, s1)));
-  }
-  s1[3] = tir_seq2(t, tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j), accv(kb, rl, w, j, 0)),
-                   tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 1), j),
-                             tir_mul(t, accv(kb, rl, w, j, 1), hprev)));
-  const tir_stmt_t* phase1 = tir_seq2(t, mv, nn_for(kb, vj, rl->H, tir_seq(t, 4, s1)));
+  const tir_stmt_t* gates[3];
+  gru_gates(kb, rl, w, j, hprev, gates);
+  const tir_stmt_t* phase1 =
+      tir_seq2(t, gemv(kb, rl, w, 0, rl->r.lbr ? 3 : 2, 2, src_h), nn_for(kb, vj, rl->H, tir_seq(t, 3, gates)));
+  if (rl->r.lbr) return phase1;
   /* h~ = g(Xh + (r . H) Rh^T + Rbh + Wbh), all but the GEMV in proj. */
   tir_var_t* vj2 = nn_var(kb, "j");
   const tir_expr_t* j2 = nn_v(kb, vj2);
-  const tir_expr_t* z = tir_load(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j2));
-  const tir_expr_t* hp2 = tir_load(t, rl->hs, NN_IDX(w->db, w->cur, j2));
-  const tir_expr_t* hg = act_expr(kb, &a[1], clip(kb, rl, accv(kb, rl, w, j2, 2)));
-  const tir_stmt_t* body2 =
-      put_h(kb, rl, w, j2, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hp2)));
+  const tir_stmt_t* body2 = gru_candidate(kb, rl, w, j2, tir_load(t, rl->hs, NN_IDX(w->db, w->cur, j2)));
   const tir_stmt_t* items[3] = {phase1, gemv(kb, rl, w, 2, 3, 3, src_rh),
                                 nn_for(kb, vj2, rl->H, body2)};
   return tir_seq(t, 3, items);
@@ -450,34 +463,12 @@ static const tir_stmt_t* unit_step(nn_kb_t* kb, const rl_t* rl, const row_t* w,
   if (rl->r.kind == KILN_NN_RNN_RNN)
     return tir_seq2(t, unit_gemv(kb, rl, w, j, 0, 1, 1, src_h),
                     put_h(kb, rl, w, j, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0)))));
-  const bool lbr = rl->r.lbr;
-  const tir_expr_t* one = nn_f(kb, 1);
   const tir_expr_t* hprev = tir_load(t, rl->hs, NN_IDX(w->db, w->cur, j));
-  if (phase == 1) {
-    /* h~ = g(Xh + (r . H) Rh^T + Rbh + Wbh) */
-    const tir_expr_t* z = tir_load(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j));
-    const tir_expr_t* hg = act_expr(kb, &a[1], clip(kb, rl, accv(kb, rl, w, j, 2)));
-    return tir_seq2(t, unit_gemv(kb, rl, w, j, 2, 3, 3, src_rh),
-                    put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg),
-                                                tir_mul(t, z, hprev))));
-  }
+  if (phase == 1) /* h~ = g(Xh + (r . H) Rh^T + Rbh + Wbh) */
+    return tir_seq2(t, unit_gemv(kb, rl, w, j, 2, 3, 3, src_rh), gru_candidate(kb, rl, w, j, hprev));
   const tir_stmt_t* s[4];
-  s[0] = unit_gemv(kb, rl, w, j, 0, lbr ? 3 : 2, 2, src_h);
-  s[1] = acc_set(kb, rl, w, j, 0, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 0))));
-  s[2] = acc_set(kb, rl, w, j, 1, act_expr(kb, &a[0], clip(kb, rl, accv(kb, rl, w, j, 1))));
-  if (lbr) {
-    const tir_expr_t* rec = accv(kb, rl, w, j, 2);
-    if (rl->bias)
-      rec = tir_add(t, rec, nn_ldf(kb, rl->bias, NN_IDX(nn_i(kb, w->d), nn_addc(kb, j, 5 * rl->H))));
-    const tir_expr_t* hg = act_expr(
-        kb, &a[1], clip(kb, rl, tir_add(t, proj_at(kb, rl, w, 2, j), tir_mul(t, accv(kb, rl, w, j, 1), rec))));
-    const tir_expr_t* z = accv(kb, rl, w, j, 0);
-    s[3] = put_h(kb, rl, w, j, tir_add(t, tir_mul(t, tir_sub(t, one, z), hg), tir_mul(t, z, hprev)));
-  } else {
-    s[3] = tir_seq2(t, tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 0), j), accv(kb, rl, w, j, 0)),
-                    tir_store(t, rl->gs, NN_IDX(w->db, nn_i(kb, 1), j),
-                              tir_mul(t, accv(kb, rl, w, j, 1), hprev)));
-  }
+  s[0] = unit_gemv(kb, rl, w, j, 0, rl->r.lbr ? 3 : 2, 2, src_h);
+  gru_gates(kb, rl, w, j, hprev, &s[1]);
   return tir_seq(t, 4, s);
 }
 
