@@ -356,50 +356,70 @@ static const tir_stmt_t* step(nn_kb_t* kb, const rl_t* rl, const row_t* w) {
   return tir_seq(t, 3, items);
 }
 
+/* Batch row b's sequence length: sequence_lens[b] clamped to 0..T, or T. */
+static const tir_expr_t* row_len(nn_kb_t* kb, const rl_t* rl, const tir_expr_t* b) {
+  tir_ctx_t* t = kb->t;
+  return rl->lens ? nn_clamp(kb, tir_cast(t, KILN_DTYPE_I64, tir_load(t, rl->lens, NN_IDX(b))), 0, rl->T)
+                  : nn_i(kb, rl->T);
+}
+
+/* The time step s reads in direction w->d: s, or len - 1 - s reversed. */
+static const tir_expr_t* step_time(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* s,
+                                   const tir_expr_t* len) {
+  if (!kiln_nn_rnn_dir_reverse(&rl->r, w->d)) return s;
+  return nn_clamp(kb, tir_sub(kb->t, nn_addc(kb, len, -1), s), 0, rl->T - 1);
+}
+
+/* Unit j's initial state: h (and c) from the inputs, or 0. */
+static const tir_stmt_t* state_init(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* ib[3];
+  const tir_expr_t* h0 = rl->h0 ? nn_ldf(kb, rl->h0, st_idx(kb, rl, w, j, ib)) : nn_f(kb, 0);
+  const tir_stmt_t* init = tir_store(t, rl->hs, NN_IDX(w->db, nn_i(kb, 0), j), h0);
+  if (rl->cs) {
+    const tir_expr_t* c0 = rl->c0 ? nn_ldf(kb, rl->c0, st_idx(kb, rl, w, j, ib)) : nn_f(kb, 0);
+    init = tir_seq2(t, init, tir_store(t, rl->cs, NN_IDX(w->db, j), c0));
+  }
+  return init;
+}
+
+/* Unit j's final state into Y_h / Y_c: the half the last step wrote (NULL:
+ * neither output is used). */
+static const tir_stmt_t* state_final(nn_kb_t* kb, const rl_t* rl, const row_t* w, const tir_expr_t* j,
+                                     const tir_expr_t* len) {
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* ib[3];
+  const tir_stmt_t* fin = NULL;
+  if (rl->yh)
+    fin = nn_stf(kb, rl->yh, st_idx(kb, rl, w, j, ib), tir_load(t, rl->hs, NN_IDX(w->db, nn_modc(kb, len, 2), j)));
+  if (rl->yc)
+    fin = tir_seq2(t, fin, nn_stf(kb, rl->yc, st_idx(kb, rl, w, j, ib), tir_load(t, rl->cs, NN_IDX(w->db, j))));
+  return fin;
+}
+
 /* The whole recurrence of direction d for batch row b (expressions). */
 static const tir_stmt_t* row_body(nn_kb_t* kb, const rl_t* rl, int32_t d, const tir_expr_t* b,
                                   const tir_expr_t* db) {
   tir_ctx_t* t = kb->t;
-  const int64_t T = rl->T;
-  const tir_expr_t* len =
-      rl->lens ? nn_clamp(kb, tir_cast(t, KILN_DTYPE_I64, tir_load(t, rl->lens, NN_IDX(b))), 0, T)
-               : nn_i(kb, T);
+  const tir_expr_t* len = row_len(kb, rl, b);
   row_t w = {.d = d, .b = b, .db = db};
-  const tir_expr_t* ib[3];
-  /* Initial state. */
   tir_var_t* vj = nn_var(kb, "j");
-  const tir_expr_t* j = nn_v(kb, vj);
-  const tir_expr_t* h0 = rl->h0 ? nn_ldf(kb, rl->h0, st_idx(kb, rl, &w, j, ib)) : nn_f(kb, 0);
-  const tir_stmt_t* init = tir_store(t, rl->hs, NN_IDX(db, nn_i(kb, 0), j), h0);
-  if (rl->cs) {
-    const tir_expr_t* c0 = rl->c0 ? nn_ldf(kb, rl->c0, st_idx(kb, rl, &w, j, ib)) : nn_f(kb, 0);
-    init = tir_seq2(t, init, tir_store(t, rl->cs, NN_IDX(db, j), c0));
-  }
-  init = nn_for(kb, vj, rl->H, init);
+  const tir_stmt_t* init = nn_for(kb, vj, rl->H, state_init(kb, rl, &w, nn_v(kb, vj)));
   /* The time loop. */
   tir_var_t* vs = nn_var(kb, "s");
   const tir_expr_t* s = nn_v(kb, vs);
   w.cur = nn_modc(kb, s, 2);
   w.nxt = nn_modc(kb, nn_addc(kb, s, 1), 2);
-  const bool rev = kiln_nn_rnn_dir_reverse(&rl->r, d);
-  w.t = rev ? nn_clamp(kb, tir_sub(t, nn_addc(kb, len, -1), s), 0, T - 1) : s;
+  w.t = step_time(kb, rl, &w, s, len);
   const tir_stmt_t* body = step(kb, rl, &w);
   if (rl->lens) {
     tir_var_t* vz = nn_var(kb, "j");
     const tir_stmt_t* zero = store_y(kb, rl, &w, s, nn_v(kb, vz), nn_f(kb, 0));
     body = tir_if(t, tir_bin(t, TIR_LT, s, len), body, zero ? nn_for(kb, vz, rl->H, zero) : NULL);
   }
-  const tir_stmt_t* loop = nn_for(kb, vs, T, body);
-  /* Final state: the half the last step wrote. */
-  const tir_stmt_t* fin = NULL;
+  const tir_stmt_t* loop = nn_for(kb, vs, rl->T, body);
   tir_var_t* vf = nn_var(kb, "j");
-  const tir_expr_t* f = nn_v(kb, vf);
-  if (rl->yh) {
-    fin = nn_stf(kb, rl->yh, st_idx(kb, rl, &w, f, ib),
-                 tir_load(t, rl->hs, NN_IDX(db, nn_modc(kb, len, 2), f)));
-  }
-  if (rl->yc) fin = tir_seq2(t, fin, nn_stf(kb, rl->yc, st_idx(kb, rl, &w, f, ib),
-                                             tir_load(t, rl->cs, NN_IDX(db, f))));
+  const tir_stmt_t* fin = state_final(kb, rl, &w, nn_v(kb, vf), len);
   if (fin) fin = nn_for(kb, vf, rl->H, fin);
   const tir_stmt_t* items[3] = {init, loop, fin};
   return tir_seq(t, 3, items);
@@ -480,36 +500,14 @@ static const tir_stmt_t* unit_body(nn_kb_t* kb, const rl_t* rl, int32_t d, const
                                    const tir_expr_t* db, const tir_expr_t* j, uk_kind_t kind,
                                    int64_t st, int32_t phase) {
   tir_ctx_t* t = kb->t;
-  const int64_t T = rl->T;
-  const tir_expr_t* len =
-      rl->lens ? nn_clamp(kb, tir_cast(t, KILN_DTYPE_I64, tir_load(t, rl->lens, NN_IDX(b))), 0, T)
-               : nn_i(kb, T);
+  const tir_expr_t* len = row_len(kb, rl, b);
   row_t w = {.d = d, .b = b, .db = db};
-  const tir_expr_t* ib[3];
-  if (kind == UK_INIT) {
-    const tir_expr_t* h0 = rl->h0 ? nn_ldf(kb, rl->h0, st_idx(kb, rl, &w, j, ib)) : nn_f(kb, 0);
-    const tir_stmt_t* init = tir_store(t, rl->hs, NN_IDX(db, nn_i(kb, 0), j), h0);
-    if (rl->cs) {
-      const tir_expr_t* c0 = rl->c0 ? nn_ldf(kb, rl->c0, st_idx(kb, rl, &w, j, ib)) : nn_f(kb, 0);
-      init = tir_seq2(t, init, tir_store(t, rl->cs, NN_IDX(db, j), c0));
-    }
-    return init;
-  }
-  if (kind == UK_FINAL) {
-    const tir_stmt_t* fin = NULL;
-    if (rl->yh) {
-      fin = nn_stf(kb, rl->yh, st_idx(kb, rl, &w, j, ib),
-                   tir_load(t, rl->hs, NN_IDX(db, nn_modc(kb, len, 2), j)));
-    }
-    if (rl->yc) fin = tir_seq2(t, fin, nn_stf(kb, rl->yc, st_idx(kb, rl, &w, j, ib),
-                                               tir_load(t, rl->cs, NN_IDX(db, j))));
-    return fin;
-  }
+  if (kind == UK_INIT) return state_init(kb, rl, &w, j);
+  if (kind == UK_FINAL) return state_final(kb, rl, &w, j, len);
   const tir_expr_t* s = nn_i(kb, st);
   w.cur = nn_i(kb, st % 2);
   w.nxt = nn_i(kb, (st + 1) % 2);
-  const bool rev = kiln_nn_rnn_dir_reverse(&rl->r, d);
-  w.t = rev ? nn_clamp(kb, tir_sub(t, nn_addc(kb, len, -1), s), 0, T - 1) : s;
+  w.t = step_time(kb, rl, &w, s, len);
   const tir_stmt_t* body = unit_step(kb, rl, &w, j, phase);
   if (rl->lens) {
     /* past len[b]: Y is zero (once, in phase 0), the state stays */
