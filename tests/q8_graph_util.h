@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/ref_exec.h"
 #include "ir/graph.h"
 #include "lowering/fuse.h"
+#include "lowering/layout.h"
 #include "lowering/plan.h"
 #include "targets/cpu/cpu_backend.h"
 #include "testing.h"
@@ -87,6 +89,34 @@ static inline int32_t node_index(const kiln_graph_t* g, const char* name) {
   for (int32_t i = 0; i < g->n_nodes; ++i)
     if (!strcmp(g->nodes[i].name, name)) return i;
   return -1;
+}
+
+/* Prepares |t|'s graph, runs the reference interpreter on t->x into |want|
+ * and builds the CPU plan with the NCHW|block|c layout into |p|: false
+ * (after a failed CHECK) where any of it fails. q8_case_free frees them all
+ * either way. */
+static inline bool q8_ref_and_plan(q8g_t* t, int32_t block, kiln_array_t* want, kiln_plan_t** p) {
+  memset(want, 0, sizeof *want);
+  *p = NULL;
+  if (!t->ok || !CHECK_OK(kiln_graph_prepare(t->g))) return false;
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
+  return CHECK_OK(kiln_ref_run(t->g, &t->x, &ro, want)) && CHECK_OK(kiln_plan_build(t->g, &po, A(), p));
+}
+
+static inline void q8_case_free(q8g_t* t, kiln_array_t* want, kiln_plan_t* p) {
+  kiln_array_free(A(), want);
+  kiln_plan_destroy(p);
+  kiln_array_free(A(), &t->x);
+  kiln_graph_destroy(t->g);
+}
+
+/* Every node named in |names| runs on the blocked layout in |p|. */
+static inline void q8_check_blocked(const kiln_plan_t* p, const kiln_graph_t* g, const char* const* names, int n,
+                                    const char* what) {
+  for (int i = 0; i < n; ++i)
+    CHECK_MSG(p->layout->node_blocked[node_index(g, names[i])], "%s: %s not blocked", what, names[i]);
 }
 
 /* Fuses |p|, compiles it for the CPU (2 threads), runs it on |x| and checks

@@ -60,34 +60,20 @@ static void build(q8g_t* t) {
 static void test_blocked(int32_t block) {
   q8g_t t;
   build(&t);
-  if (!t.ok || !CHECK_OK(kiln_graph_prepare(t.g))) {
-    kiln_array_free(A(), &t.x);
-    kiln_graph_destroy(t.g);
-    return;
-  }
-  const kiln_graph_t* g = t.g;
   kiln_array_t want;
-  memset(&want, 0, sizeof want);
-  kiln_ref_options_t ro;
-  kiln_ref_options_default(&ro);
-  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
   kiln_plan_t* p = NULL;
-  if (CHECK_OK(kiln_ref_run(g, &t.x, &ro, &want)) && CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
+  if (q8_ref_and_plan(&t, block, &want, &p)) {
+    const kiln_graph_t* g = t.g;
+    char what[32];
+    snprintf(what, sizeof what, "block %d", (int)block);
     static const char* const blocked[] = {"stem", "pool", "dw", "pw", "add", "dw2"};
-    for (int i = 0; i < 6; ++i)
-      CHECK_MSG(p->layout->node_blocked[node_index(g, blocked[i])], "block %d: %s not blocked", (int)block,
-                blocked[i]);
+    q8_check_blocked(p, g, blocked, 6, what);
     CHECK(!p->layout->node_blocked[node_index(g, "q")] && !p->layout->node_blocked[node_index(g, "dq")]);
     /* one reorder: dw2's blocked output back to NCHW for the DequantizeLinear */
     CHECK_MSG(p->layout->n_reorders == 1, "block %d: %d reorders", (int)block, (int)p->layout->n_reorders);
-    char what[32];
-    snprintf(what, sizeof what, "block %d", (int)block);
     q8_check_cpu_exact(p, &t.x, &want, what);
   }
-  kiln_array_free(A(), &want);
-  kiln_plan_destroy(p);
-  kiln_array_free(A(), &t.x);
-  kiln_graph_destroy(t.g);
+  q8_case_free(&t, &want, p);
 }
 
 static void test_blocked_8(void) { test_blocked(8); }

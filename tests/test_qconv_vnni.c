@@ -54,32 +54,16 @@ static void run(int32_t block, kiln_dtype_t act) {
   q8_act_type = act;
   q8g_t t;
   build(&t);
-  if (!t.ok || !CHECK_OK(kiln_graph_prepare(t.g))) {
-    kiln_array_free(A(), &t.x);
-    kiln_graph_destroy(t.g);
-    return;
-  }
-  const kiln_graph_t* g = t.g;
   kiln_array_t want;
-  memset(&want, 0, sizeof want);
-  kiln_ref_options_t ro;
-  kiln_ref_options_default(&ro);
-  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = block};
   kiln_plan_t* p = NULL;
-  const char* act_name = act == KILN_DTYPE_U8 ? "u8" : "i8";
-  if (CHECK_OK(kiln_ref_run(g, &t.x, &ro, &want)) && CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
-    static const char* const blocked[] = {"a", "b", "c", "d", "e"};
-    for (int i = 0; i < 5; ++i)
-      CHECK_MSG(p->layout->node_blocked[node_index(g, blocked[i])], "block %d %s: %s not blocked", (int)block, act_name,
-                blocked[i]);
+  if (q8_ref_and_plan(&t, block, &want, &p)) {
     char what[32];
-    snprintf(what, sizeof what, "block %d %s", (int)block, act_name);
+    snprintf(what, sizeof what, "block %d %s", (int)block, act == KILN_DTYPE_U8 ? "u8" : "i8");
+    static const char* const blocked[] = {"a", "b", "c", "d", "e"};
+    q8_check_blocked(p, t.g, blocked, 5, what);
     q8_check_cpu_exact(p, &t.x, &want, what);
   }
-  kiln_array_free(A(), &want);
-  kiln_plan_destroy(p);
-  kiln_array_free(A(), &t.x);
-  kiln_graph_destroy(t.g);
+  q8_case_free(&t, &want, p);
 }
 
 /* (two of the four pairs: each case compiles its C) */
