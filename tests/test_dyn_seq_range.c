@@ -25,6 +25,7 @@
 #include "kiln/batcher.h"
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
+#include "program_util.h"
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"
 #include "testing.h"
@@ -192,15 +193,10 @@ static void wr32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Section |tag|'s payload in a module image. */
-static uint8_t* payload(uint8_t* b, size_t len, const char* tag) {
-  for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
-    const uint64_t n = rd64(b + off + 8);
-    if (!memcmp(b + off, tag, 4)) return b + off + 16;
-    off += 16 + (size_t)n;
-    off += (8 - off % 8) % 8;
-  }
-  return NULL;
+/* Section |tag|'s payload in a module image (NULL: absent). */
+static uint8_t* payload(uint8_t* b, size_t len, uint32_t tag) {
+  const size_t at = pu_find_section(b, len, tag, NULL);
+  return at ? b + at : NULL;
 }
 
 /* Each edit of section DYNA (checksums made right again) fails the load
@@ -209,7 +205,7 @@ static void test_bad_section(void) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
-  uint8_t* pl = payload(bytes, len, "DYNA");
+  uint8_t* pl = payload(bytes, len, KILN_MODULE_TAG_DYNA);
   CHECK(pl && rd64(pl) == 2);
   const struct {
     size_t at; /* 0: the count (u64), else the byte offset of an i32 axis */
@@ -362,7 +358,7 @@ static void test_bad_sizes(void) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   if (!CHECK_OK(compile(g_attn, "seq=4..24", &bytes, &len)) || !bytes) return;
-  uint8_t* pl = payload(bytes, len, "DYNM");
+  uint8_t* pl = payload(bytes, len, KILN_MODULE_TAG_DYNM);
   CHECK(pl != NULL);
   if (!pl) {
     free(bytes);

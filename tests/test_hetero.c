@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "compiler/pipeline.h"
+#include "program_util.h"
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"
 #include "target_graph_util.h"
@@ -170,16 +171,7 @@ static void test_fallback(void) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   if (nh && CHECK_OK(kiln_module_serialize(prog, al(), &bytes, &len))) {
-    size_t at = 0;
-    for (size_t off = 48; off + 16 <= len && !at;) {
-      uint32_t tag;
-      uint64_t plen;
-      memcpy(&tag, bytes + off, 4);
-      memcpy(&plen, bytes + off + 8, 8);
-      if (tag == KILN_MODULE_TAG_HOST) at = off + 16;
-      off += 16 + (size_t)plen;
-      off += (8 - off % 8) % 8;
-    }
+    const size_t at = pu_find_section(bytes, len, KILN_MODULE_TAG_HOST, NULL);
     CHECK_MSG(at > 0, "no 'HOST' section in a heterogeneous module");
     for (int v = 0; v < 2 && at; ++v) {
       uint8_t* b = malloc(len);

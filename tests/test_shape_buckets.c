@@ -17,6 +17,7 @@
 #include "frontend/onnx.h"
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
+#include "program_util.h"
 #include "runtime/module_file.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
@@ -234,13 +235,8 @@ static void put64(uint8_t* p, uint64_t v) {
 
 /* The payload of section BUCK in module |b| (NULL when absent). */
 static uint8_t* buck_payload(uint8_t* b, size_t len) {
-  for (size_t off = KILN_MODULE_HEADER_LEN; off + 16 <= len;) {
-    const uint64_t n = le64(b + off + 8);
-    if (!memcmp(b + off, "BUCK", 4)) return b + off + 16;
-    off += 16 + (size_t)n;
-    off += (8 - off % 8) % 8;
-  }
-  return NULL;
+  const size_t at = pu_find_section(b, len, KILN_MODULE_TAG_BUCK, NULL);
+  return at ? b + at : NULL;
 }
 
 /* Each edit of one field of section BUCK (the checksums made right again)
