@@ -13,9 +13,9 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
                                        const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                        kiln_program_t** out) {
   *out = NULL;
-  if (!c->target || c->target->lowering != KILN_TARGET_CLASS_CPU)
+  if (!c->target || !c->target->dyn_seq)
     return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled for the cpu "
-                            "target only so far; compile a set of sizes (--dim %s=16,64,128) for %s", name,
+                            "and opencl targets only so far; compile a set of sizes (--dim %s=16,64,128) for %s", name,
                             (long long)lo, (long long)hi, name, c->target ? c->target->name : "the reference");
   if (c->precision && c->precision->mode != KILN_PRECISION_FP32)
     return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled in fp32 only "
@@ -49,9 +49,11 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   /* the plain nests into register tiles, lane reductions and vector loops
    * with run-time counts (lowering/plan_seq_kern.h) */
   kiln_plan_seq_kern_report_t fast;
+  memset(&fast, 0, sizeof fast);
   const kiln_cpu_simd_t simd = kiln_cpu_simd();
-  if (!s) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
-  if (!s)
+  const bool cpu = c->target->lowering == KILN_TARGET_CLASS_CPU;
+  if (!s && cpu) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
+  if (!s && cpu)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
                               "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
                               fast.gemms, simd.lanes, fast.packed, fast.reductions, fast.maps);
