@@ -851,8 +851,8 @@ static const tir_stmt_t* walk(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* (*
   return tir_mutate_stmt(&m, s);
 }
 
-kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
-                                         kiln_plan_seq_kern_report_t* out) {
+static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs, bool gemms,
+                                  kiln_plan_seq_kern_report_t* out) {
   memset(out, 0, sizeof *out);
   if (!plan || plan->n_dims != 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_plan_seq_kernels_fast: not a plan over a range of one dim");
@@ -867,7 +867,7 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
     memset(&X, 0, sizeof X);
     X.c = c, X.lanes = lanes > 0 ? lanes : 4, X.regs = regs > 0 ? regs : 16;
     X.plan = plan, X.kernel = k, X.f = f;
-    const tir_stmt_t* b = walk(&X, f->body, gemm_post);
+    const tir_stmt_t* b = gemms ? walk(&X, f->body, gemm_post) : f->body;
     if (b) b = walk(&X, b, reduce_post);
     if (b) b = walk(&X, b, map_post);
     const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)f->n_params);
@@ -903,4 +903,13 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
     out->packed += X.npacks;
   }
   return NULL;
+}
+
+kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
+                                         kiln_plan_seq_kern_report_t* out) {
+  return kernels_fast(plan, lanes, regs, true, out);
+}
+
+kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes, kiln_plan_seq_kern_report_t* out) {
+  return kernels_fast(plan, lanes, 0, false, out);
 }

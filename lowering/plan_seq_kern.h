@@ -60,4 +60,11 @@ typedef struct kiln_plan_seq_kern_report_s {
 KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
                                                        kiln_plan_seq_kern_report_t* out);
 
+/* kiln_plan_seq_kernels_fast without the GEMM register tiles: reductions
+ * in |lanes| lanes and vector loops only, for a GPU target (PoCL runs a
+ * row of sums per work-item faster than a register tile of private
+ * accumulators). */
+KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes,
+                                                        kiln_plan_seq_kern_report_t* out);
+
 #endif

@@ -6,7 +6,9 @@
  * The device launches z only to the run's n, so the grid follows the run's
  * length with no grid sizes in the module: a kernel whose loop is C rows of
  * the length per slice (an activation's rows, a GEMM's rows) launches
- * exactly its work at every n. */
+ * exactly its work at every n. A slice of fewer iterations than a work-group
+ * of a large loop takes whole work-groups of them instead (the slices past
+ * E(n) then launch and do nothing). */
 #include "targets/gpu_bind_seq.h"
 
 #include "ir/tir_analysis.h"
@@ -113,7 +115,15 @@ kiln_status_t kiln_gpu_bind_seq(tir_ctx_t* c, const tir_func_t* f, int64_t lo, i
       if (dyn) (void)eval_at(dyn, n, &e);
       exact = e == C * n;
     }
-    const int64_t L = top <= how->small_extent || how->lanes < 2 ? 1 : (how->lanes < C ? how->lanes : C);
+    /* few iterations per slice of a large loop (a softmax's rows, heads x
+     * the length): slices of whole work-groups of them, the slices past
+     * E(n) empty, rather than work-groups of a few items */
+    const bool wide = top > how->small_extent && how->lanes >= 2;
+    if (wide && C < how->lanes) {
+      C *= (how->lanes + C - 1) / C;
+      exact = false;
+    }
+    const int64_t L = !wide ? 1 : (how->lanes < C ? how->lanes : C);
     const int64_t G = (C + L - 1) / L;
     tir_var_t* vg = tir_var(c, "wg");
     tir_var_t* vl = L > 1 ? tir_var(c, "wi") : NULL;
