@@ -56,9 +56,9 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   /* a GPU target: 16 lanes, as its static reductions take */
   if (!s && !cpu) s = kiln_plan_seq_kernels_lanes(plan, 16, &fast);
   if (!s && !cpu)
-    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d lane reductions, %d vector loops, with run-time "
-                              "counts; the grids follow its value (the GEMMs a row of sums per work-item)", name,
-                              fast.reductions, fast.maps);
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in blocks of rows (a row of sums each), %d "
+                              "lane reductions, %d vector loops, with run-time counts; the grids follow its value",
+                              name, fast.gemms, fast.reductions, fast.maps);
   if (!s && cpu)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
                               "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
