@@ -14,8 +14,9 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
                                        kiln_program_t** out) {
   *out = NULL;
   if (!c->target || !c->target->dyn_seq)
-    return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled for the cpu "
-                            "and opencl targets only so far; compile a set of sizes (--dim %s=16,64,128) for %s", name,
+    return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled for the cpu, "
+                            "opencl and vulkan targets only so far; compile a set of sizes (--dim %s=16,64,128) "
+                            "for %s", name,
                             (long long)lo, (long long)hi, name, c->target ? c->target->name : "the reference");
   if (c->precision && c->precision->mode != KILN_PRECISION_FP32)
     return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled in fp32 only "

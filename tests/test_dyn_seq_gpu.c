@@ -1,5 +1,5 @@
 /* A range on a dim inside the kernels' shapes on a GPU target (kiln compile
- * -t opencl --dim seq=4..24, lowering/plan_seq.h, targets/gpu_bind_seq.h):
+ * -t opencl|vulkan --dim seq=4..24, lowering/plan_seq.h, targets/gpu_bind_seq.h):
  * an attention block with a residual and a LayerNormalization, written
  * here as ONNX and compiled ONCE through the compiler API.
  *
@@ -7,7 +7,7 @@
  * the dim's axis on the input and output, sizes per length (DYNM), every
  * kernel's grid one slice of the length (groups[2] 1, the device launches
  * dim 2 once per value), and the printed kernels read the slice from dim 2.
- * --target opencl: the module loaded back from its bytes and run on the
+ * --target opencl|vulkan: the module loaded back from its bytes and run on the
  * target's device 0 at lengths of the range (both ends, up and down,
  * lengths no compile saw) against the reference interpreter at each, the
  * arena of each run within 1.05x of its lower bound, and lengths outside
