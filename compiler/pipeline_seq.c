@@ -74,6 +74,17 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
   if (!s) s = kiln_compile_seq_memory(plans, name, lo, hi, log, p);
+  /* the longest kernel per invocation (Vulkan counts them at the top of the
+   * range): a device with a loop limit refuses it at session creation */
+  int32_t longest = -1;
+  for (int32_t k = 0; !s && k < p->n_kernels; ++k)
+    if (p->kernels[k].loop_trips > 65535 && (longest < 0 || p->kernels[k].loop_trips > p->kernels[longest].loop_trips))
+      longest = k;
+  if (longest >= 0)
+    s = kiln_compile_log_line(log, "note", "dynamic dim '%s': kernel '%s' runs about %lld loop iterations per "
+                              "invocation at %s=%lld; a device that ends an invocation sooner (lavapipe: 65535) "
+                              "refuses this module", name, p->kernels[longest].name,
+                              (long long)p->kernels[longest].loop_trips, name, (long long)hi);
   if (!s)
     s = kiln_compile_log_line(log, "plan", "compiled %d kernels for %s: %.1f KB of code, %.1f MB of weights",
                               plan->n_kernels, c->target->name, (double)p->code.text_len / 1e3,
