@@ -2,7 +2,8 @@
 """One module for several sequence lengths vs one static module per length (issue 25).
 
   dyn_seq.py --kiln build/kiln --model dyn_encseq.onnx --seqs 16,64,128,256
-             [--batch 1..2 | --range 8..256] [--work DIR] [--threads 1] [--rounds 5] [--repeat 5] [--no-check]
+             [--batch 1..2 | --range 8..256] [--target cpu|opencl] [--work DIR] [--threads 1] [--rounds 5]
+             [--repeat 5] [--no-check]
 
 The model has a symbolic sequence dim "seq" inside MatMul, Softmax, Reshape and
 Transpose shapes (tests/models/export_dyn_cnn.py writes dyn_encseq.onnx: the encoder
@@ -21,6 +22,10 @@ reference interpreter's on the same input (kiln run MODEL.onnx --target ref).
 With --range LO..HI the one module is `--dim batch=1 --dim seq=LO..HI` instead (a range
 inside the shapes, lowering/plan_seq.h: one program whose kernels run to the run's
 length), its arena the one `kiln run` reports for the length.
+--target opencl compiles every module for the OpenCL target (`-t opencl --device none`: no
+program binary in the module; the driver's cache serves every run after a first, unmeasured
+one) and runs them on its device 0; the goal there is <= 1.3. The device's threads are its
+own, so the CPU time (taken at any --threads) sums them: the work a run costs.
 """
 
 import argparse
@@ -59,23 +64,28 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
     a = ap.parse_args()
     work = a.work or os.path.dirname(os.path.abspath(a.model))
     os.makedirs(work, exist_ok=True)
     stem = os.path.splitext(os.path.basename(a.model))[0]
     seqs = [int(s) for s in a.seqs.split(",")]
     bdim = a.batch.replace("..", "_")
-    dyn = os.path.join(work, f"{stem}_seq_buckets_b{bdim}.kiln")
+    gpu = a.target != "cpu"
+    tag = f"_{a.target}" if gpu else ""
+    target_args = ["-t", a.target, "--device", "none"] if gpu else []
+    goal = 1.3 if gpu else 1.15
+    dyn = os.path.join(work, f"{stem}_seq_buckets_b{bdim}{tag}.kiln")
     dyn_dims = ["--dim", f"batch={a.batch}", "--dim", f"seq={a.seqs}"]
     if a.range:
-        dyn = os.path.join(work, f"{stem}_seq_range_{a.range.replace('..', '_')}.kiln")
+        dyn = os.path.join(work, f"{stem}_seq_range_{a.range.replace('..', '_')}{tag}.kiln")
         dyn_dims = ["--dim", "batch=1", "--dim", f"seq={a.range}"]
-    static = {s: os.path.join(work, f"{stem}_b1_s{s}.kiln") for s in seqs}
+    static = {s: os.path.join(work, f"{stem}_b1_s{s}{tag}.kiln") for s in seqs}
     compiles = 0
     for path, dims in [(dyn, dyn_dims)] + \
                       [(static[s], ["--dim", "batch=1", "--dim", f"seq={s}"]) for s in seqs]:
         if not os.path.exists(path):
-            run([a.kiln, "compile", a.model, *dims, "-o", path])
+            run([a.kiln, "compile", a.model, *dims, "-o", path] + target_args)
             compiles += path == dyn
             print(f"compiled {os.path.basename(path)} ({' '.join(dims)})", flush=True)
     err = {}
@@ -93,7 +103,11 @@ def main():
     lat = {(k, s): [] for k in ("dyn", "static") for s in seqs}
     cpu = {(k, s): [] for k in ("dyn", "static") for s in seqs}
     mem = {}
-    use_cpu = a.threads == 1
+    use_cpu = a.threads == 1 or gpu
+    if gpu:  # the driver builds (and caches) each program at its first run: not measured
+        for s in seqs:
+            run([a.kiln, "run", dyn, "--dim", f"seq={s}"])
+            run([a.kiln, "run", static[s]])
     for _ in range(a.rounds):
         for s in seqs:
             at1 = ["--dim", "batch=1"] if ".." in a.batch and not a.range else []
@@ -110,7 +124,7 @@ def main():
             mem[("static", s)] = (m.group(1), m.group(2))
     what = f"seq={a.range}" if a.range else f"seq={a.seqs}"
     print(f"{stem}: one module for {what} (batch {a.batch if not a.range else 1}; compiled once{'' if compiles else ', cached'}) "
-          f"vs a static module per length, batch 1, {a.threads} thread(s), median of {a.rounds} rounds x median "
+          f"vs a static module per length, batch 1, target {a.target}, {a.threads} thread(s), median of {a.rounds} rounds x median "
           f"of {a.repeat} runs; load {os.getloadavg()[0]:.1f}")
     print("| seq | one module ms (wall) | static ms (wall) | ratio | one module CPU ms | static CPU ms | ratio "
           "| arena | lower bound | arena / bound | static arena (bound) | arena / static bound | vs reference |")
@@ -125,7 +139,7 @@ def main():
         worst_mem = [max(worst_mem[0], ar / lb), max(worst_mem[1], vs_static)]
         print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.3f} MB | "
               f"{lb / 1e6:.3f} MB | {ar / lb:.3f} | {sa} ({sl}) | {vs_static:.3f} | {chk} |")
-    print(f"worst one module / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= 1.15)")
+    print(f"worst one module / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= {goal})")
     print(f"worst arena / its lower bound: {worst_mem[0]:.3f}, / the static module's bound: {worst_mem[1]:.3f} "
           f"(goal <= 1.05; the static bound as printed, 3-4 digits)")
     return 0

@@ -13,9 +13,10 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
                                        const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                        kiln_program_t** out) {
   *out = NULL;
-  if (!c->target || c->target->lowering != KILN_TARGET_CLASS_CPU)
-    return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled for the cpu "
-                            "target only so far; compile a set of sizes (--dim %s=16,64,128) for %s", name,
+  if (!c->target || !c->target->dyn_seq)
+    return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled for the cpu, "
+                            "opencl and vulkan targets only so far; compile a set of sizes (--dim %s=16,64,128) "
+                            "for %s", name,
                             (long long)lo, (long long)hi, name, c->target ? c->target->name : "the reference");
   if (c->precision && c->precision->mode != KILN_PRECISION_FP32)
     return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes is compiled in fp32 only "
@@ -49,9 +50,17 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   /* the plain nests into register tiles, lane reductions and vector loops
    * with run-time counts (lowering/plan_seq_kern.h) */
   kiln_plan_seq_kern_report_t fast;
+  memset(&fast, 0, sizeof fast);
   const kiln_cpu_simd_t simd = kiln_cpu_simd();
-  if (!s) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
-  if (!s)
+  const bool cpu = c->target->lowering == KILN_TARGET_CLASS_CPU;
+  if (!s && cpu) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
+  /* a GPU target: 16 lanes, as its static reductions take */
+  if (!s && !cpu) s = kiln_plan_seq_kernels_lanes(plan, 16, &fast);
+  if (!s && !cpu)
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in blocks of rows (a row of sums each), %d "
+                              "lane reductions, %d vector loops, with run-time counts; the grids follow its value",
+                              name, fast.gemms, fast.reductions, fast.maps);
+  if (!s && cpu)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
                               "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
                               fast.gemms, simd.lanes, fast.packed, fast.reductions, fast.maps);
@@ -65,6 +74,17 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   kiln_program_t* p = NULL;
   if (!s) s = kiln_program_build(plan, c->target, &bo, kiln_allocator_system(), &p);
   if (!s) s = kiln_compile_seq_memory(plans, name, lo, hi, log, p);
+  /* the longest kernel per invocation (Vulkan counts them at the top of the
+   * range): a device with a loop limit refuses it at session creation */
+  int32_t longest = -1;
+  for (int32_t k = 0; !s && k < p->n_kernels; ++k)
+    if (p->kernels[k].loop_trips > 65535 && (longest < 0 || p->kernels[k].loop_trips > p->kernels[longest].loop_trips))
+      longest = k;
+  if (longest >= 0)
+    s = kiln_compile_log_line(log, "note", "dynamic dim '%s': kernel '%s' runs about %lld loop iterations per "
+                              "invocation at %s=%lld; a device that ends an invocation sooner (lavapipe: 65535) "
+                              "refuses this module", name, p->kernels[longest].name,
+                              (long long)p->kernels[longest].loop_trips, name, (long long)hi);
   if (!s)
     s = kiln_compile_log_line(log, "plan", "compiled %d kernels for %s: %.1f KB of code, %.1f MB of weights",
                               plan->n_kernels, c->target->name, (double)p->code.text_len / 1e3,

@@ -445,7 +445,7 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
   p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
   p->gemm_hook_user = user;
   p->sparse_mode = options->sparse;
-  p->plain_loops = plain && options->target == KILN_TARGET_CLASS_CPU;
+  p->plain_loops = plain;
   p->sparse_notes = NULL;
   p->n_sparse_notes = p->cap_sparse_notes = 0;
   tir_ctx_init(&p->tir, allocator);

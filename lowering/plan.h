@@ -202,7 +202,7 @@ typedef struct kiln_plan_host_s {
 /* kiln_plan_build with some nodes on the host CPU (|host| NULL: none). */
 KILN_MUST_USE kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_options_t* options,
                                    kiln_plan_host_t* host, kiln_allocator_t allocator, kiln_plan_t** out_plan);
-/* kiln_plan_build (CPU) with float MatMul and Gemm as one plain loop nest
+/* kiln_plan_build (CPU or GPU class) with float MatMul and Gemm as one plain loop nest
  * each and row reductions (Softmax, LayerNormalization, ...) one element at
  * a time, whose form does not depend on the sizes: what a range inside the
  * shapes anti-unifies (lowering/plan_seq.h). Slower than the tiled GEMM. */

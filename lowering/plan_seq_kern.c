@@ -693,6 +693,108 @@ static const tir_stmt_t* gemm_build(kx_t* X, const tir_stmt_t* s, const tir_stmt
   return r;
 }
 
+/* ---- GEMM on a GPU: blocks of rows, a row of sums each ----------------------- */
+
+/* row[n1] in the epilogue -> acc[i * N + n1] */
+typedef struct rowblk_s {
+  const tir_buffer_t *row, *acc;
+  const tir_expr_t* base; /* i * N */
+  bool bad;
+} rowblk_t;
+
+static const tir_expr_t* rowblk_post(tir_mutator_t* m, const tir_expr_t* e) {
+  rowblk_t* r = m->user;
+  if (e->kind != TIR_LOAD || e->u.load.buf != r->row) return e;
+  const tir_expr_t* ix = tir_add(m->ctx, r->base, e->u.load.idx[0]);
+  return tir_load(m->ctx, r->acc, &ix);
+}
+
+/* The GEMM row nest at |s| as blocks of R rows per parallel iteration, a
+ * row of sums each (R rows read each element of B once: a work-item
+ * streams B once per block, not per row), with the serial batch loop
+ * |bloop| (or NULL) inside a block, so that the block loop is the
+ * kernel's parallel loop that a GPU target binds to its grid. The rows of
+ * the last block past the run's M read row M - 1 and store nothing. NULL
+ * when |s| is no such nest. */
+static const tir_stmt_t* gemm_gpu_build(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* bloop) {
+  gemm_t G;
+  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(s, &G)) return NULL;
+  tir_ctx_t* c = X->c;
+  const int64_t Nt = G.nloop->u.loop.extent, Mt = s->u.loop.extent;
+  if (Nt < 1 || Mt < 1) return NULL;
+  int64_t R = 4096 / Nt;
+  if (R > 4) R = 4;
+  if (R < 1) R = 1;
+  if (R > Mt) R = Mt;
+  const int64_t RN = R * Nt;
+  const tir_var_t *mb = tir_var(c, "mb"), *i0 = tir_var(c, "i"), *i1 = tir_var(c, "i"), *i2 = tir_var(c, "i");
+  const tir_var_t *n0 = tir_var(c, "n"), *n1 = tir_var(c, "n"), *kv = tir_var(c, G.k->name);
+  const tir_buffer_t* acc = tir_buffer(c, "acc", KILN_DTYPE_F32, 1, &RN, TIR_SCOPE_PRIVATE);
+  if (!mb || !i0 || !i1 || !i2 || !n0 || !n1 || !kv || !acc) return NULL;
+  const tir_expr_t* Mx = s->u.loop.dyn_extent ? s->u.loop.dyn_extent : I(X, Mt);
+  const tir_expr_t* row0 = MULC(X, V(X, mb), R);
+  /* acc[i * N + n] = 0 */
+  const tir_stmt_t* Zl = G.mloop->u.loop.body->u.alloc.body->u.seq.items[0];
+  const tir_expr_t* a0 = ADD(X, MULC(X, V(X, i0), Nt), V(X, n0));
+  const tir_stmt_t* init = tir_store(c, acc, &a0, tir_const(c, KILN_DTYPE_F32, 0));
+  init = tir_for(c, i0, R, TIR_LOOP_UNROLLED, loop_like(X, Zl, n0, Zl->u.loop.kind, init));
+  /* acc[i * N + n] += P(min(row0 + i, M - 1), k, n) */
+  const tir_expr_t* mi = tir_bin(c, TIR_MIN, ADD(X, row0, V(X, i1)), tir_sub(c, Mx, I(X, 1)));
+  const tir_var_t* from[3] = {G.m, G.n, G.k};
+  const tir_expr_t* to[3] = {mi, V(X, n1), V(X, kv)};
+  const tir_expr_t* p = tir_substitute_expr(c, G.P, 3, from, to);
+  const tir_expr_t* a1 = ADD(X, MULC(X, V(X, i1), Nt), V(X, n1));
+  const tir_expr_t* cur = tir_load(c, acc, &a1);
+  const tir_stmt_t* upd = tir_store(c, acc, &a1, G.p_first ? tir_add(c, p, cur) : tir_add(c, cur, p));
+  upd = tir_for(c, i1, R, TIR_LOOP_UNROLLED, loop_like(X, G.nloop, n1, G.nloop->u.loop.kind, upd));
+  upd = loop_like(X, G.kloop, kv, TIR_LOOP_SERIAL, upd);
+  /* if (row0 + i < M) EPI(row0 + i, n1, acc[i * N + n1]) */
+  const tir_stmt_t* El = G.mloop->u.loop.body->u.alloc.body->u.seq.items[2];
+  rowblk_t rb = {G.row, acc, MULC(X, V(X, i2), Nt), false};
+  tir_mutator_t mu = {.ctx = c, .user = &rb, .expr_post = rowblk_post};
+  const tir_stmt_t* ep = tir_mutate_stmt(&mu, El);
+  const tir_var_t* from2[1] = {G.m};
+  const tir_expr_t* to2[1] = {ADD(X, row0, V(X, i2))};
+  ep = ep ? tir_substitute_stmt(c, ep, 1, from2, to2) : NULL;
+  ep = tir_for(c, i2, R, TIR_LOOP_SERIAL, tir_if(c, tir_bin(c, TIR_LT, ADD(X, row0, V(X, i2)), Mx), ep, NULL));
+  const tir_stmt_t* items[3] = {init, upd, ep};
+  if (!init || !upd || !ep) return NULL;
+  const tir_stmt_t* body = tir_alloc(c, acc, tir_seq(c, 3, items));
+  if (bloop) body = tir_for_with_body(c, bloop, body);
+  const int64_t top = (Mt + R - 1) / R;
+  if (s->u.loop.dyn_extent)
+    return tir_for_dyn(c, mb, top, tir_bin(c, TIR_FLOORDIV, ADD(X, Mx, I(X, R - 1)), I(X, R)), TIR_LOOP_PARALLEL,
+                       body);
+  return tir_for(c, mb, top, TIR_LOOP_PARALLEL, body);
+}
+
+static bool gemm_gpu_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** out) {
+  kx_t* X = m->user;
+  gemm_t G;
+  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_SERIAL || s->u.loop.dyn_extent || s->u.loop.extent < 2)
+    return false;
+  const tir_stmt_t* r = s->u.loop.body;
+  if (r->kind != TIR_FOR || r->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(r, &G)) return false;
+  if ((r->u.loop.dyn_extent && mentions(r->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.nloop->u.loop.dyn_extent && mentions(G.nloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.kloop->u.loop.dyn_extent && mentions(G.kloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      !batches_disjoint(X, s, &G))
+    return false;
+  const tir_stmt_t* g = gemm_gpu_build(X, r, s);
+  if (!g) return false;
+  X->gemms++;
+  *out = g;
+  return true;
+}
+
+static const tir_stmt_t* gemm_gpu_post(tir_mutator_t* m, const tir_stmt_t* s) {
+  kx_t* X = m->user;
+  const tir_stmt_t* g = s->kind == TIR_FOR && s->u.loop.kind == TIR_LOOP_PARALLEL ? gemm_gpu_build(X, s, NULL) : NULL;
+  if (!g) return s;
+  X->gemms++;
+  return g;
+}
+
 /* ---- reductions ------------------------------------------------------------- */
 
 /* items[0] `d[c] = ident` and items[1] `for r: d[c] = op(d[c], f(r))` as
@@ -848,11 +950,12 @@ static kiln_status_t commit_pack(kiln_plan_t* plan, int32_t k, const pack_t* pk)
 static const tir_stmt_t* walk(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* (*post)(tir_mutator_t*, const tir_stmt_t*)) {
   tir_mutator_t m = {.ctx = X->c, .user = X, .stmt_post = post};
   if (post == gemm_post) m.stmt_pre = gemm_pre;
+  if (post == gemm_gpu_post) m.stmt_pre = gemm_gpu_pre;
   return tir_mutate_stmt(&m, s);
 }
 
-kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
-                                         kiln_plan_seq_kern_report_t* out) {
+static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs, bool gemms,
+                                  kiln_plan_seq_kern_report_t* out) {
   memset(out, 0, sizeof *out);
   if (!plan || plan->n_dims != 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_plan_seq_kernels_fast: not a plan over a range of one dim");
@@ -867,7 +970,7 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
     memset(&X, 0, sizeof X);
     X.c = c, X.lanes = lanes > 0 ? lanes : 4, X.regs = regs > 0 ? regs : 16;
     X.plan = plan, X.kernel = k, X.f = f;
-    const tir_stmt_t* b = walk(&X, f->body, gemm_post);
+    const tir_stmt_t* b = walk(&X, f->body, gemms ? gemm_post : gemm_gpu_post);
     if (b) b = walk(&X, b, reduce_post);
     if (b) b = walk(&X, b, map_post);
     const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)f->n_params);
@@ -903,4 +1006,13 @@ kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32
     out->packed += X.npacks;
   }
   return NULL;
+}
+
+kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
+                                         kiln_plan_seq_kern_report_t* out) {
+  return kernels_fast(plan, lanes, regs, true, out);
+}
+
+kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes, kiln_plan_seq_kern_report_t* out) {
+  return kernels_fast(plan, lanes, 0, false, out);
 }

@@ -60,4 +60,14 @@ typedef struct kiln_plan_seq_kern_report_s {
 KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
                                                        kiln_plan_seq_kern_report_t* out);
 
+/* kiln_plan_seq_kernels_fast for a GPU target: the GEMM row nests in
+ * blocks of up to 4 rows per parallel iteration, a row of sums each (PoCL
+ * runs a row of sums per work-item faster than a register tile of private
+ * accumulators), a serial batch loop around the rows (attention's heads)
+ * moved inside the block where the batches write disjoint elements, so
+ * that the block loop is the kernel's parallel loop a GPU binds to its
+ * grid; reductions in |lanes| lanes and vector loops as there. */
+KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes,
+                                                        kiln_plan_seq_kern_report_t* out);
+
 #endif

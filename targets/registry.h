@@ -68,6 +68,10 @@ typedef struct kiln_target_s {
    * dynamic batch read from the dims buffer at run time, or the samples on
    * the grid), so `--dim batch=LO..HI` may compile for it. */
   bool dyn_batch;
+  /* Whether the target emits a range program (lowering/plan_seq.h: kernels
+   * whose extents follow a dim inside the shapes, read at run time), so
+   * `--dim seq=LO..HI` compiles one program for it. */
+  bool dyn_seq;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

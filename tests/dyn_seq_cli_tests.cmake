@@ -119,3 +119,27 @@ foreach(t ${_seq_tests})
     set_tests_properties(cli_dyn_seq_${t} PROPERTIES LABELS models)
   endif()
 endforeach()
+# the range on OpenCL (targets/gpu_bind_seq.h): ONE compile, the grids follow the run's length; run at 16, 77
+# and 256 against the reference interpreter, 300 refused naming input, axis, dim, value and range
+if("opencl" IN_LIST KILN_TARGETS_BUILT)
+  kiln_cli_test(dyn_seqr_compile_opencl REQUIRES dyn_cnn FIXTURE dyn_seqr_module_opencl FILE ${D}/dyn_encseqr_opencl.kiln
+    CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
+          "STDOUT_HAS=buffers sized per value (0 roots that change keep the top of the range's size); arena"
+    ARGS compile ${D}/dyn_encseq.onnx -t opencl --device none --dim batch=1 --dim seq=8..256
+         -o ${D}/dyn_encseqr_opencl.kiln)
+  set(_seqr_cl compile_opencl run_opencl_s300)
+  foreach(q 16 77 256)
+    kiln_cli_test(dyn_seqr_run_opencl_s${q} REQUIRES dyn_seqr_module_opencl dyn_seqr_ref_s${q}
+      CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+            "STDOUT_HAS=dynamic dim 'seq' = ${q} (range 8..256): arena"
+      ARGS run ${D}/dyn_encseqr_opencl.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+           --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
+    list(APPEND _seqr_cl run_opencl_s${q})
+  endforeach()
+  kiln_cli_test(dyn_seqr_run_opencl_s300 RC 1 REQUIRES dyn_seqr_module_opencl
+    CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 300, outside the module's range 8..256"
+    ARGS run ${D}/dyn_encseqr_opencl.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
+  foreach(t ${_seqr_cl})
+    set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=opencl")
+  endforeach()
+endif()

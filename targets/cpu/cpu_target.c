@@ -33,4 +33,5 @@ const kiln_target_t kiln_target_cpu = {
     .emit = cpu_emit,
     .emit_native = kiln_cpu_aot_build,
     .dyn_batch = true,
+    .dyn_seq = true,
 };

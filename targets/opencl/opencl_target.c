@@ -8,6 +8,7 @@
 #include "targets/cfamily/printer.h"
 #include "targets/custom_kernel.h"
 #include "targets/gpu_bind_dyn.h"
+#include "targets/gpu_bind_seq.h"
 #include "targets/gpu_conv.h"
 #include "targets/opencl/opencl_internal.h"
 #include "targets/partition.h"
@@ -296,7 +297,16 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       case KILN_TEMPLATE_NONE: break;
     }
     if (s) break;
-    if (plan->n_dims) {
+    if (plan->n_dims && plan->dim_axis) {
+      /* a range program's kernels: the run's length on the grid's dim 2
+       * (gpu_bind_seq.h), the sizes of opencl_schedule.c */
+      const kiln_gpu_bind_t how = {.small_extent = 256, .lanes = 64};
+      const tir_func_t* g = NULL;
+      s = kiln_gpu_bind_seq(&ctx, f, plan->dims[0].lo, plan->dims[0].hi, &how, &g);
+      if (s) break;
+      f = g;
+      ++n_rebound;
+    } else if (plan->n_dims) {
       /* per-sample kernels: the samples on the grid's dim 2 (gpu_bind_dyn.h) */
       const tir_func_t* g = NULL;
       s = kiln_gpu_bind_samples(&ctx, f, o->no_bind_parallel ? NULL : kiln_opencl_bind_parallel, &g);
@@ -454,4 +464,5 @@ const kiln_target_t kiln_target_opencl = {
     .templates = opencl_templates,
     .kernel_check = opencl_kernel_check,
     .dyn_batch = true,
+    .dyn_seq = true,
 };

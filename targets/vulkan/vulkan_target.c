@@ -18,6 +18,7 @@
 #include "targets/custom_kernel.h"
 #include "targets/gpu_bind.h"
 #include "targets/gpu_bind_dyn.h"
+#include "targets/gpu_bind_seq.h"
 #include "targets/gpu_conv.h"
 #include "targets/partition.h"
 #include "targets/registry.h"
@@ -206,7 +207,18 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
        * runs an invocation per SIMD lane and groups on its threads. */
       const tir_func_t* f = pk->func;
       const tir_func_t* bound = NULL;
-      if (plan->n_dims) {
+      if (plan->n_dims && plan->dim_axis) {
+        /* a range program's kernels: the run's length on the grid's dim 2
+         * (gpu_bind_seq.h); the loop trips below count the top of the range */
+        const kiln_gpu_bind_t how = {.small_extent = 8, .lanes = 64};
+        s = kiln_gpu_bind_seq(&ctx, f, plan->dims[0].lo, plan->dims[0].hi, &how, &bound);
+        if (s) {
+          if (na != noalias) free(na);
+          s = kiln_status_annotate(s, "spirv: kernel '%s'", name);
+          break;
+        }
+        f = bound;
+      } else if (plan->n_dims) {
         /* per-sample kernels: the samples on the grid's dim 2 (gpu_bind_dyn.h) */
         s = kiln_gpu_bind_samples(&ctx, f, no_bind ? NULL : vk_bind, &bound);
         if (s) {
@@ -369,4 +381,5 @@ const kiln_target_t kiln_target_vulkan = {
     .templates = kiln_spirv_templates,
     .kernel_check = vulkan_kernel_check,
     .dyn_batch = true,
+    .dyn_seq = true,
 };

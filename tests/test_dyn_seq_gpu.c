@@ -1,0 +1,196 @@
+/* A range on a dim inside the kernels' shapes on a GPU target (kiln compile
+ * -t opencl|vulkan --dim seq=4..24, lowering/plan_seq.h, targets/gpu_bind_seq.h):
+ * an attention block with a residual and a LayerNormalization, written
+ * here as ONNX and compiled ONCE through the compiler API.
+ *
+ * Without arguments: the program (no device): one program, no buckets,
+ * the dim's axis on the input and output, sizes per length (DYNM), every
+ * kernel's grid one slice of the length (groups[2] 1, the device launches
+ * dim 2 once per value), and the printed kernels read the slice from dim 2.
+ * --target opencl|vulkan: the module loaded back from its bytes and run on the
+ * target's device 0 at lengths of the range (both ends, up and down,
+ * lengths no compile saw) against the reference interpreter at each, the
+ * arena of each run within 1.05x of its lower bound, and lengths outside
+ * the range refused naming the input, axis, dim, value and range. */
+#include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <math.h>
+#include <string.h>
+
+#include "api/model_dims.h"
+#include "compiler/ref_exec.h"
+#include "frontend/onnx.h"
+#include "kiln/compiler.h"
+#include "kiln/runtime.h"
+#include "runtime/module_file.h"
+#include "runtime/program.h"
+#include "targets/registry.h"
+#include "testing.h"
+
+#define W 32
+
+static const char* g_target = NULL; /* --target T: the device part on T */
+static char g_dir[512];
+static char g_attn[700];
+
+static kiln_allocator_t al(void) { return kiln_allocator_system(); }
+
+/* X [1,seq,W] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv) */
+static void write_model(void) {
+  bm_model_t b;
+  bm_init(&b, 17);
+  const char* params[3] = {NULL, "seq", NULL};
+  int64_t xd[3] = {1, 0, W};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
+  int64_t wd[2] = {W, W}, one = 1, width = W;
+  bm_init_f32(&b, "Wq", 2, wd);
+  bm_init_f32(&b, "Wk", 2, wd);
+  bm_init_f32(&b, "Wv", 2, wd);
+  bm_init_f32(&b, "gamma", 1, &width);
+  bm_init_f32(&b, "beta", 1, &width);
+  float* sc = bm_alloc(&b, sizeof(float));
+  *sc = 0.1f;
+  bm_initializer(&b, "scale", BM_F32, 1, &one, sc, sizeof(float));
+  bm_node(&b, "MatMul", "q", "X,Wq", "Q");
+  bm_node(&b, "MatMul", "k", "X,Wk", "K");
+  bm_node(&b, "MatMul", "v", "X,Wv", "V");
+  Onnx__NodeProto* kt = bm_node(&b, "Transpose", "kt", "K", "Kt");
+  bm_attr_ints(&b, kt, "perm", 3, (const int64_t[]){0, 2, 1});
+  bm_node(&b, "MatMul", "scores", "Q,Kt", "S");
+  bm_node(&b, "Mul", "scaled", "S,scale", "S2");
+  Onnx__NodeProto* sm = bm_node(&b, "Softmax", "softmax", "S2", "P");
+  bm_attr_int(&b, sm, "axis", -1);
+  bm_node(&b, "MatMul", "mix", "P,V", "H");
+  bm_node(&b, "Add", "residual", "H,X", "R");
+  Onnx__NodeProto* ln = bm_node(&b, "LayerNormalization", "ln", "R,gamma,beta", "Y");
+  bm_attr_int(&b, ln, "axis", -1);
+  bm_output(&b, "Y");
+  snprintf(g_attn, sizeof g_attn, "%s/attn.onnx", g_dir);
+  CHECK(bm_write(&b, g_attn));
+  bm_free(&b);
+}
+
+/* The module bytes (malloc'd) of the model compiled for |target| with |dim|. */
+static kiln_status_t compile(const char* target, const char* dim, uint8_t** out, size_t* out_len) {
+  kiln_compiler_t* c = NULL;
+  *out = NULL;
+  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
+  if (!s) s = kiln_compiler_load_model(c, g_attn);
+  if (!s) s = kiln_compiler_set_option(c, "target", target);
+  if (!s) s = kiln_compiler_set_option(c, "dim", dim);
+  if (!s) s = kiln_compiler_compile(c);
+  const void* data = NULL;
+  size_t len = 0;
+  if (!s) s = kiln_compiler_module(c, &data, &len);
+  if (!s) {
+    *out = malloc(len);
+    if (*out) memcpy(*out, data, len);
+    *out_len = len;
+  }
+  kiln_compiler_destroy(c);
+  return s;
+}
+
+static kiln_array_t filled(int64_t seq, uint32_t seed) {
+  kiln_array_t a;
+  memset(&a, 0, sizeof a);
+  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, W});
+  if (!CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &s, &a))) return a;
+  float* f = a.data;
+  for (size_t i = 0; i < a.nbytes / 4; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    f[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return a;
+}
+
+/* The session at |seq| against the reference executor on the model bound
+ * to it, and the run's arena against its lower bound. */
+static void check_run(kiln_session_t* s, int64_t seq) {
+  kiln_graph_t* g = NULL;
+  char q[64];
+  snprintf(q, sizeof q, "seq=%lld", (long long)seq);
+  kiln_array_t x = filled(seq, 7u * (uint32_t)seq + 1u), want, got;
+  memset(&want, 0, sizeof want);
+  memset(&got, 0, sizeof got);
+  if (CHECK_OK(kiln_onnx_parse_model(g_attn, NULL, al(), &g)) && CHECK_OK(kiln_model_bind_dim(g, q)) &&
+      CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) &&
+      CHECK_OK(kiln_session_run(s, &x, &got))) {
+    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, W});
+    CHECK_MSG(kiln_shape_equal(&got.shape, &wsh), "seq %lld: output shape", (long long)seq);
+    double worst = 0;
+    for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
+      worst = fmax(worst, fabs(((float*)got.data)[i] - ((float*)want.data)[i]));
+    CHECK_MSG(got.nbytes == want.nbytes && worst < 1e-4, "seq %lld: max abs error %g", (long long)seq, worst);
+    kiln_session_memory_t mem;
+    kiln_session_memory(s, &mem);
+    CHECK_MSG(mem.arena_bytes <= mem.lower_bound_bytes * 105 / 100, "seq %lld: arena %llu, its bound %llu",
+              (long long)seq, (unsigned long long)mem.arena_bytes, (unsigned long long)mem.lower_bound_bytes);
+  }
+  kiln_graph_destroy(g);
+  kiln_array_free(al(), &x);
+  kiln_array_free(al(), &want);
+  kiln_array_free(al(), &got);
+}
+
+/* The program without a device: one range program, grids per slice. */
+static void test_program(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile("opencl", "seq=4..24", &bytes, &len)) || !bytes) return;
+  kiln_program_t* p = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "attn.kiln", al(), &p))) {
+    CHECK(p->n_dims == 1 && p->dim_axis && p->dim_bytes && p->n_buckets == 0);
+    CHECK(p->dims[0].lo == 4 && p->dims[0].hi == 24 && !strcmp(p->dims[0].name, "seq"));
+    CHECK(p->dim_axis[0] == 1 && p->dim_axis[1] == 1);
+    for (int32_t k = 0; k < p->n_kernels; ++k)
+      CHECK_MSG(p->kernels[k].groups[2] == 1, "kernel '%s': groups[2] %lld", p->kernels[k].name,
+                (long long)p->kernels[k].groups[2]);
+    CHECK(p->code.text && strstr(p->code.text, "get_group_id(2)"));
+  }
+  kiln_program_destroy(p);
+  free(bytes);
+}
+
+static void test_device(void) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  if (!CHECK_OK(compile(g_target, "seq=4..24", &bytes, &len)) || !bytes) return;
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  if (CHECK_OK(kiln_module_load_memory(bytes, len, "attn.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open(g_target, &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s))) {
+    CHECK(kiln_module_dim_count(m) == 1 && kiln_module_bucket_count(m) == 0);
+    /* the ends, down and up again, lengths the compile lowered at (5, 14, 23) and ones it did not */
+    const int64_t seqs[] = {4, 24, 7, 13, 5, 19, 14, 23, 4};
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; ++i) check_run(s, seqs[i]);
+    kiln_array_t x = filled(25, 1), y[1];
+    CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "input 'X' dim 1 ('seq') is 25",
+                  "range 4..24");
+    kiln_array_free(al(), &x);
+    x = filled(3, 1);
+    CHECK_ERR_ALL(kiln_session_run(s, &x, y), KILN_INVALID_ARGUMENT, "('seq') is 3", "range 4..24");
+    kiln_array_free(al(), &x);
+    check_run(s, 17); /* a refused run leaves the session as it was */
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  free(bytes);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && !strcmp(argv[1], "--target")) g_target = argv[2];
+  if (!kiln_target_find("opencl")) {
+    printf("SKIP: the opencl target is not built\n");
+    return 0;
+  }
+  if (!bm_tmpdir("dyn_seq_gpu", g_dir, sizeof g_dir)) return 1;
+  write_model();
+  if (g_target) RUN(test_device);
+  else RUN(test_program);
+  bm_rmtree(g_dir);
+  return kiln_test_finish();
+}
