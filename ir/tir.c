@@ -289,6 +289,18 @@ const tir_stmt_t* tir_alloc(tir_ctx_t* c, const tir_buffer_t* buf, const tir_stm
 
 const tir_stmt_t* tir_barrier(tir_ctx_t* c) { return new_stmt(c, TIR_BARRIER); }
 
+const tir_stmt_t* tir_prefetch(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx) {
+  if (!buf) return NULL;
+  const tir_expr_t* const* v = copy_idx(c, buf->rank, idx);
+  if (!v) return NULL;
+  tir_stmt_t* s = new_stmt(c, TIR_PREFETCH);
+  if (!s) return NULL;
+  s->u.store.buf = buf;
+  s->u.store.idx = v;
+  s->u.store.value = NULL;
+  return s;
+}
+
 tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
                      const tir_buffer_t* const* params, const tir_stmt_t* body) {
   if (!body) return NULL;

@@ -205,6 +205,10 @@ typedef enum tir_stmt_kind_e {
   TIR_IF,
   TIR_ALLOC,   /* scoped LOCAL/PRIVATE buffer */
   TIR_BARRIER, /* work-group barrier on local memory */
+  /* A hint that buf[idx] will be read soon (u.store with value NULL): no
+   * effect on values; the C dialect prints __builtin_prefetch, the others
+   * nothing. idx stays in bounds like a load's. */
+  TIR_PREFETCH,
 } tir_stmt_kind_t;
 
 typedef enum tir_loop_kind_e {
@@ -275,6 +279,8 @@ const tir_stmt_t* tir_if(tir_ctx_t* c, const tir_expr_t* cond, const tir_stmt_t*
                          const tir_stmt_t* else_s);
 const tir_stmt_t* tir_alloc(tir_ctx_t* c, const tir_buffer_t* buf, const tir_stmt_t* body);
 const tir_stmt_t* tir_barrier(tir_ctx_t* c);
+/* TIR_PREFETCH of buf[idx] (|idx| has buf->rank entries, copied). */
+const tir_stmt_t* tir_prefetch(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx);
 
 /* ---- kernels --------------------------------------------------------- */
 

@@ -463,6 +463,7 @@ static void exec(run_t* r, const tir_stmt_t* s) {
     }
     case TIR_ALLOC: exec_alloc(r, s); return;
     case TIR_BARRIER: return; /* work-items run one after the other */
+    case TIR_PREFETCH: return;  /* a hint: nothing to compute */
   }
   fail(r, KILN_INVALID_ARGUMENT, "statement of unknown kind %d", (int)s->kind);
 }

@@ -266,6 +266,11 @@ static void put_stmt(sink_t* s, const tir_stmt_t* st, int indent) {
       put(s, "%*s}\n", indent, "");
       break;
     case TIR_BARRIER: put(s, "barrier\n"); break;
+    case TIR_PREFETCH:
+      put(s, "prefetch ");
+      put_idx(s, st->u.store.buf, st->u.store.idx);
+      put(s, "\n");
+      break;
     default: put(s, "<bad stmt>\n"); break;
   }
 }

@@ -67,6 +67,7 @@ const tir_stmt_t* tir_sch_rewrite(tir_ctx_t* c, const tir_stmt_t* s, int32_t n,
     }
     case TIR_STORE:
     case TIR_BARRIER:
+    case TIR_PREFETCH:
       return s;
   }
   return s;
@@ -116,6 +117,9 @@ static void v_stmt(tir_sch_visitor_t* v, const tir_stmt_t* s, int32_t child) {
         break;
       case TIR_ALLOC: v_stmt(v, s->u.alloc.body, 0); break;
       case TIR_BARRIER: break;
+      case TIR_PREFETCH:
+        for (int32_t i = 0; i < s->u.store.buf->rank; ++i) v_expr(v, s->u.store.idx[i]);
+        break;
     }
   }
   v->p.n--;

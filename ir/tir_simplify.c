@@ -916,6 +916,7 @@ static const tir_stmt_t* simp_store(sctx_t* s, const tir_stmt_t* st) {
     if (!idx[i]) return NULL;
     changed |= idx[i] != st->u.store.idx[i];
   }
+  if (st->kind == TIR_PREFETCH) return changed ? tir_prefetch(s->c, b, idx) : st;
   const tir_expr_t* v = simp(s, st->u.store.value);
   if (!v) return NULL;
   if (!changed && v == st->u.store.value) return st;
@@ -992,7 +993,8 @@ static const tir_stmt_t* simp_stmt(sctx_t* s, const tir_stmt_t* st) {
   if (!st) return NULL;
   switch (st->kind) {
     case TIR_FOR: return simp_loop(s, st);
-    case TIR_STORE: return simp_store(s, st);
+    case TIR_STORE:
+    case TIR_PREFETCH: return simp_store(s, st);
     case TIR_SEQ: return simp_seq(s, st);
     case TIR_IF: return simp_if(s, st);
     case TIR_ALLOC: {

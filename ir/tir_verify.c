@@ -575,6 +575,9 @@ static kiln_status_t check_stmt(vctx_t* c, const tir_stmt_t* s) {
                       tir_thread_tag_name(l->u.loop.tag));
       }
       return NULL;
+    case TIR_PREFETCH:
+      c->stmt = s;
+      return check_access(c, s->u.store.buf, s->u.store.idx, false, false);
   }
   return fail(c, KILN_INVALID_ARGUMENT, "statement of unknown kind %d", (int)s->kind);
 }
@@ -783,6 +786,7 @@ static kiln_status_t race_stmt(rctx_t* r, const tir_stmt_t* s, eff_t* out) {
   eff_empty(out);
   switch (s->kind) {
     case TIR_BARRIER: out->T = false; return NULL;
+    case TIR_PREFETCH: return NULL; /* reads nothing the kernel sees */
     case TIR_STORE: {
       const tir_buffer_t* b = s->u.store.buf;
       for (int32_t i = 0; i < b->rank; ++i) local_loads(r, s->u.store.idx[i], s, &out->F);

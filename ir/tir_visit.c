@@ -63,6 +63,10 @@ void tir_visit_stmt(tir_visitor_t* v, const tir_stmt_t* s) {
       break;
     case TIR_BARRIER:
       break;
+    case TIR_PREFETCH:
+      if (exprs)
+        for (int32_t i = 0; i < s->u.store.buf->rank; ++i) tir_visit_expr(v, s->u.store.idx[i]);
+      break;
   }
   if (v->stmt_post && !v->stop) v->stmt_post(v, s);
 }
@@ -212,6 +216,13 @@ static const tir_stmt_t* rebuild_stmt(tir_mutator_t* m, const tir_stmt_t* s) {
     }
     case TIR_BARRIER:
       return s;
+    case TIR_PREFETCH: {
+      if (!exprs) return s;
+      const tir_expr_t* idx[KILN_MAX_RANK];
+      bool changed;
+      if (!mutate_idx(m, s->u.store.buf->rank, s->u.store.idx, idx, &changed)) return NULL;
+      return changed ? tir_prefetch(c, s->u.store.buf, idx) : s;
+    }
   }
   return s;
 }

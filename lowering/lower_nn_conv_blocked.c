@@ -299,6 +299,13 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
       g.K * g.N > 2 * bc->C * bc->ah.in * bc->aw.in)
     g.par = KILN_GEMM_PAR_N;
   bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb);
+  /* Weights prefetched a panel ahead (nn_gemm_t.prefetch_r) where a
+   * thread's M tiles are few (<= 16), so the first sweep over each panel,
+   * which reads it from memory, is a large part of the work (ResNet-50's
+   * layers at 14x14 and 7x7); where many tiles reuse a panel (the stem's
+   * 448 a thread) the prefetches would only take load slots. */
+  const int64_t mtiles = (g.M + g.mr - 1) / g.mr;
+  g.prefetch_r = (g.par == KILN_GEMM_PAR_N ? mtiles : (mtiles + thr - 1) / thr) <= 16;
   int64_t nct = (nblock_kb << 10) / (int64_t)sizeof(float) / (g.kc * bc->T * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;
   float* wval = NULL;

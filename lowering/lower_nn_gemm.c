@@ -301,6 +301,31 @@ static const tir_expr_t* sparse_k0(gen_t* e, const tir_expr_t* mt, tir_var_t** o
   return nn_clamp(kb, tir_cast(kb->t, KILN_DTYPE_I64, tir_load(kb->t, sp->kidx, NN_IDX(e->sblk))), 0, KO - sp->kr);
 }
 
+/* Prefetches of the next N tile's R panel at this k step (g->prefetch_r):
+ * one per cache line of its nr-wide row, the tile index clamped to the
+ * last (whose own row it then re-touches). Measured on Zen 5, 2 threads,
+ * ResNet-50's 1024 -> 256 1x1 conv at 14x14 alone with its 1 MB of
+ * weights rotated through 48 copies (so they come from memory, as in the
+ * model): 0.226 -> 0.210 ms; with the weights in cache 0.195 -> 0.198. */
+static const tir_stmt_t* r_prefetch(gen_t* e, const tile_t* t, int64_t nr) {
+  nn_kb_t* kb = e->kb;
+  const nn_gemm_t* g = e->g;
+  const tir_buffer_t* R = g->R.packed;
+  if (!R || (R->rank != 4 && R->rank != 5) || g->sparse) return NULL;
+  const int64_t tiles = R->shape[R->rank - 3], esz = (int64_t)kiln_dtype_size(R->dtype);
+  if (tiles < 2 || esz <= 0) return NULL;
+  const int64_t line = 64 / esz; /* elements per 64-byte line */
+  const tir_expr_t* nt1 = nn_clamp(kb, nn_addc(kb, t->nt, 1), 0, tiles - 1);
+  const tir_expr_t* kk = R->rank == 5 ? kflat(e, t->kv, t->tap) : kflat(e, nn_add(kb, t->k0, t->kv), t->tap);
+  const tir_stmt_t* s = NULL;
+  for (int64_t j0 = 0; j0 < nr; j0 += line) {
+    const tir_expr_t* j = nn_i(kb, j0);
+    s = tir_seq2(kb->t, s, R->rank == 5 ? tir_prefetch(kb->t, R, NN_IDX(pbatch(e, &g->R), e->kblk, nt1, kk, j))
+                                          : tir_prefetch(kb->t, R, NN_IDX(pbatch(e, &g->R), nt1, kk, j)));
+  }
+  return s;
+}
+
 /* One mr x nr register tile over K range [k0, k0 + kl) (block-sparse L:
  * over the tile's non-zero blocks instead). */
 static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const tir_expr_t* nt,
@@ -358,6 +383,7 @@ static const tir_stmt_t* tile(gen_t* e, const tir_expr_t* mt, int64_t mr, const 
       }
     }
     const tir_stmt_t* s = ij_nest(e, mr, nr, fma_body, &t);
+    if (touter && e->g->prefetch_r) s = tir_seq2(kb->t, r_prefetch(e, &t, nr), s);
     if (split) s = nn_for(kb, vkb, kl / ks, nn_for(kb, vk, ks, s));
     else if (touter) s = nn_for(kb, vk, kl, s);
     for (int d = 2; d >= 0; --d)

@@ -253,6 +253,11 @@ struct nn_gemm_s {
   /* with idot: each step is dot4_u8i8 (L: four u8, R: four int8 in an
    * i32; K counts quads; packed constants i32, w8 unused) */
   bool dot4;
+  /* packed constant R, taps outside the k loop: each k step of a tile
+   * prefetches the same k row of the next N tile's panel (its cache
+   * lines), so a sweep whose weights come from memory finds the next
+   * panel on its way while this one computes */
+  bool prefetch_r;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */

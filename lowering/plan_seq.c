@@ -449,6 +449,19 @@ static const tir_stmt_t* unify_stmt(seq_t* S, const tir_stmt_t* const* t, const 
       return body ? tir_alloc(c, to, body) : NULL;
     }
     case TIR_BARRIER: return tir_barrier(c);
+    case TIR_PREFETCH: { /* as a load's index */
+      const tir_buffer_t* bb[NS];
+      const tir_expr_t* const* idx[NS];
+      for (int s = 0; s < NS; ++s) {
+        bb[s] = t[s]->u.store.buf;
+        idx[s] = t[s]->u.store.idx;
+      }
+      const bufmap_t* m = find_buf(S, bb);
+      if (!m) return sfail(S, "the buffers a kernel reads differ");
+      const tir_expr_t* out[KILN_MAX_RANK];
+      if (!unify_idx(S, m, idx, out)) return NULL;
+      return tir_prefetch(c, m->to, out);
+    }
   }
   return sfail(S, "an unknown statement");
 }

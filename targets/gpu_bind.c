@@ -36,6 +36,7 @@ static void scan(const tir_stmt_t* s, bool* bad) {
       *bad = true;
       return;
     case TIR_STORE:
+    case TIR_PREFETCH:
       return;
   }
 }

@@ -978,6 +978,58 @@ static void rm_tree(const char* dir) {
   rmdir(dir);
 }
 
+/* ---- prefetch hints -------------------------------------------------------- */
+
+/* TIR_PREFETCH: verified like a load (an index past the buffer is refused),
+ * printed as __builtin_prefetch in C and not at all in OpenCL C, and the
+ * kernel computes what it computes without it. */
+static void test_prefetch(void) {
+  tp_t t;
+  tp_init(&t);
+  tir_ctx_t* c = &t.p.tir;
+  const int64_t n = 64;
+  const tir_buffer_t* A = tp_buf(&t, "A", KILN_DTYPE_F32, 1, &n, KILN_PLAN_INPUT);
+  const tir_buffer_t* O = tp_buf(&t, "O", KILN_DTYPE_F32, 1, &n, KILN_PLAN_OUTPUT);
+  tir_var_t* i = tir_var(c, "i");
+  const tir_expr_t* ri = tir_ref(c, i);
+  const tir_expr_t* a = tir_load(c, A, IDX(ri));
+  const tir_expr_t* ahead = tir_add(c, ri, tir_int(c, 16));
+  const tir_stmt_t* st = tir_store(c, O, IDX(ri), tir_add(c, a, a));
+  const tir_stmt_t* bad = tir_for(c, i, n, TIR_LOOP_SERIAL, tir_seq2(c, tir_prefetch(c, A, IDX(ahead)), st));
+  CHECK_ERR(tir_verify(mkfunc(&t, "pf_bad", 2, BUFS(A, O), bad)), KILN_OUT_OF_RANGE, "A");
+  const tir_expr_t* clamped = tir_bin(c, TIR_MIN, ahead, tir_int(c, n - 1));
+  const tir_stmt_t* body = tir_for(c, i, n, TIR_LOOP_SERIAL, tir_seq2(c, tir_prefetch(c, A, IDX(clamped)), st));
+  tir_func_t* f = mkfunc(&t, "pf_0", 2, BUFS(A, O), body);
+  CHECK_OK(tir_verify(f));
+  kiln_cf_out_t out;
+  kiln_cf_out_init(&out);
+  CHECK_OK(kiln_cf_print_kernel(&kiln_cf_dialect_c, f, NULL, &out));
+  CHECK(out.data && strstr(out.data, "__builtin_prefetch(&A_b0["));
+  kiln_cf_out_free(&out);
+  kiln_cf_out_init(&out);
+  CHECK_OK(kiln_cf_print_kernel(&kiln_cf_dialect_opencl, f, NULL, &out));
+  CHECK(out.data && !strstr(out.data, "prefetch") && strstr(out.data, "O_b1[i_0] = A_b0[i_0] + A_b0[i_0];"));
+  kiln_cf_out_free(&out);
+  tp_kernel(&t, f);
+  kiln_cpu_options_t o = opts();
+  kiln_cpu_exec_t* e = NULL;
+  kiln_cpu_compile_stats_t cs;
+  CHECK_OK(kiln_cpu_compile(&t.p, &o, &e, &cs));
+  kiln_array_t in[1] = {arr(KILN_DTYPE_F32, 1, &n)};
+  for (int k = 0; k < n; ++k) ((float*)in[0].data)[k] = (float)k - 7.5f;
+  kiln_array_t res[1];
+  if (e) {
+    CHECK_OK(kiln_cpu_run(e, in, res, NULL, NULL));
+    int wrong = 0;
+    for (int k = 0; k < n; ++k) wrong += ((float*)res[0].data)[k] != 2.0f * ((float)k - 7.5f);
+    CHECK_MSG(wrong == 0, "%d wrong sums", wrong);
+    free_arrays(res, 1);
+  }
+  kiln_cpu_exec_destroy(e);
+  free_arrays(in, 1);
+  tp_free(&t);
+}
+
 int main(void) {
   const char* tmp = getenv("TMPDIR");
   snprintf(cache_dir, sizeof cache_dir, "%s/kiln-test-cpu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -999,6 +1051,7 @@ int main(void) {
   RUN(test_printer);
   RUN(test_two_kernels_and_callback);
   RUN(test_dedup_and_parts);
+  RUN(test_prefetch);
   rm_tree(cache_dir);
   return kiln_test_finish();
 }

@@ -127,6 +127,7 @@ static void sig_(const tir_stmt_t* s, char* out, size_t n, size_t* p) {
       PUT(")");
       break;
     case TIR_BARRIER: PUT("barrier"); break;
+    case TIR_PREFETCH: PUT("prefetch %s", s->u.store.buf->name); break;
   }
 #undef PUT
 }

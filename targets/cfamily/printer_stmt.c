@@ -355,6 +355,15 @@ void kiln_cf_stmt(pr_t* p, const tir_stmt_t* s) {
       line(p);
       putf(p, "%s\n", p->d->barrier);
       return;
+    case TIR_PREFETCH: {
+      /* a hint: C only (GCC / clang builtin), one element, never in lanes */
+      if (p->d->lang != KILN_CF_LANG_C || p->lane) return;
+      kiln_cf_check_buf(p, s->u.store.buf);
+      tctx_t c = {.buf = s->u.store.buf, .idx = s->u.store.idx};
+      line(p);
+      kiln_cf_tpl(p, "__builtin_prefetch(&$B[$I]);\n", &c);
+      return;
+    }
   }
   kiln_cf_fail(p, KILN_INVALID_ARGUMENT, "unknown statement kind %d", (int)s->kind);
 }
