@@ -35,6 +35,7 @@ static void scan(const tir_stmt_t* s, bool* bad) {
       *bad = true;
       return;
     case TIR_STORE:
+    case TIR_PREFETCH: /* GPU printers write no prefetch */
       return;
   }
 }
