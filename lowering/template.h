@@ -455,6 +455,9 @@ typedef struct kiln_template_set_s {
    * loop limit bounds it) */
   bool q8;
   int64_t q8_max_trips;
+  /* with |winograd|: only where the weights and input are f32 (the
+   * target's Winograd reads f16 operands slower than its implicit GEMM) */
+  bool winograd_f32_only;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for
