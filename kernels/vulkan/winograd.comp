@@ -1,6 +1,6 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
-// kiln Winograd F(2x2, 3x3) convolution, f32 sums (the same operands as
+// kiln Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution, f32 sums (the same operands as
 // conv.comp; lowering/template.h has the instance, template_weights.c the
 // weight transform):
 //
@@ -35,6 +35,8 @@
 // float16_t with the 16-bit extensions: storage only), the epilogue
 // operands' buffers and KC_EPI(v, b, m, p) as for conv.comp, and
 //   CM CC CPLANE CQ2 CHO CWO CBATCH CHAS_BIAS  the conv
+//   WF               2: F(2x2, 3x3); 4: F(4x4, 3x3) (points 0, +-1, +-2:
+//                    B^T, A^T below; U over the 36 positions of a 6x6 tile)
 //   TM NT            channels and tiles per invocation
 //   TEXEL 1          W and X as uniform texel buffers of vec4 (f32; kiln's
 //                    tile mode 4): one 16-byte load per lane on lavapipe
@@ -45,13 +47,18 @@
 // of 8 invocations. Each invocation loops CC times (lavapipe's limit of
 // 65535 loop iterations per invocation: the host reports CC).
 
+#ifndef WF
+#define WF 2
+#endif
+#define WA (WF + 2)                    // patch size
+#define NXI (WA * WA)                  // positions of the transformed tile
 #define NV (NT / 4)
-#define CTW ((CWO + 1) / 2)            // tiles per row
-#define CTH ((CHO + 1) / 2)            // rows of tiles
+#define CTW ((CWO + WF - 1) / WF)      // tiles per row
+#define CTH ((CHO + WF - 1) / WF)      // rows of tiles
 #define CG ((CTW + NT - 1) / NT)       // groups of NT tiles per row of tiles
 #define CP (CHO * CWO)
 #define CMB ((CM + TM - 1) / TM)       // blocks of TM channels
-#define RW (2 * NT + 2)                // patch columns
+#define RW (WF * NT + 2)               // patch columns
 #define RT ((RW + 3) / 4 + 1)          // texels per patch row at any shift
 
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -93,6 +100,40 @@ void load_row(int a, int end, out float d[RW]) {
 #endif
 }
 
+// B^T x (x a column or row of a patch)
+#if WF == 2
+#define BT(x, y)                                                                                    \
+  {                                                                                                 \
+    y[0] = x[0] - x[2];                                                                             \
+    y[1] = x[1] + x[2];                                                                             \
+    y[2] = x[2] - x[1];                                                                             \
+    y[3] = x[1] - x[3];                                                                             \
+  }
+// A^T m (m a column or row of the product)
+#define AT(m, o)                                                                                    \
+  {                                                                                                 \
+    o[0] = m[0] + m[1] + m[2];                                                                      \
+    o[1] = m[1] - m[2] - m[3];                                                                      \
+  }
+#else
+#define BT(x, y)                                                                                    \
+  {                                                                                                 \
+    y[0] = 4.0 * x[0] - 5.0 * x[2] + x[4];                                                          \
+    y[1] = x[3] + x[4] - 4.0 * (x[1] + x[2]);                                                       \
+    y[2] = x[4] - x[3] + 4.0 * (x[1] - x[2]);                                                       \
+    y[3] = x[4] - x[2] + 2.0 * (x[3] - x[1]);                                                       \
+    y[4] = x[4] - x[2] + 2.0 * (x[1] - x[3]);                                                       \
+    y[5] = 4.0 * x[1] - 5.0 * x[3] + x[5];                                                          \
+  }
+#define AT(m, o)                                                                                    \
+  {                                                                                                 \
+    o[0] = m[0] + (m[1] + m[2]) + (m[3] + m[4]);                                                    \
+    o[1] = (m[1] - m[2]) + 2.0 * (m[3] - m[4]);                                                     \
+    o[2] = (m[1] + m[2]) + 4.0 * (m[3] + m[4]);                                                     \
+    o[3] = (m[1] - m[2]) + 8.0 * (m[3] - m[4]) + m[5];                                              \
+  }
+#endif
+
 void main() {
   // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
   // CG), so the lanes of a small plane take several channel blocks (a
@@ -103,41 +144,47 @@ void main() {
   const int g = gi % (CTH * CG);
   const int bz = int(gl_WorkGroupID.z);
   const int gy = g / CG, gx = g % CG;
-  const int r0 = 2 * gy, s0 = 2 * gx * NT; // the patches' first row and column
+  const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
   int xa = bz * CC * CPLANE + r0 * CQ2 + s0;
   const int xend = (bz + 1) * CC * CPLANE;
-  int ua = (mb * 16 * CC * TM) >> 2; // this block's U, in texels
-  vec4 acc[16][TM][NV];
-  [[unroll]] for (int xi = 0; xi < 16; ++xi)
+  int ua = (mb * NXI * CC * TM) >> 2; // this block's U, in texels
+#if WF == 4
+  // F(4x4): a patch value outside the valid rows and columns would reach
+  // the valid outputs of its tile through the transforms (cancelling only
+  // in exact arithmetic, a NaN not at all): zeros there
+  bool rin[WA], cin[RW];
+  [[unroll]] for (int r = 0; r < WA; ++r) rin[r] = r0 + r < CHO + 2;
+  [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j < CWO + 2;
+#endif
+  vec4 acc[NXI][TM][NV];
+  [[unroll]] for (int xi = 0; xi < NXI; ++xi)
     [[unroll]] for (int i = 0; i < TM; ++i)
       [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i][f] = vec4(0.0);
   for (int c = 0; c < CC; ++c) {
     // B^T d over the rows, for every column of the NT patches
-    float d0[RW], d1[RW], d2[RW], d3[RW];
-    load_row(xa, xend, d0);
-    load_row(xa + CQ2, xend, d1);
-    load_row(xa + 2 * CQ2, xend, d2);
-    load_row(xa + 3 * CQ2, xend, d3);
-    float u[4][RW];
+    float d[WA][RW], u[WA][RW];
+    [[unroll]] for (int r = 0; r < WA; ++r) load_row(xa + r * CQ2, xend, d[r]);
+#if WF == 4
+    [[unroll]] for (int r = 0; r < WA; ++r)
+      [[unroll]] for (int j = 0; j < RW; ++j) d[r][j] = rin[r] && cin[j] ? d[r][j] : 0.0;
+#endif
     [[unroll]] for (int j = 0; j < RW; ++j) {
-      u[0][j] = d0[j] - d2[j];
-      u[1][j] = d1[j] + d2[j];
-      u[2][j] = d2[j] - d1[j];
-      u[3][j] = d1[j] - d3[j];
+      float x[WA], y[WA];
+      [[unroll]] for (int r = 0; r < WA; ++r) x[r] = d[r][j];
+      BT(x, y);
+      [[unroll]] for (int r = 0; r < WA; ++r) u[r][j] = y[r];
     }
-    // (B^T d) B per tile: v[i * 4 + j] holds the NT tiles' element (i, j)
-    vec4 v[16][NV];
-    [[unroll]] for (int i = 0; i < 4; ++i)
+    // (B^T d) B per tile: v[i * WA + j] holds the NT tiles' element (i, j)
+    vec4 v[NXI][NV];
+    [[unroll]] for (int i = 0; i < WA; ++i)
       [[unroll]] for (int t = 0; t < NT; ++t) {
-        const int j0 = 2 * t;
-        v[i * 4 + 0][t >> 2][t & 3] = u[i][j0] - u[i][j0 + 2];
-        v[i * 4 + 1][t >> 2][t & 3] = u[i][j0 + 1] + u[i][j0 + 2];
-        v[i * 4 + 2][t >> 2][t & 3] = u[i][j0 + 2] - u[i][j0 + 1];
-        v[i * 4 + 3][t >> 2][t & 3] = u[i][j0 + 1] - u[i][j0 + 3];
+        float x[WA], y[WA];
+        [[unroll]] for (int k = 0; k < WA; ++k) x[k] = u[i][WF * t + k];
+        BT(x, y);
+        [[unroll]] for (int j = 0; j < WA; ++j) v[i * WA + j][t >> 2][t & 3] = y[j];
       }
-    // the 16 products with this channel's U (TM / 4 texels per xi, the
-    // same in all lanes)
-    [[unroll]] for (int xi = 0; xi < 16; ++xi)
+    // the NXI products with this channel's U (TM / 4 texels per xi)
+    [[unroll]] for (int xi = 0; xi < NXI; ++xi)
       [[unroll]] for (int i = 0; i < TM; i += 4) {
         const vec4 w = U4(ua + ((xi * CC) * TM + i) / 4);
         [[unroll]] for (int e = 0; e < 4; ++e)
@@ -157,31 +204,35 @@ void main() {
     const float bm = 0.0;
 #endif
     [[unroll]] for (int f = 0; f < NV; ++f) {
-      // A^T acc A for 4 tiles at once
-      vec4 o[2][2];
+      // A^T acc A for 4 tiles at once: o[r][q] row r, column q of the tiles
+      vec4 o[WF][WF];
       {
-        vec4 w0[4], w1[4];
-        [[unroll]] for (int s = 0; s < 4; ++s) {
-          w0[s] = acc[s][i][f] + acc[4 + s][i][f] + acc[8 + s][i][f];
-          w1[s] = acc[4 + s][i][f] - acc[8 + s][i][f] - acc[12 + s][i][f];
+        vec4 w[WF][WA];
+        [[unroll]] for (int s = 0; s < WA; ++s) {
+          vec4 x[WA], y[WF];
+          [[unroll]] for (int k = 0; k < WA; ++k) x[k] = acc[k * WA + s][i][f];
+          AT(x, y);
+          [[unroll]] for (int r = 0; r < WF; ++r) w[r][s] = y[r];
         }
-        o[0][0] = w0[0] + w0[1] + w0[2] + bm;
-        o[0][1] = w0[1] - w0[2] - w0[3] + bm;
-        o[1][0] = w1[0] + w1[1] + w1[2] + bm;
-        o[1][1] = w1[1] - w1[2] - w1[3] + bm;
+        [[unroll]] for (int r = 0; r < WF; ++r) {
+          vec4 y[WF];
+          AT(w[r], y);
+          [[unroll]] for (int q = 0; q < WF; ++q) o[r][q] = y[q] + bm;
+        }
       }
-      [[unroll]] for (int r = 0; r < 2; ++r) {
+      [[unroll]] for (int r = 0; r < WF; ++r) {
         const int oy = r0 + r;
         if (oy >= CHO) continue;
 #if TEXEL_Y
-        // the 4 tiles' 8 columns as 2 texels (CWO a multiple of 4, s0 of 8:
-        // a texel is inside the row when its first column is)
-        [[unroll]] for (int h = 0; h < 2; ++h) {
-          const int ox = s0 + f * 8 + h * 4;
+        // the 4 tiles' 4 WF columns as WF texels (CWO a multiple of 4, s0
+        // of 8: a texel is inside the row when its first column is)
+        [[unroll]] for (int h = 0; h < WF; ++h) {
+          const int ox = s0 + f * 4 * WF + h * 4;
           if (ox >= CWO) continue;
-          vec4 ov = vec4(o[r][0][2 * h], o[r][1][2 * h], o[r][0][2 * h + 1], o[r][1][2 * h + 1]);
+          vec4 ov;
           [[unroll]] for (int e = 0; e < 4; ++e) {
-            float val = ov[e];
+            const int j = h * 4 + e; // column of the 4 tiles
+            float val = o[r][j % WF][j / WF];
             KC_EPI(val, bz, m, oy * CWO + ox + e);
             ov[e] = val;
           }
@@ -189,10 +240,10 @@ void main() {
         }
 #else
         [[unroll]] for (int t = 0; t < 4; ++t)
-          [[unroll]] for (int s = 0; s < 2; ++s) {
-            const int ox = s0 + (f * 4 + t) * 2 + s;
+          [[unroll]] for (int q = 0; q < WF; ++q) {
+            const int ox = s0 + (f * 4 + t) * WF + q;
             if (ox >= CWO) continue;
-            float val = o[r][s][t];
+            float val = o[r][q][t];
             KC_EPI(val, bz, m, oy * CWO + ox);
             y[yb + m * CP + oy * CWO + ox] = TY(val);
           }

@@ -140,18 +140,21 @@ kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name
 
 /* ---- vulkan_winograd.c --------------------------------------------------- */
 
-/* Tiles of winograd.comp: TM output channels (4, 8, 16 or 32) x NT 2x2
- * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt. */
+/* Tiles of winograd.comp: TM output channels (4, 8, 16 or 32) x NT WFxWF
+ * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt. WF
+ * (2: F(2x2, 3x3), 4: F(4x4, 3x3)) follows the weight layout
+ * (KILN_TEMPLATE_W_WINOGRAD, _W_WINOGRAD4). */
 typedef struct kiln_vulkan_wino_tiles_s {
-  int32_t tm, nt;
+  int32_t tm, nt, wf;
 } kiln_vulkan_wino_tiles_t;
 
-/* The measured defaults for conv |c|, or $KILN_SPIRV_WINO_TILES="tm,nt"
- * when set and valid. */
-kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_conv_t* c);
+/* The measured defaults for |t| (a Winograd instance with its weight
+ * layout chosen), or $KILN_SPIRV_WINO_TILES="tm,nt" when set and valid. */
+kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t);
 /* The GLSL of a Winograd instance (malloc'd; caller frees) with its launch
  * geometry and loop trips per invocation; its weights laid out as
- * KILN_TEMPLATE_W_WINOGRAD with block = panel = TM, slice 1. |texels_fit|:
+ * KILN_TEMPLATE_W_WINOGRAD (WF 2) or _W_WINOGRAD4 (WF 4) with block =
+ * panel = TM, slice 1. |texels_fit|:
  * f32 U and X fit the device's texel buffers (read as vec4 texels, else as
  * storage buffers); |y_texels_fit|: f32 Y does (stored as vec4 texels where
  * its rows are whole texels). INVALID_ARGUMENT for bad tiles or a conv the

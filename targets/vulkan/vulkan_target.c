@@ -29,7 +29,10 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* no_conv = getenv("KILN_SPIRV_NO_CONV");
   const bool conv = !(no_conv && !strcmp(no_conv, "1"));
   /* KILN_SPIRV_WINOGRAD=off: 3x3 stride-1 convs stay implicit GEMMs;
-   * =all: Winograd wherever it covers (tuning, tests) */
+   * =all: Winograd wherever it covers (tuning, tests); =f4: F(4x4, 3x3)
+   * instead of F(2x2, 3x3) (lavapipe, ResNet-18: 65 ms a run in kernels
+   * against 70, but 2.1x the weights and a cold compile + first run of
+   * 81 s against 26: not the default) */
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
   const bool wino_all = wino && !strcmp(wino, "all");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
@@ -49,6 +52,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * RGBA16F texel views): ResNet-18 --precision fp16
                                 * 306 ms a run with it, 272 without */
                                .winograd_f32_only = true,
+                               .winograd4 = wino && !strcmp(wino, "f4"),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */

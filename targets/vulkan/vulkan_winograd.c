@@ -1,4 +1,4 @@
-/* Winograd F(2x2, 3x3) instances of the conv template for the Vulkan
+/* Winograd F(2x2, 3x3) and F(4x4, 3x3) instances of the conv template for the Vulkan
  * target (kernels/vulkan/winograd.comp): tiles, weight geometry and the
  * printed instance. Which convs it covers and the weight transform are
  * lowering's (lowering/template.h, template_weights.c); where it wins is
@@ -9,13 +9,17 @@
 
 #include "targets/vulkan/vulkan_internal.h"
 
-kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_conv_t* c) {
+kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w) {
   /* lavapipe, ResNet-18's 3x3 convs (64..512 channels, 56x56..7x7), one
    * run per tile choice under chrt at load 11-20 (README, Vulkan row):
    * 8 channels x 4 tiles 3.0-3.6 ms a layer, 4 x 8 3.1-4.8, 16 x 4
    * 3.0-4.6, 8 x 8 2.8-3.8 (and twice the driver's compile), 16 x 8 much
    * slower (its 2048 sums spill out of L1); the implicit GEMM 5.8-6.9 */
-  kiln_vulkan_wino_tiles_t t = {.tm = 8, .nt = 4};
+  kiln_vulkan_wino_tiles_t t = {.tm = 8, .nt = 4, .wf = 2};
+  /* F(4x4, 3x3) (KILN_SPIRV_WINOGRAD=f4), same runs: 8 x 4 2.4-2.8 ms on
+   * the 56x56..14x14 layers, 3.7-3.9 on the 7x7 ones (half the tiles of
+   * a group past the row); 4 x 4 2.8-3.6 / 4.6 */
+  if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4) t.wf = 4;
   const char* env = getenv("KILN_SPIRV_WINO_TILES");
   int tm = 0, nt = 0;
   if (env && sscanf(env, "%d,%d", &tm, &nt) == 2 && (tm == 4 || tm == 8 || tm == 16 || tm == 32) &&
@@ -27,13 +31,16 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_conv
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips) {
-  if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8))
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': tiles %d channels x %d tiles (4..32, 4 or 8)",
-                            name, t->tm, t->nt);
+  if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8) ||
+      (t->wf != 2 && t->wf != 4))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "winograd '%s': tiles %d channels x %d tiles of %d (4..32, 4 or 8, 2 or 4)", name, t->tm,
+                            t->nt, t->wf);
   if (!kiln_template_winograd_covers(c))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': not a 3x3 stride-1 conv", name);
   const int64_t cp = c->oh * c->ow, mp = (c->M + t->tm - 1) / t->tm * t->tm;
-  if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * cp > INT32_MAX || mp * 16 * c->C > INT32_MAX)
+  if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * cp > INT32_MAX ||
+      mp * (t->wf + 2) * (t->wf + 2) * c->C > INT32_MAX)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': %lld x %lld x %lld does not fit 32-bit indices",
                             name, (long long)c->M, (long long)c->C, (long long)cp);
   const char* nl = strstr(kiln_vk_winograd, "#extension");
@@ -48,8 +55,8 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
   if (f16)
     kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
                               "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
-  kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': %lld -> %lld channels, %lld x %lld\n", name, (long long)c->C,
-                        (long long)c->M, (long long)c->oh, (long long)c->ow);
+  kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
+                        t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
     const char* at = strchr("WXCY", r);
@@ -78,10 +85,10 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
                         "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
                         "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"
-                        "#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n",
+                        "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n",
                         bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->C,
                         (long long)c->plane, (long long)c->q2, (long long)c->oh, (long long)c->ow,
-                        (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->tm, t->nt, texel, texel_y);
+                        (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y);
   kiln_vulkan_epi_print(&b, &c->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {
@@ -90,7 +97,7 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
   }
   *out_glsl = b.p;
   *out_trips = c->C; /* one loop over the input channels; the rest is unrolled */
-  const int64_t tiles_w = (c->ow + 1) / 2, tiles_h = (c->oh + 1) / 2;
+  const int64_t tiles_w = (c->ow + t->wf - 1) / t->wf, tiles_h = (c->oh + t->wf - 1) / t->wf;
   const int64_t ngroups = tiles_h * ((tiles_w + t->nt - 1) / t->nt);
   groups[0] = (ngroups * (mp / t->tm) + 7) / 8;
   groups[1] = 1;
