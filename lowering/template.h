@@ -296,6 +296,9 @@ typedef enum kiln_template_wlayout_e {
    * padded with zeros to whole groups of |block| and input channels to
    * whole slices of |slice| (CP) */
   KILN_TEMPLATE_W_WINOGRAD,
+  /* Winograd F(4x4, 3x3) (points 0, +-1, +-2): U = G g G^T with the 6x3
+   * G, the 36 positions xi of the 6x6 tile laid out as WINOGRAD's 16 */
+  KILN_TEMPLATE_W_WINOGRAD4,
 } kiln_template_wlayout_t;
 
 typedef struct kiln_template_weights_s {
@@ -455,6 +458,11 @@ typedef struct kiln_template_set_s {
    * loop limit bounds it) */
   bool q8;
   int64_t q8_max_trips;
+  /* with |winograd|: only where the weights and input are f32 (the
+   * target's Winograd reads f16 operands slower than its implicit GEMM) */
+  bool winograd_f32_only;
+  /* with |winograd|: F(4x4, 3x3) instances (weights W_WINOGRAD4) */
+  bool winograd4;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

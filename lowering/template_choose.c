@@ -40,6 +40,8 @@ static bool weights_private(const kiln_plan_t* plan, const kiln_template_conv_t*
 }
 
 static bool winograd_wins(const kiln_template_set_t* set, const kiln_template_conv_t* c) {
+  for (int32_t j = 0; set->winograd_f32_only && j < c->n_params; ++j)
+    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
   const int64_t tiles = kiln_template_winograd_tiles(c);
   return c->C >= set->winograd_min_channels && c->M >= set->winograd_min_channels &&
          (tiles >= set->winograd_min_tiles || c->C * c->M >= set->winograd_min_work);
@@ -65,7 +67,7 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
   if (set->winograd && tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
       kiln_template_conv_match(plan, k, false, true, &nogrid)) {
     t->kind = KILN_TEMPLATE_WINOGRAD;
-    t->weights.layout = KILN_TEMPLATE_W_WINOGRAD;
+    t->weights.layout = set->winograd4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
     t->conv = nogrid;
   } else if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
     /* Partial sums between K slices stay f32 in a private array and the

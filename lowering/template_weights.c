@@ -88,11 +88,49 @@ static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_
   }
 }
 
+/* F(4x4, 3x3): as above with the 6x3 G of the points 0, 1, -1, 2, -2 and
+ * 36 positions per output and input channel. */
+static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
+                      void* dst) {
+  const float* s32 = src;
+  const uint16_t* s16 = src;
+  float* d32 = dst;
+  uint16_t* d16 = dst;
+  const int64_t tm = l->panel, cp = (c->C + l->slice - 1) / l->slice * l->slice;
+  static const float G[6][3] = {{0.25f, 0, 0},
+                                {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                {0, 0, 1}};
+  for (int64_t m = 0; m < c->M; ++m) {
+    const int64_t src_m = packed_m(c, m);
+    for (int64_t ch = 0; ch < c->C; ++ch) {
+      float g[3][3], gg[6][3];
+      for (int tap = 0; tap < 9; ++tap) {
+        const int64_t at = packed_k(c, ch * 9 + tap) + src_m;
+        g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
+      }
+      for (int i = 0; i < 6; ++i) /* G g */
+        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+      for (int i = 0; i < 6; ++i) /* (G g) G^T */
+        for (int j = 0; j < 6; ++j) {
+          const int xi = i * 6 + j;
+          const int64_t at = (((m / tm) * 36 + xi) * cp + ch) * tm + m % tm;
+          const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+          if (f16) d16[at] = kiln_f32_to_f16(u);
+          else d32[at] = u;
+        }
+    }
+  }
+}
+
 kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w, kiln_array_t* out) {
   memset(out, 0, sizeof *out);
   const kiln_template_conv_t* c = &t->conv;
   const kiln_template_weights_t* l = &t->weights;
-  const bool wino = l->layout == KILN_TEMPLATE_W_WINOGRAD;
+  const bool wino4 = l->layout == KILN_TEMPLATE_W_WINOGRAD4;
+  const bool wino = l->layout == KILN_TEMPLATE_W_WINOGRAD || wino4;
   const char* what = wino ? "winograd weights" : "conv weights";
   const char* name = w && w->buf ? w->buf->name : "?";
   bool f16 = false;
@@ -116,14 +154,14 @@ kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln
   int64_t n;
   if (wino) {
     const int64_t mp = (c->M + l->block - 1) / l->block * l->block, cp = (c->C + l->slice - 1) / l->slice * l->slice;
-    n = mp * 16 * cp;
+    n = mp * (wino4 ? 36 : 16) * cp;
   } else {
     n = (c->M + l->block - 1) / l->block * l->block * ((c->K + l->slice - 1) / l->slice * l->slice);
   }
   kiln_shape_t shape = kiln_shape_make(1, &n);
   KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dt, &shape, out), "%s '%s'", what, name);
   if (wino) {
-    winograd(c, l, f16, w->value.data, out->data);
+    (wino4 ? winograd4 : winograd)(c, l, f16, w->value.data, out->data);
     return NULL;
   }
   kiln_status_t s = tiled(c, l, (size_t)es, w->value.data, out->data);

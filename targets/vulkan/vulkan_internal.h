@@ -33,6 +33,8 @@ extern const char kiln_vk_depthwise[];
 extern const size_t kiln_vk_depthwise_len;
 extern const char kiln_vk_q8[];
 extern const size_t kiln_vk_q8_len;
+extern const char kiln_vk_winograd[];
+extern const size_t kiln_vk_winograd_len;
 
 /* ---- vulkan_compile.c ---------------------------------------------------- */
 
@@ -135,6 +137,34 @@ void kiln_vulkan_template_weight_blocks(kiln_template_t* t);
 kiln_status_t kiln_vulkan_conv_weights(const kiln_template_t* t, const char* name, kiln_template_conv_t* out);
 kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg,
                                       int32_t* out_rw);
+
+/* ---- vulkan_winograd.c --------------------------------------------------- */
+
+/* Tiles of winograd.comp: TM output channels (4, 8, 16 or 32) x NT WFxWF
+ * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt. WF
+ * (2: F(2x2, 3x3), 4: F(4x4, 3x3)) follows the weight layout
+ * (KILN_TEMPLATE_W_WINOGRAD, _W_WINOGRAD4). */
+typedef struct kiln_vulkan_wino_tiles_s {
+  int32_t tm, nt, wf;
+} kiln_vulkan_wino_tiles_t;
+
+/* The measured defaults for |t| (a Winograd instance with its weight
+ * layout chosen), or $KILN_SPIRV_WINO_TILES="tm,nt" when set and valid. */
+kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t);
+/* The GLSL of a Winograd instance (malloc'd; caller frees) with its launch
+ * geometry and loop trips per invocation; its weights laid out as
+ * KILN_TEMPLATE_W_WINOGRAD (WF 2) or _W_WINOGRAD4 (WF 4) with block =
+ * panel = TM, slice 1. |texels_fit|:
+ * f32 U and X fit the device's texel buffers (read as vec4 texels, else as
+ * storage buffers); |y_texels_fit|: f32 Y does (stored as vec4 texels where
+ * its rows are whole texels). INVALID_ARGUMENT for bad tiles or a conv the
+ * template does not cover. */
+kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                      bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
+                                      int64_t groups[3], int64_t local[3], int64_t* out_trips);
+/* The tiles recorded in Winograd instance |t| (INVALID_ARGUMENT when it is
+ * not one the Vulkan rules wrote or its weights are not laid out for them). */
+kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out);
 
 /* ---- vulkan_tune.c ------------------------------------------------------- */
 

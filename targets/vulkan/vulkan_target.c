@@ -29,6 +29,13 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* no_gemm = getenv("KILN_SPIRV_NO_GEMM");
   const char* no_conv = getenv("KILN_SPIRV_NO_CONV");
   const bool conv = !(no_conv && !strcmp(no_conv, "1"));
+  /* KILN_SPIRV_WINOGRAD=off: 3x3 stride-1 convs stay implicit GEMMs;
+   * =all: Winograd wherever it covers (tuning, tests); =f4: F(4x4, 3x3)
+   * instead of F(2x2, 3x3) (lavapipe, ResNet-18: 65 ms a run in kernels
+   * against 70, but 2.1x the weights and a cold compile + first run of
+   * 81 s against 26: not the default) */
+  const char* wino = getenv("KILN_SPIRV_WINOGRAD");
+  const bool wino_all = wino && !strcmp(wino, "all");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
@@ -37,6 +44,16 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * printed kernel: 1.2-1.5 ms in MobileNetV2) */
                                .gemm_rules = {.bias = true},
                                .conv = conv,
+                               /* winograd.comp (vulkan_winograd.c) where it covers */
+                               .winograd = conv && !(wino && !strcmp(wino, "off")),
+                               .winograd_min_channels = wino_all ? 0 : 8,
+                               .winograd_min_tiles = 0,
+                               .winograd_min_work = 0,
+                               /* f16 operands are read as storage buffers there (no
+                                * RGBA16F texel views): ResNet-18 --precision fp16
+                                * 306 ms a run with it, 272 without */
+                               .winograd_f32_only = true,
+                               .winograd4 = wino && !strcmp(wino, "f4"),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
@@ -143,11 +160,6 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     const kiln_template_t* t = pk->tmpl;
     const kiln_template_kind_t kind = t ? t->kind : KILN_TEMPLATE_NONE;
     if (kind == KILN_TEMPLATE_MERGED) continue; /* leaves the program (kiln_gpu_conv_rewrite) */
-    if (kind == KILN_TEMPLATE_WINOGRAD) {
-      s = kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: kernel '%s': no Winograd template (kiln_spirv_templates)",
-                           name);
-      break;
-    }
     if (pk->custom) {
       kiln_cf_out_t out;
       kiln_cf_out_init(&out);
@@ -171,6 +183,18 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         if (cw.roles[j] == 'Y') fit_y = texels_fit(plan, cw.args[j]);
       }
       if (!s) s = kiln_vulkan_conv_source(&cw, &ct, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_WINOGRAD) {
+      /* kernels/vulkan/winograd.comp in the crop's slot; the GEMM goes */
+      kiln_vulkan_wino_tiles_t wt;
+      s = kiln_vulkan_wino_tiles_of(t, name, &wt);
+      bool fit = true, fit_y = false;
+      for (int32_t j = 0; j < t->conv.n_params; ++j) {
+        if (t->conv.roles[j] == 'W' || t->conv.roles[j] == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);
+        if (t->conv.roles[j] == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
+      }
+      if (!s)
+        s = kiln_vulkan_wino_source(&t->conv, &wt, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
       int32_t wg = 0, rw = 0;

@@ -46,7 +46,9 @@ extern "C" {
 
 /* The Vulkan target's templates as a set for kiln_template_choose: GEMM
  * (f32, rank 2, no bias, alpha or transA), implicit-GEMM conv without a
- * grid parameter, depthwise at every stride, no Winograd. Tuning:
+ * grid parameter, depthwise at every stride, Winograd F(2x2, 3x3) for f32
+ * 3x3 stride-1 convs of 8 channels or more (kernels/vulkan/winograd.comp;
+ * F(4x4, 3x3) with $KILN_SPIRV_WINOGRAD=f4, none with =off). Tuning:
  * $KILN_SPIRV_NO_GEMM=1 keeps the printed GEMM loop nests,
  * $KILN_SPIRV_NO_CONV=1 the printed conv and depthwise kernels.
  * Thread-safe. */

@@ -826,16 +826,20 @@ static void check_gemm(build_fn build, bool fuse, const char* want_mode) {
 
 /* The conv shader replaces GEMM + crop (+ epilogue) of a fused Conv: one
  * kernel after the phase split, each under lavapipe's loop limit. */
-static void check_conv(build_fn build, bool fp16, int want_kernels) {
+static void check_conv_shader(build_fn build, bool fp16, int want_kernels, const char* shader) {
   kiln_program_t* prog = graph_program(build, true, fp16);
   if (!prog) return;
-  CHECK_MSG(strstr(prog->code.text, "kiln conv '") != NULL, "conv shader not used");
+  CHECK_MSG(strstr(prog->code.text, shader) != NULL, "%s shader not used", shader);
   CHECK_MSG(prog->n_kernels == want_kernels, "%d kernels, expected %d", (int)prog->n_kernels, want_kernels);
   CHECK(prog->code.n_blobs == prog->n_kernels);
   for (int32_t k = 0; k < prog->n_kernels; ++k)
     CHECK_MSG(prog->kernels[k].loop_trips < 65535, "kernel %s: %lld loop trips", prog->kernels[k].name,
               (long long)prog->kernels[k].loop_trips);
   kiln_program_destroy(prog);
+}
+
+static void check_conv(build_fn build, bool fp16, int want_kernels) {
+  check_conv_shader(build, fp16, want_kernels, "kiln conv '");
 }
 
 static void test_gemm_substitution(void) {
@@ -845,9 +849,11 @@ static void test_gemm_substitution(void) {
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
   check_gemm(g_gemm_bias, false, "#define HAS_BIAS 1");
   check_conv(g_conv_s2, false, 2); /* phase split + conv */
-  check_conv(g_conv_residual, false, 2);
+  /* 3x3 stride 1 with 12 -> 20 channels: Winograd (kernels/vulkan/winograd.comp) */
+  check_conv_shader(g_conv_residual, false, 2, "kiln winograd '");
   check_conv(g_conv_1x1, false, 1);
-  check_conv(g_conv_residual, true, 2); /* f16 buffers after the precision pass */
+  /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
+  check_conv(g_conv_residual, true, 2);
   {
     kiln_program_t* prog = graph_program(g_depthwise, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");

@@ -201,16 +201,71 @@ static void test_texel_limit(void) {
   check_mode_texels("texels=512", true, true, 0, 512);   /* both exceed it */
 }
 
+/* The 3x3 convs as Winograd instances (kernels/vulkan/winograd.comp, no
+ * subgroup or 64-bit modes): vec4 texel reads by default, storage-buffer
+ * reads where the device's texel buffers are too small for the 40-channel
+ * conv's U (48 channels x 16 x 8 = 1536 texels); results checked both ways. */
+static void check_winograd(const char* hide, int texels, const char* kind) {
+  const char* mode = hide ? hide : "all features";
+  if (hide)
+    setenv("KILN_VULKAN_FEATURES", hide, 1);
+  else
+    unsetenv("KILN_VULKAN_FEATURES");
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/dump-wino%c-%s", g_dir, kind[2], hide ? hide : "all");
+  CHECK(mkdir(dump, 0755) == 0);
+  kiln_compiler_t* c = NULL;
+  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
+  CHECK_OK(kiln_compiler_load_model(c, g_model));
+  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
+  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (CHECK_OK(kiln_compiler_compile(c))) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/kernels.comp", dump);
+    char* glsl = read_text(path);
+    CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
+    if (glsl) {
+      const int nw = count(glsl, "// kiln winograd '"), nt = count(glsl, "#define TEXEL 1\n");
+      CHECK_MSG(nw == 2 && count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
+      /* the MatMul's texels, and the Winograd instances' where they fit */
+      CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
+      free(glsl);
+    }
+    const void* data = NULL;
+    size_t n = 0;
+    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_compare(data, n, mode);
+  }
+  kiln_compiler_destroy(c);
+}
+
+static void test_winograd(void) {
+  unsetenv("KILN_SPIRV_WINOGRAD");
+  check_winograd(NULL, 2, "F(2x2,3x3)");
+  check_winograd("texels=1100", 1, "F(2x2,3x3)"); /* the 16-channel conv's U, 512 texels, fits */
+  /* F(4x4, 3x3): 10x10 outputs in 4x4 tiles (the patches' rows and
+   * columns past the plane zeroed); U of 16 x 36 x 8 = 1152 texels for
+   * the 16-channel conv, so both read storage buffers at texels=1100 */
+  setenv("KILN_SPIRV_WINOGRAD", "f4", 1);
+  check_winograd(NULL, 2, "F(4x4,3x3)");
+  check_winograd("texels=1100", 0, "F(4x4,3x3)");
+  setenv("KILN_SPIRV_WINOGRAD", "off", 1);
+}
+
 int main(void) {
   if (!bm_tmpdir("vulkan_features", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
     return 1;
   }
   write_model();
+  /* the implicit-GEMM conv's modes first (3x3 convs would be Winograd
+   * instances, which have none: test_winograd) */
+  setenv("KILN_SPIRV_WINOGRAD", "off", 1);
   RUN(test_default);
   RUN(test_no_int64);
   RUN(test_conservative);
   RUN(test_texel_limit);
+  RUN(test_winograd);
+  unsetenv("KILN_SPIRV_WINOGRAD");
   unsetenv("KILN_VULKAN_FEATURES");
   bm_rmtree(g_dir);
   return kiln_test_finish();

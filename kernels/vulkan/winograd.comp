@@ -1,0 +1,254 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// kiln Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution, f32 sums (the same operands as
+// conv.comp; lowering/template.h has the instance, template_weights.c the
+// weight transform):
+//
+//   Y[b][m][oy][ox] = EPI(bias[m] + sum_c sum_{kh,kw} w[m][c][kh][kw] * XP[b][c][(oy+kh)*CQ2 + ox+kw])
+//
+// for a 3x3, stride-1, dilation-1 convolution whose input the lowering laid
+// out as planes of CPLANE floats per channel with row pitch CQ2 (the
+// zero-padded phase split, or X itself without padding). The output is cut
+// into 2x2 tiles; tile (ty, tx) reads the 4x4 patch d at rows 2ty..,
+// columns 2tx.. and
+//   Y_tile = A^T [ sum_c U_c .* (B^T d_c B) ] A,   U_c = G g_c G^T
+// (B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0;
+// 0 1 -1 -1]): 16 multiply-adds per tile and input channel where the
+// direct 2x2 outputs take 36. U is transformed at compile time, laid out
+// as U[((mb * 16 + xi) * CC + c) * TM + m % TM] (mb = m / TM; channels
+// zero-padded to whole blocks of TM).
+//
+// An invocation computes TM output channels x NT tiles of one tile row
+// (NT a multiple of 4: the sums are vec4s of 4 tiles, acc[xi][m][NT/4]);
+// a work-group is 8 invocations (lavapipe's SIMD width) of consecutive
+// tile groups (a channel block's groups, then the next block's). Per input channel it reads the 4 x (2 NT + 2) patch rows as
+// whole vec4 texels shifted by the row's offset within a texel, transforms
+// them (adds only) and runs 16 x TM x NT / 4 vec4 multiply-adds with the
+// 16 x TM / 4 texels of this channel's U. Invocations past the last block
+// recompute it and store nothing; patch values outside the valid rows and columns (past the plane's edge,
+// another row, another channel, zeros past the buffer) reach only outputs
+// past the edge, which are never stored: A^T keeps the first output row
+// (column) away from the fourth patch row (column).
+//
+// The host puts after the #extension lines: BIND_W BIND_X BIND_C BIND_Y
+// (kernel parameter order), the element types TW TX TC TY (float, or
+// float16_t with the 16-bit extensions: storage only), the epilogue
+// operands' buffers and KC_EPI(v, b, m, p) as for conv.comp, and
+//   CM CC CPLANE CQ2 CHO CWO CBATCH CHAS_BIAS  the conv
+//   WF               2: F(2x2, 3x3); 4: F(4x4, 3x3) (points 0, +-1, +-2:
+//                    B^T, A^T below; U over the 36 positions of a 6x6 tile)
+//   TM NT            channels and tiles per invocation
+//   TEXEL 1          W and X as uniform texel buffers of vec4 (f32; kiln's
+//                    tile mode 4): one 16-byte load per lane on lavapipe
+//                    where a storage-buffer load is a loop over the lanes
+//   TEXEL_Y 1        Y as an rgba32f storage texel buffer (f32 Y, CWO a
+//                    multiple of 4): 4 columns of an output row a texel
+// Dispatch: (ceil(CTH * CG * CMB / 8), 1, CBATCH) work-groups
+// of 8 invocations. Each invocation loops CC times (lavapipe's limit of
+// 65535 loop iterations per invocation: the host reports CC).
+
+#ifndef WF
+#define WF 2
+#endif
+#define WA (WF + 2)                    // patch size
+#define NXI (WA * WA)                  // positions of the transformed tile
+#define NV (NT / 4)
+#define CTW ((CWO + WF - 1) / WF)      // tiles per row
+#define CTH ((CHO + WF - 1) / WF)      // rows of tiles
+#define CG ((CTW + NT - 1) / NT)       // groups of NT tiles per row of tiles
+#define CP (CHO * CWO)
+#define CMB ((CM + TM - 1) / TM)       // blocks of TM channels
+#define RW (WF * NT + 2)               // patch columns
+#define RT ((RW + 3) / 4 + 1)          // texels per patch row at any shift
+
+layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
+
+#if TEXEL
+layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define U4(i) texelFetch(tw, (i))
+#else
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w_[]; };
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x_[]; };
+vec4 U4(int i) { return vec4(float(w_[4 * i]), float(w_[4 * i + 1]), float(w_[4 * i + 2]), float(w_[4 * i + 3])); }
+#endif
+#if CHAS_BIAS
+layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
+#endif
+#if TEXEL_Y
+layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#else
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
+#endif
+
+// RW floats of X from float index a (a row of the patches); reads stay
+// below float |end|, the end of the image (a per-sample program's images
+// are CC * CPLANE floats apart: the last texel there is its own)
+void load_row(int a, int end, out float d[RW]) {
+#if TEXEL
+  const int t0 = a >> 2, s = a & 3, tl = (end - 1) >> 2;
+  vec4 xt[RT];
+  [[unroll]] for (int f = 0; f < RT; ++f) xt[f] = texelFetch(tx, min(t0 + f, tl));
+  [[unroll]] for (int f = 0; f < RT - 1; ++f) {
+    const vec4 p = xt[f], q = xt[f + 1];
+    const vec4 v = s == 0 ? p : s == 1 ? vec4(p.yzw, q.x) : s == 2 ? vec4(p.zw, q.xy) : vec4(p.w, q.xyz);
+    [[unroll]] for (int e = 0; e < 4; ++e)
+      if (f * 4 + e < RW) d[f * 4 + e] = v[e];
+  }
+#else
+  [[unroll]] for (int j = 0; j < RW; ++j) d[j] = float(x_[min(a + j, end - 1)]);
+#endif
+}
+
+// B^T x (x a column or row of a patch)
+#if WF == 2
+#define BT(x, y)                                                                                    \
+  {                                                                                                 \
+    y[0] = x[0] - x[2];                                                                             \
+    y[1] = x[1] + x[2];                                                                             \
+    y[2] = x[2] - x[1];                                                                             \
+    y[3] = x[1] - x[3];                                                                             \
+  }
+// A^T m (m a column or row of the product)
+#define AT(m, o)                                                                                    \
+  {                                                                                                 \
+    o[0] = m[0] + m[1] + m[2];                                                                      \
+    o[1] = m[1] - m[2] - m[3];                                                                      \
+  }
+#else
+#define BT(x, y)                                                                                    \
+  {                                                                                                 \
+    y[0] = 4.0 * x[0] - 5.0 * x[2] + x[4];                                                          \
+    y[1] = x[3] + x[4] - 4.0 * (x[1] + x[2]);                                                       \
+    y[2] = x[4] - x[3] + 4.0 * (x[1] - x[2]);                                                       \
+    y[3] = x[4] - x[2] + 2.0 * (x[3] - x[1]);                                                       \
+    y[4] = x[4] - x[2] + 2.0 * (x[1] - x[3]);                                                       \
+    y[5] = 4.0 * x[1] - 5.0 * x[3] + x[5];                                                          \
+  }
+#define AT(m, o)                                                                                    \
+  {                                                                                                 \
+    o[0] = m[0] + (m[1] + m[2]) + (m[3] + m[4]);                                                    \
+    o[1] = (m[1] - m[2]) + 2.0 * (m[3] - m[4]);                                                     \
+    o[2] = (m[1] + m[2]) + 4.0 * (m[3] + m[4]);                                                     \
+    o[3] = (m[1] - m[2]) + 8.0 * (m[3] - m[4]) + m[5];                                              \
+  }
+#endif
+
+void main() {
+  // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
+  // CG), so the lanes of a small plane take several channel blocks (a
+  // texel fetch costs lavapipe the same whether the lanes' addresses agree
+  // or not)
+  const int gi = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  const int mb = min(gi / (CTH * CG), CMB - 1);
+  const int g = gi % (CTH * CG);
+  const int bz = int(gl_WorkGroupID.z);
+  const int gy = g / CG, gx = g % CG;
+  const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
+  int xa = bz * CC * CPLANE + r0 * CQ2 + s0;
+  const int xend = (bz + 1) * CC * CPLANE;
+  int ua = (mb * NXI * CC * TM) >> 2; // this block's U, in texels
+#if WF == 4
+  // F(4x4): a patch value outside the valid rows and columns would reach
+  // the valid outputs of its tile through the transforms (cancelling only
+  // in exact arithmetic, a NaN not at all): zeros there
+  bool rin[WA], cin[RW];
+  [[unroll]] for (int r = 0; r < WA; ++r) rin[r] = r0 + r < CHO + 2;
+  [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j < CWO + 2;
+#endif
+  vec4 acc[NXI][TM][NV];
+  [[unroll]] for (int xi = 0; xi < NXI; ++xi)
+    [[unroll]] for (int i = 0; i < TM; ++i)
+      [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i][f] = vec4(0.0);
+  for (int c = 0; c < CC; ++c) {
+    // B^T d over the rows, for every column of the NT patches
+    float d[WA][RW], u[WA][RW];
+    [[unroll]] for (int r = 0; r < WA; ++r) load_row(xa + r * CQ2, xend, d[r]);
+#if WF == 4
+    [[unroll]] for (int r = 0; r < WA; ++r)
+      [[unroll]] for (int j = 0; j < RW; ++j) d[r][j] = rin[r] && cin[j] ? d[r][j] : 0.0;
+#endif
+    [[unroll]] for (int j = 0; j < RW; ++j) {
+      float x[WA], y[WA];
+      [[unroll]] for (int r = 0; r < WA; ++r) x[r] = d[r][j];
+      BT(x, y);
+      [[unroll]] for (int r = 0; r < WA; ++r) u[r][j] = y[r];
+    }
+    // (B^T d) B per tile: v[i * WA + j] holds the NT tiles' element (i, j)
+    vec4 v[NXI][NV];
+    [[unroll]] for (int i = 0; i < WA; ++i)
+      [[unroll]] for (int t = 0; t < NT; ++t) {
+        float x[WA], y[WA];
+        [[unroll]] for (int k = 0; k < WA; ++k) x[k] = u[i][WF * t + k];
+        BT(x, y);
+        [[unroll]] for (int j = 0; j < WA; ++j) v[i * WA + j][t >> 2][t & 3] = y[j];
+      }
+    // the NXI products with this channel's U (TM / 4 texels per xi)
+    [[unroll]] for (int xi = 0; xi < NXI; ++xi)
+      [[unroll]] for (int i = 0; i < TM; i += 4) {
+        const vec4 w = U4(ua + ((xi * CC) * TM + i) / 4);
+        [[unroll]] for (int e = 0; e < 4; ++e)
+          [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i + e][f] = fma(vec4(w[e]), v[xi][f], acc[xi][i + e][f]);
+      }
+    xa += CPLANE;
+    ua += TM / 4;
+  }
+  if (gi >= CTH * CG * CMB) return;
+  const int yb = bz * CM * CP;
+  [[unroll]] for (int i = 0; i < TM; ++i) {
+    const int m = mb * TM + i;
+    if (m >= CM) continue;
+#if CHAS_BIAS
+    const float bm = float(bias[m]);
+#else
+    const float bm = 0.0;
+#endif
+    [[unroll]] for (int f = 0; f < NV; ++f) {
+      // A^T acc A for 4 tiles at once: o[r][q] row r, column q of the tiles
+      vec4 o[WF][WF];
+      {
+        vec4 w[WF][WA];
+        [[unroll]] for (int s = 0; s < WA; ++s) {
+          vec4 x[WA], y[WF];
+          [[unroll]] for (int k = 0; k < WA; ++k) x[k] = acc[k * WA + s][i][f];
+          AT(x, y);
+          [[unroll]] for (int r = 0; r < WF; ++r) w[r][s] = y[r];
+        }
+        [[unroll]] for (int r = 0; r < WF; ++r) {
+          vec4 y[WF];
+          AT(w[r], y);
+          [[unroll]] for (int q = 0; q < WF; ++q) o[r][q] = y[q] + bm;
+        }
+      }
+      [[unroll]] for (int r = 0; r < WF; ++r) {
+        const int oy = r0 + r;
+        if (oy >= CHO) continue;
+#if TEXEL_Y
+        // the 4 tiles' 4 WF columns as WF texels (CWO a multiple of 4, s0
+        // of 8: a texel is inside the row when its first column is)
+        [[unroll]] for (int h = 0; h < WF; ++h) {
+          const int ox = s0 + f * 4 * WF + h * 4;
+          if (ox >= CWO) continue;
+          vec4 ov;
+          [[unroll]] for (int e = 0; e < 4; ++e) {
+            const int j = h * 4 + e; // column of the 4 tiles
+            float val = o[r][j % WF][j / WF];
+            KC_EPI(val, bz, m, oy * CWO + ox + e);
+            ov[e] = val;
+          }
+          imageStore(ty, (yb + m * CP + oy * CWO + ox) >> 2, ov);
+        }
+#else
+        [[unroll]] for (int t = 0; t < 4; ++t)
+          [[unroll]] for (int q = 0; q < WF; ++q) {
+            const int ox = s0 + (f * 4 + t) * WF + q;
+            if (ox >= CWO) continue;
+            float val = o[r][q][t];
+            KC_EPI(val, bz, m, oy * CWO + ox);
+            y[yb + m * CP + oy * CWO + ox] = TY(val);
+          }
+#endif
+      }
+    }
+  }
+}

@@ -1,0 +1,109 @@
+/* Winograd F(2x2, 3x3) and F(4x4, 3x3) instances of the conv template for the Vulkan
+ * target (kernels/vulkan/winograd.comp): tiles, weight geometry and the
+ * printed instance. Which convs it covers and the weight transform are
+ * lowering's (lowering/template.h, template_weights.c); where it wins is
+ * the set's rule (kiln_spirv_templates). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "targets/vulkan/vulkan_internal.h"
+
+kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w) {
+  /* lavapipe, ResNet-18's 3x3 convs (64..512 channels, 56x56..7x7), one
+   * run per tile choice under chrt at load 11-20 (README, Vulkan row):
+   * 8 channels x 4 tiles 3.0-3.6 ms a layer, 4 x 8 3.1-4.8, 16 x 4
+   * 3.0-4.6, 8 x 8 2.8-3.8 (and twice the driver's compile), 16 x 8 much
+   * slower (its 2048 sums spill out of L1); the implicit GEMM 5.8-6.9 */
+  kiln_vulkan_wino_tiles_t t = {.tm = 8, .nt = 4, .wf = 2};
+  /* F(4x4, 3x3) (KILN_SPIRV_WINOGRAD=f4), same runs: 8 x 4 2.4-2.8 ms on
+   * the 56x56..14x14 layers, 3.7-3.9 on the 7x7 ones (half the tiles of
+   * a group past the row); 4 x 4 2.8-3.6 / 4.6 */
+  if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4) t.wf = 4;
+  const char* env = getenv("KILN_SPIRV_WINO_TILES");
+  int tm = 0, nt = 0;
+  if (env && sscanf(env, "%d,%d", &tm, &nt) == 2 && (tm == 4 || tm == 8 || tm == 16 || tm == 32) &&
+      (nt == 4 || nt == 8))
+    t.tm = tm, t.nt = nt;
+  return t;
+}
+
+kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                      bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
+                                      int64_t groups[3], int64_t local[3], int64_t* out_trips) {
+  if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8) ||
+      (t->wf != 2 && t->wf != 4))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "winograd '%s': tiles %d channels x %d tiles of %d (4..32, 4 or 8, 2 or 4)", name, t->tm,
+                            t->nt, t->wf);
+  if (!kiln_template_winograd_covers(c))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': not a 3x3 stride-1 conv", name);
+  const int64_t cp = c->oh * c->ow, mp = (c->M + t->tm - 1) / t->tm * t->tm;
+  if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * cp > INT32_MAX ||
+      mp * (t->wf + 2) * (t->wf + 2) * c->C > INT32_MAX)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': %lld x %lld x %lld does not fit 32-bit indices",
+                            name, (long long)c->M, (long long)c->C, (long long)cp);
+  const char* nl = strstr(kiln_vk_winograd, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/winograd.comp has no #extension line");
+  int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
+  const char* type[4] = {"float", "float", "float", "float"};
+  bool f16 = false;
+  for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
+  kiln_vulkan_sb_t b = {0};
+  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_winograd) + 1, kiln_vk_winograd);
+  if (f16)
+    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                              "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
+                        t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j];
+    const char* at = strchr("WXCY", r);
+    if (at) {
+      bind[at - "WXCY"] = j;
+      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
+      kiln_vulkan_sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
+                            (int)j, r, c->f16[j] ? "float16_t" : "float", r);
+    } else {
+      free(b.p);
+      return kiln_make_status(KILN_INTERNAL, "winograd '%s': parameter %d has role '%c'", name, (int)j, r);
+    }
+  }
+  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0)) {
+    free(b.p);
+    return kiln_make_status(KILN_INTERNAL, "winograd '%s': weights, input or output missing", name);
+  }
+  /* vec4 texel reads of f32 U and X where the device's texel buffers hold
+   * them; texel stores of f32 Y where its rows are whole texels */
+  const int texel = texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float");
+  const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float");
+  kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
+                        type[2], type[3]);
+  kiln_vulkan_sb_printf(&b,
+                        "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
+                        "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
+                        "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"
+                        "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n",
+                        bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->C,
+                        (long long)c->plane, (long long)c->q2, (long long)c->oh, (long long)c->ow,
+                        (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y);
+  kiln_vulkan_epi_print(&b, &c->epi);
+  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "winograd '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  *out_trips = c->C; /* one loop over the input channels; the rest is unrolled */
+  const int64_t tiles_w = (c->ow + t->wf - 1) / t->wf, tiles_h = (c->oh + t->wf - 1) / t->wf;
+  const int64_t ngroups = tiles_h * ((tiles_w + t->nt - 1) / t->nt);
+  groups[0] = (ngroups * (mp / t->tm) + 7) / 8;
+  groups[1] = 1;
+  groups[2] = c->batch > 0 ? c->batch : 1;
+  local[0] = 8;
+  local[1] = 1;
+  local[2] = 1;
+  return NULL;
+}
