@@ -347,11 +347,11 @@ static const struct {
 } k_bad_expected[] = {
     {"test_qlinearmatmul_2D_int8_",
      "expected output wraps int8 where QLinearMatMul saturates: [1,2] is -236, expected 20 "
-     "(onnxruntime 1.20.1 and kiln: -128, the spec's saturate)"},
+     "(onnxruntime 1.20.1 and kiln: -128, saturated as the spec says)"},
     {"test_qlinearmatmul_3D_int8_",
      "expected output wraps int8 where QLinearMatMul saturates: [b,0,1..2] are -139/-136, "
-     "expected 117/120 (116/119 with f16 scales) (onnxruntime 1.20.1 and kiln: -128, the "
-     "spec's saturate)"},
+     "expected 117/120 (116/119 with f16 scales) (onnxruntime 1.20.1 and kiln: -128, "
+     "saturated as the spec says)"},
 };
 
 static outcome_t run_case(const char* dir, const char* name, report_t* rep, char* op, size_t opn,

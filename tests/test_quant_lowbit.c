@@ -9,6 +9,7 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "compiler/compare.h"
 #include "frontend/onnx.h"
 #include "ir/f8.h"
 #include "target_graph_util.h"
@@ -86,6 +87,27 @@ static void test_f8_conversions(void) {
   kiln_store_i64(KILN_DTYPE_U4, u4, 1, 15);
   CHECK(i4[0] == -7 && i4[1] == 7 && u4[0] == 1 && u4[1] == 15);
   CHECK(kiln_load_i64(KILN_DTYPE_I4, i4, 0) == -7 && kiln_load_f64(KILN_DTYPE_U4, u4, 1) == 15.0);
+}
+
+/* The comparison the conformance runner uses sees float8 values: one code
+ * apart is a mismatch, the same codes (NaN included) are not. */
+static void test_compare_f8(void) {
+  const int64_t n = 4;
+  kiln_array_t a = arr(KILN_DTYPE_F8E4M3FN, 1, &n), b = arr(KILN_DTYPE_F8E4M3FN, 1, &n);
+  if (a.data && b.data) {
+    const uint8_t codes[4] = {0x38, 0x39, 0x7F, 0x80};
+    memcpy(a.data, codes, 4);
+    memcpy(b.data, codes, 4);
+    kiln_compare_result_t r;
+    kiln_compare(&a, &b, 1e-4, 1e-5, &r);
+    CHECK_MSG(r.mismatches == 0, "same codes: %lld mismatches", (long long)r.mismatches);
+    ((uint8_t*)b.data)[1] = 0x3A; /* 1.125 -> 1.25 */
+    kiln_compare(&a, &b, 1e-4, 1e-5, &r);
+    CHECK_MSG(r.mismatches == 1 && r.worst_index == 1, "one code apart: %lld mismatches at %lld",
+              (long long)r.mismatches, (long long)r.worst_index);
+  }
+  kiln_array_free(al(), &a);
+  kiln_array_free(al(), &b);
 }
 
 /* ---- frontend --------------------------------------------------------------- */
@@ -307,6 +329,7 @@ int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   RUN(test_f8_conversions);
+  RUN(test_compare_f8);
   RUN(test_frontend_tensors);
   RUN(test_bad_inputs);
   RUN(test_session_io);
