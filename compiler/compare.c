@@ -2,6 +2,8 @@
  * runner and `kiln run --compare` present mismatches. */
 #include "compiler/compare.h"
 
+#include "ir/f8.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +19,9 @@ void kiln_compare(const kiln_array_t* got, const kiln_array_t* want, double rtol
              kiln_shape_format(&want->shape, ws, sizeof ws));
     return;
   }
-  bool fg = kiln_dtype_is_float(got->dtype), fw = kiln_dtype_is_float(want->dtype);
+  /* float8 compares as the values it holds (exact in double) */
+  bool fg = kiln_dtype_is_float(got->dtype) || kiln_dtype_is_f8(got->dtype),
+       fw = kiln_dtype_is_float(want->dtype) || kiln_dtype_is_f8(want->dtype);
   if (fg != fw || (!fg && got->dtype != want->dtype && !(kiln_dtype_is_int(got->dtype) &&
                                                          kiln_dtype_is_int(want->dtype)))) {
     snprintf(r->message, sizeof r->message, "dtype mismatch: got %s, expected %s",
@@ -27,8 +31,8 @@ void kiln_compare(const kiln_array_t* got, const kiln_array_t* want, double rtol
   int64_t n = kiln_shape_count(&got->shape);
   double worst_excess = -1.0;
   for (int64_t i = 0; i < n; ++i) {
-    double g = kiln_load_f64(got->dtype, got->data, (size_t)i);
-    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
+    double g = kiln_load_f64_any(got->dtype, got->data, (size_t)i);
+    double w = kiln_load_f64_any(want->dtype, want->data, (size_t)i);
     bool bad;
     double err, excess;
     if (!fg) {

@@ -410,6 +410,10 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
                             L->path, tname, (long long)numel, kiln_dtype_name(dt),
                             (long long)L->o->max_tensor_bytes);
   size_t want = (size_t)numel * es;
+  /* int4 / uint4: two a byte in the file (low nibble first; int32_data
+   * entries hold one such byte each), one a byte in kiln */
+  const bool packed = kiln_dtype_is_int4(dt);
+  const size_t file_bytes = packed ? (size_t)(numel + 1) / 2 : want;
   if (L->total_bytes + (int64_t)want > L->o->max_total_bytes)
     return kiln_make_status(KILN_LIMIT_EXCEEDED,
                             "%s: tensor '%s' takes the weights past the %lld-byte total limit",
@@ -432,11 +436,13 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
     field = "external";
   } else if (t->has_raw_data) {
     field = "raw_data";
-    if (t->raw_data.len != want)
+    if (t->raw_data.len != file_bytes)
       return kiln_make_status(KILN_INVALID_ARGUMENT,
                               "%s: tensor '%s': raw_data has %zu bytes, expected %zu (%lld "
-                              "elements x %zu bytes)",
-                              L->path, tname, t->raw_data.len, want, (long long)numel, es);
+                              "elements x %s)",
+                              L->path, tname, t->raw_data.len, file_bytes, (long long)numel,
+                              packed ? "4 bits, two a byte" : es == 1 ? "1 byte" : es == 2 ? "2 bytes"
+                              : es == 4 ? "4 bytes" : "8 bytes");
   } else {
     switch (dt) {
       case KILN_DTYPE_F32: have = t->n_float_data; field = "float_data"; break;
@@ -447,17 +453,18 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
       case KILN_DTYPE_U64: have = t->n_uint64_data; field = "uint64_data"; break;
       default: have = t->n_int32_data; field = "int32_data"; break;
     }
-    if ((int64_t)have != numel)
+    if ((int64_t)have != (packed ? (int64_t)file_bytes : numel))
       return kiln_make_status(KILN_INVALID_ARGUMENT,
-                              "%s: tensor '%s': %s has %zu elements, expected %lld", L->path,
-                              tname, field, have, (long long)numel);
+                              "%s: tensor '%s': %s has %zu elements, expected %lld%s", L->path,
+                              tname, field, have, packed ? (long long)file_bytes : (long long)numel,
+                              packed ? " (4-bit values, two an element)" : "");
   }
   KILN_RETURN_IF_ERROR(kiln_array_alloc(L->a, dt, &shape, out), "%s: tensor '%s'", L->path, tname);
   kiln_status_t s = NULL;
   if (external) {
-    s = read_external(L, t, tname, want, out->data);
+    s = read_external(L, t, tname, file_bytes, out->data);
   } else if (t->has_raw_data) {
-    if (want) memcpy(out->data, t->raw_data.data, want);
+    if (file_bytes) memcpy(out->data, t->raw_data.data, file_bytes);
     if (dt == KILN_DTYPE_BOOL)
       for (size_t i = 0; i < want; ++i) ((uint8_t*)out->data)[i] = ((uint8_t*)out->data)[i] != 0;
   } else if (dt == KILN_DTYPE_F32) {
@@ -469,13 +476,23 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
   } else if (dt == KILN_DTYPE_U32 || dt == KILN_DTYPE_U64) {
     for (int64_t i = 0; i < numel; ++i)
       kiln_store_i64(dt, out->data, (size_t)i, (int64_t)t->uint64_data[i]);
+  } else if (packed) {
+    for (size_t i = 0; i < file_bytes; ++i) ((uint8_t*)out->data)[i] = (uint8_t)t->int32_data[i];
   } else {
     for (int64_t i = 0; i < numel; ++i) {
       int32_t v = t->int32_data[i];
-      if (dt == KILN_DTYPE_F16) ((uint16_t*)out->data)[i] = (uint16_t)v; /* bits */
+      if (dt == KILN_DTYPE_F16 || kiln_dtype_is_f8(dt))
+        kiln_store_i64(es == 2 ? KILN_DTYPE_U16 : KILN_DTYPE_U8, out->data, (size_t)i, v); /* bits */
       else kiln_store_i64(dt, out->data, (size_t)i, v);
     }
   }
+  /* unpack in place from the end: element i reads byte i / 2 <= i, which
+   * no later (lower) element's write has touched */
+  if (!s && packed)
+    for (int64_t i = numel - 1; i >= 0; --i) {
+      const uint8_t b = ((uint8_t*)out->data)[i / 2];
+      kiln_store_i64(dt, out->data, (size_t)i, (i & 1) ? b >> 4 : b & 0xF);
+    }
   if (s) {
     kiln_array_free(L->a, out);
     return s;

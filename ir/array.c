@@ -50,40 +50,24 @@ void kiln_allocator_free(kiln_allocator_t a, void* ptr) {
 
 /* ---- dtypes ---------------------------------------------------------- */
 
+/* Tables indexed by kiln_dtype_t (smaller in libkiln_rt than switches). */
+static const uint8_t k_dtype_size[KILN_DTYPE_COUNT_] = {0, 4, 2, 1, 1, 4, 8, 1, 8, 2, 2, 4, 8,
+                                                        1, 1, 1, 1, 1, 1};
+static const char k_dtype_name[KILN_DTYPE_COUNT_][11] = {
+    "undefined", "f32", "f16", "i8", "u8", "i32", "i64", "bool", "f64", "i16", "u16", "u32", "u64",
+    "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "i4", "u4"};
+/* ONNX TensorProto.DataType of each kiln dtype, and back (0: none) */
+static const uint8_t k_to_onnx[KILN_DTYPE_COUNT_] = {0, 1, 10, 3, 2, 6, 7, 9, 11, 5, 4, 12, 13,
+                                                     17, 18, 19, 20, 22, 21};
+static const uint8_t k_from_onnx[23] = {0, 1, 4, 3, 10, 9, 5, 6, 0, 7, 2, 8, 11, 12,
+                                        0, 0, 0, 13, 14, 15, 16, 18, 17};
+
 size_t kiln_dtype_size(kiln_dtype_t t) {
-  switch (t) {
-    case KILN_DTYPE_F32: return 4;
-    case KILN_DTYPE_F16: return 2;
-    case KILN_DTYPE_I8: return 1;
-    case KILN_DTYPE_U8: return 1;
-    case KILN_DTYPE_I32: return 4;
-    case KILN_DTYPE_I64: return 8;
-    case KILN_DTYPE_BOOL: return 1;
-    case KILN_DTYPE_F64: return 8;
-    case KILN_DTYPE_I16: return 2;
-    case KILN_DTYPE_U16: return 2;
-    case KILN_DTYPE_U32: return 4;
-    case KILN_DTYPE_U64: return 8;
-    default: return 0;
-  }
+  return (unsigned)t < KILN_DTYPE_COUNT_ ? k_dtype_size[t] : 0;
 }
 
 const char* kiln_dtype_name(kiln_dtype_t t) {
-  switch (t) {
-    case KILN_DTYPE_F32: return "f32";
-    case KILN_DTYPE_F16: return "f16";
-    case KILN_DTYPE_I8: return "i8";
-    case KILN_DTYPE_U8: return "u8";
-    case KILN_DTYPE_I32: return "i32";
-    case KILN_DTYPE_I64: return "i64";
-    case KILN_DTYPE_BOOL: return "bool";
-    case KILN_DTYPE_F64: return "f64";
-    case KILN_DTYPE_I16: return "i16";
-    case KILN_DTYPE_U16: return "u16";
-    case KILN_DTYPE_U32: return "u32";
-    case KILN_DTYPE_U64: return "u64";
-    default: return "undefined";
-  }
+  return (unsigned)t < KILN_DTYPE_COUNT_ ? k_dtype_name[t] : k_dtype_name[0];
 }
 
 bool kiln_dtype_is_float(kiln_dtype_t t) {
@@ -100,39 +84,11 @@ bool kiln_dtype_is_unsigned(kiln_dtype_t t) {
 }
 
 kiln_dtype_t kiln_dtype_from_onnx(int32_t v) {
-  switch (v) {
-    case 1: return KILN_DTYPE_F32;
-    case 2: return KILN_DTYPE_U8;
-    case 3: return KILN_DTYPE_I8;
-    case 6: return KILN_DTYPE_I32;
-    case 7: return KILN_DTYPE_I64;
-    case 9: return KILN_DTYPE_BOOL;
-    case 10: return KILN_DTYPE_F16;
-    case 11: return KILN_DTYPE_F64;
-    case 5: return KILN_DTYPE_I16;
-    case 4: return KILN_DTYPE_U16;
-    case 12: return KILN_DTYPE_U32;
-    case 13: return KILN_DTYPE_U64;
-    default: return KILN_DTYPE_UNDEFINED;
-  }
+  return (uint32_t)v < sizeof k_from_onnx ? (kiln_dtype_t)k_from_onnx[v] : KILN_DTYPE_UNDEFINED;
 }
 
 int32_t kiln_dtype_to_onnx(kiln_dtype_t t) {
-  switch (t) {
-    case KILN_DTYPE_F32: return 1;
-    case KILN_DTYPE_U8: return 2;
-    case KILN_DTYPE_I8: return 3;
-    case KILN_DTYPE_I32: return 6;
-    case KILN_DTYPE_I64: return 7;
-    case KILN_DTYPE_BOOL: return 9;
-    case KILN_DTYPE_F16: return 10;
-    case KILN_DTYPE_F64: return 11;
-    case KILN_DTYPE_I16: return 5;
-    case KILN_DTYPE_U16: return 4;
-    case KILN_DTYPE_U32: return 12;
-    case KILN_DTYPE_U64: return 13;
-    default: return 0;
-  }
+  return (unsigned)t < KILN_DTYPE_COUNT_ ? k_to_onnx[t] : 0;
 }
 
 const char* kiln_onnx_dtype_name(int32_t v) {
@@ -204,6 +160,7 @@ uint16_t kiln_f32_to_f16(float f) {
 /* ---- element access -------------------------------------------------- */
 
 double kiln_load_f64(kiln_dtype_t t, const void* d, size_t i) {
+  if (kiln_dtype_is_int4(t)) t = kiln_dtype_storage(t); /* one value a byte */
   switch (t) {
     case KILN_DTYPE_F32: return ((const float*)d)[i];
     case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t*)d)[i]);
@@ -250,11 +207,14 @@ void kiln_store_f64(kiln_dtype_t t, void* d, size_t i, double v) {
     case KILN_DTYPE_U16: ((uint16_t*)d)[i] = (uint16_t)sat_i64(v); break;
     case KILN_DTYPE_U32: ((uint32_t*)d)[i] = (uint32_t)sat_i64(v); break;
     case KILN_DTYPE_U64: ((uint64_t*)d)[i] = sat_u64(v); break;
+    case KILN_DTYPE_I4:
+    case KILN_DTYPE_U4: kiln_store_i64(t, d, i, sat_i64(v)); break;
     default: break;
   }
 }
 
 int64_t kiln_load_i64(kiln_dtype_t t, const void* d, size_t i) {
+  if (kiln_dtype_is_int4(t)) t = kiln_dtype_storage(t); /* one value a byte */
   switch (t) {
     case KILN_DTYPE_F32: return sat_i64(((const float*)d)[i]);
     case KILN_DTYPE_F16: return sat_i64(kiln_f16_to_f32(((const uint16_t*)d)[i]));
@@ -288,6 +248,9 @@ void kiln_store_i64(kiln_dtype_t t, void* d, size_t i, int64_t v) {
     case KILN_DTYPE_U16: ((uint16_t*)d)[i] = (uint16_t)v; break;
     case KILN_DTYPE_U32: ((uint32_t*)d)[i] = (uint32_t)v; break;
     case KILN_DTYPE_U64: ((uint64_t*)d)[i] = (uint64_t)v; break;
+    /* 4-bit: the low four bits, sign-extended for i4 (wraps as i8 does) */
+    case KILN_DTYPE_I4: ((int8_t*)d)[i] = (int8_t)(((v & 0xF) ^ 8) - 8); break;
+    case KILN_DTYPE_U4: ((uint8_t*)d)[i] = (uint8_t)(v & 0xF); break;
     default: break;
   }
 }

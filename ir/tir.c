@@ -187,6 +187,8 @@ const tir_expr_t* tir_call(tir_ctx_t* c, tir_intrin_t fn, int32_t n, const tir_e
   if (!a0 || (n > 1 && !a1) || (n > 2 && !a2)) return NULL;
   tir_expr_t* e = new_expr(c, TIR_CALL, fn == TIR_NOT        ? KILN_DTYPE_BOOL
                                          : fn == TIR_WIDEN_I8X2 ? KILN_DTYPE_I32
+                                         : fn == TIR_F8_DECODE  ? KILN_DTYPE_F32
+                                         : fn == TIR_F8_ENCODE  ? KILN_DTYPE_I32
                                                                 : a0->dtype);
   if (!e) return NULL;
   e->u.call.fn = fn;

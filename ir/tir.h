@@ -140,6 +140,13 @@ typedef enum tir_intrin_e {
    * channels of u8 activations and int8 weights (lower_nn_qconv_blocked.c).
    * No intermediate saturation: |sum of four products| <= 4 * 255 * 128. */
   TIR_DOT4_U8I8,
+  /* float8 <-> f32 (kiln_f8_to_f32 / kiln_f32_to_f8 in kiln/array.h). The
+   * second argument is an I32 immediate. F8_DECODE (i32 code in [0, 255],
+   * variant v) -> f32, where v = dtype - KILN_DTYPE_F8E4M3FN; F8_ENCODE
+   * (f32 x, 2 * v + saturate) -> i32 code in [0, 255]. Float8 tensors are
+   * u8 buffers (kiln_dtype_storage); these are their only arithmetic. */
+  TIR_F8_DECODE,
+  TIR_F8_ENCODE,
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

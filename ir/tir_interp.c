@@ -3,6 +3,7 @@
  * A tree walk over host memory. The first error is kept in the run state
  * and every evaluation after it returns at once, so deep recursion unwinds
  * without checking a status at every node. */
+#include "ir/f8.h"
 #include "ir/tir_interp.h"
 
 #include <math.h>
@@ -315,6 +316,12 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
       v.i = (int32_t)(uint32_t)((uint64_t)a[0].i + (uint64_t)s);
       break;
     }
+    case TIR_F8_DECODE:
+      v.f = kiln_f8_to_f32((kiln_dtype_t)(KILN_DTYPE_F8E4M3FN + a[1].i), (uint8_t)a[0].i);
+      break;
+    case TIR_F8_ENCODE:
+      v.i = kiln_f32_to_f8((kiln_dtype_t)(KILN_DTYPE_F8E4M3FN + a[1].i / 2), x, (a[1].i & 1) != 0);
+      break;
     case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }

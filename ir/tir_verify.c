@@ -149,7 +149,7 @@ static bool is_float(kiln_dtype_t t) { return kiln_dtype_is_float(t); }
 static bool is_int(kiln_dtype_t t) { return kiln_dtype_is_int(t); }
 
 static int32_t intrin_arity(tir_intrin_t fn) {
-  return (fn == TIR_POW || fn == TIR_FMOD) ? 2 : (fn == TIR_FMA || fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8 ? 3 : 1);
+  return (fn == TIR_POW || fn == TIR_FMOD || fn == TIR_F8_DECODE || fn == TIR_F8_ENCODE) ? 2 : (fn == TIR_FMA || fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8 ? 3 : 1);
 }
 
 static const char* binop_name(tir_binop_t op) {
@@ -375,6 +375,17 @@ static kiln_status_t check_expr(vctx_t* c, const tir_expr_t* e, bool in_select) 
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
       if (fn < 0 || fn >= TIR_INTRIN_COUNT_ || e->u.call.n != intrin_arity(fn)) goto bad_dtype;
+      if (fn == TIR_F8_DECODE || fn == TIR_F8_ENCODE) {
+        const tir_expr_t *v = e->u.call.args[0], *k = e->u.call.args[1];
+        TRY(check_expr(c, v, in_select));
+        const bool dec = fn == TIR_F8_DECODE;
+        if (v->dtype != (dec ? KILN_DTYPE_I32 : KILN_DTYPE_F32) ||
+            e->dtype != (dec ? KILN_DTYPE_F32 : KILN_DTYPE_I32) || k->kind != TIR_INT ||
+            k->dtype != KILN_DTYPE_I32 || k->u.i < 0 || k->u.i >= (dec ? 4 : 8))
+          return fail(c, KILN_INVALID_ARGUMENT, "%s: operands or variant out of place",
+                      dec ? "f8_decode" : "f8_encode");
+        return NULL;
+      }
       for (int32_t i = 0; i < e->u.call.n; ++i) {
         const tir_expr_t* a = e->u.call.args[i];
         TRY(check_expr(c, a, in_select));

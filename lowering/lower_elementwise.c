@@ -991,6 +991,45 @@ static const tir_expr_t* convert(tir_ctx_t* c, kiln_dtype_t from, kiln_dtype_t t
   return tir_cast(c, to, v);
 }
 
+/* Cast to or from float8 / int4 (ir/ops/elementwise_cast.c's rules): |v|
+ * is the loaded storage value of a |from| tensor (u8 codes for float8, i8 /
+ * u8 values for int4), the result the storage value of |to|. */
+static const tir_expr_t* convert_low(tir_ctx_t* c, kiln_dtype_t from, kiln_dtype_t to, bool sat,
+                                     const tir_expr_t* v) {
+  const tir_expr_t* i32 = NULL;
+  if (kiln_dtype_is_f8(from)) { /* decoded to f32, then as an f32 */
+    i32 = tir_const(c, KILN_DTYPE_I32, (double)(from - KILN_DTYPE_F8E4M3FN));
+    v = tir_call(c, TIR_F8_DECODE, 2, tir_cast(c, KILN_DTYPE_I32, v), i32, NULL);
+    from = KILN_DTYPE_F32;
+  } else if (kiln_dtype_is_int4(from)) { /* its value, as the storage integer */
+    from = kiln_dtype_storage(from);
+  }
+  if (kiln_dtype_is_f8(to)) {
+    if (from != KILN_DTYPE_F32)
+      v = kiln_dtype_is_float(from) || from == KILN_DTYPE_BOOL ? convert(c, from, KILN_DTYPE_F32, v)
+                                                              : kiln_lew_f32(c, v);
+    const double mode = 2.0 * (double)(to - KILN_DTYPE_F8E4M3FN) + (sat ? 1.0 : 0.0);
+    return tir_cast(c, KILN_DTYPE_U8,
+                    tir_call(c, TIR_F8_ENCODE, 2, v, tir_const(c, KILN_DTYPE_I32, mode), NULL));
+  }
+  if (kiln_dtype_is_int4(to)) { /* clipped, then rounded to nearest even; NaN -> 0 */
+    const double lo = to == KILN_DTYPE_I4 ? -8 : 0, hi = to == KILN_DTYPE_I4 ? 7 : 15;
+    const kiln_dtype_t st = kiln_dtype_storage(to);
+    if (!kiln_dtype_is_float(from)) {
+      if (from == KILN_DTYPE_BOOL) return convert(c, from, st, v);
+      const tir_expr_t* w = widen(c, v);
+      w = tir_bin(c, TIR_MIN, tir_bin(c, TIR_MAX, w, tir_const(c, w->dtype, lo)), tir_const(c, w->dtype, hi));
+      return tir_cast(c, st, w);
+    }
+    const kiln_dtype_t ft = from == KILN_DTYPE_F64 ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
+    if (from != ft) v = tir_cast(c, ft, v);
+    v = tir_select(c, tir_bin(c, TIR_EQ, v, v), v, tir_const(c, ft, 0));
+    v = tir_bin(c, TIR_MIN, tir_bin(c, TIR_MAX, v, tir_const(c, ft, lo)), tir_const(c, ft, hi));
+    return tir_cast(c, st, tir_call(c, TIR_ROUND_EVEN, 1, v, NULL, NULL));
+  }
+  return convert(c, from, to, v);
+}
+
 static kiln_status_t lower_cast(kiln_lower_ctx_t* ctx) {
   TRY(need(ctx, 0, M_ALL));
   TRY(need_out(ctx));
@@ -1000,11 +1039,22 @@ static kiln_status_t lower_cast(kiln_lower_ctx_t* ctx) {
   /* Same dtype: the output is the input, except for a constant input
    * (CastLike of a constant to a run-time tensor's dtype), which a program
    * may not alias: that is copied. */
-  if (x->dtype == y->dtype && !kiln_lew_const_in(ctx, 0)) return kiln_lower_alias(ctx, 0, 0);
+  const kiln_dtype_t xt = ctx->in_tensor[0]->dtype, yt = ctx->out_tensor[0]->dtype;
+  /* float8 / int4 (byte buffers, kiln_dtype_storage): the same bytes only
+   * for the same dtype, or int4 / uint4 widened to the i8 / u8 it is held in */
+  const bool low = kiln_dtype_storage(xt) != xt || kiln_dtype_storage(yt) != yt;
+  const bool same = low ? xt == yt || (kiln_dtype_is_int4(xt) && kiln_dtype_storage(xt) == yt)
+                        : x->dtype == y->dtype;
+  if (same && !kiln_lew_const_in(ctx, 0)) return kiln_lower_alias(ctx, 0, 0);
   if (tir_buffer_numel(y) == 0) return NULL;
+  int64_t sat = 1;
+  TRY(kiln_attr_int(ctx->node, "saturate", 1, &sat));
   kiln_lew_nest_t n;
   kiln_lew_nest_buf(c, &n, y);
-  const tir_expr_t* v = convert(c, x->dtype, y->dtype, kiln_lew_bload(c, &n, x));
+  const tir_expr_t* ld = kiln_lew_bload(c, &n, x);
+  const tir_expr_t* v = !low ? convert(c, x->dtype, y->dtype, ld)
+                        : same ? ld
+                               : convert_low(c, xt, yt, sat != 0, ld);
   const tir_stmt_t* body = kiln_lew_loops(c, &n, kiln_lew_store(c, &n, y, v));
   const tir_buffer_t* params[2] = {x, y};
   return kiln_lew_emit(ctx, &n, body, 2, params, true);

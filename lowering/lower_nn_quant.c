@@ -62,11 +62,28 @@ static const tir_expr_t* chan(nn_kb_t* kb, const tir_buffer_t* p, const tir_expr
  * (without it: kiln_f2i, and the GEMM epilogues ran scalar). */
 static const tir_expr_t* saturate(nn_kb_t* kb, kiln_dtype_t t, const tir_expr_t* v) {
   int64_t lo = 0, hi = 0;
-  kiln_nn_quant_range(t, &lo, &hi);
+  kiln_nn_quant_range(t, &lo, &hi); /* i4 / u4: their ranges, stored as i8 / u8 */
   v = tir_select(kb->t, tir_bin(kb->t, TIR_EQ, v, v), v, nn_f(kb, (double)lo));
   v = tir_bin(kb->t, TIR_MIN, tir_bin(kb->t, TIR_MAX, v, nn_f(kb, (double)lo)),
               nn_f(kb, (double)hi));
-  return tir_cast(kb->t, t, v);
+  return tir_cast(kb->t, kiln_dtype_storage(t), v);
+}
+
+/* f32 of element |idx| of |b|, whose graph tensor has dtype |t|: float8
+ * codes decoded (TIR_F8_DECODE), anything else converted (nn_ldf). */
+static const tir_expr_t* ldq(nn_kb_t* kb, kiln_dtype_t t, const tir_buffer_t* b,
+                             const tir_expr_t* const* idx) {
+  if (!kiln_dtype_is_f8(t)) return nn_ldf(kb, b, idx);
+  const tir_expr_t* code = tir_cast(kb->t, KILN_DTYPE_I32, tir_load(kb->t, b, idx));
+  return tir_call(kb->t, TIR_F8_DECODE, 2, code,
+                  tir_const(kb->t, KILN_DTYPE_I32, (double)(t - KILN_DTYPE_F8E4M3FN)), NULL);
+}
+
+/* |v| (f32) rounded to float8 dtype |t| as a u8 code (TIR_F8_ENCODE). */
+static const tir_expr_t* f8_code(nn_kb_t* kb, kiln_dtype_t t, bool sat, const tir_expr_t* v) {
+  const double mode = 2.0 * (double)(t - KILN_DTYPE_F8E4M3FN) + (sat ? 1.0 : 0.0);
+  return tir_cast(kb->t, KILN_DTYPE_U8,
+                  tir_call(kb->t, TIR_F8_ENCODE, 2, v, tir_const(kb->t, KILN_DTYPE_I32, mode), NULL));
 }
 
 static const tir_expr_t* round_even(nn_kb_t* kb, const tir_expr_t* v) {
@@ -122,11 +139,19 @@ kiln_status_t kiln_lower_nn_quantize_linear(kiln_lower_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(qlin_setup(&kb, &l));
   tir_var_t* ve = nn_var(&kb, "e");
   const tir_expr_t *e = nn_v(&kb, ve), *p = qp_idx(&kb, &l.q, e);
+  const kiln_dtype_t yt = ctx->out_tensor[0]->dtype;
   /* a true division: x * (1 / scale) moves values off their ties */
   const tir_expr_t* v =
-      round_even(&kb, tir_bin(kb.t, TIR_DIV, nn_ldf(&kb, l.x, NN_IDX(e)), nn_ldf(&kb, l.s, NN_IDX(p))));
+      tir_bin(kb.t, TIR_DIV, nn_ldf(&kb, l.x, NN_IDX(e)), nn_ldf(&kb, l.s, NN_IDX(p)));
+  if (kiln_dtype_is_f8(yt)) {
+    int64_t sat;
+    KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "saturate", 1, &sat));
+    if (l.z) v = tir_add(kb.t, v, ldq(&kb, yt, l.z, NN_IDX(p)));
+    return emit_each(&kb, ve, l.n, tir_store(kb.t, l.y, NN_IDX(e), f8_code(&kb, yt, sat != 0, v)));
+  }
+  v = round_even(&kb, v);
   if (l.z) v = tir_add(kb.t, v, nn_ldf(&kb, l.z, NN_IDX(p)));
-  return emit_each(&kb, ve, l.n, tir_store(kb.t, l.y, NN_IDX(e), saturate(&kb, l.y->dtype, v)));
+  return emit_each(&kb, ve, l.n, tir_store(kb.t, l.y, NN_IDX(e), saturate(&kb, yt, v)));
 }
 
 kiln_status_t kiln_lower_nn_dequantize_linear(kiln_lower_ctx_t* ctx) {
@@ -137,8 +162,9 @@ kiln_status_t kiln_lower_nn_dequantize_linear(kiln_lower_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(qlin_setup(&kb, &l));
   tir_var_t* ve = nn_var(&kb, "e");
   const tir_expr_t *e = nn_v(&kb, ve), *p = qp_idx(&kb, &l.q, e);
-  const tir_expr_t* d = nn_ldf(&kb, l.x, NN_IDX(e));
-  if (l.z) d = tir_sub(kb.t, d, nn_ldf(&kb, l.z, NN_IDX(p)));
+  const kiln_dtype_t xt = ctx->in_tensor[0]->dtype;
+  const tir_expr_t* d = ldq(&kb, xt, l.x, NN_IDX(e));
+  if (l.z) d = tir_sub(kb.t, d, ldq(&kb, xt, l.z, NN_IDX(p)));
   const tir_expr_t* v = tir_mul(kb.t, d, nn_ldf(&kb, l.s, NN_IDX(p)));
   return emit_each(&kb, ve, l.n, nn_stf(&kb, l.y, NN_IDX(e), v));
 }

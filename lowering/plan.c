@@ -197,9 +197,12 @@ static kiln_status_t tensor_buffer(kiln_plan_t* p, int32_t t, int32_t* out) {
     /* NCHWc: [N][ceil(C/c)][H][W][c] (lowering/layout.h) */
     const int64_t* d = tt->shape.dims;
     const int64_t shape[5] = {d[0], (d[1] + blk - 1) / blk, d[2], d[3], blk};
-    b = tir_buffer(&p->tir, name, tt->dtype, 5, shape, TIR_SCOPE_GLOBAL);
+    b = tir_buffer(&p->tir, name, kiln_dtype_storage(tt->dtype), 5, shape, TIR_SCOPE_GLOBAL);
   } else {
-    b = tir_buffer(&p->tir, name, tt->dtype, tt->shape.rank, tt->shape.dims, TIR_SCOPE_GLOBAL);
+    /* float8 / int4 tensors are byte buffers to the kernels
+     * (kiln_dtype_storage); the program's buffer keeps the tensor's dtype */
+    b = tir_buffer(&p->tir, name, kiln_dtype_storage(tt->dtype), tt->shape.rank, tt->shape.dims,
+                   TIR_SCOPE_GLOBAL);
   }
   if (!b) return tir_ctx_status(&p->tir);
   kiln_plan_buffer_kind_t kind = KILN_PLAN_INTERMEDIATE;
@@ -256,7 +259,8 @@ static kiln_status_t layout_buffer(kiln_plan_t* p, int32_t t, int32_t blk, int32
   snprintf(name + o, sizeof name - o, "_%s", kiln_layout_name(blk, ln, sizeof ln));
   const int64_t* d = tt->shape.dims;
   const int64_t shape[5] = {d[0], blk > 0 ? (d[1] + blk - 1) / blk : d[1], d[2], d[3], blk};
-  const tir_buffer_t* b = tir_buffer(&p->tir, name, tt->dtype, blk > 0 ? 5 : 4, shape, TIR_SCOPE_GLOBAL);
+  const tir_buffer_t* b =
+      tir_buffer(&p->tir, name, kiln_dtype_storage(tt->dtype), blk > 0 ? 5 : 4, shape, TIR_SCOPE_GLOBAL);
   if (!b) return tir_ctx_status(&p->tir);
   return kiln_plan_add_buffer(p, b, KILN_PLAN_INTERMEDIATE, -1, out);
 }

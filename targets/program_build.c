@@ -42,6 +42,12 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
     kiln_program_buffer_t* b = &prog->buffers[i];
     KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, pb->buf->name, &b->name));
     b->dtype = pb->buf->dtype;
+    /* a float8 / int4 tensor's byte buffer: the session and the weights see
+     * the tensor's own dtype (one byte an element either way) */
+    if (pb->tensor >= 0 && pb->tensor < plan->graph->n_tensors) {
+      const kiln_dtype_t gt = plan->graph->tensors[pb->tensor].dtype;
+      if (gt != b->dtype && kiln_dtype_storage(gt) == b->dtype) b->dtype = gt;
+    }
     b->kind = kind_map[pb->kind];
     b->rank = pb->buf->rank;
     memcpy(b->shape, pb->buf->shape, sizeof(b->shape));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "frontend/onnx.h"
+#include "ir/f8.h"
 #include "ir/op.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
@@ -342,10 +343,12 @@ static kiln_status_t random_array(const char* name, kiln_dtype_t dtype, const ki
   if (!s) s = 1;
   int64_t n = kiln_shape_count(sh);
   for (int64_t i = 0; i < n; ++i) {
-    if (kiln_dtype_is_float(dtype)) {
+    if (kiln_dtype_is_float(dtype) || kiln_dtype_is_f8(dtype)) {
       double u1 = ((double)(rng_next(&s) >> 11) + 1.0) / 9007199254740993.0;
       double u2 = (double)(rng_next(&s) >> 11) / 9007199254740992.0;
-      kiln_store_f64(dtype, out->data, (size_t)i, sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+      const double v = sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+      if (kiln_dtype_is_f8(dtype)) ((uint8_t*)out->data)[i] = kiln_f32_to_f8(dtype, (float)v, true);
+      else kiln_store_f64(dtype, out->data, (size_t)i, v);
     } else {
       kiln_store_i64(dtype, out->data, (size_t)i, (int64_t)(rng_next(&s) % 4));
     }
@@ -372,7 +375,7 @@ static void summarize(const char* name, const kiln_array_t* a) {
   int64_t n = kiln_shape_count(&a->shape);
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    double v = kiln_load_f64(a->dtype, a->data, (size_t)i);
+    double v = kiln_load_f64_any(a->dtype, a->data, (size_t)i);
     if (v < mn) mn = v;
     if (v > mx) mx = v;
     sum += v;
@@ -380,12 +383,12 @@ static void summarize(const char* name, const kiln_array_t* a) {
   printf("output %s: %s%s", name, kiln_dtype_name(a->dtype), kiln_shape_format(&a->shape, b, sizeof b));
   if (n) printf("  min %.6g max %.6g mean %.6g", mn, mx, sum / (double)n);
   printf("\n  [");
-  for (int64_t i = 0; i < n && i < 8; ++i) printf("%s%.6g", i ? ", " : "", kiln_load_f64(a->dtype, a->data, (size_t)i));
+  for (int64_t i = 0; i < n && i < 8; ++i) printf("%s%.6g", i ? ", " : "", kiln_load_f64_any(a->dtype, a->data, (size_t)i));
   printf("%s]\n", n > 8 ? ", ..." : "");
   if (n > 1 && kiln_dtype_is_float(a->dtype) && a->shape.rank >= 1) {
     int64_t arg = 0;
     for (int64_t i = 1; i < n; ++i)
-      if (kiln_load_f64(a->dtype, a->data, (size_t)i) > kiln_load_f64(a->dtype, a->data, (size_t)arg)) arg = i;
+      if (kiln_load_f64_any(a->dtype, a->data, (size_t)i) > kiln_load_f64_any(a->dtype, a->data, (size_t)arg)) arg = i;
     printf("  argmax %lld\n", (long long)arg);
   }
 }

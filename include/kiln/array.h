@@ -63,6 +63,18 @@ typedef enum kiln_dtype_e {
   KILN_DTYPE_U16 = 10,
   KILN_DTYPE_U32 = 11,
   KILN_DTYPE_U64 = 12,
+  /* float8 (ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ:
+   * the bits, one byte each) and 4-bit integers (ONNX INT4, UINT4). Inside
+   * kiln an int4/uint4 element takes one byte, holding its value
+   * sign-/zero-extended; ONNX files pack them two a byte, low nibble first,
+   * and the frontend unpacks them (docs/DESIGN.md, "float8 and int4"). Only
+   * QuantizeLinear, DequantizeLinear, Cast and CastLike compute on them. */
+  KILN_DTYPE_F8E4M3FN = 13,
+  KILN_DTYPE_F8E4M3FNUZ = 14,
+  KILN_DTYPE_F8E5M2 = 15,
+  KILN_DTYPE_F8E5M2FNUZ = 16,
+  KILN_DTYPE_I4 = 17,
+  KILN_DTYPE_U4 = 18,
   KILN_DTYPE_COUNT_
 } kiln_dtype_t;
 
@@ -78,12 +90,29 @@ KILN_API int32_t kiln_dtype_to_onnx(kiln_dtype_t t);
 /* Name of an ONNX data type number, for messages ("DOUBLE", "STRING"...). */
 KILN_API const char* kiln_onnx_dtype_name(int32_t onnx_type);
 
+static inline bool kiln_dtype_is_f8(kiln_dtype_t t) {
+  return t >= KILN_DTYPE_F8E4M3FN && t <= KILN_DTYPE_F8E5M2FNUZ;
+}
+static inline bool kiln_dtype_is_int4(kiln_dtype_t t) {
+  return t == KILN_DTYPE_I4 || t == KILN_DTYPE_U4;
+}
+/* The dtype kernels store an element of |t| as: u8 for float8 (the bits),
+ * i8 / u8 for int4 / uint4 (the value), |t| itself otherwise. */
+static inline kiln_dtype_t kiln_dtype_storage(kiln_dtype_t t) {
+  return kiln_dtype_is_f8(t) || t == KILN_DTYPE_U4 ? KILN_DTYPE_U8
+         : t == KILN_DTYPE_I4                      ? KILN_DTYPE_I8
+                                                   : t;
+}
+
 /* IEEE half <-> float, round to nearest even. */
 KILN_API float kiln_f16_to_f32(uint16_t h);
 KILN_API uint16_t kiln_f32_to_f16(float f);
 
 /* Reads element |i| of |data| (type |t|) as double / writes a double,
- * converting (ints truncate toward zero, bool is != 0). For reference kernels
+ * converting (ints truncate toward zero, bool is != 0; int4 / uint4 as
+ * the value their byte holds, stored wrapped to 4 bits; float8 is not
+ * converted here: 0 read, nothing stored -- the compiler's ir/f8.h
+ * converts it). For reference kernels
  * and comparisons, not for speed. */
 KILN_API double kiln_load_f64(kiln_dtype_t t, const void* data, size_t i);
 KILN_API void kiln_store_f64(kiln_dtype_t t, void* data, size_t i, double v);

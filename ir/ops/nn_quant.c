@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ir/f8.h"
 #include "ir/ops/nn_quant.h"
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -28,6 +29,8 @@ bool kiln_nn_quant_range(kiln_dtype_t t, int64_t* lo, int64_t* hi) {
     case KILN_DTYPE_U16: *lo = 0, *hi = 65535; return true;
     case KILN_DTYPE_I16: *lo = -32768, *hi = 32767; return true;
     case KILN_DTYPE_I32: *lo = INT32_MIN, *hi = INT32_MAX; return true;
+    case KILN_DTYPE_U4: *lo = 0, *hi = 15; return true;
+    case KILN_DTYPE_I4: *lo = -8, *hi = 7; return true;
     default: return false;
   }
 }
@@ -139,6 +142,22 @@ static kiln_status_t check_qparams(const kiln_infer_t* ctx, const char* op, int3
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: axis %lld is outside the rank %d of '%s'",
                             op, (long long)axis, (int)x->shape.rank, kiln_nn_in_name(ctx, xi));
   }
+  /* a 4-bit zero point held one value a byte (built by hand, or from a
+   * .npy) can leave its 4-bit range; an ONNX file's nibbles cannot */
+  if (z && kiln_dtype_is_int4(z->dtype) && !ctx->runtime && kiln_infer_has_value(ctx, zi)) {
+    int64_t lo = 0, hi = 0;
+    kiln_nn_quant_range(z->dtype, &lo, &hi);
+    const int64_t n = kiln_array_numel(&z->value);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = kiln_load_i64(z->dtype, z->value.data, (size_t)i);
+      if (v < lo || v > hi)
+        return kiln_make_status(KILN_INVALID_ARGUMENT,
+                                "%s: zero point '%s' element %lld is %lld, outside the %s range "
+                                "[%lld, %lld]",
+                                op, kiln_nn_in_name(ctx, zi), (long long)i, (long long)v,
+                                kiln_dtype_name(z->dtype), (long long)lo, (long long)hi);
+    }
+  }
   if (kiln_shape_is_static(&x->shape) && kiln_shape_is_static(&s->shape)) {
     kiln_nn_qp_t q;
     KILN_RETURN_IF_ERROR(kiln_nn_qp_setup(op, &x->shape, kiln_nn_in_name(ctx, xi), &s->shape,
@@ -198,14 +217,15 @@ static kiln_status_t q_out_dtype(const kiln_infer_t* ctx, kiln_dtype_t* out) {
   KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "output_dtype", 0, &od));
   kiln_dtype_t t = KILN_DTYPE_U8;
   if (od) {
-    static const kiln_dtype_t map[] = {[2] = KILN_DTYPE_U8, [3] = KILN_DTYPE_I8,
-                                       [4] = KILN_DTYPE_U16, [5] = KILN_DTYPE_I16};
-    if (od < 0 || od > 5 || !map[od]) {
+    const kiln_dtype_t m = od > 0 && od <= 64 ? kiln_dtype_from_onnx((int32_t)od) : KILN_DTYPE_UNDEFINED;
+    int64_t lo, hi;
+    if (!kiln_dtype_is_f8(m) && (!kiln_nn_quant_range(m, &lo, &hi) || m == KILN_DTYPE_I32)) {
       return kiln_make_status(KILN_UNSUPPORTED,
-                              "%s: output_dtype %lld (%s) is not supported (u8, i8, u16, i16)",
+                              "%s: output_dtype %lld (%s) is not supported (u8, i8, u16, i16, "
+                              "u4, i4, float8)",
                               op, (long long)od, kiln_onnx_dtype_name((int32_t)od));
     }
-    t = map[od];
+    t = m;
   }
   const kiln_tensor_t* z = opt_in(ctx, 2);
   if (z && z->dtype != KILN_DTYPE_UNDEFINED) {
@@ -218,10 +238,10 @@ static kiln_status_t q_out_dtype(const kiln_infer_t* ctx, kiln_dtype_t* out) {
     t = z->dtype;
   }
   int64_t lo, hi;
-  if (!kiln_nn_quant_range(t, &lo, &hi) || t == KILN_DTYPE_I32) {
+  if (!kiln_dtype_is_f8(t) && (!kiln_nn_quant_range(t, &lo, &hi) || t == KILN_DTYPE_I32)) {
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: zero point '%s' has dtype %s; kiln quantizes to u8, i8, u16 "
-                            "and i16",
+                            "%s: zero point '%s' has dtype %s; kiln quantizes to u8, i8, u16, "
+                            "i16, u4, i4 and the float8 types",
                             op, kiln_nn_in_name(ctx, 2), kiln_dtype_name(t));
   }
   *out = t;
@@ -232,6 +252,9 @@ kiln_status_t kiln_nn_quantize_linear_infer(kiln_infer_t* ctx) {
   const char* op = "QuantizeLinear";
   int64_t axis, block;
   KILN_RETURN_IF_ERROR(q_attrs(ctx->node, &axis, &block));
+  int64_t sat;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "saturate", 1, &sat));
+  (void)sat; /* read for its type check; the kernels apply it */
   KILN_RETURN_IF_ERROR(kiln_nn_require_float(ctx, op, 0));
   kiln_dtype_t t = KILN_DTYPE_U8;
   KILN_RETURN_IF_ERROR(q_out_dtype(ctx, &t));
@@ -249,8 +272,21 @@ kiln_status_t kiln_nn_quantize_linear_run(const kiln_ref_ctx_t* ctx) {
   kiln_nn_qp_t q;
   KILN_RETURN_IF_ERROR(
       kiln_nn_qp_setup("QuantizeLinear", &x->shape, "x", &s->shape, "y_scale", axis, block, &q));
-  kiln_nn_quant_range(y->dtype, &lo, &hi);
+  int64_t sat;
+  KILN_RETURN_IF_ERROR(kiln_attr_int(ctx->node, "saturate", 1, &sat));
   const int64_t n = kiln_array_numel(x);
+  if (kiln_dtype_is_f8(y->dtype)) {
+    /* x / scale (+ the zero point, 0 in practice) rounded to the float8 */
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t p = kiln_nn_qp_at(&q, e);
+      float v = (float)kiln_load_f64(x->dtype, x->data, (size_t)e) /
+                (float)kiln_load_f64(s->dtype, s->data, (size_t)p);
+      if (z) v += (float)kiln_load_f64_any(z->dtype, z->data, (size_t)p);
+      ((uint8_t*)y->data)[e] = kiln_f32_to_f8(y->dtype, v, sat != 0);
+    }
+    return NULL;
+  }
+  kiln_nn_quant_range(y->dtype, &lo, &hi);
   for (int64_t e = 0; e < n; ++e) {
     const int64_t p = kiln_nn_qp_at(&q, e);
     float v = (float)kiln_load_f64(x->dtype, x->data, (size_t)e) /
@@ -269,10 +305,10 @@ kiln_status_t kiln_nn_dequantize_linear_infer(kiln_infer_t* ctx) {
   int64_t axis, block, lo, hi;
   KILN_RETURN_IF_ERROR(q_attrs(ctx->node, &axis, &block));
   const kiln_dtype_t xt = ctx->in[0]->dtype;
-  if (xt != KILN_DTYPE_UNDEFINED && !kiln_nn_quant_range(xt, &lo, &hi)) {
+  if (xt != KILN_DTYPE_UNDEFINED && !kiln_dtype_is_f8(xt) && !kiln_nn_quant_range(xt, &lo, &hi)) {
     return kiln_make_status(KILN_UNSUPPORTED,
-                            "%s: input '%s' has dtype %s; kiln dequantizes u8, i8, u16, i16 "
-                            "and i32",
+                            "%s: input '%s' has dtype %s; kiln dequantizes u8, i8, u16, i16, "
+                            "i32, u4, i4 and the float8 types",
                             op, kiln_nn_in_name(ctx, 0), kiln_dtype_name(xt));
   }
   KILN_RETURN_IF_ERROR(check_qparams(ctx, op, 0, 1, 2, axis, block, xt));
@@ -292,8 +328,12 @@ kiln_status_t kiln_nn_dequantize_linear_run(const kiln_ref_ctx_t* ctx) {
   const int64_t n = kiln_array_numel(x);
   for (int64_t e = 0; e < n; ++e) {
     const int64_t p = kiln_nn_qp_at(&q, e);
-    float d = (float)kiln_load_i64(x->dtype, x->data, (size_t)e);
-    if (z) d -= (float)kiln_load_i64(z->dtype, z->data, (size_t)p);
+    /* float8: its value (exact in f32); integers: exact up to 2^24 as f32 */
+    float d = kiln_dtype_is_f8(x->dtype) ? (float)kiln_load_f64_any(x->dtype, x->data, (size_t)e)
+                                         : (float)kiln_load_i64(x->dtype, x->data, (size_t)e);
+    if (z)
+      d -= kiln_dtype_is_f8(z->dtype) ? (float)kiln_load_f64_any(z->dtype, z->data, (size_t)p)
+                                      : (float)kiln_load_i64(z->dtype, z->data, (size_t)p);
     const float v = d * (float)kiln_load_f64(s->dtype, s->data, (size_t)p);
     kiln_store_f64(y->dtype, y->data, (size_t)e, v);
   }

@@ -718,3 +718,35 @@ KILN_SMATH(tanh)
 KILN_SMATH(erf)
 KILN_SMATH(sigmoid)
 KILN_SMATH(silu)
+/* float8 <-> f32 (TIR_F8_DECODE / TIR_F8_ENCODE; kiln_f8_to_f32 and
+ * kiln_f32_to_f8 in ir/array.c are the reference). k: 0 e4m3fn, 1 e4m3fnuz,
+ * 2 e5m2, 3 e5m2fnuz; ks = 2 * k + saturate. */
+KILN_INLINE float kiln_f8_dec(int32_t v, int32_t k) {
+  const int32_t m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  const int32_t maxc = uz ? 127 : k == 0 ? 126 : 123, mag = v & 127;
+  if (uz ? v == 128 : mag > maxc)
+    return k == 2 && mag == 124 ? ((v & 128) ? -__builtin_inff() : __builtin_inff()) : __builtin_nanf("");
+  const int32_t e = mag >> m, man = mag & ((1 << m) - 1);
+  const float a = e ? ldexpf((float)(man + (1 << m)), e - bias - m) : ldexpf((float)man, 1 - bias - m);
+  return (v & 128) ? -a : a;
+}
+KILN_INLINE int32_t kiln_f8_enc(float x, int32_t ks) {
+  const int32_t k = ks >> 1, m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  const int32_t maxc = uz ? 127 : k == 0 ? 126 : 123;
+  const int32_t sign = signbit(x) ? 128 : 0;
+  if (isnan(x)) return uz ? 128 : sign | 127;
+  const int32_t over = (ks & 1) ? maxc : uz ? -1 : k == 2 ? 124 : 127;
+  int32_t code = over;
+  if (!isinf(x)) {
+    int e = 0;
+    const float a = fabsf(x);
+    (void)frexpf(a, &e);
+    if (e - 1 < 1 - bias) e = 2 - bias;
+    const int32_t q = (int32_t)nearbyintf(ldexpf(a, m - (e - 1)));
+    code = q < (1 << m) ? q : ((e - 1 + bias) << m) + q - (1 << m);
+    if (code > maxc) code = over;
+  }
+  if (code < 0) return 128;
+  if (uz && code == 0) return 0;
+  return sign | code;
+}

@@ -54,3 +54,34 @@ KILN_INLINE double kiln_sigmoidd(double v) {
 #endif
 #define KILN_VMAX(a, b) select((b), (a), ((a) > (b)) | isnan(a))
 #define KILN_VMIN(a, b) select((b), (a), ((a) < (b)) | isnan(a))
+/* float8 <-> f32 (TIR_F8_DECODE / TIR_F8_ENCODE; the C prelude's kiln_f8_dec
+ * and kiln_f8_enc, the same steps) */
+float kiln_f8_dec(int v, int k) {
+  const int m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  const int maxc = uz ? 127 : k == 0 ? 126 : 123, mag = v & 127;
+  if (uz ? v == 128 : mag > maxc)
+    return k == 2 && mag == 124 ? ((v & 128) ? -INFINITY : INFINITY) : NAN;
+  const int e = mag >> m, man = mag & ((1 << m) - 1);
+  const float a = e ? ldexp((float)(man + (1 << m)), e - bias - m) : ldexp((float)man, 1 - bias - m);
+  return (v & 128) ? -a : a;
+}
+int kiln_f8_enc(float x, int ks) {
+  const int k = ks >> 1, m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  const int maxc = uz ? 127 : k == 0 ? 126 : 123;
+  const int sign = signbit(x) ? 128 : 0;
+  if (isnan(x)) return uz ? 128 : sign | 127;
+  const int over = (ks & 1) ? maxc : uz ? -1 : k == 2 ? 124 : 127;
+  int code = over;
+  if (!isinf(x)) {
+    int e = 0;
+    const float a = fabs(x);
+    (void)frexp(a, &e);
+    if (e - 1 < 1 - bias) e = 2 - bias;
+    const int q = (int)rint(ldexp(a, m - (e - 1)));
+    code = q < (1 << m) ? q : ((e - 1 + bias) << m) + q - (1 << m);
+    if (code > maxc) code = over;
+  }
+  if (code < 0) return 128;
+  if (uz && code == 0) return 0;
+  return sign | code;
+}

@@ -53,3 +53,34 @@ float kiln_erf(float x) {
   float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
   return x < 0.0 ? -y : y;
 }
+/* float8 <-> f32 (TIR_F8_DECODE / TIR_F8_ENCODE; the C prelude's kiln_f8_dec
+ * and kiln_f8_enc, the same steps) */
+float kiln_f8_dec(int v, int k) {
+  int m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  int maxc = uz != 0 ? 127 : k == 0 ? 126 : 123, mag = v & 127;
+  if (uz != 0 ? v == 128 : mag > maxc)
+    return uintBitsToFloat(k == 2 && mag == 124 ? (0x7f800000u | uint(v & 128) << 24) : 0x7fc00000u);
+  int e = mag >> m, man = mag & ((1 << m) - 1);
+  float a = e != 0 ? ldexp(float(man + (1 << m)), e - bias - m) : ldexp(float(man), 1 - bias - m);
+  return (v & 128) != 0 ? -a : a;
+}
+int kiln_f8_enc(float x, int ks) {
+  int k = ks >> 1, m = k < 2 ? 3 : 2, uz = k & 1, bias = (k < 2 ? 7 : 15) + uz;
+  int maxc = uz != 0 ? 127 : k == 0 ? 126 : 123;
+  int sign = int(floatBitsToUint(x) >> 31) << 7;
+  if (isnan(x)) return uz != 0 ? 128 : sign | 127;
+  int over = (ks & 1) != 0 ? maxc : uz != 0 ? -1 : k == 2 ? 124 : 127;
+  int code = over;
+  if (!isinf(x)) {
+    int e;
+    float a = abs(x);
+    frexp(a, e);
+    if (e - 1 < 1 - bias) e = 2 - bias;
+    int q = int(roundEven(ldexp(a, m - (e - 1))));
+    code = q < (1 << m) ? q : ((e - 1 + bias) << m) + q - (1 << m);
+    if (code > maxc) code = over;
+  }
+  if (code < 0) return 128;
+  if (uz != 0 && code == 0) return 0;
+  return sign | code;
+}

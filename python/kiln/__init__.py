@@ -25,9 +25,13 @@ __all__ = ["KilnError", "Module", "Session", "StagedModel", "StagedSession", "co
 
 __version__ = cc.kiln_version().decode()
 
-# kiln_dtype_t codes (include/kiln/array.h) <-> numpy
+# kiln_dtype_t codes (include/kiln/array.h) <-> numpy. float8 (13-16: e4m3fn, e4m3fnuz, e5m2,
+# e5m2fnuz) travels as uint8 arrays of its codes, int4 / uint4 (17, 18) as int8 / uint8 arrays of
+# one value a byte, as the session takes them (docs/DESIGN.md, "float8 and int4"); the module's
+# own code goes with each input ("kiln_dtype").
 _DTYPES = {1: np.float32, 2: np.float16, 3: np.int8, 4: np.uint8, 5: np.int32, 6: np.int64,
-           7: np.bool_, 8: np.float64, 9: np.int16, 10: np.uint16, 11: np.uint32, 12: np.uint64}
+           7: np.bool_, 8: np.float64, 9: np.int16, 10: np.uint16, 11: np.uint32, 12: np.uint64,
+           13: np.uint8, 14: np.uint8, 15: np.uint8, 16: np.uint8, 17: np.int8, 18: np.uint8}
 
 
 class KilnError(RuntimeError):
@@ -83,7 +87,7 @@ def _marshal(inputs, decls, slots):
         a = np.ascontiguousarray(a)
         keep.append(a)
         arr = slots[k]
-        arr.dtype = next(c for c, t in _DTYPES.items() if np.dtype(t) == a.dtype)
+        arr.dtype = decl.get("kiln_dtype") or next(c for c, t in _DTYPES.items() if np.dtype(t) == a.dtype)
         arr.shape.rank = a.ndim
         for d, n in enumerate(a.shape):
             arr.shape.dims[d] = n
@@ -132,7 +136,8 @@ class Module:
     def _io(self, name_fn, shape_fn, i):
         dt = ctypes.c_int()
         shape = shape_fn(self._ptr, i, ctypes.byref(dt))
-        return {"name": _str(name_fn(self._ptr, i)), "shape": _shape(shape), "dtype": np.dtype(_DTYPES[dt.value])}
+        return {"name": _str(name_fn(self._ptr, i)), "shape": _shape(shape), "dtype": np.dtype(_DTYPES[dt.value]),
+                "kiln_dtype": dt.value}
 
     @property
     def data(self):
@@ -263,7 +268,7 @@ class StagedModel:
         dt, shape = ctypes.c_int(), _lib.Shape()
         name = cc.kiln_compiler_staged_io(self._c, output, i, ctypes.byref(dt), ctypes.byref(shape))
         dims = tuple(int(shape.dims[d]) if shape.dims[d] >= 0 else None for d in range(shape.rank))
-        return {"name": _str(name), "shape": dims, "dtype": np.dtype(_DTYPES[dt.value])}
+        return {"name": _str(name), "shape": dims, "dtype": np.dtype(_DTYPES[dt.value]), "kiln_dtype": dt.value}
 
     @property
     def data(self):

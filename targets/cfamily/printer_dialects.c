@@ -34,7 +34,8 @@ extern const char kiln_cf_glsl_prelude[];   /* kernels/vulkan/prelude.glsl */
            [TIR_TAN] = "tan($1)", [TIR_ASIN] = "asin($1)", [TIR_ACOS] = "acos($1)",             \
            [TIR_ATAN] = "atan($1)", [TIR_SINH] = "sinh($1)", [TIR_COSH] = "cosh($1)",           \
            [TIR_ASINH] = "asinh($1)", [TIR_ACOSH] = "acosh($1)", [TIR_ATANH] = "atanh($1)",     \
-           [TIR_FMOD] = "fmod($1, $2)", [TIR_SILU] = "kiln_siluf($1)"},                         \
+           [TIR_FMOD] = "fmod($1, $2)", [TIR_SILU] = "kiln_siluf($1)",                          \
+           [TIR_F8_DECODE] = "kiln_f8_dec($1, $2)", [TIR_F8_ENCODE] = "kiln_f8_enc($1, $2)"},   \
   .fmin_f = "kiln_fminf($1, $2)", .fmax_f = "kiln_fmaxf($1, $2)",                               \
   .ffloordiv = "kiln_ffloordiv($1, $2)", .ffloormod = "kiln_ffloormod($1, $2)",                 \
   .imin = "kiln_imin($1, $2)", .imax = "kiln_imax($1, $2)",                                     \
@@ -129,6 +130,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
     .vload_i32 = "(*(const kiln_vi$W*)&$B[$I])", .vstore_i32 = "*(kiln_vi$W*)&$B[$I] = $V",
     .vsplat_i32 = "kiln_vspliti$W($1)", .vdot2_i16 = "kiln_vdot2_$W($1, $2, $3)",
     .math[TIR_DOT2_I16] = "kiln_dot2($1, $2, $3)", .math[TIR_WIDEN_I8X2] = "kiln_widen2($1)",
+    .math[TIR_F8_DECODE] = "kiln_f8_dec($1, $2)", .math[TIR_F8_ENCODE] = "kiln_f8_enc($1, $2)",
     .math[TIR_DOT4_U8I8] = "kiln_dot4($1, $2, $3)", .vdot4_u8i8 = "kiln_vdot4_$W($1, $2, $3)",
     .vqsat = "kiln_vqsat$W($1, $2, $3)",
     .vwiden_i8x2 = "kiln_vwiden$W(&$B[$I])", .vsplat_i8x2 = "kiln_vsplatw$W(&$B[$I])",

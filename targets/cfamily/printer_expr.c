@@ -596,14 +596,17 @@ static void ex_call(pr_t* p, const tir_expr_t* e, int need) {
     close_p(p, o);
     return;
   }
-  if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8 || fn == TIR_WIDEN_I8X2) {
+  if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8 || fn == TIR_WIDEN_I8X2 || fn == TIR_F8_DECODE ||
+      fn == TIR_F8_ENCODE) {
     if (!d->math[fn]) {
       kiln_cf_fail(p, KILN_UNSUPPORTED, "intrinsic %s has no spelling in this dialect",
-                   fn == TIR_DOT2_I16 ? "dot2_i16" : fn == TIR_DOT4_U8I8 ? "dot4_u8i8" : "widen_i8x2");
+                   fn == TIR_DOT2_I16 ? "dot2_i16" : fn == TIR_DOT4_U8I8 ? "dot4_u8i8"
+                   : fn == TIR_WIDEN_I8X2 ? "widen_i8x2" : fn == TIR_F8_DECODE ? "f8_decode" : "f8_encode");
       return;
     }
     tctx_t c = {.a = {aex(a)}};
-    if (fn != TIR_WIDEN_I8X2) c.a[1] = aex(e->u.call.args[1]), c.a[2] = aex(e->u.call.args[2]);
+    if (fn != TIR_WIDEN_I8X2) c.a[1] = aex(e->u.call.args[1]);
+    if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8) c.a[2] = aex(e->u.call.args[2]);
     kiln_cf_tpl(p, d->math[fn], &c);
     return;
   }

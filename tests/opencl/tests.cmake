@@ -247,3 +247,8 @@ add_test(NAME test_roi_align_targets_opencl COMMAND test_roi_align_targets --tar
 set_tests_properties(test_roi_align_targets_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 900
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
                      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+# float8 / int4 conversions, QuantizeLinear / DequantizeLinear / Cast and the
+# session's int4 I/O on the OpenCL device (tests/test_quant_lowbit.c).
+add_test(NAME test_quant_lowbit_opencl COMMAND test_quant_lowbit --target opencl)
+set_tests_properties(test_quant_lowbit_opencl PROPERTIES LABELS "target=opencl;quant;badinput" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})

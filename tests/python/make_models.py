@@ -21,6 +21,12 @@ tests themselves run in a fresh venv without them and read what this writes:
   staged.onnx           fixed-size stages around NonMaxSuppression and NonZero:
                         a StagedModel with a staged module (save())
   staged_<output>_rN.npy           onnxruntime's outputs on the detector inputs
+  lowbit.onnx           int4 input "x" [6] -> DequantizeLinear -> "y" (f32),
+                        QuantizeLinear -> "q" (int4), Cast -> "h" (float8 e5m2,
+                        saturate 0), opset 21
+  lowbit_{x,y,q,h}.npy  its input and the ONNX reference's outputs, int4 as
+                        int8 values and float8 as uint8 codes (onnxruntime
+                        1.20 has no int4 QuantizeLinear)
 """
 import os
 import sys
@@ -53,6 +59,26 @@ def build(path):
         [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (fw, "fw"), (fb, "fb"))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def build_lowbit(path):
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s1", "z1"], ["y"], name="dq"),
+        helper.make_node("QuantizeLinear", ["y", "s2", "z2"], ["q"], name="q"),
+        helper.make_node("Cast", ["y"], ["h"], name="to_f8", to=TensorProto.FLOAT8E5M2, saturate=0),
+    ]
+    inits = [helper.make_tensor("s1", TensorProto.FLOAT, [], [0.5]),
+             helper.make_tensor("z1", TensorProto.INT4, [], [-3]),
+             helper.make_tensor("s2", TensorProto.FLOAT, [], [0.25]),
+             helper.make_tensor("z2", TensorProto.INT4, [], [1])]
+    graph = helper.make_graph(nodes, "lowbit", [helper.make_tensor_value_info("x", TensorProto.INT4, [6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6]),
+                               helper.make_tensor_value_info("q", TensorProto.INT4, [6]),
+                               helper.make_tensor_value_info("h", TensorProto.FLOAT8E5M2, [6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
@@ -169,6 +195,14 @@ def main():
         np.save(os.path.join(out, f"small_input_b{n}.npy"), x)
         np.save(os.path.join(out, f"small_logits_b{n}.npy"), logits)
         np.save(os.path.join(out, f"small_probs_b{n}.npy"), probs)
+    lowbit = os.path.join(out, "lowbit.onnx")
+    build_lowbit(lowbit)
+    from onnx._custom_element_types import int4
+    from onnx.reference import ReferenceEvaluator
+    x = np.array([-8, -3, 0, 5, 7, -1], np.int8)
+    y, q, h = ReferenceEvaluator(lowbit).run(None, {"x": x.astype(int4)})
+    for name, a in (("x", x), ("y", y), ("q", np.asarray(q).view(np.int8)), ("h", np.asarray(h).view(np.uint8))):
+        np.save(os.path.join(out, f"lowbit_{name}.npy"), a)
     det = os.path.join(out, "detector.onnx")
     build_detector(det)
     sess = ort.InferenceSession(det, providers=["CPUExecutionProvider"])

@@ -221,6 +221,21 @@ def test_staged_module_save(tmp_path):
                 np.testing.assert_array_equal(g, e, err_msg=f"run {r} output {name}")
 
 
+def test_lowbit_io():
+    """int4 in and out as int8 arrays of one value a byte, float8 out as uint8 codes; the module
+    keeps the int4 / float8 dtypes (an int8 array is passed as the module's int4)."""
+    m = kiln.compile(os.path.join(MODELS, "lowbit.onnx"), target="cpu")
+    assert m.inputs[0]["dtype"] == np.int8 and m.inputs[0]["kiln_dtype"] == 17
+    assert [o["kiln_dtype"] for o in m.outputs] == [1, 17, 15]
+    x = np.load(os.path.join(MODELS, "lowbit_x.npy"))
+    y, q, h = m.session().run({"x": x})
+    for name, got in (("y", y), ("q", q), ("h", h)):
+        want = np.load(os.path.join(MODELS, f"lowbit_{name}.npy"))
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    with pytest.raises(kiln.KilnError):
+        m.session().run({"x": x.astype(np.uint8)})
+
+
 def test_session_options_layout():
     # kiln_session_options_default fills the whole C struct: a ctypes mirror
     # shorter than it (a field added in C only) lets it write past the

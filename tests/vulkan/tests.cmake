@@ -141,3 +141,12 @@ add_test(NAME test_roi_align_targets_vulkan COMMAND test_roi_align_targets --tar
 set_tests_properties(test_roi_align_targets_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 900
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# float8 / int4 conversions, QuantizeLinear / DequantizeLinear / Cast and the
+# session's int4 I/O on the Vulkan device (tests/test_quant_lowbit.c), validation on.
+add_test(NAME test_quant_lowbit_vulkan COMMAND test_quant_lowbit --target vulkan)
+set_tests_properties(test_quant_lowbit_vulkan PROPERTIES LABELS "target=vulkan;quant;badinput" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+if(KILN_SANITIZE) # lavapipe's leak, as for test_ops_quant_vulkan above (leak-checked on cpu / opencl)
+  set_property(TEST test_quant_lowbit_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+endif()
