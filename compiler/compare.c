@@ -31,8 +31,8 @@ void kiln_compare(const kiln_array_t* got, const kiln_array_t* want, double rtol
   int64_t n = kiln_shape_count(&got->shape);
   double worst_excess = -1.0;
   for (int64_t i = 0; i < n; ++i) {
-    double g = kiln_load_f64_any(got->dtype, got->data, (size_t)i);
-    double w = kiln_load_f64_any(want->dtype, want->data, (size_t)i);
+    double g = kiln_load_f64(got->dtype, got->data, (size_t)i);
+    double w = kiln_load_f64(want->dtype, want->data, (size_t)i);
     bool bad;
     double err, excess;
     if (!fg) {

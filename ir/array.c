@@ -2,6 +2,8 @@
  * allocator. */
 #include "kiln/array.h"
 
+#include "ir/f8.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +162,7 @@ uint16_t kiln_f32_to_f16(float f) {
 /* ---- element access -------------------------------------------------- */
 
 double kiln_load_f64(kiln_dtype_t t, const void* d, size_t i) {
+  if (kiln_dtype_is_f8(t)) return kiln_f8_to_f32(t, ((const uint8_t*)d)[i]);
   if (kiln_dtype_is_int4(t)) t = kiln_dtype_storage(t); /* one value a byte */
   switch (t) {
     case KILN_DTYPE_F32: return ((const float*)d)[i];
@@ -194,6 +197,10 @@ static uint64_t sat_u64(double v) {
 }
 
 void kiln_store_f64(kiln_dtype_t t, void* d, size_t i, double v) {
+  if (kiln_dtype_is_f8(t)) {
+    ((uint8_t*)d)[i] = kiln_f32_to_f8(t, (float)v, true);
+    return;
+  }
   switch (t) {
     case KILN_DTYPE_F32: ((float*)d)[i] = (float)v; break;
     case KILN_DTYPE_F16: ((uint16_t*)d)[i] = kiln_f32_to_f16((float)v); break;
@@ -214,6 +221,7 @@ void kiln_store_f64(kiln_dtype_t t, void* d, size_t i, double v) {
 }
 
 int64_t kiln_load_i64(kiln_dtype_t t, const void* d, size_t i) {
+  if (kiln_dtype_is_f8(t)) return sat_i64(kiln_f8_to_f32(t, ((const uint8_t*)d)[i]));
   if (kiln_dtype_is_int4(t)) t = kiln_dtype_storage(t); /* one value a byte */
   switch (t) {
     case KILN_DTYPE_F32: return sat_i64(((const float*)d)[i]);
@@ -235,6 +243,10 @@ int64_t kiln_load_i64(kiln_dtype_t t, const void* d, size_t i) {
 }
 
 void kiln_store_i64(kiln_dtype_t t, void* d, size_t i, int64_t v) {
+  if (kiln_dtype_is_f8(t)) {
+    ((uint8_t*)d)[i] = kiln_f32_to_f8(t, (float)v, true);
+    return;
+  }
   switch (t) {
     case KILN_DTYPE_F32: ((float*)d)[i] = (float)v; break;
     case KILN_DTYPE_F16: ((uint16_t*)d)[i] = kiln_f32_to_f16((float)v); break;

@@ -47,7 +47,3 @@ uint8_t kiln_f32_to_f8(kiln_dtype_t t, float f, bool saturate) {
   if (uz && code == 0) return 0;   /* no negative zero */
   return (uint8_t)(sign | code);
 }
-
-double kiln_load_f64_any(kiln_dtype_t t, const void* data, size_t i) {
-  return kiln_dtype_is_f8(t) ? kiln_f8_to_f32(t, ((const uint8_t*)data)[i]) : kiln_load_f64(t, data, i);
-}

@@ -12,8 +12,8 @@
  *
  * The compiler's reference kernels, the tensor-IR interpreter and the
  * comparisons use these; the targets print the same steps (the preludes'
- * kiln_f8_dec / kiln_f8_enc). libkiln_rt has neither: it only moves
- * float8 bytes (kiln_load_f64 does not decode them). */
+ * kiln_f8_dec / kiln_f8_enc). kiln_load_f64 / kiln_store_f64 (kiln/array.h)
+ * convert through them, in libkiln_rt too. */
 #ifndef KILN_IR_F8_H_
 #define KILN_IR_F8_H_
 
@@ -26,10 +26,6 @@ extern "C" {
 /* |t| a float8 dtype. */
 float kiln_f8_to_f32(kiln_dtype_t t, uint8_t v);
 uint8_t kiln_f32_to_f8(kiln_dtype_t t, float f, bool saturate);
-
-/* Element |i| of |data| (dtype |t|) as double: float8 decoded, any other
- * dtype as kiln_load_f64. */
-double kiln_load_f64_any(kiln_dtype_t t, const void* data, size_t i);
 
 #ifdef __cplusplus
 }

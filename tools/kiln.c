@@ -375,7 +375,7 @@ static void summarize(const char* name, const kiln_array_t* a) {
   int64_t n = kiln_shape_count(&a->shape);
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    double v = kiln_load_f64_any(a->dtype, a->data, (size_t)i);
+    double v = kiln_load_f64(a->dtype, a->data, (size_t)i);
     if (v < mn) mn = v;
     if (v > mx) mx = v;
     sum += v;
@@ -383,12 +383,12 @@ static void summarize(const char* name, const kiln_array_t* a) {
   printf("output %s: %s%s", name, kiln_dtype_name(a->dtype), kiln_shape_format(&a->shape, b, sizeof b));
   if (n) printf("  min %.6g max %.6g mean %.6g", mn, mx, sum / (double)n);
   printf("\n  [");
-  for (int64_t i = 0; i < n && i < 8; ++i) printf("%s%.6g", i ? ", " : "", kiln_load_f64_any(a->dtype, a->data, (size_t)i));
+  for (int64_t i = 0; i < n && i < 8; ++i) printf("%s%.6g", i ? ", " : "", kiln_load_f64(a->dtype, a->data, (size_t)i));
   printf("%s]\n", n > 8 ? ", ..." : "");
   if (n > 1 && kiln_dtype_is_float(a->dtype) && a->shape.rank >= 1) {
     int64_t arg = 0;
     for (int64_t i = 1; i < n; ++i)
-      if (kiln_load_f64_any(a->dtype, a->data, (size_t)i) > kiln_load_f64_any(a->dtype, a->data, (size_t)arg)) arg = i;
+      if (kiln_load_f64(a->dtype, a->data, (size_t)i) > kiln_load_f64(a->dtype, a->data, (size_t)arg)) arg = i;
     printf("  argmax %lld\n", (long long)arg);
   }
 }

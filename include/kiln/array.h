@@ -110,10 +110,9 @@ KILN_API uint16_t kiln_f32_to_f16(float f);
 
 /* Reads element |i| of |data| (type |t|) as double / writes a double,
  * converting (ints truncate toward zero, bool is != 0; int4 / uint4 as
- * the value their byte holds, stored wrapped to 4 bits; float8 is not
- * converted here: 0 read, nothing stored -- the compiler's ir/f8.h
- * converts it). For reference kernels
- * and comparisons, not for speed. */
+ * the value their byte holds, stored wrapped to 4 bits; float8 decoded,
+ * and encoded to nearest even, saturating as ONNX Cast's default).
+ * For reference kernels and comparisons, not for speed. */
 KILN_API double kiln_load_f64(kiln_dtype_t t, const void* data, size_t i);
 KILN_API void kiln_store_f64(kiln_dtype_t t, void* data, size_t i, double v);
 KILN_API int64_t kiln_load_i64(kiln_dtype_t t, const void* data, size_t i);

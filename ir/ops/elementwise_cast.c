@@ -69,19 +69,19 @@ static void cast_generic(kiln_dtype_t from, const void* x, kiln_dtype_t to,
                          void* y, int64_t n, bool sat) {
   if (kiln_dtype_is_f8(to)) {
     for (int64_t i = 0; i < n; ++i)
-      ((uint8_t*)y)[i] = kiln_f32_to_f8(to, (float)kiln_load_f64_any(from, x, (size_t)i), sat);
+      ((uint8_t*)y)[i] = kiln_f32_to_f8(to, (float)kiln_load_f64(from, x, (size_t)i), sat);
     return;
   }
   if (kiln_dtype_is_int4(to)) {
     const double lo = to == KILN_DTYPE_I4 ? -8.0 : 0.0, hi = to == KILN_DTYPE_I4 ? 7.0 : 15.0;
     for (int64_t i = 0; i < n; ++i) {
-      const double v = kiln_load_f64_any(from, x, (size_t)i);
+      const double v = kiln_load_f64(from, x, (size_t)i);
       kiln_store_i64(to, y, (size_t)i, isnan(v) ? 0 : (int64_t)nearbyint(v < lo ? lo : v > hi ? hi : v));
     }
     return;
   }
   if (kiln_dtype_is_f8(from)) {
-    for (int64_t i = 0; i < n; ++i) kiln_ew_st_f(to, y, i, kiln_load_f64_any(from, x, (size_t)i));
+    for (int64_t i = 0; i < n; ++i) kiln_ew_st_f(to, y, i, kiln_load_f64(from, x, (size_t)i));
     return;
   }
   /* u64 above INT64_MAX has no int64 value: it goes to float via double */

@@ -281,7 +281,7 @@ kiln_status_t kiln_nn_quantize_linear_run(const kiln_ref_ctx_t* ctx) {
       const int64_t p = kiln_nn_qp_at(&q, e);
       float v = (float)kiln_load_f64(x->dtype, x->data, (size_t)e) /
                 (float)kiln_load_f64(s->dtype, s->data, (size_t)p);
-      if (z) v += (float)kiln_load_f64_any(z->dtype, z->data, (size_t)p);
+      if (z) v += (float)kiln_load_f64(z->dtype, z->data, (size_t)p);
       ((uint8_t*)y->data)[e] = kiln_f32_to_f8(y->dtype, v, sat != 0);
     }
     return NULL;
@@ -329,10 +329,10 @@ kiln_status_t kiln_nn_dequantize_linear_run(const kiln_ref_ctx_t* ctx) {
   for (int64_t e = 0; e < n; ++e) {
     const int64_t p = kiln_nn_qp_at(&q, e);
     /* float8: its value (exact in f32); integers: exact up to 2^24 as f32 */
-    float d = kiln_dtype_is_f8(x->dtype) ? (float)kiln_load_f64_any(x->dtype, x->data, (size_t)e)
+    float d = kiln_dtype_is_f8(x->dtype) ? (float)kiln_load_f64(x->dtype, x->data, (size_t)e)
                                          : (float)kiln_load_i64(x->dtype, x->data, (size_t)e);
     if (z)
-      d -= kiln_dtype_is_f8(z->dtype) ? (float)kiln_load_f64_any(z->dtype, z->data, (size_t)p)
+      d -= kiln_dtype_is_f8(z->dtype) ? (float)kiln_load_f64(z->dtype, z->data, (size_t)p)
                                       : (float)kiln_load_i64(z->dtype, z->data, (size_t)p);
     const float v = d * (float)kiln_load_f64(s->dtype, s->data, (size_t)p);
     kiln_store_f64(y->dtype, y->data, (size_t)e, v);
