@@ -138,7 +138,8 @@ void main() {
   const bool bc = gl_SubgroupSize >= SG;
   const int lane = bc ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
   const int q0 = int(gl_WorkGroupID.x) * TN + lane * RN;
-  const int m0 = int(gl_WorkGroupID.y) * TM;
+  // (one channel tile: a constant, so the rows past CM fold away)
+  const int m0 = CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
   const int bz = int(gl_WorkGroupID.z);
   const int xb = bz * CC * CPLANE;
 #if TEXEL

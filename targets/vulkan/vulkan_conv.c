@@ -11,16 +11,21 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   if (kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t)) return t;
   /* the subgroup mode as for GEMM (kiln_spirv_gemm_default_tiles): all
    * TM channels of 8 x RN grid positions per 8 invocations; mode 4 (vec4
-   * texel reads, 32 channels a work-group) where M > 16, with 8 positions
-   * each (lavapipe, 64 -> 64 channels 56x56 and 256 -> 256 14x14 with 3x3
+   * texel reads, 32 channels a work-group) with 8 positions each
+   * (lavapipe, 64 -> 64 channels 56x56 and 256 -> 256 14x14 with 3x3
    * taps: 1.4-2x faster than 4 positions, for about 2.5x the driver's cold
-   * compile of the shader), else 4: the store (crop + fused epilogue) is
-   * unrolled per output, and 32 x 8 of them in mode 2 made LLVM's compile
-   * in lavapipe minutes long for a few percent of speed */
-  t.shared = M > 16 ? 4 : 2;
-  t.tm = M > 16 ? 32 : 16;
+   * compile of the shader). For M <= 16 too: conv.comp then reads only the
+   * channels below M (in 4s) and folds the rest of its one tile away
+   * (MobileNetV2's 32 -> 16 1x1 conv on 112x112: 1.9-2.2 -> 0.8-0.9 ms on
+   * lavapipe against mode 2 with 16 x 4). Where mode 4 does not apply,
+   * kiln_vulkan_template_tiles falls back to mode 2 with 4 positions (16
+   * channels for M <= 16): its store (crop + fused epilogue) is unrolled
+   * per output, and 32 x 8 of them made LLVM's compile in lavapipe minutes
+   * long for a few percent of speed */
+  t.shared = 4;
+  t.tm = 32;
   t.rm = t.tm;
-  t.rn = M > 16 ? 8 : 4;
+  t.rn = 8;
   t.tn = 8 * t.rn;
   t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
   return t;

@@ -54,6 +54,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
       d.shared = 2;
       d.rn = d.rn > 4 ? 4 : d.rn;
       d.tn = 8 * d.rn;
+      if (t->conv.M <= 16 && d.tm == 32) d.tm = d.rm = 16; /* mode 2 loads every row of its tile */
     }
     const kiln_spirv_gemm_tiles_t ct = fit(d, t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);
