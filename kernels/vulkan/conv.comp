@@ -33,7 +33,7 @@
 //                       subgroup and broadcast; W64 1: f32 weights read in
 //                       pairs of channels as 64-bit words (CPT and CM even,
 //                       TM % 16 == 0)
-//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 32 == 0, RN % 4 == 0):
+//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 16 == 0, RN % 4 == 0):
 //                       W and X as uniform texel buffers of vec4 texels
 //                       (kiln's tile mode 4; W64 0)
 //   XALIGNED 1 (TEXEL 1): CPLANE and every TOFF multiples of 4, so the RN
@@ -153,8 +153,11 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 #define ACC(i, j) acc[i][j]
 #endif
-  int myrow[TM / GR], qc[RN];
+#if !TEXEL
+  int myrow[TM / GR];
   [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
+#endif
+  int qc[RN];
   [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
   for (int k0 = 0; k0 < CK; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {

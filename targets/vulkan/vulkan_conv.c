@@ -16,8 +16,8 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
    * taps: 1.4-2x faster than 4 positions, for about 2.5x the driver's cold
    * compile of the shader). For M <= 16 too: conv.comp then reads only the
    * channels below M (in 4s) and folds the rest of its one tile away
-   * (MobileNetV2's 32 -> 16 1x1 conv on 112x112: 1.9-2.2 -> 0.8-0.9 ms on
-   * lavapipe against mode 2 with 16 x 4). Where mode 4 does not apply,
+   * (MobileNetV2's 32 -> 16 1x1 conv on 112x112 on lavapipe, alone: 1.9-2.2
+   * -> 0.48 ms against mode 2 with 16 x 4). Where mode 4 does not apply,
    * kiln_vulkan_template_tiles falls back to mode 2 with 4 positions (16
    * channels for M <= 16): its store (crop + fused epilogue) is unrolled
    * per output, and 32 x 8 of them made LLVM's compile in lavapipe minutes
@@ -86,7 +86,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
    * (conv.comp, TEXEL: 4 channels of a weight tile per invocation);
    * elsewhere mode 3 */
   const int texel = t.shared == 4 && texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
-                    t.tm % 32 == 0 && t.rn % 4 == 0;
+                    t.tm % 16 == 0 && t.rn % 4 == 0;
   /* (mode 4) the output as a storage texel buffer, stored in whole vec4
    * texels: where the output is the grid itself (no crop) and its planes
    * are whole texels, so an invocation's RN positions are RN/4 aligned
