@@ -34,7 +34,7 @@ static kiln_spirv_gemm_tiles_t fit(kiln_spirv_gemm_tiles_t t, int64_t M, int64_t
 
 /* conv.comp reads vec4 texels (mode 4) for f32 weights and input, weights
  * in panels of a multiple of 4 channels (the Vulkan panels where the
- * weights are the conv's own) and 32 channels a work-group */
+ * weights are the conv's own) and 16 or 32 channels a work-group */
 static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d) {
   const kiln_template_conv_t* c = &t->conv;
   for (int32_t j = 0; j < c->n_params; ++j)
