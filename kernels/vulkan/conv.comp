@@ -73,8 +73,18 @@ layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp_
 #define w(i) w_[i]
 #define xp(i) xp_[i]
 #endif
-#if CHAS_BIAS
+#ifndef TEXEL_C
+#define TEXEL_C 0
+#endif
+#if CHAS_BIAS && TEXEL_C
+// (TEXEL 1, f32 bias) a uniform texel buffer too: a channel's bias is the
+// same for all lanes, and a buffer load is a loop over the lanes where a
+// texel fetch serves 4 channels
+layout(set = 0, binding = BIND_C) uniform samplerBuffer tc;
+#define BIAS(m) texelFetch(tc, (m) >> 2)[(m) & 3]
+#elif CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
+#define BIAS(m) float(bias[m])
 #endif
 #ifndef TEXEL_Y
 #define TEXEL_Y 0
@@ -280,7 +290,7 @@ void main() {
       [[unroll]] for (int e = 0; e < 4; ++e) {
         float v = ACC(i, j + e);
 #if CHAS_BIAS
-        v += float(bias[gm]);
+        v += BIAS(gm);
 #endif
         KC_EPI(v, bz, gm, q + e);
         o[e] = v;
@@ -307,7 +317,7 @@ void main() {
 #endif
       float v = ACC(i, j);
 #if CHAS_BIAS
-      v += float(bias[gm]);
+      v += BIAS(gm);
 #endif
       KC_EPI(v, bz, gm, p);
       y[yb + gm * CP + p] = TY(v);

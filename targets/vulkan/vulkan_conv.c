@@ -97,6 +97,9 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
    * and the taps' offsets are whole texels (1x1 convs of planes of 4k) */
   int xaligned = texel && c->plane % 4 == 0;
   for (int64_t i = 0; i < c->T; ++i) xaligned = xaligned && c->toff[i] % 4 == 0;
+  /* (mode 4) an f32 bias as texels too (it holds fewer than the weights,
+   * which fit) */
+  const int texel_c = texel && c->has_bias && !strcmp(type[2], "float");
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
@@ -108,12 +111,12 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
             "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
             "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n"
-            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n",
+            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n#define TEXEL_C %d\n",
             bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned);
+            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
