@@ -33,7 +33,7 @@
 //                       subgroup and broadcast; W64 1: f32 weights read in
 //                       pairs of channels as 64-bit words (CPT and CM even,
 //                       TM % 16 == 0)
-//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 32 == 0, RN % 4 == 0):
+//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 16 == 0, RN % 4 == 0):
 //                       W and X as uniform texel buffers of vec4 texels
 //                       (kiln's tile mode 4; W64 0)
 //   XALIGNED 1 (TEXEL 1): CPLANE and every TOFF multiples of 4, so the RN
@@ -73,8 +73,18 @@ layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp_
 #define w(i) w_[i]
 #define xp(i) xp_[i]
 #endif
-#if CHAS_BIAS
+#ifndef TEXEL_C
+#define TEXEL_C 0
+#endif
+#if CHAS_BIAS && TEXEL_C
+// (TEXEL 1, f32 bias) a uniform texel buffer too: a channel's bias is the
+// same for all lanes, and a buffer load is a loop over the lanes where a
+// texel fetch serves 4 channels
+layout(set = 0, binding = BIND_C) uniform samplerBuffer tc;
+#define BIAS(m) texelFetch(tc, (m) >> 2)[(m) & 3]
+#elif CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
+#define BIAS(m) float(bias[m])
 #endif
 #ifndef TEXEL_Y
 #define TEXEL_Y 0
@@ -138,7 +148,8 @@ void main() {
   const bool bc = gl_SubgroupSize >= SG;
   const int lane = bc ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
   const int q0 = int(gl_WorkGroupID.x) * TN + lane * RN;
-  const int m0 = int(gl_WorkGroupID.y) * TM;
+  // (one channel tile: a constant, so the rows past CM fold away)
+  const int m0 = CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
   const int bz = int(gl_WorkGroupID.z);
   const int xb = bz * CC * CPLANE;
 #if TEXEL
@@ -152,8 +163,11 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 #define ACC(i, j) acc[i][j]
 #endif
-  int myrow[TM / GR], qc[RN];
+#if !TEXEL
+  int myrow[TM / GR];
   [[unroll]] for (int r = 0; r < TM / GR; ++r) myrow[r] = min(m0 + r * GR + lane * RPL, CM - RPL);
+#endif
+  int qc[RN];
   [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
   for (int k0 = 0; k0 < CK; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
@@ -276,7 +290,7 @@ void main() {
       [[unroll]] for (int e = 0; e < 4; ++e) {
         float v = ACC(i, j + e);
 #if CHAS_BIAS
-        v += float(bias[gm]);
+        v += BIAS(gm);
 #endif
         KC_EPI(v, bz, gm, q + e);
         o[e] = v;
@@ -303,7 +317,7 @@ void main() {
 #endif
       float v = ACC(i, j);
 #if CHAS_BIAS
-      v += float(bias[gm]);
+      v += BIAS(gm);
 #endif
       KC_EPI(v, bz, gm, p);
       y[yb + gm * CP + p] = TY(v);

@@ -21,11 +21,14 @@
 //   CHAS_BIAS     bias per output channel
 //   WG            invocations per work-group
 //   RW            outputs per invocation (along a row)
+//   RH            rows of RW outputs per invocation (default 1): the rows
+//                 share their input rows ((RH-1)*SH + (KH-1)*DH + 1 row
+//                 segments read for RH rows instead of RH*KH)
 //   TEXEL         1: X (f32) is a uniform texel buffer of vec4 texels
 //   TEXEL_W       1: W (f32) is one too (a channel's taps from whole texels)
 //   TEXEL_Y       1: Y (f32, OW and RW multiples of 4) is a storage texel
 //                 buffer: RW outputs stored as RW/4 vec4 texels
-// Dispatch: (ceil(OH*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
+// Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 #ifndef TEXEL
@@ -66,16 +69,26 @@ layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffe
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
 
+#ifndef RH
+#define RH 1
+#endif
 #define OWB ((OW + RW - 1) / RW)
+#define OHB ((OH + RH - 1) / RH)
 // the input a row segment of RW outputs reads: (RW-1)*SW + (KW-1)*DW + 1
 #define SEG ((RW - 1) * SW + (KW - 1) * DW + 1)
+// the input rows RH output rows read
+#define NR ((RH - 1) * SH + (KH - 1) * DH + 1)
+// (TEXEL) every segment starts at the same place within a texel where the
+// planes, rows and segment steps are whole texels: its shift is then a
+// constant, (-PW) & 3, and the selects below fold away
+#define SH_CONST ((IH * IW) % 4 == 0 && IW % 4 == 0 && (RW * SW) % 4 == 0)
 
 void main() {
   const int p = int(gl_GlobalInvocationID.x);
-  if (p >= OH * OWB) return;
+  if (p >= OHB * OWB) return;
   const int nm = int(gl_WorkGroupID.y);
   const int b = nm / CM, m = nm % CM;
-  const int oh = p / OWB, ow0 = (p % OWB) * RW;
+  const int oh0 = (p / OWB) * RH, ow0 = (p % OWB) * RW;
   const int xb = (b * CC + m / MG) * IH * IW;
   float wt[KH * KW];
 #if TEXEL_W
@@ -92,22 +105,25 @@ void main() {
 #else
   [[unroll]] for (int t = 0; t < KH * KW; ++t) wt[t] = float(w[m * KH * KW + t]);
 #endif
-  float v[RW];
+  float v[RH][RW];
 #if CHAS_BIAS
   const float b0 = float(bias[m]);
 #else
   const float b0 = 0.0;
 #endif
-  [[unroll]] for (int r = 0; r < RW; ++r) v[r] = b0;
+  [[unroll]] for (int i = 0; i < RH; ++i)
+    [[unroll]] for (int r = 0; r < RW; ++r) v[i][r] = b0;
   const int iw0 = ow0 * SW - PW;
-  [[unroll]] for (int kh = 0; kh < KH; ++kh) {
-    const int ih = oh * SH + kh * DH - PH;
+  // input row oh0*SH - PH + n feeds output row oh0 + i with tap row
+  // kh = (n - i*SH) / DH where that is whole and inside the window
+  [[unroll]] for (int n = 0; n < NR; ++n) {
+    const int ih = oh0 * SH + n - PH;
     if (ih < 0 || ih >= IH) continue;
     float xs[SEG];
 #if TEXEL
     // the segment's texels (before the buffer's start, the first reads
     // zeros); values of other rows or past the row (padding) add 0
-    const int a = xb + ih * IW + iw0, sh = a & 3;
+    const int a = xb + ih * IW + iw0, sh = SH_CONST ? (-PW) & 3 : a & 3;
     float win[4 * NF];
     [[unroll]] for (int f = 0; f < NF; ++f) {
       const vec4 v = texelFetch(tx, (a >> 2) + f);
@@ -126,31 +142,39 @@ void main() {
       xs[s] = iw >= 0 && iw < IW ? x1 : 0.0;
     }
 #endif
-    [[unroll]] for (int r = 0; r < RW; ++r)
-      [[unroll]] for (int kw = 0; kw < KW; ++kw) v[r] = fma(xs[r * SW + kw * DW], wt[kh * KW + kw], v[r]);
-  }
-#if TEXEL_Y
-  // OW a multiple of 4: a texel of outputs lies in Y's row when its first does
-  [[unroll]] for (int r = 0; r < RW; r += 4) {
-    const int ow = ow0 + r;
-    if (ow >= OW) break;
-    const int q = oh * OW + ow;
-    vec4 o;
-    [[unroll]] for (int e = 0; e < 4; ++e) {
-      float vr = v[r + e];
-      KC_EPI(vr, b, m, q + e);
-      o[e] = vr;
+    [[unroll]] for (int i = 0; i < RH; ++i) {
+      const int kd = n - i * SH, kh = kd / DH;
+      if (kd < 0 || kd % DH != 0 || kh >= KH) continue; // (constants: folded)
+      [[unroll]] for (int r = 0; r < RW; ++r)
+        [[unroll]] for (int kw = 0; kw < KW; ++kw) v[i][r] = fma(xs[r * SW + kw * DW], wt[kh * KW + kw], v[i][r]);
     }
-    imageStore(ty, (nm * OH * OW + q) >> 2, o);
   }
+  [[unroll]] for (int i = 0; i < RH; ++i) {
+    const int oh = oh0 + i;
+    if (oh >= OH) break;
+#if TEXEL_Y
+    // OW a multiple of 4: a texel of outputs lies in Y's row when its first does
+    [[unroll]] for (int r = 0; r < RW; r += 4) {
+      const int ow = ow0 + r;
+      if (ow >= OW) break;
+      const int q = oh * OW + ow;
+      vec4 o;
+      [[unroll]] for (int e = 0; e < 4; ++e) {
+        float vr = v[i][r + e];
+        KC_EPI(vr, b, m, q + e);
+        o[e] = vr;
+      }
+      imageStore(ty, (nm * OH * OW + q) >> 2, o);
+    }
 #else
-  [[unroll]] for (int r = 0; r < RW; ++r) {
-    const int ow = ow0 + r;
-    if (ow >= OW) break;
-    float vr = v[r];
-    const int q = oh * OW + ow;
-    KC_EPI(vr, b, m, q);
-    y[nm * OH * OW + q] = TY(vr);
-  }
+    [[unroll]] for (int r = 0; r < RW; ++r) {
+      const int ow = ow0 + r;
+      if (ow >= OW) break;
+      float vr = v[i][r];
+      const int q = oh * OW + ow;
+      KC_EPI(vr, b, m, q);
+      y[nm * OH * OW + q] = TY(vr);
+    }
 #endif
+  }
 }

@@ -258,7 +258,8 @@ vec2 b_pair(int k, int n) {
 
 void main() {
   const int lane = gl_SubgroupSize >= SG ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
-  const int row0 = int(gl_WorkGroupID.y) * TM;
+  // (one row tile: a constant, so the rows past M fold away)
+  const int row0 = M <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
   const int col0 = int(gl_WorkGroupID.x) * TN + lane * RN;
 #if TEXEL
   // vec4s of columns, used as read: arrays of floats made shaderc's

@@ -11,16 +11,21 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   if (kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &t)) return t;
   /* the subgroup mode as for GEMM (kiln_spirv_gemm_default_tiles): all
    * TM channels of 8 x RN grid positions per 8 invocations; mode 4 (vec4
-   * texel reads, 32 channels a work-group) where M > 16, with 8 positions
-   * each (lavapipe, 64 -> 64 channels 56x56 and 256 -> 256 14x14 with 3x3
+   * texel reads, 32 channels a work-group) with 8 positions each
+   * (lavapipe, 64 -> 64 channels 56x56 and 256 -> 256 14x14 with 3x3
    * taps: 1.4-2x faster than 4 positions, for about 2.5x the driver's cold
-   * compile of the shader), else 4: the store (crop + fused epilogue) is
-   * unrolled per output, and 32 x 8 of them in mode 2 made LLVM's compile
-   * in lavapipe minutes long for a few percent of speed */
-  t.shared = M > 16 ? 4 : 2;
-  t.tm = M > 16 ? 32 : 16;
+   * compile of the shader). For M <= 16 too: conv.comp then reads only the
+   * channels below M (in 4s) and folds the rest of its one tile away
+   * (MobileNetV2's 32 -> 16 1x1 conv on 112x112 on lavapipe, alone: 1.9-2.2
+   * -> 0.48 ms against mode 2 with 16 x 4). Where mode 4 does not apply,
+   * kiln_vulkan_template_tiles falls back to mode 2 with 4 positions (16
+   * channels for M <= 16): its store (crop + fused epilogue) is unrolled
+   * per output, and 32 x 8 of them made LLVM's compile in lavapipe minutes
+   * long for a few percent of speed */
+  t.shared = 4;
+  t.tm = 32;
   t.rm = t.tm;
-  t.rn = M > 16 ? 8 : 4;
+  t.rn = 8;
   t.tn = 8 * t.rn;
   t.tk = 2; /* TK steps are unrolled: longer bodies only cost LLVM compile time */
   return t;
@@ -81,7 +86,7 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
    * (conv.comp, TEXEL: 4 channels of a weight tile per invocation);
    * elsewhere mode 3 */
   const int texel = t.shared == 4 && texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
-                    t.tm % 32 == 0 && t.rn % 4 == 0;
+                    t.tm % 16 == 0 && t.rn % 4 == 0;
   /* (mode 4) the output as a storage texel buffer, stored in whole vec4
    * texels: where the output is the grid itself (no crop) and its planes
    * are whole texels, so an invocation's RN positions are RN/4 aligned
@@ -92,6 +97,9 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
    * and the taps' offsets are whole texels (1x1 convs of planes of 4k) */
   int xaligned = texel && c->plane % 4 == 0;
   for (int64_t i = 0; i < c->T; ++i) xaligned = xaligned && c->toff[i] % 4 == 0;
+  /* (mode 4) an f32 bias as texels too (it holds fewer than the weights,
+   * which fit) */
+  const int texel_c = texel && c->has_bias && !strcmp(type[2], "float");
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
@@ -103,12 +111,12 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
             "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
             "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n"
-            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n",
+            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n#define TEXEL_C %d\n",
             bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned);
+            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");

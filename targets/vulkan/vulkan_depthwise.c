@@ -6,6 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rows of RW outputs per invocation (depthwise.comp's RH): RH rows read
+ * (RH-1)*SH + KH input row segments instead of RH*KH, and on lavapipe
+ * every segment is a few texel fetches (a loop over the lanes each). The
+ * most rows (4, 2 or 1) that still give |wg| invocations a plane (idle
+ * lanes run too), and none where RW*RH would make the unrolled body long.
+ * KILN_SPIRV_DW_RH=1|2|4 overrides it (when the rule allows rows). */
+static int32_t dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
+  if (d->oh < 2 || d->kh * d->kw > 25) return 1;
+  const int64_t owb = (d->ow + rw - 1) / rw;
+  const char* env = getenv("KILN_SPIRV_DW_RH");
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2") || !strcmp(env, "4"))) return (int32_t)atoi(env);
+  for (int32_t rh = 4; rh > 1; rh /= 2)
+    if ((d->oh + rh - 1) / rh * owb >= wg) return rh;
+  return 1;
+}
+
 /* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
@@ -22,8 +38,9 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
   if (f16)
     kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
                   "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
-  kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n", name, (long long)d->M,
-            (long long)d->kh, (long long)d->kw);
+  const int32_t rh = dw_rows(d, wg, rw);
+  kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n#define RH %d\n", name, (long long)d->M,
+            (long long)d->kh, (long long)d->kw, (int)rh);
 #define DW_T(f) ((f) ? "float16_t" : "float")
   kiln_vulkan_sb_printf(&b, "#define TX %s\n#define TW %s\n#define TC %s\n#define TY %s\n", DW_T(d->f16_x), DW_T(d->f16_w),
             DW_T(d->f16_c), DW_T(d->f16_y));
@@ -54,7 +71,7 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
     return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);
   }
   *out_glsl = b.p;
-  groups[0] = (d->oh * ((d->ow + rw - 1) / rw) + wg - 1) / wg;
+  groups[0] = ((d->oh + rh - 1) / rh * ((d->ow + rw - 1) / rw) + wg - 1) / wg;
   groups[1] = d->N * d->M;
   groups[2] = 1;
   local[0] = wg;

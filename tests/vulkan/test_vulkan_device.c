@@ -777,6 +777,14 @@ static void test_plans(void) {
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-5);
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
   check_graph(g_depthwise, "depthwise", 1e-4, 1e-5);
+  /* two and four rows of outputs per invocation (depthwise.comp's RH; the
+   * default rule takes them on wider planes only): row stride 2, row
+   * dilation 2, 7 output rows (a partial last block of rows) */
+  setenv("KILN_SPIRV_DW_RH", "2", 1);
+  check_graph(g_depthwise, "depthwise 2 rows", 1e-4, 1e-5);
+  setenv("KILN_SPIRV_DW_RH", "4", 1);
+  check_graph(g_depthwise, "depthwise 4 rows", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_DW_RH");
   check_graph(g_softmax, "softmax", 1e-4, 1e-5);
   if (dev && dev->info.fp16_storage) check_graph(g_f16, "f16 mul+add", 1e-2, 1e-3);
   if (dev && dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);

@@ -1,9 +1,11 @@
 /* The Vulkan GEMM/conv shaders follow the device's features: a device
  * without shaderInt64 gets no 64-bit words (A64 = B64 = W64 = 0), one
  * without subgroup ballot the shared-memory tiles (SHARED 1); with ballot
- * the MatMul and the 40-channel Conv read vec4 texels (TEXEL 1: tile mode
- * 4, int64 or not) and the 16-channel Conv 64-bit words where int64 is
- * there. lavapipe has
+ * the MatMul and both Convs read vec4 texels (TEXEL 1: tile mode 4, int64
+ * or not; the 16-channel Conv too since mode 4 serves convs of up to 16
+ * channels), and with the convs' tiles set to mode 2
+ * (KILN_SPIRV_CONV_TILES) they read 64-bit words where int64 is there.
+ * lavapipe has
  * both; KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them where the
  * device info is filled (runtime/vulkan/vulkan_device.c), and the compile
  * (kiln_compiler_*, which asks the target's device: api/driver.c) must then
@@ -135,12 +137,19 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
 
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); the features the device must
  * then report and the shader modes the compile must pick. */
-static void check_mode_texels(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels) {
-  const char* mode = hide ? hide : "all features";
+/* |conv_tiles|: KILN_SPIRV_CONV_TILES for the compile (NULL: the defaults,
+ * whose convs read texels and no 64-bit words) */
+static void check_mode_tiles(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels,
+                             const char* conv_tiles) {
+  const char* mode = hide ? hide : conv_tiles ? conv_tiles : "all features";
   if (hide)
     setenv("KILN_VULKAN_FEATURES", hide, 1);
   else
     unsetenv("KILN_VULKAN_FEATURES");
+  if (conv_tiles)
+    setenv("KILN_SPIRV_CONV_TILES", conv_tiles, 1);
+  else
+    unsetenv("KILN_SPIRV_CONV_TILES");
   kiln_device_t* d = NULL;
   if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
   const bool has64 = d->info.shader_int64, hasb = d->info.subgroup_ballot;
@@ -156,7 +165,7 @@ static void check_mode_texels(const char* hide, bool int64, bool ballot, int tex
     ballot = hasb;
   }
   char dump[600];
-  snprintf(dump, sizeof dump, "%s/dump-%s", g_dir, hide ? hide : "all");
+  snprintf(dump, sizeof dump, "%s/dump-%s", g_dir, hide ? hide : conv_tiles ? "mode2" : "all");
   CHECK(mkdir(dump, 0755) == 0); /* kiln writes into an existing folder */
   kiln_compiler_t* c = NULL;
   if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
@@ -179,7 +188,7 @@ static void check_mode_texels(const char* hide, bool int64, bool ballot, int tex
       CHECK_MSG(nt == (ballot ? texels : 0), "%s: TEXEL 1 x %d", mode, nt);
       const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
                          strstr(glsl, "#define W64 1");
-      CHECK_MSG(words == (int64 && ballot), "%s: 64-bit words %d", mode, words);
+      CHECK_MSG(words == (int64 && ballot && conv_tiles != NULL), "%s: 64-bit words %d", mode, words);
       free(glsl);
     }
     const void* data = NULL;
@@ -189,17 +198,25 @@ static void check_mode_texels(const char* hide, bool int64, bool ballot, int tex
   kiln_compiler_destroy(c);
 }
 
-static void check_mode(const char* hide, bool int64, bool ballot) { check_mode_texels(hide, int64, ballot, 2, 0); }
+static void check_mode_texels(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels) {
+  check_mode_tiles(hide, int64, ballot, texels, max_texels, NULL);
+}
+
+static void check_mode(const char* hide, bool int64, bool ballot) { check_mode_texels(hide, int64, ballot, 3, 0); }
 
 static void test_default(void) { check_mode(NULL, true, true); }
 static void test_no_int64(void) { check_mode("no-int64", false, true); }
 static void test_conservative(void) { check_mode("no-int64,no-subgroup", false, false); }
 /* texels of the texel-read buffers: the MatMul's X 256 and packed W 1024,
- * the 40-channel conv's planes 308 and weights 1152 (two 32-channel panels) */
+ * the convs' planes 308, the 16-channel conv's weights 576 (one 32-channel
+ * panel) and the 40-channel conv's 1152 (two) */
 static void test_texel_limit(void) {
-  check_mode_texels("texels=1100", true, true, 1, 1100); /* the conv's weights exceed it */
-  check_mode_texels("texels=512", true, true, 0, 512);   /* both exceed it */
+  check_mode_texels("texels=1100", true, true, 2, 1100); /* the 40-channel conv's weights exceed it */
+  check_mode_texels("texels=512", true, true, 0, 512);   /* all exceed it */
 }
+/* the convs in mode 2 (16 channels x 4 positions): 64-bit weight words
+ * where the device has int64, the MatMul still reading texels */
+static void test_mode2_words(void) { check_mode_tiles(NULL, true, true, 1, 0, "16,32,2,16,4,2"); }
 
 /* The 3x3 convs as Winograd instances (kernels/vulkan/winograd.comp, no
  * subgroup or 64-bit modes): vec4 texel reads by default, storage-buffer
@@ -264,9 +281,11 @@ int main(void) {
   RUN(test_no_int64);
   RUN(test_conservative);
   RUN(test_texel_limit);
+  RUN(test_mode2_words);
   RUN(test_winograd);
   unsetenv("KILN_SPIRV_WINOGRAD");
   unsetenv("KILN_VULKAN_FEATURES");
+  unsetenv("KILN_SPIRV_CONV_TILES");
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }
