@@ -602,8 +602,8 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   info->parts = nparts < 2 ? 1 : nparts;
   info->jobs = nparts < 2 ? 1 : nparts < jobs ? nparts : jobs;
   if (nparts < 2) {
-    const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
-    KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv));
+    const char* extra[] = {"-pipe", "-shared", "-fPIC", "-o", so, src_path, "-lm"};
+    KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 7, argv));
     kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     int rc = 0;
     kiln_status_t s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
@@ -650,8 +650,8 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   int32_t next = 0, running = 0;
   while (next < nparts || running > 0) {
     if (!s && failed < 0 && next < nparts && running < info->jobs) {
-      const char* extra[] = {"-fPIC", "-c", "-o", opath[next], cpath[next]};
-      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 5, argv);
+      const char* extra[] = {"-pipe", "-fPIC", "-c", "-o", opath[next], cpath[next]};
+      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv);
       if (!s) s = spawn_tool(argv, lpath[next], &pids[next]);
       if (!s) running++;
       next++;
