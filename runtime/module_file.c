@@ -81,6 +81,9 @@ typedef struct wr_s {
   uint64_t crc;     /* of the bytes past the header written so far */
   uint8_t hdr[KILN_MODULE_HEADER_LEN];
   kiln_status_t err;
+  /* kiln_module_write_file_then: called once before the native code */
+  kiln_module_wait_fn wait;
+  void* wait_ctx;
 } wr_t;
 
 #define WR_STAGE (256u << 10)
@@ -338,6 +341,22 @@ static kiln_status_t put_staged(wr_t* w, const kiln_program_t* p) {
   return NULL;
 }
 
+/* Optional: a reader that does not know it compiles the C source. */
+static kiln_status_t put_native(wr_t* w, const kiln_program_t* p) {
+  const kiln_program_code_t* c = &p->code;
+  if (c->n_native <= 0) return NULL;
+  size_t s = section_begin_flags(w, KILN_MODULE_TAG_NATV, 0);
+  put_u64(w, (uint64_t)c->n_native);
+  for (int32_t i = 0; i < c->n_native; ++i) {
+    const kiln_program_native_t* nv = &c->native[i];
+    KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
+    put_u64(w, nv->len);
+    put_bytes(w, nv->bytes, (size_t)nv->len);
+  }
+  section_end(w, s);
+  return NULL;
+}
+
 static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   /* Header; the length and checksums are filled in at the end. */
   put_bytes(w, KILN_MODULE_MAGIC, KILN_MODULE_MAGIC_LEN);
@@ -518,18 +537,31 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
-  /* Optional: a reader that does not know it compiles the C source. */
-  if (c->n_native > 0) {
-    s = section_begin_flags(w, KILN_MODULE_TAG_NATV, 0);
-    put_u64(w, (uint64_t)c->n_native);
-    for (int32_t i = 0; i < c->n_native; ++i) {
-      const kiln_program_native_t* nv = &c->native[i];
-      KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
-      put_u64(w, nv->len);
-      put_bytes(w, nv->bytes, (size_t)nv->len);
+  /* Native code another thread was building while the rest was written:
+   * waited for here; its section's length is measured now (the measuring
+   * pass ran without it). */
+  if (w->wait) {
+    kiln_module_wait_fn wait = w->wait;
+    w->wait = NULL;
+    KILN_RETURN_IF_ERROR(wait(w->wait_ctx));
+    if (c->n_native > 0 && w->stream) {
+      wr_t m = {.record = true};
+      KILN_RETURN_IF_ERROR(put_native(&m, p));
+      if (m.rec_oom || w->sections != w->sec_cap) {
+        free(m.sec_len);
+        return kiln_make_status(KILN_INTERNAL, "%s: native code section out of place", prog_name(p));
+      }
+      uint64_t* grown = realloc(w->sec_len, (w->sec_cap + 1) * sizeof *grown);
+      if (!grown) {
+        free(m.sec_len);
+        return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
+      }
+      grown[w->sec_cap++] = m.sec_len[0];
+      w->sec_len = grown;
+      free(m.sec_len);
     }
-    section_end(w, s);
   }
+  KILN_RETURN_IF_ERROR(put_native(w, p));
 
   /* Optional: a reader that does not know it builds the source. */
   if (c->n_devbin > 0) {
@@ -598,15 +630,20 @@ typedef struct write_src_s {
   const uint8_t* bytes;
   size_t len;
   const kiln_program_t* prog;
+  kiln_module_wait_fn wait;
+  void* wait_ctx;
 } write_src_t;
 
 /* Streams |p| to |fd| (a new regular file): the measuring pass, the bytes,
  * then the header with its length, section count and checksums. */
-static kiln_status_t stream_program(const kiln_program_t* p, int fd, const char* tmp) {
+static kiln_status_t stream_program(const kiln_program_t* p, int fd, const char* tmp, kiln_module_wait_fn wait,
+                                    void* wait_ctx) {
   wr_t m = {.record = true};
   kiln_status_t st = write_all(&m, p);
   if (!st && m.rec_oom) st = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
-  wr_t w = {.stream = true, .fd = fd, .tmp = tmp, .sec_len = m.sec_len, .sec_cap = m.sections};
+  wr_t w = {.stream = true, .fd = fd, .tmp = tmp, .sec_len = m.sec_len, .sec_cap = m.sections,
+            .wait = wait, .wait_ctx = wait_ctx};
+  m.sec_len = NULL; /* w's now (the wait may grow it) */
   if (!st) {
     w.stage = malloc(WR_STAGE);
     if (!w.stage) st = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
@@ -615,7 +652,7 @@ static kiln_status_t stream_program(const kiln_program_t* p, int fd, const char*
   if (!st) stream_flush(&w);
   if (!st) st = w.err;
   w.err = NULL;
-  if (!st && (w.len != m.len || w.sections != m.sections))
+  if (!st && !wait && (w.len != m.len || w.sections != m.sections))
     st = kiln_make_status(KILN_INTERNAL, "%s: module writer size changed between passes", prog_name(p));
   if (!st) {
     store_le64(w.hdr + KILN_MODULE_OFF_TOTAL_LEN, (uint64_t)w.len);
@@ -630,6 +667,7 @@ static kiln_status_t stream_program(const kiln_program_t* p, int fd, const char*
   }
   kiln_status_free(w.err);
   free(w.stage);
+  free(w.sec_len);
   free(m.sec_len);
   return st;
 }
@@ -653,7 +691,8 @@ static kiln_status_t write_via_tmp(const write_src_t* src, const char* path) {
   const uint8_t* bytes = src->bytes;
   size_t len = src->len;
   if (in_place && src->prog) {
-    st = kiln_module_serialize(src->prog, kiln_allocator_system(), &owned, &len);
+    if (src->wait) st = src->wait(src->wait_ctx);
+    if (!st) st = kiln_module_serialize(src->prog, kiln_allocator_system(), &owned, &len);
     if (st) goto done;
     bytes = owned;
   }
@@ -663,7 +702,7 @@ static kiln_status_t write_via_tmp(const write_src_t* src, const char* path) {
                           "%s: cannot create %s: %s", path, tmp, strerror(errno));
     goto done;
   }
-  st = bytes || !src->prog ? kiln_module_fd_write_all(fd, bytes, len, tmp) : stream_program(src->prog, fd, tmp);
+  st = bytes || !src->prog ? kiln_module_fd_write_all(fd, bytes, len, tmp) : stream_program(src->prog, fd, tmp, src->wait, src->wait_ctx);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
   if (!st && !in_place && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
@@ -680,7 +719,7 @@ done:
 }
 
 kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const char* path) {
-  write_src_t src = {bytes, len, NULL};
+  write_src_t src = {bytes, len, NULL, NULL, NULL};
   return write_via_tmp(&src, path);
 }
 
@@ -689,8 +728,43 @@ kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) 
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file: NULL program or empty path");
   KILN_RETURN_IF_ERROR(kiln_program_validate(p), "%s", path);
   KILN_RETURN_IF_ERROR(check_shape(p), "%s", path);
-  write_src_t src = {NULL, 0, p};
+  write_src_t src = {NULL, 0, p, NULL, NULL};
   return write_via_tmp(&src, path);
+}
+
+/* The caller's wait, called once whatever path the write takes. */
+typedef struct wait_once_s {
+  kiln_module_wait_fn fn;
+  void* ctx;
+  bool called;
+} wait_once_t;
+
+static kiln_status_t wait_once(void* arg) {
+  wait_once_t* w = arg;
+  if (w->called) return NULL;
+  w->called = true;
+  return w->fn(w->ctx);
+}
+
+kiln_status_t kiln_module_write_file_then(const kiln_program_t* p, const char* path, kiln_module_wait_fn wait,
+                                          void* wait_ctx) {
+  if (!wait) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file_then: no wait function");
+  wait_once_t wo = {wait, wait_ctx, false};
+  kiln_status_t st = NULL;
+  if (!p || !path || !path[0])
+    st = kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file_then: NULL program or empty path");
+  else if (p->code.n_native || p->code.n_devbin)
+    st = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the native code to wait for is there already", path);
+  if (!st && (st = kiln_program_validate(p))) st = kiln_status_annotate(st, "%s", path);
+  if (!st && (st = check_shape(p))) st = kiln_status_annotate(st, "%s", path);
+  if (!st) {
+    write_src_t src = {NULL, 0, p, wait_once, &wo};
+    st = write_via_tmp(&src, path);
+  }
+  kiln_status_t ws = wait_once(&wo); /* no-op when the write called it */
+  if (!st) return ws;
+  kiln_status_free(ws);
+  return st;
 }
 
 /* ---- reader --------------------------------------------------------------- */
