@@ -12,6 +12,7 @@
  * constants inside the weights) are kiln_program_validate's job; the reader
  * only makes sure the program it hands over is memory-safe to validate.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "runtime/module_file.h"
 #include "runtime/program_staged.h"
 
@@ -543,6 +544,12 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
   if (w->wait) {
     kiln_module_wait_fn wait = w->wait;
     w->wait = NULL;
+    if (w->stream) { /* the weights' writeback starts now, not at the fsync after the wait */
+      stream_flush(w);
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+      if (!w->err) sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
+    }
     KILN_RETURN_IF_ERROR(wait(w->wait_ctx));
     if (c->n_native > 0 && w->stream) {
       wr_t m = {.record = true};
