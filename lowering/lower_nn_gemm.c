@@ -56,8 +56,10 @@
  * OpenBLAS in the same run, constant or run-time B (the latter adds a pack
  * kernel of ~0.2 ms).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lowering/lower_nn_impl.h"
 #include "lowering/plan.h"
@@ -800,6 +802,49 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
 
 /* ---- packing -------------------------------------------------------------- */
 
+/* One packing of nn_pack_const: the (batch, tile) pairs [u0, u1). */
+typedef struct pack_job_s {
+  void* p;
+  const nn_gemm_t* g;
+  nn_get_fn get;
+  const void* user;
+  int64_t rows, K, t, tiles, kbs, nkb;
+  int64_t u0, u1;
+} pack_job_t;
+
+static void* pack_range(void* arg) {
+  const pack_job_t* j = arg;
+  const nn_gemm_t* g = j->g;
+  float* p = j->p;
+  int32_t* pi = j->p;
+  int16_t* ph = j->p;
+  const int64_t t = j->t, kbs = j->kbs;
+  for (int64_t u = j->u0; u < j->u1; ++u) {
+    const int64_t b = u / j->tiles, tt = u % j->tiles;
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t r = tt * t + i;
+      if (r >= j->rows) break; /* zero padding (calloc'd) */
+      /* K block by K block: no division per element */
+      for (int64_t blk = 0, k = 0; blk < j->nkb; ++blk) {
+        int64_t o = ((b * j->nkb + blk) * j->tiles + tt) * kbs * t + i;
+        const int64_t kend = k + kbs < j->K ? k + kbs : j->K;
+        for (; k < kend; ++k, o += t) {
+          if (g->w8) ph[o] = (int16_t)j->get(j->user, b, r, k);
+          else if (g->idot) pi[o] = (int32_t)j->get(j->user, b, r, k);
+          else p[o] = (float)j->get(j->user, b, r, k);
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Packings at least this large (elements) take a second thread for half
+ * the tiles: a cold compile is serial up to the C compiler, so the second
+ * core would idle (ResNet-50 packs 25M weights, a fifth of kiln's own CPU
+ * time before the C compiler starts). The getters only read. */
+#define PACK_THREAD_MIN (1 << 20)
+
 kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const char* name,
                             int64_t nb, int64_t rows, int64_t K, int64_t t, nn_get_fn get,
                             const void* user, const tir_buffer_t** out) {
@@ -813,21 +858,18 @@ kiln_status_t nn_pack_const(kiln_lower_ctx_t* ctx, const nn_gemm_t* g, const cha
   /* int8 GEMMs (idot) pack i16 pairs as i32 (same element size), or int8
    * pairs as i16 (w8: half) */
   KILN_RETURN_IF_ERROR(nn_alloc_f32(g->w8 ? (total + 1) / 2 : total, "packed constant", &p));
-  int32_t* pi = (int32_t*)(void*)p;
-  int16_t* ph = (int16_t*)(void*)p;
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t tt = 0; tt < tiles; ++tt)
-      for (int64_t i = 0; i < t; ++i) {
-        int64_t r = tt * t + i;
-        if (r >= rows) continue; /* zero padding (calloc'd) */
-        for (int64_t k = 0; k < K; ++k) {
-          int64_t blk = k / kbs, kk = k % kbs;
-          const int64_t o = (((b * nkb + blk) * tiles + tt) * kbs + kk) * t + i;
-          if (g->w8) ph[o] = (int16_t)get(user, b, r, k);
-          else if (g->idot) pi[o] = (int32_t)get(user, b, r, k);
-          else p[o] = (float)get(user, b, r, k);
-        }
-      }
+  const int64_t units = nb * tiles;
+  pack_job_t job = {p, g, get, user, rows, K, t, tiles, kbs, nkb, 0, units};
+  pack_job_t half = job;
+  pthread_t th;
+  bool two = total >= PACK_THREAD_MIN && units >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+  if (two) {
+    half.u0 = job.u1 = units / 2;
+    two = pthread_create(&th, NULL, pack_range, &half) == 0;
+    if (!two) job.u1 = units; /* no thread: all here */
+  }
+  pack_range(&job);
+  if (two) pthread_join(th, NULL);
   const kiln_dtype_t dt = g->w8 ? KILN_DTYPE_I16 : g->idot ? KILN_DTYPE_I32 : KILN_DTYPE_F32;
   if (nkb == 1) {
     int64_t shape[4] = {nb, tiles, K > 0 ? K : 1, t};

@@ -12,6 +12,7 @@
  * constants inside the weights) are kiln_program_validate's job; the reader
  * only makes sure the program it hands over is memory-safe to validate.
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "runtime/module_file.h"
 #include "runtime/program_staged.h"
 
@@ -57,18 +58,76 @@ void kiln_module_reseal(uint8_t* bytes, size_t len) {
 
 /* ---- writer --------------------------------------------------------------- */
 
-/* |buf| NULL: measuring pass (only |len| advances). */
+/* |buf| NULL: measuring pass (only |len| advances). Streaming
+ * (kiln_module_write_file): the bytes go to a file as they are put, small
+ * ones through |stage|, large ones (the weights, the native code) straight
+ * from the program, so a module is never copied whole in memory; the
+ * section lengths come from the measuring pass (|sec_len|), the body's
+ * checksum is summed on the way and the header is written last. */
 typedef struct wr_s {
   uint8_t* buf;
   size_t len;
   uint32_t sections;
+  /* measuring pass with |record|: each section's payload length */
+  bool record;
+  uint64_t* sec_len;
+  uint32_t sec_cap;
+  bool rec_oom;
+  /* streaming */
+  bool stream;
+  int fd;
+  const char* tmp;  /* the file's name, for messages */
+  uint8_t* stage;
+  size_t stage_len; /* staged bytes: the last ones put, at [len - stage_len, len) */
+  uint64_t crc;     /* of the bytes past the header written so far */
+  uint8_t hdr[KILN_MODULE_HEADER_LEN];
+  kiln_status_t err;
+  /* kiln_module_write_file_then: called once before the native code */
+  kiln_module_wait_fn wait;
+  void* wait_ctx;
 } wr_t;
 
+#define WR_STAGE (256u << 10)
+
+/* Writes |n| bytes that start at file offset |off|. */
+static void stream_out(wr_t* w, const uint8_t* p, size_t n, size_t off) {
+  if (w->err || !n) return;
+  size_t skip = 0;
+  if (off < KILN_MODULE_HEADER_LEN) { /* kept for the patch at the end */
+    skip = KILN_MODULE_HEADER_LEN - off < n ? KILN_MODULE_HEADER_LEN - off : n;
+    memcpy(w->hdr + off, p, skip);
+  }
+  w->crc = kiln_module_crc64(w->crc, p + skip, n - skip);
+  w->err = kiln_module_fd_write_all(w->fd, p, n, w->tmp);
+}
+
+static void stream_flush(wr_t* w) {
+  stream_out(w, w->stage, w->stage_len, w->len - w->stage_len);
+  w->stage_len = 0;
+}
+
+static void stream_put(wr_t* w, const void* p, size_t n) {
+  if (n >= WR_STAGE / 2) {
+    stream_flush(w);
+    stream_out(w, p, n, w->len);
+    return;
+  }
+  if (w->stage_len + n > WR_STAGE) stream_flush(w);
+  memcpy(w->stage + w->stage_len, p, n);
+  w->stage_len += n;
+}
+
 static void put_bytes(wr_t* w, const void* p, size_t n) {
-  if (w->buf && n) memcpy(w->buf + w->len, p, n);
+  if (w->stream && n) stream_put(w, p, n);
+  else if (w->buf && n) memcpy(w->buf + w->len, p, n);
   w->len += n;
 }
 static void put_zeros(wr_t* w, size_t n) {
+  static const uint8_t zeros[256];
+  if (w->stream) {
+    for (size_t k = 0; k < n; k += sizeof zeros) put_bytes(w, zeros, n - k < sizeof zeros ? n - k : sizeof zeros);
+    return;
+  }
   if (w->buf && n) memset(w->buf + w->len, 0, n);
   w->len += n;
 }
@@ -114,7 +173,8 @@ static size_t section_begin_flags(wr_t* w, uint32_t tag, uint32_t flags) {
   size_t at = w->len;
   put_u32(w, tag);
   put_u32(w, flags);
-  put_u64(w, 0); /* patched by section_end */
+  /* patched by section_end; a stream writes what the measuring pass found */
+  put_u64(w, w->stream && w->sections < w->sec_cap ? w->sec_len[w->sections] : 0);
   return at;
 }
 
@@ -125,6 +185,18 @@ static size_t section_begin(wr_t* w, uint32_t tag) {
 static void section_end(wr_t* w, size_t at) {
   uint64_t payload = (uint64_t)(w->len - at - 16);
   if (w->buf) store_le64(w->buf + at + 8, payload);
+  if (w->record && !w->rec_oom) { /* sections are not nested: this is section w->sections */
+    if (w->sections >= w->sec_cap) {
+      uint32_t cap = w->sec_cap ? 2 * w->sec_cap : 16;
+      uint64_t* m = realloc(w->sec_len, cap * sizeof *m);
+      if (m) {
+        w->sec_len = m;
+        w->sec_cap = cap;
+      }
+    }
+    if (w->sections < w->sec_cap) w->sec_len[w->sections] = payload;
+    else w->rec_oom = true;
+  }
   put_zeros(w, (8 - w->len % 8) % 8);
   w->sections++;
 }
@@ -265,6 +337,22 @@ static kiln_status_t put_staged(wr_t* w, const kiln_program_t* p) {
     if (g->op != KILN_STAGED_STAGE) continue;
     if (!g->prog || g->prog->staged) return bad_arg(p, "staged stage program", i);
     KILN_RETURN_IF_ERROR(put_image(w, g->prog), "%s: staged segment %d ('%s')", prog_name(p), (int)i, g->name);
+  }
+  section_end(w, s);
+  return NULL;
+}
+
+/* Optional: a reader that does not know it compiles the C source. */
+static kiln_status_t put_native(wr_t* w, const kiln_program_t* p) {
+  const kiln_program_code_t* c = &p->code;
+  if (c->n_native <= 0) return NULL;
+  size_t s = section_begin_flags(w, KILN_MODULE_TAG_NATV, 0);
+  put_u64(w, (uint64_t)c->n_native);
+  for (int32_t i = 0; i < c->n_native; ++i) {
+    const kiln_program_native_t* nv = &c->native[i];
+    KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
+    put_u64(w, nv->len);
+    put_bytes(w, nv->bytes, (size_t)nv->len);
   }
   section_end(w, s);
   return NULL;
@@ -450,18 +538,37 @@ static kiln_status_t write_all(wr_t* w, const kiln_program_t* p) {
     section_end(w, s);
   }
 
-  /* Optional: a reader that does not know it compiles the C source. */
-  if (c->n_native > 0) {
-    s = section_begin_flags(w, KILN_MODULE_TAG_NATV, 0);
-    put_u64(w, (uint64_t)c->n_native);
-    for (int32_t i = 0; i < c->n_native; ++i) {
-      const kiln_program_native_t* nv = &c->native[i];
-      KILN_RETURN_IF_ERROR(put_str(w, p, nv->isa, "native code ISA name"));
-      put_u64(w, nv->len);
-      put_bytes(w, nv->bytes, (size_t)nv->len);
+  /* Native code another thread was building while the rest was written:
+   * waited for here; its section's length is measured now (the measuring
+   * pass ran without it). */
+  if (w->wait) {
+    kiln_module_wait_fn wait = w->wait;
+    w->wait = NULL;
+    if (w->stream) { /* the weights' writeback starts now, not at the fsync after the wait */
+      stream_flush(w);
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+      if (!w->err) sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
     }
-    section_end(w, s);
+    KILN_RETURN_IF_ERROR(wait(w->wait_ctx));
+    if (c->n_native > 0 && w->stream) {
+      wr_t m = {.record = true};
+      KILN_RETURN_IF_ERROR(put_native(&m, p));
+      if (m.rec_oom || w->sections != w->sec_cap) {
+        free(m.sec_len);
+        return kiln_make_status(KILN_INTERNAL, "%s: native code section out of place", prog_name(p));
+      }
+      uint64_t* grown = realloc(w->sec_len, (w->sec_cap + 1) * sizeof *grown);
+      if (!grown) {
+        free(m.sec_len);
+        return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
+      }
+      grown[w->sec_cap++] = m.sec_len[0];
+      w->sec_len = grown;
+      free(m.sec_len);
+    }
   }
+  KILN_RETURN_IF_ERROR(put_native(w, p));
 
   /* Optional: a reader that does not know it builds the source. */
   if (c->n_devbin > 0) {
@@ -524,7 +631,55 @@ kiln_status_t kiln_module_fd_write_all(int fd, const void* data, size_t n, const
   return NULL;
 }
 
-kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const char* path) {
+/* What a write through a temporary puts into the file: |bytes| as they
+ * are (kiln_module_write_bytes), or the program streamed. */
+typedef struct write_src_s {
+  const uint8_t* bytes;
+  size_t len;
+  const kiln_program_t* prog;
+  kiln_module_wait_fn wait;
+  void* wait_ctx;
+} write_src_t;
+
+/* Streams |p| to |fd| (a new regular file): the measuring pass, the bytes,
+ * then the header with its length, section count and checksums. */
+static kiln_status_t stream_program(const kiln_program_t* p, int fd, const char* tmp, kiln_module_wait_fn wait,
+                                    void* wait_ctx) {
+  wr_t m = {.record = true};
+  kiln_status_t st = write_all(&m, p);
+  if (!st && m.rec_oom) st = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
+  wr_t w = {.stream = true, .fd = fd, .tmp = tmp, .sec_len = m.sec_len, .sec_cap = m.sections,
+            .wait = wait, .wait_ctx = wait_ctx};
+  m.sec_len = NULL; /* w's now (the wait may grow it) */
+  if (!st) {
+    w.stage = malloc(WR_STAGE);
+    if (!w.stage) st = kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", prog_name(p));
+  }
+  if (!st) st = write_all(&w, p);
+  if (!st) stream_flush(&w);
+  if (!st) st = w.err;
+  w.err = NULL;
+  if (!st && !wait && (w.len != m.len || w.sections != m.sections))
+    st = kiln_make_status(KILN_INTERNAL, "%s: module writer size changed between passes", prog_name(p));
+  if (!st) {
+    store_le64(w.hdr + KILN_MODULE_OFF_TOTAL_LEN, (uint64_t)w.len);
+    store_le32(w.hdr + KILN_MODULE_OFF_SECTIONS, w.sections);
+    store_le64(w.hdr + KILN_MODULE_OFF_BODY_SUM, w.crc);
+    store_le64(w.hdr + KILN_MODULE_OFF_HEADER_SUM, kiln_module_crc64(0, w.hdr, KILN_MODULE_OFF_HEADER_SUM));
+    ssize_t k;
+    while ((k = pwrite(fd, w.hdr, sizeof w.hdr, 0)) < 0 && errno == EINTR) {
+    }
+    if (k != (ssize_t)sizeof w.hdr)
+      st = kiln_make_status(KILN_IO_ERROR, "%s: writing the header failed: %s", tmp, k < 0 ? strerror(errno) : "short write");
+  }
+  kiln_status_free(w.err);
+  free(w.stage);
+  free(w.sec_len);
+  free(m.sec_len);
+  return st;
+}
+
+static kiln_status_t write_via_tmp(const write_src_t* src, const char* path) {
   size_t pl = strlen(path);
   char* tmp = malloc(pl + 5);
   if (!tmp) return kiln_make_status(KILN_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -532,19 +687,29 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
   memcpy(tmp + pl, ".tmp", 5);
 
   kiln_status_t st = NULL;
+  uint8_t* owned = NULL;
   /* A path that names something other than a regular file (/dev/null, a
    * FIFO) is written in place: renaming the temporary over it would replace
-   * the device node itself, which as root destroys /dev/null. */
+   * the device node itself, which as root destroys /dev/null. Nor can the
+   * header be written last there: such a path takes the bytes serialised. */
   struct stat sb;
   bool in_place = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
   if (in_place) memcpy(tmp, path, pl + 1);
+  const uint8_t* bytes = src->bytes;
+  size_t len = src->len;
+  if (in_place && src->prog) {
+    if (src->wait) st = src->wait(src->wait_ctx);
+    if (!st) st = kiln_module_serialize(src->prog, kiln_allocator_system(), &owned, &len);
+    if (st) goto done;
+    bytes = owned;
+  }
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     st = kiln_make_status(errno == EACCES ? KILN_PERMISSION_DENIED : KILN_IO_ERROR,
                           "%s: cannot create %s: %s", path, tmp, strerror(errno));
     goto done;
   }
-  st = kiln_module_fd_write_all(fd, bytes, len, tmp);
+  st = bytes || !src->prog ? kiln_module_fd_write_all(fd, bytes, len, tmp) : stream_program(src->prog, fd, tmp, src->wait, src->wait_ctx);
   /* fsync before rename: otherwise a crash can leave |path| naming an
    * empty file on filesystems that reorder metadata before data. */
   if (!st && !in_place && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
@@ -555,20 +720,57 @@ kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const ch
     st = kiln_make_status(KILN_IO_ERROR, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
   if (st && !in_place) unlink(tmp);
 done:
+  if (owned) kiln_allocator_free(kiln_allocator_system(), owned);
   free(tmp);
   return st;
+}
+
+kiln_status_t kiln_module_write_bytes(const uint8_t* bytes, size_t len, const char* path) {
+  write_src_t src = {bytes, len, NULL, NULL, NULL};
+  return write_via_tmp(&src, path);
 }
 
 kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path) {
   if (!p || !path || !path[0])
     return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file: NULL program or empty path");
   KILN_RETURN_IF_ERROR(kiln_program_validate(p), "%s", path);
-  kiln_allocator_t sys = kiln_allocator_system();
-  uint8_t* bytes = NULL;
-  size_t len = 0;
-  KILN_RETURN_IF_ERROR(kiln_module_serialize(p, sys, &bytes, &len), "%s", path);
-  kiln_status_t st = kiln_module_write_bytes(bytes, len, path);
-  kiln_allocator_free(sys, bytes);
+  KILN_RETURN_IF_ERROR(check_shape(p), "%s", path);
+  write_src_t src = {NULL, 0, p, NULL, NULL};
+  return write_via_tmp(&src, path);
+}
+
+/* The caller's wait, called once whatever path the write takes. */
+typedef struct wait_once_s {
+  kiln_module_wait_fn fn;
+  void* ctx;
+  bool called;
+} wait_once_t;
+
+static kiln_status_t wait_once(void* arg) {
+  wait_once_t* w = arg;
+  if (w->called) return NULL;
+  w->called = true;
+  return w->fn(w->ctx);
+}
+
+kiln_status_t kiln_module_write_file_then(const kiln_program_t* p, const char* path, kiln_module_wait_fn wait,
+                                          void* wait_ctx) {
+  if (!wait) return kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file_then: no wait function");
+  wait_once_t wo = {wait, wait_ctx, false};
+  kiln_status_t st = NULL;
+  if (!p || !path || !path[0])
+    st = kiln_make_status(KILN_INVALID_ARGUMENT, "kiln_module_write_file_then: NULL program or empty path");
+  else if (p->code.n_native || p->code.n_devbin)
+    st = kiln_make_status(KILN_INVALID_ARGUMENT, "%s: the native code to wait for is there already", path);
+  if (!st && (st = kiln_program_validate(p))) st = kiln_status_annotate(st, "%s", path);
+  if (!st && (st = check_shape(p))) st = kiln_status_annotate(st, "%s", path);
+  if (!st) {
+    write_src_t src = {NULL, 0, p, wait_once, &wo};
+    st = write_via_tmp(&src, path);
+  }
+  kiln_status_t ws = wait_once(&wo); /* no-op when the write called it */
+  if (!st) return ws;
+  kiln_status_free(ws);
   return st;
 }
 

@@ -224,6 +224,17 @@ kiln_status_t kiln_module_serialize(const kiln_program_t* p, kiln_allocator_t a,
  * OS's reason (IO_ERROR), or are kiln_program_validate's. */
 kiln_status_t kiln_module_write_file(const kiln_program_t* p, const char* path);
 
+/* kiln_module_write_file for a program whose native code (section NATV,
+ * the last of a CPU module) another thread is still building: everything
+ * before it is written first, then |wait(ctx)| is called once, and must
+ * return with p->code.native filled (or an error, which fails the write).
+ * |wait| is called on every path, errors included, before this returns
+ * (so the caller's thread has ended). |p| has no native code or device
+ * binaries yet. */
+typedef kiln_status_t (*kiln_module_wait_fn)(void* ctx);
+kiln_status_t kiln_module_write_file_then(const kiln_program_t* p, const char* path, kiln_module_wait_fn wait,
+                                          void* wait_ctx);
+
 /* Writes |len| module bytes to |path| as kiln_module_write_file does
  * (through "<path>.tmp", flushed, then renamed; no half file on failure).
  * The bytes are not checked: callers serialise (and sign) them first. */

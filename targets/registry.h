@@ -27,6 +27,14 @@
 extern "C" {
 #endif
 
+/* What building native code took (kiln_target_t.emit_native_code). */
+typedef struct kiln_native_build_stats_s {
+  double wall_s;       /* the build's wall seconds */
+  double compiler_cpu_s; /* the compiler processes' CPU seconds */
+  int32_t parts, jobs; /* translation units, compilers run at once */
+  char compiler[64];
+} kiln_native_build_stats_t;
+
 typedef struct kiln_target_s {
   /* "cpu", "opencl", "vulkan": --target, the module's target, and the
    * device API that runs the program (same name). */
@@ -72,6 +80,13 @@ typedef struct kiln_target_s {
    * whose extents follow a dim inside the shapes, read at run time), so
    * `--dim seq=LO..HI` compiles one program for it. */
   bool dyn_seq;
+  /* Optional, with emit_native: whether the native code of |levels| can be
+   * built from the program's own code after the plan is gone ... */
+  bool (*native_from_code_ok)(const char* levels);
+  /* ... and that build, which a caller may run on another thread while it
+   * writes the rest of the module (`kiln compile -o`: the C compiler and
+   * the module's weights overlap). Its time goes into |stats| (or NULL). */
+  kiln_status_t (*emit_native_code)(kiln_program_t* prog, const char* levels, kiln_native_build_stats_t* stats);
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

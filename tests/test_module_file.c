@@ -653,6 +653,92 @@ static void test_tune_section(void) {
   kiln_program_destroy(p);
 }
 
+/* kiln_module_write_file streams the module (no module-sized buffer): the
+ * file holds exactly what kiln_module_serialize returns, a native object
+ * larger than the writer's stage included; kiln_module_write_file_then
+ * writes everything before the native code, waits, then appends it, with
+ * the same bytes; a failing wait fails the write and leaves no file, and
+ * the wait runs even when the write fails before reaching it. */
+static uint8_t* slurp(const char* path, size_t* len) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t* b = malloc(n > 0 ? (size_t)n : 1);
+  *len = b && n > 0 && fread(b, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
+  fclose(f);
+  return b;
+}
+
+typedef struct native_wait_s {
+  kiln_program_t* prog;
+  size_t len;
+  int calls;
+  bool fail;
+} native_wait_t;
+
+static void add_native(kiln_program_t* p, size_t len) {
+  p->code.native = pu_alloc(p, sizeof(kiln_program_native_t));
+  memset(p->code.native, 0, sizeof(kiln_program_native_t));
+  p->code.native[0].isa = pu_str(p, "x86-64-v3");
+  p->code.native[0].bytes = pu_alloc(p, len);
+  for (size_t i = 0; i < len; ++i) p->code.native[0].bytes[i] = (uint8_t)(i * 7 + 3);
+  p->code.native[0].len = len;
+  p->code.n_native = 1;
+}
+
+static kiln_status_t native_wait(void* arg) {
+  native_wait_t* w = arg;
+  w->calls++;
+  if (w->fail) return kiln_make_status(KILN_DEVICE_ERROR, "the test's native build failed");
+  add_native(w->prog, w->len);
+  return NULL;
+}
+
+static bool file_is_serialized(const kiln_program_t* p, const char* path) {
+  uint8_t* want = NULL;
+  size_t want_len = 0, got_len = 0;
+  if (!CHECK_OK(kiln_module_serialize(p, sys(), &want, &want_len))) return false;
+  uint8_t* got = slurp(path, &got_len);
+  bool same = got && got_len == want_len && memcmp(got, want, want_len) == 0;
+  free(got);
+  kiln_allocator_free(sys(), want);
+  return same;
+}
+
+static void test_streamed_write(void) {
+  const size_t big = (size_t)700 << 10; /* past the 256 KB stage: written straight from the program */
+  kiln_program_t* p = make_program("cpu");
+  add_native(p, big);
+  const char* path = tmp_path("stream.kiln");
+  if (CHECK_OK(kiln_module_write_file(p, path))) CHECK(file_is_serialized(p, path));
+  kiln_program_destroy(p);
+
+  for (int k = 0; k < 2; ++k) { /* a small object, then a large one */
+    p = make_program("cpu");
+    native_wait_t w = {p, k ? big : 4096, 0, false};
+    if (CHECK_OK(kiln_module_write_file_then(p, path, native_wait, &w))) CHECK(file_is_serialized(p, path));
+    CHECK(w.calls == 1 && p->code.n_native == 1);
+    kiln_program_destroy(p);
+  }
+
+  p = make_program("cpu");
+  native_wait_t w = {p, 4096, 0, true};
+  const char* failed = tmp_path("failed.kiln");
+  CHECK_ERR(kiln_module_write_file_then(p, failed, native_wait, &w), KILN_DEVICE_ERROR, "native build failed");
+  CHECK(w.calls == 1 && !exists(failed));
+  char tmp_name[600];
+  snprintf(tmp_name, sizeof tmp_name, "%s.tmp", failed);
+  CHECK(!exists(tmp_name));
+  w.fail = false;
+  w.calls = 0;
+  CHECK_ERR(kiln_module_write_file_then(p, tmp_path("no/such/dir.kiln"), native_wait, &w), KILN_IO_ERROR, "cannot create");
+  CHECK(w.calls == 1);
+  kiln_program_destroy(p);
+  unlink(path);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_module_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -673,6 +759,7 @@ int main(void) {
   RUN(test_gemm_descriptor);
   RUN(test_plugin_section);
   RUN(test_tune_section);
+  RUN(test_streamed_write);
   unlink(tmp_path("tiny.kiln"));
   rmdir(tmpdir);
   return kiln_test_finish();

@@ -602,8 +602,8 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   info->parts = nparts < 2 ? 1 : nparts;
   info->jobs = nparts < 2 ? 1 : nparts < jobs ? nparts : jobs;
   if (nparts < 2) {
-    const char* extra[] = {"-shared", "-fPIC", "-o", so, src_path, "-lm"};
-    KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv));
+    const char* extra[] = {"-pipe", "-shared", "-fPIC", "-o", so, src_path, "-lm"};
+    KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 7, argv));
     kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     int rc = 0;
     kiln_status_t s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
@@ -650,8 +650,8 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   int32_t next = 0, running = 0;
   while (next < nparts || running > 0) {
     if (!s && failed < 0 && next < nparts && running < info->jobs) {
-      const char* extra[] = {"-fPIC", "-c", "-o", opath[next], cpath[next]};
-      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 5, argv);
+      const char* extra[] = {"-pipe", "-fPIC", "-c", "-o", opath[next], cpath[next]};
+      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv);
       if (!s) s = spawn_tool(argv, lpath[next], &pids[next]);
       if (!s) running++;
       next++;
@@ -847,6 +847,11 @@ rekey:;
 
 kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* src, const char* cc, const char* flags,
                                     const char* so_path) {
+  return kiln_cpu_build_object_stats(src, cc, flags, so_path, NULL);
+}
+
+kiln_status_t kiln_cpu_build_object_stats(const kiln_program_code_t* src, const char* cc, const char* flags,
+                                          const char* so_path, kiln_cpu_compile_stats_t* stats) {
   const char* tmp = getenv("TMPDIR");
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/kiln-aot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -857,7 +862,15 @@ kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* src, const char* 
   snprintf(src_path, sizeof src_path, "%s/kernels.c", dir);
   kiln_status_t s = write_file(src_path, src->text ? src->text : "", (size_t)src->text_len);
   build_info_t info;
+  double t0 = kiln_cpu_now();
   if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path, &info);
+  if (!s && stats) {
+    stats->compile_s += kiln_cpu_now() - t0;
+    stats->compiler_cpu_s += info.cpu_s;
+    stats->parts = info.parts;
+    stats->jobs = info.jobs;
+    snprintf(stats->compiler, sizeof stats->compiler, "%s", cc);
+  }
   /* A failed build keeps the source its message points at. */
   if (!s) unlink(src_path);
   if (!s) rmdir(dir);

@@ -102,6 +102,10 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
  * Errors: as kiln_cpu_module_load's compile errors. */
 kiln_status_t kiln_cpu_build_object(const kiln_program_code_t* code, const char* cc, const char* flags,
                                     const char* so_path);
+/* The same, adding the compile's wall and compiler CPU seconds to |stats|
+ * (when not NULL) and setting its parts, jobs and compiler. */
+kiln_status_t kiln_cpu_build_object_stats(const kiln_program_code_t* code, const char* cc, const char* flags,
+                                          const char* so_path, kiln_cpu_compile_stats_t* stats);
 
 /* Promotes every OpenMP runtime loaded in the process to RTLD_NODELETE: its
  * worker threads outlive a parallel region, so it must outlive the object

@@ -89,13 +89,9 @@ static kiln_status_t read_whole(const char* path, kiln_allocator_t a, uint8_t** 
   return NULL;
 }
 
-/* One level: print, compile, read the object back, check it. */
-static kiln_status_t build_level(const kiln_plan_t* plan, kiln_program_t* prog, const kiln_cpu_isa_t* isa,
-                                 kiln_program_native_t* out) {
-  kiln_cpu_source_t src;
-  KILN_RETURN_IF_ERROR(kiln_cpu_codegen_lanes(plan, isa->vector_lanes, &src));
-  kiln_program_code_t code = {.text = src.text.data, .text_len = src.text.len, .n_parts = src.n_parts,
-                              .parts = src.parts};
+/* One level's object from its C |code|: compile, read back, check. */
+static kiln_status_t compile_level(const kiln_program_code_t* code, kiln_program_t* prog, const kiln_cpu_isa_t* isa,
+                                   kiln_program_native_t* out, kiln_cpu_compile_stats_t* stats) {
   const char* fl = getenv("KILN_CPU_AOT_FLAGS");
   char flags[512];
   /* Tuned for this machine when it is of the level's architecture: tuning
@@ -113,15 +109,26 @@ static kiln_status_t build_level(const kiln_plan_t* plan, kiln_program_t* prog, 
   if (fd < 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot create '%s': %s", so, strerror(errno));
   else close(fd);
   const char* cc = isa_compiler(isa);
-  if (!s) s = kiln_cpu_build_object(&code, cc, flags, so);
+  if (!s) s = kiln_cpu_build_object_stats(code, cc, flags, so, stats);
   if (s)
     s = kiln_status_annotate(s, "--cpu-target %s (compiler '%s'; set %s to choose another, or --cpu-target none "
                              "for a module with C source only)", isa->name, cc, isa->cc_env);
   if (!s) s = read_whole(so, prog->allocator, &out->bytes, &out->len);
   if (fd >= 0) unlink(so);
-  kiln_cpu_source_free(&src);
   if (!s) s = kiln_cpu_native_check(out->bytes, out->len, isa, prog->model_name);
   if (!s) s = kiln_program_strdup(prog, isa->name, &out->isa);
+  return s;
+}
+
+/* One level: print, compile, read the object back, check it. */
+static kiln_status_t build_level(const kiln_plan_t* plan, kiln_program_t* prog, const kiln_cpu_isa_t* isa,
+                                 kiln_program_native_t* out) {
+  kiln_cpu_source_t src;
+  KILN_RETURN_IF_ERROR(kiln_cpu_codegen_lanes(plan, isa->vector_lanes, &src));
+  kiln_program_code_t code = {.text = src.text.data, .text_len = src.text.len, .n_parts = src.n_parts,
+                              .parts = src.parts};
+  kiln_status_t s = compile_level(&code, prog, isa, out, NULL);
+  kiln_cpu_source_free(&src);
   return s;
 }
 
@@ -140,6 +147,48 @@ kiln_status_t kiln_cpu_aot_build(const kiln_plan_t* plan, kiln_program_t* prog, 
   for (int32_t i = 0; i < n; ++i) {
     prog->code.n_native = i + 1;
     KILN_RETURN_IF_ERROR(build_level(plan, prog, levels[i], &prog->code.native[i]));
+  }
+  return NULL;
+}
+
+/* The program's own C is what kiln_cpu_codegen prints: the vector lanes of
+ * this machine (kiln_cpu_simd), so a level with those lanes compiles it as
+ * it is; a level with other lanes needs the plan printed again. */
+static bool level_prints_same(const kiln_cpu_isa_t* isa) { return isa->vector_lanes == kiln_cpu_simd().lanes; }
+
+bool kiln_cpu_aot_from_code_ok(const char* list) {
+  const kiln_cpu_isa_t* levels[MAX_LEVELS];
+  int32_t n = 0;
+  kiln_status_t s = parse_levels(list ? list : "", levels, &n);
+  if (s) {
+    kiln_status_free(s);
+    return false;
+  }
+  for (int32_t i = 0; i < n; ++i)
+    if (!level_prints_same(levels[i])) return false;
+  return true;
+}
+
+kiln_status_t kiln_cpu_aot_build_code(kiln_program_t* prog, const char* list, kiln_cpu_compile_stats_t* stats) {
+  if (!prog || !list) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu aot: NULL argument");
+  const kiln_cpu_isa_t* levels[MAX_LEVELS];
+  int32_t n = 0;
+  KILN_RETURN_IF_ERROR(parse_levels(list, levels, &n));
+  if (n == 0) return NULL;
+  for (int32_t i = 0; i < n; ++i)
+    if (!level_prints_same(levels[i]))
+      return kiln_make_status(KILN_INTERNAL, "cpu aot: --cpu-target %s needs %d-lane C, the program has %d-lane C",
+                              levels[i]->name, (int)levels[i]->vector_lanes, (int)kiln_cpu_simd().lanes);
+  if (prog->code.native)
+    return kiln_make_status(KILN_INTERNAL, "cpu aot: the program has native code already");
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, sizeof(kiln_program_native_t) * (size_t)n,
+                                             "native code", &m));
+  memset(m, 0, sizeof(kiln_program_native_t) * (size_t)n);
+  prog->code.native = m;
+  for (int32_t i = 0; i < n; ++i) {
+    prog->code.n_native = i + 1;
+    KILN_RETURN_IF_ERROR(compile_level(&prog->code, prog, levels[i], &prog->code.native[i], stats));
   }
   return NULL;
 }

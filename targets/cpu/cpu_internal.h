@@ -46,6 +46,14 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
  * prog->code.native. Errors: INVALID_ARGUMENT naming an unknown level,
  * NOT_FOUND when a level's compiler is missing, the compiler's errors. */
 kiln_status_t kiln_cpu_aot_build(const kiln_plan_t* plan, kiln_program_t* prog, const char* list);
+/* Whether every level of |list| can compile the program's own C (the C
+ * printed for this machine's vector lanes), so the native code can be
+ * built from the program alone, after the plan is gone. */
+bool kiln_cpu_aot_from_code_ok(const char* list);
+/* Builds the native code of the levels in |list| from prog->code (each must
+ * pass kiln_cpu_aot_from_code_ok), as kiln_cpu_aot_build does from the
+ * plan; the compile's seconds, parts and jobs go into |stats| (or NULL). */
+kiln_status_t kiln_cpu_aot_build_code(kiln_program_t* prog, const char* list, kiln_cpu_compile_stats_t* stats);
 void kiln_cpu_source_free(kiln_cpu_source_t* s);
 
 /* Shape sharing (cpu_share.c, see its header comment): kernels whose

@@ -25,6 +25,20 @@ static kiln_status_t cpu_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   return s;
 }
 
+static kiln_status_t cpu_native_code(kiln_program_t* prog, const char* levels, kiln_native_build_stats_t* stats) {
+  kiln_cpu_compile_stats_t st;
+  memset(&st, 0, sizeof st);
+  kiln_status_t s = kiln_cpu_aot_build_code(prog, levels, &st);
+  if (stats) {
+    stats->wall_s = st.compile_s;
+    stats->compiler_cpu_s = st.compiler_cpu_s;
+    stats->parts = st.parts;
+    stats->jobs = st.jobs;
+    snprintf(stats->compiler, sizeof stats->compiler, "%s", st.compiler);
+  }
+  return s;
+}
+
 const kiln_target_t kiln_target_cpu = {
     .name = "cpu",
     .lowering = KILN_TARGET_CLASS_CPU,
@@ -34,4 +48,6 @@ const kiln_target_t kiln_target_cpu = {
     .emit_native = kiln_cpu_aot_build,
     .dyn_batch = true,
     .dyn_seq = true,
+    .native_from_code_ok = kiln_cpu_aot_from_code_ok,
+    .emit_native_code = cpu_native_code,
 };
