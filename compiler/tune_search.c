@@ -10,10 +10,11 @@
  * builds in about a second where the model takes a minute or two on a
  * loaded machine: a 10-minute budget then tries tens of points per kernel
  * instead of three. */
+#define _GNU_SOURCE /* getloadavg */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "compiler/compare.h"
@@ -34,14 +35,14 @@ static double now_s(void) {
 
 double kiln_tune_clock_s(void) { return now_s(); }
 
-/* CPU seconds of this process and the children it waited for (the C
- * compiler of the CPU target): what a build costs whatever the load, the
- * wall time over it how busy the machine is. */
-static double work_s(void) {
-  struct rusage a, b;
-  if (getrusage(RUSAGE_SELF, &a) || getrusage(RUSAGE_CHILDREN, &b)) return 0;
-  return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) +
-         1e-6 * (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec);
+/* How busy the machine is: the 1-minute load average per online CPU, at
+ * least 1 (a CPU-bound job then gets about 1/busy of a core, and its wall
+ * time grows with it); 1 where the system reports neither. */
+static double busy(void) {
+  double l = 0;
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (getloadavg(&l, 1) != 1 || n < 1) return 1;
+  return fmax(1, l / (double)n);
 }
 
 static double cpu_s(void) {
@@ -581,7 +582,6 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   memset(&m0, 0, sizeof m0);
   memset(&m1, 0, sizeof m1);
   double tb = now_s();
-  const double w0 = work_s();
   kiln_status_t s = set_tiles(t, false);
   if (!s) s = measure(t, reps, times, def, &m0); /* the default build, kept */
   if (!s) {
@@ -599,25 +599,24 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * what the default's runs did per run; a fifth more for a busier
    * machine. It is planned from the start: a point is tried only while
    * it and the closing build still fit. */
-  const double run_s = s ? 0 : m0.runs_s / reps;
-  const double base = 1.2 * (m0.build_s + (2 * reps + 1) * 2 * run_s);
+  /* The closing whole-model build costs what the default one did (program,
+   * session, warm-up), its 2 x reps timed pairs after a warm-up pair what
+   * the default's runs did per run (the median: one slow run of a busy
+   * machine is not the rule), a fifth more; and as much more as the
+   * machine got busier since (the load average per CPU: the CPU target's
+   * closing build of ResNet-18 took 2.5x the default's while the load went
+   * from 14 to 20). It is planned from the start: a point is tried only
+   * while it and the closing build still fit. A program of one kernel
+   * costs less than the model's, unless the model is so small that
+   * starting the compiler is most of it: the closing build is also planned
+   * to cost at least the dearest set-up or point seen so far. */
+  const double pairs_s = s ? 0 : (2 * reps + 1) * 2 * m0.model_s;
+  const double base = 1.2 * (m0.build_s + pairs_s), busy0 = busy();
   double closing = base, at_least = base;
-  /* A machine that gets busier makes the closing build dearer (the CPU
-   * target's closing build of ResNet-18 took 2.5x the default's at a load
-   * going from 14 to 20): the wall time per CPU second of the latest
-   * set-ups and points over the default build's scales the plan. And a
-   * program of one kernel costs less than the model's, unless the load
-   * rose or the model is so small that starting the compiler is most of
-   * it: the closing build is planned to cost at least the dearest set-up
-   * or point seen so far. */
-  const double w1 = work_s() - w0;
-  const double slow0 = w1 > 0.05 ? (m0.build_s + m0.runs_s) / w1 : 0;
-  double slow = slow0;
-#define CLOSING_UPDATE(wall, work)                                                   \
-  do {                                                                               \
-    if (slow0 > 0 && (work) > 0.05) slow = 0.5 * slow + 0.5 * (wall) / (work);       \
-    at_least = fmax(at_least, 1.2 * ((wall) + (2 * reps + 1) * 2 * run_s));           \
-    closing = fmax(at_least, slow0 > 0 ? base * fmax(1, slow / slow0) : base);        \
+#define CLOSING_UPDATE(wall)                                           \
+  do {                                                                 \
+    at_least = fmax(at_least, 1.2 * ((wall) + pairs_s));               \
+    closing = fmax(at_least, base * fmax(1, busy() / busy0));          \
   } while (0)
   /* Each kernel alone: its default point's program (the reference for its
    * candidates). The plan goes back to the packed weights the points'
@@ -644,7 +643,8 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const int32_t min_points = o->trials > 0 ? 1 : TUNE_MIN_POINTS;
   for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
     group_t* g = &t->groups[order[i]];
-    const double t1 = now_s(), wk = work_s();
+    const double t1 = now_s();
+    CLOSING_UPDATE(0);
     /* the set-up, a point of it and the closing build must fit */
     if (t1 - t0 + 2 * last + closing > budget) {
       no_room = n_set == 0;
@@ -671,7 +671,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     n_set += !ms;
     g->point_s = g->setup_s = last = now_s() - t1;
     sum->setup_s += last;
-    CLOSING_UPDATE(last, work_s() - wk);
+    CLOSING_UPDATE(last);
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
@@ -702,15 +702,15 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
         const group_t* h = &t->groups[j];
         if (!tiles_eq(&h->best, &h->dflt) && h->best_s > h->setup_s) extra += h->best_s - h->setup_s;
       }
+      CLOSING_UPDATE(0);
       if (now_s() - t0 + g->point_s + closing + extra > budget) {
         out_of_time = true;
         break;
       }
       bool ran = false;
-      const double wk = work_s();
       point_once(t, g, sum, &ran);
       any |= ran;
-      if (ran) CLOSING_UPDATE(g->point_s, work_s() - wk);
+      if (ran) CLOSING_UPDATE(g->point_s);
     }
     if (any) sum->rounds++;
     progress(t, sum->rounds, sum->trials, t0, budget, m0.def_model_s * 1e3);
