@@ -22,9 +22,11 @@ Per model and target:
      has its kernels' ms/run summed, per round, in both modules; a node whose median over the
      rounds is higher tuned than default counts as slower (and separately when more than 5%
      slower, the noise band of a loaded machine).
-Prints a table: default and tuned batch-1 latency, speed-up, tuning time against the budget,
-kernels improved / reverted by `kiln tune` itself, tuned nodes re-measured and how many of them
-were slower than their default.
+Prints a table: default and tuned batch-1 latency, speed-up, tuning time against the budget
+(the whole `kiln tune` process's wall time) with the tune's own account of where it went,
+kernels improved / reverted by `kiln tune` itself (on the CPU with --threads 1 also its
+whole-model process CPU time default -> tuned), tuned nodes re-measured and how many of them
+were slower than their default, and the load average (1 minute) after the tune and the runs.
 """
 import argparse
 import os
@@ -105,6 +107,11 @@ def main():
                 continue
             m = re.search(r"(\d+) of (\d+) kernels improved, (\d+) reverted", out)
             improved, kernels, reverted = (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", "?")
+            # where the tune says its budget went, and (CPU, 1 thread) its own CPU-time verdict
+            spent = re.search(r"^tune: budget .*$", out, re.M)
+            spent = spent.group(0)[len("tune: "):] if spent else "no breakdown printed"
+            mcpu = re.search(r"^model CPU time: ([0-9.]+) ms default, ([0-9.]+) ms tuned", out, re.M)
+            load_tune = os.getloadavg()[0]
             within = took <= budget_s(a.budget) * 1.05
             mods = {}
             for kind, flag in (("default", ["--no-tuning-cache"]), ("tuned", ["--tuning-cache", cache])):
@@ -167,12 +174,16 @@ def main():
                     slower5 += 1
             md, mu = min(dmin), min(umin)
             cd, cu = statistics.median(cpu["default"]), statistics.median(cpu["tuned"])
+            tune_cpu = (f"the tune's whole-model CPU time {float(mcpu.group(1)):.3f} -> {float(mcpu.group(2)):.3f} ms; "
+                        if mcpu else "")
             rows.append((name, t, statistics.median(d), statistics.median(u), took,
                          f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.3f} -> {cu:.3f} s "
                          f"({cd / cu:.2f}x); "
                          f"{improved} of {kernels} kernels improved, {reverted} reverted by the tune; "
                          f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%); "
-                         f"budget {'kept' if within else 'EXCEEDED'} ({100 * took / budget_s(a.budget):.0f}%)"))
+                         f"{tune_cpu}"
+                         f"budget {'kept' if within else 'EXCEEDED'} ({100 * took / budget_s(a.budget):.0f}%: {spent}); "
+                         f"load {load_tune:.1f} after the tune, {os.getloadavg()[0]:.1f} after the runs"))
     print(f"\nkiln tune, budget {a.budget} ({budget_s(a.budget):.0f} s), {a.rounds} x {a.repeat} runs "
           f"interleaved, threads {a.threads or 'all'}")
     print("| model | target | default ms (median) | tuned ms | speed-up | tuning s | notes |")

@@ -91,14 +91,36 @@ typedef struct kiln_tune_options_s {
   bool resume;       /* start each kernel from its exact record in the cache */
   volatile sig_atomic_t* stop; /* set: finish after the current round */
   FILE* log;         /* progress and the final table (NULL: quiet) */
+  /* when the budget began, on kiln_tune_clock_s's clock (0: when
+   * kiln_tune_model is called); a command line sets it at its start so
+   * that reading the model and the graph passes count too */
+  double start_s;
 } kiln_tune_options_t;
+
+/* Seconds on the monotonic clock the budget is kept by. */
+double kiln_tune_clock_s(void);
 
 void kiln_tune_options_default(kiln_tune_options_t* o);
 
 typedef struct kiln_tune_summary_s {
   int32_t kernels, instances, improved, rounds, trials, rejected, reverted;
   double default_ms, tuned_ms; /* whole model, median wall time per run */
-  double elapsed_s;
+  double elapsed_s;   /* since options.start_s: what the budget is held to */
+  /* where the budget went (seconds of wall time): before the search
+   * (options.start_s to the default build: the model, graph passes,
+   * planning), the default whole-model build (program, session, warm-up
+   * run) and its timed runs, the kernels' set-ups (kernels_set_up of
+   * them), the points, and the closing whole-model build and its runs
+   * paired with the default's (0 when no point changed) */
+  double prepare_s, default_build_s, default_runs_s, setup_s, points_s, closing_build_s, closing_runs_s;
+  int32_t kernels_set_up;
+  /* CPU with one thread: the whole model's process CPU time per run,
+   * medians of the closing pairs (of the default build's runs when no
+   * point changed); 0 elsewhere. A point is kept only where the tuned
+   * model is not slower by it. */
+  double default_cpu_ms, tuned_cpu_ms;
+  bool cpu_reverted; /* the tuned model was slower by CPU time: nothing kept */
+  double closing_planned_s; /* what the search left for the closing build and its runs */
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

@@ -81,7 +81,9 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kil
  * warm-up run), each run right after one of the default point's:
  * *t and *t_def the medians of the instance's dispatch times, seconds;
  * *match whether every output equals the default's within tolerance (a
- * mismatch is described on |log|, NULL: quiet). Errors: the build's or
+ * mismatch is described on |log|, NULL: quiet). A point more than 1.25x
+ * slower than the default after 5 pairs stops there (the medians are of
+ * the pairs run). Errors: the build's or
  * run's (a point the driver refuses), OUT_OF_MEMORY. */
 KILN_MUST_USE kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles,
                                                     int32_t repeats, double* t, double* t_def, bool* match,

@@ -10,9 +10,11 @@
  * builds in about a second where the model takes a minute or two on a
  * loaded machine: a 10-minute budget then tries tens of points per kernel
  * instead of three. */
+#define _GNU_SOURCE /* getloadavg */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "compiler/compare.h"
@@ -28,6 +30,24 @@
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double kiln_tune_clock_s(void) { return now_s(); }
+
+/* How busy the machine is: the 1-minute load average per online CPU, at
+ * least 1 (a CPU-bound job then gets about 1/busy of a core, and its wall
+ * time grows with it); 1 where the system reports neither. */
+static double busy(void) {
+  double l = 0;
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (getloadavg(&l, 1) != 1 || n < 1) return 1;
+  return fmax(1, l / (double)n);
+}
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -56,11 +76,15 @@ typedef struct {
   kiln_template_tiles_t* tried;
   kiln_tune_micro_t micro; /* the kernel alone (micro_ok) */
   bool micro_ok;
-  double point_s; /* what its last point cost (build and runs), for the budget */
+  double point_s; /* what its last point cost (build and runs) */
   double setup_s; /* what its default point alone cost to build */
   double best_s;  /* what its best point cost, to plan the closing build */
   int32_t n_hints, next_hint; /* the target's points to try first (set.tiles_hints) */
   kiln_template_tiles_t hints[KILN_TUNE_HINTS_MAX];
+  /* what its dearest point (or its set-up) cost: the budget plans the next
+   * point at that, since a point stopped early (tune_micro.h) costs a
+   * fraction of a full one */
+  double point_max;
 } group_t;
 
 typedef struct {
@@ -196,14 +220,16 @@ static kiln_status_t set_tiles(tuner_t* t, bool best) {
 
 static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
 
-/* One run of |ses|: its wall time into wall[r] and each group's summed
- * dispatch times into per[group * R + r] (r < 0: a warm-up, not kept). */
+/* One run of |ses|: its wall time into wall[r], the process's CPU time
+ * into cpu[r] and each group's summed dispatch times into
+ * per[group * R + r] (r < 0: a warm-up, not kept). */
 static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out, int32_t r, int32_t R, double* per,
-                              double* wall) {
+                              double* wall, double* cpu) {
   for (int32_t k = 0; k < t->g->n_outputs; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
-  const double t0 = now_s();
+  const double t0 = now_s(), c0 = cpu_s();
   KILN_RETURN_IF_ERROR(kiln_session_run(ses, t->in, out));
   if (r < 0) return NULL;
+  cpu[r] = cpu_s() - c0;
   wall[r] = now_s() - t0;
   int32_t n = 0, runs = 0;
   const kiln_profile_entry_t* e = kiln_session_profile(ses, &n, &runs);
@@ -214,22 +240,34 @@ static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out
   return NULL;
 }
 
+/* What one whole-model measurement found (measure). */
+typedef struct {
+  double model_s, def_model_s; /* median wall time per run: this build's, the default's beside it */
+  double cpu_s, def_cpu_s;     /* median process CPU time per run, likewise */
+  double build_s;              /* wall: the program, its session and the warm-up run(s) */
+  double runs_s;               /* wall: the timed runs (both builds' when paired) */
+  bool match;                  /* the outputs match the default build's */
+} measured_t;
+
 /* Builds the plan as its tiles stand and runs it: one warm-up run, then
- * o->repeats timed runs, each right after a run of the default build's
- * session (kept from the first call, which builds it), so both see the
- * same load on a busy machine. Per group the median of its dispatches'
- * summed times (*times) and of the default's in the same window
- * (*def_times), the model's median wall times, and whether the outputs
- * match the default build's (the first call's outputs become them). */
-static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_times, double* model_s, double* def_model_s,
-                             bool* match) {
+ * R timed runs, each right after a run of the default build's session
+ * (kept from the first call, which builds it), so both see the same load
+ * on a busy machine. Per group the median of its dispatches' summed times
+ * (*times) and of the default's in the same window (*def_times), the
+ * model's medians, what the build and the runs cost, and whether the
+ * outputs match the default build's (the first call's outputs become
+ * them). */
+static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_times, measured_t* m) {
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
+  memset(m, 0, sizeof *m);
+  const double t0 = now_s();
   const int32_t n_out = t->g->n_outputs;
   const size_t nper = (size_t)(t->n_groups + 1) * (size_t)R;
   double* per = calloc(2 * nper, sizeof(double));
-  double* wall = calloc(2 * (size_t)R + 2, sizeof(double));
+  double* wall = calloc(4 * (size_t)R + 4, sizeof(double));
+  double* cpu = wall + 2 * (size_t)R + 2;
   kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
   kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
@@ -248,24 +286,30 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
   if (!s) s = kiln_session_create(mod, t->dev, &so, &ses);
   kiln_session_t* def = t->def_ses ? t->def_ses : ses;
+  double t1 = now_s();
   for (int32_t r = -1; r < R && !s; ++r) {
-    if (def != ses) s = run_once(t, def, out + n_out, r, R, per + nper, wall + R);
-    if (!s) s = run_once(t, ses, out, r, R, per, wall);
+    if (def != ses) s = run_once(t, def, out + n_out, r, R, per + nper, wall + R, cpu + R);
+    if (!s) s = run_once(t, ses, out, r, R, per, wall, cpu);
+    if (r < 0) t1 = now_s(); /* the warm-up builds what a driver builds at the first launch */
   }
+  m->build_s = t1 - t0;
+  m->runs_s = now_s() - t1;
   if (!s) {
     const bool first = def == ses;
     for (int32_t gi = 0; gi < t->n_groups; ++gi) {
       times[gi] = median(per + (size_t)gi * (size_t)R, R);
       def_times[gi] = first ? times[gi] : median(per + nper + (size_t)gi * (size_t)R, R);
     }
-    *model_s = median(wall, R);
-    *def_model_s = first ? *model_s : median(wall + R, R);
-    *match = true;
+    m->model_s = median(wall, R);
+    m->def_model_s = first ? m->model_s : median(wall + R, R);
+    m->cpu_s = median(cpu, R);
+    m->def_cpu_s = first ? m->cpu_s : median(cpu + R, R);
+    m->match = true;
     for (int32_t k = 0; k < n_out && !first; ++k) {
       kiln_compare_result_t cr;
       kiln_compare(&out[k], &t->ref[k], 1e-3, 1e-4, &cr);
       if (!cr.ok) {
-        *match = false;
+        m->match = false;
         if (t->o->log) fprintf(t->o->log, "\ntune: outputs differ from the default build's: %s\n", cr.message);
       }
     }
@@ -481,6 +525,8 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   const int32_t R = 3 * (t->o->repeats > 0 ? t->o->repeats : 1); /* runs of one kernel cost little */
   kiln_status_t s = kiln_tune_micro_measure(&g->micro, &g->cand, R, &tc, &td, &match, t->o->log);
   g->point_s = now_s() - t0;
+  g->point_max = fmax(g->point_max, g->point_s);
+  sum->points_s += g->point_s;
   if (s) { /* a point the driver refuses: dropped, not the search */
     if (t->o->log) fprintf(t->o->log, "\ntune: a point of kernel '%s' refused: %s\n", g->name, kiln_status_message(s));
     kiln_status_free(s);
@@ -516,26 +562,62 @@ static void table(const tuner_t* t, FILE* f) {
  * the target's hints or random draws, then neighbours of the best). */
 #define TUNE_MIN_POINTS 3
 
-static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summary_t* sum) {
+/* Where the budget went, in one line. */
+static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
+  FILE* f = t->o->log;
+  if (!f) return;
+  fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s + runs %.1f s, "
+             "%d kernel set-ups %.1f s, %d points %.1f s, closing build %.1f s + runs %.1f s (planned %.1f s)\n",
+          t->o->budget_s, sum->elapsed_s, 100 * sum->elapsed_s / t->o->budget_s, sum->prepare_s, sum->default_build_s,
+          sum->default_runs_s, (int)sum->kernels_set_up, sum->setup_s, (int)sum->trials, sum->points_s,
+          sum->closing_build_s, sum->closing_runs_s, sum->closing_planned_s);
+}
+
+/* The search; the budget runs from |t0| (kiln_tune_clock_s). */
+static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summary_t* sum, double t0) {
   const kiln_tune_options_t* o = t->o;
-  const double t0 = now_s();
+  const double budget = o->budget_s;
+  sum->prepare_s = now_s() - t0;
   /* times: [group] a build's, [n_groups + group] the default's beside it */
   const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
   if (!times) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   double* def = times + t->n_groups;
-  double model_s = 0, def_model_s = 0;
-  bool match = true;
+  measured_t m0, m1;
+  memset(&m0, 0, sizeof m0);
+  memset(&m1, 0, sizeof m1);
+  double tb = now_s();
   kiln_status_t s = set_tiles(t, false);
-  if (!s) s = measure(t, reps, times, def, &model_s, &def_model_s, &match); /* the default build, kept */
+  if (!s) s = measure(t, reps, times, def, &m0); /* the default build, kept */
+  if (!s) {
+    m0.build_s = now_s() - tb - m0.runs_s; /* with the plan's tiles and weights set */
+    sum->default_build_s = m0.build_s;
+    sum->default_runs_s = m0.runs_s;
+  }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
     g->t_default = g->t_best = times[gi];
     g->q_best = 1;
   }
-  /* The closing whole-model build costs what this one did, give or take
-   * the machine's load (a fifth more), plus the default's runs beside it. */
-  const double first = 1.2 * (now_s() - t0) + (2 * reps + 1) * 2 * def_model_s;
+  /* The closing whole-model build costs what the default one did (program,
+   * session, warm-up), its 2 x reps timed pairs after a warm-up pair what
+   * the default's runs did per run (the median: one slow run of a busy
+   * machine is not the rule), a fifth more; and as much more as the
+   * machine got busier since (the load average per CPU: the CPU target's
+   * closing build of ResNet-18 took 2.5x the default's while the load went
+   * from 14 to 20). It is planned from the start: a point is tried only
+   * while it and the closing build still fit. A program of one kernel
+   * costs less than the model's, unless the model is so small that
+   * starting the compiler is most of it: the closing build is also planned
+   * to cost at least the dearest set-up or point seen so far. */
+  const double pairs_s = s ? 0 : (2 * reps + 1) * 2 * m0.model_s;
+  const double base = 1.2 * (m0.build_s + pairs_s), busy0 = busy();
+  double closing = base, at_least = base;
+#define CLOSING_UPDATE(wall)                                           \
+  do {                                                                 \
+    at_least = fmax(at_least, 1.2 * ((wall) + pairs_s));               \
+    closing = fmax(at_least, base * fmax(1, busy() / busy0));          \
+  } while (0)
   /* Each kernel alone: its default point's program (the reference for its
    * candidates). The plan goes back to the packed weights the points'
    * layouts are made from. A kernel that cannot be set up alone is not
@@ -550,15 +632,25 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       order[j] = order[j - 1];
       order[j - 1] = x;
     }
-  double last = 0; /* what the last kernel's set-up cost */
+  /* what the last kernel's set-up cost; before the first, a guess: a
+   * fifth of the whole model's build (a kernel's program is smaller, but
+   * on the CPU it needs a lowering of the model and a compiler process) */
+  double last = 0.2 * m0.build_s;
   int32_t n_set = 0, n_left = 0;
+  bool no_room = false;
   /* with --trials the caller chose how deep; the cut then only keeps a
    * point for every kernel set up */
   const int32_t min_points = o->trials > 0 ? 1 : TUNE_MIN_POINTS;
   for (int32_t i = 0; !s && i < t->n_groups && !(o->stop && *o->stop); ++i) {
     group_t* g = &t->groups[order[i]];
     const double t1 = now_s();
-    if (t1 - t0 + last + first > o->budget_s) break;
+    CLOSING_UPDATE(0);
+    /* the set-up, a point of it and the closing build must fit */
+    if (t1 - t0 + 2 * last + closing > budget) {
+      no_room = n_set == 0;
+      n_left = n_set > 0 ? t->n_groups - i : 0;
+      break;
+    }
     /* A budget too small for every kernel goes to the hottest: the next
      * set-up only while it and TUNE_MIN_POINTS points (one with --trials)
      * for each kernel set up so far (a point costs about a set-up: one
@@ -566,7 +658,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
      * On a loaded machine a PoCL or lavapipe point costs 5-60 s, and 17
      * set-ups with one point each found nothing where 8 with three each
      * may. */
-    if (n_set > 0 && t1 - t0 + first + last * (1 + min_points * (n_set + 1)) > o->budget_s) {
+    if (n_set > 0 && t1 - t0 + closing + last * (1 + min_points * (n_set + 1)) > budget) {
       n_left = t->n_groups - i;
       break;
     }
@@ -577,12 +669,19 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
                                                      o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
     n_set += !ms;
-    g->point_s = g->setup_s = last = now_s() - t1;
+    g->point_s = g->point_max = g->setup_s = last = now_s() - t1;
+    sum->setup_s += last;
+    CLOSING_UPDATE(last);
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
     }
   }
+  sum->kernels_set_up = n_set;
+  if (no_room && o->log)
+    fprintf(o->log, "tune: the default build took %.1f s and its runs %.1f s: no time left in the %.0f s budget for a "
+                    "kernel's points and the closing build (about %.0f s); every kernel keeps its default\n",
+            m0.build_s, m0.runs_s, budget, closing);
   if (n_left && o->log)
     fprintf(o->log, "\ntune: the budget holds about %d points each for the %d hottest kernels only; the other "
                     "%d keep their defaults\n", (int)min_points, (int)n_set, (int)n_left);
@@ -591,6 +690,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * the point (what the kernel's last one cost) and the closing whole-model
    * build fit the budget. */
   bool any = true, out_of_time = false;
+  double point_max_all = 0;
   while (!s && any && !out_of_time && !(o->stop && *o->stop)) {
     any = false;
     for (int32_t i = 0; i < t->n_groups && !out_of_time && !(o->stop && *o->stop); ++i) {
@@ -603,17 +703,26 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
         const group_t* h = &t->groups[j];
         if (!tiles_eq(&h->best, &h->dflt) && h->best_s > h->setup_s) extra += h->best_s - h->setup_s;
       }
-      if (now_s() - t0 + g->point_s + first + extra > o->budget_s) {
+      CLOSING_UPDATE(0);
+      /* the next point costs what this kernel's dearest did, or any
+       * kernel's: a point the driver compiles slowly (lavapipe: a larger
+       * unrolled body, 1.8 s at the default and 36 s at a hint for a
+       * tinycnn conv) is a surprise once, not at every kernel */
+      if (now_s() - t0 + fmax(g->point_max, point_max_all) + closing + extra > budget) {
         out_of_time = true;
         break;
       }
       bool ran = false;
       point_once(t, g, sum, &ran);
       any |= ran;
+      if (ran) CLOSING_UPDATE(g->point_s);
+      if (ran) point_max_all = fmax(point_max_all, g->point_s);
     }
     if (any) sum->rounds++;
-    progress(t, sum->rounds, sum->trials, t0, o->budget_s, def_model_s * 1e3);
+    progress(t, sum->rounds, sum->trials, t0, budget, m0.def_model_s * 1e3);
   }
+#undef CLOSING_UPDATE
+  sum->closing_planned_s = closing;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
     t->groups[gi].micro_ok = false;
@@ -622,16 +731,35 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   /* Never slower: the best points are built and measured again, together
    * and beside the default build; each is kept only where it beats the
    * default there. Without a changed point there is nothing to check. */
-  double best_model = model_s;
-  def_model_s = model_s;
+  m1.model_s = m1.def_model_s = m0.model_s;
+  m1.cpu_s = m1.def_cpu_s = m0.cpu_s;
   bool changed = false;
   for (int32_t gi = 0; gi < t->n_groups; ++gi) changed |= !tiles_eq(&t->groups[gi].best, &t->groups[gi].dflt);
   if (!s && changed) {
+    if (o->log) fprintf(o->log, "\n");
+    tb = now_s();
     s = set_tiles(t, true);
-    if (!s) s = measure(t, 2 * reps, times, def, &best_model, &def_model_s, &match); /* twice the pairs: the last word */
-    if (!s && !match) { /* cannot happen unless the device is flaky: keep nothing */
+    if (!s) s = measure(t, 2 * reps, times, def, &m1); /* twice the pairs: the last word */
+    sum->closing_runs_s = m1.runs_s;
+    sum->closing_build_s = now_s() - tb - m1.runs_s;
+    if (!s && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
       for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
+    }
+    /* On the CPU with one thread a run's CPU time is what the machine's
+     * load leaves alone (its wall time and the dispatches' stamps move
+     * several times over at load 20): the tuned model must not be slower
+     * by it, else nothing is kept. */
+    if (!s && m1.match && t->cpu && o->threads == 1 && m1.cpu_s > m1.def_cpu_s) {
+      sum->cpu_reverted = true;
+      for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+        group_t* g = &t->groups[gi];
+        sum->reverted += !tiles_eq(&g->best, &g->dflt);
+        g->best = g->dflt;
+      }
+      if (o->log)
+        fprintf(o->log, "tune: the tuned model is slower by process CPU time (%.3f vs %.3f ms per run, medians of %d "
+                        "pairs); nothing kept\n", m1.cpu_s * 1e3, m1.def_cpu_s * 1e3, (int)(2 * reps));
     }
   }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
@@ -650,12 +778,17 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
                             .tuned_us = fmax(g->t_best * 1e6, 1e-3)};
     s = kiln_tune_cache_put(cache, &r, true);
   }
-  sum->default_ms = def_model_s * 1e3;
-  sum->tuned_ms = best_model * 1e3;
+  sum->default_ms = m1.def_model_s * 1e3;
+  sum->tuned_ms = (sum->improved ? m1.model_s : m1.def_model_s) * 1e3;
+  if (t->cpu && o->threads == 1) {
+    sum->default_cpu_ms = m1.def_cpu_s * 1e3;
+    sum->tuned_cpu_ms = (sum->improved ? m1.cpu_s : m1.def_cpu_s) * 1e3;
+  }
   sum->elapsed_s = now_s() - t0;
   if (!s && o->log) {
     qsort(t->groups, (size_t)t->n_groups, sizeof *t->groups, by_default_time); /* hottest first */
     table(t, o->log);
+    budget_line(t, sum);
   }
   free(times);
   return s;
@@ -666,6 +799,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   tuner_t t;
   memset(&t, 0, sizeof t);
   memset(out, 0, sizeof *out);
+  const double t0 = o->start_s > 0 ? o->start_s : now_s();
   t.g = g;
   t.target = target;
   t.dev = dev;
@@ -705,7 +839,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
     if (o->log)
       fprintf(o->log, "tune: %d %s, %d distinct kernels, on %s (%s), budget %.0f s\n",
               (int)out->instances, t.cpu ? "GEMM nodes" : "template instances", (int)out->kernels, t.where.device, t.where.driver, o->budget_s);
-    s = search(&t, cache, out);
+    s = search(&t, cache, out, t0);
   }
   for (int32_t gi = 0; gi < t.n_groups; ++gi) {
     free(t.groups[gi].inst);

@@ -39,7 +39,9 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KILN_TEMPLATE_KNOB(out, "rn", d[4], 1, 2, 4, 8);
       /* 0 direct reads, 1 shared-memory tiles, 2 subgroup mode with 64-bit
        * pair reads, 3 subgroup mode with 32-bit reads, 4 subgroup mode with
-       * vec4 texel reads (mode 3 where the shapes do not allow them) */
+       * vec4 texel reads and (where the output's planes are whole texels)
+       * vec4 texel stores; tied to 3 where the shapes allow no texel
+       * reads, refused for tiles that do not */
       KILN_TEMPLATE_KNOB(out, "shared", d[5], 0, 1, 2, 3, 4);
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
@@ -56,6 +58,22 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
   return false;
 }
 
+/* Whether the shapes and dtypes of |t| let mode 4 read vec4 texels
+ * (vulkan_gemm.c / vulkan_conv.c: else they print mode 3's shader): a
+ * GEMM's K and B rows on whole texels, a conv's f32 weights and input in
+ * panels of a multiple of 4 channels. */
+static bool texel_shapes(const kiln_template_t* t) {
+  if (t->kind == KILN_TEMPLATE_GEMM) {
+    const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
+    return g.K % 4 == 0 &&
+           (g.b_mode == 1 || (g.b_mode == 0 && g.N % 4 == 0) || (g.b_mode == 2 && (g.pt > 0 ? g.pt : 1) % 4 == 0));
+  }
+  const kiln_template_conv_t* c = &t->conv;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
+  return t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0;
+}
+
 void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n != 6) return;
   int32_t* v = x->v;
@@ -65,6 +83,9 @@ void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
     v[3] = v[0];
     v[1] = 8 * v[4];
   }
+  /* mode 4 where the shapes allow no texel reads is mode 3's shader: the
+   * same point, measured once */
+  if (v[5] == 4 && !texel_shapes(t)) v[5] = 3;
 }
 
 static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const kiln_template_limits_t* lim) {
@@ -93,6 +114,14 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
       if (lim && (lim->gpu_lacks & KILN_GPU_LACKS_SUBGROUP)) return "subgroup mode: the device has no subgroup ballot";
       if (g.shared == 2 && lim && (lim->gpu_lacks & KILN_GPU_LACKS_INT64))
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
+      /* mode 4's texel reads take RN/4 texels of positions per K step, a
+       * GEMM's 4 K steps at a time, a conv's weights 4 channels of a
+       * 32-channel panel per invocation; other tiles would print mode 3's
+       * shader, a point already in the space */
+      if (g.shared == 4 && texel_shapes(t) &&
+          (g.rn % 4 || (t->kind == KILN_TEMPLATE_GEMM ? g.tk % 4 != 0 : g.tm % 32 != 0)))
+        return t->kind == KILN_TEMPLATE_GEMM ? "texel mode: RN and TK multiples of 4"
+                                             : "texel mode: RN a multiple of 4 and TM of 32";
       break;
     default: return "SHARED is 0, 1, 2, 3 or 4";
   }

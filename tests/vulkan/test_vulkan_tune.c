@@ -80,7 +80,7 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
   const bool has = set->space(t, &sp);
   CHECK(has);
   if (!has) return;
-  int64_t total = 1, accepted = 0, compiled = 0;
+  int64_t total = 1, accepted = 0, compiled = 0, texel = 0;
   for (int32_t i = 0; i < sp.n_knobs; ++i) total *= sp.knobs[i].n;
   kiln_vulkan_cc_t cc;
   if (!CHECK_OK(kiln_vulkan_cc_init(&cc))) return;
@@ -103,8 +103,11 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
       g.tiles = (kiln_spirv_gemm_tiles_t){x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
       s = kiln_spirv_gemm_source(&g, &glsl, dims, dims + 3);
     } else if (t->kind == KILN_TEMPLATE_CONV) {
+      /* the conv as the emitter prints it: its weights in the Vulkan panels */
       const kiln_spirv_gemm_tiles_t ct = {x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
-      s = kiln_vulkan_conv_source(&t->conv, &ct, true, true, "sweep", &glsl, dims, dims + 3, &trips);
+      kiln_template_conv_t c;
+      s = kiln_vulkan_conv_weights(t, "sweep", &c);
+      if (!s) s = kiln_vulkan_conv_source(&c, &ct, true, true, "sweep", &glsl, dims, dims + 3, &trips);
     } else {
       s = kiln_vulkan_dw_source(&t->dw, x.v[0], x.v[1], true, true, true, "sweep", &glsl, dims, dims + 3);
     }
@@ -113,6 +116,13 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
     if (s) {
       kiln_status_free(s);
       continue;
+    }
+    /* an accepted texel-mode point prints the texel shader (else it would
+     * be mode 3's, measured twice) */
+    if (t->kind != KILN_TEMPLATE_DEPTHWISE && x.v[5] == 4) {
+      texel++;
+      CHECK_MSG(strstr(glsl, "#define TEXEL 1\n") != NULL, "%s point %d,%d,%d,%d,%d,4 accepted but prints no texel reads",
+                kiln_template_kind_name(t->kind), x.v[0], x.v[1], x.v[2], x.v[3], x.v[4]);
     }
     if (accepted++ % stride == 0) {
       uint8_t* spv = NULL;
@@ -127,9 +137,10 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
     free(glsl);
   }
   kiln_vulkan_cc_free(&cc);
-  printf("  %s: %lld points, %lld accepted, %lld compiled\n", kiln_template_kind_name(t->kind), (long long)total,
-         (long long)accepted, (long long)compiled);
+  printf("  %s: %lld points, %lld accepted (%lld in the texel mode), %lld compiled\n", kiln_template_kind_name(t->kind),
+         (long long)total, (long long)accepted, (long long)texel, (long long)compiled);
   CHECK(accepted >= 4);
+  CHECK(t->kind == KILN_TEMPLATE_DEPTHWISE || texel >= 4);
 }
 
 static void test_space(void) {
@@ -147,7 +158,8 @@ static void test_space(void) {
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
   kiln_fusion_report_t fr;
   if (!CHECK_OK(load(path, &g)) || !CHECK_OK(kiln_plan_build(g, &po, A(), &plan)) ||
-      !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL)) || !CHECK_OK(kiln_template_select(plan, &set)))
+      !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL)) || !CHECK_OK(kiln_template_select(plan, &set)) ||
+      !CHECK_OK(kiln_template_weights_lay_out(plan)))
     goto out;
   const kiln_template_limits_t lim = {.max_workgroup_size = 1024, .local_mem_bytes = 32768, .loop_limit = 65535};
   int32_t kinds = 0;
@@ -186,6 +198,12 @@ static void test_space(void) {
     CHECK(set.tiles_check(t, &x, &no) == NULL); /* mode 4 reads none */
     x.v[5] = 3;
     CHECK(set.tiles_check(t, &x, &no) == NULL);
+    /* mode 4 with 2 columns per invocation would print mode 3's shader */
+    kiln_template_tiles_t y = t->tiles;
+    y.v[5] = 4, y.v[4] = 2, y.v[1] = 16;
+    CHECK(set.tiles_check(t, &y, &lim) != NULL);
+    y.v[5] = 3;
+    CHECK(set.tiles_check(t, &y, &lim) == NULL);
     no.gpu_lacks = KILN_GPU_LACKS_SUBGROUP;
     CHECK(set.tiles_check(t, &x, &no) != NULL);
     no = lim;
