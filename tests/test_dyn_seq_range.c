@@ -28,6 +28,7 @@
 #include "program_util.h"
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"
+#include "seq_attn_model.h"
 #include "testing.h"
 
 /* The model's width: rows of 32 floats keep the 64-byte alignment of
@@ -43,39 +44,13 @@ static kiln_allocator_t al(void) { return kiln_allocator_system(); }
 /* X [1,seq,W] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv), and
  * X [1,seq,W] -> ReduceMean over seq. */
 static void write_models(void) {
+  snprintf(g_attn, sizeof g_attn, "%s/attn.onnx", g_dir);
+  CHECK(seq_attn_model_write(g_attn, W));
+
   bm_model_t b;
-  bm_init(&b, 17);
+  bm_init(&b, 13);
   const char* params[3] = {NULL, "seq", NULL};
   int64_t xd[3] = {1, 0, W};
-  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
-  int64_t wd[2] = {W, W}, one = 1, width = W;
-  bm_init_f32(&b, "Wq", 2, wd);
-  bm_init_f32(&b, "Wk", 2, wd);
-  bm_init_f32(&b, "Wv", 2, wd);
-  bm_init_f32(&b, "gamma", 1, &width);
-  bm_init_f32(&b, "beta", 1, &width);
-  float* sc = bm_alloc(&b, sizeof(float));
-  *sc = 0.1f;
-  bm_initializer(&b, "scale", BM_F32, 1, &one, sc, sizeof(float));
-  bm_node(&b, "MatMul", "q", "X,Wq", "Q");
-  bm_node(&b, "MatMul", "k", "X,Wk", "K");
-  bm_node(&b, "MatMul", "v", "X,Wv", "V");
-  Onnx__NodeProto* kt = bm_node(&b, "Transpose", "kt", "K", "Kt");
-  bm_attr_ints(&b, kt, "perm", 3, (const int64_t[]){0, 2, 1});
-  bm_node(&b, "MatMul", "scores", "Q,Kt", "S");
-  bm_node(&b, "Mul", "scaled", "S,scale", "S2");
-  Onnx__NodeProto* sm = bm_node(&b, "Softmax", "softmax", "S2", "P");
-  bm_attr_int(&b, sm, "axis", -1);
-  bm_node(&b, "MatMul", "mix", "P,V", "H");
-  bm_node(&b, "Add", "residual", "H,X", "R");
-  Onnx__NodeProto* ln = bm_node(&b, "LayerNormalization", "ln", "R,gamma,beta", "Y");
-  bm_attr_int(&b, ln, "axis", -1);
-  bm_output(&b, "Y");
-  snprintf(g_attn, sizeof g_attn, "%s/attn.onnx", g_dir);
-  CHECK(bm_write(&b, g_attn));
-  bm_free(&b);
-
-  bm_init(&b, 13);
   b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
   Onnx__NodeProto* rm = bm_node(&b, "ReduceMean", "pool", "X", "M");
   bm_attr_ints(&b, rm, "axes", 1, (const int64_t[]){1});
