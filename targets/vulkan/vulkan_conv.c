@@ -31,6 +31,26 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   return t;
 }
 
+kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                      const char* name, int bind[4], const char* type[4]) {
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j];
+    const char* at = strchr("WXCY", r);
+    if (at) {
+      bind[at - "WXCY"] = j;
+      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
+      kiln_vulkan_sb_printf(b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
+                            (int)j, r, c->f16[j] ? "float16_t" : "float", r);
+    } else {
+      return kiln_make_status(KILN_INTERNAL, "%s '%s': parameter %d has role '%c'", what, name, (int)j, r);
+    }
+  }
+  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0))
+    return kiln_make_status(KILN_INTERNAL, "%s '%s': weights, input or output missing", what, name);
+  return NULL;
+}
+
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips) {
@@ -64,23 +84,10 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
                   "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
   kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
-  for (int32_t j = 0; j < c->n_params; ++j) {
-    const char r = c->roles[j];
-    const char* at = strchr("WXCY", r);
-    if (at) {
-      bind[at - "WXCY"] = j;
-      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
-    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
-      kiln_vulkan_sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
-                (int)j, r, c->f16[j] ? "float16_t" : "float", r);
-    } else {
-      free(b.p);
-      return kiln_make_status(KILN_INTERNAL, "conv '%s': parameter %d has role '%c'", name, (int)j, r);
-    }
-  }
-  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0)) {
+  kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "conv", name, bind, type);
+  if (ps) {
     free(b.p);
-    return kiln_make_status(KILN_INTERNAL, "conv '%s': weights, input or output missing", name);
+    return ps;
   }
   /* mode 4: the subgroup mode reading f32 weights and input as vec4 texels
    * (conv.comp, TEXEL: 4 channels of a weight tile per invocation);

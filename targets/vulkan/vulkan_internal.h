@@ -92,6 +92,13 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
  * its weights and input fit the device's texel buffers (else mode 4 prints
  * as mode 2 with the same tiles); |y_texels_fit|: its output does (mode 4
  * then stores whole vec4 texels where the output is the grid itself). */
+/* The W, X, C (bias) and Y parameters of conv instance |c| (|bind| their
+ * parameter index, left -1 where absent; |type| "float" or "float16_t"),
+ * with the epilogue operands' buffers declared in |b|; a parameter of
+ * another role, or no W, X or Y (or no C with a bias), is an internal
+ * error naming |what| '|name|'. Used by the conv and Winograd shaders. */
+kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                      const char* name, int bind[4], const char* type[4]);
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips);

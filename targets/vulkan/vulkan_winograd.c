@@ -57,23 +57,10 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
                               "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
   kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
                         t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
-  for (int32_t j = 0; j < c->n_params; ++j) {
-    const char r = c->roles[j];
-    const char* at = strchr("WXCY", r);
-    if (at) {
-      bind[at - "WXCY"] = j;
-      type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
-    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
-      kiln_vulkan_sb_printf(&b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
-                            (int)j, r, c->f16[j] ? "float16_t" : "float", r);
-    } else {
-      free(b.p);
-      return kiln_make_status(KILN_INTERNAL, "winograd '%s': parameter %d has role '%c'", name, (int)j, r);
-    }
-  }
-  if (bind[0] < 0 || bind[1] < 0 || bind[3] < 0 || (c->has_bias && bind[2] < 0)) {
+  kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "winograd", name, bind, type);
+  if (ps) {
     free(b.p);
-    return kiln_make_status(KILN_INTERNAL, "winograd '%s': weights, input or output missing", name);
+    return ps;
   }
   /* vec4 texel reads of f32 U and X where the device's texel buffers hold
    * them; texel stores of f32 Y where its rows are whole texels */
