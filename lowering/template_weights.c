@@ -51,58 +51,22 @@ static kiln_status_t tiled(const kiln_template_conv_t* c, const kiln_template_we
   return NULL;
 }
 
-/* f16 weights: U is computed in f32 from the f16 values (its error there,
+/* U = G g G^T, n x n positions for each output channel m and input channel
+ * ch, laid out [m / panel][position][ch, padded to the slice][m % panel].
+ * f16 weights: U is computed in f32 from the f16 values (its error there,
  * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so
  * the constant keeps half the bytes (the transform already makes it 16/9
  * of the weights). That rounding is a second relative error of at most
  * 2^-11 per U element, the size of the one the weights got when they
  * turned f16; the tests bound the outputs' error at the fp16 tolerance
  * (tests/opencl/test_opencl_fp16.c). */
-static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
-                     void* dst) {
+static void winograd_n(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
+                       void* dst, int n, const float (*G)[3]) {
   const float* s32 = src;
   const uint16_t* s16 = src;
   float* d32 = dst;
   uint16_t* d16 = dst;
   const int64_t tm = l->panel, cp = (c->C + l->slice - 1) / l->slice * l->slice;
-  static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-  for (int64_t m = 0; m < c->M; ++m) {
-    const int64_t src_m = packed_m(c, m);
-    for (int64_t ch = 0; ch < c->C; ++ch) {
-      float g[3][3], gg[4][3];
-      for (int tap = 0; tap < 9; ++tap) {
-        const int64_t at = packed_k(c, ch * 9 + tap) + src_m;
-        g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
-      }
-      for (int i = 0; i < 4; ++i) /* G g */
-        for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-      for (int i = 0; i < 4; ++i) /* (G g) G^T */
-        for (int j = 0; j < 4; ++j) {
-          const int xi = i * 4 + j;
-          const int64_t at = (((m / tm) * 16 + xi) * cp + ch) * tm + m % tm;
-          const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
-          if (f16) d16[at] = kiln_f32_to_f16(u);
-          else d32[at] = u;
-        }
-    }
-  }
-}
-
-/* F(4x4, 3x3): as above with the 6x3 G of the points 0, 1, -1, 2, -2 and
- * 36 positions per output and input channel. */
-static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
-                      void* dst) {
-  const float* s32 = src;
-  const uint16_t* s16 = src;
-  float* d32 = dst;
-  uint16_t* d16 = dst;
-  const int64_t tm = l->panel, cp = (c->C + l->slice - 1) / l->slice * l->slice;
-  static const float G[6][3] = {{0.25f, 0, 0},
-                                {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                                {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                                {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                                {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                                {0, 0, 1}};
   for (int64_t m = 0; m < c->M; ++m) {
     const int64_t src_m = packed_m(c, m);
     for (int64_t ch = 0; ch < c->C; ++ch) {
@@ -111,18 +75,39 @@ static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights
         const int64_t at = packed_k(c, ch * 9 + tap) + src_m;
         g[tap / 3][tap % 3] = f16 ? kiln_f16_to_f32(s16[at]) : s32[at];
       }
-      for (int i = 0; i < 6; ++i) /* G g */
+      for (int i = 0; i < n; ++i) /* G g */
         for (int j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-      for (int i = 0; i < 6; ++i) /* (G g) G^T */
-        for (int j = 0; j < 6; ++j) {
-          const int xi = i * 6 + j;
-          const int64_t at = (((m / tm) * 36 + xi) * cp + ch) * tm + m % tm;
+      for (int i = 0; i < n; ++i) /* (G g) G^T */
+        for (int j = 0; j < n; ++j) {
+          const int xi = i * n + j;
+          const int64_t at = (((m / tm) * n * n + xi) * cp + ch) * tm + m % tm;
           const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
           if (f16) d16[at] = kiln_f32_to_f16(u);
           else d32[at] = u;
         }
     }
   }
+}
+
+/* F(2x2, 3x3): G of the points 0, 1, -1 and infinity, 16 positions per
+ * output and input channel. */
+static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
+                     void* dst) {
+  static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  winograd_n(c, l, f16, src, dst, 4, G);
+}
+
+/* F(4x4, 3x3): the 6x3 G of the points 0, 1, -1, 2, -2 and infinity, 36
+ * positions per output and input channel. */
+static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
+                      void* dst) {
+  static const float G[6][3] = {{0.25f, 0, 0},
+                                {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                {0, 0, 1}};
+  winograd_n(c, l, f16, src, dst, 6, G);
 }
 
 kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w, kiln_array_t* out) {
