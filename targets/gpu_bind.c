@@ -15,22 +15,23 @@
  * alloc outside the loop is left alone). */
 #include "targets/gpu_bind.h"
 
-static void scan(const tir_stmt_t* s, bool* bad) {
+void kiln_gpu_bind_scan(const tir_stmt_t* s, bool local_bad, bool* bad) {
   if (!s || *bad) return;
   switch (s->kind) {
     case TIR_FOR:
       if (s->u.loop.kind == TIR_LOOP_BOUND) *bad = true;
-      scan(s->u.loop.body, bad);
+      kiln_gpu_bind_scan(s->u.loop.body, local_bad, bad);
       return;
     case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) scan(s->u.seq.items[i], bad);
+      for (int32_t i = 0; i < s->u.seq.n; ++i) kiln_gpu_bind_scan(s->u.seq.items[i], local_bad, bad);
       return;
     case TIR_IF:
-      scan(s->u.cond.then_s, bad);
-      scan(s->u.cond.else_s, bad);
+      kiln_gpu_bind_scan(s->u.cond.then_s, local_bad, bad);
+      kiln_gpu_bind_scan(s->u.cond.else_s, local_bad, bad);
       return;
     case TIR_ALLOC:
-      scan(s->u.alloc.body, bad);
+      if (local_bad && s->u.alloc.buf->scope == TIR_SCOPE_LOCAL) *bad = true;
+      kiln_gpu_bind_scan(s->u.alloc.body, local_bad, bad);
       return;
     case TIR_BARRIER:
       *bad = true;
@@ -51,7 +52,7 @@ kiln_status_t kiln_gpu_bind_parallel(tir_ctx_t* c, const tir_func_t* f, const ki
                                      const tir_func_t** out) {
   *out = NULL;
   bool bad = false;
-  scan(f->body, &bad);
+  kiln_gpu_bind_scan(f->body, false, &bad);
   if (bad) return NULL;
   const tir_stmt_t* s = f->body;
   while (s && s->kind == TIR_ALLOC) {

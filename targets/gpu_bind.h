@@ -23,6 +23,11 @@ typedef struct kiln_gpu_bind_s {
 kiln_status_t kiln_gpu_bind_parallel(tir_ctx_t* c, const tir_func_t* f, const kiln_gpu_bind_t* how,
                                      const tir_func_t** out);
 
+/* Sets *bad when |s| holds a loop over a bound (GPU) index or a barrier,
+ * or, with |local_bad|, a LOCAL allocation: the kernels the PARALLEL-loop
+ * bindings leave alone. */
+void kiln_gpu_bind_scan(const tir_stmt_t* s, bool local_bad, bool* bad);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,33 +13,6 @@
 
 #include "ir/tir_analysis.h"
 
-static void scan(const tir_stmt_t* s, bool* bad) {
-  if (!s || *bad) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      if (s->u.loop.kind == TIR_LOOP_BOUND) *bad = true;
-      scan(s->u.loop.body, bad);
-      return;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) scan(s->u.seq.items[i], bad);
-      return;
-    case TIR_IF:
-      scan(s->u.cond.then_s, bad);
-      scan(s->u.cond.else_s, bad);
-      return;
-    case TIR_ALLOC:
-      if (s->u.alloc.buf->scope == TIR_SCOPE_LOCAL) *bad = true;
-      scan(s->u.alloc.body, bad);
-      return;
-    case TIR_BARRIER:
-      *bad = true;
-      return;
-    case TIR_STORE:
-    case TIR_PREFETCH: /* GPU printers write no prefetch */
-      return;
-  }
-}
-
 /* |e| with every load (of the dims buffer: a run-time extent loads only
  * kernel parameters, which in a range program is the dims buffer) at |n|. */
 static bool eval_at(const tir_expr_t* e, int64_t n, int64_t* out) {
@@ -85,7 +58,7 @@ kiln_status_t kiln_gpu_bind_seq(tir_ctx_t* c, const tir_func_t* f, int64_t lo, i
                                 const tir_func_t** out) {
   *out = NULL;
   bool bad = false;
-  scan(f->body, &bad);
+  kiln_gpu_bind_scan(f->body, true, &bad);
   if (bad)
     return kiln_make_status(KILN_UNSUPPORTED, "kernel '%s' of a range program is bound to the grid or shares work-group "
                             "memory already (its grid cannot follow the run's length)", f->name);
