@@ -647,21 +647,30 @@ static bool batches_disjoint(kx_t* X, const tir_stmt_t* B, const gemm_t* G) {
 
 static const tir_stmt_t* gemm_build(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* bloop);
 
+/* The GEMM's parallel row loop when |s| is a serial batch loop (static
+ * extent >= 2) around it whose batches write disjoint elements and whose
+ * variable no extent of the GEMM's loops reads; NULL otherwise. */
+static const tir_stmt_t* batched_gemm(kx_t* X, const tir_stmt_t* s) {
+  gemm_t G;
+  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_SERIAL || s->u.loop.dyn_extent || s->u.loop.extent < 2)
+    return NULL;
+  const tir_stmt_t* r = s->u.loop.body;
+  if (r->kind != TIR_FOR || r->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(r, &G)) return NULL;
+  if ((r->u.loop.dyn_extent && mentions(r->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.nloop->u.loop.dyn_extent && mentions(G.nloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      (G.kloop->u.loop.dyn_extent && mentions(G.kloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
+      !batches_disjoint(X, s, &G))
+    return NULL;
+  return r;
+}
+
 /* A serial batch loop whose body is a GEMM's parallel row loop: the rows
  * tiled with the batch loop inside them (one parallel region, not one per
  * batch), where the batches write disjoint elements. */
 static bool gemm_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** out) {
   kx_t* X = m->user;
-  gemm_t G;
-  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_SERIAL || s->u.loop.dyn_extent || s->u.loop.extent < 2)
-    return false;
-  const tir_stmt_t* r = s->u.loop.body;
-  if (r->kind != TIR_FOR || r->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(r, &G)) return false;
-  if ((r->u.loop.dyn_extent && mentions(r->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      (G.nloop->u.loop.dyn_extent && mentions(G.nloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      (G.kloop->u.loop.dyn_extent && mentions(G.kloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      !batches_disjoint(X, s, &G))
-    return false;
+  const tir_stmt_t* r = batched_gemm(X, s);
+  if (!r) return false;
   *out = gemm_build(X, r, s);
   return true;
 }
@@ -770,16 +779,8 @@ static const tir_stmt_t* gemm_gpu_build(kx_t* X, const tir_stmt_t* s, const tir_
 
 static bool gemm_gpu_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** out) {
   kx_t* X = m->user;
-  gemm_t G;
-  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_SERIAL || s->u.loop.dyn_extent || s->u.loop.extent < 2)
-    return false;
-  const tir_stmt_t* r = s->u.loop.body;
-  if (r->kind != TIR_FOR || r->u.loop.kind != TIR_LOOP_PARALLEL || !match_gemm(r, &G)) return false;
-  if ((r->u.loop.dyn_extent && mentions(r->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      (G.nloop->u.loop.dyn_extent && mentions(G.nloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      (G.kloop->u.loop.dyn_extent && mentions(G.kloop->u.loop.dyn_extent, s->u.loop.var, NULL)) ||
-      !batches_disjoint(X, s, &G))
-    return false;
+  const tir_stmt_t* r = batched_gemm(X, s);
+  if (!r) return false;
   const tir_stmt_t* g = gemm_gpu_build(X, r, s);
   if (!g) return false;
   X->gemms++;
