@@ -121,6 +121,10 @@ typedef struct kiln_tune_summary_s {
   double default_cpu_ms, tuned_cpu_ms;
   bool cpu_reverted; /* the tuned model was slower by CPU time: nothing kept */
   double closing_planned_s; /* what the search left for the closing build and its runs */
+  /* Elsewhere (a GPU, or the CPU with several threads): the tuned model was
+   * slower by wall time per run, medians of the closing pairs run
+   * alternately with the default build's: nothing kept. */
+  bool model_reverted;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

@@ -761,6 +761,21 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
         fprintf(o->log, "tune: the tuned model is slower by process CPU time (%.3f vs %.3f ms per run, medians of %d "
                         "pairs); nothing kept\n", m1.cpu_s * 1e3, m1.def_cpu_s * 1e3, (int)(2 * reps));
     }
+    /* Elsewhere the whole model's wall time per run, paired with the
+     * default build's, is the check: faster kernels by their dispatch
+     * stamps can still make a slower model (lavapipe: other kernels'
+     * caches, a driver's scheduling), and such a model is not kept. */
+    if (!s && m1.match && !(t->cpu && o->threads == 1) && m1.model_s > m1.def_model_s) {
+      sum->model_reverted = true;
+      for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+        group_t* g = &t->groups[gi];
+        sum->reverted += !tiles_eq(&g->best, &g->dflt);
+        g->best = g->dflt;
+      }
+      if (o->log)
+        fprintf(o->log, "tune: the tuned model is slower (%.3f vs %.3f ms per run, medians of %d pairs); nothing kept\n",
+                m1.model_s * 1e3, m1.def_model_s * 1e3, (int)(2 * reps));
+    }
   }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];

@@ -214,6 +214,9 @@ int kiln_cmd_tune(int argc, char** argv) {
     if (sum.default_cpu_ms > 0)
       printf("model CPU time: %.3f ms default, %.3f ms tuned per run (process CPU time, medians of paired runs)%s\n",
              sum.default_cpu_ms, sum.tuned_cpu_ms, sum.cpu_reverted ? "; the tuned model was slower: nothing kept" : "");
+    if (sum.model_reverted)
+      printf("model: the tuned model was slower per run than the default beside it (medians of paired runs): nothing "
+             "kept\n");
   }
   kiln_device_release(dev);
   kiln_graph_destroy(g);

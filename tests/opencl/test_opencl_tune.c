@@ -101,6 +101,11 @@ static void test_tune_and_use(void) {
   printf("\n");
   CHECK_MSG(sum.kernels == 3 && sum.instances == 3, "%d kernels, %d instances", (int)sum.kernels, (int)sum.instances);
   CHECK_MSG(sum.elapsed_s < 110, "a 100 s budget took %.1f s", sum.elapsed_s);
+  /* never slower as a whole: a model slower than the default beside it
+   * keeps nothing (model_reverted), else the kept points make it faster */
+  CHECK_MSG(sum.model_reverted ? sum.improved == 0 : sum.improved == 0 || sum.tuned_ms <= sum.default_ms,
+            "tuned %.3f ms vs default %.3f ms with %d kernels kept (reverted as a whole: %d)", sum.tuned_ms,
+            sum.default_ms, (int)sum.improved, (int)sum.model_reverted);
   CHECK_MSG(cache.n == sum.kernels && sum.trials >= 3 && sum.rejected == 0, "%d records, %d trials, %d rejected",
             (int)cache.n, (int)sum.trials, (int)sum.rejected);
   for (int32_t i = 0; i < cache.n; ++i) {
