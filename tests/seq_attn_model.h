@@ -1,8 +1,11 @@
 /* The attention block the sequence-range tests compile (test_dyn_seq_range
  * on the CPU, test_dyn_seq_gpu on OpenCL / Vulkan):
  *   X [1,seq,width] -> LayerNorm(X + softmax(0.1 * X Wq (X Wk)^T) X Wv)
- * with seeded weights, written as an ONNX file at |path|. Include after
- * bad_model_util.h (the bm_* builder). */
+ * with seeded weights, written as an ONNX file at |path|; its seeded
+ * inputs, and one session run checked against the reference executor.
+ * Include after bad_model_util.h (the bm_* builder), testing.h and the
+ * headers of the ONNX parser, kiln_model_bind_dim, the reference executor
+ * and the runtime. */
 #ifndef KILN_TESTS_SEQ_ATTN_MODEL_H_
 #define KILN_TESTS_SEQ_ATTN_MODEL_H_
 
@@ -38,6 +41,54 @@ static bool seq_attn_model_write(const char* path, int64_t width) {
   const bool ok = bm_write(&b, path);
   bm_free(&b);
   return ok;
+}
+
+/* X [1,seq,width] filled from |seed| with floats in [-1, 1). */
+static kiln_array_t seq_attn_input(int64_t seq, int64_t width, uint32_t seed) {
+  kiln_array_t a;
+  memset(&a, 0, sizeof a);
+  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, width});
+  if (!CHECK_OK(kiln_array_alloc(kiln_allocator_system(), KILN_DTYPE_F32, &s, &a))) return a;
+  float* f = a.data;
+  for (size_t i = 0; i < a.nbytes / 4; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    f[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return a;
+}
+
+/* Session |s| of the model at |path| run at |seq| (input from |seed|)
+ * against the reference executor on the model bound to it; with
+ * |arena_bound| also the run's arena within 1.05x of its lower bound. */
+static void seq_attn_check_run(kiln_session_t* s, const char* path, int64_t seq, int64_t width, uint32_t seed,
+                               bool arena_bound) {
+  const kiln_allocator_t al = kiln_allocator_system();
+  kiln_graph_t* g = NULL;
+  char q[64];
+  snprintf(q, sizeof q, "seq=%lld", (long long)seq);
+  kiln_array_t x = seq_attn_input(seq, width, seed), want, got;
+  memset(&want, 0, sizeof want);
+  memset(&got, 0, sizeof got);
+  if (CHECK_OK(kiln_onnx_parse_model(path, NULL, al, &g)) && CHECK_OK(kiln_model_bind_dim(g, q)) &&
+      CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) &&
+      CHECK_OK(kiln_session_run(s, &x, &got))) {
+    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, width});
+    CHECK_MSG(kiln_shape_equal(&got.shape, &wsh), "seq %lld: output shape", (long long)seq);
+    double worst = 0;
+    for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
+      worst = fmax(worst, fabs(((float*)got.data)[i] - ((float*)want.data)[i]));
+    CHECK_MSG(got.nbytes == want.nbytes && worst < 1e-4, "seq %lld: max abs error %g", (long long)seq, worst);
+    if (arena_bound) {
+      kiln_session_memory_t mem;
+      kiln_session_memory(s, &mem);
+      CHECK_MSG(mem.arena_bytes <= mem.lower_bound_bytes * 105 / 100, "seq %lld: arena %llu, its bound %llu",
+                (long long)seq, (unsigned long long)mem.arena_bytes, (unsigned long long)mem.lower_bound_bytes);
+    }
+  }
+  kiln_graph_destroy(g);
+  kiln_array_free(al, &x);
+  kiln_array_free(al, &want);
+  kiln_array_free(al, &got);
 }
 
 #endif /* KILN_TESTS_SEQ_ATTN_MODEL_H_ */

@@ -24,9 +24,9 @@
 #include "kiln/runtime.h"
 #include "runtime/module_file.h"
 #include "runtime/program.h"
-#include "seq_attn_model.h"
 #include "targets/registry.h"
 #include "testing.h"
+#include "seq_attn_model.h" /* after testing.h: it checks */
 
 #define W 32
 
@@ -62,46 +62,12 @@ static kiln_status_t compile(const char* target, const char* dim, uint8_t** out,
   return s;
 }
 
-static kiln_array_t filled(int64_t seq, uint32_t seed) {
-  kiln_array_t a;
-  memset(&a, 0, sizeof a);
-  kiln_shape_t s = kiln_shape_make(3, (const int64_t[]){1, seq, W});
-  if (!CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &s, &a))) return a;
-  float* f = a.data;
-  for (size_t i = 0; i < a.nbytes / 4; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    f[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-  }
-  return a;
-}
+static kiln_array_t filled(int64_t seq, uint32_t seed) { return seq_attn_input(seq, W, seed); }
 
 /* The session at |seq| against the reference executor on the model bound
  * to it, and the run's arena against its lower bound. */
 static void check_run(kiln_session_t* s, int64_t seq) {
-  kiln_graph_t* g = NULL;
-  char q[64];
-  snprintf(q, sizeof q, "seq=%lld", (long long)seq);
-  kiln_array_t x = filled(seq, 7u * (uint32_t)seq + 1u), want, got;
-  memset(&want, 0, sizeof want);
-  memset(&got, 0, sizeof got);
-  if (CHECK_OK(kiln_onnx_parse_model(g_attn, NULL, al(), &g)) && CHECK_OK(kiln_model_bind_dim(g, q)) &&
-      CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) &&
-      CHECK_OK(kiln_session_run(s, &x, &got))) {
-    kiln_shape_t wsh = kiln_shape_make(3, (const int64_t[]){1, seq, W});
-    CHECK_MSG(kiln_shape_equal(&got.shape, &wsh), "seq %lld: output shape", (long long)seq);
-    double worst = 0;
-    for (size_t i = 0; i < want.nbytes / 4 && got.nbytes == want.nbytes; ++i)
-      worst = fmax(worst, fabs(((float*)got.data)[i] - ((float*)want.data)[i]));
-    CHECK_MSG(got.nbytes == want.nbytes && worst < 1e-4, "seq %lld: max abs error %g", (long long)seq, worst);
-    kiln_session_memory_t mem;
-    kiln_session_memory(s, &mem);
-    CHECK_MSG(mem.arena_bytes <= mem.lower_bound_bytes * 105 / 100, "seq %lld: arena %llu, its bound %llu",
-              (long long)seq, (unsigned long long)mem.arena_bytes, (unsigned long long)mem.lower_bound_bytes);
-  }
-  kiln_graph_destroy(g);
-  kiln_array_free(al(), &x);
-  kiln_array_free(al(), &want);
-  kiln_array_free(al(), &got);
+  seq_attn_check_run(s, g_attn, seq, W, 7u * (uint32_t)seq + 1u, true);
 }
 
 /* The program without a device: one range program, grids per slice. */
