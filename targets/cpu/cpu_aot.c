@@ -132,18 +132,24 @@ static kiln_status_t build_level(const kiln_plan_t* plan, kiln_program_t* prog, 
   return s;
 }
 
+/* |n| zeroed native-code slots, owned by |prog| from here: its destroy
+ * frees what was built (prog->code.n_native counts the slots filled). */
+static kiln_status_t native_slots(kiln_program_t* prog, int32_t n) {
+  void* m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, sizeof(kiln_program_native_t) * (size_t)n,
+                                             "native code", &m));
+  memset(m, 0, sizeof(kiln_program_native_t) * (size_t)n);
+  prog->code.native = m;
+  return NULL;
+}
+
 kiln_status_t kiln_cpu_aot_build(const kiln_plan_t* plan, kiln_program_t* prog, const char* list) {
   if (!plan || !prog || !list) return kiln_make_status(KILN_INVALID_ARGUMENT, "cpu aot: NULL argument");
   const kiln_cpu_isa_t* levels[MAX_LEVELS];
   int32_t n = 0;
   KILN_RETURN_IF_ERROR(parse_levels(list, levels, &n));
   if (n == 0) return NULL;
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, sizeof(kiln_program_native_t) * (size_t)n,
-                                             "native code", &m));
-  memset(m, 0, sizeof(kiln_program_native_t) * (size_t)n);
-  /* Owned by the program from here: its destroy frees what was built. */
-  prog->code.native = m;
+  KILN_RETURN_IF_ERROR(native_slots(prog, n));
   for (int32_t i = 0; i < n; ++i) {
     prog->code.n_native = i + 1;
     KILN_RETURN_IF_ERROR(build_level(plan, prog, levels[i], &prog->code.native[i]));
@@ -181,11 +187,7 @@ kiln_status_t kiln_cpu_aot_build_code(kiln_program_t* prog, const char* list, ki
                               levels[i]->name, (int)levels[i]->vector_lanes, (int)kiln_cpu_simd().lanes);
   if (prog->code.native)
     return kiln_make_status(KILN_INTERNAL, "cpu aot: the program has native code already");
-  void* m = NULL;
-  KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, sizeof(kiln_program_native_t) * (size_t)n,
-                                             "native code", &m));
-  memset(m, 0, sizeof(kiln_program_native_t) * (size_t)n);
-  prog->code.native = m;
+  KILN_RETURN_IF_ERROR(native_slots(prog, n));
   for (int32_t i = 0; i < n; ++i) {
     prog->code.n_native = i + 1;
     KILN_RETURN_IF_ERROR(compile_level(&prog->code, prog, levels[i], &prog->code.native[i], stats));
