@@ -135,6 +135,39 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
   kiln_module_release(m);
 }
 
+/* The test model compiled for vulkan with its shaders dumped into |dump|
+ * (made here: kiln writes into an existing folder): the dumped GLSL
+ * (malloc'd) and, in *out, the compiler, left NULL when the compile
+ * failed (a failed check naming |mode|). */
+static char* compile_dump(const char* dump, const char* mode, kiln_compiler_t** out) {
+  *out = NULL;
+  CHECK(mkdir(dump, 0755) == 0);
+  kiln_compiler_t* c = NULL;
+  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return NULL;
+  CHECK_OK(kiln_compiler_load_model(c, g_model));
+  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
+  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (!CHECK_OK(kiln_compiler_compile(c))) {
+    kiln_compiler_destroy(c);
+    return NULL;
+  }
+  *out = c;
+  char path[700];
+  snprintf(path, sizeof path, "%s/kernels.comp", dump);
+  char* glsl = read_text(path);
+  CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
+  return glsl;
+}
+
+/* Compiler |c|'s module (none after a failed compile) run on the device
+ * against the reference; |c| destroyed. */
+static void run_module(kiln_compiler_t* c, const char* mode) {
+  const void* data = NULL;
+  size_t n = 0;
+  if (c && CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_compare(data, n, mode);
+  kiln_compiler_destroy(c);
+}
+
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); the features the device must
  * then report and the shader modes the compile must pick. */
 /* |conv_tiles|: KILN_SPIRV_CONV_TILES for the compile (NULL: the defaults,
@@ -166,36 +199,23 @@ static void check_mode_tiles(const char* hide, bool int64, bool ballot, int texe
   }
   char dump[600];
   snprintf(dump, sizeof dump, "%s/dump-%s", g_dir, hide ? hide : conv_tiles ? "mode2" : "all");
-  CHECK(mkdir(dump, 0755) == 0); /* kiln writes into an existing folder */
   kiln_compiler_t* c = NULL;
-  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
-  CHECK_OK(kiln_compiler_load_model(c, g_model));
-  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
-  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
-  if (CHECK_OK(kiln_compiler_compile(c))) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/kernels.comp", dump);
-    char* glsl = read_text(path);
-    CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
-    if (glsl) {
-      /* both templates matched: the GEMM's and the conv's #define blocks */
-      CHECK_MSG(strstr(glsl, "#define B_MODE") && strstr(glsl, "#define CPLANE"), "%s: GEMM and conv shaders", mode);
-      /* each instance's block names its mode (gemm.comp's own fallback
-       * "#define SHARED 1" under #ifndef SHARED is counted too) */
-      const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
-      CHECK_MSG(ballot ? n2 == 3 : n2 == 0 && n1 >= 3, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
-      const int nt = count(glsl, "#define TEXEL 1\n");
-      CHECK_MSG(nt == (ballot ? texels : 0), "%s: TEXEL 1 x %d", mode, nt);
-      const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
-                         strstr(glsl, "#define W64 1");
-      CHECK_MSG(words == (int64 && ballot && conv_tiles != NULL), "%s: 64-bit words %d", mode, words);
-      free(glsl);
-    }
-    const void* data = NULL;
-    size_t n = 0;
-    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_compare(data, n, mode);
+  char* glsl = compile_dump(dump, mode, &c);
+  if (glsl) {
+    /* both templates matched: the GEMM's and the conv's #define blocks */
+    CHECK_MSG(strstr(glsl, "#define B_MODE") && strstr(glsl, "#define CPLANE"), "%s: GEMM and conv shaders", mode);
+    /* each instance's block names its mode (gemm.comp's own fallback
+     * "#define SHARED 1" under #ifndef SHARED is counted too) */
+    const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
+    CHECK_MSG(ballot ? n2 == 3 : n2 == 0 && n1 >= 3, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
+    const int nt = count(glsl, "#define TEXEL 1\n");
+    CHECK_MSG(nt == (ballot ? texels : 0), "%s: TEXEL 1 x %d", mode, nt);
+    const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
+                       strstr(glsl, "#define W64 1");
+    CHECK_MSG(words == (int64 && ballot && conv_tiles != NULL), "%s: 64-bit words %d", mode, words);
+    free(glsl);
   }
-  kiln_compiler_destroy(c);
+  run_module(c, mode);
 }
 
 static void check_mode_texels(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels) {
@@ -230,29 +250,16 @@ static void check_winograd(const char* hide, int texels, const char* kind) {
     unsetenv("KILN_VULKAN_FEATURES");
   char dump[600];
   snprintf(dump, sizeof dump, "%s/dump-wino%c-%s", g_dir, kind[2], hide ? hide : "all");
-  CHECK(mkdir(dump, 0755) == 0);
   kiln_compiler_t* c = NULL;
-  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
-  CHECK_OK(kiln_compiler_load_model(c, g_model));
-  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
-  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
-  if (CHECK_OK(kiln_compiler_compile(c))) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/kernels.comp", dump);
-    char* glsl = read_text(path);
-    CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
-    if (glsl) {
-      const int nw = count(glsl, "// kiln winograd '"), nt = count(glsl, "#define TEXEL 1\n");
-      CHECK_MSG(nw == 2 && count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
-      /* the MatMul's texels, and the Winograd instances' where they fit */
-      CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
-      free(glsl);
-    }
-    const void* data = NULL;
-    size_t n = 0;
-    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) run_and_compare(data, n, mode);
+  char* glsl = compile_dump(dump, mode, &c);
+  if (glsl) {
+    const int nw = count(glsl, "// kiln winograd '"), nt = count(glsl, "#define TEXEL 1\n");
+    CHECK_MSG(nw == 2 && count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
+    /* the MatMul's texels, and the Winograd instances' where they fit */
+    CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
+    free(glsl);
   }
-  kiln_compiler_destroy(c);
+  run_module(c, mode);
 }
 
 static void test_winograd(void) {
