@@ -234,17 +234,23 @@ const tir_stmt_t* tir_for_bound(tir_ctx_t* c, const tir_var_t* v, int64_t extent
   return s;
 }
 
-const tir_stmt_t* tir_store(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx,
-                            const tir_expr_t* value) {
-  if (!buf || !value) return NULL;
+/* A TIR_STORE of |value| (or a TIR_PREFETCH, no value) at buf[idx]. */
+static const tir_stmt_t* indexed(tir_ctx_t* c, tir_stmt_kind_t kind, const tir_buffer_t* buf,
+                                 const tir_expr_t* const* idx, const tir_expr_t* value) {
   const tir_expr_t* const* v = copy_idx(c, buf->rank, idx);
   if (!v) return NULL;
-  tir_stmt_t* s = new_stmt(c, TIR_STORE);
+  tir_stmt_t* s = new_stmt(c, kind);
   if (!s) return NULL;
   s->u.store.buf = buf;
   s->u.store.idx = v;
   s->u.store.value = value;
   return s;
+}
+
+const tir_stmt_t* tir_store(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx,
+                            const tir_expr_t* value) {
+  if (!buf || !value) return NULL;
+  return indexed(c, TIR_STORE, buf, idx, value);
 }
 
 const tir_stmt_t* tir_seq(tir_ctx_t* c, int32_t n, const tir_stmt_t* const* items) {
@@ -292,15 +298,7 @@ const tir_stmt_t* tir_alloc(tir_ctx_t* c, const tir_buffer_t* buf, const tir_stm
 const tir_stmt_t* tir_barrier(tir_ctx_t* c) { return new_stmt(c, TIR_BARRIER); }
 
 const tir_stmt_t* tir_prefetch(tir_ctx_t* c, const tir_buffer_t* buf, const tir_expr_t* const* idx) {
-  if (!buf) return NULL;
-  const tir_expr_t* const* v = copy_idx(c, buf->rank, idx);
-  if (!v) return NULL;
-  tir_stmt_t* s = new_stmt(c, TIR_PREFETCH);
-  if (!s) return NULL;
-  s->u.store.buf = buf;
-  s->u.store.idx = v;
-  s->u.store.value = NULL;
-  return s;
+  return buf ? indexed(c, TIR_PREFETCH, buf, idx, NULL) : NULL;
 }
 
 tir_func_t* tir_func(tir_ctx_t* c, const char* name, int32_t n_params,
