@@ -2,7 +2,6 @@
  * runner and `kiln run --compare` present mismatches. */
 #include "compiler/compare.h"
 
-#include "ir/f8.h"
 
 #include <math.h>
 #include <stdio.h>
