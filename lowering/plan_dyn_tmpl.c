@@ -41,7 +41,7 @@ static kiln_status_t conv_samples(const kiln_plan_t* p, const kiln_plan_kernel_t
       case 'C':
         if (ps) return refuse(p, kk, dim, tmpl, "takes per-sample weights or bias:", name);
         continue;
-      case 'X': want = c->C * c->plane; break;
+      case 'X': want = c->C * (c->x_direct ? c->ih * c->iw : c->plane); break;
       case 'Y': want = c->M * c->od * c->oh * c->ow; break;
       case 'F': want = c->M * c->Q; break;
       default: {

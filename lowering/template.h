@@ -154,6 +154,15 @@ typedef struct kiln_template_conv_s {
   char roles[KILN_TEMPLATE_CONV_MAX_PARAMS + 1];
   int32_t args[KILN_TEMPLATE_CONV_MAX_PARAMS]; /* plan buffer per parameter */
   bool f16[KILN_TEMPLATE_CONV_MAX_PARAMS];     /* that buffer holds f16 (else f32) */
+  /* The phase split before the GEMM (plan kernel, -1: the planes are X
+   * itself), X's plan buffer, X's plane (ih x iw) and the leading pads:
+   * the padded single plane is XP[y][x] = X[y - pad_h][x - pad_w] */
+  int32_t phase_kernel, x_buffer;
+  int64_t ih, iw, pad_h, pad_w;
+  /* the 'X' parameter is X itself, not the phase split's planes: the
+   * instance zeroes the padding in its reads and the phase kernel is
+   * MERGED into it (Winograd with kiln_template_set_t.winograd_reads_x) */
+  bool x_direct;
 } kiln_template_conv_t;
 
 /* True when plan kernel |k| is the GEMM kernel of a Conv node (f32,
@@ -180,6 +189,12 @@ bool kiln_template_winograd_covers(const kiln_template_conv_t* c);
 /* The Winograd instance's 2x2 output tiles per image, each row of tiles
  * padded to whole groups of four (the template's layout). */
 int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c);
+
+/* For a Winograd instance |c| of |plan| whose planes are the phase split's
+ * zero-padded copy of an f32 2-D X: makes its 'X' parameter X itself
+ * (c->x_direct; the template zeroes the padding in its reads) and returns
+ * true; false (c unchanged) otherwise. */
+bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t* c);
 
 /* ---- depthwise convolution (template_conv.c) ------------------------------- */
 
@@ -463,6 +478,10 @@ typedef struct kiln_template_set_s {
   bool winograd_f32_only;
   /* with |winograd|: F(4x4, 3x3) instances (weights W_WINOGRAD4) */
   bool winograd4;
+  /* with |winograd|: an instance whose planes are the phase split's
+   * zero-padded copy of f32 X reads X itself (x_direct) and the phase
+   * kernel leaves the program (MERGED into the instance) */
+  bool winograd_reads_x;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

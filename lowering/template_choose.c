@@ -69,6 +69,8 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
     t->kind = KILN_TEMPLATE_WINOGRAD;
     t->weights.layout = set->winograd4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
     t->conv = nogrid;
+    /* the padding in the template's reads: the phase split goes */
+    if (set->winograd_reads_x) kiln_template_winograd_direct(plan, &t->conv);
   } else if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
     /* Partial sums between K slices stay f32 in a private array and the
      * grid leaves the program. Where the grid they would go through holds
@@ -119,6 +121,9 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       at = t->conv.slot;
       if (!s && at != k)
         s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
+      if (!s && t->kind == KILN_TEMPLATE_WINOGRAD && t->conv.x_direct)
+        s = place(plan, t->conv.phase_kernel,
+                  &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
     } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
       t->kind = KILN_TEMPLATE_DEPTHWISE;
     } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {

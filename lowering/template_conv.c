@@ -260,6 +260,8 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   c->q1 = q3[1], c->q2 = q3[2];
   c->od = a3[0].out, c->oh = a3[1].out, c->ow = a3[2].out;
   c->has_bias = jb >= 0;
+  c->phase_kernel = kphase, c->x_buffer = bx;
+  c->ih = a3[1].in, c->iw = a3[2].in, c->pad_h = a3[1].p, c->pad_w = a3[2].p;
   /* parameters: W, X, [F], [C], Y, operands */
   int32_t p = 0;
   c->roles[p] = 'W', c->args[p++] = kk->args[jw];
@@ -322,6 +324,23 @@ bool kiln_template_conv_sums_f16(const kiln_template_conv_t* c) {
   for (int32_t j = 0; j < c->n_params; ++j)
     if (c->roles[j] == r) return c->f16[j];
   return false;
+}
+
+bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t* c) {
+  if (c->x_direct) return true;
+  if (c->phase_kernel < 0 || c->x_buffer < 0 || !kiln_template_winograd_covers(c)) return false;
+  const tir_buffer_t* X = plan->buffers[c->x_buffer].buf;
+  /* a 2-D f32 image; stride 1: the plane is X with pad_h rows and pad_w
+   * columns before it (lower_nn_conv.c phase_split) */
+  if (X->dtype != KILN_DTYPE_F32 || X->rank != 4 || c->ih < 1 || c->iw < 1 || c->pad_h < 0 || c->pad_w < 0 ||
+      c->pad_h + c->ih > c->oh + 2 || c->pad_w + c->iw > c->ow + 2 || c->batch * c->C * c->ih * c->iw > INT32_MAX)
+    return false;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'X') {
+      c->args[j] = c->x_buffer, c->f16[j] = false;
+      c->x_direct = true;
+    }
+  return c->x_direct;
 }
 
 int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c) {

@@ -42,6 +42,7 @@ static kiln_status_t make_view(const kiln_plan_t* plan, bool host, int32_t* inde
     if (t->kind == KILN_TEMPLATE_CONV || t->kind == KILN_TEMPLATE_WINOGRAD) {
       pt->tmpls[v].conv.gemm_kernel = remap(index, n, t->conv.gemm_kernel);
       pt->tmpls[v].conv.slot = remap(index, n, t->conv.slot);
+      if (t->conv.phase_kernel >= 0) pt->tmpls[v].conv.phase_kernel = remap(index, n, t->conv.phase_kernel);
     } else if (t->kind == KILN_TEMPLATE_MERGED) {
       pt->tmpls[v].into = remap(index, n, t->into);
     }

@@ -43,6 +43,11 @@
 //                    where a storage-buffer load is a loop over the lanes
 //   TEXEL_Y 1        Y as an rgba32f storage texel buffer (f32 Y, CWO a
 //                    multiple of 4): 4 columns of an output row a texel
+//   CDIRECT 1        X is the image itself (CIH x CIW planes, no phase
+//                    split): patch row r0 + r, column s0 + j read X at
+//                    (r0 + r - CPH, s0 + j - CPW), zero outside the plane
+//                    (a select on clamped reads); CDIRECT 0: the planes
+//                    (CPLANE, pitch CQ2) hold the padding already
 // Dispatch: (ceil(CTH * CG * CMB / 8), 1, CBATCH) work-groups
 // of 8 invocations. Each invocation loops CC times (lavapipe's limit of
 // 65535 loop iterations per invocation: the host reports CC).
@@ -60,6 +65,14 @@
 #define CMB ((CM + TM - 1) / TM)       // blocks of TM channels
 #define RW (WF * NT + 2)               // patch columns
 #define RT ((RW + 3) / 4 + 1)          // texels per patch row at any shift
+#ifndef CDIRECT
+#define CDIRECT 0
+#endif
+#if CDIRECT
+#define XPLANE (CIH * CIW)             // floats per input channel
+#else
+#define XPLANE CPLANE
+#endif
 
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 
@@ -81,14 +94,15 @@ layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffe
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
 
-// RW floats of X from float index a (a row of the patches); reads stay
-// below float |end|, the end of the image (a per-sample program's images
-// are CC * CPLANE floats apart: the last texel there is its own)
-void load_row(int a, int end, out float d[RW]) {
+// RW floats of X from float index a (a row of the patches; s = a & 3, a
+// constant where the rows keep one shift); reads stay in [0, end), end
+// the end of the image (a per-sample program's images are CC * XPLANE
+// floats apart: the last texel there is its own)
+void load_row(int a, int s, int end, out float d[RW]) {
 #if TEXEL
-  const int t0 = a >> 2, s = a & 3, tl = (end - 1) >> 2;
+  const int t0 = a >> 2, tl = (end - 1) >> 2;
   vec4 xt[RT];
-  [[unroll]] for (int f = 0; f < RT; ++f) xt[f] = texelFetch(tx, min(t0 + f, tl));
+  [[unroll]] for (int f = 0; f < RT; ++f) xt[f] = texelFetch(tx, clamp(t0 + f, 0, tl));
   [[unroll]] for (int f = 0; f < RT - 1; ++f) {
     const vec4 p = xt[f], q = xt[f + 1];
     const vec4 v = s == 0 ? p : s == 1 ? vec4(p.yzw, q.x) : s == 2 ? vec4(p.zw, q.xy) : vec4(p.w, q.xyz);
@@ -96,7 +110,7 @@ void load_row(int a, int end, out float d[RW]) {
       if (f * 4 + e < RW) d[f * 4 + e] = v[e];
   }
 #else
-  [[unroll]] for (int j = 0; j < RW; ++j) d[j] = float(x_[min(a + j, end - 1)]);
+  [[unroll]] for (int j = 0; j < RW; ++j) d[j] = float(x_[clamp(a + j, 0, end - 1)]);
 #endif
 }
 
@@ -145,9 +159,24 @@ void main() {
   const int bz = int(gl_WorkGroupID.z);
   const int gy = g / CG, gx = g % CG;
   const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
-  int xa = bz * CC * CPLANE + r0 * CQ2 + s0;
-  const int xend = (bz + 1) * CC * CPLANE;
+  int xa = bz * CC * XPLANE;
+  const int xend = (bz + 1) * CC * XPLANE;
   int ua = (mb * NXI * CC * TM) >> 2; // this block's U, in texels
+  // each patch row's offset in a channel's plane, and its shift in a texel
+  int ro[WA], rs[WA];
+#if CDIRECT
+  // X itself: the padding is zeros here, rows outside the plane read
+  // a clamped row (then zeroed)
+  bool rin[WA], cin[RW];
+  [[unroll]] for (int r = 0; r < WA; ++r) {
+    const int iy = r0 + r - CPH;
+    rin[r] = iy >= 0 && iy < CIH;
+    ro[r] = clamp(iy, 0, CIH - 1) * CIW + s0 - CPW;
+    rs[r] = CIW % 4 == 0 && XPLANE % 4 == 0 ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 8
+  }
+  [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j - CPW >= 0 && s0 + j - CPW < CIW;
+#else
+  [[unroll]] for (int r = 0; r < WA; ++r) ro[r] = (r0 + r) * CQ2 + s0, rs[r] = -1;
 #if WF == 4
   // F(4x4): a patch value outside the valid rows and columns would reach
   // the valid outputs of its tile through the transforms (cancelling only
@@ -156,6 +185,7 @@ void main() {
   [[unroll]] for (int r = 0; r < WA; ++r) rin[r] = r0 + r < CHO + 2;
   [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j < CWO + 2;
 #endif
+#endif
   vec4 acc[NXI][TM][NV];
   [[unroll]] for (int xi = 0; xi < NXI; ++xi)
     [[unroll]] for (int i = 0; i < TM; ++i)
@@ -163,8 +193,11 @@ void main() {
   for (int c = 0; c < CC; ++c) {
     // B^T d over the rows, for every column of the NT patches
     float d[WA][RW], u[WA][RW];
-    [[unroll]] for (int r = 0; r < WA; ++r) load_row(xa + r * CQ2, xend, d[r]);
-#if WF == 4
+    [[unroll]] for (int r = 0; r < WA; ++r) {
+      const int a = xa + ro[r];
+      load_row(a, rs[r] >= 0 ? rs[r] : a & 3, xend, d[r]);
+    }
+#if WF == 4 || CDIRECT
     [[unroll]] for (int r = 0; r < WA; ++r)
       [[unroll]] for (int j = 0; j < RW; ++j) d[r][j] = rin[r] && cin[j] ? d[r][j] : 0.0;
 #endif
@@ -190,7 +223,7 @@ void main() {
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i + e][f] = fma(vec4(w[e]), v[xi][f], acc[xi][i + e][f]);
       }
-    xa += CPLANE;
+    xa += XPLANE;
     ua += TM / 4;
   }
   if (gi >= CTH * CG * CMB) return;

@@ -36,6 +36,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
    * 81 s against 26: not the default) */
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
   const bool wino_all = wino && !strcmp(wino, "all");
+  const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
@@ -54,6 +55,10 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * 306 ms a run with it, 272 without */
                                .winograd_f32_only = true,
                                .winograd4 = wino && !strcmp(wino, "f4"),
+                               /* winograd.comp zeroes the padding in its reads of X: no
+                                * printed phase split before it (KILN_SPIRV_WINO_PAD=copy
+                                * keeps the copy) */
+                               .winograd_reads_x = !(wino_pad && !strcmp(wino_pad, "copy")),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */

@@ -76,6 +76,10 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
                         bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->C,
                         (long long)c->plane, (long long)c->q2, (long long)c->oh, (long long)c->ow,
                         (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y);
+  /* X itself with its padding zeroed in the reads (no phase split) */
+  kiln_vulkan_sb_printf(&b, "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n",
+                        c->x_direct ? 1 : 0, (long long)c->ih, (long long)c->iw, (long long)c->pad_h,
+                        (long long)c->pad_w);
   kiln_vulkan_epi_print(&b, &c->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {

@@ -689,6 +689,18 @@ static void g_conv_residual(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* Winograd reading X itself (kernels/vulkan/winograd.comp CDIRECT):
+ * uneven pads (2 rows above, none below; 1 column left, 3 right), rows of
+ * whole texels (16 columns: one shift for all rows), a bias */
+static void g_conv_wino_pads(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 8, 10, 16));
+  tg_const(t, "w", F32, 4, DIMS(12, 8, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(12));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(2, 1, 0, 3));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 1, &pads);
+  tg_output(t, "y");
+}
+
 static void g_conv_1x1(tg_t* t) { /* no crop: the grid is Y */
   tg_input(t, "x", F32, 4, DIMS(1, 24, 16, 16));
   tg_const(t, "w", F32, 4, DIMS(40, 24, 1, 1));
@@ -776,6 +788,11 @@ static void test_plans(void) {
   check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-5);
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
+  check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-5);
+  setenv("KILN_SPIRV_WINO_PAD", "copy", 1); /* the phase split's padded copy instead */
+  check_graph(g_conv_residual, "conv leaky+residual, padded copy", 1e-4, 1e-5);
+  check_graph(g_conv_wino_pads, "winograd uneven pads, padded copy", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_WINO_PAD");
   check_graph(g_depthwise, "depthwise", 1e-4, 1e-5);
   /* two and four rows of outputs per invocation (depthwise.comp's RH; the
    * default rule takes them on wider planes only): row stride 2, row
@@ -857,8 +874,13 @@ static void test_gemm_substitution(void) {
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
   check_gemm(g_gemm_bias, false, "#define HAS_BIAS 1");
   check_conv(g_conv_s2, false, 2); /* phase split + conv */
-  /* 3x3 stride 1 with 12 -> 20 channels: Winograd (kernels/vulkan/winograd.comp) */
-  check_conv_shader(g_conv_residual, false, 2, "kiln winograd '");
+  /* 3x3 stride 1 with 12 -> 20 channels: Winograd (kernels/vulkan/winograd.comp),
+   * reading X with its padding zeroed (no phase split), or the padded copy */
+  check_conv_shader(g_conv_residual, false, 1, "#define CDIRECT 1\n");
+  check_conv_shader(g_conv_wino_pads, false, 1, "#define CDIRECT 1\n");
+  setenv("KILN_SPIRV_WINO_PAD", "copy", 1);
+  check_conv_shader(g_conv_residual, false, 2, "#define CDIRECT 0\n");
+  unsetenv("KILN_SPIRV_WINO_PAD");
   check_conv(g_conv_1x1, false, 1);
   /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
   check_conv(g_conv_residual, true, 2);
