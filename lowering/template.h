@@ -273,6 +273,31 @@ bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_trip
  * (ceil(Cg / 4) + 1) (4 input channels a step inside a loop over taps). */
 int64_t kiln_template_q8_trips(const kiln_template_q8_t* q);
 
+/* ---- pooling (template_pool.c) --------------------------------------------- */
+
+/* One 2-D window pool as the lowering's printed kernel computes it
+ * (lowering/lower_nn_pool.c), f32, reading X and writing Y in one kernel
+ * with nothing fused:
+ *   Y[p][oy][ox] = max / mean over the taps (ky, kx) with
+ *   iy = oy*SH + ky - PH in [0, IH), ix = ox*SW + kx - PW in [0, IW)
+ * of X[p][iy][ix] (p = n*C + c). MaxPool takes the first valid tap, then
+ * any strictly greater one (the reference's rule, NaNs included);
+ * AveragePool divides by KH*KW with count_include_pad, else by the valid
+ * taps; GlobalAveragePool is the window of the whole plane. bind_x and
+ * bind_y are the plan kernel's parameter indices. */
+#define KILN_TEMPLATE_POOL_MAX_TAPS 64
+
+typedef struct kiln_template_pool_s {
+  bool max;       /* MaxPool (else an average) */
+  bool count_pad; /* AveragePool: count_include_pad */
+  int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw;
+  int32_t bind_x, bind_y;
+} kiln_template_pool_t;
+
+/* True when plan kernel |k| is such a pool (dilations 1, taps <= the max,
+ * indices within int32, no Indices output); fills |out|. */
+bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* out);
+
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
 
 typedef enum kiln_template_kind_e {
@@ -283,6 +308,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_DEPTHWISE, /* dw */
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
   KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
+  KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
 } kiln_template_kind_t;
 
 /* The tile parameters of one instance, in the order its target's template
@@ -345,6 +371,7 @@ typedef struct kiln_template_s {
   kiln_template_conv_t conv; /* CONV, WINOGRAD */
   kiln_template_dw_t dw;
   kiln_template_q8_t q8;
+  kiln_template_pool_t pool; /* POOL */
 } kiln_template_t;
 
 /* ---- search spaces and fingerprints (template_tune.c) ----------------------
@@ -482,6 +509,8 @@ typedef struct kiln_template_set_s {
    * zero-padded copy of f32 X reads X itself (x_direct) and the phase
    * kernel leaves the program (MERGED into the instance) */
   bool winograd_reads_x;
+  /* 2-D f32 pools (kiln_template_pool_match) */
+  bool pool;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

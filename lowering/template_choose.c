@@ -128,6 +128,8 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       t->kind = KILN_TEMPLATE_DEPTHWISE;
     } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {
       t->kind = KILN_TEMPLATE_Q8;
+    } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
+      t->kind = KILN_TEMPLATE_POOL;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
   }

@@ -111,6 +111,11 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   if (t->kind == KILN_TEMPLATE_GEMM) put_gemm(&f, &t->gemm);
   else if (t->kind == KILN_TEMPLATE_DEPTHWISE) put_dw(&f, &t->dw);
   else if (t->kind == KILN_TEMPLATE_Q8) put_q8(&f, &t->q8);
+  else if (t->kind == KILN_TEMPLATE_POOL) {
+    const kiln_template_pool_t* q = &t->pool;
+    const int64_t v[13] = {q->max, q->count_pad, q->planes, q->ih, q->iw, q->oh, q->ow, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw};
+    for (int32_t i = 0; i < 13; ++i) put_i(&f, v[i]);
+  }
   else put_conv(&f, &t->conv);
   return f.h ? f.h : 1;
 }
@@ -123,6 +128,7 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind) {
     case KILN_TEMPLATE_DEPTHWISE: return "depthwise";
     case KILN_TEMPLATE_MERGED: return "merged";
     case KILN_TEMPLATE_Q8: return "q8";
+    case KILN_TEMPLATE_POOL: return "pool";
     case KILN_TEMPLATE_NONE: break;
   }
   return "none";

@@ -51,6 +51,7 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KNOB(out, "wg", d[2], 16, 32, 64, 128, 256);
       return true;
     case KILN_TEMPLATE_Q8: /* not tuned */
+    case KILN_TEMPLATE_POOL:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -100,6 +101,7 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
       return fits(lim, v[2], 0);
     }
     case KILN_TEMPLATE_Q8: /* not tuned */
+    case KILN_TEMPLATE_POOL:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

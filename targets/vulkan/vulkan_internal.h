@@ -9,6 +9,7 @@
  *   vulkan_conv.c       the implicit-GEMM conv shader's (kernels/vulkan/conv.comp)
  *   vulkan_depthwise.c  the depthwise shader's (kernels/vulkan/depthwise.comp)
  *   vulkan_q8.c         the int8 QLinearConv / QLinearMatMul shader's (kernels/vulkan/q8.comp)
+ *   vulkan_pool.c       the window pool shader's (kernels/vulkan/pool.comp)
  *   vulkan_epilogue.c   shader header text and the fused epilogue as GLSL
  * Instances are printed from lowering's template descriptors
  * (lowering/template.h); nothing here reads the graph. */
@@ -31,6 +32,8 @@ extern const char kiln_vk_conv[];
 extern const size_t kiln_vk_conv_len;
 extern const char kiln_vk_depthwise[];
 extern const size_t kiln_vk_depthwise_len;
+extern const char kiln_vk_pool[];
+extern const size_t kiln_vk_pool_len;
 extern const char kiln_vk_q8[];
 extern const size_t kiln_vk_q8_len;
 extern const char kiln_vk_winograd[];
@@ -110,6 +113,14 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                     bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]);
+
+/* ---- vulkan_pool.c -------------------------------------------------------- */
+
+/* The GLSL of a pool instance (malloc'd; caller frees) with its launch
+ * geometry; X read as vec4 texels where |texels_fit|, Y stored as vec4
+ * texels where |y_texels_fit| and its rows are whole texels. */
+kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
+                                      const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]);
 
 /* ---- vulkan_q8.c ---------------------------------------------------------- */
 

@@ -37,6 +37,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
   const bool wino_all = wino && !strcmp(wino, "all");
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
+  const char* no_pool = getenv("KILN_SPIRV_POOL");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
@@ -59,6 +60,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * printed phase split before it (KILN_SPIRV_WINO_PAD=copy
                                 * keeps the copy) */
                                .winograd_reads_x = !(wino_pad && !strcmp(wino_pad, "copy")),
+                               /* pool.comp for 2-D MaxPool / AveragePool / GlobalAveragePool
+                                * (KILN_SPIRV_POOL=off: the printed kernels) */
+                               .pool = !(no_pool && !strcmp(no_pool, "off")),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
@@ -211,6 +215,13 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       if (!s)
         s = kiln_vulkan_dw_source(&t->dw, wg, rw, fit, fit_w, fit_y, name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
+      if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_POOL) {
+      const int32_t np = pk->func->n_params;
+      const bool fit = t->pool.bind_x >= 0 && t->pool.bind_x < np && texels_fit(plan, pk->args[t->pool.bind_x]);
+      const bool fit_y = t->pool.bind_y >= 0 && t->pool.bind_y < np && texels_fit(plan, pk->args[t->pool.bind_y]);
+      s = kiln_vulkan_pool_source(&t->pool, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3);
+      trips[k] = 0; /* the taps are unrolled: no loop */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_Q8) {
       s = kiln_vulkan_q8_source(&t->q8, &t->tiles, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);

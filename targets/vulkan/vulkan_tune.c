@@ -52,6 +52,7 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       return true;
     case KILN_TEMPLATE_WINOGRAD: /* the Vulkan set has none */
     case KILN_TEMPLATE_Q8:       /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
+    case KILN_TEMPLATE_POOL:     /* no tiles */
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -157,6 +158,7 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:
     case KILN_TEMPLATE_Q8:
+    case KILN_TEMPLATE_POOL:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

@@ -689,6 +689,38 @@ static void g_conv_residual(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* Window pools for kernels/vulkan/pool.comp: unaligned rows (18 columns),
+ * pads, a partial last block of 8 outputs, ceil_mode, both AveragePool
+ * counts and texel stores (16 -> 8 columns); GlobalAveragePool of 7x7
+ * planes (49 taps) */
+static void g_pools(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 3, 11, 18));
+  tg_input(t, "x2", F32, 4, DIMS(1, 4, 16, 16));
+  kiln_attr_t mp[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
+                       kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1))};
+  tg_node(t, "MaxPool", "maxpool", 1, NAMES("x"), "m", 3, mp);
+  tg_node(t, "MaxPool", "maxpool2", 1, NAMES("x2"), "m2", 3, mp);
+  kiln_attr_t ap[4] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
+                       kiln_attr_make_ints("pads", 4, DIMS(1, 0, 1, 2)), kiln_attr_make_int("ceil_mode", 1)};
+  tg_node(t, "AveragePool", "avgpool", 1, NAMES("x"), "a", 4, ap);
+  kiln_attr_t ap2[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(2, 3)),
+                        kiln_attr_make_ints("pads", 4, DIMS(0, 1, 1, 1)),
+                        kiln_attr_make_int("count_include_pad", 1)};
+  tg_node(t, "AveragePool", "avgpool2", 1, NAMES("x"), "a2", 3, ap2);
+  tg_output(t, "m");
+  tg_output(t, "m2");
+  tg_output(t, "a");
+  tg_output(t, "a2");
+}
+
+static void g_gap(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 3, 7, 7));
+  tg_node(t, "GlobalAveragePool", "gap", 1, NAMES("x"), "g", 0, NULL);
+  tg_output(t, "g");
+}
+
 /* Winograd reading X itself (kernels/vulkan/winograd.comp CDIRECT):
  * uneven pads (2 rows above, none below; 1 column left, 3 right), rows of
  * whole texels (16 columns: one shift for all rows), a bias */
@@ -789,6 +821,8 @@ static void test_plans(void) {
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-5);
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
   check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-5);
+  check_graph(g_pools, "pools", 1e-5, 1e-6);
+  check_graph(g_gap, "global average pool", 1e-5, 1e-6);
   setenv("KILN_SPIRV_WINO_PAD", "copy", 1); /* the phase split's padded copy instead */
   check_graph(g_conv_residual, "conv leaky+residual, padded copy", 1e-4, 1e-5);
   check_graph(g_conv_wino_pads, "winograd uneven pads, padded copy", 1e-4, 1e-5);
@@ -882,6 +916,18 @@ static void test_gemm_substitution(void) {
   check_conv_shader(g_conv_residual, false, 2, "#define CDIRECT 0\n");
   unsetenv("KILN_SPIRV_WINO_PAD");
   check_conv(g_conv_1x1, false, 1);
+  {
+    /* every pool as kernels/vulkan/pool.comp, the 16 -> 8 column one with texel stores */
+    kiln_program_t* prog = graph_program(g_pools, true, false);
+    int n = 0;
+    for (const char* q = prog ? strstr(prog->code.text, "// kiln pool '") : NULL; q; q = strstr(q + 1, "// kiln pool '")) ++n;
+    CHECK_MSG(prog && n == 4 && prog->n_kernels == 4, "%d pool shaders", n);
+    CHECK(prog && strstr(prog->code.text, "#define TEXEL_Y 1\n"));
+    kiln_program_destroy(prog);
+    prog = graph_program(g_gap, true, false);
+    CHECK_MSG(prog && strstr(prog->code.text, "// kiln pool '") && prog->n_kernels == 1, "GlobalAveragePool: no pool shader");
+    kiln_program_destroy(prog);
+  }
   /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
   check_conv(g_conv_residual, true, 2);
   {

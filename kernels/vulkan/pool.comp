@@ -1,0 +1,102 @@
+#version 450
+#extension GL_EXT_control_flow_attributes : enable
+// kiln 2-D window pool (MaxPool, AveragePool, GlobalAveragePool), f32:
+//
+//   Y[p][oy][ox] = max / mean over the taps (ky, kx) with iy = oy*SH + ky - PH
+//   in [0, IH) and ix = ox*SW + kx - PW in [0, IW) of X[p][iy][ix]
+//
+// (lowering/template.h, kiln_template_pool_t). MAX: the first valid tap,
+// then a strictly greater one (the reference's rule: a NaN first stays);
+// else the sum over the valid taps divided by KH*KW (COUNT_PAD) or by
+// their count. One invocation per RW neighbouring outputs of a row: the
+// taps are unrolled (no loop), and each of the KH input rows is read once
+// as a row segment for the RW outputs. On lavapipe a load whose address
+// differs between lanes is a loop over the lanes, so the segments are read
+// as vec4 texels (TEXEL) shifted by their start within a texel, the
+// columns and rows outside the plane masked, and with OW a multiple of 4
+// the RW outputs are stored as vec4 texels (TEXEL_Y).
+// The host puts after the #extension lines: BIND_X BIND_Y (kernel
+// parameter order) and
+//   CP IH IW OH OW KH KW SH SW PH PW   planes (N*C), plane sizes, window
+//   MAX COUNT_PAD RW TEXEL TEXEL_Y
+// Dispatch: (ceil(OH * ceil(OW/RW) / 8), CP, 1) work-groups of 8.
+
+layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
+
+#if TEXEL
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#else
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float x[]; };
+#endif
+#if TEXEL_Y
+layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#else
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
+#endif
+
+#define OWB ((OW + RW - 1) / RW)
+#define SEG ((RW - 1) * SW + KW)   // input columns of RW outputs
+#define NF ((SEG + 3) / 4 + 1)     // texels of a segment at any shift
+
+void main() {
+  const int q = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  if (q >= OH * OWB) return;
+  const int p = int(gl_WorkGroupID.y);
+  const int oy = q / OWB, ox0 = (q % OWB) * RW;
+  const int c0 = ox0 * SW - PW; // the segment's first input column
+  const int base = p * IH * IW;
+  float acc[RW];
+  float cnt[RW];
+  bool seen[RW];
+  [[unroll]] for (int o = 0; o < RW; ++o) acc[o] = 0.0, cnt[o] = 0.0, seen[o] = false;
+  [[unroll]] for (int ky = 0; ky < KH; ++ky) {
+    const int iy = oy * SH + ky - PH;
+    const bool row_ok = iy >= 0 && iy < IH;
+    const int a = base + clamp(iy, 0, IH - 1) * IW + c0; // may start before the plane (masked)
+    float seg[SEG];
+#if TEXEL
+    const int t0 = a >> 2, s = a & 3, tl = (CP * IH * IW - 1) >> 2;
+    vec4 xt[NF];
+    [[unroll]] for (int f = 0; f < NF; ++f) xt[f] = texelFetch(tx, clamp(t0 + f, 0, tl));
+    [[unroll]] for (int f = 0; f < NF - 1; ++f) {
+      const vec4 u = xt[f], v = xt[f + 1];
+      const vec4 w = s == 0 ? u : s == 1 ? vec4(u.yzw, v.x) : s == 2 ? vec4(u.zw, v.xy) : vec4(u.w, v.xyz);
+      [[unroll]] for (int e = 0; e < 4; ++e)
+        if (f * 4 + e < SEG) seg[f * 4 + e] = w[e];
+    }
+#else
+    [[unroll]] for (int j = 0; j < SEG; ++j) seg[j] = x[clamp(a + j, 0, CP * IH * IW - 1)];
+#endif
+    [[unroll]] for (int o = 0; o < RW; ++o)
+      [[unroll]] for (int kx = 0; kx < KW; ++kx) {
+        const int j = o * SW + kx, ix = c0 + j;
+        const bool ok = row_ok && ix >= 0 && ix < IW;
+        const float v = seg[j];
+#if MAX
+        acc[o] = ok && (!seen[o] || v > acc[o]) ? v : acc[o];
+        seen[o] = seen[o] || ok;
+#else
+        acc[o] += ok ? v : 0.0;
+        cnt[o] += ok ? 1.0 : 0.0;
+#endif
+      }
+  }
+  [[unroll]] for (int o = 0; o < RW; ++o) {
+#if !MAX
+#if COUNT_PAD
+    acc[o] = acc[o] / float(KH * KW);
+#else
+    acc[o] = acc[o] / cnt[o];
+#endif
+#endif
+  }
+  const int yb = p * OH * OW + oy * OW + ox0;
+#if TEXEL_Y
+  // OW a multiple of 4 and RW of 4: a texel is inside the row when its first column is
+  [[unroll]] for (int h = 0; h < RW / 4; ++h)
+    if (ox0 + 4 * h < OW) imageStore(ty, (yb >> 2) + h, vec4(acc[4 * h], acc[4 * h + 1], acc[4 * h + 2], acc[4 * h + 3]));
+#else
+  [[unroll]] for (int o = 0; o < RW; ++o)
+    if (ox0 + o < OW) y[yb + o] = acc[o];
+#endif
+}
