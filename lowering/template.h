@@ -286,6 +286,7 @@ int64_t kiln_template_q8_trips(const kiln_template_q8_t* q);
  * taps; GlobalAveragePool is the window of the whole plane. bind_x and
  * bind_y are the plan kernel's parameter indices. */
 #define KILN_TEMPLATE_POOL_MAX_TAPS 64
+#define KILN_TEMPLATE_POOL_MAX_PLANES 65535 /* N*C: a GPU dispatch dimension */
 
 typedef struct kiln_template_pool_s {
   bool max;       /* MaxPool (else an average) */
@@ -294,8 +295,8 @@ typedef struct kiln_template_pool_s {
   int32_t bind_x, bind_y;
 } kiln_template_pool_t;
 
-/* True when plan kernel |k| is such a pool (dilations 1, taps <= the max,
- * indices within int32, no Indices output); fills |out|. */
+/* True when plan kernel |k| is such a pool (dilations 1, taps and planes
+ * within the maxima, indices within int32, no Indices output); fills |out|. */
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* out);
 
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */

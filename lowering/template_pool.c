@@ -31,7 +31,8 @@ bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_
     return false;
   q->planes = X->shape[0] * X->shape[1];
   q->ih = X->shape[2], q->iw = X->shape[3], q->oh = Y->shape[2], q->ow = Y->shape[3];
-  if (Y->shape[0] != X->shape[0] || Y->shape[1] != X->shape[1] || q->planes < 1 || q->oh < 1 || q->ow < 1 ||
+  if (Y->shape[0] != X->shape[0] || Y->shape[1] != X->shape[1] || q->planes < 1 ||
+      q->planes > KILN_TEMPLATE_POOL_MAX_PLANES || q->oh < 1 || q->ow < 1 ||
       q->planes * q->ih * q->iw > INT32_MAX || q->planes * q->oh * q->ow > INT32_MAX)
     return false;
   if (global) {

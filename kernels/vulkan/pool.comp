@@ -19,7 +19,9 @@
 // parameter order) and
 //   CP IH IW OH OW KH KW SH SW PH PW   planes (N*C), plane sizes, window
 //   MAX COUNT_PAD RW TEXEL TEXEL_Y
-// Dispatch: (ceil(OH * ceil(OW/RW) / 8), CP, 1) work-groups of 8.
+//   FLAT          1: the planes are folded into dim x of the dispatch
+// Dispatch: (ceil(OH * ceil(OW/RW) / 8), CP, 1) work-groups of 8, with
+// FLAT (ceil(CP * OH * ceil(OW/RW) / 8), 1, 1).
 
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 
@@ -39,9 +41,17 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float
 #define NF ((SEG + 3) / 4 + 1)     // texels of a segment at any shift
 
 void main() {
+#if FLAT
+  // the planes folded into the work-groups' invocations (a 7x7 global
+  // pool has one invocation a plane: the 8 lanes take 8 planes)
+  const int gq = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  if (gq >= CP * OH * OWB) return;
+  const int p = gq / (OH * OWB), q = gq % (OH * OWB);
+#else
   const int q = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
   if (q >= OH * OWB) return;
   const int p = int(gl_WorkGroupID.y);
+#endif
   const int oy = q / OWB, ox0 = (q % OWB) * RW;
   const int c0 = ox0 * SW - PW; // the segment's first input column
   const int base = p * IH * IW;

@@ -8,7 +8,8 @@
 
 kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
                                       const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]) {
-  if (q->kh * q->kw > KILN_TEMPLATE_POOL_MAX_TAPS || q->planes < 1 || q->planes > 65535 || q->oh < 1 || q->ow < 1)
+  if (q->kh * q->kw > KILN_TEMPLATE_POOL_MAX_TAPS || q->planes < 1 || q->planes > KILN_TEMPLATE_POOL_MAX_PLANES ||
+      q->oh < 1 || q->ow < 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "pool '%s': %lld planes of %lldx%lld, %lldx%lld taps", name,
                             (long long)q->planes, (long long)q->oh, (long long)q->ow, (long long)q->kh,
                             (long long)q->kw);
@@ -18,6 +19,12 @@ kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels
   /* outputs per invocation: 8 (a row segment's texels serve them all),
    * fewer on narrow planes */
   const int32_t rw = q->ow >= 8 ? 8 : q->ow >= 4 ? 4 : 1;
+  /* every lane busy: the planes folded into dim x where the work-groups
+   * fit it (MobileNetV2's 7x7 GlobalAveragePool, one invocation a plane:
+   * 0.18-0.29 ms with a work-group a plane, most lanes idle) */
+  const int64_t per_plane = q->oh * ((q->ow + rw - 1) / rw);
+  const char* env = getenv("KILN_SPIRV_POOL"); /* =planes: a work-group row per plane (tests) */
+  const bool flat = (q->planes * per_plane + 7) / 8 <= 65535 && !(env && !strcmp(env, "planes"));
   kiln_vulkan_sb_t b = {0};
   kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_pool) + 1, kiln_vk_pool);
   kiln_vulkan_sb_printf(&b, "// kiln pool '%s': %s, %lld planes %lldx%lld -> %lldx%lld\n", name,
@@ -27,19 +34,20 @@ kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels
                         "#define BIND_X %d\n#define BIND_Y %d\n#define CP %lld\n#define IH %lld\n#define IW %lld\n"
                         "#define OH %lld\n#define OW %lld\n#define KH %lld\n#define KW %lld\n#define SH %lld\n"
                         "#define SW %lld\n#define PH %lld\n#define PW %lld\n#define MAX %d\n#define COUNT_PAD %d\n"
-                        "#define RW %d\n#define TEXEL %d\n#define TEXEL_Y %d\n",
+                        "#define RW %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define FLAT %d\n",
                         (int)q->bind_x, (int)q->bind_y, (long long)q->planes, (long long)q->ih, (long long)q->iw,
                         (long long)q->oh, (long long)q->ow, (long long)q->kh, (long long)q->kw, (long long)q->sh,
                         (long long)q->sw, (long long)q->ph, (long long)q->pw, q->max ? 1 : 0, q->count_pad ? 1 : 0,
-                        (int)rw, texels_fit ? 1 : 0, y_texels_fit && rw % 4 == 0 && q->ow % 4 == 0 ? 1 : 0);
+                        (int)rw, texels_fit ? 1 : 0, y_texels_fit && rw % 4 == 0 && q->ow % 4 == 0 ? 1 : 0,
+                        flat ? 1 : 0);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "pool '%s': shader text", name);
   }
   *out_glsl = b.p;
-  groups[0] = (q->oh * ((q->ow + rw - 1) / rw) + 7) / 8;
-  groups[1] = q->planes;
+  groups[0] = flat ? (q->planes * per_plane + 7) / 8 : (per_plane + 7) / 8;
+  groups[1] = flat ? 1 : q->planes;
   groups[2] = 1;
   local[0] = 8;
   local[1] = local[2] = 1;

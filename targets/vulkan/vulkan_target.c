@@ -61,7 +61,8 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * keeps the copy) */
                                .winograd_reads_x = !(wino_pad && !strcmp(wino_pad, "copy")),
                                /* pool.comp for 2-D MaxPool / AveragePool / GlobalAveragePool
-                                * (KILN_SPIRV_POOL=off: the printed kernels) */
+                                * (KILN_SPIRV_POOL=off: the printed kernels; =planes: a
+                                * work-group row per plane, vulkan_pool.c) */
                                .pool = !(no_pool && !strcmp(no_pool, "off")),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,

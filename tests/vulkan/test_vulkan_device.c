@@ -823,6 +823,10 @@ static void test_plans(void) {
   check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-5);
   check_graph(g_pools, "pools", 1e-5, 1e-6);
   check_graph(g_gap, "global average pool", 1e-5, 1e-6);
+  setenv("KILN_SPIRV_POOL", "planes", 1); /* the planes on dispatch dim y, not folded into x */
+  check_graph(g_pools, "pools, a row of groups a plane", 1e-5, 1e-6);
+  check_graph(g_gap, "global average pool, a row a plane", 1e-5, 1e-6);
+  unsetenv("KILN_SPIRV_POOL");
   setenv("KILN_SPIRV_WINO_PAD", "copy", 1); /* the phase split's padded copy instead */
   check_graph(g_conv_residual, "conv leaky+residual, padded copy", 1e-4, 1e-5);
   check_graph(g_conv_wino_pads, "winograd uneven pads, padded copy", 1e-4, 1e-5);
@@ -922,7 +926,7 @@ static void test_gemm_substitution(void) {
     int n = 0;
     for (const char* q = prog ? strstr(prog->code.text, "// kiln pool '") : NULL; q; q = strstr(q + 1, "// kiln pool '")) ++n;
     CHECK_MSG(prog && n == 4 && prog->n_kernels == 4, "%d pool shaders", n);
-    CHECK(prog && strstr(prog->code.text, "#define TEXEL_Y 1\n"));
+    CHECK(prog && strstr(prog->code.text, "#define TEXEL_Y 1\n") && strstr(prog->code.text, "#define FLAT 1\n"));
     kiln_program_destroy(prog);
     prog = graph_program(g_gap, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "// kiln pool '") && prog->n_kernels == 1, "GlobalAveragePool: no pool shader");
