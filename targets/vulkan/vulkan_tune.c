@@ -144,12 +144,14 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
       /* mode 4's texel reads take RN/4 texels of positions per K step, a
        * GEMM's 4 K steps at a time, a conv's weights 4 channels of a
-       * 32-channel panel per invocation; other tiles would print mode 3's
-       * shader, a point already in the space */
+       * 32-channel panel per invocation, 16 or 32 channels a work-group (as
+       * vulkan_conv.c prints it and the 1x1 convs' 16-channel default
+       * uses); other tiles would print mode 3's shader, a point already in
+       * the space */
       if (g.shared == 4 && texel_shapes(t) &&
-          (g.rn % 4 || (t->kind == KILN_TEMPLATE_GEMM ? g.tk % 4 != 0 : g.tm % 32 != 0)))
+          (g.rn % 4 || (t->kind == KILN_TEMPLATE_GEMM ? g.tk % 4 != 0 : g.tm % 16 != 0)))
         return t->kind == KILN_TEMPLATE_GEMM ? "texel mode: RN and TK multiples of 4"
-                                             : "texel mode: RN a multiple of 4 and TM of 32";
+                                             : "texel mode: RN a multiple of 4 and TM of 16";
       break;
     default: return "SHARED is 0, 1, 2, 3 or 4";
   }

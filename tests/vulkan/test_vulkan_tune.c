@@ -207,6 +207,12 @@ static void test_space(void) {
     CHECK(set.tiles_check(t, &y, &lim) != NULL);
     y.v[5] = 3;
     CHECK(set.tiles_check(t, &y, &lim) == NULL);
+    /* the 1x1 convs' default on large grids, 16 channels x 16 positions
+     * per invocation in the texel mode, is a point too */
+    if (t->kind == KILN_TEMPLATE_CONV) {
+      const kiln_template_tiles_t p16 = {.n = 6, .v = {16, 128, 2, 16, 16, 4}};
+      CHECK_MSG(set.tiles_check(t, &p16, &lim) == NULL, "16,128,2,16,16,4 refused: %s", set.tiles_check(t, &p16, &lim));
+    }
     no.gpu_lacks = KILN_GPU_LACKS_SUBGROUP;
     CHECK(set.tiles_check(t, &x, &no) != NULL);
     no = lim;
