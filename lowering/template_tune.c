@@ -106,7 +106,9 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   if (!t || t->kind == KILN_TEMPLATE_NONE || t->kind == KILN_TEMPLATE_MERGED) return 0;
   fnv_t f = {14695981039346656037ull};
   put_i(&f, t->kind);
-  put_i(&f, t->weights.layout);
+  /* F(2x2) or F(4x4) is a knob of a Winograd instance (its tiles), not
+   * part of the kernel: a point may re-lay its weights either way */
+  put_i(&f, t->weights.layout == KILN_TEMPLATE_W_WINOGRAD4 ? KILN_TEMPLATE_W_WINOGRAD : t->weights.layout);
   put_i(&f, t->psum_private);
   if (t->kind == KILN_TEMPLATE_GEMM) put_gemm(&f, &t->gemm);
   else if (t->kind == KILN_TEMPLATE_DEPTHWISE) put_dw(&f, &t->dw);

@@ -159,9 +159,10 @@ kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name
 /* ---- vulkan_winograd.c --------------------------------------------------- */
 
 /* Tiles of winograd.comp: TM output channels (4, 8, 16 or 32) x NT WFxWF
- * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt. WF
- * (2: F(2x2, 3x3), 4: F(4x4, 3x3)) follows the weight layout
- * (KILN_TEMPLATE_W_WINOGRAD, _W_WINOGRAD4). */
+ * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt,wf. WF
+ * (2: F(2x2, 3x3), 4: F(4x4, 3x3)) sets the weight layout
+ * (KILN_TEMPLATE_W_WINOGRAD, _W_WINOGRAD4: kiln_vulkan_template_weight_blocks),
+ * so a tuned point may change it. */
 typedef struct kiln_vulkan_wino_tiles_s {
   int32_t tm, nt, wf;
 } kiln_vulkan_wino_tiles_t;

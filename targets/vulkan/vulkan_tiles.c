@@ -70,7 +70,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {
     const kiln_vulkan_wino_tiles_t w = kiln_vulkan_wino_default_tiles(t);
-    t->tiles = (kiln_template_tiles_t){.n = 2, .v = {w.tm, w.nt}};
+    t->tiles = (kiln_template_tiles_t){.n = 3, .v = {w.tm, w.nt, w.wf}};
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
     /* 64 invocations a work-group, each with up to 8 outputs of a row
      * (depthwise.comp says why) */
@@ -111,18 +111,22 @@ void kiln_vulkan_template_weight_blocks(kiln_template_t* t) {
     w->block = w->panel = KILN_VULKAN_W_PANEL;
     w->slice = t->conv.K;
   } else if ((w->layout == KILN_TEMPLATE_W_WINOGRAD || w->layout == KILN_TEMPLATE_W_WINOGRAD4) &&
-             t->kind == KILN_TEMPLATE_WINOGRAD && t->tiles.n == 2 && t->tiles.v[0] > 0) {
-    /* winograd.comp: U in blocks of TM channels, 4 of them a texel */
+             t->kind == KILN_TEMPLATE_WINOGRAD && t->tiles.n == 3 && t->tiles.v[0] > 0) {
+    /* winograd.comp: U in blocks of TM channels, 4 of them a texel; F(2x2)
+     * or F(4x4) as the tiles say (a tuned point may change it) */
     w->block = w->panel = t->tiles.v[0];
     w->slice = 1;
+    if (t->tiles.v[2] == 2 || t->tiles.v[2] == 4)
+      w->layout = t->tiles.v[2] == 4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
   }
 }
 
 kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out) {
   const kiln_template_weights_t* w = &t->weights;
   const bool f4 = w->layout == KILN_TEMPLATE_W_WINOGRAD4;
-  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 2 || (w->layout != KILN_TEMPLATE_W_WINOGRAD && !f4) ||
-      !w->laid_out || w->block != t->tiles.v[0] || w->panel != t->tiles.v[0] || w->slice != 1)
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 3 || (w->layout != KILN_TEMPLATE_W_WINOGRAD && !f4) ||
+      t->tiles.v[2] != (f4 ? 4 : 2) || !w->laid_out || w->block != t->tiles.v[0] || w->panel != t->tiles.v[0] ||
+      w->slice != 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "spirv: kernel '%s': its Winograd instance has no Vulkan tiles or its weights are not "
                             "laid out for them (kiln_spirv_templates, kiln_template_weights_lay_out)",

@@ -8,7 +8,7 @@
  * faster.
  *
  * Record orders (vulkan_tiles.c): GEMM / conv tm,tn,tk,rm,rn,shared;
- * depthwise wg,rw. */
+ * depthwise wg,rw; Winograd tm,nt,wf. */
 #include <string.h>
 
 #include "targets/vulkan/vulkan_internal.h"
@@ -23,6 +23,12 @@
  * (lavapipe: about a minute for 64 x 8 x 16 = 8192, which no speed-up
  * pays back within a tuning budget). Four times the subgroup default. */
 #define UNROLLED_STEP_MAX 2048
+
+/* winograd.comp's sums per invocation, (WF + 2)^2 x TM x NT: F(2x2)'s
+ * 8 x 4 default holds 512, F(4x4)'s 1152 (lavapipe, ResNet-18's 3x3
+ * convs: F(2x2) 16 x 8, 2048 sums, ran much slower than every other
+ * tile choice, its sums spilling out of L1). */
+#define WINO_SUMS_MAX 1152
 
 bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
   memset(out, 0, sizeof *out);
@@ -50,13 +56,35 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KILN_TEMPLATE_KNOB(out, "wg", d[0], 16, 32, 64, 128, 256);
       KILN_TEMPLATE_KNOB(out, "rw", d[1], 1, 2, 4, 8);
       return true;
-    case KILN_TEMPLATE_WINOGRAD: /* the Vulkan set has none */
-    case KILN_TEMPLATE_Q8:       /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
-    case KILN_TEMPLATE_POOL:     /* no tiles */
+    case KILN_TEMPLATE_WINOGRAD:
+      if (t->tiles.n != 3) return false;
+      out->version = "vulkan.winograd.1";
+      KILN_TEMPLATE_KNOB(out, "tm", d[0], 4, 8, 16, 32);
+      KILN_TEMPLATE_KNOB(out, "nt", d[1], 4, 8);
+      /* 2: F(2x2, 3x3), 4: F(4x4, 3x3); a point re-lays the weights
+       * (kiln_vulkan_template_weight_blocks: 16 or 36 per channel pair) */
+      KILN_TEMPLATE_KNOB(out, "wf", d[2], 2, 4);
+      return true;
+    case KILN_TEMPLATE_Q8:   /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
+    case KILN_TEMPLATE_POOL: /* no tiles */
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
   return false;
+}
+
+static const char* wino_check(const kiln_template_t* t, const int32_t* v) {
+  const int32_t tm = v[0], nt = v[1], wf = v[2];
+  if (tm != 4 && tm != 8 && tm != 16 && tm != 32) return "winograd: TM is 4, 8, 16 or 32 channels";
+  if (nt != 4 && nt != 8) return "winograd: NT is 4 or 8 tiles";
+  if (wf != 2 && wf != 4) return "winograd: WF is 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))";
+  if ((int64_t)(wf + 2) * (wf + 2) * tm * nt > WINO_SUMS_MAX)
+    return "winograd: (WF + 2)^2 x TM x NT sums past the register budget";
+  /* blocks past the output channels or groups past a row of tiles are
+   * zeros and idle invocations (the defaults, 8 x 4, always pass) */
+  if (tm > 8 && tm > t->conv.M) return "winograd: TM past the output channels";
+  if (nt > 4 && nt > (t->conv.ow + wf - 1) / wf) return "winograd: NT past a row of tiles";
+  return NULL;
 }
 
 /* Whether the shapes and dtypes of |t| let mode 4 read vec4 texels
@@ -117,12 +145,14 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
       /* mode 4's texel reads take RN/4 texels of positions per K step, a
        * GEMM's 4 K steps at a time, a conv's weights 4 channels of a
-       * 32-channel panel per invocation; other tiles would print mode 3's
-       * shader, a point already in the space */
+       * 32-channel panel per invocation, 16 or 32 channels a work-group (as
+       * vulkan_conv.c prints it and the 1x1 convs' 16-channel default
+       * uses); other tiles would print mode 3's shader, a point already in
+       * the space */
       if (g.shared == 4 && texel_shapes(t) &&
-          (g.rn % 4 || (t->kind == KILN_TEMPLATE_GEMM ? g.tk % 4 != 0 : g.tm % 32 != 0)))
+          (g.rn % 4 || (t->kind == KILN_TEMPLATE_GEMM ? g.tk % 4 != 0 : g.tm % 16 != 0)))
         return t->kind == KILN_TEMPLATE_GEMM ? "texel mode: RN and TK multiples of 4"
-                                             : "texel mode: RN a multiple of 4 and TM of 32";
+                                             : "texel mode: RN a multiple of 4 and TM of 16";
       break;
     default: return "SHARED is 0, 1, 2, 3 or 4";
   }
@@ -157,6 +187,8 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:
+      if (x->n != 3) return "a Winograd record has 3 tiles";
+      return wino_check(t, v);
     case KILN_TEMPLATE_Q8:
     case KILN_TEMPLATE_POOL:
     case KILN_TEMPLATE_NONE:
@@ -201,6 +233,17 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     /* (the default's smallest work-group, 8 for small planes, has no half) */
     HINT(d.v[0] >= 16 ? d.v[0] / 2 : 4 * d.v[0], d.v[1]);
     HINT(d.v[0], d.v[1] > 1 ? d.v[1] / 2 : 1);
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && d.n == 3) {
+    /* lavapipe, ResNet-18's 3x3 convs a layer (README, Vulkan row): F(4x4)
+     * 8 x 4 2.4-2.8 ms against F(2x2) 8 x 4's 2.8-3.6 (3.7-3.9 on 7x7
+     * planes, with three times the driver's compile); F(2x2) 8 x 8
+     * 2.8-3.8, 16 x 4 3.0-4.6, 4 x 8 3.1-4.8 */
+    const int32_t wf = d.v[2] == 2 ? 4 : 2;
+    HINT(8, 4, wf);
+    HINT(8, 8, 2);
+    HINT(16, 4, 2);
+    HINT(4, 4, 4);
+    HINT(4, 8, 2);
   }
 #undef HINT
   return n;

@@ -19,6 +19,14 @@ foreach(src ${KILN_VULKAN_TESTS})
     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
     ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 endforeach()
+# test_vulkan_tune's Winograd points all compiled and its tune of the
+# Winograd instance on the device (its first point an F(4x4) shader, which
+# glslang and lavapipe compile for tens of seconds)
+add_test(NAME test_vulkan_tune_winograd COMMAND test_vulkan_tune winograd)
+set_tests_properties(test_vulkan_tune_winograd PROPERTIES
+  LABELS "target=vulkan;slow" TIMEOUT 900 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+  FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+  ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 
