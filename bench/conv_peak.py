@@ -2,7 +2,8 @@
 """Every convolution of a model against the measured peak: issue 22's per-conv goal.
 
   conv_peak.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2]
-               [--threads N] [--repeat N] [--rounds R] [--peak-runs P] [--json FILE]
+               [--threads N] [--repeat N] [--rounds R] [--peak-runs P | --peak GF,GB]
+               [--json FILE]
 
 The goal (issue 22): every ResNet-18 / MobileNetV2 conv at >= 60% of the peak FLOP/s that
 `kiln bench` measures (its FMA probe), depthwise convs at >= 50% of their roof,
@@ -125,6 +126,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=30, help="profiled runs per round (default 30)")
     ap.add_argument("--rounds", type=int, default=3, help="kiln runs per model; per-node median (default 3)")
     ap.add_argument("--peak-runs", type=int, default=3, help="peak probes, best taken (default 3)")
+    ap.add_argument("--peak", help="GFLOPS,GBS: use these peaks instead of probing (e.g. a quiet run's)")
     ap.add_argument("--json", help="write {peak, models: {name: [rows]}} here")
     ap.add_argument("--profile-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -132,22 +134,31 @@ def main():
         return profile_child(a.profile_child, a.threads, a.repeat)
     if a.threads < 1 or a.repeat < 1 or a.rounds < 1 or a.peak_runs < 1:
         ap.error("--threads, --repeat, --rounds and --peak-runs must be at least 1")
+    given = None
+    if a.peak:
+        try:
+            given = tuple(float(v) for v in a.peak.split(","))
+        except ValueError:
+            given = ()
+        if len(given) != 2 or min(given) <= 0:
+            ap.error(f"--peak '{a.peak}': expected GFLOPS,GBS (two positive numbers)")
     names = [n for n in a.names.split(",") if n]
     for n in names:
         if not os.path.exists(os.path.join(a.models, n + ".onnx")):
             ap.error(f"no {n}.onnx in {a.models}")
-    probes = [peak(a.kiln, a.threads)]
+    probes = [given] if given else [peak(a.kiln, a.threads)]
     times = {n: [] for n in names}
     for r in range(a.rounds):
         for n in names:
             times[n].append(profile(a.kiln, os.path.join(a.models, n + ".onnx"), a.threads, a.repeat))
-        if len(probes) < a.peak_runs:
+        if not given and len(probes) < a.peak_runs:
             probes.append(peak(a.kiln, a.threads))
-    while len(probes) < a.peak_runs:
+    while not given and len(probes) < a.peak_runs:
         probes.append(peak(a.kiln, a.threads))
     gf = max(p[0] for p in probes)
     gb = max(p[1] for p in probes)
-    print(f"peak ({a.threads} threads, best of {len(probes)} probes): {gf:.1f} GFLOP/s, {gb:.1f} GB/s; "
+    src = "given by --peak" if given else f"best of {len(probes)} probes"
+    print(f"peak ({a.threads} threads, {src}): {gf:.1f} GFLOP/s, {gb:.1f} GB/s; "
           f"probes {', '.join(f'{p[0]:.0f}' for p in probes)} GFLOP/s; goal {GOAL:.0f}% of peak "
           f"(depthwise {GOAL_DW:.0f}% of its roof); {a.rounds} rounds of {a.repeat} runs, per-node median")
     report = {"threads": a.threads, "peak_gflops": gf, "peak_gbs": gb, "probes": probes, "models": {}}
