@@ -34,3 +34,11 @@ if(KILN_PYTHON AND TARGET kiln_bench_planner)
   set_tests_properties(bench_planner PROPERTIES FIXTURES_REQUIRED planner_models LABELS "bench"
                        TIMEOUT 900)
 endif()
+
+# bench/conv_peak.py (issue 22's per-conv %-of-peak table) on a seeded two-conv
+# model with given peaks (no probe): rows, FLOPs, roofs and the goal count.
+if(KILN_PYTHON)
+  add_test(NAME bench_conv_peak
+           COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../tests/test_conv_peak.py $<TARGET_FILE:kiln>)
+  set_tests_properties(bench_conv_peak PROPERTIES LABELS "bench" TIMEOUT 120)
+endif()
