@@ -41,6 +41,8 @@
 //   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y): Y as a storage texel
 //                       buffer (rgba32f imageBuffer), each invocation's RN
 //                       positions of a channel stored as RN/4 whole texels
+//   Y_VEC4 1 (TEXEL_Y 1): those texels through a storage buffer of vec4s;
+//          2: in pairs, as u64vec4s (64-bit integers; RN, TN, CP % 8 == 0)
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
@@ -89,10 +91,24 @@ layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bia
 #ifndef TEXEL_Y
 #define TEXEL_Y 0
 #endif
-#if TEXEL_Y
+#ifndef Y_VEC4
+#define Y_VEC4 0
+#endif
+#if TEXEL_Y && Y_VEC4 == 2
+// (Y_VEC4 2) pairs of texels as 64-bit vec4s: one loop over the lanes
+// stores 8 floats a lane (RN, TN and CP multiples of 8)
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+#elif TEXEL_Y && Y_VEC4
+// (Y_VEC4 1) the same texels through a storage buffer of vec4s: lavapipe
+// (Mesa 22.3) runs an imageStore as one loop over the 8 lanes per
+// component, a vec4 buffer store as one loop for all 4
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+#define Y_STORE(i, o) y4[i] = o
+#elif TEXEL_Y
 // lavapipe stores a vec4 texel with one 16-byte store per lane; a storage
 // buffer store is a loop over the lanes for every float
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#define Y_STORE(i, o) imageStore(ty, i, o)
 #else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
@@ -283,6 +299,24 @@ void main() {
   [[unroll]] for (int i = 0; i < RM; ++i) {
     const int gm = ROW_OF(i);
     if (gm >= CM) continue;
+#if Y_VEC4 == 2
+    [[unroll]] for (int j = 0; j < RN; j += 8) {
+      const int q = COL_OF(j);
+      if (q >= CQ) continue;
+      vec4 o[2];
+      [[unroll]] for (int h = 0; h < 2; ++h)
+        [[unroll]] for (int e = 0; e < 4; ++e) {
+          float v = ACC(i, j + 4 * h + e);
+#if CHAS_BIAS
+          v += BIAS(gm);
+#endif
+          KC_EPI(v, bz, gm, q + 4 * h + e);
+          o[h][e] = v;
+        }
+      y8[(yb + gm * CP + q) >> 3] = u64vec4(pack64(floatBitsToUint(o[0].xy)), pack64(floatBitsToUint(o[0].zw)),
+                                            pack64(floatBitsToUint(o[1].xy)), pack64(floatBitsToUint(o[1].zw)));
+    }
+#else
     [[unroll]] for (int j = 0; j < RN; j += 4) {
       const int q = COL_OF(j);
       if (q >= CQ) continue;
@@ -295,8 +329,9 @@ void main() {
         KC_EPI(v, bz, gm, q + e);
         o[e] = v;
       }
-      imageStore(ty, (yb + gm * CP + q) >> 2, o);
+      Y_STORE((yb + gm * CP + q) >> 2, o);
     }
+#endif
   }
 #else
   [[unroll]] for (int i = 0; i < RM; ++i) {

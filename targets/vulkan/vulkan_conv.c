@@ -54,6 +54,13 @@ kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_c
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips) {
+  return kiln_vulkan_conv_source_int64(c, tiles, texels_fit, y_texels_fit, false, name, out_glsl, groups, local,
+                                       out_trips);
+}
+
+kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
+                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* out_trips) {
   const kiln_spirv_gemm_tiles_t t = *tiles;
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
   if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 4 ||
@@ -107,6 +114,18 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
   /* (mode 4) an f32 bias as texels too (it holds fewer than the weights,
    * which fit) */
   const int texel_c = texel && c->has_bias && !strcmp(type[2], "float");
+  /* (texel Y) those texels stored through a storage buffer instead:
+   * lavapipe (Mesa 22.3) runs an imageStore as a loop over the 8 lanes per
+   * component, a buffer store of a vector as one loop for all of it; with
+   * 64-bit integers (|int64|: the device has shaderInt64) pairs of texels
+   * as one u64vec4 (8 floats a lane; RN and CP multiples of 8), else vec4s
+   * (MobileNetV2's 16 -> 96 112x112 and 24 -> 144 56x56 expand convs:
+   * 2.85 / 1.57 ms with imageStore, 3.0 / 1.33 with vec4s, 2.53 / 1.15 with
+   * u64vec4s). KILN_SPIRV_CONV_YSTORE=image|vec4 keeps the narrower ones */
+  const char* yv = getenv("KILN_SPIRV_CONV_YSTORE");
+  const int y_vec4 = !texel_y || (yv && !strcmp(yv, "image")) ? 0
+                     : int64 && !(yv && !strcmp(yv, "vec4")) && cp % 8 == 0 && t.rn % 8 == 0 && t.tn % 8 == 0 ? 2
+                                                                                                             : 1;
   /* (subgroup mode) f32 weights in pairs of channels as 64-bit words */
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
@@ -118,12 +137,13 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
             "#define CTILES %lld\n#define CCROP %d\n#define CQ1 %lld\n#define CQ2 %lld\n"
             "#define CDO %lld\n#define CHO %lld\n#define CWO %lld\n#define CHAS_BIAS %d\n"
             "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n#define SHARED %d\n"
-            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n#define TEXEL_C %d\n",
+            "#define W64 %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define XALIGNED %d\n#define TEXEL_C %d\n"
+            "#define Y_VEC4 %d\n",
             bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->Q,
             (long long)c->K, (long long)c->T, (long long)c->C, (long long)c->plane, (long long)c->batch,
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
-            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c);
+            t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c, y_vec4);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");

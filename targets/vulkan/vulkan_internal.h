@@ -105,6 +105,11 @@ kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_c
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips);
+/* The same for a device with 64-bit integers where |int64| (the output's
+ * texels stored in pairs as u64vec4s; kiln_vulkan_conv_source: without). */
+kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
+                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* out_trips);
 /* The GLSL of a depthwise instance with |wg| invocations a work-group
  * (malloc'd; caller frees) with its launch geometry; f32 X read as vec4
  * texels where |texels_fit| (the device's texel buffers hold it), f32 W

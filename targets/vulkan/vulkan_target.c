@@ -192,7 +192,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         if (cw.roles[j] == 'W' || cw.roles[j] == 'X') fit = fit && texels_fit(plan, cw.args[j]);
         if (cw.roles[j] == 'Y') fit_y = texels_fit(plan, cw.args[j]);
       }
-      if (!s) s = kiln_vulkan_conv_source(&cw, &ct, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      if (!s)
+        s = kiln_vulkan_conv_source_int64(&cw, &ct, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+                                          &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_WINOGRAD) {
       /* kernels/vulkan/winograd.comp in the crop's slot; the GEMM goes */
