@@ -55,11 +55,15 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   const bool cpu = c->target->lowering == KILN_TARGET_CLASS_CPU;
   if (!s && cpu) s = kiln_plan_seq_kernels_fast(plan, simd.lanes, simd.regs, &fast);
   /* a GPU target: 16 lanes, as its static reductions take */
-  if (!s && !cpu) s = kiln_plan_seq_kernels_lanes(plan, 16, &fast);
+  if (!s && !cpu) s = kiln_plan_seq_kernels_lanes(plan, 16, c->loop_limit, &fast);
   if (!s && !cpu)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in blocks of rows (a row of sums each), %d "
-                              "lane reductions, %d vector loops, with run-time counts; the grids follow its value",
-                              name, fast.gemms, fast.reductions, fast.maps);
+                              "lane reductions, %d vector loops, %d plain nests in parallel, with run-time counts; "
+                              "the grids follow its value", name, fast.gemms, fast.reductions, fast.maps, fast.nests);
+  if (!s && !cpu && (fast.split || fast.over_limit))
+    s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in smaller blocks of rows and columns under the "
+                              "device's loop limit (%lld iterations per invocation), %d above it even so", name,
+                              fast.split, (long long)c->loop_limit, fast.over_limit);
   if (!s && cpu)
     s = kiln_compile_log_line(log, "plan", "dynamic dim '%s': %d GEMMs in %d-lane register tiles (%d constant Bs in "
                               "tile panels), %d lane reductions, %d vector loops, with run-time tile counts", name,
