@@ -11,6 +11,8 @@
 #include "compiler/pipeline_seq.h"
 #include "compiler/staged.h"
 #include "frontend/onnx.h"
+#include "kiln/runtime.h"
+#include "runtime/device.h"
 
 /* Whether dim |name| of the model at |path| lies inside some input's shape
  * (an axis other than 0), where a range takes the kernels' run-time
@@ -27,6 +29,32 @@ static kiln_status_t dim_inside(const char* path, const char* name, bool* out) {
     for (int32_t d = 1; d < t->shape.rank; ++d) *out |= kiln_dim_symbol(t->shape.dims[d]) == sym;
   }
   kiln_graph_destroy(g);
+  return NULL;
+}
+
+/* The loop iterations one invocation of the device the module is for may
+ * run (kiln_device_info_t.loop_limit; 0: any): the request's, or the
+ * device's where it asks (loop_limit -1 on a GPU target); a device that
+ * cannot be opened counts as without a limit, with a note. */
+static kiln_status_t loop_limit_of(const kiln_driver_request_t* r, kiln_compile_log_t* log, int64_t* out) {
+  *out = r->loop_limit > 0 ? r->loop_limit : 0;
+  if (r->target->lowering != KILN_TARGET_CLASS_GPU || r->loop_limit >= 0) return NULL;
+  if (r->run_device) {
+    *out = r->run_device->info.loop_limit;
+    return NULL;
+  }
+  const char* dev = r->device ? r->device : r->target->name;
+  kiln_device_open_options_t oo = {r->threads, true, NULL};
+  kiln_device_t* d = NULL;
+  kiln_status_t ds = kiln_device_open(dev, &oo, kiln_allocator_system(), &d);
+  if (ds) {
+    kiln_status_t s = kiln_compile_log_line(log, "note", "%s device not available (%s); assuming no loop limit", dev,
+                                            kiln_status_message(ds));
+    kiln_status_free(ds);
+    return s;
+  }
+  *out = d->info.loop_limit;
+  kiln_device_release(d);
   return NULL;
 }
 
@@ -92,6 +120,7 @@ kiln_status_t kiln_driver_compile_seq_range(const kiln_driver_request_t* r, kiln
   kiln_compile_config_t cc = {r->target, r->opt, r->threads, r->dump_dir, r->model_name ? r->model_name : r->model_path,
                               &dg[KILN_PLAN_SEQ_SIZES - 1].prec, r->cpu_targets, r->tuning_path, NULL, 0, NULL, 0, 0,
                               r->tuning_default, 0, r->sparse, r->layout};
+  if (!s) s = loop_limit_of(r, log, &cc.loop_limit);
   if (!s) s = kiln_compile_program_seq(gs, name, lo, hi, &cc, log, out);
   for (int i = 0; i < KILN_PLAN_SEQ_SIZES; ++i) kiln_driver_graph_free(&dg[i]);
   free(dims);

@@ -29,6 +29,9 @@ typedef struct kx_s {
   tir_ctx_t* c;
   int32_t lanes, regs;
   int32_t gemms, reductions, maps;
+  int64_t loop_limit; /* GPU: loop iterations per invocation (0: any) */
+  int32_t split, over_limit; /* GEMMs split under it, and left above it */
+  int32_t nests;             /* plain nests made parallel (GPU) */
   const kiln_plan_t* plan; /* NULL: no constants packed */
   int32_t kernel;
   const tir_func_t* f;
@@ -718,12 +721,111 @@ static const tir_expr_t* rowblk_post(tir_mutator_t* m, const tir_expr_t* e) {
   return tir_load(m->ctx, r->acc, &ix);
 }
 
+/* Loop iterations one run of |st| may take, counted as a device with a
+ * loop limit would at most (every loop but a short unrolled one counts
+ * its extent times one more than its body's; a branch its longer side). */
+static int64_t trips_upper(const tir_stmt_t* st) {
+  enum { CAP = 1 << 30 };
+  if (!st) return 0;
+  int64_t t = 0;
+  switch (st->kind) {
+    case TIR_FOR: {
+      const int64_t b = trips_upper(st->u.loop.body), e = st->u.loop.extent > 0 ? st->u.loop.extent : 0;
+      if (st->u.loop.kind == TIR_LOOP_BOUND) return b;
+      t = st->u.loop.kind == TIR_LOOP_UNROLLED && e <= 32 ? e * b : e * (1 + b);
+      break;
+    }
+    case TIR_SEQ:
+      for (int32_t i = 0; i < st->u.seq.n; ++i) t += trips_upper(st->u.seq.items[i]);
+      break;
+    case TIR_IF: {
+      const int64_t a = trips_upper(st->u.cond.then_s), b = trips_upper(st->u.cond.else_s);
+      t = a > b ? a : b;
+      break;
+    }
+    case TIR_ALLOC: return trips_upper(st->u.alloc.body);
+    default: return 0;
+  }
+  return t > CAP ? CAP : t;
+}
+
+/* One parallel iteration of the GEMM row nest |G| (at |s|) on a GPU:
+ * rows row0 .. row0 + R - 1 and columns col0 .. col0 + NC - 1 (|col0|
+ * NULL: every column, the nest's own n loop), a row of sums each, the
+ * serial batch loop |bloop| (or NULL) inside. Loads past the run's M (N)
+ * read row M - 1 (column N - 1); the epilogue stores nothing there. */
+static const tir_stmt_t* gemm_gpu_block(kx_t* X, const tir_stmt_t* s, const gemm_t* G, const tir_stmt_t* bloop,
+                                        const tir_expr_t* row0, int64_t R, const tir_expr_t* col0, int64_t NC) {
+  tir_ctx_t* c = X->c;
+  const int64_t Nt = G->nloop->u.loop.extent, W = col0 ? NC : Nt, RN = R * W;
+  const tir_var_t *i0 = tir_var(c, "i"), *i1 = tir_var(c, "i"), *i2 = tir_var(c, "i");
+  const tir_var_t *n0 = tir_var(c, "n"), *n1 = tir_var(c, "n"), *kv = tir_var(c, G->k->name);
+  const tir_buffer_t* acc = tir_buffer(c, "acc", KILN_DTYPE_F32, 1, &RN, TIR_SCOPE_PRIVATE);
+  if (!i0 || !i1 || !i2 || !n0 || !n1 || !kv || !acc) return NULL;
+  const tir_expr_t* Mx = s->u.loop.dyn_extent ? s->u.loop.dyn_extent : I(X, s->u.loop.extent);
+  const tir_expr_t* Nx = G->nloop->u.loop.dyn_extent ? G->nloop->u.loop.dyn_extent : I(X, Nt);
+  /* columns past N in a block: loads clamped, stores guarded */
+  const bool cguard = col0 && (G->nloop->u.loop.dyn_extent || Nt % NC);
+  /* a loop over the block's columns: the nest's own (its extent) or NC */
+  const tir_stmt_t* Zl = G->mloop->u.loop.body->u.alloc.body->u.seq.items[0];
+  const tir_stmt_t* El = G->mloop->u.loop.body->u.alloc.body->u.seq.items[2];
+#define COLS(L, v, k, body) (col0 ? tir_for(c, (v), NC, cguard ? TIR_LOOP_SERIAL : (k), (body)) : loop_like(X, (L), (v), (k), (body)))
+  /* acc[i * W + n] = 0 */
+  const tir_expr_t* a0 = ADD(X, MULC(X, V(X, i0), W), V(X, n0));
+  const tir_stmt_t* init = tir_store(c, acc, &a0, tir_const(c, KILN_DTYPE_F32, 0));
+  init = tir_for(c, i0, R, TIR_LOOP_UNROLLED, COLS(Zl, n0, Zl->u.loop.kind, init));
+  /* acc[i * W + n] += P(min(row0 + i, M - 1), k, col(n)) */
+  const tir_expr_t* mi = tir_bin(c, TIR_MIN, ADD(X, row0, V(X, i1)), tir_sub(c, Mx, I(X, 1)));
+  const tir_expr_t* ni = V(X, n1);
+  if (col0) ni = ADD(X, col0, ni);
+  if (cguard) ni = tir_bin(c, TIR_MIN, ni, tir_sub(c, Nx, I(X, 1)));
+  const tir_var_t* from[3] = {G->m, G->n, G->k};
+  const tir_expr_t* to[3] = {mi, ni, V(X, kv)};
+  const tir_expr_t* p = tir_substitute_expr(c, G->P, 3, from, to);
+  const tir_expr_t* a1 = ADD(X, MULC(X, V(X, i1), W), V(X, n1));
+  const tir_expr_t* cur = tir_load(c, acc, &a1);
+  const tir_stmt_t* upd = tir_store(c, acc, &a1, G->p_first ? tir_add(c, p, cur) : tir_add(c, cur, p));
+  upd = tir_for(c, i1, R, TIR_LOOP_UNROLLED, COLS(G->nloop, n1, G->nloop->u.loop.kind, upd));
+  upd = loop_like(X, G->kloop, kv, TIR_LOOP_SERIAL, upd);
+  /* if (row0 + i < M) EPI(row0 + i, n1, acc[i * W + n1 - col0]) over the
+   * block's columns */
+  rowblk_t rb = {G->row, acc, MULC(X, V(X, i2), W), false};
+  if (col0) rb.base = tir_sub(c, rb.base, col0);
+  tir_mutator_t mu = {.ctx = c, .user = &rb, .expr_post = rowblk_post};
+  const tir_stmt_t* ep = NULL;
+  if (!col0) {
+    ep = tir_mutate_stmt(&mu, El);
+  } else {
+    const tir_stmt_t* eb = tir_mutate_stmt(&mu, El->u.loop.body);
+    const tir_var_t* jv = tir_var(c, "j");
+    const tir_expr_t* at = jv ? ADD(X, col0, V(X, jv)) : NULL;
+    const tir_var_t* from1[1] = {G->n1};
+    eb = eb && at ? tir_substitute_stmt(c, eb, 1, from1, &at) : NULL;
+    if (eb && cguard) eb = tir_if(c, tir_bin(c, TIR_LT, at, Nx), eb, NULL);
+    ep = eb ? tir_for(c, jv, NC, cguard ? TIR_LOOP_SERIAL : El->u.loop.kind, eb) : NULL;
+  }
+#undef COLS
+  const tir_var_t* from2[1] = {G->m};
+  const tir_expr_t* to2[1] = {ADD(X, row0, V(X, i2))};
+  ep = ep ? tir_substitute_stmt(c, ep, 1, from2, to2) : NULL;
+  ep = tir_for(c, i2, R, TIR_LOOP_SERIAL, tir_if(c, tir_bin(c, TIR_LT, ADD(X, row0, V(X, i2)), Mx), ep, NULL));
+  const tir_stmt_t* items[3] = {init, upd, ep};
+  if (!init || !upd || !ep) return NULL;
+  const tir_stmt_t* body = tir_alloc(c, acc, tir_seq(c, 3, items));
+  if (bloop) body = tir_for_with_body(c, bloop, body);
+  return body;
+}
+
 /* The GEMM row nest at |s| as blocks of R rows per parallel iteration, a
  * row of sums each (R rows read each element of B once: a work-item
  * streams B once per block, not per row), with the serial batch loop
  * |bloop| (or NULL) inside a block, so that the block loop is the
  * kernel's parallel loop that a GPU target binds to its grid. The rows of
- * the last block past the run's M read row M - 1 and store nothing. NULL
+ * the last block past the run's M read row M - 1 and store nothing. Under
+ * a loop limit (X->loop_limit > 0) a block whose loops would run more
+ * iterations per invocation (trips_upper, at the top of the range) takes
+ * fewer rows and columns: blocks of R x NC, the parallel loop over the
+ * row blocks times the column blocks (columns past N as the rows). NULL
  * when |s| is no such nest. */
 static const tir_stmt_t* gemm_gpu_build(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* bloop) {
   gemm_t G;
@@ -735,45 +837,38 @@ static const tir_stmt_t* gemm_gpu_build(kx_t* X, const tir_stmt_t* s, const tir_
   if (R > 4) R = 4;
   if (R < 1) R = 1;
   if (R > Mt) R = Mt;
-  const int64_t RN = R * Nt;
-  const tir_var_t *mb = tir_var(c, "mb"), *i0 = tir_var(c, "i"), *i1 = tir_var(c, "i"), *i2 = tir_var(c, "i");
-  const tir_var_t *n0 = tir_var(c, "n"), *n1 = tir_var(c, "n"), *kv = tir_var(c, G.k->name);
-  const tir_buffer_t* acc = tir_buffer(c, "acc", KILN_DTYPE_F32, 1, &RN, TIR_SCOPE_PRIVATE);
-  if (!mb || !i0 || !i1 || !i2 || !n0 || !n1 || !kv || !acc) return NULL;
+  const tir_var_t* mb = tir_var(c, "mb");
+  if (!mb) return NULL;
   const tir_expr_t* Mx = s->u.loop.dyn_extent ? s->u.loop.dyn_extent : I(X, Mt);
-  const tir_expr_t* row0 = MULC(X, V(X, mb), R);
-  /* acc[i * N + n] = 0 */
-  const tir_stmt_t* Zl = G.mloop->u.loop.body->u.alloc.body->u.seq.items[0];
-  const tir_expr_t* a0 = ADD(X, MULC(X, V(X, i0), Nt), V(X, n0));
-  const tir_stmt_t* init = tir_store(c, acc, &a0, tir_const(c, KILN_DTYPE_F32, 0));
-  init = tir_for(c, i0, R, TIR_LOOP_UNROLLED, loop_like(X, Zl, n0, Zl->u.loop.kind, init));
-  /* acc[i * N + n] += P(min(row0 + i, M - 1), k, n) */
-  const tir_expr_t* mi = tir_bin(c, TIR_MIN, ADD(X, row0, V(X, i1)), tir_sub(c, Mx, I(X, 1)));
-  const tir_var_t* from[3] = {G.m, G.n, G.k};
-  const tir_expr_t* to[3] = {mi, V(X, n1), V(X, kv)};
-  const tir_expr_t* p = tir_substitute_expr(c, G.P, 3, from, to);
-  const tir_expr_t* a1 = ADD(X, MULC(X, V(X, i1), Nt), V(X, n1));
-  const tir_expr_t* cur = tir_load(c, acc, &a1);
-  const tir_stmt_t* upd = tir_store(c, acc, &a1, G.p_first ? tir_add(c, p, cur) : tir_add(c, cur, p));
-  upd = tir_for(c, i1, R, TIR_LOOP_UNROLLED, loop_like(X, G.nloop, n1, G.nloop->u.loop.kind, upd));
-  upd = loop_like(X, G.kloop, kv, TIR_LOOP_SERIAL, upd);
-  /* if (row0 + i < M) EPI(row0 + i, n1, acc[i * N + n1]) */
-  const tir_stmt_t* El = G.mloop->u.loop.body->u.alloc.body->u.seq.items[2];
-  rowblk_t rb = {G.row, acc, MULC(X, V(X, i2), Nt), false};
-  tir_mutator_t mu = {.ctx = c, .user = &rb, .expr_post = rowblk_post};
-  const tir_stmt_t* ep = tir_mutate_stmt(&mu, El);
-  const tir_var_t* from2[1] = {G.m};
-  const tir_expr_t* to2[1] = {ADD(X, row0, V(X, i2))};
-  ep = ep ? tir_substitute_stmt(c, ep, 1, from2, to2) : NULL;
-  ep = tir_for(c, i2, R, TIR_LOOP_SERIAL, tir_if(c, tir_bin(c, TIR_LT, ADD(X, row0, V(X, i2)), Mx), ep, NULL));
-  const tir_stmt_t* items[3] = {init, upd, ep};
-  if (!init || !upd || !ep) return NULL;
-  const tir_stmt_t* body = tir_alloc(c, acc, tir_seq(c, 3, items));
-  if (bloop) body = tir_for_with_body(c, bloop, body);
-  const int64_t top = (Mt + R - 1) / R;
+  const tir_stmt_t* body = gemm_gpu_block(X, s, &G, bloop, MULC(X, V(X, mb), R), R, NULL, Nt);
+  if (!body) return NULL;
+  int64_t NC = Nt;
+  if (X->loop_limit > 0 && trips_upper(body) > X->loop_limit) {
+    /* the most sums per block under the limit (ties: wider columns) */
+    const tir_stmt_t* best = NULL;
+    int64_t bR = 0, bC = 0;
+    for (int64_t nc = Nt; nc >= 1; nc = nc > 1 ? (nc + 1) / 2 : 0)
+      for (int64_t r = R; r >= 1; r /= 2) {
+        if (r * nc < bR * bC || (r * nc == bR * bC && nc <= bC)) continue;
+        const int64_t nb = (Nt + nc - 1) / nc;
+        const tir_expr_t* row0 = MULC(X, tir_bin(c, TIR_FLOORDIV, V(X, mb), I(X, nb)), r);
+        const tir_expr_t* col0 = nb > 1 ? MULC(X, tir_bin(c, TIR_FLOORMOD, V(X, mb), I(X, nb)), nc) : NULL;
+        const tir_stmt_t* b = gemm_gpu_block(X, s, &G, bloop, row0, r, col0, nc);
+        if (!b) return NULL;
+        if (trips_upper(b) > X->loop_limit) continue;
+        best = b, bR = r, bC = nc;
+      }
+    if (best) {
+      body = best, R = bR, NC = bC;
+      X->split++;
+    } else {
+      X->over_limit++;
+    }
+  }
+  const int64_t nb = (Nt + NC - 1) / NC, top = (Mt + R - 1) / R * nb;
   if (s->u.loop.dyn_extent)
-    return tir_for_dyn(c, mb, top, tir_bin(c, TIR_FLOORDIV, ADD(X, Mx, I(X, R - 1)), I(X, R)), TIR_LOOP_PARALLEL,
-                       body);
+    return tir_for_dyn(c, mb, top, tir_mul(c, tir_bin(c, TIR_FLOORDIV, ADD(X, Mx, I(X, R - 1)), I(X, R)), I(X, nb)),
+                       TIR_LOOP_PARALLEL, body);
   return tir_for(c, mb, top, TIR_LOOP_PARALLEL, body);
 }
 
@@ -794,6 +889,86 @@ static const tir_stmt_t* gemm_gpu_post(tir_mutator_t* m, const tir_stmt_t* s) {
   if (!g) return s;
   X->gemms++;
   return g;
+}
+
+/* ---- a plain nest over the grid (GPU) ------------------------------------------ */
+
+enum { NEST_MAX = 8 };
+
+/* A kernel body that is a nest of serial loops around one store (the
+ * Transposes' naive nests) with its loops' iterations independent: the
+ * store's flat index one-to-one over the nest at every value of the dim
+ * (at n its coefficients are constants, each larger than what the loops
+ * of smaller ones span) and no load of the stored buffer. The loop over
+ * the length (else the outermost) then goes outermost and parallel, so
+ * that the kernel spreads over the grid instead of running in one work-
+ * item (whose loops a device with a loop limit would cut short). NULL
+ * when |s| is no such nest. */
+static const tir_stmt_t* nest_parallel(kx_t* X, const tir_stmt_t* s) {
+  const tir_stmt_t* L[NEST_MAX];
+  int32_t nl = 0;
+  const tir_stmt_t* b = s;
+  while (b->kind == TIR_FOR && nl < NEST_MAX) {
+    if (b->u.loop.kind != TIR_LOOP_SERIAL) return NULL;
+    L[nl++] = b;
+    b = b->u.loop.body;
+  }
+  if (!nl || b->kind != TIR_STORE) return NULL;
+  const tir_buffer_t* w = b->u.store.buf;
+  if (mentions(b->u.store.value, NULL, w)) return NULL;
+  const tir_expr_t* F = I(X, 0);
+  for (int32_t d = 0; d < w->rank; ++d) {
+    if (mentions(b->u.store.idx[d], NULL, w)) return NULL;
+    F = ADD(X, F, MULC(X, b->u.store.idx[d], w->strides[d]));
+  }
+  int32_t par = 0;
+  for (int32_t i = nl - 1; i >= 0; --i) {
+    const tir_expr_t* E = L[i]->u.loop.dyn_extent;
+    for (int32_t j = 0; E && j < nl; ++j)
+      if (mentions(E, L[j]->u.loop.var, NULL)) return NULL;
+    if (E) par = i;
+  }
+  const kiln_plan_t* P = X->plan;
+  if (!P || P->n_dims != 1 || P->dims[0].hi - P->dims[0].lo > 4096) return NULL;
+  for (int64_t n = P->dims[0].lo; n <= P->dims[0].hi; ++n) {
+    const tir_expr_t* Fn = at_n(X, F, n);
+    if (!Fn) return NULL;
+    int64_t k[NEST_MAX], e[NEST_MAX];
+    bool used[NEST_MAX] = {false};
+    for (int32_t i = 0; i < nl; ++i) {
+      if (!extent_at(X, L[i], n, &e[i]) || !var_coef(Fn, L[i]->u.loop.var, &k[i])) return NULL;
+      if (k[i] < 0) k[i] = -k[i];
+      if (e[i] < 2) used[i] = true; /* one iteration: nothing to tell apart */
+    }
+    /* the loops by growing coefficient: each past the span of the others */
+    int64_t span = 0;
+    for (int32_t t = 0; t < nl; ++t) {
+      int32_t m = -1;
+      for (int32_t i = 0; i < nl; ++i)
+        if (!used[i] && (m < 0 || k[i] < k[m])) m = i;
+      if (m < 0) break;
+      if (k[m] <= span) return NULL;
+      used[m] = true;
+      span += k[m] * (e[m] - 1);
+    }
+  }
+  const tir_stmt_t* body = b;
+  for (int32_t i = nl - 1; i >= 0; --i)
+    if (i != par && !(body = tir_for_with_body(X->c, L[i], body))) return NULL;
+  const tir_stmt_t* Lp = L[par];
+  return loop_like(X, Lp, Lp->u.loop.var, TIR_LOOP_PARALLEL, body);
+}
+
+/* |body| (a kernel's) with nest_parallel applied under its allocations. */
+static const tir_stmt_t* nests_parallel(kx_t* X, const tir_stmt_t* body) {
+  if (body->kind == TIR_ALLOC) {
+    const tir_stmt_t* in = nests_parallel(X, body->u.alloc.body);
+    return in == body->u.alloc.body || !in ? in : tir_alloc(X->c, body->u.alloc.buf, in);
+  }
+  const tir_stmt_t* r = nest_parallel(X, body);
+  if (!r) return body;
+  X->nests++;
+  return r;
 }
 
 /* ---- reductions ------------------------------------------------------------- */
@@ -955,7 +1130,7 @@ static const tir_stmt_t* walk(kx_t* X, const tir_stmt_t* s, const tir_stmt_t* (*
   return tir_mutate_stmt(&m, s);
 }
 
-static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs, bool gemms,
+static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs, bool gemms, int64_t loop_limit,
                                   kiln_plan_seq_kern_report_t* out) {
   memset(out, 0, sizeof *out);
   if (!plan || plan->n_dims != 1)
@@ -970,8 +1145,9 @@ static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs
     kx_t X;
     memset(&X, 0, sizeof X);
     X.c = c, X.lanes = lanes > 0 ? lanes : 4, X.regs = regs > 0 ? regs : 16;
-    X.plan = plan, X.kernel = k, X.f = f;
-    const tir_stmt_t* b = walk(&X, f->body, gemms ? gemm_post : gemm_gpu_post);
+    X.plan = plan, X.kernel = k, X.f = f, X.loop_limit = loop_limit;
+    const tir_stmt_t* b = gemms ? f->body : nests_parallel(&X, f->body);
+    if (b) b = walk(&X, b, gemms ? gemm_post : gemm_gpu_post);
     if (b) b = walk(&X, b, reduce_post);
     if (b) b = walk(&X, b, map_post);
     const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)f->n_params);
@@ -1005,15 +1181,19 @@ static kiln_status_t kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs
     out->reductions += X.reductions;
     out->maps += X.maps;
     out->packed += X.npacks;
+    out->split += X.split;
+    out->over_limit += X.over_limit;
+    out->nests += X.nests;
   }
   return NULL;
 }
 
 kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_t lanes, int32_t regs,
                                          kiln_plan_seq_kern_report_t* out) {
-  return kernels_fast(plan, lanes, regs, true, out);
+  return kernels_fast(plan, lanes, regs, true, 0, out);
 }
 
-kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes, kiln_plan_seq_kern_report_t* out) {
-  return kernels_fast(plan, lanes, 0, false, out);
+kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes, int64_t loop_limit,
+                                          kiln_plan_seq_kern_report_t* out) {
+  return kernels_fast(plan, lanes, 0, false, loop_limit, out);
 }

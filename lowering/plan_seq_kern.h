@@ -50,6 +50,9 @@ typedef struct kiln_plan_seq_kern_report_s {
   /* the first kernel kept and why (static text or the plan's arena) */
   const char* kept_kernel;
   const char* kept_why;
+  int32_t split;      /* GPU GEMMs in smaller blocks to stay under the loop limit */
+  int32_t over_limit; /* GPU GEMMs above it even in blocks of one row and column */
+  int32_t nests;      /* GPU: plain loop nests (Transposes) made parallel */
 } kiln_plan_seq_kern_report_t;
 
 /* Rewrites the kernels of |plan| (made dynamic by kiln_plan_seq_unify:
@@ -66,8 +69,13 @@ KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_fast(kiln_plan_t* plan, int32_
  * accumulators), a serial batch loop around the rows (attention's heads)
  * moved inside the block where the batches write disjoint elements, so
  * that the block loop is the kernel's parallel loop a GPU binds to its
- * grid; reductions in |lanes| lanes and vector loops as there. */
-KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes,
+ * grid; reductions in |lanes| lanes and vector loops as there. With
+ * |loop_limit| > 0 (a device that ends an invocation after that many loop
+ * iterations: kiln_device_info_t.loop_limit) a GEMM block that would loop
+ * more often at the top of the range (every loop counted, as the device
+ * may count them) takes fewer rows and a slice of the columns, the
+ * parallel loop then over row blocks x column blocks. */
+KILN_MUST_USE kiln_status_t kiln_plan_seq_kernels_lanes(kiln_plan_t* plan, int32_t lanes, int64_t loop_limit,
                                                         kiln_plan_seq_kern_report_t* out);
 
 #endif

@@ -94,10 +94,19 @@ typedef struct kiln_template_gemm_s {
   int64_t bias_sm, bias_sn;
   float alpha, beta;
   int32_t n_params;
-  /* role per parameter: 'A', 'B', 'C' (bias), 'Y', or '-' (unused, e.g.
+  /* role per parameter: 'A', 'B', 'C' (bias), 'Y', 'D' (a range
+   * program's dims buffer, m_dim_a below), 'R' (has_res), or '-' (unused, e.g.
    * the GEMM's own packing workspace) */
   char roles[8];
   bool f16[8]; /* that parameter's buffer holds f16 (storage; f32 sums) */
+  /* a range program's GEMM (compiler/pipeline_seq.c): M = m_dim_a * n +
+   * m_dim_b at the dim's run-time value n (read from the parameter of
+   * role 'D', the dims buffer), M above the top of the range's; m_dim_a 0:
+   * M is static */
+  int64_t m_dim_a, m_dim_b;
+  /* a residual added after the bias: the parameter of role 'R', f32 of
+   * Y's shape (a range program's MatMul + Add + Add, OpenCL only) */
+  bool has_res;
 } kiln_template_gemm_t;
 
 /* What a target's GEMM template computes beyond a plain f32 rank-2

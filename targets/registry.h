@@ -87,6 +87,11 @@ typedef struct kiln_target_s {
    * writes the rest of the module (`kiln compile -o`: the C compiler and
    * the module's weights overlap). Its time goes into |stats| (or NULL). */
   kiln_status_t (*emit_native_code)(kiln_program_t* prog, const char* levels, kiln_native_build_stats_t* stats);
+  /* Whether a range program's GEMMs whose M is a run-time value of the dim
+   * (kiln_template_gemm_t.m_dim_a) run as its GEMM template: the template
+   * reads M from the dims buffer (role 'D') and takes its row blocks from
+   * the grid's dim 2, which the device launches the dim's value times. */
+  bool dyn_seq_gemm;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

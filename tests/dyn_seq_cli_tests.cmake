@@ -124,6 +124,7 @@ endforeach()
 if("opencl" IN_LIST KILN_TARGETS_BUILT)
   kiln_cli_test(dyn_seqr_compile_opencl REQUIRES dyn_cnn FIXTURE dyn_seqr_module_opencl FILE ${D}/dyn_encseqr_opencl.kiln
     CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
+          "STDOUT_HAS=5 GEMMs run as the opencl GEMM template with M read at run time"
           "STDOUT_HAS=buffers sized per value (0 roots that change keep the top of the range's size); arena"
     ARGS compile ${D}/dyn_encseq.onnx -t opencl --device none --dim batch=1 --dim seq=8..256
          -o ${D}/dyn_encseqr_opencl.kiln)
@@ -141,5 +142,30 @@ if("opencl" IN_LIST KILN_TARGETS_BUILT)
     ARGS run ${D}/dyn_encseqr_opencl.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
   foreach(t ${_seqr_cl})
     set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=opencl")
+  endforeach()
+endif()
+# the range on Vulkan under lavapipe's loop limit (65535 iterations per invocation): the GEMMs in blocks of
+# rows x columns under it, the Transposes over the grid; run at 16, 77, 128 and 256 against the reference
+if("vulkan" IN_LIST KILN_TARGETS_BUILT)
+  kiln_cli_test(dyn_seqr_compile_vulkan REQUIRES dyn_cnn FIXTURE dyn_seqr_module_vulkan FILE ${D}/dyn_encseqr_vulkan.kiln
+    CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
+          "STDOUT_HAS=under the device's loop limit (65535 iterations per invocation), 0 above it even so"
+          "STDOUT_HAS=4 plain nests in parallel"
+    ARGS compile ${D}/dyn_encseq.onnx -t vulkan --loop-limit 65535 --dim batch=1 --dim seq=8..256
+         -o ${D}/dyn_encseqr_vulkan.kiln)
+  set(_seqr_vk compile_vulkan run_vulkan_s300)
+  foreach(q 16 77 128 256)
+    kiln_cli_test(dyn_seqr_run_vulkan_s${q} REQUIRES dyn_seqr_module_vulkan dyn_seqr_ref_s${q}
+      CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+            "STDOUT_HAS=dynamic dim 'seq' = ${q} (range 8..256): arena"
+      ARGS run ${D}/dyn_encseqr_vulkan.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+           --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
+    list(APPEND _seqr_vk run_vulkan_s${q})
+  endforeach()
+  kiln_cli_test(dyn_seqr_run_vulkan_s300 RC 1 REQUIRES dyn_seqr_module_vulkan
+    CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 300, outside the module's range 8..256"
+    ARGS run ${D}/dyn_encseqr_vulkan.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
+  foreach(t ${_seqr_vk})
+    set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=vulkan")
   endforeach()
 endif()

@@ -84,6 +84,9 @@ static void test_program(void) {
       CHECK_MSG(p->kernels[k].groups[2] == 1, "kernel '%s': groups[2] %lld", p->kernels[k].name,
                 (long long)p->kernels[k].groups[2]);
     CHECK(p->code.text && strstr(p->code.text, "get_group_id(2)"));
+    /* the projections (X x W, M the length) in the GEMM template with M
+     * read at run time (kernels/opencl/gemm.cl GRT_M) */
+    CHECK(p->code.text && strstr(p->code.text, "#define GRT_M 1") && strstr(p->code.text, "restrict DIMS"));
   }
   kiln_program_destroy(p);
   free(bytes);

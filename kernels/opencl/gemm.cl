@@ -38,12 +38,20 @@
  *   GTRANS_A GTRANS_B    0: A is M x K, B is K x N; 1: transposed storage
  *   GPACK_T GPACK_KBS GPACK_TILES   B packed in column panels (GPACK_T 0: plain)
  *   GHAS_BIAS            bias added as BETA * BIAS[m * GBIAS_SM + n * GBIAS_SN]
+ *   GHAS_RES             then RES[m * GLDY + n] added (a residual, f32, Y's shape)
  *   GALPHA GBETA         float literals
  *   TM TN VW WX WY BK    tiles (TN % VW == 0; VW in 1, 2, 4, 8, 16)
  *   MM MN                micro-tiles per work-item along M and N
  *   GA_F16 GB_F16 GC_F16 GY_F16  1: that operand holds half (storage only)
  *   GPSUM                0: partial sums through Y (f32); 1: a private array
- * Launch: global (ceil(GN/BN)*WX, ceil(GM/BM)*WY, GBATCH), local (WX, WY, 1).
+ *   GRT_M                1: a range program's GEMM (GBATCH 1): M is
+ *                        GM_A * DIMS[0] + GM_B, the dim's run-time value n
+ *                        read from the signature's DIMS (GM names it), and
+ *                        the row blocks are get_group_id(2), which the
+ *                        device launches n times (n >= ceil(M / BM)); blocks
+ *                        past M return before any barrier (the whole group)
+ * Launch: global (ceil(GN/BN)*WX, ceil(GM/BM)*WY, GBATCH), local (WX, WY, 1);
+ * GRT_M: global (ceil(GN/BN)*WX, WY, n).
  */
 #define KG_BM (TM * WY * MM)
 #define KG_BN (TN * WX * MN)
@@ -111,8 +119,15 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
   __local float Bs[BK * KG_BN]; /* Bs[(n / TN) * BK * TN + k * TN + n % TN] */
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int lid = ty * WX + tx;
+#if GRT_M
+  const int kg_m = (int)(DIMS[0] * GM_A + GM_B);
+  const int n0 = (int)get_group_id(0) * KG_BN, m0 = (int)get_group_id(2) * KG_BM;
+  const int bz = 0;
+  if (m0 >= kg_m) return;
+#else
   const int n0 = (int)get_group_id(0) * KG_BN, m0 = (int)get_group_id(1) * KG_BM;
   const int bz = (int)get_group_id(2);
+#endif
   A += (long)bz * GSA;
   B += (long)bz * GSB;
   Y += (long)bz * GSY;
@@ -247,6 +262,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
               for (int l = 0; l < VW; ++l)
                 if (KG_EVEN_N ? 1 : gn + l < GN)
                   KG_LANE(v, l) += GBETA * KG_LD(GC_F16, BIAS, gm * GBIAS_SM + (gn + l) * GBIAS_SN);
+#endif
+#if GHAS_RES
+              #pragma unroll
+              for (int l = 0; l < VW; ++l)
+                if (KG_EVEN_N ? 1 : gn + l < GN) KG_LANE(v, l) += RES[gm * GLDY + gn + l];
 #endif
             }
             if (KG_EVEN_N ? 1 : gn + VW <= GN) {

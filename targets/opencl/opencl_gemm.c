@@ -72,13 +72,15 @@ void kiln_opencl_tiled_launch(const kiln_opencl_gemm_tiles_t* t, int64_t rows, i
 void kiln_opencl_gemm_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t, int64_t groups[3],
                              int64_t local[3]) {
   kiln_opencl_tiled_launch(t, g->M, g->N, g->batch, groups, local);
+  /* a run-time M: the row blocks on dim 2, launched n times (gemm.cl GRT_M) */
+  if (g->m_dim_a) groups[1] = groups[2] = 1;
 }
 
 static const char* const macro_names[] = {
     "KILN_GEMM_NAME", "KILN_GEMM_SIGNATURE", "GM", "GN", "GK", "GBATCH", "GSA", "GSB", "GSY",
     "GLDA", "GLDB", "GLDY", "GTRANS_A", "GTRANS_B", "GPACK_T", "GPACK_KBS", "GPACK_TILES",
     "GHAS_BIAS", "GBIAS_SM", "GBIAS_SN", "GALPHA", "GBETA", "TM", "TN", "VW", "WX", "WY", "BK",
-    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM"};
+    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM", "GRT_M", "GM_A", "GM_B", "GHAS_RES"};
 
 static int role_f16(const kiln_template_gemm_t* g, char r) {
   for (int32_t j = 0; j < g->n_params; ++j)
@@ -101,13 +103,28 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
     if (r == 'Y') kiln_cf_out_printf(out, "__global %s* restrict Y", t);
     else if (r == 'A' || r == 'B') kiln_cf_out_printf(out, "__global const %s* restrict %c", t, r);
     else if (r == 'C') kiln_cf_out_printf(out, "__global const %s* restrict BIAS", t);
+    else if (r == 'D') kiln_cf_out_puts(out, "__global const long* restrict DIMS");
+    else if (r == 'R') kiln_cf_out_puts(out, "__global const float* restrict RES");
     else kiln_cf_out_printf(out, "__global %s* unused%d", t, (int)j);
   }
   /* an f16 Y never holds partial sums (GPSUM: a private f32 array) */
   kiln_cf_out_printf(out, "\n#define GA_F16 %d\n#define GB_F16 %d\n#define GC_F16 %d\n#define GY_F16 %d\n#define GPSUM %d",
                      role_f16(g, 'A'), role_f16(g, 'B'), role_f16(g, 'C'), role_f16(g, 'Y'), role_f16(g, 'Y'));
+  /* a run-time M (a range program): GM is gemm.cl's kg_m, read from DIMS */
+  int32_t dims = -1;
+  for (int32_t j = 0; j < g->n_params; ++j)
+    if (g->roles[j] == 'D') dims = j;
+  if (g->m_dim_a && (dims < 0 || g->batch != 1))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': a run-time M needs the dims buffer and one batch",
+                            name);
+  kiln_cf_out_printf(out, "\n#define GHAS_RES %d", g->has_res ? 1 : 0);
+  if (g->m_dim_a)
+    kiln_cf_out_printf(out, "\n#define GRT_M 1\n#define GM_A %lld\n#define GM_B %lld\n#define GM kg_m",
+                       (long long)g->m_dim_a, (long long)g->m_dim_b);
+  else
+    kiln_cf_out_printf(out, "\n#define GRT_M 0\n#define GM %lld", (long long)g->M);
   kiln_cf_out_printf(out,
-                     "\n#define GM %lld\n#define GN %lld\n#define GK %lld\n#define GBATCH %lld\n"
+                     "\n#define GN %lld\n#define GK %lld\n#define GBATCH %lld\n"
                      "#define GSA %lld\n#define GSB %lld\n#define GSY %lld\n"
                      "#define GLDA %lld\n#define GLDB %lld\n#define GLDY %lld\n"
                      "#define GTRANS_A %d\n#define GTRANS_B %d\n"
@@ -116,7 +133,7 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
                      "#define GALPHA %.9ef\n#define GBETA %.9ef\n"
                      "#define TM %d\n#define TN %d\n#define VW %d\n#define WX %d\n#define WY %d\n"
                      "#define BK %d\n#define MM %d\n#define MN %d\n",
-                     (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->batch,
+                     (long long)g->N, (long long)g->K, (long long)g->batch,
                      (long long)g->sa, (long long)g->sb, (long long)g->sy, (long long)g->lda,
                      (long long)(g->ldb ? g->ldb : 1), (long long)g->ldy, g->trans_a ? 1 : 0,
                      g->trans_b ? 1 : 0, (long long)g->pack_t, (long long)(g->pack_kbs ? g->pack_kbs : 1),

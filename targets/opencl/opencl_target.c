@@ -466,4 +466,5 @@ const kiln_target_t kiln_target_opencl = {
     .kernel_check = opencl_kernel_check,
     .dyn_batch = true,
     .dyn_seq = true,
+    .dyn_seq_gemm = true,
 };
