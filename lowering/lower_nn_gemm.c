@@ -566,8 +566,9 @@ static const tir_stmt_t* kloop(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
   return tir_seq(kb->t, 2, items);
 }
 
-/* N blocks of |nct| tiles (the cache budget's) over |ncnt| tiles: where
- * they leave a remainder block, a divisor of |ncnt| above nct / 2 instead,
+/* N blocks of |nct| tiles (the cache budget's) over |ncnt| tiles (M
+ * groups too): where they leave a remainder block, a divisor of |ncnt|
+ * above nct / 2 instead,
  * so every block is one copy of the loop nest. A remainder block is the
  * whole K loop and its micro-kernel printed again, which the C compiler
  * pays for at every cold compile (ResNet-50's 3x3 convs: 4 tiles a
@@ -575,7 +576,7 @@ static const tir_stmt_t* kloop(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
  * block keeps the weights under the budget and costs at most one more
  * sweep of the M tiles (from L1/L2). */
 static int64_t even_nblock(int64_t nct, int64_t ncnt) {
-  if (nct >= ncnt || ncnt % nct == 0) return nct;
+  if (nct < 1 || nct >= ncnt || ncnt % nct == 0) return nct;
   for (int64_t d = nct - 1; 2 * d > nct; --d)
     if (ncnt % d == 0) return d;
   return nct;
@@ -609,8 +610,9 @@ static const tir_stmt_t* blk(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, b
 static const tir_stmt_t* mgroups(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
                                  const tir_expr_t* nfirst, int64_t ncnt, bool npart) {
   nn_kb_t* kb = e->kb;
-  const int64_t G = e->mgroup;
-  if (!e->psum || mcnt <= G) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
+  if (!e->psum || mcnt <= e->mgroup) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
+  const int64_t G = even_nblock(e->mgroup, mcnt); /* no smaller remainder group: see even_nblock */
+  if (mcnt <= G) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
   const int64_t ng = mcnt / G, rest = mcnt % G;
   tir_var_t* vg = nn_var(kb, "mg");
   const tir_stmt_t* full = nn_for(kb, vg, ng, blk(e, nn_add(kb, mfirst, nn_mulc(kb, nn_v(kb, vg), G)), G, false, nfirst, ncnt, npart));
