@@ -43,7 +43,8 @@
  * of at most (R - 4)/(nr/L) rows (capped at 14), so the mr x nr/L
  * accumulators, the nr/L loads of R and the broadcast of L stay in
  * registers; kc = K up to 512, else K split into equal blocks of about
- * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB. With AVX-512
+ * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB (made a
+ * divisor of the tile count where one above half of it exists: even_nblock). With AVX-512
  * (16 lanes, 32 zmm) that is the 14 x 32 tile of 28 zmm accumulators; with
  * AVX2 (8 lanes, 16 ymm) the 6 x 16 tile of 12 ymm. The 14 x 32 tile on
  * AVX2 needs 56 ymm accumulators and spills every FMA to the stack
