@@ -43,7 +43,8 @@
  * of at most (R - 4)/(nr/L) rows (capped at 14), so the mr x nr/L
  * accumulators, the nr/L loads of R and the broadcast of L stay in
  * registers; kc = K up to 512, else K split into equal blocks of about
- * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB. With AVX-512
+ * 320; nc = as many N tiles as keep kc*nc floats under 1 MiB (made a
+ * divisor of the tile count where one above half of it exists: even_nblock). With AVX-512
  * (16 lanes, 32 zmm) that is the 14 x 32 tile of 28 zmm accumulators; with
  * AVX2 (8 lanes, 16 ymm) the 6 x 16 tile of 12 ymm. The 14 x 32 tile on
  * AVX2 needs 56 ymm accumulators and spills every FMA to the stack
@@ -566,11 +567,27 @@ static const tir_stmt_t* kloop(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
   return tir_seq(kb->t, 2, items);
 }
 
+/* N blocks of |nct| tiles (the cache budget's) over |ncnt| tiles (M
+ * groups too): where they leave a remainder block, a divisor of |ncnt|
+ * above nct / 2 instead,
+ * so every block is one copy of the loop nest. A remainder block is the
+ * whole K loop and its micro-kernel printed again, which the C compiler
+ * pays for at every cold compile (ResNet-50's 3x3 convs: 4 tiles a
+ * thread as 3 + 1 compiled in about twice the time of 2 + 2); the smaller
+ * block keeps the weights under the budget and costs at most one more
+ * sweep of the M tiles (from L1/L2). */
+static int64_t even_nblock(int64_t nct, int64_t ncnt) {
+  if (nct < 1 || nct >= ncnt || ncnt % nct == 0) return nct;
+  for (int64_t d = nct - 1; 2 * d > nct; --d)
+    if (ncnt % d == 0) return d;
+  return nct;
+}
+
 /* N blocking (jc) around kloop. */
 static const tir_stmt_t* blk(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
                              const tir_expr_t* nfirst, int64_t ncnt, bool npart) {
   nn_kb_t* kb = e->kb;
-  int64_t nct = e->g->nc_tiles;
+  int64_t nct = even_nblock(e->g->nc_tiles, ncnt);
   int64_t njc = ncnt / nct, nrest = ncnt % nct;
   const tir_stmt_t* items[3] = {NULL, NULL, NULL};
   if (njc > 1) {
@@ -594,8 +611,9 @@ static const tir_stmt_t* blk(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, b
 static const tir_stmt_t* mgroups(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt, bool mpart,
                                  const tir_expr_t* nfirst, int64_t ncnt, bool npart) {
   nn_kb_t* kb = e->kb;
-  const int64_t G = e->mgroup;
-  if (!e->psum || mcnt <= G) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
+  if (!e->psum || mcnt <= e->mgroup) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
+  const int64_t G = even_nblock(e->mgroup, mcnt); /* no smaller remainder group: see even_nblock */
+  if (mcnt <= G) return blk(e, mfirst, mcnt, mpart, nfirst, ncnt, npart);
   const int64_t ng = mcnt / G, rest = mcnt % G;
   tir_var_t* vg = nn_var(kb, "mg");
   const tir_stmt_t* full = nn_for(kb, vg, ng, blk(e, nn_add(kb, mfirst, nn_mulc(kb, nn_v(kb, vg), G)), G, false, nfirst, ncnt, npart));

@@ -12,6 +12,7 @@
  *   call one shared body, the third is an alias of the first; run on the
  *   CPU against the reference executor, with sharing on and off
  *   (KILN_CPU_SHARE=0), and the two runs agree bit for bit.
+ * - a weight prefetch's literals are parameters (test_prefetch_scan).
  * KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
 #include <stdlib.h>
@@ -257,9 +258,49 @@ static void test_maxpool_text(void) {
   kiln_graph_destroy(g);
 }
 
+/* A weight prefetch (a statement line without '=') takes parameters like
+ * any statement: two kernels whose prefetch strides differ share a shape
+ * (DenseNet-121's prefetching 1x1 convs printed a body each before); a
+ * call without '=' that is not a prefetch stays part of the shape. */
+static void test_prefetch_scan(void) {
+  const char* a =
+      "void KILN_KERNEL(void* const* args) {\n"
+      "  float* restrict p0 = (float*)args[0];\n"
+      "  for (int64_t v4 = 0; v4 < 25; v4++) {\n"
+      "    for (int64_t v3 = 0; v3 < 16; v3++) {\n"
+      "      __builtin_prefetch(&p0[v4 * 51200 + v3 * 32]);\n"
+      "      kiln_touch(p0, 12800);\n"
+      "      p0[v4 * 51200 + v3] = 1.0f;\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  kiln_cpu_shape_t s = shape_of(a);
+  /* args[0], the outer loop's 0 and 25, the prefetch's 51200 and 32, the store's 51200 */
+  static const int32_t want[] = {0, 0, 25, 51200, 32, 51200};
+  CHECK_MSG(s.n_lits == 6, "%d literals", (int)s.n_lits);
+  for (int32_t i = 0; i < s.n_lits && i < 6; ++i)
+    CHECK_MSG(s.lits[i] == want[i], "literal %d is %d", (int)i, (int)s.lits[i]);
+  char b[1024];
+  snprintf(b, sizeof b, "%s", a);
+  char* at = strstr(b, "v4 < 25");
+  memcpy(at, "v4 < 26", 7);
+  while ((at = strstr(b, "51200")) != NULL) memcpy(at, "53248", 5);
+  kiln_cpu_shape_t t = shape_of(b);
+  CHECK(kiln_cpu_shape_same(&s, &t));
+  kiln_cpu_shape_free(&t);
+  snprintf(b, sizeof b, "%s", a);
+  at = strstr(b, "12800");
+  memcpy(at, "13312", 5);
+  t = shape_of(b);
+  CHECK(!kiln_cpu_shape_same(&s, &t));
+  kiln_cpu_shape_free(&t);
+  kiln_cpu_shape_free(&s);
+}
+
 int main(void) {
   RUN(test_literal_scan);
   RUN(test_dense_convs);
   RUN(test_maxpool_text);
+  RUN(test_prefetch_scan);
   return kiln_test_finish();
 }

@@ -20,7 +20,7 @@
  * is kept out of the parameters (and then must be equal to share):
  *   - lines starting with '#' (pragmas: unroll counts, collapse depths);
  *   - declarations: array sizes (lines with an alignment attribute or
- *     _Thread_local, and any statement line without '=');
+ *     _Thread_local, and any statement line without '=' but a prefetch);
  *   - a loop's step (`+= N`: the vector width) and the header of the loop
  *     under a `#pragma GCC unroll` (the register tile's trip count), so a
  *     micro-kernel's register tile keeps its sizes and is fully unrolled;
@@ -90,8 +90,11 @@ static bool scan_literals(const char* text, size_t len, lit_fn fn, void* user) {
     const char* tail = le;
     while (tail > t && (tail[-1] == ' ' || tail[-1] == '\r')) --tail;
     bool pragma = t < le && *t == '#';
+    /* a prefetch is a statement without '=', not a declaration: its
+     * address may take parameters (DenseNet-121's 1x1 convs of blocks 3
+     * and 4, prefetching their weights, differ only in its strides) */
     bool decl = line_has(t, le, "aligned(") || line_has(t, le, "_Thread_local") ||
-                (tail > t && tail[-1] == ';' && !line_has(t, le, "="));
+                (tail > t && tail[-1] == ';' && !line_has(t, le, "=") && !starts_with(t, le, "__builtin_prefetch("));
     bool loop = starts_with(t, le, "for (");
     bool keep = pragma || decl || (loop && (after_unroll || innermost(le, end)));
     after_unroll = starts_with(t, le, "#pragma GCC unroll");
