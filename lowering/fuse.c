@@ -1095,6 +1095,18 @@ static tir_func_t* inl_rewrite(tir_ctx_t* c, inl_t* I, const tir_buffer_t* X, co
   return tir_func(c, f->name, n_params, params, body);
 }
 
+/* |g| is a copy of one element whose last index is the nest's innermost
+ * variable (a Transpose or Reshape that keeps the contiguous dim): inlined
+ * into a consumer that reads X many times (a GEMM reading its L in place,
+ * once per N tile) it costs index arithmetic only, and reads rows as X
+ * would. */
+static bool inner_copy(const tir_expr_t* g, const nest_t* n) {
+  if (g->kind != TIR_LOAD || n->rank < 1) return false;
+  const tir_buffer_t* b = g->u.load.buf;
+  const tir_expr_t* last = b->rank > 0 ? g->u.load.idx[b->rank - 1] : NULL;
+  return last && last->kind == TIR_VARREF && last->u.var == n->var[n->rank - 1] && b->shape[b->rank - 1] > 1;
+}
+
 /* Tries to substitute the injective producer of |x| into its consumer. */
 static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   kiln_plan_t* p = z->p;
@@ -1130,7 +1142,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   /* Profitable only when C reads each element of X about once: inlining
    * into a loop that reads X many times would recompute g each time. */
   int64_t reads = load_count(kc->func->body, X);
-  if (reads > 2 * tir_buffer_numel(X) || expr_size_upto(g, 256) > 256) return NULL;
+  if ((reads > 2 * tir_buffer_numel(X) && !inner_copy(g, &nest)) || expr_size_upto(g, 256) > 256) return NULL;
 
   const tir_buffer_t** params;
   int32_t* args;
