@@ -62,14 +62,6 @@ static const tir_stmt_t* lane_reduce_blocked(nn_kb_t* kb, const tir_buffer_t* ds
   return tir_seq(t, 3, items);
 }
 
-/* op over lanes[lo .. lo+cnt) as a balanced tree (cnt a power of two): a
- * dependency chain of log2(cnt) steps where folding lane by lane is one of
- * cnt - 1 (the Softmax over 128 columns spent a third of its time there). */
-static const tir_expr_t* lane_tree(nn_kb_t* kb, const tir_buffer_t* lanes, tir_binop_t op, int64_t lo, int64_t cnt) {
-  if (cnt == 1) return tir_load(kb->t, lanes, NN_IDX(nn_i(kb, lo)));
-  return tir_bin(kb->t, op, lane_tree(kb, lanes, op, lo, cnt / 2), lane_tree(kb, lanes, op, lo + cnt / 2, cnt / 2));
-}
-
 const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop_t op,
                                  const tir_expr_t* ident, int64_t n, nn_val_fn f,
                                  const void* user) {
@@ -107,7 +99,14 @@ const tir_stmt_t* nn_lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_binop
     items[1] = nn_for(kb, vi, full, nn_for(kb, vl, L, s));
     nn_vectorize(kb, vl);
   }
-  items[2] = tir_store(t, dst, NN_IDX(z), lane_tree(kb, lanes, op, 0, L));
+  items[2] = tir_store(t, dst, NN_IDX(z), tir_load(t, lanes, NN_IDX(z)));
+  {
+    tir_var_t* vl = nn_var(kb, "rl");
+    const tir_expr_t* l = nn_addc(kb, nn_v(kb, vl), 1);
+    items[3] = nn_for(kb, vl, L - 1,
+                      tir_store(t, dst, NN_IDX(z),
+                                tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), tir_load(t, lanes, NN_IDX(l)))));
+  }
   if (n % L) {
     tir_var_t* vr = nn_var(kb, "rr");
     const tir_expr_t* e = nn_addc(kb, nn_v(kb, vr), full * L);
@@ -507,35 +506,11 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
       nn_vectorize(&kb, vi);
     } else {
       /* exp once per element: stored into the row of y, summed from there
-       * and scaled by 1 / sum (the row is in L1 for the last two passes).
-       * Rows of whole 16-lane vectors sum each vector as it is stored (one
-       * pass fewer over the row). */
-      const bool plain = ctx->plan && ctx->plan->plain_loops;
-      if (n % 16 == 0 && n >= 64 && !plain) {
-        const int64_t L = 16;
-        const tir_buffer_t* lanes = tir_buffer(t, "lanes", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
-        tir_var_t* vl0 = nn_var(&kb, "rl");
-        const tir_stmt_t* init = nn_for(&kb, vl0, L, tir_store(t, lanes, NN_IDX(nn_v(&kb, vl0)), nn_f(&kb, 0.0)));
-        nn_vectorize(&kb, vl0);
-        tir_var_t* vr = nn_var(&kb, "ri");
-        tir_var_t* vl = nn_var(&kb, "rl");
-        const tir_expr_t* l = nn_v(&kb, vl);
-        const tir_expr_t* e = nn_add(&kb, nn_mulc(&kb, nn_v(&kb, vr), L), l);
-        const tir_expr_t* de = tir_sub(t, nn_ldf(&kb, xr, NN_IDX(o, e)), tir_load(t, s.mx, NN_IDX(z)));
-        const tir_stmt_t* st[2] = {
-            tir_store(t, yr, NN_IDX(o, e), tir_call(t, TIR_EXP, 1, de, NULL, NULL)),
-            tir_store(t, lanes, NN_IDX(l), tir_add(t, tir_load(t, lanes, NN_IDX(l)), tir_load(t, yr, NN_IDX(o, e))))};
-        const tir_stmt_t* loop = nn_for(&kb, vr, n / L, nn_for(&kb, vl, L, tir_seq(t, 2, st)));
-        nn_vectorize(&kb, vl);
-        items[1] = tir_alloc(t, lanes, tir_seq(t, 3, (const tir_stmt_t*[]){init, loop,
-                                                   tir_store(t, sum, NN_IDX(z), lane_tree(&kb, lanes, TIR_ADD, 0, L))}));
-        items[2] = NULL;
-      } else {
-        items[1] = nn_for(&kb, vi, n, tir_store(t, yr, NN_IDX(o, i), tir_call(t, TIR_EXP, 1, d, NULL, NULL)));
-        nn_vectorize(&kb, vi);
-        sm_t ys = {.xv = yr, .row = o};
-        items[2] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_x, &ys);
-      }
+       * and scaled by 1 / sum (the row is in L1 for the last two passes) */
+      items[1] = nn_for(&kb, vi, n, tir_store(t, yr, NN_IDX(o, i), tir_call(t, TIR_EXP, 1, d, NULL, NULL)));
+      nn_vectorize(&kb, vi);
+      sm_t ys = {.xv = yr, .row = o};
+      items[2] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_x, &ys);
       tir_var_t* vj = nn_var(&kb, "i");
       const tir_expr_t* j = nn_v(&kb, vj);
       const tir_expr_t* r = tir_bin(t, TIR_DIV, nn_f(&kb, 1.0), tir_load(t, sum, NN_IDX(z)));
