@@ -889,8 +889,8 @@ static kiln_status_t plan_only(spec_t* sp) {
 
 /* (last: its random inputs do not shift the other cases') MatMul reading A
  * in place (K <= 512) with the partial M tile computed as a full one over
- * the last rows, overlapping the tile before it, split over M and over N;
- * Softmax rows of whole vectors (exp stored and summed in one pass). */
+ * the last rows, overlapping the tile before it, split over M and over N,
+ * and per head (batched); Softmax over rows of whole 16-lane vectors. */
 static void test_matmul_overlap_softmax_rows(void) {
   matmul_case(F32, 2, DIMS(115, 256), 2, DIMS(256, 40), true);
   matmul_case(F32, 2, DIMS(128, 64), 2, DIMS(64, 512), true);
