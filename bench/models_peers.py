@@ -3,13 +3,17 @@
 
   models_peers.py --kiln build/kiln --models DIR [--names resnet18,mobilenet_v2,...]
                   [--threads N] [--repeat N] [--json FILE] [--no-torch]
-                  [--layouts auto,nchw] [--rounds R]
+                  [--layouts auto,nchw] [--rounds R] [--extra encoder]
 
 DIR holds what tests/models/export_models.py writes (<name>.onnx, <name>_input.npy);
 missing torchvision models are exported first. The default --names are every torchvision
 CNN the tests export (ResNet-18/-50, MobileNetV2, EfficientNet-B0, DenseNet-121,
 SqueezeNet 1.1, ShuffleNetV2 x1.0), and the table ends with the geometric mean of
-kiln/ORT over the models both ran (issue 22's goal is <= 1.0). For each model, with the same input,
+kiln/ORT over the models both ran (issue 22's goal is <= 1.0). --extra (default: encoder, the
+transformer encoder block of tests/models/export_encoder.py, exported when missing) names models
+measured the same way after them (kiln and onnxruntime; PyTorch runs the torchvision models only)
+and reported below the geometric mean, outside it ('' for none).
+For each model, with the same input,
 the same thread count and the median of --repeat runs after warm-up:
   - kiln: `kiln run --target cpu --threads N --input input=<npy> --repeat N` with a
     fresh KILN_CACHE_DIR, parsing `latency: median X ms` and the cold compile time
@@ -159,6 +163,13 @@ def export_missing(models_dir, names):
     missing = [n for n in names if not os.path.exists(os.path.join(models_dir, n + ".onnx"))]
     if not missing:
         return
+    if "encoder" in missing:
+        print(f"exporting encoder into {models_dir} ...", flush=True)
+        models_cpu.run([sys.executable, os.path.join(HERE, "..", "tests", "models", "export_encoder.py"),
+                        "--out", models_dir])
+        missing.remove("encoder")
+        if not missing:
+            return
     import export_models
     known = [n for n in missing if n in export_models.MODELS]
     if known:
@@ -193,6 +204,8 @@ def main(argv=None):
     ap.add_argument("--layouts", default="auto", help="kiln's CPU layouts to run: auto, nchw or both")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (median of their medians)")
     ap.add_argument("--cpu-time", action="store_true", help="CPU time per run instead of wall-clock latency")
+    ap.add_argument("--extra", default="encoder",
+                    help="models after the CNNs, left out of the geometric mean (default: encoder; '' for none)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeat < 1 or args.rounds < 1:
         ap.error("--threads, --repeat and --rounds must be >= 1")
@@ -202,6 +215,8 @@ def main(argv=None):
     names = [n for n in args.names.split(",") if n]
     if not names:
         ap.error("--names is empty")
+    extra = [n for n in args.extra.split(",") if n and n not in names]
+    names += extra
 
     notes = []
     try:
@@ -237,7 +252,8 @@ def main(argv=None):
     for k, name in enumerate(names):
         model = os.path.join(args.models, name + ".onnx")
         inp = os.path.join(args.models, name + "_input.npy")
-        row = {"name": name, "latency_ms": {}, "compile_s": None, "kernels": None, "errors": {}}
+        row = {"name": name, "latency_ms": {}, "compile_s": None, "kernels": None, "errors": {},
+               "in_geomean": name not in extra}
         if not os.path.exists(model) or not os.path.exists(inp):
             row["errors"]["all"] = f"{model} or {inp} missing"
         else:
@@ -273,7 +289,7 @@ def main(argv=None):
                                         else models_cpu.ort_latency(model, x, args.threads, args.repeat))
                     except Exception as e:
                         row["errors"][ORT] = str(e)
-                if TORCH in runtimes and TORCH not in row["errors"]:
+                if TORCH in runtimes and TORCH not in row["errors"] and name not in extra:  # torchvision's only
                     try:
                         ms, diff = torch_latency(name, x, args.threads, args.repeat,
                                                  os.path.join(args.models, name + "_ort.npy"))
@@ -312,7 +328,7 @@ def main(argv=None):
     head += f"{'kiln/torch':>12}" if TORCH in runtimes else ""
     head += f"{'compile s':>11}"
     print(head)
-    for row in rows:
+    def table_line(row):
         lat = row["latency_ms"]
         line = f"{row['name']:<{w}}" + "".join(f"{fmt(lat.get(r)):>16}" for r in runtimes)
         first = KILN if KILN in runtimes else KILN_NCHW
@@ -323,12 +339,20 @@ def main(argv=None):
             line += f"{fmt(ratio(lat.get(first), lat.get(TORCH))) + 'x':>12}"
         line += f"{fmt(row['compile_s']):>11}"
         print(line)
+    for row in rows:
+        if row["in_geomean"]:
+            table_line(row)
     first = KILN if KILN in runtimes else KILN_NCHW
-    ratios = [ratio(r["latency_ms"].get(first), r["latency_ms"].get(ORT)) for r in rows]
+    ratios = [ratio(r["latency_ms"].get(first), r["latency_ms"].get(ORT)) for r in rows if r["in_geomean"]]
     gm = geomean(ratios)
     n_gm = sum(1 for x in ratios if x is not None and x > 0)
     print(f"{'geomean':<{w}}" + " " * (16 * len(runtimes)) + f"{fmt(gm) + 'x':>10}"
           + f"   kiln/ORT over {n_gm} model(s)")
+    for row in rows:
+        if not row["in_geomean"]:
+            table_line(row)
+    if extra:
+        print(f"(not in the geometric mean: {', '.join(extra)})")
     if args.cpu_time:
         print("figures are CPU ms per run (user + system, all threads), not latency")
     print("ratios < 1 mean kiln is faster; compile = cold cache (lowering + codegen + cc + load)")

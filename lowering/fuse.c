@@ -470,6 +470,54 @@ static bool identity_loads(const tir_expr_t* e, const tir_buffer_t* buf, const n
   return d.ok;
 }
 
+/* A Concat part: a naive kernel `for v0..vn-1 (serial): Y[v0 + o0, ...,
+ * vn-1 + on-1] = f` over the shape of |x| (what it reads), which writes x
+ * into a slice of the larger Y. Its offsets into |off| (0 where the index
+ * is the variable itself). The first dim (the images, which a per-sample
+ * plan steps over) is not shifted. */
+static bool match_shift_nest(const tir_func_t* f, const tir_buffer_t* x, nest_t* n, int64_t* off) {
+  const tir_stmt_t* s = f->body;
+  n->rank = 0;
+  int64_t ext[KILN_MAX_RANK];
+  while (s && s->kind == TIR_FOR) {
+    if (n->rank >= KILN_MAX_RANK || s->u.loop.kind == TIR_LOOP_BOUND) return false;
+    ext[n->rank] = s->u.loop.extent;
+    n->var[n->rank++] = s->u.loop.var;
+    s = s->u.loop.body;
+  }
+  if (s && s->kind == TIR_SEQ && s->u.seq.n == 1) s = s->u.seq.items[0];
+  if (!s || s->kind != TIR_STORE) return false;
+  const tir_buffer_t* y = s->u.store.buf;
+  if (y->rank != n->rank || x->rank != n->rank || y->dtype != x->dtype) return false;
+  bool shifted = false;
+  for (int32_t i = 0; i < n->rank; ++i) {
+    if (ext[i] != x->shape[i]) return false;
+    for (int32_t j = 0; j < i; ++j)
+      if (n->var[j] == n->var[i]) return false;
+    const tir_expr_t* e = s->u.store.idx[i];
+    const tir_expr_t* v = e;
+    off[i] = 0;
+    if (e->kind == TIR_BINARY && e->u.bin.op == TIR_ADD) {
+      const tir_expr_t* a = e->u.bin.a;
+      const tir_expr_t* b = e->u.bin.b;
+      if (a->kind == TIR_INT) {
+        const tir_expr_t* t = a;
+        a = b;
+        b = t;
+      }
+      if (b->kind != TIR_INT) return false;
+      v = a;
+      off[i] = b->u.i;
+    }
+    if (v->kind != TIR_VARREF || v->u.var != n->var[i]) return false;
+    if (off[i] < 0 || off[i] + ext[i] > y->shape[i] || (i == 0 && off[i] != 0)) return false;
+    if (off[i] == 0 && ext[i] != y->shape[i]) shifted = true; /* a slice of an unshifted dim */
+    shifted |= off[i] != 0;
+  }
+  n->store = s;
+  return shifted;
+}
+
 /* ---- the pass ---------------------------------------------------------- */
 
 typedef struct fz_s {
@@ -636,6 +684,9 @@ typedef struct epi_s {
    * go to |xv|, which becomes a view of y, and the consumer's indices are
    * the view's split back into x's dims. */
   const tir_buffer_t* xv;
+  /* A Concat part (match_shift_nest): the consumer stores x's element at
+   * its index plus these offsets into Y; NULL: at its own index. */
+  const int64_t* off;
 } epi_t;
 
 static const tir_expr_t* epi_load(void* user, const tir_expr_t* load) {
@@ -730,6 +781,12 @@ static const tir_stmt_t* epi_store(void* user, const tir_stmt_t* st) {
   const tir_expr_t* f2 = fold_silu(E->c, rw_expr(E->c, &r, f1));
   if (!f2) return NULL;
   if (expr_size_upto(f2, E->max_size) > E->max_size) E->too_big = true;
+  if (E->off) {
+    const tir_expr_t* idx[KILN_MAX_RANK];
+    for (int32_t i = 0; i < E->nest->rank; ++i)
+      idx[i] = E->off[i] ? tir_add(E->c, st->u.store.idx[i], tir_int(E->c, E->off[i])) : st->u.store.idx[i];
+    return tir_store(E->c, E->y, idx, f2);
+  }
   return tir_store(E->c, E->xv ? E->xv : E->y, st->u.store.idx, f2);
 }
 
@@ -930,10 +987,18 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   if (!X || (priv && param_of(p, kp, x) != X) || !kc->naive) return NULL;
 
   nest_t nest;
-  if (!match_nest(kc->naive, &nest)) return NULL;
+  /* A Concat part's copy (CPU plans): the producer stores into Y's slice
+   * directly, so the Concat's copy of |x| is gone (SqueezeNet's Fire
+   * modules: both expand convs write the concatenation). */
+  int64_t shift[KILN_MAX_RANK];
+  bool shifted = false;
+  if (!match_nest(kc->naive, &nest)) {
+    if (xv || p->target != KILN_TARGET_CLASS_CPU || !match_shift_nest(kc->naive, X, &nest, shift)) return NULL;
+    shifted = true;
+  }
   const tir_buffer_t* Y = nest.store->u.store.buf;
   if (Y == X || X->rank != Y->rank || (xv && Y->dtype != xv->dtype)) return NULL;
-  for (int32_t i = 0; i < X->rank; ++i)
+  for (int32_t i = 0; i < X->rank && !shifted; ++i)
     if (X->shape[i] != Y->shape[i]) return NULL;
   const tir_expr_t* fval = nest.store->u.store.value;
   if (!identity_loads(fval, X, &nest) || load_count_e(fval, Y) > 0) return NULL;
@@ -997,7 +1062,7 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   KILN_RETURN_IF_ERROR(merge_params(z, kp, kc, X, xv ? Y : NULL, &params, &args, &np));
   int32_t nodes = kp->n_fused_nodes + kc->n_fused_nodes + 2;
   int64_t budget = nodes <= FUSE_FULL_BUDGET_NODES ? FUSE_MAX_EXPR : FUSE_MAX_EXPR_CHAIN;
-  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false, xv};
+  epi_t E = {&p->tir, X, Y, &nest, fval, NULL, budget, load_count_e(fval, X), false, xv, shifted ? shift : NULL};
   tir_func_t* nf = epi_rewrite(z, &E, kp->func, params, np);
   tir_func_t* nn = kp->naive ? epi_rewrite(z, &E, kp->naive, params, np) : NULL;
   KILN_RETURN_IF_ERROR(tir_ctx_status(&p->tir));
@@ -1028,6 +1093,18 @@ static tir_func_t* inl_rewrite(tir_ctx_t* c, inl_t* I, const tir_buffer_t* X, co
   const tir_stmt_t* body = rw_stmt(c, &r, f->body);
   if (!body) return NULL;
   return tir_func(c, f->name, n_params, params, body);
+}
+
+/* |g| is a copy of one element whose last index is the nest's innermost
+ * variable (a Transpose or Reshape that keeps the contiguous dim): inlined
+ * into a consumer that reads X many times (a GEMM reading its L in place,
+ * once per N tile) it costs index arithmetic only, and reads rows as X
+ * would. */
+static bool inner_copy(const tir_expr_t* g, const nest_t* n) {
+  if (g->kind != TIR_LOAD || n->rank < 1) return false;
+  const tir_buffer_t* b = g->u.load.buf;
+  const tir_expr_t* last = b->rank > 0 ? g->u.load.idx[b->rank - 1] : NULL;
+  return last && last->kind == TIR_VARREF && last->u.var == n->var[n->rank - 1] && b->shape[b->rank - 1] > 1;
 }
 
 /* Tries to substitute the injective producer of |x| into its consumer. */
@@ -1065,7 +1142,7 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   /* Profitable only when C reads each element of X about once: inlining
    * into a loop that reads X many times would recompute g each time. */
   int64_t reads = load_count(kc->func->body, X);
-  if (reads > 2 * tir_buffer_numel(X) || expr_size_upto(g, 256) > 256) return NULL;
+  if ((reads > 2 * tir_buffer_numel(X) && !inner_copy(g, &nest)) || expr_size_upto(g, 256) > 256) return NULL;
 
   const tir_buffer_t** params;
   int32_t* args;

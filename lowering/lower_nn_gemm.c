@@ -133,6 +133,8 @@ typedef struct gen_s {
   int64_t mgroup;           /* M tiles per group (psum) */
   int64_t mt_full, mrem, nt_full, nrem;
   int64_t nkb_full, ktail;
+  bool overlap;  /* g->overlap_m, where it applies */
+  bool mclamp;   /* the tiles being built start at min(mt * mr, M - mr) (overlap_m) */
 } gen_t;
 
 /* K block position: first/last are 1 (always), 0 (never) or -1 (the
@@ -153,6 +155,13 @@ static const tir_expr_t* packed_elem(gen_t* e, const tir_expr_t* ld) {
   return e->g->w8 ? tir_call(e->kb->t, TIR_WIDEN_I8X2, 1, ld, NULL, NULL) : ld;
 }
 
+/* The first row of M tile |mt|: the last tile of an overlap_m loop starts
+ * mr rows before the end (overlapping the one before it). */
+static const tir_expr_t* tile_row0(gen_t* e, const tir_expr_t* mt) {
+  const tir_expr_t* m0 = nn_mulc(e->kb, mt, e->g->mr);
+  return e->mclamp ? tir_bin(e->kb->t, TIR_MIN, m0, nn_i(e->kb, e->g->M - e->g->mr)) : m0;
+}
+
 static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t* i,
                                 const tir_expr_t* kabs, const tir_expr_t* krel,
                                 const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
@@ -164,7 +173,7 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
   if (g->L.packed && g->L.packed->rank == 5)
     return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i)));
   if (g->L.packed) return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i)));
-  const tir_expr_t* m = nn_add(kb, nn_mulc(kb, mt, g->mr), i);
+  const tir_expr_t* m = nn_add(kb, tile_row0(e, mt), i);
   if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
   return g->L.load(kb, g, e->b, m, kabs);
 }
@@ -226,7 +235,7 @@ typedef struct tile_s {
 } tile_t;
 
 static const tir_expr_t* tile_m(gen_t* e, tile_t* t, const tir_expr_t* i) {
-  return nn_add(e->kb, nn_mulc(e->kb, t->mt, e->g->mr), i);
+  return nn_add(e->kb, tile_row0(e, t->mt), i);
 }
 static const tir_expr_t* tile_n(gen_t* e, tile_t* t, const tir_expr_t* j) {
   return nn_add(e->kb, nn_mulc(e->kb, t->nt, e->g->nr), j);
@@ -510,6 +519,12 @@ static const tir_stmt_t* kbody(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
     return tir_seq2(kb->t, packs, sweep);
   }
   e->stile = nn_i(kb, 0);
+  /* overlap_m: the partial tile is the loop's last full one, clamped */
+  e->mclamp = e->overlap && mpart;
+  if (e->mclamp) {
+    mcnt += 1;
+    mpart = false;
+  }
   const tir_stmt_t* out[2] = {NULL, NULL};
   for (int part = 0; part < 2; ++part) {
     int64_t mr = part ? e->mrem : g->mr;
@@ -528,6 +543,7 @@ static const tir_stmt_t* kbody(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
     const tir_stmt_t* s = tir_seq(kb->t, 3, items);
     out[part] = part ? s : nn_for(kb, vm, mcnt, s);
   }
+  e->mclamp = false;
   return tir_seq(kb->t, 2, out);
 }
 
@@ -768,6 +784,11 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
   } else if (!g->reload && e.nkb_full + (e.ktail > 0) > 1) {
     return kiln_make_status(KILN_INTERNAL, "GEMM: K blocks need a reload or the partial-sum scratch");
   }
+  /* overlap_m where every row is computed whole in one K block by the
+   * thread that also computes the tile before the partial one */
+  e.overlap = g->overlap_m && !tiled && g->direct_l && !g->L.packed && !g->sparse && !e.slot && !e.psum &&
+              e.mrem > 0 && g->M >= g->mr && e.nkb_full + (e.ktail > 0) == 1 &&
+              (mode != PAR_M || mt_all / P >= 2);
   const tir_stmt_t* body = NULL;
   if (tiled) {
     e.chunk = nn_i(kb, 0);
@@ -1198,6 +1219,14 @@ static kiln_status_t mm_run(nn_kb_t* kb, mm_t* mm, int64_t batch) {
   g.L.load = mm_load_a;
   g.R.rload = mm_rload_b;
   nn_gemm_tiles(ctx, &g);
+  /* A read in place on the CPU (no run-time micro-panels) where its rows
+   * are short: a tile's rows then lie in different L1 sets (rows 4 KiB
+   * apart would share one) and their broadcasts are loads at fixed
+   * offsets from one pointer; the panels cost the encoder's 128-row
+   * MatMuls an eighth of their time, each thread packing what it reads. */
+  if (ctx->target == KILN_TARGET_CLASS_CPU && !mm->trans_a && !mm->a1d && mm->fold == 0 && mm->K <= 512 &&
+      g.mr > 1)
+    g.direct_l = g.overlap_m = true;
   /* B: packed at compile time when constant, else by a pack kernel at run
    * time (or read in place when A has few rows). */
   float* bval = NULL;

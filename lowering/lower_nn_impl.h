@@ -258,6 +258,13 @@ struct nn_gemm_s {
    * lines), so a sweep whose weights come from memory finds the next
    * panel on its way while this one computes */
   bool prefetch_r;
+  /* The partial M tile computed as a full one over the last mr rows (it
+   * overlaps the tile before it, whose rows it stores again with the same
+   * values): one tile shape, no short tile that spills. Honoured only where
+   * that is safe and in one place: L read in place, one K block, no psum
+   * or sparse L, M >= mr, and (split over M) the tile before it on the same
+   * thread. MatMul / Gemm set it. */
+  bool overlap_m;
 };
 
 /* ---- block-sparse constant weights (lower_nn_sparse.c) ------------------ */

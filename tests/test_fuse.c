@@ -217,6 +217,15 @@ static int32_t kernel_of_node(const kiln_plan_t* p, const char* name) {
   return -1;
 }
 
+/* Whether kernel |k| computes graph node |name| (anchor or fused). */
+static bool kernel_has_node(const kiln_plan_t* p, int32_t k, const char* name) {
+  int32_t nodes[64];
+  int32_t n = kiln_plan_kernel_nodes(p, k, nodes, 64);
+  for (int32_t i = 0; i < n && i < 64; ++i)
+    if (strcmp(p->graph->nodes[nodes[i]].name, name) == 0) return true;
+  return false;
+}
+
 /* ---- cases -------------------------------------------------------------------- */
 
 static void test_patterns(void) {
@@ -589,6 +598,60 @@ static void test_inline_injective(void) {
   tg_free(&t);
 }
 
+/* A Fire module (SqueezeNet): a 1x1 and a 3x3 conv, each with its Relu, read
+ * the same input and are concatenated on the channels with the input itself:
+ * the convs store into the Concat's slices (its copies of them are gone);
+ * the input's part stays a copy, and so does a part read by another node too. */
+static void test_concat_slices(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 8, 10, 10));
+  tg_const(&t, "w1", F32, 4, DIMS(16, 8, 1, 1));
+  tg_const(&t, "w3", F32, 4, DIMS(16, 8, 3, 3));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(&t, "Conv", "e1", 2, NAMES("x", "w1"), "c1", 0, NULL);
+  tg_node(&t, "Relu", "r1", 1, NAMES("c1"), "c1r", 0, NULL);
+  tg_node(&t, "Conv", "e3", 2, NAMES("x", "w3"), "c3", 1, &pads);
+  tg_node(&t, "Relu", "r3", 1, NAMES("c3"), "c3r", 0, NULL);
+  kiln_attr_t axis = kiln_attr_make_int("axis", 1);
+  tg_node(&t, "Concat", "cat", 3, NAMES("c1r", "x", "c3r"), "y", 1, &axis);
+  tg_output(&t, "y");
+  result_t r = run_case(&t, "fire concat", 1e-5);
+  if (r.plan) {
+    int32_t c1 = buffer_of(r.plan, "c1r"), c3 = buffer_of(r.plan, "c3r"), y = buffer_of(r.plan, "y");
+    CHECK(c1 >= 0 && kernels_using(r.plan, c1) == 0);
+    CHECK(c3 >= 0 && kernels_using(r.plan, c3) == 0);
+    /* y: the two convs and the copy of x */
+    CHECK(y >= 0 && kernels_using(r.plan, y) == 3);
+    /* the Concat's parts went into the 1x1 conv's Relu (its own kernel
+     * here: the GEMM writes c1 through a view) and the 3x3 conv */
+    int32_t k1 = kernel_of_node(r.plan, "r1"), k3 = kernel_of_node(r.plan, "r3");
+    CHECK(k1 >= 0 && kernel_has_node(r.plan, k1, "cat"));
+    CHECK(k3 >= 0 && kernel_has_node(r.plan, k3, "e3") && kernel_has_node(r.plan, k3, "cat") && k3 != k1);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+
+  /* c1r also feeds an Add after the Concat: its copy stays */
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 8, 6, 6));
+  tg_const(&t, "w1", F32, 4, DIMS(8, 8, 1, 1));
+  tg_node(&t, "Conv", "e1", 2, NAMES("x", "w1"), "c1", 0, NULL);
+  tg_node(&t, "Relu", "r1", 1, NAMES("c1"), "c1r", 0, NULL);
+  kiln_attr_t axis2 = kiln_attr_make_int("axis", 2);
+  tg_node(&t, "Concat", "cat", 2, NAMES("x", "c1r"), "y", 1, &axis2);
+  tg_node(&t, "Add", "add", 2, NAMES("c1r", "x"), "z", 0, NULL);
+  tg_output(&t, "y");
+  tg_output(&t, "z");
+  r = run_case(&t, "concat part read twice", 1e-5);
+  if (r.plan) {
+    int32_t c1 = buffer_of(r.plan, "c1r");
+    CHECK(c1 >= 0 && kernels_using(r.plan, c1) >= 2);
+  }
+  kiln_plan_destroy(r.plan);
+  tg_free(&t);
+}
+
 /* ---- template choice (lowering/template.h) ------------------------------------ */
 
 /* |t|'s graph lowered for a GPU and fused (*out NULL on error). */
@@ -770,5 +833,6 @@ int main(void) {
   RUN(test_templates_conv);
   RUN(test_templates_depthwise_gemm);
   RUN(test_gpu_view_epilogue);
+  RUN(test_concat_slices);
   return kiln_test_finish();
 }

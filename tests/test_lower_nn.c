@@ -887,6 +887,24 @@ static kiln_status_t plan_only(spec_t* sp) {
   return st;
 }
 
+/* (last: its random inputs do not shift the other cases') MatMul reading A
+ * in place (K <= 512) with the partial M tile computed as a full one over
+ * the last rows, overlapping the tile before it, split over M and over N,
+ * and per head (batched); Softmax over rows of whole 16-lane vectors. */
+static void test_matmul_overlap_softmax_rows(void) {
+  matmul_case(F32, 2, DIMS(115, 256), 2, DIMS(256, 40), true);
+  matmul_case(F32, 2, DIMS(128, 64), 2, DIMS(64, 512), true);
+  matmul_case(F32, 3, DIMS(4, 77, 64), 3, DIMS(4, 64, 77), false);
+  static const int64_t rows[][3] = {{37, 128, 0}, {2, 3, 64}};
+  for (int i = 0; i < NELEM(rows); ++i) {
+    spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = rows[i][2] ? rand_array(F32, 3, rows[i]) : rand_array(F32, 2, rows[i]);
+    char what[64];
+    snprintf(what, sizeof what, "Softmax rows case %d", i);
+    check_case(&sp, what);
+  }
+}
+
 static void test_errors(void) {
   {
     spec_t sp = {.op = "Gemm", .n_in = 2, .n_out = 1};
@@ -934,6 +952,7 @@ int main(void) {
   RUN(test_groupnorm);
   RUN(test_more_norms);
   RUN(test_errors);
+  RUN(test_matmul_overlap_softmax_rows);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();
 }
