@@ -9,7 +9,7 @@ DIR holds what tests/models/export_models.py writes (<name>.onnx, <name>_input.n
 missing torchvision models are exported first. The default --names are every torchvision
 CNN the tests export (ResNet-18/-50, MobileNetV2, EfficientNet-B0, DenseNet-121,
 SqueezeNet 1.1, ShuffleNetV2 x1.0), and the table ends with the geometric mean of
-kiln/ORT over the models both ran (issue 22's goal is <= 1.0). --extra (default: encoder, the
+kiln/ORT over the models both ran (issue 22's goal is <= 1.0). --extra (default without --names: encoder, the
 transformer encoder block of tests/models/export_encoder.py, exported when missing) names models
 measured the same way after them (kiln and onnxruntime; PyTorch runs the torchvision models only)
 and reported below the geometric mean, outside it ('' for none).
@@ -196,7 +196,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kiln", required=True, help="the kiln CLI (build/kiln)")
     ap.add_argument("--models", required=True, help="folder of <name>.onnx + <name>_input.npy")
-    ap.add_argument("--names", default=",".join(CNNS))
+    ap.add_argument("--names", help="models to run (default: every CNN above, then --extra)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--json", help="write the results here")
@@ -204,17 +204,20 @@ def main(argv=None):
     ap.add_argument("--layouts", default="auto", help="kiln's CPU layouts to run: auto, nchw or both")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (median of their medians)")
     ap.add_argument("--cpu-time", action="store_true", help="CPU time per run instead of wall-clock latency")
-    ap.add_argument("--extra", default="encoder",
-                    help="models after the CNNs, left out of the geometric mean (default: encoder; '' for none)")
+    ap.add_argument("--extra",
+                    help="models after the CNNs, left out of the geometric mean "
+                         "(default: encoder without --names, none with it; '' for none)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeat < 1 or args.rounds < 1:
         ap.error("--threads, --repeat and --rounds must be >= 1")
     layouts = [x for x in args.layouts.split(",") if x]
     if not layouts or any(x not in ("auto", "nchw") for x in layouts):
         ap.error("--layouts: a comma-separated list of auto and nchw")
-    names = [n for n in args.names.split(",") if n]
+    names = [n for n in (args.names if args.names is not None else ",".join(CNNS)).split(",") if n]
     if not names:
         ap.error("--names is empty")
+    if args.extra is None:
+        args.extra = "" if args.names is not None else "encoder"
     extra = [n for n in args.extra.split(",") if n and n not in names]
     names += extra
 
