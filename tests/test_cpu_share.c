@@ -169,11 +169,13 @@ static void test_dense_convs(void) {
     unsetenv("KILN_CPU_SHARE");
     if (ka && ky && kz && CHECK_OK(kiln_cpu_generate_source(p, &src, NULL))) {
       char call[256];
-      /* conv_a and conv_y: calls of one shared body, with their constants */
+      /* conv_y and conv_z: calls of one shared body, with their constants
+       * (conv_a stores into its slice of the Concat, at an offset the
+       * others' stores lack, so it keeps a body of its own) */
       const char* body = strstr(src, "KILN_SHARED void kiln_shared_");
       CHECK_MSG(body != NULL, "no shared body in the source");
       int group = body ? atoi(body + strlen("KILN_SHARED void kiln_shared_")) : -1;
-      const char* names[] = {ka, ky};
+      const char* names[] = {ky, kz};
       for (int i = 0; i < 2; ++i) {
         snprintf(call, sizeof call, "void %s(void* const* args) {\n  static const int kc[] = {", names[i]);
         const char* at = strstr(src, call);
@@ -181,9 +183,6 @@ static void test_dense_convs(void) {
         snprintf(call, sizeof call, "kiln_shared_%d(args, kc);", group);
         CHECK_MSG(at && strstr(at, call), "kernel %s does not call kiln_shared_%d", names[i], group);
       }
-      /* conv_z prints as conv_a: an alias */
-      snprintf(call, sizeof call, "void %s(void* const* args) __attribute__((alias(\"%s\")));", kz, ka);
-      CHECK_MSG(strstr(src, call), "%s is not an alias of %s", kz, ka);
     }
     free(src);
     if (!getenv("KILN_TEST_NO_CPU")) {
