@@ -417,18 +417,26 @@ typedef struct nest_s {
   const tir_stmt_t* store;
 } nest_t;
 
-static bool match_nest(const tir_func_t* f, nest_t* n) {
+/* |f|'s body as serial loops around one store: the loops' variables into
+ * |n|, their extents into |ext|; the store, or NULL where the body is
+ * another form. */
+static const tir_stmt_t* nest_loops(const tir_func_t* f, nest_t* n, int64_t* ext) {
   const tir_stmt_t* s = f->body;
   n->rank = 0;
-  int64_t ext[KILN_MAX_RANK];
   while (s && s->kind == TIR_FOR) {
-    if (n->rank >= KILN_MAX_RANK || s->u.loop.kind == TIR_LOOP_BOUND) return false;
+    if (n->rank >= KILN_MAX_RANK || s->u.loop.kind == TIR_LOOP_BOUND) return NULL;
     ext[n->rank] = s->u.loop.extent;
     n->var[n->rank++] = s->u.loop.var;
     s = s->u.loop.body;
   }
   if (s && s->kind == TIR_SEQ && s->u.seq.n == 1) s = s->u.seq.items[0];
-  if (!s || s->kind != TIR_STORE) return false;
+  return s && s->kind == TIR_STORE ? s : NULL;
+}
+
+static bool match_nest(const tir_func_t* f, nest_t* n) {
+  int64_t ext[KILN_MAX_RANK];
+  const tir_stmt_t* s = nest_loops(f, n, ext);
+  if (!s) return false;
   const tir_buffer_t* b = s->u.store.buf;
   if (b->rank != n->rank) return false;
   for (int32_t i = 0; i < n->rank; ++i) {
@@ -476,17 +484,9 @@ static bool identity_loads(const tir_expr_t* e, const tir_buffer_t* buf, const n
  * is the variable itself). The first dim (the images, which a per-sample
  * plan steps over) is not shifted. */
 static bool match_shift_nest(const tir_func_t* f, const tir_buffer_t* x, nest_t* n, int64_t* off) {
-  const tir_stmt_t* s = f->body;
-  n->rank = 0;
   int64_t ext[KILN_MAX_RANK];
-  while (s && s->kind == TIR_FOR) {
-    if (n->rank >= KILN_MAX_RANK || s->u.loop.kind == TIR_LOOP_BOUND) return false;
-    ext[n->rank] = s->u.loop.extent;
-    n->var[n->rank++] = s->u.loop.var;
-    s = s->u.loop.body;
-  }
-  if (s && s->kind == TIR_SEQ && s->u.seq.n == 1) s = s->u.seq.items[0];
-  if (!s || s->kind != TIR_STORE) return false;
+  const tir_stmt_t* s = nest_loops(f, n, ext);
+  if (!s) return false;
   const tir_buffer_t* y = s->u.store.buf;
   if (y->rank != n->rank || x->rank != n->rank || y->dtype != x->dtype) return false;
   bool shifted = false;
