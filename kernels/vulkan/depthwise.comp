@@ -28,6 +28,9 @@
 //   TEXEL_W       1: W (f32) is one too (a channel's taps from whole texels)
 //   TEXEL_Y       1: Y (f32, OW and RW multiples of 4) is a storage texel
 //                 buffer: RW outputs stored as RW/4 vec4 texels
+//   Y_VEC4        (TEXEL_Y 1) 1: those texels through a storage buffer of
+//                 vec4s; 2: in pairs as u64vec4s (64-bit integers, OW and
+//                 RW multiples of 8)
 // Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
@@ -61,10 +64,30 @@ layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
-#if TEXEL_Y
+#ifndef Y_VEC4
+#define Y_VEC4 0
+#endif
+#if TEXEL_Y && Y_VEC4 == 2
+// (Y_VEC4 2) pairs of texels as one u64vec4: one loop over the lanes stores
+// 8 floats a lane
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+#define YS 8
+#define Y_PUT(i, o)                                                                                 \
+  y8[(i) >> 3] = u64vec4(pack64(floatBitsToUint(vec2(o[0], o[1]))), pack64(floatBitsToUint(vec2(o[2], o[3]))), \
+                         pack64(floatBitsToUint(vec2(o[4], o[5]))), pack64(floatBitsToUint(vec2(o[6], o[7]))))
+#elif TEXEL_Y && Y_VEC4
+// (Y_VEC4 1) vec4 texels through a storage buffer: lavapipe (Mesa 22.3)
+// runs an imageStore as a loop over the 8 lanes per component, a vec4
+// buffer store as one loop for all 4
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+#define YS 4
+#define Y_PUT(i, o) y4[(i) >> 2] = vec4(o[0], o[1], o[2], o[3])
+#elif TEXEL_Y
 // RW outputs of a row as RW/4 vec4 texels (one 16-byte store per lane on
 // lavapipe where a buffer store is a loop over the lanes per float)
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#define YS 4
+#define Y_PUT(i, o) imageStore(ty, (i) >> 2, vec4(o[0], o[1], o[2], o[3]))
 #else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
@@ -153,18 +176,18 @@ void main() {
     const int oh = oh0 + i;
     if (oh >= OH) break;
 #if TEXEL_Y
-    // OW a multiple of 4: a texel of outputs lies in Y's row when its first does
-    [[unroll]] for (int r = 0; r < RW; r += 4) {
+    // OW a multiple of YS: YS outputs lie in Y's row when their first does
+    [[unroll]] for (int r = 0; r < RW; r += YS) {
       const int ow = ow0 + r;
       if (ow >= OW) break;
       const int q = oh * OW + ow;
-      vec4 o;
-      [[unroll]] for (int e = 0; e < 4; ++e) {
+      float o[YS];
+      [[unroll]] for (int e = 0; e < YS; ++e) {
         float vr = v[i][r + e];
         KC_EPI(vr, b, m, q + e);
         o[e] = vr;
       }
-      imageStore(ty, (nm * OH * OW + q) >> 2, o);
+      Y_PUT(nm * OH * OW + q, o);
     }
 #else
     [[unroll]] for (int r = 0; r < RW; ++r) {

@@ -20,6 +20,9 @@
 //   CP IH IW OH OW KH KW SH SW PH PW   planes (N*C), plane sizes, window
 //   MAX COUNT_PAD RW TEXEL TEXEL_Y
 //   FLAT          1: the planes are folded into dim x of the dispatch
+//   Y_VEC4        (TEXEL_Y 1) 1: the texels through a storage buffer of
+//                 vec4s; 2: in pairs as u64vec4s (64-bit integers, OW and
+//                 RW multiples of 8)
 // Dispatch: (ceil(OH * ceil(OW/RW) / 8), CP, 1) work-groups of 8, with
 // FLAT (ceil(CP * OH * ceil(OW/RW) / 8), 1, 1).
 
@@ -30,8 +33,26 @@ layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
 #else
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float x[]; };
 #endif
-#if TEXEL_Y
+#ifndef Y_VEC4
+#define Y_VEC4 0
+#endif
+#if TEXEL_Y && Y_VEC4 == 2
+// (Y_VEC4 2) pairs of texels as one u64vec4 (8 floats a lane a store)
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+#define YS 8
+#define Y_PUT(i, o)                                                                                 \
+  y8[(i) >> 3] = u64vec4(pack64(floatBitsToUint(vec2(o[0], o[1]))), pack64(floatBitsToUint(vec2(o[2], o[3]))), \
+                         pack64(floatBitsToUint(vec2(o[4], o[5]))), pack64(floatBitsToUint(vec2(o[6], o[7]))))
+#elif TEXEL_Y && Y_VEC4
+// (Y_VEC4 1) vec4 texels through a storage buffer: lavapipe (Mesa 22.3)
+// runs an imageStore as a loop over the lanes per component
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+#define YS 4
+#define Y_PUT(i, o) y4[(i) >> 2] = vec4(o[0], o[1], o[2], o[3])
+#elif TEXEL_Y
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#define YS 4
+#define Y_PUT(i, o) imageStore(ty, (i) >> 2, vec4(o[0], o[1], o[2], o[3]))
 #else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
 #endif
@@ -102,9 +123,13 @@ void main() {
   }
   const int yb = p * OH * OW + oy * OW + ox0;
 #if TEXEL_Y
-  // OW a multiple of 4 and RW of 4: a texel is inside the row when its first column is
-  [[unroll]] for (int h = 0; h < RW / 4; ++h)
-    if (ox0 + 4 * h < OW) imageStore(ty, (yb >> 2) + h, vec4(acc[4 * h], acc[4 * h + 1], acc[4 * h + 2], acc[4 * h + 3]));
+  // OW and RW multiples of YS: YS outputs are inside the row when their first is
+  [[unroll]] for (int h = 0; h < RW / YS; ++h)
+    if (ox0 + YS * h < OW) {
+      float o[YS];
+      [[unroll]] for (int e = 0; e < YS; ++e) o[e] = acc[YS * h + e];
+      Y_PUT(yb + YS * h, o);
+    }
 #else
   [[unroll]] for (int o = 0; o < RW; ++o)
     if (ox0 + o < OW) y[yb + o] = acc[o];

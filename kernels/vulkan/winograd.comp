@@ -43,6 +43,9 @@
 //                    where a storage-buffer load is a loop over the lanes
 //   TEXEL_Y 1        Y as an rgba32f storage texel buffer (f32 Y, CWO a
 //                    multiple of 4): 4 columns of an output row a texel
+//   Y_VEC4 1         (TEXEL_Y 1) those texels through a storage buffer of
+//                    vec4s; 2: in pairs as u64vec4s (64-bit integers, CWO
+//                    a multiple of 8)
 //   CDIRECT 1        X is the image itself (CIH x CIW planes, no phase
 //                    split): patch row r0 + r, column s0 + j read X at
 //                    (r0 + r - CPH, s0 + j - CPW), zero outside the plane
@@ -88,8 +91,26 @@ vec4 U4(int i) { return vec4(float(w_[4 * i]), float(w_[4 * i + 1]), float(w_[4 
 #if CHAS_BIAS
 layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bias[]; };
 #endif
-#if TEXEL_Y
+#ifndef Y_VEC4
+#define Y_VEC4 0
+#endif
+#if TEXEL_Y && Y_VEC4 == 2
+// (Y_VEC4 2) pairs of texels as one u64vec4 (8 floats a lane a store)
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+#define YS 8
+#define Y_PUT(i, o)                                                                                 \
+  y8[(i) >> 3] = u64vec4(pack64(floatBitsToUint(vec2(o[0], o[1]))), pack64(floatBitsToUint(vec2(o[2], o[3]))), \
+                         pack64(floatBitsToUint(vec2(o[4], o[5]))), pack64(floatBitsToUint(vec2(o[6], o[7]))))
+#elif TEXEL_Y && Y_VEC4
+// (Y_VEC4 1) vec4 texels through a storage buffer: lavapipe (Mesa 22.3)
+// runs an imageStore as a loop over the lanes per component
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+#define YS 4
+#define Y_PUT(i, o) y4[(i) >> 2] = vec4(o[0], o[1], o[2], o[3])
+#elif TEXEL_Y
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
+#define YS 4
+#define Y_PUT(i, o) imageStore(ty, (i) >> 2, vec4(o[0], o[1], o[2], o[3]))
 #else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
@@ -257,19 +278,19 @@ void main() {
         const int oy = r0 + r;
         if (oy >= CHO) continue;
 #if TEXEL_Y
-        // the 4 tiles' 4 WF columns as WF texels (CWO a multiple of 4, s0
-        // of 8: a texel is inside the row when its first column is)
-        [[unroll]] for (int h = 0; h < WF; ++h) {
-          const int ox = s0 + f * 4 * WF + h * 4;
+        // the 4 tiles' 4 WF columns as 4 WF / YS stores (CWO a multiple of
+        // YS, s0 of 8: YS columns are inside the row when their first is)
+        [[unroll]] for (int h = 0; h < 4 * WF / YS; ++h) {
+          const int ox = s0 + f * 4 * WF + h * YS;
           if (ox >= CWO) continue;
-          vec4 ov;
-          [[unroll]] for (int e = 0; e < 4; ++e) {
-            const int j = h * 4 + e; // column of the 4 tiles
+          float ov[YS];
+          [[unroll]] for (int e = 0; e < YS; ++e) {
+            const int j = h * YS + e; // column of the 4 tiles
             float val = o[r][j % WF][j / WF];
             KC_EPI(val, bz, m, oy * CWO + ox + e);
             ov[e] = val;
           }
-          imageStore(ty, (yb + m * CP + oy * CWO + ox) >> 2, ov);
+          Y_PUT(yb + m * CP + oy * CWO + ox, ov);
         }
 #else
         [[unroll]] for (int t = 0; t < 4; ++t)

@@ -28,6 +28,13 @@ static int32_t dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                     bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]) {
+  return kiln_vulkan_dw_source_int64(d, wg, rw, texels_fit, w_texels_fit, y_texels_fit, false, name, out_glsl,
+                                     groups, local);
+}
+
+kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
+                                          bool w_texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                          char** out_glsl, int64_t groups[3], int64_t local[3]) {
   const char* nl = strstr(kiln_vk_depthwise, "#extension");
   nl = nl ? strchr(nl, '\n') : NULL;
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
@@ -38,6 +45,11 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
   if (f16)
     kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
                   "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  /* vec4 texel stores of f32 Y: whole texels of a row; through a storage
+   * buffer, in pairs where the rows are whole pairs (MobileNetV2's
+   * depthwise convs: kiln_vulkan_y_store) */
+  const bool texel_y = !d->f16_y && y_texels_fit && d->ow % 4 == 0 && rw % 4 == 0;
+  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, d->ow % 8 == 0 && rw % 8 == 0);
   const int32_t rh = dw_rows(d, wg, rw);
   kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n#define RH %d\n", name, (long long)d->M,
             (long long)d->kh, (long long)d->kw, (int)rh);
@@ -55,15 +67,13 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
             "#define KH %lld\n#define KW %lld\n#define SH %lld\n#define SW %lld\n"
             "#define DH %lld\n#define DW %lld\n#define PH %lld\n#define PW %lld\n"
             "#define CHAS_BIAS %d\n#define WG %d\n#define RW %d\n#define TEXEL %d\n#define TEXEL_W %d\n"
-            "#define TEXEL_Y %d\n",
+            "#define TEXEL_Y %d\n#define Y_VEC4 %d\n",
             (int)d->bind_x, (int)d->bind_w, d->bind_c < 0 ? 0 : (int)d->bind_c, (int)d->bind_y, (long long)d->N,
             (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
             (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
             (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
             d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */,
-            d->f16_w || !w_texels_fit ? 0 : 1 /* of f32 W */,
-            /* vec4 texel stores of f32 Y: whole texels of a row */
-            d->f16_y || !y_texels_fit || d->ow % 4 || rw % 4 ? 0 : 1);
+            d->f16_w || !w_texels_fit ? 0 : 1 /* of f32 W */, texel_y ? 1 : 0, y_vec4);
   kiln_vulkan_epi_print(&b, &d->epi);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) {
   if (b->oom) return;
@@ -75,4 +76,15 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
     }
   }
   kiln_vulkan_sb_printf(b, " }\n");
+}
+
+/* lavapipe (Mesa 22.3) runs an imageStore as a loop over the 8 lanes per
+ * component, a storage-buffer store of a vector as one loop for all of it
+ * (kiln_vulkan_conv_source_int64 has the figures for conv.comp) */
+int kiln_vulkan_y_store(kiln_vulkan_sb_t* b, bool texel_y, bool int64, bool pairs) {
+  const char* env = getenv("KILN_SPIRV_YSTORE");
+  if (!texel_y || (env && !strcmp(env, "image"))) return 0;
+  if (!int64 || !pairs || (env && !strcmp(env, "vec4"))) return 1;
+  kiln_vulkan_sb_printf(b, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
+  return 2;
 }

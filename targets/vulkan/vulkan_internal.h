@@ -87,6 +87,14 @@ typedef struct kiln_vulkan_sb_s {
 void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The epilogue as GLSL: a macro the shaders apply to each stored value. */
 void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
+/* How depthwise.comp, winograd.comp and pool.comp store f32 output texels
+ * (their Y_VEC4) where they store texels (|texel_y|): 2, pairs as u64vec4s
+ * through a storage buffer, where |int64| (the device has shaderInt64) and
+ * |pairs| (8-float aligned rows); else 1, vec4s through a storage buffer;
+ * 0 without texel stores or with KILN_SPIRV_YSTORE=image (imageStore to a
+ * storage texel buffer); KILN_SPIRV_YSTORE=vec4 keeps 1. Prints the 64-bit
+ * integer extension for 2 (|b| just past the shader's #extension lines). */
+int kiln_vulkan_y_store(kiln_vulkan_sb_t* b, bool texel_y, bool int64, bool pairs);
 
 /* ---- vulkan_conv.c, vulkan_depthwise.c ------------------------------------ */
 
@@ -118,6 +126,11 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                     bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                     int64_t groups[3], int64_t local[3]);
+/* The same for a device with 64-bit integers where |int64| (the output's
+ * texels stored in pairs as u64vec4s; kiln_vulkan_dw_source: without). */
+kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
+                                          bool w_texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                          char** out_glsl, int64_t groups[3], int64_t local[3]);
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */
 
@@ -126,6 +139,10 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
  * texels where |y_texels_fit| and its rows are whole texels. */
 kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
                                       const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]);
+/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store). */
+kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
+                                            bool int64, const char* name, char** out_glsl, int64_t groups[3],
+                                            int64_t local[3]);
 
 /* ---- vulkan_q8.c ---------------------------------------------------------- */
 
@@ -186,6 +203,11 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips);
+/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store). */
+kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            char** out_glsl, int64_t groups[3], int64_t local[3],
+                                            int64_t* out_trips);
 /* The tiles recorded in Winograd instance |t| (INVALID_ARGUMENT when it is
  * not one the Vulkan rules wrote or its weights are not laid out for them). */
 kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out);

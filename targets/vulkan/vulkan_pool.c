@@ -8,6 +8,12 @@
 
 kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
                                       const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]) {
+  return kiln_vulkan_pool_source_int64(q, texels_fit, y_texels_fit, false, name, out_glsl, groups, local);
+}
+
+kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
+                                            bool int64, const char* name, char** out_glsl, int64_t groups[3],
+                                            int64_t local[3]) {
   if (q->kh * q->kw > KILN_TEMPLATE_POOL_MAX_TAPS || q->planes < 1 || q->planes > KILN_TEMPLATE_POOL_MAX_PLANES ||
       q->oh < 1 || q->ow < 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "pool '%s': %lld planes of %lldx%lld, %lldx%lld taps", name,
@@ -27,6 +33,10 @@ kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels
   const bool flat = (q->planes * per_plane + 7) / 8 <= 65535 && !(env && !strcmp(env, "planes"));
   kiln_vulkan_sb_t b = {0};
   kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_pool) + 1, kiln_vk_pool);
+  /* texel stores where the rows are whole texels, through a storage buffer,
+   * in pairs where they are whole pairs (kiln_vulkan_y_store) */
+  const bool texel_y = y_texels_fit && rw % 4 == 0 && q->ow % 4 == 0;
+  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, rw % 8 == 0 && q->ow % 8 == 0);
   kiln_vulkan_sb_printf(&b, "// kiln pool '%s': %s, %lld planes %lldx%lld -> %lldx%lld\n", name,
                         q->max ? "max" : "average", (long long)q->planes, (long long)q->ih, (long long)q->iw,
                         (long long)q->oh, (long long)q->ow);
@@ -34,12 +44,11 @@ kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels
                         "#define BIND_X %d\n#define BIND_Y %d\n#define CP %lld\n#define IH %lld\n#define IW %lld\n"
                         "#define OH %lld\n#define OW %lld\n#define KH %lld\n#define KW %lld\n#define SH %lld\n"
                         "#define SW %lld\n#define PH %lld\n#define PW %lld\n#define MAX %d\n#define COUNT_PAD %d\n"
-                        "#define RW %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define FLAT %d\n",
+                        "#define RW %d\n#define TEXEL %d\n#define TEXEL_Y %d\n#define FLAT %d\n#define Y_VEC4 %d\n",
                         (int)q->bind_x, (int)q->bind_y, (long long)q->planes, (long long)q->ih, (long long)q->iw,
                         (long long)q->oh, (long long)q->ow, (long long)q->kh, (long long)q->kw, (long long)q->sh,
                         (long long)q->sw, (long long)q->ph, (long long)q->pw, q->max ? 1 : 0, q->count_pad ? 1 : 0,
-                        (int)rw, texels_fit ? 1 : 0, y_texels_fit && rw % 4 == 0 && q->ow % 4 == 0 ? 1 : 0,
-                        flat ? 1 : 0);
+                        (int)rw, texels_fit ? 1 : 0, texel_y ? 1 : 0, flat ? 1 : 0, y_vec4);
   kiln_vulkan_sb_printf(&b, "%s", nl + 1);
   if (b.oom) {
     free(b.p);

@@ -206,7 +206,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         if (t->conv.roles[j] == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
       }
       if (!s)
-        s = kiln_vulkan_wino_source(&t->conv, &wt, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+        s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+                                          &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
       int32_t wg = 0, rw = 0;
@@ -216,14 +217,16 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       const bool fit_w = t->dw.bind_w >= 0 && t->dw.bind_w < np && texels_fit(plan, pk->args[t->dw.bind_w]);
       const bool fit_y = t->dw.bind_y >= 0 && t->dw.bind_y < np && texels_fit(plan, pk->args[t->dw.bind_y]);
       if (!s)
-        s = kiln_vulkan_dw_source(&t->dw, wg, rw, fit, fit_w, fit_y, name, &units[k].text, dims[k], dims[k] + 3);
+        s = kiln_vulkan_dw_source_int64(&t->dw, wg, rw, fit, fit_w, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64),
+                                        name, &units[k].text, dims[k], dims[k] + 3);
       trips[k] = t->dw.kh; /* the unrolled taps; nothing else loops */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_POOL) {
       const int32_t np = pk->func->n_params;
       const bool fit = t->pool.bind_x >= 0 && t->pool.bind_x < np && texels_fit(plan, pk->args[t->pool.bind_x]);
       const bool fit_y = t->pool.bind_y >= 0 && t->pool.bind_y < np && texels_fit(plan, pk->args[t->pool.bind_y]);
-      s = kiln_vulkan_pool_source(&t->pool, fit, fit_y, name, &units[k].text, dims[k], dims[k] + 3);
+      s = kiln_vulkan_pool_source_int64(&t->pool, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+                                        &units[k].text, dims[k], dims[k] + 3);
       trips[k] = 0; /* the taps are unrolled: no loop */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_Q8) {

@@ -31,6 +31,14 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips) {
+  return kiln_vulkan_wino_source_int64(c, t, texels_fit, y_texels_fit, false, name, out_glsl, groups, local,
+                                       out_trips);
+}
+
+kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            char** out_glsl, int64_t groups[3], int64_t local[3],
+                                            int64_t* out_trips) {
   if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8) ||
       (t->wf != 2 && t->wf != 4))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -66,16 +74,21 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
    * them; texel stores of f32 Y where its rows are whole texels */
   const int texel = texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float");
   const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float");
+  /* those through a storage buffer, in pairs where the rows are whole pairs
+   * (a group's first column is a multiple of 8; kiln_vulkan_y_store) */
+  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, c->ow % 8 == 0);
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
                         type[2], type[3]);
   kiln_vulkan_sb_printf(&b,
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
                         "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
                         "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"
-                        "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n",
+                        "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n"
+                        "#define Y_VEC4 %d\n",
                         bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->C,
                         (long long)c->plane, (long long)c->q2, (long long)c->oh, (long long)c->ow,
-                        (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y);
+                        (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y,
+                        y_vec4);
   /* X itself with its padding zeroed in the reads (no phase split) */
   kiln_vulkan_sb_printf(&b, "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n",
                         c->x_direct ? 1 : 0, (long long)c->ih, (long long)c->iw, (long long)c->pad_h,
