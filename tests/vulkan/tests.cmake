@@ -27,6 +27,16 @@ set_tests_properties(test_vulkan_tune_winograd PROPERTIES
   LABELS "target=vulkan;slow" TIMEOUT 900 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
   FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+# the device tests again with the conv, depthwise, Winograd and pool shaders'
+# outputs stored as vec4s (no u64vec4 pairs) and as imageStores: the two
+# store forms the default (pairs where the device has shaderInt64) leaves
+foreach(form vec4 image)
+  add_test(NAME test_vulkan_device_ystore_${form} COMMAND test_vulkan_device)
+  set_tests_properties(test_vulkan_device_ystore_${form} PROPERTIES
+    LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+    FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+    ENVIRONMENT "KILN_SPIRV_YSTORE=${form};KILN_SPIRV_CONV_YSTORE=${form};KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+endforeach()
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 
