@@ -574,6 +574,18 @@ static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
 }
 
 /* The search; the budget runs from |t0| (kiln_tune_clock_s). */
+/* Every group back to its default point; the count of those that had
+ * another. */
+static int32_t keep_defaults(tuner_t* t) {
+  int32_t n = 0;
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+    group_t* g = &t->groups[gi];
+    n += !tiles_eq(&g->best, &g->dflt);
+    g->best = g->dflt;
+  }
+  return n;
+}
+
 static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summary_t* sum, double t0) {
   const kiln_tune_options_t* o = t->o;
   const double budget = o->budget_s;
@@ -743,7 +755,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     sum->closing_runs_s = m1.runs_s;
     sum->closing_build_s = now_s() - tb - m1.runs_s;
     if (!s && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
-      for (int32_t gi = 0; gi < t->n_groups; ++gi) t->groups[gi].best = t->groups[gi].dflt;
+      keep_defaults(t);
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
     }
     /* On the CPU with one thread a run's CPU time is what the machine's
@@ -752,11 +764,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
      * by it, else nothing is kept. */
     if (!s && m1.match && t->cpu && o->threads == 1 && m1.cpu_s > m1.def_cpu_s) {
       sum->cpu_reverted = true;
-      for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-        group_t* g = &t->groups[gi];
-        sum->reverted += !tiles_eq(&g->best, &g->dflt);
-        g->best = g->dflt;
-      }
+      sum->reverted += keep_defaults(t);
       if (o->log)
         fprintf(o->log, "tune: the tuned model is slower by process CPU time (%.3f vs %.3f ms per run, medians of %d "
                         "pairs); nothing kept\n", m1.cpu_s * 1e3, m1.def_cpu_s * 1e3, (int)(2 * reps));
@@ -767,11 +775,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
      * caches, a driver's scheduling), and such a model is not kept. */
     if (!s && m1.match && !(t->cpu && o->threads == 1) && m1.model_s > m1.def_model_s) {
       sum->model_reverted = true;
-      for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-        group_t* g = &t->groups[gi];
-        sum->reverted += !tiles_eq(&g->best, &g->dflt);
-        g->best = g->dflt;
-      }
+      sum->reverted += keep_defaults(t);
       if (o->log)
         fprintf(o->log, "tune: the tuned model is slower (%.3f vs %.3f ms per run, medians of %d pairs); nothing kept\n",
                 m1.model_s * 1e3, m1.def_model_s * 1e3, (int)(2 * reps));
