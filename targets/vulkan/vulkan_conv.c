@@ -75,20 +75,14 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
       c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "conv '%s': %lld x %lld x %lld does not fit 32-bit indices",
                             name, (long long)c->M, (long long)c->Q, (long long)c->K);
-  /* the header goes after the #version and #extension lines (directives
-   * that must come before any declaration) */
-  const char* nl = strstr(kiln_vk_conv, "#extension");
-  nl = nl ? strchr(nl, '\n') : NULL;
-  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/conv.comp has no #extension line");
   int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
   const char* type[4] = {"float", "float", "float", "float"};
   bool f16 = false;
   for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
   kiln_vulkan_sb_t b = {0};
-  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_conv) + 1, kiln_vk_conv);
-  if (f16)
-    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
-                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_conv, "kernels/vulkan/conv.comp", f16, &rest);
+  if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
   kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "conv", name, bind, type);
@@ -148,7 +142,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
   kiln_vulkan_epi_print(&b, &c->epi);
-  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "conv '%s': shader text", name);

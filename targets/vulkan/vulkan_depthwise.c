@@ -35,16 +35,12 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
 kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                           bool w_texels_fit, bool y_texels_fit, bool int64, const char* name,
                                           char** out_glsl, int64_t groups[3], int64_t local[3]) {
-  const char* nl = strstr(kiln_vk_depthwise, "#extension");
-  nl = nl ? strchr(nl, '\n') : NULL;
-  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/depthwise.comp has no #extension line");
   bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
   for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
   kiln_vulkan_sb_t b = {0};
-  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_depthwise) + 1, kiln_vk_depthwise);
-  if (f16)
-    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
-                  "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_depthwise, "kernels/vulkan/depthwise.comp", f16, &rest);
+  if (hs) return hs;
   /* vec4 texel stores of f32 Y: whole texels of a row; through a storage
    * buffer, in pairs where the rows are whole pairs (MobileNetV2's
    * depthwise convs: kiln_vulkan_y_store) */
@@ -75,7 +71,7 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
             d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */,
             d->f16_w || !w_texels_fit ? 0 : 1 /* of f32 W */, texel_y ? 1 : 0, y_vec4);
   kiln_vulkan_epi_print(&b, &d->epi);
-  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);

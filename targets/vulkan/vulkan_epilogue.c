@@ -35,6 +35,19 @@ void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) {
   }
 }
 
+kiln_status_t kiln_vulkan_shader_head(kiln_vulkan_sb_t* b, const char* src, const char* file, bool f16,
+                                      const char** rest) {
+  const char* nl = strstr(src, "#extension");
+  nl = nl ? strchr(nl, '\n') : NULL;
+  if (!nl) return kiln_make_status(KILN_INTERNAL, "%s has no #extension line", file);
+  kiln_vulkan_sb_printf(b, "%.*s", (int)(nl - src) + 1, src);
+  *rest = nl + 1;
+  if (f16)
+    kiln_vulkan_sb_printf(b, "#extension GL_EXT_shader_16bit_storage : require\n"
+                             "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  return NULL;
+}
+
 static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i) {
   const kiln_template_epi_operand_t* o = &e->operands[i];
   kiln_vulkan_sb_printf(b, "float(e%d[(b) * %lld + (m) * %lld%s])", (int)i, (long long)o->sn, (long long)o->sm,

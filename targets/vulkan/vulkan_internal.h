@@ -85,6 +85,13 @@ typedef struct kiln_vulkan_sb_s {
 } kiln_vulkan_sb_t;
 
 void kiln_vulkan_sb_printf(kiln_vulkan_sb_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A shader's text up to and including its first #extension line (the
+ * directives that must come before any declaration) into |b|, then the
+ * 16-bit storage and f16 arithmetic extensions where |f16|; the kernel
+ * header goes after them, then the text from |*rest|. |file| names the
+ * shader where it has no #extension line. */
+kiln_status_t kiln_vulkan_shader_head(kiln_vulkan_sb_t* b, const char* src, const char* file, bool f16,
+                                      const char** rest);
 /* The epilogue as GLSL: a macro the shaders apply to each stored value. */
 void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
 /* How depthwise.comp, winograd.comp and pool.comp store f32 output texels

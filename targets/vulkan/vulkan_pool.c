@@ -19,9 +19,6 @@ kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool 
     return kiln_make_status(KILN_INVALID_ARGUMENT, "pool '%s': %lld planes of %lldx%lld, %lldx%lld taps", name,
                             (long long)q->planes, (long long)q->oh, (long long)q->ow, (long long)q->kh,
                             (long long)q->kw);
-  const char* nl = strstr(kiln_vk_pool, "#extension");
-  nl = nl ? strchr(nl, '\n') : NULL;
-  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/pool.comp has no #extension line");
   /* outputs per invocation: 8 (a row segment's texels serve them all),
    * fewer on narrow planes */
   const int32_t rw = q->ow >= 8 ? 8 : q->ow >= 4 ? 4 : 1;
@@ -32,7 +29,9 @@ kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool 
   const char* env = getenv("KILN_SPIRV_POOL"); /* =planes: a work-group row per plane (tests) */
   const bool flat = (q->planes * per_plane + 7) / 8 <= 65535 && !(env && !strcmp(env, "planes"));
   kiln_vulkan_sb_t b = {0};
-  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_pool) + 1, kiln_vk_pool);
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_pool, "kernels/vulkan/pool.comp", false, &rest);
+  if (hs) return hs;
   /* texel stores where the rows are whole texels, through a storage buffer,
    * in pairs where they are whole pairs (kiln_vulkan_y_store) */
   const bool texel_y = y_texels_fit && rw % 4 == 0 && q->ow % 4 == 0;
@@ -49,7 +48,7 @@ kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool 
                         (long long)q->oh, (long long)q->ow, (long long)q->kh, (long long)q->kw, (long long)q->sh,
                         (long long)q->sw, (long long)q->ph, (long long)q->pw, q->max ? 1 : 0, q->count_pad ? 1 : 0,
                         (int)rw, texels_fit ? 1 : 0, texel_y ? 1 : 0, flat ? 1 : 0, y_vec4);
-  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "pool '%s': shader text", name);

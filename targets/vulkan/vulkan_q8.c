@@ -29,11 +29,10 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
       (idot & ~1))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: int8 kernel '%s': bad tiles %d x %d, work-group %d", name,
                             (int)tm, (int)tp, (int)wg);
-  const char* nl = strstr(kiln_vk_q8, "#extension");
-  nl = nl ? strchr(nl, '\n') : NULL;
-  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/q8.comp has no #extension line");
   kiln_vulkan_sb_t b = {0};
-  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_q8) + 1, kiln_vk_q8);
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_q8, "kernels/vulkan/q8.comp", false, &rest);
+  if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_8bit_storage : require\n"
                             "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n%s",
                         idot ? kSdot : "");
@@ -68,7 +67,7 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
   kiln_vulkan_sb_printf(&b, "#define WPC %d\n#define HAS_BIAS %d\n#define TM %d\n#define TP %d\n#define WG %d\n"
                             "#define IDOT %d\n",
                         q->w_per_chan, q->bind[KILN_Q8_BIAS] >= 0, (int)tm, (int)tp, (int)wg, (int)idot);
-  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "int8 '%s': shader text", name);

@@ -51,18 +51,14 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
       mp * (t->wf + 2) * (t->wf + 2) * c->C > INT32_MAX)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': %lld x %lld x %lld does not fit 32-bit indices",
                             name, (long long)c->M, (long long)c->C, (long long)cp);
-  const char* nl = strstr(kiln_vk_winograd, "#extension");
-  nl = nl ? strchr(nl, '\n') : NULL;
-  if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/winograd.comp has no #extension line");
   int bind[4] = {-1, -1, -1, -1}; /* W X C Y */
   const char* type[4] = {"float", "float", "float", "float"};
   bool f16 = false;
   for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
   kiln_vulkan_sb_t b = {0};
-  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl - kiln_vk_winograd) + 1, kiln_vk_winograd);
-  if (f16)
-    kiln_vulkan_sb_printf(&b, "#extension GL_EXT_shader_16bit_storage : require\n"
-                              "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_winograd, "kernels/vulkan/winograd.comp", f16, &rest);
+  if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
                         t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
   kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "winograd", name, bind, type);
@@ -94,7 +90,7 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
                         c->x_direct ? 1 : 0, (long long)c->ih, (long long)c->iw, (long long)c->pad_h,
                         (long long)c->pad_w);
   kiln_vulkan_epi_print(&b, &c->epi);
-  kiln_vulkan_sb_printf(&b, "%s", nl + 1);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "winograd '%s': shader text", name);
