@@ -776,6 +776,21 @@ static char* dir_of(const char* path) {
   return strndup(path, (size_t)(slash - path));
 }
 
+/* Reads `path` (at most the options' max_file_bytes) and decodes it as a
+ * message of type `d` whose memory `budget` and `pa` account for; the file's
+ * bytes are freed before returning either way. */
+static kiln_status_t unpack_file(const char* path, const kiln_onnx_options_t* o,
+                                 kiln_allocator_t allocator, const ProtobufCMessageDescriptor* d,
+                                 pb_budget_t* budget, ProtobufCAllocator* pa,
+                                 ProtobufCMessage** out) {
+  uint8_t* data = NULL;
+  size_t size = 0;
+  KILN_RETURN_IF_ERROR(read_file(path, o->max_file_bytes, allocator, &data, &size));
+  kiln_status_t s = unpack(path, o, d, data, size, budget, pa, out);
+  kiln_allocator_free(allocator, data);
+  return s;
+}
+
 kiln_status_t kiln_onnx_parse_model(const char* path, const kiln_onnx_options_t* options,
                                     kiln_allocator_t allocator, kiln_graph_t** out_graph) {
   kiln_onnx_options_t defaults;
@@ -783,15 +798,11 @@ kiln_status_t kiln_onnx_parse_model(const char* path, const kiln_onnx_options_t*
     kiln_onnx_options_default(&defaults);
     options = &defaults;
   }
-  uint8_t* data = NULL;
-  size_t size = 0;
-  KILN_RETURN_IF_ERROR(read_file(path, options->max_file_bytes, allocator, &data, &size));
   pb_budget_t budget = {allocator, 0, 0, false, false};
   ProtobufCAllocator pa;
   ProtobufCMessage* msg = NULL;
   kiln_status_t s =
-      unpack(path, options, &onnx__model_proto__descriptor, data, size, &budget, &pa, &msg);
-  kiln_allocator_free(allocator, data);
+      unpack_file(path, options, allocator, &onnx__model_proto__descriptor, &budget, &pa, &msg);
   if (s) return s;
   const Onnx__ModelProto* m = (const Onnx__ModelProto*)msg;
   kiln_graph_t* g = NULL;
@@ -839,15 +850,11 @@ kiln_status_t kiln_onnx_load_tensor(const char* path, const kiln_onnx_options_t*
     options = &defaults;
   }
   if (out_name) *out_name = NULL;
-  uint8_t* data = NULL;
-  size_t size = 0;
-  KILN_RETURN_IF_ERROR(read_file(path, options->max_file_bytes, allocator, &data, &size));
   pb_budget_t budget = {allocator, 0, 0, false, false};
   ProtobufCAllocator pa;
   ProtobufCMessage* msg = NULL;
   kiln_status_t s =
-      unpack(path, options, &onnx__tensor_proto__descriptor, data, size, &budget, &pa, &msg);
-  kiln_allocator_free(allocator, data);
+      unpack_file(path, options, allocator, &onnx__tensor_proto__descriptor, &budget, &pa, &msg);
   if (s) return s;
   const Onnx__TensorProto* t = (const Onnx__TensorProto*)msg;
   char* dir = dir_of(path);

@@ -324,6 +324,37 @@ static kiln_status_t conv_compute(const kiln_ref_ctx_t* ctx, const conv_t* c,
   return NULL;
 }
 
+typedef kiln_status_t (*conv_compute_fn)(const kiln_ref_ctx_t* ctx, const conv_t* c,
+                                         const kiln_shape_t* xs, const float* x,
+                                         const kiln_shape_t* ws, const float* wt,
+                                         const float* bias, float* y);
+
+/* Loads X, W and B as f32 (converting where they are stored otherwise), runs
+ * `compute` into the output and stores it back; every scratch copy is freed
+ * on every path. Conv and ConvTranspose share it. */
+static kiln_status_t conv_run_f32(const kiln_ref_ctx_t* ctx, const conv_t* c,
+                                  conv_compute_fn compute) {
+  const kiln_array_t* X = ctx->in[0];
+  const kiln_array_t* W = ctx->in[1];
+  const kiln_array_t* B = ctx->n_in > 2 ? ctx->in[2] : NULL;
+  const float *x, *w, *b = NULL;
+  float *xs = NULL, *wsc = NULL, *bs = NULL, *y = NULL, *ys = NULL;
+  kiln_status_t st = kiln_nn_f32_load(ctx, X, &x, &xs);
+  if (!st) st = kiln_nn_f32_load(ctx, W, &w, &wsc);
+  if (!st && B) st = kiln_nn_f32_load(ctx, B, &b, &bs);
+  if (!st) st = kiln_nn_f32_dest(ctx, ctx->out[0], &y, &ys);
+  if (!st) st = compute(ctx, c, &X->shape, x, &W->shape, w, b, y);
+  if (!st) {
+    kiln_nn_f32_store(ctx, ctx->out[0], ys);
+  } else {
+    kiln_nn_scratch_free(ctx, ys);
+  }
+  kiln_nn_scratch_free(ctx, xs);
+  kiln_nn_scratch_free(ctx, wsc);
+  kiln_nn_scratch_free(ctx, bs);
+  return st;
+}
+
 kiln_status_t kiln_nn_conv_run(const kiln_ref_ctx_t* ctx) {
   const kiln_array_t* X = ctx->in[0];
   const kiln_array_t* W = ctx->in[1];
@@ -334,22 +365,7 @@ kiln_status_t kiln_nn_conv_run(const kiln_ref_ctx_t* ctx) {
   if (!kiln_shape_equal(&c.out, &ctx->out[0]->shape)) {
     return kiln_make_status(KILN_INTERNAL, "Conv: output shape mismatch");
   }
-  const float *x, *w, *b = NULL;
-  float *xs = NULL, *wsc = NULL, *bs = NULL, *y = NULL, *ys = NULL;
-  kiln_status_t st = kiln_nn_f32_load(ctx, X, &x, &xs);
-  if (!st) st = kiln_nn_f32_load(ctx, W, &w, &wsc);
-  if (!st && B) st = kiln_nn_f32_load(ctx, B, &b, &bs);
-  if (!st) st = kiln_nn_f32_dest(ctx, ctx->out[0], &y, &ys);
-  if (!st) st = conv_compute(ctx, &c, &X->shape, x, &W->shape, w, b, y);
-  if (!st) {
-    kiln_nn_f32_store(ctx, ctx->out[0], ys);
-  } else {
-    kiln_nn_scratch_free(ctx, ys);
-  }
-  kiln_nn_scratch_free(ctx, xs);
-  kiln_nn_scratch_free(ctx, wsc);
-  kiln_nn_scratch_free(ctx, bs);
-  return st;
+  return conv_run_f32(ctx, &c, conv_compute);
 }
 
 /* ---- ConvTranspose ------------------------------------------------------ */
@@ -612,20 +628,5 @@ kiln_status_t kiln_nn_conv_transpose_run(const kiln_ref_ctx_t* ctx) {
     return kiln_make_status(KILN_INTERNAL,
                             "ConvTranspose: output shape mismatch");
   }
-  const float *x, *w, *b = NULL;
-  float *xs = NULL, *wsc = NULL, *bs = NULL, *y = NULL, *ys = NULL;
-  kiln_status_t st = kiln_nn_f32_load(ctx, X, &x, &xs);
-  if (!st) st = kiln_nn_f32_load(ctx, W, &w, &wsc);
-  if (!st && B) st = kiln_nn_f32_load(ctx, B, &b, &bs);
-  if (!st) st = kiln_nn_f32_dest(ctx, ctx->out[0], &y, &ys);
-  if (!st) st = convt_compute(ctx, &c, &X->shape, x, &W->shape, w, b, y);
-  if (!st) {
-    kiln_nn_f32_store(ctx, ctx->out[0], ys);
-  } else {
-    kiln_nn_scratch_free(ctx, ys);
-  }
-  kiln_nn_scratch_free(ctx, xs);
-  kiln_nn_scratch_free(ctx, wsc);
-  kiln_nn_scratch_free(ctx, bs);
-  return st;
+  return conv_run_f32(ctx, &c, convt_compute);
 }
