@@ -12,8 +12,9 @@
  * kernels touch it, the border kernel writing outside the sub-box), the
  * copy is the whole of X into S with dim 0 (the images) unshifted, and
  * every other kernel touching X is a printed kernel (no template, no
- * plugin) that reads X through a buffer of X's own shape and does not
- * touch S. Where X has one reader, the copy was already folded into X's
+ * plugin) that names X once through a buffer of X's own shape (a kernel
+ * touching S as well only reads X: the conv with X in its epilogue, whose
+ * X parameter then goes). Where X has one reader, the copy was already folded into X's
  * producer by epilogue fusion (a Concat part's store); this pass covers
  * the tensors read by the conv and others too (ResNet's block outputs,
  * read by the next block's first conv and its residual Add or
@@ -51,22 +52,32 @@ static const tir_stmt_t* sl_stmt(tir_mutator_t* m, const tir_stmt_t* s) {
   return s->kind == TIR_STORE ? tir_store(m->ctx, u->s, idx, s->u.store.value) : tir_prefetch(m->ctx, u->s, idx);
 }
 
-/* |f| with X's loads, stores and prefetches moved into S's sub-box and X's
- * parameter replaced by S. */
-static tir_func_t* sl_func(tir_ctx_t* c, const tir_func_t* f, const sl_t* u) {
+/* |f| with X's loads, stores and prefetches moved into S's sub-box; X's
+ * parameter becomes S, or goes where |f| has S already (the conv reading
+ * S whose epilogue reads X too). The matching args (|args|, |s| for S) go
+ * to *out_args (NULL: not wanted). */
+static tir_func_t* sl_func(tir_ctx_t* c, const tir_func_t* f, const sl_t* u, bool has_s, const int32_t* args,
+                           int32_t s, int32_t** out_args) {
   sl_t uu = *u;
   tir_mutator_t m = {.ctx = c, .user = &uu, .stmt_post = sl_stmt, .expr_post = sl_expr};
   const tir_stmt_t* body = tir_mutate_stmt(&m, f->body);
   if (!body) return NULL;
   const tir_buffer_t** params = kiln_arena_alloc(&c->arena, sizeof(*params) * (size_t)(f->n_params + 1));
-  if (!params) return NULL;
-  for (int32_t i = 0; i < f->n_params; ++i) params[i] = f->params[i] == u->x ? u->s : f->params[i];
-  return tir_func(c, f->name, f->n_params, params, body);
+  int32_t* as = out_args ? kiln_arena_alloc(&c->arena, sizeof(*as) * (size_t)(f->n_params + 1)) : NULL;
+  if (!params || (out_args && !as)) return NULL;
+  int32_t n = 0;
+  for (int32_t i = 0; i < f->n_params; ++i) {
+    if (f->params[i] == u->x && has_s) continue;
+    if (as) as[n] = f->params[i] == u->x ? s : args[i];
+    params[n++] = f->params[i] == u->x ? u->s : f->params[i];
+  }
+  if (out_args) *out_args = as;
+  return tir_func(c, f->name, n, params, body);
 }
 
 /* The copy form: perfect serial nest v0..vr-1 over X's shape whose one
- * statement is S[v + off] = X[v] (f32, same rank, dim 0 unshifted, some
- * dim shifted, the box inside S). */
+ * statement is S[v + off] = X[v] (f32, same rank, dim 0 unshifted, the
+ * box inside S and smaller than it). */
 static bool sl_match(const tir_func_t* f, const tir_buffer_t** X, const tir_buffer_t** S, int64_t* off) {
   const tir_var_t* var[KILN_MAX_RANK];
   int64_t ext[KILN_MAX_RANK];
@@ -100,7 +111,7 @@ static bool sl_match(const tir_func_t* f, const tir_buffer_t** X, const tir_buff
     }
     if (e->kind != TIR_VARREF || e->u.var != var[i]) return false;
     if (off[i] < 0 || off[i] + ext[i] > y->shape[i] || (i == 0 && off[i] != 0)) return false;
-    shifted |= off[i] != 0;
+    shifted |= off[i] != 0 || ext[i] != y->shape[i]; /* a box at offset 0 too (pads only bottom / right) */
   }
   *X = x;
   *S = y;
@@ -170,7 +181,9 @@ static kiln_status_t fold_one(kiln_plan_t* p, int32_t kc, bool* done) {
     const tir_buffer_t* ss = param_for(p, pk, s, &twice);
     if (ss && pk->node != K->node) return NULL;
     if (!xs) continue;
-    if (ss || twice || pk->custom || pk->tmpl || pk->host || !same_shape(xs, X)) return NULL;
+    if (twice || pk->custom || pk->tmpl || pk->host || !same_shape(xs, X) || (ss && !same_shape(ss, S))) return NULL;
+    /* reading S and X (the conv with X in its epilogue), never writing X */
+    if (ss && (tir_func_buffer_access(pk->func, xs) & TIR_ACCESS_STORE)) return NULL;
   }
   tir_ctx_t* c = &p->tir;
   for (int32_t k = 0; k < p->n_kernels; ++k) {
@@ -179,15 +192,18 @@ static kiln_status_t fold_one(kiln_plan_t* p, int32_t kc, bool* done) {
     bool twice = false;
     const tir_buffer_t* xs = param_for(p, pk, x, &twice);
     if (!xs) continue;
-    sl_t u = {xs, S, off};
-    tir_func_t* nf = sl_func(c, pk->func, &u);
-    tir_func_t* nn = pk->naive ? sl_func(c, pk->naive, &u) : NULL;
+    const tir_buffer_t* ss = param_for(p, pk, s, &twice);
+    sl_t u = {xs, ss ? ss : S, off};
+    int32_t* args = NULL;
+    tir_func_t* nf = sl_func(c, pk->func, &u, ss != NULL, pk->args, s, &args);
+    bool naive_s = false;
+    for (int32_t i = 0; ss && pk->naive && i < pk->naive->n_params; ++i) naive_s |= pk->naive->params[i] == ss;
+    tir_func_t* nn = pk->naive ? sl_func(c, pk->naive, &u, naive_s, pk->args, s, NULL) : NULL;
     KILN_RETURN_IF_ERROR(tir_ctx_status(c));
     if (!nf || (pk->naive && !nn)) return kiln_make_status(KILN_OUT_OF_MEMORY, "fuse: folding %s", X->name);
     KILN_RETURN_IF_ERROR(tir_verify(nf));
-    for (int32_t i = 0; i < nf->n_params; ++i)
-      if (pk->func->params[i] == xs) pk->args[i] = s;
     pk->func = nf;
+    pk->args = args;
     if (nn) pk->naive = nn;
   }
   /* the copy is gone */

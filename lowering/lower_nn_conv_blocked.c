@@ -219,6 +219,9 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc, bool copy) {
   shape[2] = bc_extent(&bc->ah), shape[3] = bc_extent(&bc->aw);
   KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xpad_blk", KILN_DTYPE_F32, x->rank, shape, &bc->src));
   bc->padh = bc->ah.p, bc->padw = bc->aw.p;
+  /* the interior holds all of X only where no row or column of X lies past
+   * what the taps read (a stride can leave X's last ones unread) */
+  if (bc->padh + bc->ah.in > shape[2] || bc->padw + bc->aw.in > shape[3]) copy = true;
   if (!copy) KILN_RETURN_IF_ERROR(bc_pad_interior(kb, bc));
   /* parallel over (image, padded row): the threads that split a conv's
    * positions write (and then read) rows near the ones they computed */

@@ -132,6 +132,10 @@ static void build(tg_t* t) {
   tg_conv(t, "c1", "a", 20, 20, 3, 1, 1, P1, "h1");
   tg_conv(t, "c2", "a", 20, 16, 3, 1, 2, DIMS(2, 2, 2, 2), "h2"); /* the second padded reader */
   tg_conv(t, "cd", "a", 20, 24, 1, 2, 1, P0, "hd");                /* strided 1x1 */
+  /* stride 2 leaving a's last row and column unread: the padded temp is
+   * smaller than a plus its pads, so this one copies */
+  tg_conv(t, "c8", "a", 20, 8, 3, 2, 1, DIMS(1, 1, 0, 0), "h8");
+  tg_output(t, "h8");
   /* b: one reader (c3, padded): epilogue fusion folds the copy */
   tg_node(t, "Relu", "r1", 1, NAMES("h1"), "b", 0, NULL);
   tg_conv(t, "c3", "b", 20, 20, 3, 1, 1, P1, "h3");
@@ -150,6 +154,13 @@ static void build(tg_t* t) {
   tg_node(t, "Concat", "cat", 2, NAMES("h5", "h6"), "cc", 1, (kiln_attr_t[]){one_int("axis", 1)});
   tg_conv(t, "c7", "cc", 32, 8, 3, 1, 1, DIMS(0, 1, 2, 1), "h7"); /* padded on three sides */
   tg_output(t, "h7");
+  /* e: padded only at the bottom and right (its box at offset 0 of the
+   * temp), read by that conv and an Add */
+  tg_conv(t, "c9", "x", 12, 16, 1, 1, 1, P0, "h9");
+  tg_node(t, "Relu", "r9", 1, NAMES("h9"), "e", 0, NULL);
+  tg_conv(t, "c10", "e", 16, 16, 2, 1, 1, DIMS(0, 0, 1, 1), "h10");
+  tg_node(t, "Add", "res2", 2, NAMES("e", "h10"), "o2", 0, NULL);
+  tg_output(t, "o2");
 }
 
 static double max_err(const kiln_array_t* got, const kiln_array_t* want) {
@@ -183,8 +194,8 @@ static void run_case(int32_t block, bool fuse, bool copy) {
   if (copy) setenv("KILN_CONV_PAD", "copy", 1);
   else unsetenv("KILN_CONV_PAD");
   const kiln_graph_t* g = t.g;
-  kiln_array_t want[8], got[8];
-  KILN_ASSERT(g->n_outputs <= 8);
+  kiln_array_t want[12], got[12];
+  KILN_ASSERT(g->n_outputs <= 12);
   memset(want, 0, sizeof want);
   memset(got, 0, sizeof got);
   kiln_ref_options_t ro;
@@ -195,11 +206,12 @@ static void run_case(int32_t block, bool fuse, bool copy) {
     kiln_fusion_report_t fr;
     if (fuse) CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
     if (fuse) {
-      /* folded: a (4 readers), b (1 reader), cc (the Concat); o1 is an
-       * output and keeps its buffer */
+      /* folded: a (5 readers), b (1 reader), cc (the Concat), e (at
+       * offset 0); o1 is an output and keeps its buffer */
       CHECK_MSG(live(p, g, "a") == copy, "block %d copy %d: a live %d", (int)block, (int)copy, (int)live(p, g, "a"));
       CHECK_MSG(live(p, g, "b") == copy, "block %d copy %d: b", (int)block, (int)copy);
       CHECK_MSG(live(p, g, "cc") == copy, "block %d copy %d: cc", (int)block, (int)copy);
+      CHECK_MSG(live(p, g, "e") == copy, "block %d copy %d: e", (int)block, (int)copy);
       CHECK(live(p, g, "o1"));
     }
     kiln_cpu_options_t o;
