@@ -1216,6 +1216,7 @@ kiln_status_t kiln_plan_fuse(kiln_plan_t* p, kiln_fusion_report_t* report, FILE*
    * error (out of memory): keep its lifetimes right either way. */
   if (!s) report->bytes_saved = report->bytes_before - traffic(p, &z.acc);
   compact(p, &z.acc);
+  if (!s) s = kiln_plan_fold_slices(p, NULL);
   report->kernels_after = p->n_kernels;
   recompute_lifetimes(p);
   acc_free(&z.acc);

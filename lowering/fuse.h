@@ -54,6 +54,13 @@ typedef struct kiln_fusion_report_s {
  * with tir_verify. |log| (may be NULL) gets one line per fusion. */
 kiln_status_t kiln_plan_fuse(kiln_plan_t* p, kiln_fusion_report_t* report, FILE* log);
 
+/* Slice folding (lowering/fuse_slice.c; CPU plans, run by kiln_plan_fuse
+ * after the fusions): a kernel copying an intermediate into a sub-box of a
+ * conv's zero-padded workspace is dropped and the intermediate lives in
+ * that sub-box (its producers store there, its readers load there).
+ * |folded| (may be NULL) gets how many copies went. */
+kiln_status_t kiln_plan_fold_slices(kiln_plan_t* p, int32_t* folded);
+
 /* Per kernel of a fused plan: the graph nodes it computes (the anchor node
  * is kernels[k].node; the others are listed here). */
 int32_t kiln_plan_kernel_nodes(const kiln_plan_t* p, int32_t kernel, int32_t* nodes, int32_t cap);

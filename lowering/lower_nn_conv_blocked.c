@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "lowering/layout.h"
+#include "lowering/lower_ew_impl.h"
 #include "lowering/lower_nn_impl.h"
 #include "lowering/plan.h"
 
@@ -161,6 +162,43 @@ static const tir_stmt_t* bc_pad_seg(nn_kb_t* kb, const bc_t* bc, const tir_expr_
   return nn_for(kb, vw, len, s);
 }
 
+/* Whether the padded temp's interior can become X's storage
+ * (lowering/fuse_slice.c): X comes from a node of the graph (not an input
+ * or a constant, which arrive in their own memory), is not a graph output,
+ * and the environment does not ask for the copy (`KILN_CONV_PAD=copy`: the
+ * path before, kept for measuring; the compile cache keys on the code). */
+static bool bc_pad_in_place(const kiln_lower_ctx_t* ctx) {
+  const char* env = getenv("KILN_CONV_PAD");
+  if (env && !strcmp(env, "copy")) return false;
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->graph || !ctx->node) return false;
+  const int32_t ti = ctx->node->inputs[0];
+  if (ti < 0 || ti >= ctx->graph->n_tensors || ctx->graph->tensors[ti].producer < 0) return false;
+  if (ctx->in[0]->dtype != KILN_DTYPE_F32) return false;
+  for (int32_t i = 0; i < ctx->graph->n_outputs; ++i)
+    if (ctx->graph->outputs[i] == ti) return false;
+  return true;
+}
+
+/* src's interior from X as a plain copy nest `src[n][ch][h + ph][w + pw]..
+ * = X[n][ch][h][w]..`: the form epilogue fusion folds into X's producer
+ * (a Concat part's store, lowering/fuse.c) and kiln_plan_fold_slices
+ * turns into X's storage where X has other readers; the border kernel
+ * (bc_pad without the copy) zeroes the rest. What stays of the copy when
+ * neither applies is this kernel. */
+static kiln_status_t bc_pad_interior(nn_kb_t* kb, const bc_t* bc) {
+  tir_ctx_t* t = kb->t;
+  const tir_buffer_t* x = bc->x;
+  kiln_lew_nest_t n;
+  kiln_lew_nest_buf(t, &n, x);
+  const tir_expr_t* idx[KILN_MAX_RANK];
+  for (int32_t k = 0; k < x->rank; ++k) idx[k] = n.idx[k];
+  idx[2] = tir_add(t, n.idx[2], tir_int(t, bc->padh));
+  idx[3] = tir_add(t, n.idx[3], tir_int(t, bc->padw));
+  const tir_stmt_t* body = kiln_lew_loops(t, &n, tir_store(t, bc->src, idx, tir_load(t, x, n.idx)));
+  const tir_buffer_t* params[2] = {x, bc->src};
+  return kiln_lew_emit(kb->ctx, &n, body, 2, params, true);
+}
+
 /* The zero-padded copy of X (same layout): src[n][ch][hs][ws][l] =
  * X[n][ch][hs - ph][ws - pw][l], 0 outside X. One pass over the input;
  * the GEMM then reads its rows as affine loads without guards. A padded
@@ -171,7 +209,8 @@ static const tir_stmt_t* bc_pad_seg(nn_kb_t* kb, const bc_t* bc, const tir_expr_
  * kernel medians of 100 runs): the 64-channel copies at 56x56 10 -> 8 us,
  * the 16 copies 132 -> 117 us in all; the stem's (3 x 224 x 224, plain)
  * stays 35 us, bound by reading the input from memory. */
-static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
+static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc, bool copy) {
+  /* !copy: the interior is bc_pad_interior's nest, this kernel the border */
   kiln_lower_ctx_t* ctx = kb->ctx;
   tir_ctx_t* t = kb->t;
   const tir_buffer_t* x = bc->x;
@@ -180,6 +219,10 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
   shape[2] = bc_extent(&bc->ah), shape[3] = bc_extent(&bc->aw);
   KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "xpad_blk", KILN_DTYPE_F32, x->rank, shape, &bc->src));
   bc->padh = bc->ah.p, bc->padw = bc->aw.p;
+  /* the interior holds all of X only where no row or column of X lies past
+   * what the taps read (a stride can leave X's last ones unread) */
+  if (bc->padh + bc->ah.in > shape[2] || bc->padw + bc->aw.in > shape[3]) copy = true;
+  if (!copy) KILN_RETURN_IF_ERROR(bc_pad_interior(kb, bc));
   /* parallel over (image, padded row): the threads that split a conv's
    * positions write (and then read) rows near the ones they computed */
   tir_var_t* vo = nn_var(kb, "nh");
@@ -197,12 +240,26 @@ static kiln_status_t bc_pad(nn_kb_t* kb, bc_t* bc) {
   if (cw < 0) cw = 0;
   const tir_expr_t* ch = nn_v(kb, vc);
   const tir_stmt_t* row = bc_pad_seg(kb, bc, n, ch, hs, NULL, 0, pw);
-  row = tir_seq2(t, row, bc_pad_seg(kb, bc, n, ch, hs, ih, pw, cw));
+  if (copy) row = tir_seq2(t, row, bc_pad_seg(kb, bc, n, ch, hs, ih, pw, cw));
   row = tir_seq2(t, row, bc_pad_seg(kb, bc, n, ch, hs, NULL, pw + cw, shape[3] - pw - cw));
   const tir_stmt_t* zero = bc_pad_seg(kb, bc, n, nn_v(kb, vz), hs, NULL, 0, shape[3]);
-  const tir_stmt_t* s = tir_if(t, inside, nn_for(kb, vc, shape[1], row), nn_for(kb, vz, shape[1], zero));
+  const tir_stmt_t* s;
+  if (row) {
+    s = tir_if(t, inside, nn_for(kb, vc, shape[1], row), nn_for(kb, vz, shape[1], zero));
+  } else {
+    /* no columns outside X and no copy: only the rows outside X */
+    const tir_expr_t* outside =
+        tir_bin(t, TIR_OR, tir_bin(t, TIR_LT, ihr, nn_i(kb, 0)), tir_bin(t, TIR_GE, ihr, nn_i(kb, bc->ah.in)));
+    s = tir_if(t, outside, nn_for(kb, vz, shape[1], zero), NULL);
+  }
   s = nn_for(kb, vo, shape[0] * shape[2], s);
-  if (shape[0] * shape[2] > 1) nn_parallel(kb, vo);
+  /* The border alone (no copy) is tens of KB (ResNet-18's 56x56 64-channel
+   * one 58 KB): serial up to 256 KB, sparing the threads' fork and join
+   * (kernel time 1 us serial against 4-5 us parallel, ResNet-18 profiled at
+   * 2 threads under load). */
+  const int64_t lanes = x->rank == 5 ? x->shape[4] : 1;
+  const int64_t border = shape[0] * shape[1] * (shape[2] * shape[3] - bc->ah.in * bc->aw.in) * lanes;
+  if (shape[0] * shape[2] > 1 && (copy || border > 65536)) nn_parallel(kb, vo);
   return nn_emit(kb, s);
 }
 
@@ -259,7 +316,7 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
    * per row: 3x3 256 channels at 14x14 1.20x -> 1.03x) and the gathered
    * micro-panels (512 at 7x7 1.31x -> 1.03x with the K blocks below). */
   bc->src = bc->x;
-  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc));
+  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc, !bc_pad_in_place(ctx)));
   nn_tap_group_t tg = {{1, bc->ah.k, bc->aw.k}, 0, {0, bc->aw.k, 1}};
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
