@@ -73,10 +73,15 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
      * grid with the fewest idle positions (49: 16, 196: 28 -> 224 of them
      * against 256 for 8 x 16); an invocation's 16 x RN tile needs 4 + RN/4
      * texel fetches per K step where 32 x 8 needed 10 (lavapipe fetches a
-     * texel per lane, the weights' too: most of such a conv's time).
-     * KILN_SPIRV_CONV_SPLIT=off keeps the tiles above. */
+     * texel per lane, the weights' too: most of such a conv's time). Also
+     * for 17-31 channels on larger grids (MobileNetV2's 144 -> 24 56x56:
+     * 0.74-0.81 ms against 0.98-1.10 for two tiles of 16 x 16).
+     * KILN_SPIRV_CONV_SPLIT=off keeps the tiles above, =all takes the
+     * split for every 1x1 conv (the same within the noise elsewhere). */
     const char* split = getenv("KILN_SPIRV_CONV_SPLIT");
-    if (d.shared == 4 && texel_ok(t, &d) && t->conv.T == 1 && t->conv.Q < 512 && !(split && !strcmp(split, "off")) &&
+    if (d.shared == 4 && texel_ok(t, &d) && t->conv.T == 1 &&
+        (t->conv.Q < 512 || (t->conv.M > 16 && t->conv.M < 32) || (split && !strcmp(split, "all"))) &&
+        !(split && !strcmp(split, "off")) &&
         !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env)) {
       int64_t best = 0;
       for (int32_t rn = 12; rn <= 32; rn += 4) {

@@ -839,6 +839,16 @@ static void g_conv_1x1_odd(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* 24 channels on a 24x24 grid (576 positions): the split for 17-31
+ * channels, RN 24 */
+static void g_conv_1x1_m24(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 20, 24, 24));
+  tg_const(t, "w", F32, 4, DIMS(24, 20, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(24));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_softmax(tg_t* t) {
   tg_input(t, "x", F32, 2, DIMS(6, 37));
   kiln_attr_t ax = kiln_attr_make_int("axis", -1);
@@ -889,6 +899,7 @@ static void test_plans(void) {
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_odd, "conv 1x1 13x11 split", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 split", 1e-4, 1e-5);
   setenv("KILN_SPIRV_CONV_SPLIT", "off", 1); /* the 8 x 1 work-group of 32 x 8 / 16 x 16 */
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 unsplit", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 unsplit", 1e-4, 1e-5);
@@ -997,13 +1008,14 @@ static void test_gemm_substitution(void) {
      * invocations in a row (the 7x7 and 13x11 planes after a copy with
      * the slack their grids read, the residual Add a kernel of its own),
      * RN covering the grid: 49 -> 64, 196 -> 224, 13x11 (a grid of 160,
-     * cropped) -> 160; unsplit with KILN_SPIRV_CONV_SPLIT=off */
-    const build_fn g[3] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd};
-    const char* rn[3] = {"#define RN 16\n", "#define RN 28\n", "#define RN 20\n"};
+     * cropped) -> 160, 24 channels of 24x24 -> 576 (no copy); unsplit
+     * with KILN_SPIRV_CONV_SPLIT=off */
+    const build_fn g[4] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd, g_conv_1x1_m24};
+    const char* rn[4] = {"#define RN 16\n", "#define RN 28\n", "#define RN 20\n", "#define RN 24\n"};
     for (int split = 1; split >= 0; --split) {
       if (!split) setenv("KILN_SPIRV_CONV_SPLIT", "off", 1);
-      for (int i = 0; i < 3; ++i) {
-        check_conv(g[i], false, 2);
+      for (int i = 0; i < 4; ++i) {
+        check_conv(g[i], false, i == 3 ? 1 : 2);
         kiln_program_t* prog = graph_program(g[i], true, false);
         const bool has = prog && strstr(prog->code.text, "#define TM 32\n#define TN") &&
                          strstr(prog->code.text, "#define RM 16\n") && strstr(prog->code.text, rn[i]);
