@@ -69,11 +69,14 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     }
     /* 1x1 convs on grids under 512 positions (MobileNetV2's 14x14 and 7x7
      * planes): the work-group split into 4 position groups x 2 channel
-     * groups of 16 (conv.comp, LY > 1), RN chosen so that 4 RN covers the
-     * grid with the fewest idle positions (49: 16, 196: 28 -> 224 of them
-     * against 256 for 8 x 16); an invocation's 16 x RN tile needs 4 + RN/4
-     * texel fetches per K step where 32 x 8 needed 10 (lavapipe fetches a
-     * texel per lane, the weights' too: most of such a conv's time). Also
+     * groups of 16 (conv.comp, LY > 1), RN (12-20) chosen so that 4 RN
+     * covers the grid with the fewest idle positions (49: 16, 196: 20 ->
+     * 240 of them against 256 for 8 x 16); an invocation's 16 x RN tile
+     * needs 4 + RN/4 texel fetches per K step where 32 x 8 needed 10
+     * (lavapipe fetches a texel per lane, the weights' too: most of such a
+     * conv's time). RN 28 (196 -> 224) ran MobileNetV2's 14x14 1x1 convs
+     * ~13% faster against ~3% for 20, but its 448 sums made the model's
+     * cold compile + first run 27% longer (26-27 s against 20.5-21). Also
      * for 17-31 channels on larger grids (MobileNetV2's 144 -> 24 56x56:
      * 0.74-0.81 ms against 0.98-1.10 for two tiles of 16 x 16).
      * KILN_SPIRV_CONV_SPLIT=off keeps the tiles above, =all takes the
@@ -84,7 +87,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
         !(split && !strcmp(split, "off")) &&
         !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env)) {
       int64_t best = 0;
-      for (int32_t rn = 12; rn <= 32; rn += 4) {
+      for (int32_t rn = 12; rn <= 20; rn += 4) {
         const int64_t cover = (t->conv.Q + 4 * rn - 1) / (4 * rn) * (4 * rn);
         if (!best || cover <= best) best = cover, d.rn = rn;
       }

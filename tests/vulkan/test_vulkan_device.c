@@ -808,8 +808,8 @@ static void tg_scalar(tg_t* t, const char* name, double v) {
  * position groups x 2 channel groups of 16, vulkan_tiles.c): 7x7 planes
  * (49 positions, not whole texels) with 37 channels from 19 (a second
  * channel tile mostly past M), batch 2 and a fused Clip(0, 6); 14x14 (RN
- * 28) with 40 channels and a residual Add; 13x11 (143 positions, RN 12)
- * with 9 -> 33 channels, no bias, Relu */
+ * 20) with 40 channels and a residual Add; 13x11 (143 positions, a grid
+ * of 160, RN 20) with 9 -> 33 channels, no bias, Relu */
 static void g_conv_1x1_7(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(2, 19, 7, 7));
   tg_const(t, "w", F32, 4, DIMS(37, 19, 1, 1));
@@ -840,7 +840,7 @@ static void g_conv_1x1_odd(tg_t* t) {
 }
 
 /* 24 channels on a 24x24 grid (576 positions): the split for 17-31
- * channels, RN 24 */
+ * channels, RN 16 */
 static void g_conv_1x1_m24(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(1, 20, 24, 24));
   tg_const(t, "w", F32, 4, DIMS(24, 20, 1, 1));
@@ -1007,11 +1007,11 @@ static void test_gemm_substitution(void) {
     /* the small-grid 1x1 convs: conv.comp with the split work-group, 8
      * invocations in a row (the 7x7 and 13x11 planes after a copy with
      * the slack their grids read, the residual Add a kernel of its own),
-     * RN covering the grid: 49 -> 64, 196 -> 224, 13x11 (a grid of 160,
+     * RN covering the grid: 49 -> 64, 196 -> 240, 13x11 (a grid of 160,
      * cropped) -> 160, 24 channels of 24x24 -> 576 (no copy); unsplit
      * with KILN_SPIRV_CONV_SPLIT=off */
     const build_fn g[4] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd, g_conv_1x1_m24};
-    const char* rn[4] = {"#define RN 16\n", "#define RN 28\n", "#define RN 20\n", "#define RN 24\n"};
+    const char* rn[4] = {"#define RN 16\n", "#define RN 20\n", "#define RN 20\n", "#define RN 16\n"};
     for (int split = 1; split >= 0; --split) {
       if (!split) setenv("KILN_SPIRV_CONV_SPLIT", "off", 1);
       for (int i = 0; i < 4; ++i) {
