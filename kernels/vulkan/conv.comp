@@ -35,7 +35,10 @@
 //                       TM % 16 == 0)
 //   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 16 == 0, RN % 4 == 0):
 //                       W and X as uniform texel buffers of vec4 texels
-//                       (kiln's tile mode 4; W64 0)
+//                       (kiln's tile mode 4; W64 0); there the 8
+//                       invocations may also be LX = TN/RN position groups
+//                       x LY = TM/RM channel groups (LX * LY == 8, RM % 4
+//                       == 0), each computing RM channels x RN positions
 //   XALIGNED 1 (TEXEL 1): CPLANE and every TOFF multiples of 4, so the RN
 //                       positions of every K step are RN/4 whole texels
 //   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y): Y as a storage texel
@@ -54,9 +57,15 @@
 #define NT (LX * LY)
 #define CP (CDO * CHO * CWO)
 
-layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #ifndef TEXEL
 #define TEXEL 0
+#endif
+#if TEXEL && LY > 1
+// (split work-group) one row of 8: lavapipe runs the x invocations of a
+// work-group as the SIMD lanes, so a (2, 4) group would fill 2 lanes of 8
+layout(local_size_x = NT, local_size_y = 1, local_size_z = 1) in;
+#else
+layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #endif
 #if TEXEL
 // (SHARED 2, f32) W and X as uniform texel buffers of vec4 texels, as in
@@ -163,14 +172,21 @@ void main() {
   // the weights itself instead of taking them from a broadcast
   const bool bc = gl_SubgroupSize >= SG;
   const int lane = bc ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
+#if TEXEL && LY > 1
+  // (TEXEL, LY > 1: the 8 invocations as LX position groups x LY channel
+  // groups, each RM channels x RN positions; no broadcast, so no lane ids)
+  const int q0 = int(gl_WorkGroupID.x) * TN + int(gl_LocalInvocationID.x) % LX * RN;
+  const int m0 = (CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM) + int(gl_LocalInvocationID.x) / LX * RM;
+#else
   const int q0 = int(gl_WorkGroupID.x) * TN + lane * RN;
   // (one channel tile: a constant, so the rows past CM fold away)
   const int m0 = CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
+#endif
   const int bz = int(gl_WorkGroupID.z);
   const int xb = bz * CC * CPLANE;
 #if TEXEL
-  vec4 acc4[TM][RN / 4];
-  [[unroll]] for (int i = 0; i < TM; ++i)
+  vec4 acc4[RM][RN / 4];
+  [[unroll]] for (int i = 0; i < RM; ++i)
     [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = vec4(0.0);
 #define ACC(i, j) acc4[i][(j) >> 2][(j) & 3]
 #else
@@ -215,7 +231,7 @@ void main() {
       // 18-21 -> 41-46 GFLOP/s). The sums are vec4s of positions, used as
       // read: arrays of floats made shaderc's optimizer 2-3x slower.
       // (where CM <= TM, one channel tile: only its channels, in 4s)
-      [[unroll]] for (int i = 0; i < (CM < TM ? (CM + 3) / 4 * 4 : TM); i += 4) {
+      [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
         const vec4 v = texelFetch(tw, W_IDX(m0 + i, k) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i + e][f] = fma(vec4(v[e]), bv4[f], acc4[i + e][f]);

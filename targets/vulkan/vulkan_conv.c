@@ -61,11 +61,23 @@ kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_
 kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* tiles,
                                             bool texels_fit, bool y_texels_fit, bool int64, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* out_trips) {
-  const kiln_spirv_gemm_tiles_t t = *tiles;
+  kiln_spirv_gemm_tiles_t t = *tiles;
+  /* mode 4's split work-group (8 invocations as TN/RN position groups x
+   * TM/RM channel groups) is conv.comp's texel path only: where the texel
+   * reads do not apply (below), the subgroup mode's 8 x 4 positions */
+  const bool split = t.shared == 4 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0 &&
+                     t.tm != t.rm && (t.tn / t.rn) * (t.tm / t.rm) == 8 && t.rm % 4 == 0;
+  bool wx16 = false;
+  for (int32_t j = 0; j < c->n_params; ++j) wx16 = wx16 || ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]);
+  if (split && !(texels_fit && c->pt % 4 == 0 && t.tm % 16 == 0 && t.rn % 4 == 0 && !wx16)) {
+    t.rm = t.tm;
+    t.rn = 4;
+    t.tn = 8 * t.rn;
+  }
   const int64_t lx = t.tn / t.rn, ly = t.tm / t.rm, nt = lx * ly;
   if (t.tm % t.rm || t.tn % t.rn || nt > 1024 || (uint32_t)t.shared > 4 ||
       (t.shared == 1 && ((int64_t)t.tm * t.tk % nt || (int64_t)t.tk * t.tn % nt)) ||
-      (t.shared >= 2 && (lx != 8 || ly != 1 || t.tm % 8)))
+      (t.shared >= 2 && ((ly == 1 && lx != 8) || (ly != 1 && (t.shared != 4 || nt != 8 || t.rm % 4)) || t.tm % 8)))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "conv '%s': tiles %dx%dx%d / %dx%d (mode %d) do not divide (mode 2: 8 threads, RM == TM, "
                             "TM %% 8 == 0)",
@@ -152,8 +164,8 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   groups[0] = (c->Q + t.tn - 1) / t.tn;
   groups[1] = (c->M + t.tm - 1) / t.tm;
   groups[2] = c->batch > 0 ? c->batch : 1;
-  local[0] = lx;
-  local[1] = ly;
+  local[0] = t.shared == 4 && ly > 1 ? nt : lx; /* conv.comp: a split work-group is one row */
+  local[1] = t.shared == 4 && ly > 1 ? 1 : ly;
   local[2] = 1;
   return NULL;
 }

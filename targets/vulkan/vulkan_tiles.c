@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared; depthwise wg,rw. */
 static kiln_template_tiles_t record(const kiln_spirv_gemm_tiles_t* t) {
@@ -65,6 +66,34 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
       d.tm = d.rm = 16;
       d.rn = 16;
       d.tn = 8 * d.rn;
+    }
+    /* 1x1 convs on grids under 512 positions (MobileNetV2's 14x14 and 7x7
+     * planes): the work-group split into 4 position groups x 2 channel
+     * groups of 16 (conv.comp, LY > 1), RN (12-20) chosen so that 4 RN
+     * covers the grid with the fewest idle positions (49: 16, 196: 20 ->
+     * 240 of them against 256 for 8 x 16); an invocation's 16 x RN tile
+     * needs 4 + RN/4 texel fetches per K step where 32 x 8 needed 10
+     * (lavapipe fetches a texel per lane, the weights' too: most of such a
+     * conv's time). RN 28 (196 -> 224) ran MobileNetV2's 14x14 1x1 convs
+     * ~13% faster against ~3% for 20, but its 448 sums made the model's
+     * cold compile + first run 27% longer (26-27 s against 20.5-21). Also
+     * for 17-31 channels on larger grids (MobileNetV2's 144 -> 24 56x56:
+     * 0.74-0.81 ms against 0.98-1.10 for two tiles of 16 x 16).
+     * KILN_SPIRV_CONV_SPLIT=off keeps the tiles above, =all takes the
+     * split for every 1x1 conv (the same within the noise elsewhere). */
+    const char* split = getenv("KILN_SPIRV_CONV_SPLIT");
+    if (d.shared == 4 && texel_ok(t, &d) && t->conv.T == 1 &&
+        (t->conv.Q < 512 || (t->conv.M > 16 && t->conv.M < 32) || (split && !strcmp(split, "all"))) &&
+        !(split && !strcmp(split, "off")) &&
+        !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env)) {
+      int64_t best = 0;
+      for (int32_t rn = 12; rn <= 20; rn += 4) {
+        const int64_t cover = (t->conv.Q + 4 * rn - 1) / (4 * rn) * (4 * rn);
+        if (!best || cover <= best) best = cover, d.rn = rn;
+      }
+      d.rm = 16;
+      d.tm = 32;
+      d.tn = 4 * d.rn;
     }
     const kiln_spirv_gemm_tiles_t ct = fit(d, t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);

@@ -794,6 +794,61 @@ static void g_conv_silu(tg_t* t) {
   tg_output(t, "y");
 }
 
+static void tg_scalar(tg_t* t, const char* name, double v) {
+  if (!t->ok) return;
+  kiln_array_t a;
+  kiln_shape_t s = kiln_shape_make(0, NULL);
+  t->ok = CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &s, &a));
+  if (!t->ok) return;
+  kiln_store_f64(KILN_DTYPE_F32, a.data, 0, v);
+  t->ok = CHECK_OK(kiln_graph_add_initializer(t->g, name, &a, NULL));
+}
+
+/* 1x1 convs on small grids, which take conv.comp's split work-group (4
+ * position groups x 2 channel groups of 16, vulkan_tiles.c): 7x7 planes
+ * (49 positions, not whole texels) with 37 channels from 19 (a second
+ * channel tile mostly past M), batch 2 and a fused Clip(0, 6); 14x14 (RN
+ * 20) with 40 channels and a residual Add; 13x11 (143 positions, a grid
+ * of 160, RN 20) with 9 -> 33 channels, no bias, Relu */
+static void g_conv_1x1_7(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 19, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(37, 19, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(37));
+  tg_scalar(t, "lo", 0.0);
+  tg_scalar(t, "hi", 6.0);
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 0, NULL);
+  tg_node(t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+static void g_conv_1x1_14(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 24, 14, 14));
+  tg_input(t, "res", F32, 4, DIMS(1, 40, 14, 14));
+  tg_const(t, "w", F32, 4, DIMS(40, 24, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(40));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES("c", "res"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+static void g_conv_1x1_odd(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 9, 13, 11));
+  tg_const(t, "w", F32, 4, DIMS(33, 9, 1, 1));
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 0, NULL);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* 24 channels on a 24x24 grid (576 positions): the split for 17-31
+ * channels, RN 16 */
+static void g_conv_1x1_m24(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 20, 24, 24));
+  tg_const(t, "w", F32, 4, DIMS(24, 20, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(24));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_softmax(tg_t* t) {
   tg_input(t, "x", F32, 2, DIMS(6, 37));
   kiln_attr_t ax = kiln_attr_make_int("axis", -1);
@@ -841,6 +896,14 @@ static void test_plans(void) {
   check_graph(g_depthwise, "depthwise 4 rows", 1e-4, 1e-5);
   unsetenv("KILN_SPIRV_DW_RH");
   check_graph(g_softmax, "softmax", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_7, "conv 1x1 7x7 split", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_14, "conv 1x1 14x14 split", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_odd, "conv 1x1 13x11 split", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 split", 1e-4, 1e-5);
+  setenv("KILN_SPIRV_CONV_SPLIT", "off", 1); /* the 8 x 1 work-group of 32 x 8 / 16 x 16 */
+  check_graph(g_conv_1x1_7, "conv 1x1 7x7 unsplit", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_14, "conv 1x1 14x14 unsplit", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_CONV_SPLIT");
   if (dev && dev->info.fp16_storage) check_graph(g_f16, "f16 mul+add", 1e-2, 1e-3);
   if (dev && dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
   if (dev && dev->info.fp16_storage && dev->info.fp16_arith) {
@@ -939,6 +1002,32 @@ static void test_gemm_substitution(void) {
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
     CHECK(prog && prog->n_kernels == 1 && prog->kernels[0].loop_trips < 65535);
     kiln_program_destroy(prog);
+  }
+  {
+    /* the small-grid 1x1 convs: conv.comp with the split work-group, 8
+     * invocations in a row (the 7x7 and 13x11 planes after a copy with
+     * the slack their grids read, the residual Add a kernel of its own),
+     * RN covering the grid: 49 -> 64, 196 -> 240, 13x11 (a grid of 160,
+     * cropped) -> 160, 24 channels of 24x24 -> 576 (no copy); unsplit
+     * with KILN_SPIRV_CONV_SPLIT=off */
+    const build_fn g[4] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd, g_conv_1x1_m24};
+    const char* rn[4] = {"#define RN 16\n", "#define RN 20\n", "#define RN 20\n", "#define RN 16\n"};
+    for (int split = 1; split >= 0; --split) {
+      if (!split) setenv("KILN_SPIRV_CONV_SPLIT", "off", 1);
+      for (int i = 0; i < 4; ++i) {
+        check_conv(g[i], false, i == 3 ? 1 : 2);
+        kiln_program_t* prog = graph_program(g[i], true, false);
+        const bool has = prog && strstr(prog->code.text, "#define TM 32\n#define TN") &&
+                         strstr(prog->code.text, "#define RM 16\n") && strstr(prog->code.text, rn[i]);
+        CHECK_MSG(has == (split == 1), "1x1 conv %d: split tiles %s", i, has ? "used" : "not used");
+        int rows = 0; /* kernels with a work-group of 8 in a row: the conv */
+        for (int32_t k = 0; prog && k < prog->n_kernels; ++k)
+          rows += prog->kernels[k].local[0] == 8 && prog->kernels[k].local[1] == 1;
+        CHECK_MSG(rows == 1, "1x1 conv %d: %d kernels with 8 x 1 work-groups", i, rows);
+        kiln_program_destroy(prog);
+      }
+      unsetenv("KILN_SPIRV_CONV_SPLIT");
+    }
   }
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */
   check_gemm(g_gemm_bias_big, false, NULL);             /* alpha: the printed loop nest */
