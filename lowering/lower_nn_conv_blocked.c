@@ -251,6 +251,11 @@ static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes
 
 static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   kiln_lower_ctx_t* ctx = kb->ctx;
+  if (bc->xb == 0 && (bc_outside(&bc->ah) || bc_outside(&bc->aw))) {
+    /* a stem from the plain input: no padded copy (lower_nn_conv_stem.c) */
+    const nn_stem_t st = {bc->x, bc->y, bc->N, bc->C, bc->M, bc->c, bc->ah, bc->aw};
+    if (nn_conv_stem_applies(&st)) return nn_conv_stem(kb, &st);
+  }
   KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 1, &bc->Mp, &bc->bias));
   /* The GEMM's rows are an image's output positions, read in place from X
    * (or from X zero-padded where a tap falls outside it). Measured on AVX2,
