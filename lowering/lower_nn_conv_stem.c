@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lowering/lower_nn_impl.h"
+#include "lowering/plan.h"
 
 typedef struct stem_s {
   const nn_stem_t* st;
@@ -156,6 +157,35 @@ static const tir_stmt_t* stem_row(nn_kb_t* kb, const stem_t* d, int64_t kh0, int
   return row;
 }
 
+/* The widest register tile of d->nb blocks: mr positions. */
+static int64_t stem_mr(const stem_t* d, int64_t lanes, int64_t regs) {
+  const int64_t vecs = (d->nb * d->st->c + lanes - 1) / lanes;
+  int64_t mr = (regs - 4) / vecs;
+  if (mr > 14) mr = 14;
+  return mr < 1 ? 1 : mr;
+}
+
+/* A tuner's knobs (the plan's gemm hook, CPU plans only), asked with the
+ * problem the blocked GEMM would have been (its positions, channel blocks
+ * and all C x taps as K, no K blocks): of them this kernel takes the
+ * register tile, mr positions (up to what the registers hold) and one or
+ * two blocks (two where the block count is even); the others (the
+ * threads' split, the N blocks' size) do not apply, so a tuner's points
+ * that change only those build the same kernel. */
+static void stem_hook(kiln_lower_ctx_t* ctx, const nn_stem_t* st, int64_t lanes, int64_t regs, stem_t* d,
+                      int64_t* mr) {
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->plan || !ctx->plan->gemm_hook) return;
+  const int64_t c = st->c, MB = (st->M + c - 1) / c, T = st->ah.k * st->aw.k;
+  kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", st->N, st->ah.out * st->aw.out, MB * c, st->C * T, T,
+                           false, false, false, true, true, 2 * c, (int32_t)lanes, (int32_t)regs, ctx->threads,
+                           (int32_t)c, 0};
+  kiln_gemm_knobs_t k = {*mr, d->nb * c, st->C, KILN_GEMM_PAR_AUTO, 256};
+  ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
+  if (k.nr == c || (k.nr == 2 * c && MB % 2 == 0)) d->nb = k.nr / c;
+  const int64_t most = stem_mr(d, lanes, regs);
+  *mr = k.mr >= 1 && k.mr <= most ? k.mr : most;
+}
+
 bool nn_conv_stem_applies(const nn_stem_t* st) {
   if (st->C < 1 || st->C > 4 || st->c < 1) return false;
   int64_t lo, hi;
@@ -172,11 +202,10 @@ kiln_status_t nn_conv_stem(nn_kb_t* kb, const nn_stem_t* st) {
   int64_t lanes, regs;
   nn_simd(ctx, &lanes, &regs);
   stem_t d = {.st = st, .nb = MB % 2 == 0 ? 2 : 1};
+  int64_t mr = stem_mr(&d, lanes, regs);
+  stem_hook(ctx, st, lanes, regs, &d, &mr);
   d.nr = d.nb * c;
-  const int64_t NT = MB / d.nb, vecs = (d.nr + lanes - 1) / lanes;
-  int64_t mr = (regs - 4) / vecs;
-  if (mr > 14) mr = 14;
-  if (mr < 1) mr = 1;
+  const int64_t NT = MB / d.nb;
   int64_t wlo, whi;
   nn_axis_interior(&st->aw, &wlo, &whi);
   if (whi > wlo) {
