@@ -13,8 +13,9 @@
  * with their outside taps left out). So no load is guarded, clamped or
  * selected: the tiles are the GEMM's (a broadcast of X per position and
  * tap, nr / lanes weight vectors, mr x nr / lanes FMAs), over all C x
- * taps of K, the sums in the reference's order per output (bias, then
- * the taps row by row, channels within a tap, one rounding each: FMA).
+ * taps of K, each output summed as the blocked GEMM with its taps outside
+ * the k loop sums it (bias, then the taps row by row, the channels within
+ * a tap, one FMA each).
  */
 #include <stdlib.h>
 #include <string.h>
