@@ -357,6 +357,16 @@ static inline int64_t nn_stride_classes(const int64_t* k, const int64_t* s) {
 kiln_status_t nn_conv_blocked(kiln_lower_ctx_t* ctx);
 kiln_status_t nn_global_avgpool_blocked(kiln_lower_ctx_t* ctx);
 kiln_status_t nn_pool_blocked(kiln_lower_ctx_t* ctx, bool is_max);
+/* A stem (group 1, C <= 4 channels of plain NCHW input, NCHWc output with
+ * block c) without the zero-padded input copy (lower_nn_conv_stem.c):
+ * weights input 1 and bias input 2 of ctx's node, constants. */
+typedef struct nn_stem_s {
+  const tir_buffer_t *x, *y;
+  int64_t N, C, M, c;
+  nn_axis_t ah, aw;
+} nn_stem_t;
+bool nn_conv_stem_applies(const nn_stem_t* st);
+kiln_status_t nn_conv_stem(nn_kb_t* kb, const nn_stem_t* st);
 
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 

@@ -235,6 +235,8 @@ static const conv_case_t k_cases[] = {
     {128, 16, 7, 7, 3, 2, 1, 1, 1, 1, 1, 1, false, true},   /* K blocks, stride 2, no bias */
     {100, 12, 5, 5, 1, 1, 1, 0, 0, 0, 0, 1, true, true},    /* C not whole blocks: one K block */
     {80, 16, 6, 6, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    /* many channels from NCHW */
+    {20, 44, 9, 7, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     /* 3 blocks of 16 a tile column, remainder */
+    {24, 136, 5, 7, 1, 1, 1, 0, 0, 0, 0, 1, false, true},   /* 9 blocks of 16: 3 tiles of 3 blocks */
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
