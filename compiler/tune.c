@@ -39,7 +39,7 @@ static void key_of(const kiln_template_t* t, const char* space, const kiln_tune_
 
 /* One instance: its record's tiles when there is one for this key, the
  * constraints take them and they were faster. */
-static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+static void use_record(kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
                        const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev, FILE* log,
                        kiln_tune_use_report_t* r) {
   kiln_template_t* t = plan->kernels[k].tmpl;
@@ -77,6 +77,8 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
   }
   t->tiles = rec->tiles;
   t->tuned_speedup = rec->default_us / rec->tuned_us;
+  /* a Winograd point with the switch off puts the implicit-GEMM conv in */
+  t = kiln_template_winograd_switch(plan, k);
   if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
   r->tuned++;
   if (log) {
@@ -142,10 +144,18 @@ kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* pr
     for (int32_t j = 0; j < prog->n_kernels; ++j) {
       kiln_program_kernel_t* pk = &prog->kernels[j];
       if (strcmp(pk->name, name) || pk->tuned) continue;
-      char tiles[128], text[256];
-      kiln_tune_tiles_format(&t->tiles, tiles, sizeof tiles);
-      snprintf(text, sizeof text, "%s %s, %.2fx when measured, %016llx", kiln_template_kind_name(t->kind), tiles,
-               t->tuned_speedup, (unsigned long long)kiln_template_fingerprint(t));
+      /* a Winograd point with the switch off: the Winograd record (the
+       * cache's key) and the implicit-GEMM conv's tiles that ran */
+      const kiln_template_t* w = kiln_template_winograd_of(plan, k);
+      char tiles[128], conv[128] = "", text[384];
+      kiln_tune_tiles_format(&w->tiles, tiles, sizeof tiles);
+      if (w != t) {
+        char ct[96];
+        kiln_tune_tiles_format(&t->tiles, ct, sizeof ct);
+        snprintf(conv, sizeof conv, " (off: conv %s)", ct);
+      }
+      snprintf(text, sizeof text, "%s %s%s, %.2fx when measured, %016llx", kiln_template_kind_name(w->kind), tiles,
+               conv, t->tuned_speedup, (unsigned long long)kiln_template_fingerprint(w));
       KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, text, &pk->tuned));
     }
   }

@@ -6,12 +6,14 @@
  * gives every instance its tiles; a program built with tuned tiles (the
  * search's, and for every kernel a non-default point of its space)
  * computes what the default program computes; records for another driver
- * are not trusted, points the constraints refuse are not used. */
+ * are not trusted, points the constraints refuse are not used; Winograd
+ * on or off per conv is a knob whose off point computes the same. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "compiler/tune.h"
+#include "compiler/tune_micro.h"
 #include "graph_harness.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
@@ -226,7 +228,121 @@ out:
   kiln_device_release(dev);
 }
 
+/* Winograd on or off per conv (kiln_template_set_t.winograd_switch): the
+ * model's 3x3 conv is a Winograd instance whose record ends in the switch
+ * (space opencl.winograd.2, knob "wino" 0/1, 1 the default); switch values
+ * other than 0 and 1 are refused; an off point is tied to one point; a
+ * cache record with the switch off puts the implicit-GEMM conv (its
+ * default tiles, its own weight layout) in the kernel's place, whose
+ * program computes what the default's does, and the module records the
+ * Winograd record with the conv's tiles; the instance alone at the off
+ * point matches its default program's outputs. */
+static void test_winograd_switch(void) {
+  kiln_device_t* dev = open_opencl_device_0();
+  CHECK(dev != NULL);
+  if (!dev) return;
+  gb_t b;
+  if (!model(&b)) return;
+  const kiln_target_t* target = kiln_target_find("opencl");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_array_t want[1] = {{0}}, got[1] = {{0}};
+  kiln_tune_cache_t forced = {0};
+  kiln_program_t* prog = NULL;
+  if (!CHECK_OK(plan_of(&b, &pd)) || !CHECK_OK(choose_opencl_templates(pd, NULL)) || !run_plan(dev, &b, pd, want))
+    goto out;
+  if (!CHECK_OK(plan_of(&b, &pt)) || !CHECK_OK(kiln_template_select(pt, &set))) goto out;
+  int32_t wk = -1;
+  for (int32_t k = 0; k < pt->n_kernels; ++k)
+    if (pt->kernels[k].tmpl && pt->kernels[k].tmpl->kind == KILN_TEMPLATE_WINOGRAD) wk = k;
+  CHECK(wk >= 0);
+  if (wk < 0) goto out;
+  const kiln_template_t* w = pt->kernels[wk].tmpl;
+  kiln_template_space_t sp;
+  CHECK(set.space(w, &sp) && sp.n_knobs == 6 && !strcmp(sp.version, "opencl.winograd.2"));
+  CHECK(!strcmp(sp.knobs[5].name, "wino") && sp.knobs[5].n == 2 && w->tiles.v[5] == 1);
+  CHECK(w->alt && w->alt->kind == KILN_TEMPLATE_CONV && w->alt->alt == w && w->alt->tiles.n == 8);
+  CHECK(set.tiles_check(w, &w->tiles, &where.limits) == NULL);
+  kiln_template_tiles_t x = w->tiles;
+  x.v[5] = 2;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  x.v[5] = -1;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  x = w->tiles;
+  x.n = 5;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  /* off: one point for every tile choice, the first hint */
+  kiln_template_tiles_t off = w->tiles, off2 = w->tiles;
+  off.v[5] = off2.v[5] = 0;
+  off2.v[0] = off2.v[0] == 4 ? 8 : 4;
+  set.tiles_tie(w, &off);
+  set.tiles_tie(w, &off2);
+  CHECK(memcmp(off.v, off2.v, sizeof off.v) == 0 && set.tiles_check(w, &off, &where.limits) == NULL);
+  kiln_template_tiles_t h[4];
+  CHECK(set.tiles_hints(w, h, 4) == 1 && memcmp(h[0].v, off.v, sizeof off.v) == 0);
+
+  /* the instance alone, off against its default (on) */
+  kiln_tune_micro_t m;
+  kiln_status_t ms = kiln_tune_micro_init(&m, pt, wk, target, &set, dev, 0, 7);
+  double tp = 0, td = 0;
+  bool match = false;
+  if (CHECK_OK(ms) && CHECK_OK(kiln_tune_micro_measure(&m, &off, 2, &tp, &td, &match, stdout)))
+    CHECK_MSG(match && tp > 0 && td > 0, "the implicit-GEMM conv alone: match %d, %.3f vs %.3f ms", (int)match,
+              1e3 * tp, 1e3 * td);
+  kiln_tune_micro_free(&m);
+
+  /* a cache record with the switch off */
+  kiln_tune_record_t r = {.default_us = 100, .tuned_us = 80, .tiles = off};
+  r.key.fingerprint = kiln_template_fingerprint(w);
+  snprintf(r.key.target, sizeof r.key.target, "opencl");
+  snprintf(r.key.space, sizeof r.key.space, "%s", sp.version);
+  snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
+  snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
+  snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
+  CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
+  kiln_tune_use_report_t rep;
+  if (!CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) goto out;
+  CHECK(rep.tuned == 1);
+  const kiln_template_t* c = pt->kernels[wk].tmpl;
+  CHECK(c->kind == KILN_TEMPLATE_CONV && c->alt && c->weights.layout == KILN_TEMPLATE_W_TILED && c->weights.laid_out);
+  CHECK(kiln_template_winograd_of(pt, wk)->kind == KILN_TEMPLATE_WINOGRAD);
+  if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "Winograd off vs on"));
+  kiln_array_free(A(), &got[0]);
+  kiln_program_build_options_t bo = {.model_name = "tune"};
+  if (CHECK_OK(kiln_program_build(pt, target, &bo, A(), &prog)) && CHECK_OK(kiln_tune_mark_program(pt, prog))) {
+    int32_t marked = 0;
+    for (int32_t j = 0; j < prog->n_kernels; ++j)
+      if (prog->kernels[j].tuned) {
+        marked++;
+        CHECK_MSG(!strncmp(prog->kernels[j].tuned, "winograd ", 9) && strstr(prog->kernels[j].tuned, ",0 (off: conv "),
+                  "recorded: %s", prog->kernels[j].tuned);
+      }
+    CHECK_MSG(marked >= 1, "%d kernels marked tuned", (int)marked); /* (the conv's program kernels) */
+  }
+  /* and on again: the Winograd instance back, the same outputs */
+  forced.r[0].tiles.v[5] = 1;
+  forced.r[0].tiles.v[0] = w->tiles.v[0] == 8 ? 4 : 8;
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) {
+    CHECK(rep.tuned == 1 && pt->kernels[wk].tmpl->kind == KILN_TEMPLATE_WINOGRAD);
+    if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "Winograd at another point"));
+    kiln_array_free(A(), &got[0]);
+  }
+out:
+  kiln_program_destroy(prog);
+  kiln_tune_cache_free(&forced);
+  kiln_array_free(A(), &want[0]);
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  for (int i = 0; i < b.n_feeds; ++i) kiln_array_free(A(), &b.feeds[i]);
+  kiln_graph_destroy(b.g);
+  kiln_device_release(dev);
+}
+
 int main(void) {
+  RUN(test_winograd_switch);
   RUN(test_tune_and_use);
   return kiln_test_finish();
 }
