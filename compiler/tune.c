@@ -42,9 +42,9 @@ static void key_of(const kiln_template_t* t, const char* space, const kiln_tune_
 static void use_record(kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
                        const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev, FILE* log,
                        kiln_tune_use_report_t* r) {
-  kiln_template_t* t = plan->kernels[k].tmpl;
+  kiln_template_t* t = kiln_template_tunable_of(plan, k);
   kiln_template_space_t sp;
-  if (!set->space || !set->space(t, &sp)) return;
+  if (!t || !set->space || !set->space(t, &sp)) return;
   r->instances++;
   kiln_tune_key_t key;
   key_of(t, sp.version, dev, &key);
@@ -77,8 +77,16 @@ static void use_record(kiln_plan_t* plan, int32_t k, const kiln_template_set_t* 
   }
   t->tiles = rec->tiles;
   t->tuned_speedup = rec->default_us / rec->tuned_us;
-  /* a Winograd point with the switch off puts the implicit-GEMM conv in */
-  t = kiln_template_winograd_switch(plan, k);
+  /* a point with its switch off puts the implicit-GEMM conv (Winograd) or
+   * the printed kernel (depthwise) in */
+  t = kiln_template_switch(plan, k);
+  if (!t) {
+    r->tuned++;
+    if (log)
+      fprintf(log, "note: tuning: kernel '%s' (%016llx) tuned: the printed kernel, %.2fx its default when measured\n",
+              plan->kernels[k].func->name, (unsigned long long)key.fingerprint, rec->default_us / rec->tuned_us);
+    return;
+  }
   if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
   r->tuned++;
   if (log) {
@@ -96,7 +104,7 @@ kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set
   memset(&r, 0, sizeof r);
   KILN_RETURN_IF_ERROR(kiln_template_select(plan, set));
   for (int32_t k = 0; k < plan->n_kernels; ++k)
-    if (plan->kernels[k].tmpl) use_record(plan, k, set, cache, dev, log, &r);
+    if (plan->kernels[k].tmpl || plan->kernels[k].tmpl_off) use_record(plan, k, set, cache, dev, log, &r);
   kiln_status_t s = kiln_template_weights_lay_out(plan);
   if (s)
     for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
@@ -138,24 +146,26 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
 
 kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog) {
   for (int32_t k = 0; k < plan->n_kernels; ++k) {
-    const kiln_template_t* t = plan->kernels[k].tmpl;
-    if (!t || t->tuned_speedup <= 0) continue;
+    const kiln_template_t* t = plan->kernels[k].tmpl; /* what runs (NULL: the printed kernel) */
+    const kiln_template_t* w = kiln_template_tunable_of(plan, k); /* the record's */
+    if (!w || w->tuned_speedup <= 0) continue;
     const char* name = plan->kernels[k].func->name;
     for (int32_t j = 0; j < prog->n_kernels; ++j) {
       kiln_program_kernel_t* pk = &prog->kernels[j];
       if (strcmp(pk->name, name) || pk->tuned) continue;
       /* a Winograd point with the switch off: the Winograd record (the
        * cache's key) and the implicit-GEMM conv's tiles that ran */
-      const kiln_template_t* w = kiln_template_winograd_of(plan, k);
       char tiles[128], conv[128] = "", text[384];
       kiln_tune_tiles_format(&w->tiles, tiles, sizeof tiles);
-      if (w != t) {
+      if (!t) {
+        snprintf(conv, sizeof conv, " (off: the printed kernel)");
+      } else if (w != t) {
         char ct[96];
         kiln_tune_tiles_format(&t->tiles, ct, sizeof ct);
         snprintf(conv, sizeof conv, " (off: conv %s)", ct);
       }
       snprintf(text, sizeof text, "%s %s%s, %.2fx when measured, %016llx", kiln_template_kind_name(w->kind), tiles,
-               conv, t->tuned_speedup, (unsigned long long)kiln_template_fingerprint(w));
+               conv, w->tuned_speedup, (unsigned long long)kiln_template_fingerprint(w));
       KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, text, &pk->tuned));
     }
   }

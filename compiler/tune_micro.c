@@ -62,7 +62,8 @@ static kiln_status_t add_io(kiln_tune_micro_t* m, int32_t b, bool out) {
  * (a conv's grid 'F', the GEMM's unused workspace '-') stays the program's. */
 static kiln_status_t find_io(kiln_tune_micro_t* m) {
   const kiln_plan_kernel_t* pk = &m->plan->kernels[m->k];
-  const kiln_template_t* t = pk->tmpl;
+  const kiln_template_t* t = kiln_template_tunable_of(m->plan, m->k);
+  if (!t) return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: kernel '%s' is not a template instance", pk->func->name);
   const char* roles = NULL;
   const int32_t* args = pk->args;
   int32_t n = 0;
@@ -111,7 +112,7 @@ kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks,
 /* The program of the instance at |tiles|. */
 static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
   const kiln_plan_t* p = m->plan;
-  const kiln_template_t* t = kiln_template_winograd_of(p, m->k);
+  const kiln_template_t* t = kiln_template_tunable_of(p, m->k);
   /* a Winograd point with the switch off: the implicit-GEMM conv at its
    * own tiles, after the phase split where the Winograd one read X */
   const bool off = t->kind == KILN_TEMPLATE_WINOGRAD && t->alt && tiles->n == t->tiles.n && tiles->n > 0 &&
@@ -153,6 +154,9 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
       if (phase >= 0) tt[n].conv.phase_kernel = phase;
     }
     ks[n].tmpl = &tt[n];
+    /* a depthwise point with its switch off: the printed kernel */
+    if (t->kind == KILN_TEMPLATE_DEPTHWISE && p->kernels[m->k].tmpl_off && tiles->n > 0 && tiles->v[tiles->n - 1] == 0)
+      ks[n].tmpl = NULL;
     ++n;
     kiln_template_t* x = &tt[n - 1];
     const int32_t wb = x->weights.buffer;
@@ -230,7 +234,7 @@ kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan
   m->tir_ready = true;
   m->build = build_tmpl;
   KILN_RETURN_IF_ERROR(find_io(m));
-  return kiln_tune_micro_start(m, &plan->kernels[k].tmpl->tiles, plan->kernels[k].func->name, seed);
+  return kiln_tune_micro_start(m, &kiln_template_tunable_of(plan, k)->tiles, plan->kernels[k].func->name, seed);
 }
 
 kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt, const char* what,

@@ -386,7 +386,7 @@ typedef struct kiln_template_s {
    * implicit-GEMM CONV instance of the same conv (the set's default
    * tiles, TILED weights) point at each other; the WINOGRAD one's tiles
    * end in the switch (1 Winograd, 0 the CONV one), which
-   * kiln_template_winograd_switch puts in the kernel's place. NULL: none. */
+   * kiln_template_switch puts in the kernel's place. NULL: none. */
   struct kiln_template_s* alt;
   /* WINOGRAD with |alt| reading X itself: the MERGED descriptor of its
    * phase split (the CONV one reads the split's planes, which then runs) */
@@ -535,6 +535,11 @@ typedef struct kiln_template_set_s {
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the
    * implicit-GEMM conv with its default tiles) */
   bool winograd_switch;
+  /* with |depthwise|: the template or the printed kernel per depthwise
+   * conv is a knob: every match gets a DEPTHWISE instance whose tiles end
+   * in the switch, 1 (the template) where the rule above takes it, else 0
+   * (the printed kernel: the instance waits in the kernel's tmpl_off) */
+  bool depthwise_switch;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for
@@ -556,18 +561,21 @@ KILN_MUST_USE kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_t
  * kiln_template_weights_lay_out. */
 KILN_MUST_USE kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set);
 
-/* The WINOGRAD instance of kernel |k| where its CONV alternative stands in
- * its place (the record a tuner or a cache sets), else the kernel's own
- * descriptor (NULL: none). */
-kiln_template_t* kiln_template_winograd_of(const kiln_plan_t* plan, int32_t k);
+/* The instance whose tiles record a tuner or a cache sets for kernel |k|:
+ * the WINOGRAD one where its CONV alternative stands in its place, the
+ * switched-off one (tmpl_off) where the printed kernel runs, else the
+ * kernel's descriptor (NULL: none). */
+kiln_template_t* kiln_template_tunable_of(const kiln_plan_t* plan, int32_t k);
 
-/* For kernel |k| with a Winograd instance that has an alternative
- * (kiln_template_set_t.winograd_switch): puts the instance its switch
- * entry asks for in the kernel's place (the CONV one with the phase split
- * back in the program where the Winograd one read X itself; the incoming
- * one's weights not laid out, so run it with the weights restored and lay
- * them out after) and returns it. Other kernels: their descriptor. */
-kiln_template_t* kiln_template_winograd_switch(kiln_plan_t* plan, int32_t k);
+/* For kernel |k| with a switch in its record (kiln_template_set_t.
+ * winograd_switch, .depthwise_switch): puts what the switch entry asks
+ * for in the kernel's place and returns it: the Winograd instance or its
+ * CONV alternative (with the phase split back in the program where the
+ * Winograd one read X itself; the incoming one's weights not laid out, so
+ * run it with the weights restored and lay them out after), the depthwise
+ * instance or NULL (the printed kernel; the instance in tmpl_off). Other
+ * kernels: their descriptor. */
+kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k);
 
 /* ---- weight layouts (template_weights.c) ----------------------------------- */
 

@@ -141,13 +141,20 @@ static kiln_status_t link_alt(kiln_plan_t* plan, int32_t at, const kiln_template
   return NULL;
 }
 
-kiln_template_t* kiln_template_winograd_of(const kiln_plan_t* plan, int32_t k) {
+kiln_template_t* kiln_template_tunable_of(const kiln_plan_t* plan, int32_t k) {
   kiln_template_t* t = plan->kernels[k].tmpl;
-  return t && t->kind == KILN_TEMPLATE_CONV && t->alt && t->alt->kind == KILN_TEMPLATE_WINOGRAD ? t->alt : t;
+  if (!t) return plan->kernels[k].tmpl_off;
+  return t->kind == KILN_TEMPLATE_CONV && t->alt && t->alt->kind == KILN_TEMPLATE_WINOGRAD ? t->alt : t;
 }
 
-kiln_template_t* kiln_template_winograd_switch(kiln_plan_t* plan, int32_t k) {
-  kiln_template_t* w = kiln_template_winograd_of(plan, k);
+kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k) {
+  kiln_template_t* w = kiln_template_tunable_of(plan, k);
+  if (w && w->kind == KILN_TEMPLATE_DEPTHWISE && (plan->kernels[k].tmpl_off == w || plan->kernels[k].tmpl == w) &&
+      plan->kernels[k].tmpl_off) {
+    const bool on = w->tiles.n > 0 && w->tiles.v[w->tiles.n - 1] != 0;
+    plan->kernels[k].tmpl = on ? w : NULL;
+    return plan->kernels[k].tmpl;
+  }
   if (!w || w->kind != KILN_TEMPLATE_WINOGRAD || !w->alt || w->tiles.n < 1) return plan->kernels[k].tmpl;
   const bool on = w->tiles.v[w->tiles.n - 1] != 0;
   kiln_template_t* in = on ? w : w->alt;
@@ -166,7 +173,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
   /* the matchers read the lowering's packed weights: an earlier choice's
    * layouts go first */
   kiln_template_weights_restore(plan);
-  for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = plan->kernels[k].tmpl_off = NULL;
   if (!plan->graph) return NULL;
   kiln_template_t* t = NULL;
   kiln_status_t s = kiln_allocator_malloc(plan->allocator, 2 * sizeof *t, "templates", (void**)&t);
@@ -177,7 +184,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
     memset(t, 0, sizeof *t);
     t->weights.buffer = -1;
     int32_t at = k;
-    bool has_alt = false;
+    bool has_alt = false, dw_on = false;
     if (set->gemm && kiln_template_gemm_match(plan, k, &set->gemm_rules, &t->gemm)) {
       t->kind = KILN_TEMPLATE_GEMM;
     } else if (set->conv && kiln_template_conv_match(plan, k, set->conv_grid, true, &t->conv)) {
@@ -189,8 +196,10 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       if (!s && t->kind == KILN_TEMPLATE_WINOGRAD && t->conv.x_direct)
         s = place(plan, t->conv.phase_kernel,
                   &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
-    } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
+    } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) &&
+               (depthwise_wins(set, &t->dw) || set->depthwise_switch)) {
       t->kind = KILN_TEMPLATE_DEPTHWISE;
+      dw_on = depthwise_wins(set, &t->dw);
     } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {
       t->kind = KILN_TEMPLATE_Q8;
     } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
@@ -198,10 +207,17 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
     if (!s && has_alt) s = link_alt(plan, at, alt, set);
+    if (!s && t->kind == KILN_TEMPLATE_DEPTHWISE && set->depthwise_switch) {
+      /* the switch after the target's tiles; off: the printed kernel runs */
+      kiln_template_t* d = plan->kernels[at].tmpl;
+      if (d->tiles.n < KILN_TEMPLATE_TILES_MAX) d->tiles.v[d->tiles.n++] = dw_on ? 1 : 0;
+      plan->kernels[at].tmpl_off = d;
+      if (!dw_on) plan->kernels[at].tmpl = NULL;
+    }
   }
   kiln_allocator_free(plan->allocator, t);
   if (s)
-    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = plan->kernels[k].tmpl_off = NULL;
   return s;
 }
 

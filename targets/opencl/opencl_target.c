@@ -196,6 +196,8 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       .q8 = true,
       /* Winograd on or off per conv, a knob of `kiln tune` */
       .winograd_switch = true,
+      /* the depthwise template or the printed kernel per conv, a knob too */
+      .depthwise_switch = true,
   };
 }
 

@@ -113,7 +113,9 @@ kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* na
 }
 
 kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out) {
-  KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
+  /* the switch after the three (kiln_template_set_t.depthwise_switch): 1
+   * is this instance, 0 the printed kernel (never handed here) */
+  if (!(t->tiles.n == 4 && t->tiles.v[3] == 1)) KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
   *out = (kiln_opencl_dw_tiles_t){t->tiles.v[0], t->tiles.v[1], t->tiles.v[2]};
   return NULL;
 }
