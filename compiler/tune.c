@@ -145,14 +145,24 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
 }
 
 kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog) {
-  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+  /* Program kernel j runs the j-th plan kernel that is not MERGED where
+   * the counts agree (a kernel whose code another's equals takes that
+   * one's symbol: ResNet-18's layer4.1.conv1 as an implicit-GEMM conv is
+   * k__conv1_Conv_2); else kernels are found by symbol. */
+  int32_t kept = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    kept += !(plan->kernels[k].tmpl && plan->kernels[k].tmpl->kind == KILN_TEMPLATE_MERGED);
+  const bool by_order = kept == prog->n_kernels;
+  for (int32_t k = 0, at = 0; k < plan->n_kernels; ++k) {
     const kiln_template_t* t = plan->kernels[k].tmpl; /* what runs (NULL: the printed kernel) */
+    if (t && t->kind == KILN_TEMPLATE_MERGED) continue;
+    const int32_t here = at++;
     const kiln_template_t* w = kiln_template_tunable_of(plan, k); /* the record's */
     if (!w || w->tuned_speedup <= 0) continue;
     const char* name = plan->kernels[k].func->name;
-    for (int32_t j = 0; j < prog->n_kernels; ++j) {
+    for (int32_t j = by_order ? here : 0; j < (by_order ? here + 1 : prog->n_kernels); ++j) {
       kiln_program_kernel_t* pk = &prog->kernels[j];
-      if (strcmp(pk->name, name) || pk->tuned) continue;
+      if ((!by_order && strcmp(pk->name, name)) || pk->tuned) continue;
       /* a Winograd point with the switch off: the Winograd record (the
        * cache's key) and the implicit-GEMM conv's tiles that ran */
       char tiles[128], conv[128] = "", text[384];
