@@ -39,12 +39,12 @@ static void key_of(const kiln_template_t* t, const char* space, const kiln_tune_
 
 /* One instance: its record's tiles when there is one for this key, the
  * constraints take them and they were faster. */
-static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+static void use_record(kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
                        const kiln_tune_cache_t* cache, const kiln_tune_device_t* dev, FILE* log,
                        kiln_tune_use_report_t* r) {
-  kiln_template_t* t = plan->kernels[k].tmpl;
+  kiln_template_t* t = kiln_template_tunable_of(plan, k);
   kiln_template_space_t sp;
-  if (!set->space || !set->space(t, &sp)) return;
+  if (!t || !set->space || !set->space(t, &sp)) return;
   r->instances++;
   kiln_tune_key_t key;
   key_of(t, sp.version, dev, &key);
@@ -77,6 +77,16 @@ static void use_record(const kiln_plan_t* plan, int32_t k, const kiln_template_s
   }
   t->tiles = rec->tiles;
   t->tuned_speedup = rec->default_us / rec->tuned_us;
+  /* a point with its switch off puts the implicit-GEMM conv (Winograd) or
+   * the printed kernel (depthwise) in */
+  t = kiln_template_switch(plan, k);
+  if (!t) {
+    r->tuned++;
+    if (log)
+      fprintf(log, "note: tuning: kernel '%s' (%016llx) tuned: the printed kernel, %.2fx its default when measured\n",
+              plan->kernels[k].func->name, (unsigned long long)key.fingerprint, rec->default_us / rec->tuned_us);
+    return;
+  }
   if (t->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(t);
   r->tuned++;
   if (log) {
@@ -94,7 +104,7 @@ kiln_status_t kiln_tune_choose(kiln_plan_t* plan, const kiln_template_set_t* set
   memset(&r, 0, sizeof r);
   KILN_RETURN_IF_ERROR(kiln_template_select(plan, set));
   for (int32_t k = 0; k < plan->n_kernels; ++k)
-    if (plan->kernels[k].tmpl) use_record(plan, k, set, cache, dev, log, &r);
+    if (plan->kernels[k].tmpl || plan->kernels[k].tmpl_off) use_record(plan, k, set, cache, dev, log, &r);
   kiln_status_t s = kiln_template_weights_lay_out(plan);
   if (s)
     for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
@@ -135,17 +145,37 @@ kiln_status_t kiln_tune_choose_file(kiln_plan_t* plan, const kiln_template_set_t
 }
 
 kiln_status_t kiln_tune_mark_program(const kiln_plan_t* plan, kiln_program_t* prog) {
-  for (int32_t k = 0; k < plan->n_kernels; ++k) {
-    const kiln_template_t* t = plan->kernels[k].tmpl;
-    if (!t || t->tuned_speedup <= 0) continue;
+  /* Program kernel j runs the j-th plan kernel that is not MERGED where
+   * the counts agree (a kernel whose code another's equals takes that
+   * one's symbol: ResNet-18's layer4.1.conv1 as an implicit-GEMM conv is
+   * k__conv1_Conv_2); else kernels are found by symbol. */
+  int32_t kept = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k)
+    kept += !(plan->kernels[k].tmpl && plan->kernels[k].tmpl->kind == KILN_TEMPLATE_MERGED);
+  const bool by_order = kept == prog->n_kernels;
+  for (int32_t k = 0, at = 0; k < plan->n_kernels; ++k) {
+    const kiln_template_t* t = plan->kernels[k].tmpl; /* what runs (NULL: the printed kernel) */
+    if (t && t->kind == KILN_TEMPLATE_MERGED) continue;
+    const int32_t here = at++;
+    const kiln_template_t* w = kiln_template_tunable_of(plan, k); /* the record's */
+    if (!w || w->tuned_speedup <= 0) continue;
     const char* name = plan->kernels[k].func->name;
-    for (int32_t j = 0; j < prog->n_kernels; ++j) {
+    for (int32_t j = by_order ? here : 0; j < (by_order ? here + 1 : prog->n_kernels); ++j) {
       kiln_program_kernel_t* pk = &prog->kernels[j];
-      if (strcmp(pk->name, name) || pk->tuned) continue;
-      char tiles[128], text[256];
-      kiln_tune_tiles_format(&t->tiles, tiles, sizeof tiles);
-      snprintf(text, sizeof text, "%s %s, %.2fx when measured, %016llx", kiln_template_kind_name(t->kind), tiles,
-               t->tuned_speedup, (unsigned long long)kiln_template_fingerprint(t));
+      if ((!by_order && strcmp(pk->name, name)) || pk->tuned) continue;
+      /* a Winograd point with the switch off: the Winograd record (the
+       * cache's key) and the implicit-GEMM conv's tiles that ran */
+      char tiles[128], conv[128] = "", text[384];
+      kiln_tune_tiles_format(&w->tiles, tiles, sizeof tiles);
+      if (!t) {
+        snprintf(conv, sizeof conv, " (off: the printed kernel)");
+      } else if (w != t) {
+        char ct[96];
+        kiln_tune_tiles_format(&t->tiles, ct, sizeof ct);
+        snprintf(conv, sizeof conv, " (off: conv %s)", ct);
+      }
+      snprintf(text, sizeof text, "%s %s%s, %.2fx when measured, %016llx", kiln_template_kind_name(w->kind), tiles,
+               conv, w->tuned_speedup, (unsigned long long)kiln_template_fingerprint(w));
       KILN_RETURN_IF_ERROR(kiln_program_strdup(prog, text, &pk->tuned));
     }
   }

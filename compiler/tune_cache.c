@@ -68,7 +68,7 @@ static bool parse_tiles(const char* s, size_t n, kiln_template_tiles_t* out) {
       v = v * 10 + (s[i] - '0');
       if (v > 65536) return false;
     }
-    if (d == 0 || v < 1) return false;
+    if (d == 0) return false; /* 0 is a value: Vulkan's direct-read mode, a Winograd switch off */
     out->v[out->n++] = (int32_t)v;
     if (i < n && s[i++] != ',') return false;
     if (i == n && s[n - 1] == ',') return false;
@@ -103,7 +103,7 @@ const char* kiln_tune_record_parse(const char* line, kiln_tune_record_t* out) {
   if (!field(f[3], len[3], sizeof out->key.device, ok_text, out->key.device)) return "bad device name";
   if (!field(f[4], len[4], sizeof out->key.driver, ok_text, out->key.driver)) return "bad driver version";
   if (!field(f[5], len[5], sizeof out->key.kiln, ok_word, out->key.kiln)) return "bad kiln version";
-  if (!parse_tiles(f[6], len[6], &out->tiles)) return "bad tiles (1 to 8 integers in 1..65536, comma-separated)";
+  if (!parse_tiles(f[6], len[6], &out->tiles)) return "bad tiles (1 to 8 integers in 0..65536, comma-separated)";
   if (!parse_time(f[7], len[7], &out->default_us) || !parse_time(f[8], len[8], &out->tuned_us))
     return "bad time (a positive number of microseconds)";
   return NULL;

@@ -62,7 +62,8 @@ static kiln_status_t add_io(kiln_tune_micro_t* m, int32_t b, bool out) {
  * (a conv's grid 'F', the GEMM's unused workspace '-') stays the program's. */
 static kiln_status_t find_io(kiln_tune_micro_t* m) {
   const kiln_plan_kernel_t* pk = &m->plan->kernels[m->k];
-  const kiln_template_t* t = pk->tmpl;
+  const kiln_template_t* t = kiln_template_tunable_of(m->plan, m->k);
+  if (!t) return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: kernel '%s' is not a template instance", pk->func->name);
   const char* roles = NULL;
   const int32_t* args = pk->args;
   int32_t n = 0;
@@ -111,9 +112,18 @@ kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks,
 /* The program of the instance at |tiles|. */
 static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
   const kiln_plan_t* p = m->plan;
-  const kiln_template_t* t = p->kernels[m->k].tmpl;
-  kiln_plan_kernel_t ks[2];
-  kiln_template_t* tt = calloc(2, sizeof *tt);
+  const kiln_template_t* t = kiln_template_tunable_of(p, m->k);
+  /* a Winograd point with the switch off: the implicit-GEMM conv at its
+   * own tiles, after the phase split where the Winograd one read X */
+  const bool off = t->kind == KILN_TEMPLATE_WINOGRAD && t->alt && tiles->n == t->tiles.n && tiles->n > 0 &&
+                   tiles->v[tiles->n - 1] == 0;
+  const kiln_template_t* wino = t;
+  if (off) {
+    t = t->alt;
+    tiles = &t->tiles;
+  }
+  kiln_plan_kernel_t ks[3];
+  kiln_template_t* tt = calloc(3, sizeof *tt);
   kiln_plan_buffer_t* bufs = malloc(sizeof *bufs * (size_t)(p->n_buffers + 1));
   kiln_array_t laid = {0};
   kiln_status_t s = tt && bufs ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: kernel '%s'", p->kernels[m->k].func->name);
@@ -121,6 +131,13 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
   if (!s) {
     memcpy(bufs, p->buffers, sizeof *bufs * (size_t)p->n_buffers);
     const bool conv = t->kind == KILN_TEMPLATE_CONV || t->kind == KILN_TEMPLATE_WINOGRAD;
+    int32_t phase = -1, gemm = 0;
+    if (off && wino->phase_merged && wino->conv.phase_kernel >= 0) {
+      ks[n] = p->kernels[wino->conv.phase_kernel];
+      ks[n].tmpl = NULL;
+      phase = n++;
+    }
+    gemm = n;
     if (conv && t->conv.gemm_kernel != m->k) {
       ks[n] = p->kernels[t->conv.gemm_kernel];
       tt[n] = (kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = n + 1, .weights.buffer = -1};
@@ -132,10 +149,14 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
     tt[n].tiles = *tiles;
     tt[n].weights.laid_out = false;
     if (conv) {
-      tt[n].conv.gemm_kernel = 0;
+      tt[n].conv.gemm_kernel = gemm;
       tt[n].conv.slot = n;
+      if (phase >= 0) tt[n].conv.phase_kernel = phase;
     }
     ks[n].tmpl = &tt[n];
+    /* a depthwise point with its switch off: the printed kernel */
+    if (t->kind == KILN_TEMPLATE_DEPTHWISE && p->kernels[m->k].tmpl_off && tiles->n > 0 && tiles->v[tiles->n - 1] == 0)
+      ks[n].tmpl = NULL;
     ++n;
     kiln_template_t* x = &tt[n - 1];
     const int32_t wb = x->weights.buffer;
@@ -213,7 +234,7 @@ kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kiln_plan_t* plan
   m->tir_ready = true;
   m->build = build_tmpl;
   KILN_RETURN_IF_ERROR(find_io(m));
-  return kiln_tune_micro_start(m, &plan->kernels[k].tmpl->tiles, plan->kernels[k].func->name, seed);
+  return kiln_tune_micro_start(m, &kiln_template_tunable_of(plan, k)->tiles, plan->kernels[k].func->name, seed);
 }
 
 kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_tiles_t* dflt, const char* what,

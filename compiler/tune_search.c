@@ -195,6 +195,23 @@ static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
  * laid out for them. */
 static kiln_status_t plan_of(tuner_t* t);
 
+/* Program kernel i runs plan kernel prog_kernel[i]: the plan's order
+ * without the kernels MERGED into an instance (a Winograd switch moves a
+ * phase split in or out); a phase split that runs for an implicit-GEMM
+ * conv standing in for a Winograd instance counts for that group. */
+static void prog_map(tuner_t* t) {
+  const kiln_plan_t* p = t->plan;
+  t->n_prog = 0;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    if (!p->kernels[k].tmpl || p->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED) t->prog_kernel[t->n_prog++] = k;
+  for (int32_t gi = 0; gi < t->n_groups; ++gi)
+    for (int32_t i = 0; i < t->groups[gi].n_inst; ++i) {
+      const kiln_template_t* w = kiln_template_tunable_of(p, t->groups[gi].inst[i]);
+      if (w && w->phase_merged && w->conv.phase_kernel >= 0)
+        t->group_of[w->conv.phase_kernel] = p->kernels[w->conv.phase_kernel].tmpl ? -1 : gi;
+    }
+}
+
 static kiln_status_t set_tiles(tuner_t* t, bool best) {
   if (t->cpu) { /* the GEMMs' points, then the plan again */
     for (int32_t gi = 0; gi < t->n_groups; ++gi) {
@@ -210,11 +227,14 @@ static kiln_status_t set_tiles(tuner_t* t, bool best) {
     const group_t* g = &t->groups[gi];
     const kiln_template_tiles_t* x = best ? &g->best : &g->dflt;
     for (int32_t i = 0; i < g->n_inst; ++i) {
-      kiln_template_t* d = t->plan->kernels[g->inst[i]].tmpl;
+      kiln_template_t* d = kiln_template_tunable_of(t->plan, g->inst[i]);
       d->tiles = *x;
-      if (d->weights.layout != KILN_TEMPLATE_W_PACKED && t->set.weight_blocks) t->set.weight_blocks(d);
+      /* a Winograd point with the switch off: the implicit-GEMM conv */
+      d = kiln_template_switch(t->plan, g->inst[i]);
+      if (d && d->weights.layout != KILN_TEMPLATE_W_PACKED && t->set.weight_blocks) t->set.weight_blocks(d);
     }
   }
+  prog_map(t);
   return kiln_template_weights_lay_out(t->plan);
 }
 
@@ -403,7 +423,7 @@ static kiln_status_t make_groups(tuner_t* t, const kiln_tune_cache_t* cache) {
   if (!t->groups) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: groups");
   for (int32_t k = 0; k < p->n_kernels; ++k) {
     t->group_of[k] = -1;
-    kiln_template_t* d = p->kernels[k].tmpl;
+    kiln_template_t* d = kiln_template_tunable_of(p, k);
     kiln_template_space_t sp;
     if (!d || !t->set.space || !t->set.space(d, &sp)) continue;
     const uint64_t fp = kiln_template_fingerprint(d);

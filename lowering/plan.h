@@ -86,6 +86,10 @@ typedef struct kiln_plan_kernel_s {
    * Fusion never joins a host kernel with a device one, and templates are
    * not chosen for it. false on CPU plans. */
   bool host;
+  /* A template instance the set's rule left out, which a tuner may switch
+   * in (kiln_template_switch; a depthwise conv the printed kernel runs by
+   * default); NULL: none. */
+  struct kiln_template_s* tmpl_off;
 } kiln_plan_kernel_t;
 
 /* A convolution's weights as the block-sparse lowering saw them: blocks

@@ -382,6 +382,15 @@ typedef struct kiln_template_s {
   kiln_template_dw_t dw;
   kiln_template_q8_t q8;
   kiln_template_pool_t pool; /* POOL */
+  /* A Winograd instance chosen by a set with |winograd_switch| and the
+   * implicit-GEMM CONV instance of the same conv (the set's default
+   * tiles, TILED weights) point at each other; the WINOGRAD one's tiles
+   * end in the switch (1 Winograd, 0 the CONV one), which
+   * kiln_template_switch puts in the kernel's place. NULL: none. */
+  struct kiln_template_s* alt;
+  /* WINOGRAD with |alt| reading X itself: the MERGED descriptor of its
+   * phase split (the CONV one reads the split's planes, which then runs) */
+  struct kiln_template_s* phase_merged;
 } kiln_template_t;
 
 /* ---- search spaces and fingerprints (template_tune.c) ----------------------
@@ -521,6 +530,16 @@ typedef struct kiln_template_set_s {
   bool winograd_reads_x;
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
+  /* with |winograd|: Winograd on or off per conv is a knob: every
+   * Winograd instance carries its implicit-GEMM alternative (t->alt) and
+   * one more tiles entry after the target's, 1 (Winograd) or 0 (the
+   * implicit-GEMM conv with its default tiles) */
+  bool winograd_switch;
+  /* with |depthwise|: the template or the printed kernel per depthwise
+   * conv is a knob: every match gets a DEPTHWISE instance whose tiles end
+   * in the switch, 1 (the template) where the rule above takes it, else 0
+   * (the printed kernel: the instance waits in the kernel's tmpl_off) */
+  bool depthwise_switch;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for
@@ -541,6 +560,22 @@ KILN_MUST_USE kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_t
  * calls set->weight_blocks on the descriptors it changed, then
  * kiln_template_weights_lay_out. */
 KILN_MUST_USE kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set);
+
+/* The instance whose tiles record a tuner or a cache sets for kernel |k|:
+ * the WINOGRAD one where its CONV alternative stands in its place, the
+ * switched-off one (tmpl_off) where the printed kernel runs, else the
+ * kernel's descriptor (NULL: none). */
+kiln_template_t* kiln_template_tunable_of(const kiln_plan_t* plan, int32_t k);
+
+/* For kernel |k| with a switch in its record (kiln_template_set_t.
+ * winograd_switch, .depthwise_switch): puts what the switch entry asks
+ * for in the kernel's place and returns it: the Winograd instance or its
+ * CONV alternative (with the phase split back in the program where the
+ * Winograd one read X itself; the incoming one's weights not laid out, so
+ * run it with the weights restored and lay them out after), the depthwise
+ * instance or NULL (the printed kernel; the instance in tmpl_off). Other
+ * kernels: their descriptor. */
+kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k);
 
 /* ---- weight layouts (template_weights.c) ----------------------------------- */
 

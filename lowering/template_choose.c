@@ -52,30 +52,18 @@ static bool depthwise_wins(const kiln_template_set_t* set, const kiln_template_d
   return stride >= set->depthwise_min_stride || (set->depthwise_f16_any_stride && d->f16_x);
 }
 
-/* Kernel |k| of |plan| as the conv instance *t (matched with the grid
- * when the set keeps it): its weight layout, Winograd or not, and where
- * its partial sums go. f16 buffers are storage only: the templates
- * convert on load and store and sum in f32. */
-static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
-                                 kiln_template_t* t) {
-  t->kind = KILN_TEMPLATE_CONV;
-  const bool tiled = set->conv_tiled_weights && weights_private(plan, &t->conv);
-  t->weights.layout = tiled ? KILN_TEMPLATE_W_TILED : KILN_TEMPLATE_W_PACKED;
-  /* Winograd transforms the weights (so they must be the conv's own) and
-   * keeps no partial sums in the grid, which leaves the program */
-  kiln_template_conv_t nogrid;
-  if (set->winograd && tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
-      kiln_template_conv_match(plan, k, false, true, &nogrid)) {
-    t->kind = KILN_TEMPLATE_WINOGRAD;
-    t->weights.layout = set->winograd4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
-    t->conv = nogrid;
-    /* the padding in the template's reads: the phase split goes */
-    if (set->winograd_reads_x) kiln_template_winograd_direct(plan, &t->conv);
-  } else if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
+/* The implicit-GEMM conv of kernel |k| (*t matched with the grid when
+ * the set keeps it, kind and weight layout set): where its partial sums
+ * go. f16 buffers are storage only: the templates convert on load and
+ * store and sum in f32. */
+static kiln_status_t implicit_conv(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+                                   kiln_template_t* t) {
+  if (set->conv_grid && (set->conv_private_sums || kiln_template_conv_sums_f16(&t->conv))) {
     /* Partial sums between K slices stay f32 in a private array and the
      * grid leaves the program. Where the grid they would go through holds
      * f16 this is a must (rounding each slice's sum would add an error
      * growing with K); an f32 grid may keep the memory path. */
+    kiln_template_conv_t nogrid;
     if (!kiln_template_conv_match(plan, k, false, true, &nogrid))
       return kiln_make_status(KILN_INTERNAL, "templates: conv '%s' matched with its grid, not without",
                               plan->kernels[k].func->name);
@@ -86,16 +74,98 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
   return NULL;
 }
 
-/* Puts the descriptor on kernel |k| with the tiles the set's rules pick
+/* Kernel |k| of |plan| as the conv instance *t (matched with the grid
+ * when the set keeps it): its weight layout, Winograd or not, and where
+ * its partial sums go. A Winograd instance of a set with winograd_switch
+ * gets its implicit-GEMM alternative in *alt (*has_alt). */
+static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_template_set_t* set,
+                                 kiln_template_t* t, kiln_template_t* alt, bool* has_alt) {
+  t->kind = KILN_TEMPLATE_CONV;
+  *has_alt = false;
+  const bool tiled = set->conv_tiled_weights && weights_private(plan, &t->conv);
+  t->weights.layout = tiled ? KILN_TEMPLATE_W_TILED : KILN_TEMPLATE_W_PACKED;
+  /* Winograd transforms the weights (so they must be the conv's own) and
+   * keeps no partial sums in the grid, which leaves the program */
+  kiln_template_conv_t nogrid;
+  if (set->winograd && tiled && kiln_template_winograd_covers(&t->conv) && winograd_wins(set, &t->conv) &&
+      kiln_template_conv_match(plan, k, false, true, &nogrid)) {
+    if (set->winograd_switch) {
+      *alt = *t;
+      KILN_RETURN_IF_ERROR(implicit_conv(plan, k, set, alt));
+      *has_alt = alt->conv.slot == nogrid.slot;
+    }
+    t->kind = KILN_TEMPLATE_WINOGRAD;
+    t->weights.layout = set->winograd4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
+    t->conv = nogrid;
+    /* the padding in the template's reads: the phase split goes */
+    if (set->winograd_reads_x) kiln_template_winograd_direct(plan, &t->conv);
+    t->weights.buffer = weight_buffer(&t->conv);
+    return NULL;
+  }
+  return implicit_conv(plan, k, set, t);
+}
+
+/* A copy of |t| in the plan's arena with the tiles the set's rules pick
  * for it and, for weights it re-lays out, their geometry. */
-static kiln_status_t place(kiln_plan_t* plan, int32_t k, const kiln_template_t* t, const kiln_template_set_t* set) {
+static kiln_status_t make(kiln_plan_t* plan, int32_t k, const kiln_template_t* t, const kiln_template_set_t* set,
+                          kiln_template_t** out) {
   kiln_template_t* d = kiln_arena_alloc(&plan->tir.arena, sizeof *d);
   if (!d) return kiln_make_status(KILN_OUT_OF_MEMORY, "templates: kernel '%s'", plan->kernels[k].func->name);
   *d = *t;
   if (d->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(d, set->gpu_lacks);
   if (d->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(d);
+  *out = d;
+  return NULL;
+}
+
+/* Puts such a copy on kernel |k|. */
+static kiln_status_t place(kiln_plan_t* plan, int32_t k, const kiln_template_t* t, const kiln_template_set_t* set) {
+  kiln_template_t* d = NULL;
+  KILN_RETURN_IF_ERROR(make(plan, k, t, set, &d));
   plan->kernels[k].tmpl = d;
   return NULL;
+}
+
+/* The Winograd instance on kernel |at| and its implicit-GEMM alternative
+ * |alt|, linked; the switch entry (1: Winograd) after the target's tiles. */
+static kiln_status_t link_alt(kiln_plan_t* plan, int32_t at, const kiln_template_t* alt,
+                              const kiln_template_set_t* set) {
+  kiln_template_t* w = plan->kernels[at].tmpl;
+  if (!w || w->kind != KILN_TEMPLATE_WINOGRAD || w->tiles.n >= KILN_TEMPLATE_TILES_MAX) return NULL;
+  kiln_template_t* a = NULL;
+  KILN_RETURN_IF_ERROR(make(plan, at, alt, set, &a));
+  w->alt = a;
+  a->alt = w;
+  w->tiles.v[w->tiles.n++] = 1;
+  if (w->conv.x_direct && w->conv.phase_kernel >= 0) w->phase_merged = plan->kernels[w->conv.phase_kernel].tmpl;
+  return NULL;
+}
+
+kiln_template_t* kiln_template_tunable_of(const kiln_plan_t* plan, int32_t k) {
+  kiln_template_t* t = plan->kernels[k].tmpl;
+  if (!t) return plan->kernels[k].tmpl_off;
+  return t->kind == KILN_TEMPLATE_CONV && t->alt && t->alt->kind == KILN_TEMPLATE_WINOGRAD ? t->alt : t;
+}
+
+kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k) {
+  kiln_template_t* w = kiln_template_tunable_of(plan, k);
+  if (w && w->kind == KILN_TEMPLATE_DEPTHWISE && (plan->kernels[k].tmpl_off == w || plan->kernels[k].tmpl == w) &&
+      plan->kernels[k].tmpl_off) {
+    const bool on = w->tiles.n > 0 && w->tiles.v[w->tiles.n - 1] != 0;
+    plan->kernels[k].tmpl = on ? w : NULL;
+    return plan->kernels[k].tmpl;
+  }
+  if (!w || w->kind != KILN_TEMPLATE_WINOGRAD || !w->alt || w->tiles.n < 1) return plan->kernels[k].tmpl;
+  const bool on = w->tiles.v[w->tiles.n - 1] != 0;
+  kiln_template_t* in = on ? w : w->alt;
+  if (plan->kernels[k].tmpl != in) {
+    in->weights.laid_out = false;
+    plan->kernels[k].tmpl = in;
+  }
+  /* a tuned point's speed-up marks whichever runs */
+  in->tuned_speedup = w->tuned_speedup;
+  if (w->phase_merged) plan->kernels[w->conv.phase_kernel].tmpl = on ? w->phase_merged : NULL;
+  return in;
 }
 
 kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set) {
@@ -103,20 +173,22 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
   /* the matchers read the lowering's packed weights: an earlier choice's
    * layouts go first */
   kiln_template_weights_restore(plan);
-  for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = plan->kernels[k].tmpl_off = NULL;
   if (!plan->graph) return NULL;
   kiln_template_t* t = NULL;
-  kiln_status_t s = kiln_allocator_malloc(plan->allocator, sizeof *t, "templates", (void**)&t);
+  kiln_status_t s = kiln_allocator_malloc(plan->allocator, 2 * sizeof *t, "templates", (void**)&t);
+  kiln_template_t* alt = t ? t + 1 : NULL;
   for (int32_t k = 0; k < plan->n_kernels && !s; ++k) {
     if (plan->kernels[k].tmpl) continue; /* a conv instance's slot */
     if (plan->kernels[k].host) continue; /* printed by the CPU target from its tensor IR */
     memset(t, 0, sizeof *t);
     t->weights.buffer = -1;
     int32_t at = k;
+    bool has_alt = false, dw_on = false;
     if (set->gemm && kiln_template_gemm_match(plan, k, &set->gemm_rules, &t->gemm)) {
       t->kind = KILN_TEMPLATE_GEMM;
     } else if (set->conv && kiln_template_conv_match(plan, k, set->conv_grid, true, &t->conv)) {
-      s = choose_conv(plan, k, set, t);
+      s = choose_conv(plan, k, set, t, alt, &has_alt);
       /* the instance runs in the crop kernel's place; the GEMM goes */
       at = t->conv.slot;
       if (!s && at != k)
@@ -124,18 +196,28 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       if (!s && t->kind == KILN_TEMPLATE_WINOGRAD && t->conv.x_direct)
         s = place(plan, t->conv.phase_kernel,
                   &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
-    } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {
+    } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) &&
+               (depthwise_wins(set, &t->dw) || set->depthwise_switch)) {
       t->kind = KILN_TEMPLATE_DEPTHWISE;
+      dw_on = depthwise_wins(set, &t->dw);
     } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {
       t->kind = KILN_TEMPLATE_Q8;
     } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
       t->kind = KILN_TEMPLATE_POOL;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
+    if (!s && has_alt) s = link_alt(plan, at, alt, set);
+    if (!s && t->kind == KILN_TEMPLATE_DEPTHWISE && set->depthwise_switch) {
+      /* the switch after the target's tiles; off: the printed kernel runs */
+      kiln_template_t* d = plan->kernels[at].tmpl;
+      if (d->tiles.n < KILN_TEMPLATE_TILES_MAX) d->tiles.v[d->tiles.n++] = dw_on ? 1 : 0;
+      plan->kernels[at].tmpl_off = d;
+      if (!dw_on) plan->kernels[at].tmpl = NULL;
+    }
   }
   kiln_allocator_free(plan->allocator, t);
   if (s)
-    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = NULL;
+    for (int32_t k = 0; k < plan->n_kernels; ++k) plan->kernels[k].tmpl = plan->kernels[k].tmpl_off = NULL;
   return s;
 }
 

@@ -125,7 +125,7 @@ static void test_bad_lines(void) {
       "aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t10\t9\n",                               /* short fp */
       "00000000000000aa\tOpenCL!\topencl.conv.1\tdev X\tdrv\tdev\t8\t10\t9\n",                /* bad target */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t-8,32\t10\t9\n",             /* negative tile */
-      "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t0,32\t10\t9\n",              /* zero tile */
+      "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8,+32\t10\t9\n",             /* sign */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t99999999999999999999\t10\t9\n", /* huge */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t1,2,3,4,5,6,7,8,9\t10\t9\n", /* 9 tiles */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8,,4\t10\t9\n",              /* empty tile */
@@ -148,12 +148,14 @@ static void test_bad_lines(void) {
   for (size_t i = 0; i < nb; ++i) n += (size_t)snprintf(text + n, cap - n, "%s", bad[i]);
   /* another fingerprint, CRLF line end */
   n += (size_t)snprintf(text + n, cap - n,
-                        "00000000000000ab\topencl\topencl.conv.1\tdev X\tdrv\tdev\t4,16,4,1,1,64,2,2\t7\t6\r\n");
+                        "00000000000000ab\topencl\topencl.conv.1\tdev X\tdrv\tdev\t4,16,4,1,1,64,2,0\t7\t6\r\n");
   write_file(path_of("bad.tsv"), text, n);
   free(text);
   kiln_tune_cache_t c = {0};
   char* w = read_warn(&c, path_of("bad.tsv"));
   CHECK_MSG(c.n == 2, "good records read around bad lines: %d", (int)c.n);
+  /* a 0 tile is a value (a Winograd switch off, Vulkan's direct reads) */
+  CHECK(c.n == 2 && c.r[1].tiles.n == 8 && c.r[1].tiles.v[7] == 0);
   CHECK_MSG(c.skipped == (int32_t)nb, "skipped %d of %d bad lines", (int)c.skipped, (int)nb);
   char want[600];
   snprintf(want, sizeof want, "%s:4: ", path_of("bad.tsv")); /* first bad line: line 4 */

@@ -238,6 +238,10 @@ void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out);
 const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* tiles,
                                    const kiln_template_limits_t* lim);
+/* .tiles_tie (a Winograd point with the switch off: the default tiles) and
+ * .tiles_hints (Winograd off first). */
+void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* tiles);
+int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
 
 /* The tiles recorded in |t| for a GEMM or conv (gemm), Winograd (wino) or
  * depthwise (dw) instance of kernel |name|. INVALID_ARGUMENT when the

@@ -190,8 +190,14 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       /* what `kiln tune` searches and may choose (opencl_tune.c) */
       .space = kiln_opencl_tune_space,
       .tiles_check = kiln_opencl_tune_check,
+      .tiles_tie = kiln_opencl_tune_tie,
+      .tiles_hints = kiln_opencl_tune_hints,
       /* QLinearConv / QLinearMatMul: kernels/opencl/q8.cl (no loop limit) */
       .q8 = true,
+      /* Winograd on or off per conv, a knob of `kiln tune` */
+      .winograd_switch = true,
+      /* the depthwise template or the printed kernel per conv, a knob too */
+      .depthwise_switch = true,
   };
 }
 

@@ -64,7 +64,8 @@ void kiln_opencl_template_weight_blocks(kiln_template_t* t) {
     w->block = (int64_t)v[0] * v[4] * v[6];
     w->slice = v[5];
     w->panel = v[0];
-  } else if (w->layout == KILN_TEMPLATE_W_WINOGRAD && t->kind == KILN_TEMPLATE_WINOGRAD && t->tiles.n == 5) {
+  } else if (w->layout == KILN_TEMPLATE_W_WINOGRAD && t->kind == KILN_TEMPLATE_WINOGRAD &&
+             (t->tiles.n == 5 || (t->tiles.n == 6 && t->alt))) {
     w->block = (int64_t)v[0] * v[3];
     w->slice = v[4];
     w->panel = v[0];
@@ -103,14 +104,18 @@ kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* na
 }
 
 kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out) {
-  KILN_RETURN_IF_ERROR(want(t, 5, "winograd", name));
+  /* the switch entry after the five (kiln_template_set_t.winograd_switch):
+   * 1 is this instance, 0 its implicit-GEMM alternative in its place */
+  if (!(t->tiles.n == 6 && t->alt && t->tiles.v[5] == 1)) KILN_RETURN_IF_ERROR(want(t, 5, "winograd", name));
   const int32_t* v = t->tiles.v;
   *out = (kiln_opencl_wino_tiles_t){v[0], v[1], v[2], v[3], v[4]};
   return laid_out(t, "Winograd", name);
 }
 
 kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out) {
-  KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
+  /* the switch after the three (kiln_template_set_t.depthwise_switch): 1
+   * is this instance, 0 the printed kernel (never handed here) */
+  if (!(t->tiles.n == 4 && t->tiles.v[3] == 1)) KILN_RETURN_IF_ERROR(want(t, 3, "depthwise", name));
   *out = (kiln_opencl_dw_tiles_t){t->tiles.v[0], t->tiles.v[1], t->tiles.v[2]};
   return NULL;
 }

@@ -6,7 +6,10 @@
  * and a tuned point can only replace them after it measured faster.
  *
  * Record orders (opencl_tiles.c): GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn;
- * Winograd tm,tn,wx,wy,cb; depthwise vw,rh,wg. */
+ * Winograd tm,tn,wx,wy,cb (and the switch, 1 on / 0 off, where it has an
+ * implicit-GEMM alternative); depthwise vw,rh,wg (and the switch, 1 the
+ * template / 0 the printed kernel, with kiln_template_set_t.
+ * depthwise_switch). */
 #include <string.h>
 
 #include "targets/opencl/opencl_internal.h"
@@ -16,6 +19,13 @@
 #define PRIVATE_TILE_MAX 512
 
 #define KNOB KILN_TEMPLATE_KNOB
+
+/* A Winograd record: tm,tn,wx,wy,cb and, where the instance has an
+ * implicit-GEMM alternative (kiln_template_set_t.winograd_switch), the
+ * switch (1 on, 0 off). */
+static bool wino_record(const kiln_template_t* t) {
+  return t->tiles.n == 5 || (t->tiles.n == 6 && t->alt != NULL);
+}
 
 bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
   memset(out, 0, sizeof *out);
@@ -35,20 +45,27 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KNOB(out, "mn", d[7], 1, 2, 4, 8);
       return true;
     case KILN_TEMPLATE_WINOGRAD:
-      if (t->tiles.n != 5) return false;
-      out->version = "opencl.winograd.1";
+      if (!wino_record(t)) return false;
+      out->version = t->tiles.n == 6 ? "opencl.winograd.2" : "opencl.winograd.1";
       KNOB(out, "tm", d[0], 4, 8, 16, 32);
       KNOB(out, "tn", d[1], 4, 8, 16);
       KNOB(out, "wx", d[2], 1, 2, 4);
       KNOB(out, "wy", d[3], 1, 2, 4, 8);
       KNOB(out, "cb", d[4], 8, 16, 32, 64);
+      /* 1 Winograd, 0 the implicit-GEMM conv (t->alt) with its default
+       * tiles and weights (bench/opencl_winograd.py: Winograd about even
+       * or slower with few tiles and channels) */
+      if (t->tiles.n == 6) KNOB(out, "wino", d[5], 0, 1);
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
-      if (t->tiles.n != 3) return false;
-      out->version = "opencl.depthwise.1";
+      if (t->tiles.n != 3 && t->tiles.n != 4) return false;
+      out->version = t->tiles.n == 4 ? "opencl.depthwise.2" : "opencl.depthwise.1";
       KNOB(out, "vw", d[0], 4, 8, 16);
       KNOB(out, "rh", d[1], 1, 2, 4);
       KNOB(out, "wg", d[2], 16, 32, 64, 128, 256);
+      /* 1 the template, 0 the printed kernel (a channel per work-item,
+       * which PoCL vectorizes across work-items: the default at stride 1) */
+      if (t->tiles.n == 4) KNOB(out, "tmpl", d[3], 0, 1);
       return true;
     case KILN_TEMPLATE_Q8: /* not tuned */
     case KILN_TEMPLATE_POOL:
@@ -74,7 +91,11 @@ static const char* fits(const kiln_template_limits_t* lim, int64_t group, uint64
 const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template_tiles_t* x,
                                    const kiln_template_limits_t* lim) {
   const int32_t* v = x->v;
-  for (int32_t i = 0; i < x->n; ++i)
+  /* (a Winograd record's switch is 0 or 1, checked below) */
+  const int32_t n_tiles = (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 6) || (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4)
+                             ? x->n - 1
+                             : x->n;
+  for (int32_t i = 0; i < n_tiles; ++i)
     if (v[i] < 1 || v[i] > 4096) return "a tile outside 1..4096";
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM:
@@ -86,14 +107,18 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
       return fits(lim, wx * wy, (uint64_t)(bk * (tm * wy * mm + tn * wx * mn)));
     }
     case KILN_TEMPLATE_WINOGRAD: {
-      if (x->n != 5) return "a Winograd record has 5 tiles";
+      if (x->n != t->tiles.n || !wino_record(t))
+        return "a Winograd record has 5 tiles, and the switch where the instance has an implicit-GEMM alternative";
+      if (x->n == 6 && v[5] != 0 && v[5] != 1) return "winograd: the switch is 0 (implicit GEMM) or 1 (Winograd)";
       const int64_t tm = v[0], tn = v[1], wx = v[2], wy = v[3], cb = v[4];
       if (!pow2_upto16(v[1]) || (tn * wx) % 4) return "tn must be 1, 2, 4, 8 or 16 and tn x wx a multiple of 4";
       if (tm * tn > PRIVATE_TILE_MAX) return "tm x tn accumulators past the private budget";
       return fits(lim, wx * wy, (uint64_t)(16 * cb * tn * wx));
     }
     case KILN_TEMPLATE_DEPTHWISE: {
-      if (x->n != 3) return "a depthwise record has 3 tiles";
+      if (x->n != t->tiles.n || (x->n != 3 && x->n != 4))
+        return "a depthwise record has 3 tiles, and the switch where the printed kernel is the other choice";
+      if (x->n == 4 && v[3] != 0 && v[3] != 1) return "depthwise: the switch is 0 (printed) or 1 (template)";
       const kiln_template_dw_t* d = &t->dw;
       if (!(v[0] == 4 || v[0] == 8 || (v[0] == 16 && d->sw == 1))) return "vw must be 4, 8 (or 16 at stride 1)";
       if (v[2] > 256) return "work-group past 256";
@@ -106,4 +131,41 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
     case KILN_TEMPLATE_MERGED: break;
   }
   return "not a tunable template";
+}
+
+void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
+  /* the printed depthwise kernel: the tiles do not matter */
+  if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4 && x->v[3] == 0) {
+    const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw);
+    x->v[0] = d.vw, x->v[1] = d.rh, x->v[2] = d.wg;
+    return;
+  }
+  /* Winograd off: its tiles do not matter, its defaults stand for all */
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || x->n != 6 || x->v[5] != 0) return;
+  const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
+  const int32_t d[5] = {w.tm, w.tn, w.wx, w.wy, w.cb};
+  for (int32_t i = 0; i < 5; ++i) x->v[i] = d[i];
+}
+
+int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap) {
+  /* depthwise: the other of template and printed kernel first; from the
+   * printed kernel also the template with a wider vector at stride 1 */
+  if (t->kind == KILN_TEMPLATE_DEPTHWISE && t->tiles.n == 4 && cap >= 2) {
+    int32_t n = 0;
+    out[n] = t->tiles;
+    out[n].v[3] = !t->tiles.v[3];
+    kiln_opencl_tune_tie(t, &out[n++]);
+    if (!t->tiles.v[3] && t->dw.sw == 1 && out[0].v[0] != 16) {
+      out[n] = out[0];
+      out[n++].v[0] = 16;
+    }
+    return n;
+  }
+  /* Winograd off first: one point that says whether the transform pays
+   * for this shape (PoCL: 0.9-1.0x with few tiles and channels) */
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 6 || !t->alt || cap < 1) return 0;
+  out[0] = t->tiles;
+  out[0].v[5] = 0;
+  kiln_opencl_tune_tie(t, &out[0]);
+  return 1;
 }

@@ -215,6 +215,11 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
                                             bool texels_fit, bool y_texels_fit, bool int64, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
+/* A Winograd tiles record: tm, nt, wf, and with an implicit-GEMM
+ * alternative (kiln_template_set_t.winograd_switch) the switch after them
+ * (1 Winograd, 0 the CONV instance; only 1 is printed as Winograd). */
+bool kiln_vulkan_wino_record(const kiln_template_t* t);
+
 /* The tiles recorded in Winograd instance |t| (INVALID_ARGUMENT when it is
  * not one the Vulkan rules wrote or its weights are not laid out for them). */
 kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out);

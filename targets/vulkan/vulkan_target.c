@@ -78,7 +78,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .space = kiln_vulkan_tune_space,
                                .tiles_check = kiln_vulkan_tune_check,
                                .tiles_tie = kiln_vulkan_tune_tie,
-                               .tiles_hints = kiln_vulkan_tune_hints};
+                               .tiles_hints = kiln_vulkan_tune_hints,
+                               /* Winograd on or off per conv, a knob of `kiln tune` */
+                               .winograd_switch = true};
 }
 
 /* ---- emit --------------------------------------------------------------- */

@@ -140,7 +140,7 @@ void kiln_vulkan_template_weight_blocks(kiln_template_t* t) {
     w->block = w->panel = KILN_VULKAN_W_PANEL;
     w->slice = t->conv.K;
   } else if ((w->layout == KILN_TEMPLATE_W_WINOGRAD || w->layout == KILN_TEMPLATE_W_WINOGRAD4) &&
-             t->kind == KILN_TEMPLATE_WINOGRAD && t->tiles.n == 3 && t->tiles.v[0] > 0) {
+             t->kind == KILN_TEMPLATE_WINOGRAD && kiln_vulkan_wino_record(t) && t->tiles.v[0] > 0) {
     /* winograd.comp: U in blocks of TM channels, 4 of them a texel; F(2x2)
      * or F(4x4) as the tiles say (a tuned point may change it) */
     w->block = w->panel = t->tiles.v[0];
@@ -150,10 +150,15 @@ void kiln_vulkan_template_weight_blocks(kiln_template_t* t) {
   }
 }
 
+bool kiln_vulkan_wino_record(const kiln_template_t* t) {
+  return t->tiles.n == 3 || (t->tiles.n == 4 && t->alt != NULL);
+}
+
 kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out) {
   const kiln_template_weights_t* w = &t->weights;
   const bool f4 = w->layout == KILN_TEMPLATE_W_WINOGRAD4;
-  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 3 || (w->layout != KILN_TEMPLATE_W_WINOGRAD && !f4) ||
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || !kiln_vulkan_wino_record(t) || (t->tiles.n == 4 && t->tiles.v[3] != 1) ||
+      (w->layout != KILN_TEMPLATE_W_WINOGRAD && !f4) ||
       t->tiles.v[2] != (f4 ? 4 : 2) || !w->laid_out || w->block != t->tiles.v[0] || w->panel != t->tiles.v[0] ||
       w->slice != 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT,

@@ -8,7 +8,8 @@
  * faster.
  *
  * Record orders (vulkan_tiles.c): GEMM / conv tm,tn,tk,rm,rn,shared;
- * depthwise wg,rw; Winograd tm,nt,wf. */
+ * depthwise wg,rw; Winograd tm,nt,wf and, with an implicit-GEMM
+ * alternative, the switch wino (1 on, 0 off). */
 #include <string.h>
 
 #include "targets/vulkan/vulkan_internal.h"
@@ -57,13 +58,16 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KILN_TEMPLATE_KNOB(out, "rw", d[1], 1, 2, 4, 8);
       return true;
     case KILN_TEMPLATE_WINOGRAD:
-      if (t->tiles.n != 3) return false;
-      out->version = "vulkan.winograd.1";
+      if (!kiln_vulkan_wino_record(t)) return false;
+      out->version = t->tiles.n == 4 ? "vulkan.winograd.2" : "vulkan.winograd.1";
       KILN_TEMPLATE_KNOB(out, "tm", d[0], 4, 8, 16, 32);
       KILN_TEMPLATE_KNOB(out, "nt", d[1], 4, 8);
       /* 2: F(2x2, 3x3), 4: F(4x4, 3x3); a point re-lays the weights
        * (kiln_vulkan_template_weight_blocks: 16 or 36 per channel pair) */
       KILN_TEMPLATE_KNOB(out, "wf", d[2], 2, 4);
+      /* 1 Winograd, 0 the implicit-GEMM conv (t->alt) with its default
+       * tiles and weights, the phase split back where Winograd read X */
+      if (t->tiles.n == 4) KILN_TEMPLATE_KNOB(out, "wino", d[3], 0, 1);
       return true;
     case KILN_TEMPLATE_Q8:   /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
     case KILN_TEMPLATE_POOL: /* no tiles */
@@ -104,6 +108,11 @@ static bool texel_shapes(const kiln_template_t* t) {
 }
 
 void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
+  /* Winograd off: its tiles do not matter, one point stands for all */
+  if (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 4 && x->v[3] == 0) {
+    x->v[0] = 8, x->v[1] = 4, x->v[2] = 2;
+    return;
+  }
   if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n != 6) return;
   int32_t* v = x->v;
   /* the subgroup mode: a work-group is 8 invocations, each with all TM
@@ -187,7 +196,9 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:
-      if (x->n != 3) return "a Winograd record has 3 tiles";
+      if (x->n != t->tiles.n || !kiln_vulkan_wino_record(t))
+        return "a Winograd record has 3 tiles, and the switch where the instance has an implicit-GEMM alternative";
+      if (x->n == 4 && v[3] != 0 && v[3] != 1) return "winograd: the switch is 0 (implicit GEMM) or 1 (Winograd)";
       return wino_check(t, v);
     case KILN_TEMPLATE_Q8:
     case KILN_TEMPLATE_POOL:
@@ -233,17 +244,20 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     /* (the default's smallest work-group, 8 for small planes, has no half) */
     HINT(d.v[0] >= 16 ? d.v[0] / 2 : 4 * d.v[0], d.v[1]);
     HINT(d.v[0], d.v[1] > 1 ? d.v[1] / 2 : 1);
-  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && d.n == 3) {
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && kiln_vulkan_wino_record(t)) {
     /* lavapipe, ResNet-18's 3x3 convs a layer (README, Vulkan row): F(4x4)
      * 8 x 4 2.4-2.8 ms against F(2x2) 8 x 4's 2.8-3.6 (3.7-3.9 on 7x7
      * planes, with three times the driver's compile); F(2x2) 8 x 8
      * 2.8-3.8, 16 x 4 3.0-4.6, 4 x 8 3.1-4.8 */
     const int32_t wf = d.v[2] == 2 ? 4 : 2;
-    HINT(8, 4, wf);
-    HINT(8, 8, 2);
-    HINT(16, 4, 2);
-    HINT(4, 4, 4);
-    HINT(4, 8, 2);
+    HINT(8, 4, wf, 1);
+    HINT(8, 8, 2, 1);
+    HINT(16, 4, 2, 1);
+    HINT(4, 4, 4, 1);
+    HINT(4, 8, 2, 1);
+    /* the implicit-GEMM conv (5.8-6.9 ms a ResNet-18 layer on lavapipe,
+     * against F(2x2)'s 3.0-3.6: last) */
+    if (d.n == 4) HINT(8, 4, 2, 0);
   }
 #undef HINT
   return n;

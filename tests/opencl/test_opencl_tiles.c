@@ -106,7 +106,7 @@ static void test_winograd(void) {
     kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
     if (expect(t != NULL, "no Winograd instance for a 16 -> 32 channel 3x3 conv at 14x14")) {
       const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv);
-      CHECK(same_tiles(&t->tiles, 5, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb}));
+      CHECK(same_tiles(&t->tiles, 6, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, 1}));
       CHECK(t->weights.layout == KILN_TEMPLATE_W_WINOGRAD && t->weights.laid_out);
       CHECK(t->weights.block == (int64_t)d.tm * d.wy && t->weights.slice == d.cb && t->weights.panel == d.tm);
       const int32_t w = t->weights.buffer;
@@ -152,7 +152,7 @@ static void test_winograd(void) {
   setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16", 1);
   if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
     const kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
-    CHECK(t && same_tiles(&t->tiles, 5, (const int32_t[]){8, 8, 1, 2, 16}) && t->weights.block == 16 &&
+    CHECK(t && same_tiles(&t->tiles, 6, (const int32_t[]){8, 8, 1, 2, 16, 1}) && t->weights.block == 16 &&
           t->weights.slice == 16 && t->weights.panel == 8);
     if (t) check_program_weights(f.plan, t->weights.buffer, "winograd, tiles from the environment");
   }
@@ -163,7 +163,7 @@ static void test_winograd(void) {
     unsetenv("KILN_OPENCL_WINO_TILES");
     if (expect(t != NULL, "no instance")) {
       const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv);
-      CHECK(same_tiles(&t->tiles, 5, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb}));
+      CHECK(same_tiles(&t->tiles, 6, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, 1}));
     }
   }
   unsetenv("KILN_OPENCL_WINO_TILES");

@@ -6,12 +6,14 @@
  * gives every instance its tiles; a program built with tuned tiles (the
  * search's, and for every kernel a non-default point of its space)
  * computes what the default program computes; records for another driver
- * are not trusted, points the constraints refuse are not used. */
+ * are not trusted, points the constraints refuse are not used; Winograd
+ * on or off per conv is a knob whose off point computes the same. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "compiler/tune.h"
+#include "compiler/tune_micro.h"
 #include "graph_harness.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
@@ -226,7 +228,253 @@ out:
   kiln_device_release(dev);
 }
 
+/* Winograd on or off per conv (kiln_template_set_t.winograd_switch): the
+ * model's 3x3 conv is a Winograd instance whose record ends in the switch
+ * (space opencl.winograd.2, knob "wino" 0/1, 1 the default); switch values
+ * other than 0 and 1 are refused; an off point is tied to one point; a
+ * cache record with the switch off puts the implicit-GEMM conv (its
+ * default tiles, its own weight layout) in the kernel's place, whose
+ * program computes what the default's does, and the module records the
+ * Winograd record with the conv's tiles; the instance alone at the off
+ * point matches its default program's outputs. */
+static void test_winograd_switch(void) {
+  kiln_device_t* dev = open_opencl_device_0();
+  CHECK(dev != NULL);
+  if (!dev) return;
+  gb_t b;
+  if (!model(&b)) return;
+  const kiln_target_t* target = kiln_target_find("opencl");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_array_t want[1] = {{0}}, got[1] = {{0}};
+  kiln_tune_cache_t forced = {0};
+  kiln_program_t* prog = NULL;
+  if (!CHECK_OK(plan_of(&b, &pd)) || !CHECK_OK(choose_opencl_templates(pd, NULL)) || !run_plan(dev, &b, pd, want))
+    goto out;
+  if (!CHECK_OK(plan_of(&b, &pt)) || !CHECK_OK(kiln_template_select(pt, &set))) goto out;
+  int32_t wk = -1;
+  for (int32_t k = 0; k < pt->n_kernels; ++k)
+    if (pt->kernels[k].tmpl && pt->kernels[k].tmpl->kind == KILN_TEMPLATE_WINOGRAD) wk = k;
+  CHECK(wk >= 0);
+  if (wk < 0) goto out;
+  const kiln_template_t* w = pt->kernels[wk].tmpl;
+  kiln_template_space_t sp;
+  CHECK(set.space(w, &sp) && sp.n_knobs == 6 && !strcmp(sp.version, "opencl.winograd.2"));
+  CHECK(!strcmp(sp.knobs[5].name, "wino") && sp.knobs[5].n == 2 && w->tiles.v[5] == 1);
+  CHECK(w->alt && w->alt->kind == KILN_TEMPLATE_CONV && w->alt->alt == w && w->alt->tiles.n == 8);
+  CHECK(set.tiles_check(w, &w->tiles, &where.limits) == NULL);
+  kiln_template_tiles_t x = w->tiles;
+  x.v[5] = 2;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  x.v[5] = -1;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  x = w->tiles;
+  x.n = 5;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  /* off: one point for every tile choice, the first hint */
+  kiln_template_tiles_t off = w->tiles, off2 = w->tiles;
+  off.v[5] = off2.v[5] = 0;
+  off2.v[0] = off2.v[0] == 4 ? 8 : 4;
+  set.tiles_tie(w, &off);
+  set.tiles_tie(w, &off2);
+  CHECK(memcmp(off.v, off2.v, sizeof off.v) == 0 && set.tiles_check(w, &off, &where.limits) == NULL);
+  kiln_template_tiles_t h[4];
+  CHECK(set.tiles_hints(w, h, 4) == 1 && memcmp(h[0].v, off.v, sizeof off.v) == 0);
+
+  /* the instance alone, off against its default (on) */
+  kiln_tune_micro_t m;
+  kiln_status_t ms = kiln_tune_micro_init(&m, pt, wk, target, &set, dev, 0, 7);
+  double tp = 0, td = 0;
+  bool match = false;
+  if (CHECK_OK(ms) && CHECK_OK(kiln_tune_micro_measure(&m, &off, 2, &tp, &td, &match, stdout)))
+    CHECK_MSG(match && tp > 0 && td > 0, "the implicit-GEMM conv alone: match %d, %.3f vs %.3f ms", (int)match,
+              1e3 * tp, 1e3 * td);
+  kiln_tune_micro_free(&m);
+
+  /* a cache record with the switch off */
+  kiln_tune_record_t r = {.default_us = 100, .tuned_us = 80, .tiles = off};
+  r.key.fingerprint = kiln_template_fingerprint(w);
+  snprintf(r.key.target, sizeof r.key.target, "opencl");
+  snprintf(r.key.space, sizeof r.key.space, "%s", sp.version);
+  snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
+  snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
+  snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
+  CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
+  kiln_tune_use_report_t rep;
+  if (!CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) goto out;
+  CHECK(rep.tuned == 1);
+  const kiln_template_t* c = pt->kernels[wk].tmpl;
+  CHECK(c->kind == KILN_TEMPLATE_CONV && c->alt && c->weights.layout == KILN_TEMPLATE_W_TILED && c->weights.laid_out);
+  CHECK(kiln_template_tunable_of(pt, wk)->kind == KILN_TEMPLATE_WINOGRAD);
+  if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "Winograd off vs on"));
+  kiln_array_free(A(), &got[0]);
+  kiln_program_build_options_t bo = {.model_name = "tune"};
+  if (CHECK_OK(kiln_program_build(pt, target, &bo, A(), &prog)) && CHECK_OK(kiln_tune_mark_program(pt, prog))) {
+    int32_t marked = 0;
+    for (int32_t j = 0; j < prog->n_kernels; ++j)
+      if (prog->kernels[j].tuned) {
+        marked++;
+        CHECK_MSG(!strncmp(prog->kernels[j].tuned, "winograd ", 9) && strstr(prog->kernels[j].tuned, ",0 (off: conv "),
+                  "recorded: %s", prog->kernels[j].tuned);
+      }
+    CHECK_MSG(marked == 1, "%d kernels marked tuned", (int)marked);
+  }
+  /* and on again: the Winograd instance back, the same outputs */
+  forced.r[0].tiles.v[5] = 1;
+  forced.r[0].tiles.v[0] = w->tiles.v[0] == 8 ? 4 : 8;
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) {
+    CHECK(rep.tuned == 1 && pt->kernels[wk].tmpl->kind == KILN_TEMPLATE_WINOGRAD);
+    if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "Winograd at another point"));
+    kiln_array_free(A(), &got[0]);
+  }
+out:
+  kiln_program_destroy(prog);
+  kiln_tune_cache_free(&forced);
+  kiln_array_free(A(), &want[0]);
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  for (int i = 0; i < b.n_feeds; ++i) kiln_array_free(A(), &b.feeds[i]);
+  kiln_graph_destroy(b.g);
+  kiln_device_release(dev);
+}
+
+/* x [1,16,14,14] -> depthwise 3x3 pad 1 -> Relu -> depthwise 3x3 stride 2
+ * pad 1 -> z */
+static bool dw_model(gb_t* b) {
+  gb_init(b);
+  input(b, "x", DIMS(1, 16, 14, 14));
+  konst(b, "d1", DIMS(16, 1, 3, 3));
+  konst(b, "d2", DIMS(16, 1, 3, 3));
+  kiln_attr_t a1[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), kiln_attr_make_int("group", 16)};
+  kiln_attr_t a2[3] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), kiln_attr_make_int("group", 16),
+                       kiln_attr_make_ints("strides", 2, (int64_t[]){2, 2})};
+  node(b, "Conv", IN("x", "d1"), "c1", 2, a1);
+  node(b, "Relu", IN("c1"), "r1", 0, NULL);
+  node(b, "Conv", IN("r1", "d2"), "z", 3, a2);
+  return CHECK_OK(b->st) && CHECK_OK(kiln_graph_add_output(b->g, "z")) && CHECK_OK(kiln_graph_prepare(b->g));
+}
+
+/* The depthwise template or the printed kernel per conv
+ * (kiln_template_set_t.depthwise_switch): the stride-1 conv runs printed
+ * (its instance waits in tmpl_off, switch 0), the stride-2 one as the
+ * template (switch 1), both in space opencl.depthwise.2; switch values
+ * other than 0 and 1 are refused; the printed point ties to one, each
+ * kernel's first hint is the other choice; alone, each kernel at the
+ * other choice matches its default's outputs; from cache records the
+ * stride-1 conv runs as the template and the stride-2 one printed, the
+ * model's outputs match the default build's and the program records
+ * both points. */
+static void test_depthwise_switch(void) {
+  kiln_device_t* dev = open_opencl_device_0();
+  CHECK(dev != NULL);
+  if (!dev) return;
+  gb_t b;
+  if (!dw_model(&b)) return;
+  const kiln_target_t* target = kiln_target_find("opencl");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_array_t want[1] = {{0}}, got[1] = {{0}};
+  kiln_tune_cache_t forced = {0};
+  kiln_program_t* prog = NULL;
+  if (!CHECK_OK(plan_of(&b, &pd)) || !CHECK_OK(choose_opencl_templates(pd, NULL)) || !run_plan(dev, &b, pd, want))
+    goto out;
+  if (!CHECK_OK(plan_of(&b, &pt)) || !CHECK_OK(kiln_template_select(pt, &set))) goto out;
+  int32_t k1 = -1, k2 = -1;
+  for (int32_t k = 0; k < pt->n_kernels; ++k) {
+    const kiln_template_t* d = pt->kernels[k].tmpl_off;
+    if (!d || d->kind != KILN_TEMPLATE_DEPTHWISE) continue;
+    if (d->dw.sh == 1) k1 = k;
+    if (d->dw.sh == 2) k2 = k;
+  }
+  CHECK(k1 >= 0 && k2 >= 0);
+  if (k1 < 0 || k2 < 0) goto out;
+  const kiln_template_t* d1 = pt->kernels[k1].tmpl_off;
+  const kiln_template_t* d2 = pt->kernels[k2].tmpl_off;
+  CHECK(pt->kernels[k1].tmpl == NULL && d1->tiles.n == 4 && d1->tiles.v[3] == 0);
+  CHECK(pt->kernels[k2].tmpl == d2 && d2->tiles.n == 4 && d2->tiles.v[3] == 1);
+  CHECK(kiln_template_tunable_of(pt, k1) == d1 && kiln_template_tunable_of(pt, k2) == d2);
+  kiln_template_space_t sp;
+  CHECK(set.space(d1, &sp) && sp.n_knobs == 4 && !strcmp(sp.version, "opencl.depthwise.2") &&
+        !strcmp(sp.knobs[3].name, "tmpl"));
+  kiln_template_tiles_t x = d1->tiles;
+  x.v[3] = 2;
+  CHECK(set.tiles_check(d1, &x, &where.limits) != NULL);
+  x.n = 3;
+  CHECK(set.tiles_check(d1, &x, &where.limits) != NULL);
+  kiln_template_tiles_t p1 = d1->tiles, p1b = d1->tiles;
+  p1b.v[2] = p1b.v[2] == 64 ? 128 : 64;
+  set.tiles_tie(d1, &p1);
+  set.tiles_tie(d1, &p1b);
+  CHECK(memcmp(p1.v, p1b.v, sizeof p1.v) == 0);
+  kiln_template_tiles_t h1[4], h2[4];
+  const int32_t n1 = set.tiles_hints(d1, h1, 4), n2 = set.tiles_hints(d2, h2, 4);
+  CHECK(n1 >= 1 && h1[0].v[3] == 1 && n2 >= 1 && h2[0].v[3] == 0);
+  CHECK(set.tiles_check(d1, &h1[0], &where.limits) == NULL && set.tiles_check(d2, &h2[0], &where.limits) == NULL);
+
+  /* alone, each at the other choice */
+  const int32_t ks[2] = {k1, k2};
+  const kiln_template_tiles_t* pts[2] = {&h1[0], &h2[0]};
+  for (int32_t i = 0; i < 2; ++i) {
+    kiln_tune_micro_t m;
+    double tp = 0, td = 0;
+    bool match = false;
+    if (CHECK_OK(kiln_tune_micro_init(&m, pt, ks[i], target, &set, dev, 0, 7)) &&
+        CHECK_OK(kiln_tune_micro_measure(&m, pts[i], 2, &tp, &td, &match, stdout)))
+      CHECK_MSG(match && tp > 0 && td > 0, "depthwise %d alone at the other choice: match %d", (int)i, (int)match);
+    kiln_tune_micro_free(&m);
+  }
+
+  /* from cache records: the stride-1 conv as the template, the stride-2
+   * one printed */
+  for (int32_t i = 0; i < 2; ++i) {
+    const kiln_template_t* d = i ? d2 : d1;
+    kiln_tune_record_t r = {.default_us = 100, .tuned_us = 80, .tiles = *pts[i]};
+    r.key.fingerprint = kiln_template_fingerprint(d);
+    snprintf(r.key.target, sizeof r.key.target, "opencl");
+    snprintf(r.key.space, sizeof r.key.space, "%s", sp.version);
+    snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
+    snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
+    snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
+    CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
+  }
+  kiln_tune_use_report_t rep;
+  if (!CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) goto out;
+  CHECK_MSG(rep.tuned == 2 && rep.instances == 2, "tuned %d of %d", (int)rep.tuned, (int)rep.instances);
+  CHECK(pt->kernels[k1].tmpl && pt->kernels[k1].tmpl->kind == KILN_TEMPLATE_DEPTHWISE && !pt->kernels[k2].tmpl);
+  if (run_plan(dev, &b, pt, got)) CHECK(close_enough(&got[0], &want[0], "depthwise switched vs the defaults"));
+  kiln_array_free(A(), &got[0]);
+  kiln_program_build_options_t bo = {.model_name = "tune"};
+  if (CHECK_OK(kiln_program_build(pt, target, &bo, A(), &prog)) && CHECK_OK(kiln_tune_mark_program(pt, prog))) {
+    int32_t on = 0, off = 0;
+    for (int32_t j = 0; j < prog->n_kernels; ++j) {
+      const char* tt = prog->kernels[j].tuned;
+      if (!tt) continue;
+      CHECK_MSG(!strncmp(tt, "depthwise ", 10), "recorded: %s", tt);
+      off += strstr(tt, ",0 (off: the printed kernel)") != NULL;
+      on += strstr(tt, ",1, ") != NULL;
+    }
+    CHECK_MSG(on == 1 && off == 1, "%d on, %d off recorded", (int)on, (int)off);
+  }
+out:
+  kiln_program_destroy(prog);
+  kiln_tune_cache_free(&forced);
+  kiln_array_free(A(), &want[0]);
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  for (int i = 0; i < b.n_feeds; ++i) kiln_array_free(A(), &b.feeds[i]);
+  kiln_graph_destroy(b.g);
+  kiln_device_release(dev);
+}
+
 int main(void) {
+  RUN(test_winograd_switch);
+  RUN(test_depthwise_switch);
   RUN(test_tune_and_use);
   return kiln_test_finish();
 }

@@ -10,7 +10,9 @@
  * model measures its hints and random points, every candidate checked
  * against the default's output (none rejected), within its budget, once
  * with the conv as the implicit-GEMM template and once as Winograd (its
- * first hint an F(4x4) point with re-laid weights). */
+ * first hint an F(4x4) point with re-laid weights); Winograd on or off
+ * as a knob: the implicit-GEMM alternative alone and from a cache record
+ * computes what the Winograd default does. */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <stdio.h>
@@ -19,13 +21,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compiler/compare.h"
 #include "compiler/tune.h"
+#include "compiler/tune_micro.h"
 #include "frontend/onnx.h"
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/module_impl.h"
 #include "targets/program_build.h"
 #include "targets/registry.h"
 #include "targets/vulkan/vulkan_internal.h"
@@ -269,8 +274,8 @@ static void test_winograd_space_run(bool compile_all) {
   CHECK(w != NULL);
   if (!w) goto out;
   kiln_template_space_t sp;
-  CHECK(set.space(w, &sp) && sp.n_knobs == 3 && !strcmp(sp.version, "vulkan.winograd.1"));
-  CHECK(w->tiles.n == 3 && w->tiles.v[0] == 8 && w->tiles.v[1] == 4 && w->tiles.v[2] == 2);
+  CHECK(set.space(w, &sp) && sp.n_knobs == 4 && !strcmp(sp.version, "vulkan.winograd.2"));
+  CHECK(w->tiles.n == 4 && w->tiles.v[0] == 8 && w->tiles.v[1] == 4 && w->tiles.v[2] == 2 && w->tiles.v[3] == 1);
   CHECK(in_space(&sp, &w->tiles) && set.tiles_check(w, &w->tiles, &lim) == NULL);
   const uint64_t fp = kiln_template_fingerprint(w);
   int32_t accepted = 0, f4 = 0, compiled = 0;
@@ -278,7 +283,7 @@ static void test_winograd_space_run(bool compile_all) {
     for (int32_t b = 0; b < sp.knobs[1].n; ++b)
       for (int32_t c = 0; c < sp.knobs[2].n; ++c) {
         kiln_template_t x = *w;
-        x.tiles = (kiln_template_tiles_t){.n = 3, .v = {sp.knobs[0].v[a], sp.knobs[1].v[b], sp.knobs[2].v[c]}};
+        x.tiles = (kiln_template_tiles_t){.n = 4, .v = {sp.knobs[0].v[a], sp.knobs[1].v[b], sp.knobs[2].v[c], 1}};
         if (set.tiles_check(&x, &x.tiles, &lim)) continue;
         accepted++;
         set.weight_blocks(&x);
@@ -312,11 +317,13 @@ static void test_winograd_space_run(bool compile_all) {
   CHECK(accepted >= 5 && f4 >= 2 && compiled >= (compile_all ? accepted : 1));
   /* refused before anything is built */
   const kiln_template_tiles_t bad[] = {
-      {.n = 3, .v = {16, 8, 2}}, /* 2048 sums */
-      {.n = 3, .v = {16, 4, 4}}, /* 2304 */
-      {.n = 3, .v = {4, 8, 4}},  /* 20 x 20 outputs: 5 F(4x4) tiles a row */
-      {.n = 3, .v = {8, 4, 3}},  {.n = 3, .v = {12, 4, 2}}, {.n = 3, .v = {8, 6, 2}},
-      {.n = 3, .v = {-8, 4, 2}}, {.n = 2, .v = {8, 4}},
+      {.n = 4, .v = {16, 8, 2, 1}}, /* 2048 sums */
+      {.n = 4, .v = {16, 4, 4, 1}}, /* 2304 */
+      {.n = 4, .v = {4, 8, 4, 1}},  /* 20 x 20 outputs: 5 F(4x4) tiles a row */
+      {.n = 4, .v = {8, 4, 3, 1}},  {.n = 4, .v = {12, 4, 2, 1}}, {.n = 4, .v = {8, 6, 2, 1}},
+      {.n = 4, .v = {-8, 4, 2, 1}}, {.n = 2, .v = {8, 4}},
+      {.n = 3, .v = {8, 4, 2}},     /* without the switch */
+      {.n = 4, .v = {8, 4, 2, 2}},  {.n = 4, .v = {8, 4, 2, -1}},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
     CHECK_MSG(set.tiles_check(w, &bad[i], &lim) != NULL, "bad winograd point %d refused", (int)i);
@@ -337,6 +344,154 @@ out:
   if (cc_ok) kiln_vulkan_cc_free(&cc);
   kiln_plan_destroy(plan);
   kiln_graph_destroy(g);
+  unlink(path);
+}
+
+/* Runs |plan| built for Vulkan on |dev| with |in| (the model's inputs)
+ * into out[0..1]. */
+static bool run_plan(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out) {
+  kiln_program_t* prog = NULL;
+  kiln_module_t* mod = NULL;
+  kiln_session_t* ses = NULL;
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1"};
+  kiln_status_t s = kiln_program_build(plan, kiln_target_find("vulkan"), &bo, A(), &prog);
+  if (!s) {
+    s = kiln_module_wrap(prog, &mod);
+    prog = NULL;
+  }
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.cache_dir = "";
+  if (!s) s = kiln_session_create(mod, dev, &so, &ses);
+  if (!s) s = kiln_session_run(ses, in, out);
+  const bool ok = CHECK_OK(s);
+  kiln_session_destroy(ses);
+  kiln_module_release(mod);
+  kiln_program_destroy(prog);
+  return ok;
+}
+
+/* Winograd on or off per conv (kiln_template_set_t.winograd_switch) on
+ * the device: the conv's Winograd instance (which reads X itself, its
+ * phase split MERGED) has the implicit-GEMM conv as its alternative;
+ * an off point is one point whatever its other tiles, and the last hint;
+ * alone it matches the default (Winograd) program's outputs, with the
+ * phase split before it; a cache record with the switch off puts the
+ * conv and the phase split in the plan, whose outputs match the
+ * default's, and the program records the Winograd record and the conv's
+ * tiles; on again, the phase split leaves. */
+static void test_winograd_switch(void) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kiln_test_vulkan_tune_s_%ld.onnx", (long)getpid());
+  const bool written = write_model(path);
+  CHECK(written);
+  if (!written) return;
+  kiln_graph_t* g = NULL;
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_device_t* dev = NULL;
+  kiln_tune_cache_t forced = {0};
+  kiln_array_t in[2] = {{0}}, want[2] = {{0}}, got[2] = {{0}};
+  kiln_program_t* prog = NULL;
+  const kiln_target_t* target = kiln_target_find("vulkan");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_device_open_options_t oo = {0, true, stderr};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
+  kiln_fusion_report_t fr;
+  if (!CHECK_OK(kiln_device_open("vulkan", &oo, A(), &dev)) || !CHECK_OK(load(path, &g))) goto out;
+  for (int32_t i = 0; i < 2; ++i) {
+    const kiln_shape_t sh = i == 0 ? (kiln_shape_t){.rank = 2, .dims = {32, 96}}
+                                   : (kiln_shape_t){.rank = 4, .dims = {1, 16, 20, 20}};
+    if (!CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &sh, &in[i]))) goto out;
+    float* f = in[i].data;
+    for (size_t e = 0; e < in[i].nbytes / sizeof(float); ++e) f[e] = (float)((e * 37 + 11) % 101) / 50.0f - 1.0f;
+  }
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  if (!CHECK_OK(kiln_plan_build(g, &po, A(), &pd)) || !CHECK_OK(kiln_plan_fuse(pd, &fr, NULL)) ||
+      !CHECK_OK(kiln_template_choose(pd, &set)) || !run_plan(dev, pd, in, want))
+    goto out;
+  if (!CHECK_OK(kiln_plan_build(g, &po, A(), &pt)) || !CHECK_OK(kiln_plan_fuse(pt, &fr, NULL)) ||
+      !CHECK_OK(kiln_template_select(pt, &set)))
+    goto out;
+  int32_t wk = -1;
+  for (int32_t k = 0; k < pt->n_kernels; ++k)
+    if (pt->kernels[k].tmpl && pt->kernels[k].tmpl->kind == KILN_TEMPLATE_WINOGRAD) wk = k;
+  CHECK(wk >= 0);
+  if (wk < 0) goto out;
+  const kiln_template_t* w = pt->kernels[wk].tmpl;
+  const int32_t phase = w->conv.phase_kernel;
+  CHECK(w->alt && w->alt->kind == KILN_TEMPLATE_CONV && w->alt->tiles.n == 6 && w->conv.x_direct && phase >= 0 &&
+        w->phase_merged && pt->kernels[phase].tmpl == w->phase_merged);
+  kiln_template_tiles_t off = w->tiles, off2 = w->tiles;
+  off.v[3] = off2.v[3] = 0;
+  off2.v[0] = 16, off2.v[2] = 4;
+  set.tiles_tie(w, &off);
+  set.tiles_tie(w, &off2);
+  const kiln_template_limits_t lim = {.max_workgroup_size = 1024, .local_mem_bytes = 32768, .loop_limit = 65535};
+  CHECK(memcmp(off.v, off2.v, sizeof off.v) == 0 && set.tiles_check(w, &off, &lim) == NULL);
+  kiln_template_tiles_t h[8];
+  const int32_t nh = set.tiles_hints(w, h, 8);
+  CHECK(nh >= 1 && h[nh - 1].v[3] == 0);
+
+  /* alone, off against the default */
+  kiln_tune_micro_t m;
+  double tp = 0, td = 0;
+  bool match = false;
+  if (CHECK_OK(kiln_tune_micro_init(&m, pt, wk, target, &set, dev, 0, 7)) &&
+      CHECK_OK(kiln_tune_micro_measure(&m, &off, 2, &tp, &td, &match, stdout)))
+    CHECK_MSG(match && tp > 0 && td > 0, "the implicit-GEMM conv alone: match %d, %.3f vs %.3f ms", (int)match,
+              1e3 * tp, 1e3 * td);
+  kiln_tune_micro_free(&m);
+
+  /* from a cache record */
+  kiln_tune_record_t r = {.default_us = 100, .tuned_us = 80, .tiles = off};
+  kiln_template_space_t sp;
+  CHECK(set.space(w, &sp));
+  r.key.fingerprint = kiln_template_fingerprint(w);
+  snprintf(r.key.target, sizeof r.key.target, "vulkan");
+  snprintf(r.key.space, sizeof r.key.space, "%s", sp.version);
+  snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
+  snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
+  snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
+  CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
+  kiln_tune_use_report_t rep;
+  if (!CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) goto out;
+  const kiln_template_t* c = pt->kernels[wk].tmpl;
+  CHECK(rep.tuned == 1 && c->kind == KILN_TEMPLATE_CONV && c->weights.laid_out && pt->kernels[phase].tmpl == NULL);
+  if (run_plan(dev, pt, in, got))
+    for (int32_t i = 0; i < 2; ++i) {
+      kiln_compare_result_t cr;
+      kiln_compare(&got[i], &want[i], 1e-3, 1e-4, &cr);
+      CHECK_MSG(cr.ok, "output %d, Winograd off vs on: %s", (int)i, cr.message);
+    }
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1"};
+  if (CHECK_OK(kiln_program_build(pt, target, &bo, A(), &prog)) && CHECK_OK(kiln_tune_mark_program(pt, prog))) {
+    int32_t marked = 0;
+    for (int32_t j = 0; j < prog->n_kernels; ++j)
+      if (prog->kernels[j].tuned) {
+        marked++;
+        CHECK_MSG(!strncmp(prog->kernels[j].tuned, "winograd 8,4,2,0 (off: conv ", 28), "recorded: %s",
+                  prog->kernels[j].tuned);
+      }
+    CHECK_MSG(marked == 1, "%d kernels marked tuned", (int)marked);
+  }
+  forced.r[0].tiles.v[3] = 1;
+  if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep)))
+    CHECK(pt->kernels[wk].tmpl->kind == KILN_TEMPLATE_WINOGRAD && pt->kernels[phase].tmpl &&
+          pt->kernels[phase].tmpl->kind == KILN_TEMPLATE_MERGED); /* (new descriptors: the choice selects again) */
+out:
+  for (int32_t i = 0; i < 2; ++i) {
+    kiln_array_free(A(), &in[i]);
+    kiln_array_free(A(), &want[i]);
+    kiln_array_free(A(), &got[i]);
+  }
+  kiln_program_destroy(prog);
+  kiln_tune_cache_free(&forced);
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  kiln_graph_destroy(g);
+  kiln_device_release(dev);
   unlink(path);
 }
 
@@ -403,6 +558,7 @@ int main(int argc, char** argv) {
     return kiln_test_finish();
   }
   RUN(test_winograd_space);
+  RUN(test_winograd_switch);
   /* the model's 3x3 conv as the implicit-GEMM conv template (by default
    * a Winograd instance, searched by the Winograd cases) */
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
