@@ -15,7 +15,7 @@
  * residual: has_res, role 'R'), with parameters A [..., M, K], B [K, N]
  * (one matrix), C, (R,) Y [..., M, N], all dense f32 and nothing else;
  * fills |out| (A's batches stacked into M, batch 1, has_bias with bias_sm
- * 0, bias_sn 1, alpha and beta 1). The OpenCL template adds the bias and
+ * 0, bias_sn 1, alpha and beta 1). The OpenCL and Vulkan templates add the bias
  * then the residual, the graph's order. */
 bool kiln_plan_seq_gemm_bias_match(const kiln_plan_t* plan, int32_t k, kiln_template_gemm_t* out);
 

@@ -105,7 +105,7 @@ typedef struct kiln_template_gemm_s {
    * M is static */
   int64_t m_dim_a, m_dim_b;
   /* a residual added after the bias: the parameter of role 'R', f32 of
-   * Y's shape (a range program's MatMul + Add + Add, OpenCL only) */
+   * Y's shape (a range program's MatMul + Add + Add, OpenCL, Vulkan) */
   bool has_res;
 } kiln_template_gemm_t;
 

@@ -6,12 +6,15 @@
  * Without arguments: the program (no device): one program, no buckets,
  * the dim's axis on the input and output, sizes per length (DYNM), every
  * kernel's grid one slice of the length (groups[2] 1, the device launches
- * dim 2 once per value), and the printed kernels read the slice from dim 2.
+ * dim 2 once per value), and the printed kernels read the slice from dim 2;
+ * the projections in the GEMM template with M read at run time (OpenCL
+ * GRT_M, Vulkan RT_M), none with KILN_SEQ_GEMM_TEMPLATE=off.
  * --target opencl|vulkan: the module loaded back from its bytes and run on the
  * target's device 0 at lengths of the range (both ends, up and down,
  * lengths no compile saw) against the reference interpreter at each, the
  * arena of each run within 1.05x of its lower bound, and lengths outside
- * the range refused naming the input, axis, dim, value and range. */
+ * the range refused naming the input, axis, dim, value and range; then
+ * the same with the printed GEMMs (KILN_SEQ_GEMM_TEMPLATE=off). */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -90,12 +93,55 @@ static void test_program(void) {
   }
   kiln_program_destroy(p);
   free(bytes);
+  /* the same on Vulkan (compiled without a device: shaderc only): the
+   * projections in gemm.comp with M read from the dims buffer (RT_M) */
+  if (kiln_target_find("vulkan")) {
+    p = NULL;
+    if (CHECK_OK(compile("vulkan", "seq=4..24", &bytes, &len)) && bytes &&
+        CHECK_OK(kiln_module_parse(bytes, len, "attn.kiln", al(), &p))) {
+      for (int32_t k = 0; k < p->n_kernels; ++k)
+        CHECK_MSG(p->kernels[k].groups[2] == 1 && p->kernels[k].groups[1] == 1, "kernel '%s': groups %lld x %lld",
+                  p->kernels[k].name, (long long)p->kernels[k].groups[1], (long long)p->kernels[k].groups[2]);
+      CHECK(p->code.text && strstr(p->code.text, "#define RT_M 1") && strstr(p->code.text, "#define M kg_m"));
+    }
+    kiln_program_destroy(p);
+    free(bytes);
+    bytes = NULL;
+  }
+  /* KILN_SEQ_GEMM_TEMPLATE=off: the printed GEMMs only, on both targets */
+  setenv("KILN_SEQ_GEMM_TEMPLATE", "off", 1);
+  const char* targets[] = {"opencl", "vulkan"};
+  for (int t = 0; t < 2; ++t) {
+    if (!kiln_target_find(targets[t])) continue;
+    p = NULL;
+    if (CHECK_OK(compile(targets[t], "seq=4..24", &bytes, &len)) && bytes &&
+        CHECK_OK(kiln_module_parse(bytes, len, "attn.kiln", al(), &p)))
+      CHECK_MSG(p->code.text && !strstr(p->code.text, "#define GRT_M 1") && !strstr(p->code.text, "#define RT_M 1"),
+                "%s: a GEMM template with KILN_SEQ_GEMM_TEMPLATE=off", targets[t]);
+    kiln_program_destroy(p);
+    free(bytes);
+    bytes = NULL;
+  }
+  unsetenv("KILN_SEQ_GEMM_TEMPLATE");
 }
 
-static void test_device(void) {
+/* The module of |g_target| compiled with the GEMM template (|tmpl|) or
+ * without (KILN_SEQ_GEMM_TEMPLATE=off), run at lengths of the range. */
+static void device_run(bool tmpl) {
   uint8_t* bytes = NULL;
   size_t len = 0;
-  if (!CHECK_OK(compile(g_target, "seq=4..24", &bytes, &len)) || !bytes) return;
+  if (!tmpl) setenv("KILN_SEQ_GEMM_TEMPLATE", "off", 1);
+  kiln_status_t cs = compile(g_target, "seq=4..24", &bytes, &len);
+  if (!tmpl) unsetenv("KILN_SEQ_GEMM_TEMPLATE");
+  if (!CHECK_OK(cs) || !bytes) return;
+  {
+    kiln_program_t* p = NULL;
+    if (CHECK_OK(kiln_module_parse(bytes, len, "attn.kiln", al(), &p))) {
+      const bool has = p->code.text && (strstr(p->code.text, "#define GRT_M 1") || strstr(p->code.text, "#define RT_M 1"));
+      CHECK_MSG(has == tmpl, "%s: GEMM template %s", g_target, has ? "present" : "absent");
+    }
+    kiln_program_destroy(p);
+  }
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
   kiln_session_t* s = NULL;
@@ -121,6 +167,10 @@ static void test_device(void) {
   free(bytes);
 }
 
+static void test_device(void) { device_run(true); }
+/* the printed GEMMs (row blocks) at the same lengths */
+static void test_device_printed(void) { device_run(false); }
+
 int main(int argc, char** argv) {
   if (argc == 3 && !strcmp(argv[1], "--target")) g_target = argv[2];
   if (!kiln_target_find("opencl")) {
@@ -129,7 +179,10 @@ int main(int argc, char** argv) {
   }
   if (!bm_tmpdir("dyn_seq_gpu", g_dir, sizeof g_dir)) return 1;
   write_model();
-  if (g_target) RUN(test_device);
+  if (g_target) {
+    RUN(test_device);
+    RUN(test_device_printed);
+  }
   else RUN(test_program);
   bm_rmtree(g_dir);
   return kiln_test_finish();

@@ -63,15 +63,20 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   const int a64 = w64 && g->K % 2 == 0;
   const int b64 =
       w64 && (g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0));
-  bool even = g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
-  char defs[700];
+  if (g->has_res && g->bind_res < 0)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a residual: no residual binding");
+  if (g->m_a && (g->m_a < 1 || g->bind_d < 0 || g->m_a > INT32_MAX || g->m_b < -INT32_MAX || g->m_b > INT32_MAX))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a run-time M (%lld * n + %lld, dims at binding %d) does "
+                            "not fit the shader", (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
+  bool even = !g->m_a && g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
+  char defs[900];
   int dl = snprintf(defs, sizeof defs,
-                    "#define M %lld\n#define N %lld\n#define K %lld\n#define B_MODE %d\n"
+                    "#define N %lld\n#define K %lld\n#define B_MODE %d\n"
                     "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
                     "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
                     "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
                     "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n#define TEXEL %d\n",
-                    (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode,
+                    (long long)g->N, (long long)g->K, (int)g->b_mode,
                     (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
                     (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
                     (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
@@ -80,7 +85,16 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                    "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"
                    "#define BETA %.9e\n",
                    (int)g->bind_bias, (long long)g->bias_sm, (long long)g->bias_sn, (double)g->beta);
-  if (dl < 0 || (size_t)dl >= sizeof defs) /* 19 numbers cannot fill 700 bytes; never copy past defs */
+  if (dl >= 0 && (size_t)dl < sizeof defs && g->has_res)
+    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define HAS_RES 1\n#define BIND_RES %d\n", (int)g->bind_res);
+  /* a run-time M: gemm.comp's kg_m, read from the dims buffer */
+  if (dl >= 0 && (size_t)dl < sizeof defs && g->m_a)
+    dl += snprintf(defs + dl, sizeof defs - (size_t)dl,
+                   "#define RT_M 1\n#define M_A %lld\n#define M_B %lld\n#define BIND_D %d\n#define M kg_m\n",
+                   (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
+  else if (dl >= 0 && (size_t)dl < sizeof defs)
+    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define M %lld\n", (long long)g->M);
+  if (dl < 0 || (size_t)dl >= sizeof defs) /* 26 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
   size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;
@@ -92,7 +106,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   s[n - 1] = 0;
   *out_glsl = s;
   groups[0] = (g->N + t.tn - 1) / t.tn;
-  groups[1] = (g->M + t.tm - 1) / t.tm;
+  groups[1] = g->m_a ? 1 : (g->M + t.tm - 1) / t.tm; /* a run-time M: the rows on dim 2 */
   groups[2] = 1;
   local[0] = lx;
   local[1] = ly;
@@ -105,7 +119,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
  * transposed or in the lowering's packed panels; bindings are the kernel's
  * parameter indices. */
 kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
-  kiln_spirv_gemm_t g = {.M = t->M, .N = t->N, .K = t->K};
+  kiln_spirv_gemm_t g = {.M = t->M, .N = t->N, .K = t->K, .bind_d = -1, .bind_res = -1};
   g.b_mode = t->pack_t ? 2 : t->trans_b ? 1 : 0;
   if (t->pack_t) g.pt = t->pack_t, g.ptiles = t->pack_tiles, g.pkbs = t->pack_kbs;
   for (int32_t j = 0; j < t->n_params; ++j) {
@@ -113,7 +127,12 @@ kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
     if (t->roles[j] == 'B') g.bind_b = j;
     if (t->roles[j] == 'Y') g.bind_c = j;
     if (t->roles[j] == 'C') g.bind_bias = j;
+    if (t->roles[j] == 'D') g.bind_d = j;
+    if (t->roles[j] == 'R') g.bind_res = j;
   }
+  g.m_a = t->m_dim_a;
+  g.m_b = t->m_dim_b;
+  g.has_res = t->has_res;
   g.has_bias = t->has_bias;
   g.bias_sm = t->bias_sm;
   g.bias_sn = t->bias_sn;

@@ -428,4 +428,6 @@ const kiln_target_t kiln_target_vulkan = {
     .kernel_check = vulkan_kernel_check,
     .dyn_batch = true,
     .dyn_seq = true,
+    /* gemm.comp's RT_M: M read from the dims buffer, row tiles on dim 2 */
+    .dyn_seq_gemm = true,
 };
