@@ -108,7 +108,7 @@ typedef struct kiln_template_gemm_s {
    * Y's shape (a range program's MatMul + Add + Add, OpenCL, Vulkan) */
   bool has_res;
   /* an activation applied last (a range program's MatMul + Add + Gelu,
-   * OpenCL only): KILN_TEMPLATE_ACT_* */
+   * OpenCL and Vulkan): KILN_TEMPLATE_ACT_* */
   int32_t act;
 } kiln_template_gemm_t;
 

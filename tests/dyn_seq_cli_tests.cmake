@@ -168,7 +168,7 @@ if("vulkan" IN_LIST KILN_TARGETS_BUILT)
     CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
           "STDOUT_HAS=under the device's loop limit (65535 iterations per invocation), 0 above it even so"
           "STDOUT_HAS=2 plain nests in parallel"
-          "STDOUT_HAS=5 GEMMs run as the vulkan GEMM template with M read at run time"
+          "STDOUT_HAS=6 GEMMs run as the vulkan GEMM template with M read at run time"
     ARGS compile ${D}/dyn_encseq.onnx -t vulkan --loop-limit 65535 --dim batch=1 --dim seq=8..256
          -o ${D}/dyn_encseqr_vulkan.kiln)
   set(_seqr_vk compile_vulkan run_vulkan_s300)

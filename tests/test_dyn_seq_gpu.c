@@ -218,10 +218,10 @@ static void device_run(bool tmpl) {
   free(bytes);
 }
 
-/* The FFN blocks on |g_target|: both GEMMs in the template where the
- * target takes them (OpenCL: ff1 with its GELU, GACT 1 / 2, and ff2 with
- * the residual; Vulkan: ff2, ff1 printed), at lengths of the range against
- * the reference, then with KILN_SEQ_GEMM_TEMPLATE=off. */
+/* The FFN blocks on |g_target|: both GEMMs in the template (ff1 with its
+ * GELU: OpenCL GACT 1 / 2, Vulkan ACT 1 / 2; ff2 with the residual), at
+ * lengths of the range against the reference, then with
+ * KILN_SEQ_GEMM_TEMPLATE=off. */
 static void test_device_ffn(void) {
   const bool cl = !strcmp(g_target, "opencl");
   for (int f = 0; f < 2; ++f)
@@ -239,7 +239,9 @@ static void test_device_ffn(void) {
           CHECK_MSG(strstr(t, f ? "#define GACT 2" : "#define GACT 1") && strstr(t, "#define GHAS_RES 1"),
                     "ffn %d: ff1 with its GELU and ff2 with the residual in the template", f);
         } else if (tmpl) {
-          CHECK_MSG(strstr(t, "#define HAS_RES 1") && strstr(t, "#define RT_M 1"), "ffn %d: ff2 in gemm.comp", f);
+          CHECK_MSG(strstr(t, f ? "#define ACT 2" : "#define ACT 1") && strstr(t, "#define HAS_RES 1") &&
+                        strstr(t, "#define RT_M 1"),
+                    "ffn %d: ff1 with its GELU and ff2 with the residual in gemm.comp", f);
         } else {
           CHECK_MSG(!strstr(t, "#define GRT_M 1") && !strstr(t, "#define RT_M 1"), "ffn %d: a template", f);
         }

@@ -41,6 +41,9 @@
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 //   HAS_RES BIND_RES  a residual added after the bias: res[r * N + n] (f32,
 //              C's shape; a range program's MatMul + Add + Add)
+//   ACT        1: GELU after the bias and residual, 0.5 v (1 + erf(v / sqrt(2)))
+//              (the host inserts prelude.glsl's kiln_erf); 2: its tanh form,
+//              0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)))
 //   RT_M       1: a range program's GEMM: M is M_A * n + M_B at the dim's
 //              run-time value n, read from the dims buffer (int64) at
 //              binding BIND_D (the host defines M as kg_m, set first in
@@ -158,6 +161,16 @@ layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { fl
 #define RES(r, n) res_[(r) * N + (n)]
 #else
 #define RES(r, n) 0.0
+#endif
+#ifndef ACT
+#define ACT 0
+#endif
+#if ACT == 1
+#define ACTF(v) ((0.5 * (v)) * (1.0 + kiln_erf((v) * 0.70710678118654752)))
+#elif ACT == 2
+#define ACTF(v) ((0.5 * (v)) * (1.0 + tanh(0.79788456080286536 * ((v) + ((0.044715 * (v)) * (v)) * (v)))))
+#else
+#define ACTF(v) (v)
 #endif
 #ifndef RT_M
 #define RT_M 0
@@ -391,7 +404,7 @@ void main() {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACC(i, j) + BIAS(gr, gc) + RES(gr, gc);
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(ACC(i, j) + BIAS(gr, gc) + RES(gr, gc));
     }
   }
 }
@@ -441,7 +454,7 @@ void main() {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j] + BIAS(gr, gc) + RES(gr, gc);
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(acc[i][j] + BIAS(gr, gc) + RES(gr, gc));
     }
   }
 }

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* kernels/vulkan/prelude.glsl (the printed kernels' helpers): its kiln_erf
+ * for a GELU epilogue, so the template's GELU is the printed one's */
+extern const char kiln_cf_glsl_prelude[];
+
 bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out) {
   kiln_spirv_gemm_tiles_t t;
   const char* env = getenv(var);
@@ -94,15 +98,29 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                    (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
   else if (dl >= 0 && (size_t)dl < sizeof defs)
     dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define M %lld\n", (long long)g->M);
+  if (dl >= 0 && (size_t)dl < sizeof defs && g->act)
+    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define ACT %d\n", (int)g->act);
   if (dl < 0 || (size_t)dl >= sizeof defs) /* 26 numbers cannot fill 700 bytes; never copy past defs */
     return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
+  if (g->act < 0 || g->act > 2)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm activation %d unknown", (int)g->act);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
-  size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + 1;
+  /* with an activation the prelude goes after the #extension lines (its
+   * int64 helpers need them) */
+  size_t ext = head;
+  for (const char* e = strstr(kiln_vk_gemm, "\n#extension"); g->act && e; e = strstr(e + 1, "\n#extension")) {
+    const char* end = strchr(e + 1, '\n');
+    ext = end ? (size_t)(end - kiln_vk_gemm) + 1 : kiln_vk_gemm_len;
+  }
+  const size_t pl = g->act ? strlen(kiln_cf_glsl_prelude) : 0;
+  size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + pl + 1;
   char* s = malloc(n);
   if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
   memcpy(s, kiln_vk_gemm, head);
   memcpy(s + head, defs, (size_t)dl);
-  memcpy(s + head + dl, kiln_vk_gemm + head, kiln_vk_gemm_len - head);
+  memcpy(s + head + dl, kiln_vk_gemm + head, ext - head);
+  memcpy(s + head + dl + (ext - head), kiln_cf_glsl_prelude, pl);
+  memcpy(s + head + dl + (ext - head) + pl, kiln_vk_gemm + ext, kiln_vk_gemm_len - ext);
   s[n - 1] = 0;
   *out_glsl = s;
   groups[0] = (g->N + t.tn - 1) / t.tn;
@@ -133,6 +151,7 @@ kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
   g.m_a = t->m_dim_a;
   g.m_b = t->m_dim_b;
   g.has_res = t->has_res;
+  g.act = t->act;
   g.has_bias = t->has_bias;
   g.bias_sm = t->bias_sm;
   g.bias_sn = t->bias_sn;

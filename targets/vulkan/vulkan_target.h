@@ -104,6 +104,9 @@ typedef struct kiln_spirv_gemm_s {
   /* a residual added after the bias: f32 of C's shape at binding bind_res */
   bool has_res;
   int32_t bind_res;
+  /* an activation applied last (kiln_template_gemm_t.act: 1 GELU, 2 its
+   * tanh form) */
+  int32_t act;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"
