@@ -158,9 +158,9 @@ layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { 
 #endif
 #if HAS_RES
 layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { float res_[]; };
-#define RES(r, n) res_[(r) * N + (n)]
+#define PLUS_RES(v, r, n) ((v) + res_[(r) * N + (n)])
 #else
-#define RES(r, n) 0.0
+#define PLUS_RES(v, r, n) (v)
 #endif
 #ifndef ACT
 #define ACT 0
@@ -404,7 +404,7 @@ void main() {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(ACC(i, j) + BIAS(gr, gc) + RES(gr, gc));
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc));
     }
   }
 }
@@ -454,7 +454,7 @@ void main() {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(acc[i][j] + BIAS(gr, gc) + RES(gr, gc));
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc));
     }
   }
 }

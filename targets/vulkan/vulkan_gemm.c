@@ -7,7 +7,8 @@
 #include <string.h>
 
 /* kernels/vulkan/prelude.glsl (the printed kernels' helpers): its kiln_erf
- * for a GELU epilogue, so the template's GELU is the printed one's */
+ * for a GELU epilogue, so the template's GELU is the printed one's (that
+ * function only: the whole prelude tripled shaderc's time on the shader) */
 extern const char kiln_cf_glsl_prelude[];
 
 bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out) {
@@ -105,21 +106,23 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   if (g->act < 0 || g->act > 2)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm activation %d unknown", (int)g->act);
   size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
-  /* with an activation the prelude goes after the #extension lines (its
-   * int64 helpers need them) */
+  /* with an activation the prelude's kiln_erf goes after the #extension lines */
+  const char* erf = g->act ? strstr(kiln_cf_glsl_prelude, "float kiln_erf(float x) {") : NULL;
+  const char* erf_end = erf ? strstr(erf, "\n}\n") : NULL;
+  if (g->act && !erf_end) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/prelude.glsl has no kiln_erf");
   size_t ext = head;
   for (const char* e = strstr(kiln_vk_gemm, "\n#extension"); g->act && e; e = strstr(e + 1, "\n#extension")) {
     const char* end = strchr(e + 1, '\n');
     ext = end ? (size_t)(end - kiln_vk_gemm) + 1 : kiln_vk_gemm_len;
   }
-  const size_t pl = g->act ? strlen(kiln_cf_glsl_prelude) : 0;
+  const size_t pl = erf_end ? (size_t)(erf_end + 3 - erf) : 0;
   size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + pl + 1;
   char* s = malloc(n);
   if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
   memcpy(s, kiln_vk_gemm, head);
   memcpy(s + head, defs, (size_t)dl);
   memcpy(s + head + dl, kiln_vk_gemm + head, ext - head);
-  memcpy(s + head + dl + (ext - head), kiln_cf_glsl_prelude, pl);
+  memcpy(s + head + dl + (ext - head), erf, pl);
   memcpy(s + head + dl + (ext - head) + pl, kiln_vk_gemm + ext, kiln_vk_gemm_len - ext);
   s[n - 1] = 0;
   *out_glsl = s;
