@@ -2,8 +2,8 @@
 """One module for several sequence lengths vs one static module per length (issue 25).
 
   dyn_seq.py --kiln build/kiln --model dyn_encseq.onnx --seqs 16,64,128,256
-             [--batch 1..2 | --range 8..256] [--target cpu|opencl] [--work DIR] [--threads 1] [--rounds 5]
-             [--repeat 5] [--no-check]
+             [--batch 1..2 | --range 8..256 [--printed]] [--target cpu|opencl|vulkan] [--work DIR]
+             [--threads 1] [--rounds 5] [--repeat 5] [--no-check]
 
 The model has a symbolic sequence dim "seq" inside MatMul, Softmax, Reshape and
 Transpose shapes (tests/models/export_dyn_cnn.py writes dyn_encseq.onnx: the encoder
@@ -26,11 +26,17 @@ length), its arena the one `kiln run` reports for the length.
 program binary in the module; the driver's cache serves every run after a first, unmeasured
 one) and runs them on its device 0; the goal there is <= 1.3. The device's threads are its
 own, so the CPU time (taken at any --threads) sums them: the work a run costs.
+--target vulkan the same on the Vulkan target (`-t vulkan`: the range compile asks device 0
+for its loop limit; lavapipe here).
+--printed (with --range on a GPU target) also compiles the range with KILN_SEQ_GEMM_TEMPLATE=off
+(every GEMM a printed kernel) and measures it in the same rounds: per length the CPU time of
+a run of the range program with the GEMM template over the one without.
 """
 
 import argparse
 import os
 import re
+import statistics
 import sys
 
 import numpy as np
@@ -64,7 +70,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
+    ap.add_argument("--target", default="cpu", choices=["cpu", "opencl", "vulkan"])
+    ap.add_argument("--printed", action="store_true",
+                    help="with --range: also the range program without the GEMM template (KILN_SEQ_GEMM_TEMPLATE=off)")
     a = ap.parse_args()
     work = a.work or os.path.dirname(os.path.abspath(a.model))
     os.makedirs(work, exist_ok=True)
@@ -73,7 +81,7 @@ def main():
     bdim = a.batch.replace("..", "_")
     gpu = a.target != "cpu"
     tag = f"_{a.target}" if gpu else ""
-    target_args = ["-t", a.target, "--device", "none"] if gpu else []
+    target_args = (["-t", a.target] + (["--device", "none"] if a.target == "opencl" else [])) if gpu else []
     goal = 1.3 if gpu else 1.15
     dyn = os.path.join(work, f"{stem}_seq_buckets_b{bdim}{tag}.kiln")
     dyn_dims = ["--dim", f"batch={a.batch}", "--dim", f"seq={a.seqs}"]
@@ -81,6 +89,14 @@ def main():
         dyn = os.path.join(work, f"{stem}_seq_range_{a.range.replace('..', '_')}{tag}.kiln")
         dyn_dims = ["--dim", "batch=1", "--dim", f"seq={a.range}"]
     static = {s: os.path.join(work, f"{stem}_b1_s{s}{tag}.kiln") for s in seqs}
+    printed = None
+    if a.printed and a.range:
+        printed = dyn.replace(".kiln", "_printed.kiln")
+        if not os.path.exists(printed):
+            os.environ["KILN_SEQ_GEMM_TEMPLATE"] = "off"
+            run([a.kiln, "compile", a.model, *dyn_dims, "-o", printed] + target_args)
+            del os.environ["KILN_SEQ_GEMM_TEMPLATE"]
+            print(f"compiled {os.path.basename(printed)} ({' '.join(dyn_dims)}, KILN_SEQ_GEMM_TEMPLATE=off)", flush=True)
     compiles = 0
     for path, dims in [(dyn, dyn_dims)] + \
                       [(static[s], ["--dim", "batch=1", "--dim", f"seq={s}"]) for s in seqs]:
@@ -100,14 +116,16 @@ def main():
                        "--rtol", "1e-3", "--atol", "1e-4"])
             m = MATCH_RE.search(out)
             err[s] = (int(m.group(1)), float(m.group(3)))
-    lat = {(k, s): [] for k in ("dyn", "static") for s in seqs}
-    cpu = {(k, s): [] for k in ("dyn", "static") for s in seqs}
+    lat = {(k, s): [] for k in ("dyn", "static", "printed") for s in seqs}
+    cpu = {(k, s): [] for k in ("dyn", "static", "printed") for s in seqs}
     mem = {}
     use_cpu = a.threads == 1 or gpu
     if gpu:  # the driver builds (and caches) each program at its first run: not measured
         for s in seqs:
             run([a.kiln, "run", dyn, "--dim", f"seq={s}"])
             run([a.kiln, "run", static[s]])
+            if printed:
+                run([a.kiln, "run", printed, "--dim", f"seq={s}"])
     for _ in range(a.rounds):
         for s in seqs:
             at1 = ["--dim", "batch=1"] if ".." in a.batch and not a.range else []
@@ -122,6 +140,11 @@ def main():
             cpu[("static", s)].append(c)
             m = STATIC_RE.search(out)
             mem[("static", s)] = (m.group(1), m.group(2))
+            if printed:
+                _, w, c = measure([a.kiln, "run", printed, "--dim", f"seq={s}", "--threads", str(a.threads)],
+                                  a.repeat, use_cpu)
+                lat[("printed", s)].append(w)
+                cpu[("printed", s)].append(c)
     what = f"seq={a.range}" if a.range else f"seq={a.seqs}"
     print(f"{stem}: one module for {what} (batch {a.batch if not a.range else 1}; compiled once{'' if compiles else ', cached'}) "
           f"vs a static module per length, batch 1, target {a.target}, {a.threads} thread(s), median of {a.rounds} rounds x median "
@@ -139,6 +162,13 @@ def main():
         worst_mem = [max(worst_mem[0], ar / lb), max(worst_mem[1], vs_static)]
         print(f"| {s} | {d:.2f} | {st:.2f} | {d / st:.3f} | {' | '.join(cells)} | {ar / 1e6:.3f} MB | "
               f"{lb / 1e6:.3f} MB | {ar / lb:.3f} | {sa} ({sl}) | {vs_static:.3f} | {chk} |")
+    if printed:
+        print("range program with the GEMM template / without it (KILN_SEQ_GEMM_TEMPLATE=off), same rounds:")
+        for s in seqs:
+            key = cpu if use_cpu else lat
+            t, p = statistics.median(key[("dyn", s)]), statistics.median(key[("printed", s)])
+            print(f"  seq {s}: {t:.2f} / {p:.2f} ms {'CPU' if use_cpu else 'wall'} = {t / p:.3f} "
+                  f"(wall {statistics.median(lat[('dyn', s)]):.2f} / {statistics.median(lat[('printed', s)]):.2f})")
     print(f"worst one module / static ({'CPU time' if use_cpu else 'wall'}): {worst:.3f} (goal <= {goal})")
     print(f"worst arena / its lower bound: {worst_mem[0]:.3f}, / the static module's bound: {worst_mem[1]:.3f} "
           f"(goal <= 1.05; the static bound as printed, 3-4 digits)")

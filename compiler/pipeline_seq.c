@@ -29,7 +29,7 @@ static void seq_gemm_match(kiln_plan_t* const* plans, const int64_t* x, int64_t 
       all = k < plans[i]->n_kernels && !plans[i]->kernels[k].tmpl && !plans[i]->kernels[k].custom &&
             !plans[i]->kernels[k].host &&
             (kiln_template_gemm_match(plans[i], k, &set->gemm_rules, &g[i]) ||
-             (set->gemm_rules.bias && kiln_plan_seq_gemm_bias_match(plans[i], k, &g[i]))) &&
+             (set->gemm_rules.bias && kiln_plan_seq_gemm_bias_match(plans[i], k, set->gemm_rules.gelu, &g[i]))) &&
             g[i].batch == 1;
     if (!all) continue;
     const int64_t dx = x[1] - x[0], dm = g[1].M - g[0].M;

@@ -4,11 +4,13 @@
 
 #include <string.h>
 
+#include "ir/op.h"
+
 static bool is_op(const kiln_node_t* n, const char* op) {
   return !strcmp(n->op_type, op) && !(n->domain && n->domain[0]);
 }
 
-bool kiln_plan_seq_gemm_bias_match(const kiln_plan_t* plan, int32_t k, kiln_template_gemm_t* g) {
+bool kiln_plan_seq_gemm_bias_match(const kiln_plan_t* plan, int32_t k, bool gelu, kiln_template_gemm_t* g) {
   memset(g, 0, sizeof *g);
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* gr = plan->graph;
@@ -18,19 +20,30 @@ bool kiln_plan_seq_gemm_bias_match(const kiln_plan_t* plan, int32_t k, kiln_temp
   const kiln_node_t* mm = &gr->nodes[kk->node];
   if (!is_op(mm, "MatMul") || mm->n_inputs != 2 || mm->n_outputs < 1 || mm->inputs[0] < 0 || mm->inputs[1] < 0)
     return false;
-  /* the chain MatMul -> Add(bias) [-> Add(residual)]: each Add takes the
-   * previous output and one other tensor */
+  /* the chain MatMul -> Add(bias) [-> Add(residual) | Gelu]: each Add
+   * takes the previous output and one other tensor */
   int32_t prev = mm->outputs[0], other[2] = {-1, -1};
+  int32_t act = KILN_TEMPLATE_ACT_NONE;
   for (int32_t i = 0; i < kk->n_fused_nodes; ++i) {
     const int32_t fa = kk->fused_nodes[i];
     if (fa < 0 || fa >= gr->n_nodes) return false;
     const kiln_node_t* add = &gr->nodes[fa];
+    if (i == 1 && gelu && is_op(add, "Gelu")) {
+      const char* ap = NULL;
+      if (add->n_inputs != 1 || add->inputs[0] != prev || add->n_outputs < 1 || add->outputs[0] < 0 ||
+          kiln_attr_string(add, "approximate", "none", &ap))
+        return false;
+      act = !strcmp(ap, "none") ? KILN_TEMPLATE_ACT_GELU : !strcmp(ap, "tanh") ? KILN_TEMPLATE_ACT_GELU_TANH : -1;
+      if (act < 0) return false;
+      prev = add->outputs[0];
+      continue;
+    }
     if (!is_op(add, "Add") || add->n_inputs != 2 || add->n_outputs < 1 || add->outputs[0] < 0 || prev < 0) return false;
     other[i] = add->inputs[0] == prev ? add->inputs[1] : add->inputs[1] == prev ? add->inputs[0] : -1;
     if (other[i] < 0 || other[i] == prev) return false;
     prev = add->outputs[0];
   }
-  const bool res = kk->n_fused_nodes == 2;
+  const bool res = kk->n_fused_nodes == 2 && !act;
   const int32_t ba = plan->tensor_buffer[mm->inputs[0]], bb = plan->tensor_buffer[mm->inputs[1]];
   const int32_t bc = plan->tensor_buffer[other[0]], by = plan->tensor_buffer[prev];
   const int32_t br = res ? plan->tensor_buffer[other[1]] : -1;
@@ -86,6 +99,7 @@ bool kiln_plan_seq_gemm_bias_match(const kiln_plan_t* plan, int32_t k, kiln_temp
   g->alpha = 1.0f;
   g->beta = 1.0f;
   g->has_res = res;
+  g->act = act;
   g->n_params = f->n_params;
   return true;
 }

@@ -105,9 +105,15 @@ typedef struct kiln_template_gemm_s {
    * M is static */
   int64_t m_dim_a, m_dim_b;
   /* a residual added after the bias: the parameter of role 'R', f32 of
-   * Y's shape (a range program's MatMul + Add + Add, OpenCL only) */
+   * Y's shape (a range program's MatMul + Add + Add, OpenCL, Vulkan) */
   bool has_res;
+  /* an activation applied last (a range program's MatMul + Add + Gelu,
+   * OpenCL and Vulkan): KILN_TEMPLATE_ACT_* */
+  int32_t act;
 } kiln_template_gemm_t;
+
+/* kiln_template_gemm_t.act */
+enum { KILN_TEMPLATE_ACT_NONE = 0, KILN_TEMPLATE_ACT_GELU = 1, KILN_TEMPLATE_ACT_GELU_TANH = 2 };
 
 /* What a target's GEMM template computes beyond a plain f32 rank-2
  * A[M,K] x B product (see kiln_template_set_t). */
@@ -117,6 +123,7 @@ typedef struct kiln_template_gemm_rules_s {
                  * needs no rule: A's and Y's batches stack into rows */
   bool bias;    /* Gemm's C input (beta, broadcast along rows or columns) */
   bool scaled;  /* Gemm's transA and alpha != 1 */
+  bool gelu;    /* a GELU after the bias (kiln_template_gemm_t.act; range programs) */
 } kiln_template_gemm_rules_t;
 
 /* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue; MatMul

@@ -124,7 +124,7 @@ endforeach()
 if("opencl" IN_LIST KILN_TARGETS_BUILT)
   kiln_cli_test(dyn_seqr_compile_opencl REQUIRES dyn_cnn FIXTURE dyn_seqr_module_opencl FILE ${D}/dyn_encseqr_opencl.kiln
     CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
-          "STDOUT_HAS=5 GEMMs run as the opencl GEMM template with M read at run time"
+          "STDOUT_HAS=6 GEMMs run as the opencl GEMM template with M read at run time"
           "STDOUT_HAS=buffers sized per value (0 roots that change keep the top of the range's size); arena"
     ARGS compile ${D}/dyn_encseq.onnx -t opencl --device none --dim batch=1 --dim seq=8..256
          -o ${D}/dyn_encseqr_opencl.kiln)
@@ -140,6 +140,23 @@ if("opencl" IN_LIST KILN_TARGETS_BUILT)
   kiln_cli_test(dyn_seqr_run_opencl_s300 RC 1 REQUIRES dyn_seqr_module_opencl
     CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 300, outside the module's range 8..256"
     ARGS run ${D}/dyn_encseqr_opencl.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
+  # the same with KILN_SEQ_GEMM_TEMPLATE=off at compile: every GEMM printed (row blocks), run at 16 and 256
+  kiln_cli_test(dyn_seqr_compile_opencl_notmpl REQUIRES dyn_cnn FIXTURE dyn_seqr_module_opencl_notmpl
+    FILE ${D}/dyn_encseqr_opencl_notmpl.kiln
+    CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:" "STDOUT_LACKS=GEMM template"
+          "STDOUT_HAS=8 GEMMs in blocks of rows"
+    ARGS compile ${D}/dyn_encseq.onnx -t opencl --device none --dim batch=1 --dim seq=8..256
+         -o ${D}/dyn_encseqr_opencl_notmpl.kiln)
+  set_tests_properties(cli_dyn_seqr_compile_opencl_notmpl PROPERTIES
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_SEQ_GEMM_TEMPLATE=off")
+  list(APPEND _seqr_cl compile_opencl_notmpl)
+  foreach(q 16 256)
+    kiln_cli_test(dyn_seqr_run_opencl_notmpl_s${q} REQUIRES dyn_seqr_module_opencl_notmpl dyn_seqr_ref_s${q}
+      CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+      ARGS run ${D}/dyn_encseqr_opencl_notmpl.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+           --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
+    list(APPEND _seqr_cl run_opencl_notmpl_s${q})
+  endforeach()
   foreach(t ${_seqr_cl})
     set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=opencl")
   endforeach()
@@ -151,6 +168,7 @@ if("vulkan" IN_LIST KILN_TARGETS_BUILT)
     CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:"
           "STDOUT_HAS=under the device's loop limit (65535 iterations per invocation), 0 above it even so"
           "STDOUT_HAS=2 plain nests in parallel"
+          "STDOUT_HAS=6 GEMMs run as the vulkan GEMM template with M read at run time"
     ARGS compile ${D}/dyn_encseq.onnx -t vulkan --loop-limit 65535 --dim batch=1 --dim seq=8..256
          -o ${D}/dyn_encseqr_vulkan.kiln)
   set(_seqr_vk compile_vulkan run_vulkan_s300)
@@ -165,7 +183,30 @@ if("vulkan" IN_LIST KILN_TARGETS_BUILT)
   kiln_cli_test(dyn_seqr_run_vulkan_s300 RC 1 REQUIRES dyn_seqr_module_vulkan
     CHECK "STDERR_HAS=input 'input' dim 1 ('seq') is 300, outside the module's range 8..256"
     ARGS run ${D}/dyn_encseqr_vulkan.kiln --input input=${D}/dyn_encseq_in_b1_s300.npy)
+  # the same with KILN_SEQ_GEMM_TEMPLATE=off at compile: every GEMM printed (row x column blocks under the
+  # loop limit), run at 16 and 256
+  kiln_cli_test(dyn_seqr_compile_vulkan_notmpl REQUIRES dyn_cnn FIXTURE dyn_seqr_module_vulkan_notmpl
+    FILE ${D}/dyn_encseqr_vulkan_notmpl.kiln
+    CHECK "STDOUT_HAS=dynamic dim 'seq' = 8..256 inside the shapes:" "STDOUT_LACKS=GEMM template"
+          "STDOUT_HAS=8 GEMMs in blocks of rows"
+    ARGS compile ${D}/dyn_encseq.onnx -t vulkan --loop-limit 65535 --dim batch=1 --dim seq=8..256
+         -o ${D}/dyn_encseqr_vulkan_notmpl.kiln)
+  list(APPEND _seqr_vk compile_vulkan_notmpl)
+  foreach(q 16 256)
+    kiln_cli_test(dyn_seqr_run_vulkan_notmpl_s${q} REQUIRES dyn_seqr_module_vulkan_notmpl dyn_seqr_ref_s${q}
+      CHECK "STDOUT_HAS=output output: f32[1,${q},256]" "STDOUT_HAS=match: 0 of"
+      ARGS run ${D}/dyn_encseqr_vulkan_notmpl.kiln --input input=${D}/dyn_encseq_in_b1_s${q}.npy
+           --compare output=${D}/encseqr_ref_s${q}/output.npy --rtol 1e-3 --atol 1e-4)
+    list(APPEND _seqr_vk run_vulkan_notmpl_s${q})
+  endforeach()
+  # the Vulkan validation layer on in every run (a message from it fails the test)
   foreach(t ${_seqr_vk})
-    set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=vulkan")
+    set(_env "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_VULKAN_VALIDATION=1")
+    if(t STREQUAL "compile_vulkan_notmpl")
+      set(_env "${_env};KILN_SEQ_GEMM_TEMPLATE=off")
+    endif()
+    # (TIMEOUT: shaderc's 3 s of CPU for the module took over 120 s of wall at load 16)
+    set_tests_properties(cli_dyn_seqr_${t} PROPERTIES LABELS "models;target=vulkan" ENVIRONMENT "${_env}"
+                         FAIL_REGULAR_EXPRESSION "kiln vulkan validation:" TIMEOUT 600)
   endforeach()
 endif()

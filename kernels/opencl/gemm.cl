@@ -39,6 +39,8 @@
  *   GPACK_T GPACK_KBS GPACK_TILES   B packed in column panels (GPACK_T 0: plain)
  *   GHAS_BIAS            bias added as BETA * BIAS[m * GBIAS_SM + n * GBIAS_SN]
  *   GHAS_RES             then RES[m * GLDY + n] added (a residual, f32, Y's shape)
+ *   GACT                 then 1: GELU, 0.5 v (1 + erf(v / sqrt(2))); 2: GELU's tanh
+ *                        form, 0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)))
  *   GALPHA GBETA         float literals
  *   TM TN VW WX WY BK    tiles (TN % VW == 0; VW in 1, 2, 4, 8, 16)
  *   MM MN                micro-tiles per work-item along M and N
@@ -267,6 +269,11 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
               #pragma unroll
               for (int l = 0; l < VW; ++l)
                 if (KG_EVEN_N ? 1 : gn + l < GN) KG_LANE(v, l) += RES[gm * GLDY + gn + l];
+#endif
+#if GACT == 1
+              v = (0.5f * v) * (1.0f + erf(v * 0.70710678118654752f));
+#elif GACT == 2
+              v = (0.5f * v) * (1.0f + tanh(0.79788456080286536f * (v + ((0.044715f * v) * v) * v)));
 #endif
             }
             if (KG_EVEN_N ? 1 : gn + VW <= GN) {

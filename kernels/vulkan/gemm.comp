@@ -39,7 +39,18 @@
 //              read whole (TK and RN multiples of 4, K too, and N (B_MODE 0)
 //              or PT (B_MODE 2)): kiln's tile mode 4; A64 = B64 = 0.
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
-// Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups.
+//   HAS_RES BIND_RES  a residual added after the bias: res[r * N + n] (f32,
+//              C's shape; a range program's MatMul + Add + Add)
+//   ACT        1: GELU after the bias and residual, 0.5 v (1 + erf(v / sqrt(2)))
+//              (the host inserts prelude.glsl's kiln_erf); 2: its tanh form,
+//              0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)))
+//   RT_M       1: a range program's GEMM: M is M_A * n + M_B at the dim's
+//              run-time value n, read from the dims buffer (int64) at
+//              binding BIND_D (the host defines M as kg_m, set first in
+//              main), the row tiles are gl_WorkGroupID.z, which the device
+//              launches n times (n >= ceil(M / TM)); tiles past M return
+//              before anything else (the whole work-group); EVEN 0.
+// Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups; RT_M: (ceil(N/TN), 1, n).
 // Bindings (set 0): BIND_A, BIND_B, BIND_C (default 0, 1, 2).
 #ifndef M
 #define M 256
@@ -141,6 +152,42 @@ layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { 
 #define BIAS(r, n) (BETA * bias_[(r) * BIAS_SM + (n) * BIAS_SN])
 #else
 #define BIAS(r, n) 0.0
+#endif
+#ifndef HAS_RES
+#define HAS_RES 0
+#endif
+#if HAS_RES
+layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { float res_[]; };
+#define PLUS_RES(v, r, n) ((v) + res_[(r) * N + (n)])
+#else
+#define PLUS_RES(v, r, n) (v)
+#endif
+#ifndef ACT
+#define ACT 0
+#endif
+#if ACT == 1
+#define ACTF(v) ((0.5 * (v)) * (1.0 + kiln_erf((v) * 0.70710678118654752)))
+#elif ACT == 2
+#define ACTF(v) ((0.5 * (v)) * (1.0 + tanh(0.79788456080286536 * ((v) + ((0.044715 * (v)) * (v)) * (v)))))
+#else
+#define ACTF(v) (v)
+#endif
+#ifndef RT_M
+#define RT_M 0
+#endif
+#if RT_M
+#define TM_ROWS TM // the rows of a tile a work-group reads (past M: row M - 1)
+layout(std430, set = 0, binding = BIND_D) restrict readonly buffer BufDims { int64_t dims_[]; };
+int kg_m; // M at this run (the host's #define M kg_m)
+// the row tile of this work-group; false (return) past M
+bool rt_m_rows(out int row0) {
+  kg_m = int(dims_[0]) * M_A + M_B;
+  row0 = int(gl_WorkGroupID.z) * TM;
+  return row0 < kg_m;
+}
+#endif
+#ifndef TM_ROWS
+#define TM_ROWS (M < TM ? M : TM)
 #endif
 
 #if EVEN
@@ -259,7 +306,12 @@ vec2 b_pair(int k, int n) {
 void main() {
   const int lane = gl_SubgroupSize >= SG ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
   // (one row tile: a constant, so the rows past M fold away)
+#if RT_M
+  int row0;
+  if (!rt_m_rows(row0)) return;
+#else
   const int row0 = M <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
+#endif
   const int col0 = int(gl_WorkGroupID.x) * TN + lane * RN;
 #if TEXEL
   // vec4s of columns, used as read: arrays of floats made shaderc's
@@ -307,7 +359,7 @@ void main() {
     // A's values used as read (no array of them: shaderc's optimizer);
     // where M <= TM (one row tile) only its M rows (the classifier's M = 1)
     [[unroll]] for (int kk = 0; kk < TK; kk += 4)
-      [[unroll]] for (int i = 0; i < (M < TM ? M : TM); ++i) {
+      [[unroll]] for (int i = 0; i < TM_ROWS; ++i) {
         const vec4 v = texelFetch(ta, (min(row0 + i, M - 1) * K + k0 + kk) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = fma(vec4(v[e]), bv4[kk + e][f], acc4[i][f]);
@@ -352,7 +404,7 @@ void main() {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACC(i, j) + BIAS(gr, gc);
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc));
     }
   }
 }
@@ -360,7 +412,12 @@ void main() {
 void main() {
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
+#if RT_M
+  int row0;
+  if (!rt_m_rows(row0)) return;
+#else
   const int row0 = int(gl_WorkGroupID.y) * TM;
+#endif
   const int col0 = int(gl_WorkGroupID.x) * TN;
 
   float acc[RM][RN];
@@ -397,7 +454,7 @@ void main() {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = acc[i][j] + BIAS(gr, gc);
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc));
     }
   }
 }

@@ -80,7 +80,7 @@ static const char* const macro_names[] = {
     "KILN_GEMM_NAME", "KILN_GEMM_SIGNATURE", "GM", "GN", "GK", "GBATCH", "GSA", "GSB", "GSY",
     "GLDA", "GLDB", "GLDY", "GTRANS_A", "GTRANS_B", "GPACK_T", "GPACK_KBS", "GPACK_TILES",
     "GHAS_BIAS", "GBIAS_SM", "GBIAS_SN", "GALPHA", "GBETA", "TM", "TN", "VW", "WX", "WY", "BK",
-    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM", "GRT_M", "GM_A", "GM_B", "GHAS_RES"};
+    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM", "GRT_M", "GM_A", "GM_B", "GHAS_RES", "GACT"};
 
 static int role_f16(const kiln_template_gemm_t* g, char r) {
   for (int32_t j = 0; j < g->n_params; ++j)
@@ -117,7 +117,9 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
   if (g->m_dim_a && (dims < 0 || g->batch != 1))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': a run-time M needs the dims buffer and one batch",
                             name);
-  kiln_cf_out_printf(out, "\n#define GHAS_RES %d", g->has_res ? 1 : 0);
+  if (g->act < KILN_TEMPLATE_ACT_NONE || g->act > KILN_TEMPLATE_ACT_GELU_TANH)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': activation %d unknown", name, (int)g->act);
+  kiln_cf_out_printf(out, "\n#define GHAS_RES %d\n#define GACT %d", g->has_res ? 1 : 0, (int)g->act);
   if (g->m_dim_a)
     kiln_cf_out_printf(out, "\n#define GRT_M 1\n#define GM_A %lld\n#define GM_B %lld\n#define GM kg_m",
                        (long long)g->m_dim_a, (long long)g->m_dim_b);

@@ -44,7 +44,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   *out = (kiln_template_set_t){.gemm = !(no_gemm && !strcmp(no_gemm, "1")),
                                /* Gemm's C as a bias (the classifiers' M = 1 Gemm was a
                                 * printed kernel: 1.2-1.5 ms in MobileNetV2) */
-                               .gemm_rules = {.bias = true},
+                               .gemm_rules = {.bias = true, .gelu = true},
                                .conv = conv,
                                /* winograd.comp (vulkan_winograd.c) where it covers */
                                .winograd = conv && !(wino && !strcmp(wino, "off")),
@@ -430,4 +430,6 @@ const kiln_target_t kiln_target_vulkan = {
     .kernel_check = vulkan_kernel_check,
     .dyn_batch = true,
     .dyn_seq = true,
+    /* gemm.comp's RT_M: M read from the dims buffer, row tiles on dim 2 */
+    .dyn_seq_gemm = true,
 };

@@ -95,6 +95,18 @@ typedef struct kiln_spirv_gemm_s {
   int32_t bind_bias;
   int64_t bias_sm, bias_sn;
   float beta;
+  /* a range program's GEMM (kiln_template_gemm_t.m_dim_a): M = m_a * n +
+   * m_b at the run's value n, read from the dims buffer at binding bind_d;
+   * M above is the top of the range's. The row tiles are the grid's dim 2
+   * (the device launches it n times): groups[1] 1. m_a 0: M static */
+  int64_t m_a, m_b;
+  int32_t bind_d;
+  /* a residual added after the bias: f32 of C's shape at binding bind_res */
+  bool has_res;
+  int32_t bind_res;
+  /* an activation applied last (kiln_template_gemm_t.act: 1 GELU, 2 its
+   * tanh form) */
+  int32_t act;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"
