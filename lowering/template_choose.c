@@ -82,6 +82,9 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
     t->psum_private = true;
     t->conv = nogrid;
   }
+  /* the implicit GEMM zeroes the padding in its reads of X: the phase
+   * split goes (kiln_template_select MERGES it into the instance) */
+  if (t->kind == KILN_TEMPLATE_CONV && set->conv_reads_x) kiln_template_conv_direct(plan, &t->conv);
   t->weights.buffer = weight_buffer(&t->conv);
   return NULL;
 }
@@ -121,7 +124,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       at = t->conv.slot;
       if (!s && at != k)
         s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
-      if (!s && t->kind == KILN_TEMPLATE_WINOGRAD && t->conv.x_direct)
+      if (!s && (t->kind == KILN_TEMPLATE_WINOGRAD || t->kind == KILN_TEMPLATE_CONV) && t->conv.x_direct)
         s = place(plan, t->conv.phase_kernel,
                   &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
     } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) && depthwise_wins(set, &t->dw)) {

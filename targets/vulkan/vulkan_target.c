@@ -38,6 +38,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const bool wino_all = wino && !strcmp(wino, "all");
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
   const char* no_pool = getenv("KILN_SPIRV_POOL");
+  const char* conv_pad = getenv("KILN_SPIRV_CONV_PAD");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
@@ -78,7 +79,11 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .space = kiln_vulkan_tune_space,
                                .tiles_check = kiln_vulkan_tune_check,
                                .tiles_tie = kiln_vulkan_tune_tie,
-                               .tiles_hints = kiln_vulkan_tune_hints};
+                               .tiles_hints = kiln_vulkan_tune_hints,
+                               /* conv.comp reads X itself, zero padding and strides in its
+                                * reads (CDIRECT): no printed phase split or padded copy
+                                * before it (KILN_SPIRV_CONV_PAD=copy keeps the copy) */
+                               .conv_reads_x = !(conv_pad && !strcmp(conv_pad, "copy"))};
 }
 
 /* ---- emit --------------------------------------------------------------- */
