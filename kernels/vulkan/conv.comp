@@ -220,7 +220,11 @@ void main() {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
       const int k = min(k0 + kk, CK - 1);
       const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
-#if CDIRECT
+#if CDIRECT && TK == CT
+      // (a channel's taps a K step: k0 a multiple of CT) constant shifts
+      const int xc = xb + (k0 / CT) * CPLANE, tap = kk;
+      const int dy = (tap / CKW) * CDH, dx = (tap % CKW) * CDW;
+#elif CDIRECT
       const int xc = xb + (k / CT) * CPLANE, tap = k % CT;
       const int dy = (tap / CKW) * CDH, dx = (tap % CKW) * CDW;
 #else

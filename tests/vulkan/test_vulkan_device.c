@@ -1010,6 +1010,29 @@ static void g_cd_dil(tg_t* t) {
   tg_output(t, "y");
 }
 
+static void g_cd_wide(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 128, 9, 10));
+  tg_const(t, "w", F32, 4, DIMS(16, 128, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(16));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* |build| unfused and fused against the reference (no tiled-GEMM
+ * variant: the conv shader is not a GEMM) */
+static void check_conv_graph(build_fn build, const char* what) {
+  for (int v = 0; v < 2; ++v) {
+    tg_t t;
+    tg_init(&t);
+    build(&t);
+    run_case(&t, what, v == 1, false, 1e-4, 1e-5);
+    tg_free(&t);
+  }
+}
+
 static void test_conv_direct(void) {
   static const struct {
     build_fn build;
@@ -1023,7 +1046,7 @@ static void test_conv_direct(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     /* one kernel: no phase split (the conv shader's own CDIRECT) */
     check_conv_shader(cases[i].build, false, 1, cases[i].direct);
-    check_graph(cases[i].build, cases[i].what, 1e-4, 1e-5);
+    check_conv_graph(cases[i].build, cases[i].what);
     setenv("KILN_SPIRV_CONV_PAD", "copy", 1); /* the phase split's copy */
     check_conv_shader(cases[i].build, false, 2, "kiln conv '");
     char what[96];
@@ -1051,6 +1074,14 @@ static void test_conv_direct(void) {
     }
     unsetenv("KILN_SPIRV_CONV_TILES");
   }
+  /* a channel's 9 taps a K step (TK == CT: constant shifts), the default
+   * from 128 channels, and in mode 2 (the stem, by the override) */
+  check_conv_shader(g_cd_wide, false, 1, "#define TK 9\n");
+  check_conv_graph(g_cd_wide, "direct 3x3 s2 128 channels");
+  setenv("KILN_SPIRV_CONV_TILES", "16,32,9,16,4,2", 1);
+  check_conv_shader(g_cd_stem, false, 1, "#define TK 9\n");
+  check_conv_graph(g_cd_stem, "direct stem, 9 taps a step");
+  unsetenv("KILN_SPIRV_CONV_TILES");
 }
 
 static void rm_tree(const char* dir) {
