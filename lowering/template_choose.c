@@ -83,8 +83,14 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
     t->conv = nogrid;
   }
   /* the implicit GEMM zeroes the padding in its reads of X: the phase
-   * split goes (kiln_template_select MERGES it into the instance) */
-  if (t->kind == KILN_TEMPLATE_CONV && set->conv_reads_x) kiln_template_conv_direct(plan, &t->conv);
+   * split goes (kiln_template_select MERGES it into the instance). Where
+   * it strides, has one tap or few input channels: a stride-1 conv with
+   * more taps reads the copy's rows contiguously, X per position and tap
+   * (ResNet-18 --precision fp16, whose f16 3x3 convs are implicit GEMMs,
+   * was 1.4x slower reading X) */
+  const kiln_template_conv_t* cc = &t->conv;
+  if (t->kind == KILN_TEMPLATE_CONV && set->conv_reads_x && (cc->sh > 1 || cc->sw > 1 || cc->T == 1 || cc->C <= 4))
+    kiln_template_conv_direct(plan, &t->conv);
   t->weights.buffer = weight_buffer(&t->conv);
   return NULL;
 }

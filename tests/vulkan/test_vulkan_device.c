@@ -935,12 +935,8 @@ static void test_gemm_substitution(void) {
     CHECK_MSG(prog && strstr(prog->code.text, "// kiln pool '") && prog->n_kernels == 1, "GlobalAveragePool: no pool shader");
     kiln_program_destroy(prog);
   }
-  /* f16 buffers after the precision pass: the implicit GEMM (Winograd is
-   * f32 only) reading the f32 input itself, or the phase split's f16 copy */
-  check_conv_shader(g_conv_residual, true, 1, "#define CDIRECT 1\n");
-  setenv("KILN_SPIRV_CONV_PAD", "copy", 1);
+  /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
   check_conv(g_conv_residual, true, 2);
-  unsetenv("KILN_SPIRV_CONV_PAD");
   {
     kiln_program_t* prog = graph_program(g_depthwise, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
@@ -992,7 +988,8 @@ static void g_cd_1x1s2(tg_t* t) {
 }
 
 /* a 1x1 stride-1 conv on a 7x7 plane (the copy gave the grid its slack),
- * read flat; and a dilated 3x3 (no Winograd) with uneven pads */
+ * read flat; and a dilated 3x3 (no Winograd) with uneven pads, stride 2
+ * across */
 static void g_cd_slack(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(1, 40, 7, 7));
   tg_const(t, "w", F32, 4, DIMS(48, 40, 1, 1));
@@ -1004,9 +1001,9 @@ static void g_cd_slack(tg_t* t) {
 static void g_cd_dil(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(1, 8, 12, 11));
   tg_const(t, "w", F32, 4, DIMS(12, 8, 3, 3));
-  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(2, 1, 2, 3)),
-                       kiln_attr_make_ints("dilations", 2, DIMS(2, 2))};
-  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "y", 2, ca);
+  kiln_attr_t ca[3] = {kiln_attr_make_ints("pads", 4, DIMS(2, 1, 2, 3)),
+                       kiln_attr_make_ints("dilations", 2, DIMS(2, 2)), kiln_attr_make_ints("strides", 2, DIMS(1, 2))};
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "y", 3, ca);
   tg_output(t, "y");
 }
 
@@ -1042,7 +1039,7 @@ static void test_conv_direct(void) {
                {g_cd_7x7, "direct 7x7 s2x1", "#define CDIRECT 1\n"},
                {g_cd_1x1s2, "direct 1x1 s2 + residual", "#define CDIRECT 1\n"},
                {g_cd_slack, "direct 1x1 7x7 flat", "#define CDIRECT 0\n"},
-               {g_cd_dil, "direct 3x3 dilated", "#define CDIRECT 1\n"}};
+               {g_cd_dil, "direct 3x3 dilated s1x2", "#define CDIRECT 1\n"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     /* one kernel: no phase split (the conv shader's own CDIRECT) */
     check_conv_shader(cases[i].build, false, 1, cases[i].direct);
