@@ -179,6 +179,9 @@ typedef struct kiln_template_conv_s {
    * instance zeroes the padding in its reads and the phase kernel is
    * MERGED into it (Winograd with kiln_template_set_t.winograd_reads_x) */
   bool x_direct;
+  /* the window along H and W (2-D; 1s for the leading axes of 1-D convs):
+   * taps, strides, dilations */
+  int64_t kh, kw, sh, sw, dh, dw;
 } kiln_template_conv_t;
 
 /* True when plan kernel |k| is the GEMM kernel of a Conv node (f32,
@@ -211,6 +214,15 @@ int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c);
  * (c->x_direct; the template zeroes the padding in its reads) and returns
  * true; false (c unchanged) otherwise. */
 bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t* c);
+
+/* For an implicit-GEMM instance |c| of |plan| whose planes are the phase
+ * split's zero-padded (stride-phase) copy of an f32 2-D X: makes its 'X'
+ * parameter X itself (c->x_direct; the template reads X at
+ * (oy*sh + ky*dh - pad_h, ox*sw + kx*dw - pad_w), zero outside) on the
+ * dense output grid (crop false, Q = oh*ow, q1 x q2 = oh x ow, plane =
+ * ih*iw, toff the taps' offsets in X) and returns true; false (c
+ * unchanged) otherwise: patches, 3-D, a grid scratch 'F'. */
+bool kiln_template_conv_direct(const kiln_plan_t* plan, kiln_template_conv_t* c);
 
 /* ---- depthwise convolution (template_conv.c) ------------------------------- */
 
@@ -547,6 +559,10 @@ typedef struct kiln_template_set_s {
    * in the switch, 1 (the template) where the rule above takes it, else 0
    * (the printed kernel: the instance waits in the kernel's tmpl_off) */
   bool depthwise_switch;
+  /* with |conv|: an implicit-GEMM instance whose planes are the phase
+   * split's copy of f32 2-D X reads X itself (kiln_template_conv_direct)
+   * and the phase kernel leaves the program (MERGED into the instance) */
+  bool conv_reads_x;
 } kiln_template_set_t;
 
 /* Chooses a template for every kernel of |plan| that |set| has one for

@@ -70,6 +70,15 @@ static kiln_status_t implicit_conv(const kiln_plan_t* plan, int32_t k, const kil
     t->psum_private = true;
     t->conv = nogrid;
   }
+  /* the implicit GEMM zeroes the padding in its reads of X: the phase
+   * split goes (kiln_template_select MERGES it into the instance). Where
+   * it strides, has one tap or few input channels: a stride-1 conv with
+   * more taps reads the copy's rows contiguously, X per position and tap
+   * (ResNet-18 --precision fp16, whose f16 3x3 convs are implicit GEMMs,
+   * was 1.4x slower reading X) */
+  const kiln_template_conv_t* cc = &t->conv;
+  if (t->kind == KILN_TEMPLATE_CONV && set->conv_reads_x && (cc->sh > 1 || cc->sw > 1 || cc->T == 1 || cc->C <= 4))
+    kiln_template_conv_direct(plan, &t->conv);
   t->weights.buffer = weight_buffer(&t->conv);
   return NULL;
 }
@@ -193,7 +202,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       at = t->conv.slot;
       if (!s && at != k)
         s = place(plan, k, &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
-      if (!s && t->kind == KILN_TEMPLATE_WINOGRAD && t->conv.x_direct)
+      if (!s && (t->kind == KILN_TEMPLATE_WINOGRAD || t->kind == KILN_TEMPLATE_CONV) && t->conv.x_direct)
         s = place(plan, t->conv.phase_kernel,
                   &(kiln_template_t){.kind = KILN_TEMPLATE_MERGED, .into = at, .weights.buffer = -1}, set);
     } else if (set->depthwise && kiln_template_dw_match(plan, k, true, &t->dw) &&

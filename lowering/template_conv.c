@@ -262,6 +262,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   c->has_bias = jb >= 0;
   c->phase_kernel = kphase, c->x_buffer = bx;
   c->ih = a3[1].in, c->iw = a3[2].in, c->pad_h = a3[1].p, c->pad_w = a3[2].p;
+  c->kh = a3[1].k, c->kw = a3[2].k, c->sh = a3[1].s, c->sw = a3[2].s, c->dh = a3[1].d, c->dw = a3[2].d;
   /* parameters: W, X, [F], [C], Y, operands */
   int32_t p = 0;
   c->roles[p] = 'W', c->args[p++] = kk->args[jw];
@@ -341,6 +342,36 @@ bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t
       c->x_direct = true;
     }
   return c->x_direct;
+}
+
+bool kiln_template_conv_direct(const kiln_plan_t* plan, kiln_template_conv_t* c) {
+  if (c->x_direct) return true;
+  if (c->phase_kernel < 0 || c->x_buffer < 0 || c->od != 1) return false;
+  const tir_buffer_t* X = plan->buffers[c->x_buffer].buf;
+  if (X->dtype != KILN_DTYPE_F32 || X->rank != 4 || X->shape[1] != c->C || c->T != c->kh * c->kw || c->ih < 1 ||
+      c->iw < 1 || c->oh < 1 || c->ow < 1 || c->batch * c->C * c->ih * c->iw > INT32_MAX ||
+      c->batch * c->M * c->oh * c->ow > INT32_MAX)
+    return false;
+  int32_t jx = -1;
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    if (c->roles[j] == 'F') return false; /* partial sums in the grid: its pitch */
+    if (c->roles[j] == 'X') jx = j;
+  }
+  if (jx < 0) return false;
+  /* every tap's offset in X (the shader's flat reads of a 1x1 stride-1
+   * unpadded conv; the others bounds-check rows and columns) */
+  for (int64_t t = 0; t < c->T; ++t) {
+    const int64_t o = (t / c->kw) * c->dh * c->iw + (t % c->kw) * c->dw;
+    if (o > INT32_MAX) return false;
+    c->toff[t] = (int32_t)o;
+  }
+  c->args[jx] = c->x_buffer, c->f16[jx] = false;
+  c->x_direct = true;
+  c->crop = false;
+  c->Q = c->oh * c->ow;
+  c->q1 = c->oh, c->q2 = c->ow;
+  c->plane = c->ih * c->iw;
+  return true;
 }
 
 int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c) {

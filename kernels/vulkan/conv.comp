@@ -46,6 +46,14 @@
 //                       positions of a channel stored as RN/4 whole texels
 //   Y_VEC4 1 (TEXEL_Y 1): those texels through a storage buffer of vec4s;
 //          2: in pairs, as u64vec4s (64-bit integers; RN, TN, CP % 8 == 0)
+//   CDIRECT 1           X is the image itself (CIH x CIW planes of CPLANE
+//                       floats, no phase split): the grid is the dense
+//                       output (no crop, CQ = CHO * CWO), position q reads
+//                       tap (ky, kx) = (t / CKW, t % CKW) at
+//                       ((q / CWO) * CSH + ky * CDH - CPH, (q % CWO) * CSW +
+//                       kx * CDW - CPW), zero outside the plane (a select on
+//                       a clamped read); CDIRECT 0: the planes hold the
+//                       padding already (or X is read flat: TOFF, CPLANE)
 // Dispatch: (ceil(CQ/TN), ceil(CM/TM), CBATCH) work-groups.
 //
 // Every invocation loops CK/TK times over a K slice: Mesa's lavapipe ends
@@ -122,6 +130,18 @@ layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffe
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
 
+#ifndef CDIRECT
+#define CDIRECT 0
+#endif
+#if CDIRECT
+// (CDIRECT) X at row iy, column ix of the plane from xc; 0 outside it
+float xd(int xc, int iy, int ix) {
+  const bool ok = uint(iy) < uint(CIH) && uint(ix) < uint(CIW);
+  const float v = float(xp(xc + (ok ? iy * CIW + ix : 0)));
+  return ok ? v : 0.0;
+}
+#endif
+
 float load_a(int m, int k) {
   if (m >= CM || k >= CK) return 0.0;
   return float(w((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT));
@@ -129,7 +149,13 @@ float load_a(int m, int k) {
 
 float load_b(int xb, int k, int q) {
   if (k >= CK || q >= CQ) return 0.0;
+#if CDIRECT
+  const int tap = k % CT;
+  return xd(xb + (k / CT) * CPLANE, (q / CWO) * CSH - CPH + (tap / CKW) * CDH,
+            (q % CWO) * CSW - CPW + (tap % CKW) * CDW);
+#else
   return float(xp(xb + (k / CT) * CPLANE + TOFF[k % CT] + q));
+#endif
 }
 
 #ifndef W64
@@ -201,12 +227,33 @@ void main() {
 #endif
   int qc[RN];
   [[unroll]] for (int j = 0; j < RN; ++j) qc[j] = min(q0 + j, CQ - 1); // past CQ: computed, never stored
+#if CDIRECT
+  // each position's input row and column of tap (0, 0)
+  int iy0[RN], ix0[RN];
+  [[unroll]] for (int j = 0; j < RN; ++j) iy0[j] = (qc[j] / CWO) * CSH - CPH, ix0[j] = (qc[j] % CWO) * CSW - CPW;
+#endif
   for (int k0 = 0; k0 < CK; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
       const int k = min(k0 + kk, CK - 1);
       const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
+#if CDIRECT && TK == CT
+      // (a channel's taps a K step: k0 a multiple of CT) constant shifts
+      const int xc = xb + (k0 / CT) * CPLANE, tap = kk;
+      const int dy = (tap / CKW) * CDH, dx = (tap % CKW) * CDW;
+#elif CDIRECT
+      const int xc = xb + (k / CT) * CPLANE, tap = k % CT;
+      const int dy = (tap / CKW) * CDH, dx = (tap % CKW) * CDW;
+#else
       const int xk = xb + (k / CT) * CPLANE + TOFF[k % CT];
+#endif
 #if TEXEL
+#if CDIRECT
+      // (X itself) every position's value of this tap on its own
+      vec4 bv4[RN / 4];
+      [[unroll]] for (int f = 0; f < RN / 4; ++f)
+        [[unroll]] for (int e = 0; e < 4; ++e)
+          bv4[f][e] = kin * xd(xc, iy0[4 * f + e] + dy, ix0[4 * f + e] + dx);
+#else
       // positions q0 .. q0 + RN - 1 start at texel component s; those past
       // CQ read other values (or zeros past the buffer), never stored
       const int xa = xk + q0, s = xa & 3;
@@ -221,6 +268,7 @@ void main() {
         const vec4 a = xt[f], b = xt[f + 1];
         bv4[f] = kin * (s == 0 ? a : s == 1 ? vec4(a.yzw, b.x) : s == 2 ? vec4(a.zw, b.xy) : vec4(a.w, b.xyz));
       }
+#endif
 #endif
       // Every invocation reads all TM channels of W at k itself (the same
       // texels in all lanes; channels past CM, in the panel's zero padding
@@ -238,7 +286,11 @@ void main() {
       }
 #else
       float bv[RN];
+#if CDIRECT
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * xd(xc, iy0[j] + dy, ix0[j] + dx);
+#else
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = kin * float(xp(xk + qc[j]));
+#endif
       [[unroll]] for (int r = 0; r < TM / GR; ++r) {
         float wv[RPL], av[GR];
         w_load(myrow[r], k, wv);

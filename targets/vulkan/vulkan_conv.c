@@ -115,7 +115,13 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   const int texel_y = texel && y_texels_fit && !c->crop && cp == c->Q && cp % 4 == 0 && !strcmp(type[3], "float");
   /* (mode 4) every K step's input positions start on a texel: the planes
    * and the taps' offsets are whole texels (1x1 convs of planes of 4k) */
-  int xaligned = texel && c->plane % 4 == 0;
+  /* (x_direct) X itself: read flat (CDIRECT 0) where every tap of every
+   * output is inside it at the offset the grid gives (1x1, stride 1, no
+   * padding: the output grid is X's), else bounds-checked per row and
+   * column (CDIRECT 1) */
+  const int direct = c->x_direct && !(c->T == 1 && c->sh == 1 && c->sw == 1 && c->pad_h == 0 && c->pad_w == 0 &&
+                                      c->oh == c->ih && c->ow == c->iw);
+  int xaligned = texel && !direct && c->plane % 4 == 0;
   for (int64_t i = 0; i < c->T; ++i) xaligned = xaligned && c->toff[i] % 4 == 0;
   /* (mode 4) an f32 bias as texels too (it holds fewer than the weights,
    * which fit) */
@@ -150,6 +156,12 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
             t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c, y_vec4);
+  kiln_vulkan_sb_printf(&b,
+                        "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n"
+                        "#define CSH %lld\n#define CSW %lld\n#define CKW %lld\n#define CDH %lld\n#define CDW %lld\n",
+                        direct, (long long)c->ih, (long long)c->iw, (long long)c->pad_h, (long long)c->pad_w,
+                        (long long)c->sh, (long long)c->sw, (long long)(c->kw > 0 ? c->kw : 1), (long long)c->dh,
+                        (long long)c->dw);
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");

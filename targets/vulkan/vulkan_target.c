@@ -38,6 +38,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const bool wino_all = wino && !strcmp(wino, "all");
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
   const char* no_pool = getenv("KILN_SPIRV_POOL");
+  const char* conv_pad = getenv("KILN_SPIRV_CONV_PAD");
   /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
@@ -80,7 +81,11 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .tiles_tie = kiln_vulkan_tune_tie,
                                .tiles_hints = kiln_vulkan_tune_hints,
                                /* Winograd on or off per conv, a knob of `kiln tune` */
-                               .winograd_switch = true};
+                               .winograd_switch = true,
+                               /* conv.comp reads X itself, zero padding and strides in its
+                                * reads (CDIRECT): no printed phase split or padded copy
+                                * before it (KILN_SPIRV_CONV_PAD=copy keeps the copy) */
+                               .conv_reads_x = !(conv_pad && !strcmp(conv_pad, "copy"))};
 }
 
 /* ---- emit --------------------------------------------------------------- */

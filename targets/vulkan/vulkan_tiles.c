@@ -95,6 +95,14 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
       d.tm = 32;
       d.tn = 4 * d.rn;
     }
+    /* convs reading X itself with 9 taps and 128 channels or more: a
+     * channel's taps a K step (conv.comp then shifts by constants; lavapipe,
+     * ResNet-18's 3x3 stride-2 convs 128 -> 256 and 256 -> 512: 3.9 -> 3.4 /
+     * 3.5 ms; 64 -> 128 the same; the 3-channel stems slower: MobileNetV2's
+     * 0.77 -> 0.84 ms, ResNet-18's 7x7 6.7 -> 7.6 ms with 50 s of shaderc) */
+    if (d.shared >= 2 && t->conv.x_direct && t->conv.T == 9 && t->conv.C >= 128 &&
+        !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env))
+      d.tk = 9;
     const kiln_spirv_gemm_tiles_t ct = fit(d, t->conv.M, t->conv.Q, gpu_lacks);
     t->tiles = record(&ct);
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {

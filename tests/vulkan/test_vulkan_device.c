@@ -974,7 +974,10 @@ static void test_gemm_substitution(void) {
   check_gemm(g_matmul_packed, true, NULL);                /* relu fused into the GEMM */
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
   check_gemm(g_gemm_bias, false, "#define HAS_BIAS 1");
+  check_conv(g_conv_s2, false, 1); /* conv reading X (no phase split) */
+  setenv("KILN_SPIRV_CONV_PAD", "copy", 1);
   check_conv(g_conv_s2, false, 2); /* phase split + conv */
+  unsetenv("KILN_SPIRV_CONV_PAD");
   /* 3x3 stride 1 with 12 -> 20 channels: Winograd (kernels/vulkan/winograd.comp),
    * reading X with its padding zeroed (no phase split), or the padded copy */
   check_conv_shader(g_conv_residual, false, 1, "#define CDIRECT 1\n");
@@ -1031,6 +1034,140 @@ static void test_gemm_substitution(void) {
   }
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */
   check_gemm(g_gemm_bias_big, false, NULL);             /* alpha: the printed loop nest */
+}
+
+/* conv.comp reading X itself (CDIRECT; kiln_template_conv_direct): the
+ * padding zeroed and the strides taken in its reads, no phase split */
+/* a 3-channel stem: stride 2, uneven pads, odd sizes, 2 images, a bias,
+ * Relu fused */
+static void g_cd_stem(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 3, 17, 19));
+  tg_const(t, "w", F32, 4, DIMS(32, 3, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(32));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 0, 2, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* ResNet's 7x7 stride-2 stem shape, smaller: 49 taps of 3 channels,
+ * stride 2 down and 1 across, no bias, LeakyRelu */
+static void g_cd_7x7(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 3, 23, 21));
+  tg_const(t, "w", F32, 4, DIMS(16, 3, 7, 7));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(3, 3, 3, 2)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 1))};
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 2, ca);
+  kiln_attr_t al = kiln_attr_make_float("alpha", 0.1f);
+  tg_node(t, "LeakyRelu", "lrelu", 1, NAMES("c"), "y", 1, &al);
+  tg_output(t, "y");
+}
+
+/* a 1x1 stride-2 downsample (13x13 -> 7x7) with a residual Add, 2 images */
+static void g_cd_1x1s2(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 16, 13, 13));
+  tg_input(t, "res", F32, 4, DIMS(2, 24, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(24, 16, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(24));
+  kiln_attr_t st = kiln_attr_make_ints("strides", 2, DIMS(2, 2));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 1, &st);
+  tg_node(t, "Add", "add", 2, NAMES("c", "res"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* a 1x1 stride-1 conv on a 7x7 plane (the copy gave the grid its slack),
+ * read flat; and a dilated 3x3 (no Winograd) with uneven pads, stride 2
+ * across */
+static void g_cd_slack(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 40, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(48, 40, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(48));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+static void g_cd_dil(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 8, 12, 11));
+  tg_const(t, "w", F32, 4, DIMS(12, 8, 3, 3));
+  kiln_attr_t ca[3] = {kiln_attr_make_ints("pads", 4, DIMS(2, 1, 2, 3)),
+                       kiln_attr_make_ints("dilations", 2, DIMS(2, 2)), kiln_attr_make_ints("strides", 2, DIMS(1, 2))};
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "y", 3, ca);
+  tg_output(t, "y");
+}
+
+static void g_cd_wide(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 128, 9, 10));
+  tg_const(t, "w", F32, 4, DIMS(16, 128, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(16));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* |build| unfused and fused against the reference (no tiled-GEMM
+ * variant: the conv shader is not a GEMM) */
+static void check_conv_graph(build_fn build, const char* what) {
+  for (int v = 0; v < 2; ++v) {
+    tg_t t;
+    tg_init(&t);
+    build(&t);
+    run_case(&t, what, v == 1, false, 1e-4, 1e-5);
+    tg_free(&t);
+  }
+}
+
+static void test_conv_direct(void) {
+  static const struct {
+    build_fn build;
+    const char* what;
+    const char* direct; /* the CDIRECT the instance prints */
+  } cases[] = {{g_cd_stem, "direct stem 3x3 s2", "#define CDIRECT 1\n"},
+               {g_cd_7x7, "direct 7x7 s2x1", "#define CDIRECT 1\n"},
+               {g_cd_1x1s2, "direct 1x1 s2 + residual", "#define CDIRECT 1\n"},
+               {g_cd_slack, "direct 1x1 7x7 flat", "#define CDIRECT 0\n"},
+               {g_cd_dil, "direct 3x3 dilated s1x2", "#define CDIRECT 1\n"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    /* one kernel: no phase split (the conv shader's own CDIRECT) */
+    check_conv_shader(cases[i].build, false, 1, cases[i].direct);
+    check_conv_graph(cases[i].build, cases[i].what);
+    setenv("KILN_SPIRV_CONV_PAD", "copy", 1); /* the phase split's copy */
+    check_conv_shader(cases[i].build, false, 2, "kiln conv '");
+    char what[96];
+    snprintf(what, sizeof what, "%s, copy", cases[i].what);
+    tg_t t;
+    tg_init(&t);
+    cases[i].build(&t);
+    run_case(&t, what, true, false, 1e-4, 1e-5);
+    tg_free(&t);
+    unsetenv("KILN_SPIRV_CONV_PAD");
+  }
+  /* the other tile modes' reads (the default is mode 4, vec4 texels):
+   * subgroup broadcasts (2), shared memory (1), plain loads (0) */
+  static const char* modes[] = {"16,32,2,16,4,2", "16,16,4,4,4,1", "8,8,1,2,2,0"};
+  for (int m = 0; m < 3; ++m) {
+    setenv("KILN_SPIRV_CONV_TILES", modes[m], 1);
+    for (size_t i = 0; i < 3; ++i) {
+      char what[96];
+      snprintf(what, sizeof what, "%s, mode %d", cases[i].what, 2 - m);
+      tg_t t;
+      tg_init(&t);
+      cases[i].build(&t);
+      run_case(&t, what, true, false, 1e-4, 1e-5);
+      tg_free(&t);
+    }
+    unsetenv("KILN_SPIRV_CONV_TILES");
+  }
+  /* a channel's 9 taps a K step (TK == CT: constant shifts), the default
+   * from 128 channels, and in mode 2 (the stem, by the override) */
+  check_conv_shader(g_cd_wide, false, 1, "#define TK 9\n");
+  check_conv_graph(g_cd_wide, "direct 3x3 s2 128 channels");
+  setenv("KILN_SPIRV_CONV_TILES", "16,32,9,16,4,2", 1);
+  check_conv_shader(g_cd_stem, false, 1, "#define TK 9\n");
+  check_conv_graph(g_cd_stem, "direct stem, 9 taps a step");
+  unsetenv("KILN_SPIRV_CONV_TILES");
 }
 
 static void rm_tree(const char* dir) {
@@ -1093,20 +1230,25 @@ static void test_loop_limit(void) {
   }
 }
 
-int main(void) {
+/* "conv_direct": only the conv.comp direct-read cases (their own ctest) */
+int main(int argc, char** argv) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_vk_test_%ld", (long)getpid());
   mkdir(tmp_dir, 0755);
   long before = atomic_load(&live_allocs);
   dev = open_dev(CA());
-  RUN(test_list_and_create);
-  RUN(test_buffers_and_views);
-  RUN(test_too_large);
-  RUN(test_dispatch_barrier_timestamps);
-  RUN(test_pipeline_cache);
-  RUN(test_build_failures);
-  RUN(test_gemm_substitution);
-  RUN(test_plans);
-  RUN(test_loop_limit);
+  if (argc > 1 && !strcmp(argv[1], "conv_direct")) {
+    RUN(test_conv_direct);
+  } else {
+    RUN(test_list_and_create);
+    RUN(test_buffers_and_views);
+    RUN(test_too_large);
+    RUN(test_dispatch_barrier_timestamps);
+    RUN(test_pipeline_cache);
+    RUN(test_build_failures);
+    RUN(test_gemm_substitution);
+    RUN(test_plans);
+    RUN(test_loop_limit);
+  }
   if (dev) {
     CHECK(kiln_vulkan_validation_messages(dev) == 0);
     dev->vt->destroy(dev);

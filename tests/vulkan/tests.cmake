@@ -37,6 +37,13 @@ foreach(form vec4 image)
     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
     ENVIRONMENT "KILN_SPIRV_YSTORE=${form};KILN_SPIRV_CONV_YSTORE=${form};KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 endforeach()
+# conv.comp reading X itself (strides, uneven pads, stems, batch 2, fused
+# epilogues) and with the phase split's copy (KILN_SPIRV_CONV_PAD=copy)
+add_test(NAME test_vulkan_device_conv_direct COMMAND test_vulkan_device conv_direct)
+set_tests_properties(test_vulkan_device_conv_direct PROPERTIES
+  LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+  FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+  ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 
