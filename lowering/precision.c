@@ -84,7 +84,7 @@ static const tir_expr_t* narrow_to(tir_ctx_t* c, const tir_expr_t* v, kiln_dtype
   return tir_cast(c, t, v);
 }
 
-/* Stores and allocs of a replaced buffer move to its f16 twin. */
+/* Stores, allocs and prefetches of a replaced buffer move to its f16 twin. */
 static const tir_stmt_t* rs(tir_mutator_t* m, const tir_stmt_t* st) {
   const rw_t* r = m->user;
   tir_ctx_t* c = m->ctx;
@@ -99,6 +99,10 @@ static const tir_stmt_t* rs(tir_mutator_t* m, const tir_stmt_t* st) {
   if (st->kind == TIR_ALLOC) {
     const tir_buffer_t* nb = rw_map(r, st->u.alloc.buf);
     return nb ? tir_alloc(c, nb, st->u.alloc.body) : st;
+  }
+  if (st->kind == TIR_PREFETCH) { /* a hint at the same element of the twin */
+    const tir_buffer_t* nb = rw_map(r, st->u.store.buf);
+    return nb ? tir_prefetch(c, nb, st->u.store.idx) : st;
   }
   return st;
 }
