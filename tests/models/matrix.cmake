@@ -112,16 +112,19 @@ endforeach()
 # Every entry of _kiln_archetypes above on each of its targets, with
 # --precision fp16, labelled slow, with twice the fp32 test's timeout (PoCL
 # builds the f16 template instances more slowly). name|fp16 atol, from the
-# CPU backend's fp16 max abs error E against onnxruntime and the output
-# scale S (the largest |output| of the entry's outputs), atol about 5x E:
-#   bert       E 0.0038 (hidden; pooled 0.0008)  S 3.8    2e-2
-#   gpt2       E 0.036                           S 116    2e-1
-#   llama      E 0.0016 (next_token equal)       S 2.3    1e-2
-#   wav2vec2   E 0.0019                          S 1.8    1e-2
-#   lstm       E 4.6e-5                          S 0.105  2e-4
-#   gru        E 1.6e-4                          S 0.31   1e-3
-#   unet_block E 0.0016                          S 1.53   5e-3
-#   yolo_head  E 0.265 (max rel err 0.0019)      S 191    1e-2 (the box
+# CPU backend's fp16 max abs error E against onnxruntime, the same error F
+# of torch with every weight and leaf-module output rounded to f16 (kiln
+# not involved: tests/models/fp16_error.py NAME) and the
+# output scale S (the largest |output| of the entry's outputs), 2026-12-06:
+#   bert       E 0.0038 F 0.0016 (hidden)        S 3.8    2e-2
+#   gpt2       E 0.036  F 0.018                  S 116    2e-1
+#   llama      E 0.0016 F 0.0014 (next_token equal)  S 2.3   1e-2
+#   wav2vec2   E 0.0019 F 0.0020                 S 1.8    1e-2
+#   lstm       E 4.6e-5 F 5.1e-5                 S 0.105  2e-4
+#   gru        E 1.6e-4 F 1.1e-4                 S 0.31   1e-3
+#   unet_block E 0.0016 F 0.0018                 S 1.53   5e-3
+#   regnet_y_400mf E 0.0229 F 0.0293             S 1.15   5e-2
+#   yolo_head  E 0.265 F 0.156 (max rel err 0.0019)  S 191  1e-2 (the box
 #              decodes are within the rtol; the atol holds the probabilities)
 # Not measured (the slow and detector tiers were not exported in this
 # session): the slow tier S/100 of the output scale its fp32 atol was set
@@ -130,7 +133,7 @@ endforeach()
 # rtol 1e-2 (a box within 1%, a score within 0.01 + 1%; labels exact).
 set(_kiln_matrix_fp16_atol
     "bert|2e-2" "gpt2|2e-1" "llama|1e-2" "wav2vec2|1e-2" "lstm|2e-4" "gru|1e-3"
-    "unet_block|5e-3" "yolo_head|1e-2"
+    "unet_block|5e-3" "yolo_head|1e-2" "regnet_y_400mf|5e-2"
     "ssdlite|1e-2" "fasterrcnn|1e-2")
 foreach(entry ${_kiln_archetypes})
   string(REPLACE "|" ";" entry "${entry}")
