@@ -24,10 +24,11 @@
 # fp16 errors are bounded tightly by tests/opencl/test_opencl_fp16.c and the
 # Vulkan template tests.
 #
-# Labels: the default suite gains only the CPU fp16 runs of ResNet-18 and
-# MobileNetV2; every other entry is "slow" (a cold lavapipe or PoCL build of
-# a full-size network takes minutes; DenseNet-121 and ResNet-50 compile for
-# minutes on the CPU target in fp16 too).
+# Labels: the default suite gains only the CPU fp16 run of ResNet-18 (127 s
+# cold in ctest at load 20 on the 2-core machine, mostly gcc on the model's
+# C; MobileNetV2's took 233 s, so it is "slow"); every other entry is "slow"
+# (a cold lavapipe or PoCL build of a full-size network takes minutes, and
+# the CPU target's fp16 builds of these networks take 20-400 s at load 13-20).
 
 # ---- torchvision CNNs (export_models.py) ---------------------------------
 # resnet18 and mobilenet_v2 come from the "models" fixture, efficientnet_b0
@@ -61,7 +62,7 @@ set(_kiln_matrix_cnns
     "shufflenet_v2_x1_0|models_cnn|4e-2|1800"
     "resnet50|models_cnn|1e-1|2400"
     "densenet121|models_cnn|2e-2|3000")
-set(_kiln_matrix_default model_resnet18_cpu_fp16 model_mobilenet_v2_cpu_fp16)
+set(_kiln_matrix_default model_resnet18_cpu_fp16)
 # Any of these fails a test whatever its exit status.
 set(_kiln_matrix_fail "kiln vulkan validation:|falling back to the CPU|fallback: node|MISMATCH")
 
