@@ -235,3 +235,42 @@ if("vulkan" IN_LIST _kiln_gpu_targets)
                          ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_VULKAN_VALIDATION=1")
   endforeach()
 endif()
+
+# ---- the encoder block (export_encoder.py) and the small ViT (export_vit.py)
+# The encoder's fp32 runs on the GPU targets, and both in fp16 on every
+# target (slow). fp16 atol from the CPU backend's fp16 max abs error E
+# against onnxruntime (2026-12-06): encoder E 0.0048, outputs up to 5.6:
+# 2e-2; vit E 0.0103 (max rel err 3%), logits up to 6.6: 5e-2.
+foreach(run "encoder|fp32|1e-4" "encoder|fp16|2e-2" "vit|fp16|5e-2")
+  string(REPLACE "|" ";" run "${run}")
+  list(GET run 0 name)
+  list(GET run 1 prec)
+  list(GET run 2 atol)
+  foreach(target cpu ${_kiln_gpu_targets})
+    set(test model_${name}_${target})
+    set(args --rtol 1e-3 --atol ${atol})
+    set(strict --strict)
+    if(prec STREQUAL "fp16")
+      set(test ${test}_fp16)
+      set(args --precision fp16 --rtol 1e-2 --atol ${atol})
+      if(NOT target STREQUAL "vulkan")
+        set(strict "")
+      endif()
+    endif()
+    if(TEST ${test})
+      continue()
+    endif()
+    set(labels models slow)
+    if(NOT target STREQUAL "cpu")
+      list(APPEND labels target=${target})
+    endif()
+    add_test(NAME ${test}
+             COMMAND $<TARGET_FILE:kiln_cli> run ${KILN_MODELS_DIR}/${name}.onnx --target ${target} ${strict}
+                     --input input=${KILN_MODELS_DIR}/${name}_input.npy
+                     --compare ${KILN_MODELS_DIR}/${name}_ort.npy --check-ref ${args})
+    set_tests_properties(${test} PROPERTIES
+                         FIXTURES_REQUIRED models LABELS "${labels}" TIMEOUT 1200
+                         FAIL_REGULAR_EXPRESSION "${_kiln_matrix_fail}"
+                         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_VULKAN_VALIDATION=1")
+  endforeach()
+endforeach()
