@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "ir/passes.h"
+#include "ir/tir_visit.h"
 #include "kiln/runtime.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
@@ -177,11 +178,22 @@ typedef struct {
 
 /* Lowers, fuses, applies |mode| (AUTO: calibrates with |cal| first, putting
  * the chosen policy in |auto_policy|) and builds a CPU module. */
+/* The CPU plan's NCHWc block for compile() (0: plain layout), and how many
+ * TIR_PREFETCH statements its last plan held after the fp16 pass. */
+static int32_t layout_block = 0;
+static int32_t last_prefetches = 0;
+
+static bool count_prefetch(tir_visitor_t* v, const tir_stmt_t* st) {
+  if (st->kind == TIR_PREFETCH) ++*(int32_t*)v->user;
+  return true;
+}
+
 static bool compile(const kiln_graph_t* g, kiln_precision_mode_t mode, const kiln_precision_policy_t* policy,
                     const kiln_calibrate_options_t* cal, kiln_precision_policy_t* auto_policy,
                     kiln_calibrate_report_t* cal_report, compiled_t* out) {
   memset(out, 0, sizeof(*out));
   kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  po.layout_block = layout_block;
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   bool ok = CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan)) &&
@@ -193,6 +205,9 @@ static bool compile(const kiln_graph_t* g, kiln_precision_mode_t mode, const kil
     o.policy = auto_policy;
   }
   ok = ok && CHECK_OK(kiln_plan_set_precision(plan, &o, &out->report));
+  last_prefetches = 0;
+  tir_visitor_t pv = {.user = &last_prefetches, .stmt_pre = count_prefetch};
+  for (int32_t k = 0; ok && k < plan->n_kernels; ++k) tir_visit_stmt(&pv, plan->kernels[k].func->body);
   if (ok) {
     out->io_f32 = true;
     out->const_rne = false;
@@ -307,7 +322,33 @@ static void test_conv(void) {
   kiln_graph_t* g = conv_net();
   check_graph("conv", g, true);
 }
+/* x[1,64,7,7] -> Conv(256, 1x1) -> Relu -> Conv(64, 1x1) -> y: the CPU's NCHWc
+ * conv GEMM prefetches the next N tile's weight panel (TIR_PREFETCH) where a
+ * thread sweeps few M tiles, as in ResNet's 7x7 and 14x14 layers; the fp16
+ * rewrite must move those prefetches to the f16 weights too (it once left
+ * them on the f32 buffer, which is then no parameter of the kernel: every
+ * torchvision CNN failed to compile in fp16). */
+static kiln_graph_t* pw_net(void) {
+  rng = 0x9E3779B97F4A7C15ull + 7; /* each net's weights independent of test order */
+  gb_t b = gb_begin("x", 4, (int64_t[]){1, 64, 7, 7});
+  gb_const(&b, "w1", 4, (int64_t[]){256, 64, 1, 1}, 0.15);
+  gb_const(&b, "b1", 1, (int64_t[]){256}, 0.1);
+  gb_const(&b, "w2", 4, (int64_t[]){64, 256, 1, 1}, 0.08);
+  kiln_attr_t ca[1] = {kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){1, 1})};
+  gb_node(&b, "Conv", "pw1", 3, (const char*[]){"x", "w1", "b1"}, "c1", 1, ca);
+  gb_node(&b, "Relu", "relu1", 1, (const char*[]){"c1"}, "r", 0, NULL);
+  kiln_attr_t cb[1] = {kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){1, 1})};
+  gb_node(&b, "Conv", "pw2", 2, (const char*[]){"r", "w2"}, "y", 1, cb);
+  return gb_end(&b, "y");
+}
+
 static void test_gemm(void) { check_graph("gemm", gemm_net(), true); }
+static void test_conv_prefetch(void) {
+  layout_block = 16;
+  check_graph("conv 1x1 prefetch", pw_net(), true);
+  CHECK_MSG(last_prefetches > 0, "no TIR_PREFETCH in the NCHWc fp16 plan: the test no longer covers it");
+  layout_block = 0;
+}
 static void test_softmax(void) { check_graph("softmax", softmax_net(), true); }
 static void test_layernorm(void) { check_graph("layernorm", layernorm_net(), true); }
 
@@ -729,5 +770,6 @@ int main(void) {
   RUN(test_fp32_rules);
   RUN(test_overflow_auto);
   RUN(test_auto_keeps_fp16);
+  RUN(test_conv_prefetch);
   return kiln_test_finish();
 }
