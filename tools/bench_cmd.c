@@ -379,67 +379,58 @@ static void csv_str(FILE* f, const char* s) {
   fputc('"', f);
 }
 
+/* `, "key": value` */
+static void json_key_num(FILE* f, const char* key, double v) {
+  fprintf(f, ", \"%s\": ", key);
+  json_num(f, v);
+}
+static void json_key_str(FILE* f, const char* key, const char* v) {
+  fprintf(f, ", \"%s\": ", key);
+  if (v) json_str(f, v);
+  else fputs("null", f);
+}
+
 static kiln_status_t write_json(const char* path, const machine_t* m, const opts_t* o,
                                 const row_t* rows, int32_t n) {
   FILE* f = fopen(path, "w");
   if (!f) return kiln_make_status(KILN_IO_ERROR, "cannot write '%s': %s", path, strerror(errno));
   fprintf(f, "{\"machine\": {\"target\": ");
   json_str(f, o->target ? o->target : "cpu");
-  fprintf(f, ", \"cpu\": ");
-  json_str(f, m->cpu);
-  fprintf(f, ", \"threads\": %d, \"peak_gflops\": ", (int)m->peak.threads);
-  json_num(f, m->peak.gflops);
-  fprintf(f, ", \"peak_gbs\": ");
-  json_num(f, m->peak.gbs);
-  fprintf(f, ", \"copy_gbs\": ");
-  json_num(f, m->peak.copy_gbs);
-  fprintf(f, ", \"triad_gbs\": ");
-  json_num(f, m->peak.triad_gbs);
-  fprintf(f, ", \"ridge_flop_per_byte\": ");
-  json_num(f, m->ridge);
-  fprintf(f, ", \"repeat\": %d, \"warmup\": %d, \"kiln_version\": ", (int)o->repeat,
-          (int)o->warmup);
-  json_str(f, KILN_VERSION);
-  fprintf(f, ", \"kiln_commit\": ");
+  json_key_str(f, "cpu", m->cpu);
+  fprintf(f, ", \"threads\": %d", (int)m->peak.threads);
+  json_key_num(f, "peak_gflops", m->peak.gflops);
+  json_key_num(f, "peak_gbs", m->peak.gbs);
+  json_key_num(f, "copy_gbs", m->peak.copy_gbs);
+  json_key_num(f, "triad_gbs", m->peak.triad_gbs);
+  json_key_num(f, "ridge_flop_per_byte", m->ridge);
+  fprintf(f, ", \"repeat\": %d, \"warmup\": %d", (int)o->repeat, (int)o->warmup);
+  json_key_str(f, "kiln_version", KILN_VERSION);
 #ifdef KILN_GIT_COMMIT
-  json_str(f, KILN_GIT_COMMIT);
+  json_key_str(f, "kiln_commit", KILN_GIT_COMMIT);
 #else
-  fputs("null", f);
+  json_key_str(f, "kiln_commit", NULL);
 #endif
   fprintf(f, "},\n \"cases\": [");
   for (int32_t i = 0; i < n; ++i) {
     const row_t* r = &rows[i];
     fprintf(f, "%s\n  {\"suite\": ", i ? "," : "");
     json_str(f, r->c->suite);
-    fprintf(f, ", \"name\": ");
-    json_str(f, r->c->name);
-    fprintf(f, ", \"peer\": ");
-    if (r->c->peer) json_str(f, r->c->peer);
-    else fputs("null", f);
-    fprintf(f, ", \"shape\": ");
-    json_str(f, r->c->shape);
+    json_key_str(f, "name", r->c->name);
+    json_key_str(f, "peer", r->c->peer);
+    json_key_str(f, "shape", r->c->shape);
     if (!r->ok) {
-      fprintf(f, ", \"error\": ");
-      json_str(f, r->error);
+      json_key_str(f, "error", r->error);
       fputs("}", f);
       continue;
     }
-    fprintf(f, ", \"ms\": ");
-    json_num(f, r->ms);
-    fprintf(f, ", \"gflops\": ");
-    json_num(f, r->gflops);
-    fprintf(f, ", \"gbs\": ");
-    json_num(f, r->gbs);
-    fprintf(f, ", \"pct_peak\": ");
-    json_num(f, r->pct);
-    fprintf(f, ", \"bound\": ");
-    json_str(f, r->bound);
-    fprintf(f, ", \"intensity\": ");
-    json_num(f, r->intensity);
-    fprintf(f, ", \"flops\": ");
-    json_num(f, r->flops);
-    fprintf(f, ", \"bytes\": ");
-    json_num(f, r->bytes);
+    json_key_num(f, "ms", r->ms);
+    json_key_num(f, "gflops", r->gflops);
+    json_key_num(f, "gbs", r->gbs);
+    json_key_num(f, "pct_peak", r->pct);
+    json_key_str(f, "bound", r->bound);
+    json_key_num(f, "intensity", r->intensity);
+    json_key_num(f, "flops", r->flops);
+    json_key_num(f, "bytes", r->bytes);
     fputs("}", f);
   }
   fprintf(f, "\n]}\n");
