@@ -122,7 +122,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   memcpy(s, kiln_vk_gemm, head);
   memcpy(s + head, defs, (size_t)dl);
   memcpy(s + head + dl, kiln_vk_gemm + head, ext - head);
-  memcpy(s + head + dl + (ext - head), erf, pl);
+  if (pl) memcpy(s + head + dl + (ext - head), erf, pl); /* erf is NULL without an activation */
   memcpy(s + head + dl + (ext - head) + pl, kiln_vk_gemm + ext, kiln_vk_gemm_len - ext);
   s[n - 1] = 0;
   *out_glsl = s;
