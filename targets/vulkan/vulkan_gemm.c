@@ -73,59 +73,52 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   if (g->m_a && (g->m_a < 1 || g->bind_d < 0 || g->m_a > INT32_MAX || g->m_b < -INT32_MAX || g->m_b > INT32_MAX))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a run-time M (%lld * n + %lld, dims at binding %d) does "
                             "not fit the shader", (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
-  bool even = !g->m_a && g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
-  char defs[900];
-  int dl = snprintf(defs, sizeof defs,
-                    "#define N %lld\n#define K %lld\n#define B_MODE %d\n"
-                    "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
-                    "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
-                    "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
-                    "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n#define TEXEL %d\n",
-                    (long long)g->N, (long long)g->K, (int)g->b_mode,
-                    (long long)(g->pt > 0 ? g->pt : 1), (long long)(g->ptiles > 0 ? g->ptiles : 1),
-                    (long long)(g->pkbs > 0 ? g->pkbs : g->K), (int)g->bind_a, (int)g->bind_b,
-                    (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
-  if (dl >= 0 && (size_t)dl < sizeof defs && g->has_bias)
-    dl += snprintf(defs + dl, sizeof defs - (size_t)dl,
-                   "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"
-                   "#define BETA %.9e\n",
-                   (int)g->bind_bias, (long long)g->bias_sm, (long long)g->bias_sn, (double)g->beta);
-  if (dl >= 0 && (size_t)dl < sizeof defs && g->has_res)
-    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define HAS_RES 1\n#define BIND_RES %d\n", (int)g->bind_res);
-  /* a run-time M: gemm.comp's kg_m, read from the dims buffer */
-  if (dl >= 0 && (size_t)dl < sizeof defs && g->m_a)
-    dl += snprintf(defs + dl, sizeof defs - (size_t)dl,
-                   "#define RT_M 1\n#define M_A %lld\n#define M_B %lld\n#define BIND_D %d\n#define M kg_m\n",
-                   (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
-  else if (dl >= 0 && (size_t)dl < sizeof defs)
-    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define M %lld\n", (long long)g->M);
-  if (dl >= 0 && (size_t)dl < sizeof defs && g->act)
-    dl += snprintf(defs + dl, sizeof defs - (size_t)dl, "#define ACT %d\n", (int)g->act);
-  if (dl < 0 || (size_t)dl >= sizeof defs) /* 26 numbers cannot fill 700 bytes; never copy past defs */
-    return kiln_make_status(KILN_INTERNAL, "gemm shader: #define block of %d bytes", dl);
   if (g->act < 0 || g->act > 2)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm activation %d unknown", (int)g->act);
-  size_t head = (size_t)(nl - kiln_vk_gemm) + 1;
   /* with an activation the prelude's kiln_erf goes after the #extension lines */
   const char* erf = g->act ? strstr(kiln_cf_glsl_prelude, "float kiln_erf(float x) {") : NULL;
   const char* erf_end = erf ? strstr(erf, "\n}\n") : NULL;
   if (g->act && !erf_end) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/prelude.glsl has no kiln_erf");
-  size_t ext = head;
+  const char* ext = nl + 1; /* the end of the last #extension line */
   for (const char* e = strstr(kiln_vk_gemm, "\n#extension"); g->act && e; e = strstr(e + 1, "\n#extension")) {
     const char* end = strchr(e + 1, '\n');
-    ext = end ? (size_t)(end - kiln_vk_gemm) + 1 : kiln_vk_gemm_len;
+    ext = end ? end + 1 : kiln_vk_gemm + kiln_vk_gemm_len;
   }
-  const size_t pl = erf_end ? (size_t)(erf_end + 3 - erf) : 0;
-  size_t n = head + (size_t)dl + kiln_vk_gemm_len - head + pl + 1;
-  char* s = malloc(n);
-  if (!s) return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
-  memcpy(s, kiln_vk_gemm, head);
-  memcpy(s + head, defs, (size_t)dl);
-  memcpy(s + head + dl, kiln_vk_gemm + head, ext - head);
-  if (pl) memcpy(s + head + dl + (ext - head), erf, pl); /* erf is NULL without an activation */
-  memcpy(s + head + dl + (ext - head) + pl, kiln_vk_gemm + ext, kiln_vk_gemm_len - ext);
-  s[n - 1] = 0;
-  *out_glsl = s;
+  bool even = !g->m_a && g->M % t.tm == 0 && g->N % t.tn == 0 && g->K % t.tk == 0;
+  /* the #version line, the instance's #defines, the #extension lines,
+   * kiln_erf where there is an activation, the rest of gemm.comp */
+  kiln_vulkan_sb_t b = {0};
+  kiln_vulkan_sb_printf(&b, "%.*s", (int)(nl + 1 - kiln_vk_gemm), kiln_vk_gemm);
+  kiln_vulkan_sb_printf(&b,
+                        "#define N %lld\n#define K %lld\n#define B_MODE %d\n"
+                        "#define PT %lld\n#define PTILES %lld\n#define PKBS %lld\n"
+                        "#define BIND_A %d\n#define BIND_B %d\n#define BIND_C %d\n"
+                        "#define TM %d\n#define TN %d\n#define TK %d\n#define RM %d\n#define RN %d\n"
+                        "#define SHARED %d\n#define EVEN %d\n#define A64 %d\n#define B64 %d\n#define TEXEL %d\n",
+                        (long long)g->N, (long long)g->K, (int)g->b_mode, (long long)(g->pt > 0 ? g->pt : 1),
+                        (long long)(g->ptiles > 0 ? g->ptiles : 1), (long long)(g->pkbs > 0 ? g->pkbs : g->K),
+                        (int)g->bind_a, (int)g->bind_b, (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn,
+                        t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
+  if (g->has_bias)
+    kiln_vulkan_sb_printf(&b,
+                          "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"
+                          "#define BETA %.9e\n",
+                          (int)g->bind_bias, (long long)g->bias_sm, (long long)g->bias_sn, (double)g->beta);
+  if (g->has_res) kiln_vulkan_sb_printf(&b, "#define HAS_RES 1\n#define BIND_RES %d\n", (int)g->bind_res);
+  if (g->m_a) /* a run-time M: gemm.comp's kg_m, read from the dims buffer */
+    kiln_vulkan_sb_printf(&b, "#define RT_M 1\n#define M_A %lld\n#define M_B %lld\n#define BIND_D %d\n#define M kg_m\n",
+                          (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
+  else
+    kiln_vulkan_sb_printf(&b, "#define M %lld\n", (long long)g->M);
+  if (g->act) kiln_vulkan_sb_printf(&b, "#define ACT %d\n", (int)g->act);
+  kiln_vulkan_sb_printf(&b, "%.*s", (int)(ext - (nl + 1)), nl + 1);
+  if (erf) kiln_vulkan_sb_printf(&b, "%.*s", (int)(erf_end + 3 - erf), erf);
+  kiln_vulkan_sb_printf(&b, "%s", ext);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "gemm shader text");
+  }
+  *out_glsl = b.p;
   groups[0] = (g->N + t.tn - 1) / t.tn;
   groups[1] = g->m_a ? 1 : (g->M + t.tm - 1) / t.tm; /* a run-time M: the rows on dim 2 */
   groups[2] = 1;
