@@ -16,7 +16,12 @@ Each conv's time is from the model as it runs: a profiled session (`kiln run --p
 per-kernel times, through the Python bindings and the libkiln beside --kiln, in a child
 process per round), each kernel's time summed per graph node per run (a conv's zero-padded
 input copy counts with it, epilogues fused into it, Relu or the residual Add, too), the
-median of --repeat runs after 5 warm-up, then the median over R rounds per node.
+median of --repeat runs after 5 warm-up, then the median over R rounds per node. Each timed
+run follows an untimed one at once, as the runs of `kiln run --repeat` or a serving loop
+follow each other: after a pause (here the profile read) the OpenMP worker threads have
+gone to sleep and the run's first kernel pays their wake-up (~20 us on the 2-core VM: the
+first conv at 51-57% of the peak, 74% back to back), a cost of the run's start, not the
+conv's.
 A conv's FLOPs are 2 x output elements x (input channels / group) x kernel taps, from the
 ONNX model's shapes (the bias and epilogues not counted). On a machine shared with other
 jobs, put `chrt -f 10` in front. Prints a table per model (slowest against its goal first)
@@ -95,6 +100,11 @@ def profile_child(model, threads, repeat):
         sess.run([x])
     per = {}
     for _ in range(repeat):
+        # back to back with an untimed run: reading the profile takes this
+        # loop longer than the OpenMP workers spin (~100 us), and the first
+        # kernel of a run after a pause pays their wake-up (MobileNetV2's
+        # stem 0.070-0.074 ms against 0.052-0.055 ms run after run)
+        sess.run([x])
         sess.run([x])
         run = {}
         for e in sess.profile():
