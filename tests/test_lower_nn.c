@@ -905,6 +905,43 @@ static void test_matmul_overlap_softmax_rows(void) {
   }
 }
 
+/* (after the cases above: its random inputs do not shift theirs) Softmax
+ * over contiguous rows (lowering/lower_nn_norm.c, smr_row): rows that are
+ * not a multiple of the 32 lanes or of any vector width, a row of one
+ * vector, axis 0 of a 2-D input (the strided form), and rows of large,
+ * very negative, -inf, +inf and NaN values. */
+static void test_softmax_rows(void) {
+  static const int64_t ns[] = {16, 17, 31, 33, 45, 100, 127, 130, 1000, 1003};
+  for (int i = 0; i < NELEM(ns); ++i) {
+    spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = RAND(F32, 3, ns[i]);
+    char what[64];
+    snprintf(what, sizeof what, "Softmax rows of %lld", (long long)ns[i]);
+    check_case(&sp, what);
+  }
+  {
+    spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = RAND(F32, 40, 33);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", 0);
+    check_case(&sp, "Softmax [40,33] axis 0");
+  }
+  /* row 0: large values (most exps underflow); row 1: -inf in places;
+   * row 2: all -inf (NaN, as the reference); row 3: +inf (NaN); row 4: a
+   * NaN; row 5: values near the f32 limits */
+  spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+  sp.in[0] = RAND(F32, 6, 37);
+  float* x = sp.in[0].data;
+  for (int j = 0; j < 37; ++j) {
+    x[j] *= 1e4f;
+    if (j % 5 == 0) x[37 + j] = -INFINITY;
+    x[2 * 37 + j] = -INFINITY;
+    x[5 * 37 + j] = j % 2 ? 3e38f : -3e38f;
+  }
+  x[3 * 37 + 20] = INFINITY;
+  x[4 * 37 + 36] = NAN;
+  check_case(&sp, "Softmax rows of large, -inf, +inf and NaN values");
+}
+
 static void test_errors(void) {
   {
     spec_t sp = {.op = "Gemm", .n_in = 2, .n_out = 1};
@@ -953,6 +990,7 @@ int main(void) {
   RUN(test_more_norms);
   RUN(test_errors);
   RUN(test_matmul_overlap_softmax_rows);
+  RUN(test_softmax_rows);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();
 }
