@@ -394,3 +394,18 @@ kiln_status_t bench_build_graph(const bench_case_t* c, kiln_graph_t** out) {
   *out = g;
   return NULL;
 }
+
+double bench_graph_bytes(const kiln_graph_t* g) {
+  double bytes = 0;
+  for (int32_t ti = 0; ti < g->n_tensors; ++ti) {
+    const kiln_tensor_t* t = &g->tensors[ti];
+    bool used = false, out = false;
+    for (int32_t ni = 0; ni < g->n_nodes && !used; ++ni)
+      for (int32_t j = 0; j < g->nodes[ni].n_inputs; ++j) used |= g->nodes[ni].inputs[j] == ti;
+    for (int32_t j = 0; j < g->n_outputs; ++j) out |= g->outputs[j] == ti;
+    if (!((used && t->producer < 0) || out)) continue;
+    if (kiln_shape_is_static(&t->shape))
+      bytes += (double)kiln_shape_count(&t->shape) * (double)kiln_dtype_size(t->dtype);
+  }
+  return bytes;
+}

@@ -58,6 +58,11 @@ bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n);
  * from a fixed seed. */
 kiln_status_t bench_build_graph(const bench_case_t* c, kiln_graph_t** out);
 
+/* Bytes the graph reads and writes: its inputs, weights and outputs, each
+ * once; the tensors between its nodes (SiLU's Sigmoid output, which the
+ * fused kernel keeps in registers) are not counted. */
+double bench_graph_bytes(const kiln_graph_t* g);
+
 /* Fills |n| floats deterministically in [-0.5, 0.5). */
 void bench_fill(float* p, int64_t n, uint32_t seed);
 

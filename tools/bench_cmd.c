@@ -284,14 +284,7 @@ static kiln_status_t run_kiln(const bench_case_t* c, const opts_t* o, row_t* r) 
   if ((s = kiln_plan_fuse(plan, NULL, NULL))) goto done;
   r->flops = 0;
   for (int32_t k = 0; k < plan->n_kernels; ++k) r->flops += (double)plan->kernels[k].flops;
-  r->bytes = 0;
-  for (int32_t ni = 0; ni < g->n_nodes; ++ni) {
-    const kiln_node_t* n = &g->nodes[ni];
-    for (int32_t j = 0; j < n->n_inputs; ++j)
-      if (n->inputs[j] >= 0) r->bytes += (double)tensor_bytes(&g->tensors[n->inputs[j]]);
-    for (int32_t j = 0; j < n->n_outputs; ++j)
-      if (n->outputs[j] >= 0) r->bytes += (double)tensor_bytes(&g->tensors[n->outputs[j]]);
-  }
+  r->bytes = bench_graph_bytes(g);
   kiln_cpu_options_t co;
   kiln_cpu_options_default(&co);
   co.threads = o->threads;
