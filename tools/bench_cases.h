@@ -19,6 +19,8 @@ typedef enum bench_kind_e {
   BENCH_SOFTMAX,     /* p: rows cols (axis -1) */
   BENCH_LAYERNORM,   /* p: rows cols (axis -1, scale and bias const) */
   BENCH_UNARY,       /* p: rows cols; Y = op(A), op the case's ONNX type ("SiLU": Sigmoid, Mul) */
+  BENCH_POOL,        /* p: C H W k stride pad (batch 1, square); op MaxPool, AveragePool
+                        (count_include_pad 1) or GlobalAveragePool */
 } bench_kind_t;
 
 /* Suites, as bits. */
@@ -30,7 +32,8 @@ enum {
   BENCH_SUITE_REDUCE = 1 << 4,
   BENCH_SUITE_SOFTMAX = 1 << 5,
   BENCH_SUITE_LAYERNORM = 1 << 6,
-  BENCH_SUITE_ALL = (1 << 7) - 1,
+  BENCH_SUITE_POOL = 1 << 7,
+  BENCH_SUITE_ALL = (1 << 8) - 1,
 };
 
 /* Suite bit for |name| ("gemm", ...), 0 if unknown. */
