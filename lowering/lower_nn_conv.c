@@ -534,6 +534,109 @@ static bool dw_exact(kiln_lower_ctx_t* ctx, const cv_t* cv, const nn_qconv_t* q)
   return true;
 }
 
+/* Depthwise on small planes (2-D, stride 1, no dilation, output rows of at
+ * most 64, the padded plane at most 4096 values): the row kernel above runs
+ * their rows largely as border code (a 7x7 plane with a 3x3 window: 25 of
+ * 49 outputs scalar, padding taps multiplied as 0 * w; a 28-wide row as
+ * 16 + 8 + 2 scalar). Here each plane is copied once into a PRIVATE
+ * zero-padded plane of row pitch Wp = Wo + kw - 1, the sums run over the
+ * flattened rows of that pitch -- acc[i] = sum w[tap] * pad[i + kh Wp + kw]
+ * for i < (Ho - 1) Wp + Wo, no masks, vectors of 16/8/4 along i (the
+ * columns past Wo of each row are computed and dropped) -- and the Ho rows
+ * of Wo are copied out to Y. Same taps in the same order as dw_body. */
+typedef struct dwp_s {
+  const cv_t* cv;
+  const tir_buffer_t *pad, *acc;
+  const tir_expr_t *n, *m, *ci, *row;
+  int64_t Wp;
+} dwp_t;
+
+static const tir_stmt_t* dwp_zero(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const dwp_t* d = u;
+  return tir_store(kb->t, d->pad, NN_IDX(i), nn_f(kb, 0.0));
+}
+
+/* pad[(row + ph) Wp + pw + iw] = x[n][ci][row][iw] */
+static const tir_stmt_t* dwp_in(nn_kb_t* kb, void* u, const tir_expr_t* iw) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  const tir_expr_t* s3[3] = {nn_i(kb, 0), d->row, iw};
+  const tir_expr_t* xi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, d->n, d->ci, s3, xi);
+  const tir_expr_t* at = nn_add(kb, nn_mulc(kb, nn_addc(kb, d->row, cv->a3[1].p), d->Wp), nn_addc(kb, iw, cv->a3[2].p));
+  return tir_store(kb->t, d->pad, NN_IDX(at), nn_ldf(kb, cv->x, xi));
+}
+
+static const tir_stmt_t* dwp_mac(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* acc = cv->bias ? nn_ldf(kb, cv->bias, NN_IDX(d->m)) : nn_f(kb, 0.0);
+  for (int64_t kh = 0; kh < cv->a3[1].k; ++kh)
+    for (int64_t kw = 0; kw < cv->a3[2].k; ++kw) {
+      const tir_expr_t* k3[3] = {nn_i(kb, 0), nn_i(kb, kh), nn_i(kb, kw)};
+      const tir_expr_t* wi[KILN_MAX_RANK];
+      sp_idx(cv->nsp, d->m, nn_i(kb, 0), k3, wi);
+      const tir_expr_t* x = tir_load(t, d->pad, NN_IDX(nn_addc(kb, i, kh * d->Wp + kw)));
+      acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, cv->w, wi)));
+    }
+  return tir_store(t, d->acc, NN_IDX(i), acc);
+}
+
+/* y[n][m][row][ow] = acc[row Wp + ow] */
+static const tir_stmt_t* dwp_out(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  const tir_expr_t* s3[3] = {nn_i(kb, 0), d->row, ow};
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, d->n, d->m, s3, yi);
+  return nn_stf(kb, cv->y, yi, tir_load(kb->t, d->acc, NN_IDX(nn_add(kb, nn_mulc(kb, d->row, d->Wp), ow))));
+}
+
+/* The planes this kernel takes (see above). */
+static bool dw_small_plane(const cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  if (cv->nsp != 2 || cv->q || a3[2].out > 64) return false;
+  for (int32_t a = 1; a < 3; ++a)
+    if (a3[a].s != 1 || a3[a].d != 1 || a3[a].p < 0 || a3[a].out < 1) return false;
+  const int64_t Hp = a3[1].out + a3[1].k - 1, Wp = a3[2].out + a3[2].k - 1;
+  return Hp * Wp <= 4096;
+}
+
+static kiln_status_t conv_depthwise_small(nn_kb_t* kb, cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  tir_ctx_t* t = kb->t;
+  const int64_t Ho = a3[1].out, Wo = a3[2].out;
+  const int64_t Hp = Ho + a3[1].k - 1, Wp = Wo + a3[2].k - 1;
+  /* input rows and columns inside the padded plane */
+  int64_t rows = Hp - a3[1].p, cols = Wp - a3[2].p;
+  if (rows > a3[1].in) rows = a3[1].in;
+  if (cols > a3[2].in) cols = a3[2].in;
+  const int64_t np = Hp * Wp, na = (Ho - 1) * Wp + Wo;
+  tir_var_t* vnm = nn_var(kb, "nm");
+  const tir_expr_t* nm = nn_v(kb, vnm);
+  dwp_t d = {.cv = cv, .Wp = Wp};
+  d.n = nn_divc(kb, nm, cv->M);
+  d.m = nn_modc(kb, nm, cv->M);
+  d.ci = nn_divc(kb, d.m, cv->Mg);
+  d.pad = tir_buffer(t, "dwpad", KILN_DTYPE_F32, 1, &np, TIR_SCOPE_PRIVATE);
+  d.acc = tir_buffer(t, "dwsum", KILN_DTYPE_F32, 1, &na, TIR_SCOPE_PRIVATE);
+  const tir_stmt_t* items[4] = {nn_vec_run(kb, 0, np, true, dwp_zero, &d), NULL, NULL, NULL};
+  if (rows > 0 && cols > 0) {
+    tir_var_t* vr = nn_var(kb, "ih");
+    d.row = nn_v(kb, vr);
+    items[1] = nn_for(kb, vr, rows, nn_vec_run(kb, 0, cols, true, dwp_in, &d));
+  }
+  items[2] = nn_vec_run(kb, 0, na, true, dwp_mac, &d);
+  tir_var_t* vo = nn_var(kb, "oh");
+  d.row = nn_v(kb, vo);
+  items[3] = nn_for(kb, vo, Ho, nn_vec_run(kb, 0, Wo, true, dwp_out, &d));
+  const tir_stmt_t* body = tir_alloc(t, d.pad, tir_alloc(t, d.acc, tir_seq(t, 4, items)));
+  body = nn_for(kb, vnm, cv->N * cv->M, body);
+  if (cv->N * cv->M > 1) nn_parallel(kb, vnm);
+  return nn_emit(kb, body);
+}
+
 /* Depthwise convolution (one input channel per group) straight from X to
  * Y: it is memory bound, so it reads the input once and writes the output
  * once. Rows and columns are split into the interior, where every tap is
@@ -957,7 +1060,7 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(conv_setup(ctx, 0, 1, 2, &cv));
   if (tir_buffer_numel(cv.y) == 0) return NULL;
   /* Depthwise with a small kernel: direct (see conv_depthwise). */
-  if (cv.Cg == 1 && cv.T <= 49) return conv_depthwise(&kb, &cv);
+  if (cv.Cg == 1 && cv.T <= 49) return dw_small_plane(&cv) ? conv_depthwise_small(&kb, &cv) : conv_depthwise(&kb, &cv);
   return conv_float(&kb, &cv);
 }
 
