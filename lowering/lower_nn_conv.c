@@ -593,6 +593,20 @@ static const tir_stmt_t* dwp_out(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
   return nn_stf(kb, cv->y, yi, tir_load(kb->t, d->acc, NN_IDX(nn_add(kb, nn_mulc(kb, d->row, d->Wp), ow))));
 }
 
+/* [0, len) as nn_vec_run's vector pieces, and a rest of 1-3 elements as
+ * one 4-lane vector ending at len (overlapping the piece before it): only
+ * for bodies that store the same value when run twice (the padded copy and
+ * the sums, never Y, whose stores a fused epilogue may turn into a
+ * read-modify-write). */
+static const tir_stmt_t* dwp_run(nn_kb_t* kb, int64_t len, nn_seg_fn fn, dwp_t* d) {
+  const int64_t rest = len % 4;
+  if (len < 4 || !rest) return nn_vec_run(kb, 0, len, true, fn, d);
+  tir_var_t* v = nn_var(kb, "ow");
+  const tir_stmt_t* tail = nn_for(kb, v, 4, fn(kb, d, nn_addc(kb, nn_v(kb, v), len - 4)));
+  nn_vectorize(kb, v);
+  return tir_seq2(kb->t, nn_vec_run(kb, 0, len - rest, true, fn, d), tail);
+}
+
 /* The planes this kernel takes (see above). */
 static bool dw_small_plane(const cv_t* cv) {
   const nn_axis_t* a3 = cv->a3;
@@ -621,13 +635,13 @@ static kiln_status_t conv_depthwise_small(nn_kb_t* kb, cv_t* cv) {
   d.ci = nn_divc(kb, d.m, cv->Mg);
   d.pad = tir_buffer(t, "dwpad", KILN_DTYPE_F32, 1, &np, TIR_SCOPE_PRIVATE);
   d.acc = tir_buffer(t, "dwsum", KILN_DTYPE_F32, 1, &na, TIR_SCOPE_PRIVATE);
-  const tir_stmt_t* items[4] = {nn_vec_run(kb, 0, np, true, dwp_zero, &d), NULL, NULL, NULL};
+  const tir_stmt_t* items[4] = {dwp_run(kb, np, dwp_zero, &d), NULL, NULL, NULL};
   if (rows > 0 && cols > 0) {
     tir_var_t* vr = nn_var(kb, "ih");
     d.row = nn_v(kb, vr);
-    items[1] = nn_for(kb, vr, rows, nn_vec_run(kb, 0, cols, true, dwp_in, &d));
+    items[1] = nn_for(kb, vr, rows, dwp_run(kb, cols, dwp_in, &d));
   }
-  items[2] = nn_vec_run(kb, 0, na, true, dwp_mac, &d);
+  items[2] = dwp_run(kb, na, dwp_mac, &d);
   tir_var_t* vo = nn_var(kb, "oh");
   d.row = nn_v(kb, vo);
   items[3] = nn_for(kb, vo, Ho, nn_vec_run(kb, 0, Wo, true, dwp_out, &d));
