@@ -1074,7 +1074,11 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(conv_setup(ctx, 0, 1, 2, &cv));
   if (tir_buffer_numel(cv.y) == 0) return NULL;
   /* Depthwise with a small kernel: direct (see conv_depthwise). */
-  if (cv.Cg == 1 && cv.T <= 49) return dw_small_plane(&cv) ? conv_depthwise_small(&kb, &cv) : conv_depthwise(&kb, &cv);
+  if (cv.Cg == 1 && cv.T <= 49) {
+    /* the padded plane is a CPU stack array (GPU dialects: the row kernel) */
+    if (ctx->target == KILN_TARGET_CLASS_CPU && dw_small_plane(&cv)) return conv_depthwise_small(&kb, &cv);
+    return conv_depthwise(&kb, &cv);
+  }
   return conv_float(&kb, &cv);
 }
 

@@ -582,8 +582,10 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
   const tir_expr_t* o = nn_v(&kb, vo);
   const tir_expr_t* z = nn_i(&kb, 0);
   const tir_stmt_t* body;
+  /* the CPU's vector rows (GPU dialects keep the form below) */
   const bool plain = ctx->plan && ctx->plan->plain_loops;
-  if (inner == 1 && !log_form && yv->dtype == KILN_DTYPE_F32 && n >= 16 && n < 65536 && !plain) {
+  if (inner == 1 && !log_form && yv->dtype == KILN_DTYPE_F32 && n >= 16 && n < 65536 && !plain &&
+      ctx->target == KILN_TARGET_CLASS_CPU) {
     body = smr_row(&kb, xv, yv, o, n);
   } else if (inner == 1) {
     /* contiguous rows: lane reductions */
