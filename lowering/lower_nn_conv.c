@@ -626,28 +626,41 @@ static kiln_status_t conv_depthwise_small(nn_kb_t* kb, cv_t* cv) {
   int64_t rows = Hp - a3[1].p, cols = Wp - a3[2].p;
   if (rows > a3[1].in) rows = a3[1].in;
   if (cols > a3[2].in) cols = a3[2].in;
-  const int64_t np = Hp * Wp, na = (Ho - 1) * Wp + Wo;
+  const int64_t np = Hp * Wp, na = (Ho - 1) * Wp + Wo, P = cv->N * cv->M;
+  /* planes of at most 64 outputs four (or two) at a time: the other
+   * planes' copies run between a plane's copy and the loads of its sums,
+   * which then find the copy's narrow stores committed instead of waiting
+   * on them (a 16-lane load is not forwarded from 4-lane stores) */
+  const int64_t K = Ho * Wo > 64 ? 1 : P % 4 == 0 ? 4 : P % 2 == 0 ? 2 : 1;
   tir_var_t* vnm = nn_var(kb, "nm");
-  const tir_expr_t* nm = nn_v(kb, vnm);
-  dwp_t d = {.cv = cv, .Wp = Wp};
-  d.n = nn_divc(kb, nm, cv->M);
-  d.m = nn_modc(kb, nm, cv->M);
-  d.ci = nn_divc(kb, d.m, cv->Mg);
-  d.pad = tir_buffer(t, "dwpad", KILN_DTYPE_F32, 1, &np, TIR_SCOPE_PRIVATE);
-  d.acc = tir_buffer(t, "dwsum", KILN_DTYPE_F32, 1, &na, TIR_SCOPE_PRIVATE);
-  const tir_stmt_t* items[4] = {dwp_run(kb, np, dwp_zero, &d), NULL, NULL, NULL};
-  if (rows > 0 && cols > 0) {
-    tir_var_t* vr = nn_var(kb, "ih");
-    d.row = nn_v(kb, vr);
-    items[1] = nn_for(kb, vr, rows, dwp_run(kb, cols, dwp_in, &d));
+  dwp_t d[4];
+  const tir_stmt_t* items[12];
+  memset(items, 0, sizeof items);
+  for (int64_t k = 0; k < K; ++k) {
+    const tir_expr_t* nm = nn_addc(kb, nn_mulc(kb, nn_v(kb, vnm), K), k);
+    d[k] = (dwp_t){.cv = cv, .Wp = Wp};
+    d[k].n = nn_divc(kb, nm, cv->M);
+    d[k].m = nn_modc(kb, nm, cv->M);
+    d[k].ci = nn_divc(kb, d[k].m, cv->Mg);
+    d[k].pad = tir_buffer(t, "dwpad", KILN_DTYPE_F32, 1, &np, TIR_SCOPE_PRIVATE);
+    d[k].acc = tir_buffer(t, "dwsum", KILN_DTYPE_F32, 1, &na, TIR_SCOPE_PRIVATE);
+    items[k] = dwp_run(kb, np, dwp_zero, &d[k]);
+    if (rows > 0 && cols > 0) {
+      tir_var_t* vr = nn_var(kb, "ih");
+      d[k].row = nn_v(kb, vr);
+      items[k] = tir_seq2(t, items[k], nn_for(kb, vr, rows, dwp_run(kb, cols, dwp_in, &d[k])));
+    }
   }
-  items[2] = dwp_run(kb, na, dwp_mac, &d);
-  tir_var_t* vo = nn_var(kb, "oh");
-  d.row = nn_v(kb, vo);
-  items[3] = nn_for(kb, vo, Ho, nn_vec_run(kb, 0, Wo, true, dwp_out, &d));
-  const tir_stmt_t* body = tir_alloc(t, d.pad, tir_alloc(t, d.acc, tir_seq(t, 4, items)));
-  body = nn_for(kb, vnm, cv->N * cv->M, body);
-  if (cv->N * cv->M > 1) nn_parallel(kb, vnm);
+  for (int64_t k = 0; k < K; ++k) {
+    items[K + k] = dwp_run(kb, na, dwp_mac, &d[k]);
+    tir_var_t* vo = nn_var(kb, "oh");
+    d[k].row = nn_v(kb, vo);
+    items[2 * K + k] = nn_for(kb, vo, Ho, nn_vec_run(kb, 0, Wo, true, dwp_out, &d[k]));
+  }
+  const tir_stmt_t* body = tir_seq(t, (int32_t)(3 * K), items);
+  for (int64_t k = K - 1; k >= 0; --k) body = tir_alloc(t, d[k].pad, tir_alloc(t, d[k].acc, body));
+  body = nn_for(kb, vnm, P / K, body);
+  if (P / K > 1) nn_parallel(kb, vnm);
   return nn_emit(kb, body);
 }
 

@@ -949,7 +949,8 @@ static void test_softmax_rows(void) {
  * kernel of lower_nn_conv.c, conv_depthwise_small): a 7x7 plane, odd sizes,
  * asymmetric pads and windows, no padding (input rows past the window),
  * pads wider than the window, a 1x1 output, multiplier 2, f16, rows of 64
- * (the largest it takes) and 65 (the row kernel). */
+ * (the largest it takes) and 65 (the row kernel), planes taken four and two
+ * at a time. */
 static void test_dw_small_planes(void) {
   static const cvc_t cases[] = {
       {2, 1, 16, 16, 16, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
@@ -961,6 +962,10 @@ static void test_dw_small_planes(void) {
       {2, 1, 4, 4, 4, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true, true},
       {2, 1, 2, 2, 2, {5, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
       {2, 1, 2, 2, 2, {5, 65}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      /* planes of at most 64 outputs four and two at a time (multiplier
+       * 2; a batch of 2 whose pairs cross images) */
+      {2, 1, 4, 8, 4, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 3, 3, 3, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, false, true},
   };
   for (int i = 0; i < NELEM(cases); ++i) conv_case("Conv", &cases[i]);
 }
