@@ -147,6 +147,11 @@ typedef enum tir_intrin_e {
    * u8 buffers (kiln_dtype_storage); these are their only arithmetic. */
   TIR_F8_DECODE,
   TIR_F8_ENCODE,
+  /* f32 softplus max(x, 0) + log1p(exp(-|x|)) as one call: the CPU
+   * target's Softplus (kernels/cpu/prelude.h, one exp and one log per
+   * element); GPU dialects do not print it, their lowering keeps the
+   * composite form (lower_elementwise_math.c) */
+  TIR_SOFTPLUS,
   TIR_INTRIN_COUNT_
 } tir_intrin_t;
 

@@ -322,6 +322,11 @@ static tir_value_t eval_call(run_t* r, const tir_expr_t* e) {
     case TIR_F8_ENCODE:
       v.i = kiln_f32_to_f8((kiln_dtype_t)(KILN_DTYPE_F8E4M3FN + a[1].i / 2), x, (a[1].i & 1) != 0);
       break;
+    case TIR_SOFTPLUS:
+      v.f = dbl ? fmax(a[0].f, 0.0) + log1p(exp(-fabs(a[0].f)))
+                : (double)(fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))));
+      if (isnan(a[0].f)) v.f = a[0].f;
+      break;
     case TIR_SILU: v.f = dbl ? a[0].f / (1.0 + exp(-a[0].f)) : x * (1.0f / (1.0f + expf(-x))); break;
     default: fail(r, KILN_INVALID_ARGUMENT, "intrinsic %d unknown", (int)e->u.call.fn); break;
   }

@@ -94,6 +94,7 @@ static const char* intrin_name(tir_intrin_t fn) {
       [TIR_ASINH] = "asinh", [TIR_ACOSH] = "acosh", [TIR_ATANH] = "atanh", [TIR_FMOD] = "fmod",
       [TIR_DOT2_I16] = "dot2_i16", [TIR_WIDEN_I8X2] = "widen_i8x2", [TIR_SILU] = "silu",
       [TIR_DOT4_U8I8] = "dot4_u8i8", [TIR_F8_DECODE] = "f8_decode", [TIR_F8_ENCODE] = "f8_encode",
+      [TIR_SOFTPLUS] = "softplus",
   };
   return (fn >= 0 && fn < TIR_INTRIN_COUNT_ && k[fn]) ? k[fn] : "?";
 }

@@ -216,6 +216,9 @@ static bool fold_call(tir_intrin_t fn, kiln_dtype_t t, const double* a, double* 
     case TIR_ACOSH: r = M1(acosh); break;
     case TIR_ATANH: r = M1(atanh); break;
     case TIR_FMOD: r = M2(fmod); break;
+    case TIR_SOFTPLUS:
+      r = isnan(a[0]) ? a[0] : dbl ? fmax(a[0], 0.0) + log1p(exp(-fabs(a[0]))) : fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+      break;
     case TIR_SILU: r = dbl ? a[0] / (1.0 + exp(-a[0])) : x * (1.0f / (1.0f + expf(-x))); break;
     default: return false;
   }

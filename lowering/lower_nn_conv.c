@@ -534,6 +534,136 @@ static bool dw_exact(kiln_lower_ctx_t* ctx, const cv_t* cv, const nn_qconv_t* q)
   return true;
 }
 
+/* Depthwise on small planes (2-D, stride 1, no dilation, output rows of at
+ * most 64, the padded plane at most 4096 values): the row kernel above runs
+ * their rows largely as border code (a 7x7 plane with a 3x3 window: 25 of
+ * 49 outputs scalar, padding taps multiplied as 0 * w; a 28-wide row as
+ * 16 + 8 + 2 scalar). Here each plane is copied once into a PRIVATE
+ * zero-padded plane of row pitch Wp = Wo + kw - 1, the sums run over the
+ * flattened rows of that pitch -- acc[i] = sum w[tap] * pad[i + kh Wp + kw]
+ * for i < (Ho - 1) Wp + Wo, no masks, vectors of 16/8/4 along i (the
+ * columns past Wo of each row are computed and dropped) -- and the Ho rows
+ * of Wo are copied out to Y. Same taps in the same order as dw_body. */
+typedef struct dwp_s {
+  const cv_t* cv;
+  const tir_buffer_t *pad, *acc;
+  const tir_expr_t *n, *m, *ci, *row;
+  int64_t Wp;
+} dwp_t;
+
+static const tir_stmt_t* dwp_zero(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const dwp_t* d = u;
+  return tir_store(kb->t, d->pad, NN_IDX(i), nn_f(kb, 0.0));
+}
+
+/* pad[(row + ph) Wp + pw + iw] = x[n][ci][row][iw] */
+static const tir_stmt_t* dwp_in(nn_kb_t* kb, void* u, const tir_expr_t* iw) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  const tir_expr_t* s3[3] = {nn_i(kb, 0), d->row, iw};
+  const tir_expr_t* xi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, d->n, d->ci, s3, xi);
+  const tir_expr_t* at = nn_add(kb, nn_mulc(kb, nn_addc(kb, d->row, cv->a3[1].p), d->Wp), nn_addc(kb, iw, cv->a3[2].p));
+  return tir_store(kb->t, d->pad, NN_IDX(at), nn_ldf(kb, cv->x, xi));
+}
+
+static const tir_stmt_t* dwp_mac(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* acc = cv->bias ? nn_ldf(kb, cv->bias, NN_IDX(d->m)) : nn_f(kb, 0.0);
+  for (int64_t kh = 0; kh < cv->a3[1].k; ++kh)
+    for (int64_t kw = 0; kw < cv->a3[2].k; ++kw) {
+      const tir_expr_t* k3[3] = {nn_i(kb, 0), nn_i(kb, kh), nn_i(kb, kw)};
+      const tir_expr_t* wi[KILN_MAX_RANK];
+      sp_idx(cv->nsp, d->m, nn_i(kb, 0), k3, wi);
+      const tir_expr_t* x = tir_load(t, d->pad, NN_IDX(nn_addc(kb, i, kh * d->Wp + kw)));
+      acc = tir_add(t, acc, tir_mul(t, x, nn_ldf(kb, cv->w, wi)));
+    }
+  return tir_store(t, d->acc, NN_IDX(i), acc);
+}
+
+/* y[n][m][row][ow] = acc[row Wp + ow] */
+static const tir_stmt_t* dwp_out(nn_kb_t* kb, void* u, const tir_expr_t* ow) {
+  const dwp_t* d = u;
+  const cv_t* cv = d->cv;
+  const tir_expr_t* s3[3] = {nn_i(kb, 0), d->row, ow};
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  sp_idx(cv->nsp, d->n, d->m, s3, yi);
+  return nn_stf(kb, cv->y, yi, tir_load(kb->t, d->acc, NN_IDX(nn_add(kb, nn_mulc(kb, d->row, d->Wp), ow))));
+}
+
+/* [0, len) as nn_vec_run's vector pieces, and a rest of 1-3 elements as
+ * one 4-lane vector ending at len (overlapping the piece before it): only
+ * for bodies that store the same value when run twice (the padded copy and
+ * the sums, never Y, whose stores a fused epilogue may turn into a
+ * read-modify-write). */
+static const tir_stmt_t* dwp_run(nn_kb_t* kb, int64_t len, nn_seg_fn fn, dwp_t* d) {
+  const int64_t rest = len % 4;
+  if (len < 4 || !rest) return nn_vec_run(kb, 0, len, true, fn, d);
+  tir_var_t* v = nn_var(kb, "ow");
+  const tir_stmt_t* tail = nn_for(kb, v, 4, fn(kb, d, nn_addc(kb, nn_v(kb, v), len - 4)));
+  nn_vectorize(kb, v);
+  return tir_seq2(kb->t, nn_vec_run(kb, 0, len - rest, true, fn, d), tail);
+}
+
+/* The planes this kernel takes (see above). */
+static bool dw_small_plane(const cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  if (cv->nsp != 2 || cv->q || a3[2].out > 64) return false;
+  for (int32_t a = 1; a < 3; ++a)
+    if (a3[a].s != 1 || a3[a].d != 1 || a3[a].p < 0 || a3[a].out < 1) return false;
+  const int64_t Hp = a3[1].out + a3[1].k - 1, Wp = a3[2].out + a3[2].k - 1;
+  return Hp * Wp <= 4096;
+}
+
+static kiln_status_t conv_depthwise_small(nn_kb_t* kb, cv_t* cv) {
+  const nn_axis_t* a3 = cv->a3;
+  tir_ctx_t* t = kb->t;
+  const int64_t Ho = a3[1].out, Wo = a3[2].out;
+  const int64_t Hp = Ho + a3[1].k - 1, Wp = Wo + a3[2].k - 1;
+  /* input rows and columns inside the padded plane */
+  int64_t rows = Hp - a3[1].p, cols = Wp - a3[2].p;
+  if (rows > a3[1].in) rows = a3[1].in;
+  if (cols > a3[2].in) cols = a3[2].in;
+  const int64_t np = Hp * Wp, na = (Ho - 1) * Wp + Wo, P = cv->N * cv->M;
+  /* planes of at most 64 outputs four (or two) at a time: the other
+   * planes' copies run between a plane's copy and the loads of its sums,
+   * which then find the copy's narrow stores committed instead of waiting
+   * on them (a 16-lane load is not forwarded from 4-lane stores) */
+  const int64_t K = Ho * Wo > 64 ? 1 : P % 4 == 0 ? 4 : P % 2 == 0 ? 2 : 1;
+  tir_var_t* vnm = nn_var(kb, "nm");
+  dwp_t d[4];
+  const tir_stmt_t* items[12];
+  memset(items, 0, sizeof items);
+  for (int64_t k = 0; k < K; ++k) {
+    const tir_expr_t* nm = nn_addc(kb, nn_mulc(kb, nn_v(kb, vnm), K), k);
+    d[k] = (dwp_t){.cv = cv, .Wp = Wp};
+    d[k].n = nn_divc(kb, nm, cv->M);
+    d[k].m = nn_modc(kb, nm, cv->M);
+    d[k].ci = nn_divc(kb, d[k].m, cv->Mg);
+    d[k].pad = tir_buffer(t, "dwpad", KILN_DTYPE_F32, 1, &np, TIR_SCOPE_PRIVATE);
+    d[k].acc = tir_buffer(t, "dwsum", KILN_DTYPE_F32, 1, &na, TIR_SCOPE_PRIVATE);
+    items[k] = dwp_run(kb, np, dwp_zero, &d[k]);
+    if (rows > 0 && cols > 0) {
+      tir_var_t* vr = nn_var(kb, "ih");
+      d[k].row = nn_v(kb, vr);
+      items[k] = tir_seq2(t, items[k], nn_for(kb, vr, rows, dwp_run(kb, cols, dwp_in, &d[k])));
+    }
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    items[K + k] = dwp_run(kb, na, dwp_mac, &d[k]);
+    tir_var_t* vo = nn_var(kb, "oh");
+    d[k].row = nn_v(kb, vo);
+    items[2 * K + k] = nn_for(kb, vo, Ho, nn_vec_run(kb, 0, Wo, true, dwp_out, &d[k]));
+  }
+  const tir_stmt_t* body = tir_seq(t, (int32_t)(3 * K), items);
+  for (int64_t k = K - 1; k >= 0; --k) body = tir_alloc(t, d[k].pad, tir_alloc(t, d[k].acc, body));
+  body = nn_for(kb, vnm, P / K, body);
+  if (P / K > 1) nn_parallel(kb, vnm);
+  return nn_emit(kb, body);
+}
+
 /* Depthwise convolution (one input channel per group) straight from X to
  * Y: it is memory bound, so it reads the input once and writes the output
  * once. Rows and columns are split into the interior, where every tap is
@@ -957,7 +1087,11 @@ kiln_status_t kiln_lower_nn_conv(kiln_lower_ctx_t* ctx) {
   KILN_RETURN_IF_ERROR(conv_setup(ctx, 0, 1, 2, &cv));
   if (tir_buffer_numel(cv.y) == 0) return NULL;
   /* Depthwise with a small kernel: direct (see conv_depthwise). */
-  if (cv.Cg == 1 && cv.T <= 49) return conv_depthwise(&kb, &cv);
+  if (cv.Cg == 1 && cv.T <= 49) {
+    /* the padded plane is a CPU stack array (GPU dialects: the row kernel) */
+    if (ctx->target == KILN_TARGET_CLASS_CPU && dw_small_plane(&cv)) return conv_depthwise_small(&kb, &cv);
+    return conv_depthwise(&kb, &cv);
+  }
   return conv_float(&kb, &cv);
 }
 

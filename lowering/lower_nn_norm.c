@@ -477,6 +477,102 @@ static kiln_status_t softmax(kiln_lower_ctx_t* ctx, bool log_form) {
   return nn_softmax_emit(ctx, xv, yv, outer, n, inner, log_form);
 }
 
+/* Softmax over contiguous rows of fewer than 64k f32 values (the common
+ * case: logits, attention scores). Two passes read x, one writes y: the max
+ * (32 lanes: two vectors, so two dependency chains), then y = exp(x - max)
+ * stored and summed in the same loop, then y scaled by 1 / sum while the row
+ * is still in L1. Each pass runs 32 lanes at a time and the rest (n % 32)
+ * in pieces of 16, 8 and 4 lanes into the first lanes, so only n % 4
+ * elements are scalar; the lanes are folded 32 -> 16 as vectors, then
+ * across. The sums are lane-wise like nn_lane_reduce's (rows of 64k or more
+ * keep its blocked form for accuracy). */
+#define SMR_LANES 32
+
+typedef struct smr_s {
+  const tir_buffer_t *xv, *yv, *mx, *lanes;
+  const tir_expr_t* row;
+  const tir_expr_t* base; /* element of lane 0 */
+  bool sum_pass;          /* false: max */
+} smr_t;
+
+/* Lane |l| takes element base + l. */
+static const tir_stmt_t* smr_elem(nn_kb_t* kb, void* u, const tir_expr_t* l) {
+  const smr_t* s = u;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* e = nn_add(kb, s->base, l);
+  const tir_expr_t* acc = tir_load(t, s->lanes, NN_IDX(l));
+  const tir_expr_t* x = nn_ldf(kb, s->xv, NN_IDX(s->row, e));
+  if (!s->sum_pass) return tir_store(t, s->lanes, NN_IDX(l), tir_bin(t, TIR_MAX, acc, x));
+  const tir_expr_t* d = tir_sub(t, x, tir_load(t, s->mx, NN_IDX(nn_i(kb, 0))));
+  const tir_stmt_t* st = tir_store(t, s->yv, NN_IDX(s->row, e), tir_call(t, TIR_EXP, 1, d, NULL, NULL));
+  return tir_seq2(t, st, tir_store(t, s->lanes, NN_IDX(l), tir_add(t, acc, tir_load(t, s->yv, NN_IDX(s->row, e)))));
+}
+
+/* One pass over the row into the lanes, then folded into dst[0]. */
+static const tir_stmt_t* smr_pass(nn_kb_t* kb, smr_t* s, int64_t n, const tir_buffer_t* dst, double ident) {
+  tir_ctx_t* t = kb->t;
+  const int64_t L = SMR_LANES, H = L / 2, full = n / L, rem = n % L;
+  const tir_binop_t op = s->sum_pass ? TIR_ADD : TIR_MAX;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_stmt_t* items[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+  tir_var_t* vl = nn_var(kb, "rl");
+  items[0] = nn_for(kb, vl, L, tir_store(t, s->lanes, NN_IDX(nn_v(kb, vl)), nn_f(kb, ident)));
+  nn_vectorize(kb, vl);
+  tir_var_t* vi = nn_var(kb, "ri");
+  vl = nn_var(kb, "rl");
+  s->base = nn_mulc(kb, nn_v(kb, vi), L);
+  items[1] = nn_for(kb, vi, full, nn_for(kb, vl, L, smr_elem(kb, s, nn_v(kb, vl))));
+  nn_vectorize(kb, vl);
+  if (rem) {
+    s->base = nn_i(kb, full * L);
+    items[2] = nn_vec_run(kb, 0, rem, true, smr_elem, s);
+  }
+  /* lanes folded in halves as vectors down to 4, then across */
+  for (int64_t h = H; h >= 4; h /= 2) {
+    vl = nn_var(kb, "rl");
+    const tir_expr_t* l = nn_v(kb, vl);
+    items[3] = tir_seq2(t, items[3],
+                        nn_for(kb, vl, h, tir_store(t, s->lanes, NN_IDX(l),
+                                                    tir_bin(t, op, tir_load(t, s->lanes, NN_IDX(l)),
+                                                            tir_load(t, s->lanes, NN_IDX(nn_addc(kb, l, h)))))));
+    nn_vectorize(kb, vl);
+  }
+  items[4] = tir_store(t, dst, NN_IDX(z), tir_load(t, s->lanes, NN_IDX(z)));
+  vl = nn_var(kb, "rl");
+  const tir_expr_t* l = nn_addc(kb, nn_v(kb, vl), 1);
+  items[5] = nn_for(kb, vl, 3,
+                    tir_store(t, dst, NN_IDX(z), tir_bin(t, op, tir_load(t, dst, NN_IDX(z)), tir_load(t, s->lanes, NN_IDX(l)))));
+  return tir_seq(t, 6, items);
+}
+
+static const tir_stmt_t* smr_scale(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const smr_t* s = u;
+  tir_ctx_t* t = kb->t;
+  return tir_store(t, s->yv, NN_IDX(s->row, i),
+                   tir_mul(t, tir_load(t, s->yv, NN_IDX(s->row, i)), tir_load(t, s->mx, NN_IDX(nn_i(kb, 0)))));
+}
+
+/* The row body for row |o| of xv / yv ([outer, n], y f32). */
+static const tir_stmt_t* smr_row(nn_kb_t* kb, const tir_buffer_t* xv, const tir_buffer_t* yv,
+                                 const tir_expr_t* o, int64_t n) {
+  tir_ctx_t* t = kb->t;
+  const int64_t one = 1, L = SMR_LANES;
+  smr_t s = {.xv = xv, .yv = yv, .row = o};
+  s.mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
+  s.lanes = tir_buffer(t, "lanes", KILN_DTYPE_F32, 1, &L, TIR_SCOPE_PRIVATE);
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_stmt_t* items[4];
+  s.sum_pass = false;
+  items[0] = smr_pass(kb, &s, n, s.mx, -INFINITY);
+  s.sum_pass = true;
+  items[1] = smr_pass(kb, &s, n, sum, 0.0);
+  /* mx now holds 1 / sum for the scale pass */
+  items[2] = tir_store(t, s.mx, NN_IDX(z), tir_bin(t, TIR_DIV, nn_f(kb, 1.0), tir_load(t, sum, NN_IDX(z))));
+  items[3] = nn_vec_run(kb, 0, n, true, smr_scale, &s);
+  return tir_alloc(t, s.mx, tir_alloc(t, sum, tir_alloc(t, s.lanes, tir_seq(t, 4, items))));
+}
+
 kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, const tir_buffer_t* yv,
                               int64_t outer, int64_t n, int64_t inner, bool log_form) {
   nn_kb_t kb;
@@ -486,7 +582,12 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
   const tir_expr_t* o = nn_v(&kb, vo);
   const tir_expr_t* z = nn_i(&kb, 0);
   const tir_stmt_t* body;
-  if (inner == 1) {
+  /* the CPU's vector rows (GPU dialects keep the form below) */
+  const bool plain = ctx->plan && ctx->plan->plain_loops;
+  if (inner == 1 && !log_form && yv->dtype == KILN_DTYPE_F32 && n >= 16 && n < 65536 && !plain &&
+      ctx->target == KILN_TARGET_CLASS_CPU) {
+    body = smr_row(&kb, xv, yv, o, n);
+  } else if (inner == 1) {
     /* contiguous rows: lane reductions */
     const tir_buffer_t *xr = xv, *yr = yv;
     int64_t one = 1;

@@ -180,6 +180,34 @@ static void test_cases(void) {
   c = bench_cases(BENCH_SUITE_DWCONV, false, &n);
   CHECK(c && n == 10);
   free(c);
+  /* bytes: SiLU (Sigmoid, Mul) moves its input and output once, like any
+   * other 16M-element activation */
+  c = bench_cases(BENCH_SUITE_ELEMENTWISE, false, &n);
+  int32_t unary = 0;
+  for (int32_t i = 0; c && i < n; ++i) {
+    if (c[i].kind != BENCH_UNARY) continue;
+    ++unary;
+    kiln_graph_t* g = NULL;
+    if (!CHECK_OK(bench_build_graph(&c[i], &g))) continue;
+    CHECK_MSG(bench_graph_bytes(g) == 8.0 * 16384 * 1024, "%s: %g bytes", c[i].name, bench_graph_bytes(g));
+    kiln_graph_destroy(g);
+  }
+  CHECK(unary == 8);
+  free(c);
+  /* pools: output shapes and bytes (input and output once) */
+  c = bench_cases(BENCH_SUITE_POOL, false, &n);
+  CHECK(c && n == 6);
+  for (int32_t i = 0; c && i < n; ++i) {
+    kiln_graph_t* g = NULL;
+    if (!CHECK_OK(bench_build_graph(&c[i], &g))) continue;
+    const kiln_tensor_t* y = &g->tensors[g->outputs[0]];
+    const int64_t o = (c[i].p[1] + 2 * c[i].p[5] - c[i].p[3]) / c[i].p[4] + 1;
+    CHECK_MSG(y->shape.rank == 4 && y->shape.dims[1] == c[i].p[0] && y->shape.dims[2] == o && y->shape.dims[3] == o,
+              "%s: output shape", c[i].name);
+    CHECK(bench_graph_bytes(g) == 4.0 * (double)(c[i].p[0] * (c[i].p[1] * c[i].p[2] + o * o)));
+    kiln_graph_destroy(g);
+  }
+  free(c);
   /* Non-conv graphs build too (small ones only: gemm.4096 would allocate 64 MiB). */
   c = bench_cases(BENCH_SUITE_REDUCE | BENCH_SUITE_LAYERNORM | BENCH_SUITE_SOFTMAX, false, &n);
   for (int32_t i = 0; c && i < n; ++i) {

@@ -212,7 +212,10 @@ static int64_t private_vectors(const tir_stmt_t* s, int32_t lanes) {
       return r > m ? r : m;
     case TIR_ALLOC: {
       const tir_buffer_t* b = s->u.alloc.buf;
-      if (b->scope == TIR_SCOPE_PRIVATE && b->dtype == KILN_DTYPE_F32 && b->rank > 0) {
+      /* the small-plane depthwise kernel's padded plane and its sums are
+       * scratch in memory by design, not a register tile */
+      const bool scratch = b->name && (!strcmp(b->name, "dwpad") || !strcmp(b->name, "dwsum"));
+      if (b->scope == TIR_SCOPE_PRIVATE && b->dtype == KILN_DTYPE_F32 && b->rank > 0 && !scratch) {
         const int64_t cols = b->shape[b->rank - 1];
         m = tir_buffer_numel(b) / (cols > 0 ? cols : 1) * ((cols + lanes - 1) / lanes);
       }
@@ -905,6 +908,68 @@ static void test_matmul_overlap_softmax_rows(void) {
   }
 }
 
+/* (after the cases above: its random inputs do not shift theirs) Softmax
+ * over contiguous rows (lowering/lower_nn_norm.c, smr_row): rows that are
+ * not a multiple of the 32 lanes or of any vector width, a row of one
+ * vector, axis 0 of a 2-D input (the strided form), and rows of large,
+ * very negative, -inf, +inf and NaN values. */
+static void test_softmax_rows(void) {
+  static const int64_t ns[] = {16, 17, 31, 33, 45, 100, 127, 130, 1000, 1003};
+  for (int i = 0; i < NELEM(ns); ++i) {
+    spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = RAND(F32, 3, ns[i]);
+    char what[64];
+    snprintf(what, sizeof what, "Softmax rows of %lld", (long long)ns[i]);
+    check_case(&sp, what);
+  }
+  {
+    spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+    sp.in[0] = RAND(F32, 40, 33);
+    sp.attrs[sp.n_attrs++] = kiln_attr_make_int("axis", 0);
+    check_case(&sp, "Softmax [40,33] axis 0");
+  }
+  /* row 0: large values (most exps underflow); row 1: -inf in places;
+   * row 2: all -inf (NaN, as the reference); row 3: +inf (NaN); row 4: a
+   * NaN; row 5: values near the f32 limits */
+  spec_t sp = {.op = "Softmax", .opset = 13, .n_in = 1, .n_out = 1, .tol = 2e-6};
+  sp.in[0] = RAND(F32, 6, 37);
+  float* x = sp.in[0].data;
+  for (int j = 0; j < 37; ++j) {
+    x[j] *= 1e4f;
+    if (j % 5 == 0) x[37 + j] = -INFINITY;
+    x[2 * 37 + j] = -INFINITY;
+    x[5 * 37 + j] = j % 2 ? 3e38f : -3e38f;
+  }
+  x[3 * 37 + 20] = INFINITY;
+  x[4 * 37 + 36] = NAN;
+  check_case(&sp, "Softmax rows of large, -inf, +inf and NaN values");
+}
+
+/* (after the cases above) Depthwise convs on small planes (the padded-plane
+ * kernel of lower_nn_conv.c, conv_depthwise_small): a 7x7 plane, odd sizes,
+ * asymmetric pads and windows, no padding (input rows past the window),
+ * pads wider than the window, a 1x1 output, multiplier 2, f16, rows of 64
+ * (the largest it takes) and 65 (the row kernel), planes taken four and two
+ * at a time. */
+static void test_dw_small_planes(void) {
+  static const cvc_t cases[] = {
+      {2, 1, 16, 16, 16, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 5, 5, 5, {9, 11}, {3, 2}, {1, 1}, {1, 1}, {2, 0}, {0, 1}, NULL, true, true},
+      {2, 1, 4, 4, 4, {5, 11}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, NULL, false, true},
+      {2, 1, 3, 3, 3, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, NULL, true, false},
+      {2, 1, 6, 6, 6, {3, 3}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, NULL, true, true},
+      {2, 1, 3, 6, 3, {13, 10}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, NULL, true, true},
+      {2, 1, 4, 4, 4, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true, true},
+      {2, 1, 2, 2, 2, {5, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 1, 2, 2, 2, {5, 65}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      /* planes of at most 64 outputs four and two at a time (multiplier
+       * 2; a batch of 2 whose pairs cross images) */
+      {2, 1, 4, 8, 4, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, true, true},
+      {2, 2, 3, 3, 3, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, false, true},
+  };
+  for (int i = 0; i < NELEM(cases); ++i) conv_case("Conv", &cases[i]);
+}
+
 static void test_errors(void) {
   {
     spec_t sp = {.op = "Gemm", .n_in = 2, .n_out = 1};
@@ -953,6 +1018,8 @@ int main(void) {
   RUN(test_more_norms);
   RUN(test_errors);
   RUN(test_matmul_overlap_softmax_rows);
+  RUN(test_softmax_rows);
+  RUN(test_dw_small_planes);
   printf("%d cases\n", n_cases);
   return kiln_test_finish();
 }

@@ -14,14 +14,15 @@
 
 #include "ir/op.h"
 
-const char* const bench_suite_names = "gemm,conv,dwconv,elementwise,reduce,softmax,layernorm";
+const char* const bench_suite_names = "gemm,conv,dwconv,elementwise,reduce,softmax,layernorm,pool";
 
 uint32_t bench_suite_bit(const char* name) {
   static const struct { const char* n; uint32_t bit; } t[] = {
       {"gemm", BENCH_SUITE_GEMM},       {"conv", BENCH_SUITE_CONV},
       {"dwconv", BENCH_SUITE_DWCONV},   {"elementwise", BENCH_SUITE_ELEMENTWISE},
       {"reduce", BENCH_SUITE_REDUCE},   {"softmax", BENCH_SUITE_SOFTMAX},
-      {"layernorm", BENCH_SUITE_LAYERNORM}, {"all", BENCH_SUITE_ALL},
+      {"layernorm", BENCH_SUITE_LAYERNORM}, {"pool", BENCH_SUITE_POOL},
+      {"all", BENCH_SUITE_ALL},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; ++i)
     if (!strcmp(name, t[i].n)) return t[i].bit;
@@ -199,6 +200,35 @@ static void add_reduce(list_t* l, bench_kind_t kind, const char* op, int64_t d0,
   c->est_bytes = 4.0 * (double)(d0 * d1 * d2);
 }
 
+/* Pools of the models (batch 1): one-node graphs, so NCHW (the layout pass
+ * keeps a lone node on NCHW; in a model they run on NCHWc). */
+static const struct {
+  const char *name, *op;
+  int64_t c, hw, k, stride, pad;
+} kPools[] = {
+    {"resnet.maxpool", "MaxPool", 64, 112, 3, 2, 1},            /* ResNet's stem pool */
+    {"densenet.transition.avgpool", "AveragePool", 256, 56, 2, 2, 0},
+    {"inception.branch.avgpool", "AveragePool", 192, 35, 3, 1, 1},
+    {"resnet50.avgpool", "GlobalAveragePool", 2048, 7, 7, 1, 0},
+    {"mobilenetv2.avgpool", "GlobalAveragePool", 1280, 7, 7, 1, 0},
+    {"large.maxpool", "MaxPool", 256, 224, 2, 2, 0},             /* 51 MB in: past the caches */
+};
+
+static void add_pool(list_t* l, size_t i) {
+  bench_case_t* c = push(l, "pool", BENCH_POOL);
+  if (!c) return;
+  const int64_t C = kPools[i].c, hw = kPools[i].hw, k = kPools[i].k, s = kPools[i].stride, pd = kPools[i].pad;
+  const int64_t o = (hw + 2 * pd - k) / s + 1;
+  snprintf(c->name, sizeof c->name, "%s", kPools[i].name);
+  snprintf(c->shape, sizeof c->shape, "%s 1x%lldx%lldx%lld k%lld s%lld p%lld", kPools[i].op, (long long)C,
+           (long long)hw, (long long)hw, (long long)k, (long long)s, (long long)pd);
+  c->op = kPools[i].op;
+  int64_t v[6] = {C, hw, hw, k, s, pd};
+  memcpy(c->p, v, sizeof v);
+  c->est_flops = (double)(C * o * o * k * k);
+  c->est_bytes = 4.0 * (double)(C * hw * hw + C * o * o);
+}
+
 bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n) {
   list_t l = {0};
   if (suites & BENCH_SUITE_GEMM) {
@@ -244,6 +274,8 @@ bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n) {
     add_2d(&l, "layernorm", BENCH_LAYERNORM, "layernorm", 128, 768, 8, 8);
     add_2d(&l, "layernorm", BENCH_LAYERNORM, "layernorm", 128, 1024, 8, 8);
   }
+  if (suites & BENCH_SUITE_POOL)
+    for (size_t i = 0; i < sizeof kPools / sizeof kPools[0]; ++i) add_pool(&l, i);
   if (l.oom) {
     free(l.v);
     *out_n = 0;
@@ -378,6 +410,18 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
           kiln_graph_add_node(g, "LayerNormalization", "layernorm", 3, in, 1, y, 1, at, NULL));
       break;
     }
+    case BENCH_POOL: {
+      int64_t x[4] = {1, p[0], p[1], p[2]};
+      KILN_RETURN_IF_ERROR(input(g, "X", 4, x));
+      const char* in[1] = {"X"};
+      int64_t ks[2] = {p[3], p[3]}, st[2] = {p[4], p[4]}, pads[4] = {p[5], p[5], p[5], p[5]};
+      kiln_attr_t at[4] = {kiln_attr_make_ints("kernel_shape", 2, ks), kiln_attr_make_ints("strides", 2, st),
+                           kiln_attr_make_ints("pads", 4, pads), kiln_attr_make_int("count_include_pad", 1)};
+      const bool global = !strcmp(c->op, "GlobalAveragePool");
+      const int32_t n_at = global ? 0 : !strcmp(c->op, "AveragePool") ? 4 : 3;
+      KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, c->op, "pool", 1, in, 1, y, n_at, n_at ? at : NULL, NULL));
+      break;
+    }
   }
   KILN_RETURN_IF_ERROR(kiln_graph_add_output(g, "Y"));
   return kiln_graph_prepare(g);
@@ -393,4 +437,19 @@ kiln_status_t bench_build_graph(const bench_case_t* c, kiln_graph_t** out) {
   }
   *out = g;
   return NULL;
+}
+
+double bench_graph_bytes(const kiln_graph_t* g) {
+  double bytes = 0;
+  for (int32_t ti = 0; ti < g->n_tensors; ++ti) {
+    const kiln_tensor_t* t = &g->tensors[ti];
+    bool used = false, out = false;
+    for (int32_t ni = 0; ni < g->n_nodes && !used; ++ni)
+      for (int32_t j = 0; j < g->nodes[ni].n_inputs; ++j) used |= g->nodes[ni].inputs[j] == ti;
+    for (int32_t j = 0; j < g->n_outputs; ++j) out |= g->outputs[j] == ti;
+    if (!((used && t->producer < 0) || out)) continue;
+    if (kiln_shape_is_static(&t->shape))
+      bytes += (double)kiln_shape_count(&t->shape) * (double)kiln_dtype_size(t->dtype);
+  }
+  return bytes;
 }

@@ -19,6 +19,8 @@ typedef enum bench_kind_e {
   BENCH_SOFTMAX,     /* p: rows cols (axis -1) */
   BENCH_LAYERNORM,   /* p: rows cols (axis -1, scale and bias const) */
   BENCH_UNARY,       /* p: rows cols; Y = op(A), op the case's ONNX type ("SiLU": Sigmoid, Mul) */
+  BENCH_POOL,        /* p: C H W k stride pad (batch 1, square); op MaxPool, AveragePool
+                        (count_include_pad 1) or GlobalAveragePool */
 } bench_kind_t;
 
 /* Suites, as bits. */
@@ -30,7 +32,8 @@ enum {
   BENCH_SUITE_REDUCE = 1 << 4,
   BENCH_SUITE_SOFTMAX = 1 << 5,
   BENCH_SUITE_LAYERNORM = 1 << 6,
-  BENCH_SUITE_ALL = (1 << 7) - 1,
+  BENCH_SUITE_POOL = 1 << 7,
+  BENCH_SUITE_ALL = (1 << 8) - 1,
 };
 
 /* Suite bit for |name| ("gemm", ...), 0 if unknown. */
@@ -57,6 +60,11 @@ bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n);
 /* Builds the case's one-node graph (opset 17), prepared; random weights
  * from a fixed seed. */
 kiln_status_t bench_build_graph(const bench_case_t* c, kiln_graph_t** out);
+
+/* Bytes the graph reads and writes: its inputs, weights and outputs, each
+ * once; the tensors between its nodes (SiLU's Sigmoid output, which the
+ * fused kernel keeps in registers) are not counted. */
+double bench_graph_bytes(const kiln_graph_t* g);
 
 /* Fills |n| floats deterministically in [-0.5, 0.5). */
 void bench_fill(float* p, int64_t n, uint32_t seed);

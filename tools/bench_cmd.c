@@ -51,7 +51,9 @@ static const char* bench_help =
     "exceed 100%; so can any case when the machine was busy during the probe.\n"
     "\n"
     "  --suite LIST   comma-separated: gemm,conv,dwconv,elementwise,reduce,\n"
-    "                 softmax,layernorm (default: all; conv includes dwconv)\n"
+    "                 softmax,layernorm,pool (default: all; conv includes\n"
+    "                 dwconv). Every case is one node, which the layout pass\n"
+    "                 keeps on NCHW (models run convs and pools on NCHWc)\n"
     "  --quick        gemm up to 1024, 5 repeats (unless --repeat is given)\n"
     "  --threads N    worker threads (default: all cores)\n"
     "  --repeat N     timed runs per case (default 20)\n"
@@ -284,14 +286,7 @@ static kiln_status_t run_kiln(const bench_case_t* c, const opts_t* o, row_t* r) 
   if ((s = kiln_plan_fuse(plan, NULL, NULL))) goto done;
   r->flops = 0;
   for (int32_t k = 0; k < plan->n_kernels; ++k) r->flops += (double)plan->kernels[k].flops;
-  r->bytes = 0;
-  for (int32_t ni = 0; ni < g->n_nodes; ++ni) {
-    const kiln_node_t* n = &g->nodes[ni];
-    for (int32_t j = 0; j < n->n_inputs; ++j)
-      if (n->inputs[j] >= 0) r->bytes += (double)tensor_bytes(&g->tensors[n->inputs[j]]);
-    for (int32_t j = 0; j < n->n_outputs; ++j)
-      if (n->outputs[j] >= 0) r->bytes += (double)tensor_bytes(&g->tensors[n->outputs[j]]);
-  }
+  r->bytes = bench_graph_bytes(g);
   kiln_cpu_options_t co;
   kiln_cpu_options_default(&co);
   co.threads = o->threads;

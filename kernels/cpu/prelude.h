@@ -588,14 +588,14 @@ typedef char kiln_vc32 __attribute__((vector_size(32)));
 KILN_VWDEF(4, kiln_vb8, kiln_vs4)
 KILN_VWDEF(8, kiln_vb16, kiln_vs8)
 KILN_VWDEF(16, kiln_vb32, kiln_vs16)
-/* f32 exp, log, tanh, erf, sigmoid and silu without libm (issue 22): the
+/* f32 exp, log, tanh, erf, sigmoid, silu and softplus without libm (issue 22): the
    approximations are written once with the vector extensions, so the
    printer's vector loops call kiln_v<name><W> and stay in the vector unit,
    and the scalar loops call the one-lane form (kiln_expf, ...: a one-lane
    vector compiles to plain scalar code), so a value does not depend on which
    loop computed it. Max errors over a dense sweep against double precision
    are held by tests/test_cpu_vmath.c (exp, log, tanh <= 2 ulp, sigmoid 2.5,
-   silu 3.5, erf <= 4e-7 absolute). NaN in gives NaN out; the edges are
+   silu 3.5, softplus 2, erf <= 4e-7 absolute). NaN in gives NaN out; the edges are
    exact: exp(-inf) = 0, exp(+inf) = exp(89) = +inf, exp underflows through
    the subnormals (2^n applied as two factors), log(0) = -inf, log(x < 0) =
    NaN, log(+inf) = +inf, log of a subnormal scaled first, tanh and erf(+-inf)
@@ -633,6 +633,20 @@ KILN_VWDEF(16, kiln_vb32, kiln_vs16)
     kiln_v##W##f y = p * (kiln_v##W##f)((n1 + 127) << 23) * (kiln_v##W##f)((n2 + 127) << 23); \
     return kiln_vsel##W(nan, x0, y);                                              \
   }                                                                               \
+  /* Cephes' log of 2^fe (1 + m), m in [sqrt(1/2) - 1, sqrt(2) - 1) */          \
+  KILN_INLINE kiln_v##W##f kiln_vlogr##W(kiln_v##W##f m, kiln_v##W##f fe) {       \
+    kiln_v##W##f q = m * m;                                                       \
+    kiln_v##W##f p = m * 7.0376836292e-2f - 1.1514610310e-1f;                     \
+    p = p * m + 1.1676998740e-1f;                                                 \
+    p = p * m - 1.2420140846e-1f;                                                 \
+    p = p * m + 1.4249322787e-1f;                                                 \
+    p = p * m - 1.6668057665e-1f;                                                 \
+    p = p * m + 2.0000714765e-1f;                                                 \
+    p = p * m - 2.4999993993e-1f;                                                 \
+    p = p * m + 3.3333331174e-1f;                                                 \
+    kiln_v##W##f y = p * m * q + fe * -2.12194440e-4f - 0.5f * q;                 \
+    return m + y + fe * 0.693359375f;                                             \
+  }                                                                               \
   KILN_INLINE kiln_v##W##f kiln_vlog##W(kiln_v##W##f x0) {                        \
     const kiln_v##W##f z = {0};                                                   \
     kiln_v##W##i sub = x0 < 1.17549435e-38f; /* subnormal (or <= 0: fixed below) */ \
@@ -643,18 +657,7 @@ KILN_VWDEF(16, kiln_vb32, kiln_vs16)
     kiln_v##W##i lo = m < 0.707106781186547524f;                                  \
     e = e + lo;                                                                   \
     m = kiln_vsel##W(lo, m + m, m) - 1.0f;                                        \
-    kiln_v##W##f q = m * m;                                                       \
-    kiln_v##W##f p = m * 7.0376836292e-2f - 1.1514610310e-1f;                     \
-    p = p * m + 1.1676998740e-1f;                                                 \
-    p = p * m - 1.2420140846e-1f;                                                 \
-    p = p * m + 1.4249322787e-1f;                                                 \
-    p = p * m - 1.6668057665e-1f;                                                 \
-    p = p * m + 2.0000714765e-1f;                                                 \
-    p = p * m - 2.4999993993e-1f;                                                 \
-    p = p * m + 3.3333331174e-1f;                                                 \
-    kiln_v##W##f fe = __builtin_convertvector(e, kiln_v##W##f);                   \
-    kiln_v##W##f y = p * m * q + fe * -2.12194440e-4f - 0.5f * q;                 \
-    y = m + y + fe * 0.693359375f;                                                \
+    kiln_v##W##f y = kiln_vlogr##W(m, __builtin_convertvector(e, kiln_v##W##f));   \
     y = kiln_vsel##W(x0 == __builtin_inff(), x0, y);                              \
     y = kiln_vsel##W(x0 == 0.0f, z - __builtin_inff(), y);                        \
     return kiln_vsel##W((x0 < 0.0f) | (x0 != x0), z + __builtin_nanf(""), y);     \
@@ -705,7 +708,27 @@ KILN_VWDEF(16, kiln_vb32, kiln_vs16)
     const kiln_v##W##f z = {0}; /* 1 or e over 1 + e: one division */           \
     return kiln_vsel##W(x >= 0.0f, z + 1.0f, e) / (1.0f + e);                     \
   }                                                                               \
-  KILN_INLINE kiln_v##W##f kiln_vsilu##W(kiln_v##W##f x) { return x * kiln_vsigmoid##W(x); }
+  KILN_INLINE kiln_v##W##f kiln_vsilu##W(kiln_v##W##f x) { return x * kiln_vsigmoid##W(x); } \
+  /* max(x, 0) + log1p(e), e = exp(-|x|) in [0, 1]: u = 1 + e is in [1, 2]  \
+     (no log edge cases), c = e - (u - 1) its rounding error (exact), and    \
+     log1p(e) = log(u) + c / u. e is kiln_vexp's value without its NaN and    \
+     overflow selects (-|x| <= 0; NaN propagates through the arithmetic and   \
+     the max) */                                                              \
+  KILN_INLINE kiln_v##W##f kiln_vsoftplus##W(kiln_v##W##f x) {                    \
+    const kiln_v##W##f z = {0};                                                   \
+    kiln_v##W##f n;                                                               \
+    kiln_v##W##f p = kiln_vexpm1r##W(-kiln_vmin##W(kiln_vabs##W(x), z + 104.0f), &n) + 1.0f; \
+    kiln_v##W##i ni = __builtin_convertvector(n, kiln_v##W##i);                   \
+    kiln_v##W##i n1 = ni >> 1, n2 = ni - n1;                                      \
+    kiln_v##W##f e = p * (kiln_v##W##f)((n1 + 127) << 23) * (kiln_v##W##f)((n2 + 127) << 23); \
+    kiln_v##W##f u = 1.0f + e;                                                    \
+    kiln_v##W##f c = e - (u - 1.0f);                                              \
+    /* u = 2^fe (1 + m) as kiln_vlog reduces it: fe 1 from sqrt(2) on */     \
+    kiln_v##W##i hi = u >= 1.41421356237309505f;                                  \
+    kiln_v##W##f m = kiln_vsel##W(hi, u * 0.5f, u) - 1.0f;                        \
+    kiln_v##W##f l = kiln_vlogr##W(m, (kiln_v##W##f)(hi & 0x3f800000));           \
+    return kiln_vsel##W(x > z, x, z) + (l + c / u);                               \
+  }
 KILN_VMATHDEF(1)
 KILN_VMATHDEF(4)
 KILN_VMATHDEF(8)
@@ -718,6 +741,7 @@ KILN_SMATH(tanh)
 KILN_SMATH(erf)
 KILN_SMATH(sigmoid)
 KILN_SMATH(silu)
+KILN_SMATH(softplus)
 /* float8 <-> f32 (TIR_F8_DECODE / TIR_F8_ENCODE; kiln_f8_to_f32 and
  * kiln_f32_to_f8 in ir/array.c are the reference). k: 0 e4m3fn, 1 e4m3fnuz,
  * 2 e5m2, 3 e5m2fnuz; ks = 2 * k + saturate. */

@@ -110,7 +110,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
              [TIR_ASIN] = "asinf($1)", [TIR_ACOS] = "acosf($1)", [TIR_ATAN] = "atanf($1)",
              [TIR_SINH] = "sinhf($1)", [TIR_COSH] = "coshf($1)", [TIR_ASINH] = "asinhf($1)",
              [TIR_ACOSH] = "acoshf($1)", [TIR_ATANH] = "atanhf($1)", [TIR_FMOD] = "fmodf($1, $2)",
-             [TIR_SILU] = "kiln_siluf($1)"},
+             [TIR_SILU] = "kiln_siluf($1)", [TIR_SOFTPLUS] = "kiln_softplusf($1)"},
     /* OpenMP threads and SIMD; GCC's unroller */
     .parallel_pragma = "#pragma omp parallel for schedule(static)",
     .collapse_clause = "collapse($N)",
@@ -123,7 +123,8 @@ const kiln_cf_dialect_t kiln_cf_dialect_c = {
                "kiln_vmin$W($1, $2)", "kiln_vmax$W($1, $2)", "kiln_vabs$W($1)"),
     .vmath = {[TIR_EXP] = "kiln_vexp$W($1)", [TIR_LOG] = "kiln_vlog$W($1)",
               [TIR_TANH] = "kiln_vtanh$W($1)", [TIR_ERF] = "kiln_verf$W($1)",
-              [TIR_SIGMOID] = "kiln_vsigmoid$W($1)", [TIR_SILU] = "kiln_vsilu$W($1)"},
+              [TIR_SIGMOID] = "kiln_vsigmoid$W($1)", [TIR_SILU] = "kiln_vsilu$W($1)",
+              [TIR_SOFTPLUS] = "kiln_vsoftplus$W($1)"},
     /* f16 buffers: the prelude converts a vector on load and store */
     .vload_half = "kiln_vh2f$W(&$B[$I])", .vstore_half = "kiln_vf2h$W(&$B[$I], $V)",
     .vsplat_half = "kiln_vsplath$W(&$B[$I])",
