@@ -18,7 +18,10 @@
 #include "runtime/vulkan/vulkan_device.h"
 #include "runtime/code_cache.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1046,6 +1049,71 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
   return NULL;
 }
 
+/* The pipelines of one executable, built by several threads: each takes the
+ * next kernel that owns its pipeline. The driver's create calls are
+ * thread-safe on one device, the pipeline cache synchronises itself (no
+ * EXTERNALLY_SYNCHRONIZED flag), and lavapipe compiles each pipeline with
+ * LLVM, so a model's cold load scales with the cores. */
+#define KILN_VK_MAX_BUILD_THREADS 16
+
+typedef struct build_job_s {
+  vk_dev_t* d;
+  const kiln_program_t* p;
+  VkPipelineCache pc;
+  kiln_device_executable_t* e;
+  atomic_int next, built, hits;
+  atomic_bool stop, oom;
+  pthread_mutex_t mu;  /* errors, first_error */
+  kiln_status_t* errors; /* per kernel, allocated at the first failure */
+  kiln_status_t first_error;
+  int32_t first_index;
+} build_job_t;
+
+static void* build_worker(void* arg) {
+  build_job_t* j = arg;
+  for (;;) {
+    int32_t i = atomic_fetch_add(&j->next, 1);
+    if (i >= j->e->n || atomic_load(&j->stop)) return NULL;
+    vk_kernel_t* k = &j->e->k[i];
+    if (k->owner != i) continue;
+    bool hit = false;
+    kiln_status_t s = build_kernel(j->d, j->p, i, j->pc, k, &hit);
+    if (!s) {
+      atomic_fetch_add(&j->built, 1);
+      atomic_fetch_add(&j->hits, hit);
+      continue;
+    }
+    /* Keep the failure of the lowest-numbered kernel, as a serial build
+     * would report; stop taking new kernels. */
+    atomic_store(&j->stop, true);
+    pthread_mutex_lock(&j->mu);
+    if (!j->errors) j->errors = calloc((size_t)j->e->n, sizeof *j->errors);
+    if (!j->errors) {
+      atomic_store(&j->oom, true);
+      kiln_status_free(s);
+    } else {
+      j->errors[i] = s;
+      if (!j->first_error || i < j->first_index) j->first_error = s, j->first_index = i;
+    }
+    pthread_mutex_unlock(&j->mu);
+  }
+}
+
+/* $KILN_VULKAN_BUILD_THREADS (1..16; 1: one at a time) or the online CPUs,
+ * at most one per pipeline to build. */
+static int32_t build_threads(int32_t pipelines) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  const char* env = getenv("KILN_VULKAN_BUILD_THREADS");
+  if (env && *env) {
+    char* end = NULL;
+    long v = strtol(env, &end, 10);
+    if (*end == 0 && v >= 1 && v <= KILN_VK_MAX_BUILD_THREADS) n = v;
+  }
+  if (n > KILN_VK_MAX_BUILD_THREADS) n = KILN_VK_MAX_BUILD_THREADS;
+  if (n > pipelines) n = pipelines;
+  return n < 1 ? 1 : (int32_t)n;
+}
+
 static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                           const kiln_device_build_options_t* o,
                                           kiln_device_executable_t** out) {
@@ -1136,9 +1204,10 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     return vkfail(d, r, "vkCreatePipelineCache");
   }
   st->loaded_bytes = init_len;
-  for (int32_t i = 0; !s && i < e->n; ++i) {
+  /* Identical binaries with the same parameter count share a pipeline. */
+  int32_t owners = 0;
+  for (int32_t i = 0; i < e->n; ++i) {
     vk_kernel_t* k = &e->k[i];
-    /* Identical binaries with the same parameter count share a pipeline. */
     for (int32_t j = 0; j < i; ++j)
       if (e->k[j].owner == j && e->k[j].n_args == k->n_args &&
           p->code.blob_lens[j] == p->code.blob_lens[i] && p->code.blobs[j] && p->code.blobs[i] &&
@@ -1146,19 +1215,29 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
         k->owner = j;
         break;
       }
-    if (k->owner != i) {
-      vk_kernel_t* src = &e->k[k->owner];
-      k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
-      k->texel = src->texel, k->stexel = src->stexel; /* the layout's texel bindings */
-      continue;
-    }
-    bool hit = false;
-    s = build_kernel(d, p, i, pc, k, &hit);
-    if (!s) {
-      ++st->pipelines;
-      st->cache_hits += hit;
-    }
+    owners += k->owner == i;
   }
+  build_job_t job = {.d = d, .p = p, .pc = pc, .e = e, .mu = PTHREAD_MUTEX_INITIALIZER};
+  int32_t nt = build_threads(owners);
+  pthread_t th[KILN_VK_MAX_BUILD_THREADS];
+  int32_t started = 0;
+  for (; started < nt - 1; ++started)
+    if (pthread_create(&th[started], NULL, build_worker, &job)) break; /* fewer threads, same work */
+  build_worker(&job);
+  for (int32_t t = 0; t < started; ++t) pthread_join(th[t], NULL);
+  s = job.first_error; /* the error of the lowest-numbered kernel that failed */
+  for (int32_t i = 0; i < e->n; ++i) {
+    if (job.errors && job.errors[i] != s) kiln_status_free(job.errors[i]);
+    vk_kernel_t* k = &e->k[i];
+    if (k->owner == i) continue;
+    vk_kernel_t* src = &e->k[k->owner];
+    k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
+    k->texel = src->texel, k->stexel = src->stexel; /* the layout's texel bindings */
+  }
+  free(job.errors);
+  if (!s && job.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: pipeline build of %d kernels", (int)e->n);
+  st->pipelines = atomic_load(&job.built);
+  st->cache_hits = atomic_load(&job.hits);
   st->seconds = now_s() - t0;
   if (!s && cache_on) st->saved_bytes = cache_save(d, pc, &cache, name);
   vkDestroyPipelineCache(d->dev, pc, NULL);
