@@ -587,6 +587,41 @@ out:
   unlink(path);
 }
 
+/* The SPIR-V of a GLSL text compiled before in the process
+ * (vulkan_compile.c, which `kiln tune`'s repeated builds of the same
+ * shaders take): the same text gives the same blob as a fresh compile
+ * with the memo off, another text its own, and a text that fails still
+ * fails the second time (failures are not kept). */
+static void test_spirv_memo(void) {
+  static const char* ok1 = "#version 450\nlayout(local_size_x = 8) in;\n"
+                           "layout(std430, binding = 0) buffer B { float b[]; };\n"
+                           "void main() { b[gl_GlobalInvocationID.x] *= 2.0; }\n";
+  static const char* ok2 = "#version 450\nlayout(local_size_x = 8) in;\n"
+                           "layout(std430, binding = 0) buffer B { float b[]; };\n"
+                           "void main() { b[gl_GlobalInvocationID.x] += 3.0; }\n";
+  static const char* bad = "#version 450\nlayout(local_size_x = 8) in;\nvoid main() { undefined_name = 1; }\n";
+  uint8_t *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  uint64_t la = 0, lb = 0, lc = 0, ld = 0;
+  setenv("KILN_SPIRV_MEMO", "off", 1);
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok1, A(), &d, &ld));
+  unsetenv("KILN_SPIRV_MEMO");
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok1, A(), &a, &la));
+  CHECK_OK(kiln_spirv_compile_glsl("memo2", ok1, A(), &b, &lb));
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok2, A(), &c, &lc));
+  CHECK(a && b && c && d && la == lb && la == ld && !memcmp(a, b, la) && !memcmp(a, d, la));
+  CHECK(a && c && (la != lc || memcmp(a, c, la)));
+  for (int i = 0; i < 2; ++i) {
+    uint8_t* e = NULL;
+    uint64_t le = 0;
+    kiln_status_t s = kiln_spirv_compile_glsl("memo_bad", bad, A(), &e, &le);
+    CHECK(s != NULL && e == NULL);
+    kiln_status_free(s);
+  }
+  uint8_t* p[4] = {a, b, c, d};
+  for (int i = 0; i < 4; ++i)
+    if (p[i]) A().free(A().self, p[i]);
+}
+
 /* Argument "winograd" (ctest test_vulkan_tune_winograd, label slow:
  * glslang and lavapipe compile an F(4x4) shader for tens of seconds on a
  * loaded machine): every accepted Winograd point compiled, and the tune on
@@ -601,6 +636,7 @@ int main(int argc, char** argv) {
   }
   RUN(test_winograd_space);
   RUN(test_winograd_switch);
+  RUN(test_spirv_memo);
   /* the model's 3x3 conv as the implicit-GEMM conv template (by default
    * a Winograd instance, searched by the Winograd cases) */
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
