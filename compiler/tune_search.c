@@ -557,6 +557,14 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   }
   /* at least 3% faster alone: below that a busy machine's noise picks winners */
   const double q = td > 0 ? tc / td : 1;
+  /* KILN_TUNE_TRACE=1: every point's paired medians (docs/TUNING.md) */
+  const char* trace = getenv("KILN_TUNE_TRACE");
+  if (trace && !strcmp(trace, "1") && t->o->log) {
+    char tiles[128];
+    kiln_tune_tiles_format(&g->cand, tiles, sizeof tiles);
+    fprintf(t->o->log, "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s\n",
+            g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s);
+  }
   if (q < g->q_best && q < 0.97) {
     g->q_best = q;
     g->best = g->cand;
