@@ -557,6 +557,14 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   }
   /* at least 3% faster alone: below that a busy machine's noise picks winners */
   const double q = td > 0 ? tc / td : 1;
+  /* KILN_TUNE_TRACE=1: every point's paired medians (docs/TUNING.md) */
+  const char* trace = getenv("KILN_TUNE_TRACE");
+  if (trace && !strcmp(trace, "1") && t->o->log) {
+    char tiles[128];
+    kiln_tune_tiles_format(&g->cand, tiles, sizeof tiles);
+    fprintf(t->o->log, "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s\n",
+            g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s);
+  }
   if (q < g->q_best && q < 0.97) {
     g->q_best = q;
     g->best = g->cand;
@@ -721,11 +729,12 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   /* Rounds of one point per kernel still searching, hottest first, while
    * the point (what the kernel's last one cost) and the closing whole-model
    * build fit the budget. */
-  bool any = true, out_of_time = false;
-  double point_max_all = 0;
-  while (!s && any && !out_of_time && !(o->stop && *o->stop)) {
+  bool any = true;
+  /* the dearest point so far of each template kind (the CPU's GEMMs: 0) */
+  double point_max_kind[KILN_TEMPLATE_POOL + 1] = {0};
+  while (!s && any && !(o->stop && *o->stop)) {
     any = false;
-    for (int32_t i = 0; i < t->n_groups && !out_of_time && !(o->stop && *o->stop); ++i) {
+    for (int32_t i = 0; i < t->n_groups && !(o->stop && *o->stop); ++i) {
       group_t* g = &t->groups[order[i]];
       if (g->done) continue;
       /* the closing build compiles the best points, which may cost more
@@ -737,18 +746,20 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       }
       CLOSING_UPDATE(0);
       /* the next point costs what this kernel's dearest did, or any
-       * kernel's: a point the driver compiles slowly (lavapipe: a larger
-       * unrolled body, 1.8 s at the default and 36 s at a hint for a
-       * tinycnn conv) is a surprise once, not at every kernel */
-      if (now_s() - t0 + fmax(g->point_max, point_max_all) + closing + extra > budget) {
-        out_of_time = true;
-        break;
-      }
+       * kernel's of its template kind: a point the driver compiles slowly
+       * (lavapipe: a larger unrolled body, 1.8 s at the default and 36 s
+       * at a hint for a tinycnn conv) is a surprise once, not at every
+       * kernel. A kind of its own: an F(4x4) Winograd point (34 s for
+       * ResNet-18's layer1 conv at load 20) left no room for any conv's
+       * point (a few seconds) when it counted for all. A kernel whose
+       * next point does not fit waits; the search ends when none fits. */
+      const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind > KILN_TEMPLATE_POOL ? 0 : (int32_t)g->rep->kind;
+      if (now_s() - t0 + fmax(g->point_max, point_max_kind[kind]) + closing + extra > budget) continue;
       bool ran = false;
       point_once(t, g, sum, &ran);
       any |= ran;
       if (ran) CLOSING_UPDATE(g->point_s);
-      if (ran) point_max_all = fmax(point_max_all, g->point_s);
+      if (ran) point_max_kind[kind] = fmax(point_max_kind[kind], g->point_s);
     }
     if (any) sum->rounds++;
     progress(t, sum->rounds, sum->trials, t0, budget, m0.def_model_s * 1e3);

@@ -3,10 +3,97 @@
  * crash on bad SPIR-V). */
 #include "targets/vulkan/vulkan_internal.h"
 
+#include <pthread.h>
 #include <spirv-tools/libspirv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- SPIR-V of shaders compiled before in this process ------------------
+ * The options are the same for every compile (kiln_vulkan_cc_init), so a
+ * GLSL text always gives the same validated SPIR-V. `kiln tune` compiles
+ * most shaders several times: the default build, each kernel's default
+ * alone, the closing build with the untuned kernels at their defaults
+ * (lavapipe, MobileNetV2: about a third of a 4-minute budget went to
+ * those repeats, at load 13 shaderc took 0.1-1 s a shader). Whole texts
+ * are compared (no trust in the hash); at most MEMO_MAX entries and
+ * MEMO_BYTES of text and SPIR-V, the oldest replaced first.
+ * KILN_SPIRV_MEMO=off compiles every time. */
+#define MEMO_MAX 512
+#define MEMO_BYTES ((size_t)64 << 20)
+
+typedef struct {
+  uint64_t hash;
+  size_t text_len, spv_len;
+  char* text;
+  uint8_t* spv;
+} memo_entry_t;
+
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static memo_entry_t memo[MEMO_MAX];
+static int32_t memo_next;
+static size_t memo_bytes;
+
+static bool memo_on(void) {
+  const char* e = getenv("KILN_SPIRV_MEMO");
+  return !(e && !strcmp(e, "off"));
+}
+
+static uint64_t fnv1a(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* A copy of the SPIR-V compiled from |glsl| (|al|), or false. */
+static bool memo_find(const char* glsl, size_t n, uint64_t h, kiln_allocator_t al, uint8_t** out, uint64_t* out_len) {
+  bool found = false;
+  pthread_mutex_lock(&memo_mu);
+  for (int32_t i = 0; i < MEMO_MAX && !found; ++i) {
+    const memo_entry_t* e = &memo[i];
+    if (!e->text || e->hash != h || e->text_len != n || memcmp(e->text, glsl, n)) continue;
+    void* m = NULL;
+    kiln_status_t s = kiln_allocator_malloc(al, e->spv_len, "SPIR-V blob", &m);
+    if (s) {
+      kiln_status_free(s);
+      break;
+    }
+    memcpy(m, e->spv, e->spv_len);
+    *out = m;
+    *out_len = e->spv_len;
+    found = true;
+  }
+  pthread_mutex_unlock(&memo_mu);
+  return found;
+}
+
+static void memo_drop(memo_entry_t* e) {
+  memo_bytes -= e->text ? e->text_len + e->spv_len : 0;
+  free(e->text);
+  free(e->spv);
+  memset(e, 0, sizeof *e);
+}
+
+/* Keeps |glsl| -> |spv| (copies; nothing kept when memory is short). */
+static void memo_add(const char* glsl, size_t n, uint64_t h, const uint8_t* spv, size_t len) {
+  if (n + len > MEMO_BYTES / 8) return;
+  char* t = malloc(n);
+  uint8_t* b = malloc(len);
+  if (!t || !b) {
+    free(t);
+    free(b);
+    return;
+  }
+  memcpy(t, glsl, n);
+  memcpy(b, spv, len);
+  pthread_mutex_lock(&memo_mu);
+  memo_drop(&memo[memo_next]);
+  for (int32_t i = 0; i < MEMO_MAX && memo_bytes + n + len > MEMO_BYTES; ++i) memo_drop(&memo[i]);
+  memo[memo_next] = (memo_entry_t){h, n, len, t, b};
+  memo_bytes += n + len;
+  memo_next = (memo_next + 1) % MEMO_MAX;
+  pthread_mutex_unlock(&memo_mu);
+}
 
 /* The validator's message, with the GLSL-free context SPIRV-Tools gives. */
 static kiln_status_t validate(const char* name, const uint32_t* words, size_t n_words) {
@@ -80,8 +167,12 @@ static void quote_line(const char* name, const char* log, const char* glsl, char
 
 kiln_status_t kiln_vulkan_cc_compile(kiln_vulkan_cc_t* c, const char* name, const char* glsl, kiln_allocator_t al,
                                 uint8_t** out, uint64_t* out_len) {
+  const size_t glsl_len = strlen(glsl);
+  const bool use_memo = memo_on();
+  const uint64_t h = use_memo ? fnv1a(glsl, glsl_len) : 0;
+  if (use_memo && memo_find(glsl, glsl_len, h, al, out, out_len)) return NULL;
   shaderc_compilation_result_t res = shaderc_compile_into_spv(
-      c->compiler, glsl, strlen(glsl), shaderc_compute_shader, name, "main", c->opts);
+      c->compiler, glsl, glsl_len, shaderc_compute_shader, name, "main", c->opts);
   if (!res) return kiln_make_status(KILN_OUT_OF_MEMORY, "kernel '%s': shaderc returned no result", name);
   kiln_status_t s = NULL;
   if (shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
@@ -103,6 +194,7 @@ kiln_status_t kiln_vulkan_cc_compile(kiln_vulkan_cc_t* c, const char* name, cons
         memcpy(m, bytes, n);
         *out = m;
         *out_len = n;
+        if (use_memo) memo_add(glsl, glsl_len, h, (const uint8_t*)bytes, n);
       }
     }
   }

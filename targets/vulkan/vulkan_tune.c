@@ -40,10 +40,14 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       if (t->tiles.n != 6) return false;
       out->version = t->kind == KILN_TEMPLATE_GEMM ? "vulkan.gemm.1" : "vulkan.conv.1";
       KILN_TEMPLATE_KNOB(out, "tm", d[0], 8, 16, 32, 64);
-      KILN_TEMPLATE_KNOB(out, "tn", d[1], 8, 16, 32, 64);
+      /* tied in the subgroup modes (LX x RN positions): every LX of 1, 2,
+       * 4, 8 times every RN below is a value, so that a tied point stays
+       * in the space (a one-knob step from it, a hint) */
+      KILN_TEMPLATE_KNOB(out, "tn", d[1], 8, 16, 24, 32, 40, 48, 64, 80, 96, 128, 160);
       KILN_TEMPLATE_KNOB(out, "tk", d[2], 1, 2, 4, 8, 16);
       KILN_TEMPLATE_KNOB(out, "rm", d[3], 1, 2, 4, 8, 16, 32, 64);
-      KILN_TEMPLATE_KNOB(out, "rn", d[4], 1, 2, 4, 8);
+      /* 12, 16, 20: the 1x1 convs' register tiles (vulkan_tiles.c) */
+      KILN_TEMPLATE_KNOB(out, "rn", d[4], 1, 2, 4, 8, 12, 16, 20);
       /* 0 direct reads, 1 shared-memory tiles, 2 subgroup mode with 64-bit
        * pair reads, 3 subgroup mode with 32-bit reads, 4 subgroup mode with
        * vec4 texel reads and (where the output's planes are whole texels)
@@ -107,6 +111,17 @@ static bool texel_shapes(const kiln_template_t* t) {
   return t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0;
 }
 
+/* LY, the channel groups of a conv's split texel work-group (conv.comp,
+ * TEXEL and LY > 1: 8 invocations as 8/LY position groups x LY channel
+ * groups of RM channels each), where |v| (mode 4) asks for one the shader
+ * prints: TM = LY x RM with LY 2, 4 or 8, RM a multiple of 4; else 1 (the
+ * subgroup mode's one row of 8 invocations). */
+static int32_t split_ly(const kiln_template_t* t, const int32_t* v) {
+  if (t->kind != KILN_TEMPLATE_CONV || v[5] != 4 || v[3] < 4 || v[3] % 4 || v[0] % v[3] || v[0] == v[3]) return 1;
+  const int32_t ly = v[0] / v[3];
+  return ly == 2 || ly == 4 || ly == 8 ? ly : 1;
+}
+
 void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   /* Winograd off: its tiles do not matter, one point stands for all */
   if (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 4 && x->v[3] == 0) {
@@ -115,15 +130,21 @@ void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   }
   if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n != 6) return;
   int32_t* v = x->v;
-  /* the subgroup mode: a work-group is 8 invocations, each with all TM
-   * rows of RN columns */
-  if (v[5] >= 2) {
-    v[3] = v[0];
-    v[1] = 8 * v[4];
-  }
   /* mode 4 where the shapes allow no texel reads is mode 3's shader: the
    * same point, measured once */
   if (v[5] == 4 && !texel_shapes(t)) v[5] = 3;
+  /* the subgroup mode: a work-group is 8 invocations, each with all TM
+   * rows of RN columns; a conv's texel mode may split them into LX = 8/LY
+   * position groups x LY = TM/RM channel groups of RM channels */
+  if (v[5] >= 2) {
+    const int32_t ly = split_ly(t, v);
+    if (ly > 1) {
+      v[1] = 8 / ly * v[4];
+    } else {
+      v[3] = v[0];
+      v[1] = 8 * v[4];
+    }
+  }
 }
 
 static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const kiln_template_limits_t* lim) {
@@ -147,8 +168,15 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
     case 2:
     case 3:
     case 4:
-      if (lx != 8 || ly != 1 || g.tm % 8 || g.tk % 2)
-        return "subgroup mode: TN = 8 RN, RM = TM, TM a multiple of 8 and TK even";
+      if (ly > 1 && lx * ly == 8 && g.shared == 4 && t->kind == KILN_TEMPLATE_CONV) {
+        /* the split work-group (conv.comp, TEXEL and LY > 1), texel reads
+         * only: elsewhere vulkan_conv.c prints other tiles */
+        if (g.rm % 4 || g.rn % 4 || g.tm % 16 || g.tk % 2 || !texel_shapes(t))
+          return "split texel work-group: RM and RN multiples of 4, TM of 16, TK even, texel shapes";
+      } else if (lx != 8 || ly != 1 || g.tm % 8 || g.tk % 2) {
+        return "subgroup mode: TN = 8 RN, RM = TM (a conv's texel mode also TM = LY RM, TN = (8/LY) RN, "
+               "LY 2, 4 or 8), TM a multiple of 8 and TK even";
+      }
       if (lim && (lim->gpu_lacks & KILN_GPU_LACKS_SUBGROUP)) return "subgroup mode: the device has no subgroup ballot";
       if (g.shared == 2 && lim && (lim->gpu_lacks & KILN_GPU_LACKS_INT64))
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
@@ -220,7 +248,19 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
   do {                                                                       \
     if (n < cap) out[n++] = (kiln_template_tiles_t){.n = d.n, .v = {__VA_ARGS__}}; \
   } while (0)
-  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 4) {
+  if (t->kind == KILN_TEMPLATE_CONV && d.n == 6 && split_ly(t, d.v) > 1) {
+    /* a split 1x1 conv (vulkan_tiles.c: 4 position groups x 2 channel
+     * groups of 16): the other register tiles of the split, then the
+     * subgroup mode's single row (16 x 16 and 32 x 8 per invocation) */
+    const int32_t tk = d.v[2], rm = d.v[3], rn = d.v[4];
+    HINT(32, 4 * (rn == 16 ? 20 : 16), tk, 16, rn == 16 ? 20 : 16, 4);
+    HINT(32, 2 * rn, tk, 8, rn, 4);
+    HINT(rm * 4, 2 * rn, tk, rm, rn, 4);
+    HINT(16, 128, tk, 16, 16, 4);
+    HINT(32, 64, tk, 32, 8, 4);
+    HINT(d.v[0], d.v[1], 2 * tk, rm, rn, 4);
+    HINT(32, 4 * (rn == 12 ? 20 : 12), tk, 16, rn == 12 ? 20 : 12, 4);
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 4) {
     /* mode 4's defaults are already its larger register tiles: first the
      * points lavapipe compiles fastest (half the columns, the 64-bit
      * subgroup mode), then more rows and a longer K step */
@@ -230,6 +270,10 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     HINT(tm, 8 * rn, tk, tm, rn, 2);
     HINT(tm2, 8 * rn, tk, tm2, rn, 4);
     HINT(tm, 8 * rn, 2 * tk, tm, rn, 4);
+    /* a conv's split work-group: 2 channel groups of 16 x 4 groups of 16
+     * positions (1x1 convs on small grids and 17-31 channels take it by
+     * default) */
+    if (t->kind == KILN_TEMPLATE_CONV) HINT(32, 64, tk, 16, 16, 4);
   } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] >= 2) {
     const int32_t tm = d.v[0], tk = d.v[2], rn = d.v[4], sh = d.v[5];
     const int32_t tm2 = tm < 64 ? 2 * tm : tm, rn2 = rn < 8 ? 2 * rn : rn;

@@ -88,7 +88,7 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
   const bool has = set->space(t, &sp);
   CHECK(has);
   if (!has) return;
-  int64_t total = 1, accepted = 0, compiled = 0, texel = 0;
+  int64_t total = 1, accepted = 0, compiled = 0, texel = 0, split = 0;
   for (int32_t i = 0; i < sp.n_knobs; ++i) total *= sp.knobs[i].n;
   kiln_vulkan_cc_t cc;
   if (!CHECK_OK(kiln_vulkan_cc_init(&cc))) return;
@@ -132,7 +132,19 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
       CHECK_MSG(strstr(glsl, "#define TEXEL 1\n") != NULL, "%s point %d,%d,%d,%d,%d,4 accepted but prints no texel reads",
                 kiln_template_kind_name(t->kind), x.v[0], x.v[1], x.v[2], x.v[3], x.v[4]);
     }
-    if (accepted++ % stride == 0) {
+    /* an accepted split point (a conv's texel mode, TM = LY x RM) prints
+     * its RM channel groups as drawn, not tiles the emitter falls back to */
+    bool compile = accepted++ % stride == 0;
+    if (t->kind == KILN_TEMPLATE_CONV && x.v[5] == 4 && x.v[3] != x.v[0]) {
+      char rm[32];
+      snprintf(rm, sizeof rm, "#define RM %d\n", (int)x.v[3]);
+      CHECK_MSG(strstr(glsl, rm) != NULL && strstr(glsl, "#define TEXEL 1\n") != NULL,
+                "conv split point %d,%d,%d,%d,%d,4 accepted but printed other tiles", x.v[0], x.v[1], x.v[2], x.v[3],
+                x.v[4]);
+      compile = compile || split % 16 == 0; /* a spread of them compiles */
+      split++;
+    }
+    if (compile) {
       uint8_t* spv = NULL;
       uint64_t len = 0;
       s = kiln_vulkan_cc_compile(&cc, "sweep", glsl, A(), &spv, &len);
@@ -145,9 +157,11 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
     free(glsl);
   }
   kiln_vulkan_cc_free(&cc);
-  printf("  %s: %lld points, %lld accepted (%lld in the texel mode), %lld compiled\n", kiln_template_kind_name(t->kind),
-         (long long)total, (long long)accepted, (long long)texel, (long long)compiled);
+  printf("  %s: %lld points, %lld accepted (%lld in the texel mode, %lld split), %lld compiled\n",
+         kiln_template_kind_name(t->kind), (long long)total, (long long)accepted, (long long)texel, (long long)split,
+         (long long)compiled);
   CHECK(accepted >= 4);
+  CHECK(t->kind != KILN_TEMPLATE_CONV || split >= 4);
   CHECK(t->kind == KILN_TEMPLATE_DEPTHWISE || texel >= 4);
 }
 
@@ -187,7 +201,7 @@ static void test_space(void) {
       ok += in_space(&sp, &h[i]) && !set.tiles_check(t, &h[i], &lim);
     }
     CHECK_MSG(ok >= 2, "kernel %d: %d of %d hints usable", (int)k, (int)ok, (int)nh);
-    sweep(&set, t, &lim, t->kind == KILN_TEMPLATE_DEPTHWISE ? 5 : 300);
+    sweep(&set, t, &lim, t->kind == KILN_TEMPLATE_DEPTHWISE ? 5 : 1000);
     if (t->kind == KILN_TEMPLATE_DEPTHWISE) continue;
     /* GEMM / conv: the default is a subgroup mode on a device with all
      * features (4: vec4 texel reads, where the shapes allow them) */
@@ -196,6 +210,34 @@ static void test_space(void) {
     x.v[3] = x.v[0] / 2; /* RM != TM in the subgroup mode */
     CHECK(set.tiles_check(t, &x, &lim) != NULL);
     set.tiles_tie(t, &x);
+    if (t->kind == KILN_TEMPLATE_CONV && x.v[5] == 4) {
+      /* a conv's texel mode: TM = 2 RM is the split work-group, 4 position
+       * groups x 2 channel groups (conv.comp, LY 2) */
+      CHECK(x.v[3] == x.v[0] / 2 && x.v[1] == 4 * x.v[4] && set.tiles_check(t, &x, &lim) == NULL);
+      kiln_template_tiles_t sp8 = x;
+      sp8.v[1] = 8 * sp8.v[4]; /* 16 invocations: refused */
+      CHECK(set.tiles_check(t, &sp8, &lim) != NULL);
+      sp8 = x;
+      sp8.v[5] = 3; /* no split outside the texel mode */
+      CHECK(set.tiles_check(t, &sp8, &lim) != NULL);
+      sp8 = (kiln_template_tiles_t){.n = 6, .v = {32, 40, 2, 16, 10, 4}}; /* RN off whole texels */
+      CHECK(set.tiles_check(t, &sp8, &lim) != NULL);
+      sp8 = (kiln_template_tiles_t){.n = 6, .v = {16, 8, 2, 2, 8, 4}}; /* RM 2: no split, tied to RM = TM */
+      set.tiles_tie(t, &sp8);
+      CHECK(sp8.v[3] == 16 && sp8.v[1] == 64 && set.tiles_check(t, &sp8, &lim) == NULL);
+      /* the 1x1 convs' split default on small grids: 2 x 16 channels, 4 x
+       * 20 positions; and 8 channel groups of 4 x 16 positions */
+      const kiln_template_tiles_t s20 = {.n = 6, .v = {32, 80, 2, 16, 20, 4}}, s8 = {.n = 6, .v = {32, 16, 2, 4, 16, 4}};
+      CHECK_MSG(in_space(&sp, &s20) && set.tiles_check(t, &s20, &lim) == NULL, "32,80,2,16,20,4 refused: %s",
+                set.tiles_check(t, &s20, &lim));
+      CHECK(in_space(&sp, &s8) && set.tiles_check(t, &s8, &lim) == NULL);
+      x = t->tiles;
+      x.v[3] = x.v[0];
+      set.tiles_tie(t, &x);
+    } else if (t->kind == KILN_TEMPLATE_GEMM) {
+      kiln_template_tiles_t sp8 = {.n = 6, .v = {32, 32, 2, 16, 8, 4}}; /* gemm.comp has no split */
+      CHECK(set.tiles_check(t, &sp8, &lim) != NULL);
+    }
     CHECK(x.v[3] == x.v[0] && x.v[1] == 8 * x.v[4] && set.tiles_check(t, &x, &lim) == NULL);
     kiln_template_limits_t no = lim;
     no.gpu_lacks = KILN_GPU_LACKS_INT64;
@@ -545,6 +587,41 @@ out:
   unlink(path);
 }
 
+/* The SPIR-V of a GLSL text compiled before in the process
+ * (vulkan_compile.c, which `kiln tune`'s repeated builds of the same
+ * shaders take): the same text gives the same blob as a fresh compile
+ * with the memo off, another text its own, and a text that fails still
+ * fails the second time (failures are not kept). */
+static void test_spirv_memo(void) {
+  static const char* ok1 = "#version 450\nlayout(local_size_x = 8) in;\n"
+                           "layout(std430, binding = 0) buffer B { float b[]; };\n"
+                           "void main() { b[gl_GlobalInvocationID.x] *= 2.0; }\n";
+  static const char* ok2 = "#version 450\nlayout(local_size_x = 8) in;\n"
+                           "layout(std430, binding = 0) buffer B { float b[]; };\n"
+                           "void main() { b[gl_GlobalInvocationID.x] += 3.0; }\n";
+  static const char* bad = "#version 450\nlayout(local_size_x = 8) in;\nvoid main() { undefined_name = 1; }\n";
+  uint8_t *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  uint64_t la = 0, lb = 0, lc = 0, ld = 0;
+  setenv("KILN_SPIRV_MEMO", "off", 1);
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok1, A(), &d, &ld));
+  unsetenv("KILN_SPIRV_MEMO");
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok1, A(), &a, &la));
+  CHECK_OK(kiln_spirv_compile_glsl("memo2", ok1, A(), &b, &lb));
+  CHECK_OK(kiln_spirv_compile_glsl("memo", ok2, A(), &c, &lc));
+  CHECK(a && b && c && d && la == lb && la == ld && !memcmp(a, b, la) && !memcmp(a, d, la));
+  CHECK(a && c && (la != lc || memcmp(a, c, la)));
+  for (int i = 0; i < 2; ++i) {
+    uint8_t* e = NULL;
+    uint64_t le = 0;
+    kiln_status_t s = kiln_spirv_compile_glsl("memo_bad", bad, A(), &e, &le);
+    CHECK(s != NULL && e == NULL);
+    kiln_status_free(s);
+  }
+  uint8_t* p[4] = {a, b, c, d};
+  for (int i = 0; i < 4; ++i)
+    if (p[i]) A().free(A().self, p[i]);
+}
+
 /* Argument "winograd" (ctest test_vulkan_tune_winograd, label slow:
  * glslang and lavapipe compile an F(4x4) shader for tens of seconds on a
  * loaded machine): every accepted Winograd point compiled, and the tune on
@@ -559,6 +636,7 @@ int main(int argc, char** argv) {
   }
   RUN(test_winograd_space);
   RUN(test_winograd_switch);
+  RUN(test_spirv_memo);
   /* the model's 3x3 conv as the implicit-GEMM conv template (by default
    * a Winograd instance, searched by the Winograd cases) */
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
