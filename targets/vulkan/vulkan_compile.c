@@ -133,10 +133,10 @@ kiln_status_t kiln_vulkan_cc_init(kiln_vulkan_cc_t* c) {
    * s) and gave no faster shaders (ResNet-18, MobileNetV2 and the encoder
    * the same, SqueezeNet 1.45x slower), as in ncnn and the TFLite GPU
    * delegate, which hand glslang's output to the driver as it is. */
-  shaderc_compile_options_set_optimization_level(
-      c->opts, opt && strcmp(opt, "performance") == 0 ? shaderc_optimization_level_performance
-               : opt && strcmp(opt, "size") == 0      ? shaderc_optimization_level_size
-                                                      : shaderc_optimization_level_zero);
+  c->level = opt && strcmp(opt, "performance") == 0 ? shaderc_optimization_level_performance
+             : opt && strcmp(opt, "size") == 0      ? shaderc_optimization_level_size
+                                                    : shaderc_optimization_level_zero;
+  shaderc_compile_options_set_optimization_level(c->opts, (shaderc_optimization_level)c->level);
   return NULL;
 }
 
@@ -169,7 +169,8 @@ kiln_status_t kiln_vulkan_cc_compile(kiln_vulkan_cc_t* c, const char* name, cons
                                 uint8_t** out, uint64_t* out_len) {
   const size_t glsl_len = strlen(glsl);
   const bool use_memo = memo_on();
-  const uint64_t h = use_memo ? fnv1a(glsl, glsl_len) : 0;
+  /* the level in the key: the same text at another level is another blob */
+  const uint64_t h = use_memo ? fnv1a(glsl, glsl_len) ^ ((uint64_t)(c->level + 1) << 56) : 0;
   if (use_memo && memo_find(glsl, glsl_len, h, al, out, out_len)) return NULL;
   shaderc_compilation_result_t res = shaderc_compile_into_spv(
       c->compiler, glsl, glsl_len, shaderc_compute_shader, name, "main", c->opts);

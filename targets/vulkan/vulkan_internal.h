@@ -46,6 +46,7 @@ extern const size_t kiln_vk_winograd_len;
 typedef struct kiln_vulkan_cc_s {
   shaderc_compiler_t compiler;
   shaderc_compile_options_t opts;
+  int32_t level; /* the shaderc_optimization_level_t it compiles at */
 } kiln_vulkan_cc_t;
 
 /* OUT_OF_MEMORY when shaderc cannot start. */
