@@ -61,7 +61,6 @@ static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t
                       bool lower) {
   kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
   if (operand >= 0 && !known) epi_operand(b, e, operand);
-  else if (isinf(value)) kiln_vulkan_sb_printf(b, "%s", value < 0 ? "-1.0 / 0.0" : "1.0 / 0.0");
   else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
   kiln_vulkan_sb_printf(b, ");");
 }
@@ -76,9 +75,9 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
       case 's': kiln_vulkan_sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
       case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
       case 'c':
-        /* an infinite attribute bound clips nothing */
-        if (op->a >= 0 || (op->has_lo && !isinf(op->lo))) epi_bound(b, e, op->a, op->lo, op->has_lo, true);
-        if (op->b >= 0 || (op->has_hi && !isinf(op->hi))) epi_bound(b, e, op->b, op->hi, op->has_hi, false);
+        /* an infinite bound (an attribute's or a constant operand's) clips nothing */
+        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true);
+        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false);
         break;
       default:
         if (op->swap) {
