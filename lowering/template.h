@@ -56,8 +56,9 @@ typedef struct kiln_template_epi_op_s {
   char op;        /* 'r' Relu, 'c' Clip, 'l' LeakyRelu, 's' Sigmoid, '+', '-', '*', '/' */
   bool swap;      /* binary: the operand is on the left (o - v, o / v) */
   int32_t a, b;   /* operand indices (-1: none; Clip: min, max) */
-  float alpha, lo, hi; /* LeakyRelu alpha; Clip bounds from attributes */
-  bool has_lo, has_hi;
+  float alpha, lo, hi; /* LeakyRelu alpha; Clip bounds from attributes, or the
+                        * value of a constant scalar bound operand (a, b) */
+  bool has_lo, has_hi; /* lo / hi hold a bound (with a / b >= 0 too: a constant operand's) */
 } kiln_template_epi_op_t;
 
 typedef struct kiln_template_epi_s {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ir/op.h"
+#include "ir/pass_util.h"
 #include "lowering/template.h"
 
 static bool dense_float(const tir_buffer_t* b, bool f16_ok) {
@@ -111,13 +112,21 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
       s = kiln_attr_float(n, "min", -INFINITY, &op->lo);
       if (!s) s = kiln_attr_float(n, "max", INFINITY, &op->hi);
       op->has_lo = op->has_hi = true;
+      /* a bound that is a constant scalar (Relu6's 0 and 6 as
+       * initializers) keeps its operand (the kernel's parameter) and has
+       * its value too (has_lo / has_hi with a / b >= 0): the Vulkan
+       * printer prints the value, where an operand is a buffer load per
+       * output that lavapipe runs as a loop over its 8 lanes */
+      double cv = 0;
       if (!s && n->n_inputs > 1 && n->inputs[1] >= 0) {
         if (!operand_of(plan, n->inputs[1], shape, rank, e, &op->a)) return false;
-        op->has_lo = false;
+        op->has_lo = pu_const_scalar(g, n->inputs[1], &cv) && !isnan(cv);
+        op->lo = op->has_lo ? (float)cv : op->lo;
       }
       if (!s && n->n_inputs > 2 && n->inputs[2] >= 0) {
         if (!operand_of(plan, n->inputs[2], shape, rank, e, &op->b)) return false;
-        op->has_hi = false;
+        op->has_hi = pu_const_scalar(g, n->inputs[2], &cv) && !isnan(cv);
+        op->hi = op->has_hi ? (float)cv : op->hi;
       }
       /* scalar bounds only */
       for (int32_t q = 0; q < 2; ++q) {

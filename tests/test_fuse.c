@@ -811,6 +811,42 @@ static void test_gpu_view_epilogue(void) {
       CHECK(!c->crop && c->gemm_kernel == slot && c->slot == slot);
       CHECK(c->epi.n_ops == 2 && c->epi.ops[0].op == '+' && c->epi.ops[1].op == 'c');
       CHECK(c->epi.n_operands == 3 && has_role(c, '0') && has_role(c, '2') && has_role(c, 'Y'));
+      /* the constant scalar bounds keep their operands and have their
+       * values too (the Vulkan printer prints those) */
+      const kiln_template_epi_op_t* o = &c->epi.ops[1];
+      CHECK(o->a >= 0 && o->b >= 0 && o->has_lo && o->lo == 0.0f && o->has_hi && o->hi == 0.5f);
+    }
+  }
+  kiln_plan_destroy(p);
+  tg_free(&t);
+}
+
+/* A Clip whose min is a graph input (not a constant) after a 1x1 conv on a
+ * GPU plan (a MaxPool reads it, as above): the template's epilogue reads that bound from its operand
+ * (has_lo false) and still knows the constant max. */
+static void test_gpu_clip_input_bound(void) {
+  tg_t t;
+  tg_init(&t);
+  tg_input(&t, "x", F32, 4, DIMS(1, 16, 8, 8));
+  tg_input(&t, "lo", F32, 0, NULL);
+  tg_const(&t, "w", F32, 4, DIMS(32, 16, 1, 1));
+  tg_scalar(&t, "hi", F32, 6.0);
+  tg_node(&t, "Conv", "pw", 2, NAMES("x", "w"), "c", 0, NULL);
+  tg_node(&t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "r", 0, NULL);
+  kiln_attr_t at[2] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(2, 2)), kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(&t, "MaxPool", "pool", 1, NAMES("r"), "y", 2, at);
+  tg_output(&t, "y");
+  kiln_plan_t* p = gpu_plan(&t);
+  if (p) {
+    int32_t slot = -1;
+    kiln_template_set_t set = {.conv = true};
+    CHECK_OK(kiln_template_choose(p, &set));
+    CHECK(count_kind(p, KILN_TEMPLATE_CONV, &slot) == 1);
+    if (slot >= 0) {
+      const kiln_template_conv_t* c = &p->kernels[slot].tmpl->conv;
+      CHECK(c->epi.n_ops == 1 && c->epi.ops[0].op == 'c');
+      const kiln_template_epi_op_t* o = &c->epi.ops[0];
+      CHECK(o->a >= 0 && !o->has_lo && o->b >= 0 && o->has_hi && o->hi == 6.0f);
     }
   }
   kiln_plan_destroy(p);
@@ -834,5 +870,6 @@ int main(void) {
   RUN(test_templates_depthwise_gemm);
   RUN(test_gpu_view_epilogue);
   RUN(test_concat_slices);
+  RUN(test_gpu_clip_input_bound);
   return kiln_test_finish();
 }
