@@ -26,6 +26,10 @@ uint64_t kiln_tune_cpu_fingerprint(const kiln_gemm_problem_t* p) {
   const int64_t v[] = {p->batch, p->M, p->N, p->K, p->taps, p->k_blocks, p->n_outer, p->l_load, p->l_lload,
                        p->r_packed, p->nr_max, p->lanes, p->regs, p->threads};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) put(&f, v[i]);
+  if (p->dw[0] > 0) { /* the NCHWc depthwise window kernel */
+    put(&f, 'D');
+    for (int i = 0; i < 8; ++i) put(&f, p->dw[i]);
+  }
   if (p->block > 0) { /* the NCHWc conv (the generic GEMMs' fingerprints as before) */
     put(&f, p->block);
     put(&f, p->in_block);
@@ -34,19 +38,28 @@ uint64_t kiln_tune_cpu_fingerprint(const kiln_gemm_problem_t* p) {
 }
 
 const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p) {
-  return p->block > 0 ? KILN_TUNE_CPU_SPACE_NCHWC : KILN_TUNE_CPU_SPACE;
+  return p->dw[0] > 0 ? KILN_TUNE_CPU_SPACE_DW : p->block > 0 ? KILN_TUNE_CPU_SPACE_NCHWC : KILN_TUNE_CPU_SPACE;
 }
 
 /* The NCHWc conv's points have a fifth knob, the N block's KB of weights;
  * tiles_of writes it when knobs->nblock_kb is set (the hook gives it
  * there), knobs_of reads it from a 5-knob point. */
 void kiln_tune_cpu_tiles_of(const kiln_gemm_knobs_t* k, kiln_template_tiles_t* out) {
+  if (k->dw_cols > 0) { /* the depthwise kernel: {cols, rgroups, split} */
+    *out = (kiln_template_tiles_t){3, {(int32_t)k->dw_cols, (int32_t)k->dw_rgroups, k->par + 1}};
+    return;
+  }
   *out = (kiln_template_tiles_t){4, {(int32_t)k->mr, (int32_t)k->nr, (int32_t)k->kc, k->par + 1}};
   if (k->nblock_kb > 0) out->v[out->n++] = (int32_t)k->nblock_kb;
 }
 
 void kiln_tune_cpu_knobs_of(const kiln_template_tiles_t* x, kiln_gemm_knobs_t* out) {
-  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1, x->n >= 5 ? x->v[4] : 0};
+  if (x->n == 3) {
+    *out = (kiln_gemm_knobs_t){0};
+    out->dw_cols = x->v[0], out->dw_rgroups = x->v[1], out->par = x->v[2] - 1;
+    return;
+  }
+  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1, x->n >= 5 ? x->v[4] : 0, 0, 0};
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
@@ -60,6 +73,7 @@ static void space_nchwc(const kiln_gemm_problem_t* p, kiln_template_space_t* out
     if (mrs[i] <= p->M) kiln_template_knob_add(&out->knobs[0], mrs[i]);
   kiln_template_knob_add(&out->knobs[1], p->block);
   if (p->N % (2 * p->block) == 0) kiln_template_knob_add(&out->knobs[1], 2 * p->block);
+  if (p->N % (3 * p->block) == 0) kiln_template_knob_add(&out->knobs[1], 3 * p->block);
   const int64_t C = p->K / (p->taps > 0 ? p->taps : 1);
   if (C > 0 && C <= 65536) kiln_template_knob_add(&out->knobs[2], (int32_t)C);
   for (int64_t kc = p->in_block; p->in_block > 0 && kc < C; kc *= 2)
@@ -68,8 +82,48 @@ static void space_nchwc(const kiln_gemm_problem_t* p, kiln_template_space_t* out
   for (size_t i = 0; i < sizeof kbs / sizeof kbs[0]; ++i) kiln_template_knob_add(&out->knobs[4], kbs[i]);
 }
 
+/* The depthwise window kernel: 1-16 output vectors per register tile (at
+ * most the output columns), 1-8 row groups per plane (at most the output
+ * rows), the threads' split or one thread. */
+static void space_dw(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* d, kiln_template_space_t* out) {
+  out->n_knobs = 3;
+  static const char* names[3] = {"cols", "rgroups", "split"};
+  const int32_t dv[3] = {(int32_t)d->dw_cols, (int32_t)d->dw_rgroups, d->par + 1};
+  for (int i = 0; i < 3; ++i) {
+    out->knobs[i].name = names[i];
+    kiln_template_knob_add(&out->knobs[i], dv[i]);
+  }
+  static const int32_t cols[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
+  for (size_t i = 0; i < sizeof cols / sizeof cols[0]; ++i)
+    if (cols[i] <= p->N) kiln_template_knob_add(&out->knobs[0], cols[i]);
+  static const int32_t rgs[] = {1, 2, 3, 4, 6, 8};
+  for (size_t i = 0; i < sizeof rgs / sizeof rgs[0]; ++i)
+    if (rgs[i] <= p->M) kiln_template_knob_add(&out->knobs[1], rgs[i]);
+  kiln_template_knob_add(&out->knobs[2], KILN_GEMM_PAR_AUTO + 1);
+  if (p->threads > 1) kiln_template_knob_add(&out->knobs[2], KILN_GEMM_PAR_NONE + 1);
+}
+
+static const char* check_dw(const kiln_gemm_problem_t* p, const kiln_template_tiles_t* x) {
+  if (x->n != 3) return "a CPU depthwise point has 3 knobs";
+  const int64_t L = p->lanes > 0 ? p->lanes : 8, regs = p->regs > 0 ? p->regs : 16;
+  const int64_t cols = x->v[0], rg = x->v[1], split = x->v[2] - 1;
+  if (cols < 1 || cols > 16 || cols > (p->N > 0 ? p->N : 1)) return "cols outside 1..16 and the output columns";
+  /* the tile's accumulators, a weight vector and an input vector */
+  const int64_t vecs = cdiv(p->block > 0 ? p->block : L, L);
+  if (cols * vecs + 2 * vecs > regs) return "the accumulators do not fit the vector registers";
+  if (rg < 1 || rg > 8 || rg > (p->M > 0 ? p->M : 1)) return "rgroups outside 1..8 and the output rows";
+  if (split != KILN_GEMM_PAR_AUTO && split != KILN_GEMM_PAR_NONE) return "split neither the threads' (1) nor one thread (2)";
+  if (split == KILN_GEMM_PAR_NONE && p->threads <= 1) return "one thread forced with one thread";
+  return NULL;
+}
+
 void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* d, kiln_template_space_t* out) {
   memset(out, 0, sizeof *out);
+  if (p->dw[0] > 0) {
+    out->version = KILN_TUNE_CPU_SPACE_DW;
+    space_dw(p, d, out);
+    return;
+  }
   out->version = kiln_tune_cpu_space_name(p);
   out->n_knobs = p->block > 0 ? 5 : 4;
   kiln_template_tiles_t dt;
@@ -102,6 +156,7 @@ void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* 
 }
 
 const char* kiln_tune_cpu_check(const kiln_gemm_problem_t* p, const kiln_template_tiles_t* x) {
+  if (p->dw[0] > 0) return check_dw(p, x);
   if (p->block > 0 && x->n != 5) return "a CPU NCHWc conv point has 5 knobs";
   if (p->block <= 0 && x->n != 4) return "a CPU GEMM point has 4 knobs";
   kiln_gemm_knobs_t k;
@@ -111,8 +166,8 @@ const char* kiln_tune_cpu_check(const kiln_gemm_problem_t* p, const kiln_templat
   const int64_t nmax = p->nr_max > 0 && p->nr_max < p->N ? p->nr_max : p->N;
   if (k.mr < 1 || k.mr > (p->M > 0 ? p->M : 1)) return "mr outside 1..M";
   if (p->block > 0) { /* what lower_nn_conv_blocked.c's kernel takes */
-    if (k.nr != p->block && (k.nr != 2 * p->block || p->N % (2 * p->block)))
-      return "nr neither one channel block nor two that divide the output channels";
+    if (k.nr != p->block && ((k.nr != 2 * p->block && k.nr != 3 * p->block) || p->N % k.nr))
+      return "nr neither one channel block nor two or three that divide the output channels";
     if (k.kc < 1 || k.kc > KO || KO % k.kc || (k.kc != KO && (p->in_block <= 0 || k.kc % p->in_block)))
       return "kc neither all input channels nor a multiple of the input's block dividing them";
     if (k.nblock_kb < 16 || k.nblock_kb > 16384) return "nblock_kb outside 16..16384";
@@ -271,8 +326,12 @@ kiln_status_t kiln_tune_cpu_mark_program(const kiln_graph_t* g, const kiln_tune_
     if (!e->has_point) continue;
     char tiles[128], text[256];
     kiln_tune_tiles_format(&e->point, tiles, sizeof tiles);
-    snprintf(text, sizeof text, "cpu %s %s (mr,nr,kc,split%s), %016llx", e->problem.block > 0 ? "nchwc conv" : "gemm",
-             tiles, e->problem.block > 0 ? ",nblock_kb" : "", (unsigned long long)e->fingerprint);
+    if (e->problem.dw[0] > 0)
+      snprintf(text, sizeof text, "cpu nchwc depthwise %s (cols,rgroups,split), %016llx", tiles,
+               (unsigned long long)e->fingerprint);
+    else
+      snprintf(text, sizeof text, "cpu %s %s (mr,nr,kc,split%s), %016llx", e->problem.block > 0 ? "nchwc conv" : "gemm",
+               tiles, e->problem.block > 0 ? ",nblock_kb" : "", (unsigned long long)e->fingerprint);
     for (int32_t n = 0; n < e->n_nodes; ++n) {
       const int32_t node = e->nodes[n];
       if (node < 0 || node >= g->n_nodes) continue;

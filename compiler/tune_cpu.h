@@ -40,6 +40,14 @@ extern "C" {
  * candidate. Valid: the registers as above, nr two blocks only where they
  * divide the output channels, kc dividing C. */
 #define KILN_TUNE_CPU_SPACE_NCHWC "cpu.conv_nchwc.1"
+/* The NCHWc depthwise conv's direct window kernel (problem dw[0] > 0),
+ * tiles {cols, rgroups, split}: cols 1-16 output vectors of a row per
+ * register tile of the interior, rgroups 1-8 row groups per (image,
+ * channel block) plane (more parallel pieces), split 1 the threads over
+ * planes and row groups, 2 one thread; the lowering's point always a
+ * candidate. Valid: the tile's accumulators, a weight and an input vector
+ * fit the registers; cols <= the output columns, rgroups <= the rows. */
+#define KILN_TUNE_CPU_SPACE_DW "cpu.dw_nchwc.1"
 
 /* The space a problem's records are under (KILN_TUNE_CPU_SPACE or _NCHWC). */
 const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p);

@@ -238,6 +238,10 @@ static kiln_status_t set_tiles(tuner_t* t, bool best) {
   return kiln_template_weights_lay_out(t->plan);
 }
 
+/* A point's time over its default's below which it may lead its kernel
+ * (alone) and stay in the model (the closing pairs). */
+#define KILN_TUNE_KEEP_RATIO 0.97
+
 static double median(double* v, int32_t n) { return kiln_tune_median(v, n); }
 
 /* One run of |ses|: its wall time into wall[r], the process's CPU time
@@ -565,7 +569,7 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
     fprintf(t->o->log, "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s\n",
             g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s);
   }
-  if (q < g->q_best && q < 0.97) {
+  if (q < g->q_best && q < KILN_TUNE_KEEP_RATIO) {
     g->q_best = q;
     g->best = g->cand;
     g->best_s = g->point_s;
@@ -817,7 +821,12 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     if (!tiles_eq(&g->best, &g->dflt)) {
       g->t_default = def[gi];
       g->t_best = times[gi];
-      if (times[gi] >= def[gi]) {
+      /* kept only at least 3% faster in the model too, as alone: a point
+       * about even there (the kernel's stamps in the closing pairs move
+       * by a few percent run to run) came out slower as often as faster
+       * in separately compiled modules (OpenCL MobileNetV2: 8 of 18 kept
+       * by "faster at all" were slower in bench/tune.py's re-measurement) */
+      if (times[gi] >= KILN_TUNE_KEEP_RATIO * def[gi]) {
         sum->reverted++;
         g->best = g->dflt;
       }

@@ -63,6 +63,11 @@ typedef struct kiln_gemm_knobs_s {
    * weights an N block holds while every position sweeps them (0 there:
    * its default, 256) */
   int64_t nblock_kb;
+  /* The NCHWc depthwise conv (problem dw[0] > 0) only: output columns
+   * (vectors) per register tile of the interior rows and row groups per
+   * (image, channel block) plane; |par| NONE runs it on one thread, AUTO
+   * splits the planes and row groups (0 elsewhere) */
+  int64_t dw_cols, dw_rgroups;
 } kiln_gemm_knobs_t;
 
 /* What the GEMM computes, as far as its tiles care. */
@@ -78,6 +83,12 @@ typedef struct kiln_gemm_problem_s {
    * multiple of in_block dividing K / taps), nr is one or two blocks, and
    * nblock_kb is a knob; 0: the generic GEMM (nn_gemm_tiles) */
   int32_t block, in_block;
+  /* dw[0] > 0: the NCHWc depthwise conv's direct window kernel
+   * (lowering/lower_nn_conv_blocked.c), not a GEMM: its kernel height and
+   * width, strides, begin pads and dilations {kh, kw, sh, sw, ph, pw, dh,
+   * dwd}; M counts output rows, N output columns, K channels, batch images,
+   * block the channel block; the knobs are dw_cols, dw_rgroups and par */
+  int64_t dw[8];
 } kiln_gemm_problem_t;
 
 /* Called for every GEMM a CPU plan lowers, |k| holding the heuristic's

@@ -295,11 +295,11 @@ static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes
   if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->plan || !ctx->plan->gemm_hook) return;
   kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, g->M, g->N, g->K, bc->T, true,
                            false, false, true, true, g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads,
-                           (int32_t)bc->c, (int32_t)bc->xb};
-  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb};
+                           (int32_t)bc->c, (int32_t)bc->xb, {0}};
+  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb, 0, 0};
   ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
   if (k.mr >= 1 && k.mr <= g->M) g->mr = k.mr;
-  if (k.nr == bc->c || (k.nr == 2 * bc->c && g->N % (2 * bc->c) == 0)) g->nr = k.nr;
+  if (k.nr == bc->c || ((k.nr == 2 * bc->c || k.nr == 3 * bc->c) && g->N % k.nr == 0)) g->nr = k.nr;
   if (k.kc >= 1 && k.kc <= bc->C && bc->C % k.kc == 0 && (k.kc == bc->C || (bc->xb > 0 && k.kc % bc->xb == 0)))
     g->kc = bc->kc = k.kc;
   if (k.par >= KILN_GEMM_PAR_AUTO && k.par <= KILN_GEMM_PAR_N) g->par = k.par;
@@ -424,6 +424,10 @@ typedef struct bdw_s {
   const tir_buffer_t *w, *bias; /* depthwise: [CB][T][c], [CB][c] */
   const tir_expr_t *n, *cb, *oh, *ow;
   bool rows_guarded, cols_guarded;
+  /* depthwise: output vectors per register tile (BDW_OW; 0: pools, no
+   * tiles), row groups per plane (0: win_row_groups'), one thread */
+  int64_t cols, rgroups;
+  bool serial;
 } bdw_t;
 
 static const tir_expr_t* and_or(tir_ctx_t* t, tir_binop_t op, const tir_expr_t* a, const tir_expr_t* b) {
@@ -500,7 +504,7 @@ static const tir_stmt_t* bdw_cols(nn_kb_t* kb, bdw_t* d, int64_t o0, int64_t len
 static const tir_stmt_t* bdw_cols_tiled(nn_kb_t* kb, bdw_t* d, int64_t o0, int64_t nb) {
   const bc_t* bc = d->bc;
   tir_ctx_t* t = kb->t;
-  const int64_t B = BDW_OW, c = bc->c, len = B * c;
+  const int64_t B = d->cols, c = bc->c, len = B * c;
   const tir_buffer_t* acc = tir_buffer(t, "dwacc", KILN_DTYPE_F32, 1, &len, TIR_SCOPE_PRIVATE);
   tir_var_t* vb = nn_var(kb, "owb");
   const tir_expr_t* ow0 = nn_addc(kb, nn_mulc(kb, nn_v(kb, vb), B), o0);
@@ -567,10 +571,10 @@ static const tir_stmt_t* win_rows(nn_kb_t* kb, bdw_t* d, int64_t r0, int64_t r1)
     for (int sw = 0; sw < 3; ++sw) {
       d->cols_guarded = sw != 1;
       int64_t w0 = segw[sw], nw = segw[sw + 1] - segw[sw];
-      if (d->kind == WIN_DEPTHWISE && sh == 1 && sw == 1 && nw >= BDW_OW) {
-        const int64_t nb = nw / BDW_OW;
+      if (d->kind == WIN_DEPTHWISE && d->cols > 0 && sh == 1 && sw == 1 && nw >= d->cols) {
+        const int64_t nb = nw / d->cols;
         row = tir_seq2(kb->t, row, bdw_cols_tiled(kb, d, w0, nb));
-        w0 += nb * BDW_OW, nw -= nb * BDW_OW;
+        w0 += nb * d->cols, nw -= nb * d->cols;
       }
       row = tir_seq2(kb->t, row, bdw_cols(kb, d, w0, nw));
     }
@@ -584,7 +588,7 @@ static const tir_stmt_t* win_rows(nn_kb_t* kb, bdw_t* d, int64_t r0, int64_t r1)
 static kiln_status_t win_emit(nn_kb_t* kb, bdw_t* d) {
   const bc_t* bc = d->bc;
   const int64_t CB = (bc->C + bc->c - 1) / bc->c, H = bc->ah.out;
-  const int64_t R = win_row_groups(kb->ctx, bc->N * CB, H);
+  const int64_t R = d->rgroups > 0 && d->rgroups <= H ? d->rgroups : win_row_groups(kb->ctx, bc->N * CB, H);
   tir_var_t* vnc = nn_var(kb, "ncb");
   const tir_expr_t* plane = R > 1 ? nn_divc(kb, nn_v(kb, vnc), R) : nn_v(kb, vnc);
   d->n = nn_divc(kb, plane, CB);
@@ -596,8 +600,33 @@ static kiln_status_t win_emit(nn_kb_t* kb, bdw_t* d) {
                  : tir_if(kb->t, tir_bin(kb->t, TIR_EQ, nn_modc(kb, nn_v(kb, vnc), R), nn_i(kb, g)), rows, body);
   }
   body = nn_for(kb, vnc, bc->N * CB * R, body);
-  if (bc->N * CB * R > 1) nn_parallel(kb, vnc);
+  if (bc->N * CB * R > 1 && !d->serial) nn_parallel(kb, vnc);
   return nn_emit(kb, body);
+}
+
+/* A tuner's knobs for the depthwise window kernel (the plan's gemm hook,
+ * CPU plans only, as bc_hook; problem dw[0] > 0): output vectors per
+ * register tile, row groups per plane, one thread or the threads' split.
+ * A point this kernel cannot take keeps the default. */
+static void bdw_hook(kiln_lower_ctx_t* ctx, bdw_t* d) {
+  if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->plan || !ctx->plan->gemm_hook) return;
+  const bc_t* bc = d->bc;
+  int64_t lanes, regs;
+  nn_simd(ctx, &lanes, &regs);
+  kiln_gemm_problem_t p;
+  memset(&p, 0, sizeof p);
+  p.op = ctx->node ? ctx->node->op_type : "";
+  p.batch = bc->N, p.M = bc->ah.out, p.N = bc->aw.out, p.K = bc->C, p.taps = bc->T;
+  p.lanes = (int32_t)lanes, p.regs = (int32_t)regs, p.threads = ctx->threads;
+  p.block = p.in_block = bc->c;
+  const int64_t geo[8] = {bc->ah.k, bc->aw.k, bc->ah.s, bc->aw.s, bc->ah.p, bc->aw.p, bc->ah.d, bc->aw.d};
+  memcpy(p.dw, geo, sizeof geo);
+  kiln_gemm_knobs_t k = {0};
+  k.dw_cols = d->cols, k.dw_rgroups = d->rgroups, k.par = KILN_GEMM_PAR_AUTO;
+  ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
+  if (k.dw_cols >= 1 && k.dw_cols <= 32) d->cols = k.dw_cols;
+  if (k.dw_rgroups >= 1 && k.dw_rgroups <= bc->ah.out) d->rgroups = k.dw_rgroups;
+  d->serial = k.par == KILN_GEMM_PAR_NONE;
 }
 
 static kiln_status_t conv_depthwise_blocked(nn_kb_t* kb, bc_t* bc) {
@@ -613,7 +642,9 @@ static kiln_status_t conv_depthwise_blocked(nn_kb_t* kb, bc_t* bc) {
       for (int64_t tap = 0; tap < T; ++tap) wp[((ch / c) * T + tap) * c + ch % c] = wval[ch * T + tap];
   free(wval);
   KILN_RETURN_IF_ERROR(s);
-  bdw_t d = {.bc = bc, .kind = WIN_DEPTHWISE};
+  bdw_t d = {.bc = bc, .kind = WIN_DEPTHWISE, .cols = BDW_OW};
+  d.rgroups = win_row_groups(ctx, bc->N * CB, bc->ah.out);
+  bdw_hook(ctx, &d);
   int64_t ws[3] = {CB, T, c};
   KILN_RETURN_IF_ERROR(nn_const_f32(ctx, "wdw_blk", 3, ws, wp, &d.w));
   const int64_t bs[2] = {CB, c};
