@@ -3,6 +3,7 @@
 
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
@@ -48,6 +49,10 @@ static void human(double v, char* buf, size_t n) {
   else if (v >= 1e6) snprintf(buf, n, "%.2f MB", v / 1e6);
   else if (v >= 1e3) snprintf(buf, n, "%.1f KB", v / 1e3);
   else snprintf(buf, n, "%.0f B", v);
+}
+
+FILE* kiln_cli_progress_file(bool forced, bool quiet) {
+  return !quiet && (forced || isatty(fileno(stderr))) ? stderr : NULL;
 }
 
 kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,

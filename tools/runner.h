@@ -41,6 +41,10 @@ int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, cons
  * error. Targets without device code: nothing. The build's progress line
  * goes to |progress| (NULL: quiet). */
 #define KILN_CLI_NO_DEVICE (-2)
+/* Where a device build's progress line goes: nowhere with |quiet|, else
+ * stderr when |forced| (--progress) or when stderr is a terminal. */
+FILE* kiln_cli_progress_file(bool forced, bool quiet);
+
 kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
                                       FILE* progress);
 

@@ -26,6 +26,7 @@
 #include <vulkan/vulkan.h>
 
 #include "runtime/device_registry.h"
+#include "runtime/progress.h"
 #include "runtime/vulkan/vulkan_texel.h"
 
 #define STAGING_MAX (64ull << 20)
@@ -1136,6 +1137,8 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     return vkfail(d, r, "vkCreatePipelineCache");
   }
   st->loaded_bytes = init_len;
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, o ? o->progress : NULL, d->props.deviceName, e->n, "building");
   for (int32_t i = 0; !s && i < e->n; ++i) {
     vk_kernel_t* k = &e->k[i];
     /* Identical binaries with the same parameter count share a pipeline. */
@@ -1150,6 +1153,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
       vk_kernel_t* src = &e->k[k->owner];
       k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
       k->texel = src->texel, k->stexel = src->stexel; /* the layout's texel bindings */
+      kiln_progress_step(&pr, "pipelines built");
       continue;
     }
     bool hit = false;
@@ -1157,8 +1161,10 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if (!s) {
       ++st->pipelines;
       st->cache_hits += hit;
+      kiln_progress_step(&pr, "pipelines built");
     }
   }
+  kiln_progress_end(&pr);
   st->seconds = now_s() - t0;
   if (!s && cache_on) st->saved_bytes = cache_save(d, pc, &cache, name);
   vkDestroyPipelineCache(d->dev, pc, NULL);
