@@ -51,8 +51,3 @@ void kiln_progress_step(kiln_progress_t* p, const char* phase) {
   ++p->done;
   show(p, phase, false);
 }
-
-void kiln_progress_end(kiln_progress_t* p) {
-  if (p->f && p->open) fputc('\n', p->f);
-  p->open = false;
-}

@@ -30,7 +30,10 @@ void kiln_progress_start(kiln_progress_t* p, FILE* f, const char* device, int32_
 void kiln_progress_step(kiln_progress_t* p, const char* phase);
 /* Ends an unfinished terminal line (a build that stopped early), so what
  * is printed next starts on a line of its own. */
-void kiln_progress_end(kiln_progress_t* p);
+static inline void kiln_progress_end(kiln_progress_t* p) {
+  if (p->f && p->open) fputc('\n', p->f);
+  p->open = false;
+}
 /* The line's text (no carriage return or newline) into |buf|; the ETA is
  * the elapsed time per step times the steps left. Returns snprintf's. */
 int kiln_progress_format(char* buf, size_t n, const char* device, const char* phase, int32_t done,

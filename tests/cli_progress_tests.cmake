@@ -47,3 +47,22 @@ if(KILN_SCRIPT_EXE)
                          ENVIRONMENT "KILN_CACHE_DIR=${W}/progress-${mode}")
   endforeach()
 endif()
+
+# On a device backed by the host's CPU (PoCL, lavapipe) the driver compiles
+# each kernel at its first launch: with the line on, `kiln run` launches
+# every kernel once before the first run and counts them; the run then
+# matches the reference interpreter as without it.
+foreach(t opencl vulkan)
+  if(t IN_LIST KILN_TARGETS_BUILT)
+    kiln_cli_test(run_progress_first_launches_${t} CLEAN ${W}/progress-first-${t}
+                  CHECK "STDERR_MATCHES=first launches, 0/[0-9]+ steps"
+                        "STDERR_MATCHES=kernels compiled, ([0-9]+)/[0-9]+ steps, [0-9.]+ s, ETA 0.0 s\n"
+                        "STDOUT_HAS=vs reference interpreter: match"
+                  ARGS run ${M} --target ${t} --strict --progress --check-ref)
+    kiln_progress_cache(run_progress_first_launches_${t} ${W}/progress-first-${t})
+    set_property(TEST cli_run_progress_first_launches_${t} APPEND PROPERTY LABELS target=${t})
+    if(KILN_SANITIZE AND t STREQUAL "vulkan") # lavapipe's leak (test_dyn_seq_gpu)
+      set_property(TEST cli_run_progress_first_launches_${t} APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
+    endif()
+  endif()
+endforeach()

@@ -827,6 +827,7 @@ static int cmd_run(int argc, char** argv) {
     so.dump_dir = dump_dir;
     so.build_progress = kiln_cli_progress_file(progress, quiet);
     if (!R.staged && (s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
+    if (R.session && (s = kiln_cli_first_launches(R.session, so.build_progress))) goto done;
   }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;

@@ -1,6 +1,7 @@
 /* Compile-and-run plumbing for the kiln command line (see runner.h). */
 #include "tools/runner.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "runtime/device_registry.h"
+#include "runtime/progress.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -49,6 +51,38 @@ static void human(double v, char* buf, size_t n) {
   else if (v >= 1e6) snprintf(buf, n, "%.2f MB", v / 1e6);
   else if (v >= 1e3) snprintf(buf, n, "%.1f KB", v / 1e3);
   else snprintf(buf, n, "%.0f B", v);
+}
+
+kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress) {
+  if (!progress || !s || !s->exe || !s->slots || s->n_slots < 1 || !s->dev->info.cpu_backed ||
+      !strcmp(kiln_device_api(s->dev), "cpu"))
+    return NULL;
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  int32_t max_args = 1;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    if (p->kernels[k].n_args > max_args) max_args = p->kernels[k].n_args;
+  kiln_device_buffer_t** args = calloc((size_t)max_args, sizeof *args);
+  if (!args) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, progress, kiln_device_name(d), p->n_kernels, "first launches");
+  kiln_status_t st = NULL;
+  for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
+    kiln_device_cmd_t* c = NULL;
+    st = d->vt->cmd_create(d, s->exe, 0, &c);
+    if (!st && p->n_dims && d->vt->cmd_dim) st = d->vt->cmd_dim(d, c, s->mp_n);
+    kiln_session_kernel_args(s, &s->slots[0], k, args);
+    if (!st) st = d->vt->cmd_dispatch(d, c, k, args, p->kernels[k].n_args);
+    if (!st) st = d->vt->cmd_end(d, c);
+    if (!st) st = d->vt->submit(d, c);
+    if (!st) st = d->vt->wait(d, c);
+    if (c && d->vt->cmd_destroy) d->vt->cmd_destroy(d, c);
+    if (st) st = kiln_status_annotate(st, "launching kernel '%s' once", p->kernels[k].name);
+    else kiln_progress_step(&pr, "kernels compiled");
+  }
+  kiln_progress_end(&pr);
+  free(args);
+  return st;
 }
 
 FILE* kiln_cli_progress_file(bool forced, bool quiet) {
