@@ -64,14 +64,24 @@ kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress) {
     if (p->kernels[k].n_args > max_args) max_args = p->kernels[k].n_args;
   kiln_device_buffer_t** args = calloc((size_t)max_args, sizeof *args);
   if (!args) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  /* zeros in the arena, as the OpenCL embed's launches use: indices 0, no
+   * reads outside a buffer whatever the arena held before */
+  kiln_session_slot_t* sl = &s->slots[0];
+  enum { CHUNK = 1 << 20 };
+  void* zeros = calloc(1, CHUNK);
+  kiln_status_t st = zeros ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (uint64_t off = 0; !st && off < sl->arena_bytes; off += CHUNK) {
+    const uint64_t n = sl->arena_bytes - off < CHUNK ? sl->arena_bytes - off : CHUNK;
+    st = d->vt->buffer_write(d, sl->arena, off, zeros, n);
+  }
+  free(zeros);
   kiln_progress_t pr;
-  kiln_progress_start(&pr, progress, kiln_device_name(d), p->n_kernels, "first launches");
-  kiln_status_t st = NULL;
+  kiln_progress_start(&pr, st ? NULL : progress, kiln_device_name(d), p->n_kernels, "first launches");
   for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
     kiln_device_cmd_t* c = NULL;
     st = d->vt->cmd_create(d, s->exe, 0, &c);
     if (!st && p->n_dims && d->vt->cmd_dim) st = d->vt->cmd_dim(d, c, s->mp_n);
-    kiln_session_kernel_args(s, &s->slots[0], k, args);
+    kiln_session_kernel_args(s, sl, k, args);
     if (!st) st = d->vt->cmd_dispatch(d, c, k, args, p->kernels[k].n_args);
     if (!st) st = d->vt->cmd_end(d, c);
     if (!st) st = d->vt->submit(d, c);

@@ -48,7 +48,7 @@ int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, cons
  * a device (one backed by the host's CPU), this launches every kernel of
  * |s| once, one at a time on slot 0's buffers, and counts them on the
  * progress line; the first run then finds them compiled. The launches
- * compute on whatever the arena holds (a run overwrites it). NULL
+ * compute on a zeroed arena (a run overwrites it). NULL
  * |progress|, the CPU device or a split session: nothing. */
 kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress);
 
