@@ -23,8 +23,9 @@ static void show(kiln_progress_t* p, const char* phase, bool force) {
   const double t = now_s();
   const bool end = p->done >= p->total;
   const int32_t tenth = (int32_t)((int64_t)p->done * 10 / p->total);
-  if (!force && (p->tty ? (t - p->last < 0.1 && !end) : (tenth == p->last_tenth && !end))) return;
-  p->last = t;
+  /* a terminal gets every step: a step skipped for being soon after the
+   * last one would leave the line behind while the next one takes minutes */
+  if (!force && !p->tty && tenth == p->last_tenth && !end) return;
   p->last_tenth = tenth;
   char line[256];
   kiln_progress_format(line, sizeof line, p->device, phase, p->done, p->total, t - p->t0);
@@ -38,7 +39,7 @@ void kiln_progress_start(kiln_progress_t* p, FILE* f, const char* device, int32_
   p->f = f;
   p->tty = f && isatty(fileno(f));
   p->device = device ? device : "?";
-  p->t0 = p->last = now_s();
+  p->t0 = now_s();
   p->done = 0;
   p->total = total > 0 ? total : 1;
   p->last_tenth = -1;

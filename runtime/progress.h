@@ -1,8 +1,9 @@
 /* The progress line of a model's build: the devices report each step of
  * building a program's code (the CPU's compiler parts, OpenCL's program and
  * kernels, Vulkan's pipelines) as "building for DEV: PHASE, k/n steps,
- * elapsed, ETA". On a terminal the line is rewritten in place (at most ten
- * times a second) and ends with a newline after the last step; elsewhere
+ * elapsed, ETA". On a terminal the line is rewritten in place at every
+ * step (a model has at most a few thousand) and ends with a newline after
+ * the last one; elsewhere
  * (logs, ctest) a line per tenth of the work. A NULL file: quiet. Used by
  * `kiln compile` (OpenCL binaries) and by sessions whose options ask for it
  * (`kiln run` on a terminal). */
@@ -18,7 +19,7 @@ typedef struct kiln_progress_s {
   FILE* f;            /* NULL: every call is a no-op */
   bool tty;           /* rewrite one line in place */
   const char* device; /* the name in the line (kept, not copied) */
-  double t0, last;
+  double t0;
   int32_t done, total, last_tenth;
   bool open; /* a terminal line without its newline yet */
 } kiln_progress_t;
