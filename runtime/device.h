@@ -29,6 +29,7 @@
 #define KILN_RUNTIME_DEVICE_H_
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "runtime/program.h"
 
@@ -108,6 +109,8 @@ typedef struct kiln_device_build_options_s {
   const char* cache_dir;  /* the code cache folder (runtime/code_cache.h; NULL: the default, "": off) */
   const char* dump_dir;   /* write generated source here when set */
   int32_t threads;        /* CPU: worker threads, 0 = all cores */
+  /* The build's progress line (runtime/progress.h) goes here; NULL: quiet. */
+  FILE* progress;
 } kiln_device_build_options_t;
 
 /* Which vtable slot a call is; used by the fault wrapper and its tests. */

@@ -218,6 +218,38 @@ static kiln_status_t slot_at(kiln_session_t* s, kiln_session_slot_t* sl, int32_t
   return NULL;
 }
 
+/* The device buffers of kernel |k|'s arguments in slot |sl| (|args|: one
+ * per argument). */
+void kiln_session_kernel_args(const kiln_session_t* s, const kiln_session_slot_t* sl, int32_t k,
+                              kiln_device_buffer_t** args) {
+  const kiln_program_t* p = s->p;
+  const kiln_program_kernel_t* kk = &p->kernels[k];
+  for (int32_t j = 0; j < kk->n_args; ++j) {
+    int32_t b = kk->args[j];
+    int32_t r = kiln_program_root(p, b);
+    args[j] = p->buffers[r].kind == KILN_PB_CONST ? s->weight_views[r]
+              : sl->views[b]                      ? sl->views[b]
+                                                  : sl->arena; /* empty buffer */
+    if (!args[j]) args[j] = sl->arena;
+  }
+  /* Arguments at one arena offset (an in-place pair, a view and its root)
+   * get one view object, the widest (ties: the first): OpenCL leaves a
+   * kernel that writes through one of two overlapping sub-buffers
+   * undefined. */
+  for (int32_t j = 0; j < kk->n_args; ++j) {
+    uint64_t oj = s->mp.offsets[kk->args[j]];
+    int32_t best = j;
+    if (oj == UINT64_MAX || args[j] == sl->arena) continue;
+    for (int32_t i = 0; i < kk->n_args; ++i) {
+      uint64_t bi = kiln_program_bytes_at(p, kk->args[i], s->mp_n),
+               bb = kiln_program_bytes_at(p, kk->args[best], s->mp_n);
+      if (s->mp.offsets[kk->args[i]] == oj && sl->views[kk->args[i]] && (bi > bb || (bi == bb && i < best)))
+        best = i;
+    }
+    args[j] = sl->views[kk->args[best]];
+  }
+}
+
 static kiln_status_t record_slot(kiln_session_t* s, kiln_session_slot_t* sl) {
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
@@ -242,30 +274,7 @@ static kiln_status_t record_slot(kiln_session_t* s, kiln_session_slot_t* sl) {
   kiln_status_t st = NULL;
   for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
     const kiln_program_kernel_t* kk = &p->kernels[k];
-    for (int32_t j = 0; j < kk->n_args; ++j) {
-      int32_t b = kk->args[j];
-      int32_t r = kiln_program_root(p, b);
-      args[j] = p->buffers[r].kind == KILN_PB_CONST ? s->weight_views[r]
-                : sl->views[b]                      ? sl->views[b]
-                                                    : sl->arena; /* empty buffer */
-      if (!args[j]) args[j] = sl->arena;
-    }
-    /* Arguments at one arena offset (an in-place pair, a view and its root)
-     * get one view object, the widest (ties: the first): OpenCL leaves a
-     * kernel that writes through one of two overlapping sub-buffers
-     * undefined. */
-    for (int32_t j = 0; j < kk->n_args; ++j) {
-      uint64_t oj = s->mp.offsets[kk->args[j]];
-      int32_t best = j;
-      if (oj == UINT64_MAX || args[j] == sl->arena) continue;
-      for (int32_t i = 0; i < kk->n_args; ++i) {
-        uint64_t bi = kiln_program_bytes_at(p, kk->args[i], s->mp_n),
-                 bb = kiln_program_bytes_at(p, kk->args[best], s->mp_n);
-        if (s->mp.offsets[kk->args[i]] == oj && sl->views[kk->args[i]] && (bi > bb || (bi == bb && i < best)))
-          best = i;
-      }
-      args[j] = sl->views[kk->args[best]];
-    }
+    kiln_session_kernel_args(s, sl, k, args);
     if (s->barrier_before[k]) st = d->vt->cmd_barrier(d, sl->cmd);
     if (!st && nts) st = d->vt->cmd_timestamp(d, sl->cmd, 2 * k);
     if (!st) st = d->vt->cmd_dispatch(d, sl->cmd, k, args, kk->n_args);
@@ -393,7 +402,7 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
     *out_session = s;
     return NULL;
   }
-  kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads};
+  kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads, s->opts.build_progress};
   kiln_status_t st = device->vt->executable_create(device, p, &bo, &s->exe);
   s->dims_buffer = -1;
   for (int32_t i = 0; i < p->n_buffers; ++i)

@@ -110,6 +110,10 @@ KILN_MUST_USE kiln_status_t kiln_done_runs_take(const kiln_session_t* s, kiln_do
  * name the model and the segment; kiln_session_destroy cleans up. */
 KILN_MUST_USE kiln_status_t kiln_hetero_session_create(kiln_session_t* s);
 void kiln_hetero_destroy(kiln_session_t* s);
+/* The device buffers of kernel |k|'s arguments in slot |sl|, as its
+ * command buffer binds them (one per argument into |args|). */
+void kiln_session_kernel_args(const kiln_session_t* s, const kiln_session_slot_t* sl, int32_t k,
+                              kiln_device_buffer_t** args);
 KILN_MUST_USE kiln_status_t kiln_hetero_enqueue(kiln_session_t* s, const kiln_array_t* inputs, uint64_t* out_run);
 KILN_MUST_USE kiln_status_t kiln_hetero_wait(kiln_session_t* s, uint64_t run, kiln_array_t* outputs);
 void kiln_hetero_memory(const kiln_session_t* s, kiln_session_memory_t* out);

@@ -547,3 +547,4 @@ kiln_cli_test(quantize_missing_folder RC 1
   CHECK "STDERR_HAS=${W}/no_such_calibration: the calibration folder does not exist"
   ARGS quantize ${M} --calibrate ${W}/no_such_calibration -o ${W}/q.onnx)
 include(${CMAKE_CURRENT_LIST_DIR}/cli_batcher_tests.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/cli_progress_tests.cmake)

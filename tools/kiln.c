@@ -302,7 +302,12 @@ static const char* run_help =
     "                          least half their blocks are zero (auto, the default), always, never\n"
     "  --check-ref             also run the reference interpreter on the same inputs and\n"
     "                          compare every output with it (--rtol/--atol, default 1e-2 /\n"
-    "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n";
+    "                          1e-3 with --precision fp16|auto); exit 3 on a mismatch\n"
+    "  --progress              the progress line of the device build (the C compiler's parts,\n"
+    "                          OpenCL's program and kernels, Vulkan's pipelines) on stderr even\n"
+    "                          when it is not a terminal (a line per tenth of the work); on a\n"
+    "                          terminal it is shown unless --quiet\n"
+    "  --quiet                 no progress line\n";
 
 typedef struct {
   double* t;
@@ -554,6 +559,7 @@ static int cmd_run(int argc, char** argv) {
   bool profile = false;
   bool check_ref = false;
   bool strict = false;
+  bool progress = false, quiet = false;
   int opt = 1, layout = 0, sparse = KILN_SPARSE_AUTO;
   char names[256]; /* the registry's target names, for help and errors */
   for (int i = 0; i < argc; ++i) {
@@ -612,6 +618,10 @@ static int cmd_run(int argc, char** argv) {
       check_ref = true;
     } else if (!strcmp(a, "--strict")) {
       strict = true;
+    } else if (!strcmp(a, "--progress")) {
+      progress = true;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = true;
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       opt = a[2] - '0';
     } else if (!strcmp(a, "--layout") && has) {
@@ -815,7 +825,9 @@ static int cmd_run(int argc, char** argv) {
     so.profile = profile;
     so.threads = threads;
     so.dump_dir = dump_dir;
+    so.build_progress = kiln_cli_progress_file(progress, quiet);
     if (!R.staged && (s = kiln_cli_session(R.module, R.dev, &so, &R.session))) goto done;
+    if (R.session && (s = kiln_cli_first_launches(R.session, so.build_progress))) goto done;
   }
   double t0 = now_s();
   if ((s = runner_run(&R, in, out))) goto done;
@@ -1007,7 +1019,9 @@ static const char* compile_help =
     "                     it cannot be had); a load on the same device, driver and kiln version\n"
     "                     uses it instead of building, others build the source. none: source only\n"
     "  --progress         the device build's progress line on stderr even when it is not a\n"
-    "                     terminal (one line per tenth of the work); on a terminal it is always shown\n"
+    "                     terminal (one line per tenth of the work); on a terminal it is shown\n"
+    "                     unless --quiet\n"
+    "  --quiet            no progress line\n"
     "  --cpu-target LIST  with -t cpu -o: also compile the C to machine code for these ISA\n"
     "                     levels (comma-separated: x86-64-v3, x86-64-v4, aarch64, host, none;\n"
     "                     default host), so libkiln_rt runs the module without a C compiler;\n"
@@ -1101,7 +1115,7 @@ static int cmd_compile(int argc, char** argv) {
   int opt = 1, threads = 0, layout = 0, sparse = KILN_SPARSE_AUTO;
   int32_t device = -1; /* --device: -1 device 0 if it can be had, KILN_CLI_NO_DEVICE none */
   char device_name[64];
-  bool strict = false, progress = false;
+  bool strict = false, progress = false, quiet = false;
   char names[256]; /* the registry's target names, for help and errors */
   int fp16_arith = -1; /* --fp16-arith: -1 ask the device, 0 no, 1 yes */
   long long loop_limit = -1; /* --loop-limit: -1 ask the device */
@@ -1157,6 +1171,8 @@ static int cmd_compile(int argc, char** argv) {
       strict = true;
     } else if (!strcmp(a, "--progress")) {
       progress = true;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = true;
     } else if (!strcmp(a, "--fp16-arith") && has) {
       const char* v = argv[++i];
       if (strcmp(v, "yes") && strcmp(v, "no"))
@@ -1250,8 +1266,7 @@ static int cmd_compile(int argc, char** argv) {
   kiln_compile_log_free(&log);
   if (s) goto done;
   if (out_path &&
-      (s = kiln_cli_embed_binaries(prog, target, device, threads,
-                                   progress || isatty(fileno(stderr)) ? stderr : NULL)))
+      (s = kiln_cli_embed_binaries(prog, target, device, threads, kiln_cli_progress_file(progress, quiet))))
     goto done;
   if (out_path) {
     double t_write = now_s();
@@ -1287,6 +1302,7 @@ static int cmd_compile(int argc, char** argv) {
     kiln_session_options_default(&so);
     so.threads = threads;
     so.dump_dir = dump_dir;
+    so.build_progress = kiln_cli_progress_file(progress, quiet);
     s = kiln_cli_open_device(target, true, threads, &R.dev);
     double t_build = now_s();
     if (!s) s = kiln_cli_session(R.module, R.dev, &so, &R.session);

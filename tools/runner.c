@@ -1,12 +1,15 @@
 /* Compile-and-run plumbing for the kiln command line (see runner.h). */
 #include "tools/runner.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "runtime/device_registry.h"
+#include "runtime/progress.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -48,6 +51,52 @@ static void human(double v, char* buf, size_t n) {
   else if (v >= 1e6) snprintf(buf, n, "%.2f MB", v / 1e6);
   else if (v >= 1e3) snprintf(buf, n, "%.1f KB", v / 1e3);
   else snprintf(buf, n, "%.0f B", v);
+}
+
+kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress) {
+  if (!progress || !s || !s->exe || !s->slots || s->n_slots < 1 || !s->dev->info.cpu_backed ||
+      !strcmp(kiln_device_api(s->dev), "cpu"))
+    return NULL;
+  const kiln_program_t* p = s->p;
+  kiln_device_t* d = s->dev;
+  int32_t max_args = 1;
+  for (int32_t k = 0; k < p->n_kernels; ++k)
+    if (p->kernels[k].n_args > max_args) max_args = p->kernels[k].n_args;
+  kiln_device_buffer_t** args = calloc((size_t)max_args, sizeof *args);
+  if (!args) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  /* zeros in the arena, as the OpenCL embed's launches use: indices 0, no
+   * reads outside a buffer whatever the arena held before */
+  kiln_session_slot_t* sl = &s->slots[0];
+  enum { CHUNK = 1 << 20 };
+  void* zeros = calloc(1, CHUNK);
+  kiln_status_t st = zeros ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory");
+  for (uint64_t off = 0; !st && off < sl->arena_bytes; off += CHUNK) {
+    const uint64_t n = sl->arena_bytes - off < CHUNK ? sl->arena_bytes - off : CHUNK;
+    st = d->vt->buffer_write(d, sl->arena, off, zeros, n);
+  }
+  free(zeros);
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, st ? NULL : progress, kiln_device_name(d), p->n_kernels, "first launches");
+  for (int32_t k = 0; k < p->n_kernels && !st; ++k) {
+    kiln_device_cmd_t* c = NULL;
+    st = d->vt->cmd_create(d, s->exe, 0, &c);
+    if (!st && p->n_dims && d->vt->cmd_dim) st = d->vt->cmd_dim(d, c, s->mp_n);
+    kiln_session_kernel_args(s, sl, k, args);
+    if (!st) st = d->vt->cmd_dispatch(d, c, k, args, p->kernels[k].n_args);
+    if (!st) st = d->vt->cmd_end(d, c);
+    if (!st) st = d->vt->submit(d, c);
+    if (!st) st = d->vt->wait(d, c);
+    if (c && d->vt->cmd_destroy) d->vt->cmd_destroy(d, c);
+    if (st) st = kiln_status_annotate(st, "launching kernel '%s' once", p->kernels[k].name);
+    else kiln_progress_step(&pr, "kernels compiled");
+  }
+  kiln_progress_end(&pr);
+  free(args);
+  return st;
+}
+
+FILE* kiln_cli_progress_file(bool forced, bool quiet) {
+  return !quiet && (forced || isatty(fileno(stderr))) ? stderr : NULL;
 }
 
 kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,

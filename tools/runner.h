@@ -41,6 +41,21 @@ int32_t kiln_cli_print_log_but(const kiln_compile_log_t* log, int32_t from, cons
  * error. Targets without device code: nothing. The build's progress line
  * goes to |progress| (NULL: quiet). */
 #define KILN_CLI_NO_DEVICE (-2)
+/* Drivers that compile each kernel at its first launch (lavapipe builds a
+ * shader's machine code at its first dispatch, PoCL a kernel's work-group
+ * function at its first launch) do most of a cold start's work in the
+ * first run, where no line can count it: with a |progress| file and such
+ * a device (one backed by the host's CPU), this launches every kernel of
+ * |s| once, one at a time on slot 0's buffers, and counts them on the
+ * progress line; the first run then finds them compiled. The launches
+ * compute on a zeroed arena (a run overwrites it). NULL
+ * |progress|, the CPU device or a split session: nothing. */
+kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress);
+
+/* Where a device build's progress line goes: nowhere with |quiet|, else
+ * stderr when |forced| (--progress) or when stderr is a terminal. */
+FILE* kiln_cli_progress_file(bool forced, bool quiet);
+
 kiln_status_t kiln_cli_embed_binaries(kiln_program_t* prog, const char* target, int32_t device, int threads,
                                       FILE* progress);
 

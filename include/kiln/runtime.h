@@ -165,6 +165,12 @@ typedef struct kiln_session_options_s {
    * for this value of it (0: the bottom of the range), so that no run up to
    * it allocates; INVALID_ARGUMENT outside the range. */
   int64_t dim_reserve;
+  /* While the session builds the module's code for the device (the CPU's
+   * compiler runs, OpenCL's program, Vulkan's pipelines): a progress line
+   * here ("building for DEV: ..., k/n steps, S s, ETA S s"; rewritten in
+   * place when it is a terminal, else a line per tenth of the work). NULL
+   * (the default): nothing. */
+  FILE* build_progress;
 } kiln_session_options_t;
 
 KILN_API void kiln_session_options_default(kiln_session_options_t* o);

@@ -252,6 +252,7 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     co.threads = e->threads;
     if (o && o->cache_dir) co.cache_dir = o->cache_dir;
     if (o) co.dump_dir = o->dump_dir;
+    if (o) co.progress = o->progress;
     memset(&e->stats, 0, sizeof e->stats);
     s = kiln_cpu_module_load(&p->code, &co, names, p->n_kernels, &e->module, &e->stats);
     if (s && e->note[0])

@@ -33,6 +33,7 @@
 #include "runtime/cpu/cpu_loader.h"
 #include "runtime/plugin.h"
 #include "runtime/code_cache.h"
+#include "runtime/progress.h"
 
 extern char** environ;
 
@@ -590,7 +591,7 @@ static kiln_status_t wait_any(pid_t* pids, int32_t n, const char* cc, int32_t* o
  * time, and linked. */
 static kiln_status_t build_so(const char* cc, const char* flags, const kiln_program_code_t* src,
                               const char* dir, const char* key, const char* src_path,
-                              const char* so, const char* kept, build_info_t* info) {
+                              const char* so, const char* kept, build_info_t* info, FILE* progress) {
   char flagbuf[2048], log[1024];
   char* argv[128];
   int32_t jobs = compile_jobs();
@@ -601,6 +602,11 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
   memset(info, 0, sizeof *info);
   info->parts = nparts < 2 ? 1 : nparts;
   info->jobs = nparts < 2 ? 1 : nparts < jobs ? nparts : jobs;
+  /* the parts' compiles, then the link (one step when the C is one file) */
+  kiln_progress_t pr;
+  char what[80];
+  snprintf(what, sizeof what, "cpu (%s, %d jobs)", cc, (int)info->jobs);
+  kiln_progress_start(&pr, progress, what, nparts < 2 ? 1 : nparts + 1, "building");
   if (nparts < 2) {
     const char* extra[] = {"-pipe", "-shared", "-fPIC", "-o", so, src_path, "-lm"};
     KILN_RETURN_IF_ERROR(make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 7, argv));
@@ -609,6 +615,8 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
     kiln_status_t s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, src_path, kept, NULL);
     unlink(log);
+    if (!s) kiln_progress_step(&pr, "compiled");
+    kiln_progress_end(&pr);
     return s;
   }
   int32_t* part = calloc((size_t)n_units(src), sizeof(int32_t));
@@ -667,6 +675,7 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
       break;
     }
     running--;
+    if (rc == 0) kiln_progress_step(&pr, "compiled");
     if (rc != 0 && failed < 0) {
       failed = q;
       failed_rc = rc;
@@ -689,8 +698,10 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
     if (!s) s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, "", kept, NULL);
     unlink(log);
+    if (!s) kiln_progress_step(&pr, "linked");
   }
 done:
+  kiln_progress_end(&pr);
   for (int32_t q = 0; q < nparts && cpath && opath && lpath; ++q) {
     if (!(s && q == failed)) unlink(cpath[q]); /* the failing part is kept for the message */
     unlink(opath[q]);
@@ -802,7 +813,7 @@ rekey:;
   kiln_code_cache_temp_path(dir, key, ".so", so_tmp, sizeof so_tmp);
   s = write_file(src_tmp, source, len);
   if (!s) {
-    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp, &info);
+    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp, &info, o->progress);
     if (s) {
       unlink(so_tmp);
       if (cached) rename(src_tmp, src_final); /* kept for the error message */
@@ -863,7 +874,7 @@ kiln_status_t kiln_cpu_build_object_stats(const kiln_program_code_t* src, const 
   kiln_status_t s = write_file(src_path, src->text ? src->text : "", (size_t)src->text_len);
   build_info_t info;
   double t0 = kiln_cpu_now();
-  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path, &info);
+  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path, &info, NULL);
   if (!s && stats) {
     stats->compile_s += kiln_cpu_now() - t0;
     stats->compiler_cpu_s += info.cpu_s;

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kiln/status.h"
 #include "runtime/program.h"
@@ -38,6 +39,7 @@ typedef struct kiln_cpu_options_s {
   int32_t threads;        /* 0 = number of cores (the executors' setting; loading ignores it) */
   bool keep_source;       /* also write <hash>.c next to the .so */
   const char* dump_dir;   /* when set, write the generated C there too */
+  FILE* progress;         /* a compile's progress line (runtime/progress.h; NULL: quiet) */
 } kiln_cpu_options_t;
 
 /* Fills |o| from the environment (KILN_CC, KILN_CPU_FLAGS, KILN_CPU_DUMP). */

@@ -17,6 +17,7 @@
 #include "runtime/opencl/opencl_util.h"
 #include "runtime/code_cache.h"
 #include "runtime/module_file.h"
+#include "runtime/progress.h"
 
 #define OCL_STR_(x) #x
 #define OCL_STR(x) OCL_STR_(x)
@@ -706,7 +707,13 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
   kiln_code_cache_t cache;
   bool cache_on = false;
   char name[48];
+  /* The program is one driver call; PoCL compiles each kernel's code at
+   * its first launch (the first run), so the line has the build and the
+   * kernels' creation. */
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, o ? o->progress : NULL, d->base.info.name, 1 + p->n_kernels, "building");
   s = get_program(d, p, o ? o->cache_dir : NULL, false, &cache, &cache_on, name, &e->stats, &e->prog);
+  if (!s) kiln_progress_step(&pr, e->stats.cache_hit ? "program from the binary cache" : "program built");
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
     ocl_kernel_t* ek = &e->kernels[k];
@@ -736,7 +743,9 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
       s = kiln_make_status(KILN_INVALID_ARGUMENT,
                            "opencl: kernel '%s' takes %u arguments, the program binds %d", pk->name,
                            nargs, (int)pk->n_args);
+    if (!s) kiln_progress_step(&pr, "kernels created");
   }
+  kiln_progress_end(&pr);
   /* GEMM providers, per shape (opencl_gemm_provider.h). */
   if (!s && cache_on)
     kiln_code_cache_path(&cache, "gemm-providers.tsv", e->stats.gemm_record, sizeof e->stats.gemm_record);
@@ -1034,32 +1043,7 @@ static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
  * 0, status words left as they are); constants hold their values (the
  * run-time shapes of the conv templates are constants: zero sizes would
  * divide by zero). */
-/* The progress line of a model's build (`kiln compile`): |done| of |total|
- * steps (the program, then each kernel's first launch), rewritten in place
- * on a terminal, else a line per tenth of the work; NULL |f|: quiet. */
-typedef struct build_progress_s {
-  FILE* f;
-  bool tty;
-  const char* device;
-  double t0, last;
-  int32_t done, total, last_tenth;
-} build_progress_t;
-
-static void progress_step(build_progress_t* pr, const char* phase) {
-  if (!pr->f) return;
-  ++pr->done;
-  const double t = now_s(), el = t - pr->t0;
-  const bool end = pr->done >= pr->total;
-  const int32_t tenth = pr->done * 10 / (pr->total ? pr->total : 1);
-  if (pr->tty ? (t - pr->last < 0.1 && !end) : (tenth == pr->last_tenth && !end)) return;
-  pr->last = t;
-  pr->last_tenth = tenth;
-  fprintf(pr->f, "%sbuilding for %s: %s, %d/%d steps, %.1f s, ETA %.1f s%s", pr->tty ? "\r" : "", pr->device, phase,
-          (int)pr->done, (int)pr->total, el, el / pr->done * (pr->total - pr->done), pr->tty && !end ? "   " : "\n");
-  fflush(pr->f);
-}
-
-static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_program prog, build_progress_t* pr) {
+static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_program prog, kiln_progress_t* pr) {
   kiln_status_t s = NULL;
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
@@ -1096,7 +1080,7 @@ static kiln_status_t warm_kernels(ocl_device_t* d, const kiln_program_t* p, cl_p
       if (mems[a]) clReleaseMemObject(mems[a]);
     free(mems);
     clReleaseKernel(kk);
-    if (!s) progress_step(pr, "kernels compiled");
+    if (!s) kiln_progress_step(pr, "kernels compiled");
   }
   return s;
 }
@@ -1127,13 +1111,14 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE*
   memset(&st, 0, sizeof st);
   cl_program prog = NULL;
   char name[48];
-  build_progress_t pr = {progress, progress && isatty(fileno(progress)), d->base.info.name, now_s(), now_s(), 0,
-                         1 + p->n_kernels, -1};
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, progress, d->base.info.name, 1 + p->n_kernels, "building");
   KILN_RETURN_IF_ERROR(get_program(d, p, NULL, true, &cache, &cache_on, name, &st, &prog),
                        "embedding the program binary");
-  progress_step(&pr, st.cache_hit ? "program from the binary cache" : "program built");
+  kiln_progress_step(&pr, st.cache_hit ? "program from the binary cache" : "program built");
   kiln_status_t ws = warm_kernels(d, p, prog, &pr);
   if (ws) {
+    kiln_progress_end(&pr);
     clReleaseProgram(prog);
     return kiln_status_annotate(ws, "embedding the program binary");
   }

@@ -29,6 +29,7 @@
 #include <vulkan/vulkan.h>
 
 #include "runtime/device_registry.h"
+#include "runtime/progress.h"
 #include "runtime/vulkan/vulkan_texel.h"
 
 #define STAGING_MAX (64ull << 20)
@@ -1061,6 +1062,7 @@ typedef struct build_job_s {
   const kiln_program_t* p;
   VkPipelineCache pc;
   kiln_device_executable_t* e;
+  kiln_progress_t* pr; /* stepped under mu */
   atomic_int next, built, hits;
   atomic_bool stop, oom;
   pthread_mutex_t mu;  /* errors, first_error */
@@ -1081,6 +1083,9 @@ static void* build_worker(void* arg) {
     if (!s) {
       atomic_fetch_add(&j->built, 1);
       atomic_fetch_add(&j->hits, hit);
+      pthread_mutex_lock(&j->mu);
+      kiln_progress_step(j->pr, "pipelines built");
+      pthread_mutex_unlock(&j->mu);
       continue;
     }
     /* Keep the failure of the lowest-numbered kernel, as a serial build
@@ -1204,6 +1209,8 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     return vkfail(d, r, "vkCreatePipelineCache");
   }
   st->loaded_bytes = init_len;
+  kiln_progress_t pr;
+  kiln_progress_start(&pr, o ? o->progress : NULL, d->props.deviceName, e->n, "building");
   /* Identical binaries with the same parameter count share a pipeline. */
   int32_t owners = 0;
   for (int32_t i = 0; i < e->n; ++i) {
@@ -1216,8 +1223,9 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
         break;
       }
     owners += k->owner == i;
+    if (k->owner != i) kiln_progress_step(&pr, "pipelines built");
   }
-  build_job_t job = {.d = d, .p = p, .pc = pc, .e = e, .mu = PTHREAD_MUTEX_INITIALIZER};
+  build_job_t job = {.d = d, .p = p, .pc = pc, .e = e, .pr = &pr, .mu = PTHREAD_MUTEX_INITIALIZER};
   int32_t nt = build_threads(owners);
   pthread_t th[KILN_VK_MAX_BUILD_THREADS];
   int32_t started = 0;
@@ -1238,6 +1246,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
   if (!s && job.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: pipeline build of %d kernels", (int)e->n);
   st->pipelines = atomic_load(&job.built);
   st->cache_hits = atomic_load(&job.hits);
+  kiln_progress_end(&pr);
   st->seconds = now_s() - t0;
   if (!s && cache_on) st->saved_bytes = cache_save(d, pc, &cache, name);
   vkDestroyPipelineCache(d->dev, pc, NULL);
