@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "targets/cfamily/printer_impl.h"
+#include "ir/fnv.h"
 
 /* ---- kernel-level scans ----------------------------------------------- */
 
@@ -385,8 +386,7 @@ static kiln_status_t unique_names(const tir_func_t* const* funcs, int32_t n) {
   if (!slot) return kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory checking kernel names");
   kiln_status_t s = NULL;
   for (int32_t i = 0; i < n && !s; ++i) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char* c = funcs[i]->name; *c; ++c) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    const uint64_t h = kiln_fnv1a(funcs[i]->name, strlen(funcs[i]->name));
     uint32_t k = (uint32_t)h & (cap - 1);
     for (; slot[k]; k = (k + 1) & (cap - 1))
       if (strcmp(funcs[slot[k] - 1]->name, funcs[i]->name) == 0) {

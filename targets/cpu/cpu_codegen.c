@@ -9,6 +9,7 @@
 
 #include "targets/cpu/cpu_internal.h"
 #include "targets/custom_kernel.h"
+#include "ir/fnv.h"
 
 int32_t kiln_cpu_root(const kiln_plan_t* p, int32_t b) {
   for (int32_t guard = 0; guard <= p->n_buffers; ++guard) {
@@ -58,12 +59,6 @@ static bool* noalias_flags(const kiln_plan_t* plan, int32_t k) {
   int32_t in, out;
   if (kiln_plan_kernel_inplace(plan, k, &in, &out)) na[in] = na[out] = false;
   return na;
-}
-
-static uint64_t fnv64(const char* s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-  return h;
 }
 
 void kiln_cpu_source_free(kiln_cpu_source_t* s) {
@@ -278,7 +273,7 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
     s = check_kernel(plan, k);
     if (s) break;
     const char* nm = plan->kernels[k].func->name;
-    uint32_t h = (uint32_t)fnv64(nm, strlen(nm)) & mask;
+    uint32_t h = (uint32_t)kiln_fnv1a(nm, strlen(nm)) & mask;
     for (; slots[h]; h = (h + 1) & mask)
       if (strcmp(nm, plan->kernels[slots[h] - 1].func->name) == 0) {
         s = kiln_make_status(KILN_INVALID_ARGUMENT, "cpu: two kernels are named '%s'", nm);
@@ -304,7 +299,7 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
       kiln_cf_out_free(&ct);
       break;
     }
-    uint64_t h = fnv64(ct.data ? ct.data : "", ct.len);
+    uint64_t h = kiln_fnv1a(ct.data ? ct.data : "", ct.len);
     target[k] = k;
     next[k] = -1;
     uint32_t slot = (uint32_t)h & mask;

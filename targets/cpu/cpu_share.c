@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "targets/cpu/cpu_internal.h"
+#include "ir/fnv.h"
 
 static bool is_ident(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -187,12 +188,6 @@ static bool shape_lit(void* user, const lit_t* lit) {
   return true;
 }
 
-static uint64_t fnv64(const char* s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-  return h;
-}
-
 kiln_status_t kiln_cpu_shape_of(const char* text, size_t len, kiln_cpu_shape_t* out) {
   memset(out, 0, sizeof *out);
   shape_build_t b = {out, text, 0, 0, false};
@@ -202,7 +197,7 @@ kiln_status_t kiln_cpu_shape_of(const char* text, size_t len, kiln_cpu_shape_t* 
     kiln_cpu_shape_free(out);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory comparing kernels");
   }
-  out->hash = fnv64(out->skel, out->skel_len);
+  out->hash = kiln_fnv1a(out->skel, out->skel_len);
   return NULL;
 }
 

@@ -2,6 +2,7 @@
  * the blob (the one check between kiln's printer and a driver that may
  * crash on bad SPIR-V). */
 #include "targets/vulkan/vulkan_internal.h"
+#include "ir/fnv.h"
 
 #include <pthread.h>
 #include <spirv-tools/libspirv.h>
@@ -37,12 +38,6 @@ static size_t memo_bytes;
 static bool memo_on(void) {
   const char* e = getenv("KILN_SPIRV_MEMO");
   return !(e && !strcmp(e, "off"));
-}
-
-static uint64_t fnv1a(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
-  return h;
 }
 
 /* A copy of the SPIR-V compiled from |glsl| (|al|), or false. */
@@ -170,7 +165,7 @@ kiln_status_t kiln_vulkan_cc_compile(kiln_vulkan_cc_t* c, const char* name, cons
   const size_t glsl_len = strlen(glsl);
   const bool use_memo = memo_on();
   /* the level in the key: the same text at another level is another blob */
-  const uint64_t h = use_memo ? fnv1a(glsl, glsl_len) ^ ((uint64_t)(c->level + 1) << 56) : 0;
+  const uint64_t h = use_memo ? kiln_fnv1a(glsl, glsl_len) ^ ((uint64_t)(c->level + 1) << 56) : 0;
   if (use_memo && memo_find(glsl, glsl_len, h, al, out, out_len)) return NULL;
   shaderc_compilation_result_t res = shaderc_compile_into_spv(
       c->compiler, glsl, glsl_len, shaderc_compute_shader, name, "main", c->opts);

@@ -23,6 +23,7 @@
 #include "targets/partition.h"
 #include "targets/registry.h"
 #include "targets/vulkan/vulkan_internal.h"
+#include "ir/fnv.h"
 
 
 void kiln_spirv_templates(kiln_template_set_t* out) {
@@ -102,12 +103,6 @@ typedef struct unit_s {
   uint64_t hash;
   int32_t first;  /* first kernel with the same text, or itself */
 } unit_t;
-
-static uint64_t hash_str(const char* s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
 
 /* Per parameter: restrict unless another parameter of the kernel shares its
  * memory root or it is half of the kernel's in-place pair (the memory
@@ -309,7 +304,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
     const char* name = plan->kernels[k].func->name;
     units[k].first = k;
     if (!units[k].text) continue; /* gone */
-    units[k].hash = hash_str(units[k].text);
+    units[k].hash = kiln_fnv1a(units[k].text, strlen(units[k].text));
     units[k].first = k;
     for (int32_t j = 0; j < k; ++j)
       if (units[j].text && units[j].first == j && units[j].hash == units[k].hash &&
