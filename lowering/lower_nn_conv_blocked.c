@@ -357,8 +357,18 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
    * FMAs, not 14 for 14. The 24 -> 144 1x1 convs at 56x56 (K = 24), Zen 5,
    * 2 threads, kernel medians of 50 runs: 68 -> 49 us. */
   if (regs >= 32 && bc->Mp % (2 * bc->c) != 0 && bc->Mp % (3 * bc->c) == 0) g.nr = 3 * bc->c;
+  /* A stem from the plain input (ResNet's 7x7, K = 3 x 49) with four
+   * channel blocks takes all four in one tile column where there are 32
+   * vector registers: 6 x 4 accumulators (7 x 4 spills) instead of 14 x 2,
+   * so each tap of the input is read once, not once per column tile, and a
+   * k step loads 6 broadcasts for 24 FMAs instead of 14 for 28. Its last
+   * tile overlaps the one before it (overlap_m: one tile shape, one copy
+   * of it in the C). */
+  const bool stem4 = regs >= 32 && bc->xb == 0 && bc->Mp == 4 * bc->c && bc->c == lanes;
+  if (stem4) g.nr = 4 * bc->c, g.overlap_m = true;
   g.jblock = bc->c;
-  int64_t vecs = (g.nr + lanes - 1) / lanes, mr_max = (regs - 4) / vecs;
+  /* mr x vecs accumulators, vecs weight vectors and a broadcast */
+  int64_t vecs = (g.nr + lanes - 1) / lanes, mr_max = (regs - (vecs > 3 ? vecs + 1 : 4)) / vecs;
   if (mr_max > 14) mr_max = 14;
   if (mr_max < 1) mr_max = 1;
   int64_t tiles = (g.M + mr_max - 1) / mr_max;

@@ -24,7 +24,8 @@
  * cut into 16/8/4-lane pieces), so no guard ever runs inside a tile. Chunks
  * get as equal numbers of tiles as whole tiles allow, the partial tile the
  * last chunk's last (balanced_chunks: branches on the chunk only, so every
- * access index stays provably in bounds).
+ * access index stays provably in bounds); with overlap_m every chunk runs
+ * one loop of the same tile, the last ones clamped to end at M.
  *
  * With n_outer (the implicit GEMM whose R is the weights) the L panels of
  * all M tiles of a K block are packed first and N is swept outside M, so
@@ -809,8 +810,17 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
     int64_t full = split_m ? e.mt_full : e.nt_full;
     bool part = split_m ? e.mrem > 0 : e.nrem > 0;
     int64_t q = full / P, extra = full % P;
+    /* overlap_m split over M: every chunk runs qo tiles in one loop, each
+     * tile's first row clamped to M - mr (kbody's mclamp), so the tile is
+     * one copy; the tiles past the last one repeat it on the last chunk,
+     * which also computes the whole tile before it (so no row is stored by
+     * two threads). At most ceil(all / P) tiles a chunk, as balanced_chunks
+     * gives. */
+    const int64_t qo = (full + 1 + P - 1) / P;
     if (mode == PAR_NONE) {
       body = mgroups(&e, nn_i(kb, 0), e.mt_full, e.mrem > 0, nn_i(kb, 0), e.nt_full, e.nrem > 0);
+    } else if (e.overlap && split_m && part && qo >= 2 && (P - 1) * qo <= full - 1) {
+      body = mgroups(&e, nn_mulc(kb, c, qo), qo - 1, true, nn_i(kb, 0), e.nt_full, e.nrem > 0);
     } else if (full + part >= P && (extra > 0 || part)) {
       body = balanced_chunks(&e, c, P, full, part, split_m);
     } else {

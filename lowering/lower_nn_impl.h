@@ -263,7 +263,8 @@ struct nn_gemm_s {
    * values): one tile shape, no short tile that spills. Honoured only where
    * that is safe and in one place: L read in place, one K block, no psum
    * or sparse L, M >= mr, and (split over M) the tile before it on the same
-   * thread. MatMul / Gemm set it. */
+   * thread. MatMul / Gemm and the blocked conv's four-block stem tiles set it;
+   * split over M, it makes every chunk's tiles one loop of one tile. */
   bool overlap_m;
 };
 

@@ -6,7 +6,9 @@
  * are left out), output channels that are not whole blocks, with and
  * without bias, and fused epilogues (Clip; a residual Add of another input
  * then Relu), all in one graph. The plan is checked to take the kernel (its packed weights,
- * no padded copy of the input) for up to 5x5 taps, and the padded copy for ResNet's 7x7. KILN_TEST_NO_CPU=1 skips the native runs. */
+ * no padded copy of the input) for up to 5x5 taps, and the padded copy for ResNet's 7x7
+ * (whose GEMM takes all four blocks of 64 channels in one tile column on AVX-512, the last
+ * tile overlapping the one before it). KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -35,6 +37,13 @@ static const stem_case_t k_cases[] = {
     {1, 3, 32, 20, 37, 3, 2, 1, 1, 1, 1, 1, true, 1},  /* interior tiles and a shorter last one */
     {1, 3, 64, 23, 19, 7, 2, 1, 3, 3, 3, 3, false, 2}, /* ResNet's 7x7: padded copy + GEMM */
     {2, 2, 5, 3, 4, 3, 1, 1, 2, 2, 2, 2, true, 1},     /* no interior at all */
+    /* 7x7 with four blocks of 16 (AVX-512: 6 x 64 tiles, the last one
+     * overlapping the one before it): one image split over positions
+     * between the threads (81 = 13 x 6 + 3), batch 2, 60 channels (zero
+     * columns past M) */
+    {1, 3, 64, 17, 17, 7, 2, 1, 3, 3, 3, 3, true, 2},
+    {2, 3, 64, 17, 17, 7, 2, 1, 3, 3, 3, 3, true, 1},
+    {1, 3, 60, 15, 17, 7, 2, 1, 3, 3, 3, 3, false, 2},
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
