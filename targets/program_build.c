@@ -148,8 +148,10 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
   }
   prog->weights_len = total;
   if (total) {
-    /* With the system allocator the blob starts 64-byte aligned (free()
-     * takes aligned_alloc's memory), so a CPU session binds the weights
+    /* With the system allocator the blob starts page-aligned (free()
+     * takes aligned_alloc's memory; a page, as a device buffer's mmap
+     * would start, not just the 64 bytes the views need), so a CPU
+     * session binds the weights
      * where they lie (runtime/session.c wrap_weights) instead of copying
      * them into a buffer of its own: for ResNet-50 102 MB less to fault in
      * and copy after the C compiler. fill_weights writes every byte, so the
@@ -157,7 +159,8 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
      * unaligned blocks (the session then copies). */
     void* w = NULL;
     const kiln_allocator_t sys = kiln_allocator_system();
-    if (prog->allocator.alloc == sys.alloc && prog->allocator.free == sys.free) w = aligned_alloc(64, (size_t)total);
+    if (prog->allocator.alloc == sys.alloc && prog->allocator.free == sys.free)
+      w = aligned_alloc(4096, ((size_t)total + 4095) & ~(size_t)4095);
     if (!w) KILN_RETURN_IF_ERROR(kiln_allocator_malloc(prog->allocator, (size_t)total, "weights", &w));
     prog->weights = w;
     fill_weights(plan, prog, total);
