@@ -197,7 +197,7 @@ static kiln_status_t walk(const char* path, const uint8_t* p, size_t n,
  * budget counts every allocation of one unpack (frees do not give it
  * back), so a block carries no header: the bytes of a raw_data field are a
  * plain block of |a| that convert_tensor takes over as the array's data
- * instead of copying it (take_raw_data). */
+ * instead of copying it. */
 typedef struct {
   kiln_allocator_t a;
   size_t used, budget;
@@ -477,11 +477,12 @@ static kiln_status_t convert_tensor(loader_t* L, const Onnx__TensorProto* t, con
                               tname, field, have, packed ? (long long)file_bytes : (long long)numel,
                               packed ? " (4-bit values, two an element)" : "");
   }
-  /* raw_data of the array's own size and layout: the array takes over
+  /* raw_data of the array's own size and layout (not int4's nibbles, not
+   * bool's bytes, which are normalised below): the array takes over
    * protobuf-c's block (pb_alloc: a plain block of L->a) instead of
    * copying it -- the weights are then copied once out of the file, not
    * twice. The field is left empty, so nothing frees or reads it again. */
-  if (!external && t->has_raw_data && file_bytes == want && want && dt != KILN_DTYPE_BOOL) {
+  if (!external && t->has_raw_data && !packed && file_bytes == want && want && dt != KILN_DTYPE_BOOL) {
     Onnx__TensorProto* mt = (Onnx__TensorProto*)t; /* the loader's own unpacked message */
     out->dtype = dt;
     out->shape = shape;

@@ -149,14 +149,13 @@ static kiln_status_t build_buffers(const kiln_plan_t* plan, kiln_program_t* prog
   prog->weights_len = total;
   if (total) {
     /* With the system allocator the blob starts page-aligned (free()
-     * takes aligned_alloc's memory; a page, as a device buffer's mmap
-     * would start, not just the 64 bytes the views need), so a CPU
-     * session binds the weights
-     * where they lie (runtime/session.c wrap_weights) instead of copying
-     * them into a buffer of its own: for ResNet-50 102 MB less to fault in
-     * and copy after the C compiler. fill_weights writes every byte, so the
-     * blob need not be zeroed first; other allocators keep their zeroed,
-     * unaligned blocks (the session then copies). */
+     * takes aligned_alloc's memory; a page, where a device buffer's mmap
+     * would start, not just the 64 bytes the views need), so a CPU session
+     * binds the weights where they lie (runtime/session.c wrap_weights)
+     * instead of copying them into a buffer of its own: for ResNet-50
+     * 102 MB less to fault in and copy after the C compiler. fill_weights
+     * writes every byte, so the blob need not be zeroed first; other
+     * allocators keep their zeroed, unaligned blocks (the session copies). */
     void* w = NULL;
     const kiln_allocator_t sys = kiln_allocator_system();
     if (prog->allocator.alloc == sys.alloc && prog->allocator.free == sys.free)
