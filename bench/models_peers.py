@@ -59,7 +59,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, "..", "tests", "models"))
-import models_cpu  # noqa: E402  (LATENCY_RE, COMPILE_RE, run, ort_latency)
+import models_cpu  # noqa: E402  (LATENCY_RE, compile_figures, run, ort_latency)
 
 KILN, ORT, TORCH = "kiln cpu", "onnxruntime", "pytorch"
 KILN_NCHW = "kiln cpu nchw"
@@ -93,9 +93,8 @@ def kiln_latency(kiln, model, inp, threads, repeat, layout=None, cache=None):
     m = models_cpu.LATENCY_RE.search(out)
     if not m:
         raise RuntimeError(f"no 'latency: median' line in kiln's output:\n{out}")
-    c = models_cpu.COMPILE_RE.search(out)
-    compile_s = sum(float(c.group(i)) for i in (2, 3, 5, 6)) / 1e3 if c else None
-    return float(m.group(1)), compile_s, int(c.group(1)) if c else None
+    c = models_cpu.compile_figures(out)
+    return float(m.group(1)), c[1] if c else None, c[0] if c else None
 
 
 def kiln_cpu_ms(kiln, model, inp, threads, repeat, layout, cache):

@@ -36,7 +36,9 @@
 static kiln_allocator_t sys(void) { return kiln_allocator_system(); }
 
 /* The module bytes of tinycnn with machine code for |levels|. */
-static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
+/* tinycnn compiled into a program with machine code for |levels| (NULL:
+ * the C alone), as `kiln compile` does. */
+static bool tiny_program(const char* levels, kiln_program_t** out) {
   const char* src = getenv("KILN_TEST_SRC");
   char path[4096];
   snprintf(path, sizeof path, "%s/../examples/tinycnn.onnx", src ? src : "tests");
@@ -44,7 +46,6 @@ static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
   kiln_onnx_options_default(&oo);
   kiln_graph_t* g = NULL;
   kiln_plan_t* plan = NULL;
-  kiln_program_t* prog = NULL;
   kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
   kiln_program_build_options_t bo = {.model_name = "tiny.kiln", .cpu_targets = levels};
   bool ok = CHECK_OK(kiln_onnx_parse_model(path, &oo, sys(), &g));
@@ -58,16 +59,19 @@ static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
   }
   ok = ok && CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL)) &&
        CHECK_OK(kiln_plan_build(g, &po, sys(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL)) &&
-       CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), &bo, sys(), &prog)) &&
-       CHECK_OK(kiln_module_serialize(prog, sys(), out, out_len));
-  kiln_program_destroy(prog);
+       CHECK_OK(kiln_program_build(plan, kiln_target_find("cpu"), &bo, sys(), out));
   kiln_plan_destroy(plan);
   kiln_graph_destroy(g);
   return ok;
 }
 
-/* Runs module bytes on the CPU with a fixed input; the output, or the
- * session's error. |report| receives the device's executable report. */
+static bool compile_tiny(const char* levels, uint8_t** out, size_t* out_len) {
+  kiln_program_t* prog = NULL;
+  bool ok = tiny_program(levels, &prog) && CHECK_OK(kiln_module_serialize(prog, sys(), out, out_len));
+  kiln_program_destroy(prog);
+  return ok;
+}
+
 static kiln_status_t run_bytes(const uint8_t* b, size_t n, kiln_array_t* out, char* report, size_t rn) {
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
@@ -406,6 +410,59 @@ static void test_mapped_in_place(void) {
   rmdir(dir);
 }
 
+/* A program just compiled (kiln run's path: no module file) keeps its
+ * weights in a 64-byte aligned blob, so the CPU session binds them where
+ * they lie as it does a mapped module's (buffer_wrap once, no weight
+ * written to the device) instead of copying them after the C compiler;
+ * the output is the C source's. */
+static void test_compiled_in_place(void) {
+  with_compiler();
+  kiln_program_t* prog = NULL;
+  kiln_module_t* m = NULL;
+  kiln_device_t *d = NULL, *fd = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in = {0}, out = {0};
+  kiln_fault_spec_t never = {KILN_DEVICE_CALL_ANY, 1 << 30, KILN_FAULT_FAIL}; /* counts only */
+  kiln_device_open_options_t dop = {2, true, NULL};
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.cache_dir = ""; /* nothing cached */
+  /* a few programs alive at once: a 16-byte aligned malloc block is 64-byte
+   * aligned by chance a quarter of the time, all four of them rarely */
+  kiln_program_t* more[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3; ++k)
+    if (tiny_program(NULL, &more[k]))
+      CHECK_MSG(more[k]->weights_len > 0 && ((uintptr_t)more[k]->weights & 63) == 0,
+                "program %d: weights at %p, not 64-byte aligned", k, (void*)more[k]->weights);
+  for (int k = 0; k < 3; ++k) kiln_program_destroy(more[k]);
+  if (!tiny_program(NULL, &prog)) return;
+  CHECK_MSG(prog->weights_len > 0 && ((uintptr_t)prog->weights & 63) == 0 && !prog->weights_borrowed,
+            "weights at %p, not 64-byte aligned", (void*)prog->weights);
+  kiln_status_t ws = kiln_module_wrap(prog, &m);
+  prog = NULL; /* the module's now (wrap destroys it on an error) */
+  if (CHECK_OK(ws)) {
+    if (CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) && CHECK_OK(kiln_device_fault_wrap(d, &never, &fd)) &&
+        CHECK_OK(kiln_session_create(m, fd, &so, &s))) {
+      CHECK(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRAP) == 1);
+      CHECK_MSG(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE) == 0,
+                "%d buffer writes building a session of a compiled program",
+                kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE));
+      kiln_dtype_t dt;
+      kiln_shape_t sh = kiln_module_input_shape(m, 0, &dt);
+      if (CHECK_OK(kiln_array_alloc(sys(), dt, &sh, &in))) {
+        for (int64_t i = 0; i < kiln_shape_count(&sh); ++i) ((float*)in.data)[i] = (float)sin(0.37 * (double)i);
+        if (CHECK_OK(kiln_session_run(s, &in, &out))) check_output(&out, "compiled, weights in place");
+      }
+    }
+  }
+  kiln_array_free(sys(), &in);
+  kiln_array_free(sys(), &out);
+  kiln_session_destroy(s);
+  kiln_device_release(fd);
+  kiln_device_release(d);
+  kiln_module_release(m);
+}
+
 int main(void) {
   if (!kiln_cpu_isa_host()) {
     printf("skipped: this CPU has none of kiln's ISA levels (%s)\n", kiln_cpu_isa_names());
@@ -420,6 +477,7 @@ int main(void) {
   RUN(test_bad_section);
   RUN(test_signed_machine_code);
   RUN(test_mapped_in_place);
+  RUN(test_compiled_in_place);
   with_compiler();
   free(saved_path);
   kiln_array_free(sys(), &g_expect);

@@ -178,6 +178,16 @@ static void test_frontend_tensors(void) {
           isnan(kiln_load_f64(a.dtype, a.data, 2)));
     kiln_array_free(al(), &a);
   }
+  /* one int4 value: a byte in the file and a byte in kiln, but the high
+   * nibble is not the value's (raw_data the array takes over unconverted
+   * must not include packed types) */
+  const int64_t one = 1;
+  if (CHECK_OK(kiln_onnx_load_tensor(write_tensor(dir, "i4one", 1, &one, 22, packed, 1, NULL, 0), NULL, al(), &a,
+                                     NULL))) {
+    CHECK_MSG(a.dtype == KILN_DTYPE_I4 && a.nbytes == 1 && ((const int8_t*)a.data)[0] == -1,
+              "one int4 from byte 0x8F: %d, expected -1", a.nbytes == 1 ? ((const int8_t*)a.data)[0] : 99);
+    kiln_array_free(al(), &a);
+  }
   /* bad: a packed size that does not hold 5 values, or one too many */
   kiln_status_t st = kiln_onnx_load_tensor(write_tensor(dir, "i4short", 1, &five, 22, packed, 2, NULL, 0), NULL,
                                            al(), &a, NULL);
@@ -188,7 +198,7 @@ static void test_frontend_tensors(void) {
   /* float types kiln lacks: FLOAT4E2M1 (23), BFLOAT16 (16) */
   st = kiln_onnx_load_tensor(write_tensor(dir, "f4", 1, &three, 23, packed, 2, NULL, 0), NULL, al(), &a, NULL);
   CHECK_ERR(st, KILN_UNSUPPORTED, "tensor 'f4' has element type FLOAT4E2M1");
-  const char* names[] = {"i4raw", "u4i32", "f8i32", "i4short", "u4long", "f4"};
+  const char* names[] = {"i4raw", "u4i32", "f8i32", "i4short", "u4long", "f4", "i4one"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s.pb", dir, names[i]);
