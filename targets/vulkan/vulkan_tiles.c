@@ -111,7 +111,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
     /* 64 invocations a work-group, each with up to 8 outputs of a row
      * (depthwise.comp says why) */
-    const int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
+    int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
     /* fewer where a plane has fewer invocations (a power of two, 8 at
      * least: whole SIMD batches): lavapipe runs every invocation of a
      * work-group, the idle ones too (960 channels of 7x7: 7 invocations
@@ -119,6 +119,11 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     const int64_t inv = t->dw.oh * ((t->dw.ow + rw - 1) / rw);
     int32_t wg = 8;
     while (wg < 64 && wg < inv) wg *= 2;
+    /* rows of 14 or 7 outputs (MobileNetV2's 14x14 and 7x7 planes): 8
+     * outputs of Y seen flat, a vec4 store where those rows stored floats
+     * one by one (depthwise.comp's FLAT; 64 a work-group: the invocations
+     * run across planes) */
+    if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW)) rw = KILN_VULKAN_DW_FLAT_RW, wg = 64;
     t->tiles = (kiln_template_tiles_t){.n = 2, .v = {wg, rw}};
   } else if (t->kind == KILN_TEMPLATE_Q8) {
     /* 4 channels (fewer where a group has fewer) x 4 positions per
