@@ -37,9 +37,9 @@
 //                 a plane, CN*CM*OH*OW a multiple of RW): its outputs may
 //                 span two planes and cross rows; per tap row one texel
 //                 segment at a constant shift, each output's taps masked
-//                 by its own row and column, one (Y_VEC4 2) or RW/4 (1)
-//                 vec4 stores where rows of 14 or 7 outputs stored floats
-//                 one by one (a loop over the lanes each on lavapipe)
+//                 by its own row and column, RW/8 u64vec4 (Y_VEC4 2) or
+//                 RW/4 vec4 stores where rows of 14 or 7 outputs stored
+//                 floats one by one (a loop over the lanes each on lavapipe)
 // Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups;
 // FLAT: (ceil(CN*CM*OH*OW / RW / WG), 1, 1).
 
@@ -186,7 +186,10 @@ void main() {
     o[r] = vr;
   }
 #if Y_VEC4 == 2
-  Y_PUT(g0, o);
+  [[unroll]] for (int r = 0; r < RW; r += 8) {
+    float o8[8] = float[8](o[r], o[r + 1], o[r + 2], o[r + 3], o[r + 4], o[r + 5], o[r + 6], o[r + 7]);
+    Y_PUT(g0 + r, o8);
+  }
 #else
   [[unroll]] for (int r = 0; r < RW; r += 4) {
     float o4[4] = float[4](o[r], o[r + 1], o[r + 2], o[r + 3]);

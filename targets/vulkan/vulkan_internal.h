@@ -146,7 +146,7 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
  * multiple of 4), a dispatch of at most 65535 work-groups of |wg|. The
  * device side (texel buffers large enough) is checked by the source. */
 bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw);
-#define KILN_VULKAN_DW_FLAT_RW 8 /* the FLAT form's default outputs per invocation */
+#define KILN_VULKAN_DW_FLAT_RW 16 /* the FLAT form's default outputs per invocation */
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */
 

@@ -769,10 +769,10 @@ static void g_depthwise(tg_t* t) {
 static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16);
 
 /* Depthwise planes whose rows are not whole texels (depthwise.comp's
- * FLAT: 8 outputs of Y seen flat, spanning rows and two planes): 7x7 with
- * a bias, a Relu and a residual Add fused (the operand indexed by each
- * output's own channel and position), batch 2; 14x14 with dilation 2, no
- * bias. */
+ * FLAT: 8 or 16 outputs of Y seen flat, spanning rows and two planes):
+ * 7x7 with a bias, a Relu and a residual Add fused (the operand indexed by
+ * each output's own channel and position), batch 2 (1176 outputs: 8 an
+ * invocation); 14x14 with dilation 2, no bias (16 an invocation). */
 static void g_depthwise_flat7(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(2, 12, 7, 7));
   tg_input(t, "res", F32, 4, DIMS(2, 12, 7, 7));
