@@ -1006,9 +1006,7 @@ static kiln_status_t conv_float(nn_kb_t* kb, cv_t* cv) {
     g.M = cv->Mg, g.N = cv->Q;
     g.R.rload = cv_rload;
     g.store = cv_store;
-    /* GPU plans keep K whole: their templates run all of K in one pass,
-     * and a K-blocked GEMM (a reload of Y) leaves no epilogue fusion */
-    g.reload = cv->dst->dtype == KILN_DTYPE_F32 && !cv->pair && ctx->target != KILN_TARGET_CLASS_GPU ? cv_reload : NULL;
+    g.reload = cv->dst->dtype == KILN_DTYPE_F32 && !cv->pair ? cv_reload : NULL;
     g.nr_max = nr; /* the grid is rounded to whole tiles of it */
   }
   nn_gemm_tiles(ctx, &g);
