@@ -31,7 +31,18 @@
 //   Y_VEC4        (TEXEL_Y 1) 1: those texels through a storage buffer of
 //                 vec4s; 2: in pairs as u64vec4s (64-bit integers, OW and
 //                 RW multiples of 8)
-// Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups.
+//   FLAT          1: an invocation takes RW consecutive outputs of all of Y
+//                 seen as one flat array (stride 1, X and Y planes the same
+//                 size, one channel per group, RW a multiple of 4, at most
+//                 a plane, CN*CM*OH*OW a multiple of RW): its outputs may
+//                 span two planes and cross rows; per tap row one texel
+//                 segment at a constant shift, each output's taps masked
+//                 by its own row and column, RW/8 u64vec4 (Y_VEC4 2) or
+//                 RW/4 vec4 stores where rows of 14 or 7 outputs stored
+//                 floats one by one (a loop over the lanes each on lavapipe)
+// Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups;
+// FLAT: (ceil(CN*CM*OH*OW / RW / WG), 1, 1).
+
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 #ifndef TEXEL
@@ -106,6 +117,87 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[
 // constant, (-PW) & 3, and the selects below fold away
 #define SH_CONST ((IH * IW) % 4 == 0 && IW % 4 == 0 && (RW * SW) % 4 == 0)
 
+#ifndef FLAT
+#define FLAT 0
+#endif
+
+#if FLAT
+#define PL (OH * OW)
+void main() {
+  const int g0 = int(gl_GlobalInvocationID.x) * RW;
+  if (g0 >= CN * CM * PL) return;
+  // the (at most two) planes the RW outputs lie in, their taps and bias
+  const int na = g0 / PL, nb = (g0 + RW - 1) / PL;
+  const int ma = na % CM, mb = nb % CM;
+  float wa[KH * KW], wb[KH * KW];
+  {
+    const int a0 = ma * KH * KW, a1 = mb * KH * KW, s0 = a0 & 3, s1 = a1 & 3;
+    float w0[4 * NW], w1[4 * NW];
+    [[unroll]] for (int f = 0; f < NW; ++f) {
+      const vec4 u0 = texelFetch(tw, (a0 >> 2) + f), u1 = texelFetch(tw, (a1 >> 2) + f);
+      [[unroll]] for (int e = 0; e < 4; ++e) w0[4 * f + e] = u0[e], w1[4 * f + e] = u1[e];
+    }
+    [[unroll]] for (int t = 0; t < KH * KW; ++t) {
+      wa[t] = s0 == 0 ? w0[t] : s0 == 1 ? w0[t + 1] : s0 == 2 ? w0[t + 2] : w0[t + 3];
+      wb[t] = s1 == 0 ? w1[t] : s1 == 1 ? w1[t + 1] : s1 == 2 ? w1[t + 2] : w1[t + 3];
+    }
+  }
+#if CHAS_BIAS
+  const float ba = float(bias[ma]), bb = float(bias[mb]);
+#else
+  const float ba = 0.0, bb = 0.0;
+#endif
+  // each output's row and column in its plane
+  int oh[RW], ow[RW];
+  bool inb[RW];
+  float v[RW];
+  [[unroll]] for (int r = 0; r < RW; ++r) {
+    const int q = (g0 + r) % PL;
+    oh[r] = q / OW, ow[r] = q % OW;
+    inb[r] = g0 + r < (na + 1) * PL;
+    v[r] = inb[r] ? ba : bb;
+  }
+  // X's planes are Y's: output g reads X at g + (kh*DH - PH)*IW + kw*DW - PW
+  // (other planes' values and reads past the buffer masked: a tap outside
+  // the plane adds 0); g0 is a multiple of 4, so the shift is a constant
+  [[unroll]] for (int kh = 0; kh < KH; ++kh) {
+    const int d = (kh * DH - PH) * IW - PW, sh = d & 3;
+    const int a = g0 + d;
+    float win[4 * NF];
+    [[unroll]] for (int f = 0; f < NF; ++f) {
+      const vec4 u = texelFetch(tx, (a >> 2) + f);
+      [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = u[e];
+    }
+    [[unroll]] for (int r = 0; r < RW; ++r) {
+      const int ih = oh[r] + kh * DH - PH;
+      const bool rin = ih >= 0 && ih < IH;
+      [[unroll]] for (int kw = 0; kw < KW; ++kw) {
+        const int iw = ow[r] + kw * DW - PW;
+        const float x1 = rin && iw >= 0 && iw < IW ? win[sh + r + kw * DW] : 0.0;
+        v[r] = fma(x1, inb[r] ? wa[kh * KW + kw] : wb[kh * KW + kw], v[r]);
+      }
+    }
+  }
+  float o[RW];
+  [[unroll]] for (int r = 0; r < RW; ++r) {
+    const int n = inb[r] ? na : nb;
+    float vr = v[r];
+    KC_EPI(vr, n / CM, n % CM, oh[r] * OW + ow[r]);
+    o[r] = vr;
+  }
+#if Y_VEC4 == 2
+  [[unroll]] for (int r = 0; r < RW; r += 8) {
+    float o8[8] = float[8](o[r], o[r + 1], o[r + 2], o[r + 3], o[r + 4], o[r + 5], o[r + 6], o[r + 7]);
+    Y_PUT(g0 + r, o8);
+  }
+#else
+  [[unroll]] for (int r = 0; r < RW; r += 4) {
+    float o4[4] = float[4](o[r], o[r + 1], o[r + 2], o[r + 3]);
+    Y_PUT(g0 + r, o4);
+  }
+#endif
+}
+#else
 void main() {
   const int p = int(gl_GlobalInvocationID.x);
   if (p >= OHB * OWB) return;
@@ -201,3 +293,4 @@ void main() {
 #endif
   }
 }
+#endif

@@ -22,6 +22,16 @@ static int32_t dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
   return 1;
 }
 
+bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
+  bool f16 = d->f16_x || d->f16_w || d->f16_c || d->f16_y;
+  for (int32_t i = 0; i < d->epi.n_operands; ++i) f16 = f16 || d->f16_e[i];
+  const int64_t pl = d->oh * d->ow, total = d->N * d->M * pl;
+  if (f16 || d->sh != 1 || d->sw != 1 || d->ih != d->oh || d->iw != d->ow || d->Mg != 1 || d->C != d->M ||
+      d->ow % 4 == 0 || rw < 4 || rw % 4 != 0 || pl < rw || total % rw != 0 || wg < 1)
+    return false;
+  return (total / rw + wg - 1) / wg <= 65535;
+}
+
 /* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */
@@ -44,11 +54,12 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
   /* vec4 texel stores of f32 Y: whole texels of a row; through a storage
    * buffer, in pairs where the rows are whole pairs (MobileNetV2's
    * depthwise convs: kiln_vulkan_y_store) */
-  const bool texel_y = !d->f16_y && y_texels_fit && d->ow % 4 == 0 && rw % 4 == 0;
-  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, d->ow % 8 == 0 && rw % 8 == 0);
-  const int32_t rh = dw_rows(d, wg, rw);
-  kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n#define RH %d\n", name, (long long)d->M,
-            (long long)d->kh, (long long)d->kw, (int)rh);
+  const bool flat = kiln_vulkan_dw_flat(d, wg, rw) && texels_fit && w_texels_fit && y_texels_fit;
+  const bool texel_y = flat || (!d->f16_y && y_texels_fit && d->ow % 4 == 0 && rw % 4 == 0);
+  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, flat ? rw % 8 == 0 : d->ow % 8 == 0 && rw % 8 == 0);
+  const int32_t rh = flat ? 1 : dw_rows(d, wg, rw);
+  kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n#define RH %d\n#define FLAT %d\n", name,
+            (long long)d->M, (long long)d->kh, (long long)d->kw, (int)rh, flat ? 1 : 0);
 #define DW_T(f) ((f) ? "float16_t" : "float")
   kiln_vulkan_sb_printf(&b, "#define TX %s\n#define TW %s\n#define TC %s\n#define TY %s\n", DW_T(d->f16_x), DW_T(d->f16_w),
             DW_T(d->f16_c), DW_T(d->f16_y));
@@ -77,8 +88,13 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
     return kiln_make_status(KILN_OUT_OF_MEMORY, "depthwise '%s': shader text", name);
   }
   *out_glsl = b.p;
-  groups[0] = ((d->oh + rh - 1) / rh * ((d->ow + rw - 1) / rw) + wg - 1) / wg;
-  groups[1] = d->N * d->M;
+  if (flat) {
+    groups[0] = (d->N * d->M * d->oh * d->ow / rw + wg - 1) / wg;
+    groups[1] = 1;
+  } else {
+    groups[0] = ((d->oh + rh - 1) / rh * ((d->ow + rw - 1) / rw) + wg - 1) / wg;
+    groups[1] = d->N * d->M;
+  }
   groups[2] = 1;
   local[0] = wg;
   local[1] = local[2] = 1;

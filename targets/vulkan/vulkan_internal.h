@@ -139,6 +139,14 @@ kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int
 kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                           bool w_texels_fit, bool y_texels_fit, bool int64, const char* name,
                                           char** out_glsl, int64_t groups[3], int64_t local[3]);
+/* True when |d| takes depthwise.comp's FLAT form (RW consecutive outputs
+ * of Y seen flat per invocation; rw a multiple of 4 and of Y's size, at
+ * most a plane): f32, stride 1, X's planes Y's, one channel per group,
+ * rows whose outputs the row form could not store as texels (OW not a
+ * multiple of 4), a dispatch of at most 65535 work-groups of |wg|. The
+ * device side (texel buffers large enough) is checked by the source. */
+bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw);
+#define KILN_VULKAN_DW_FLAT_RW 16 /* the FLAT form's default outputs per invocation */
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */
 

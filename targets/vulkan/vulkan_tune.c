@@ -219,8 +219,9 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       if (v[0] < 1 || v[0] > 1024 || (lim && lim->max_workgroup_size > 0 && v[0] > lim->max_workgroup_size))
         return "work-group larger than the device allows";
       /* depthwise.comp unrolls the taps of RW outputs: past 8 the unrolled
-       * body only grows the driver's compile */
-      if (v[1] < 1 || v[1] > 8) return "RW is 1..8 outputs per invocation";
+       * body only grows the driver's compile (16: the FLAT form's default) */
+      if ((v[1] < 1 || v[1] > 8) && !(v[1] == KILN_VULKAN_DW_FLAT_RW && kiln_vulkan_dw_flat(&t->dw, v[0], v[1])))
+        return "RW is 1..8 outputs per invocation (16 in the flat form)";
       if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:

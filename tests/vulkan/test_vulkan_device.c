@@ -766,6 +766,35 @@ static void g_depthwise(tg_t* t) {
   tg_output(t, "y");
 }
 
+static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16);
+
+/* Depthwise planes whose rows are not whole texels (depthwise.comp's
+ * FLAT: 8 or 16 outputs of Y seen flat, spanning rows and two planes):
+ * 7x7 with a bias, a Relu and a residual Add fused (the operand indexed by
+ * each output's own channel and position), batch 2 (1176 outputs: 8 an
+ * invocation); 14x14 with dilation 2, no bias (16 an invocation). */
+static void g_depthwise_flat7(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 12, 7, 7));
+  tg_input(t, "res", F32, 4, DIMS(2, 12, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(12, 1, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(12));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 12)};
+  tg_node(t, "Conv", "dw", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "r", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES("r", "res"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+static void g_depthwise_flat14(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 16, 14, 14));
+  tg_const(t, "w", F32, 4, DIMS(16, 1, 3, 3));
+  kiln_attr_t ca[3] = {kiln_attr_make_ints("pads", 4, DIMS(2, 2, 2, 2)),
+                       kiln_attr_make_ints("dilations", 2, DIMS(2, 2)), kiln_attr_make_int("group", 16)};
+  tg_node(t, "Conv", "dw", 2, NAMES("x", "w"), "c", 3, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 /* GEMMs the templates leave to the printed loop nest (a Gemm's bias; a
  * stride-2 conv with the SiLU epilogue x * sigmoid(x)) large enough that
  * the chunked form (as many invocations as CPU threads, each with whole
@@ -912,6 +941,16 @@ static void test_plans(void) {
     g_conv_residual(&t);
     run_case(&t, "conv leaky+residual", true, true, 2e-2, 2e-2);
     tg_free(&t);
+  }
+  check_graph(g_depthwise_flat7, "depthwise flat 7x7 + residual", 1e-4, 1e-5);
+  check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated", 1e-4, 1e-5);
+  const build_fn flat[2] = {g_depthwise_flat7, g_depthwise_flat14};
+  for (int i = 0; i < 2 && dev; ++i) {
+    kiln_program_t* prog = graph_program(flat[i], true, false);
+    CHECK_MSG(prog && prog->n_kernels == 1 && strstr(prog->code.text, "kiln depthwise '") &&
+                  strstr(prog->code.text, "#define FLAT 1\n"),
+              "depthwise case %d: not one FLAT depthwise shader", i);
+    kiln_program_destroy(prog);
   }
 }
 
