@@ -53,12 +53,14 @@
  * re-derive the grid from them (template_conv.c), and B is packed in their
  * 32-wide panels (the layout the GEMM templates read). A GEMM printed for
  * a GPU with a loop limit (one no template takes: a fused epilogue)
- * computes a GPU tile per invocation instead (per_tile): at most 4 x 4
+ * computes a GPU tile per invocation instead (per_tile): at most 4 x 8
  * outputs, inside one packed panel. With the 13-14 x 32 register tile
  * there (a 416-float private accumulator, the row loop unrolled, in fp16
  * each operand converted from half inside it) lavapipe's LLVM spent
  * 130-326 s compiling one such shader (bert's linear1 with its bias and
- * erf GELU, gpt2's qkv, gru's input projections); with 4 x 4, a second.
+ * erf GELU, gpt2's qkv, gru's input projections); with 4 x 8, 1.5-5.5 s for
+ * the whole model (and 4 x 8 ran faster than 4 x 4 there: bert 1.1-1.2x,
+ * lstm 1.04x).
  * Parallel split: batches when they divide evenly among the threads (or
  * are many), else the dimension with more tiles; none under ~0.2 MFLOP.
  * Measured (2 threads, AVX-512 Xeon): 1024^3 ~360 GFLOP/s, on par with
@@ -754,7 +756,7 @@ static const tir_stmt_t* per_tile(gen_t* e, int64_t mt_all, int64_t nt_all) {
 }
 
 /* The GPU tile's edge along a packed panel of |w|: its largest divisor up
- * to 4. */
+ * to 4 (columns: 8 where 8 divides |w|). */
 static int64_t gpu_edge(int64_t w) {
   for (int64_t d = 4; d > 1; --d)
     if (w % d == 0) return d;
@@ -837,11 +839,11 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
               (mode != PAR_M || mt_all / P >= 2);
   const tir_stmt_t* body = NULL;
   if (tiled) {
-    /* A GPU tile of at most 4 x 4 outputs per invocation, not the CPU's
+    /* A GPU tile of at most 4 x 8 outputs per invocation, not the CPU's
      * register tile: lavapipe's LLVM took minutes on one 11 x 32 tile
      * with a fused erf epilogue (bert's linear1) and half conversions */
     if (!g->sparse) e.gm = g->L.packed ? gpu_edge(g->mr) : (g->M < 4 ? g->M : 4);
-    e.gn = g->R.packed ? gpu_edge(g->nr) : (g->N < 4 ? g->N : 4);
+    e.gn = g->R.packed ? (g->nr % 8 == 0 ? 8 : gpu_edge(g->nr)) : (g->N < 8 ? g->N : 8);
     e.mt_full = g->M / tmr(&e), e.mrem = g->M % tmr(&e);
     e.nt_full = g->N / tnr(&e), e.nrem = g->N % tnr(&e);
     e.chunk = nn_i(kb, 0);
