@@ -51,7 +51,17 @@
  * AVX2 needs 56 ymm accumulators and spills every FMA to the stack
  * (ResNet-18's 3x3 convs at 5-6.5 GFLOP/s per core on an AVX2 EPYC, 50-68
  * with 6 x 16 and 8-lane vectors). GPU targets keep the AVX-512 figures: their templates
- * re-derive the grid from them (template_conv.c).
+ * re-derive the grid from them (template_conv.c), and B is packed in their
+ * 32-wide panels (the layout the GEMM templates read). A GEMM printed for
+ * a GPU with a loop limit (one no template takes: a fused epilogue)
+ * computes a GPU tile per invocation instead (per_tile): at most 4 x 8
+ * outputs, inside one packed panel. With the 13-14 x 32 register tile
+ * there (a 416-float private accumulator, the row loop unrolled, in fp16
+ * each operand converted from half inside it) lavapipe's LLVM spent
+ * 130-326 s compiling one such shader (bert's linear1 with its bias and
+ * erf GELU, gpt2's qkv, gru's input projections); with 4 x 8, 1.5-5.5 s for
+ * the whole model (and 4 x 8 ran faster than 4 x 4 there: bert 1.1-1.2x,
+ * lstm 1.04x).
  * Parallel split: batches when they divide evenly among the threads (or
  * are many), else the dimension with more tiles; none under ~0.2 MFLOP.
  * Measured (2 threads, AVX-512 Xeon): 1024^3 ~360 GFLOP/s, on par with
@@ -136,7 +146,28 @@ typedef struct gen_s {
   int64_t nkb_full, ktail;
   bool overlap;  /* g->overlap_m, where it applies */
   bool mclamp;   /* the tiles being built start at min(mt * mr, M - mr) (overlap_m) */
+  /* GPU tile (per_tile): rows and columns of one invocation, divisors of
+   * mr (where L is packed) and nr (where R is), so a tile lies in one
+   * packed panel; 0: the register tile (mr, nr) */
+  int64_t gm, gn;
 } gen_t;
+
+/* The tile's rows and columns: the GPU tile's where one is set. */
+static int64_t tmr(const gen_t* e) { return e->gm > 0 ? e->gm : e->g->mr; }
+static int64_t tnr(const gen_t* e) { return e->gn > 0 ? e->gn : e->g->nr; }
+
+/* A packed operand's panel and offset in it of tile |t|'s element |i|
+ * (panels of |w|; tiles of |tw|, a divisor of w). */
+static void panel_of(nn_kb_t* kb, const tir_expr_t* t, int64_t tw, int64_t w, const tir_expr_t* i,
+                     const tir_expr_t** panel, const tir_expr_t** off) {
+  if (tw == w) {
+    *panel = t, *off = i;
+    return;
+  }
+  const int64_t q = w / tw;
+  *panel = nn_divc(kb, t, q);
+  *off = nn_add(kb, nn_mulc(kb, nn_modc(kb, t, q), tw), i);
+}
 
 /* K block position: first/last are 1 (always), 0 (never) or -1 (the
  * condition expression decides). */
@@ -159,7 +190,7 @@ static const tir_expr_t* packed_elem(gen_t* e, const tir_expr_t* ld) {
 /* The first row of M tile |mt|: the last tile of an overlap_m loop starts
  * mr rows before the end (overlapping the one before it). */
 static const tir_expr_t* tile_row0(gen_t* e, const tir_expr_t* mt) {
-  const tir_expr_t* m0 = nn_mulc(e->kb, mt, e->g->mr);
+  const tir_expr_t* m0 = nn_mulc(e->kb, mt, tmr(e));
   return e->mclamp ? tir_bin(e->kb->t, TIR_MIN, m0, nn_i(e->kb, e->g->M - e->g->mr)) : m0;
 }
 
@@ -171,9 +202,13 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
   /* krel is the k offset inside the block: the k loop runs over its kr */
   if (g->sparse) return tir_load(kb->t, g->sparse->vals, NN_IDX(e->sblk, krel, i));
   if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, e->stile, krel, i));
-  if (g->L.packed && g->L.packed->rank == 5)
-    return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, mt, krel, i)));
-  if (g->L.packed) return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), mt, kabs, i)));
+  if (g->L.packed) {
+    const tir_expr_t *pt, *pi;
+    panel_of(kb, mt, tmr(e), g->mr, i, &pt, &pi);
+    if (g->L.packed->rank == 5)
+      return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, pt, krel, pi)));
+    return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), pt, kabs, pi)));
+  }
   const tir_expr_t* m = nn_add(kb, tile_row0(e, mt), i);
   if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
   return g->L.load(kb, g, e->b, m, kabs);
@@ -184,10 +219,14 @@ static const tir_expr_t* r_elem(gen_t* e, const tir_expr_t* nt, const tir_expr_t
                                 const tir_expr_t* kabs, const tir_expr_t* krel) {
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
-  if (g->R.packed && g->R.packed->rank == 5)
-    return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, nt, krel, j)));
-  if (g->R.packed) return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), nt, kabs, j)));
-  return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, g->nr), j));
+  if (g->R.packed) {
+    const tir_expr_t *pt, *pj;
+    panel_of(kb, nt, tnr(e), g->nr, j, &pt, &pj);
+    if (g->R.packed->rank == 5)
+      return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, pt, krel, pj)));
+    return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), pt, kabs, pj)));
+  }
+  return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, tnr(e)), j));
 }
 
 /* for i (UNROLLED) for j (VECTORIZED when the width allows) */
@@ -239,7 +278,7 @@ static const tir_expr_t* tile_m(gen_t* e, tile_t* t, const tir_expr_t* i) {
   return nn_add(e->kb, tile_row0(e, t->mt), i);
 }
 static const tir_expr_t* tile_n(gen_t* e, tile_t* t, const tir_expr_t* j) {
-  return nn_add(e->kb, nn_mulc(e->kb, t->nt, e->g->nr), j);
+  return nn_add(e->kb, nn_mulc(e->kb, t->nt, tnr(e)), j);
 }
 
 static const tir_stmt_t* init_body(gen_t* e, void* u, const tir_expr_t* i, const tir_expr_t* j) {
@@ -324,7 +363,7 @@ static const tir_stmt_t* r_prefetch(gen_t* e, const tile_t* t, int64_t nr) {
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
   const tir_buffer_t* R = g->R.packed;
-  if (!R || (R->rank != 4 && R->rank != 5) || g->sparse) return NULL;
+  if (!R || (R->rank != 4 && R->rank != 5) || g->sparse || e->gn > 0) return NULL;
   const int64_t tiles = R->shape[R->rank - 3], esz = (int64_t)kiln_dtype_size(R->dtype);
   if (tiles < 2 || esz <= 0) return NULL;
   const int64_t line = 64 / esz; /* elements per 64-byte line */
@@ -528,7 +567,7 @@ static const tir_stmt_t* kbody(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
   }
   const tir_stmt_t* out[2] = {NULL, NULL};
   for (int part = 0; part < 2; ++part) {
-    int64_t mr = part ? e->mrem : g->mr;
+    int64_t mr = part ? e->mrem : tmr(e);
     if (part ? !mpart : mcnt <= 0) continue;
     tir_var_t* vm = part ? NULL : nn_var(kb, "mt");
     const tir_expr_t* mt = part ? nn_i(kb, e->mt_full) : nn_add(kb, mfirst, nn_v(kb, vm));
@@ -538,7 +577,7 @@ static const tir_stmt_t* kbody(gen_t* e, const tir_expr_t* mfirst, int64_t mcnt,
     if (ncnt > 0) {
       tir_var_t* vn = nn_var(kb, "nt");
       items[1] = nn_for(kb, vn, ncnt,
-                        tile(e, mt, mr, nn_add(kb, nfirst, nn_v(kb, vn)), g->nr, k0, kl, kp));
+                        tile(e, mt, mr, nn_add(kb, nfirst, nn_v(kb, vn)), tnr(e), k0, kl, kp));
     }
     if (npart) items[2] = tile(e, mt, mr, nn_i(kb, e->nt_full), e->nrem, k0, kl, kp);
     const tir_stmt_t* s = tir_seq(kb->t, 3, items);
@@ -679,7 +718,8 @@ static const tir_stmt_t* balanced_chunks(gen_t* e, const tir_expr_t* c, int64_t 
  * loop iterations (ctx->loop_limit): the chunked form gives each of a few
  * chunks whole rows of tiles (CPU threads), which on such a device ends
  * invocations early and leaves its lanes idle. Here the PARALLEL loop runs
- * over batch x M tiles x N tiles, and each iteration computes its tile over
+ * over batch x M tiles x N tiles (GPU tiles: e->gm x e->gn), and each
+ * iteration computes its tile over
  * the whole K, so an invocation runs only the K loop. The edge tiles have
  * other (compile-time) sizes: a branch per case, on the tile's coordinates
  * only, so every access stays provably in bounds. */
@@ -714,6 +754,14 @@ static const tir_stmt_t* per_tile(gen_t* e, int64_t mt_all, int64_t nt_all) {
   body = nn_for(kb, vt, g->batch * tiles, body);
   nn_parallel(kb, vt);
   return body;
+}
+
+/* The GPU tile's edge along a packed panel of |w|: its largest divisor up
+ * to 4 (columns: 8 where 8 divides |w|). */
+static int64_t gpu_edge(int64_t w) {
+  for (int64_t d = 4; d > 1; --d)
+    if (w % d == 0) return d;
+  return 1;
 }
 
 kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
@@ -792,8 +840,15 @@ kiln_status_t nn_gemm_emit(nn_kb_t* kb, nn_gemm_t* g) {
               (mode != PAR_M || mt_all / P >= 2);
   const tir_stmt_t* body = NULL;
   if (tiled) {
+    /* A GPU tile of at most 4 x 8 outputs per invocation, not the CPU's
+     * register tile: lavapipe's LLVM took minutes on one 11 x 32 tile
+     * with a fused erf epilogue (bert's linear1) and half conversions */
+    if (!g->sparse) e.gm = g->L.packed ? gpu_edge(g->mr) : (g->M < 4 ? g->M : 4);
+    e.gn = g->R.packed ? (g->nr % 8 == 0 ? 8 : gpu_edge(g->nr)) : (g->N < 8 ? g->N : 8);
+    e.mt_full = g->M / tmr(&e), e.mrem = g->M % tmr(&e);
+    e.nt_full = g->N / tnr(&e), e.nrem = g->N % tnr(&e);
     e.chunk = nn_i(kb, 0);
-    body = per_tile(&e, mt_all, nt_all);
+    body = per_tile(&e, e.mt_full + (e.mrem > 0), e.nt_full + (e.nrem > 0));
   } else if (mode == PAR_BATCH) {
     tir_var_t* vb = nn_var(kb, "b");
     e.b = e.chunk = nn_v(kb, vb);
