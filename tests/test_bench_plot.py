@@ -164,7 +164,8 @@ def test_some_suites(tmp):
 
 FAKE_KILN = """#!/bin/sh
 # Prints what `kiln run --repeat N` prints, for models_peers.py.
-echo "compiled 7 kernels: lowering 1.0 ms, codegen 2.0 ms, cc 300.0 ms, load 1.0 ms"
+echo "compiled 7 kernels for cpu: lowering 1.0 ms, codegen 2.0 ms, 67.4 KB of code, 0.0 MB of weights"
+echo "cpu: C compiler cc 300.0 ms (0.3 s of CPU, 2 parts on 2 jobs), loaded in 1.0 ms"
 echo "latency: median 0.25 ms, min 0.20 ms over 5 runs"
 """
 
