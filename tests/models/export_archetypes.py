@@ -402,16 +402,43 @@ def _detector(ctor, size):
     return Flat(ctor()).eval(), _image((1, 3, size, size)), ["boxes", "scores", "labels"]
 
 
+def _calibrate_detector(model, size, batches=2):
+    """calibrate_batchnorm for a torchvision detector: its train-mode forward
+    wants targets, so the calibration passes run its transform, backbone and
+    (SSD) head, where its BatchNorm layers are. Uncalibrated (running mean 0,
+    variance 1 under random convolutions) the activations shrink by ~100x a
+    stage: ssdlite's deepest features were ~1e-25 and its class logits
+    ~1e-14, fasterrcnn's FPN outputs ~1e-8 (0 in f16), so every score was
+    the same (1/8 for ssdlite), every box a decoded anchor or proposal, and
+    the tests compared the anchors and the tie order of NMS and TopK."""
+    torch = _torch()
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for bn in bns:
+            bn.weight.copy_(torch.rand(bn.weight.shape, generator=gen) + 0.5)
+            bn.bias.copy_(torch.randn(bn.bias.shape, generator=gen) * 0.1)
+            bn.reset_running_stats()
+            bn.momentum = None  # cumulative average over the calibration batches
+        model.train()
+        for _ in range(batches):
+            imgs = [torch.randn(3, size, size, generator=gen) for _ in range(4)]
+            feats = model.backbone(model.transform(imgs)[0].tensors)
+            if hasattr(model, "head"):
+                model.head(list(feats.values()))
+    return model.eval()
+
+
 def build_ssdlite():
     import torchvision.models.detection as det
-    return _detector(lambda: det.ssdlite320_mobilenet_v3_large(
-        weights=None, weights_backbone=None, num_classes=8, detections_per_img=20), 320)
+    return _detector(lambda: _calibrate_detector(det.ssdlite320_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=8, detections_per_img=20), 320), 320)
 
 
 def build_fasterrcnn():
     import torchvision.models.detection as det
-    return _detector(lambda: det.fasterrcnn_mobilenet_v3_large_320_fpn(
-        weights=None, weights_backbone=None, num_classes=8, box_detections_per_img=20), 320)
+    return _detector(lambda: _calibrate_detector(det.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=8, box_detections_per_img=20), 320), 320)
 
 
 # ---- inputs -----------------------------------------------------------------------------

@@ -127,15 +127,30 @@ endforeach()
 #   regnet_y_400mf E 0.0229 F 0.0293             S 1.15   5e-2
 #   yolo_head  E 0.265 F 0.156 (max rel err 0.0019)  S 191  1e-2 (the box
 #              decodes are within the rtol; the atol holds the probabilities)
-# Not measured (the slow and detector tiers were not exported in this
-# session): the slow tier S/100 of the output scale its fp32 atol was set
-# from (1e-4 S there, so 100x it); the detectors, whose outputs mix boxes
-# (pixels, up to 320) with scores (at most 1) under one atol, 1e-2 with the
-# rtol 1e-2 (a box within 1%, a score within 0.01 + 1%; labels exact).
+# The slow tier and the detectors (E: `ctest -R model_archetype_NAME_cpu_fp16`,
+# F: fp16_error.py NAME, 2026-12-06):
+#   convnext_tiny  E 0.0015  F 0.0014            S 1.85   5e-3
+#   vit_b_16       E 0.063   F 0.065             S 46     2e-1
+#   swin_t         E 0.00082 F 0.00057           S 0.69   2e-3
+#   deeplabv3      E 0.0111  F 0.0233            S 0.94   4e-2 (S/20 is
+#              0.047; the 1e-2 set as S/100 before this was measured failed
+#              the CPU's run, 12 of 131072 elements, by the format's error)
+# The detectors in fp16 compare their scores only. Their boxes and labels
+# are a selection (per-class NMS, then the top 20 by score) among scores
+# that lie closer together than f16 storage moves them: ssdlite's 20 kept
+# scores span 0.39-0.59 with gaps down to 8e-5 and move by up to 0.008 in
+# fp16_error.py, fasterrcnn's span 0.15-0.16 with gaps down to 5e-5 and move
+# by up to 2e-4, and torch's own f16-storage run keeps other boxes (boxes F
+# 148 and 213 pixels, labels not equal), as does kiln's CPU fp16 run (4
+# and 3 labels of 20 differ). The sorted scores stay within E and F when
+# near-equal detections swap places:
+#   ssdlite        scores E 0.0054  F 0.0080  S 0.59   2e-2
+#   fasterrcnn     scores E 0.00048 F 0.00023 S 0.16   1e-3
 set(_kiln_matrix_fp16_atol
     "bert|2e-2" "gpt2|2e-1" "llama|1e-2" "wav2vec2|1e-2" "lstm|2e-4" "gru|1e-3"
     "unet_block|5e-3" "yolo_head|1e-2" "regnet_y_400mf|5e-2"
-    "ssdlite|1e-2" "fasterrcnn|1e-2")
+    "convnext_tiny|5e-3" "vit_b_16|2e-1" "swin_t|2e-3" "deeplabv3|4e-2"
+    "ssdlite|2e-2" "fasterrcnn|1e-3")
 foreach(entry ${_kiln_archetypes})
   string(REPLACE "|" ";" entry "${entry}")
   list(GET entry 0 name)
@@ -157,6 +172,9 @@ foreach(entry ${_kiln_archetypes})
     else()
       message(FATAL_ERROR "matrix.cmake: archetype ${name}: atol '${atol32}' is not of the form Me-N")
     endif()
+  endif()
+  if(tier STREQUAL "detector")
+    set(outs scores)  # boxes and labels: not determined at f16 (above)
   endif()
   string(REPLACE "," ";" outs "${outs}")
   set(_compare "")
@@ -205,36 +223,6 @@ foreach(entry ${_kiln_archetypes})
                          ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_VULKAN_VALIDATION=1")
   endforeach()
 endforeach()
-
-# ---- ssdlite on Vulkan ----------------------------------------------------
-# Not in _kiln_archetypes' vulkan targets: with random weights its 20 kept
-# scores all tie at 0.125 (the 8-class softmax of near-zero logits), and
-# which boxes NonMaxSuppression and TopK keep among equal scores is the
-# order the stage before hands them, which lavapipe's sums need not share
-# with onnxruntime's: boxes and labels are not determined by the model. The
-# scores are, so this test compares them only (fp32 and fp16; the detector
-# tier, slow; its host nodes run on the CPU between the stages, so no
-# --strict).
-if("vulkan" IN_LIST _kiln_gpu_targets)
-  foreach(prec fp32 fp16)
-    set(test model_archetype_ssdlite_vulkan)
-    set(args --rtol 1e-3 --atol 2e-2)
-    set(timeout 2100)
-    if(prec STREQUAL "fp16")
-      set(test ${test}_fp16)
-      set(args --precision fp16 --rtol 1e-2 --atol 1e-2)
-      set(timeout 4200)
-    endif()
-    add_test(NAME ${test}
-             COMMAND $<TARGET_FILE:kiln_cli> run ${KILN_MODELS_DIR}/ssdlite.onnx --target vulkan
-                     --input input=${KILN_MODELS_DIR}/ssdlite_input.npy
-                     --compare scores=${KILN_MODELS_DIR}/ssdlite_ort_scores.npy ${args})
-    set_tests_properties(${test} PROPERTIES
-                         FIXTURES_REQUIRED archetypes_detector LABELS "models;target=vulkan;slow" TIMEOUT ${timeout}
-                         FAIL_REGULAR_EXPRESSION "kiln vulkan validation:|falling back to the CPU|MISMATCH"
-                         ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache;KILN_VULKAN_VALIDATION=1")
-  endforeach()
-endif()
 
 # ---- the encoder block (export_encoder.py) and the small ViT (export_vit.py)
 # The encoder's fp32 runs on the GPU targets, and both in fp16 on every
