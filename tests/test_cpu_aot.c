@@ -342,6 +342,38 @@ static void test_signed_machine_code(void) {
   kiln_allocator_free(sys(), signed_bytes);
 }
 
+/* A session of |m| on a CPU device that counts its calls, given |so|: with
+ * |in_place| its weights bound where they lie (buffer_wrap once, no weight
+ * written to the device); the output of a seeded input is the C source's
+ * (|what| names the case). */
+static void check_counted_session(kiln_module_t* m, const kiln_session_options_t* so, bool in_place,
+                                  const char* what) {
+  kiln_device_t *d = NULL, *fd = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in = {0}, out = {0};
+  kiln_fault_spec_t never = {KILN_DEVICE_CALL_ANY, 1 << 30, KILN_FAULT_FAIL}; /* counts only */
+  kiln_device_open_options_t dop = {2, true, NULL};
+  if (CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) && CHECK_OK(kiln_device_fault_wrap(d, &never, &fd)) &&
+      CHECK_OK(kiln_session_create(m, fd, so, &s))) {
+    if (in_place) {
+      CHECK(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRAP) == 1);
+      CHECK_MSG(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE) == 0, "%s: %d buffer writes building a session",
+                what, kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE));
+    }
+    kiln_dtype_t dt;
+    kiln_shape_t sh = kiln_module_input_shape(m, 0, &dt);
+    if (CHECK_OK(kiln_array_alloc(sys(), dt, &sh, &in))) {
+      for (int64_t i = 0; i < kiln_shape_count(&sh); ++i) ((float*)in.data)[i] = (float)sin(0.37 * (double)i);
+      if (CHECK_OK(kiln_session_run(s, &in, &out))) check_output(&out, what);
+    }
+  }
+  kiln_array_free(sys(), &in);
+  kiln_array_free(sys(), &out);
+  kiln_session_destroy(s);
+  kiln_device_release(fd);
+  kiln_device_release(d);
+}
+
 /* A module file is mapped and its weights used where they lie: the
  * program's weights point into the mapping and the session wraps them
  * (buffer_wrap once, no weight written to the device) -- and the output is
@@ -357,34 +389,11 @@ static void test_mapped_in_place(void) {
   for (int mapped = 1; mapped >= 0; --mapped) {
     kiln_module_load_options_t lo = {.no_map = !mapped};
     kiln_module_t* m = NULL;
-    kiln_device_t *d = NULL, *fd = NULL;
-    kiln_session_t* s = NULL;
-    kiln_array_t in = {0}, out = {0};
-    kiln_fault_spec_t never = {KILN_DEVICE_CALL_ANY, 1 << 30, KILN_FAULT_FAIL}; /* counts only */
-    kiln_device_open_options_t dop = {2, true, NULL};
-    if (CHECK_OK(kiln_module_load_file_opts(path, &lo, sys(), &m)) &&
-        CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) && CHECK_OK(kiln_device_fault_wrap(d, &never, &fd)) &&
-        CHECK_OK(kiln_session_create(m, fd, NULL, &s))) {
+    if (CHECK_OK(kiln_module_load_file_opts(path, &lo, sys(), &m))) {
       const kiln_program_t* p = kiln_module_program(m);
       CHECK(p->weights_len > 0 && p->weights_borrowed == mapped);
-      if (mapped) {
-        CHECK(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRAP) == 1);
-        CHECK_MSG(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE) == 0,
-                  "%d buffer writes building a session of a mapped module",
-                  kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE));
-      }
-      kiln_dtype_t dt;
-      kiln_shape_t sh = kiln_module_input_shape(m, 0, &dt);
-      if (CHECK_OK(kiln_array_alloc(sys(), dt, &sh, &in))) {
-        for (int64_t i = 0; i < kiln_shape_count(&sh); ++i) ((float*)in.data)[i] = (float)sin(0.37 * (double)i);
-        if (CHECK_OK(kiln_session_run(s, &in, &out))) check_output(&out, mapped ? "mapped" : "read and copied");
-      }
+      check_counted_session(m, NULL, mapped, mapped ? "mapped" : "read and copied");
     }
-    kiln_array_free(sys(), &in);
-    kiln_array_free(sys(), &out);
-    kiln_session_destroy(s);
-    kiln_device_release(fd);
-    kiln_device_release(d);
     kiln_module_release(m);
   }
   /* Wrapping the weights fails (or a view of them, or the device is lost
@@ -419,11 +428,6 @@ static void test_compiled_in_place(void) {
   with_compiler();
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;
-  kiln_device_t *d = NULL, *fd = NULL;
-  kiln_session_t* s = NULL;
-  kiln_array_t in = {0}, out = {0};
-  kiln_fault_spec_t never = {KILN_DEVICE_CALL_ANY, 1 << 30, KILN_FAULT_FAIL}; /* counts only */
-  kiln_device_open_options_t dop = {2, true, NULL};
   kiln_session_options_t so;
   kiln_session_options_default(&so);
   so.cache_dir = ""; /* nothing cached */
@@ -440,26 +444,7 @@ static void test_compiled_in_place(void) {
             "weights at %p, not 64-byte aligned", (void*)prog->weights);
   kiln_status_t ws = kiln_module_wrap(prog, &m);
   prog = NULL; /* the module's now (wrap destroys it on an error) */
-  if (CHECK_OK(ws)) {
-    if (CHECK_OK(kiln_device_open("cpu", &dop, sys(), &d)) && CHECK_OK(kiln_device_fault_wrap(d, &never, &fd)) &&
-        CHECK_OK(kiln_session_create(m, fd, &so, &s))) {
-      CHECK(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRAP) == 1);
-      CHECK_MSG(kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE) == 0,
-                "%d buffer writes building a session of a compiled program",
-                kiln_device_fault_count(fd, KILN_DEVICE_CALL_BUFFER_WRITE));
-      kiln_dtype_t dt;
-      kiln_shape_t sh = kiln_module_input_shape(m, 0, &dt);
-      if (CHECK_OK(kiln_array_alloc(sys(), dt, &sh, &in))) {
-        for (int64_t i = 0; i < kiln_shape_count(&sh); ++i) ((float*)in.data)[i] = (float)sin(0.37 * (double)i);
-        if (CHECK_OK(kiln_session_run(s, &in, &out))) check_output(&out, "compiled, weights in place");
-      }
-    }
-  }
-  kiln_array_free(sys(), &in);
-  kiln_array_free(sys(), &out);
-  kiln_session_destroy(s);
-  kiln_device_release(fd);
-  kiln_device_release(d);
+  if (CHECK_OK(ws)) check_counted_session(m, &so, true, "compiled, weights in place");
   kiln_module_release(m);
 }
 

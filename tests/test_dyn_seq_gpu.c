@@ -32,6 +32,7 @@
 #include "runtime/program.h"
 #include "targets/registry.h"
 #include "testing.h"
+#include "compile_util.h"
 #include "seq_attn_model.h" /* after testing.h: it checks */
 
 #define W 32
@@ -93,23 +94,8 @@ static bool ffn_model_write(const char* path, const char* approx) {
 /* The module bytes (malloc'd) of the model at |model| compiled for |target| with |dim|. */
 static kiln_status_t compile_model(const char* model, const char* target, const char* dim, uint8_t** out,
                                    size_t* out_len) {
-  kiln_compiler_t* c = NULL;
-  *out = NULL;
-  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
-  if (!s) s = kiln_compiler_load_model(c, model);
-  if (!s) s = kiln_compiler_set_option(c, "target", target);
-  if (!s) s = kiln_compiler_set_option(c, "dim", dim);
-  if (!s) s = kiln_compiler_compile(c);
-  const void* data = NULL;
-  size_t len = 0;
-  if (!s) s = kiln_compiler_module(c, &data, &len);
-  if (!s) {
-    *out = malloc(len);
-    if (*out) memcpy(*out, data, len);
-    *out_len = len;
-  }
-  kiln_compiler_destroy(c);
-  return s;
+  const char* const opts[] = {"target", target, "dim", dim, NULL};
+  return tc_compile(model, opts, out, out_len);
 }
 
 static kiln_status_t compile(const char* target, const char* dim, uint8_t** out, size_t* out_len) {

@@ -29,6 +29,7 @@
 #include "runtime/module_file.h"
 #include "runtime/session_impl.h"
 #include "testing.h"
+#include "compile_util.h"
 #include "seq_attn_model.h" /* after testing.h: it checks */
 
 /* The model's width: rows of 32 floats keep the 64-byte alignment of
@@ -63,23 +64,8 @@ static void write_models(void) {
 /* Compiles |model| for the CPU with |dim|; the status, and the module
  * bytes in |out| (malloc'd) when |out| is given and it compiled. */
 static kiln_status_t compile(const char* model, const char* dim, uint8_t** out, size_t* out_len) {
-  kiln_compiler_t* c = NULL;
-  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
-  if (!s) s = kiln_compiler_load_model(c, model);
-  if (!s) s = kiln_compiler_set_option(c, "threads", "2");
-  if (!s) s = kiln_compiler_set_option(c, "target", "cpu");
-  if (!s) s = kiln_compiler_set_option(c, "dim", dim);
-  if (!s) s = kiln_compiler_compile(c);
-  const void* data = NULL;
-  size_t len = 0;
-  if (!s && out) s = kiln_compiler_module(c, &data, &len);
-  if (!s && out) {
-    *out = malloc(len);
-    if (*out) memcpy(*out, data, len);
-    *out_len = len;
-  }
-  kiln_compiler_destroy(c);
-  return s;
+  const char* const opts[] = {"threads", "2", "target", "cpu", "dim", dim, NULL};
+  return tc_compile(model, opts, out, out_len);
 }
 
 static kiln_array_t filled(int64_t seq, uint32_t seed) { return seq_attn_input(seq, W, seed); }

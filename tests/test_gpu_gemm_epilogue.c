@@ -24,6 +24,7 @@
 #include "runtime/program.h"
 #include "targets/registry.h"
 #include "testing.h"
+#include "compile_util.h"
 
 enum { M = 30, K = 40, N = 50 };
 
@@ -75,23 +76,8 @@ static bool model_write(const char* path, int kind) {
 }
 
 static kiln_status_t compile_model(const char* model, const char* precision, uint8_t** out, size_t* out_len) {
-  kiln_compiler_t* c = NULL;
-  *out = NULL;
-  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
-  if (!s) s = kiln_compiler_load_model(c, model);
-  if (!s) s = kiln_compiler_set_option(c, "target", g_target);
-  if (!s) s = kiln_compiler_set_option(c, "precision", precision);
-  if (!s) s = kiln_compiler_compile(c);
-  const void* data = NULL;
-  size_t len = 0;
-  if (!s) s = kiln_compiler_module(c, &data, &len);
-  if (!s) {
-    *out = malloc(len);
-    if (*out) memcpy(*out, data, len);
-    *out_len = len;
-  }
-  kiln_compiler_destroy(c);
-  return s;
+  const char* const opts[] = {"target", g_target, "precision", precision, NULL};
+  return tc_compile(model, opts, out, out_len);
 }
 
 /* The largest private 2-D float array of the shaders (the printed GEMM's

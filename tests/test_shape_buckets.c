@@ -22,6 +22,7 @@
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "testing.h"
+#include "compile_util.h"
 
 static char g_dir[512];
 static char g_model[700];
@@ -69,23 +70,15 @@ static const char* g_target = "cpu"; /* --target T: the GPU part on T */
  * and the module bytes in |out| (malloc'd) when |out| is given and it
  * compiled. */
 static kiln_status_t compile(const char* const* dims, uint8_t** out, size_t* out_len) {
-  kiln_compiler_t* c = NULL;
-  kiln_status_t s = kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c);
-  if (!s) s = kiln_compiler_load_model(c, g_model);
-  if (!s) s = kiln_compiler_set_option(c, "threads", "2");
-  if (!s) s = kiln_compiler_set_option(c, "target", g_target);
-  for (int i = 0; dims[i] && !s; ++i) s = kiln_compiler_set_option(c, "dim", dims[i]);
-  if (!s) s = kiln_compiler_compile(c);
-  const void* data = NULL;
-  size_t len = 0;
-  if (!s && out) s = kiln_compiler_module(c, &data, &len);
-  if (!s && out) {
-    *out = malloc(len);
-    if (*out) memcpy(*out, data, len);
-    *out_len = len;
+  const char* opts[5 + 2 * 8] = {"threads", "2", "target", g_target};
+  int n = 4;
+  for (int i = 0; dims[i]; ++i) {
+    if (n + 2 >= (int)(sizeof opts / sizeof opts[0])) return kiln_make_status(KILN_INVALID_ARGUMENT, "too many dims");
+    opts[n++] = "dim";
+    opts[n++] = dims[i];
   }
-  kiln_compiler_destroy(c);
-  return s;
+  opts[n] = NULL;
+  return tc_compile(g_model, opts, out, out_len);
 }
 
 static kiln_array_t filled(int64_t batch, int64_t seq, uint32_t seed) {

@@ -412,21 +412,14 @@ def _calibrate_detector(model, size, batches=2):
     the same (1/8 for ssdlite), every box a decoded anchor or proposal, and
     the tests compared the anchors and the tie order of NMS and TopK."""
     torch = _torch()
-    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for bn in bns:
-            bn.weight.copy_(torch.rand(bn.weight.shape, generator=gen) + 0.5)
-            bn.bias.copy_(torch.randn(bn.bias.shape, generator=gen) * 0.1)
-            bn.reset_running_stats()
-            bn.momentum = None  # cumulative average over the calibration batches
-        model.train()
-        for _ in range(batches):
-            imgs = [torch.randn(3, size, size, generator=gen) for _ in range(4)]
-            feats = model.backbone(model.transform(imgs)[0].tensors)
-            if hasattr(model, "head"):
-                model.head(list(feats.values()))
-    return model.eval()
+
+    def forward(model, gen):
+        imgs = [torch.randn(3, size, size, generator=gen) for _ in range(4)]
+        feats = model.backbone(model.transform(imgs)[0].tensors)
+        if hasattr(model, "head"):
+            model.head(list(feats.values()))
+
+    return calibrate_batchnorm(model, None, batches, forward)
 
 
 def build_ssdlite():

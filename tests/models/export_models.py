@@ -75,10 +75,12 @@ def build_model(name):
     return calibrate_batchnorm(model, (8, 3, 224, 224))
 
 
-def calibrate_batchnorm(model, batch_shape, batches=2):
+def calibrate_batchnorm(model, batch_shape, batches=2, forward=None):
     """Seeded random BatchNorm affine parameters, running statistics averaged over
-    `batches` train-mode passes on seeded random inputs of `batch_shape`; returns the
-    model in eval mode (see the module docstring for why)."""
+    `batches` train-mode passes on seeded random inputs of `batch_shape` (or
+    `forward(model, gen)`, which draws its own inputs from the generator, for models
+    whose train-mode call wants more than a batch); returns the model in eval mode
+    (see the module docstring for why)."""
     import torch
 
     bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
@@ -91,7 +93,10 @@ def calibrate_batchnorm(model, batch_shape, batches=2):
             bn.momentum = None  # cumulative average over the calibration batches
         model.train()
         for _ in range(batches):
-            model(torch.randn(batch_shape, generator=gen))
+            if forward:
+                forward(model, gen)
+            else:
+                model(torch.randn(batch_shape, generator=gen))
     return model.eval()
 
 
