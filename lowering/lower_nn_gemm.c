@@ -194,6 +194,19 @@ static const tir_expr_t* tile_row0(gen_t* e, const tir_expr_t* mt) {
   return e->mclamp ? tir_bin(e->kb->t, TIR_MIN, m0, nn_i(e->kb, e->g->M - e->g->mr)) : m0;
 }
 
+/* Element |i| of tile |t| of the packed operand |op| (tiles of |tw| inside
+ * its panels of |w|): K block and k offset |krel| where it is packed in K
+ * blocks (rank 5), else the absolute k |kabs|. */
+static const tir_expr_t* packed_at(gen_t* e, const nn_operand_t* op, const tir_expr_t* t, int64_t tw, int64_t w,
+                                   const tir_expr_t* i, const tir_expr_t* kabs, const tir_expr_t* krel) {
+  nn_kb_t* kb = e->kb;
+  const tir_expr_t *pt, *pi;
+  panel_of(kb, t, tw, w, i, &pt, &pi);
+  if (op->packed->rank == 5)
+    return packed_elem(e, tir_load(kb->t, op->packed, NN_IDX(pbatch(e, op), e->kblk, pt, krel, pi)));
+  return packed_elem(e, tir_load(kb->t, op->packed, NN_IDX(pbatch(e, op), pt, kabs, pi)));
+}
+
 static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t* i,
                                 const tir_expr_t* kabs, const tir_expr_t* krel,
                                 const tir_expr_t* kout, int32_t grp, const tir_expr_t* const* kv) {
@@ -202,13 +215,7 @@ static const tir_expr_t* l_elem(gen_t* e, const tir_expr_t* mt, const tir_expr_t
   /* krel is the k offset inside the block: the k loop runs over its kr */
   if (g->sparse) return tir_load(kb->t, g->sparse->vals, NN_IDX(e->sblk, krel, i));
   if (e->slot) return tir_load(kb->t, e->slot, NN_IDX(e->chunk, e->stile, krel, i));
-  if (g->L.packed) {
-    const tir_expr_t *pt, *pi;
-    panel_of(kb, mt, tmr(e), g->mr, i, &pt, &pi);
-    if (g->L.packed->rank == 5)
-      return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), e->kblk, pt, krel, pi)));
-    return packed_elem(e, tir_load(kb->t, g->L.packed, NN_IDX(pbatch(e, &g->L), pt, kabs, pi)));
-  }
+  if (g->L.packed) return packed_at(e, &g->L, mt, tmr(e), g->mr, i, kabs, krel);
   const tir_expr_t* m = nn_add(kb, tile_row0(e, mt), i);
   if (g->L.lload) return g->L.lload(kb, g, e->b, kout, grp, kv, m);
   return g->L.load(kb, g, e->b, m, kabs);
@@ -219,13 +226,7 @@ static const tir_expr_t* r_elem(gen_t* e, const tir_expr_t* nt, const tir_expr_t
                                 const tir_expr_t* kabs, const tir_expr_t* krel) {
   nn_kb_t* kb = e->kb;
   const nn_gemm_t* g = e->g;
-  if (g->R.packed) {
-    const tir_expr_t *pt, *pj;
-    panel_of(kb, nt, tnr(e), g->nr, j, &pt, &pj);
-    if (g->R.packed->rank == 5)
-      return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), e->kblk, pt, krel, pj)));
-    return packed_elem(e, tir_load(kb->t, g->R.packed, NN_IDX(pbatch(e, &g->R), pt, kabs, pj)));
-  }
+  if (g->R.packed) return packed_at(e, &g->R, nt, tnr(e), g->nr, j, kabs, krel);
   return g->R.rload(kb, g, e->b, kout, grp, kv, nn_add(kb, nn_mulc(kb, nt, tnr(e)), j));
 }
 
@@ -757,7 +758,7 @@ static const tir_stmt_t* per_tile(gen_t* e, int64_t mt_all, int64_t nt_all) {
 }
 
 /* The GPU tile's edge along a packed panel of |w|: its largest divisor up
- * to 4 (columns: 8 where 8 divides |w|). */
+ * to 4 (nn_gemm_emit takes 8 columns where 8 divides the panel). */
 static int64_t gpu_edge(int64_t w) {
   for (int64_t d = 4; d > 1; --d)
     if (w % d == 0) return d;
