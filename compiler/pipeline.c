@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -282,18 +283,16 @@ static kiln_status_t dump(const kiln_plan_t* plan, const kiln_program_t* p, cons
   char path[4096];
   snprintf(path, sizeof path, "%s/plan.txt", c->dump_dir);
   FILE* f = fopen(path, "w");
-  if (f) {
-    kiln_plan_dump(plan, f, true);
-    fclose(f);
-    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "output", "wrote %s", path));
-  }
+  if (!f) return kiln_make_status(KILN_IO_ERROR, "dump: %s: cannot create: %s", path, strerror(errno));
+  kiln_plan_dump(plan, f, true);
+  fclose(f);
+  KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "output", "wrote %s", path));
+  if (!p->code.text) return NULL;
   snprintf(path, sizeof path, "%s/kernels.%s", c->dump_dir, c->target->source_ext);
-  if (p->code.text && (f = fopen(path, "w"))) {
-    fwrite(p->code.text, 1, p->code.text_len, f);
-    fclose(f);
-    KILN_RETURN_IF_ERROR(kiln_compile_log_line(log, "output", "wrote %s", path));
-  }
-  return NULL;
+  if (!(f = fopen(path, "w"))) return kiln_make_status(KILN_IO_ERROR, "dump: %s: cannot create: %s", path, strerror(errno));
+  fwrite(p->code.text, 1, p->code.text_len, f);
+  fclose(f);
+  return kiln_compile_log_line(log, "output", "wrote %s", path);
 }
 
 /* A heterogeneous program's device switches and the bytes crossing them

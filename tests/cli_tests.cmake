@@ -153,6 +153,14 @@ kiln_cli_test(compile_fp16_arith_cpu
 kiln_cli_test(compile_missing_model RC 1
   CHECK "STDERR_HAS=${W}/no-such-model.onnx"
   ARGS compile ${W}/no-such-model.onnx)
+# --dump makes its folder (and those above it), as --dump-graph does; a
+# path it cannot make is an error naming it, not a compile that writes nothing
+kiln_cli_test(compile_dump_new_folder CLEAN ${W}/dumpnew
+  CHECK "STDOUT_HAS=wrote ${W}/dumpnew/sub/plan.txt" "STDOUT_HAS=wrote ${W}/dumpnew/sub/kernels.c"
+  ARGS compile ${M} --dump ${W}/dumpnew/sub)
+kiln_cli_test(compile_dump_not_a_folder RC 1
+  CHECK "STDERR_HAS=--dump '${M}/x'" "STDERR_HAS=is not a folder"
+  ARGS compile ${M} --dump ${M}/x)
 
 # ---- kiln run ---------------------------------------------------------------------
 kiln_cli_test(run_O0_ref_check

@@ -652,6 +652,10 @@ static int cmd_run(int argc, char** argv) {
     kiln_status_t ds = make_dirs("--output", outdir);
     if (ds) return kiln_cli_fail(ds);
   }
+  if (dump_dir) { /* made as --dump-graph's is, before the compile */
+    kiln_status_t ds = make_dirs("--dump", dump_dir);
+    if (ds) return kiln_cli_fail(ds);
+  }
   int prc = check_precision_opts("run", &prec);
   if (prc) return prc;
   bool module_file = is_module_file(lo.model);
@@ -1208,6 +1212,10 @@ static int cmd_compile(int argc, char** argv) {
     return usage_error("compile", "--target '%s': expected %s", target,
                        kiln_device_api_names("", names, sizeof names));
   if (sign_key && !out_path) return usage_error("compile", "%s--sign needs -o FILE.kiln", "");
+  if (dump_dir) { /* made as --dump-graph's is, before the compile */
+    kiln_status_t ds = make_dirs("--dump", dump_dir);
+    if (ds) return kiln_cli_fail(ds);
+  }
   if (cpu_targets && (!out_path || !ptarget->emit_native))
     return usage_error("compile", "%s--cpu-target needs -o FILE.kiln and a target with machine code (-t cpu)", "");
   const kiln_device_api_t* papi = kiln_device_api_find(target);
