@@ -21,6 +21,7 @@
 #define KILN_TARGETS_REGISTRY_H_
 
 #include "lowering/template.h"
+#include "kiln/runtime.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
@@ -92,6 +93,15 @@ typedef struct kiln_target_s {
    * reads M from the dims buffer (role 'D') and takes its row blocks from
    * the grid's dim 2, which the device launches the dim's value times. */
   bool dyn_seq_gemm;
+  /* Optional (NULL: no peer): the device vendor library's sgemm, the peer
+   * row of `kiln bench --target NAME`'s gemm suite (OpenCL: CLBlast, when
+   * kiln was built with libclblast-dev): Y = A B for row-major f32 A [M,K]
+   * and B [K,N] on |device| (one of this target's), |warmup| untimed and
+   * |repeat| timed calls, *out_ms the mean device time of one call
+   * (profiling markers around it, as the session's timestamps), Y read
+   * back. UNSUPPORTED when this build lacks the library. */
+  kiln_status_t (*peer_sgemm)(kiln_device_t* device, int64_t M, int64_t N, int64_t K, const float* a,
+                              const float* b, float* y, int32_t warmup, int32_t repeat, double* out_ms);
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

@@ -137,8 +137,6 @@ static void test_usage_errors(void) {
   CHECK(bench(3, a4) == 2);
   const char* a5[] = {"bench", "--target", "metal"};
   CHECK(bench(3, a5) == 2);
-  const char* a5b[] = {"bench", "--target", "vulkan", "--suite", "conv"}; /* GPU targets: gemm only */
-  CHECK(bench(5, a5b) == 2);
   const char* a6[] = {"bench", "--json"};
   CHECK(bench(2, a6) == 2);
   const char* a7[] = {"bench", "--help"};
@@ -304,6 +302,51 @@ static void test_gpu_target(void) {
   free(t);
 }
 
+/* --target opencl: a gemm case and its CLBlast peer row (when this kiln
+ * has CLBlast), both checked against the reference inside the run. */
+static void test_opencl_peer(void) {
+  kiln_device_t* d = NULL;
+  kiln_status_t s = bench_gpu_open("opencl", &d);
+  const bool have = s == NULL;
+  kiln_status_free(s);
+  kiln_device_release(d);
+  if (!have) return;
+  const char* json = "bench_opencl.json";
+  const char* a[] = {"bench", "--target", "opencl", "--suite", "gemm", "--filter", "square.64", "--repeat", "1",
+                     "--peak-mb", "8", "--json", json};
+  CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
+  char* t = slurp(json);
+  CHECK(t && json_valid(t) && strstr(t, "\"target\": \"opencl\"") && strstr(t, "square.64"));
+#ifdef KILN_HAVE_CLBLAST
+  CHECK(t && strstr(t, "\"peer\": \"clblast\"") && !strstr(t, "\"error\""));
+#endif
+  free(t);
+}
+
+/* --target vulkan runs the other suites too: a pool and an element-wise
+ * case on the device, against the reference. */
+static void test_gpu_suites(void) {
+  kiln_device_t* d = NULL;
+  kiln_status_t s = bench_gpu_open("vulkan", &d);
+  const bool have = s == NULL;
+  kiln_status_free(s);
+  kiln_device_release(d);
+  if (!have) return;
+  const char* json = "bench_vulkan_suites.json";
+  const char* a[] = {"bench", "--target", "vulkan", "--suite", "pool,elementwise", "--filter", ".1M",
+                     "--repeat", "1", "--peak-mb", "8", "--json", json};
+  const char* b[] = {"bench", "--target", "vulkan", "--suite", "pool", "--filter", "mobilenetv2.avgpool",
+                     "--repeat", "1", "--peak-mb", "8", "--json", json};
+  CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
+  char* t = slurp(json);
+  CHECK(t && json_valid(t) && strstr(t, "relu.1M") && !strstr(t, "\"error\""));
+  free(t);
+  CHECK(bench((int)(sizeof b / sizeof b[0]), b) == 0);
+  t = slurp(json);
+  CHECK(t && json_valid(t) && strstr(t, "mobilenetv2.avgpool") && !strstr(t, "\"error\""));
+  free(t);
+}
+
 int main(void) {
   RUN(test_usage_errors);
   RUN(test_cases);
@@ -311,5 +354,7 @@ int main(void) {
   RUN(test_smoke_json_csv);
   RUN(test_empty_selection);
   RUN(test_gpu_target);
+  RUN(test_opencl_peer);
+  RUN(test_gpu_suites);
   return kiln_test_finish();
 }

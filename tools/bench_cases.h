@@ -46,7 +46,7 @@ typedef struct bench_case_s {
   char shape[128];    /* human readable, e.g. "1x64x56x56 * 128x64x3x3 s2 p1" */
   bench_kind_t kind;
   int64_t p[8];
-  const char* peer;   /* NULL: kiln; "openblas": the peer row for a gemm */
+  const char* peer;   /* NULL: kiln; "openblas" / "clblast": the peer row for a gemm */
   const char* op;     /* BENCH_UNARY: the op type */
   double est_flops;   /* analytic, for the ETA only */
   double est_bytes;

@@ -5,6 +5,7 @@
  * device's kernel time, as the CPU rows time kernels only. */
 #include "tools/bench_gpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +25,27 @@ kiln_status_t bench_gpu_open(const char* target, kiln_device_t** out) {
  * not checked (the gemm suite's largest; `kiln bench --quick` stays below). */
 #define CHECK_MAX_FLOPS 2.2e9
 
-kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, int32_t warmup, int32_t repeat,
-                            double* out_ms, double* out_flops, double* out_bytes) {
+#define PROVIDER_ENV "KILN_OPENCL_GEMM_PROVIDER"
+
+/* kiln_session_create with KILN_OPENCL_GEMM_PROVIDER set to |provider|
+ * (NULL: as the caller's environment has it), which the OpenCL device reads
+ * while it builds the session's executable; the variable is put back. */
+static kiln_status_t session_with_provider(kiln_module_t* m, kiln_device_t* d, const kiln_session_options_t* so,
+                                           const char* provider, kiln_session_t** out) {
+  if (!provider || strcmp(kiln_device_api(d), "opencl")) return kiln_session_create(m, d, so, out);
+  const char* was = getenv(PROVIDER_ENV);
+  char* keep = was ? strdup(was) : NULL;
+  if (was && !keep) return kiln_make_status(KILN_OUT_OF_MEMORY, "bench: out of memory");
+  setenv(PROVIDER_ENV, provider, 1);
+  kiln_status_t st = kiln_session_create(m, d, so, out);
+  if (keep) setenv(PROVIDER_ENV, keep, 1);
+  else unsetenv(PROVIDER_ENV);
+  free(keep);
+  return st;
+}
+
+kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, const char* gemm_provider, int32_t warmup,
+                            int32_t repeat, double* out_ms, double* out_flops, double* out_bytes) {
   const kiln_target_t* target = kiln_target_find(kiln_device_api(d));
   if (!target) return kiln_make_status(KILN_UNSUPPORTED, "bench: no compiler target '%s'", kiln_device_api(d));
   kiln_graph_t* g = NULL;
@@ -52,7 +72,7 @@ kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, int32_t war
   kiln_session_options_default(&so);
   so.profile = true;
   so.slots = 1;
-  if (!st) st = kiln_session_create(m, d, &so, &s);
+  if (!st) st = session_with_provider(m, d, &so, gemm_provider, &s);
   for (int32_t i = 0; !st && i < g->n_inputs; ++i) {
     const kiln_tensor_t* t = &g->tensors[g->inputs[i]];
     const int64_t n = kiln_shape_count(&t->shape);
@@ -101,6 +121,56 @@ kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, int32_t war
   kiln_module_release(m);
   kiln_program_destroy(prog);
   kiln_compile_log_free(&log);
+  kiln_graph_destroy(g);
+  return st;
+}
+
+kiln_status_t bench_gpu_peer(kiln_device_t* d, const bench_case_t* c, int32_t warmup, int32_t repeat, double* out_ms,
+                             double* out_flops, double* out_bytes) {
+  const kiln_target_t* target = kiln_target_find(kiln_device_api(d));
+  if (!target || !target->peer_sgemm)
+    return kiln_make_status(KILN_UNSUPPORTED, "bench: target '%s' has no peer library", kiln_device_api(d));
+  if (c->kind != BENCH_GEMM)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "bench: case '%s' is not a gemm: no peer row", c->name);
+  const int64_t M = c->p[0], K = c->p[1], N = c->p[2];
+  kiln_graph_t* g = NULL;
+  kiln_array_t in = {0}, want = {0};
+  float* y = malloc((size_t)(M * N) * sizeof(float));
+  kiln_status_t st = y ? bench_build_graph(c, &g) : kiln_make_status(KILN_OUT_OF_MEMORY, "bench: out of memory");
+  /* the kiln row's operands: A filled as bench_gpu_run fills input 0, B the
+   * graph's seeded weight */
+  const int32_t tb = st ? -1 : kiln_graph_find_tensor(g, "B");
+  if (!st && (g->n_inputs != 1 || tb < 0 || !g->tensors[tb].value.data))
+    st = kiln_make_status(KILN_INTERNAL, "bench: case '%s': no A input and B weight", c->name);
+  if (!st) {
+    const kiln_tensor_t* t = &g->tensors[g->inputs[0]];
+    float* a = malloc((size_t)(M * K) * sizeof(float));
+    if (!a) st = kiln_make_status(KILN_OUT_OF_MEMORY, "bench: out of memory");
+    else bench_fill(a, M * K, 7u);
+    in = (kiln_array_t){t->dtype, t->shape, a, (uint64_t)(M * K) * sizeof(float)};
+  }
+  if (!st) st = target->peer_sgemm(d, M, N, K, in.data, g->tensors[tb].value.data, y, warmup, repeat, out_ms);
+  const double flops = 2.0 * (double)M * (double)N * (double)K;
+  if (!st && flops <= CHECK_MAX_FLOPS) {
+    kiln_ref_options_t ro;
+    kiln_ref_options_default(&ro);
+    st = kiln_ref_run(g, &in, &ro, &want);
+    if (!st) {
+      kiln_array_t got = {want.dtype, want.shape, y, (uint64_t)(M * N) * sizeof(float)};
+      kiln_compare_result_t cr;
+      kiln_compare(&got, &want, 1e-3, 1e-4, &cr);
+      if (!cr.ok)
+        st = kiln_make_status(KILN_INTERNAL, "bench: the peer of case '%s' does not match the reference: %s",
+                              c->name, cr.message);
+      kiln_array_free(ro.allocator, &want);
+    }
+  }
+  if (!st) {
+    *out_flops = flops;
+    *out_bytes = 4.0 * (double)(M * K + K * N + M * N);
+  }
+  free(in.data);
+  free(y);
   kiln_graph_destroy(g);
   return st;
 }

@@ -17,7 +17,19 @@ kiln_status_t bench_gpu_open(const char* target, kiln_device_t** out);
  * CPU rows leave out allocation), its FLOPs and the bytes of its inputs and
  * outputs. The result is checked against the reference interpreter: a
  * mismatch is an error naming the case. */
-kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, int32_t warmup, int32_t repeat,
-                            double* out_ms, double* out_flops, double* out_bytes);
+/* On OpenCL the device chooses each GEMM's provider, kiln's template or a
+ * CLBlast call, by measurement (runtime/opencl/opencl_gemm_provider.h).
+ * |gemm_provider| "kiln" or "clblast" asks for one while the case's session
+ * is made (NULL: the device's own choice; other targets ignore it): the
+ * bench's kiln rows ask for "kiln". */
+kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, const char* gemm_provider, int32_t warmup,
+                            int32_t repeat, double* out_ms, double* out_flops, double* out_bytes);
+
+/* Gemm case |c|'s peer row: the target's peer library (targets/registry.h
+ * peer_sgemm: CLBlast on OpenCL) on the same operands as the kiln row, its
+ * mean device time, checked against the reference interpreter like the
+ * kiln row. UNSUPPORTED when the target or this build has no peer. */
+kiln_status_t bench_gpu_peer(kiln_device_t* d, const bench_case_t* c, int32_t warmup, int32_t repeat, double* out_ms,
+                             double* out_flops, double* out_bytes);
 
 #endif /* KILN_TOOLS_BENCH_GPU_H_ */

@@ -236,6 +236,13 @@ kiln_status_t kiln_opencl_list_devices(FILE* out) {
 
 bool kiln_opencl_is_device(const kiln_device_t* d) { return d && d->vt == &ocl_vtable; }
 
+bool kiln_opencl_device_queue(kiln_device_t* base, cl_context* ctx, cl_command_queue* q) {
+  if (!kiln_opencl_is_device(base) || D(base)->lost) return false;
+  *ctx = D(base)->ctx;
+  *q = D(base)->q;
+  return true;
+}
+
 kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln_device_t** out) {
   dev_ref_t refs[64];
   int32_t n = 0;

@@ -48,6 +48,10 @@
 #ifndef KILN_RUNTIME_OPENCL_OPENCL_DEVICE_H_
 #define KILN_RUNTIME_OPENCL_OPENCL_DEVICE_H_
 
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
 #include <stdio.h>
 
 #include "runtime/device.h"
@@ -74,6 +78,11 @@ kiln_status_t kiln_opencl_list_devices(FILE* out);
 
 /* True when |d| is an OpenCL device (its vtable is this backend's). */
 bool kiln_opencl_is_device(const kiln_device_t* d);
+
+/* |d|'s context and in-order queue (profiling enabled), for code that
+ * enqueues its own work beside kiln's (`kiln bench`'s CLBlast peer). False
+ * when |d| is not an OpenCL device or was lost. */
+bool kiln_opencl_device_queue(kiln_device_t* d, cl_context* ctx, cl_command_queue* q);
 
 /* How an executable was built (tests, `kiln run --verbose`). */
 typedef struct kiln_opencl_build_stats_s {

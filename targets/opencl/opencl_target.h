@@ -44,6 +44,7 @@
 #define KILN_TARGETS_OPENCL_OPENCL_TARGET_H_
 
 #include "lowering/template.h"
+#include "runtime/device.h"
 #include "runtime/program.h"
 
 #ifdef __cplusplus
@@ -97,6 +98,11 @@ typedef struct kiln_opencl_emit_options_s {
 
 kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
                                   const kiln_opencl_emit_options_t* options);
+
+/* The target's peer_sgemm (targets/registry.h): CLBlast's sgemm on the
+ * OpenCL device (targets/opencl/opencl_peer.c). */
+kiln_status_t kiln_opencl_peer_sgemm(kiln_device_t* device, int64_t M, int64_t N, int64_t K, const float* a,
+                                     const float* b, float* y, int32_t warmup, int32_t repeat, double* out_ms);
 
 #ifdef __cplusplus
 }
