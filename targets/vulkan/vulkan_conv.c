@@ -142,7 +142,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
    * takes its TK products in a row (conv.comp KREUSE); lavapipe holds an
    * invocation's sums on the stack, so a sum is loaded and stored once per
    * TK products instead of once per product (MobileNetV2's 1x1 convs with
-   * TK 4: 18-30% less time). KILN_SPIRV_CONV_KREUSE=off keeps one K step
+   * TK 4: 21-30% less time). KILN_SPIRV_CONV_KREUSE=off keeps one K step
    * at a time */
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   const int kreuse = texel && !(kr && !strcmp(kr, "off"));
