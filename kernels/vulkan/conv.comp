@@ -60,6 +60,9 @@
 // an invocation after 65535 loop iterations in all, so the work of one
 // invocation must stay far below that (CK/TK * (1 + loads) here).
 
+#ifndef KREUSE
+#define KREUSE 0
+#endif
 #define LX (TN / RN)
 #define LY (TM / RM)
 #define NT (LX * LY)
@@ -233,6 +236,9 @@ void main() {
   [[unroll]] for (int j = 0; j < RN; ++j) iy0[j] = (qc[j] / CWO) * CSH - CPH, ix0[j] = (qc[j] % CWO) * CSW - CPW;
 #endif
   for (int k0 = 0; k0 < CK; k0 += TK) {
+#if TEXEL && KREUSE
+    vec4 xv[TK][RN / 4];
+#endif
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
       const int k = min(k0 + kk, CK - 1);
       const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
@@ -279,11 +285,15 @@ void main() {
       // 18-21 -> 41-46 GFLOP/s). The sums are vec4s of positions, used as
       // read: arrays of floats made shaderc's optimizer 2-3x slower.
       // (where CM <= TM, one channel tile: only its channels, in 4s)
+#if KREUSE
+      [[unroll]] for (int f = 0; f < RN / 4; ++f) xv[kk][f] = bv4[f];
+#else
       [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
         const vec4 v = texelFetch(tw, W_IDX(m0 + i, k) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i + e][f] = fma(vec4(v[e]), bv4[f], acc4[i + e][f]);
       }
+#endif
 #else
       float bv[RN];
 #if CDIRECT
@@ -314,6 +324,19 @@ void main() {
       }
 #endif
     }
+#if TEXEL && KREUSE
+    // (KREUSE) the TK steps' X values first, then every sum takes its TK
+    // products in a row: lavapipe keeps an invocation's sums on the stack
+    // (one register per lane), so a sum is loaded and stored once per TK
+    // products instead of once per product
+    [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
+      vec4 wv[TK];
+      [[unroll]] for (int kk = 0; kk < TK; ++kk) wv[kk] = texelFetch(tw, W_IDX(m0 + i, min(k0 + kk, CK - 1)) >> 2);
+      [[unroll]] for (int e = 0; e < 4; ++e)
+        [[unroll]] for (int f = 0; f < RN / 4; ++f)
+          [[unroll]] for (int kk = 0; kk < TK; ++kk) acc4[i + e][f] = fma(vec4(wv[kk][e]), xv[kk][f], acc4[i + e][f]);
+    }
+#endif
   }
 #define ROW_OF(i) (m0 + (i))
 #define COL_OF(j) (q0 + (j))

@@ -58,6 +58,9 @@
 #ifndef WF
 #define WF 2
 #endif
+#ifndef CR
+#define CR 1 // input channels a loop trip (CC a multiple of CR)
+#endif
 #define WA (WF + 2)                    // patch size
 #define NXI (WA * WA)                  // positions of the transformed tile
 #define NV (NT / 4)
@@ -211,7 +214,12 @@ void main() {
   [[unroll]] for (int xi = 0; xi < NXI; ++xi)
     [[unroll]] for (int i = 0; i < TM; ++i)
       [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i][f] = vec4(0.0);
-  for (int c = 0; c < CC; ++c) {
+  for (int c = 0; c < CC; c += CR) {
+    // (CR input channels a trip: their transformed patches first, then
+    // each sum takes its CR products in a row; lavapipe holds the sums on
+    // the stack, so a sum is loaded and stored once per CR products)
+    vec4 vr[CR][NXI][NV];
+    [[unroll]] for (int h = 0; h < CR; ++h) {
     // B^T d over the rows, for every column of the NT patches
     float d[WA][RW], u[WA][RW];
     [[unroll]] for (int r = 0; r < WA; ++r) {
@@ -237,15 +245,21 @@ void main() {
         BT(x, y);
         [[unroll]] for (int j = 0; j < WA; ++j) v[i * WA + j][t >> 2][t & 3] = y[j];
       }
-    // the NXI products with this channel's U (TM / 4 texels per xi)
+    [[unroll]] for (int xi = 0; xi < NXI; ++xi)
+      [[unroll]] for (int f = 0; f < NV; ++f) vr[h][xi][f] = v[xi][f];
+    xa += XPLANE;
+    }
+    // the NXI products with these channels' U (TM / 4 texels per xi and
+    // channel; channel c + h's U is TM / 4 texels after c's)
     [[unroll]] for (int xi = 0; xi < NXI; ++xi)
       [[unroll]] for (int i = 0; i < TM; i += 4) {
-        const vec4 w = U4(ua + ((xi * CC) * TM + i) / 4);
+        vec4 w[CR];
+        [[unroll]] for (int h = 0; h < CR; ++h) w[h] = U4(ua + h * (TM / 4) + ((xi * CC) * TM + i) / 4);
         [[unroll]] for (int e = 0; e < 4; ++e)
-          [[unroll]] for (int f = 0; f < NV; ++f) acc[xi][i + e][f] = fma(vec4(w[e]), v[xi][f], acc[xi][i + e][f]);
+          [[unroll]] for (int f = 0; f < NV; ++f)
+            [[unroll]] for (int h = 0; h < CR; ++h) acc[xi][i + e][f] = fma(vec4(w[h][e]), vr[h][xi][f], acc[xi][i + e][f]);
       }
-    xa += XPLANE;
-    ua += TM / 4;
+    ua += CR * (TM / 4);
   }
   if (gi >= CTH * CG * CMB) return;
   const int yb = bz * CM * CP;

@@ -89,6 +89,11 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   kiln_vulkan_sb_printf(&b, "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n",
                         c->x_direct ? 1 : 0, (long long)c->ih, (long long)c->iw, (long long)c->pad_h,
                         (long long)c->pad_w);
+  /* 2 input channels a loop trip where C is even, each sum taking both
+   * products in a row (as conv.comp's KREUSE; KILN_SPIRV_CONV_KREUSE=off:
+   * one channel a trip) */
+  const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
+  kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
   kiln_vulkan_epi_print(&b, &c->epi);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {

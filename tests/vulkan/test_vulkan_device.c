@@ -933,6 +933,11 @@ static void test_plans(void) {
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 unsplit", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 unsplit", 1e-4, 1e-5);
   unsetenv("KILN_SPIRV_CONV_SPLIT");
+  setenv("KILN_SPIRV_CONV_KREUSE", "off", 1); /* one K step at a time (conv.comp KREUSE 0) */
+  check_graph(g_conv_1x1_7, "conv 1x1 7x7 split, one K step at a time", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_odd, "conv 1x1 13x11 split, one K step at a time", 1e-4, 1e-5);
+  check_graph(g_conv_s2, "conv s2 grid tail, one K step at a time", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_CONV_KREUSE");
   if (dev && dev->info.fp16_storage) check_graph(g_f16, "f16 mul+add", 1e-2, 1e-3);
   if (dev && dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
   if (dev && dev->info.fp16_storage && dev->info.fp16_arith) {
@@ -1069,6 +1074,23 @@ static void test_gemm_substitution(void) {
         kiln_program_destroy(prog);
       }
       unsetenv("KILN_SPIRV_CONV_SPLIT");
+    }
+  }
+  {
+    /* 1x1 convs: 4 K steps a loop trip, each sum taking their products in
+     * a row (conv.comp KREUSE; K 19 and 9 end in a partial step, its
+     * products zeroed); KILN_SPIRV_CONV_KREUSE=off: one K step at a time */
+    const build_fn g[2] = {g_conv_1x1_7, g_conv_1x1_odd};
+    for (int off = 0; off <= 1; ++off) {
+      if (off) setenv("KILN_SPIRV_CONV_KREUSE", "off", 1);
+      for (int i = 0; i < 2; ++i) {
+        kiln_program_t* prog = graph_program(g[i], true, false);
+        CHECK_MSG(prog && strstr(prog->code.text, "kiln conv '") && strstr(prog->code.text, "#define TK 4\n") &&
+                      strstr(prog->code.text, off ? "#define KREUSE 0\n" : "#define KREUSE 1\n"),
+                  "1x1 conv %d: not TK 4 with KREUSE %d", i, !off);
+        kiln_program_destroy(prog);
+      }
+      unsetenv("KILN_SPIRV_CONV_KREUSE");
     }
   }
   check_gemm(g_gemm_trans, false, "#define B_MODE 2"); /* run-time transB is packed first */

@@ -242,14 +242,14 @@ static void test_mode2_words(void) { check_mode_tiles(NULL, true, true, 1, 0, "1
  * subgroup or 64-bit modes): vec4 texel reads by default, storage-buffer
  * reads where the device's texel buffers are too small for the 40-channel
  * conv's U (48 channels x 16 x 8 = 1536 texels); results checked both ways. */
-static void check_winograd(const char* hide, int texels, const char* kind) {
+static void check_winograd_cr(const char* hide, int texels, const char* kind, const char* cr) {
   const char* mode = hide ? hide : "all features";
   if (hide)
     setenv("KILN_VULKAN_FEATURES", hide, 1);
   else
     unsetenv("KILN_VULKAN_FEATURES");
   char dump[600];
-  snprintf(dump, sizeof dump, "%s/dump-wino%c-%s", g_dir, kind[2], hide ? hide : "all");
+  snprintf(dump, sizeof dump, "%s/dump-wino%c-%s-cr%c", g_dir, kind[2], hide ? hide : "all", cr[11]);
   kiln_compiler_t* c = NULL;
   char* glsl = compile_dump(dump, mode, &c);
   if (glsl) {
@@ -257,9 +257,15 @@ static void check_winograd(const char* hide, int texels, const char* kind) {
     CHECK_MSG(nw == 2 && count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
     /* the MatMul's texels, and the Winograd instances' where they fit */
     CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
+    /* 8 input channels: 2 a loop trip (CR 2), 1 with KILN_SPIRV_CONV_KREUSE=off */
+    CHECK_MSG(count(glsl, cr) == 2, "%s: %d Winograd instances with %s", mode, count(glsl, cr), cr);
     free(glsl);
   }
   run_module(c, mode);
+}
+
+static void check_winograd(const char* hide, int texels, const char* kind) {
+  check_winograd_cr(hide, texels, kind, "#define CR 2\n");
 }
 
 static void test_winograd(void) {
@@ -272,6 +278,12 @@ static void test_winograd(void) {
   setenv("KILN_SPIRV_WINOGRAD", "f4", 1);
   check_winograd(NULL, 2, "F(4x4,3x3)");
   check_winograd("texels=1100", 0, "F(4x4,3x3)");
+  /* one input channel a loop trip, both transforms */
+  setenv("KILN_SPIRV_CONV_KREUSE", "off", 1);
+  check_winograd_cr(NULL, 2, "F(4x4,3x3)", "#define CR 1\n");
+  unsetenv("KILN_SPIRV_WINOGRAD");
+  check_winograd_cr(NULL, 2, "F(2x2,3x3)", "#define CR 1\n");
+  unsetenv("KILN_SPIRV_CONV_KREUSE");
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
 }
 
