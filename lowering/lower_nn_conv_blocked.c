@@ -314,6 +314,10 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
     if (nn_conv_stem_applies(&st)) return nn_conv_stem(kb, &st);
   }
   KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 1, &bc->Mp, &bc->bias));
+  /* 3x3 stride-1 convs: Winograd where the rule says (lower_nn_conv_wino.c) */
+  const nn_wino_geo_t geo = {bc->N, bc->C, bc->M, bc->c, bc->xb, bc->ah, bc->aw, bc->bias};
+  const int64_t wm = nn_conv_wino_choose(ctx, &geo);
+  if (wm) return nn_conv_wino(ctx, &geo, wm);
   /* The GEMM's rows are an image's output positions, read in place from X
    * (or from X zero-padded where a tap falls outside it). Measured on AVX2,
    * 1 thread, chains of four convs against onnxruntime, this direct form
