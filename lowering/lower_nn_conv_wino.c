@@ -276,7 +276,7 @@ static kiln_status_t transform_weights(kiln_lower_ctx_t* ctx, wino_t* w) {
   return NULL;
 }
 
-static kiln_status_t emit_gemm(nn_kb_t* kb, wino_t* w) {
+static kiln_status_t emit_gemm(nn_kb_t* kb, wino_t* w, const nn_wino_knobs_t* k) {
   kiln_lower_ctx_t* ctx = kb->ctx;
   nn_tap_group_t tg = {{1, 1, 1}, 0, {0, 0, 0}};
   nn_gemm_t g;
@@ -315,7 +315,19 @@ static kiln_status_t emit_gemm(nn_kb_t* kb, wino_t* w) {
   const int64_t tiles = (g.M + mr_max - 1) / mr_max;
   g.mr = (g.M + tiles - 1) / tiles;
   /* the weights of one K block of each position's N block within 256 KB */
-  const int64_t nct = (256 << 10) / (int64_t)sizeof(float) / (g.kc * g.nr);
+  int64_t nblock_kb = 256;
+  /* a tuner's knobs where this GEMM takes them (as the blocked conv's) */
+  if (k) {
+    if (k->mr >= 1 && k->mr <= g.M && k->mr <= 14) g.mr = k->mr;
+    if (k->nr == w->c || ((k->nr == 2 * w->c || k->nr == 3 * w->c) && w->Mp % k->nr == 0)) g.nr = k->nr;
+    if (k->kc >= 1 && k->kc <= w->C && w->C % k->kc == 0 && (k->kc == w->C || k->kc % w->c == 0)) g.kc = k->kc;
+    if (k->par >= KILN_GEMM_PAR_AUTO && k->par <= KILN_GEMM_PAR_N) g.par = k->par;
+    if (k->nblock_kb >= 1 && k->nblock_kb <= (1 << 20)) nblock_kb = k->nblock_kb;
+    /* the registers: mr x vecs accumulators, vecs weights and a broadcast */
+    const int64_t v = (g.nr + lanes - 1) / lanes;
+    if (g.mr * v + v + 1 > regs) g.mr = (regs - v - 1) / v > 0 ? (regs - v - 1) / v : 1;
+  }
+  const int64_t nct = (nblock_kb << 10) / (int64_t)sizeof(float) / (g.kc * g.nr);
   g.nc_tiles = nct < 1 ? 1 : nct;
   KILN_RETURN_IF_ERROR(nn_pack_const(ctx, &g, "wino_w", g.batch, w->M, g.K, g.nr, g_get_w, w, &g.R.packed));
   kb->name_suffix = w->m == 2 ? "_wino2_gemm" : "_wino4_gemm";
@@ -400,26 +412,33 @@ static kiln_status_t emit_output(nn_kb_t* kb, const wino_t* w) {
   return nn_emit(kb, body);
 }
 
-int64_t nn_conv_wino_choose(const kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo) {
+int32_t nn_conv_wino_tiles(const kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo) {
   if (ctx->target != KILN_TARGET_CLASS_CPU) return 0;
   const nn_axis_t *h = &geo->ah, *w = &geo->aw;
   if (geo->xb <= 0 || geo->xb != geo->c || h->k != 3 || w->k != 3) return 0;
   if (h->s != 1 || w->s != 1 || h->d != 1 || w->d != 1) return 0;
   if (ctx->in[0]->dtype != KILN_DTYPE_F32 || ctx->out[0]->dtype != KILN_DTYPE_F32) return 0;
+  /* under 16 channels the transforms cost more than the GEMMs save */
+  if (geo->C < 16 || geo->M < 16) return 0;
+  return (1 << 2) | (1 << 4);
+}
+
+int64_t nn_conv_wino_choose(const kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo) {
+  const nn_axis_t *h = &geo->ah, *w = &geo->aw;
+  if (!nn_conv_wino_tiles(ctx, geo)) return 0;
   const char* env = getenv("KILN_WINO");
   if (env && (!strcmp(env, "0") || !strcmp(env, "off"))) return 0;
   if (env && !strcmp(env, "2")) return 2;
   if (env && !strcmp(env, "4")) return 4;
   /* The rule (measured, docs/STATUS.md): F(4) where the plane is whole
    * 4x4 tiles, at least 8 a side; F(2) on the other planes of at least 6
-   * a side; the dense conv on smaller planes and under 16 channels. */
-  if (geo->C < 16 || geo->M < 16) return 0;
+   * a side; the dense conv on smaller planes. */
   if (h->out % 4 == 0 && w->out % 4 == 0 && h->out >= 8 && w->out >= 8) return 4;
   if (h->out >= 6 && w->out >= 6) return 2;
   return 0;
 }
 
-kiln_status_t nn_conv_wino(kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo, int64_t m) {
+kiln_status_t nn_conv_wino(kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo, int64_t m, const nn_wino_knobs_t* k) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
   if (m != 2 && m != 4) return kiln_make_status(KILN_INTERNAL, "Conv: no Winograd F(%lldx%lld, 3x3)", (long long)m, (long long)m);
@@ -439,7 +458,7 @@ kiln_status_t nn_conv_wino(kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo, int6
   KILN_RETURN_IF_ERROR(kiln_lower_temp(ctx, "wino_u", KILN_DTYPE_F32, 4, us, &w.u));
   KILN_RETURN_IF_ERROR(transform_weights(ctx, &w));
   kiln_status_t s = emit_input(&kb, &w);
-  if (!s) s = emit_gemm(&kb, &w);
+  if (!s) s = emit_gemm(&kb, &w, k);
   free(w.wt);
   w.wt = NULL;
   KILN_RETURN_IF_ERROR(s);

@@ -10,7 +10,11 @@
  * below (blocks of 16); then every 3x3 forced to F(4x4) by KILN_WINO=4
  * (blocks of 8; remainder tiles for F(4x4) too). The error is the largest
  * over sqrt(9 C); measured: the dense conv 2e-7, F(2x2) up to 4.6e-6,
- * F(4x4) up to 1.6e-5, both largest at 576 channels.
+ * F(4x4) up to 1.6e-5, both largest at 576 channels. Last, the tuning
+ * knob (cpu.conv_wino.1, compiler/tune_cpu.c): the space and its
+ * constraints, and points switching a conv between the direct conv, F(2)
+ * and F(4) (with other GEMM knobs) through the plan's gemm hook, each
+ * against the reference.
  * KILN_TEST_NO_CPU=1 skips the native runs. */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +23,7 @@
 #include <string.h>
 
 #include "compiler/ref_exec.h"
+#include "compiler/tune_cpu.h"
 #include "ir/op.h"
 #include "lowering/fuse.h"
 #include "lowering/layout.h"
@@ -176,11 +181,104 @@ static void run_cases(int32_t block, int force) {
 }
 
 static void test_rule_16(void) { run_cases(16, 0); }
+
+/* One 12x12 conv of 32 -> 32 channels behind a 1x1 one, planned through
+ * the CPU tuner's hook: its problem is in the Winograd space with the
+ * rule's F(4) as the default; points 1 / 2 / 4 (and 4 with other register
+ * tiles and K blocks) lower to the direct conv / F(2) / F(4) and match the
+ * reference. */
+static void test_tune_knob(void) {
+  unsetenv("KILN_WINO");
+  kiln_graph_t* g = NULL;
+  kiln_array_t x = rand_array(4, DIMS(1, 8, 12, 12)), want = {0};
+  bool ok = CHECK_OK(kiln_graph_create(A(), &g)) && CHECK_OK(kiln_graph_set_opset(g, "", 17)) &&
+            CHECK_OK(kiln_graph_add_input(g, "x", F32, &x.shape, NULL));
+  kiln_array_t w0 = rand_array(4, DIMS(32, 8, 1, 1)), w = rand_array(4, DIMS(32, 32, 3, 3)), b = rand_array(1, DIMS(32));
+  const int64_t pads[4] = {1, 1, 1, 1};
+  kiln_attr_t at[1] = {kiln_attr_make_ints("pads", 4, pads)};
+  ok = ok && CHECK_OK(kiln_graph_add_initializer(g, "w0", &w0, NULL)) &&
+       CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) && CHECK_OK(kiln_graph_add_initializer(g, "b", &b, NULL)) &&
+       CHECK_OK(kiln_graph_add_node(g, "Conv", "c0", 2, NAMES("x", "w0"), 1, NAMES("h"), 0, NULL, NULL)) &&
+       CHECK_OK(kiln_graph_add_node(g, "Conv", "c1", 3, NAMES("h", "w", "b"), 1, NAMES("y"), 1, at, NULL)) &&
+       CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
+  kiln_ref_options_t ro;
+  kiln_ref_options_default(&ro);
+  ok = ok && CHECK_OK(kiln_ref_run(g, &x, &ro, &want));
+  kiln_plan_options_t po = {.target = KILN_TARGET_CLASS_CPU, .threads = 2, .layout_block = 16};
+  kiln_tune_cpu_table_t table = {0};
+  kiln_plan_t* p = NULL;
+  int32_t e3 = -1;
+  if (ok && CHECK_OK(kiln_plan_build_hooked(g, &po, kiln_tune_cpu_hook, &table, A(), &p))) {
+    for (int32_t i = 0; i < table.n; ++i)
+      if (table.e[i].problem.wino_tiles) e3 = i;
+    CHECK(e3 >= 0 && count_kernels(p, "_wino4_gemm") == 1);
+  }
+  kiln_plan_destroy(p);
+  p = NULL;
+  if (e3 >= 0) {
+    kiln_tune_cpu_gemm_t* e = &table.e[e3];
+    const kiln_gemm_problem_t* pr = &e->problem;
+    CHECK(pr->wino_tiles == ((1 << 2) | (1 << 4)));
+    CHECK(!strcmp(kiln_tune_cpu_space_name(pr), KILN_TUNE_CPU_SPACE_WINO));
+    kiln_template_tiles_t dt;
+    kiln_tune_cpu_tiles_of(&e->dflt, &dt);
+    CHECK(dt.n == 6 && dt.v[5] == 4 && kiln_tune_cpu_check(pr, &dt) == NULL);
+    kiln_template_space_t sp;
+    kiln_tune_cpu_space(pr, &e->dflt, &sp);
+    CHECK(!strcmp(sp.version, KILN_TUNE_CPU_SPACE_WINO) && sp.n_knobs == 6);
+    CHECK(sp.knobs[5].n == 3 && sp.knobs[5].v[0] == 1 && sp.knobs[5].v[1] == 2 && sp.knobs[5].v[2] == 4);
+    int32_t idx[KILN_TEMPLATE_TILES_MAX];
+    CHECK(kiln_template_space_index(&sp, &dt, idx));
+    kiln_template_tiles_t bad = dt;
+    bad.v[5] = 3;
+    CHECK(kiln_tune_cpu_check(pr, &bad) != NULL);
+    bad = dt;
+    bad.n = 5;
+    CHECK(kiln_tune_cpu_check(pr, &bad) != NULL);
+    /* the points: {wino, mr, kc} (0: the default's) */
+    static const int32_t pts[4][3] = {{1, 0, 0}, {2, 0, 0}, {4, 0, 0}, {4, 3, 16}};
+    for (int i = 0; i < 4; ++i) {
+      kiln_template_tiles_t pt = dt;
+      pt.v[5] = pts[i][0];
+      if (pts[i][1]) pt.v[0] = pts[i][1];
+      if (pts[i][2]) pt.v[2] = pts[i][2];
+      CHECK_MSG(kiln_tune_cpu_check(pr, &pt) == NULL, "point %d refused: %s", i, kiln_tune_cpu_check(pr, &pt));
+      e->has_point = true;
+      e->point = pt;
+      kiln_array_t got = {0};
+      if (CHECK_OK(kiln_plan_build_hooked(g, &po, kiln_tune_cpu_hook, &table, A(), &p))) {
+        const int m = pts[i][0];
+        CHECK_MSG(count_kernels(p, "_wino2_gemm") == (m == 2) && count_kernels(p, "_wino4_gemm") == (m == 4),
+                  "point %d: the plan does not run F(%d)", i, m);
+        kiln_fusion_report_t fr;
+        CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
+        kiln_cpu_options_t o;
+        kiln_cpu_options_default(&o);
+        o.threads = 2;
+        kiln_cpu_exec_t* ex = NULL;
+        if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &ex, NULL)) &&
+            CHECK_OK(kiln_cpu_run(ex, &x, &got, NULL, NULL))) {
+          const double err = norm_err(&got, &want, 32);
+          CHECK_MSG(err <= 5e-5, "point %d differs from the reference by %g", i, err);
+        }
+        kiln_cpu_exec_destroy(ex);
+      }
+      kiln_array_free(A(), &got);
+      kiln_plan_destroy(p);
+      p = NULL;
+    }
+  }
+  kiln_tune_cpu_table_free(&table);
+  kiln_array_free(A(), &want);
+  kiln_array_free(A(), &x);
+  kiln_graph_destroy(g);
+}
 static void test_f4_8(void) { run_cases(8, 4); }
 
 int main(void) {
   rng_state = 0x9E3779B97F4A7C15ull;
   RUN(test_rule_16);
   RUN(test_f4_8);
+  RUN(test_tune_knob);
   return kiln_test_finish();
 }
