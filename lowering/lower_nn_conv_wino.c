@@ -185,9 +185,10 @@ static void tiles_inside(const nn_axis_t* a, int64_t m, int64_t tiles, int64_t* 
   }
 }
 
-/* Kernel 1: parallel over (image, channel block, tile row); the rows and
- * the tile columns split into the border ones (guarded reads) and the
- * interior (plain reads). */
+/* Kernel 1: parallel over (image, channel block, tile row); a tile whose
+ * patch lies inside X reads it plainly, the others through guards: two
+ * copies of the tile (not one per border row / column segment: ResNet-50's
+ * C 380 -> 281 KB, its cold compile's C compiler 3.4 -> 2.8 s CPU). */
 static kiln_status_t emit_input(nn_kb_t* kb, const wino_t* w) {
   tir_ctx_t* t = kb->t;
   int64_t ylo, yhi, xlo, xhi;
@@ -198,27 +199,18 @@ static kiln_status_t emit_input(nn_kb_t* kb, const wino_t* w) {
   const tir_expr_t* ty = nn_modc(kb, o, w->th);
   const tir_expr_t* ncb = nn_divc(kb, o, w->th);
   const tir_expr_t *n = nn_divc(kb, ncb, w->CB), *cb = nn_modc(kb, ncb, w->CB);
-  const tir_stmt_t* variants[2] = {NULL, NULL};
-  for (int grow = 0; grow < 2; ++grow) {
-    if (!grow && ylo >= yhi) continue;
-    if (grow && ylo == 0 && yhi == w->th) continue;
-    const int64_t seg[4] = {0, xlo, xhi, w->tw};
-    const tir_stmt_t* row = NULL;
-    for (int sg = 0; sg < 3; ++sg) {
-      const int64_t len = seg[sg + 1] - seg[sg];
-      if (len <= 0) continue;
-      tir_var_t* vx = nn_var(kb, "tx");
-      const tir_expr_t* tx = nn_addc(kb, nn_v(kb, vx), seg[sg]);
-      const tir_expr_t* p = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, n, w->th), ty), w->tw), tx);
-      row = tir_seq2(t, row, nn_for(kb, vx, len, in_tile(kb, w, n, cb, ty, tx, p, grow != 0, sg != 1)));
-    }
-    variants[grow] = row;
+  tir_var_t* vx = nn_var(kb, "tx");
+  const tir_expr_t* tx = nn_v(kb, vx);
+  const tir_expr_t* p = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, n, w->th), ty), w->tw), tx);
+  const bool all_in = ylo == 0 && yhi == w->th && xlo == 0 && xhi == w->tw;
+  const tir_stmt_t* tile = in_tile(kb, w, n, cb, ty, tx, p, !all_in, !all_in);
+  if (!all_in && ylo < yhi && xlo < xhi) {
+    const tir_expr_t* inside = tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ty, nn_i(kb, ylo)), tir_bin(t, TIR_LT, ty, nn_i(kb, yhi)));
+    inside = tir_bin(t, TIR_AND, inside, tir_bin(t, TIR_GE, tx, nn_i(kb, xlo)));
+    inside = tir_bin(t, TIR_AND, inside, tir_bin(t, TIR_LT, tx, nn_i(kb, xhi)));
+    tile = tir_if(t, inside, in_tile(kb, w, n, cb, ty, tx, p, false, false), tile);
   }
-  const tir_expr_t* inside =
-      tir_bin(t, TIR_AND, tir_bin(t, TIR_GE, ty, nn_i(kb, ylo)), tir_bin(t, TIR_LT, ty, nn_i(kb, yhi)));
-  const tir_stmt_t* body = variants[0] && variants[1] ? tir_if(t, inside, variants[0], variants[1])
-                           : variants[0]             ? variants[0]
-                                                     : variants[1];
+  const tir_stmt_t* body = nn_for(kb, vx, w->tw, tile);
   body = nn_for(kb, vo, w->N * w->CB * w->th, body);
   if (w->N * w->CB * w->th > 1) nn_parallel(kb, vo);
   kb->name_suffix = w->m == 2 ? "_wino2_in" : "_wino4_in";
