@@ -61,7 +61,7 @@ typedef struct wino_s {
   int64_t N, C, M, Mp, c, CB, MB;
   int64_t th, tw, T; /* tiles per column / row of an image, in all */
   nn_axis_t ah, aw;
-  double* wt; /* transformed weights [A*A][M][C] (compile time) */
+  float* wt; /* transformed weights [A*A][M][C] (compile time: G g G^T in double, rounded once) */
 } wino_t;
 
 /* sum_j coef(j) * v[j] with the zero coefficients left out and +-1 as a
@@ -242,7 +242,7 @@ static kiln_status_t transform_weights(kiln_lower_ctx_t* ctx, wino_t* w) {
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &g));
   if (!g) return kiln_make_status(KILN_INTERNAL, "Conv: the Winograd kernel needs constant weights");
   const int64_t A = w->A, AA = A * A;
-  w->wt = malloc(sizeof(double) * (size_t)(AA * w->M * w->C));
+  w->wt = malloc(sizeof(float) * (size_t)(AA * w->M * w->C));
   if (!w->wt) {
     free(g);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "Conv: Winograd weights");
@@ -261,7 +261,7 @@ static kiln_status_t transform_weights(kiln_lower_ctx_t* ctx, wino_t* w) {
         for (int64_t j = 0; j < A; ++j) {
           double s = 0;
           for (int64_t r = 0; r < 3; ++r) s += gk[i][r] * g_at(w->m, j, r);
-          w->wt[((i * A + j) * w->M + mo) * w->C + ci] = s;
+          w->wt[((i * A + j) * w->M + mo) * w->C + ci] = (float)s;
         }
     }
   free(g);
