@@ -418,9 +418,14 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
     g.par = KILN_GEMM_PAR_N;
   bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb, wtiles, &wm, &wk);
   if (wm) return nn_conv_wino(ctx, &geo, wm, &wk);
-  /* the padded input (its kernel before the GEMM's) */
+  /* The padded input (its kernel before the GEMM's). A conv a tuner's
+   * point may switch to Winograd (which reads X itself) takes the copy in
+   * plans built with a gemm hook, so its kernels read X at every point:
+   * the tuner's program of the node reads the same tensors (with X folded
+   * into the padded input, the direct conv read none). */
   bc->src = bc->x;
-  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc, !bc_pad_in_place(ctx)));
+  const bool copy = !bc_pad_in_place(ctx) || (wtiles && ctx->plan && ctx->plan->gemm_hook);
+  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc, copy));
   /* Weights prefetched a panel ahead (nn_gemm_t.prefetch_r) where a
    * thread's M tiles are few (<= 16), so the first sweep over each panel,
    * which reads it from memory, is a large part of the work (ResNet-50's
