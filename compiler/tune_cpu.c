@@ -33,11 +33,16 @@ uint64_t kiln_tune_cpu_fingerprint(const kiln_gemm_problem_t* p) {
   if (p->block > 0) { /* the NCHWc conv (the generic GEMMs' fingerprints as before) */
     put(&f, p->block);
     put(&f, p->in_block);
+    if (p->wino_tiles) { /* and Winograd's tiles (the others' as before) */
+      put(&f, 'W');
+      put(&f, p->wino_tiles);
+    }
   }
   return f.h ? f.h : 1;
 }
 
 const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p) {
+  if (p->block > 0 && p->wino_tiles) return KILN_TUNE_CPU_SPACE_WINO;
   return p->dw[0] > 0 ? KILN_TUNE_CPU_SPACE_DW : p->block > 0 ? KILN_TUNE_CPU_SPACE_NCHWC : KILN_TUNE_CPU_SPACE;
 }
 
@@ -51,6 +56,7 @@ void kiln_tune_cpu_tiles_of(const kiln_gemm_knobs_t* k, kiln_template_tiles_t* o
   }
   *out = (kiln_template_tiles_t){4, {(int32_t)k->mr, (int32_t)k->nr, (int32_t)k->kc, k->par + 1}};
   if (k->nblock_kb > 0) out->v[out->n++] = (int32_t)k->nblock_kb;
+  if (k->nblock_kb > 0 && k->wino > 0) out->v[out->n++] = (int32_t)k->wino;
 }
 
 void kiln_tune_cpu_knobs_of(const kiln_template_tiles_t* x, kiln_gemm_knobs_t* out) {
@@ -59,7 +65,7 @@ void kiln_tune_cpu_knobs_of(const kiln_template_tiles_t* x, kiln_gemm_knobs_t* o
     out->dw_cols = x->v[0], out->dw_rgroups = x->v[1], out->par = x->v[2] - 1;
     return;
   }
-  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1, x->n >= 5 ? x->v[4] : 0, 0, 0};
+  *out = (kiln_gemm_knobs_t){x->v[0], x->v[1], x->v[2], x->v[3] - 1, x->n >= 5 ? x->v[4] : 0, 0, 0, x->n >= 6 ? x->v[5] : 0};
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
@@ -80,6 +86,11 @@ static void space_nchwc(const kiln_gemm_problem_t* p, kiln_template_space_t* out
     if (C % kc == 0) kiln_template_knob_add(&out->knobs[2], (int32_t)kc);
   static const int32_t kbs[] = {32, 64, 128, 256, 512, 1024, 2048};
   for (size_t i = 0; i < sizeof kbs / sizeof kbs[0]; ++i) kiln_template_knob_add(&out->knobs[4], kbs[i]);
+  if (p->wino_tiles) { /* the direct conv and the Winograd tiles it can run */
+    kiln_template_knob_add(&out->knobs[5], 1);
+    for (int32_t m = 2; m <= 4; m += 2)
+      if ((p->wino_tiles >> m) & 1) kiln_template_knob_add(&out->knobs[5], m);
+  }
 }
 
 /* The depthwise window kernel: 1-16 output vectors per register tile (at
@@ -125,12 +136,13 @@ void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* 
     return;
   }
   out->version = kiln_tune_cpu_space_name(p);
-  out->n_knobs = p->block > 0 ? 5 : 4;
+  out->n_knobs = p->block > 0 ? (p->wino_tiles ? 6 : 5) : 4;
   kiln_template_tiles_t dt;
   kiln_gemm_knobs_t dk = *d;
   dk.nblock_kb = p->block > 0 ? (d->nblock_kb > 0 ? d->nblock_kb : 256) : 0;
+  dk.wino = p->block > 0 && p->wino_tiles ? (d->wino > 0 ? d->wino : 1) : 0;
   kiln_tune_cpu_tiles_of(&dk, &dt);
-  static const char* names[5] = {"mr", "nr", "kc", "split", "nblock_kb"};
+  static const char* names[6] = {"mr", "nr", "kc", "split", "nblock_kb", "wino"};
   for (int i = 0; i < out->n_knobs; ++i) {
     out->knobs[i].name = names[i];
     kiln_template_knob_add(&out->knobs[i], dt.v[i]); /* the default first: a full list keeps it */
@@ -157,7 +169,8 @@ void kiln_tune_cpu_space(const kiln_gemm_problem_t* p, const kiln_gemm_knobs_t* 
 
 const char* kiln_tune_cpu_check(const kiln_gemm_problem_t* p, const kiln_template_tiles_t* x) {
   if (p->dw[0] > 0) return check_dw(p, x);
-  if (p->block > 0 && x->n != 5) return "a CPU NCHWc conv point has 5 knobs";
+  if (p->block > 0 && p->wino_tiles && x->n != 6) return "a CPU NCHWc conv point that can run Winograd has 6 knobs";
+  if (p->block > 0 && !p->wino_tiles && x->n != 5) return "a CPU NCHWc conv point has 5 knobs";
   if (p->block <= 0 && x->n != 4) return "a CPU GEMM point has 4 knobs";
   kiln_gemm_knobs_t k;
   kiln_tune_cpu_knobs_of(x, &k);
@@ -171,6 +184,8 @@ const char* kiln_tune_cpu_check(const kiln_gemm_problem_t* p, const kiln_templat
     if (k.kc < 1 || k.kc > KO || KO % k.kc || (k.kc != KO && (p->in_block <= 0 || k.kc % p->in_block)))
       return "kc neither all input channels nor a multiple of the input's block dividing them";
     if (k.nblock_kb < 16 || k.nblock_kb > 16384) return "nblock_kb outside 16..16384";
+    if (p->wino_tiles && k.wino != 1 && ((k.wino != 2 && k.wino != 4) || !((p->wino_tiles >> k.wino) & 1)))
+      return "wino neither 1 (the direct conv) nor a Winograd tile the conv can run (2, 4)";
   } else if (k.nr < 1 || k.nr > (nmax > 0 ? nmax : 1)) {
     return "nr outside 1..N (or the conv grid's tile)";
   }
@@ -331,7 +346,8 @@ kiln_status_t kiln_tune_cpu_mark_program(const kiln_graph_t* g, const kiln_tune_
                (unsigned long long)e->fingerprint);
     else
       snprintf(text, sizeof text, "cpu %s %s (mr,nr,kc,split%s), %016llx", e->problem.block > 0 ? "nchwc conv" : "gemm",
-               tiles, e->problem.block > 0 ? ",nblock_kb" : "", (unsigned long long)e->fingerprint);
+               tiles, e->problem.block > 0 ? (e->problem.wino_tiles ? ",nblock_kb,wino" : ",nblock_kb") : "",
+               (unsigned long long)e->fingerprint);
     for (int32_t n = 0; n < e->n_nodes; ++n) {
       const int32_t node = e->nodes[n];
       if (node < 0 || node >= g->n_nodes) continue;

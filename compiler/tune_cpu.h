@@ -40,6 +40,12 @@ extern "C" {
  * candidate. Valid: the registers as above, nr two blocks only where they
  * divide the output channels, kc dividing C. */
 #define KILN_TUNE_CPU_SPACE_NCHWC "cpu.conv_nchwc.1"
+/* The NCHWc conv that can run Winograd (problem wino_tiles != 0: 3x3,
+ * stride 1, 16+ channels; lowering/lower_nn_conv_wino.c), tiles {mr, nr,
+ * kc, split, nblock_kb, wino}: the five above, and wino 1 (the direct
+ * conv), 2 or 4 (F(2x2, 3x3), F(4x4, 3x3)); the GEMM knobs that differ
+ * from the direct conv's default apply to the Winograd GEMMs too. */
+#define KILN_TUNE_CPU_SPACE_WINO "cpu.conv_wino.1"
 /* The NCHWc depthwise conv's direct window kernel (problem dw[0] > 0),
  * tiles {cols, rgroups, split}: cols 1-16 output vectors of a row per
  * register tile of the interior, rgroups 1-8 row groups per (image,
@@ -49,7 +55,7 @@ extern "C" {
  * fit the registers; cols <= the output columns, rgroups <= the rows. */
 #define KILN_TUNE_CPU_SPACE_DW "cpu.dw_nchwc.1"
 
-/* The space a problem's records are under (KILN_TUNE_CPU_SPACE or _NCHWC). */
+/* The space a problem's records are under (KILN_TUNE_CPU_SPACE, _NCHWC, _WINO or _DW). */
 const char* kiln_tune_cpu_space_name(const kiln_gemm_problem_t* p);
 
 struct kiln_tune_use_report_s; /* compiler/tune.h */

@@ -68,6 +68,12 @@ typedef struct kiln_gemm_knobs_s {
    * (image, channel block) plane; |par| NONE runs it on one thread, AUTO
    * splits the planes and row groups (0 elsewhere) */
   int64_t dw_cols, dw_rgroups;
+  /* The NCHWc conv that can run Winograd (problem wino_tiles != 0) only:
+   * 1 the direct conv, 2 / 4 Winograd F(2x2, 3x3) / F(4x4, 3x3)
+   * (lowering/lower_nn_conv_wino.c; mr, nr, kc, par and nblock_kb that
+   * differ from the direct conv's default then apply to its GEMMs); 0
+   * elsewhere (no such knob) */
+  int64_t wino;
 } kiln_gemm_knobs_t;
 
 /* What the GEMM computes, as far as its tiles care. */
@@ -89,6 +95,10 @@ typedef struct kiln_gemm_problem_s {
    * dwd}; M counts output rows, N output columns, K channels, batch images,
    * block the channel block; the knobs are dw_cols, dw_rgroups and par */
   int64_t dw[8];
+  /* The NCHWc conv (block > 0): a bit (1 << m) per Winograd tile m (2, 4)
+   * it can run (a 3x3 stride-1 conv, lowering/lower_nn_conv_wino.c); 0:
+   * none, no wino knob */
+  int32_t wino_tiles;
 } kiln_gemm_problem_t;
 
 /* Called for every GEMM a CPU plan lowers, |k| holding the heuristic's

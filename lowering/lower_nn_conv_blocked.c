@@ -291,13 +291,23 @@ static int64_t bc_kblock(const bc_t* bc) {
  * returns is used only where this kernel can take it (kc a multiple of
  * X's block dividing C, nr one block or two that divide the columns),
  * else the default stays. */
-static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes, int64_t regs, int64_t* nblock_kb) {
+static void bc_hook(kiln_lower_ctx_t* ctx, bc_t* bc, nn_gemm_t* g, int64_t lanes, int64_t regs, int64_t* nblock_kb,
+                    int32_t wtiles, int64_t* wm, nn_wino_knobs_t* wk) {
   if (ctx->target != KILN_TARGET_CLASS_CPU || !ctx->plan || !ctx->plan->gemm_hook) return;
   kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, g->M, g->N, g->K, bc->T, true,
                            false, false, true, true, g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads,
-                           (int32_t)bc->c, (int32_t)bc->xb, {0}};
-  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb, 0, 0};
+                           (int32_t)bc->c, (int32_t)bc->xb, {0}, wtiles};
+  kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, g->par, *nblock_kb, 0, 0, wtiles ? (*wm ? *wm : 1) : 0};
+  const kiln_gemm_knobs_t d = k;
   ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
+  /* the Winograd switch (1: the direct conv); the GEMM knobs the point
+   * changes apply to the Winograd GEMMs too, where they take them */
+  if (wtiles && (k.wino == 1 || ((k.wino == 2 || k.wino == 4) && (wtiles >> k.wino) & 1))) *wm = k.wino == 1 ? 0 : k.wino;
+  wk->mr = k.mr != d.mr ? k.mr : 0;
+  wk->nr = k.nr != d.nr ? k.nr : 0;
+  wk->kc = k.kc != d.kc ? k.kc : 0;
+  wk->par = k.par != d.par ? k.par : -1;
+  wk->nblock_kb = k.nblock_kb != d.nblock_kb ? k.nblock_kb : 0;
   if (k.mr >= 1 && k.mr <= g->M) g->mr = k.mr;
   if (k.nr == bc->c || ((k.nr == 2 * bc->c || k.nr == 3 * bc->c) && g->N % k.nr == 0)) g->nr = k.nr;
   if (k.kc >= 1 && k.kc <= bc->C && bc->C % k.kc == 0 && (k.kc == bc->C || (bc->xb > 0 && k.kc % bc->xb == 0)))
@@ -314,14 +324,18 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
     if (nn_conv_stem_applies(&st)) return nn_conv_stem(kb, &st);
   }
   KILN_RETURN_IF_ERROR(padded_bias(ctx, bc->M, 1, &bc->Mp, &bc->bias));
+  /* 3x3 stride-1 convs: Winograd where the rule (or a tuner's point) says
+   * (lower_nn_conv_wino.c) */
+  const nn_wino_geo_t geo = {bc->N, bc->C, bc->M, bc->c, bc->xb, bc->ah, bc->aw, bc->bias};
+  const int32_t wtiles = nn_conv_wino_tiles(ctx, &geo);
+  int64_t wm = wtiles ? nn_conv_wino_choose(ctx, &geo) : 0;
+  nn_wino_knobs_t wk = {0, 0, 0, -1, 0};
   /* The GEMM's rows are an image's output positions, read in place from X
    * (or from X zero-padded where a tap falls outside it). Measured on AVX2,
    * 1 thread, chains of four convs against onnxruntime, this direct form
    * over every position beat the per-output-row GEMMs (the weights re-read
    * per row: 3x3 256 channels at 14x14 1.20x -> 1.03x) and the gathered
    * micro-panels (512 at 7x7 1.31x -> 1.03x with the K blocks below). */
-  bc->src = bc->x;
-  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc, !bc_pad_in_place(ctx)));
   nn_tap_group_t tg = {{1, bc->ah.k, bc->aw.k}, 0, {0, bc->aw.k, 1}};
   nn_gemm_t g;
   memset(&g, 0, sizeof g);
@@ -402,7 +416,16 @@ static kiln_status_t conv_gemm_blocked(nn_kb_t* kb, bc_t* bc) {
   if (thr > 1 && g.N % g.nr == 0 && ntiles % thr == 0 &&
       g.K * g.N > 2 * bc->C * bc->ah.in * bc->aw.in)
     g.par = KILN_GEMM_PAR_N;
-  bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb);
+  bc_hook(ctx, bc, &g, lanes, regs, &nblock_kb, wtiles, &wm, &wk);
+  if (wm) return nn_conv_wino(ctx, &geo, wm, &wk);
+  /* The padded input (its kernel before the GEMM's). A conv a tuner's
+   * point may switch to Winograd (which reads X itself) takes the copy in
+   * plans built with a gemm hook, so its kernels read X at every point:
+   * the tuner's program of the node reads the same tensors (with X folded
+   * into the padded input, the direct conv read none). */
+  bc->src = bc->x;
+  const bool copy = !bc_pad_in_place(ctx) || (wtiles && ctx->plan && ctx->plan->gemm_hook);
+  if (bc_outside(&bc->ah) || bc_outside(&bc->aw)) KILN_RETURN_IF_ERROR(bc_pad(kb, bc, copy));
   /* Weights prefetched a panel ahead (nn_gemm_t.prefetch_r) where a
    * thread's M tiles are few (<= 16), so the first sweep over each panel,
    * which reads it from memory, is a large part of the work (ResNet-50's

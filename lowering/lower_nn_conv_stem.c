@@ -179,8 +179,8 @@ static void stem_hook(kiln_lower_ctx_t* ctx, const nn_stem_t* st, int64_t lanes,
   const int64_t c = st->c, MB = (st->M + c - 1) / c, T = st->ah.k * st->aw.k;
   kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", st->N, st->ah.out * st->aw.out, MB * c, st->C * T, T,
                            false, false, false, true, true, 2 * c, (int32_t)lanes, (int32_t)regs, ctx->threads,
-                           (int32_t)c, 0, {0}};
-  kiln_gemm_knobs_t k = {*mr, d->nb * c, st->C, KILN_GEMM_PAR_AUTO, 256, 0, 0};
+                           (int32_t)c, 0, {0}, 0};
+  kiln_gemm_knobs_t k = {*mr, d->nb * c, st->C, KILN_GEMM_PAR_AUTO, 256, 0, 0, 0};
   ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
   if (k.nr == c || (k.nr == 2 * c && MB % 2 == 0)) d->nb = k.nr / c;
   const int64_t most = stem_mr(d, lanes, regs);

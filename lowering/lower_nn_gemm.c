@@ -113,8 +113,8 @@ void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g) {
   if (ctx && ctx->target == KILN_TARGET_CLASS_CPU && ctx->plan && ctx->plan->gemm_hook && !g->idot) {
     kiln_gemm_problem_t p = {ctx->node ? ctx->node->op_type : "", g->batch, M, N, K, T, g->reload && K > 0,
                              g->n_outer, g->L.load != NULL, g->L.lload != NULL, g->R.packed != NULL,
-                             g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads, 0, 0, {0}};
-    kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO, 0, 0, 0};
+                             g->nr_max, (int32_t)lanes, (int32_t)regs, ctx->threads, 0, 0, {0}, 0};
+    kiln_gemm_knobs_t k = {g->mr, g->nr, g->kc, KILN_GEMM_PAR_AUTO, 0, 0, 0, 0};
     ctx->plan->gemm_hook(ctx->plan->gemm_hook_user, ctx->node_index, &p, &k);
     /* clamped to what the generator handles: any tile at the edges is
      * generated exactly sized, so only the ranges matter */

@@ -369,6 +369,30 @@ typedef struct nn_stem_s {
 bool nn_conv_stem_applies(const nn_stem_t* st);
 kiln_status_t nn_conv_stem(nn_kb_t* kb, const nn_stem_t* st);
 
+/* Winograd F(m x m, 3x3) on NCHWc (lower_nn_conv_wino.c): a group-1 conv
+ * of N images, C -> M channels, input and output block c (xb: the input's),
+ * its two spatial axes and the bias padded to the output's blocks (a
+ * constant, or NULL); weights are input 1 of ctx's node, a constant. */
+typedef struct nn_wino_geo_s {
+  int64_t N, C, M, c, xb;
+  nn_axis_t ah, aw;
+  const tir_buffer_t* bias;
+} nn_wino_geo_t;
+/* A tuner's GEMM knobs for the Winograd GEMMs (0, par -1: the default). */
+typedef struct nn_wino_knobs_s {
+  int64_t mr, nr, kc;
+  int32_t par;
+  int64_t nblock_kb;
+} nn_wino_knobs_t;
+/* A bit (1 << m) per tile m (2, 4) the conv can run; 0: not Winograd's. */
+int32_t nn_conv_wino_tiles(const kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo);
+/* The tile m (2 or 4) the rule (or KILN_WINO=0|2|4) picks, 0: the dense
+ * conv; for a conv nn_conv_wino_tiles takes. */
+int64_t nn_conv_wino_choose(const kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo);
+/* Emits the input transform, the GEMMs (|k|: a tuner's knobs, or NULL)
+ * and the output transform. */
+kiln_status_t nn_conv_wino(kiln_lower_ctx_t* ctx, const nn_wino_geo_t* geo, int64_t m, const nn_wino_knobs_t* k);
+
 /* ---- op entry points (lower_nn_*.c) ------------------------------------ */
 
 kiln_lower_op_t kiln_lower_nn_deform_conv;

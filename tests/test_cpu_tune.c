@@ -22,7 +22,7 @@
 #include "testing.h"
 
 static kiln_gemm_problem_t conv_problem(void) {
-  return (kiln_gemm_problem_t){"Conv", 1, 64, 3136, 4608, 9, true, false, false, true, false, 16, 8, 16, 2, 0, 0, {0}};
+  return (kiln_gemm_problem_t){"Conv", 1, 64, 3136, 4608, 9, true, false, false, true, false, 16, 8, 16, 2, 0, 0, {0}, 0};
 }
 
 static const char* check(const kiln_gemm_problem_t* p, int32_t mr, int32_t nr, int32_t kc, int32_t split) {
@@ -36,7 +36,7 @@ static kiln_template_tiles_t pt(int32_t mr, int32_t nr, int32_t kc, int32_t spli
 
 static void test_space_and_checks(void) {
   const kiln_gemm_problem_t p = conv_problem();
-  const kiln_gemm_knobs_t d = {6, 16, 320, KILN_GEMM_PAR_AUTO, 0, 0, 0};
+  const kiln_gemm_knobs_t d = {6, 16, 320, KILN_GEMM_PAR_AUTO, 0, 0, 0, 0};
   kiln_template_space_t sp;
   kiln_tune_cpu_space(&p, &d, &sp);
   CHECK(!strcmp(sp.version, KILN_TUNE_CPU_SPACE) && sp.n_knobs == 4);
@@ -230,8 +230,8 @@ static const char* check5(const kiln_gemm_problem_t* p, int32_t mr, int32_t nr, 
 }
 
 static void test_nchwc_space(void) {
-  const kiln_gemm_problem_t p = {"Conv", 1, 3136, 64, 576, 9, true, false, false, true, true, 16, 8, 16, 2, 8, 8, {0}};
-  const kiln_gemm_knobs_t d = {6, 16, 64, KILN_GEMM_PAR_AUTO, 256, 0, 0};
+  const kiln_gemm_problem_t p = {"Conv", 1, 3136, 64, 576, 9, true, false, false, true, true, 16, 8, 16, 2, 8, 8, {0}, 0};
+  const kiln_gemm_knobs_t d = {6, 16, 64, KILN_GEMM_PAR_AUTO, 256, 0, 0, 0};
   kiln_template_space_t sp;
   kiln_tune_cpu_space(&p, &d, &sp);
   CHECK(!strcmp(sp.version, KILN_TUNE_CPU_SPACE_NCHWC) && sp.n_knobs == 5);

@@ -95,7 +95,7 @@ static void test_dw_space(void) {
   CHECK(!strcmp(kiln_tune_cpu_space_name(&conv), KILN_TUNE_CPU_SPACE_NCHWC));
   /* the NCHWc conv: three blocks a tile column where they divide the
    * output channels (72: nine blocks of 8) */
-  kiln_gemm_problem_t nc = {"Conv", 1, 49, 72, 24, 1, true, false, false, true, true, 16, 8, 32, 2, 8, 8, {0}};
+  kiln_gemm_problem_t nc = {"Conv", 1, 49, 72, 24, 1, true, false, false, true, true, 16, 8, 32, 2, 8, 8, {0}, 0};
   const kiln_template_tiles_t n3 = {5, {8, 24, 24, 1, 256}}, n3b = {5, {8, 24, 24, 1, 256}};
   CHECK(kiln_tune_cpu_check(&nc, &n3) == NULL);
   nc.N = 64;

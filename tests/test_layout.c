@@ -109,14 +109,16 @@ static void test_pass(void) {
     int reorders = 0;
     for (int32_t k = 0; k < p->n_kernels; ++k) reorders += strstr(p->kernels[k].func->name, "_reorder_") != NULL;
     CHECK_MSG(reorders == 2, "reorder kernels %d", reorders);
-    /* no kernel reads the model's conv weights: they were packed */
+    /* no kernel reads the model's conv weights: they were packed (or
+     * Winograd-transformed and packed) */
     const int32_t w1 = p->tensor_buffer[tensor(g, "w1")], w2 = p->tensor_buffer[tensor(g, "w2")];
     bool packed = false;
     for (int32_t k = 0; k < p->n_kernels; ++k)
       for (int32_t a = 0; a < p->kernels[k].func->n_params; ++a) {
         int32_t b = p->kernels[k].args[a];
         CHECK(b != w1 && b != w2);
-        packed = packed || (p->buffers[b].kind == KILN_PLAN_CONST && strstr(p->buffers[b].buf->name, "wpack_blk"));
+        packed = packed || (p->buffers[b].kind == KILN_PLAN_CONST && (strstr(p->buffers[b].buf->name, "wpack_blk") ||
+                                                                      strstr(p->buffers[b].buf->name, "wino_w")));
       }
     CHECK(packed);
   }
