@@ -102,6 +102,8 @@ kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim,
        * would be one run-time M; a GEMM batched already (attention's heads)
        * would need a second batch dim */
       if ((set && !set->gemm_rules.batched) || t->gemm.batch != 1) return drop(p, kk, dim, "GEMM", out_printed);
+      /* a fused residual has no batch stride in the templates */
+      if (t->gemm.has_res) return drop(p, kk, dim, "GEMM", out_printed);
       return gemm_samples(p, kk, &t->gemm, dim);
     case KILN_TEMPLATE_CONV: return conv_samples(p, kk, &t->conv, dim, "conv");
     case KILN_TEMPLATE_WINOGRAD: return conv_samples(p, kk, &t->conv, dim, "Winograd");

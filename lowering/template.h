@@ -105,16 +105,24 @@ typedef struct kiln_template_gemm_s {
    * role 'D', the dims buffer), M above the top of the range's; m_dim_a 0:
    * M is static */
   int64_t m_dim_a, m_dim_b;
-  /* a residual added after the bias: the parameter of role 'R', f32 of
-   * Y's shape (a range program's MatMul + Add + Add, OpenCL, Vulkan) */
+  /* a residual added after the bias: the parameter of role 'R', of Y's
+   * shape (a fused residual Add; one batch) */
   bool has_res;
-  /* an activation applied last (a range program's MatMul + Add + Gelu,
-   * OpenCL and Vulkan): KILN_TEMPLATE_ACT_* */
+  /* an activation applied last (a fused Gelu, Relu or Clip):
+   * KILN_TEMPLATE_ACT_* */
   int32_t act;
+  /* KILN_TEMPLATE_ACT_CLIP's bounds (constants; -/+INFINITY: none) */
+  float act_lo, act_hi;
 } kiln_template_gemm_t;
 
 /* kiln_template_gemm_t.act */
-enum { KILN_TEMPLATE_ACT_NONE = 0, KILN_TEMPLATE_ACT_GELU = 1, KILN_TEMPLATE_ACT_GELU_TANH = 2 };
+enum {
+  KILN_TEMPLATE_ACT_NONE = 0,
+  KILN_TEMPLATE_ACT_GELU = 1,
+  KILN_TEMPLATE_ACT_GELU_TANH = 2,
+  KILN_TEMPLATE_ACT_RELU = 3,
+  KILN_TEMPLATE_ACT_CLIP = 4
+};
 
 /* What a target's GEMM template computes beyond a plain f32 rank-2
  * A[M,K] x B product (see kiln_template_set_t). */
@@ -124,12 +132,18 @@ typedef struct kiln_template_gemm_rules_s {
                  * needs no rule: A's and Y's batches stack into rows */
   bool bias;    /* Gemm's C input (beta, broadcast along rows or columns) */
   bool scaled;  /* Gemm's transA and alpha != 1 */
-  bool gelu;    /* a GELU after the bias (kiln_template_gemm_t.act; range programs) */
+  bool gelu;    /* a GELU after the bias (kiln_template_gemm_t.act) */
+  /* fused epilogues of any plan kernel: Adds of a per-column bias (C, when
+   * the node has none) and of a residual of Y's shape (has_res, one batch),
+   * then one of Relu, Clip with constant bounds, Gelu (where |gelu|) */
+  bool epilogue;
+  /* f16 operands (|f16|) only where batch * M * N * K is above this (0: any) */
+  int64_t f16_min_work;
 } kiln_template_gemm_rules_t;
 
-/* True when plan kernel |k| is a MatMul/Gemm (no fused epilogue; MatMul
- * batches that do not broadcast) whose every parameter has a known role
- * and that |rules| allow; fills |out|. */
+/* True when plan kernel |k| is a MatMul/Gemm (MatMul batches that do not
+ * broadcast; fused nodes only where rules->epilogue, as it says) whose
+ * every parameter has a known role and that |rules| allow; fills |out|. */
 bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_template_gemm_rules_t* rules,
                               kiln_template_gemm_t* out);
 

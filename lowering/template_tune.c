@@ -62,6 +62,13 @@ static void put_gemm(fnv_t* f, const kiln_template_gemm_t* g) {
   for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) put_i(f, v[i]);
   put_f(f, g->alpha);
   put_f(f, g->beta);
+  /* a fused epilogue (keys of GEMMs without one as before) */
+  if (g->has_res || g->act) {
+    put_i(f, g->has_res);
+    put_i(f, g->act);
+    put_f(f, g->act_lo);
+    put_f(f, g->act_hi);
+  }
   for (int32_t j = 0; j < g->n_params && j < 8; ++j) {
     put_i(f, g->roles[j]);
     put_i(f, g->f16[j]);

@@ -1,13 +1,16 @@
-/* GEMMs with fused epilogues that no GPU template takes (MatMul + bias +
- * erf GELU, MatMul + bias, Gemm with a C row and Relu), printed for a GPU
- * target with a loop limit (lowering/lower_nn_gemm.c per_tile): each
- * invocation computes a GPU tile of at most 4 x 8 outputs, not the CPU's
- * 13-14 x 32 register tile that took lavapipe's LLVM minutes a shader.
+/* GEMMs with fused epilogues (MatMul + bias + erf GELU, MatMul + bias,
+ * Gemm with a C row and Relu, MatMul + bias + a residual Add, MatMul +
+ * bias + Clip to [0, 6] with constant bounds, MatMul + bias + Relu at 256
+ * x 264 x 512): the GPU GEMM templates take them (lowering/template_gemm.c's
+ * epilogue chain: kernels/vulkan/gemm.comp, kernels/opencl/gemm.cl), in fp32
+ * and with f16 storage -- on Vulkan only above 2^25 multiply-adds (the big
+ * one); the small ones stay printed there in fp16, with lowering/
+ * lower_nn_gemm.c's GPU tile of at most 4 x 8 outputs an invocation.
  *
- * On Vulkan (or --target T): each model compiled through the compiler API in fp32
- * and fp16, its shaders checked for the printed GEMM's private
- * accumulator (at most 4 x 8, the erf printed in it), then run on device
- * 0 against the reference interpreter. The shapes leave partial tiles
+ * On Vulkan (or --target opencl): each model compiled through the compiler
+ * API in fp32 and fp16, its program text checked for the template instance
+ * with the epilogue's defines and no printed GEMM, then run on device 0
+ * against the reference interpreter. The shapes leave partial tiles
  * along both M and N, N crosses B's 32-wide packed panels, and the
  * second panel is partial. Skipped where the target is not built. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
@@ -26,7 +29,8 @@
 #include "testing.h"
 #include "compile_util.h"
 
-enum { M = 30, K = 40, N = 50 };
+/* the GEMM's size (check_model sets it per model) */
+static int M = 30, K = 40, N = 50;
 
 static const char* g_target = "vulkan";
 static char g_dir[512];
@@ -44,7 +48,9 @@ static void weights(bm_model_t* b, const char* name, int rank, const int64_t* d,
   bm_initializer(b, name, BM_F32, rank, d, v, sizeof(float) * (size_t)n);
 }
 
-/* kind 0: Gelu(X W + b) (erf); 1: X W + b; 2: Relu(Gemm(X2, W, c)) with a C row */
+/* kind 0: Gelu(X W + b) (erf); 1: X W + b; 2: Relu(Gemm(X2, W, c)) with a C row;
+ * 3: (X W + b) + X V (a residual Add: the second MatMul's output); 4: Clip(X W + b, 0, 6);
+ * 5: Relu(X W + b) at 256 x 264 x 512 (more work than Vulkan's f16 floor) */
 static bool model_write(const char* path, int kind) {
   bm_model_t b;
   bm_init(&b, 20);
@@ -56,6 +62,24 @@ static bool model_write(const char* path, int kind) {
   if (kind == 2) {
     bm_node(&b, "Gemm", "gemm", "X,W,B", "H");
     bm_node(&b, "Relu", "relu", "H", "Y");
+  } else if (kind == 3) {
+    const int64_t vd[2] = {K, N};
+    weights(&b, "V", 2, vd, 13);
+    bm_node(&b, "MatMul", "mm_res", "X,V", "R");
+    bm_node(&b, "MatMul", "mm", "X,W", "H");
+    bm_node(&b, "Add", "bias", "H,B", "H1");
+    bm_node(&b, "Add", "res", "H1,R", "Y");
+  } else if (kind == 5) {
+    bm_node(&b, "MatMul", "mm", "X,W", "H");
+    bm_node(&b, "Add", "bias", "H,B", "H1");
+    bm_node(&b, "Relu", "relu", "H1", "Y");
+  } else if (kind == 4) {
+    float lo = 0.0f, hi = 6.0f;
+    bm_initializer(&b, "lo", BM_F32, 0, NULL, &lo, sizeof lo);
+    bm_initializer(&b, "hi", BM_F32, 0, NULL, &hi, sizeof hi);
+    bm_node(&b, "MatMul", "mm", "X,W", "H");
+    bm_node(&b, "Add", "bias", "H,B", "H1");
+    bm_node(&b, "Clip", "clip", "H1,lo,hi", "Y");
   } else {
     bm_node(&b, "MatMul", "mm", "X,W", "H");
     if (kind == 0) {
@@ -91,7 +115,20 @@ static void largest_acc(const char* text, int* rows, int* cols) {
   }
 }
 
+/* The epilogue's marks in a template instance: the activation (gemm.comp's
+ * ACT, gemm.cl's GACT) and the residual. */
+static const int kind_act[6] = {1, 0, 3, 0, 4, 3};
+
+static bool has_fmt(const char* t, const char* fmt, int v) {
+  char want[64];
+  snprintf(want, sizeof want, fmt, v);
+  return strstr(t, want) != NULL;
+}
+
 static void check_model(int kind, const char* precision) {
+  M = kind == 5 ? 256 : 30;
+  K = kind == 5 ? 512 : 40;
+  N = kind == 5 ? 264 : 50;
   char path[700];
   snprintf(path, sizeof path, "%s/gemm_epi%d.onnx", g_dir, kind);
   const bool written = model_write(path, kind);
@@ -106,9 +143,32 @@ static void check_model(int kind, const char* precision) {
     const char* t = p->code.text ? p->code.text : "";
     int r = 0, c = 0;
     largest_acc(t, &r, &c);
-    /* the printed GEMM (a template has no such array) with its GPU tile */
-    CHECK_MSG(r >= 1 && c >= 1 && r <= 4 && c <= 8, "model %d %s: accumulator %d x %d", kind, precision, r, c);
-    if (kind == 0) CHECK_MSG(strstr(t, "kiln_erf(") != NULL, "model 0 %s: the erf GELU fused", precision);
+    const bool vk = !strcmp(g_target, "vulkan");
+    if (vk && f16 && kind != 5) {
+      /* Vulkan's f16 template only above 2^25 multiply-adds: the printed
+       * GEMM with its GPU tile */
+      CHECK_MSG(r >= 1 && c >= 1 && r <= 4 && c <= 8, "model %d %s: accumulator %d x %d", kind, precision, r, c);
+      if (kind == 0) CHECK_MSG(strstr(t, "kiln_erf(") != NULL, "model 0 %s: the erf GELU fused", precision);
+    } else {
+      /* the template with the epilogue, no printed GEMM (its accumulator);
+       * with f16 storage, its f16 weights */
+      if (vk && f16) CHECK_MSG(strstr(t, "#define B_T float16_t") != NULL, "model %d fp16: f16 weights", kind);
+      CHECK_MSG(r * c == 0, "model %d %s: a printed GEMM (accumulator %d x %d)", kind, precision, r, c);
+      CHECK_MSG(strstr(t, vk ? "#define B_MODE" : "kiln GEMM template") != NULL, "model %d %s: the GEMM template",
+                kind, precision);
+      if (kind_act[kind])
+        CHECK_MSG(has_fmt(t, vk ? "#define ACT %d\n" : "#define GACT %d\n", kind_act[kind]),
+                  "model %d %s: activation %d in the template", kind, precision, kind_act[kind]);
+      else
+        for (int a = 1; a <= 4; ++a) /* gemm.comp has its own default "#define ACT 0" */
+          CHECK_MSG(!has_fmt(t, vk ? "#define ACT %d\n" : "#define GACT %d\n", a),
+                    "model %d %s: no activation in the template", kind, precision);
+      CHECK_MSG((strstr(t, vk ? "#define HAS_RES 1" : "#define GHAS_RES 1") != NULL) == (kind == 3),
+                "model %d %s: the residual in the template", kind, precision);
+      if (kind == 4)
+        CHECK_MSG(strstr(t, vk ? "#define ACT_HI 6.0" : "#define GACT_HI 6.0") != NULL, "model 4 %s: Clip's bound",
+                  precision);
+    }
   }
   kiln_program_destroy(p);
   kiln_module_t* m = NULL;
@@ -167,6 +227,21 @@ static void test_gemm_relu(void) {
   check_model(2, "fp16");
 }
 
+static void test_residual(void) {
+  check_model(3, "fp32");
+  check_model(3, "fp16");
+}
+
+static void test_clip(void) {
+  check_model(4, "fp32");
+  check_model(4, "fp16");
+}
+
+static void test_big_relu(void) {
+  check_model(5, "fp32");
+  check_model(5, "fp16");
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && !strcmp(argv[1], "--target")) g_target = argv[2];
   if (!kiln_target_find(g_target)) {
@@ -177,6 +252,9 @@ int main(int argc, char** argv) {
   RUN(test_bias_gelu);
   RUN(test_bias);
   RUN(test_gemm_relu);
+  RUN(test_residual);
+  RUN(test_clip);
+  RUN(test_big_relu);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

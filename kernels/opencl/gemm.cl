@@ -38,9 +38,11 @@
  *   GTRANS_A GTRANS_B    0: A is M x K, B is K x N; 1: transposed storage
  *   GPACK_T GPACK_KBS GPACK_TILES   B packed in column panels (GPACK_T 0: plain)
  *   GHAS_BIAS            bias added as BETA * BIAS[m * GBIAS_SM + n * GBIAS_SN]
- *   GHAS_RES             then RES[m * GLDY + n] added (a residual, f32, Y's shape)
+ *   GHAS_RES             then RES[m * GLDY + n] added (a residual of Y's shape;
+ *                        GR_F16 1: it holds half)
  *   GACT                 then 1: GELU, 0.5 v (1 + erf(v / sqrt(2))); 2: GELU's tanh
- *                        form, 0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)))
+ *                        form, 0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)));
+ *                        3: Relu; 4: Clip to [GACT_LO, GACT_HI] (float literals)
  *   GALPHA GBETA         float literals
  *   TM TN VW WX WY BK    tiles (TN % VW == 0; VW in 1, 2, 4, 8, 16)
  *   MM MN                micro-tiles per work-item along M and N
@@ -268,12 +270,16 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_GEMM_NAME(KI
 #if GHAS_RES
               #pragma unroll
               for (int l = 0; l < VW; ++l)
-                if (KG_EVEN_N ? 1 : gn + l < GN) KG_LANE(v, l) += RES[gm * GLDY + gn + l];
+                if (KG_EVEN_N ? 1 : gn + l < GN) KG_LANE(v, l) += KG_LD(GR_F16, RES, gm * GLDY + gn + l);
 #endif
 #if GACT == 1
               v = (0.5f * v) * (1.0f + erf(v * 0.70710678118654752f));
 #elif GACT == 2
               v = (0.5f * v) * (1.0f + tanh(0.79788456080286536f * (v + ((0.044715f * v) * v) * v)));
+#elif GACT == 3
+              v = fmax(v, (KG_VT)(0.0f));
+#elif GACT == 4
+              v = fmin(fmax(v, (KG_VT)(GACT_LO)), (KG_VT)(GACT_HI));
 #endif
             }
             if (KG_EVEN_N ? 1 : gn + VW <= GN) {

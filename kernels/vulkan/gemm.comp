@@ -40,10 +40,11 @@
 //              or PT (B_MODE 2)): kiln's tile mode 4; A64 = B64 = 0.
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 //   HAS_RES BIND_RES  a residual added after the bias: res[r * N + n] (f32,
-//              C's shape; a range program's MatMul + Add + Add)
+//              C's shape; a fused residual Add)
 //   ACT        1: GELU after the bias and residual, 0.5 v (1 + erf(v / sqrt(2)))
 //              (the host inserts prelude.glsl's kiln_erf); 2: its tanh form,
-//              0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3)))
+//              0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3))); 3: Relu;
+//              4: Clip to [ACT_LO, ACT_HI] (either undefined: no bound)
 //   RT_M       1: a range program's GEMM: M is M_A * n + M_B at the dim's
 //              run-time value n, read from the dims buffer (int64) at
 //              binding BIND_D (the host defines M as kg_m, set first in
@@ -112,6 +113,23 @@ layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #ifndef A64
 #define A64 0
 #endif
+// the storage type of each operand: float, or float16_t (f16 storage, the
+// host's 16-bit storage extensions; sums in f32; no TEXEL, A64 or B64 for it)
+#ifndef A_T
+#define A_T float
+#endif
+#ifndef B_T
+#define B_T float
+#endif
+#ifndef C_T
+#define C_T float
+#endif
+#ifndef BIAS_T
+#define BIAS_T float
+#endif
+#ifndef RES_T
+#define RES_T float
+#endif
 #ifndef B64
 #define B64 0
 #endif
@@ -131,10 +149,10 @@ layout(set = 0, binding = BIND_B) uniform samplerBuffer tb;
 #define a(i) texelFetch(ta, (i) >> 2)[(i) & 3]
 #define b(i) texelFetch(tb, (i) >> 2)[(i) & 3]
 #else
-layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { float a_[]; };
-layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { float b_[]; };
-#define a(i) a_[i]
-#define b(i) b_[i]
+layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { A_T a_[]; };
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { B_T b_[]; };
+#define a(i) float(a_[i])
+#define b(i) float(b_[i])
 #endif
 #if SHARED == 2 && A64
 layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint64_t a2[]; };
@@ -142,14 +160,14 @@ layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint6
 #if SHARED == 2 && B64
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB2 { uint64_t b2[]; };
 #endif
-layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC { C_T c[]; };
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
 #endif
 #if HAS_BIAS
 // Gemm's C: c = A * B + BETA * bias[r * BIAS_SM + n * BIAS_SN]
-layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { float bias_[]; };
-#define BIAS(r, n) (BETA * bias_[(r) * BIAS_SM + (n) * BIAS_SN])
+layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { BIAS_T bias_[]; };
+#define BIAS(r, n) (BETA * float(bias_[(r) * BIAS_SM + (n) * BIAS_SN]))
 #else
 #define BIAS(r, n) 0.0
 #endif
@@ -157,8 +175,8 @@ layout(std430, set = 0, binding = BIND_BIAS) restrict readonly buffer BufBias { 
 #define HAS_RES 0
 #endif
 #if HAS_RES
-layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { float res_[]; };
-#define PLUS_RES(v, r, n) ((v) + res_[(r) * N + (n)])
+layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { RES_T res_[]; };
+#define PLUS_RES(v, r, n) ((v) + float(res_[(r) * N + (n)]))
 #else
 #define PLUS_RES(v, r, n) (v)
 #endif
@@ -169,9 +187,22 @@ layout(std430, set = 0, binding = BIND_RES) restrict readonly buffer BufRes { fl
 #define ACTF(v) ((0.5 * (v)) * (1.0 + kiln_erf((v) * 0.70710678118654752)))
 #elif ACT == 2
 #define ACTF(v) ((0.5 * (v)) * (1.0 + tanh(0.79788456080286536 * ((v) + ((0.044715 * (v)) * (v)) * (v)))))
+#elif ACT == 3
+#define ACTF(v) max(v, 0.0)
+#elif ACT == 4 && defined(ACT_LO) && defined(ACT_HI)
+#define ACTF(v) min(max(v, ACT_LO), ACT_HI)
+#elif ACT == 4 && defined(ACT_LO)
+#define ACTF(v) max(v, ACT_LO)
+#elif ACT == 4 && defined(ACT_HI)
+#define ACTF(v) min(v, ACT_HI)
 #else
 #define ACTF(v) (v)
 #endif
+// A GELU is applied in a rolled loop over the invocation's outputs, read
+// from a private array of the sums with bias and residual: unrolled, its
+// TM x RN copies of kiln_erf took lavapipe's LLVM seconds a shader (the
+// loop's RM * RN trips count against the device's loop limit)
+#define ROLLED_ACT (ACT == 1 || ACT == 2)
 #ifndef RT_M
 #define RT_M 0
 #endif
@@ -400,13 +431,28 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = b_at(k, min(col0 + j, N - 1));
     SG_STEP(ar[r], a_at(ROWI, k), bv[j])
   }
+#if ROLLED_ACT
+  float pre[TM * RN];
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int j = 0; j < RN; ++j) {
+      const int gr = row0 + i, gc = col0 + j;
+      float v = 0.0;
+      if (INSIDE(gr, gc, 0)) v = PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc);
+      pre[i * RN + j] = v;
+    }
+  [[dont_unroll]] for (int e = 0; e < TM * RN; ++e) {
+    const int gr = row0 + e / RN, gc = col0 + e % RN;
+    if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+  }
+#else
   [[unroll]] for (int i = 0; i < TM; ++i) {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc));
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc)));
     }
   }
+#endif
 }
 #else
 void main() {
@@ -450,12 +496,27 @@ void main() {
     barrier();
 #endif
   }
+#if ROLLED_ACT
+  float pre[RM * RN];
+  [[unroll]] for (int i = 0; i < RM; ++i)
+    [[unroll]] for (int j = 0; j < RN; ++j) {
+      const int gr = row0 + ty + i * LY, gc = col0 + tx + j * LX;
+      float v = 0.0;
+      if (INSIDE(gr, gc, 0)) v = PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc);
+      pre[i * RN + j] = v;
+    }
+  [[dont_unroll]] for (int e = 0; e < RM * RN; ++e) {
+    const int gr = row0 + ty + (e / RN) * LY, gc = col0 + tx + (e % RN) * LX;
+    if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+  }
+#else
   [[unroll]] for (int i = 0; i < RM; ++i) {
     int gr = row0 + ty + i * LY;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       int gc = col0 + tx + j * LX;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc));
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc)));
     }
   }
+#endif
 }
 #endif

@@ -1,6 +1,7 @@
 /* GEMM template instances for the OpenCL target (see opencl_internal.h and
  * kernels/opencl/gemm.cl): tiles, launch and the printed instance of a
  * GEMM descriptor that lowering chose (lowering/template.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,8 @@ static const char* const macro_names[] = {
     "KILN_GEMM_NAME", "KILN_GEMM_SIGNATURE", "GM", "GN", "GK", "GBATCH", "GSA", "GSB", "GSY",
     "GLDA", "GLDB", "GLDY", "GTRANS_A", "GTRANS_B", "GPACK_T", "GPACK_KBS", "GPACK_TILES",
     "GHAS_BIAS", "GBIAS_SM", "GBIAS_SN", "GALPHA", "GBETA", "TM", "TN", "VW", "WX", "WY", "BK",
-    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM", "GRT_M", "GM_A", "GM_B", "GHAS_RES", "GACT"};
+    "MM", "MN", "GA_F16", "GB_F16", "GC_F16", "GY_F16", "GPSUM", "GRT_M", "GM_A", "GM_B", "GHAS_RES", "GACT",
+    "GR_F16", "GACT_LO", "GACT_HI"};
 
 static int role_f16(const kiln_template_gemm_t* g, char r) {
   for (int32_t j = 0; j < g->n_params; ++j)
@@ -104,7 +106,7 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
     else if (r == 'A' || r == 'B') kiln_cf_out_printf(out, "__global const %s* restrict %c", t, r);
     else if (r == 'C') kiln_cf_out_printf(out, "__global const %s* restrict BIAS", t);
     else if (r == 'D') kiln_cf_out_puts(out, "__global const long* restrict DIMS");
-    else if (r == 'R') kiln_cf_out_puts(out, "__global const float* restrict RES");
+    else if (r == 'R') kiln_cf_out_printf(out, "__global const %s* restrict RES", t);
     else kiln_cf_out_printf(out, "__global %s* unused%d", t, (int)j);
   }
   /* an f16 Y never holds partial sums (GPSUM: a private f32 array) */
@@ -117,9 +119,19 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
   if (g->m_dim_a && (dims < 0 || g->batch != 1))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': a run-time M needs the dims buffer and one batch",
                             name);
-  if (g->act < KILN_TEMPLATE_ACT_NONE || g->act > KILN_TEMPLATE_ACT_GELU_TANH)
+  if (g->act < KILN_TEMPLATE_ACT_NONE || g->act > KILN_TEMPLATE_ACT_CLIP)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': activation %d unknown", name, (int)g->act);
-  kiln_cf_out_printf(out, "\n#define GHAS_RES %d\n#define GACT %d", g->has_res ? 1 : 0, (int)g->act);
+  kiln_cf_out_printf(out, "\n#define GHAS_RES %d\n#define GR_F16 %d\n#define GACT %d", g->has_res ? 1 : 0,
+                     role_f16(g, 'R'), (int)g->act);
+  /* Clip's bounds (an infinite one clips nothing) */
+  if (g->act == KILN_TEMPLATE_ACT_CLIP) {
+    kiln_cf_out_puts(out, "\n#define GACT_LO ");
+    if (isinf(g->act_lo)) kiln_cf_out_puts(out, g->act_lo < 0 ? "(-INFINITY)" : "INFINITY");
+    else kiln_cf_out_printf(out, "%.9ef", (double)g->act_lo);
+    kiln_cf_out_puts(out, "\n#define GACT_HI ");
+    if (isinf(g->act_hi)) kiln_cf_out_puts(out, g->act_hi < 0 ? "(-INFINITY)" : "INFINITY");
+    else kiln_cf_out_printf(out, "%.9ef", (double)g->act_hi);
+  }
   if (g->m_dim_a)
     kiln_cf_out_printf(out, "\n#define GRT_M 1\n#define GM_A %lld\n#define GM_B %lld\n#define GM kg_m",
                        (long long)g->m_dim_a, (long long)g->m_dim_b);
@@ -157,8 +169,11 @@ void kiln_opencl_gemm_describe(const kiln_template_gemm_t* g, kiln_program_gemm_
     if (g->roles[j] == 'B') b = j;
     if (g->roles[j] == 'Y') y = j;
   }
-  /* a library reads plain row-major f32 operands and overwrites Y */
-  if (a < 0 || b < 0 || y < 0 || g->pack_t != 0 || g->has_bias || g->f16[a] || g->f16[b] || g->f16[y]) return;
+  /* a library reads plain row-major f32 operands and overwrites Y: no
+   * bias, residual or activation (those GEMMs run the template) */
+  if (a < 0 || b < 0 || y < 0 || g->pack_t != 0 || g->has_bias || g->has_res || g->act || g->f16[a] || g->f16[b] ||
+      g->f16[y])
+    return;
   *out = (kiln_program_gemm_t){.valid = true,
                                .trans_a = g->trans_a,
                                .trans_b = g->trans_b,

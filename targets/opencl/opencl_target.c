@@ -159,7 +159,7 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       /* gemm.cl takes f16 storage, batches, Gemm's bias, alpha, beta and transA */
       .gemm = !o->no_gemm_template,
       /* gelu: a range program's MatMul + Add + Gelu (gemm.cl GACT) */
-      .gemm_rules = {.f16 = true, .batched = true, .bias = true, .scaled = true, .gelu = true},
+      .gemm_rules = {.f16 = true, .batched = true, .bias = true, .scaled = true, .gelu = true, .epilogue = true},
       .conv = !o->no_conv_template,
       .conv_grid = true,
       /* Partial sums in a private f32 array (conv.cl CPSUM 1): measured on

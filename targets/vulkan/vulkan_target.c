@@ -40,13 +40,21 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
   const char* no_pool = getenv("KILN_SPIRV_POOL");
   const char* conv_pad = getenv("KILN_SPIRV_CONV_PAD");
-  /* gemm.comp reads plain f32 operands (and a bias); conv.comp keeps its partial
+  /* gemm.comp reads plain f32 or f16 operands (f32 sums), a bias, a residual and
+   * an activation fused after it (lowering/template_gemm.c); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
    * depthwise.comp takes every depthwise kernel it matches */
   *out = (kiln_template_set_t){.gemm = !(no_gemm && !strcmp(no_gemm, "1")),
                                /* Gemm's C as a bias (the classifiers' M = 1 Gemm was a
                                 * printed kernel: 1.2-1.5 ms in MobileNetV2) */
-                               .gemm_rules = {.bias = true, .gelu = true},
+                               /* f16 storage above 2^25 multiply-adds: below, where
+                                * kiln_spirv_gemm_default_tiles_k takes 16 x 4 tiles, the
+                                * f16 template (scalar half reads, no texels) ran as fast as
+                                * the printed kernel (gpt2 --precision fp16: 4.95 vs 4.92 ms)
+                                * and its shaders cost lavapipe 1-2 s more of a cold start
+                                * (gpt2: 3.4 vs 1.5 s of CPU) */
+                               .gemm_rules = {.f16 = true, .bias = true, .gelu = true, .epilogue = true,
+                                              .f16_min_work = (int64_t)1 << 25},
                                .conv = conv,
                                /* winograd.comp (vulkan_winograd.c) where it covers */
                                .winograd = conv && !(wino && !strcmp(wino, "off")),
@@ -242,6 +250,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       if (!s) s = kiln_spirv_gemm_source(&g, &units[k].text, dims[k], dims[k] + 3);
       if (s) break;
       trips[k] = kiln_vulkan_trips_tiled(g.K, &g.tiles, true);
+      /* gemm.comp's rolled GELU loop over the invocation's outputs */
+      if (g.act == KILN_TEMPLATE_ACT_GELU || g.act == KILN_TEMPLATE_ACT_GELU_TANH)
+        trips[k] += (int64_t)g.tiles.rm * g.tiles.rn;
     } else {
       bool noalias[256];
       bool* na = noalias;

@@ -105,14 +105,21 @@ typedef struct kiln_spirv_gemm_s {
   bool has_res;
   int32_t bind_res;
   /* an activation applied last (kiln_template_gemm_t.act: 1 GELU, 2 its
-   * tanh form) */
+   * tanh form, 3 Relu, 4 Clip to [act_lo, act_hi]) */
   int32_t act;
+  float act_lo, act_hi;
+  /* f16 storage of A, B, C (the output), the bias, the residual (their
+   * reads converted to f32, the sums f32) */
+  bool f16_a, f16_b, f16_c, f16_bias, f16_res;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"
  * when set and valid (for tuning), else 64 x 64 x 16 with 8 x 8 per thread
  * in shared memory, smaller for narrow problems (work-groups of 8 x 8). */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
+/* The tiles of an M x N x K template instance: the above, 16 x 4 per
+ * invocation for small products (a cheaper cold compile on lavapipe) */
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles_k(int64_t M, int64_t N, int64_t K);
 
 /* Tiles of the convolution shader (kernels/vulkan/conv.comp) for M output
  * channels over a grid of Q positions: $KILN_SPIRV_CONV_TILES (same

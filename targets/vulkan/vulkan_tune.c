@@ -102,7 +102,7 @@ static const char* wino_check(const kiln_template_t* t, const int32_t* v) {
 static bool texel_shapes(const kiln_template_t* t) {
   if (t->kind == KILN_TEMPLATE_GEMM) {
     const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
-    return g.K % 4 == 0 &&
+    return !g.f16_a && !g.f16_b && g.K % 4 == 0 &&
            (g.b_mode == 1 || (g.b_mode == 0 && g.N % 4 == 0) || (g.b_mode == 2 && (g.pt > 0 ? g.pt : 1) % 4 == 0));
   }
   const kiln_template_conv_t* c = &t->conv;

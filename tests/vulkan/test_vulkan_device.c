@@ -979,8 +979,8 @@ static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
 }
 
 /* Where the tiled GEMM replaces the printed loop nest: the program text
- * says which B layout it reads; bias, alpha and fused epilogues keep the
- * printed kernel. */
+ * says which B layout it reads (or the fused epilogue it applies); alpha
+ * keeps the printed kernel. */
 static void check_gemm(build_fn build, bool fuse, const char* want_mode) {
   kiln_program_t* prog = graph_program(build, fuse, false);
   if (!prog) return;
@@ -1015,7 +1015,7 @@ static void check_conv(build_fn build, bool fp16, int want_kernels) {
 static void test_gemm_substitution(void) {
   check_gemm(g_matmul_small, false, "#define B_MODE 0");
   check_gemm(g_matmul_packed, false, "#define B_MODE 2"); /* pack kernel + tiled */
-  check_gemm(g_matmul_packed, true, NULL);                /* relu fused into the GEMM */
+  check_gemm(g_matmul_packed, true, "#define ACT 3");     /* relu fused into the GEMM: the template's */
   check_gemm(g_matmul_const, false, "#define B_MODE 2");  /* K-blocked constant panels */
   check_gemm(g_gemm_bias, false, "#define HAS_BIAS 1");
   check_conv(g_conv_s2, false, 1); /* conv reading X (no phase split) */
