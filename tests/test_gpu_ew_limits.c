@@ -9,6 +9,9 @@
  *   - ReduceSum / ReduceMean over axis 1 of 8 x 512 x 1024 (a kept inner
  *     run of 1024): each output reduces 512 values, within lavapipe's loop
  *     limit of 65535 an invocation; integer-valued inputs, so exact;
+ *   - ReduceSum over axis 0 of 100000 x 8 and ReduceMax over axes {0, 2} of
+ *     300 x 4 x 300 x 8: groups past half the loop limit, in chunks and a
+ *     second pass on lavapipe; exact;
  *   - Erf, Tanh, Sigmoid, Softplus, Silu (x * Sigmoid(x)) and Gelu (exact
  *     and tanh) over a dense sweep of [-12, 12] plus the edges 0, -0,
  *     +-1e-30, subnormals, +-40, +-1e30, +-inf and NaN: within 2e-6 absolute
@@ -94,6 +97,38 @@ static void test_reduce_middle(void) {
   kiln_array_free(al(), &in);
 }
 
+/* Groups past half of lavapipe's loop limit: ReduceSum over axis 0 of
+ * 100000 x 8 and ReduceMax over axes {0, 2} of 300 x 4 x 300 x 8 (90,000
+ * values an output, two reduced runs) split in chunks and a second pass on
+ * a device with a loop limit; exact (small integers) */
+static void test_reduce_long_groups(void) {
+  const int64_t d2[2] = {100000, 8}, d4[4] = {300, 4, 300, 8}, one = 1;
+  for (int k = 0; k < 2; ++k) {
+    const int rank = k == 0 ? 2 : 4;
+    const int64_t* d = k == 0 ? d2 : d4;
+    kiln_array_t in = arr(KILN_DTYPE_F32, rank, d);
+    kiln_graph_t* g = graph_new();
+    kiln_array_t ax = arr(KILN_DTYPE_I64, 1, &one);
+    if (ax.data) ((int64_t*)ax.data)[0] = 0;
+    kiln_attr_t attrs[2] = {kiln_attr_make_int("keepdims", 1), kiln_attr_make_ints("axes", 2, (const int64_t[]){0, 2})};
+    bool ok = g && in.data && ax.data && input(g, "x", KILN_DTYPE_F32, rank, d) &&
+              (k == 1 || CHECK_OK(kiln_graph_add_initializer(g, "ax", &ax, NULL))) &&
+              node1(g, k == 0 ? "ReduceSum" : "ReduceMax", "reduce", k == 0 ? 2 : 1, (const char*[]){"x", "ax"}, "y",
+                    k == 0 ? 1 : 2, attrs) &&
+              CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g)) &&
+              CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+    if (ok) {
+      float* x = in.data;
+      const int64_t n = k == 0 ? 800000 : 2880000;
+      for (int64_t i = 0; i < n; ++i) x[i] = (float)((i * 131) % 23 - 11);
+      run_exact(g, &in);
+    }
+    kiln_array_free(al(), &ax);
+    kiln_array_free(al(), &in);
+    kiln_graph_destroy(g);
+  }
+}
+
 /* The sweep: a dense grid of [-12, 12] and the edges. */
 enum { SWEEP_DENSE = 24001, SWEEP_N = SWEEP_DENSE + 23 };
 
@@ -153,6 +188,7 @@ int main(int argc, char** argv) {
   kiln_attr_t tanh_approx = kiln_attr_make_string("approximate", "tanh");
   test_sweep("Gelu", 1, &tanh_approx, 20);
   test_reduce_middle();
+  test_reduce_long_groups();
   test_big_grid();
   kiln_device_release(g_device);
   return kiln_test_finish();
