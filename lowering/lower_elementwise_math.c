@@ -83,14 +83,13 @@ static const tir_expr_t* softplus(tir_ctx_t* c, const tir_expr_t* v) {
   const tir_expr_t* l = tir_bin(c, TIR_DIV, tir_mul(c, call1(c, TIR_LOG, u), e), tir_sub(c, u, f32c(c, 1.0)));
   return tir_add(c, pos, tir_select(c, tir_bin(c, TIR_EQ, u, f32c(c, 1.0)), e, l));
 }
-/* |u| non-NULL: the CPU target, whose prelude has softplus as one function
- * (TIR_SOFTPLUS: one exp, one log, one division per element, vectorised);
- * printed from the composite form above, the C repeated exp(-|v|) in each
- * of its four uses */
+/* |u| non-NULL: softplus as one prelude function (TIR_SOFTPLUS: one exp,
+ * one log, one division per element, vectorised on the CPU); printed from
+ * the composite form above, the C repeated exp(-|v|) in each of its four
+ * uses. f64 keeps the composite (no double form in the preludes). */
 static const tir_expr_t* u_softplus(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
                                     const void* u) {
-  (void)t;
-  return u ? call1(c, TIR_SOFTPLUS, v) : softplus(c, v);
+  return u && t != KILN_DTYPE_F64 ? call1(c, TIR_SOFTPLUS, v) : softplus(c, v);
 }
 static const tir_expr_t* u_softsign(tir_ctx_t* c, kiln_dtype_t t, const tir_expr_t* v,
                                     const void* u) {
@@ -153,8 +152,9 @@ kiln_status_t kiln_lower_ew_celu(kiln_lower_ctx_t* ctx) {
   return kiln_lew_map(ctx, u_celu, &p, M_FLOAT);
 }
 kiln_status_t kiln_lower_ew_softplus(kiln_lower_ctx_t* ctx) {
-  static const bool kCpu = true;
-  return kiln_lew_map(ctx, u_softplus, ctx->target == KILN_TARGET_CLASS_CPU ? &kCpu : NULL, M_FLOAT);
+  static const bool kPrelude = true;
+  /* every target's prelude has it (kiln_softplusf: C, OpenCL C and GLSL) */
+  return kiln_lew_map(ctx, u_softplus, &kPrelude, M_FLOAT);
 }
 kiln_status_t kiln_lower_ew_softsign(kiln_lower_ctx_t* ctx) { return kiln_lew_map(ctx, u_softsign, NULL, M_FLOAT); }
 kiln_status_t kiln_lower_ew_mish(kiln_lower_ctx_t* ctx) { return kiln_lew_map(ctx, u_mish, NULL, M_FLOAT); }

@@ -15,6 +15,8 @@
  * alloc outside the loop is left alone). */
 #include "targets/gpu_bind.h"
 
+#include "ir/tir_visit.h"
+
 void kiln_gpu_bind_scan(const tir_stmt_t* s, bool local_bad, bool* bad) {
   if (!s || *bad) return;
   switch (s->kind) {
@@ -75,6 +77,117 @@ kiln_status_t kiln_gpu_bind_parallel(tir_ctx_t* c, const tir_func_t* f, const ki
   if (L > 1) body = tir_for_bound(c, vl, L, TIR_THREAD_X, body);
   body = tir_for_bound(c, vg, G, TIR_BLOCK_X, body);
   body = rewrap(c, f->body, body);
+  tir_func_t* nf = body ? tir_func(c, f->name, f->n_params, f->params, body) : NULL;
+  if (!nf) return tir_ctx_status(c);
+  *out = nf;
+  return NULL;
+}
+
+/* ---- grids past a device's work-group count ------------------------------ */
+
+typedef struct fold_s {
+  int64_t max;
+  tir_thread_tag_t into; /* BLOCK_Y or BLOCK_Z */
+  const char* fail;      /* set when a loop cannot fold */
+} fold_t;
+
+static void tags_used(const tir_stmt_t* s, bool used[TIR_THREAD_Z + 1]) {
+  if (!s) return;
+  switch (s->kind) {
+    case TIR_FOR:
+      if (s->u.loop.kind == TIR_LOOP_BOUND && s->u.loop.tag <= TIR_THREAD_Z) used[s->u.loop.tag] = true;
+      tags_used(s->u.loop.body, used);
+      return;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i) tags_used(s->u.seq.items[i], used);
+      return;
+    case TIR_IF:
+      tags_used(s->u.cond.then_s, used);
+      tags_used(s->u.cond.else_s, used);
+      return;
+    case TIR_ALLOC: tags_used(s->u.alloc.body, used); return;
+    default: return;
+  }
+}
+
+/*   for g in [0, G) BLOCK_X: S(g)
+ *   ->  for gy in [0, Gy) INTO: for gx in [0, Gx) BLOCK_X:
+ *         if (gy * Gx + gx < G) S(gy * Gx + gx)
+ * with Gx, Gy <= max; Gy divides G where a divisor near G / max does (no
+ * guard then). The guard only depends on the work-group's ids, so barriers
+ * under it stay in uniform control flow. */
+static bool fold_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** out) {
+  fold_t* fo = m->user;
+  if (s->kind != TIR_FOR || s->u.loop.kind != TIR_LOOP_BOUND || s->u.loop.tag != TIR_BLOCK_X ||
+      s->u.loop.extent <= fo->max)
+    return false;
+  tir_ctx_t* c = m->ctx;
+  const int64_t G = s->u.loop.extent;
+  if (s->u.loop.dyn_extent || G > fo->max * fo->max) {
+    fo->fail = s->u.loop.dyn_extent ? "a run-time extent" : "more than max^2 work-groups";
+    *out = NULL;
+    return true;
+  }
+  int64_t gy = (G + fo->max - 1) / fo->max, gx = (G + gy - 1) / gy;
+  for (int64_t d = gy; d <= gy + 256 && d <= fo->max; ++d)
+    if (G % d == 0 && G / d <= fo->max) {
+      gy = d;
+      gx = G / d;
+      break;
+    }
+  tir_var_t* vy = tir_var(c, "wgy");
+  tir_var_t* vx = tir_var(c, "wgx");
+  const tir_expr_t* idx = tir_add(c, tir_mul(c, tir_ref(c, vy), tir_int(c, gx)), tir_ref(c, vx));
+  const tir_var_t* v = s->u.loop.var;
+  const tir_stmt_t* body = tir_substitute_stmt(c, s->u.loop.body, 1, &v, &idx);
+  if (gx * gy != G) body = tir_if(c, tir_bin(c, TIR_LT, idx, tir_int(c, G)), body, NULL);
+  body = tir_for_bound(c, vx, gx, TIR_BLOCK_X, body);
+  *out = tir_for_bound(c, vy, gy, fo->into, body);
+  return true;
+}
+
+/* The widest BLOCK_X loop of |s| (0: none). */
+static int64_t widest_x(const tir_stmt_t* s) {
+  if (!s) return 0;
+  int64_t w = 0, v;
+  switch (s->kind) {
+    case TIR_FOR:
+      if (s->u.loop.kind == TIR_LOOP_BOUND && s->u.loop.tag == TIR_BLOCK_X) w = s->u.loop.extent;
+      v = widest_x(s->u.loop.body);
+      return v > w ? v : w;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i)
+        if ((v = widest_x(s->u.seq.items[i])) > w) w = v;
+      return w;
+    case TIR_IF:
+      w = widest_x(s->u.cond.then_s);
+      v = widest_x(s->u.cond.else_s);
+      return v > w ? v : w;
+    case TIR_ALLOC: return widest_x(s->u.alloc.body);
+    default: return 0;
+  }
+}
+
+kiln_status_t kiln_gpu_fold_grid(tir_ctx_t* c, const tir_func_t* f, int64_t max, bool z_free,
+                                 const tir_func_t** out) {
+  *out = f;
+  if (!f || max < 1 || widest_x(f->body) <= max) return NULL;
+  bool used[TIR_THREAD_Z + 1] = {false};
+  tags_used(f->body, used);
+  fold_t fo = {max, TIR_BLOCK_Y, NULL};
+  if (used[TIR_BLOCK_Y]) {
+    if (used[TIR_BLOCK_Z] || !z_free)
+      return kiln_make_status(KILN_UNSUPPORTED,
+                              "kernel '%s' launches %lld work-groups in dimension 0 (at most %lld) and its other "
+                              "grid dimensions are taken",
+                              f->name, (long long)widest_x(f->body), (long long)max);
+    fo.into = TIR_BLOCK_Z;
+  }
+  tir_mutator_t m = {.ctx = c, .user = &fo, .stmt_pre = fold_pre};
+  const tir_stmt_t* body = tir_mutate_stmt(&m, f->body);
+  if (fo.fail)
+    return kiln_make_status(KILN_UNSUPPORTED, "kernel '%s' launches %lld work-groups in dimension 0 (at most %lld): %s",
+                            f->name, (long long)widest_x(f->body), (long long)max, fo.fail);
   tir_func_t* nf = body ? tir_func(c, f->name, f->n_params, f->params, body) : NULL;
   if (!nf) return tir_ctx_status(c);
   *out = nf;

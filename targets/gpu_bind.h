@@ -28,6 +28,15 @@ kiln_status_t kiln_gpu_bind_parallel(tir_ctx_t* c, const tir_func_t* f, const ki
  * bindings leave alone. */
 void kiln_gpu_bind_scan(const tir_stmt_t* s, bool local_bad, bool* bad);
 
+/* *out: |f| with every BLOCK_X loop of more than |max| work-groups folded
+ * into BLOCK_Y (or BLOCK_Z, when Y is taken and |z_free|): the group index
+ * becomes gy * Gx + gx, guarded where Gx * Gy passes the loop's extent.
+ * |f| itself when nothing passes |max|. A Vulkan device may launch no more
+ * than 65535 groups a dimension (the spec's minimum of
+ * maxComputeWorkGroupCount; lavapipe's too). */
+kiln_status_t kiln_gpu_fold_grid(tir_ctx_t* c, const tir_func_t* f, int64_t max, bool z_free,
+                                 const tir_func_t** out);
+
 #ifdef __cplusplus
 }
 #endif

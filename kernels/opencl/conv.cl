@@ -104,9 +104,13 @@
  * their VW copies of the epilogue per register-tile entry were most of
  * the code PoCL compiles, and they run once per output */
 #define KC_LANES _Pragma("unroll 1")
+/* no unroll hint on the K loop: PoCL's LLVM cannot unroll a run-time BK
+ * by 2 and printed "1 warning generated." (loop not unrolled) per build */
+#define KC_UNROLL_K
 #else
 #define KC_RT_DECL
 #define KC_LANES _Pragma("unroll")
+#define KC_UNROLL_K _Pragma("unroll 2")
 #define KC_BKX BK
 #define KC_MMX MM
 #define KC_MNX MN
@@ -296,7 +300,7 @@ KC_LANES
             }
           }
         }
-#pragma unroll 2
+KC_UNROLL_K
         for (int k = 0; k < BK; ++k) {
           KG_VT bv[KG_NV];
           #pragma unroll
@@ -417,6 +421,7 @@ KC_LANES
 #undef KC_TY
 #undef KC_RT_DECL
 #undef KC_LANES
+#undef KC_UNROLL_K
 #undef KC_TOFF
 #if !CRT
 #undef KC_BKX

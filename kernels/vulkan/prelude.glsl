@@ -47,6 +47,13 @@ float kiln_sigmoidf(float v) {
 }
 /* TIR_SILU: a fused Mul(x, Sigmoid(x)), the same two roundings */
 float kiln_siluf(float v) { return v * kiln_sigmoidf(v); }
+/* TIR_SOFTPLUS: max(x, 0) + log1p(exp(-|x|)), log1p(e) = log(u) + c / u
+   with u = 1 + e and c = e - (u - 1) its rounding error */
+float kiln_softplusf(float x) {
+  float e = exp(-abs(x));
+  float u = 1.0 + e;
+  return max(x, 0.0) + (log(u) + (e - (u - 1.0)) / u);
+}
 /* erf: Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) */
 float kiln_erf(float x) {
   float t = 1.0 / (1.0 + 0.3275911 * abs(x));

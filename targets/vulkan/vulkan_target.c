@@ -99,6 +99,10 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
 
 /* ---- emit --------------------------------------------------------------- */
 
+/* work-groups a dimension every Vulkan device launches (the spec's minimum
+ * of maxComputeWorkGroupCount): printed grids fold to fit it */
+enum { VK_MAX_GROUPS = 65535 };
+
 /* CPU-style PARALLEL loops onto work-groups x invocations (one sample's
  * body of a per-sample kernel: kiln_gpu_bind_samples). */
 static kiln_status_t vk_bind(tir_ctx_t* c, const tir_func_t* f, const tir_func_t** out) {
@@ -295,6 +299,18 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
           break;
         }
         if (bound) f = bound;
+      }
+      /* a grid past 65535 work-groups in x (16M elements at 256 a group)
+       * folds into y (z: a per-sample or range program's samples / length) */
+      if (!s) {
+        const tir_func_t* folded = NULL;
+        s = kiln_gpu_fold_grid(&ctx, f, VK_MAX_GROUPS, !plan->n_dims, &folded);
+        if (s) {
+          if (na != noalias) free(na);
+          s = kiln_status_annotate(s, "spirv");
+          break;
+        }
+        f = folded;
       }
       kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true};
       kiln_cf_out_t out;

@@ -252,3 +252,11 @@ set_tests_properties(test_roi_align_targets_opencl PROPERTIES LABELS "target=ope
 add_test(NAME test_quant_lowbit_opencl COMMAND test_quant_lowbit --target opencl)
 set_tests_properties(test_quant_lowbit_opencl PROPERTIES LABELS "target=opencl;quant;badinput" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
+# Issue 23: the printed erf / tanh / sigmoid / softplus approximations over a
+# sweep with the edges, a 16.8M-element grid and middle-axis reductions
+# against the reference (tests/test_gpu_ew_limits.c).
+add_test(NAME test_gpu_ew_limits_opencl COMMAND test_gpu_ew_limits --target opencl)
+set_tests_properties(test_gpu_ew_limits_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")

@@ -175,3 +175,11 @@ set_tests_properties(test_quant_lowbit_vulkan PROPERTIES LABELS "target=vulkan;q
 if(KILN_SANITIZE) # lavapipe's leak, as for test_ops_quant_vulkan above (leak-checked on cpu / opencl)
   set_property(TEST test_quant_lowbit_vulkan APPEND PROPERTY ENVIRONMENT "LSAN_OPTIONS=detect_leaks=0")
 endif()
+
+# Issue 23: a printed grid past 65535 work-groups (16.8M elements) folded
+# into y, ReduceSum/ReduceMean over a middle axis within the loop limit, and
+# the activations' sweep against the reference (tests/test_gpu_ew_limits.c).
+add_test(NAME test_gpu_ew_limits_vulkan COMMAND test_gpu_ew_limits --target vulkan)
+set_tests_properties(test_gpu_ew_limits_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
