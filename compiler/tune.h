@@ -142,6 +142,9 @@ typedef struct kiln_tune_summary_s {
    * program built again (what the closing build is planned with: a
    * target's memo of compiled shaders makes it cheap) */
   double default_program_s, program_again_s;
+  /* with options.device: the closing build's driver part was not done by
+   * the budget + 5%; it was abandoned and nothing kept */
+  bool closing_abandoned;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

@@ -279,11 +279,14 @@ typedef struct kiln_tune_build_job_s {
   kiln_session_t* ses;
   kiln_status_t s;
   kiln_device_t* dev; /* retained: the job may outlive the tuner */
-  int32_t threads, n_in;
-  kiln_array_t inputs[KILN_TUNE_MICRO_IO]; /* copies, for the same reason */
-  kiln_array_t out[KILN_TUNE_MICRO_IO];
+  int32_t threads, n_in, n_out;
+  kiln_array_t* inputs; /* copies, for the same reason */
+  kiln_array_t* out;
   double sleep_s;
   struct kiln_tune_build_job_s* next; /* in the abandoned list */
+  /* destroyed once the job is done (kiln_tune_session_by's |after|) */
+  kiln_session_t* after_ses;
+  kiln_module_t* after_mod;
 } build_job_t;
 
 /* Jobs abandoned at a deadline whose tuner has finished: joined by
@@ -328,10 +331,12 @@ static void* build_worker(void* arg) {
 static void job_free(build_job_t* j) {
   kiln_session_destroy(j->ses);
   kiln_module_release(j->mod);
-  for (int32_t i = 0; i < KILN_TUNE_MICRO_IO; ++i) {
-    kiln_array_free(kiln_allocator_system(), &j->out[i]);
-    kiln_array_free(kiln_allocator_system(), &j->inputs[i]);
-  }
+  kiln_session_destroy(j->after_ses);
+  kiln_module_release(j->after_mod);
+  for (int32_t i = 0; j->out && i < j->n_out; ++i) kiln_array_free(kiln_allocator_system(), &j->out[i]);
+  for (int32_t i = 0; j->inputs && i < j->n_in; ++i) kiln_array_free(kiln_allocator_system(), &j->inputs[i]);
+  free(j->out);
+  free(j->inputs);
   kiln_device_release(j->dev);
   kiln_status_free(j->s);
   pthread_cond_destroy(&j->cv);
@@ -402,6 +407,93 @@ static void detach_pending(kiln_tune_micro_t* m) {
 
 static bool wait_done(build_job_t* j, double deadline);
 
+/* kiln_tune_session_by; a job not done by |deadline| is left in *pending. */
+static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t threads, const kiln_array_t* inputs,
+                                 int32_t n_in, int32_t n_out, double sleep_s, double deadline, kiln_session_t** ses,
+                                 build_job_t** pending) {
+  *pending = NULL;
+  build_job_t* j = calloc(1, sizeof *j);
+  kiln_array_t* in = calloc((size_t)n_in + 1, sizeof *in);
+  kiln_array_t* out = calloc((size_t)n_out + 1, sizeof *out);
+  if (!j || !in || !out) {
+    free(j);
+    free(in);
+    free(out);
+    kiln_module_release(mod);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: a build's worker");
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  j->mod = mod;
+  j->dev = dev;
+  kiln_device_retain(dev);
+  j->threads = threads;
+  j->sleep_s = sleep_s;
+  j->inputs = in;
+  j->out = out;
+  j->n_out = n_out;
+  kiln_status_t s = NULL;
+  for (int32_t i = 0; i < n_in && !s; ++i) {
+    const kiln_array_t* x = &inputs[i];
+    s = kiln_array_alloc(kiln_allocator_system(), x->dtype, &x->shape, &j->inputs[i]);
+    if (!s) {
+      j->n_in = i + 1;
+      memcpy(j->inputs[i].data, x->data, (size_t)x->nbytes);
+    }
+  }
+  if (s) {
+    job_free(j);
+    return s;
+  }
+  if (pthread_create(&j->th, NULL, build_worker, j) != 0) {
+    job_free(j);
+    return kiln_make_status(KILN_INTERNAL, "tune: no thread for a build");
+  }
+  wait_done(j, deadline);
+  pthread_mutex_lock(&j->mu);
+  const bool done = j->done;
+  if (!done) j->abandoned = true;
+  pthread_mutex_unlock(&j->mu);
+  if (!done) { /* the driver's build goes on; joined later, its result discarded */
+    *pending = j;
+    return NULL;
+  }
+  pthread_join(j->th, NULL);
+  s = j->s;
+  j->s = NULL;
+  if (!s) {
+    *ses = j->ses;
+    j->ses = NULL;
+    j->mod = NULL; /* the session holds the module */
+    kiln_module_release(mod);
+  }
+  job_free(j);
+  return s;
+}
+
+kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
+                                   const kiln_array_t* inputs, int32_t n_in, int32_t n_out, double deadline,
+                                   kiln_session_t* after_ses, kiln_module_t* after_mod, kiln_session_t** ses,
+                                   bool* late) {
+  build_job_t* j = NULL;
+  *late = false;
+  kiln_status_t s = session_job(mod, dev, threads, inputs, n_in, n_out, 0, deadline, ses, &j);
+  if (!s && j) {
+    *late = true;
+    j->after_ses = after_ses;
+    j->after_mod = after_mod;
+    pthread_mutex_lock(&g_abandoned_mu);
+    j->next = g_abandoned;
+    g_abandoned = j;
+    pthread_mutex_unlock(&g_abandoned_mu);
+  }
+  return s;
+}
+
 /* The session of |tiles| built on a worker (m->async) until |deadline|:
  * *late (nothing in *mod, *ses) when it was not done by then. */
 static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, double deadline,
@@ -411,57 +503,15 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
   kiln_module_t* md = NULL;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, &md));
-  build_job_t* j = calloc(1, sizeof *j);
-  if (!j) {
-    kiln_module_release(md);
-    return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: kernel '%s'", m->what);
-  }
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->cv, &ca);
-  pthread_condattr_destroy(&ca);
-  j->mod = md;
-  j->dev = m->dev;
-  kiln_device_retain(m->dev);
-  j->threads = m->threads;
-  j->sleep_s = m->test_sleep_s;
+  kiln_module_retain(md); /* the caller's reference, the job's own */
+  build_job_t* j = NULL;
+  const double sleep_s = m->test_sleep_s;
   m->test_sleep_s = 0;
-  kiln_status_t s = NULL;
-  for (int32_t i = 0; i < m->n_in && !s; ++i) {
-    const kiln_array_t* x = &m->inputs[i];
-    s = kiln_array_alloc(kiln_allocator_system(), x->dtype, &x->shape, &j->inputs[i]);
-    if (!s) memcpy(j->inputs[i].data, x->data, (size_t)x->nbytes);
-  }
-  if (s) {
-    job_free(j);
-    return s;
-  }
-  if (pthread_create(&j->th, NULL, build_worker, j) != 0) {
-    job_free(j);
-    return kiln_make_status(KILN_INTERNAL, "tune: kernel '%s': no thread for a point's build", m->what);
-  }
-  bool done = wait_done(j, deadline);
-  pthread_mutex_lock(&j->mu);
-  done = j->done; /* done since: used after all */
-  if (!done) j->abandoned = true;
-  pthread_mutex_unlock(&j->mu);
-  if (!done) { /* the driver's build goes on; joined later, its result discarded */
-    m->pending = j;
-    *late = true;
-    return NULL;
-  }
-  pthread_join(j->th, NULL);
-  s = j->s;
-  j->s = NULL;
-  if (!s) {
-    *mod = j->mod;
-    *ses = j->ses;
-    j->mod = NULL;
-    j->ses = NULL;
-  }
-  job_free(j);
+  kiln_status_t s = session_job(md, m->dev, m->threads, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+  if (s || j) kiln_module_release(md);
+  else *mod = md;
+  m->pending = j;
+  *late = j != NULL;
   return s;
 }
 

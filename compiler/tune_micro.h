@@ -116,6 +116,18 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, con
  * its own module, inputs and device reference. */
 bool kiln_tune_micro_join(kiln_tune_micro_t* m);
 
+/* A session of |mod| on |dev| (|threads|, profiling, no code cache) made
+ * and warmed up with one run on |inputs| (copied; |n_out| outputs) on a
+ * worker thread, waited for until |deadline|: then *ses. Takes |mod|'s
+ * reference. Past the deadline *late: the build goes on to the process's
+ * list of abandoned builds, which also takes |after_ses| and |after_mod|
+ * (NULL: none) to destroy once it is done (a session on the same device,
+ * which must not be destroyed while another thread builds on it). */
+KILN_MUST_USE kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
+                                                 const kiln_array_t* inputs, int32_t n_in, int32_t n_out,
+                                                 double deadline, kiln_session_t* after_ses, kiln_module_t* after_mod,
+                                                 kiln_session_t** ses, bool* late);
+
 /* Waits for every abandoned build in that list and frees them; how many.
  * A process may instead exit without it (kiln tune does, when one is
  * still running: a driver's compile it would wait for). */

@@ -113,6 +113,7 @@ typedef struct {
    * whose points build on a worker the deadline abandons; else dev) */
   kiln_device_t* pdev;
   bool past_deadline; /* a point was stopped by the deadline: no more points */
+  double closing_deadline; /* the closing build's driver part stops here (options.device; else INFINITY) */
 } tuner_t;
 
 static uint64_t rnd(tuner_t* t) {
@@ -286,6 +287,7 @@ typedef struct {
   double program_s;            /* of which the program (lowering, printing, SPIR-V) */
   double runs_s;               /* wall: the timed runs (both builds' when paired) */
   bool match;                  /* the outputs match the default build's */
+  bool late;                   /* the session's build passed t->closing_deadline: nothing measured */
 } measured_t;
 
 /* Builds the plan as its tiles stand and runs it: one warm-up run, then
@@ -324,20 +326,34 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   so.profile = true;
   so.threads = t->o->threads;
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
-  if (!s) s = kiln_session_create(mod, t->dev, &so, &ses);
+  /* The closing build's driver part (PoCL's build, lavapipe's pipelines,
+   * the C compiler) on a worker that is abandoned at the budget's 5%
+   * margin: the default build's session then goes with it, destroyed once
+   * it is done (both are on |dev|). */
+  if (!s && t->def_ses && isfinite(t->closing_deadline)) {
+    kiln_module_retain(mod); /* the worker's reference */
+    s = kiln_tune_session_by(mod, t->dev, t->o->threads, t->in, t->g->n_inputs, n_out, t->closing_deadline,
+                             t->def_ses, t->def_mod, &ses, &m->late);
+    if (m->late) {
+      t->def_ses = NULL;
+      t->def_mod = NULL;
+    }
+  } else if (!s) {
+    s = kiln_session_create(mod, t->dev, &so, &ses);
+  }
   /* the closing build overlapped a point's build the deadline abandoned;
    * its runs are timed without it */
-  if (t->def_ses) free_micros(t);
+  if (t->def_ses || m->late) free_micros(t);
   kiln_session_t* def = t->def_ses ? t->def_ses : ses;
   double t1 = now_s();
-  for (int32_t r = -1; r < R && !s; ++r) {
+  for (int32_t r = -1; r < R && !s && !m->late; ++r) {
     if (def != ses) s = run_once(t, def, out + n_out, r, R, per + nper, wall + R, cpu + R);
     if (!s) s = run_once(t, ses, out, r, R, per, wall, cpu);
     if (r < 0) t1 = now_s(); /* the warm-up builds what a driver builds at the first launch */
   }
   m->build_s = t1 - t0;
   m->runs_s = now_s() - t1;
-  if (!s) {
+  if (!s && !m->late) {
     const bool first = def == ses;
     for (int32_t gi = 0; gi < t->n_groups; ++gi) {
       times[gi] = median(per + (size_t)gi * (size_t)R, R);
@@ -656,6 +672,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const kiln_tune_options_t* o = t->o;
   const double budget = o->budget_s;
   sum->prepare_s = now_s() - t0;
+  t->closing_deadline = o->device ? t0 + 1.05 * budget : INFINITY;
   /* times: [group] a build's, [n_groups + group] the default's beside it */
   const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
@@ -844,7 +861,16 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     sum->closing_runs_s = m1.runs_s;
     free_micros(t); /* when the build failed before measure reached it */
     sum->closing_build_s = now_s() - tb - m1.runs_s;
-    if (!s && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
+    if (!s && m1.late) { /* the budget's margin is spent: nothing is kept unchecked */
+      sum->closing_abandoned = true;
+      sum->reverted += keep_defaults(t);
+      m1.model_s = m1.def_model_s = m0.model_s;
+      m1.cpu_s = m1.def_cpu_s = m0.cpu_s;
+      if (o->log)
+        fprintf(o->log, "\ntune: the closing build was not done within the budget and its 5%% margin (%.1f s); "
+                        "nothing kept (its build goes on, result discarded)\n", now_s() - tb);
+    }
+    if (!s && !m1.late && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
       keep_defaults(t);
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
     }
