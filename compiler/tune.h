@@ -101,7 +101,8 @@ typedef struct kiln_tune_options_s {
    * deadline (NULL: on |dev|, a build the deadline cannot stop) */
   const char* device;
   /* test hook: point number |test_sleep_point| (1-based, of the whole
-   * search) builds |test_sleep_s| longer, past the deadline's reach */
+   * search; 0: the default whole-model build) builds |test_sleep_s|
+   * longer, past the deadline's reach (with |device| only) */
   double test_sleep_s;
   int32_t test_sleep_point;
 } kiln_tune_options_t;
@@ -145,6 +146,8 @@ typedef struct kiln_tune_summary_s {
   /* with options.device: the closing build's driver part was not done by
    * the budget + 5%; it was abandoned and nothing kept */
   bool closing_abandoned;
+  /* likewise the default build: nothing tuned, no record */
+  bool default_abandoned;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

@@ -477,11 +477,11 @@ static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t
 
 kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
                                    const kiln_array_t* inputs, int32_t n_in, int32_t n_out, double deadline,
-                                   kiln_session_t* after_ses, kiln_module_t* after_mod, kiln_session_t** ses,
-                                   bool* late) {
+                                   kiln_session_t* after_ses, kiln_module_t* after_mod, double test_sleep_s,
+                                   kiln_session_t** ses, bool* late) {
   build_job_t* j = NULL;
   *late = false;
-  kiln_status_t s = session_job(mod, dev, threads, inputs, n_in, n_out, 0, deadline, ses, &j);
+  kiln_status_t s = session_job(mod, dev, threads, inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
   if (!s && j) {
     *late = true;
     j->after_ses = after_ses;

@@ -122,11 +122,12 @@ bool kiln_tune_micro_join(kiln_tune_micro_t* m);
  * reference. Past the deadline *late: the build goes on to the process's
  * list of abandoned builds, which also takes |after_ses| and |after_mod|
  * (NULL: none) to destroy once it is done (a session on the same device,
- * which must not be destroyed while another thread builds on it). */
+ * which must not be destroyed while another thread builds on it).
+ * |test_sleep_s|: the test hook, the build that much longer. */
 KILN_MUST_USE kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
                                                  const kiln_array_t* inputs, int32_t n_in, int32_t n_out,
                                                  double deadline, kiln_session_t* after_ses, kiln_module_t* after_mod,
-                                                 kiln_session_t** ses, bool* late);
+                                                 double test_sleep_s, kiln_session_t** ses, bool* late);
 
 /* Waits for every abandoned build in that list and frees them; how many.
  * A process may instead exit without it (kiln tune does, when one is

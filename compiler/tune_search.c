@@ -326,14 +326,16 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   so.profile = true;
   so.threads = t->o->threads;
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
-  /* The closing build's driver part (PoCL's build, lavapipe's pipelines,
-   * the C compiler) on a worker that is abandoned at the budget's 5%
-   * margin: the default build's session then goes with it, destroyed once
-   * it is done (both are on |dev|). */
-  if (!s && t->def_ses && isfinite(t->closing_deadline)) {
+  /* A whole-model build's driver part (PoCL's build, lavapipe's
+   * pipelines, the C compiler) on a worker that is abandoned at the
+   * budget's 5% margin: the closing build's takes the default build's
+   * session with it, destroyed once it is done (both are on |dev|). */
+  if (!s && isfinite(t->closing_deadline)) {
     kiln_module_retain(mod); /* the worker's reference */
+    /* the test hook's point 0: the default build */
+    const double sleep_s = !t->def_ses && t->o->test_sleep_point == 0 ? t->o->test_sleep_s : 0;
     s = kiln_tune_session_by(mod, t->dev, t->o->threads, t->in, t->g->n_inputs, n_out, t->closing_deadline,
-                             t->def_ses, t->def_mod, &ses, &m->late);
+                             t->def_ses, t->def_mod, sleep_s, &ses, &m->late);
     if (m->late) {
       t->def_ses = NULL;
       t->def_mod = NULL;
@@ -673,6 +675,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const double budget = o->budget_s;
   sum->prepare_s = now_s() - t0;
   t->closing_deadline = o->device ? t0 + 1.05 * budget : INFINITY;
+  sum->default_abandoned = false;
   /* times: [group] a build's, [n_groups + group] the default's beside it */
   const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
@@ -688,6 +691,17 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     m0.build_s = now_s() - tb - m0.runs_s; /* with the plan's tiles and weights set */
     sum->default_build_s = m0.build_s;
     sum->default_runs_s = m0.runs_s;
+  }
+  if (!s && m0.late) { /* no reference to tune against: nothing measured, no record */
+    sum->default_abandoned = true;
+    sum->elapsed_s = now_s() - t0;
+    if (o->log) {
+      fprintf(o->log, "tune: the default build was not done within the budget and its 5%% margin (%.1f s): nothing "
+                      "tuned (its build goes on, result discarded)\n", m0.build_s);
+      budget_line(t, sum);
+    }
+    free(times);
+    return NULL;
   }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];

@@ -33,14 +33,14 @@ static kiln_graph_t* tinycnn(void) {
 
 /* A point's build that cannot be stopped does not hold the tune past its
  * budget (issue 24): with the kernels on a second device (options.device),
- * the test hook makes the first point's build sleep 12 s on its worker;
+ * the test hook makes the first point's build sleep 8 s on its worker;
  * the tune stops waiting at its deadline, discards the point and returns
- * while that build still sleeps (the hook's sleep ends at least 12 s after
+ * while that build still sleeps (the hook's sleep ends at least 8 s after
  * the point began, the tune within its budget's margin), and the build is
  * joined afterwards (no leak under ASan). Without the deadline the tune
- * would take the point's 12 s and more. */
+ * would take the point's 8 s and more. */
 static void test_budget_slow_build(void) {
-  const double budget = 7, sleep_s = 12;
+  const double budget = 6, sleep_s = 8;
   const double t0 = kiln_tune_clock_s();
   kiln_graph_t* g = tinycnn();
   if (!g) return;
@@ -80,7 +80,50 @@ static void test_budget_slow_build(void) {
   kiln_graph_destroy(g);
 }
 
+/* The default whole-model build alike (the hook's point 0): a 2 s tune
+ * whose default build sleeps 4 s returns at the budget's 5% margin with
+ * nothing tuned and no record (there is no reference to tune against),
+ * the build still running, joined afterwards. */
+static void test_budget_slow_default_build(void) {
+  const double budget = 2, sleep_s = 4;
+  const double t0 = kiln_tune_clock_s();
+  kiln_graph_t* g = tinycnn();
+  if (!g) return;
+  kiln_device_t* dev = NULL;
+  kiln_device_open_options_t oo = {1, true, NULL};
+  kiln_tune_cache_t cache = {0};
+  if (!CHECK_OK(kiln_device_open("cpu", &oo, kiln_allocator_system(), &dev))) {
+    kiln_graph_destroy(g);
+    return;
+  }
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  o.budget_s = budget;
+  o.repeats = 2;
+  o.threads = 1;
+  o.start_s = t0;
+  o.log = stdout;
+  o.device = "cpu";
+  o.test_sleep_s = sleep_s;
+  o.test_sleep_point = 0;
+  kiln_tune_summary_t sum;
+  if (CHECK_OK(kiln_tune_model(g, kiln_target_find("cpu"), dev, &o, &cache, &sum))) {
+    const double took = kiln_tune_clock_s() - t0;
+    const int32_t running = kiln_tune_abandoned_wait(0);
+    printf("\nbudget %.0f s, the default build sleeping %.0f s: took %.1f s, %d build(s) still running\n", budget,
+           sleep_s, took, (int)running);
+    CHECK(sum.default_abandoned && sum.trials == 0 && cache.n == 0);
+    CHECK_MSG(running == 1, "the sleeping build: %d running", (int)running);
+    CHECK_MSG(took < sleep_s, "a %.0f s budget took %.1f s", budget, took);
+  }
+  kiln_device_release(dev); /* the abandoned build holds its own reference */
+  CHECK(kiln_tune_join_abandoned() <= 1);
+  kiln_tune_cache_free(&cache);
+  kiln_graph_destroy(g);
+}
+
 int main(void) {
   RUN(test_budget_slow_build);
+  RUN(test_budget_slow_default_build);
   return kiln_test_finish();
 }
