@@ -287,6 +287,11 @@ typedef struct kiln_tune_build_job_s {
   /* destroyed once the job is done (kiln_tune_session_by's |after|) */
   kiln_session_t* after_ses;
   kiln_module_t* after_mod;
+  /* the other kernels' default sessions on the same device
+   * (kiln_tune_micro_defer), likewise */
+  kiln_session_t** more_ses;
+  kiln_module_t** more_mod;
+  int32_t n_more;
 } build_job_t;
 
 /* Jobs abandoned at a deadline whose tuner has finished: joined by
@@ -333,6 +338,12 @@ static void job_free(build_job_t* j) {
   kiln_module_release(j->mod);
   kiln_session_destroy(j->after_ses);
   kiln_module_release(j->after_mod);
+  for (int32_t i = 0; i < j->n_more; ++i) {
+    kiln_session_destroy(j->more_ses[i]);
+    kiln_module_release(j->more_mod[i]);
+  }
+  free(j->more_ses);
+  free(j->more_mod);
   for (int32_t i = 0; j->out && i < j->n_out; ++i) kiln_array_free(kiln_allocator_system(), &j->out[i]);
   for (int32_t i = 0; j->inputs && i < j->n_in; ++i) kiln_array_free(kiln_allocator_system(), &j->inputs[i]);
   free(j->out);
@@ -392,6 +403,21 @@ int32_t kiln_tune_abandoned_wait(double deadline) {
   for (build_job_t* j = g_abandoned; j; j = j->next) n += !wait_done(j, deadline);
   pthread_mutex_unlock(&g_abandoned_mu);
   return n;
+}
+
+bool kiln_tune_micro_defer(kiln_tune_micro_t* owner, kiln_tune_micro_t* m) {
+  build_job_t* j = owner->pending;
+  if (!j || (!m->def_ses && !m->def_mod)) return false;
+  kiln_session_t** s = realloc(j->more_ses, sizeof *s * (size_t)(j->n_more + 1));
+  if (s) j->more_ses = s;
+  kiln_module_t** md = s ? realloc(j->more_mod, sizeof *md * (size_t)(j->n_more + 1)) : NULL;
+  if (!md) return false; /* out of memory: destroyed at once, as before */
+  j->more_mod = md;
+  j->more_ses[j->n_more] = m->def_ses;
+  j->more_mod[j->n_more++] = m->def_mod;
+  m->def_ses = NULL;
+  m->def_mod = NULL;
+  return true;
 }
 
 /* |m|'s abandoned job (if any) to the process's list, not waited for. */

@@ -129,6 +129,12 @@ KILN_MUST_USE kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device
                                                  double deadline, kiln_session_t* after_ses, kiln_module_t* after_mod,
                                                  double test_sleep_s, kiln_session_t** ses, bool* late);
 
+/* |m|'s default session and module (a kernel alone on the same device as
+ * |owner|'s abandoned build) go with that build, destroyed once it is done
+ * (a device serves one thread at a time). False when |owner| has none or
+ * memory is short (then kiln_tune_micro_free destroys them at once). */
+bool kiln_tune_micro_defer(kiln_tune_micro_t* owner, kiln_tune_micro_t* m);
+
 /* Waits for every abandoned build in that list and frees them; how many.
  * A process may instead exit without it (kiln tune does, when one is
  * still running: a driver's compile it would wait for). */

@@ -273,6 +273,12 @@ static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out
  * abandoned goes on to the process's list (kiln_tune_join_abandoned),
  * holding what it uses. */
 static void free_micros(tuner_t* t) {
+  /* the kernels' sessions share the abandoned build's device: they go
+   * with it */
+  for (int32_t gi = 0; gi < t->n_groups; ++gi)
+    if (t->groups[gi].micro_ok && t->groups[gi].micro.pending)
+      for (int32_t gj = 0; gj < t->n_groups; ++gj)
+        if (t->groups[gj].micro_ok) kiln_tune_micro_defer(&t->groups[gi].micro, &t->groups[gj].micro);
   for (int32_t gi = 0; gi < t->n_groups; ++gi) {
     if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
     t->groups[gi].micro_ok = false;
