@@ -33,14 +33,14 @@ static kiln_graph_t* tinycnn(void) {
 
 /* A point's build that cannot be stopped does not hold the tune past its
  * budget (issue 24): with the kernels on a second device (options.device),
- * the test hook makes the first point's build sleep 8 s on its worker;
+ * the test hook makes the first point's build sleep 9 s on its worker;
  * the tune stops waiting at its deadline, discards the point and returns
- * while that build still sleeps (the hook's sleep ends at least 8 s after
+ * while that build still sleeps (the hook's sleep ends at least 9 s after
  * the point began, the tune within its budget's margin), and the build is
  * joined afterwards (no leak under ASan). Without the deadline the tune
- * would take the point's 8 s and more. */
+ * would take the point's 9 s and more. */
 static void test_budget_slow_build(void) {
-  const double budget = 6, sleep_s = 8;
+  const double budget = 8, sleep_s = 9;
   const double t0 = kiln_tune_clock_s();
   kiln_graph_t* g = tinycnn();
   if (!g) return;
