@@ -184,10 +184,14 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
   return s;
 }
 
+static double now_s(void);
+
 static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_module_t** mod,
                                 kiln_session_t** ses) {
   kiln_program_t* prog = NULL;
+  const double t0 = now_s();
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
+  m->program_s = now_s() - t0;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
   kiln_session_options_default(&so);
@@ -254,8 +258,10 @@ kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_ti
     const size_t ne = m->inputs[i].nbytes / sizeof(float);
     for (size_t e = 0; e < ne; ++e) f[e] = (float)((double)(mix(&seed) >> 11) / 4503599627370496.0 - 1.0);
   }
+  const double t0 = now_s();
   kiln_status_t s = session_of(m, dflt, &m->def_mod, &m->def_ses);
   if (!s) s = run_once(m, m->def_ses, m->ref, NULL);
+  m->driver_s = now_s() - t0 - m->program_s; /* the session and the first run */
   if (s) return kiln_status_annotate(s, "tune: kernel '%s' alone", what);
   return NULL;
 }
@@ -266,10 +272,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A point's session built and warmed up on a worker thread (tune_micro.h:
- * async). The caller waits until its deadline; past it the job is
- * abandoned: the worker skips the warm-up run if it has not started it,
- * and kiln_tune_micro_join waits for it and frees what it made. */
+/* A session built and warmed up on a worker thread (a point's, m->async;
+ * a whole model's, kiln_tune_session_by). The caller waits until its
+ * deadline; past it the job is abandoned: the worker skips the warm-up run
+ * if it has not started it, and kiln_tune_micro_join or
+ * kiln_tune_join_abandoned waits for it and frees what it made. */
 typedef struct kiln_tune_build_job_s {
   pthread_t th;
   pthread_mutex_t mu;
@@ -526,7 +533,10 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
                                 kiln_module_t** mod, kiln_session_t** ses, bool* late) {
   *late = false;
   kiln_program_t* prog = NULL;
+  const double t0 = now_s();
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
+  const double t1 = now_s();
+  m->program_s = t1 - t0;
   kiln_module_t* md = NULL;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, &md));
   kiln_module_retain(md); /* the caller's reference, the job's own */
@@ -534,6 +544,7 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   const double sleep_s = m->test_sleep_s;
   m->test_sleep_s = 0;
   kiln_status_t s = session_job(md, m->dev, m->threads, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+  m->driver_s = now_s() - t1;
   if (s || j) kiln_module_release(md);
   else *mod = md;
   m->pending = j;
@@ -562,7 +573,11 @@ kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, const kiln_templa
   double* v = calloc(2 * (size_t)R, sizeof(double));
   kiln_status_t s = v ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
   if (!s && m->async) s = session_by(m, tiles, deadline, &mod, &ses, late);
-  else if (!s) s = session_of(m, tiles, &mod, &ses);
+  else if (!s) {
+    const double t0 = now_s();
+    s = session_of(m, tiles, &mod, &ses);
+    m->driver_s = now_s() - t0 - m->program_s;
+  }
   int32_t used = R;
   for (int32_t r = -1; r < R && !s && !*late; ++r) {
     /* Which of the pair runs first alternates: the second run finds the

@@ -76,6 +76,10 @@ typedef struct kiln_tune_micro_s {
   /* test hook: the next point's build sleeps this long (on the worker,
    * where the deadline cannot stop it), then 0 */
   double test_sleep_s;
+  /* what the last point's (or the set-up's) build cost: the program
+   * (lowering, printing, SPIR-V) and the driver's part (its session and
+   * warm-up run), seconds of wall time */
+  double program_s, driver_s;
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
