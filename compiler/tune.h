@@ -95,6 +95,16 @@ typedef struct kiln_tune_options_s {
    * kiln_tune_model is called); a command line sets it at its start so
    * that reading the model and the graph passes count too */
   double start_s;
+  /* the device's name as kiln_device_open takes it ("opencl:0"): the tuner
+   * opens a second one for the kernels alone, whose points' driver builds
+   * then run on a worker thread it stops waiting for at the budget's
+   * deadline (NULL: on |dev|, a build the deadline cannot stop) */
+  const char* device;
+  /* test hook: point number |test_sleep_point| (1-based, of the whole
+   * search; 0: the default whole-model build) builds |test_sleep_s|
+   * longer, past the deadline's reach (with |device| only) */
+  double test_sleep_s;
+  int32_t test_sleep_point;
 } kiln_tune_options_t;
 
 /* Seconds on the monotonic clock the budget is kept by. */
@@ -125,6 +135,19 @@ typedef struct kiln_tune_summary_s {
    * slower by wall time per run, medians of the closing pairs run
    * alternately with the default build's: nothing kept. */
   bool model_reverted;
+  /* points whose build or runs the deadline stopped (their results
+   * discarded; the search ends there) */
+  int32_t abandoned;
+  /* the default build's program (lowering, printing, SPIR-V: part of
+   * default_build_s) and, where that was most of the build, the same
+   * program built again (what the closing build is planned with: a
+   * target's memo of compiled shaders makes it cheap) */
+  double default_program_s, program_again_s;
+  /* with options.device: the closing build's driver part was not done by
+   * the budget + 5%; it was abandoned and nothing kept */
+  bool closing_abandoned;
+  /* likewise the default build: nothing tuned, no record */
+  bool default_abandoned;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

@@ -9,6 +9,9 @@
  * is never freed as a plan: it owns nothing but what this file allocates. */
 #include "compiler/tune_micro.h"
 
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -181,10 +184,14 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
   return s;
 }
 
+static double now_s(void);
+
 static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_module_t** mod,
                                 kiln_session_t** ses) {
   kiln_program_t* prog = NULL;
+  const double t0 = now_s();
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
+  m->program_s = now_s() - t0;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
   kiln_session_options_default(&so);
@@ -251,25 +258,328 @@ kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_ti
     const size_t ne = m->inputs[i].nbytes / sizeof(float);
     for (size_t e = 0; e < ne; ++e) f[e] = (float)((double)(mix(&seed) >> 11) / 4503599627370496.0 - 1.0);
   }
+  const double t0 = now_s();
   kiln_status_t s = session_of(m, dflt, &m->def_mod, &m->def_ses);
   if (!s) s = run_once(m, m->def_ses, m->ref, NULL);
+  m->driver_s = now_s() - t0 - m->program_s; /* the session and the first run */
   if (s) return kiln_status_annotate(s, "tune: kernel '%s' alone", what);
   return NULL;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A session built and warmed up on a worker thread (a point's, m->async;
+ * a whole model's, kiln_tune_session_by). The caller waits until its
+ * deadline; past it the job is abandoned: the worker skips the warm-up run
+ * if it has not started it, and kiln_tune_micro_join or
+ * kiln_tune_join_abandoned waits for it and frees what it made. */
+typedef struct kiln_tune_build_job_s {
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done, abandoned;
+  kiln_module_t* mod; /* the job's reference */
+  kiln_session_t* ses;
+  kiln_status_t s;
+  kiln_device_t* dev; /* retained: the job may outlive the tuner */
+  int32_t threads, n_in, n_out;
+  kiln_array_t* inputs; /* copies, for the same reason */
+  kiln_array_t* out;
+  double sleep_s;
+  struct kiln_tune_build_job_s* next; /* in the abandoned list */
+  /* destroyed once the job is done (kiln_tune_session_by's |after|) */
+  kiln_session_t* after_ses;
+  kiln_module_t* after_mod;
+  /* the other kernels' default sessions on the same device
+   * (kiln_tune_micro_defer), likewise */
+  kiln_session_t** more_ses;
+  kiln_module_t** more_mod;
+  int32_t n_more;
+} build_job_t;
+
+/* Jobs abandoned at a deadline whose tuner has finished: joined by
+ * kiln_tune_join_abandoned. */
+static pthread_mutex_t g_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
+static build_job_t* g_abandoned;
+
+static void* build_worker(void* arg) {
+  build_job_t* j = arg;
+  /* the test hook: a build the caller cannot stop (nanosleep resumed
+   * until the whole time has passed) */
+  for (const double end = now_s() + j->sleep_s; j->sleep_s > 0;) {
+    const double left = end - now_s();
+    if (left <= 0) break;
+    struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.profile = true;
+  so.threads = j->threads;
+  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
+  kiln_status_t s = kiln_session_create(j->mod, j->dev, &so, &j->ses);
+  pthread_mutex_lock(&j->mu);
+  const bool abandoned = j->abandoned;
+  pthread_mutex_unlock(&j->mu);
+  /* the warm-up run: what a driver builds at the first launch (PoCL's
+   * work-group functions, lavapipe's shader variants) */
+  if (!s && !abandoned) s = kiln_session_run(j->ses, j->inputs, j->out);
+  pthread_mutex_lock(&j->mu);
+  if (j->abandoned) { /* nobody will use it: the device is idle once done */
+    kiln_session_destroy(j->ses);
+    j->ses = NULL;
+  }
+  j->s = s;
+  j->done = true;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
+}
+
+static void job_free(build_job_t* j) {
+  kiln_session_destroy(j->ses);
+  kiln_module_release(j->mod);
+  kiln_session_destroy(j->after_ses);
+  kiln_module_release(j->after_mod);
+  for (int32_t i = 0; i < j->n_more; ++i) {
+    kiln_session_destroy(j->more_ses[i]);
+    kiln_module_release(j->more_mod[i]);
+  }
+  free(j->more_ses);
+  free(j->more_mod);
+  for (int32_t i = 0; j->out && i < j->n_out; ++i) kiln_array_free(kiln_allocator_system(), &j->out[i]);
+  for (int32_t i = 0; j->inputs && i < j->n_in; ++i) kiln_array_free(kiln_allocator_system(), &j->inputs[i]);
+  free(j->out);
+  free(j->inputs);
+  kiln_device_release(j->dev);
+  kiln_status_free(j->s);
+  pthread_cond_destroy(&j->cv);
+  pthread_mutex_destroy(&j->mu);
+  free(j);
+}
+
+bool kiln_tune_micro_join(kiln_tune_micro_t* m) {
+  build_job_t* j = m->pending;
+  if (!j) return false;
+  pthread_join(j->th, NULL);
+  job_free(j);
+  m->pending = NULL;
+  return true;
+}
+
+int32_t kiln_tune_join_abandoned(void) {
+  pthread_mutex_lock(&g_abandoned_mu);
+  build_job_t* j = g_abandoned;
+  g_abandoned = NULL;
+  pthread_mutex_unlock(&g_abandoned_mu);
+  int32_t n = 0;
+  while (j) {
+    build_job_t* next = j->next;
+    pthread_join(j->th, NULL);
+    job_free(j);
+    j = next;
+    ++n;
+  }
+  return n;
+}
+
+/* Waits until |j| is done or |deadline|; whether it is done. */
+static bool wait_done(build_job_t* j, double deadline) {
+  pthread_mutex_lock(&j->mu);
+  while (!j->done && now_s() < deadline) {
+    struct timespec ts;
+    const double d = fmin(deadline, now_s() + 3600);
+    ts.tv_sec = (time_t)d;
+    ts.tv_nsec = (long)((d - floor(d)) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    const int e = pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    if (e != 0 && e != ETIMEDOUT && e != EINTR) break;
+  }
+  const bool done = j->done;
+  pthread_mutex_unlock(&j->mu);
+  return done;
+}
+
+int32_t kiln_tune_abandoned_wait(double deadline) {
+  int32_t n = 0;
+  pthread_mutex_lock(&g_abandoned_mu);
+  for (build_job_t* j = g_abandoned; j; j = j->next) n += !wait_done(j, deadline);
+  pthread_mutex_unlock(&g_abandoned_mu);
+  return n;
+}
+
+bool kiln_tune_micro_defer(kiln_tune_micro_t* owner, kiln_tune_micro_t* m) {
+  build_job_t* j = owner->pending;
+  if (!j || (!m->def_ses && !m->def_mod)) return false;
+  kiln_session_t** s = realloc(j->more_ses, sizeof *s * (size_t)(j->n_more + 1));
+  if (s) j->more_ses = s;
+  kiln_module_t** md = s ? realloc(j->more_mod, sizeof *md * (size_t)(j->n_more + 1)) : NULL;
+  if (!md) return false; /* out of memory: destroyed at once, as before */
+  j->more_mod = md;
+  j->more_ses[j->n_more] = m->def_ses;
+  j->more_mod[j->n_more++] = m->def_mod;
+  m->def_ses = NULL;
+  m->def_mod = NULL;
+  return true;
+}
+
+/* |m|'s abandoned job (if any) to the process's list, not waited for. */
+static void detach_pending(kiln_tune_micro_t* m) {
+  build_job_t* j = m->pending;
+  if (!j) return;
+  pthread_mutex_lock(&g_abandoned_mu);
+  j->next = g_abandoned;
+  g_abandoned = j;
+  pthread_mutex_unlock(&g_abandoned_mu);
+  m->pending = NULL;
+}
+
+static bool wait_done(build_job_t* j, double deadline);
+
+/* kiln_tune_session_by; a job not done by |deadline| is left in *pending. */
+static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t threads, const kiln_array_t* inputs,
+                                 int32_t n_in, int32_t n_out, double sleep_s, double deadline, kiln_session_t** ses,
+                                 build_job_t** pending) {
+  *pending = NULL;
+  build_job_t* j = calloc(1, sizeof *j);
+  kiln_array_t* in = calloc((size_t)n_in + 1, sizeof *in);
+  kiln_array_t* out = calloc((size_t)n_out + 1, sizeof *out);
+  if (!j || !in || !out) {
+    free(j);
+    free(in);
+    free(out);
+    kiln_module_release(mod);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: a build's worker");
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  j->mod = mod;
+  j->dev = dev;
+  kiln_device_retain(dev);
+  j->threads = threads;
+  j->sleep_s = sleep_s;
+  j->inputs = in;
+  j->out = out;
+  j->n_out = n_out;
+  kiln_status_t s = NULL;
+  for (int32_t i = 0; i < n_in && !s; ++i) {
+    const kiln_array_t* x = &inputs[i];
+    s = kiln_array_alloc(kiln_allocator_system(), x->dtype, &x->shape, &j->inputs[i]);
+    if (!s) {
+      j->n_in = i + 1;
+      memcpy(j->inputs[i].data, x->data, (size_t)x->nbytes);
+    }
+  }
+  if (s) {
+    job_free(j);
+    return s;
+  }
+  if (pthread_create(&j->th, NULL, build_worker, j) != 0) {
+    job_free(j);
+    return kiln_make_status(KILN_INTERNAL, "tune: no thread for a build");
+  }
+  wait_done(j, deadline);
+  pthread_mutex_lock(&j->mu);
+  const bool done = j->done;
+  if (!done) j->abandoned = true;
+  pthread_mutex_unlock(&j->mu);
+  if (!done) { /* the driver's build goes on; joined later, its result discarded */
+    *pending = j;
+    return NULL;
+  }
+  pthread_join(j->th, NULL);
+  s = j->s;
+  j->s = NULL;
+  if (!s) {
+    *ses = j->ses;
+    j->ses = NULL;
+    j->mod = NULL; /* the session holds the module */
+    kiln_module_release(mod);
+  }
+  job_free(j);
+  return s;
+}
+
+kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
+                                   const kiln_array_t* inputs, int32_t n_in, int32_t n_out, double deadline,
+                                   kiln_session_t* after_ses, kiln_module_t* after_mod, double test_sleep_s,
+                                   kiln_session_t** ses, bool* late) {
+  build_job_t* j = NULL;
+  *late = false;
+  kiln_status_t s = session_job(mod, dev, threads, inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
+  if (!s && j) {
+    *late = true;
+    j->after_ses = after_ses;
+    j->after_mod = after_mod;
+    pthread_mutex_lock(&g_abandoned_mu);
+    j->next = g_abandoned;
+    g_abandoned = j;
+    pthread_mutex_unlock(&g_abandoned_mu);
+  }
+  return s;
+}
+
+/* The session of |tiles| built on a worker (m->async) until |deadline|:
+ * *late (nothing in *mod, *ses) when it was not done by then. */
+static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, double deadline,
+                                kiln_module_t** mod, kiln_session_t** ses, bool* late) {
+  *late = false;
+  kiln_program_t* prog = NULL;
+  const double t0 = now_s();
+  KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
+  const double t1 = now_s();
+  m->program_s = t1 - t0;
+  kiln_module_t* md = NULL;
+  KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, &md));
+  kiln_module_retain(md); /* the caller's reference, the job's own */
+  build_job_t* j = NULL;
+  const double sleep_s = m->test_sleep_s;
+  m->test_sleep_s = 0;
+  kiln_status_t s = session_job(md, m->dev, m->threads, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+  m->driver_s = now_s() - t1;
+  if (s || j) kiln_module_release(md);
+  else *mod = md;
+  m->pending = j;
+  *late = j != NULL;
+  return s;
+}
+
 kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, int32_t repeats,
                                       double* t, double* t_def, bool* match, FILE* log) {
+  bool late = false;
+  KILN_RETURN_IF_ERROR(kiln_tune_micro_measure_by(m, tiles, repeats, INFINITY, t, t_def, match, &late, log));
+  return NULL;
+}
+
+kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, int32_t repeats,
+                                         double deadline, double* t, double* t_def, bool* match, bool* late,
+                                         FILE* log) {
   const int32_t R = repeats > 0 ? repeats : 1;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   kiln_array_t out[KILN_TUNE_MICRO_IO], dout[KILN_TUNE_MICRO_IO];
   memset(out, 0, sizeof out);
   memset(dout, 0, sizeof dout);
+  *late = false;
+  kiln_tune_micro_join(m); /* an earlier abandoned build: it uses m->dev */
   double* v = calloc(2 * (size_t)R, sizeof(double));
   kiln_status_t s = v ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
-  if (!s) s = session_of(m, tiles, &mod, &ses);
+  if (!s && m->async) s = session_by(m, tiles, deadline, &mod, &ses, late);
+  else if (!s) {
+    const double t0 = now_s();
+    s = session_of(m, tiles, &mod, &ses);
+    m->driver_s = now_s() - t0 - m->program_s;
+  }
   int32_t used = R;
-  for (int32_t r = -1; r < R && !s; ++r) {
+  for (int32_t r = -1; r < R && !s && !*late; ++r) {
     /* Which of the pair runs first alternates: the second run finds the
      * inputs (and the first's code paths) in the caches the first just
      * filled. Default first in every pair made a point look faster than
@@ -289,8 +599,14 @@ kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_
       used = r + 1;
       break;
     }
+    /* the deadline: the pairs so far count if there are enough of them */
+    if (!s && r + 1 < R && now_s() >= deadline) {
+      if (r + 1 >= MICRO_EARLY_PAIRS) used = r + 1;
+      else *late = true;
+      break;
+    }
   }
-  if (!s) {
+  if (!s && !*late) {
     *t = median(v, used);
     *t_def = median(v + R, used);
     *match = true;
@@ -316,6 +632,7 @@ kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_
 }
 
 void kiln_tune_micro_free(kiln_tune_micro_t* m) {
+  detach_pending(m);
   for (int32_t i = 0; i < KILN_TUNE_MICRO_IO; ++i) {
     kiln_array_free(kiln_allocator_system(), &m->inputs[i]);
     kiln_array_free(kiln_allocator_system(), &m->ref[i]);

@@ -65,6 +65,21 @@ typedef struct kiln_tune_micro_s {
    * jobs the wall time of a 1 ms kernel moves 2-10x with the load, the
    * CPU time it takes far less) */
   bool cpu_time;
+  /* kiln_tune_micro_measure_by: a point's session is built (the driver's
+   * compile: PoCL's clBuildProgram, lavapipe's pipelines, the CPU's C
+   * compiler) and warmed up on a worker thread the caller stops waiting
+   * for at its deadline (async; m->dev then must be a device no other
+   * thread uses while the worker runs). An abandoned worker is joined by
+   * kiln_tune_micro_join / kiln_tune_micro_free, its result discarded. */
+  bool async;
+  struct kiln_tune_build_job_s* pending;
+  /* test hook: the next point's build sleeps this long (on the worker,
+   * where the deadline cannot stop it), then 0 */
+  double test_sleep_s;
+  /* what the last point's (or the set-up's) build cost: the program
+   * (lowering, printing, SPIR-V) and the driver's part (its session and
+   * warm-up run), seconds of wall time */
+  double program_s, driver_s;
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
@@ -88,6 +103,50 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kil
 KILN_MUST_USE kiln_status_t kiln_tune_micro_measure(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles,
                                                     int32_t repeats, double* t, double* t_def, bool* match,
                                                     FILE* log);
+
+/* kiln_tune_micro_measure that stops at |deadline| (kiln_tune_clock_s's
+ * clock): a build not finished by then is abandoned (m->async: its worker
+ * goes on and is joined later), pairs stop there; *late is then true and
+ * *t, *t_def, *match are not set, unless at least 5 pairs ran (their
+ * medians count, *late false). Without m->async the build itself cannot be
+ * stopped (the pairs still are). */
+KILN_MUST_USE kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles,
+                                                       int32_t repeats, double deadline, double* t, double* t_def,
+                                                       bool* match, bool* late, FILE* log);
+
+/* Waits for an abandoned build of |m| (if any) and frees what it made.
+ * Returns whether there was one. kiln_tune_micro_free does not wait: it
+ * hands the build to the process's list of abandoned builds, each holding
+ * its own module, inputs and device reference. */
+bool kiln_tune_micro_join(kiln_tune_micro_t* m);
+
+/* A session of |mod| on |dev| (|threads|, profiling, no code cache) made
+ * and warmed up with one run on |inputs| (copied; |n_out| outputs) on a
+ * worker thread, waited for until |deadline|: then *ses. Takes |mod|'s
+ * reference. Past the deadline *late: the build goes on to the process's
+ * list of abandoned builds, which also takes |after_ses| and |after_mod|
+ * (NULL: none) to destroy once it is done (a session on the same device,
+ * which must not be destroyed while another thread builds on it).
+ * |test_sleep_s|: the test hook, the build that much longer. */
+KILN_MUST_USE kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32_t threads,
+                                                 const kiln_array_t* inputs, int32_t n_in, int32_t n_out,
+                                                 double deadline, kiln_session_t* after_ses, kiln_module_t* after_mod,
+                                                 double test_sleep_s, kiln_session_t** ses, bool* late);
+
+/* |m|'s default session and module (a kernel alone on the same device as
+ * |owner|'s abandoned build) go with that build, destroyed once it is done
+ * (a device serves one thread at a time). False when |owner| has none or
+ * memory is short (then kiln_tune_micro_free destroys them at once). */
+bool kiln_tune_micro_defer(kiln_tune_micro_t* owner, kiln_tune_micro_t* m);
+
+/* Waits for every abandoned build in that list and frees them; how many.
+ * A process may instead exit without it (kiln tune does, when one is
+ * still running: a driver's compile it would wait for). */
+int32_t kiln_tune_join_abandoned(void);
+/* Waits until every one of those is done or |deadline| (kiln_tune_clock_s's
+ * clock) has passed; how many are still running. Thread-safe, as is the
+ * join. */
+int32_t kiln_tune_abandoned_wait(double deadline);
 
 /* kiln_tune_micro_init for the CPU: the kernels of graph node |node| of
  * |plan| (built from |graph| with |po| and the gemm hook over |table|,

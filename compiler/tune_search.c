@@ -85,6 +85,13 @@ typedef struct {
    * point at that, since a point stopped early (tune_micro.h) costs a
    * fraction of a full one */
   double point_max;
+  /* the driver's part of its set-up (session and first run: what the
+   * model's build pays for the kernel at its default); best_s is that of
+   * its best point. Their difference is what a kept point adds to the
+   * closing build: its program (SPIR-V) is reused and its runs alone are
+   * not repeated (counting whole points planned ResNet-18's 10-minute
+   * Vulkan tune to end at 66%) */
+  double setup_driver_s;
 } group_t;
 
 typedef struct {
@@ -109,6 +116,11 @@ typedef struct {
   bool cpu;
   kiln_tune_cpu_table_t gemms;
   kiln_plan_options_t po;
+  /* the device the kernels alone run on (options.device: a second one,
+   * whose points build on a worker the deadline abandons; else dev) */
+  kiln_device_t* pdev;
+  bool past_deadline; /* a point was stopped by the deadline: no more points */
+  double closing_deadline; /* the closing build's driver part stops here (options.device; else INFINITY) */
 } tuner_t;
 
 static uint64_t rnd(tuner_t* t) {
@@ -264,13 +276,31 @@ static kiln_status_t run_once(tuner_t* t, kiln_session_t* ses, kiln_array_t* out
   return NULL;
 }
 
+/* Every kernel's program alone freed; a point's build the deadline
+ * abandoned goes on to the process's list (kiln_tune_join_abandoned),
+ * holding what it uses. */
+static void free_micros(tuner_t* t) {
+  /* the kernels' sessions share the abandoned build's device: they go
+   * with it */
+  for (int32_t gi = 0; gi < t->n_groups; ++gi)
+    if (t->groups[gi].micro_ok && t->groups[gi].micro.pending)
+      for (int32_t gj = 0; gj < t->n_groups; ++gj)
+        if (t->groups[gj].micro_ok) kiln_tune_micro_defer(&t->groups[gi].micro, &t->groups[gj].micro);
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
+    if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
+    t->groups[gi].micro_ok = false;
+  }
+}
+
 /* What one whole-model measurement found (measure). */
 typedef struct {
   double model_s, def_model_s; /* median wall time per run: this build's, the default's beside it */
   double cpu_s, def_cpu_s;     /* median process CPU time per run, likewise */
   double build_s;              /* wall: the program, its session and the warm-up run(s) */
+  double program_s;            /* of which the program (lowering, printing, SPIR-V) */
   double runs_s;               /* wall: the timed runs (both builds' when paired) */
   bool match;                  /* the outputs match the default build's */
+  bool late;                   /* the session's build passed t->closing_deadline: nothing measured */
 } measured_t;
 
 /* Builds the plan as its tiles stand and runs it: one warm-up run, then
@@ -296,6 +326,7 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
   kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
   if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
+  m->program_s = now_s() - t0;
   if (!s && t->n_prog != prog->n_kernels)
     s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
                          (int)t->n_prog);
@@ -308,17 +339,36 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   so.profile = true;
   so.threads = t->o->threads;
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
-  if (!s) s = kiln_session_create(mod, t->dev, &so, &ses);
+  /* A whole-model build's driver part (PoCL's build, lavapipe's
+   * pipelines, the C compiler) on a worker that is abandoned at the
+   * budget's 5% margin: the closing build's takes the default build's
+   * session with it, destroyed once it is done (both are on |dev|). */
+  if (!s && isfinite(t->closing_deadline)) {
+    kiln_module_retain(mod); /* the worker's reference */
+    /* the test hook's point 0: the default build */
+    const double sleep_s = !t->def_ses && t->o->test_sleep_point == 0 ? t->o->test_sleep_s : 0;
+    s = kiln_tune_session_by(mod, t->dev, t->o->threads, t->in, t->g->n_inputs, n_out, t->closing_deadline,
+                             t->def_ses, t->def_mod, sleep_s, &ses, &m->late);
+    if (m->late) {
+      t->def_ses = NULL;
+      t->def_mod = NULL;
+    }
+  } else if (!s) {
+    s = kiln_session_create(mod, t->dev, &so, &ses);
+  }
+  /* the closing build overlapped a point's build the deadline abandoned;
+   * its runs are timed without it */
+  if (t->def_ses || m->late) free_micros(t);
   kiln_session_t* def = t->def_ses ? t->def_ses : ses;
   double t1 = now_s();
-  for (int32_t r = -1; r < R && !s; ++r) {
+  for (int32_t r = -1; r < R && !s && !m->late; ++r) {
     if (def != ses) s = run_once(t, def, out + n_out, r, R, per + nper, wall + R, cpu + R);
     if (!s) s = run_once(t, ses, out, r, R, per, wall, cpu);
     if (r < 0) t1 = now_s(); /* the warm-up builds what a driver builds at the first launch */
   }
   m->build_s = t1 - t0;
   m->runs_s = now_s() - t1;
-  if (!s) {
+  if (!s && !m->late) {
     const bool first = def == ses;
     for (int32_t gi = 0; gi < t->n_groups; ++gi) {
       times[gi] = median(per + (size_t)gi * (size_t)R, R);
@@ -530,7 +580,7 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
 
 /* One point of |g|: built alone and timed beside its default. False in
  * *ran when the kernel has no point left. */
-static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* ran) {
+static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double deadline, bool* ran) {
   *ran = false;
   if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
     g->done = true;
@@ -545,12 +595,25 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   sum->trials++;
   const double t0 = now_s();
   double tc = 0, td = 0;
-  bool match = false;
+  bool match = false, late = false;
   const int32_t R = 3 * (t->o->repeats > 0 ? t->o->repeats : 1); /* runs of one kernel cost little */
-  kiln_status_t s = kiln_tune_micro_measure(&g->micro, &g->cand, R, &tc, &td, &match, t->o->log);
+  if (t->o->test_sleep_s > 0 && sum->trials == t->o->test_sleep_point) g->micro.test_sleep_s = t->o->test_sleep_s;
+  kiln_status_t s = kiln_tune_micro_measure_by(&g->micro, &g->cand, R, deadline, &tc, &td, &match, &late, t->o->log);
   g->point_s = now_s() - t0;
   g->point_max = fmax(g->point_max, g->point_s);
   sum->points_s += g->point_s;
+  if (!s && late) { /* the deadline: this point is not measured, and the search ends */
+    sum->abandoned++;
+    t->past_deadline = true;
+    if (t->o->log) {
+      char tiles[128];
+      kiln_tune_tiles_format(&g->cand, tiles, sizeof tiles);
+      fprintf(t->o->log, "\ntune: kernel '%s' point %s stopped at the deadline after %.1f s (%s); the search ends\n",
+              g->name, tiles, g->point_s,
+              g->micro.pending ? "its build goes on beside the closing build, result discarded" : "too few runs");
+    }
+    return;
+  }
   if (s) { /* a point the driver refuses: dropped, not the search */
     if (t->o->log) fprintf(t->o->log, "\ntune: a point of kernel '%s' refused: %s\n", g->name, kiln_status_message(s));
     kiln_status_free(s);
@@ -572,7 +635,7 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, bool* r
   if (q < g->q_best && q < KILN_TUNE_KEEP_RATIO) {
     g->q_best = q;
     g->best = g->cand;
-    g->best_s = g->point_s;
+    g->best_s = g->micro.driver_s; /* what the closing build pays for it: the driver's part */
   }
 }
 
@@ -598,11 +661,13 @@ static void table(const tuner_t* t, FILE* f) {
 static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
   FILE* f = t->o->log;
   if (!f) return;
-  fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s + runs %.1f s, "
-             "%d kernel set-ups %.1f s, %d points %.1f s, closing build %.1f s + runs %.1f s (planned %.1f s)\n",
+  fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s (program "
+             "%.1f s) + runs %.1f s, its program again %.1f s, %d kernel set-ups %.1f s, %d points %.1f s (%d stopped at "
+             "the deadline), closing build %.1f s + runs %.1f s (planned %.1f s)\n",
           t->o->budget_s, sum->elapsed_s, 100 * sum->elapsed_s / t->o->budget_s, sum->prepare_s, sum->default_build_s,
-          sum->default_runs_s, (int)sum->kernels_set_up, sum->setup_s, (int)sum->trials, sum->points_s,
-          sum->closing_build_s, sum->closing_runs_s, sum->closing_planned_s);
+          sum->default_program_s, sum->default_runs_s, sum->program_again_s, (int)sum->kernels_set_up, sum->setup_s,
+          (int)sum->trials, sum->points_s, (int)sum->abandoned, sum->closing_build_s, sum->closing_runs_s,
+          sum->closing_planned_s);
 }
 
 /* The search; the budget runs from |t0| (kiln_tune_clock_s). */
@@ -622,6 +687,8 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   const kiln_tune_options_t* o = t->o;
   const double budget = o->budget_s;
   sum->prepare_s = now_s() - t0;
+  t->closing_deadline = o->device ? t0 + 1.05 * budget : INFINITY;
+  sum->default_abandoned = false;
   /* times: [group] a build's, [n_groups + group] the default's beside it */
   const int32_t reps = o->repeats > 0 ? o->repeats : 1;
   double* times = calloc(2 * (size_t)t->n_groups + 1, sizeof(double));
@@ -638,6 +705,17 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     sum->default_build_s = m0.build_s;
     sum->default_runs_s = m0.runs_s;
   }
+  if (!s && m0.late) { /* no reference to tune against: nothing measured, no record */
+    sum->default_abandoned = true;
+    sum->elapsed_s = now_s() - t0;
+    if (o->log) {
+      fprintf(o->log, "tune: the default build was not done within the budget and its 5%% margin (%.1f s): nothing "
+                      "tuned (its build goes on, result discarded)\n", m0.build_s);
+      budget_line(t, sum);
+    }
+    free(times);
+    return NULL;
+  }
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
     g->t_default = g->t_best = times[gi];
@@ -653,9 +731,30 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * while it and the closing build still fit. A program of one kernel
    * costs less than the model's, unless the model is so small that
    * starting the compiler is most of it: the closing build is also planned
-   * to cost at least the dearest set-up or point seen so far. */
+   * to cost at least the dearest set-up seen so far (a kernel alone at its
+   * default: what the model's build costs a kernel), plus what the kept
+   * points cost beyond their set-ups (|extra| below). */
   const double pairs_s = s ? 0 : (2 * reps + 1) * 2 * m0.model_s;
-  const double base = 1.2 * (m0.build_s + pairs_s), busy0 = busy();
+  /* The closing build's program comes from what this process has built
+   * before (Vulkan: the SPIR-V of every shader text the default build and
+   * the points compiled is reused, targets/vulkan/vulkan_compile.c), so
+   * where the default build's program was a large part of it (the
+   * shaders' compile), what building the same program again costs is
+   * measured here and planned instead (ResNet-18 on lavapipe: the default
+   * build 73 s, the closing one 3.9 s, planned from the former at 95 s). */
+  double program_again = m0.program_s;
+  if (!s && m0.program_s > 0.2 * m0.build_s) {
+    const double ta = now_s();
+    kiln_program_t* again = NULL;
+    kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
+    kiln_status_t as = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &again);
+    kiln_program_destroy(again);
+    if (!as) program_again = fmin(m0.program_s, now_s() - ta);
+    kiln_status_free(as);
+    sum->program_again_s = now_s() - ta;
+  }
+  sum->default_program_s = m0.program_s;
+  const double base = 1.2 * (m0.build_s - m0.program_s + program_again + pairs_s), busy0 = busy();
   double closing = base, at_least = base;
 #define CLOSING_UPDATE(wall)                                           \
   do {                                                                 \
@@ -707,18 +806,21 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       break;
     }
     kiln_status_t ms = t->cpu ? kiln_tune_micro_init_cpu(&g->micro, t->plan, t->g, &t->po, o->opt, &t->gemms, g->gemm,
-                                                         g->inst[0], t->target, t->dev, o->threads,
+                                                         g->inst[0], t->target, t->pdev, o->threads,
                                                          g->key.fingerprint ^ o->seed)
-                              : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->dev,
+                              : kiln_tune_micro_init(&g->micro, t->plan, g->inst[0], t->target, &t->set, t->pdev,
                                                      o->threads, g->key.fingerprint ^ o->seed);
     g->micro_ok = !ms;
+    g->micro.async = t->pdev != t->dev;
     n_set += !ms;
     g->point_s = g->point_max = g->setup_s = last = now_s() - t1;
+    g->setup_driver_s = g->micro.driver_s;
     sum->setup_s += last;
     CLOSING_UPDATE(last);
     if (ms) {
       if (o->log) fprintf(o->log, "tune: kernel '%s' not searched: %s\n", g->name, kiln_status_message(ms));
       kiln_status_free(ms);
+      kiln_tune_micro_free(&g->micro);
     }
   }
   sum->kernels_set_up = n_set;
@@ -736,17 +838,18 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   bool any = true;
   /* the dearest point so far of each template kind (the CPU's GEMMs: 0) */
   double point_max_kind[KILN_TEMPLATE_POOL + 1] = {0};
-  while (!s && any && !(o->stop && *o->stop)) {
+  while (!s && any && !(o->stop && *o->stop) && !t->past_deadline) {
     any = false;
-    for (int32_t i = 0; i < t->n_groups && !(o->stop && *o->stop); ++i) {
+    for (int32_t i = 0; i < t->n_groups && !(o->stop && *o->stop) && !t->past_deadline; ++i) {
       group_t* g = &t->groups[order[i]];
       if (g->done) continue;
       /* the closing build compiles the best points, which may cost more
-       * than the defaults it was planned from (larger unrolled bodies) */
+       * than the defaults it was planned from (larger unrolled bodies):
+       * the driver's part of each (the best point's over its set-up's) */
       double extra = 0;
       for (int32_t j = 0; j < t->n_groups; ++j) {
         const group_t* h = &t->groups[j];
-        if (!tiles_eq(&h->best, &h->dflt) && h->best_s > h->setup_s) extra += h->best_s - h->setup_s;
+        if (!tiles_eq(&h->best, &h->dflt) && h->best_s > h->setup_driver_s) extra += h->best_s - h->setup_driver_s;
       }
       CLOSING_UPDATE(0);
       /* the next point costs what this kernel's dearest did, or any
@@ -760,9 +863,14 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind > KILN_TEMPLATE_POOL ? 0 : (int32_t)g->rep->kind;
       if (now_s() - t0 + fmax(g->point_max, point_max_kind[kind]) + closing + extra > budget) continue;
       bool ran = false;
-      point_once(t, g, sum, &ran);
+      /* the point stops where only the closing build is left */
+      point_once(t, g, sum, t0 + budget - closing - extra, &ran);
       any |= ran;
-      if (ran) CLOSING_UPDATE(g->point_s);
+      /* not at the dearest point: a point whose driver compile is slow (an
+       * F(4x4) shader, 40-60 s on lavapipe) planned ResNet-18's closing
+       * build at 59 s where it took 16 (the shaders' SPIR-V is reused; a
+       * kept point's extra cost is |extra|), ending the search at 58% */
+      if (ran) CLOSING_UPDATE(0);
       if (ran) point_max_kind[kind] = fmax(point_max_kind[kind], g->point_s);
     }
     if (any) sum->rounds++;
@@ -770,10 +878,8 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   }
 #undef CLOSING_UPDATE
   sum->closing_planned_s = closing;
-  for (int32_t gi = 0; gi < t->n_groups; ++gi) {
-    if (t->groups[gi].micro_ok) kiln_tune_micro_free(&t->groups[gi].micro);
-    t->groups[gi].micro_ok = false;
-  }
+  /* the kernels' programs are freed once the closing build is made (an
+   * abandoned point's build overlaps it), or here without one */
   free(order);
   /* Never slower: the best points are built and measured again, together
    * and beside the default build; each is kept only where it beats the
@@ -788,8 +894,18 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     s = set_tiles(t, true);
     if (!s) s = measure(t, 2 * reps, times, def, &m1); /* twice the pairs: the last word */
     sum->closing_runs_s = m1.runs_s;
+    free_micros(t); /* when the build failed before measure reached it */
     sum->closing_build_s = now_s() - tb - m1.runs_s;
-    if (!s && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
+    if (!s && m1.late) { /* the budget's margin is spent: nothing is kept unchecked */
+      sum->closing_abandoned = true;
+      sum->reverted += keep_defaults(t);
+      m1.model_s = m1.def_model_s = m0.model_s;
+      m1.cpu_s = m1.def_cpu_s = m0.cpu_s;
+      if (o->log)
+        fprintf(o->log, "\ntune: the closing build was not done within the budget and its 5%% margin (%.1f s); "
+                        "nothing kept (its build goes on, result discarded)\n", now_s() - tb);
+    }
+    if (!s && !m1.late && !m1.match) { /* cannot happen unless the device is flaky: keep nothing */
       keep_defaults(t);
       if (o->log) fprintf(o->log, "\ntune: the best points together differ from the defaults; nothing kept\n");
     }
@@ -816,6 +932,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
                 m1.model_s * 1e3, m1.def_model_s * 1e3, (int)(2 * reps));
     }
   }
+  free_micros(t);
   for (int32_t gi = 0; !s && gi < t->n_groups; ++gi) {
     group_t* g = &t->groups[gi];
     if (!tiles_eq(&g->best, &g->dflt)) {
@@ -881,6 +998,21 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   t.po = (kiln_plan_options_t){target->lowering, o->threads,
                                target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0,
                                t.cpu ? kiln_compile_layout_block(&lc) : 0};
+  /* the kernels alone on a device of their own, so that a point's build
+   * the deadline abandons can go on beside the closing build on |dev|
+   * (a device serves one thread at a time); without one, on |dev| */
+  t.pdev = dev;
+  if (o->device) {
+    kiln_device_open_options_t oo = {o->threads, true, NULL};
+    kiln_status_t ds = kiln_device_open(o->device, &oo, kiln_allocator_system(), &t.pdev);
+    if (ds) {
+      if (o->log)
+        fprintf(o->log, "tune: note: no second device '%s' for the kernels alone (%s): a point's build is not "
+                        "stopped at the deadline\n", o->device, kiln_status_message(ds));
+      kiln_status_free(ds);
+      t.pdev = dev;
+    }
+  }
   kiln_status_t s = make_inputs(&t);
   if (!s) s = plan_of(&t);
   if (!s) s = t.cpu ? make_cpu_groups(&t, cache) : make_groups(&t, cache);
@@ -907,8 +1039,10 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   kiln_tune_cpu_table_free(&t.gemms);
   for (int32_t i = 0; t.in && i < g->n_inputs; ++i) kiln_array_free(kiln_allocator_system(), &t.in[i]);
   for (int32_t i = 0; t.ref && i < g->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &t.ref[i]);
+  free_micros(&t); /* on an error path */
   kiln_session_destroy(t.def_ses);
   kiln_module_release(t.def_mod);
+  if (t.pdev != dev) kiln_device_release(t.pdev);
   free(t.prog_kernel);
   free(t.in);
   free(t.ref);

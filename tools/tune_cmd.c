@@ -10,6 +10,7 @@
 #include "api/driver.h"
 #include "compiler/pipeline.h"
 #include "compiler/tune.h"
+#include "compiler/tune_micro.h"
 #include "frontend/onnx.h"
 #include "ir/passes.h"
 #include "runtime/code_cache.h"
@@ -194,6 +195,7 @@ int kiln_cmd_tune(int argc, char** argv) {
     signal(SIGINT, on_sigint);
     o.stop = &stop_flag;
     o.log = stdout;
+    o.device = target; /* a second one for the kernels alone: their builds stop at the deadline */
     s = kiln_tune_model(g, tg, dev, &o, &cache, &sum);
     signal(SIGINT, SIG_DFL);
   }
@@ -205,7 +207,10 @@ int kiln_cmd_tune(int argc, char** argv) {
     s = kiln_code_cache_make_dirs(dir);
   }
   if (!s) s = kiln_tune_cache_write(&cache, cache_path);
-  if (!s) {
+  if (!s && sum.default_abandoned)
+    printf("model: not measured (the default build was not done within the budget); wrote %s (%d records)\n",
+           cache_path, (int)cache.n);
+  else if (!s) {
     printf("model: %.2f ms default, %.2f ms tuned (%.2fx); %d of %d kernels improved, %d reverted on "
            "re-measurement, %d rounds, %d trials, %d rejected, %.1f s%s\nwrote %s (%d records)\n",
            sum.default_ms, sum.tuned_ms, sum.tuned_ms > 0 ? sum.default_ms / sum.tuned_ms : 1.0, (int)sum.improved,
@@ -218,6 +223,17 @@ int kiln_cmd_tune(int argc, char** argv) {
       printf("model: the tuned model was slower per run than the default beside it (medians of paired runs): nothing "
              "kept\n");
   }
+  /* A point's driver build the deadline abandoned (a PoCL or lavapipe
+   * compile cannot be stopped) is waited for while the budget's 5% margin
+   * lasts; past it the process exits without it (the system reclaims it). */
+  if (kiln_tune_abandoned_wait(o.start_s + 1.05 * o.budget_s) > 0) {
+    printf("tune: a build stopped at the deadline is still running in the driver: exiting without waiting for it\n");
+    const int rc = s ? kiln_cli_fail(s) : 0;
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc);
+  }
+  kiln_tune_join_abandoned();
   kiln_device_release(dev);
   kiln_graph_destroy(g);
   kiln_tune_cache_free(&cache);

@@ -1,0 +1,129 @@
+/* The tuning budget against a point's build that cannot be stopped (issue
+ * 24): a point's driver build runs on a worker the tuner stops waiting
+ * for at its deadline (compiler/tune_micro.c), on a second device, so the
+ * closing build goes on beside it; the abandoned build is joined later. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/tune.h"
+#include "compiler/tune_micro.h"
+#include "frontend/onnx.h"
+#include "ir/passes.h"
+#include "runtime/device.h"
+#include "targets/registry.h"
+#include "testing.h"
+
+static kiln_graph_t* tinycnn(void) {
+  char path[1024];
+  const char* src = getenv("KILN_TEST_SRC");
+  snprintf(path, sizeof path, "%s/../examples/tinycnn.onnx", src ? src : "tests");
+  kiln_graph_t* g = NULL;
+  if (!CHECK_OK(kiln_onnx_parse_model(path, NULL, kiln_allocator_system(), &g))) return NULL;
+  for (int32_t k = 0; k < g->n_inputs; ++k) { /* N = 1, as `kiln tune` binds it */
+    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
+    for (int32_t d = 0; d < t->shape.rank; ++d)
+      if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
+  }
+  if (!CHECK_OK(kiln_graph_prepare(g)) || !CHECK_OK(kiln_graph_optimize_except(g, 1, NULL, NULL))) {
+    kiln_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* A point's build that cannot be stopped does not hold the tune past its
+ * budget (issue 24): with the kernels on a second device (options.device),
+ * the test hook makes the first point's build sleep 9 s on its worker;
+ * the tune stops waiting at its deadline, discards the point and returns
+ * while that build still sleeps (the hook's sleep ends at least 9 s after
+ * the point began, the tune within its budget's margin), and the build is
+ * joined afterwards (no leak under ASan). Without the deadline the tune
+ * would take the point's 9 s and more. */
+static void test_budget_slow_build(void) {
+  const double budget = 8, sleep_s = 9;
+  const double t0 = kiln_tune_clock_s();
+  kiln_graph_t* g = tinycnn();
+  if (!g) return;
+  kiln_device_t* dev = NULL;
+  kiln_device_open_options_t oo = {1, true, NULL};
+  kiln_tune_cache_t cache = {0};
+  if (!CHECK_OK(kiln_device_open("cpu", &oo, kiln_allocator_system(), &dev))) {
+    kiln_graph_destroy(g);
+    return;
+  }
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  o.budget_s = budget;
+  o.repeats = 2;
+  o.threads = 1;
+  o.start_s = t0;
+  o.log = stdout;
+  o.device = "cpu";
+  o.test_sleep_s = sleep_s;
+  o.test_sleep_point = 1;
+  kiln_tune_summary_t sum;
+  if (CHECK_OK(kiln_tune_model(g, kiln_target_find("cpu"), dev, &o, &cache, &sum))) {
+    const double took = kiln_tune_clock_s() - t0;
+    const int32_t running = kiln_tune_abandoned_wait(0);
+    printf("\nbudget %.0f s, a point's build sleeping %.0f s: took %.1f s (the tune's count %.1f s), %d points, %d "
+           "stopped at the deadline, %d build(s) still running\n",
+           budget, sleep_s, took, sum.elapsed_s, (int)sum.trials, (int)sum.abandoned, (int)running);
+    CHECK_MSG(sum.trials >= 1 && sum.abandoned == 1, "%d points, %d stopped", (int)sum.trials, (int)sum.abandoned);
+    CHECK_MSG(running == 1, "the sleeping build: %d running", (int)running);
+    CHECK_MSG(took <= 1.5 * budget, "a %.0f s budget took %.1f s", budget, took);
+    CHECK(cache.n == sum.kernels);
+  }
+  CHECK(kiln_tune_join_abandoned() <= 1);
+  CHECK(kiln_tune_abandoned_wait(0) == 0);
+  kiln_tune_cache_free(&cache);
+  kiln_device_release(dev);
+  kiln_graph_destroy(g);
+}
+
+/* The default whole-model build alike (the hook's point 0): a 2 s tune
+ * whose default build sleeps 4 s returns at the budget's 5% margin with
+ * nothing tuned and no record (there is no reference to tune against),
+ * the build still running, joined afterwards. */
+static void test_budget_slow_default_build(void) {
+  const double budget = 2, sleep_s = 4;
+  const double t0 = kiln_tune_clock_s();
+  kiln_graph_t* g = tinycnn();
+  if (!g) return;
+  kiln_device_t* dev = NULL;
+  kiln_device_open_options_t oo = {1, true, NULL};
+  kiln_tune_cache_t cache = {0};
+  if (!CHECK_OK(kiln_device_open("cpu", &oo, kiln_allocator_system(), &dev))) {
+    kiln_graph_destroy(g);
+    return;
+  }
+  kiln_tune_options_t o;
+  kiln_tune_options_default(&o);
+  o.budget_s = budget;
+  o.repeats = 2;
+  o.threads = 1;
+  o.start_s = t0;
+  o.log = stdout;
+  o.device = "cpu";
+  o.test_sleep_s = sleep_s;
+  o.test_sleep_point = 0;
+  kiln_tune_summary_t sum;
+  if (CHECK_OK(kiln_tune_model(g, kiln_target_find("cpu"), dev, &o, &cache, &sum))) {
+    const double took = kiln_tune_clock_s() - t0;
+    const int32_t running = kiln_tune_abandoned_wait(0);
+    printf("\nbudget %.0f s, the default build sleeping %.0f s: took %.1f s, %d build(s) still running\n", budget,
+           sleep_s, took, (int)running);
+    CHECK(sum.default_abandoned && sum.trials == 0 && cache.n == 0);
+    CHECK_MSG(running == 1, "the sleeping build: %d running", (int)running);
+    CHECK_MSG(took < sleep_s, "a %.0f s budget took %.1f s", budget, took);
+  }
+  kiln_device_release(dev); /* the abandoned build holds its own reference */
+  CHECK(kiln_tune_join_abandoned() <= 1);
+  kiln_tune_cache_free(&cache);
+  kiln_graph_destroy(g);
+}
+
+int main(void) {
+  RUN(test_budget_slow_build);
+  RUN(test_budget_slow_default_build);
+  return kiln_test_finish();
+}
