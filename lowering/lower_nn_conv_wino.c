@@ -236,32 +236,42 @@ static double g_get_w(const void* user, int64_t b, int64_t row, int64_t col) {
   return w->wt[(b * w->M + row) * w->C + col];
 }
 
-/* U = G g G^T per (position, output channel, input channel), in double. */
+/* U = G g G^T per (position, output channel, input channel), in double
+ * (G read once into registers; the same sums in the same order as the
+ * plain triple loops, so the same rounding). */
 static kiln_status_t transform_weights(kiln_lower_ctx_t* ctx, wino_t* w) {
   float* g = NULL;
   KILN_RETURN_IF_ERROR(nn_const_input_f32(ctx, 1, &g));
   if (!g) return kiln_make_status(KILN_INTERNAL, "Conv: the Winograd kernel needs constant weights");
-  const int64_t A = w->A, AA = A * A;
-  w->wt = malloc(sizeof(float) * (size_t)(AA * w->M * w->C));
+  const int64_t A = w->A, AA = A * A, plane = w->M * w->C;
+  w->wt = malloc(sizeof(float) * (size_t)(AA * plane));
   if (!w->wt) {
     free(g);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "Conv: Winograd weights");
   }
+  double gm[WINO_AMAX][3];
+  for (int64_t i = 0; i < A; ++i)
+    for (int64_t r = 0; r < 3; ++r) gm[i][r] = g_at(w->m, i, r);
   for (int64_t mo = 0; mo < w->M; ++mo)
     for (int64_t ci = 0; ci < w->C; ++ci) {
       const float* k = g + (mo * w->C + ci) * 9;
+      float* dst = w->wt + mo * w->C + ci;
       double gk[WINO_AMAX][3];
       for (int64_t i = 0; i < A; ++i)
         for (int64_t j = 0; j < 3; ++j) {
           double s = 0;
-          for (int64_t r = 0; r < 3; ++r) s += g_at(w->m, i, r) * k[r * 3 + j];
+          s += gm[i][0] * k[j];
+          s += gm[i][1] * k[3 + j];
+          s += gm[i][2] * k[6 + j];
           gk[i][j] = s;
         }
       for (int64_t i = 0; i < A; ++i)
         for (int64_t j = 0; j < A; ++j) {
           double s = 0;
-          for (int64_t r = 0; r < 3; ++r) s += gk[i][r] * g_at(w->m, j, r);
-          w->wt[((i * A + j) * w->M + mo) * w->C + ci] = (float)s;
+          s += gk[i][0] * gm[j][0];
+          s += gk[i][1] * gm[j][1];
+          s += gk[i][2] * gm[j][2];
+          dst[(i * A + j) * plane] = (float)s;
         }
     }
   free(g);
