@@ -112,6 +112,36 @@ static const tir_expr_t* pidx(nn_kb_t* kb, int64_t A, int64_t c, const tir_expr_
   return nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, r, A), q), c), l);
 }
 
+/* sum_q M[j][q] e[r][q] (M = B^T or A^T of tile |w->m|): row r of a
+ * transform's second stage, from the private first-stage values |e|. */
+static const tir_expr_t* stage_row(nn_kb_t* kb, const wino_t* w, const tir_buffer_t* e, const tir_expr_t* er,
+                                   const tir_expr_t* l, int64_t j, double (*mat)(int64_t, int64_t, int64_t)) {
+  const tir_expr_t* row[WINO_AMAX];
+  double coef[WINO_AMAX];
+  for (int64_t q = 0; q < w->A; ++q) {
+    row[q] = tir_load(kb->t, e, NN_IDX(pidx(kb, w->A, w->c, er, nn_i(kb, q), l)));
+    coef[q] = mat(w->m, j, q);
+  }
+  return lin(kb, w->A, coef, row);
+}
+
+/* The loop variables of kernels 1 and 3, parallel over (image, channel
+ * block, tile row) = |vo| (|nb| blocks) with the tile column |vx|: *ty,
+ * *n, *b (the block), *tx and the tile's index *p in V / U. */
+static void tile_vars(nn_kb_t* kb, const wino_t* w, int64_t nb, const char* name, tir_var_t** vo, tir_var_t** vx,
+                      const tir_expr_t** ty, const tir_expr_t** n, const tir_expr_t** b, const tir_expr_t** tx,
+                      const tir_expr_t** p) {
+  *vo = nn_var(kb, name);
+  const tir_expr_t* o = nn_v(kb, *vo);
+  *ty = nn_modc(kb, o, w->th);
+  const tir_expr_t* nbk = nn_divc(kb, o, w->th);
+  *n = nn_divc(kb, nbk, nb);
+  *b = nn_modc(kb, nbk, nb);
+  *vx = nn_var(kb, "tx");
+  *tx = nn_v(kb, *vx);
+  *p = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, *n, w->th), *ty), w->tw), *tx);
+}
+
 /* Input transform of tile (n, cb, ty, tx) (tile index p): B^T d into a
  * private buffer one column of the patch d at a time (its A vectors read
  * from X, as 0 outside X where |grow| / |gcol| guard the rows / columns;
@@ -158,14 +188,8 @@ static const tir_stmt_t* in_tile(nn_kb_t* kb, const wino_t* w, const tir_expr_t*
   for (int64_t j = 0; j < A; ++j) {
     tir_var_t* vl = nn_var(kb, "l");
     const tir_expr_t* l = nn_v(kb, vl);
-    const tir_expr_t* row[WINO_AMAX];
-    double coef[WINO_AMAX];
-    for (int64_t q = 0; q < A; ++q) {
-      row[q] = tir_load(t, e, NN_IDX(pidx(kb, A, c, er, nn_i(kb, q), l)));
-      coef[q] = bt_at(w->m, j, q);
-    }
-    const tir_stmt_t* st =
-        tir_store(t, w->v, NN_IDX(nn_addc(kb, nn_mulc(kb, er, A), j), cb, p, l), lin(kb, A, coef, row));
+    const tir_stmt_t* st = tir_store(t, w->v, NN_IDX(nn_addc(kb, nn_mulc(kb, er, A), j), cb, p, l),
+                                     stage_row(kb, w, e, er, l, j, bt_at));
     rows = tir_seq2(t, rows, lanes_st(kb, c, vl, st));
   }
   rows = nn_for(kb, vr, A, rows);
@@ -194,14 +218,9 @@ static kiln_status_t emit_input(nn_kb_t* kb, const wino_t* w) {
   int64_t ylo, yhi, xlo, xhi;
   tiles_inside(&w->ah, w->m, w->th, &ylo, &yhi);
   tiles_inside(&w->aw, w->m, w->tw, &xlo, &xhi);
-  tir_var_t* vo = nn_var(kb, "ncy");
-  const tir_expr_t* o = nn_v(kb, vo);
-  const tir_expr_t* ty = nn_modc(kb, o, w->th);
-  const tir_expr_t* ncb = nn_divc(kb, o, w->th);
-  const tir_expr_t *n = nn_divc(kb, ncb, w->CB), *cb = nn_modc(kb, ncb, w->CB);
-  tir_var_t* vx = nn_var(kb, "tx");
-  const tir_expr_t* tx = nn_v(kb, vx);
-  const tir_expr_t* p = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, n, w->th), ty), w->tw), tx);
+  tir_var_t *vo, *vx;
+  const tir_expr_t *ty, *n, *cb, *tx, *p;
+  tile_vars(kb, w, w->CB, "ncy", &vo, &vx, &ty, &n, &cb, &tx, &p);
   const bool all_in = ylo == 0 && yhi == w->th && xlo == 0 && xhi == w->tw;
   const tir_stmt_t* tile = in_tile(kb, w, n, cb, ty, tx, p, !all_in, !all_in);
   if (!all_in && ylo < yhi && xlo < xhi) {
@@ -372,13 +391,7 @@ static const tir_stmt_t* out_tile(nn_kb_t* kb, const wino_t* w, const tir_expr_t
   for (int64_t j = 0; j < m; ++j) {
     tir_var_t* vl = nn_var(kb, "l");
     const tir_expr_t* l = nn_v(kb, vl);
-    const tir_expr_t* row[WINO_AMAX];
-    double coef[WINO_AMAX];
-    for (int64_t q = 0; q < A; ++q) {
-      row[q] = tir_load(t, e, NN_IDX(pidx(kb, A, c, er, nn_i(kb, q), l)));
-      coef[q] = at_at(m, j, q);
-    }
-    const tir_expr_t* v = lin(kb, A, coef, row);
+    const tir_expr_t* v = stage_row(kb, w, e, er, l, j, at_at);
     if (w->bias) v = tir_add(t, nn_ldf(kb, w->bias, NN_IDX(nn_add(kb, nn_mulc(kb, mb, c), l))), v);
     const tir_expr_t* ow = nn_addc(kb, nn_mulc(kb, tx, m), j);
     const tir_expr_t* ok = rok;
@@ -399,14 +412,9 @@ static const tir_stmt_t* out_tile(nn_kb_t* kb, const wino_t* w, const tir_expr_t
 
 /* Kernel 3: parallel over (image, channel block, tile row). */
 static kiln_status_t emit_output(nn_kb_t* kb, const wino_t* w) {
-  tir_var_t* vo = nn_var(kb, "nmy");
-  const tir_expr_t* o = nn_v(kb, vo);
-  const tir_expr_t* ty = nn_modc(kb, o, w->th);
-  const tir_expr_t* nmb = nn_divc(kb, o, w->th);
-  const tir_expr_t *n = nn_divc(kb, nmb, w->MB), *mb = nn_modc(kb, nmb, w->MB);
-  tir_var_t* vx = nn_var(kb, "tx");
-  const tir_expr_t* tx = nn_v(kb, vx);
-  const tir_expr_t* p = nn_add(kb, nn_mulc(kb, nn_add(kb, nn_mulc(kb, n, w->th), ty), w->tw), tx);
+  tir_var_t *vo, *vx;
+  const tir_expr_t *ty, *n, *mb, *tx, *p;
+  tile_vars(kb, w, w->MB, "nmy", &vo, &vx, &ty, &n, &mb, &tx, &p);
   const tir_stmt_t* body = nn_for(kb, vx, w->tw, out_tile(kb, w, n, mb, ty, tx, p));
   body = nn_for(kb, vo, w->N * w->MB * w->th, body);
   if (w->N * w->MB * w->th > 1) nn_parallel(kb, vo);
