@@ -20,6 +20,7 @@
 #include "targets/program_build.h"
 #include "targets/registry.h"
 #include "testing.h"
+#include "tune_graph_util.h"
 
 static kiln_gemm_problem_t conv_problem(void) {
   return (kiln_gemm_problem_t){"Conv", 1, 64, 3136, 4608, 9, true, false, false, true, false, 16, 8, 16, 2, 0, 0, {0}, 0};
@@ -99,24 +100,6 @@ static void spy_hook(void* user, int32_t node, const kiln_gemm_problem_t* p, kil
   spy_t* s = user;
   kiln_tune_cpu_hook(s->table, node, p, k);
   if (s->n < 8) s->last[s->n++] = *k;
-}
-
-static kiln_graph_t* tinycnn(void) {
-  char path[1024];
-  const char* src = getenv("KILN_TEST_SRC");
-  snprintf(path, sizeof path, "%s/../examples/tinycnn.onnx", src ? src : "tests");
-  kiln_graph_t* g = NULL;
-  if (!CHECK_OK(kiln_onnx_parse_model(path, NULL, kiln_allocator_system(), &g))) return NULL;
-  for (int32_t k = 0; k < g->n_inputs; ++k) { /* N = 1, as `kiln tune` binds it */
-    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-    for (int32_t d = 0; d < t->shape.rank; ++d)
-      if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
-  }
-  if (!CHECK_OK(kiln_graph_prepare(g)) || !CHECK_OK(kiln_graph_optimize_except(g, 1, NULL, NULL))) {
-    kiln_graph_destroy(g);
-    return NULL;
-  }
-  return g;
 }
 
 static void test_hook_on_a_model(void) {

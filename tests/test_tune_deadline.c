@@ -12,24 +12,7 @@
 #include "runtime/device.h"
 #include "targets/registry.h"
 #include "testing.h"
-
-static kiln_graph_t* tinycnn(void) {
-  char path[1024];
-  const char* src = getenv("KILN_TEST_SRC");
-  snprintf(path, sizeof path, "%s/../examples/tinycnn.onnx", src ? src : "tests");
-  kiln_graph_t* g = NULL;
-  if (!CHECK_OK(kiln_onnx_parse_model(path, NULL, kiln_allocator_system(), &g))) return NULL;
-  for (int32_t k = 0; k < g->n_inputs; ++k) { /* N = 1, as `kiln tune` binds it */
-    kiln_tensor_t* t = &g->tensors[g->inputs[k]];
-    for (int32_t d = 0; d < t->shape.rank; ++d)
-      if (t->shape.dims[d] < 0) t->shape.dims[d] = 1;
-  }
-  if (!CHECK_OK(kiln_graph_prepare(g)) || !CHECK_OK(kiln_graph_optimize_except(g, 1, NULL, NULL))) {
-    kiln_graph_destroy(g);
-    return NULL;
-  }
-  return g;
-}
+#include "tune_graph_util.h"
 
 /* Tunes tinycnn on the CPU with the kernels on a second device
  * (options.device) within |budget| s, while the test hook makes point
