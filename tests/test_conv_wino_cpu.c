@@ -94,12 +94,10 @@ static void run_cases(int32_t block, int force) {
   bool ok = CHECK_OK(kiln_graph_create(A(), &g)) && CHECK_OK(kiln_graph_set_opset(g, "", 17));
   for (int i = 0; i < N_CASES && ok; ++i) {
     const wino_case_t* c = &k_cases[i];
-    char x[8], w0[8], w[8], b[8], h0[8], h[8], y[8], z[8], a[8], n00[8], n0[8], n1[8], n2[8], lo[8], hi[8];
+    char x[8], w0[8], w[8], b[8], h0[8], h[8], y[8], n00[8], n0[8];
     snprintf(x, sizeof x, "x%d", i), snprintf(w, sizeof w, "w%d", i), snprintf(b, sizeof b, "b%d", i);
     snprintf(w0, sizeof w0, "v%d", i), snprintf(h0, sizeof h0, "g%d", i), snprintf(n00, sizeof n00, "p%d", i);
-    snprintf(h, sizeof h, "h%d", i), snprintf(y, sizeof y, "y%d", i), snprintf(z, sizeof z, "z%d", i);
-    snprintf(a, sizeof a, "a%d", i), snprintf(n0, sizeof n0, "c%d", i), snprintf(n1, sizeof n1, "e%d", i);
-    snprintf(n2, sizeof n2, "r%d", i), snprintf(lo, sizeof lo, "lo%d", i), snprintf(hi, sizeof hi, "hi%d", i);
+    snprintf(h, sizeof h, "h%d", i), snprintf(y, sizeof y, "y%d", i), snprintf(n0, sizeof n0, "c%d", i);
     const int64_t OH = c->H + c->pt + c->pb - 2, OW = c->W + c->pl + c->pr - 2;
     feeds[n_feeds] = rand_array(4, DIMS(c->N, 8, c->H, c->W));
     ok = ok && CHECK_OK(kiln_graph_add_input(g, x, F32, &feeds[n_feeds++].shape, NULL));
@@ -115,21 +113,7 @@ static void run_cases(int32_t block, int force) {
     const int64_t pads[4] = {c->pt, c->pl, c->pb, c->pr};
     kiln_attr_t at[1] = {kiln_attr_make_ints("pads", 4, pads)};
     ok = ok && CHECK_OK(kiln_graph_add_node(g, "Conv", n0, c->bias ? 3 : 2, NAMES(h0, w, b), 1, NAMES(h), 1, at, NULL));
-    if (c->epi == 1) {
-      kiln_array_t la, ha;
-      kiln_shape_t s0 = kiln_shape_make(0, NULL);
-      KILN_ASSERT(!kiln_array_alloc(A(), F32, &s0, &la) && !kiln_array_alloc(A(), F32, &s0, &ha));
-      kiln_store_f64(F32, la.data, 0, 0.0);
-      kiln_store_f64(F32, ha.data, 0, 0.5);
-      ok = ok && CHECK_OK(kiln_graph_add_initializer(g, lo, &la, NULL)) &&
-           CHECK_OK(kiln_graph_add_initializer(g, hi, &ha, NULL)) &&
-           CHECK_OK(kiln_graph_add_node(g, "Clip", n1, 3, NAMES(h, lo, hi), 1, NAMES(y), 0, NULL, NULL));
-    } else {
-      feeds[n_feeds] = rand_array(4, DIMS(c->N, c->M, OH, OW));
-      ok = ok && CHECK_OK(kiln_graph_add_input(g, z, F32, &feeds[n_feeds++].shape, NULL)) &&
-           CHECK_OK(kiln_graph_add_node(g, "Add", n1, 2, NAMES(h, z), 1, NAMES(a), 0, NULL, NULL)) &&
-           CHECK_OK(kiln_graph_add_node(g, "Relu", n2, 1, NAMES(a), 1, NAMES(y), 0, NULL, NULL));
-    }
+    ok = tg_conv_epilogue(g, ok, c->epi, i, h, y, DIMS(c->N, c->M, OH, OW), feeds, &n_feeds);
     ok = ok && CHECK_OK(kiln_graph_add_output(g, y));
   }
   ok = ok && CHECK_OK(kiln_graph_prepare(g));

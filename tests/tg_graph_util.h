@@ -1,6 +1,7 @@
 /* f32 graphs built in code with seeded random inputs and weights, for the
  * CPU lowering tests that run a plan beside the reference executor
- * (test_layout.c, test_conv_pad_fold.c). Include after testing.h and the
+ * (test_layout.c, test_conv_pad_fold.c, test_conv_stem.c, test_conv_wino_cpu.c,
+ * test_cpu_tune_dw.c). Include after testing.h and the
  * graph headers; MAX_FEEDS may be defined first. */
 #ifndef KILN_TESTS_TG_GRAPH_UTIL_H_
 #define KILN_TESTS_TG_GRAPH_UTIL_H_
@@ -90,6 +91,33 @@ static inline kiln_attr_t ints(const char* name, int n, const int64_t* v) {
 }
 static inline kiln_attr_t one_int(const char* name, int64_t v) {
   return (kiln_attr_t){.name = name, .type = KILN_ATTR_INT, .i = v};
+}
+
+/* The fused-epilogue tail of conv case |i| after its output |h| (the conv
+ * tests' epi field): epi 1 clamps h to [0, 0.5] (Clip "e<i>" with the
+ * bounds as initializers lo<i>, hi<i>); otherwise h plus a new input z<i>
+ * of dims |zd| (seeded values appended to feeds[*n_feeds]) through Add
+ * "e<i>" and Relu "r<i>". The tail's output is |y|. Returns whether |ok|
+ * and every addition succeeded (checked). */
+static inline bool tg_conv_epilogue(kiln_graph_t* g, bool ok, int epi, int i, const char* h, const char* y,
+                                    const int64_t* zd, kiln_array_t* feeds, int* n_feeds) {
+  char z[16], a[16], n1[16], n2[16], lo[16], hi[16];
+  snprintf(z, sizeof z, "z%d", i), snprintf(a, sizeof a, "a%d", i), snprintf(n1, sizeof n1, "e%d", i);
+  snprintf(n2, sizeof n2, "r%d", i), snprintf(lo, sizeof lo, "lo%d", i), snprintf(hi, sizeof hi, "hi%d", i);
+  if (epi == 1) {
+    kiln_array_t la, ha;
+    kiln_shape_t s0 = kiln_shape_make(0, NULL);
+    KILN_ASSERT(!kiln_array_alloc(A(), F32, &s0, &la) && !kiln_array_alloc(A(), F32, &s0, &ha));
+    kiln_store_f64(F32, la.data, 0, 0.0);
+    kiln_store_f64(F32, ha.data, 0, 0.5);
+    return ok && CHECK_OK(kiln_graph_add_initializer(g, lo, &la, NULL)) &&
+           CHECK_OK(kiln_graph_add_initializer(g, hi, &ha, NULL)) &&
+           CHECK_OK(kiln_graph_add_node(g, "Clip", n1, 3, NAMES(h, lo, hi), 1, NAMES(y), 0, NULL, NULL));
+  }
+  feeds[*n_feeds] = rand_array(4, zd);
+  return ok && CHECK_OK(kiln_graph_add_input(g, z, F32, &feeds[(*n_feeds)++].shape, NULL)) &&
+         CHECK_OK(kiln_graph_add_node(g, "Add", n1, 2, NAMES(h, z), 1, NAMES(a), 0, NULL, NULL)) &&
+         CHECK_OK(kiln_graph_add_node(g, "Relu", n2, 1, NAMES(a), 1, NAMES(y), 0, NULL, NULL));
 }
 
 static inline int32_t tensor(const kiln_graph_t* g, const char* name) { return kiln_graph_find_tensor(g, name); }
