@@ -135,19 +135,13 @@ static void run_case(int32_t block, bool fuse, bool copy) {
       CHECK_MSG(live(p, g, "e") == copy, "block %d copy %d: e", (int)block, (int)copy);
       CHECK(live(p, g, "o1"));
     }
-    kiln_cpu_options_t o;
-    kiln_cpu_options_default(&o);
-    o.threads = 2;
-    kiln_cpu_exec_t* e = NULL;
-    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
-        CHECK_OK(kiln_cpu_run(e, t.feeds, got, NULL, NULL))) {
+    if (tg_cpu_run(p, t.feeds, got)) {
       for (int32_t i = 0; i < g->n_outputs; ++i) {
         double err = max_err(&got[i], &want[i]);
         CHECK_MSG(err <= 5e-4, "block %d fuse %d copy %d: output %s differs from the reference by %g", (int)block,
                   (int)fuse, (int)copy, g->tensors[g->outputs[i]].name, err);
       }
     }
-    kiln_cpu_exec_destroy(e);
   }
   unsetenv("KILN_CONV_PAD");
   for (int32_t i = 0; i < g->n_outputs; ++i) {

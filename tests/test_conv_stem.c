@@ -104,12 +104,7 @@ static void run_cases(int32_t block) {
               (int)block, wstem, want_stem, xpad);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
-    kiln_cpu_options_t o;
-    kiln_cpu_options_default(&o);
-    o.threads = 2;
-    kiln_cpu_exec_t* e = NULL;
-    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
-        CHECK_OK(kiln_cpu_run(e, feeds, got, NULL, NULL))) {
+    if (tg_cpu_run(p, feeds, got)) {
       for (int i = 0; i < N_CASES; ++i) {
         const stem_case_t* c = &k_cases[i];
         double err = max_err(&got[i], &want[i]);
@@ -117,7 +112,6 @@ static void run_cases(int32_t block) {
                   (int)block, i, (int)c->N, (int)c->C, (int)c->H, (int)c->W, (int)c->k, (int)c->s, err);
       }
     }
-    kiln_cpu_exec_destroy(e);
   }
   for (int i = 0; i < N_CASES; ++i) {
     kiln_array_free(A(), &want[i]);

@@ -137,12 +137,7 @@ static void run_cases(int32_t block, int force) {
               "block %d, KILN_WINO %d: %d F(4x4) convs, want %d", (int)block, force, in4, want4);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
-    kiln_cpu_options_t o;
-    kiln_cpu_options_default(&o);
-    o.threads = 2;
-    kiln_cpu_exec_t* e = NULL;
-    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
-        CHECK_OK(kiln_cpu_run(e, feeds, got, NULL, NULL))) {
+    if (tg_cpu_run(p, feeds, got)) {
       for (int i = 0; i < N_CASES; ++i) {
         const wino_case_t* c = &k_cases[i];
         const double err = norm_err(&got[i], &want[i], c->C);
@@ -152,7 +147,6 @@ static void run_cases(int32_t block, int force) {
                   (int)block, force, i, (int)c->N, (int)c->C, (int)c->M, (int)c->H, (int)c->W, err);
       }
     }
-    kiln_cpu_exec_destroy(e);
   }
   for (int i = 0; i < N_CASES; ++i) {
     kiln_array_free(A(), &want[i]);
@@ -236,16 +230,10 @@ static void test_tune_knob(void) {
                   "point %d: the plan does not run F(%d)", i, m);
         kiln_fusion_report_t fr;
         CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
-        kiln_cpu_options_t o;
-        kiln_cpu_options_default(&o);
-        o.threads = 2;
-        kiln_cpu_exec_t* ex = NULL;
-        if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &ex, NULL)) &&
-            CHECK_OK(kiln_cpu_run(ex, &x, &got, NULL, NULL))) {
+        if (tg_cpu_run(p, &x, &got)) {
           const double err = norm_err(&got, &want, 32);
           CHECK_MSG(err <= 5e-5, "point %d differs from the reference by %g", i, err);
         }
-        kiln_cpu_exec_destroy(ex);
       }
       kiln_array_free(A(), &got);
       kiln_plan_destroy(p);

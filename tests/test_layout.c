@@ -286,19 +286,13 @@ static void test_kernels(int32_t block) {
           kiln_layout_in_port(p->layout, g, bn, 1) == 0 && p->layout->node_blocked[node(g, "bnrelu")]);
     kiln_fusion_report_t fr;
     CHECK_OK(kiln_plan_fuse(p, &fr, NULL));
-    kiln_cpu_options_t o;
-    kiln_cpu_options_default(&o);
-    o.threads = 2;
-    kiln_cpu_exec_t* e = NULL;
-    if (!getenv("KILN_TEST_NO_CPU") && CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) &&
-        CHECK_OK(kiln_cpu_run(e, t.feeds, got, NULL, NULL))) {
+    if (tg_cpu_run(p, t.feeds, got)) {
       for (int32_t i = 0; i < g->n_outputs; ++i) {
         double err = max_err(&got[i], &want[i]);
         CHECK_MSG(err <= 1e-4, "block %d: output %s differs from the reference by %g", (int)block,
                   g->tensors[g->outputs[i]].name, err);
       }
     }
-    kiln_cpu_exec_destroy(e);
   }
   for (int32_t i = 0; i < g->n_outputs; ++i) {
     kiln_array_free(A(), &want[i]);

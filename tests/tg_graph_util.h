@@ -7,7 +7,10 @@
 #define KILN_TESTS_TG_GRAPH_UTIL_H_
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "targets/cpu/cpu_backend.h"
 
 #define F32 KILN_DTYPE_F32
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
@@ -118,6 +121,20 @@ static inline bool tg_conv_epilogue(kiln_graph_t* g, bool ok, int epi, int i, co
   return ok && CHECK_OK(kiln_graph_add_input(g, z, F32, &feeds[(*n_feeds)++].shape, NULL)) &&
          CHECK_OK(kiln_graph_add_node(g, "Add", n1, 2, NAMES(h, z), 1, NAMES(a), 0, NULL, NULL)) &&
          CHECK_OK(kiln_graph_add_node(g, "Relu", n2, 1, NAMES(a), 1, NAMES(y), 0, NULL, NULL));
+}
+
+/* Compiles plan |p| for the CPU (2 threads) and runs it on |feeds| into
+ * |got|: true when the outputs are there to compare. A failed compile or
+ * run is checked; KILN_TEST_NO_CPU=1 skips the native run (false). */
+static inline bool tg_cpu_run(const kiln_plan_t* p, const kiln_array_t* feeds, kiln_array_t* got) {
+  if (getenv("KILN_TEST_NO_CPU")) return false;
+  kiln_cpu_options_t o;
+  kiln_cpu_options_default(&o);
+  o.threads = 2;
+  kiln_cpu_exec_t* e = NULL;
+  const bool ran = CHECK_OK(kiln_cpu_compile(p, &o, &e, NULL)) && CHECK_OK(kiln_cpu_run(e, feeds, got, NULL, NULL));
+  kiln_cpu_exec_destroy(e);
+  return ran;
 }
 
 static inline int32_t tensor(const kiln_graph_t* g, const char* name) { return kiln_graph_find_tensor(g, name); }
