@@ -102,6 +102,9 @@ typedef struct kiln_target_s {
    * back. UNSUPPORTED when this build lacks the library. */
   kiln_status_t (*peer_sgemm)(kiln_device_t* device, int64_t M, int64_t N, int64_t K, const float* a,
                               const float* b, float* y, int32_t warmup, int32_t repeat, double* out_ms);
+  /* With peer_sgemm: the library's name, which the bench's peer rows
+   * carry ("clblast": rows gemm/clblast, "peer": "clblast" in --json). */
+  const char* peer_name;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

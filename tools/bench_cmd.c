@@ -512,7 +512,7 @@ int kiln_cmd_bench(int argc, char** argv) {
   /* The gemm suite's peer: OpenBLAS on the CPU, CLBlast on OpenCL (the
    * device's second GEMM provider), none on Vulkan. */
   const kiln_target_t* gpu_target = gpu ? kiln_target_find(kiln_device_api(gpu)) : NULL;
-  const bool clblast_peer = gpu && !o.no_peer && gpu_target && gpu_target->peer_sgemm;
+  const char* gpu_peer = gpu && !o.no_peer && gpu_target && gpu_target->peer_sgemm ? gpu_target->peer_name : NULL;
   blas_t blas = {0};
   if ((o.suites & BENCH_SUITE_GEMM) && !o.no_peer && !gpu) blas_open(&blas, o.threads);
 
@@ -535,10 +535,10 @@ int kiln_cmd_bench(int argc, char** argv) {
     cases[n++] = all[i];
   }
   n_kiln = n;
-  for (int32_t i = 0; i < n_kiln && (blas.sgemm || clblast_peer); ++i) {
+  for (int32_t i = 0; i < n_kiln && (blas.sgemm || gpu_peer); ++i) {
     if (cases[i].kind != BENCH_GEMM) continue;
     cases[n] = cases[i];
-    cases[n++].peer = clblast_peer ? "clblast" : "openblas";
+    cases[n++].peer = gpu_peer ? gpu_peer : "openblas";
   }
   free(all);
 
@@ -593,7 +593,8 @@ int kiln_cmd_bench(int argc, char** argv) {
     r->wall_s = now_s() - t0;
     r->ok = cs == NULL;
     char label[48];
-    snprintf(label, sizeof label, "%s%s", c->suite, !c->peer ? "" : gpu ? "/clblast" : "/blas");
+    const char* peer_label = !c->peer ? NULL : gpu ? c->peer : "blas"; /* gemm/blas, gemm/clblast */
+    snprintf(label, sizeof label, "%s%s%s", c->suite, peer_label ? "/" : "", peer_label ? peer_label : "");
     if (pred) pred_done += pred[i];
     double elapsed = now_s() - t_start;
     double eta = pred_done > 0 ? elapsed / pred_done * (pred_total - pred_done) : 0;

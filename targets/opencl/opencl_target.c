@@ -475,4 +475,5 @@ const kiln_target_t kiln_target_opencl = {
     .dyn_seq = true,
     .dyn_seq_gemm = true,
     .peer_sgemm = kiln_opencl_peer_sgemm,
+    .peer_name = "clblast",
 };
