@@ -91,23 +91,20 @@ typedef struct fold_s {
   const char* fail;      /* set when a loop cannot fold */
 } fold_t;
 
-static void tags_used(const tir_stmt_t* s, bool used[TIR_THREAD_Z + 1]) {
-  if (!s) return;
-  switch (s->kind) {
-    case TIR_FOR:
-      if (s->u.loop.kind == TIR_LOOP_BOUND && s->u.loop.tag <= TIR_THREAD_Z) used[s->u.loop.tag] = true;
-      tags_used(s->u.loop.body, used);
-      return;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i) tags_used(s->u.seq.items[i], used);
-      return;
-    case TIR_IF:
-      tags_used(s->u.cond.then_s, used);
-      tags_used(s->u.cond.else_s, used);
-      return;
-    case TIR_ALLOC: tags_used(s->u.alloc.body, used); return;
-    default: return;
+/* The grid dimensions |s|'s bound loops take and its widest BLOCK_X loop
+ * (0: none), in one walk. */
+typedef struct grid_scan_s {
+  bool used[TIR_THREAD_Z + 1];
+  int64_t widest_x;
+} grid_scan_t;
+
+static bool grid_pre(tir_visitor_t* v, const tir_stmt_t* s) {
+  grid_scan_t* g = v->user;
+  if (s->kind == TIR_FOR && s->u.loop.kind == TIR_LOOP_BOUND && s->u.loop.tag <= TIR_THREAD_Z) {
+    g->used[s->u.loop.tag] = true;
+    if (s->u.loop.tag == TIR_BLOCK_X && s->u.loop.extent > g->widest_x) g->widest_x = s->u.loop.extent;
   }
+  return true;
 }
 
 /*   for g in [0, G) BLOCK_X: S(g)
@@ -146,48 +143,28 @@ static bool fold_pre(tir_mutator_t* m, const tir_stmt_t* s, const tir_stmt_t** o
   return true;
 }
 
-/* The widest BLOCK_X loop of |s| (0: none). */
-static int64_t widest_x(const tir_stmt_t* s) {
-  if (!s) return 0;
-  int64_t w = 0, v;
-  switch (s->kind) {
-    case TIR_FOR:
-      if (s->u.loop.kind == TIR_LOOP_BOUND && s->u.loop.tag == TIR_BLOCK_X) w = s->u.loop.extent;
-      v = widest_x(s->u.loop.body);
-      return v > w ? v : w;
-    case TIR_SEQ:
-      for (int32_t i = 0; i < s->u.seq.n; ++i)
-        if ((v = widest_x(s->u.seq.items[i])) > w) w = v;
-      return w;
-    case TIR_IF:
-      w = widest_x(s->u.cond.then_s);
-      v = widest_x(s->u.cond.else_s);
-      return v > w ? v : w;
-    case TIR_ALLOC: return widest_x(s->u.alloc.body);
-    default: return 0;
-  }
-}
-
 kiln_status_t kiln_gpu_fold_grid(tir_ctx_t* c, const tir_func_t* f, int64_t max, bool z_free,
                                  const tir_func_t** out) {
   *out = f;
-  if (!f || max < 1 || widest_x(f->body) <= max) return NULL;
-  bool used[TIR_THREAD_Z + 1] = {false};
-  tags_used(f->body, used);
+  if (!f || max < 1) return NULL;
+  grid_scan_t scan = {{false}, 0};
+  tir_visitor_t v = {.user = &scan, .stmt_pre = grid_pre};
+  tir_visit_stmt(&v, f->body);
+  if (scan.widest_x <= max) return NULL;
   fold_t fo = {max, TIR_BLOCK_Y, NULL};
-  if (used[TIR_BLOCK_Y]) {
-    if (used[TIR_BLOCK_Z] || !z_free)
+  if (scan.used[TIR_BLOCK_Y]) {
+    if (scan.used[TIR_BLOCK_Z] || !z_free)
       return kiln_make_status(KILN_UNSUPPORTED,
                               "kernel '%s' launches %lld work-groups in dimension 0 (at most %lld) and its other "
                               "grid dimensions are taken",
-                              f->name, (long long)widest_x(f->body), (long long)max);
+                              f->name, (long long)scan.widest_x, (long long)max);
     fo.into = TIR_BLOCK_Z;
   }
   tir_mutator_t m = {.ctx = c, .user = &fo, .stmt_pre = fold_pre};
   const tir_stmt_t* body = tir_mutate_stmt(&m, f->body);
   if (fo.fail)
     return kiln_make_status(KILN_UNSUPPORTED, "kernel '%s' launches %lld work-groups in dimension 0 (at most %lld): %s",
-                            f->name, (long long)widest_x(f->body), (long long)max, fo.fail);
+                            f->name, (long long)scan.widest_x, (long long)max, fo.fail);
   tir_func_t* nf = body ? tir_func(c, f->name, f->n_params, f->params, body) : NULL;
   if (!nf) return tir_ctx_status(c);
   *out = nf;
