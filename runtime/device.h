@@ -87,7 +87,9 @@ typedef struct kiln_device_info_s {
   /* The device runs on the host's CPU (PoCL's CPU device, lavapipe): there
    * the int8 templates lose to the float ones (ResNet-18 QDQ folded: 2.4x
    * slower on PoCL, 4.7x on lavapipe), so a compile for it keeps QDQ
-   * models' Q/DQ pairs unfolded (api/driver.c). */
+   * models' Q/DQ pairs unfolded (api/driver.c). Such drivers compile a
+   * kernel's machine code at its first launch (tools/runner.c's first
+   * launches). False for the CPU device itself, which compiles ahead. */
   bool cpu_backed;
   /* Vulkan: the most texels a texel buffer view may hold
    * (maxTexelBufferElements; 0 elsewhere). The shaders that read vec4

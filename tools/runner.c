@@ -54,9 +54,9 @@ static void human(double v, char* buf, size_t n) {
 }
 
 kiln_status_t kiln_cli_first_launches(kiln_session_t* s, FILE* progress) {
-  if (!progress || !s || !s->exe || !s->slots || s->n_slots < 1 || !s->dev->info.cpu_backed ||
-      !strcmp(kiln_device_api(s->dev), "cpu"))
-    return NULL;
+  /* cpu_backed: PoCL and lavapipe; the CPU device compiles ahead of time
+   * and leaves it false */
+  if (!progress || !s || !s->exe || !s->slots || s->n_slots < 1 || !s->dev->info.cpu_backed) return NULL;
   const kiln_program_t* p = s->p;
   kiln_device_t* d = s->dev;
   int32_t max_args = 1;
