@@ -25,6 +25,11 @@ static int cmp_d(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+bool kiln_tune_reuse_code(void) {
+  const char* e = getenv("KILN_TUNE_REUSE");
+  return !(e && !strcmp(e, "off"));
+}
+
 double kiln_tune_median(double* v, int32_t n) {
   qsort(v, (size_t)n, sizeof *v, cmp_d);
   return n ? v[n / 2] : 0;
@@ -519,7 +524,8 @@ kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32
   *late = false;
   /* the default and closing builds share the code of their unchanged
    * kernels (PoCL compiles the model's program in one piece) */
-  kiln_status_t s = session_job(mod, dev, threads, true, inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
+  kiln_status_t s =
+      session_job(mod, dev, threads, kiln_tune_reuse_code(), inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
   if (!s && j) {
     *late = true;
     j->after_ses = after_ses;

@@ -159,6 +159,11 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const
 
 void kiln_tune_micro_free(kiln_tune_micro_t* m);
 
+/* Whether the whole-model builds share their code (reuse_code, the
+ * default): $KILN_TUNE_REUSE=off builds each whole, for measuring one
+ * against the other. */
+bool kiln_tune_reuse_code(void);
+
 /* The median of |v| (sorted in place; 0 when n is 0). */
 double kiln_tune_median(double* v, int32_t n);
 

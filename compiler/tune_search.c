@@ -347,7 +347,7 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   so.profile = true;
   so.threads = t->o->threads;
   so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
-  so.reuse_code = true; /* the closing build takes the default build's unchanged kernels */
+  so.reuse_code = kiln_tune_reuse_code(); /* the closing build takes the default build's unchanged kernels */
   /* A whole-model build's driver part (PoCL's build, lavapipe's
    * pipelines, the C compiler) on a worker that is abandoned at the
    * budget's 5% margin: the closing build's takes the default build's
@@ -796,10 +796,10 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * every kernel whose code it has (reuse_code: PoCL's program units,
    * lavapipe's pipelines), so it costs a build of the default program
    * with nothing to compile, measured here, plus the driver's part of its
-   * kept points (|extra| below). PoCL, ResNet-18 at load 12: the default
-   * build 9.9 s, this one 0.5 s. */
+   * kept points (|extra| below). PoCL at load 8-10: ResNet-18's default
+   * build 12.1-16.1 s, this one 0.1-0.5 s; MobileNetV2's 29.8 s and 0.4 s. */
   double again_s = -1;
-  if (!s && !t->cpu) {
+  if (!s && !t->cpu && kiln_tune_reuse_code()) {
     const double ta = now_s();
     kiln_status_t as = build_again(t);
     if (!as) again_s = now_s() - ta;
@@ -915,8 +915,16 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       double extra = 0;
       for (int32_t j = 0; j < t->n_groups; ++j) {
         const group_t* h = &t->groups[j];
-        /* with the code reused, a kept point's whole driver part */
-        const double over = again_s >= 0 ? h->best_s : h->best_s - h->setup_driver_s;
+        /* with the code reused, the kernel is compiled afresh: the
+         * dearer of its best point's driver part alone and its set-up
+         * (program, driver, runs). PoCL's closing builds of 10 and 14
+         * kept kernels took 14.3 and 20.2 s where the points' driver
+         * parts alone planned 4.4 and 3.1 s; in test_opencl_tune (the
+         * defaults in PoCL's cache) 3 took 18.0 s where the set-ups
+         * planned 4.5 s. Lavapipe's of 15 took 3.1 s (the points' shaders
+         * in Mesa's cache), planned at 35 s: an overestimate costs points,
+         * an underestimate the closing build's deadline (nothing kept). */
+        const double over = again_s >= 0 ? fmax(h->best_s, h->setup_s) : h->best_s - h->setup_driver_s;
         if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra += over;
       }
       CLOSING_UPDATE(0);
