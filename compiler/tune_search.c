@@ -953,7 +953,15 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     progress(t, sum->rounds, sum->trials, t0, budget, m0.def_model_s * 1e3);
   }
 #undef CLOSING_UPDATE
-  sum->closing_planned_s = closing;
+  /* the plan as the search last saw it: the closing build and what the
+   * kept points add to it */
+  double extra_end = 0;
+  for (int32_t j = 0; j < t->n_groups; ++j) {
+    const group_t* h = &t->groups[j];
+    const double over = again_s >= 0 ? fmax(h->best_s, h->setup_s) : h->best_s - h->setup_driver_s;
+    if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra_end += over;
+  }
+  sum->closing_planned_s = closing + extra_end;
   /* the kernels' programs are freed once the closing build is made (an
    * abandoned point's build overlaps it), or here without one */
   free(order);
