@@ -21,7 +21,10 @@ Per model and target:
      Re-measurement per kernel: every node with a kernel the tuned module marks `[tuned: ...]`
      has its kernels' ms/run summed, per round, in both modules; a node whose median over the
      rounds is higher tuned than default counts as slower (and separately when more than 5%
-     slower, the noise band of a loaded machine).
+     slower, the noise band of a loaded machine). The noise itself: each round runs the
+     default module a second time, after the tuned one, and the same nodes are compared
+     between the two runs of the one module ("identical modules: K of N more than 5%
+     slower"); a count of tuned nodes slower than default is only a finding beyond that.
 Prints a table: default and tuned batch-1 latency, speed-up, tuning time against the budget
 (the whole `kiln tune` process's wall time) with the tune's own account of where it went,
 kernels improved / reverted by `kiln tune` itself (on the CPU with --threads 1 also its
@@ -129,13 +132,14 @@ def main():
             if not mods:
                 rows.append((name, t, None, None, took, "compile failed"))
                 continue
-            d, u, dmin, umin, pd, pu, tuned_nodes = [], [], [], [], [], [], set()
-            cpu = {"default": [], "tuned": []}
+            d, u, dmin, umin, pd, pu, pa, tuned_nodes = [], [], [], [], [], [], [], set()
+            cpu = {"default": [], "tuned": [], "again": []}
             for r in range(a.rounds):
                 res = {}
-                for kind in ("default", "tuned"):
+                for kind in ("default", "tuned", "again"):
+                    mod = mods["default" if kind == "again" else kind]
                     trace = os.path.join(a.out, f"{kind}-{name}-{t}.trace.json")
-                    rc, o = run([a.kiln, "run", mods[kind], "-t", t, "--repeat", str(a.repeat), "--profile",
+                    rc, o = run([a.kiln, "run", mod, "-t", t, "--repeat", str(a.repeat), "--profile",
                                  "--trace", trace] + thr, cpu[kind])
                     if rc or latency(o) is None:
                         print(o, flush=True)
@@ -150,28 +154,35 @@ def main():
                 umin.append(latency(res["tuned"], "min"))
                 per_d, _ = profile(res["default"])
                 per_u, tn = profile(res["tuned"])
+                per_a, _ = profile(res["again"])
                 tuned_nodes |= tn
                 pd.append(per_d)
                 pu.append(per_u)
+                pa.append(per_a)
                 print(f"round {r + 1}: default {d[-1]:.2f} ms (min {dmin[-1]:.2f}, process CPU "
                       f"{cpu['default'][-1]:.3f} s), tuned {u[-1]:.2f} ms (min {umin[-1]:.2f}, "
                       f"{cpu['tuned'][-1]:.3f} s)", flush=True)
             if not d:
                 rows.append((name, t, None, None, took, "run failed"))
                 continue
-            slower, slower5, compared = 0, 0, 0
+            slower, slower5, compared, noise5 = 0, 0, 0, 0
             for node in sorted(tuned_nodes):
                 a_ = [p[node] for p in pd if node in p]
                 b_ = [p[node] for p in pu if node in p]
-                if len(a_) != len(pd) or len(b_) != len(pu):
+                c_ = [p[node] for p in pa if node in p]
+                if len(a_) != len(pd) or len(b_) != len(pu) or len(c_) != len(pa):
                     continue  # past the profile's 40 rows in some round
                 compared += 1
-                md, mu = statistics.median(a_), statistics.median(b_)
+                md, mu, ma = statistics.median(a_), statistics.median(b_), statistics.median(c_)
                 if mu > md:
                     slower += 1
-                    print(f"  slower tuned: {node} {md:.3f} -> {mu:.3f} ms", flush=True)
+                    print(f"  slower tuned: {node} {md:.3f} -> {mu:.3f} ms (the default again: {ma:.3f} ms)",
+                          flush=True)
                 if mu > 1.05 * md:
                     slower5 += 1
+                # the same module run again: slower by more than 5% is the noise
+                if ma > 1.05 * md:
+                    noise5 += 1
             md, mu = min(dmin), min(umin)
             cd, cu = statistics.median(cpu["default"]), statistics.median(cpu["tuned"])
             tune_cpu = (f"the tune's whole-model CPU time {float(mcpu.group(1)):.3f} -> {float(mcpu.group(2)):.3f} ms; "
@@ -180,7 +191,8 @@ def main():
                          f"min {md:.2f} -> {mu:.2f} ms ({md / mu:.2f}x); process CPU {cd:.3f} -> {cu:.3f} s "
                          f"({cd / cu:.2f}x); "
                          f"{improved} of {kernels} kernels improved, {reverted} reverted by the tune; "
-                         f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%); "
+                         f"re-measured {compared} tuned nodes: {slower} slower ({slower5} by more than 5%; "
+                         f"identical modules: {noise5} of {compared} more than 5% slower); "
                          f"{tune_cpu}"
                          f"budget {'kept' if within else 'EXCEEDED'} ({100 * took / budget_s(a.budget):.0f}%: {spent}); "
                          f"load {load_tune:.1f} after the tune, {os.getloadavg()[0]:.1f} after the runs"))

@@ -143,6 +143,11 @@ typedef struct kiln_tune_summary_s {
    * program built again (what the closing build is planned with: a
    * target's memo of compiled shaders makes it cheap) */
   double default_program_s, program_again_s;
+  /* GPU targets: the default build made again with its code reused
+   * (kiln_session_options_t.reuse_code: program, session and a warm-up run,
+   * no driver compile), what the closing build costs before its kept
+   * points' kernels; 0 where not measured (the CPU) */
+  double build_again_s;
   /* with options.device: the closing build's driver part was not done by
    * the budget + 5%; it was abandoned and nothing kept */
   bool closing_abandoned;

@@ -25,6 +25,11 @@ static int cmp_d(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+bool kiln_tune_reuse_code(void) {
+  const char* e = getenv("KILN_TUNE_REUSE");
+  return !(e && !strcmp(e, "off"));
+}
+
 double kiln_tune_median(double* v, int32_t n) {
   qsort(v, (size_t)n, sizeof *v, cmp_d);
   return n ? v[n / 2] : 0;
@@ -287,6 +292,7 @@ typedef struct kiln_tune_build_job_s {
   kiln_status_t s;
   kiln_device_t* dev; /* retained: the job may outlive the tuner */
   int32_t threads, n_in, n_out;
+  bool reuse_code; /* a whole model's build: kiln_session_options_t.reuse_code */
   kiln_array_t* inputs; /* copies, for the same reason */
   kiln_array_t* out;
   double sleep_s;
@@ -321,6 +327,7 @@ static void* build_worker(void* arg) {
   so.profile = true;
   so.threads = j->threads;
   so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
+  so.reuse_code = j->reuse_code;
   kiln_status_t s = kiln_session_create(j->mod, j->dev, &so, &j->ses);
   pthread_mutex_lock(&j->mu);
   const bool abandoned = j->abandoned;
@@ -441,9 +448,9 @@ static void detach_pending(kiln_tune_micro_t* m) {
 static bool wait_done(build_job_t* j, double deadline);
 
 /* kiln_tune_session_by; a job not done by |deadline| is left in *pending. */
-static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t threads, const kiln_array_t* inputs,
-                                 int32_t n_in, int32_t n_out, double sleep_s, double deadline, kiln_session_t** ses,
-                                 build_job_t** pending) {
+static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t threads, bool reuse_code,
+                                 const kiln_array_t* inputs, int32_t n_in, int32_t n_out, double sleep_s,
+                                 double deadline, kiln_session_t** ses, build_job_t** pending) {
   *pending = NULL;
   build_job_t* j = calloc(1, sizeof *j);
   kiln_array_t* in = calloc((size_t)n_in + 1, sizeof *in);
@@ -465,6 +472,7 @@ static kiln_status_t session_job(kiln_module_t* mod, kiln_device_t* dev, int32_t
   j->dev = dev;
   kiln_device_retain(dev);
   j->threads = threads;
+  j->reuse_code = reuse_code;
   j->sleep_s = sleep_s;
   j->inputs = in;
   j->out = out;
@@ -514,7 +522,10 @@ kiln_status_t kiln_tune_session_by(kiln_module_t* mod, kiln_device_t* dev, int32
                                    kiln_session_t** ses, bool* late) {
   build_job_t* j = NULL;
   *late = false;
-  kiln_status_t s = session_job(mod, dev, threads, inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
+  /* the default and closing builds share the code of their unchanged
+   * kernels (PoCL compiles the model's program in one piece) */
+  kiln_status_t s =
+      session_job(mod, dev, threads, kiln_tune_reuse_code(), inputs, n_in, n_out, test_sleep_s, deadline, ses, &j);
   if (!s && j) {
     *late = true;
     j->after_ses = after_ses;
@@ -543,7 +554,8 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   build_job_t* j = NULL;
   const double sleep_s = m->test_sleep_s;
   m->test_sleep_s = 0;
-  kiln_status_t s = session_job(md, m->dev, m->threads, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+  kiln_status_t s =
+      session_job(md, m->dev, m->threads, false, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
   m->driver_s = now_s() - t1;
   if (s || j) kiln_module_release(md);
   else *mod = md;

@@ -159,8 +159,23 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init_cpu(kiln_tune_micro_t* m, const
 
 void kiln_tune_micro_free(kiln_tune_micro_t* m);
 
+/* Whether the whole-model builds share their code (reuse_code, the
+ * default): $KILN_TUNE_REUSE=off builds each whole, for measuring one
+ * against the other. */
+bool kiln_tune_reuse_code(void);
+
 /* The median of |v| (sorted in place; 0 when n is 0). */
 double kiln_tune_median(double* v, int32_t n);
+
+/* Whether the closing whole-model measurement keeps a point: its median
+ * time |tuned| at least 3% below its default's |def| (medians of the same
+ * |pairs| paired runs), and its run faster than the default's beside it in
+ * at least 3 of 4 of those pairs (|wins|). The second condition is a sign
+ * test (8 of 10 pairs: p 0.055 for a point no faster): the medians of a
+ * noisy device (lavapipe sharing 2 cores) move by more than 3% between
+ * identical builds, and a point kept on the median alone could be slower
+ * in another process (compiler/tune_search.c). */
+bool kiln_tune_paired_keep(double tuned, double def, int32_t wins, int32_t pairs);
 
 /* Shared by both: seeded inputs (m->in set), the default point's session
  * and reference outputs. */

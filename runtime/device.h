@@ -113,6 +113,10 @@ typedef struct kiln_device_build_options_s {
   int32_t threads;        /* CPU: worker threads, 0 = all cores */
   /* The build's progress line (runtime/progress.h) goes here; NULL: quiet. */
   FILE* progress;
+  /* kiln_session_options_t.reuse_code: take the code of kernels an earlier
+   * build with it compiled on this device, and keep this build's for later
+   * ones (a device without such a memo ignores it). */
+  bool reuse_code;
 } kiln_device_build_options_t;
 
 /* Which vtable slot a call is; used by the fault wrapper and its tests. */

@@ -402,7 +402,8 @@ kiln_status_t kiln_session_create_bucket(kiln_module_t* module, kiln_device_t* d
     *out_session = s;
     return NULL;
   }
-  kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads, s->opts.build_progress};
+  kiln_device_build_options_t bo = {s->opts.cache_dir, s->opts.dump_dir, s->opts.threads, s->opts.build_progress,
+                                    s->opts.reuse_code};
   kiln_status_t st = device->vt->executable_create(device, p, &bo, &s->exe);
   s->dims_buffer = -1;
   for (int32_t i = 0; i < p->n_buffers; ++i)

@@ -171,6 +171,15 @@ typedef struct kiln_session_options_s {
    * place when it is a terminal, else a line per tenth of the work). NULL
    * (the default): nothing. */
   FILE* build_progress;
+  /* Share the driver's code of kernels between sessions on one device in
+   * this process: a session made with it keeps its kernels' compiled code
+   * for later such sessions on |device|, and takes the code of each kernel
+   * whose source an earlier one compiled instead of compiling it again
+   * (OpenCL: the units of the program text, the rest built as one smaller
+   * program; Vulkan: pipelines of identical SPIR-V). For builds of nearly
+   * the same program, as kiln tune's default and closing builds; false
+   * (the default): each session compiles all its code. */
+  bool reuse_code;
 } kiln_session_options_t;
 
 KILN_API void kiln_session_options_default(kiln_session_options_t* o);

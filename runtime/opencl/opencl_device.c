@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,7 +39,24 @@ typedef struct ocl_device_s {
   char drv[256];      /* CL_DRIVER_VERSION   version, a module binary's key */
   bool own_cache;     /* the driver caches built programs itself (PoCL) */
   bool lost;
+  /* Units of program text built by executables made with reuse_code
+   * (kiln_device_build_options_t), each with the program holding it
+   * (retained): a later such build takes a unit whose text and prelude
+   * are the same instead of compiling it again (reuse_units). */
+  pthread_mutex_t memo_mu;
+  struct ocl_unit_s* memo;
+  int32_t n_memo, cap_memo;
 } ocl_device_t;
+
+/* At most this many units are kept; past it the memo starts afresh. */
+#define OCL_MEMO_MAX 4096
+
+typedef struct ocl_unit_s {
+  uint64_t prelude_hash; /* FNV-1a of the prelude (and epilogue) it was built with */
+  char* text;            /* the unit's text, compared whole */
+  size_t len;
+  cl_program prog;       /* retained */
+} ocl_unit_t;
 
 struct kiln_device_buffer_s {
   cl_mem mem;          /* NULL for an empty view */
@@ -49,6 +67,7 @@ struct kiln_device_buffer_s {
 
 typedef struct ocl_kernel_s {
   cl_kernel k;
+  cl_program prog; /* the program it was created from (not retained: the executable's) */
   char* name;
   int32_t n_args;
   size_t global[3], local[3];
@@ -58,6 +77,8 @@ typedef struct ocl_kernel_s {
 
 struct kiln_device_executable_s {
   cl_program prog;
+  cl_program* more; /* built with reuse_code: the programs its kernels come from (retained) */
+  int32_t n_more;
   int32_t n_kernels;
   ocl_kernel_t* kernels;
   kiln_opencl_build_stats_t stats;
@@ -257,6 +278,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof *d, "opencl", (void**)&d), "opencl device");
   memset(d, 0, sizeof *d);
   kiln_device_init_base(&d->base, &ocl_vtable, al);
+  pthread_mutex_init(&d->memo_mu, NULL);
   d->platform = refs[index].platform;
   d->dev = refs[index].dev;
   d->index = index;
@@ -309,6 +331,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
   d->ctx = clCreateContext(props, 1, &d->dev, NULL, NULL, &err);
   if (!d->ctx || err != CL_SUCCESS) {
+    pthread_mutex_destroy(&d->memo_mu);
     kiln_allocator_free(al, d);
     return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateContext: %s", (int)index,
                             info->name, kiln_cl_error_name(err));
@@ -316,6 +339,7 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   d->q = clCreateCommandQueue(d->ctx, d->dev, CL_QUEUE_PROFILING_ENABLE, &err);
   if (!d->q || err != CL_SUCCESS) {
     clReleaseContext(d->ctx);
+    pthread_mutex_destroy(&d->memo_mu);
     kiln_allocator_free(al, d);
     return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateCommandQueue: %s", (int)index,
                             info->name, kiln_cl_error_name(err));
@@ -324,12 +348,24 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   return NULL;
 }
 
+static void memo_clear(ocl_device_t* d) {
+  for (int32_t i = 0; i < d->n_memo; ++i) {
+    clReleaseProgram(d->memo[i].prog);
+    free(d->memo[i].text);
+  }
+  free(d->memo);
+  d->memo = NULL;
+  d->n_memo = d->cap_memo = 0;
+}
+
 static void ocl_destroy(kiln_device_t* base) {
   ocl_device_t* d = D(base);
   if (d->q) {
     clFinish(d->q);
     clReleaseCommandQueue(d->q);
   }
+  memo_clear(d);
+  pthread_mutex_destroy(&d->memo_mu);
   if (d->ctx) clReleaseContext(d->ctx);
   kiln_allocator_free(d->base.allocator, d);
 }
@@ -513,6 +549,8 @@ static void free_executable(ocl_device_t* d, kiln_device_executable_t* e) {
   }
   kiln_allocator_free(d->base.allocator, e->kernels);
   if (e->prog) clReleaseProgram(e->prog);
+  for (int32_t i = 0; i < e->n_more; ++i) clReleaseProgram(e->more[i]);
+  free(e->more);
   kiln_allocator_free(d->base.allocator, e);
 }
 
@@ -682,6 +720,152 @@ static kiln_status_t get_program(ocl_device_t* d, const kiln_program_t* p, const
   return NULL;
 }
 
+/* ---- units reused across builds (kiln_device_build_options_t.reuse_code) -- */
+
+static uint64_t fnv(uint64_t h, const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static bool ident_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
+
+static const char* unit_text(const kiln_program_t* p, int32_t u, size_t* len) {
+  *len = (size_t)p->code.parts[2 * (u + 1) + 1];
+  return p->code.text + p->code.parts[2 * (u + 1)];
+}
+
+/* The unit (parts 1 .. n_parts - 2, numbered from 0) whose text holds
+ * |name| as a whole identifier; -1 when none or more than one does. */
+static int32_t unit_of(const kiln_program_t* p, const char* name) {
+  const size_t nl = strlen(name);
+  int32_t found = -1;
+  for (int32_t u = 0; nl && u < p->code.n_parts - 2; ++u) {
+    size_t len;
+    const char* t = unit_text(p, u, &len);
+    for (size_t i = 0; i + nl <= len; ++i) {
+      if (t[i] != name[0] || memcmp(t + i, name, nl) != 0) continue;
+      if ((i > 0 && ident_char(t[i - 1])) || (i + nl < len && ident_char(t[i + nl]))) continue;
+      if (found >= 0) return -1;
+      found = u;
+      break;
+    }
+  }
+  return found;
+}
+
+/* Builds |p| for |e| from the units earlier reuse_code builds on |d|
+ * compiled with the same prelude (the unit's whole text compared), and its
+ * other units as one program of the prelude, those units and the
+ * epilogue; each kernel is created from the program holding its unit. On
+ * PoCL a build's cost grows with its text (ResNet-18's program is one
+ * driver call): kiln tune's closing build differs from its default build
+ * only in the kept points' kernels. *applies false (nothing done) where
+ * the text has no units (a program from an older kiln) or a kernel's
+ * symbol is not in exactly one unit: then it is built whole. */
+static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_device_executable_t* e,
+                                 bool* applies) {
+  *applies = false;
+  const kiln_program_code_t* c = &p->code;
+  const int32_t nu = c->n_parts - 2;
+  if (nu < 1 || c->parts[0] != 0) return NULL;
+  int32_t* ku = malloc(sizeof(int32_t) * (size_t)(p->n_kernels + 1));
+  cl_program* up = calloc((size_t)nu + 1, sizeof(cl_program));
+  e->more = calloc((size_t)nu + 1, sizeof(cl_program));
+  if (!ku || !up || !e->more) {
+    free(ku);
+    free(up);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: program units");
+  }
+  bool ok = true;
+  for (int32_t k = 0; k < p->n_kernels && ok; ++k) ok = (ku[k] = unit_of(p, p->kernels[k].name)) >= 0;
+  if (!ok) {
+    free(ku);
+    free(up);
+    return NULL;
+  }
+  *applies = true;
+  const size_t plen = (size_t)c->parts[1];
+  const size_t eoff = (size_t)c->parts[2 * (nu + 1)], elen = (size_t)c->parts[2 * (nu + 1) + 1];
+  const uint64_t ph = fnv(fnv(14695981039346656037ull, c->text, plen), c->text + eoff, elen);
+  int32_t missing = 0;
+  size_t missing_len = 0;
+  pthread_mutex_lock(&d->memo_mu);
+  for (int32_t u = 0; u < nu; ++u) {
+    size_t len;
+    const char* t = unit_text(p, u, &len);
+    for (int32_t i = 0; i < d->n_memo && !up[u]; ++i)
+      if (d->memo[i].prelude_hash == ph && d->memo[i].len == len && !memcmp(d->memo[i].text, t, len)) {
+        up[u] = d->memo[i].prog;
+        clRetainProgram(up[u]);
+        e->more[e->n_more++] = up[u];
+      }
+    if (!up[u]) ++missing, missing_len += len;
+  }
+  pthread_mutex_unlock(&d->memo_mu);
+  kiln_status_t s = NULL;
+  cl_program np = NULL;
+  if (missing) {
+    char* src = malloc(plen + missing_len + elen + 1);
+    if (!src) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl: program units");
+    size_t n = 0;
+    if (src) {
+      memcpy(src, c->text, plen);
+      n = plen;
+      for (int32_t u = 0; u < nu; ++u) {
+        size_t len;
+        const char* t = unit_text(p, u, &len);
+        if (up[u]) continue;
+        memcpy(src + n, t, len);
+        n += len;
+      }
+      memcpy(src + n, c->text + eoff, elen);
+      n += elen;
+      src[n] = 0;
+      cl_int err = CL_SUCCESS;
+      const char* sp = src;
+      np = clCreateProgramWithSource(d->ctx, 1, &sp, &n, &err);
+      if (!np || err != CL_SUCCESS) {
+        np = NULL;
+        s = cl_fail(d, err, "clCreateProgramWithSource", p->model_name);
+      }
+      if (!s) s = build_program(d, np, p, src, false);
+      if (s && np) clReleaseProgram(np);
+      if (s) np = NULL;
+      free(src);
+    }
+  }
+  if (np) {
+    e->more[e->n_more++] = np;
+    /* the new units for later builds (a memo that cannot grow only costs
+     * their reuse) */
+    pthread_mutex_lock(&d->memo_mu);
+    if (d->n_memo + missing > OCL_MEMO_MAX) memo_clear(d);
+    if (d->n_memo + missing > d->cap_memo) {
+      const int32_t cap = d->n_memo + missing + 64;
+      ocl_unit_t* m = realloc(d->memo, sizeof *m * (size_t)cap);
+      if (m) d->memo = m, d->cap_memo = cap;
+    }
+    for (int32_t u = 0; u < nu && d->n_memo < d->cap_memo; ++u) {
+      if (up[u]) continue;
+      size_t len;
+      const char* t = unit_text(p, u, &len);
+      char* copy = malloc(len + 1);
+      if (!copy) break;
+      memcpy(copy, t, len);
+      copy[len] = 0;
+      clRetainProgram(np);
+      d->memo[d->n_memo++] = (ocl_unit_t){.prelude_hash = ph, .text = copy, .len = len, .prog = np};
+    }
+    pthread_mutex_unlock(&d->memo_mu);
+  }
+  for (int32_t k = 0; k < p->n_kernels && !s; ++k) e->kernels[k].prog = up[ku[k]] ? up[ku[k]] : np;
+  e->stats.units = nu;
+  e->stats.units_reused = nu - missing;
+  free(ku);
+  free(up);
+  return s;
+}
+
 static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_program_t* p,
                                            const kiln_device_build_options_t* o,
                                            kiln_device_executable_t** out) {
@@ -719,13 +903,20 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
    * kernels' creation. */
   kiln_progress_t pr;
   kiln_progress_start(&pr, o ? o->progress : NULL, d->base.info.name, 1 + p->n_kernels, "building");
-  s = get_program(d, p, o ? o->cache_dir : NULL, false, &cache, &cache_on, name, &e->stats, &e->prog);
-  if (!s) kiln_progress_step(&pr, e->stats.cache_hit ? "program from the binary cache" : "program built");
+  bool reused = false;
+  if (o && o->reuse_code) s = reuse_units(d, p, e, &reused);
+  if (!s && !reused)
+    s = get_program(d, p, o ? o->cache_dir : NULL, false, &cache, &cache_on, name, &e->stats, &e->prog);
+  if (!s)
+    kiln_progress_step(&pr, e->stats.cache_hit          ? "program from the binary cache"
+                            : e->stats.units_reused > 0 ? "units of earlier builds reused"
+                                                        : "program built");
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) {
     const kiln_program_kernel_t* pk = &p->kernels[k];
     ocl_kernel_t* ek = &e->kernels[k];
     cl_int err = CL_SUCCESS;
-    ek->k = clCreateKernel(e->prog, pk->name, &err);
+    if (!reused) ek->prog = e->prog;
+    ek->k = clCreateKernel(ek->prog, pk->name, &err);
     if (!ek->k || err != CL_SUCCESS) {
       ek->k = NULL;
       s = err == CL_INVALID_KERNEL_NAME

@@ -98,6 +98,10 @@ typedef struct kiln_opencl_build_stats_s {
    * GEMM descriptor, those running as CLBlast calls, those timed now */
   int32_t n_gemm_choices, n_gemm_clblast, n_gemm_measured;
   char gemm_record[1024];  /* the provider record file ("" when none) */
+  /* Built with reuse_code (kiln_device_build_options_t): the units of its
+   * text (kernels printed once), and how many of them came from earlier
+   * builds' programs instead of being compiled again. 0, 0 otherwise. */
+  int32_t units, units_reused;
 } kiln_opencl_build_stats_t;
 
 /* Stats of an executable made by this backend. */

@@ -66,7 +66,32 @@ typedef struct vk_dev_s {
   bool lost;
   atomic_int validation;
   kiln_vulkan_cache_stats_t last_cache;
+  /* Pipelines built by executables made with reuse_code
+   * (kiln_device_build_options_t), by SPIR-V: a later such build takes the
+   * pipeline of an identical binary (with the shader variant the driver
+   * compiled at its first dispatch) instead of building it again. */
+  pthread_mutex_t memo_mu;
+  struct vk_shared_s** memo;
+  int32_t n_memo, cap_memo;
 } vk_dev_t;
+
+/* At most this many pipelines are kept for reuse; past it the memo starts
+ * afresh (the executables using them keep theirs). */
+#define VK_MEMO_MAX 1024
+
+/* A pipeline and its module and layouts, shared by the kernels of several
+ * executables and the memo: destroyed when the last reference goes. */
+typedef struct vk_shared_s {
+  uint8_t* blob; /* the SPIR-V, compared whole */
+  uint64_t len;
+  int32_t n_args;
+  uint64_t texel, stexel;
+  VkShaderModule module;
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout layout;
+  VkPipeline pipe;
+  atomic_int refs;
+} vk_shared_t;
 
 struct kiln_device_buffer_s {
   VkBuffer buf;
@@ -88,6 +113,7 @@ typedef struct vk_kernel_s {
   VkPipeline pipe;
   uint64_t texel; /* bit j: binding j is a uniform texel buffer (vulkan_texel.c) */
   uint64_t stexel; /* bit j: binding j is a storage texel buffer */
+  vk_shared_t* shared; /* an owner whose objects are shared (reuse_code): one reference */
 } vk_kernel_t;
 
 struct kiln_device_executable_s {
@@ -443,6 +469,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   memset(d, 0, sizeof *d);
   kiln_device_init_base(&d->base, &vk_vtable, al);
   atomic_init(&d->validation, 0);
+  pthread_mutex_init(&d->memo_mu, NULL);
   uint32_t iapi = 0;
   kiln_status_t s = make_instance(validation ? &d->validation : NULL, &d->instance, &d->messenger,
                                   &d->destroy_messenger, &iapi);
@@ -618,11 +645,30 @@ fail:
   return s;
 }
 
+static void shared_release(vk_dev_t* d, vk_shared_t* sh) {
+  if (!sh || atomic_fetch_sub(&sh->refs, 1) != 1) return;
+  if (sh->pipe) vkDestroyPipeline(d->dev, sh->pipe, NULL);
+  if (sh->layout) vkDestroyPipelineLayout(d->dev, sh->layout, NULL);
+  if (sh->dsl) vkDestroyDescriptorSetLayout(d->dev, sh->dsl, NULL);
+  if (sh->module) vkDestroyShaderModule(d->dev, sh->module, NULL);
+  free(sh->blob);
+  free(sh);
+}
+
+/* Drops the memo's references (called with memo_mu held, or at destroy). */
+static void memo_clear(vk_dev_t* d) {
+  for (int32_t i = 0; i < d->n_memo; ++i) shared_release(d, d->memo[i]);
+  free(d->memo);
+  d->memo = NULL;
+  d->n_memo = d->cap_memo = 0;
+}
+
 static void vk_destroy(kiln_device_t* base) {
   vk_dev_t* d = D(base);
   if (!d) return;
   if (d->dev) {
     vkDeviceWaitIdle(d->dev);
+    memo_clear(d);
     if (d->staging_map) vkUnmapMemory(d->dev, d->staging_mem);
     if (d->staging) vkDestroyBuffer(d->dev, d->staging, NULL);
     if (d->staging_mem) vkFreeMemory(d->dev, d->staging_mem, NULL);
@@ -634,6 +680,7 @@ static void vk_destroy(kiln_device_t* base) {
     if (d->messenger && d->destroy_messenger) d->destroy_messenger(d->instance, d->messenger, NULL);
     vkDestroyInstance(d->instance, NULL);
   }
+  pthread_mutex_destroy(&d->memo_mu);
   kiln_allocator_free(d->base.allocator, d);
 }
 
@@ -964,7 +1011,9 @@ static void vk_executable_destroy(kiln_device_t* base, kiln_device_executable_t*
   vk_dev_t* d = D(base);
   for (int32_t i = 0; i < e->n; ++i) {
     vk_kernel_t* k = &e->k[i];
-    if (k->owner == i) {
+    if (k->owner == i && k->shared) {
+      shared_release(d, k->shared);
+    } else if (k->owner == i) {
       if (k->pipe) vkDestroyPipeline(d->dev, k->pipe, NULL);
       if (k->layout) vkDestroyPipelineLayout(d->dev, k->layout, NULL);
       if (k->dsl) vkDestroyDescriptorSetLayout(d->dev, k->dsl, NULL);
@@ -1077,7 +1126,7 @@ static void* build_worker(void* arg) {
     int32_t i = atomic_fetch_add(&j->next, 1);
     if (i >= j->e->n || atomic_load(&j->stop)) return NULL;
     vk_kernel_t* k = &j->e->k[i];
-    if (k->owner != i) continue;
+    if (k->owner != i || k->shared) continue; /* a copy, or reused (reuse_code) */
     bool hit = false;
     kiln_status_t s = build_kernel(j->d, j->p, i, j->pc, k, &hit);
     if (!s) {
@@ -1225,8 +1274,32 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     owners += k->owner == i;
     if (k->owner != i) kiln_progress_step(&pr, "pipelines built");
   }
+  /* reuse_code: the pipelines of identical binaries earlier such builds
+   * made on this device */
+  int32_t reused = 0;
+  if (o && o->reuse_code) {
+    pthread_mutex_lock(&d->memo_mu);
+    for (int32_t i = 0; i < e->n; ++i) {
+      vk_kernel_t* k = &e->k[i];
+      if (k->owner != i) continue;
+      for (int32_t m = 0; m < d->n_memo; ++m) {
+        vk_shared_t* sh = d->memo[m];
+        if (sh->n_args != k->n_args || sh->len != p->code.blob_lens[i] ||
+            memcmp(sh->blob, p->code.blobs[i], (size_t)sh->len) != 0)
+          continue;
+        atomic_fetch_add(&sh->refs, 1);
+        k->shared = sh;
+        k->module = sh->module, k->dsl = sh->dsl, k->layout = sh->layout, k->pipe = sh->pipe;
+        k->texel = sh->texel, k->stexel = sh->stexel;
+        ++reused;
+        kiln_progress_step(&pr, "pipelines reused");
+        break;
+      }
+    }
+    pthread_mutex_unlock(&d->memo_mu);
+  }
   build_job_t job = {.d = d, .p = p, .pc = pc, .e = e, .pr = &pr, .mu = PTHREAD_MUTEX_INITIALIZER};
-  int32_t nt = build_threads(owners);
+  int32_t nt = build_threads(owners - reused > 0 ? owners - reused : 1);
   pthread_t th[KILN_VK_MAX_BUILD_THREADS];
   int32_t started = 0;
   for (; started < nt - 1; ++started)
@@ -1244,6 +1317,38 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
   }
   free(job.errors);
   if (!s && job.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: pipeline build of %d kernels", (int)e->n);
+  /* reuse_code: this build's new pipelines for later ones (shared from now
+   * on: the executable and the memo hold a reference each; a memo that
+   * cannot grow only costs their reuse) */
+  if (!s && o && o->reuse_code) {
+    pthread_mutex_lock(&d->memo_mu);
+    for (int32_t i = 0; i < e->n; ++i) {
+      vk_kernel_t* k = &e->k[i];
+      if (k->owner != i || k->shared) continue;
+      if (d->n_memo >= VK_MEMO_MAX) memo_clear(d);
+      if (d->n_memo == d->cap_memo) {
+        const int32_t cap = d->cap_memo ? 2 * d->cap_memo : 64;
+        vk_shared_t** m = realloc(d->memo, sizeof *m * (size_t)cap);
+        if (!m) break;
+        d->memo = m, d->cap_memo = cap;
+      }
+      vk_shared_t* sh = calloc(1, sizeof *sh);
+      uint8_t* blob = sh ? malloc((size_t)p->code.blob_lens[i]) : NULL;
+      if (!blob) {
+        free(sh);
+        break;
+      }
+      memcpy(blob, p->code.blobs[i], (size_t)p->code.blob_lens[i]);
+      *sh = (vk_shared_t){.blob = blob, .len = p->code.blob_lens[i], .n_args = k->n_args, .texel = k->texel,
+                          .stexel = k->stexel, .module = k->module, .dsl = k->dsl, .layout = k->layout,
+                          .pipe = k->pipe};
+      atomic_init(&sh->refs, 2);
+      k->shared = sh;
+      d->memo[d->n_memo++] = sh;
+    }
+    pthread_mutex_unlock(&d->memo_mu);
+  }
+  st->reused = reused;
   st->pipelines = atomic_load(&job.built);
   st->cache_hits = atomic_load(&job.hits);
   kiln_progress_end(&pr);

@@ -82,6 +82,7 @@ typedef struct kiln_vulkan_cache_stats_s {
   uint64_t saved_bytes;    /* bytes written back */
   bool ignored_corrupt;    /* a cache file was there but rejected */
   int32_t pipelines;       /* pipelines created (distinct blobs) */
+  int32_t reused;          /* pipelines taken from earlier builds (reuse_code), not created */
   int32_t cache_hits;      /* pipelines the driver reported as cache hits (0 when the
                               driver has no VK_EXT_pipeline_creation_feedback) */
   double seconds;          /* wall time of shader module + pipeline creation */

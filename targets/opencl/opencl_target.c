@@ -37,6 +37,36 @@ typedef struct {
   const char** name;
 } instances_t;
 
+/* Where the program text's parts lie (kiln_program_code_t.parts): the
+ * prelude, then each kernel printed once (a printed kernel or a template
+ * instance, self-contained), then an empty epilogue. A device may build
+ * these units apart and reuse the ones an earlier build compiled
+ * (runtime/opencl/opencl_device.c: kiln tune's closing build). */
+typedef struct {
+  uint64_t* v; /* offset, length pairs */
+  int32_t n, cap;
+  bool oom;
+} parts_t;
+
+static void part_add(parts_t* p, kiln_allocator_t al, size_t from, size_t to) {
+  if (p->oom) return;
+  if (p->n == p->cap) {
+    int32_t cap = p->cap ? 2 * p->cap : 32;
+    void* v = p->v;
+    kiln_status_t s = kiln_allocator_realloc(al, sizeof(uint64_t) * 2 * (size_t)cap, "opencl emit", &v);
+    if (s) {
+      kiln_status_free(s);
+      p->oom = true;
+      return;
+    }
+    p->v = v;
+    p->cap = cap;
+  }
+  p->v[2 * p->n] = (uint64_t)from;
+  p->v[2 * p->n + 1] = (uint64_t)(to - from);
+  p->n++;
+}
+
 static void instances_free(instances_t* t, kiln_allocator_t al) {
   for (int32_t i = 0; i < t->n; ++i) kiln_allocator_free(al, t->canon[i]);
   kiln_allocator_free(al, t->canon);
@@ -101,12 +131,16 @@ static kiln_status_t dedup(instances_t* t, kiln_program_t* prog, int32_t k, char
 }
 
 static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t k, const kiln_cf_out_t* one,
-                                  kiln_cf_out_t* out) {
+                                  parts_t* parts, kiln_cf_out_t* out) {
   char* canon = NULL;
   bool fresh = false;
   KILN_RETURN_IF_ERROR(blank_name(prog->allocator, one->data ? one->data : "", prog->kernels[k].name, &canon));
   KILN_RETURN_IF_ERROR(dedup(t, prog, k, canon, &t->n_shared, &fresh));
-  if (fresh) kiln_cf_out_puts(out, one->data ? one->data : "");
+  if (fresh) {
+    const size_t from = out->len;
+    kiln_cf_out_puts(out, one->data ? one->data : "");
+    part_add(parts, prog->allocator, from, out->len);
+  }
   return NULL;
 }
 
@@ -120,9 +154,10 @@ static kiln_status_t add_instance(instances_t* t, kiln_program_t* prog, int32_t 
  * the conv templates' run-time shapes, 910 and 39 before). */
 static kiln_status_t print_printed(const kiln_cf_dialect_t* d, const tir_func_t* const* funcs, const int32_t* plan_k,
                                    int32_t n, const kiln_cf_kernel_info_t* infos, instances_t* t,
-                                   kiln_program_t* prog, int32_t* n_shared, kiln_cf_out_t* out) {
+                                   kiln_program_t* prog, int32_t* n_shared, parts_t* parts, kiln_cf_out_t* out) {
   KILN_RETURN_IF_ERROR(kiln_cf_print_prelude(d, out));
   kiln_cf_out_puts(out, "\n");
+  part_add(parts, prog->allocator, 0, out->len);
   for (int32_t i = 0; i < n; ++i) {
     kiln_cf_kernel_info_t info = infos[i];
     info.canonical = true;
@@ -136,14 +171,18 @@ static kiln_status_t print_printed(const kiln_cf_dialect_t* d, const tir_func_t*
     if (!s) s = kiln_program_strdup(prog, text, &canon);
     if (!s) s = dedup(t, prog, plan_k[i], canon, n_shared, &fresh);
     const char* at = strstr(text, "KILN_KERNEL");
+    const size_t from = out->len;
     if (!s && fresh && at) {
       kiln_cf_out_printf(out, "%.*s%s%s", (int)(at - text), text, funcs[i]->name, at + strlen("KILN_KERNEL"));
     } else if (!s && fresh) {
       kiln_cf_out_puts(out, text);
     }
+    if (!s && fresh) part_add(parts, prog->allocator, from, out->len);
     kiln_cf_out_free(&one);
     KILN_RETURN_IF_ERROR(s);
   }
+  /* units must stand alone: an epilogue (none for OpenCL C) ends the parts */
+  if (d->epilogue && *d->epilogue) parts->oom = true;
   if (d->epilogue) kiln_cf_out_puts(out, d->epilogue);
   return NULL;
 }
@@ -359,8 +398,9 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   for (int32_t i = 0; i < n_print && !uses_f64; ++i) uses_f64 = kiln_cf_func_uses_dtype(funcs[i], KILN_DTYPE_F64);
   if (uses_f64 && kiln_cf_dialect_fp64(dialect, &fp64_dialect)) dialect = &fp64_dialect;
   instances_t inst = {0};
+  parts_t parts = {0};
   int32_t n_printed_shared = 0;
-  if (!s) s = print_printed(dialect, funcs, plan_k, n_print, infos, &inst, prog, &n_printed_shared, &out);
+  if (!s) s = print_printed(dialect, funcs, plan_k, n_print, infos, &inst, prog, &n_printed_shared, &parts, &out);
   for (int32_t k = 0; k < n && !s; ++k) {
     const kiln_template_t* t = plan->kernels[k].tmpl;
     const bool custom = plan->kernels[k].custom != NULL;
@@ -381,7 +421,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       s = kiln_opencl_conv_print_ks(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED,
                                     t->psum_private, name, rt_shapes ? &ks[k] : NULL, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
-    if (!s) s = add_instance(&inst, prog, k, &one, &out);
+    if (!s) s = add_instance(&inst, prog, k, &one, &parts, &out);
     kiln_cf_out_free(&one);
   }
   instances_free(&inst, al);
@@ -403,12 +443,20 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       kiln_allocator_free(al, prog->code.text);
       prog->code.text = text;
       prog->code.text_len = out.len;
-      /* parts described the text this one replaces (a CPU unit) */
+      /* parts described the text this one replaces (a CPU unit); now
+       * this text's prelude, units and (empty) epilogue */
       kiln_allocator_free(al, prog->code.parts);
       prog->code.parts = NULL;
       prog->code.n_parts = 0;
+      part_add(&parts, al, out.len, out.len);
+      if (!parts.oom && !out.oom) {
+        prog->code.parts = parts.v;
+        prog->code.n_parts = parts.n;
+        parts.v = NULL;
+      }
     }
   }
+  kiln_allocator_free(al, parts.v);
   if (o->n_templated) *o->n_templated = n_templ;
   if (o->n_rebound) *o->n_rebound = n_rebound;
   if (o->n_winograd) *o->n_winograd = n_wino;

@@ -1,6 +1,7 @@
 /* OpenCL runtime device on device 0 (PoCL in CI): listing, creation,
  * buffers and views, dispatch of hand-made programs, timestamps, the
- * program-binary cache, build and allocation failures. */
+ * program-binary cache, units reused across builds (reuse_code), build and
+ * allocation failures. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -341,6 +342,121 @@ static void test_binary_cache(void) {
   kiln_device_release(d);
 }
 
+/* |p|'s text as prelude, units and an empty epilogue (the OpenCL target's
+ * parts): |cuts| the offsets where units start, in order. */
+static void set_parts(kiln_program_t* p, int32_t n_units, const size_t* cuts) {
+  KILN_ASSERT(!kiln_allocator_malloc(A(), sizeof(uint64_t) * 2 * (size_t)(n_units + 2), "t", (void**)&p->code.parts));
+  p->code.n_parts = n_units + 2;
+  p->code.parts[0] = 0;
+  p->code.parts[1] = cuts[0];
+  for (int32_t u = 0; u < n_units; ++u) {
+    const size_t end = u + 1 < n_units ? cuts[u + 1] : (size_t)p->code.text_len;
+    p->code.parts[2 * (u + 1)] = cuts[u];
+    p->code.parts[2 * (u + 1) + 1] = end - cuts[u];
+  }
+  p->code.parts[2 * (n_units + 1)] = p->code.text_len;
+  p->code.parts[2 * (n_units + 1) + 1] = 0;
+}
+
+/* Runs kernels 0 and 1 of |e| (a -> b, then b in place) on 4 floats of a =
+ * 0 and returns b[0]. */
+static float run_two(kiln_device_t* d, kiln_device_executable_t* e) {
+  const kiln_device_vtable_t* vt = d->vt;
+  kiln_device_buffer_t *a = NULL, *b = NULL;
+  kiln_device_cmd_t* c = NULL;
+  float zero[64] = {0}, out[4] = {-1, -1, -1, -1};
+  CHECK_OK(vt->buffer_create(d, sizeof zero, "a", &a));
+  CHECK_OK(vt->buffer_create(d, sizeof zero, "b", &b));
+  if (a && b) {
+    CHECK_OK(vt->buffer_write(d, a, 0, zero, sizeof zero));
+    CHECK_OK(vt->cmd_create(d, e, 0, &c));
+    kiln_device_buffer_t* args[2] = {a, b};
+    CHECK_OK(vt->cmd_dispatch(d, c, 0, args, 2));
+    CHECK_OK(vt->cmd_barrier(d, c));
+    CHECK_OK(vt->cmd_dispatch(d, c, 1, &args[1], 1));
+    CHECK_OK(vt->cmd_end(d, c));
+    CHECK_OK(vt->submit(d, c));
+    CHECK_OK(vt->wait(d, c));
+    CHECK_OK(vt->buffer_read(d, b, 0, out, sizeof out));
+  }
+  vt->cmd_destroy(d, c);
+  vt->buffer_destroy(d, a);
+  vt->buffer_destroy(d, b);
+  return out[0];
+}
+
+/* reuse_code (kiln tune's default and closing builds): a second build
+ * whose text differs in one unit compiles that unit alone and takes the
+ * other from the first build's program; the kernels run their own code. */
+static void test_reuse_units(void) {
+  kiln_device_t* d = open_opencl_device_0();
+  if (!d) return;
+  const kiln_device_vtable_t* vt = d->vt;
+  static const char prelude[] = "#define KILN_ONE 1.0f\n";
+  static const char add[] =
+      "__kernel void add1(__global const float* a, __global float* b) { int i = get_global_id(0); b[i] = a[i] + "
+      "KILN_ONE; }\n";
+  static const char scale2[] = "__kernel void scale(__global float* b) { b[get_global_id(0)] *= 2.0f; }\n";
+  static const char scale3[] = "__kernel void scale(__global float* b) { b[get_global_id(0)] *= 3.0f; }\n";
+  kspec_t ks[2] = {{"add1", 2, {0, 1}, 1, 4}, {"scale", 1, {1}, 1, 4}};
+  char src[1024];
+  kiln_program_t* p[3];
+  const char* second[3] = {scale2, scale3, scale3};
+  for (int i = 0; i < 3; ++i) {
+    snprintf(src, sizeof src, "%s%s%s", prelude, add, second[i]);
+    p[i] = mkprog(src, 2, 16, 2, ks);
+    const size_t cuts[2] = {strlen(prelude), strlen(prelude) + strlen(add)};
+    if (i < 2) set_parts(p[i], 2, cuts);
+    else set_parts(p[i], 1, cuts); /* one unit holds both kernels */
+  }
+  kiln_device_build_options_t bo = {.cache_dir = "", .reuse_code = true};
+  kiln_device_executable_t *e0 = NULL, *e1 = NULL, *e2 = NULL;
+  kiln_opencl_build_stats_t s0, s1, s2;
+  CHECK_OK(vt->executable_create(d, p[0], &bo, &e0));
+  kiln_opencl_executable_stats(e0, &s0);
+  CHECK(s0.units == 2 && s0.units_reused == 0);
+  if (e0) CHECK(run_two(d, e0) == 2.0f);
+  vt->executable_destroy(d, e0); /* the memo keeps its program */
+  CHECK_OK(vt->executable_create(d, p[1], &bo, &e1));
+  kiln_opencl_executable_stats(e1, &s1);
+  CHECK(s1.units == 2 && s1.units_reused == 1); /* add1 from the first build, scale compiled */
+  if (e1) CHECK(run_two(d, e1) == 3.0f);
+  /* the same text again: nothing compiled */
+  CHECK_OK(vt->executable_create(d, p[1], &bo, &e2));
+  kiln_opencl_executable_stats(e2, &s2);
+  CHECK(s2.units == 2 && s2.units_reused == 2);
+  if (e2) CHECK(run_two(d, e2) == 3.0f);
+  vt->executable_destroy(d, e2);
+  /* a unit that holds both kernels' names is a unit of its own (another
+   * text): compiled, never matched by name */
+  CHECK_OK(vt->executable_create(d, p[2], &bo, &e2));
+  kiln_opencl_executable_stats(e2, &s2);
+  CHECK(s2.units == 1 && s2.units_reused == 0);
+  if (e2) CHECK(run_two(d, e2) == 3.0f);
+  vt->executable_destroy(d, e2);
+  /* a kernel named in two units: built whole, as without reuse_code */
+  snprintf(src, sizeof src, "%s%s/* add1 */\n%s", prelude, add, scale2);
+  kiln_program_t* q = mkprog(src, 2, 16, 2, ks);
+  const size_t cuts[2] = {strlen(prelude), strlen(prelude) + strlen(add)};
+  set_parts(q, 2, cuts);
+  CHECK_OK(vt->executable_create(d, q, &bo, &e2));
+  kiln_opencl_executable_stats(e2, &s2);
+  CHECK(s2.units == 0 && s2.units_reused == 0);
+  if (e2) CHECK(run_two(d, e2) == 2.0f);
+  vt->executable_destroy(d, e2);
+  /* without reuse_code nothing is shared */
+  bo.reuse_code = false;
+  CHECK_OK(vt->executable_create(d, p[1], &bo, &e2));
+  kiln_opencl_executable_stats(e2, &s2);
+  CHECK(s2.units == 0 && s2.units_reused == 0);
+  if (e2) CHECK(run_two(d, e2) == 3.0f);
+  vt->executable_destroy(d, e2);
+  vt->executable_destroy(d, e1);
+  for (int i = 0; i < 3; ++i) kiln_program_destroy(p[i]);
+  kiln_program_destroy(q);
+  kiln_device_release(d);
+}
+
 static void test_build_failure_and_dump(void) {
   kiln_device_t* d = open_opencl_device_0();
   if (!d) return;
@@ -458,6 +574,7 @@ int main(void) {
   RUN(test_buffers_and_views);
   RUN(test_dispatch_and_timestamps);
   RUN(test_binary_cache);
+  RUN(test_reuse_units);
   RUN(test_build_failure_and_dump);
   RUN(test_required_extensions);
   RUN(test_allocation_failure);

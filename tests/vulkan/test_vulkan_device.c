@@ -366,6 +366,52 @@ static void test_pipeline_cache(void) {
   kiln_program_destroy(p);
 }
 
+/* reuse_code (kiln tune's default and closing builds): a later build takes
+ * the pipelines of identical SPIR-V an earlier one made on the device and
+ * creates only the others; they outlive the executable that made them. */
+static void test_pipeline_reuse(void) {
+  if (!dev) return;
+  static const char* scale3_glsl =
+      "#version 450\n"
+      "layout(local_size_x = 64) in;\n"
+      "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
+      "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
+      "void main() { uint i = gl_GlobalInvocationID.x; if (i < 256u) y[i] = 3.0 * x[i]; }\n";
+  const int32_t msgs = kiln_vulkan_validation_messages(dev);
+  kiln_device_build_options_t bo = {.cache_dir = "", .reuse_code = true};
+  hk_t k1[3] = {{"scale", scale_glsl, 2, 4, 64}, {"fma_acc", add_glsl, 3, 4, 64}, {"scale_again", scale_glsl, 2, 4, 64}};
+  hk_t k2[2] = {{"fma_acc", add_glsl, 3, 4, 64}, {"scale3", scale3_glsl, 2, 4, 64}};
+  kiln_program_t* p1 = hand_program(k1, 3);
+  kiln_program_t* p2 = hand_program(k2, 2);
+  kiln_vulkan_cache_stats_t st;
+  kiln_device_executable_t *e1 = NULL, *e2 = NULL, *e3 = NULL;
+  if (p1 && CHECK_OK(dev->vt->executable_create(dev, p1, &bo, &e1))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 2 && st.reused == 0);
+  }
+  if (p2 && CHECK_OK(dev->vt->executable_create(dev, p2, &bo, &e2))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 1 && st.reused == 1); /* fma_acc from the first build, scale3 created */
+  }
+  dev->vt->executable_destroy(dev, e1); /* the memo and e2 keep theirs */
+  if (p1 && CHECK_OK(dev->vt->executable_create(dev, p1, &bo, &e3))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 0 && st.reused == 2);
+  }
+  dev->vt->executable_destroy(dev, e3);
+  /* without reuse_code every pipeline is created */
+  bo.reuse_code = false;
+  if (p2 && CHECK_OK(dev->vt->executable_create(dev, p2, &bo, &e3))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 2 && st.reused == 0);
+  }
+  dev->vt->executable_destroy(dev, e3);
+  dev->vt->executable_destroy(dev, e2);
+  kiln_program_destroy(p1);
+  kiln_program_destroy(p2);
+  CHECK(kiln_vulkan_validation_messages(dev) == msgs);
+}
+
 static void test_build_failures(void) {
   uint8_t* blob = NULL;
   uint64_t len = 0;
@@ -1305,6 +1351,7 @@ int main(int argc, char** argv) {
     RUN(test_too_large);
     RUN(test_dispatch_barrier_timestamps);
     RUN(test_pipeline_cache);
+    RUN(test_pipeline_reuse);
     RUN(test_build_failures);
     RUN(test_gemm_substitution);
     RUN(test_plans);
