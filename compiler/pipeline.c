@@ -527,6 +527,9 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   /* the device's texel buffer size (the Vulkan texel reads keep to it) */
   if (!s && c->target->lowering == KILN_TARGET_CLASS_GPU && c->tuning_device)
     plan->max_texels = c->tuning_device->info.max_texels;
+  /* and its work-group counts (the Vulkan grids fold to fit them) */
+  if (!s && c->target->lowering == KILN_TARGET_CLASS_GPU && c->tuning_device)
+    for (int j = 0; j < 3; ++j) plan->max_groups[j] = c->tuning_device->info.max_groups[j];
   if (!s && c->opt >= 1) s = kiln_plan_fuse(plan, &fusion, NULL);
   const kiln_compile_precision_t* pr = c->precision;
   /* int8 quantized the graph before its passes; its float tensors are fp32 */

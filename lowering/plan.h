@@ -164,6 +164,11 @@ typedef struct kiln_plan_s {
    * set by kiln_partition_plan_build: a GPU target's kernel_check refuses
    * a kernel binding a larger buffer, so its node runs on the CPU. */
   uint64_t max_binding;
+  /* GPU: the work-groups one dispatch may launch per dimension on the
+   * device the plan is compiled for (kiln_device_info_t.max_groups; 0:
+   * not known, the Vulkan target then keeps to the spec's minimum, 65535).
+   * The Vulkan target folds a grid past it into the other dimensions. */
+  uint64_t max_groups[3];
 } kiln_plan_t;
 
 typedef struct kiln_plan_options_s {

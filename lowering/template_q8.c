@@ -126,12 +126,10 @@ bool kiln_template_q8_match(const kiln_plan_t* plan, int32_t k, int64_t max_trip
                      : matmul_shape(X, W, Y, q);
   if (!shaped || q->P < 1 || q->M < 1 || q->K < 1 || !operands_ok(plan, n, q)) return false;
   if (max_trips > 0 && kiln_template_q8_trips(q) > max_trips) return false;
-  /* the templates index in int, and tile the outputs in a 2-D launch whose
-   * counts stay within 65535 work-groups a dimension (for channel tiles of
-   * up to 4, positions of 64 a group at least) */
-  const int64_t tm = q->Mg >= 4 ? 4 : q->Mg;
+  /* the templates index in int (a 2-D launch past a Vulkan device's
+   * work-group counts folds: targets/vulkan/vulkan_grid.c) */
   if (tir_buffer_numel(X) > INT32_MAX / 2 || tir_buffer_numel(W) > INT32_MAX / 2 ||
-      tir_buffer_numel(Y) > INT32_MAX / 2 || q->N * q->G * ((q->Mg + tm - 1) / tm) > 65535 || q->P > 65535 * 64)
+      tir_buffer_numel(Y) > INT32_MAX / 2)
     return false;
   /* every parameter views one role's tensor (two roles may share a
    * constant: either parameter then reads the same bytes) */

@@ -104,6 +104,13 @@ typedef struct kiln_device_info_s {
    * the CPU of the same session (kiln_plan_options_t.max_binding).
    * KILN_VULKAN_FEATURES=binding=N lowers it to N bytes (tests). */
   uint64_t max_binding_bytes;
+  /* Work-groups one dispatch may launch per dimension (Vulkan:
+   * maxComputeWorkGroupCount, 65535 each on lavapipe, the spec's minimum;
+   * 0: no limit, as on OpenCL, whose global sizes are size_t). A compile
+   * for the device folds a grid past it into the other dimensions
+   * (kiln_plan_t.max_groups). KILN_VULKAN_FEATURES=groups=N lowers every
+   * dimension to N (tests). */
+  uint64_t max_groups[3];
 } kiln_device_info_t;
 
 /* Options a session passes when building an executable. */

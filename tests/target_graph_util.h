@@ -72,8 +72,12 @@ static inline kiln_module_t* compile_fused(const kiln_graph_t* g, bool fuse) {
   kiln_program_templates(g_target, &templates);
   templates.gpu_lacks = g_gpu_lacks;
   if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && (!fuse || CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) &&
-      CHECK_OK(kiln_template_choose(plan, &templates)))
+      CHECK_OK(kiln_template_choose(plan, &templates))) {
+    /* the device's work-group counts, as kiln run reads them */
+    for (int j = 0; g_device && g_target->lowering == KILN_TARGET_CLASS_GPU && j < 3; ++j)
+      plan->max_groups[j] = g_device->info.max_groups[j];
     CHECK_OK(kiln_program_build(plan, g_target, NULL, al(), &prog));
+  }
   kiln_plan_destroy(plan);
   const char* dump = getenv("KILN_TEST_DUMP"); /* the generated code, to debug */
   if (dump && prog && prog->code.text) {

@@ -3,6 +3,15 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_ballot : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln implicit-GEMM convolution, f32 (targets/gpu_conv.h has the layout):
 //
 //   Y[b][m][p] = EPI(bias[m] + sum_{c, tap} W[m][c*CT + tap] * XP[b][c][TOFF[tap] + q(p)])
@@ -197,6 +206,7 @@ void w_load(int m, int k, out float wv[RPL]) {
 }
 
 void main() {
+  KILN_WG_GUARD;
   // where subgroups hold fewer than 8 invocations, every invocation loads
   // the weights itself instead of taking them from a broadcast
   const bool bc = gl_SubgroupSize >= SG;
@@ -204,14 +214,14 @@ void main() {
 #if TEXEL && LY > 1
   // (TEXEL, LY > 1: the 8 invocations as LX position groups x LY channel
   // groups, each RM channels x RN positions; no broadcast, so no lane ids)
-  const int q0 = int(gl_WorkGroupID.x) * TN + int(gl_LocalInvocationID.x) % LX * RN;
-  const int m0 = (CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM) + int(gl_LocalInvocationID.x) / LX * RM;
+  const int q0 = int(KILN_WG.x) * TN + int(gl_LocalInvocationID.x) % LX * RN;
+  const int m0 = (CM <= TM ? 0 : int(KILN_WG.y) * TM) + int(gl_LocalInvocationID.x) / LX * RM;
 #else
-  const int q0 = int(gl_WorkGroupID.x) * TN + lane * RN;
+  const int q0 = int(KILN_WG.x) * TN + lane * RN;
   // (one channel tile: a constant, so the rows past CM fold away)
-  const int m0 = CM <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
+  const int m0 = CM <= TM ? 0 : int(KILN_WG.y) * TM;
 #endif
-  const int bz = int(gl_WorkGroupID.z);
+  const int bz = int(KILN_WG.z);
   const int xb = bz * CC * CPLANE;
 #if TEXEL
   vec4 acc4[RM][RN / 4];
@@ -342,11 +352,12 @@ void main() {
 #define COL_OF(j) (q0 + (j))
 #else
 void main() {
+  KILN_WG_GUARD;
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
-  const int q0 = int(gl_WorkGroupID.x) * TN;
-  const int m0 = int(gl_WorkGroupID.y) * TM;
-  const int bz = int(gl_WorkGroupID.z);
+  const int q0 = int(KILN_WG.x) * TN;
+  const int m0 = int(KILN_WG.y) * TM;
+  const int bz = int(KILN_WG.z);
   const int xb = bz * CC * CPLANE;
 
   float acc[RM][RN];

@@ -1,5 +1,14 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln depthwise 2-D convolution (one input channel per group), f32 sums:
 //
 //   Y[b][m][oh][ow] = EPI(bias[m] + sum_{kh, kw} W[m][kh][kw] * X[b][m / MG][ih][iw]),
@@ -124,7 +133,8 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[
 #if FLAT
 #define PL (OH * OW)
 void main() {
-  const int g0 = int(gl_GlobalInvocationID.x) * RW;
+  KILN_WG_GUARD;
+  const int g0 = int(KILN_GID.x) * RW;
   if (g0 >= CN * CM * PL) return;
   // the (at most two) planes the RW outputs lie in, their taps and bias
   const int na = g0 / PL, nb = (g0 + RW - 1) / PL;
@@ -199,9 +209,10 @@ void main() {
 }
 #else
 void main() {
-  const int p = int(gl_GlobalInvocationID.x);
+  KILN_WG_GUARD;
+  const int p = int(KILN_GID.x);
   if (p >= OHB * OWB) return;
-  const int nm = int(gl_WorkGroupID.y);
+  const int nm = int(KILN_WG.y);
   const int b = nm / CM, m = nm % CM;
   const int oh0 = (p / OWB) * RH, ow0 = (p % OWB) * RW;
   const int xb = (b * CC + m / MG) * IH * IW;

@@ -3,6 +3,15 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_ballot : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln tiled SGEMM: C[M,N] = A[M,K] * B, f32, row-major.
 //
 // The host inserts its #defines right after the #version line (the values
@@ -48,7 +57,7 @@
 //   RT_M       1: a range program's GEMM: M is M_A * n + M_B at the dim's
 //              run-time value n, read from the dims buffer (int64) at
 //              binding BIND_D (the host defines M as kg_m, set first in
-//              main), the row tiles are gl_WorkGroupID.z, which the device
+//              main), the row tiles are KILN_WG.z, which the device
 //              launches n times (n >= ceil(M / TM)); tiles past M return
 //              before anything else (the whole work-group); EVEN 0.
 // Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups; RT_M: (ceil(N/TN), 1, n).
@@ -213,7 +222,7 @@ int kg_m; // M at this run (the host's #define M kg_m)
 // the row tile of this work-group; false (return) past M
 bool rt_m_rows(out int row0) {
   kg_m = int(dims_[0]) * M_A + M_B;
-  row0 = int(gl_WorkGroupID.z) * TM;
+  row0 = int(KILN_WG.z) * TM;
   return row0 < kg_m;
 }
 #endif
@@ -335,15 +344,16 @@ vec2 b_pair(int k, int n) {
   }
 
 void main() {
+  KILN_WG_GUARD;
   const int lane = gl_SubgroupSize >= SG ? int(gl_SubgroupInvocationID) : int(gl_LocalInvocationID.x);
   // (one row tile: a constant, so the rows past M fold away)
 #if RT_M
   int row0;
   if (!rt_m_rows(row0)) return;
 #else
-  const int row0 = M <= TM ? 0 : int(gl_WorkGroupID.y) * TM;
+  const int row0 = M <= TM ? 0 : int(KILN_WG.y) * TM;
 #endif
-  const int col0 = int(gl_WorkGroupID.x) * TN + lane * RN;
+  const int col0 = int(KILN_WG.x) * TN + lane * RN;
 #if TEXEL
   // vec4s of columns, used as read: arrays of floats made shaderc's
   // optimizer several times slower
@@ -456,15 +466,16 @@ void main() {
 }
 #else
 void main() {
+  KILN_WG_GUARD;
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
 #if RT_M
   int row0;
   if (!rt_m_rows(row0)) return;
 #else
-  const int row0 = int(gl_WorkGroupID.y) * TM;
+  const int row0 = int(KILN_WG.y) * TM;
 #endif
-  const int col0 = int(gl_WorkGroupID.x) * TN;
+  const int col0 = int(KILN_WG.x) * TN;
 
   float acc[RM][RN];
   [[unroll]] for (int i = 0; i < RM; ++i)

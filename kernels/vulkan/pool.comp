@@ -1,5 +1,14 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln 2-D window pool (MaxPool, AveragePool, GlobalAveragePool), f32:
 //
 //   Y[p][oy][ox] = max / mean over the taps (ky, kx) with iy = oy*SH + ky - PH
@@ -62,16 +71,17 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float
 #define NF ((SEG + 3) / 4 + 1)     // texels of a segment at any shift
 
 void main() {
+  KILN_WG_GUARD;
 #if FLAT
   // the planes folded into the work-groups' invocations (a 7x7 global
   // pool has one invocation a plane: the 8 lanes take 8 planes)
-  const int gq = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  const int gq = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
   if (gq >= CP * OH * OWB) return;
   const int p = gq / (OH * OWB), q = gq % (OH * OWB);
 #else
-  const int q = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  const int q = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
   if (q >= OH * OWB) return;
-  const int p = int(gl_WorkGroupID.y);
+  const int p = int(KILN_WG.y);
 #endif
   const int oy = q / OWB, ox0 = (q % OWB) * RW;
   const int c0 = ox0 * SW - PW; // the segment's first input column

@@ -1,5 +1,14 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln int8 implicit GEMM: QLinearConv and QLinearMatMul
 // (lowering/template.h, kiln_template_q8_t):
 //
@@ -60,9 +69,10 @@ int pack4(int a, int b, int c, int d) { return (a & 255) | ((b & 255) << 8) | ((
 #endif
 
 void main() {
-  const int pt = int(gl_GlobalInvocationID.x);
+  KILN_WG_GUARD;
+  const int pt = int(KILN_GID.x);
   if (pt >= PT) return;
-  const int r = int(gl_WorkGroupID.y);
+  const int r = int(KILN_WG.y);
   const int mt = r % MT, g = r / MT % CG, n = r / (MT * CG);
   const int czx = int(xz[0]) - XSH;
   // position j: pt + j * PT (neighbouring invocations, neighbouring positions)

@@ -1,5 +1,14 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : enable
+// KILN_WG, KILN_GID: this work-group's and invocation's ids in the
+// instance's grid; KILN_WG_GUARD; starts main(). The built-in ids and
+// nothing unless the host folded a grid past the device's work-group counts
+// (targets/vulkan/vulkan_grid.c defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
 // kiln Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution, f32 sums (the same operands as
 // conv.comp; lowering/template.h has the instance, template_weights.c the
 // weight transform):
@@ -173,14 +182,15 @@ void load_row(int a, int s, int end, out float d[RW]) {
 #endif
 
 void main() {
+  KILN_WG_GUARD;
   // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
   // CG), so the lanes of a small plane take several channel blocks (a
   // texel fetch costs lavapipe the same whether the lanes' addresses agree
   // or not)
-  const int gi = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  const int gi = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
   const int mb = min(gi / (CTH * CG), CMB - 1);
   const int g = gi % (CTH * CG);
-  const int bz = int(gl_WorkGroupID.z);
+  const int bz = int(KILN_WG.z);
   const int gy = g / CG, gx = g % CG;
   const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
   int xa = bz * CC * XPLANE;

@@ -46,6 +46,12 @@ typedef struct ocl_device_s {
   pthread_mutex_t memo_mu;
   struct ocl_unit_s* memo;
   int32_t n_memo, cap_memo;
+  /* launch limits: work-items a work-group dimension
+   * (CL_DEVICE_MAX_WORK_ITEM_SIZES; 0: not known) and the largest global
+   * size, 2^CL_DEVICE_ADDRESS_BITS - 1 (global sizes are the device's
+   * size_t) */
+  size_t max_items[3];
+  uint64_t max_global;
 } ocl_device_t;
 
 /* At most this many units are kept; past it the memo starts afresh. */
@@ -324,6 +330,17 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   size_t wg = 0;
   if (clGetDeviceInfo(d->dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS) wg = 1;
   info->max_workgroup_size = (int64_t)wg;
+  size_t items[16] = {0}; /* as many as CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS (at least 3) */
+  if (clGetDeviceInfo(d->dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, NULL) == CL_SUCCESS)
+    memcpy(d->max_items, items, sizeof d->max_items);
+  /* KILN_OPENCL_FEATURES=items=N lowers them to N (tests of the refusal) */
+  const char* it = hide ? strstr(hide, "items=") : NULL;
+  const unsigned long long itn = it ? strtoull(it + 6, NULL, 10) : 0;
+  for (int j = 0; j < 3; ++j)
+    if (itn > 0 && (d->max_items[j] == 0 || itn < d->max_items[j])) d->max_items[j] = (size_t)itn;
+  const uint32_t bits = dev_u32(d->dev, CL_DEVICE_ADDRESS_BITS);
+  d->max_global = bits == 0 || bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+  if (d->max_global > SIZE_MAX) d->max_global = SIZE_MAX;
   info->local_mem_bytes = dev_u64(d->dev, CL_DEVICE_LOCAL_MEM_SIZE);
   info->subgroup_size = 0;
   info->compute_units = (int32_t)dev_u32(d->dev, CL_DEVICE_MAX_COMPUTE_UNITS);
@@ -930,11 +947,26 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     if (s) break;
     memcpy(ek->name, pk->name, nl);
     ek->n_args = pk->n_args;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 3 && !s; ++i) {
       int64_t g = pk->groups[i] > 0 ? pk->groups[i] : 1, l = pk->local[i] > 0 ? pk->local[i] : 1;
+      /* a launch the device cannot take is refused here, naming the
+       * kernel, rather than by clEnqueueNDRangeKernel at the first run */
+      if (d->max_items[i] && (uint64_t)l > d->max_items[i])
+        s = kiln_make_status(KILN_UNSUPPORTED,
+                             "opencl: kernel '%s' (node '%s') has work-groups of %lld work-items in dimension %d; "
+                             "device '%s' allows %zu (CL_DEVICE_MAX_WORK_ITEM_SIZES)",
+                             pk->name, pk->node_name ? pk->node_name : "?", (long long)l, i, d->base.info.name,
+                             d->max_items[i]);
+      else if ((uint64_t)g > d->max_global / (uint64_t)l)
+        s = kiln_make_status(KILN_UNSUPPORTED,
+                             "opencl: kernel '%s' (node '%s') launches %lld x %lld work-items in dimension %d; "
+                             "device '%s' takes global sizes up to %llu (CL_DEVICE_ADDRESS_BITS)",
+                             pk->name, pk->node_name ? pk->node_name : "?", (long long)g, (long long)l, i,
+                             d->base.info.name, (unsigned long long)d->max_global);
       ek->local[i] = (size_t)l;
       ek->global[i] = (size_t)(g * l);
     }
+    if (s) break;
     cl_uint nargs = 0;
     if (clGetKernelInfo(ek->k, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL) == CL_SUCCESS &&
         (int32_t)nargs != pk->n_args)

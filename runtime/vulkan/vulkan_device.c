@@ -638,6 +638,13 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
     if (n > 0 && n < info->max_binding_bytes)
       d->props.limits.maxStorageBufferRange = (uint32_t)n, info->max_binding_bytes = n;
   }
+  const char* gr = hide ? strstr(hide, "groups=") : NULL;
+  const unsigned long long gn = gr ? strtoull(gr + 7, NULL, 10) : 0;
+  for (int j = 0; j < 3; ++j) {
+    if (gn > 0 && gn < d->props.limits.maxComputeWorkGroupCount[j])
+      d->props.limits.maxComputeWorkGroupCount[j] = (uint32_t)gn;
+    info->max_groups[j] = d->props.limits.maxComputeWorkGroupCount[j];
+  }
   *out = &d->base;
   return NULL;
 fail:
@@ -1214,10 +1221,11 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
       int64_t g = pk->groups[j] > 0 ? pk->groups[j] : 1;
       if ((uint64_t)g > d->props.limits.maxComputeWorkGroupCount[j]) {
         s = kiln_make_status(KILN_UNSUPPORTED,
-                             "vulkan: kernel '%s' launches %lld work-groups in dimension %d, "
-                             "device '%s' allows %u",
-                             nm, (long long)g, j, d->props.deviceName,
-                             d->props.limits.maxComputeWorkGroupCount[j]);
+                             "vulkan: kernel '%s' (node '%s', %s) launches %lld work-groups in dimension %d, "
+                             "device '%s' allows %u (the program was compiled for a device that allows more: "
+                             "compile it for this one)",
+                             nm, pk->node_name ? pk->node_name : "?", pk->op_type ? pk->op_type : "?", (long long)g,
+                             j, d->props.deviceName, d->props.limits.maxComputeWorkGroupCount[j]);
         break;
       }
       k->groups[j] = (uint32_t)g;

@@ -11,6 +11,7 @@
  *   vulkan_q8.c         the int8 QLinearConv / QLinearMatMul shader's (kernels/vulkan/q8.comp)
  *   vulkan_pool.c       the window pool shader's (kernels/vulkan/pool.comp)
  *   vulkan_epilogue.c   shader header text and the fused epilogue as GLSL
+ *   vulkan_grid.c       template grids folded past the device's work-group counts
  * Instances are printed from lowering's template descriptors
  * (lowering/template.h); nothing here reads the graph. */
 #ifndef KILN_TARGETS_VULKAN_INTERNAL_H_
@@ -232,6 +233,20 @@ bool kiln_vulkan_wino_record(const kiln_template_t* t);
 /* The tiles recorded in Winograd instance |t| (INVALID_ARGUMENT when it is
  * not one the Vulkan rules wrote or its weights are not laid out for them). */
 kiln_status_t kiln_vulkan_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_vulkan_wino_tiles_t* out);
+
+/* ---- vulkan_grid.c -------------------------------------------------------- */
+
+/* Folds a template instance's grid |groups| past the device's work-group
+ * counts |max| (0 in a dimension: the spec's minimum, 65535) into a grid
+ * that fits, holding as many work-groups: *glsl (malloc'd, replaced) gets
+ * the KILN_WG / KILN_GID / KILN_WG_GUARD definitions after its #version
+ * line and |groups| the physical grid. Dimension 2 folds too where
+ * |z_free| (not in a per-sample or range program, whose device scales it).
+ * A grid that fits is left as it is (the shaders' own definitions: the
+ * built-in ids). UNSUPPORTED naming kernel |name| and the counts where
+ * the grid cannot fold. */
+kiln_status_t kiln_vulkan_grid_fold(char** glsl, int64_t groups[3], const uint64_t max[3], bool z_free,
+                                    const char* name);
 
 /* ---- vulkan_tune.c ------------------------------------------------------- */
 

@@ -73,12 +73,7 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
     return kiln_make_status(KILN_OUT_OF_MEMORY, "int8 '%s': shader text", name);
   }
   groups[0] = ((q->P + tp - 1) / tp + wg - 1) / wg;
-  groups[1] = q->N * q->G * ((q->Mg + tm - 1) / tm);
-  if (groups[0] > 65535 || groups[1] > 65535) {
-    free(b.p);
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "int8 '%s': %lld x %lld work-groups with tiles %d x %d (65535 a dimension)",
-                            name, (long long)groups[0], (long long)groups[1], (int)tm, (int)tp);
-  }
+  groups[1] = q->N * q->G * ((q->Mg + tm - 1) / tm); /* past the device's counts: folded (vulkan_grid.c) */
   *out_glsl = b.p;
   groups[2] = 1;
   local[0] = wg;

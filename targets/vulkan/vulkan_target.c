@@ -100,8 +100,21 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
 /* ---- emit --------------------------------------------------------------- */
 
 /* work-groups a dimension every Vulkan device launches (the spec's minimum
- * of maxComputeWorkGroupCount): printed grids fold to fit it */
+ * of maxComputeWorkGroupCount): grids fold to fit it where the plan does
+ * not say the device's (kiln_plan_t.max_groups) */
 enum { VK_MAX_GROUPS = 65535 };
+
+/* The fewest work-groups the plan's device launches in any dimension: a
+ * printed kernel's x grid folds into y or z (kiln_gpu_fold_grid) within it. */
+static int64_t max_groups_any(const kiln_plan_t* plan) {
+  int64_t m = INT32_MAX;
+  for (int j = 0; j < 3; ++j) {
+    const int64_t d = plan->max_groups[j] ? (plan->max_groups[j] < INT32_MAX ? (int64_t)plan->max_groups[j] : INT32_MAX)
+                                          : VK_MAX_GROUPS;
+    if (d < m) m = d;
+  }
+  return m;
+}
 
 /* CPU-style PARALLEL loops onto work-groups x invocations (one sample's
  * body of a per-sample kernel: kiln_gpu_bind_samples). */
@@ -304,7 +317,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
        * folds into y (z: a per-sample or range program's samples / length) */
       if (!s) {
         const tir_func_t* folded = NULL;
-        s = kiln_gpu_fold_grid(&ctx, f, VK_MAX_GROUPS, !plan->n_dims, &folded);
+        s = kiln_gpu_fold_grid(&ctx, f, max_groups_any(plan), !plan->n_dims, &folded);
         if (s) {
           if (na != noalias) free(na);
           s = kiln_status_annotate(s, "spirv");
@@ -326,6 +339,15 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       kiln_cf_launch_dims(f, dims[k], dims[k] + 3);
       trips[k] = kiln_vulkan_trips_of(f->body);
     }
+    /* a template instance's grid past the device's work-group counts
+     * (a 1x1 conv over 4096x1100 positions: 70,400 tiles) folds into the
+     * other dimensions; the printed kernels folded above */
+    const bool tmpl = kind == KILN_TEMPLATE_CONV || kind == KILN_TEMPLATE_WINOGRAD || kind == KILN_TEMPLATE_DEPTHWISE ||
+                      kind == KILN_TEMPLATE_POOL || kind == KILN_TEMPLATE_Q8 || kind == KILN_TEMPLATE_GEMM;
+    if (!s && tmpl && !pk->custom && units[k].text &&
+        (s = kiln_vulkan_grid_fold(&units[k].text, dims[k], plan->max_groups, !plan->n_dims, name)))
+      s = kiln_status_annotate(s, "spirv: node '%s' (%s)", prog->kernels[k].node_name ? prog->kernels[k].node_name : "?",
+                               prog->kernels[k].op_type ? prog->kernels[k].op_type : "?");
   }
   for (int32_t k = 0; !s && k < nk; ++k) {
     const char* name = plan->kernels[k].func->name;

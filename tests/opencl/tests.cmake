@@ -260,3 +260,16 @@ add_test(NAME test_gpu_ew_limits_opencl COMMAND test_gpu_ew_limits --target open
 set_tests_properties(test_gpu_ew_limits_opencl PROPERTIES LABELS "target=opencl" TIMEOUT 600
                      WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
                      ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+
+# Issue 23: the template grids of tests/test_gpu_template_grids.c on PoCL
+# (global sizes are size_t: nothing folds), the small cases and --real; with
+# --refuse, work-groups past CL_DEVICE_MAX_WORK_ITEM_SIZES (lowered to 4 by
+# KILN_OPENCL_FEATURES=items=4) refused naming the kernel and node.
+add_test(NAME test_gpu_template_grids_opencl COMMAND test_gpu_template_grids --target opencl)
+add_test(NAME test_gpu_template_grids_opencl_real COMMAND test_gpu_template_grids --target opencl --real)
+add_test(NAME test_gpu_template_grids_opencl_refuse COMMAND test_gpu_template_grids --target opencl --refuse)
+set_tests_properties(test_gpu_template_grids_opencl test_gpu_template_grids_opencl_real
+                     test_gpu_template_grids_opencl_refuse PROPERTIES
+                     LABELS "target=opencl" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+                     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+set_property(TEST test_gpu_template_grids_opencl_refuse APPEND PROPERTY ENVIRONMENT "KILN_OPENCL_FEATURES=items=4")

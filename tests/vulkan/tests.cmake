@@ -183,3 +183,18 @@ add_test(NAME test_gpu_ew_limits_vulkan COMMAND test_gpu_ew_limits --target vulk
 set_tests_properties(test_gpu_ew_limits_vulkan PROPERTIES LABELS "target=vulkan" TIMEOUT 600
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+
+# Issue 23: template grids (GEMM, conv, Winograd, depthwise, pool, int8)
+# past the device's work-group counts, folded (tests/test_gpu_template_grids.c):
+# small cases on a device whose counts KILN_VULKAN_FEATURES=groups=32 lowers,
+# with --real a conv and a MatMul past the 65,535 every device has, with
+# --refuse a grid past 32^3 refused naming the node.
+add_test(NAME test_gpu_template_grids_vulkan COMMAND test_gpu_template_grids --target vulkan)
+add_test(NAME test_gpu_template_grids_vulkan_refuse COMMAND test_gpu_template_grids --target vulkan --refuse)
+set_tests_properties(test_gpu_template_grids_vulkan test_gpu_template_grids_vulkan_refuse PROPERTIES
+                     LABELS "target=vulkan" TIMEOUT 600 FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV};KILN_VULKAN_FEATURES=groups=32")
+add_test(NAME test_gpu_template_grids_vulkan_real COMMAND test_gpu_template_grids --target vulkan --real)
+set_tests_properties(test_gpu_template_grids_vulkan_real PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                     FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                     ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
