@@ -32,9 +32,8 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const bool conv = !(no_conv && !strcmp(no_conv, "1"));
   /* KILN_SPIRV_WINOGRAD=off: 3x3 stride-1 convs stay implicit GEMMs;
    * =all: Winograd wherever it covers (tuning, tests); =f4: F(4x4, 3x3)
-   * instead of F(2x2, 3x3) (lavapipe, ResNet-18: 65 ms a run in kernels
-   * against 70, but 2.1x the weights and a cold compile + first run of
-   * 81 s against 26: not the default) */
+   * on every instance, =f2: F(2x2, 3x3) on every one (by default F(4x4)
+   * where a row of its tiles fills an invocation: kiln_vulkan_wino_default_tiles) */
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
   const bool wino_all = wino && !strcmp(wino, "all");
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");

@@ -16,15 +16,23 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
    * 3.0-4.6, 8 x 8 2.8-3.8 (and twice the driver's compile), 16 x 8 much
    * slower (its 2048 sums spill out of L1); the implicit GEMM 5.8-6.9 */
   kiln_vulkan_wino_tiles_t t = {.tm = 8, .nt = 4, .wf = 2};
-  /* F(4x4, 3x3) (KILN_SPIRV_WINOGRAD=f4), same runs: 8 x 4 2.4-2.8 ms on
-   * the 56x56..14x14 layers, 3.7-3.9 on the 7x7 ones (half the tiles of
-   * a group past the row); 4 x 4 2.8-3.6 / 4.6 */
-  if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4) t.wf = 4;
   const char* env = getenv("KILN_SPIRV_WINO_TILES");
   int tm = 0, nt = 0;
   if (env && sscanf(env, "%d,%d", &tm, &nt) == 2 && (tm == 4 || tm == 8 || tm == 16 || tm == 32) &&
       (nt == 4 || nt == 8))
     t.tm = tm, t.nt = nt;
+  /* F(4x4, 3x3) where a row of its 4x4 tiles fills an invocation's NT
+   * tiles: ResNet-18's 56x56..14x14 layers 1.2-1.4x faster than F(2x2)
+   * (8 x 4, per layer in alternated runs; the tune chose it for 9 of 11
+   * instances), the 7x7 ones (2 tiles a row: half of each invocation
+   * idle) the same or slower (F(4x4) 8 x 4 3.7-3.9 ms, F(2x2) 2.8-3.6).
+   * KILN_SPIRV_WINOGRAD=f4 (the set's winograd4: W_WINOGRAD4 weights)
+   * takes it everywhere, =f2 nowhere. */
+  const char* wino = getenv("KILN_SPIRV_WINOGRAD");
+  if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4)
+    t.wf = 4;
+  else if (!(wino && !strcmp(wino, "f2")) && (w->conv.ow + 3) / 4 >= t.nt)
+    t.wf = 4;
   return t;
 }
 

@@ -948,9 +948,17 @@ static void test_plans(void) {
   check_graph(g_gemm_trans, "gemm transB", 1e-4, 1e-5);
   check_graph(g_conv, "conv+relu+maxpool", 1e-4, 1e-5);
   check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
-  check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-5);
+  /* (the rule's F(4x4, 3x3) on the 13- and 18-column planes: its
+   * transforms' points +-2 scale the rounding up, 1.5e-5 to 4.4e-5 abs
+   * on outputs of a few units seen here; a wrong tile or mask is off by
+   * the outputs' scale; the F(2x2) runs below keep 1e-5) */
+  check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-4);
   check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
-  check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-5);
+  check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_WINOGRAD", "f2", 1); /* F(2x2, 3x3) where the rule takes F(4x4) */
+  check_graph(g_conv_residual, "conv leaky+residual, F(2x2)", 1e-4, 1e-5);
+  check_graph(g_conv_wino_pads, "winograd uneven pads, F(2x2)", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_WINOGRAD");
   check_graph(g_pools, "pools", 1e-5, 1e-6);
   check_graph(g_gap, "global average pool", 1e-5, 1e-6);
   setenv("KILN_SPIRV_POOL", "planes", 1); /* the planes on dispatch dim y, not folded into x */
@@ -958,8 +966,8 @@ static void test_plans(void) {
   check_graph(g_gap, "global average pool, a row a plane", 1e-5, 1e-6);
   unsetenv("KILN_SPIRV_POOL");
   setenv("KILN_SPIRV_WINO_PAD", "copy", 1); /* the phase split's padded copy instead */
-  check_graph(g_conv_residual, "conv leaky+residual, padded copy", 1e-4, 1e-5);
-  check_graph(g_conv_wino_pads, "winograd uneven pads, padded copy", 1e-4, 1e-5);
+  check_graph(g_conv_residual, "conv leaky+residual, padded copy", 1e-4, 1e-4);
+  check_graph(g_conv_wino_pads, "winograd uneven pads, padded copy", 1e-4, 1e-4);
   unsetenv("KILN_SPIRV_WINO_PAD");
   check_graph(g_depthwise, "depthwise", 1e-4, 1e-5);
   /* two and four rows of outputs per invocation (depthwise.comp's RH; the
@@ -1072,6 +1080,14 @@ static void test_gemm_substitution(void) {
    * reading X with its padding zeroed (no phase split), or the padded copy */
   check_conv_shader(g_conv_residual, false, 1, "#define CDIRECT 1\n");
   check_conv_shader(g_conv_wino_pads, false, 1, "#define CDIRECT 1\n");
+  /* F(4x4, 3x3) where a row of its 4x4 tiles fills an invocation's 4
+   * (18 columns: 5 tiles; 13: 4), F(2x2, 3x3) everywhere with
+   * KILN_SPIRV_WINOGRAD=f2 (narrower planes: test_vulkan_features) */
+  check_conv_shader(g_conv_wino_pads, false, 1, "F(4x4,3x3)");
+  check_conv_shader(g_conv_residual, false, 1, "F(4x4,3x3)");
+  setenv("KILN_SPIRV_WINOGRAD", "f2", 1);
+  check_conv_shader(g_conv_wino_pads, false, 1, "F(2x2,3x3)");
+  unsetenv("KILN_SPIRV_WINOGRAD");
   setenv("KILN_SPIRV_WINO_PAD", "copy", 1);
   check_conv_shader(g_conv_residual, false, 2, "#define CDIRECT 0\n");
   unsetenv("KILN_SPIRV_WINO_PAD");

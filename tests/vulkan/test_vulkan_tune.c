@@ -10,7 +10,7 @@
  * model measures its hints and random points, every candidate checked
  * against the default's output (none rejected), within its budget, once
  * with the conv as the implicit-GEMM template and once as Winograd (its
- * first hint an F(4x4) point with re-laid weights); Winograd on or off
+ * default F(4x4), its first hint an F(2x2) point with re-laid weights); Winograd on or off
  * as a knob: the implicit-GEMM alternative alone and from a cache record
  * computes what the Winograd default does. */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
@@ -284,8 +284,9 @@ out:
   unlink(path);
 }
 
-/* The model's 3x3 conv as a Winograd instance: its default (F(2x2),
- * 8 channels x 4 tiles) in its space and valid; every accepted point of
+/* The model's 3x3 conv as a Winograd instance: its default (F(4x4),
+ * 20 columns being 5 of its tiles a row, 8 channels x 4 tiles, weights
+ * laid out for it) in its space and valid; every accepted point of
  * tm x nt x wf, with its weights laid out for it (F(4x4) re-lays them),
  * prints (the smallest compiles; all with "winograd"); the constraints refuse too many sums, a group of
  * tiles past the row, values the shader does not take and a record of
@@ -317,7 +318,8 @@ static void test_winograd_space_run(bool compile_all) {
   if (!w) goto out;
   kiln_template_space_t sp;
   CHECK(set.space(w, &sp) && sp.n_knobs == 4 && !strcmp(sp.version, "vulkan.winograd.2"));
-  CHECK(w->tiles.n == 4 && w->tiles.v[0] == 8 && w->tiles.v[1] == 4 && w->tiles.v[2] == 2 && w->tiles.v[3] == 1);
+  CHECK(w->tiles.n == 4 && w->tiles.v[0] == 8 && w->tiles.v[1] == 4 && w->tiles.v[2] == 4 && w->tiles.v[3] == 1);
+  CHECK(w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4);
   CHECK(in_space(&sp, &w->tiles) && set.tiles_check(w, &w->tiles, &lim) == NULL);
   const uint64_t fp = kiln_template_fingerprint(w);
   int32_t accepted = 0, f4 = 0, compiled = 0;
@@ -371,7 +373,7 @@ static void test_winograd_space_run(bool compile_all) {
     CHECK_MSG(set.tiles_check(w, &bad[i], &lim) != NULL, "bad winograd point %d refused", (int)i);
   /* a point the tiles and the weights disagree on is not printed */
   kiln_template_t x = *w;
-  x.tiles.v[2] = 4;
+  x.tiles.v[2] = 2;
   x.weights.laid_out = true;
   kiln_vulkan_wino_tiles_t wt;
   kiln_status_t s = kiln_vulkan_wino_tiles_of(&x, "mismatch", &wt);
@@ -381,7 +383,8 @@ static void test_winograd_space_run(bool compile_all) {
   const int32_t nh = set.tiles_hints(w, h, 8);
   int32_t ok = 0;
   for (int32_t i = 0; i < nh; ++i) ok += in_space(&sp, &h[i]) && !set.tiles_check(w, &h[i], &lim);
-  CHECK_MSG(ok >= 4 && h[0].v[2] == 4, "%d of %d winograd hints usable", (int)ok, (int)nh);
+  /* the first hint: the other transform */
+  CHECK_MSG(ok >= 4 && h[0].v[2] == 2, "%d of %d winograd hints usable", (int)ok, (int)nh);
 out:
   if (cc_ok) kiln_vulkan_cc_free(&cc);
   kiln_plan_destroy(plan);
@@ -563,8 +566,8 @@ static void test_tune_on_device(void) {
   kiln_tune_options_default(&o);
   const bool wino = getenv("KILN_SPIRV_WINOGRAD") == NULL;
   o.budget_s = wino ? 600 : 120;
-  /* the first hint of each kernel (the Winograd instance's: F(4x4),
-   * its weights re-laid out) */
+  /* the first hint of each kernel (the Winograd instance's: F(2x2)
+   * where the default is F(4x4), its weights re-laid out) */
   o.trials = 1;
   o.repeats = 2;
   o.log = stdout;
