@@ -106,7 +106,7 @@ static void check_case(const ew_case_t* c) {
   kiln_program_t* p = NULL;
   if (CHECK_OK(kiln_module_parse(bytes, len, "ew.kiln", al(), &p))) {
     const char* t = p->code.text ? p->code.text : "";
-    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, "rgba32f) uniform restrict imageBuffer") != NULL;
+    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, "rgba32f) uniform") != NULL;
     const bool any = strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL;
     if (c->vec4)
       CHECK_MSG(texel, "%s %lld: the vec4 texel path was not taken", c->name, (long long)c->x[c->rank - 1]);

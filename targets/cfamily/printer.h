@@ -304,7 +304,8 @@ typedef struct kiln_cf_dialect_s {
    * texel view (kiln_cf_kernel_info_t.texels), its lane-0 index is a
    * multiple of 4, and every store into the buffers it writes is such a
    * vector store; those parameters are declared as texel buffers (read-only:
-   * tex_decl, else tex_idecl; $B the name, $N the binding) and every access
+   * tex_decl, else tex_idecl; $B the name, $N the binding, $T the restrict
+   * qualifier where the parameter cannot alias) and every access
    * to them goes through the templates below ($I the element index), vload
    * / vstore reading or writing the 4 floats at $I. */
   bool vec_texels;

@@ -247,7 +247,7 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
               [TIR_SOFTPLUS] = "kiln_softplusf($1)"},
     .vec_texels = true,
     .tex_decl = "layout(set = 0, binding = $N) uniform samplerBuffer $B;",
-    .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform restrict imageBuffer $B;",
+    .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform $TimageBuffer $B;",
     .tex_load1 = "texelFetch($B, ($I) >> 2)[($I) & 3]",
     .tex_iload1 = "imageLoad($B, ($I) >> 2)[($I) & 3]",
     .tex_iload = "imageLoad($B, ($I) >> 2)",

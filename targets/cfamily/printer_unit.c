@@ -325,7 +325,8 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
   for (int32_t i = 0; i < f->n_params; ++i) {
     const tir_buffer_t* b = f->params[i];
     if (i < 64 && (p->texel >> i & 1)) { /* a texel view (vec_texels) */
-      tctx_t c = {.buf = b, .n = i};
+      const bool noalias = !info || !info->param_noalias || info->param_noalias[i];
+      tctx_t c = {.buf = b, .n = i, .t = noalias ? d->restrict_qualifier : ""};
       kiln_cf_tpl(p, p->stexel >> i & 1 ? d->tex_idecl : d->tex_decl, &c);
       put(p, "\n");
       continue;
