@@ -481,7 +481,8 @@ int32_t kiln_compile_layout_block(const kiln_compile_config_t* c) {
 
 kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c, kiln_compile_log_t* log,
                                    kiln_program_t** out) {
-  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, c->sparse, kiln_compile_layout_block(c)};
+  kiln_plan_options_t po = {c->target->lowering, c->threads, c->loop_limit, c->sparse, kiln_compile_layout_block(c),
+                            c->target->ew_lanes};
   kiln_plan_t* plan = NULL;
   kiln_fusion_report_t fusion;
   memset(&fusion, 0, sizeof fusion);

@@ -95,8 +95,9 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   if (c->tuning_path && !c->tuning_default)
     return kiln_make_status(KILN_UNSUPPORTED, "--dim %s=%lld..%lld: a range inside the shapes takes no tuning cache "
                             "(its kernels are not tiled per size)", name, (long long)lo, (long long)hi);
-  /* NCHW (no layout pass) and no template kernels: both fix sizes */
-  kiln_plan_options_t po = {c->target->lowering, c->threads, 0, c->sparse, 0};
+  /* NCHW (no layout pass) and no template kernels: both fix sizes; one
+   * element an invocation (the range's kernels bind their own loops) */
+  kiln_plan_options_t po = {c->target->lowering, c->threads, 0, c->sparse, 0, 0};
   kiln_plan_t* plans[KILN_PLAN_SEQ_SIZES] = {NULL};
   kiln_status_t s = NULL;
   int64_t x[KILN_PLAN_SEQ_SIZES];

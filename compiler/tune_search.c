@@ -1089,7 +1089,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   lc.opt = o->opt;
   t.po = (kiln_plan_options_t){target->lowering, o->threads,
                                target->lowering == KILN_TARGET_CLASS_GPU ? t.where.limits.loop_limit : 0, 0,
-                               t.cpu ? kiln_compile_layout_block(&lc) : 0};
+                               t.cpu ? kiln_compile_layout_block(&lc) : 0, target->ew_lanes};
   /* the kernels alone on a device of their own, so that a point's build
    * the deadline abandons can go on beside the closing build on |dev|
    * (a device serves one thread at a time); without one, on |dev| */

@@ -130,6 +130,9 @@ typedef struct kiln_lower_ctx_s {
    * the tensor stays [N][C][H][W]). NULL: all plain. */
   const int32_t* in_block;
   const int32_t* out_block;
+  /* GPU: elements per invocation of an element-wise nest whose innermost
+   * extent is a multiple of it (kiln_plan_options_t.ew_lanes; 0: one) */
+  int32_t ew_lanes;
 } kiln_lower_ctx_t;
 
 /* Emits a kernel: |naive| is the plain loop nest, |schedule| (may be NULL or

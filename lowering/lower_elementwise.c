@@ -149,16 +149,33 @@ tir_schedule_t* kiln_lew_schedule(kiln_lower_ctx_t* ctx, const kiln_lew_nest_t* 
   if (!s) return NULL;
   char fused[128] = "", tmp[128];
   if (ctx->target == KILN_TARGET_CLASS_GPU) {
+    /* Lanes per invocation (kiln_plan_options_t.ew_lanes): the innermost
+     * dim splits into whole groups of them, the group loop VECTORIZED, so
+     * a printer with vectors reads and writes them as one vector (Vulkan:
+     * one vec4 texel; lavapipe runs a storage-buffer access whose address
+     * differs between lanes as a loop over the lanes per float). The
+     * printer prints the loop scalar where an access does not allow it. */
+    const int64_t lanes = ctx->ew_lanes;
+    const bool vec = vectorize && lanes > 1 && n->shape[r - 1] % lanes == 0;
+    char lane_loop[128] = "";
+    if (vec) {
+      tir_sched_split(c, s, n->var[r - 1]->name, lanes);
+      join(lane_loop, sizeof lane_loop, n->var[r - 1]->name, ".", "i");
+    }
     join(fused, sizeof fused, n->var[0]->name, "", "");
     for (int32_t k = 1; k < r; ++k) {
-      tir_sched_fuse(c, s, fused, n->var[k]->name);
-      join(fused, sizeof fused, fused, ".", n->var[k]->name);
+      const char* v = k == r - 1 && vec ? n->var[k]->name : NULL;
+      if (v) join(tmp, sizeof tmp, v, ".", "o");
+      tir_sched_fuse(c, s, fused, v ? tmp : n->var[k]->name);
+      join(fused, sizeof fused, fused, ".", v ? tmp : n->var[k]->name);
     }
+    if (vec && r == 1) join(fused, sizeof fused, n->var[0]->name, ".", "o");
     tir_sched_split(c, s, fused, 256);
     join(tmp, sizeof tmp, fused, ".", "o");
     tir_sched_bind(c, s, tmp, TIR_BLOCK_X);
     join(tmp, sizeof tmp, fused, ".", "i");
     tir_sched_bind(c, s, tmp, TIR_THREAD_X);
+    if (vec) tir_sched_vectorize(c, s, lane_loop);
     return s;
   }
 

@@ -122,6 +122,28 @@ static const tir_stmt_t* lane_reduce(nn_kb_t* kb, const tir_buffer_t* dst, tir_b
   return nn_lane_reduce(kb, dst, op, nn_f(kb, ident), n, f, user);
 }
 
+/* A row loop over i < n for a store built from the index (|mk|): on GPU
+ * plans whose element-wise nests take lanes (kiln_lower_ctx_t.ew_lanes,
+ * n a multiple of them) a loop over groups of lanes around a VECTORIZED
+ * lane loop, i = g * lanes + l, so the Vulkan printer reads and writes the
+ * row as vec4 texels (a row of y stored only so becomes an image); else
+ * one VECTORIZED loop over n. */
+typedef const tir_stmt_t* (*row_body_fn)(nn_kb_t* kb, void* u, const tir_expr_t* i);
+static const tir_stmt_t* row_loop(nn_kb_t* kb, int64_t n, row_body_fn mk, void* u) {
+  const int64_t L = kb->ctx->target == KILN_TARGET_CLASS_GPU ? kb->ctx->ew_lanes : 0;
+  tir_var_t* vi = nn_var(kb, "i");
+  if (L > 1 && n % L == 0) {
+    tir_var_t* vl = nn_var(kb, "il");
+    const tir_expr_t* i = nn_add(kb, nn_mulc(kb, nn_v(kb, vi), L), nn_v(kb, vl));
+    const tir_stmt_t* s = nn_for(kb, vi, n / L, nn_for(kb, vl, L, mk(kb, u, i)));
+    nn_vectorize(kb, vl);
+    return s;
+  }
+  const tir_stmt_t* s = nn_for(kb, vi, n, mk(kb, u, nn_v(kb, vi)));
+  nn_vectorize(kb, vi);
+  return s;
+}
+
 /* ---- BatchNormalization ------------------------------------------------------ */
 
 /* Per-channel a = scale / sqrt(var + eps) and b = B - mean * a of constant
@@ -284,7 +306,7 @@ typedef struct ln_s {
   const tir_buffer_t *xv, *yv, *sv, *bv; /* x, y [outer][inner]; scale, bias [inner] */
   const tir_buffer_t *sraw, *braw;        /* run-time scale/bias needing a broadcast */
   const tir_expr_t* row;
-  const tir_buffer_t* mean;
+  const tir_buffer_t *mean, *inv;         /* PRIVATE [1]: the row's mean, 1 / std */
   int32_t nrank;                          /* normalised dims */
   int64_t ndims[KILN_MAX_RANK];
 } ln_t;
@@ -350,6 +372,19 @@ static kiln_status_t ln_input(kiln_lower_ctx_t* ctx, ln_t* l, int32_t in, int64_
   return NULL;
 }
 
+/* y = (x - mean) * inv * scale (+ bias) at |i| of the row */
+static const tir_stmt_t* ln_out(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const ln_t* l = u;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t* v = tir_mul(
+      t, tir_sub(t, nn_ldf(kb, l->xv, NN_IDX(l->row, i)), tir_load(t, l->mean, NN_IDX(z))),
+      tir_load(t, l->inv, NN_IDX(z)));
+  v = tir_mul(t, v, l->sv ? tir_load(t, l->sv, NN_IDX(i)) : ln_param(kb, l, l->sraw, i));
+  if (l->bv || l->braw) v = tir_add(t, v, l->bv ? tir_load(t, l->bv, NN_IDX(i)) : ln_param(kb, l, l->braw, i));
+  return nn_stf(kb, l->yv, NN_IDX(l->row, i), v);
+}
+
 kiln_status_t kiln_lower_nn_layernorm(kiln_lower_ctx_t* ctx) {
   nn_kb_t kb;
   nn_kb_init(&kb, ctx);
@@ -410,17 +445,8 @@ kiln_status_t kiln_lower_nn_layernorm(kiln_lower_ctx_t* ctx) {
                        tir_add(t, tir_bin(t, TIR_DIV, tir_load(t, inv, NN_IDX(z)), nn_f(&kb, (double)inner)),
                                nn_f(&kb, eps)),
                        NULL, NULL)));
-  {
-    tir_var_t* vi = nn_var(&kb, "i");
-    const tir_expr_t* i = nn_v(&kb, vi);
-    const tir_expr_t* v = tir_mul(
-        t, tir_sub(t, nn_ldf(&kb, l.xv, NN_IDX(l.row, i)), tir_load(t, l.mean, NN_IDX(z))),
-        tir_load(t, inv, NN_IDX(z)));
-    v = tir_mul(t, v, l.sv ? tir_load(t, l.sv, NN_IDX(i)) : ln_param(&kb, &l, l.sraw, i));
-    if (l.bv || l.braw) v = tir_add(t, v, l.bv ? tir_load(t, l.bv, NN_IDX(i)) : ln_param(&kb, &l, l.braw, i));
-    items[4] = nn_for(&kb, vi, inner, nn_stf(&kb, l.yv, NN_IDX(l.row, i), v));
-    nn_vectorize(&kb, vi);
-  }
+  l.inv = inv;
+  items[4] = row_loop(&kb, inner, ln_out, &l);
   if (mo) items[5] = nn_stf(&kb, mo, NN_IDX(l.row), tir_load(t, l.mean, NN_IDX(z)));
   if (io) items[6] = nn_stf(&kb, io, NN_IDX(l.row), tir_load(t, inv, NN_IDX(z)));
   const tir_stmt_t* s = tir_alloc(t, l.mean, tir_alloc(t, inv, tir_seq(t, 7, items)));
@@ -573,6 +599,38 @@ static const tir_stmt_t* smr_row(nn_kb_t* kb, const tir_buffer_t* xv, const tir_
   return tir_alloc(t, s.mx, tir_alloc(t, sum, tir_alloc(t, s.lanes, tir_seq(t, 4, items))));
 }
 
+typedef struct sm_rows_s {
+  const tir_buffer_t *xr, *yr, *mx, *sum;
+  const tir_expr_t* o;
+  bool log_form;
+} sm_rows_t;
+
+/* y = exp(x - max) / sum, or the log form (x - max - log(sum)) */
+static const tir_stmt_t* sm_out(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const sm_rows_t* r = u;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* z = nn_i(kb, 0);
+  const tir_expr_t* d = tir_sub(t, nn_ldf(kb, r->xr, NN_IDX(r->o, i)), tir_load(t, r->mx, NN_IDX(z)));
+  const tir_expr_t* v =
+      r->log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, r->sum, NN_IDX(z)), NULL, NULL))
+                  : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, r->sum, NN_IDX(z)));
+  return nn_stf(kb, r->yr, NN_IDX(r->o, i), v);
+}
+/* y = exp(x - max) */
+static const tir_stmt_t* sm_exp_row(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const sm_rows_t* r = u;
+  tir_ctx_t* t = kb->t;
+  const tir_expr_t* d = tir_sub(t, nn_ldf(kb, r->xr, NN_IDX(r->o, i)), tir_load(t, r->mx, NN_IDX(nn_i(kb, 0))));
+  return tir_store(t, r->yr, NN_IDX(r->o, i), tir_call(t, TIR_EXP, 1, d, NULL, NULL));
+}
+/* y *= 1 / sum (the reciprocal in sum[0]) */
+static const tir_stmt_t* sm_scale_row(nn_kb_t* kb, void* u, const tir_expr_t* i) {
+  const sm_rows_t* r = u;
+  tir_ctx_t* t = kb->t;
+  return tir_store(t, r->yr, NN_IDX(r->o, i),
+                   tir_mul(t, tir_load(t, r->yr, NN_IDX(r->o, i)), tir_load(t, r->sum, NN_IDX(nn_i(kb, 0)))));
+}
+
 kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, const tir_buffer_t* yv,
                               int64_t outer, int64_t n, int64_t inner, bool log_form) {
   nn_kb_t kb;
@@ -594,32 +652,19 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
     sm_t s = {.xv = xr, .row = o};
     s.mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
     const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
-    tir_var_t* vi = nn_var(&kb, "i");
-    const tir_expr_t* i = nn_v(&kb, vi);
-    const tir_expr_t* d = tir_sub(t, nn_ldf(&kb, xr, NN_IDX(o, i)), tir_load(t, s.mx, NN_IDX(z)));
+    sm_rows_t rows = {xr, yr, s.mx, sum, o, log_form};
     const tir_stmt_t* items[4] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s), NULL, NULL, NULL};
     if (log_form || yr->dtype != KILN_DTYPE_F32) {
-      const tir_expr_t* v =
-          log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(z)), NULL, NULL))
-                   : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, sum, NN_IDX(z)));
       items[1] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s);
-      items[2] = nn_for(&kb, vi, n, nn_stf(&kb, yr, NN_IDX(o, i), v));
-      nn_vectorize(&kb, vi);
+      items[2] = row_loop(&kb, n, sm_out, &rows);
     } else {
       /* exp once per element: stored into the row of y, summed from there
        * and scaled by 1 / sum (the row is in L1 for the last two passes) */
-      items[1] = nn_for(&kb, vi, n, tir_store(t, yr, NN_IDX(o, i), tir_call(t, TIR_EXP, 1, d, NULL, NULL)));
-      nn_vectorize(&kb, vi);
+      items[1] = row_loop(&kb, n, sm_exp_row, &rows);
       sm_t ys = {.xv = yr, .row = o};
       items[2] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_x, &ys);
-      tir_var_t* vj = nn_var(&kb, "i");
-      const tir_expr_t* j = nn_v(&kb, vj);
       const tir_expr_t* r = tir_bin(t, TIR_DIV, nn_f(&kb, 1.0), tir_load(t, sum, NN_IDX(z)));
-      items[3] = tir_seq2(t, tir_store(t, sum, NN_IDX(z), r),
-                          nn_for(&kb, vj, n, tir_store(t, yr, NN_IDX(o, j),
-                                                       tir_mul(t, tir_load(t, yr, NN_IDX(o, j)),
-                                                               tir_load(t, sum, NN_IDX(z))))));
-      nn_vectorize(&kb, vj);
+      items[3] = tir_seq2(t, tir_store(t, sum, NN_IDX(z), r), row_loop(&kb, n, sm_scale_row, &rows));
     }
     body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 4, items)));
   } else {

@@ -333,7 +333,7 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
   kiln_lower_ctx_t ctx = {&p->tir, g, n, ni, g->opset, host ? KILN_TARGET_CLASS_CPU : o->target,
                           o->threads > 0 ? o->threads : default_threads(),
                           n->n_inputs, in, in_t, n->n_outputs, out, out_t, p,
-                          gpu && !host ? o->loop_limit : 0, NULL, NULL};
+                          gpu && !host ? o->loop_limit : 0, NULL, NULL, gpu && !host ? p->ew_lanes : 0};
   /* Layouts: inputs whose tensor is in another layout than the node reads
    * come through a reorder; an output the node writes in another layout
    * than its tensor's goes through one after the node. */
@@ -367,6 +367,7 @@ static kiln_status_t lower_node(kiln_plan_t* p, int32_t ni, const kiln_plan_opti
     kiln_status_free(s);
     ctx.target = KILN_TARGET_CLASS_CPU;
     ctx.loop_limit = 0;
+    ctx.ew_lanes = 0;
     s = fn(&ctx);
   }
   KILN_RETURN_IF_ERROR(s, "%s: node '%s' (%s)", src_of(g), n->name, n->op_type);
@@ -446,6 +447,7 @@ static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t
   p->graph = g;
   p->target = options->target;
   p->loop_limit = options->target == KILN_TARGET_CLASS_GPU ? options->loop_limit : 0;
+  p->ew_lanes = options->target == KILN_TARGET_CLASS_GPU ? options->ew_lanes : 0;
   p->gemm_hook = options->target == KILN_TARGET_CLASS_CPU ? hook : NULL;
   p->gemm_hook_user = user;
   p->sparse_mode = options->sparse;

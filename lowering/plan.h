@@ -110,6 +110,7 @@ typedef struct kiln_plan_s {
   const kiln_graph_t* graph;
   kiln_target_class_t target;
   int64_t loop_limit; /* kiln_plan_options_t.loop_limit (GPU plans; else 0) */
+  int32_t ew_lanes;   /* kiln_plan_options_t.ew_lanes (GPU plans; else 0) */
   /* GPU: what the device lacks (KILN_GPU_LACKS_*, lowering/template.h),
    * set by kiln_partition_plan_build for the target's kernel_check
    * (targets/registry.h): an OpenCL device without fp64 gets no f64
@@ -185,6 +186,11 @@ typedef struct kiln_plan_options_s {
   /* CPU: block the channels of the tensors the layout pass chooses by this
    * many floats (NCHWc; lowering/layout.h); 0: every tensor NCHW. */
   int32_t layout_block;
+  /* GPU: elements per invocation in the element-wise nests' default
+   * schedule (kiln_target_t.ew_lanes; 0 or 1: one): where a nest's
+   * innermost extent is a multiple of it, the invocation runs a VECTORIZED
+   * loop of that many (lowering/lower_elementwise.c). */
+  int32_t ew_lanes;
 } kiln_plan_options_t;
 
 /* Lowers every node of |g| (inputs must have static shapes). Unlowerable

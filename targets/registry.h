@@ -42,6 +42,10 @@ typedef struct kiln_target_s {
   const char* name;
   /* The schedules lowering picks for this target's kernels. */
   kiln_target_class_t lowering;
+  /* GPU: elements each invocation of an element-wise nest takes by default
+   * (kiln_plan_options_t.ew_lanes; 0: one). Vulkan 4: its printer reads and
+   * writes them as one vec4 texel (targets/cfamily printer_vec.c). */
+  int32_t ew_lanes;
   /* File extension of the generated source `--dump` writes ("c", "cl"). */
   const char* source_ext;
   /* --precision fp16: keep the workspaces a GEMM reads in f32 (they cost

@@ -457,7 +457,8 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         /* -O1 on the CPU: the layouts `kiln compile` would choose
          * (KILN_LAYOUT=nchw|auto picks, as for the CLI) */
         kiln_compile_config_t lc = {.target = g_target, .opt = g_opt};
-        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0, kiln_compile_layout_block(&lc)};
+        kiln_plan_options_t po = {g_target->lowering, 0, g_device->info.loop_limit, 0, kiln_compile_layout_block(&lc),
+                                  g_target->ew_lanes};
         /* nodes the GPU target refuses run on the CPU (heterogeneous
          * execution); a case stays skipped when the CPU cannot run them
          * either (UNSUPPORTED) */

@@ -64,7 +64,8 @@ static inline bool node1(kiln_graph_t* g, const char* op, const char* name, int 
  * |fuse| (-O1; -O0 without), or NULL. */
 static inline kiln_module_t* compile_fused(const kiln_graph_t* g, bool fuse) {
   /* lowering splits work to the device's loop limit, as kiln run does */
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0,
+                            g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;

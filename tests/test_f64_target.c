@@ -104,7 +104,7 @@ static void test_chain(void) {
   if (!g) return;
   if (!target_has_f64()) {
     /* refused at compile time, by kernel and dtype */
-    kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0};
+    kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0, g_target->ew_lanes};
     kiln_plan_t* plan = NULL;
     kiln_program_t* prog = NULL;
     kiln_template_set_t templates;
@@ -133,7 +133,7 @@ static void test_module_file(void) {
   if (!target_has_f64()) return;
   kiln_graph_t* g = chain_graph();
   if (!g) return;
-  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_template_set_t templates;
@@ -208,7 +208,7 @@ static void test_cast_chain(void) {
 static void test_precision_keeps_f64(void) {
   kiln_graph_t* g = chain_graph();
   if (!g) return;
-  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   if (CHECK_OK(kiln_plan_build(g, &po, al(), &plan)) && CHECK_OK(kiln_plan_fuse(plan, NULL, NULL))) {
     int32_t f64_before = 0, f64_after = 0;

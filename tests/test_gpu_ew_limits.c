@@ -3,9 +3,10 @@
  *
  *   test_gpu_ew_limits [--target cpu|opencl|vulkan]   (default cpu)
  *
- *   - Relu and Add over 65537 x 256 elements (16.8M): a printed grid past
+ *   - Relu and Add over 65537 x 257 elements (16.8M): a printed grid past
  *     65535 work-groups in x, which Vulkan folds into y (65537 is prime:
- *     the folded grid is guarded); exact;
+ *     the folded grid is guarded); Relu over 65537 x 256 (Vulkan: vec4
+ *     texels, 16385 groups); exact;
  *   - ReduceSum / ReduceMean over axis 1 of 8 x 512 x 1024 (a kept inner
  *     run of 1024): each output reduces 512 values, within lavapipe's loop
  *     limit of 65535 an invocation; integer-valued inputs, so exact;
@@ -54,20 +55,25 @@ static void run_exact(kiln_graph_t* g, const kiln_array_t* in) {
   kiln_module_release(m);
 }
 
-/* 16.8M elements: more work-groups than one Vulkan grid dimension holds */
+/* More work-groups than one Vulkan grid dimension holds: Relu and Add over
+ * 65537 x 257 (16.8M elements, an odd row: one float an invocation, 65794
+ * groups), and Relu over 65537 x 256 (Vulkan's vec4 kernel: 16385 groups;
+ * a vec4 grid past 65535 groups would bind 256 MB, twice what lavapipe
+ * binds) */
 static void test_big_grid(void) {
-  const int64_t rows = 65537, cols = 256, d[2] = {rows, cols};
-  kiln_array_t in = arr(KILN_DTYPE_F32, 2, d);
-  if (!in.data) return;
-  float* x = in.data;
-  for (int64_t i = 0; i < rows * cols; ++i) x[i] = (float)((i * 7919) % 2001 - 1000) * 0.25f;
-  const char* ops[] = {"Relu", "AddSelf"};
-  for (int k = 0; k < 2; ++k) {
-    kiln_graph_t* g = unary_graph(ops[k], rows, cols, 0, NULL, 17);
+  const char* ops[] = {"Relu", "AddSelf", "Relu"};
+  const int64_t cols[] = {257, 257, 256};
+  for (int k = 0; k < 3; ++k) {
+    const int64_t rows = 65537, d[2] = {rows, cols[k]};
+    kiln_array_t in = arr(KILN_DTYPE_F32, 2, d);
+    if (!in.data) return;
+    float* x = in.data;
+    for (int64_t i = 0; i < rows * cols[k]; ++i) x[i] = (float)((i * 7919) % 2001 - 1000) * 0.25f;
+    kiln_graph_t* g = unary_graph(ops[k], rows, cols[k], 0, NULL, 17);
     run_exact(g, &in);
     kiln_graph_destroy(g);
+    kiln_array_free(al(), &in);
   }
-  kiln_array_free(al(), &in);
 }
 
 /* Reduce{Sum,Mean} over the middle axis of 8 x 512 x 1024 */

@@ -87,7 +87,7 @@ static kiln_status_t build_bound(const kiln_graph_t* g, bool strict, uint64_t ma
                                  kiln_program_t** out) {
   /* what the device lacks, as a compile for it asks (api/driver.c) */
   const uint32_t lacks = kiln_compile_gpu_lacks(&g_device->info);
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   kiln_template_set_t templates;
   kiln_program_templates(g_target, &templates);

@@ -215,7 +215,7 @@ static bool on_loop(tir_visitor_t* v, const tir_stmt_t* s) {
 /* On the CPU the MatMul's kernel has no loop over the 197 batches (one
  * GEMM over the stacked rows, not 197 vector products). */
 static void check_one_gemm(kiln_graph_t* g) {
-  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   if (!CHECK_OK(kiln_plan_build(g, &po, al(), &plan))) return;
   int found = 0, batch_loops = 0;

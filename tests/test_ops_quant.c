@@ -252,7 +252,7 @@ static void test_fp16_keeps_quantized_fp32(void) {
        CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_add_output(g, "y1")) &&
        CHECK_OK(kiln_graph_prepare(g));
   kiln_array_free(al(), &s);
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_precision_report_t rep;
   memset(&rep, 0, sizeof rep);

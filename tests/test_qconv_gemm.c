@@ -67,7 +67,7 @@ static void check_template(const kiln_graph_t* g, const char* what) {
   bool qlinear = false;
   for (int32_t i = 0; i < g->n_nodes; ++i) qlinear |= !strncmp(g->nodes[i].op_type, "QLinear", 7);
   if (!qlinear) return;
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_template_set_t templates;

@@ -234,7 +234,7 @@ static void test_range_runtime_unsupported(void) {
             input(g, "d", KILN_DTYPE_I64, 0, NULL) &&
             node1(g, "Range", "range", 3, (const char*[]){"a", "b", "d"}, "y", 0, NULL) &&
             CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
-  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, 0, 0, 0, g_target->ew_lanes};
   kiln_plan_t* plan = NULL;
   if (ok) {
     kiln_status_t st = kiln_plan_build(g, &po, al(), &plan);

@@ -60,6 +60,25 @@ float kiln_erf(float x) {
   float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
   return x < 0.0 ? -y : y;
 }
+/* vec4 forms of the helpers for the printer's texel loops (printer.h
+ * vec_texels): per lane the scalar form's steps, its branches as selects */
+vec4 kiln_fminf(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(lessThan(a, b)) | uvec4(isnan(a)))); }
+vec4 kiln_fmaxf(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(greaterThan(a, b)) | uvec4(isnan(a)))); }
+vec4 kiln_sigmoidf(vec4 v) {
+  vec4 e = exp(-abs(v));
+  return mix(e / (1.0 + e), 1.0 / (1.0 + e), greaterThanEqual(v, vec4(0.0)));
+}
+vec4 kiln_siluf(vec4 v) { return v * kiln_sigmoidf(v); }
+vec4 kiln_softplusf(vec4 x) {
+  vec4 e = exp(-abs(x));
+  vec4 u = 1.0 + e;
+  return max(x, vec4(0.0)) + (log(u) + (e - (u - 1.0)) / u);
+}
+vec4 kiln_erf(vec4 x) {
+  vec4 t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  vec4 y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-x * x);
+  return mix(y, -y, lessThan(x, vec4(0.0)));
+}
 /* float8 <-> f32 (TIR_F8_DECODE / TIR_F8_ENCODE; the C prelude's kiln_f8_dec
  * and kiln_f8_enc, the same steps) */
 float kiln_f8_dec(int v, int k) {

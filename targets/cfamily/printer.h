@@ -296,6 +296,33 @@ typedef struct kiln_cf_dialect_s {
    * GEMM's edge tile summed with other roundings than its full tiles). */
   const char* fma_f;
   const char* vfma;
+  /* Vectors are 4-float texels of f32 parameters (GLSL: lavapipe runs a
+   * storage-buffer access whose address differs between lanes as a loop
+   * over the lanes per float, a texel fetch or image store as one 16-byte
+   * access per lane). A VECTORIZED loop prints as vectors only where each
+   * buffer it reads or writes contiguously is an f32 parameter that fits a
+   * texel view (kiln_cf_kernel_info_t.texels), its lane-0 index is a
+   * multiple of 4, and every store into the buffers it writes is such a
+   * vector store; those parameters are declared as texel buffers (read-only:
+   * tex_decl, else tex_idecl; $B the name, $N the binding, $T the restrict
+   * qualifier where the parameter cannot alias) and every access
+   * to them goes through the templates below ($I the element index), vload
+   * / vstore reading or writing the 4 floats at $I. */
+  bool vec_texels;
+  /* Lane masks by function where a language has no vector operators for
+   * them (GLSL's lessThan; NULL: the infix operator): comparisons in the
+   * order of tir_binop_t's TIR_EQ..TIR_GE ($1 $2), and / or of masks, not. */
+  const char* vcmp[6];
+  const char* vand, *vor, *vnot;
+  const char* tex_decl;
+  const char* tex_idecl;
+  const char* tex_load1;  /* one float of a read-only texel parameter */
+  const char* tex_iload1; /* one float of a written one */
+  const char* tex_iload;  /* 4 floats of a written one */
+  /* PRIVATE f32 rows of 4k floats the vector loops use are vec4 rows:
+   * declared ($B, $N vec4s), 4 floats and one float read and written */
+  const char* tex_pdecl;
+  const char* tex_pload, *tex_pload1, *tex_pstore, *tex_pstore1;
 } kiln_cf_dialect_t;
 
 extern const kiln_cf_dialect_t kiln_cf_dialect_c;
@@ -331,6 +358,11 @@ typedef struct kiln_cf_kernel_info_s {
    * differ only in names print the same text. Targets use it as a dedup key
    * (same text = same machine code: compile once, alias the other names). */
   bool canonical;
+  /* Dialects whose vectors are texels (kiln_cf_dialect_t.vec_texels, GLSL):
+   * the most vec4 texels one texel view of a parameter may hold on the
+   * device (kiln_device_info_t.max_texels; UINT64_MAX: any). 0: no texel
+   * views, so VECTORIZED loops print scalar. */
+  uint64_t texels;
 } kiln_cf_kernel_info_t;
 
 /* Prints the dialect prelude (C: includes and helpers). */

@@ -232,6 +232,28 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .math[TIR_ACOS] = "kiln_acos($1)",
     .imin = "min($1, $2)",
     .imax = "max($1, $2)",
+    /* vec4 texels of f32 parameters (printer.h vec_texels), lane masks as
+     * bvec4. The prelude overloads its helpers for vec4 with the scalar
+     * forms' steps. */
+    CF_VECTORS(4, "vec4", "texelFetch($B, ($I) >> 2)", "imageStore($B, ($I) >> 2, $V)", "vec4($1)",
+               "mix($3, $2, $1)", "bvec4($1)", "kiln_fminf($1, $2)", "kiln_fmaxf($1, $2)", "abs($1)"),
+    .vcmp = {"equal($1, $2)", "notEqual($1, $2)", "lessThan($1, $2)", "lessThanEqual($1, $2)",
+             "greaterThan($1, $2)", "greaterThanEqual($1, $2)"},
+    .vand = "bvec4(uvec4($1) & uvec4($2))", .vor = "bvec4(uvec4($1) | uvec4($2))", .vnot = "not($1)",
+    .vmath = {[TIR_EXP] = "exp($1)", [TIR_LOG] = "log($1)", [TIR_SQRT] = "sqrt($1)",
+              [TIR_RSQRT] = "inversesqrt($1)", [TIR_TANH] = "tanh($1)", [TIR_ERF] = "kiln_erf($1)",
+              [TIR_FLOOR] = "floor($1)", [TIR_CEIL] = "ceil($1)", [TIR_ROUND_EVEN] = "roundEven($1)",
+              [TIR_SIGMOID] = "kiln_sigmoidf($1)", [TIR_SILU] = "kiln_siluf($1)",
+              [TIR_SOFTPLUS] = "kiln_softplusf($1)"},
+    .vec_texels = true,
+    .tex_decl = "layout(set = 0, binding = $N) uniform samplerBuffer $B;",
+    .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform $TimageBuffer $B;",
+    .tex_load1 = "texelFetch($B, ($I) >> 2)[($I) & 3]",
+    .tex_iload1 = "imageLoad($B, ($I) >> 2)[($I) & 3]",
+    .tex_iload = "imageLoad($B, ($I) >> 2)",
+    .tex_pdecl = "vec4 $B[$N];",
+    .tex_pload = "$B[($I) >> 2]", .tex_pload1 = "$B[($I) >> 2][($I) & 3]",
+    .tex_pstore = "$B[($I) >> 2] = $V", .tex_pstore1 = "$B[($I) >> 2][($I) & 3] = $V",
 };
 #pragma GCC diagnostic pop
 

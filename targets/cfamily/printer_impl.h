@@ -27,6 +27,7 @@ enum { /* C operator precedence, higher binds tighter */
 #define MAX_DEPTH 64
 #define MAX_SEEN 2048
 #define MAX_BIND 64
+#define MAX_TPRIV 16
 
 typedef struct pr_s {
   const kiln_cf_dialect_t* d;
@@ -58,6 +59,16 @@ typedef struct pr_s {
   const tir_expr_t* bind_e[MAX_BIND];
   int32_t bind_id[MAX_BIND];
   int32_t nbind, nbound;
+  /* vec_texels dialects: bit i set when parameter i is a texel view
+   * (stexel: a written one); during the scan, tex_cand holds the
+   * parameters still allowed to be one (printer_vec.c) */
+  uint64_t texel, stexel, tex_cand;
+  bool tex_scan;
+  /* and the PRIVATE f32 rows the vector loops use, declared as vec4 rows */
+  const tir_buffer_t* tpriv[MAX_TPRIV];
+  int32_t n_tpriv;
+  bool tpriv_over;
+  uint64_t tex_max; /* kiln_cf_kernel_info_t.texels */
 } pr_t;
 
 /* ---- text ------------------------------------------------------------- */
@@ -168,6 +179,13 @@ int kiln_cf_binop_prec(tir_binop_t op);
 int32_t kiln_cf_vec_width(pr_t* p, const tir_stmt_t* s);
 /* |e| as a W-lane f32 vector or lane mask (inside a vector loop). */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need);
+/* vec_texels dialects: which parameters are texel views (p->texel,
+ * p->stexel), from the VECTORIZED loops that can print as vectors. */
+void kiln_cf_texel_scan(pr_t* p);
+/* The parameter index of |b| when it is a texel view, else -1. */
+int32_t kiln_cf_texel_param(const pr_t* p, const tir_buffer_t* b);
+/* Whether |b| is a PRIVATE row printed as vec4s (vec_texels). */
+bool kiln_cf_texel_private(const pr_t* p, const tir_buffer_t* b);
 /* The dialect's narrowing vector store into a u8 / i8 buffer of |t|, or NULL. */
 const char* kiln_cf_vstore_byte(const pr_t* p, kiln_dtype_t t);
 /* Whether |e| is f32(f64(a) * f64(b)) of f32 a and b (either may be an f64

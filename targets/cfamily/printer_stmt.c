@@ -30,7 +30,8 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     const bool half = b->dtype == KILN_DTYPE_F16;
     c.v = avex(half || byte ? v->u.cast.value : v); /* vok_stmt: f16 / u8 / i8 <- f32(...) */
     c.n = p->w;
-    kiln_cf_tpl(p, byte ? byte : half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : p->d->vstore, &c);
+    const char* pv = kiln_cf_texel_private(p, b) ? p->d->tex_pstore : NULL;
+    kiln_cf_tpl(p, byte ? byte : half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : pv ? pv : p->d->vstore, &c);
     put(p, ";\n");
     return;
   }
@@ -53,6 +54,12 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     }
     c.v = aex(v);
     kiln_cf_tpl(p, p->d->half_store, &c);
+    put(p, ";\n");
+    return;
+  }
+  if (kiln_cf_texel_private(p, b)) { /* a float of a vec4 row (vec_texels) */
+    c.v = aex(v);
+    kiln_cf_tpl(p, p->d->tex_pstore1, &c);
     put(p, ";\n");
     return;
   }
@@ -278,6 +285,12 @@ static int64_t buf_span(const tir_buffer_t* b) {
 
 void kiln_cf_put_array_decl(pr_t* p, const char* qual, const tir_buffer_t* b, bool big) {
   line(p);
+  if (kiln_cf_texel_private(p, b)) { /* vec4 rows (vec_texels) */
+    tctx_t c = {.buf = b, .n = b->shape[0] / 4};
+    kiln_cf_tpl(p, p->d->tex_pdecl, &c);
+    put(p, "\n");
+    return;
+  }
   if (big) put(p, "static _Thread_local ");
   putf(p, "%s%s ", qual ? qual : "", stype(p, b->dtype));
   kiln_cf_put_buf(p, b);

@@ -82,6 +82,64 @@ static int access_class(const tir_buffer_t* b, const tir_expr_t* const* idx, con
   return total == 0 ? 0 : total == 1 ? 1 : -1;
 }
 
+/* Is |e| a multiple of 4 with the lane variable taken as 0 (a sum of
+ * terms each with a factor that is a multiple of 4)? */
+static bool mult4(const tir_expr_t* e, const tir_var_t* lane) {
+  switch (e->kind) {
+    case TIR_INT: return e->u.i % 4 == 0;
+    case TIR_VARREF: return e->u.var == lane;
+    case TIR_BINARY:
+      switch (e->u.bin.op) {
+        case TIR_ADD:
+        case TIR_SUB: return mult4(e->u.bin.a, lane) && mult4(e->u.bin.b, lane);
+        case TIR_MUL:
+          return (e->u.bin.a->kind == TIR_INT && e->u.bin.a->u.i % 4 == 0) ||
+                 (e->u.bin.b->kind == TIR_INT && e->u.bin.b->u.i % 4 == 0) || mult4(e->u.bin.a, NULL) ||
+                 mult4(e->u.bin.b, NULL);
+        default: return false;
+      }
+    default: return false;
+  }
+}
+
+/* The parameter index of |b|, or -1. */
+static int32_t param_of(const pr_t* p, const tir_buffer_t* b) {
+  for (int32_t i = 0; i < p->f->n_params && i < 64; ++i)
+    if (p->f->params[i] == b) return i;
+  return -1;
+}
+
+int32_t kiln_cf_texel_param(const pr_t* p, const tir_buffer_t* b) {
+  if (!p->d->vec_texels || !(p->texel | p->tex_cand)) return -1;
+  const int32_t i = param_of(p, b);
+  return i >= 0 && ((p->tex_scan ? p->tex_cand : p->texel) >> i & 1) ? i : -1;
+}
+
+/* A PRIVATE f32 row of whole vec4s (vec_texels dialects): a candidate while
+ * scanning, else one a vector loop uses (declared vec4[n / 4]). */
+static bool priv_cand(const tir_buffer_t* b) {
+  return b->scope == TIR_SCOPE_PRIVATE && b->dtype == KILN_DTYPE_F32 && b->rank == 1 && b->strides[0] == 1 &&
+         b->shape[0] >= 4 && b->shape[0] % 4 == 0;
+}
+
+bool kiln_cf_texel_private(const pr_t* p, const tir_buffer_t* b) {
+  if (!p->d->vec_texels || !priv_cand(b)) return false;
+  if (p->tex_scan) return true;
+  for (int32_t i = 0; i < p->n_tpriv; ++i)
+    if (p->tpriv[i] == b) return true;
+  return false;
+}
+
+/* A contiguous access of a vec_texels dialect: |b| a texel parameter (or a
+ * candidate, while scanning) whose lane-0 flat index is a multiple of 4. */
+static bool texel_ok(const pr_t* p, const tir_buffer_t* b, const tir_expr_t* const* idx) {
+  if (!p->d->vec_texels) return true;
+  if (kiln_cf_texel_param(p, b) < 0 && !kiln_cf_texel_private(p, b)) return false;
+  for (int32_t k = 0; k < b->rank; ++k)
+    if (b->strides[k] % 4 != 0 && !mult4(idx[k], p->lane)) return false;
+  return true;
+}
+
 /* Does the value of |e| differ between lanes? */
 static bool varies(const pr_t* p, const tir_expr_t* e) {
   if (!p->lane) return false;
@@ -174,7 +232,8 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
   switch (e->kind) {
     case TIR_LOAD:
       return e->dtype == KILN_DTYPE_F32 &&
-             access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1;
+             access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1 &&
+             texel_ok(p, e->u.load.buf, e->u.load.idx);
     case TIR_BINARY: {
       kiln_dtype_t t = e->u.bin.a->dtype;
       tir_binop_t op = e->u.bin.op;
@@ -223,7 +282,9 @@ static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
     case TIR_STORE: {
       const tir_expr_t* v = s->u.store.value;
       if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
-      if (s->u.store.buf->dtype == KILN_DTYPE_F32) return v->dtype == KILN_DTYPE_F32 && vok_expr(p, v);
+      if (s->u.store.buf->dtype == KILN_DTYPE_F32)
+        return v->dtype == KILN_DTYPE_F32 && texel_ok(p, s->u.store.buf, s->u.store.idx) && vok_expr(p, v);
+      if (p->d->vec_texels) return false;
       if (s->u.store.buf->dtype == KILN_DTYPE_I32) return vok_i32_value(p, v);
       /* u8 / i8 <- u8 / i8(f32 value) narrowed by the vector store */
       if (byte_vstore(p, s->u.store.buf->dtype))
@@ -259,11 +320,150 @@ static int32_t pick_width(const pr_t* p, int64_t extent) {
 
 int32_t kiln_cf_vec_width(pr_t* p, const tir_stmt_t* s) {
   int32_t w = p->d->vec_type ? pick_width(p, s->u.loop.extent) : 0;
-  if (!w) return 0;
+  /* texel dialects: up to 4 texels per loop (the loops lowering makes for
+   * kiln_plan_options_t.ew_lanes, the row reductions' 16 lanes), printed
+   * one vec4 a step */
+  if (!w || (p->d->vec_texels && (s->u.loop.extent > 16 || !p->tex_max))) return 0;
   p->lane = s->u.loop.var; /* analysis needs the lane var */
   bool ok = vok_stmt(p, s->u.loop.body);
   p->lane = NULL;
   return ok ? w : 0;
+}
+
+/* ---- texel parameters (vec_texels dialects) ---------------------------- */
+
+typedef struct tscan_s {
+  uint64_t vec;    /* parameters accessed by a vector loop */
+  uint64_t vst;    /* stored by a vector loop */
+  uint64_t sst;    /* stored outside one (or by a loop printed scalar) */
+} tscan_t;
+
+/* Notes a PRIVATE row a vector loop uses (the printer declares it vec4). */
+static void note_private(pr_t* p, const tir_buffer_t* b) {
+  if (!p->lane || !priv_cand(b)) return;
+  for (int32_t i = 0; i < p->n_tpriv; ++i)
+    if (p->tpriv[i] == b) return;
+  if (p->n_tpriv < MAX_TPRIV) p->tpriv[p->n_tpriv++] = b;
+  else p->tpriv_over = true;
+}
+
+static void stores_of(pr_t* p, const tir_stmt_t* s, uint64_t* m) {
+  if (!s) return;
+  switch (s->kind) {
+    case TIR_STORE: {
+      const int32_t i = param_of(p, s->u.store.buf);
+      if (i >= 0) *m |= 1ull << i;
+      note_private(p, s->u.store.buf);
+      return;
+    }
+    case TIR_FOR: stores_of(p, s->u.loop.body, m); return;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i) stores_of(p, s->u.seq.items[i], m);
+      return;
+    case TIR_IF:
+      stores_of(p, s->u.cond.then_s, m);
+      stores_of(p, s->u.cond.else_s, m);
+      return;
+    case TIR_ALLOC: stores_of(p, s->u.alloc.body, m); return;
+    default: return;
+  }
+}
+
+static void loads_of(pr_t* p, const tir_expr_t* e, uint64_t* m) {
+  switch (e->kind) {
+    case TIR_LOAD: {
+      const int32_t i = param_of(p, e->u.load.buf);
+      if (i >= 0 && access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1) *m |= 1ull << i;
+      if (access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1) note_private(p, e->u.load.buf);
+      return;
+    }
+    case TIR_BINARY: loads_of(p, e->u.bin.a, m), loads_of(p, e->u.bin.b, m); return;
+    case TIR_SELECT:
+      loads_of(p, e->u.sel.cond, m), loads_of(p, e->u.sel.t, m), loads_of(p, e->u.sel.f, m);
+      return;
+    case TIR_CAST: loads_of(p, e->u.cast.value, m); return;
+    case TIR_CALL:
+      for (int32_t i = 0; i < e->u.call.n; ++i) loads_of(p, e->u.call.args[i], m);
+      return;
+    default: return;
+  }
+}
+
+/* The contiguous loads of a vector loop's body (vok_stmt passed). */
+static void vloads_of(pr_t* p, const tir_stmt_t* s, uint64_t* m) {
+  if (!s) return;
+  switch (s->kind) {
+    case TIR_STORE:
+      loads_of(p, s->u.store.value, m);
+      return;
+    case TIR_FOR: vloads_of(p, s->u.loop.body, m); return;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i) vloads_of(p, s->u.seq.items[i], m);
+      return;
+    case TIR_IF:
+      vloads_of(p, s->u.cond.then_s, m);
+      vloads_of(p, s->u.cond.else_s, m);
+      return;
+    default: return;
+  }
+}
+
+static void tscan(pr_t* p, const tir_stmt_t* s, tscan_t* t) {
+  if (!s) return;
+  switch (s->kind) {
+    case TIR_STORE: stores_of(p, s, &t->sst); return;
+    case TIR_FOR:
+      if (s->u.loop.kind == TIR_LOOP_VECTORIZED && !s->u.loop.dyn_extent && kiln_cf_vec_width(p, s)) {
+        const tir_var_t* lane = p->lane;
+        p->lane = s->u.loop.var;
+        stores_of(p, s->u.loop.body, &t->vst);
+        vloads_of(p, s->u.loop.body, &t->vec);
+        p->lane = lane;
+        return;
+      }
+      tscan(p, s->u.loop.body, t);
+      return;
+    case TIR_SEQ:
+      for (int32_t i = 0; i < s->u.seq.n; ++i) tscan(p, s->u.seq.items[i], t);
+      return;
+    case TIR_IF:
+      tscan(p, s->u.cond.then_s, t);
+      tscan(p, s->u.cond.else_s, t);
+      return;
+    case TIR_ALLOC: tscan(p, s->u.alloc.body, t); return;
+    default: return;
+  }
+}
+
+/* Candidates: f32 parameters whose span fits a texel view. A loop prints as
+ * vectors only if its contiguous buffers are candidates; a candidate stored
+ * outside such loops is dropped (an image store writes whole texels), which
+ * may turn more loops scalar: repeat until nothing changes. */
+void kiln_cf_texel_scan(pr_t* p) {
+  p->texel = p->stexel = p->tex_cand = 0;
+  if (!p->d->vec_texels || !p->tex_max) return;
+  for (int32_t i = 0; i < p->f->n_params && i < 64; ++i) {
+    const tir_buffer_t* b = p->f->params[i];
+    const uint64_t texels = (tir_buffer_span_bytes(b) + 15) / 16;
+    if (b->dtype == KILN_DTYPE_F32 && b->scope == TIR_SCOPE_GLOBAL && texels <= p->tex_max) p->tex_cand |= 1ull << i;
+  }
+  p->tex_scan = true;
+  tscan_t t;
+  for (int32_t round = 0; round < 65; ++round) {
+    memset(&t, 0, sizeof t);
+    p->n_tpriv = 0;
+    p->tpriv_over = false;
+    tscan(p, p->f->body, &t);
+    const uint64_t drop = p->tex_cand & t.sst;
+    if (!drop) break;
+    p->tex_cand &= ~drop;
+  }
+  p->tex_scan = false;
+  if (p->tpriv_over) /* more rows than the printer tracks: all scalar */
+    p->tex_cand = 0, p->n_tpriv = 0, t.vec = t.vst = 0;
+  p->texel = p->tex_cand & (t.vec | t.vst);
+  p->stexel = p->texel & (t.vst | t.sst);
+  p->tex_cand = 0;
 }
 
 /* ---- vector expressions ----------------------------------------------- */
@@ -382,7 +582,9 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
     case TIR_LOAD: {
       kiln_cf_check_buf(p, e->u.load.buf);
       tctx_t c = {.buf = e->u.load.buf, .idx = e->u.load.idx, .n = p->w};
-      kiln_cf_tpl(p, e->dtype == KILN_DTYPE_I32 ? d->vload_i32 : d->vload, &c);
+      const int32_t ti = kiln_cf_texel_param(p, e->u.load.buf);
+      const char* pl = kiln_cf_texel_private(p, e->u.load.buf) ? d->tex_pload : NULL;
+      kiln_cf_tpl(p, e->dtype == KILN_DTYPE_I32 ? d->vload_i32 : pl ? pl : ti >= 0 && (p->stexel >> ti & 1) ? d->tex_iload : d->vload, &c);
       return;
     }
     case TIR_BINARY: {
@@ -394,6 +596,10 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
         vtpl(p, d->vqsat, avex(qx), avex(a->u.bin.b), avex(b));
       } else if (op == TIR_MIN || op == TIR_MAX) {
         vtpl(p, op == TIR_MIN ? d->vmin : d->vmax, avex(a), avex(b), (targ_t){0});
+      } else if ((op == TIR_AND || op == TIR_OR) && d->vand) {
+        vtpl(p, op == TIR_AND ? d->vand : d->vor, avex(a), avex(b), (targ_t){0});
+      } else if (op >= TIR_EQ && op <= TIR_GE && d->vcmp[op - TIR_EQ]) {
+        vtpl(p, d->vcmp[op - TIR_EQ], avex(a), avex(b), (targ_t){0});
       } else if (op == TIR_AND || op == TIR_OR) {
         kiln_cf_infix(p, a, op == TIR_AND ? "&" : "|", b, op == TIR_AND ? P_BAND : P_BOR, false,
                       need, true);
@@ -432,6 +638,8 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       tir_intrin_t fn = e->u.call.fn;
       if (fn == TIR_DOT2_I16 || fn == TIR_DOT4_U8I8) {
         vtpl(p, fn == TIR_DOT2_I16 ? d->vdot2_i16 : d->vdot4_u8i8, avex(e->u.call.args[0]), avex(e->u.call.args[1]), avex(e->u.call.args[2]));
+      } else if (fn == TIR_NOT && d->vnot) {
+        vtpl(p, d->vnot, avex(e->u.call.args[0]), (targ_t){0}, (targ_t){0});
       } else if (fn == TIR_NEG || fn == TIR_NOT) {
         bool o = open_p(p, P_UNARY, need);
         put(p, fn == TIR_NEG ? "-" : "~");

@@ -324,7 +324,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         }
         f = folded;
       }
-      kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true};
+      /* element-wise lanes as vec4 texels where a view holds the buffer */
+      kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true,
+                                    .texels = plan->max_texels ? plan->max_texels : UINT64_MAX};
       kiln_cf_out_t out;
       kiln_cf_out_init(&out);
       s = kiln_cf_print_kernel(&kiln_cf_dialect_glsl, f, &info, &out);
@@ -472,6 +474,7 @@ static kiln_status_t vulkan_kernel_check(const kiln_plan_t* plan, int32_t k) {
 const kiln_target_t kiln_target_vulkan = {
     .name = "vulkan",
     .lowering = KILN_TARGET_CLASS_GPU,
+    .ew_lanes = 4,
     .source_ext = "comp",
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,

@@ -98,7 +98,7 @@ static void check_graph(gb_t* b, const char* what, const expect_t* ex) {
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(b->g, b->feeds, &ro, want))) goto done;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (!CHECK_OK(kiln_plan_build(b->g, &po, A(), &p32)) || !CHECK_OK(kiln_plan_fuse(p32, NULL, NULL))) goto done;
   if (!CHECK_OK(kiln_plan_build(b->g, &po, A(), &p16)) || !CHECK_OK(kiln_plan_fuse(p16, NULL, NULL))) goto done;
   /* what `kiln run --precision fp16` does on a device without fp16 arithmetic */

@@ -48,7 +48,7 @@ static bool conv_fixture(fixture_t* f, int64_t m, int64_t k) {
   node(&f->b, "Relu", IN("c"), "y", 0, NULL);
   if (!CHECK_OK(f->b.st) || !CHECK_OK(kiln_graph_add_output(f->b.g, "y")) || !CHECK_OK(kiln_graph_prepare(f->b.g)))
     return false;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (!CHECK_OK(kiln_plan_build(f->b.g, &po, A(), &f->plan))) return false;
   kiln_fusion_report_t rep;
   return CHECK_OK(kiln_plan_fuse(f->plan, &rep, NULL));

@@ -44,7 +44,7 @@ static bool model(gb_t* b) {
 }
 
 static kiln_status_t plan_of(gb_t* b, kiln_plan_t** out) {
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   KILN_RETURN_IF_ERROR(kiln_plan_build(b->g, &po, A(), out));
   kiln_fusion_report_t rep;
   return kiln_plan_fuse(*out, &rep, NULL);

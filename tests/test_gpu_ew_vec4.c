@@ -1,0 +1,196 @@
+/* Element-wise kernels on Vulkan read and write 4 floats an invocation as
+ * vec4 texels (issue 23): lowering's GPU schedule splits the innermost dim
+ * by kiln_target_t.ew_lanes and vectorizes the 4 lanes, the GLSL printer
+ * prints such loops through samplerBuffer / imageBuffer views
+ * (targets/cfamily printer_vec.c, vec_texels).
+ *
+ * Each model is compiled for Vulkan through the compiler API; its program
+ * text is checked for the texel path where the shapes allow it (innermost
+ * extent a multiple of 4: an imageStore, and no texel declaration where
+ * they do not) and the session's output is compared with the reference
+ * interpreter: Relu, Sigmoid, Gelu, Relu after an Add of a per-channel bias
+ * ([C, 1, 1], a broadcast scalar per texel), an Add of a row ([W], read as
+ * texels), LeakyRelu with an odd innermost extent (printed scalar), an Add
+ * broadcasting along the innermost dim ([.., 1]: texel output, scalar
+ * reads), Where with a bool condition (not f32: printed scalar), and
+ * Softmax over rows of 200 and 40 floats (texels) and of 13 (scalar). Skipped where
+ * the Vulkan target is not built. */
+#include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/ref_exec.h"
+#include "frontend/onnx.h"
+#include "kiln/compiler.h"
+#include "kiln/runtime.h"
+#include "runtime/module_file.h"
+#include "runtime/program.h"
+#include "targets/registry.h"
+#include "testing.h"
+#include "compile_util.h"
+
+static char g_dir[512];
+
+static kiln_allocator_t al(void) { return kiln_allocator_system(); }
+
+typedef struct ew_case_s {
+  const char* name;
+  int rank;
+  int64_t x[4];
+  /* the second operand's shape (rank 0: none) */
+  int brank;
+  int64_t b[4];
+  bool vec4; /* the texel path is expected */
+} ew_case_t;
+
+static void seeded(float* v, int64_t n, uint32_t seed) {
+  for (int64_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    v[i] = (float)((seed >> 8) & 0xffff) / 8192.0f - 4.0f;
+  }
+}
+
+static int64_t numel(int rank, const int64_t* d) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= d[i];
+  return n;
+}
+
+static bool model_write(const char* path, const ew_case_t* c) {
+  bm_model_t b;
+  bm_init(&b, 20);
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, c->rank, c->x, NULL);
+  if (c->brank) {
+    const int64_t n = numel(c->brank, c->b);
+    float* v = bm_alloc(&b, sizeof(float) * (size_t)n);
+    seeded(v, n, 77u);
+    bm_initializer(&b, "B", BM_F32, c->brank, c->b, v, sizeof(float) * (size_t)n);
+  }
+  if (!strcmp(c->name, "relu")) {
+    bm_node(&b, "Relu", "relu", "X", "Y");
+  } else if (!strcmp(c->name, "sigmoid")) {
+    bm_node(&b, "Sigmoid", "sig", "X", "Y");
+  } else if (!strcmp(c->name, "gelu")) {
+    bm_node(&b, "Gelu", "gelu", "X", "Y");
+  } else if (!strcmp(c->name, "softmax")) {
+    bm_node(&b, "Softmax", "softmax", "X", "Y");
+  } else if (!strcmp(c->name, "leaky")) {
+    bm_node(&b, "LeakyRelu", "leaky", "X", "Y");
+  } else if (!strcmp(c->name, "where")) {
+    float zero = 0.0f;
+    bm_initializer(&b, "Z", BM_F32, 0, NULL, &zero, sizeof zero);
+    bm_node(&b, "Less", "less", "X,Z", "C");
+    bm_node(&b, "Where", "where", "C,B,X", "Y");
+  } else { /* add, add_relu */
+    bm_node(&b, "Add", "add", "X,B", !strcmp(c->name, "add_relu") ? "H" : "Y");
+    if (!strcmp(c->name, "add_relu")) bm_node(&b, "Relu", "relu", "H", "Y");
+  }
+  bm_output(&b, "Y");
+  const bool ok = bm_write(&b, path);
+  bm_free(&b);
+  return ok;
+}
+
+static void check_case(const ew_case_t* c) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/ew_%s_%d.onnx", g_dir, c->name, (int)c->x[c->rank - 1]);
+  const bool written = model_write(path, c);
+  CHECK_MSG(written, "%s: written", c->name);
+  if (!written) return;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  const char* const opts[] = {"target", "vulkan", NULL};
+  if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
+  kiln_program_t* p = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "ew.kiln", al(), &p))) {
+    const char* t = p->code.text ? p->code.text : "";
+    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, "rgba32f) uniform") != NULL;
+    const bool any = strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL;
+    if (c->vec4)
+      CHECK_MSG(texel, "%s %lld: the vec4 texel path was not taken", c->name, (long long)c->x[c->rank - 1]);
+    else
+      CHECK_MSG(!any, "%s %lld: texel views where the shape does not allow them", c->name,
+                (long long)c->x[c->rank - 1]);
+  }
+  kiln_program_destroy(p);
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_graph_t* g = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  kiln_array_t x, want, got;
+  memset(&x, 0, sizeof x);
+  memset(&want, 0, sizeof want);
+  memset(&got, 0, sizeof got);
+  kiln_shape_t xs = kiln_shape_make(c->rank, c->x);
+  if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) seeded((float*)x.data, (int64_t)(x.nbytes / 4), 5u);
+  if (x.data && CHECK_OK(kiln_module_load_memory(bytes, len, "ew.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+      CHECK_OK(kiln_onnx_parse_model(path, NULL, al(), &g)) && CHECK_OK(kiln_graph_prepare(g)) &&
+      CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) && CHECK_OK(kiln_session_run(s, &x, &got))) {
+    double worst = 0;
+    const bool same = got.nbytes == want.nbytes && got.nbytes == x.nbytes;
+    for (size_t i = 0; same && i < want.nbytes / 4; ++i) {
+      const double w = ((float*)want.data)[i], e = fabs(((float*)got.data)[i] - w) / (1.0 + fabs(w));
+      if (!(e <= worst)) worst = e; /* NaN counts */
+    }
+    CHECK_MSG(same && worst <= 1e-5, "%s %lld: max error %g", c->name, (long long)c->x[c->rank - 1], worst);
+  }
+  kiln_graph_destroy(g);
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  kiln_array_free(al(), &x);
+  kiln_array_free(al(), &want);
+  kiln_array_free(al(), &got);
+  free(bytes);
+}
+
+static void test_unary(void) {
+  static const ew_case_t cs[] = {
+      {"relu", 4, {2, 3, 5, 12}, 0, {0}, true},
+      {"sigmoid", 2, {7, 20}, 0, {0}, true},
+      {"gelu", 3, {3, 5, 8}, 0, {0}, true},
+      {"relu", 1, {4100}, 0, {0}, true},
+      {"leaky", 3, {3, 5, 7}, 0, {0}, false}, /* odd innermost extent */
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
+}
+
+/* rows of 4k floats: the max and sum as vec4 lanes (16 a step, PRIVATE
+ * vec4 rows), exp and the scaling stored as texels (lowering/lower_nn_norm.c
+ * row_loop); 13 floats a row: scalar */
+static void test_softmax(void) {
+  static const ew_case_t cs[] = {
+      {"softmax", 2, {6, 200}, 0, {0}, true},
+      {"softmax", 3, {2, 3, 40}, 0, {0}, true},
+      {"softmax", 2, {5, 13}, 0, {0}, false},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
+}
+
+static void test_broadcast(void) {
+  static const ew_case_t cs[] = {
+      {"add_relu", 4, {2, 6, 5, 8}, 3, {6, 1, 1}, true}, /* a per-channel bias */
+      {"add", 3, {4, 9, 16}, 1, {16}, true},              /* a row, read as texels */
+      {"add", 3, {4, 9, 16}, 3, {4, 9, 1}, true},         /* broadcast along the lanes */
+      {"add", 3, {4, 9, 6}, 2, {9, 6}, false},            /* 6 floats a row: scalar */
+      {"where", 2, {6, 12}, 2, {6, 12}, false},           /* a bool condition read per lane */
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
+}
+
+int main(void) {
+  if (!kiln_target_find("vulkan")) {
+    printf("SKIP: the vulkan target is not built\n");
+    return 0;
+  }
+  if (!bm_tmpdir("gpu_ew_vec4", g_dir, sizeof g_dir)) return 1;
+  RUN(test_unary);
+  RUN(test_broadcast);
+  RUN(test_softmax);
+  bm_rmtree(g_dir);
+  return kiln_test_finish();
+}
