@@ -61,7 +61,7 @@ static kiln_status_t build(const kiln_graph_t* g, const kiln_target_t* target, i
                            built_t* out) {
   kiln_allocator_t a = kiln_allocator_system();
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {target->lowering, 0, 0, 0, 0};
+  kiln_plan_options_t po = {target->lowering, 0, 0, 0, 0, 0};
   kiln_status_t s = kiln_plan_build(g, &po, a, &plan);
   if (!s) s = kiln_plan_fuse(plan, NULL, NULL);
   if (!s && mode16) {

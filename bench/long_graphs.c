@@ -43,7 +43,7 @@ static kiln_status_t compile(kiln_long_kind_t kind, int32_t n, int level, const 
   double t0 = now_s();
   kiln_status_t s = kiln_graph_prepare(g);
   if (!s) s = kiln_graph_optimize(g, level, NULL);
-  kiln_plan_options_t po = {t->lowering, 1, 0, 0, 0};
+  kiln_plan_options_t po = {t->lowering, 1, 0, 0, 0, 0};
   if (!s) s = kiln_plan_build(g, &po, kiln_allocator_system(), &p);
   if (!s && level >= 1) s = kiln_plan_fuse(p, NULL, NULL);
   kiln_template_set_t ts;

@@ -46,7 +46,7 @@ static kiln_status_t build_program(const char* path, kiln_program_t** out) {
       if (kiln_dim_symbol(t->shape.dims[d])) t->shape.dims[d] = 1;
   }
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0, 0};
   kiln_fusion_report_t rep;
   memset(&rep, 0, sizeof rep);
   kiln_status_t s = kiln_graph_prepare(g);

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       if (s) return die(s);
       double c0 = now_s();
       kiln_plan_t* plan = NULL;
-      kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, threads, 0, 0, 0};
+      kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, threads, 0, 0, 0, 0};
       if ((s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan))) return die(s);
       kiln_cpu_options_t co;
       kiln_cpu_options_default(&co);

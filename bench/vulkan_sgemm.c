@@ -245,7 +245,7 @@ static kiln_status_t bench_plan(kiln_device_t* d, int64_t n, const opts_t* o, co
   if (!s) s = kiln_graph_prepare(g);
   kiln_plan_t* p = NULL;
   kiln_program_t* prog = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   kiln_template_set_t templates;
   kiln_spirv_templates(&templates);
   if (!s) s = kiln_plan_build(g, &po, al, &p);

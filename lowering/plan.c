@@ -439,7 +439,7 @@ kiln_status_t kiln_plan_build_host(const kiln_graph_t* g, const kiln_plan_option
 static kiln_status_t plan_build(const kiln_graph_t* g, const kiln_plan_options_t* options, kiln_plan_host_t* host,
                                 kiln_gemm_hook_fn hook, void* user, bool plain, kiln_allocator_t allocator,
                                 kiln_plan_t** out_plan) {
-  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
+  kiln_plan_options_t defaults = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0, 0};
   if (!options) options = &defaults;
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(allocator, sizeof(*p), "plan", (void**)&p));

@@ -69,7 +69,7 @@ static inline kiln_graph_t* rt_model(void) {
 
 /* Lowers, fuses (when |fuse|) and builds the CPU program of |g|. */
 static inline kiln_program_t* rt_program(const kiln_graph_t* g, bool fuse) {
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   if (CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan)) &&

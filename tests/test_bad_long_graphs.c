@@ -121,7 +121,7 @@ static void run_case(const case_t* c) {
     if (!CHECK_OK(kiln_ref_run(g, &x, &ro, want))) goto done;
   }
   if (!CHECK_OK(kiln_graph_optimize(g, c->level, NULL))) goto done;
-  kiln_plan_options_t po = {t->lowering, 1, 0, 0, 0};
+  kiln_plan_options_t po = {t->lowering, 1, 0, 0, 0, 0};
   if (!CHECK_OK(kiln_plan_build(g, &po, A(), &p))) goto done;
   kiln_fusion_report_t rep;
   if (c->level >= 1 && !CHECK_OK(kiln_plan_fuse(p, &rep, NULL))) goto done;

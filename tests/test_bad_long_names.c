@@ -100,7 +100,7 @@ static void compile_for(const char* path, const char* target, int opt) {
   if (!CHECK_OK(kiln_onnx_load_model(path, NULL, al, &g))) goto done;
   CHECK(strlen(g->tensors[g->inputs[0]].name) == LONG);
   if (opt && !CHECK_OK(kiln_graph_optimize(g, opt, NULL))) goto done;
-  kiln_plan_options_t po = {t->lowering, 0, 0, 0, 0};
+  kiln_plan_options_t po = {t->lowering, 0, 0, 0, 0, 0};
   if (!CHECK_OK(kiln_plan_build(g, &po, al, &plan))) goto done;
   kiln_fusion_report_t fr;
   if (opt && !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL))) goto done;

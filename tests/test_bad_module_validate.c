@@ -56,7 +56,7 @@ static kiln_program_t* compile_model(const char* path) {
     for (int32_t d = 0; d < x->shape.rank; ++d)
       if (x->shape.dims[d] < 0) x->shape.dims[d] = 1;
   }
-  kiln_plan_options_t po = {t->lowering, 0, 0, 0, 0};
+  kiln_plan_options_t po = {t->lowering, 0, 0, 0, 0, 0};
   kiln_template_set_t templates;
   kiln_program_templates(t, &templates);
   if (CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL)) &&

@@ -46,7 +46,7 @@ static bool tiny_program(const char* levels, kiln_program_t** out) {
   kiln_onnx_options_default(&oo);
   kiln_graph_t* g = NULL;
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_program_build_options_t bo = {.model_name = "tiny.kiln", .cpu_targets = levels};
   bool ok = CHECK_OK(kiln_onnx_parse_model(path, &oo, sys(), &g));
   if (ok) {

@@ -106,7 +106,7 @@ static void spy_hook(void* user, int32_t node, const kiln_gemm_problem_t* p, kil
 static void test_hook_on_a_model(void) {
   kiln_graph_t* g = tinycnn();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_tune_cpu_table_t table = {0};
   spy_t spy = {&table, {{0}}, 0};
   kiln_plan_t* p = NULL;
@@ -143,7 +143,7 @@ static void test_hook_on_a_model(void) {
 static void test_cache_at_compile_time(void) {
   kiln_graph_t* g = tinycnn();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_tune_cpu_table_t found = {0};
   kiln_plan_t* p = NULL;
   kiln_device_t* dev = NULL;
@@ -260,7 +260,7 @@ static void test_nchwc_space(void) {
 
   kiln_graph_t* g = tinycnn();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, kiln_cpu_simd().lanes};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, kiln_cpu_simd().lanes, 0};
   kiln_tune_cpu_table_t table = {0};
   spy_t spy = {&table, {{0}}, 0};
   kiln_plan_t* pl = NULL;

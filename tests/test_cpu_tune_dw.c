@@ -144,7 +144,7 @@ static void test_dw_points_build_and_match(void) {
     return;
   }
   const int32_t lanes = kiln_cpu_simd().lanes;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, lanes};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, lanes, 0};
   kiln_tune_cpu_table_t table = {0};
   kiln_plan_t* pl = NULL;
   int32_t n_dw = 0, built = 0;

@@ -153,7 +153,7 @@ static result_t run_case(tg_t* t, const char* what, double tol) {
   kiln_ref_options_t ro;
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(g, t->feeds, &ro, want))) return r;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* unfused = NULL;
   kiln_plan_t* p = NULL;
   CHECK_OK(kiln_plan_build(g, &po, A(), &unfused));
@@ -657,7 +657,7 @@ static void test_concat_slices(void) {
 /* |t|'s graph lowered for a GPU and fused (*out NULL on error). */
 static kiln_plan_t* gpu_plan(tg_t* t) {
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (!t->ok || !CHECK_OK(kiln_graph_prepare(t->g)) || !CHECK_OK(kiln_plan_build(t->g, &po, A(), &p))) return NULL;
   if (!CHECK_OK(kiln_plan_fuse(p, NULL, NULL))) {
     kiln_plan_destroy(p);

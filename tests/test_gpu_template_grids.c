@@ -51,7 +51,7 @@ static bool add_const(kiln_graph_t* g, const char* name, kiln_array_t a) {
  * (the template was chosen, so its grid is the one this test is about). */
 static void check_template(const kiln_graph_t* g, const char* what, const char* marker) {
   if (strcmp(g_target_name, "vulkan")) return;
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device ? g_device->info.loop_limit : 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_template_set_t templates;
@@ -211,7 +211,7 @@ static void refusal_case(void) {
             (vk ? add_const(g, "w", rand_f32(4, wd)) && node1(g, "Conv", node, 2, (const char*[]){"x", "w"}, "y", 1, &ks)
                 : node1(g, "Relu", node, 1, (const char*[]){"x"}, "y", 0, NULL)) &&
             CHECK_OK(kiln_graph_add_output(g, "y")) && CHECK_OK(kiln_graph_prepare(g));
-  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0};
+  kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;

@@ -267,7 +267,7 @@ static void check_tol(kiln_graph_t* g, const char* label, double tol) {
     goto done_inputs;
   }
   for (int t = 0; t < 2; ++t) {
-    kiln_plan_options_t po = {t ? KILN_TARGET_CLASS_GPU : KILN_TARGET_CLASS_CPU, 4, 0, 0, 0};
+    kiln_plan_options_t po = {t ? KILN_TARGET_CLASS_GPU : KILN_TARGET_CLASS_CPU, 4, 0, 0, 0, 0};
     kiln_plan_t* p = NULL;
     st = kiln_plan_build(g, &po, sys(), &p);
     if (st) {
@@ -324,7 +324,7 @@ static void check(kiln_graph_t* g, const char* label) { check_tol(g, label, 2e-6
 static void check_plan_err(kiln_graph_t* g, int code, const char* needle) {
   CHECK_OK(kiln_graph_prepare(g));
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   CHECK_ERR(kiln_plan_build(g, &po, sys(), &p), code, needle);
   kiln_graph_destroy(g);
 }
@@ -911,7 +911,7 @@ static void test_gather_out_of_range(void) {
   node(g, "Gather", NAMES("x", "i"), NAMES("y"), NO_ATTRS);
   CHECK_OK(kiln_graph_prepare(g));
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   CHECK_OK(kiln_plan_build(g, &po, sys(), &p));
   if (p) {
     float xd[6] = {1, 2, 3, 4, 5, 6};
@@ -1128,7 +1128,7 @@ static void test_runtime_semantic_inputs(void) {
   input(g, "starts", KILN_DTYPE_I64, SHAPE(1));
   node(g, "Relu", NAMES("x"), NAMES("y"), NO_ATTRS);
   CHECK_OK(kiln_graph_prepare(g));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* p = NULL;
   CHECK_OK(kiln_plan_build(g, &po, sys(), &p));
   if (p) {
@@ -1143,7 +1143,7 @@ static void test_runtime_semantic_inputs(void) {
     const tir_buffer_t* out[1] = {p->buffers[p->outputs[0]].buf};
     const kiln_tensor_t* out_t[1] = {&g->tensors[g->outputs[0]]};
     kiln_lower_ctx_t ctx = {&p->tir, g, &n, 0, 13, KILN_TARGET_CLASS_CPU, 2,
-                            2, in, in_t, 1, out, out_t, p, 0, NULL, NULL};
+                            2, in, in_t, 1, out, out_t, p, 0, NULL, NULL, 0};
     kiln_lower_fn fn = kiln_lower_lookup("Pad");
     CHECK(fn != NULL);
     if (fn) CHECK_ERR(fn(&ctx), KILN_UNSUPPORTED, "'pads' is computed at run time");

@@ -249,7 +249,7 @@ static void check_case(spec_t* sp, const char* what) {
     kiln_graph_destroy(g);
     goto done;
   }
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* p = NULL;
   st = kiln_plan_build(g, &po, A(), &p);
   if (!CHECK_OK(st)) fprintf(stderr, "  case: %s (plan)\n", what);
@@ -879,7 +879,7 @@ static kiln_status_t plan_only(spec_t* sp) {
   kiln_graph_t* g = NULL;
   kiln_status_t st = build(sp, &g);
   if (!st) {
-    kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0};
+    kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
     kiln_plan_t* p = NULL;
     st = kiln_plan_build(g, &po, A(), &p);
     kiln_plan_destroy(p);

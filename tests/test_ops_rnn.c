@@ -235,7 +235,7 @@ static void test_kernel_count(void) {
   for (int cls = 0; cls < 2; ++cls) {
     kiln_graph_t* g = NULL;
     if (!CHECK_OK(build("LSTM", 3, in, 3, 2, at, &g))) return;
-    kiln_plan_options_t po = {cls ? KILN_TARGET_CLASS_GPU : KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+    kiln_plan_options_t po = {cls ? KILN_TARGET_CLASS_GPU : KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
     kiln_plan_t* p = NULL;
     if (CHECK_OK(kiln_plan_build(g, &po, A(), &p)))
       CHECK_MSG(p->n_kernels == 2, "class %d: %d kernels, want 2", cls, (int)p->n_kernels);

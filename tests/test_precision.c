@@ -192,7 +192,7 @@ static bool compile(const kiln_graph_t* g, kiln_precision_mode_t mode, const kil
                     const kiln_calibrate_options_t* cal, kiln_precision_policy_t* auto_policy,
                     kiln_calibrate_report_t* cal_report, compiled_t* out) {
   memset(out, 0, sizeof(*out));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   po.layout_block = layout_block;
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
@@ -374,7 +374,7 @@ static void test_elementwise(void) {
 static void test_fp16_arith(void) {
   kiln_graph_t* g = ew_net();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;
@@ -414,7 +414,7 @@ static void test_fp16_arith(void) {
 static void test_fp16_accumulate(void) {
   kiln_graph_t* g = conv_net();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;
@@ -453,7 +453,7 @@ static void test_fp16_accumulate(void) {
 static void test_f32_workspaces(void) {
   kiln_graph_t* g = conv_net();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;
@@ -488,7 +488,7 @@ static void test_f32_workspaces(void) {
 static void test_weights_only(void) {
   kiln_graph_t* g = conv_net();
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t* m = NULL;

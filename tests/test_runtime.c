@@ -28,7 +28,7 @@ static void test_session_matches_reference_and_cpu_exec(void) {
   CHECK_OK(kiln_ref_run(g, &x, NULL, want));
   /* The same plan through the old direct executor: the session must give the
    * same bits (same code, only the memory differs). */
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, 0, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   CHECK_OK(kiln_plan_build(g, &po, kiln_allocator_system(), &plan));

@@ -95,7 +95,7 @@ static const kiln_plan_sparse_note_t* note_of(const kiln_plan_t* plan) {
  * note (copied to *out_note, zeroed when none) and the weight bytes. */
 static void run_mode(const kiln_graph_t* g, int32_t mode, const kiln_array_t* x, const kiln_array_t* want,
                      const char* what, kiln_plan_sparse_note_t* out_note, uint64_t* out_weights) {
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, mode, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, mode, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   memset(out_note, 0, sizeof *out_note);
@@ -205,7 +205,7 @@ static void test_module_round_trip(void) {
   conv_case_t c = {"round trip", 1, 16, 24, 7, 3, 1, 1, 1, 1, 4, 0.7, true, true};
   kiln_graph_t* g = conv_model(&c);
   if (!g) return;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, KILN_SPARSE_ON, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 2, 0, KILN_SPARSE_ON, 0, 0};
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
   kiln_module_t *m = NULL, *m2 = NULL;

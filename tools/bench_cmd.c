@@ -282,7 +282,7 @@ static kiln_status_t run_kiln(const bench_case_t* c, const opts_t* o, row_t* r) 
     s = kiln_make_status(KILN_INTERNAL, "bench graph has %d inputs", (int)g->n_inputs);
     goto done;
   }
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, o->threads, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, o->threads, 0, 0, 0, 0};
   if ((s = kiln_plan_build(g, &po, kiln_allocator_system(), &plan))) goto done;
   if ((s = kiln_plan_fuse(plan, NULL, NULL))) goto done;
   r->flops = 0;

@@ -42,7 +42,7 @@ static int64_t tensor_bytes(const kiln_tensor_t* t) {
 static kiln_status_t print_fusion(kiln_graph_t* g) {
   int32_t before = g->n_nodes;
   KILN_RETURN_IF_ERROR(kiln_graph_optimize(g, 1, NULL));
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_CPU, 0, 0, 0, 0, 0};
   kiln_plan_t* p = NULL;
   KILN_RETURN_IF_ERROR(kiln_plan_build(g, &po, kiln_allocator_system(), &p));
   kiln_fusion_report_t rep;

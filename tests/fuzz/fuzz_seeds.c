@@ -224,7 +224,7 @@ static void write_modules(const char* model, const char* stem) {
       }
       if (!s) s = kiln_graph_prepare(g);
       if (!s && opt) s = kiln_graph_optimize(g, opt, NULL);
-      kiln_plan_options_t po = {t->lowering, 0, 0, 0};
+      kiln_plan_options_t po = {t->lowering, 0, 0, 0, 0, 0};
       if (!s) s = kiln_plan_build(g, &po, al, &plan);
       kiln_fusion_report_t fr;
       if (!s && opt) s = kiln_plan_fuse(plan, &fr, NULL);

@@ -40,7 +40,7 @@ static void check_graph(gb_t* b, const char* what, int chosen, int matched) {
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(b->g, b->feeds, &ro, want))) goto done;
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
     kiln_fusion_report_t rep;
     CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));

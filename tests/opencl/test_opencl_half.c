@@ -74,7 +74,7 @@ static void build_graph(gb_t* b) {
  * as for a device with half arithmetic). */
 static kiln_plan_t* plan_fp16(const kiln_graph_t* g, bool fp16_arith) {
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (!CHECK_OK(kiln_plan_build(g, &po, A(), &plan))) return NULL;
   kiln_fusion_report_t rep;
   kiln_precision_options_t pr = {.mode = KILN_PRECISION_FP16, .fp16_arith = fp16_arith};

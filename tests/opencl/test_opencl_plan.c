@@ -38,7 +38,7 @@ static void check_graph(gb_t* b, const char* what, int min_templated) {
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(b->g, b->feeds, &ro, want))) goto done;
   kiln_plan_t* plan = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (CHECK_OK(kiln_plan_build(b->g, &po, A(), &plan))) {
     kiln_fusion_report_t rep;
     CHECK_OK(kiln_plan_fuse(plan, &rep, NULL));
@@ -220,7 +220,7 @@ static void test_faults(void) {
   kiln_graph_add_output(b.g, "out");
   kiln_plan_t* plan = NULL;
   kiln_program_t* prog = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   if (!CHECK_OK(b.st) || !CHECK_OK(kiln_graph_prepare(b.g)) ||
       !CHECK_OK(kiln_plan_build(b.g, &po, A(), &plan)) || !CHECK_OK(choose_opencl_templates(plan, NULL)) ||
       !CHECK_OK(kiln_program_build(plan, kiln_target_find("opencl"), NULL, A(), &prog)))

@@ -600,7 +600,7 @@ static void run_case(tg_t* t, const char* what, bool fuse, bool fp16, double rto
   kiln_ref_options_default(&ro);
   if (!CHECK_OK(kiln_ref_run(g, t->feeds, &ro, want))) return;
   /* lowering splits the work to the device's loop limit, as kiln run does */
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, dev->info.loop_limit, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, dev->info.loop_limit, 0, 0, 0};
   kiln_plan_t* p = NULL;
   int32_t nk = 0;
   if (CHECK_OK(kiln_plan_build(g, &po, A(), &p))) {
@@ -1021,7 +1021,7 @@ static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
   build(&t);
   kiln_program_t* prog = NULL;
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
   kiln_fusion_report_t rep;
   kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
@@ -1318,7 +1318,7 @@ static int64_t max_trips(build_fn build, int64_t limit) {
   build(&t);
   kiln_program_t* prog = NULL;
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 1, limit, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 1, limit, 0, 0, 0};
   int64_t most = -1;
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
       CHECK_OK(kiln_plan_fuse(p, NULL, NULL)) && CHECK_OK(plan_program(p, &prog)))

@@ -177,7 +177,7 @@ static void test_space(void) {
   kiln_template_set_t set;
   kiln_program_templates(target, &set);
   CHECK(set.space && set.tiles_check && set.tiles_tie && set.tiles_hints);
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 0};
   kiln_fusion_report_t fr;
   if (!CHECK_OK(load(path, &g)) || !CHECK_OK(kiln_plan_build(g, &po, A(), &plan)) ||
       !CHECK_OK(kiln_plan_fuse(plan, &fr, NULL)) || !CHECK_OK(kiln_template_select(plan, &set)) ||
@@ -301,7 +301,7 @@ static void test_winograd_space_run(bool compile_all) {
   kiln_plan_t* plan = NULL;
   kiln_template_set_t set;
   kiln_program_templates(kiln_target_find("vulkan"), &set);
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 0};
   kiln_fusion_report_t fr;
   kiln_vulkan_cc_t cc;
   bool cc_ok = false;
@@ -441,7 +441,7 @@ static void test_winograd_switch(void) {
   kiln_template_set_t set;
   kiln_program_templates(target, &set);
   kiln_device_open_options_t oo = {0, true, stderr};
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 0};
   kiln_fusion_report_t fr;
   if (!CHECK_OK(kiln_device_open("vulkan", &oo, A(), &dev)) || !CHECK_OK(load(path, &g))) goto out;
   for (int32_t i = 0; i < 2; ++i) {
