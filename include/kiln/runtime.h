@@ -155,6 +155,9 @@ KILN_API void kiln_free(void* p);
 
 /* ---- sessions --------------------------------------------------------- */
 
+/* New fields go at the end; python/kiln/_lib.py's SessionOptions mirrors
+ * this struct field for field (kiln_session_options_default writes all of
+ * it into the caller's memory). */
 typedef struct kiln_session_options_s {
   int32_t slots;          /* runs in flight, each with its own arena (default 2) */
   bool profile;           /* record per-dispatch timestamps */

@@ -34,7 +34,7 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [("slots", ctypes.c_int32), ("profile", ctypes.c_bool),
                 ("cache_dir", ctypes.c_char_p), ("dump_dir", ctypes.c_char_p),
                 ("threads", ctypes.c_int32), ("dim_reserve", ctypes.c_int64),
-                ("build_progress", ctypes.c_void_p)]
+                ("build_progress", ctypes.c_void_p), ("reuse_code", ctypes.c_bool)]
 
 
 class DeviceOpenOptions(ctypes.Structure):
