@@ -72,6 +72,10 @@
 #ifndef KREUSE
 #define KREUSE 0
 #endif
+// K a multiple of TK: no partial last K step, so no clamped K index and no
+// zeroed products (a multiply per X value and step that LLVM cannot fold:
+// k0 is a run-time value)
+#define KTAIL (CK % TK != 0)
 #define LX (TN / RN)
 #define LY (TM / RM)
 #define NT (LX * LY)
@@ -250,8 +254,8 @@ void main() {
     vec4 xv[TK][RN / 4];
 #endif
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
-      const int k = min(k0 + kk, CK - 1);
-      const float kin = k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
+      const int k = KTAIL ? min(k0 + kk, CK - 1) : k0 + kk;
+      const float kin = !KTAIL || k0 + kk < CK ? 1.0 : 0.0; // the K tail adds nothing
 #if CDIRECT && TK == CT
       // (a channel's taps a K step: k0 a multiple of CT) constant shifts
       const int xc = xb + (k0 / CT) * CPLANE, tap = kk;
@@ -341,7 +345,7 @@ void main() {
     // products instead of once per product
     [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
       vec4 wv[TK];
-      [[unroll]] for (int kk = 0; kk < TK; ++kk) wv[kk] = texelFetch(tw, W_IDX(m0 + i, min(k0 + kk, CK - 1)) >> 2);
+      [[unroll]] for (int kk = 0; kk < TK; ++kk) wv[kk] = texelFetch(tw, W_IDX(m0 + i, KTAIL ? min(k0 + kk, CK - 1) : k0 + kk) >> 2);
       [[unroll]] for (int e = 0; e < 4; ++e)
         [[unroll]] for (int f = 0; f < RN / 4; ++f)
           [[unroll]] for (int kk = 0; kk < TK; ++kk) acc4[i + e][f] = fma(vec4(wv[kk][e]), xv[kk][f], acc4[i + e][f]);

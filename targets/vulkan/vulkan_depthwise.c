@@ -7,19 +7,34 @@
 #include <string.h>
 
 /* Rows of RW outputs per invocation (depthwise.comp's RH): RH rows read
- * (RH-1)*SH + KH input row segments instead of RH*KH, and on lavapipe
- * every segment is a few texel fetches (a loop over the lanes each). The
- * most rows (4, 2 or 1) that still give |wg| invocations a plane (idle
- * lanes run too), and none where RW*RH would make the unrolled body long.
- * KILN_SPIRV_DW_RH=1|2|4 overrides it (when the rule allows rows). */
-static int32_t dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
+ * (RH-1)*SH + (KH-1)*DH + 1 input row segments instead of RH*KH, and on
+ * lavapipe every segment is a few texel fetches (a loop over the lanes
+ * each). The rows (4, 2 or 1) with the least work a plane by
+ * kiln_vulkan_dw_plane_cost, none where RW*RH would make the unrolled body
+ * long. KILN_SPIRV_DW_RH=1|2|4 overrides it (when the rule allows rows). */
+int32_t kiln_vulkan_dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
   if (d->oh < 2 || d->kh * d->kw > 25) return 1;
-  const int64_t owb = (d->ow + rw - 1) / rw;
   const char* env = getenv("KILN_SPIRV_DW_RH");
   if (env && (!strcmp(env, "1") || !strcmp(env, "2") || !strcmp(env, "4"))) return (int32_t)atoi(env);
-  for (int32_t rh = 4; rh > 1; rh /= 2)
-    if ((d->oh + rh - 1) / rh * owb >= wg) return rh;
-  return 1;
+  int32_t best = 1;
+  for (int32_t rh = 2; rh <= 4; rh *= 2)
+    if (kiln_vulkan_dw_plane_cost(d, wg, rw, rh) <= kiln_vulkan_dw_plane_cost(d, wg, rw, best)) best = rh;
+  return best;
+}
+
+/* A plane's work in the row form, in units of a row segment's reads (or a
+ * row's sums and stores) for 8 invocations: lavapipe runs every SIMD batch
+ * of 8 of a work-group, the idle ones too, so each group costs all of its
+ * batches, each batch an invocation's segments plus its rows, and a group
+ * one unit more (its start). Measured on lavapipe, 10 chained 192-channel
+ * 28x28 depthwise convs: 4 rows in groups of 32 (4 batches a plane, 7 of
+ * 8 lanes busy in the last) 3.1 ms against 4.4 for 1 row in 2 groups of 56
+ * and 4.9 for 1 row in 2 groups of 64 (the 64-invocation rule before);
+ * their costs here 41, 57, 65. */
+int64_t kiln_vulkan_dw_plane_cost(const kiln_template_dw_t* d, int32_t wg, int32_t rw, int32_t rh) {
+  const int64_t n = (d->oh + rh - 1) / rh * ((d->ow + rw - 1) / rw);
+  const int64_t seg = (int64_t)(rh - 1) * d->sh + (d->kh - 1) * d->dh + 1;
+  return (n + wg - 1) / wg * (((int64_t)wg + 7) / 8 * (seg + rh) + 1);
 }
 
 bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
@@ -57,7 +72,7 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
   const bool flat = kiln_vulkan_dw_flat(d, wg, rw) && texels_fit && w_texels_fit && y_texels_fit;
   const bool texel_y = flat || (!d->f16_y && y_texels_fit && d->ow % 4 == 0 && rw % 4 == 0);
   const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, flat ? rw % 8 == 0 : d->ow % 8 == 0 && rw % 8 == 0);
-  const int32_t rh = flat ? 1 : dw_rows(d, wg, rw);
+  const int32_t rh = flat ? 1 : kiln_vulkan_dw_rows(d, wg, rw);
   kiln_vulkan_sb_printf(&b, "// kiln depthwise '%s': %lld channels, %lldx%lld taps\n#define RH %d\n#define FLAT %d\n", name,
             (long long)d->M, (long long)d->kh, (long long)d->kw, (int)rh, flat ? 1 : 0);
 #define DW_T(f) ((f) ? "float16_t" : "float")

@@ -148,6 +148,15 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
  * device side (texel buffers large enough) is checked by the source. */
 bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw);
 #define KILN_VULKAN_DW_FLAT_RW 16 /* the FLAT form's default outputs per invocation */
+/* Rows of |rw| outputs per invocation in the row form (depthwise.comp's
+ * RH): 4, 2 or 1, the least kiln_vulkan_dw_plane_cost with work-groups of
+ * |wg| (KILN_SPIRV_DW_RH=1|2|4 overrides it where rows are allowed). */
+int32_t kiln_vulkan_dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw);
+/* A plane's work in the row form with work-groups of |wg| and |rh| rows of
+ * |rw| outputs an invocation, in units of one row segment's reads for 8
+ * invocations (the work-group's idle SIMD batches count: lavapipe runs
+ * them). Pure. */
+int64_t kiln_vulkan_dw_plane_cost(const kiln_template_dw_t* d, int32_t wg, int32_t rw, int32_t rh);
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */
 

@@ -81,14 +81,26 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
      * (lavapipe fetches a texel per lane, the weights' too: most of such a
      * conv's time). RN 28 (196 -> 224) ran MobileNetV2's 14x14 1x1 convs
      * ~13% faster against ~3% for 20, but its 448 sums made the model's
-     * cold compile + first run 27% longer (26-27 s against 20.5-21). Also
-     * for 17-31 channels on larger grids (MobileNetV2's 144 -> 24 56x56:
-     * 0.74-0.81 ms against 0.98-1.10 for two tiles of 16 x 16).
+     * cold compile + first run 27% longer (26-27 s against 20.5-21).
      * KILN_SPIRV_CONV_SPLIT=off keeps the tiles above, =all takes the
      * split for every 1x1 conv (the same within the noise elsewhere). */
     const char* split = getenv("KILN_SPIRV_CONV_SPLIT");
+    /* 17-31 channels on grids of 512 positions or more (MobileNetV2's 96
+     * -> 24 and 144 -> 24 56x56 project convs): one tile of 32 channels,
+     * each invocation all of them (conv.comp reads and sums only the
+     * ceil(M/4)*4 below M where one tile holds M) x 16 positions, where the
+     * split's two channel groups of 16 computed 32 (a third of them past M
+     * for 24) and read each position's X twice: per 16 positions and K
+     * step 6 + 4 texel fetches and 384 products against 8 + 8 and 512 */
+    if (d.shared == 4 && texel_ok(t, &d) && t->conv.T == 1 && t->conv.Q >= 512 && t->conv.M > 16 &&
+        t->conv.M < 32 && !(split && (!strcmp(split, "all") || !strcmp(split, "off"))) &&
+        !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env)) {
+      d.tm = d.rm = 32;
+      d.rn = 16;
+      d.tn = 8 * d.rn;
+    }
     if (d.shared == 4 && texel_ok(t, &d) && t->conv.T == 1 &&
-        (t->conv.Q < 512 || (t->conv.M > 16 && t->conv.M < 32) || (split && !strcmp(split, "all"))) &&
+        (t->conv.Q < 512 || (split && !strcmp(split, "all"))) &&
         !(split && !strcmp(split, "off")) &&
         !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env)) {
       int64_t best = 0;
@@ -114,25 +126,35 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     const kiln_vulkan_wino_tiles_t w = kiln_vulkan_wino_default_tiles(t);
     t->tiles = (kiln_template_tiles_t){.n = 3, .v = {w.tm, w.nt, w.wf}};
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
-    /* 64 invocations a work-group, each with up to 8 outputs of a row
-     * (depthwise.comp says why) */
+    /* up to 8 outputs of a row an invocation (depthwise.comp says why) */
     int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
-    /* fewer where a plane has fewer invocations (a power of two, 8 at
-     * least: whole SIMD batches): lavapipe runs every invocation of a
-     * work-group, the idle ones too (960 channels of 7x7: 7 invocations
-     * each; with the texel weights and stores 0.47 -> 0.19 ms) */
-    const int64_t inv = t->dw.oh * ((t->dw.ow + rw - 1) / rw);
-    int32_t wg = 8;
-    while (wg < 64 && wg < inv) wg *= 2;
+    int32_t wg = 64;
     /* rows of 14 or 7 outputs (MobileNetV2's 14x14 and 7x7 planes): 16
      * outputs of Y seen flat, two u64vec4 stores where those rows stored
      * floats one by one (depthwise.comp's FLAT; 64 a work-group: the
      * invocations run across planes; lavapipe, MobileNetV2's 9 such convs
      * in all, --profile: 8 outputs ~2.05 ms, 16 ~1.73, 32 ~1.95) */
-    if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW))
+    if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW)) {
       rw = KILN_VULKAN_DW_FLAT_RW, wg = 64;
-    else if (kiln_vulkan_dw_flat(&t->dw, 64, 8)) /* Y's size a multiple of 8, not 16 */
+    } else if (kiln_vulkan_dw_flat(&t->dw, 64, 8)) { /* Y's size a multiple of 8, not 16 */
       rw = 8, wg = 64;
+    } else {
+      /* the row form: the work-group (a multiple of 8 up to 64) and rows
+       * an invocation (kiln_vulkan_dw_rows for that group) with the least
+       * work a plane (kiln_vulkan_dw_plane_cost): lavapipe runs every
+       * invocation of a work-group, the idle ones too (960 channels of
+       * 7x7, 7 invocations each: 8 a group, 0.47 -> 0.19 ms). Before, the
+       * smallest power of two from 8 up to 64 holding a plane's one-row
+       * invocations, and the most rows still filling it: 28x28 planes took
+       * 1 row in groups of 64, where 4 rows in groups of 32 run 1.6x
+       * faster; 56x56 ones 4 rows in 2 groups of 64 for 98 invocations,
+       * where 2 groups of 56 leave 14 idle */
+      int64_t best = 0;
+      for (int32_t g = 64; g >= 8; g -= 8) {
+        const int64_t cost = kiln_vulkan_dw_plane_cost(&t->dw, g, rw, kiln_vulkan_dw_rows(&t->dw, g, rw));
+        if (!best || cost < best) best = cost, wg = g;
+      }
+    }
     t->tiles = (kiln_template_tiles_t){.n = 2, .v = {wg, rw}};
   } else if (t->kind == KILN_TEMPLATE_Q8) {
     /* 4 channels (fewer where a group has fewer) x 4 positions per

@@ -57,7 +57,7 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
       if (t->tiles.n != 2) return false;
-      out->version = "vulkan.depthwise.1";
+      out->version = "vulkan.depthwise.2"; /* .2: the rows by kiln_vulkan_dw_plane_cost */
       KILN_TEMPLATE_KNOB(out, "wg", d[0], 16, 32, 64, 128, 256);
       KILN_TEMPLATE_KNOB(out, "rw", d[1], 1, 2, 4, 8);
       return true;

@@ -814,6 +814,26 @@ static void g_depthwise(tg_t* t) {
 
 static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16);
 
+/* Depthwise row-form planes whose work-group and rows come from the plane
+ * cost (vulkan_tiles.c, kiln_vulkan_dw_plane_cost): 28x28 (4 rows of 8 an
+ * invocation, 28 invocations a plane: one group of 32, where the
+ * 64-invocation rule took 1 row in 2 groups of 64), 56x56 (4 rows, 98
+ * invocations: 2 groups of 56), batch 2, bias and Clip(0, 6) fused. */
+static void tg_scalar(tg_t* t, const char* name, double v);
+static void g_dw_rows(tg_t* t, int64_t hw) {
+  tg_input(t, "x", F32, 4, DIMS(2, 5, hw, hw));
+  tg_const(t, "w", F32, 4, DIMS(5, 1, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(5));
+  tg_scalar(t, "lo", 0.0);
+  tg_scalar(t, "hi", 6.0);
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 5)};
+  tg_node(t, "Conv", "dw", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Clip", "clip", 3, NAMES("c", "lo", "hi"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+static void g_dw_rows28(tg_t* t) { g_dw_rows(t, 28); }
+static void g_dw_rows56(tg_t* t) { g_dw_rows(t, 56); }
+
 /* Depthwise planes whose rows are not whole texels (depthwise.comp's
  * FLAT: 8 or 16 outputs of Y seen flat, spanning rows and two planes):
  * 7x7 with a bias, a Relu and a residual Add fused (the operand indexed by
@@ -914,8 +934,9 @@ static void g_conv_1x1_odd(tg_t* t) {
   tg_output(t, "y");
 }
 
-/* 24 channels on a 24x24 grid (576 positions): the split for 17-31
- * channels, RN 16 */
+/* 24 channels on a 24x24 grid (576 positions): one tile of 32 channels,
+ * each invocation the 24 below M x 16 positions (the split of 2 x 16
+ * channels with KILN_SPIRV_CONV_SPLIT=all, 2 tiles of 16 x 16 with =off) */
 static void g_conv_1x1_m24(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(1, 20, 24, 24));
   tg_const(t, "w", F32, 4, DIMS(24, 20, 1, 1));
@@ -982,10 +1003,13 @@ static void test_plans(void) {
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_odd, "conv 1x1 13x11 split", 1e-4, 1e-5);
-  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 split", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 one tile", 1e-4, 1e-5);
   setenv("KILN_SPIRV_CONV_SPLIT", "off", 1); /* the 8 x 1 work-group of 32 x 8 / 16 x 16 */
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 unsplit", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 unsplit", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 16 x 16", 1e-4, 1e-5);
+  setenv("KILN_SPIRV_CONV_SPLIT", "all", 1);
+  check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 split", 1e-4, 1e-5);
   unsetenv("KILN_SPIRV_CONV_SPLIT");
   setenv("KILN_SPIRV_CONV_KREUSE", "off", 1); /* one K step at a time (conv.comp KREUSE 0) */
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 split, one K step at a time", 1e-4, 1e-5);
@@ -1000,6 +1024,20 @@ static void test_plans(void) {
     g_conv_residual(&t);
     run_case(&t, "conv leaky+residual", true, true, 2e-2, 2e-2);
     tg_free(&t);
+  }
+  check_graph(g_dw_rows28, "depthwise 28x28 4 rows, groups of 32", 1e-4, 1e-5);
+  check_graph(g_dw_rows56, "depthwise 56x56 4 rows, groups of 56", 1e-4, 1e-5);
+  {
+    const build_fn rows[2] = {g_dw_rows28, g_dw_rows56};
+    const int64_t wg[2] = {32, 56};
+    for (int i = 0; i < 2 && dev; ++i) {
+      kiln_program_t* prog = graph_program(rows[i], true, false);
+      CHECK_MSG(prog && prog->n_kernels == 1 && strstr(prog->code.text, "kiln depthwise '") &&
+                    strstr(prog->code.text, "#define RH 4\n#define FLAT 0\n") && prog->kernels[0].local[0] == wg[i],
+                "depthwise rows case %d: not 4 rows in work-groups of %d (got %d)", i, (int)wg[i],
+                prog && prog->n_kernels ? (int)prog->kernels[0].local[0] : -1);
+      kiln_program_destroy(prog);
+    }
   }
   check_graph(g_depthwise_flat7, "depthwise flat 7x7 + residual", 1e-4, 1e-5);
   check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated", 1e-4, 1e-5);
@@ -1117,18 +1155,25 @@ static void test_gemm_substitution(void) {
      * invocations in a row (the 7x7 and 13x11 planes read in place by the
      * direct read, the 14x14 one's residual Add a kernel of its own), RN
      * covering the grid: 49 -> 64, 196 -> 240, 13x11 (143 positions) ->
-     * 144, 24 channels of 24x24 -> 576; unsplit with
-     * KILN_SPIRV_CONV_SPLIT=off */
+     * 144; unsplit with KILN_SPIRV_CONV_SPLIT=off. 24 channels of 24x24
+     * (576 positions): one tile of 32 channels x 16 positions an
+     * invocation by default, the split (-> 576) with =all */
     const build_fn g[4] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd, g_conv_1x1_m24};
     const char* rn[4] = {"#define RN 16\n", "#define RN 20\n", "#define RN 12\n", "#define RN 16\n"};
-    for (int split = 1; split >= 0; --split) {
+    for (int split = 2; split >= 0; --split) {
+      if (split == 2) setenv("KILN_SPIRV_CONV_SPLIT", "all", 1);
       if (!split) setenv("KILN_SPIRV_CONV_SPLIT", "off", 1);
       for (int i = 0; i < 4; ++i) {
         check_conv(g[i], false, i == 1 ? 2 : 1);
         kiln_program_t* prog = graph_program(g[i], true, false);
         const bool has = prog && strstr(prog->code.text, "#define TM 32\n#define TN") &&
                          strstr(prog->code.text, "#define RM 16\n") && strstr(prog->code.text, rn[i]);
-        CHECK_MSG(has == (split == 1), "1x1 conv %d: split tiles %s", i, has ? "used" : "not used");
+        const bool want = i == 3 ? split == 2 : split >= 1;
+        CHECK_MSG(has == want, "1x1 conv %d: split tiles %s", i, has ? "used" : "not used");
+        if (i == 3 && split == 1) /* the one 32-channel tile: 8 invocations x 16 positions */
+          CHECK_MSG(prog && strstr(prog->code.text, "#define TM 32\n#define TN 128\n") &&
+                        strstr(prog->code.text, "#define RM 32\n#define RN 16\n"),
+                    "1x1 conv 24 channels: not one tile of 32 x 16");
         int rows = 0; /* kernels with a work-group of 8 in a row: the conv */
         for (int32_t k = 0; prog && k < prog->n_kernels; ++k)
           rows += prog->kernels[k].local[0] == 8 && prog->kernels[k].local[1] == 1;
