@@ -48,7 +48,9 @@
 //                 segment at a constant shift, each output's taps masked
 //                 by its own row and column, RW/8 u64vec4 (Y_VEC4 2) or
 //                 RW/4 vec4 stores where rows of 14 or 7 outputs stored
-//                 floats one by one (a loop over the lanes each on lavapipe)
+//                 floats one by one (a loop over the lanes each on lavapipe);
+//                 RW whole rows (a multiple of OW dividing a plane): one
+//                 plane an invocation, constant columns
 // Dispatch: (ceil(ceil(OH/RH)*ceil(OW/RW) / WG), CN*CM, 1) work-groups;
 // FLAT: (ceil(CN*CM*OH*OW / RW / WG), 1, 1).
 
@@ -132,6 +134,10 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[
 
 #if FLAT
 #define PL (OH * OW)
+// (RW whole rows: a multiple of OW dividing the plane) an invocation's
+// outputs lie in one plane, output r at column r % OW: the column masks
+// are constants and the second plane's taps and bias are never read
+#define WHOLE_ROWS (RW % OW == 0 && PL % RW == 0)
 void main() {
   KILN_WG_GUARD;
   const int g0 = int(KILN_GID.x) * RW;
@@ -162,9 +168,14 @@ void main() {
   bool inb[RW];
   float v[RW];
   [[unroll]] for (int r = 0; r < RW; ++r) {
+#if WHOLE_ROWS
+    oh[r] = g0 % PL / OW + r / OW, ow[r] = r % OW;
+    inb[r] = true;
+#else
     const int q = (g0 + r) % PL;
     oh[r] = q / OW, ow[r] = q % OW;
     inb[r] = g0 + r < (na + 1) * PL;
+#endif
     v[r] = inb[r] ? ba : bb;
   }
   // X's planes are Y's: output g reads X at g + (kh*DH - PH)*IW + kw*DW - PW

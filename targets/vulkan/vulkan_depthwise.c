@@ -47,6 +47,13 @@ bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw) {
   return (total / rw + wg - 1) / wg <= 65535;
 }
 
+int32_t kiln_vulkan_dw_flat_rows(const kiln_template_dw_t* d) {
+  if (d->ow < 1) return 0;
+  for (int64_t rw = d->ow; rw <= 32; rw += d->ow)
+    if (rw % 4 == 0 && (d->oh * d->ow) % rw == 0) return kiln_vulkan_dw_flat(d, 64, (int32_t)rw) ? (int32_t)rw : 0;
+  return 0;
+}
+
 /* The lowering's direct depthwise kernel (kiln_template_dw_t, lowering/template.h):
  * the kernel keeps its parameters, the shader takes its place
  * (kernels/vulkan/depthwise.comp). */

@@ -148,6 +148,11 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
  * device side (texel buffers large enough) is checked by the source. */
 bool kiln_vulkan_dw_flat(const kiln_template_dw_t* d, int32_t wg, int32_t rw);
 #define KILN_VULKAN_DW_FLAT_RW 16 /* the FLAT form's default outputs per invocation */
+/* The FLAT form's outputs per invocation as whole rows: the smallest
+ * multiple of OW that is a multiple of 4, divides a plane and is at most 32
+ * (MobileNetV2's 14x14 planes: 28), where |d| takes the FLAT form with it;
+ * else 0. Pure. */
+int32_t kiln_vulkan_dw_flat_rows(const kiln_template_dw_t* d);
 /* Rows of |rw| outputs per invocation in the row form (depthwise.comp's
  * RH): 4, 2 or 1, the least kiln_vulkan_dw_plane_cost with work-groups of
  * |wg| (KILN_SPIRV_DW_RH=1|2|4 overrides it where rows are allowed). */

@@ -134,7 +134,14 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
      * floats one by one (depthwise.comp's FLAT; 64 a work-group: the
      * invocations run across planes; lavapipe, MobileNetV2's 9 such convs
      * in all, --profile: 8 outputs ~2.05 ms, 16 ~1.73, 32 ~1.95) */
-    if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW)) {
+    /* whole rows where they are texels and divide a plane (14x14: 2 rows
+     * of 14, one plane an invocation: the columns are constants, so the
+     * per-output column masks and the second plane's taps and bias the
+     * 16-output form selects per tap fold away) */
+    const int32_t rows_rw = kiln_vulkan_dw_flat_rows(&t->dw);
+    if (rows_rw) {
+      rw = rows_rw, wg = 64;
+    } else if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW)) {
       rw = KILN_VULKAN_DW_FLAT_RW, wg = 64;
     } else if (kiln_vulkan_dw_flat(&t->dw, 64, 8)) { /* Y's size a multiple of 8, not 16 */
       rw = 8, wg = 64;
@@ -250,7 +257,7 @@ kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, k
 kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name, int32_t* out_wg,
                                       int32_t* out_rw) {
   KILN_RETURN_IF_ERROR(want(t, 2, name));
-  if (t->tiles.v[0] < 1 || t->tiles.v[0] > 1024 || t->tiles.v[1] < 1 || t->tiles.v[1] > 16)
+  if (t->tiles.v[0] < 1 || t->tiles.v[0] > 1024 || t->tiles.v[1] < 1 || t->tiles.v[1] > 32)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "spirv: kernel '%s': depthwise work-group of %d, %d outputs per invocation", name,
                             (int)t->tiles.v[0], (int)t->tiles.v[1]);

@@ -835,7 +835,8 @@ static void g_dw_rows28(tg_t* t) { g_dw_rows(t, 28); }
 static void g_dw_rows56(tg_t* t) { g_dw_rows(t, 56); }
 
 /* Depthwise planes whose rows are not whole texels (depthwise.comp's
- * FLAT: 8 or 16 outputs of Y seen flat, spanning rows and two planes):
+ * FLAT: 8 or 16 outputs of Y seen flat, spanning rows and two planes, or
+ * whole rows of one plane):
  * 7x7 with a bias, a Relu and a residual Add fused (the operand indexed by
  * each output's own channel and position), batch 2 (1176 outputs: 8 an
  * invocation); 14x14 with dilation 2, no bias (16 an invocation). */
@@ -848,6 +849,18 @@ static void g_depthwise_flat7(tg_t* t) {
   tg_node(t, "Conv", "dw", 3, NAMES("x", "w", "b"), "c", 2, ca);
   tg_node(t, "Relu", "relu", 1, NAMES("c"), "r", 0, NULL);
   tg_node(t, "Add", "add", 2, NAMES("r", "res"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* 7x7, 16 channels, no epilogue operand: 784 outputs, 16 an invocation
+ * spanning rows and planes (14x14 takes whole rows: 28) */
+static void g_depthwise_flat7b(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 16, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(16, 1, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(16));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)), kiln_attr_make_int("group", 16)};
+  tg_node(t, "Conv", "dw", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
   tg_output(t, "y");
 }
 
@@ -1040,13 +1053,18 @@ static void test_plans(void) {
     }
   }
   check_graph(g_depthwise_flat7, "depthwise flat 7x7 + residual", 1e-4, 1e-5);
-  check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated", 1e-4, 1e-5);
-  const build_fn flat[2] = {g_depthwise_flat7, g_depthwise_flat14};
-  for (int i = 0; i < 2 && dev; ++i) {
+  check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated, whole rows", 1e-4, 1e-5);
+  check_graph(g_depthwise_flat7b, "depthwise flat 7x7 16 outputs", 1e-4, 1e-5);
+  /* 8 outputs (1176 of them: not a multiple of 16), 2 whole rows of 14
+   * (28: a multiple of 4 dividing the plane), 16 (7x7 rows: 28 outputs do
+   * not divide a plane of 49) */
+  const build_fn flat[3] = {g_depthwise_flat7, g_depthwise_flat14, g_depthwise_flat7b};
+  const char* flat_rw[3] = {"#define RW 8\n", "#define RW 28\n", "#define RW 16\n"};
+  for (int i = 0; i < 3 && dev; ++i) {
     kiln_program_t* prog = graph_program(flat[i], true, false);
     CHECK_MSG(prog && prog->n_kernels == 1 && strstr(prog->code.text, "kiln depthwise '") &&
-                  strstr(prog->code.text, "#define FLAT 1\n"),
-              "depthwise case %d: not one FLAT depthwise shader", i);
+                  strstr(prog->code.text, "#define FLAT 1\n") && strstr(prog->code.text, flat_rw[i]),
+              "depthwise case %d: not one FLAT depthwise shader with %s", i, flat_rw[i]);
     kiln_program_destroy(prog);
   }
 }
