@@ -218,11 +218,12 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       if (x->n != 2) return "a depthwise record has 2 tiles";
       if (v[0] < 1 || v[0] > 1024 || (lim && lim->max_workgroup_size > 0 && v[0] > lim->max_workgroup_size))
         return "work-group larger than the device allows";
-      /* depthwise.comp unrolls the taps of RW outputs: past 8 the unrolled
-       * body only grows the driver's compile (16: the FLAT form's default) */
-      if ((v[1] < 1 || v[1] > 8) && !(v[1] == KILN_VULKAN_DW_FLAT_RW && kiln_vulkan_dw_flat(&t->dw, v[0], v[1])) &&
+      /* depthwise.comp unrolls the taps of RW outputs: 16 the default on
+       * wide stride-1 rows, other widths past 8 only grow the driver's
+       * compile (whole rows: the flat form's default) */
+      if ((v[1] < 1 || v[1] > 8) && v[1] != 16 &&
           !(v[1] == kiln_vulkan_dw_flat_rows(&t->dw) && kiln_vulkan_dw_flat(&t->dw, v[0], v[1])))
-        return "RW is 1..8 outputs per invocation (16 or whole rows in the flat form)";
+        return "RW is 1..8 or 16 outputs per invocation (or whole rows in the flat form)";
       if (t->dw.N * t->dw.M > INT32_MAX) return "work-groups past int32";
       return NULL;
     case KILN_TEMPLATE_WINOGRAD:

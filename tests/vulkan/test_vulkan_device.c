@@ -817,8 +817,9 @@ static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16);
 /* Depthwise row-form planes whose work-group and rows come from the plane
  * cost (vulkan_tiles.c, kiln_vulkan_dw_plane_cost): 28x28 (4 rows of 8 an
  * invocation, 28 invocations a plane: one group of 32, where the
- * 64-invocation rule took 1 row in 2 groups of 64), 56x56 (4 rows, 98
- * invocations: 2 groups of 56), batch 2, bias and Clip(0, 6) fused. */
+ * 64-invocation rule took 1 row in 2 groups of 64), 56x56 (4 rows of 16,
+ * 56 invocations: one group of 56; the last 16 of a row half past it),
+ * batch 2, bias and Clip(0, 6) fused. */
 static void tg_scalar(tg_t* t, const char* name, double v);
 static void g_dw_rows(tg_t* t, int64_t hw) {
   tg_input(t, "x", F32, 4, DIMS(2, 5, hw, hw));
@@ -1043,10 +1044,12 @@ static void test_plans(void) {
   {
     const build_fn rows[2] = {g_dw_rows28, g_dw_rows56};
     const int64_t wg[2] = {32, 56};
+    const char* rw[2] = {"#define RW 8\n", "#define RW 16\n"}; /* 16 on stride-1 rows of 48+ */
     for (int i = 0; i < 2 && dev; ++i) {
       kiln_program_t* prog = graph_program(rows[i], true, false);
       CHECK_MSG(prog && prog->n_kernels == 1 && strstr(prog->code.text, "kiln depthwise '") &&
-                    strstr(prog->code.text, "#define RH 4\n#define FLAT 0\n") && prog->kernels[0].local[0] == wg[i],
+                    strstr(prog->code.text, "#define RH 4\n#define FLAT 0\n") && strstr(prog->code.text, rw[i]) &&
+                    prog->kernels[0].local[0] == wg[i],
                 "depthwise rows case %d: not 4 rows in work-groups of %d (got %d)", i, (int)wg[i],
                 prog && prog->n_kernels ? (int)prog->kernels[0].local[0] : -1);
       kiln_program_destroy(prog);
