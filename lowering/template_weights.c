@@ -52,7 +52,8 @@ static kiln_status_t tiled(const kiln_template_conv_t* c, const kiln_template_we
 }
 
 /* U = G g G^T, n x n positions for each output channel m and input channel
- * ch, laid out [m / panel][position][ch, padded to the slice][m % panel].
+ * ch, laid out [m / panel][position][ch, padded to the slice][m % panel];
+ * F(4x4) (n 6): [m / panel][ch][position][m % panel].
  * f16 weights: U is computed in f32 from the f16 values (its error there,
  * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so
  * the constant keeps half the bytes (the transform already makes it 16/9
@@ -80,7 +81,10 @@ static void winograd_n(const kiln_template_conv_t* c, const kiln_template_weight
       for (int i = 0; i < n; ++i) /* (G g) G^T */
         for (int j = 0; j < n; ++j) {
           const int xi = i * n + j;
-          const int64_t at = (((m / tm) * n * n + xi) * cp + ch) * tm + m % tm;
+          /* F(4x4): a channel's 36 positions together (the shader's
+           * offsets of them are constants while its sizes are run-time) */
+          const int64_t at = n == 6 ? ((((m / tm) * cp + ch) * n * n + xi) * tm + m % tm)
+                                    : (((m / tm) * n * n + xi) * cp + ch) * tm + m % tm;
           const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
           if (f16) d16[at] = kiln_f32_to_f16(u);
           else d32[at] = u;

@@ -25,7 +25,8 @@
 // 0 1 -1 -1]): 16 multiply-adds per tile and input channel where the
 // direct 2x2 outputs take 36. U is transformed at compile time, laid out
 // as U[((mb * 16 + xi) * CC + c) * TM + m % TM] (mb = m / TM; channels
-// zero-padded to whole blocks of TM).
+// zero-padded to whole blocks of TM); F(4x4): U[((mb * CC + c) * 36 + xi)
+// * TM + m % TM] after 8 words of sizes (CRT below).
 //
 // An invocation computes TM output channels x NT tiles of one tile row
 // (NT a multiple of 4: the sums are vec4s of 4 tiles, acc[xi][m][NT/4]);
@@ -235,6 +236,15 @@ void main() {
   int xa = bz * CC * XPLANE;
   const int xend = (bz + 1) * CC * XPLANE;
   int ua = UHEAD + ((mb * NXI * CC * TM) >> 2); // this block's U, in texels
+#if WF == 4
+  // F(4x4): U[mb][c][xi][m % TM], a channel's positions together (constant
+  // offsets while CC is a run-time size)
+#define UOFF(h, xi, i) ((h) * (NXI * TM / 4) + (xi) * (TM / 4) + (i) / 4)
+#define USTEP (CR * NXI * TM / 4)
+#else
+#define UOFF(h, xi, i) ((h) * (TM / 4) + (xi) * CC * (TM / 4) + (i) / 4)
+#define USTEP (CR * (TM / 4))
+#endif
   // each patch row's offset in a channel's plane, and its shift in a texel
   int ro[WA], rs[WA];
 #if CDIRECT
@@ -303,12 +313,12 @@ void main() {
     [[unroll]] for (int xi = 0; xi < NXI; ++xi)
       [[unroll]] for (int i = 0; i < TM; i += 4) {
         vec4 w[CR];
-        [[unroll]] for (int h = 0; h < CR; ++h) w[h] = U4(ua + h * (TM / 4) + xi * CC * (TM / 4) + i / 4);
+        [[unroll]] for (int h = 0; h < CR; ++h) w[h] = U4(ua + UOFF(h, xi, i));
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < NV; ++f)
             [[unroll]] for (int h = 0; h < CR; ++h) acc[xi][i + e][f] = fma(vec4(w[h][e]), vr[h][xi][f], acc[xi][i + e][f]);
       }
-    ua += CR * (TM / 4);
+    ua += USTEP;
   }
   if (gi >= CTH * CG * CMB) return;
   const int yb = bz * CM * CP;

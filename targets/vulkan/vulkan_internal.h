@@ -230,8 +230,9 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
 /* Whether the instance of |c| with tiles |t| and U of GLSL type |w_type|
- * reads its sizes at run time (winograd.comp's CRT: F(4x4) with f32 U and
- * sizes exact in f32; KILN_SPIRV_WINO_SIZES=const keeps them constants),
+ * reads its sizes at run time (winograd.comp's CRT: F(4x4) with f32 U,
+ * sizes exact in f32, X read in place and input and output rows of whole
+ * texels; KILN_SPIRV_WINO_SIZES=const keeps them constants),
  * so every conv of its kind shares one pipeline. */
 bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                     const char* w_type);

@@ -38,10 +38,14 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
 
 bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                     const char* w_type) {
+  /* only X read in place with rows of whole texels (CALIGN) and output
+   * rows of whole texels: ResNet-18's 14x14 F(4x4) convs (unaligned rows,
+   * one conv a size and epilogue, so nothing to share) ran 1.6-2x slower
+   * on lavapipe with their sizes read at run time (--profile, load 11) */
   float sz[KILN_TEMPLATE_WINO4_SIZES];
   const char* env = getenv("KILN_SPIRV_WINO_SIZES");
-  return t->wf == 4 && !strcmp(w_type, "float") && kiln_template_wino4_sizes(c, sz) &&
-         !(env && !strcmp(env, "const"));
+  return t->wf == 4 && !strcmp(w_type, "float") && kiln_template_wino4_sizes(c, sz) && c->x_direct &&
+         c->iw % 4 == 0 && c->ih * c->iw % 4 == 0 && c->ow % 4 == 0 && !(env && !strcmp(env, "const"));
 }
 
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
