@@ -382,9 +382,20 @@ typedef enum kiln_template_wlayout_e {
    * whole slices of |slice| (CP) */
   KILN_TEMPLATE_W_WINOGRAD,
   /* Winograd F(4x4, 3x3) (points 0, +-1, +-2): U = G g G^T with the 6x3
-   * G, the 36 positions xi of the 6x6 tile laid out as WINOGRAD's 16 */
+   * G, the 36 positions xi of the 6x6 tile laid out as WINOGRAD's 16,
+   * after KILN_TEMPLATE_WINO4_SIZES words holding the conv's sizes
+   * (kiln_template_wino4_sizes): the Vulkan instance reads them at run
+   * time, so one shader serves every conv of its kind */
   KILN_TEMPLATE_W_WINOGRAD4,
 } kiln_template_wlayout_t;
+
+/* Elements before U in a W_WINOGRAD4 constant: M C oh ow ih iw plane q2 of
+ * the conv as exact f32 values (f16 weights: zeros; no target reads them
+ * there). */
+#define KILN_TEMPLATE_WINO4_SIZES 8
+/* Those sizes of |c|, in that order; false when one is not exact in f32
+ * (above 2^24). */
+bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]);
 
 typedef struct kiln_template_weights_s {
   kiln_template_wlayout_t layout;

@@ -52,7 +52,8 @@ static kiln_status_t tiled(const kiln_template_conv_t* c, const kiln_template_we
 }
 
 /* U = G g G^T, n x n positions for each output channel m and input channel
- * ch, laid out [m / panel][position][ch, padded to the slice][m % panel].
+ * ch, laid out [m / panel][position][ch, padded to the slice][m % panel];
+ * F(4x4) (n 6): [m / panel][ch][position][m % panel].
  * f16 weights: U is computed in f32 from the f16 values (its error there,
  * 2^-24 relative, is nothing next to f16's) and rounded to f16 once, so
  * the constant keeps half the bytes (the transform already makes it 16/9
@@ -80,7 +81,10 @@ static void winograd_n(const kiln_template_conv_t* c, const kiln_template_weight
       for (int i = 0; i < n; ++i) /* (G g) G^T */
         for (int j = 0; j < n; ++j) {
           const int xi = i * n + j;
-          const int64_t at = (((m / tm) * n * n + xi) * cp + ch) * tm + m % tm;
+          /* F(4x4): a channel's 36 positions together (the shader's
+           * offsets of them are constants while its sizes are run-time) */
+          const int64_t at = n == 6 ? ((((m / tm) * cp + ch) * n * n + xi) * tm + m % tm)
+                                    : (((m / tm) * n * n + xi) * cp + ch) * tm + m % tm;
           const float u = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
           if (f16) d16[at] = kiln_f32_to_f16(u);
           else d32[at] = u;
@@ -99,6 +103,16 @@ static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_
 
 /* F(4x4, 3x3): the 6x3 G of the points 0, 1, -1, 2, -2 and infinity, 36
  * positions per output and input channel. */
+bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]) {
+  const int64_t v[KILN_TEMPLATE_WINO4_SIZES] = {c->M, c->C, c->oh, c->ow, c->ih, c->iw, c->plane, c->q2};
+  bool exact = true;
+  for (int i = 0; i < KILN_TEMPLATE_WINO4_SIZES; ++i) {
+    exact = exact && v[i] >= 0 && v[i] <= (1 << 24);
+    out[i] = (float)v[i];
+  }
+  return exact;
+}
+
 static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights_t* l, bool f16, const void* src,
                       void* dst) {
   static const float G[6][3] = {{0.25f, 0, 0},
@@ -107,7 +121,13 @@ static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights
                                 {1.0f / 24, 1.0f / 12, 1.0f / 6},
                                 {1.0f / 24, -1.0f / 12, 1.0f / 6},
                                 {0, 0, 1}};
-  winograd_n(c, l, f16, src, dst, 6, G);
+  /* the conv's sizes first (kiln_template_wino4_sizes), then U */
+  float sz[KILN_TEMPLATE_WINO4_SIZES];
+  kiln_template_wino4_sizes(c, sz);
+  for (int i = 0; i < KILN_TEMPLATE_WINO4_SIZES; ++i)
+    if (f16) ((uint16_t*)dst)[i] = 0;
+    else ((float*)dst)[i] = sz[i];
+  winograd_n(c, l, f16, src, (char*)dst + (f16 ? 2 : 4) * KILN_TEMPLATE_WINO4_SIZES, 6, G);
 }
 
 kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w, kiln_array_t* out) {
@@ -139,13 +159,18 @@ kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln
   int64_t n;
   if (wino) {
     const int64_t mp = (c->M + l->block - 1) / l->block * l->block, cp = (c->C + l->slice - 1) / l->slice * l->slice;
-    n = mp * (wino4 ? 36 : 16) * cp;
+    n = mp * (wino4 ? 36 : 16) * cp + (wino4 ? KILN_TEMPLATE_WINO4_SIZES : 0);
   } else {
     n = (c->M + l->block - 1) / l->block * l->block * ((c->K + l->slice - 1) / l->slice * l->slice);
   }
   kiln_shape_t shape = kiln_shape_make(1, &n);
   KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dt, &shape, out), "%s '%s'", what, name);
   if (wino) {
+    float sz[KILN_TEMPLATE_WINO4_SIZES];
+    if (wino4 && !kiln_template_wino4_sizes(c, sz)) {
+      kiln_array_free(kiln_allocator_system(), out);
+      return kiln_make_status(KILN_UNSUPPORTED, "%s '%s': the conv's sizes are not exact in f32", what, name);
+    }
     (wino4 ? winograd4 : winograd)(c, l, f16, w->value.data, out->data);
     return NULL;
   }

@@ -25,7 +25,8 @@
 // 0 1 -1 -1]): 16 multiply-adds per tile and input channel where the
 // direct 2x2 outputs take 36. U is transformed at compile time, laid out
 // as U[((mb * 16 + xi) * CC + c) * TM + m % TM] (mb = m / TM; channels
-// zero-padded to whole blocks of TM).
+// zero-padded to whole blocks of TM); F(4x4): U[((mb * CC + c) * 36 + xi)
+// * TM + m % TM] after 8 words of sizes (CRT below).
 //
 // An invocation computes TM output channels x NT tiles of one tile row
 // (NT a multiple of 4: the sums are vec4s of 4 tiles, acc[xi][m][NT/4]);
@@ -54,7 +55,19 @@
 //                    multiple of 4): 4 columns of an output row a texel
 //   Y_VEC4 1         (TEXEL_Y 1) those texels through a storage buffer of
 //                    vec4s; 2: in pairs as u64vec4s (64-bit integers, CWO
-//                    a multiple of 8)
+//                    a multiple of 8); 3 (CRT, WF 4): pairs or vec4s as
+//                    the run-time CWO allows
+//   CRT 1            (F(4x4), f32 U) the conv's sizes CM CC CHO CWO CIH CIW
+//                    CPLANE CQ2 are run-time values, read from the first
+//                    2 texels of W (lowering's KILN_TEMPLATE_WINO4_SIZES
+//                    words before U, there for every F(4x4) instance), not
+//                    defines: one shader, so one
+//                    pipeline and one driver compile, serves every conv of
+//                    its kind (tiles, epilogue, store form, CALIGN); the
+//                    unrolled transforms and products stay constant
+//   CALIGN           (CDIRECT) true where X's rows and planes are whole
+//                    texels (CIW % 4 == 0 and CIH * CIW % 4 == 0): every
+//                    patch row keeps one shift in a texel
 //   CDIRECT 1        X is the image itself (CIH x CIW planes, no phase
 //                    split): patch row r0 + r, column s0 + j read X at
 //                    (r0 + r - CPH, s0 + j - CPW), zero outside the plane
@@ -83,6 +96,20 @@
 #ifndef CDIRECT
 #define CDIRECT 0
 #endif
+#ifndef CRT
+#define CRT 0
+#endif
+#if CRT
+int CM, CC, CHO, CWO, CIH, CIW, CPLANE, CQ2; // main() reads them from W
+#endif
+#if WF == 4
+#define UHEAD 2 // F(4x4): the 8 words of sizes before U (4 elements a U4)
+#else
+#define UHEAD 0
+#endif
+#ifndef CALIGN
+#define CALIGN (CIW % 4 == 0 && XPLANE % 4 == 0)
+#endif
 #if CDIRECT
 #define XPLANE (CIH * CIW)             // floats per input channel
 #else
@@ -106,7 +133,13 @@ layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bia
 #ifndef Y_VEC4
 #define Y_VEC4 0
 #endif
-#if TEXEL_Y && Y_VEC4 == 2
+#if TEXEL_Y && Y_VEC4 == 3
+// (Y_VEC4 3, CRT) pairs where CWO, a run-time size, is a multiple of 8,
+// else vec4s: both views of Y, one taken per dispatch
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+#define YS 4
+#elif TEXEL_Y && Y_VEC4 == 2
 // (Y_VEC4 2) pairs of texels as one u64vec4 (8 floats a lane a store)
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
 #define YS 8
@@ -183,6 +216,13 @@ void load_row(int a, int s, int end, out float d[RW]) {
 
 void main() {
   KILN_WG_GUARD;
+#if CRT
+  {
+    const vec4 h0 = U4(0), h1 = U4(1);
+    CM = int(h0.x), CC = int(h0.y), CHO = int(h0.z), CWO = int(h0.w);
+    CIH = int(h1.x), CIW = int(h1.y), CPLANE = int(h1.z), CQ2 = int(h1.w);
+  }
+#endif
   // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
   // CG), so the lanes of a small plane take several channel blocks (a
   // texel fetch costs lavapipe the same whether the lanes' addresses agree
@@ -195,7 +235,16 @@ void main() {
   const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
   int xa = bz * CC * XPLANE;
   const int xend = (bz + 1) * CC * XPLANE;
-  int ua = (mb * NXI * CC * TM) >> 2; // this block's U, in texels
+  int ua = UHEAD + ((mb * NXI * CC * TM) >> 2); // this block's U, in texels
+#if WF == 4
+  // F(4x4): U[mb][c][xi][m % TM], a channel's positions together (constant
+  // offsets while CC is a run-time size)
+#define UOFF(h, xi, i) ((h) * (NXI * TM / 4) + (xi) * (TM / 4) + (i) / 4)
+#define USTEP (CR * NXI * TM / 4)
+#else
+#define UOFF(h, xi, i) ((h) * (TM / 4) + (xi) * CC * (TM / 4) + (i) / 4)
+#define USTEP (CR * (TM / 4))
+#endif
   // each patch row's offset in a channel's plane, and its shift in a texel
   int ro[WA], rs[WA];
 #if CDIRECT
@@ -206,7 +255,7 @@ void main() {
     const int iy = r0 + r - CPH;
     rin[r] = iy >= 0 && iy < CIH;
     ro[r] = clamp(iy, 0, CIH - 1) * CIW + s0 - CPW;
-    rs[r] = CIW % 4 == 0 && XPLANE % 4 == 0 ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 8
+    rs[r] = CALIGN ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 8
   }
   [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j - CPW >= 0 && s0 + j - CPW < CIW;
 #else
@@ -264,12 +313,12 @@ void main() {
     [[unroll]] for (int xi = 0; xi < NXI; ++xi)
       [[unroll]] for (int i = 0; i < TM; i += 4) {
         vec4 w[CR];
-        [[unroll]] for (int h = 0; h < CR; ++h) w[h] = U4(ua + h * (TM / 4) + ((xi * CC) * TM + i) / 4);
+        [[unroll]] for (int h = 0; h < CR; ++h) w[h] = U4(ua + UOFF(h, xi, i));
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < NV; ++f)
             [[unroll]] for (int h = 0; h < CR; ++h) acc[xi][i + e][f] = fma(vec4(w[h][e]), vr[h][xi][f], acc[xi][i + e][f]);
       }
-    ua += CR * (TM / 4);
+    ua += USTEP;
   }
   if (gi >= CTH * CG * CMB) return;
   const int yb = bz * CM * CP;
@@ -301,7 +350,30 @@ void main() {
       [[unroll]] for (int r = 0; r < WF; ++r) {
         const int oy = r0 + r;
         if (oy >= CHO) continue;
-#if TEXEL_Y
+#if TEXEL_Y && Y_VEC4 == 3
+        // the 4 tiles' 4 WF columns with the epilogue, then stored as
+        // WF / 2 pairs of texels where the rows are whole pairs, else as WF
+        // vec4 texels (CWO a multiple of 4, s0 of 8)
+        const int ox0 = s0 + f * 4 * WF;
+        float ov[4 * WF];
+        [[unroll]] for (int h = 0; h < WF; ++h) {
+          [[unroll]] for (int e = 0; e < 4; ++e) ov[4 * h + e] = o[r][(4 * h + e) % WF][(4 * h + e) / WF];
+          if (ox0 + 4 * h < CWO) // (4 columns inside the row when their first is)
+            [[unroll]] for (int e = 0; e < 4; ++e) KC_EPI(ov[4 * h + e], bz, m, oy * CWO + ox0 + 4 * h + e);
+        }
+        const int yo = yb + m * CP + oy * CWO + ox0;
+        if (CWO % 8 == 0) {
+          [[unroll]] for (int h = 0; h < WF / 2; ++h)
+            if (ox0 + 8 * h < CWO)
+              y8[(yo >> 3) + h] = u64vec4(pack64(floatBitsToUint(vec2(ov[8 * h], ov[8 * h + 1]))),
+                                          pack64(floatBitsToUint(vec2(ov[8 * h + 2], ov[8 * h + 3]))),
+                                          pack64(floatBitsToUint(vec2(ov[8 * h + 4], ov[8 * h + 5]))),
+                                          pack64(floatBitsToUint(vec2(ov[8 * h + 6], ov[8 * h + 7]))));
+        } else {
+          [[unroll]] for (int h = 0; h < WF; ++h)
+            if (ox0 + 4 * h < CWO) y4[(yo >> 2) + h] = vec4(ov[4 * h], ov[4 * h + 1], ov[4 * h + 2], ov[4 * h + 3]);
+        }
+#elif TEXEL_Y
         // the 4 tiles' 4 WF columns as 4 WF / YS stores (CWO a multiple of
         // YS, s0 of 8: YS columns are inside the row when their first is)
         [[unroll]] for (int h = 0; h < 4 * WF / YS; ++h) {

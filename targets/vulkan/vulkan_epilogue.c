@@ -48,25 +48,42 @@ kiln_status_t kiln_vulkan_shader_head(kiln_vulkan_sb_t* b, const char* src, cons
   return NULL;
 }
 
-static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i) {
+/* a stride as printed: with run-time sizes (|m|, |p| > 0: the shader's CM
+ * and CP) the products of them by name, so the text is the same for every
+ * conv of a kind */
+static void epi_stride(kiln_vulkan_sb_t* b, int64_t v, int64_t m, int64_t p) {
+  if (p > 0 && v == m * p && v > 0) kiln_vulkan_sb_printf(b, "(CM * CP)");
+  else if (p > 0 && v == p) kiln_vulkan_sb_printf(b, "CP");
+  else if (m > 0 && v == m) kiln_vulkan_sb_printf(b, "CM");
+  else kiln_vulkan_sb_printf(b, "%lld", (long long)v);
+}
+
+static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p) {
   const kiln_template_epi_operand_t* o = &e->operands[i];
-  kiln_vulkan_sb_printf(b, "float(e%d[(b) * %lld + (m) * %lld%s])", (int)i, (long long)o->sn, (long long)o->sm,
-            o->sp ? " + (p)" : "");
+  kiln_vulkan_sb_printf(b, "float(e%d[(b) * ", (int)i);
+  epi_stride(b, o->sn, m, p);
+  kiln_vulkan_sb_printf(b, " + (m) * ");
+  epi_stride(b, o->sm, m, p);
+  kiln_vulkan_sb_printf(b, "%s])", o->sp ? " + (p)" : "");
 }
 
 /* a bound operand whose constant value lowering knows (|known|) is printed
  * as that value: lavapipe runs a buffer load as a loop over the 8 lanes
  * (MobileNetV2's Relu6 bounds: its 1x1 and depthwise convs ~8% faster) */
 static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool known,
-                      bool lower) {
+                      bool lower, int64_t m, int64_t p) {
   kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
-  if (operand >= 0 && !known) epi_operand(b, e, operand);
+  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p);
   else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
   kiln_vulkan_sb_printf(b, ");");
 }
 
 /* "#define KC_EPI(v, b, m, p) ..." in GLSL. */
 void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
+  kiln_vulkan_epi_print_sized(b, e, 0, 0);
+}
+
+void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p) {
   kiln_vulkan_sb_printf(b, "#define KC_EPI(v, b, m, p) {");
   for (int32_t i = 0; i < e->n_ops; ++i) {
     const kiln_template_epi_op_t* op = &e->ops[i];
@@ -76,17 +93,17 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
       case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
       case 'c':
         /* an infinite bound (an attribute's or a constant operand's) clips nothing */
-        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true);
-        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false);
+        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p);
+        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p);
         break;
       default:
         if (op->swap) {
           kiln_vulkan_sb_printf(b, " v = ");
-          epi_operand(b, e, op->a);
+          epi_operand(b, e, op->a, m, p);
           kiln_vulkan_sb_printf(b, " %c v;", op->op);
         } else {
           kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
-          epi_operand(b, e, op->a);
+          epi_operand(b, e, op->a, m, p);
           kiln_vulkan_sb_printf(b, ";");
         }
         break;

@@ -96,6 +96,10 @@ kiln_status_t kiln_vulkan_shader_head(kiln_vulkan_sb_t* b, const char* src, cons
                                       const char** rest);
 /* The epilogue as GLSL: a macro the shaders apply to each stored value. */
 void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
+/* The same for a shader whose sizes are run-time values (winograd.comp's
+ * CRT): operand strides equal to |m| * |p|, |p| or |m| print as the
+ * shader's (CM * CP), CP and CM, so convs of one kind print one text. */
+void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p);
 /* How depthwise.comp, winograd.comp and pool.comp store f32 output texels
  * (their Y_VEC4) where they store texels (|texel_y|): 2, pairs as u64vec4s
  * through a storage buffer, where |int64| (the device has shaderInt64) and
@@ -239,6 +243,13 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
                                             bool texels_fit, bool y_texels_fit, bool int64, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
+/* Whether the instance of |c| with tiles |t| and U of GLSL type |w_type|
+ * reads its sizes at run time (winograd.comp's CRT: F(4x4) with f32 U,
+ * sizes exact in f32, X read in place and input and output rows of whole
+ * texels; KILN_SPIRV_WINO_SIZES=const keeps them constants),
+ * so every conv of its kind shares one pipeline. */
+bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                    const char* w_type);
 /* A Winograd tiles record: tm, nt, wf, and with an implicit-GEMM
  * alternative (kiln_template_set_t.winograd_switch) the switch after them
  * (1 Winograd, 0 the CONV instance; only 1 is printed as Winograd). */

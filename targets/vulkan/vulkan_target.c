@@ -153,6 +153,23 @@ static bool texels_fit(const kiln_plan_t* plan, int32_t pb) {
   return (bytes + 15) / 16 <= plan->max_texels;
 }
 
+/* An F(4x4) instance's weights start with its conv's sizes (lowering's
+ * kiln_template_wino4_sizes), which winograd.comp reads at run time: a
+ * constant laid out for another conv would run it at the wrong sizes. */
+static kiln_status_t wino4_sizes_check(const kiln_plan_t* plan, const kiln_template_t* t, const char* name) {
+  const int32_t b = t->weights.buffer;
+  float want[KILN_TEMPLATE_WINO4_SIZES];
+  const bool exact = kiln_template_wino4_sizes(&t->conv, want);
+  const kiln_array_t* v = b >= 0 && b < plan->n_buffers ? &plan->buffers[b].value : NULL;
+  if (!v || v->dtype != KILN_DTYPE_F32) return NULL; /* f16 U: constant sizes (zeros there) */
+  if (!exact || !v->data || v->nbytes < sizeof want || memcmp(v->data, want, sizeof want) != 0)
+    return kiln_make_status(KILN_INTERNAL,
+                            "spirv: kernel '%s': its F(4x4) weights do not start with its conv's sizes "
+                            "(kiln_template_weights_lay_out after the conv changed?)",
+                            name);
+  return NULL;
+}
+
 kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
   if (!plan || !prog) return kiln_make_status(KILN_INVALID_ARGUMENT, "spirv: NULL plan or program");
   if (prog->n_kernels != plan->n_kernels)
@@ -226,6 +243,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       /* kernels/vulkan/winograd.comp in the crop's slot; the GEMM goes */
       kiln_vulkan_wino_tiles_t wt;
       s = kiln_vulkan_wino_tiles_of(t, name, &wt);
+      if (!s && wt.wf == 4) s = wino4_sizes_check(plan, t, name);
       bool fit = true, fit_y = false;
       for (int32_t j = 0; j < t->conv.n_params; ++j) {
         if (t->conv.roles[j] == 'W' || t->conv.roles[j] == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);

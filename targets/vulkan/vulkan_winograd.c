@@ -36,6 +36,18 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
   return t;
 }
 
+bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
+                                    const char* w_type) {
+  /* only X read in place with rows of whole texels (CALIGN) and output
+   * rows of whole texels: ResNet-18's 14x14 F(4x4) convs (unaligned rows,
+   * one conv a size and epilogue, so nothing to share) ran 1.6-2x slower
+   * on lavapipe with their sizes read at run time (--profile, load 11) */
+  float sz[KILN_TEMPLATE_WINO4_SIZES];
+  const char* env = getenv("KILN_SPIRV_WINO_SIZES");
+  return t->wf == 4 && !strcmp(w_type, "float") && kiln_template_wino4_sizes(c, sz) && c->x_direct &&
+         c->iw % 4 == 0 && c->ih * c->iw % 4 == 0 && c->ow % 4 == 0 && !(env && !strcmp(env, "const"));
+}
+
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips) {
@@ -78,31 +90,45 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * them; texel stores of f32 Y where its rows are whole texels */
   const int texel = texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float");
   const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float");
+  /* F(4x4) with f32 U: the sizes are run-time values read from U's first
+   * words (lowering's KILN_TEMPLATE_WINO4_SIZES), so the convs of a kind
+   * print one text and share one pipeline: lavapipe's LLVM took 6-7 s to
+   * compile each F(4x4) instance cold (ResNet-18: 6 instances, 3 sizes x 2
+   * epilogues); the unrolled transforms and products stay constant */
+  const int crt = kiln_vulkan_wino_runtime_sizes(c, t, type[0]);
   /* those through a storage buffer, in pairs where the rows are whole pairs
-   * (a group's first column is a multiple of 8; kiln_vulkan_y_store) */
-  const int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, c->ow % 8 == 0);
+   * (a group's first column is a multiple of 8; kiln_vulkan_y_store); with
+   * run-time sizes pairs or vec4s as the run-time width allows (Y_VEC4 3) */
+  int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, crt || c->ow % 8 == 0);
+  if (crt && y_vec4 == 2) y_vec4 = 3;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
                         type[2], type[3]);
   kiln_vulkan_sb_printf(&b,
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
-                        "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
-                        "#define CHO %lld\n#define CWO %lld\n#define CBATCH %lld\n#define CHAS_BIAS %d\n"
+                        "#define CBATCH %lld\n#define CHAS_BIAS %d\n"
                         "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n"
-                        "#define Y_VEC4 %d\n",
-                        bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3], (long long)c->M, (long long)c->C,
-                        (long long)c->plane, (long long)c->q2, (long long)c->oh, (long long)c->ow,
+                        "#define Y_VEC4 %d\n#define CRT %d\n",
+                        bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3],
                         (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y,
-                        y_vec4);
-  /* X itself with its padding zeroed in the reads (no phase split) */
-  kiln_vulkan_sb_printf(&b, "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n",
-                        c->x_direct ? 1 : 0, (long long)c->ih, (long long)c->iw, (long long)c->pad_h,
-                        (long long)c->pad_w);
+                        y_vec4, crt);
+  if (!crt)
+    kiln_vulkan_sb_printf(&b,
+                          "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
+                          "#define CHO %lld\n#define CWO %lld\n#define CIH %lld\n#define CIW %lld\n",
+                          (long long)c->M, (long long)c->C, (long long)c->plane, (long long)c->q2, (long long)c->oh,
+                          (long long)c->ow, (long long)c->ih, (long long)c->iw);
+  /* X itself with its padding zeroed in the reads (no phase split); rows
+   * of whole texels keep one shift (a property of the kind) */
+  kiln_vulkan_sb_printf(&b, "#define CDIRECT %d\n#define CALIGN %s\n#define CPH %lld\n#define CPW %lld\n",
+                        c->x_direct ? 1 : 0, c->x_direct && c->iw % 4 == 0 && c->ih * c->iw % 4 == 0 ? "true" : "false",
+                        (long long)c->pad_h, (long long)c->pad_w);
   /* 2 input channels a loop trip where C is even, each sum taking both
    * products in a row (as conv.comp's KREUSE; KILN_SPIRV_CONV_KREUSE=off:
    * one channel a trip) */
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
-  kiln_vulkan_epi_print(&b, &c->epi);
+  if (crt) kiln_vulkan_epi_print_sized(&b, &c->epi, c->M, c->oh * c->ow);
+  else kiln_vulkan_epi_print(&b, &c->epi);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);

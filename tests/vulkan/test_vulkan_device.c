@@ -1419,7 +1419,93 @@ static void test_loop_limit(void) {
   }
 }
 
-/* "conv_direct": only the conv.comp direct-read cases (their own ctest) */
+/* F(4x4) Winograd instances read their sizes at run time (winograd.comp
+ * CRT, from the weights' first words): two convs of one kind (bias, a
+ * residual Add + Relu, rows of whole texels, 3x3 pads 1) at 20x20 with 8
+ * -> 12 channels (vec4 stores: 20 columns are not whole pairs) and 32x32
+ * with 16 -> 8 (pairs) */
+static void g_wino_two(tg_t* t) {
+  tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
+  tg_input(t, "r1", F32, 4, DIMS(1, 12, 20, 20));
+  tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
+  tg_input(t, "r2", F32, 4, DIMS(1, 8, 32, 32));
+  tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
+  tg_const(t, "b1", F32, 1, DIMS(12));
+  tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
+  tg_const(t, "b2", F32, 1, DIMS(8));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
+  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "c2", 1, &pads);
+  tg_node(t, "Add", "add1", 2, NAMES("c1", "r1"), "s1", 0, NULL);
+  tg_node(t, "Add", "add2", 2, NAMES("c2", "r2"), "s2", 0, NULL);
+  tg_node(t, "Relu", "relu1", 1, NAMES("s1"), "y1", 0, NULL);
+  tg_node(t, "Relu", "relu2", 1, NAMES("s2"), "y2", 0, NULL);
+  tg_output(t, "y1");
+  tg_output(t, "y2");
+}
+
+/* The SPIR-V of g_wino_two's convs (fused when |fuse|): whether the two
+ * are one binary, and the pipelines the device builds for the program
+ * against its distinct binaries (identical ones share a pipeline). */
+static void check_wino_shared(bool fuse, bool shared) {
+  tg_t t;
+  tg_init(&t);
+  g_wino_two(&t);
+  kiln_plan_t* p = NULL;
+  kiln_program_t* prog = NULL;
+  kiln_device_executable_t* e = NULL;
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, dev->info.loop_limit, 0, 0, 0};
+  kiln_fusion_report_t rep;
+  if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
+      (!fuse || CHECK_OK(kiln_plan_fuse(p, &rep, NULL))) && CHECK_OK(plan_program(p, &prog))) {
+    int conv[2] = {-1, -1}, nc = 0, distinct = 0;
+    for (int32_t k = 0; k < prog->n_kernels; ++k) {
+      if (!strcmp(prog->kernels[k].op_type, "Conv") && nc < 2) conv[nc++] = k;
+      bool seen = false;
+      for (int32_t j = 0; j < k && !seen; ++j)
+        seen = prog->code.blob_lens[j] == prog->code.blob_lens[k] && prog->kernels[j].n_args == prog->kernels[k].n_args &&
+               !memcmp(prog->code.blobs[j], prog->code.blobs[k], (size_t)prog->code.blob_lens[k]);
+      distinct += !seen;
+    }
+    CHECK_MSG(nc == 2, "%d conv kernels, expected 2", nc);
+    CHECK_MSG(prog->code.text && strstr(prog->code.text, "F(4x4,3x3)"), "the convs are not F(4x4) Winograd");
+    if (nc == 2) {
+      const bool same = prog->code.blob_lens[conv[0]] == prog->code.blob_lens[conv[1]] &&
+                        !memcmp(prog->code.blobs[conv[0]], prog->code.blobs[conv[1]], (size_t)prog->code.blob_lens[conv[0]]);
+      CHECK_MSG(same == shared, "%s: the two F(4x4) convs' SPIR-V is %s", fuse ? "fused" : "unfused",
+                same ? "one binary" : "two binaries");
+    }
+    kiln_device_build_options_t bo = {.cache_dir = ""};
+    if (CHECK_OK(dev->vt->executable_create(dev, prog, &bo, &e))) {
+      kiln_vulkan_cache_stats_t st;
+      kiln_vulkan_last_cache_stats(dev, &st);
+      CHECK_MSG(st.pipelines == distinct && distinct == prog->n_kernels - (shared ? 1 : 0),
+                "%d pipelines for %d kernels, %d distinct binaries", (int)st.pipelines, (int)prog->n_kernels,
+                distinct);
+      printf("  winograd two sizes %-8s %d kernels, %d pipelines\n", fuse ? "fused" : "unfused", (int)prog->n_kernels,
+             (int)st.pipelines);
+    }
+  }
+  dev->vt->executable_destroy(dev, e);
+  kiln_program_destroy(prog);
+  kiln_plan_destroy(p);
+  tg_free(&t);
+}
+
+static void test_wino_shared(void) {
+  if (!dev) return;
+  check_wino_shared(false, true);
+  check_wino_shared(true, true);
+  check_graph(g_wino_two, "winograd F(4x4) two sizes", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_WINO_SIZES", "const", 1); /* the sizes as constants: a binary per conv */
+  check_wino_shared(true, false);
+  check_graph(g_wino_two, "winograd F(4x4) two sizes, const", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_WINO_SIZES");
+}
+
+/* "conv_direct": only the conv.comp direct-read cases (their own ctest);
+ * "wino_shared": only test_wino_shared */
 int main(int argc, char** argv) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_vk_test_%ld", (long)getpid());
   mkdir(tmp_dir, 0755);
@@ -1427,6 +1513,8 @@ int main(int argc, char** argv) {
   dev = open_dev(CA());
   if (argc > 1 && !strcmp(argv[1], "conv_direct")) {
     RUN(test_conv_direct);
+  } else if (argc > 1 && !strcmp(argv[1], "wino_shared")) {
+    RUN(test_wino_shared);
   } else {
     RUN(test_list_and_create);
     RUN(test_buffers_and_views);

@@ -44,6 +44,13 @@ set_tests_properties(test_vulkan_device_conv_direct PROPERTIES
   LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
   FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+# F(4x4) Winograd convs of one kind at two sizes: one SPIR-V binary, one
+# pipeline (the sizes read at run time), and both match the reference
+add_test(NAME test_vulkan_device_wino_shared COMMAND test_vulkan_device wino_shared)
+set_tests_properties(test_vulkan_device_wino_shared PROPERTIES
+  LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+  FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+  ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 
