@@ -654,7 +654,14 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
     const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
     sm_rows_t rows = {xr, yr, s.mx, sum, o, log_form};
     const tir_stmt_t* items[4] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s), NULL, NULL, NULL};
-    if (log_form || yr->dtype != KILN_DTYPE_F32) {
+    /* Plans whose rows are vec4 texels (Vulkan: ew_lanes) take the sum of
+     * exp from x and store y once, exp twice an element: lavapipe's image
+     * stores and loads of y cost more than the second exp (kiln bench
+     * --target vulkan --suite softmax, 4 alternated rounds at load 9-10:
+     * 8192x1000 33-38 -> 15-28 ms, 65536x128 33-40 -> 12-28 ms); on PoCL
+     * the form below was as fast or faster (7-13 vs 8-22 ms) */
+    const bool exp_twice = ctx->target == KILN_TARGET_CLASS_GPU && ctx->ew_lanes > 1;
+    if (log_form || yr->dtype != KILN_DTYPE_F32 || exp_twice) {
       items[1] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s);
       items[2] = row_loop(&kb, n, sm_out, &rows);
     } else {
