@@ -224,9 +224,10 @@ static void kept_from(nn_kb_t* kb, rd_t* r, const tir_expr_t* o, int64_t nout) {
  * adjacent outputs of the contiguous inner kept run, so each step of the
  * reduced loops reads L neighbouring floats (one vec4 texel on Vulkan)
  * instead of a lane per output reading one float each (lavapipe runs such
- * loads as a loop over its 8 SIMD lanes; 8 x 512 x 1024 summed over axis 1
- * took 3.5 ms in that form, 1.2-1.9 ms in this). Needs f32 accumulation, the inner
- * kept extent a multiple of L, and the group short enough that the lane
+ * loads as a loop over its 8 SIMD lanes; 8 x 512 x 1024 summed over axis 1,
+ * kiln bench alternated with main's build at load 4-8: 11.5-16.8 ms in that
+ * form, 2.2-5.8 ms in this). Needs f32 accumulation, the inner kept extent
+ * a multiple of L, and the group short enough that the lane
  * loop printed as scalars (a printer that cannot take the texels) still
  * keeps within half the device's loop limit. Returns L, or 1 for the form
  * with one output an invocation. */
