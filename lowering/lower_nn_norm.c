@@ -631,6 +631,45 @@ static const tir_stmt_t* sm_scale_row(nn_kb_t* kb, void* u, const tir_expr_t* i)
                    tir_mul(t, tir_load(t, r->yr, NN_IDX(r->o, i)), tir_load(t, r->sum, NN_IDX(nn_i(kb, 0)))));
 }
 
+/* The strided-axis Softmax of row |o| over columns |ib| + [0, ext) of the
+ * inner extent (|ib| NULL: from 0): PRIVATE rows of ext for the max and the
+ * sum, three passes over the axis, each vectorized along the columns. */
+static const tir_stmt_t* sm_strided(nn_kb_t* kb, const tir_buffer_t* xv, const tir_buffer_t* yv, const tir_expr_t* o,
+                                    const tir_expr_t* ib, int64_t n, int64_t ext, bool log_form) {
+  tir_ctx_t* t = kb->t;
+  const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &ext, TIR_SCOPE_PRIVATE);
+  const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &ext, TIR_SCOPE_PRIVATE);
+  const tir_stmt_t* items[4];
+  tir_var_t *va, *vi;
+  const tir_expr_t *a, *i, *c;
+#define SM_LOOP(stmt_expr)                                                                            \
+  (va = nn_var(kb, "a"), vi = nn_var(kb, "i"), a = nn_v(kb, va), i = nn_v(kb, vi),                   \
+   c = ib ? nn_add(kb, ib, i) : i, nn_vectorize(kb, vi), nn_for(kb, va, n, nn_for(kb, vi, ext, (stmt_expr))))
+  {
+    tir_var_t* vj = nn_var(kb, "i");
+    const tir_expr_t* j = nn_v(kb, vj);
+    const tir_stmt_t* two[2] = {tir_store(t, mx, NN_IDX(j), nn_f(kb, -INFINITY)),
+                                tir_store(t, sum, NN_IDX(j), nn_f(kb, 0.0))};
+    items[0] = nn_for(kb, vj, ext, tir_seq(t, 2, two));
+    nn_vectorize(kb, vj);
+  }
+  items[1] = SM_LOOP(tir_store(t, mx, NN_IDX(i),
+                               tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(i)), nn_ldf(kb, xv, NN_IDX(o, a, c)))));
+  items[2] = SM_LOOP(tir_store(
+      t, sum, NN_IDX(i),
+      tir_add(t, tir_load(t, sum, NN_IDX(i)),
+              tir_call(t, TIR_EXP, 1, tir_sub(t, nn_ldf(kb, xv, NN_IDX(o, a, c)), tir_load(t, mx, NN_IDX(i))), NULL,
+                       NULL))));
+  const tir_expr_t* d;
+  items[3] = SM_LOOP(nn_stf(
+      kb, yv, NN_IDX(o, a, c),
+      (d = tir_sub(t, nn_ldf(kb, xv, NN_IDX(o, a, c)), tir_load(t, mx, NN_IDX(i))),
+       log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(i)), NULL, NULL))
+                : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL), tir_load(t, sum, NN_IDX(i))))));
+#undef SM_LOOP
+  return tir_alloc(t, mx, tir_alloc(t, sum, tir_seq(t, 4, items)));
+}
+
 kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, const tir_buffer_t* yv,
                               int64_t outer, int64_t n, int64_t inner, bool log_form) {
   nn_kb_t kb;
@@ -654,7 +693,14 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
     const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &one, TIR_SCOPE_PRIVATE);
     sm_rows_t rows = {xr, yr, s.mx, sum, o, log_form};
     const tir_stmt_t* items[4] = {lane_reduce(&kb, s.mx, TIR_MAX, -INFINITY, n, sm_x, &s), NULL, NULL, NULL};
-    if (log_form || yr->dtype != KILN_DTYPE_F32) {
+    /* Plans whose rows are vec4 texels (Vulkan: ew_lanes) take the sum of
+     * exp from x and store y once, exp twice an element: lavapipe's image
+     * stores and loads of y cost more than the second exp (kiln bench
+     * --target vulkan --suite softmax, 4 alternated rounds at load 9-10:
+     * 8192x1000 33-38 -> 15-28 ms, 65536x128 33-40 -> 12-28 ms); on PoCL
+     * the form below was as fast or faster (7-13 vs 8-22 ms) */
+    const bool exp_twice = ctx->target == KILN_TARGET_CLASS_GPU && ctx->ew_lanes > 1;
+    if (log_form || yr->dtype != KILN_DTYPE_F32 || exp_twice) {
       items[1] = lane_reduce(&kb, sum, TIR_ADD, 0.0, n, sm_exp, &s);
       items[2] = row_loop(&kb, n, sm_out, &rows);
     } else {
@@ -667,43 +713,26 @@ kiln_status_t nn_softmax_emit(kiln_lower_ctx_t* ctx, const tir_buffer_t* xv, con
       items[3] = tir_seq2(t, tir_store(t, sum, NN_IDX(z), r), row_loop(&kb, n, sm_scale_row, &rows));
     }
     body = tir_alloc(t, s.mx, tir_alloc(t, sum, tir_seq(t, 4, items)));
+  } else if (ctx->target == KILN_TARGET_CLASS_GPU && (ctx->ew_lanes > 1 || ctx->loop_limit > 0)) {
+    /* strided axis on Vulkan (lanes) or a device with a loop limit: an
+     * invocation per L adjacent columns of the inner extent (L the plan's
+     * lanes where they divide it: vec4 texels on Vulkan; else 1), looping
+     * over the softmax axis; the CPU form below gives an invocation a whole
+     * [n][inner] slab (2 x 50 x 4096 over axis 1: 618,646 loop iterations,
+     * refused by lavapipe's limit). PoCL keeps that form: over axis 1 of
+     * 4 x 21 x 64 x 64 it ran 0.9 ms, this one 24 ms */
+    const int64_t L = ctx->ew_lanes > 1 && inner % ctx->ew_lanes == 0 ? ctx->ew_lanes : 1, nb = inner / L;
+    tir_var_t* vq = nn_var(&kb, "q");
+    const tir_expr_t* q = nn_v(&kb, vq);
+    /* q = row * nb + column block */
+    const tir_expr_t* oq = outer == 1 ? nn_i(&kb, 0) : nb > 1 ? nn_divc(&kb, q, nb) : q;
+    const tir_expr_t* ib = nb == 1 ? NULL : nn_mulc(&kb, outer > 1 ? nn_modc(&kb, q, nb) : q, L);
+    const tir_stmt_t* s = nn_for(&kb, vq, outer * nb, sm_strided(&kb, xv, yv, oq, ib, n, L, log_form));
+    if (outer * nb > 1) nn_parallel(&kb, vq);
+    return nn_emit(&kb, s);
   } else {
     /* strided axis: PRIVATE rows over the inner extent */
-    const tir_buffer_t* mx = tir_buffer(t, "mx", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);
-    const tir_buffer_t* sum = tir_buffer(t, "sum", KILN_DTYPE_F32, 1, &inner, TIR_SCOPE_PRIVATE);
-    const tir_stmt_t* items[5];
-    tir_var_t *va, *vi;
-    const tir_expr_t *a, *i;
-#define SM_LOOP(stmt_expr)                                          \
-  (va = nn_var(&kb, "a"), vi = nn_var(&kb, "i"), a = nn_v(&kb, va), \
-   i = nn_v(&kb, vi), nn_vectorize(&kb, vi), nn_for(&kb, va, n, nn_for(&kb, vi, inner, (stmt_expr))))
-    {
-      tir_var_t* vj = nn_var(&kb, "i");
-      const tir_expr_t* j = nn_v(&kb, vj);
-      const tir_stmt_t* two[2] = {tir_store(t, mx, NN_IDX(j), nn_f(&kb, -INFINITY)),
-                                  tir_store(t, sum, NN_IDX(j), nn_f(&kb, 0.0))};
-      items[0] = nn_for(&kb, vj, inner, tir_seq(t, 2, two));
-      nn_vectorize(&kb, vj);
-    }
-    items[1] = SM_LOOP(tir_store(t, mx, NN_IDX(i),
-                                 tir_bin(t, TIR_MAX, tir_load(t, mx, NN_IDX(i)),
-                                         nn_ldf(&kb, xv, NN_IDX(o, a, i)))));
-    items[2] = SM_LOOP(tir_store(
-        t, sum, NN_IDX(i),
-        tir_add(t, tir_load(t, sum, NN_IDX(i)),
-                tir_call(t, TIR_EXP, 1,
-                         tir_sub(t, nn_ldf(&kb, xv, NN_IDX(o, a, i)), tir_load(t, mx, NN_IDX(i))),
-                         NULL, NULL))));
-    const tir_expr_t* d;
-    items[3] = SM_LOOP(nn_stf(
-        &kb, yv, NN_IDX(o, a, i),
-        (d = tir_sub(t, nn_ldf(&kb, xv, NN_IDX(o, a, i)), tir_load(t, mx, NN_IDX(i))),
-         log_form ? tir_sub(t, d, tir_call(t, TIR_LOG, 1, tir_load(t, sum, NN_IDX(i)), NULL, NULL))
-                  : tir_bin(t, TIR_DIV, tir_call(t, TIR_EXP, 1, d, NULL, NULL),
-                            tir_load(t, sum, NN_IDX(i))))));
-#undef SM_LOOP
-    items[4] = NULL;
-    body = tir_alloc(t, mx, tir_alloc(t, sum, tir_seq(t, 5, items)));
+    body = sm_strided(&kb, xv, yv, o, NULL, n, inner, log_form);
   }
   const tir_stmt_t* s = nn_for(&kb, vo, outer, body);
   if (outer > 1 && outer * n * inner >= 4096) nn_parallel(&kb, vo);

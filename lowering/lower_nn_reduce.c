@@ -219,6 +219,86 @@ static void kept_from(nn_kb_t* kb, rd_t* r, const tir_expr_t* o, int64_t nout) {
     }
 }
 
+/* Strided reductions as vectors: on plans whose element-wise nests take
+ * lanes (kiln_lower_ctx_t.ew_lanes, Vulkan 4) an invocation takes L
+ * adjacent outputs of the contiguous inner kept run, so each step of the
+ * reduced loops reads L neighbouring floats (one vec4 texel on Vulkan)
+ * instead of a lane per output reading one float each (lavapipe runs such
+ * loads as a loop over its 8 SIMD lanes; 8 x 512 x 1024 summed over axis 1,
+ * kiln bench alternated with main's build at load 4-8: 11.5-16.8 ms in that
+ * form, 2.2-5.8 ms in this). Needs f32 accumulation, the inner kept extent
+ * a multiple of L, and the group short enough that the lane
+ * loop printed as scalars (a printer that cannot take the texels) still
+ * keeps within half the device's loop limit. Returns L, or 1 for the form
+ * with one output an invocation. */
+static int64_t reduce_cols(nn_kb_t* kb, const rd_t* r, int64_t group) {
+  const int64_t L = kb->ctx->target == KILN_TARGET_CLASS_GPU ? kb->ctx->ew_lanes : 0;
+  if (L < 2 || r->acc_t != KILN_DTYPE_F32 || r->gred[r->ng - 1] || r->gdim[r->ng - 1] % L != 0) return 1;
+  int64_t nout = 1;
+  for (int32_t g = 0; g < r->ng; ++g)
+    if (!r->gred[g]) nout *= r->gdim[g];
+  /* two texels an invocation where the inner extent and the work allow:
+   * on lavapipe (8x512x1024 over axis 1, 4 alternated rounds at load 8)
+   * 8 columns ran at 2.0-3.2 GFLOP/s, 4 at 0.9-2.2, 16 at 1.7-2.6 */
+  const int64_t C = r->gdim[r->ng - 1] % (2 * L) == 0 && nout / (2 * L) >= 64 ? 2 * L : L;
+  if (kb->ctx->loop_limit > 0 && group * (C + 1) > kb->ctx->loop_limit / 2) return 1;
+  return C;
+}
+
+static kiln_status_t reduce_per_cols(nn_kb_t* kb, rd_t* r, const tir_buffer_t* yv, int64_t group, int64_t nout,
+                                     int64_t L, tir_binop_t bop, const tir_expr_t* ident) {
+  tir_ctx_t* t = kb->t;
+  const int64_t W = r->gdim[r->ng - 1], nq = nout / L;
+  tir_var_t* vq = nn_var(kb, "q");
+  const tir_expr_t* q = nn_v(kb, vq);
+  /* column block q: the inner kept index q % (W / L) * L + l, the outer
+   * kept indices from q / (W / L) (innermost fastest) */
+  const int64_t nouter = nout / W;
+  const tir_expr_t* qo = nouter > 1 ? nn_divc(kb, q, W / L) : nn_i(kb, 0);
+  int64_t stride = 1;
+  for (int32_t g = r->ng - 2; g >= 0; --g)
+    if (!r->gred[g]) {
+      const tir_expr_t* qd = stride > 1 ? nn_divc(kb, qo, stride) : qo;
+      stride *= r->gdim[g];
+      r->gidx[g] = stride < nouter ? nn_modc(kb, qd, r->gdim[g]) : qd;
+    }
+  const tir_buffer_t* acc = tir_buffer(t, "acc", r->acc_t, 1, &L, TIR_SCOPE_PRIVATE);
+  tir_var_t* vl[3];
+  const tir_expr_t* inner[3];
+  const tir_expr_t* qi = nouter > 1 ? nn_modc(kb, q, W / L) : q;
+  for (int32_t k = 0; k < 3; ++k) {
+    vl[k] = nn_var(kb, "l");
+    inner[k] = nn_add(kb, nn_mulc(kb, qi, L), nn_v(kb, vl[k]));
+  }
+  /* acc[l] = ident; for the reduced indices: acc[l] op= x[..]; y = finish */
+  const tir_stmt_t* init = nn_for(kb, vl[0], L, tir_store(t, acc, NN_IDX(nn_v(kb, vl[0])), ident));
+  tir_var_t* gv[KILN_MAX_RANK] = {NULL};
+  for (int32_t g = 0; g < r->ng; ++g)
+    if (r->gred[g]) {
+      gv[g] = nn_var(kb, "r");
+      r->gidx[g] = nn_v(kb, gv[g]);
+    }
+  r->gidx[r->ng - 1] = inner[1];
+  const tir_expr_t* a1 = nn_v(kb, vl[1]);
+  const tir_stmt_t* upd = nn_for(
+      kb, vl[1], L, tir_store(t, acc, NN_IDX(a1), tir_bin(t, bop, tir_load(t, acc, NN_IDX(a1)), rd_val(kb, r, r->gidx))));
+  for (int32_t g = r->ng - 1; g >= 0; --g)
+    if (r->gred[g]) upd = nn_for(kb, gv[g], r->gdim[g], upd);
+  r->gidx[r->ng - 1] = inner[2];
+  const tir_expr_t* yi[KILN_MAX_RANK];
+  int32_t nyi = 0;
+  for (int32_t g = 0; g < r->ng; ++g)
+    if (!r->gred[g]) yi[nyi++] = r->gidx[g];
+  const tir_expr_t* a2 = nn_v(kb, vl[2]);
+  const tir_expr_t* v = rd_finish(kb, r, tir_load(t, acc, NN_IDX(a2)), group, yi);
+  const tir_stmt_t* fin = nn_for(kb, vl[2], L, tir_store(t, yv, yi, tir_cast(t, yv->dtype, v)));
+  for (int32_t k = 0; k < 3; ++k) nn_vectorize(kb, vl[k]);
+  const tir_stmt_t* items[3] = {init, upd, fin};
+  const tir_stmt_t* s = nn_for(kb, vq, nq, tir_alloc(t, acc, tir_seq(t, 3, items)));
+  if (nq > 1) nn_parallel(kb, vq);
+  return nn_emit(kb, s);
+}
+
 static kiln_status_t reduce_per_output(nn_kb_t* kb, rd_t* r, const tir_buffer_t* yv, int64_t group, tir_binop_t bop,
                                        const tir_expr_t* ident) {
   tir_ctx_t* t = kb->t;
@@ -234,7 +314,7 @@ static kiln_status_t reduce_per_output(nn_kb_t* kb, rd_t* r, const tir_buffer_t*
    * reduced indices from the chunk's flat position; then each output folds
    * its nb partials. */
   int64_t B = group, nb = 1;
-  if (group > kb->ctx->loop_limit / 2) {
+  if (kb->ctx->loop_limit > 0 && group > kb->ctx->loop_limit / 2) {
     B = 256;
     while (B * B < group) B += 256;
     nb = (group + B - 1) / B;
@@ -266,6 +346,10 @@ static kiln_status_t reduce_per_output(nn_kb_t* kb, rd_t* r, const tir_buffer_t*
     const tir_stmt_t* s1 = nn_for(kb, vq, np, tir_alloc(t, acc, tir_seq(t, 3, items)));
     nn_parallel(kb, vq);
     KILN_RETURN_IF_ERROR(nn_emit(kb, s1));
+  }
+  if (!part) {
+    const int64_t L = reduce_cols(kb, r, group);
+    if (L > 1) return reduce_per_cols(kb, r, yv, group, nout, L, bop, ident);
   }
   tir_var_t* vo = nn_var(kb, "o");
   const tir_expr_t* o = nn_v(kb, vo);
@@ -320,7 +404,11 @@ static kiln_status_t reduce_runs(nn_kb_t* kb, rd_t* r, red_kind_t kind, const ti
   /* a device with a loop limit (lavapipe): an invocation per output. PoCL
    * (no limit) runs the CPU form's rows at 0.6 ms for 8 x 512 x 1024 over
    * axis 1, the per-output form at 13-22 ms */
-  if (last_kept && kb->ctx->target == KILN_TARGET_CLASS_GPU && kb->ctx->loop_limit > 0)
+  /* ... and on plans with lanes (Vulkan) L outputs an invocation whatever
+   * the device's limit: a GPU thread sweeping a PRIVATE row of the inner
+   * extent is the slow form there too */
+  if (last_kept && kb->ctx->target == KILN_TARGET_CLASS_GPU &&
+      (kb->ctx->loop_limit > 0 || reduce_cols(kb, r, group) > 1))
     return reduce_per_output(kb, r, yv, group, bop, ident);
   tir_var_t* gv[KILN_MAX_RANK];
   for (int32_t g = 0; g < r->ng; ++g) {
