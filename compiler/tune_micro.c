@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "compiler/compare.h"
+#include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
 
@@ -28,6 +29,11 @@ static int cmp_d(const void* a, const void* b) {
 bool kiln_tune_reuse_code(void) {
   const char* e = getenv("KILN_TUNE_REUSE");
   return !(e && !strcmp(e, "off"));
+}
+
+bool kiln_tune_code_shared(const kiln_device_t* dev) {
+  const kiln_device_api_t* api = dev ? kiln_device_api_find(dev->info.api) : NULL;
+  return api && api->shared_code && kiln_tune_reuse_code();
 }
 
 double kiln_tune_median(double* v, int32_t n) {
@@ -203,6 +209,7 @@ static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_
   so.profile = true;
   so.threads = m->threads;
   so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
+  so.reuse_code = m->reuse_code;
   return kiln_session_create(*mod, m->dev, &so, ses);
 }
 
@@ -253,6 +260,7 @@ kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_ti
                                     uint64_t seed) {
   const kiln_plan_t* plan = m->plan;
   m->what = what;
+  m->reuse_code = kiln_tune_code_shared(m->dev);
   for (int32_t i = 0; i < m->n_in; ++i) {
     const tir_buffer_t* b = plan->buffers[m->in[i]].buf;
     kiln_shape_t sh = {.rank = b->rank};
@@ -555,7 +563,7 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   const double sleep_s = m->test_sleep_s;
   m->test_sleep_s = 0;
   kiln_status_t s =
-      session_job(md, m->dev, m->threads, false, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+      session_job(md, m->dev, m->threads, m->reuse_code, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
   m->driver_s = now_s() - t1;
   if (s || j) kiln_module_release(md);
   else *mod = md;

@@ -23,6 +23,7 @@
 #include "compiler/tune_cpu.h"
 #include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
+#include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
 #include "targets/program_build.h"
@@ -309,6 +310,7 @@ typedef struct {
   double runs_s;               /* wall: the timed runs (both builds' when paired) */
   bool match;                  /* the outputs match the default build's */
   bool late;                   /* the session's build passed t->closing_deadline: nothing measured */
+  int32_t units, units_reused; /* its code units, those from earlier builds (kiln_device_api_t.executable_units) */
 } measured_t;
 
 /* Builds the plan as its tiles stand and runs it: one warm-up run, then
@@ -364,6 +366,10 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
     }
   } else if (!s) {
     s = kiln_session_create(mod, t->dev, &so, &ses);
+  }
+  if (!s && ses && ses->exe) {
+    const kiln_device_api_t* api = kiln_device_api_find(t->dev->info.api);
+    if (api && api->executable_units) api->executable_units(ses->exe, &m->units, &m->units_reused);
   }
   /* the closing build overlapped a point's build the deadline abandoned;
    * its runs are timed without it */
@@ -709,14 +715,18 @@ static void table(const tuner_t* t, FILE* f) {
 static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
   FILE* f = t->o->log;
   if (!f) return;
+  char units[96] = "";
+  if (sum->closing_units > 0)
+    snprintf(units, sizeof units, "; %d of its %d code units from earlier builds", (int)sum->closing_units_reused,
+             (int)sum->closing_units);
   fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s (program "
              "%.1f s) + runs %.1f s, its %s again %.1f s, %d kernel set-ups %.1f s, %d points %.1f s (%d stopped at "
-             "the deadline), closing build %.1f s + runs %.1f s (planned %.1f s)\n",
+             "the deadline), closing build %.1f s + runs %.1f s (planned %.1f s%s)\n",
           t->o->budget_s, sum->elapsed_s, 100 * sum->elapsed_s / t->o->budget_s, sum->prepare_s, sum->default_build_s,
           sum->default_program_s, sum->default_runs_s, sum->build_again_s > 0 ? "build (code reused)" : "program",
           sum->build_again_s > 0 ? sum->build_again_s : sum->program_again_s, (int)sum->kernels_set_up, sum->setup_s,
           (int)sum->trials, sum->points_s, (int)sum->abandoned, sum->closing_build_s, sum->closing_runs_s,
-          sum->closing_planned_s);
+          sum->closing_planned_s, units);
 }
 
 /* The search; the budget runs from |t0| (kiln_tune_clock_s). */
@@ -923,8 +933,13 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
          * defaults in PoCL's cache) 3 took 18.0 s where the set-ups
          * planned 4.5 s. Lavapipe's of 15 took 3.1 s (the points' shaders
          * in Mesa's cache), planned at 35 s: an overestimate costs points,
-         * an underestimate the closing build's deadline (nothing kept). */
-        const double over = again_s >= 0 ? fmax(h->best_s, h->setup_s) : h->best_s - h->setup_driver_s;
+         * an underestimate the closing build's deadline (nothing kept).
+         * Where the kernels alone share their code with the first device
+         * (micro.reuse_code: OpenCL's units), the closing build takes a
+         * kept point's code from its build alone and compiles nothing. */
+        const double over = h->micro.reuse_code ? 0
+                            : again_s >= 0       ? fmax(h->best_s, h->setup_s)
+                                                 : h->best_s - h->setup_driver_s;
         if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra += over;
       }
       CLOSING_UPDATE(0);
@@ -958,7 +973,9 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   double extra_end = 0;
   for (int32_t j = 0; j < t->n_groups; ++j) {
     const group_t* h = &t->groups[j];
-    const double over = again_s >= 0 ? fmax(h->best_s, h->setup_s) : h->best_s - h->setup_driver_s;
+    const double over = h->micro.reuse_code ? 0
+                        : again_s >= 0       ? fmax(h->best_s, h->setup_s)
+                                             : h->best_s - h->setup_driver_s;
     if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra_end += over;
   }
   sum->closing_planned_s = closing + extra_end;
@@ -980,6 +997,8 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     sum->closing_runs_s = m1.runs_s;
     free_micros(t); /* when the build failed before measure reached it */
     sum->closing_build_s = now_s() - tb - m1.runs_s;
+    sum->closing_units = m1.units;
+    sum->closing_units_reused = m1.units_reused;
     if (!s && m1.late) { /* the budget's margin is spent: nothing is kept unchecked */
       sum->closing_abandoned = true;
       sum->reverted += keep_defaults(t);
