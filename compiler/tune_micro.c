@@ -36,6 +36,21 @@ bool kiln_tune_code_shared(const kiln_device_t* dev) {
   return api && api->shared_code && kiln_tune_reuse_code();
 }
 
+void kiln_tune_session_options(kiln_session_options_t* so, int32_t threads, bool reuse_code) {
+  kiln_session_options_default(so);
+  so->profile = true;
+  so->threads = threads;
+  so->cache_dir = "";
+  so->reuse_code = reuse_code;
+}
+
+static const kiln_program_build_options_t tune_build_options = {
+    .model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
+
+kiln_status_t kiln_tune_whole_program(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t** out) {
+  return kiln_program_build(plan, target, &tune_build_options, kiln_allocator_system(), out);
+}
+
 double kiln_tune_median(double* v, int32_t n) {
   qsort(v, (size_t)n, sizeof *v, cmp_d);
   return n ? v[n / 2] : 0;
@@ -118,8 +133,11 @@ kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks,
   v.kernels = ks;
   v.n_kernels = v.cap_kernels = n;
   v.buffers = bufs;
-  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune",
-                                     .io_inputs = in, .io_outputs = out, .n_io_inputs = n_in, .n_io_outputs = n_out};
+  kiln_program_build_options_t bo = tune_build_options;
+  bo.io_inputs = in;
+  bo.io_outputs = out;
+  bo.n_io_inputs = n_in;
+  bo.n_io_outputs = n_out;
   return kiln_program_build(&v, target, &bo, kiln_allocator_system(), prog);
 }
 
@@ -205,11 +223,7 @@ static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_
   m->program_s = now_s() - t0;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = m->threads;
-  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
-  so.reuse_code = m->reuse_code;
+  kiln_tune_session_options(&so, m->threads, m->reuse_code);
   return kiln_session_create(*mod, m->dev, &so, ses);
 }
 
@@ -331,11 +345,7 @@ static void* build_worker(void* arg) {
     nanosleep(&ts, NULL);
   }
   kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = j->threads;
-  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
-  so.reuse_code = j->reuse_code;
+  kiln_tune_session_options(&so, j->threads, j->reuse_code);
   kiln_status_t s = kiln_session_create(j->mod, j->dev, &so, &j->ses);
   pthread_mutex_lock(&j->mu);
   const bool abandoned = j->abandoned;

@@ -169,6 +169,19 @@ void kiln_tune_micro_free(kiln_tune_micro_t* m);
  * against the other. */
 bool kiln_tune_reuse_code(void);
 
+/* The options of every session kiln tune makes (a kernel alone or the
+ * whole model): profiling (the kernels' dispatch times), |threads|, no
+ * code cache (the rounds' code is new and mostly used once), reuse_code
+ * as given. */
+void kiln_tune_session_options(kiln_session_options_t* so, int32_t threads, bool reuse_code);
+
+/* The program of the whole of |plan| (its tiles as they stand) as kiln
+ * tune builds it: fp32, the options' tag "-O1 tune", the model name
+ * "tune" (the same text for the same kernels as the kernels alone, so
+ * that their code units match). */
+KILN_MUST_USE kiln_status_t kiln_tune_whole_program(const kiln_plan_t* plan, const kiln_target_t* target,
+                                                    kiln_program_t** out);
+
 /* Whether code that reuse_code builds compile on |dev| serves builds on
  * other devices of the same name in this process (kiln_device_api_t.
  * shared_code; OpenCL) and KILN_TUNE_REUSE is not off: then the kernels

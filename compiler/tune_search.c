@@ -301,6 +301,23 @@ static void free_micros(tuner_t* t) {
   }
 }
 
+/* The module of the plan as its tiles stand (kiln_tune_whole_program);
+ * *program_s what building its program took. */
+static kiln_status_t whole_module(tuner_t* t, kiln_module_t** mod, double* program_s) {
+  kiln_program_t* prog = NULL;
+  const double t0 = now_s();
+  kiln_status_t s = kiln_tune_whole_program(t->plan, t->target, &prog);
+  if (program_s) *program_s = now_s() - t0;
+  if (!s && t->n_prog != prog->n_kernels)
+    s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
+                         (int)t->n_prog);
+  if (s) {
+    kiln_program_destroy(prog);
+    return s;
+  }
+  return kiln_module_wrap(prog, mod);
+}
+
 /* What one whole-model measurement found (measure). */
 typedef struct {
   double model_s, def_model_s; /* median wall time per run: this build's, the default's beside it */
@@ -322,7 +339,6 @@ typedef struct {
  * outputs match the default build's (the first call's outputs become
  * them). */
 static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_times, measured_t* m) {
-  kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   memset(m, 0, sizeof *m);
@@ -334,22 +350,9 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   double* cpu = wall + 2 * (size_t)R + 2;
   kiln_array_t* out = calloc(2 * (size_t)n_out + 2, sizeof(kiln_array_t));
   kiln_status_t s = per && wall && out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: measure");
-  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
-  if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
-  m->program_s = now_s() - t0;
-  if (!s && t->n_prog != prog->n_kernels)
-    s = kiln_make_status(KILN_INTERNAL, "tune: the program has %d kernels, the plan %d to run", (int)prog->n_kernels,
-                         (int)t->n_prog);
-  if (!s) {
-    s = kiln_module_wrap(prog, &mod);
-    prog = NULL;
-  }
-  kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = t->o->threads;
-  so.cache_dir = ""; /* every round's code is new: keep it out of the code cache */
-  so.reuse_code = kiln_tune_reuse_code(); /* the closing build takes the default build's unchanged kernels */
+  if (!s) s = whole_module(t, &mod, &m->program_s);
+  kiln_session_options_t so; /* the closing build takes the default build's unchanged kernels */
+  kiln_tune_session_options(&so, t->o->threads, kiln_tune_reuse_code());
   /* A whole-model build's driver part (PoCL's build, lavapipe's
    * pipelines, the C compiler) on a worker that is abandoned at the
    * budget's 5% margin: the closing build's takes the default build's
@@ -421,7 +424,6 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
   free(out);
   kiln_session_destroy(ses);
   kiln_module_release(mod);
-  kiln_program_destroy(prog);
   free(per);
   free(wall);
   return s;
@@ -432,31 +434,20 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
  * build (nothing for the driver to compile), so its time is what the
  * closing build costs before its changed kernels. */
 static kiln_status_t build_again(tuner_t* t) {
-  kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   const int32_t n_out = t->g->n_outputs;
   kiln_array_t* out = calloc((size_t)n_out + 1, sizeof(kiln_array_t));
   kiln_status_t s = out ? NULL : kiln_make_status(KILN_OUT_OF_MEMORY, "tune: the default build again");
-  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
-  if (!s) s = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &prog);
-  if (!s) {
-    s = kiln_module_wrap(prog, &mod);
-    prog = NULL;
-  }
+  if (!s) s = whole_module(t, &mod, NULL);
   kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = t->o->threads;
-  so.cache_dir = "";
-  so.reuse_code = true;
+  kiln_tune_session_options(&so, t->o->threads, true);
   if (!s) s = kiln_session_create(mod, t->dev, &so, &ses);
   if (!s) s = kiln_session_run(ses, t->in, out);
   for (int32_t k = 0; out && k < n_out; ++k) kiln_array_free(kiln_allocator_system(), &out[k]);
   free(out);
   kiln_session_destroy(ses);
   kiln_module_release(mod);
-  kiln_program_destroy(prog);
   return s;
 }
 
@@ -820,8 +811,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
   if (!s && again_s < 0 && m0.program_s > 0.2 * m0.build_s) {
     const double ta = now_s();
     kiln_program_t* again = NULL;
-    kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
-    kiln_status_t as = kiln_program_build(t->plan, t->target, &bo, kiln_allocator_system(), &again);
+    kiln_status_t as = kiln_tune_whole_program(t->plan, t->target, &again);
     kiln_program_destroy(again);
     if (!as) program_again = fmin(m0.program_s, now_s() - ta);
     kiln_status_free(as);
