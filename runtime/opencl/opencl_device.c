@@ -55,6 +55,7 @@ typedef struct ocl_unit_s {
   uint64_t prelude_hash; /* FNV-1a of the prelude (and epilogue) it was built with */
   char* text;            /* the unit's text, compared whole */
   size_t len;
+  char* sym;             /* the kernel symbol it defines (NULL: none) */
   cl_program prog;       /* retained */
 } ocl_unit_t;
 
@@ -402,6 +403,7 @@ static void memo_clear(ocl_home_t* h) {
   for (int32_t i = 0; i < h->n_memo; ++i) {
     clReleaseProgram(h->memo[i].prog);
     free(h->memo[i].text);
+    free(h->memo[i].sym);
   }
   free(h->memo);
   h->memo = NULL;
@@ -816,8 +818,29 @@ static int32_t unit_of(const kiln_program_t* p, const char* name) {
   return found;
 }
 
+/* Whether unit texts |a| (defining kernel |an|) and |b| (|bn|) are the
+ * same but for those names: OpenCL programs print identical kernels once,
+ * under the first one's name, so an unchanged kernel of a later build may
+ * print under another name than the earlier build's. */
+static bool same_but_name(const char* a, size_t al, const char* an, const char* b, size_t bl, const char* bn) {
+  const size_t anl = strlen(an), bnl = strlen(bn);
+  size_t i = 0, j = 0;
+  while (i < al && j < bl) {
+    if (i + anl <= al && j + bnl <= bl && !memcmp(a + i, an, anl) && !memcmp(b + j, bn, bnl) &&
+        !(i > 0 && ident_char(a[i - 1])) && !(i + anl < al && ident_char(a[i + anl])) &&
+        !(j + bnl < bl && ident_char(b[j + bnl]))) {
+      i += anl, j += bnl;
+      continue;
+    }
+    if (a[i++] != b[j++]) return false;
+  }
+  return i == al && j == bl;
+}
+
 /* Builds |p| for |e| from the units earlier reuse_code builds on |d|
- * compiled with the same prelude (the unit's whole text compared), and its
+ * compiled with the same prelude (the unit's whole text compared, or all
+ * but the name of the kernel it defines: that kernel is then created under
+ * the earlier unit's name, here), and its
  * other units as one program of the prelude, those units and the
  * epilogue; each kernel is created from the program holding its unit. On
  * PoCL a build's cost grows with its text (ResNet-18's program is one
@@ -857,12 +880,28 @@ static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_
   for (int32_t u = 0; u < nu; ++u) {
     size_t len;
     const char* t = unit_text(p, u, &len);
-    for (int32_t i = 0; i < h->n_memo && !up[u]; ++i)
-      if (h->memo[i].prelude_hash == ph && h->memo[i].len == len && !memcmp(h->memo[i].text, t, len)) {
-        up[u] = h->memo[i].prog;
+    const char* sym = NULL; /* the kernel it defines */
+    for (int32_t k = 0; k < p->n_kernels && !sym; ++k)
+      if (ku[k] == u) sym = p->kernels[k].name;
+    for (int32_t i = 0; i < h->n_memo && !up[u]; ++i) {
+      const ocl_unit_t* m = &h->memo[i];
+      if (m->prelude_hash != ph) continue;
+      if (m->len == len && !memcmp(m->text, t, len)) {
+        up[u] = m->prog;
+      } else if (sym && m->sym && same_but_name(t, len, sym, m->text, m->len, m->sym)) {
+        /* its kernels are the memo's under the memo's name */
+        bool ok = true;
+        for (int32_t k = 0; k < p->n_kernels && ok; ++k)
+          if (ku[k] == u) ok = (e->kernels[k].k = clCreateKernel(m->prog, m->sym, NULL)) != NULL;
+        for (int32_t k = 0; k < p->n_kernels && !ok; ++k)
+          if (ku[k] == u && e->kernels[k].k) clReleaseKernel(e->kernels[k].k), e->kernels[k].k = NULL;
+        if (ok) up[u] = m->prog;
+      }
+      if (up[u]) {
         clRetainProgram(up[u]);
         e->more[e->n_more++] = up[u];
       }
+    }
     if (!up[u]) ++missing, missing_len += len;
   }
   pthread_mutex_unlock(&h->memo_mu);
@@ -917,8 +956,11 @@ static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_
       if (!copy) break;
       memcpy(copy, t, len);
       copy[len] = 0;
+      char* sym = NULL;
+      for (int32_t k = 0; k < p->n_kernels && !sym; ++k)
+        if (ku[k] == u) sym = strdup(p->kernels[k].name);
       clRetainProgram(np);
-      h->memo[h->n_memo++] = (ocl_unit_t){.prelude_hash = ph, .text = copy, .len = len, .prog = np};
+      h->memo[h->n_memo++] = (ocl_unit_t){.prelude_hash = ph, .text = copy, .len = len, .sym = sym, .prog = np};
     }
     pthread_mutex_unlock(&h->memo_mu);
   }
@@ -980,7 +1022,7 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     ocl_kernel_t* ek = &e->kernels[k];
     cl_int err = CL_SUCCESS;
     if (!reused) ek->prog = e->prog;
-    ek->k = clCreateKernel(ek->prog, pk->name, &err);
+    if (!ek->k) ek->k = clCreateKernel(ek->prog, pk->name, &err); /* else made by reuse_units */
     if (!ek->k || err != CL_SUCCESS) {
       ek->k = NULL;
       s = err == CL_INVALID_KERNEL_NAME

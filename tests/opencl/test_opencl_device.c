@@ -486,6 +486,39 @@ static void test_reuse_units(void) {
     CHECK(s2.units == 2 && s2.units_reused == 2);
     if (e2) CHECK(run_two(d2, e2) == 2.0f);
     vt->executable_destroy(d2, e2);
+    /* a unit whose text is an earlier one's but for its kernel's name
+     * (OpenCL programs print identical kernels once, under the first
+     * one's name): reused, its kernel created under the earlier name */
+    static const char add2[] =
+        "__kernel void add2(__global const float* a, __global float* b) { int i = get_global_id(0); b[i] = a[i] + "
+        "KILN_ONE; }\n";
+    snprintf(src, sizeof src, "%s%s%s", prelude, add2, scale5);
+    kspec_t ks2[2] = {{"add2", 2, {0, 1}, 1, 4}, {"scale", 1, {1}, 1, 4}};
+    kiln_program_t* r2 = mkprog(src, 2, 16, 2, ks2);
+    set_parts(r2, 2, cuts);
+    CHECK_OK(vt->executable_create(d2, r2, &bo, &e2));
+    kiln_opencl_build_stats_t s5;
+    kiln_opencl_executable_stats(e2, &s5);
+    CHECK_MSG(s5.units == 2 && s5.units_reused == 2, "renamed unit: %d of %d reused", (int)s5.units_reused,
+              (int)s5.units);
+    if (e2) CHECK(run_two(d2, e2) == 5.0f);
+    vt->executable_destroy(d2, e2);
+    /* under another name and with another body: not that unit */
+    static const char add3[] =
+        "__kernel void add3(__global const float* a, __global float* b) { int i = get_global_id(0); b[i] = a[i] + "
+        "KILN_ONE + KILN_ONE; }\n";
+    snprintf(src, sizeof src, "%s%s%s", prelude, add3, scale5);
+    kspec_t ks3[2] = {{"add3", 2, {0, 1}, 1, 4}, {"scale", 1, {1}, 1, 4}};
+    kiln_program_t* r3 = mkprog(src, 2, 16, 2, ks3);
+    const size_t cuts3[2] = {strlen(prelude), strlen(prelude) + strlen(add3)};
+    set_parts(r3, 2, cuts3);
+    CHECK_OK(vt->executable_create(d2, r3, &bo, &e2));
+    kiln_opencl_executable_stats(e2, &s5);
+    CHECK(s5.units == 2 && s5.units_reused == 1);
+    if (e2) CHECK(run_two(d2, e2) == 10.0f);
+    vt->executable_destroy(d2, e2);
+    kiln_program_destroy(r3);
+    kiln_program_destroy(r2);
     kiln_program_destroy(r);
     kiln_device_release(d2);
   }
