@@ -153,6 +153,11 @@ typedef struct kiln_tune_summary_s {
   bool closing_abandoned;
   /* likewise the default build: nothing tuned, no record */
   bool default_abandoned;
+  /* the closing build's units of code (OpenCL: its program's kernels, each
+   * printed once) and how many it took from earlier builds' code (the
+   * default build's, the kept points' alone) instead of compiling them;
+   * 0, 0 where the device does not count them or nothing was built */
+  int32_t closing_units, closing_units_reused;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

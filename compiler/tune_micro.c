@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "compiler/compare.h"
+#include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
 
@@ -28,6 +29,26 @@ static int cmp_d(const void* a, const void* b) {
 bool kiln_tune_reuse_code(void) {
   const char* e = getenv("KILN_TUNE_REUSE");
   return !(e && !strcmp(e, "off"));
+}
+
+bool kiln_tune_code_shared(const kiln_device_t* dev) {
+  const kiln_device_api_t* api = dev ? kiln_device_api_find(dev->info.api) : NULL;
+  return api && api->shared_code && kiln_tune_reuse_code();
+}
+
+void kiln_tune_session_options(kiln_session_options_t* so, int32_t threads, bool reuse_code) {
+  kiln_session_options_default(so);
+  so->profile = true;
+  so->threads = threads;
+  so->cache_dir = "";
+  so->reuse_code = reuse_code;
+}
+
+static const kiln_program_build_options_t tune_build_options = {
+    .model_name = "tune", .precision = "fp32", .options = "-O1 tune"};
+
+kiln_status_t kiln_tune_whole_program(const kiln_plan_t* plan, const kiln_target_t* target, kiln_program_t** out) {
+  return kiln_program_build(plan, target, &tune_build_options, kiln_allocator_system(), out);
 }
 
 double kiln_tune_median(double* v, int32_t n) {
@@ -112,8 +133,11 @@ kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks,
   v.kernels = ks;
   v.n_kernels = v.cap_kernels = n;
   v.buffers = bufs;
-  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1 tune",
-                                     .io_inputs = in, .io_outputs = out, .n_io_inputs = n_in, .n_io_outputs = n_out};
+  kiln_program_build_options_t bo = tune_build_options;
+  bo.io_inputs = in;
+  bo.io_outputs = out;
+  bo.n_io_inputs = n_in;
+  bo.n_io_outputs = n_out;
   return kiln_program_build(&v, target, &bo, kiln_allocator_system(), prog);
 }
 
@@ -199,10 +223,7 @@ static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_
   m->program_s = now_s() - t0;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = m->threads;
-  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
+  kiln_tune_session_options(&so, m->threads, m->reuse_code);
   return kiln_session_create(*mod, m->dev, &so, ses);
 }
 
@@ -253,6 +274,7 @@ kiln_status_t kiln_tune_micro_start(kiln_tune_micro_t* m, const kiln_template_ti
                                     uint64_t seed) {
   const kiln_plan_t* plan = m->plan;
   m->what = what;
+  m->reuse_code = kiln_tune_code_shared(m->dev);
   for (int32_t i = 0; i < m->n_in; ++i) {
     const tir_buffer_t* b = plan->buffers[m->in[i]].buf;
     kiln_shape_t sh = {.rank = b->rank};
@@ -323,11 +345,7 @@ static void* build_worker(void* arg) {
     nanosleep(&ts, NULL);
   }
   kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.profile = true;
-  so.threads = j->threads;
-  so.cache_dir = ""; /* a point's code is new and used once: keep it out of the code cache */
-  so.reuse_code = j->reuse_code;
+  kiln_tune_session_options(&so, j->threads, j->reuse_code);
   kiln_status_t s = kiln_session_create(j->mod, j->dev, &so, &j->ses);
   pthread_mutex_lock(&j->mu);
   const bool abandoned = j->abandoned;
@@ -555,7 +573,7 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   const double sleep_s = m->test_sleep_s;
   m->test_sleep_s = 0;
   kiln_status_t s =
-      session_job(md, m->dev, m->threads, false, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
+      session_job(md, m->dev, m->threads, m->reuse_code, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
   m->driver_s = now_s() - t1;
   if (s || j) kiln_module_release(md);
   else *mod = md;

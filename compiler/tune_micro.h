@@ -80,6 +80,11 @@ typedef struct kiln_tune_micro_s {
    * (lowering, printing, SPIR-V) and the driver's part (its session and
    * warm-up run), seconds of wall time */
   double program_s, driver_s;
+  /* the set-up's and the points' sessions are made with reuse_code
+   * (kiln_tune_code_shared: OpenCL), so the whole-model builds on the
+   * tuner's first device take their code: the set-up the default build's,
+   * the closing build a kept point's */
+  bool reuse_code;
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
@@ -163,6 +168,25 @@ void kiln_tune_micro_free(kiln_tune_micro_t* m);
  * default): $KILN_TUNE_REUSE=off builds each whole, for measuring one
  * against the other. */
 bool kiln_tune_reuse_code(void);
+
+/* The options of every session kiln tune makes (a kernel alone or the
+ * whole model): profiling (the kernels' dispatch times), |threads|, no
+ * code cache (the rounds' code is new and mostly used once), reuse_code
+ * as given. */
+void kiln_tune_session_options(kiln_session_options_t* so, int32_t threads, bool reuse_code);
+
+/* The program of the whole of |plan| (its tiles as they stand) as kiln
+ * tune builds it: fp32, the options' tag "-O1 tune", the model name
+ * "tune" (the same text for the same kernels as the kernels alone, so
+ * that their code units match). */
+KILN_MUST_USE kiln_status_t kiln_tune_whole_program(const kiln_plan_t* plan, const kiln_target_t* target,
+                                                    kiln_program_t** out);
+
+/* Whether code that reuse_code builds compile on |dev| serves builds on
+ * other devices of the same name in this process (kiln_device_api_t.
+ * shared_code; OpenCL) and KILN_TUNE_REUSE is not off: then the kernels
+ * alone, on the tuner's second device, are built with reuse_code too. */
+bool kiln_tune_code_shared(const kiln_device_t* dev);
 
 /* The median of |v| (sorted in place; 0 when n is 0). */
 double kiln_tune_median(double* v, int32_t n);

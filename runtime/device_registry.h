@@ -46,6 +46,10 @@ typedef struct kiln_device_api_s {
    * KILN_TARGET_NAME_MAX - 1 characters of [a-z0-9_]. */
   const char* name;
   kiln_code_form_t code_form;
+  /* The devices of this API that one process opens on the same hardware
+   * share what reuse_code builds compiled (OpenCL: one context and its
+   * units per device), so code built on one serves a build on another. */
+  bool shared_code;
   /* Opens device |index| (0 for an API with one device). |options| may be
    * NULL (defaults). On success *out_device holds one reference. Errors
    * say why the device cannot be had (no driver: NOT_FOUND or
@@ -59,6 +63,12 @@ typedef struct kiln_device_api_s {
    * printed by `kiln run` after a session is made (e.g. OpenCL's GEMM
    * provider choices). Prints nothing when there is nothing to report. */
   void (*executable_report)(const kiln_device_executable_t* exe, FILE* out);
+  /* Optional (NULL: not counted): the units of code |exe|'s build had
+   * (OpenCL: the program text's kernels, each printed once) and how many
+   * of them it took from earlier builds (kiln_device_build_options_t.
+   * reuse_code) instead of compiling them; 0, 0 for a build without
+   * reuse_code. kiln tune reports its closing build's. */
+  void (*executable_units)(const kiln_device_executable_t* exe, int32_t* units, int32_t* reused);
   /* Optional (NULL: the target's programs carry no device code): builds
    * |program|'s code for |device| (one of this API's) and adds the
    * device's own form of it to the program (OpenCL: the program binary,

@@ -39,13 +39,7 @@ typedef struct ocl_device_s {
   char drv[256];      /* CL_DRIVER_VERSION   version, a module binary's key */
   bool own_cache;     /* the driver caches built programs itself (PoCL) */
   bool lost;
-  /* Units of program text built by executables made with reuse_code
-   * (kiln_device_build_options_t), each with the program holding it
-   * (retained): a later such build takes a unit whose text and prelude
-   * are the same instead of compiling it again (reuse_units). */
-  pthread_mutex_t memo_mu;
-  struct ocl_unit_s* memo;
-  int32_t n_memo, cap_memo;
+  struct ocl_home_s* home; /* |ctx| and the units built in it, shared */
   /* launch limits: work-items a work-group dimension
    * (CL_DEVICE_MAX_WORK_ITEM_SIZES; 0: not known) and the largest global
    * size, 2^CL_DEVICE_ADDRESS_BITS - 1 (global sizes are the device's
@@ -61,8 +55,30 @@ typedef struct ocl_unit_s {
   uint64_t prelude_hash; /* FNV-1a of the prelude (and epilogue) it was built with */
   char* text;            /* the unit's text, compared whole */
   size_t len;
+  char* sym;             /* the kernel symbol it defines (NULL: none) */
   cl_program prog;       /* retained */
 } ocl_unit_t;
+
+/* The context of an OpenCL device, shared by every kiln device of this
+ * process that opens it (refs), and the units of program text built in it
+ * by executables made with reuse_code (kiln_device_build_options_t), each
+ * with the program holding it (retained): a later such build on any of
+ * those devices takes a unit whose text and prelude are the same instead
+ * of compiling it again (reuse_units). kiln tune builds the kernels alone
+ * on a second device of the same name: the closing build on the first
+ * takes the kept points' code from there. */
+typedef struct ocl_home_s {
+  cl_device_id dev;
+  cl_context ctx;
+  int32_t refs;
+  pthread_mutex_t memo_mu;
+  ocl_unit_t* memo;
+  int32_t n_memo, cap_memo;
+  struct ocl_home_s* next;
+} ocl_home_t;
+
+static pthread_mutex_t g_homes_mu = PTHREAD_MUTEX_INITIALIZER;
+static ocl_home_t* g_homes;
 
 struct kiln_device_buffer_s {
   cl_mem mem;          /* NULL for an empty view */
@@ -270,6 +286,8 @@ bool kiln_opencl_device_queue(kiln_device_t* base, cl_context* ctx, cl_command_q
   return true;
 }
 
+static void ocl_destroy(kiln_device_t* base);
+
 kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln_device_t** out) {
   dev_ref_t refs[64];
   int32_t n = 0;
@@ -284,7 +302,6 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof *d, "opencl", (void**)&d), "opencl device");
   memset(d, 0, sizeof *d);
   kiln_device_init_base(&d->base, &ocl_vtable, al);
-  pthread_mutex_init(&d->memo_mu, NULL);
   d->platform = refs[index].platform;
   d->dev = refs[index].dev;
   d->index = index;
@@ -345,34 +362,52 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   info->subgroup_size = 0;
   info->compute_units = (int32_t)dev_u32(d->dev, CL_DEVICE_MAX_COMPUTE_UNITS);
 
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
-  d->ctx = clCreateContext(props, 1, &d->dev, NULL, NULL, &err);
-  if (!d->ctx || err != CL_SUCCESS) {
-    pthread_mutex_destroy(&d->memo_mu);
+  pthread_mutex_lock(&g_homes_mu);
+  ocl_home_t* h = g_homes;
+  while (h && h->dev != d->dev) h = h->next;
+  if (!h && (h = calloc(1, sizeof *h))) {
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+    h->ctx = clCreateContext(props, 1, &d->dev, NULL, NULL, &err);
+    if (h->ctx && err == CL_SUCCESS) {
+      h->dev = d->dev;
+      pthread_mutex_init(&h->memo_mu, NULL);
+      h->next = g_homes;
+      g_homes = h;
+    } else {
+      free(h);
+      h = NULL;
+    }
+  }
+  if (h) h->refs++;
+  pthread_mutex_unlock(&g_homes_mu);
+  if (!h) {
     kiln_allocator_free(al, d);
     return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateContext: %s", (int)index,
-                            info->name, kiln_cl_error_name(err));
+                            info->name, kiln_cl_error_name(err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err));
   }
+  d->home = h;
+  d->ctx = h->ctx;
   d->q = clCreateCommandQueue(d->ctx, d->dev, CL_QUEUE_PROFILING_ENABLE, &err);
   if (!d->q || err != CL_SUCCESS) {
-    clReleaseContext(d->ctx);
-    pthread_mutex_destroy(&d->memo_mu);
-    kiln_allocator_free(al, d);
-    return kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateCommandQueue: %s", (int)index,
-                            info->name, kiln_cl_error_name(err));
+    d->q = NULL;
+    kiln_status_t s = kiln_make_status(KILN_DEVICE_ERROR, "opencl:%d %s: clCreateCommandQueue: %s", (int)index,
+                                       info->name, kiln_cl_error_name(err));
+    ocl_destroy(&d->base);
+    return s;
   }
   *out = &d->base;
   return NULL;
 }
 
-static void memo_clear(ocl_device_t* d) {
-  for (int32_t i = 0; i < d->n_memo; ++i) {
-    clReleaseProgram(d->memo[i].prog);
-    free(d->memo[i].text);
+static void memo_clear(ocl_home_t* h) {
+  for (int32_t i = 0; i < h->n_memo; ++i) {
+    clReleaseProgram(h->memo[i].prog);
+    free(h->memo[i].text);
+    free(h->memo[i].sym);
   }
-  free(d->memo);
-  d->memo = NULL;
-  d->n_memo = d->cap_memo = 0;
+  free(h->memo);
+  h->memo = NULL;
+  h->n_memo = h->cap_memo = 0;
 }
 
 static void ocl_destroy(kiln_device_t* base) {
@@ -381,9 +416,22 @@ static void ocl_destroy(kiln_device_t* base) {
     clFinish(d->q);
     clReleaseCommandQueue(d->q);
   }
-  memo_clear(d);
-  pthread_mutex_destroy(&d->memo_mu);
-  if (d->ctx) clReleaseContext(d->ctx);
+  /* the last device of its context frees the memo and the context */
+  ocl_home_t* h = d->home;
+  pthread_mutex_lock(&g_homes_mu);
+  const bool last = --h->refs == 0;
+  for (ocl_home_t** p = &g_homes; last && *p; p = &(*p)->next)
+    if (*p == h) {
+      *p = h->next;
+      break;
+    }
+  pthread_mutex_unlock(&g_homes_mu);
+  if (last) {
+    memo_clear(h);
+    pthread_mutex_destroy(&h->memo_mu);
+    clReleaseContext(h->ctx);
+    free(h);
+  }
   kiln_allocator_free(d->base.allocator, d);
 }
 
@@ -770,8 +818,29 @@ static int32_t unit_of(const kiln_program_t* p, const char* name) {
   return found;
 }
 
+/* Whether unit texts |a| (defining kernel |an|) and |b| (|bn|) are the
+ * same but for those names: OpenCL programs print identical kernels once,
+ * under the first one's name, so an unchanged kernel of a later build may
+ * print under another name than the earlier build's. */
+static bool same_but_name(const char* a, size_t al, const char* an, const char* b, size_t bl, const char* bn) {
+  const size_t anl = strlen(an), bnl = strlen(bn);
+  size_t i = 0, j = 0;
+  while (i < al && j < bl) {
+    if (i + anl <= al && j + bnl <= bl && !memcmp(a + i, an, anl) && !memcmp(b + j, bn, bnl) &&
+        !(i > 0 && ident_char(a[i - 1])) && !(i + anl < al && ident_char(a[i + anl])) &&
+        !(j + bnl < bl && ident_char(b[j + bnl]))) {
+      i += anl, j += bnl;
+      continue;
+    }
+    if (a[i++] != b[j++]) return false;
+  }
+  return i == al && j == bl;
+}
+
 /* Builds |p| for |e| from the units earlier reuse_code builds on |d|
- * compiled with the same prelude (the unit's whole text compared), and its
+ * compiled with the same prelude (the unit's whole text compared, or all
+ * but the name of the kernel it defines: that kernel is then created under
+ * the earlier unit's name, here), and its
  * other units as one program of the prelude, those units and the
  * epilogue; each kernel is created from the program holding its unit. On
  * PoCL a build's cost grows with its text (ResNet-18's program is one
@@ -782,6 +851,7 @@ static int32_t unit_of(const kiln_program_t* p, const char* name) {
 static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_device_executable_t* e,
                                  bool* applies) {
   *applies = false;
+  ocl_home_t* h = d->home;
   const kiln_program_code_t* c = &p->code;
   const int32_t nu = c->n_parts - 2;
   if (nu < 1 || c->parts[0] != 0) return NULL;
@@ -806,19 +876,35 @@ static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_
   const uint64_t ph = fnv(fnv(14695981039346656037ull, c->text, plen), c->text + eoff, elen);
   int32_t missing = 0;
   size_t missing_len = 0;
-  pthread_mutex_lock(&d->memo_mu);
+  pthread_mutex_lock(&h->memo_mu);
   for (int32_t u = 0; u < nu; ++u) {
     size_t len;
     const char* t = unit_text(p, u, &len);
-    for (int32_t i = 0; i < d->n_memo && !up[u]; ++i)
-      if (d->memo[i].prelude_hash == ph && d->memo[i].len == len && !memcmp(d->memo[i].text, t, len)) {
-        up[u] = d->memo[i].prog;
+    const char* sym = NULL; /* the kernel it defines */
+    for (int32_t k = 0; k < p->n_kernels && !sym; ++k)
+      if (ku[k] == u) sym = p->kernels[k].name;
+    for (int32_t i = 0; i < h->n_memo && !up[u]; ++i) {
+      const ocl_unit_t* m = &h->memo[i];
+      if (m->prelude_hash != ph) continue;
+      if (m->len == len && !memcmp(m->text, t, len)) {
+        up[u] = m->prog;
+      } else if (sym && m->sym && same_but_name(t, len, sym, m->text, m->len, m->sym)) {
+        /* its kernels are the memo's under the memo's name */
+        bool ok = true;
+        for (int32_t k = 0; k < p->n_kernels && ok; ++k)
+          if (ku[k] == u) ok = (e->kernels[k].k = clCreateKernel(m->prog, m->sym, NULL)) != NULL;
+        for (int32_t k = 0; k < p->n_kernels && !ok; ++k)
+          if (ku[k] == u && e->kernels[k].k) clReleaseKernel(e->kernels[k].k), e->kernels[k].k = NULL;
+        if (ok) up[u] = m->prog;
+      }
+      if (up[u]) {
         clRetainProgram(up[u]);
         e->more[e->n_more++] = up[u];
       }
+    }
     if (!up[u]) ++missing, missing_len += len;
   }
-  pthread_mutex_unlock(&d->memo_mu);
+  pthread_mutex_unlock(&h->memo_mu);
   kiln_status_t s = NULL;
   cl_program np = NULL;
   if (missing) {
@@ -855,14 +941,14 @@ static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_
     e->more[e->n_more++] = np;
     /* the new units for later builds (a memo that cannot grow only costs
      * their reuse) */
-    pthread_mutex_lock(&d->memo_mu);
-    if (d->n_memo + missing > OCL_MEMO_MAX) memo_clear(d);
-    if (d->n_memo + missing > d->cap_memo) {
-      const int32_t cap = d->n_memo + missing + 64;
-      ocl_unit_t* m = realloc(d->memo, sizeof *m * (size_t)cap);
-      if (m) d->memo = m, d->cap_memo = cap;
+    pthread_mutex_lock(&h->memo_mu);
+    if (h->n_memo + missing > OCL_MEMO_MAX) memo_clear(h);
+    if (h->n_memo + missing > h->cap_memo) {
+      const int32_t cap = h->n_memo + missing + 64;
+      ocl_unit_t* m = realloc(h->memo, sizeof *m * (size_t)cap);
+      if (m) h->memo = m, h->cap_memo = cap;
     }
-    for (int32_t u = 0; u < nu && d->n_memo < d->cap_memo; ++u) {
+    for (int32_t u = 0; u < nu && h->n_memo < h->cap_memo; ++u) {
       if (up[u]) continue;
       size_t len;
       const char* t = unit_text(p, u, &len);
@@ -870,10 +956,13 @@ static kiln_status_t reuse_units(ocl_device_t* d, const kiln_program_t* p, kiln_
       if (!copy) break;
       memcpy(copy, t, len);
       copy[len] = 0;
+      char* sym = NULL;
+      for (int32_t k = 0; k < p->n_kernels && !sym; ++k)
+        if (ku[k] == u) sym = strdup(p->kernels[k].name);
       clRetainProgram(np);
-      d->memo[d->n_memo++] = (ocl_unit_t){.prelude_hash = ph, .text = copy, .len = len, .prog = np};
+      h->memo[h->n_memo++] = (ocl_unit_t){.prelude_hash = ph, .text = copy, .len = len, .sym = sym, .prog = np};
     }
-    pthread_mutex_unlock(&d->memo_mu);
+    pthread_mutex_unlock(&h->memo_mu);
   }
   for (int32_t k = 0; k < p->n_kernels && !s; ++k) e->kernels[k].prog = up[ku[k]] ? up[ku[k]] : np;
   e->stats.units = nu;
@@ -933,7 +1022,7 @@ static kiln_status_t ocl_executable_create(kiln_device_t* base, const kiln_progr
     ocl_kernel_t* ek = &e->kernels[k];
     cl_int err = CL_SUCCESS;
     if (!reused) ek->prog = e->prog;
-    ek->k = clCreateKernel(ek->prog, pk->name, &err);
+    if (!ek->k) ek->k = clCreateKernel(ek->prog, pk->name, &err); /* else made by reuse_units */
     if (!ek->k || err != CL_SUCCESS) {
       ek->k = NULL;
       s = err == CL_INVALID_KERNEL_NAME
@@ -1265,6 +1354,11 @@ static void ocl_api_report(const kiln_device_executable_t* e, FILE* out) {
             (int)st.n_gemm_choices, (int)st.n_gemm_measured, st.gemm_record[0] ? "; record " : "", st.gemm_record);
 }
 
+static void ocl_api_units(const kiln_device_executable_t* e, int32_t* units, int32_t* reused) {
+  *units = e->stats.units;
+  *reused = e->stats.units_reused;
+}
+
 /* Drivers that finish a kernel's code at its first launch, for the launch's
  * geometry (PoCL compiles a work-group function per local size there),
  * would leave that work for every load: launch each kernel once, on zeroed
@@ -1392,8 +1486,10 @@ static kiln_status_t ocl_api_embed(kiln_device_t* base, kiln_program_t* p, FILE*
 const kiln_device_api_t kiln_device_api_opencl = {
     .name = "opencl",
     .code_form = KILN_CODE_SOURCE,
+    .shared_code = true,
     .open = ocl_api_open,
     .list = kiln_opencl_list_devices,
     .executable_report = ocl_api_report,
+    .executable_units = ocl_api_units,
     .embed_binaries = ocl_api_embed,
 };

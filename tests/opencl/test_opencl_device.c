@@ -452,6 +452,76 @@ static void test_reuse_units(void) {
   if (e2) CHECK(run_two(d, e2) == 3.0f);
   vt->executable_destroy(d, e2);
   vt->executable_destroy(d, e1);
+  /* a second device of the same name (kiln tune builds the kernels alone
+   * on one) shares the first's context and units: a build there compiles
+   * nothing the first built, runs on its own queue, and what it compiles
+   * serves the first; the units outlive the first device */
+  bo.reuse_code = true;
+  kiln_device_t* d2 = open_opencl_device_0();
+  CHECK(d2 != NULL && d2 != d);
+  if (d2) {
+    CHECK_OK(vt->executable_create(d2, p[1], &bo, &e2));
+    kiln_opencl_executable_stats(e2, &s2);
+    CHECK_MSG(s2.units == 2 && s2.units_reused == 2, "second device: %d of %d units reused", (int)s2.units_reused,
+              (int)s2.units);
+    if (e2) CHECK(run_two(d2, e2) == 3.0f);
+    vt->executable_destroy(d2, e2);
+    static const char scale5[] = "__kernel void scale(__global float* b) { b[get_global_id(0)] *= 5.0f; }\n";
+    snprintf(src, sizeof src, "%s%s%s", prelude, add, scale5);
+    kiln_program_t* r = mkprog(src, 2, 16, 2, ks);
+    set_parts(r, 2, cuts);
+    CHECK_OK(vt->executable_create(d2, r, &bo, &e2)); /* scale5 compiled on the second device */
+    kiln_opencl_executable_stats(e2, &s2);
+    CHECK(s2.units == 2 && s2.units_reused == 1);
+    vt->executable_destroy(d2, e2);
+    CHECK_OK(vt->executable_create(d, r, &bo, &e2)); /* ... and taken by the first */
+    kiln_opencl_executable_stats(e2, &s2);
+    CHECK(s2.units == 2 && s2.units_reused == 2);
+    if (e2) CHECK(run_two(d, e2) == 5.0f);
+    vt->executable_destroy(d, e2);
+    kiln_device_release(d);
+    d = NULL;
+    CHECK_OK(vt->executable_create(d2, p[0], &bo, &e2));
+    kiln_opencl_executable_stats(e2, &s2);
+    CHECK(s2.units == 2 && s2.units_reused == 2);
+    if (e2) CHECK(run_two(d2, e2) == 2.0f);
+    vt->executable_destroy(d2, e2);
+    /* a unit whose text is an earlier one's but for its kernel's name
+     * (OpenCL programs print identical kernels once, under the first
+     * one's name): reused, its kernel created under the earlier name */
+    static const char add2[] =
+        "__kernel void add2(__global const float* a, __global float* b) { int i = get_global_id(0); b[i] = a[i] + "
+        "KILN_ONE; }\n";
+    snprintf(src, sizeof src, "%s%s%s", prelude, add2, scale5);
+    kspec_t ks2[2] = {{"add2", 2, {0, 1}, 1, 4}, {"scale", 1, {1}, 1, 4}};
+    kiln_program_t* r2 = mkprog(src, 2, 16, 2, ks2);
+    set_parts(r2, 2, cuts);
+    CHECK_OK(vt->executable_create(d2, r2, &bo, &e2));
+    kiln_opencl_build_stats_t s5;
+    kiln_opencl_executable_stats(e2, &s5);
+    CHECK_MSG(s5.units == 2 && s5.units_reused == 2, "renamed unit: %d of %d reused", (int)s5.units_reused,
+              (int)s5.units);
+    if (e2) CHECK(run_two(d2, e2) == 5.0f);
+    vt->executable_destroy(d2, e2);
+    /* under another name and with another body: not that unit */
+    static const char add3[] =
+        "__kernel void add3(__global const float* a, __global float* b) { int i = get_global_id(0); b[i] = a[i] + "
+        "KILN_ONE + KILN_ONE; }\n";
+    snprintf(src, sizeof src, "%s%s%s", prelude, add3, scale5);
+    kspec_t ks3[2] = {{"add3", 2, {0, 1}, 1, 4}, {"scale", 1, {1}, 1, 4}};
+    kiln_program_t* r3 = mkprog(src, 2, 16, 2, ks3);
+    const size_t cuts3[2] = {strlen(prelude), strlen(prelude) + strlen(add3)};
+    set_parts(r3, 2, cuts3);
+    CHECK_OK(vt->executable_create(d2, r3, &bo, &e2));
+    kiln_opencl_executable_stats(e2, &s5);
+    CHECK(s5.units == 2 && s5.units_reused == 1);
+    if (e2) CHECK(run_two(d2, e2) == 10.0f);
+    vt->executable_destroy(d2, e2);
+    kiln_program_destroy(r3);
+    kiln_program_destroy(r2);
+    kiln_program_destroy(r);
+    kiln_device_release(d2);
+  }
   for (int i = 0; i < 3; ++i) kiln_program_destroy(p[i]);
   kiln_program_destroy(q);
   kiln_device_release(d);
