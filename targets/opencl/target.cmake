@@ -24,7 +24,7 @@ file(GLOB KILN_OPENCL_RT_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/o
 
 # The kiln version is part of a module's program binary key (it fixes the
 # build options and the kernels' calling conventions).
-set_property(SOURCE ${CMAKE_SOURCE_DIR}/runtime/opencl/opencl_device.c APPEND PROPERTY COMPILE_DEFINITIONS
+set_property(SOURCE ${CMAKE_SOURCE_DIR}/runtime/opencl/opencl_build.c APPEND PROPERTY COMPILE_DEFINITIONS
              "KILN_OPENCL_KILN_VERSION_NUMBER=${PROJECT_VERSION}")
 target_sources(kiln PRIVATE ${KILN_OPENCL_TARGET_SOURCES} ${KILN_OPENCL_RT_SOURCES}
                ${KILN_OPENCL_EMBEDDED})
