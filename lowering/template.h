@@ -594,8 +594,10 @@ typedef struct kiln_template_set_s {
   bool winograd_reads_x;
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
-  /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) */
+  /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
+   * |rows_min_elems| elements in all */
   bool rows;
+  int64_t rows_min_elems;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the

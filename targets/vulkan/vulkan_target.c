@@ -75,11 +75,14 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * work-group row per plane, vulkan_pool.c) */
                                .pool = !(no_pool && !strcmp(no_pool, "off")),
                                /* rows.comp for last-axis f32 Softmax / LogSoftmax where the
-                                * device has subgroup arithmetic: a subgroup a row, on
-                                * lavapipe 0.7-0.9x the printed row kernel's time (rows of
-                                * 1000 and 128); KILN_SPIRV_ROWS=printed keeps the printed
-                                * kernels */
+                                * device has subgroup arithmetic (a subgroup a row) and the
+                                * rows hold 2^20 elements or more: on lavapipe 0.7-0.9x the
+                                * printed row kernel's time on 8192 x 1000 and 65536 x 128,
+                                * ~1.1x on the encoder's 512 x 128 (only lavapipe measured).
+                                * KILN_SPIRV_ROWS=subgroup takes every such Softmax,
+                                * =printed none */
                                .rows = !(rows && !strcmp(rows, "printed")),
+                               .rows_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : (int64_t)1 << 20,
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */

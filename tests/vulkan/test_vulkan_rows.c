@@ -1,16 +1,17 @@
 /* Softmax / LogSoftmax rows on Vulkan through kernels/vulkan/rows.comp (a
  * subgroup a row, subgroupMax / subgroupAdd): a model with last-axis rows
  * of 1000 (a batch of 3 x 2 rows, vec4 steps), 7 and 3 (shorter than a
- * subgroup, scalar steps; the 3 a LogSoftmax), 4096 (two rows) and one
- * Softmax over a middle axis (strided: the printed kernel) is compiled
+ * subgroup, scalar steps; the 3 a LogSoftmax), 4096 (two rows), 1040 rows
+ * of 1024 (past the default's 2^20 elements) and one Softmax over a
+ * middle axis (strided: the printed kernel) is compiled
  * through the public compiler API (which asks the device its features)
  * with the shaders dumped, then run in a session against loops here.
  * Per mode: the device's subgroup_arith, the row instances in the dumped
- * GLSL (the four last-axis nodes, never the strided one) and the results:
- * the default (the template), the printed kernels (KILN_SPIRV_ROWS=
- * printed), and the default on a device whose subgroup arithmetic is
- * hidden (KILN_VULKAN_FEATURES=no-subgroup-arith: the printed kernels,
- * subgroup ballot still there). */
+ * GLSL and the results: the default (the template on the big rows only),
+ * every last-axis node (KILN_SPIRV_ROWS=subgroup; never the strided one),
+ * the printed kernels (=printed), and the template forced on a device
+ * whose subgroup arithmetic is hidden (KILN_VULKAN_FEATURES=
+ * no-subgroup-arith: the printed kernels, subgroup ballot still there). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -36,9 +37,11 @@ typedef struct {
 static const case_t g_cases[] = {
     {"A", "YA", 3, {3, 2, 1000}, -1, false, true}, {"B", "YB", 2, {5, 7, 0}, -1, false, true},
     {"C", "YC", 2, {9, 3, 0}, 1, true, true},      {"D", "YD", 2, {2, 4096, 0}, -1, false, true},
-    {"E", "YE", 3, {2, 5, 6}, 1, false, false},
+    {"E", "YE", 3, {2, 5, 6}, 1, false, false},    {"F", "YF", 2, {1040, 1024, 0}, -1, false, true},
 };
-enum { NCASE = sizeof g_cases / sizeof g_cases[0], NTMPL = 4 };
+/* row instances: every last-axis case where forced; by default the one
+ * of 2^20 elements or more (F) */
+enum { NCASE = sizeof g_cases / sizeof g_cases[0], NTMPL = 5, NBIG = 1 };
 
 static char g_dir[512];
 static char g_model[600];
@@ -148,7 +151,7 @@ static int count(const char* s, const char* needle) {
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); |rows|: KILN_SPIRV_ROWS (NULL: unset);
  * whether the device must then report subgroup arithmetic and the row
  * instances the compile must print. */
-static void check_mode(const char* hide, const char* rows, bool arith, bool want_tmpl) {
+static void check_mode(const char* hide, const char* rows, bool arith, int want) {
   char mode[128];
   snprintf(mode, sizeof mode, "features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
   if (hide)
@@ -164,10 +167,10 @@ static void check_mode(const char* hide, const char* rows, bool arith, bool want
   const bool has = d->info.subgroup_arith, ballot = d->info.subgroup_ballot;
   kiln_device_release(d);
   if (hide) {
-    CHECK_MSG(!has && ballot, "%s: device reports subgroup arithmetic %d, ballot %d", mode, has, ballot);
+    CHECK_MSG(has == arith && ballot, "%s: device reports subgroup arithmetic %d, ballot %d", mode, has, ballot);
   } else if (!has) {
     printf("  (this device has no subgroup arithmetic in compute: no row instances expected)\n");
-    want_tmpl = false;
+    want = 0;
   }
   char dump[600];
   snprintf(dump, sizeof dump, "%s/dump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
@@ -184,10 +187,10 @@ static void check_mode(const char* hide, const char* rows, bool arith, bool want
     CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
     if (glsl) {
       const int n = count(glsl, "// kiln rows '");
-      CHECK_MSG(n == (want_tmpl ? NTMPL : 0), "%s: %d row instances, expected %d", mode, n, want_tmpl ? NTMPL : 0);
-      if (want_tmpl) {
-        CHECK_MSG(count(glsl, "#define VEC4 1\n") == 2 && count(glsl, "#define VEC4 0\n") == 2,
-                  "%s: vec4 steps for the rows of 1000 and 4096 only", mode);
+      CHECK_MSG(n == want, "%s: %d row instances, expected %d", mode, n, want);
+      if (want == NTMPL) {
+        CHECK_MSG(count(glsl, "#define VEC4 1\n") == 3 && count(glsl, "#define VEC4 0\n") == 2,
+                  "%s: vec4 steps for the rows of 1000, 4096 and 1024 only", mode);
         CHECK_MSG(count(glsl, "#define LOG 1\n") == 1, "%s: one LogSoftmax instance", mode);
       }
       free(glsl);
@@ -199,9 +202,10 @@ static void check_mode(const char* hide, const char* rows, bool arith, bool want
   kiln_compiler_destroy(c);
 }
 
-static void test_default(void) { check_mode(NULL, NULL, true, true); }
-static void test_printed(void) { check_mode(NULL, "printed", true, false); }
-static void test_hidden(void) { check_mode("no-subgroup-arith", NULL, false, false); }
+static void test_default(void) { check_mode(NULL, NULL, true, NBIG); }
+static void test_subgroup(void) { check_mode(NULL, "subgroup", true, NTMPL); }
+static void test_printed(void) { check_mode(NULL, "printed", true, 0); }
+static void test_hidden(void) { check_mode("no-subgroup-arith", "subgroup", false, 0); }
 
 int main(void) {
   if (!bm_tmpdir("vulkan_rows", g_dir, sizeof g_dir)) {
@@ -210,6 +214,7 @@ int main(void) {
   }
   write_model();
   RUN(test_default);
+  RUN(test_subgroup);
   RUN(test_printed);
   RUN(test_hidden);
   unsetenv("KILN_VULKAN_FEATURES");
