@@ -903,7 +903,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * build fit the budget. */
   bool any = true;
   /* the dearest point so far of each template kind (the CPU's GEMMs: 0) */
-  double point_max_kind[KILN_TEMPLATE_POOL + 1] = {0};
+  double point_max_kind[KILN_TEMPLATE_ROWS + 1] = {0};
   while (!s && any && !(o->stop && *o->stop) && !t->past_deadline) {
     any = false;
     for (int32_t i = 0; i < t->n_groups && !(o->stop && *o->stop) && !t->past_deadline; ++i) {
@@ -946,7 +946,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
        * ResNet-18's layer1 conv at load 20) left no room for any conv's
        * point (a few seconds) when it counted for all. A kernel whose
        * next point does not fit waits; the search ends when none fits. */
-      const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind > KILN_TEMPLATE_POOL ? 0 : (int32_t)g->rep->kind;
+      const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind > KILN_TEMPLATE_ROWS ? 0 : (int32_t)g->rep->kind;
       if (now_s() - t0 + fmax(g->point_max, point_max_kind[kind]) + closing + extra > budget) continue;
       bool ran = false;
       /* the point stops where only the closing build is left */

@@ -112,6 +112,7 @@ kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim,
        * (the printed kernel the template replaced) runs instead */
       return drop(p, kk, dim, "depthwise", out_printed);
     case KILN_TEMPLATE_POOL: return drop(p, kk, dim, "pool", out_printed); /* its grid folds the images too */
+    case KILN_TEMPLATE_ROWS: return drop(p, kk, dim, "rows", out_printed); /* its grid holds every row */
     case KILN_TEMPLATE_Q8: return refuse(p, kk, dim, "int8 (q8)", "folds the images into its grid", NULL);
     case KILN_TEMPLATE_NONE: *out_printed = true; return NULL;
   }

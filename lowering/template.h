@@ -342,6 +342,27 @@ typedef struct kiln_template_pool_s {
  * within the maxima, indices within int32, no Indices output); fills |out|. */
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* out);
 
+/* ---- row reductions (template_rows.c) -------------------------------------- */
+
+/* A Softmax or LogSoftmax over contiguous rows as the lowering's printed
+ * kernel computes it (lowering/lower_nn_norm.c), f32, reading X and
+ * writing Y in one kernel with nothing fused:
+ *   Y[r][i] = exp(X[r][i] - m) / s   (log: X[r][i] - m - log(s))
+ * with m the row's max and s the sum of exp(X[r][j] - m), for rows r <
+ * |rows| of |n| values (the last axis; opset < 13: the axes from |axis| on).
+ * bind_x and bind_y are the plan kernel's parameter indices. */
+#define KILN_TEMPLATE_ROWS_MAX_N 65536 /* a row's passes within a GPU loop limit */
+
+typedef struct kiln_template_rows_s {
+  bool log;
+  int64_t rows, n;
+  int32_t bind_x, bind_y;
+} kiln_template_rows_t;
+
+/* True when plan kernel |k| is such a Softmax / LogSoftmax (rows of at
+ * most KILN_TEMPLATE_ROWS_MAX_N, its elements within int32); fills |out|. */
+bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_rows_t* out);
+
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
 
 typedef enum kiln_template_kind_e {
@@ -353,6 +374,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
   KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
   KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
+  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax rows, a work-group a row */
 } kiln_template_kind_t;
 
 /* The tile parameters of one instance, in the order its target's template
@@ -427,6 +449,7 @@ typedef struct kiln_template_s {
   kiln_template_dw_t dw;
   kiln_template_q8_t q8;
   kiln_template_pool_t pool; /* POOL */
+  kiln_template_rows_t rows; /* ROWS */
   /* A Winograd instance chosen by a set with |winograd_switch| and the
    * implicit-GEMM CONV instance of the same conv (the set's default
    * tiles, TILED weights) point at each other; the WINOGRAD one's tiles
@@ -502,8 +525,15 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
  * kiln_plan_t.gpu_lacks): 64-bit integers (kiln_device_info_t.shader_int64),
  * subgroup ballot operations in compute shaders (.subgroup_ballot), f64
  * arithmetic (.fp64) and the 4x8-bit integer dot product (.int_dot: the
- * int8 templates' packed-dot path). */
-enum { KILN_GPU_LACKS_INT64 = 1, KILN_GPU_LACKS_SUBGROUP = 2, KILN_GPU_LACKS_FP64 = 4, KILN_GPU_LACKS_IDOT = 8 };
+ * int8 templates' packed-dot path) and subgroup arithmetic in compute
+ * shaders (.subgroup_arith: the row reductions' template). */
+enum {
+  KILN_GPU_LACKS_INT64 = 1,
+  KILN_GPU_LACKS_SUBGROUP = 2,
+  KILN_GPU_LACKS_FP64 = 4,
+  KILN_GPU_LACKS_IDOT = 8,
+  KILN_GPU_LACKS_SUBGROUP_ARITH = 16
+};
 
 typedef struct kiln_template_set_s {
   bool gemm;
@@ -575,6 +605,10 @@ typedef struct kiln_template_set_s {
   bool winograd_reads_x;
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
+  /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
+   * |rows_min_elems| elements in all */
+  bool rows;
+  int64_t rows_min_elems;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the

@@ -125,6 +125,12 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
     const int64_t v[13] = {q->max, q->count_pad, q->planes, q->ih, q->iw, q->oh, q->ow, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw};
     for (int32_t i = 0; i < 13; ++i) put_i(&f, v[i]);
   }
+  else if (t->kind == KILN_TEMPLATE_ROWS) {
+    const kiln_template_rows_t* q = &t->rows;
+    put_i(&f, q->log);
+    put_i(&f, q->rows);
+    put_i(&f, q->n);
+  }
   else put_conv(&f, &t->conv);
   return f.h ? f.h : 1;
 }
@@ -138,6 +144,7 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind) {
     case KILN_TEMPLATE_MERGED: return "merged";
     case KILN_TEMPLATE_Q8: return "q8";
     case KILN_TEMPLATE_POOL: return "pool";
+    case KILN_TEMPLATE_ROWS: return "rows";
     case KILN_TEMPLATE_NONE: break;
   }
   return "none";

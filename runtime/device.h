@@ -69,9 +69,12 @@ typedef struct kiln_device_info_s {
    * mode's broadcasts). Compiles for a device without them choose shaders
    * that need neither (kiln_compile_config_t.gpu_lacks). The environment
    * variable KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them (tests of
-   * the conservative path on a device that has both). */
+   * the conservative path on a device that has both). Subgroup arithmetic
+   * (subgroupAdd / subgroupMax in compute: the row reductions' template,
+   * kernels/vulkan/rows.comp) is hidden by no-subgroup-arith. */
   bool shader_int64;
   bool subgroup_ballot;
+  bool subgroup_arith;
   /* f64 arithmetic (OpenCL cl_khr_fp64 or a double FP config; the CPU has
    * it). A compile for a device without it runs the nodes that compute in
    * f64 on the CPU of the same session (KILN_GPU_LACKS_FP64), never in f32.

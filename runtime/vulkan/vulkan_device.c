@@ -621,9 +621,13 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   info->shader_int64 = en.f2.features.shaderInt64;
   info->subgroup_ballot = api >= VK_API_VERSION_1_2 && (q.v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                           (q.v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+  info->subgroup_arith = api >= VK_API_VERSION_1_2 && (q.v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                         (q.v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   const char* hide = getenv("KILN_VULKAN_FEATURES");
   if (hide && strstr(hide, "no-int64")) info->shader_int64 = false;
-  if (hide && strstr(hide, "no-subgroup")) info->subgroup_ballot = false;
+  const char* nosg = hide ? strstr(hide, "no-subgroup") : NULL;
+  if (nosg && strncmp(nosg, "no-subgroup-arith", 17)) info->subgroup_ballot = false;
+  if (nosg) info->subgroup_arith = false; /* no-subgroup hides both */
   info->int_dot = idot && !(hide && strstr(hide, "no-idot"));
   info->max_texels = d->props.limits.maxTexelBufferElements;
   const char* tx = hide ? strstr(hide, "texels=") : NULL;

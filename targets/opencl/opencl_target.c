@@ -341,6 +341,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
         kiln_opencl_q8_launch(&t->q8, &qtiles[k], pk->groups, pk->local);
         continue;
       case KILN_TEMPLATE_POOL: /* not in the OpenCL set */
+      case KILN_TEMPLATE_ROWS:
       case KILN_TEMPLATE_NONE: break;
     }
     if (s) break;

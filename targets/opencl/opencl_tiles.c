@@ -49,6 +49,7 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     }
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_POOL: /* not in the OpenCL set */
+    case KILN_TEMPLATE_ROWS:
     case KILN_TEMPLATE_MERGED: t->tiles = (kiln_template_tiles_t){0}; break;
   }
 }

@@ -69,6 +69,7 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       return true;
     case KILN_TEMPLATE_Q8: /* not tuned */
     case KILN_TEMPLATE_POOL:
+    case KILN_TEMPLATE_ROWS:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -127,6 +128,7 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
     }
     case KILN_TEMPLATE_Q8: /* not tuned */
     case KILN_TEMPLATE_POOL:
+    case KILN_TEMPLATE_ROWS:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

@@ -10,6 +10,7 @@
  *   vulkan_depthwise.c  the depthwise shader's (kernels/vulkan/depthwise.comp)
  *   vulkan_q8.c         the int8 QLinearConv / QLinearMatMul shader's (kernels/vulkan/q8.comp)
  *   vulkan_pool.c       the window pool shader's (kernels/vulkan/pool.comp)
+ *   vulkan_rows.c       the Softmax row shader's (kernels/vulkan/rows.comp)
  *   vulkan_epilogue.c   shader header text and the fused epilogue as GLSL
  *   vulkan_grid.c       template grids folded past the device's work-group counts
  * Instances are printed from lowering's template descriptors
@@ -35,6 +36,8 @@ extern const char kiln_vk_depthwise[];
 extern const size_t kiln_vk_depthwise_len;
 extern const char kiln_vk_pool[];
 extern const size_t kiln_vk_pool_len;
+extern const char kiln_vk_rows[];
+extern const size_t kiln_vk_rows_len;
 extern const char kiln_vk_q8[];
 extern const size_t kiln_vk_q8_len;
 extern const char kiln_vk_winograd[];
@@ -166,6 +169,13 @@ int32_t kiln_vulkan_dw_rows(const kiln_template_dw_t* d, int32_t wg, int32_t rw)
  * invocations (the work-group's idle SIMD batches count: lavapipe runs
  * them). Pure. */
 int64_t kiln_vulkan_dw_plane_cost(const kiln_template_dw_t* d, int32_t wg, int32_t rw, int32_t rh);
+
+/* ---- vulkan_rows.c -------------------------------------------------------- */
+
+/* The GLSL of a Softmax / LogSoftmax row instance (malloc'd; caller
+ * frees) with its launch and its loop trips an invocation. */
+kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, const char* name,
+                                      char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* trips);
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */
 

@@ -39,6 +39,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* wino_pad = getenv("KILN_SPIRV_WINO_PAD");
   const char* no_pool = getenv("KILN_SPIRV_POOL");
   const char* conv_pad = getenv("KILN_SPIRV_CONV_PAD");
+  const char* rows = getenv("KILN_SPIRV_ROWS");
   /* gemm.comp reads plain f32 or f16 operands (f32 sums), a bias, a residual and
    * an activation fused after it (lowering/template_gemm.c); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
@@ -73,6 +74,15 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * (KILN_SPIRV_POOL=off: the printed kernels; =planes: a
                                 * work-group row per plane, vulkan_pool.c) */
                                .pool = !(no_pool && !strcmp(no_pool, "off")),
+                               /* rows.comp for last-axis f32 Softmax / LogSoftmax where the
+                                * device has subgroup arithmetic (a subgroup a row) and the
+                                * rows hold 2^20 elements or more: on lavapipe 0.7-0.9x the
+                                * printed row kernel's time on 8192 x 1000 and 65536 x 128,
+                                * ~1.1x on the encoder's 512 x 128 (only lavapipe measured).
+                                * KILN_SPIRV_ROWS=subgroup takes every such Softmax,
+                                * =printed none */
+                               .rows = !(rows && !strcmp(rows, "printed")),
+                               .rows_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : (int64_t)1 << 20,
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
@@ -273,6 +283,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
                                         &units[k].text, dims[k], dims[k] + 3);
       trips[k] = 0; /* the taps are unrolled: no loop */
       if (s) s = kiln_status_annotate(s, "spirv");
+    } else if (kind == KILN_TEMPLATE_ROWS) {
+      s = kiln_vulkan_rows_source(&t->rows, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_Q8) {
       s = kiln_vulkan_q8_source(&t->q8, &t->tiles, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
@@ -362,7 +375,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
      * (a 1x1 conv over 4096x1100 positions: 70,400 tiles) folds into the
      * other dimensions; the printed kernels folded above */
     const bool tmpl = kind == KILN_TEMPLATE_CONV || kind == KILN_TEMPLATE_WINOGRAD || kind == KILN_TEMPLATE_DEPTHWISE ||
-                      kind == KILN_TEMPLATE_POOL || kind == KILN_TEMPLATE_Q8 || kind == KILN_TEMPLATE_GEMM;
+                      kind == KILN_TEMPLATE_POOL || kind == KILN_TEMPLATE_Q8 || kind == KILN_TEMPLATE_GEMM ||
+                      kind == KILN_TEMPLATE_ROWS;
     if (!s && tmpl && !pk->custom && units[k].text &&
         (s = kiln_vulkan_grid_fold(&units[k].text, dims[k], plan->max_groups, !plan->n_dims, name)))
       s = kiln_status_annotate(s, "spirv: node '%s' (%s)", prog->kernels[k].node_name ? prog->kernels[k].node_name : "?",

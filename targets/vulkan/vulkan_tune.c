@@ -75,6 +75,7 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       return true;
     case KILN_TEMPLATE_Q8:   /* its tiles follow the device (KILN_SPIRV_Q8_TILES) */
     case KILN_TEMPLATE_POOL: /* no tiles */
+    case KILN_TEMPLATE_ROWS:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }
@@ -233,6 +234,7 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
       return wino_check(t, v);
     case KILN_TEMPLATE_Q8:
     case KILN_TEMPLATE_POOL:
+    case KILN_TEMPLATE_ROWS:
     case KILN_TEMPLATE_NONE:
     case KILN_TEMPLATE_MERGED: break;
   }

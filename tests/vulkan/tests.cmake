@@ -53,6 +53,7 @@ set_tests_properties(test_vulkan_device_wino_shared PROPERTIES
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
+target_link_libraries(test_vulkan_rows PRIVATE kiln_compiler)
 
 # ONNX node conformance on the Vulkan device (labels target=vulkan and slow:
 # tens of minutes on lavapipe with the validation layer, so it runs apart with

@@ -1,0 +1,80 @@
+#version 450
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+// KILN_WG: this work-group's id in the instance's grid; KILN_WG_GUARD;
+// starts main(). The built-in ids and nothing unless the host folded a
+// grid past the device's work-group counts (targets/vulkan/vulkan_grid.c
+// defines them after the #version line).
+#ifndef KILN_WG
+#define KILN_WG gl_WorkGroupID
+#define KILN_GID gl_GlobalInvocationID
+#define KILN_WG_GUARD
+#endif
+// kiln Softmax / LogSoftmax rows, f32 (lowering/template.h,
+// kiln_template_rows_t): a subgroup per row of N values, the lanes
+// striding the row (lane l takes elements l, l + S, ...: neighbouring
+// lanes read neighbouring words; S the subgroup's lanes), two passes over
+// X:
+//
+//   each lane's running max m_l and sum s_l of exp(x - m_l) (s_l rescaled
+//   by exp(m_l - m_l') when its max grows to m_l'), then the row's
+//   m = subgroupMax(m_l), s = subgroupAdd(s_l * exp(m_l - m));
+//   y = exp(x - m) * (1 / s)          (LOG: y = (x - m) - log(s))
+//
+// No shared memory, no barrier; the sums stay f32. A work-group of WG
+// invocations takes RB neighbouring rows, its subgroups a row at a time
+// (lavapipe's 8-lane subgroups: 4 rows at once; a 32-lane GPU subgroup:
+// the 4 in turn). With VEC4 (N a multiple of 4) each lane takes a vec4 a
+// step (one rescale a vec4).
+// The host puts after the #extension lines: BIND_X BIND_Y (kernel
+// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG.
+// Dispatch: (ceil(ROWS / RB), 1, 1) work-groups of WG.
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+#if VEC4
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { vec4 x[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { vec4 y[]; };
+#define NE (N / 4)
+#define T vec4
+#else
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float x[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
+#define NE N
+#define T float
+#endif
+
+void main() {
+  KILN_WG_GUARD;
+  // a subgroup wider than the work-group holds WG lanes
+  const int S = int(min(gl_SubgroupSize, uint(WG))), l = int(gl_SubgroupInvocationID);
+  for (int q = int(gl_SubgroupID); q < RB; q += int(gl_NumSubgroups)) {
+    const int row = int(KILN_WG.x) * RB + q;
+    if (row >= ROWS) break; // uniform in the subgroup
+    const int base = row * NE;
+    float m = -1.0 / 0.0, s = 0.0;
+    for (int i = l; i < NE; i += S) {
+      const T v = x[base + i];
+#if VEC4
+      const float mn = max(m, max(max(v.x, v.y), max(v.z, v.w)));
+      const vec4 e = exp(v - mn);
+      s = s * exp(m - mn) + ((e.x + e.y) + (e.z + e.w));
+#else
+      const float mn = max(m, v);
+      s = s * exp(m - mn) + exp(v - mn);
+#endif
+      m = mn;
+    }
+    const float rm = subgroupMax(m);
+    // a lane with no element (a row shorter than the subgroup) adds 0
+    s = subgroupAdd(s > 0.0 ? s * exp(m - rm) : 0.0);
+    m = rm;
+#if LOG
+    const float ls = log(s); // (x - m) first: m + log(s) would round away x's digits
+    for (int i = l; i < NE; i += S) y[base + i] = (x[base + i] - m) - ls;
+#else
+    const float r = 1.0 / s;
+    for (int i = l; i < NE; i += S) y[base + i] = exp(x[base + i] - m) * r;
+#endif
+  }
+}

@@ -1,0 +1,44 @@
+/* The Softmax / LogSoftmax row shader (kernels/vulkan/rows.comp): the GLSL
+ * of an instance from lowering's row descriptor (kiln_template_rows_t). */
+#include <stdlib.h>
+
+#include "targets/vulkan/vulkan_internal.h"
+
+kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, const char* name,
+                                      char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* trips) {
+  if (q->rows < 1 || q->n < 1 || q->rows * q->n > INT32_MAX)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "rows '%s': %lld rows of %lld", name, (long long)q->rows,
+                            (long long)q->n);
+  /* vec4 steps where the rows are whole vec4s (the views start on
+   * kiln_device_info_t.buffer_alignment, at least 16 bytes) */
+  const bool vec4 = q->n % 4 == 0;
+  const int64_t ne = vec4 ? q->n / 4 : q->n;
+  /* a subgroup a row; the loop trips below (two passes a row) count
+   * subgroups of at least 4 lanes (lavapipe 8, GPUs 16-64): a work-group
+   * takes 4 rows where their trips fit lavapipe's limit, else one */
+  const int32_t wg = 32;
+  const int64_t per_row = 2 * ((ne + 3) / 4);
+  const int32_t rb = 4 * per_row <= 65535 ? 4 : 1;
+  kiln_vulkan_sb_t b = {0};
+  const char* rest = NULL;
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_rows, "kernels/vulkan/rows.comp", false, &rest);
+  if (hs) return hs;
+  kiln_vulkan_sb_printf(&b, "// kiln rows '%s': %s, %lld rows of %lld\n", name, q->log ? "LogSoftmax" : "Softmax",
+                        (long long)q->rows, (long long)q->n);
+  kiln_vulkan_sb_printf(&b, "#define BIND_X %d\n#define BIND_Y %d\n#define ROWS %lld\n#define N %lld\n#define WG %d\n"
+                            "#define RB %d\n#define VEC4 %d\n#define LOG %d\n",
+                        (int)q->bind_x, (int)q->bind_y, (long long)q->rows, (long long)q->n, (int)wg, (int)rb,
+                        vec4 ? 1 : 0, q->log ? 1 : 0);
+  kiln_vulkan_sb_printf(&b, "%s", rest);
+  if (b.oom) {
+    free(b.p);
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "rows '%s': shader text", name);
+  }
+  *out_glsl = b.p;
+  groups[0] = (q->rows + rb - 1) / rb;
+  groups[1] = groups[2] = 1;
+  local[0] = wg;
+  local[1] = local[2] = 1;
+  *trips = rb * per_row;
+  return NULL;
+}
