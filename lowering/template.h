@@ -79,6 +79,15 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
 /* f32, or f16 when |f16_ok|; row-major and dense. */
 bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok);
 
+/* The node of plan kernel |k| when the kernel is that node alone (nothing
+ * fused) and the node is a default-domain op with one input and one output
+ * whose buffers are dense f32 (*X, *Y), and the kernel's two parameters
+ * are X (or a flat view of it, read: *bind_x) and Y (or a flat view,
+ * written: *bind_y), distinct roots; NULL otherwise. The pool and rows
+ * matches start with it. */
+const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, const tir_buffer_t** X,
+                                            const tir_buffer_t** Y, int32_t* bind_x, int32_t* bind_y);
+
 /* ---- GEMM (template_gemm.c) ------------------------------------------------ */
 
 /* One GEMM instance, Y = alpha * op(A) op(B) + beta * C. B is either plain

@@ -33,6 +33,35 @@ bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok) {
   return true;
 }
 
+const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, const tir_buffer_t** X,
+                                            const tir_buffer_t** Y, int32_t* bind_x, int32_t* bind_y) {
+  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const kiln_graph_t* g = plan->graph;
+  if (!g || kk->node < 0 || kk->node >= g->n_nodes || kk->n_fused_nodes > 0 || kk->func->n_params != 2) return NULL;
+  const kiln_node_t* n = &g->nodes[kk->node];
+  if (!n->op_type || (n->domain && n->domain[0]) || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
+      n->outputs[0] < 0)
+    return NULL;
+  const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
+  if (bx < 0 || by < 0) return NULL;
+  *X = plan->buffers[bx].buf, *Y = plan->buffers[by].buf;
+  if (!kiln_template_dense_float(*X, false) || !kiln_template_dense_float(*Y, false)) return NULL;
+  const int32_t rx = kiln_plan_root(plan, bx), ry = kiln_plan_root(plan, by);
+  if (rx == ry) return NULL;
+  *bind_x = *bind_y = -1;
+  for (int32_t j = 0; j < 2; ++j) {
+    const int32_t a = kk->args[j], r = kiln_plan_root(plan, a);
+    const tir_buffer_t* b = plan->buffers[a].buf;
+    const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
+    if (!kiln_template_dense_float(b, false)) return NULL;
+    if (writes && r == ry && tir_buffer_numel(b) == tir_buffer_numel(*Y) && *bind_y < 0)
+      *bind_y = j;
+    else if (!writes && r == rx && tir_buffer_numel(b) == tir_buffer_numel(*X) && *bind_x < 0)
+      *bind_x = j;
+  }
+  return *bind_x >= 0 && *bind_y >= 0 ? n : NULL;
+}
+
 static bool same_shape(const tir_buffer_t* b, int32_t rank, const int64_t* shape) {
   if (b->rank != rank) return false;
   for (int32_t i = 0; i < rank; ++i)

@@ -14,21 +14,13 @@
 
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* q) {
   memset(q, 0, sizeof *q);
-  const kiln_plan_kernel_t* kk = &plan->kernels[k];
-  const kiln_graph_t* g = plan->graph;
-  if (!g || kk->node < 0 || kk->node >= g->n_nodes || kk->n_fused_nodes > 0 || kk->func->n_params != 2) return false;
-  const kiln_node_t* n = &g->nodes[kk->node];
-  if (!n->op_type || (n->domain && n->domain[0]) || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
-      n->outputs[0] < 0)
-    return false;
+  const tir_buffer_t *X = NULL, *Y = NULL;
+  const kiln_node_t* n = kiln_template_lone_unary(plan, k, &X, &Y, &q->bind_x, &q->bind_y);
+  if (!n) return false;
   const bool global = !strcmp(n->op_type, "GlobalAveragePool");
   q->max = !strcmp(n->op_type, "MaxPool");
   if (!global && !q->max && strcmp(n->op_type, "AveragePool")) return false;
-  const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
-  if (bx < 0 || by < 0) return false;
-  const tir_buffer_t *X = plan->buffers[bx].buf, *Y = plan->buffers[by].buf;
-  if (!kiln_template_dense_float(X, false) || !kiln_template_dense_float(Y, false) || X->rank != 4 || Y->rank != 4)
-    return false;
+  if (X->rank != 4 || Y->rank != 4) return false;
   q->planes = X->shape[0] * X->shape[1];
   q->ih = X->shape[2], q->iw = X->shape[3], q->oh = Y->shape[2], q->ow = Y->shape[3];
   if (Y->shape[0] != X->shape[0] || Y->shape[1] != X->shape[1] || q->planes < 1 ||
@@ -58,18 +50,5 @@ bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_
     q->count_pad = cip != 0;
   }
   if (q->kh * q->kw > KILN_TEMPLATE_POOL_MAX_TAPS || q->kh < 1 || q->kw < 1 || q->sw > 8) return false;
-  /* the kernel's two parameters: X (or its flat view) read, Y written */
-  q->bind_x = q->bind_y = -1;
-  for (int32_t j = 0; j < 2; ++j) {
-    const int32_t a = kk->args[j], r = kiln_plan_root(plan, a);
-    const tir_buffer_t* b = plan->buffers[a].buf;
-    const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
-    if (!kiln_template_dense_float(b, false)) return false;
-    if (writes && r == kiln_plan_root(plan, by) && tir_buffer_numel(b) == tir_buffer_numel(Y) && q->bind_y < 0)
-      q->bind_y = j;
-    else if (!writes && r == kiln_plan_root(plan, bx) && tir_buffer_numel(b) == tir_buffer_numel(X) && q->bind_x < 0)
-      q->bind_x = j;
-  }
-  if (q->bind_x < 0 || q->bind_y < 0 || kiln_plan_root(plan, bx) == kiln_plan_root(plan, by)) return false;
   return true;
 }

@@ -12,19 +12,13 @@
 
 bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_rows_t* q) {
   memset(q, 0, sizeof *q);
-  const kiln_plan_kernel_t* kk = &plan->kernels[k];
+  const tir_buffer_t *X = NULL, *Y = NULL;
+  const kiln_node_t* n = kiln_template_lone_unary(plan, k, &X, &Y, &q->bind_x, &q->bind_y);
+  if (!n) return false;
   const kiln_graph_t* g = plan->graph;
-  if (!g || kk->node < 0 || kk->node >= g->n_nodes || kk->n_fused_nodes > 0 || kk->func->n_params != 2) return false;
-  const kiln_node_t* n = &g->nodes[kk->node];
-  if (!n->op_type || (n->domain && n->domain[0]) || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 ||
-      n->outputs[0] < 0)
-    return false;
   q->log = !strcmp(n->op_type, "LogSoftmax");
   if (!q->log && strcmp(n->op_type, "Softmax")) return false;
-  const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
-  if (bx < 0 || by < 0) return false;
-  const tir_buffer_t *X = plan->buffers[bx].buf, *Y = plan->buffers[by].buf;
-  if (!kiln_template_dense_float(X, false) || !kiln_template_dense_float(Y, false) || X->rank < 1) return false;
+  if (X->rank < 1) return false;
   /* the rows as the lowering reads them: the axes from |axis| on (opset
    * < 13 flattens them), else the last axis only */
   const bool legacy = g->opset > 0 && g->opset < 13;
@@ -44,15 +38,5 @@ bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_
     else q->n *= X->shape[d];
   }
   if (q->rows < 1 || q->n < 1 || q->n > KILN_TEMPLATE_ROWS_MAX_N || q->rows * q->n > INT32_MAX || tir_buffer_numel(Y) != q->rows * q->n) return false;
-  /* the kernel's two parameters: X (or its flat view) read, Y written */
-  q->bind_x = q->bind_y = -1;
-  for (int32_t j = 0; j < 2; ++j) {
-    const int32_t a = kk->args[j], rt = kiln_plan_root(plan, a);
-    const tir_buffer_t* b = plan->buffers[a].buf;
-    const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
-    if (!kiln_template_dense_float(b, false) || tir_buffer_numel(b) != q->rows * q->n) return false;
-    if (writes && rt == kiln_plan_root(plan, by) && q->bind_y < 0) q->bind_y = j;
-    else if (!writes && rt == kiln_plan_root(plan, bx) && q->bind_x < 0) q->bind_x = j;
-  }
-  return q->bind_x >= 0 && q->bind_y >= 0 && kiln_plan_root(plan, bx) != kiln_plan_root(plan, by);
+  return true;
 }
