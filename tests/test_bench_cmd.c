@@ -88,28 +88,6 @@ static bool json_valid(const char* text) {
   return *j.p == '\0';
 }
 
-static char* slurp(const char* path) {
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char* s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = '\0';
-  fclose(f);
-  return s;
-}
-
-static int count(const char* s, const char* needle) {
-  int n = 0;
-  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
-  return n;
-}
-
 /* Every value of "key": in |s| is a number > 0; returns how many. */
 static int positive(const char* s, const char* key) {
   int n = 0;
@@ -239,7 +217,7 @@ static void test_smoke_json_csv(void) {
                      "--cases", "4",       "--peak-mb",   "16",
                      "--json",  json,      "--csv",       csv};
   CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
-  char* s = slurp(json);
+  char* s = kiln_test_read_text(json);
   CHECK(s != NULL);
   if (!s) return;
   CHECK_MSG(json_valid(s), "invalid JSON:\n%s", s);
@@ -249,8 +227,8 @@ static void test_smoke_json_csv(void) {
   CHECK(positive(s, "\"peak_gflops\": ") == 1);
   CHECK(positive(s, "\"peak_gbs\": ") == 1);
   CHECK(positive(s, "\"threads\": ") == 1);
-  int kiln_rows = count(s, "\"peer\": null");
-  int peer_rows = count(s, "\"peer\": \"openblas\"");
+  int kiln_rows = kiln_test_count(s, "\"peer\": null");
+  int peer_rows = kiln_test_count(s, "\"peer\": \"openblas\"");
   CHECK(kiln_rows == 4);
   CHECK(peer_rows == 0 || peer_rows == 4); /* OpenBLAS peers when installed */
   int rows = kiln_rows + peer_rows;
@@ -259,15 +237,15 @@ static void test_smoke_json_csv(void) {
   CHECK(positive(s, "\"gbs\": ") == rows);
   CHECK(positive(s, "\"pct_peak\": ") == rows);
   CHECK(positive(s, "\"intensity\": ") == rows);
-  CHECK(count(s, "\"bound\": \"compute\"") + count(s, "\"bound\": \"memory\"") == rows);
-  CHECK(count(s, "\"error\"") == 0);
+  CHECK(kiln_test_count(s, "\"bound\": \"compute\"") + kiln_test_count(s, "\"bound\": \"memory\"") == rows);
+  CHECK(kiln_test_count(s, "\"error\"") == 0);
   free(s);
-  s = slurp(csv);
+  s = kiln_test_read_text(csv);
   CHECK(s != NULL);
   if (s) {
     const char* head = "suite,name,peer,shape,ms,gflops,gbs,pct_peak,bound,intensity,";
     CHECK(!strncmp(s, head, strlen(head)));
-    CHECK(count(s, "\n") == 1 + rows);
+    CHECK(kiln_test_count(s, "\n") == 1 + rows);
     free(s);
   }
 }
@@ -278,7 +256,7 @@ static void test_empty_selection(void) {
   const char* a[] = {"bench", "--suite", "layernorm", "--filter", "no-such-case",
                      "--peak-mb", "8", "--json", json};
   CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
-  char* s = slurp(json);
+  char* s = kiln_test_read_text(json);
   CHECK(s && json_valid(s) && strstr(s, "\"cases\": [\n]}"));
   free(s);
 }
@@ -297,7 +275,7 @@ static void test_gpu_target(void) {
                      "--peak-mb", "8", "--json", json};
   CHECK(bench((int)(sizeof a / sizeof a[0]), a) == (have ? 0 : 1));
   if (!have) return;
-  char* t = slurp(json);
+  char* t = kiln_test_read_text(json);
   CHECK(t && json_valid(t) && strstr(t, "\"target\": \"vulkan\"") && strstr(t, "square.64"));
   free(t);
 }
@@ -315,7 +293,7 @@ static void test_opencl_peer(void) {
   const char* a[] = {"bench", "--target", "opencl", "--suite", "gemm", "--filter", "square.64", "--repeat", "1",
                      "--peak-mb", "8", "--json", json};
   CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
-  char* t = slurp(json);
+  char* t = kiln_test_read_text(json);
   CHECK(t && json_valid(t) && strstr(t, "\"target\": \"opencl\"") && strstr(t, "square.64"));
 #ifdef KILN_HAVE_CLBLAST
   CHECK(t && strstr(t, "\"peer\": \"clblast\"") && !strstr(t, "\"error\""));
@@ -338,11 +316,11 @@ static void test_gpu_suites(void) {
   const char* b[] = {"bench", "--target", "vulkan", "--suite", "pool", "--filter", "mobilenetv2.avgpool",
                      "--repeat", "1", "--peak-mb", "8", "--json", json};
   CHECK(bench((int)(sizeof a / sizeof a[0]), a) == 0);
-  char* t = slurp(json);
+  char* t = kiln_test_read_text(json);
   CHECK(t && json_valid(t) && strstr(t, "relu.1M") && !strstr(t, "\"error\""));
   free(t);
   CHECK(bench((int)(sizeof b / sizeof b[0]), b) == 0);
-  t = slurp(json);
+  t = kiln_test_read_text(json);
   CHECK(t && json_valid(t) && strstr(t, "mobilenetv2.avgpool") && !strstr(t, "\"error\""));
   free(t);
 }

@@ -55,3 +55,25 @@ int kiln_test_check_err(kiln_status_t s, int code, const char* needle,
   kiln_status_free(s);
   return ok;
 }
+
+char* kiln_test_read_text(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char* s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  if (s) s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+int kiln_test_count(const char* s, const char* needle) {
+  int n = 0;
+  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}

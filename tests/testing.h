@@ -29,6 +29,11 @@ int kiln_test_check_ok(kiln_status_t s, const char* expr, const char* file,
  * and that its message contains |needle| (when non-NULL). */
 int kiln_test_check_err(kiln_status_t s, int code, const char* needle,
                         const char* expr, const char* file, int line);
+/* The whole file at |path|, NUL-terminated (free it); NULL when it cannot
+ * be read. */
+char* kiln_test_read_text(const char* path);
+/* How many times |needle| occurs in |s| (overlapping occurrences too). */
+int kiln_test_count(const char* s, const char* needle);
 
 #define CHECK(c)                                              \
   do {                                                        \

@@ -57,28 +57,6 @@ static void write_model(void) {
 static float init_at(int64_t i) { return 0.5f * (float)(i % 7 + 1); } /* bm_init_f32's values */
 static float x_at(int64_t i) { return (float)(i % 11) * 0.125f - 0.5f; }
 
-static char* read_text(const char* path) {
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char* s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
-
-static int count(const char* s, const char* needle) {
-  int n = 0;
-  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
-  return n;
-}
-
 /* outputs of Conv(I, V) with |cm| channels that differ from loops here */
 static int conv_bad(const float* z, int cm) {
   int bad = 0;
@@ -154,7 +132,7 @@ static char* compile_dump(const char* dump, const char* mode, kiln_compiler_t** 
   *out = c;
   char path[700];
   snprintf(path, sizeof path, "%s/kernels.comp", dump);
-  char* glsl = read_text(path);
+  char* glsl = kiln_test_read_text(path);
   CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
   return glsl;
 }
@@ -206,9 +184,9 @@ static void check_mode_tiles(const char* hide, bool int64, bool ballot, int texe
     CHECK_MSG(strstr(glsl, "#define B_MODE") && strstr(glsl, "#define CPLANE"), "%s: GEMM and conv shaders", mode);
     /* each instance's block names its mode (gemm.comp's own fallback
      * "#define SHARED 1" under #ifndef SHARED is counted too) */
-    const int n1 = count(glsl, "#define SHARED 1\n"), n2 = count(glsl, "#define SHARED 2\n");
+    const int n1 = kiln_test_count(glsl, "#define SHARED 1\n"), n2 = kiln_test_count(glsl, "#define SHARED 2\n");
     CHECK_MSG(ballot ? n2 == 3 : n2 == 0 && n1 >= 3, "%s: SHARED 1 x %d, SHARED 2 x %d", mode, n1, n2);
-    const int nt = count(glsl, "#define TEXEL 1\n");
+    const int nt = kiln_test_count(glsl, "#define TEXEL 1\n");
     CHECK_MSG(nt == (ballot ? texels : 0), "%s: TEXEL 1 x %d", mode, nt);
     const bool words = strstr(glsl, "#define A64 1") || strstr(glsl, "#define B64 1") ||
                        strstr(glsl, "#define W64 1");
@@ -253,12 +231,12 @@ static void check_winograd_cr(const char* hide, int texels, const char* kind, co
   kiln_compiler_t* c = NULL;
   char* glsl = compile_dump(dump, mode, &c);
   if (glsl) {
-    const int nw = count(glsl, "// kiln winograd '"), nt = count(glsl, "#define TEXEL 1\n");
-    CHECK_MSG(nw == 2 && count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
+    const int nw = kiln_test_count(glsl, "// kiln winograd '"), nt = kiln_test_count(glsl, "#define TEXEL 1\n");
+    CHECK_MSG(nw == 2 && kiln_test_count(glsl, kind) == 2, "%s: %d Winograd instances, expected 2 of %s", mode, nw, kind);
     /* the MatMul's texels, and the Winograd instances' where they fit */
     CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
     /* 8 input channels: 2 a loop trip (CR 2), 1 with KILN_SPIRV_CONV_KREUSE=off */
-    CHECK_MSG(count(glsl, cr) == 2, "%s: %d Winograd instances with %s", mode, count(glsl, cr), cr);
+    CHECK_MSG(kiln_test_count(glsl, cr) == 2, "%s: %d Winograd instances with %s", mode, kiln_test_count(glsl, cr), cr);
     free(glsl);
   }
   run_module(c, mode);

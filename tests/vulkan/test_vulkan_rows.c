@@ -126,28 +126,6 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
   kiln_module_release(m);
 }
 
-static char* read_text(const char* path) {
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char* s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
-
-static int count(const char* s, const char* needle) {
-  int n = 0;
-  for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
-  return n;
-}
-
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); |rows|: KILN_SPIRV_ROWS (NULL: unset);
  * whether the device must then report subgroup arithmetic and the row
  * instances the compile must print. */
@@ -183,15 +161,15 @@ static void check_mode(const char* hide, const char* rows, bool arith, int want)
   if (CHECK_OK(kiln_compiler_compile(c))) {
     char path[700];
     snprintf(path, sizeof path, "%s/kernels.comp", dump);
-    char* glsl = read_text(path);
+    char* glsl = kiln_test_read_text(path);
     CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
     if (glsl) {
-      const int n = count(glsl, "// kiln rows '");
+      const int n = kiln_test_count(glsl, "// kiln rows '");
       CHECK_MSG(n == want, "%s: %d row instances, expected %d", mode, n, want);
       if (want == NTMPL) {
-        CHECK_MSG(count(glsl, "#define VEC4 1\n") == 3 && count(glsl, "#define VEC4 0\n") == 2,
+        CHECK_MSG(kiln_test_count(glsl, "#define VEC4 1\n") == 3 && kiln_test_count(glsl, "#define VEC4 0\n") == 2,
                   "%s: vec4 steps for the rows of 1000, 4096 and 1024 only", mode);
-        CHECK_MSG(count(glsl, "#define LOG 1\n") == 1, "%s: one LogSoftmax instance", mode);
+        CHECK_MSG(kiln_test_count(glsl, "#define LOG 1\n") == 1, "%s: one LogSoftmax instance", mode);
       }
       free(glsl);
     }
