@@ -623,6 +623,38 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   fflush(f);
 }
 
+/* What the kept points add to the closing build's plan: the driver's part
+ * of each kernel whose best point is not its default. |again_s|: the
+ * default program's rebuild with its code reused (< 0: not made). */
+static double kept_extra(const tuner_t* t, double again_s) {
+  double extra = 0;
+  for (int32_t j = 0; j < t->n_groups; ++j) {
+    const group_t* h = &t->groups[j];
+    /* with the code reused, the kernel is compiled afresh: the
+     * dearer of its best point's driver part alone and its set-up
+     * (program, driver, runs). PoCL's closing builds of 10 and 14
+     * kept kernels took 14.3 and 20.2 s where the points' driver
+     * parts alone planned 4.4 and 3.1 s; in test_opencl_tune (the
+     * defaults in PoCL's cache) 3 took 18.0 s where the set-ups
+     * planned 4.5 s. Lavapipe's of 15 took 3.1 s (the points' shaders
+     * in Mesa's cache), planned at 35 s: an overestimate costs points,
+     * an underestimate the closing build's deadline (nothing kept).
+     * Where the kernels alone share their code with the first device
+     * (micro.reuse_code: OpenCL's units), the closing build takes a
+     * kept point's code from its build alone and the unchanged
+     * kernels' from the default build, a unit matched whatever its
+     * kernel's name (ResNet-18, 10 kernels moved: 25 of 25 units
+     * reused, 0.1 s, against 20 of 25 and 2.8 s with the points' code
+     * not shared). A kept point still counts its driver part: the
+     * memo may have started afresh (4,096 units). */
+    const double over = h->micro.reuse_code ? h->best_s
+                        : again_s >= 0       ? fmax(h->best_s, h->setup_s)
+                                             : h->best_s - h->setup_driver_s;
+    if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra += over;
+  }
+  return extra;
+}
+
 /* One point of |g|: built alone and timed beside its default. False in
  * *ran when the kernel has no point left. */
 static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double deadline, bool* ran) {
@@ -903,7 +935,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
    * build fit the budget. */
   bool any = true;
   /* the dearest point so far of each template kind (the CPU's GEMMs: 0) */
-  double point_max_kind[KILN_TEMPLATE_ROWS + 1] = {0};
+  double point_max_kind[KILN_TEMPLATE_KINDS] = {0};
   while (!s && any && !(o->stop && *o->stop) && !t->past_deadline) {
     any = false;
     for (int32_t i = 0; i < t->n_groups && !(o->stop && *o->stop) && !t->past_deadline; ++i) {
@@ -912,31 +944,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
       /* the closing build compiles the best points, which may cost more
        * than the defaults it was planned from (larger unrolled bodies):
        * the driver's part of each (the best point's over its set-up's) */
-      double extra = 0;
-      for (int32_t j = 0; j < t->n_groups; ++j) {
-        const group_t* h = &t->groups[j];
-        /* with the code reused, the kernel is compiled afresh: the
-         * dearer of its best point's driver part alone and its set-up
-         * (program, driver, runs). PoCL's closing builds of 10 and 14
-         * kept kernels took 14.3 and 20.2 s where the points' driver
-         * parts alone planned 4.4 and 3.1 s; in test_opencl_tune (the
-         * defaults in PoCL's cache) 3 took 18.0 s where the set-ups
-         * planned 4.5 s. Lavapipe's of 15 took 3.1 s (the points' shaders
-         * in Mesa's cache), planned at 35 s: an overestimate costs points,
-         * an underestimate the closing build's deadline (nothing kept).
-         * Where the kernels alone share their code with the first device
-         * (micro.reuse_code: OpenCL's units), the closing build takes a
-         * kept point's code from its build alone and the unchanged
-         * kernels' from the default build, a unit matched whatever its
-         * kernel's name (ResNet-18, 10 kernels moved: 25 of 25 units
-         * reused, 0.1 s, against 20 of 25 and 2.8 s with the points' code
-         * not shared). A kept point still counts its driver part: the
-         * memo may have started afresh (4,096 units). */
-        const double over = h->micro.reuse_code ? h->best_s
-                            : again_s >= 0       ? fmax(h->best_s, h->setup_s)
-                                                 : h->best_s - h->setup_driver_s;
-        if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra += over;
-      }
+      const double extra = kept_extra(t, again_s);
       CLOSING_UPDATE(0);
       /* the next point costs what this kernel's dearest did, or any
        * kernel's of its template kind: a point the driver compiles slowly
@@ -946,7 +954,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
        * ResNet-18's layer1 conv at load 20) left no room for any conv's
        * point (a few seconds) when it counted for all. A kernel whose
        * next point does not fit waits; the search ends when none fits. */
-      const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind > KILN_TEMPLATE_ROWS ? 0 : (int32_t)g->rep->kind;
+      const int32_t kind = t->cpu || !g->rep || (int32_t)g->rep->kind >= KILN_TEMPLATE_KINDS ? 0 : (int32_t)g->rep->kind;
       if (now_s() - t0 + fmax(g->point_max, point_max_kind[kind]) + closing + extra > budget) continue;
       bool ran = false;
       /* the point stops where only the closing build is left */
@@ -965,15 +973,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
 #undef CLOSING_UPDATE
   /* the plan as the search last saw it: the closing build and what the
    * kept points add to it */
-  double extra_end = 0;
-  for (int32_t j = 0; j < t->n_groups; ++j) {
-    const group_t* h = &t->groups[j];
-    const double over = h->micro.reuse_code ? h->best_s
-                        : again_s >= 0       ? fmax(h->best_s, h->setup_s)
-                                             : h->best_s - h->setup_driver_s;
-    if (!tiles_eq(&h->best, &h->dflt) && over > 0) extra_end += over;
-  }
-  sum->closing_planned_s = closing + extra_end;
+  sum->closing_planned_s = closing + kept_extra(t, again_s);
   /* the kernels' programs are freed once the closing build is made (an
    * abandoned point's build overlaps it), or here without one */
   free(order);

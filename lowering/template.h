@@ -385,6 +385,8 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
   KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax rows, a work-group a row */
 } kiln_template_kind_t;
+/* How many kinds there are (arrays indexed by kind); the last kind + 1. */
+#define KILN_TEMPLATE_KINDS (KILN_TEMPLATE_ROWS + 1)
 
 /* The tile parameters of one instance, in the order its target's template
  * reads them (targets/opencl/opencl_internal.h and targets/vulkan/
