@@ -460,6 +460,16 @@ static int32_t find_memory(const vk_dev_t* d, uint32_t bits, VkMemoryPropertyFla
 
 static void vk_destroy(kiln_device_t* base);
 
+/* Whether the comma-separated KILN_VULKAN_FEATURES list |list| (NULL:
+ * unset) holds the word |w| itself ("no-subgroup" is not in
+ * "no-subgroup-arith"). */
+static bool hides(const char* list, const char* w) {
+  const size_t n = strlen(w);
+  for (const char* p = list; p && (p = strstr(p, w)); p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
+  return false;
+}
+
 kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_allocator_t al,
                                         kiln_device_t** out) {
   const char* env = getenv("KILN_VULKAN_VALIDATION");
@@ -624,11 +634,10 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   info->subgroup_arith = api >= VK_API_VERSION_1_2 && (q.v11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                          (q.v11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   const char* hide = getenv("KILN_VULKAN_FEATURES");
-  if (hide && strstr(hide, "no-int64")) info->shader_int64 = false;
-  const char* nosg = hide ? strstr(hide, "no-subgroup") : NULL;
-  if (nosg && strncmp(nosg, "no-subgroup-arith", 17)) info->subgroup_ballot = false;
-  if (nosg) info->subgroup_arith = false; /* no-subgroup hides both */
-  info->int_dot = idot && !(hide && strstr(hide, "no-idot"));
+  if (hides(hide, "no-int64")) info->shader_int64 = false;
+  if (hides(hide, "no-subgroup")) info->subgroup_ballot = info->subgroup_arith = false; /* both */
+  if (hides(hide, "no-subgroup-arith")) info->subgroup_arith = false;
+  info->int_dot = idot && !hides(hide, "no-idot");
   info->max_texels = d->props.limits.maxTexelBufferElements;
   const char* tx = hide ? strstr(hide, "texels=") : NULL;
   if (tx) {
