@@ -103,7 +103,13 @@ void nn_gemm_tiles(const kiln_lower_ctx_t* ctx, nn_gemm_t* g) {
     g->mr = (M + tiles - 1) / tiles;
   }
   int64_t T = g->taps > 0 ? g->taps : 1, KO = K / T;
-  if (!g->reload || K <= 512) {
+  /* Vulkan plans (element-wise lanes: kiln_target_t.ew_lanes) take K whole:
+   * their conv and GEMM templates lay the weights out over all of K and
+   * loop over it in one pass, and a K-blocked kernel, which reloads its
+   * partial sums, takes no fused epilogue (MobileNetV2's 576 -> 96 14x14
+   * project convs left their residual Adds as kernels of their own) */
+  const bool k_whole = ctx && ctx->target == KILN_TARGET_CLASS_GPU && ctx->ew_lanes > 1;
+  if (!g->reload || K <= 512 || k_whole) {
     g->kc = KO > 0 ? KO : 1;
   } else {
     int64_t nk = (K + 319) / 320;

@@ -76,6 +76,13 @@
 // zeroed products (a multiply per X value and step that LLVM cannot fold:
 // k0 is a run-time value)
 #define KTAIL (CK % TK != 0)
+// (TEXEL, X read flat, planes not whole texels: MobileNetV2's 7x7 1x1
+// convs, 49 floats a plane) every K step's shift within a texel is known
+// at compile time where one tap a channel, K whole steps of TK and TK
+// planes, the images and q0 (TN, RN) whole texels: the selects over the 4
+// shifts fold away, and the texel past a shift of 0 goes
+#define XSHIFT_K (CT == 1 && !KTAIL && (TK * CPLANE) % 4 == 0 && (CBATCH == 1 || (CC * CPLANE) % 4 == 0) && \
+                  TN % 4 == 0 && RN % 4 == 0)
 #define LX (TN / RN)
 #define LY (TM / RM)
 #define NT (LX * LY)
@@ -276,7 +283,7 @@ void main() {
 #else
       // positions q0 .. q0 + RN - 1 start at texel component s; those past
       // CQ read other values (or zeros past the buffer), never stored
-      const int xa = xk + q0, s = xa & 3;
+      const int xa = xk + q0, s = XSHIFT_K ? (kk * CPLANE + TOFF[0]) & 3 : xa & 3;
       vec4 bv4[RN / 4];
 #if XALIGNED
       // (planes and tap offsets multiples of 4: every shift s is 0)
