@@ -53,6 +53,10 @@
 //   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y): Y as a storage texel
 //                       buffer (rgba32f imageBuffer), each invocation's RN
 //                       positions of a channel stored as RN/4 whole texels
+//   KC_EPI4(v, b, m, q, e)  (TEXEL_Y 1, where the host defines it) the
+//                       epilogue of output q + e, q a whole texel's first
+//                       position: operands laid out as Y (residual Adds) read
+//                       as component e of their texel, one fetch for 4 outputs
 //   Y_VEC4 1 (TEXEL_Y 1): those texels through a storage buffer of vec4s;
 //          2: in pairs, as u64vec4s (64-bit integers; RN, TN, CP % 8 == 0)
 //   CDIRECT 1           X is the image itself (CIH x CIW planes of CPLANE
@@ -423,7 +427,11 @@ void main() {
 #if CHAS_BIAS
           v += BIAS(gm);
 #endif
+#ifdef KC_EPI4
+          KC_EPI4(v, bz, gm, q + 4 * h, e);
+#else
           KC_EPI(v, bz, gm, q + 4 * h + e);
+#endif
           o[h][e] = v;
         }
       y8[(yb + gm * CP + q) >> 3] = u64vec4(pack64(floatBitsToUint(o[0].xy)), pack64(floatBitsToUint(o[0].zw)),
@@ -439,7 +447,11 @@ void main() {
 #if CHAS_BIAS
         v += BIAS(gm);
 #endif
+#ifdef KC_EPI4
+        KC_EPI4(v, bz, gm, q, e);
+#else
         KC_EPI(v, bz, gm, q + e);
+#endif
         o[e] = v;
       }
       Y_STORE((yb + gm * CP + q) >> 2, o);

@@ -58,24 +58,59 @@ static void epi_stride(kiln_vulkan_sb_t* b, int64_t v, int64_t m, int64_t p) {
   else kiln_vulkan_sb_printf(b, "%lld", (long long)v);
 }
 
-static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p) {
+/* operand |i| at image b, channel m and the position |pos| prints; in
+ * |texels| (a bit an operand: f32, laid out as Y) component e of the
+ * samplerBuffer teI's texel holding positions q .. q + 3 (KC_EPI4) */
+static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p,
+                        const char* pos, uint32_t texels) {
   const kiln_template_epi_operand_t* o = &e->operands[i];
-  kiln_vulkan_sb_printf(b, "float(e%d[(b) * ", (int)i);
+  const bool tx = (texels >> i) & 1u;
+  kiln_vulkan_sb_printf(b, tx ? "texelFetch(te%d, ((b) * " : "float(e%d[(b) * ", (int)i);
   epi_stride(b, o->sn, m, p);
   kiln_vulkan_sb_printf(b, " + (m) * ");
   epi_stride(b, o->sm, m, p);
-  kiln_vulkan_sb_printf(b, "%s])", o->sp ? " + (p)" : "");
+  if (tx) kiln_vulkan_sb_printf(b, " + (q)) >> 2)[e]");
+  else kiln_vulkan_sb_printf(b, "%s%s])", o->sp ? " + " : "", o->sp ? pos : "");
 }
 
 /* a bound operand whose constant value lowering knows (|known|) is printed
  * as that value: lavapipe runs a buffer load as a loop over the 8 lanes
  * (MobileNetV2's Relu6 bounds: its 1x1 and depthwise convs ~8% faster) */
 static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool known,
-                      bool lower, int64_t m, int64_t p) {
+                      bool lower, int64_t m, int64_t p, const char* pos, uint32_t texels) {
   kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
-  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p);
+  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p, pos, texels);
   else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
   kiln_vulkan_sb_printf(b, ");");
+}
+
+static void epi_body(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p, const char* pos,
+                     uint32_t texels) {
+  for (int32_t i = 0; i < e->n_ops; ++i) {
+    const kiln_template_epi_op_t* op = &e->ops[i];
+    switch (op->op) {
+      case 'r': kiln_vulkan_sb_printf(b, " v = max(v, 0.0);"); break;
+      case 's': kiln_vulkan_sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
+      case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
+      case 'c':
+        /* an infinite bound (an attribute's or a constant operand's) clips nothing */
+        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p, pos, texels);
+        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p, pos, texels);
+        break;
+      default:
+        if (op->swap) {
+          kiln_vulkan_sb_printf(b, " v = ");
+          epi_operand(b, e, op->a, m, p, pos, texels);
+          kiln_vulkan_sb_printf(b, " %c v;", op->op);
+        } else {
+          kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
+          epi_operand(b, e, op->a, m, p, pos, texels);
+          kiln_vulkan_sb_printf(b, ";");
+        }
+        break;
+    }
+  }
+  kiln_vulkan_sb_printf(b, " }\n");
 }
 
 /* "#define KC_EPI(v, b, m, p) ..." in GLSL. */
@@ -85,31 +120,18 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
 
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p) {
   kiln_vulkan_sb_printf(b, "#define KC_EPI(v, b, m, p) {");
-  for (int32_t i = 0; i < e->n_ops; ++i) {
-    const kiln_template_epi_op_t* op = &e->ops[i];
-    switch (op->op) {
-      case 'r': kiln_vulkan_sb_printf(b, " v = max(v, 0.0);"); break;
-      case 's': kiln_vulkan_sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
-      case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
-      case 'c':
-        /* an infinite bound (an attribute's or a constant operand's) clips nothing */
-        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p);
-        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p);
-        break;
-      default:
-        if (op->swap) {
-          kiln_vulkan_sb_printf(b, " v = ");
-          epi_operand(b, e, op->a, m, p);
-          kiln_vulkan_sb_printf(b, " %c v;", op->op);
-        } else {
-          kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
-          epi_operand(b, e, op->a, m, p);
-          kiln_vulkan_sb_printf(b, ";");
-        }
-        break;
-    }
-  }
-  kiln_vulkan_sb_printf(b, " }\n");
+  epi_body(b, e, m, p, "(p)", 0);
+}
+
+bool kiln_vulkan_epi_texel_ok(const kiln_template_epi_t* e, int32_t i, bool f16, int64_t M, int64_t cp,
+                              int64_t batch) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
+  return !f16 && cp % 4 == 0 && o->sp == 1 && o->sm == cp && (o->sn == M * cp || batch <= 1);
+}
+
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels) {
+  kiln_vulkan_sb_printf(b, "#define KC_EPI4(v, b, m, q, e) {");
+  epi_body(b, e, 0, 0, "((q) + (e))", texels);
 }
 
 /* lavapipe (Mesa 22.3) runs an imageStore as a loop over the 8 lanes per

@@ -103,6 +103,19 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
  * CRT): operand strides equal to |m| * |p|, |p| or |m| print as the
  * shader's (CM * CP), CP and CM, so convs of one kind print one text. */
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p);
+/* Whether epilogue operand |i| may be read as vec4 texels in conv.comp's
+ * texel stores: f32 (|f16| false), laid out as Y (position stride 1,
+ * channel stride |cp|, image stride M * cp or one image), planes of whole
+ * texels. */
+bool kiln_vulkan_epi_texel_ok(const kiln_template_epi_t* e, int32_t i, bool f16, int64_t M, int64_t cp,
+                              int64_t batch);
+/* "#define KC_EPI4(v, b, m, q, e) ...": the epilogue of output q + e, q
+ * the first position of a whole texel; the operands with a bit in
+ * |texels| read as component e of samplerBuffer teI's texel of q (the 4
+ * outputs of a texel share one fetch: on lavapipe one 16-byte load a lane
+ * where a buffer load is a loop over the lanes per float), the others as
+ * in KC_EPI. */
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels);
 /* How depthwise.comp, winograd.comp and pool.comp store f32 output texels
  * (their Y_VEC4) where they store texels (|texel_y|): 2, pairs as u64vec4s
  * through a storage buffer, where |int64| (the device has shaderInt64) and

@@ -948,6 +948,47 @@ static void g_conv_1x1_odd(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* A 1x1 conv whose residual Add fuses into its texel stores (Relu -> Conv
+ * -> Add of the Relu's output -> Conv, batch 2, 12x12 planes: whole
+ * texels): the Add's operand read as texels of its own (conv.comp
+ * KC_EPI4, samplerBuffer te0; KILN_SPIRV_EPI_TEXELS=off keeps the buffer
+ * reads) */
+static void g_conv_1x1_res(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 24, 12, 12));
+  tg_const(t, "w", F32, 4, DIMS(24, 24, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(24));
+  tg_const(t, "w2", F32, 4, DIMS(8, 24, 1, 1));
+  tg_node(t, "Relu", "relu", 1, NAMES("x"), "r", 0, NULL);
+  tg_node(t, "Conv", "conv", 3, NAMES("r", "w", "b"), "c", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES("c", "r"), "s", 0, NULL);
+  tg_node(t, "Conv", "conv2", 2, NAMES("s", "w2"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* 7x7 planes (49 floats: not whole texels) with K 20 (whole TK steps),
+ * batch 2: conv.comp's X shift a constant a K step (XSHIFT_K) */
+static void g_conv_1x1_7k(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 20, 7, 7));
+  tg_const(t, "w", F32, 4, DIMS(12, 20, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(12));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* The same with K 520 on 4x4 planes: past the CPU lowering's K blocks
+ * (512), which Vulkan plans do not take, so the Add still fuses */
+static void g_conv_1x1_kwhole(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 520, 4, 4));
+  tg_const(t, "w", F32, 4, DIMS(520, 520, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(520));
+  tg_const(t, "w2", F32, 4, DIMS(8, 520, 1, 1));
+  tg_node(t, "Relu", "relu", 1, NAMES("x"), "r", 0, NULL);
+  tg_node(t, "Conv", "conv", 3, NAMES("r", "w", "b"), "c", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES("c", "r"), "s", 0, NULL);
+  tg_node(t, "Conv", "conv2", 2, NAMES("s", "w2"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 /* 24 channels on a 24x24 grid (576 positions): one tile of 32 channels,
  * each invocation the 24 below M x 16 positions (the split of 2 x 16
  * channels with KILN_SPIRV_CONV_SPLIT=all, 2 tiles of 16 x 16 with =off) */
@@ -1018,6 +1059,12 @@ static void test_plans(void) {
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_odd, "conv 1x1 13x11 split", 1e-4, 1e-5);
   check_graph(g_conv_1x1_m24, "conv 1x1 24ch 24x24 one tile", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_7k, "conv 1x1 7x7 K 20 batch 2", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_res, "conv 1x1 residual as texels", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_kwhole, "conv 1x1 K 520 residual", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_EPI_TEXELS", "off", 1);
+  check_graph(g_conv_1x1_res, "conv 1x1 residual as buffer reads", 1e-4, 1e-5);
+  unsetenv("KILN_SPIRV_EPI_TEXELS");
   setenv("KILN_SPIRV_CONV_SPLIT", "off", 1); /* the 8 x 1 work-group of 32 x 8 / 16 x 16 */
   check_graph(g_conv_1x1_7, "conv 1x1 7x7 unsplit", 1e-4, 1e-5);
   check_graph(g_conv_1x1_14, "conv 1x1 14x14 unsplit", 1e-4, 1e-5);
@@ -1074,13 +1121,17 @@ static void test_plans(void) {
 
 /* The Vulkan program of |build|'s graph (fused when |fuse|), NULL after a
  * failed check. */
+/* graph_program's plans' element-wise lanes (kiln_plan_options_t.ew_lanes;
+ * the Vulkan target's 4 where a test sets it) */
+static int32_t g_plan_lanes;
+
 static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16) {
   tg_t t;
   tg_init(&t);
   build(&t);
   kiln_program_t* prog = NULL;
   kiln_plan_t* p = NULL;
-  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, 0};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 0, 0, 0, g_plan_lanes};
   kiln_fusion_report_t rep;
   kiln_precision_options_t po16 = {KILN_PRECISION_FP16, true, false, NULL, false, false};
   if (t.ok && CHECK_OK(kiln_graph_prepare(t.g)) && CHECK_OK(kiln_plan_build(t.g, &po, A(), &p)) &&
@@ -1175,12 +1226,14 @@ static void test_gemm_substitution(void) {
     /* the small-grid 1x1 convs: conv.comp with the split work-group, 8
      * invocations in a row (the 7x7 and 13x11 planes read in place by the
      * direct read, the 14x14 one's residual Add a kernel of its own), RN
-     * covering the grid: 49 -> 64, 196 -> 240, 13x11 (143 positions) ->
-     * 144; unsplit with KILN_SPIRV_CONV_SPLIT=off. 24 channels of 24x24
+     * covering the grid: 49 -> 56 (2 position groups x 4 channel groups of
+     * 8 x 28, where 4 x 2 of 16 x 16 would compute 64), 196 -> 240, 13x11
+     * (143 positions) -> 144; unsplit with KILN_SPIRV_CONV_SPLIT=off. 24 channels of 24x24
      * (576 positions): one tile of 32 channels x 16 positions an
      * invocation by default, the split (-> 576) with =all */
     const build_fn g[4] = {g_conv_1x1_7, g_conv_1x1_14, g_conv_1x1_odd, g_conv_1x1_m24};
-    const char* rn[4] = {"#define RN 16\n", "#define RN 20\n", "#define RN 12\n", "#define RN 16\n"};
+    const char* rn[4] = {"#define RN 28\n", "#define RN 20\n", "#define RN 12\n", "#define RN 16\n"};
+    const char* rm[4] = {"#define RM 8\n", "#define RM 16\n", "#define RM 16\n", "#define RM 16\n"};
     for (int split = 2; split >= 0; --split) {
       if (split == 2) setenv("KILN_SPIRV_CONV_SPLIT", "all", 1);
       if (!split) setenv("KILN_SPIRV_CONV_SPLIT", "off", 1);
@@ -1188,7 +1241,7 @@ static void test_gemm_substitution(void) {
         check_conv(g[i], false, i == 1 ? 2 : 1);
         kiln_program_t* prog = graph_program(g[i], true, false);
         const bool has = prog && strstr(prog->code.text, "#define TM 32\n#define TN") &&
-                         strstr(prog->code.text, "#define RM 16\n") && strstr(prog->code.text, rn[i]);
+                         strstr(prog->code.text, rm[i]) && strstr(prog->code.text, rn[i]);
         const bool want = i == 3 ? split == 2 : split >= 1;
         CHECK_MSG(has == want, "1x1 conv %d: split tiles %s", i, has ? "used" : "not used");
         if (i == 3 && split == 1) /* the one 32-channel tile: 8 invocations x 16 positions */
@@ -1203,6 +1256,30 @@ static void test_gemm_substitution(void) {
       }
       unsetenv("KILN_SPIRV_CONV_SPLIT");
     }
+  }
+  {
+    /* the residual Add fused into the 1x1 conv (the Relu and the second
+     * conv kernels of their own), its operand read as texels by default,
+     * through the storage buffer with KILN_SPIRV_EPI_TEXELS=off; with K
+     * 520 the Add fuses as well on plans with lanes (Vulkan plans take K
+     * whole) */
+    for (int off = 0; off <= 1; ++off) {
+      if (off) setenv("KILN_SPIRV_EPI_TEXELS", "off", 1);
+      check_conv(g_conv_1x1_res, false, 3);
+      kiln_program_t* prog = graph_program(g_conv_1x1_res, true, false);
+      const bool tex = prog && strstr(prog->code.text, "uniform samplerBuffer te0;\n") &&
+                       strstr(prog->code.text, "#define KC_EPI4(v, b, m, q, e) { v = v + texelFetch(te0, ((b) * 3456 + "
+                                               "(m) * 144 + (q)) >> 2)[e]; }");
+      CHECK_MSG(tex == !off, "residual operand %s texels", tex ? "read as" : "not read as");
+      kiln_program_destroy(prog);
+      unsetenv("KILN_SPIRV_EPI_TEXELS");
+    }
+    /* K blocks (plans without lanes: the Add a kernel of its own) and K
+     * whole (the Vulkan target's lanes: fused) */
+    check_conv(g_conv_1x1_kwhole, false, 4);
+    g_plan_lanes = 4;
+    check_conv(g_conv_1x1_kwhole, false, 3);
+    g_plan_lanes = 0;
   }
   {
     /* 1x1 convs: 4 K steps a loop trip, each sum taking their products in
