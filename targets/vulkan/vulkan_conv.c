@@ -33,12 +33,27 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
 
 kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                       const char* name, int bind[4], const char* type[4]) {
+  return kiln_vulkan_conv_params_texel(b, c, what, name, bind, type, 0);
+}
+
+uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi) {
+  uint32_t ops = 0;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] >= '0' && c->roles[j] < '0' + KILN_TEMPLATE_EPI_MAX && !c->f16[j])
+      ops |= texel_epi & (1u << (c->roles[j] - '0'));
+  return ops;
+}
+
+kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                            const char* name, int bind[4], const char* type[4], uint32_t texel_epi) {
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
     const char* at = strchr("WXCY", r);
     if (at) {
       bind[at - "WXCY"] = j;
       type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && (texel_epi >> (r - '0') & 1) && !c->f16[j]) {
+      kiln_vulkan_sb_printf(b, "layout(set = 0, binding = %d) uniform samplerBuffer te%c;\n", (int)j, r);
     } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
       kiln_vulkan_sb_printf(b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
                             (int)j, r, c->f16[j] ? "float16_t" : "float", r);
@@ -97,7 +112,17 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
-  kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "conv", name, bind, type);
+  /* (mode 4, texel Y) the f32 epilogue operands (a residual) as texels
+   * too: lavapipe's LLVM compiles a storage-buffer load per stored value
+   * as a loop over the lanes (ResNet-18's stride-2 downsamples with their
+   * residual); an operand broadcasts to Y, so it fits where Y does.
+   * KILN_SPIRV_EPI_TEXEL=off keeps the storage buffers */
+  const char* et = getenv("KILN_SPIRV_EPI_TEXEL");
+  const uint32_t texel_epi = t.shared == 4 && texels_fit && y_texels_fit && !wx16 && c->pt % 4 == 0 &&
+                                     t.tm % 16 == 0 && t.rn % 4 == 0 && !(et && !strcmp(et, "off"))
+                                 ? ~0u
+                                 : 0u;
+  kiln_status_t ps = kiln_vulkan_conv_params_texel(&b, c, "conv", name, bind, type, texel_epi);
   if (ps) {
     free(b.p);
     return ps;
@@ -173,7 +198,8 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
-  kiln_vulkan_epi_print(&b, &c->epi);
+  const uint32_t texel_ops = kiln_vulkan_epi_texels(c, texel_epi);
+  kiln_vulkan_epi_print_texel(&b, &c->epi, 0, 0, texel_ops);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);

@@ -58,22 +58,39 @@ static void epi_stride(kiln_vulkan_sb_t* b, int64_t v, int64_t m, int64_t p) {
   else kiln_vulkan_sb_printf(b, "%lld", (long long)v);
 }
 
-static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p) {
-  const kiln_template_epi_operand_t* o = &e->operands[i];
-  kiln_vulkan_sb_printf(b, "float(e%d[(b) * ", (int)i);
+static void epi_index(kiln_vulkan_sb_t* b, const kiln_template_epi_operand_t* o, int64_t m, int64_t p) {
+  kiln_vulkan_sb_printf(b, "(b) * ");
   epi_stride(b, o->sn, m, p);
   kiln_vulkan_sb_printf(b, " + (m) * ");
   epi_stride(b, o->sm, m, p);
-  kiln_vulkan_sb_printf(b, "%s])", o->sp ? " + (p)" : "");
+  kiln_vulkan_sb_printf(b, "%s", o->sp ? " + (p)" : "");
+}
+
+/* operand |i| at the stored value's (b, m, p): a float of its storage
+ * buffer, or with its bit in |texel| the component of its vec4 texel */
+static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p,
+                        uint32_t texel) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
+  if (texel >> i & 1) {
+    kiln_vulkan_sb_printf(b, "texelFetch(te%d, (", (int)i);
+    epi_index(b, o, m, p);
+    kiln_vulkan_sb_printf(b, ") >> 2)[(");
+    epi_index(b, o, m, p);
+    kiln_vulkan_sb_printf(b, ") & 3]");
+    return;
+  }
+  kiln_vulkan_sb_printf(b, "float(e%d[", (int)i);
+  epi_index(b, o, m, p);
+  kiln_vulkan_sb_printf(b, "])");
 }
 
 /* a bound operand whose constant value lowering knows (|known|) is printed
  * as that value: lavapipe runs a buffer load as a loop over the 8 lanes
  * (MobileNetV2's Relu6 bounds: its 1x1 and depthwise convs ~8% faster) */
 static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool known,
-                      bool lower, int64_t m, int64_t p) {
+                      bool lower, int64_t m, int64_t p, uint32_t texel) {
   kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
-  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p);
+  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p, texel);
   else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
   kiln_vulkan_sb_printf(b, ");");
 }
@@ -84,6 +101,11 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
 }
 
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p) {
+  kiln_vulkan_epi_print_texel(b, e, m, p, 0);
+}
+
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p,
+                                 uint32_t texel) {
   kiln_vulkan_sb_printf(b, "#define KC_EPI(v, b, m, p) {");
   for (int32_t i = 0; i < e->n_ops; ++i) {
     const kiln_template_epi_op_t* op = &e->ops[i];
@@ -93,17 +115,17 @@ void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t*
       case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
       case 'c':
         /* an infinite bound (an attribute's or a constant operand's) clips nothing */
-        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p);
-        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p);
+        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p, texel);
+        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p, texel);
         break;
       default:
         if (op->swap) {
           kiln_vulkan_sb_printf(b, " v = ");
-          epi_operand(b, e, op->a, m, p);
+          epi_operand(b, e, op->a, m, p, texel);
           kiln_vulkan_sb_printf(b, " %c v;", op->op);
         } else {
           kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
-          epi_operand(b, e, op->a, m, p);
+          epi_operand(b, e, op->a, m, p, texel);
           kiln_vulkan_sb_printf(b, ";");
         }
         break;

@@ -103,6 +103,14 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
  * CRT): operand strides equal to |m| * |p|, |p| or |m| print as the
  * shader's (CM * CP), CP and CM, so convs of one kind print one text. */
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p);
+/* The same with the operands whose bit is set in |texel_epi| read from the
+ * uniform texel buffers kiln_vulkan_conv_params_texel declares: lavapipe
+ * runs a storage-buffer load at lane-varying addresses as a loop over the
+ * lanes, which its LLVM compiles slowly where a shader stores many values
+ * (winograd.comp's F(4x4) residual: 512 loads an invocation), a texel fetch
+ * as one gather. */
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p,
+                                 uint32_t texel_epi);
 /* How depthwise.comp, winograd.comp and pool.comp store f32 output texels
  * (their Y_VEC4) where they store texels (|texel_y|): 2, pairs as u64vec4s
  * through a storage buffer, where |int64| (the device has shaderInt64) and
@@ -126,6 +134,14 @@ int kiln_vulkan_y_store(kiln_vulkan_sb_t* b, bool texel_y, bool int64, bool pair
  * error naming |what| '|name|'. Used by the conv and Winograd shaders. */
 kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                       const char* name, int bind[4], const char* type[4]);
+/* The same with the f32 epilogue operands whose bit (operand index) is set
+ * in |texel_epi| declared as uniform texel buffers of vec4 (te0, te1, ...;
+ * kiln_vulkan_epi_print_texel reads them). */
+/* The operands of |c| that kiln_vulkan_conv_params_texel declares as texels
+ * for |texel_epi| (its f32 ones), as kiln_vulkan_epi_print_texel takes them. */
+uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi);
+kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                            const char* name, int bind[4], const char* type[4], uint32_t texel_epi);
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips);
@@ -248,9 +264,13 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips);
-/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store). */
+/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store);
+ * |e_texels_fit|: the epilogue's operands fit the device's texel buffers
+ * (f32 ones then read as texels where U and X are; kiln_vulkan_wino_source
+ * takes |texels_fit| for it). */
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
-                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,
+                                            const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
 /* Whether the instance of |c| with tiles |t| and U of GLSL type |w_type|
