@@ -1530,6 +1530,13 @@ static void test_wino_shared(void) {
   check_wino_shared_of(g_wino_two, true, true, "BufE0", "samplerBuffer te0");
   check_graph(g_wino_two, "winograd F(4x4) two sizes, residual buffer", 1e-4, 1e-4);
   unsetenv("KILN_SPIRV_EPI_TEXEL");
+  /* run-time sizes store vec4s; KILN_SPIRV_YSTORE=pairs: pairs where the
+   * run-time width allows (the 32-wide conv), vec4s elsewhere (Y_VEC4 3) */
+  check_wino_shared_of(g_wino_two, true, true, "#define Y_VEC4 1\n", "#define Y_VEC4 3\n");
+  setenv("KILN_SPIRV_YSTORE", "pairs", 1);
+  check_wino_shared_of(g_wino_two, true, true, "#define Y_VEC4 3\n", NULL);
+  check_graph(g_wino_two, "winograd F(4x4) two sizes, pairs", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_YSTORE");
   /* a Relu and no epilogue: one binary with the Relu chosen at run time,
    * two with KILN_SPIRV_WINO_EPI=const */
   check_wino_shared_of(g_wino_relu_none, true, true, "CRELU ? max(v, 0.0) : v", NULL);
