@@ -422,11 +422,13 @@ typedef enum kiln_template_wlayout_e {
   KILN_TEMPLATE_W_WINOGRAD4,
 } kiln_template_wlayout_t;
 
-/* Elements before U in a W_WINOGRAD4 constant: M C oh ow ih iw plane q2 of
- * the conv as exact f32 values (f16 weights: zeros; no target reads them
- * there). */
-#define KILN_TEMPLATE_WINO4_SIZES 8
-/* Those sizes of |c|, in that order; false when one is not exact in f32
+/* Elements before U in a W_WINOGRAD4 constant (3 vec4 texels): M C oh ow
+ * ih iw plane q2 of the conv as exact f32 values, then 1 where its fused
+ * epilogue is one Relu (0 otherwise: the Vulkan instance of a conv with
+ * no epilogue or a Relu reads it at run time, so both share a shader),
+ * then zeros (f16 weights: zeros throughout; no target reads them there). */
+#define KILN_TEMPLATE_WINO4_SIZES 12
+/* Those words of |c|, in that order; false when one is not exact in f32
  * (above 2^24). */
 bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]);
 

@@ -104,7 +104,8 @@ static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_
 /* F(4x4, 3x3): the 6x3 G of the points 0, 1, -1, 2, -2 and infinity, 36
  * positions per output and input channel. */
 bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]) {
-  const int64_t v[KILN_TEMPLATE_WINO4_SIZES] = {c->M, c->C, c->oh, c->ow, c->ih, c->iw, c->plane, c->q2};
+  const int64_t relu = c->epi.n_ops == 1 && c->epi.ops[0].op == 'r';
+  const int64_t v[KILN_TEMPLATE_WINO4_SIZES] = {c->M, c->C, c->oh, c->ow, c->ih, c->iw, c->plane, c->q2, relu, 0, 0, 0};
   bool exact = true;
   for (int i = 0; i < KILN_TEMPLATE_WINO4_SIZES; ++i) {
     exact = exact && v[i] >= 0 && v[i] <= (1 << 24);

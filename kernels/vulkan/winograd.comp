@@ -26,7 +26,7 @@
 // direct 2x2 outputs take 36. U is transformed at compile time, laid out
 // as U[((mb * 16 + xi) * CC + c) * TM + m % TM] (mb = m / TM; channels
 // zero-padded to whole blocks of TM); F(4x4): U[((mb * CC + c) * 36 + xi)
-// * TM + m % TM] after 8 words of sizes (CRT below).
+// * TM + m % TM] after 12 words of sizes and epilogue (CRT, EPI_RT below).
 //
 // An invocation computes TM output channels x NT tiles of one tile row
 // (NT a multiple of 4: the sums are vec4s of 4 tiles, acc[xi][m][NT/4]);
@@ -57,6 +57,8 @@
 //                    vec4s; 2: in pairs as u64vec4s (64-bit integers, CWO
 //                    a multiple of 8); 3 (CRT, WF 4): pairs or vec4s as
 //                    the run-time CWO allows
+//   Y_VEC2 1         (no TEXEL_Y, f32 Y, CWO even) pairs of columns as
+//                    vec2 stores
 //   CRT 1            (F(4x4), f32 U) the conv's sizes CM CC CHO CWO CIH CIW
 //                    CPLANE CQ2 are run-time values, read from the first
 //                    2 texels of W (lowering's KILN_TEMPLATE_WINO4_SIZES
@@ -65,6 +67,11 @@
 //                    pipeline and one driver compile, serves every conv of
 //                    its kind (tiles, epilogue, store form, CALIGN); the
 //                    unrolled transforms and products stay constant
+//   EPI_RT 1         (F(4x4), f32 U) the epilogue is none or one Relu,
+//                    chosen at run time by W's word 8 (1: Relu; lowering's
+//                    KILN_TEMPLATE_WINO4_SIZES): KC_EPI applies it where
+//                    CRELU, so convs with and without the Relu share a
+//                    shader
 //   CALIGN           (CDIRECT) true where X's rows and planes are whole
 //                    texels (CIW % 4 == 0 and CIH * CIW % 4 == 0): every
 //                    patch row keeps one shift in a texel
@@ -102,8 +109,14 @@
 #if CRT
 int CM, CC, CHO, CWO, CIH, CIW, CPLANE, CQ2; // main() reads them from W
 #endif
+#ifndef EPI_RT
+#define EPI_RT 0
+#endif
+#if EPI_RT
+bool CRELU; // main() reads it from W
+#endif
 #if WF == 4
-#define UHEAD 2 // F(4x4): the 8 words of sizes before U (4 elements a U4)
+#define UHEAD 3 // F(4x4): the 12 words of sizes and epilogue before U (4 elements a U4)
 #else
 #define UHEAD 0
 #endif
@@ -133,6 +146,9 @@ layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bia
 #ifndef Y_VEC4
 #define Y_VEC4 0
 #endif
+#ifndef Y_VEC2
+#define Y_VEC2 0
+#endif
 #if TEXEL_Y && Y_VEC4 == 3
 // (Y_VEC4 3, CRT) pairs where CWO, a run-time size, is a multiple of 8,
 // else vec4s: both views of Y, one taken per dispatch
@@ -156,6 +172,11 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
 #define YS 4
 #define Y_PUT(i, o) imageStore(ty, (i) >> 2, vec4(o[0], o[1], o[2], o[3]))
+#elif Y_VEC2
+// (Y_VEC2 1) f32 Y without texel stores, rows of an even width: a pair of
+// columns as one vec2 (lavapipe stores a vector with one loop over the
+// lanes where each float is one: half the loops its LLVM compiles)
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY2 { vec2 y2[]; };
 #else
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TY y[]; };
 #endif
@@ -222,6 +243,9 @@ void main() {
     CM = int(h0.x), CC = int(h0.y), CHO = int(h0.z), CWO = int(h0.w);
     CIH = int(h1.x), CIW = int(h1.y), CPLANE = int(h1.z), CQ2 = int(h1.w);
   }
+#endif
+#if EPI_RT
+  CRELU = U4(2).x != 0.0;
 #endif
   // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
   // CG), so the lanes of a small plane take several channel blocks (a
@@ -388,6 +412,18 @@ void main() {
           }
           Y_PUT(yb + m * CP + oy * CWO + ox, ov);
         }
+#elif Y_VEC2
+        // (CWO even, so CP too: a pair's first index is even, its second
+        // column inside the row when its first is)
+        [[unroll]] for (int t = 0; t < 4; ++t)
+          [[unroll]] for (int q = 0; q < WF; q += 2) {
+            const int ox = s0 + (f * 4 + t) * WF + q;
+            if (ox >= CWO) continue;
+            float v0 = o[r][q][t], v1 = o[r][q + 1][t];
+            KC_EPI(v0, bz, m, oy * CWO + ox);
+            KC_EPI(v1, bz, m, oy * CWO + ox + 1);
+            y2[(yb + m * CP + oy * CWO + ox) >> 1] = vec2(v0, v1);
+          }
 #else
         [[unroll]] for (int t = 0; t < 4; ++t)
           [[unroll]] for (int q = 0; q < WF; ++q) {

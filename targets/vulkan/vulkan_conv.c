@@ -31,25 +31,28 @@ kiln_spirv_gemm_tiles_t kiln_spirv_conv_default_tiles(int64_t M, int64_t Q) {
   return t;
 }
 
-static kiln_status_t conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
-                                 const char* name, int bind[4], const char* type[4], uint32_t epi_texels);
-
 kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                       const char* name, int bind[4], const char* type[4]) {
-  return conv_params(b, c, what, name, bind, type, 0);
+  return kiln_vulkan_conv_params_texel(b, c, what, name, bind, type, 0);
 }
 
-/* (|epi_texels|: a bit an epilogue operand) those operands as uniform
- * texel buffers teI (KC_EPI4) */
-static kiln_status_t conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
-                                 const char* name, int bind[4], const char* type[4], uint32_t epi_texels) {
+uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi) {
+  uint32_t ops = 0;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] >= '0' && c->roles[j] < '0' + KILN_TEMPLATE_EPI_MAX && !c->f16[j])
+      ops |= texel_epi & (1u << (c->roles[j] - '0'));
+  return ops;
+}
+
+kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                            const char* name, int bind[4], const char* type[4], uint32_t texel_epi) {
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
     const char* at = strchr("WXCY", r);
     if (at) {
       bind[at - "WXCY"] = j;
       type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
-    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && ((epi_texels >> (r - '0')) & 1u)) {
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && (texel_epi >> (r - '0') & 1) && !c->f16[j]) {
       kiln_vulkan_sb_printf(b, "layout(set = 0, binding = %d) uniform samplerBuffer te%c;\n", (int)j, r);
     } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
       kiln_vulkan_sb_printf(b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
@@ -109,27 +112,36 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
-  /* (texel Y, below) f32 epilogue operands laid out as Y (a residual Add)
-   * read as texels: the 4 outputs of a stored texel share one fetch where
-   * each read a float through a storage buffer (a loop over the lanes each
-   * on lavapipe). Decided before the parameters are printed, from the
-   * roles' types as the texel and texel-Y rules below read them */
+  /* f32 epilogue operands (a residual) as uniform texel buffers, two ways:
+   * (mode 4) every one, each value a fetch of its own texel: lavapipe's
+   * LLVM compiles a storage-buffer load per stored value as a loop over the
+   * lanes (ResNet-18's stride-2 downsamples with their residual; an
+   * operand broadcasts to Y, so it fits where Y does); and (texel Y, below)
+   * those laid out as Y, where the 4 outputs of a stored texel share one
+   * fetch (KC_EPI4; MobileNetV2's residual project convs). Decided before
+   * the parameters are printed, from the roles' types as the texel and
+   * texel-Y rules below read them. KILN_SPIRV_EPI_TEXELS=off keeps the
+   * storage buffers */
   bool f16_of[4] = {false, false, false, false}; /* W X C Y */
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char* at = strchr("WXCY", c->roles[j]);
     if (at && c->roles[j]) f16_of[at - "WXCY"] = c->f16[j];
   }
-  const bool texel_y_pre = t.shared == 4 && texels_fit && y_texels_fit && !f16_of[0] && !f16_of[1] && !f16_of[3] &&
-                           c->pt % 4 == 0 && t.tm % 16 == 0 && t.rn % 4 == 0 && !c->crop && cp == c->Q && cp % 4 == 0;
   const char* et = getenv("KILN_SPIRV_EPI_TEXELS");
-  uint32_t epi_texels = 0;
+  const bool et_on = !(et && !strcmp(et, "off"));
+  const bool mode4_texels = t.shared == 4 && texels_fit && y_texels_fit && !wx16 && c->pt % 4 == 0 &&
+                            t.tm % 16 == 0 && t.rn % 4 == 0;
+  const bool texel_y_pre = mode4_texels && !f16_of[0] && !f16_of[1] && !f16_of[3] && !c->crop && cp == c->Q &&
+                           cp % 4 == 0;
+  uint32_t quads = 0;
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j];
-    if (texel_y_pre && !(et && !strcmp(et, "off")) && r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX &&
-        r - '0' < c->epi.n_operands && kiln_vulkan_epi_texel_ok(&c->epi, r - '0', c->f16[j], c->M, cp, c->batch))
-      epi_texels |= 1u << (r - '0');
+    if (texel_y_pre && et_on && r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && r - '0' < c->epi.n_operands &&
+        kiln_vulkan_epi_texel_ok(&c->epi, r - '0', c->f16[j], c->M, cp, c->batch))
+      quads |= 1u << (r - '0');
   }
-  kiln_status_t ps = conv_params(&b, c, "conv", name, bind, type, epi_texels);
+  const uint32_t texel_epi = (mode4_texels && et_on ? ~0u : 0u) | quads;
+  kiln_status_t ps = kiln_vulkan_conv_params_texel(&b, c, "conv", name, bind, type, texel_epi);
   if (ps) {
     free(b.p);
     return ps;
@@ -145,7 +157,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
    * texels; lavapipe stores a vec4 texel with one 16-byte store per lane
    * where a storage-buffer store is a loop over the lanes per float */
   const int texel_y = texel && y_texels_fit && !c->crop && cp == c->Q && cp % 4 == 0 && !strcmp(type[3], "float");
-  if (epi_texels && !texel_y) {
+  if (quads && !texel_y) {
     free(b.p);
     return kiln_make_status(KILN_INTERNAL, "conv '%s': epilogue operands as texels without texel stores", name);
   }
@@ -209,8 +221,9 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   kiln_vulkan_sb_printf(&b, "const int TOFF[%lld] = int[%lld](", (long long)c->T, (long long)c->T);
   for (int64_t i = 0; i < c->T; ++i) kiln_vulkan_sb_printf(&b, "%s%d", i ? ", " : "", (int)c->toff[i]);
   kiln_vulkan_sb_printf(&b, ");\n");
-  kiln_vulkan_epi_print(&b, &c->epi);
-  if (texel_y) kiln_vulkan_epi_print_texel(&b, &c->epi, epi_texels);
+  const uint32_t texel_ops = kiln_vulkan_epi_texels(c, texel_epi);
+  kiln_vulkan_epi_print_texel(&b, &c->epi, 0, 0, texel_ops);
+  if (texel_y) kiln_vulkan_epi_print_quad(&b, &c->epi, texel_ops, quads);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);

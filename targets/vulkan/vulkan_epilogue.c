@@ -58,34 +58,55 @@ static void epi_stride(kiln_vulkan_sb_t* b, int64_t v, int64_t m, int64_t p) {
   else kiln_vulkan_sb_printf(b, "%lld", (long long)v);
 }
 
-/* operand |i| at image b, channel m and the position |pos| prints; in
- * |texels| (a bit an operand: f32, laid out as Y) component e of the
- * samplerBuffer teI's texel holding positions q .. q + 3 (KC_EPI4) */
-static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p,
-                        const char* pos, uint32_t texels) {
-  const kiln_template_epi_operand_t* o = &e->operands[i];
-  const bool tx = (texels >> i) & 1u;
-  kiln_vulkan_sb_printf(b, tx ? "texelFetch(te%d, ((b) * " : "float(e%d[(b) * ", (int)i);
+/* operand |o|'s index at image b, channel m and position |pos| */
+static void epi_index(kiln_vulkan_sb_t* b, const kiln_template_epi_operand_t* o, int64_t m, int64_t p,
+                      const char* pos) {
+  kiln_vulkan_sb_printf(b, "(b) * ");
   epi_stride(b, o->sn, m, p);
   kiln_vulkan_sb_printf(b, " + (m) * ");
   epi_stride(b, o->sm, m, p);
-  if (tx) kiln_vulkan_sb_printf(b, " + (q)) >> 2)[e]");
-  else kiln_vulkan_sb_printf(b, "%s%s])", o->sp ? " + " : "", o->sp ? pos : "");
+  if (o->sp) kiln_vulkan_sb_printf(b, " + %s", pos);
+}
+
+/* operand |i| at image b, channel m and the position |pos| prints: a float
+ * of its storage buffer; with its bit in |texels| a component of
+ * samplerBuffer teI: with its bit in |quads| too (KC_EPI4: laid out as Y,
+ * position stride 1) component e of the texel holding positions q .. q + 3,
+ * one fetch for the 4 outputs of a stored texel, else the component of the
+ * position's own texel */
+static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p,
+                        const char* pos, uint32_t texels, uint32_t quads) {
+  const kiln_template_epi_operand_t* o = &e->operands[i];
+  if ((quads >> i) & 1u) {
+    kiln_vulkan_sb_printf(b, "texelFetch(te%d, (", (int)i);
+    epi_index(b, o, m, p, "(q)");
+    kiln_vulkan_sb_printf(b, ") >> 2)[e]");
+  } else if ((texels >> i) & 1u) {
+    kiln_vulkan_sb_printf(b, "texelFetch(te%d, (", (int)i);
+    epi_index(b, o, m, p, pos);
+    kiln_vulkan_sb_printf(b, ") >> 2)[(");
+    epi_index(b, o, m, p, pos);
+    kiln_vulkan_sb_printf(b, ") & 3]");
+  } else {
+    kiln_vulkan_sb_printf(b, "float(e%d[", (int)i);
+    epi_index(b, o, m, p, pos);
+    kiln_vulkan_sb_printf(b, "])");
+  }
 }
 
 /* a bound operand whose constant value lowering knows (|known|) is printed
  * as that value: lavapipe runs a buffer load as a loop over the 8 lanes
  * (MobileNetV2's Relu6 bounds: its 1x1 and depthwise convs ~8% faster) */
 static void epi_bound(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t operand, float value, bool known,
-                      bool lower, int64_t m, int64_t p, const char* pos, uint32_t texels) {
+                      bool lower, int64_t m, int64_t p, const char* pos, uint32_t texels, uint32_t quads) {
   kiln_vulkan_sb_printf(b, " v = %s(v, ", lower ? "max" : "min");
-  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p, pos, texels);
+  if (operand >= 0 && !known) epi_operand(b, e, operand, m, p, pos, texels, quads);
   else kiln_vulkan_sb_printf(b, "%.9e", (double)value);
   kiln_vulkan_sb_printf(b, ");");
 }
 
 static void epi_body(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p, const char* pos,
-                     uint32_t texels) {
+                     uint32_t texels, uint32_t quads) {
   for (int32_t i = 0; i < e->n_ops; ++i) {
     const kiln_template_epi_op_t* op = &e->ops[i];
     switch (op->op) {
@@ -94,17 +115,17 @@ static void epi_body(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t 
       case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
       case 'c':
         /* an infinite bound (an attribute's or a constant operand's) clips nothing */
-        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p, pos, texels);
-        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p, pos, texels);
+        if (op->has_lo ? !isinf(op->lo) : op->a >= 0) epi_bound(b, e, op->a, op->lo, op->has_lo, true, m, p, pos, texels, quads);
+        if (op->has_hi ? !isinf(op->hi) : op->b >= 0) epi_bound(b, e, op->b, op->hi, op->has_hi, false, m, p, pos, texels, quads);
         break;
       default:
         if (op->swap) {
           kiln_vulkan_sb_printf(b, " v = ");
-          epi_operand(b, e, op->a, m, p, pos, texels);
+          epi_operand(b, e, op->a, m, p, pos, texels, quads);
           kiln_vulkan_sb_printf(b, " %c v;", op->op);
         } else {
           kiln_vulkan_sb_printf(b, " v = v %c ", op->op);
-          epi_operand(b, e, op->a, m, p, pos, texels);
+          epi_operand(b, e, op->a, m, p, pos, texels, quads);
           kiln_vulkan_sb_printf(b, ";");
         }
         break;
@@ -119,8 +140,13 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e) {
 }
 
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p) {
+  kiln_vulkan_epi_print_texel(b, e, m, p, 0);
+}
+
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p,
+                                 uint32_t texel) {
   kiln_vulkan_sb_printf(b, "#define KC_EPI(v, b, m, p) {");
-  epi_body(b, e, m, p, "(p)", 0);
+  epi_body(b, e, m, p, "(p)", texel, 0);
 }
 
 bool kiln_vulkan_epi_texel_ok(const kiln_template_epi_t* e, int32_t i, bool f16, int64_t M, int64_t cp,
@@ -129,9 +155,9 @@ bool kiln_vulkan_epi_texel_ok(const kiln_template_epi_t* e, int32_t i, bool f16,
   return !f16 && cp % 4 == 0 && o->sp == 1 && o->sm == cp && (o->sn == M * cp || batch <= 1);
 }
 
-void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels) {
+void kiln_vulkan_epi_print_quad(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels, uint32_t quads) {
   kiln_vulkan_sb_printf(b, "#define KC_EPI4(v, b, m, q, e) {");
-  epi_body(b, e, 0, 0, "((q) + (e))", texels);
+  epi_body(b, e, 0, 0, "((q) + (e))", texels, quads);
 }
 
 /* lavapipe (Mesa 22.3) runs an imageStore as a loop over the 8 lanes per

@@ -103,6 +103,14 @@ void kiln_vulkan_epi_print(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e);
  * CRT): operand strides equal to |m| * |p|, |p| or |m| print as the
  * shader's (CM * CP), CP and CM, so convs of one kind print one text. */
 void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p);
+/* The same with the operands whose bit is set in |texel_epi| read from the
+ * uniform texel buffers kiln_vulkan_conv_params_texel declares: lavapipe
+ * runs a storage-buffer load at lane-varying addresses as a loop over the
+ * lanes, which its LLVM compiles slowly where a shader stores many values
+ * (winograd.comp's F(4x4) residual: 512 loads an invocation), a texel fetch
+ * as one gather. */
+void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t m, int64_t p,
+                                 uint32_t texel_epi);
 /* Whether epilogue operand |i| may be read as vec4 texels in conv.comp's
  * texel stores: f32 (|f16| false), laid out as Y (position stride 1,
  * channel stride |cp|, image stride M * cp or one image), planes of whole
@@ -110,12 +118,12 @@ void kiln_vulkan_epi_print_sized(kiln_vulkan_sb_t* b, const kiln_template_epi_t*
 bool kiln_vulkan_epi_texel_ok(const kiln_template_epi_t* e, int32_t i, bool f16, int64_t M, int64_t cp,
                               int64_t batch);
 /* "#define KC_EPI4(v, b, m, q, e) ...": the epilogue of output q + e, q
- * the first position of a whole texel; the operands with a bit in
- * |texels| read as component e of samplerBuffer teI's texel of q (the 4
- * outputs of a texel share one fetch: on lavapipe one 16-byte load a lane
- * where a buffer load is a loop over the lanes per float), the others as
- * in KC_EPI. */
-void kiln_vulkan_epi_print_texel(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels);
+ * the first position of a whole texel; the operands with a bit in |quads|
+ * (each also in |texels|, and kiln_vulkan_epi_texel_ok) read as component
+ * e of samplerBuffer teI's texel of q (the 4 outputs of a texel share one
+ * fetch: on lavapipe one 16-byte load a lane where a buffer load is a loop
+ * over the lanes per float), the others as in KC_EPI with |texels|. */
+void kiln_vulkan_epi_print_quad(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, uint32_t texels, uint32_t quads);
 /* How depthwise.comp, winograd.comp and pool.comp store f32 output texels
  * (their Y_VEC4) where they store texels (|texel_y|): 2, pairs as u64vec4s
  * through a storage buffer, where |int64| (the device has shaderInt64) and
@@ -139,6 +147,14 @@ int kiln_vulkan_y_store(kiln_vulkan_sb_t* b, bool texel_y, bool int64, bool pair
  * error naming |what| '|name|'. Used by the conv and Winograd shaders. */
 kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                       const char* name, int bind[4], const char* type[4]);
+/* The same with the f32 epilogue operands whose bit (operand index) is set
+ * in |texel_epi| declared as uniform texel buffers of vec4 (te0, te1, ...;
+ * kiln_vulkan_epi_print_texel reads them). */
+/* The operands of |c| that kiln_vulkan_conv_params_texel declares as texels
+ * for |texel_epi| (its f32 ones), as kiln_vulkan_epi_print_texel takes them. */
+uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi);
+kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
+                                            const char* name, int bind[4], const char* type[4], uint32_t texel_epi);
 kiln_status_t kiln_vulkan_conv_source(const kiln_template_conv_t* c, const kiln_spirv_gemm_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl, int64_t groups[3],
                                       int64_t local[3], int64_t* out_trips);
@@ -261,9 +277,13 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips);
-/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store). */
+/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store);
+ * |e_texels_fit|: the epilogue's operands fit the device's texel buffers
+ * (f32 ones then read as texels where U and X are; kiln_vulkan_wino_source
+ * takes |texels_fit| for it). */
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
-                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,
+                                            const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
 /* Whether the instance of |c| with tiles |t| and U of GLSL type |w_type|

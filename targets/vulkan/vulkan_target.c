@@ -254,13 +254,15 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       kiln_vulkan_wino_tiles_t wt;
       s = kiln_vulkan_wino_tiles_of(t, name, &wt);
       if (!s && wt.wf == 4) s = wino4_sizes_check(plan, t, name);
-      bool fit = true, fit_y = false;
+      bool fit = true, fit_y = false, fit_e = true;
       for (int32_t j = 0; j < t->conv.n_params; ++j) {
-        if (t->conv.roles[j] == 'W' || t->conv.roles[j] == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);
-        if (t->conv.roles[j] == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
+        const char r = t->conv.roles[j];
+        if (r == 'W' || r == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);
+        if (r == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
+        if (r >= '0' && r <= '9') fit_e = fit_e && texels_fit(plan, t->conv.args[j]);
       }
       if (!s)
-        s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+        s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, fit_e, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
                                           &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {

@@ -51,12 +51,13 @@ bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vu
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips) {
-  return kiln_vulkan_wino_source_int64(c, t, texels_fit, y_texels_fit, false, name, out_glsl, groups, local,
-                                       out_trips);
+  return kiln_vulkan_wino_source_int64(c, t, texels_fit, y_texels_fit, texels_fit, false, name, out_glsl, groups,
+                                       local, out_trips);
 }
 
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
-                                            bool texels_fit, bool y_texels_fit, bool int64, const char* name,
+                                            bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,
+                                            const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips) {
   if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8) ||
@@ -81,14 +82,24 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
                         t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
-  kiln_status_t ps = kiln_vulkan_conv_params(&b, c, "winograd", name, bind, type);
+  /* vec4 texel reads of f32 U and X where the device's texel buffers hold
+   * them; texel stores of f32 Y where its rows are whole texels */
+  bool wx32 = true;
+  for (int32_t j = 0; j < c->n_params; ++j) wx32 = wx32 && !((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]);
+  const int texel = texels_fit && wx32;
+  /* the f32 epilogue operands (a residual) as texels too where U and X
+   * are: lavapipe's LLVM took 12-15 s to compile an F(4x4) instance with a
+   * residual read from a storage buffer (a loop over the lanes for each of
+   * its 512 loads an invocation), 5-6 s the same instance without one
+   * (KILN_SPIRV_EPI_TEXELS=off keeps the storage buffers) */
+  const char* et = getenv("KILN_SPIRV_EPI_TEXELS");
+  const uint32_t texel_epi = texel && e_texels_fit && !(et && !strcmp(et, "off")) ? ~0u : 0u;
+  kiln_status_t ps = kiln_vulkan_conv_params_texel(&b, c, "winograd", name, bind, type, texel_epi);
   if (ps) {
     free(b.p);
     return ps;
   }
-  /* vec4 texel reads of f32 U and X where the device's texel buffers hold
-   * them; texel stores of f32 Y where its rows are whole texels */
-  const int texel = texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float");
+  const uint32_t texel_ops = kiln_vulkan_epi_texels(c, texel_epi);
   const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float");
   /* F(4x4) with f32 U: the sizes are run-time values read from U's first
    * words (lowering's KILN_TEMPLATE_WINO4_SIZES), so the convs of a kind
@@ -96,21 +107,41 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * compile each F(4x4) instance cold (ResNet-18: 6 instances, 3 sizes x 2
    * epilogues); the unrolled transforms and products stay constant */
   const int crt = kiln_vulkan_wino_runtime_sizes(c, t, type[0]);
+  /* F(4x4) with f32 U and no epilogue or one Relu: the Relu chosen at run
+   * time (EPI_RT, U's word 8), so the convs with and without it print one
+   * text: lavapipe's LLVM took 5-6 s for each F(4x4) instance cold
+   * (ResNet-18's layer2.0.conv2 and layer3.0.conv2 have no epilogue, their
+   * neighbours a Relu); KILN_SPIRV_WINO_EPI=const prints the epilogue */
+  const char* ee = getenv("KILN_SPIRV_WINO_EPI");
+  float sz[KILN_TEMPLATE_WINO4_SIZES];
+  const int epi_rt = t->wf == 4 && !strcmp(type[0], "float") && kiln_template_wino4_sizes(c, sz) &&
+                     (c->epi.n_ops == 0 || (c->epi.n_ops == 1 && c->epi.ops[0].op == 'r')) &&
+                     !(ee && !strcmp(ee, "const"));
   /* those through a storage buffer, in pairs where the rows are whole pairs
    * (a group's first column is a multiple of 8; kiln_vulkan_y_store); with
-   * run-time sizes pairs or vec4s as the run-time width allows (Y_VEC4 3) */
-  int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64, crt || c->ow % 8 == 0);
+   * run-time sizes vec4s: both forms as the run-time width allows (Y_VEC4
+   * 3, KILN_SPIRV_YSTORE=pairs) cost lavapipe's LLVM ~1 s more a shader
+   * cold (4.9 -> 3.9 s for a 64-channel 56x56 conv) and ran the same
+   * (4.72-4.92 ms both, 4 alternated runs at load 10) */
+  const char* ys = getenv("KILN_SPIRV_YSTORE");
+  const bool rt_pairs = ys && !strcmp(ys, "pairs");
+  int y_vec4 = kiln_vulkan_y_store(&b, texel_y, int64 && (!crt || rt_pairs), crt || c->ow % 8 == 0);
   if (crt && y_vec4 == 2) y_vec4 = 3;
+  /* f32 Y without texel stores (rows not whole texels: ResNet-18's 14x14
+   * layers) in pairs of columns where the rows are even: half the
+   * storage-buffer stores, each a loop over the lanes on lavapipe
+   * (KILN_SPIRV_YSTORE=scalar keeps one float a store) */
+  const int y_vec2 = !texel_y && !strcmp(type[3], "float") && c->ow % 2 == 0 && !(ys && !strcmp(ys, "scalar"));
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
                         type[2], type[3]);
   kiln_vulkan_sb_printf(&b,
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
                         "#define CBATCH %lld\n#define CHAS_BIAS %d\n"
                         "#define WF %d\n#define TM %d\n#define NT %d\n#define TEXEL %d\n#define TEXEL_Y %d\n"
-                        "#define Y_VEC4 %d\n#define CRT %d\n",
+                        "#define Y_VEC4 %d\n#define Y_VEC2 %d\n#define CRT %d\n#define EPI_RT %d\n",
                         bind[0], bind[1], bind[2] < 0 ? 0 : bind[2], bind[3],
                         (long long)(c->batch > 0 ? c->batch : 1), c->has_bias ? 1 : 0, t->wf, t->tm, t->nt, texel, texel_y,
-                        y_vec4, crt);
+                        y_vec4, y_vec2, crt, epi_rt);
   if (!crt)
     kiln_vulkan_sb_printf(&b,
                           "#define CM %lld\n#define CC %lld\n#define CPLANE %lld\n#define CQ2 %lld\n"
@@ -127,8 +158,9 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * one channel a trip) */
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
-  if (crt) kiln_vulkan_epi_print_sized(&b, &c->epi, c->M, c->oh * c->ow);
-  else kiln_vulkan_epi_print(&b, &c->epi);
+  if (epi_rt) kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { v = CRELU ? max(v, 0.0) : v; }\n");
+  else if (crt) kiln_vulkan_epi_print_texel(&b, &c->epi, c->M, c->oh * c->ow, texel_ops);
+  else kiln_vulkan_epi_print_texel(&b, &c->epi, 0, 0, texel_ops);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);

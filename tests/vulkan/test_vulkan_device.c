@@ -1522,13 +1522,33 @@ static void g_wino_two(tg_t* t) {
   tg_output(t, "y2");
 }
 
-/* The SPIR-V of g_wino_two's convs (fused when |fuse|): whether the two
+/* Two F(4x4) convs of g_wino_two's sizes, one with a fused Relu, one with
+ * no epilogue: the Relu is chosen at run time (winograd.comp EPI_RT, the
+ * weights' word 8), so they are one kind too */
+static void g_wino_relu_none(tg_t* t) {
+  tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
+  tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
+  tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
+  tg_const(t, "b1", F32, 1, DIMS(12));
+  tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
+  tg_const(t, "b2", F32, 1, DIMS(8));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
+  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "y2", 1, &pads);
+  tg_node(t, "Relu", "relu1", 1, NAMES("c1"), "y1", 0, NULL);
+  tg_output(t, "y1");
+  tg_output(t, "y2");
+}
+
+/* The SPIR-V of |build|'s two convs (fused when |fuse|): whether the two
  * are one binary, and the pipelines the device builds for the program
- * against its distinct binaries (identical ones share a pipeline). */
-static void check_wino_shared(bool fuse, bool shared) {
+ * against its distinct binaries (identical ones share a pipeline); the
+ * program's text holds |has| and not |lacks| (NULL: no check). */
+static void check_wino_shared_of(build_fn build, bool fuse, bool shared, const char* has, const char* lacks) {
   tg_t t;
   tg_init(&t);
-  g_wino_two(&t);
+  build(&t);
   kiln_plan_t* p = NULL;
   kiln_program_t* prog = NULL;
   kiln_device_executable_t* e = NULL;
@@ -1547,6 +1567,8 @@ static void check_wino_shared(bool fuse, bool shared) {
     }
     CHECK_MSG(nc == 2, "%d conv kernels, expected 2", nc);
     CHECK_MSG(prog->code.text && strstr(prog->code.text, "F(4x4,3x3)"), "the convs are not F(4x4) Winograd");
+    CHECK_MSG(!has || (prog->code.text && strstr(prog->code.text, has)), "the shaders lack '%s'", has);
+    CHECK_MSG(!lacks || !prog->code.text || !strstr(prog->code.text, lacks), "the shaders hold '%s'", lacks);
     if (nc == 2) {
       const bool same = prog->code.blob_lens[conv[0]] == prog->code.blob_lens[conv[1]] &&
                         !memcmp(prog->code.blobs[conv[0]], prog->code.blobs[conv[1]], (size_t)prog->code.blob_lens[conv[0]]);
@@ -1570,11 +1592,36 @@ static void check_wino_shared(bool fuse, bool shared) {
   tg_free(&t);
 }
 
+static void check_wino_shared(bool fuse, bool shared) {
+  check_wino_shared_of(g_wino_two, fuse, shared, NULL, NULL);
+}
+
 static void test_wino_shared(void) {
   if (!dev) return;
   check_wino_shared(false, true);
-  check_wino_shared(true, true);
+  /* fused: the residual read as vec4 texels (lavapipe compiles a
+   * storage-buffer load per stored value slowly) */
+  check_wino_shared_of(g_wino_two, true, true, "uniform samplerBuffer te0", "BufE0");
   check_graph(g_wino_two, "winograd F(4x4) two sizes", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_EPI_TEXELS", "off", 1); /* the residual from a storage buffer */
+  check_wino_shared_of(g_wino_two, true, true, "BufE0", "samplerBuffer te0");
+  check_graph(g_wino_two, "winograd F(4x4) two sizes, residual buffer", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_EPI_TEXELS");
+  /* run-time sizes store vec4s; KILN_SPIRV_YSTORE=pairs: pairs where the
+   * run-time width allows (the 32-wide conv), vec4s elsewhere (Y_VEC4 3) */
+  check_wino_shared_of(g_wino_two, true, true, "#define Y_VEC4 1\n", "#define Y_VEC4 3\n");
+  setenv("KILN_SPIRV_YSTORE", "pairs", 1);
+  check_wino_shared_of(g_wino_two, true, true, "#define Y_VEC4 3\n", NULL);
+  check_graph(g_wino_two, "winograd F(4x4) two sizes, pairs", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_YSTORE");
+  /* a Relu and no epilogue: one binary with the Relu chosen at run time,
+   * two with KILN_SPIRV_WINO_EPI=const */
+  check_wino_shared_of(g_wino_relu_none, true, true, "CRELU ? max(v, 0.0) : v", NULL);
+  check_graph(g_wino_relu_none, "winograd F(4x4) Relu and none", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_WINO_EPI", "const", 1);
+  check_wino_shared_of(g_wino_relu_none, true, false, NULL, "#define EPI_RT 1");
+  check_graph(g_wino_relu_none, "winograd F(4x4) Relu and none, const", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_WINO_EPI");
   setenv("KILN_SPIRV_WINO_SIZES", "const", 1); /* the sizes as constants: a binary per conv */
   check_wino_shared(true, false);
   check_graph(g_wino_two, "winograd F(4x4) two sizes, const", 1e-4, 1e-4);

@@ -220,14 +220,15 @@ static void test_mode2_words(void) { check_mode_tiles(NULL, true, true, 1, 0, "1
  * subgroup or 64-bit modes): vec4 texel reads by default, storage-buffer
  * reads where the device's texel buffers are too small for the 40-channel
  * conv's U (48 channels x 16 x 8 = 1536 texels); results checked both ways. */
-static void check_winograd_cr(const char* hide, int texels, const char* kind, const char* cr) {
+static void check_winograd_cr(const char* hide, int texels, const char* kind, const char* cr, const char* also) {
   const char* mode = hide ? hide : "all features";
   if (hide)
     setenv("KILN_VULKAN_FEATURES", hide, 1);
   else
     unsetenv("KILN_VULKAN_FEATURES");
   char dump[600];
-  snprintf(dump, sizeof dump, "%s/dump-wino%c-%s-cr%c", g_dir, kind[2], hide ? hide : "all", cr[11]);
+  snprintf(dump, sizeof dump, "%s/dump-wino%c-%s-cr%c-y%c", g_dir, kind[2], hide ? hide : "all", cr[11],
+           also ? also[15] : 'n');
   kiln_compiler_t* c = NULL;
   char* glsl = compile_dump(dump, mode, &c);
   if (glsl) {
@@ -237,13 +238,17 @@ static void check_winograd_cr(const char* hide, int texels, const char* kind, co
     CHECK_MSG(nt == 1 + texels, "%s: TEXEL 1 x %d, expected %d", mode, nt, 1 + texels);
     /* 8 input channels: 2 a loop trip (CR 2), 1 with KILN_SPIRV_CONV_KREUSE=off */
     CHECK_MSG(kiln_test_count(glsl, cr) == 2, "%s: %d Winograd instances with %s", mode, kiln_test_count(glsl, cr), cr);
+    CHECK_MSG(!also || kiln_test_count(glsl, also) == 2, "%s: %d Winograd instances with %s", mode,
+              also ? kiln_test_count(glsl, also) : 0, also ? also : "");
     free(glsl);
   }
   run_module(c, mode);
 }
 
 static void check_winograd(const char* hide, int texels, const char* kind) {
-  check_winograd_cr(hide, texels, kind, "#define CR 2\n");
+  /* 10 columns: f32 outputs stored as pairs (no texel stores: rows of
+   * whole texels only) */
+  check_winograd_cr(hide, texels, kind, "#define CR 2\n", "#define Y_VEC2 1\n");
 }
 
 static void test_winograd(void) {
@@ -258,10 +263,16 @@ static void test_winograd(void) {
   check_winograd("texels=1100", 0, "F(4x4,3x3)");
   /* one input channel a loop trip, both transforms */
   setenv("KILN_SPIRV_CONV_KREUSE", "off", 1);
-  check_winograd_cr(NULL, 2, "F(4x4,3x3)", "#define CR 1\n");
+  check_winograd_cr(NULL, 2, "F(4x4,3x3)", "#define CR 1\n", NULL);
   unsetenv("KILN_SPIRV_WINOGRAD");
-  check_winograd_cr(NULL, 2, "F(2x2,3x3)", "#define CR 1\n");
+  check_winograd_cr(NULL, 2, "F(2x2,3x3)", "#define CR 1\n", NULL);
   unsetenv("KILN_SPIRV_CONV_KREUSE");
+  /* one float a store (KILN_SPIRV_YSTORE=scalar), F(2x2) and F(4x4) */
+  setenv("KILN_SPIRV_YSTORE", "scalar", 1);
+  check_winograd_cr(NULL, 2, "F(2x2,3x3)", "#define CR 2\n", "#define Y_VEC2 0\n#define CRT");
+  setenv("KILN_SPIRV_WINOGRAD", "f4", 1);
+  check_winograd_cr(NULL, 2, "F(4x4,3x3)", "#define CR 2\n", "#define Y_VEC2 0\n#define CRT");
+  unsetenv("KILN_SPIRV_YSTORE");
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
 }
 
