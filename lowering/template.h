@@ -537,13 +537,16 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
  * subgroup ballot operations in compute shaders (.subgroup_ballot), f64
  * arithmetic (.fp64) and the 4x8-bit integer dot product (.int_dot: the
  * int8 templates' packed-dot path) and subgroup arithmetic in compute
- * shaders (.subgroup_arith: the row reductions' template). */
+ * shaders (.subgroup_arith: the row reductions' template) and rgba16f
+ * storage texel buffers (.texel_f16: printed kernels' f16 parameters as
+ * vec4 texels). */
 enum {
   KILN_GPU_LACKS_INT64 = 1,
   KILN_GPU_LACKS_SUBGROUP = 2,
   KILN_GPU_LACKS_FP64 = 4,
   KILN_GPU_LACKS_IDOT = 8,
-  KILN_GPU_LACKS_SUBGROUP_ARITH = 16
+  KILN_GPU_LACKS_SUBGROUP_ARITH = 16,
+  KILN_GPU_LACKS_TEXEL_F16 = 32
 };
 
 typedef struct kiln_template_set_s {

@@ -357,7 +357,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       }
       /* element-wise lanes as vec4 texels where a view holds the buffer */
       kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true,
-                                    .texels = plan->max_texels ? plan->max_texels : UINT64_MAX};
+                                    .texels = plan->max_texels ? plan->max_texels : UINT64_MAX,
+                                    .texels_f16 = !(plan->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16)};
       kiln_cf_out_t out;
       kiln_cf_out_init(&out);
       s = kiln_cf_print_kernel(&kiln_cf_dialect_glsl, f, &info, &out);
