@@ -83,6 +83,11 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * =printed none */
                                .rows = !(rows && !strcmp(rows, "printed")),
                                .rows_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : (int64_t)1 << 20,
+                               /* f16 rows (fp16 plans) only where forced: on lavapipe the
+                                * printed kernel reading rgba16f texels took 25-31 ms on
+                                * 8192 x 1000 and 25 ms on 65536 x 128, the template 45-46
+                                * and 53-59 ms (a GPU's 32-lane subgroups: not measured) */
+                               .rows_f16 = rows && !strcmp(rows, "subgroup"),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
