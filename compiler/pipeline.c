@@ -578,10 +578,11 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
   if (!info)
     return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64 | KILN_GPU_LACKS_IDOT |
-           KILN_GPU_LACKS_SUBGROUP_ARITH;
+           KILN_GPU_LACKS_SUBGROUP_ARITH | KILN_GPU_LACKS_TEXEL_F16;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
          (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
          (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64) |
          (info->int_dot ? 0u : (uint32_t)KILN_GPU_LACKS_IDOT) |
-         (info->subgroup_arith ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP_ARITH);
+         (info->subgroup_arith ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP_ARITH) |
+         (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16);
 }

@@ -81,11 +81,11 @@ bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok);
 
 /* The node of plan kernel |k| when the kernel is that node alone (nothing
  * fused) and the node is a default-domain op with one input and one output
- * whose buffers are dense f32 (*X, *Y), and the kernel's two parameters
- * are X (or a flat view of it, read: *bind_x) and Y (or a flat view,
- * written: *bind_y), distinct roots; NULL otherwise. The pool and rows
- * matches start with it. */
-const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, const tir_buffer_t** X,
+ * whose buffers are dense f32 (*X, *Y; |f16_ok|: or f16, each), and the
+ * kernel's two parameters are X (or a flat view of it, read: *bind_x) and
+ * Y (or a flat view, written: *bind_y), distinct roots; NULL otherwise.
+ * The pool and rows matches start with it. */
+const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, bool f16_ok, const tir_buffer_t** X,
                                             const tir_buffer_t** Y, int32_t* bind_x, int32_t* bind_y);
 
 /* ---- GEMM (template_gemm.c) ------------------------------------------------ */
@@ -364,6 +364,7 @@ bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_
 
 typedef struct kiln_template_rows_s {
   bool log;
+  bool hx, hy; /* X / Y are f16 (fp16 plans; the sums stay f32) */
   int64_t rows, n;
   int32_t bind_x, bind_y;
 } kiln_template_rows_t;
@@ -539,13 +540,16 @@ const char* kiln_template_kind_name(kiln_template_kind_t kind);
  * subgroup ballot operations in compute shaders (.subgroup_ballot), f64
  * arithmetic (.fp64) and the 4x8-bit integer dot product (.int_dot: the
  * int8 templates' packed-dot path) and subgroup arithmetic in compute
- * shaders (.subgroup_arith: the row reductions' template). */
+ * shaders (.subgroup_arith: the row reductions' template) and rgba16f
+ * storage texel buffers (.texel_f16: printed kernels' f16 parameters as
+ * vec4 texels). */
 enum {
   KILN_GPU_LACKS_INT64 = 1,
   KILN_GPU_LACKS_SUBGROUP = 2,
   KILN_GPU_LACKS_FP64 = 4,
   KILN_GPU_LACKS_IDOT = 8,
-  KILN_GPU_LACKS_SUBGROUP_ARITH = 16
+  KILN_GPU_LACKS_SUBGROUP_ARITH = 16,
+  KILN_GPU_LACKS_TEXEL_F16 = 32
 };
 
 typedef struct kiln_template_set_s {
@@ -619,9 +623,10 @@ typedef struct kiln_template_set_s {
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
   /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
-   * |rows_min_elems| elements in all */
+   * |rows_min_elems| elements in all; |rows_f16|: f16 X or Y too */
   bool rows;
   int64_t rows_min_elems;
+  bool rows_f16;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the

@@ -33,7 +33,7 @@ bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok) {
   return true;
 }
 
-const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, const tir_buffer_t** X,
+const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, bool f16_ok, const tir_buffer_t** X,
                                             const tir_buffer_t** Y, int32_t* bind_x, int32_t* bind_y) {
   const kiln_plan_kernel_t* kk = &plan->kernels[k];
   const kiln_graph_t* g = plan->graph;
@@ -45,7 +45,7 @@ const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, 
   const int32_t bx = plan->tensor_buffer[n->inputs[0]], by = plan->tensor_buffer[n->outputs[0]];
   if (bx < 0 || by < 0) return NULL;
   *X = plan->buffers[bx].buf, *Y = plan->buffers[by].buf;
-  if (!kiln_template_dense_float(*X, false) || !kiln_template_dense_float(*Y, false)) return NULL;
+  if (!kiln_template_dense_float(*X, f16_ok) || !kiln_template_dense_float(*Y, f16_ok)) return NULL;
   const int32_t rx = kiln_plan_root(plan, bx), ry = kiln_plan_root(plan, by);
   if (rx == ry) return NULL;
   *bind_x = *bind_y = -1;
@@ -53,7 +53,7 @@ const kiln_node_t* kiln_template_lone_unary(const kiln_plan_t* plan, int32_t k, 
     const int32_t a = kk->args[j], r = kiln_plan_root(plan, a);
     const tir_buffer_t* b = plan->buffers[a].buf;
     const bool writes = (tir_func_buffer_access(kk->func, kk->func->params[j]) & TIR_ACCESS_STORE) != 0;
-    if (!kiln_template_dense_float(b, false)) return NULL;
+    if (!kiln_template_dense_float(b, f16_ok) || b->dtype != (writes ? *Y : *X)->dtype) return NULL;
     if (writes && r == ry && tir_buffer_numel(b) == tir_buffer_numel(*Y) && *bind_y < 0)
       *bind_y = j;
     else if (!writes && r == rx && tir_buffer_numel(b) == tir_buffer_numel(*X) && *bind_x < 0)

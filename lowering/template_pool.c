@@ -15,7 +15,7 @@
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* q) {
   memset(q, 0, sizeof *q);
   const tir_buffer_t *X = NULL, *Y = NULL;
-  const kiln_node_t* n = kiln_template_lone_unary(plan, k, &X, &Y, &q->bind_x, &q->bind_y);
+  const kiln_node_t* n = kiln_template_lone_unary(plan, k, false, &X, &Y, &q->bind_x, &q->bind_y);
   if (!n) return false;
   const bool global = !strcmp(n->op_type, "GlobalAveragePool");
   q->max = !strcmp(n->op_type, "MaxPool");

@@ -1,8 +1,8 @@
 /* Row-reduction template instances (see template.h): a Softmax or
- * LogSoftmax over contiguous f32 rows whose plan kernel is the lowering's
+ * LogSoftmax over contiguous f32 or f16 rows whose plan kernel is the lowering's
  * printed row kernel (lowering/lower_nn_norm.c): it reads X (or a flat
  * view of it) and writes Y (or a flat view) and nothing else. A strided
- * axis, f16, a fused producer or consumer keep the printed kernel, which
+ * axis, a fused producer or consumer keep the printed kernel, which
  * is always correct. */
 #include "lowering/template.h"
 
@@ -13,8 +13,9 @@
 bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_rows_t* q) {
   memset(q, 0, sizeof *q);
   const tir_buffer_t *X = NULL, *Y = NULL;
-  const kiln_node_t* n = kiln_template_lone_unary(plan, k, &X, &Y, &q->bind_x, &q->bind_y);
+  const kiln_node_t* n = kiln_template_lone_unary(plan, k, true, &X, &Y, &q->bind_x, &q->bind_y);
   if (!n) return false;
+  q->hx = X->dtype == KILN_DTYPE_F16, q->hy = Y->dtype == KILN_DTYPE_F16;
   const kiln_graph_t* g = plan->graph;
   q->log = !strcmp(n->op_type, "LogSoftmax");
   if (!q->log && strcmp(n->op_type, "Softmax")) return false;

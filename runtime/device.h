@@ -100,6 +100,10 @@ typedef struct kiln_device_info_s {
    * and prints the plain mode for a kernel whose buffers exceed it.
    * KILN_VULKAN_FEATURES=texels=N lowers it to N (tests). */
   uint64_t max_texels;
+  /* Vulkan: the device binds R16G16B16A16_SFLOAT storage texel buffers
+   * (the printed kernels' f16 parameters as vec4 texels, vulkan_texel.c);
+   * KILN_VULKAN_FEATURES=no-texel-f16 hides it (tests). */
+  bool texel_f16;
   /* The most bytes one kernel argument may span (Vulkan:
    * maxStorageBufferRange, 128 MiB on lavapipe; 0: no limit beyond
    * max_alloc_bytes). A compile for the device runs a node whose kernel

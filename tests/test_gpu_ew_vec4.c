@@ -16,8 +16,13 @@
  * Softmax over rows of 200 and 40 floats (texels) and of 13 (scalar), and
  * ReduceSum / ReduceMean / ReduceMax over strided axes (4 outputs an
  * invocation as texels; 6 columns or a 7000-long group: scalar), Softmax /
- * LogSoftmax over axis 1 (4 columns an invocation). Skipped where
- * the Vulkan target is not built. */
+ * LogSoftmax over axis 1 (4 columns an invocation). fp16 plans (f16
+ * activations) read and write their f16 parameters as rgba16f texel images
+ * (4 halves a texel, f32 math; the device binds R16G16B16A16_SFLOAT views
+ * where the SPIR-V declares rgba16f, runtime/vulkan/vulkan_texel.c): the
+ * same shapes print the path or not, and with the device's f16 texels
+ * hidden (KILN_VULKAN_FEATURES=no-texel-f16) they print scalar. Skipped
+ * where the Vulkan target is not built. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -49,6 +54,7 @@ typedef struct ew_case_s {
   /* Reduce*: the axes (keepdims 0) */
   int naxes;
   int64_t axes[4];
+  bool fp16; /* --precision fp16: f16 activations (rgba16f texels) */
 } ew_case_t;
 
 static void seeded(float* v, int64_t n, uint32_t seed) {
@@ -102,7 +108,10 @@ static bool model_write(const char* path, const ew_case_t* c) {
     bm_node(&b, "Add", "add", "X,B", !strcmp(c->name, "add_relu") ? "H" : "Y");
     if (!strcmp(c->name, "add_relu")) bm_node(&b, "Relu", "relu", "H", "Y");
   }
-  bm_output(&b, "Y");
+  /* fp16: a Softmax after the op, so that Y is an f16 activation between
+   * two kernels (a lone op reads and writes the model's f32 tensors) */
+  if (c->fp16) bm_node(&b, "Softmax", "after", "Y", "Z");
+  bm_output(&b, c->fp16 ? "Z" : "Y");
   const bool ok = bm_write(&b, path);
   bm_free(&b);
   return ok;
@@ -110,20 +119,22 @@ static bool model_write(const char* path, const ew_case_t* c) {
 
 static void check_case(const ew_case_t* c) {
   char path[700];
-  snprintf(path, sizeof path, "%s/ew_%s_%d_%d_%d.onnx", g_dir, c->name, (int)c->x[c->rank - 1], (int)c->x[1],
-           (int)c->axes[0]);
+  snprintf(path, sizeof path, "%s/ew_%s_%d_%d_%d%s.onnx", g_dir, c->name, (int)c->x[c->rank - 1], (int)c->x[1],
+           (int)c->axes[0], c->fp16 ? "_h" : "");
   const bool written = model_write(path, c);
   CHECK_MSG(written, "%s: written", c->name);
   if (!written) return;
   uint8_t* bytes = NULL;
   size_t len = 0;
-  const char* const opts[] = {"target", "vulkan", NULL};
+  const char* const opts[] = {"target", "vulkan", c->fp16 ? "precision" : NULL, "fp16", NULL};
   if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
   kiln_program_t* p = NULL;
   if (CHECK_OK(kiln_module_parse(bytes, len, "ew.kiln", al(), &p))) {
     const char* t = p->code.text ? p->code.text : "";
-    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, "rgba32f) uniform") != NULL;
-    const bool any = strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL;
+    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, c->fp16 ? "rgba16f) uniform" : "rgba32f) uniform") != NULL;
+    /* fp16: the f16 texels (f32 parameters may still be texels) */
+    const bool any = c->fp16 ? strstr(t, "rgba16f") != NULL
+                             : strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL;
     if (c->vec4)
       CHECK_MSG(texel, "%s %lld: the vec4 texel path was not taken", c->name, (long long)c->x[c->rank - 1]);
     else
@@ -131,7 +142,7 @@ static void check_case(const ew_case_t* c) {
                 (long long)c->x[c->rank - 1]);
     /* Softmax rows store y once (the sum of exp taken from x), never read it
      * back (lower_nn_norm.c nn_softmax_emit: exp_twice) */
-    if (c->vec4 && !strcmp(c->name, "softmax"))
+    if (c->vec4 && !c->fp16 && !strcmp(c->name, "softmax"))
       CHECK_MSG(!strstr(t, "imageLoad("), "softmax %lld: y read back", (long long)c->x[c->rank - 1]);
   }
   kiln_program_destroy(p);
@@ -156,7 +167,9 @@ static void check_case(const ew_case_t* c) {
       const double w = ((float*)want.data)[i], e = fabs(((float*)got.data)[i] - w) / (1.0 + fabs(w));
       if (!(e <= worst)) worst = e; /* NaN counts */
     }
-    CHECK_MSG(same && worst <= 1e-5, "%s %lld: max error %g", c->name, (long long)c->x[c->rank - 1], worst);
+    /* fp16: x and y rounded to halves (2^-11 relative each) */
+    CHECK_MSG(same && worst <= (c->fp16 ? 4e-3 : 1e-5), "%s %lld%s: max error %g", c->name,
+              (long long)c->x[c->rank - 1], c->fp16 ? " fp16" : "", worst);
   }
   kiln_graph_destroy(g);
   kiln_session_destroy(s);
@@ -170,11 +183,11 @@ static void check_case(const ew_case_t* c) {
 
 static void test_unary(void) {
   static const ew_case_t cs[] = {
-      {"relu", 4, {2, 3, 5, 12}, 0, {0}, true, 0, {0}},
-      {"sigmoid", 2, {7, 20}, 0, {0}, true, 0, {0}},
-      {"gelu", 3, {3, 5, 8}, 0, {0}, true, 0, {0}},
-      {"relu", 1, {4100}, 0, {0}, true, 0, {0}},
-      {"leaky", 3, {3, 5, 7}, 0, {0}, false, 0, {0}}, /* odd innermost extent */
+      {"relu", 4, {2, 3, 5, 12}, 0, {0}, true, 0, {0}, false},
+      {"sigmoid", 2, {7, 20}, 0, {0}, true, 0, {0}, false},
+      {"gelu", 3, {3, 5, 8}, 0, {0}, true, 0, {0}, false},
+      {"relu", 1, {4100}, 0, {0}, true, 0, {0}, false},
+      {"leaky", 3, {3, 5, 7}, 0, {0}, false, 0, {0}, false}, /* odd innermost extent */
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
 }
@@ -184,20 +197,20 @@ static void test_unary(void) {
  * (lowering/lower_nn_norm.c row_loop); 13 floats a row: scalar */
 static void test_softmax(void) {
   static const ew_case_t cs[] = {
-      {"softmax", 2, {6, 200}, 0, {0}, true, 0, {0}},
-      {"softmax", 3, {2, 3, 40}, 0, {0}, true, 0, {0}},
-      {"softmax", 2, {5, 13}, 0, {0}, false, 0, {0}},
+      {"softmax", 2, {6, 200}, 0, {0}, true, 0, {0}, false},
+      {"softmax", 3, {2, 3, 40}, 0, {0}, true, 0, {0}, false},
+      {"softmax", 2, {5, 13}, 0, {0}, false, 0, {0}, false},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
 }
 
 static void test_broadcast(void) {
   static const ew_case_t cs[] = {
-      {"add_relu", 4, {2, 6, 5, 8}, 3, {6, 1, 1}, true, 0, {0}}, /* a per-channel bias */
-      {"add", 3, {4, 9, 16}, 1, {16}, true, 0, {0}},              /* a row, read as texels */
-      {"add", 3, {4, 9, 16}, 3, {4, 9, 1}, true, 0, {0}},         /* broadcast along the lanes */
-      {"add", 3, {4, 9, 6}, 2, {9, 6}, false, 0, {0}},            /* 6 floats a row: scalar */
-      {"where", 2, {6, 12}, 2, {6, 12}, false, 0, {0}},           /* a bool condition read per lane */
+      {"add_relu", 4, {2, 6, 5, 8}, 3, {6, 1, 1}, true, 0, {0}, false}, /* a per-channel bias */
+      {"add", 3, {4, 9, 16}, 1, {16}, true, 0, {0}, false},              /* a row, read as texels */
+      {"add", 3, {4, 9, 16}, 3, {4, 9, 1}, true, 0, {0}, false},         /* broadcast along the lanes */
+      {"add", 3, {4, 9, 6}, 2, {9, 6}, false, 0, {0}, false},            /* 6 floats a row: scalar */
+      {"where", 2, {6, 12}, 2, {6, 12}, false, 0, {0}, false},           /* a bool condition read per lane */
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
 }
@@ -210,16 +223,16 @@ static void test_broadcast(void) {
  * keeps one output an invocation (scalar). */
 static void test_reduce_strided(void) {
   static const ew_case_t cs[] = {
-      {"reduce_sum", 3, {3, 7, 16}, 0, {0}, true, 1, {1}},
-      {"reduce_mean", 4, {2, 5, 3, 8}, 0, {0}, true, 1, {1}},     /* [2][5][24] */
-      {"reduce_max", 3, {4, 9, 12}, 0, {0}, true, 1, {1}},
-      {"reduce_sum", 3, {2, 9, 256}, 0, {0}, true, 1, {1}},       /* 512 outputs: 8 an invocation */
-      {"reduce_max", 3, {3, 5, 260}, 0, {0}, true, 1, {1}},       /* 260 = 65 x 4: 4 an invocation */
-      {"reduce_sum", 2, {37, 20}, 0, {0}, true, 1, {0}},          /* no outer kept dim */
-      {"reduce_sum", 4, {3, 4, 5, 8}, 0, {0}, true, 2, {0, 2}},   /* [3][4][5][8]: two reduced runs */
-      {"reduce_max", 4, {3, 4, 5, 8}, 0, {0}, true, 2, {0, 2}},
-      {"reduce_sum", 3, {4, 9, 6}, 0, {0}, false, 1, {1}},        /* 6 columns: scalar */
-      {"reduce_mean", 3, {2, 7000, 8}, 0, {0}, false, 1, {1}},    /* 7000 x 5 steps past 32767 */
+      {"reduce_sum", 3, {3, 7, 16}, 0, {0}, true, 1, {1}, false},
+      {"reduce_mean", 4, {2, 5, 3, 8}, 0, {0}, true, 1, {1}, false},     /* [2][5][24] */
+      {"reduce_max", 3, {4, 9, 12}, 0, {0}, true, 1, {1}, false},
+      {"reduce_sum", 3, {2, 9, 256}, 0, {0}, true, 1, {1}, false},       /* 512 outputs: 8 an invocation */
+      {"reduce_max", 3, {3, 5, 260}, 0, {0}, true, 1, {1}, false},       /* 260 = 65 x 4: 4 an invocation */
+      {"reduce_sum", 2, {37, 20}, 0, {0}, true, 1, {0}, false},          /* no outer kept dim */
+      {"reduce_sum", 4, {3, 4, 5, 8}, 0, {0}, true, 2, {0, 2}, false},   /* [3][4][5][8]: two reduced runs */
+      {"reduce_max", 4, {3, 4, 5, 8}, 0, {0}, true, 2, {0, 2}, false},
+      {"reduce_sum", 3, {4, 9, 6}, 0, {0}, false, 1, {1}, false},        /* 6 columns: scalar */
+      {"reduce_mean", 3, {2, 7000, 8}, 0, {0}, false, 1, {1}, false},    /* 7000 x 5 steps past 32767 */
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
 }
@@ -231,12 +244,100 @@ static void test_reduce_strided(void) {
  * case (about 74,000 iterations) */
 static void test_softmax_strided(void) {
   static const ew_case_t cs[] = {
-      {"softmax_ax1", 3, {2, 24, 1024}, 0, {0}, true, 0, {0}},
-      {"softmax_ax1", 3, {1, 9, 20}, 0, {0}, true, 0, {0}},       /* outer 1 */
-      {"logsoftmax_ax1", 4, {2, 6, 3, 8}, 0, {0}, true, 0, {0}},
-      {"softmax_ax1", 4, {3, 7, 5, 6}, 0, {0}, false, 0, {0}},    /* 30 columns: one an invocation */
+      {"softmax_ax1", 3, {2, 24, 1024}, 0, {0}, true, 0, {0}, false},
+      {"softmax_ax1", 3, {1, 9, 20}, 0, {0}, true, 0, {0}, false},       /* outer 1 */
+      {"logsoftmax_ax1", 4, {2, 6, 3, 8}, 0, {0}, true, 0, {0}, false},
+      {"softmax_ax1", 4, {3, 7, 5, 6}, 0, {0}, false, 0, {0}, false},    /* 30 columns: one an invocation */
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
+}
+
+/* fp16 plans: f16 activations as rgba16f texel images where the shapes
+ * allow it (the f32 rules), scalar f16 storage where not; each op's output
+ * goes through a Softmax over the last axis, whose kernel reads it as f16 */
+static void test_fp16(void) {
+  static const ew_case_t cs[] = {
+      {"relu", 4, {2, 3, 5, 12}, 0, {0}, true, 0, {0}, true},
+      {"gelu", 3, {3, 5, 8}, 0, {0}, true, 0, {0}, true},
+      {"add_relu", 4, {2, 6, 5, 8}, 3, {6, 1, 1}, true, 0, {0}, true}, /* an f16 per-channel bias */
+      {"add", 3, {4, 9, 16}, 1, {16}, true, 0, {0}, true},              /* an f16 row, read as texels */
+      {"softmax", 2, {6, 200}, 0, {0}, true, 0, {0}, true},
+      {"reduce_sum", 3, {3, 7, 16}, 0, {0}, true, 1, {1}, true},
+      {"softmax_ax1", 3, {1, 9, 20}, 0, {0}, true, 0, {0}, true},
+      {"leaky", 3, {3, 5, 7}, 0, {0}, false, 0, {0}, true},              /* odd innermost extent */
+      {"softmax", 2, {5, 13}, 0, {0}, false, 0, {0}, true},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; ++i) check_case(&cs[i]);
+  /* a device without R16G16B16A16_SFLOAT storage texel buffers: the compile
+   * for it keeps f16 parameters scalar (f32 ones may stay texels) */
+  const char* old = getenv("KILN_VULKAN_FEATURES");
+  char* keep = old ? strdup(old) : NULL;
+  setenv("KILN_VULKAN_FEATURES", "no-texel-f16", 1);
+  static const ew_case_t hid[] = {
+      {"relu", 4, {2, 3, 5, 12}, 0, {0}, false, 0, {0}, true},
+      {"softmax", 2, {6, 200}, 0, {0}, false, 0, {0}, true},
+  };
+  for (size_t i = 0; i < sizeof hid / sizeof hid[0]; ++i) check_case(&hid[i]);
+  if (keep) setenv("KILN_VULKAN_FEATURES", keep, 1);
+  else unsetenv("KILN_VULKAN_FEATURES");
+  free(keep);
+}
+
+/* A lone Relu in an fp16 plan computes on halves (F16-typed values) over
+ * the model's f32 tensors: the vector path rounds each texel onto the half
+ * grid (the prelude's vec4 kiln_hround) and must round as the scalar path
+ * and the reference do, to nearest even: ties, subnormals, the largest
+ * half, overflow to inf, NaN. */
+static void test_fp16_round(void) {
+  const ew_case_t c = {"relu", 2, {4, 16}, 0, {0}, true, 0, {0}, false};
+  char path[700];
+  snprintf(path, sizeof path, "%s/round.onnx", g_dir);
+  const bool written = model_write(path, &c);
+  CHECK_MSG(written, "round: written");
+  if (!written) return;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  const char* const opts[] = {"target", "vulkan", "precision", "fp16", NULL};
+  if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
+  kiln_program_t* p = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "round.kiln", al(), &p)))
+    CHECK_MSG(p->code.text && strstr(p->code.text, "kiln_hround(texelFetch("), "round: halves not computed as vec4");
+  kiln_program_destroy(p);
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  kiln_array_t x, got;
+  memset(&x, 0, sizeof x);
+  memset(&got, 0, sizeof got);
+  kiln_shape_t xs = kiln_shape_make(c.rank, c.x);
+  static const float edge[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 2049.0f, 2051.0f, 0x1p-25f, 0x3p-25f, 3e-6f,
+                               6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 7e4f, 1e30f, 0.33333334f, 4.386324f,
+                               NAN};
+  if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
+    float* v = (float*)x.data;
+    seeded(v, 64, 9u);
+    for (int i = 0; i < 16; ++i) v[i] = edge[i], v[16 + i] = -edge[i] * 0.5f, v[32 + i] = edge[i] * 0.75f;
+  }
+  if (x.data && CHECK_OK(kiln_module_load_memory(bytes, len, "round.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+      CHECK_OK(kiln_session_run(s, &x, &got))) {
+    CHECK(got.nbytes == x.nbytes);
+    int bad = got.nbytes == x.nbytes ? 0 : 64;
+    for (int i = 0; i < 64 && got.nbytes == x.nbytes; ++i) {
+      const float h = kiln_f16_to_f32(kiln_f32_to_f16(((float*)x.data)[i])), want = h < 0.0f ? 0.0f : h;
+      const float y = ((float*)got.data)[i];
+      if (!(y == want || (isnan(y) && isnan(want))) && bad++ < 4)
+        CHECK_MSG(false, "round: x %.9g gave %.9g, the half %.9g", ((float*)x.data)[i], y, want);
+    }
+    CHECK_MSG(bad == 0, "round: %d of 64 off the half grid's nearest", bad);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  kiln_array_free(al(), &x);
+  kiln_array_free(al(), &got);
+  free(bytes);
 }
 
 int main(void) {
@@ -250,6 +351,8 @@ int main(void) {
   RUN(test_softmax);
   RUN(test_reduce_strided);
   RUN(test_softmax_strided);
+  RUN(test_fp16);
+  RUN(test_fp16_round);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

@@ -62,6 +62,16 @@ float kiln_erf(float x) {
 }
 /* vec4 forms of the helpers for the printer's texel loops (printer.h
  * vec_texels): per lane the scalar form's steps, its branches as selects */
+// Round to nearest even onto the half grid by the bits (normal halves: 10
+// mantissa bits; subnormals: multiples of 2^-24; past 65504: inf; NaN
+// kept): lavapipe (Mesa 22) truncated packHalf2x16 on vec4 operands.
+vec4 kiln_hround(vec4 x) {
+  const uvec4 u = floatBitsToUint(x);
+  vec4 r = uintBitsToFloat((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+  r = mix(r, roundEven(x * 16777216.0) * (1.0 / 16777216.0), lessThan(abs(x), vec4(6.103515625e-05)));
+  r = mix(r, sign(x) * uintBitsToFloat(0x7f800000u), greaterThan(abs(r), vec4(65504.0)));
+  return mix(r, x, isnan(x));
+}
 vec4 kiln_fminf(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(lessThan(a, b)) | uvec4(isnan(a)))); }
 vec4 kiln_fmaxf(vec4 a, vec4 b) { return mix(b, a, bvec4(uvec4(greaterThan(a, b)) | uvec4(isnan(a)))); }
 vec4 kiln_sigmoidf(vec4 v) {

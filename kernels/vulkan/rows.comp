@@ -10,7 +10,7 @@
 #define KILN_GID gl_GlobalInvocationID
 #define KILN_WG_GUARD
 #endif
-// kiln Softmax / LogSoftmax rows, f32 (lowering/template.h,
+// kiln Softmax / LogSoftmax rows, f32 or f16 storage (lowering/template.h,
 // kiln_template_rows_t): a subgroup per row of N values, the lanes
 // striding the row (lane l takes elements l, l + S, ...: neighbouring
 // lanes read neighbouring words; S the subgroup's lanes), two passes over
@@ -25,24 +25,40 @@
 // invocations takes RB neighbouring rows, its subgroups a row at a time
 // (lavapipe's 8-lane subgroups: 4 rows at once; a 32-lane GPU subgroup:
 // the 4 in turn). With VEC4 (N a multiple of 4) each lane takes a vec4 a
-// step (one rescale a vec4).
+// step (one rescale a vec4). HX / HY: X / Y hold f16 (fp16 plans), read
+// into f32 and rounded once by the store; the sums stay f32.
 // The host puts after the #extension lines: BIND_X BIND_Y (kernel
-// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG.
+// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY.
 // Dispatch: (ceil(ROWS / RB), 1, 1) work-groups of WG.
+
+#if HX || HY
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 #if VEC4
-layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { vec4 x[]; };
-layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { vec4 y[]; };
 #define NE (N / 4)
 #define T vec4
+#define TH f16vec4
 #else
-layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float x[]; };
-layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
 #define NE N
 #define T float
+#define TH float16_t
 #endif
+#if HX
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TH x[]; };
+#else
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { T x[]; };
+#endif
+#if HY
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TH y[]; };
+#define Y(v) TH(v)
+#else
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { T y[]; };
+#define Y(v) (v)
+#endif
+#define X(i) T(x[i])
 
 void main() {
   KILN_WG_GUARD;
@@ -54,7 +70,7 @@ void main() {
     const int base = row * NE;
     float m = -1.0 / 0.0, s = 0.0;
     for (int i = l; i < NE; i += S) {
-      const T v = x[base + i];
+      const T v = X(base + i);
 #if VEC4
       const float mn = max(m, max(max(v.x, v.y), max(v.z, v.w)));
       const vec4 e = exp(v - mn);
@@ -71,10 +87,10 @@ void main() {
     m = rm;
 #if LOG
     const float ls = log(s); // (x - m) first: m + log(s) would round away x's digits
-    for (int i = l; i < NE; i += S) y[base + i] = (x[base + i] - m) - ls;
+    for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - m) - ls);
 #else
     const float r = 1.0 / s;
-    for (int i = l; i < NE; i += S) y[base + i] = exp(x[base + i] - m) * r;
+    for (int i = l; i < NE; i += S) y[base + i] = Y(exp(X(base + i) - m) * r);
 #endif
   }
 }

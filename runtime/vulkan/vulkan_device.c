@@ -85,7 +85,7 @@ typedef struct vk_shared_s {
   uint8_t* blob; /* the SPIR-V, compared whole */
   uint64_t len;
   int32_t n_args;
-  uint64_t texel, stexel;
+  uint64_t texel, stexel, htexel;
   VkShaderModule module;
   VkDescriptorSetLayout dsl;
   VkPipelineLayout layout;
@@ -113,6 +113,7 @@ typedef struct vk_kernel_s {
   VkPipeline pipe;
   uint64_t texel; /* bit j: binding j is a uniform texel buffer (vulkan_texel.c) */
   uint64_t stexel; /* bit j: binding j is a storage texel buffer */
+  uint64_t htexel; /* bit j: ... one of rgba16f texels (else rgba32f) */
   vk_shared_t* shared; /* an owner whose objects are shared (reuse_code): one reference */
 } vk_kernel_t;
 
@@ -639,6 +640,9 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   if (hides(hide, "no-subgroup-arith")) info->subgroup_arith = false;
   info->int_dot = idot && !hides(hide, "no-idot");
   info->max_texels = d->props.limits.maxTexelBufferElements;
+  VkFormatProperties h16;
+  vkGetPhysicalDeviceFormatProperties(d->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &h16);
+  info->texel_f16 = (h16.bufferFeatures & VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT) && !hides(hide, "no-texel-f16");
   const char* tx = hide ? strstr(hide, "texels=") : NULL;
   if (tx) {
     const unsigned long long n = strtoull(tx + 7, NULL, 10);
@@ -1064,7 +1068,11 @@ static kiln_status_t build_kernel(vk_dev_t* d, const kiln_program_t* p, int32_t 
   VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                   .codeSize = (size_t)len,
                                   .pCode = (const uint32_t*)blob};
-  KILN_RETURN_IF_ERROR(kiln_vk_texel_bindings((const uint32_t*)blob, (size_t)(len / 4), k->name, &k->texel, &k->stexel));
+  KILN_RETURN_IF_ERROR(
+      kiln_vk_texel_bindings((const uint32_t*)blob, (size_t)(len / 4), k->name, &k->texel, &k->stexel, &k->htexel));
+  if (k->htexel && !d->base.info.texel_f16)
+    return kiln_make_status(KILN_UNSUPPORTED, "vulkan: kernel '%s' binds rgba16f texel buffers, device '%s' has no "
+                            "R16G16B16A16_SFLOAT storage texel buffers", k->name, d->props.deviceName);
   VkResult r = vkCreateShaderModule(d->dev, &smi, NULL, &k->module);
   if (r != VK_SUCCESS)
     return kiln_status_annotate(vkfail(d, r, "vkCreateShaderModule"), "kernel '%s'", k->name);
@@ -1311,7 +1319,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
         atomic_fetch_add(&sh->refs, 1);
         k->shared = sh;
         k->module = sh->module, k->dsl = sh->dsl, k->layout = sh->layout, k->pipe = sh->pipe;
-        k->texel = sh->texel, k->stexel = sh->stexel;
+        k->texel = sh->texel, k->stexel = sh->stexel, k->htexel = sh->htexel;
         ++reused;
         kiln_progress_step(&pr, "pipelines reused");
         break;
@@ -1334,7 +1342,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
     if (k->owner == i) continue;
     vk_kernel_t* src = &e->k[k->owner];
     k->module = src->module, k->dsl = src->dsl, k->layout = src->layout, k->pipe = src->pipe;
-    k->texel = src->texel, k->stexel = src->stexel; /* the layout's texel bindings */
+    k->texel = src->texel, k->stexel = src->stexel, k->htexel = src->htexel; /* the layout's texel bindings */
   }
   free(job.errors);
   if (!s && job.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: pipeline build of %d kernels", (int)e->n);
@@ -1361,7 +1369,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
       }
       memcpy(blob, p->code.blobs[i], (size_t)p->code.blob_lens[i]);
       *sh = (vk_shared_t){.blob = blob, .len = p->code.blob_lens[i], .n_args = k->n_args, .texel = k->texel,
-                          .stexel = k->stexel, .module = k->module, .dsl = k->dsl, .layout = k->layout,
+                          .stexel = k->stexel, .htexel = k->htexel, .module = k->module, .dsl = k->dsl, .layout = k->layout,
                           .pipe = k->pipe};
       atomic_init(&sh->refs, 2);
       k->shared = sh;
@@ -1506,7 +1514,8 @@ static kiln_status_t texel_write(vk_dev_t* d, kiln_device_cmd_t* c, const vk_ker
     c->cap_views = cap;
   }
   KILN_RETURN_IF_ERROR(kiln_vk_texel_view(d->dev, bi->buffer, bi->offset, bi->range, avail,
-                                          d->props.limits.maxTexelBufferElements, k->name, j, view));
+                                          d->props.limits.maxTexelBufferElements, k->htexel >> j & 1, k->name, j,
+                                          view));
   c->views[c->n_views++] = *view;
   w->descriptorType = type;
   w->pBufferInfo = NULL;

@@ -316,6 +316,11 @@ typedef struct kiln_cf_dialect_s {
   const char* vand, *vor, *vnot;
   const char* tex_decl;
   const char* tex_idecl;
+  /* an f16 texel parameter (kiln_cf_kernel_info_t.texels_f16): always an
+   * image of 4-half texels ($T also says readonly where nothing stores to
+   * it), read through tex_iload / tex_iload1 as f32 and written through
+   * vstore_half (rounded to f16 first, as a scalar f16 store rounds) */
+  const char* tex_hdecl;
   const char* tex_load1;  /* one float of a read-only texel parameter */
   const char* tex_iload1; /* one float of a written one */
   const char* tex_iload;  /* 4 floats of a written one */
@@ -363,6 +368,10 @@ typedef struct kiln_cf_kernel_info_s {
    * device (kiln_device_info_t.max_texels; UINT64_MAX: any). 0: no texel
    * views, so VECTORIZED loops print scalar. */
   uint64_t texels;
+  /* f16 parameters may be texel views too (tex_hdecl: 4 halves a texel,
+   * read and written as f32 vectors; Vulkan's rgba16f storage texel
+   * buffers, kiln_device_info_t.texel_f16). False: they stay scalar. */
+  bool texels_f16;
 } kiln_cf_kernel_info_t;
 
 /* Prints the dialect prelude (C: includes and helpers). */

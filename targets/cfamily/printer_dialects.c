@@ -248,6 +248,12 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .vec_texels = true,
     .tex_decl = "layout(set = 0, binding = $N) uniform samplerBuffer $B;",
     .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform $TimageBuffer $B;",
+    .tex_hdecl = "layout(set = 0, binding = $N, rgba16f) uniform $TimageBuffer $B;",
+    /* f16 texel parameters only (vec_texels): 4 halves as f32, and 4 f32
+     * rounded by the same conversion as a scalar float16_t store, so the
+     * image's own conversion is exact */
+    .vload_half = "imageLoad($B, ($I) >> 2)",
+    .vstore_half = "imageStore($B, ($I) >> 2, vec4(f16vec4($V)))",
     .tex_load1 = "texelFetch($B, ($I) >> 2)[($I) & 3]",
     .tex_iload1 = "imageLoad($B, ($I) >> 2)[($I) & 3]",
     .tex_iload = "imageLoad($B, ($I) >> 2)",

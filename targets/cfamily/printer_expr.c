@@ -127,17 +127,17 @@ static void put_cast(pr_t* p, const char* type, const tir_expr_t* e, int need) {
 static void put_load(pr_t* p, const tir_buffer_t* b, const tir_expr_t* const* idx, int need) {
   kiln_cf_check_buf(p, b);
   tctx_t c = {.buf = b, .idx = idx};
+  const int32_t ti = kiln_cf_texel_param(p, b);
+  if (ti >= 0) { /* a texel view's float (vec_texels; an f16 one is an image) */
+    kiln_cf_tpl(p, (p->stexel >> ti & 1) || b->dtype == KILN_DTYPE_F16 ? p->d->tex_iload1 : p->d->tex_load1, &c);
+    return;
+  }
   if (b->dtype == KILN_DTYPE_F16) {
     kiln_cf_tpl(p, p->d->half_load, &c);
     return;
   }
   if (kiln_cf_texel_private(p, b)) { /* a float of a vec4 row (vec_texels) */
     kiln_cf_tpl(p, p->d->tex_pload1, &c);
-    return;
-  }
-  const int32_t ti = kiln_cf_texel_param(p, b);
-  if (ti >= 0) { /* a texel view's float (vec_texels) */
-    kiln_cf_tpl(p, p->stexel >> ti & 1 ? p->d->tex_iload1 : p->d->tex_load1, &c);
     return;
   }
   bool conv = p->d->constructor_casts && strcmp(stype(p, b->dtype), vtype(p, b->dtype)) != 0;

@@ -69,6 +69,7 @@ typedef struct pr_s {
   int32_t n_tpriv;
   bool tpriv_over;
   uint64_t tex_max; /* kiln_cf_kernel_info_t.texels */
+  bool tex_half;    /* kiln_cf_kernel_info_t.texels_f16 */
 } pr_t;
 
 /* ---- text ------------------------------------------------------------- */

@@ -28,7 +28,9 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
   if (p->lane) {
     const char* byte = kiln_cf_vstore_byte(p, b->dtype);
     const bool half = b->dtype == KILN_DTYPE_F16;
-    c.v = avex(half || byte ? v->u.cast.value : v); /* vok_stmt: f16 / u8 / i8 <- f32(...) */
+    /* vok_stmt: f16 / u8 / i8 <- f32(...), or an F16 value (vhalf) */
+    const bool narrow = byte || (half && v->kind == TIR_CAST && v->u.cast.value->dtype == KILN_DTYPE_F32);
+    c.v = avex(narrow ? v->u.cast.value : v);
     c.n = p->w;
     const char* pv = kiln_cf_texel_private(p, b) ? p->d->tex_pstore : NULL;
     kiln_cf_tpl(p, byte ? byte : half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : pv ? pv : p->d->vstore, &c);

@@ -321,13 +321,17 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
   putf(p, "layout(local_size_x = %lld, local_size_y = %lld, local_size_z = %lld) in;\n",
        (long long)p->local[0], (long long)p->local[1], (long long)p->local[2]);
   p->tex_max = info ? info->texels : 0;
+  p->tex_half = info && info->texels_f16;
   kiln_cf_texel_scan(p);
   for (int32_t i = 0; i < f->n_params; ++i) {
     const tir_buffer_t* b = f->params[i];
     if (i < 64 && (p->texel >> i & 1)) { /* a texel view (vec_texels) */
       const bool noalias = !info || !info->param_noalias || info->param_noalias[i];
-      tctx_t c = {.buf = b, .n = i, .t = noalias ? d->restrict_qualifier : ""};
-      kiln_cf_tpl(p, p->stexel >> i & 1 ? d->tex_idecl : d->tex_decl, &c);
+      const bool half = b->dtype == KILN_DTYPE_F16, ro = !(p->stexel >> i & 1);
+      char q[64];
+      snprintf(q, sizeof q, "%s%s", noalias ? d->restrict_qualifier : "", half && ro ? d->readonly_qualifier : "");
+      tctx_t c = {.buf = b, .n = i, .t = q};
+      kiln_cf_tpl(p, half ? d->tex_hdecl : ro ? d->tex_decl : d->tex_idecl, &c);
       put(p, "\n");
       continue;
     }

@@ -140,6 +140,13 @@ static bool texel_ok(const pr_t* p, const tir_buffer_t* b, const tir_expr_t* con
   return true;
 }
 
+/* F16 values in vector loops (vec_texels dialects with f16 texels): f32
+ * vectors rounded onto the half grid after each operation (half_round,
+ * which the dialect's prelude overloads for vectors), as the scalar
+ * printer computes F16-typed expressions. */
+static bool vhalf(const pr_t* p) { return p->d->vec_texels && p->tex_half && p->d->tex_hdecl && p->d->half_round; }
+static bool vfloat(const pr_t* p, kiln_dtype_t t) { return t == KILN_DTYPE_F32 || (t == KILN_DTYPE_F16 && vhalf(p)); }
+
 /* Does the value of |e| differ between lanes? */
 static bool varies(const pr_t* p, const tir_expr_t* e) {
   if (!p->lane) return false;
@@ -231,7 +238,7 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
   if (!varies(p, e)) return true;
   switch (e->kind) {
     case TIR_LOAD:
-      return e->dtype == KILN_DTYPE_F32 &&
+      return vfloat(p, e->dtype) && (e->dtype == KILN_DTYPE_F32 || p->d->vload_half) &&
              access_class(e->u.load.buf, e->u.load.idx, p->lane) == 1 &&
              texel_ok(p, e->u.load.buf, e->u.load.idx);
     case TIR_BINARY: {
@@ -241,21 +248,24 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
                    op == TIR_MIN || op == TIR_MAX;
       bool cmp = op >= TIR_EQ && op <= TIR_GE;
       bool logic = op == TIR_AND || op == TIR_OR;
-      if (!((arith || cmp) && t == KILN_DTYPE_F32) && !(logic && t == KILN_DTYPE_BOOL))
+      if (!((arith || cmp) && vfloat(p, t)) && !(logic && t == KILN_DTYPE_BOOL))
         return false;
       return vok_expr(p, e->u.bin.a) && vok_expr(p, e->u.bin.b);
     }
     case TIR_SELECT:
-      return e->dtype == KILN_DTYPE_F32 && vok_expr(p, e->u.sel.cond) &&
+      return vfloat(p, e->dtype) && vok_expr(p, e->u.sel.cond) &&
              vok_expr(p, e->u.sel.t) && vok_expr(p, e->u.sel.f);
     case TIR_CAST: {
       const tir_expr_t* v = e->u.cast.value;
       const tir_expr_t *fa, *fb;
       if (kiln_cf_f32_product(e, &fa, &fb)) return p->d->vmulr && vok_expr(p, fa) && vok_expr(p, fb);
+      /* between f32 and F16 values (vhalf): a rounding, or nothing */
+      if (vhalf(p) && vfloat(p, e->dtype) && vfloat(p, v->dtype) && e->dtype != v->dtype) return vok_expr(p, v);
       /* f32(f16 load), contiguous along the lane: a widening vector load */
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && v->dtype == KILN_DTYPE_F16 &&
           p->d->vload_half)
-        return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
+        return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1 &&
+               texel_ok(p, v->u.load.buf, v->u.load.idx);
       /* f32(u8 / i8 / i32 load), contiguous: a widening vector load */
       if (e->dtype == KILN_DTYPE_F32 && v->kind == TIR_LOAD && byte_load(p, v))
         return access_class(v->u.load.buf, v->u.load.idx, p->lane) == 1;
@@ -263,7 +273,7 @@ static bool vok_expr(const pr_t* p, const tir_expr_t* e) {
     }
     case TIR_CALL: {
       tir_intrin_t fn = e->u.call.fn;
-      bool ok = (e->dtype == KILN_DTYPE_F32 &&
+      bool ok = (vfloat(p, e->dtype) &&
                  (fn == TIR_NEG || fn == TIR_FABS || fn == TIR_FMA ||
                   (fn >= 0 && fn < TIR_INTRIN_COUNT_ && p->d->vmath[fn]))) ||
                 (e->dtype == KILN_DTYPE_BOOL && fn == TIR_NOT);
@@ -284,13 +294,18 @@ static bool vok_stmt(const pr_t* p, const tir_stmt_t* s) {
       if (access_class(s->u.store.buf, s->u.store.idx, p->lane) != 1) return false;
       if (s->u.store.buf->dtype == KILN_DTYPE_F32)
         return v->dtype == KILN_DTYPE_F32 && texel_ok(p, s->u.store.buf, s->u.store.idx) && vok_expr(p, v);
-      if (p->d->vec_texels) return false;
+      if (p->d->vec_texels && (s->u.store.buf->dtype != KILN_DTYPE_F16 ||
+                               !texel_ok(p, s->u.store.buf, s->u.store.idx)))
+        return false;
       if (s->u.store.buf->dtype == KILN_DTYPE_I32) return vok_i32_value(p, v);
       /* u8 / i8 <- u8 / i8(f32 value) narrowed by the vector store */
       if (byte_vstore(p, s->u.store.buf->dtype))
         return v->kind == TIR_CAST && v->dtype == s->u.store.buf->dtype &&
                v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
-      /* f16 <- f32(...) narrowed by the vector store */
+      /* f16 <- f32(...) narrowed by the vector store, or an F16 value (vhalf) */
+      if (s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->dtype == KILN_DTYPE_F16 && vhalf(p) &&
+          !(v->kind == TIR_CAST && v->u.cast.value->dtype == KILN_DTYPE_F32))
+        return vok_expr(p, v);
       return s->u.store.buf->dtype == KILN_DTYPE_F16 && p->d->vstore_half && v->kind == TIR_CAST &&
              v->u.cast.value->dtype == KILN_DTYPE_F32 && vok_expr(p, v->u.cast.value);
     }
@@ -435,7 +450,8 @@ static void tscan(pr_t* p, const tir_stmt_t* s, tscan_t* t) {
   }
 }
 
-/* Candidates: f32 parameters whose span fits a texel view. A loop prints as
+/* Candidates: f32 parameters whose span fits a texel view, and f16 ones
+ * where the dialect has texels of halves (tex_half). A loop prints as
  * vectors only if its contiguous buffers are candidates; a candidate stored
  * outside such loops is dropped (an image store writes whole texels), which
  * may turn more loops scalar: repeat until nothing changes. */
@@ -444,8 +460,10 @@ void kiln_cf_texel_scan(pr_t* p) {
   if (!p->d->vec_texels || !p->tex_max) return;
   for (int32_t i = 0; i < p->f->n_params && i < 64; ++i) {
     const tir_buffer_t* b = p->f->params[i];
-    const uint64_t texels = (tir_buffer_span_bytes(b) + 15) / 16;
-    if (b->dtype == KILN_DTYPE_F32 && b->scope == TIR_SCOPE_GLOBAL && texels <= p->tex_max) p->tex_cand |= 1ull << i;
+    const bool half = b->dtype == KILN_DTYPE_F16 && p->tex_half && p->d->tex_hdecl;
+    const uint64_t texels = (tir_buffer_span_bytes(b) + (half ? 7 : 15)) / (half ? 8 : 16);
+    if ((b->dtype == KILN_DTYPE_F32 || half) && b->scope == TIR_SCOPE_GLOBAL && texels <= p->tex_max)
+      p->tex_cand |= 1ull << i;
   }
   p->tex_scan = true;
   tscan_t t;
@@ -549,8 +567,31 @@ static const tir_expr_t* qsat_value(const pr_t* p, const tir_expr_t* e) {
   return s->u.sel.t;
 }
 
-/* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. */
+/* half_round's text before (|at_end| false) or after its $1. */
+static void hround_part(pr_t* p, bool at_end) {
+  const char* h = p->d->half_round;
+  const char* a = strstr(h, "$1");
+  if (at_end) put(p, a + 2);
+  else kiln_cf_out_printf(p->o, "%.*s", (int)(a - h), h);
+}
+
+static void vexpr_f(pr_t* p, const tir_expr_t* e, int need);
+
+/* |e| passed vok_expr; prints a W-lane f32 vector or lane mask. An F16
+ * operation's vector (vhalf) is rounded onto the half grid like the scalar
+ * printer's; negation, abs, selects and loads are exact. */
 void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
+  bool round = e->dtype == KILN_DTYPE_F16 && varies(p, e) &&
+               (e->kind == TIR_BINARY || (e->kind == TIR_CALL && e->u.call.fn != TIR_NEG && e->u.call.fn != TIR_FABS) ||
+                (e->kind == TIR_CAST && e->u.cast.value->dtype != KILN_DTYPE_F16));
+  for (int32_t i = p->nbind - 1; round && i >= 0; --i)
+    if (tir_expr_equal(p->bind_e[i], e)) round = false;
+  if (round) hround_part(p, false);
+  vexpr_f(p, e, round ? P_ANY : need);
+  if (round) hround_part(p, true);
+}
+
+static void vexpr_f(pr_t* p, const tir_expr_t* e, int need) {
   const kiln_cf_dialect_t* d = p->d;
   for (int32_t i = p->nbind - 1; i >= 0; --i)
     if (tir_expr_equal(p->bind_e[i], e)) {
@@ -584,7 +625,7 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       tctx_t c = {.buf = e->u.load.buf, .idx = e->u.load.idx, .n = p->w};
       const int32_t ti = kiln_cf_texel_param(p, e->u.load.buf);
       const char* pl = kiln_cf_texel_private(p, e->u.load.buf) ? d->tex_pload : NULL;
-      kiln_cf_tpl(p, e->dtype == KILN_DTYPE_I32 ? d->vload_i32 : pl ? pl : ti >= 0 && (p->stexel >> ti & 1) ? d->tex_iload : d->vload, &c);
+      kiln_cf_tpl(p, e->dtype == KILN_DTYPE_I32 ? d->vload_i32 : e->dtype == KILN_DTYPE_F16 ? d->vload_half : pl ? pl : ti >= 0 && (p->stexel >> ti & 1) ? d->tex_iload : d->vload, &c);
       return;
     }
     case TIR_BINARY: {
@@ -620,6 +661,10 @@ void kiln_cf_vexpr(pr_t* p, const tir_expr_t* e, int need) {
       const tir_expr_t *fa, *fb;
       if (kiln_cf_f32_product(e, &fa, &fb)) {
         vtpl(p, d->vmulr, avex(fa), avex(fb), (targ_t){0});
+        return;
+      }
+      if (vhalf(p) && vfloat(p, e->dtype) && vfloat(p, v->dtype) && e->dtype != v->dtype) {
+        kiln_cf_vexpr(p, v, need); /* kiln_cf_vexpr rounds an F16 result */
         return;
       }
       if (v->kind == TIR_LOAD && (v->dtype == KILN_DTYPE_F16 || byte_load(p, v))) {

@@ -164,7 +164,7 @@ static kiln_status_t print_distinct(const kiln_plan_t* plan, const kiln_cf_diale
                                     kiln_cf_out_t* o, kiln_cpu_source_t* out) {
   bool* na = noalias_flags(plan, k);
   if (!na) return kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
-  kiln_cf_kernel_info_t info = {na, false, 0};
+  kiln_cf_kernel_info_t info = {na, false, 0, false};
   kiln_status_t s = print_one(plan, k, dialect, &info, o);
   free(na);
   KILN_RETURN_IF_ERROR(s);
@@ -208,7 +208,7 @@ static kiln_status_t print_group(const kiln_plan_t* plan, const kiln_cf_dialect_
     if (param_of[i] < 0) param_of[i] = n_params++;
   }
   if (!s && n_params) {
-    kiln_cf_kernel_info_t info = {na, false, 0};
+    kiln_cf_kernel_info_t info = {na, false, 0, false};
     s = print_one(plan, canon[c].kernel, dialect, &info, &own);
   }
   if (!s && own.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
@@ -290,7 +290,7 @@ kiln_status_t kiln_cpu_codegen_lanes(const kiln_plan_t* plan, int32_t lanes, kil
       s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory generating code");
       break;
     }
-    kiln_cf_kernel_info_t info = {na, true, 0};
+    kiln_cf_kernel_info_t info = {na, true, 0, false};
     kiln_cf_out_t ct;
     kiln_cf_out_init(&ct);
     s = print_one(plan, k, &dialect, &info, &ct);

@@ -83,6 +83,11 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * =printed none */
                                .rows = !(rows && !strcmp(rows, "printed")),
                                .rows_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : (int64_t)1 << 20,
+                               /* f16 rows (fp16 plans) only where forced: on lavapipe the
+                                * printed kernel reading rgba16f texels took 25-31 ms on
+                                * 8192 x 1000 and 25 ms on 65536 x 128, the template 45-46
+                                * and 53-59 ms (a GPU's 32-lane subgroups: not measured) */
+                               .rows_f16 = rows && !strcmp(rows, "subgroup"),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
@@ -359,7 +364,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       }
       /* element-wise lanes as vec4 texels where a view holds the buffer */
       kiln_cf_kernel_info_t info = {.param_noalias = na, .canonical = true,
-                                    .texels = plan->max_texels ? plan->max_texels : UINT64_MAX};
+                                    .texels = plan->max_texels ? plan->max_texels : UINT64_MAX,
+                                    .texels_f16 = !(plan->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16)};
       kiln_cf_out_t out;
       kiln_cf_out_init(&out);
       s = kiln_cf_print_kernel(&kiln_cf_dialect_glsl, f, &info, &out);

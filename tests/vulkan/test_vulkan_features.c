@@ -24,6 +24,7 @@
 #include "kiln/compiler.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/vulkan/vulkan_texel.h"
 #include "testing.h"
 
 enum { GM = 16, GK = 64, GN = 48, CC = 8, CH = 12, CM = 16, CM2 = 40, CO = CH - 2 };
@@ -276,6 +277,45 @@ static void test_winograd(void) {
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
 }
 
+/* The texel bindings the device reads from a kernel's SPIR-V and the view
+ * format it binds there (vulkan_texel.c): a storage buffer image of format
+ * rgba32f (1) or rgba16f (2) at binding 3, a sampled one at binding 5 (no
+ * format), and a storage one of rgba8 (4), which no kiln shader declares:
+ * UNSUPPORTED naming the kernel. */
+enum { TEXEL_WORDS = 5 + 45 }; /* the header and the 9 instructions below */
+static void texel_words(uint32_t format, uint32_t* w) {
+  const uint32_t head[5] = {0x07230203u, 0x00010300u, 0, 16, 0};
+  const uint32_t body[] = {
+      (4u << 16) | 71, 10, 33, 3,                  /* OpDecorate %10 Binding 3 */
+      (4u << 16) | 71, 13, 33, 5,                  /* OpDecorate %13 Binding 5 */
+      (9u << 16) | 25, 2, 1, 5, 0, 0, 0, 2, format, /* OpTypeImage %2 %1 Buffer .. storage, format */
+      (4u << 16) | 32, 3, 0, 2,                    /* OpTypePointer %3 UniformConstant %2 */
+      (4u << 16) | 59, 3, 10, 0,                   /* OpVariable %3 %10 */
+      (9u << 16) | 25, 4, 1, 5, 0, 0, 0, 1, 0,     /* OpTypeImage %4 %1 Buffer .. sampled, Unknown */
+      (3u << 16) | 27, 11, 4,                      /* OpTypeSampledImage %11 %4 */
+      (4u << 16) | 32, 12, 0, 11,                  /* OpTypePointer %12 UniformConstant %11 */
+      (4u << 16) | 59, 12, 13, 0,                  /* OpVariable %12 %13 */
+  };
+  _Static_assert(sizeof head + sizeof body == TEXEL_WORDS * sizeof(uint32_t), "TEXEL_WORDS");
+  memcpy(w, head, sizeof head);
+  memcpy(w + 5, body, sizeof body);
+}
+
+static void test_texel_formats(void) {
+  uint32_t w[TEXEL_WORDS];
+  uint64_t t = 0, st = 0, h = 0;
+  texel_words(2, w);
+  CHECK_OK(kiln_vk_texel_bindings(w, TEXEL_WORDS, "k", &t, &st, &h));
+  CHECK_MSG(t == 1ull << 5 && st == 1ull << 3 && h == 1ull << 3, "rgba16f: texel %llx storage %llx half %llx",
+            (unsigned long long)t, (unsigned long long)st, (unsigned long long)h);
+  texel_words(1, w);
+  CHECK_OK(kiln_vk_texel_bindings(w, TEXEL_WORDS, "k", &t, &st, &h));
+  CHECK_MSG(t == 1ull << 5 && st == 1ull << 3 && h == 0, "rgba32f: texel %llx storage %llx half %llx",
+            (unsigned long long)t, (unsigned long long)st, (unsigned long long)h);
+  texel_words(4, w);
+  CHECK_ERR(kiln_vk_texel_bindings(w, TEXEL_WORDS, "kern4", &t, &st, &h), KILN_UNSUPPORTED, "kern4");
+}
+
 int main(void) {
   if (!bm_tmpdir("vulkan_features", g_dir, sizeof g_dir)) {
     fprintf(stderr, "cannot create a temp folder\n");
@@ -285,6 +325,7 @@ int main(void) {
   /* the implicit-GEMM conv's modes first (3x3 convs would be Winograd
    * instances, which have none: test_winograd) */
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
+  RUN(test_texel_formats);
   RUN(test_default);
   RUN(test_no_int64);
   RUN(test_conservative);

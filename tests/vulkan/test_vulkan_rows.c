@@ -11,7 +11,12 @@
  * every last-axis node (KILN_SPIRV_ROWS=subgroup; never the strided one),
  * the printed kernels (=printed), and the template forced on a device
  * whose subgroup arithmetic is hidden (KILN_VULKAN_FEATURES=
- * no-subgroup-arith: the printed kernels, subgroup ballot still there). */
+ * no-subgroup-arith: the printed kernels, subgroup ballot still there).
+ * fp16: Relu -> Softmax -> Relu in an fp16 plan, so that the Softmax reads
+ * and writes f16 activations, with the template forced: rows of 1000 (vec4
+ * steps) and 7, X and Y f16 in the instance (HX, HY), the sums f32, the
+ * results within the halves' rounding of the loops here; by default none,
+ * even on 1040 rows of 1024 (the f16 rule: the printed kernel). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -180,6 +185,97 @@ static void check_mode(const char* hide, const char* rows, bool arith, int want)
   kiln_compiler_destroy(c);
 }
 
+/* fp16: relu(softmax(relu(x))) over [rows][n], the Softmax's X and Y f16;
+ * |forced|: KILN_SPIRV_ROWS=subgroup (one f16 instance), else the default
+ * (none: on lavapipe the printed kernel reading rgba16f texels is faster) */
+static void check_fp16(int64_t rows, int64_t n, bool vec4, bool forced) {
+  char model[640], dump[640];
+  snprintf(model, sizeof model, "%s/rows16_%lld_%d.onnx", g_dir, (long long)n, forced);
+  snprintf(dump, sizeof dump, "%s/dump16_%lld_%d", g_dir, (long long)n, forced);
+  const int64_t dims[2] = {rows, n};
+  bm_model_t b;
+  bm_init(&b, 5);
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, dims, NULL);
+  bm_node(&b, "Relu", "r1", "X", "H");
+  bm_attr_int(&b, bm_node(&b, "Softmax", "sm", "H", "S"), "axis", -1);
+  bm_node(&b, "Relu", "r2", "S", "Y");
+  bm_output(&b, "Y");
+  CHECK(bm_write(&b, model));
+  bm_free(&b);
+  CHECK(mkdir(dump, 0755) == 0);
+  unsetenv("KILN_VULKAN_FEATURES");
+  if (forced)
+    setenv("KILN_SPIRV_ROWS", "subgroup", 1);
+  else
+    unsetenv("KILN_SPIRV_ROWS");
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
+  const bool has = d->info.subgroup_arith;
+  kiln_device_release(d);
+  kiln_compiler_t* c = NULL;
+  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
+  CHECK_OK(kiln_compiler_load_model(c, model));
+  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
+  CHECK_OK(kiln_compiler_set_option(c, "precision", "fp16"));
+  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (CHECK_OK(kiln_compiler_compile(c))) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/kernels.comp", dump);
+    char* glsl = kiln_test_read_text(path);
+    CHECK_MSG(glsl != NULL, "fp16: no %s", path);
+    if (glsl && !(has && forced))
+      CHECK_MSG(kiln_test_count(glsl, "// kiln rows '") == 0, "fp16 rows of %lld: a row instance by default",
+                (long long)n);
+    else if (glsl)
+      CHECK_MSG(kiln_test_count(glsl, "// kiln rows '") == 1 && kiln_test_count(glsl, "#define HX 1\n#define HY 1\n") == 1 &&
+                    kiln_test_count(glsl, vec4 ? "#define VEC4 1\n" : "#define VEC4 0\n") == 1,
+                "fp16 rows of %lld: no f16 row instance (vec4 %d)", (long long)n, vec4);
+    free(glsl);
+    const void* data = NULL;
+    size_t len = 0;
+    kiln_allocator_t al = kiln_allocator_system();
+    kiln_module_t* m = NULL;
+    kiln_session_t* s = NULL;
+    kiln_array_t x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    const kiln_shape_t sh = kiln_shape_make(2, dims);
+    d = NULL;
+    if (CHECK_OK(kiln_compiler_module(c, &data, &len)) && CHECK_OK(kiln_module_load_memory(data, len, "rows16", al, &m)) &&
+        CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &x)) && CHECK_OK(kiln_device_open("vulkan", NULL, al, &d)) &&
+        CHECK_OK(kiln_session_create(m, d, NULL, &s))) {
+      float* xv = x.data;
+      for (int64_t i = 0; i < rows * n; ++i) xv[i] = x_at(1, i) * 0.25f;
+      if (CHECK_OK(kiln_session_run(s, &x, &y))) {
+        int64_t bad = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = 0, sum = 0; /* relu(x) >= 0 */
+          for (int64_t i = 0; i < n; ++i) m = fmax(m, fmax(xv[r * n + i], 0.0f));
+          for (int64_t i = 0; i < n; ++i) sum += exp(fmax(xv[r * n + i], 0.0f) - m);
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = exp(fmax(xv[r * n + i], 0.0f) - m) / sum, got = ((float*)y.data)[r * n + i];
+            bad += !(fabs(got - want) <= 1e-5 + 4e-3 * want); /* x and y as halves */
+          }
+        }
+        CHECK_MSG(bad == 0, "fp16 rows of %lld: %lld of %lld outputs off", (long long)n, (long long)bad,
+                  (long long)(rows * n));
+      }
+    }
+    kiln_session_destroy(s);
+    kiln_device_release(d);
+    kiln_module_release(m);
+    kiln_array_free(al, &x);
+    kiln_array_free(al, &y);
+  }
+  kiln_compiler_destroy(c);
+}
+
+static void test_fp16(void) {
+  check_fp16(6, 1000, true, true);
+  check_fp16(5, 7, false, true);
+  check_fp16(1040, 1024, true, false); /* past 2^20 elements: still printed */
+}
+
 static void test_default(void) { check_mode(NULL, NULL, true, NBIG); }
 static void test_subgroup(void) { check_mode(NULL, "subgroup", true, NTMPL); }
 static void test_printed(void) { check_mode(NULL, "printed", true, 0); }
@@ -195,6 +291,7 @@ int main(void) {
   RUN(test_subgroup);
   RUN(test_printed);
   RUN(test_hidden);
+  RUN(test_fp16);
   unsetenv("KILN_VULKAN_FEATURES");
   unsetenv("KILN_SPIRV_ROWS");
   bm_rmtree(g_dir);
