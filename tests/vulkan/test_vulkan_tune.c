@@ -256,6 +256,12 @@ static void test_space(void) {
     CHECK(set.tiles_check(t, &y, &lim) != NULL);
     y.v[5] = 3;
     CHECK(set.tiles_check(t, &y, &lim) == NULL);
+    /* mode 2 reads B's columns in pairs: one column an invocation is
+     * refused (it computed half a GEMM's outputs wrong), mode 3 takes it */
+    kiln_template_tiles_t z = {.n = 6, .v = {32, 8, 2, 32, 1, 2}};
+    CHECK(set.tiles_check(t, &z, &lim) != NULL);
+    z.v[5] = 3;
+    CHECK_MSG(set.tiles_check(t, &z, &lim) == NULL, "32,8,2,32,1,3 refused: %s", set.tiles_check(t, &z, &lim));
     /* the 1x1 convs' default on large grids, 16 channels x 16 positions
      * per invocation in the texel mode, is a point too */
     if (t->kind == KILN_TEMPLATE_CONV) {
