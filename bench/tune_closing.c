@@ -1,16 +1,19 @@
-/* What kiln tune's closing build costs on OpenCL with its kept points'
- * code shared or not (docs/TUNING.md, "The closing build reuses ...").
+/* What kiln tune's closing build costs on OpenCL or Vulkan with its kept
+ * points' code shared or not (docs/TUNING.md, "The closing build reuses ...").
  *
- *   kiln_bench_tune_closing MODEL.onnx [K]   (K kernels at another point; default 8)
+ *   kiln_bench_tune_closing MODEL.onnx [K [TARGET [hint]]]   (K kernels at
+ *   another point, default 8; TARGET opencl (default) or vulkan; "hint":
+ *   each kernel's first hint, the tuner's first point, instead of one knob
+ *   away: on lavapipe the Winograd convs' other F, the dearest shaders)
  *
- * Plans MODEL as `kiln tune -t opencl` does, builds the default program on
+ * Plans MODEL as `kiln tune -t TARGET` does, builds the default program on
  * device A with reuse_code (the tune's default build), then for the K
  * hottest-first (plan order) template kernels a point one knob away from
  * the default (the first the constraints accept) built and run alone on a
  * second device B (the tune's points), then the model with those points on
  * A with reuse_code (the closing build: program, session, a warm-up run).
  * Twice, in this order: the points alone with reuse_code (this tree's
- * tune: B shares A's units, KILN_TUNE_REUSE on) and without (the points'
+ * tune: B shares A's OpenCL units or Vulkan pipelines, KILN_TUNE_REUSE on) and without (the points'
  * code kept to themselves, as before), on fresh devices each time. Prints
  * per pass the closing build's wall time and its units reused. */
 #include <stdio.h>
@@ -27,7 +30,7 @@
 #include "lowering/plan.h"
 #include "lowering/template.h"
 #include "runtime/module_impl.h"
-#include "runtime/opencl/opencl_device.h"
+#include "runtime/device_registry.h"
 #include "runtime/session_impl.h"
 #include "targets/program_build.h"
 #include "targets/registry.h"
@@ -46,14 +49,14 @@ static int fail(kiln_status_t s, const char* what) {
 
 /* |plan| as kiln tune builds it, into a session on |dev| with reuse_code,
  * run once on |in|: the wall time, its units and those reused. */
-static kiln_status_t whole(kiln_device_t* dev, const kiln_plan_t* plan, const kiln_array_t* in, int32_t n_out,
-                           double* secs, int32_t* units, int32_t* reused) {
+static kiln_status_t whole(kiln_device_t* dev, const kiln_target_t* tg, const kiln_plan_t* plan,
+                           const kiln_array_t* in, int32_t n_out, double* secs, int32_t* units, int32_t* reused) {
   const double t0 = now_s();
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   kiln_array_t* out = calloc((size_t)n_out + 1, sizeof *out);
-  kiln_status_t s = kiln_tune_whole_program(plan, kiln_target_find("opencl"), &prog);
+  kiln_status_t s = kiln_tune_whole_program(plan, tg, &prog);
   if (!s) s = kiln_module_wrap(prog, &mod);
   else kiln_program_destroy(prog);
   kiln_session_options_t so;
@@ -61,10 +64,9 @@ static kiln_status_t whole(kiln_device_t* dev, const kiln_plan_t* plan, const ki
   if (!s) s = kiln_session_create(mod, dev, &so, &ses);
   if (!s) s = kiln_session_run(ses, in, out);
   *secs = now_s() - t0;
-  kiln_opencl_build_stats_t st = {0};
-  if (ses) kiln_opencl_executable_stats(ses->exe, &st);
-  *units = st.units;
-  *reused = st.units_reused;
+  const kiln_device_api_t* api = kiln_device_api_find(tg->name);
+  *units = *reused = 0;
+  if (ses && api && api->executable_units) api->executable_units(ses->exe, units, reused);
   for (int32_t i = 0; i < n_out; ++i) kiln_array_free(kiln_allocator_system(), &out[i]);
   free(out);
   kiln_session_destroy(ses);
@@ -74,12 +76,14 @@ static kiln_status_t whole(kiln_device_t* dev, const kiln_plan_t* plan, const ki
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: kiln_bench_tune_closing MODEL.onnx [K]\n");
+    fprintf(stderr, "usage: kiln_bench_tune_closing MODEL.onnx [K [opencl|vulkan]]\n");
     return 2;
   }
   const int32_t want = argc > 2 ? atoi(argv[2]) : 8;
-  const kiln_target_t* tg = kiln_target_find("opencl");
-  if (!tg) return fail(kiln_make_status(KILN_NOT_FOUND, "no OpenCL target in this build"), "target");
+  const char* target = argc > 3 ? argv[3] : "opencl";
+  const bool hint = argc > 4 && !strcmp(argv[4], "hint");
+  const kiln_target_t* tg = kiln_target_find(target);
+  if (!tg) return fail(kiln_make_status(KILN_NOT_FOUND, "no %s target in this build", target), "target");
   setenv("POCL_KERNEL_CACHE", "0", 0); /* as kiln tune */
   kiln_graph_t* g = NULL;
   kiln_status_t s = kiln_onnx_parse_model(argv[1], NULL, kiln_allocator_system(), &g);
@@ -102,8 +106,8 @@ int main(int argc, char** argv) {
     if (pass == 1) setenv("KILN_TUNE_REUSE", "off", 1); /* the points alone keep their code */
     kiln_device_t *a = NULL, *b = NULL;
     kiln_device_open_options_t oo = {0, true, NULL};
-    s = kiln_device_open("opencl", &oo, kiln_allocator_system(), &a);
-    if (!s) s = kiln_device_open("opencl", &oo, kiln_allocator_system(), &b);
+    s = kiln_device_open(target, &oo, kiln_allocator_system(), &a);
+    if (!s) s = kiln_device_open(target, &oo, kiln_allocator_system(), &b);
     kiln_tune_device_t where;
     if (!s) kiln_tune_device_of(a, &where);
     kiln_template_set_t set;
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
     if (!s) s = kiln_template_weights_lay_out(plan);
     double t_def = 0, t_close = 0, t_points = 0;
     int32_t units = 0, reused = 0, n = 0;
-    if (!s) s = whole(a, plan, in, g->n_outputs, &t_def, &units, &reused);
+    if (!s) s = whole(a, tg, plan, in, g->n_outputs, &t_def, &units, &reused);
     if (!s) kiln_template_weights_restore(plan);
     kiln_tune_micro_t* m = calloc((size_t)want + 1, sizeof *m);
     kiln_template_tiles_t* pts = calloc((size_t)plan->n_kernels + 1, sizeof *pts);
@@ -129,7 +133,10 @@ int main(int argc, char** argv) {
       kiln_template_space_t sp;
       if (!t || !set.space(t, &sp)) continue;
       bool found = false;
-      for (int32_t i = 0; i < sp.n_knobs && !found; ++i)
+      kiln_template_tiles_t hs[8];
+      for (int32_t i = 0, nh = hint && set.tiles_hints ? set.tiles_hints(t, hs, 8) : 0; i < nh && !found; ++i)
+        if (!set.tiles_check(t, &hs[i], &where.limits)) pts[k] = hs[i], found = true;
+      for (int32_t i = 0; i < sp.n_knobs && !found && !hint; ++i)
         for (int32_t j = 0; j < sp.knobs[i].n && !found; ++j) {
           kiln_template_tiles_t x = t->tiles;
           x.v[i] = sp.knobs[i].v[j];
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
       if (t && t->weights.layout != KILN_TEMPLATE_W_PACKED && set.weight_blocks) set.weight_blocks(t);
     }
     if (!s) s = kiln_template_weights_lay_out(plan);
-    if (!s) s = whole(a, plan, in, g->n_outputs, &t_close, &units, &reused);
+    if (!s) s = whole(a, tg, plan, in, g->n_outputs, &t_close, &units, &reused);
     if (!s)
       printf("%s: default build %.1f s; %d kernels at another point built alone on a second device %.1f s; the "
              "model with them (the closing build) %.1f s, %d of its %d units reused\n",

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "compiler/compare.h"
+#include "compiler/tune_cache.h"
 #include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
 #include "targets/program_build.h"
@@ -645,9 +646,12 @@ kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, const kiln_templa
       kiln_compare(&out[i], &m->ref[i], 1e-3, 1e-4, &cr);
       if (!cr.ok) {
         *match = false;
-        if (log)
-          fprintf(log, "\ntune: kernel '%s': a point's output differs from the default's: %s\n", m->what,
+        if (log) {
+          char tl[128];
+          kiln_tune_tiles_format(tiles, tl, sizeof tl);
+          fprintf(log, "\ntune: kernel '%s': point %s: its output differs from the default's: %s\n", m->what, tl,
                   cr.message);
+        }
       }
     }
   }

@@ -81,7 +81,7 @@ typedef struct kiln_tune_micro_s {
    * warm-up run), seconds of wall time */
   double program_s, driver_s;
   /* the set-up's and the points' sessions are made with reuse_code
-   * (kiln_tune_code_shared: OpenCL), so the whole-model builds on the
+   * (kiln_tune_code_shared: OpenCL, Vulkan), so the whole-model builds on the
    * tuner's first device take their code: the set-up the default build's,
    * the closing build a kept point's */
   bool reuse_code;
@@ -184,7 +184,7 @@ KILN_MUST_USE kiln_status_t kiln_tune_whole_program(const kiln_plan_t* plan, con
 
 /* Whether code that reuse_code builds compile on |dev| serves builds on
  * other devices of the same name in this process (kiln_device_api_t.
- * shared_code; OpenCL) and KILN_TUNE_REUSE is not off: then the kernels
+ * shared_code; OpenCL, Vulkan) and KILN_TUNE_REUSE is not off: then the kernels
  * alone, on the tuner's second device, are built with reuse_code too. */
 bool kiln_tune_code_shared(const kiln_device_t* dev);
 

@@ -640,7 +640,7 @@ static double kept_extra(const tuner_t* t, double again_s) {
      * in Mesa's cache), planned at 35 s: an overestimate costs points,
      * an underestimate the closing build's deadline (nothing kept).
      * Where the kernels alone share their code with the first device
-     * (micro.reuse_code: OpenCL's units), the closing build takes a
+     * (micro.reuse_code: OpenCL's units, Vulkan's pipelines), the closing build takes a
      * kept point's code from its build alone and the unchanged
      * kernels' from the default build, a unit matched whatever its
      * kernel's name (ResNet-18, 10 kernels moved: 25 of 25 units
@@ -706,8 +706,14 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double 
   if (trace && !strcmp(trace, "1") && t->o->log) {
     char tiles[128];
     kiln_tune_tiles_format(&g->cand, tiles, sizeof tiles);
-    fprintf(t->o->log, "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s\n",
-            g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s);
+    /* where a point's time goes: its program (lowering, printing, the
+     * shader compiler), the driver (session, pipelines and the first run,
+     * where lavapipe compiles the shader), the paired runs */
+    fprintf(t->o->log,
+            "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s (program %.1f s, "
+            "driver %.1f s, runs %.1f s)\n",
+            g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s, g->micro.program_s,
+            g->micro.driver_s, fmax(0, g->point_s - g->micro.program_s - g->micro.driver_s));
   }
   if (q < g->q_best && q < KILN_TUNE_KEEP_RATIO) {
     g->q_best = q;

@@ -48,7 +48,8 @@ typedef struct kiln_device_api_s {
   kiln_code_form_t code_form;
   /* The devices of this API that one process opens on the same hardware
    * share what reuse_code builds compiled (OpenCL: one context and its
-   * units per device), so code built on one serves a build on another. */
+   * units per device; Vulkan: one VkDevice and its pipelines), so code
+   * built on one serves a build on another. */
   bool shared_code;
   /* Opens device |index| (0 for an API with one device). |options| may be
    * NULL (defaults). On success *out_device holds one reference. Errors
@@ -64,7 +65,8 @@ typedef struct kiln_device_api_s {
    * provider choices). Prints nothing when there is nothing to report. */
   void (*executable_report)(const kiln_device_executable_t* exe, FILE* out);
   /* Optional (NULL: not counted): the units of code |exe|'s build had
-   * (OpenCL: the program text's kernels, each printed once) and how many
+   * (OpenCL: the program text's kernels, each printed once; Vulkan: its
+   * distinct pipelines) and how many
    * of them it took from earlier builds (kiln_device_build_options_t.
    * reuse_code) instead of compiling them; 0, 0 for a build without
    * reuse_code. kiln tune reports its closing build's. */

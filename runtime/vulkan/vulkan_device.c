@@ -37,14 +37,45 @@
 
 static atomic_int g_validation_total;
 
-typedef struct vk_dev_s {
-  kiln_device_t base;
+/* The VkDevice of physical device |index|, shared by every kiln device of
+ * this process that opens it with the same validation setting (refs): the
+ * instance, the VkDevice and its queue (a VkQueue is externally
+ * synchronised: submissions and waits on it hold queue_mu), and the
+ * pipelines that executables made with reuse_code (kiln_device_build_options_t)
+ * built on any of those devices, by SPIR-V (memo): a later such build
+ * takes the pipeline of an identical binary (with the shader variant the
+ * driver compiled at its first dispatch) instead of building it again. A
+ * pipeline belongs to its VkDevice, so kiln tune's second device (the
+ * kernels alone) shares the first's VkDevice, and the closing build on the
+ * first takes the kept points' pipelines from there. A home whose device
+ * was lost takes no new kiln devices (a new open makes a fresh one). */
+typedef struct vk_home_s {
+  int32_t index;
+  bool validation;
+  int32_t refs; /* under g_homes_mu */
+  atomic_bool lost;
+  atomic_int messages; /* validation messages */
   VkInstance instance;
   VkDebugUtilsMessengerEXT messenger;
   PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
-  VkPhysicalDevice phys;
+  uint32_t iapi;
   VkDevice dev;
   VkQueue queue;
+  pthread_mutex_t queue_mu, memo_mu;
+  struct vk_shared_s** memo;
+  int32_t n_memo, cap_memo;
+  struct vk_home_s* next;
+} vk_home_t;
+
+static pthread_mutex_t g_homes_mu = PTHREAD_MUTEX_INITIALIZER;
+static vk_home_t* g_homes;
+
+typedef struct vk_dev_s {
+  kiln_device_t base;
+  vk_home_t* home; /* one reference */
+  VkPhysicalDevice phys;
+  VkDevice dev;   /* the home's */
+  VkQueue queue;  /* the home's: submit under home->queue_mu */
   uint32_t queue_family;
   VkPhysicalDeviceProperties props;
   VkPhysicalDeviceMemoryProperties mem;
@@ -64,15 +95,7 @@ typedef struct vk_dev_s {
   void* staging_map;
   uint64_t staging_size;
   bool lost;
-  atomic_int validation;
   kiln_vulkan_cache_stats_t last_cache;
-  /* Pipelines built by executables made with reuse_code
-   * (kiln_device_build_options_t), by SPIR-V: a later such build takes the
-   * pipeline of an identical binary (with the shader variant the driver
-   * compiled at its first dispatch) instead of building it again. */
-  pthread_mutex_t memo_mu;
-  struct vk_shared_s** memo;
-  int32_t n_memo, cap_memo;
 } vk_dev_t;
 
 /* At most this many pipelines are kept for reuse; past it the memo starts
@@ -121,6 +144,7 @@ struct kiln_device_executable_s {
   int32_t n;
   vk_kernel_t* k;
   int32_t max_args;
+  int32_t pipelines, reused; /* distinct pipelines, those taken from earlier builds (reuse_code) */
 };
 
 struct kiln_device_cmd_s {
@@ -162,7 +186,7 @@ static kiln_status_t lost_status(void) {
  * the device lost for good. */
 static kiln_status_t vkfail(vk_dev_t* d, VkResult r, const char* what) {
   if (r == VK_ERROR_DEVICE_LOST) {
-    if (d) d->lost = true;
+    if (d) d->lost = true, atomic_store(&d->home->lost, true);
     return kiln_make_status(KILN_DEVICE_ERROR, "vulkan: device lost (%s)", what);
   }
   if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
@@ -198,7 +222,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
 
 int32_t kiln_vulkan_validation_messages(const kiln_device_t* d) {
   if (!d) return atomic_load(&g_validation_total);
-  return atomic_load(&((const vk_dev_t*)d)->validation);
+  return atomic_load(&((const vk_dev_t*)d)->home->messages);
 }
 
 /* ---- instance and physical devices ------------------------------------ */
@@ -479,18 +503,29 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   KILN_RETURN_IF_ERROR(kiln_allocator_malloc(al, sizeof(vk_dev_t), "vulkan device", (void**)&d));
   memset(d, 0, sizeof *d);
   kiln_device_init_base(&d->base, &vk_vtable, al);
-  atomic_init(&d->validation, 0);
-  pthread_mutex_init(&d->memo_mu, NULL);
-  uint32_t iapi = 0;
-  kiln_status_t s = make_instance(validation ? &d->validation : NULL, &d->instance, &d->messenger,
-                                  &d->destroy_messenger, &iapi);
-  if (s) {
-    kiln_allocator_free(al, d);
-    return s;
+  /* this process's home of the device (vk_home_t), else a new one, linked
+   * once its VkDevice exists; opens are serialised by g_homes_mu */
+  pthread_mutex_lock(&g_homes_mu);
+  vk_home_t* h = g_homes;
+  while (h && (h->index != index || h->validation != validation || atomic_load(&h->lost))) h = h->next;
+  const bool fresh = !h;
+  kiln_status_t s = NULL;
+  if (h) {
+    h->refs++;
+  } else if (!(h = calloc(1, sizeof *h))) {
+    s = kiln_make_status(KILN_OUT_OF_MEMORY, "vulkan: device");
+  } else {
+    *h = (vk_home_t){.index = index, .validation = validation, .refs = 1};
+    pthread_mutex_init(&h->queue_mu, NULL);
+    pthread_mutex_init(&h->memo_mu, NULL);
+    s = make_instance(validation ? &h->messages : NULL, &h->instance, &h->messenger, &h->destroy_messenger,
+                      &h->iapi);
   }
+  d->home = h;
+  const uint32_t iapi = h ? h->iapi : 0;
   VkPhysicalDevice* pd = NULL;
   uint32_t n = 0;
-  if ((s = physical_devices(d->instance, &pd, &n))) goto fail;
+  if (s || (s = physical_devices(h->instance, &pd, &n))) goto fail;
   if (n == 0) {
     s = kiln_make_status(KILN_NOT_FOUND, "vulkan: no Vulkan devices");
     goto fail;
@@ -570,13 +605,14 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
                             .pQueueCreateInfos = &qci,
                             .enabledExtensionCount = n_dexts,
                             .ppEnabledExtensionNames = dexts};
-  VkResult r = vkCreateDevice(d->phys, &dci, NULL, &d->dev);
-  if (r != VK_SUCCESS) {
-    d->dev = VK_NULL_HANDLE;
+  VkResult r = VK_SUCCESS;
+  if (fresh && (r = vkCreateDevice(d->phys, &dci, NULL, &h->dev)) != VK_SUCCESS) {
+    h->dev = VK_NULL_HANDLE;
     s = vkfail(NULL, r, "vkCreateDevice");
     goto fail;
   }
-  vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+  if (fresh) vkGetDeviceQueue(h->dev, d->queue_family, 0, &h->queue);
+  d->dev = h->dev, d->queue = h->queue;
   VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                  .queueFamilyIndex = d->queue_family};
@@ -662,49 +698,86 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
       d->props.limits.maxComputeWorkGroupCount[j] = (uint32_t)gn;
     info->max_groups[j] = d->props.limits.maxComputeWorkGroupCount[j];
   }
+  if (fresh) h->next = g_homes, g_homes = h;
+  pthread_mutex_unlock(&g_homes_mu);
   *out = &d->base;
   return NULL;
 fail:
+  pthread_mutex_unlock(&g_homes_mu);
   vk_destroy(&d->base);
   return s;
 }
 
-static void shared_release(vk_dev_t* d, vk_shared_t* sh) {
+static void shared_release(VkDevice dev, vk_shared_t* sh) {
   if (!sh || atomic_fetch_sub(&sh->refs, 1) != 1) return;
-  if (sh->pipe) vkDestroyPipeline(d->dev, sh->pipe, NULL);
-  if (sh->layout) vkDestroyPipelineLayout(d->dev, sh->layout, NULL);
-  if (sh->dsl) vkDestroyDescriptorSetLayout(d->dev, sh->dsl, NULL);
-  if (sh->module) vkDestroyShaderModule(d->dev, sh->module, NULL);
+  if (sh->pipe) vkDestroyPipeline(dev, sh->pipe, NULL);
+  if (sh->layout) vkDestroyPipelineLayout(dev, sh->layout, NULL);
+  if (sh->dsl) vkDestroyDescriptorSetLayout(dev, sh->dsl, NULL);
+  if (sh->module) vkDestroyShaderModule(dev, sh->module, NULL);
   free(sh->blob);
   free(sh);
 }
 
-/* Drops the memo's references (called with memo_mu held, or at destroy). */
-static void memo_clear(vk_dev_t* d) {
-  for (int32_t i = 0; i < d->n_memo; ++i) shared_release(d, d->memo[i]);
-  free(d->memo);
-  d->memo = NULL;
-  d->n_memo = d->cap_memo = 0;
+/* Drops the memo's references (called with memo_mu held, or by the last
+ * device of the home). */
+static void memo_clear(vk_home_t* h) {
+  for (int32_t i = 0; i < h->n_memo; ++i) shared_release(h->dev, h->memo[i]);
+  free(h->memo);
+  h->memo = NULL;
+  h->n_memo = h->cap_memo = 0;
+}
+
+/* Waits for everything on the home's queue (vkDeviceWaitIdle: one queue,
+ * held). */
+static void device_idle(vk_dev_t* d) {
+  pthread_mutex_lock(&d->home->queue_mu);
+  vkDeviceWaitIdle(d->dev);
+  pthread_mutex_unlock(&d->home->queue_mu);
+}
+
+/* vkQueueSubmit on the home's queue, which other kiln devices share. */
+static VkResult queue_submit(vk_dev_t* d, const VkSubmitInfo* si, VkFence f) {
+  pthread_mutex_lock(&d->home->queue_mu);
+  const VkResult r = vkQueueSubmit(d->queue, 1, si, f);
+  pthread_mutex_unlock(&d->home->queue_mu);
+  return r;
 }
 
 static void vk_destroy(kiln_device_t* base) {
   vk_dev_t* d = D(base);
   if (!d) return;
   if (d->dev) {
-    vkDeviceWaitIdle(d->dev);
-    memo_clear(d);
+    device_idle(d);
     if (d->staging_map) vkUnmapMemory(d->dev, d->staging_mem);
     if (d->staging) vkDestroyBuffer(d->dev, d->staging, NULL);
     if (d->staging_mem) vkFreeMemory(d->dev, d->staging_mem, NULL);
     if (d->xfer_fence) vkDestroyFence(d->dev, d->xfer_fence, NULL);
     if (d->pool) vkDestroyCommandPool(d->dev, d->pool, NULL);
-    vkDestroyDevice(d->dev, NULL);
   }
-  if (d->instance) {
-    if (d->messenger && d->destroy_messenger) d->destroy_messenger(d->instance, d->messenger, NULL);
-    vkDestroyInstance(d->instance, NULL);
+  /* the last device of its home destroys the memo, VkDevice and instance */
+  vk_home_t* h = d->home;
+  pthread_mutex_lock(&g_homes_mu);
+  const bool last = h && --h->refs == 0;
+  for (vk_home_t** p = &g_homes; last && *p; p = &(*p)->next)
+    if (*p == h) {
+      *p = h->next;
+      break;
+    }
+  pthread_mutex_unlock(&g_homes_mu);
+  if (last) {
+    if (h->dev) {
+      vkDeviceWaitIdle(h->dev);
+      memo_clear(h);
+      vkDestroyDevice(h->dev, NULL);
+    }
+    if (h->instance) {
+      if (h->messenger && h->destroy_messenger) h->destroy_messenger(h->instance, h->messenger, NULL);
+      vkDestroyInstance(h->instance, NULL);
+    }
+    pthread_mutex_destroy(&h->queue_mu);
+    pthread_mutex_destroy(&h->memo_mu);
+    free(h);
   }
-  pthread_mutex_destroy(&d->memo_mu);
   kiln_allocator_free(d->base.allocator, d);
 }
 
@@ -784,7 +857,7 @@ static kiln_status_t run_transfer(vk_dev_t* d, rec_fn rec, void* u) {
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                      .commandBufferCount = 1,
                      .pCommandBuffers = &d->xfer_cb};
-  VKR(d, vkQueueSubmit(d->queue, 1, &si, d->xfer_fence), "vkQueueSubmit (transfer)");
+  VKR(d, queue_submit(d, &si, d->xfer_fence), "vkQueueSubmit (transfer)");
   VKR(d, vkWaitForFences(d->dev, 1, &d->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences (transfer)");
   return NULL;
 }
@@ -1036,7 +1109,7 @@ static void vk_executable_destroy(kiln_device_t* base, kiln_device_executable_t*
   for (int32_t i = 0; i < e->n; ++i) {
     vk_kernel_t* k = &e->k[i];
     if (k->owner == i && k->shared) {
-      shared_release(d, k->shared);
+      shared_release(d->dev, k->shared);
     } else if (k->owner == i) {
       if (k->pipe) vkDestroyPipeline(d->dev, k->pipe, NULL);
       if (k->layout) vkDestroyPipelineLayout(d->dev, k->layout, NULL);
@@ -1306,13 +1379,14 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
   /* reuse_code: the pipelines of identical binaries earlier such builds
    * made on this device */
   int32_t reused = 0;
+  vk_home_t* h = d->home;
   if (o && o->reuse_code) {
-    pthread_mutex_lock(&d->memo_mu);
+    pthread_mutex_lock(&h->memo_mu);
     for (int32_t i = 0; i < e->n; ++i) {
       vk_kernel_t* k = &e->k[i];
       if (k->owner != i) continue;
-      for (int32_t m = 0; m < d->n_memo; ++m) {
-        vk_shared_t* sh = d->memo[m];
+      for (int32_t m = 0; m < h->n_memo; ++m) {
+        vk_shared_t* sh = h->memo[m];
         if (sh->n_args != k->n_args || sh->len != p->code.blob_lens[i] ||
             memcmp(sh->blob, p->code.blobs[i], (size_t)sh->len) != 0)
           continue;
@@ -1325,7 +1399,7 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
         break;
       }
     }
-    pthread_mutex_unlock(&d->memo_mu);
+    pthread_mutex_unlock(&h->memo_mu);
   }
   build_job_t job = {.d = d, .p = p, .pc = pc, .e = e, .pr = &pr, .mu = PTHREAD_MUTEX_INITIALIZER};
   int32_t nt = build_threads(owners - reused > 0 ? owners - reused : 1);
@@ -1350,16 +1424,16 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
    * on: the executable and the memo hold a reference each; a memo that
    * cannot grow only costs their reuse) */
   if (!s && o && o->reuse_code) {
-    pthread_mutex_lock(&d->memo_mu);
+    pthread_mutex_lock(&h->memo_mu);
     for (int32_t i = 0; i < e->n; ++i) {
       vk_kernel_t* k = &e->k[i];
       if (k->owner != i || k->shared) continue;
-      if (d->n_memo >= VK_MEMO_MAX) memo_clear(d);
-      if (d->n_memo == d->cap_memo) {
-        const int32_t cap = d->cap_memo ? 2 * d->cap_memo : 64;
-        vk_shared_t** m = realloc(d->memo, sizeof *m * (size_t)cap);
+      if (h->n_memo >= VK_MEMO_MAX) memo_clear(h);
+      if (h->n_memo == h->cap_memo) {
+        const int32_t cap = h->cap_memo ? 2 * h->cap_memo : 64;
+        vk_shared_t** m = realloc(h->memo, sizeof *m * (size_t)cap);
         if (!m) break;
-        d->memo = m, d->cap_memo = cap;
+        h->memo = m, h->cap_memo = cap;
       }
       vk_shared_t* sh = calloc(1, sizeof *sh);
       uint8_t* blob = sh ? malloc((size_t)p->code.blob_lens[i]) : NULL;
@@ -1373,11 +1447,12 @@ static kiln_status_t vk_executable_create(kiln_device_t* base, const kiln_progra
                           .pipe = k->pipe};
       atomic_init(&sh->refs, 2);
       k->shared = sh;
-      d->memo[d->n_memo++] = sh;
+      h->memo[h->n_memo++] = sh;
     }
-    pthread_mutex_unlock(&d->memo_mu);
+    pthread_mutex_unlock(&h->memo_mu);
   }
   st->reused = reused;
+  if (o && o->reuse_code) e->pipelines = owners, e->reused = reused;
   st->pipelines = atomic_load(&job.built);
   st->cache_hits = atomic_load(&job.hits);
   kiln_progress_end(&pr);
@@ -1398,7 +1473,7 @@ static void vk_cmd_destroy(kiln_device_t* base, kiln_device_cmd_t* c) {
   if (!c) return;
   vk_dev_t* d = D(base);
   if (c->pending && !d->lost) vkWaitForFences(d->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
-  if (d->lost) vkDeviceWaitIdle(d->dev);
+  if (d->lost) device_idle(d);
   for (int32_t i = 0; i < c->n_pools; ++i) vkDestroyDescriptorPool(d->dev, c->pools[i], NULL);
   free(c->pools);
   for (int32_t i = 0; i < c->n_views; ++i) vkDestroyBufferView(d->dev, c->views[i], NULL);
@@ -1666,7 +1741,7 @@ static kiln_status_t vk_submit(kiln_device_t* base, kiln_device_cmd_t* c) {
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                      .commandBufferCount = 1,
                      .pCommandBuffers = &c->cb};
-  VKR(d, vkQueueSubmit(d->queue, 1, &si, c->fence), "vkQueueSubmit");
+  VKR(d, queue_submit(d, &si, c->fence), "vkQueueSubmit");
   c->pending = true;
   c->finished = false;
   return NULL;
@@ -1717,9 +1792,18 @@ static kiln_status_t vk_api_open(int32_t index, const kiln_device_open_options_t
   return kiln_vulkan_device_create(index, v && v[0] == '1', allocator, out_device);
 }
 
+/* kiln tune's closing build: its pipelines and those taken from earlier
+ * builds (0, 0 without reuse_code) */
+static void vk_api_units(const kiln_device_executable_t* e, int32_t* units, int32_t* reused) {
+  *units = e->pipelines;
+  *reused = e->reused;
+}
+
 const kiln_device_api_t kiln_device_api_vulkan = {
     .name = "vulkan",
     .code_form = KILN_CODE_BLOB_PER_KERNEL,
+    .shared_code = true,
     .open = vk_api_open,
     .list = kiln_vulkan_list_devices,
+    .executable_units = vk_api_units,
 };

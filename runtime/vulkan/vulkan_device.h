@@ -46,6 +46,11 @@
  * a SPIR-V blob the device rejects (naming the kernel), NOT_FOUND when there
  * is no Vulkan driver or no device |index|.
  *
+ * The kiln devices one process opens on the same physical device (and
+ * validation setting) share one instance, VkDevice and queue (submissions
+ * take a lock) and the pipelines of executables built with reuse_code;
+ * each has its own command pool, staging buffer and memory.
+ *
  * Thread-compatible, like every kiln device.
  */
 #ifndef KILN_RUNTIME_VULKAN_VULKAN_DEVICE_H_
@@ -66,7 +71,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
                                         kiln_device_t** out);
 
 /* Validation messages counted so far by device |d| (created by
- * kiln_vulkan_device_create); NULL: every message of every Vulkan device in
+ * kiln_vulkan_device_create) and the kiln devices sharing its VkDevice; NULL: every message of every Vulkan device in
  * this process, including ones reported while devices were destroyed. */
 int32_t kiln_vulkan_validation_messages(const kiln_device_t* d);
 

@@ -181,6 +181,12 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
       if (lim && (lim->gpu_lacks & KILN_GPU_LACKS_SUBGROUP)) return "subgroup mode: the device has no subgroup ballot";
       if (g.shared == 2 && lim && (lim->gpu_lacks & KILN_GPU_LACKS_INT64))
         return "subgroup mode 2 reads 64-bit words: the device has no shaderInt64";
+      /* its B reads take two columns of an invocation's RN at a time
+       * (gemm.comp's b_pair loop steps j by 2): RN 1 ran ResNet-18's
+       * classifier GEMM with half its outputs wrong on lavapipe (32,8,2,32,1,2
+       * and 16,8,2,16,1,2; mode 3 right), which only the tuner's output
+       * check caught */
+      if (g.shared == 2 && g.rn % 2) return "subgroup mode 2 reads column pairs: RN even";
       /* mode 4's texel reads take RN/4 texels of positions per K step, a
        * GEMM's 4 K steps at a time, a conv's weights 4 channels of a
        * 32-channel panel per invocation, 16 or 32 channels a work-group (as

@@ -28,6 +28,7 @@
 #include "lowering/precision.h"
 #include "compiler/compare.h"
 #include "compiler/ref_exec.h"
+#include "runtime/device_registry.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "targets/program_build.h"
 #include "targets/vulkan/vulkan_target.h"
@@ -409,6 +410,88 @@ static void test_pipeline_reuse(void) {
   dev->vt->executable_destroy(dev, e2);
   kiln_program_destroy(p1);
   kiln_program_destroy(p2);
+  CHECK(kiln_vulkan_validation_messages(dev) == msgs);
+}
+
+/* The kiln devices of one process on the same physical device share its
+ * VkDevice and the pipelines of reuse_code builds (kiln tune builds its
+ * points on a second device and the closing build on the first takes
+ * them): what the second device built serves the first (0 created, 1
+ * reused) and runs there after the second is gone; a different binary is
+ * created; a build without reuse_code creates its own; the validation
+ * layer silent. */
+static void test_shared_device(void) {
+  if (!dev) return;
+  static const char* scale5_glsl =
+      "#version 450\n"
+      "layout(local_size_x = 64) in;\n"
+      "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
+      "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
+      "void main() { uint i = gl_GlobalInvocationID.x; if (i < 256u) y[i] = 5.0 * x[i]; }\n";
+  static const char* scale7_glsl =
+      "#version 450\n"
+      "layout(local_size_x = 64) in;\n"
+      "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
+      "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
+      "void main() { uint i = gl_GlobalInvocationID.x; if (i < 256u) y[i] = 7.0 * x[i]; }\n";
+  const int32_t msgs = kiln_vulkan_validation_messages(dev);
+  const kiln_device_api_t* api = kiln_device_api_find("vulkan");
+  const bool units_api = api && api->executable_units;
+  CHECK(api && api->shared_code && units_api);
+  kiln_device_t* d2 = open_dev(CA());
+  if (!d2) return;
+  kiln_device_build_options_t bo = {.cache_dir = "", .reuse_code = true};
+  hk_t k5[1] = {{"scale5", scale5_glsl, 2, 4, 64}}, k7[1] = {{"scale7", scale7_glsl, 2, 4, 64}};
+  kiln_program_t* p5 = hand_program(k5, 1);
+  kiln_program_t* p7 = hand_program(k7, 1);
+  kiln_vulkan_cache_stats_t st;
+  kiln_device_executable_t *e2 = NULL, *e1 = NULL, *e7 = NULL, *en = NULL;
+  kiln_device_cmd_t* c = NULL;
+  kiln_device_buffer_t *x = NULL, *y = NULL;
+  int32_t units = -1, reused = -1;
+  if (p5 && CHECK_OK(d2->vt->executable_create(d2, p5, &bo, &e2))) {
+    kiln_vulkan_last_cache_stats(d2, &st);
+    CHECK(st.pipelines == 1 && st.reused == 0);
+  }
+  if (p5 && CHECK_OK(dev->vt->executable_create(dev, p5, &bo, &e1))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK_MSG(st.pipelines == 0 && st.reused == 1, "the second device's pipeline: %d created, %d reused",
+              (int)st.pipelines, (int)st.reused);
+    if (units_api) api->executable_units(e1, &units, &reused);
+    CHECK(units == 1 && reused == 1);
+  }
+  if (p7 && CHECK_OK(dev->vt->executable_create(dev, p7, &bo, &e7))) { /* another binary */
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 1 && st.reused == 0);
+  }
+  bo.reuse_code = false;
+  if (p5 && CHECK_OK(dev->vt->executable_create(dev, p5, &bo, &en))) {
+    kiln_vulkan_last_cache_stats(dev, &st);
+    CHECK(st.pipelines == 1 && st.reused == 0);
+    if (units_api) api->executable_units(en, &units, &reused);
+    CHECK(units == 0 && reused == 0);
+  }
+  d2->vt->executable_destroy(d2, e2);
+  d2->vt->destroy(d2); /* its pipeline lives on in e1 and the memo */
+  const kiln_device_vtable_t* vt = dev->vt;
+  float hx[256], got[256];
+  for (int i = 0; i < 256; ++i) hx[i] = (float)i * 0.25f - 9.0f;
+  if (e1 && CHECK_OK(vt->buffer_create(dev, sizeof hx, "x", &x)) && CHECK_OK(vt->buffer_create(dev, sizeof got, "y", &y)) &&
+      CHECK_OK(vt->buffer_write(dev, x, 0, hx, sizeof hx)) && CHECK_OK(vt->cmd_create(dev, e1, 0, &c)) &&
+      CHECK_OK(vt->cmd_dispatch(dev, c, 0, (kiln_device_buffer_t* const[]){x, y}, 2)) && CHECK_OK(vt->cmd_end(dev, c)) &&
+      CHECK_OK(vt->submit(dev, c)) && CHECK_OK(vt->wait(dev, c)) && CHECK_OK(vt->buffer_read(dev, y, 0, got, sizeof got))) {
+    int bad = 0;
+    for (int i = 0; i < 256; ++i) bad += got[i] != 5.0f * hx[i];
+    CHECK_MSG(bad == 0, "%d of 256 results differ", bad);
+  }
+  vt->cmd_destroy(dev, c);
+  vt->buffer_destroy(dev, x);
+  vt->buffer_destroy(dev, y);
+  vt->executable_destroy(dev, e1);
+  vt->executable_destroy(dev, e7);
+  vt->executable_destroy(dev, en);
+  kiln_program_destroy(p5);
+  kiln_program_destroy(p7);
   CHECK(kiln_vulkan_validation_messages(dev) == msgs);
 }
 
@@ -1646,6 +1729,7 @@ int main(int argc, char** argv) {
     RUN(test_dispatch_barrier_timestamps);
     RUN(test_pipeline_cache);
     RUN(test_pipeline_reuse);
+    RUN(test_shared_device);
     RUN(test_build_failures);
     RUN(test_gemm_substitution);
     RUN(test_plans);

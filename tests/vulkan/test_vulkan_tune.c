@@ -30,7 +30,9 @@
 #include "lowering/plan.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
+#include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
+#include "runtime/session_impl.h"
 #include "targets/program_build.h"
 #include "targets/registry.h"
 #include "targets/vulkan/vulkan_internal.h"
@@ -254,6 +256,12 @@ static void test_space(void) {
     CHECK(set.tiles_check(t, &y, &lim) != NULL);
     y.v[5] = 3;
     CHECK(set.tiles_check(t, &y, &lim) == NULL);
+    /* mode 2 reads B's columns in pairs: one column an invocation is
+     * refused (it computed half a GEMM's outputs wrong), mode 3 takes it */
+    kiln_template_tiles_t z = {.n = 6, .v = {32, 8, 2, 32, 1, 2}};
+    CHECK(set.tiles_check(t, &z, &lim) != NULL);
+    z.v[5] = 3;
+    CHECK_MSG(set.tiles_check(t, &z, &lim) == NULL, "32,8,2,32,1,3 refused: %s", set.tiles_check(t, &z, &lim));
     /* the 1x1 convs' default on large grids, 16 channels x 16 positions
      * per invocation in the texel mode, is a point too */
     if (t->kind == KILN_TEMPLATE_CONV) {
@@ -540,6 +548,160 @@ out:
   unlink(path);
 }
 
+/* |plan| built as kiln tune builds a whole model, into a session on |dev|
+ * with reuse_code, run once into |out|; its pipelines and those reused. */
+static bool closing_like(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out,
+                         int32_t* units, int32_t* reused) {
+  kiln_program_t* prog = NULL;
+  kiln_module_t* mod = NULL;
+  kiln_session_t* ses = NULL;
+  kiln_session_options_t so;
+  kiln_tune_session_options(&so, 0, true);
+  bool ok = CHECK_OK(kiln_tune_whole_program(plan, kiln_target_find("vulkan"), &prog)) &&
+            CHECK_OK(kiln_module_wrap(prog, &mod));
+  if (!ok) kiln_program_destroy(prog);
+  ok = ok && CHECK_OK(kiln_session_create(mod, dev, &so, &ses)) && CHECK_OK(kiln_session_run(ses, in, out));
+  *units = *reused = 0;
+  if (ses) kiln_device_api_find("vulkan")->executable_units(ses->exe, units, reused);
+  kiln_session_destroy(ses);
+  kiln_module_release(mod);
+  return ok;
+}
+
+/* The |n|th point (0-based) of |t|'s space one knob away from its tiles
+ * that the target accepts on |where|. */
+static bool nth_point(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_tune_device_t* where,
+                      int32_t n, kiln_template_tiles_t* out) {
+  kiln_template_space_t sp;
+  if (!set->space(t, &sp)) return false;
+  for (int32_t i = 0; i < sp.n_knobs; ++i)
+    for (int32_t j = 0; j < sp.knobs[i].n; ++j) {
+      kiln_template_tiles_t x = t->tiles;
+      x.v[i] = sp.knobs[i].v[j];
+      if (set->tiles_tie) set->tiles_tie(t, &x);
+      if (memcmp(x.v, t->tiles.v, sizeof x.v) && !set->tiles_check(t, &x, &where->limits) && n-- == 0) {
+        *out = x;
+        return true;
+      }
+    }
+  return false;
+}
+
+/* kiln tune's closing build creates no kept point's pipeline again: the
+ * kernels alone run on a second device of the same name (set-ups and
+ * points with reuse_code, kiln_tune_code_shared), which shares the first's
+ * VkDevice and pipelines. Each template kernel at a point built alone on
+ * the second device, then the model with those points on the first: every
+ * pipeline reused, the default build's outputs. With KILN_TUNE_REUSE=off
+ * the points alone keep their pipelines, and the model creates the
+ * changed kernels' (other points than the first pass's). */
+static void test_closing_reuses_points(void) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kiln_test_vulkan_tune_c_%ld.onnx", (long)getpid());
+  const bool written = write_model(path);
+  CHECK(written);
+  if (!written) return;
+  kiln_graph_t* g = NULL;
+  kiln_plan_t *pd = NULL, *pt = NULL;
+  kiln_device_t *dev = NULL, *dev2 = NULL;
+  kiln_array_t in[2] = {{0}}, want[2] = {{0}}, got[2] = {{0}};
+  kiln_tune_micro_t m[8];
+  int32_t n_m = 0, units = 0, reused = 0;
+  const kiln_target_t* target = kiln_target_find("vulkan");
+  kiln_template_set_t set;
+  kiln_program_templates(target, &set);
+  kiln_device_open_options_t oo = {0, true, stderr};
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 0};
+  kiln_fusion_report_t fr;
+  if (!CHECK_OK(kiln_device_open("vulkan", &oo, A(), &dev)) || !CHECK_OK(kiln_device_open("vulkan", &oo, A(), &dev2)) ||
+      !CHECK_OK(load(path, &g)))
+    goto out;
+  CHECK(kiln_tune_code_shared(dev));
+  for (int32_t i = 0; i < 2; ++i) {
+    const kiln_shape_t sh = i == 0 ? (kiln_shape_t){.rank = 2, .dims = {32, 96}}
+                                   : (kiln_shape_t){.rank = 4, .dims = {1, 16, 20, 20}};
+    if (!CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &sh, &in[i]))) goto out;
+    float* f = in[i].data;
+    for (size_t e = 0; e < in[i].nbytes / sizeof(float); ++e) f[e] = (float)((e * 29 + 5) % 97) / 48.0f - 1.0f;
+  }
+  kiln_tune_device_t where;
+  kiln_tune_device_of(dev, &where);
+  set.gpu_lacks = where.limits.gpu_lacks;
+  /* the default build (kiln tune's first whole-model build) */
+  if (!CHECK_OK(kiln_plan_build(g, &po, A(), &pd)) || !CHECK_OK(kiln_plan_fuse(pd, &fr, NULL)) ||
+      !CHECK_OK(kiln_template_select(pd, &set)) || !CHECK_OK(kiln_template_weights_lay_out(pd)) ||
+      !closing_like(dev, pd, in, want, &units, &reused))
+    goto out;
+  CHECK_MSG(units >= 3 && reused == 0, "default build: %d of %d pipelines reused", (int)reused, (int)units);
+  kiln_template_weights_restore(pd); /* as kiln tune: the points' layouts are made from the packed weights */
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) setenv("KILN_TUNE_REUSE", "off", 1); /* the points alone keep their pipelines */
+    int32_t changed = 0;
+    kiln_template_tiles_t pts[64];
+    CHECK(pd->n_kernels <= 64);
+    for (int32_t k = 0; k < pd->n_kernels && k < 64; ++k) {
+      const kiln_template_t* t = kiln_template_tunable_of(pd, k);
+      kiln_template_space_t sp;
+      pts[k] = t ? t->tiles : (kiln_template_tiles_t){0};
+      if (!t || !set.space(t, &sp) || n_m == 8) continue;
+      kiln_tune_micro_t* mk = &m[n_m++];
+      kiln_template_tiles_t x;
+      double tc = 0, td = 0;
+      bool match = false;
+      if (!CHECK_OK(kiln_tune_micro_init(mk, pd, k, target, &set, dev2, 0, 7))) continue;
+      CHECK(mk->reuse_code == !pass);
+      const bool have = nth_point(&set, t, &where, pass, &x);
+      CHECK_MSG(have, "kernel %d: no point %d", (int)k, pass);
+      if (!have || !CHECK_OK(kiln_tune_micro_measure(mk, &x, 1, &tc, &td, &match, stderr))) continue;
+      CHECK(match);
+      pts[k] = x;
+      ++changed;
+    }
+    CHECK_MSG(changed == 3, "%d kernels moved", (int)changed);
+    /* the points in a fresh plan, weights laid out for them (as the tune's
+     * closing build) */
+    kiln_plan_destroy(pt);
+    pt = NULL;
+    if (!CHECK_OK(kiln_plan_build(g, &po, A(), &pt)) || !CHECK_OK(kiln_plan_fuse(pt, &fr, NULL)) ||
+        !CHECK_OK(kiln_template_select(pt, &set)))
+      break;
+    for (int32_t k = 0; k < pt->n_kernels && k < 64; ++k) {
+      kiln_template_t* t = kiln_template_tunable_of(pt, k);
+      if (!t || !memcmp(pts[k].v, t->tiles.v, sizeof pts[k].v)) continue;
+      t->tiles = pts[k];
+      t = kiln_template_switch(pt, k);
+      if (t && t->weights.layout != KILN_TEMPLATE_W_PACKED && set.weight_blocks) set.weight_blocks(t);
+    }
+    if (CHECK_OK(kiln_template_weights_lay_out(pt)) && closing_like(dev, pt, in, got, &units, &reused)) {
+      for (int32_t i = 0; i < 2; ++i) {
+        kiln_compare_result_t cr;
+        kiln_compare(&got[i], &want[i], 1e-3, 1e-4, &cr);
+        CHECK_MSG(cr.ok, "output %d, the points' model vs the default's: %s", (int)i, cr.message);
+      }
+      if (pass == 0)
+        CHECK_MSG(units >= 3 && reused == units, "points shared: the model reused %d of %d pipelines", (int)reused,
+                  (int)units);
+      else /* the changed kernels' pipelines created, the rest reused */
+        CHECK_MSG(units >= 3 && reused == units - changed, "points not shared: the model reused %d of %d pipelines",
+                  (int)reused, (int)units);
+    }
+    for (int32_t i = 0; i < 2; ++i) kiln_array_free(A(), &got[i]);
+  }
+  unsetenv("KILN_TUNE_REUSE");
+out:
+  for (int32_t i = 0; i < n_m; ++i) kiln_tune_micro_free(&m[i]);
+  for (int32_t i = 0; i < 2; ++i) {
+    kiln_array_free(A(), &in[i]);
+    kiln_array_free(A(), &want[i]);
+  }
+  kiln_plan_destroy(pd);
+  kiln_plan_destroy(pt);
+  kiln_graph_destroy(g);
+  kiln_device_release(dev2);
+  kiln_device_release(dev);
+  unlink(path);
+}
+
 static void test_winograd_space(void) { test_winograd_space_run(false); }
 static void test_winograd_space_all(void) { test_winograd_space_run(true); }
 
@@ -644,6 +806,7 @@ int main(int argc, char** argv) {
    * a Winograd instance, searched by the Winograd cases) */
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
   const double t1 = now_s();
+  RUN(test_closing_reuses_points);
   RUN(test_space);
   const double t2 = now_s();
   RUN(test_tune_on_device);
