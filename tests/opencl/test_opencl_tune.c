@@ -24,6 +24,7 @@
 #include "targets/program_build.h"
 #include "targets/registry.h"
 #include "testing.h"
+#include "tune_points_util.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
@@ -486,24 +487,6 @@ out:
   kiln_device_release(dev);
 }
 
-/* The |n|th point (0-based) of |t|'s space one knob away from its tiles
- * that the target accepts on |where|. */
-static bool nth_point(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_tune_device_t* where,
-                      int32_t n, kiln_template_tiles_t* out) {
-  kiln_template_space_t sp;
-  if (!set->space(t, &sp)) return false;
-  for (int32_t i = 0; i < sp.n_knobs; ++i)
-    for (int32_t j = 0; j < sp.knobs[i].n; ++j) {
-      kiln_template_tiles_t x = t->tiles;
-      x.v[i] = sp.knobs[i].v[j];
-      if (x.v[i] != t->tiles.v[i] && !set->tiles_check(t, &x, &where->limits) && n-- == 0) {
-        *out = x;
-        return true;
-      }
-    }
-  return false;
-}
-
 /* |plan| built as kiln tune builds a whole model, into a session on |dev|
  * with reuse_code, run once into out[0]; its units and those reused. */
 static bool closing_like(kiln_device_t* dev, gb_t* b, kiln_plan_t* plan, kiln_array_t* out, int32_t* units,
@@ -590,26 +573,7 @@ static void test_closing_reuses_points(void) {
   for (int pass = 0; pass < 2; ++pass) {
     /* pass 1: the code of the points alone not shared */
     if (pass == 1) setenv("KILN_TUNE_REUSE", "off", 1);
-    int32_t changed = 0;
-    for (int32_t k = 0; k < pd->n_kernels; ++k) {
-      const kiln_template_t* t = kiln_template_tunable_of(pd, k);
-      kiln_template_space_t sp;
-      pts[k] = t ? t->tiles : (kiln_template_tiles_t){0};
-      /* the instances (a conv's GEMM kernel, MERGED into it, has no space) */
-      if (!t || !set.space(t, &sp) || n_m == 8) continue;
-      kiln_tune_micro_t* mk = &m[n_m++];
-      kiln_template_tiles_t x;
-      double tc = 0, td = 0;
-      bool match = false;
-      if (!CHECK_OK(kiln_tune_micro_init(mk, pd, k, target, &set, dev2, 0, 7))) continue;
-      CHECK(mk->reuse_code == !pass);
-      const bool have = nth_point(&set, t, &where, pass, &x);
-      CHECK_MSG(have, "kernel %d: no point %d", (int)k, pass);
-      if (!have || !CHECK_OK(kiln_tune_micro_measure(mk, &x, 1, &tc, &td, &match, stderr))) continue;
-      CHECK(match);
-      pts[k] = x;
-      ++changed;
-    }
+    const int32_t changed = tp_points_alone(pd, target, &set, &where, dev2, pass, m, &n_m, 8, pts, 64);
     CHECK(changed == 3);
     kiln_tune_cache_t c = {0};
     kiln_tune_use_report_t rep;

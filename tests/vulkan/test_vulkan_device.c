@@ -1036,17 +1036,18 @@ static void g_conv_1x1_odd(tg_t* t) {
  * texels): the Add's operand read as texels of its own (conv.comp
  * KC_EPI4, samplerBuffer te0; KILN_SPIRV_EPI_TEXELS=off keeps the buffer
  * reads) */
-static void g_conv_1x1_res(tg_t* t) {
-  tg_input(t, "x", F32, 4, DIMS(2, 24, 12, 12));
-  tg_const(t, "w", F32, 4, DIMS(24, 24, 1, 1));
-  tg_const(t, "b", F32, 1, DIMS(24));
-  tg_const(t, "w2", F32, 4, DIMS(8, 24, 1, 1));
+static void conv_res(tg_t* t, int64_t n, int64_t c, int64_t hw) {
+  tg_input(t, "x", F32, 4, DIMS(n, c, hw, hw));
+  tg_const(t, "w", F32, 4, DIMS(c, c, 1, 1));
+  tg_const(t, "b", F32, 1, DIMS(c));
+  tg_const(t, "w2", F32, 4, DIMS(8, c, 1, 1));
   tg_node(t, "Relu", "relu", 1, NAMES("x"), "r", 0, NULL);
   tg_node(t, "Conv", "conv", 3, NAMES("r", "w", "b"), "c", 0, NULL);
   tg_node(t, "Add", "add", 2, NAMES("c", "r"), "s", 0, NULL);
   tg_node(t, "Conv", "conv2", 2, NAMES("s", "w2"), "y", 0, NULL);
   tg_output(t, "y");
 }
+static void g_conv_1x1_res(tg_t* t) { conv_res(t, 2, 24, 12); }
 
 /* 7x7 planes (49 floats: not whole texels) with K 20 (whole TK steps),
  * batch 2: conv.comp's X shift a constant a K step (XSHIFT_K) */
@@ -1060,17 +1061,7 @@ static void g_conv_1x1_7k(tg_t* t) {
 
 /* The same with K 520 on 4x4 planes: past the CPU lowering's K blocks
  * (512), which Vulkan plans do not take, so the Add still fuses */
-static void g_conv_1x1_kwhole(tg_t* t) {
-  tg_input(t, "x", F32, 4, DIMS(1, 520, 4, 4));
-  tg_const(t, "w", F32, 4, DIMS(520, 520, 1, 1));
-  tg_const(t, "b", F32, 1, DIMS(520));
-  tg_const(t, "w2", F32, 4, DIMS(8, 520, 1, 1));
-  tg_node(t, "Relu", "relu", 1, NAMES("x"), "r", 0, NULL);
-  tg_node(t, "Conv", "conv", 3, NAMES("r", "w", "b"), "c", 0, NULL);
-  tg_node(t, "Add", "add", 2, NAMES("c", "r"), "s", 0, NULL);
-  tg_node(t, "Conv", "conv2", 2, NAMES("s", "w2"), "y", 0, NULL);
-  tg_output(t, "y");
-}
+static void g_conv_1x1_kwhole(tg_t* t) { conv_res(t, 1, 520, 4); }
 
 /* 24 channels on a 24x24 grid (576 positions): one tile of 32 channels,
  * each invocation the 24 below M x 16 positions (the split of 2 x 16

@@ -37,6 +37,7 @@
 #include "targets/registry.h"
 #include "targets/vulkan/vulkan_internal.h"
 #include "testing.h"
+#include "tune_points_util.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
@@ -568,25 +569,6 @@ static bool closing_like(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array
   return ok;
 }
 
-/* The |n|th point (0-based) of |t|'s space one knob away from its tiles
- * that the target accepts on |where|. */
-static bool nth_point(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_tune_device_t* where,
-                      int32_t n, kiln_template_tiles_t* out) {
-  kiln_template_space_t sp;
-  if (!set->space(t, &sp)) return false;
-  for (int32_t i = 0; i < sp.n_knobs; ++i)
-    for (int32_t j = 0; j < sp.knobs[i].n; ++j) {
-      kiln_template_tiles_t x = t->tiles;
-      x.v[i] = sp.knobs[i].v[j];
-      if (set->tiles_tie) set->tiles_tie(t, &x);
-      if (memcmp(x.v, t->tiles.v, sizeof x.v) && !set->tiles_check(t, &x, &where->limits) && n-- == 0) {
-        *out = x;
-        return true;
-      }
-    }
-  return false;
-}
-
 /* kiln tune's closing build creates no kept point's pipeline again: the
  * kernels alone run on a second device of the same name (set-ups and
  * points with reuse_code, kiln_tune_code_shared), which shares the first's
@@ -634,29 +616,11 @@ static void test_closing_reuses_points(void) {
     goto out;
   CHECK_MSG(units >= 3 && reused == 0, "default build: %d of %d pipelines reused", (int)reused, (int)units);
   kiln_template_weights_restore(pd); /* as kiln tune: the points' layouts are made from the packed weights */
+  kiln_template_tiles_t pts[64];
+  CHECK(pd->n_kernels <= 64);
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) setenv("KILN_TUNE_REUSE", "off", 1); /* the points alone keep their pipelines */
-    int32_t changed = 0;
-    kiln_template_tiles_t pts[64];
-    CHECK(pd->n_kernels <= 64);
-    for (int32_t k = 0; k < pd->n_kernels && k < 64; ++k) {
-      const kiln_template_t* t = kiln_template_tunable_of(pd, k);
-      kiln_template_space_t sp;
-      pts[k] = t ? t->tiles : (kiln_template_tiles_t){0};
-      if (!t || !set.space(t, &sp) || n_m == 8) continue;
-      kiln_tune_micro_t* mk = &m[n_m++];
-      kiln_template_tiles_t x;
-      double tc = 0, td = 0;
-      bool match = false;
-      if (!CHECK_OK(kiln_tune_micro_init(mk, pd, k, target, &set, dev2, 0, 7))) continue;
-      CHECK(mk->reuse_code == !pass);
-      const bool have = nth_point(&set, t, &where, pass, &x);
-      CHECK_MSG(have, "kernel %d: no point %d", (int)k, pass);
-      if (!have || !CHECK_OK(kiln_tune_micro_measure(mk, &x, 1, &tc, &td, &match, stderr))) continue;
-      CHECK(match);
-      pts[k] = x;
-      ++changed;
-    }
+    const int32_t changed = tp_points_alone(pd, target, &set, &where, dev2, pass, m, &n_m, 8, pts, 64);
     CHECK_MSG(changed == 3, "%d kernels moved", (int)changed);
     /* the points in a fresh plan, weights laid out for them (as the tune's
      * closing build) */
