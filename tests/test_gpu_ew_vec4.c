@@ -91,6 +91,9 @@ static bool model_write(const char* path, const ew_case_t* c) {
   } else if (!strcmp(c->name, "softmax_ax1") || !strcmp(c->name, "logsoftmax_ax1")) {
     Onnx__NodeProto* n = bm_node(&b, c->name[0] == 'l' ? "LogSoftmax" : "Softmax", "softmax", "X", "Y");
     bm_attr_int(&b, n, "axis", 1);
+  } else if (!strcmp(c->name, "cast16")) { /* Y an f16 output */
+    Onnx__NodeProto* n = bm_node(&b, "Cast", "cast", "X", "Y");
+    bm_attr_int(&b, n, "to", BM_F16);
   } else if (!strcmp(c->name, "leaky")) {
     bm_node(&b, "LeakyRelu", "leaky", "X", "Y");
   } else if (!strncmp(c->name, "reduce_", 7)) {
@@ -111,7 +114,8 @@ static bool model_write(const char* path, const ew_case_t* c) {
   /* fp16: a Softmax after the op, so that Y is an f16 activation between
    * two kernels (a lone op reads and writes the model's f32 tensors) */
   if (c->fp16) bm_node(&b, "Softmax", "after", "Y", "Z");
-  bm_output(&b, c->fp16 ? "Z" : "Y");
+  if (!strcmp(c->name, "cast16")) b.g.output[b.g.n_output++] = bm_value(&b, "Y", BM_F16, c->rank, c->x, NULL);
+  else bm_output(&b, c->fp16 ? "Z" : "Y");
   const bool ok = bm_write(&b, path);
   bm_free(&b);
   return ok;
@@ -340,6 +344,63 @@ static void test_fp16_round(void) {
   free(bytes);
 }
 
+/* A Cast to f16 in an fp32 plan stores f16 from f32 values through the
+ * vector path's rgba16f image (dialect vstore_half): each value must land
+ * on the nearest half (ties to even), as kiln_f32_to_f16 and the scalar
+ * store give; lavapipe's own f16vec4() of a varying vec4 truncated. */
+static void test_cast_f16_store(void) {
+  const ew_case_t c = {"cast16", 2, {4, 16}, 0, {0}, true, 0, {0}, false};
+  char path[700];
+  snprintf(path, sizeof path, "%s/cast16.onnx", g_dir);
+  const bool written = model_write(path, &c);
+  CHECK_MSG(written, "cast16: written");
+  if (!written) return;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  const char* const opts[] = {"target", "vulkan", NULL};
+  if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
+  kiln_program_t* p = NULL;
+  if (CHECK_OK(kiln_module_parse(bytes, len, "cast16.kiln", al(), &p)))
+    CHECK_MSG(p->code.text && strstr(p->code.text, "rgba16f") && strstr(p->code.text, "kiln_hround(texelFetch("),
+              "cast16: the f16 store not printed as an rgba16f texel store");
+  kiln_program_destroy(p);
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  kiln_array_t x, got;
+  memset(&x, 0, sizeof x);
+  memset(&got, 0, sizeof got);
+  kiln_shape_t xs = kiln_shape_make(c.rank, c.x);
+  static const float edge[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 2049.0f, 2051.0f, 0x1p-25f, 0x3p-25f, 3e-6f,
+                               6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 7e4f, 1e30f, 0.33333334f, 4.386324f,
+                               -2.3808594f - 0x1p-12f};
+  if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
+    float* v = (float*)x.data;
+    seeded(v, 64, 11u);
+    for (int i = 0; i < 16; ++i) v[i] = edge[i], v[16 + i] = -edge[i] * 0.5f, v[32 + i] = edge[i] * 0.75f;
+  }
+  if (x.data && CHECK_OK(kiln_module_load_memory(bytes, len, "cast16.kiln", al(), &m)) &&
+      CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+      CHECK_OK(kiln_session_run(s, &x, &got))) {
+    CHECK(got.dtype == KILN_DTYPE_F16 && got.nbytes == 64 * sizeof(uint16_t));
+    const bool shaped = got.dtype == KILN_DTYPE_F16 && got.nbytes == 64 * sizeof(uint16_t);
+    int bad = shaped ? 0 : 64;
+    for (int i = 0; i < 64 && shaped; ++i) {
+      const uint16_t want = kiln_f32_to_f16(((float*)x.data)[i]), y = ((const uint16_t*)got.data)[i];
+      if (y != want && bad++ < 4)
+        CHECK_MSG(false, "cast16: x %.9g gave half 0x%04x, the nearest 0x%04x", ((float*)x.data)[i], y, want);
+    }
+    CHECK_MSG(bad == 0, "cast16: %d of 64 off the half grid's nearest", bad);
+  }
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  kiln_array_free(al(), &x);
+  kiln_array_free(al(), &got);
+  free(bytes);
+}
+
 int main(void) {
   if (!kiln_target_find("vulkan")) {
     printf("SKIP: the vulkan target is not built\n");
@@ -353,6 +414,7 @@ int main(void) {
   RUN(test_softmax_strided);
   RUN(test_fp16);
   RUN(test_fp16_round);
+  RUN(test_cast_f16_store);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

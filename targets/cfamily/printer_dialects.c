@@ -250,10 +250,12 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform $TimageBuffer $B;",
     .tex_hdecl = "layout(set = 0, binding = $N, rgba16f) uniform $TimageBuffer $B;",
     /* f16 texel parameters only (vec_texels): 4 halves as f32, and 4 f32
-     * rounded by the same conversion as a scalar float16_t store, so the
-     * image's own conversion is exact */
+     * rounded onto the half grid by the bits (kiln_hround), so the image's
+     * own conversion is exact: lavapipe's f16vec4() of a varying vec4
+     * truncates like its packHalf2x16 (a Cast to f16 then a plugin's
+     * ScaledSwish ended 2 half ulps off the reference) */
     .vload_half = "imageLoad($B, ($I) >> 2)",
-    .vstore_half = "imageStore($B, ($I) >> 2, vec4(f16vec4($V)))",
+    .vstore_half = "imageStore($B, ($I) >> 2, kiln_hround($V))",
     .tex_load1 = "texelFetch($B, ($I) >> 2)[($I) & 3]",
     .tex_iload1 = "imageLoad($B, ($I) >> 2)[($I) & 3]",
     .tex_iload = "imageLoad($B, ($I) >> 2)",
