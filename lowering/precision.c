@@ -70,6 +70,14 @@ static const tir_expr_t* rx(tir_mutator_t* m, const tir_expr_t* e) {
     case TIR_CAST:
       /* A no-op when the value is f16 already. */
       return half ? tir_cast(c, KILN_DTYPE_F16, e->u.cast.value) : e;
+    case TIR_CALL:
+      /* the f8 conversions keep their f32 side (an f16 operand widened, an
+       * f32 result narrowed for f16 arithmetic): fp16-arith plans (Vulkan)
+       * gave f8_encode an f16 value */
+      if (e->u.call.fn == TIR_F8_ENCODE && e->u.call.args[0]->dtype != KILN_DTYPE_F32)
+        return tir_call(c, TIR_F8_ENCODE, 2, tir_cast(c, KILN_DTYPE_F32, e->u.call.args[0]), e->u.call.args[1], NULL);
+      if (e->u.call.fn == TIR_F8_DECODE && half) return tir_cast(c, KILN_DTYPE_F16, e);
+      return e;
     default:
       return e;
   }

@@ -71,6 +71,17 @@ if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
                        FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                        ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
 endif()
+# The casts in an fp16 plan on Vulkan (f16 arithmetic: the fp16 rewrite must
+# keep f8_encode's operand and f8_decode's result f32; f32 -> f16 texel
+# stores rounded to nearest even), the whole suite's Cast cases: ~25 s.
+if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
+  add_test(NAME conformance_onnx_node_vulkan_fp16_cast
+           COMMAND kiln_conformance --target vulkan -O1 --precision fp16 --quiet --filter cast ${KILN_NODE_TEST_DIR})
+  set_tests_properties(conformance_onnx_node_vulkan_fp16_cast PROPERTIES
+                       LABELS "target=vulkan" TIMEOUT 600
+                       FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                       ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+endif()
 foreach(level O0 O1)
   add_test(NAME vulkan_tinycnn_check_ref_${level}
            COMMAND kiln_cli run ${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx --target vulkan --strict
