@@ -44,6 +44,7 @@ static kiln_status_t conv_samples(const kiln_plan_t* p, const kiln_plan_kernel_t
       case 'X': want = c->C * (c->x_direct ? c->ih * c->iw : c->plane); break;
       case 'Y': want = c->M * c->od * c->oh * c->ow; break;
       case 'F': want = c->M * c->Q; break;
+      case 'D': continue; /* never read (winograd_epi_slot) */
       default: {
         const int32_t e = r - '0';
         if (e < 0 || e >= c->epi.n_operands) return refuse(p, kk, dim, tmpl, "has a parameter of unknown role:", name);

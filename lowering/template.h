@@ -190,7 +190,9 @@ typedef struct kiln_template_conv_s {
   kiln_template_epi_t epi;
   int32_t n_params;
   /* role per parameter: 'W' weights, 'X' input planes, 'F' grid scratch,
-   * 'C' bias, 'Y' output, '0'+j epilogue operand j */
+   * 'C' bias, 'Y' output, '0'+j epilogue operand j, 'D' a placeholder in
+   * operand 0's place that the instance never reads (X's buffer again;
+   * kiln_template_set_t.winograd_epi_slot) */
   char roles[KILN_TEMPLATE_CONV_MAX_PARAMS + 1];
   int32_t args[KILN_TEMPLATE_CONV_MAX_PARAMS]; /* plan buffer per parameter */
   bool f16[KILN_TEMPLATE_CONV_MAX_PARAMS];     /* that buffer holds f16 (else f32) */
@@ -425,13 +427,20 @@ typedef enum kiln_template_wlayout_e {
 
 /* Elements before U in a W_WINOGRAD4 constant (3 vec4 texels): M C oh ow
  * ih iw plane q2 of the conv as exact f32 values, then 1 where its fused
- * epilogue is one Relu (0 otherwise: the Vulkan instance of a conv with
- * no epilogue or a Relu reads it at run time, so both share a shader),
- * then zeros (f16 weights: zeros throughout; no target reads them there). */
+ * epilogue ends in a Relu that is its only op or follows a residual Add
+ * (kiln_template_epi_residual_relu), then 1 where it is that residual
+ * Add + Relu (0 otherwise: the Vulkan instance of a conv with no
+ * epilogue, a Relu or a residual Add + Relu reads them at run time, so
+ * they share a shader), then zeros (f16 weights: zeros throughout; no
+ * target reads them there). */
 #define KILN_TEMPLATE_WINO4_SIZES 12
 /* Those words of |c|, in that order; false when one is not exact in f32
  * (above 2^24). */
 bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]);
+/* True when |c|'s fused epilogue is Y + operand 0, then a Relu, with
+ * operand 0 (parameter role '0') of Y's own shape: a residual (element
+ * n * M * P + m * P + p; any n stride for one image). */
+bool kiln_template_epi_residual_relu(const kiln_template_conv_t* c);
 
 typedef struct kiln_template_weights_s {
   kiln_template_wlayout_t layout;
@@ -620,6 +629,12 @@ typedef struct kiln_template_set_s {
    * zero-padded copy of f32 X reads X itself (x_direct) and the phase
    * kernel leaves the program (MERGED into the instance) */
   bool winograd_reads_x;
+  /* with |winograd|: an instance with no epilogue or one Relu gets a
+   * placeholder parameter (role 'D', X's buffer, never read) where a
+   * residual operand would be, so its parameters are those of an
+   * instance with a residual Add + Relu and one text can serve both (the
+   * Add chosen at run time: KILN_TEMPLATE_WINO4_SIZES's word 9) */
+  bool winograd_epi_slot;
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
   /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least

@@ -83,6 +83,23 @@ static kiln_status_t implicit_conv(const kiln_plan_t* plan, int32_t k, const kil
   return NULL;
 }
 
+/* A conv with no epilogue or one Relu: X's buffer once more, as a
+ * parameter in the place a residual operand would take (after Y), so the
+ * instance binds what one with a residual Add + Relu binds
+ * (kiln_template_set_t.winograd_epi_slot; the instance never reads it). */
+static void epi_slot(kiln_template_conv_t* c) {
+  const kiln_template_epi_t* e = &c->epi;
+  if (e->n_operands != 0 || !(e->n_ops == 0 || (e->n_ops == 1 && e->ops[0].op == 'r')) ||
+      c->n_params >= KILN_TEMPLATE_CONV_MAX_PARAMS || c->n_params < 1 || c->roles[c->n_params - 1] != 'Y')
+    return;
+  for (int32_t j = 0; j < c->n_params; ++j)
+    if (c->roles[j] == 'X') {
+      c->roles[c->n_params] = 'D', c->args[c->n_params] = c->args[j], c->f16[c->n_params] = c->f16[j];
+      c->roles[++c->n_params] = 0;
+      return;
+    }
+}
+
 /* Kernel |k| of |plan| as the conv instance *t (matched with the grid
  * when the set keeps it): its weight layout, Winograd or not, and where
  * its partial sums go. A Winograd instance of a set with winograd_switch
@@ -108,6 +125,7 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
     t->conv = nogrid;
     /* the padding in the template's reads: the phase split goes */
     if (set->winograd_reads_x) kiln_template_winograd_direct(plan, &t->conv);
+    if (set->winograd_epi_slot) epi_slot(&t->conv);
     t->weights.buffer = weight_buffer(&t->conv);
     return NULL;
   }

@@ -103,9 +103,22 @@ static void winograd(const kiln_template_conv_t* c, const kiln_template_weights_
 
 /* F(4x4, 3x3): the 6x3 G of the points 0, 1, -1, 2, -2 and infinity, 36
  * positions per output and input channel. */
+bool kiln_template_epi_residual_relu(const kiln_template_conv_t* c) {
+  const kiln_template_epi_t* e = &c->epi;
+  if (e->n_ops != 2 || e->n_operands != 1 || e->ops[0].op != '+' || e->ops[0].a != 0 || e->ops[0].b >= 0 ||
+      e->ops[1].op != 'r')
+    return false;
+  const kiln_template_epi_operand_t* o = &e->operands[0];
+  const int64_t cp = c->oh * c->ow;
+  bool role = false;
+  for (int32_t j = 0; j < c->n_params; ++j) role = role || c->roles[j] == '0';
+  return role && c->od == 1 && o->sp == 1 && o->sm == cp && (o->sn == c->M * cp || c->batch <= 1);
+}
+
 bool kiln_template_wino4_sizes(const kiln_template_conv_t* c, float out[KILN_TEMPLATE_WINO4_SIZES]) {
-  const int64_t relu = c->epi.n_ops == 1 && c->epi.ops[0].op == 'r';
-  const int64_t v[KILN_TEMPLATE_WINO4_SIZES] = {c->M, c->C, c->oh, c->ow, c->ih, c->iw, c->plane, c->q2, relu, 0, 0, 0};
+  const int64_t add = kiln_template_epi_residual_relu(c);
+  const int64_t relu = (c->epi.n_ops == 1 && c->epi.ops[0].op == 'r') || add;
+  const int64_t v[KILN_TEMPLATE_WINO4_SIZES] = {c->M, c->C, c->oh, c->ow, c->ih, c->iw, c->plane, c->q2, relu, add, 0, 0};
   bool exact = true;
   for (int i = 0; i < KILN_TEMPLATE_WINO4_SIZES; ++i) {
     exact = exact && v[i] >= 0 && v[i] <= (1 << 24);

@@ -78,7 +78,8 @@ kiln_status_t kiln_gpu_conv_rewrite(kiln_program_t* prog, const kiln_plan_t* pla
         const char r = c->roles[j];
         pk->args[j] = c->args[j];
         pk->access[j] = (uint8_t)(KILN_ARG_READ | (r == 'F' || r == 'Y' ? KILN_ARG_WRITE : 0));
-        pk->bytes += (int64_t)prog->buffers[c->args[j]].bytes * (r == 'F' || r == 'Y' ? 2 : 1);
+        if (r != 'D') /* a placeholder, never read (kiln_template_set_t.winograd_epi_slot) */
+          pk->bytes += (int64_t)prog->buffers[c->args[j]].bytes * (r == 'F' || r == 'Y' ? 2 : 1);
       }
       pk->inplace_in = pk->inplace_out = -1;
     }

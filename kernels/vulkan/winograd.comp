@@ -71,7 +71,11 @@
 //                    chosen at run time by W's word 8 (1: Relu; lowering's
 //                    KILN_TEMPLATE_WINO4_SIZES): KC_EPI applies it where
 //                    CRELU, so convs with and without the Relu share a
-//                    shader
+//                    shader; EPI_RT 2: and a residual operand 0 (texels
+//                    te0, Y's shape; a placeholder never read where the
+//                    conv has none) added before the Relu where W's word
+//                    9 is 1 (CADD): the convs with a Relu and with a
+//                    residual Add + Relu share one too
 //   CALIGN           (CDIRECT) true where X's rows and planes are whole
 //                    texels (CIW % 4 == 0 and CIH * CIW % 4 == 0): every
 //                    patch row keeps one shift in a texel
@@ -114,6 +118,9 @@ int CM, CC, CHO, CWO, CIH, CIW, CPLANE, CQ2; // main() reads them from W
 #endif
 #if EPI_RT
 bool CRELU; // main() reads it from W
+#endif
+#if EPI_RT == 2
+bool CADD; // main() reads it from W
 #endif
 #if WF == 4
 #define UHEAD 3 // F(4x4): the 12 words of sizes and epilogue before U (4 elements a U4)
@@ -246,6 +253,9 @@ void main() {
 #endif
 #if EPI_RT
   CRELU = U4(2).x != 0.0;
+#endif
+#if EPI_RT == 2
+  CADD = U4(2).y != 0.0;
 #endif
   // invocation gi: tile group gi % (CTH * CG) of channel block gi / (CTH *
   // CG), so the lanes of a small plane take several channel blocks (a

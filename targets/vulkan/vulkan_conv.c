@@ -38,16 +38,19 @@ kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_c
 
 uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi) {
   uint32_t ops = 0;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if (c->roles[j] >= '0' && c->roles[j] < '0' + KILN_TEMPLATE_EPI_MAX && !c->f16[j])
-      ops |= texel_epi & (1u << (c->roles[j] - '0'));
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    const char r = c->roles[j] == 'D' ? '0' : c->roles[j];
+    if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && !c->f16[j]) ops |= texel_epi & (1u << (r - '0'));
+  }
   return ops;
 }
 
 kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                             const char* name, int bind[4], const char* type[4], uint32_t texel_epi) {
   for (int32_t j = 0; j < c->n_params; ++j) {
-    const char r = c->roles[j];
+    /* a placeholder where operand 0 would be (winograd_epi_slot): declared
+     * as that operand is, so the two instances print one text */
+    const char r = c->roles[j] == 'D' ? '0' : c->roles[j];
     const char* at = strchr("WXCY", r);
     if (at) {
       bind[at - "WXCY"] = j;

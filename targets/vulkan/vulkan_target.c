@@ -40,6 +40,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
   const char* no_pool = getenv("KILN_SPIRV_POOL");
   const char* conv_pad = getenv("KILN_SPIRV_CONV_PAD");
   const char* rows = getenv("KILN_SPIRV_ROWS");
+  const char* wino_epi = getenv("KILN_SPIRV_WINO_EPI");
   /* gemm.comp reads plain f32 or f16 operands (f32 sums), a bias, a residual and
    * an activation fused after it (lowering/template_gemm.c); conv.comp keeps its partial
    * sums in registers (no grid) and reads the lowering's packed weights;
@@ -70,6 +71,13 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * printed phase split before it (KILN_SPIRV_WINO_PAD=copy
                                 * keeps the copy) */
                                .winograd_reads_x = !(wino_pad && !strcmp(wino_pad, "copy")),
+                               /* an instance with no epilogue or a Relu binds a placeholder
+                                * where a residual would be, so F(4x4) convs with a Relu and
+                                * with a residual Add + Relu share one shader (the Add chosen
+                                * at run time, vulkan_winograd.c; KILN_SPIRV_WINO_EPI=const or
+                                * =relu: none) */
+                               .winograd_epi_slot = !(wino_epi && (!strcmp(wino_epi, "const") ||
+                                                                   !strcmp(wino_epi, "relu"))),
                                /* pool.comp for 2-D MaxPool / AveragePool / GlobalAveragePool
                                 * (KILN_SPIRV_POOL=off: the printed kernels; =planes: a
                                 * work-group row per plane, vulkan_pool.c) */
@@ -264,7 +272,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         const char r = t->conv.roles[j];
         if (r == 'W' || r == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);
         if (r == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
-        if (r >= '0' && r <= '9') fit_e = fit_e && texels_fit(plan, t->conv.args[j]);
+        if ((r >= '0' && r <= '9') || r == 'D') fit_e = fit_e && texels_fit(plan, t->conv.args[j]);
       }
       if (!s)
         s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, fit_e, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,

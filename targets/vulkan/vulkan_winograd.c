@@ -114,9 +114,21 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * neighbours a Relu); KILN_SPIRV_WINO_EPI=const prints the epilogue */
   const char* ee = getenv("KILN_SPIRV_WINO_EPI");
   float sz[KILN_TEMPLATE_WINO4_SIZES];
-  const int epi_rt = t->wf == 4 && !strcmp(type[0], "float") && kiln_template_wino4_sizes(c, sz) &&
-                     (c->epi.n_ops == 0 || (c->epi.n_ops == 1 && c->epi.ops[0].op == 'r')) &&
-                     !(ee && !strcmp(ee, "const"));
+  int epi_rt = t->wf == 4 && !strcmp(type[0], "float") && kiln_template_wino4_sizes(c, sz) &&
+               (c->epi.n_ops == 0 || (c->epi.n_ops == 1 && c->epi.ops[0].op == 'r')) &&
+               !(ee && !strcmp(ee, "const"));
+  /* and a residual Add before the Relu chosen at run time too (EPI_RT 2,
+   * U's word 9) where the instance binds a texel operand 0: a residual
+   * or the placeholder of a conv without one (role 'D', lowering's
+   * winograd_epi_slot), so ResNet-18's F(4x4) convs with a Relu and with a
+   * residual Add + Relu print one text a shape: lavapipe's LLVM took
+   * 3.8-4.6 s for each (KILN_SPIRV_WINO_EPI=relu: EPI_RT 1 only) */
+  bool slot = false;
+  for (int32_t j = 0; j < c->n_params; ++j) slot = slot || c->roles[j] == 'D';
+  const bool add = kiln_template_epi_residual_relu(c);
+  if (t->wf == 4 && !strcmp(type[0], "float") && kiln_template_wino4_sizes(c, sz) && (texel_ops & 1u) &&
+      ((slot && epi_rt) || add) && !(ee && (!strcmp(ee, "const") || !strcmp(ee, "relu"))))
+    epi_rt = 2;
   /* those through a storage buffer, in pairs where the rows are whole pairs
    * (a group's first column is a multiple of 8; kiln_vulkan_y_store); with
    * run-time sizes vec4s: both forms as the run-time width allows (Y_VEC4
@@ -158,7 +170,10 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * one channel a trip) */
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
-  if (epi_rt) kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { v = CRELU ? max(v, 0.0) : v; }\n");
+  if (epi_rt == 2)
+    kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { const int ei = (b) * (CM * CP) + (m) * CP + (p); "
+                              "if (CADD) v = v + texelFetch(te0, ei >> 2)[ei & 3]; v = CRELU ? max(v, 0.0) : v; }\n");
+  else if (epi_rt) kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { v = CRELU ? max(v, 0.0) : v; }\n");
   else if (crt) kiln_vulkan_epi_print_texel(&b, &c->epi, c->M, c->oh * c->ow, texel_ops);
   else kiln_vulkan_epi_print_texel(&b, &c->epi, 0, 0, texel_ops);
   kiln_vulkan_sb_printf(&b, "%s", rest);

@@ -1615,6 +1615,30 @@ static void g_wino_relu_none(tg_t* t) {
   tg_output(t, "y2");
 }
 
+/* Two F(4x4) convs of g_wino_two's sizes, one with a residual Add + Relu,
+ * one with a Relu alone: the Add is chosen at run time (winograd.comp
+ * EPI_RT 2, the weights' word 9) and the Relu conv binds a placeholder
+ * where the residual would be (lowering's winograd_epi_slot), so they
+ * are one kind too */
+static void g_wino_relu_residual(tg_t* t) {
+  tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
+  tg_input(t, "r1", F32, 4, DIMS(1, 12, 20, 20));
+  tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
+  tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
+  tg_const(t, "b1", F32, 1, DIMS(12));
+  tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
+  tg_const(t, "b2", F32, 1, DIMS(8));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
+  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "c2", 1, &pads);
+  tg_node(t, "Add", "add1", 2, NAMES("c1", "r1"), "s1", 0, NULL);
+  tg_node(t, "Relu", "relu1", 1, NAMES("s1"), "y1", 0, NULL);
+  tg_node(t, "Relu", "relu2", 1, NAMES("c2"), "y2", 0, NULL);
+  tg_output(t, "y1");
+  tg_output(t, "y2");
+}
+
 /* The SPIR-V of |build|'s two convs (fused when |fuse|): whether the two
  * are one binary, and the pipelines the device builds for the program
  * against its distinct binaries (identical ones share a pipeline); the
@@ -1695,6 +1719,14 @@ static void test_wino_shared(void) {
   setenv("KILN_SPIRV_WINO_EPI", "const", 1);
   check_wino_shared_of(g_wino_relu_none, true, false, NULL, "#define EPI_RT 1");
   check_graph(g_wino_relu_none, "winograd F(4x4) Relu and none, const", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_WINO_EPI");
+  /* a residual Add + Relu and a Relu: one binary with the Add chosen at
+   * run time, two with KILN_SPIRV_WINO_EPI=relu (no placeholder) */
+  check_wino_shared_of(g_wino_relu_residual, true, true, "#define EPI_RT 2\n", "#define EPI_RT 1\n");
+  check_graph(g_wino_relu_residual, "winograd F(4x4) residual and Relu", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_WINO_EPI", "relu", 1);
+  check_wino_shared_of(g_wino_relu_residual, true, false, "#define EPI_RT 1\n", "#define EPI_RT 2\n");
+  check_graph(g_wino_relu_residual, "winograd F(4x4) residual and Relu, relu only", 1e-4, 1e-4);
   unsetenv("KILN_SPIRV_WINO_EPI");
   setenv("KILN_SPIRV_WINO_SIZES", "const", 1); /* the sizes as constants: a binary per conv */
   check_wino_shared(true, false);
