@@ -20,6 +20,7 @@
 #include "compiler/tune_cache.h"
 #include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
+#include "runtime/session_impl.h"
 #include "targets/program_build.h"
 
 static int cmp_d(const void* a, const void* b) {
@@ -216,16 +217,30 @@ static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_
 
 static double now_s(void);
 
+/* m->units_new: the code units |ses|'s build created (not reused); -1
+ * where the device does not count them. */
+static void units_new_of(kiln_tune_micro_t* m, const kiln_session_t* ses) {
+  m->units_new = -1;
+  const kiln_device_api_t* api = ses && ses->exe ? kiln_device_api_find(m->dev->info.api) : NULL;
+  int32_t units = 0, reused = 0;
+  if (!api || !api->executable_units) return;
+  api->executable_units(ses->exe, &units, &reused);
+  if (units > 0) m->units_new = units - reused; /* 0: not counted (Vulkan without reuse_code) */
+}
+
 static kiln_status_t session_of(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_module_t** mod,
                                 kiln_session_t** ses) {
   kiln_program_t* prog = NULL;
   const double t0 = now_s();
+  m->units_new = 0; /* a build that fails keeps no code */
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
   m->program_s = now_s() - t0;
   KILN_RETURN_IF_ERROR(kiln_module_wrap(prog, mod));
   kiln_session_options_t so;
   kiln_tune_session_options(&so, m->threads, m->reuse_code);
-  return kiln_session_create(*mod, m->dev, &so, ses);
+  KILN_RETURN_IF_ERROR(kiln_session_create(*mod, m->dev, &so, ses));
+  units_new_of(m, *ses);
+  return NULL;
 }
 
 /* One run: the instance's summed dispatch times into *t (NULL: a warm-up). */
@@ -564,6 +579,7 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   *late = false;
   kiln_program_t* prog = NULL;
   const double t0 = now_s();
+  m->units_new = 0; /* a build that fails keeps no code */
   KILN_RETURN_IF_ERROR(m->build(m, tiles, &prog));
   const double t1 = now_s();
   m->program_s = t1 - t0;
@@ -576,6 +592,8 @@ static kiln_status_t session_by(kiln_tune_micro_t* m, const kiln_template_tiles_
   kiln_status_t s =
       session_job(md, m->dev, m->threads, m->reuse_code, m->inputs, m->n_in, m->n_out, sleep_s, deadline, ses, &j);
   m->driver_s = now_s() - t1;
+  m->units_new = -1;
+  if (!s && !j) units_new_of(m, *ses);
   if (s || j) kiln_module_release(md);
   else *mod = md;
   m->pending = j;

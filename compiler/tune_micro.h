@@ -85,6 +85,11 @@ typedef struct kiln_tune_micro_s {
    * tuner's first device take their code: the set-up the default build's,
    * the closing build a kept point's */
   bool reuse_code;
+  /* the code units (Vulkan's pipelines, OpenCL's program units) the last
+   * build (set-up or point) created rather than took from earlier builds
+   * (kiln_device_api_t.executable_units); -1 where the device does not
+   * count them or the build was abandoned */
+  int32_t units_new;
 } kiln_tune_micro_t;
 
 /* Sets |m| up for instance kernel |k| of |plan| (its tiles as they are
@@ -190,6 +195,25 @@ bool kiln_tune_code_shared(const kiln_device_t* dev);
 
 /* The median of |v| (sorted in place; 0 when n is 0). */
 double kiln_tune_median(double* v, int32_t n);
+
+/* The fewest code units a device that shares code (kiln_tune_code_shared)
+ * keeps for reuse: Vulkan's pipeline memo holds 1,024
+ * (runtime/vulkan/vulkan_device.c), OpenCL's 4,096 units; past it a memo
+ * starts afresh and the closing build compiles again. */
+#define KILN_TUNE_MEMO_UNITS 1024
+
+/* What a kept point adds to the closing whole-model build, seconds (the
+ * driver's compile of its kernel). |shared|: its build alone was made with
+ * reuse_code (kiln_tune_micro_t.reuse_code), so the closing build takes its
+ * code; then nothing while |units_made| (the code units this tune's
+ * builds created, the default build's included; < 0: not known) is below
+ * KILN_TUNE_MEMO_UNITS, else its build alone's driver part |best_driver_s|.
+ * Not shared: with the default build's code reused (|again_s| >= 0, what
+ * that build cost) the kernel is compiled afresh, the dearer of
+ * |best_driver_s| and its set-up |setup_s|; else |best_driver_s| beyond its
+ * set-up's driver part |setup_driver_s|. Never below 0. */
+double kiln_tune_kept_cost_s(bool shared, int32_t units_made, double again_s, double best_driver_s, double setup_s,
+                             double setup_driver_s);
 
 /* Whether the closing whole-model measurement keeps a point: its median
  * time |tuned| at least 3% below its default's |def| (medians of the same

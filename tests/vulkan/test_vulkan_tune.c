@@ -616,12 +616,33 @@ static void test_closing_reuses_points(void) {
     goto out;
   CHECK_MSG(units >= 3 && reused == 0, "default build: %d of %d pipelines reused", (int)reused, (int)units);
   kiln_template_weights_restore(pd); /* as kiln tune: the points' layouts are made from the packed weights */
+  /* a set-up on the second device takes the default build's pipeline:
+   * none created (kiln tune's count of the memo's units,
+   * kiln_tune_kept_cost_s) */
+  for (int32_t k = 0; k < pd->n_kernels; ++k) {
+    const kiln_template_t* t = kiln_template_tunable_of(pd, k);
+    kiln_template_space_t sp;
+    if (!t || !set.space(t, &sp)) continue;
+    kiln_tune_micro_t* mk = &m[n_m++];
+    if (CHECK_OK(kiln_tune_micro_init(mk, pd, k, target, &set, dev2, 0, 7)))
+      CHECK_MSG(mk->units_new == 0, "kernel %d set up: %d pipelines created", (int)k, (int)mk->units_new);
+    break;
+  }
   kiln_template_tiles_t pts[64];
   CHECK(pd->n_kernels <= 64);
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) setenv("KILN_TUNE_REUSE", "off", 1); /* the points alone keep their pipelines */
+    const int32_t first = n_m;
     const int32_t changed = tp_points_alone(pd, target, &set, &where, dev2, pass, m, &n_m, 8, pts, 64);
     CHECK_MSG(changed == 3, "%d kernels moved", (int)changed);
+    for (int32_t i = first; i < n_m; ++i) {
+      /* a point's pipeline is new (counted where shared); the closing
+       * build's plan: a shared point is free (its pipeline is in the
+       * memo), one built apart costs its compile */
+      if (pass == 0) CHECK_MSG(m[i].units_new >= 1, "point %d: %d pipelines created", (int)i, (int)m[i].units_new);
+      const double kept = kiln_tune_kept_cost_s(m[i].reuse_code, 64, 0.1, m[i].driver_s, 0.1, 0.1);
+      CHECK_MSG(pass == 0 ? kept == 0 : kept > 0, "pass %d: a kept point planned at %.3f s", pass, kept);
+    }
     /* the points in a fresh plan, weights laid out for them (as the tune's
      * closing build) */
     kiln_plan_destroy(pt);
