@@ -287,6 +287,49 @@ static void test_fp16(void) {
   free(keep);
 }
 
+/* |c|'s model compiled with |opts| into |bytes|; its program text must
+ * hold |want| (|what|: the case's name for messages). */
+static bool compiled_with(const ew_case_t* c, const char* const* opts, const char* want, const char* what,
+                          uint8_t** bytes, size_t* len) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/%s.onnx", g_dir, what);
+  const bool written = model_write(path, c);
+  CHECK_MSG(written, "%s: written", what);
+  if (!written || !CHECK_OK(tc_compile(path, opts, bytes, len)) || !*bytes) return false;
+  kiln_program_t* p = NULL;
+  if (CHECK_OK(kiln_module_parse(*bytes, *len, what, al(), &p)))
+    CHECK_MSG(p->code.text && strstr(p->code.text, want), "%s: the program lacks '%s'", what, want);
+  kiln_program_destroy(p);
+  return true;
+}
+
+/* The module |bytes| run on the Vulkan device with input |x| into |got|. */
+static bool run_module(const uint8_t* bytes, size_t len, const char* what, const kiln_array_t* x, kiln_array_t* got) {
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_device_open_options_t o = {0, true, NULL};
+  const bool ok = x->data && CHECK_OK(kiln_module_load_memory(bytes, len, what, al(), &m)) &&
+                  CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+                  CHECK_OK(kiln_session_run(s, x, got));
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  return ok;
+}
+
+/* values on and around the half grid's edges: ties, subnormals, the
+ * largest half, overflow, NaN */
+static const float k_edge[16] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 2049.0f, 2051.0f, 0x1p-25f, 0x3p-25f, 3e-6f,
+                                 6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 7e4f, 1e30f, 0.33333334f, 4.386324f,
+                                 NAN};
+
+/* 64 inputs: the edges, halved and negated, times 0.75, then seeded */
+static void edge_inputs(float* v, uint32_t seed) {
+  seeded(v, 64, seed);
+  for (int i = 0; i < 16; ++i) v[i] = k_edge[i], v[16 + i] = -k_edge[i] * 0.5f, v[32 + i] = k_edge[i] * 0.75f;
+}
+
 /* A lone Relu in an fp16 plan computes on halves (F16-typed values) over
  * the model's f32 tensors: the vector path rounds each texel onto the half
  * grid (the prelude's vec4 kiln_hround) and must round as the scalar path
@@ -294,51 +337,28 @@ static void test_fp16(void) {
  * half, overflow to inf, NaN. */
 static void test_fp16_round(void) {
   const ew_case_t c = {"relu", 2, {4, 16}, 0, {0}, true, 0, {0}, false};
-  char path[700];
-  snprintf(path, sizeof path, "%s/round.onnx", g_dir);
-  const bool written = model_write(path, &c);
-  CHECK_MSG(written, "round: written");
-  if (!written) return;
   uint8_t* bytes = NULL;
   size_t len = 0;
   const char* const opts[] = {"target", "vulkan", "precision", "fp16", NULL};
-  if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
-  kiln_program_t* p = NULL;
-  if (CHECK_OK(kiln_module_parse(bytes, len, "round.kiln", al(), &p)))
-    CHECK_MSG(p->code.text && strstr(p->code.text, "kiln_hround(texelFetch("), "round: halves not computed as vec4");
-  kiln_program_destroy(p);
-  kiln_module_t* m = NULL;
-  kiln_device_t* d = NULL;
-  kiln_session_t* s = NULL;
-  kiln_device_open_options_t o = {0, true, NULL};
   kiln_array_t x, got;
   memset(&x, 0, sizeof x);
   memset(&got, 0, sizeof got);
   kiln_shape_t xs = kiln_shape_make(c.rank, c.x);
-  static const float edge[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 2049.0f, 2051.0f, 0x1p-25f, 0x3p-25f, 3e-6f,
-                               6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 7e4f, 1e30f, 0.33333334f, 4.386324f,
-                               NAN};
-  if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
-    float* v = (float*)x.data;
-    seeded(v, 64, 9u);
-    for (int i = 0; i < 16; ++i) v[i] = edge[i], v[16 + i] = -edge[i] * 0.5f, v[32 + i] = edge[i] * 0.75f;
-  }
-  if (x.data && CHECK_OK(kiln_module_load_memory(bytes, len, "round.kiln", al(), &m)) &&
-      CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
-      CHECK_OK(kiln_session_run(s, &x, &got))) {
-    CHECK(got.nbytes == x.nbytes);
-    int bad = got.nbytes == x.nbytes ? 0 : 64;
-    for (int i = 0; i < 64 && got.nbytes == x.nbytes; ++i) {
-      const float h = kiln_f16_to_f32(kiln_f32_to_f16(((float*)x.data)[i])), want = h < 0.0f ? 0.0f : h;
-      const float y = ((float*)got.data)[i];
-      if (!(y == want || (isnan(y) && isnan(want))) && bad++ < 4)
-        CHECK_MSG(false, "round: x %.9g gave %.9g, the half %.9g", ((float*)x.data)[i], y, want);
+  if (compiled_with(&c, opts, "kiln_hround(texelFetch(", "round", &bytes, &len) &&
+      CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
+    edge_inputs((float*)x.data, 9u);
+    if (run_module(bytes, len, "round", &x, &got)) {
+      CHECK(got.nbytes == x.nbytes);
+      int bad = got.nbytes == x.nbytes ? 0 : 64;
+      for (int i = 0; i < 64 && got.nbytes == x.nbytes; ++i) {
+        const float h = kiln_f16_to_f32(kiln_f32_to_f16(((float*)x.data)[i])), want = h < 0.0f ? 0.0f : h;
+        const float y = ((float*)got.data)[i];
+        if (!(y == want || (isnan(y) && isnan(want))) && bad++ < 4)
+          CHECK_MSG(false, "round: x %.9g gave %.9g, the half %.9g", ((float*)x.data)[i], y, want);
+      }
+      CHECK_MSG(bad == 0, "round: %d of 64 off the half grid's nearest", bad);
     }
-    CHECK_MSG(bad == 0, "round: %d of 64 off the half grid's nearest", bad);
   }
-  kiln_session_destroy(s);
-  kiln_device_release(d);
-  kiln_module_release(m);
   kiln_array_free(al(), &x);
   kiln_array_free(al(), &got);
   free(bytes);
@@ -350,52 +370,29 @@ static void test_fp16_round(void) {
  * store give; lavapipe's own f16vec4() of a varying vec4 truncated. */
 static void test_cast_f16_store(void) {
   const ew_case_t c = {"cast16", 2, {4, 16}, 0, {0}, true, 0, {0}, false};
-  char path[700];
-  snprintf(path, sizeof path, "%s/cast16.onnx", g_dir);
-  const bool written = model_write(path, &c);
-  CHECK_MSG(written, "cast16: written");
-  if (!written) return;
   uint8_t* bytes = NULL;
   size_t len = 0;
   const char* const opts[] = {"target", "vulkan", NULL};
-  if (!CHECK_OK(tc_compile(path, opts, &bytes, &len)) || !bytes) return;
-  kiln_program_t* p = NULL;
-  if (CHECK_OK(kiln_module_parse(bytes, len, "cast16.kiln", al(), &p)))
-    CHECK_MSG(p->code.text && strstr(p->code.text, "rgba16f") && strstr(p->code.text, "kiln_hround(texelFetch("),
-              "cast16: the f16 store not printed as an rgba16f texel store");
-  kiln_program_destroy(p);
-  kiln_module_t* m = NULL;
-  kiln_device_t* d = NULL;
-  kiln_session_t* s = NULL;
-  kiln_device_open_options_t o = {0, true, NULL};
   kiln_array_t x, got;
   memset(&x, 0, sizeof x);
   memset(&got, 0, sizeof got);
   kiln_shape_t xs = kiln_shape_make(c.rank, c.x);
-  static const float edge[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 2049.0f, 2051.0f, 0x1p-25f, 0x3p-25f, 3e-6f,
-                               6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 7e4f, 1e30f, 0.33333334f, 4.386324f,
-                               -2.3808594f - 0x1p-12f};
-  if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
-    float* v = (float*)x.data;
-    seeded(v, 64, 11u);
-    for (int i = 0; i < 16; ++i) v[i] = edge[i], v[16 + i] = -edge[i] * 0.5f, v[32 + i] = edge[i] * 0.75f;
-  }
-  if (x.data && CHECK_OK(kiln_module_load_memory(bytes, len, "cast16.kiln", al(), &m)) &&
-      CHECK_OK(kiln_device_open("vulkan", &o, al(), &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
-      CHECK_OK(kiln_session_run(s, &x, &got))) {
-    CHECK(got.dtype == KILN_DTYPE_F16 && got.nbytes == 64 * sizeof(uint16_t));
-    const bool shaped = got.dtype == KILN_DTYPE_F16 && got.nbytes == 64 * sizeof(uint16_t);
-    int bad = shaped ? 0 : 64;
-    for (int i = 0; i < 64 && shaped; ++i) {
-      const uint16_t want = kiln_f32_to_f16(((float*)x.data)[i]), y = ((const uint16_t*)got.data)[i];
-      if (y != want && bad++ < 4)
-        CHECK_MSG(false, "cast16: x %.9g gave half 0x%04x, the nearest 0x%04x", ((float*)x.data)[i], y, want);
+  if (compiled_with(&c, opts, "kiln_hround(texelFetch(", "cast16", &bytes, &len) &&
+      CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
+    edge_inputs((float*)x.data, 11u);
+    ((float*)x.data)[15] = -2.3808594f - 0x1p-12f; /* plugin_example's value, rounded up in magnitude */
+    if (run_module(bytes, len, "cast16", &x, &got)) {
+      const bool shaped = got.dtype == KILN_DTYPE_F16 && got.nbytes == 64 * sizeof(uint16_t);
+      CHECK(shaped);
+      int bad = shaped ? 0 : 64;
+      for (int i = 0; i < 64 && shaped; ++i) {
+        const uint16_t want = kiln_f32_to_f16(((float*)x.data)[i]), y = ((const uint16_t*)got.data)[i];
+        if (y != want && bad++ < 4)
+          CHECK_MSG(false, "cast16: x %.9g gave half 0x%04x, the nearest 0x%04x", ((float*)x.data)[i], y, want);
+      }
+      CHECK_MSG(bad == 0, "cast16: %d of 64 off the half grid's nearest", bad);
     }
-    CHECK_MSG(bad == 0, "cast16: %d of 64 off the half grid's nearest", bad);
   }
-  kiln_session_destroy(s);
-  kiln_device_release(d);
-  kiln_module_release(m);
   kiln_array_free(al(), &x);
   kiln_array_free(al(), &got);
   free(bytes);

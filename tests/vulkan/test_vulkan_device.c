@@ -1570,16 +1570,16 @@ static void test_loop_limit(void) {
   }
 }
 
-/* F(4x4) Winograd instances read their sizes at run time (winograd.comp
- * CRT, from the weights' first words): two convs of one kind (bias, a
- * residual Add + Relu, rows of whole texels, 3x3 pads 1) at 20x20 with 8
- * -> 12 channels (vec4 stores: 20 columns are not whole pairs) and 32x32
- * with 16 -> 8 (pairs) */
-static void g_wino_two(tg_t* t) {
+/* The two convs of the F(4x4) sharing graphs below: 20x20, 8 -> 12
+ * channels into c1 (vec4 stores: 20 columns are not whole pairs) and
+ * 32x32, 16 -> 8 into c2 (pairs), with biases, 3x3 pads 1, rows of whole
+ * texels; with |res1| / |res2| the residual inputs r1 / r2 of c1's / c2's
+ * shape */
+static void wino_convs(tg_t* t, bool res1, bool res2) {
   tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
-  tg_input(t, "r1", F32, 4, DIMS(1, 12, 20, 20));
+  if (res1) tg_input(t, "r1", F32, 4, DIMS(1, 12, 20, 20));
   tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
-  tg_input(t, "r2", F32, 4, DIMS(1, 8, 32, 32));
+  if (res2) tg_input(t, "r2", F32, 4, DIMS(1, 8, 32, 32));
   tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
   tg_const(t, "b1", F32, 1, DIMS(12));
   tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
@@ -1588,6 +1588,13 @@ static void g_wino_two(tg_t* t) {
   tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
   pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
   tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "c2", 1, &pads);
+}
+
+/* F(4x4) Winograd instances read their sizes at run time (winograd.comp
+ * CRT, from the weights' first words): the two convs of one kind (bias, a
+ * residual Add + Relu) */
+static void g_wino_two(tg_t* t) {
+  wino_convs(t, true, true);
   tg_node(t, "Add", "add1", 2, NAMES("c1", "r1"), "s1", 0, NULL);
   tg_node(t, "Add", "add2", 2, NAMES("c2", "r2"), "s2", 0, NULL);
   tg_node(t, "Relu", "relu1", 1, NAMES("s1"), "y1", 0, NULL);
@@ -1600,19 +1607,10 @@ static void g_wino_two(tg_t* t) {
  * no epilogue: the Relu is chosen at run time (winograd.comp EPI_RT, the
  * weights' word 8), so they are one kind too */
 static void g_wino_relu_none(tg_t* t) {
-  tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
-  tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
-  tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
-  tg_const(t, "b1", F32, 1, DIMS(12));
-  tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
-  tg_const(t, "b2", F32, 1, DIMS(8));
-  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
-  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "y2", 1, &pads);
+  wino_convs(t, false, false);
   tg_node(t, "Relu", "relu1", 1, NAMES("c1"), "y1", 0, NULL);
   tg_output(t, "y1");
-  tg_output(t, "y2");
+  tg_output(t, "c2");
 }
 
 /* Two F(4x4) convs of g_wino_two's sizes, one with a residual Add + Relu,
@@ -1621,17 +1619,7 @@ static void g_wino_relu_none(tg_t* t) {
  * where the residual would be (lowering's winograd_epi_slot), so they
  * are one kind too */
 static void g_wino_relu_residual(tg_t* t) {
-  tg_input(t, "x1", F32, 4, DIMS(1, 8, 20, 20));
-  tg_input(t, "r1", F32, 4, DIMS(1, 12, 20, 20));
-  tg_input(t, "x2", F32, 4, DIMS(1, 16, 32, 32));
-  tg_const(t, "w1", F32, 4, DIMS(12, 8, 3, 3));
-  tg_const(t, "b1", F32, 1, DIMS(12));
-  tg_const(t, "w2", F32, 4, DIMS(8, 16, 3, 3));
-  tg_const(t, "b2", F32, 1, DIMS(8));
-  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(t, "Conv", "conv1", 3, NAMES("x1", "w1", "b1"), "c1", 1, &pads);
-  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(t, "Conv", "conv2", 3, NAMES("x2", "w2", "b2"), "c2", 1, &pads);
+  wino_convs(t, true, false);
   tg_node(t, "Add", "add1", 2, NAMES("c1", "r1"), "s1", 0, NULL);
   tg_node(t, "Relu", "relu1", 1, NAMES("s1"), "y1", 0, NULL);
   tg_node(t, "Relu", "relu2", 1, NAMES("c2"), "y2", 0, NULL);
