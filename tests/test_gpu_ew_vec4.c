@@ -282,8 +282,7 @@ static void test_fp16(void) {
       {"softmax", 2, {6, 200}, 0, {0}, false, 0, {0}, true},
   };
   for (size_t i = 0; i < sizeof hid / sizeof hid[0]; ++i) check_case(&hid[i]);
-  if (keep) setenv("KILN_VULKAN_FEATURES", keep, 1);
-  else unsetenv("KILN_VULKAN_FEATURES");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", keep);
   free(keep);
 }
 

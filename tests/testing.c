@@ -2,6 +2,7 @@
 #include "testing.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 int kiln_test_failures = 0;
 int kiln_test_checks = 0;
@@ -76,4 +77,11 @@ int kiln_test_count(const char* s, const char* needle) {
   int n = 0;
   for (const char* p = strstr(s, needle); p; p = strstr(p + 1, needle)) ++n;
   return n;
+}
+
+void kiln_test_setenv(const char* name, const char* value) {
+  if (value)
+    setenv(name, value, 1);
+  else
+    unsetenv(name);
 }

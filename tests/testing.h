@@ -34,6 +34,9 @@ int kiln_test_check_err(kiln_status_t s, int code, const char* needle,
 char* kiln_test_read_text(const char* path);
 /* How many times |needle| occurs in |s| (overlapping occurrences too). */
 int kiln_test_count(const char* s, const char* needle);
+/* Sets environment variable |name| to |value|, or unsets it where |value|
+ * is NULL (a switch a test turns on for one case and off again). */
+void kiln_test_setenv(const char* name, const char* value);
 
 #define CHECK(c)                                              \
   do {                                                        \

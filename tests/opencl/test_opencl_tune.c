@@ -64,24 +64,6 @@ static bool run_plan(kiln_device_t* dev, gb_t* b, kiln_plan_t* plan, kiln_array_
   return ok;
 }
 
-/* The first point of |t|'s space other than its tiles that the target
- * accepts on |where|. */
-static bool other_point(const kiln_template_set_t* set, const kiln_template_t* t, const kiln_tune_device_t* where,
-                        kiln_template_tiles_t* out) {
-  kiln_template_space_t sp;
-  if (!set->space(t, &sp)) return false;
-  for (int32_t i = 0; i < sp.n_knobs; ++i)
-    for (int32_t j = 0; j < sp.knobs[i].n; ++j) {
-      kiln_template_tiles_t x = t->tiles;
-      x.v[i] = sp.knobs[i].v[j];
-      if (x.v[i] != t->tiles.v[i] && !set->tiles_check(t, &x, &where->limits)) {
-        *out = x;
-        return true;
-      }
-    }
-  return false;
-}
-
 static void test_tune_and_use(void) {
   kiln_device_t* dev = open_opencl_device_0();
   CHECK(dev != NULL);
@@ -181,7 +163,7 @@ static void test_tune_and_use(void) {
     snprintf(r.key.device, sizeof r.key.device, "%s", where.device);
     snprintf(r.key.driver, sizeof r.key.driver, "%s", where.driver);
     snprintf(r.key.kiln, sizeof r.key.kiln, "%s", KILN_VERSION);
-    CHECK(other_point(&set, t, &where, &r.tiles));
+    CHECK(tp_nth_point(&set, t, &where, 0, &r.tiles));
     CHECK_OK(kiln_tune_cache_put(&forced, &r, false));
   }
   CHECK(forced.n == 3);

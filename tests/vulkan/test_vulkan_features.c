@@ -154,14 +154,8 @@ static void run_module(kiln_compiler_t* c, const char* mode) {
 static void check_mode_tiles(const char* hide, bool int64, bool ballot, int texels, uint64_t max_texels,
                              const char* conv_tiles) {
   const char* mode = hide ? hide : conv_tiles ? conv_tiles : "all features";
-  if (hide)
-    setenv("KILN_VULKAN_FEATURES", hide, 1);
-  else
-    unsetenv("KILN_VULKAN_FEATURES");
-  if (conv_tiles)
-    setenv("KILN_SPIRV_CONV_TILES", conv_tiles, 1);
-  else
-    unsetenv("KILN_SPIRV_CONV_TILES");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_CONV_TILES", conv_tiles);
   kiln_device_t* d = NULL;
   if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
   const bool has64 = d->info.shader_int64, hasb = d->info.subgroup_ballot;
@@ -223,10 +217,7 @@ static void test_mode2_words(void) { check_mode_tiles(NULL, true, true, 1, 0, "1
  * conv's U (48 channels x 16 x 8 = 1536 texels); results checked both ways. */
 static void check_winograd_cr(const char* hide, int texels, const char* kind, const char* cr, const char* also) {
   const char* mode = hide ? hide : "all features";
-  if (hide)
-    setenv("KILN_VULKAN_FEATURES", hide, 1);
-  else
-    unsetenv("KILN_VULKAN_FEATURES");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
   char dump[600];
   snprintf(dump, sizeof dump, "%s/dump-wino%c-%s-cr%c-y%c", g_dir, kind[2], hide ? hide : "all", cr[11],
            also ? also[15] : 'n');

@@ -131,20 +131,37 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
   kiln_module_release(m);
 }
 
+/* |model| compiled for Vulkan (|precision|: NULL for the default) with its
+ * kernels dumped under |dump|: the compiler, holding the module, and in
+ * *glsl the dumped shaders (NULL where missing, named by a failed check;
+ * the caller frees it); NULL, the compiler destroyed, where it failed. */
+static kiln_compiler_t* compile_dumped(const char* model, const char* precision, const char* dump, char** glsl) {
+  kiln_compiler_t* c = NULL;
+  *glsl = NULL;
+  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return NULL;
+  CHECK_OK(kiln_compiler_load_model(c, model));
+  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
+  if (precision) CHECK_OK(kiln_compiler_set_option(c, "precision", precision));
+  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (!CHECK_OK(kiln_compiler_compile(c))) {
+    kiln_compiler_destroy(c);
+    return NULL;
+  }
+  char path[700];
+  snprintf(path, sizeof path, "%s/kernels.comp", dump);
+  *glsl = kiln_test_read_text(path);
+  CHECK_MSG(*glsl != NULL, "%s: no %s", model, path);
+  return c;
+}
+
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); |rows|: KILN_SPIRV_ROWS (NULL: unset);
  * whether the device must then report subgroup arithmetic and the row
  * instances the compile must print. */
 static void check_mode(const char* hide, const char* rows, bool arith, int want) {
   char mode[128];
   snprintf(mode, sizeof mode, "features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
-  if (hide)
-    setenv("KILN_VULKAN_FEATURES", hide, 1);
-  else
-    unsetenv("KILN_VULKAN_FEATURES");
-  if (rows)
-    setenv("KILN_SPIRV_ROWS", rows, 1);
-  else
-    unsetenv("KILN_SPIRV_ROWS");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
   kiln_device_t* d = NULL;
   if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
   const bool has = d->info.subgroup_arith, ballot = d->info.subgroup_ballot;
@@ -158,16 +175,9 @@ static void check_mode(const char* hide, const char* rows, bool arith, int want)
   char dump[600];
   snprintf(dump, sizeof dump, "%s/dump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
   CHECK(mkdir(dump, 0755) == 0);
-  kiln_compiler_t* c = NULL;
-  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
-  CHECK_OK(kiln_compiler_load_model(c, g_model));
-  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
-  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
-  if (CHECK_OK(kiln_compiler_compile(c))) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/kernels.comp", dump);
-    char* glsl = kiln_test_read_text(path);
-    CHECK_MSG(glsl != NULL, "%s: no %s", mode, path);
+  char* glsl = NULL;
+  kiln_compiler_t* c = compile_dumped(g_model, NULL, dump, &glsl);
+  if (c) {
     if (glsl) {
       const int n = kiln_test_count(glsl, "// kiln rows '");
       CHECK_MSG(n == want, "%s: %d row instances, expected %d", mode, n, want);
@@ -204,25 +214,14 @@ static void check_fp16(int64_t rows, int64_t n, bool vec4, bool forced) {
   bm_free(&b);
   CHECK(mkdir(dump, 0755) == 0);
   unsetenv("KILN_VULKAN_FEATURES");
-  if (forced)
-    setenv("KILN_SPIRV_ROWS", "subgroup", 1);
-  else
-    unsetenv("KILN_SPIRV_ROWS");
+  kiln_test_setenv("KILN_SPIRV_ROWS", forced ? "subgroup" : NULL);
   kiln_device_t* d = NULL;
   if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
   const bool has = d->info.subgroup_arith;
   kiln_device_release(d);
-  kiln_compiler_t* c = NULL;
-  if (!CHECK_OK(kiln_compiler_create(KILN_COMPILER_ABI_VERSION, &c))) return;
-  CHECK_OK(kiln_compiler_load_model(c, model));
-  CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
-  CHECK_OK(kiln_compiler_set_option(c, "precision", "fp16"));
-  CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
-  if (CHECK_OK(kiln_compiler_compile(c))) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/kernels.comp", dump);
-    char* glsl = kiln_test_read_text(path);
-    CHECK_MSG(glsl != NULL, "fp16: no %s", path);
+  char* glsl = NULL;
+  kiln_compiler_t* c = compile_dumped(model, "fp16", dump, &glsl);
+  if (c) {
     if (glsl && !(has && forced))
       CHECK_MSG(kiln_test_count(glsl, "// kiln rows '") == 0, "fp16 rows of %lld: a row instance by default",
                 (long long)n);

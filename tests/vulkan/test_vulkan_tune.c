@@ -425,6 +425,19 @@ static bool run_plan(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* 
   return ok;
 }
 
+/* write_model's two inputs (32x96 and 1x16x20x20) into in[], element e
+ * ((e * |a| + |b|) % |m|) / |d| - 1 */
+static bool model_inputs(kiln_array_t in[2], size_t a, size_t b, size_t m, float d) {
+  for (int32_t i = 0; i < 2; ++i) {
+    const kiln_shape_t sh = i == 0 ? (kiln_shape_t){.rank = 2, .dims = {32, 96}}
+                                   : (kiln_shape_t){.rank = 4, .dims = {1, 16, 20, 20}};
+    if (!CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &sh, &in[i]))) return false;
+    float* f = in[i].data;
+    for (size_t e = 0; e < in[i].nbytes / sizeof(float); ++e) f[e] = (float)((e * a + b) % m) / d - 1.0f;
+  }
+  return true;
+}
+
 /* Winograd on or off per conv (kiln_template_set_t.winograd_switch) on
  * the device: the conv's Winograd instance (which reads X itself, its
  * phase split MERGED) has the implicit-GEMM conv as its alternative;
@@ -453,13 +466,7 @@ static void test_winograd_switch(void) {
   kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 0};
   kiln_fusion_report_t fr;
   if (!CHECK_OK(kiln_device_open("vulkan", &oo, A(), &dev)) || !CHECK_OK(load(path, &g))) goto out;
-  for (int32_t i = 0; i < 2; ++i) {
-    const kiln_shape_t sh = i == 0 ? (kiln_shape_t){.rank = 2, .dims = {32, 96}}
-                                   : (kiln_shape_t){.rank = 4, .dims = {1, 16, 20, 20}};
-    if (!CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &sh, &in[i]))) goto out;
-    float* f = in[i].data;
-    for (size_t e = 0; e < in[i].nbytes / sizeof(float); ++e) f[e] = (float)((e * 37 + 11) % 101) / 50.0f - 1.0f;
-  }
+  if (!model_inputs(in, 37, 11, 101, 50)) goto out;
   kiln_tune_device_t where;
   kiln_tune_device_of(dev, &where);
   if (!CHECK_OK(kiln_plan_build(g, &po, A(), &pd)) || !CHECK_OK(kiln_plan_fuse(pd, &fr, NULL)) ||
@@ -599,13 +606,7 @@ static void test_closing_reuses_points(void) {
       !CHECK_OK(load(path, &g)))
     goto out;
   CHECK(kiln_tune_code_shared(dev));
-  for (int32_t i = 0; i < 2; ++i) {
-    const kiln_shape_t sh = i == 0 ? (kiln_shape_t){.rank = 2, .dims = {32, 96}}
-                                   : (kiln_shape_t){.rank = 4, .dims = {1, 16, 20, 20}};
-    if (!CHECK_OK(kiln_array_alloc(A(), KILN_DTYPE_F32, &sh, &in[i]))) goto out;
-    float* f = in[i].data;
-    for (size_t e = 0; e < in[i].nbytes / sizeof(float); ++e) f[e] = (float)((e * 29 + 5) % 97) / 48.0f - 1.0f;
-  }
+  if (!model_inputs(in, 29, 5, 97, 48)) goto out;
   kiln_tune_device_t where;
   kiln_tune_device_of(dev, &where);
   set.gpu_lacks = where.limits.gpu_lacks;
