@@ -198,7 +198,7 @@ double kiln_tune_median(double* v, int32_t n);
 
 /* The fewest code units a device that shares code (kiln_tune_code_shared)
  * keeps for reuse: Vulkan's pipeline memo holds 1,024
- * (runtime/vulkan/vulkan_device.c), OpenCL's 4,096 units; past it a memo
+ * (runtime/vulkan/vulkan_device_internal.h), OpenCL's 4,096 units; past it a memo
  * starts afresh and the closing build compiles again. */
 #define KILN_TUNE_MEMO_UNITS 1024
 

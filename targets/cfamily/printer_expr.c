@@ -164,7 +164,7 @@ static void ex_index(pr_t* p, const tir_expr_t* e, int need) {
  * Why: it reads like the tensor IR and keeps the compiler's view of the
  * array's shape. (It was first written while chasing wrong sums on Mesa
  * lavapipe that turned out to be its per-invocation loop limit, see
- * runtime/vulkan/vulkan_device.c loop_limit, not the array's form.) */
+ * runtime/vulkan/vulkan_device_internal.h loop_limit, not the array's form.) */
 bool kiln_cf_md_array(const pr_t* p, const tir_buffer_t* b) {
   if (p->d->lang != KILN_CF_LANG_GLSL || b->scope == TIR_SCOPE_GLOBAL || b->rank < 2) return false;
   int64_t st = 1;

@@ -7,7 +7,7 @@
  * (KILN_SPIRV_CONV_TILES) they read 64-bit words where int64 is there.
  * lavapipe has
  * both; KILN_VULKAN_FEATURES=no-int64,no-subgroup hides them where the
- * device info is filled (runtime/vulkan/vulkan_device.c), and the compile
+ * device info is filled (runtime/vulkan/vulkan_build.c), and the compile
  * (kiln_compiler_*, which asks the target's device: api/driver.c) must then
  * pick the conservative shaders. Per mode: the device info, the #defines of
  * the dumped GLSL, and the results of a MatMul and a Conv on the device
