@@ -183,30 +183,11 @@ static const bufmap_t* add_buf(seq_t* S, const tir_buffer_t* const* b) {
 
 static const tir_expr_t* unify_expr(seq_t* S, const tir_expr_t* const* e);
 
-static bool uses_var(const tir_expr_t* e, const tir_var_t* v) {
-  if (!e) return false;
-  switch (e->kind) {
-    case TIR_VARREF: return e->u.var == v;
-    case TIR_BINARY: return uses_var(e->u.bin.a, v) || uses_var(e->u.bin.b, v);
-    case TIR_SELECT: return uses_var(e->u.sel.cond, v) || uses_var(e->u.sel.t, v) || uses_var(e->u.sel.f, v);
-    case TIR_CAST: return uses_var(e->u.cast.value, v);
-    case TIR_CALL:
-      for (int32_t k = 0; k < e->u.call.n; ++k)
-        if (uses_var(e->u.call.args[k], v)) return true;
-      return false;
-    case TIR_LOAD:
-      for (int32_t d = 0; d < e->u.load.buf->rank; ++d)
-        if (uses_var(e->u.load.idx[d], v)) return true;
-      return false;
-    default: return false;
-  }
-}
-
 /* Index |u| steps by a stride that depends on the dim: the vector loops
  * it steps with cannot stay vector loops. */
 static void mark_vec(seq_t* S, const tir_expr_t* u) {
   for (int32_t i = 0; i < S->nvec; ++i)
-    if (uses_var(u, S->vec[i])) S->vec_bad[i] = true;
+    if (tir_expr_uses_var(u, S->vec[i])) S->vec_bad[i] = true;
 }
 
 /* Indices of an access to m (the plans' idx[s][]), unified; flat when the

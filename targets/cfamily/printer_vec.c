@@ -13,28 +13,9 @@
 
 /* ---- lane analysis ---------------------------------------------------- */
 
-static bool mentions(const tir_expr_t* e, const tir_var_t* v) {
-  switch (e->kind) {
-    case TIR_VARREF: return e->u.var == v;
-    case TIR_BINARY: return mentions(e->u.bin.a, v) || mentions(e->u.bin.b, v);
-    case TIR_SELECT:
-      return mentions(e->u.sel.cond, v) || mentions(e->u.sel.t, v) || mentions(e->u.sel.f, v);
-    case TIR_CAST: return mentions(e->u.cast.value, v);
-    case TIR_CALL:
-      for (int32_t i = 0; i < e->u.call.n; ++i)
-        if (mentions(e->u.call.args[i], v)) return true;
-      return false;
-    case TIR_LOAD:
-      for (int32_t i = 0; i < e->u.load.buf->rank; ++i)
-        if (mentions(e->u.load.idx[i], v)) return true;
-      return false;
-    default: return false;
-  }
-}
-
 /* e == c*v + (terms without v), with c a constant? */
 static bool affine(const tir_expr_t* e, const tir_var_t* v, int64_t* c) {
-  if (!mentions(e, v)) {
+  if (!tir_expr_uses_var(e, v)) {
     *c = 0;
     return true;
   }
