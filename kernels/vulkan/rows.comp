@@ -10,7 +10,7 @@
 #define KILN_GID gl_GlobalInvocationID
 #define KILN_WG_GUARD
 #endif
-// kiln Softmax / LogSoftmax rows, f32 or f16 storage (lowering/template.h,
+// kiln Softmax / LogSoftmax / LayerNorm rows, f32 or f16 storage (lowering/template.h,
 // kiln_template_rows_t): a subgroup per row of N values, the lanes
 // striding the row (lane l takes elements l, l + S, ...: neighbouring
 // lanes read neighbouring words; S the subgroup's lanes), two passes over
@@ -27,8 +27,17 @@
 // the 4 in turn). With VEC4 (N a multiple of 4) each lane takes a vec4 a
 // step (one rescale a vec4). HX / HY: X / Y hold f16 (fp16 plans), read
 // into f32 and rounded once by the store; the sums stay f32.
+//
+// LN: a LayerNormalization row instead, three passes over X:
+//   m0 = subgroupAdd(sum of the lane's x) / N, then with d = x - m0
+//   dm = subgroupAdd(sum of d) / N, mean = m0 + dm,
+//   var = subgroupAdd(sum of d^2) / N - dm^2 (two passes: one sum of
+//   squares loses a row of mean 1e3 and spread 1; dm corrects m0's f32
+//   rounding),
+//   y = (x - mean) * (1 / sqrt(var + EPS)) * S[i] (+ B[i] with BIAS).
 // The host puts after the #extension lines: BIND_X BIND_Y (kernel
-// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY.
+// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY, LN
+// and with LN: BIND_S, BIAS, BIND_B, EPS.
 // Dispatch: (ceil(ROWS / RB), 1, 1) work-groups of WG.
 
 #if HX || HY
@@ -59,6 +68,17 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { T y[]
 #define Y(v) (v)
 #endif
 #define X(i) T(x[i])
+#if LN
+layout(std430, set = 0, binding = BIND_S) restrict readonly buffer BufS { T sc[]; };
+#if BIAS
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { T bi[]; };
+#endif
+#if VEC4
+#define HSUM(v) (((v).x + (v).y) + ((v).z + (v).w))
+#else
+#define HSUM(v) (v)
+#endif
+#endif
 
 void main() {
   KILN_WG_GUARD;
@@ -68,6 +88,25 @@ void main() {
     const int row = int(KILN_WG.x) * RB + q;
     if (row >= ROWS) break; // uniform in the subgroup
     const int base = row * NE;
+#if LN
+    float a = 0.0, c = 0.0;
+    for (int i = l; i < NE; i += S) a += HSUM(X(base + i));
+    const float m0 = subgroupAdd(a) / float(N);
+    a = 0.0;
+    for (int i = l; i < NE; i += S) {
+      const T d = X(base + i) - m0;
+      c += HSUM(d);
+      a += HSUM(d * d);
+    }
+    // m0's own rounding error (the f32 sum of a row far from 0) corrected
+    const float dm = subgroupAdd(c) / float(N), mean = m0 + dm;
+    const float r = 1.0 / sqrt(max(subgroupAdd(a) / float(N) - dm * dm, 0.0) + EPS);
+#if BIAS
+    for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - mean) * r * sc[i] + bi[i]);
+#else
+    for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - mean) * r * sc[i]);
+#endif
+#else
     float m = -1.0 / 0.0, s = 0.0;
     for (int i = l; i < NE; i += S) {
       const T v = X(base + i);
@@ -91,6 +130,7 @@ void main() {
 #else
     const float r = 1.0 / s;
     for (int i = l; i < NE; i += S) y[base + i] = Y(exp(X(base + i) - m) * r);
+#endif
 #endif
   }
 }
