@@ -28,12 +28,11 @@
 // step (one rescale a vec4). HX / HY: X / Y hold f16 (fp16 plans), read
 // into f32 and rounded once by the store; the sums stay f32.
 //
-// LN: a LayerNormalization row instead, three passes over X:
-//   m0 = subgroupAdd(sum of the lane's x) / N, then with d = x - m0
-//   dm = subgroupAdd(sum of d) / N, mean = m0 + dm,
-//   var = subgroupAdd(sum of d^2) / N - dm^2 (two passes: one sum of
-//   squares loses a row of mean 1e3 and spread 1; dm corrects m0's f32
-//   rounding),
+// LN: a LayerNormalization row instead, two passes over X: each lane's
+// count, mean and sum of squared deviations (Welford's update, a vec4 at
+// a time), merged across the subgroup (mean = subgroupAdd(c_l mu_l) / N,
+// var = subgroupAdd(m2_l + c_l (mu_l - mean)^2) / N: no sum of squares,
+// which loses a row of mean 1e3 and spread 1), then
 //   y = (x - mean) * (1 / sqrt(var + EPS)) * S[i] (+ B[i] with BIAS).
 // The host puts after the #extension lines: BIND_X BIND_Y (kernel
 // parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY, LN
@@ -89,18 +88,26 @@ void main() {
     if (row >= ROWS) break; // uniform in the subgroup
     const int base = row * NE;
 #if LN
-    float a = 0.0, c = 0.0;
-    for (int i = l; i < NE; i += S) a += HSUM(X(base + i));
-    const float m0 = subgroupAdd(a) / float(N);
-    a = 0.0;
+    // each lane's count, mean and sum of squared deviations (Welford, a
+    // vec4 a step: its own mean and deviations merged in), then the lanes'
+    // merged (Chan et al.): var = sum(m2_l + c_l (mu_l - mean)^2) / N
+    float c = 0.0, mu = 0.0, m2 = 0.0;
     for (int i = l; i < NE; i += S) {
-      const T d = X(base + i) - m0;
-      c += HSUM(d);
-      a += HSUM(d * d);
+      const T v = X(base + i);
+#if VEC4
+      const float bm = HSUM(v) * 0.25;
+      const vec4 dv = v - bm;
+      const float nb = 4.0, bm2 = HSUM(dv * dv);
+#else
+      const float bm = v, nb = 1.0, bm2 = 0.0;
+#endif
+      const float nc = c + nb, dl = bm - mu;
+      mu += dl * (nb / nc);
+      m2 += bm2 + dl * dl * (c * nb / nc);
+      c = nc;
     }
-    // m0's own rounding error (the f32 sum of a row far from 0) corrected
-    const float dm = subgroupAdd(c) / float(N), mean = m0 + dm;
-    const float r = 1.0 / sqrt(max(subgroupAdd(a) / float(N) - dm * dm, 0.0) + EPS);
+    const float mean = subgroupAdd(c * mu) / float(N), dmu = mu - mean;
+    const float r = 1.0 / sqrt(subgroupAdd(m2 + c * dmu * dmu) / float(N) + EPS);
 #if BIAS
     for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - mean) * r * sc[i] + bi[i]);
 #else

@@ -18,7 +18,7 @@ kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, const char*
    * subgroups of at least 4 lanes (lavapipe 8, GPUs 16-64): a work-group
    * takes 4 rows where their trips fit lavapipe's limit, else one */
   const int32_t wg = 32;
-  const int64_t per_row = (q->ln ? 3 : 2) * ((ne + 3) / 4);
+  const int64_t per_row = 2 * ((ne + 3) / 4);
   const int32_t rb = 4 * per_row <= 65535 ? 4 : 1;
   kiln_vulkan_sb_t b = {0};
   const char* rest = NULL;
