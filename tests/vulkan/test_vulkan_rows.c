@@ -347,6 +347,12 @@ static void write_ln_model(void) {
     const int64_t one = 1;
     float* sv = malloc(sizeof(float) * (size_t)n);
     float* bv = malloc(sizeof(float) * (size_t)n);
+    CHECK(sv && bv);
+    if (!sv || !bv) {
+      free(sv);
+      free(bv);
+      continue;
+    }
     for (int64_t i = 0; i < n; ++i) sv[i] = ln_scale(i), bv[i] = ln_bias(i);
     if (lc->sc == SC_INPUT) b.g.input[b.g.n_input++] = bm_value(&b, sname, BM_F32, lc->rank - ax, lc->dims + ax, NULL);
     else if (lc->sc == SC_ONE) bm_initializer(&b, sname, BM_F32, 1, &one, sv + 1, sizeof(float));
