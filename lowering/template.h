@@ -361,18 +361,28 @@ bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_
  *   Y[r][i] = exp(X[r][i] - m) / s   (log: X[r][i] - m - log(s))
  * with m the row's max and s the sum of exp(X[r][j] - m), for rows r <
  * |rows| of |n| values (the last axis; opset < 13: the axes from |axis| on).
- * bind_x and bind_y are the plan kernel's parameter indices. */
+ * Or (|ln|) a LayerNormalization (stash_type 1, f32, no Mean / InvStdDev
+ * output) over rows of the axes from |axis| on:
+ *   Y[r][i] = (X[r][i] - mean) / sqrt(var + eps) * S[i] (+ B[i])
+ * with mean and var (the mean of (x - mean)^2) over the row, S and B the
+ * kernel's [n] scale and bias parameters (the lowering's expanded
+ * constants, told apart by their values, or flat views of run-time ones).
+ * bind_x, bind_y, bind_s, bind_b (-1: no bias) are the plan kernel's
+ * parameter indices. */
 #define KILN_TEMPLATE_ROWS_MAX_N 65536 /* a row's passes within a GPU loop limit */
 
 typedef struct kiln_template_rows_s {
   bool log;
+  bool ln;     /* LayerNormalization */
   bool hx, hy; /* X / Y are f16 (fp16 plans; the sums stay f32) */
   int64_t rows, n;
-  int32_t bind_x, bind_y;
+  int32_t bind_x, bind_y, bind_s, bind_b;
+  float eps;   /* ln */
 } kiln_template_rows_t;
 
-/* True when plan kernel |k| is such a Softmax / LogSoftmax (rows of at
- * most KILN_TEMPLATE_ROWS_MAX_N, its elements within int32); fills |out|. */
+/* True when plan kernel |k| is such a Softmax / LogSoftmax or
+ * LayerNormalization (rows of at most KILN_TEMPLATE_ROWS_MAX_N, its
+ * elements within int32); fills |out|. */
 bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_rows_t* out);
 
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
@@ -386,7 +396,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
   KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
   KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
-  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax rows, a work-group a row */
+  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax / LayerNorm rows, a subgroup a row */
 } kiln_template_kind_t;
 /* How many kinds there are (arrays indexed by kind); the last kind + 1. */
 #define KILN_TEMPLATE_KINDS (KILN_TEMPLATE_ROWS + 1)
@@ -638,9 +648,10 @@ typedef struct kiln_template_set_s {
   /* 2-D f32 pools (kiln_template_pool_match) */
   bool pool;
   /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
-   * |rows_min_elems| elements in all; |rows_f16|: f16 X or Y too */
+   * |rows_min_elems| elements in all, LayerNormalization rows of at least
+   * |rows_ln_min_elems|; |rows_f16|: f16 X or Y too */
   bool rows;
-  int64_t rows_min_elems;
+  int64_t rows_min_elems, rows_ln_min_elems;
   bool rows_f16;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and

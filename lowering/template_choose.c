@@ -232,7 +232,8 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
     } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
       t->kind = KILN_TEMPLATE_POOL;
     } else if (set->rows && !(set->gpu_lacks & KILN_GPU_LACKS_SUBGROUP_ARITH) &&
-               kiln_template_rows_match(plan, k, &t->rows) && t->rows.rows * t->rows.n >= set->rows_min_elems &&
+               kiln_template_rows_match(plan, k, &t->rows) &&
+               t->rows.rows * t->rows.n >= (t->rows.ln ? set->rows_ln_min_elems : set->rows_min_elems) &&
                (set->rows_f16 || !(t->rows.hx || t->rows.hy))) {
       t->kind = KILN_TEMPLATE_ROWS;
     }

@@ -10,7 +10,7 @@
 #define KILN_GID gl_GlobalInvocationID
 #define KILN_WG_GUARD
 #endif
-// kiln Softmax / LogSoftmax rows, f32 or f16 storage (lowering/template.h,
+// kiln Softmax / LogSoftmax / LayerNorm rows, f32 or f16 storage (lowering/template.h,
 // kiln_template_rows_t): a subgroup per row of N values, the lanes
 // striding the row (lane l takes elements l, l + S, ...: neighbouring
 // lanes read neighbouring words; S the subgroup's lanes), two passes over
@@ -27,8 +27,16 @@
 // the 4 in turn). With VEC4 (N a multiple of 4) each lane takes a vec4 a
 // step (one rescale a vec4). HX / HY: X / Y hold f16 (fp16 plans), read
 // into f32 and rounded once by the store; the sums stay f32.
+//
+// LN: a LayerNormalization row instead, two passes over X: each lane's
+// count, mean and sum of squared deviations (Welford's update, a vec4 at
+// a time), merged across the subgroup (mean = subgroupAdd(c_l mu_l) / N,
+// var = subgroupAdd(m2_l + c_l (mu_l - mean)^2) / N: no sum of squares,
+// which loses a row of mean 1e3 and spread 1), then
+//   y = (x - mean) * (1 / sqrt(var + EPS)) * S[i] (+ B[i] with BIAS).
 // The host puts after the #extension lines: BIND_X BIND_Y (kernel
-// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY.
+// parameter order), ROWS, N (row length), WG, RB, VEC4, LOG, HX, HY, LN
+// and with LN: BIND_S, BIAS, BIND_B, EPS.
 // Dispatch: (ceil(ROWS / RB), 1, 1) work-groups of WG.
 
 #if HX || HY
@@ -59,6 +67,17 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { T y[]
 #define Y(v) (v)
 #endif
 #define X(i) T(x[i])
+#if LN
+layout(std430, set = 0, binding = BIND_S) restrict readonly buffer BufS { T sc[]; };
+#if BIAS
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { T bi[]; };
+#endif
+#if VEC4
+#define HSUM(v) (((v).x + (v).y) + ((v).z + (v).w))
+#else
+#define HSUM(v) (v)
+#endif
+#endif
 
 void main() {
   KILN_WG_GUARD;
@@ -68,6 +87,33 @@ void main() {
     const int row = int(KILN_WG.x) * RB + q;
     if (row >= ROWS) break; // uniform in the subgroup
     const int base = row * NE;
+#if LN
+    // each lane's count, mean and sum of squared deviations (Welford, a
+    // vec4 a step: its own mean and deviations merged in), then the lanes'
+    // merged (Chan et al.): var = sum(m2_l + c_l (mu_l - mean)^2) / N
+    float c = 0.0, mu = 0.0, m2 = 0.0;
+    for (int i = l; i < NE; i += S) {
+      const T v = X(base + i);
+#if VEC4
+      const float bm = HSUM(v) * 0.25;
+      const vec4 dv = v - bm;
+      const float nb = 4.0, bm2 = HSUM(dv * dv);
+#else
+      const float bm = v, nb = 1.0, bm2 = 0.0;
+#endif
+      const float nc = c + nb, dl = bm - mu;
+      mu += dl * (nb / nc);
+      m2 += bm2 + dl * dl * (c * nb / nc);
+      c = nc;
+    }
+    const float mean = subgroupAdd(c * mu) / float(N), dmu = mu - mean;
+    const float r = 1.0 / sqrt(subgroupAdd(m2 + c * dmu * dmu) / float(N) + EPS);
+#if BIAS
+    for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - mean) * r * sc[i] + bi[i]);
+#else
+    for (int i = l; i < NE; i += S) y[base + i] = Y((X(base + i) - mean) * r * sc[i]);
+#endif
+#else
     float m = -1.0 / 0.0, s = 0.0;
     for (int i = l; i < NE; i += S) {
       const T v = X(base + i);
@@ -91,6 +137,7 @@ void main() {
 #else
     const float r = 1.0 / s;
     for (int i = l; i < NE; i += S) y[base + i] = Y(exp(X(base + i) - m) * r);
+#endif
 #endif
   }
 }

@@ -1,6 +1,7 @@
-/* The Softmax / LogSoftmax row shader (kernels/vulkan/rows.comp): the GLSL
+/* The Softmax / LogSoftmax / LayerNorm row shader (kernels/vulkan/rows.comp): the GLSL
  * of an instance from lowering's row descriptor (kiln_template_rows_t). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "targets/vulkan/vulkan_internal.h"
 
@@ -23,12 +24,21 @@ kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, const char*
   const char* rest = NULL;
   kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_rows, "kernels/vulkan/rows.comp", false, &rest);
   if (hs) return hs;
-  kiln_vulkan_sb_printf(&b, "// kiln rows '%s': %s, %lld rows of %lld%s%s\n", name, q->log ? "LogSoftmax" : "Softmax",
+  kiln_vulkan_sb_printf(&b, "// kiln rows '%s': %s, %lld rows of %lld%s%s\n", name,
+                        q->ln ? "LayerNormalization" : q->log ? "LogSoftmax" : "Softmax",
                         (long long)q->rows, (long long)q->n, q->hx ? ", f16 x" : "", q->hy ? ", f16 y" : "");
   kiln_vulkan_sb_printf(&b, "#define BIND_X %d\n#define BIND_Y %d\n#define ROWS %lld\n#define N %lld\n#define WG %d\n"
                             "#define RB %d\n#define VEC4 %d\n#define LOG %d\n#define HX %d\n#define HY %d\n",
                         (int)q->bind_x, (int)q->bind_y, (long long)q->rows, (long long)q->n, (int)wg, (int)rb,
                         vec4 ? 1 : 0, q->log ? 1 : 0, q->hx ? 1 : 0, q->hy ? 1 : 0);
+  kiln_vulkan_sb_printf(&b, "#define LN %d\n", q->ln ? 1 : 0);
+  if (q->ln) {
+    /* eps by its bits: the node's float exactly */
+    uint32_t e;
+    memcpy(&e, &q->eps, sizeof e);
+    kiln_vulkan_sb_printf(&b, "#define BIND_S %d\n#define BIAS %d\n#define BIND_B %d\n#define EPS uintBitsToFloat(0x%08xu)\n",
+                          (int)q->bind_s, q->bind_b >= 0 ? 1 : 0, (int)(q->bind_b >= 0 ? q->bind_b : 0), (unsigned)e);
+  }
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);

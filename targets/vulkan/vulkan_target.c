@@ -91,6 +91,10 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * =printed none */
                                .rows = !(rows && !strcmp(rows, "printed")),
                                .rows_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : (int64_t)1 << 20,
+                               /* LayerNorm rows only where forced: on lavapipe the template
+                                * took 1.0-1.25x the printed kernel's time on 1024 x 1024 and
+                                * 8192 x 1024, 1.5-1.8x on 65536 x 128 (a GPU: not measured) */
+                               .rows_ln_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : INT64_MAX,
                                /* f16 rows (fp16 plans) only where forced: on lavapipe the
                                 * printed kernel reading rgba16f texels took 25-31 ms on
                                 * 8192 x 1000 and 25 ms on 65536 x 128, the template 45-46

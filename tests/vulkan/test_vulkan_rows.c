@@ -16,7 +16,13 @@
  * and writes f16 activations, with the template forced: rows of 1000 (vec4
  * steps) and 7, X and Y f16 in the instance (HX, HY), the sums f32, the
  * results within the halves' rounding of the loops here; by default none,
- * even on 1040 rows of 1024 (the f16 rule: the printed kernel). */
+ * even on 1040 rows of 1024 (the f16 rule: the printed kernel).
+ * LayerNormalization rows (rows.comp's LN mode) in a second model: rows of
+ * 768 (a 3 x 2 batch), 1000 (a run-time scale, no bias), 7, 3 (eps 0.1),
+ * 512 of mean 1e3 and spread ~1, 12 (axis 1 of 2 x 3 x 4), 1040 x 1024,
+ * and a [1] scale the lowering broadcasts (the printed kernel), against
+ * loops in double: forced (7 instances), by default, printed and with the
+ * arithmetic hidden (none). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -275,6 +281,209 @@ static void test_fp16(void) {
   check_fp16(1040, 1024, true, false); /* past 2^20 elements: still printed */
 }
 
+/* ---- LayerNormalization rows ---------------------------------------------- */
+
+/* the LayerNorm cases: X's shape, axis, the scale (CONST: an [n]
+ * initializer; INPUT: an [n] graph input; ONE: a [1] initializer, which
+ * the lowering broadcasts: the printed kernel), a bias, eps, X's offset
+ * (1e3: a row of mean 1e3 and spread ~1), and whether forced rows take it */
+enum { SC_CONST, SC_INPUT, SC_ONE };
+typedef struct {
+  const char *in, *out;
+  int32_t rank;
+  int64_t dims[3];
+  int64_t axis;
+  int sc;
+  bool bias;
+  float eps, off;
+  bool tmpl;
+} ln_case_t;
+
+static const ln_case_t g_ln[] = {
+    {"LA", "ZA", 3, {3, 2, 768}, -1, SC_CONST, true, 1e-5f, 0, true},
+    {"LB", "ZB", 2, {4, 1000, 0}, -1, SC_INPUT, false, 1e-5f, 0, true},
+    {"LC", "ZC", 2, {5, 7, 0}, -1, SC_CONST, true, 1e-3f, 0, true},
+    {"LD", "ZD", 2, {6, 3, 0}, -1, SC_CONST, false, 0.1f, 0, true},
+    {"LE", "ZE", 2, {2, 512, 0}, -1, SC_CONST, true, 1e-5f, 1e3f, true},
+    {"LF", "ZF", 3, {2, 3, 4}, 1, SC_CONST, true, 1e-5f, 0, true},
+    {"LG", "ZG", 2, {4, 8, 0}, -1, SC_ONE, true, 1e-5f, 0, false},
+    {"LH", "ZH", 2, {1040, 1024, 0}, -1, SC_CONST, true, 1e-5f, 0, true},
+};
+/* instances where forced; by default none (on lavapipe the printed kernel
+ * measured as fast or faster, even on LH's 2^20 elements) */
+enum { NLN = sizeof g_ln / sizeof g_ln[0], NLN_TMPL = 7, NLN_BIG = 0 };
+
+static char g_ln_model[600];
+
+static int64_t ln_rows(const ln_case_t* c, int64_t* n) {
+  const int32_t ax = (int32_t)(c->axis < 0 ? c->axis + c->rank : c->axis);
+  int64_t rows = 1;
+  *n = 1;
+  for (int32_t d = 0; d < c->rank; ++d) {
+    if (d < ax) rows *= c->dims[d];
+    else *n *= c->dims[d];
+  }
+  return rows;
+}
+static float ln_x(int32_t c, int64_t i) {
+  return g_ln[c].off + 2.0f * sinf(0.37f * (float)i + (float)c) + 0.01f * (float)(i % 101);
+}
+/* scale and bias differ, so that swapping them shows */
+static float ln_scale(int64_t i) { return 0.5f + 0.1f * (float)(i % 9); }
+static float ln_bias(int64_t i) { return 0.25f * (float)(i % 5) - 0.5f; }
+
+static void write_ln_model(void) {
+  bm_model_t b;
+  bm_init(&b, 17);
+  for (int32_t c = 0; c < NLN; ++c) {
+    const ln_case_t* lc = &g_ln[c];
+    int64_t n;
+    ln_rows(lc, &n);
+    b.g.input[b.g.n_input++] = bm_value(&b, lc->in, BM_F32, lc->rank, lc->dims, NULL);
+    char sname[16], bname[16], ins[48];
+    snprintf(sname, sizeof sname, "S%s", lc->in);
+    snprintf(bname, sizeof bname, "B%s", lc->in);
+    const int32_t ax = (int32_t)(lc->axis < 0 ? lc->axis + lc->rank : lc->axis);
+    const int64_t one = 1;
+    float* sv = malloc(sizeof(float) * (size_t)n);
+    float* bv = malloc(sizeof(float) * (size_t)n);
+    CHECK(sv && bv);
+    if (!sv || !bv) {
+      free(sv);
+      free(bv);
+      continue;
+    }
+    for (int64_t i = 0; i < n; ++i) sv[i] = ln_scale(i), bv[i] = ln_bias(i);
+    if (lc->sc == SC_INPUT) b.g.input[b.g.n_input++] = bm_value(&b, sname, BM_F32, lc->rank - ax, lc->dims + ax, NULL);
+    else if (lc->sc == SC_ONE) bm_initializer(&b, sname, BM_F32, 1, &one, sv + 1, sizeof(float));
+    else bm_initializer(&b, sname, BM_F32, lc->rank - ax, lc->dims + ax, sv, sizeof(float) * (size_t)n);
+    if (lc->bias) bm_initializer(&b, bname, BM_F32, lc->rank - ax, lc->dims + ax, bv, sizeof(float) * (size_t)n);
+    free(sv);
+    free(bv);
+    snprintf(ins, sizeof ins, lc->bias ? "%s,%s,%s" : "%s,%s", lc->in, sname, bname);
+    Onnx__NodeProto* nd = bm_node(&b, "LayerNormalization", lc->out, ins, lc->out);
+    bm_attr_int(&b, nd, "axis", lc->axis);
+    Onnx__AttributeProto* a = bm_attr(&b, nd, "epsilon", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    a->has_f = 1;
+    a->f = lc->eps;
+    bm_output(&b, lc->out);
+  }
+  snprintf(g_ln_model, sizeof g_ln_model, "%s/ln.onnx", g_dir);
+  CHECK(bm_write(&b, g_ln_model));
+  bm_free(&b);
+}
+
+/* outputs of LayerNorm case |c| off its rows computed here in double: within
+ * 1e-5 + 1e-4 |want|, plus the f32 mean's own rounding (|mean| 2^-23 / std,
+ * scaled) for rows far from 0 */
+static int64_t ln_bad(int32_t c, const float* x, const float* y) {
+  const ln_case_t* lc = &g_ln[c];
+  int64_t n;
+  const int64_t rows = ln_rows(lc, &n);
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += xr[i];
+    m /= (double)n;
+    for (int64_t i = 0; i < n; ++i) v += (xr[i] - m) * (xr[i] - m);
+    v /= (double)n;
+    const double inv = 1.0 / sqrt(v + (double)lc->eps), slack = 4.0 * fabs(m) * 0x1p-23 * inv;
+    for (int64_t i = 0; i < n; ++i) {
+      const double sc = lc->sc == SC_ONE ? ln_scale(1) : ln_scale(i);
+      const double want = (xr[i] - m) * inv * sc + (lc->bias ? ln_bias(i) : 0.0), got = y[r * n + i];
+      bad += !(fabs(got - want) <= 1e-5 + 1e-4 * fabs(want) + slack * fabs(sc));
+    }
+  }
+  return bad;
+}
+
+static void ln_run(const void* data, size_t len, const char* mode) {
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_module_t* m = NULL;
+  kiln_device_t* d = NULL;
+  kiln_session_t* s = NULL;
+  kiln_array_t in[NLN + 1], out[NLN];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  int32_t nin = 0;
+  bool ok = CHECK_OK(kiln_module_load_memory(data, len, "ln", al, &m));
+  for (int32_t c = 0; c < NLN && ok; ++c) {
+    const ln_case_t* lc = &g_ln[c];
+    kiln_shape_t sh = kiln_shape_make(lc->rank, lc->dims);
+    ok = CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &in[nin]));
+    for (int64_t i = 0; ok && i < kiln_array_numel(&in[nin]); ++i) ((float*)in[nin].data)[i] = ln_x(c, i);
+    ++nin;
+    if (ok && lc->sc == SC_INPUT) {
+      const int32_t ax = (int32_t)(lc->axis < 0 ? lc->axis + lc->rank : lc->axis);
+      sh = kiln_shape_make(lc->rank - ax, lc->dims + ax);
+      ok = CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &in[nin]));
+      for (int64_t i = 0; ok && i < kiln_array_numel(&in[nin]); ++i) ((float*)in[nin].data)[i] = ln_scale(i);
+      ++nin;
+    }
+  }
+  if (ok && CHECK_OK(kiln_device_open("vulkan", NULL, al, &d))) CHECK_OK(kiln_session_create(m, d, NULL, &s));
+  if (s && CHECK_OK(kiln_session_run(s, in, out))) {
+    int32_t j = 0;
+    for (int32_t c = 0; c < NLN; ++c) {
+      const int64_t bad = ln_bad(c, in[j].data, out[c].data);
+      CHECK_MSG(bad == 0, "%s: %s: %lld of %lld outputs differ from the reference", mode, g_ln[c].out,
+                (long long)bad, (long long)kiln_array_numel(&out[c]));
+      j += g_ln[c].sc == SC_INPUT ? 2 : 1;
+    }
+  }
+  for (int32_t i = 0; i < nin; ++i) kiln_array_free(al, &in[i]);
+  for (int32_t c = 0; c < NLN; ++c) kiln_array_free(al, &out[c]);
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+}
+
+/* the LayerNorm model under |hide| / |rows| as check_mode: |want| row
+ * instances (all of them LayerNorm) */
+static void check_ln(const char* hide, const char* rows, int want) {
+  char mode[128];
+  snprintf(mode, sizeof mode, "layernorm: features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
+  const bool has = d->info.subgroup_arith;
+  kiln_device_release(d);
+  if (!hide && !has) want = 0;
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/lndump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
+  CHECK(mkdir(dump, 0755) == 0);
+  char* glsl = NULL;
+  kiln_compiler_t* c = compile_dumped(g_ln_model, NULL, dump, &glsl);
+  if (c) {
+    if (glsl) {
+      const int n = kiln_test_count(glsl, "// kiln rows '"), nl = kiln_test_count(glsl, "': LayerNormalization, ");
+      CHECK_MSG(n == want && nl == want, "%s: %d row instances (%d LayerNorm), expected %d", mode, n, nl, want);
+      if (want == NLN_TMPL) {
+        /* 768, 1000, 512, 12, 1024: vec4; 7, 3: scalar; bias on all but LB / LD */
+        CHECK_MSG(kiln_test_count(glsl, "#define VEC4 1\n") == 5 && kiln_test_count(glsl, "#define VEC4 0\n") == 2,
+                  "%s: vec4 steps for the rows of 768, 1000, 512, 12 and 1024 only", mode);
+        CHECK_MSG(kiln_test_count(glsl, "#define BIAS 1\n") == 5 && kiln_test_count(glsl, "#define BIAS 0\n") == 2,
+                  "%s: a bias on 5 instances", mode);
+      }
+      free(glsl);
+    }
+    const void* data = NULL;
+    size_t n = 0;
+    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) ln_run(data, n, mode);
+  }
+  kiln_compiler_destroy(c);
+}
+
+static void test_ln(void) {
+  write_ln_model();
+  check_ln(NULL, NULL, NLN_BIG);
+  check_ln(NULL, "subgroup", NLN_TMPL);
+  check_ln(NULL, "printed", 0);
+  check_ln("no-subgroup-arith", "subgroup", 0);
+}
+
 static void test_default(void) { check_mode(NULL, NULL, true, NBIG); }
 static void test_subgroup(void) { check_mode(NULL, "subgroup", true, NTMPL); }
 static void test_printed(void) { check_mode(NULL, "printed", true, 0); }
@@ -291,6 +500,7 @@ int main(void) {
   RUN(test_printed);
   RUN(test_hidden);
   RUN(test_fp16);
+  RUN(test_ln);
   unsetenv("KILN_VULKAN_FEATURES");
   unsetenv("KILN_SPIRV_ROWS");
   bm_rmtree(g_dir);
