@@ -158,6 +158,8 @@ typedef struct kiln_tune_summary_s {
    * default build's, the kept points' alone) instead of compiling them;
    * 0, 0 where the device does not count them or nothing was built */
   int32_t closing_units, closing_units_reused;
+  /* random draws skipped as too dear to measure (compiler/tune_dear.h) */
+  int32_t skipped;
 } kiln_tune_summary_t;
 
 /* Tunes the template instances of prepared, optimised graph |g| for

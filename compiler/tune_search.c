@@ -21,6 +21,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/tune.h"
 #include "compiler/tune_cpu.h"
+#include "compiler/tune_dear.h"
 #include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
 #include "runtime/device_registry.h"
@@ -96,6 +97,13 @@ typedef struct {
   /* the closing pairs: in how many of them its time was below the
    * default's beside it, of |pairs| (kiln_tune_paired_keep) */
   int32_t pair_wins, pairs;
+  /* random draws skipped as dear (compiler/tune_dear.h), asked again
+   * silently when drawn again; |waiting|: its last draws were all dear or
+   * used, so it sits out the round instead of ending its search */
+  kiln_template_tiles_t* skipped;
+  int32_t n_skipped, cap_skipped;
+  bool waiting;
+  const char* from; /* where its current point came from: "seed", "hint", "step", "random" */
 } group_t;
 
 typedef struct {
@@ -129,6 +137,11 @@ typedef struct {
    * set-ups', the points'): while below KILN_TUNE_MEMO_UNITS a device that
    * shares code still holds every kept point's; -1: not known */
   int32_t units_made;
+  /* what the points measured so far cost, by their knobs (the dear-draw
+   * rule); the current point's deadline; the draws skipped */
+  kiln_tune_costs_t costs;
+  double draw_deadline;
+  int32_t skipped;
 } tuner_t;
 
 static void count_units(tuner_t* t, int32_t n) {
@@ -155,16 +168,78 @@ static bool tried(const group_t* g, const kiln_template_tiles_t* x) {
   return false;
 }
 
-static kiln_status_t remember(group_t* g, const kiln_template_tiles_t* x) {
-  if (g->n_tried == g->cap_tried) {
-    int32_t cap = g->cap_tried ? 2 * g->cap_tried : 32;
-    kiln_template_tiles_t* n = realloc(g->tried, sizeof *n * (size_t)cap);
-    if (!n) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: kernel '%s'", g->name);
-    g->tried = n;
-    g->cap_tried = cap;
+static bool push_tiles(kiln_template_tiles_t** list, int32_t* n, int32_t* cap, const kiln_template_tiles_t* x) {
+  if (*n == *cap) {
+    const int32_t c = *cap ? 2 * *cap : 32;
+    kiln_template_tiles_t* l = realloc(*list, sizeof *l * (size_t)c);
+    if (!l) return false;
+    *list = l;
+    *cap = c;
   }
-  g->tried[g->n_tried++] = *x;
+  (*list)[(*n)++] = *x;
+  return true;
+}
+
+static kiln_status_t remember(group_t* g, const kiln_template_tiles_t* x) {
+  if (!push_tiles(&g->tried, &g->n_tried, &g->cap_tried, x))
+    return kiln_make_status(KILN_OUT_OF_MEMORY, "tune: kernel '%s'", g->name);
   return NULL;
+}
+
+/* The target's cost features of point |x| of |g| (tiles_features); false
+ * where it has none (the CPU, OpenCL): then no draw is dear. */
+static bool features(const tuner_t* t, const group_t* g, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
+  if (t->cpu || !g->rep || !t->set.tiles_features) return false;
+  t->set.tiles_features(g->rep, x, size, cls);
+  return *size > 0;
+}
+
+static int32_t kind_of(const tuner_t* t, const group_t* g) {
+  return t->cpu || !g->rep ? 0 : (int32_t)g->rep->kind;
+}
+
+/* Whether random draw |x| of |g| is too dear to measure
+ * (kiln_tune_dear_why): a new skip is counted and, with KILN_TUNE_TRACE=1,
+ * named with its reason and prediction; a draw skipped before is asked
+ * again silently (the time left per kernel grows as kernels finish). */
+static bool dear(tuner_t* t, group_t* g, const kiln_template_tiles_t* x) {
+  double size = 0;
+  int32_t cls = 0;
+  if (!features(t, g, x, &size, &cls)) return false;
+  int32_t active = 0;
+  for (int32_t gi = 0; gi < t->n_groups; ++gi) active += !t->groups[gi].done;
+  const double left = fmax(0, t->draw_deadline - now_s()) / (active > 0 ? active : 1);
+  double pred = -1;
+  int32_t by = -1;
+  const char* why = kiln_tune_dear_why(&t->costs, (int32_t)(g - t->groups), kind_of(t, g), cls, size, left, &pred, &by);
+  if (!why) return false;
+  for (int32_t i = 0; i < g->n_skipped; ++i)
+    if (tiles_eq(&g->skipped[i], x)) return true;
+  if (!push_tiles(&g->skipped, &g->n_skipped, &g->cap_skipped, x)) return true; /* not listed: named again */
+  t->skipped++;
+  const char* trace = getenv("KILN_TUNE_TRACE");
+  if (trace && !strcmp(trace, "1") && t->o->log) {
+    char tiles[128], other[160] = "";
+    kiln_tune_tiles_format(x, tiles, sizeof tiles);
+    if (by >= 0) {
+      const kiln_tune_cost_t* c = &t->costs.e[by];
+      char bt[128];
+      kiln_tune_tiles_format(&c->tiles, bt, sizeof bt);
+      snprintf(other, sizeof other, "; %s measured %.2fx in %.1f s", bt, isfinite(c->q) ? 1 / c->q : 0.0, c->cost_s);
+    }
+    fprintf(t->o->log, "\ntune: trace: kernel '%s' draw %s skipped, %s: predicted %.1f s (size %.0f, class %d), %.1f s "
+                       "left for each of %d kernels%s\n", g->name, tiles, why, pred, size, (int)cls, left, (int)active,
+            other);
+  }
+  return true;
+}
+
+/* The cost of the point just measured, for the predictions. */
+static void note_cost(tuner_t* t, group_t* g, const kiln_template_tiles_t* x, double q) {
+  kiln_tune_cost_t c = {.group = (int32_t)(g - t->groups), .kind = kind_of(t, g), .cost_s = g->point_s, .q = q,
+                        .tiles = *x};
+  if (!features(t, g, x, &c.size, &c.cls)) return;
+  kiln_status_free(kiln_tune_costs_add(&t->costs, &c)); /* out of memory: predicted from fewer */
 }
 
 static bool usable(const tuner_t* t, const group_t* g, const kiln_template_tiles_t* x) {
@@ -173,46 +248,50 @@ static bool usable(const tuner_t* t, const group_t* g, const kiln_template_tiles
   return !t->set.tiles_check || !t->set.tiles_check(g->rep, x, &t->where.limits);
 }
 
-/* The next point for |g|: the cache's seed first, then random points,
- * then one knob of the best one step up or down; false when none is left
- * that is untried and valid after a bounded number of draws. */
+/* kiln_tune_draw's view of one kernel. */
+typedef struct {
+  tuner_t* t;
+  group_t* g;
+} draw_ctx_t;
+
+static bool draw_usable(void* c, const kiln_template_tiles_t* x) {
+  const draw_ctx_t* d = c;
+  return usable(d->t, d->g, x);
+}
+
+static void draw_tie(void* c, kiln_template_tiles_t* x) {
+  const draw_ctx_t* d = c;
+  d->t->set.tiles_tie(d->g->rep, x);
+}
+
+static bool draw_dear(void* c, const kiln_template_tiles_t* x) {
+  const draw_ctx_t* d = c;
+  return dear(d->t, d->g, x);
+}
+
+/* The next point for |g|: the cache's seed first, then the hints, then
+ * random points, and after three points one knob of the best one step up
+ * or down first (kiln_tune_draw); a random draw predicted too dear is
+ * drawn again. False when none is left that is untried and valid after a
+ * bounded number of draws (g->waiting where dear draws were all it found). */
 static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
-  const kiln_template_space_t* sp = &g->space;
   if (g->has_seed) {
     g->has_seed = false;
     if (usable(t, g, &g->seed)) {
       *out = g->seed;
+      g->from = "seed";
       return true;
     }
   }
-  while (g->next_hint < g->n_hints) {
-    kiln_template_tiles_t x = g->hints[g->next_hint++];
-    if (t->set.tiles_tie) t->set.tiles_tie(g->rep, &x);
-    if (usable(t, g, &x)) {
-      *out = x;
-      return true;
-    }
-  }
-  int32_t idx[KILN_TEMPLATE_TILES_MAX];
-  const bool local = g->trials >= 3 && kiln_template_space_index(sp, &g->best, idx);
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    kiln_template_tiles_t x = {.n = sp->n_knobs};
-    if (local && attempt < 100) {
-      for (int32_t i = 0; i < sp->n_knobs; ++i) x.v[i] = g->best.v[i];
-      const int32_t i = (int32_t)(rnd(t) % (uint64_t)sp->n_knobs);
-      const int32_t j = idx[i] + ((rnd(t) & 1) ? 1 : -1);
-      if (j < 0 || j >= sp->knobs[i].n) continue;
-      x.v[i] = sp->knobs[i].v[j];
-    } else {
-      for (int32_t i = 0; i < sp->n_knobs; ++i) x.v[i] = sp->knobs[i].v[rnd(t) % (uint64_t)sp->knobs[i].n];
-    }
-    if (!t->cpu && t->set.tiles_tie) t->set.tiles_tie(g->rep, &x);
-    if (usable(t, g, &x)) {
-      *out = x;
-      return true;
-    }
-  }
-  return false;
+  draw_ctx_t c = {t, g};
+  const kiln_tune_draw_t d = {.space = &g->space, .hints = g->hints, .n_hints = g->n_hints,
+                              .next_hint = &g->next_hint, .best = &g->best, .local = g->trials >= 3, .rng = &t->rng,
+                              .ctx = &c, .usable = draw_usable,
+                              .tie = !t->cpu && t->set.tiles_tie ? draw_tie : NULL, .dear = draw_dear,
+                              .from = &g->from};
+  const kiln_tune_drawn_t r = kiln_tune_draw(&d, out);
+  g->waiting = r == KILN_TUNE_ONLY_DEAR;
+  return r == KILN_TUNE_DRAWN;
 }
 
 /* Every instance of every group at its default or best point, weights
@@ -632,8 +711,8 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   }
   const double el = now_s() - t0;
   fprintf(f, "\rtune: round %d, %d of %d kernels searching, %d trials, kernels %.2f -> %.2f ms (best kernel %.2fx), "
-             "model %.2f ms, %.0f s, ETA %.0f s   ",
-          (int)round, (int)active, (int)t->n_groups, (int)trials, def * 1e3, best * 1e3, top, model_ms, el,
+             "model %.2f ms, %d dear draws skipped, %.0f s, ETA %.0f s   ",
+          (int)round, (int)active, (int)t->n_groups, (int)trials, def * 1e3, best * 1e3, top, model_ms, (int)t->skipped, el,
           budget - el > 0 ? budget - el : 0);
   fflush(f);
 }
@@ -675,8 +754,10 @@ static double kept_extra(const tuner_t* t, double again_s) {
  * *ran when the kernel has no point left. */
 static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double deadline, bool* ran) {
   *ran = false;
+  t->draw_deadline = deadline;
+  g->waiting = false;
   if ((t->o->trials > 0 && g->trials >= t->o->trials) || !next_point(t, g, &g->cand)) {
-    g->done = true;
+    g->done = !g->waiting; /* only dear draws left: it waits for a round with more time per kernel */
     return;
   }
   *ran = true;
@@ -715,11 +796,13 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double 
     kiln_status_free(s);
   }
   if (s || !match) {
+    note_cost(t, g, &g->cand, INFINITY);
     sum->rejected++;
     return;
   }
   /* at least 3% faster alone: below that a busy machine's noise picks winners */
   const double q = td > 0 ? tc / td : 1;
+  note_cost(t, g, &g->cand, q);
   /* KILN_TUNE_TRACE=1: every point's paired medians (docs/TUNING.md) */
   const char* trace = getenv("KILN_TUNE_TRACE");
   if (trace && !strcmp(trace, "1") && t->o->log) {
@@ -729,9 +812,9 @@ static void point_once(tuner_t* t, group_t* g, kiln_tune_summary_t* sum, double 
      * shader compiler), the driver (session, pipelines and the first run,
      * where lavapipe compiles the shader), the paired runs */
     fprintf(t->o->log,
-            "\ntune: trace: kernel '%s' point %s: %.1f us, default %.1f us beside it (%.2fx), %.1f s (program %.1f s, "
-            "driver %.1f s, runs %.1f s)\n",
-            g->name, tiles, tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s, g->micro.program_s,
+            "\ntune: trace: kernel '%s' point %s (%s): %.1f us, default %.1f us beside it (%.2fx), %.1f s (program "
+            "%.1f s, driver %.1f s, runs %.1f s)\n",
+            g->name, tiles, g->from ? g->from : "?", tc * 1e6, td * 1e6, tc > 0 ? td / tc : 0.0, g->point_s, g->micro.program_s,
             g->micro.driver_s, fmax(0, g->point_s - g->micro.program_s - g->micro.driver_s));
   }
   if (q < g->q_best && q < KILN_TUNE_KEEP_RATIO) {
@@ -772,11 +855,11 @@ static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
              (int)t->units_made);
   fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s (program "
              "%.1f s) + runs %.1f s, its %s again %.1f s, %d kernel set-ups %.1f s, %d points %.1f s (%d stopped at "
-             "the deadline), closing build %.1f s + runs %.1f s (planned %.1f s%s)\n",
+             "the deadline, %d dear draws skipped), closing build %.1f s + runs %.1f s (planned %.1f s%s)\n",
           t->o->budget_s, sum->elapsed_s, 100 * sum->elapsed_s / t->o->budget_s, sum->prepare_s, sum->default_build_s,
           sum->default_program_s, sum->default_runs_s, sum->build_again_s > 0 ? "build (code reused)" : "program",
           sum->build_again_s > 0 ? sum->build_again_s : sum->program_again_s, (int)sum->kernels_set_up, sum->setup_s,
-          (int)sum->trials, sum->points_s, (int)sum->abandoned, sum->closing_build_s, sum->closing_runs_s,
+          (int)sum->trials, sum->points_s, (int)sum->abandoned, (int)sum->skipped, sum->closing_build_s, sum->closing_runs_s,
           sum->closing_planned_s, units);
 }
 
@@ -1001,6 +1084,7 @@ static kiln_status_t search(tuner_t* t, kiln_tune_cache_t* cache, kiln_tune_summ
     progress(t, sum->rounds, sum->trials, t0, budget, m0.def_model_s * 1e3);
   }
 #undef CLOSING_UPDATE
+  sum->skipped = t->skipped;
   /* the plan as the search last saw it: the closing build and what the
    * kept points add to it */
   sum->closing_planned_s = closing + kept_extra(t, again_s);
@@ -1171,8 +1255,10 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   for (int32_t gi = 0; gi < t.n_groups; ++gi) {
     free(t.groups[gi].inst);
     free(t.groups[gi].tried);
+    free(t.groups[gi].skipped);
   }
   kiln_tune_cpu_table_free(&t.gemms);
+  kiln_tune_costs_free(&t.costs);
   for (int32_t i = 0; t.in && i < g->n_inputs; ++i) kiln_array_free(kiln_allocator_system(), &t.in[i]);
   for (int32_t i = 0; t.ref && i < g->n_outputs; ++i) kiln_array_free(kiln_allocator_system(), &t.ref[i]);
   free_micros(&t); /* on an error path */

@@ -625,6 +625,11 @@ typedef struct kiln_template_set_s {
    * lie: larger register tiles on lavapipe); returns how many. A tuner
    * still checks each. */
   int32_t (*tiles_hints)(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
+  /* Optional, with |space|: what a point's cost grows with (*size > 0:
+   * the unrolled body the driver compiles) and a class of points whose
+   * costs follow one law (*cls: the read mode), for the tuner's skip of
+   * dear random draws (compiler/tune_dear.h). NULL: no draw is skipped. */
+  void (*tiles_features)(const kiln_template_t* t, const kiln_template_tiles_t* tiles, double* size, int32_t* cls);
   /* int8 products (kiln_template_q8_match) whose work-items loop at most
    * q8_max_trips times (kiln_template_q8_trips; 0: any; a per-invocation
    * loop limit bounds it) */

@@ -325,6 +325,11 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
                                    const kiln_template_limits_t* lim);
 void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x);
 int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
+/* A point's cost features (kiln_template_set_t.tiles_features): GEMM /
+ * conv rm x rn x tk unrolled multiply-adds, class the read mode; depthwise
+ * rw outputs an invocation; Winograd (wf + 2)^2 x tm x nt sums, class wf
+ * (0 for the implicit-GEMM conv). */
+void kiln_vulkan_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls);
 
 #ifdef __cplusplus
 }

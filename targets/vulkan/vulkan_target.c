@@ -115,6 +115,7 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .tiles_check = kiln_vulkan_tune_check,
                                .tiles_tie = kiln_vulkan_tune_tie,
                                .tiles_hints = kiln_vulkan_tune_hints,
+                               .tiles_features = kiln_vulkan_tune_features,
                                /* Winograd on or off per conv, a knob of `kiln tune` */
                                .winograd_switch = true,
                                /* conv.comp reads X itself, zero padding and strides in its

@@ -317,3 +317,23 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
 #undef HINT
   return n;
 }
+
+/* On lavapipe a point's cost is the driver's compile of its unrolled body
+ * (32,128,4,32,16 took 25-33 s in the 32-bit subgroup mode and 1.1 s in
+ * the texel mode): the tuner learns each class's law from the points it
+ * measures (compiler/tune_dear.h). */
+void kiln_vulkan_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
+  const int32_t* v = x->v;
+  *size = 1;
+  *cls = 0;
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 6) {
+    *size = (double)v[3] * (double)v[4] * (double)(v[2] > 0 ? v[2] : 1);
+    *cls = v[5];
+  } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 2) {
+    *size = v[1] > 0 ? v[1] : 1;
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && x->n >= 3) {
+    const double w = v[2] + 2;
+    *size = w * w * (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
+    *cls = x->n == 4 && v[3] == 0 ? 0 : v[2];
+  }
+}
