@@ -525,9 +525,9 @@ static void cpu_api_report(const kiln_device_executable_t* e, FILE* out) {
     fprintf(out, "cpu: C compiler: none (compile cache hit), loaded in %.1f ms\n", st->load_s * 1e3);
   else
     fprintf(out,
-            "cpu: C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s), loaded in %.1f ms\n",
+            "cpu: C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s, %d reused), loaded in %.1f ms\n",
             st->compiler, st->compile_s * 1e3, st->compiler_cpu_s, (int)st->parts, st->parts == 1 ? "" : "s",
-            (int)st->jobs, st->jobs == 1 ? "" : "s", st->load_s * 1e3);
+            (int)st->jobs, st->jobs == 1 ? "" : "s", (int)st->parts_reused, st->load_s * 1e3);
 }
 
 const kiln_device_api_t kiln_device_api_cpu = {
