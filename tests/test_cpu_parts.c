@@ -5,7 +5,9 @@
  * something the linker refuses), symbolic links or FIFOs are recompiled
  * with a warning and the module runs correctly (BAD_INPUTS.md row 25); a
  * folder over its entry bound is trimmed, the new entries kept; the
- * ahead-of-time build shares the part entries. */
+ * ahead-of-time build shares the part entries; a CPU device asked for
+ * reuse_code with the cache off (kiln tune's builds) keeps the parts in a
+ * folder of its own, removed with the device. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,8 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kiln/runtime.h"
 #include "runtime/code_cache.h"
 #include "runtime/cpu/cpu_loader.h"
+#include "runtime/device.h"
+#include "runtime/device_registry.h"
+#include "program_util.h"
 #include "testing.h"
 
 #define N_UNITS 16 /* 4 parts at 2 jobs (a part per 4 units, at most 3 per job) */
@@ -271,6 +277,81 @@ static void test_aot_shares_parts(void) {
   free(u);
 }
 
+
+/* The device's build of the unit of |vals| with |bo|; *out_reused from its
+ * report ("N reused"), -1 when it has none. */
+static void device_build(kiln_device_t* d, const int* vals, const kiln_device_build_options_t* bo, int* out_reused) {
+  *out_reused = -1;
+  unit_t* u = malloc(sizeof *u);
+  kiln_program_t* p = NULL;
+  CHECK(u != NULL);
+  if (!u || !CHECK_OK(kiln_program_create(kiln_allocator_system(), &p))) {
+    free(u);
+    return;
+  }
+  make_unit(u, vals);
+  p->n_kernels = N_UNITS;
+  p->kernels = pu_alloc(p, sizeof(kiln_program_kernel_t) * N_UNITS);
+  memset(p->kernels, 0, sizeof(kiln_program_kernel_t) * N_UNITS);
+  for (int i = 0; i < N_UNITS; ++i) {
+    char nm[16];
+    snprintf(nm, sizeof nm, "k_%d", i);
+    p->kernels[i].name = pu_str(p, nm);
+  }
+  p->code = u->code;
+  kiln_device_executable_t* e = NULL;
+  if (CHECK_OK(d->vt->executable_create(d, p, bo, &e))) {
+    char* text = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    const kiln_device_api_t* api = kiln_device_api_find("cpu");
+    if (f && api && api->executable_report) api->executable_report(e, f);
+    if (f) fclose(f);
+    const char* r = text ? strstr(text, " reused)") : NULL;
+    while (r && r > text && r[-1] >= '0' && r[-1] <= '9') --r;
+    if (r) *out_reused = atoi(r);
+    free(text);
+    if (d->vt->executable_destroy) d->vt->executable_destroy(d, e);
+  }
+  memset(&p->code, 0, sizeof p->code); /* |u|'s */
+  kiln_program_destroy(p);
+  free(u);
+}
+
+/* The memo folders (kiln-cpu-memo-*) in |root|. */
+static int memo_dirs(void) {
+  DIR* d = opendir(root);
+  int n = 0;
+  struct dirent* ent;
+  while (d && (ent = readdir(d))) n += strncmp(ent->d_name, "kiln-cpu-memo-", 14) == 0;
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_device_memo(void) {
+  setenv("TMPDIR", root, 1);
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("cpu", NULL, kiln_allocator_system(), &d))) return;
+  kiln_device_build_options_t bo = {"", NULL, 1, NULL, true};
+  int vals[N_UNITS], reused = -1;
+  memcpy(vals, vals_a, sizeof vals);
+  vals[2] = 4202; /* not in the shared cache folder */
+  device_build(d, vals, &bo, &reused);
+  CHECK_MSG(reused == 0, "%d reused", reused);
+  CHECK(memo_dirs() == 1);
+  vals[9] = 4209; /* one kernel changed: the others' parts come from the memo */
+  device_build(d, vals, &bo, &reused);
+  CHECK_MSG(reused == 3, "%d reused", reused);
+  /* without reuse_code, the cache off means nothing is kept */
+  bo.reuse_code = false;
+  vals[9] = 4210;
+  device_build(d, vals, &bo, &reused);
+  CHECK_MSG(reused == 0, "%d reused", reused);
+  kiln_device_release(d);
+  CHECK(memo_dirs() == 0);
+  unsetenv("TMPDIR");
+}
+
 int main(void) {
   const char* tmp = getenv("TMPDIR");
   snprintf(root, sizeof root, "%s/kiln-test-parts-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -285,6 +366,7 @@ int main(void) {
   RUN(test_spoiled_parts);
   RUN(test_bound);
   RUN(test_aot_shares_parts);
+  RUN(test_device_memo);
   nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
   return kiln_test_finish();
 }
