@@ -7,7 +7,10 @@
  * because -march=native code from one machine may not run on another).
  * Objects live in the code cache's "cpu" folder (runtime/code_cache.h) as
  * <key>.so entries: a whole, loadable entry is a hit and no compiler runs; a
- * truncated or corrupt one is rejected before dlopen and rebuilt.
+ * truncated or corrupt one is rejected before dlopen and rebuilt. A unit
+ * compiled as parts also leaves each part's object as a <key>.o entry (keyed
+ * by the part's text), which a later unit with that part links instead of
+ * compiling it (build_so).
  *
  * The compiler runs through posix_spawnp (no shell: flags are split on
  * whitespace), with stdout+stderr to a log file and LC_ALL=C so messages are
