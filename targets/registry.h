@@ -33,6 +33,7 @@ typedef struct kiln_native_build_stats_s {
   double wall_s;       /* the build's wall seconds */
   double compiler_cpu_s; /* the compiler processes' CPU seconds */
   int32_t parts, jobs; /* translation units, compilers run at once */
+  int32_t parts_reused; /* parts whose object the code cache held */
   char compiler[64];
 } kiln_native_build_stats_t;
 

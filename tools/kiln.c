@@ -1289,12 +1289,12 @@ static int cmd_compile(int argc, char** argv) {
       kiln_cli_native_finish(native_job, &native_stats);
       native_job = NULL;
       printf("compile time %.2f s: graph passes %.1f ms, lowering %.1f ms, %s code generation %.1f ms, "
-             "the rest of the pipeline %.1f ms; C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s) "
+             "the rest of the pipeline %.1f ms; C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s, %d reused) "
              "beside writing the module, %.1f ms for both\n",
              t_compile + t_write, passes_ms, lower_ms, target, codegen_ms,
              t_compile * 1e3 - passes_ms - lower_ms - codegen_ms, native_stats.compiler, native_stats.wall_s * 1e3,
              native_stats.compiler_cpu_s, (int)native_stats.parts, native_stats.parts == 1 ? "" : "s",
-             (int)native_stats.jobs, native_stats.jobs == 1 ? "" : "s", t_write * 1e3);
+             (int)native_stats.jobs, native_stats.jobs == 1 ? "" : "s", (int)native_stats.parts_reused, t_write * 1e3);
     }
     if (sign_key) {
       char id[KILN_SIGN_KEY_ID_TEXT + 1];

@@ -2,6 +2,8 @@
  * that runs submitted command buffers in order (see cpu_device.h). */
 #include "runtime/cpu/cpu_device.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +67,11 @@ typedef struct cpu_device_s {
   kiln_device_cmd_t* queue[QUEUE_CAP];
   int32_t q_head, q_len;
   bool stop;
+  /* reuse_code's code-cache folder where the cache is off (kiln tune):
+   * made at the first such build, so its parts' objects link into later
+   * ones (the closing build compiles only the parts its kept points
+   * changed), and emptied and removed with the device */
+  char memo[256];
 } cpu_device_t;
 
 static cpu_device_t* dev_of(kiln_device_t* d) { return (cpu_device_t*)d; }
@@ -112,6 +119,11 @@ static void cpu_destroy(kiln_device_t* base) {
   pthread_cond_broadcast(&d->work);
   pthread_mutex_unlock(&d->mu);
   pthread_join(d->thread, NULL);
+  DIR* dir = d->memo[0] ? opendir(d->memo) : NULL;
+  for (struct dirent* ent; dir && (ent = readdir(dir));)
+    if (ent->d_name[0] != '.') unlinkat(dirfd(dir), ent->d_name, 0);
+  if (dir) closedir(dir);
+  if (d->memo[0]) rmdir(d->memo);
   pthread_mutex_destroy(&d->mu);
   pthread_cond_destroy(&d->work);
   pthread_cond_destroy(&d->done);
@@ -251,6 +263,17 @@ static kiln_status_t cpu_executable_create(kiln_device_t* base, const kiln_progr
     kiln_cpu_options_default(&co);
     co.threads = e->threads;
     if (o && o->cache_dir) co.cache_dir = o->cache_dir;
+    cpu_device_t* d = dev_of(base);
+    if (o && o->reuse_code && co.cache_dir && !co.cache_dir[0]) {
+      pthread_mutex_lock(&d->mu);
+      const char* tmp = getenv("TMPDIR");
+      if (!d->memo[0]) {
+        snprintf(d->memo, sizeof d->memo, "%s/kiln-cpu-memo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(d->memo)) d->memo[0] = 0; /* no memo: this build compiles all */
+      }
+      if (d->memo[0]) co.cache_dir = d->memo;
+      pthread_mutex_unlock(&d->mu);
+    }
     if (o) co.dump_dir = o->dump_dir;
     if (o) co.progress = o->progress;
     memset(&e->stats, 0, sizeof e->stats);
@@ -525,9 +548,9 @@ static void cpu_api_report(const kiln_device_executable_t* e, FILE* out) {
     fprintf(out, "cpu: C compiler: none (compile cache hit), loaded in %.1f ms\n", st->load_s * 1e3);
   else
     fprintf(out,
-            "cpu: C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s), loaded in %.1f ms\n",
+            "cpu: C compiler %s %.1f ms (%.1f s of CPU, %d part%s on %d job%s, %d reused), loaded in %.1f ms\n",
             st->compiler, st->compile_s * 1e3, st->compiler_cpu_s, (int)st->parts, st->parts == 1 ? "" : "s",
-            (int)st->jobs, st->jobs == 1 ? "" : "s", st->load_s * 1e3);
+            (int)st->jobs, st->jobs == 1 ? "" : "s", (int)st->parts_reused, st->load_s * 1e3);
 }
 
 const kiln_device_api_t kiln_device_api_cpu = {

@@ -7,7 +7,10 @@
  * because -march=native code from one machine may not run on another).
  * Objects live in the code cache's "cpu" folder (runtime/code_cache.h) as
  * <key>.so entries: a whole, loadable entry is a hit and no compiler runs; a
- * truncated or corrupt one is rejected before dlopen and rebuilt.
+ * truncated or corrupt one is rejected before dlopen and rebuilt. A unit
+ * compiled as parts also leaves each part's object as a <key>.o entry (keyed
+ * by the part's text), which a later unit with that part links instead of
+ * compiling it (build_so).
  *
  * The compiler runs through posix_spawnp (no shell: flags are split on
  * whitespace), with stdout+stderr to a log file and LC_ALL=C so messages are
@@ -333,6 +336,19 @@ static void read_cpu_identity(void) {
   fclose(f);
 }
 
+/* The key of what a compile depends on besides the C: the ABI, compiler,
+ * flags, the compiler's version and the CPU (-march=native). A whole
+ * unit's entry adds its text, a part's "part" and the part's text. */
+static kiln_status_t base_key(const char* cc, const char* flags, const char* dir, kiln_code_cache_key_t* h) {
+  kiln_code_cache_key_init(h);
+  kiln_code_cache_key_str(h, ABI_TAG);
+  kiln_code_cache_key_str(h, cc);
+  kiln_code_cache_key_str(h, flags);
+  pthread_once(&cpu_once, read_cpu_identity);
+  kiln_code_cache_key_str(h, cpu_identity);
+  return compiler_version(cc, dir, h);
+}
+
 /* The CPU folder's bound: after a miss adds an object, the least recently
  * used objects (hits touch theirs) and kept sources go when it holds more
  * than this. Unlinking an object another process has loaded is harmless. */
@@ -443,6 +459,7 @@ static void failing_kernel(const char* log, const char* compiled, char* out, siz
   }
   size_t plen = strlen(compiled);
   long line = 0;
+  if (!plen) return; /* a link: strstr(p + 1, "") would walk past the log */
   for (const char* p = strstr(log, compiled); p && !line; p = strstr(p + 1, compiled)) {
     const char* q = p + plen;
     if (*q != ':') continue;
@@ -529,26 +546,21 @@ static int32_t n_units(const kiln_program_code_t* c) { return c->n_parts - 2; }
 static size_t unit_off(const kiln_program_code_t* c, int32_t u) { return (size_t)c->parts[2 * (u + 1)]; }
 static size_t unit_len(const kiln_program_code_t* c, int32_t u) { return (size_t)c->parts[2 * (u + 1) + 1]; }
 
-/* Splits the units over |nparts| parts, balancing their text sizes
- * (largest first onto the lightest part); part[i] of unit i. */
+/* Part of each unit: a hash of its text up to the first '(' (the kernel's
+ * name, or its shared body's), so a unit stays in its part when its own
+ * code or another unit's changes (a tuned schedule) and only the parts
+ * holding changed units miss the cache; the text sizes balanced the parts
+ * before, but one changed size then moved many units. */
 static void assign_parts(const kiln_program_code_t* src, int32_t nparts, int32_t* part) {
-  size_t load[64] = {0};
-  int32_t nu = n_units(src);
-  bool* done = calloc((size_t)nu + 1, 1);
-  for (int32_t step = 0; step < nu; ++step) {
-    int32_t big = -1;
-    for (int32_t u = 0; u < nu; ++u)
-      if (!(done && done[u]) && (big < 0 || unit_len(src, u) > unit_len(src, big))) big = u;
-    if (big < 0) break;
-    int32_t light = 0;
-    for (int32_t q = 1; q < nparts; ++q)
-      if (load[q] < load[light]) light = q;
-    part[big] = light;
-    load[light] += unit_len(src, big);
-    if (done) done[big] = 1;
-    else part[step] = step % nparts; /* no memory: round robin, still correct */
+  for (int32_t u = 0; u < n_units(src); ++u) {
+    const char* t = src->text + unit_off(src, u);
+    size_t n = 0, len = unit_len(src, u);
+    while (n < len && t[n] != '(') ++n;
+    kiln_code_cache_key_t k;
+    kiln_code_cache_key_init(&k);
+    kiln_code_cache_key_feed(&k, t, n);
+    part[u] = (int32_t)(k.a % (uint64_t)nparts);
   }
-  free(done);
 }
 
 /* Parts per compiler job: more parts than jobs, handed to the jobs as they
@@ -556,13 +568,14 @@ static void assign_parts(const kiln_program_code_t* src, int32_t nparts, int32_t
  * unroll into far more work than an element-wise kernel's); each part
  * costs one more parse of the prelude. */
 #define PARTS_PER_JOB 3
-#define MAX_PARTS 64 /* assign_parts' table */
+#define MAX_PARTS 64
 
 /* What building a shared object did, for kiln_cpu_compile_stats_t. */
 typedef struct build_info_s {
-  double cpu_s;  /* compiler and linker CPU seconds */
-  int32_t parts; /* translation units (1: the code as one file) */
-  int32_t jobs;  /* compilers run at once */
+  double cpu_s;   /* compiler and linker CPU seconds */
+  int32_t parts;  /* translation units (1: the code as one file) */
+  int32_t jobs;   /* compilers run at once */
+  int32_t reused; /* parts whose object came from the code cache */
 } build_info_t;
 
 /* Waits for one of the |n| running compiles in |pids| (-1: not running) to
@@ -586,12 +599,39 @@ static kiln_status_t wait_any(pid_t* pids, int32_t n, const char* cc, int32_t* o
   }
 }
 
+/* One part of a build: its files and its object's code-cache entry. */
+typedef struct part_s {
+  char c[1024], o[1024], log[1024]; /* its C, object and compiler log (temporaries) */
+  char entry[40];                   /* <key>.o in the code cache ("" without one) */
+  char epath[1024];                 /* the entry's path */
+  size_t load;                      /* its units' text bytes */
+  bool reused;                      /* the link reads the entry: nothing to compile */
+  bool hit;                         /* the entry was there before this build */
+} part_t;
+
+/* Part |q|'s text (prelude, its units, part 0 the epilogue) into |f|, or
+ * into |k| when |f| is NULL. */
+static void part_text(const kiln_program_code_t* src, const int32_t* part, int32_t q, FILE* f,
+                      kiln_code_cache_key_t* k) {
+  for (int32_t u = -1; u <= n_units(src); ++u) {
+    if (u >= 0 && u < n_units(src) ? part[u] != q : u >= 0 && q != 0) continue;
+    size_t off = (size_t)src->parts[2 * (u + 1)], len = (size_t)src->parts[2 * (u + 1) + 1];
+    if (f) fwrite(src->text + off, 1, len, f);
+    else kiln_code_cache_key_feed(k, src->text + off, len);
+  }
+}
+
 /* Compiles |src| into |so|. Small units (or one job) compile as one file;
  * otherwise parts are compiled to objects concurrently, at most |jobs| at a
- * time, and linked. */
+ * time, and linked. With |cache| on, each part's object is an entry keyed
+ * by |base| (compiler, flags, CPU) and the part's text: a whole entry is
+ * linked instead of compiling the part, a compiled part is stored; an entry
+ * the link refuses (whole but foreign) is dropped with a warning and its
+ * part compiled. */
 static kiln_status_t build_so(const char* cc, const char* flags, const kiln_program_code_t* src,
                               const char* dir, const char* key, const char* src_path,
-                              const char* so, const char* kept, build_info_t* info, FILE* progress) {
+                              const char* so, const char* kept, build_info_t* info, FILE* progress,
+                              const kiln_code_cache_t* cache, const kiln_code_cache_key_t* base) {
   char flagbuf[2048], log[1024];
   char* argv[128];
   int32_t jobs = compile_jobs();
@@ -619,99 +659,135 @@ static kiln_status_t build_so(const char* cc, const char* flags, const kiln_prog
     kiln_progress_end(&pr);
     return s;
   }
-  int32_t* part = calloc((size_t)n_units(src), sizeof(int32_t));
-  char (*cpath)[1024] = calloc((size_t)nparts, sizeof *cpath);
-  char (*opath)[1024] = calloc((size_t)nparts, sizeof *opath);
-  char (*lpath)[1024] = calloc((size_t)nparts, sizeof *lpath);
-  pid_t* pids = calloc((size_t)nparts, sizeof(pid_t));
+  bool caching = cache && cache->dir[0] && base;
+  int32_t* part = calloc((size_t)n_units(src) + 1, sizeof(int32_t));
+  part_t* p = calloc((size_t)nparts, sizeof *p);
+  pid_t pids[MAX_PARTS];
+  int32_t order[MAX_PARTS];
   kiln_status_t s = NULL;
   int32_t failed = -1; /* the first part whose compile failed */
   int failed_rc = 0;
-  if (!part || !cpath || !opath || !lpath || !pids) {
+  if (!part || !p) {
     s = kiln_make_status(KILN_OUT_OF_MEMORY, "cpu: out of memory");
     goto done;
   }
   assign_parts(src, nparts, part);
-  const char* text = src->text;
-  for (int32_t q = 0; q < nparts && !s; ++q) {
+  for (int32_t u = 0; u < n_units(src); ++u) p[part[u]].load += unit_len(src, u);
+  for (int32_t q = 0; q < nparts; ++q) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s-part%d", key, (int)q);
-    kiln_code_cache_temp_path(dir, tag, ".c", cpath[q], sizeof cpath[q]);
-    kiln_code_cache_temp_path(dir, tag, ".o", opath[q], sizeof opath[q]);
-    kiln_code_cache_temp_path(dir, tag, ".log", lpath[q], sizeof lpath[q]);
-    FILE* f = fopen(cpath[q], "wb");
-    if (!f) {
-      s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", cpath[q], strerror(errno));
-      break;
-    }
-    fwrite(text + src->parts[0], 1, (size_t)src->parts[1], f);
-    for (int32_t u = 0; u < n_units(src); ++u)
-      if (part[u] == q) fwrite(text + unit_off(src, u), 1, unit_len(src, u), f);
-    if (q == 0)
-      fwrite(text + src->parts[2 * (src->n_parts - 1)], 1, (size_t)src->parts[2 * src->n_parts - 1], f);
-    if (fclose(f) != 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", cpath[q]);
-  }
-  /* Parts in order (assign_parts fills the heaviest first), at most
-   * info->jobs running; after an error no new one starts and the running
-   * ones are waited for. */
-  for (int32_t q = 0; q < nparts; ++q) pids[q] = -1;
-  int32_t next = 0, running = 0;
-  while (next < nparts || running > 0) {
-    if (!s && failed < 0 && next < nparts && running < info->jobs) {
-      const char* extra[] = {"-pipe", "-fPIC", "-c", "-o", opath[next], cpath[next]};
-      s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv);
-      if (!s) s = spawn_tool(argv, lpath[next], &pids[next]);
-      if (!s) running++;
-      next++;
-      continue;
-    }
-    if (running == 0) break;
-    int32_t q = -1;
-    int rc = 0;
-    kiln_status_t w = wait_any(pids, nparts, cc, &q, &rc, &info->cpu_s);
-    if (w) { /* the children cannot be waited for: stop here */
-      if (!s) s = w;
-      else kiln_status_free(w);
-      break;
-    }
-    running--;
-    if (rc == 0) kiln_progress_step(&pr, "compiled");
-    if (rc != 0 && failed < 0) {
-      failed = q;
-      failed_rc = rc;
+    kiln_code_cache_temp_path(dir, tag, ".c", p[q].c, sizeof p[q].c);
+    kiln_code_cache_temp_path(dir, tag, ".o", p[q].o, sizeof p[q].o);
+    kiln_code_cache_temp_path(dir, tag, ".log", p[q].log, sizeof p[q].log);
+    /* heaviest first, so that the last compile to start is a short one */
+    int32_t i = q;
+    for (; i > 0 && p[order[i - 1]].load < p[q].load; --i) order[i] = order[i - 1];
+    order[i] = q;
+    if (!caching) continue;
+    kiln_code_cache_key_t k = *base;
+    kiln_code_cache_key_str(&k, "part");
+    part_text(src, part, q, NULL, &k);
+    char hex[33];
+    kiln_code_cache_key_hex(&k, hex);
+    snprintf(p[q].entry, sizeof p[q].entry, "%s.o", hex);
+    if (!kiln_code_cache_path(cache, p[q].entry, p[q].epath, sizeof p[q].epath)) p[q].entry[0] = 0;
+    else if (kiln_code_cache_check(cache, p[q].entry) == KILN_CODE_CACHE_HIT) {
+      p[q].reused = p[q].hit = true;
+      info->reused++;
+      utimensat(AT_FDCWD, p[q].epath, NULL, 0); /* recently used: trimmed last */
+      kiln_progress_step(&pr, "reused");
     }
   }
-  if (!s && failed >= 0)
-    s = build_failure(cc, flags, failed_rc, lpath[failed], cpath[failed], kept, cpath[failed]);
-  if (!s) {
+  /* Twice at most: the second time compiles the parts whose cached
+   * objects the link refused. */
+  for (int attempt = 0; attempt < 2 && !s; ++attempt) {
+    /* Parts in order, at most info->jobs running; after an error no new
+     * one starts and the running ones are waited for. */
+    for (int32_t q = 0; q < nparts; ++q) pids[q] = -1;
+    int32_t next = 0, running = 0;
+    while (next < nparts || running > 0) {
+      if (!s && failed < 0 && next < nparts && running < info->jobs) {
+        part_t* pq = &p[order[next]];
+        if (pq->reused) {
+          next++;
+          continue;
+        }
+        FILE* f = fopen(pq->c, "wb");
+        if (!f) s = kiln_make_status(KILN_IO_ERROR, "cpu: cannot write '%s': %s", pq->c, strerror(errno));
+        else {
+          part_text(src, part, order[next], f, NULL);
+          if (fclose(f) != 0) s = kiln_make_status(KILN_IO_ERROR, "cpu: writing '%s' failed", pq->c);
+        }
+        const char* extra[] = {"-pipe", "-fPIC", "-c", "-o", pq->o, pq->c};
+        if (!s) s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, 6, argv);
+        if (!s) s = spawn_tool(argv, pq->log, &pids[order[next]]);
+        if (!s) running++;
+        next++;
+        continue;
+      }
+      if (running == 0) break;
+      int32_t q = -1;
+      int rc = 0;
+      kiln_status_t w = wait_any(pids, nparts, cc, &q, &rc, &info->cpu_s);
+      if (w) { /* the children cannot be waited for: stop here */
+        if (!s) s = w;
+        else kiln_status_free(w);
+        break;
+      }
+      running--;
+      if (rc == 0) kiln_progress_step(&pr, "compiled");
+      if (rc != 0 && failed < 0) {
+        failed = q;
+        failed_rc = rc;
+      }
+    }
+    if (!s && failed >= 0)
+      s = build_failure(cc, flags, failed_rc, p[failed].log, p[failed].c, kept, p[failed].c);
+    if (s) break;
     const char* extra[MAX_PARTS + 6];
     int32_t ne = 0;
     extra[ne++] = "-shared";
     extra[ne++] = "-fPIC";
     extra[ne++] = "-o";
     extra[ne++] = so;
-    for (int32_t q = 0; q < nparts; ++q) extra[ne++] = opath[q];
+    for (int32_t q = 0; q < nparts; ++q) {
+      /* a compiled part becomes an entry (a cache that cannot take it
+       * links it from its temporary file) */
+      if (!p[q].reused && p[q].entry[0] && kiln_code_cache_commit(cache, p[q].o, p[q].entry)) p[q].reused = true;
+      extra[ne++] = p[q].reused ? p[q].epath : p[q].o;
+    }
     extra[ne++] = "-lm";
     kiln_code_cache_temp_path(dir, key, ".log", log, sizeof log);
     s = make_argv(cc, flags, flagbuf, sizeof flagbuf, extra, ne, argv);
     int rc = 0;
     if (!s) s = run_tool_cpu(argv, log, &rc, &info->cpu_s);
+    if (!s && rc != 0 && info->reused && attempt == 0) {
+      fprintf(stderr, "kiln: warning: cpu cache: the link refused the %d part object%s reused from '%s'; "
+              "compiling %s again\n", (int)info->reused, info->reused == 1 ? "" : "s", cache->dir,
+              info->reused == 1 ? "it" : "them");
+      for (int32_t q = 0; q < nparts; ++q)
+        if (p[q].hit) {
+          unlink(p[q].epath);
+          p[q].reused = p[q].hit = false;
+        }
+      info->reused = 0;
+      unlink(log);
+      continue;
+    }
     if (!s && rc != 0) s = build_failure(cc, flags, rc, log, "", kept, NULL);
     unlink(log);
     if (!s) kiln_progress_step(&pr, "linked");
+    break;
   }
 done:
   kiln_progress_end(&pr);
-  for (int32_t q = 0; q < nparts && cpath && opath && lpath; ++q) {
-    if (!(s && q == failed)) unlink(cpath[q]); /* the failing part is kept for the message */
-    unlink(opath[q]);
-    unlink(lpath[q]);
+  for (int32_t q = 0; q < nparts && p; ++q) {
+    if (!(s && q == failed)) unlink(p[q].c); /* the failing part is kept for the message */
+    unlink(p[q].o);
+    unlink(p[q].log);
   }
   free(part);
-  free(cpath);
-  free(opath);
-  free(lpath);
-  free(pids);
+  free(p);
   return s;
 }
 
@@ -747,15 +823,10 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* src,
 
 rekey:;
   double t0 = kiln_cpu_now();
-  kiln_code_cache_key_t h;
-  kiln_code_cache_key_init(&h);
-  kiln_code_cache_key_str(&h, ABI_TAG);
+  kiln_code_cache_key_t base, h;
+  kiln_status_t s = base_key(cc, flags, dir, &base);
+  h = base;
   kiln_code_cache_key_feed(&h, source, len);
-  kiln_code_cache_key_str(&h, cc);
-  kiln_code_cache_key_str(&h, flags);
-  pthread_once(&cpu_once, read_cpu_identity);
-  kiln_code_cache_key_str(&h, cpu_identity);
-  kiln_status_t s = compiler_version(cc, dir, &h);
   if (s && auto_cc && strcmp(cc, AUTO_CC) == 0) {
     kiln_status_free(s);
     pthread_mutex_lock(&auto_mu);
@@ -813,7 +884,8 @@ rekey:;
   kiln_code_cache_temp_path(dir, key, ".so", so_tmp, sizeof so_tmp);
   s = write_file(src_tmp, source, len);
   if (!s) {
-    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp, &info, o->progress);
+    s = build_so(cc, flags, src, dir, key, src_tmp, so_tmp, cached ? src_final : src_tmp, &info, o->progress,
+                 cached ? &cache : NULL, &base);
     if (s) {
       unlink(so_tmp);
       if (cached) rename(src_tmp, src_final); /* kept for the error message */
@@ -848,6 +920,7 @@ rekey:;
     stats->compile_s = t1 - t0;
     stats->compiler_cpu_s = info.cpu_s;
     stats->parts = info.parts;
+    stats->parts_reused = info.reused;
     stats->jobs = info.jobs;
     snprintf(stats->compiler, sizeof stats->compiler, "%s", cc);
     stats->load_s = kiln_cpu_now() - t1;
@@ -874,11 +947,25 @@ kiln_status_t kiln_cpu_build_object_stats(const kiln_program_code_t* src, const 
   kiln_status_t s = write_file(src_path, src->text ? src->text : "", (size_t)src->text_len);
   build_info_t info;
   double t0 = kiln_cpu_now();
-  if (!s) s = build_so(cc, flags, src, dir, "aot", src_path, so_path, src_path, &info, NULL);
+  /* The parts' objects are shared with the loader's through the code cache
+   * (a module compiled again after one kernel changed recompiles its part);
+   * without a compiler version (or a cache) nothing is reused. */
+  kiln_code_cache_t cache;
+  kiln_code_cache_key_t base = {0, 0};
+  bool cached = !s && kiln_code_cache_open(&cache, "cpu", NULL);
+  kiln_status_t bs = cached ? base_key(cc, flags, dir, &base) : NULL;
+  kiln_status_free(bs);
+  cached = cached && !bs;
+  /* the parts' temporaries beside the entries they become (a rename) */
+  if (!s)
+    s = build_so(cc, flags, src, cached ? cache.dir : dir, "aot", src_path, so_path, src_path, &info, NULL,
+                 cached ? &cache : NULL, &base);
+  if (cached) kiln_code_cache_trim(&cache, CACHE_MAX_ENTRIES, CACHE_MAX_BYTES);
   if (!s && stats) {
     stats->compile_s += kiln_cpu_now() - t0;
     stats->compiler_cpu_s += info.cpu_s;
     stats->parts = info.parts;
+    stats->parts_reused = info.reused;
     stats->jobs = info.jobs;
     snprintf(stats->compiler, sizeof stats->compiler, "%s", cc);
   }

@@ -12,7 +12,10 @@
  * clang where it is on PATH and links OpenMP code, else "cc"; flags
  * $KILN_CPU_FLAGS or "-O3 -march=native -fopenmp -fno-math-errno";
  * $KILN_CPU_DUMP names a folder that receives the source. Objects are cached
- * by a hash of the source, compiler, flags, compiler version and CPU.
+ * by a hash of the source, compiler, flags, compiler version and CPU, and so
+ * are the parts' objects (by their own text): a unit that differs from a
+ * cached one in a few kernels compiles only the parts holding those (a unit
+ * goes to the part its kernel's name hashes to) and links the others.
  *
  * Thread-safe: concurrent loads (threads or processes, same key or not) are
  * fine; a loaded module is used by one thread at a time.
@@ -48,12 +51,13 @@ void kiln_cpu_options_default(kiln_cpu_options_t* o);
 /* Timings of a compile. kiln_cpu_module_load fills compile_s, load_s,
  * cache_hit, so_path and, when it ran the compiler, compiler_cpu_s (the
  * compilers' and the linker's CPU seconds, all parts together), parts (the
- * translation units the code was split into) and jobs (compilers run at
- * once) and compiler; kiln_cpu_compile adds codegen_s and source_bytes. */
+ * translation units the code was split into), parts_reused, jobs (compilers
+ * run at once) and compiler; kiln_cpu_compile adds codegen_s and source_bytes. */
 typedef struct kiln_cpu_compile_stats_s {
   double codegen_s, compile_s, load_s;
   double compiler_cpu_s;
   int32_t parts, jobs;
+  int32_t parts_reused; /* of the parts, those whose object came from the code cache */
   bool cache_hit;
   size_t source_bytes;
   char so_path[1024];

@@ -33,6 +33,7 @@ static kiln_status_t cpu_native_code(kiln_program_t* prog, const char* levels, k
     stats->wall_s = st.compile_s;
     stats->compiler_cpu_s = st.compiler_cpu_s;
     stats->parts = st.parts;
+    stats->parts_reused = st.parts_reused;
     stats->jobs = st.jobs;
     snprintf(stats->compiler, sizeof stats->compiler, "%s", st.compiler);
   }
