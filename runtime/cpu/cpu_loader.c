@@ -427,6 +427,7 @@ kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names
       return bs;
     }
   }
+  memset(m, 0, sizeof *m); /* the caller may pass it uninitialised; it sets fd / owns_fd after */
   m->handle = h;
   m->fns = fns;
   memcpy(&m->set_threads, &st, sizeof st);

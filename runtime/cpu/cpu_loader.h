@@ -95,8 +95,8 @@ kiln_status_t kiln_cpu_module_load(const kiln_program_code_t* code,
                                    kiln_cpu_compile_stats_t* stats);
 
 /* dlopens the shared object at |path| and resolves |names| (n of them),
- * kiln_set_threads and kiln_abi_version (which must be 1) into |out|.
- * Errors: IO_ERROR with the dynamic loader's reason, NOT_FOUND naming a
+ * kiln_set_threads and kiln_abi_version (which must be 1) into |out|, which
+ * it fills whole (fd and owns_fd cleared). Errors: IO_ERROR with the dynamic loader's reason, NOT_FOUND naming a
  * missing symbol. */
 kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names, int32_t n,
                                       kiln_cpu_module_t* out);
