@@ -107,22 +107,34 @@ static int64_t case_bad(const case_t* c, const float* x, const float* y) {
   return bad;
 }
 
-static void run_and_compare(const void* data, size_t n, const char* mode) {
+/* The module |data| (|len| bytes, named |name|) run on the Vulkan device
+ * with inputs |in| into |out|; false after a failed check. */
+static bool run_vulkan(const void* data, size_t len, const char* name, const kiln_array_t* in, kiln_array_t* out) {
   kiln_allocator_t al = kiln_allocator_system();
   kiln_module_t* m = NULL;
   kiln_device_t* d = NULL;
   kiln_session_t* s = NULL;
+  const bool ok = CHECK_OK(kiln_module_load_memory(data, len, name, al, &m)) &&
+                  CHECK_OK(kiln_device_open("vulkan", NULL, al, &d)) && CHECK_OK(kiln_session_create(m, d, NULL, &s)) &&
+                  CHECK_OK(kiln_session_run(s, in, out));
+  kiln_session_destroy(s);
+  kiln_device_release(d);
+  kiln_module_release(m);
+  return ok;
+}
+
+static void run_and_compare(const void* data, size_t n, const char* mode) {
+  kiln_allocator_t al = kiln_allocator_system();
   kiln_array_t in[NCASE], out[NCASE];
   memset(in, 0, sizeof in);
   memset(out, 0, sizeof out);
-  bool ok = CHECK_OK(kiln_module_load_memory(data, n, "rows", al, &m));
+  bool ok = true;
   for (int32_t c = 0; c < NCASE && ok; ++c) {
     const kiln_shape_t sh = kiln_shape_make(g_cases[c].rank, g_cases[c].dims);
     ok = CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &in[c]));
     for (int64_t i = 0; ok && i < numel(&g_cases[c]); ++i) ((float*)in[c].data)[i] = x_at(c, i);
   }
-  if (ok && CHECK_OK(kiln_device_open("vulkan", NULL, al, &d))) CHECK_OK(kiln_session_create(m, d, NULL, &s));
-  if (s && CHECK_OK(kiln_session_run(s, in, out)))
+  if (ok && run_vulkan(data, n, "rows", in, out))
     for (int32_t c = 0; c < NCASE; ++c) {
       const int64_t bad = case_bad(&g_cases[c], in[c].data, out[c].data);
       CHECK_MSG(bad == 0, "%s: %s: %lld of %lld outputs differ from the reference", mode, g_cases[c].out,
@@ -132,9 +144,6 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
     kiln_array_free(al, &in[c]);
     kiln_array_free(al, &out[c]);
   }
-  kiln_session_destroy(s);
-  kiln_device_release(d);
-  kiln_module_release(m);
 }
 
 /* |model| compiled for Vulkan (|precision|: NULL for the default) with its
@@ -239,19 +248,14 @@ static void check_fp16(int64_t rows, int64_t n, bool vec4, bool forced) {
     const void* data = NULL;
     size_t len = 0;
     kiln_allocator_t al = kiln_allocator_system();
-    kiln_module_t* m = NULL;
-    kiln_session_t* s = NULL;
     kiln_array_t x, y;
     memset(&x, 0, sizeof x);
     memset(&y, 0, sizeof y);
     const kiln_shape_t sh = kiln_shape_make(2, dims);
-    d = NULL;
-    if (CHECK_OK(kiln_compiler_module(c, &data, &len)) && CHECK_OK(kiln_module_load_memory(data, len, "rows16", al, &m)) &&
-        CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &x)) && CHECK_OK(kiln_device_open("vulkan", NULL, al, &d)) &&
-        CHECK_OK(kiln_session_create(m, d, NULL, &s))) {
+    if (CHECK_OK(kiln_compiler_module(c, &data, &len)) && CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &x))) {
       float* xv = x.data;
       for (int64_t i = 0; i < rows * n; ++i) xv[i] = x_at(1, i) * 0.25f;
-      if (CHECK_OK(kiln_session_run(s, &x, &y))) {
+      if (run_vulkan(data, len, "rows16", &x, &y)) {
         int64_t bad = 0;
         for (int64_t r = 0; r < rows; ++r) {
           double m = 0, sum = 0; /* relu(x) >= 0 */
@@ -266,9 +270,6 @@ static void check_fp16(int64_t rows, int64_t n, bool vec4, bool forced) {
                   (long long)(rows * n));
       }
     }
-    kiln_session_destroy(s);
-    kiln_device_release(d);
-    kiln_module_release(m);
     kiln_array_free(al, &x);
     kiln_array_free(al, &y);
   }
@@ -400,14 +401,11 @@ static int64_t ln_bad(int32_t c, const float* x, const float* y) {
 
 static void ln_run(const void* data, size_t len, const char* mode) {
   kiln_allocator_t al = kiln_allocator_system();
-  kiln_module_t* m = NULL;
-  kiln_device_t* d = NULL;
-  kiln_session_t* s = NULL;
   kiln_array_t in[NLN + 1], out[NLN];
   memset(in, 0, sizeof in);
   memset(out, 0, sizeof out);
   int32_t nin = 0;
-  bool ok = CHECK_OK(kiln_module_load_memory(data, len, "ln", al, &m));
+  bool ok = true;
   for (int32_t c = 0; c < NLN && ok; ++c) {
     const ln_case_t* lc = &g_ln[c];
     kiln_shape_t sh = kiln_shape_make(lc->rank, lc->dims);
@@ -422,8 +420,7 @@ static void ln_run(const void* data, size_t len, const char* mode) {
       ++nin;
     }
   }
-  if (ok && CHECK_OK(kiln_device_open("vulkan", NULL, al, &d))) CHECK_OK(kiln_session_create(m, d, NULL, &s));
-  if (s && CHECK_OK(kiln_session_run(s, in, out))) {
+  if (ok && run_vulkan(data, len, "ln", in, out)) {
     int32_t j = 0;
     for (int32_t c = 0; c < NLN; ++c) {
       const int64_t bad = ln_bad(c, in[j].data, out[c].data);
@@ -434,9 +431,6 @@ static void ln_run(const void* data, size_t len, const char* mode) {
   }
   for (int32_t i = 0; i < nin; ++i) kiln_array_free(al, &in[i]);
   for (int32_t c = 0; c < NLN; ++c) kiln_array_free(al, &out[c]);
-  kiln_session_destroy(s);
-  kiln_device_release(d);
-  kiln_module_release(m);
 }
 
 /* the LayerNorm model under |hide| / |rows| as check_mode: |want| row
