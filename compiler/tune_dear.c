@@ -106,20 +106,40 @@ static uint64_t xorshift(uint64_t* r) {
   return *r;
 }
 
+/* Whether hint or step |x| is to be passed over as dear: only one that
+ * moves into a class other than the best point's is asked. */
+static bool near_dear(const kiln_tune_draw_t* d, const kiln_template_tiles_t* x, const char* from) {
+  if (!d->dear || !d->cls) return false;
+  int32_t cx = 0, cb = 0;
+  if (!d->cls(d->ctx, x, &cx) || !d->cls(d->ctx, d->best, &cb) || cx == cb) return false;
+  return d->dear(d->ctx, x, from);
+}
+
 kiln_tune_drawn_t kiln_tune_draw(const kiln_tune_draw_t* d, kiln_template_tiles_t* out) {
   const kiln_template_space_t* sp = d->space;
-  while (*d->next_hint < d->n_hints) {
-    kiln_template_tiles_t x = d->hints[(*d->next_hint)++];
-    if (d->tie) d->tie(d->ctx, &x);
-    if (d->usable(d->ctx, &x)) {
-      *out = x;
-      if (d->from) *d->from = "hint";
+  if (d->has_seed && *d->has_seed) {
+    *d->has_seed = false;
+    if (d->usable(d->ctx, d->seed)) {
+      *out = *d->seed;
+      if (d->from) *d->from = "seed";
       return KILN_TUNE_DRAWN;
     }
   }
+  bool skipped = false;
+  while (*d->next_hint < d->n_hints) {
+    kiln_template_tiles_t x = d->hints[(*d->next_hint)++];
+    if (d->tie) d->tie(d->ctx, &x);
+    if (!d->usable(d->ctx, &x)) continue;
+    if (near_dear(d, &x, "hint")) {
+      skipped = true;
+      continue;
+    }
+    *out = x;
+    if (d->from) *d->from = "hint";
+    return KILN_TUNE_DRAWN;
+  }
   int32_t idx[KILN_TEMPLATE_TILES_MAX];
   const bool local = d->local && kiln_template_space_index(sp, d->best, idx);
-  bool skipped = false;
   for (int attempt = 0; attempt < 200; ++attempt) {
     kiln_template_tiles_t x = {.n = sp->n_knobs};
     const bool step = local && attempt < 100;
@@ -134,8 +154,9 @@ kiln_tune_drawn_t kiln_tune_draw(const kiln_tune_draw_t* d, kiln_template_tiles_
     }
     if (d->tie) d->tie(d->ctx, &x);
     if (!d->usable(d->ctx, &x)) continue;
-    /* a random draw predicted out of proportion: another instead */
-    if (!step && d->dear && d->dear(d->ctx, &x)) {
+    /* predicted out of proportion: another instead (a step only where it
+     * leaves the best point's class) */
+    if (step ? near_dear(d, &x, "step") : d->dear && d->dear(d->ctx, &x, "random")) {
       skipped = true;
       continue;
     }

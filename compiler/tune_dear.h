@@ -15,8 +15,10 @@
  * kernel's median point, or when a point of the same class no larger was
  * measured no faster than the default and that dear. Nothing is hard-coded
  * to a driver: a device whose compiles are cheap makes no prediction dear.
- * The default, the cache's seed, the hints and the steps around the best
- * point are never asked (compiler/tune_search.c).
+ * The hints and the steps around the best point are asked too where they
+ * move into a class other than the best point's (a step within it always
+ * runs: that is where the local search earns its keep); the default and
+ * the cache's seed are never asked (compiler/tune_search.c).
  *
  * Not thread-safe; the tuner owns one book. */
 #ifndef KILN_COMPILER_TUNE_DEAR_H
@@ -65,15 +67,20 @@ double kiln_tune_predict_cost(const kiln_tune_costs_t* b, int32_t group, int32_t
 const char* kiln_tune_dear_why(const kiln_tune_costs_t* b, int32_t group, int32_t kind, int32_t cls, double size,
                                double left_s, double* pred, int32_t* by);
 
-/* One draw of the search's next point of a kernel (compiler/tune_search.c,
- * after the cache's seed): first the target's hints, in order, each
- * |tie|d; then, where |local|, steps of one knob of |best| one value up or
- * down (100 tries), then random points of |space| (to 200 tries in all).
- * A point must be |usable| (untried and valid); only a random draw asks
- * |dear| (NULL: never dear) and is drawn again when dear. The hints and
- * the steps are never skipped. */
+/* One draw of the search's next point of a kernel (compiler/tune_search.c):
+ * first the cache's |seed| where *has_seed (cleared), never asked; then the
+ * target's hints, in order, each |tie|d; then, where |local|, steps of one
+ * knob of |best| one value up or down (100 tries), then random points of
+ * |space| (to 200 tries in all). A point must be |usable| (untried and
+ * valid). A random draw asks |dear| (NULL: never dear) and is drawn again
+ * when dear; a hint or a step asks it only where it moves into a class
+ * (|cls|) other than |best|'s, and is passed over when dear (a hint for
+ * good, a step drawn again): a step or a hint within the best point's
+ * class always runs, and with no |cls| none is asked. */
 typedef struct {
   const kiln_template_space_t* space;
+  const kiln_template_tiles_t* seed; /* the cache's point, where *has_seed */
+  bool* has_seed;                    /* NULL: no seed */
   const kiln_template_tiles_t* hints;
   int32_t n_hints;
   int32_t* next_hint; /* the first hint not yet drawn; advanced */
@@ -82,9 +89,13 @@ typedef struct {
   uint64_t* rng; /* xorshift state, advanced */
   void* ctx;
   bool (*usable)(void* ctx, const kiln_template_tiles_t* x);
-  void (*tie)(void* ctx, kiln_template_tiles_t* x);        /* NULL: none */
-  bool (*dear)(void* ctx, const kiln_template_tiles_t* x); /* NULL: none */
-  const char** from; /* set to "hint", "step" or "random" with a point drawn (NULL: not asked) */
+  void (*tie)(void* ctx, kiln_template_tiles_t* x); /* NULL: none */
+  /* whether |x|, drawn as |from| ("hint", "step" or "random"), is too dear
+   * to measure (NULL: never) */
+  bool (*dear)(void* ctx, const kiln_template_tiles_t* x, const char* from);
+  /* the cost class of |x| (tiles_features'); false where it has none */
+  bool (*cls)(void* ctx, const kiln_template_tiles_t* x, int32_t* cls); /* NULL: none */
+  const char** from; /* set to "seed", "hint", "step" or "random" with a point drawn (NULL: not asked) */
 } kiln_tune_draw_t;
 
 /* KILN_TUNE_DRAWN: a point in *out; KILN_TUNE_NONE_LEFT: no usable point

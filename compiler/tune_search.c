@@ -142,6 +142,7 @@ typedef struct {
   kiln_tune_costs_t costs;
   double draw_deadline;
   int32_t skipped;
+  int32_t skipped_from[3]; /* of them: random draws, steps, hints */
 } tuner_t;
 
 static void count_units(tuner_t* t, int32_t n) {
@@ -198,11 +199,13 @@ static int32_t kind_of(const tuner_t* t, const group_t* g) {
   return t->cpu || !g->rep ? 0 : (int32_t)g->rep->kind;
 }
 
-/* Whether random draw |x| of |g| is too dear to measure
- * (kiln_tune_dear_why): a new skip is counted and, with KILN_TUNE_TRACE=1,
- * named with its reason and prediction; a draw skipped before is asked
- * again silently (the time left per kernel grows as kernels finish). */
-static bool dear(tuner_t* t, group_t* g, const kiln_template_tiles_t* x) {
+/* Whether point |x| of |g|, drawn as |from| (a random draw, or a step or a
+ * hint into another class than the best's: kiln_tune_draw), is too dear
+ * to measure (kiln_tune_dear_why): a new skip is counted by its source
+ * and, with KILN_TUNE_TRACE=1, named with its source, reason and
+ * prediction; a point skipped before is asked again silently (the time
+ * left per kernel grows as kernels finish). */
+static bool dear(tuner_t* t, group_t* g, const kiln_template_tiles_t* x, const char* from) {
   double size = 0;
   int32_t cls = 0;
   if (!features(t, g, x, &size, &cls)) return false;
@@ -217,6 +220,7 @@ static bool dear(tuner_t* t, group_t* g, const kiln_template_tiles_t* x) {
     if (tiles_eq(&g->skipped[i], x)) return true;
   if (!push_tiles(&g->skipped, &g->n_skipped, &g->cap_skipped, x)) return true; /* not listed: named again */
   t->skipped++;
+  t->skipped_from[!strcmp(from, "step") ? 1 : !strcmp(from, "hint") ? 2 : 0]++;
   const char* trace = getenv("KILN_TUNE_TRACE");
   if (trace && !strcmp(trace, "1") && t->o->log) {
     char tiles[128], other[160] = "";
@@ -227,9 +231,9 @@ static bool dear(tuner_t* t, group_t* g, const kiln_template_tiles_t* x) {
       kiln_tune_tiles_format(&c->tiles, bt, sizeof bt);
       snprintf(other, sizeof other, "; %s measured %.2fx in %.1f s", bt, isfinite(c->q) ? 1 / c->q : 0.0, c->cost_s);
     }
-    fprintf(t->o->log, "\ntune: trace: kernel '%s' draw %s skipped, %s: predicted %.1f s (size %.0f, class %d), %.1f s "
-                       "left for each of %d kernels%s\n", g->name, tiles, why, pred, size, (int)cls, left, (int)active,
-            other);
+    fprintf(t->o->log, "\ntune: trace: kernel '%s' %s %s skipped, %s: predicted %.1f s (size %.0f, class %d), %.1f s "
+                       "left for each of %d kernels%s\n", g->name, !strcmp(from, "random") ? "draw" : from, tiles, why, pred,
+            size, (int)cls, left, (int)active, other);
   }
   return true;
 }
@@ -264,31 +268,31 @@ static void draw_tie(void* c, kiln_template_tiles_t* x) {
   d->t->set.tiles_tie(d->g->rep, x);
 }
 
-static bool draw_dear(void* c, const kiln_template_tiles_t* x) {
+static bool draw_dear(void* c, const kiln_template_tiles_t* x, const char* from) {
   const draw_ctx_t* d = c;
-  return dear(d->t, d->g, x);
+  return dear(d->t, d->g, x, from);
+}
+
+static bool draw_cls(void* c, const kiln_template_tiles_t* x, int32_t* cls) {
+  const draw_ctx_t* d = c;
+  double size = 0;
+  return features(d->t, d->g, x, &size, cls);
 }
 
 /* The next point for |g|: the cache's seed first, then the hints, then
  * random points, and after three points one knob of the best one step up
  * or down first (kiln_tune_draw); a random draw predicted too dear is
- * drawn again. False when none is left that is untried and valid after a
+ * drawn again, a hint or a step too where it leaves the best point's
+ * class. False when none is left that is untried and valid after a
  * bounded number of draws (g->waiting where dear draws were all it found). */
 static bool next_point(tuner_t* t, group_t* g, kiln_template_tiles_t* out) {
-  if (g->has_seed) {
-    g->has_seed = false;
-    if (usable(t, g, &g->seed)) {
-      *out = g->seed;
-      g->from = "seed";
-      return true;
-    }
-  }
   draw_ctx_t c = {t, g};
-  const kiln_tune_draw_t d = {.space = &g->space, .hints = g->hints, .n_hints = g->n_hints,
+  const kiln_tune_draw_t d = {.space = &g->space, .seed = &g->seed, .has_seed = &g->has_seed,
+                              .hints = g->hints, .n_hints = g->n_hints,
                               .next_hint = &g->next_hint, .best = &g->best, .local = g->trials >= 3, .rng = &t->rng,
                               .ctx = &c, .usable = draw_usable,
                               .tie = !t->cpu && t->set.tiles_tie ? draw_tie : NULL, .dear = draw_dear,
-                              .from = &g->from};
+                              .cls = draw_cls, .from = &g->from};
   const kiln_tune_drawn_t r = kiln_tune_draw(&d, out);
   g->waiting = r == KILN_TUNE_ONLY_DEAR;
   return r == KILN_TUNE_DRAWN;
@@ -711,7 +715,7 @@ static void progress(const tuner_t* t, int32_t round, int32_t trials, double t0,
   }
   const double el = now_s() - t0;
   fprintf(f, "\rtune: round %d, %d of %d kernels searching, %d trials, kernels %.2f -> %.2f ms (best kernel %.2fx), "
-             "model %.2f ms, %d dear draws skipped, %.0f s, ETA %.0f s   ",
+             "model %.2f ms, %d dear points skipped, %.0f s, ETA %.0f s   ",
           (int)round, (int)active, (int)t->n_groups, (int)trials, def * 1e3, best * 1e3, top, model_ms, (int)t->skipped, el,
           budget - el > 0 ? budget - el : 0);
   fflush(f);
@@ -855,11 +859,12 @@ static void budget_line(const tuner_t* t, const kiln_tune_summary_t* sum) {
              (int)t->units_made);
   fprintf(f, "tune: budget %.0f s, used %.1f s (%.0f%%): before the search %.1f s, default build %.1f s (program "
              "%.1f s) + runs %.1f s, its %s again %.1f s, %d kernel set-ups %.1f s, %d points %.1f s (%d stopped at "
-             "the deadline, %d dear draws skipped), closing build %.1f s + runs %.1f s (planned %.1f s%s)\n",
+             "the deadline, %d dear points skipped: %d random draws, %d steps, %d hints), closing build %.1f s + runs %.1f s (planned %.1f s%s)\n",
           t->o->budget_s, sum->elapsed_s, 100 * sum->elapsed_s / t->o->budget_s, sum->prepare_s, sum->default_build_s,
           sum->default_program_s, sum->default_runs_s, sum->build_again_s > 0 ? "build (code reused)" : "program",
           sum->build_again_s > 0 ? sum->build_again_s : sum->program_again_s, (int)sum->kernels_set_up, sum->setup_s,
-          (int)sum->trials, sum->points_s, (int)sum->abandoned, (int)sum->skipped, sum->closing_build_s, sum->closing_runs_s,
+          (int)sum->trials, sum->points_s, (int)sum->abandoned, (int)sum->skipped,
+          (int)t->skipped_from[0], (int)t->skipped_from[1], (int)t->skipped_from[2], sum->closing_build_s, sum->closing_runs_s,
           sum->closing_planned_s, units);
 }
 

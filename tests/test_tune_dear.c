@@ -1,7 +1,8 @@
-/* kiln tune's skip of dear random draws (compiler/tune_dear.h, issue 24):
- * the prediction from the measured points' costs, the rule that skips a
- * draw out of proportion, and the draw that never asks it of the hints or
- * the steps around the best point. */
+/* kiln tune's skip of dear points (compiler/tune_dear.h, issue 24): the
+ * prediction from the measured points' costs, the rule that skips a draw
+ * out of proportion, and the draw that asks it of the hints and the steps
+ * around the best point only where they leave the best point's class, and
+ * never of the cache's seed. */
 #include <math.h>
 #include <string.h>
 
@@ -93,6 +94,7 @@ typedef struct {
   double left_s;
   bool always_dear;
   int32_t asked, skipped;
+  int32_t asked_step, asked_hint, skipped_step, skipped_hint;
   kiln_template_tiles_t tried[64];
   int32_t n_tried;
 } draws_t;
@@ -104,18 +106,45 @@ static bool usable(void* c, const kiln_template_tiles_t* x) {
   return true;
 }
 
-static bool dear(void* c, const kiln_template_tiles_t* x) {
+static bool dear(void* c, const kiln_template_tiles_t* x, const char* from) {
   draws_t* d = c;
   d->asked++;
   double pred = 0;
   int32_t by = 0;
   const bool skip = d->always_dear || kiln_tune_dear_why(d->book, 0, CONV, x->v[0], x->v[1], d->left_s, &pred, &by);
   d->skipped += skip;
+  if (!strcmp(from, "step")) {
+    d->asked_step++;
+    d->skipped_step += skip;
+  } else if (!strcmp(from, "hint")) {
+    d->asked_hint++;
+    d->skipped_hint += skip;
+  } else {
+    CHECK(!strcmp(from, "random"));
+  }
   return skip;
 }
 
-/* Hints come out in order even when every draw would be dear; so do the
- * steps around the best point; only random draws are asked. */
+/* The class of a point of the test space: its mode. */
+static bool mode_cls(void* c, const kiln_template_tiles_t* x, int32_t* cls) {
+  (void)c;
+  *cls = x->v[0];
+  return true;
+}
+
+/* Every point of |sp| tried but |keep|. */
+static void all_tried_but(draws_t* d, const kiln_template_space_t* sp, const kiln_template_tiles_t* keep) {
+  d->n_tried = 0;
+  for (int32_t m = 0; m < sp->knobs[0].n; ++m)
+    for (int32_t s = 0; s < sp->knobs[1].n; ++s) {
+      const kiln_template_tiles_t x = {.n = 2, .v = {sp->knobs[0].v[m], sp->knobs[1].v[s]}};
+      if (!keep || x.v[0] != keep->v[0] || x.v[1] != keep->v[1]) d->tried[d->n_tried++] = x;
+    }
+}
+
+/* Without classes (a target with no tiles_features) hints come out in
+ * order even when every draw would be dear; so do the steps around the
+ * best point; only random draws are asked. */
 static void test_hints_and_steps_never_skipped(void) {
   kiln_template_space_t sp;
   space(&sp);
@@ -179,10 +208,128 @@ static void test_nothing_dear_nothing_skipped(void) {
   kiln_tune_costs_free(&b);
 }
 
+/* A step from the best point (texel mode, 512) into the subgroup mode at
+ * the same size, predicted 16 s with 20 s left for the kernel (tune24d's
+ * 41-43 s step on ResNet-18): skipped as a step, and the kernel told it
+ * waits. The same step with time to spare is measured. */
+static void test_dear_step_other_class_skipped(void) {
+  kiln_tune_costs_t b = {0};
+  lavapipe_book(&b, 8.0);
+  kiln_template_space_t sp;
+  space(&sp);
+  const kiln_template_tiles_t best = {.n = 2, .v = {4, 512}}, step = {.n = 2, .v = {3, 512}};
+  int32_t next = 0;
+  uint64_t rng = 88172645463325252ull;
+  draws_t d = {.book = &b, .left_s = 20};
+  all_tried_but(&d, &sp, &step);
+  const char* from = NULL;
+  kiln_tune_draw_t dr = {.space = &sp, .next_hint = &next, .best = &best, .local = true, .rng = &rng, .ctx = &d,
+                         .usable = usable, .dear = dear, .cls = mode_cls, .from = &from};
+  kiln_template_tiles_t x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_ONLY_DEAR);
+  CHECK(d.asked_step > 0 && d.skipped_step == d.asked_step);
+  CHECK(from == NULL);
+  /* with time to spare, and its class's point measured faster than the
+   * default (not dominated), the step is measured */
+  b.e[3].q = 0.9;
+  d.left_s = 1000;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 3 && x.v[1] == 512 && from && !strcmp(from, "step"));
+  kiln_tune_costs_free(&b);
+}
+
+/* The same dear step from a best point already in the subgroup mode (its
+ * class): never asked, measured -- the local search's own ground. */
+static void test_dear_step_same_class_kept(void) {
+  kiln_tune_costs_t b = {0};
+  lavapipe_book(&b, 8.0);
+  kiln_template_space_t sp;
+  space(&sp);
+  const kiln_template_tiles_t best = {.n = 2, .v = {3, 256}}, step = {.n = 2, .v = {3, 512}};
+  double pred = 0;
+  int32_t by = 0;
+  CHECK(kiln_tune_dear_why(&b, 0, CONV, 3, 512, 1, &pred, &by)); /* dear for the rule */
+  int32_t next = 0;
+  uint64_t rng = 12345;
+  draws_t d = {.book = &b, .left_s = 1};
+  all_tried_but(&d, &sp, &step);
+  const char* from = NULL;
+  kiln_tune_draw_t dr = {.space = &sp, .next_hint = &next, .best = &best, .local = true, .rng = &rng, .ctx = &d,
+                         .usable = usable, .dear = dear, .cls = mode_cls, .from = &from};
+  kiln_template_tiles_t x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 3 && x.v[1] == 512 && from && !strcmp(from, "step"));
+  CHECK(d.asked == 0);
+  kiln_tune_costs_free(&b);
+}
+
+/* Hints into another class are asked: a dear one (the subgroup mode at
+ * 2048, predicted 64 s) is passed over for good, a cheap one (64: 2 s,
+ * within 3x the kernel's median point) is measured, and a hint in the best
+ * point's class is never asked. */
+static void test_hints_asked_out_of_class(void) {
+  kiln_tune_costs_t b = {0};
+  lavapipe_book(&b, 8.0);
+  kiln_template_space_t sp;
+  space(&sp);
+  const kiln_template_tiles_t hints[3] = {
+      {.n = 2, .v = {3, 2048}}, {.n = 2, .v = {3, 64}}, {.n = 2, .v = {4, 2048}}};
+  const kiln_template_tiles_t best = {.n = 2, .v = {4, 64}};
+  int32_t next = 0;
+  uint64_t rng = 7;
+  draws_t d = {.book = &b, .left_s = 20};
+  const char* from = NULL;
+  kiln_tune_draw_t dr = {.space = &sp, .hints = hints, .n_hints = 3, .next_hint = &next, .best = &best,
+                         .rng = &rng, .ctx = &d, .usable = usable, .dear = dear, .cls = mode_cls, .from = &from};
+  kiln_template_tiles_t x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 3 && x.v[1] == 64 && !strcmp(from, "hint"));
+  CHECK(d.asked_hint == 2 && d.skipped_hint == 1);
+  d.tried[d.n_tried++] = x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 4 && x.v[1] == 2048 && !strcmp(from, "hint"));
+  CHECK(d.asked_hint == 2); /* in the best's class: not asked */
+  CHECK(next == 3);
+  kiln_tune_costs_free(&b);
+}
+
+/* The cache's seed comes first and is never asked, however dear and
+ * whatever its class; then the draw goes on to the hints. */
+static void test_seed_never_skipped(void) {
+  kiln_template_space_t sp;
+  space(&sp);
+  const kiln_template_tiles_t seed = {.n = 2, .v = {3, 2048}}, hint = {.n = 2, .v = {4, 128}};
+  const kiln_template_tiles_t best = {.n = 2, .v = {4, 64}};
+  bool has_seed = true;
+  int32_t next = 0;
+  uint64_t rng = 99;
+  draws_t d = {.always_dear = true};
+  const char* from = NULL;
+  kiln_tune_draw_t dr = {.space = &sp, .seed = &seed, .has_seed = &has_seed, .hints = &hint, .n_hints = 1,
+                         .next_hint = &next, .best = &best, .rng = &rng, .ctx = &d, .usable = usable, .dear = dear,
+                         .cls = mode_cls, .from = &from};
+  kiln_template_tiles_t x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 3 && x.v[1] == 2048 && from && !strcmp(from, "seed"));
+  CHECK(!has_seed && d.asked == 0);
+  d.tried[d.n_tried++] = x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 4 && x.v[1] == 128 && !strcmp(from, "hint"));
+  /* a seed no longer usable (tried) gives way to the next point */
+  has_seed = true;
+  d.tried[d.n_tried++] = x;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_ONLY_DEAR);
+  CHECK(!has_seed);
+}
+
 int main(void) {
   RUN(test_dear_skipped);
   RUN(test_uses_measured_costs);
   RUN(test_hints_and_steps_never_skipped);
   RUN(test_nothing_dear_nothing_skipped);
+  RUN(test_dear_step_other_class_skipped);
+  RUN(test_dear_step_same_class_kept);
+  RUN(test_hints_asked_out_of_class);
+  RUN(test_seed_never_skipped);
   return kiln_test_finish();
 }
