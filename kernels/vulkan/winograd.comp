@@ -309,7 +309,7 @@ void main() {
     const int iy = r0 + r - CPH;
     rin[r] = iy >= 0 && iy < CIH;
     ro[r] = clamp(iy, 0, CIH - 1) * CIW + s0 - CPW;
-    rs[r] = CALIGN ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 8
+    rs[r] = CALIGN ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 4
   }
   [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j - CPW >= 0 && s0 + j - CPW < CIW;
 #else
