@@ -28,10 +28,13 @@
 // zero-padded to whole blocks of TM); F(4x4): U[((mb * CC + c) * 36 + xi)
 // * TM + m % TM] after 12 words of sizes and epilogue (CRT, EPI_RT below).
 //
-// An invocation computes TM output channels x NT tiles of one tile row
-// (NT a multiple of 4: the sums are vec4s of 4 tiles, acc[xi][m][NT/4]);
+// An invocation computes TM output channels x NT tiles: NTY tile rows of
+// NT / NTY tiles (NTY 1, the row form; 2 where a tile row has fewer tiles
+// than NT, such as F(4x4)'s 2 on 7x7 planes; NT a multiple of 4: the sums
+// are vec4s of 4 tiles, acc[xi][m][NT/4], tile t at tile row t / NTX);
 // a work-group is 8 invocations (lavapipe's SIMD width) of consecutive
-// tile groups (a channel block's groups, then the next block's). Per input channel it reads the 4 x (2 NT + 2) patch rows as
+// tile groups (a channel block's groups, then the next block's). Per input channel it reads the
+// (WF NTY + 2) x (WF NT / NTY + 2) patch rows as
 // whole vec4 texels shifted by the row's offset within a texel, transforms
 // them (adds only) and runs 16 x TM x NT / 4 vec4 multiply-adds with the
 // 16 x TM / 4 texels of this channel's U. Invocations past the last block
@@ -48,6 +51,8 @@
 //   WF               2: F(2x2, 3x3); 4: F(4x4, 3x3) (points 0, +-1, +-2:
 //                    B^T, A^T below; U over the 36 positions of a 6x6 tile)
 //   TM NT            channels and tiles per invocation
+//   NTY 2            the NT tiles as 2 tile rows of NT / 2 (no TEXEL_Y);
+//                    unset: one tile row
 //   TEXEL 1          W and X as uniform texel buffers of vec4 (f32; kiln's
 //                    tile mode 4): one 16-byte load per lane on lavapipe
 //                    where a storage-buffer load is a loop over the lanes
@@ -97,12 +102,27 @@
 #define WA (WF + 2)                    // patch size
 #define NXI (WA * WA)                  // positions of the transformed tile
 #define NV (NT / 4)
+#ifndef NTY
+#define NTY 1
+#endif
 #define CTW ((CWO + WF - 1) / WF)      // tiles per row
 #define CTH ((CHO + WF - 1) / WF)      // rows of tiles
-#define CG ((CTW + NT - 1) / NT)       // groups of NT tiles per row of tiles
+#if NTY == 1
+#define NTX NT
+#define PR WA                          // patch rows
+#define CTHG CTH
+#else
+#define NTX (NT / NTY)                 // tiles of a tile row an invocation
+#define PR (WF * NTY + 2)
+#define CTHG ((CTH + NTY - 1) / NTY)   // groups of NTY rows of tiles
+#if TEXEL_Y
+#error "winograd.comp: texel stores take one tile row an invocation (NTY 1)"
+#endif
+#endif
+#define CG ((CTW + NTX - 1) / NTX)     // groups of NTX tiles per row of tiles
 #define CP (CHO * CWO)
 #define CMB ((CM + TM - 1) / TM)       // blocks of TM channels
-#define RW (WF * NT + 2)               // patch columns
+#define RW (WF * NTX + 2)              // patch columns
 #define RT ((RW + 3) / 4 + 1)          // texels per patch row at any shift
 #ifndef CDIRECT
 #define CDIRECT 0
@@ -262,11 +282,11 @@ void main() {
   // texel fetch costs lavapipe the same whether the lanes' addresses agree
   // or not)
   const int gi = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
-  const int mb = min(gi / (CTH * CG), CMB - 1);
-  const int g = gi % (CTH * CG);
+  const int mb = min(gi / (CTHG * CG), CMB - 1);
+  const int g = gi % (CTHG * CG);
   const int bz = int(KILN_WG.z);
   const int gy = g / CG, gx = g % CG;
-  const int r0 = WF * gy, s0 = WF * gx * NT; // the patches' first row and column
+  const int r0 = WF * NTY * gy, s0 = WF * gx * NTX; // the patches' first row and column
   int xa = bz * CC * XPLANE;
   const int xend = (bz + 1) * CC * XPLANE;
   int ua = UHEAD + ((mb * NXI * CC * TM) >> 2); // this block's U, in texels
@@ -280,26 +300,26 @@ void main() {
 #define USTEP (CR * (TM / 4))
 #endif
   // each patch row's offset in a channel's plane, and its shift in a texel
-  int ro[WA], rs[WA];
+  int ro[PR], rs[PR];
 #if CDIRECT
   // X itself: the padding is zeros here, rows outside the plane read
   // a clamped row (then zeroed)
-  bool rin[WA], cin[RW];
-  [[unroll]] for (int r = 0; r < WA; ++r) {
+  bool rin[PR], cin[RW];
+  [[unroll]] for (int r = 0; r < PR; ++r) {
     const int iy = r0 + r - CPH;
     rin[r] = iy >= 0 && iy < CIH;
     ro[r] = clamp(iy, 0, CIH - 1) * CIW + s0 - CPW;
-    rs[r] = CALIGN ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 8
+    rs[r] = CALIGN ? (8 - CPW % 4) & 3 : -1; // s0 is a multiple of 4
   }
   [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j - CPW >= 0 && s0 + j - CPW < CIW;
 #else
-  [[unroll]] for (int r = 0; r < WA; ++r) ro[r] = (r0 + r) * CQ2 + s0, rs[r] = -1;
+  [[unroll]] for (int r = 0; r < PR; ++r) ro[r] = (r0 + r) * CQ2 + s0, rs[r] = -1;
 #if WF == 4
   // F(4x4): a patch value outside the valid rows and columns would reach
   // the valid outputs of its tile through the transforms (cancelling only
   // in exact arithmetic, a NaN not at all): zeros there
-  bool rin[WA], cin[RW];
-  [[unroll]] for (int r = 0; r < WA; ++r) rin[r] = r0 + r < CHO + 2;
+  bool rin[PR], cin[RW];
+  [[unroll]] for (int r = 0; r < PR; ++r) rin[r] = r0 + r < CHO + 2;
   [[unroll]] for (int j = 0; j < RW; ++j) cin[j] = s0 + j < CWO + 2;
 #endif
 #endif
@@ -313,28 +333,42 @@ void main() {
     // the stack, so a sum is loaded and stored once per CR products)
     vec4 vr[CR][NXI][NV];
     [[unroll]] for (int h = 0; h < CR; ++h) {
-    // B^T d over the rows, for every column of the NT patches
-    float d[WA][RW], u[WA][RW];
-    [[unroll]] for (int r = 0; r < WA; ++r) {
+    // B^T d over the rows, for every column of the NT patches (each tile
+    // row's WA patch rows: u[q * WA + r] of tile row q)
+    float d[PR][RW], u[NTY * WA][RW];
+    [[unroll]] for (int r = 0; r < PR; ++r) {
       const int a = xa + ro[r];
       load_row(a, rs[r] >= 0 ? rs[r] : a & 3, xend, d[r]);
     }
 #if WF == 4 || CDIRECT
-    [[unroll]] for (int r = 0; r < WA; ++r)
+    [[unroll]] for (int r = 0; r < PR; ++r)
       [[unroll]] for (int j = 0; j < RW; ++j) d[r][j] = rin[r] && cin[j] ? d[r][j] : 0.0;
 #endif
     [[unroll]] for (int j = 0; j < RW; ++j) {
+#if NTY == 1
       float x[WA], y[WA];
       [[unroll]] for (int r = 0; r < WA; ++r) x[r] = d[r][j];
       BT(x, y);
       [[unroll]] for (int r = 0; r < WA; ++r) u[r][j] = y[r];
+#else
+      [[unroll]] for (int q = 0; q < NTY; ++q) {
+        float x[WA], y[WA];
+        [[unroll]] for (int r = 0; r < WA; ++r) x[r] = d[WF * q + r][j];
+        BT(x, y);
+        [[unroll]] for (int r = 0; r < WA; ++r) u[q * WA + r][j] = y[r];
+      }
+#endif
     }
     // (B^T d) B per tile: v[i * WA + j] holds the NT tiles' element (i, j)
     vec4 v[NXI][NV];
     [[unroll]] for (int i = 0; i < WA; ++i)
       [[unroll]] for (int t = 0; t < NT; ++t) {
         float x[WA], y[WA];
+#if NTY == 1
         [[unroll]] for (int k = 0; k < WA; ++k) x[k] = u[i][WF * t + k];
+#else
+        [[unroll]] for (int k = 0; k < WA; ++k) x[k] = u[t / NTX * WA + i][WF * (t % NTX) + k];
+#endif
         BT(x, y);
         [[unroll]] for (int j = 0; j < WA; ++j) v[i * WA + j][t >> 2][t & 3] = y[j];
       }
@@ -354,7 +388,7 @@ void main() {
       }
     ua += USTEP;
   }
-  if (gi >= CTH * CG * CMB) return;
+  if (gi >= CTHG * CG * CMB) return;
   const int yb = bz * CM * CP;
   [[unroll]] for (int i = 0; i < TM; ++i) {
     const int m = mb * TM + i;
@@ -382,6 +416,33 @@ void main() {
         }
       }
       [[unroll]] for (int r = 0; r < WF; ++r) {
+#if NTY > 1
+        // tile t of these 4: tile row (4 f + t) / NTX, column (4 f + t) % NTX
+        // of the invocation's (no texel stores)
+        [[unroll]] for (int t = 0; t < 4; ++t) {
+          const int oy = r0 + WF * ((f * 4 + t) / NTX) + r;
+          if (oy >= CHO) continue;
+#if Y_VEC2
+          [[unroll]] for (int q = 0; q < WF; q += 2) {
+            const int ox = s0 + ((f * 4 + t) % NTX) * WF + q;
+            if (ox >= CWO) continue;
+            float v0 = o[r][q][t], v1 = o[r][q + 1][t];
+            KC_EPI(v0, bz, m, oy * CWO + ox);
+            KC_EPI(v1, bz, m, oy * CWO + ox + 1);
+            y2[(yb + m * CP + oy * CWO + ox) >> 1] = vec2(v0, v1);
+          }
+#else
+          [[unroll]] for (int q = 0; q < WF; ++q) {
+            const int ox = s0 + ((f * 4 + t) % NTX) * WF + q;
+            if (ox >= CWO) continue;
+            float val = o[r][q][t];
+            KC_EPI(val, bz, m, oy * CWO + ox);
+            y[yb + m * CP + oy * CWO + ox] = TY(val);
+          }
+#endif
+        }
+      }
+#else
         const int oy = r0 + r;
         if (oy >= CHO) continue;
 #if TEXEL_Y && Y_VEC4 == 3
@@ -445,6 +506,7 @@ void main() {
           }
 #endif
       }
+#endif
     }
   }
 }

@@ -255,7 +255,8 @@ kiln_status_t kiln_vulkan_dw_tiles_of(const kiln_template_t* t, const char* name
 /* ---- vulkan_winograd.c --------------------------------------------------- */
 
 /* Tiles of winograd.comp: TM output channels (4, 8, 16 or 32) x NT WFxWF
- * tiles of one tile row (4 or 8) per invocation; recorded as tm,nt,wf. WF
+ * tiles (4 or 8: one tile row, or two of NT / 2 where
+ * kiln_vulkan_wino_tile_rows says) per invocation; recorded as tm,nt,wf. WF
  * (2: F(2x2, 3x3), 4: F(4x4, 3x3)) sets the weight layout
  * (KILN_TEMPLATE_W_WINOGRAD, _W_WINOGRAD4: kiln_vulkan_template_weight_blocks),
  * so a tuned point may change it. */
@@ -263,6 +264,12 @@ typedef struct kiln_vulkan_wino_tiles_s {
   int32_t tm, nt, wf;
 } kiln_vulkan_wino_tiles_t;
 
+/* The tile rows (1 or 2) an invocation of |c|'s instance with tiles |t|
+ * takes its NT tiles from (winograd.comp's NTY): 2, rows of NT / 2 tiles,
+ * where a row of tiles is shorter than NT and that leaves fewer
+ * invocations than one row of NT, or as $KILN_SPIRV_WINO_ROWS (1 or 2) says. A property
+ * of the conv and the tiles, not a knob. */
+int32_t kiln_vulkan_wino_tile_rows(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t);
 /* The measured defaults for |t| (a Winograd instance with its weight
  * layout chosen), or $KILN_SPIRV_WINO_TILES="tm,nt" when set and valid. */
 kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t);

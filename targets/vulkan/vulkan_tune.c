@@ -92,7 +92,9 @@ static const char* wino_check(const kiln_template_t* t, const int32_t* v) {
   /* blocks past the output channels or groups past a row of tiles are
    * zeros and idle invocations (the defaults, 8 x 4, always pass) */
   if (tm > 8 && tm > t->conv.M) return "winograd: TM past the output channels";
-  if (nt > 4 && nt > (t->conv.ow + wf - 1) / wf) return "winograd: NT past a row of tiles";
+  const kiln_vulkan_wino_tiles_t wt = {tm, nt, wf};
+  if (nt > 4 && nt / kiln_vulkan_wino_tile_rows(&t->conv, &wt) > (t->conv.ow + wf - 1) / wf)
+    return "winograd: NT past a row of tiles (of two rows of NT / 2 where that form is taken)";
   return NULL;
 }
 

@@ -9,6 +9,25 @@
 
 #include "targets/vulkan/vulkan_internal.h"
 
+static int32_t rows_by_shape(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t) {
+  if (t->wf <= 0 || t->nt < 2) return 1;
+  const int64_t tw = (c->ow + t->wf - 1) / t->wf, th = (c->oh + t->wf - 1) / t->wf;
+  if (tw >= t->nt) return 1; /* a row fills an invocation: the row form (56x56's 14 tiles a row too) */
+  const int64_t one = th * ((tw + t->nt - 1) / t->nt), two = (th + 1) / 2 * ((tw + t->nt / 2 - 1) / (t->nt / 2));
+  return two < one ? 2 : 1;
+}
+
+int32_t kiln_vulkan_wino_tile_rows(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t) {
+  /* two tile rows of NT / 2 where a row of tiles is shorter than NT and
+   * they leave fewer invocations than one row of NT: F(4x4)'s 2x2 tiles of a 7x7 plane (ResNet-18's layer4) fill
+   * one invocation where the row form took two, each half idle; where
+   * both take as many (13x13, 9x9, F(2x2) on 7x7) the row form, which
+   * keeps its texel stores. KILN_SPIRV_WINO_ROWS=1|2 takes that form. */
+  const char* env = getenv("KILN_SPIRV_WINO_ROWS");
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2"))) return env[0] - '0';
+  return rows_by_shape(c, t);
+}
+
 kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w) {
   /* lavapipe, ResNet-18's 3x3 convs (64..512 channels, 56x56..7x7), one
    * run per tile choice under chrt at load 11-20 (README, Vulkan row):
@@ -25,13 +44,18 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
    * tiles: ResNet-18's 56x56..14x14 layers 1.2-1.4x faster than F(2x2)
    * (8 x 4, per layer in alternated runs; the tune chose it for 9 of 11
    * instances), the 7x7 ones (2 tiles a row: half of each invocation
-   * idle) the same or slower (F(4x4) 8 x 4 3.7-3.9 ms, F(2x2) 2.8-3.6).
+   * idle) the same or slower (F(4x4) 8 x 4 3.7-3.9 ms, F(2x2) 2.8-3.6),
+   * and where two tile rows of NT / 2 leave fewer invocations than one
+   * (kiln_vulkan_wino_tile_rows: 5x5..8x8 planes, 2x2 tiles; ResNet-18's
+   * 7x7 convs MEASURED-7x7).
    * KILN_SPIRV_WINOGRAD=f4 (the set's winograd4: W_WINOGRAD4 weights)
    * takes it everywhere, =f2 nowhere. */
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
+  const kiln_vulkan_wino_tiles_t t4 = {t.tm, t.nt, 4};
   if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4)
     t.wf = 4;
-  else if (!(wino && !strcmp(wino, "f2")) && (w->conv.ow + 3) / 4 >= t.nt)
+  else if (!(wino && !strcmp(wino, "f2")) &&
+           ((w->conv.ow + 3) / 4 >= t.nt || rows_by_shape(&w->conv, &t4) > 1))
     t.wf = 4;
   return t;
 }
@@ -44,7 +68,7 @@ bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vu
    * on lavapipe with their sizes read at run time (--profile, load 11) */
   float sz[KILN_TEMPLATE_WINO4_SIZES];
   const char* env = getenv("KILN_SPIRV_WINO_SIZES");
-  return t->wf == 4 && !strcmp(w_type, "float") && kiln_template_wino4_sizes(c, sz) && c->x_direct &&
+  return t->wf == 4 && kiln_vulkan_wino_tile_rows(c, t) == 1 && !strcmp(w_type, "float") && kiln_template_wino4_sizes(c, sz) && c->x_direct &&
          c->iw % 4 == 0 && c->ih * c->iw % 4 == 0 && c->ow % 4 == 0 && !(env && !strcmp(env, "const"));
 }
 
@@ -100,7 +124,10 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
     return ps;
   }
   const uint32_t texel_ops = kiln_vulkan_epi_texels(c, texel_epi);
-  const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float");
+  /* two tile rows an invocation where a row has too few tiles (NTY 2:
+   * scalar or pair stores, a vec4 of tiles spans both rows) */
+  const int32_t nty = kiln_vulkan_wino_tile_rows(c, t);
+  const int texel_y = texel && y_texels_fit && c->ow % 4 == 0 && !strcmp(type[3], "float") && nty == 1;
   /* F(4x4) with f32 U: the sizes are run-time values read from U's first
    * words (lowering's KILN_TEMPLATE_WINO4_SIZES), so the convs of a kind
    * print one text and share one pipeline: lavapipe's LLVM took 6-7 s to
@@ -170,6 +197,7 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
    * one channel a trip) */
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
+  if (nty > 1) kiln_vulkan_sb_printf(&b, "#define NTY %d\n", (int)nty); /* (the row form's text unchanged) */
   if (epi_rt == 2)
     kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { const int ei = (b) * (CM * CP) + (m) * CP + (p); "
                               "if (CADD) v = v + texelFetch(te0, ei >> 2)[ei & 3]; v = CRELU ? max(v, 0.0) : v; }\n");
@@ -184,7 +212,7 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   *out_glsl = b.p;
   *out_trips = c->C; /* one loop over the input channels; the rest is unrolled */
   const int64_t tiles_w = (c->ow + t->wf - 1) / t->wf, tiles_h = (c->oh + t->wf - 1) / t->wf;
-  const int64_t ngroups = tiles_h * ((tiles_w + t->nt - 1) / t->nt);
+  const int64_t ngroups = (tiles_h + nty - 1) / nty * ((tiles_w + t->nt / nty - 1) / (t->nt / nty));
   groups[0] = (ngroups * (mp / t->tm) + 7) / 8;
   groups[1] = 1;
   groups[2] = c->batch > 0 ? c->batch : 1;

@@ -1722,8 +1722,97 @@ static void test_wino_shared(void) {
   unsetenv("KILN_SPIRV_WINO_SIZES");
 }
 
+/* Winograd on small planes (issue 23): 2 images, a conv of 8 -> 8
+ * channels with a Relu, then one of 8 -> 12 with a bias, a residual Add
+ * and a Relu, 3x3 pads 1, hw x hw planes. F(4x4)'s 2x2 tiles of a 5x5..8x8
+ * plane take an invocation's 4 tiles as 2 tile rows of 2 (winograd.comp
+ * NTY 2, kiln_vulkan_wino_tile_rows), where one row of 4 left half of
+ * them past the plane. */
+static void g_wino_small(tg_t* t, int64_t hw) {
+  tg_input(t, "x", F32, 4, DIMS(2, 8, hw, hw));
+  tg_input(t, "res", F32, 4, DIMS(2, 12, hw, hw));
+  tg_const(t, "w1", F32, 4, DIMS(8, 8, 3, 3));
+  tg_const(t, "w2", F32, 4, DIMS(12, 8, 3, 3));
+  tg_const(t, "b2", F32, 1, DIMS(12));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv1", 2, NAMES("x", "w1"), "c1", 1, &pads);
+  tg_node(t, "Relu", "relu1", 1, NAMES("c1"), "r1", 0, NULL);
+  pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv2", 3, NAMES("r1", "w2", "b2"), "c2", 1, &pads);
+  tg_node(t, "Add", "add", 2, NAMES("c2", "res"), "s", 0, NULL);
+  tg_node(t, "Relu", "relu2", 1, NAMES("s"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+static void g_wino_small5(tg_t* t) { g_wino_small(t, 5); }
+static void g_wino_small7(tg_t* t) { g_wino_small(t, 7); }
+static void g_wino_small9(tg_t* t) { g_wino_small(t, 9); }
+static void g_wino_small13(tg_t* t) { g_wino_small(t, 13); }
+
+/* |build|'s two convs print as Winograd instances of |kind| with |nty2|
+ * of them taking 2 tile rows an invocation, and match the reference
+ * fused (with |all|: unfused and without the tiled GEMM too; atol 1e-4 as
+ * for F(4x4) above: lavapipe's compile of each F(4x4) shader takes
+ * seconds) */
+static void check_wino_rows(build_fn build, const char* what, const char* kind, int nty2, bool all) {
+  kiln_program_t* prog = graph_program(build, true, false);
+  if (prog) {
+    const char* s = prog->code.text ? prog->code.text : "";
+    const int nw = kiln_test_count(s, "// kiln winograd '"), nk = kiln_test_count(s, kind);
+    const int nr = kiln_test_count(s, "#define NTY 2\n");
+    CHECK_MSG(nw == 2 && nk == 2, "%s: %d Winograd instances, %d of %s, expected 2", what, nw, nk, kind);
+    CHECK_MSG(nr == nty2, "%s: %d instances of 2 tile rows, expected %d", what, nr, nty2);
+    printf("  %-28s %s, %d of 2 tile rows\n", what, kind, nr);
+  }
+  kiln_program_destroy(prog);
+  if (all) {
+    check_graph(build, what, 1e-4, 1e-4);
+  } else {
+    tg_t t;
+    tg_init(&t);
+    build(&t);
+    run_case(&t, what, true, false, 1e-4, 1e-4);
+    tg_free(&t);
+  }
+}
+
+static void test_wino_rows(void) {
+  if (!dev) return;
+  unsetenv("KILN_SPIRV_WINOGRAD");
+  unsetenv("KILN_SPIRV_WINO_ROWS");
+  /* the rule: F(4x4) in 2 tile rows of 2 on 7x7 and 5x5 (2x2 tiles);
+   * 13x13's row of 4 tiles fills an invocation (the row form, as before);
+   * 9x9 keeps F(2x2) (3 F(4x4) tiles a row: neither form fills) */
+  check_wino_rows(g_wino_small7, "winograd 7x7", "F(4x4,3x3)", 2, true);
+  check_wino_rows(g_wino_small5, "winograd 5x5", "F(4x4,3x3)", 2, false);
+  check_wino_rows(g_wino_small13, "winograd 13x13", "F(4x4,3x3)", 0, false);
+  check_wino_rows(g_wino_small9, "winograd 9x9", "F(2x2,3x3)", 0, false);
+  /* 2 tile rows wherever asked: F(4x4) past the plane's last row and
+   * column of tiles (9x9: 3x3 tiles in 2x2 groups), a whole 4x4 (13x13),
+   * and F(2x2) (9x9: 5x5 tiles) */
+  setenv("KILN_SPIRV_WINO_ROWS", "2", 1);
+  setenv("KILN_SPIRV_WINOGRAD", "f4", 1);
+  check_wino_rows(g_wino_small9, "winograd 9x9, F(4x4) 2 rows", "F(4x4,3x3)", 2, false);
+  check_wino_rows(g_wino_small13, "winograd 13x13, 2 rows", "F(4x4,3x3)", 2, false);
+  setenv("KILN_SPIRV_WINOGRAD", "f2", 1);
+  check_wino_rows(g_wino_small9, "winograd 9x9, F(2x2) 2 rows", "F(2x2,3x3)", 2, true);
+  /* 4 channels x 8 tiles an invocation as 2 rows of 4 (13x13's 4 tiles a
+   * row) */
+  setenv("KILN_SPIRV_WINOGRAD", "f4", 1);
+  unsetenv("KILN_SPIRV_WINO_ROWS");
+  setenv("KILN_SPIRV_WINO_TILES", "4,8", 1);
+  check_wino_rows(g_wino_small13, "winograd 13x13, 8 tiles", "F(4x4,3x3)", 2, false);
+  unsetenv("KILN_SPIRV_WINO_TILES");
+  /* the row form on 7x7 where asked (KILN_SPIRV_WINO_ROWS=1: F(4x4)'s 2
+   * tiles a row, as before) */
+  unsetenv("KILN_SPIRV_WINOGRAD");
+  setenv("KILN_SPIRV_WINO_ROWS", "1", 1);
+  check_wino_rows(g_wino_small7, "winograd 7x7, one row", "F(4x4,3x3)", 0, false);
+  unsetenv("KILN_SPIRV_WINO_ROWS");
+}
+
 /* "conv_direct": only the conv.comp direct-read cases (their own ctest);
- * "wino_shared": only test_wino_shared */
+ * "wino_shared": only test_wino_shared; "wino_rows":
+ * only test_wino_rows */
 int main(int argc, char** argv) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_vk_test_%ld", (long)getpid());
   mkdir(tmp_dir, 0755);
@@ -1733,6 +1822,8 @@ int main(int argc, char** argv) {
     RUN(test_conv_direct);
   } else if (argc > 1 && !strcmp(argv[1], "wino_shared")) {
     RUN(test_wino_shared);
+  } else if (argc > 1 && !strcmp(argv[1], "wino_rows")) {
+    RUN(test_wino_rows);
   } else {
     RUN(test_list_and_create);
     RUN(test_buffers_and_views);

@@ -380,6 +380,21 @@ static void test_winograd_space_run(bool compile_all) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
     CHECK_MSG(set.tiles_check(w, &bad[i], &lim) != NULL, "bad winograd point %d refused", (int)i);
+  /* on a 14x14 plane (4 F(4x4) tiles a row) 8 tiles an invocation are 2
+   * tile rows of 4 (kiln_vulkan_wino_tile_rows): accepted; on a 7x7 one
+   * (2 a row) refused, where the default's 4 are 2 rows of 2 */
+  {
+    kiln_template_t y = *w;
+    y.conv.oh = y.conv.ow = 14;
+    const kiln_template_tiles_t p48 = {.n = 4, .v = {4, 8, 4, 1}};
+    const kiln_vulkan_wino_tiles_t t48 = {4, 8, 4}, t84 = {8, 4, 4};
+    CHECK_MSG(set.tiles_check(&y, &p48, &lim) == NULL, "4,8,4 on 14x14 refused: %s", set.tiles_check(&y, &p48, &lim));
+    CHECK(kiln_vulkan_wino_tile_rows(&y.conv, &t48) == 2 && kiln_vulkan_wino_tile_rows(&y.conv, &t84) == 1);
+    y.conv.oh = y.conv.ow = 7;
+    CHECK(set.tiles_check(&y, &p48, &lim) != NULL);
+    CHECK(set.tiles_check(&y, &(kiln_template_tiles_t){.n = 4, .v = {8, 4, 4, 1}}, &lim) == NULL);
+    CHECK(kiln_vulkan_wino_tile_rows(&y.conv, &t84) == 2);
+  }
   /* a point the tiles and the weights disagree on is not printed */
   kiln_template_t x = *w;
   x.tiles.v[2] = 2;

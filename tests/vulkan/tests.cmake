@@ -51,6 +51,13 @@ set_tests_properties(test_vulkan_device_wino_shared PROPERTIES
   LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
   FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+# Winograd on small planes: F(4x4)'s tiles of 7x7 and 5x5 planes as 2 tile
+# rows an invocation, 9x9 and 13x13 in both forms, batch 2, against the reference
+add_test(NAME test_vulkan_device_wino_rows COMMAND test_vulkan_device wino_rows)
+set_tests_properties(test_vulkan_device_wino_rows PROPERTIES
+  LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+  FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+  ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 target_link_libraries(test_vulkan_rows PRIVATE kiln_compiler)
