@@ -44,18 +44,19 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
    * tiles: ResNet-18's 56x56..14x14 layers 1.2-1.4x faster than F(2x2)
    * (8 x 4, per layer in alternated runs; the tune chose it for 9 of 11
    * instances), the 7x7 ones (2 tiles a row: half of each invocation
-   * idle) the same or slower (F(4x4) 8 x 4 3.7-3.9 ms, F(2x2) 2.8-3.6),
-   * and where two tile rows of NT / 2 leave fewer invocations than one
-   * (kiln_vulkan_wino_tile_rows: 5x5..8x8 planes, 2x2 tiles; ResNet-18's
-   * 7x7 convs MEASURED-7x7).
+   * idle) the same or slower (F(4x4) 8 x 4 3.7-3.9 ms, F(2x2) 2.8-3.6).
+   * Where two tile rows of NT / 2 fill an invocation instead
+   * (kiln_vulkan_wino_tile_rows: 5x5..8x8 planes, 2x2 tiles) F(4x4) ran
+   * ResNet-18's three 512-channel 7x7 convs 1.04-1.16x faster (medians
+   * 1.10x; U reads bound them) for 63 MB more weights (97 -> 160 MB) and
+   * 1-3 s more cold start, so F(2x2) stays the default there; a tuning
+   * record or KILN_SPIRV_WINOGRAD=f4 takes the two-row form.
    * KILN_SPIRV_WINOGRAD=f4 (the set's winograd4: W_WINOGRAD4 weights)
    * takes it everywhere, =f2 nowhere. */
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
-  const kiln_vulkan_wino_tiles_t t4 = {t.tm, t.nt, 4};
   if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4)
     t.wf = 4;
-  else if (!(wino && !strcmp(wino, "f2")) &&
-           ((w->conv.ow + 3) / 4 >= t.nt || rows_by_shape(&w->conv, &t4) > 1))
+  else if (!(wino && !strcmp(wino, "f2")) && (w->conv.ow + 3) / 4 >= t.nt)
     t.wf = 4;
   return t;
 }
