@@ -419,7 +419,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
   KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
   KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
-  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax / LayerNorm rows, a subgroup a row */
+  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax / LayerNorm / reduction rows, a subgroup a row */
 } kiln_template_kind_t;
 /* How many kinds there are (arrays indexed by kind); the last kind + 1. */
 #define KILN_TEMPLATE_KINDS (KILN_TEMPLATE_ROWS + 1)
