@@ -367,22 +367,45 @@ bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_
  * with mean and var (the mean of (x - mean)^2) over the row, S and B the
  * kernel's [n] scale and bias parameters (the lowering's expanded
  * constants, told apart by their values, or flat views of run-time ones).
+ * Or (|red|) an f32 reduction of each row to one value Y[r], the row the
+ * reduced axes when they are the last ones (Reduce* with those axes,
+ * keepdims either way; GlobalAveragePool / GlobalMaxPool: a row an (n, c)
+ * plane), rows shorter than the lowering's blocked split (2^16): Sum,
+ * Mean, Max, Min (NaN propagating), SumSquare, L2, L1, LogSum; the
+ * lowering's two LogSumExp kernels each: the first a MAX row into its
+ * temp, the second KILN_ROWS_LSE, reading that max (bind_s) and writing
+ *   Y[r] = log(sum exp(X[r][i] - M)) + M,  M the max (0 where infinite).
  * bind_x, bind_y, bind_s, bind_b (-1: no bias) are the plan kernel's
  * parameter indices. */
 #define KILN_TEMPLATE_ROWS_MAX_N 65536 /* a row's passes within a GPU loop limit */
+
+/* kiln_template_rows_t.red: the row reductions (0: none) */
+typedef enum kiln_rows_red_e {
+  KILN_ROWS_NONE = 0,
+  KILN_ROWS_SUM,
+  KILN_ROWS_MEAN,
+  KILN_ROWS_MAX,
+  KILN_ROWS_MIN,
+  KILN_ROWS_SUMSQ,
+  KILN_ROWS_L2,
+  KILN_ROWS_L1,
+  KILN_ROWS_LOGSUM,
+  KILN_ROWS_LSE, /* the sum of exp(x - M) and its log + M; M read (bind_s) */
+} kiln_rows_red_t;
 
 typedef struct kiln_template_rows_s {
   bool log;
   bool ln;     /* LayerNormalization */
   bool hx, hy; /* X / Y are f16 (fp16 plans; the sums stay f32) */
+  int32_t red; /* kiln_rows_red_t: a reduction (Y holds |rows| values) */
   int64_t rows, n;
-  int32_t bind_x, bind_y, bind_s, bind_b;
+  int32_t bind_x, bind_y, bind_s, bind_b; /* bind_s: LN's scale, LSE's row max */
   float eps;   /* ln */
 } kiln_template_rows_t;
 
-/* True when plan kernel |k| is such a Softmax / LogSoftmax or
- * LayerNormalization (rows of at most KILN_TEMPLATE_ROWS_MAX_N, its
- * elements within int32); fills |out|. */
+/* True when plan kernel |k| is such a Softmax / LogSoftmax,
+ * LayerNormalization or reduction (rows of at most KILN_TEMPLATE_ROWS_MAX_N,
+ * its elements within int32); fills |out|. */
 bool kiln_template_rows_match(const kiln_plan_t* plan, int32_t k, kiln_template_rows_t* out);
 
 /* ---- the descriptors on the plan (template_choose.c) ----------------------- */
@@ -396,7 +419,7 @@ typedef enum kiln_template_kind_e {
   KILN_TEMPLATE_MERGED,    /* a Conv's GEMM kernel whose work kernel |into|'s instance does */
   KILN_TEMPLATE_Q8,        /* q8: QLinearConv / QLinearMatMul as an int8 implicit GEMM */
   KILN_TEMPLATE_POOL,      /* pool: 2-D MaxPool / AveragePool / GlobalAveragePool */
-  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax / LayerNorm rows, a subgroup a row */
+  KILN_TEMPLATE_ROWS,      /* rows: Softmax / LogSoftmax / LayerNorm / reduction rows, a subgroup a row */
 } kiln_template_kind_t;
 /* How many kinds there are (arrays indexed by kind); the last kind + 1. */
 #define KILN_TEMPLATE_KINDS (KILN_TEMPLATE_ROWS + 1)
@@ -654,9 +677,11 @@ typedef struct kiln_template_set_s {
   bool pool;
   /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
    * |rows_min_elems| elements in all, LayerNormalization rows of at least
-   * |rows_ln_min_elems|; |rows_f16|: f16 X or Y too */
+   * |rows_ln_min_elems|, reductions and global pools of at least
+   * |rows_red_min_elems| (a global pool taken here is not a pool
+   * instance); |rows_f16|: f16 X or Y too */
   bool rows;
-  int64_t rows_min_elems, rows_ln_min_elems;
+  int64_t rows_min_elems, rows_ln_min_elems, rows_red_min_elems;
   bool rows_f16;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and

@@ -229,13 +229,16 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       dw_on = depthwise_wins(set, &t->dw);
     } else if (set->q8 && kiln_template_q8_match(plan, k, set->q8_max_trips, &t->q8)) {
       t->kind = KILN_TEMPLATE_Q8;
-    } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
-      t->kind = KILN_TEMPLATE_POOL;
     } else if (set->rows && !(set->gpu_lacks & KILN_GPU_LACKS_SUBGROUP_ARITH) &&
                kiln_template_rows_match(plan, k, &t->rows) &&
-               t->rows.rows * t->rows.n >= (t->rows.ln ? set->rows_ln_min_elems : set->rows_min_elems) &&
+               t->rows.rows * t->rows.n >= (t->rows.ln    ? set->rows_ln_min_elems
+                                            : t->rows.red ? set->rows_red_min_elems
+                                                          : set->rows_min_elems) &&
                (set->rows_f16 || !(t->rows.hx || t->rows.hy))) {
+      /* before the pools: a GlobalAveragePool the rule gives the rows */
       t->kind = KILN_TEMPLATE_ROWS;
+    } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
+      t->kind = KILN_TEMPLATE_POOL;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
     if (!s && has_alt) s = link_alt(plan, at, alt, set);

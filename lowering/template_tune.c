@@ -127,7 +127,7 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   }
   else if (t->kind == KILN_TEMPLATE_ROWS) {
     const kiln_template_rows_t* q = &t->rows;
-    put_i(&f, q->log + 2 * q->hx + 4 * q->hy + 8 * q->ln + 16 * (q->ln && q->bind_b >= 0));
+    put_i(&f, q->log + 2 * q->hx + 4 * q->hy + 8 * q->ln + 16 * (q->ln && q->bind_b >= 0) + 32 * q->red);
     put_i(&f, q->rows);
     put_i(&f, q->n);
     if (q->ln) {

@@ -201,9 +201,11 @@ int64_t kiln_vulkan_dw_plane_cost(const kiln_template_dw_t* d, int32_t wg, int32
 
 /* ---- vulkan_rows.c -------------------------------------------------------- */
 
-/* The GLSL of a Softmax / LogSoftmax row instance (malloc'd; caller
- * frees) with its launch and its loop trips an invocation. */
-kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, const char* name,
+/* The GLSL of a Softmax / LogSoftmax / LayerNorm / reduction row instance
+ * (malloc'd; caller frees) with its launch and its loop trips an
+ * invocation; |texels_fit|: X's view fits the device's texel buffers (a
+ * reduction's vec4 steps then read texels). */
+kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, bool texels_fit, const char* name,
                                       char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* trips);
 
 /* ---- vulkan_pool.c -------------------------------------------------------- */

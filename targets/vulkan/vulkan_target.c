@@ -95,6 +95,13 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * took 1.0-1.25x the printed kernel's time on 1024 x 1024 and
                                 * 8192 x 1024, 1.5-1.8x on 65536 x 128 (a GPU: not measured) */
                                .rows_ln_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : INT64_MAX,
+                               /* reductions over the last axes and global pools only
+                                * where forced: on lavapipe (vec4 texel reads) the template
+                                * took 1.05-1.5x the printed kernel's time on ReduceSum /
+                                * ReduceMax of 8192 x 1000, 65536 x 128 and 1024 x 4096 and
+                                * on 1x64x112x112 global pools, 3.7x on GlobalAveragePool
+                                * 1x1280x7x7 (a GPU: not measured) */
+                               .rows_red_min_elems = rows && !strcmp(rows, "subgroup") ? 0 : INT64_MAX,
                                /* f16 rows (fp16 plans) only where forced: on lavapipe the
                                 * printed kernel reading rgba16f texels took 25-31 ms on
                                 * 8192 x 1000 and 25 ms on 65536 x 128, the template 45-46
@@ -304,7 +311,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       trips[k] = 0; /* the taps are unrolled: no loop */
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_ROWS) {
-      s = kiln_vulkan_rows_source(&t->rows, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
+      const bool fit = t->rows.bind_x >= 0 && t->rows.bind_x < pk->func->n_params &&
+                       texels_fit(plan, pk->args[t->rows.bind_x]);
+      s = kiln_vulkan_rows_source(&t->rows, fit, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_Q8) {
       s = kiln_vulkan_q8_source(&t->q8, &t->tiles, name, &units[k].text, dims[k], dims[k] + 3, &trips[k]);

@@ -22,7 +22,15 @@
  * 512 of mean 1e3 and spread ~1, 12 (axis 1 of 2 x 3 x 4), 1040 x 1024,
  * and a [1] scale the lowering broadcasts (the printed kernel), against
  * loops in double: forced (7 instances), by default, printed and with the
- * arithmetic hidden (none). */
+ * arithmetic hidden (none).
+ * Reductions (rows.comp's RED modes) in a third model: ReduceSum (axes an
+ * input), Mean, Max, Min, SumSquare, L2, L1, LogSum, LogSumExp (its two
+ * kernels) over the last axes, keepdims 0 and 1, rows of 1, 3, 7, 20, 28,
+ * 768, 1000, 4099, values past f32's exp (LogSumExp's max subtracted),
+ * rows with NaN / -inf / +inf for Max, Min, LogSumExp and GlobalMaxPool,
+ * GlobalAveragePool 1x32x7x7 and 2x3x56x56, and a middle-axis ReduceSum
+ * (the printed kernel), against loops in double: forced (every last-axis
+ * case), by default (none: slower on lavapipe), printed and hidden (none). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -478,6 +486,268 @@ static void test_ln(void) {
   check_ln("no-subgroup-arith", "subgroup", 0);
 }
 
+/* ---- reductions and global pools ------------------------------------------ */
+
+/* the reduction cases: op (ReduceSum takes its axes as an input at opset
+ * 13, the others as an attribute), X's shape, the axes (na 0: all of
+ * them; a global pool: none), keepdims, the values, and the row instances
+ * forced rows print for it (LogSumExp: 2, its max and its sum kernel; a
+ * middle axis: 0, the printed kernel) */
+enum { RV_SIN, RV_POS, RV_BIG, RV_SPEC };
+typedef struct {
+  const char *op, *in, *out;
+  int32_t rank;
+  int64_t dims[4];
+  int32_t na;
+  int64_t axes[2];
+  int64_t keep;
+  int vals;
+  int tmpl;
+} red_case_t;
+
+static const red_case_t g_red[] = {
+    {"ReduceSum", "RA", "QA", 2, {6, 1000}, 1, {-1}, 1, RV_SIN, 1},
+    {"ReduceSum", "RB", "QB", 3, {2, 3, 7}, 1, {2}, 0, RV_SIN, 1},
+    {"ReduceSum", "RC", "QC", 2, {2, 4099}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceSum", "RD", "QD", 2, {4, 7}, 0, {0}, 0, RV_SIN, 1},           /* every axis: one row of 28 */
+    {"ReduceSum", "RE", "QE", 4, {2, 3, 4, 5}, 2, {2, 3}, 1, RV_SIN, 1}, /* 6 rows of 20 */
+    {"ReduceSum", "RF", "QF", 3, {3, 4, 5}, 1, {1}, 1, RV_SIN, 0},       /* a middle axis */
+    {"ReduceMean", "RG", "QG", 2, {5, 768}, 1, {1}, 0, RV_SIN, 1},
+    {"ReduceMean", "RH", "QH", 2, {4, 1}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceMean", "RI", "QI", 2, {3, 3}, 1, {-1}, 0, RV_SIN, 1},
+    {"ReduceMax", "RJ", "QJ", 2, {3, 4099}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceMax", "RK", "QK", 2, {6, 7}, 1, {1}, 0, RV_SPEC, 1},
+    {"ReduceMax", "RL", "QL", 2, {6, 1000}, 1, {1}, 1, RV_SPEC, 1},
+    {"ReduceMin", "RM", "QM", 2, {6, 3}, 1, {1}, 1, RV_SPEC, 1},
+    {"ReduceMin", "RN", "QN", 2, {6, 768}, 1, {1}, 0, RV_SPEC, 1},
+    {"ReduceMin", "RO", "QO", 2, {2, 1}, 1, {1}, 0, RV_SIN, 1},
+    {"ReduceSumSquare", "RP", "QP", 2, {3, 7}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceSumSquare", "RQ", "QQ", 2, {2, 1000}, 1, {1}, 0, RV_SIN, 1},
+    {"ReduceL2", "RR", "QR", 2, {4, 1000}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceL2", "RS", "QS", 2, {3, 4099}, 1, {1}, 0, RV_SIN, 1},
+    {"ReduceL1", "RT", "QT", 2, {3, 3}, 1, {1}, 1, RV_SIN, 1},
+    {"ReduceL1", "RU", "QU", 2, {2, 768}, 1, {1}, 0, RV_SIN, 1},
+    {"ReduceLogSum", "RV", "QV", 2, {2, 768}, 1, {1}, 1, RV_POS, 1},
+    {"ReduceLogSum", "RW", "QW", 2, {3, 7}, 1, {1}, 0, RV_POS, 1},
+    {"ReduceLogSumExp", "RX", "QX", 2, {3, 1000}, 1, {1}, 1, RV_BIG, 2},
+    {"ReduceLogSumExp", "RY", "QY", 2, {6, 7}, 1, {1}, 0, RV_SPEC, 2},
+    {"ReduceLogSumExp", "RZ", "QZ", 2, {2, 1}, 1, {1}, 1, RV_SIN, 2},
+    {"GlobalAveragePool", "PA", "GA", 4, {1, 32, 7, 7}, 0, {0}, 1, RV_SIN, 1},
+    {"GlobalAveragePool", "PB", "GB", 4, {2, 3, 56, 56}, 0, {0}, 1, RV_SIN, 1},
+    {"GlobalMaxPool", "PC", "GC", 4, {2, 3, 5, 5}, 0, {0}, 1, RV_SPEC, 1},
+};
+enum { NRED = sizeof g_red / sizeof g_red[0], NRED_BIG = 0 };
+
+static char g_red_model[600];
+
+static int64_t red_numel(const red_case_t* c) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < c->rank; ++i) n *= c->dims[i];
+  return n;
+}
+/* rows and their length; *inner: the stride of a row's values (1 but for
+ * the middle-axis case: its kept dims after the reduced one) */
+static int64_t red_rows_strided(const red_case_t* c, int64_t* n, int64_t* inner) {
+  bool red[4] = {false};
+  for (int32_t d = 0; d < c->rank; ++d) red[d] = c->na == 0 && strncmp(c->op, "Global", 6) ? true : false;
+  if (!strncmp(c->op, "Global", 6))
+    for (int32_t d = 2; d < c->rank; ++d) red[d] = true;
+  for (int32_t i = 0; i < c->na; ++i) red[c->axes[i] < 0 ? c->axes[i] + c->rank : c->axes[i]] = true;
+  int64_t rows = 1;
+  *n = 1, *inner = 1;
+  for (int32_t d = 0; d < c->rank; ++d) {
+    if (red[d]) *n *= c->dims[d];
+    else rows *= c->dims[d];
+    if (!red[d] && *n > 1) *inner *= c->dims[d];
+  }
+  return rows;
+}
+static int64_t red_rows(const red_case_t* c, int64_t* n) {
+  int64_t inner;
+  return red_rows_strided(c, n, &inner);
+}
+/* value |i| of case |c| (row |r| of |n|): RV_SPEC rows hold a NaN (row
+ * 0), only -inf (1), -inf among finite values (2), +inf (3), NaN and
+ * +inf (4), -inf and +inf (5), then plain ones */
+static float red_x(int32_t c, int64_t i, int64_t n) {
+  const float v = x_at(c, i);
+  const int64_t r = i / n, j = i % n;
+  switch (g_red[c].vals) {
+    case RV_POS: return fabsf(v) + 0.125f;
+    case RV_BIG: return v + 200.0f; /* exp overflows f32 without the max */
+    case RV_SPEC:
+      if (r == 0 && j == n / 2) return NAN;
+      if (r == 1) return -INFINITY;
+      if (r == 2 && j % 2 == 0) return -INFINITY;
+      if (r == 3 && j == n - 1) return INFINITY;
+      if (r == 4 && j == 0) return NAN;
+      if (r == 4 && j == n - 1) return INFINITY;
+      if (r == 5 && j == 0) return -INFINITY;
+      if (r == 5 && j == n / 2) return INFINITY;
+      return v;
+    default: return v;
+  }
+}
+
+static void write_red_model(void) {
+  bm_model_t b;
+  bm_init(&b, 13);
+  for (int32_t c = 0; c < NRED; ++c) {
+    const red_case_t* rc = &g_red[c];
+    b.g.input[b.g.n_input++] = bm_value(&b, rc->in, BM_F32, rc->rank, rc->dims, NULL);
+    char ins[32], an[16];
+    snprintf(an, sizeof an, "A%s", rc->in);
+    const bool sum = !strcmp(rc->op, "ReduceSum");
+    if (sum && rc->na > 0) {
+      const int64_t na = rc->na;
+      bm_init_i64(&b, an, 1, &na, rc->axes);
+    }
+    snprintf(ins, sizeof ins, sum && rc->na > 0 ? "%s,%s" : "%s", rc->in, an);
+    Onnx__NodeProto* n = bm_node(&b, rc->op, rc->out, ins, rc->out);
+    if (strncmp(rc->op, "Global", 6)) bm_attr_int(&b, n, "keepdims", rc->keep);
+    if (!sum && rc->na > 0) bm_attr_ints(&b, n, "axes", (size_t)rc->na, rc->axes);
+    bm_output(&b, rc->out);
+  }
+  snprintf(g_red_model, sizeof g_red_model, "%s/red.onnx", g_dir);
+  CHECK(bm_write(&b, g_red_model));
+  bm_free(&b);
+}
+
+/* outputs of case |c| off its rows reduced here in double: Max / Min
+ * exactly (NaN where the row holds one, as the reference), the sums
+ * within 1e-5 of the sum of the terms' magnitudes (f32 partial sums), the
+ * logs and roots within 1e-5 relative */
+static int64_t red_bad(int32_t c, const float* x, const float* y) {
+  const red_case_t* rc = &g_red[c];
+  int64_t n, inner;
+  const int64_t rows = red_rows_strided(rc, &n, &inner);
+  const char* op = rc->op;
+  float* xr = malloc(sizeof(float) * (size_t)n);
+  CHECK(xr != NULL);
+  if (!xr) return rows;
+  const bool mx = !strcmp(op, "ReduceMax") || !strcmp(op, "GlobalMaxPool"), mn = !strcmp(op, "ReduceMin");
+  int64_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    /* row r: output r, its values inner apart */
+    const int64_t o = r / inner, in = r % inner;
+    for (int64_t i = 0; i < n; ++i) xr[i] = x[(o * n + i) * inner + in];
+    double want, tol;
+    if (mx || mn) {
+      double a = mx ? -INFINITY : INFINITY;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = xr[i];
+        a = (mx ? v > a : v < a) || isnan(v) ? v : a;
+      }
+      want = a, tol = 0;
+    } else {
+      double m = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) m = xr[i] > m || isnan(xr[i]) ? xr[i] : m;
+      const double sh = isinf(m) ? 0.0 : m;
+      double sum = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = xr[i];
+        const double t = !strcmp(op, "ReduceSumSquare") || !strcmp(op, "ReduceL2") ? v * v
+                         : !strcmp(op, "ReduceL1")                                 ? fabs(v)
+                         : !strcmp(op, "ReduceLogSumExp")                          ? exp(v - sh)
+                                                                                   : v;
+        sum += t, mag += fabs(t);
+      }
+      tol = 1e-5 * (1.0 + mag);
+      if (!strcmp(op, "ReduceMean") || !strcmp(op, "GlobalAveragePool")) want = sum / (double)n, tol /= (double)n;
+      else if (!strcmp(op, "ReduceL2")) want = sqrt(sum), tol = 1e-5 * (1.0 + want);
+      else if (!strcmp(op, "ReduceLogSum")) want = log(sum), tol = 1e-5 * (1.0 + fabs(want));
+      else if (!strcmp(op, "ReduceLogSumExp")) want = log(sum) + sh, tol = 1e-5 * (1.0 + fabs(want));
+      else want = sum;
+    }
+    const double got = y[r];
+    const bool ok = isnan(want) ? isnan(got) : isinf(want) ? got == want : fabs(got - want) <= tol;
+    if (!ok && bad < 3) printf("  %s row %lld: %.9g, expected %.9g\n", rc->out, (long long)r, got, want);
+    bad += !ok;
+  }
+  free(xr);
+  return bad;
+}
+
+static void red_run(const void* data, size_t len, const char* mode) {
+  kiln_allocator_t al = kiln_allocator_system();
+  kiln_array_t in[NRED], out[NRED];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  bool ok = true;
+  for (int32_t c = 0; c < NRED && ok; ++c) {
+    const kiln_shape_t sh = kiln_shape_make(g_red[c].rank, g_red[c].dims);
+    int64_t n;
+    red_rows(&g_red[c], &n);
+    ok = CHECK_OK(kiln_array_alloc(al, KILN_DTYPE_F32, &sh, &in[c]));
+    for (int64_t i = 0; ok && i < red_numel(&g_red[c]); ++i) ((float*)in[c].data)[i] = red_x(c, i, n);
+  }
+  if (ok && run_vulkan(data, len, "red", in, out))
+    for (int32_t c = 0; c < NRED; ++c) {
+      int64_t n;
+      const int64_t rows = red_rows(&g_red[c], &n);
+      CHECK_MSG(kiln_array_numel(&out[c]) == rows, "%s: %s: %lld outputs", mode, g_red[c].out,
+                (long long)kiln_array_numel(&out[c]));
+      if (kiln_array_numel(&out[c]) != rows) continue;
+      const int64_t bad = red_bad(c, in[c].data, out[c].data);
+      CHECK_MSG(bad == 0, "%s: %s (%s): %lld of %lld rows differ from the reference", mode, g_red[c].out,
+                g_red[c].op, (long long)bad, (long long)rows);
+    }
+  for (int32_t c = 0; c < NRED; ++c) {
+    kiln_array_free(al, &in[c]);
+    kiln_array_free(al, &out[c]);
+  }
+}
+
+/* the reduction model under |hide| / |rows| as check_mode; |forced|: every
+ * case's instances expected, else |want| */
+static void check_red(const char* hide, const char* rows, bool forced, int want) {
+  char mode[128];
+  snprintf(mode, sizeof mode, "reduce: features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
+  const bool has = d->info.subgroup_arith;
+  kiln_device_release(d);
+  if (forced) {
+    want = 0;
+    for (int32_t c = 0; c < NRED; ++c) want += g_red[c].tmpl;
+  }
+  if (!hide && !has) want = 0;
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/reddump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
+  CHECK(mkdir(dump, 0755) == 0);
+  char* glsl = NULL;
+  kiln_compiler_t* c = compile_dumped(g_red_model, NULL, dump, &glsl);
+  if (c) {
+    if (glsl) {
+      const int n = kiln_test_count(glsl, "// kiln rows '"), nr = kiln_test_count(glsl, "': reduce-");
+      CHECK_MSG(n == want && nr == want, "%s: %d row instances (%d reductions), expected %d", mode, n, nr, want);
+      if (forced && has) {
+        /* rows of 1000 (5, RX's two), 28, 20, 768 (4), 3136: vec4 steps */
+        CHECK_MSG(kiln_test_count(glsl, "': reduce-max, ") == 7 && kiln_test_count(glsl, "': reduce-logsumexp, ") == 3 &&
+                      kiln_test_count(glsl, "': reduce-mean, ") == 5 && kiln_test_count(glsl, "#define RED 9\n") == 3,
+                  "%s: 7 max (3 of them LogSumExp's), 3 LogSumExp, 5 mean instances", mode);
+        CHECK_MSG(kiln_test_count(glsl, "#define VEC4 1\n") == 13, "%s: %d vec4 instances, expected 13", mode,
+                  kiln_test_count(glsl, "#define VEC4 1\n"));
+      }
+      free(glsl);
+    }
+    const void* data = NULL;
+    size_t n = 0;
+    if (CHECK_OK(kiln_compiler_module(c, &data, &n))) red_run(data, n, mode);
+  }
+  kiln_compiler_destroy(c);
+}
+
+static void test_red(void) {
+  write_red_model();
+  check_red(NULL, "subgroup", true, 0);
+  check_red(NULL, NULL, false, NRED_BIG);
+  check_red(NULL, "printed", false, 0);
+  check_red("no-subgroup-arith", "subgroup", false, 0);
+}
+
 static void test_default(void) { check_mode(NULL, NULL, true, NBIG); }
 static void test_subgroup(void) { check_mode(NULL, "subgroup", true, NTMPL); }
 static void test_printed(void) { check_mode(NULL, "printed", true, 0); }
@@ -495,6 +765,7 @@ int main(void) {
   RUN(test_hidden);
   RUN(test_fp16);
   RUN(test_ln);
+  RUN(test_red);
   unsetenv("KILN_VULKAN_FEATURES");
   unsetenv("KILN_SPIRV_ROWS");
   bm_rmtree(g_dir);
