@@ -149,6 +149,35 @@ void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   for (int32_t i = 0; i < 5; ++i) x->v[i] = d[i];
 }
 
+/* What a point's driver compile grows with, for the tuner's skip of dear
+ * draws (compiler/tune_dear.h). On PoCL a point's cost is mostly the first
+ * launch, where LLVM unrolls the work-item's tile and compiles the
+ * work-group function: MobileNetV2's 412 points of a 4-minute tune (load
+ * 11) cost 0.49-0.52 s on average at 128-256 accumulators a work-item and
+ * 1.08 s at 512 (up to 10 s), past the defaults' 256, where the tile
+ * spills. So: GEMM / conv and Winograd tm x tn accumulators, class 1 past
+ * 256 (else 0); Winograd off is the implicit-GEMM conv at its default
+ * tiles (class 2, its own accumulators); depthwise vw x rh outputs a
+ * work-item, class 1 for the printed kernel (its tiles tied to one
+ * point). */
+void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
+  const int32_t* v = x->v;
+  *size = 1;
+  *cls = 0;
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 8) {
+    *size = (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
+    *cls = *size > 256;
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && (x->n == 5 || x->n == 6)) {
+    const bool off = x->n == 6 && v[5] == 0 && t->alt && t->alt->tiles.n == 8;
+    const int32_t* a = off ? t->alt->tiles.v : v;
+    *size = (double)(a[0] > 0 ? a[0] : 1) * (double)(a[1] > 0 ? a[1] : 1);
+    *cls = off ? 2 : *size > 256;
+  } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && (x->n == 3 || x->n == 4)) {
+    *size = (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
+    *cls = x->n == 4 && v[3] == 0;
+  }
+}
+
 int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap) {
   /* GEMM and conv: the default's neighbours, one knob one step, the local
    * size (wx, wy) first, then the work-item's tile (tm, tn) and the K
