@@ -151,27 +151,36 @@ void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
 
 /* What a point's driver compile grows with, for the tuner's skip of dear
  * draws (compiler/tune_dear.h). On PoCL a point's cost is mostly the first
- * launch, where LLVM unrolls the work-item's tile and compiles the
- * work-group function: MobileNetV2's 412 points of a 4-minute tune (load
- * 11) cost 0.49-0.52 s on average at 128-256 accumulators a work-item and
- * 1.08 s at 512 (up to 10 s), past the defaults' 256, where the tile
- * spills. So: GEMM / conv and Winograd tm x tn accumulators, class 1 past
- * 256 (else 0); Winograd off is the implicit-GEMM conv at its default
- * tiles (class 2, its own accumulators); depthwise vw x rh outputs a
+ * launch, where LLVM compiles the work-group function, which holds every
+ * work-item's unrolled tile: in two MobileNetV2 4-minute tunes (load 8-12,
+ * 798 points) a GEMM / conv point cost 0.26-0.85 s on average up to 512
+ * accumulators a work-group (tm x tn x wx x wy) and 5.4 s at 1024 (up to
+ * 10.8 s; none of those 13 was faster), where tm x tn alone separated them
+ * less (1.18 s at 512, 0.53 s at 256). So: GEMM / conv and Winograd tm x tn
+ * x wx x wy, class 1 past 512 (else 0); Winograd off is the implicit-GEMM
+ * conv at its default tiles (class 2); depthwise vw x rh outputs a
  * work-item, class 1 for the printed kernel (its tiles tied to one
  * point). */
+static double group_tile(const int32_t* v) {
+  double x = 1;
+  for (int32_t i = 0; i < 4; ++i) x *= v[i] > 0 ? v[i] : 1;
+  return x;
+}
+
 void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
   const int32_t* v = x->v;
   *size = 1;
   *cls = 0;
   if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 8) {
-    *size = (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
-    *cls = *size > 256;
+    const int32_t g[4] = {v[0], v[1], v[3], v[4]}; /* tm, tn, wx, wy */
+    *size = group_tile(g);
+    *cls = *size > 512;
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD && (x->n == 5 || x->n == 6)) {
     const bool off = x->n == 6 && v[5] == 0 && t->alt && t->alt->tiles.n == 8;
     const int32_t* a = off ? t->alt->tiles.v : v;
-    *size = (double)(a[0] > 0 ? a[0] : 1) * (double)(a[1] > 0 ? a[1] : 1);
-    *cls = off ? 2 : *size > 256;
+    const int32_t g[4] = {a[0], a[1], off ? a[3] : a[2], off ? a[4] : a[3]};
+    *size = group_tile(g);
+    *cls = off ? 2 : *size > 512;
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && (x->n == 3 || x->n == 4)) {
     *size = (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
     *cls = x->n == 4 && v[3] == 0;

@@ -591,11 +591,11 @@ done:
 
 /* The dear-draw skip on OpenCL (kiln_template_set_t.tiles_features,
  * compiler/tune_dear.h): a point's size and class from its knobs (GEMM /
- * conv accumulators, class 1 past the defaults' 256; Winograd off and the
+ * conv accumulators a work-group, class 1 past 512; Winograd off and the
  * printed depthwise kernel classes of their own), and the draw that asks
- * the dear rule of a step from the default's class into the 512-accumulator
- * one, skips it where that class's point cost PoCL 10 s, and measures a
- * step within the class unasked. */
+ * the dear rule of a step from the best point's class into the
+ * 1024-accumulator one, skips it where that class's point cost PoCL 10 s,
+ * and measures a step within the class unasked. */
 typedef struct {
   const kiln_tune_costs_t* book;
   const kiln_template_t* t;
@@ -635,28 +635,29 @@ static void test_dear_features(void) {
   kiln_program_templates(kiln_target_find("opencl"), &s);
   set = &s;
   CHECK(set->tiles_features == kiln_opencl_tune_features);
-  /* MobileNetV2's 1x1 conv default on PoCL: 8 x 32 accumulators */
-  kiln_template_t conv = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {8, 32, 16, 1, 1, 96, 2, 4}}};
+  /* a MobileNetV2 1x1 conv's best point on PoCL: 8 x 32 accumulators a
+   * work-item, 2 work-items */
+  kiln_template_t conv = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {8, 32, 16, 2, 1, 96, 2, 4}}};
   double size = 0;
   int32_t cls = -1;
   kiln_opencl_tune_features(&conv, &conv.tiles, &size, &cls);
-  CHECK(size == 256 && cls == 0);
+  CHECK(size == 512 && cls == 0);
   kiln_template_tiles_t big = conv.tiles, small = conv.tiles;
-  big.v[0] = 16;
-  small.v[3] = 2; /* wx: the same tile */
+  big.v[0] = 16;  /* tm: 16 x 32 x 2 */
+  small.v[3] = 1; /* wx: 8 x 32 x 1 */
   kiln_opencl_tune_features(&conv, &big, &size, &cls);
-  CHECK(size == 512 && cls == 1);
+  CHECK(size == 1024 && cls == 1);
   kiln_opencl_tune_features(&conv, &small, &size, &cls);
   CHECK(size == 256 && cls == 0);
   /* Winograd: its own tile, or off (the conv's default tiles, class 2) */
   kiln_template_t alt = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {4, 32, 8, 2, 2, 64, 1, 1}}};
   kiln_template_t wino = {.kind = KILN_TEMPLATE_WINOGRAD, .alt = &alt, .tiles = {.n = 6, .v = {16, 8, 2, 2, 16, 1}}};
   kiln_opencl_tune_features(&wino, &wino.tiles, &size, &cls);
-  CHECK(size == 128 && cls == 0);
+  CHECK(size == 512 && cls == 0);
   kiln_template_tiles_t off = wino.tiles;
   off.v[5] = 0;
   kiln_opencl_tune_features(&wino, &off, &size, &cls);
-  CHECK(size == 128 && cls == 2);
+  CHECK(size == 512 && cls == 2);
   /* depthwise: outputs a work-item; the printed kernel a class of its own */
   kiln_template_t dw = {.kind = KILN_TEMPLATE_DEPTHWISE, .tiles = {.n = 4, .v = {8, 2, 64, 1}}};
   kiln_opencl_tune_features(&dw, &dw.tiles, &size, &cls);
@@ -667,7 +668,7 @@ static void test_dear_features(void) {
   CHECK(cls == 1);
 
   /* the book of a PoCL tune: class-0 points about half a second, one
-   * 512-accumulator point 10 s and slower than the default */
+   * 1024-accumulator point 10 s and slower than the default */
   kiln_tune_costs_t b = {0};
   const double c0[4][2] = {{128, 0.5}, {256, 0.4}, {256, 0.5}, {128, 0.45}};
   for (int32_t i = 0; i < 4; ++i) {
@@ -675,7 +676,7 @@ static void test_dear_features(void) {
                           .q = 1.05, .tiles = conv.tiles};
     CHECK_OK(kiln_tune_costs_add(&b, &c));
   }
-  kiln_tune_cost_t c1 = {.group = 0, .kind = KILN_TEMPLATE_CONV, .cls = 1, .size = 512, .cost_s = 10.0, .q = 1.47,
+  kiln_tune_cost_t c1 = {.group = 0, .kind = KILN_TEMPLATE_CONV, .cls = 1, .size = 1024, .cost_s = 10.0, .q = 1.47,
                          .tiles = big};
   c1.tiles.v[5] = 128;
   CHECK_OK(kiln_tune_costs_add(&b, &c1));
@@ -703,7 +704,7 @@ static void test_dear_features(void) {
   d.allowed = &small;
   d.asked = d.skipped = 0;
   CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
-  CHECK(x.v[3] == 2 && from && !strcmp(from, "step") && d.asked == 0);
+  CHECK(x.v[3] == 1 && from && !strcmp(from, "step") && d.asked == 0);
   kiln_tune_costs_free(&b);
 }
 
