@@ -243,9 +243,9 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
 void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* tiles);
 int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
 /* A point's cost features (kiln_template_set_t.tiles_features): GEMM /
- * conv / Winograd tm x tn x wx x wy accumulators a work-group, class 1
- * past 512 (Winograd off: the implicit-GEMM conv's default tiles, class
- * 2); depthwise vw x rh outputs a work-item, class 1 for the printed
+ * conv tm x tn x wx x wy accumulators a work-group, class 1 past 512;
+ * Winograd and depthwise one size (their cost does not grow with their
+ * tiles on PoCL), class 2 for Winograd off, 1 for the printed depthwise
  * kernel (opencl_tune.c). */
 void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls);
 

@@ -156,11 +156,16 @@ void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
  * 798 points) a GEMM / conv point cost 0.26-0.85 s on average up to 512
  * accumulators a work-group (tm x tn x wx x wy) and 5.4 s at 1024 (up to
  * 10.8 s; none of those 13 was faster), where tm x tn alone separated them
- * less (1.18 s at 512, 0.53 s at 256). So: GEMM / conv and Winograd tm x tn
- * x wx x wy, class 1 past 512 (else 0); Winograd off is the implicit-GEMM
- * conv at its default tiles (class 2); depthwise vw x rh outputs a
- * work-item, class 1 for the printed kernel (its tiles tied to one
- * point). */
+ * less (1.18 s at 512, 0.53 s at 256). So: GEMM / conv tm x tn x wx x wy,
+ * class 1 past 512 (else 0). Winograd and depthwise points cost about the
+ * same whatever their tiles (ResNet-18's 128 Winograd points 0.75-1.23 s
+ * on average from 16 to 4096 accumulators a work-group, none over 2 s;
+ * MobileNetV2's depthwise points at most 0.4 s): one size, so a
+ * prediction is their class's measured cost and never a power law's
+ * extrapolation (one measured size read as cost ~ size predicted 25 s for
+ * a 1 s Winograd point); the class: Winograd on (0) or off (2: the
+ * implicit-GEMM conv at its default tiles), the depthwise template (0) or
+ * the printed kernel (1). */
 static double group_tile(const int32_t* v) {
   double x = 1;
   for (int32_t i = 0; i < 4; ++i) x *= v[i] > 0 ? v[i] : 1;
@@ -176,13 +181,8 @@ void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_til
     *size = group_tile(g);
     *cls = *size > 512;
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD && (x->n == 5 || x->n == 6)) {
-    const bool off = x->n == 6 && v[5] == 0 && t->alt && t->alt->tiles.n == 8;
-    const int32_t* a = off ? t->alt->tiles.v : v;
-    const int32_t g[4] = {a[0], a[1], off ? a[3] : a[2], off ? a[4] : a[3]};
-    *size = group_tile(g);
-    *cls = off ? 2 : *size > 512;
+    *cls = x->n == 6 && v[5] == 0 ? 2 : 0;
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && (x->n == 3 || x->n == 4)) {
-    *size = (double)(v[0] > 0 ? v[0] : 1) * (double)(v[1] > 0 ? v[1] : 1);
     *cls = x->n == 4 && v[3] == 0;
   }
 }

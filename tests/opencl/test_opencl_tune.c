@@ -649,19 +649,32 @@ static void test_dear_features(void) {
   CHECK(size == 1024 && cls == 1);
   kiln_opencl_tune_features(&conv, &small, &size, &cls);
   CHECK(size == 256 && cls == 0);
-  /* Winograd: its own tile, or off (the conv's default tiles, class 2) */
+  /* Winograd: one size whatever the tiles (PoCL's cost does not grow with
+   * them); on class 0, off class 2 */
   kiln_template_t alt = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {4, 32, 8, 2, 2, 64, 1, 1}}};
   kiln_template_t wino = {.kind = KILN_TEMPLATE_WINOGRAD, .alt = &alt, .tiles = {.n = 6, .v = {16, 8, 2, 2, 16, 1}}};
   kiln_opencl_tune_features(&wino, &wino.tiles, &size, &cls);
-  CHECK(size == 512 && cls == 0);
-  kiln_template_tiles_t off = wino.tiles;
+  CHECK(size == 1 && cls == 0);
+  kiln_template_tiles_t wbig = wino.tiles, off = wino.tiles;
+  wbig.v[0] = 32;
+  wbig.v[3] = 4;
+  kiln_opencl_tune_features(&wino, &wbig, &size, &cls);
+  CHECK(size == 1 && cls == 0);
   off.v[5] = 0;
   kiln_opencl_tune_features(&wino, &off, &size, &cls);
-  CHECK(size == 512 && cls == 2);
-  /* depthwise: outputs a work-item; the printed kernel a class of its own */
+  CHECK(size == 1 && cls == 2);
+  /* so a Winograd point of a kernel whose one point cost 1 s is predicted
+   * at 1 s, not extrapolated in its tiles */
+  kiln_tune_costs_t wb = {0};
+  kiln_tune_cost_t wc = {.group = 0, .kind = KILN_TEMPLATE_WINOGRAD, .cls = 0, .size = 1, .cost_s = 1.0, .q = 1.1,
+                         .tiles = wino.tiles};
+  CHECK_OK(kiln_tune_costs_add(&wb, &wc));
+  CHECK_NEAR(kiln_tune_predict_cost(&wb, 0, KILN_TEMPLATE_WINOGRAD, 0, 1), 1.0, 1e-9);
+  kiln_tune_costs_free(&wb);
+  /* depthwise: one size; the printed kernel a class of its own */
   kiln_template_t dw = {.kind = KILN_TEMPLATE_DEPTHWISE, .tiles = {.n = 4, .v = {8, 2, 64, 1}}};
   kiln_opencl_tune_features(&dw, &dw.tiles, &size, &cls);
-  CHECK(size == 16 && cls == 0);
+  CHECK(size == 1 && cls == 0);
   kiln_template_tiles_t printed = dw.tiles;
   printed.v[3] = 0;
   kiln_opencl_tune_features(&dw, &printed, &size, &cls);
