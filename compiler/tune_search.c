@@ -188,7 +188,7 @@ static kiln_status_t remember(group_t* g, const kiln_template_tiles_t* x) {
 }
 
 /* The target's cost features of point |x| of |g| (tiles_features); false
- * where it has none (the CPU, OpenCL): then no draw is dear. */
+ * where it has none (the CPU): then no draw is dear. */
 static bool features(const tuner_t* t, const group_t* g, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
   if (t->cpu || !g->rep || !t->set.tiles_features) return false;
   t->set.tiles_features(g->rep, x, size, cls);

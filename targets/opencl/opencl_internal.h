@@ -242,6 +242,12 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
  * .tiles_hints (Winograd off first). */
 void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* tiles);
 int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap);
+/* A point's cost features (kiln_template_set_t.tiles_features): GEMM /
+ * conv tm x tn x wx x wy accumulators a work-group, class 1 past 512;
+ * Winograd and depthwise one size (their cost does not grow with their
+ * tiles on PoCL), class 2 for Winograd off, 1 for the printed depthwise
+ * kernel (opencl_tune.c). */
+void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls);
 
 /* The tiles recorded in |t| for a GEMM or conv (gemm), Winograd (wino) or
  * depthwise (dw) instance of kernel |name|. INVALID_ARGUMENT when the

@@ -232,6 +232,8 @@ void kiln_opencl_templates(const kiln_opencl_template_options_t* o, kiln_templat
       .tiles_check = kiln_opencl_tune_check,
       .tiles_tie = kiln_opencl_tune_tie,
       .tiles_hints = kiln_opencl_tune_hints,
+      /* the skip of dear draws (compiler/tune_dear.h) */
+      .tiles_features = kiln_opencl_tune_features,
       /* QLinearConv / QLinearMatMul: kernels/opencl/q8.cl (no loop limit) */
       .q8 = true,
       /* Winograd on or off per conv, a knob of `kiln tune` */

@@ -149,6 +149,44 @@ void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   for (int32_t i = 0; i < 5; ++i) x->v[i] = d[i];
 }
 
+/* What a point's driver compile grows with, for the tuner's skip of dear
+ * draws (compiler/tune_dear.h). On PoCL a point's cost is mostly the first
+ * launch, where LLVM compiles the work-group function, which holds every
+ * work-item's unrolled tile: in two MobileNetV2 4-minute tunes (load 8-12,
+ * 798 points) a GEMM / conv point cost 0.26-0.85 s on average up to 512
+ * accumulators a work-group (tm x tn x wx x wy) and 5.4 s at 1024 (up to
+ * 10.8 s; none of those 13 was faster), where tm x tn alone separated them
+ * less (1.18 s at 512, 0.53 s at 256). So: GEMM / conv tm x tn x wx x wy,
+ * class 1 past 512 (else 0). Winograd and depthwise points cost about the
+ * same whatever their tiles (ResNet-18's 128 Winograd points 0.75-1.23 s
+ * on average from 16 to 4096 accumulators a work-group, none over 2 s;
+ * MobileNetV2's depthwise points at most 0.4 s): one size, so a
+ * prediction is their class's measured cost and never a power law's
+ * extrapolation (one measured size read as cost ~ size predicted 25 s for
+ * a 1 s Winograd point); the class: Winograd on (0) or off (2: the
+ * implicit-GEMM conv at its default tiles), the depthwise template (0) or
+ * the printed kernel (1). */
+static double group_tile(const int32_t* v) {
+  double x = 1;
+  for (int32_t i = 0; i < 4; ++i) x *= v[i] > 0 ? v[i] : 1;
+  return x;
+}
+
+void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_tiles_t* x, double* size, int32_t* cls) {
+  const int32_t* v = x->v;
+  *size = 1;
+  *cls = 0;
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 8) {
+    const int32_t g[4] = {v[0], v[1], v[3], v[4]}; /* tm, tn, wx, wy */
+    *size = group_tile(g);
+    *cls = *size > 512;
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && (x->n == 5 || x->n == 6)) {
+    *cls = x->n == 6 && v[5] == 0 ? 2 : 0;
+  } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && (x->n == 3 || x->n == 4)) {
+    *cls = x->n == 4 && v[3] == 0;
+  }
+}
+
 int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* out, int32_t cap) {
   /* GEMM and conv: the default's neighbours, one knob one step, the local
    * size (wx, wy) first, then the work-item's tile (tm, tn) and the K

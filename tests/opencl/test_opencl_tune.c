@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "compiler/tune.h"
+#include "compiler/tune_dear.h"
 #include "compiler/tune_micro.h"
 #include "graph_harness.h"
 #include "lowering/fuse.h"
@@ -588,7 +589,140 @@ done:
   kiln_device_release(dev);
 }
 
+/* The dear-draw skip on OpenCL (kiln_template_set_t.tiles_features,
+ * compiler/tune_dear.h): a point's size and class from its knobs (GEMM /
+ * conv accumulators a work-group, class 1 past 512; Winograd off and the
+ * printed depthwise kernel classes of their own), and the draw that asks
+ * the dear rule of a step from the best point's class into the
+ * 1024-accumulator one, skips it where that class's point cost PoCL 10 s,
+ * and measures a step within the class unasked. */
+typedef struct {
+  const kiln_tune_costs_t* book;
+  const kiln_template_t* t;
+  const kiln_template_tiles_t* allowed;
+  double left_s;
+  int32_t asked, skipped;
+} ocl_draws_t;
+
+static bool ocl_usable(void* c, const kiln_template_tiles_t* x) {
+  const ocl_draws_t* d = c;
+  return x->n == d->allowed->n && !memcmp(x->v, d->allowed->v, sizeof(int32_t) * (size_t)x->n) &&
+         !kiln_opencl_tune_check(d->t, x, NULL);
+}
+
+static bool ocl_cls(void* c, const kiln_template_tiles_t* x, int32_t* cls) {
+  const ocl_draws_t* d = c;
+  double size = 0;
+  kiln_opencl_tune_features(d->t, x, &size, cls);
+  return size > 0;
+}
+
+static bool ocl_dear(void* c, const kiln_template_tiles_t* x, const char* from) {
+  ocl_draws_t* d = c;
+  double size = 0, pred = 0;
+  int32_t cls = 0, by = -1;
+  kiln_opencl_tune_features(d->t, x, &size, &cls);
+  d->asked++;
+  const bool dear = kiln_tune_dear_why(d->book, 0, d->t->kind, cls, size, d->left_s, &pred, &by) != NULL;
+  d->skipped += dear;
+  (void)from;
+  return dear;
+}
+
+static void test_dear_features(void) {
+  const kiln_template_set_t* set = NULL;
+  kiln_template_set_t s;
+  kiln_program_templates(kiln_target_find("opencl"), &s);
+  set = &s;
+  CHECK(set->tiles_features == kiln_opencl_tune_features);
+  /* a MobileNetV2 1x1 conv's best point on PoCL: 8 x 32 accumulators a
+   * work-item, 2 work-items */
+  kiln_template_t conv = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {8, 32, 16, 2, 1, 96, 2, 4}}};
+  double size = 0;
+  int32_t cls = -1;
+  kiln_opencl_tune_features(&conv, &conv.tiles, &size, &cls);
+  CHECK(size == 512 && cls == 0);
+  kiln_template_tiles_t big = conv.tiles, small = conv.tiles;
+  big.v[0] = 16;  /* tm: 16 x 32 x 2 */
+  small.v[3] = 1; /* wx: 8 x 32 x 1 */
+  kiln_opencl_tune_features(&conv, &big, &size, &cls);
+  CHECK(size == 1024 && cls == 1);
+  kiln_opencl_tune_features(&conv, &small, &size, &cls);
+  CHECK(size == 256 && cls == 0);
+  /* Winograd: one size whatever the tiles (PoCL's cost does not grow with
+   * them); on class 0, off class 2 */
+  kiln_template_t alt = {.kind = KILN_TEMPLATE_CONV, .tiles = {.n = 8, .v = {4, 32, 8, 2, 2, 64, 1, 1}}};
+  kiln_template_t wino = {.kind = KILN_TEMPLATE_WINOGRAD, .alt = &alt, .tiles = {.n = 6, .v = {16, 8, 2, 2, 16, 1}}};
+  kiln_opencl_tune_features(&wino, &wino.tiles, &size, &cls);
+  CHECK(size == 1 && cls == 0);
+  kiln_template_tiles_t wbig = wino.tiles, off = wino.tiles;
+  wbig.v[0] = 32;
+  wbig.v[3] = 4;
+  kiln_opencl_tune_features(&wino, &wbig, &size, &cls);
+  CHECK(size == 1 && cls == 0);
+  off.v[5] = 0;
+  kiln_opencl_tune_features(&wino, &off, &size, &cls);
+  CHECK(size == 1 && cls == 2);
+  /* so a Winograd point of a kernel whose one point cost 1 s is predicted
+   * at 1 s, not extrapolated in its tiles */
+  kiln_tune_costs_t wb = {0};
+  kiln_tune_cost_t wc = {.group = 0, .kind = KILN_TEMPLATE_WINOGRAD, .cls = 0, .size = 1, .cost_s = 1.0, .q = 1.1,
+                         .tiles = wino.tiles};
+  CHECK_OK(kiln_tune_costs_add(&wb, &wc));
+  CHECK_NEAR(kiln_tune_predict_cost(&wb, 0, KILN_TEMPLATE_WINOGRAD, 0, 1), 1.0, 1e-9);
+  kiln_tune_costs_free(&wb);
+  /* depthwise: one size; the printed kernel a class of its own */
+  kiln_template_t dw = {.kind = KILN_TEMPLATE_DEPTHWISE, .tiles = {.n = 4, .v = {8, 2, 64, 1}}};
+  kiln_opencl_tune_features(&dw, &dw.tiles, &size, &cls);
+  CHECK(size == 1 && cls == 0);
+  kiln_template_tiles_t printed = dw.tiles;
+  printed.v[3] = 0;
+  kiln_opencl_tune_features(&dw, &printed, &size, &cls);
+  CHECK(cls == 1);
+
+  /* the book of a PoCL tune: class-0 points about half a second, one
+   * 1024-accumulator point 10 s and slower than the default */
+  kiln_tune_costs_t b = {0};
+  const double c0[4][2] = {{128, 0.5}, {256, 0.4}, {256, 0.5}, {128, 0.45}};
+  for (int32_t i = 0; i < 4; ++i) {
+    kiln_tune_cost_t c = {.group = 0, .kind = KILN_TEMPLATE_CONV, .cls = 0, .size = c0[i][0], .cost_s = c0[i][1],
+                          .q = 1.05, .tiles = conv.tiles};
+    CHECK_OK(kiln_tune_costs_add(&b, &c));
+  }
+  kiln_tune_cost_t c1 = {.group = 0, .kind = KILN_TEMPLATE_CONV, .cls = 1, .size = 1024, .cost_s = 10.0, .q = 1.47,
+                         .tiles = big};
+  c1.tiles.v[5] = 128;
+  CHECK_OK(kiln_tune_costs_add(&b, &c1));
+  kiln_template_space_t sp;
+  CHECK(kiln_opencl_tune_space(&conv, &sp));
+  int32_t next = 0;
+  uint64_t rng = 88172645463325252ull;
+  ocl_draws_t d = {.book = &b, .t = &conv, .allowed = &big, .left_s = 8};
+  const char* from = NULL;
+  kiln_tune_draw_t dr = {.space = &sp, .next_hint = &next, .best = &conv.tiles, .local = true, .rng = &rng,
+                         .ctx = &d, .usable = ocl_usable, .dear = ocl_dear, .cls = ocl_cls, .from = &from};
+  kiln_template_tiles_t x;
+  /* the step into class 1 (tm 8 -> 16): asked, and dear */
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_ONLY_DEAR);
+  CHECK(d.asked > 0 && d.skipped == d.asked);
+  /* measured once its class's point was faster and time allows */
+  b.e[4].q = 0.9;
+  d.left_s = 1000;
+  d.asked = d.skipped = 0;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[0] == 16 && from && !strcmp(from, "step") && d.skipped == 0);
+  /* a step within the default's class: drawn unasked, however dear */
+  b.e[4].q = 1.47;
+  d.left_s = 0.01;
+  d.allowed = &small;
+  d.asked = d.skipped = 0;
+  CHECK(kiln_tune_draw(&dr, &x) == KILN_TUNE_DRAWN);
+  CHECK(x.v[3] == 1 && from && !strcmp(from, "step") && d.asked == 0);
+  kiln_tune_costs_free(&b);
+}
+
 int main(void) {
+  RUN(test_dear_features);
   RUN(test_closing_reuses_points);
   RUN(test_winograd_switch);
   RUN(test_depthwise_switch);
