@@ -87,11 +87,14 @@ const char* kiln_tune_dear_why(const kiln_tune_costs_t* b, int32_t group, int32_
   if (*pred > KILN_TUNE_DEAR_SHARE * left_s) return "dear: over half the search time left for each kernel";
   /* the same region of the kernel's space measured no faster than the
    * default and out of proportion already: a larger point of it will not
-   * be cheaper, and its speed was not there */
+   * be cheaper, and its speed was not there. The law fitted to the class
+   * must agree that the region is that dear: one slow build among cheap
+   * points of a class (PoCL: a 2.5 s point among 0.1 s ones skipped 30
+   * cheap draws of a kernel) is noise, not a region. */
   for (int32_t i = 0; i < b->n; ++i) {
     const kiln_tune_cost_t* c = &b->e[i];
     if (c->group == group && c->cls == cls && c->size <= size && c->q >= 1 &&
-        c->cost_s > KILN_TUNE_DEAR_RATIO * med) {
+        c->cost_s > KILN_TUNE_DEAR_RATIO * med && c->cost_s <= KILN_TUNE_DEAR_RATIO * *pred) {
       *by = i;
       return "dominated: a point of its class no larger was slower and as dear";
     }

@@ -322,8 +322,35 @@ static void test_seed_never_skipped(void) {
   CHECK(!has_seed);
 }
 
+/* One slow build among cheap points of a class (PoCL's shape of it: 0.1 s
+ * points, one of 2.5 s that lost) does not make the class's larger draws
+ * dominated: the law fitted to the class predicts them cheap. A region
+ * measured dear throughout still is. */
+static void test_outlier_not_dominating(void) {
+  kiln_tune_costs_t b = {0};
+  const double cheap[8] = {0.01, 0.02, 0.04, 0.08, 0.012, 0.018, 0.045, 0.07}; /* about in proportion */
+  for (int i = 0; i < 8; ++i) add(&b, 0, 0, 64 << (i % 4), cheap[i], 0.9);
+  add(&b, 0, 0, 256, 2.5, 1.2);
+  double pred = 0;
+  int32_t by = 0;
+  const char* why = kiln_tune_dear_why(&b, 0, CONV, 0, 1024, 1000, &pred, &by);
+  CHECK_MSG(!why, "a cheap draw skipped: %s (predicted %.3f s, by %d)", why ? why : "", pred, (int)by);
+  /* out of proportion to the median (0.04 s), far below the slow point */
+  CHECK_MSG(pred > 3 * 0.04 && pred < 2.5 / 3, "predicted %.3f s", pred);
+  kiln_tune_costs_free(&b);
+  /* the region dear throughout: dominated as before */
+  kiln_tune_costs_t r = {0};
+  for (int i = 0; i < 4; ++i) add(&r, 0, 0, 64, 0.01, 0.9);
+  add(&r, 0, 1, 256, 2.0, 1.2);
+  add(&r, 0, 1, 512, 4.0, 1.3);
+  why = kiln_tune_dear_why(&r, 0, CONV, 1, 1024, 1000, &pred, &by);
+  CHECK(why && strstr(why, "dominated"));
+  kiln_tune_costs_free(&r);
+}
+
 int main(void) {
   RUN(test_dear_skipped);
+  RUN(test_outlier_not_dominating);
   RUN(test_uses_measured_costs);
   RUN(test_hints_and_steps_never_skipped);
   RUN(test_nothing_dear_nothing_skipped);
