@@ -47,12 +47,16 @@ kiln_opencl_wino_tiles_t kiln_opencl_wino_tiles_for(const kiln_template_conv_t* 
   return t;
 }
 
-/* F(4x4) where it measured faster than F(2x2) on PoCL: planes of 28 x 28
- * and more (ResNet-18, kernel ms a run, F(2x2) -> F(4x4): 56x56 1.75 ->
+/* F(4x4) where it measured faster than F(2x2) on PoCL: f32 planes of 28 x
+ * 28 and more (ResNet-18, kernel ms a run, F(2x2) -> F(4x4): 56x56 1.75 ->
  * 1.44, 28x28 1.72 -> 1.30; but 14x14 2.14 -> 2.31 and 7x7 3.66 -> 5.07,
  * where a row of 4 tiles pads to whole groups of four: 7x7 computes 2 x 4
- * tiles for 2 x 2) */
+ * tiles for 2 x 2). f16 buffers keep F(2x2): F(4x4) reads and writes them
+ * element by element (not measured faster; it would add its kernels to the
+ * fp16 cold start, 19.9 s of the 20 s goal). */
 static bool f4_wins(const kiln_template_conv_t* c) {
+  for (int32_t j = 0; j < c->n_params && j < KILN_TEMPLATE_CONV_MAX_PARAMS; ++j)
+    if (c->f16[j]) return false;
   return c->oh >= 28 && c->ow >= 28;
 }
 

@@ -200,6 +200,17 @@ static void test_winograd4(void) {
     }
   }
   fixture_free(&f);
+  /* the default rule: F(4x4) on f32 planes of 28 x 28 and more */
+  unsetenv("KILN_OPENCL_WINO_TILES");
+  kiln_template_conv_t c = {.M = 64, .C = 64, .oh = 28, .ow = 28, .batch = 1, .n_params = 3};
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 4);
+  c.ow = 27;
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 2);
+  c.ow = 56, c.f16[1] = true; /* an f16 buffer: F(2x2) */
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 2);
+  setenv("KILN_OPENCL_WINOGRAD", "f4", 1);
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 4);
+  unsetenv("KILN_OPENCL_WINOGRAD");
   /* f 3 is no output tile: the override is ignored */
   setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16,3", 1);
   if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
