@@ -54,6 +54,7 @@
  *   TM TN WX WY CB  tiles: channels per item, tiles per item (vector width:
  *                   1, 2, 4, 8 or 16; TN * WX a multiple of 4), items per
  *                   group, channels per slice
+ *   CF4 CU0       1: F(4x4, 3x3) (below; U after CU0 words), 0: F(2x2)
  *   CRT           0: the sizes above are macros; 1: run-time shapes, read
  *                 from the kernel's last parameter KS (CM CC CPLANE CQ2 CHO
  *                 CWO, then the epilogue's strides: opencl_winograd.c), so
@@ -70,8 +71,13 @@
 #define KW_RT_DECL
 #define KW_LANES
 #endif
-#define KW_TH ((CHO + 1) / 2)
-#define KW_TW ((CWO + 1) / 2)
+#if CF4
+#define KW_F 4
+#else
+#define KW_F 2
+#endif
+#define KW_TH ((CHO + KW_F - 1) / KW_F)
+#define KW_TW ((CWO + KW_F - 1) / KW_F)
 #define KW_TWP ((KW_TW + 3) / 4 * 4)
 #define KW_NT (KW_TH * KW_TWP)
 #define KW_BT (TN * WX)
@@ -96,10 +102,12 @@
 #define KW_LD(h, p, i) KW_CAT(KW_LD_, h)(p, i)
 #if CX_F16
 #define KW_TX half
+#define KW_LD16(p) vload_half16(0, (p))
 #define KW_LD8(p) vload_half8(0, (p))
 #define KW_LD2(p) vload_half2(0, (p))
 #else
 #define KW_TX float
+#define KW_LD16(p) vload16(0, (p))
 #define KW_LD8(p) vload8(0, (p))
 #define KW_LD2(p) vload2(0, (p))
 #endif
@@ -121,6 +129,7 @@
 #define KW_ST(v, p, i) ((p)[i] = (v))
 #endif
 
+#if !CF4
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
   __local float Vs[16 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
   KW_RT_DECL
@@ -325,6 +334,188 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   }
 }
 
+#endif /* !CF4 */
+
+#if CF4
+/* F(4x4, 3x3) (CF4 1; points 0, +-1, +-2): 4x4 output tiles from 6x6
+ * patches at rows 4ty.., columns 4tx..,
+ *   Y_tile = A^T [ sum_c U_c .* (B^T d_c B) ] A
+ * with B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+ * 0 2 -1 -2 1 0; 0 4 0 -5 0 1] and A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1]: 36 GEMMs, 36 multiply-adds per tile and
+ * channel for 16 outputs (2.25 an output against F(2x2)'s 4). U is
+ * lowering's KILN_TEMPLATE_W_WINOGRAD4 constant (the one the Vulkan
+ * instance reads): KW_U0 words of the conv's sizes, then a channel's 36
+ * positions together, U[KW_U0 + ((mb * KW_CP + c) * 36 + xi) * TM + i].
+ * The same work-group shape, __local patches (36 positions), private
+ * partial sums, zeros past the plane and stores inside Y as F(2x2);
+ * f16 buffers are read and written element by element. */
+#define KW_U0 CU0
+/* B^T x over six values (x0..x5) into y0..y5 */
+#define KW_BT6(y, x)                                    \
+  do {                                                  \
+    y[0] = 4.0f * x[0] - 5.0f * x[2] + x[4];            \
+    y[1] = x[3] + x[4] - 4.0f * (x[1] + x[2]);          \
+    y[2] = x[4] - x[3] + 4.0f * (x[1] - x[2]);          \
+    y[3] = x[4] - x[2] + 2.0f * (x[3] - x[1]);          \
+    y[4] = x[4] - x[2] + 2.0f * (x[1] - x[3]);          \
+    y[5] = 4.0f * x[1] - 5.0f * x[3] + x[5];            \
+  } while (0)
+/* A^T m over six values into o0..o3 */
+#define KW_AT6(o, m)                                    \
+  do {                                                  \
+    o[0] = m[0] + m[1] + m[2] + m[3] + m[4];            \
+    o[1] = (m[1] - m[2]) + 2.0f * (m[3] - m[4]);        \
+    o[2] = (m[1] + m[2]) + 4.0f * (m[3] + m[4]);        \
+    o[3] = (m[1] - m[2]) + 8.0f * (m[3] - m[4]) + m[5]; \
+  } while (0)
+
+__kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
+  __local float Vs[36 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
+  KW_RT_DECL
+  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+  const int lid = ty * WX + tx;
+  const int t0 = (int)get_group_id(0) * KW_BT;
+  const int mb = (int)get_group_id(1) * WY + ty; /* this item's block of TM channels */
+  const int bz = (int)get_group_id(2);
+  const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
+  const __global KW_WT* ub = W + KW_U0 + (long)mb * KW_CP * 36 * TM;
+  KW_VT acc[36][TM];
+#if CRT
+  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];
+  for (int q = 0; q < KW_BT / 4; ++q) {
+    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * 4;
+    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * 4;
+  }
+#define KW_R0(tl, t) kw_r0[(tl) / 4]
+#define KW_S0(tl, t) kw_s0[(tl) / 4]
+#else
+#define KW_R0(tl, t) (((t) / KW_TWP) * 4)
+#define KW_S0(tl, t) (((t) % KW_TWP) * 4)
+#endif
+  for (int c0 = 0; c0 < CC; c0 += CB) {
+    /* input transform of CB channels x BT tiles, four tiles of a row at a
+     * time (their patches are columns 4j.. of 18 consecutive columns) */
+    for (int e = lid; e < CB * (KW_BT / 4); e += WX * WY) {
+      const int cl = e / (KW_BT / 4), tl = (e % (KW_BT / 4)) * 4;
+      const int c = c0 + cl, t = t0 + tl;
+      float4 d[6][6]; /* d[r][s]: row r, column s of the four patches */
+      const int r0 = KW_R0(tl, t), s0 = KW_S0(tl, t);
+      const __global KW_TX* src = xb + (long)c * CPLANE + r0 * CQ2 + s0;
+      if ((c < CC) & (t < KW_NT) & (r0 + 6 <= CHO + 2) & (s0 + 18 <= CWO + 2)) {
+#pragma unroll
+        for (int r = 0; r < 6; ++r) {
+          const float16 a = KW_LD16(src + r * CQ2);
+          const float2 b = KW_LD2(src + r * CQ2 + 16);
+          d[r][0] = a.s048c;
+          d[r][1] = a.s159d;
+          d[r][2] = a.s26ae;
+          d[r][3] = a.s37bf;
+          d[r][4] = (float4)(a.s48c, b.s0);
+          d[r][5] = (float4)(a.s59d, b.s1);
+        }
+      } else {
+        /* the plane's edge (or past the tiles, or the channels): zeros
+         * outside the valid rows and columns */
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+          for (int s = 0; s < 6; ++s)
+#pragma unroll
+            for (int l = 0; l < 4; ++l) {
+              const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + 4 * l + s < CWO + 2);
+              ((float*)&d[r][s])[l] = in ? KW_LD(CX_F16, src, r * CQ2 + 4 * l + s) : 0.0f;
+            }
+      }
+      float4 u[6][6]; /* B^T d */
+#pragma unroll
+      for (int s = 0; s < 6; ++s) {
+        float4 x[6], y[6];
+#pragma unroll
+        for (int r = 0; r < 6; ++r) x[r] = d[r][s];
+        KW_BT6(y, x);
+#pragma unroll
+        for (int r = 0; r < 6; ++r) u[r][s] = y[r];
+      }
+      __local float* vs = Vs + cl * KW_BT + tl;
+#pragma unroll
+      for (int r = 0; r < 6; ++r) { /* (B^T d) B */
+        float4 y[6];
+        KW_BT6(y, u[r]);
+#pragma unroll
+        for (int s = 0; s < 6; ++s) vstore4(y[s], 0, vs + (r * 6 + s) * CB * KW_BT);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* the 36 GEMMs of this slice on TM channels x TN tiles */
+    const __local float* vp = Vs + tx * TN;
+    for (int xi = 0; xi < 36; ++xi) {
+      KW_VT a[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = c0 == 0 ? (KW_VT)(0.0f) : acc[xi][i];
+      const __global KW_WT* up = ub + ((long)c0 * 36 + xi) * TM;
+      const __local float* vx = vp + xi * CB * KW_BT;
+#pragma unroll 4
+      for (int c = 0; c < CB; ++c) {
+        const KW_VT v = KW_VLOAD(vx + c * KW_BT);
+#pragma unroll
+        for (int i = 0; i < TM; ++i) a[i] = fma((KW_VT)(KW_LD(CW_F16, up, c * 36 * TM + i)), v, a[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) acc[xi][i] = a[i];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  /* output transform A^T acc A, bias, epilogue, stores */
+  __global KW_TY* yb = Y + (long)bz * CM * KW_CP_OUT;
+  for (int i = 0; i < TM; ++i) {
+    const int m = mb * TM + i;
+    if (m >= CM) break;
+    KW_EPI_PRE(bz, m);
+    KW_VT w[4][6]; /* A^T acc */
+#pragma unroll
+    for (int s = 0; s < 6; ++s) {
+      KW_VT x[6], y[4];
+#pragma unroll
+      for (int r = 0; r < 6; ++r) x[r] = acc[r * 6 + s][i];
+      KW_AT6(y, x);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) w[r][s] = y[r];
+    }
+    KW_VT o[4][4]; /* (A^T acc) A */
+#pragma unroll
+    for (int r = 0; r < 4; ++r) KW_AT6(o[r], w[r]);
+#if CHAS_BIAS
+    const float bias = KW_LD(CC_F16, BIAS, m);
+#else
+    const float bias = 0.0f;
+#endif
+    KW_LANES
+    for (int l = 0; l < TN; ++l) {
+      const int t = t0 + tx * TN + l;
+      if (t >= KW_NT) break;
+      const int oy0 = (t / KW_TWP) * 4, ox0 = (t % KW_TWP) * 4;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int oy = oy0 + r, ox = ox0 + s;
+          if ((oy < CHO) & (ox < CWO)) {
+            const int p = oy * CWO + ox;
+            float v = KW_LANE(o[r][s], l) + bias;
+            KW_EPI(v, bz, m, p, KW_SLOAD, KW_SLOADH);
+            KW_ST(v, yb, (long)m * KW_CP_OUT + p);
+          }
+        }
+    }
+  }
+}
+#undef KW_U0
+#undef KW_BT6
+#undef KW_AT6
+#endif /* CF4 */
+
+#undef KW_F
 #undef KW_TH
 #undef KW_TW
 #undef KW_TWP
@@ -343,6 +534,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #undef KW_LD_1
 #undef KW_LD
 #undef KW_TX
+#undef KW_LD16
 #undef KW_LD8
 #undef KW_LD2
 #undef KW_WT

@@ -146,19 +146,32 @@ extern const char kiln_cl_winograd[];
 extern const size_t kiln_cl_winograd_len;
 
 /* Tiles of winograd.cl: TM channels x TN tiles per item (TN the vector
- * width), WX x WY items per group, CB input channels per slice. */
+ * width), WX x WY items per group, CB input channels per slice, F the
+ * output tile: 2 F(2x2, 3x3) (weights KILN_TEMPLATE_W_WINOGRAD) or 4
+ * F(4x4, 3x3) (KILN_TEMPLATE_W_WINOGRAD4). */
 typedef struct kiln_opencl_wino_tiles_s {
-  int32_t tm, tn, wx, wy, cb;
+  int32_t tm, tn, wx, wy, cb, f;
 } kiln_opencl_wino_tiles_t;
 
-/* Tiles for |c|; KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb" overrides them. */
+/* Tiles for |c| (F by the measured rule, or KILN_OPENCL_WINOGRAD=f2|f4);
+ * KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb[,f]" overrides them. */
 kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c);
+/* The default tiles of F(f x f) for |c| (f 2 or 4), no override. */
+kiln_opencl_wino_tiles_t kiln_opencl_wino_tiles_for(const kiln_template_conv_t* c, int32_t f);
+/* Output tiles of |c| at F(f x f) as winograd.cl numbers them (rows of
+ * tiles padded to whole groups of four). */
+int64_t kiln_opencl_wino_ntiles(const kiln_template_conv_t* c, int32_t f);
+/* NULL when |t| suits winograd.cl (tn a power of two <= 16, tn x wx a
+ * multiple of 4, f 2 or 4, the private accumulators within budget), else
+ * why not. */
+const char* kiln_opencl_wino_tiles_check(const kiln_opencl_wino_tiles_t* t);
 
 void kiln_opencl_wino_launch(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t, int64_t groups[3],
                              int64_t local[3]);
 
 /* Appends the instance named |name| (its weights transformed by lowering:
- * KILN_TEMPLATE_W_WINOGRAD, lowering/template_weights.c). */
+ * KILN_TEMPLATE_W_WINOGRAD, or _W_WINOGRAD4 with t->f 4,
+ * lowering/template_weights.c). */
 kiln_status_t kiln_opencl_wino_print(const kiln_template_conv_t* c, const kiln_opencl_wino_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
 /* The same with run-time shapes when |ks| is not NULL (as

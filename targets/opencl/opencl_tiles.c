@@ -7,7 +7,7 @@
 #include "targets/opencl/opencl_internal.h"
 
 /* Record orders: GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
- * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec (the typedefs' field order). */
+ * tm,tn,wx,wy,cb,f; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec (the typedefs' field order). */
 static kiln_template_tiles_t record(const int32_t* v, int32_t n) {
   kiln_template_tiles_t r = {.n = n};
   for (int32_t i = 0; i < n; ++i) r.v[i] = v[i];
@@ -34,7 +34,7 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
     }
     case KILN_TEMPLATE_WINOGRAD: {
       const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
-      t->tiles = record((const int32_t[]){w.tm, w.tn, w.wx, w.wy, w.cb}, 5);
+      t->tiles = record((const int32_t[]){w.tm, w.tn, w.wx, w.wy, w.cb, w.f}, 6);
       break;
     }
     case KILN_TEMPLATE_DEPTHWISE: {
@@ -56,7 +56,8 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
 
 /* conv.cl reads W in blocks of BM = TM*WY*MM channels, K slices of BK and
  * micro-panels of TM; winograd.cl U in groups of TM*WY channels, panels of
- * TM, input-channel slices of CB. */
+ * TM, input-channel slices of CB, F(2x2) or F(4x4) as the tiles say (a
+ * tuned point may change it). */
 void kiln_opencl_template_weight_blocks(kiln_template_t* t) {
   const int32_t* v = t->tiles.v;
   kiln_template_weights_t* w = &t->weights;
@@ -65,11 +66,12 @@ void kiln_opencl_template_weight_blocks(kiln_template_t* t) {
     w->block = (int64_t)v[0] * v[4] * v[6];
     w->slice = v[5];
     w->panel = v[0];
-  } else if (w->layout == KILN_TEMPLATE_W_WINOGRAD && t->kind == KILN_TEMPLATE_WINOGRAD &&
-             (t->tiles.n == 5 || (t->tiles.n == 6 && t->alt))) {
+  } else if ((w->layout == KILN_TEMPLATE_W_WINOGRAD || w->layout == KILN_TEMPLATE_W_WINOGRAD4) &&
+             t->kind == KILN_TEMPLATE_WINOGRAD && (t->tiles.n == 6 || (t->tiles.n == 7 && t->alt))) {
     w->block = (int64_t)v[0] * v[3];
     w->slice = v[4];
     w->panel = v[0];
+    w->layout = v[5] == 4 ? KILN_TEMPLATE_W_WINOGRAD4 : KILN_TEMPLATE_W_WINOGRAD;
   }
 }
 
@@ -88,7 +90,7 @@ static kiln_status_t laid_out(const kiln_template_t* t, const char* kind, const 
   kiln_template_t g = *t;
   kiln_opencl_template_weight_blocks(&g);
   if (!t->weights.laid_out || g.weights.block != t->weights.block || g.weights.slice != t->weights.slice ||
-      g.weights.panel != t->weights.panel)
+      g.weights.panel != t->weights.panel || g.weights.layout != t->weights.layout)
     return kiln_make_status(KILN_INVALID_ARGUMENT,
                             "opencl: kernel '%s': its %s weights are not laid out for its tiles "
                             "(kiln_template_weights_lay_out after choosing them)",
@@ -105,11 +107,11 @@ kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* na
 }
 
 kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out) {
-  /* the switch entry after the five (kiln_template_set_t.winograd_switch):
+  /* the switch entry after the six (kiln_template_set_t.winograd_switch):
    * 1 is this instance, 0 its implicit-GEMM alternative in its place */
-  if (!(t->tiles.n == 6 && t->alt && t->tiles.v[5] == 1)) KILN_RETURN_IF_ERROR(want(t, 5, "winograd", name));
+  if (!(t->tiles.n == 7 && t->alt && t->tiles.v[6] == 1)) KILN_RETURN_IF_ERROR(want(t, 6, "winograd", name));
   const int32_t* v = t->tiles.v;
-  *out = (kiln_opencl_wino_tiles_t){v[0], v[1], v[2], v[3], v[4]};
+  *out = (kiln_opencl_wino_tiles_t){v[0], v[1], v[2], v[3], v[4], v[5]};
   return laid_out(t, "Winograd", name);
 }
 

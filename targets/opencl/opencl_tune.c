@@ -6,7 +6,7 @@
  * and a tuned point can only replace them after it measured faster.
  *
  * Record orders (opencl_tiles.c): GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn;
- * Winograd tm,tn,wx,wy,cb (and the switch, 1 on / 0 off, where it has an
+ * Winograd tm,tn,wx,wy,cb,f (and the switch, 1 on / 0 off, where it has an
  * implicit-GEMM alternative); depthwise vw,rh,wg (and the switch, 1 the
  * template / 0 the printed kernel, with kiln_template_set_t.
  * depthwise_switch). */
@@ -20,11 +20,11 @@
 
 #define KNOB KILN_TEMPLATE_KNOB
 
-/* A Winograd record: tm,tn,wx,wy,cb and, where the instance has an
- * implicit-GEMM alternative (kiln_template_set_t.winograd_switch), the
- * switch (1 on, 0 off). */
+/* A Winograd record: tm,tn,wx,wy,cb,f (2 F(2x2, 3x3), 4 F(4x4, 3x3))
+ * and, where the instance has an implicit-GEMM alternative
+ * (kiln_template_set_t.winograd_switch), the switch (1 on, 0 off). */
 static bool wino_record(const kiln_template_t* t) {
-  return t->tiles.n == 5 || (t->tiles.n == 6 && t->alt != NULL);
+  return t->tiles.n == 6 || (t->tiles.n == 7 && t->alt != NULL);
 }
 
 bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out) {
@@ -46,16 +46,19 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       return true;
     case KILN_TEMPLATE_WINOGRAD:
       if (!wino_record(t)) return false;
-      out->version = t->tiles.n == 6 ? "opencl.winograd.2" : "opencl.winograd.1";
+      /* .3: f added (.1 and .2, without it, are no longer read) */
+      out->version = t->tiles.n == 7 ? "opencl.winograd.3" : "opencl.winograd.3-noswitch";
       KNOB(out, "tm", d[0], 4, 8, 16, 32);
       KNOB(out, "tn", d[1], 4, 8, 16);
       KNOB(out, "wx", d[2], 1, 2, 4);
       KNOB(out, "wy", d[3], 1, 2, 4, 8);
       KNOB(out, "cb", d[4], 8, 16, 32, 64);
+      /* the output tile: F(2x2) or F(4x4) (weights W_WINOGRAD4) */
+      KNOB(out, "f", d[5], 2, 4);
       /* 1 Winograd, 0 the implicit-GEMM conv (t->alt) with its default
        * tiles and weights (bench/opencl_winograd.py: Winograd about even
        * or slower with few tiles and channels) */
-      if (t->tiles.n == 6) KNOB(out, "wino", d[5], 0, 1);
+      if (t->tiles.n == 7) KNOB(out, "wino", d[6], 0, 1);
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
       if (t->tiles.n != 3 && t->tiles.n != 4) return false;
@@ -93,7 +96,7 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
                                    const kiln_template_limits_t* lim) {
   const int32_t* v = x->v;
   /* (a Winograd record's switch is 0 or 1, checked below) */
-  const int32_t n_tiles = (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 6) || (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4)
+  const int32_t n_tiles = (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 7) || (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4)
                              ? x->n - 1
                              : x->n;
   for (int32_t i = 0; i < n_tiles; ++i)
@@ -109,12 +112,12 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
     }
     case KILN_TEMPLATE_WINOGRAD: {
       if (x->n != t->tiles.n || !wino_record(t))
-        return "a Winograd record has 5 tiles, and the switch where the instance has an implicit-GEMM alternative";
-      if (x->n == 6 && v[5] != 0 && v[5] != 1) return "winograd: the switch is 0 (implicit GEMM) or 1 (Winograd)";
-      const int64_t tm = v[0], tn = v[1], wx = v[2], wy = v[3], cb = v[4];
-      if (!pow2_upto16(v[1]) || (tn * wx) % 4) return "tn must be 1, 2, 4, 8 or 16 and tn x wx a multiple of 4";
-      if (tm * tn > PRIVATE_TILE_MAX) return "tm x tn accumulators past the private budget";
-      return fits(lim, wx * wy, (uint64_t)(16 * cb * tn * wx));
+        return "a Winograd record has 6 tiles, and the switch where the instance has an implicit-GEMM alternative";
+      if (x->n == 7 && v[6] != 0 && v[6] != 1) return "winograd: the switch is 0 (implicit GEMM) or 1 (Winograd)";
+      const kiln_opencl_wino_tiles_t w = {v[0], v[1], v[2], v[3], v[4], v[5]};
+      const char* bad = kiln_opencl_wino_tiles_check(&w);
+      if (bad) return bad;
+      return fits(lim, (int64_t)w.wx * w.wy, (uint64_t)((w.f == 4 ? 36 : 16) * (int64_t)w.cb * w.tn * w.wx));
     }
     case KILN_TEMPLATE_DEPTHWISE: {
       if (x->n != t->tiles.n || (x->n != 3 && x->n != 4))
@@ -143,10 +146,10 @@ void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
     return;
   }
   /* Winograd off: its tiles do not matter, its defaults stand for all */
-  if (t->kind != KILN_TEMPLATE_WINOGRAD || x->n != 6 || x->v[5] != 0) return;
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || x->n != 7 || x->v[6] != 0) return;
   const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
-  const int32_t d[5] = {w.tm, w.tn, w.wx, w.wy, w.cb};
-  for (int32_t i = 0; i < 5; ++i) x->v[i] = d[i];
+  const int32_t d[6] = {w.tm, w.tn, w.wx, w.wy, w.cb, w.f};
+  for (int32_t i = 0; i < 6; ++i) x->v[i] = d[i];
 }
 
 /* What a point's driver compile grows with, for the tuner's skip of dear
@@ -222,10 +225,14 @@ int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     return n;
   }
   /* Winograd off first: one point that says whether the transform pays
-   * for this shape (PoCL: 0.9-1.0x with few tiles and channels) */
-  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 6 || !t->alt || cap < 1) return 0;
+   * for this shape (PoCL: 0.9-1.0x with few tiles and channels), then the
+   * other output tile, F(4x4) or F(2x2), at its default tiles */
+  if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 7 || !t->alt || cap < 1) return 0;
   out[0] = t->tiles;
-  out[0].v[5] = 0;
+  out[0].v[6] = 0;
   kiln_opencl_tune_tie(t, &out[0]);
-  return 1;
+  if (cap < 2) return 1;
+  const kiln_opencl_wino_tiles_t o = kiln_opencl_wino_tiles_for(&t->conv, t->tiles.v[5] == 4 ? 2 : 4);
+  out[1] = (kiln_template_tiles_t){.n = 7, .v = {o.tm, o.tn, o.wx, o.wy, o.cb, o.f, 1}};
+  return 2;
 }

@@ -43,7 +43,15 @@ static int expect_shared = -1; /* instances printed once for an identical earlie
 static int expect_min_shared = 0; /* at least this many of them (template variants) */
 static const char* expect_text = NULL; /* in the source of every template variant (NULL: any) */
 static const char* refuse_text = NULL; /* in none of them (NULL: any) */
+/* the output tile, in the source of every variant with a Winograd
+ * instance: "F(2x2" or "F(4x4" (NULL: any) */
+static const char* wino_tile = NULL;
 static int expect_printed_shared = -1; /* printed kernels calling an earlier one of the same text (-1: any) */
+
+/* atol of the comparisons (x the largest output): F(4x4)'s transforms'
+ * points +-2 scale the f32 rounding up (1e-4, as the Vulkan F(4x4) tests;
+ * a wrong tile or mask is off by the outputs' scale) */
+static double check_atol = 1e-5;
 
 static void check_graph(gb_t* b, const char* what, int templated, int wino) {
   if (!CHECK_OK(b->st)) goto done;
@@ -88,6 +96,13 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       if (variant != 1 && expect_text)
         CHECK_MSG(strstr(prog->code.text, expect_text) != NULL, "%s (%s): no '%s' in the source", what,
                   variants[variant], expect_text);
+      if (n_wino > 0 && wino_tile) {
+        char want_tile[64], other[64];
+        snprintf(want_tile, sizeof want_tile, "kiln winograd %s,3x3)", wino_tile);
+        snprintf(other, sizeof other, "kiln winograd %s,3x3)", strcmp(wino_tile, "F(4x4") ? "F(4x4" : "F(2x2");
+        CHECK_MSG(strstr(prog->code.text, want_tile) && !strstr(prog->code.text, other),
+                  "%s (%s): not '%s' alone in the source", what, variants[variant], want_tile);
+      }
       if (variant != 1 && refuse_text)
         CHECK_MSG(!strstr(prog->code.text, refuse_text), "%s (%s): '%s' in the source", what, variants[variant],
                   refuse_text);
@@ -100,7 +115,7 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       if (want_wino >= 0)
         CHECK_MSG(n_wino == want_wino, "%s (%s): %d winograd instances, expected %d", what, variants[variant],
                   (int)n_wino, want_wino);
-      CHECK_MSG((n_wino > 0) == (strstr(prog->code.text, "kiln winograd F(2x2,3x3)") != NULL),
+      CHECK_MSG((n_wino > 0) == (strstr(prog->code.text, "kiln winograd F(") != NULL),
                 "%s (%s): %d winograd instances but the source %s one", what, variants[variant], (int)n_wino,
                 n_wino > 0 ? "has no" : "has");
       memset(got, 0, sizeof got);
@@ -117,7 +132,8 @@ static void check_graph(gb_t* b, const char* what, int templated, int wino) {
       }
       if (CHECK_OK(run_on_device(prog, b->feeds, got))) {
         bool ok = true;
-        for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
+        for (int o = 0; o < b->g->n_outputs; ++o)
+          ok = close_enough_tol(&got[o], &want[o], 1e-4, check_atol, label, NULL) && ok;
         printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
       } else {
         fprintf(stderr, "  case: %s\n", label);
@@ -188,6 +204,7 @@ static void conv_case(const ccase_t* c) {
 }
 
 static void test_conv_shapes(void) {
+  setenv("KILN_OPENCL_WINOGRAD", "f2", 1); /* F(2x2)'s edges; F(4x4) in test_winograd4 */
   static const ccase_t cases[] = {
       /* what, n, c, m, h, w, k, s, d, pads, group, bias, epi, templated, wino */
       {"3x3 s1 p1 bias relu", 1, 16, 32, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
@@ -219,10 +236,54 @@ static void test_conv_shapes(void) {
       {"3x3 groups 2 (printed)", 1, 8, 8, 10, 10, 3, 1, 1, {1, 1, 1, 1}, 2, true, 1, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
+  unsetenv("KILN_OPENCL_WINOGRAD");
 }
 
 /* Two convs reading one weight initializer: each instance's layout must
  * hold for the other's reads too (or the constant stays shared as it is). */
+/* F(4x4, 3x3) (KILN_OPENCL_WINOGRAD=f4: every Winograd instance, U the
+ * W_WINOGRAD4 constant lowering makes for Vulkan): planes of whole and
+ * partial 4x4 tiles (56x56, 14x14, 7x7, 5x5, 13x11, 11x11 unpadded),
+ * batch 2, bias, residual Add + Relu, Clip. */
+static void test_winograd4(void) {
+  static const ccase_t cases[] = {
+      /* what, n, c, m, h, w, k, s, d, pads, group, bias, epi, templated, wino */
+      {"F(4x4) 56x56 bias relu", 1, 16, 24, 56, 56, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+      {"F(4x4) 14x14 batch 2 residual", 2, 32, 40, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1, 1},
+      {"F(4x4) 7x7 C 256 M 256 residual", 1, 256, 256, 7, 7, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1, 1},
+      /* (this 5x5 conv gets no conv template on the GPU plan here: printed, any) */
+      {"F(4x4) 5x5 C 256 M 256 residual", 1, 256, 256, 5, 5, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, -1, -1},
+      {"F(4x4) 13x11 batch 2 residual", 2, 24, 20, 13, 11, 3, 1, 1, {1, 1, 1, 1}, 1, true, 3, 1, 1},
+      {"F(4x4) 13x11 C 40 M 72 clip", 1, 40, 72, 13, 11, 3, 1, 1, {1, 1, 1, 1}, 1, false, 2, 1, 1},
+      {"F(4x4) p0 11x11 batch 2", 2, 128, 24, 11, 11, 3, 1, 1, {0, 0, 0, 0}, 1, false, 0, 1, 1},
+  };
+  setenv("KILN_OPENCL_WINOGRAD", "f4", 1);
+  wino_tile = "F(4x4";
+  check_atol = 1e-4;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) conv_case(&cases[i]);
+  /* and F(2x2) asked for: none of F(4x4) */
+  setenv("KILN_OPENCL_WINOGRAD", "f2", 1);
+  wino_tile = "F(2x2";
+  check_atol = 1e-5;
+  conv_case(&cases[0]);
+  unsetenv("KILN_OPENCL_WINOGRAD");
+  /* the default rule (opencl_winograd.c): F(4x4) on planes of 28 x 28 and
+   * more, F(2x2) below */
+  static const ccase_t rule[] = {
+      {"rule: 28x28 F(4x4)", 1, 16, 24, 28, 28, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+      {"rule: 28x27 F(2x2)", 1, 16, 24, 28, 27, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+      {"rule: 14x14 F(2x2)", 1, 256, 256, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
+  };
+  wino_tile = "F(4x4";
+  check_atol = 1e-4;
+  conv_case(&rule[0]);
+  wino_tile = "F(2x2";
+  check_atol = 1e-5;
+  conv_case(&rule[1]);
+  conv_case(&rule[2]);
+  wino_tile = NULL;
+}
+
 static void test_shared_weights(void) {
   gb_t b;
   gb_init(&b);
@@ -336,6 +397,7 @@ int main(void) {
   RUN(test_printed_shared);
   RUN(test_runtime_shapes);
   RUN(test_conv_shapes);
+  RUN(test_winograd4);
   RUN(test_shared_weights);
   RUN(test_identical_instances);
   kiln_device_release(dev);

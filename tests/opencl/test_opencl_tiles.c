@@ -101,12 +101,13 @@ static float packed_at(const kiln_template_conv_t* c, const float* w, int64_t m,
 
 static void test_winograd(void) {
   unsetenv("KILN_OPENCL_WINO_TILES");
+  setenv("KILN_OPENCL_WINOGRAD", "f2", 1); /* F(2x2)'s U below; F(4x4) in test_winograd4 */
   fixture_t f;
   if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
     kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
     if (expect(t != NULL, "no Winograd instance for a 16 -> 32 channel 3x3 conv at 14x14")) {
       const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv);
-      CHECK(same_tiles(&t->tiles, 6, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, 1}));
+      CHECK(same_tiles(&t->tiles, 7, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, d.f, 1}));
       CHECK(t->weights.layout == KILN_TEMPLATE_W_WINOGRAD && t->weights.laid_out);
       CHECK(t->weights.block == (int64_t)d.tm * d.wy && t->weights.slice == d.cb && t->weights.panel == d.tm);
       const int32_t w = t->weights.buffer;
@@ -152,7 +153,7 @@ static void test_winograd(void) {
   setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16", 1);
   if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
     const kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
-    CHECK(t && same_tiles(&t->tiles, 6, (const int32_t[]){8, 8, 1, 2, 16, 1}) && t->weights.block == 16 &&
+    CHECK(t && same_tiles(&t->tiles, 7, (const int32_t[]){8, 8, 1, 2, 16, 2, 1}) && t->weights.block == 16 &&
           t->weights.slice == 16 && t->weights.panel == 8);
     if (t) check_program_weights(f.plan, t->weights.buffer, "winograd, tiles from the environment");
   }
@@ -163,8 +164,58 @@ static void test_winograd(void) {
     unsetenv("KILN_OPENCL_WINO_TILES");
     if (expect(t != NULL, "no instance")) {
       const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv);
-      CHECK(same_tiles(&t->tiles, 6, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, 1}));
+      CHECK(same_tiles(&t->tiles, 7, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, d.f, 1}));
     }
+  }
+  unsetenv("KILN_OPENCL_WINO_TILES");
+  unsetenv("KILN_OPENCL_WINOGRAD");
+  fixture_free(&f);
+}
+
+/* F(4x4, 3x3) (tiles "...,4"): lowering's W_WINOGRAD4 constant, the conv's
+ * sizes first, then U with a channel's 36 positions together: U[0] =
+ * g[0][0] / 16, U[35] = g[2][2]; the tiles' f picks the layout. */
+static void test_winograd4(void) {
+  setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16,4", 1);
+  fixture_t f;
+  if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
+    kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
+    if (expect(t != NULL, "no Winograd instance for a 16 -> 32 channel 3x3 conv at 14x14")) {
+      CHECK(same_tiles(&t->tiles, 7, (const int32_t[]){8, 8, 1, 2, 16, 4, 1}));
+      CHECK(t->weights.layout == KILN_TEMPLATE_W_WINOGRAD4 && t->weights.laid_out);
+      CHECK(t->weights.block == 16 && t->weights.slice == 16 && t->weights.panel == 8);
+      const kiln_plan_buffer_t* pb = &f.plan->buffers[t->weights.buffer];
+      const int64_t tm = 8, mp = 32, cp = 16, u0 = KILN_TEMPLATE_WINO4_SIZES;
+      CHECK(pb->buf->rank == 1 && pb->buf->shape[0] == mp * 36 * cp + u0);
+      const float* g = pb->before_layout.value.data;
+      const float* u = pb->value.data;
+      CHECK(g && u && u[0] == 32 && u[1] == 16 && u[2] == 14 && u[3] == 14); /* M C oh ow */
+      for (int64_t m = 0; g && m < 32; m += 7)
+        for (int64_t ch = 0; ch < 16; ch += 5) {
+          const int64_t base = u0 + (((m / tm) * cp + ch) * 36) * tm + m % tm;
+          CHECK_NEAR(u[base], packed_at(&t->conv, g, m, ch * 9 + 0) / 16, 1e-6);
+          CHECK_NEAR(u[base + 35 * tm], packed_at(&t->conv, g, m, ch * 9 + 8), 1e-6);
+        }
+      check_program_weights(f.plan, t->weights.buffer, "winograd F(4x4)");
+    }
+  }
+  fixture_free(&f);
+  /* the default rule: F(4x4) on f32 planes of 28 x 28 and more */
+  unsetenv("KILN_OPENCL_WINO_TILES");
+  kiln_template_conv_t c = {.M = 64, .C = 64, .oh = 28, .ow = 28, .batch = 1, .n_params = 3};
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 4);
+  c.ow = 27;
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 2);
+  c.ow = 56, c.f16[1] = true; /* an f16 buffer: F(2x2) */
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 2);
+  setenv("KILN_OPENCL_WINOGRAD", "f4", 1);
+  CHECK(kiln_opencl_wino_default_tiles(&c).f == 4);
+  unsetenv("KILN_OPENCL_WINOGRAD");
+  /* f 3 is no output tile: the override is ignored */
+  setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16,3", 1);
+  if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
+    const kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
+    CHECK(t && !(t->tiles.v[0] == 8 && t->tiles.v[1] == 8 && t->tiles.v[4] == 16));
   }
   unsetenv("KILN_OPENCL_WINO_TILES");
   fixture_free(&f);
@@ -279,6 +330,7 @@ static void test_convert_refused(void) {
 
 int main(void) {
   RUN(test_winograd);
+  RUN(test_winograd4);
   RUN(test_conv_tiles);
   RUN(test_tuner_flow);
   RUN(test_convert_refused);

@@ -228,8 +228,10 @@ out:
 
 /* Winograd on or off per conv (kiln_template_set_t.winograd_switch): the
  * model's 3x3 conv is a Winograd instance whose record ends in the switch
- * (space opencl.winograd.2, knob "wino" 0/1, 1 the default); switch values
- * other than 0 and 1 are refused; an off point is tied to one point; a
+ * (space opencl.winograd.3, knob "f" 2/4 the output tile before it, knob
+ * "wino" 0/1, 1 the default); switch values other than 0 and 1 and tiles
+ * other than 2 and 4 are refused; an off point is tied to one point, the
+ * first hint, the other output tile the second; a
  * cache record with the switch off puts the implicit-GEMM conv (its
  * default tiles, its own weight layout) in the kernel's place, whose
  * program computes what the default's does, and the module records the
@@ -260,27 +262,37 @@ static void test_winograd_switch(void) {
   if (wk < 0) goto out;
   const kiln_template_t* w = pt->kernels[wk].tmpl;
   kiln_template_space_t sp;
-  CHECK(set.space(w, &sp) && sp.n_knobs == 6 && !strcmp(sp.version, "opencl.winograd.2"));
-  CHECK(!strcmp(sp.knobs[5].name, "wino") && sp.knobs[5].n == 2 && w->tiles.v[5] == 1);
+  CHECK(set.space(w, &sp) && sp.n_knobs == 7 && !strcmp(sp.version, "opencl.winograd.3"));
+  CHECK(!strcmp(sp.knobs[6].name, "wino") && sp.knobs[6].n == 2 && w->tiles.v[6] == 1);
+  CHECK(!strcmp(sp.knobs[5].name, "f") && sp.knobs[5].n == 2 && (w->tiles.v[5] == 2 || w->tiles.v[5] == 4));
   CHECK(w->alt && w->alt->kind == KILN_TEMPLATE_CONV && w->alt->alt == w && w->alt->tiles.n == 8);
   CHECK(set.tiles_check(w, &w->tiles, &where.limits) == NULL);
   kiln_template_tiles_t x = w->tiles;
-  x.v[5] = 2;
+  x.v[6] = 2;
   CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
-  x.v[5] = -1;
+  x.v[6] = -1;
   CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
   x = w->tiles;
-  x.n = 5;
+  x.v[5] = 3;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  /* F(4x4) with F(2x2)'s largest private tile: 36 x 16 x 16 sums */
+  x.v[5] = 4, x.v[0] = 16, x.v[1] = 16;
+  CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
+  x = w->tiles;
+  x.n = 6;
   CHECK(set.tiles_check(w, &x, &where.limits) != NULL);
   /* off: one point for every tile choice, the first hint */
   kiln_template_tiles_t off = w->tiles, off2 = w->tiles;
-  off.v[5] = off2.v[5] = 0;
+  off.v[6] = off2.v[6] = 0;
   off2.v[0] = off2.v[0] == 4 ? 8 : 4;
+  off2.v[5] = off2.v[5] == 4 ? 2 : 4;
   set.tiles_tie(w, &off);
   set.tiles_tie(w, &off2);
   CHECK(memcmp(off.v, off2.v, sizeof off.v) == 0 && set.tiles_check(w, &off, &where.limits) == NULL);
   kiln_template_tiles_t h[4];
-  CHECK(set.tiles_hints(w, h, 4) == 1 && memcmp(h[0].v, off.v, sizeof off.v) == 0);
+  CHECK(set.tiles_hints(w, h, 4) == 2 && memcmp(h[0].v, off.v, sizeof off.v) == 0);
+  CHECK(h[1].n == 7 && h[1].v[6] == 1 && h[1].v[5] == (w->tiles.v[5] == 4 ? 2 : 4) &&
+        set.tiles_check(w, &h[1], &where.limits) == NULL);
 
   /* the instance alone, off against its default (on) */
   kiln_tune_micro_t m;
@@ -321,7 +333,7 @@ static void test_winograd_switch(void) {
     CHECK_MSG(marked == 1, "%d kernels marked tuned", (int)marked);
   }
   /* and on again: the Winograd instance back, the same outputs */
-  forced.r[0].tiles.v[5] = 1;
+  forced.r[0].tiles = w->tiles;
   forced.r[0].tiles.v[0] = w->tiles.v[0] == 8 ? 4 : 8;
   if (CHECK_OK(kiln_tune_choose(pt, &set, &forced, &where, stderr, &rep))) {
     CHECK(rep.tuned == 1 && pt->kernels[wk].tmpl->kind == KILN_TEMPLATE_WINOGRAD);
