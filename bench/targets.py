@@ -13,7 +13,8 @@ the median over the rounds of its per-round medians. The first round also
 checks the result against the reference interpreter (--check-ref) and is
 where a cold driver compiles (PoCL: minutes for ResNet-18; its cache makes
 later sessions sub-second); it is not timed in the figures unless --rounds
-is 1. Prints, per model,
+is 1. Prints the host CPU (its model name, family and model: ratios to the CPU
+backend differ between hosts), then per model,
   targets resnet18: cpu 20.1 ms, opencl 34.2 ms (1.70x cpu)
 and exits non-zero only when a run fails or a result does not match.
 
@@ -72,6 +73,27 @@ def latency(kiln, model, target, precision, repeat, check):
     return float(m.group(1))
 
 
+def host_cpu():
+    """The host CPU as /proc/cpuinfo names it, with its family and model: a ratio to
+    the CPU backend depends on it (an EPYC of family 25, Zen 4, runs the backend's
+    AVX-512 code at half the width a family-26 one, Zen 5, does; lavapipe's 256-bit
+    code runs about alike on both)."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
+    except OSError:
+        return "unknown (no /proc/cpuinfo)"
+    flags = set(info.get("flags", "").split())
+    simd = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+    return (f"{info.get('model name', '?')}, family {info.get('cpu family', '?')} "
+            f"model {info.get('model', '?')}, {simd}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kiln", required=True)
@@ -97,6 +119,7 @@ def main():
         return t if precisions == ["fp32"] else f"{t} {p}"
     rows = []
     failed = False
+    print(f"targets host: {host_cpu()}", flush=True)
     for name in [n for n in a.names.split(",") if n]:
         model = f"{a.models}/{name}.onnx"
         per = {tp: [] for tp in runs}
