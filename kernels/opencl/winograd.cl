@@ -129,6 +129,59 @@
 #define KW_ST(v, p, i) ((p)[i] = (v))
 #endif
 
+/* Shared by the two bodies below (KW_F apart: F(2x2) or F(4x4)).
+ * KW_TILE_ORIGINS: with run-time sizes, the first row and column of each
+ * group of four tiles, divided out once per work-item instead of per
+ * element of every slice (a division by a run-time value costs tens of
+ * cycles, by a constant a multiply); KW_R0 / KW_S0 read them. */
+#if CRT
+#define KW_TILE_ORIGINS                        \
+  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];      \
+  for (int q = 0; q < KW_BT / 4; ++q) {        \
+    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * KW_F; \
+    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * KW_F; \
+  }
+#define KW_R0(tl, t) kw_r0[(tl) / 4]
+#define KW_S0(tl, t) kw_s0[(tl) / 4]
+#else
+#define KW_TILE_ORIGINS
+#define KW_R0(tl, t) (((t) / KW_TWP) * KW_F)
+#define KW_S0(tl, t) (((t) % KW_TWP) * KW_F)
+#endif
+/* d[P][P] (P = KW_F + 2; row r, column s of four tiles' patches, lane l
+ * tile t + l) where the patches cross the plane's edge, the tiles or the
+ * channels: zeros outside the valid rows and columns */
+#define KW_EDGE_PATCH(d)                                                                                \
+  _Pragma("unroll") for (int r = 0; r < KW_F + 2; ++r)                                                 \
+  _Pragma("unroll") for (int s = 0; s < KW_F + 2; ++s)                                                 \
+  _Pragma("unroll") for (int l = 0; l < 4; ++l) {                                                      \
+    const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + KW_F * l + s < CWO + 2); \
+    ((float*)&(d)[r][s])[l] = in ? KW_LD(CX_F16, src, r * CQ2 + KW_F * l + s) : 0.0f;                 \
+  }
+#if CHAS_BIAS
+#define KW_BIAS_OF(m) KW_LD(CC_F16, BIAS, (m))
+#else
+#define KW_BIAS_OF(m) 0.0f
+#endif
+/* channel m's outputs o[KW_F][KW_F] (TN lanes: the work-item's tiles) plus
+ * |bias|, through the epilogue, stored inside Y (KW_ST: float or half) */
+#define KW_STORE_TILES(o, bias)                                      \
+  KW_LANES for (int l = 0; l < TN; ++l) {                            \
+    const int t = t0 + tx * TN + l;                                  \
+    if (t >= KW_NT) break;                                           \
+    const int oy0 = (t / KW_TWP) * KW_F, ox0 = (t % KW_TWP) * KW_F;  \
+    _Pragma("unroll") for (int r = 0; r < KW_F; ++r)                 \
+    _Pragma("unroll") for (int s = 0; s < KW_F; ++s) {               \
+      const int oy = oy0 + r, ox = ox0 + s;                          \
+      if ((oy < CHO) & (ox < CWO)) {                                 \
+        const int p = oy * CWO + ox;                                 \
+        float v = KW_LANE((o)[r][s], l) + (bias);                    \
+        KW_EPI(v, bz, m, p, KW_SLOAD, KW_SLOADH);                    \
+        KW_ST(v, yb, (long)m * KW_CP_OUT + p);                       \
+      }                                                              \
+    }                                                                \
+  }
+
 #if !CF4
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KILN_WINO_SIGNATURE) {
   __local float Vs[16 * CB * KW_BT]; /* Vs[(xi * CB + c) * BT + t] */
@@ -141,21 +194,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
   const __global KW_WT* ub = W + (long)mb * 16 * KW_CP * TM;
   KW_VT acc[16][TM];
-#if CRT
-  /* the first row and column of each group of four tiles, divided out once
-   * per work-item instead of per element of every slice (a division by a
-   * run-time value costs tens of cycles, by a constant a multiply) */
-  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];
-  for (int q = 0; q < KW_BT / 4; ++q) {
-    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * 2;
-    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * 2;
-  }
-#define KW_R0(tl, t) kw_r0[(tl) / 4]
-#define KW_S0(tl, t) kw_s0[(tl) / 4]
-#else
-#define KW_R0(tl, t) (((t) / KW_TWP) * 2)
-#define KW_S0(tl, t) (((t) % KW_TWP) * 2)
-#endif
+  KW_TILE_ORIGINS
   for (int c0 = 0; c0 < CC; c0 += CB) {
     /* input transform of CB channels x BT tiles, four tiles of a row at a
      * time (their patches are columns 2j.. of 10 consecutive columns) */
@@ -195,17 +234,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
         }
 #endif
       } else {
-        /* the plane's edge (or past the tiles, or the channels): zeros
-         * outside the valid rows and columns */
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int s = 0; s < 4; ++s)
-#pragma unroll
-            for (int l = 0; l < 4; ++l) {
-              const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + 2 * l + s < CWO + 2);
-              ((float*)&d[r][s])[l] = in ? KW_LD(CX_F16, src, r * CQ2 + 2 * l + s) : 0.0f;
-            }
+        KW_EDGE_PATCH(d);
       }
       float4 u[4][4]; /* B^T d */
 #pragma unroll
@@ -277,11 +306,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
       o[r][0] = w[r][0] + w[r][1] + w[r][2];
       o[r][1] = w[r][1] - w[r][2] - w[r][3];
     }
-#if CHAS_BIAS
-    const float bias = KW_LD(CC_F16, BIAS, m);
-#else
-    const float bias = 0.0f;
-#endif
+    const float bias = KW_BIAS_OF(m);
 #if CY_F16
     /* f16 Y: the epilogue lane by lane, then each 2x2 position's TN outputs
      * rounded to f16 with one vector conversion and stored as 16-bit words
@@ -312,24 +337,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
         }
       }
 #else
-    KW_LANES
-    for (int l = 0; l < TN; ++l) {
-      const int t = t0 + tx * TN + l;
-      if (t >= KW_NT) break;
-      const int oy0 = (t / KW_TWP) * 2, ox0 = (t % KW_TWP) * 2;
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const int oy = oy0 + r, ox = ox0 + s;
-          if ((oy < CHO) & (ox < CWO)) {
-            const int p = oy * CWO + ox;
-            float v = KW_LANE(o[r][s], l) + bias;
-            KW_EPI(v, bz, m, p, KW_SLOAD, KW_SLOADH);
-            KW_ST(v, yb, (long)m * KW_CP_OUT + p);
-          }
-        }
-    }
+    KW_STORE_TILES(o, bias);
 #endif
   }
 }
@@ -381,18 +389,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
   const __global KW_TX* xb = XP + (long)bz * CC * CPLANE;
   const __global KW_WT* ub = W + KW_U0 + (long)mb * KW_CP * 36 * TM;
   KW_VT acc[36][TM];
-#if CRT
-  int kw_r0[KW_BT / 4], kw_s0[KW_BT / 4];
-  for (int q = 0; q < KW_BT / 4; ++q) {
-    kw_r0[q] = ((t0 + q * 4) / KW_TWP) * 4;
-    kw_s0[q] = ((t0 + q * 4) % KW_TWP) * 4;
-  }
-#define KW_R0(tl, t) kw_r0[(tl) / 4]
-#define KW_S0(tl, t) kw_s0[(tl) / 4]
-#else
-#define KW_R0(tl, t) (((t) / KW_TWP) * 4)
-#define KW_S0(tl, t) (((t) % KW_TWP) * 4)
-#endif
+  KW_TILE_ORIGINS
   for (int c0 = 0; c0 < CC; c0 += CB) {
     /* input transform of CB channels x BT tiles, four tiles of a row at a
      * time (their patches are columns 4j.. of 18 consecutive columns) */
@@ -415,17 +412,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
           d[r][5] = (float4)(a.s59d, b.s1);
         }
       } else {
-        /* the plane's edge (or past the tiles, or the channels): zeros
-         * outside the valid rows and columns */
-#pragma unroll
-        for (int r = 0; r < 6; ++r)
-#pragma unroll
-          for (int s = 0; s < 6; ++s)
-#pragma unroll
-            for (int l = 0; l < 4; ++l) {
-              const bool in = (c < CC) & (t + l < KW_NT) & (r0 + r < CHO + 2) & (s0 + 4 * l + s < CWO + 2);
-              ((float*)&d[r][s])[l] = in ? KW_LD(CX_F16, src, r * CQ2 + 4 * l + s) : 0.0f;
-            }
+        KW_EDGE_PATCH(d);
       }
       float4 u[6][6]; /* B^T d */
 #pragma unroll
@@ -485,29 +472,8 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
     KW_VT o[4][4]; /* (A^T acc) A */
 #pragma unroll
     for (int r = 0; r < 4; ++r) KW_AT6(o[r], w[r]);
-#if CHAS_BIAS
-    const float bias = KW_LD(CC_F16, BIAS, m);
-#else
-    const float bias = 0.0f;
-#endif
-    KW_LANES
-    for (int l = 0; l < TN; ++l) {
-      const int t = t0 + tx * TN + l;
-      if (t >= KW_NT) break;
-      const int oy0 = (t / KW_TWP) * 4, ox0 = (t % KW_TWP) * 4;
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const int oy = oy0 + r, ox = ox0 + s;
-          if ((oy < CHO) & (ox < CWO)) {
-            const int p = oy * CWO + ox;
-            float v = KW_LANE(o[r][s], l) + bias;
-            KW_EPI(v, bz, m, p, KW_SLOAD, KW_SLOADH);
-            KW_ST(v, yb, (long)m * KW_CP_OUT + p);
-          }
-        }
-    }
+    const float bias = KW_BIAS_OF(m);
+    KW_STORE_TILES(o, bias);
   }
 }
 #undef KW_U0
@@ -545,3 +511,7 @@ __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void KILN_WINO_NAME(KI
 #undef KW_LANES
 #undef KW_R0
 #undef KW_S0
+#undef KW_TILE_ORIGINS
+#undef KW_EDGE_PATCH
+#undef KW_BIAS_OF
+#undef KW_STORE_TILES
