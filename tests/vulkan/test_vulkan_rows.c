@@ -177,29 +177,48 @@ static kiln_compiler_t* compile_dumped(const char* model, const char* precision,
   return c;
 }
 
+/* What check_mode, check_ln and check_red set up alike: KILN_VULKAN_FEATURES
+ * |hide| and KILN_SPIRV_ROWS |rows| (NULL: unset), the mode's name in
+ * |mode| (after |what|), and whether the device then reports subgroup
+ * arithmetic and ballot; false where no device opened. */
+static bool set_mode(const char* what, const char* hide, const char* rows, char* mode, size_t len, bool* arith,
+                     bool* ballot) {
+  snprintf(mode, len, "%sfeatures %s, rows %s", what, hide ? hide : "all", rows ? rows : "default");
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
+  kiln_device_t* d = NULL;
+  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return false;
+  *arith = d->info.subgroup_arith;
+  *ballot = d->info.subgroup_ballot;
+  kiln_device_release(d);
+  return true;
+}
+
+/* |model| compiled as compile_dumped does, its kernels dumped in a folder
+ * of its own named by |tag|, |hide| and |rows| */
+static kiln_compiler_t* compile_mode(const char* tag, const char* model, const char* hide, const char* rows,
+                                     char** glsl) {
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/%sdump-%s-%s", g_dir, tag, hide ? hide : "all", rows ? rows : "default");
+  CHECK(mkdir(dump, 0755) == 0);
+  return compile_dumped(model, NULL, dump, glsl);
+}
+
 /* |hide|: KILN_VULKAN_FEATURES (NULL: unset); |rows|: KILN_SPIRV_ROWS (NULL: unset);
  * whether the device must then report subgroup arithmetic and the row
  * instances the compile must print. */
 static void check_mode(const char* hide, const char* rows, bool arith, int want) {
   char mode[128];
-  snprintf(mode, sizeof mode, "features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
-  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
-  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
-  kiln_device_t* d = NULL;
-  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
-  const bool has = d->info.subgroup_arith, ballot = d->info.subgroup_ballot;
-  kiln_device_release(d);
+  bool has = false, ballot = false;
+  if (!set_mode("", hide, rows, mode, sizeof mode, &has, &ballot)) return;
   if (hide) {
     CHECK_MSG(has == arith && ballot, "%s: device reports subgroup arithmetic %d, ballot %d", mode, has, ballot);
   } else if (!has) {
     printf("  (this device has no subgroup arithmetic in compute: no row instances expected)\n");
     want = 0;
   }
-  char dump[600];
-  snprintf(dump, sizeof dump, "%s/dump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
-  CHECK(mkdir(dump, 0755) == 0);
   char* glsl = NULL;
-  kiln_compiler_t* c = compile_dumped(g_model, NULL, dump, &glsl);
+  kiln_compiler_t* c = compile_mode("", g_model, hide, rows, &glsl);
   if (c) {
     if (glsl) {
       const int n = kiln_test_count(glsl, "// kiln rows '");
@@ -445,19 +464,11 @@ static void ln_run(const void* data, size_t len, const char* mode) {
  * instances (all of them LayerNorm) */
 static void check_ln(const char* hide, const char* rows, int want) {
   char mode[128];
-  snprintf(mode, sizeof mode, "layernorm: features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
-  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
-  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
-  kiln_device_t* d = NULL;
-  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
-  const bool has = d->info.subgroup_arith;
-  kiln_device_release(d);
+  bool has = false, ballot = false;
+  if (!set_mode("layernorm: ", hide, rows, mode, sizeof mode, &has, &ballot)) return;
   if (!hide && !has) want = 0;
-  char dump[600];
-  snprintf(dump, sizeof dump, "%s/lndump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
-  CHECK(mkdir(dump, 0755) == 0);
   char* glsl = NULL;
-  kiln_compiler_t* c = compile_dumped(g_ln_model, NULL, dump, &glsl);
+  kiln_compiler_t* c = compile_mode("ln", g_ln_model, hide, rows, &glsl);
   if (c) {
     if (glsl) {
       const int n = kiln_test_count(glsl, "// kiln rows '"), nl = kiln_test_count(glsl, "': LayerNormalization, ");
@@ -702,23 +713,15 @@ static void red_run(const void* data, size_t len, const char* mode) {
  * case's instances expected, else |want| */
 static void check_red(const char* hide, const char* rows, bool forced, int want) {
   char mode[128];
-  snprintf(mode, sizeof mode, "reduce: features %s, rows %s", hide ? hide : "all", rows ? rows : "default");
-  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
-  kiln_test_setenv("KILN_SPIRV_ROWS", rows);
-  kiln_device_t* d = NULL;
-  if (!CHECK_OK(kiln_device_open("vulkan", NULL, kiln_allocator_system(), &d))) return;
-  const bool has = d->info.subgroup_arith;
-  kiln_device_release(d);
+  bool has = false, ballot = false;
+  if (!set_mode("reduce: ", hide, rows, mode, sizeof mode, &has, &ballot)) return;
   if (forced) {
     want = 0;
     for (int32_t c = 0; c < NRED; ++c) want += g_red[c].tmpl;
   }
   if (!hide && !has) want = 0;
-  char dump[600];
-  snprintf(dump, sizeof dump, "%s/reddump-%s-%s", g_dir, hide ? hide : "all", rows ? rows : "default");
-  CHECK(mkdir(dump, 0755) == 0);
   char* glsl = NULL;
-  kiln_compiler_t* c = compile_dumped(g_red_model, NULL, dump, &glsl);
+  kiln_compiler_t* c = compile_mode("red", g_red_model, hide, rows, &glsl);
   if (c) {
     if (glsl) {
       const int n = kiln_test_count(glsl, "// kiln rows '"), nr = kiln_test_count(glsl, "': reduce-");
