@@ -58,6 +58,24 @@ set_tests_properties(test_vulkan_device_wino_rows PROPERTIES
   LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
   FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+# The template and row shaders on lavapipe at other SIMD widths: every
+# default was measured with its 8-lane subgroups, and a GPU's are 16-64 lanes
+# (and some 4). llvmpipe at 128 bits runs 4-lane subgroups, at 512 bits 16
+# (tests/vulkan/lp_width.sh checks the device reports them): the shaders'
+# subgroupBroadcast / ballot / arithmetic paths and the row reductions must
+# give the same results (the broadcast modes fall back where the subgroup is
+# narrower than the work-group).
+foreach(width 128 512)
+  math(EXPR _lanes "${width} / 32")
+  foreach(t test_vulkan_device test_vulkan_rows)
+    add_test(NAME ${t}_sg${_lanes}
+             COMMAND sh ${CMAKE_SOURCE_DIR}/tests/vulkan/lp_width.sh ${width} $<TARGET_FILE:kiln_cli> $<TARGET_FILE:${t}>)
+    set_tests_properties(${t}_sg${_lanes} PROPERTIES
+      LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR} SKIP_RETURN_CODE 77
+      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+      ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+  endforeach()
+endforeach()
 # compiles through the public compiler API (which asks the device its features)
 target_link_libraries(test_vulkan_features PRIVATE kiln_compiler)
 target_link_libraries(test_vulkan_rows PRIVATE kiln_compiler)
@@ -77,6 +95,20 @@ if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
                        LABELS "target=vulkan;slow" TIMEOUT 3600
                        FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                        ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+endif()
+# The node suite again on lavapipe with 4- and 16-lane subgroups (see
+# lp_width.sh; slow: ~1 min each without the validation layer, far more with it).
+if(KILN_NODE_TEST_DIR AND TARGET kiln_conformance)
+  foreach(width 128 512)
+    math(EXPR _lanes "${width} / 32")
+    add_test(NAME conformance_onnx_node_vulkan_O1_sg${_lanes}
+             COMMAND sh ${CMAKE_SOURCE_DIR}/tests/vulkan/lp_width.sh ${width} $<TARGET_FILE:kiln_cli>
+                     $<TARGET_FILE:kiln_conformance> --target vulkan -O1 --quiet ${KILN_NODE_TEST_DIR})
+    set_tests_properties(conformance_onnx_node_vulkan_O1_sg${_lanes} PROPERTIES
+                         LABELS "target=vulkan;slow" TIMEOUT 3600 SKIP_RETURN_CODE 77
+                         FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+                         ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+  endforeach()
 endif()
 # The casts in an fp16 plan on Vulkan (f16 arithmetic: the fp16 rewrite must
 # keep f8_encode's operand and f8_decode's result f32; f32 -> f16 texel
