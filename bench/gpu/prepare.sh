@@ -37,6 +37,8 @@
 #                      pair), bytes, sha256 (device_check.sh reads it)
 # and prints the run tool's carry list and command.
 set -euo pipefail
+# (under pipefail a reader that stops early -- head, awk's exit -- fails the
+# pipeline with SIGPIPE: the pipelines here read their input to the end)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 
@@ -86,7 +88,7 @@ mkdir -p "$dest/bin" "$dest/debs" "$dest/models"
 dest=$(cd "$dest" && pwd)
 manifest="$dest/MANIFEST.tsv"
 {
-  echo "# kiln device pack: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- 2>/dev/null || echo '+dirty'), built on $(. /etc/os-release && echo "$PRETTY_NAME"), $(ldd --version | head -1)"
+  echo "# kiln device pack: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- 2>/dev/null || echo '+dirty'), built on $(. /etc/os-release && echo "$PRETTY_NAME"), $(ldd --version | sed -n 1p)"
   printf '# kind\tname\tpackage\tversion\tclass\textra\tbytes\tsha256\n'
 } >"$manifest"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
@@ -113,7 +115,7 @@ owner() {
   local p="$1" r q
   r=$(readlink -f "$p")
   for q in "$p" "$r" "${p#/usr}" "/usr$p" "${r#/usr}" "/usr$r"; do
-    dpkg -S "$q" 2>/dev/null | head -1 | cut -d: -f1 && return 0
+    dpkg -S "$q" 2>/dev/null | sed -n 1p | cut -d: -f1 && return 0
   done
   return 1
 }
@@ -156,7 +158,7 @@ for pkg in $(printf '%s\n' "${!pkg_libs[@]}" | sort); do
         { echo "prepare.sh: apt-get download $pkg failed: $(cat "$dest/debs/.err")" >&2; exit 1; }
     fi
     rm -f "$dest/debs/.err"
-    file=$(cd "$dest/debs" && ls -t "${pkg}"_*.deb | head -1)
+    file=$(cd "$dest/debs" && ls -t "${pkg}"_*.deb | sed -n 1p)
     ver=$(dpkg-deb -f "$dest/debs/$file" Version)
   fi
   if [ "$file" = "-" ]; then
@@ -201,8 +203,8 @@ for m in "${model_list[@]}"; do
   if [ -n "$input" ]; then
     xz -6 -T0 -c "$input" >"$dest/models/${name}_input.npy.xz"
     cp "$ort" "$dest/models/${name}_ort.npy"
-    in_name=$("$build/kiln" info "$src" 2>/dev/null | awk '/^inputs:/ {getline; print $1; exit}')
-    out_name=$("$build/kiln" info "$src" 2>/dev/null | awk '/^outputs:/ {getline; print $1; exit}')
+    in_name=$("$build/kiln" info "$src" 2>/dev/null | awk '/^inputs:/ {getline; if (!n++) print $1}')
+    out_name=$("$build/kiln" info "$src" 2>/dev/null | awk '/^outputs:/ {getline; if (!n++) print $1}')
     [ -n "$in_name" ] && [ -n "$out_name" ] || { echo "prepare.sh: kiln info $src names no input or output" >&2; exit 1; }
     io="$in_name=${name}_input.npy,$out_name=${name}_ort.npy"
   fi
