@@ -22,6 +22,8 @@
 #              and onnxruntime's output: --compare, rtol 1e-3 / atol 1e-4)
 #   tune       kiln tune FIRST_MODEL -t vulkan --budget 120s, then default vs
 #              tuned runs alternated (--no-tuning-cache / --tuning-cache)
+#   MODEL_vk_cpu_2, MODEL_vk_gpu_2  the first model's rules pair again, the
+#              other way round, where a minute is left
 #   MODEL_cpu  kiln run on the CPU backend last (it needs a C compiler there)
 # $OUT gets: summary.md (the tables), log (every command and its output),
 # nvidia-smi.txt, tuning.tsv. The summary is rewritten after every step, so a
@@ -184,6 +186,23 @@ skip() { # skip NAME REASON
 pct() { # pct GFLOPS -> "12.3%" of the peak, or "-"
   if [ -n "$peak" ]; then awk -v g="$1" -v p="$peak" 'BEGIN {printf "%.1f%%", 100 * g / p}'; else echo "-"; fi
 }
+deb_x() { # deb_x FILE.deb DIR: dpkg -x, else Python (an ar archive holding data.tar.*)
+  if command -v dpkg-deb >/dev/null && [ "${KILN_GPU_DEB_X:-dpkg}" = dpkg ]; then dpkg-deb -x "$1" "$2"; return; fi
+  python3 - "$1" "$2" <<'PY'
+import io, sys, tarfile
+blob = open(sys.argv[1], "rb").read()
+assert blob[:8] == b"!<arch>\n", "not an ar archive"
+pos = 8
+while pos + 60 <= len(blob):
+    name, size = blob[pos:pos + 16].decode().strip().rstrip("/"), int(blob[pos + 48:pos + 58])
+    if name.startswith("data.tar"):
+        kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+        tarfile.open(fileobj=io.BytesIO(blob[pos + 60:pos + 60 + size])).extractall(sys.argv[2], **kw)
+        sys.exit(0)
+    pos += 60 + size + (size & 1)
+sys.exit("no data.tar member")
+PY
+}
 unxz_to() { # unxz_to FILE.xz DEST: xz, else Python's lzma (both usual; one suffices)
   if command -v xz >/dev/null; then xz -dc "$1" >"$2"
   else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
@@ -228,13 +247,13 @@ if [ -f "$manifest" ]; then
       if ldconfig -p | grep -F "$first" >/dev/null; then
         say "deb $pkg $ver: the image has $first; not unpacked"
       else
-        dpkg -x "$gpu_dir/debs/$file" / && say "deb $pkg $ver: unpacked into / ($extra)" ||
-          say "deb $pkg $ver: dpkg -x into / FAILED"
+        deb_x "$gpu_dir/debs/$file" / && say "deb $pkg $ver: unpacked into / ($extra)" ||
+          say "deb $pkg $ver: unpacking into / FAILED"
         ran_ldconfig=1
       fi
     else
-      dpkg -x "$gpu_dir/debs/$file" "$prefix" && say "deb $pkg $ver: unpacked into $prefix ($extra)" ||
-        say "deb $pkg $ver: dpkg -x FAILED"
+      deb_x "$gpu_dir/debs/$file" "$prefix" && say "deb $pkg $ver: unpacked into $prefix ($extra)" ||
+        say "deb $pkg $ver: unpacking FAILED"
     fi
   done < <(grep -v '^#' "$manifest")
 fi
@@ -473,6 +492,15 @@ elif [ -s "$model_list" ] && [ -n "$vk_idx" ]; then
   fi
 else
   skip tune "no model or no Vulkan GPU"
+fi
+
+# ---- a second pair of Vulkan rules on the first model, the other way round ---------
+# (one pair alone mixes the rules with the order: the first run of a process
+# may find the driver's caches colder)
+if wanted runs && [ -n "$vk_idx" ] && [ -s "$model_list" ] && [ "$(left)" -ge 60 ]; then
+  IFS=$'\t' read -r name onnx args <"$model_list"
+  run_model "${name}_vk_cpu_2" "$name" "$onnx" "$args" "vulkan:$vk_idx" cpu
+  run_model "${name}_vk_gpu_2" "$name" "$onnx" "$args" "vulkan:$vk_idx" gpu
 fi
 
 # ---- the CPU backend last: a C compiler may be missing there --------------------

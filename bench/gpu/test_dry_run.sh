@@ -66,6 +66,7 @@ for n in 64 128; do
 done
 check "Vulkan rules gpu: latency, kernels, compared" has "^\| tinycnn_vk_gpu \| tinycnn \| vulkan:0 \| gpu \| $num \| $num \| $num \| ok \|" "$s"
 check "Vulkan rules cpu: latency, kernels, compared" has "^\| tinycnn_vk_cpu \| tinycnn \| vulkan:0 \| cpu \| $num \| $num \| $num \| ok \|" "$s"
+check "the rules pair again, the other way round" has "^\| tinycnn_vk_gpu_2 \| tinycnn \| vulkan:0 \| gpu \| $num \|" "$s"
 check "OpenCL run" has "^\| tinycnn_cl \| tinycnn \| opencl:0 \| - \| $num \| $num \| $num \| ok \|" "$s"
 check "CPU run" has "^\| tinycnn_cpu \| tinycnn \| cpu \| .* \| $num \| $num \| $num \| ok \|" "$s"
 check "tune's own default/tuned line" has "^kiln tune: model: $num ms default, $num ms tuned" "$s"
