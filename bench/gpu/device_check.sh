@@ -109,7 +109,7 @@ write_summary() {
     echo "# kiln device check ($( [ "$dry" = 1 ] && echo "DRY RUN, " )$(date -u +%Y-%m-%dT%H:%M:%SZ))"
     echo
     echo "- host: $(uname -n), $(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-?}"), $(nproc) cores"
-    echo "- pack: $(head -1 "$gpu_dir/MANIFEST.tsv" 2>/dev/null | sed 's/^# //' || echo "none (binaries from $build)")"
+    echo "- pack: $pack_line"
     echo "- GPU: $gpu_line"
     echo "- fp32 peak: ${peak:-unknown} GFLOP/s ${peak_how:+($peak_how)}"
     echo "- KILN_VULKAN_RULES known to this kiln: $rules_known"
@@ -143,6 +143,7 @@ write_summary() {
   } >"$summary"
 }
 rules_known="not checked yet"
+pack_line=""
 
 # step NAME TIMEOUT MIN CMD...: runs CMD under timeout (TIMEOUT, cut to what is
 # left of the budget; skipped when that is under MIN), its output in the log
@@ -213,6 +214,8 @@ say "kiln device check: root $root, OUT $out, work (W) $work, budget $budget s, 
 say "host: $(uname -a)"
 say "libc: $(ldd --version 2>&1 | head -1)"
 manifest="$gpu_dir/MANIFEST.tsv"
+pack_line="$(sed -n '1s/^# //p' "$manifest" 2>/dev/null)"
+[ -n "$build" ] && pack_line="binaries from $build${pack_line:+; libraries and models from: $pack_line}"
 if [ -z "$build" ] && [ ! -f "$manifest" ]; then
   say "no $manifest: run bench/gpu/prepare.sh on the dev machine first (or give --build DIR)"
   exit 2
