@@ -86,7 +86,15 @@ out=$(cd "$out" && pwd)
 log="$out/log"
 summary="$out/summary.md"
 : >"$log"
-work=$(mktemp -d /tmp/kiln-gpu.XXXXXX) || exit 2
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-gpu.XXXXXX") || exit 2
+# the binaries and the CPU backend's compiled code run from here: where /tmp is
+# mounted noexec, a folder in the checkout instead
+printf '#!/bin/sh\nexit 0\n' >"$work/x" && chmod +x "$work/x"
+if ! "$work/x" 2>/dev/null; then
+  rm -rf "$work"
+  work=$(mktemp -d "$root/.gpu-work.XXXXXX") || exit 2
+fi
+rm -f "$work/x"
 trap 'rm -rf "$work"' EXIT
 t_start=$(date +%s)
 deadline=$((t_start + budget))
