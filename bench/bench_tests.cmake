@@ -42,3 +42,16 @@ if(KILN_PYTHON)
            COMMAND ${KILN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../tests/test_conv_peak.py $<TARGET_FILE:kiln>)
   set_tests_properties(bench_conv_peak PROPERTIES LABELS "bench" TIMEOUT 120)
 endif()
+
+# bench/gpu (docs/GPU.md: the one prepared run on a lent NVIDIA device machine):
+# prepare.sh packs this build offline with examples/tinycnn.onnx, then
+# device_check.sh --dry-run runs every step on lavapipe and PoCL and the
+# summary must hold each figure, so the script keeps up with kiln's CLI and
+# the benches' output; a wrong expected output must fail it. ~60 s: "slow".
+if(TARGET kiln_bench_vulkan_sgemm AND TARGET kiln_bench_opencl_sgemm)
+  add_test(NAME bench_gpu_dry_run
+           COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu/test_dry_run.sh $<TARGET_FILE_DIR:kiln_cli>
+                   ${CMAKE_BINARY_DIR}/gpu-dry-run)
+  set_tests_properties(bench_gpu_dry_run PROPERTIES LABELS "slow;bench;target=vulkan;target=opencl"
+                       TIMEOUT 600)
+endif()
