@@ -56,6 +56,12 @@ void kiln_opencl_gemm_describe(const kiln_template_gemm_t* g, kiln_program_gemm_
  * tiles |t|. INVALID_ARGUMENT (naming the kernel) for bad tiles. */
 kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
+/* The same; |psum| also keeps an f32 Y's partial sums between K slices in
+ * a private array (gemm.cl GPSUM 1, as an f16 Y always does): the GPU
+ * rules (kiln_opencl_rules_gpu), where they stay in registers instead of
+ * a round trip through Y per slice. */
+kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                          bool psum, const char* name, kiln_cf_out_t* out);
 
 /* ---- fused epilogues and conv instances (lowering/template.h) ------------ */
 

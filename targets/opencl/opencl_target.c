@@ -418,7 +418,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     kiln_cf_out_init(&one);
     if (custom)
       s = kiln_custom_print(plan, k, "opencl", name, &one, prog->kernels[k].groups, prog->kernels[k].local);
-    else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
+    else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print_psum(&t->gemm, &gtiles[k], gpu_rules, name, &one);
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
     else if (t->kind == KILN_TEMPLATE_WINOGRAD)

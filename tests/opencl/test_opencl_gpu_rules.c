@@ -5,8 +5,8 @@
  * KILN_OPENCL_RULES=gpu|cpu over it), that the GPU rules' descriptors and
  * launches are work-groups of 64-256 work-items (GEMM / implicit-GEMM conv
  * 8x8 or 16x16, Winograd 16x4 at F(2x2) and F(4x4), depthwise 128, printed
- * kernels 64 whatever their extent) where the CPU rules keep PoCL's one-item
- * groups, that every chosen point is one the tuner's space holds and its
+ * kernels 64 whatever their extent; GEMMs' partial sums private, GPSUM 1)
+ * where the CPU rules keep PoCL's one-item groups, that every chosen point is one the tuner's space holds and its
  * check accepts, and that MatMuls, convs (1x1, 3x3 strided, Winograd with
  * fewer input channels than a slice), depthwise convs and element-wise
  * kernels of odd and even shapes match the reference executor with them. */
@@ -142,6 +142,11 @@ static void check_graph(gb_t* b, const char* what, const kiln_opencl_template_op
        * wherever there is more than one group */
       if (!md->gpu && multi && (g_small_printed || (kinds & ((1u << KILN_TEMPLATE_GEMM) | (1u << KILN_TEMPLATE_CONV)))))
         CHECK_MSG(one_item > 0, "%s: the CPU rules launched no one-item groups", label);
+      /* GEMMs keep an f32 Y's partial sums private on the GPU rules only */
+      if (kinds & (1u << KILN_TEMPLATE_GEMM)) {
+        const char* want_ps = md->gpu ? "#define GPSUM 1" : "#define GPSUM 0";
+        CHECK_MSG(strstr(prog->code.text, want_ps) != NULL, "%s: no '%s' in the program", label, want_ps);
+      }
       CHECK_MSG((seen & kinds) == kinds, "%s: template kinds 0x%x chosen, expected 0x%x among them", label,
                 (unsigned)seen, (unsigned)kinds);
       if (run & (1u << m)) {
