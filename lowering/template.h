@@ -591,7 +591,15 @@ enum {
   KILN_GPU_LACKS_FP64 = 4,
   KILN_GPU_LACKS_IDOT = 8,
   KILN_GPU_LACKS_SUBGROUP_ARITH = 16,
-  KILN_GPU_LACKS_TEXEL_F16 = 32
+  KILN_GPU_LACKS_TEXEL_F16 = 32,
+  /* Not a lack: the device's class. Set where the device is a GPU
+   * (integrated, discrete or virtual: kiln_device_info_t.cpu_backed false),
+   * clear for CPU-backed drivers (lavapipe, SwiftShader, PoCL) and where no
+   * device is known; the Vulkan tile rules then take their GPU defaults
+   * (vulkan_tiles.c: work-groups of 64-256 invocations) instead of
+   * lavapipe's. KILN_VULKAN_RULES=gpu sets it and =cpu clears it on any
+   * device (kiln_compile_gpu_lacks). */
+  KILN_GPU_CLASS_GPU = 64
 };
 
 typedef struct kiln_template_set_s {

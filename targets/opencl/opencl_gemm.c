@@ -92,6 +92,11 @@ static int role_f16(const kiln_template_gemm_t* g, char r) {
 
 kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out) {
+  return kiln_opencl_gemm_print_psum(g, t, false, name, out);
+}
+
+kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                          bool psum, const char* name, kiln_cf_out_t* out) {
   if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': bad tiles tm %d tn %d vw %d",
                             name, t->tm, t->tn, t->vw);
@@ -111,7 +116,7 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
   }
   /* an f16 Y never holds partial sums (GPSUM: a private f32 array) */
   kiln_cf_out_printf(out, "\n#define GA_F16 %d\n#define GB_F16 %d\n#define GC_F16 %d\n#define GY_F16 %d\n#define GPSUM %d",
-                     role_f16(g, 'A'), role_f16(g, 'B'), role_f16(g, 'C'), role_f16(g, 'Y'), role_f16(g, 'Y'));
+                     role_f16(g, 'A'), role_f16(g, 'B'), role_f16(g, 'C'), role_f16(g, 'Y'), role_f16(g, 'Y') || psum);
   /* a run-time M (a range program): GM is gemm.cl's kg_m, read from DIMS */
   int32_t dims = -1;
   for (int32_t j = 0; j < g->n_params; ++j)

@@ -9,6 +9,7 @@
 #include "lowering/plan.h"
 #include "targets/cfamily/printer.h"
 #include "lowering/template.h"
+#include "targets/gpu_bind.h"
 #include "targets/gpu_conv.h"
 
 #ifdef __cplusplus
@@ -55,6 +56,12 @@ void kiln_opencl_gemm_describe(const kiln_template_gemm_t* g, kiln_program_gemm_
  * tiles |t|. INVALID_ARGUMENT (naming the kernel) for bad tiles. */
 kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
                                      const char* name, kiln_cf_out_t* out);
+/* The same; |psum| also keeps an f32 Y's partial sums between K slices in
+ * a private array (gemm.cl GPSUM 1, as an f16 Y always does): the GPU
+ * rules (kiln_opencl_rules_gpu), where they stay in registers instead of
+ * a round trip through Y per slice. */
+kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                          bool psum, const char* name, kiln_cf_out_t* out);
 
 /* ---- fused epilogues and conv instances (lowering/template.h) ------------ */
 
@@ -153,9 +160,10 @@ typedef struct kiln_opencl_wino_tiles_s {
   int32_t tm, tn, wx, wy, cb, f;
 } kiln_opencl_wino_tiles_t;
 
-/* Tiles for |c| (F by the measured rule, or KILN_OPENCL_WINOGRAD=f2|f4);
+/* Tiles for |c| (F by the measured rule, or KILN_OPENCL_WINOGRAD=f2|f4;
+ * |gpu|: the GPU rules, kiln_opencl_wino_gpu_tiles, F(2x2) unless asked);
  * KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb[,f]" overrides them. */
-kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c);
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c, bool gpu);
 /* The default tiles of F(f x f) for |c| (f 2 or 4), no override. */
 kiln_opencl_wino_tiles_t kiln_opencl_wino_tiles_for(const kiln_template_conv_t* c, int32_t f);
 /* Output tiles of |c| at F(f x f) as winograd.cl numbers them (rows of
@@ -192,9 +200,10 @@ typedef struct kiln_opencl_dw_tiles_s {
   int32_t vw, rh, wg;
 } kiln_opencl_dw_tiles_t;
 
-/* The instance's run width and work-group; KILN_OPENCL_DW_TILES="vw,rh,wg"
- * overrides them (tuning; ignored unless valid for |d|). */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d);
+/* The instance's run width and work-group (|gpu|: the GPU rules,
+ * kiln_opencl_dw_gpu_tiles); KILN_OPENCL_DW_TILES="vw,rh,wg" overrides
+ * them (tuning; ignored unless valid for |d|). */
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d, bool gpu);
 
 void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
                            int64_t local[3]);
@@ -244,6 +253,24 @@ kiln_status_t kiln_opencl_q8_print(const kiln_template_q8_t* q, const kiln_openc
 void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 
+/* Which rule set the OpenCL target takes: true (the GPU rules below) when
+ * $KILN_OPENCL_RULES is "gpu", false when it is "cpu", else whether the
+ * device is a GPU (KILN_GPU_CLASS_GPU in |gpu_lacks|: its OpenCL device
+ * type is not CPU). The CPU rules are the ones measured on PoCL's CPU
+ * device; the GPU rules are NOT measured on a GPU yet: work-groups of 64-256
+ * work-items sharing __local tiles, small register tiles. */
+bool kiln_opencl_rules_gpu(uint32_t gpu_lacks);
+/* The GPU rules' GEMM / conv tiles of an M x N x K product: 16 x 16
+ * work-items of 4 x 4 outputs (64 x 64 blocks, K slices of 32), or 8 x 8
+ * of them (32 x 32 blocks, slices of 64) where the large blocks leave
+ * fewer than 64 work-groups; vector width 4, one micro-tile an item. */
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_gpu_tiles(int64_t M, int64_t N, int64_t K);
+/* The GPU rules' Winograd tiles at F(f x f): 16 x 4 work-items, 4 channels
+ * x 2 tiles each at F(2x2) (2 x 2 at F(4x4)), 8 (4) channels a slice. */
+kiln_opencl_wino_tiles_t kiln_opencl_wino_gpu_tiles(const kiln_template_conv_t* c, int32_t f);
+/* The GPU rules' depthwise tiles: runs of 4, one row an item, 128 a group. */
+kiln_opencl_dw_tiles_t kiln_opencl_dw_gpu_tiles(const kiln_template_dw_t* d);
+
 /* The set's search space and constraints (kiln_template_set_t.space,
  * .tiles_check; opencl_tune.c): knob values per tiles entry around the
  * defaults, and the points gemm.cl / conv.cl / winograd.cl /
@@ -275,6 +302,11 @@ kiln_status_t kiln_opencl_q8_tiles_of(const kiln_template_t* t, const char* name
  * work-items (*out NULL when |f| has no such loop, or already binds ids or
  * uses barriers). New nodes come from |ctx|. */
 kiln_status_t kiln_opencl_bind_parallel(tir_ctx_t* ctx, const tir_func_t* f, const tir_func_t** out);
+/* The same for the GPU rules (kiln_opencl_rules_gpu): groups of 64 items
+ * whatever the extent (no one-item groups for small extents). */
+kiln_status_t kiln_opencl_bind_parallel_gpu(tir_ctx_t* ctx, const tir_func_t* f, const tir_func_t** out);
+/* The binding sizes of the rule set (|gpu|: kiln_opencl_rules_gpu). */
+kiln_gpu_bind_t kiln_opencl_bind_how(bool gpu);
 
 #ifdef __cplusplus
 }

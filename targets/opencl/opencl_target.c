@@ -268,6 +268,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
    * plan's so printed names never collide with the plan's. */
   tir_ctx_t ctx;
   tir_ctx_init(&ctx, al);
+  const bool gpu_rules = kiln_opencl_rules_gpu(plan->gpu_lacks);
   ctx.next_var_id = plan->tir.next_var_id;
   ctx.next_buffer_id = plan->tir.next_buffer_id;
 
@@ -350,7 +351,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     if (plan->n_dims && plan->dim_axis) {
       /* a range program's kernels: the run's length on the grid's dim 2
        * (gpu_bind_seq.h), the sizes of opencl_schedule.c */
-      const kiln_gpu_bind_t how = {.small_extent = 256, .lanes = 64};
+      const kiln_gpu_bind_t how = kiln_opencl_bind_how(gpu_rules);
       const tir_func_t* g = NULL;
       s = kiln_gpu_bind_seq(&ctx, f, plan->dims[0].lo, plan->dims[0].hi, &how, &g);
       if (s) break;
@@ -359,13 +360,17 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     } else if (plan->n_dims) {
       /* per-sample kernels: the samples on the grid's dim 2 (gpu_bind_dyn.h) */
       const tir_func_t* g = NULL;
-      s = kiln_gpu_bind_samples(&ctx, f, o->no_bind_parallel ? NULL : kiln_opencl_bind_parallel, &g);
+      s = kiln_gpu_bind_samples(&ctx, f,
+                                o->no_bind_parallel ? NULL
+                                : gpu_rules         ? kiln_opencl_bind_parallel_gpu
+                                                    : kiln_opencl_bind_parallel,
+                                &g);
       if (s) break;
       f = g;
       ++n_rebound;
     } else if (!o->no_bind_parallel) {
       const tir_func_t* g = NULL;
-      s = kiln_opencl_bind_parallel(&ctx, f, &g);
+      s = gpu_rules ? kiln_opencl_bind_parallel_gpu(&ctx, f, &g) : kiln_opencl_bind_parallel(&ctx, f, &g);
       if (s) break;
       if (g) {
         f = g;
@@ -413,7 +418,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     kiln_cf_out_init(&one);
     if (custom)
       s = kiln_custom_print(plan, k, "opencl", name, &one, prog->kernels[k].groups, prog->kernels[k].local);
-    else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print(&t->gemm, &gtiles[k], name, &one);
+    else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print_psum(&t->gemm, &gtiles[k], gpu_rules, name, &one);
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
     else if (t->kind == KILN_TEMPLATE_WINOGRAD)

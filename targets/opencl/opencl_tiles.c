@@ -4,7 +4,56 @@
  * measured defaults and the KILN_OPENCL_{GEMM,CONV,WINO,DW}_TILES
  * overrides, and recorded in the descriptor, where the weight layout that
  * follows from them is decided too. The emitter reads them back here. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "targets/opencl/opencl_internal.h"
+
+bool kiln_opencl_rules_gpu(uint32_t gpu_lacks) {
+  const char* r = getenv("KILN_OPENCL_RULES");
+  if (r && !strcmp(r, "gpu")) return true;
+  if (r && !strcmp(r, "cpu")) return false;
+  return (gpu_lacks & KILN_GPU_CLASS_GPU) != 0;
+}
+
+/* The GPU rules. NOT measured on a GPU yet (no session had one): they
+ * follow what GPU BLAS and inference libraries default to -- a work-group
+ * of 64-256 work-items (whole warps / wavefronts of 32 or 64) that shares
+ * its operand slices through __local memory, a small register tile per
+ * item (16-32 accumulators, so many groups stay resident), float4 loads.
+ * On PoCL's CPU device they are correct but slow (a group's items run one
+ * after another): the CPU rules stay the default there. A session with a
+ * GPU measures and tunes them (KILN_OPENCL_RULES=gpu|cpu compares). */
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_gpu_tiles(int64_t M, int64_t N, int64_t K) {
+  /* 16 x 16 items of 4 x 4: 64 x 64 blocks, K slices of 32 (16 KiB of
+   * __local floats); 8 x 8 items (32 x 32 blocks, slices of 64, 16 KiB)
+   * where the large blocks leave fewer than 64 groups to spread over the
+   * compute units. gemm.cl / conv.cl write a slice's partial sums back to
+   * Y (f32), so the longer slice halves that traffic on the small blocks. */
+  kiln_opencl_gemm_tiles_t t = {.tm = 4, .tn = 4, .vw = 4, .wx = 16, .wy = 16, .bk = 32, .mm = 1, .mn = 1};
+  if (((M + 63) / 64) * ((N + 63) / 64) < 64) t.wx = t.wy = 8, t.bk = 64;
+  /* a short K: one slice, a multiple of the vector width */
+  if (K < t.bk) t.bk = (int32_t)(K < 1 ? t.vw : (K + t.vw - 1) / t.vw * t.vw);
+  return t;
+}
+
+kiln_opencl_wino_tiles_t kiln_opencl_wino_gpu_tiles(const kiln_template_conv_t* c, int32_t f) {
+  /* 64 items: 16 along the tiles x 4 along the channels. F(2x2): 4
+   * channels x 2 tiles an item (128 private sums), 8 channels a slice
+   * (16 x 8 x 32 __local floats, 16 KiB); F(4x4): 2 x 2 (144 sums), 4 a
+   * slice (18 KiB). */
+  kiln_opencl_wino_tiles_t t = {.tm = 4, .tn = 2, .wx = 16, .wy = 4, .cb = 8, .f = 2};
+  if (f == 4) t = (kiln_opencl_wino_tiles_t){.tm = 2, .tn = 2, .wx = 16, .wy = 4, .cb = 4, .f = 4};
+  if (c->C < t.cb) t.cb = (int32_t)(c->C < 1 ? 1 : c->C);
+  return t;
+}
+
+kiln_opencl_dw_tiles_t kiln_opencl_dw_gpu_tiles(const kiln_template_dw_t* d) {
+  /* runs of 4 (valid at every stride), one output row an item, 128 items
+   * a group; a channel's rows are neighbours in a group */
+  (void)d;
+  return (kiln_opencl_dw_tiles_t){.vw = 4, .rh = 1, .wg = 128};
+}
 
 /* Record orders: GEMM / conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
  * tm,tn,wx,wy,cb,f; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec (the typedefs' field order). */
@@ -20,25 +69,39 @@ static kiln_template_tiles_t gemm_record(const kiln_opencl_gemm_tiles_t* t) {
 
 void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   /* the OpenCL kernels use no 64-bit words or subgroups; the int8 ones
-   * follow the dot product */
+   * follow the dot product. The rule set: the device's class or
+   * KILN_OPENCL_RULES; the tile variables override either. */
+  const bool gpu = kiln_opencl_rules_gpu(gpu_lacks);
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM: {
-      const kiln_opencl_gemm_tiles_t g = kiln_opencl_gemm_tiles(&t->gemm);
+      kiln_opencl_gemm_tiles_t g;
+      if (gpu) {
+        g = kiln_opencl_gemm_gpu_tiles(t->gemm.M, t->gemm.N, t->gemm.K);
+        kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &g);
+      } else {
+        g = kiln_opencl_gemm_tiles(&t->gemm);
+      }
       t->tiles = gemm_record(&g);
       break;
     }
     case KILN_TEMPLATE_CONV: {
-      const kiln_opencl_conv_tiles_t c = kiln_opencl_conv_default_tiles(t->conv.M, t->conv.Q, t->conv.K);
+      kiln_opencl_conv_tiles_t c;
+      if (gpu) {
+        c = kiln_opencl_gemm_gpu_tiles(t->conv.M, t->conv.Q, t->conv.K);
+        kiln_opencl_tiles_from_env("KILN_OPENCL_CONV_TILES", &c);
+      } else {
+        c = kiln_opencl_conv_default_tiles(t->conv.M, t->conv.Q, t->conv.K);
+      }
       t->tiles = gemm_record(&c);
       break;
     }
     case KILN_TEMPLATE_WINOGRAD: {
-      const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
+      const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv, gpu);
       t->tiles = record((const int32_t[]){w.tm, w.tn, w.wx, w.wy, w.cb, w.f}, 6);
       break;
     }
     case KILN_TEMPLATE_DEPTHWISE: {
-      const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw);
+      const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw, gpu);
       t->tiles = record((const int32_t[]){d.vw, d.rh, d.wg}, 3);
       break;
     }

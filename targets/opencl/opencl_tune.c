@@ -36,10 +36,11 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       if (t->tiles.n != 8) return false;
       out->version = t->kind == KILN_TEMPLATE_GEMM ? "opencl.gemm.1" : "opencl.conv.1";
       KNOB(out, "tm", d[0], 1, 2, 4, 8, 16);
-      KNOB(out, "tn", d[1], 8, 16, 32, 64);
+      /* tn 4 and wx / wy 8, 16: the GPU rules' points (opencl_tiles.c) */
+      KNOB(out, "tn", d[1], 4, 8, 16, 32, 64);
       KNOB(out, "vw", d[2], 4, 8, 16);
-      KNOB(out, "wx", d[3], 1, 2, 4);
-      KNOB(out, "wy", d[4], 1, 2, 4);
+      KNOB(out, "wx", d[3], 1, 2, 4, 8, 16);
+      KNOB(out, "wy", d[4], 1, 2, 4, 8, 16);
       KNOB(out, "bk", d[5], 16, 32, 64, 128, 256);
       KNOB(out, "mm", d[6], 1, 2, 4, 8);
       KNOB(out, "mn", d[7], 1, 2, 4, 8);
@@ -48,11 +49,12 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       if (!wino_record(t)) return false;
       /* .3: f added (.1 and .2, without it, are no longer read) */
       out->version = t->tiles.n == 7 ? "opencl.winograd.3" : "opencl.winograd.3-noswitch";
-      KNOB(out, "tm", d[0], 4, 8, 16, 32);
-      KNOB(out, "tn", d[1], 4, 8, 16);
-      KNOB(out, "wx", d[2], 1, 2, 4);
+      /* tm 2, tn 2, wx 8 / 16 and cb 4: the GPU rules' points */
+      KNOB(out, "tm", d[0], 2, 4, 8, 16, 32);
+      KNOB(out, "tn", d[1], 2, 4, 8, 16);
+      KNOB(out, "wx", d[2], 1, 2, 4, 8, 16);
       KNOB(out, "wy", d[3], 1, 2, 4, 8);
-      KNOB(out, "cb", d[4], 8, 16, 32, 64);
+      KNOB(out, "cb", d[4], 4, 8, 16, 32, 64);
       /* the output tile: F(2x2) or F(4x4) (weights W_WINOGRAD4) */
       KNOB(out, "f", d[5], 2, 4);
       /* 1 Winograd, 0 the implicit-GEMM conv (t->alt) with its default
@@ -141,13 +143,13 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
 void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
   /* the printed depthwise kernel: the tiles do not matter */
   if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4 && x->v[3] == 0) {
-    const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw);
+    const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw, false);
     x->v[0] = d.vw, x->v[1] = d.rh, x->v[2] = d.wg;
     return;
   }
   /* Winograd off: its tiles do not matter, its defaults stand for all */
   if (t->kind != KILN_TEMPLATE_WINOGRAD || x->n != 7 || x->v[6] != 0) return;
-  const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv);
+  const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv, false);
   const int32_t d[6] = {w.tm, w.tn, w.wx, w.wy, w.cb, w.f};
   for (int32_t i = 0; i < 6; ++i) x->v[i] = d[i];
 }
