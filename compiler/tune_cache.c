@@ -44,6 +44,9 @@ static bool ok_name(int c) { return islower(c) || isdigit(c) || c == '_' || c ==
 static bool ok_text(int c) { return c >= 0x20 && c < 0x7f; }
 static bool ok_word(int c) { return c > 0x20 && c < 0x7f; }
 
+/* A time in microseconds, at least the file's resolution (the writer's
+ * 0.001: a smaller one would be written back as "0.000", which no reader
+ * takes, so a merge would drop the record) and below 10^12. */
 static bool parse_time(const char* s, size_t n, double* out) {
   char buf[64];
   if (n == 0 || n >= sizeof buf) return false;
@@ -52,7 +55,7 @@ static bool parse_time(const char* s, size_t n, double* out) {
   char* end = NULL;
   errno = 0;
   double v = strtod(buf, &end);
-  if (errno || end != buf + n || !isfinite(v) || v <= 0 || v > 1e12) return false;
+  if (errno || end != buf + n || !isfinite(v) || v < KILN_TUNE_TIME_MIN_US || v > 1e12) return false;
   *out = v;
   return true;
 }
@@ -105,7 +108,7 @@ const char* kiln_tune_record_parse(const char* line, kiln_tune_record_t* out) {
   if (!field(f[5], len[5], sizeof out->key.kiln, ok_word, out->key.kiln)) return "bad kiln version";
   if (!parse_tiles(f[6], len[6], &out->tiles)) return "bad tiles (1 to 8 integers in 0..65536, comma-separated)";
   if (!parse_time(f[7], len[7], &out->default_us) || !parse_time(f[8], len[8], &out->tuned_us))
-    return "bad time (a positive number of microseconds)";
+    return "bad time (microseconds, 0.001 to 10^12)";
   return NULL;
 }
 
@@ -258,6 +261,7 @@ kiln_status_t kiln_tune_cache_write(const kiln_tune_cache_t* c, const char* path
     const kiln_tune_record_t* r = &sorted[i];
     char tiles[128];
     kiln_tune_tiles_format(&r->tiles, tiles, sizeof tiles);
+    /* %.3f: KILN_TUNE_TIME_MIN_US apart, what the reader takes */
     fprintf(f, "%016llx\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\n", (unsigned long long)r->key.fingerprint,
             r->key.target, r->key.space, r->key.device, r->key.driver, r->key.kiln, tiles, r->default_us,
             r->tuned_us);

@@ -8,7 +8,8 @@
  * space: the knob space ("opencl.conv.1"); device and driver: the names
  * the device reports; kiln: the kiln version that measured it; tiles: the
  * chosen point, comma-separated; default_us and tuned_us: the median
- * times of the default and the chosen point, in microseconds.
+ * times of the default and the chosen point, in microseconds, written to
+ * three decimals (KILN_TUNE_TIME_MIN_US up to 10^12 are read).
  *
  * Never trusted blindly: a line that does not parse (a field missing or
  * out of range, a hostile number, a line past KILN_TUNE_LINE_MAX bytes)
@@ -32,6 +33,8 @@ extern "C" {
 #define KILN_TUNE_LINE_MAX 4096
 #define KILN_TUNE_MAX_RECORDS 1000000
 #define KILN_TUNE_NAME_MAX 256
+/* The smallest time a record may hold: the file's resolution (0.001 us). */
+#define KILN_TUNE_TIME_MIN_US 0.001
 
 #ifndef KILN_VERSION
 #define KILN_VERSION "dev"

@@ -134,6 +134,10 @@ static void test_bad_lines(void) {
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\tnan\t9\n",                /* NaN time */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t10\t-9\n",                /* negative */
       "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t10\t9ms\n",               /* unit */
+      /* below the file's resolution: a merge would write it back as 0.000
+       * (found by fuzz_tune) */
+      "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t10\t0.0004\n",
+      "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t1e-9\t10\n",
       "00000000000000aa\topencl\t\tdev X\tdrv\tdev\t8\t10\t9\n",                              /* empty space */
       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[{\"a\":[[[[[[[[[[[[]]]]]]]]]]]]}\n",   /* nesting */
       "{\"fingerprint\": \"00000000000000aa\", \"tiles\": [8, 32]}\n",                        /* JSON */
@@ -163,6 +167,24 @@ static void test_bad_lines(void) {
   CHECK(strstr(w, "ignored") != NULL);
   free(w);
   kiln_tune_cache_free(&c);
+}
+
+/* The smallest times read (the file's 0.001 us) survive a write and a
+ * read: what kiln reads, `kiln tune --merge` writes back readable. */
+static void test_time_resolution(void) {
+  const char* line = "00000000000000aa\topencl\topencl.conv.1\tdev X\tdrv\tdev\t8\t0.0015\t0.001\n";
+  write_file(path_of("res.tsv"), line, strlen(line));
+  kiln_tune_cache_t c = {0}, back = {0};
+  char* w = read_warn(&c, path_of("res.tsv"));
+  CHECK_MSG(c.n == 1 && c.skipped == 0, "0.001 us read: %s", w);
+  free(w);
+  CHECK_OK(kiln_tune_cache_write(&c, path_of("res2.tsv")));
+  w = read_warn(&back, path_of("res2.tsv"));
+  CHECK_MSG(back.n == 1 && back.skipped == 0 && w[0] == 0, "written back: %s", w);
+  CHECK(back.n == 1 && back.r[0].tuned_us == 0.001 && back.r[0].default_us >= 0.001);
+  free(w);
+  kiln_tune_cache_free(&c);
+  kiln_tune_cache_free(&back);
 }
 
 static void test_hostile_files(void) {
@@ -262,6 +284,7 @@ int main(void) {
   mkdir(dir, 0700);
   RUN(test_round_trip_and_merge);
   RUN(test_bad_lines);
+  RUN(test_time_resolution);
   RUN(test_hostile_files);
   RUN(test_space_and_fingerprint);
   char cmd[600];

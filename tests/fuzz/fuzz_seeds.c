@@ -11,7 +11,15 @@
  *                 and a staged module (section STGS: NonMaxSuppression,
  *                 NonZero, Compress and TopK after compiled stages) for the CPU;
  * OUT_DIR/npy:    one .npy file per dtype kiln reads, a float64 file, a
- *                 version 2.0 header and a 0-d array.
+ *                 version 2.0 header and a 0-d array;
+ * OUT_DIR/tune:   tuning caches written by kiln_tune_cache_write for the
+ *                 model and devices of fuzz_tune_util.h: per GPU device
+ *                 and for this machine's CPU, a cache per point: each
+ *                 template kernel's default, then the 1st, 2nd, ... point
+ *                 one knob away that the checks accept (faster than the
+ *                 default, or as fast: kept), beside the same under
+ *                 another driver; those caches merged, and two caches
+ *                 joined at fuzz_tune's 0x1e marker (its two inputs).
  * Exit status 0 when every seed was written. */
 #include "bad_model_util.h" /* first: it sets _GNU_SOURCE */
 
@@ -28,6 +36,8 @@
 #include "lowering/template.h"
 #include "runtime/module_file.h"
 #include "targets/program_build.h"
+
+#include "fuzz_tune_util.h"
 
 static int g_failed = 0;
 static char g_out[1024];
@@ -292,14 +302,160 @@ static void write_npys(void) {
   npy_raw("empty.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 5), }", NULL, 0);
 }
 
+/* ---- tuning caches --------------------------------------------------------- */
+
+/* Records for |fp| in |sp| on |d|: point |nth| (0: the default |def|,
+ * else the nth point one knob away that |ok| accepts; faster than the
+ * default, as fast for nth 2: kept), and the default under another driver
+ * (stale: never used). False when there is no such point. */
+static bool tune_records(kiln_tune_cache_t* c, uint64_t fp, const kiln_template_space_t* sp,
+                         const kiln_template_tiles_t* def, const kiln_tune_device_t* d,
+                         bool (*ok)(const void* ctx, kiln_template_tiles_t* x), const void* ctx, int32_t nth) {
+  kiln_tune_record_t r = {.default_us = 120.5, .tuned_us = nth == 2 ? 120.5 : 100.25 - nth};
+  r.key = fzt_key(fp, sp->version, d);
+  r.tiles = *def;
+  int32_t found = 0;
+  for (int32_t i = 0; i < sp->n_knobs && found < nth; ++i)
+    for (int32_t j = 0; j < sp->knobs[i].n && found < nth; ++j) {
+      kiln_template_tiles_t x = *def;
+      x.v[i] = sp->knobs[i].v[j];
+      if (memcmp(x.v, def->v, sizeof x.v) && ok(ctx, &x) && ++found == nth) r.tiles = x;
+    }
+  if (found < nth) return false;
+  kiln_tune_record_t other = r;
+  snprintf(other.key.driver, sizeof other.key.driver, "another driver 9");
+  kiln_status_t s = kiln_tune_cache_put(c, &r, false);
+  if (!s) s = kiln_tune_cache_put(c, &other, false);
+  if (s) fail("tuning records", s);
+  return !s;
+}
+
+typedef struct {
+  const kiln_template_set_t* set;
+  const kiln_template_t* t;
+  const kiln_tune_device_t* d;
+} gpu_ctx_t;
+
+static bool gpu_ok(const void* ctx, kiln_template_tiles_t* x) {
+  const gpu_ctx_t* g = ctx;
+  if (g->set->tiles_tie) g->set->tiles_tie(g->t, x);
+  return !g->set->tiles_check(g->t, x, &g->d->limits);
+}
+
+static bool cpu_ok(const void* ctx, kiln_template_tiles_t* x) { return !kiln_tune_cpu_check(ctx, x); }
+
+static void write_cache(kiln_tune_cache_t* c, const char* name) {
+  kiln_status_t s = kiln_tune_cache_write(c, out_path("tune", name));
+  if (s) fail(name, s);
+  kiln_tune_cache_free(c);
+}
+
+static void write_tune_caches(void) {
+  char model[2048];
+  snprintf(model, sizeof model, "%s", out_path("tune", "model.onnx"));
+  kiln_graph_t* g = NULL;
+  kiln_status_t s = fzt_write_model(model) ? fzt_graph(model, &g) : kiln_make_status(KILN_IO_ERROR, "%s", model);
+  remove(model);
+  if (s) {
+    fail("tuning model", s);
+    kiln_graph_destroy(g);
+    return;
+  }
+  static const char* names[FZT_N_GPU_DEVICES] = {"opencl.tsv", "opencl-small.tsv", "vulkan.tsv", "vulkan-small.tsv"};
+  for (int32_t i = 0; i < FZT_N_GPU_DEVICES; ++i) {
+    const kiln_tune_device_t d = fzt_gpu_device(i);
+    const kiln_target_t* t = kiln_target_find(d.target);
+    if (!t) continue;
+    const kiln_template_set_t set = fzt_gpu_set(t, &d);
+    kiln_plan_t* plan = NULL;
+    s = fzt_gpu_plan(g, t, &d, &plan);
+    if (!s) s = kiln_template_select(plan, &set);
+    if (s) fail(names[i], s);
+    for (int32_t nth = 0; !s && nth < 4; ++nth) {
+      kiln_tune_cache_t c = {0};
+      for (int32_t k = 0; k < plan->n_kernels; ++k) {
+        const kiln_template_t* tt = kiln_template_tunable_of(plan, k);
+        kiln_template_space_t sp;
+        if (!tt || !set.space || !set.space(tt, &sp)) continue;
+        const gpu_ctx_t ctx = {&set, tt, &d};
+        tune_records(&c, kiln_template_fingerprint(tt), &sp, &tt->tiles, &d, gpu_ok, &ctx, nth);
+      }
+      if (c.n == 0 && nth == 0) fail(names[i], kiln_make_status(KILN_INTERNAL, "no tunable kernel"));
+      char name[64];
+      snprintf(name, sizeof name, nth ? "%.*s-%d.tsv" : "%.*s.tsv", (int)strlen(names[i]) - 4, names[i], (int)nth);
+      write_cache(&c, name);
+    }
+    kiln_plan_destroy(plan);
+  }
+  /* the CPU: this machine's device and GEMMs, as compile finds them */
+  kiln_device_t* dev = NULL;
+  kiln_device_open_options_t oo = {1, true, NULL};
+  kiln_plan_options_t po = fzt_cpu_options();
+  kiln_tune_cpu_table_t table;
+  kiln_tune_use_report_t rep;
+  kiln_plan_t* plan = NULL;
+  s = kiln_device_open("cpu", &oo, kiln_allocator_system(), &dev);
+  if (!s) s = kiln_tune_cpu_plan_build(g, &po, out_path("tune", "none.tsv"), dev, NULL, true, &table, &rep, &plan);
+  if (!s) {
+    kiln_tune_device_t where;
+    kiln_tune_device_of(dev, &where);
+    where.target = "cpu";
+    for (int32_t nth = 0; nth < 6; ++nth) {
+      kiln_tune_cache_t c = {0};
+      for (int32_t i = 0; i < table.n; ++i) {
+        kiln_template_space_t sp;
+        kiln_template_tiles_t def;
+        kiln_tune_cpu_space(&table.e[i].problem, &table.e[i].dflt, &sp);
+        kiln_tune_cpu_tiles_of(&table.e[i].dflt, &def);
+        sp.version = kiln_tune_cpu_space_name(&table.e[i].problem);
+        tune_records(&c, table.e[i].fingerprint, &sp, &def, &where, cpu_ok, &table.e[i].problem, nth);
+      }
+      if (c.n == 0 && nth == 0) fail("cpu.tsv", kiln_make_status(KILN_INTERNAL, "no CPU GEMM"));
+      char name[64];
+      snprintf(name, sizeof name, nth ? "cpu-%d.tsv" : "cpu.tsv", (int)nth);
+      write_cache(&c, name);
+    }
+    kiln_tune_cpu_table_free(&table);
+  } else {
+    fail("cpu tuning records", s);
+  }
+  kiln_plan_destroy(plan);
+  kiln_device_release(dev);
+  kiln_graph_destroy(g);
+  /* all of them merged, as `kiln tune --merge` does */
+  kiln_tune_cache_t m = {0};
+  const char* all[] = {"cpu.tsv", "opencl.tsv", "opencl-small.tsv", "vulkan.tsv", "vulkan-small.tsv"};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+    s = kiln_tune_cache_read(&m, out_path("tune", all[i]), stderr);
+    if (s) fail(all[i], s);
+  }
+  write_cache(&m, "merged.tsv");
+  /* two caches for fuzz_tune's merge: cpu.tsv, 0x1e, opencl.tsv */
+  size_t na = 0, nb = 0;
+  unsigned char* a = bm_read_bytes(out_path("tune", "cpu.tsv"), &na);
+  unsigned char* b = bm_read_bytes(out_path("tune", "opencl.tsv"), &nb);
+  unsigned char* two = a && b ? malloc(na + nb + 1) : NULL;
+  if (two) {
+    memcpy(two, a, na);
+    two[na] = 0x1e;
+    memcpy(two + na + 1, b, nb);
+    if (!bm_write_bytes(out_path("tune", "two.tsv"), two, na + nb + 1)) fail("two.tsv", NULL);
+  } else {
+    fail("two.tsv", NULL);
+  }
+  free(a);
+  free(b);
+  free(two);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: fuzz_seeds OUT_DIR [EXTRA.onnx ...]\n");
     return 2;
   }
   snprintf(g_out, sizeof g_out, "%s", argv[1]);
-  const char* subs[] = {"", "/onnx", "/module", "/npy"};
-  for (int i = 0; i < 4; ++i) {
+  const char* subs[] = {"", "/onnx", "/module", "/npy", "/tune"};
+  for (int i = 0; i < 5; ++i) {
     char d[1100];
     snprintf(d, sizeof d, "%s%s", g_out, subs[i]);
     if (mkdir(d, 0777) != 0 && errno != EEXIST) {
@@ -337,6 +493,7 @@ int main(int argc, char** argv) {
     write_modules(argv[i], stem);
   }
   write_npys();
+  write_tune_caches();
   if (g_failed) fprintf(stderr, "fuzz_seeds: %d seeds failed\n", g_failed);
   return g_failed ? 1 : 0;
 }
