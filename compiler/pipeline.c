@@ -576,13 +576,18 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 }
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
+  /* the device class (KILN_GPU_CLASS_GPU): a GPU unless it runs on the
+   * host's CPU or is unknown; KILN_VULKAN_RULES=cpu|gpu forces either */
+  const char* rules = getenv("KILN_VULKAN_RULES");
+  const bool gpu = rules && !strcmp(rules, "gpu") ? true : rules && !strcmp(rules, "cpu") ? false : info && !info->cpu_backed;
+  const uint32_t cls = gpu ? (uint32_t)KILN_GPU_CLASS_GPU : 0u;
   if (!info)
     return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64 | KILN_GPU_LACKS_IDOT |
-           KILN_GPU_LACKS_SUBGROUP_ARITH | KILN_GPU_LACKS_TEXEL_F16;
+           KILN_GPU_LACKS_SUBGROUP_ARITH | KILN_GPU_LACKS_TEXEL_F16 | cls;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
          (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
          (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64) |
          (info->int_dot ? 0u : (uint32_t)KILN_GPU_LACKS_IDOT) |
          (info->subgroup_arith ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP_ARITH) |
-         (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16);
+         (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16) | cls;
 }

@@ -116,7 +116,9 @@ int kiln_compile_layout_parse(const char* s);
 int32_t kiln_compile_layout_block(const kiln_compile_config_t* c);
 
 /* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a
- * device; NULL (no device to ask): all of them, the conservative shaders. */
+ * device; NULL (no device to ask): all of them, the conservative shaders.
+ * With them the device class KILN_GPU_CLASS_GPU (a device that is not
+ * cpu_backed; none for NULL), which $KILN_VULKAN_RULES=gpu|cpu forces. */
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info);
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

@@ -591,7 +591,15 @@ enum {
   KILN_GPU_LACKS_FP64 = 4,
   KILN_GPU_LACKS_IDOT = 8,
   KILN_GPU_LACKS_SUBGROUP_ARITH = 16,
-  KILN_GPU_LACKS_TEXEL_F16 = 32
+  KILN_GPU_LACKS_TEXEL_F16 = 32,
+  /* Not a lack: the device's class. Set where the device is a GPU
+   * (integrated, discrete or virtual: kiln_device_info_t.cpu_backed false),
+   * clear for CPU-backed drivers (lavapipe, SwiftShader, PoCL) and where no
+   * device is known; the Vulkan tile rules then take their GPU defaults
+   * (vulkan_tiles.c: work-groups of 64-256 invocations) instead of
+   * lavapipe's. KILN_VULKAN_RULES=gpu sets it and =cpu clears it on any
+   * device (kiln_compile_gpu_lacks). */
+  KILN_GPU_CLASS_GPU = 64
 };
 
 typedef struct kiln_template_set_s {
@@ -683,6 +691,11 @@ typedef struct kiln_template_set_s {
   bool rows;
   int64_t rows_min_elems, rows_ln_min_elems, rows_red_min_elems;
   bool rows_f16;
+  /* with |rows|, for a GPU (KILN_GPU_CLASS_GPU in |gpu_lacks|): every f32
+   * row of the three kinds takes the template, whatever its size (a
+   * subgroup a row is the GPUs' usual reduction; the thresholds above are
+   * lavapipe's) */
+  bool rows_gpu_all;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the
