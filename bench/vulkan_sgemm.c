@@ -30,6 +30,7 @@
 #include "ir/op.h"
 #include "lowering/plan.h"
 #include "compiler/compare.h"
+#include "compiler/pipeline.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "targets/vulkan/vulkan_target.h"
 
@@ -249,6 +250,9 @@ static kiln_status_t bench_plan(kiln_device_t* d, int64_t n, const opts_t* o, co
   kiln_template_set_t templates;
   kiln_spirv_templates(&templates);
   if (!s) s = kiln_plan_build(g, &po, al, &p);
+  /* the device's flags and class, as a compile for it (KILN_VULKAN_RULES=gpu:
+   * the GPU rules' tiles) */
+  if (!s) templates.gpu_lacks = p->gpu_lacks = kiln_compile_gpu_lacks(&d->info);
   if (!s) s = kiln_template_choose(p, &templates);
   if (!s) s = kiln_program_create(al, &prog);
   if (!s) s = kiln_allocator_malloc(al, sizeof(kiln_program_kernel_t) * (size_t)p->n_kernels, "k", (void**)&prog->kernels);

@@ -691,6 +691,11 @@ typedef struct kiln_template_set_s {
   bool rows;
   int64_t rows_min_elems, rows_ln_min_elems, rows_red_min_elems;
   bool rows_f16;
+  /* with |rows|, for a GPU (KILN_GPU_CLASS_GPU in |gpu_lacks|): every f32
+   * row of the three kinds takes the template, whatever its size (a
+   * subgroup a row is the GPUs' usual reduction; the thresholds above are
+   * lavapipe's) */
+  bool rows_gpu_all;
   /* with |winograd|: Winograd on or off per conv is a knob: every
    * Winograd instance carries its implicit-GEMM alternative (t->alt) and
    * one more tiles entry after the target's, 1 (Winograd) or 0 (the

@@ -231,9 +231,10 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
       t->kind = KILN_TEMPLATE_Q8;
     } else if (set->rows && !(set->gpu_lacks & KILN_GPU_LACKS_SUBGROUP_ARITH) &&
                kiln_template_rows_match(plan, k, &t->rows) &&
-               t->rows.rows * t->rows.n >= (t->rows.ln    ? set->rows_ln_min_elems
-                                            : t->rows.red ? set->rows_red_min_elems
-                                                          : set->rows_min_elems) &&
+               ((set->rows_gpu_all && (set->gpu_lacks & KILN_GPU_CLASS_GPU) && !(t->rows.hx || t->rows.hy)) ||
+                t->rows.rows * t->rows.n >= (t->rows.ln    ? set->rows_ln_min_elems
+                                             : t->rows.red ? set->rows_red_min_elems
+                                                           : set->rows_min_elems)) &&
                (set->rows_f16 || !(t->rows.hx || t->rows.hy))) {
       /* before the pools: a GlobalAveragePool the rule gives the rows */
       t->kind = KILN_TEMPLATE_ROWS;

@@ -483,6 +483,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
          * aliasing and in-place reuse, command buffer, device. */
         kiln_template_set_t templates;
         kiln_program_templates(g_target, &templates);
+        templates.gpu_lacks = plan->gpu_lacks; /* the device's, as a compile for it (KILN_VULKAN_RULES too) */
         if ((s = kiln_template_choose(plan, &templates))) goto fail_status;
         kiln_program_t* prog = NULL;
         if ((s = kiln_program_build(plan, g_target, NULL, al, &prog))) goto fail_status;

@@ -32,10 +32,15 @@
 //   Y_VEC4        (TEXEL_Y 1) 1: the texels through a storage buffer of
 //                 vec4s; 2: in pairs as u64vec4s (64-bit integers, OW and
 //                 RW multiples of 8)
-// Dispatch: (ceil(OH * ceil(OW/RW) / 8), CP, 1) work-groups of 8, with
-// FLAT (ceil(CP * OH * ceil(OW/RW) / 8), 1, 1).
+// Dispatch: (ceil(OH * ceil(OW/RW) / WG), CP, 1) work-groups of WG, with
+// FLAT (ceil(CP * OH * ceil(OW/RW) / WG), 1, 1).
 
-layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
+// WG: invocations a work-group (8, one lavapipe SIMD row; the host's GPU
+// rules print 64)
+#ifndef WG
+#define WG 8
+#endif
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 #if TEXEL
 layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
@@ -75,11 +80,11 @@ void main() {
 #if FLAT
   // the planes folded into the work-groups' invocations (a 7x7 global
   // pool has one invocation a plane: the 8 lanes take 8 planes)
-  const int gq = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
+  const int gq = int(KILN_WG.x) * WG + int(gl_LocalInvocationID.x);
   if (gq >= CP * OH * OWB) return;
   const int p = gq / (OH * OWB), q = gq % (OH * OWB);
 #else
-  const int q = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
+  const int q = int(KILN_WG.x) * WG + int(gl_LocalInvocationID.x);
   if (q >= OH * OWB) return;
   const int p = int(KILN_WG.y);
 #endif

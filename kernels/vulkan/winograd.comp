@@ -89,8 +89,8 @@
 //                    (r0 + r - CPH, s0 + j - CPW), zero outside the plane
 //                    (a select on clamped reads); CDIRECT 0: the planes
 //                    (CPLANE, pitch CQ2) hold the padding already
-// Dispatch: (ceil(CTH * CG * CMB / 8), 1, CBATCH) work-groups
-// of 8 invocations. Each invocation loops CC times (lavapipe's limit of
+// Dispatch: (ceil(CTH * CG * CMB / WG), 1, CBATCH) work-groups
+// of WG invocations. Each invocation loops CC times (lavapipe's limit of
 // 65535 loop iterations per invocation: the host reports CC).
 
 #ifndef WF
@@ -156,7 +156,12 @@ bool CADD; // main() reads it from W
 #define XPLANE CPLANE
 #endif
 
-layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
+// WG: invocations a work-group (8, one lavapipe SIMD row; the host's GPU
+// rules print 64)
+#ifndef WG
+#define WG 8
+#endif
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 #if TEXEL
 layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
@@ -281,7 +286,7 @@ void main() {
   // CG), so the lanes of a small plane take several channel blocks (a
   // texel fetch costs lavapipe the same whether the lanes' addresses agree
   // or not)
-  const int gi = int(KILN_WG.x) * 8 + int(gl_LocalInvocationID.x);
+  const int gi = int(KILN_WG.x) * WG + int(gl_LocalInvocationID.x);
   const int mb = min(gi / (CTHG * CG), CMB - 1);
   const int g = gi % (CTHG * CG);
   const int bz = int(KILN_WG.z);

@@ -215,10 +215,12 @@ kiln_status_t kiln_vulkan_rows_source(const kiln_template_rows_t* q, bool texels
  * texels where |y_texels_fit| and its rows are whole texels. */
 kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
                                       const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]);
-/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store). */
+/* The same with 64-bit integers where |int64| (kiln_vulkan_y_store) and
+ * work-groups of |wg| invocations (8: lavapipe's; KILN_VULKAN_WG_GPU under
+ * the GPU rules); INVALID_ARGUMENT for |wg| outside 1..1024. */
 kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
-                                            bool int64, const char* name, char** out_glsl, int64_t groups[3],
-                                            int64_t local[3]);
+                                            bool int64, int32_t wg, const char* name, char** out_glsl,
+                                            int64_t groups[3], int64_t local[3]);
 
 /* ---- vulkan_q8.c ---------------------------------------------------------- */
 
@@ -238,6 +240,14 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
  * ballot (KILN_GPU_LACKS_SUBGROUP) the subgroup modes become shared-memory
  * tiles; without 64-bit integers (KILN_GPU_LACKS_INT64) mode 2 becomes 3. */
 void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
+/* Whether |gpu_lacks| carries the GPU device class (KILN_GPU_CLASS_GPU):
+ * the templates then take the GPU rules (vulkan_tiles.c: GEMM / conv in
+ * shared-memory tiles of 64-256 invocations, depthwise / pool / Winograd
+ * work-groups of 64, KILN_VULKAN_WG_GPU) instead of lavapipe's. Pure. */
+bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks);
+/* Invocations a work-group of the pool and Winograd shaders under the GPU
+ * rules (lavapipe's: 8, one SIMD row). */
+#define KILN_VULKAN_WG_GPU 64
 /* The tiles recorded in |t| for kernel |name|: a GEMM or conv instance's,
  * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
  * one the Vulkan rules wrote (another set, or none). */
@@ -289,10 +299,11 @@ kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_
 /* The same with 64-bit integers where |int64| (kiln_vulkan_y_store);
  * |e_texels_fit|: the epilogue's operands fit the device's texel buffers
  * (f32 ones then read as texels where U and X are; kiln_vulkan_wino_source
- * takes |texels_fit| for it). */
+ * takes |texels_fit| for it); |wg| invocations a work-group (8: lavapipe's;
+ * KILN_VULKAN_WG_GPU under the GPU rules; 1..1024). */
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                             bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,
-                                            const char* name,
+                                            int32_t wg, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips);
 /* Whether the instance of |c| with tiles |t| and U of GLSL type |w_type|

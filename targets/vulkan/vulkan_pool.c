@@ -8,12 +8,14 @@
 
 kiln_status_t kiln_vulkan_pool_source(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
                                       const char* name, char** out_glsl, int64_t groups[3], int64_t local[3]) {
-  return kiln_vulkan_pool_source_int64(q, texels_fit, y_texels_fit, false, name, out_glsl, groups, local);
+  return kiln_vulkan_pool_source_int64(q, texels_fit, y_texels_fit, false, 8, name, out_glsl, groups, local);
 }
 
 kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool texels_fit, bool y_texels_fit,
-                                            bool int64, const char* name, char** out_glsl, int64_t groups[3],
-                                            int64_t local[3]) {
+                                            bool int64, int32_t wg, const char* name, char** out_glsl,
+                                            int64_t groups[3], int64_t local[3]) {
+  if (wg < 1 || wg > 1024)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "pool '%s': a work-group of %d invocations", name, (int)wg);
   if (q->kh * q->kw > KILN_TEMPLATE_POOL_MAX_TAPS || q->planes < 1 || q->planes > KILN_TEMPLATE_POOL_MAX_PLANES ||
       q->oh < 1 || q->ow < 1)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "pool '%s': %lld planes of %lldx%lld, %lldx%lld taps", name,
@@ -27,7 +29,7 @@ kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool 
    * 0.18-0.29 ms with a work-group a plane, most lanes idle) */
   const int64_t per_plane = q->oh * ((q->ow + rw - 1) / rw);
   const char* env = getenv("KILN_SPIRV_POOL"); /* =planes: a work-group row per plane (tests) */
-  const bool flat = (q->planes * per_plane + 7) / 8 <= 65535 && !(env && !strcmp(env, "planes"));
+  const bool flat = (q->planes * per_plane + wg - 1) / wg <= 65535 && !(env && !strcmp(env, "planes"));
   kiln_vulkan_sb_t b = {0};
   const char* rest = NULL;
   kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_pool, "kernels/vulkan/pool.comp", false, &rest);
@@ -48,16 +50,17 @@ kiln_status_t kiln_vulkan_pool_source_int64(const kiln_template_pool_t* q, bool 
                         (long long)q->oh, (long long)q->ow, (long long)q->kh, (long long)q->kw, (long long)q->sh,
                         (long long)q->sw, (long long)q->ph, (long long)q->pw, q->max ? 1 : 0, q->count_pad ? 1 : 0,
                         (int)rw, texels_fit ? 1 : 0, texel_y ? 1 : 0, flat ? 1 : 0, y_vec4);
+  if (wg != 8) kiln_vulkan_sb_printf(&b, "#define WG %d\n", (int)wg); /* (lavapipe's 8: the text unchanged) */
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {
     free(b.p);
     return kiln_make_status(KILN_OUT_OF_MEMORY, "pool '%s': shader text", name);
   }
   *out_glsl = b.p;
-  groups[0] = flat ? (q->planes * per_plane + 7) / 8 : (per_plane + 7) / 8;
+  groups[0] = flat ? (q->planes * per_plane + wg - 1) / wg : (per_plane + wg - 1) / wg;
   groups[1] = flat ? 1 : q->planes;
   groups[2] = 1;
-  local[0] = 8;
+  local[0] = wg;
   local[1] = local[2] = 1;
   return NULL;
 }

@@ -107,6 +107,9 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * 8192 x 1000 and 25 ms on 65536 x 128, the template 45-46
                                 * and 53-59 ms (a GPU's 32-lane subgroups: not measured) */
                                .rows_f16 = rows && !strcmp(rows, "subgroup"),
+                               /* the GPU rules (vulkan_tiles.c): every f32 row on a GPU with
+                                * subgroup arithmetic (not measured on a GPU yet) */
+                               .rows_gpu_all = !(rows && !strcmp(rows, "printed")),
                                .depthwise = conv,
                                .depthwise_min_stride = 1,
                                /* q8.comp's K loops within lavapipe's limit */
@@ -287,7 +290,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
         if ((r >= '0' && r <= '9') || r == 'D') fit_e = fit_e && texels_fit(plan, t->conv.args[j]);
       }
       if (!s)
-        s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, fit_e, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+        s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, fit_e, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64),
+                                          kiln_vulkan_gpu_rules(plan->gpu_lacks) ? KILN_VULKAN_WG_GPU : 8, name,
                                           &units[k].text, dims[k], dims[k] + 3, &trips[k]);
       if (s) s = kiln_status_annotate(s, "spirv");
     } else if (kind == KILN_TEMPLATE_DEPTHWISE) {
@@ -306,7 +310,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       const int32_t np = pk->func->n_params;
       const bool fit = t->pool.bind_x >= 0 && t->pool.bind_x < np && texels_fit(plan, pk->args[t->pool.bind_x]);
       const bool fit_y = t->pool.bind_y >= 0 && t->pool.bind_y < np && texels_fit(plan, pk->args[t->pool.bind_y]);
-      s = kiln_vulkan_pool_source_int64(&t->pool, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64), name,
+      s = kiln_vulkan_pool_source_int64(&t->pool, fit, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64),
+                                        kiln_vulkan_gpu_rules(plan->gpu_lacks) ? KILN_VULKAN_WG_GPU : 8, name,
                                         &units[k].text, dims[k], dims[k] + 3);
       trips[k] = 0; /* the taps are unrolled: no loop */
       if (s) s = kiln_status_annotate(s, "spirv");

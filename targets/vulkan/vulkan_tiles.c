@@ -43,8 +43,80 @@ static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d)
   return d->tm % 16 == 0 && d->rn % 4 == 0 && (t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0);
 }
 
+/* ---- the GPU rules (KILN_GPU_CLASS_GPU) ----------------------------------
+ * A real GPU runs a work-group's invocations as subgroups of 32 (NVIDIA),
+ * 64 (AMD, Adreno), 16 (Intel, Mali) lanes and keeps many work-groups
+ * resident per core: lavapipe's 8-invocation work-groups (one SIMD of 8
+ * lanes there) would fill a quarter of an NVIDIA warp. So on a GPU the
+ * templates take work-groups of 64-256 invocations: GEMM and conv in the
+ * shared-memory mode (gemm.comp / conv.comp SHARED 1, the usual desktop
+ * GPU GEMM: a work-group stages TM x TK of A and TK x TN of B in shared
+ * memory, each invocation 8 x 8 or 4 x 4 outputs, as CLBlast's and ncnn's
+ * defaults do), depthwise, pool and Winograd work-groups of 64. NOT
+ * MEASURED ON A GPU YET (no session had one): starting points for
+ * `kiln tune` there, only checked for correctness on lavapipe with
+ * KILN_VULKAN_RULES=gpu. Every size here is a multiple of 64 invocations
+ * (any subgroup size up to 64 divides it) and at most 256 (every desktop
+ * and mobile Vulkan GPU allows 256; the spec's minimum is 128); the shared
+ * tiles stay under 16 KiB (the spec's minimum). */
+
+/* A GEMM of M x N outputs (the same rule serves the implicit-GEMM conv,
+ * M channels x N positions): 128 x 128 tiles with 16 x 16 invocations of
+ * 8 x 8 outputs (TK 8: 8 x 258 floats of shared memory, 8.3 KB) where they
+ * still give 64 work-groups or more (an H100 has 132 SMs); else 64 x 64
+ * with 8 x 8 invocations of 8 x 8; where that leaves fewer than 64
+ * work-groups, 32 x 32 tiles of 8 x 8 invocations of 4 x 4 (more
+ * work-groups for the small layers of a batch-1 CNN); rows or columns
+ * under 32 take 16 (8 x 8 invocations of 2 x 2 there). */
+static kiln_spirv_gemm_tiles_t gpu_gemm_tiles(int64_t M, int64_t N) {
+  const int64_t g128 = ((M + 127) / 128) * ((N + 127) / 128), g64 = ((M + 63) / 64) * ((N + 63) / 64);
+  if (M >= 128 && N >= 128 && g128 >= 64)
+    return (kiln_spirv_gemm_tiles_t){.tm = 128, .tn = 128, .tk = 8, .rm = 8, .rn = 8, .shared = 1};
+  kiln_spirv_gemm_tiles_t t = {.tk = 16, .shared = 1};
+  t.tm = M >= 64 && g64 >= 64 ? 64 : M >= 32 ? 32 : 16;
+  t.tn = N >= 64 && g64 >= 64 ? 64 : N >= 32 ? 32 : 16;
+  t.rm = t.tm / 8;
+  t.rn = t.tn / 8;
+  return t;
+}
+
+bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks) { return (gpu_lacks & KILN_GPU_CLASS_GPU) != 0; }
+
+/* The GPU rules' tiles for |t| (kiln_vulkan_template_tiles on a GPU); the
+ * KILN_SPIRV_{GEMM,CONV,WINO}_TILES overrides still apply. */
+static void gpu_tiles(kiln_template_t* t, uint32_t lacks) {
+  kiln_spirv_gemm_tiles_t g;
+  if (t->kind == KILN_TEMPLATE_GEMM) {
+    if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &g)) g = gpu_gemm_tiles(t->gemm.M, t->gemm.N);
+    g = fit(g, t->gemm.M, t->gemm.N, lacks);
+    t->tiles = record(&g);
+  } else if (t->kind == KILN_TEMPLATE_CONV) {
+    if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &g)) g = gpu_gemm_tiles(t->conv.M, t->conv.Q);
+    g = fit(g, t->conv.M, t->conv.Q, lacks);
+    t->tiles = record(&g);
+  } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {
+    /* 4 channels x 4 tiles an invocation (F(2x2): 256 sums, F(4x4) where
+     * the weights were laid out for it: 576), the fewest registers in the
+     * space: lavapipe's 8 x 4 F(4x4) holds 1152 sums, past a GPU
+     * invocation's registers; 64 invocations a work-group (emit) */
+    kiln_vulkan_wino_tiles_t w = kiln_vulkan_wino_default_tiles(t);
+    if (!getenv("KILN_SPIRV_WINO_TILES")) w.tm = 4, w.nt = 4;
+    if (t->weights.layout != KILN_TEMPLATE_W_WINOGRAD4) w.wf = 2;
+    t->tiles = (kiln_template_tiles_t){.n = 3, .v = {w.tm, w.nt, w.wf}};
+  } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
+    /* 64 invocations of up to 8 outputs of a row (16 in the flat form) */
+    int32_t rw = t->dw.ow >= 8 ? 8 : t->dw.ow > 0 ? (int32_t)t->dw.ow : 1;
+    if (kiln_vulkan_dw_flat(&t->dw, 64, KILN_VULKAN_DW_FLAT_RW)) rw = KILN_VULKAN_DW_FLAT_RW;
+    t->tiles = (kiln_template_tiles_t){.n = 2, .v = {64, rw}};
+  }
+}
+
 void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   t->tiles = (kiln_template_tiles_t){0};
+  if (kiln_vulkan_gpu_rules(gpu_lacks) && t->kind != KILN_TEMPLATE_Q8) {
+    gpu_tiles(t, gpu_lacks);
+    return;
+  }
   if (t->kind == KILN_TEMPLATE_GEMM) {
     const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
     const kiln_spirv_gemm_tiles_t gt = fit(kiln_spirv_gemm_default_tiles_k(g.M, g.N, g.K), g.M, g.N, gpu_lacks);

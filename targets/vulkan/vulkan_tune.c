@@ -39,7 +39,9 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
     case KILN_TEMPLATE_CONV:
       if (t->tiles.n != 6) return false;
       out->version = t->kind == KILN_TEMPLATE_GEMM ? "vulkan.gemm.1" : "vulkan.conv.1";
-      KILN_TEMPLATE_KNOB(out, "tm", d[0], 8, 16, 32, 64);
+      /* 128: the GPU rules' large tiles (vulkan_tiles.c, 16 x 16
+       * invocations of 8 x 8 in shared memory) */
+      KILN_TEMPLATE_KNOB(out, "tm", d[0], 8, 16, 32, 64, 128);
       /* tied in the subgroup modes (LX x RN positions): every LX of 1, 2,
        * 4, 8 times every RN below is a value, so that a tied point stays
        * in the space (a one-knob step from it, a hint) */
@@ -296,6 +298,21 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     HINT(tm, 8 * rn2, 4 * tk, tm, rn2, sh);
     HINT(tm, 8 * rn, 4 * tk, tm, rn, sh);
     HINT(tm2, 8 * rn2, tk, tm2, rn2, sh == 2 ? 3 : 2);
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 1) {
+    /* the shared-memory tiles (the GPU rules' default, or a device without
+     * subgroup ballot): GPU-sized neighbours, not lavapipe's register
+     * tiles. 64 x 64 with 16 x 16 invocations of 4 x 4, 128 x 64 and
+     * 64 x 128 with 128 invocations of 8 x 8, 128 x 128 with TK 16, the
+     * default's TK halved and doubled (CLBlast's and ncnn's desktop points
+     * lie among these; none measured on a GPU yet) */
+    const int32_t tm = d.v[0], tn = d.v[1], tk = d.v[2], rm = d.v[3], rn = d.v[4];
+    HINT(64, 64, 16, 4, 4, 1);
+    HINT(128, 64, 8, 8, 8, 1);
+    HINT(64, 128, 8, 8, 8, 1);
+    HINT(128, 128, 16, 8, 8, 1);
+    HINT(tm, tn, tk > 4 ? tk / 2 : 2 * tk, rm, rn, 1);
+    HINT(tm, tn, 2 * tk, rm, rn, 1);
+    HINT(32, 32, 16, 4, 4, 1);
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && d.n == 2) {
     HINT(2 * d.v[0], d.v[1]);
     /* (the default's smallest work-group, 8 for small planes, has no half) */

@@ -76,15 +76,17 @@ bool kiln_vulkan_wino_runtime_sizes(const kiln_template_conv_t* c, const kiln_vu
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips) {
-  return kiln_vulkan_wino_source_int64(c, t, texels_fit, y_texels_fit, texels_fit, false, name, out_glsl, groups,
+  return kiln_vulkan_wino_source_int64(c, t, texels_fit, y_texels_fit, texels_fit, false, 8, name, out_glsl, groups,
                                        local, out_trips);
 }
 
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                             bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,
-                                            const char* name,
+                                            int32_t wg, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3],
                                             int64_t* out_trips) {
+  if (wg < 1 || wg > 1024)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "winograd '%s': a work-group of %d invocations", name, (int)wg);
   if ((t->tm != 4 && t->tm != 8 && t->tm != 16 && t->tm != 32) || (t->nt != 4 && t->nt != 8) ||
       (t->wf != 2 && t->wf != 4))
     return kiln_make_status(KILN_INVALID_ARGUMENT,
@@ -199,6 +201,7 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   const char* kr = getenv("KILN_SPIRV_CONV_KREUSE");
   kiln_vulkan_sb_printf(&b, "#define CR %d\n", c->C % 2 == 0 && !(kr && !strcmp(kr, "off")) ? 2 : 1);
   if (nty > 1) kiln_vulkan_sb_printf(&b, "#define NTY %d\n", (int)nty); /* (the row form's text unchanged) */
+  if (wg != 8) kiln_vulkan_sb_printf(&b, "#define WG %d\n", (int)wg);   /* (lavapipe's 8: the text unchanged) */
   if (epi_rt == 2)
     kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { const int ei = (b) * (CM * CP) + (m) * CP + (p); "
                               "if (CADD) v = v + texelFetch(te0, ei >> 2)[ei & 3]; v = CRELU ? max(v, 0.0) : v; }\n");
@@ -214,10 +217,10 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   *out_trips = c->C; /* one loop over the input channels; the rest is unrolled */
   const int64_t tiles_w = (c->ow + t->wf - 1) / t->wf, tiles_h = (c->oh + t->wf - 1) / t->wf;
   const int64_t ngroups = (tiles_h + nty - 1) / nty * ((tiles_w + t->nt / nty - 1) / (t->nt / nty));
-  groups[0] = (ngroups * (mp / t->tm) + 7) / 8;
+  groups[0] = (ngroups * (mp / t->tm) + wg - 1) / wg;
   groups[1] = 1;
   groups[2] = c->batch > 0 ? c->batch : 1;
-  local[0] = 8;
+  local[0] = wg;
   local[1] = 1;
   local[2] = 1;
   return NULL;

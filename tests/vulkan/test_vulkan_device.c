@@ -13,7 +13,9 @@
  * plan-level runs: small graphs lowered for the GPU, emitted as SPIR-V,
  * every kernel run in order on the device and compared with the reference
  * executor (rtol 1e-4 / atol 1e-5 for f32), with and without the tiled
- * GEMM substitution and with kernel fusion. */
+ * GEMM substitution and with kernel fusion. Mode gpu_rules runs those
+ * plans again with the GPU rules (KILN_VULKAN_RULES=gpu: the device class
+ * a real GPU has; vulkan_tiles.c) and checks their work-groups. */
 #include <dirent.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -27,6 +29,7 @@
 #include "lowering/plan.h"
 #include "lowering/precision.h"
 #include "compiler/compare.h"
+#include "compiler/pipeline.h"
 #include "compiler/ref_exec.h"
 #include "runtime/device_registry.h"
 #include "runtime/vulkan/vulkan_device.h"
@@ -604,10 +607,61 @@ static uint64_t buf_bytes(const tir_buffer_t* b) {
 /* The Vulkan program of |p| (kernels, buffers, SPIR-V) with the Vulkan
  * templates chosen. Its kernel list may be shorter than the plan's (a conv
  * template replaces GEMM + crop); its buffers are the plan's, one for one. */
+/* Mode gpu_rules: the template set gets the device's flags with the GPU
+ * class (kiln_compile_gpu_lacks under KILN_VULKAN_RULES=gpu); |g_rules_kinds|
+ * collects the template kinds its plans took. 0: the set's default (no
+ * flags, lavapipe's rules). */
+static uint32_t g_rules;
+static uint32_t g_rules_kinds;
+
+/* Under the GPU rules: every template instance of |p| has GPU-sized
+ * tiles (GEMM / conv: shared-memory tiles of 64-256 invocations, depthwise
+ * 64) that its tune space holds and its check accepts; every launch of
+ * |prog| is one invocation (a printed kernel of a tiny extent) or at least
+ * 32 (rows.comp's row groups; everything else 64 or more), none of
+ * lavapipe's 8. */
+static void check_gpu_rules(const kiln_plan_t* p, const kiln_program_t* prog, const kiln_template_set_t* set) {
+  for (int32_t k = 0; k < p->n_kernels; ++k) {
+    const kiln_template_t* t = p->kernels[k].tmpl;
+    if (!t || t->kind == KILN_TEMPLATE_MERGED) continue;
+    g_rules_kinds |= 1u << t->kind;
+    const int32_t* v = t->tiles.v;
+    if (t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) {
+      const int32_t nt = (v[1] / v[4]) * (v[0] / v[3]);
+      CHECK_MSG(t->tiles.n == 6 && v[5] == 1 && nt >= 64 && nt <= 256, "kernel %d: tiles %d,%d,%d,%d,%d,%d", (int)k,
+                v[0], v[1], v[2], v[3], v[4], v[5]);
+    } else if (t->kind == KILN_TEMPLATE_DEPTHWISE) {
+      CHECK_MSG(v[0] == 64, "kernel %d: depthwise work-group %d", (int)k, v[0]);
+    }
+    kiln_template_space_t sp;
+    int32_t idx[KILN_TEMPLATE_TILES_MAX];
+    if (set->space(t, &sp)) {
+      CHECK_MSG(kiln_template_space_index(&sp, &t->tiles, idx), "kernel %d: the default is not in its space", (int)k);
+      const char* why = set->tiles_check(t, &t->tiles, NULL);
+      CHECK_MSG(why == NULL, "kernel %d: the default refused: %s", (int)k, why ? why : "");
+      kiln_template_tiles_t h[8];
+      const int32_t nh = set->tiles_hints(t, h, 8);
+      for (int32_t i = 0; i < nh && (t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV); ++i)
+        CHECK_MSG(h[i].v[5] == 1, "kernel %d: hint %d not a shared-memory point", (int)k, (int)i);
+    }
+  }
+  for (int32_t k = 0; k < prog->n_kernels; ++k) {
+    const int64_t n = prog->kernels[k].local[0] * prog->kernels[k].local[1] * prog->kernels[k].local[2];
+    CHECK_MSG(n == 1 || (n >= 32 && n <= 256), "kernel %s: a work-group of %lld", prog->kernels[k].name, (long long)n);
+  }
+}
+
 static kiln_status_t plan_program(kiln_plan_t* p, kiln_program_t** out) {
   kiln_template_set_t set;
   kiln_spirv_templates(&set);
+  if (g_rules) set.gpu_lacks = p->gpu_lacks = g_rules; /* the plan's too: the emitter reads it */
   KILN_RETURN_IF_ERROR(kiln_template_choose(p, &set));
+  if (g_rules) {
+    kiln_program_build_options_t bo = {.model_name = "test"};
+    KILN_RETURN_IF_ERROR(kiln_program_build(p, kiln_target_find("vulkan"), &bo, CA(), out));
+    check_gpu_rules(p, *out, &set);
+    return NULL;
+  }
   kiln_program_build_options_t bo = {.model_name = "test"};
   return kiln_program_build(p, kiln_target_find("vulkan"), &bo, CA(), out);
 }
@@ -1819,6 +1873,86 @@ static void test_wino_rows(void) {
 /* "conv_direct": only the conv.comp direct-read cases (their own ctest);
  * "wino_shared": only test_wino_shared; "wino_rows":
  * only test_wino_rows */
+/* A GEMM with 128 x 128 tiles under the GPU rules (72 work-groups of
+ * them), its edges partial: 1000 x 72 by 72 x 1030 */
+static void g_matmul_big(tg_t* t) {
+  tg_input(t, "a", F32, 2, DIMS(1000, 72));
+  tg_input(t, "b", F32, 2, DIMS(72, 1030));
+  tg_node(t, "MatMul", "mm", 2, NAMES("a", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* The GPU rules on this device: KILN_VULKAN_RULES sets the class either
+ * way (lavapipe is CPU-backed: none without it); then GEMMs of odd and
+ * even sizes (one with 128 x 128 tiles), direct, strided, 1x1, residual
+ * and stem convs, Winograd on small and larger planes, depthwise (row and
+ * flat forms), pools and a Softmax with it, each against the reference,
+ * and every template kind met (check_gpu_rules checks each plan). */
+static void test_gpu_rules(void) {
+  if (!dev) return;
+  const char* old = getenv("KILN_VULKAN_RULES");
+  char keep[16] = "";
+  if (old) snprintf(keep, sizeof keep, "%s", old);
+  unsetenv("KILN_VULKAN_RULES");
+  CHECK(((kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU) != 0) == !dev->info.cpu_backed);
+  CHECK(!(kiln_compile_gpu_lacks(NULL) & KILN_GPU_CLASS_GPU));
+  setenv("KILN_VULKAN_RULES", "cpu", 1);
+  CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU));
+  setenv("KILN_VULKAN_RULES", "gpu", 1);
+  g_rules = kiln_compile_gpu_lacks(&dev->info);
+  CHECK(g_rules & KILN_GPU_CLASS_GPU);
+  CHECK(kiln_compile_gpu_lacks(NULL) & KILN_GPU_CLASS_GPU);
+  check_graph(g_add_relu, "add+relu+sigmoid", 1e-4, 1e-5);
+  check_graph(g_matmul_small, "matmul 13x29x47", 1e-4, 1e-5);
+  check_graph(g_matmul_packed, "matmul 70x150x128 packed", 1e-4, 1e-5);
+  check_graph(g_matmul_const, "matmul const 20x40x700", 1e-4, 1e-5);
+  check_graph(g_gemm_bias, "gemm transB+bias", 1e-4, 1e-5);
+  check_graph(g_gemm_trans, "gemm transB", 1e-4, 1e-5);
+  check_graph(g_gemm_bias_big, "gemm 64x256x1024 bias", 1e-4, 1e-5);
+  check_graph(g_matmul_big, "matmul 1000x1030x72", 1e-4, 1e-5);
+  check_graph(g_conv, "conv+relu+maxpool", 1e-4, 1e-5);
+  check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
+  check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-4);
+  check_graph(g_conv_1x1, "conv 1x1", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_7k, "conv 1x1 7x7 K 20 batch 2", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_odd, "conv 1x1 13x11", 1e-4, 1e-5);
+  check_graph(g_conv_1x1_kwhole, "conv 1x1 K 520 residual", 1e-4, 1e-4);
+  check_graph(g_conv_silu, "conv silu", 1e-4, 1e-5);
+  check_graph(g_cd_stem, "direct stem 3x3 s2", 1e-4, 1e-5);
+  check_graph(g_cd_7x7, "direct 7x7 s2x1", 1e-4, 1e-5);
+  check_graph(g_cd_1x1s2, "direct 1x1 s2 + residual", 1e-4, 1e-5);
+  check_graph(g_conv_wino_pads, "winograd uneven pads", 1e-4, 1e-4);
+  check_graph(g_wino_small5, "winograd 5x5", 1e-4, 1e-4);
+  check_graph(g_wino_small13, "winograd 13x13", 1e-4, 1e-4);
+  setenv("KILN_SPIRV_WINOGRAD", "f4", 1); /* F(4x4) weights: the GPU rule keeps wf 4, 4 x 4 tiles */
+  check_graph(g_wino_small13, "winograd 13x13 F(4x4)", 1e-4, 1e-4);
+  unsetenv("KILN_SPIRV_WINOGRAD");
+  check_graph(g_pools, "pools", 1e-5, 1e-6);
+  check_graph(g_gap, "global average pool", 1e-5, 1e-6);
+  check_graph(g_depthwise, "depthwise", 1e-4, 1e-5);
+  check_graph(g_dw_rows28, "depthwise 28x28", 1e-4, 1e-5);
+  check_graph(g_dw_rows56, "depthwise 56x56", 1e-4, 1e-5);
+  check_graph(g_depthwise_flat7, "depthwise flat 7x7 + residual", 1e-4, 1e-5);
+  check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated", 1e-4, 1e-5);
+  check_graph(g_softmax, "softmax", 1e-4, 1e-5);
+  if (dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
+  /* the 128 x 128 tiles and the work-group of 64 as printed */
+  kiln_program_t* prog = graph_program(g_matmul_big, false, false);
+  CHECK_MSG(prog && strstr(prog->code.text, "#define TM 128\n#define TN 128\n#define TK 8\n") &&
+                strstr(prog->code.text, "#define SHARED 1\n"),
+            "matmul 1000x1030x72: not the 128 x 128 shared-memory tiles");
+  kiln_program_destroy(prog);
+  prog = graph_program(g_pools, false, false);
+  CHECK_MSG(prog && strstr(prog->code.text, "kiln pool '") && strstr(prog->code.text, "#define WG 64\n"),
+            "pools: not 64 invocations a work-group");
+  kiln_program_destroy(prog);
+  const uint32_t want = (1u << KILN_TEMPLATE_GEMM) | (1u << KILN_TEMPLATE_CONV) | (1u << KILN_TEMPLATE_WINOGRAD) |
+                        (1u << KILN_TEMPLATE_DEPTHWISE) | (1u << KILN_TEMPLATE_POOL) | (1u << KILN_TEMPLATE_ROWS);
+  CHECK_MSG((g_rules_kinds & want) == want, "template kinds met %#x, want %#x", (unsigned)g_rules_kinds, (unsigned)want);
+  g_rules = 0;
+  kiln_test_setenv("KILN_VULKAN_RULES", old ? keep : NULL);
+}
+
 int main(int argc, char** argv) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/kiln_vk_test_%ld", (long)getpid());
   mkdir(tmp_dir, 0755);
@@ -1830,6 +1964,8 @@ int main(int argc, char** argv) {
     RUN(test_wino_shared);
   } else if (argc > 1 && !strcmp(argv[1], "wino_rows")) {
     RUN(test_wino_rows);
+  } else if (argc > 1 && !strcmp(argv[1], "gpu_rules")) {
+    RUN(test_gpu_rules);
   } else {
     RUN(test_list_and_create);
     RUN(test_buffers_and_views);

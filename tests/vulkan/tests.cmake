@@ -256,3 +256,11 @@ add_test(NAME test_gpu_template_grids_vulkan_real COMMAND test_gpu_template_grid
 set_tests_properties(test_gpu_template_grids_vulkan_real PROPERTIES LABELS "target=vulkan" TIMEOUT 600
                      FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
                      ENVIRONMENT "${KILN_VULKAN_TEST_ENV}")
+# the plans, direct convs and Winograd's small planes with the GPU rules
+# (KILN_VULKAN_RULES=gpu on lavapipe: shared-memory GEMM / conv tiles of
+# 64-256 invocations, work-groups of 64), their launches checked
+add_test(NAME test_vulkan_device_gpu_rules COMMAND test_vulkan_device gpu_rules)
+set_tests_properties(test_vulkan_device_gpu_rules PROPERTIES
+  LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
+  FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
+  ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
