@@ -577,8 +577,11 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
   /* the device class (KILN_GPU_CLASS_GPU): a GPU unless it runs on the
-   * host's CPU or is unknown; KILN_VULKAN_RULES=cpu|gpu forces either */
-  const char* rules = getenv("KILN_VULKAN_RULES");
+   * host's CPU or is unknown; the device API's own variable forces either
+   * (KILN_OPENCL_RULES=cpu|gpu for an OpenCL device, KILN_VULKAN_RULES for
+   * a Vulkan one and for a compile without a device), so one target's
+   * override never reaches the other's compiles */
+  const char* rules = getenv(info && !strcmp(info->api, "opencl") ? "KILN_OPENCL_RULES" : "KILN_VULKAN_RULES");
   const bool gpu = rules && !strcmp(rules, "gpu") ? true : rules && !strcmp(rules, "cpu") ? false : info && !info->cpu_backed;
   const uint32_t cls = gpu ? (uint32_t)KILN_GPU_CLASS_GPU : 0u;
   if (!info)

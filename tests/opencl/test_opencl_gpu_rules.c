@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/pipeline.h"
 #include "compiler/ref_exec.h"
 #include "graph_harness.h"
 #include "ir/graph.h"
@@ -272,8 +273,28 @@ static void test_printed(void) {
   }
 }
 
+/* The class a compile for this device gets (kiln_compile_gpu_lacks): PoCL
+ * is CPU-backed, so none without an override; KILN_OPENCL_RULES forces
+ * either way, and the Vulkan target's variable does not reach an OpenCL
+ * device's compiles (nor this one's a Vulkan device's: test_vulkan_device). */
+static void test_class(void) {
+  unsetenv("KILN_VULKAN_RULES");
+  set_rules(NULL);
+  CHECK(((kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU) != 0) == !dev->info.cpu_backed);
+  set_rules("gpu");
+  CHECK(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU);
+  set_rules("cpu");
+  CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU));
+  set_rules(NULL);
+  setenv("KILN_VULKAN_RULES", "gpu", 1);
+  CHECK_MSG(((kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU) != 0) == !dev->info.cpu_backed,
+            "KILN_VULKAN_RULES=gpu changed an OpenCL device's class");
+  unsetenv("KILN_VULKAN_RULES");
+}
+
 int main(void) {
   if (!(dev = open_opencl_device_0())) return 1;
+  RUN(test_class);
   RUN(test_printed);
   RUN(test_gemm);
   RUN(test_depthwise);
