@@ -26,7 +26,7 @@
  *   VW   vector width along n: 4, 8 or 16
  *   NC   columns of Y per work-group, a multiple of VW
  *   WK   work-items per group, splitting K
- * Launch: global (ceil(GN/NC)*WK, GBATCH, 1), local (WK, 1, 1).
+ * Launch: global (ceil(GN/NC)*WK, 1, GBATCH), local (WK, 1, 1).
  */
 #define KV_CAT_(a, b) a##b
 #define KV_CAT(a, b) KV_CAT_(a, b)
@@ -88,7 +88,9 @@
 __kernel __attribute__((reqd_work_group_size(WK, 1, 1))) void KILN_GEMM_NAME(KILN_GEMM_SIGNATURE) {
   const int lid = (int)get_local_id(0);
   const int n0 = (int)get_group_id(0) * NC;
-  const int bz = (int)get_group_id(1);
+  /* the batch on dim 2, as gemm.cl has it (a per-sample plan's device
+   * launches dim 2 once per sample: lowering/plan_dyn_tmpl.c) */
+  const int bz = (int)get_group_id(2);
   A += (long)bz * GSA;
   B += (long)bz * GSB;
   Y += (long)bz * GSY;

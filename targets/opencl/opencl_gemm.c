@@ -225,8 +225,8 @@ const char* kiln_opencl_gemv_tiles_check(const kiln_template_gemm_t* g, const ki
 void kiln_opencl_gemv_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t, int64_t groups[3],
                              int64_t local[3]) {
   groups[0] = (g->N + t->nc - 1) / t->nc;
-  groups[1] = g->batch > 0 ? g->batch : 1;
-  groups[2] = 1;
+  groups[1] = 1;
+  groups[2] = g->batch > 0 ? g->batch : 1;
   local[0] = t->wk;
   local[1] = local[2] = 1;
 }
