@@ -146,12 +146,26 @@ static void test_cases(void) {
           y->shape.dims[3] == oh);
     kiln_graph_destroy(g);
   }
-  CHECK(gemms == 11);  /* 7 square + 4 model shapes */
+  CHECK(gemms == 21);  /* 7 square + 4 model shapes + 10 with few rows */
   CHECK(convs == 41);  /* 11 resnet18 + 30 mobilenetv2 */
   CHECK(dw == 10);  /* mobilenetv2's distinct depthwise shapes */
   free(c);
   c = bench_cases(BENCH_SUITE_GEMM, true, &n);
-  CHECK(c && n == 9); /* --quick: square up to 1024 */
+  CHECK(c && n == 17); /* --quick: square up to 1024, B up to 16 MB */
+  /* a Gemm with transB, a bias and a Relu: B stored N x K, the bytes
+   * count A, B, the bias and Y once */
+  for (int32_t i = 0; c && i < n; ++i) {
+    if (strcmp(c[i].name, "gemv.1x768x3072.tb.bias_relu")) continue;
+    kiln_graph_t* g = NULL;
+    if (!CHECK_OK(bench_build_graph(&c[i], &g))) break;
+    const int32_t b = kiln_graph_find_tensor(g, "B");
+    CHECK(g->n_nodes == 2 && !strcmp(g->nodes[0].op_type, "Gemm") && !strcmp(g->nodes[1].op_type, "Relu"));
+    CHECK(b >= 0 && g->tensors[b].shape.dims[0] == 3072 && g->tensors[b].shape.dims[1] == 768);
+    CHECK_MSG(bench_graph_bytes(g) == 4.0 * (768 + 768 * 3072 + 3072 + 3072), "%g bytes", bench_graph_bytes(g));
+    kiln_graph_destroy(g);
+    n = -1;
+  }
+  CHECK(n == -1); /* found */
   free(c);
   c = bench_cases(BENCH_SUITE_DWCONV, false, &n);
   CHECK(c && n == 10);

@@ -88,13 +88,29 @@ static const conv_spec_t kConvs[] = {
     {"mobilenetv2.features.18.0", 1, 320, 7, 1280, 1, 1, 0, 1},
 };
 
-/* Non-square GEMMs (M x K x N): a transformer layer (128 tokens) and
- * ResNet-50's fc at batch 1. */
-static const struct { const char* name; int64_t m, k, n; } kGemms[] = {
-    {"transformer.128x256x768", 128, 256, 768},
-    {"transformer.128x256x1024", 128, 256, 1024},
-    {"transformer.128x1024x256", 128, 1024, 256},
-    {"resnet50.fc", 1, 2048, 1000},
+/* Non-square GEMMs (M x K x N): a transformer layer (128 tokens),
+ * ResNet-50's fc at batch 1, and products with few rows (GEMVs: bound by
+ * reading B once): MobileNetV2's classifier as the model has it (Gemm,
+ * B stored N x K, a bias), a decoder's projections for 1, 2 or 4 tokens,
+ * with B stored either way and one with a bias and a Relu. tb 1: a Gemm
+ * node with transB (B stored N x K); epi 1: a Gemm with a bias C[N], and
+ * a Relu after it. The peers (OpenBLAS, CLBlast) run only the plain
+ * MatMuls. */
+static const struct { const char* name; int64_t m, k, n, tb, epi; } kGemms[] = {
+    {"transformer.128x256x768", 128, 256, 768, 0, 0},
+    {"transformer.128x256x1024", 128, 256, 1024, 0, 0},
+    {"transformer.128x1024x256", 128, 1024, 256, 0, 0},
+    {"resnet50.fc", 1, 2048, 1000, 0, 0},
+    {"mobilenetv2.classifier", 1, 1280, 1000, 1, 0},
+    {"gemv.1x768x768", 1, 768, 768, 0, 0},
+    {"gemv.2x768x768", 2, 768, 768, 0, 0},
+    {"gemv.4x768x768", 4, 768, 768, 0, 0},
+    {"gemv.1x768x3072", 1, 768, 3072, 0, 0},
+    {"gemv.1x4096x4096", 1, 4096, 4096, 0, 0},
+    {"gemv.1x768x768.tb", 1, 768, 768, 1, 0},
+    {"gemv.4x768x3072.tb", 4, 768, 3072, 1, 0},
+    {"gemv.1x4096x4096.tb", 1, 4096, 4096, 1, 0},
+    {"gemv.1x768x3072.tb.bias_relu", 1, 768, 3072, 1, 1},
 };
 
 /* ---- building the list -------------------------------------------------- */
@@ -124,14 +140,15 @@ static bench_case_t* push(list_t* l, const char* suite, bench_kind_t kind) {
   return c;
 }
 
-static void add_gemm(list_t* l, const char* name, int64_t m, int64_t k, int64_t n) {
+static void add_gemm(list_t* l, const char* name, int64_t m, int64_t k, int64_t n, int64_t tb, int64_t epi) {
   bench_case_t* c = push(l, "gemm", BENCH_GEMM);
   if (!c) return;
   snprintf(c->name, sizeof c->name, "%s", name);
-  snprintf(c->shape, sizeof c->shape, "%lldx%lldx%lld", (long long)m, (long long)k, (long long)n);
-  c->p[0] = m, c->p[1] = k, c->p[2] = n;
+  snprintf(c->shape, sizeof c->shape, "%lldx%lldx%lld%s%s", (long long)m, (long long)k, (long long)n,
+           tb ? " transB" : "", epi ? " +bias Relu" : "");
+  c->p[0] = m, c->p[1] = k, c->p[2] = n, c->p[3] = tb, c->p[4] = epi;
   c->est_flops = 2.0 * (double)m * (double)k * (double)n;
-  c->est_bytes = 4.0 * (double)(m * k + k * n + m * n);
+  c->est_bytes = 4.0 * (double)(m * k + k * n + m * n + (epi ? n : 0));
 }
 
 static void add_conv(list_t* l, const conv_spec_t* s) {
@@ -235,10 +252,11 @@ bench_case_t* bench_cases(uint32_t suites, bool quick, int32_t* out_n) {
     for (int64_t n = 64; n <= (quick ? 1024 : 4096); n *= 2) {
       char name[32];
       snprintf(name, sizeof name, "square.%lld", (long long)n);
-      add_gemm(&l, name, n, n, n);
+      add_gemm(&l, name, n, n, n, 0, 0);
     }
     for (size_t i = 0; i < sizeof kGemms / sizeof kGemms[0]; ++i)
-      add_gemm(&l, kGemms[i].name, kGemms[i].m, kGemms[i].k, kGemms[i].n);
+      if (!quick || kGemms[i].k * kGemms[i].n <= 1024 * 1024 * 4) /* --quick: B up to 16 MB */
+        add_gemm(&l, kGemms[i].name, kGemms[i].m, kGemms[i].k, kGemms[i].n, kGemms[i].tb, kGemms[i].epi);
   }
   for (size_t i = 0; i < sizeof kConvs / sizeof kConvs[0]; ++i) {
     bool dw = kConvs[i].group > 1;
@@ -329,11 +347,19 @@ static kiln_status_t build(const bench_case_t* c, kiln_graph_t* g) {
   const char* y[1] = {"Y"};
   switch (c->kind) {
     case BENCH_GEMM: {
-      int64_t a[2] = {p[0], p[1]}, b[2] = {p[1], p[2]};
+      int64_t a[2] = {p[0], p[1]}, b[2] = {p[3] ? p[2] : p[1], p[3] ? p[1] : p[2]}, cb[1] = {p[2]};
       KILN_RETURN_IF_ERROR(input(g, "A", 2, a));
       KILN_RETURN_IF_ERROR(weight(g, "B", 2, b, 2));
-      const char* in[2] = {"A", "B"};
-      KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "MatMul", "matmul", 2, in, 1, y, 0, NULL, NULL));
+      const char* in[3] = {"A", "B", "C"};
+      if (!p[3] && !p[4]) {
+        KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "MatMul", "matmul", 2, in, 1, y, 0, NULL, NULL));
+        break;
+      }
+      if (p[4]) KILN_RETURN_IF_ERROR(weight(g, "C", 1, cb, 4));
+      kiln_attr_t at[1] = {kiln_attr_make_int("transB", p[3])};
+      const char* h[1] = {"H"};
+      KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "Gemm", "gemm", p[4] ? 3 : 2, in, 1, p[4] ? h : y, 1, at, NULL));
+      if (p[4]) KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, "Relu", "relu", 1, h, 1, y, 0, NULL, NULL));
       break;
     }
     case BENCH_CONV: {

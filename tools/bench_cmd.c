@@ -536,7 +536,8 @@ int kiln_cmd_bench(int argc, char** argv) {
   }
   n_kiln = n;
   for (int32_t i = 0; i < n_kiln && (blas.sgemm || gpu_peer); ++i) {
-    if (cases[i].kind != BENCH_GEMM) continue;
+    /* the peers compute plain MatMuls (no transB, bias or Relu) */
+    if (cases[i].kind != BENCH_GEMM || cases[i].p[3] || cases[i].p[4]) continue;
     cases[n] = cases[i];
     cases[n++].peer = gpu_peer ? gpu_peer : "openblas";
   }

@@ -96,7 +96,9 @@ kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, const char*
   for (int32_t k = 0; prof && k < n_prof; ++k) total += prof[k].total_s;
   if (!st && (!prof || runs <= 0))
     st = kiln_make_status(KILN_INTERNAL, "bench: case '%s': the session recorded no profile", c->name);
-  if (!st) bytes += (double)out[0].nbytes;
+  /* the weights too (a GEMV streams mostly B): what bench_graph_bytes
+   * counts on the CPU, inputs, constants read and outputs once */
+  if (!st) bytes = bench_graph_bytes(g);
   if (!st && flops <= CHECK_MAX_FLOPS) {
     kiln_ref_options_t ro;
     kiln_ref_options_default(&ro);

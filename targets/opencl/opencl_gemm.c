@@ -90,18 +90,10 @@ static int role_f16(const kiln_template_gemm_t* g, char r) {
   return 0;
 }
 
-kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
-                                     const char* name, kiln_cf_out_t* out) {
-  return kiln_opencl_gemm_print_psum(g, t, false, name, out);
-}
-
-kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
-                                          bool psum, const char* name, kiln_cf_out_t* out) {
-  if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1)
-    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': bad tiles tm %d tn %d vw %d",
-                            name, t->tm, t->tn, t->vw);
-  kiln_cf_out_printf(out, "/* kiln GEMM template: %lld x %lld x %lld */\n", (long long)g->M,
-                     (long long)g->N, (long long)g->K);
+/* The macros gemm.cl and gemv.cl share: the instance's name, signature,
+ * operands, shape, bias, residual and activation (not the tiles); |psum|:
+ * the f32 partial sums in a private array (GPSUM) even where Y is f32. */
+static kiln_status_t print_shape(const kiln_template_gemm_t* g, bool psum, const char* name, kiln_cf_out_t* out) {
   kiln_cf_out_printf(out, "#define KILN_GEMM_NAME %s\n#define KILN_GEMM_SIGNATURE ", name);
   for (int32_t j = 0; j < g->n_params; ++j) {
     const char r = g->roles[j];
@@ -149,20 +141,114 @@ kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const k
                      "#define GTRANS_A %d\n#define GTRANS_B %d\n"
                      "#define GPACK_T %lld\n#define GPACK_KBS %lld\n#define GPACK_TILES %lld\n"
                      "#define GHAS_BIAS %d\n#define GBIAS_SM %lld\n#define GBIAS_SN %lld\n"
-                     "#define GALPHA %.9ef\n#define GBETA %.9ef\n"
-                     "#define TM %d\n#define TN %d\n#define VW %d\n#define WX %d\n#define WY %d\n"
-                     "#define BK %d\n#define MM %d\n#define MN %d\n",
+                     "#define GALPHA %.9ef\n#define GBETA %.9ef\n",
                      (long long)g->N, (long long)g->K, (long long)g->batch,
                      (long long)g->sa, (long long)g->sb, (long long)g->sy, (long long)g->lda,
                      (long long)(g->ldb ? g->ldb : 1), (long long)g->ldy, g->trans_a ? 1 : 0,
                      g->trans_b ? 1 : 0, (long long)g->pack_t, (long long)(g->pack_kbs ? g->pack_kbs : 1),
                      (long long)g->pack_tiles, g->has_bias ? 1 : 0, (long long)g->bias_sm,
-                     (long long)g->bias_sn, (double)g->alpha, (double)g->beta, t->tm, t->tn, t->vw,
-                     t->wx, t->wy, t->bk, t->mm, t->mn);
-  kiln_cf_out_puts(out, kiln_cl_gemm);
+                     (long long)g->bias_sn, (double)g->alpha, (double)g->beta);
+  return NULL;
+}
+
+static void print_end(const char* text, kiln_cf_out_t* out) {
+  kiln_cf_out_puts(out, text);
   for (size_t i = 0; i < sizeof macro_names / sizeof macro_names[0]; ++i)
     kiln_cf_out_printf(out, "#undef %s\n", macro_names[i]);
   kiln_cf_out_puts(out, "\n");
+}
+
+kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out) {
+  return kiln_opencl_gemm_print_psum(g, t, false, name, out);
+}
+
+kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
+                                          bool psum, const char* name, kiln_cf_out_t* out) {
+  if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemm '%s': bad tiles tm %d tn %d vw %d",
+                            name, t->tm, t->tn, t->vw);
+  kiln_cf_out_printf(out, "/* kiln GEMM template: %lld x %lld x %lld */\n", (long long)g->M,
+                     (long long)g->N, (long long)g->K);
+  KILN_RETURN_IF_ERROR(print_shape(g, psum, name, out));
+  kiln_cf_out_printf(out,
+                     "#define TM %d\n#define TN %d\n#define VW %d\n#define WX %d\n#define WY %d\n"
+                     "#define BK %d\n#define MM %d\n#define MN %d\n",
+                     t->tm, t->tn, t->vw, t->wx, t->wy, t->bk, t->mm, t->mn);
+  print_end(kiln_cl_gemm, out);
+  return NULL;
+}
+
+/* ---- GEMV: few rows (kernels/opencl/gemv.cl) ------------------------------ */
+
+bool kiln_opencl_gemv_covers(const kiln_template_gemm_t* g) {
+  /* gemv.cl reads B along n: stored K x N or packed (the lowering packs
+   * every constant and every transposed run-time B) */
+  return g->m_dim_a == 0 && g->M >= 1 && g->M <= KILN_OPENCL_GEMV_MAX_M && g->N >= 1 && g->K >= 1 &&
+         (!g->trans_b || g->pack_t);
+}
+
+kiln_opencl_gemv_tiles_t kiln_opencl_gemv_default_tiles(const kiln_template_gemm_t* g) {
+  /* PoCL (2 cores, AVX-512) runs a work-group as a loop over its items,
+   * so one item a group (no barrier) streaming 16-float vectors: 64
+   * columns an item at M <= 2, 32 above (M x 4 or M x 2 zmm accumulators),
+   * then fewer columns (down to one vector) while there are under 8
+   * groups, 4 per core. */
+  kiln_opencl_gemv_tiles_t t = {.vw = 16, .nc = g->M > 2 ? 32 : 64, .wk = 1, .on = 1};
+  while (t.nc > t.vw && (g->N + t.nc - 1) / t.nc < 8) t.nc /= 2;
+  if (t.nc < t.vw) t.nc = t.vw;
+  return t;
+}
+
+bool kiln_opencl_gemv_tiles_from_env(kiln_opencl_gemv_tiles_t* t) {
+  const char* env = getenv("KILN_OPENCL_GEMV_TILES");
+  kiln_opencl_gemv_tiles_t o;
+  if (!env || !env[0] || sscanf(env, "%d,%d,%d,%d", &o.vw, &o.nc, &o.wk, &o.on) != 4) return false;
+  if (o.on != 0 && o.on != 1) return false;
+  *t = o;
+  return true;
+}
+
+kiln_opencl_gemv_tiles_t kiln_opencl_gemv_tiles(const kiln_template_gemm_t* g) {
+  kiln_opencl_gemv_tiles_t t = kiln_opencl_gemv_default_tiles(g);
+  kiln_opencl_gemv_tiles_from_env(&t);
+  return t;
+}
+
+const char* kiln_opencl_gemv_tiles_check(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t) {
+  if (t->on != 0 && t->on != 1) return "gemv: the switch is 0 (the GEMM template) or 1 (GEMV)";
+  if (!t->on) return NULL;
+  if (!kiln_opencl_gemv_covers(g)) return "gemv: M must be static and at most 4, B not transposed in place";
+  if (t->vw != 4 && t->vw != 8 && t->vw != 16) return "gemv: vw must be 4, 8 or 16";
+  if (t->nc < 1 || t->nc > 256) return "gemv: nc outside 1..256";
+  if (t->nc % t->vw) return "gemv: vw must divide nc";
+  if (t->wk < 1 || t->wk > 256 || (t->wk & (t->wk - 1))) return "gemv: wk must be a power of two up to 256";
+  if ((int64_t)t->wk * g->M * t->nc > 8192) return "gemv: wk x M x nc partial sums past 32 KB of local memory";
+  if ((int64_t)g->M * t->nc > 512) return "gemv: M x nc accumulators past the private budget";
+  return NULL;
+}
+
+void kiln_opencl_gemv_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]) {
+  groups[0] = (g->N + t->nc - 1) / t->nc;
+  groups[1] = 1;
+  groups[2] = g->batch > 0 ? g->batch : 1;
+  local[0] = t->wk;
+  local[1] = local[2] = 1;
+}
+
+kiln_status_t kiln_opencl_gemv_print(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out) {
+  const char* bad = kiln_opencl_gemv_tiles_check(g, t);
+  if (bad || !t->on)
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl gemv '%s': %s", name,
+                            bad ? bad : "the switch is off (the GEMM template prints it)");
+  kiln_cf_out_printf(out, "/* kiln GEMV template: %lld x %lld x %lld */\n", (long long)g->M, (long long)g->N,
+                     (long long)g->K);
+  KILN_RETURN_IF_ERROR(print_shape(g, false, name, out));
+  kiln_cf_out_printf(out, "#define VW %d\n#define NC %d\n#define WK %d\n", t->vw, t->nc, t->wk);
+  print_end(kiln_cl_gemv, out);
+  kiln_cf_out_puts(out, "#undef NC\n#undef WK\n");
   return NULL;
 }
 

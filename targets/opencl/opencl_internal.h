@@ -63,6 +63,43 @@ kiln_status_t kiln_opencl_gemm_print(const kiln_template_gemm_t* g, const kiln_o
 kiln_status_t kiln_opencl_gemm_print_psum(const kiln_template_gemm_t* g, const kiln_opencl_gemm_tiles_t* t,
                                           bool psum, const char* name, kiln_cf_out_t* out);
 
+/* ---- GEMV: the GEMMs with few rows (kernels/opencl/gemv.cl) --------------
+ * A GEMM instance with a static M of at most KILN_OPENCL_GEMV_MAX_M runs
+ * gemv.cl instead of gemm.cl: its tiles record is vw,nc,wk,on (4 entries,
+ * a GEMM's has 8), |on| the switch, 1 gemv.cl, 0 gemm.cl at
+ * kiln_opencl_gemm_tiles (a tuner may turn it off per shape). */
+#define KILN_OPENCL_GEMV_MAX_M 4
+
+extern const char kiln_cl_gemv[];
+extern const size_t kiln_cl_gemv_len;
+
+typedef struct kiln_opencl_gemv_tiles_s {
+  int32_t vw; /* vector width along n: 4, 8 or 16 */
+  int32_t nc; /* columns of Y per work-group (a multiple of vw) */
+  int32_t wk; /* work-items per group splitting K (partial sums in __local) */
+  int32_t on; /* 1 gemv.cl, 0 gemm.cl */
+} kiln_opencl_gemv_tiles_t;
+
+/* True when |g| is an instance gemv.cl computes: M static, 1..4, B not
+ * stored N x K in place (transposed and unpacked). */
+bool kiln_opencl_gemv_covers(const kiln_template_gemm_t* g);
+/* Default tiles (measured on PoCL). */
+kiln_opencl_gemv_tiles_t kiln_opencl_gemv_default_tiles(const kiln_template_gemm_t* g);
+/* Replaces |t| with KILN_OPENCL_GEMV_TILES ("vw,nc,wk,on") when set and
+ * its switch is 0 or 1 (kiln_opencl_gemv_tiles_check judges the rest). */
+bool kiln_opencl_gemv_tiles_from_env(kiln_opencl_gemv_tiles_t* t);
+/* The defaults, or KILN_OPENCL_GEMV_TILES when set. */
+kiln_opencl_gemv_tiles_t kiln_opencl_gemv_tiles(const kiln_template_gemm_t* g);
+/* NULL when gemv.cl takes |t| for |g| (or the switch is off), else why not
+ * (static text). */
+const char* kiln_opencl_gemv_tiles_check(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t);
+void kiln_opencl_gemv_launch(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t, int64_t groups[3],
+                             int64_t local[3]);
+/* Appends the gemv.cl instance; INVALID_ARGUMENT (naming the kernel) for
+ * tiles kiln_opencl_gemv_tiles_check refuses or the switch off. */
+kiln_status_t kiln_opencl_gemv_print(const kiln_template_gemm_t* g, const kiln_opencl_gemv_tiles_t* t,
+                                     const char* name, kiln_cf_out_t* out);
+
 /* ---- fused epilogues and conv instances (lowering/template.h) ------------ */
 
 /* Prints "#define <macro>_PRE(b, m) ..." (declarations of the operands
@@ -294,6 +331,8 @@ void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_til
  * record is not one the OpenCL rules wrote (another set, or none), or
  * the instance's weights are not laid out for them. */
 kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemm_tiles_t* out);
+/* A GEMM instance's GEMV record (vw,nc,wk,on; kiln_opencl_gemv_covers). */
+kiln_status_t kiln_opencl_gemv_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemv_tiles_t* out);
 kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out);
 kiln_status_t kiln_opencl_dw_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_dw_tiles_t* out);
 kiln_status_t kiln_opencl_q8_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_q8_tiles_t* out);

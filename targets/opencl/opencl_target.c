@@ -277,6 +277,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_cf_kernel_info_t* infos = NULL;
   bool* noalias = NULL;
   kiln_opencl_gemm_tiles_t* gtiles = NULL; /* GEMM and conv instances (same tiles) */
+  kiln_opencl_gemv_tiles_t* vtiles = NULL; /* GEMV instances */
   kiln_opencl_wino_tiles_t* wtiles = NULL;
   kiln_opencl_dw_tiles_t* dtiles = NULL;
   kiln_opencl_q8_tiles_t* qtiles = NULL;
@@ -294,6 +295,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   if (!s) s = kiln_allocator_malloc(al, sizeof *infos * (size_t)(n + 1), "opencl emit", (void**)&infos);
   if (!s) s = kiln_allocator_malloc(al, sizeof(bool) * (size_t)(total_args + 1), "opencl emit", (void**)&noalias);
   if (!s) s = kiln_allocator_malloc(al, sizeof *gtiles * (size_t)(n + 1), "opencl emit", (void**)&gtiles);
+  if (!s) s = kiln_allocator_malloc(al, sizeof *vtiles * (size_t)(n + 1), "opencl emit", (void**)&vtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *wtiles * (size_t)(n + 1), "opencl emit", (void**)&wtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *dtiles * (size_t)(n + 1), "opencl emit", (void**)&dtiles);
   if (!s) s = kiln_allocator_malloc(al, sizeof *qtiles * (size_t)(n + 1), "opencl emit", (void**)&qtiles);
@@ -312,6 +314,14 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       /* the tiles lowering chose (kiln_opencl_template_tiles) */
       case KILN_TEMPLATE_GEMM:
         ++n_templ;
+        /* few rows: gemv.cl where the record's switch is on */
+        if (t->tiles.n == 4 && t->tiles.v[3] == 1) {
+          s = kiln_opencl_gemv_tiles_of(t, f->name, &vtiles[k]);
+          if (s) break;
+          kiln_opencl_gemv_launch(&t->gemm, &vtiles[k], pk->groups, pk->local);
+          if (!plan->n_dims) kiln_opencl_gemm_describe(&t->gemm, &pk->gemm);
+          continue;
+        }
         s = kiln_opencl_gemm_tiles_of(t, f->name, &gtiles[k]);
         if (s) break;
         kiln_opencl_gemm_launch(&t->gemm, &gtiles[k], pk->groups, pk->local);
@@ -418,6 +428,8 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
     kiln_cf_out_init(&one);
     if (custom)
       s = kiln_custom_print(plan, k, "opencl", name, &one, prog->kernels[k].groups, prog->kernels[k].local);
+    else if (t->kind == KILN_TEMPLATE_GEMM && t->tiles.n == 4 && t->tiles.v[3] == 1)
+      s = kiln_opencl_gemv_print(&t->gemm, &vtiles[k], name, &one);
     else if (t->kind == KILN_TEMPLATE_GEMM) s = kiln_opencl_gemm_print_psum(&t->gemm, &gtiles[k], gpu_rules, name, &one);
     else if (t->kind == KILN_TEMPLATE_DEPTHWISE)
       s = kiln_opencl_dw_print(&t->dw, &dtiles[k], prog->kernels[k].n_args, name, &one);
@@ -473,6 +485,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
   kiln_allocator_free(al, infos);
   kiln_allocator_free(al, noalias);
   kiln_allocator_free(al, gtiles);
+  kiln_allocator_free(al, vtiles);
   kiln_allocator_free(al, wtiles);
   kiln_allocator_free(al, dtiles);
   kiln_allocator_free(al, qtiles);

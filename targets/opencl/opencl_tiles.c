@@ -74,6 +74,13 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   const bool gpu = kiln_opencl_rules_gpu(gpu_lacks);
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM: {
+      /* few rows: gemv.cl's record (vw,nc,wk,on), on either rule set (its
+       * defaults are PoCL's: no GPU rule for it yet) */
+      if (kiln_opencl_gemv_covers(&t->gemm)) {
+        const kiln_opencl_gemv_tiles_t v = kiln_opencl_gemv_tiles(&t->gemm);
+        t->tiles = record((const int32_t[]){v.vw, v.nc, v.wk, v.on}, 4);
+        break;
+      }
       kiln_opencl_gemm_tiles_t g;
       if (gpu) {
         g = kiln_opencl_gemm_gpu_tiles(t->gemm.M, t->gemm.N, t->gemm.K);
@@ -162,11 +169,25 @@ static kiln_status_t laid_out(const kiln_template_t* t, const char* kind, const 
 }
 
 kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemm_tiles_t* out) {
+  /* a GEMV record with its switch off: gemm.cl at its own tiles */
+  if (t->kind == KILN_TEMPLATE_GEMM && t->tiles.n == 4 && t->tiles.v[3] == 0 && kiln_opencl_gemv_covers(&t->gemm)) {
+    *out = kiln_opencl_gemm_tiles(&t->gemm);
+    return NULL;
+  }
   KILN_RETURN_IF_ERROR(want(t, 8, t->kind == KILN_TEMPLATE_GEMM ? "gemm" : "conv", name));
   const int32_t* v = t->tiles.v;
   *out = (kiln_opencl_gemm_tiles_t){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
   if (t->kind != KILN_TEMPLATE_CONV || t->weights.layout == KILN_TEMPLATE_W_PACKED) return NULL;
   return laid_out(t, "conv", name);
+}
+
+kiln_status_t kiln_opencl_gemv_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_gemv_tiles_t* out) {
+  KILN_RETURN_IF_ERROR(want(t, 4, "gemv", name));
+  const int32_t* v = t->tiles.v;
+  *out = (kiln_opencl_gemv_tiles_t){v[0], v[1], v[2], v[3]};
+  const char* bad = kiln_opencl_gemv_tiles_check(&t->gemm, out);
+  if (bad) return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl: kernel '%s': %s", name, bad);
+  return NULL;
 }
 
 kiln_status_t kiln_opencl_wino_tiles_of(const kiln_template_t* t, const char* name, kiln_opencl_wino_tiles_t* out) {

@@ -9,7 +9,8 @@
  * Winograd tm,tn,wx,wy,cb,f (and the switch, 1 on / 0 off, where it has an
  * implicit-GEMM alternative); depthwise vw,rh,wg (and the switch, 1 the
  * template / 0 the printed kernel, with kiln_template_set_t.
- * depthwise_switch). */
+ * depthwise_switch); a GEMM of at most 4 static rows vw,nc,wk,on (gemv.cl,
+ * its switch 1 on / 0 gemm.cl at its default tiles). */
 #include <string.h>
 
 #include "targets/opencl/opencl_internal.h"
@@ -33,6 +34,14 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM:
     case KILN_TEMPLATE_CONV:
+      if (t->kind == KILN_TEMPLATE_GEMM && t->tiles.n == 4 && kiln_opencl_gemv_covers(&t->gemm)) {
+        out->version = "opencl.gemv.1";
+        KNOB(out, "vw", d[0], 4, 8, 16);
+        KNOB(out, "nc", d[1], 1, 2, 4, 8, 16, 32, 64, 128);
+        KNOB(out, "wk", d[2], 1, 2, 4, 8, 16, 32, 64);
+        KNOB(out, "gemv", d[3], 0, 1);
+        return true;
+      }
       if (t->tiles.n != 8) return false;
       out->version = t->kind == KILN_TEMPLATE_GEMM ? "opencl.gemm.1" : "opencl.conv.1";
       KNOB(out, "tm", d[0], 1, 2, 4, 8, 16);
@@ -98,14 +107,23 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
                                    const kiln_template_limits_t* lim) {
   const int32_t* v = x->v;
   /* (a Winograd record's switch is 0 or 1, checked below) */
-  const int32_t n_tiles = (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 7) || (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4)
-                             ? x->n - 1
-                             : x->n;
+  const bool gemv = t->kind == KILN_TEMPLATE_GEMM && x->n == 4;
+  const int32_t n_tiles = (t->kind == KILN_TEMPLATE_WINOGRAD && x->n == 7) ||
+                                  (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4) || gemv
+                              ? x->n - 1
+                              : x->n;
   for (int32_t i = 0; i < n_tiles; ++i)
     if (v[i] < 1 || v[i] > 4096) return "a tile outside 1..4096";
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM:
     case KILN_TEMPLATE_CONV: {
+      if (gemv) {
+        if (t->tiles.n != 4) return "a GEMM record has 8 tiles (4 where it has at most 4 static rows)";
+        const kiln_opencl_gemv_tiles_t g = {v[0], v[1], v[2], v[3]};
+        const char* bad = kiln_opencl_gemv_tiles_check(&t->gemm, &g);
+        if (bad || !g.on) return bad;
+        return fits(lim, g.wk, g.wk > 1 ? (uint64_t)g.wk * (uint64_t)t->gemm.M * (uint64_t)g.nc : 0);
+      }
       if (x->n != 8) return "a GEMM/conv record has 8 tiles";
       const int64_t tm = v[0], tn = v[1], vw = v[2], wx = v[3], wy = v[4], bk = v[5], mm = v[6], mn = v[7];
       if (!pow2_upto16(v[2]) || tn % vw) return "vw must be 1, 2, 4, 8 or 16 and divide tn";
@@ -141,6 +159,12 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
 }
 
 void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
+  /* GEMV off (gemm.cl at its default tiles): its tiles do not matter */
+  if (t->kind == KILN_TEMPLATE_GEMM && x->n == 4 && x->v[3] == 0) {
+    const kiln_opencl_gemv_tiles_t g = kiln_opencl_gemv_default_tiles(&t->gemm);
+    x->v[0] = g.vw, x->v[1] = g.nc, x->v[2] = g.wk;
+    return;
+  }
   /* the printed depthwise kernel: the tiles do not matter */
   if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4 && x->v[3] == 0) {
     const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw, false);
@@ -181,7 +205,9 @@ void kiln_opencl_tune_features(const kiln_template_t* t, const kiln_template_til
   const int32_t* v = x->v;
   *size = 1;
   *cls = 0;
-  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 8) {
+  if (t->kind == KILN_TEMPLATE_GEMM && x->n == 4) {
+    *cls = x->v[3] == 0 ? 2 : 0; /* GEMV on (0) or gemm.cl (2) */
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 8) {
     const int32_t g[4] = {v[0], v[1], v[3], v[4]}; /* tm, tn, wx, wy */
     *size = group_tile(g);
     *cls = *size > 512;
@@ -207,6 +233,25 @@ int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     for (size_t o = 0; o < sizeof order / sizeof order[0]; ++o)
       for (int32_t step = 1; step >= -1 && n < cap; step -= 2) {
         const int32_t i = order[o], j = idx[i] + step;
+        if (j < 0 || j >= sp.knobs[i].n) continue;
+        out[n] = t->tiles;
+        out[n++].v[i] = sp.knobs[i].v[j];
+      }
+    return n;
+  }
+  /* GEMV: gemm.cl first (does the GEMV pay for this shape), then the
+   * default's neighbours along nc and wk */
+  if (t->kind == KILN_TEMPLATE_GEMM && t->tiles.n == 4 && cap >= 1) {
+    int32_t n = 0;
+    out[n] = t->tiles;
+    out[n].v[3] = !t->tiles.v[3];
+    kiln_opencl_tune_tie(t, &out[n++]);
+    kiln_template_space_t sp;
+    int32_t idx[KILN_TEMPLATE_TILES_MAX];
+    if (!t->tiles.v[3] || !kiln_opencl_tune_space(t, &sp) || !kiln_template_space_index(&sp, &t->tiles, idx)) return n;
+    for (int32_t i = 1; i <= 2; ++i)
+      for (int32_t step = 1; step >= -1 && n < cap; step -= 2) {
+        const int32_t j = idx[i] + step;
         if (j < 0 || j >= sp.knobs[i].n) continue;
         out[n] = t->tiles;
         out[n++].v[i] = sp.knobs[i].v[j];

@@ -162,6 +162,21 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   return NULL;
 }
 
+bool kiln_spirv_gemv_tiles(int64_t M, int64_t N, kiln_spirv_gemm_tiles_t* out) {
+  /* A GEMV reads each B texel for 4 multiply-adds a row whatever the
+   * tile, and the subgroup mode's 8 rows an invocation are M of them
+   * here (it skips the rest when M fits one tile), so what is left to
+   * choose is the columns an invocation: 16 (lavapipe, `kiln bench
+   * --target vulkan --suite gemm`, 3 rounds alternated with the 8 x 32
+   * default these shapes had, medians, load 6-7: the classifier
+   * 1x1280x1000 transB 0.291 -> 0.249 ms, 1/2/4x768x768 1.43-1.49x,
+   * 1x768x3072 1.29x, 1x4096x4096 1.26x / transB 1.39x; 12 or 20
+   * columns and TK 8 no better in a sweep) */
+  if (M < 1 || M > 4 || N < 128) return false;
+  *out = (kiln_spirv_gemm_tiles_t){.tm = 8, .tn = 128, .tk = 4, .rm = 8, .rn = 16, .shared = 4};
+  return true;
+}
+
 /* The shader's view of a GEMM descriptor (kiln_spirv_templates allows only
  * f32 operands, no alpha, no transA; Gemm's C as a bias): B plain,
  * transposed or in the lowering's packed panels; bindings are the kernel's

@@ -120,6 +120,11 @@ kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
 /* The tiles of an M x N x K template instance: the above, 16 x 4 per
  * invocation for small products (a cheaper cold compile on lavapipe) */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles_k(int64_t M, int64_t N, int64_t K);
+/* GEMMs with few rows (a static M of 1-4: classifiers, one token's
+ * projections) over N >= 128 columns: the subgroup texel mode's one row
+ * of 8 invocations with 16 columns each (128 a work-group) and TK 4 in
+ * *out, true; false (out untouched) for other shapes. */
+bool kiln_spirv_gemv_tiles(int64_t M, int64_t N, kiln_spirv_gemm_tiles_t* out);
 
 /* Tiles of the convolution shader (kernels/vulkan/conv.comp) for M output
  * channels over a grid of Q positions: $KILN_SPIRV_CONV_TILES (same

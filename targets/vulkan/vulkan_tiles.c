@@ -119,7 +119,10 @@ void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   }
   if (t->kind == KILN_TEMPLATE_GEMM) {
     const kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
-    const kiln_spirv_gemm_tiles_t gt = fit(kiln_spirv_gemm_default_tiles_k(g.M, g.N, g.K), g.M, g.N, gpu_lacks);
+    kiln_spirv_gemm_tiles_t d = kiln_spirv_gemm_default_tiles_k(g.M, g.N, g.K), env;
+    /* few static rows (gemv): their own columns an invocation */
+    if (!g.m_a && !kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &env)) kiln_spirv_gemv_tiles(g.M, g.N, &d);
+    const kiln_spirv_gemm_tiles_t gt = fit(d, g.M, g.N, gpu_lacks);
     t->tiles = record(&gt);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
     kiln_spirv_gemm_tiles_t d = kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q), env;

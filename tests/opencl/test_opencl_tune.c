@@ -202,6 +202,20 @@ static void test_tune_and_use(void) {
     if (!t || t->kind != KILN_TEMPLATE_GEMM) continue;
     CHECK(set.tiles_check(t, &t->tiles, &where.limits) == NULL);
     kiln_template_tiles_t x = t->tiles;
+    if (t->tiles.n == 4) {
+      /* a GEMM of few rows, gemv.cl's record vw,nc,wk,on: one work-item a
+       * group by default (no __local), a K split of 64 items needs
+       * 64 x M x nc floats of it; vw 3 is refused */
+      const kiln_template_limits_t small = {.max_workgroup_size = 256, .local_mem_bytes = 1024};
+      CHECK(set.tiles_check(t, &t->tiles, &small) == NULL);
+      x.v[2] = 64;
+      CHECK(set.tiles_check(t, &x, &small) != NULL);
+      CHECK(set.tiles_check(t, &x, &where.limits) == NULL);
+      x = t->tiles;
+      x.v[0] = 3;
+      CHECK(set.tiles_check(t, &x, &where.limits) != NULL);
+      continue;
+    }
     x.v[3] = x.v[4] = 64;
     const kiln_template_limits_t small = {.max_workgroup_size = 256, .local_mem_bytes = 1024};
     CHECK(set.tiles_check(t, &x, &small) != NULL);
