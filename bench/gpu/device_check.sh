@@ -18,7 +18,8 @@
 #   vk_sgemm   kiln_bench_vulkan_sgemm at 1024, 2048, 4096 (GFLOP/s, % of peak)
 #   cl_sgemm   kiln_bench_opencl_sgemm at the same sizes (kiln and CLBlast)
 #   MODEL_*    kiln run MODEL --repeat 20 --profile --strict on vulkan with
-#              KILN_VULKAN_RULES=gpu and =cpu, then opencl (the carried input
+#              KILN_VULKAN_RULES=gpu and =cpu, then opencl with
+#              KILN_OPENCL_RULES=gpu and =cpu (the carried input
 #              and onnxruntime's output: --compare, rtol 1e-3 / atol 1e-4)
 #   tune       kiln tune FIRST_MODEL -t vulkan --budget 120s, then default vs
 #              tuned runs alternated (--no-tuning-cache / --tuning-cache)
@@ -120,7 +121,7 @@ write_summary() {
     echo "- pack: $pack_line"
     echo "- GPU: $gpu_line"
     echo "- fp32 peak: ${peak:-unknown} GFLOP/s ${peak_how:+($peak_how)}"
-    echo "- KILN_VULKAN_RULES known to this kiln: $rules_known"
+    echo "- KILN_VULKAN_RULES / KILN_OPENCL_RULES known to this kiln: $rules_known"
     echo "- budget: ${budget} s, used $(( $(date +%s) - t_start )) s"
     echo
     echo "## Steps"
@@ -314,7 +315,7 @@ if [ -x "$kiln" ]; then
   missing=$(ldd "$kiln" 2>&1 | grep 'not found' | tr -s ' \t' ' ')
   [ -n "$missing" ] && say "kiln lacks libraries:$missing"
   # the switch is read with getenv by name: present in the binary or not at all
-  if grep -aq KILN_VULKAN_RULES "$kiln"; then rules_known=yes
+  if grep -aq KILN_VULKAN_RULES "$kiln" && grep -aq KILN_OPENCL_RULES "$kiln"; then rules_known=yes
   else rules_known="no: the =gpu and =cpu runs use the same rules (the device class decides)"; fi
 fi
 export KILN_CACHE_DIR="$work/cache" # cold: no stale pipeline or tuning cache
@@ -440,10 +441,12 @@ fi
 # run_model STEP MODEL ONNX ARGS TARGET RULES [EXTRA...]: one kiln run, its
 # latency and the profile's kernel total in a row
 run_model() {
-  local st="$1" name="$2" onnx="$3" args="$4" target="$5" rules="$6" med mn kern cmp
+  local st="$1" name="$2" onnx="$3" args="$4" target="$5" rules="$6" med mn kern cmp rvar
   shift 6
+  # the rule set's switch is the target's own
+  case "$target" in opencl*) rvar=KILN_OPENCL_RULES ;; *) rvar=KILN_VULKAN_RULES ;; esac
   # shellcheck disable=SC2086 # ARGS is a list of options
-  step "$st" 120 10 env ${rules:+KILN_VULKAN_RULES=$rules} "$kiln" run "$onnx" --target "$target" --strict \
+  step "$st" 120 10 env ${rules:+$rvar=$rules} "$kiln" run "$onnx" --target "$target" --strict \
     --repeat "$repeat" --profile --trace "$work/$st.trace.json" $args "$@"
   local rc=$?
   [ $rc = 99 ] && return 0
@@ -453,7 +456,7 @@ run_model() {
   if [ -n "$args" ]; then
     case $rc in 0) cmp=ok ;; 3) cmp=MISMATCH ;; *) cmp="?" ;; esac
   fi
-  [ -z "$rules" ] && case "$target" in vulkan*) rules="(device class)" ;; *) rules="-" ;; esac
+  [ -z "$rules" ] && case "$target" in vulkan* | opencl*) rules="(device class)" ;; *) rules="-" ;; esac
   run_rows+=("| $st | $name | $target | $rules | ${med:--} | ${mn:--} | ${kern:--} | $cmp |")
   # the five slowest kernels of the profile, for the log's reader
   grep -A6 '^profile ' "$work/$st.out" | sed -n '1,7p' | sed "s/^/[$st] /" >"$work/$st.top"
@@ -469,7 +472,8 @@ wanted runs && while IFS=$'\t' read -r name onnx args; do
     skip "${name}_vulkan" "no Vulkan GPU"
   fi
   if [ -n "$cl_idx" ]; then
-    run_model "${name}_cl" "$name" "$onnx" "$args" "opencl:$cl_idx" ""
+    run_model "${name}_cl_gpu" "$name" "$onnx" "$args" "opencl:$cl_idx" gpu
+    run_model "${name}_cl_cpu" "$name" "$onnx" "$args" "opencl:$cl_idx" cpu
   else
     skip "${name}_opencl" "no OpenCL GPU"
   fi

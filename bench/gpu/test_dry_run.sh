@@ -56,7 +56,7 @@ check "device_check.sh --dry-run exits 0 (no step failed)" test $? = 0
 s="$work/out/summary.md"
 check "summary written" test -s "$s"
 check "log written" test -s "$work/out/log"
-for st in devices vk_sgemm cl_sgemm tinycnn_vk_gpu tinycnn_vk_cpu tinycnn_cl tune tinycnn_cpu; do
+for st in devices vk_sgemm cl_sgemm tinycnn_vk_gpu tinycnn_vk_cpu tinycnn_cl_gpu tinycnn_cl_cpu tune tinycnn_cpu; do
   check "step $st ok" has "^\| $st \| ok \|" "$s"
 done
 num='[0-9]+\.[0-9]+'
@@ -67,7 +67,8 @@ done
 check "Vulkan rules gpu: latency, kernels, compared" has "^\| tinycnn_vk_gpu \| tinycnn \| vulkan:0 \| gpu \| $num \| $num \| $num \| ok \|" "$s"
 check "Vulkan rules cpu: latency, kernels, compared" has "^\| tinycnn_vk_cpu \| tinycnn \| vulkan:0 \| cpu \| $num \| $num \| $num \| ok \|" "$s"
 check "the rules pair again, the other way round" has "^\| tinycnn_vk_gpu_2 \| tinycnn \| vulkan:0 \| gpu \| $num \|" "$s"
-check "OpenCL run" has "^\| tinycnn_cl \| tinycnn \| opencl:0 \| - \| $num \| $num \| $num \| ok \|" "$s"
+check "OpenCL rules gpu: latency, kernels, compared" has "^\| tinycnn_cl_gpu \| tinycnn \| opencl:0 \| gpu \| $num \| $num \| $num \| ok \|" "$s"
+check "OpenCL rules cpu: latency, kernels, compared" has "^\| tinycnn_cl_cpu \| tinycnn \| opencl:0 \| cpu \| $num \| $num \| $num \| ok \|" "$s"
 check "CPU run" has "^\| tinycnn_cpu \| tinycnn \| cpu \| .* \| $num \| $num \| $num \| ok \|" "$s"
 check "tune's own default/tuned line" has "^kiln tune: model: $num ms default, $num ms tuned" "$s"
 check "default and tuned runs after the tune" has "^\| tune_tuned_1 \| tinycnn \| vulkan:0 \| .* \| $num \|" "$s"
@@ -82,7 +83,7 @@ KILN_GPU_PEAK_GFLOPS=100 bash "$root/bench/gpu/device_check.sh" --dry-run --gpu-
   --out "$work/out2" --skip vk_sgemm,cl_sgemm,tune,cpu >"$work/dry2.log" 2>&1
 check "a mismatch makes the exit status 1" test $? = 1
 check "the mismatch is in the step table" has "^\| tinycnn_vk_gpu \| FAIL \(rc 3: outputs outside tolerance\)" "$work/out2/summary.md"
-check "and in the run table" has "^\| tinycnn_cl \| tinycnn \| opencl:0 \| .* \| MISMATCH \|" "$work/out2/summary.md"
+check "and in the run table" has "^\| tinycnn_cl_gpu \| tinycnn \| opencl:0 \| .* \| MISMATCH \|" "$work/out2/summary.md"
 check "skipped groups are named" has "^\| tune \| SKIPPED \(--skip\)" "$work/out2/summary.md"
 
 if [ "$fail" != 0 ]; then
