@@ -181,3 +181,17 @@ kiln_status_t choose_opencl_templates(kiln_plan_t* plan, const kiln_opencl_templ
   kiln_opencl_templates(to, &set);
   return kiln_template_choose(plan, &set);
 }
+
+bool run_and_check(kiln_device_t* dev, const kiln_program_t* p, const kiln_array_t* feeds,
+                   const kiln_array_t* want, int n_outputs, const char* label) {
+  kiln_array_t got[4];
+  memset(got, 0, sizeof got);
+  bool ok = false;
+  if (CHECK_OK(run_on(dev, p, feeds, got))) {
+    ok = true;
+    for (int o = 0; o < n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
+    printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
+  }
+  for (int o = 0; o < n_outputs; ++o) kiln_array_free(A(), &got[o]);
+  return ok;
+}

@@ -82,6 +82,11 @@ kiln_status_t run_on(kiln_device_t* dev, const kiln_program_t* p, const kiln_arr
 kiln_status_t choose_opencl_templates(kiln_plan_t* plan, const kiln_opencl_template_options_t* to);
 
 bool close_enough(const kiln_array_t* got, const kiln_array_t* want, const char* what);
+/* Runs |p| on |dev| with |feeds| (run_on) and checks each of its
+ * |n_outputs| outputs against |want| (close_enough), printing "ok" or
+ * "FAIL" with |label|; true when it ran and all matched. At most 4 outputs. */
+bool run_and_check(kiln_device_t* dev, const kiln_program_t* p, const kiln_array_t* feeds,
+                   const kiln_array_t* want, int n_outputs, const char* label);
 /* The same with |got - want| <= atol s + rtol |want|, s = max(1, max |want|)
  * (fp16: rtol 1e-2, atol 1e-3); *out_ratio (may be NULL) gets the largest
  * |got - want| / (atol s + rtol |want|), 1 at the limit. */

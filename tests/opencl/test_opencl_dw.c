@@ -64,14 +64,7 @@ static void check_graph(gb_t* b, const char* what, int chosen, int matched) {
                 expect[variant]);
       CHECK_MSG((strstr(prog->code.text, "kiln depthwise template") != NULL) == (expect[variant] > 0),
                 "%s: the template's comment %s the source", label, expect[variant] > 0 ? "is not in" : "is in");
-      kiln_array_t got[4];
-      memset(got, 0, sizeof got);
-      if (CHECK_OK(run_on(dev, prog, b->feeds, got))) {
-        bool ok = true;
-        for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
-        printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
-      }
-      for (int o = 0; o < b->g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
+      run_and_check(dev, prog, b->feeds, want, b->g->n_outputs, label);
       kiln_program_destroy(prog);
     }
     kiln_plan_destroy(plan);

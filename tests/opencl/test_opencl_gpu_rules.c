@@ -150,16 +150,7 @@ static void check_graph(gb_t* b, const char* what, const kiln_opencl_template_op
       }
       CHECK_MSG((seen & kinds) == kinds, "%s: template kinds 0x%x chosen, expected 0x%x among them", label,
                 (unsigned)seen, (unsigned)kinds);
-      if (run & (1u << m)) {
-        kiln_array_t got[4];
-        memset(got, 0, sizeof got);
-        if (CHECK_OK(run_on(dev, prog, b->feeds, got))) {
-          bool ok = true;
-          for (int o = 0; o < b->g->n_outputs; ++o) ok = close_enough(&got[o], &want[o], label) && ok;
-          printf("  %s %s\n", ok ? "ok  " : "FAIL", label);
-        }
-        for (int o = 0; o < b->g->n_outputs; ++o) kiln_array_free(A(), &got[o]);
-      }
+      if (run & (1u << m)) run_and_check(dev, prog, b->feeds, want, b->g->n_outputs, label);
     }
     kiln_program_destroy(prog);
     kiln_plan_destroy(plan);
