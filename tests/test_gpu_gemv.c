@@ -108,6 +108,16 @@ static bool model_write(const char* path, const gemv_case_t* c) {
   return ok;
 }
 
+/* Case |c|'s activation is fused: the kernel text |t| defines macro
+ * |name| (ACT in gemm.comp, GACT in gemm.cl / gemv.cl) as its code */
+static void check_act(const char* t, const char* name, const gemv_case_t* c, const char* what) {
+  static const int act[] = {0, 0, 3, 4, 1, 0}; /* by epi: none, bias, Relu, Clip, GELU, residual */
+  if (!act[c->epi]) return;
+  char want[32];
+  snprintf(want, sizeof want, "#define %s %d\n", name, act[c->epi]);
+  CHECK_MSG(strstr(t, want) != NULL, "%s: the activation fused", what);
+}
+
 /* |gemv|: the program holds the GEMV instance and no GEMM one (else the
  * GEMM template, the switch off) */
 static void check_case(const gemv_case_t* c, const char* precision, bool gemv) {
@@ -135,12 +145,7 @@ static void check_case(const gemv_case_t* c, const char* precision, bool gemv) {
     const bool few = strstr(t, "#define TM 8\n#define TN 128\n#define TK 4\n#define RM 8\n#define RN 16\n") != NULL;
     CHECK_MSG(strstr(t, "#define B_MODE") != NULL, "%s: the GEMM template", what);
     CHECK_MSG(few == (c->N >= 128), "%s: the few-row tiles %s", what, c->N >= 128 ? "taken" : "not taken");
-    static const int act[] = {0, 0, 3, 4, 1, 0};
-    if (act[c->epi]) {
-      char want[32];
-      snprintf(want, sizeof want, "#define ACT %d\n", act[c->epi]);
-      CHECK_MSG(strstr(t, want) != NULL, "%s: the activation fused", what);
-    }
+    check_act(t, "ACT", c, what);
     CHECK_MSG((strstr(t, "#define HAS_RES 1") != NULL) == (c->epi == EPI_RES), "%s: the residual fused", what);
   } else if (!vk && CHECK_OK(kiln_module_parse(bytes, len, "gemv.kiln", al(), &p))) {
     const char* t = p->code.text ? p->code.text : "";
@@ -148,12 +153,7 @@ static void check_case(const gemv_case_t* c, const char* precision, bool gemv) {
               gemv ? "taken" : "switched off");
     CHECK_MSG((strstr(t, "kiln GEMM template") != NULL) == !gemv, "%s: the GEMM template %s", what,
               gemv ? "not there" : "there");
-    static const int act[] = {0, 0, 3, 4, 1, 0};
-    if (act[c->epi]) {
-      char want[32];
-      snprintf(want, sizeof want, "#define GACT %d\n", act[c->epi]);
-      CHECK_MSG(strstr(t, want) != NULL, "%s: the activation fused", what);
-    }
+    check_act(t, "GACT", c, what);
     CHECK_MSG((strstr(t, "#define GHAS_RES 1") != NULL) == (c->epi == EPI_RES), "%s: the residual fused", what);
     if (f16) CHECK_MSG(strstr(t, "__global const half* restrict B") != NULL, "%s: f16 weights", what);
     /* a run-time B stored N x K: packed by a kernel first (gemv.cl reads
