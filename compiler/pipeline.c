@@ -577,11 +577,14 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
 
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
   /* the device class (KILN_GPU_CLASS_GPU): a GPU unless it runs on the
-   * host's CPU or is unknown; the device API's own variable forces either
-   * (KILN_OPENCL_RULES=cpu|gpu for an OpenCL device, KILN_VULKAN_RULES for
-   * a Vulkan one and for a compile without a device), so one target's
-   * override never reaches the other's compiles */
-  const char* rules = getenv(info && !strcmp(info->api, "opencl") ? "KILN_OPENCL_RULES" : "KILN_VULKAN_RULES");
+   * host's CPU or is unknown; the variable of the device's own target
+   * (kiln_target_t.rules_env) forces either, so one target's override
+   * never reaches another's devices; without a device, any target's */
+  const char* rules = NULL;
+  for (int32_t i = 0; i < kiln_target_count(); ++i) {
+    const kiln_target_t* t = kiln_target_at(i);
+    if (t->rules_env && (!info || !strcmp(t->name, info->api)) && (rules = getenv(t->rules_env))) break;
+  }
   const bool gpu = rules && !strcmp(rules, "gpu") ? true : rules && !strcmp(rules, "cpu") ? false : info && !info->cpu_backed;
   const uint32_t cls = gpu ? (uint32_t)KILN_GPU_CLASS_GPU : 0u;
   if (!info)

@@ -118,7 +118,9 @@ int32_t kiln_compile_layout_block(const kiln_compile_config_t* c);
 /* The KILN_GPU_LACKS_* flags (kiln_compile_config_t.gpu_lacks) of a
  * device; NULL (no device to ask): all of them, the conservative shaders.
  * With them the device class KILN_GPU_CLASS_GPU (a device that is not
- * cpu_backed; none for NULL), which $KILN_VULKAN_RULES=gpu|cpu forces. */
+ * cpu_backed; none for NULL), which the variable of the device's target
+ * forces (kiln_target_t.rules_env: KILN_OPENCL_RULES, KILN_VULKAN_RULES
+ * =gpu|cpu; for NULL, whichever target's is set). */
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info);
 
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging

@@ -110,6 +110,11 @@ typedef struct kiln_target_s {
   /* With peer_sgemm: the library's name, which the bench's peer rows
    * carry ("clblast": rows gemm/clblast, "peer": "clblast" in --json). */
   const char* peer_name;
+  /* Optional (NULL: none): the environment variable whose value "gpu" or
+   * "cpu" forces the device class a compile for this target's devices
+   * gets (KILN_GPU_CLASS_GPU, kiln_compile_gpu_lacks): the GPU rules or
+   * the CPU-device ones on any device. */
+  const char* rules_env;
 } kiln_target_t;
 
 /* The target named |name| (exact match), NULL when this build has none. */

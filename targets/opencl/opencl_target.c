@@ -537,6 +537,7 @@ const kiln_target_t kiln_target_opencl = {
     .name = "opencl",
     .lowering = KILN_TARGET_CLASS_GPU,
     .source_ext = "cl",
+    .rules_env = "KILN_OPENCL_RULES",
     .emit = kiln_opencl_emit,
     .templates = opencl_templates,
     .kernel_check = opencl_kernel_check,

@@ -543,6 +543,7 @@ const kiln_target_t kiln_target_vulkan = {
     .lowering = KILN_TARGET_CLASS_GPU,
     .ew_lanes = 4,
     .source_ext = "comp",
+    .rules_env = "KILN_VULKAN_RULES",
     .emit = kiln_spirv_emit,
     .templates = kiln_spirv_templates,
     .kernel_check = vulkan_kernel_check,
