@@ -29,6 +29,7 @@
 #include "lowering/template.h"
 #include "targets/program_build.h"
 #include "targets/registry.h"
+#include "../tune_model_util.h"
 
 #define FZT_API static __attribute__((unused))
 #define FZT_N_GPU_DEVICES 4
@@ -48,30 +49,8 @@ FZT_API kiln_tune_device_t fzt_gpu_device(int32_t i) {
   return d;
 }
 
-/* Writes the model to |path|. */
-FZT_API bool fzt_write_model(const char* path) {
-  bm_model_t b;
-  bm_init(&b, 13);
-  int64_t xd[2] = {32, 96}, id[4] = {1, 16, 20, 20};
-  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, xd, NULL);
-  b.g.input[b.g.n_input++] = bm_value(&b, "I", BM_F32, 4, id, NULL);
-  int64_t wd[2] = {96, 64}, vd[4] = {32, 16, 3, 3}, dd[4] = {32, 1, 3, 3};
-  bm_init_f32(&b, "W", 2, wd);
-  bm_init_f32(&b, "V", 4, vd);
-  bm_init_f32(&b, "D", 4, dd);
-  bm_node(&b, "MatMul", "mm", "X,W", "Y");
-  Onnx__NodeProto* c = bm_node(&b, "Conv", "conv", "I,V", "C");
-  bm_attr_ints(&b, c, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  bm_node(&b, "Relu", "relu", "C", "R");
-  Onnx__NodeProto* d = bm_node(&b, "Conv", "dw", "R,D", "Z");
-  bm_attr_int(&b, d, "group", 32);
-  bm_attr_ints(&b, d, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  bm_output(&b, "Y");
-  bm_output(&b, "Z");
-  const bool ok = bm_write(&b, path);
-  bm_free(&b);
-  return ok;
-}
+/* Writes the model to |path| (tune_model_util.h, the depthwise conv padded). */
+FZT_API bool fzt_write_model(const char* path) { return tune_write_model(path, true); }
 
 /* The model at |path| as `kiln compile -O1` takes it. */
 FZT_API kiln_status_t fzt_graph(const char* path, kiln_graph_t** g) {

@@ -38,6 +38,7 @@
 #include "targets/vulkan/vulkan_internal.h"
 #include "testing.h"
 #include "tune_points_util.h"
+#include "../tune_model_util.h"
 
 static kiln_allocator_t A(void) { return kiln_allocator_system(); }
 
@@ -47,30 +48,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* X [32,96] x W [96,64] -> Y; I [1,16,20,20] -> Conv 3x3 pad 1 (32) ->
- * Relu -> depthwise 3x3 (32 groups) -> Z */
-static bool write_model(const char* path) {
-  bm_model_t b;
-  bm_init(&b, 13);
-  int64_t xd[2] = {32, 96}, id[4] = {1, 16, 20, 20};
-  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 2, xd, NULL);
-  b.g.input[b.g.n_input++] = bm_value(&b, "I", BM_F32, 4, id, NULL);
-  int64_t wd[2] = {96, 64}, vd[4] = {32, 16, 3, 3}, dd[4] = {32, 1, 3, 3};
-  bm_init_f32(&b, "W", 2, wd);
-  bm_init_f32(&b, "V", 4, vd);
-  bm_init_f32(&b, "D", 4, dd);
-  bm_node(&b, "MatMul", "mm", "X,W", "Y");
-  Onnx__NodeProto* c = bm_node(&b, "Conv", "conv", "I,V", "C");
-  bm_attr_ints(&b, c, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  bm_node(&b, "Relu", "relu", "C", "R");
-  Onnx__NodeProto* d = bm_node(&b, "Conv", "dw", "R,D", "Z");
-  bm_attr_int(&b, d, "group", 32);
-  bm_output(&b, "Y");
-  bm_output(&b, "Z");
-  const bool ok = bm_write(&b, path);
-  bm_free(&b);
-  return ok;
-}
+/* The tuning tests' model (tune_model_util.h), the depthwise conv unpadded. */
+static bool write_model(const char* path) { return tune_write_model(path, false); }
 
 static kiln_status_t load(const char* path, kiln_graph_t** g) {
   KILN_RETURN_IF_ERROR(kiln_onnx_parse_model(path, NULL, A(), g));
