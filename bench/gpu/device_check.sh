@@ -404,9 +404,11 @@ elif [ -n "$cl_idx" ]; then
   shapes=$(echo "$sizes" | tr ',' '\n' | awk '{printf "%sx%sx%s ", $1, $1, $1}')
   # shellcheck disable=SC2086 # one argument per shape
   step cl_sgemm 90 10 "$bin/kiln_bench_opencl_sgemm" --device "$cl_idx" --reps 10 $shapes
+  # rules: gpu (max work-group 1024, ...): the tile rule set it took
   # opencl sgemm 1024x1024x1024: kiln 48.1 GFLOP/s, clblast 15.2 GFLOP/s (3.16x)
+  clrules=$(sed -n 's/^rules: \([a-z]*\).*/\1 rules/p' "$work/cl_sgemm.out" | head -n 1)
   while read -r n k c; do
-    sgemm_rows+=("| opencl kiln | $n | $k | $(pct "$k") | |")
+    sgemm_rows+=("| opencl kiln | $n | $k | $(pct "$k") | $clrules |")
     [ -n "$c" ] && sgemm_rows+=("| opencl CLBlast | $n | $c | $(pct "$c") | |")
   done < <(sed -n 's/^opencl sgemm \([0-9]*\)x.*: kiln \([0-9.]*\) GFLOP\/s\(, clblast \([0-9.]*\) GFLOP\/s\)\{0,1\}.*/\1 \2 \4/p' "$work/cl_sgemm.out")
 else

@@ -155,10 +155,16 @@ kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_o
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out);
 /* The same with run-time shapes when |ks| is not NULL: the kernel takes one
  * more parameter, KS, whose values *ks receives (ks->n 0: a value does not
- * fit an int, and the instance was printed with its shapes as numbers). */
+ * fit an int, and the instance was printed with its shapes as numbers).
+ * Its __local slices and private sums are then sized for K slices of up to
+ * 256 and 8 x 4 micro-tiles (KC_BKX, KC_MMX, KC_MNX), so one text serves
+ * every conv with the same register tile (PoCL: one compile) -- 768 KiB of
+ * __local floats at the GPU rules' 4 x 4 tiles of 16 x 16 items, past any
+ * GPU's 32-64 KiB; |exact_local| (the GPU rules) sizes them for this
+ * instance's own slice and micro-tiles instead. */
 kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                         bool wtiled, bool psum_private, const char* name, kiln_opencl_ks_t* ks,
-                                        kiln_cf_out_t* out);
+                                        bool exact_local, kiln_cf_out_t* out);
 
 /* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0.., and KS
  * with run-time shapes) and a newline: the body of the KILN_*_SIGNATURE

@@ -55,28 +55,37 @@ static int64_t whole_warps(int64_t items, int64_t cap, const kiln_template_limit
 }
 
 kiln_opencl_gemm_tiles_t kiln_opencl_gemm_gpu_tiles(int64_t M, int64_t N, int64_t K, const kiln_template_limits_t* lim) {
-  /* 16 x 16 items of 4 x 4: 64 x 64 blocks, K slices of 32 (16 KiB of
-   * __local floats); 8 x 8 items (32 x 32 blocks, slices of 64, 16 KiB)
+  /* 16 x 16 items of 4 x 4: 64 x 64 blocks, K slices of 31 (15.5 KiB of
+   * __local floats); 8 x 8 items (32 x 32 blocks, slices of 63, 15.75 KiB)
    * where the large blocks leave fewer groups than two a compute unit (64
    * where the count is unknown: a GPU has up to ~130). A device with fewer
    * items a group halves wy, then wx (16 x 8, 8 x 8, 8 x 4, ...), and the
-   * slice shrinks (down to the vector width) until both __local slices
-   * fit its budget. */
-  kiln_opencl_gemm_tiles_t t = {.tm = 4, .tn = 4, .vw = 4, .wx = 16, .wy = 16, .bk = 32, .mm = 1, .mn = 1};
+   * slice shrinks until both __local slices fit its budget.
+   *
+   * The slice is odd on purpose: gemm.cl / conv.cl stage B panel-major,
+   * work-item tx's TN = 4 columns BK x 4 floats after tx - 1's, and each k
+   * of the micro-kernel reads one float4 per item. With an even BK (32)
+   * the 8 items of a quarter-warp read float4s 128 floats apart, all in
+   * the same 4 of the 32 banks of __local memory: an 8-way conflict on
+   * every B read (and 2-way on A's, ty's rows BK x 4 apart). An odd BK puts
+   * neighbouring items' panels in distinct banks, so the kernels' text
+   * (shared with PoCL's defaults) stays as it is. The A copy then takes
+   * gemm.cl's element-wise path (still coalesced: consecutive items read
+   * consecutive k) and K's edge slice is guarded. */
+  kiln_opencl_gemm_tiles_t t = {.tm = 4, .tn = 4, .vw = 4, .wx = 16, .wy = 16, .bk = 31, .mm = 1, .mn = 1};
   const int64_t cus = lim && lim->compute_units > 0 ? lim->compute_units : 0;
   const int64_t want_groups = cus * 2 > 64 ? cus * 2 : 64;
-  if (((M + 63) / 64) * ((N + 63) / 64) < want_groups) t.wx = t.wy = 8, t.bk = 64;
+  if (((M + 63) / 64) * ((N + 63) / 64) < want_groups) t.wx = t.wy = 8, t.bk = 63;
   const int64_t cap = kiln_opencl_gpu_items(lim);
   while ((int64_t)t.wx * t.wy > cap && (t.wx > 1 || t.wy > 1)) {
     if (t.wy >= t.wx && t.wy > 1) t.wy /= 2;
     else t.wx /= 2;
   }
   const uint64_t budget = kiln_opencl_gpu_local(lim);
-  while (t.bk > t.vw &&
-         (uint64_t)t.bk * (uint64_t)(t.tm * t.wy * t.mm + t.tn * t.wx * t.mn) * 4 > budget)
-    t.bk /= 2;
-  /* a short K: one slice, a multiple of the vector width */
-  if (K < t.bk) t.bk = (int32_t)(K < 1 ? t.vw : (K + t.vw - 1) / t.vw * t.vw);
+  while (t.bk > 3 && (uint64_t)t.bk * (uint64_t)(t.tm * t.wy * t.mm + t.tn * t.wx * t.mn) * 4 > budget)
+    t.bk = t.bk / 2 | 1; /* 31, 15, 7, 3: odd */
+  /* a short K: one slice, odd */
+  if (K < t.bk) t.bk = (int32_t)(K < 1 ? 1 : K | 1);
   return t;
 }
 

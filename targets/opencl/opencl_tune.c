@@ -51,7 +51,8 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KNOB(out, "vw", d[2], 4, 8, 16);
       KNOB(out, "wx", d[3], 1, 2, 4, 8, 16);
       KNOB(out, "wy", d[4], 1, 2, 4, 8, 16);
-      KNOB(out, "bk", d[5], 16, 32, 64, 128, 256);
+      /* bk 7, 15, 31, 63: the GPU rules' odd slices (opencl_tiles.c) */
+      KNOB(out, "bk", d[5], 7, 15, 16, 31, 32, 63, 64, 128, 256);
       KNOB(out, "mm", d[6], 1, 2, 4, 8);
       KNOB(out, "mn", d[7], 1, 2, 4, 8);
       return true;

@@ -1,15 +1,20 @@
 /* The OpenCL target's GPU rules (targets/opencl/opencl_tiles.c,
  * opencl_schedule.c) on device 0 (PoCL's CPU device in CI, where they are
  * correct but slow): which rule set a compile takes (the device class,
- * KILN_GPU_CLASS_GPU in the template set's gpu_lacks, or
+ * KILN_GPU_CLASS_GPU in the flags kiln_compile_gpu_lacks makes, with
  * KILN_OPENCL_RULES=gpu|cpu over it), that the GPU rules' descriptors and
  * launches are work-groups of 64-256 work-items (GEMM / implicit-GEMM conv
- * 8x8 or 16x16, Winograd 16x4 at F(2x2) and F(4x4), depthwise 128, printed
- * kernels 64 whatever their extent; GEMMs' partial sums private, GPSUM 1)
- * where the CPU rules keep PoCL's one-item groups, that every chosen point is one the tuner's space holds and its
- * check accepts, and that MatMuls, convs (1x1, 3x3 strided, Winograd with
- * fewer input channels than a slice), depthwise convs and element-wise
- * kernels of odd and even shapes match the reference executor with them. */
+ * 8x8 or 16x16 with odd K slices, Winograd 16x4 at F(2x2) and F(4x4),
+ * depthwise 128, GEMV 64-128 splitting K, printed kernels 64 whatever
+ * their extent; GEMMs' partial sums private, GPSUM 1; a run-time-shape
+ * conv's __local slice its own) where the CPU rules keep PoCL's one-item
+ * groups, that every chosen point is one the tuner's space holds and its
+ * check accepts, that the rules fit made-up devices' limits (NVIDIA, Mali,
+ * AMD, small ones: items, warps, __local memory), and that MatMuls (GEMVs
+ * too), convs (1x1, 3x3 strided, Winograd with fewer input channels than a
+ * slice), depthwise convs and element-wise kernels of odd and even shapes
+ * match the reference executor with them, on device 0's limits and on a
+ * small made-up device's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +76,9 @@ static void gpu_point(const kiln_template_t* t, const char* what) {
   /* a K under the rule's slice is one slice of K rounded up to the
    * vector width, outside the space's bk list (as on the CPU rules) */
   const int64_t kk = t->kind == KILN_TEMPLATE_GEMM ? t->gemm.K : t->kind == KILN_TEMPLATE_CONV ? t->conv.K : 0;
-  const bool short_k = kk && kk < 64 && t->tiles.n == 8 && v[5] == (kk + v[2] - 1) / v[2] * v[2];
+  const bool short_k = kk && kk < 64 && t->tiles.n == 8 && v[5] == (kk | 1);
+  /* odd K slices (distinct __local banks for neighbouring items' panels) */
+  if (t->tiles.n == 8) CHECK_MSG(v[5] % 2 == 1, "%s: an even K slice (%d) under the GPU rules", what, (int)v[5]);
   /* a GEMV (M <= 4): gemv.cl on, its items splitting K */
   if (t->kind == KILN_TEMPLATE_GEMM && kiln_opencl_gemv_covers(&t->gemm))
     CHECK_MSG(t->tiles.n == 4 && v[3] == 1 && v[0] == 4 && v[1] == 8,
@@ -151,6 +158,14 @@ static void check_graph(gb_t* b, const char* what, const kiln_opencl_template_op
           if (md->gpu) gpu_point(t, label);
           CHECK_MSG(t->device.gpu_lacks == lacks, "%s: the instance's device has flags 0x%x, the set 0x%x", label,
                     (unsigned)t->device.gpu_lacks, (unsigned)lacks);
+          /* a run-time-shape conv's __local slice: its own K slice on the
+           * GPU rules (a GPU's local memory), 256 deep on PoCL's */
+          if (t->kind == KILN_TEMPLATE_CONV && t->tiles.n == 8) {
+            char want_bk[48];
+            snprintf(want_bk, sizeof want_bk, "#define KC_BKX %d\n", md->gpu ? t->tiles.v[5] : t->tiles.v[5] > 256 ? t->tiles.v[5] : 256);
+            CHECK_MSG(strstr(prog->code.text, want_bk) != NULL, "%s: no '%.*s' in the program", label,
+                      (int)strlen(want_bk) - 1, want_bk);
+          }
         }
       }
       for (int32_t k = 0; k < prog->n_kernels; ++k) {
@@ -210,7 +225,7 @@ static void test_gemm(void) {
   matmul(1, 1280, 1000); /* a classifier: 128 items */
   matmul(4, 300, 33);    /* 64 items, ragged N */
   matmul(3, 2048, 100);  /* 128 items, odd M */
-  matmul(33, 70, 50);    /* odd: 8x8 groups, K slices of 64 and an edge */
+  matmul(33, 70, 50);    /* odd: 8x8 groups, K slices of 63 and an edge */
   matmul(64, 96, 128);   /* even, few blocks: 8x8 */
   matmul(256, 40, 1024); /* 64 blocks of 64 x 64: 16x16 groups */
   matmul(5, 3, 7);       /* a K shorter than the vector width */
@@ -333,7 +348,7 @@ static void test_limits(void) {
       char what[64];
       snprintf(what, sizeof what, "GEMM %lldx%lldx%lld", (long long)d[0], (long long)d[1], (long long)d[2]);
       fits_device(f, (int64_t)g.wx * g.wy, (uint64_t)g.bk * (uint64_t)(g.tm * g.wy + g.tn * g.wx) * 4, what);
-      CHECK_MSG(g.bk >= g.vw && g.bk % g.vw == 0, "%s on %s: K slice %d", what, f->name, (int)g.bk);
+      CHECK_MSG(g.bk % 2 == 1 && (g.bk >= 3 || d[2] < 3), "%s on %s: K slice %d", what, f->name, (int)g.bk);
       kiln_template_t t = {.kind = KILN_TEMPLATE_GEMM, .gemm = {.M = d[0], .N = d[1], .K = d[2]}};
       t.tiles = (kiln_template_tiles_t){.n = 8, .v = {g.tm, g.tn, g.vw, g.wx, g.wy, g.bk, g.mm, g.mn}};
       const char* bad = kiln_opencl_tune_check(&t, &t.tiles, &chk);
@@ -342,8 +357,8 @@ static void test_limits(void) {
     const int64_t cap = kiln_opencl_gpu_items(&f->lim);
     /* the full-size shapes where the device allows them */
     const kiln_opencl_gemm_tiles_t big = kiln_opencl_gemm_gpu_tiles(2048, 2048, 2048, &f->lim); /* 1024 blocks */
-    if (cap >= 256) CHECK_MSG(big.wx == 16 && big.wy == 16 && big.bk == 32, "%s: 2048^3 not 16x16 items, slices of 32", f->name);
-    if (cap == 128) CHECK_MSG(big.wx == 16 && big.wy == 8 && big.bk == 16, "%s: 2048^3 not 16x8 items, slices of 16", f->name);
+    if (cap >= 256) CHECK_MSG(big.wx == 16 && big.wy == 16 && big.bk == 31, "%s: 2048^3 not 16x16 items, slices of 31", f->name);
+    if (cap == 128) CHECK_MSG(big.wx == 16 && big.wy == 8 && big.bk == 15, "%s: 2048^3 not 16x8 items, slices of 15", f->name);
     if (cap == 32) CHECK_MSG(big.wx == 8 && big.wy == 4, "%s: 2048^3 not 8x4 items", f->name);
     /* 512^3: 64 blocks of 64 x 64, under two a compute unit on 132 SMs
      * (not under 64): the small blocks there only */
