@@ -8,6 +8,10 @@
  * idle queue to clFinish) of C = A x B (row-major f32), each result checked against
  * a double-precision CPU dot product on sampled elements. Prints
  *   opencl sgemm 1024x1024x1024: kiln 48.1 GFLOP/s, clblast 15.2 GFLOP/s (3.16x)
+ * The tiles are the rule set's a compile for the device takes: the GPU
+ * rules sized to its limits (kiln_opencl_gemm_gpu_tiles, partial sums
+ * private) on a GPU, PoCL's measured ones on a CPU device;
+ * KILN_OPENCL_RULES=gpu|cpu forces either (a "rules:" line says which).
  * --sweep tries the tile configurations below at every shape and prints each
  * (that is how kiln_opencl_gemm_default_tiles was chosen);
  * KILN_OPENCL_GEMM_TILES=tm,tn,vw,wx,wy,bk,mm,mn overrides the tiles, as it
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/pipeline.h"
 #include "runtime/opencl/opencl_util.h"
 #include "targets/opencl/opencl_internal.h"
 
@@ -42,6 +47,9 @@
 static cl_context ctx;
 static cl_command_queue q;
 static cl_device_id dev;
+/* the GPU rules (the device's class or KILN_OPENCL_RULES) and its limits */
+static bool g_gpu;
+static kiln_template_limits_t g_lim;
 
 static int cmp_d(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
@@ -100,7 +108,7 @@ static cl_kernel build_kiln(int M, int N, int K, kiln_opencl_gemm_tiles_t t, cl_
   memcpy(g.roles, "ABY", 4);
   kiln_cf_out_t out;
   kiln_cf_out_init(&out);
-  kiln_status_t s = kiln_opencl_gemm_print(&g, &t, "kiln_sgemm", &out);
+  kiln_status_t s = kiln_opencl_gemm_print_psum(&g, &t, g_gpu, "kiln_sgemm", &out);
   if (s) {
     fprintf(stderr, "%s\n", kiln_status_message(s));
     exit(1);
@@ -243,6 +251,31 @@ int main(int argc, char** argv) {
   char name[256] = "";
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   printf("device: %s\n", name);
+  /* what a compile for this device sees of it (runtime/opencl/opencl_build.c) */
+  kiln_device_info_t info;
+  memset(&info, 0, sizeof info);
+  snprintf(info.api, sizeof info.api, "opencl");
+  cl_device_type dtype = 0;
+  size_t wg = 0;
+  cl_ulong lmem = 0;
+  cl_uint cus = 0, warp = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof dtype, &dtype, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+  if (clGetDeviceInfo(dev, 0x4003 /* CL_DEVICE_WARP_SIZE_NV */, sizeof warp, &warp, NULL) != CL_SUCCESS) warp = 0;
+  if (!warp && clGetDeviceInfo(dev, 0x4043 /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */, sizeof warp, &warp, NULL) != CL_SUCCESS)
+    warp = 0;
+  info.cpu_backed = (dtype & CL_DEVICE_TYPE_CPU) != 0;
+  info.max_workgroup_size = (int64_t)wg;
+  info.local_mem_bytes = lmem;
+  info.compute_units = (int32_t)cus;
+  info.subgroup_size = (int32_t)warp;
+  kiln_compile_device_limits(&info, &g_lim);
+  g_gpu = kiln_opencl_rules_gpu(g_lim.gpu_lacks);
+  printf("rules: %s (max work-group %lld, local memory %llu bytes, warp %d, %d compute units)\n", g_gpu ? "gpu" : "cpu",
+         (long long)g_lim.max_workgroup_size, (unsigned long long)g_lim.local_mem_bytes, (int)g_lim.warp,
+         (int)g_lim.compute_units);
   cl_int err;
   ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   CK(err);
@@ -265,7 +298,8 @@ int main(int argc, char** argv) {
     cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nc * 4, NULL, &err);
     CK(err);
     const double flop = 2.0 * M * N * K;
-    kiln_opencl_gemm_tiles_t t = kiln_opencl_gemm_default_tiles(M, N, K);
+    kiln_opencl_gemm_tiles_t t =
+        g_gpu ? kiln_opencl_gemm_gpu_tiles(M, N, K, &g_lim) : kiln_opencl_gemm_default_tiles(M, N, K);
     if (env && env[0] && !kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &t)) {
       fprintf(stderr, "KILN_OPENCL_GEMM_TILES '%s': expected tm,tn,vw,wx,wy,bk,mm,mn (positive, tn a multiple of vw)\n",
               env);

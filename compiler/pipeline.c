@@ -541,6 +541,7 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
   kiln_template_set_t templates;
   kiln_program_templates(c->target, &templates);
   templates.gpu_lacks = c->gpu_lacks;
+  if (c->tuning_device) kiln_compile_device_limits(&c->tuning_device->info, &templates.limits);
   if (!s) s = c->tuning_path && !cpu_tuned ? tuned_choose(plan, &templates, c, log) : kiln_template_choose(plan, &templates);
   if (!s) s = log_q8_untemplated(plan, c->target, &templates, log);
   if (!s && c->dyn_dim) {
@@ -596,4 +597,14 @@ uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
          (info->int_dot ? 0u : (uint32_t)KILN_GPU_LACKS_IDOT) |
          (info->subgroup_arith ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP_ARITH) |
          (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16) | cls;
+}
+
+void kiln_compile_device_limits(const kiln_device_info_t* info, kiln_template_limits_t* out) {
+  memset(out, 0, sizeof *out);
+  out->max_workgroup_size = info->max_workgroup_size;
+  out->local_mem_bytes = info->local_mem_bytes;
+  out->loop_limit = info->loop_limit;
+  out->gpu_lacks = kiln_compile_gpu_lacks(info);
+  out->warp = info->subgroup_size > 0 ? info->subgroup_size : 0;
+  out->compute_units = info->compute_units > 0 ? info->compute_units : 0;
 }

@@ -123,6 +123,12 @@ int32_t kiln_compile_layout_block(const kiln_compile_config_t* c);
  * =gpu|cpu; for NULL, whichever target's is set). */
 uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info);
 
+/* The limits a template instance's tiles fit on |info|'s device
+ * (kiln_template_limits_t: work-group size, __local memory, loop limit,
+ * kiln_compile_gpu_lacks, warp width, compute units), for the template
+ * set's rules (kiln_template_set_t.limits) and a tuner's checks. */
+void kiln_compile_device_limits(const kiln_device_info_t* info, kiln_template_limits_t* out);
+
 /* Runs the graph passes of level |opt| on prepared |g| in place, logging
  * the passes ("passes" section). */
 KILN_MUST_USE kiln_status_t kiln_compile_graph_passes(kiln_graph_t* g, int opt, const kiln_target_t* target,

@@ -72,6 +72,8 @@ static kiln_status_t seq_gemm_place(kiln_plan_t* plan, const kiln_template_set_t
     d->gemm.n_params = np;
     d->gemm.roles[np - 1] = 'D';
     d->gemm.f16[np - 1] = false;
+    d->device = set->limits;
+    d->device.gpu_lacks = set->gpu_lacks;
     if (set->tiles) set->tiles(d, set->gpu_lacks);
     kk->tmpl = d;
     ++*count;
@@ -120,6 +122,7 @@ kiln_status_t kiln_compile_program_seq(kiln_graph_t* const* gs, const char* name
   if (!s && c->target->dyn_seq_gemm && c->target->templates && !(rtm_env && !strcmp(rtm_env, "off"))) {
     c->target->templates(&set);
     set.gpu_lacks = c->gpu_lacks;
+    if (c->tuning_device) kiln_compile_device_limits(&c->tuning_device->info, &set.limits);
     gm_ok = calloc((size_t)plan->n_kernels + 1, sizeof *gm_ok);
     gm = calloc((size_t)plan->n_kernels + 1, sizeof *gm);
     if (!gm_ok || !gm) s = kiln_make_status(KILN_OUT_OF_MEMORY, "out of memory compiling a dim range");

@@ -21,10 +21,7 @@ void kiln_tune_device_of(kiln_device_t* dev, kiln_tune_device_t* out) {
   out->target = dev->info.api;
   printable(dev->info.name, out->device, sizeof out->device);
   printable(dev->info.driver, out->driver, sizeof out->driver);
-  out->limits.max_workgroup_size = dev->info.max_workgroup_size;
-  out->limits.local_mem_bytes = dev->info.local_mem_bytes;
-  out->limits.loop_limit = dev->info.loop_limit;
-  out->limits.gpu_lacks = kiln_compile_gpu_lacks(&dev->info);
+  kiln_compile_device_limits(&dev->info, &out->limits);
 }
 
 static void key_of(const kiln_template_t* t, const char* space, const kiln_tune_device_t* dev, kiln_tune_key_t* k) {

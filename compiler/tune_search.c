@@ -1214,6 +1214,7 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   /* the plan and tiles a compile for this device makes (api/driver.c):
    * its loop limit splits the work, its missing features pick the tiles */
   t.set.gpu_lacks = t.cpu ? 0 : t.where.limits.gpu_lacks;
+  if (!t.cpu) t.set.limits = t.where.limits;
   /* the CPU plan in the layout a compile of the model makes (NCHWc at -O1,
    * compiler/pipeline.c), whose convs have their own space */
   kiln_compile_config_t lc;

@@ -486,6 +486,21 @@ typedef struct kiln_template_weights_s {
   bool laid_out;
 } kiln_template_weights_t;
 
+/* The device limits a point must fit (0: unknown, not checked). */
+typedef struct kiln_template_limits_s {
+  int64_t max_workgroup_size;
+  uint64_t local_mem_bytes;
+  /* loop iterations one invocation may run (kiln_device_info_t.loop_limit) */
+  int64_t loop_limit;
+  /* shader features the device lacks (KILN_GPU_LACKS_*) */
+  uint32_t gpu_lacks;
+  /* the width work-groups should be whole multiples of (an NVIDIA warp
+   * 32, an AMD wavefront 64: kiln_device_info_t.subgroup_size) and the
+   * compute units, for the GPU rules' work-group shapes (0: unknown) */
+  int32_t warp;
+  int32_t compute_units;
+} kiln_template_limits_t;
+
 /* What lowering chose for one plan kernel (kiln_plan_kernel_t.tmpl). */
 typedef struct kiln_template_s {
   kiln_template_kind_t kind;
@@ -515,6 +530,10 @@ typedef struct kiln_template_s {
   /* WINOGRAD with |alt| reading X itself: the MERGED descriptor of its
    * phase split (the CONV one reads the split's planes, which then runs) */
   struct kiln_template_s* phase_merged;
+  /* The device the set's rules chose the tiles for (kiln_template_set_t.
+   * limits, its gpu_lacks the set's): a target's tie and hints read its
+   * rule set and limits here. Zeros: unknown (no device). */
+  kiln_template_limits_t device;
 } kiln_template_t;
 
 /* ---- search spaces and fingerprints (template_tune.c) ----------------------
@@ -538,15 +557,6 @@ typedef struct kiln_template_space_s {
   kiln_template_knob_t knobs[KILN_TEMPLATE_TILES_MAX];
 } kiln_template_space_t;
 
-/* The device limits a point must fit (0: unknown, not checked). */
-typedef struct kiln_template_limits_s {
-  int64_t max_workgroup_size;
-  uint64_t local_mem_bytes;
-  /* loop iterations one invocation may run (kiln_device_info_t.loop_limit) */
-  int64_t loop_limit;
-  /* shader features the device lacks (KILN_GPU_LACKS_*) */
-  uint32_t gpu_lacks;
-} kiln_template_limits_t;
 
 /* Adds |value| to |knob| (kept ascending; no-op when present or full). */
 void kiln_template_knob_add(kiln_template_knob_t* knob, int32_t value);
@@ -633,6 +643,11 @@ typedef struct kiln_template_set_s {
   /* Device features the tiles must do without (KILN_GPU_LACKS_*, handed to
    * |tiles|; 0: all there): kiln_compile_config_t.gpu_lacks. */
   uint32_t gpu_lacks;
+  /* The target device's work-group limits (kiln_compile_device_limits;
+   * zeros: unknown), copied with |gpu_lacks| into each instance's
+   * t->device before |tiles| runs, so the rules can size work-groups and
+   * __local tiles to the device. */
+  kiln_template_limits_t limits;
   /* Optional: for a TILED or WINOGRAD weight layout, the geometry those
    * tiles read (t->weights.block, .slice, .panel) from t->tiles. */
   void (*weight_blocks)(kiln_template_t* t);

@@ -139,6 +139,8 @@ static kiln_status_t make(kiln_plan_t* plan, int32_t k, const kiln_template_t* t
   kiln_template_t* d = kiln_arena_alloc(&plan->tir.arena, sizeof *d);
   if (!d) return kiln_make_status(KILN_OUT_OF_MEMORY, "templates: kernel '%s'", plan->kernels[k].func->name);
   *d = *t;
+  d->device = set->limits;
+  d->device.gpu_lacks = set->gpu_lacks;
   if (d->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(d, set->gpu_lacks);
   if (d->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(d);
   *out = d;

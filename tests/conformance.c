@@ -484,6 +484,7 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
         kiln_template_set_t templates;
         kiln_program_templates(g_target, &templates);
         templates.gpu_lacks = plan->gpu_lacks; /* the device's, as a compile for it (KILN_VULKAN_RULES too) */
+        kiln_compile_device_limits(&g_device->info, &templates.limits); /* its work-group limits too */
         if ((s = kiln_template_choose(plan, &templates))) goto fail_status;
         kiln_program_t* prog = NULL;
         if ((s = kiln_program_build(plan, g_target, NULL, al, &prog))) goto fail_status;

@@ -61,8 +61,10 @@ kiln_status_t bench_gpu_run(kiln_device_t* d, const bench_case_t* c, const char*
   if (!st && (g->n_inputs > 4 || g->n_outputs != 1))
     st = kiln_make_status(KILN_INTERNAL, "bench: case '%s' has %d inputs, %d outputs", c->name, (int)g->n_inputs,
                           (int)g->n_outputs);
+  /* the device too, as `kiln run` compiles (its limits size the GPU rules'
+   * work-groups; no tuning cache is read without a path) */
   kiln_compile_config_t cc = {.target = target, .opt = 1, .model_name = c->name, .loop_limit = d->info.loop_limit,
-                              .gpu_lacks = kiln_compile_gpu_lacks(&d->info)};
+                              .gpu_lacks = kiln_compile_gpu_lacks(&d->info), .tuning_device = d};
   if (!st) st = kiln_compile_program(g, &cc, &log, &prog);
   double flops = 0, bytes = 0;
   for (int32_t k = 0; !st && k < prog->n_kernels; ++k) flops += (double)prog->kernels[k].flops;

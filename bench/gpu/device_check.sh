@@ -17,6 +17,9 @@
 #   devices    kiln devices; picks the NVIDIA Vulkan and OpenCL indices
 #   vk_sgemm   kiln_bench_vulkan_sgemm at 1024, 2048, 4096 (GFLOP/s, % of peak)
 #   cl_sgemm   kiln_bench_opencl_sgemm at the same sizes (kiln and CLBlast)
+#              (and, under the GPU rules, the largest size with an even K
+#              slice, KILN_OPENCL_GEMM_TILES=4,4,4,16,16,32,1,1, step
+#              cl_sgemm_bk32)
 #   MODEL_*    kiln run MODEL --repeat 20 --profile --strict on vulkan with
 #              KILN_VULKAN_RULES=gpu and =cpu, then opencl with
 #              KILN_OPENCL_RULES=gpu and =cpu (the carried input
@@ -404,11 +407,23 @@ elif [ -n "$cl_idx" ]; then
   shapes=$(echo "$sizes" | tr ',' '\n' | awk '{printf "%sx%sx%s ", $1, $1, $1}')
   # shellcheck disable=SC2086 # one argument per shape
   step cl_sgemm 90 10 "$bin/kiln_bench_opencl_sgemm" --device "$cl_idx" --reps 10 $shapes
+  # rules: gpu (max work-group 1024, ...): the tile rule set it took
   # opencl sgemm 1024x1024x1024: kiln 48.1 GFLOP/s, clblast 15.2 GFLOP/s (3.16x)
+  clrules=$(sed -n 's/^rules: \([a-z]*\).*/\1 rules/p' "$work/cl_sgemm.out" | head -n 1)
   while read -r n k c; do
-    sgemm_rows+=("| opencl kiln | $n | $k | $(pct "$k") | |")
+    sgemm_rows+=("| opencl kiln | $n | $k | $(pct "$k") | $clrules |")
     [ -n "$c" ] && sgemm_rows+=("| opencl CLBlast | $n | $c | $(pct "$c") | |")
   done < <(sed -n 's/^opencl sgemm \([0-9]*\)x.*: kiln \([0-9.]*\) GFLOP\/s\(, clblast \([0-9.]*\) GFLOP\/s\)\{0,1\}.*/\1 \2 \4/p' "$work/cl_sgemm.out")
+  # the GPU rules' odd K slice (31: neighbouring work-items' __local panels
+  # in distinct banks) against an even one at the largest size, on a GPU
+  nmax=$(echo "$sizes" | tr ',' '\n' | sort -n | tail -n 1)
+  if [ "$clrules" = "gpu rules" ] && [ -n "$nmax" ]; then
+    step cl_sgemm_bk32 60 10 env KILN_OPENCL_GEMM_TILES=4,4,4,16,16,32,1,1 "$bin/kiln_bench_opencl_sgemm" \
+      --device "$cl_idx" --reps 10 "${nmax}x${nmax}x${nmax}"
+    while read -r n k; do
+      sgemm_rows+=("| opencl kiln, K slice 32 | $n | $k | $(pct "$k") | gpu rules |")
+    done < <(sed -n 's/^opencl sgemm \([0-9]*\)x.*: kiln \([0-9.]*\) GFLOP\/s.*/\1 \2/p' "$work/cl_sgemm_bk32.out")
+  fi
 else
   skip cl_sgemm "no OpenCL GPU in kiln devices"
 fi

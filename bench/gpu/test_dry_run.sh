@@ -62,7 +62,7 @@ done
 num='[0-9]+\.[0-9]+'
 for n in 64 128; do
   check "vulkan sgemm $n: GFLOP/s, % of peak, checked" has "^\| vulkan shader \(device time\) \| $n \| $num \| $num% \| ok \|" "$s"
-  check "opencl sgemm $n: kiln's GFLOP/s" has "^\| opencl kiln \| $n \| $num \| $num% \|" "$s"
+  check "opencl sgemm $n: kiln's GFLOP/s, the rule set (PoCL: cpu)" has "^\| opencl kiln \| $n \| $num \| $num% \| cpu rules \|" "$s"
 done
 check "Vulkan rules gpu: latency, kernels, compared" has "^\| tinycnn_vk_gpu \| tinycnn \| vulkan:0 \| gpu \| $num \| $num \| $num \| ok \|" "$s"
 check "Vulkan rules cpu: latency, kernels, compared" has "^\| tinycnn_vk_cpu \| tinycnn \| vulkan:0 \| cpu \| $num \| $num \| $num \| ok \|" "$s"

@@ -210,7 +210,11 @@ kiln_status_t kiln_opencl_device_create(int32_t index, kiln_allocator_t al, kiln
   d->max_global = bits == 0 || bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
   if (d->max_global > SIZE_MAX) d->max_global = SIZE_MAX;
   info->local_mem_bytes = dev_u64(d->dev, CL_DEVICE_LOCAL_MEM_SIZE);
-  info->subgroup_size = 0;
+  /* the warp / wavefront width, which only vendor queries give before a
+   * kernel exists (0 where neither answers): the GPU rules make
+   * work-groups whole multiples of it (kiln_template_limits_t.warp) */
+  info->subgroup_size = (int32_t)dev_u32(d->dev, 0x4003 /* CL_DEVICE_WARP_SIZE_NV */);
+  if (!info->subgroup_size) info->subgroup_size = (int32_t)dev_u32(d->dev, 0x4043 /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */);
   info->compute_units = (int32_t)dev_u32(d->dev, CL_DEVICE_MAX_COMPUTE_UNITS);
 
   pthread_mutex_lock(&g_homes_mu);

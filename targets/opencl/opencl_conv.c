@@ -101,12 +101,12 @@ static int32_t at_least(int32_t v, int32_t floor) { return v > floor ? v : floor
 
 kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out) {
-  return kiln_opencl_conv_print_ks(c, t, wtiled, psum_private, name, NULL, out);
+  return kiln_opencl_conv_print_ks(c, t, wtiled, psum_private, name, NULL, false, out);
 }
 
 kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                         bool wtiled, bool psum_private, const char* name, kiln_opencl_ks_t* ks,
-                                        kiln_cf_out_t* out) {
+                                        bool exact_local, kiln_cf_out_t* out) {
   if (t->tn % t->vw || t->tm < 1 || t->wx < 1 || t->wy < 1 || t->bk < 1 || t->mm < 1 || t->mn < 1 ||
       (t->vw != 1 && t->vw != 2 && t->vw != 4 && t->vw != 8 && t->vw != 16))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "opencl conv '%s': bad tiles tm %d tn %d vw %d", name,
@@ -152,7 +152,8 @@ kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kil
                        "#define VW %d\n#define WX %d\n#define WY %d\n#define KC_BKX %d\n#define KC_MMX %d\n"
                        "#define KC_MNX %d\n",
                        c->crop ? 1 : 0, c->has_bias ? 1 : 0, wtiled ? 1 : 0, t->tm, t->tn, t->vw, t->wx, t->wy,
-                       at_least(t->bk, 256), at_least(t->mm, 8), at_least(t->mn, 4));
+                       exact_local ? t->bk : at_least(t->bk, 256), exact_local ? t->mm : at_least(t->mm, 8),
+                       exact_local ? t->mn : at_least(t->mn, 4));
   else
     kiln_cf_out_printf(out,
                        "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"

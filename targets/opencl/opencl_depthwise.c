@@ -32,9 +32,10 @@ static void interior(const kiln_template_dw_t* d, int64_t vw, int64_t* lo, int64
  * run); one row per work-item, 64 per work-group. Not tuned: on
  * MobileNetV2's shapes the rh/wg variants tried on PoCL (rows 1/2/4,
  * groups 16/64) differed by less than the run-to-run noise. */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d, bool gpu) {
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d, bool gpu,
+                                                    const kiln_template_limits_t* lim) {
   kiln_opencl_dw_tiles_t t = {.vw = 4, .rh = 1, .wg = 64};
-  if (gpu) t = kiln_opencl_dw_gpu_tiles(d);
+  if (gpu) t = kiln_opencl_dw_gpu_tiles(d, lim);
   for (int32_t vw = d->sw == 1 ? 16 : 8; !gpu && vw > 4; vw /= 2) {
     int64_t lo, vend;
     interior(d, vw, &lo, &vend);

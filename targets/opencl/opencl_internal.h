@@ -155,10 +155,16 @@ kiln_status_t kiln_opencl_conv_print(const kiln_template_conv_t* c, const kiln_o
                                      bool wtiled, bool psum_private, const char* name, kiln_cf_out_t* out);
 /* The same with run-time shapes when |ks| is not NULL: the kernel takes one
  * more parameter, KS, whose values *ks receives (ks->n 0: a value does not
- * fit an int, and the instance was printed with its shapes as numbers). */
+ * fit an int, and the instance was printed with its shapes as numbers).
+ * Its __local slices and private sums are then sized for K slices of up to
+ * 256 and 8 x 4 micro-tiles (KC_BKX, KC_MMX, KC_MNX), so one text serves
+ * every conv with the same register tile (PoCL: one compile) -- 768 KiB of
+ * __local floats at the GPU rules' 4 x 4 tiles of 16 x 16 items, past any
+ * GPU's 32-64 KiB; |exact_local| (the GPU rules) sizes them for this
+ * instance's own slice and micro-tiles instead. */
 kiln_status_t kiln_opencl_conv_print_ks(const kiln_template_conv_t* c, const kiln_opencl_conv_tiles_t* t,
                                         bool wtiled, bool psum_private, const char* name, kiln_opencl_ks_t* ks,
-                                        kiln_cf_out_t* out);
+                                        bool exact_local, kiln_cf_out_t* out);
 
 /* Prints the instance's parameter list (W, XP, YF, BIAS, Y, E0.., and KS
  * with run-time shapes) and a newline: the body of the KILN_*_SIGNATURE
@@ -198,9 +204,11 @@ typedef struct kiln_opencl_wino_tiles_s {
 } kiln_opencl_wino_tiles_t;
 
 /* Tiles for |c| (F by the measured rule, or KILN_OPENCL_WINOGRAD=f2|f4;
- * |gpu|: the GPU rules, kiln_opencl_wino_gpu_tiles, F(2x2) unless asked);
+ * |gpu|: the GPU rules, kiln_opencl_wino_gpu_tiles for the device |lim|
+ * (NULL: unknown), F(2x2) unless asked);
  * KILN_OPENCL_WINO_TILES="tm,tn,wx,wy,cb[,f]" overrides them. */
-kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c, bool gpu);
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c, bool gpu,
+                                                        const kiln_template_limits_t* lim);
 /* The default tiles of F(f x f) for |c| (f 2 or 4), no override. */
 kiln_opencl_wino_tiles_t kiln_opencl_wino_tiles_for(const kiln_template_conv_t* c, int32_t f);
 /* Output tiles of |c| at F(f x f) as winograd.cl numbers them (rows of
@@ -238,9 +246,11 @@ typedef struct kiln_opencl_dw_tiles_s {
 } kiln_opencl_dw_tiles_t;
 
 /* The instance's run width and work-group (|gpu|: the GPU rules,
- * kiln_opencl_dw_gpu_tiles); KILN_OPENCL_DW_TILES="vw,rh,wg" overrides
- * them (tuning; ignored unless valid for |d|). */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d, bool gpu);
+ * kiln_opencl_dw_gpu_tiles for the device |lim|, NULL: unknown);
+ * KILN_OPENCL_DW_TILES="vw,rh,wg" overrides them (tuning; ignored unless
+ * valid for |d|). */
+kiln_opencl_dw_tiles_t kiln_opencl_dw_default_tiles(const kiln_template_dw_t* d, bool gpu,
+                                                    const kiln_template_limits_t* lim);
 
 void kiln_opencl_dw_launch(const kiln_template_dw_t* d, const kiln_opencl_dw_tiles_t* t, int64_t groups[3],
                            int64_t local[3]);
@@ -291,22 +301,39 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 
 /* Which rule set the OpenCL target takes: true (the GPU rules below) when
- * $KILN_OPENCL_RULES is "gpu", false when it is "cpu", else whether the
- * device is a GPU (KILN_GPU_CLASS_GPU in |gpu_lacks|: its OpenCL device
- * type is not CPU). The CPU rules are the ones measured on PoCL's CPU
- * device; the GPU rules are NOT measured on a GPU yet: work-groups of 64-256
- * work-items sharing __local tiles, small register tiles. */
+ * |gpu_lacks| holds KILN_GPU_CLASS_GPU: the device is a GPU (its OpenCL
+ * device type is not CPU) or KILN_OPENCL_RULES=gpu said so where the flags
+ * were made (kiln_compile_gpu_lacks, the one reader of the variable). The
+ * CPU rules are the ones measured on PoCL's CPU device; the GPU rules are
+ * NOT measured on a GPU yet: work-groups of 64-256 work-items sharing
+ * __local tiles, small register tiles. */
 bool kiln_opencl_rules_gpu(uint32_t gpu_lacks);
-/* The GPU rules' GEMM / conv tiles of an M x N x K product: 16 x 16
- * work-items of 4 x 4 outputs (64 x 64 blocks, K slices of 32), or 8 x 8
- * of them (32 x 32 blocks, slices of 64) where the large blocks leave
- * fewer than 64 work-groups; vector width 4, one micro-tile an item. */
-kiln_opencl_gemm_tiles_t kiln_opencl_gemm_gpu_tiles(int64_t M, int64_t N, int64_t K);
+/* The GPU rules' work-group bound on device |lim| (NULL or zeros:
+ * unknown): 256 items or CL_DEVICE_MAX_WORK_GROUP_SIZE if less; and their
+ * __local budget for one group: half the device's local memory (two groups
+ * resident), 16 KiB where unknown. */
+int64_t kiln_opencl_gpu_items(const kiln_template_limits_t* lim);
+uint64_t kiln_opencl_gpu_local(const kiln_template_limits_t* lim);
+/* The GPU rules' GEMM / conv tiles of an M x N x K product on device
+ * |lim|: 16 x 16 work-items of 4 x 4 outputs (64 x 64 blocks, K slices of
+ * 32), or 8 x 8 of them (32 x 32 blocks, slices of 64) where the large
+ * blocks leave fewer work-groups than 64 or two a compute unit; vector
+ * width 4, one micro-tile an item; fewer items (wy halved first) past
+ * the device's work-group size, shorter slices past its __local budget. */
+kiln_opencl_gemm_tiles_t kiln_opencl_gemm_gpu_tiles(int64_t M, int64_t N, int64_t K, const kiln_template_limits_t* lim);
 /* The GPU rules' Winograd tiles at F(f x f): 16 x 4 work-items, 4 channels
- * x 2 tiles each at F(2x2) (2 x 2 at F(4x4)), 8 (4) channels a slice. */
-kiln_opencl_wino_tiles_t kiln_opencl_wino_gpu_tiles(const kiln_template_conv_t* c, int32_t f);
-/* The GPU rules' depthwise tiles: runs of 4, one row an item, 128 a group. */
-kiln_opencl_dw_tiles_t kiln_opencl_dw_gpu_tiles(const kiln_template_dw_t* d);
+ * x 2 tiles each at F(2x2) (2 x 2 at F(4x4)), 8 (4) channels a slice;
+ * fewer items and channels a slice where device |lim| needs. */
+kiln_opencl_wino_tiles_t kiln_opencl_wino_gpu_tiles(const kiln_template_conv_t* c, int32_t f,
+                                                    const kiln_template_limits_t* lim);
+/* The GPU rules' depthwise tiles: runs of 4, one row an item, 128 a group
+ * (at most the device's work-group size, whole warps). */
+kiln_opencl_dw_tiles_t kiln_opencl_dw_gpu_tiles(const kiln_template_dw_t* d, const kiln_template_limits_t* lim);
+/* The GPU rules' GEMV tiles (gemv.cl, M <= 4): 8 columns a group in
+ * float4 loads, 128 items splitting K where K >= 1024, else 64 (fewer
+ * where K, the device's work-group size or __local budget say), whole
+ * warps. */
+kiln_opencl_gemv_tiles_t kiln_opencl_gemv_gpu_tiles(const kiln_template_gemm_t* g, const kiln_template_limits_t* lim);
 
 /* The set's search space and constraints (kiln_template_set_t.space,
  * .tiles_check; opencl_tune.c): knob values per tiles entry around the

@@ -439,7 +439,7 @@ kiln_status_t kiln_opencl_emit_ex(const kiln_plan_t* plan, kiln_program_t* prog,
       s = kiln_opencl_q8_print(&t->q8, &qtiles[k], prog->kernels[k].n_args, name, &one);
     else
       s = kiln_opencl_conv_print_ks(&t->conv, &gtiles[k], t->weights.layout == KILN_TEMPLATE_W_TILED,
-                                    t->psum_private, name, rt_shapes ? &ks[k] : NULL, &one);
+                                    t->psum_private, name, rt_shapes ? &ks[k] : NULL, gpu_rules, &one);
     if (!s && one.oom) s = kiln_make_status(KILN_OUT_OF_MEMORY, "opencl emit: program text");
     if (!s) s = add_instance(&inst, prog, k, &one, &parts, &out);
     kiln_cf_out_free(&one);

@@ -38,7 +38,8 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
         out->version = "opencl.gemv.1";
         KNOB(out, "vw", d[0], 4, 8, 16);
         KNOB(out, "nc", d[1], 1, 2, 4, 8, 16, 32, 64, 128);
-        KNOB(out, "wk", d[2], 1, 2, 4, 8, 16, 32, 64);
+        /* wk 128 and 256: the GPU rules' groups (opencl_tiles.c) */
+        KNOB(out, "wk", d[2], 1, 2, 4, 8, 16, 32, 64, 128, 256);
         KNOB(out, "gemv", d[3], 0, 1);
         return true;
       }
@@ -50,7 +51,8 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       KNOB(out, "vw", d[2], 4, 8, 16);
       KNOB(out, "wx", d[3], 1, 2, 4, 8, 16);
       KNOB(out, "wy", d[4], 1, 2, 4, 8, 16);
-      KNOB(out, "bk", d[5], 16, 32, 64, 128, 256);
+      /* bk 7, 15, 31, 63: the GPU rules' odd slices (opencl_tiles.c) */
+      KNOB(out, "bk", d[5], 7, 15, 16, 31, 32, 63, 64, 128, 256);
       KNOB(out, "mm", d[6], 1, 2, 4, 8);
       KNOB(out, "mn", d[7], 1, 2, 4, 8);
       return true;
@@ -58,12 +60,13 @@ bool kiln_opencl_tune_space(const kiln_template_t* t, kiln_template_space_t* out
       if (!wino_record(t)) return false;
       /* .3: f added (.1 and .2, without it, are no longer read) */
       out->version = t->tiles.n == 7 ? "opencl.winograd.3" : "opencl.winograd.3-noswitch";
-      /* tm 2, tn 2, wx 8 / 16 and cb 4: the GPU rules' points */
+      /* tm 2, tn 2, wx 8 / 16 and cb 1-4: the GPU rules' points (cb under 4
+       * where a device's __local memory is small) */
       KNOB(out, "tm", d[0], 2, 4, 8, 16, 32);
       KNOB(out, "tn", d[1], 2, 4, 8, 16);
       KNOB(out, "wx", d[2], 1, 2, 4, 8, 16);
       KNOB(out, "wy", d[3], 1, 2, 4, 8);
-      KNOB(out, "cb", d[4], 4, 8, 16, 32, 64);
+      KNOB(out, "cb", d[4], 1, 2, 4, 8, 16, 32, 64);
       /* the output tile: F(2x2) or F(4x4) (weights W_WINOGRAD4) */
       KNOB(out, "f", d[5], 2, 4);
       /* 1 Winograd, 0 the implicit-GEMM conv (t->alt) with its default
@@ -159,21 +162,25 @@ const char* kiln_opencl_tune_check(const kiln_template_t* t, const kiln_template
 }
 
 void kiln_opencl_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
+  /* the defaults below are those of the rule set that chose t's tiles
+   * (the device in t->device) */
+  const bool gpu = kiln_opencl_rules_gpu(t->device.gpu_lacks);
   /* GEMV off (gemm.cl at its default tiles): its tiles do not matter */
   if (t->kind == KILN_TEMPLATE_GEMM && x->n == 4 && x->v[3] == 0) {
-    const kiln_opencl_gemv_tiles_t g = kiln_opencl_gemv_default_tiles(&t->gemm);
+    const kiln_opencl_gemv_tiles_t g =
+        gpu ? kiln_opencl_gemv_gpu_tiles(&t->gemm, &t->device) : kiln_opencl_gemv_default_tiles(&t->gemm);
     x->v[0] = g.vw, x->v[1] = g.nc, x->v[2] = g.wk;
     return;
   }
   /* the printed depthwise kernel: the tiles do not matter */
   if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 4 && x->v[3] == 0) {
-    const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw, false);
+    const kiln_opencl_dw_tiles_t d = kiln_opencl_dw_default_tiles(&t->dw, gpu, &t->device);
     x->v[0] = d.vw, x->v[1] = d.rh, x->v[2] = d.wg;
     return;
   }
   /* Winograd off: its tiles do not matter, its defaults stand for all */
   if (t->kind != KILN_TEMPLATE_WINOGRAD || x->n != 7 || x->v[6] != 0) return;
-  const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv, false);
+  const kiln_opencl_wino_tiles_t w = kiln_opencl_wino_default_tiles(&t->conv, gpu, &t->device);
   const int32_t d[6] = {w.tm, w.tn, w.wx, w.wy, w.cb, w.f};
   for (int32_t i = 0; i < 6; ++i) x->v[i] = d[i];
 }
@@ -273,13 +280,17 @@ int32_t kiln_opencl_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
   }
   /* Winograd off first: one point that says whether the transform pays
    * for this shape (PoCL: 0.9-1.0x with few tiles and channels), then the
-   * other output tile, F(4x4) or F(2x2), at its default tiles */
+   * other output tile, F(4x4) or F(2x2), at its default tiles (the GPU
+   * rules' for the device under them) */
   if (t->kind != KILN_TEMPLATE_WINOGRAD || t->tiles.n != 7 || !t->alt || cap < 1) return 0;
   out[0] = t->tiles;
   out[0].v[6] = 0;
   kiln_opencl_tune_tie(t, &out[0]);
   if (cap < 2) return 1;
-  const kiln_opencl_wino_tiles_t o = kiln_opencl_wino_tiles_for(&t->conv, t->tiles.v[5] == 4 ? 2 : 4);
+  const int32_t f = t->tiles.v[5] == 4 ? 2 : 4;
+  const kiln_opencl_wino_tiles_t o = kiln_opencl_rules_gpu(t->device.gpu_lacks)
+                                         ? kiln_opencl_wino_gpu_tiles(&t->conv, f, &t->device)
+                                         : kiln_opencl_wino_tiles_for(&t->conv, f);
   out[1] = (kiln_template_tiles_t){.n = 7, .v = {o.tm, o.tn, o.wx, o.wy, o.cb, o.f, 1}};
   return 2;
 }

@@ -60,12 +60,13 @@ static bool f4_wins(const kiln_template_conv_t* c) {
   return c->oh >= 28 && c->ow >= 28;
 }
 
-kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c, bool gpu) {
+kiln_opencl_wino_tiles_t kiln_opencl_wino_default_tiles(const kiln_template_conv_t* c, bool gpu,
+                                                        const kiln_template_limits_t* lim) {
   const char* mode = getenv("KILN_OPENCL_WINOGRAD");
   /* a GPU keeps F(2x2) unless asked: F(4x4)'s 36 sums a channel and tile
    * crowd its registers (not measured) */
   const bool f4 = mode && !strcmp(mode, "f4") ? true : mode && !strcmp(mode, "f2") ? false : !gpu && f4_wins(c);
-  kiln_opencl_wino_tiles_t t = gpu ? kiln_opencl_wino_gpu_tiles(c, f4 ? 4 : 2) : kiln_opencl_wino_tiles_for(c, f4 ? 4 : 2);
+  kiln_opencl_wino_tiles_t t = gpu ? kiln_opencl_wino_gpu_tiles(c, f4 ? 4 : 2, lim) : kiln_opencl_wino_tiles_for(c, f4 ? 4 : 2);
   const char* env = getenv("KILN_OPENCL_WINO_TILES");
   if (env && env[0]) {
     kiln_opencl_wino_tiles_t o = {.f = t.f};

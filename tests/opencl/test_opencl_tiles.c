@@ -106,7 +106,7 @@ static void test_winograd(void) {
   if (conv_fixture(&f, 32, 3) && CHECK_OK(choose(f.plan, NULL))) {
     kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
     if (expect(t != NULL, "no Winograd instance for a 16 -> 32 channel 3x3 conv at 14x14")) {
-      const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv, false);
+      const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv, false, NULL);
       CHECK(same_tiles(&t->tiles, 7, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, d.f, 1}));
       CHECK(t->weights.layout == KILN_TEMPLATE_W_WINOGRAD && t->weights.laid_out);
       CHECK(t->weights.block == (int64_t)d.tm * d.wy && t->weights.slice == d.cb && t->weights.panel == d.tm);
@@ -163,7 +163,7 @@ static void test_winograd(void) {
     const kiln_template_t* t = find(f.plan, KILN_TEMPLATE_WINOGRAD);
     unsetenv("KILN_OPENCL_WINO_TILES");
     if (expect(t != NULL, "no instance")) {
-      const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv, false);
+      const kiln_opencl_wino_tiles_t d = kiln_opencl_wino_default_tiles(&t->conv, false, NULL);
       CHECK(same_tiles(&t->tiles, 7, (const int32_t[]){d.tm, d.tn, d.wx, d.wy, d.cb, d.f, 1}));
     }
   }
@@ -203,13 +203,13 @@ static void test_winograd4(void) {
   /* the default rule: F(4x4) on f32 planes of 28 x 28 and more */
   unsetenv("KILN_OPENCL_WINO_TILES");
   kiln_template_conv_t c = {.M = 64, .C = 64, .oh = 28, .ow = 28, .batch = 1, .n_params = 3};
-  CHECK(kiln_opencl_wino_default_tiles(&c, false).f == 4);
+  CHECK(kiln_opencl_wino_default_tiles(&c, false, NULL).f == 4);
   c.ow = 27;
-  CHECK(kiln_opencl_wino_default_tiles(&c, false).f == 2);
+  CHECK(kiln_opencl_wino_default_tiles(&c, false, NULL).f == 2);
   c.ow = 56, c.f16[1] = true; /* an f16 buffer: F(2x2) */
-  CHECK(kiln_opencl_wino_default_tiles(&c, false).f == 2);
+  CHECK(kiln_opencl_wino_default_tiles(&c, false, NULL).f == 2);
   setenv("KILN_OPENCL_WINOGRAD", "f4", 1);
-  CHECK(kiln_opencl_wino_default_tiles(&c, false).f == 4);
+  CHECK(kiln_opencl_wino_default_tiles(&c, false, NULL).f == 4);
   unsetenv("KILN_OPENCL_WINOGRAD");
   /* f 3 is no output tile: the override is ignored */
   setenv("KILN_OPENCL_WINO_TILES", "8,8,1,2,16,3", 1);

@@ -245,7 +245,8 @@ out:
  * (space opencl.winograd.3, knob "f" 2/4 the output tile before it, knob
  * "wino" 0/1, 1 the default); switch values other than 0 and 1 and tiles
  * other than 2 and 4 are refused; an off point is tied to one point, the
- * first hint, the other output tile the second; a
+ * first hint, the other output tile the second (the GPU rules' tiles
+ * for an instance whose device is a GPU); a
  * cache record with the switch off puts the implicit-GEMM conv (its
  * default tiles, its own weight layout) in the kernel's place, whose
  * program computes what the default's does, and the module records the
@@ -307,6 +308,30 @@ static void test_winograd_switch(void) {
   CHECK(set.tiles_hints(w, h, 4) == 2 && memcmp(h[0].v, off.v, sizeof off.v) == 0);
   CHECK(h[1].n == 7 && h[1].v[6] == 1 && h[1].v[5] == (w->tiles.v[5] == 4 ? 2 : 4) &&
         set.tiles_check(w, &h[1], &where.limits) == NULL);
+  /* the same instance chosen under the GPU rules (its device a GPU): the
+   * off point ties to the GPU rules' default tiles and the other output
+   * tile's hint is the GPU rules' point, not PoCL's one-item groups */
+  {
+    kiln_template_t wg = *w;
+    wg.device = where.limits;
+    wg.device.gpu_lacks |= KILN_GPU_CLASS_GPU;
+    kiln_template_tiles_t offg = w->tiles;
+    offg.v[6] = 0;
+    set.tiles_tie(&wg, &offg);
+    const kiln_opencl_wino_tiles_t dg = kiln_opencl_wino_default_tiles(&wg.conv, true, &wg.device);
+    CHECK(offg.v[0] == dg.tm && offg.v[1] == dg.tn && offg.v[2] == dg.wx && offg.v[3] == dg.wy &&
+          offg.v[4] == dg.cb && offg.v[5] == dg.f && offg.v[6] == 0);
+    CHECK(offg.v[2] * offg.v[3] >= 64 && set.tiles_check(&wg, &offg, &where.limits) == NULL);
+    kiln_template_tiles_t hg[4];
+    CHECK(set.tiles_hints(&wg, hg, 4) == 2 && memcmp(hg[0].v, offg.v, sizeof offg.v) == 0);
+    const int32_t of = w->tiles.v[5] == 4 ? 2 : 4;
+    const kiln_opencl_wino_tiles_t og = kiln_opencl_wino_gpu_tiles(&wg.conv, of, &wg.device);
+    CHECK(hg[1].n == 7 && hg[1].v[0] == og.tm && hg[1].v[1] == og.tn && hg[1].v[2] == og.wx &&
+          hg[1].v[3] == og.wy && hg[1].v[4] == og.cb && hg[1].v[5] == of && hg[1].v[6] == 1);
+    CHECK(hg[1].v[2] * hg[1].v[3] >= 64 && set.tiles_check(&wg, &hg[1], &where.limits) == NULL);
+    /* on the CPU rules' instance the hint is PoCL's (one group of 1 x 4) */
+    CHECK(h[1].v[2] * h[1].v[3] < 64);
+  }
 
   /* the instance alone, off against its default (on) */
   kiln_tune_micro_t m;
