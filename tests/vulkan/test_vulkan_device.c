@@ -2018,6 +2018,19 @@ static void test_gpu_rules(void) {
                 strstr(prog->code.text, "#define SHARED 1\n"),
             "matmul 1000x1030x72: not the 128 x 128 shared-memory tiles");
   kiln_program_destroy(prog);
+  /* a device of fewer than 256 invocations a work-group (Vulkan's minimum
+   * is 128): the 64 x 64 tiles of 64 invocations instead */
+  kiln_device_info_t small = dev->info;
+  small.max_workgroup_size = 128;
+  CHECK(kiln_compile_gpu_lacks(&small) & KILN_GPU_LACKS_WG256);
+  CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_LACKS_WG256) == (dev->info.max_workgroup_size >= 256));
+  g_rules |= KILN_GPU_LACKS_WG256;
+  check_graph(g_matmul_big, "matmul 1000x1030x72 wg < 256", 1e-4, 1e-5);
+  prog = graph_program(g_matmul_big, false, false);
+  CHECK_MSG(prog && strstr(prog->code.text, "#define TM 64\n#define TN 64\n#define TK 16\n"),
+            "matmul 1000x1030x72, 128 invocations at most: not the 64 x 64 tiles");
+  kiln_program_destroy(prog);
+  g_rules &= ~(uint32_t)KILN_GPU_LACKS_WG256;
   prog = graph_program(g_pools, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "kiln pool '") && strstr(prog->code.text, "#define WG 64\n"),
             "pools: not 64 invocations a work-group");
