@@ -81,6 +81,12 @@ static kiln_spirv_gemm_tiles_t gpu_gemm_tiles(int64_t M, int64_t N, uint32_t lac
   return t;
 }
 
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, uint32_t gpu_lacks) {
+  kiln_spirv_gemm_tiles_t g;
+  if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &g)) g = gpu_gemm_tiles(M, N, gpu_lacks);
+  return fit(g, M, N, gpu_lacks);
+}
+
 bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks) { return (gpu_lacks & KILN_GPU_CLASS_GPU) != 0; }
 
 /* The GPU rules' tiles for |t| (kiln_vulkan_template_tiles on a GPU); the
@@ -88,8 +94,7 @@ bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks) { return (gpu_lacks & KILN_GPU_CL
 static void gpu_tiles(kiln_template_t* t, uint32_t lacks) {
   kiln_spirv_gemm_tiles_t g;
   if (t->kind == KILN_TEMPLATE_GEMM) {
-    if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &g)) g = gpu_gemm_tiles(t->gemm.M, t->gemm.N, lacks);
-    g = fit(g, t->gemm.M, t->gemm.N, lacks);
+    g = kiln_spirv_gemm_gpu_tiles(t->gemm.M, t->gemm.N, lacks);
     t->tiles = record(&g);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
     if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &g)) g = gpu_gemm_tiles(t->conv.M, t->conv.Q, lacks);
