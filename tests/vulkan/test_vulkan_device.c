@@ -1876,11 +1876,11 @@ static void test_wino_rows(void) {
 /* "conv_direct": only the conv.comp direct-read cases (their own ctest);
  * "wino_shared": only test_wino_shared; "wino_rows":
  * only test_wino_rows */
-/* A GEMM with 128 x 128 tiles under the GPU rules (72 work-groups of
- * them), its edges partial: 1000 x 72 by 72 x 1030 */
+/* A GEMM with 128 x 128 tiles under the GPU rules (144 work-groups of
+ * them), its edges partial: 2000 x 40 by 40 x 1030 */
 static void g_matmul_big(tg_t* t) {
-  tg_input(t, "a", F32, 2, DIMS(1000, 72));
-  tg_input(t, "b", F32, 2, DIMS(72, 1030));
+  tg_input(t, "a", F32, 2, DIMS(2000, 40));
+  tg_input(t, "b", F32, 2, DIMS(40, 1030));
   tg_node(t, "MatMul", "mm", 2, NAMES("a", "b"), "y", 0, NULL);
   tg_output(t, "y");
 }
@@ -1951,7 +1951,7 @@ static void test_gpu_rules_shared(void) {
   /* one shared buffer where two would pass 16 KiB (128 x 128 x 16: 32 KiB),
    * and scalar reads where the shapes are not whole vec4s */
   setenv("KILN_SPIRV_GEMM_TILES", "128,128,16,8,8,1", 1);
-  check_graph(g_matmul_big, "matmul 1000x1030x72 TK 16", 1e-4, 1e-5);
+  check_graph(g_matmul_big, "matmul 2000x1030x40 TK 16", 1e-4, 1e-5);
   check_text(g_matmul_big, false, "#define A4 1\n#define B4 0\n#define DB 0\n", "TK 16");
   unsetenv("KILN_SPIRV_GEMM_TILES");
   check_text(g_matmul_small, false, "#define A4 0\n#define B4 0\n#define DB 1\n", "13x29x47");
@@ -1984,7 +1984,7 @@ static void test_gpu_rules(void) {
   check_graph(g_gemm_bias, "gemm transB+bias", 1e-4, 1e-5);
   check_graph(g_gemm_trans, "gemm transB", 1e-4, 1e-5);
   check_graph(g_gemm_bias_big, "gemm 64x256x1024 bias", 1e-4, 1e-5);
-  check_graph(g_matmul_big, "matmul 1000x1030x72", 1e-4, 1e-5);
+  check_graph(g_matmul_big, "matmul 2000x1030x40", 1e-4, 1e-5);
   check_graph(g_conv, "conv+relu+maxpool", 1e-4, 1e-5);
   check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-4);
@@ -2016,7 +2016,7 @@ static void test_gpu_rules(void) {
   kiln_program_t* prog = graph_program(g_matmul_big, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "#define TM 128\n#define TN 128\n#define TK 8\n") &&
                 strstr(prog->code.text, "#define SHARED 1\n"),
-            "matmul 1000x1030x72: not the 128 x 128 shared-memory tiles");
+            "matmul 2000x1030x40: not the 128 x 128 shared-memory tiles");
   kiln_program_destroy(prog);
   /* a device of fewer than 256 invocations a work-group (Vulkan's minimum
    * is 128): the 64 x 64 tiles of 64 invocations instead */
@@ -2025,10 +2025,10 @@ static void test_gpu_rules(void) {
   CHECK(kiln_compile_gpu_lacks(&small) & KILN_GPU_LACKS_WG256);
   CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_LACKS_WG256) == (dev->info.max_workgroup_size >= 256));
   g_rules |= KILN_GPU_LACKS_WG256;
-  check_graph(g_matmul_big, "matmul 1000x1030x72 wg < 256", 1e-4, 1e-5);
+  check_graph(g_matmul_big, "matmul 2000x1030x40 wg < 256", 1e-4, 1e-5);
   prog = graph_program(g_matmul_big, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "#define TM 64\n#define TN 64\n#define TK 16\n"),
-            "matmul 1000x1030x72, 128 invocations at most: not the 64 x 64 tiles");
+            "matmul 2000x1030x40, 128 invocations at most: not the 64 x 64 tiles");
   kiln_program_destroy(prog);
   g_rules &= ~(uint32_t)KILN_GPU_LACKS_WG256;
   prog = graph_program(g_pools, false, false);
