@@ -53,6 +53,9 @@
 //              0; 2: PT and N too) or along K (B_MODE 1: K % 4 == 0), and
 //              TM*TK/4 (A) / TK*TN/4 (B) multiples of the thread count;
 //              else scalar reads (views start 64-byte aligned: session.c)
+//   C4         (SHARED 1) 1: C (f32, N % 4 == 0) stored as vec4, each
+//              invocation's columns being groups of 4 (VS below); not with
+//              a GELU (its rolled loop stores floats)
 //   DB         (SHARED 1) 1: two shared buffers, the next K tile read into
 //              registers before the current tile's FMAs and stored to the
 //              other buffer after them (one barrier a K step); the host
@@ -322,6 +325,12 @@ layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA4 { A4_T 
 vec4 ra[LA / 4];
 #else
 float ra[LA];
+#endif
+#ifndef C4
+#define C4 0
+#endif
+#if C4 && VS && !ROLLED_ACT
+layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC4 { vec4 c4_[]; };
 #endif
 #if B4
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB4 { B4_T b4_[]; };
@@ -712,6 +721,19 @@ void main() {
   [[dont_unroll]] for (int e = 0; e < RM * RN; ++e) {
     const int gr = row0 + ROW_OF(e / RN), gc = col0 + COL_OF(e % RN);
     if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+  }
+#elif SHARED == 1 && C4 && VS
+  // 4 columns from a multiple of 4 (N too): all inside or all outside
+  [[unroll]] for (int i = 0; i < RM; ++i) {
+    const int gr = row0 + ROW_OF(i);
+    [[unroll]] for (int j = 0; j < RN; j += 4) {
+      const int gc = col0 + COL_OF(j);
+      if (INSIDE(gr, gc, 0)) {
+        vec4 v;
+        [[unroll]] for (int e = 0; e < 4; ++e) v[e] = ACTF(PLUS_RES(acc[i][j + e] + BIAS(gr, gc + e), gr, gc + e));
+        c4_[(gr * N + gc) >> 2] = v;
+      }
+    }
   }
 #else
   [[unroll]] for (int i = 0; i < RM; ++i) {

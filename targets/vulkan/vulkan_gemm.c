@@ -94,6 +94,8 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                  (g->b_mode == 1 ? g->K % 4 == 0 && t.tk % 4 == 0
                                  : g->N % 4 == 0 && t.tn % 4 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 4 == 0));
   const int db = sh && 2 * (int64_t)t.tk * (t.tm + t.tn) * 4 <= KILN_VULKAN_SHARED_BUDGET;
+  /* (the 4 x 4-grouped register tiles) an f32 C stored as vec4 */
+  const int c4 = sh && !g->f16_c && g->N % 4 == 0 && t.tm % 4 == 0 && t.tn % 4 == 0 && t.rm % 4 == 0 && t.rn % 4 == 0;
   if (g->has_res && g->bind_res < 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a residual: no residual binding");
   if (g->m_a && (g->m_a < 1 || g->bind_d < 0 || g->m_a > INT32_MAX || g->m_b < -INT32_MAX || g->m_b > INT32_MAX))
@@ -127,7 +129,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                         (int)g->bind_a, (int)g->bind_b, (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn,
                         t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
   if (sh)
-    kiln_vulkan_sb_printf(&b, "#define A4 %d\n#define B4 %d\n#define DB %d\n", a4, b4, db);
+    kiln_vulkan_sb_printf(&b, "#define A4 %d\n#define B4 %d\n#define DB %d\n#define C4 %d\n", a4, b4, db, c4);
   if (g->has_bias)
     kiln_vulkan_sb_printf(&b,
                           "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"

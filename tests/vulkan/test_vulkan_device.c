@@ -1927,7 +1927,8 @@ static void test_gpu_rules_shared(void) {
   check_graph(g_sh_ktail, "shared 80x132x100 K tail", 1e-4, 1e-5);
   check_graph(g_sh_transb, "shared transB 50x92x68 bias", 1e-4, 1e-5);
   check_graph(g_sh_residual, "shared residual 96x72x44", 1e-4, 1e-5);
-  check_text(g_sh_ktail, false, "#define A4 1\n#define B4 1\n#define DB 1\n", "K tail");
+  check_text(g_sh_ktail, false, "#define A4 1\n#define B4 1\n#define DB 1\n#define C4 1\n", "K tail");
+  check_text(g_sh_residual, false, "#define C4 1\n", "residual");
   check_text(g_sh_transb, false, "#define A4 1\n#define B4 1\n#define DB 1\n", "transB");
   check_text(g_conv_1x1, false, "#define W4 1\n#define X4 1\n#define DB 1\n", "conv 1x1");
   check_text(g_conv, false, "#define SHARED 1\n", "conv 3x3");
@@ -1954,7 +1955,7 @@ static void test_gpu_rules_shared(void) {
   check_graph(g_matmul_big, "matmul 2000x1030x40 TK 16", 1e-4, 1e-5);
   check_text(g_matmul_big, false, "#define A4 1\n#define B4 0\n#define DB 0\n", "TK 16");
   unsetenv("KILN_SPIRV_GEMM_TILES");
-  check_text(g_matmul_small, false, "#define A4 0\n#define B4 0\n#define DB 1\n", "13x29x47");
+  check_text(g_matmul_small, false, "#define A4 0\n#define B4 0\n#define DB 1\n#define C4 0\n", "13x29x47");
 }
 
 /* The GPU rules on this device: KILN_VULKAN_RULES sets the class either
