@@ -136,8 +136,14 @@ static kiln_status_t bench_shader(kiln_device_t* d, int64_t n, const opts_t* o, 
                                   const float* b, const float* want, bool compile_line,
                                   double* out_gflops) {
   const kiln_device_vtable_t* vt = d->vt;
+  /* the tiles a compile takes on this device: on a GPU (or under
+   * KILN_VULKAN_RULES=gpu) the GPU rules' shared-memory tiles, else
+   * lavapipe's defaults (kiln_spirv_gemm_source) */
+  const uint32_t lacks = kiln_compile_gpu_lacks(&d->info);
+  const kiln_spirv_gemm_tiles_t dt =
+      o->tiles.tm ? o->tiles : (lacks & KILN_GPU_CLASS_GPU) ? kiln_spirv_gemm_gpu_tiles(n, n, lacks) : o->tiles;
   kiln_spirv_gemm_t g = {.M = n, .N = n, .K = n, .b_mode = 0, .bind_a = 0, .bind_b = 1, .bind_c = 2,
-                         .tiles = o->tiles};
+                         .tiles = dt};
   char* glsl = NULL;
   int64_t groups[3], local[3];
   KILN_RETURN_IF_ERROR(kiln_spirv_gemm_source(&g, &glsl, groups, local));
@@ -204,7 +210,7 @@ static kiln_status_t bench_shader(kiln_device_t* d, int64_t n, const opts_t* o, 
     kiln_compare(&ga, &wa, 1e-3, 1e-4, &cr);
     double flop = 2.0 * (double)n * (double)n * (double)n;
     double tw = median(wall, o->repeat), td = median(dev_t, o->repeat);
-    kiln_spirv_gemm_tiles_t t = o->tiles.tm ? o->tiles : kiln_spirv_gemm_default_tiles(n, n);
+    kiln_spirv_gemm_tiles_t t = dt.tm ? dt : kiln_spirv_gemm_default_tiles(n, n);
     printf("shader %5lld^3  tiles %dx%dx%d/%dx%d %s  %8.2f GFLOP/s (device %.3f ms)  %8.2f GFLOP/s (wall %.3f ms)  "
            "check %s (max abs err %.2e)\n",
            (long long)n, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared == 4 ? "texel" : t.shared >= 2 ? "subgroup" : t.shared ? "shared" : "direct", flop / td * 1e-9, td * 1e3, flop / tw * 1e-9, tw * 1e3,

@@ -193,9 +193,124 @@ layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW2 { uint6
 #endif
 
 #if SHARED == 1
-// +1 padding keeps column walks off one shared-memory bank.
-shared float As[TK][TM + 1];
-shared float Bs[TK][TN + 1];
+// ---- shared-memory mode (SHARED 1, the GPU rules): gemm.comp's ------------
+// A K tile of W (TM channels x TK) and of X (TK x TN positions) staged in
+// shared memory, W stored as As[k][m]; each invocation reads its share of
+// the next tile into registers (LA floats of W, LB of X) before the
+// current tile's FMAs and stores it to the other buffer after them (DB:
+// one barrier a K step). Host-set:
+//   W4  W read as vec4 of 4 channels (the panel layout keeps CPT channels
+//       of a k contiguous: CPT, CM and TM multiples of 4, TM*TK/4 of NT)
+//   X4  X read as vec4 of 4 positions (planes read flat: no CDIRECT,
+//       CPLANE, every TOFF and CQ multiples of 4, TK*TN/4 of NT)
+//   DB  two buffers (2 x TK x (TM + TN) floats within the host's budget)
+#ifndef W4
+#define W4 0
+#endif
+#ifndef X4
+#define X4 0
+#endif
+#ifndef DB
+#define DB 0
+#endif
+#define NBUF (DB + 1)
+#define LA (TM * TK / NT)
+#define LB (TK * TN / NT)
+// VS: register tiles in groups of 4 channels / positions read from shared
+// memory as vec4 (invocation (tx, ty): channels (i/4 * LY + ty) * 4 + i%4,
+// positions alike); else channels ty + i*LY, positions tx + j*LX
+#define VS (RM % 4 == 0 && RN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0)
+#if VS
+shared vec4 As4[NBUF * TK * (TM / 4)];
+shared vec4 Bs4[NBUF * TK * (TN / 4)];
+#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = (v)
+#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = (v)
+#define SH_ROW(i) ((((i) >> 2) * LY + ty) * 4 + ((i) & 3))
+#define SH_COL(j) ((((j) >> 2) * LX + tx) * 4 + ((j) & 3))
+#else
+shared float As[NBUF * TK * TM];
+shared float Bs[NBUF * TK * TN];
+#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = (v)
+#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = (v)
+#define SH_ROW(i) (ty + (i) * LY)
+#define SH_COL(j) (tx + (j) * LX)
+#endif
+#if W4
+#ifndef TW4
+#define TW4 vec4
+#endif
+layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW4 { TW4 w4_[]; };
+vec4 ra[LA / 4];
+#else
+float ra[LA];
+#endif
+#if X4
+#ifndef TX4
+#define TX4 vec4
+#endif
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX4 { TX4 x4_[]; };
+vec4 rb[LB / 4];
+#else
+float rb[LB];
+#endif
+// this invocation's share of the K tile at k0 into registers: element e at
+// idx = tid + e * NT, consecutive invocations reading consecutive channels
+// of a panel (W) and positions (X)
+void sh_fetch(int tid, int m0, int q0, int xb, int k0) {
+#if W4
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) {
+    const int idx = tid + e * NT, k = k0 + idx / (TM / 4), m = m0 + (idx % (TM / 4)) * 4;
+    ra[e] = (m < CM && k < CK)
+                ? vec4(w4_[((((k / CKBS) * CTILES + m / CPT) * CKBS + k % CKBS) * CPT + m % CPT) >> 2])
+                : vec4(0.0);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LA; ++e) {
+    const int idx = tid + e * NT;
+    ra[e] = load_a(m0 + idx % TM, k0 + idx / TM);
+  }
+#endif
+#if X4
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) {
+    const int idx = tid + e * NT, k = k0 + idx / (TN / 4), q = q0 + (idx % (TN / 4)) * 4;
+    rb[e] = (k < CK && q < CQ) ? vec4(x4_[(xb + (k / CT) * CPLANE + TOFF[k % CT] + q) >> 2]) : vec4(0.0);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LB; ++e) {
+    const int idx = tid + e * NT;
+    rb[e] = load_b(xb, k0 + idx / TN, q0 + idx % TN);
+  }
+#endif
+}
+// the registers sh_fetch filled, into shared buffer s
+void sh_stash(int tid, int s) {
+#if W4 && VS
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) As4[s * TK * (TM / 4) + tid + e * NT] = ra[e];
+#elif W4
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) {
+    const int idx = tid + e * NT, k = idx / (TM / 4), m = (idx % (TM / 4)) * 4;
+    [[unroll]] for (int q = 0; q < 4; ++q) AS_ST(s, k, m + q, ra[e][q]);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LA; ++e) {
+    const int idx = tid + e * NT;
+    AS_ST(s, idx / TM, idx % TM, ra[e]);
+  }
+#endif
+#if X4 && VS
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) Bs4[s * TK * (TN / 4) + tid + e * NT] = rb[e];
+#elif X4
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) {
+    const int idx = tid + e * NT, k = idx / (TN / 4), n = (idx % (TN / 4)) * 4;
+    [[unroll]] for (int q = 0; q < 4; ++q) BS_ST(s, k, n + q, rb[e][q]);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LB; ++e) {
+    const int idx = tid + e * NT;
+    BS_ST(s, idx / TN, idx % TN, rb[e]);
+  }
+#endif
+}
 #endif
 
 #if SHARED == 2
@@ -379,33 +494,64 @@ void main() {
   [[unroll]] for (int i = 0; i < RM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
-  for (int k0 = 0; k0 < CK; k0 += TK) {
 #if SHARED == 1
-    const int tid = ty * LX + tx;
-    for (int e = tid; e < TM * TK; e += NT) As[e % TK][e / TK] = load_a(m0 + e / TK, k0 + e % TK);
-    for (int e = tid; e < TK * TN; e += NT) Bs[e / TN][e % TN] = load_b(xb, k0 + e / TN, q0 + e % TN);
-    barrier();
+  const int tid = ty * LX + tx;
+  const int nkt = (CK + TK - 1) / TK;
+  sh_fetch(tid, m0, q0, xb, 0);
+  sh_stash(tid, 0);
+  barrier();
+  for (int t = 0; t < nkt; ++t) {
+#if DB
+    const int s = t & 1;
+    if (t + 1 < nkt) sh_fetch(tid, m0, q0, xb, (t + 1) * TK); // in flight during the FMAs
+#else
+    const int s = 0;
 #endif
+    for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
+#if VS
+      vec4 av[RM / 4], bv[RN / 4];
+      [[unroll]] for (int i = 0; i < RM / 4; ++i) av[i] = As4[(s * TK + kk) * (TM / 4) + i * LY + ty];
+      [[unroll]] for (int j = 0; j < RN / 4; ++j) bv[j] = Bs4[(s * TK + kk) * (TN / 4) + j * LX + tx];
+      [[unroll]] for (int i = 0; i < RM; ++i)
+        [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i >> 2][i & 3], bv[j >> 2][j & 3], acc[i][j]);
+#else
+      float av[RM], bv[RN];
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[(s * TK + kk) * TM + SH_ROW(i)];
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[(s * TK + kk) * TN + SH_COL(j)];
+      [[unroll]] for (int i = 0; i < RM; ++i)
+        [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+#endif
+    }
+#if DB
+    if (t + 1 < nkt) sh_stash(tid, s ^ 1);
+    barrier();
+#else
+    barrier();
+    if (t + 1 < nkt) {
+      sh_fetch(tid, m0, q0, xb, (t + 1) * TK);
+      sh_stash(tid, 0);
+      barrier();
+    }
+#endif
+  }
+#define ACC(i, j) acc[i][j]
+#define ROW_OF(i) (m0 + SH_ROW(i))
+#define COL_OF(j) (q0 + SH_COL(j))
+#else
+  for (int k0 = 0; k0 < CK; k0 += TK) {
     for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
       float av[RM], bv[RN];
       // Thread (tx, ty) owns channels ty + i*LY and positions tx + j*LX.
-#if SHARED == 1
-      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[kk][ty + i * LY];
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[kk][tx + j * LX];
-#else
       [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(m0 + ty + i * LY, k0 + kk);
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(xb, k0 + kk, q0 + tx + j * LX);
-#endif
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
-#if SHARED == 1
-    barrier();
-#endif
   }
 #define ACC(i, j) acc[i][j]
 #define ROW_OF(i) (m0 + ty + (i) * LY)
 #define COL_OF(j) (q0 + tx + (j) * LX)
+#endif
 #endif
 
   const int yb = bz * CM * CP;

@@ -47,6 +47,20 @@
 //   TEXEL      (SHARED 2) 1: A and B are uniform texel buffers of vec4 texels
 //              read whole (TK and RN multiples of 4, K too, and N (B_MODE 0)
 //              or PT (B_MODE 2)): kiln's tile mode 4; A64 = B64 = 0.
+//   A4 B4      (SHARED 1) 1 when A / B are read from the buffers as vec4
+//              (f16vec4 for f16 storage) into shared memory: A along K
+//              (K % 4 == 0, TK % 4 == 0), B along N (B_MODE 0: N % 4 ==
+//              0; 2: PT and N too) or along K (B_MODE 1: K % 4 == 0), and
+//              TM*TK/4 (A) / TK*TN/4 (B) multiples of the thread count;
+//              else scalar reads (views start 64-byte aligned: session.c)
+//   C4         (SHARED 1) 1: C (f32, N % 4 == 0) stored as vec4, each
+//              invocation's columns being groups of 4 (VS below); not with
+//              a GELU (its rolled loop stores floats)
+//   DB         (SHARED 1) 1: two shared buffers, the next K tile read into
+//              registers before the current tile's FMAs and stored to the
+//              other buffer after them (one barrier a K step); the host
+//              sets it where 2 x TK x (TM + TN) floats fit its shared-memory
+//              budget (16 KiB, Vulkan's minimum)
 //   EVEN       1 when M % TM == 0, N % TN == 0 and K % TK == 0: no bounds checks.
 //   HAS_RES BIND_RES  a residual added after the bias: res[r * N + n] (f32,
 //              C's shape; a fused residual Add)
@@ -258,9 +272,170 @@ float load_b(int k, int n) {
 }
 
 #if SHARED == 1
-// +1 padding keeps column walks off one shared-memory bank.
-shared float As[TK][TM + 1];
-shared float Bs[TK][TN + 1];
+// ---- shared-memory mode (SHARED 1, the GPU rules) ---------------------------
+// A work-group of LX x LY invocations computes TM x TN outputs, RM x RN an
+// invocation, from K tiles of TK staged in shared memory: A stored
+// transposed (As[k][m]) so that the inner loop reads rows of A and columns
+// of B contiguously. Each invocation reads its share of the next tile into
+// registers (LA floats of A, LB of B: vec4 where A4 / B4) while the current
+// one is multiplied, then stores it to the other buffer (DB), so a K step
+// has one barrier and its global reads overlap the FMAs.
+#ifndef A4
+#define A4 0
+#endif
+#ifndef B4
+#define B4 0
+#endif
+#ifndef DB
+#define DB 0
+#endif
+#define NBUF (DB + 1)
+#define LA (TM * TK / NT) // floats of A an invocation reads a K tile
+#define LB (TK * TN / NT)
+// VS: register tiles in groups of 4 rows / columns, read from shared memory
+// as vec4 (invocation (tx, ty) owns rows (i/4 * LY + ty) * 4 + i%4 and the
+// columns alike: a warp reads consecutive vec4s); else rows ty + i*LY and
+// columns tx + j*LX (consecutive words)
+#define VS (RM % 4 == 0 && RN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0)
+#if VS
+shared vec4 As4[NBUF * TK * (TM / 4)];
+shared vec4 Bs4[NBUF * TK * (TN / 4)];
+#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = (v)
+#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = (v)
+#define ROW_OF(i) ((((i) >> 2) * LY + ty) * 4 + ((i) & 3))
+#define COL_OF(j) ((((j) >> 2) * LX + tx) * 4 + ((j) & 3))
+#else
+shared float As[NBUF * TK * TM];
+shared float Bs[NBUF * TK * TN];
+#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = (v)
+#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = (v)
+#define ROW_OF(i) (ty + (i) * LY)
+#define COL_OF(j) (tx + (j) * LX)
+#endif
+#if A4 || B4
+#ifndef A4_T
+#define A4_T vec4
+#endif
+#ifndef B4_T
+#define B4_T vec4
+#endif
+#endif
+#if A4
+layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA4 { A4_T a4_[]; };
+vec4 ra[LA / 4];
+#else
+float ra[LA];
+#endif
+#ifndef C4
+#define C4 0
+#endif
+#if C4 && VS && !ROLLED_ACT
+layout(std430, set = 0, binding = BIND_C) restrict writeonly buffer BufC4 { vec4 c4_[]; };
+#endif
+#if B4
+layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB4 { B4_T b4_[]; };
+vec4 rb[LB / 4];
+#else
+float rb[LB];
+#endif
+// vec4 element e of the invocation's share: idx = tid + e * NT over the
+// tile's vec4s (scalars: its floats), consecutive invocations reading
+// consecutive addresses
+void sh_fetch(int tid, int row0, int col0, int k0) {
+#if A4
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) {
+    const int idx = tid + e * NT, r = row0 + idx / (TK / 4), k = k0 + (idx % (TK / 4)) * 4;
+#if EVEN
+    ra[e] = vec4(a4_[(r * K + k) >> 2]);
+#else
+    ra[e] = (r < M && k < K) ? vec4(a4_[(r * K + k) >> 2]) : vec4(0.0);
+#endif
+  }
+#else
+  [[unroll]] for (int e = 0; e < LA; ++e) {
+    const int idx = tid + e * NT;
+    ra[e] = load_a(row0 + idx / TK, k0 + idx % TK);
+  }
+#endif
+#if B4 && B_MODE == 1
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) { // B [N,K]: vec4 along K
+    const int idx = tid + e * NT, n = col0 + idx / (TK / 4), k = k0 + (idx % (TK / 4)) * 4;
+#if EVEN
+    rb[e] = vec4(b4_[(n * K + k) >> 2]);
+#else
+    rb[e] = (n < N && k < K) ? vec4(b4_[(n * K + k) >> 2]) : vec4(0.0);
+#endif
+  }
+#elif B4
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) { // vec4 along N
+    const int idx = tid + e * NT, k = k0 + idx / (TN / 4), n = col0 + (idx % (TN / 4)) * 4;
+#if B_MODE == 2
+    const int at = (((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT;
+#else
+    const int at = k * N + n;
+#endif
+#if EVEN
+    rb[e] = vec4(b4_[at >> 2]);
+#else
+    rb[e] = (k < K && n < N) ? vec4(b4_[at >> 2]) : vec4(0.0);
+#endif
+  }
+#elif B_MODE == 1
+  [[unroll]] for (int e = 0; e < LB; ++e) { // along K, as B's rows lie
+    const int idx = tid + e * NT;
+    rb[e] = load_b(k0 + idx % TK, col0 + idx / TK);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LB; ++e) {
+    const int idx = tid + e * NT;
+    rb[e] = load_b(k0 + idx / TN, col0 + idx % TN);
+  }
+#endif
+}
+// the registers sh_fetch filled, into shared buffer s
+void sh_stash(int tid, int s) {
+#if A4
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) {
+    const int idx = tid + e * NT, m = idx / (TK / 4), k = (idx % (TK / 4)) * 4;
+    [[unroll]] for (int q = 0; q < 4; ++q) AS_ST(s, k + q, m, ra[e][q]);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LA; ++e) {
+    const int idx = tid + e * NT;
+    AS_ST(s, idx % TK, idx / TK, ra[e]);
+  }
+#endif
+#if B4 && B_MODE == 1
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) {
+    const int idx = tid + e * NT, n = idx / (TK / 4), k = (idx % (TK / 4)) * 4;
+    [[unroll]] for (int q = 0; q < 4; ++q) BS_ST(s, k + q, n, rb[e][q]);
+  }
+#elif B4 && VS
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) {
+    const int idx = tid + e * NT;
+    Bs4[(s * TK + idx / (TN / 4)) * (TN / 4) + idx % (TN / 4)] = rb[e];
+  }
+#elif B4
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) {
+    const int idx = tid + e * NT, k = idx / (TN / 4), n = (idx % (TN / 4)) * 4;
+    [[unroll]] for (int q = 0; q < 4; ++q) BS_ST(s, k, n + q, rb[e][q]);
+  }
+#elif B_MODE == 1
+  [[unroll]] for (int e = 0; e < LB; ++e) {
+    const int idx = tid + e * NT;
+    BS_ST(s, idx % TK, idx / TK, rb[e]);
+  }
+#else
+  [[unroll]] for (int e = 0; e < LB; ++e) {
+    const int idx = tid + e * NT;
+    BS_ST(s, idx / TN, idx % TN, rb[e]);
+  }
+#endif
+}
+#endif
+#ifndef ROW_OF // (SHARED 0) rows ty + i*LY, columns tx + j*LX
+#define ROW_OF(i) (ty + (i) * LY)
+#define COL_OF(j) (tx + (j) * LX)
 #endif
 
 #if SHARED == 2
@@ -481,50 +656,90 @@ void main() {
   [[unroll]] for (int i = 0; i < RM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
-  for (int k0 = 0; k0 < K; k0 += TK) {
 #if SHARED == 1
-    const int tid = ty * LX + tx;
-    // A tile: TM rows x TK columns; B tile: TK rows x TN columns.
-    for (int e = tid; e < TM * TK; e += NT) As[e % TK][e / TK] = load_a(row0 + e / TK, k0 + e % TK);
-    for (int e = tid; e < TK * TN; e += NT) Bs[e / TN][e % TN] = load_b(k0 + e / TN, col0 + e % TN);
-    barrier();
+  const int tid = ty * LX + tx;
+  const int nkt = (K + TK - 1) / TK;
+  sh_fetch(tid, row0, col0, 0);
+  sh_stash(tid, 0);
+  barrier();
+  for (int t = 0; t < nkt; ++t) {
+#if DB
+    const int s = t & 1;
+    if (t + 1 < nkt) sh_fetch(tid, row0, col0, (t + 1) * TK); // in flight during the FMAs
+#else
+    const int s = 0;
 #endif
+    [[unroll]] for (int kk = 0; kk < TK; ++kk) {
+#if VS
+      vec4 av[RM / 4], bv[RN / 4];
+      [[unroll]] for (int i = 0; i < RM / 4; ++i) av[i] = As4[(s * TK + kk) * (TM / 4) + i * LY + ty];
+      [[unroll]] for (int j = 0; j < RN / 4; ++j) bv[j] = Bs4[(s * TK + kk) * (TN / 4) + j * LX + tx];
+      [[unroll]] for (int i = 0; i < RM; ++i)
+        [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i >> 2][i & 3], bv[j >> 2][j & 3], acc[i][j]);
+#else
+      float av[RM], bv[RN];
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[(s * TK + kk) * TM + ROW_OF(i)];
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[(s * TK + kk) * TN + COL_OF(j)];
+      [[unroll]] for (int i = 0; i < RM; ++i)
+        [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+#endif
+    }
+#if DB
+    if (t + 1 < nkt) sh_stash(tid, s ^ 1);
+    barrier();
+#else
+    barrier();
+    if (t + 1 < nkt) {
+      sh_fetch(tid, row0, col0, (t + 1) * TK);
+      sh_stash(tid, 0);
+      barrier();
+    }
+#endif
+  }
+#else
+  for (int k0 = 0; k0 < K; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
       float av[RM], bv[RN];
       // Thread (tx, ty) owns rows ty + i*LY and columns tx + j*LX:
       // neighbouring threads read neighbouring words.
-#if SHARED == 1
-      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[kk][ty + i * LY];
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[kk][tx + j * LX];
-#else
-      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(row0 + ty + i * LY, k0 + kk);
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(k0 + kk, col0 + tx + j * LX);
-#endif
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(row0 + ROW_OF(i), k0 + kk);
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(k0 + kk, col0 + COL_OF(j));
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
-#if SHARED == 1
-    barrier();
-#endif
   }
+#endif
 #if ROLLED_ACT
   float pre[RM * RN];
   [[unroll]] for (int i = 0; i < RM; ++i)
     [[unroll]] for (int j = 0; j < RN; ++j) {
-      const int gr = row0 + ty + i * LY, gc = col0 + tx + j * LX;
+      const int gr = row0 + ROW_OF(i), gc = col0 + COL_OF(j);
       float v = 0.0;
       if (INSIDE(gr, gc, 0)) v = PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc);
       pre[i * RN + j] = v;
     }
   [[dont_unroll]] for (int e = 0; e < RM * RN; ++e) {
-    const int gr = row0 + ty + (e / RN) * LY, gc = col0 + tx + (e % RN) * LX;
+    const int gr = row0 + ROW_OF(e / RN), gc = col0 + COL_OF(e % RN);
     if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+  }
+#elif SHARED == 1 && C4 && VS
+  // 4 columns from a multiple of 4 (N too): all inside or all outside
+  [[unroll]] for (int i = 0; i < RM; ++i) {
+    const int gr = row0 + ROW_OF(i);
+    [[unroll]] for (int j = 0; j < RN; j += 4) {
+      const int gc = col0 + COL_OF(j);
+      if (INSIDE(gr, gc, 0)) {
+        vec4 v;
+        [[unroll]] for (int e = 0; e < 4; ++e) v[e] = ACTF(PLUS_RES(acc[i][j + e] + BIAS(gr, gc + e), gr, gc + e));
+        c4_[(gr * N + gc) >> 2] = v;
+      }
+    }
   }
 #else
   [[unroll]] for (int i = 0; i < RM; ++i) {
-    int gr = row0 + ty + i * LY;
+    const int gr = row0 + ROW_OF(i);
     [[unroll]] for (int j = 0; j < RN; ++j) {
-      int gc = col0 + tx + j * LX;
+      const int gc = col0 + COL_OF(j);
       if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc)));
     }
   }

@@ -461,6 +461,7 @@ kiln_status_t kiln_vulkan_device_create(int32_t index, bool validation, kiln_all
   if (d->props.limits.minTexelBufferOffsetAlignment > info->buffer_alignment)
     info->buffer_alignment = d->props.limits.minTexelBufferOffsetAlignment;
   info->max_workgroup_size = d->props.limits.maxComputeWorkGroupInvocations;
+  info->local_mem_bytes = d->props.limits.maxComputeSharedMemorySize; /* the tuner's limit */
   info->loop_limit = d->loop_limit;
   info->subgroup_size = (int32_t)q.v11.subgroupSize;
   info->compute_units = 0;

@@ -215,6 +215,18 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
             (long long)c->pt, (long long)c->kbs, (long long)c->tiles, c->crop ? 1 : 0, (long long)c->q1,
             (long long)c->q2, (long long)c->od, (long long)c->oh, (long long)c->ow, c->has_bias ? 1 : 0, t.tm,
             t.tn, t.tk, t.rm, t.rn, t.shared >= 2 ? 2 : t.shared, w64, texel, texel_y, xaligned, texel_c, y_vec4, kreuse);
+  /* (shared-memory mode) W as vec4 of 4 channels of a panel, X as vec4 of
+   * 4 positions where the planes are read flat and every K step's positions
+   * start on a vec4; two shared buffers where they fit (conv.comp W4 X4 DB) */
+  if (t.shared == 1) {
+    const int w4 = c->pt % 4 == 0 && c->M % 4 == 0 && t.tm % 4 == 0 && (int64_t)t.tm * t.tk / 4 % nt == 0;
+    int x4 = !direct && c->plane % 4 == 0 && c->Q % 4 == 0 && t.tn % 4 == 0 && (int64_t)t.tk * t.tn / 4 % nt == 0;
+    for (int64_t i = 0; i < c->T; ++i) x4 = x4 && c->toff[i] % 4 == 0;
+    const int db = 2 * (int64_t)t.tk * (t.tm + t.tn) * 4 <= KILN_VULKAN_SHARED_BUDGET;
+    kiln_vulkan_sb_printf(&b, "#define W4 %d\n#define X4 %d\n#define DB %d\n", w4, x4, db);
+    if (w4 && strcmp(type[0], "float")) kiln_vulkan_sb_printf(&b, "#define TW4 f16vec4\n");
+    if (x4 && strcmp(type[1], "float")) kiln_vulkan_sb_printf(&b, "#define TX4 f16vec4\n");
+  }
   kiln_vulkan_sb_printf(&b,
                         "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n"
                         "#define CSH %lld\n#define CSW %lld\n#define CKW %lld\n#define CDH %lld\n#define CDW %lld\n",

@@ -86,6 +86,16 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   const int a64 = w64 && !g->f16_a && g->K % 2 == 0;
   const int b64 =
       w64 && !g->f16_b && (g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0));
+  /* (shared-memory mode) vec4 reads where rows start on a vec4 and every
+   * invocation reads whole vec4s; two shared buffers where they fit 16 KiB */
+  const bool sh = t.shared == 1;
+  const int a4 = sh && g->K % 4 == 0 && t.tk % 4 == 0 && (int64_t)t.tm * t.tk / 4 % nt == 0;
+  const int b4 = sh && (int64_t)t.tk * t.tn / 4 % nt == 0 &&
+                 (g->b_mode == 1 ? g->K % 4 == 0 && t.tk % 4 == 0
+                                 : g->N % 4 == 0 && t.tn % 4 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 4 == 0));
+  const int db = sh && 2 * (int64_t)t.tk * (t.tm + t.tn) * 4 <= KILN_VULKAN_SHARED_BUDGET;
+  /* (the 4 x 4-grouped register tiles) an f32 C stored as vec4 */
+  const int c4 = sh && !g->f16_c && g->N % 4 == 0 && t.tm % 4 == 0 && t.tn % 4 == 0 && t.rm % 4 == 0 && t.rn % 4 == 0;
   if (g->has_res && g->bind_res < 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a residual: no residual binding");
   if (g->m_a && (g->m_a < 1 || g->bind_d < 0 || g->m_a > INT32_MAX || g->m_b < -INT32_MAX || g->m_b > INT32_MAX))
@@ -118,6 +128,8 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                         (long long)(g->ptiles > 0 ? g->ptiles : 1), (long long)(g->pkbs > 0 ? g->pkbs : g->K),
                         (int)g->bind_a, (int)g->bind_b, (int)g->bind_c, t.tm, t.tn, t.tk, t.rm, t.rn,
                         t.shared >= 2 ? 2 : t.shared, even ? 1 : 0, a64, b64, texel);
+  if (sh)
+    kiln_vulkan_sb_printf(&b, "#define A4 %d\n#define B4 %d\n#define DB %d\n#define C4 %d\n", a4, b4, db, c4);
   if (g->has_bias)
     kiln_vulkan_sb_printf(&b,
                           "#define HAS_BIAS 1\n#define BIND_BIAS %d\n#define BIAS_SM %lld\n#define BIAS_SN %lld\n"
@@ -140,6 +152,9 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                           g->f16_a ? "float16_t" : "float", g->f16_b ? "float16_t" : "float",
                           g->f16_c ? "float16_t" : "float", g->f16_bias ? "float16_t" : "float",
                           g->f16_res ? "float16_t" : "float");
+  if (f16 && sh)
+    kiln_vulkan_sb_printf(&b, "#define A4_T %s\n#define B4_T %s\n", g->f16_a ? "f16vec4" : "vec4",
+                          g->f16_b ? "f16vec4" : "vec4");
   /* Clip's bounds as literals (an infinite one clips nothing) */
   if (g->act == KILN_TEMPLATE_ACT_CLIP) {
     if (!isinf(g->act_lo)) kiln_vulkan_sb_printf(&b, "#define ACT_LO %.9e\n", (double)g->act_lo);

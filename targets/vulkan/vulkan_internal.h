@@ -248,6 +248,10 @@ bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks);
 /* Invocations a work-group of the pool and Winograd shaders under the GPU
  * rules (lavapipe's: 8, one SIMD row). */
 #define KILN_VULKAN_WG_GPU 64
+/* The shared memory gemm.comp / conv.comp SHARED 1 may take for a second
+ * tile buffer (DB): Vulkan's minimum maxComputeSharedMemorySize, so every
+ * device runs every such instance; tiles past it keep one buffer. */
+#define KILN_VULKAN_SHARED_BUDGET 16384
 /* The tiles recorded in |t| for kernel |name|: a GEMM or conv instance's,
  * a depthwise one's work-group. INVALID_ARGUMENT when the record is not
  * one the Vulkan rules wrote (another set, or none). */

@@ -117,6 +117,11 @@ typedef struct kiln_spirv_gemm_s {
  * when set and valid (for tuning), else 64 x 64 x 16 with 8 x 8 per thread
  * in shared memory, smaller for narrow problems (work-groups of 8 x 8). */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
+/* The GPU rules' tiles for an M x N GEMM (a device of KILN_GPU_CLASS_GPU;
+ * |gpu_lacks| its KILN_GPU_LACKS_*, kiln_compile_gpu_lacks): the
+ * shared-memory tiles the template set takes there (vulkan_tiles.c), or
+ * $KILN_SPIRV_GEMM_TILES when set and valid. */
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, uint32_t gpu_lacks);
 /* The tiles of an M x N x K template instance: the above, 16 x 4 per
  * invocation for small products (a cheaper cold compile on lavapipe) */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles_k(int64_t M, int64_t N, int64_t K);

@@ -165,9 +165,10 @@ static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const 
     case 1:
       if ((int64_t)g.tm * g.tk % nt || (int64_t)g.tk * g.tn % nt)
         return "shared-memory tiles: TM x TK and TK x TN must split evenly over the invocations";
-      /* gemm.comp / conv.comp: As[TK][TM + 1], Bs[TK][TN + 1] */
+      /* gemm.comp / conv.comp: TK x (TM + TN) floats, twice that (DB) only
+       * within KILN_VULKAN_SHARED_BUDGET, which every device has */
       if (lim && lim->local_mem_bytes > 0 &&
-          (uint64_t)g.tk * (uint64_t)(g.tm + 1 + g.tn + 1) * 4 > lim->local_mem_bytes)
+          (uint64_t)g.tk * (uint64_t)(g.tm + g.tn) * 4 > lim->local_mem_bytes)
         return "shared-memory tiles larger than the device's shared memory";
       break;
     case 2:

@@ -613,6 +613,8 @@ static uint64_t buf_bytes(const tir_buffer_t* b) {
  * flags, lavapipe's rules). */
 static uint32_t g_rules;
 static uint32_t g_rules_kinds;
+/* where set, every program run_plan runs holds it in its GLSL */
+static const char* g_want_text;
 
 /* Under the GPU rules: every template instance of |p| has GPU-sized
  * tiles (GEMM / conv: shared-memory tiles of 64-256 invocations, depthwise
@@ -675,6 +677,7 @@ static kiln_status_t run_plan(kiln_device_t* d, kiln_plan_t* p, const kiln_array
   kiln_program_t* prog = NULL;
   KILN_RETURN_IF_ERROR(plan_program(p, &prog));
   if (getenv("KILN_TEST_DUMP")) fputs(prog->code.text, stderr);
+  if (g_want_text) CHECK_MSG(strstr(prog->code.text, g_want_text), "no \"%s\" in the program", g_want_text);
   *out_kernels = prog->n_kernels;
   kiln_device_executable_t* e = NULL;
   kiln_device_cmd_t* c = NULL;
@@ -1873,13 +1876,86 @@ static void test_wino_rows(void) {
 /* "conv_direct": only the conv.comp direct-read cases (their own ctest);
  * "wino_shared": only test_wino_shared; "wino_rows":
  * only test_wino_rows */
-/* A GEMM with 128 x 128 tiles under the GPU rules (72 work-groups of
- * them), its edges partial: 1000 x 72 by 72 x 1030 */
+/* A GEMM with 128 x 128 tiles under the GPU rules (144 work-groups of
+ * them), its edges partial: 2000 x 40 by 40 x 1030 */
 static void g_matmul_big(tg_t* t) {
-  tg_input(t, "a", F32, 2, DIMS(1000, 72));
-  tg_input(t, "b", F32, 2, DIMS(72, 1030));
+  tg_input(t, "a", F32, 2, DIMS(2000, 40));
+  tg_input(t, "b", F32, 2, DIMS(40, 1030));
   tg_node(t, "MatMul", "mm", 2, NAMES("a", "b"), "y", 0, NULL);
   tg_output(t, "y");
+}
+
+/* The shared-memory mode's vec4 reads and double buffer (gemm.comp /
+ * conv.comp SHARED 1 A4 B4 W4 X4 DB): edges in M and N, K not a multiple
+ * of TK (100 over 16), B transposed (vec4 along K) with a bias, a fused
+ * residual and Relu. */
+static void g_sh_ktail(tg_t* t) {
+  tg_input(t, "a", F32, 2, DIMS(80, 100));
+  tg_input(t, "b", F32, 2, DIMS(100, 132));
+  tg_node(t, "MatMul", "mm", 2, NAMES("a", "b"), "y", 0, NULL);
+  tg_node(t, "Relu", "relu", 1, NAMES("y"), "r", 0, NULL);
+  tg_output(t, "r");
+}
+
+static void g_sh_transb(tg_t* t) {
+  tg_input(t, "a", F32, 2, DIMS(50, 68));
+  tg_input(t, "w", F32, 2, DIMS(92, 68));
+  tg_const(t, "c", F32, 1, DIMS(92));
+  kiln_attr_t tb = kiln_attr_make_int("transB", 1);
+  tg_node(t, "Gemm", "fc", 3, NAMES("a", "w", "c"), "y", 1, &tb);
+  tg_output(t, "y");
+}
+
+static void g_sh_residual(tg_t* t) {
+  tg_input(t, "a", F32, 2, DIMS(96, 44));
+  tg_const(t, "b", F32, 2, DIMS(44, 72));
+  tg_input(t, "r", F32, 2, DIMS(96, 72));
+  tg_node(t, "MatMul", "mm", 2, NAMES("a", "b"), "y", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES("y", "r"), "s", 0, NULL);
+  tg_node(t, "Relu", "relu", 1, NAMES("s"), "z", 0, NULL);
+  tg_output(t, "z");
+}
+
+/* |build|'s program (fused) holds |want| in its GLSL */
+static void check_text(build_fn build, bool fp16, const char* want, const char* what) {
+  kiln_program_t* prog = graph_program(build, true, fp16);
+  CHECK_MSG(prog && strstr(prog->code.text, want), "%s: no \"%s\" in the program", what, want);
+  kiln_program_destroy(prog);
+}
+
+static void test_gpu_rules_shared(void) {
+  check_graph(g_sh_ktail, "shared 80x132x100 K tail", 1e-4, 1e-5);
+  check_graph(g_sh_transb, "shared transB 50x92x68 bias", 1e-4, 1e-5);
+  check_graph(g_sh_residual, "shared residual 96x72x44", 1e-4, 1e-5);
+  check_text(g_sh_ktail, false, "#define A4 1\n#define B4 1\n#define DB 1\n#define C4 1\n", "K tail");
+  check_text(g_sh_residual, false, "#define C4 1\n", "residual");
+  check_text(g_sh_transb, false, "#define A4 1\n#define B4 1\n#define DB 1\n", "transB");
+  check_text(g_conv_1x1, false, "#define W4 1\n#define X4 1\n#define DB 1\n", "conv 1x1");
+  check_text(g_conv, false, "#define SHARED 1\n", "conv 3x3");
+  if (dev->info.fp16_storage) { /* f16 storage: f16vec4 reads, f32 sums */
+    /* (the precision pass keeps graph inputs f32: the constants are f16) */
+    const build_fn b16[4] = {g_sh_ktail, g_sh_transb, g_sh_residual, g_conv_1x1};
+    const char* what[4] = {"shared K tail f16", "shared transB f16", "shared residual f16", "conv 1x1 f16"};
+    const char* want[4] = {"#define A4 1\n#define B4 1\n", NULL, NULL,
+                           "#define W4 1\n#define X4 1\n#define DB 1\n#define TW4 f16vec4\n"};
+    for (int i = 0; i < 4; ++i) {
+      tg_t t;
+      tg_init(&t);
+      b16[i](&t);
+      g_want_text = want[i];
+      run_case(&t, what[i], true, true, 2e-2, 2e-2);
+      g_want_text = NULL;
+      tg_free(&t);
+    }
+
+  }
+  /* one shared buffer where two would pass 16 KiB (128 x 128 x 16: 32 KiB),
+   * and scalar reads where the shapes are not whole vec4s */
+  setenv("KILN_SPIRV_GEMM_TILES", "128,128,16,8,8,1", 1);
+  check_graph(g_matmul_big, "matmul 2000x1030x40 TK 16", 1e-4, 1e-5);
+  check_text(g_matmul_big, false, "#define A4 1\n#define B4 0\n#define DB 0\n", "TK 16");
+  unsetenv("KILN_SPIRV_GEMM_TILES");
+  check_text(g_matmul_small, false, "#define A4 0\n#define B4 0\n#define DB 1\n#define C4 0\n", "13x29x47");
 }
 
 /* The GPU rules on this device: KILN_VULKAN_RULES sets the class either
@@ -1909,7 +1985,7 @@ static void test_gpu_rules(void) {
   check_graph(g_gemm_bias, "gemm transB+bias", 1e-4, 1e-5);
   check_graph(g_gemm_trans, "gemm transB", 1e-4, 1e-5);
   check_graph(g_gemm_bias_big, "gemm 64x256x1024 bias", 1e-4, 1e-5);
-  check_graph(g_matmul_big, "matmul 1000x1030x72", 1e-4, 1e-5);
+  check_graph(g_matmul_big, "matmul 2000x1030x40", 1e-4, 1e-5);
   check_graph(g_conv, "conv+relu+maxpool", 1e-4, 1e-5);
   check_graph(g_conv_s2, "conv s2 grid tail", 1e-4, 1e-5);
   check_graph(g_conv_residual, "conv leaky+residual", 1e-4, 1e-4);
@@ -1936,12 +2012,26 @@ static void test_gpu_rules(void) {
   check_graph(g_depthwise_flat14, "depthwise flat 14x14 dilated", 1e-4, 1e-5);
   check_graph(g_softmax, "softmax", 1e-4, 1e-5);
   if (dev->info.fp16_storage) check_graph(g_conv_f16, "f16 conv", 1e-2, 1e-2);
+  test_gpu_rules_shared();
   /* the 128 x 128 tiles and the work-group of 64 as printed */
   kiln_program_t* prog = graph_program(g_matmul_big, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "#define TM 128\n#define TN 128\n#define TK 8\n") &&
                 strstr(prog->code.text, "#define SHARED 1\n"),
-            "matmul 1000x1030x72: not the 128 x 128 shared-memory tiles");
+            "matmul 2000x1030x40: not the 128 x 128 shared-memory tiles");
   kiln_program_destroy(prog);
+  /* a device of fewer than 256 invocations a work-group (Vulkan's minimum
+   * is 128): the 64 x 64 tiles of 64 invocations instead */
+  kiln_device_info_t small = dev->info;
+  small.max_workgroup_size = 128;
+  CHECK(kiln_compile_gpu_lacks(&small) & KILN_GPU_LACKS_WG256);
+  CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_LACKS_WG256) == (dev->info.max_workgroup_size >= 256));
+  g_rules |= KILN_GPU_LACKS_WG256;
+  check_graph(g_matmul_big, "matmul 2000x1030x40 wg < 256", 1e-4, 1e-5);
+  prog = graph_program(g_matmul_big, false, false);
+  CHECK_MSG(prog && strstr(prog->code.text, "#define TM 64\n#define TN 64\n#define TK 16\n"),
+            "matmul 2000x1030x40, 128 invocations at most: not the 64 x 64 tiles");
+  kiln_program_destroy(prog);
+  g_rules &= ~(uint32_t)KILN_GPU_LACKS_WG256;
   prog = graph_program(g_pools, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "kiln pool '") && strstr(prog->code.text, "#define WG 64\n"),
             "pools: not 64 invocations a work-group");

@@ -261,7 +261,16 @@ static void test_space(void) {
     no.max_workgroup_size = 256;
     CHECK(set.tiles_check(t, &x, &no) != NULL);
     no.max_workgroup_size = 1024;
-    no.local_mem_bytes = 1024; /* 16 x (65 + 65) floats of shared memory */
+    no.local_mem_bytes = 1024; /* 16 x (64 + 64) floats of shared memory */
+    CHECK(set.tiles_check(t, &x, &no) != NULL);
+    /* 128 x 128 x 16 (one buffer: 16 x 256 floats, 16 KiB) fits Vulkan's
+     * minimum exactly (gemm.comp / conv.comp take a second buffer only
+     * within it) */
+    x = (kiln_template_tiles_t){.n = 6, .v = {128, 128, 16, 8, 8, 1}};
+    no = lim;
+    no.local_mem_bytes = 16384;
+    CHECK_MSG(set.tiles_check(t, &x, &no) == NULL, "128,128,16,8,8,1 in 16 KiB refused: %s", set.tiles_check(t, &x, &no));
+    no.local_mem_bytes = 16383;
     CHECK(set.tiles_check(t, &x, &no) != NULL);
   }
   CHECK_MSG(kinds == ((1 << KILN_TEMPLATE_GEMM) | (1 << KILN_TEMPLATE_CONV) | (1 << KILN_TEMPLATE_DEPTHWISE)),
