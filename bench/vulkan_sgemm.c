@@ -139,9 +139,10 @@ static kiln_status_t bench_shader(kiln_device_t* d, int64_t n, const opts_t* o, 
   /* the tiles a compile takes on this device: on a GPU (or under
    * KILN_VULKAN_RULES=gpu) the GPU rules' shared-memory tiles, else
    * lavapipe's defaults (kiln_spirv_gemm_source) */
-  const uint32_t lacks = kiln_compile_gpu_lacks(&d->info);
+  kiln_template_limits_t lim;
+  kiln_compile_device_limits(&d->info, &lim);
   const kiln_spirv_gemm_tiles_t dt =
-      o->tiles.tm ? o->tiles : (lacks & KILN_GPU_CLASS_GPU) ? kiln_spirv_gemm_gpu_tiles(n, n, lacks) : o->tiles;
+      o->tiles.tm ? o->tiles : (lim.gpu_lacks & KILN_GPU_CLASS_GPU) ? kiln_spirv_gemm_gpu_tiles(n, n, &lim) : o->tiles;
   kiln_spirv_gemm_t g = {.M = n, .N = n, .K = n, .b_mode = 0, .bind_a = 0, .bind_b = 1, .bind_c = 2,
                          .tiles = dt};
   char* glsl = NULL;

@@ -590,14 +590,13 @@ uint32_t kiln_compile_gpu_lacks(const kiln_device_info_t* info) {
   const uint32_t cls = gpu ? (uint32_t)KILN_GPU_CLASS_GPU : 0u;
   if (!info)
     return KILN_GPU_LACKS_INT64 | KILN_GPU_LACKS_SUBGROUP | KILN_GPU_LACKS_FP64 | KILN_GPU_LACKS_IDOT |
-           KILN_GPU_LACKS_SUBGROUP_ARITH | KILN_GPU_LACKS_TEXEL_F16 | KILN_GPU_LACKS_WG256 | cls;
+           KILN_GPU_LACKS_SUBGROUP_ARITH | KILN_GPU_LACKS_TEXEL_F16 | cls;
   return (info->shader_int64 ? 0u : (uint32_t)KILN_GPU_LACKS_INT64) |
          (info->subgroup_ballot ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP) |
          (info->fp64 ? 0u : (uint32_t)KILN_GPU_LACKS_FP64) |
          (info->int_dot ? 0u : (uint32_t)KILN_GPU_LACKS_IDOT) |
          (info->subgroup_arith ? 0u : (uint32_t)KILN_GPU_LACKS_SUBGROUP_ARITH) |
-         (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16) |
-         (info->max_workgroup_size > 0 && info->max_workgroup_size < 256 ? (uint32_t)KILN_GPU_LACKS_WG256 : 0u) | cls;
+         (info->texel_f16 ? 0u : (uint32_t)KILN_GPU_LACKS_TEXEL_F16) | cls;
 }
 
 void kiln_compile_device_limits(const kiln_device_info_t* info, kiln_template_limits_t* out) {

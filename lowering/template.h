@@ -609,11 +609,7 @@ enum {
    * (vulkan_tiles.c: work-groups of 64-256 invocations) instead of
    * lavapipe's. KILN_VULKAN_RULES=gpu sets it and =cpu clears it on any
    * device (kiln_compile_gpu_lacks). */
-  KILN_GPU_CLASS_GPU = 64,
-  /* fewer than 256 invocations a work-group (kiln_device_info_t
-   * .max_workgroup_size: Vulkan's minimum is 128): the GPU rules' 128 x 128
-   * GEMM / conv tiles (256 invocations) give way to 64 x 64 (64) */
-  KILN_GPU_LACKS_WG256 = 128
+  KILN_GPU_CLASS_GPU = 64
 };
 
 typedef struct kiln_template_set_s {

@@ -118,10 +118,10 @@ typedef struct kiln_spirv_gemm_s {
  * in shared memory, smaller for narrow problems (work-groups of 8 x 8). */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles(int64_t M, int64_t N);
 /* The GPU rules' tiles for an M x N GEMM (a device of KILN_GPU_CLASS_GPU;
- * |gpu_lacks| its KILN_GPU_LACKS_*, kiln_compile_gpu_lacks): the
- * shared-memory tiles the template set takes there (vulkan_tiles.c), or
- * $KILN_SPIRV_GEMM_TILES when set and valid. */
-kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, uint32_t gpu_lacks);
+ * |dev| its limits and flags, kiln_compile_device_limits, zeros where
+ * unknown): the shared-memory tiles the template set takes there
+ * (vulkan_tiles.c), or $KILN_SPIRV_GEMM_TILES when set and valid. */
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, const kiln_template_limits_t* dev);
 /* The tiles of an M x N x K template instance: the above, 16 x 4 per
  * invocation for small products (a cheaper cold compile on lavapipe) */
 kiln_spirv_gemm_tiles_t kiln_spirv_gemm_default_tiles_k(int64_t M, int64_t N, int64_t K);

@@ -64,7 +64,8 @@ static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d)
  * M channels x N positions): 128 x 128 tiles with 16 x 16 invocations of
  * 8 x 8 outputs (TK 8: two buffers of 8 x 256 floats, 16 KiB, gemm.comp
  * DB) where they give 128 work-groups or more and the device runs 256
- * invocations a work-group (a wave on a GPU of 100-132 SMs: an H100 has
+ * invocations a work-group (|dev|'s max_workgroup_size: Vulkan's minimum is
+ * 128; unknown, 0, counts as less) (a wave on a GPU of 100-132 SMs: an H100 has
  * 132, so a 1024 x 1024 product's 64 such tiles would leave half of them
  * idle, capping it at 48% of the peak; NOT MEASURED, device_check.sh's
  * sgemm sizes show it); else 64 x 64
@@ -72,9 +73,9 @@ static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d)
  * work-groups, 32 x 32 tiles of 8 x 8 invocations of 4 x 4 (more
  * work-groups for the small layers of a batch-1 CNN); rows or columns
  * under 32 take 16 (8 x 8 invocations of 2 x 2 there). */
-static kiln_spirv_gemm_tiles_t gpu_gemm_tiles(int64_t M, int64_t N, uint32_t lacks) {
+static kiln_spirv_gemm_tiles_t gpu_gemm_tiles(int64_t M, int64_t N, const kiln_template_limits_t* dev) {
   const int64_t g128 = ((M + 127) / 128) * ((N + 127) / 128), g64 = ((M + 63) / 64) * ((N + 63) / 64);
-  if (M >= 128 && N >= 128 && g128 >= 128 && !(lacks & KILN_GPU_LACKS_WG256))
+  if (M >= 128 && N >= 128 && g128 >= 128 && dev->max_workgroup_size >= 256)
     return (kiln_spirv_gemm_tiles_t){.tm = 128, .tn = 128, .tk = 8, .rm = 8, .rn = 8, .shared = 1};
   kiln_spirv_gemm_tiles_t t = {.tk = 16, .shared = 1};
   t.tm = M >= 64 && g64 >= 64 ? 64 : M >= 32 ? 32 : 16;
@@ -84,10 +85,10 @@ static kiln_spirv_gemm_tiles_t gpu_gemm_tiles(int64_t M, int64_t N, uint32_t lac
   return t;
 }
 
-kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, uint32_t gpu_lacks) {
+kiln_spirv_gemm_tiles_t kiln_spirv_gemm_gpu_tiles(int64_t M, int64_t N, const kiln_template_limits_t* dev) {
   kiln_spirv_gemm_tiles_t g;
-  if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &g)) g = gpu_gemm_tiles(M, N, gpu_lacks);
-  return fit(g, M, N, gpu_lacks);
+  if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &g)) g = gpu_gemm_tiles(M, N, dev);
+  return fit(g, M, N, dev->gpu_lacks);
 }
 
 bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks) { return (gpu_lacks & KILN_GPU_CLASS_GPU) != 0; }
@@ -97,10 +98,10 @@ bool kiln_vulkan_gpu_rules(uint32_t gpu_lacks) { return (gpu_lacks & KILN_GPU_CL
 static void gpu_tiles(kiln_template_t* t, uint32_t lacks) {
   kiln_spirv_gemm_tiles_t g;
   if (t->kind == KILN_TEMPLATE_GEMM) {
-    g = kiln_spirv_gemm_gpu_tiles(t->gemm.M, t->gemm.N, lacks);
+    g = kiln_spirv_gemm_gpu_tiles(t->gemm.M, t->gemm.N, &t->device);
     t->tiles = record(&g);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
-    if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &g)) g = gpu_gemm_tiles(t->conv.M, t->conv.Q, lacks);
+    if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &g)) g = gpu_gemm_tiles(t->conv.M, t->conv.Q, &t->device);
     g = fit(g, t->conv.M, t->conv.Q, lacks);
     t->tiles = record(&g);
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {

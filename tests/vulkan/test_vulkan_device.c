@@ -613,6 +613,9 @@ static uint64_t buf_bytes(const tir_buffer_t* b) {
  * flags, lavapipe's rules). */
 static uint32_t g_rules;
 static uint32_t g_rules_kinds;
+/* with |g_rules|: the device's limits the template set gets
+ * (kiln_compile_device_limits, as a compile hands them) */
+static kiln_template_limits_t g_limits;
 /* where set, every program run_plan runs holds it in its GLSL */
 static const char* g_want_text;
 
@@ -657,6 +660,7 @@ static kiln_status_t plan_program(kiln_plan_t* p, kiln_program_t** out) {
   kiln_template_set_t set;
   kiln_spirv_templates(&set);
   if (g_rules) set.gpu_lacks = p->gpu_lacks = g_rules; /* the plan's too: the emitter reads it */
+  if (g_rules) set.limits = g_limits;
   KILN_RETURN_IF_ERROR(kiln_template_choose(p, &set));
   if (g_rules) {
     kiln_program_build_options_t bo = {.model_name = "test"};
@@ -1976,6 +1980,7 @@ static void test_gpu_rules(void) {
   CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_CLASS_GPU));
   setenv("KILN_VULKAN_RULES", "gpu", 1);
   g_rules = kiln_compile_gpu_lacks(&dev->info);
+  kiln_compile_device_limits(&dev->info, &g_limits);
   CHECK(g_rules & KILN_GPU_CLASS_GPU);
   CHECK(kiln_compile_gpu_lacks(NULL) & KILN_GPU_CLASS_GPU);
   check_graph(g_add_relu, "add+relu+sigmoid", 1e-4, 1e-5);
@@ -2021,17 +2026,14 @@ static void test_gpu_rules(void) {
   kiln_program_destroy(prog);
   /* a device of fewer than 256 invocations a work-group (Vulkan's minimum
    * is 128): the 64 x 64 tiles of 64 invocations instead */
-  kiln_device_info_t small = dev->info;
-  small.max_workgroup_size = 128;
-  CHECK(kiln_compile_gpu_lacks(&small) & KILN_GPU_LACKS_WG256);
-  CHECK(!(kiln_compile_gpu_lacks(&dev->info) & KILN_GPU_LACKS_WG256) == (dev->info.max_workgroup_size >= 256));
-  g_rules |= KILN_GPU_LACKS_WG256;
+  CHECK(g_limits.max_workgroup_size == dev->info.max_workgroup_size && g_limits.max_workgroup_size >= 256);
+  g_limits.max_workgroup_size = 128;
   check_graph(g_matmul_big, "matmul 2000x1030x40 wg < 256", 1e-4, 1e-5);
   prog = graph_program(g_matmul_big, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "#define TM 64\n#define TN 64\n#define TK 16\n"),
             "matmul 2000x1030x40, 128 invocations at most: not the 64 x 64 tiles");
   kiln_program_destroy(prog);
-  g_rules &= ~(uint32_t)KILN_GPU_LACKS_WG256;
+  g_limits.max_workgroup_size = dev->info.max_workgroup_size;
   prog = graph_program(g_pools, false, false);
   CHECK_MSG(prog && strstr(prog->code.text, "kiln pool '") && strstr(prog->code.text, "#define WG 64\n"),
             "pools: not 64 invocations a work-group");
