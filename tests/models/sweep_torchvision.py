@@ -285,7 +285,7 @@ def run_one(kiln, out_dir, name, target, prec, timeout, cache):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="scratch folder for the exports, logs and results")
+    ap.add_argument("--out", help="scratch folder for the exports, logs and results (required but with --list)")
     ap.add_argument("--kiln", default=os.path.join(HERE, "..", "..", "build", "kiln"))
     ap.add_argument("--models", default="", help="comma-separated subset (default: all; see --list)")
     ap.add_argument("--targets", default="cpu,opencl,vulkan")
@@ -300,6 +300,8 @@ def main(argv=None):
         for n, (_, d) in MODELS.items():
             print(f"{n:28} {d}")
         return 0
+    if not args.out:
+        ap.error("--out is required")
     names = [n.strip() for n in args.models.split(",") if n.strip()] or list(MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
