@@ -351,7 +351,7 @@ static void test_gemm(void) { check_graph("gemm", gemm_net(), true); }
  * GCC 12 took minutes on that (its RTL combiner, on the dereferenced
  * under-aligned f16 vectors of kernels/cpu/prelude.h's kiln_vh2f16): a
  * cold fp16 MobileNetV3-Small did not build in 400 s. The C compiler's CPU
- * time here stays under 30 s (about 3 s at fp32 and fp16 now; minutes
+ * time here stays under 30 s (about 1 s at fp32 and fp16 now; minutes
  * before). */
 static kiln_graph_t* dw5_net(void) {
   rng = 0x9E3779B97F4A7C15ull + 11; /* each net's weights independent of test order */
