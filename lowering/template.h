@@ -775,6 +775,10 @@ kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k);
 KILN_MUST_USE kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w,
                                                           kiln_array_t* out);
 
+/* Bytes of conv instance |t|'s weights once laid out (TILED or WINOGRAD,
+ * with the geometry its weight_blocks gave); 0 for any other descriptor. */
+uint64_t kiln_template_weights_bytes(const kiln_template_t* t);
+
 /* Replaces the weight constant of every conv instance of |plan| whose
  * layout is TILED or WINOGRAD with geometry (and not laid out yet) by its
  * kiln_template_weights_convert (a rank-1 buffer of the same name and

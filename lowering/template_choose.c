@@ -170,6 +170,20 @@ static kiln_status_t link_alt(kiln_plan_t* plan, int32_t at, const kiln_template
   return NULL;
 }
 
+/* The Winograd instance on kernel |at| with its transformed weights
+ * larger than the device binds in one piece (plan->max_binding: 36 / 9 =
+ * 4x the conv's weights for F(4x4), FCN-ResNet50's 2048 -> 512 3x3 conv
+ * 151 MB against lavapipe's 128 MiB) gives its place to its
+ * implicit-GEMM alternative, as a tuning record with the switch off would. */
+static void too_big_for_winograd(kiln_plan_t* plan, int32_t at) {
+  kiln_template_t* w = plan->kernels[at].tmpl;
+  if (!plan->max_binding || !w || w->kind != KILN_TEMPLATE_WINOGRAD || !w->alt || w->tiles.n < 1 ||
+      kiln_template_weights_bytes(w) <= plan->max_binding)
+    return;
+  w->tiles.v[w->tiles.n - 1] = 0;
+  kiln_template_switch(plan, at);
+}
+
 kiln_template_t* kiln_template_tunable_of(const kiln_plan_t* plan, int32_t k) {
   kiln_template_t* t = plan->kernels[k].tmpl;
   if (!t) return plan->kernels[k].tmpl_off;
@@ -245,6 +259,7 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
     if (!s && has_alt) s = link_alt(plan, at, alt, set);
+    if (!s && has_alt) too_big_for_winograd(plan, at);
     if (!s && t->kind == KILN_TEMPLATE_DEPTHWISE && set->depthwise_switch) {
       /* the switch after the target's tiles; off: the printed kernel runs */
       kiln_template_t* d = plan->kernels[at].tmpl;

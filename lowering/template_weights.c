@@ -144,6 +144,25 @@ static void winograd4(const kiln_template_conv_t* c, const kiln_template_weights
   winograd_n(c, l, f16, src, (char*)dst + (f16 ? 2 : 4) * KILN_TEMPLATE_WINO4_SIZES, 6, G);
 }
 
+/* Elements of |c|'s weights in layout |l| (TILED, WINOGRAD or WINOGRAD4). */
+static int64_t laid_out_numel(const kiln_template_conv_t* c, const kiln_template_weights_t* l) {
+  const bool wino4 = l->layout == KILN_TEMPLATE_W_WINOGRAD4;
+  if (l->layout == KILN_TEMPLATE_W_WINOGRAD || wino4) {
+    const int64_t mp = (c->M + l->block - 1) / l->block * l->block, cp = (c->C + l->slice - 1) / l->slice * l->slice;
+    return mp * (wino4 ? 36 : 16) * cp + (wino4 ? KILN_TEMPLATE_WINO4_SIZES : 0);
+  }
+  return (c->M + l->block - 1) / l->block * l->block * ((c->K + l->slice - 1) / l->slice * l->slice);
+}
+
+uint64_t kiln_template_weights_bytes(const kiln_template_t* t) {
+  bool f16 = false;
+  if (!t || (t->kind != KILN_TEMPLATE_CONV && t->kind != KILN_TEMPLATE_WINOGRAD) ||
+      t->weights.layout == KILN_TEMPLATE_W_PACKED || t->weights.block < 1 || t->weights.slice < 1 ||
+      !weights_param(&t->conv, &f16))
+    return 0;
+  return (uint64_t)laid_out_numel(&t->conv, &t->weights) * (f16 ? 2u : 4u);
+}
+
 kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln_plan_buffer_t* w, kiln_array_t* out) {
   memset(out, 0, sizeof *out);
   const kiln_template_conv_t* c = &t->conv;
@@ -170,13 +189,7 @@ kiln_status_t kiln_template_weights_convert(const kiln_template_t* t, const kiln
       (w->value.nbytes && !w->value.data))
     return kiln_make_status(KILN_INVALID_ARGUMENT, "%s: weights '%s' hold %llu bytes, the packed layout needs %lld",
                             what, name, (unsigned long long)w->value.nbytes, (long long)(src_n * es));
-  int64_t n;
-  if (wino) {
-    const int64_t mp = (c->M + l->block - 1) / l->block * l->block, cp = (c->C + l->slice - 1) / l->slice * l->slice;
-    n = mp * (wino4 ? 36 : 16) * cp + (wino4 ? KILN_TEMPLATE_WINO4_SIZES : 0);
-  } else {
-    n = (c->M + l->block - 1) / l->block * l->block * ((c->K + l->slice - 1) / l->slice * l->slice);
-  }
+  const int64_t n = laid_out_numel(c, l);
   kiln_shape_t shape = kiln_shape_make(1, &n);
   KILN_RETURN_IF_ERROR(kiln_array_alloc(kiln_allocator_system(), dt, &shape, out), "%s '%s'", what, name);
   if (wino) {

@@ -329,12 +329,94 @@ static void test_binding_limit(void) {
   kiln_graph_destroy(g);
 }
 
+/* Counts of kernel |plan|'s Winograd and implicit-GEMM conv instances. */
+static void conv_kinds(const kiln_plan_t* plan, int32_t* wino, int32_t* conv) {
+  *wino = *conv = 0;
+  for (int32_t k = 0; k < plan->n_kernels; ++k) {
+    const kiln_template_t* t = plan->kernels[k].tmpl;
+    *wino += t && t->kind == KILN_TEMPLATE_WINOGRAD;
+    *conv += t && t->kind == KILN_TEMPLATE_CONV;
+  }
+}
+
+/* x[1,64,16,16] -> 3x3 Conv, 64 -> 64 channels (weights 147,456 bytes) ->
+ * Relu, with a device said to bind at most 200,000 bytes per argument:
+ * every plan buffer fits, but a Winograd instance's transformed weights
+ * (16 or 36 positions per 9 taps: 262,144 or 589,824 bytes) would not, so
+ * the conv takes its implicit-GEMM alternative (FCN-ResNet50's 2048 ->
+ * 512 conv on lavapipe: 151 MB of F(4x4) weights against 128 MiB, a
+ * session that failed to build) and the run matches the reference. */
+static void test_winograd_binding(void) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return;
+  kiln_graph_t* g = graph_new();
+  if (!g) return;
+  int64_t xd[4] = {1, 64, 16, 16}, wd[4] = {64, 64, 3, 3}, pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+  kiln_array_t w = arr(KILN_DTYPE_F32, 4, wd);
+  for (int i = 0; i < 64 * 64 * 9 && w.data; ++i) ((float*)w.data)[i] = (float)((i * 29) % 13 - 6) * 0.02f;
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, pads), kiln_attr_make_ints("kernel_shape", 2, ks)};
+  bool ok = w.data && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) && input(g, "x", KILN_DTYPE_F32, 4, xd) &&
+            node1(g, "Conv", "conv", 2, (const char*[]){"x", "w"}, "t", 2, ca) &&
+            node1(g, "Relu", "relu", 1, (const char*[]){"t"}, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
+            CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
+  kiln_array_free(al(), &w);
+  const uint32_t lacks = kiln_compile_gpu_lacks(&g_device->info);
+  kiln_template_set_t templates;
+  kiln_program_templates(g_target, &templates);
+  templates.gpu_lacks = lacks;
+  int32_t wino_free = 0;
+  for (int limit = 0; ok && limit <= 1; ++limit) {
+    kiln_plan_options_t po = {g_target->lowering, 2, g_device->info.loop_limit, 0, 0, g_target->ew_lanes};
+    kiln_partition_report_t rep;
+    kiln_plan_t* plan = NULL;
+    kiln_program_t* prog = NULL;
+    kiln_status_t st = kiln_partition_plan_build(g, &po, g_target, true, lacks, limit ? 200000 : 0, al(), &rep, &plan);
+    if (!st) st = kiln_plan_fuse(plan, NULL, NULL);
+    if (!st) st = kiln_template_choose(plan, &templates);
+    int32_t wino = 0, conv = 0;
+    if (!st) {
+      conv_kinds(plan, &wino, &conv);
+      for (int32_t k = 0; k < plan->n_kernels; ++k) {
+        const kiln_template_t* t = plan->kernels[k].tmpl;
+        CHECK_MSG(!limit || kiln_template_weights_bytes(t) <= 200000, "%s: kernel %d's weights span %llu bytes",
+                  g_target_name, (int)k, (unsigned long long)kiln_template_weights_bytes(t));
+      }
+      st = kiln_program_build(plan, g_target, NULL, al(), &prog);
+    }
+    kiln_plan_destroy(plan);
+    kiln_partition_report_free(&rep);
+    if (!CHECK_OK(st)) break;
+    if (!limit) wino_free = wino;
+    else CHECK_MSG(wino == 0 && (!wino_free || conv == 1), "%s: with the limit %d Winograd and %d implicit-GEMM convs",
+                   g_target_name, (int)wino, (int)conv);
+    kiln_module_t* m = NULL;
+    kiln_session_t* s = NULL;
+    if (CHECK_OK(kiln_module_wrap(prog, &m))) s = session(m);
+    kiln_array_t in = arr(KILN_DTYPE_F32, 4, xd), got = {0}, want = {0};
+    for (int i = 0; i < 64 * 256 && in.data; ++i) ((float*)in.data)[i] = (float)((i * 17) % 23 - 11) * 0.05f;
+    CHECK(s != NULL);
+    if (s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, &want)) && CHECK_OK(kiln_session_run(s, &in, &got))) {
+      CHECK(got.nbytes == want.nbytes && want.nbytes == 64 * 256 * sizeof(float));
+      for (int i = 0; i < 64 * 256 && got.nbytes == want.nbytes; ++i)
+        CHECK_NEAR(((float*)got.data)[i], ((float*)want.data)[i], 1e-3);
+    }
+    kiln_array_free(al(), &in);
+    kiln_array_free(al(), &got);
+    kiln_array_free(al(), &want);
+    kiln_session_destroy(s);
+    kiln_module_release(m);
+  }
+  /* the case only means something where the target chose Winograd */
+  if (ok && !strcmp(g_target_name, "vulkan")) CHECK_MSG(wino_free == 1, "vulkan: no Winograd instance without a limit");
+  kiln_graph_destroy(g);
+}
+
 int main(int argc, char** argv) {
   int rc = target_open(argc, argv);
   if (rc) return rc;
   test_fallback();
   test_strict();
   test_binding_limit();
+  test_winograd_binding();
   kiln_device_release(g_device);
   return kiln_test_finish();
 }
