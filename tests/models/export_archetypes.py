@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from export_models import calibrate_batchnorm
+from export_models import calibrate_batchnorm, segmentation_out
 from model_files import save_npy, up_to_date
 
 OPSET = 17
@@ -365,20 +365,10 @@ def build_deeplabv3():
     torch = _torch()
     import torchvision
 
-    class OutOnly(torch.nn.Module):
-        """The segmentation models return a dict; the export wants tensors."""
-
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, x):
-            return self.m(x)["out"]
-
     torch.manual_seed(0)
     seg = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
         weights=None, weights_backbone=None, aux_loss=False, num_classes=8)
-    seg = OutOnly(seg)
+    seg = segmentation_out(seg)
     seg = calibrate_batchnorm(seg, (4, 3, 128, 128))
     return seg, _image((1, 3, 128, 128)), ["out"]
 

@@ -75,6 +75,22 @@ def build_model(name):
     return calibrate_batchnorm(model, (8, 3, 224, 224))
 
 
+def segmentation_out(model):
+    """torchvision's segmentation |model| behind a module that returns its
+    'out' tensor: the models return a dict, the export wants tensors."""
+    import torch
+
+    class OutOnly(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x)["out"]
+
+    return OutOnly(model)
+
+
 def calibrate_batchnorm(model, batch_shape, batches=2, forward=None):
     """Seeded random BatchNorm affine parameters, running statistics averaged over
     `batches` train-mode passes on seeded random inputs of `batch_shape` (or

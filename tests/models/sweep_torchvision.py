@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from export_models import calibrate_batchnorm
+from export_models import calibrate_batchnorm, segmentation_out
 from model_files import save_npy, up_to_date
 
 OPSET = 17
@@ -100,20 +100,10 @@ def _segmentation(name, size, **kw):
         torch = _torch()
         import torchvision
 
-        class OutOnly(torch.nn.Module):
-            """The segmentation models return a dict; the export wants a tensor."""
-
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, x):
-                return self.m(x)["out"]
-
         torch.manual_seed(0)
         m = getattr(torchvision.models.segmentation, name)(
             weights=None, weights_backbone=None, num_classes=8, **kw)
-        return calibrate_batchnorm(OutOnly(m), (4, 3, size, size)), _rand((1, 3, size, size))
+        return calibrate_batchnorm(segmentation_out(m), (4, 3, size, size)), _rand((1, 3, size, size))
     return build
 
 
