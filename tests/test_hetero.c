@@ -277,6 +277,26 @@ static void test_strict(void) {
   kiln_graph_destroy(g);
 }
 
+/* Runs |prog| (wrapped: the module owns it either way) in a session on
+ * |in| (freed here) and checks its f32 output, |n| elements, against the
+ * reference interpreter's run of |g| within |tol|. */
+static void run_vs_ref(const kiln_graph_t* g, kiln_program_t* prog, kiln_array_t* in, int64_t n, double tol) {
+  kiln_module_t* m = NULL;
+  kiln_session_t* s = NULL;
+  if (CHECK_OK(kiln_module_wrap(prog, &m))) s = session(m);
+  kiln_array_t got = {0}, want = {0};
+  CHECK(s != NULL);
+  if (s && in->data && CHECK_OK(kiln_ref_run(g, in, NULL, &want)) && CHECK_OK(kiln_session_run(s, in, &got))) {
+    CHECK(got.nbytes == want.nbytes && want.nbytes == (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n && got.nbytes == want.nbytes; ++i)
+      CHECK_NEAR(((float*)got.data)[i], ((float*)want.data)[i], tol);
+  }
+  kiln_array_free(al(), in);
+  kiln_array_free(al(), &got);
+  kiln_array_free(al(), &want);
+  kiln_session_destroy(s);
+  kiln_module_release(m);
+}
 /* x[2,64] -> MatMul (w: 64 x 300 f32, 76,800 bytes) -> Relu, with a
  * device said to bind at most 32 KiB per argument: the MatMul runs on the
  * CPU, the Relu on the GPU. */
@@ -309,22 +329,9 @@ static void test_binding_limit(void) {
       CHECK_MSG(rep.n == 0 && nh == 0, "%s: %d nodes fell back without a limit", g_target_name, (int)rep.n);
     }
     kiln_partition_report_free(&rep);
-    kiln_module_t* m = NULL;
-    kiln_session_t* s = NULL;
-    if (CHECK_OK(kiln_module_wrap(prog, &m))) s = session(m); /* wrap owns prog either way */
-    kiln_array_t in = arr(KILN_DTYPE_F32, 2, xd), got = {0}, want = {0};
+    kiln_array_t in = arr(KILN_DTYPE_F32, 2, xd);
     for (int i = 0; i < 128 && in.data; ++i) ((float*)in.data)[i] = (float)(i % 13 - 6) * 0.3f;
-    CHECK(s != NULL);
-    if (s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, &want)) && CHECK_OK(kiln_session_run(s, &in, &got))) {
-      CHECK(got.nbytes == want.nbytes && want.nbytes == 600 * sizeof(float));
-      for (int i = 0; i < 600 && got.nbytes == want.nbytes; ++i)
-        CHECK_NEAR(((float*)got.data)[i], ((float*)want.data)[i], 1e-4);
-    }
-    kiln_array_free(al(), &in);
-    kiln_array_free(al(), &got);
-    kiln_array_free(al(), &want);
-    kiln_session_destroy(s);
-    kiln_module_release(m);
+    run_vs_ref(g, prog, &in, 600, 1e-4);
   }
   kiln_graph_destroy(g);
 }
@@ -388,22 +395,9 @@ static void test_winograd_binding(void) {
     if (!limit) wino_free = wino;
     else CHECK_MSG(wino == 0 && (!wino_free || conv == 1), "%s: with the limit %d Winograd and %d implicit-GEMM convs",
                    g_target_name, (int)wino, (int)conv);
-    kiln_module_t* m = NULL;
-    kiln_session_t* s = NULL;
-    if (CHECK_OK(kiln_module_wrap(prog, &m))) s = session(m);
-    kiln_array_t in = arr(KILN_DTYPE_F32, 4, xd), got = {0}, want = {0};
+    kiln_array_t in = arr(KILN_DTYPE_F32, 4, xd);
     for (int i = 0; i < 64 * 256 && in.data; ++i) ((float*)in.data)[i] = (float)((i * 17) % 23 - 11) * 0.05f;
-    CHECK(s != NULL);
-    if (s && in.data && CHECK_OK(kiln_ref_run(g, &in, NULL, &want)) && CHECK_OK(kiln_session_run(s, &in, &got))) {
-      CHECK(got.nbytes == want.nbytes && want.nbytes == 64 * 256 * sizeof(float));
-      for (int i = 0; i < 64 * 256 && got.nbytes == want.nbytes; ++i)
-        CHECK_NEAR(((float*)got.data)[i], ((float*)want.data)[i], 1e-3);
-    }
-    kiln_array_free(al(), &in);
-    kiln_array_free(al(), &got);
-    kiln_array_free(al(), &want);
-    kiln_session_destroy(s);
-    kiln_module_release(m);
+    run_vs_ref(g, prog, &in, 64 * 256, 1e-3);
   }
   /* the case only means something where the target chose Winograd */
   if (ok && !strcmp(g_target_name, "vulkan")) CHECK_MSG(wino_free == 1, "vulkan: no Winograd instance without a limit");
