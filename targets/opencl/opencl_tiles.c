@@ -152,6 +152,16 @@ static kiln_template_tiles_t gemm_record(const kiln_opencl_gemm_tiles_t* t) {
   return record((const int32_t[]){t->tm, t->tn, t->vw, t->wx, t->wy, t->bk, t->mm, t->mn}, 8);
 }
 
+/* GEMM instance |t|'s gemm.cl tiles by the rule set |gpu| picks: the GPU
+ * rules sized to t->device (KILN_OPENCL_GEMM_TILES overriding) or
+ * PoCL's. */
+static kiln_opencl_gemm_tiles_t gemm_rule_tiles(const kiln_template_t* t, bool gpu) {
+  if (!gpu) return kiln_opencl_gemm_tiles(&t->gemm);
+  kiln_opencl_gemm_tiles_t g = kiln_opencl_gemm_gpu_tiles(t->gemm.M, t->gemm.N, t->gemm.K, &t->device);
+  kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &g);
+  return g;
+}
+
 void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
   /* the OpenCL kernels use no 64-bit words or subgroups; the int8 ones
    * follow the dot product. The rule set: the device's class (or
@@ -172,13 +182,7 @@ void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
         t->tiles = record((const int32_t[]){v.vw, v.nc, v.wk, v.on}, 4);
         break;
       }
-      kiln_opencl_gemm_tiles_t g;
-      if (gpu) {
-        g = kiln_opencl_gemm_gpu_tiles(t->gemm.M, t->gemm.N, t->gemm.K, &t->device);
-        kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", &g);
-      } else {
-        g = kiln_opencl_gemm_tiles(&t->gemm);
-      }
+      const kiln_opencl_gemm_tiles_t g = gemm_rule_tiles(t, gpu);
       t->tiles = gemm_record(&g);
       break;
     }
@@ -263,12 +267,7 @@ kiln_status_t kiln_opencl_gemm_tiles_of(const kiln_template_t* t, const char* na
   /* a GEMV record with its switch off: gemm.cl at its own tiles (those
    * of the rule set that chose the record) */
   if (t->kind == KILN_TEMPLATE_GEMM && t->tiles.n == 4 && t->tiles.v[3] == 0 && kiln_opencl_gemv_covers(&t->gemm)) {
-    if (kiln_opencl_rules_gpu(t->device.gpu_lacks)) {
-      *out = kiln_opencl_gemm_gpu_tiles(t->gemm.M, t->gemm.N, t->gemm.K, &t->device);
-      kiln_opencl_tiles_from_env("KILN_OPENCL_GEMM_TILES", out);
-    } else {
-      *out = kiln_opencl_gemm_tiles(&t->gemm);
-    }
+    *out = gemm_rule_tiles(t, kiln_opencl_rules_gpu(t->device.gpu_lacks));
     return NULL;
   }
   KILN_RETURN_IF_ERROR(want(t, 8, t->kind == KILN_TEMPLATE_GEMM ? "gemm" : "conv", name));
