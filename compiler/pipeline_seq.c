@@ -72,9 +72,7 @@ static kiln_status_t seq_gemm_place(kiln_plan_t* plan, const kiln_template_set_t
     d->gemm.n_params = np;
     d->gemm.roles[np - 1] = 'D';
     d->gemm.f16[np - 1] = false;
-    d->device = set->limits;
-    d->device.gpu_lacks = set->gpu_lacks;
-    if (set->tiles) set->tiles(d, set->gpu_lacks);
+    kiln_template_set_tiles(set, d);
     kk->tmpl = d;
     ++*count;
   }

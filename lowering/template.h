@@ -746,6 +746,11 @@ KILN_MUST_USE kiln_status_t kiln_template_choose(kiln_plan_t* plan, const kiln_t
  * kiln_template_weights_lay_out. */
 KILN_MUST_USE kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set);
 
+/* Gives instance |t| the set's device (t->device: its limits with its
+ * gpu_lacks) and the tiles its rules pick for it (set->tiles, when the
+ * target has rules; a MERGED descriptor has none). */
+void kiln_template_set_tiles(const kiln_template_set_t* set, kiln_template_t* t);
+
 /* The instance whose tiles record a tuner or a cache sets for kernel |k|:
  * the WINOGRAD one where its CONV alternative stands in its place, the
  * switched-off one (tmpl_off) where the printed kernel runs, else the

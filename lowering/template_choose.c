@@ -132,6 +132,12 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
   return implicit_conv(plan, k, set, t);
 }
 
+void kiln_template_set_tiles(const kiln_template_set_t* set, kiln_template_t* t) {
+  t->device = set->limits;
+  t->device.gpu_lacks = set->gpu_lacks;
+  if (t->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(t, set->gpu_lacks);
+}
+
 /* A copy of |t| in the plan's arena with the tiles the set's rules pick
  * for it and, for weights it re-lays out, their geometry. */
 static kiln_status_t make(kiln_plan_t* plan, int32_t k, const kiln_template_t* t, const kiln_template_set_t* set,
@@ -139,9 +145,7 @@ static kiln_status_t make(kiln_plan_t* plan, int32_t k, const kiln_template_t* t
   kiln_template_t* d = kiln_arena_alloc(&plan->tir.arena, sizeof *d);
   if (!d) return kiln_make_status(KILN_OUT_OF_MEMORY, "templates: kernel '%s'", plan->kernels[k].func->name);
   *d = *t;
-  d->device = set->limits;
-  d->device.gpu_lacks = set->gpu_lacks;
-  if (d->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(d, set->gpu_lacks);
+  kiln_template_set_tiles(set, d);
   if (d->weights.layout != KILN_TEMPLATE_W_PACKED && set->weight_blocks) set->weight_blocks(d);
   *out = d;
   return NULL;
