@@ -638,10 +638,12 @@ typedef struct kiln_template_set_s {
    * the lowering's packed one happens): the target's tile rules. Writes
    * t->tiles for the instance |t| describes (kind and descriptor set),
    * including the target's environment overrides (KILN_OPENCL_*_TILES,
-   * KILN_SPIRV_*_TILES). */
-  void (*tiles)(kiln_template_t* t, uint32_t gpu_lacks);
-  /* Device features the tiles must do without (KILN_GPU_LACKS_*, handed to
-   * |tiles|; 0: all there): kiln_compile_config_t.gpu_lacks. */
+   * KILN_SPIRV_*_TILES), reading the device's features and limits from
+   * t->device (kiln_template_set_tiles fills it first). */
+  void (*tiles)(kiln_template_t* t);
+  /* Device features the tiles must do without (KILN_GPU_LACKS_*, copied
+   * into each instance's t->device.gpu_lacks; 0: all there):
+   * kiln_compile_config_t.gpu_lacks. */
   uint32_t gpu_lacks;
   /* The target device's work-group limits (kiln_compile_device_limits;
    * zeros: unknown), copied with |gpu_lacks| into each instance's

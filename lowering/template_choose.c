@@ -135,7 +135,7 @@ static kiln_status_t choose_conv(const kiln_plan_t* plan, int32_t k, const kiln_
 void kiln_template_set_tiles(const kiln_template_set_t* set, kiln_template_t* t) {
   t->device = set->limits;
   t->device.gpu_lacks = set->gpu_lacks;
-  if (t->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(t, set->gpu_lacks);
+  if (t->kind != KILN_TEMPLATE_MERGED && set->tiles) set->tiles(t);
 }
 
 /* A copy of |t| in the plan's arena with the tiles the set's rules pick

@@ -297,7 +297,7 @@ kiln_status_t kiln_opencl_q8_print(const kiln_template_q8_t* q, const kiln_openc
  * kiln_template_tiles_t (GEMM and conv tm,tn,vw,wx,wy,bk,mm,mn; Winograd
  * tm,tn,wx,wy,cb; depthwise vw,rh,wg; int8 tm,tp,wg,rowvec), and the weight geometry conv.cl
  * and winograd.cl read with them. */
-void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
+void kiln_opencl_template_tiles(kiln_template_t* t);
 void kiln_opencl_template_weight_blocks(kiln_template_t* t);
 
 /* Which rule set the OpenCL target takes: true (the GPU rules below) when

@@ -162,7 +162,8 @@ static kiln_opencl_gemm_tiles_t gemm_rule_tiles(const kiln_template_t* t, bool g
   return g;
 }
 
-void kiln_opencl_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
+void kiln_opencl_template_tiles(kiln_template_t* t) {
+  const uint32_t gpu_lacks = t->device.gpu_lacks;
   /* the OpenCL kernels use no 64-bit words or subgroups; the int8 ones
    * follow the dot product. The rule set: the device's class (or
    * KILN_OPENCL_RULES, in the flags); the GPU rules size work-groups to

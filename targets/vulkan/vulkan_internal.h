@@ -237,9 +237,9 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
  * instances get kiln_spirv_gemm_default_tiles / kiln_spirv_conv_default_tiles
  * (with their environment overrides) recorded as tm,tn,tk,rm,rn,shared,
  * depthwise ones their work-group size. For a device without subgroup
- * ballot (KILN_GPU_LACKS_SUBGROUP) the subgroup modes become shared-memory
+ * ballot (KILN_GPU_LACKS_SUBGROUP in t->device) the subgroup modes become shared-memory
  * tiles; without 64-bit integers (KILN_GPU_LACKS_INT64) mode 2 becomes 3. */
-void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks);
+void kiln_vulkan_template_tiles(kiln_template_t* t);
 /* Whether |gpu_lacks| carries the GPU device class (KILN_GPU_CLASS_GPU):
  * the templates then take the GPU rules (vulkan_tiles.c: GEMM / conv in
  * shared-memory tiles of 64-256 invocations, depthwise / pool / Winograd

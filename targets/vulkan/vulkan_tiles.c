@@ -121,7 +121,8 @@ static void gpu_tiles(kiln_template_t* t, uint32_t lacks) {
   }
 }
 
-void kiln_vulkan_template_tiles(kiln_template_t* t, uint32_t gpu_lacks) {
+void kiln_vulkan_template_tiles(kiln_template_t* t) {
+  const uint32_t gpu_lacks = t->device.gpu_lacks;
   t->tiles = (kiln_template_tiles_t){0};
   if (kiln_vulkan_gpu_rules(gpu_lacks) && t->kind != KILN_TEMPLATE_Q8) {
     gpu_tiles(t, gpu_lacks);
