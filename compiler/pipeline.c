@@ -440,6 +440,22 @@ static kiln_status_t log_fallbacks(const kiln_graph_t* g, const kiln_target_t* t
   return NULL;
 }
 
+/* One "plan" line per GEMM over the device's binding limit: how it was
+ * split (ir/pass_split.c), or why it stays whole (then the partition's
+ * fallback line follows). */
+static kiln_status_t log_split(void* user, const kiln_gemm_split_note_t* n) {
+  kiln_compile_log_t* log = user;
+  if (n->pieces > 1)
+    return kiln_compile_log_line(log, "plan",
+                                 "split: %s '%s' binds %llu bytes, the device at most %llu: %d GEMMs of %lld columns "
+                                 "and a Concat",
+                                 n->op, n->node, (unsigned long long)n->bytes, (unsigned long long)n->limit,
+                                 (int)n->pieces, (long long)n->cols);
+  return kiln_compile_log_line(log, "plan", "split: %s '%s' binds %llu bytes, the device at most %llu: not split, %s",
+                               n->op, n->node, (unsigned long long)n->bytes, (unsigned long long)n->limit,
+                               n->why ? n->why : "");
+}
+
 /* The template choice with a tuning cache (compiler/tune.h). */
 static kiln_status_t tuned_choose(kiln_plan_t* plan, const kiln_template_set_t* set, const kiln_compile_config_t* c,
                                   kiln_compile_log_t* log) {
@@ -509,7 +525,10 @@ kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t*
     kiln_partition_report_t fallbacks;
     /* a buffer the device cannot bind in one piece sends its node there too */
     const uint64_t max_binding = c->tuning_device ? c->tuning_device->info.max_binding_bytes : 0;
-    s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, c->gpu_lacks,
+    /* unless the node is a GEMM over a constant weight: its column slices fit */
+    if (c->target->lowering == KILN_TARGET_CLASS_GPU && max_binding)
+      s = kiln_graph_split_wide_gemms(g, max_binding, log_split, log);
+    if (!s) s = kiln_partition_plan_build(g, &po, c->target, c->precision && c->precision->strict, c->gpu_lacks,
                                   max_binding, kiln_allocator_system(),
                                   &fallbacks, &plan);
     if (!s) s = log_fallbacks(g, c->target, &fallbacks, log);

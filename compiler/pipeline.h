@@ -140,7 +140,10 @@ KILN_MUST_USE kiln_status_t kiln_compile_graph_passes_except(kiln_graph_t* g, in
 /* Lowers, fuses, applies the precision (calibrating first for auto) and
  * builds the program of a prepared (and optimized) graph, logging each
  * step. fp16 or auto on a device without fp16 arithmetic logs a warning
- * (fp16 storage with fp32 arithmetic) or, with precision->strict, fails. */
+ * (fp16 storage with fp32 arithmetic) or, with precision->strict, fails.
+ * For a GPU device with a binding limit (c->tuning_device's
+ * max_binding_bytes), the GEMMs of |g| whose weights exceed it are split
+ * in place first (kiln_graph_split_wide_gemms), one "plan" line each. */
 KILN_MUST_USE kiln_status_t kiln_compile_program(kiln_graph_t* g, const kiln_compile_config_t* c,
                                                  kiln_compile_log_t* log, kiln_program_t** out);
 

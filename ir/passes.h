@@ -66,6 +66,36 @@ kiln_status_t kiln_graph_optimize(kiln_graph_t* g, int level, FILE* log);
  * from (kiln_target_t.skip_graph_passes). */
 kiln_status_t kiln_graph_optimize_except(kiln_graph_t* g, int level, const char* const* skip, FILE* log);
 
+/* One GEMM whose weight (or bias) spans more than the binding limit:
+ * split into |pieces| column slices of |cols| columns (the last one the
+ * rest), or left whole (|pieces| 0) because of |why|. The strings are
+ * the graph's or the split's own, valid during the call. */
+typedef struct kiln_gemm_split_note_s {
+  const char* node;
+  const char* op;
+  uint64_t bytes; /* the largest constant operand */
+  uint64_t limit; /* max_binding */
+  int32_t pieces;
+  int64_t cols;
+  const char* why;
+} kiln_gemm_split_note_t;
+
+typedef kiln_status_t (*kiln_gemm_split_fn)(void* user, const kiln_gemm_split_note_t* note);
+
+/* Not in the default pipeline, since it depends on the device: every Gemm
+ * and every MatMul with a constant 2-D B of prepared |g| whose weight or
+ * bias spans more than |max_binding| bytes (a GPU's limit for one bound
+ * buffer, kiln_device_info_t.max_binding_bytes; 0: nothing to do) becomes
+ * GEMMs over column slices of N that fit, with sliced constant weights and
+ * bias, and a Concat on the last axis writing the original output. Names
+ * derive from the originals: nodes '<node>/split<i>' and '<node>/concat',
+ * tensors '<weight>/split<i>'. A weight nothing else reads is dropped.
+ * Nodes the split cannot help (a weight computed at run time, an input or
+ * output that alone exceeds the limit, one column too large) are left as
+ * they are. |note| (may be NULL) hears of each node over the limit; an
+ * error it returns stops the pass. Leaves |g| prepared. */
+KILN_MUST_USE kiln_status_t kiln_graph_split_wide_gemms(kiln_graph_t* g, uint64_t max_binding, kiln_gemm_split_fn note, void* user);
+
 /* Removes nodes flagged in |dead| (n_nodes entries), compacts the node
  * array, and re-prepares the graph. Used by passes. */
 kiln_status_t kiln_graph_remove_nodes(kiln_graph_t* g, const bool* dead);

@@ -19,7 +19,10 @@
  *   - a kernel binding a buffer larger than the device binds in one piece
  *     (kiln_device_info_t.max_binding_bytes; lavapipe: 128 MiB, here a
  *     limit of 32 KiB against a 75 KiB weight) runs on the CPU, the rest on
- *     the GPU, and the run matches the reference;
+ *     the GPU, and the run matches the reference -- where the compile
+ *     pipeline cannot split it (an input larger than the limit); a MatMul
+ *     or Gemm (bias, transB) it can split runs on the GPU in column slices,
+ *     in fp32 and fp16;
  *   - a target that runs everything (OpenCL with fp64) gets no host kernels;
  *     an OpenCL device without fp64 (test_hetero_opencl_nofp64) is asked per
  *     node like Vulkan: its f64 nodes run on the CPU, --strict names them.
@@ -297,26 +300,123 @@ static void run_vs_ref(const kiln_graph_t* g, kiln_program_t* prog, kiln_array_t
   kiln_session_destroy(s);
   kiln_module_release(m);
 }
-/* x[2,64] -> MatMul (w: 64 x 300 f32, 76,800 bytes) -> Relu, with a
- * device said to bind at most 32 KiB per argument: the MatMul runs on the
- * CPU, the Relu on the GPU. */
-static void test_binding_limit(void) {
-  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return; /* the CPU binds nothing */
+/* x[m,64] -> MatMul (w: 64 x 300) or Gemm (w: 300 x 64 with transB, a
+ * bias of 300, alpha 0.5, beta 2) -> Relu: 76,800 bytes of weights. */
+static kiln_graph_t* wide_model(bool gemm, int64_t m) {
   kiln_graph_t* g = graph_new();
-  if (!g) return;
-  int64_t xd[2] = {2, 64}, wd[2] = {64, 300};
-  kiln_array_t w = arr(KILN_DTYPE_F32, 2, wd);
+  if (!g) return NULL;
+  int64_t xd[2] = {m, 64}, wd[2] = {64, 300}, bd[1] = {300};
+  if (gemm) wd[0] = 300, wd[1] = 64;
+  kiln_array_t w = arr(KILN_DTYPE_F32, 2, wd), b = arr(KILN_DTYPE_F32, 1, bd);
   for (int i = 0; i < 64 * 300 && w.data; ++i) ((float*)w.data)[i] = (float)((i * 37) % 11 - 5) * 0.125f;
-  bool ok = w.data && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) && input(g, "x", KILN_DTYPE_F32, 2, xd) &&
-            node1(g, "MatMul", "mm", 2, (const char*[]){"x", "w"}, "t", 0, NULL) &&
+  for (int i = 0; i < 300 && b.data; ++i) ((float*)b.data)[i] = (float)(i % 7 - 3) * 0.5f;
+  kiln_attr_t ga[3] = {kiln_attr_make_int("transB", 1), kiln_attr_make_float("alpha", 0.5f),
+                       kiln_attr_make_float("beta", 2.0f)};
+  bool ok = w.data && b.data && CHECK_OK(kiln_graph_add_initializer(g, "w", &w, NULL)) &&
+            CHECK_OK(kiln_graph_add_initializer(g, "b", &b, NULL)) && input(g, "x", KILN_DTYPE_F32, 2, xd) &&
+            (gemm ? node1(g, "Gemm", "mm", 3, (const char*[]){"x", "w", "b"}, "t", 3, ga)
+                  : node1(g, "MatMul", "mm", 2, (const char*[]){"x", "w"}, "t", 0, NULL)) &&
             node1(g, "Relu", "relu", 1, (const char*[]){"t"}, "y", 0, NULL) && CHECK_OK(kiln_graph_add_output(g, "y")) &&
             CHECK_OK(kiln_graph_prepare(g)) && CHECK_OK(kiln_graph_optimize(g, 1, NULL));
   kiln_array_free(al(), &w);
-  for (int limit = 0; ok && limit <= 1; ++limit) {
+  kiln_array_free(al(), &b);
+  if (!ok) {
+    kiln_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+static kiln_array_t wide_input(int64_t m) {
+  int64_t xd[2] = {m, 64};
+  kiln_array_t in = arr(KILN_DTYPE_F32, 2, xd);
+  for (int64_t i = 0; i < m * 64 && in.data; ++i) ((float*)in.data)[i] = (float)(i % 13 - 6) * 0.3f;
+  return in;
+}
+
+static bool log_has(const kiln_compile_log_t* log, const char* section, const char* text) {
+  for (int32_t i = 0; i < log->n; ++i)
+    if (!strcmp(log->entries[i].section, section) && log->entries[i].text && strstr(log->entries[i].text, text))
+      return true;
+  return false;
+}
+
+/* The compile pipeline's program of |g| for the test's device said to bind
+ * at most |limit| bytes per argument: the wide GEMMs split first. */
+static kiln_status_t compile_bound(kiln_graph_t* g, uint64_t limit, kiln_precision_mode_t mode, bool strict,
+                                   kiln_compile_log_t* log, kiln_program_t** out) {
+  kiln_compile_precision_t prec;
+  kiln_compile_precision_default(&prec);
+  prec.mode = mode;
+  prec.fp16_arith = g_device->info.fp16_arith;
+  prec.strict = strict;
+  const uint64_t was = g_device->info.max_binding_bytes;
+  g_device->info.max_binding_bytes = limit;
+  kiln_compile_config_t cc = {.target = g_target, .opt = 1, .threads = 2, .model_name = "wide", .precision = &prec,
+                              .tuning_device = g_device, .loop_limit = g_device->info.loop_limit,
+                              .gpu_lacks = kiln_compile_gpu_lacks(&g_device->info)};
+  kiln_status_t s = kiln_compile_program(g, &cc, log, out);
+  g_device->info.max_binding_bytes = was;
+  return s;
+}
+
+/* A MatMul and a Gemm with bias and transB over 76,800 bytes of weights,
+ * with a device said to bind at most 32 KiB per argument: the compile
+ * splits each into 4 GEMMs of at most 96 columns and a Concat, so all of
+ * it runs on the GPU (--strict passes) and matches the reference of the
+ * unsplit graph, in fp32 and in fp16 (whose weights are counted as f32:
+ * ir/pass_split.c); the original weight leaves the graph. */
+static void test_binding_split(void) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return; /* the CPU binds nothing */
+  const bool fp16_ok = g_device->info.fp16_storage || g_device->info.fp16_arith;
+  for (int v = 0; v < 3; ++v) {
+    const bool gemm = v == 1, fp16 = v == 2;
+    if (fp16 && !fp16_ok) continue;
+    kiln_graph_t* ref = wide_model(gemm, 2);
+    kiln_graph_t* g = wide_model(gemm, 2);
+    kiln_compile_log_t log = {0};
+    kiln_program_t* prog = NULL;
+    if (ref && g &&
+        CHECK_OK(compile_bound(g, 32768, fp16 ? KILN_PRECISION_FP16 : KILN_PRECISION_FP32, !fp16, &log, &prog))) {
+      CHECK_MSG(log_has(&log, "plan", gemm ? "split: Gemm 'mm' binds 76800 bytes" : "split: MatMul 'mm' binds 76800 bytes") &&
+                    log_has(&log, "plan", "the device at most 32768: 4 GEMMs of 96 columns and a Concat"),
+                "%s %s: no split line in the log", g_target_name, gemm ? "Gemm" : "MatMul");
+      CHECK_MSG(!log_has(&log, "fallback", "fallback"), "%s: a node fell back", g_target_name);
+      CHECK_MSG(kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST) == 0, "%s: %d host kernels", g_target_name,
+                (int)kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST));
+      const int32_t w = kiln_graph_find_tensor(g, "w"), w0 = kiln_graph_find_tensor(g, "w/split0");
+      CHECK(w >= 0 && !g->tensors[w].value.data && !(g->tensors[w].flags & KILN_TENSOR_INITIALIZER));
+      CHECK(w0 >= 0 && g->tensors[w0].value.data && g->tensors[w0].shape.dims[gemm ? 0 : 1] == 96);
+      int32_t splits = 0, concat = 0;
+      for (int32_t i = 0; i < g->n_nodes; ++i) {
+        splits += !strncmp(g->nodes[i].name, "mm/split", 8);
+        concat += !strcmp(g->nodes[i].name, "mm/concat");
+      }
+      CHECK_MSG(splits == 4 && concat == 1, "%s: %d slices, %d concats", g_target_name, (int)splits, (int)concat);
+      kiln_array_t in = wide_input(2);
+      run_vs_ref(ref, prog, &in, 600, fp16 ? 2e-2 : 1e-4);
+    }
+    kiln_compile_log_free(&log);
+    kiln_graph_destroy(ref);
+    kiln_graph_destroy(g);
+  }
+}
+
+/* x[m,64] -> MatMul (w: 64 x 300 f32, 76,800 bytes) -> Relu, with a
+ * device said to bind at most 32 KiB per argument. Where a split cannot
+ * help -- m = 200: x alone spans 51,200 bytes -- the MatMul runs on the
+ * CPU (the partition, which knows no split, sends it there for either m),
+ * the Relu on the GPU, and the run matches the reference; --strict
+ * refuses it naming the node. */
+static void test_binding_limit(void) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return; /* the CPU binds nothing */
+  for (int limit = 0; limit <= 1; ++limit) {
+    kiln_graph_t* g = wide_model(false, 2);
     kiln_partition_report_t rep;
     kiln_program_t* prog = NULL;
-    if (!CHECK_OK(build_bound(g, false, limit ? 32768 : 0, &rep, &prog))) {
+    if (!g || !CHECK_OK(build_bound(g, false, limit ? 32768 : 0, &rep, &prog))) {
       kiln_partition_report_free(&rep);
+      kiln_graph_destroy(g);
       break;
     }
     const int32_t nh = kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST);
@@ -329,11 +429,31 @@ static void test_binding_limit(void) {
       CHECK_MSG(rep.n == 0 && nh == 0, "%s: %d nodes fell back without a limit", g_target_name, (int)rep.n);
     }
     kiln_partition_report_free(&rep);
-    kiln_array_t in = arr(KILN_DTYPE_F32, 2, xd);
-    for (int i = 0; i < 128 && in.data; ++i) ((float*)in.data)[i] = (float)(i % 13 - 6) * 0.3f;
+    kiln_array_t in = wide_input(2);
     run_vs_ref(g, prog, &in, 600, 1e-4);
+    kiln_graph_destroy(g);
   }
-  kiln_graph_destroy(g);
+  /* through the pipeline: not split (the line says why), on the CPU */
+  for (int strict = 0; strict <= 1; ++strict) {
+    kiln_graph_t* ref = wide_model(false, 200);
+    kiln_graph_t* g = wide_model(false, 200);
+    kiln_compile_log_t log = {0};
+    kiln_program_t* prog = NULL;
+    kiln_status_t s = ref && g ? compile_bound(g, 32768, KILN_PRECISION_FP32, strict, &log, &prog) : NULL;
+    if (ref && g && strict) {
+      CHECK_ERR(s, KILN_UNSUPPORTED, "node 'mm' (MatMul): the");
+    } else if (ref && g && CHECK_OK(s)) {
+      CHECK_MSG(log_has(&log, "plan", "not split, its input 'x' alone spans 51200 bytes") &&
+                    log_has(&log, "fallback", "node 'mm' (MatMul) runs on the cpu"),
+                "%s: no line on the MatMul left whole", g_target_name);
+      CHECK(kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST) > 0);
+      kiln_array_t in = wide_input(200);
+      run_vs_ref(ref, prog, &in, 200 * 300, 1e-4);
+    }
+    kiln_compile_log_free(&log);
+    kiln_graph_destroy(ref);
+    kiln_graph_destroy(g);
+  }
 }
 
 /* Counts of kernel |plan|'s Winograd and implicit-GEMM conv instances. */
@@ -410,6 +530,7 @@ int main(int argc, char** argv) {
   test_fallback();
   test_strict();
   test_binding_limit();
+  test_binding_split();
   test_winograd_binding();
   kiln_device_release(g_device);
   return kiln_test_finish();
