@@ -106,10 +106,15 @@ typedef struct kiln_device_info_s {
   bool texel_f16;
   /* The most bytes one kernel argument may span (Vulkan:
    * maxStorageBufferRange, 128 MiB on lavapipe; 0: no limit beyond
-   * max_alloc_bytes). A compile for the device runs a node whose kernel
-   * would bind a larger buffer (AlexNet's and VGG-19's first FC weights) on
-   * the CPU of the same session (kiln_plan_options_t.max_binding).
-   * KILN_VULKAN_FEATURES=binding=N lowers it to N bytes (tests). */
+   * max_alloc_bytes). A compile for the device splits a GEMM whose
+   * constant weights exceed it (AlexNet's and VGG-19's first FC) into
+   * column slices that fit (kiln_graph_split_wide_gemms), and runs any
+   * other node whose kernel would bind a larger buffer on the CPU of the
+   * same session (kiln_plan_options_t.max_binding).
+   * KILN_VULKAN_FEATURES=binding=N lowers it to N bytes (tests).
+   * OpenCL leaves it 0: a kernel argument there is a sub-buffer of the
+   * session's one weights buffer or arena, so CL_DEVICE_MAX_MEM_ALLOC_SIZE
+   * (max_alloc_bytes) caps those wholes first, not one argument. */
   uint64_t max_binding_bytes;
   /* Work-groups one dispatch may launch per dimension (Vulkan:
    * maxComputeWorkGroupCount, 65535 each on lavapipe, the spec's minimum;
