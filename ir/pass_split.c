@@ -8,7 +8,9 @@
  * columns are independent, so the node becomes P GEMMs over column slices
  * of N, each with its slice of the constant weight (and bias), and a
  * Concat on the last axis: every kernel argument then fits, and the
- * original weight, no longer read, is dropped from the graph.
+ * original weight, no longer read, is dropped from the graph. A weight
+ * written by a ConstantOfShape too large to fold (the ONNX light suite's
+ * models carry their weights so) is sliced as smaller ConstantOfShapes.
  *
  * Bytes are counted at the graph's element type -- what the partition's
  * check counts, since it runs before the precision pass. Under fp16 the
@@ -44,11 +46,62 @@ static const char* fresh_name(const kiln_graph_t* g, const char* base, const cha
   return buf;
 }
 
-/* Columns [c0, c0 + w) of the matrix |a| whose axis |axis| runs over the
- * columns, as a new initializer of |c|'s graph; *out_t: its index. */
+/* Adds node |op| named |name| reading |in| and writing tensor |out|. */
+static kiln_status_t add_node(pu_ctx_t* c, const char* op, const char* name, int32_t n_in, const int32_t* in,
+                              int32_t out, int32_t n_attrs, const kiln_attr_t* attrs) {
+  kiln_graph_t* g = c->g;
+  const char* names[KILN_MAX_NODE_INPUTS];
+  for (int32_t i = 0; i < n_in; ++i) names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
+  const char* out_name = g->tensors[out].name;
+  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, name, n_in, names, 1, &out_name, n_attrs, attrs, NULL));
+  KILN_RETURN_IF_ERROR(pu_sync(c));
+  for (int32_t i = 0; i < n_in; ++i)
+    if (in[i] >= 0) c->uses[in[i]]++;
+  return NULL;
+}
+
+/* The ConstantOfShape node with a constant shape that writes |t|, or -1:
+ * a weight too large to fold (the ONNX light models' weights are fills) is
+ * sliced as a smaller fill. */
+static int32_t fill_of(const pu_ctx_t* c, int32_t t) {
+  const int32_t p = pu_producer(c, t);
+  if (p < 0) return -1;
+  const kiln_node_t* n = &c->g->nodes[p];
+  return pu_op(n, "ConstantOfShape") && n->n_inputs >= 1 && pu_is_const(c->g, n->inputs[0]) ? p : -1;
+}
+
+static bool sliceable(const pu_ctx_t* c, int32_t t) {
+  return pu_is_const(c->g, t) || (fill_of(c, t) >= 0 && kiln_shape_is_static(&c->g->tensors[t].shape));
+}
+
+/* The fill |fill| writing |src| with |w| along |axis|: a new
+ * ConstantOfShape (same value) writing a new tensor, *out_t. */
+static kiln_status_t add_fill(pu_ctx_t* c, int32_t fill, int32_t src, int32_t axis, int64_t w, int32_t piece,
+                              int32_t* out_t) {
+  kiln_graph_t* g = c->g;
+  const char* fname = g->nodes[fill].name; /* arena: stays put */
+  const int32_t n_attrs = g->nodes[fill].n_attrs;
+  const kiln_attr_t* attrs = g->nodes[fill].attrs;
+  kiln_shape_t s = g->tensors[src].shape;
+  s.dims[axis] = w;
+  char name[256];
+  int32_t shape_t = -1;
+  KILN_RETURN_IF_ERROR(pu_add_i64(c, g->tensors[src].name, s.dims, s.rank, &shape_t));
+  KILN_RETURN_IF_ERROR(kiln_graph_get_or_add_tensor(g, fresh_name(g, g->tensors[src].name, "split", piece, name,
+                                                                  sizeof name), out_t));
+  KILN_RETURN_IF_ERROR(pu_sync(c));
+  snprintf(name, sizeof name, "%.200s/split%d", fname, (int)piece);
+  return add_node(c, "ConstantOfShape", name, 1, &shape_t, *out_t, n_attrs, attrs);
+}
+
+/* Columns [c0, c0 + w) of the matrix |src| whose axis |axis| runs over
+ * the columns, as a new initializer of |c|'s graph (or a new fill);
+ * *out_t: its index. */
 static kiln_status_t add_slice(pu_ctx_t* c, int32_t src, int32_t axis, int64_t c0, int64_t w, int32_t piece,
                                int32_t* out_t) {
   kiln_graph_t* g = c->g;
+  const int32_t fill = fill_of(c, src);
+  if (fill >= 0) return add_fill(c, fill, src, axis, w, piece, out_t);
   const kiln_array_t* a = &g->tensors[src].value;
   kiln_shape_t s = a->shape;
   const int64_t len = s.dims[axis];
@@ -67,20 +120,6 @@ static kiln_status_t add_slice(pu_ctx_t* c, int32_t src, int32_t axis, int64_t c
                                                                 sizeof name),
                                                   &part, out_t));
   return pu_sync(c);
-}
-
-/* Adds node |op| named |name| reading |in| and writing tensor |out|. */
-static kiln_status_t add_node(pu_ctx_t* c, const char* op, const char* name, int32_t n_in, const int32_t* in,
-                              int32_t out, int32_t n_attrs, const kiln_attr_t* attrs) {
-  kiln_graph_t* g = c->g;
-  const char* names[KILN_MAX_NODE_INPUTS];
-  for (int32_t i = 0; i < n_in; ++i) names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
-  const char* out_name = g->tensors[out].name;
-  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, name, n_in, names, 1, &out_name, n_attrs, attrs, NULL));
-  KILN_RETURN_IF_ERROR(pu_sync(c));
-  for (int32_t i = 0; i < n_in; ++i)
-    if (in[i] >= 0) c->uses[in[i]]++;
-  return NULL;
 }
 
 /* What one GEMM looks like to the split. */
@@ -123,18 +162,19 @@ static int64_t pack_tile(int64_t n) { return n >= 32 ? 32 : n >= 16 ? 16 : 1; }
 
 /* The most columns one slice may take under |limit| (0: not even one),
  * or why the split cannot help, in |why|. */
-static int64_t slice_columns(const kiln_graph_t* g, const gemm_t* m, uint64_t limit, char* why, size_t nwhy) {
+static int64_t slice_columns(const pu_ctx_t* c, const gemm_t* m, uint64_t limit, char* why, size_t nwhy) {
+  const kiln_graph_t* g = c->g;
   why[0] = 0;
   const kiln_tensor_t* b = &g->tensors[m->b];
   const uint64_t in_bytes = tensor_bytes(g, m->a), out_bytes = tensor_bytes(g, m->out);
-  if (!pu_is_const(g, m->b))
+  if (!sliceable(c, m->b))
     snprintf(why, nwhy, "its weight '%s' is computed at run time, not a constant to slice", b->name);
   else if (in_bytes > limit)
     snprintf(why, nwhy, "its input '%s' alone spans %llu bytes", g->tensors[m->a].name, (unsigned long long)in_bytes);
   else if (out_bytes > limit)
     snprintf(why, nwhy, "its output '%s' spans %llu bytes (the Concat of the slices binds it whole)",
              g->tensors[m->out].name, (unsigned long long)out_bytes);
-  else if (m->bias_sliced && !pu_is_const(g, m->bias))
+  else if (m->bias_sliced && !sliceable(c, m->bias))
     snprintf(why, nwhy, "its bias '%s' is computed at run time, not a constant to slice", g->tensors[m->bias].name);
   if (why[0]) return 0;
   const uint64_t col = column_bytes(g, m);
@@ -180,11 +220,17 @@ static kiln_status_t split(pu_ctx_t* c, const gemm_t* m, int32_t pieces, int64_t
   return add_node(c, "Concat", nm, pieces, parts, m->out, 1, &axis);
 }
 
-/* Drops the value of weight |t| once nothing reads it: the slices hold
- * its data now, and a 400 MB weight should not stay resident twice. */
+/* Drops the value of weight |t| (or the fill writing it) once nothing
+ * reads it: the slices hold its data now, and a 400 MB weight should not
+ * stay resident twice. */
 static void drop_unread(pu_ctx_t* c, int32_t t) {
   kiln_tensor_t* tt = &c->g->tensors[t];
   if (c->uses[t] || (tt->flags & (KILN_TENSOR_INPUT | KILN_TENSOR_OUTPUT))) return;
+  const int32_t fill = fill_of(c, t);
+  if (fill >= 0) {
+    c->dead[fill] = true;
+    return;
+  }
   if (tt->flags & PU_OWNED_VALUE) kiln_allocator_free(c->g->allocator, tt->value.data);
   memset(&tt->value, 0, sizeof tt->value);
   tt->flags &= ~(KILN_TENSOR_CONST | KILN_TENSOR_INITIALIZER | PU_OWNED_VALUE);
@@ -198,13 +244,13 @@ kiln_status_t kiln_graph_split_wide_gemms(kiln_graph_t* g, uint64_t max_binding,
   const int32_t n_nodes = g->n_nodes;
   for (int32_t i = 0; i < n_nodes && !s; ++i) {
     gemm_t m;
-    if (!as_gemm(g, i, &m)) continue;
+    if (c.dead[i] || !as_gemm(g, i, &m)) continue;
     const int64_t tile = pack_tile(m.n);
     const uint64_t packed = column_bytes(g, &m) * (uint64_t)((m.n + tile - 1) / tile * tile);
     const uint64_t most = packed > tensor_bytes(g, m.bias) ? packed : tensor_bytes(g, m.bias);
     if (most <= max_binding) continue;
     char why[320];
-    int64_t cols = slice_columns(g, &m, max_binding, why, sizeof why);
+    int64_t cols = slice_columns(&c, &m, max_binding, why, sizeof why);
     /* at most 64 pieces: past that a device this small is better served
      * by the CPU (and the Concat's inputs stay countable) */
     int32_t pieces = 0;

@@ -89,8 +89,10 @@ typedef kiln_status_t (*kiln_gemm_split_fn)(void* user, const kiln_gemm_split_no
  * GEMMs over column slices of N that fit, with sliced constant weights and
  * bias, and a Concat on the last axis writing the original output. Names
  * derive from the originals: nodes '<node>/split<i>' and '<node>/concat',
- * tensors '<weight>/split<i>'. A weight nothing else reads is dropped.
- * Nodes the split cannot help (a weight computed at run time, an input or
+ * tensors '<weight>/split<i>'. A weight nothing else reads is dropped. A
+ * weight (or bias) written by a ConstantOfShape of a constant shape is
+ * sliced as ConstantOfShapes of the slices' shapes, the same value.
+ * Nodes the split cannot help (a weight computed otherwise, an input or
  * output that alone exceeds the limit, one column too large) are left as
  * they are. |note| (may be NULL) hears of each node over the limit; an
  * error it returns stops the pass. Leaves |g| prepared. */

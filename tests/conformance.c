@@ -452,6 +452,11 @@ static outcome_t run_case(const char* dir, const char* name, report_t* rep, char
           if ((s = kiln_onnx_parse_model(path, NULL, al, &go))) goto fail_status;
           if ((s = bind_and_prepare(go, in, spec))) goto fail_status;
           if ((s = kiln_graph_optimize(go, g_opt, NULL))) goto fail_status;
+          /* GEMMs over the device's binding limit in column slices, as a
+           * compile for it splits them (kiln_compile_program) */
+          if (g_target->lowering == KILN_TARGET_CLASS_GPU &&
+              (s = kiln_graph_split_wide_gemms(go, g_device->info.max_binding_bytes, NULL, NULL)))
+            goto fail_status;
           gc = go;
         }
         /* -O1 on the CPU: the layouts `kiln compile` would choose

@@ -402,6 +402,54 @@ static void test_binding_split(void) {
   }
 }
 
+/* x[2,64] -> MatMul -> Relu whose weight is a ConstantOfShape [64, 1100]
+ * of 0.25 (281,600 bytes, as the ONNX light models carry theirs; not
+ * folded: the graph passes are not run), with a 32 KiB limit: 12 fills of
+ * at most 96 columns replace it and the 12 GEMMs run on the GPU. */
+static void test_binding_split_fill(void) {
+  if (g_target->lowering != KILN_TARGET_CLASS_GPU) return;
+  kiln_graph_t* gs[2] = {graph_new(), graph_new()};
+  int64_t xd[2] = {2, 64}, sd[1] = {2}, wd[2] = {64, 1100};
+  for (int i = 0; i < 2; ++i) {
+    kiln_array_t shp = arr(KILN_DTYPE_I64, 1, sd), v = arr(KILN_DTYPE_F32, 1, (int64_t[]){1});
+    if (shp.data) memcpy(shp.data, wd, sizeof wd);
+    if (v.data) ((float*)v.data)[0] = 0.25f;
+    kiln_attr_t va = kiln_attr_make_tensor("value", &v);
+    bool ok = gs[i] && shp.data && v.data && CHECK_OK(kiln_graph_add_initializer(gs[i], "wshape", &shp, NULL)) &&
+              input(gs[i], "x", KILN_DTYPE_F32, 2, xd) &&
+              node1(gs[i], "ConstantOfShape", "fill", 1, (const char*[]){"wshape"}, "w", 1, &va) &&
+              node1(gs[i], "MatMul", "mm", 2, (const char*[]){"x", "w"}, "t", 0, NULL) &&
+              node1(gs[i], "Relu", "relu", 1, (const char*[]){"t"}, "y", 0, NULL) &&
+              CHECK_OK(kiln_graph_add_output(gs[i], "y")) && CHECK_OK(kiln_graph_prepare(gs[i]));
+    kiln_array_free(al(), &shp);
+    kiln_array_free(al(), &v);
+    if (!ok) {
+      kiln_graph_destroy(gs[i]);
+      gs[i] = NULL;
+    }
+  }
+  kiln_graph_t* ref = gs[0];
+  kiln_graph_t* g = gs[1];
+  kiln_compile_log_t log = {0};
+  kiln_program_t* prog = NULL;
+  if (ref && g && CHECK_OK(compile_bound(g, 32768, KILN_PRECISION_FP32, true, &log, &prog))) {
+    CHECK_MSG(log_has(&log, "plan", "split: MatMul 'mm' binds 281600 bytes, the device at most 32768: 12 GEMMs of 96"),
+              "%s: no split line for the fill's MatMul", g_target_name);
+    CHECK(kiln_program_kernels_on(prog, KILN_KERNEL_ON_HOST) == 0);
+    int32_t fills = 0, orig = 0;
+    for (int32_t i = 0; i < g->n_nodes; ++i) {
+      fills += !strncmp(g->nodes[i].name, "fill/split", 10) && !strcmp(g->nodes[i].op_type, "ConstantOfShape");
+      orig += !strcmp(g->nodes[i].name, "fill");
+    }
+    CHECK_MSG(fills == 12 && orig == 0, "%s: %d fills of slices, %d of the whole", g_target_name, (int)fills, (int)orig);
+    kiln_array_t in = wide_input(2);
+    run_vs_ref(ref, prog, &in, 2 * 1100, 1e-4);
+  }
+  kiln_compile_log_free(&log);
+  kiln_graph_destroy(ref);
+  kiln_graph_destroy(g);
+}
+
 /* x[m,64] -> MatMul (w: 64 x 300 f32, 76,800 bytes) -> Relu, with a
  * device said to bind at most 32 KiB per argument. Where a split cannot
  * help -- m = 200: x alone spans 51,200 bytes -- the MatMul runs on the
@@ -531,6 +579,7 @@ int main(int argc, char** argv) {
   test_strict();
   test_binding_limit();
   test_binding_split();
+  test_binding_split_fill();
   test_winograd_binding();
   kiln_device_release(g_device);
   return kiln_test_finish();
