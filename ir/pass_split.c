@@ -46,20 +46,6 @@ static const char* fresh_name(const kiln_graph_t* g, const char* base, const cha
   return buf;
 }
 
-/* Adds node |op| named |name| reading |in| and writing tensor |out|. */
-static kiln_status_t add_node(pu_ctx_t* c, const char* op, const char* name, int32_t n_in, const int32_t* in,
-                              int32_t out, int32_t n_attrs, const kiln_attr_t* attrs) {
-  kiln_graph_t* g = c->g;
-  const char* names[KILN_MAX_NODE_INPUTS];
-  for (int32_t i = 0; i < n_in; ++i) names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
-  const char* out_name = g->tensors[out].name;
-  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, name, n_in, names, 1, &out_name, n_attrs, attrs, NULL));
-  KILN_RETURN_IF_ERROR(pu_sync(c));
-  for (int32_t i = 0; i < n_in; ++i)
-    if (in[i] >= 0) c->uses[in[i]]++;
-  return NULL;
-}
-
 /* The ConstantOfShape node with a constant shape that writes |t|, or -1:
  * a weight too large to fold (the ONNX light models' weights are fills) is
  * sliced as a smaller fill. */
@@ -91,7 +77,7 @@ static kiln_status_t add_fill(pu_ctx_t* c, int32_t fill, int32_t src, int32_t ax
                                                                   sizeof name), out_t));
   KILN_RETURN_IF_ERROR(pu_sync(c));
   snprintf(name, sizeof name, "%.200s/split%d", fname, (int)piece);
-  return add_node(c, "ConstantOfShape", name, 1, &shape_t, *out_t, n_attrs, attrs);
+  return pu_add_node_named(c, "ConstantOfShape", name, 1, &shape_t, *out_t, n_attrs, attrs, NULL);
 }
 
 /* Columns [c0, c0 + w) of the matrix |src| whose axis |axis| runs over
@@ -211,13 +197,13 @@ static kiln_status_t split(pu_ctx_t* c, const gemm_t* m, int32_t pieces, int64_t
         g, fresh_name(g, g->tensors[m->out].name, "split", p, nm, sizeof nm), &parts[p]));
     KILN_RETURN_IF_ERROR(pu_sync(c));
     snprintf(nm, sizeof nm, "%.200s/split%d", name, (int)p);
-    KILN_RETURN_IF_ERROR(add_node(c, op, nm, m->bias >= 0 ? 3 : 2, in, parts[p], n_attrs, attrs));
+    KILN_RETURN_IF_ERROR(pu_add_node_named(c, op, nm, m->bias >= 0 ? 3 : 2, in, parts[p], n_attrs, attrs, NULL));
   }
   c->dead[m->node] = true;
   pu_detach(c, m->out);
   const kiln_attr_t axis = kiln_attr_make_int("axis", rank - 1);
   snprintf(nm, sizeof nm, "%.200s/concat", name);
-  return add_node(c, "Concat", nm, pieces, parts, m->out, 1, &axis);
+  return pu_add_node_named(c, "Concat", nm, pieces, parts, m->out, 1, &axis, NULL);
 }
 
 /* Drops the value of weight |t| (or the fill writing it) once nothing

@@ -82,10 +82,15 @@ kiln_status_t pu_add_const(pu_ctx_t* c, const char* base, kiln_dtype_t dt,
 kiln_status_t pu_new_tensor(pu_ctx_t* c, const char* base, const char* tag, int32_t* out_t);
 kiln_status_t pu_add_i64(pu_ctx_t* c, const char* base, const int64_t* data, int32_t n,
                          int32_t* out_t);
-/* Adds a node by tensor indices (outputs must be unproduced); grows dead. */
+/* Adds a node by tensor indices (outputs must be unproduced); grows dead.
+ * Named "<name>__<op>". */
 kiln_status_t pu_add_node(pu_ctx_t* c, const char* op, const char* name, int32_t n_in,
                           const int32_t* in, int32_t out, int32_t n_attrs,
                           const kiln_attr_t* attrs, int32_t* out_node);
+/* pu_add_node with |name| as given (up to KILN_MAX_NODE_INPUTS inputs). */
+kiln_status_t pu_add_node_named(pu_ctx_t* c, const char* op, const char* name, int32_t n_in,
+                                const int32_t* in, int32_t out, int32_t n_attrs,
+                                const kiln_attr_t* attrs, int32_t* out_node);
 /* Reads a constant as f32 into a malloc'd buffer (caller frees). */
 kiln_status_t pu_read_f32(pu_ctx_t* c, int32_t t, float** out);
 

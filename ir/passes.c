@@ -292,15 +292,21 @@ kiln_status_t pu_add_i64(pu_ctx_t* c, const char* base, const int64_t* data, int
 kiln_status_t pu_add_node(pu_ctx_t* c, const char* op, const char* name, int32_t n_in,
                           const int32_t* in, int32_t out, int32_t n_attrs,
                           const kiln_attr_t* attrs, int32_t* out_node) {
-  kiln_graph_t* g = c->g;
-  const char* in_names[9]; /* QLinearConv with its bias */
-  KILN_ASSERT(n_in <= 9);
-  for (int32_t i = 0; i < n_in; ++i) in_names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
-  const char* out_name = g->tensors[out].name;
   char nb[256];
   snprintf(nb, sizeof nb, "%.200s__%s", name, op);
+  return pu_add_node_named(c, op, nb, n_in, in, out, n_attrs, attrs, out_node);
+}
+
+kiln_status_t pu_add_node_named(pu_ctx_t* c, const char* op, const char* name, int32_t n_in,
+                                const int32_t* in, int32_t out, int32_t n_attrs,
+                                const kiln_attr_t* attrs, int32_t* out_node) {
+  kiln_graph_t* g = c->g;
+  const char* in_names[KILN_MAX_NODE_INPUTS];
+  KILN_ASSERT(n_in <= KILN_MAX_NODE_INPUTS);
+  for (int32_t i = 0; i < n_in; ++i) in_names[i] = in[i] >= 0 ? g->tensors[in[i]].name : "";
+  const char* out_name = g->tensors[out].name;
   int32_t ni;
-  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, nb, n_in, in_names, 1, &out_name, n_attrs,
+  KILN_RETURN_IF_ERROR(kiln_graph_add_node(g, op, name, n_in, in_names, 1, &out_name, n_attrs,
                                            attrs, &ni));
   KILN_RETURN_IF_ERROR(pu_sync(c));
   c->dead[ni] = false;
