@@ -9,10 +9,12 @@
  * module and level: the C source is then the fallback where a compiler
  * exists, and without one the error says both reasons; a signature covers
  * the machine code (one byte of it changed and the module is refused); a
- * module file is mapped and a session uses its weights in place. */
+ * module file is mapped and a session uses its weights in place; sessions
+ * created on several threads at once load their machine code side by side. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +450,60 @@ static void test_compiled_in_place(void) {
   kiln_module_release(m);
 }
 
+/* Sessions created on several threads at once, as kiln-rt-run --clients
+ * does: each loads its own copy of the machine code while the others load
+ * theirs. The loader once promoted the OpenMP runtime to NODELETE by
+ * calling dlopen inside dl_iterate_phdr's callback, which takes the
+ * loader's two locks in the reverse of a plain dlopen's order; two threads
+ * deadlocked about one run in thirty. Here 4 threads load 30 each; a
+ * deadlock is the test's timeout. */
+#define LOAD_THREADS 4
+#define LOADS_EACH 30
+
+typedef struct {
+  int failed;
+  char why[256];
+} load_worker_t;
+
+static void* load_worker(void* arg) {
+  load_worker_t* w = arg;
+  for (int i = 0; i < LOADS_EACH && !w->failed; ++i) {
+    kiln_array_t out = {0};
+    kiln_status_t s = run_bytes(g_bytes, g_len, &out, NULL, 0);
+    if (s) {
+      snprintf(w->why, sizeof w->why, "load %d: %s", i, kiln_status_message(s));
+      w->failed = 1;
+      kiln_status_free(s);
+    } else if (out.nbytes != g_expect.nbytes || memcmp(out.data, g_expect.data, out.nbytes)) {
+      /* the same machine code on the same input: the same bytes */
+      snprintf(w->why, sizeof w->why, "load %d: output differs from the first load's", i);
+      w->failed = 1;
+    }
+    kiln_array_free(sys(), &out);
+  }
+  return NULL;
+}
+
+static void test_concurrent_loads(void) {
+  no_compiler();
+  kiln_array_free(sys(), &g_expect);
+  if (!CHECK_OK(run_bytes(g_bytes, g_len, &g_expect, NULL, 0))) return;
+  pthread_t th[LOAD_THREADS];
+  load_worker_t w[LOAD_THREADS];
+  memset(w, 0, sizeof w);
+  int started = 0;
+  for (int t = 0; t < LOAD_THREADS; ++t) {
+    int rc = pthread_create(&th[t], NULL, load_worker, &w[t]);
+    CHECK_MSG(rc == 0, "thread %d: pthread_create: %s", t, strerror(rc));
+    if (rc) break;
+    started = t + 1;
+  }
+  for (int t = 0; t < started; ++t) {
+    pthread_join(th[t], NULL);
+    CHECK_MSG(!w[t].failed, "thread %d: %s", t, w[t].why);
+  }
+}
+
 int main(void) {
   if (!kiln_cpu_isa_host()) {
     printf("skipped: this CPU has none of kiln's ISA levels (%s)\n", kiln_cpu_isa_names());
@@ -463,6 +519,7 @@ int main(void) {
   RUN(test_signed_machine_code);
   RUN(test_mapped_in_place);
   RUN(test_compiled_in_place);
+  RUN(test_concurrent_loads);
   with_compiler();
   free(saved_path);
   kiln_array_free(sys(), &g_expect);

@@ -361,23 +361,42 @@ static kiln_status_t base_key(const char* cc, const char* flags, const char* dir
  * worker threads stay parked in the runtime after a parallel region, and
  * unloading it under them (dlclose of the last kernel object when the host
  * does not link OpenMP itself) crashes them. So every loaded OpenMP runtime
- * is promoted to RTLD_NODELETE. */
-static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data);
+ * is promoted to RTLD_NODELETE.
+ *
+ * The runtimes are found with dl_iterate_phdr and promoted after it
+ * returns: dlopen inside its callback would take the loader's lock while
+ * the walk holds its list lock, the reverse of the order a dlopen on
+ * another thread takes them in (a session created on each client thread
+ * deadlocked that way, about one run in thirty). */
+#define PIN_MAX 4
 
-void kiln_cpu_pin_openmp(void) { dl_iterate_phdr(pin_openmp, NULL); }
+typedef struct {
+  char* names[PIN_MAX];
+  int n;
+} pin_list_t;
 
-static int pin_openmp(struct dl_phdr_info* info, size_t size, void* data) {
+static int find_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
-  (void)data;
+  pin_list_t* list = data;
   const char* name = info->dlpi_name;
-  if (!name || !*name) return 0;
+  if (!name || !*name || list->n == PIN_MAX) return 0;
   const char* base = strrchr(name, '/');
   base = base ? base + 1 : name;
   if (strncmp(base, "libgomp", 7) && strncmp(base, "libomp", 6) && strncmp(base, "libiomp", 7))
     return 0;
-  void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-  if (h) dlclose(h); /* drops our reference; NODELETE keeps it mapped */
+  char* copy = strdup(name);
+  if (copy) list->names[list->n++] = copy; /* out of memory: this one stays unpinned */
   return 0;
+}
+
+void kiln_cpu_pin_openmp(void) {
+  pin_list_t list = {{0}, 0};
+  dl_iterate_phdr(find_openmp, &list);
+  for (int i = 0; i < list.n; ++i) {
+    void* h = dlopen(list.names[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (h) dlclose(h); /* drops our reference; NODELETE keeps it mapped */
+    free(list.names[i]);
+  }
 }
 
 kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names, int32_t n,
