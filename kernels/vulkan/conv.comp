@@ -42,7 +42,8 @@
 //                       subgroup and broadcast; W64 1: f32 weights read in
 //                       pairs of channels as 64-bit words (CPT and CM even,
 //                       TM % 16 == 0)
-//   TEXEL 1 (SHARED 2, f32 W and X, CPT % 4 == 0, TM % 16 == 0, RN % 4 == 0):
+//   TEXEL 1 (SHARED 2, f32 W and X or f16 ones with TEXEL_W16 / TEXEL_X16 1,
+//          CPT % 4 == 0, TM % 16 == 0, RN % 4 == 0):
 //                       W and X as uniform texel buffers of vec4 texels
 //                       (kiln's tile mode 4; W64 0); there the 8
 //                       invocations may also be LX = TN/RN position groups
@@ -103,16 +104,40 @@ layout(local_size_x = NT, local_size_y = 1, local_size_z = 1) in;
 layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #endif
 #if TEXEL
-// (SHARED 2, f32) W and X as uniform texel buffers of vec4 texels, as in
+// (SHARED 2) W and X as uniform texel buffers of vec4 texels, as in
 // gemm.comp: a vec4 texelFetch is one 16-byte load per lane on lavapipe
 // where a buffer load is a loop over the lanes. Every invocation reads the
 // TM channels of W at k itself, 4 a texel (CPT a multiple of 4; no
 // broadcast), and its RN grid positions from RN/4 + 1 texels, shifted by
 // the tap's offset within a texel (the same for all lanes).
+// (TEXEL_W16 / TEXEL_X16 1: that operand is f16) its texels are 4 halves,
+// read through an rgba16f storage texel buffer (imageLoad converts them
+// to a vec4 of f32): a sampled buffer carries no format in SPIR-V, so the
+// device could not tell an f16 view from an f32 one. On lavapipe an
+// imageLoad is a little slower than a texelFetch but ~4x faster than the
+// f16 storage-buffer loads it replaces (ResNet-18 fp16 on lavapipe).
+#ifndef TEXEL_W16
+#define TEXEL_W16 0
+#endif
+#ifndef TEXEL_X16
+#define TEXEL_X16 0
+#endif
+#if TEXEL_W16
+layout(set = 0, binding = BIND_W, rgba16f) uniform restrict readonly imageBuffer tw;
+#define FETCH_W(i) imageLoad(tw, i)
+#else
 layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
+#define FETCH_W(i) texelFetch(tw, i)
+#endif
+#if TEXEL_X16
+layout(set = 0, binding = BIND_X, rgba16f) uniform restrict readonly imageBuffer tx;
+#define FETCH_X(i) imageLoad(tx, i)
+#else
 layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
-#define w(i) texelFetch(tw, (i) >> 2)[(i) & 3]
-#define xp(i) texelFetch(tx, (i) >> 2)[(i) & 3]
+#define FETCH_X(i) texelFetch(tx, i)
+#endif
+#define w(i) FETCH_W((i) >> 2)[(i) & 3]
+#define xp(i) FETCH_X((i) >> 2)[(i) & 3]
 #else
 layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w_[]; };
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX xp_[]; };
@@ -406,10 +431,10 @@ void main() {
       vec4 bv4[RN / 4];
 #if XALIGNED
       // (planes and tap offsets multiples of 4: every shift s is 0)
-      [[unroll]] for (int f = 0; f < RN / 4; ++f) bv4[f] = kin * texelFetch(tx, (xa >> 2) + f);
+      [[unroll]] for (int f = 0; f < RN / 4; ++f) bv4[f] = kin * FETCH_X((xa >> 2) + f);
 #else
       vec4 xt[RN / 4 + 1];
-      [[unroll]] for (int f = 0; f <= RN / 4; ++f) xt[f] = texelFetch(tx, (xa >> 2) + f);
+      [[unroll]] for (int f = 0; f <= RN / 4; ++f) xt[f] = FETCH_X((xa >> 2) + f);
       [[unroll]] for (int f = 0; f < RN / 4; ++f) {
         const vec4 a = xt[f], b = xt[f + 1];
         bv4[f] = kin * (s == 0 ? a : s == 1 ? vec4(a.yzw, b.x) : s == 2 ? vec4(a.zw, b.xy) : vec4(a.w, b.xyz));
@@ -429,7 +454,7 @@ void main() {
       [[unroll]] for (int f = 0; f < RN / 4; ++f) xv[kk][f] = bv4[f];
 #else
       [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
-        const vec4 v = texelFetch(tw, W_IDX(m0 + i, k) >> 2);
+        const vec4 v = FETCH_W(W_IDX(m0 + i, k) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i + e][f] = fma(vec4(v[e]), bv4[f], acc4[i + e][f]);
       }
@@ -471,7 +496,7 @@ void main() {
     // products instead of once per product
     [[unroll]] for (int i = 0; i < (LY == 1 && CM < TM ? (CM + 3) / 4 * 4 : RM); i += 4) {
       vec4 wv[TK];
-      [[unroll]] for (int kk = 0; kk < TK; ++kk) wv[kk] = texelFetch(tw, W_IDX(m0 + i, KTAIL ? min(k0 + kk, CK - 1) : k0 + kk) >> 2);
+      [[unroll]] for (int kk = 0; kk < TK; ++kk) wv[kk] = FETCH_W(W_IDX(m0 + i, KTAIL ? min(k0 + kk, CK - 1) : k0 + kk) >> 2);
       [[unroll]] for (int e = 0; e < 4; ++e)
         [[unroll]] for (int f = 0; f < RN / 4; ++f)
           [[unroll]] for (int kk = 0; kk < TK; ++kk) acc4[i + e][f] = fma(vec4(wv[kk][e]), xv[kk][f], acc4[i + e][f]);

@@ -85,9 +85,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
    * reads do not apply (below), the subgroup mode's 8 x 4 positions */
   const bool split = t.shared == 4 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0 &&
                      t.tm != t.rm && (t.tn / t.rn) * (t.tm / t.rm) == 8 && t.rm % 4 == 0;
-  bool wx16 = false;
-  for (int32_t j = 0; j < c->n_params; ++j) wx16 = wx16 || ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]);
-  if (split && !(texels_fit && c->pt % 4 == 0 && t.tm % 16 == 0 && t.rn % 4 == 0 && !wx16)) {
+  if (split && !(texels_fit && c->pt % 4 == 0 && t.tm % 16 == 0 && t.rn % 4 == 0)) {
     t.rm = t.tm;
     t.rn = 4;
     t.tn = 8 * t.rn;
@@ -132,7 +130,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   }
   const char* et = getenv("KILN_SPIRV_EPI_TEXELS");
   const bool et_on = !(et && !strcmp(et, "off"));
-  const bool mode4_texels = t.shared == 4 && texels_fit && y_texels_fit && !wx16 && c->pt % 4 == 0 &&
+  const bool mode4_texels = t.shared == 4 && texels_fit && y_texels_fit && c->pt % 4 == 0 &&
                             t.tm % 16 == 0 && t.rn % 4 == 0;
   const bool texel_y_pre = mode4_texels && !f16_of[0] && !f16_of[1] && !f16_of[3] && !c->crop && cp == c->Q &&
                            cp % 4 == 0;
@@ -150,10 +148,12 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
     return ps;
   }
   /* mode 4: the subgroup mode reading f32 weights and input as vec4 texels
-   * (conv.comp, TEXEL: 4 channels of a weight tile per invocation);
-   * elsewhere mode 3 */
-  const int texel = t.shared == 4 && texels_fit && !strcmp(type[0], "float") && !strcmp(type[1], "float") && c->pt % 4 == 0 &&
-                    t.tm % 16 == 0 && t.rn % 4 == 0;
+   * (conv.comp, TEXEL: 4 channels of a weight tile per invocation), f16
+   * ones as rgba16f texels (TEXEL_W16 / TEXEL_X16: |texels_fit| says the
+   * device binds those); elsewhere mode 3 */
+  const bool w16 = !strcmp(type[0], "float16_t"), x16 = !strcmp(type[1], "float16_t");
+  const int texel = t.shared == 4 && texels_fit && (w16 || !strcmp(type[0], "float")) &&
+                    (x16 || !strcmp(type[1], "float")) && c->pt % 4 == 0 && t.tm % 16 == 0 && t.rn % 4 == 0;
   /* (mode 4) the output as a storage texel buffer, stored in whole vec4
    * texels: where the output is the grid itself (no crop) and its planes
    * are whole texels, so an invocation's RN positions are RN/4 aligned
@@ -201,6 +201,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
             type[3]);
+  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n", texel && w16, texel && x16);
   kiln_vulkan_sb_printf(&b,
             "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
             "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"

@@ -137,8 +137,9 @@ int kiln_vulkan_y_store(kiln_vulkan_sb_t* b, bool texel_y, bool int64, bool pair
 
 /* The GLSL of a conv instance with tiles |t| (malloc'd; caller frees)
  * with its launch geometry and loop trips per invocation. |texels_fit|:
- * its weights and input fit the device's texel buffers (else mode 4 prints
- * as mode 2 with the same tiles); |y_texels_fit|: its output does (mode 4
+ * its weights and input fit the device's texel buffers, and where either
+ * is f16 the device binds rgba16f ones (else mode 4 prints as mode 2 with
+ * the same tiles); |y_texels_fit|: its output does (mode 4
  * then stores whole vec4 texels where the output is the grid itself). */
 /* The W, X, C (bias) and Y parameters of conv instance |c| (|bind| their
  * parameter index, left -1 where absent; |type| "float" or "float16_t"),
@@ -240,6 +241,10 @@ kiln_status_t kiln_vulkan_q8_source(const kiln_template_q8_t* q, const kiln_temp
  * ballot (KILN_GPU_LACKS_SUBGROUP in t->device) the subgroup modes become shared-memory
  * tiles; without 64-bit integers (KILN_GPU_LACKS_INT64) mode 2 becomes 3. */
 void kiln_vulkan_template_tiles(kiln_template_t* t);
+/* Whether conv instance |t|'s weights and input may be read as texels:
+ * f32 ones always, f16 ones where t->device binds rgba16f storage texel
+ * buffers (no KILN_GPU_LACKS_TEXEL_F16; conv.comp TEXEL_W16 / TEXEL_X16). */
+bool kiln_vulkan_conv_texel_types(const kiln_template_t* t);
 /* Whether |gpu_lacks| carries the GPU device class (KILN_GPU_CLASS_GPU):
  * the templates then take the GPU rules (vulkan_tiles.c: GEMM / conv in
  * shared-memory tiles of 64-256 invocations, depthwise / pool / Winograd

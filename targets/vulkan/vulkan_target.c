@@ -182,13 +182,24 @@ static void noalias_of(const kiln_plan_t* plan, const kiln_program_kernel_t* pk,
 }
 
 /* Whether plan buffer |pb| fits one texel buffer of the device the plan is
- * for (kiln_plan_t.max_texels vec4 texels; 0: not checked). */
+ * for (kiln_plan_t.max_texels vec4 texels: 16 bytes of f32, 8 of f16; 0:
+ * not checked). */
 static bool texels_fit(const kiln_plan_t* plan, int32_t pb) {
   if (!plan->max_texels) return true;
   if (pb < 0 || pb >= plan->n_buffers || !plan->buffers[pb].buf) return false;
   const tir_buffer_t* b = plan->buffers[pb].buf;
+  const uint64_t tb = 4 * (uint64_t)kiln_dtype_size(b->dtype);
   const uint64_t bytes = (uint64_t)tir_buffer_numel(b) * (uint64_t)kiln_dtype_size(b->dtype);
-  return (bytes + 15) / 16 <= plan->max_texels;
+  return (bytes + tb - 1) / tb <= plan->max_texels;
+}
+
+/* texels_fit for a template's read operand, which an f16 buffer may be
+ * only where the device binds rgba16f storage texel buffers (the shaders
+ * read f16 texels through them: conv.comp TEXEL_W16) */
+static bool read_texels_fit(const kiln_plan_t* plan, int32_t pb) {
+  const bool f16 = pb >= 0 && pb < plan->n_buffers && plan->buffers[pb].buf &&
+                   plan->buffers[pb].buf->dtype == KILN_DTYPE_F16;
+  return texels_fit(plan, pb) && (!f16 || !(plan->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16));
 }
 
 /* An F(4x4) instance's weights start with its conv's sizes (lowering's
@@ -270,7 +281,7 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       if (!s) s = kiln_vulkan_conv_weights(t, name, &cw);
       bool fit = true, fit_y = false;
       for (int32_t j = 0; j < cw.n_params; ++j) {
-        if (cw.roles[j] == 'W' || cw.roles[j] == 'X') fit = fit && texels_fit(plan, cw.args[j]);
+        if (cw.roles[j] == 'W' || cw.roles[j] == 'X') fit = fit && read_texels_fit(plan, cw.args[j]);
         if (cw.roles[j] == 'Y') fit_y = texels_fit(plan, cw.args[j]);
       }
       if (!s)

@@ -33,14 +33,22 @@ static kiln_spirv_gemm_tiles_t fit(kiln_spirv_gemm_tiles_t t, int64_t M, int64_t
   return t;
 }
 
-/* conv.comp reads vec4 texels (mode 4) for f32 weights and input, weights
+/* conv.comp reads vec4 texels (mode 4) for f32 weights and input (f16
+ * ones too where the device binds rgba16f texel buffers), weights
  * in panels of a multiple of 4 channels (the Vulkan panels where the
  * weights are the conv's own) and 16 or 32 channels a work-group */
 static bool texel_ok(const kiln_template_t* t, const kiln_spirv_gemm_tiles_t* d) {
   const kiln_template_conv_t* c = &t->conv;
+  return kiln_vulkan_conv_texel_types(t) && d->tm % 16 == 0 && d->rn % 4 == 0 &&
+         (t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0);
+}
+
+bool kiln_vulkan_conv_texel_types(const kiln_template_t* t) {
+  const kiln_template_conv_t* c = &t->conv;
+  const bool f16_texels = !(t->device.gpu_lacks & KILN_GPU_LACKS_TEXEL_F16);
   for (int32_t j = 0; j < c->n_params; ++j)
-    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
-  return d->tm % 16 == 0 && d->rn % 4 == 0 && (t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0);
+    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j] && !f16_texels) return false;
+  return true;
 }
 
 /* ---- the GPU rules (KILN_GPU_CLASS_GPU) ----------------------------------

@@ -110,10 +110,7 @@ static bool texel_shapes(const kiln_template_t* t) {
     return !g.f16_a && !g.f16_b && g.K % 4 == 0 &&
            (g.b_mode == 1 || (g.b_mode == 0 && g.N % 4 == 0) || (g.b_mode == 2 && (g.pt > 0 ? g.pt : 1) % 4 == 0));
   }
-  const kiln_template_conv_t* c = &t->conv;
-  for (int32_t j = 0; j < c->n_params; ++j)
-    if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
-  return t->weights.layout == KILN_TEMPLATE_W_TILED || c->pt % 4 == 0;
+  return kiln_vulkan_conv_texel_types(t) && (t->weights.layout == KILN_TEMPLATE_W_TILED || t->conv.pt % 4 == 0);
 }
 
 /* LY, the channel groups of a conv's split texel work-group (conv.comp,

@@ -13,7 +13,10 @@
  * the dumped GLSL, and the results of a MatMul and a Conv on the device
  * against loops here. KILN_VULKAN_FEATURES=texels=N lowers the device's
  * maxTexelBufferElements to N: a kernel whose texel-read buffers hold more
- * vec4 texels must be compiled without texel reads (and still run). */
+ * vec4 texels must be compiled without texel reads (and still run). With
+ * --precision fp16 the convs read their f16 weights and input as rgba16f
+ * texels, and as f16 storage buffers where the device has none
+ * (no-texel-f16). */
 #include "../bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <stdio.h>
@@ -31,6 +34,8 @@ enum { GM = 16, GK = 64, GN = 48, CC = 8, CH = 12, CM = 16, CM2 = 40, CO = CH - 
 
 static char g_dir[512];
 static char g_model[600];
+static const char* g_precision; /* the compile's --precision (NULL: fp32) */
+static double g_tol = 1e-4;     /* relative, as |got - want| <= g_tol (1 + |want|) */
 
 /* Y = X * W (X [16,64], W [64,48]); Z = Conv(I [1,8,12,12], V [16,8,3,3]);
  * Z2 = Conv(I, V2 [40,8,3,3]) (channels past 32 in a zero-padded panel) */
@@ -69,7 +74,7 @@ static int conv_bad(const float* z, int cm) {
           for (int i = 0; i < 3; ++i)
             for (int j = 0; j < 3; ++j)
               want += (double)x_at((c * CH + p + i) * CH + q + j + 3) * init_at(((o * CC + c) * 3 + i) * 3 + j);
-        bad += fabs(z[(o * CO + p) * CO + q] - want) > 1e-4 * (1 + fabs(want));
+        bad += fabs(z[(o * CO + p) * CO + q] - want) > g_tol * (1 + fabs(want));
       }
   return bad;
 }
@@ -96,7 +101,7 @@ static void run_and_compare(const void* data, size_t n, const char* mode) {
       for (int c = 0; c < GN; ++c) {
         double want = 0;
         for (int k = 0; k < GK; ++k) want += (double)x_at(r * GK + k) * init_at(k * GN + c);
-        bad += fabs(y[r * GN + c] - want) > 1e-4 * (1 + fabs(want));
+        bad += fabs(y[r * GN + c] - want) > g_tol * (1 + fabs(want));
       }
     CHECK_MSG(bad == 0, "%s: MatMul: %d of %d outputs differ from the reference", mode, bad, GM * GN);
     bad = conv_bad(out[1].data, CM);
@@ -126,6 +131,7 @@ static char* compile_dump(const char* dump, const char* mode, kiln_compiler_t** 
   CHECK_OK(kiln_compiler_load_model(c, g_model));
   CHECK_OK(kiln_compiler_set_option(c, "target", "vulkan"));
   CHECK_OK(kiln_compiler_set_option(c, "dump", dump));
+  if (g_precision) CHECK_OK(kiln_compiler_set_option(c, "precision", g_precision));
   if (!CHECK_OK(kiln_compiler_compile(c))) {
     kiln_compiler_destroy(c);
     return NULL;
@@ -268,6 +274,42 @@ static void test_winograd(void) {
   setenv("KILN_SPIRV_WINOGRAD", "off", 1);
 }
 
+/* --precision fp16 (the implicit-GEMM convs): f16 weights and input read
+ * as rgba16f texels (conv.comp TEXEL_W16 / TEXEL_X16) in both convs, in
+ * the 16-channel one only where the 40-channel one's weights (1152 texels
+ * of 4 halves) exceed texels=1100, in neither without rgba16f storage
+ * texel buffers; the MatMul's f16 operands are storage buffers throughout.
+ * The values are exact in f16 and the sums f32: the outputs' f16 rounding
+ * (2^-11 relative) is the error. */
+static void check_fp16(const char* hide, int texels) {
+  const char* mode = hide ? hide : "fp16, all features";
+  kiln_test_setenv("KILN_VULKAN_FEATURES", hide);
+  kiln_test_setenv("KILN_SPIRV_CONV_TILES", NULL); /* the default tiles: mode 4 */
+  char dump[600];
+  snprintf(dump, sizeof dump, "%s/dump-fp16-%s", g_dir, hide ? hide : "all");
+  g_precision = "fp16";
+  g_tol = 2e-3;
+  kiln_compiler_t* c = NULL;
+  char* glsl = compile_dump(dump, mode, &c);
+  if (glsl) {
+    const int nt = kiln_test_count(glsl, "#define TEXEL 1\n"), nw = kiln_test_count(glsl, "#define TEXEL_W16 1\n"),
+              nx = kiln_test_count(glsl, "#define TEXEL_X16 1\n");
+    CHECK_MSG(strstr(glsl, "#define TW float16_t\n") && strstr(glsl, "#define TX float16_t\n"), "%s: f16 convs", mode);
+    CHECK_MSG(nt == texels && nw == texels && nx == texels, "%s: TEXEL 1 x %d, TEXEL_W16 1 x %d, TEXEL_X16 1 x %d, "
+              "expected %d each", mode, nt, nw, nx, texels);
+    free(glsl);
+  }
+  run_module(c, mode);
+  g_precision = NULL;
+  g_tol = 1e-4;
+}
+
+static void test_fp16_texels(void) {
+  check_fp16(NULL, 2);
+  check_fp16("texels=1100", 1);
+  check_fp16("no-texel-f16", 0);
+}
+
 /* The texel bindings the device reads from a kernel's SPIR-V and the view
  * format it binds there (vulkan_texel.c): a storage buffer image of format
  * rgba32f (1) or rgba16f (2) at binding 3, a sampled one at binding 5 (no
@@ -322,6 +364,7 @@ int main(void) {
   RUN(test_conservative);
   RUN(test_texel_limit);
   RUN(test_mode2_words);
+  RUN(test_fp16_texels);
   RUN(test_winograd);
   unsetenv("KILN_SPIRV_WINOGRAD");
   unsetenv("KILN_VULKAN_FEATURES");
