@@ -33,8 +33,11 @@
 //   RH            rows of RW outputs per invocation (default 1): the rows
 //                 share their input rows ((RH-1)*SH + (KH-1)*DH + 1 row
 //                 segments read for RH rows instead of RH*KH)
-//   TEXEL         1: X (f32) is a uniform texel buffer of vec4 texels
-//   TEXEL_W       1: W (f32) is one too (a channel's taps from whole texels)
+//   TEXEL         1: X is a uniform texel buffer of vec4 texels (f32), or
+//                 with TEXEL_X16 1 (f16 X) an rgba16f storage texel buffer
+//                 read with imageLoad (conv.comp says why)
+//   TEXEL_W       1: W is one too (a channel's taps from whole texels; f16
+//                 W with TEXEL_W16 1)
 //   TEXEL_Y       1: Y (f32, OW and RW multiples of 4) is a storage texel
 //                 buffer: RW outputs stored as RW/4 vec4 texels
 //   Y_VEC4        (TEXEL_Y 1) 1: those texels through a storage buffer of
@@ -59,11 +62,23 @@ layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 #ifndef TEXEL
 #define TEXEL 0
 #endif
+#ifndef TEXEL_X16
+#define TEXEL_X16 0
+#endif
+#ifndef TEXEL_W16
+#define TEXEL_W16 0
+#endif
 #if TEXEL
-// (f32 X) X as a uniform texel buffer of vec4 texels (gemm.comp says why):
+// X as a uniform texel buffer of vec4 texels (gemm.comp says why):
 // a row segment is SEG / 4 + 2 texel reads shifted by its start within a
 // texel instead of SEG loads that lavapipe runs as loops over the lanes
+#if TEXEL_X16
+layout(set = 0, binding = BIND_X, rgba16f) uniform restrict readonly imageBuffer tx;
+#define FETCH_X(i) imageLoad(tx, i)
+#else
 layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define FETCH_X(i) texelFetch(tx, i)
+#endif
 #define NF ((SEG + 6) / 4)
 #else
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x[]; };
@@ -78,7 +93,13 @@ layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x[]
 // a channel's KH*KW taps from (KH*KW + 6) / 4 texels shifted by their start
 // within a texel: the same for all lanes, a few texel reads where the
 // buffer loads were a loop over the lanes per tap
+#if TEXEL_W16
+layout(set = 0, binding = BIND_W, rgba16f) uniform restrict readonly imageBuffer tw;
+#define FETCH_W(i) imageLoad(tw, i)
+#else
 layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
+#define FETCH_W(i) texelFetch(tw, i)
+#endif
 #define NW ((KH * KW + 6) / 4)
 #else
 layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w[]; };
@@ -150,7 +171,7 @@ void main() {
     const int a0 = ma * KH * KW, a1 = mb * KH * KW, s0 = a0 & 3, s1 = a1 & 3;
     float w0[4 * NW], w1[4 * NW];
     [[unroll]] for (int f = 0; f < NW; ++f) {
-      const vec4 u0 = texelFetch(tw, (a0 >> 2) + f), u1 = texelFetch(tw, (a1 >> 2) + f);
+      const vec4 u0 = FETCH_W((a0 >> 2) + f), u1 = FETCH_W((a1 >> 2) + f);
       [[unroll]] for (int e = 0; e < 4; ++e) w0[4 * f + e] = u0[e], w1[4 * f + e] = u1[e];
     }
     [[unroll]] for (int t = 0; t < KH * KW; ++t) {
@@ -186,7 +207,7 @@ void main() {
     const int a = g0 + d;
     float win[4 * NF];
     [[unroll]] for (int f = 0; f < NF; ++f) {
-      const vec4 u = texelFetch(tx, (a >> 2) + f);
+      const vec4 u = FETCH_X((a >> 2) + f);
       [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = u[e];
     }
     [[unroll]] for (int r = 0; r < RW; ++r) {
@@ -233,7 +254,7 @@ void main() {
     const int a = m * KH * KW, sh = a & 3;
     float win[4 * NW];
     [[unroll]] for (int f = 0; f < NW; ++f) {
-      const vec4 v = texelFetch(tw, (a >> 2) + f);
+      const vec4 v = FETCH_W((a >> 2) + f);
       [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = v[e];
     }
     [[unroll]] for (int t = 0; t < KH * KW; ++t)
@@ -263,7 +284,7 @@ void main() {
     const int a = xb + ih * IW + iw0, sh = SH_CONST ? (-PW) & 3 : a & 3;
     float win[4 * NF];
     [[unroll]] for (int f = 0; f < NF; ++f) {
-      const vec4 v = texelFetch(tx, (a >> 2) + f);
+      const vec4 v = FETCH_X((a >> 2) + f);
       [[unroll]] for (int e = 0; e < 4; ++e) win[4 * f + e] = v[e];
     }
     [[unroll]] for (int s = 0; s < SEG; ++s) {

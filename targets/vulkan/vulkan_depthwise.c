@@ -101,8 +101,11 @@ kiln_status_t kiln_vulkan_dw_source_int64(const kiln_template_dw_t* d, int32_t w
             (long long)d->M, (long long)d->C, (long long)d->Mg, (long long)d->ih, (long long)d->iw,
             (long long)d->oh, (long long)d->ow, (long long)d->kh, (long long)d->kw, (long long)d->sh,
             (long long)d->sw, (long long)d->dh, (long long)d->dw, (long long)d->ph, (long long)d->pw,
-            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, d->f16_x || !texels_fit ? 0 : 1 /* vec4 texel reads of f32 X */,
-            d->f16_w || !w_texels_fit ? 0 : 1 /* of f32 W */, texel_y ? 1 : 0, y_vec4);
+            d->bind_c >= 0 ? 1 : 0, wg, (int)rw, texels_fit ? 1 : 0 /* vec4 texel reads of X */,
+            w_texels_fit ? 1 : 0 /* of W */, texel_y ? 1 : 0, y_vec4);
+  /* f16 X and W: the texels are rgba16f (depthwise.comp TEXEL_X16) */
+  kiln_vulkan_sb_printf(&b, "#define TEXEL_X16 %d\n#define TEXEL_W16 %d\n", texels_fit && d->f16_x,
+                        w_texels_fit && d->f16_w);
   kiln_vulkan_epi_print(&b, &d->epi);
   kiln_vulkan_sb_printf(&b, "%s", rest);
   if (b.oom) {

@@ -165,9 +165,10 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
                                             bool texels_fit, bool y_texels_fit, bool int64, const char* name,
                                             char** out_glsl, int64_t groups[3], int64_t local[3], int64_t* out_trips);
 /* The GLSL of a depthwise instance with |wg| invocations a work-group
- * (malloc'd; caller frees) with its launch geometry; f32 X read as vec4
- * texels where |texels_fit| (the device's texel buffers hold it), f32 W
- * where |w_texels_fit|, f32 Y stored as vec4 texels where |y_texels_fit|
+ * (malloc'd; caller frees) with its launch geometry; X read as vec4
+ * texels where |texels_fit| (the device's texel buffers hold it and, for
+ * f16 X, the device binds rgba16f ones), W where |w_texels_fit| (the
+ * same), f32 Y stored as vec4 texels where |y_texels_fit|
  * and its rows are whole texels. */
 kiln_status_t kiln_vulkan_dw_source(const kiln_template_dw_t* d, int32_t wg, int32_t rw, bool texels_fit,
                                     bool w_texels_fit, bool y_texels_fit, const char* name, char** out_glsl,

@@ -309,8 +309,8 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       int32_t wg = 0, rw = 0;
       s = kiln_vulkan_dw_tiles_of(t, name, &wg, &rw);
       const int32_t np = pk->func->n_params;
-      const bool fit = t->dw.bind_x >= 0 && t->dw.bind_x < np && texels_fit(plan, pk->args[t->dw.bind_x]);
-      const bool fit_w = t->dw.bind_w >= 0 && t->dw.bind_w < np && texels_fit(plan, pk->args[t->dw.bind_w]);
+      const bool fit = t->dw.bind_x >= 0 && t->dw.bind_x < np && read_texels_fit(plan, pk->args[t->dw.bind_x]);
+      const bool fit_w = t->dw.bind_w >= 0 && t->dw.bind_w < np && read_texels_fit(plan, pk->args[t->dw.bind_w]);
       const bool fit_y = t->dw.bind_y >= 0 && t->dw.bind_y < np && texels_fit(plan, pk->args[t->dw.bind_y]);
       if (!s)
         s = kiln_vulkan_dw_source_int64(&t->dw, wg, rw, fit, fit_w, fit_y, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64),

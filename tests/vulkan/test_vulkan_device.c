@@ -1352,6 +1352,26 @@ static void test_gemm_substitution(void) {
   /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
   check_conv(g_conv_residual, true, 2);
   {
+    /* and its f16 weights and input (the phase split's copy) read as
+     * rgba16f texels (conv.comp TEXEL_W16 / TEXEL_X16), as the depthwise
+     * conv's f16 weights (depthwise.comp; its X is the graph's f32 input,
+     * read as f32 texels), each matching the reference */
+    const build_fn b16[2] = {g_conv_residual, g_depthwise};
+    const char* what16[2] = {"f16 conv texels", "f16 depthwise texels"};
+    const char* x16[2] = {"#define TEXEL_X16 1\n", "#define TEXEL 1\n"};
+    for (int i = 0; i < 2; ++i) {
+      kiln_program_t* prog = graph_program(b16[i], true, true);
+      CHECK_MSG(prog && strstr(prog->code.text, x16[i]), "%s: X not read as texels (%s)", what16[i], x16[i]);
+      CHECK_MSG(prog && strstr(prog->code.text, "#define TEXEL_W16 1\n"), "%s: W not read as rgba16f texels", what16[i]);
+      kiln_program_destroy(prog);
+      tg_t t;
+      tg_init(&t);
+      b16[i](&t);
+      run_case(&t, what16[i], true, true, 2e-2, 2e-2);
+      tg_free(&t);
+    }
+  }
+  {
     kiln_program_t* prog = graph_program(g_depthwise, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
     CHECK(prog && prog->n_kernels == 1 && prog->kernels[0].loop_trips < 65535);
