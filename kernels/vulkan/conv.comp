@@ -51,7 +51,8 @@
 //                       == 0), each computing RM channels x RN positions
 //   XALIGNED 1 (TEXEL 1): CPLANE and every TOFF multiples of 4, so the RN
 //                       positions of every K step are RN/4 whole texels
-//   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y): Y as a storage texel
+//   TEXEL_Y 1 (TEXEL 1, no crop, CP % 4 == 0, f32 Y, or f16 Y with Y16 1
+//          and Y_VEC4 1: f16vec4 stores): Y as a storage texel
 //                       buffer (rgba32f imageBuffer), each invocation's RN
 //                       positions of a channel stored as RN/4 whole texels
 //   KC_EPI4(v, b, m, q, e)  (TEXEL_Y 1, where the host defines it) the
@@ -163,10 +164,18 @@ layout(std430, set = 0, binding = BIND_C) restrict readonly buffer BufC { TC bia
 #ifndef Y_VEC4
 #define Y_VEC4 0
 #endif
+#ifndef Y16
+#define Y16 0
+#endif
 #if TEXEL_Y && Y_VEC4 == 2
 // (Y_VEC4 2) pairs of texels as 64-bit vec4s: one loop over the lanes
 // stores 8 floats a lane (RN, TN and CP multiples of 8)
 layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64vec4 y8[]; };
+#elif TEXEL_Y && Y_VEC4 && Y16
+// (Y_VEC4 1, f16 Y) 4 halves a store (lavapipe: one loop over the lanes
+// for the 4, where f16 Y stored element by element took a loop each)
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { f16vec4 y4[]; };
+#define Y_STORE(i, o) y4[i] = f16vec4(o)
 #elif TEXEL_Y && Y_VEC4
 // (Y_VEC4 1) the same texels through a storage buffer of vec4s: lavapipe
 // (Mesa 22.3) runs an imageStore as one loop over the 8 lanes per

@@ -159,7 +159,8 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
    * are whole texels, so an invocation's RN positions are RN/4 aligned
    * texels; lavapipe stores a vec4 texel with one 16-byte store per lane
    * where a storage-buffer store is a loop over the lanes per float */
-  const int texel_y = texel && y_texels_fit && !c->crop && cp == c->Q && cp % 4 == 0 && !strcmp(type[3], "float");
+  const bool y16 = !strcmp(type[3], "float16_t");
+  const int texel_y = texel && y_texels_fit && !c->crop && cp == c->Q && cp % 4 == 0 && (y16 || !strcmp(type[3], "float"));
   if (quads && !texel_y) {
     free(b.p);
     return kiln_make_status(KILN_INTERNAL, "conv '%s': epilogue operands as texels without texel stores", name);
@@ -185,8 +186,12 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
    * (MobileNetV2's 16 -> 96 112x112 and 24 -> 144 56x56 expand convs:
    * 2.85 / 1.57 ms with imageStore, 3.0 / 1.33 with vec4s, 2.53 / 1.15 with
    * u64vec4s). KILN_SPIRV_CONV_YSTORE=image|vec4 keeps the narrower ones */
+  /* An f16 Y's texels are 4 halves stored as one f16vec4 through a
+   * storage buffer (Y_VEC4 1, conv.comp's Y16), never an image or pairs */
   const char* yv = getenv("KILN_SPIRV_CONV_YSTORE");
-  const int y_vec4 = !texel_y || (yv && !strcmp(yv, "image")) ? 0
+  const int y_vec4 = !texel_y ? 0
+                     : y16 ? 1
+                     : (yv && !strcmp(yv, "image")) ? 0
                      : int64 && !(yv && !strcmp(yv, "vec4")) && cp % 8 == 0 && t.rn % 8 == 0 && t.tn % 8 == 0 ? 2
                                                                                                              : 1;
   /* (mode 4) the K loop's TK steps: their X values first, then each sum
@@ -201,7 +206,8 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   const int w64 = t.shared == 2 && !strcmp(type[0], "float") && c->pt % 2 == 0 && c->M % 2 == 0 && t.tm % 16 == 0;
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1], type[2],
             type[3]);
-  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n", texel && w16, texel && x16);
+  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n#define Y16 %d\n", texel && w16, texel && x16,
+                        texel_y && y16);
   kiln_vulkan_sb_printf(&b,
             "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
             "#define CM %lld\n#define CQ %lld\n#define CK %lld\n#define CT %lld\n#define CC %lld\n"

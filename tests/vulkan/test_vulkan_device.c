@@ -931,6 +931,16 @@ static void g_conv_1x1(tg_t* t) { /* no crop: the grid is Y */
   tg_output(t, "y");
 }
 
+/* The same in f16 throughout: input and weights read as rgba16f texels,
+ * Y stored 4 halves at a time (conv.comp Y16) */
+static void g_conv_1x1_f16(tg_t* t) {
+  tg_input(t, "x", F16, 4, DIMS(1, 24, 16, 16));
+  tg_const(t, "w", F16, 4, DIMS(40, 24, 1, 1));
+  tg_const(t, "b", F16, 1, DIMS(40));
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
   tg_input(t, "x", F16, 4, DIMS(1, 8, 15, 17));
   tg_const(t, "w", F16, 4, DIMS(24, 8, 3, 3));
@@ -1355,11 +1365,12 @@ static void test_gemm_substitution(void) {
     /* and its f16 weights and input (the phase split's copy) read as
      * rgba16f texels (conv.comp TEXEL_W16 / TEXEL_X16), as the depthwise
      * conv's f16 weights (depthwise.comp; its X is the graph's f32 input,
-     * read as f32 texels), each matching the reference */
-    const build_fn b16[2] = {g_conv_residual, g_depthwise};
-    const char* what16[2] = {"f16 conv texels", "f16 depthwise texels"};
-    const char* x16[2] = {"#define TEXEL_X16 1\n", "#define TEXEL 1\n"};
-    for (int i = 0; i < 2; ++i) {
+     * read as f32 texels), and an f16 1x1 conv's Y stored as f16vec4s
+     * (Y16), each matching the reference */
+    const build_fn b16[3] = {g_conv_residual, g_depthwise, g_conv_1x1_f16};
+    const char* what16[3] = {"f16 conv texels", "f16 depthwise texels", "f16 1x1 conv texels"};
+    const char* x16[3] = {"#define TEXEL_X16 1\n", "#define TEXEL 1\n", "#define Y16 1\n#define"};
+    for (int i = 0; i < 3; ++i) {
       kiln_program_t* prog = graph_program(b16[i], true, true);
       CHECK_MSG(prog && strstr(prog->code.text, x16[i]), "%s: X not read as texels (%s)", what16[i], x16[i]);
       CHECK_MSG(prog && strstr(prog->code.text, "#define TEXEL_W16 1\n"), "%s: W not read as rgba16f texels", what16[i]);
