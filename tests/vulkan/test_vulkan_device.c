@@ -923,23 +923,18 @@ static void g_conv_wino_pads(tg_t* t) {
   tg_output(t, "y");
 }
 
-static void g_conv_1x1(tg_t* t) { /* no crop: the grid is Y */
-  tg_input(t, "x", F32, 4, DIMS(1, 24, 16, 16));
-  tg_const(t, "w", F32, 4, DIMS(40, 24, 1, 1));
-  tg_const(t, "b", F32, 1, DIMS(40));
+/* no crop: the grid is Y; |dt| the input's, weights' and bias' type */
+static void conv_1x1_of(tg_t* t, kiln_dtype_t dt) {
+  tg_input(t, "x", dt, 4, DIMS(1, 24, 16, 16));
+  tg_const(t, "w", dt, 4, DIMS(40, 24, 1, 1));
+  tg_const(t, "b", dt, 1, DIMS(40));
   tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
   tg_output(t, "y");
 }
-
-/* The same in f16 throughout: input and weights read as rgba16f texels,
- * Y stored 4 halves at a time (conv.comp Y16) */
-static void g_conv_1x1_f16(tg_t* t) {
-  tg_input(t, "x", F16, 4, DIMS(1, 24, 16, 16));
-  tg_const(t, "w", F16, 4, DIMS(40, 24, 1, 1));
-  tg_const(t, "b", F16, 1, DIMS(40));
-  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "y", 0, NULL);
-  tg_output(t, "y");
-}
+static void g_conv_1x1(tg_t* t) { conv_1x1_of(t, F32); }
+/* in f16 throughout: input and weights read as rgba16f texels, Y stored 4
+ * halves at a time (conv.comp Y16) */
+static void g_conv_1x1_f16(tg_t* t) { conv_1x1_of(t, F16); }
 
 static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
   tg_input(t, "x", F16, 4, DIMS(1, 8, 15, 17));
