@@ -233,7 +233,8 @@ kiln_status_t kiln_graph_split_wide_gemms(kiln_graph_t* g, uint64_t max_binding,
     if (c.dead[i] || !as_gemm(g, i, &m)) continue;
     const int64_t tile = pack_tile(m.n);
     const uint64_t packed = column_bytes(g, &m) * (uint64_t)((m.n + tile - 1) / tile * tile);
-    const uint64_t most = packed > tensor_bytes(g, m.bias) ? packed : tensor_bytes(g, m.bias);
+    const uint64_t bias_bytes = tensor_bytes(g, m.bias), b_bytes = tensor_bytes(g, m.b);
+    const uint64_t most = packed > bias_bytes ? packed : bias_bytes;
     if (most <= max_binding) continue;
     char why[320];
     int64_t cols = slice_columns(&c, &m, max_binding, why, sizeof why);
@@ -252,7 +253,7 @@ kiln_status_t kiln_graph_split_wide_gemms(kiln_graph_t* g, uint64_t max_binding,
       while (pieces > 1 && (int64_t)(pieces - 1) * w >= m.n) --pieces;
       if (pieces == 1) continue; /* it fits after all */
     }
-    const uint64_t raw = tensor_bytes(g, m.b) > tensor_bytes(g, m.bias) ? tensor_bytes(g, m.b) : tensor_bytes(g, m.bias);
+    const uint64_t raw = b_bytes > bias_bytes ? b_bytes : bias_bytes;
     kiln_gemm_split_note_t nt = {g->nodes[i].name, g->nodes[i].op_type, raw, max_binding, pieces, pieces ? w : 0,
                                  pieces ? NULL : why};
     if (pieces > 1) {

@@ -368,35 +368,41 @@ static kiln_status_t base_key(const char* cc, const char* flags, const char* dir
  * the walk holds its list lock, the reverse of the order a dlopen on
  * another thread takes them in (a session created on each client thread
  * deadlocked that way, about one run in thirty). */
-#define PIN_MAX 4
-
 typedef struct {
-  char* names[PIN_MAX];
-  int n;
+  char** names;
+  int n, cap;
 } pin_list_t;
 
 static int find_openmp(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   pin_list_t* list = data;
   const char* name = info->dlpi_name;
-  if (!name || !*name || list->n == PIN_MAX) return 0;
+  if (!name || !*name) return 0;
   const char* base = strrchr(name, '/');
   base = base ? base + 1 : name;
   if (strncmp(base, "libgomp", 7) && strncmp(base, "libomp", 6) && strncmp(base, "libiomp", 7))
     return 0;
+  if (list->n == list->cap) {
+    const int cap = list->cap ? 2 * list->cap : 4;
+    char** grown = realloc(list->names, sizeof *grown * (size_t)cap);
+    if (!grown) return 0; /* out of memory: this one stays unpinned */
+    list->names = grown;
+    list->cap = cap;
+  }
   char* copy = strdup(name);
   if (copy) list->names[list->n++] = copy; /* out of memory: this one stays unpinned */
   return 0;
 }
 
 void kiln_cpu_pin_openmp(void) {
-  pin_list_t list = {{0}, 0};
+  pin_list_t list = {NULL, 0, 0};
   dl_iterate_phdr(find_openmp, &list);
   for (int i = 0; i < list.n; ++i) {
     void* h = dlopen(list.names[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     if (h) dlclose(h); /* drops our reference; NODELETE keeps it mapped */
     free(list.names[i]);
   }
+  free(list.names);
 }
 
 kiln_status_t kiln_cpu_module_load_so(const char* path, const char* const* names, int32_t n,
