@@ -236,7 +236,7 @@ bool kiln_template_winograd_covers(const kiln_template_conv_t* c);
 int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c);
 
 /* For a Winograd instance |c| of |plan| whose planes are the phase split's
- * zero-padded copy of an f32 2-D X: makes its 'X' parameter X itself
+ * zero-padded copy of an f32 or f16 2-D X: makes its 'X' parameter X itself
  * (c->x_direct; the template zeroes the padding in its reads) and returns
  * true; false (c unchanged) otherwise. */
 bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t* c);
@@ -686,6 +686,10 @@ typedef struct kiln_template_set_s {
   /* with |winograd|: only where the weights and input are f32 (the
    * target's Winograd reads f16 operands slower than its implicit GEMM) */
   bool winograd_f32_only;
+  /* with |winograd|: f16 weights and input only where the device binds
+   * rgba16f texel buffers (no KILN_GPU_LACKS_TEXEL_F16 in |gpu_lacks|: the
+   * target reads them as such texels) */
+  bool winograd_f16_texels;
   /* with |winograd|: F(4x4, 3x3) instances (weights W_WINOGRAD4) */
   bool winograd4;
   /* with |winograd|: an instance whose planes are the phase split's

@@ -40,7 +40,9 @@ static bool weights_private(const kiln_plan_t* plan, const kiln_template_conv_t*
 }
 
 static bool winograd_wins(const kiln_template_set_t* set, const kiln_template_conv_t* c) {
-  for (int32_t j = 0; set->winograd_f32_only && j < c->n_params; ++j)
+  const bool f16_ok = !set->winograd_f32_only &&
+                      !(set->winograd_f16_texels && (set->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16));
+  for (int32_t j = 0; !f16_ok && j < c->n_params; ++j)
     if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
   const int64_t tiles = kiln_template_winograd_tiles(c);
   return c->C >= set->winograd_min_channels && c->M >= set->winograd_min_channels &&

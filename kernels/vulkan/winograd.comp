@@ -55,7 +55,9 @@
 //                    unset: one tile row
 //   TEXEL 1          W and X as uniform texel buffers of vec4 (f32; kiln's
 //                    tile mode 4): one 16-byte load per lane on lavapipe
-//                    where a storage-buffer load is a loop over the lanes
+//                    where a storage-buffer load is a loop over the lanes;
+//                    an f16 one (TEXEL_W16 / TEXEL_X16 1) as an rgba16f
+//                    storage texel buffer read with imageLoad (conv.comp)
 //   TEXEL_Y 1        Y as an rgba32f storage texel buffer (f32 Y, CWO a
 //                    multiple of 4): 4 columns of an output row a texel
 //   Y_VEC4 1         (TEXEL_Y 1) those texels through a storage buffer of
@@ -163,10 +165,25 @@ bool CADD; // main() reads it from W
 #endif
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-#if TEXEL
+#ifndef TEXEL_W16
+#define TEXEL_W16 0
+#endif
+#ifndef TEXEL_X16
+#define TEXEL_X16 0
+#endif
+#if TEXEL && TEXEL_W16
+layout(set = 0, binding = BIND_W, rgba16f) uniform restrict readonly imageBuffer tw;
+#define U4(i) imageLoad(tw, (i))
+#elif TEXEL
 layout(set = 0, binding = BIND_W) uniform samplerBuffer tw;
-layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
 #define U4(i) texelFetch(tw, (i))
+#endif
+#if TEXEL && TEXEL_X16
+layout(set = 0, binding = BIND_X, rgba16f) uniform restrict readonly imageBuffer tx;
+#define FETCH_X(i) imageLoad(tx, i)
+#elif TEXEL
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define FETCH_X(i) texelFetch(tx, i)
 #else
 layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW { TW w_[]; };
 layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TX x_[]; };
@@ -221,7 +238,7 @@ void load_row(int a, int s, int end, out float d[RW]) {
 #if TEXEL
   const int t0 = a >> 2, tl = (end - 1) >> 2;
   vec4 xt[RT];
-  [[unroll]] for (int f = 0; f < RT; ++f) xt[f] = texelFetch(tx, clamp(t0 + f, 0, tl));
+  [[unroll]] for (int f = 0; f < RT; ++f) xt[f] = FETCH_X(clamp(t0 + f, 0, tl));
   [[unroll]] for (int f = 0; f < RT - 1; ++f) {
     const vec4 p = xt[f], q = xt[f + 1];
     const vec4 v = s == 0 ? p : s == 1 ? vec4(p.yzw, q.x) : s == 2 ? vec4(p.zw, q.xy) : vec4(p.w, q.xyz);

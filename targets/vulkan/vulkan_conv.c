@@ -40,7 +40,9 @@ uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_ep
   uint32_t ops = 0;
   for (int32_t j = 0; j < c->n_params; ++j) {
     const char r = c->roles[j] == 'D' ? '0' : c->roles[j];
-    if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && !c->f16[j]) ops |= texel_epi & (1u << (r - '0'));
+    if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && (texel_epi >> (r - '0') & 1u) &&
+        (!c->f16[j] || (texel_epi & KILN_VULKAN_EPI_F16)))
+      ops |= (1u << (r - '0')) | (c->f16[j] ? KILN_VULKAN_EPI_HALF(r - '0') : 0u);
   }
   return ops;
 }
@@ -57,6 +59,11 @@ kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_temp
       type[at - "WXCY"] = c->f16[j] ? "float16_t" : "float";
     } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && (texel_epi >> (r - '0') & 1) && !c->f16[j]) {
       kiln_vulkan_sb_printf(b, "layout(set = 0, binding = %d) uniform samplerBuffer te%c;\n", (int)j, r);
+    } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX && (texel_epi >> (r - '0') & 1) &&
+               (texel_epi & KILN_VULKAN_EPI_F16)) {
+      /* a sampled buffer has no format in SPIR-V: f16 texels are images */
+      kiln_vulkan_sb_printf(b, "layout(set = 0, binding = %d, rgba16f) uniform restrict readonly imageBuffer te%c;\n",
+                            (int)j, r);
     } else if (r >= '0' && r < '0' + KILN_TEMPLATE_EPI_MAX) {
       kiln_vulkan_sb_printf(b, "layout(std430, set = 0, binding = %d) restrict readonly buffer BufE%c { %s e%c[]; };\n",
                             (int)j, r, c->f16[j] ? "float16_t" : "float", r);
@@ -141,7 +148,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
         kiln_vulkan_epi_texel_ok(&c->epi, r - '0', c->f16[j], c->M, cp, c->batch))
       quads |= 1u << (r - '0');
   }
-  const uint32_t texel_epi = (mode4_texels && et_on ? ~0u : 0u) | quads;
+  const uint32_t texel_epi = (mode4_texels && et_on ? ~KILN_VULKAN_EPI_F16 : 0u) | quads; /* f32 operands */
   kiln_status_t ps = kiln_vulkan_conv_params_texel(&b, c, "conv", name, bind, type, texel_epi);
   if (ps) {
     free(b.p);

@@ -70,19 +70,20 @@ static void epi_index(kiln_vulkan_sb_t* b, const kiln_template_epi_operand_t* o,
 
 /* operand |i| at image b, channel m and the position |pos| prints: a float
  * of its storage buffer; with its bit in |texels| a component of
- * samplerBuffer teI: with its bit in |quads| too (KC_EPI4: laid out as Y,
+ * samplerBuffer teI (an rgba16f image with its KILN_VULKAN_EPI_HALF bit): with its bit in |quads| too (KC_EPI4: laid out as Y,
  * position stride 1) component e of the texel holding positions q .. q + 3,
  * one fetch for the 4 outputs of a stored texel, else the component of the
  * position's own texel */
 static void epi_operand(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int32_t i, int64_t m, int64_t p,
                         const char* pos, uint32_t texels, uint32_t quads) {
   const kiln_template_epi_operand_t* o = &e->operands[i];
+  const char* fetch = (texels & KILN_VULKAN_EPI_HALF(i)) ? "imageLoad" : "texelFetch";
   if ((quads >> i) & 1u) {
-    kiln_vulkan_sb_printf(b, "texelFetch(te%d, (", (int)i);
+    kiln_vulkan_sb_printf(b, "%s(te%d, (", fetch, (int)i);
     epi_index(b, o, m, p, "(q)");
     kiln_vulkan_sb_printf(b, ") >> 2)[e]");
   } else if ((texels >> i) & 1u) {
-    kiln_vulkan_sb_printf(b, "texelFetch(te%d, (", (int)i);
+    kiln_vulkan_sb_printf(b, "%s(te%d, (", fetch, (int)i);
     epi_index(b, o, m, p, pos);
     kiln_vulkan_sb_printf(b, ") >> 2)[(");
     epi_index(b, o, m, p, pos);

@@ -150,9 +150,17 @@ kiln_status_t kiln_vulkan_conv_params(kiln_vulkan_sb_t* b, const kiln_template_c
                                       const char* name, int bind[4], const char* type[4]);
 /* The same with the f32 epilogue operands whose bit (operand index) is set
  * in |texel_epi| declared as uniform texel buffers of vec4 (te0, te1, ...;
- * kiln_vulkan_epi_print_texel reads them). */
+ * kiln_vulkan_epi_print_texel reads them); with KILN_VULKAN_EPI_F16 in
+ * |texel_epi| the f16 ones too, as rgba16f storage texel buffers read with
+ * imageLoad (the caller knows the device binds those). */
+#define KILN_VULKAN_EPI_F16 (1u << 31)
+/* In the mask kiln_vulkan_epi_texels returns: operand |i|'s texels are
+ * halves (an rgba16f image: imageLoad where an f32 one takes texelFetch). */
+#define KILN_VULKAN_EPI_HALF(i) (1u << (KILN_TEMPLATE_EPI_MAX + (i)))
 /* The operands of |c| that kiln_vulkan_conv_params_texel declares as texels
- * for |texel_epi| (its f32 ones), as kiln_vulkan_epi_print_texel takes them. */
+ * for |texel_epi| (its f32 ones; f16 ones too with KILN_VULKAN_EPI_F16, each
+ * with its KILN_VULKAN_EPI_HALF bit), as kiln_vulkan_epi_print_texel takes
+ * them. */
 uint32_t kiln_vulkan_epi_texels(const kiln_template_conv_t* c, uint32_t texel_epi);
 kiln_status_t kiln_vulkan_conv_params_texel(kiln_vulkan_sb_t* b, const kiln_template_conv_t* c, const char* what,
                                             const char* name, int bind[4], const char* type[4], uint32_t texel_epi);
@@ -299,17 +307,18 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* t
  * geometry and loop trips per invocation; its weights laid out as
  * KILN_TEMPLATE_W_WINOGRAD (WF 2) or _W_WINOGRAD4 (WF 4) with block =
  * panel = TM, slice 1. |texels_fit|:
- * f32 U and X fit the device's texel buffers (read as vec4 texels, else as
- * storage buffers); |y_texels_fit|: f32 Y does (stored as vec4 texels where
+ * U and X fit the device's texel buffers, and where either is f16 the
+ * device binds rgba16f ones (read as vec4 texels, else as storage
+ * buffers); |y_texels_fit|: f32 Y does (stored as vec4 texels where
  * its rows are whole texels). INVALID_ARGUMENT for bad tiles or a conv the
  * template does not cover. */
 kiln_status_t kiln_vulkan_wino_source(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                       bool texels_fit, bool y_texels_fit, const char* name, char** out_glsl,
                                       int64_t groups[3], int64_t local[3], int64_t* out_trips);
 /* The same with 64-bit integers where |int64| (kiln_vulkan_y_store);
- * |e_texels_fit|: the epilogue's operands fit the device's texel buffers
- * (f32 ones then read as texels where U and X are; kiln_vulkan_wino_source
- * takes |texels_fit| for it); |wg| invocations a work-group (8: lavapipe's;
+ * |e_texels_fit|: the epilogue's operands fit the device's texel buffers,
+ * f16 ones as rgba16f (then read as texels where U and X are;
+ * kiln_vulkan_wino_source takes |texels_fit| for it); |wg| invocations a work-group (8: lavapipe's;
  * KILN_VULKAN_WG_GPU under the GPU rules; 1..1024). */
 kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const kiln_vulkan_wino_tiles_t* t,
                                             bool texels_fit, bool y_texels_fit, bool e_texels_fit, bool int64,

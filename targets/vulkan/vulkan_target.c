@@ -62,10 +62,12 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                .winograd_min_channels = wino_all ? 0 : 8,
                                .winograd_min_tiles = 0,
                                .winograd_min_work = 0,
-                               /* f16 operands are read as storage buffers there (no
-                                * RGBA16F texel views): ResNet-18 --precision fp16
-                                * 306 ms a run with it, 272 without */
-                               .winograd_f32_only = true,
+                               /* f16 operands as rgba16f texels (winograd.comp
+                                * TEXEL_W16): only where the device binds those; as
+                                * storage buffers Winograd was slower than the implicit
+                                * GEMM (ResNet-18 --precision fp16 306 ms a run with it,
+                                * 272 without) */
+                               .winograd_f16_texels = true,
                                .winograd4 = wino && !strcmp(wino, "f4"),
                                /* winograd.comp zeroes the padding in its reads of X: no
                                 * printed phase split before it (KILN_SPIRV_WINO_PAD=copy
@@ -296,9 +298,9 @@ kiln_status_t kiln_spirv_emit(const kiln_plan_t* plan, kiln_program_t* prog) {
       bool fit = true, fit_y = false, fit_e = true;
       for (int32_t j = 0; j < t->conv.n_params; ++j) {
         const char r = t->conv.roles[j];
-        if (r == 'W' || r == 'X') fit = fit && texels_fit(plan, t->conv.args[j]);
+        if (r == 'W' || r == 'X') fit = fit && read_texels_fit(plan, t->conv.args[j]);
         if (r == 'Y') fit_y = texels_fit(plan, t->conv.args[j]);
-        if ((r >= '0' && r <= '9') || r == 'D') fit_e = fit_e && texels_fit(plan, t->conv.args[j]);
+        if ((r >= '0' && r <= '9') || r == 'D') fit_e = fit_e && read_texels_fit(plan, t->conv.args[j]);
       }
       if (!s)
         s = kiln_vulkan_wino_source_int64(&t->conv, &wt, fit, fit_y, fit_e, !(plan->gpu_lacks & KILN_GPU_LACKS_INT64),

@@ -52,11 +52,19 @@ kiln_vulkan_wino_tiles_t kiln_vulkan_wino_default_tiles(const kiln_template_t* w
    * 1-3 s more cold start, so F(2x2) stays the default there; a tuning
    * record or KILN_SPIRV_WINOGRAD=f4 takes the two-row form.
    * KILN_SPIRV_WINOGRAD=f4 (the set's winograd4: W_WINOGRAD4 weights)
-   * takes it everywhere, =f2 nowhere. */
+   * takes it everywhere, =f2 nowhere.
+   * Not with f16 weights: F(4x4)'s U rounded to f16 loses what its output
+   * transform's cancellation needs (ResNet-18 --precision fp16 against
+   * onnxruntime: max abs error 0.0054 with F(4x4), 0.0025 with F(2x2),
+   * 0.0024 for the f16 format itself; test_vulkan_device's small convs
+   * up to 0.08 off at outputs of 0.1-1.7), so F(2x2) there unless forced
+   * (a tuner's point must match the default's outputs within 1e-3). */
+  bool w16 = false;
+  for (int32_t j = 0; j < w->conv.n_params; ++j) w16 = w16 || (w->conv.roles[j] == 'W' && w->conv.f16[j]);
   const char* wino = getenv("KILN_SPIRV_WINOGRAD");
   if (w->weights.layout == KILN_TEMPLATE_W_WINOGRAD4)
     t.wf = 4;
-  else if (!(wino && !strcmp(wino, "f2")) && (w->conv.ow + 3) / 4 >= t.nt)
+  else if (!(wino && !strcmp(wino, "f2")) && !w16 && (w->conv.ow + 3) / 4 >= t.nt)
     t.wf = 4;
   return t;
 }
@@ -109,18 +117,22 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln winograd '%s': F(%dx%d,3x3), %lld -> %lld channels, %lld x %lld\n", name, t->wf,
                         t->wf, (long long)c->C, (long long)c->M, (long long)c->oh, (long long)c->ow);
-  /* vec4 texel reads of f32 U and X where the device's texel buffers hold
-   * them; texel stores of f32 Y where its rows are whole texels */
-  bool wx32 = true;
-  for (int32_t j = 0; j < c->n_params; ++j) wx32 = wx32 && !((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]);
-  const int texel = texels_fit && wx32;
+  /* vec4 texel reads of U and X where the device's texel buffers hold
+   * them (f16 ones where it binds rgba16f texels: |texels_fit| says);
+   * texel stores of f32 Y where its rows are whole texels */
+  bool w16 = false, x16 = false;
+  for (int32_t j = 0; j < c->n_params; ++j) {
+    w16 = w16 || (c->roles[j] == 'W' && c->f16[j]);
+    x16 = x16 || (c->roles[j] == 'X' && c->f16[j]);
+  }
+  const int texel = texels_fit;
   /* the f32 epilogue operands (a residual) as texels too where U and X
    * are: lavapipe's LLVM took 12-15 s to compile an F(4x4) instance with a
    * residual read from a storage buffer (a loop over the lanes for each of
    * its 512 loads an invocation), 5-6 s the same instance without one
    * (KILN_SPIRV_EPI_TEXELS=off keeps the storage buffers) */
   const char* et = getenv("KILN_SPIRV_EPI_TEXELS");
-  const uint32_t texel_epi = texel && e_texels_fit && !(et && !strcmp(et, "off")) ? ~0u : 0u;
+  const uint32_t texel_epi = texel && e_texels_fit && !(et && !strcmp(et, "off")) ? ~0u : 0u; /* f16 too */
   kiln_status_t ps = kiln_vulkan_conv_params_texel(&b, c, "winograd", name, bind, type, texel_epi);
   if (ps) {
     free(b.p);
@@ -176,6 +188,7 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   const int y_vec2 = !texel_y && !strcmp(type[3], "float") && c->ow % 2 == 0 && !(ys && !strcmp(ys, "scalar"));
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
                         type[2], type[3]);
+  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n", texel && w16, texel && x16);
   kiln_vulkan_sb_printf(&b,
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
                         "#define CBATCH %lld\n#define CHAS_BIAS %d\n"
@@ -204,7 +217,8 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   if (wg != 8) kiln_vulkan_sb_printf(&b, "#define WG %d\n", (int)wg);   /* (lavapipe's 8: the text unchanged) */
   if (epi_rt == 2)
     kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { const int ei = (b) * (CM * CP) + (m) * CP + (p); "
-                              "if (CADD) v = v + texelFetch(te0, ei >> 2)[ei & 3]; v = CRELU ? max(v, 0.0) : v; }\n");
+                              "if (CADD) v = v + %s(te0, ei >> 2)[ei & 3]; v = CRELU ? max(v, 0.0) : v; }\n",
+                          (texel_ops & KILN_VULKAN_EPI_HALF(0)) ? "imageLoad" : "texelFetch");
   else if (epi_rt) kiln_vulkan_sb_printf(&b, "#define KC_EPI(v, b, m, p) { v = CRELU ? max(v, 0.0) : v; }\n");
   else if (crt) kiln_vulkan_epi_print_texel(&b, &c->epi, c->M, c->oh * c->ow, texel_ops);
   else kiln_vulkan_epi_print_texel(&b, &c->epi, 0, 0, texel_ops);

@@ -879,6 +879,21 @@ static void g_conv_residual(tg_t* t) {
   tg_output(t, "y");
 }
 
+/* A conv whose input and residual are one Relu's output, so in an fp16
+ * plan both are an f16 activation (the graph's input stays f32) */
+static void g_conv_residual_f16(tg_t* t) {
+  tg_input(t, "x0", F32, 4, DIMS(2, 12, 11, 13));
+  tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
+  tg_const(t, "w", F32, 4, DIMS(12, 12, 3, 3));
+  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
+  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
+  kiln_attr_t al = kiln_attr_make_float("alpha", 0.1f);
+  tg_node(t, "LeakyRelu", "lrelu", 1, NAMES("c"), "l", 1, &al);
+  tg_node(t, "Add", "add", 2, NAMES("x", "l"), "s", 0, NULL);
+  tg_node(t, "Relu", "relu", 1, NAMES("s"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 /* Window pools for kernels/vulkan/pool.comp: unaligned rows (18 columns),
  * pads, a partial last block of 8 outputs, ceil_mode, both AveragePool
  * counts and texel stores (16 -> 8 columns); GlobalAveragePool of 7x7
@@ -962,6 +977,7 @@ static void g_depthwise(tg_t* t) {
 }
 
 static kiln_program_t* graph_program(build_fn build, bool fuse, bool fp16);
+static void check_text(build_fn build, bool fp16, const char* want, const char* what);
 
 /* Depthwise row-form planes whose work-group and rows come from the plane
  * cost (vulkan_tiles.c, kiln_vulkan_dw_plane_cost): 28x28 (4 rows of 8 an
@@ -1354,7 +1370,31 @@ static void test_gemm_substitution(void) {
     CHECK_MSG(prog && strstr(prog->code.text, "// kiln pool '") && prog->n_kernels == 1, "GlobalAveragePool: no pool shader");
     kiln_program_destroy(prog);
   }
-  /* f16 buffers after the precision pass: the implicit GEMM (Winograd is f32 only) */
+  /* f16 buffers after the precision pass: Winograd F(2x2) (F(4x4)'s U
+   * loses too much in f16) reading f16 U and X (in place: no phase split)
+   * as rgba16f texels; with Winograd off the implicit GEMM */
+  check_conv_shader(g_conv_residual, true, 1, "F(2x2,3x3)");
+  check_conv_shader(g_conv_residual_f16, true, 2, "F(2x2,3x3)"); /* the Relu, the conv */
+  check_text(g_conv_residual_f16, true, "#define TEXEL_X16 1\n", "f16 Winograd X as rgba16f texels");
+  check_text(g_conv_residual_f16, true, "#define TEXEL_W16 1\n", "f16 Winograd U as rgba16f texels");
+  check_text(g_conv_residual_f16, true, "#define CDIRECT 1\n", "f16 Winograd X read in place");
+  check_text(g_conv_residual_f16, true, "rgba16f) uniform restrict readonly imageBuffer te0;",
+             "f16 Winograd residual as rgba16f texels");
+  for (int v = 0; v < 2; ++v) {
+    if (v) setenv("KILN_SPIRV_EPI_TEXELS", "off", 1); /* the residual from a storage buffer */
+    if (v) check_text(g_conv_residual_f16, true, "buffer BufE0 { float16_t e0[]; }", "f16 residual buffer");
+    const build_fn b[2] = {g_conv_residual, g_conv_residual_f16};
+    const char* what[2] = {"f16 winograd, f32 X", "f16 winograd texels"};
+    for (int i = 0; i < 2; ++i) {
+      tg_t t;
+      tg_init(&t);
+      b[i](&t);
+      run_case(&t, what[i], true, true, 1e-2, 1e-2);
+      tg_free(&t);
+    }
+    unsetenv("KILN_SPIRV_EPI_TEXELS");
+  }
+  setenv("KILN_SPIRV_WINOGRAD", "off", 1);
   check_conv(g_conv_residual, true, 2);
   {
     /* and its f16 weights and input (the phase split's copy) read as
@@ -1377,6 +1417,7 @@ static void test_gemm_substitution(void) {
       tg_free(&t);
     }
   }
+  unsetenv("KILN_SPIRV_WINOGRAD");
   {
     kiln_program_t* prog = graph_program(g_depthwise, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
