@@ -345,12 +345,15 @@ int64_t kiln_template_q8_trips(const kiln_template_q8_t* q);
 typedef struct kiln_template_pool_s {
   bool max;       /* MaxPool (else an average) */
   bool count_pad; /* AveragePool: count_include_pad */
+  bool hx, hy;    /* X / Y are f16 (fp16 plans; an average sums in f32) */
   int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw;
   int32_t bind_x, bind_y;
 } kiln_template_pool_t;
 
 /* True when plan kernel |k| is such a pool (dilations 1, taps and planes
- * within the maxima, indices within int32, no Indices output); fills |out|. */
+ * within the maxima, indices within int32, no Indices output; X and Y f32
+ * or f16, each: out->hx / hy, which a set takes only with |pool_f16|);
+ * fills |out|. */
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* out);
 
 /* ---- row reductions (template_rows.c) -------------------------------------- */
@@ -702,8 +705,12 @@ typedef struct kiln_template_set_s {
    * instance with a residual Add + Relu and one text can serve both (the
    * Add chosen at run time: KILN_TEMPLATE_WINO4_SIZES's word 9) */
   bool winograd_epi_slot;
-  /* 2-D f32 pools (kiln_template_pool_match) */
+  /* 2-D f32 pools (kiln_template_pool_match); |pool_f16|: f16 X or Y too
+   * where the device binds rgba16f storage texel buffers (no
+   * KILN_GPU_LACKS_TEXEL_F16 in |gpu_lacks|: the target reads f16 X as
+   * such texels) */
   bool pool;
+  bool pool_f16;
   /* f32 Softmax / LogSoftmax rows (kiln_template_rows_match) of at least
    * |rows_min_elems| elements in all, LayerNormalization rows of at least
    * |rows_ln_min_elems|, reductions and global pools of at least

@@ -260,7 +260,8 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
                (set->rows_f16 || !(t->rows.hx || t->rows.hy))) {
       /* before the pools: a GlobalAveragePool the rule gives the rows */
       t->kind = KILN_TEMPLATE_ROWS;
-    } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool)) {
+    } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool) &&
+               (!(t->pool.hx || t->pool.hy) || (set->pool_f16 && !(set->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16)))) {
       t->kind = KILN_TEMPLATE_POOL;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);

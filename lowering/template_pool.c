@@ -3,8 +3,9 @@
  * (lowering/lower_nn_pool.c): it reads X (or a flat view of it) and writes
  * Y (or a flat view) and nothing else. The match rebuilds the window from
  * the node and checks it against the buffer shapes; anything else (an
- * Indices output, a fused consumer, f16, dilations, blocked layouts) keeps
- * the printed kernel, which is always correct. */
+ * Indices output, a fused consumer, dilations, blocked layouts) keeps the
+ * printed kernel, which is always correct. X and Y may each be f16 (hx,
+ * hy); the set decides whether it takes those. */
 #include "lowering/template.h"
 
 #include <string.h>
@@ -15,8 +16,9 @@
 bool kiln_template_pool_match(const kiln_plan_t* plan, int32_t k, kiln_template_pool_t* q) {
   memset(q, 0, sizeof *q);
   const tir_buffer_t *X = NULL, *Y = NULL;
-  const kiln_node_t* n = kiln_template_lone_unary(plan, k, false, &X, &Y, &q->bind_x, &q->bind_y);
+  const kiln_node_t* n = kiln_template_lone_unary(plan, k, true, &X, &Y, &q->bind_x, &q->bind_y);
   if (!n) return false;
+  q->hx = X->dtype == KILN_DTYPE_F16, q->hy = Y->dtype == KILN_DTYPE_F16;
   const bool global = !strcmp(n->op_type, "GlobalAveragePool");
   q->max = !strcmp(n->op_type, "MaxPool");
   if (!global && !q->max && strcmp(n->op_type, "AveragePool")) return false;

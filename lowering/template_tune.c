@@ -122,7 +122,8 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
   else if (t->kind == KILN_TEMPLATE_Q8) put_q8(&f, &t->q8);
   else if (t->kind == KILN_TEMPLATE_POOL) {
     const kiln_template_pool_t* q = &t->pool;
-    const int64_t v[13] = {q->max, q->count_pad, q->planes, q->ih, q->iw, q->oh, q->ow, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw};
+    const int64_t v[13] = {q->max + 2 * q->hx + 4 * q->hy, q->count_pad, q->planes, q->ih, q->iw, q->oh, q->ow,
+                           q->kh, q->kw, q->sh, q->sw, q->ph, q->pw};
     for (int32_t i = 0; i < 13; ++i) put_i(&f, v[i]);
   }
   else if (t->kind == KILN_TEMPLATE_ROWS) {

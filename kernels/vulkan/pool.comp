@@ -9,7 +9,8 @@
 #define KILN_GID gl_GlobalInvocationID
 #define KILN_WG_GUARD
 #endif
-// kiln 2-D window pool (MaxPool, AveragePool, GlobalAveragePool), f32:
+// kiln 2-D window pool (MaxPool, AveragePool, GlobalAveragePool), f32 or
+// f16 X and Y (HX / HY; f32 sums):
 //
 //   Y[p][oy][ox] = max / mean over the taps (ky, kx) with iy = oy*SH + ky - PH
 //   in [0, IH) and ix = ox*SW + kx - PW in [0, IW) of X[p][iy][ix]
@@ -28,6 +29,8 @@
 // parameter order) and
 //   CP IH IW OH OW KH KW SH SW PH PW   planes (N*C), plane sizes, window
 //   MAX COUNT_PAD RW TEXEL TEXEL_Y
+//   HX HY         1: X / Y are f16 (X's texels an rgba16f storage texel
+//                 buffer read with imageLoad: a sampled buffer has no format)
 //   FLAT          1: the planes are folded into dim x of the dispatch
 //   Y_VEC4        (TEXEL_Y 1) 1: the texels through a storage buffer of
 //                 vec4s; 2: in pairs as u64vec4s (64-bit integers, OW and
@@ -42,13 +45,38 @@
 #endif
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
-#if TEXEL
-layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#ifndef HX
+#define HX 0
+#endif
+#ifndef HY
+#define HY 0
+#endif
+#if HX
+#define TXS float16_t
 #else
-layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { float x[]; };
+#define TXS float
+#endif
+#if HY
+#define TYS float16_t
+#define TY4 f16vec4
+#else
+#define TYS float
+#define TY4 vec4
+#endif
+#if TEXEL && HX
+layout(set = 0, binding = BIND_X, rgba16f) uniform restrict readonly imageBuffer tx;
+#define FETCH_X(i) imageLoad(tx, (i))
+#elif TEXEL
+layout(set = 0, binding = BIND_X) uniform samplerBuffer tx;
+#define FETCH_X(i) texelFetch(tx, (i))
+#else
+layout(std430, set = 0, binding = BIND_X) restrict readonly buffer BufX { TXS x[]; };
 #endif
 #ifndef Y_VEC4
 #define Y_VEC4 0
+#endif
+#if HY && TEXEL_Y && Y_VEC4 != 1
+#error "pool.comp: f16 Y is stored 4 halves a store (Y_VEC4 1) or one a store"
 #endif
 #if TEXEL_Y && Y_VEC4 == 2
 // (Y_VEC4 2) pairs of texels as one u64vec4 (8 floats a lane a store)
@@ -60,15 +88,15 @@ layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY8 { u64v
 #elif TEXEL_Y && Y_VEC4
 // (Y_VEC4 1) vec4 texels through a storage buffer: lavapipe (Mesa 22.3)
 // runs an imageStore as a loop over the lanes per component
-layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { vec4 y4[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY4 { TY4 y4[]; };
 #define YS 4
-#define Y_PUT(i, o) y4[(i) >> 2] = vec4(o[0], o[1], o[2], o[3])
+#define Y_PUT(i, o) y4[(i) >> 2] = TY4(vec4(o[0], o[1], o[2], o[3]))
 #elif TEXEL_Y
 layout(set = 0, binding = BIND_Y, rgba32f) uniform restrict writeonly imageBuffer ty;
 #define YS 4
 #define Y_PUT(i, o) imageStore(ty, (i) >> 2, vec4(o[0], o[1], o[2], o[3]))
 #else
-layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { float y[]; };
+layout(std430, set = 0, binding = BIND_Y) restrict writeonly buffer BufY { TYS y[]; };
 #endif
 
 #define OWB ((OW + RW - 1) / RW)
@@ -103,7 +131,7 @@ void main() {
 #if TEXEL
     const int t0 = a >> 2, s = a & 3, tl = (CP * IH * IW - 1) >> 2;
     vec4 xt[NF];
-    [[unroll]] for (int f = 0; f < NF; ++f) xt[f] = texelFetch(tx, clamp(t0 + f, 0, tl));
+    [[unroll]] for (int f = 0; f < NF; ++f) xt[f] = FETCH_X(clamp(t0 + f, 0, tl));
     [[unroll]] for (int f = 0; f < NF - 1; ++f) {
       const vec4 u = xt[f], v = xt[f + 1];
       const vec4 w = s == 0 ? u : s == 1 ? vec4(u.yzw, v.x) : s == 2 ? vec4(u.zw, v.xy) : vec4(u.w, v.xyz);
@@ -111,7 +139,7 @@ void main() {
         if (f * 4 + e < SEG) seg[f * 4 + e] = w[e];
     }
 #else
-    [[unroll]] for (int j = 0; j < SEG; ++j) seg[j] = x[clamp(a + j, 0, CP * IH * IW - 1)];
+    [[unroll]] for (int j = 0; j < SEG; ++j) seg[j] = float(x[clamp(a + j, 0, CP * IH * IW - 1)]);
 #endif
     [[unroll]] for (int o = 0; o < RW; ++o)
       [[unroll]] for (int kx = 0; kx < KW; ++kx) {
@@ -147,6 +175,6 @@ void main() {
     }
 #else
   [[unroll]] for (int o = 0; o < RW; ++o)
-    if (ox0 + o < OW) y[yb + o] = acc[o];
+    if (ox0 + o < OW) y[yb + o] = TYS(acc[o]);
 #endif
 }

@@ -920,6 +920,34 @@ static void g_pools(tg_t* t) {
   tg_output(t, "a2");
 }
 
+/* f16 pools in an fp16 plan: each pool's input a Relu's output and its
+ * output a 1x1 conv's input, so both are f16 activations (a pool's fused
+ * consumer would keep the printed kernel): a MaxPool with pads (18 columns:
+ * unaligned rows), an AveragePool with ceil_mode and uneven pads, and a
+ * MaxPool to 8 columns (f16 texel stores, 4 halves a store) */
+static void g_pools_f16(tg_t* t) {
+  tg_input(t, "x0", F32, 4, DIMS(2, 8, 11, 18));
+  tg_input(t, "z0", F32, 4, DIMS(1, 8, 16, 16));
+  tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
+  tg_node(t, "Relu", "rz", 1, NAMES("z0"), "z", 0, NULL);
+  kiln_attr_t mp[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
+                       kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1))};
+  tg_node(t, "MaxPool", "maxpool", 1, NAMES("x"), "m", 3, mp);
+  tg_node(t, "MaxPool", "maxpool2", 1, NAMES("z"), "m2", 3, mp);
+  kiln_attr_t ap[4] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
+                       kiln_attr_make_ints("pads", 4, DIMS(1, 0, 1, 2)), kiln_attr_make_int("ceil_mode", 1)};
+  tg_node(t, "AveragePool", "avgpool", 1, NAMES("x"), "a", 4, ap);
+  tg_const(t, "w", F32, 4, DIMS(4, 8, 1, 1));
+  tg_node(t, "Conv", "c1", 2, NAMES("m", "w"), "y1", 0, NULL);
+  tg_node(t, "Conv", "c2", 2, NAMES("m2", "w"), "y2", 0, NULL);
+  tg_node(t, "Conv", "c3", 2, NAMES("a", "w"), "y3", 0, NULL);
+  tg_output(t, "y1");
+  tg_output(t, "y2");
+  tg_output(t, "y3");
+}
+
 static void g_gap(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(2, 3, 7, 7));
   tg_node(t, "GlobalAveragePool", "gap", 1, NAMES("x"), "g", 0, NULL);
@@ -1366,6 +1394,23 @@ static void test_gemm_substitution(void) {
     CHECK_MSG(prog && n == 4 && prog->n_kernels == 4, "%d pool shaders", n);
     CHECK(prog && strstr(prog->code.text, "#define TEXEL_Y 1\n") && strstr(prog->code.text, "#define FLAT 1\n"));
     kiln_program_destroy(prog);
+    /* in fp16: f16 X read as rgba16f texels, f16 Y stored 4 halves a
+     * store where the rows are whole texels */
+    prog = graph_program(g_pools_f16, true, true);
+    n = 0;
+    for (const char* q = prog ? strstr(prog->code.text, "// kiln pool '") : NULL; q; q = strstr(q + 1, "// kiln pool '")) ++n;
+    CHECK_MSG(prog && n == 3, "fp16: %d pool shaders", n);
+    CHECK_MSG(prog && strstr(prog->code.text, "#define TEXEL 1\n#define TEXEL_Y 1\n#define FLAT 1\n#define Y_VEC4 1\n"
+                                              "#define HX 1\n#define HY 1\n"),
+              "fp16 pools: no f16 texel reads and stores");
+    kiln_program_destroy(prog);
+    {
+      tg_t t;
+      tg_init(&t);
+      g_pools_f16(&t);
+      run_case(&t, "f16 pools", true, true, 1e-2, 1e-2);
+      tg_free(&t);
+    }
     prog = graph_program(g_gap, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "// kiln pool '") && prog->n_kernels == 1, "GlobalAveragePool: no pool shader");
     kiln_program_destroy(prog);
