@@ -242,7 +242,7 @@ int64_t kiln_template_winograd_tiles(const kiln_template_conv_t* c);
 bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t* c);
 
 /* For an implicit-GEMM instance |c| of |plan| whose planes are the phase
- * split's zero-padded (stride-phase) copy of an f32 2-D X: makes its 'X'
+ * split's zero-padded (stride-phase) copy of an f32 or f16 2-D X: makes its 'X'
  * parameter X itself (c->x_direct; the template reads X at
  * (oy*sh + ky*dh - pad_h, ox*sw + kx*dw - pad_w), zero outside) on the
  * dense output grid (crop false, Q = oh*ow, q1 x q2 = oh x ow, plane =
@@ -735,7 +735,7 @@ typedef struct kiln_template_set_s {
    * (the printed kernel: the instance waits in the kernel's tmpl_off) */
   bool depthwise_switch;
   /* with |conv|: an implicit-GEMM instance whose planes are the phase
-   * split's copy of f32 2-D X reads X itself (kiln_template_conv_direct)
+   * split's copy of f32 or f16 2-D X reads X itself (kiln_template_conv_direct)
    * and the phase kernel leaves the program (MERGED into the instance) */
   bool conv_reads_x;
 } kiln_template_set_t;

@@ -377,7 +377,8 @@ bool kiln_template_conv_direct(const kiln_plan_t* plan, kiln_template_conv_t* c)
   if (c->x_direct) return true;
   if (c->phase_kernel < 0 || c->x_buffer < 0 || c->od != 1) return false;
   const tir_buffer_t* X = plan->buffers[c->x_buffer].buf;
-  if (X->dtype != KILN_DTYPE_F32 || X->rank != 4 || X->shape[1] != c->C || c->T != c->kh * c->kw || c->ih < 1 ||
+  if ((X->dtype != KILN_DTYPE_F32 && X->dtype != KILN_DTYPE_F16) || X->rank != 4 || X->shape[1] != c->C ||
+      c->T != c->kh * c->kw || c->ih < 1 ||
       c->iw < 1 || c->oh < 1 || c->ow < 1 || c->batch * c->C * c->ih * c->iw > INT32_MAX ||
       c->batch * c->M * c->oh * c->ow > INT32_MAX)
     return false;
@@ -394,7 +395,7 @@ bool kiln_template_conv_direct(const kiln_plan_t* plan, kiln_template_conv_t* c)
     if (o > INT32_MAX) return false;
     c->toff[t] = (int32_t)o;
   }
-  c->args[jx] = c->x_buffer, c->f16[jx] = false;
+  c->args[jx] = c->x_buffer, c->f16[jx] = X->dtype == KILN_DTYPE_F16;
   c->x_direct = true;
   c->crop = false;
   c->Q = c->oh * c->ow;

@@ -990,6 +990,20 @@ static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
   tg_output(t, "y");
 }
 
+/* A stride-2 3x3 conv with a bias and a Relu over a Relu's output (an f16
+ * activation in an fp16 plan), 32 -> 16 channels of 20 x 24 */
+static void g_conv_s2_f16(tg_t* t) {
+  tg_input(t, "x0", F32, 4, DIMS(2, 32, 20, 24));
+  tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
+  tg_const(t, "w", F32, 4, DIMS(16, 32, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(16));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 /* Depthwise (kernels/vulkan/depthwise.comp): channel multiplier 2, stride
  * 2, dilation, asymmetric size, Clip epilogue fused into the kernel. */
 static void g_depthwise(tg_t* t) {
@@ -1400,8 +1414,11 @@ static void test_gemm_substitution(void) {
     n = 0;
     for (const char* q = prog ? strstr(prog->code.text, "// kiln pool '") : NULL; q; q = strstr(q + 1, "// kiln pool '")) ++n;
     CHECK_MSG(prog && n == 3, "fp16: %d pool shaders", n);
-    CHECK_MSG(prog && strstr(prog->code.text, "#define TEXEL 1\n#define TEXEL_Y 1\n#define FLAT 1\n#define Y_VEC4 1\n"
-                                              "#define HX 1\n#define HY 1\n"),
+    CHECK_MSG(prog && strstr(prog->code.text, "#define HX 1\n#define HY 1\n"), "fp16 pools: not f16 X and Y");
+    const char* ys = getenv("KILN_SPIRV_YSTORE"); /* =image: no f16 texel stores (halves) */
+    CHECK_MSG(prog && strstr(prog->code.text, ys && !strcmp(ys, "image")
+                                                  ? "#define TEXEL 1\n#define TEXEL_Y 0\n#define FLAT 1\n#define Y_VEC4 0\n"
+                                                  : "#define TEXEL 1\n#define TEXEL_Y 1\n#define FLAT 1\n#define Y_VEC4 1\n"),
               "fp16 pools: no f16 texel reads and stores");
     kiln_program_destroy(prog);
     {
@@ -1463,6 +1480,17 @@ static void test_gemm_substitution(void) {
     }
   }
   unsetenv("KILN_SPIRV_WINOGRAD");
+  /* in fp16, a stride-2 conv of an f16 activation reads X itself as
+   * rgba16f texels (no phase split), as it reads f32 X */
+  check_conv_shader(g_conv_s2_f16, true, 2, "#define CDIRECT 1\n"); /* the Relu, the conv */
+  check_text(g_conv_s2_f16, true, "#define TEXEL_X16 1\n", "f16 stride-2 conv X as rgba16f texels");
+  {
+    tg_t t;
+    tg_init(&t);
+    g_conv_s2_f16(&t);
+    run_case(&t, "f16 stride-2 conv in place", true, true, 1e-2, 1e-2);
+    tg_free(&t);
+  }
   {
     kiln_program_t* prog = graph_program(g_depthwise, true, false);
     CHECK_MSG(prog && strstr(prog->code.text, "kiln depthwise '"), "depthwise shader not used");
