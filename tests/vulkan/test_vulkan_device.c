@@ -866,17 +866,22 @@ static void g_conv_s2(tg_t* t) {
   tg_output(t, "y");
 }
 
-static void g_conv_residual(tg_t* t) {
-  tg_input(t, "x", F32, 4, DIMS(2, 12, 11, 13));
-  tg_input(t, "res", F32, 4, DIMS(2, 20, 11, 13));
-  tg_const(t, "w", F32, 4, DIMS(20, 12, 3, 3));
+/* y = Relu(res + LeakyRelu(conv3x3(x, w), 0.1)), pads 1, |m| channels out */
+static void conv_residual_nodes(tg_t* t, const char* res, int64_t m) {
+  tg_const(t, "w", F32, 4, DIMS(m, 12, 3, 3));
   kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
   tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
   kiln_attr_t al = kiln_attr_make_float("alpha", 0.1f);
   tg_node(t, "LeakyRelu", "lrelu", 1, NAMES("c"), "l", 1, &al);
-  tg_node(t, "Add", "add", 2, NAMES("res", "l"), "s", 0, NULL);
+  tg_node(t, "Add", "add", 2, NAMES(res, "l"), "s", 0, NULL);
   tg_node(t, "Relu", "relu", 1, NAMES("s"), "y", 0, NULL);
   tg_output(t, "y");
+}
+
+static void g_conv_residual(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 12, 11, 13));
+  tg_input(t, "res", F32, 4, DIMS(2, 20, 11, 13));
+  conv_residual_nodes(t, "res", 20);
 }
 
 /* A conv whose input and residual are one Relu's output, so in an fp16
@@ -884,32 +889,31 @@ static void g_conv_residual(tg_t* t) {
 static void g_conv_residual_f16(tg_t* t) {
   tg_input(t, "x0", F32, 4, DIMS(2, 12, 11, 13));
   tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
-  tg_const(t, "w", F32, 4, DIMS(12, 12, 3, 3));
-  kiln_attr_t pads = kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1));
-  tg_node(t, "Conv", "conv", 2, NAMES("x", "w"), "c", 1, &pads);
-  kiln_attr_t al = kiln_attr_make_float("alpha", 0.1f);
-  tg_node(t, "LeakyRelu", "lrelu", 1, NAMES("c"), "l", 1, &al);
-  tg_node(t, "Add", "add", 2, NAMES("x", "l"), "s", 0, NULL);
-  tg_node(t, "Relu", "relu", 1, NAMES("s"), "y", 0, NULL);
-  tg_output(t, "y");
+  conv_residual_nodes(t, "x", 12);
 }
 
 /* Window pools for kernels/vulkan/pool.comp: unaligned rows (18 columns),
  * pads, a partial last block of 8 outputs, ceil_mode, both AveragePool
  * counts and texel stores (16 -> 8 columns); GlobalAveragePool of 7x7
  * planes (49 taps) */
-static void g_pools(tg_t* t) {
-  tg_input(t, "x", F32, 4, DIMS(2, 3, 11, 18));
-  tg_input(t, "x2", F32, 4, DIMS(1, 4, 16, 16));
+/* MaxPools of |x| and |x2| (3x3, stride 2, pads 1) into m and m2, an
+ * AveragePool of |x| (ceil_mode, uneven pads) into a */
+static void pool_nodes(tg_t* t, const char* x, const char* x2) {
   kiln_attr_t mp[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
                        kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
                        kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1))};
-  tg_node(t, "MaxPool", "maxpool", 1, NAMES("x"), "m", 3, mp);
-  tg_node(t, "MaxPool", "maxpool2", 1, NAMES("x2"), "m2", 3, mp);
+  tg_node(t, "MaxPool", "maxpool", 1, NAMES(x), "m", 3, mp);
+  tg_node(t, "MaxPool", "maxpool2", 1, NAMES(x2), "m2", 3, mp);
   kiln_attr_t ap[4] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
                        kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
                        kiln_attr_make_ints("pads", 4, DIMS(1, 0, 1, 2)), kiln_attr_make_int("ceil_mode", 1)};
-  tg_node(t, "AveragePool", "avgpool", 1, NAMES("x"), "a", 4, ap);
+  tg_node(t, "AveragePool", "avgpool", 1, NAMES(x), "a", 4, ap);
+}
+
+static void g_pools(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(2, 3, 11, 18));
+  tg_input(t, "x2", F32, 4, DIMS(1, 4, 16, 16));
+  pool_nodes(t, "x", "x2");
   kiln_attr_t ap2[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(2, 3)),
                         kiln_attr_make_ints("pads", 4, DIMS(0, 1, 1, 1)),
                         kiln_attr_make_int("count_include_pad", 1)};
@@ -930,15 +934,7 @@ static void g_pools_f16(tg_t* t) {
   tg_input(t, "z0", F32, 4, DIMS(1, 8, 16, 16));
   tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
   tg_node(t, "Relu", "rz", 1, NAMES("z0"), "z", 0, NULL);
-  kiln_attr_t mp[3] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
-                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
-                       kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1))};
-  tg_node(t, "MaxPool", "maxpool", 1, NAMES("x"), "m", 3, mp);
-  tg_node(t, "MaxPool", "maxpool2", 1, NAMES("z"), "m2", 3, mp);
-  kiln_attr_t ap[4] = {kiln_attr_make_ints("kernel_shape", 2, DIMS(3, 3)),
-                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)),
-                       kiln_attr_make_ints("pads", 4, DIMS(1, 0, 1, 2)), kiln_attr_make_int("ceil_mode", 1)};
-  tg_node(t, "AveragePool", "avgpool", 1, NAMES("x"), "a", 4, ap);
+  pool_nodes(t, "x", "z");
   tg_const(t, "w", F32, 4, DIMS(4, 8, 1, 1));
   tg_node(t, "Conv", "c1", 2, NAMES("m", "w"), "y1", 0, NULL);
   tg_node(t, "Conv", "c2", 2, NAMES("m2", "w"), "y2", 0, NULL);
@@ -990,18 +986,24 @@ static void g_conv_f16(tg_t* t) { /* f16 storage, f32 sums in the shader */
   tg_output(t, "y");
 }
 
+/* y = Relu(conv3x3(x, w) + b) with |m| of |c| channels, pads |p|
+ * (top, left, bottom, right), stride 2 */
+static void conv_s2_relu_nodes(tg_t* t, int64_t m, int64_t c, const int64_t p[4]) {
+  tg_const(t, "w", F32, 4, DIMS(m, c, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(m));
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(p[0], p[1], p[2], p[3])),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
 /* A stride-2 3x3 conv with a bias and a Relu over a Relu's output (an f16
  * activation in an fp16 plan), 32 -> 16 channels of 20 x 24 */
 static void g_conv_s2_f16(tg_t* t) {
   tg_input(t, "x0", F32, 4, DIMS(2, 32, 20, 24));
   tg_node(t, "Relu", "rx", 1, NAMES("x0"), "x", 0, NULL);
-  tg_const(t, "w", F32, 4, DIMS(16, 32, 3, 3));
-  tg_const(t, "b", F32, 1, DIMS(16));
-  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
-                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
-  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
-  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
-  tg_output(t, "y");
+  conv_s2_relu_nodes(t, 16, 32, (const int64_t[]){1, 1, 1, 1});
 }
 
 /* Depthwise (kernels/vulkan/depthwise.comp): channel multiplier 2, stride
@@ -1583,13 +1585,7 @@ static void test_gemm_substitution(void) {
  * Relu fused */
 static void g_cd_stem(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(2, 3, 17, 19));
-  tg_const(t, "w", F32, 4, DIMS(32, 3, 3, 3));
-  tg_const(t, "b", F32, 1, DIMS(32));
-  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 0, 2, 1)),
-                       kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
-  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
-  tg_node(t, "Relu", "relu", 1, NAMES("c"), "y", 0, NULL);
-  tg_output(t, "y");
+  conv_s2_relu_nodes(t, 32, 3, (const int64_t[]){1, 0, 2, 1});
 }
 
 /* ResNet's 7x7 stride-2 stem shape, smaller: 49 taps of 3 channels,
