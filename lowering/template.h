@@ -686,9 +686,6 @@ typedef struct kiln_template_set_s {
    * loop limit bounds it) */
   bool q8;
   int64_t q8_max_trips;
-  /* with |winograd|: only where the weights and input are f32 (the
-   * target's Winograd reads f16 operands slower than its implicit GEMM) */
-  bool winograd_f32_only;
   /* with |winograd|: f16 weights and input only where the device binds
    * rgba16f texel buffers (no KILN_GPU_LACKS_TEXEL_F16 in |gpu_lacks|: the
    * target reads them as such texels) */

@@ -40,8 +40,7 @@ static bool weights_private(const kiln_plan_t* plan, const kiln_template_conv_t*
 }
 
 static bool winograd_wins(const kiln_template_set_t* set, const kiln_template_conv_t* c) {
-  const bool f16_ok = !set->winograd_f32_only &&
-                      !(set->winograd_f16_texels && (set->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16));
+  const bool f16_ok = !(set->winograd_f16_texels && (set->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16));
   for (int32_t j = 0; !f16_ok && j < c->n_params; ++j)
     if ((c->roles[j] == 'W' || c->roles[j] == 'X') && c->f16[j]) return false;
   const int64_t tiles = kiln_template_winograd_tiles(c);

@@ -362,7 +362,8 @@ bool kiln_template_winograd_direct(const kiln_plan_t* plan, kiln_template_conv_t
   const tir_buffer_t* X = plan->buffers[c->x_buffer].buf;
   /* a 2-D f32 or f16 image; stride 1: the plane is X with pad_h rows and
    * pad_w columns before it (lower_nn_conv.c phase_split) */
-  if ((X->dtype != KILN_DTYPE_F32 && X->dtype != KILN_DTYPE_F16) || X->rank != 4 || c->ih < 1 || c->iw < 1 || c->pad_h < 0 || c->pad_w < 0 ||
+  if ((X->dtype != KILN_DTYPE_F32 && X->dtype != KILN_DTYPE_F16) || X->rank != 4 || c->ih < 1 || c->iw < 1 ||
+      c->pad_h < 0 || c->pad_w < 0 ||
       c->pad_h + c->ih > c->oh + 2 || c->pad_w + c->iw > c->ow + 2 || c->batch * c->C * c->ih * c->iw > INT32_MAX)
     return false;
   for (int32_t j = 0; j < c->n_params; ++j)

@@ -70,7 +70,8 @@ static void epi_index(kiln_vulkan_sb_t* b, const kiln_template_epi_operand_t* o,
 
 /* operand |i| at image b, channel m and the position |pos| prints: a float
  * of its storage buffer; with its bit in |texels| a component of
- * samplerBuffer teI (an rgba16f image with its KILN_VULKAN_EPI_HALF bit): with its bit in |quads| too (KC_EPI4: laid out as Y,
+ * samplerBuffer teI (an rgba16f image with its KILN_VULKAN_EPI_HALF bit):
+ * with its bit in |quads| too (KC_EPI4: laid out as Y,
  * position stride 1) component e of the texel holding positions q .. q + 3,
  * one fetch for the 4 outputs of a stored texel, else the component of the
  * position's own texel */
