@@ -120,11 +120,6 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   /* vec4 texel reads of U and X where the device's texel buffers hold
    * them (f16 ones where it binds rgba16f texels: |texels_fit| says);
    * texel stores of f32 Y where its rows are whole texels */
-  bool w16 = false, x16 = false;
-  for (int32_t j = 0; j < c->n_params; ++j) {
-    w16 = w16 || (c->roles[j] == 'W' && c->f16[j]);
-    x16 = x16 || (c->roles[j] == 'X' && c->f16[j]);
-  }
   const int texel = texels_fit;
   /* the f32 epilogue operands (a residual) as texels too where U and X
    * are: lavapipe's LLVM took 12-15 s to compile an F(4x4) instance with a
@@ -188,7 +183,9 @@ kiln_status_t kiln_vulkan_wino_source_int64(const kiln_template_conv_t* c, const
   const int y_vec2 = !texel_y && !strcmp(type[3], "float") && c->ow % 2 == 0 && !(ys && !strcmp(ys, "scalar"));
   kiln_vulkan_sb_printf(&b, "#define TW %s\n#define TX %s\n#define TC %s\n#define TY %s\n", type[0], type[1],
                         type[2], type[3]);
-  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n", texel && w16, texel && x16);
+  /* (f16 U / X: rgba16f images, TEXEL_W16 / TEXEL_X16) */
+  kiln_vulkan_sb_printf(&b, "#define TEXEL_W16 %d\n#define TEXEL_X16 %d\n", texel && !strcmp(type[0], "float16_t"),
+                        texel && !strcmp(type[1], "float16_t"));
   kiln_vulkan_sb_printf(&b,
                         "#define BIND_W %d\n#define BIND_X %d\n#define BIND_C %d\n#define BIND_Y %d\n"
                         "#define CBATCH %lld\n#define CHAS_BIAS %d\n"
