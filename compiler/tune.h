@@ -87,6 +87,13 @@ typedef struct kiln_tune_options_s {
   int32_t repeats;   /* timed runs per measurement (default 5) */
   int32_t threads;
   int32_t opt;       /* -O level of the plan */
+  /* the plan's precision as `kiln compile --precision fp16
+   * [--fp16-accumulate]` makes it (GPU targets; fp32: none), with the
+   * device's fp16 arithmetic: the kernels tuned are those the fp16 compile
+   * runs (f16 operands, and f16 sums where |fp16_accumulate|: the Vulkan
+   * GEMM / conv records' h) */
+  bool fp16;
+  bool fp16_accumulate;
   uint64_t seed;
   bool resume;       /* start each kernel from its exact record in the cache */
   volatile sig_atomic_t* stop; /* set: finish after the current round */

@@ -102,6 +102,14 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kil
                                                  const kiln_target_t* target, const kiln_template_set_t* set,
                                                  kiln_device_t* dev, int32_t threads, uint64_t seed);
 
+/* The tolerance a point's outputs are checked with against the default's
+ * (|ref|): rtol 1e-3, atol 1e-4 (the points change the order of the f32
+ * sums), or, where the instance may sum in f16 (kiln_template_t.f16_sums:
+ * the compile's --fp16-accumulate, so a point and the default may differ
+ * in f16 rounding of sums over K), rtol 2e-2 and atol 2e-2 of |ref|'s
+ * largest magnitude. |t| NULL: the first. */
+void kiln_tune_tolerance(const kiln_template_t* t, const kiln_array_t* ref, double* rtol, double* atol);
+
 /* Builds the instance with |tiles| and times it |repeats| times (after a
  * warm-up run), each run right after one of the default point's:
  * *t and *t_def the medians of the instance's dispatch times, seconds;

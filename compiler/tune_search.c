@@ -24,6 +24,7 @@
 #include "compiler/tune_dear.h"
 #include "compiler/tune_micro.h"
 #include "lowering/fuse.h"
+#include "lowering/precision.h"
 #include "runtime/device_registry.h"
 #include "runtime/module_impl.h"
 #include "runtime/session_impl.h"
@@ -501,9 +502,18 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
     m->cpu_s = median(cpu, R);
     m->def_cpu_s = first ? m->cpu_s : median(cpu + R, R);
     m->match = true;
+    /* an instance that may sum in f16 makes every output's tolerance f16's */
+    const kiln_template_t* f16s = NULL;
+    for (int32_t gi = 0; gi < t->n_groups && !t->cpu && !f16s; ++gi)
+      for (int32_t i = 0; i < t->groups[gi].n_inst && !f16s; ++i) {
+        const kiln_template_t* d = kiln_template_tunable_of(t->plan, t->groups[gi].inst[i]);
+        if (d && d->f16_sums) f16s = d;
+      }
     for (int32_t k = 0; k < n_out && !first; ++k) {
       kiln_compare_result_t cr;
-      kiln_compare(&out[k], &t->ref[k], 1e-3, 1e-4, &cr);
+      double rtol, atol;
+      kiln_tune_tolerance(f16s, &t->ref[k], &rtol, &atol);
+      kiln_compare(&out[k], &t->ref[k], rtol, atol, &cr);
       if (!cr.ok) {
         m->match = false;
         if (t->o->log) fprintf(t->o->log, "\ntune: outputs differ from the default build's: %s\n", cr.message);
@@ -676,6 +686,14 @@ static kiln_status_t plan_of(tuner_t* t) {
                            : kiln_plan_build(t->g, &t->po, kiln_allocator_system(), &t->plan);
   kiln_fusion_report_t fr;
   if (!s && t->o->opt >= 1) s = kiln_plan_fuse(t->plan, &fr, NULL);
+  if (!s && t->o->fp16 && !t->cpu) { /* as the compile's precision pass (compiler/pipeline.c) */
+    kiln_precision_options_t po = {KILN_PRECISION_FP16, t->dev && t->dev->info.fp16_arith, t->o->fp16_accumulate,
+                                   NULL, t->target->fp16_keeps_f32_workspaces, false};
+    kiln_precision_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    s = kiln_plan_set_precision(t->plan, &po, &rep);
+    kiln_precision_report_free(&rep);
+  }
   if (!s && !t->cpu) s = kiln_template_select(t->plan, &t->set);
   if (s) return s;
   const int32_t n = t->plan->n_kernels;
@@ -1208,6 +1226,9 @@ kiln_status_t kiln_tune_model(kiln_graph_t* g, const kiln_target_t* target, kiln
   t.rng = o->seed * 2654435761u + 88172645463325252ull;
   kiln_tune_device_of(dev, &t.where);
   t.cpu = target->lowering == KILN_TARGET_CLASS_CPU;
+  if (t.cpu && o->fp16)
+    return kiln_make_status(KILN_UNSUPPORTED, "tune: --precision fp16 tunes the template kernels of the GPU targets; "
+                                              "the CPU target's GEMM schedules are tuned at fp32 only");
   if (!t.cpu) kiln_program_templates(target, &t.set);
   if (!t.cpu && !t.set.space)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "tune: target %s has no search space to tune", target->name);

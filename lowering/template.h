@@ -515,6 +515,12 @@ typedef struct kiln_template_s {
   /* CONV with a grid parameter: partial sums between K slices stay in a
    * private f32 array (the instance was matched without the grid) */
   bool psum_private;
+  /* GEMM / CONV: the plan kernel the instance computes sums in f16 (a
+   * PRIVATE or LOCAL f16 accumulator: the compile's --fp16-accumulate,
+   * lowering/precision.h) and the set's |f16_sums| says its template can
+   * too: the target's tiles may then choose f16 products and sums (the
+   * Vulkan record's seventh entry, h). False for every other instance. */
+  bool f16_sums;
   /* > 0: |tiles| came from a tuning cache record measured this much faster
    * than the default (compiler/tune.c); the program records the point */
   double tuned_speedup;
@@ -617,6 +623,9 @@ enum {
 
 typedef struct kiln_template_set_s {
   bool gemm;
+  /* the GEMM and implicit-GEMM conv templates can sum in f16 where the
+   * kernel they replace does (kiln_template_t.f16_sums) */
+  bool f16_sums;
   kiln_template_gemm_rules_t gemm_rules;
   bool conv;
   /* a cropped instance keeps the grid as its 'F' parameter, where partial

@@ -12,6 +12,7 @@
  * no template takes keeps its tensor IR, which is always correct. */
 #include <string.h>
 
+#include "ir/tir_visit.h"
 #include "lowering/template.h"
 
 /* The plan buffer the instance reads its weights from (-1: none). */
@@ -216,6 +217,24 @@ kiln_template_t* kiln_template_switch(kiln_plan_t* plan, int32_t k) {
   return in;
 }
 
+/* A PRIVATE or LOCAL f16 buffer in |f|: an accumulator the precision pass
+ * made f16 (--fp16-accumulate; without it every scoped buffer stays f32) */
+static bool scoped_f16_pre(tir_visitor_t* v, const tir_stmt_t* s) {
+  if (s->kind == TIR_ALLOC && s->u.alloc.buf->scope != TIR_SCOPE_GLOBAL && s->u.alloc.buf->dtype == KILN_DTYPE_F16) {
+    *(bool*)v->user = true;
+    v->stop = true;
+  }
+  return true;
+}
+
+static bool sums_f16(const kiln_plan_t* plan, int32_t k) {
+  if (k < 0 || k >= plan->n_kernels || !plan->kernels[k].func) return false;
+  bool found = false;
+  tir_visitor_t v = {.user = &found, .stmt_pre = scoped_f16_pre};
+  tir_visit_stmt(&v, plan->kernels[k].func->body);
+  return found;
+}
+
 kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t* set) {
   if (!plan || !set) return kiln_make_status(KILN_INVALID_ARGUMENT, "templates: NULL plan or template set");
   /* the matchers read the lowering's packed weights: an earlier choice's
@@ -262,6 +281,13 @@ kiln_status_t kiln_template_select(kiln_plan_t* plan, const kiln_template_set_t*
     } else if (set->pool && kiln_template_pool_match(plan, k, &t->pool) &&
                (!(t->pool.hx || t->pool.hy) || (set->pool_f16 && !(set->gpu_lacks & KILN_GPU_LACKS_TEXEL_F16)))) {
       t->kind = KILN_TEMPLATE_POOL;
+    }
+    if (!s && set->f16_sums && (t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV ||
+                                t->kind == KILN_TEMPLATE_WINOGRAD)) {
+      /* (a Winograd instance: its implicit-GEMM alternative's) */
+      const bool f16s = sums_f16(plan, t->kind == KILN_TEMPLATE_GEMM ? k : t->conv.gemm_kernel);
+      if (t->kind != KILN_TEMPLATE_WINOGRAD) t->f16_sums = f16s;
+      if (has_alt) alt->f16_sums = f16s;
     }
     if (!s && t->kind != KILN_TEMPLATE_NONE) s = place(plan, at, t, set);
     if (!s && has_alt) s = link_alt(plan, at, alt, set);

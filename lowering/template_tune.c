@@ -117,6 +117,9 @@ uint64_t kiln_template_fingerprint(const kiln_template_t* t) {
    * part of the kernel: a point may re-lay its weights either way */
   put_i(&f, t->weights.layout == KILN_TEMPLATE_W_WINOGRAD4 ? KILN_TEMPLATE_W_WINOGRAD : t->weights.layout);
   put_i(&f, t->psum_private);
+  /* (only where set: every other instance keeps its fingerprint) f16 sums
+   * allowed, whose record has the knob h */
+  if (t->f16_sums) put_i(&f, 0x516);
   if (t->kind == KILN_TEMPLATE_GEMM) put_gemm(&f, &t->gemm);
   else if (t->kind == KILN_TEMPLATE_DEPTHWISE) put_dw(&f, &t->dw);
   else if (t->kind == KILN_TEMPLATE_Q8) put_q8(&f, &t->q8);

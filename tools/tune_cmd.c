@@ -20,6 +20,7 @@
 
 static const char* tune_help =
     "usage: kiln tune MODEL.onnx -t TARGET [--budget 10m] [--trials N] [--cache FILE] [--resume]\n"
+    "                 [--precision fp32|fp16 [--fp16-accumulate]]\n"
     "       kiln tune --merge A.tsv B.tsv ... -o C.tsv\n\n"
     "Measures other tiles for every distinct template kernel (OpenCL, Vulkan) or GEMM schedule (CPU)\n"
     "of the model (deduplicated by fingerprint) on the target's device and writes the fastest\n"
@@ -38,6 +39,10 @@ static const char* tune_help =
     "  --threads N        CPU threads (default: all cores); on the CPU with 1, points and the\n"
     "                     whole model are compared by process CPU time\n"
     "  -O0 | -O1          graph passes and fusion (default -O1, as kiln run)\n"
+    "  --precision P      fp32 (default) or fp16: the kernels `kiln compile|run --precision fp16`\n"
+    "                     runs (f16 operands; OpenCL and Vulkan), whose records only those compiles use\n"
+    "  --fp16-accumulate  with fp16: as the compile's flag; on Vulkan the GEMM and conv templates\n"
+    "                     then have f16 sums as a knob (h)\n"
     "  --merge A B ... -o C  merge caches (the faster record per key wins), write C\n"
     "Each point is built and timed alone beside its kernel's default; the chosen points are\n"
     "checked in the whole model at the end. Ctrl-C ends the search after the current point\n"
@@ -148,12 +153,18 @@ int kiln_cmd_tune(int argc, char** argv) {
       o.threads = (int32_t)v;
     } else if (!strcmp(a, "--cache") && has) cache_path = argv[++i];
     else if (!strcmp(a, "--resume")) o.resume = true;
+    else if (!strcmp(a, "--precision") && has) {
+      const char* pv = argv[++i];
+      if (strcmp(pv, "fp32") && strcmp(pv, "fp16")) return usage("--precision: expected fp32 or fp16", pv);
+      o.fp16 = !strcmp(pv, "fp16");
+    } else if (!strcmp(a, "--fp16-accumulate")) o.fp16_accumulate = true;
     else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) o.opt = a[2] - '0';
     else if (a[0] == '-') return usage("unknown option or missing value", a);
     else if (!model) model = a;
     else return usage("unexpected argument", a);
   }
   if (!model) return usage("no model given", NULL);
+  if (o.fp16_accumulate && !o.fp16) return usage("--fp16-accumulate needs --precision fp16", NULL);
   if (!target) return usage("no target given (-t opencl)", NULL);
   char api[32];
   snprintf(api, sizeof api, "%.*s", (int)strcspn(target, ":"), target);

@@ -61,6 +61,10 @@
 //                       as component e of their texel, one fetch for 4 outputs
 //   Y_VEC4 1 (TEXEL_Y 1): those texels through a storage buffer of vec4s;
 //          2: in pairs, as u64vec4s (64-bit integers; RN, TN, CP % 8 == 0)
+//   AF16 1 (SHARED 0 / 1) the products and sums in float16_t (the shared
+//                       tiles too): the compile's --fp16-accumulate on a
+//                       device with shaderFloat16 (the host adds the float16
+//                       arithmetic extension); bias and epilogue in f32
 //   CDIRECT 1           X is the image itself (CIH x CIW planes of CPLANE
 //                       floats, no phase split): the grid is the dense
 //                       output (no crop, CQ = CHO * CWO), position q reads
@@ -77,6 +81,16 @@
 
 #ifndef KREUSE
 #define KREUSE 0
+#endif
+#ifndef AF16
+#define AF16 0
+#endif
+#if AF16 // (SHARED 0 / 1) the arithmetic type: float16_t sums
+#define AF float16_t
+#define AF4 f16vec4
+#else
+#define AF float
+#define AF4 vec4
 #endif
 // K a multiple of TK: no partial last K step, so no clamped K index and no
 // zeroed products (a multiply per X value and step that LLVM cannot fold:
@@ -255,17 +269,17 @@ layout(std430, set = 0, binding = BIND_W) restrict readonly buffer BufW2 { uint6
 // positions alike); else channels ty + i*LY, positions tx + j*LX
 #define VS (RM % 4 == 0 && RN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0)
 #if VS
-shared vec4 As4[NBUF * TK * (TM / 4)];
-shared vec4 Bs4[NBUF * TK * (TN / 4)];
-#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = (v)
-#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = (v)
+shared AF4 As4[NBUF * TK * (TM / 4)];
+shared AF4 Bs4[NBUF * TK * (TN / 4)];
+#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = AF(v)
+#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = AF(v)
 #define SH_ROW(i) ((((i) >> 2) * LY + ty) * 4 + ((i) & 3))
 #define SH_COL(j) ((((j) >> 2) * LX + tx) * 4 + ((j) & 3))
 #else
-shared float As[NBUF * TK * TM];
-shared float Bs[NBUF * TK * TN];
-#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = (v)
-#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = (v)
+shared AF As[NBUF * TK * TM];
+shared AF Bs[NBUF * TK * TN];
+#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = AF(v)
+#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = AF(v)
 #define SH_ROW(i) (ty + (i) * LY)
 #define SH_COL(j) (tx + (j) * LX)
 #endif
@@ -319,7 +333,7 @@ void sh_fetch(int tid, int m0, int q0, int xb, int k0) {
 // the registers sh_fetch filled, into shared buffer s
 void sh_stash(int tid, int s) {
 #if W4 && VS
-  [[unroll]] for (int e = 0; e < LA / 4; ++e) As4[s * TK * (TM / 4) + tid + e * NT] = ra[e];
+  [[unroll]] for (int e = 0; e < LA / 4; ++e) As4[s * TK * (TM / 4) + tid + e * NT] = AF4(ra[e]);
 #elif W4
   [[unroll]] for (int e = 0; e < LA / 4; ++e) {
     const int idx = tid + e * NT, k = idx / (TM / 4), m = (idx % (TM / 4)) * 4;
@@ -332,7 +346,7 @@ void sh_stash(int tid, int s) {
   }
 #endif
 #if X4 && VS
-  [[unroll]] for (int e = 0; e < LB / 4; ++e) Bs4[s * TK * (TN / 4) + tid + e * NT] = rb[e];
+  [[unroll]] for (int e = 0; e < LB / 4; ++e) Bs4[s * TK * (TN / 4) + tid + e * NT] = AF4(rb[e]);
 #elif X4
   [[unroll]] for (int e = 0; e < LB / 4; ++e) {
     const int idx = tid + e * NT, k = idx / (TN / 4), n = (idx % (TN / 4)) * 4;
@@ -524,9 +538,9 @@ void main() {
   const int bz = int(KILN_WG.z);
   const int xb = bz * CC * CPLANE;
 
-  float acc[RM][RN];
+  AF acc[RM][RN];
   [[unroll]] for (int i = 0; i < RM; ++i)
-    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = AF(0.0);
 
 #if SHARED == 1
   const int tid = ty * LX + tx;
@@ -543,13 +557,13 @@ void main() {
 #endif
     for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
 #if VS
-      vec4 av[RM / 4], bv[RN / 4];
+      AF4 av[RM / 4], bv[RN / 4];
       [[unroll]] for (int i = 0; i < RM / 4; ++i) av[i] = As4[(s * TK + kk) * (TM / 4) + i * LY + ty];
       [[unroll]] for (int j = 0; j < RN / 4; ++j) bv[j] = Bs4[(s * TK + kk) * (TN / 4) + j * LX + tx];
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i >> 2][i & 3], bv[j >> 2][j & 3], acc[i][j]);
 #else
-      float av[RM], bv[RN];
+      AF av[RM], bv[RN];
       [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[(s * TK + kk) * TM + SH_ROW(i)];
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[(s * TK + kk) * TN + SH_COL(j)];
       [[unroll]] for (int i = 0; i < RM; ++i)
@@ -574,10 +588,10 @@ void main() {
 #else
   for (int k0 = 0; k0 < CK; k0 += TK) {
     for (int kk = 0; kk < TK; ++kk) { // not unrolled: RM x RN fmas are enough code
-      float av[RM], bv[RN];
+      AF av[RM], bv[RN];
       // Thread (tx, ty) owns channels ty + i*LY and positions tx + j*LX.
-      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(m0 + ty + i * LY, k0 + kk);
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(xb, k0 + kk, q0 + tx + j * LX);
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = AF(load_a(m0 + ty + i * LY, k0 + kk));
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = AF(load_b(xb, k0 + kk, q0 + tx + j * LX));
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
@@ -603,7 +617,7 @@ void main() {
       vec4 o[2];
       [[unroll]] for (int h = 0; h < 2; ++h)
         [[unroll]] for (int e = 0; e < 4; ++e) {
-          float v = ACC(i, j + 4 * h + e);
+          float v = float(ACC(i, j + 4 * h + e));
 #if CHAS_BIAS
           v += BIAS(gm);
 #endif
@@ -623,7 +637,7 @@ void main() {
       if (q >= CQ) continue;
       vec4 o;
       [[unroll]] for (int e = 0; e < 4; ++e) {
-        float v = ACC(i, j + e);
+        float v = float(ACC(i, j + e));
 #if CHAS_BIAS
         v += BIAS(gm);
 #endif
@@ -655,7 +669,7 @@ void main() {
 #else
       const int p = q;
 #endif
-      float v = ACC(i, j);
+      float v = float(ACC(i, j));
 #if CHAS_BIAS
       v += BIAS(gm);
 #endif

@@ -68,6 +68,11 @@
 //              (the host inserts prelude.glsl's kiln_erf); 2: its tanh form,
 //              0.5 v (1 + tanh(0.79788456 (v + 0.044715 v^3))); 3: Relu;
 //              4: Clip to [ACT_LO, ACT_HI] (either undefined: no bound)
+//   AF16       (SHARED 0 / 1) 1: the products and sums in float16_t (the
+//              shared tiles too), from the compile's --fp16-accumulate on
+//              a device with shaderFloat16 (the host adds the float16
+//              arithmetic extension); bias, residual and activation in f32
+//              from the f16 sums
 //   RT_M       1: a range program's GEMM: M is M_A * n + M_B at the dim's
 //              run-time value n, read from the dims buffer (int64) at
 //              binding BIND_D (the host defines M as kg_m, set first in
@@ -158,6 +163,16 @@ layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 #endif
 #ifndef TEXEL
 #define TEXEL 0
+#endif
+#ifndef AF16
+#define AF16 0
+#endif
+#if AF16 // (SHARED 0 / 1) the arithmetic type: float16_t sums
+#define AF float16_t
+#define AF4 f16vec4
+#else
+#define AF float
+#define AF4 vec4
 #endif
 #if TEXEL
 // (SHARED 2) A and B as uniform texel buffers of vec4 texels (the device
@@ -298,17 +313,17 @@ float load_b(int k, int n) {
 // columns tx + j*LX (consecutive words)
 #define VS (RM % 4 == 0 && RN % 4 == 0 && TM % 4 == 0 && TN % 4 == 0)
 #if VS
-shared vec4 As4[NBUF * TK * (TM / 4)];
-shared vec4 Bs4[NBUF * TK * (TN / 4)];
-#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = (v)
-#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = (v)
+shared AF4 As4[NBUF * TK * (TM / 4)];
+shared AF4 Bs4[NBUF * TK * (TN / 4)];
+#define AS_ST(s, k, m, v) As4[((s) * TK + (k)) * (TM / 4) + ((m) >> 2)][(m) & 3] = AF(v)
+#define BS_ST(s, k, n, v) Bs4[((s) * TK + (k)) * (TN / 4) + ((n) >> 2)][(n) & 3] = AF(v)
 #define ROW_OF(i) ((((i) >> 2) * LY + ty) * 4 + ((i) & 3))
 #define COL_OF(j) ((((j) >> 2) * LX + tx) * 4 + ((j) & 3))
 #else
-shared float As[NBUF * TK * TM];
-shared float Bs[NBUF * TK * TN];
-#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = (v)
-#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = (v)
+shared AF As[NBUF * TK * TM];
+shared AF Bs[NBUF * TK * TN];
+#define AS_ST(s, k, m, v) As[((s) * TK + (k)) * TM + (m)] = AF(v)
+#define BS_ST(s, k, n, v) Bs[((s) * TK + (k)) * TN + (n)] = AF(v)
 #define ROW_OF(i) (ty + (i) * LY)
 #define COL_OF(j) (tx + (j) * LX)
 #endif
@@ -413,7 +428,7 @@ void sh_stash(int tid, int s) {
 #elif B4 && VS
   [[unroll]] for (int e = 0; e < LB / 4; ++e) {
     const int idx = tid + e * NT;
-    Bs4[(s * TK + idx / (TN / 4)) * (TN / 4) + idx % (TN / 4)] = rb[e];
+    Bs4[(s * TK + idx / (TN / 4)) * (TN / 4) + idx % (TN / 4)] = AF4(rb[e]);
   }
 #elif B4
   [[unroll]] for (int e = 0; e < LB / 4; ++e) {
@@ -652,9 +667,9 @@ void main() {
 #endif
   const int col0 = int(KILN_WG.x) * TN;
 
-  float acc[RM][RN];
+  AF acc[RM][RN];
   [[unroll]] for (int i = 0; i < RM; ++i)
-    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = 0.0;
+    [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = AF(0.0);
 
 #if SHARED == 1
   const int tid = ty * LX + tx;
@@ -671,13 +686,13 @@ void main() {
 #endif
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
 #if VS
-      vec4 av[RM / 4], bv[RN / 4];
+      AF4 av[RM / 4], bv[RN / 4];
       [[unroll]] for (int i = 0; i < RM / 4; ++i) av[i] = As4[(s * TK + kk) * (TM / 4) + i * LY + ty];
       [[unroll]] for (int j = 0; j < RN / 4; ++j) bv[j] = Bs4[(s * TK + kk) * (TN / 4) + j * LX + tx];
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i >> 2][i & 3], bv[j >> 2][j & 3], acc[i][j]);
 #else
-      float av[RM], bv[RN];
+      AF av[RM], bv[RN];
       [[unroll]] for (int i = 0; i < RM; ++i) av[i] = As[(s * TK + kk) * TM + ROW_OF(i)];
       [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = Bs[(s * TK + kk) * TN + COL_OF(j)];
       [[unroll]] for (int i = 0; i < RM; ++i)
@@ -699,11 +714,11 @@ void main() {
 #else
   for (int k0 = 0; k0 < K; k0 += TK) {
     [[unroll]] for (int kk = 0; kk < TK; ++kk) {
-      float av[RM], bv[RN];
+      AF av[RM], bv[RN];
       // Thread (tx, ty) owns rows ty + i*LY and columns tx + j*LX:
       // neighbouring threads read neighbouring words.
-      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = load_a(row0 + ROW_OF(i), k0 + kk);
-      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = load_b(k0 + kk, col0 + COL_OF(j));
+      [[unroll]] for (int i = 0; i < RM; ++i) av[i] = AF(load_a(row0 + ROW_OF(i), k0 + kk));
+      [[unroll]] for (int j = 0; j < RN; ++j) bv[j] = AF(load_b(k0 + kk, col0 + COL_OF(j)));
       [[unroll]] for (int i = 0; i < RM; ++i)
         [[unroll]] for (int j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
@@ -715,7 +730,7 @@ void main() {
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gr = row0 + ROW_OF(i), gc = col0 + COL_OF(j);
       float v = 0.0;
-      if (INSIDE(gr, gc, 0)) v = PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc);
+      if (INSIDE(gr, gc, 0)) v = PLUS_RES(float(acc[i][j]) + BIAS(gr, gc), gr, gc);
       pre[i * RN + j] = v;
     }
   [[dont_unroll]] for (int e = 0; e < RM * RN; ++e) {
@@ -730,7 +745,7 @@ void main() {
       const int gc = col0 + COL_OF(j);
       if (INSIDE(gr, gc, 0)) {
         vec4 v;
-        [[unroll]] for (int e = 0; e < 4; ++e) v[e] = ACTF(PLUS_RES(acc[i][j + e] + BIAS(gr, gc + e), gr, gc + e));
+        [[unroll]] for (int e = 0; e < 4; ++e) v[e] = ACTF(PLUS_RES(float(acc[i][j + e]) + BIAS(gr, gc + e), gr, gc + e));
         c4_[(gr * N + gc) >> 2] = v;
       }
     }
@@ -740,7 +755,7 @@ void main() {
     const int gr = row0 + ROW_OF(i);
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + COL_OF(j);
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(acc[i][j] + BIAS(gr, gc), gr, gc)));
+      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(float(acc[i][j]) + BIAS(gr, gc), gr, gc)));
     }
   }
 #endif

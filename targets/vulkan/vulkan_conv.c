@@ -105,6 +105,10 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
                             "conv '%s': tiles %dx%dx%d / %dx%d (mode %d) do not divide (mode 2: 8 threads, RM == TM, "
                             "TM %% 8 == 0)",
                             name, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared);
+  if (t.h && (t.h != 1 || t.shared > 1))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "conv '%s': tiles %dx%dx%d / %dx%d (mode %d): f16 sums (h %d) are for the shared-memory "
+                            "and direct modes (0, 1) only", name, t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, t.h);
   const int64_t cp = c->od * c->oh * c->ow;
   if (c->batch * c->C * c->plane > INT32_MAX || c->batch * c->M * (c->crop ? cp : c->Q) > INT32_MAX ||
       c->T < 1 || c->T > KILN_TEMPLATE_CONV_MAX_TAPS)
@@ -116,7 +120,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
   for (int32_t j = 0; j < c->n_params; ++j) f16 = f16 || c->f16[j];
   kiln_vulkan_sb_t b = {0};
   const char* rest = NULL;
-  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_conv, "kernels/vulkan/conv.comp", f16, &rest);
+  kiln_status_t hs = kiln_vulkan_shader_head(&b, kiln_vk_conv, "kernels/vulkan/conv.comp", f16 || t.h, &rest);
   if (hs) return hs;
   kiln_vulkan_sb_printf(&b, "// kiln conv '%s': %lld channels x %lld grid x K %lld (%lld taps)%s\n", name, (long long)c->M,
             (long long)c->Q, (long long)c->K, (long long)c->T, c->crop ? ", cropped" : "");
@@ -241,6 +245,7 @@ kiln_status_t kiln_vulkan_conv_source_int64(const kiln_template_conv_t* c, const
     if (w4 && strcmp(type[0], "float")) kiln_vulkan_sb_printf(&b, "#define TW4 f16vec4\n");
     if (x4 && strcmp(type[1], "float")) kiln_vulkan_sb_printf(&b, "#define TX4 f16vec4\n");
   }
+  if (t.h) kiln_vulkan_sb_printf(&b, "#define AF16 1\n"); /* f16 products and sums */
   kiln_vulkan_sb_printf(&b,
                         "#define CDIRECT %d\n#define CIH %lld\n#define CIW %lld\n#define CPH %lld\n#define CPW %lld\n"
                         "#define CSH %lld\n#define CSW %lld\n#define CKW %lld\n#define CDH %lld\n#define CDW %lld\n",

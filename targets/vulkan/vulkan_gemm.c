@@ -13,10 +13,12 @@
 extern const char kiln_cf_glsl_prelude[];
 
 bool kiln_vulkan_tiles_from_env(const char* var, kiln_spirv_gemm_tiles_t* out) {
-  kiln_spirv_gemm_tiles_t t;
+  kiln_spirv_gemm_tiles_t t = {0};
   const char* env = getenv(var);
-  if (!(env && sscanf(env, "%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared) == 6 &&
-        t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 && t.tm % t.rm == 0 && t.tn % t.rn == 0))
+  /* an optional seventh value, h (f16 sums: where the instance allows them) */
+  const int n = env ? sscanf(env, "%d,%d,%d,%d,%d,%d,%d", &t.tm, &t.tn, &t.tk, &t.rm, &t.rn, &t.shared, &t.h) : 0;
+  if (!((n == 6 || (n == 7 && (t.h == 0 || t.h == 1))) && t.tm > 0 && t.tn > 0 && t.tk > 0 && t.rm > 0 && t.rn > 0 &&
+        t.tm % t.rm == 0 && t.tn % t.rn == 0))
     return false;
   *out = t;
   return true;
@@ -70,6 +72,9 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                             "gemm tiles %dx%dx%d / %dx%d (mode %d): %lld threads do not split the tiles "
                             "(mode 2: 8 threads, RM == TM, TM %% 8, TK and RN even)",
                             t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, (long long)nt);
+  if (t.h && (t.h != 1 || t.shared > 1))
+    return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm tiles %dx%dx%d / %dx%d (mode %d): f16 sums (h %d) are for the "
+                            "shared-memory and direct modes (0, 1) only", t.tm, t.tn, t.tk, t.rm, t.rn, t.shared, t.h);
   if (g->M <= 0 || g->N <= 0 || g->K <= 0 || g->M * g->K > INT32_MAX || g->K * g->N > INT32_MAX ||
       g->M * g->N > INT32_MAX || (uint32_t)g->b_mode > 2)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm %lldx%lldx%lld (mode %d) does not fit the shader",
@@ -155,6 +160,10 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   if (f16 && sh)
     kiln_vulkan_sb_printf(&b, "#define A4_T %s\n#define B4_T %s\n", g->f16_a ? "f16vec4" : "vec4",
                           g->f16_b ? "f16vec4" : "vec4");
+  /* f16 products and sums (gemm.comp AF16) */
+  if (t.h)
+    kiln_vulkan_sb_printf(&b, "%s#define AF16 1\n",
+                          f16 ? "" : "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
   /* Clip's bounds as literals (an infinite one clips nothing) */
   if (g->act == KILN_TEMPLATE_ACT_CLIP) {
     if (!isinf(g->act_lo)) kiln_vulkan_sb_printf(&b, "#define ACT_LO %.9e\n", (double)g->act_lo);

@@ -68,6 +68,10 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * GEMM (ResNet-18 --precision fp16 306 ms a run with it,
                                 * 272 without) */
                                .winograd_f16_texels = true,
+                               /* gemm.comp / conv.comp AF16 (shared-memory and direct
+                                * modes): f16 products and sums where the kernel's own
+                                * accumulator is f16 (--fp16-accumulate); record entry h */
+                               .f16_sums = true,
                                .winograd4 = wino && !strcmp(wino, "f4"),
                                /* winograd.comp zeroes the padding in its reads of X: no
                                 * printed phase split before it (KILN_SPIRV_WINO_PAD=copy

@@ -78,6 +78,9 @@ typedef struct kiln_spirv_gemm_tiles_s {
    * subgroup mode (needs subgroup ballot), aligned float pairs read as 64-bit
    * words (needs shaderInt64); 3: the subgroup mode with 32-bit reads only */
   int32_t shared;
+  /* 1: products and sums in f16 (gemm.comp / conv.comp AF16; modes 0 and 1
+   * only, where the instance has f16_sums: the record's seventh entry) */
+  int32_t h;
 } kiln_spirv_gemm_tiles_t;
 
 typedef struct kiln_spirv_gemm_s {

@@ -10,9 +10,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared; depthwise wg,rw. */
+/* Record orders: GEMM / conv tm,tn,tk,rm,rn,shared[,h]; depthwise wg,rw. */
 static kiln_template_tiles_t record(const kiln_spirv_gemm_tiles_t* t) {
   return (kiln_template_tiles_t){.n = 6, .v = {t->tm, t->tn, t->tk, t->rm, t->rn, t->shared}};
+}
+
+/* A GEMM / conv instance's record from its tiles |g|: where it may sum in
+ * f16 (t->f16_sums) a seventh entry, h: the override's (|env|'s seventh
+ * value, 0 when it has six), else 1 under the GPU rules in the
+ * shared-memory and direct modes (a mobile GPU runs f16 arithmetic at up
+ * to twice its f32 rate, and the compile's --fp16-accumulate asked for
+ * it), 0 elsewhere: lavapipe has no f16 arithmetic of its own (LLVM
+ * widens it to f32 with conversions around every operation: printed
+ * kernels with --fp16-accumulate ran a 64 -> 64 3x3 conv in 276 ms
+ * against 145 ms with f32 sums, a 256 x 512 x 512 MatMul in 112 against
+ * 46 ms). The tuner tries the other value (vulkan_tune.c). */
+static void put_record(kiln_template_t* t, const kiln_spirv_gemm_tiles_t* g, const char* env, bool gpu) {
+  t->tiles = record(g);
+  if (!t->f16_sums) return;
+  kiln_spirv_gemm_tiles_t e;
+  const int32_t h = kiln_vulkan_tiles_from_env(env, &e) ? e.h : gpu && g->shared <= 1;
+  t->tiles.v[t->tiles.n++] = h;
 }
 
 /* |t| (M x N outputs) as the device can run it: the subgroup mode needs
@@ -107,11 +125,11 @@ static void gpu_tiles(kiln_template_t* t, uint32_t lacks) {
   kiln_spirv_gemm_tiles_t g;
   if (t->kind == KILN_TEMPLATE_GEMM) {
     g = kiln_spirv_gemm_gpu_tiles(t->gemm.M, t->gemm.N, &t->device);
-    t->tiles = record(&g);
+    put_record(t, &g, "KILN_SPIRV_GEMM_TILES", true);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
     if (!kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &g)) g = gpu_gemm_tiles(t->conv.M, t->conv.Q, &t->device);
     g = fit(g, t->conv.M, t->conv.Q, lacks);
-    t->tiles = record(&g);
+    put_record(t, &g, "KILN_SPIRV_CONV_TILES", true);
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {
     /* 4 channels x 4 tiles an invocation (F(2x2): 256 sums, F(4x4) where
      * the weights were laid out for it: 576), the fewest registers in the
@@ -142,7 +160,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t) {
     /* few static rows (gemv): their own columns an invocation */
     if (!g.m_a && !kiln_vulkan_tiles_from_env("KILN_SPIRV_GEMM_TILES", &env)) kiln_spirv_gemv_tiles(g.M, g.N, &d);
     const kiln_spirv_gemm_tiles_t gt = fit(d, g.M, g.N, gpu_lacks);
-    t->tiles = record(&gt);
+    put_record(t, &gt, "KILN_SPIRV_GEMM_TILES", false);
   } else if (t->kind == KILN_TEMPLATE_CONV) {
     kiln_spirv_gemm_tiles_t d = kiln_spirv_conv_default_tiles(t->conv.M, t->conv.Q), env;
     if (d.shared == 4 && !texel_ok(t, &d)) { /* mode 2 with 4 positions (compile time) */
@@ -233,7 +251,7 @@ void kiln_vulkan_template_tiles(kiln_template_t* t) {
         !kiln_vulkan_tiles_from_env("KILN_SPIRV_CONV_TILES", &env))
       d.tk = 9;
     const kiln_spirv_gemm_tiles_t ct = fit(d, t->conv.M, t->conv.Q, gpu_lacks);
-    t->tiles = record(&ct);
+    put_record(t, &ct, "KILN_SPIRV_CONV_TILES", false);
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD) {
     const kiln_vulkan_wino_tiles_t w = kiln_vulkan_wino_default_tiles(t);
     t->tiles = (kiln_template_tiles_t){.n = 3, .v = {w.tm, w.nt, w.wf}};
@@ -365,9 +383,9 @@ static kiln_status_t want(const kiln_template_t* t, int32_t n, const char* name)
 }
 
 kiln_status_t kiln_vulkan_tiles_of(const kiln_template_t* t, const char* name, kiln_spirv_gemm_tiles_t* out) {
-  KILN_RETURN_IF_ERROR(want(t, 6, name));
+  KILN_RETURN_IF_ERROR(want(t, t->f16_sums ? 7 : 6, name));
   const int32_t* v = t->tiles.v;
-  *out = (kiln_spirv_gemm_tiles_t){v[0], v[1], v[2], v[3], v[4], v[5]};
+  *out = (kiln_spirv_gemm_tiles_t){v[0], v[1], v[2], v[3], v[4], v[5], t->f16_sums ? v[6] : 0};
   return NULL;
 }
 

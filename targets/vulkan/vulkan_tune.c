@@ -7,7 +7,8 @@
  * starts from them and a point replaces them only after it measured
  * faster.
  *
- * Record orders (vulkan_tiles.c): GEMM / conv tm,tn,tk,rm,rn,shared;
+ * Record orders (vulkan_tiles.c): GEMM / conv tm,tn,tk,rm,rn,shared and,
+ * where the instance may sum in f16 (kiln_template_t.f16_sums), h;
  * depthwise wg,rw; Winograd tm,nt,wf and, with an implicit-GEMM
  * alternative, the switch wino (1 on, 0 off). */
 #include <string.h>
@@ -37,8 +38,9 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM:
     case KILN_TEMPLATE_CONV:
-      if (t->tiles.n != 6) return false;
-      out->version = t->kind == KILN_TEMPLATE_GEMM ? "vulkan.gemm.1" : "vulkan.conv.1";
+      if (t->tiles.n != (t->f16_sums ? 7 : 6)) return false;
+      out->version = t->kind == KILN_TEMPLATE_GEMM ? (t->f16_sums ? "vulkan.gemm.1-h" : "vulkan.gemm.1")
+                                                   : (t->f16_sums ? "vulkan.conv.1-h" : "vulkan.conv.1");
       /* 128: the GPU rules' large tiles (vulkan_tiles.c, 16 x 16
        * invocations of 8 x 8 in shared memory) */
       KILN_TEMPLATE_KNOB(out, "tm", d[0], 8, 16, 32, 64, 128);
@@ -56,6 +58,8 @@ bool kiln_vulkan_tune_space(const kiln_template_t* t, kiln_template_space_t* out
        * vec4 texel stores; tied to 3 where the shapes allow no texel
        * reads, refused for tiles that do not */
       KILN_TEMPLATE_KNOB(out, "shared", d[5], 0, 1, 2, 3, 4);
+      /* f32 (0) or f16 (1) products and sums, modes 0 and 1 (AF16) */
+      if (t->f16_sums) KILN_TEMPLATE_KNOB(out, "h", d[6], 0, 1);
       return true;
     case KILN_TEMPLATE_DEPTHWISE:
       if (t->tiles.n != 2) return false;
@@ -130,7 +134,7 @@ void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
     x->v[0] = 8, x->v[1] = 4, x->v[2] = 2;
     return;
   }
-  if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n != 6) return;
+  if ((t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV) || x->n < 6) return;
   int32_t* v = x->v;
   /* mode 4 where the shapes allow no texel reads is mode 3's shader: the
    * same point, measured once */
@@ -150,7 +154,7 @@ void kiln_vulkan_tune_tie(const kiln_template_t* t, kiln_template_tiles_t* x) {
 }
 
 static const char* gemm_check(const kiln_template_t* t, const int32_t* v, const kiln_template_limits_t* lim) {
-  const kiln_spirv_gemm_tiles_t g = {v[0], v[1], v[2], v[3], v[4], v[5]};
+  const kiln_spirv_gemm_tiles_t g = {v[0], v[1], v[2], v[3], v[4], v[5], 0};
   if (g.tm % g.rm || g.tn % g.rn) return "RM must divide TM and RN divide TN";
   const int64_t lx = g.tn / g.rn, ly = g.tm / g.rm, nt = lx * ly;
   if ((int64_t)g.rm * g.rn > REGISTER_TILE_MAX) return "RM x RN accumulators past the register budget";
@@ -219,9 +223,13 @@ const char* kiln_vulkan_tune_check(const kiln_template_t* t, const kiln_template
   switch (t->kind) {
     case KILN_TEMPLATE_GEMM:
     case KILN_TEMPLATE_CONV:
-      if (x->n != 6) return "a GEMM/conv record has 6 tiles";
+      if (x->n != (t->f16_sums ? 7 : 6))
+        return t->f16_sums ? "this GEMM/conv record has 7 tiles (the last, h, its f16 sums)"
+                           : "a GEMM/conv record has 6 tiles";
       for (int32_t i = 0; i < 5; ++i)
         if (v[i] < 1) return "TM, TN, TK, RM and RN are at least 1";
+      if (x->n == 7 && v[6] > 1) return "h is 0 (f32 sums) or 1 (f16 sums)";
+      if (x->n == 7 && v[6] == 1 && v[5] > 1) return "f16 sums (h 1) in the shared-memory and direct modes (0, 1) only";
       return gemm_check(t, v, lim);
     case KILN_TEMPLATE_DEPTHWISE:
       if (x->n != 2) return "a depthwise record has 2 tiles";
@@ -261,7 +269,7 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
   do {                                                                       \
     if (n < cap) out[n++] = (kiln_template_tiles_t){.n = d.n, .v = {__VA_ARGS__}}; \
   } while (0)
-  if (t->kind == KILN_TEMPLATE_CONV && d.n == 6 && split_ly(t, d.v) > 1) {
+  if (t->kind == KILN_TEMPLATE_CONV && d.n >= 6 && split_ly(t, d.v) > 1) {
     /* a split 1x1 conv (vulkan_tiles.c: 4 position groups x 2 channel
      * groups of 16): the other register tiles of the split, then the
      * subgroup mode's single row (16 x 16 and 32 x 8 per invocation) */
@@ -273,7 +281,7 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     HINT(32, 64, tk, 32, 8, 4);
     HINT(d.v[0], d.v[1], 2 * tk, rm, rn, 4);
     HINT(32, 4 * (rn == 12 ? 20 : 12), tk, 16, rn == 12 ? 20 : 12, 4);
-  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 4) {
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n >= 6 && d.v[5] == 4) {
     /* mode 4's defaults are already its larger register tiles: first the
      * points lavapipe compiles fastest (half the columns, the 64-bit
      * subgroup mode), then more rows and a longer K step */
@@ -287,7 +295,7 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
      * positions (1x1 convs on small grids and 17-31 channels take it by
      * default) */
     if (t->kind == KILN_TEMPLATE_CONV) HINT(32, 64, tk, 16, 16, 4);
-  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] >= 2) {
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n >= 6 && d.v[5] >= 2) {
     const int32_t tm = d.v[0], tk = d.v[2], rn = d.v[4], sh = d.v[5];
     const int32_t tm2 = tm < 64 ? 2 * tm : tm, rn2 = rn < 8 ? 2 * rn : rn;
     HINT(tm2, 8 * rn2, tk, tm2, rn2, sh);
@@ -296,7 +304,7 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     HINT(tm, 8 * rn2, 4 * tk, tm, rn2, sh);
     HINT(tm, 8 * rn, 4 * tk, tm, rn, sh);
     HINT(tm2, 8 * rn2, tk, tm2, rn2, sh == 2 ? 3 : 2);
-  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 6 && d.v[5] == 1) {
+  } else if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n >= 6 && d.v[5] == 1) {
     /* the shared-memory tiles (the GPU rules' default, or a device without
      * subgroup ballot): GPU-sized neighbours, not lavapipe's register
      * tiles. 64 x 64 with 16 x 16 invocations of 4 x 4, 128 x 64 and
@@ -316,7 +324,16 @@ int32_t kiln_vulkan_tune_hints(const kiln_template_t* t, kiln_template_tiles_t* 
     /* (the default's smallest work-group, 8 for small planes, has no half) */
     HINT(d.v[0] >= 16 ? d.v[0] / 2 : 4 * d.v[0], d.v[1]);
     HINT(d.v[0], d.v[1] > 1 ? d.v[1] / 2 : 1);
-  } else if (t->kind == KILN_TEMPLATE_WINOGRAD && kiln_vulkan_wino_record(t)) {
+  }
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && d.n == 7) {
+    /* f16 sums allowed: every hint at the default's h, then the default
+     * with the other one (in the modes that have it: else the GPU rules'
+     * 64 x 64 shared-memory tiles with f16 sums) */
+    for (int32_t i = 0; i < n; ++i) out[i].v[6] = d.v[6];
+    if (d.v[5] <= 1) HINT(d.v[0], d.v[1], d.v[2], d.v[3], d.v[4], d.v[5], !d.v[6]);
+    else HINT(64, 64, 16, 4, 4, 1, 1);
+  }
+  if (t->kind == KILN_TEMPLATE_WINOGRAD && kiln_vulkan_wino_record(t)) {
     /* lavapipe, ResNet-18's 3x3 convs a layer (README, Vulkan row): F(4x4)
      * 8 x 4 2.4-2.8 ms against F(2x2) 8 x 4's 2.8-3.6 (3.7-3.9 on 7x7
      * planes, with three times the driver's compile); F(2x2) 8 x 8
@@ -343,9 +360,9 @@ void kiln_vulkan_tune_features(const kiln_template_t* t, const kiln_template_til
   const int32_t* v = x->v;
   *size = 1;
   *cls = 0;
-  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n == 6) {
+  if ((t->kind == KILN_TEMPLATE_GEMM || t->kind == KILN_TEMPLATE_CONV) && x->n >= 6) {
     *size = (double)v[3] * (double)v[4] * (double)(v[2] > 0 ? v[2] : 1);
-    *cls = v[5];
+    *cls = v[5] + (x->n == 7 && v[6] ? 5 : 0); /* f16 sums: a class of their own */
   } else if (t->kind == KILN_TEMPLATE_DEPTHWISE && x->n == 2) {
     *size = v[1] > 0 ? v[1] : 1;
   } else if (t->kind == KILN_TEMPLATE_WINOGRAD && x->n >= 3) {

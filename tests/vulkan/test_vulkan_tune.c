@@ -28,6 +28,7 @@
 #include "ir/passes.h"
 #include "lowering/fuse.h"
 #include "lowering/plan.h"
+#include "lowering/precision.h"
 #include "kiln/runtime.h"
 #include "runtime/device.h"
 #include "runtime/device_registry.h"
@@ -90,11 +91,11 @@ static void sweep(const kiln_template_set_t* set, const kiln_template_t* t, cons
     kiln_status_t s;
     if (t->kind == KILN_TEMPLATE_GEMM) {
       kiln_spirv_gemm_t g = kiln_vulkan_gemm_of(&t->gemm);
-      g.tiles = (kiln_spirv_gemm_tiles_t){x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
+      g.tiles = (kiln_spirv_gemm_tiles_t){x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5], x.n > 6 ? x.v[6] : 0};
       s = kiln_spirv_gemm_source(&g, &glsl, dims, dims + 3);
     } else if (t->kind == KILN_TEMPLATE_CONV) {
       /* the conv as the emitter prints it: its weights in the Vulkan panels */
-      const kiln_spirv_gemm_tiles_t ct = {x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5]};
+      const kiln_spirv_gemm_tiles_t ct = {x.v[0], x.v[1], x.v[2], x.v[3], x.v[4], x.v[5], x.n > 6 ? x.v[6] : 0};
       kiln_template_conv_t c;
       s = kiln_vulkan_conv_weights(t, "sweep", &c);
       if (!s) s = kiln_vulkan_conv_source(&c, &ct, true, true, "sweep", &glsl, dims, dims + 3, &trips);
@@ -691,6 +692,163 @@ out:
   unlink(path);
 }
 
+/* The model planned as a compile with --precision fp16 [--fp16-accumulate]
+ * on a device with f16 arithmetic makes it, templates chosen with |set|. */
+static bool plan_fp16(const kiln_graph_t* g, const kiln_template_set_t* set, bool accumulate, kiln_plan_t** out) {
+  kiln_plan_options_t po = {KILN_TARGET_CLASS_GPU, 0, 65535, 0, 0, 4};
+  kiln_fusion_report_t fr;
+  kiln_precision_options_t pr = {.mode = KILN_PRECISION_FP16, .fp16_arith = true, .fp16_accumulate = accumulate};
+  kiln_precision_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  const bool ok = CHECK_OK(kiln_plan_build(g, &po, A(), out)) && CHECK_OK(kiln_plan_fuse(*out, &fr, NULL)) &&
+                  CHECK_OK(kiln_plan_set_precision(*out, &pr, &rep)) && CHECK_OK(kiln_template_select(*out, set)) &&
+                  CHECK_OK(kiln_template_weights_lay_out(*out));
+  kiln_precision_report_free(&rep);
+  return ok;
+}
+
+/* Builds |plan| for Vulkan, checks the text holds |want| (NULL: nothing)
+ * and runs it on |dev| with |in| into out[0..1]. */
+static bool run_plan_text(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out,
+                          const char* want, bool present) {
+  kiln_program_t* prog = NULL;
+  kiln_module_t* mod = NULL;
+  kiln_session_t* ses = NULL;
+  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp16", .options = "-O1"};
+  kiln_status_t s = kiln_program_build(plan, kiln_target_find("vulkan"), &bo, A(), &prog);
+  if (!s && want) {
+    const bool has = prog->code.text && strstr(prog->code.text, want);
+    CHECK_MSG(has == present, "program text %s '%s'", present ? "lacks" : "holds", want);
+  }
+  if (!s) {
+    s = kiln_module_wrap(prog, &mod);
+    prog = NULL;
+  }
+  kiln_session_options_t so;
+  kiln_session_options_default(&so);
+  so.cache_dir = "";
+  if (!s) s = kiln_session_create(mod, dev, &so, &ses);
+  if (!s) s = kiln_session_run(ses, in, out);
+  const bool ok = CHECK_OK(s);
+  kiln_session_destroy(ses);
+  kiln_module_release(mod);
+  kiln_program_destroy(prog);
+  return ok;
+}
+
+/* f16 sums as a knob (gemm.comp / conv.comp AF16): with --fp16-accumulate
+ * (the kernels the GEMM and conv instances replace keep f16 accumulators)
+ * their records gain h, in a space of its own and with another
+ * fingerprint; lavapipe's rules keep f32 sums (h 0), the GPU rules take
+ * f16 ones in their shared-memory tiles; h 1 is refused outside modes 0
+ * and 1 and offered as a hint; without --fp16-accumulate nothing changes.
+ * On the device, both instances with h 1 print AF16, run, and match the
+ * f32 sums within kiln_tune_tolerance's f16 bound (and not within the f32
+ * one, which shows the sums really are f16). */
+static void test_f16_sums(void) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kiln_test_vulkan_tune_h_%ld.onnx", (long)getpid());
+  const bool written = write_model(path);
+  CHECK(written);
+  if (!written) return;
+  kiln_graph_t* g = NULL;
+  kiln_plan_t *p32 = NULL, *ph = NULL, *pg = NULL;
+  kiln_device_t* dev = NULL;
+  kiln_array_t in[2] = {{0}}, o0[2] = {{0}}, o1[2] = {{0}};
+  kiln_template_set_t set;
+  kiln_program_templates(kiln_target_find("vulkan"), &set);
+  CHECK(set.f16_sums);
+  set.gemm_rules.f16_min_work = 0; /* the model's small f16 MatMul as the GEMM template too */
+  const kiln_template_limits_t lim = {.max_workgroup_size = 1024, .local_mem_bytes = 32768, .loop_limit = 65535};
+  if (!CHECK_OK(load(path, &g)) || !plan_fp16(g, &set, false, &p32) || !plan_fp16(g, &set, true, &ph)) goto out;
+  kiln_template_set_t gset = set;
+  gset.gpu_lacks |= KILN_GPU_CLASS_GPU;
+  if (!plan_fp16(g, &gset, true, &pg)) goto out;
+  int32_t seen = 0;
+  for (int32_t k = 0; k < ph->n_kernels; ++k) {
+    kiln_template_t* t = ph->kernels[k].tmpl;
+    const kiln_template_t* t32 = p32->kernels[k].tmpl;
+    const kiln_template_t* tg = pg->kernels[k].tmpl;
+    if (!t || (t->kind != KILN_TEMPLATE_GEMM && t->kind != KILN_TEMPLATE_CONV)) continue;
+    ++seen;
+    CHECK_MSG(t->f16_sums && t->tiles.n == 7 && t->tiles.v[6] == 0, "kernel %d: f16 sums %d, %d tiles, h %d", (int)k,
+              (int)t->f16_sums, (int)t->tiles.n, (int)t->tiles.v[6]);
+    CHECK(t32 && t32->kind == t->kind && !t32->f16_sums && t32->tiles.n == 6);
+    CHECK(t32 && kiln_template_fingerprint(t32) != kiln_template_fingerprint(t));
+    CHECK_MSG(tg && tg->f16_sums && tg->tiles.n == 7 && tg->tiles.v[5] == 1 && tg->tiles.v[6] == 1,
+              "kernel %d: the GPU rules' default is not f16 sums in shared memory", (int)k);
+    kiln_template_space_t sp;
+    const bool has_space = set.space(t, &sp);
+    CHECK(has_space);
+    if (!has_space) continue;
+    CHECK(strstr(sp.version, "-h") != NULL && sp.n_knobs == 7 && !strcmp(sp.knobs[6].name, "h"));
+    CHECK(in_space(&sp, &t->tiles) && set.tiles_check(t, &t->tiles, &lim) == NULL);
+    kiln_template_tiles_t x = t->tiles;
+    x.v[6] = 1; /* in a subgroup mode: refused */
+    CHECK(x.v[5] >= 2 && set.tiles_check(t, &x, &lim) != NULL);
+    x = (kiln_template_tiles_t){.n = 7, .v = {16, 16, 8, 4, 4, 1, 1}};
+    CHECK_MSG(set.tiles_check(t, &x, &lim) == NULL, "kernel %d: %s", (int)k, set.tiles_check(t, &x, &lim));
+    x.v[6] = 2;
+    CHECK(set.tiles_check(t, &x, &lim) != NULL);
+    x.n = 6;
+    CHECK(set.tiles_check(t, &x, &lim) != NULL); /* the record has 7 entries here */
+    kiln_template_tiles_t hs[12];
+    const int32_t nh = set.tiles_hints(t, hs, 12);
+    int32_t with_h = 0;
+    for (int32_t i = 0; i < nh; ++i) {
+      set.tiles_tie(t, &hs[i]);
+      with_h += hs[i].n == 7 && hs[i].v[6] == 1 && in_space(&sp, &hs[i]) && !set.tiles_check(t, &hs[i], &lim);
+    }
+    CHECK_MSG(with_h >= 1, "kernel %d: no usable hint with f16 sums", (int)k);
+    /* the device run below: this instance in mode 1 with f16 sums */
+    t->tiles = (kiln_template_tiles_t){.n = 7, .v = {16, 16, 8, 4, 4, 1, 1}};
+  }
+  CHECK_MSG(seen == 2, "%d GEMM / conv instances", (int)seen);
+  kiln_device_open_options_t oo = {0, true, stderr};
+  kiln_status_t s = kiln_device_open("vulkan", &oo, A(), &dev);
+  if (s) {
+    printf("no Vulkan device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    goto out;
+  }
+  if (!dev->info.fp16_arith) {
+    printf("the Vulkan device has no f16 arithmetic: device part skipped\n");
+    goto out;
+  }
+  if (!model_inputs(in, 7, 3, 23, 11.0f)) goto out;
+  /* f32 sums (lavapipe's default tiles), then f16 ones at 16,16,8,4,4,1,1 */
+  if (!CHECK_OK(kiln_template_weights_lay_out(ph))) goto out;
+  if (!run_plan_text(dev, p32, in, o0, "#define AF16 1", false) || !run_plan_text(dev, ph, in, o1, "#define AF16 1", true))
+    goto out;
+  kiln_template_t* any = NULL;
+  for (int32_t k = 0; k < ph->n_kernels && !any; ++k)
+    if (ph->kernels[k].tmpl && ph->kernels[k].tmpl->f16_sums) any = ph->kernels[k].tmpl;
+  for (int32_t i = 0; i < 2; ++i) {
+    double rtol, atol;
+    kiln_tune_tolerance(any, &o0[i], &rtol, &atol);
+    CHECK(rtol > 1e-3);
+    kiln_compare_result_t cr;
+    kiln_compare(&o1[i], &o0[i], rtol, atol, &cr);
+    CHECK_MSG(cr.ok, "output %d, f16 sums against f32 sums: %s", (int)i, cr.message);
+    printf("output %d, f16 sums against f32 sums: %s\n", (int)i, cr.message);
+    kiln_tune_tolerance(NULL, &o0[i], &rtol, &atol);
+    kiln_compare(&o1[i], &o0[i], rtol, atol, &cr);
+    CHECK_MSG(!cr.ok, "output %d: f16 sums within the f32 sums' tolerance (f32 arithmetic?)", (int)i);
+  }
+out:
+  for (int32_t i = 0; i < 2; ++i) {
+    kiln_array_free(A(), &in[i]);
+    kiln_array_free(A(), &o0[i]);
+    kiln_array_free(A(), &o1[i]);
+  }
+  kiln_plan_destroy(p32);
+  kiln_plan_destroy(ph);
+  kiln_plan_destroy(pg);
+  kiln_graph_destroy(g);
+  kiln_device_release(dev);
+  unlink(path);
+}
+
 static void test_winograd_space(void) { test_winograd_space_run(false); }
 static void test_winograd_space_all(void) { test_winograd_space_run(true); }
 
@@ -797,6 +955,7 @@ int main(int argc, char** argv) {
   const double t1 = now_s();
   RUN(test_closing_reuses_points);
   RUN(test_space);
+  RUN(test_f16_sums);
   const double t2 = now_s();
   RUN(test_tune_on_device);
   printf("winograd space %.1f s, space %.1f s, tune %.1f s\n", t1 - t0, t2 - t1, now_s() - t2);

@@ -264,3 +264,32 @@ set_tests_properties(test_vulkan_device_gpu_rules PROPERTIES
   LABELS "target=vulkan" TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
   FAIL_REGULAR_EXPRESSION "kiln vulkan validation:"
   ENVIRONMENT "KILN_VULKAN_VALIDATION=1;KILN_TEST_SRC=${CMAKE_SOURCE_DIR}/tests;KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/kiln-vk-cache")
+
+# `kiln tune --precision fp16 --fp16-accumulate` (docs/TUNING.md): the
+# kernels an fp16 compile with f16 accumulators runs (tinycnn's 3x3 conv
+# as the implicit-GEMM conv: Winograd sums in f32 and has no h), whose GEMM / conv
+# records carry h (space vulkan.*.1-h); such a compile takes every record,
+# an fp16 compile without the flag none of them (other fingerprints); the
+# flag alone and fp16 on the CPU target are refused with a message.
+if(TARGET kiln_cli)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/vulkan_tune_fp16_cli)
+  set(_k "'$<TARGET_FILE:kiln_cli>'")
+  set(_m "'${CMAKE_SOURCE_DIR}/examples/tinycnn.onnx'")
+  add_test(NAME vulkan_tune_fp16_cli
+           COMMAND sh -c "set -e; rm -rf '${_dir}'; mkdir -p '${_dir}'; cd '${_dir}'
+             export KILN_SPIRV_WINOGRAD=off
+             ${_k} tune ${_m} -t vulkan --precision fp16 --fp16-accumulate --budget 90s --trials 1 --repeats 2 --cache h.tsv > tune.log
+             grep -q 'vulkan.conv.1-h' h.tsv
+             n=$(grep -vc '^#' h.tsv)
+             ${_k} run ${_m} -t vulkan --strict --precision fp16 --fp16-accumulate --tuning-cache h.tsv --check-ref > run.log
+             grep -Eq \"^tuning: [0-9]+ of $n template kernels tuned from h.tsv .* 0 untuned, 0 refused\" run.log
+             ${_k} run ${_m} -t vulkan --strict --precision fp16 --tuning-cache h.tsv > run2.log
+             grep -Eq '^tuning: 0 of [0-9]+ template kernels tuned from h.tsv' run2.log
+             ! ${_k} tune ${_m} -t vulkan --fp16-accumulate > bad.log 2>&1
+             grep -q 'needs --precision fp16' bad.log
+             ! ${_k} tune ${_m} -t cpu --precision fp16 --budget 20s > bad2.log 2>&1
+             grep -q 'tuned at fp32 only' bad2.log
+             echo ok")
+  set_tests_properties(vulkan_tune_fp16_cli PROPERTIES LABELS "target=vulkan" TIMEOUT 600
+                       ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+endif()
