@@ -405,14 +405,20 @@ out:
   unlink(path);
 }
 
-/* Runs |plan| built for Vulkan on |dev| with |in| (the model's inputs)
- * into out[0..1]. */
-static bool run_plan(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out) {
+/* Builds |plan| for Vulkan, checks that its text holds |want| (|present|)
+ * or not (NULL: no check) and runs it on |dev| with |in| (the model's
+ * inputs) into out[0..1]. */
+static bool run_plan_text(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out,
+                          const char* want, bool present) {
   kiln_program_t* prog = NULL;
   kiln_module_t* mod = NULL;
   kiln_session_t* ses = NULL;
   kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp32", .options = "-O1"};
   kiln_status_t s = kiln_program_build(plan, kiln_target_find("vulkan"), &bo, A(), &prog);
+  if (!s && want) {
+    const bool has = prog->code.text && strstr(prog->code.text, want);
+    CHECK_MSG(has == present, "program text %s '%s'", present ? "lacks" : "holds", want);
+  }
   if (!s) {
     s = kiln_module_wrap(prog, &mod);
     prog = NULL;
@@ -427,6 +433,10 @@ static bool run_plan(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* 
   kiln_module_release(mod);
   kiln_program_destroy(prog);
   return ok;
+}
+
+static bool run_plan(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out) {
+  return run_plan_text(dev, plan, in, out, NULL, false);
 }
 
 /* write_model's two inputs (32x96 and 1x16x20x20) into in[], element e
@@ -704,35 +714,6 @@ static bool plan_fp16(const kiln_graph_t* g, const kiln_template_set_t* set, boo
                   CHECK_OK(kiln_plan_set_precision(*out, &pr, &rep)) && CHECK_OK(kiln_template_select(*out, set)) &&
                   CHECK_OK(kiln_template_weights_lay_out(*out));
   kiln_precision_report_free(&rep);
-  return ok;
-}
-
-/* Builds |plan| for Vulkan, checks the text holds |want| (NULL: nothing)
- * and runs it on |dev| with |in| into out[0..1]. */
-static bool run_plan_text(kiln_device_t* dev, kiln_plan_t* plan, const kiln_array_t* in, kiln_array_t* out,
-                          const char* want, bool present) {
-  kiln_program_t* prog = NULL;
-  kiln_module_t* mod = NULL;
-  kiln_session_t* ses = NULL;
-  kiln_program_build_options_t bo = {.model_name = "tune", .precision = "fp16", .options = "-O1"};
-  kiln_status_t s = kiln_program_build(plan, kiln_target_find("vulkan"), &bo, A(), &prog);
-  if (!s && want) {
-    const bool has = prog->code.text && strstr(prog->code.text, want);
-    CHECK_MSG(has == present, "program text %s '%s'", present ? "lacks" : "holds", want);
-  }
-  if (!s) {
-    s = kiln_module_wrap(prog, &mod);
-    prog = NULL;
-  }
-  kiln_session_options_t so;
-  kiln_session_options_default(&so);
-  so.cache_dir = "";
-  if (!s) s = kiln_session_create(mod, dev, &so, &ses);
-  if (!s) s = kiln_session_run(ses, in, out);
-  const bool ok = CHECK_OK(s);
-  kiln_session_destroy(ses);
-  kiln_module_release(mod);
-  kiln_program_destroy(prog);
   return ok;
 }
 
