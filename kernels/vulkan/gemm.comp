@@ -745,7 +745,8 @@ void main() {
       const int gc = col0 + COL_OF(j);
       if (INSIDE(gr, gc, 0)) {
         vec4 v;
-        [[unroll]] for (int e = 0; e < 4; ++e) v[e] = ACTF(PLUS_RES(float(acc[i][j + e]) + BIAS(gr, gc + e), gr, gc + e));
+        [[unroll]] for (int e = 0; e < 4; ++e)
+          v[e] = ACTF(PLUS_RES(float(acc[i][j + e]) + BIAS(gr, gc + e), gr, gc + e));
         c4_[(gr * N + gc) >> 2] = v;
       }
     }

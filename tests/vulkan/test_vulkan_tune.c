@@ -799,7 +799,8 @@ static void test_f16_sums(void) {
   if (!model_inputs(in, 7, 3, 23, 11.0f)) goto out;
   /* f32 sums (lavapipe's default tiles), then f16 ones at 16,16,8,4,4,1,1 */
   if (!CHECK_OK(kiln_template_weights_lay_out(ph))) goto out;
-  if (!run_plan_text(dev, p32, in, o0, "#define AF16 1", false) || !run_plan_text(dev, ph, in, o1, "#define AF16 1", true))
+  if (!run_plan_text(dev, p32, in, o0, "#define AF16 1", false) ||
+      !run_plan_text(dev, ph, in, o1, "#define AF16 1", true))
     goto out;
   kiln_template_t* any = NULL;
   for (int32_t k = 0; k < ph->n_kernels && !any; ++k)
