@@ -7,7 +7,8 @@
  * Each model is compiled for Vulkan through the compiler API; its program
  * text is checked for the texel path where the shapes allow it (innermost
  * extent a multiple of 4: an imageStore, and no texel declaration where
- * they do not) and the session's output is compared with the reference
+ * they do not; an output the kernel never reads as a storage buffer of
+ * vec4s) and the session's output is compared with the reference
  * interpreter: Relu, Sigmoid, Gelu, Relu after an Add of a per-channel bias
  * ([C, 1, 1], a broadcast scalar per texel), an Add of a row ([W], read as
  * texels), LeakyRelu with an odd innermost extent (printed scalar), an Add
@@ -135,10 +136,18 @@ static void check_case(const ew_case_t* c) {
   kiln_program_t* p = NULL;
   if (CHECK_OK(kiln_module_parse(bytes, len, "ew.kiln", al(), &p))) {
     const char* t = p->code.text ? p->code.text : "";
-    const bool texel = strstr(t, "imageStore(") != NULL && strstr(t, c->fp16 ? "rgba16f) uniform" : "rgba32f) uniform") != NULL;
+    /* an f32 output the kernel never reads is a storage buffer of vec4s
+     * (the printer's tex_sdecl: lavapipe stores those faster than texels),
+     * one it reads too an rgba32f image */
+    const bool vbuf = !c->fp16 && strstr(t, " { vec4 ") != NULL;
+    const bool texel = vbuf || (strstr(t, "imageStore(") != NULL &&
+                                strstr(t, c->fp16 ? "rgba16f) uniform" : "rgba32f) uniform") != NULL);
+    if (c->vec4 && !c->fp16 && !c->naxes)
+      CHECK_MSG(vbuf && !strstr(t, "rgba32f) uniform"), "%s %lld: a written-only output not a vec4 buffer", c->name,
+                (long long)c->x[c->rank - 1]);
     /* fp16: the f16 texels (f32 parameters may still be texels) */
     const bool any = c->fp16 ? strstr(t, "rgba16f") != NULL
-                             : strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL;
+                             : strstr(t, "imageBuffer") != NULL || strstr(t, "samplerBuffer") != NULL || vbuf;
     if (c->vec4)
       CHECK_MSG(texel, "%s %lld: the vec4 texel path was not taken", c->name, (long long)c->x[c->rank - 1]);
     else

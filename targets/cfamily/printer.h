@@ -299,12 +299,14 @@ typedef struct kiln_cf_dialect_s {
   /* Vectors are 4-float texels of f32 parameters (GLSL: lavapipe runs a
    * storage-buffer access whose address differs between lanes as a loop
    * over the lanes per float, a texel fetch or image store as one 16-byte
-   * access per lane). A VECTORIZED loop prints as vectors only where each
+   * access per lane, a vec4 storage-buffer store as one loop over the
+   * lanes for all 4). A VECTORIZED loop prints as vectors only where each
    * buffer it reads or writes contiguously is an f32 parameter that fits a
    * texel view (kiln_cf_kernel_info_t.texels), its lane-0 index is a
    * multiple of 4, and every store into the buffers it writes is such a
    * vector store; those parameters are declared as texel buffers (read-only:
-   * tex_decl, else tex_idecl; $B the name, $N the binding, $T the restrict
+   * tex_decl; else tex_idecl, or tex_sdecl where never loaded; $B the
+   * name, $N the binding, $T the restrict
    * qualifier where the parameter cannot alias) and every access
    * to them goes through the templates below ($I the element index), vload
    * / vstore reading or writing the 4 floats at $I. */
@@ -324,6 +326,10 @@ typedef struct kiln_cf_dialect_s {
   const char* tex_load1;  /* one float of a read-only texel parameter */
   const char* tex_iload1; /* one float of a written one */
   const char* tex_iload;  /* 4 floats of a written one */
+  /* a written f32 one the kernel never loads (NULL: tex_idecl): declared
+   * and its 4 floats at $I stored through these instead of tex_idecl and
+   * vstore */
+  const char* tex_sdecl, *tex_sstore;
   /* PRIVATE f32 rows of 4k floats the vector loops use are vec4 rows:
    * declared ($B, $N vec4s), 4 floats and one float read and written */
   const char* tex_pdecl;

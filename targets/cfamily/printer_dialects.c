@@ -248,6 +248,15 @@ const kiln_cf_dialect_t kiln_cf_dialect_glsl = {
     .vec_texels = true,
     .tex_decl = "layout(set = 0, binding = $N) uniform samplerBuffer $B;",
     .tex_idecl = "layout(set = 0, binding = $N, rgba32f) uniform $TimageBuffer $B;",
+    /* a written f32 one that the kernel never reads, as a storage buffer of
+     * vec4s: lavapipe (Mesa 22.3) stores a vec4 there with one loop over
+     * the lanes for all 4 floats, where an rgba32f imageStore was a loop
+     * per component (relu over 16M floats, texelFetch in: 119-127 ms a run
+     * with imageStore, 28-42 with vec4 buffer stores; conv.comp's Y_VEC4
+     * found the same). One the kernel reads too stays an image: a buffer
+     * load whose address differs between lanes is a loop per float there */
+    .tex_sdecl = "layout(std430, set = 0, binding = $N) $Tbuffer kiln_p$N { vec4 $B[]; };",
+    .tex_sstore = "$B[($I) >> 2] = $V",
     .tex_hdecl = "layout(set = 0, binding = $N, rgba16f) uniform $TimageBuffer $B;",
     /* f16 texel parameters only (vec_texels): 4 halves as f32, and 4 f32
      * rounded onto the half grid by the bits (kiln_hround), so the image's

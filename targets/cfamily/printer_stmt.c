@@ -33,6 +33,8 @@ static void put_store(pr_t* p, const tir_stmt_t* s) {
     c.v = avex(narrow ? v->u.cast.value : v);
     c.n = p->w;
     const char* pv = kiln_cf_texel_private(p, b) ? p->d->tex_pstore : NULL;
+    const int32_t ti = kiln_cf_texel_param(p, b);
+    if (!pv && ti >= 0 && (p->wtexel >> ti & 1)) pv = p->d->tex_sstore;
     kiln_cf_tpl(p, byte ? byte : half ? p->d->vstore_half : b->dtype == KILN_DTYPE_I32 ? p->d->vstore_i32 : pv ? pv : p->d->vstore, &c);
     put(p, ";\n");
     return;

@@ -437,7 +437,7 @@ static void tscan(pr_t* p, const tir_stmt_t* s, tscan_t* t) {
  * outside such loops is dropped (an image store writes whole texels), which
  * may turn more loops scalar: repeat until nothing changes. */
 void kiln_cf_texel_scan(pr_t* p) {
-  p->texel = p->stexel = p->tex_cand = 0;
+  p->texel = p->stexel = p->tex_cand = p->wtexel = 0;
   if (!p->d->vec_texels || !p->tex_max) return;
   for (int32_t i = 0; i < p->f->n_params && i < 64; ++i) {
     const tir_buffer_t* b = p->f->params[i];
