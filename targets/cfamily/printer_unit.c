@@ -331,9 +331,7 @@ static void kernel_glsl(pr_t* p, const kiln_cf_kernel_info_t* info) {
       char q[64];
       snprintf(q, sizeof q, "%s%s", noalias ? d->restrict_qualifier : "", half && ro ? d->readonly_qualifier : "");
       tctx_t c = {.buf = b, .n = i, .t = q};
-      const bool wo = !half && !ro && d->tex_sdecl && !(tir_func_buffer_access(f, b) & TIR_ACCESS_LOAD);
-      if (wo) p->wtexel |= 1ull << i;
-      kiln_cf_tpl(p, half ? d->tex_hdecl : ro ? d->tex_decl : wo ? d->tex_sdecl : d->tex_idecl, &c);
+      kiln_cf_tpl(p, half ? d->tex_hdecl : ro ? d->tex_decl : (p->wtexel >> i & 1) ? d->tex_sdecl : d->tex_idecl, &c);
       put(p, "\n");
       continue;
     }

@@ -463,6 +463,12 @@ void kiln_cf_texel_scan(pr_t* p) {
   p->texel = p->tex_cand & (t.vec | t.vst);
   p->stexel = p->texel & (t.vst | t.sst);
   p->tex_cand = 0;
+  /* written f32 ones the kernel never loads (the dialect's tex_sdecl) */
+  for (int32_t i = 0; p->d->tex_sdecl && i < p->f->n_params && i < 64; ++i) {
+    const tir_buffer_t* b = p->f->params[i];
+    if ((p->stexel >> i & 1) && b->dtype == KILN_DTYPE_F32 && !(tir_func_buffer_access(p->f, b) & TIR_ACCESS_LOAD))
+      p->wtexel |= 1ull << i;
+  }
 }
 
 /* ---- vector expressions ----------------------------------------------- */
