@@ -104,11 +104,11 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kil
 
 /* The tolerance a point's outputs are checked with against the default's
  * (|ref|): rtol 1e-3, atol 1e-4 (the points change the order of the f32
- * sums), or, where the instance may sum in f16 (kiln_template_t.f16_sums:
- * the compile's --fp16-accumulate, so a point and the default may differ
- * in f16 rounding of sums over K), rtol 2e-2 and atol 2e-2 of |ref|'s
- * largest magnitude. |t| NULL: the first. */
-void kiln_tune_tolerance(const kiln_template_t* t, const kiln_array_t* ref, double* rtol, double* atol);
+ * sums), or, with |f16_sums| (an instance that may sum in f16,
+ * kiln_template_t.f16_sums: the compile's --fp16-accumulate, so a point and
+ * the default may differ in f16 rounding of sums over K), rtol 2e-2 and
+ * atol 2e-2 of |ref|'s largest magnitude. */
+void kiln_tune_tolerance(bool f16_sums, const kiln_array_t* ref, double* rtol, double* atol);
 
 /* Builds the instance with |tiles| and times it |repeats| times (after a
  * warm-up run), each run right after one of the default point's:

@@ -138,6 +138,10 @@ typedef struct {
    * set-ups', the points'): while below KILN_TUNE_MEMO_UNITS a device that
    * shares code still holds every kept point's; -1: not known */
   int32_t units_made;
+  /* an instance of the plan may sum in f16 (kiln_template_t.f16_sums, set
+   * by plan_of): every output of the whole model is checked with f16's
+   * tolerance (kiln_tune_tolerance) */
+  bool f16_sums;
   /* what the points measured so far cost, by their knobs (the dear-draw
    * rule); the current point's deadline; the draws skipped */
   kiln_tune_costs_t costs;
@@ -502,17 +506,10 @@ static kiln_status_t measure(tuner_t* t, int32_t R, double* times, double* def_t
     m->cpu_s = median(cpu, R);
     m->def_cpu_s = first ? m->cpu_s : median(cpu + R, R);
     m->match = true;
-    /* an instance that may sum in f16 makes every output's tolerance f16's */
-    const kiln_template_t* f16s = NULL;
-    for (int32_t gi = 0; gi < t->n_groups && !t->cpu && !f16s; ++gi)
-      for (int32_t i = 0; i < t->groups[gi].n_inst && !f16s; ++i) {
-        const kiln_template_t* d = kiln_template_tunable_of(t->plan, t->groups[gi].inst[i]);
-        if (d && d->f16_sums) f16s = d;
-      }
     for (int32_t k = 0; k < n_out && !first; ++k) {
       kiln_compare_result_t cr;
       double rtol, atol;
-      kiln_tune_tolerance(f16s, &t->ref[k], &rtol, &atol);
+      kiln_tune_tolerance(t->f16_sums, &t->ref[k], &rtol, &atol);
       kiln_compare(&out[k], &t->ref[k], rtol, atol, &cr);
       if (!cr.ok) {
         m->match = false;
@@ -703,9 +700,12 @@ static kiln_status_t plan_of(tuner_t* t) {
   t->group_of = malloc(sizeof(int32_t) * (size_t)(n + 1));
   if (!t->prog_kernel || !t->group_of) return kiln_make_status(KILN_OUT_OF_MEMORY, "tune");
   t->n_prog = 0;
+  t->f16_sums = false;
   for (int32_t k = 0; k < n; ++k) {
     if (!t->plan->kernels[k].tmpl || t->plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
       t->prog_kernel[t->n_prog++] = k;
+    const kiln_template_t* d = t->cpu ? NULL : kiln_template_tunable_of(t->plan, k);
+    t->f16_sums = t->f16_sums || (d && d->f16_sums);
     t->group_of[k] = -1;
     for (int32_t gi = 0; t->cpu && gi < t->n_groups && t->group_of[k] < 0; ++gi)
       for (int32_t i = 0; i < t->groups[gi].n_inst; ++i)
