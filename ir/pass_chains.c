@@ -1,5 +1,6 @@
 /* "fold-reshape-chains": Reshape/Flatten/Squeeze/Unsqueeze chains become
- * one Reshape; Transpose chains one Transpose (or nothing). */
+ * one Reshape; Transpose chains one Transpose (or nothing); a Transpose that
+ * moves only axes of size 1 a Reshape. */
 #include <string.h>
 
 #include "ir/pass_util.h"
@@ -95,6 +96,43 @@ static kiln_status_t fold_transpose(pu_ctx_t* c, int32_t bi, bool* done) {
   return NULL;
 }
 
+/* A Transpose whose axes of other sizes than 1 keep their order moves
+ * nothing in memory: it is a Reshape (an alias, where the Transpose was a
+ * copy or a producer inlined into the next kernel, which then no template
+ * matched: torch's MultiheadAttention turns [1, S, E] into [S, 1, E] before
+ * its input projection). Dims not known to be 1 keep their order. */
+static kiln_status_t transpose_as_reshape(pu_ctx_t* c, int32_t bi, bool* done) {
+  kiln_graph_t* g = c->g;
+  *done = false;
+  const kiln_node_t* b = &g->nodes[bi];
+  if (b->n_inputs < 1 || b->n_outputs != 1) return NULL;
+  int32_t x = b->inputs[0], y = b->outputs[0];
+  if (x < 0 || y < 0) return NULL;
+  const int32_t rank = g->tensors[x].shape.rank;
+  if (rank < 2 || rank > KILN_MAX_RANK || g->tensors[y].shape.rank != rank) return NULL;
+  int64_t p[KILN_MAX_RANK];
+  perm_of(b, rank, p);
+  int64_t last = -1;
+  bool moved = false;
+  for (int32_t j = 0; j < rank; ++j) {
+    if (p[j] < 0 || p[j] >= rank) return NULL;
+    moved |= p[j] != j;
+    if (g->tensors[x].shape.dims[p[j]] == 1) continue;
+    if (p[j] < last) return NULL;
+    last = p[j];
+  }
+  int64_t dims[KILN_MAX_RANK];
+  if (!moved || !target_of(&g->tensors[y].shape, dims)) return NULL;
+  int32_t shape_t;
+  KILN_RETURN_IF_ERROR(pu_add_i64(c, g->tensors[y].name, dims, rank, &shape_t));
+  const char* name = g->nodes[bi].name;
+  pu_detach(c, y);
+  c->dead[bi] = true;
+  KILN_RETURN_IF_ERROR(pu_add_node(c, "Reshape", name, 2, (int32_t[]){x, shape_t}, y, 0, NULL, NULL));
+  *done = true;
+  return NULL;
+}
+
 kiln_status_t kiln_pass_fold_chains(kiln_graph_t* g, kiln_pass_stats_t* st) {
   /* Each round shortens every chain by one link; new nodes are visited in
    * the next round, after re-preparing puts them in order. */
@@ -108,7 +146,10 @@ kiln_status_t kiln_pass_fold_chains(kiln_graph_t* g, kiln_pass_stats_t* st) {
       const kiln_node_t* n = &g->nodes[i];
       bool done = false;
       if (reshape_like(n) && n->inputs[0] >= 0) s = fold_reshape(&c, i, &done);
-      else if (pu_op(n, "Transpose")) s = fold_transpose(&c, i, &done);
+      else if (pu_op(n, "Transpose")) {
+        s = fold_transpose(&c, i, &done);
+        if (!s && !done) s = transpose_as_reshape(&c, i, &done);
+      }
       if (done) ++changed;
     }
     /* The first link of a folded chain is dead now unless used elsewhere. */

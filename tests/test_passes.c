@@ -388,6 +388,33 @@ static void b_chains(kiln_graph_t* g) {
   CHECK_OK(kiln_graph_add_output(g, "q"));
 }
 
+/* Transposes that move axes of size 1 only are Reshapes; one that swaps
+ * two axes of other sizes stays. */
+static void b_unit_transposes(kiln_graph_t* g) {
+  input(g, "x", 3, (int64_t[]){1, 6, 4});
+  kiln_attr_t p1 = kiln_attr_make_ints("perm", 3, (int64_t[]){1, 0, 2}); /* [6, 1, 4] */
+  node(g, "Transpose", 1, (const char*[]){"x"}, "a", 1, &p1);
+  NODE(g, "Relu", "y", "a");
+  CHECK_OK(kiln_graph_add_output(g, "y"));
+  kiln_attr_t p2 = kiln_attr_make_ints("perm", 3, (int64_t[]){2, 1, 0}); /* [4, 6, 1]: swaps 6 and 4 */
+  node(g, "Transpose", 1, (const char*[]){"x"}, "b", 1, &p2);
+  NODE(g, "Sigmoid", "z", "b");
+  CHECK_OK(kiln_graph_add_output(g, "z"));
+  kiln_attr_t p3 = kiln_attr_make_ints("perm", 3, (int64_t[]){1, 2, 0}); /* [6, 4, 1] */
+  node(g, "Transpose", 1, (const char*[]){"x"}, "c", 1, &p3);
+  NODE(g, "Tanh", "w", "c");
+  CHECK_OK(kiln_graph_add_output(g, "w"));
+}
+
+static void test_unit_transposes(void) {
+  int rw = 0;
+  kiln_graph_t* g = check_pass(b_unit_transposes, "fold-reshape-chains", &rw);
+  CHECK_MSG(rw == 2, "rewrites %d", rw);
+  CHECK_MSG(count_op(g, "Reshape") == 2 && count_op(g, "Transpose") == 1, "reshapes %d transposes %d",
+            count_op(g, "Reshape"), count_op(g, "Transpose"));
+  kiln_graph_destroy(g);
+}
+
 static void test_fold_chains(void) {
   int rw = 0;
   kiln_graph_t* g = check_pass(b_chains, "fold-reshape-chains", &rw);
@@ -816,6 +843,7 @@ int main(void) {
   RUN(test_fold_constants);
   RUN(test_fold_batchnorm);
   RUN(test_fold_chains);
+  RUN(test_unit_transposes);
   RUN(test_patterns_gelu);
   RUN(test_patterns_hardswish);
   RUN(test_patterns_layernorm);
