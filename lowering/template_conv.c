@@ -271,15 +271,27 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
     if (j == k || plan->kernels[j].node != kk->node) continue;
     const kiln_plan_kernel_t* o = &plan->kernels[j];
     const int32_t js = param_of(o, kk->args[jsrc]), jd = param_of(o, kk->args[jdst]);
-    if (!src_is_x && j < k && js >= 0 && stores(o, js) && o->n_fused_nodes == 0) kphase = j;
+    if (!src_is_x && j < k && js >= 0 && stores(o, js) && kphase < 0) kphase = j;
     else if (!dst_is_y && j > k && jd >= 0 && !stores(o, jd)) kcrop = j;
     else ++others;
   }
   if (others || (!src_is_x && kphase < 0) || (!dst_is_y && kcrop < 0)) return false;
+  int32_t x_mem = bx;
   if (kphase >= 0) {
-    /* the phase kernel reads X and writes the planes, nothing else */
     const kiln_plan_kernel_t* o = &plan->kernels[kphase];
-    if (o->func->n_params != 2 || param_of(o, bx) < 0) return false;
+    if (o->n_fused_nodes == 0) {
+      /* the phase kernel reads X and writes the planes, nothing else */
+      if (o->func->n_params != 2 || param_of(o, bx) < 0) return false;
+    } else {
+      /* a producer inlined into the phase split (unet's nearest Resize
+       * before its up conv): X is never in memory, so the modes that read
+       * X in place of the planes (Winograd, CDIRECT) are out; the planes
+       * are the one buffer the printed phase kernel writes */
+      const int32_t js = param_of(o, kk->args[jsrc]);
+      for (int32_t j = 0; j < o->func->n_params; ++j)
+        if (j != js && stores(o, j)) return false;
+      x_mem = -1;
+    }
   }
   c->gemm_kernel = k;
   c->slot = dst_is_y ? k : kcrop;
@@ -289,7 +301,7 @@ bool kiln_template_conv_match(const kiln_plan_t* plan, int32_t k, bool grid_para
   c->q1 = q3[1], c->q2 = q3[2];
   c->od = a3[0].out, c->oh = a3[1].out, c->ow = a3[2].out;
   c->has_bias = jb >= 0;
-  c->phase_kernel = kphase, c->x_buffer = bx;
+  c->phase_kernel = kphase, c->x_buffer = x_mem;
   c->ih = a3[1].in, c->iw = a3[2].in, c->pad_h = a3[1].p, c->pad_w = a3[2].p;
   c->kh = a3[1].k, c->kw = a3[2].k, c->sh = a3[1].s, c->sw = a3[2].s, c->dh = a3[1].d, c->dw = a3[2].d;
   /* parameters: W, X, [F], [C], Y, operands */

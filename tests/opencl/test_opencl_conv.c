@@ -239,6 +239,34 @@ static void test_conv_shapes(void) {
   unsetenv("KILN_OPENCL_WINOGRAD");
 }
 
+/* A nearest 2x Resize before a 3x3 conv (unet's up block): fusion inlines
+ * the Resize into the conv's phase split, so X is never in memory; the
+ * templates still read the planes that printed kernel writes (one
+ * instance: Winograd F(2x2) from the planes, and the implicit GEMM with
+ * Winograd off), never X itself. */
+static void test_inlined_producer(void) {
+  gb_t b;
+  gb_init(&b);
+  input(&b, "x", DIMS(1, 16, 9, 11));
+  konst(&b, "w", DIMS(24, 16, 3, 3));
+  konst(&b, "bias", DIMS(24));
+  kiln_array_t sc;
+  kiln_shape_t s4 = kiln_shape_make(1, (int64_t[]){4});
+  KILN_ASSERT(!kiln_array_alloc(A(), KILN_DTYPE_F32, &s4, &sc));
+  const float scales[4] = {1.f, 1.f, 2.f, 2.f};
+  memcpy(sc.data, scales, sizeof scales);
+  if (!b.st) b.st = kiln_graph_add_initializer(b.g, "scales", &sc, NULL);
+  kiln_attr_t ra[2] = {kiln_attr_make_string("mode", "nearest"),
+                       kiln_attr_make_string("coordinate_transformation_mode", "asymmetric")};
+  node(&b, "Resize", IN("x", "", "scales"), "up", 2, ra);
+  kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+                       kiln_attr_make_ints("kernel_shape", 2, (int64_t[]){3, 3})};
+  node(&b, "Conv", IN("up", "w", "bias"), "y", 2, ca);
+  node(&b, "Relu", IN("y"), "out", 0, NULL);
+  kiln_graph_add_output(b.g, "out");
+  check_graph(&b, "resize inlined into the phase split, 3x3 conv", 1, 1);
+}
+
 /* Two convs reading one weight initializer: each instance's layout must
  * hold for the other's reads too (or the constant stays shared as it is). */
 /* F(4x4, 3x3) (KILN_OPENCL_WINOGRAD=f4: every Winograd instance, U the
@@ -397,6 +425,7 @@ int main(void) {
   RUN(test_printed_shared);
   RUN(test_runtime_shapes);
   RUN(test_conv_shapes);
+  RUN(test_inlined_producer);
   RUN(test_winograd4);
   RUN(test_shared_weights);
   RUN(test_identical_instances);
