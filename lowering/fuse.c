@@ -19,6 +19,7 @@
 #include "ir/tir_analysis.h"
 #include "ir/tir_visit.h"
 #include "lowering/lower_custom.h"
+#include "lowering/template.h"
 
 /* ---- op patterns ----------------------------------------------------- */
 
@@ -980,6 +981,9 @@ static kiln_status_t try_epilogue(fz_t* z, int32_t x, bool* done) {
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
   if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
+  /* a GPU's GEMM / conv kernel is a template's where its epilogue is one a
+   * template prints: another consumer is not worth the printed kernel */
+  if (p->target == KILN_TARGET_CLASS_GPU && !kp->host && !kiln_template_epilogue_fits(p, P, C)) return NULL;
   int32_t vb = -1;
   const tir_buffer_t* xv = NULL;
   if (!priv && !view_case(z, x, kp, kc, &vb, &xv)) return NULL;

@@ -76,6 +76,17 @@ typedef struct kiln_template_epi_s {
 bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
                              int32_t rank, bool f16_ok, kiln_template_epi_t* out);
 
+/* Whether a GEMM or conv template could still print plan kernel |p|'s
+ * epilogue with consumer kernel |c|'s nodes appended (fuse.c asks it on GPU
+ * plans before it folds |c| into |p|). By op type only: a MatMul/Gemm takes
+ * up to two Adds (bias, residual) then one of Relu, Clip, Gelu; a Conv
+ * (group 1) up to KILN_TEMPLATE_EPI_MAX of Relu, Sigmoid, LeakyRelu, Clip,
+ * Add, Sub, Mul, Div. A chain beyond that would keep the printed kernel, 5-10x
+ * slower than a template on lavapipe and PoCL (llama's SwiGLU MatMuls,
+ * wav2vec2's convs before a Gelu), so the consumer stays a kernel of its
+ * own. True for any other producer. */
+bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c);
+
 /* f32, or f16 when |f16_ok|; row-major and dense. */
 bool kiln_template_dense_float(const tir_buffer_t* b, bool f16_ok);
 

@@ -158,3 +158,65 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
   return true;
 }
 
+
+/* One node's place in a GEMM template's chain (template_gemm.c gemm_chain):
+ * 1 an Add, 2 an activation, 0 none of those. */
+static int gemm_chain_op(const kiln_node_t* n) {
+  if (n->domain && n->domain[0]) return 0;
+  if (!strcmp(n->op_type, "Add")) return 1;
+  if (!strcmp(n->op_type, "Relu") || !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Gelu")) return 2;
+  return 0;
+}
+
+static bool conv_chain_op(const kiln_node_t* n) {
+  static const char* const ops[] = {"Relu", "Sigmoid", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div"};
+  if (n->domain && n->domain[0]) return false;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
+    if (!strcmp(n->op_type, ops[i])) return true;
+  return false;
+}
+
+bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) {
+  const kiln_graph_t* g = plan->graph;
+  const kiln_plan_kernel_t* kp = &plan->kernels[p];
+  const kiln_plan_kernel_t* kc = &plan->kernels[c];
+  if (!g || kp->node < 0 || kp->node >= g->n_nodes || kc->node < 0 || kc->node >= g->n_nodes) return true;
+  const kiln_node_t* a = &g->nodes[kp->node];
+  if (!a->op_type || (a->domain && a->domain[0])) return true;
+  const bool gemm = !strcmp(a->op_type, "MatMul") || !strcmp(a->op_type, "Gemm");
+  bool conv = !strcmp(a->op_type, "Conv");
+  if (conv) {
+    int64_t group = 1;
+    kiln_status_t s = kiln_attr_int(a, "group", 1, &group);
+    if (s) kiln_status_free(s);
+    conv = !s && group == 1;
+  }
+  if (!gemm && !conv) return true;
+  /* a GEMM that some GPU target's rules leave printed (per-batch B, Gemm's
+   * alpha or transA on Vulkan) keeps its fusions: only the rules every GPU
+   * target has (the intersection of OpenCL's and Vulkan's) veto */
+  static const kiln_template_gemm_rules_t every = {.f16 = true, .bias = true, .gelu = true, .epilogue = true};
+  kiln_template_gemm_t m;
+  if (gemm && !kiln_template_gemm_match(plan, p, &every, &m)) return true;
+  /* the chain: the producer's fused nodes, then the consumer's anchor and
+   * its fused nodes (each kernel lists its nodes in the order they run) */
+  const int32_t n = kp->n_fused_nodes + 1 + kc->n_fused_nodes;
+  if (conv && n > KILN_TEMPLATE_EPI_MAX) return false;
+  int adds = 0;
+  bool act = false;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t ni = i < kp->n_fused_nodes ? kp->fused_nodes[i]
+                       : i == kp->n_fused_nodes ? kc->node
+                                                : kc->fused_nodes[i - kp->n_fused_nodes - 1];
+    if (ni < 0 || ni >= g->n_nodes || !g->nodes[ni].op_type) return false;
+    const kiln_node_t* e = &g->nodes[ni];
+    if (conv) {
+      if (!conv_chain_op(e)) return false;
+      continue;
+    }
+    const int k = gemm_chain_op(e);
+    if (k == 0 || act || (k == 1 && ++adds > 2)) return false;
+    act = k == 2;
+  }
+  return true;
+}

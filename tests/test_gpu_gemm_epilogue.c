@@ -50,7 +50,10 @@ static void weights(bm_model_t* b, const char* name, int rank, const int64_t* d,
 
 /* kind 0: Gelu(X W + b) (erf); 1: X W + b; 2: Relu(Gemm(X2, W, c)) with a C row;
  * 3: (X W + b) + X V (a residual Add: the second MatMul's output); 4: Clip(X W + b, 0, 6);
- * 5: Relu(X W + b) at 256 x 264 x 512 (more work than Vulkan's f16 floor) */
+ * 5: Relu(X W + b) at 256 x 264 x 512 (more work than Vulkan's f16 floor);
+ * 6: (X W) * silu(X V) (llama's SwiGLU: no template prints a Mul by another
+ * tensor or a SiLU, so fusion leaves both MatMuls templates of their own
+ * and the Sigmoid and Muls an element-wise kernel) */
 static bool model_write(const char* path, int kind) {
   bm_model_t b;
   bm_init(&b, 20);
@@ -73,6 +76,14 @@ static bool model_write(const char* path, int kind) {
     bm_node(&b, "MatMul", "mm", "X,W", "H");
     bm_node(&b, "Add", "bias", "H,B", "H1");
     bm_node(&b, "Relu", "relu", "H1", "Y");
+  } else if (kind == 6) {
+    const int64_t vd[2] = {K, N};
+    weights(&b, "V", 2, vd, 13);
+    bm_node(&b, "MatMul", "gate", "X,V", "G");
+    bm_node(&b, "Sigmoid", "sig", "G", "S");
+    bm_node(&b, "Mul", "silu", "G,S", "SG");
+    bm_node(&b, "MatMul", "up", "X,W", "H");
+    bm_node(&b, "Mul", "swiglu", "H,SG", "Y");
   } else if (kind == 4) {
     float lo = 0.0f, hi = 6.0f;
     bm_initializer(&b, "lo", BM_F32, 0, NULL, &lo, sizeof lo);
@@ -117,7 +128,7 @@ static void largest_acc(const char* text, int* rows, int* cols) {
 
 /* The epilogue's marks in a template instance: the activation (gemm.comp's
  * ACT, gemm.cl's GACT) and the residual. */
-static const int kind_act[6] = {1, 0, 3, 0, 4, 3};
+static const int kind_act[7] = {1, 0, 3, 0, 4, 3, 0};
 
 static bool has_fmt(const char* t, const char* fmt, int v) {
   char want[64];
@@ -237,6 +248,11 @@ static void test_clip(void) {
   check_model(4, "fp16");
 }
 
+static void test_swiglu(void) {
+  check_model(6, "fp32");
+  check_model(6, "fp16");
+}
+
 static void test_big_relu(void) {
   check_model(5, "fp32");
   check_model(5, "fp16");
@@ -255,6 +271,7 @@ int main(int argc, char** argv) {
   RUN(test_residual);
   RUN(test_clip);
   RUN(test_big_relu);
+  RUN(test_swiglu);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }
