@@ -175,14 +175,25 @@ kiln_status_t kiln_tune_view_build(const kiln_plan_t* p, kiln_plan_kernel_t* ks,
   return kiln_program_build(&v, target, &bo, kiln_allocator_system(), prog);
 }
 
+/* A Winograd point with its switch entry 0 (last) runs the implicit-GEMM
+ * alternative in its place. */
+static bool winograd_off(const kiln_template_t* t, const kiln_template_tiles_t* tiles) {
+  return t->kind == KILN_TEMPLATE_WINOGRAD && t->alt && tiles->n == t->tiles.n && tiles->n > 0 &&
+         tiles->v[tiles->n - 1] == 0;
+}
+
+bool kiln_tune_point_f16_sums(const kiln_template_t* t, const kiln_template_tiles_t* tiles) {
+  if (!t) return false;
+  return winograd_off(t, tiles) ? t->alt->f16_sums : t->f16_sums;
+}
+
 /* The program of the instance at |tiles|. */
 static kiln_status_t build_tmpl(kiln_tune_micro_t* m, const kiln_template_tiles_t* tiles, kiln_program_t** out) {
   const kiln_plan_t* p = m->plan;
   const kiln_template_t* t = kiln_template_tunable_of(p, m->k);
   /* a Winograd point with the switch off: the implicit-GEMM conv at its
    * own tiles, after the phase split where the Winograd one read X */
-  const bool off = t->kind == KILN_TEMPLATE_WINOGRAD && t->alt && tiles->n == t->tiles.n && tiles->n > 0 &&
-                   tiles->v[tiles->n - 1] == 0;
+  const bool off = winograd_off(t, tiles);
   const kiln_template_t* wino = t;
   if (off) {
     t = t->alt;
@@ -695,7 +706,7 @@ kiln_status_t kiln_tune_micro_measure_by(kiln_tune_micro_t* m, const kiln_templa
     for (int32_t i = 0; i < m->n_out; ++i) {
       kiln_compare_result_t cr;
       double rtol, atol;
-      kiln_tune_tolerance(tt && tt->f16_sums, &m->ref[i], &rtol, &atol);
+      kiln_tune_tolerance(kiln_tune_point_f16_sums(tt, tiles), &m->ref[i], &rtol, &atol);
       kiln_compare(&out[i], &m->ref[i], rtol, atol, &cr);
       if (!cr.ok) {
         *match = false;

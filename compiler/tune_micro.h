@@ -110,6 +110,13 @@ KILN_MUST_USE kiln_status_t kiln_tune_micro_init(kiln_tune_micro_t* m, const kil
  * atol 2e-2 of |ref|'s largest magnitude. */
 void kiln_tune_tolerance(bool f16_sums, const kiln_array_t* ref, double* rtol, double* atol);
 
+/* Whether point |tiles| of tunable instance |t| runs sums in f16, so its
+ * outputs take kiln_tune_tolerance's f16 bound: |t|'s f16_sums, or for a
+ * Winograd point with its switch entry 0 (last) the implicit-GEMM
+ * alternative's, which runs in its place (with --fp16-accumulate under the
+ * GPU rules that one sums in f16 and Winograd in f32). False for NULL. */
+bool kiln_tune_point_f16_sums(const kiln_template_t* t, const kiln_template_tiles_t* tiles);
+
 /* Builds the instance with |tiles| and times it |repeats| times (after a
  * warm-up run), each run right after one of the default point's:
  * *t and *t_def the medians of the instance's dispatch times, seconds;

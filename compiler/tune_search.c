@@ -705,7 +705,8 @@ static kiln_status_t plan_of(tuner_t* t) {
     if (!t->plan->kernels[k].tmpl || t->plan->kernels[k].tmpl->kind != KILN_TEMPLATE_MERGED)
       t->prog_kernel[t->n_prog++] = k;
     const kiln_template_t* d = t->cpu ? NULL : kiln_template_tunable_of(t->plan, k);
-    t->f16_sums = t->f16_sums || (d && d->f16_sums);
+    /* a Winograd instance's alternative too: a point may switch it in */
+    t->f16_sums = t->f16_sums || (d && (d->f16_sums || (d->alt && d->alt->f16_sums)));
     t->group_of[k] = -1;
     for (int32_t gi = 0; t->cpu && gi < t->n_groups && t->group_of[k] < 0; ++gi)
       for (int32_t i = 0; i < t->groups[gi].n_inst; ++i)

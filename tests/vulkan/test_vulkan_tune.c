@@ -785,6 +785,19 @@ static void test_f16_sums(void) {
     t->tiles = (kiln_template_tiles_t){.n = 7, .v = {16, 16, 8, 4, 4, 1, 1}};
   }
   CHECK_MSG(seen == 2, "%d GEMM / conv instances", (int)seen);
+  {
+    /* a Winograd instance (f32 sums) whose implicit-GEMM alternative sums
+     * in f16: its switched-off points are checked with the f16 bound */
+    kiln_template_t a = {.kind = KILN_TEMPLATE_CONV, .f16_sums = true};
+    kiln_template_t w = {.kind = KILN_TEMPLATE_WINOGRAD, .alt = &a, .tiles = {.n = 5, .v = {8, 4, 2, 0, 1}}};
+    a.alt = &w;
+    kiln_template_tiles_t on = w.tiles, off = w.tiles;
+    off.v[4] = 0;
+    CHECK(!kiln_tune_point_f16_sums(&w, &on) && kiln_tune_point_f16_sums(&w, &off));
+    a.f16_sums = false;
+    CHECK(!kiln_tune_point_f16_sums(&w, &off) && !kiln_tune_point_f16_sums(NULL, &off));
+    CHECK(kiln_tune_point_f16_sums(&(kiln_template_t){.kind = KILN_TEMPLATE_CONV, .f16_sums = true}, &on));
+  }
   kiln_device_open_options_t oo = {0, true, stderr};
   kiln_status_t s = kiln_device_open("vulkan", &oo, A(), &dev);
   if (s) {
