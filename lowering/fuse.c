@@ -1124,6 +1124,9 @@ static kiln_status_t try_inline(fz_t* z, int32_t x, bool* done) {
   if (kp->n_fused_nodes + kc->n_fused_nodes + 2 > FUSE_MAX_NODES) return NULL;
   if (kp->custom || kc->custom) return NULL; /* a plugin's source, not tensor IR */
   if (kp->host != kc->host) return NULL; /* one runs on the CPU, the other on the GPU */
+  /* a GPU's GEMM template reads its operands from memory: a producer
+   * inlined into its kernel would leave the printed GEMM */
+  if (p->target == KILN_TARGET_CLASS_GPU && !kc->host && kiln_template_gemm_candidate(p, C)) return NULL;
   kiln_op_pattern_t pat = kiln_op_pattern(node_op(p, kp->node));
   /* An injective anchor with element-wise epilogues is still injective. */
   if (pat != KILN_PATTERN_INJECTIVE || !kp->naive) return NULL;

@@ -99,9 +99,9 @@ kiln_status_t kiln_plan_dyn_template(kiln_plan_t* p, int32_t k, const char* dim,
   switch (t->kind) {
     case KILN_TEMPLATE_MERGED: return NULL; /* leaves the program */
     case KILN_TEMPLATE_GEMM:
-      /* without batch strides (Vulkan's gemm.comp) the rows of all samples
-       * would be one run-time M; a GEMM batched already (attention's heads)
-       * would need a second batch dim */
+      /* without batch strides (a target whose rules lack them) the rows of
+       * all samples would be one run-time M; a GEMM batched already
+       * (attention's heads) would need a second batch dim */
       if ((set && !set->gemm_rules.batched) || t->gemm.batch != 1) return drop(p, kk, dim, "GEMM", out_printed);
       /* a fused residual has no batch stride in the templates */
       if (t->gemm.has_res) return drop(p, kk, dim, "GEMM", out_printed);

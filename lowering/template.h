@@ -84,7 +84,8 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
  * Add, Sub, Mul, Div. A chain beyond that would keep the printed kernel, 5-10x
  * slower than a template on lavapipe and PoCL (llama's SwiGLU MatMuls,
  * wav2vec2's convs before a Gelu), so the consumer stays a kernel of its
- * own. True for any other producer. */
+ * own. True for any other producer, and for a MatMul/Gemm that no GPU
+ * target's GEMM template takes as it is (kiln_template_gemm_candidate). */
 bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c);
 
 /* f32, or f16 when |f16_ok|; row-major and dense. */
@@ -166,6 +167,14 @@ typedef struct kiln_template_gemm_rules_s {
  * every parameter has a known role and that |rules| allow; fills |out|. */
 bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_template_gemm_rules_t* rules,
                               kiln_template_gemm_t* out);
+
+/* Whether plan kernel |k| as it is now is a MatMul/Gemm some GPU target's
+ * GEMM template takes (the union of OpenCL's and Vulkan's rules: per-batch
+ * B, f16, Gemm's bias, alpha and transA, the epilogues). GPU plans' fusion
+ * asks it before it inlines a producer (a Transpose of K in attention) into
+ * the kernel: the template reads its operands as plan buffers, so an
+ * inlined producer would leave the printed GEMM, 4-5x slower on PoCL. */
+bool kiln_template_gemm_candidate(const kiln_plan_t* plan, int32_t k);
 
 /* ---- implicit-GEMM convolution (template_conv.c) --------------------------- */
 

@@ -192,12 +192,8 @@ bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) 
     conv = !s && group == 1;
   }
   if (!gemm && !conv) return true;
-  /* a GEMM that some GPU target's rules leave printed (per-batch B, Gemm's
-   * alpha or transA on Vulkan) keeps its fusions: only the rules every GPU
-   * target has (the intersection of OpenCL's and Vulkan's) veto */
-  static const kiln_template_gemm_rules_t every = {.f16 = true, .bias = true, .gelu = true, .epilogue = true};
-  kiln_template_gemm_t m;
-  if (gemm && !kiln_template_gemm_match(plan, p, &every, &m)) return true;
+  /* a GEMM no GPU target's template takes as it is keeps its fusions */
+  if (gemm && !kiln_template_gemm_candidate(plan, p)) return true;
   /* the chain: the producer's fused nodes, then the consumer's anchor and
    * its fused nodes (each kernel lists its nodes in the order they run) */
   const int32_t n = kp->n_fused_nodes + 1 + kc->n_fused_nodes;

@@ -290,3 +290,12 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
   return true;
 }
 
+
+bool kiln_template_gemm_candidate(const kiln_plan_t* plan, int32_t k) {
+  static const kiln_template_gemm_rules_t any = {
+      .f16 = true, .batched = true, .bias = true, .scaled = true, .gelu = true, .epilogue = true};
+  kiln_template_gemm_t g;
+  /* a range program (kiln_plan_build_plain's plans) takes GEMMs of one
+   * batch only (compiler/pipeline_seq.c) */
+  return kiln_template_gemm_match(plan, k, &any, &g) && !(plan->plain_loops && g.batch != 1);
+}

@@ -2,8 +2,9 @@
  * NAME=LO..HI): a small per-sample CNN whose convs take the conv and (on
  * OpenCL) Winograd templates (one with a per-sample residual in its
  * epilogue), a strided depthwise conv (its template hands the kernel back
- * to the printed one), pooling and a Gemm (OpenCL's template; Vulkan's has
- * no batch strides and hands it back too), compiled ONCE for batch 1..4.
+ * to the printed one), pooling and a Gemm (the GEMM template stepping by
+ * the samples' strides: gemm.cl GBATCH, gemm.comp BATCHED), compiled ONCE
+ * for batch 1..4.
  *
  * Without arguments: the compiled program (no device): every kernel's grid
  * is one sample's (groups[2] 1), the templates are in its source, the

@@ -53,11 +53,14 @@ static void weights(bm_model_t* b, const char* name, int rank, const int64_t* d,
  * 5: Relu(X W + b) at 256 x 264 x 512 (more work than Vulkan's f16 floor);
  * 6: (X W) * silu(X V) (llama's SwiGLU: no template prints a Mul by another
  * tensor or a SiLU, so fusion leaves both MatMuls templates of their own
- * and the Sigmoid and Muls an element-wise kernel) */
+ * and the Sigmoid and Muls an element-wise kernel);
+ * 7: X X^T over 3 batches (attention's scores: one B per batch, the
+ * Transpose a kernel of its own, not inlined into the GEMM: gemm.comp
+ * BATCHED, gemm.cl GBATCH) */
 static bool model_write(const char* path, int kind) {
   bm_model_t b;
   bm_init(&b, 20);
-  int64_t xd3[3] = {1, M, K}, xd2[2] = {M, K};
+  int64_t xd3[3] = {kind == 7 ? 3 : 1, M, K}, xd2[2] = {M, K};
   b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, kind == 2 ? 2 : 3, kind == 2 ? xd2 : xd3, NULL);
   const int64_t wd[2] = {K, N}, bd[1] = {N};
   weights(&b, "W", 2, wd, 11);
@@ -76,6 +79,13 @@ static bool model_write(const char* path, int kind) {
     bm_node(&b, "MatMul", "mm", "X,W", "H");
     bm_node(&b, "Add", "bias", "H,B", "H1");
     bm_node(&b, "Relu", "relu", "H1", "Y");
+  } else if (kind == 7) {
+    Onnx__NodeProto* tr = bm_node(&b, "Transpose", "xt", "X", "XT");
+    Onnx__AttributeProto* a = bm_attr(&b, tr, "perm", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    static int64_t perm[3] = {0, 2, 1};
+    a->n_ints = 3;
+    a->ints = perm;
+    bm_node(&b, "MatMul", "scores", "X,XT", "Y");
   } else if (kind == 6) {
     const int64_t vd[2] = {K, N};
     weights(&b, "V", 2, vd, 13);
@@ -128,7 +138,7 @@ static void largest_acc(const char* text, int* rows, int* cols) {
 
 /* The epilogue's marks in a template instance: the activation (gemm.comp's
  * ACT, gemm.cl's GACT) and the residual. */
-static const int kind_act[7] = {1, 0, 3, 0, 4, 3, 0};
+static const int kind_act[8] = {1, 0, 3, 0, 4, 3, 0, 0};
 
 static bool has_fmt(const char* t, const char* fmt, int v) {
   char want[64];
@@ -139,7 +149,8 @@ static bool has_fmt(const char* t, const char* fmt, int v) {
 static void check_model(int kind, const char* precision) {
   M = kind == 5 ? 256 : 30;
   K = kind == 5 ? 512 : 40;
-  N = kind == 5 ? 264 : 50;
+  N = kind == 5 ? 264 : kind == 7 ? M : 50;
+  const int64_t nb = kind == 7 ? 3 : 1; /* batches */
   char path[700];
   snprintf(path, sizeof path, "%s/gemm_epi%d.onnx", g_dir, kind);
   const bool written = model_write(path, kind);
@@ -179,6 +190,9 @@ static void check_model(int kind, const char* precision) {
       if (kind == 4)
         CHECK_MSG(strstr(t, vk ? "#define ACT_HI 6.0" : "#define GACT_HI 6.0") != NULL, "model 4 %s: Clip's bound",
                   precision);
+      if (kind == 7)
+        CHECK_MSG(strstr(t, vk ? "#define BATCHED 1" : "#define GBATCH 3") != NULL, "model 7 %s: the batches",
+                  precision);
     }
   }
   kiln_program_destroy(p);
@@ -191,7 +205,7 @@ static void check_model(int kind, const char* precision) {
   memset(&x, 0, sizeof x);
   memset(&want, 0, sizeof want);
   memset(&got, 0, sizeof got);
-  kiln_shape_t xs = kind == 2 ? kiln_shape_make(2, (const int64_t[]){M, K}) : kiln_shape_make(3, (const int64_t[]){1, M, K});
+  kiln_shape_t xs = kind == 2 ? kiln_shape_make(2, (const int64_t[]){M, K}) : kiln_shape_make(3, (const int64_t[]){nb, M, K});
   if (CHECK_OK(kiln_array_alloc(al(), KILN_DTYPE_F32, &xs, &x))) {
     uint32_t seed = 5u + (uint32_t)kind;
     for (size_t i = 0; i < x.nbytes / 4; ++i) {
@@ -204,7 +218,7 @@ static void check_model(int kind, const char* precision) {
       CHECK_OK(kiln_onnx_parse_model(path, NULL, al(), &g)) && CHECK_OK(kiln_graph_prepare(g)) &&
       CHECK_OK(kiln_ref_run(g, &x, NULL, &want)) && CHECK_OK(kiln_session_run(s, &x, &got))) {
     double worst = 0;
-    const bool same = got.nbytes == want.nbytes && got.nbytes == (size_t)M * N * 4;
+    const bool same = got.nbytes == want.nbytes && got.nbytes == (size_t)(nb * M * N * 4);
     for (size_t i = 0; same && i < want.nbytes / 4; ++i) {
       const double w = ((float*)want.data)[i], e = fabs(((float*)got.data)[i] - w) / (1.0 + fabs(w));
       if (!(e <= worst)) worst = e; /* NaN counts */
@@ -253,6 +267,10 @@ static void test_swiglu(void) {
   check_model(6, "fp16");
 }
 
+static void test_batched(void) {
+  check_model(7, "fp32");
+}
+
 static void test_big_relu(void) {
   check_model(5, "fp32");
   check_model(5, "fp16");
@@ -272,6 +290,7 @@ int main(int argc, char** argv) {
   RUN(test_clip);
   RUN(test_big_relu);
   RUN(test_swiglu);
+  RUN(test_batched);
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }

@@ -79,7 +79,12 @@
 //              main), the row tiles are KILN_WG.z, which the device
 //              launches n times (n >= ceil(M / TM)); tiles past M return
 //              before anything else (the whole work-group); EVEN 0.
-// Dispatch: (ceil(N/TN), ceil(M/TM), 1) work-groups; RT_M: (ceil(N/TN), 1, n).
+//   BATCHED    1: KILN_WG.z is the batch (a MatMul with one B per batch:
+//              attention's heads) or the sample (a per-sample program's
+//              dim 2): A, B and C start SA, SB, SY elements further each
+//              (0: shared by all); the host keeps them multiples of 4
+//              where the mode reads vec4s or texels, of 2 for 64-bit pairs
+// Dispatch: (ceil(N/TN), ceil(M/TM), BATCH) work-groups; RT_M: (ceil(N/TN), 1, n).
 // Bindings (set 0): BIND_A, BIND_B, BIND_C (default 0, 1, 2).
 #ifndef M
 #define M 256
@@ -92,6 +97,18 @@
 #endif
 #ifndef B_MODE
 #define B_MODE 0
+#endif
+#ifndef BATCHED
+#define BATCHED 0
+#endif
+#if BATCHED
+#define A_OFF (int(KILN_WG.z) * SA)
+#define B_OFF (int(KILN_WG.z) * SB)
+#define C_OFF (int(KILN_WG.z) * SY)
+#else
+#define A_OFF 0
+#define B_OFF 0
+#define C_OFF 0
 #endif
 #ifndef PT
 #define PT 32
@@ -184,13 +201,13 @@ layout(local_size_x = LX, local_size_y = LY, local_size_z = 1) in;
 // start on a texel); single values (the K tail) pick one component.
 layout(set = 0, binding = BIND_A) uniform samplerBuffer ta;
 layout(set = 0, binding = BIND_B) uniform samplerBuffer tb;
-#define a(i) texelFetch(ta, (i) >> 2)[(i) & 3]
-#define b(i) texelFetch(tb, (i) >> 2)[(i) & 3]
+#define a(i) texelFetch(ta, (A_OFF + (i)) >> 2)[(A_OFF + (i)) & 3]
+#define b(i) texelFetch(tb, (B_OFF + (i)) >> 2)[(B_OFF + (i)) & 3]
 #else
 layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA { A_T a_[]; };
 layout(std430, set = 0, binding = BIND_B) restrict readonly buffer BufB { B_T b_[]; };
-#define a(i) float(a_[i])
-#define b(i) float(b_[i])
+#define a(i) float(a_[A_OFF + (i)])
+#define b(i) float(b_[B_OFF + (i)])
 #endif
 #if SHARED == 2 && A64
 layout(std430, set = 0, binding = BIND_A) restrict readonly buffer BufA2 { uint64_t a2[]; };
@@ -361,9 +378,9 @@ void sh_fetch(int tid, int row0, int col0, int k0) {
   [[unroll]] for (int e = 0; e < LA / 4; ++e) {
     const int idx = tid + e * NT, r = row0 + idx / (TK / 4), k = k0 + (idx % (TK / 4)) * 4;
 #if EVEN
-    ra[e] = vec4(a4_[(r * K + k) >> 2]);
+    ra[e] = vec4(a4_[(A_OFF + r * K + k) >> 2]);
 #else
-    ra[e] = (r < M && k < K) ? vec4(a4_[(r * K + k) >> 2]) : vec4(0.0);
+    ra[e] = (r < M && k < K) ? vec4(a4_[(A_OFF + r * K + k) >> 2]) : vec4(0.0);
 #endif
   }
 #else
@@ -376,9 +393,9 @@ void sh_fetch(int tid, int row0, int col0, int k0) {
   [[unroll]] for (int e = 0; e < LB / 4; ++e) { // B [N,K]: vec4 along K
     const int idx = tid + e * NT, n = col0 + idx / (TK / 4), k = k0 + (idx % (TK / 4)) * 4;
 #if EVEN
-    rb[e] = vec4(b4_[(n * K + k) >> 2]);
+    rb[e] = vec4(b4_[(B_OFF + n * K + k) >> 2]);
 #else
-    rb[e] = (n < N && k < K) ? vec4(b4_[(n * K + k) >> 2]) : vec4(0.0);
+    rb[e] = (n < N && k < K) ? vec4(b4_[(B_OFF + n * K + k) >> 2]) : vec4(0.0);
 #endif
   }
 #elif B4
@@ -390,9 +407,9 @@ void sh_fetch(int tid, int row0, int col0, int k0) {
     const int at = k * N + n;
 #endif
 #if EVEN
-    rb[e] = vec4(b4_[at >> 2]);
+    rb[e] = vec4(b4_[(B_OFF + at) >> 2]);
 #else
-    rb[e] = (k < K && n < N) ? vec4(b4_[at >> 2]) : vec4(0.0);
+    rb[e] = (k < K && n < N) ? vec4(b4_[(B_OFF + at) >> 2]) : vec4(0.0);
 #endif
   }
 #elif B_MODE == 1
@@ -481,7 +498,7 @@ vec2 u64f(uint64_t v) { return vec2(uintBitsToFloat(uint(v)), uintBitsToFloat(ui
 // A(r, k), A(r, k + 1); k even, k + 1 < K, r < M
 vec2 a_pair(int r, int k) {
 #if A64
-  return u64f(a2[(r * K + k) >> 1]);
+  return u64f(a2[(A_OFF + r * K + k) >> 1]);
 #else
   return vec2(a_at(r, k), a_at(r, k + 1));
 #endif
@@ -492,16 +509,16 @@ vec2 a_pair(int r, int k) {
 vec2 b_pair(int k, int n) {
 #if B_MODE == 1
 #if B64
-  return u64f(b2[(n * K + k) >> 1]);
+  return u64f(b2[(B_OFF + n * K + k) >> 1]);
 #else
   return vec2(b_at(k, n), b_at(k + 1, n));
 #endif
 #elif B64
   const int nn = min(n, N - 2);
 #if B_MODE == 2
-  return u64f(b2[((((k / PKBS) * PTILES + nn / PT) * PKBS + k % PKBS) * PT + nn % PT) >> 1]);
+  return u64f(b2[(B_OFF + (((k / PKBS) * PTILES + nn / PT) * PKBS + k % PKBS) * PT + nn % PT) >> 1]);
 #else
-  return u64f(b2[(k * N + nn) >> 1]);
+  return u64f(b2[(B_OFF + k * N + nn) >> 1]);
 #endif
 #else
   return vec2(b_at(k, min(n, N - 1)), b_at(k, min(n + 1, N - 1)));
@@ -572,7 +589,7 @@ void main() {
 #if B_MODE == 1
     [[unroll]] for (int j = 0; j < RN; ++j)
       [[unroll]] for (int kk = 0; kk < TK; kk += 4) {
-        const vec4 v = texelFetch(tb, (min(col0 + j, N - 1) * K + k0 + kk) >> 2);
+        const vec4 v = texelFetch(tb, (B_OFF + min(col0 + j, N - 1) * K + k0 + kk) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e) bv4[kk + e][j >> 2][j & 3] = v[e];
       }
 #else
@@ -581,9 +598,9 @@ void main() {
       [[unroll]] for (int j = 0; j < RN; j += 4) {
         const int k = k0 + kk, n = col0 + j;
 #if B_MODE == 2
-        bv4[kk][j >> 2] = texelFetch(tb, ((((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT) >> 2);
+        bv4[kk][j >> 2] = texelFetch(tb, (B_OFF + (((k / PKBS) * PTILES + n / PT) * PKBS + k % PKBS) * PT + n % PT) >> 2);
 #else
-        bv4[kk][j >> 2] = texelFetch(tb, (k * N + n) >> 2);
+        bv4[kk][j >> 2] = texelFetch(tb, (B_OFF + k * N + n) >> 2);
 #endif
       }
 #endif
@@ -591,7 +608,7 @@ void main() {
     // where M <= TM (one row tile) only its M rows (the classifier's M = 1)
     [[unroll]] for (int kk = 0; kk < TK; kk += 4)
       [[unroll]] for (int i = 0; i < TM_ROWS; ++i) {
-        const vec4 v = texelFetch(ta, (min(row0 + i, M - 1) * K + k0 + kk) >> 2);
+        const vec4 v = texelFetch(ta, (A_OFF + min(row0 + i, M - 1) * K + k0 + kk) >> 2);
         [[unroll]] for (int e = 0; e < 4; ++e)
           [[unroll]] for (int f = 0; f < RN / 4; ++f) acc4[i][f] = fma(vec4(v[e]), bv4[kk + e][f], acc4[i][f]);
       }
@@ -642,14 +659,14 @@ void main() {
     }
   [[dont_unroll]] for (int e = 0; e < TM * RN; ++e) {
     const int gr = row0 + e / RN, gc = col0 + e % RN;
-    if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+    if (INSIDE(gr, gc, 0)) c[C_OFF + gr * N + gc] = C_T(ACTF(pre[e]));
   }
 #else
   [[unroll]] for (int i = 0; i < TM; ++i) {
     const int gr = row0 + i;
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + j;
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc)));
+      if (INSIDE(gr, gc, 0)) c[C_OFF + gr * N + gc] = C_T(ACTF(PLUS_RES(ACC(i, j) + BIAS(gr, gc), gr, gc)));
     }
   }
 #endif
@@ -735,7 +752,7 @@ void main() {
     }
   [[dont_unroll]] for (int e = 0; e < RM * RN; ++e) {
     const int gr = row0 + ROW_OF(e / RN), gc = col0 + COL_OF(e % RN);
-    if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(pre[e]));
+    if (INSIDE(gr, gc, 0)) c[C_OFF + gr * N + gc] = C_T(ACTF(pre[e]));
   }
 #elif SHARED == 1 && C4 && VS
   // 4 columns from a multiple of 4 (N too): all inside or all outside
@@ -747,7 +764,7 @@ void main() {
         vec4 v;
         [[unroll]] for (int e = 0; e < 4; ++e)
           v[e] = ACTF(PLUS_RES(float(acc[i][j + e]) + BIAS(gr, gc + e), gr, gc + e));
-        c4_[(gr * N + gc) >> 2] = v;
+        c4_[(C_OFF + gr * N + gc) >> 2] = v;
       }
     }
   }
@@ -756,7 +773,7 @@ void main() {
     const int gr = row0 + ROW_OF(i);
     [[unroll]] for (int j = 0; j < RN; ++j) {
       const int gc = col0 + COL_OF(j);
-      if (INSIDE(gr, gc, 0)) c[gr * N + gc] = C_T(ACTF(PLUS_RES(float(acc[i][j]) + BIAS(gr, gc), gr, gc)));
+      if (INSIDE(gr, gc, 0)) c[C_OFF + gr * N + gc] = C_T(ACTF(PLUS_RES(float(acc[i][j]) + BIAS(gr, gc), gr, gc)));
     }
   }
 #endif

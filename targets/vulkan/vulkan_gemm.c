@@ -79,28 +79,40 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
       g->M * g->N > INT32_MAX || (uint32_t)g->b_mode > 2)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm %lldx%lldx%lld (mode %d) does not fit the shader",
                             (long long)g->M, (long long)g->N, (long long)g->K, (int)g->b_mode);
+  /* batches or samples: KILN_WG.z steps A, B and C by their strides */
+  const int64_t batch = g->batch > 1 ? g->batch : 1;
+  const bool batched = batch > 1 || g->sa || g->sb || g->sy;
+  if (batched && (g->m_a || g->has_res || g->sa < 0 || g->sb < 0 || g->sy < 0 ||
+                  (batch - 1) * g->sa > INT32_MAX - g->M * g->K || (batch - 1) * g->sb > INT32_MAX - g->K * g->N ||
+                  (batch - 1) * g->sy > INT32_MAX - g->M * g->N))
+    return kiln_make_status(KILN_INVALID_ARGUMENT,
+                            "gemm %lldx%lldx%lld in %lld batches (strides %lld, %lld, %lld) does not fit the shader "
+                            "(no run-time M or residual with batches)",
+                            (long long)g->M, (long long)g->N, (long long)g->K, (long long)batch, (long long)g->sa,
+                            (long long)g->sb, (long long)g->sy);
   const char* nl = strchr(kiln_vk_gemm, '\n');
   if (!nl) return kiln_make_status(KILN_INTERNAL, "kernels/vulkan/gemm.comp has no #version line");
   /* mode 4: the subgroup mode reading A and B as vec4 texels where rows
    * start on a texel (gemm.comp, TEXEL); elsewhere mode 3 */
   const int texel = t.shared == 4 && !g->no_texel && !g->f16_a && !g->f16_b && t.tk % 4 == 0 && t.rn % 4 == 0 && g->K % 4 == 0 &&
+                    g->sa % 4 == 0 && g->sb % 4 == 0 &&
                     (g->b_mode == 1 || (g->b_mode == 0 && g->N % 4 == 0) ||
                      (g->b_mode == 2 && (g->pt > 0 ? g->pt : 1) % 4 == 0));
   /* (subgroup mode) pairs of floats as one 64-bit word where they are aligned */
   const bool w64 = t.shared == 2; /* mode 3: no 64-bit integers in the shader */
-  const int a64 = w64 && !g->f16_a && g->K % 2 == 0;
+  const int a64 = w64 && !g->f16_a && g->K % 2 == 0 && g->sa % 2 == 0;
   const int b64 =
-      w64 && !g->f16_b && (g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0));
+      w64 && !g->f16_b && g->sb % 2 == 0 && (g->b_mode == 1 ? g->K % 2 == 0 : g->N % 2 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 2 == 0));
   /* (shared-memory mode) vec4 reads where rows start on a vec4 and every
    * invocation reads whole vec4s; two shared buffers where they fit 16 KiB */
   const bool sh = t.shared == 1;
-  const int a4 = sh && g->K % 4 == 0 && t.tk % 4 == 0 && (int64_t)t.tm * t.tk / 4 % nt == 0;
-  const int b4 = sh && (int64_t)t.tk * t.tn / 4 % nt == 0 &&
+  const int a4 = sh && g->K % 4 == 0 && g->sa % 4 == 0 && t.tk % 4 == 0 && (int64_t)t.tm * t.tk / 4 % nt == 0;
+  const int b4 = sh && (int64_t)t.tk * t.tn / 4 % nt == 0 && g->sb % 4 == 0 &&
                  (g->b_mode == 1 ? g->K % 4 == 0 && t.tk % 4 == 0
                                  : g->N % 4 == 0 && t.tn % 4 == 0 && (g->b_mode != 2 || (g->pt > 0 ? g->pt : 1) % 4 == 0));
   const int db = sh && 2 * (int64_t)t.tk * (t.tm + t.tn) * 4 <= KILN_VULKAN_SHARED_BUDGET;
   /* (the 4 x 4-grouped register tiles) an f32 C stored as vec4 */
-  const int c4 = sh && !g->f16_c && g->N % 4 == 0 && t.tm % 4 == 0 && t.tn % 4 == 0 && t.rm % 4 == 0 && t.rn % 4 == 0;
+  const int c4 = sh && !g->f16_c && g->N % 4 == 0 && g->sy % 4 == 0 && t.tm % 4 == 0 && t.tn % 4 == 0 && t.rm % 4 == 0 && t.rn % 4 == 0;
   if (g->has_res && g->bind_res < 0)
     return kiln_make_status(KILN_INVALID_ARGUMENT, "gemm with a residual: no residual binding");
   if (g->m_a && (g->m_a < 1 || g->bind_d < 0 || g->m_a > INT32_MAX || g->m_b < -INT32_MAX || g->m_b > INT32_MAX))
@@ -141,6 +153,9 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
                           "#define BETA %.9e\n",
                           (int)g->bind_bias, (long long)g->bias_sm, (long long)g->bias_sn, (double)g->beta);
   if (g->has_res) kiln_vulkan_sb_printf(&b, "#define HAS_RES 1\n#define BIND_RES %d\n", (int)g->bind_res);
+  if (batched)
+    kiln_vulkan_sb_printf(&b, "#define BATCHED 1\n#define SA %lld\n#define SB %lld\n#define SY %lld\n", (long long)g->sa,
+                          (long long)g->sb, (long long)g->sy);
   if (g->m_a) /* a run-time M: gemm.comp's kg_m, read from the dims buffer */
     kiln_vulkan_sb_printf(&b, "#define RT_M 1\n#define M_A %lld\n#define M_B %lld\n#define BIND_D %d\n#define M kg_m\n",
                           (long long)g->m_a, (long long)g->m_b, (int)g->bind_d);
@@ -179,7 +194,7 @@ kiln_status_t kiln_spirv_gemm_source(const kiln_spirv_gemm_t* g, char** out_glsl
   *out_glsl = b.p;
   groups[0] = (g->N + t.tn - 1) / t.tn;
   groups[1] = g->m_a ? 1 : (g->M + t.tm - 1) / t.tm; /* a run-time M: the rows on dim 2 */
-  groups[2] = 1;
+  groups[2] = batch;
   local[0] = lx;
   local[1] = ly;
   local[2] = 1;
@@ -202,7 +217,8 @@ bool kiln_spirv_gemv_tiles(int64_t M, int64_t N, kiln_spirv_gemm_tiles_t* out) {
 }
 
 /* The shader's view of a GEMM descriptor (kiln_spirv_templates allows only
- * f32 operands, no alpha, no transA; Gemm's C as a bias): B plain,
+ * f32 operands, no alpha, no transA; Gemm's C as a bias; batches with one
+ * B each): B plain,
  * transposed or in the lowering's packed panels; bindings are the kernel's
  * parameter indices. */
 kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
@@ -227,5 +243,9 @@ kiln_spirv_gemm_t kiln_vulkan_gemm_of(const kiln_template_gemm_t* t) {
   g.bias_sm = t->bias_sm;
   g.bias_sn = t->bias_sn;
   g.beta = t->beta;
+  g.batch = t->batch;
+  g.sa = t->sa;
+  g.sb = t->sb;
+  g.sy = t->sy;
   return g;
 }

@@ -54,7 +54,8 @@ void kiln_spirv_templates(kiln_template_set_t* out) {
                                 * the printed kernel (gpt2 --precision fp16: 4.95 vs 4.92 ms)
                                 * and its shaders cost lavapipe 1-2 s more of a cold start
                                 * (gpt2: 3.4 vs 1.5 s of CPU) */
-                               .gemm_rules = {.f16 = true, .bias = true, .gelu = true, .epilogue = true,
+                               /* batched: one B per batch (attention's heads), gemm.comp BATCHED */
+                               .gemm_rules = {.f16 = true, .batched = true, .bias = true, .gelu = true, .epilogue = true,
                                               .f16_min_work = (int64_t)1 << 25},
                                .conv = conv,
                                /* winograd.comp (vulkan_winograd.c) where it covers */

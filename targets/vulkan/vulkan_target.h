@@ -114,6 +114,11 @@ typedef struct kiln_spirv_gemm_s {
   /* f16 storage of A, B, C (the output), the bias, the residual (their
    * reads converted to f32, the sums f32) */
   bool f16_a, f16_b, f16_c, f16_bias, f16_res;
+  /* batches (kiln_template_gemm_t.batch: one B per batch, grid dim 2) and
+   * the elements between them of A, B and C (0: shared); strides with
+   * batch 1 are a per-sample program's, whose device launches dim 2 once
+   * per sample (gemm.comp BATCHED) */
+  int64_t batch, sa, sb, sy;
 } kiln_spirv_gemm_t;
 
 /* Tiles for an M x N problem: $KILN_SPIRV_GEMM_TILES="TM,TN,TK,RM,RN,SHARED"
