@@ -168,9 +168,10 @@ typedef struct kiln_template_gemm_rules_s {
 bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_template_gemm_rules_t* rules,
                               kiln_template_gemm_t* out);
 
-/* Whether plan kernel |k| as it is now is a MatMul/Gemm some GPU target's
- * GEMM template takes (the union of OpenCL's and Vulkan's rules: per-batch
- * B, f16, Gemm's bias, alpha and transA, the epilogues). GPU plans' fusion
+/* Whether plan kernel |k| as it is now is a MatMul/Gemm of 2^20
+ * multiply-adds or more that some GPU target's GEMM template takes (the
+ * union of OpenCL's and Vulkan's rules: per-batch B, f16, Gemm's bias,
+ * alpha and transA, the epilogues). GPU plans' fusion
  * asks it before it inlines a producer (a Transpose of K in attention) into
  * the kernel: the template reads its operands as plan buffers, so an
  * inlined producer would leave the printed GEMM, 4-5x slower on PoCL. */
