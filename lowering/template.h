@@ -53,7 +53,8 @@ typedef struct kiln_template_epi_operand_s {
 } kiln_template_epi_operand_t;
 
 typedef struct kiln_template_epi_op_s {
-  char op;        /* 'r' Relu, 'c' Clip, 'l' LeakyRelu, 's' Sigmoid, '+', '-', '*', '/' */
+  char op;        /* 'r' Relu, 'c' Clip, 'l' LeakyRelu, 's' Sigmoid, 'w' SiLU (v * sigmoid(v):
+                   * a Sigmoid and a Mul), '+', '-', '*', '/' */
   bool swap;      /* binary: the operand is on the left (o - v, o / v) */
   int32_t a, b;   /* operand indices (-1: none; Clip: min, max) */
   float alpha, lo, hi; /* LeakyRelu alpha; Clip bounds from attributes, or the

@@ -69,6 +69,29 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
   return true;
 }
 
+/* Where |n| (picked at chain value |cur|) is half of a SiLU, the fused-list
+ * index of the other half (unused): a Sigmoid(cur) and a Mul of cur by that
+ * Sigmoid's output; else -1. */
+static int32_t silu_partner(const kiln_graph_t* g, const kiln_plan_kernel_t* kk, const bool* used,
+                            const kiln_node_t* n, int32_t cur) {
+  const bool sig = !strcmp(n->op_type, "Sigmoid"), mul = !strcmp(n->op_type, "Mul");
+  if (!(sig && n->n_inputs == 1 && n->inputs[0] == cur) && !(mul && n->n_inputs == 2)) return -1;
+  for (int32_t i = 0; i < kk->n_fused_nodes; ++i) {
+    const int32_t ni = kk->fused_nodes[i];
+    if (used[i] || ni < 0 || ni >= g->n_nodes) continue;
+    const kiln_node_t* m = &g->nodes[ni];
+    if (m == n || (m->domain && m->domain[0]) || m->n_outputs < 1 || m->outputs[0] < 0) continue;
+    const kiln_node_t* s = sig ? n : m;
+    const kiln_node_t* x = sig ? m : n;
+    if (strcmp(s->op_type, "Sigmoid") || strcmp(x->op_type, "Mul") || s->n_inputs != 1 || s->inputs[0] != cur ||
+        x->n_inputs != 2)
+      continue;
+    const int32_t so = s->outputs[0];
+    if ((x->inputs[0] == cur && x->inputs[1] == so) || (x->inputs[1] == cur && x->inputs[0] == so)) return i;
+  }
+  return -1;
+}
+
 bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, const int64_t* shape,
                         int32_t rank, bool f16_ok, kiln_template_epi_t* e) {
   memset(e, 0, sizeof *e);
@@ -80,7 +103,7 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
   if (nf > KILN_TEMPLATE_EPI_MAX || rank < 2 || rank > KILN_MAX_RANK) return false;
   bool used[KILN_TEMPLATE_EPI_MAX] = {false};
   int32_t cur = start;
-  for (int32_t step = 0; step < nf; ++step) {
+  for (int32_t n_used = 0; n_used < nf; ++n_used) {
     int32_t pick = -1;
     for (int32_t i = 0; i < nf && pick < 0; ++i) {
       if (used[i]) continue;
@@ -99,7 +122,17 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
     op->a = op->b = -1;
     const char* t = n->op_type;
     kiln_status_t s = NULL;
-    if (!strcmp(t, "Relu") || !strcmp(t, "Sigmoid")) {
+    /* SiLU (YOLO's, EfficientNet's): Sigmoid(v) and Mul(v, that), in
+     * either order in the list; the Mul's output is the chain's */
+    const int32_t other = silu_partner(g, kk, used, n, cur);
+    if (other >= 0) {
+      used[other] = true;
+      ++n_used;
+      const kiln_node_t* m = &g->nodes[kk->fused_nodes[other]];
+      if (!strcmp(t, "Sigmoid")) n = m; /* the Mul: its output goes on */
+      if (g->tensors[n->outputs[0]].dtype != KILN_DTYPE_F32) return false;
+      op->op = 'w';
+    } else if (!strcmp(t, "Relu") || !strcmp(t, "Sigmoid")) {
       if (n->n_inputs != 1) return false;
       op->op = t[0] == 'R' ? 'r' : 's';
     } else if (!strcmp(t, "LeakyRelu")) {

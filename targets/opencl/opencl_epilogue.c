@@ -67,6 +67,7 @@ void kiln_opencl_epi_print_ks(const kiln_template_epi_t* e, const bool* f16, con
     switch (op->op) {
       case 'r': kiln_cf_out_puts(out, "v = fmax(v, 0.0f);"); break;
       case 's': kiln_cf_out_puts(out, "v = 1.0f / (1.0f + exp(-v));"); break;
+      case 'w': kiln_cf_out_puts(out, "v = v / (1.0f + exp(-v));"); break;
       case 'l':
         kiln_cf_out_printf(out, "v = fmax(v, 0.0f) + %.9ef * fmin(v, 0.0f);", (double)op->alpha);
         break;

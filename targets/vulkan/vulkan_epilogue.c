@@ -114,6 +114,7 @@ static void epi_body(kiln_vulkan_sb_t* b, const kiln_template_epi_t* e, int64_t 
     switch (op->op) {
       case 'r': kiln_vulkan_sb_printf(b, " v = max(v, 0.0);"); break;
       case 's': kiln_vulkan_sb_printf(b, " v = 1.0 / (1.0 + exp(-v));"); break;
+      case 'w': kiln_vulkan_sb_printf(b, " v = v / (1.0 + exp(-v));"); break;
       case 'l': kiln_vulkan_sb_printf(b, " v = max(v, 0.0) + %.9e * min(v, 0.0);", (double)op->alpha); break;
       case 'c':
         /* an infinite bound (an attribute's or a constant operand's) clips nothing */

@@ -157,7 +157,8 @@ typedef struct ccase_s {
   int64_t group;
   bool bias;
   int epi; /* 0 none, 1 Relu, 2 Clip(0, 6), 3 Add(residual) + Relu, 4 Mul(per-channel) + Add,
-            * 5 Gelu (no conv template prints it: a kernel of its own after the template) */
+            * 5 Gelu (no conv template prints it: a kernel of its own after the template),
+            * 6 SiLU as exported (Sigmoid, then Mul of y by it: the templates' 'w') */
   int templated;
   int wino; /* Winograd instances expected with the templates on */
 } ccase_t;
@@ -201,6 +202,9 @@ static void conv_case(const ccase_t* c) {
     node(&b, "Add", IN("t", "shift"), "out", 0, NULL);
   } else if (c->epi == 5) {
     node(&b, "Gelu", IN("y"), "out", 0, NULL);
+  } else if (c->epi == 6) {
+    node(&b, "Sigmoid", IN("y"), "sg", 0, NULL);
+    node(&b, "Mul", IN("y", "sg"), "out", 0, NULL);
   }
   kiln_graph_add_output(b.g, "out");
   check_graph(&b, c->what, c->templated, c->wino);
@@ -224,6 +228,8 @@ static void test_conv_shapes(void) {
       {"3x3 clip", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 2, 1, 0},
       {"3x3 mul add per channel", 1, 8, 20, 8, 8, 3, 1, 1, {1, 1, 1, 1}, 1, true, 4, 1, 0},
       {"3x3 s2 gelu", 1, 16, 24, 9, 41, 3, 2, 1, {0, 0, 0, 0}, 1, false, 5, 1, 0},
+      {"1x1 silu", 1, 16, 40, 14, 14, 1, 1, 1, {0, 0, 0, 0}, 1, true, 6, 1, 0},
+      {"3x3 s1 silu (winograd)", 1, 32, 32, 14, 14, 3, 1, 1, {1, 1, 1, 1}, 1, true, 6, 1, 1},
       {"3x3 K = 576 batch 2", 2, 64, 72, 12, 12, 3, 1, 1, {1, 1, 1, 1}, 1, true, 1, 1, 1},
       /* Winograd F(2x2, 3x3) edges: odd output rows and columns (partial
        * tiles, tile rows padded to groups of four), channels that fill no

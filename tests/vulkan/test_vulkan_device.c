@@ -1100,13 +1100,29 @@ static void g_gemm_bias_big(tg_t* t) {
   tg_output(t, "y");
 }
 
-static void g_conv_silu(tg_t* t) {
+/* a 3x3 s2 conv with a SiLU as exported (Sigmoid, Mul): the implicit-GEMM
+ * template with the SiLU in its epilogue ('w') */
+static void g_conv_silu_dense(tg_t* t) {
   tg_input(t, "x", F32, 4, DIMS(1, 64, 48, 48));
   tg_const(t, "w", F32, 4, DIMS(64, 64, 3, 3));
   tg_const(t, "b", F32, 1, DIMS(64));
   kiln_attr_t ca[2] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
                        kiln_attr_make_ints("strides", 2, DIMS(2, 2))};
   tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 2, ca);
+  tg_node(t, "Sigmoid", "sig", 1, NAMES("c"), "s", 0, NULL);
+  tg_node(t, "Mul", "silu", 2, NAMES("s", "c"), "y", 0, NULL);
+  tg_output(t, "y");
+}
+
+/* grouped (2 groups: no template takes it, so the printed conv with its
+ * SiLU, whose loops the device limit splits) */
+static void g_conv_silu(tg_t* t) {
+  tg_input(t, "x", F32, 4, DIMS(1, 64, 96, 96));
+  tg_const(t, "w", F32, 4, DIMS(64, 32, 3, 3));
+  tg_const(t, "b", F32, 1, DIMS(64));
+  kiln_attr_t ca[3] = {kiln_attr_make_ints("pads", 4, DIMS(1, 1, 1, 1)),
+                       kiln_attr_make_ints("strides", 2, DIMS(2, 2)), kiln_attr_make_int("group", 2)};
+  tg_node(t, "Conv", "conv", 3, NAMES("x", "w", "b"), "c", 3, ca);
   tg_node(t, "Sigmoid", "sig", 1, NAMES("c"), "s", 0, NULL);
   tg_node(t, "Mul", "silu", 2, NAMES("c", "s"), "y", 0, NULL);
   tg_output(t, "y");
@@ -1751,7 +1767,7 @@ static int64_t max_trips(build_fn build, int64_t limit) {
  * (run_case compiles for this device's limit). */
 static void test_loop_limit(void) {
   const build_fn big[2] = {g_gemm_bias_big, g_conv_silu};
-  const char* what[2] = {"gemm alpha+bias 64x256x1024", "conv s2 3x3 64ch + silu"};
+  const char* what[2] = {"gemm alpha+bias 64x256x1024", "conv s2 3x3 64ch g2 96x96 + silu"};
   for (int i = 0; i < 2; ++i) {
     const int64_t chunked = max_trips(big[i], 0), split = max_trips(big[i], 65535);
     printf("  %-28s loop iterations per invocation: %lld chunked, %lld split\n", what[i], (long long)chunked,
@@ -2135,6 +2151,7 @@ static void test_gpu_rules(void) {
   check_graph(g_conv_1x1_odd, "conv 1x1 13x11", 1e-4, 1e-5);
   check_graph(g_conv_1x1_kwhole, "conv 1x1 K 520 residual", 1e-4, 1e-4);
   check_graph(g_conv_silu, "conv silu", 1e-4, 1e-5);
+  check_graph(g_conv_silu_dense, "conv silu (template)", 1e-4, 1e-5);
   check_graph(g_cd_stem, "direct stem 3x3 s2", 1e-4, 1e-5);
   check_graph(g_cd_7x7, "direct 7x7 s2x1", 1e-4, 1e-5);
   check_graph(g_cd_1x1s2, "direct 1x1 s2 + residual", 1e-4, 1e-5);
