@@ -85,8 +85,9 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
  * Add, Sub, Mul, Div. A chain beyond that would keep the printed kernel, 5-10x
  * slower than a template on lavapipe and PoCL (llama's SwiGLU MatMuls,
  * wav2vec2's convs before a Gelu), so the consumer stays a kernel of its
- * own. True for any other producer, and for a MatMul/Gemm that no GPU
- * target's GEMM template takes as it is (kiln_template_gemm_candidate). */
+ * own. True for any other producer, for a MatMul/Gemm that no GPU
+ * target's GEMM template takes as it is (kiln_template_gemm_candidate),
+ * and in a range program's plans (kiln_plan_t.plain_loops). */
 bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c);
 
 /* f32, or f16 when |f16_ok|; row-major and dense. */
@@ -175,7 +176,9 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
  * alpha and transA, the epilogues). GPU plans' fusion
  * asks it before it inlines a producer (a Transpose of K in attention) into
  * the kernel: the template reads its operands as plan buffers, so an
- * inlined producer would leave the printed GEMM, 4-5x slower on PoCL. */
+ * inlined producer would leave the printed GEMM, 4-5x slower on PoCL.
+ * False in a range program's plans (kiln_plan_t.plain_loops: lowered at
+ * several sizes, which must fuse alike). */
 bool kiln_template_gemm_candidate(const kiln_plan_t* plan, int32_t k);
 
 /* ---- implicit-GEMM convolution (template_conv.c) --------------------------- */

@@ -214,6 +214,9 @@ bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) 
   const kiln_plan_kernel_t* kp = &plan->kernels[p];
   const kiln_plan_kernel_t* kc = &plan->kernels[c];
   if (!g || kp->node < 0 || kp->node >= g->n_nodes || kc->node < 0 || kc->node >= g->n_nodes) return true;
+  /* a range program's plans: no conv templates there, and their GEMMs
+   * fuse as they always did (kiln_template_gemm_candidate) */
+  if (plan->plain_loops) return true;
   const kiln_node_t* a = &g->nodes[kp->node];
   if (!a->op_type || (a->domain && a->domain[0])) return true;
   const bool gemm = !strcmp(a->op_type, "MatMul") || !strcmp(a->op_type, "Gemm");

@@ -295,12 +295,13 @@ bool kiln_template_gemm_candidate(const kiln_plan_t* plan, int32_t k) {
   static const kiln_template_gemm_rules_t any = {
       .f16 = true, .batched = true, .bias = true, .scaled = true, .gelu = true, .epilogue = true};
   kiln_template_gemm_t g;
-  /* a range program (kiln_plan_build_plain's plans) takes GEMMs of one
-   * batch only (compiler/pipeline_seq.c); below 2^20 multiply-adds the
-   * kernels fusion would add cost more than the template saves (gpt2's
-   * attention, 4 x 32 x 32 x 32: its Transposes and Div as kernels of
-   * their own made the model 3% slower on PoCL; the encoder's, 4 x 128 x
-   * 128 x 64, ran 3x faster as templates) */
-  return kiln_template_gemm_match(plan, k, &any, &g) && !(plan->plain_loops && g.batch != 1) &&
-         g.batch * g.M * g.N * g.K >= ((int64_t)1 << 20);
+  /* not in a range program's plans (kiln_plan_build_plain: lowered at
+   * several sizes of the dim, which must fuse alike, so no answer may
+   * depend on the size; their GEMMs fuse as they always did); below 2^20
+   * multiply-adds the kernels fusion would add cost more than the
+   * template saves (gpt2's attention, 4 x 32 x 32 x 32: its Transposes
+   * and Div as kernels of their own made the model 3% slower on PoCL; the
+   * encoder's, 4 x 128 x 128 x 64, ran 3x faster as templates) */
+  if (plan->plain_loops) return false;
+  return kiln_template_gemm_match(plan, k, &any, &g) && g.batch * g.M * g.N * g.K >= ((int64_t)1 << 20);
 }

@@ -17,7 +17,12 @@
  * the same with the printed GEMMs (KILN_SEQ_GEMM_TEMPLATE=off).
  * --target T --ffn: a feed-forward block (MatMul + Add + Gelu, erf and tanh
  * forms, then MatMul + Add + residual Add) the same way, template on and
- * off (test_device_ffn). */
+ * off (test_device_ffn).
+ * Without arguments too: a SwiGLU block (X Wu * silu(X Wg), 32 -> 2048)
+ * compiles as one range on both GPU targets (test_swiglu_range): its GEMMs
+ * cross 2^20 multiply-adds inside the range, where GPU fusion's template
+ * vetoes (lowering/fuse.c) would split its epilogue at some lengths only;
+ * a range program's plans must fuse alike at every length. */
 #include "bad_model_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -85,6 +90,27 @@ static bool ffn_model_write(const char* path, const char* approx) {
   bm_node(&b, "MatMul", "ff2", "G,W2", "F");
   bm_node(&b, "Add", "ff2_bias", "F,b2", "F1");
   bm_node(&b, "Add", "residual", "F1,X", "Y");
+  bm_output(&b, "Y");
+  const bool ok = bm_write(&b, path);
+  bm_free(&b);
+  return ok;
+}
+
+/* X [1,seq,W] -> (X Wu) * silu(X Wg), 2048 wide (llama's SwiGLU). */
+static char g_swiglu[700];
+static bool swiglu_model_write(const char* path) {
+  bm_model_t b;
+  bm_init(&b, 12);
+  const char* params[3] = {NULL, "seq", NULL};
+  int64_t xd[3] = {1, 0, W};
+  b.g.input[b.g.n_input++] = bm_value(&b, "X", BM_F32, 3, xd, params);
+  ffn_weights(&b, "Wg", W, 2048, 21);
+  ffn_weights(&b, "Wu", W, 2048, 22);
+  bm_node(&b, "MatMul", "gate", "X,Wg", "G");
+  bm_node(&b, "Sigmoid", "sig", "G", "S");
+  bm_node(&b, "Mul", "silu", "G,S", "GS");
+  bm_node(&b, "MatMul", "up", "X,Wu", "U");
+  bm_node(&b, "Mul", "swiglu", "U,GS", "Y");
   bm_output(&b, "Y");
   const bool ok = bm_write(&b, path);
   bm_free(&b);
@@ -252,6 +278,19 @@ static void test_device_ffn(void) {
     }
 }
 
+static void test_swiglu_range(void) {
+  static const char* const targets[] = {"opencl", "vulkan"};
+  for (int i = 0; i < 2; ++i) {
+    if (!kiln_target_find(targets[i])) continue;
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    kiln_status_t s = compile_model(g_swiglu, targets[i], "seq=4..24", &bytes, &len);
+    CHECK_MSG(s == NULL, "swiglu on %s: %s", targets[i], s ? kiln_status_message(s) : "");
+    kiln_status_free(s);
+    free(bytes);
+  }
+}
+
 static void test_device(void) { device_run(true); }
 /* the printed GEMMs (row blocks) at the same lengths */
 static void test_device_printed(void) { device_run(false); }
@@ -269,13 +308,18 @@ int main(int argc, char** argv) {
   snprintf(g_ffn[0], sizeof g_ffn[0], "%s/ffn_erf.onnx", g_dir);
   snprintf(g_ffn[1], sizeof g_ffn[1], "%s/ffn_tanh.onnx", g_dir);
   CHECK(ffn_model_write(g_ffn[0], "none") && ffn_model_write(g_ffn[1], "tanh"));
+  snprintf(g_swiglu, sizeof g_swiglu, "%s/swiglu.onnx", g_dir);
+  CHECK(swiglu_model_write(g_swiglu));
   if (g_target && ffn) {
     RUN(test_device_ffn);
   } else if (g_target) {
     RUN(test_device);
     RUN(test_device_printed);
   }
-  else RUN(test_program);
+  else {
+    RUN(test_program);
+    RUN(test_swiglu_range);
+  }
   bm_rmtree(g_dir);
   return kiln_test_finish();
 }
