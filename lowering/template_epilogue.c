@@ -191,7 +191,6 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
   return true;
 }
 
-
 /* One node's place in a GEMM template's chain (template_gemm.c gemm_chain):
  * 1 an Add, 2 an activation, 0 none of those. */
 static int gemm_chain_op(const kiln_node_t* n) {
@@ -224,14 +223,16 @@ bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) 
   if (conv) {
     int64_t group = 1;
     kiln_status_t s = kiln_attr_int(a, "group", 1, &group);
-    if (s) kiln_status_free(s);
     conv = !s && group == 1;
+    kiln_status_free(s);
   }
   if (!gemm && !conv) return true;
   /* a GEMM no GPU target's template takes as it is keeps its fusions */
   if (gemm && !kiln_template_gemm_candidate(plan, p)) return true;
   /* the chain: the producer's fused nodes, then the consumer's anchor and
-   * its fused nodes (each kernel lists its nodes in the order they run) */
+   * its fused nodes (epilogues in the order they run; a producer inlined
+   * into the consumer, listed after its anchor, is no op of either chain,
+   * so it refuses wherever it stands) */
   const int32_t n = kp->n_fused_nodes + 1 + kc->n_fused_nodes;
   if (conv && n > KILN_TEMPLATE_EPI_MAX) return false;
   int adds = 0;
