@@ -41,6 +41,22 @@ static void perm_of(const kiln_node_t* n, int32_t rank, int64_t* p) {
     p[i] = a && a->type == KILN_ATTR_INTS && a->count == rank ? a->ints[i] : rank - 1 - i;
 }
 
+/* Node |bi| becomes Reshape(x) -> y (its output |y| as it is, the target
+ * from y's shape); *done stays false where target_of cannot express it. */
+static kiln_status_t to_reshape(pu_ctx_t* c, int32_t bi, int32_t x, int32_t y, bool* done) {
+  kiln_graph_t* g = c->g;
+  int64_t dims[KILN_MAX_RANK];
+  if (!target_of(&g->tensors[y].shape, dims)) return NULL;
+  int32_t shape_t;
+  KILN_RETURN_IF_ERROR(pu_add_i64(c, g->tensors[y].name, dims, g->tensors[y].shape.rank, &shape_t));
+  const char* name = g->nodes[bi].name;
+  pu_detach(c, y);
+  c->dead[bi] = true;
+  KILN_RETURN_IF_ERROR(pu_add_node(c, "Reshape", name, 2, (int32_t[]){x, shape_t}, y, 0, NULL, NULL));
+  *done = true;
+  return NULL;
+}
+
 static kiln_status_t fold_reshape(pu_ctx_t* c, int32_t bi, bool* done) {
   kiln_graph_t* g = c->g;
   *done = false;
@@ -53,16 +69,7 @@ static kiln_status_t fold_reshape(pu_ctx_t* c, int32_t bi, bool* done) {
     *done = pu_forward(c, bi, y, x);
     return NULL;
   }
-  int64_t dims[KILN_MAX_RANK];
-  if (!target_of(&g->tensors[y].shape, dims)) return NULL;
-  int32_t shape_t;
-  KILN_RETURN_IF_ERROR(pu_add_i64(c, g->tensors[y].name, dims, g->tensors[y].shape.rank, &shape_t));
-  const char* name = g->nodes[bi].name;
-  pu_detach(c, y);
-  c->dead[bi] = true;
-  KILN_RETURN_IF_ERROR(pu_add_node(c, "Reshape", name, 2, (int32_t[]){x, shape_t}, y, 0, NULL, NULL));
-  *done = true;
-  return NULL;
+  return to_reshape(c, bi, x, y, done);
 }
 
 static kiln_status_t fold_transpose(pu_ctx_t* c, int32_t bi, bool* done) {
@@ -121,16 +128,7 @@ static kiln_status_t transpose_as_reshape(pu_ctx_t* c, int32_t bi, bool* done) {
     if (p[j] < last) return NULL;
     last = p[j];
   }
-  int64_t dims[KILN_MAX_RANK];
-  if (!moved || !target_of(&g->tensors[y].shape, dims)) return NULL;
-  int32_t shape_t;
-  KILN_RETURN_IF_ERROR(pu_add_i64(c, g->tensors[y].name, dims, rank, &shape_t));
-  const char* name = g->nodes[bi].name;
-  pu_detach(c, y);
-  c->dead[bi] = true;
-  KILN_RETURN_IF_ERROR(pu_add_node(c, "Reshape", name, 2, (int32_t[]){x, shape_t}, y, 0, NULL, NULL));
-  *done = true;
-  return NULL;
+  return moved ? to_reshape(c, bi, x, y, done) : NULL;
 }
 
 kiln_status_t kiln_pass_fold_chains(kiln_graph_t* g, kiln_pass_stats_t* st) {

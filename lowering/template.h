@@ -170,6 +170,12 @@ typedef struct kiln_template_gemm_rules_s {
 bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_template_gemm_rules_t* rules,
                               kiln_template_gemm_t* out);
 
+/* A fused node's place in a GEMM template's epilogue chain, by its op
+ * alone: 1 an Add (a bias or a residual), 2 an activation (Relu, Clip,
+ * Gelu: the chain's last), 0 none the template prints. The GEMM matcher's
+ * chain and kiln_template_epilogue_fits both read it. */
+int kiln_template_gemm_chain_op(const kiln_node_t* n);
+
 /* Whether plan kernel |k| as it is now is a MatMul/Gemm of 2^20
  * multiply-adds or more that some GPU target's GEMM template takes (the
  * union of OpenCL's and Vulkan's rules: per-batch B, f16, Gemm's bias,

@@ -69,6 +69,16 @@ static bool operand_of(const kiln_plan_t* plan, int32_t t, const int64_t* shape,
   return true;
 }
 
+/* The ops kiln_template_epi_parse prints (a SiLU is a Sigmoid and a Mul);
+ * kiln_template_epilogue_fits reads the same list. */
+static bool epi_op_printed(const kiln_node_t* n) {
+  static const char* const ops[] = {"Relu", "Sigmoid", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div"};
+  if (!n->op_type || (n->domain && n->domain[0])) return false;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
+    if (!strcmp(n->op_type, ops[i])) return true;
+  return false;
+}
+
 /* Where |n| (picked at chain value |cur|) is half of a SiLU, the fused-list
  * index of the other half (unused): a Sigmoid(cur) and a Mul of cur by that
  * Sigmoid's output; else -1. */
@@ -116,7 +126,7 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
     if (pick < 0) return false;
     used[pick] = true;
     const kiln_node_t* n = &g->nodes[kk->fused_nodes[pick]];
-    if ((n->domain && n->domain[0]) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
+    if (!epi_op_printed(n) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
     if (g->tensors[n->outputs[0]].dtype != KILN_DTYPE_F32) return false;
     kiln_template_epi_op_t* op = &e->ops[e->n_ops++];
     op->a = op->b = -1;
@@ -191,23 +201,6 @@ bool kiln_template_epi_parse(const kiln_plan_t* plan, int32_t k, int32_t start, 
   return true;
 }
 
-/* One node's place in a GEMM template's chain (template_gemm.c gemm_chain):
- * 1 an Add, 2 an activation, 0 none of those. */
-static int gemm_chain_op(const kiln_node_t* n) {
-  if (n->domain && n->domain[0]) return 0;
-  if (!strcmp(n->op_type, "Add")) return 1;
-  if (!strcmp(n->op_type, "Relu") || !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Gelu")) return 2;
-  return 0;
-}
-
-static bool conv_chain_op(const kiln_node_t* n) {
-  static const char* const ops[] = {"Relu", "Sigmoid", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div"};
-  if (n->domain && n->domain[0]) return false;
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; ++i)
-    if (!strcmp(n->op_type, ops[i])) return true;
-  return false;
-}
-
 bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) {
   const kiln_graph_t* g = plan->graph;
   const kiln_plan_kernel_t* kp = &plan->kernels[p];
@@ -227,29 +220,32 @@ bool kiln_template_epilogue_fits(const kiln_plan_t* plan, int32_t p, int32_t c) 
     kiln_status_free(s);
   }
   if (!gemm && !conv) return true;
-  /* a GEMM no GPU target's template takes as it is keeps its fusions */
-  if (gemm && !kiln_template_gemm_candidate(plan, p)) return true;
   /* the chain: the producer's fused nodes, then the consumer's anchor and
    * its fused nodes (epilogues in the order they run; a producer inlined
    * into the consumer, listed after its anchor, is no op of either chain,
    * so it refuses wherever it stands) */
   const int32_t n = kp->n_fused_nodes + 1 + kc->n_fused_nodes;
-  if (conv && n > KILN_TEMPLATE_EPI_MAX) return false;
+  bool fits = !conv || n <= KILN_TEMPLATE_EPI_MAX;
   int adds = 0;
   bool act = false;
-  for (int32_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < n && fits; ++i) {
     const int32_t ni = i < kp->n_fused_nodes ? kp->fused_nodes[i]
                        : i == kp->n_fused_nodes ? kc->node
                                                 : kc->fused_nodes[i - kp->n_fused_nodes - 1];
-    if (ni < 0 || ni >= g->n_nodes || !g->nodes[ni].op_type) return false;
+    if (ni < 0 || ni >= g->n_nodes) {
+      fits = false;
+      break;
+    }
     const kiln_node_t* e = &g->nodes[ni];
     if (conv) {
-      if (!conv_chain_op(e)) return false;
+      fits = epi_op_printed(e);
       continue;
     }
-    const int k = gemm_chain_op(e);
-    if (k == 0 || act || (k == 1 && ++adds > 2)) return false;
+    const int k = kiln_template_gemm_chain_op(e);
+    fits = k != 0 && !act && !(k == 1 && ++adds > 2);
     act = k == 2;
   }
-  return true;
+  /* a GEMM no GPU target's template takes as it is keeps its fusions (the
+   * matcher runs only where the ops alone do not fit) */
+  return fits || (gemm && !kiln_template_gemm_candidate(plan, p));
 }

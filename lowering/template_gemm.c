@@ -48,6 +48,13 @@ static bool is_row(const kiln_tensor_t* t, const kiln_tensor_t* y) {
   return true;
 }
 
+int kiln_template_gemm_chain_op(const kiln_node_t* n) {
+  if (!n->op_type || (n->domain && n->domain[0])) return 0;
+  if (!strcmp(n->op_type, "Add")) return 1;
+  if (!strcmp(n->op_type, "Relu") || !strcmp(n->op_type, "Clip") || !strcmp(n->op_type, "Gelu")) return 2;
+  return 0;
+}
+
 /* Reads plan kernel |kk|'s fused nodes after the GEMM's output |y0|: Adds
  * of a bias (where the node has no C of its own) and of a residual of Y's
  * shape, in either order (the template adds the bias first), then at most
@@ -77,7 +84,7 @@ static bool gemm_chain(const kiln_plan_t* plan, const kiln_plan_kernel_t* kk, in
     if (pick < 0 || g->act != KILN_TEMPLATE_ACT_NONE) return false;
     used[pick] = true;
     const kiln_node_t* n = &gr->nodes[kk->fused_nodes[pick]];
-    if ((n->domain && n->domain[0]) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
+    if (!kiln_template_gemm_chain_op(n) || n->n_outputs < 1 || n->outputs[0] < 0) return false;
     const kiln_tensor_t* ot = &gr->tensors[n->outputs[0]];
     if (ot->dtype != KILN_DTYPE_F32 || !same_shape(ot, yt)) return false;
     const char* op = n->op_type;
@@ -289,7 +296,6 @@ bool kiln_template_gemm_match(const kiln_plan_t* plan, int32_t k, const kiln_tem
   if (f16 && rules->f16_min_work > 0 && g->batch * g->M * g->N * g->K <= rules->f16_min_work) return false;
   return true;
 }
-
 
 bool kiln_template_gemm_candidate(const kiln_plan_t* plan, int32_t k) {
   static const kiln_template_gemm_rules_t any = {

@@ -63,7 +63,7 @@ typedef struct pr_s {
    * (stexel: a written one); during the scan, tex_cand holds the
    * parameters still allowed to be one (printer_vec.c) */
   uint64_t texel, stexel, tex_cand;
-  uint64_t wtexel; /* written f32 ones never loaded: tex_sdecl / tex_sstore (the scan sets it too) */
+  uint64_t wtexel; /* of those, written f32 ones never loaded (set by the scan): tex_sdecl / tex_sstore */
   bool tex_scan;
   /* and the PRIVATE f32 rows the vector loops use, declared as vec4 rows */
   const tir_buffer_t* tpriv[MAX_TPRIV];
